@@ -1,0 +1,59 @@
+"""The bundle contract: names, identity, statement predicate and manifest. Shared by publish and verify."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from evidence_pipeline.ledger import LedgerEvent
+from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.signing.dsse import canonical_json
+
+REPORT = "report.pdf"
+STATEMENT = "statement.dsse.json"
+MANIFEST = "manifest.json"
+MANIFEST_SCHEMA = "evidence-bundle-manifest/v1"
+# What makes two bundles "the same evidence": the signed bytes differ per attempt, these never do.
+IDENTITY_FIELDS = ("tenant", "period", "source_sha256", "unsigned_sha256", "renderer_version", "policy_version")
+
+
+def bundle_identity(fields: dict) -> str:
+    return hashlib.sha256(canonical_json({name: fields[name] for name in IDENTITY_FIELDS})).hexdigest()
+
+
+def bundle_prefix(tenant_month: TenantMonth, identity: str) -> str:
+    return f"bundles/{tenant_month.tenant}/{tenant_month.period}/{identity}"
+
+
+def staging_key(unsigned_sha256: str) -> str:
+    return f"reports/{unsigned_sha256}.pdf"
+
+
+def build_manifest(event: LedgerEvent) -> bytes:
+    """The manifest is a pure function of the committed `bundle.published` event: a retry rewrites the same bytes."""
+    d = event.body["details"]
+    manifest = {
+        "schema": MANIFEST_SCHEMA,
+        "identity": d["identity"],
+        "tenant": d["tenant"],
+        "period": d["period"],
+        "source": {"sha256": d["source_sha256"], "sequence": d["source_sequence"]},
+        "renderer_version": d["renderer_version"],
+        "policy_version": d["policy_version"],
+        "unsigned_report": {"sha256": d["unsigned_sha256"], "size": d["unsigned_size"]},
+        "artifacts": {
+            REPORT: {"sha256": d["report_sha256"], "size": d["report_size"]},
+            STATEMENT: {"sha256": d["statement_sha256"], "size": d["statement_size"]},
+        },
+        "keys": {"statement_key_id": d["key_id"], "trust_root_id": d["trust_root_id"]},
+        "pades_level": d["pades_level"],
+        "lineage": [
+            {"step": "source_revision", "sha256": d["source_sha256"]},
+            {"step": "monthly_report", "sha256": d["unsigned_sha256"], "renderer_version": d["renderer_version"]},
+            {"step": "signed_report", "sha256": d["report_sha256"], "pades_level": d["pades_level"]},
+            {"step": "statement", "sha256": d["statement_sha256"], "key_id": d["key_id"]},
+        ],
+        "published_by": {"run_id": d["run_id"], "attempt": d["attempt"]},
+        "ledger": {"seq": event.seq, "event_hash": event.event_hash, "published_at": event.body["recorded_at"]},
+    }
+    return json.dumps(manifest, indent=2, sort_keys=True).encode() + b"\n"

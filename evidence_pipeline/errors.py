@@ -1,0 +1,52 @@
+"""One error taxonomy for the whole product.
+
+Every foreseeable failure is an ``EvidenceError`` with a stable string ``code`` that tools, the ledger and
+dashboards can rely on, and a ``retryable`` flag that decides the retry policy: terminal failures (bad input,
+policy rejections, tampering) are never retried; transient ones (I/O, unavailable services) are.
+Messages never carry secrets, local paths or tenant data beyond validated ids.
+"""
+
+from __future__ import annotations
+
+# code -> retryable
+REASON_CODES: dict[str, bool] = {
+    "TENANT_ID_INVALID": False,
+    "PERIOD_INVALID": False,
+    "SOURCE_NOT_FOUND": False,
+    "SOURCE_INVALID": False,
+    "SOURCE_DIGEST_MISMATCH": False,
+    "REPORT_INVALID": False,
+    "SIGNING_FAILED": False,
+    "KEY_MATERIAL_INVALID": False,
+    "CONFIG_INVALID": False,
+    "STORE_CONFLICT": False,
+    "STORE_DIGEST_MISMATCH": False,
+    "STORE_NOT_FOUND": False,
+    "STORE_KEY_INVALID": False,
+    "STORE_UNAVAILABLE": True,
+    "LEDGER_CONFLICT": True,
+    "LEDGER_INVALID": False,
+    # verification outcomes (what `evidence verify` reports)
+    "BUNDLE_INCOMPLETE": False,
+    "MANIFEST_INVALID": False,
+    "STATEMENT_INVALID": False,
+    "STATEMENT_SIGNATURE_INVALID": False,
+    "KEY_UNKNOWN": False,
+    "SUBJECT_DIGEST_MISMATCH": False,
+    "PDF_SIGNATURE_INVALID": False,
+    "PDF_SIGNATURE_UNTRUSTED": False,
+    "UNSIGNED_DIGEST_MISMATCH": False,
+    "MANIFEST_STATEMENT_MISMATCH": False,
+}
+
+
+class EvidenceError(Exception):
+    """A classified failure: ``code`` is stable, ``retryable`` picks the retry policy."""
+
+    def __init__(self, code: str, message: str):
+        if code not in REASON_CODES:
+            raise ValueError(f"unknown reason code {code!r}")
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.retryable = REASON_CODES[code]

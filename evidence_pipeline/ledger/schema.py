@@ -1,0 +1,50 @@
+"""SQLAlchemy schema of the ledger. Event bodies are canonical JSON text (never jsonb: it reorders keys)."""
+
+from __future__ import annotations
+
+from sqlalchemy import DDL, Column, ForeignKey, Integer, MetaData, String, Table, Text, event
+
+metadata = MetaData()
+
+audit_events = Table(
+    "audit_events",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("event_id", String(36), nullable=False, unique=True),
+    Column("event_type", String(64), nullable=False),
+    Column("tenant", String(63), nullable=False, index=True),
+    Column("period", String(7), nullable=False),
+    Column("subject_sha256", String(64), nullable=False, index=True),  # the digest the event is about
+    Column("body", Text, nullable=False),  # canonical JSON of the whole event: what the hash covers
+    # UNIQUE(prev_hash): two writers that read the same head cannot both append; the loser retries.
+    Column("prev_hash", String(64), nullable=False, unique=True),
+    Column("event_hash", String(64), nullable=False, unique=True),
+)
+
+publications = Table(
+    "publications",
+    metadata,
+    Column("identity", String(64), primary_key=True),
+    Column("tenant", String(63), nullable=False),
+    Column("period", String(7), nullable=False),
+    Column("bundle_key", String(255), nullable=False, unique=True),
+    Column("source_sha256", String(64), nullable=False),
+    Column("unsigned_sha256", String(64), nullable=False),
+    Column("report_sha256", String(64), nullable=False),
+    Column("statement_sha256", String(64), nullable=False),
+    Column("renderer_version", String(64), nullable=False),
+    Column("key_id", String(64), nullable=False),
+    Column("event_seq", Integer, ForeignKey("audit_events.seq"), nullable=False, unique=True),
+)
+
+# The database, not only the application, refuses to rewrite history.
+for _table in ("audit_events", "publications"):
+    for _action in ("UPDATE", "DELETE"):
+        event.listen(
+            metadata.tables[_table],
+            "after_create",
+            DDL(
+                f"CREATE TRIGGER {_table}_no_{_action.lower()} BEFORE {_action} ON {_table} "
+                f"BEGIN SELECT RAISE(ABORT, 'LEDGER_APPEND_ONLY: {_table} rows cannot be changed'); END"
+            ).execute_if(dialect="sqlite"),
+        )

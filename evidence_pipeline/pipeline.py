@@ -1,0 +1,232 @@
+"""One tenant-month end to end, in plain Python: pin -> render -> validate -> sign -> publish once -> ledger.
+
+Each stage is a function the Dagster assets call one by one; `run_tenant_month` chains them for tools and
+benchmarks. Every stage is safe to repeat: staged and published objects are put-once, and a publication that
+already exists for a bundle identity is converged on, never duplicated.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import cached_property
+from typing import Callable
+
+from evidence_pipeline import sources
+from evidence_pipeline.bundle import (
+    MANIFEST, REPORT, STATEMENT, build_manifest, bundle_identity, bundle_prefix, staging_key,
+)
+from evidence_pipeline.config import Settings
+from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.ledger import Ledger
+from evidence_pipeline.models import SourceRevision, TenantMonth
+from evidence_pipeline.render import RENDERER_VERSION, render_report, report_totals
+from evidence_pipeline.signing import dsse
+from evidence_pipeline.signing.keys import Keyring, load_keyring
+from evidence_pipeline.signing.pades import sign_pdf, verify_pdf_signature
+from evidence_pipeline.store import ArtifactStore, sha256_hex
+from evidence_pipeline.store.local import LocalStore
+from evidence_pipeline.validate import validate_report
+
+
+@dataclass
+class Runtime:
+    """Everything a stage needs, built once per process from Settings."""
+
+    settings: Settings
+    sources: ArtifactStore
+    staging: ArtifactStore
+    archive: ArtifactStore
+    ledger: Ledger
+    generate_dev_keys: bool = True
+
+    @classmethod
+    def from_settings(cls, settings: Settings, generate_dev_keys: bool = True) -> Runtime:
+        return cls(
+            settings=settings,
+            sources=LocalStore(settings.sources_dir, scheme="sources"),
+            staging=LocalStore(settings.work_dir / "staging", scheme="staging"),
+            archive=LocalStore(settings.archive_root),
+            ledger=Ledger(settings.ledger_url),
+            generate_dev_keys=generate_dev_keys,
+        )
+
+    @cached_property
+    def keyring(self) -> Keyring:
+        keyring = load_keyring(self.settings.keys_dir, generate=self.generate_dev_keys)
+        keyring.publish_public_keys(self.archive)
+        return keyring
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """Who is acting: the Dagster run id and attempt, or a tool's name."""
+
+    run_id: str
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class StagedReport:
+    revision: SourceRevision
+    sha256: str
+    size: int
+    pages: int
+    render_ms: float
+
+
+@dataclass(frozen=True)
+class Publication:
+    identity: str
+    tenant_month: TenantMonth
+    bundle_key: str
+    source_sha256: str
+    unsigned_sha256: str
+    report_sha256: str
+    report_size: int
+    statement_sha256: str
+    manifest_sha256: str
+    key_id: str
+    ledger_seq: int
+    created: bool  # False when an existing publication was found and converged on
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)
+
+
+def pin_source(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> SourceRevision:
+    revision = sources.pin_latest(rt.sources, tenant_month)
+    rt.ledger.record(tenant_month, "source.pinned", revision.sha256, run.run_id, sequence=revision.sequence)
+    return revision
+
+
+def render_stage(rt: Runtime, revision: SourceRevision, run: RunInfo) -> StagedReport:
+    """Render the pinned revision and stage the unsigned PDF, content-addressed, for validation and signing."""
+    start = time.perf_counter()
+    report = render_report(revision, sources.read_revision(rt.sources, revision))
+    render_ms = _ms(start)
+    rt.staging.put_once(staging_key(report.sha256), report.pdf)
+    rt.ledger.record(
+        revision.tenant_month, "report.rendered", report.sha256, run.run_id,
+        source_sha256=revision.sha256, renderer_version=report.renderer_version, pages=report.pages,
+    )
+    return StagedReport(revision, report.sha256, len(report.pdf), report.pages, render_ms)
+
+
+def validate_stage(rt: Runtime, revision: SourceRevision, unsigned_sha256: str, run: RunInfo) -> tuple[int, float]:
+    """The gate before signing. Returns (pages, validate_ms); a rejection is recorded, then raised."""
+    start = time.perf_counter()
+    pdf = rt.staging.get(staging_key(unsigned_sha256), expected_sha256=unsigned_sha256)
+    totals = report_totals(sources.read_revision(rt.sources, revision))
+    try:
+        pages = validate_report(pdf, revision, totals)
+    except EvidenceError as error:
+        rt.ledger.record(revision.tenant_month, "report.rejected", unsigned_sha256, run.run_id, reason=error.code)
+        raise
+    rt.ledger.record(revision.tenant_month, "report.validated", unsigned_sha256, run.run_id, pages=pages)
+    return pages, _ms(start)
+
+
+def publish_stage(rt: Runtime, revision: SourceRevision, unsigned_sha256: str, run: RunInfo) -> Publication:
+    """Sign and publish the validated report exactly once per bundle identity."""
+    tm = revision.tenant_month
+    fields = {
+        "tenant": tm.tenant, "period": tm.period, "source_sha256": revision.sha256,
+        "unsigned_sha256": unsigned_sha256, "renderer_version": RENDERER_VERSION,
+        "policy_version": rt.settings.policy_version,
+    }
+    identity = bundle_identity(fields)
+    prefix = bundle_prefix(tm, identity)
+    start = time.perf_counter()
+    existing = rt.ledger.publication(identity)
+    if existing is not None:
+        return _converge(rt, existing, {"publish_ms": _ms(start)})
+    if not rt.ledger.has_event("report.validated", unsigned_sha256):
+        raise EvidenceError("REPORT_INVALID", "refusing to sign a report that has not passed validation")
+
+    unsigned = rt.staging.get(staging_key(unsigned_sha256), expected_sha256=unsigned_sha256)
+    keyring, settings = rt.keyring, rt.settings
+    signed = _put_or_adopt(
+        rt.archive, f"{prefix}/{REPORT}",
+        make=lambda: sign_pdf(unsigned, keyring, settings.pades_level, settings.tsa_url),
+        belongs=lambda data: data.startswith(unsigned),  # PAdES appends: the signed file begins with our bytes
+    )
+    verify_pdf_signature(signed, keyring.root_pem)
+    report_sha256 = sha256_hex(signed)
+    predicate = fields | {
+        "identity": identity, "source_sequence": revision.sequence, "unsigned_size": len(unsigned),
+        "pades_level": settings.pades_level, "key_id": keyring.statement_key_id, "trust_root_id": keyring.root_id,
+        "run_id": run.run_id, "attempt": run.attempt,
+        "completed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    statement = _put_or_adopt(
+        rt.archive, f"{prefix}/{STATEMENT}",
+        make=lambda: dsse.sign_envelope(
+            dsse.canonical_json(dsse.statement(REPORT, report_sha256, predicate)),
+            keyring.statement_key, keyring.statement_key_id,
+        ),
+        belongs=lambda data: _statement_subject(data, keyring) == (report_sha256, identity),
+    )
+    sign_ms = _ms(start)
+
+    start = time.perf_counter()
+    row = {
+        "identity": identity, "tenant": tm.tenant, "period": tm.period, "bundle_key": prefix,
+        "source_sha256": revision.sha256, "unsigned_sha256": unsigned_sha256, "report_sha256": report_sha256,
+        "statement_sha256": sha256_hex(statement), "renderer_version": RENDERER_VERSION,
+        "key_id": keyring.statement_key_id,
+    }
+    details = predicate | {
+        "report_sha256": report_sha256, "report_size": len(signed), "statement_sha256": row["statement_sha256"],
+        "statement_size": len(statement), "bundle_key": prefix,
+    }
+    committed, created = rt.ledger.publish(row, run.run_id, **details)
+    return _converge(rt, committed, {"sign_ms": sign_ms, "publish_ms": _ms(start)}, created=created)
+
+
+def run_tenant_month(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> Publication:
+    revision = pin_source(rt, tenant_month, run)
+    staged = render_stage(rt, revision, run)
+    _, validate_ms = validate_stage(rt, revision, staged.sha256, run)
+    publication = publish_stage(rt, revision, staged.sha256, run)
+    publication.timings_ms.update(render_ms=staged.render_ms, validate_ms=validate_ms)
+    return publication
+
+
+def _converge(rt: Runtime, row: dict, timings: dict[str, float], created: bool = False) -> Publication:
+    """Make the committed publication visible: (re)write its manifest, which is derived from the ledger."""
+    event = rt.ledger.event(row["event_seq"])
+    manifest = rt.archive.put_once(f"{row['bundle_key']}/{MANIFEST}", build_manifest(event))
+    details = event.body["details"]
+    return Publication(
+        identity=row["identity"], tenant_month=TenantMonth(row["tenant"], row["period"]),
+        bundle_key=row["bundle_key"], source_sha256=row["source_sha256"], unsigned_sha256=row["unsigned_sha256"],
+        report_sha256=row["report_sha256"], report_size=details["report_size"],
+        statement_sha256=row["statement_sha256"], manifest_sha256=manifest.sha256, key_id=row["key_id"],
+        ledger_seq=event.seq, created=created, timings_ms=timings,
+    )
+
+
+def _put_or_adopt(store: ArtifactStore, key: str, make: Callable[[], bytes], belongs: Callable[[bytes], bool]) -> bytes:
+    """Put-once, converging on what an earlier or concurrent attempt already stored under the key, if it is ours."""
+    if not store.exists(key):
+        try:
+            store.put_once(key, make())
+        except EvidenceError as error:
+            if error.code != "STORE_CONFLICT":  # a conflict means another attempt won the race: check its object
+                raise
+    data = store.get(key)
+    if not belongs(data):
+        raise EvidenceError("STORE_CONFLICT", f"{key} holds an object that does not belong to this bundle")
+    return data
+
+
+def _statement_subject(envelope: bytes, keyring: Keyring) -> tuple[str, str] | None:
+    try:
+        body = dsse.open_envelope(envelope, {keyring.statement_key_id: keyring.statement_key.public_key()})
+    except EvidenceError:
+        return None
+    return body["subject"][0]["digest"]["sha256"], body["predicate"].get("identity")

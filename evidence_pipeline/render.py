@@ -1,0 +1,218 @@
+"""Source revision -> deterministic report PDF (reportlab).
+
+Determinism: reportlab invariant mode, fonts bundled in this package, no wall clock, and the PDF dates pinned to
+the end of the reporting period (reportlab reads SOURCE_DATE_EPOCH, so we set it for the build and restore it).
+The same revision and RENDERER_VERSION give byte-identical PDFs in any process.
+"""
+
+from __future__ import annotations
+
+import calendar
+import contextlib
+import io
+import os
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+from reportlab import rl_config
+from reportlab.graphics.charts.barcharts import VerticalBarChart
+from reportlab.graphics.shapes import Drawing, String
+from reportlab.lib import colors
+from reportlab.lib.pagesizes import A4
+from reportlab.lib.styles import ParagraphStyle
+from reportlab.lib.units import mm
+from reportlab.pdfbase import pdfmetrics
+from reportlab.pdfbase.ttfonts import TTFont
+from reportlab.pdfgen import canvas as pdfcanvas
+from reportlab.platypus import PageBreak, Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
+
+from evidence_pipeline.models import RenderedReport, SourceRevision, TenantMonth
+from evidence_pipeline.store import sha256_hex
+
+# Bump whenever the output bytes for the same revision would change (layout, fonts, reportlab upgrade).
+RENDERER_VERSION = "report-renderer/1.0.0"
+
+rl_config.invariant = 1
+_FONTS = Path(__file__).parent / "fonts"
+pdfmetrics.registerFont(TTFont("EvidenceSans", str(_FONTS / "Vera.ttf")))
+pdfmetrics.registerFont(TTFont("EvidenceSans-Bold", str(_FONTS / "VeraBd.ttf")))
+_EPOCH_LOCK = threading.Lock()
+
+_BODY = ParagraphStyle("body", fontName="EvidenceSans", fontSize=9, leading=12)
+_H1 = ParagraphStyle("h1", fontName="EvidenceSans-Bold", fontSize=20, leading=26, spaceAfter=8)
+_H2 = ParagraphStyle("h2", fontName="EvidenceSans-Bold", fontSize=13, leading=18, spaceBefore=8, spaceAfter=6)
+_TABLE = TableStyle(
+    [
+        ("FONT", (0, 0), (-1, -1), "EvidenceSans", 8),
+        ("FONT", (0, 0), (-1, 0), "EvidenceSans-Bold", 8),
+        ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#dde4ee")),
+        ("GRID", (0, 0), (-1, -1), 0.25, colors.HexColor("#8896aa")),
+        ("ALIGN", (1, 1), (-1, -1), "RIGHT"),
+    ]
+)
+
+
+def money(minor: int, currency: str) -> str:
+    return f"{minor / 100:,.2f} {currency}"
+
+
+def report_subject(revision: SourceRevision) -> str:
+    """The PDF /Subject: the validation gate checks it against the pinned revision."""
+    tm = revision.tenant_month
+    return f"tenant={tm.tenant}; period={tm.period}; source_sha256={revision.sha256}; renderer={RENDERER_VERSION}"
+
+
+def summarize(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per currency: orders, refunds, fees, net and payouts in minor units."""
+    sums = frame.pivot_table(index="currency", columns="kind", values="amount_minor", aggfunc="sum", fill_value=0)
+    sums = sums.reindex(columns=["order", "refund", "fee", "payout"], fill_value=0)
+    sums["orders_count"] = frame[frame.kind == "order"].groupby("currency").size()
+    sums["net"] = sums["order"] - sums["refund"] - sums["fee"]
+    return sums.fillna(0).astype("int64").sort_index()
+
+
+def render_report(revision: SourceRevision, frame: pd.DataFrame) -> RenderedReport:
+    tm = revision.tenant_month
+    summary = summarize(frame)
+    story = _cover(revision, frame, summary) + _daily(frame, summary) + _refunds(frame)
+    out = io.BytesIO()
+    doc = SimpleDocTemplate(
+        out,
+        pagesize=A4,
+        title=f"Monthly compliance report {tm.tenant} {tm.period}",
+        author="evidence_pipeline",
+        subject=report_subject(revision),
+        creator=RENDERER_VERSION,
+        leftMargin=18 * mm,
+        rightMargin=18 * mm,
+        topMargin=18 * mm,
+        bottomMargin=20 * mm,
+    )
+    with _pinned_epoch(tm.year, tm.month):
+        doc.build(story, canvasmaker=_NumberedCanvas)
+    pdf = out.getvalue()
+    return RenderedReport(tm, revision.sha256, RENDERER_VERSION, pdf, sha256_hex(pdf), doc.page)
+
+
+def report_totals(frame: pd.DataFrame) -> tuple[str, ...]:
+    """Gross sales and net per currency, formatted exactly as the report prints them."""
+    summary = summarize(frame)
+    return tuple(money(int(summary.loc[c, col]), c) for c in summary.index for col in ("order", "net"))
+
+
+def _cover(revision: SourceRevision, frame: pd.DataFrame, summary: pd.DataFrame) -> list:
+    tm = revision.tenant_month
+    facts = [
+        ["Tenant", tm.tenant],
+        ["Period", f"{calendar.month_name[tm.month]} {tm.year} ({tm.period})"],
+        ["Source revision", f"#{revision.sequence}"],
+        ["Source sha256", revision.sha256],
+        ["Renderer", RENDERER_VERSION],
+    ]
+    header = ["Currency", "Orders", "Gross sales", "Refunds", "Fees", "Net", "Payouts"]
+    rows = [
+        [c, f"{int(s.orders_count):,}", money(s.order, c), money(s.refund, c), money(s.fee, c), money(s.net, c),
+         money(s.payout, c)]
+        for c, s in summary.iterrows()
+    ]
+    return [
+        Paragraph("Monthly compliance report", _H1),
+        Table(facts, colWidths=[35 * mm, 139 * mm], style=_TABLE.getCommands()[:1] + [("GRID", (0, 0), (-1, -1), 0.25, colors.grey)]),
+        Spacer(1, 8 * mm),
+        Paragraph("Summary by currency", _H2),
+        Table([header] + rows, repeatRows=1, style=_TABLE),
+        Spacer(1, 4 * mm),
+        Paragraph(
+            "Net = gross sales - refunds - fees. Amounts are sums of the pinned source revision's transactions in "
+            "minor units, shown with two decimals. This report is deterministic: the same source revision and "
+            "renderer always produce the same unsigned bytes, whose sha256 is recorded in the evidence bundle.",
+            _BODY,
+        ),
+        Spacer(1, 6 * mm),
+        Paragraph("Orders per day", _H2),
+        _orders_chart(revision.tenant_month, frame),
+    ]
+
+
+def _orders_chart(tenant_month: TenantMonth, frame: pd.DataFrame) -> Drawing:
+    days = calendar.monthrange(tenant_month.year, tenant_month.month)[1]
+    per_day = frame[frame.kind == "order"].groupby(frame.booked_on.str[-2:].astype(int)).size()
+    counts = [int(per_day.get(d, 0)) for d in range(1, days + 1)]
+    drawing = Drawing(174 * mm, 70 * mm)
+    chart = VerticalBarChart()
+    chart.x, chart.y, chart.width, chart.height = 12 * mm, 10 * mm, 158 * mm, 55 * mm
+    chart.data = [counts]
+    chart.categoryAxis.categoryNames = [str(d) if d % 5 == 1 else "" for d in range(1, days + 1)]
+    chart.categoryAxis.labels.fontName = chart.valueAxis.labels.fontName = "EvidenceSans"
+    chart.categoryAxis.labels.fontSize = chart.valueAxis.labels.fontSize = 7
+    chart.valueAxis.valueMin = 0
+    chart.bars[0].fillColor = colors.HexColor("#3c6e9f")
+    drawing.add(chart)
+    drawing.add(String(12 * mm, 2 * mm, "Day of month", fontName="EvidenceSans", fontSize=7))
+    return drawing
+
+
+def _daily(frame: pd.DataFrame, summary: pd.DataFrame) -> list:
+    story: list = [PageBreak(), Paragraph("Daily detail", _H2)]
+    for currency in summary.index:
+        rows = frame[frame.currency == currency]
+        daily = rows.pivot_table(index="booked_on", columns="kind", values="amount_minor", aggfunc="sum", fill_value=0)
+        daily = daily.reindex(columns=["order", "refund", "fee", "payout"], fill_value=0)
+        table = [["Day", "Gross sales", "Refunds", "Fees", "Net", "Payouts"]] + [
+            [day, money(r.order, currency), money(r.refund, currency), money(r.fee, currency),
+             money(r.order - r.refund - r.fee, currency), money(r.payout, currency)]
+            for day, r in daily.iterrows()
+        ]
+        story += [Paragraph(f"Daily detail, {currency}", _BODY), Table(table, repeatRows=1, style=_TABLE), Spacer(1, 5 * mm)]
+    return story
+
+
+def _refunds(frame: pd.DataFrame) -> list:
+    refunds = frame[frame.kind == "refund"]
+    story: list = [PageBreak(), Paragraph(f"Refunds ({len(refunds):,})", _H2)]
+    if refunds.empty:
+        return story + [Paragraph("No refunds in this period.", _BODY)]
+    table = [["Transaction", "Booked on", "Channel", "Amount"]] + [
+        [r.txn_id, r.booked_on, r.channel, money(r.amount_minor, r.currency)] for r in refunds.itertuples()
+    ]
+    return story + [Table(table, repeatRows=1, style=_TABLE)]
+
+
+@contextlib.contextmanager
+def _pinned_epoch(year: int, month: int):
+    """Pin the PDF's dates to the last second of the period, whatever the caller's SOURCE_DATE_EPOCH."""
+    last_day = calendar.monthrange(year, month)[1]
+    epoch = int(datetime(year, month, last_day, 23, 59, 59, tzinfo=timezone.utc).timestamp())
+    with _EPOCH_LOCK:
+        previous = os.environ.get("SOURCE_DATE_EPOCH")
+        os.environ["SOURCE_DATE_EPOCH"] = str(epoch)
+        try:
+            yield
+        finally:
+            if previous is None:
+                del os.environ["SOURCE_DATE_EPOCH"]
+            else:
+                os.environ["SOURCE_DATE_EPOCH"] = previous
+
+
+class _NumberedCanvas(pdfcanvas.Canvas):
+    """Defers page output so every page can say "page X of Y"."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._pages: list[dict] = []
+
+    def showPage(self):
+        self._pages.append(dict(self.__dict__))
+        self._startPage()
+
+    def save(self):
+        for state in self._pages:
+            self.__dict__.update(state)
+            self.setFont("EvidenceSans", 7)
+            self.drawRightString(A4[0] - 18 * mm, 10 * mm, f"Page {self._pageNumber} of {len(self._pages)}")
+            self.drawString(18 * mm, 10 * mm, RENDERER_VERSION)
+            super().showPage()
+        super().save()

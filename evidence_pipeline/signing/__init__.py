@@ -1,0 +1,1 @@
+"""Key material, DSSE/in-toto statements and PAdES signatures."""

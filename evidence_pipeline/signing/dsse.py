@@ -1,0 +1,73 @@
+"""DSSE envelopes carrying in-toto Statement v1, signed with Ed25519 (deterministic signatures)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from evidence_pipeline.errors import EvidenceError
+
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://evidence-pipeline.dev/monthly-evidence/v1"
+
+
+def canonical_json(value) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSE pre-authentication encoding: what is actually signed."""
+    kind = payload_type.encode("utf-8")
+    return b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
+
+
+def statement(subject_name: str, subject_sha256: str, predicate: dict) -> dict:
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": subject_name, "digest": {"sha256": subject_sha256}}],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": predicate,
+    }
+
+
+def sign_envelope(payload: bytes, key: ed25519.Ed25519PrivateKey, key_id: str) -> bytes:
+    signature = key.sign(pae(PAYLOAD_TYPE, payload))
+    envelope = {
+        "payload": base64.b64encode(payload).decode(),
+        "payloadType": PAYLOAD_TYPE,
+        "signatures": [{"keyid": key_id, "sig": base64.b64encode(signature).decode()}],
+    }
+    return json.dumps(envelope, indent=2, sort_keys=True).encode() + b"\n"
+
+
+def open_envelope(data: bytes, public_keys: dict[str, ed25519.Ed25519PublicKey]) -> dict:
+    """Verify a DSSE envelope against known keys and return its in-toto statement."""
+    try:
+        envelope = json.loads(data)
+        payload = base64.b64decode(envelope["payload"], validate=True)
+        payload_type = envelope["payloadType"]
+        signatures = [(s["keyid"], base64.b64decode(s["sig"], validate=True)) for s in envelope["signatures"]]
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        raise EvidenceError("STATEMENT_INVALID", "statement.dsse.json is not a DSSE envelope") from None
+    if payload_type != PAYLOAD_TYPE or not signatures:
+        raise EvidenceError("STATEMENT_INVALID", "DSSE envelope has the wrong payload type or no signature")
+    known = [(key_id, sig) for key_id, sig in signatures if key_id in public_keys]
+    if not known:
+        raise EvidenceError("KEY_UNKNOWN", "no DSSE signature is by a published key")
+    for key_id, sig in known:
+        try:
+            public_keys[key_id].verify(sig, pae(payload_type, payload))
+        except InvalidSignature:
+            raise EvidenceError("STATEMENT_SIGNATURE_INVALID", f"DSSE signature by {key_id} does not verify") from None
+    try:
+        body = json.loads(payload)
+    except ValueError:
+        raise EvidenceError("STATEMENT_INVALID", "DSSE payload is not JSON") from None
+    if body.get("_type") != STATEMENT_TYPE or body.get("predicateType") != PREDICATE_TYPE:
+        raise EvidenceError("STATEMENT_INVALID", "payload is not an in-toto Statement v1 of our predicate type")
+    return body

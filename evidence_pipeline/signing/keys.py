@@ -1,0 +1,170 @@
+"""Signing keys: an Ed25519 statement key and an X.509 chain (root CA -> signer) for PAdES.
+
+Development keys are generated on first use into a private directory (0700, files 0600) outside the archive;
+production provisions the same file names and sets EVIDENCE_GENERATE_DEV_KEYS=0 so a missing key is an error,
+never a silent new identity. Only public keys and the trust root are ever published (put-once under keys/).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.store import ArtifactStore, StoredObject
+
+STATEMENT_KEY = "statement-ed25519.key"
+ROOT_CERT = "pades-root.pem"
+SIGNER_KEY = "pades-signer.key"
+SIGNER_CERT = "pades-signer.pem"
+_VALIDITY = dt.timedelta(days=3650)
+_PEM = serialization.Encoding.PEM
+
+
+def public_key_id(public_key: ed25519.Ed25519PublicKey) -> str:
+    raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return "ed25519-" + hashlib.sha256(raw).hexdigest()[:16]
+
+
+def certificate_id(certificate: x509.Certificate) -> str:
+    return "x509-root-" + certificate.fingerprint(hashes.SHA256()).hex()[:16]
+
+
+@dataclass(frozen=True)
+class Keyring:
+    directory: Path
+
+    @cached_property
+    def statement_key(self) -> ed25519.Ed25519PrivateKey:
+        key = serialization.load_pem_private_key(self._read(STATEMENT_KEY), password=None)
+        if not isinstance(key, ed25519.Ed25519PrivateKey):
+            raise EvidenceError("KEY_MATERIAL_INVALID", "statement key is not Ed25519")
+        return key
+
+    @cached_property
+    def statement_key_id(self) -> str:
+        return public_key_id(self.statement_key.public_key())
+
+    @cached_property
+    def root_certificate(self) -> x509.Certificate:
+        return x509.load_pem_x509_certificate(self._read(ROOT_CERT))
+
+    @cached_property
+    def root_pem(self) -> bytes:
+        return self.root_certificate.public_bytes(_PEM)
+
+    @cached_property
+    def root_id(self) -> str:
+        return certificate_id(self.root_certificate)
+
+    @property
+    def signer_key_path(self) -> Path:
+        return self.directory / SIGNER_KEY
+
+    @property
+    def signer_cert_path(self) -> Path:
+        return self.directory / SIGNER_CERT
+
+    @property
+    def root_cert_path(self) -> Path:
+        return self.directory / ROOT_CERT
+
+    def _read(self, name: str) -> bytes:
+        try:
+            return (self.directory / name).read_bytes()
+        except FileNotFoundError:
+            raise EvidenceError("KEY_MATERIAL_INVALID", f"key file {name} is missing from the keys directory") from None
+
+    def publish_public_keys(self, store: ArtifactStore) -> list[StoredObject]:
+        """Put-once the statement public key and the PAdES trust root under keys/, named by key id."""
+        statement_pem = self.statement_key.public_key().public_bytes(_PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        return [
+            store.put_once(f"keys/{self.statement_key_id}.pem", statement_pem),
+            store.put_once(f"keys/{self.root_id}.pem", self.root_pem),
+        ]
+
+
+def load_keyring(directory: Path, generate: bool) -> Keyring:
+    """Load the keyring, generating development keys atomically on first use if allowed."""
+    if not (directory / STATEMENT_KEY).exists():
+        if not generate:
+            raise EvidenceError("KEY_MATERIAL_INVALID", "no signing keys provisioned and key generation is disabled")
+        _generate_dev_keys(directory)
+    return Keyring(directory)
+
+
+def _generate_dev_keys(directory: Path) -> None:
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = directory.parent / f".keys-{uuid.uuid4().hex}"
+    staging.mkdir(mode=0o700)
+    try:
+        now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+        root_key = ec.generate_private_key(ec.SECP384R1())
+        root_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "evidence_pipeline development root")])
+        root = (
+            _builder(root_name, root_name, root_key.public_key(), now)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(_usage(cert_sign=True), critical=True)
+            .sign(root_key, hashes.SHA256())
+        )
+        signer_key = ec.generate_private_key(ec.SECP256R1())
+        signer_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "evidence_pipeline development signer")])
+        signer = (
+            _builder(signer_name, root_name, signer_key.public_key(), now)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(_usage(cert_sign=False), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.EMAIL_PROTECTION]), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(root_key.public_key()), critical=False)
+            .sign(root_key, hashes.SHA256())
+        )
+        _write_private(staging / STATEMENT_KEY, ed25519.Ed25519PrivateKey.generate())
+        _write_private(staging / SIGNER_KEY, signer_key)
+        (staging / ROOT_CERT).write_bytes(root.public_bytes(_PEM))
+        (staging / SIGNER_CERT).write_bytes(signer.public_bytes(_PEM))
+        # The root CA's private key is not kept: the development root signs exactly one signer certificate.
+        try:
+            os.rename(staging, directory)  # atomic; a concurrent first use loses the race and loads the winner's
+        except OSError:
+            if not (directory / STATEMENT_KEY).exists():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _builder(subject: x509.Name, issuer: x509.Name, public_key, now: dt.datetime) -> x509.CertificateBuilder:
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + _VALIDITY)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
+    )
+
+
+def _usage(cert_sign: bool) -> x509.KeyUsage:
+    return x509.KeyUsage(
+        digital_signature=not cert_sign, content_commitment=not cert_sign, key_encipherment=False,
+        data_encipherment=False, key_agreement=False, key_cert_sign=cert_sign, crl_sign=cert_sign,
+        encipher_only=False, decipher_only=False,
+    )
+
+
+def _write_private(path: Path, key) -> None:
+    pem = key.private_bytes(_PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(pem)

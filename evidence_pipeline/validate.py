@@ -1,0 +1,77 @@
+"""The PDF gate: our own reports pass it before anything is signed (and uploads will, later).
+
+Parsing is a shape gate, not an integrity check, so it is one of several: magic and trailer bytes, a strict parse
+under tightened pypdf limits, no encryption (an empty user password would otherwise open silently), page-count
+bounds, metadata that names the pinned tenant/period/revision, and the report's totals in the extracted text.
+"""
+
+from __future__ import annotations
+
+import io
+
+from pypdf import PdfReader, apply_configuration
+from pypdf.errors import LimitReachedError, PyPdfError
+
+from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.models import SourceRevision
+from evidence_pipeline.render import report_subject
+
+MAX_PAGES = 2_000
+MAX_BYTES = 200 * 1024 * 1024
+_LIMITS = dict(
+    maximum_declared_stream_length=20_000_000,
+    zlib_maximum_output_length=20_000_000,
+    array_maximum_element_count=20_000,
+    dictionary_maximum_element_count=10_000,
+    stream_filters_maximum_length=4,
+    page_tree_maximum_depth=32,
+    page_tree_maximum_page_entries=MAX_PAGES,
+    outline_maximum_depth=16,
+)
+
+
+def open_pdf(data: bytes, code: str = "REPORT_INVALID") -> PdfReader:
+    """Shape checks every PDF we accept must pass; ``code`` is the rejection reason."""
+
+    def reject(why: str) -> EvidenceError:
+        return EvidenceError(code, why)
+
+    if len(data) > MAX_BYTES:
+        raise reject(f"PDF larger than {MAX_BYTES} bytes")
+    if not data.startswith(b"%PDF-"):
+        raise reject("missing %PDF- header")
+    if b"%%EOF" not in data[-1024:]:
+        raise reject("missing %%EOF trailer (truncated?)")
+    try:
+        with apply_configuration(**_LIMITS):
+            reader = PdfReader(io.BytesIO(data), strict=True)
+            if reader.is_encrypted:
+                raise reject("encrypted PDFs are not accepted")
+            pages = len(reader.pages)
+    except LimitReachedError:
+        raise reject("PDF exceeds parser limits") from None
+    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError) as error:
+        raise reject(f"PDF does not parse strictly ({type(error).__name__})") from None
+    if not 1 <= pages <= MAX_PAGES:
+        raise reject(f"page count {pages} outside 1..{MAX_PAGES}")
+    return reader
+
+
+def validate_report(pdf: bytes, revision: SourceRevision, totals: tuple[str, ...]) -> int:
+    """Full gate for a report against the revision it claims and the totals recomputed from that revision.
+
+    Returns the page count.
+    """
+    reader = open_pdf(pdf)
+    subject = (reader.metadata or {}).get("/Subject")
+    if subject != report_subject(revision):
+        raise EvidenceError("REPORT_INVALID", "PDF metadata does not name the pinned tenant, period and revision")
+    try:
+        with apply_configuration(**_LIMITS):
+            text = "\n".join(page.extract_text() for page in reader.pages)
+    except (PyPdfError, LimitReachedError, ValueError, KeyError) as error:
+        raise EvidenceError("REPORT_INVALID", f"text extraction failed ({type(error).__name__})") from None
+    missing = [total for total in totals if total not in text]
+    if missing:
+        raise EvidenceError("REPORT_INVALID", f"{len(missing)} report totals missing from the PDF text")
+    return len(reader.pages)
