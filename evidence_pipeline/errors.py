@@ -26,7 +26,9 @@ REASON_CODES: dict[str, bool] = {
     "STORE_UNAVAILABLE": True,
     "LEDGER_CONFLICT": True,
     "LEDGER_INVALID": False,
+    "UPSTREAM_NOT_MATERIALIZED": False,
     # verification outcomes (what `evidence verify` reports)
+    "BUNDLE_NOT_FOUND": False,
     "BUNDLE_INCOMPLETE": False,
     "MANIFEST_INVALID": False,
     "STATEMENT_INVALID": False,

@@ -1,0 +1,117 @@
+"""`evidence …`: the command line for operators and auditors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+
+from evidence_pipeline.config import Settings
+from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.store.local import LocalStore
+from evidence_pipeline.verify import verify_bundle
+
+_REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _settings() -> Settings:
+    try:
+        return Settings.from_env()
+    except EvidenceError as error:
+        raise click.ClickException(str(error)) from None
+
+
+def _use_dagster_home(settings: Settings) -> Path:
+    """DAGSTER_HOME defaults to $EVIDENCE_HOME/dagster, seeded with the repository's dagster.yaml."""
+    if "DAGSTER_HOME" not in os.environ:
+        settings.dagster_home.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(_REPO_ROOT / "dagster.yaml", settings.dagster_home / "dagster.yaml")
+        os.environ["DAGSTER_HOME"] = str(settings.dagster_home)
+    return Path(os.environ["DAGSTER_HOME"])
+
+
+@click.group()
+def main() -> None:
+    """Signed, tamper-evident monthly compliance evidence."""
+
+
+@main.command()
+@click.option("--months", default=3, show_default=True, help="Complete months to materialize per demo tenant.")
+def demo(months: int) -> None:
+    """Materialize the last complete months for every demo tenant through Dagster."""
+    from dagster import DagsterInstance
+
+    from evidence_pipeline.defs.demo import run_demo
+    from evidence_pipeline.defs.resources import EvidenceResource
+
+    settings = _settings()
+    _use_dagster_home(settings)
+    with DagsterInstance.get() as instance:
+        try:
+            bundles = run_demo(instance, EvidenceResource(), months, datetime.now(timezone.utc).date())
+        except EvidenceError as error:
+            raise click.ClickException(str(error)) from None
+    click.echo(f"{'tenant':<18} {'period':<8} {'pages':>5}  {'new':<4} report.pdf sha256")
+    for bundle in bundles:
+        click.echo(
+            f"{bundle.tenant_month.tenant:<18} {bundle.tenant_month.period:<8} {bundle.pages:>5}  "
+            f"{'yes' if bundle.newly_published else 'no':<4} {bundle.report_sha256}"
+        )
+    created = sum(b.newly_published for b in bundles)
+    click.echo(f"\n{len(bundles)} bundles ({created} newly published, {len(bundles) - created} already published)")
+    click.echo(f"archive: {settings.archive_root}")
+    example = settings.archive_root / bundles[0].location.removeprefix("archive://")
+    click.echo(f"verify a bundle:  uv run evidence verify {example}")
+    click.echo("open the UI:      uv run evidence ui   (then http://127.0.0.1:3000)")
+
+
+@main.command()
+@click.argument("bundle")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--key-id", "key_ids", multiple=True, help="Only trust these statement key ids (repeatable).")
+def verify(bundle: str, as_json: bool, key_ids: tuple[str, ...]) -> None:
+    """Verify a bundle folder offline. Exit 0 only if every check passes."""
+    try:
+        store, prefix = _locate_bundle(bundle)
+        result = verify_bundle(store, prefix, frozenset(key_ids))
+    except EvidenceError as error:
+        _fail(as_json, bundle, error)
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2))
+    else:
+        for check in result.checks:
+            click.echo(f"{'ok  ' if check.passed else 'FAIL'} {check.name}" + (f": {check.code}: {check.detail}" if not check.passed else ""))
+        click.echo("VERIFIED" if result.ok else f"NOT VERIFIED: {', '.join(result.codes)}")
+    sys.exit(0 if result.ok else 1)
+
+
+def _locate_bundle(bundle: str) -> tuple[LocalStore, str]:
+    """A bundle folder is <archive root>/bundles/<tenant>/<period>/<identity>."""
+    if "://" in bundle:
+        raise EvidenceError("CONFIG_INVALID", "only local bundle folders can be verified in this version")
+    path = Path(bundle).resolve()
+    if not path.is_dir() or len(path.parts) < 5 or path.parents[2].name != "bundles":
+        raise EvidenceError("BUNDLE_NOT_FOUND", "expected a folder <archive>/bundles/<tenant>/<period>/<identity>")
+    root = path.parents[3]
+    return LocalStore(root), str(path.relative_to(root))
+
+
+def _fail(as_json: bool, bundle: str, error: EvidenceError) -> None:
+    if as_json:
+        click.echo(json.dumps({"bundle": bundle, "ok": False, "codes": [error.code], "checks": []}, indent=2))
+    else:
+        click.echo(f"NOT VERIFIED: {error}", err=True)
+    sys.exit(2)
+
+
+@main.command()
+def ui() -> None:
+    """Start the Dagster UI and daemon (dagster dev) on this project's instance."""
+    settings = _settings()
+    _use_dagster_home(settings)
+    os.execvp("dagster", ["dagster", "dev", "-w", str(_REPO_ROOT / "workspace.yaml")])

@@ -1,0 +1,155 @@
+"""Per tenant-month lineage: source_revision -> monthly_report (+ blocking gate) -> evidence_bundle.
+
+Each asset body maps its partition to one domain stage and records what the stage produced as metadata.
+Downstream assets read the exact digests their upstream materialized for the same partition, so a bundle is
+always signed from the report that passed the gate, rendered from the revision that was pinned.
+"""
+
+import contextlib
+
+from dagster import (
+    AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, AssetExecutionContext, AssetKey,
+    AssetRecordsFilter, Backoff, Failure, Jitter, MaterializeResult, MetadataValue, RetryPolicy, asset, asset_check,
+)
+
+from evidence_pipeline import pipeline
+from evidence_pipeline.defs.partitions import tenant_month_of, tenant_month_partitions
+from evidence_pipeline.defs.resources import EvidenceResource
+from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.models import SourceRevision
+from evidence_pipeline.render import RENDERER_VERSION
+
+# Transient failures (I/O, unavailable services) are retried with backoff; terminal ones never are.
+TRANSIENT_RETRIES = RetryPolicy(max_retries=3, delay=2, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS)
+
+
+@contextlib.contextmanager
+def classified_failures():
+    """Terminal domain errors become a Failure that neither the op nor the run retry policy repeats."""
+    try:
+        yield
+    except EvidenceError as error:
+        if error.retryable:
+            raise
+        raise Failure(
+            description=str(error), metadata={"reason_code": error.code}, allow_retries=False
+        ) from None
+
+
+def _run(context) -> pipeline.RunInfo:
+    return pipeline.RunInfo(run_id=context.run.run_id, attempt=context.retry_number + 1)
+
+
+def _upstream(context, asset_key: AssetKey) -> dict:
+    """Metadata of the latest materialization of ``asset_key`` for this partition."""
+    records = context.instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=asset_key, asset_partitions=[context.partition_key]), limit=1
+    ).records
+    if not records:
+        raise EvidenceError("UPSTREAM_NOT_MATERIALIZED", f"{asset_key.to_user_string()} has no materialization here")
+    return {name: value.value for name, value in records[0].asset_materialization.metadata.items()}
+
+
+def _pinned_revision(context) -> SourceRevision:
+    pinned = _upstream(context, source_revision.key)
+    return SourceRevision(
+        tenant_month_of(context.partition_key), pinned["source_sequence"], pinned["source_sha256"],
+        pinned["source_bytes"], pinned["source_key"],
+    )
+
+
+@asset(
+    partitions_def=tenant_month_partitions, code_version="pin/1", retry_policy=TRANSIENT_RETRIES,
+    description="Pins the tenant-month's latest immutable source revision by digest.",
+)
+def source_revision(context: AssetExecutionContext, evidence: EvidenceResource) -> MaterializeResult:
+    with classified_failures():
+        revision = pipeline.pin_source(evidence.runtime(), tenant_month_of(context.partition_key), _run(context))
+    return MaterializeResult(
+        metadata={
+            "source_sha256": revision.sha256, "source_sequence": revision.sequence,
+            "source_bytes": revision.size, "source_key": revision.key,
+        }
+    )
+
+
+@asset(
+    partitions_def=tenant_month_partitions, deps=[source_revision], code_version=RENDERER_VERSION, pool="render",
+    retry_policy=TRANSIENT_RETRIES, description="Deterministic, unsigned PDF report rendered from the pinned revision.",
+)
+def monthly_report(context: AssetExecutionContext, evidence: EvidenceResource) -> MaterializeResult:
+    with classified_failures():
+        revision = _pinned_revision(context)
+        staged = pipeline.render_stage(evidence.runtime(), revision, _run(context))
+    return MaterializeResult(
+        metadata={
+            "unsigned_sha256": staged.sha256, "bytes": staged.size, "pages": staged.pages,
+            "renderer_version": RENDERER_VERSION, "source_sha256": revision.sha256,
+            "source_sequence": revision.sequence, "render_ms": staged.render_ms,
+        }
+    )
+
+
+@asset_check(
+    asset=monthly_report, blocking=True, partitions_def=tenant_month_partitions,
+    description="The PDF gate: strict parse under limits, not encrypted, metadata and totals match the revision.",
+)
+def report_passes_gate(context: AssetCheckExecutionContext, evidence: EvidenceResource) -> AssetCheckResult:
+    with classified_failures():
+        revision = _pinned_revision(context)
+        unsigned_sha256 = _upstream(context, monthly_report.key)["unsigned_sha256"]
+        try:
+            pages, validate_ms = pipeline.validate_stage(evidence.runtime(), revision, unsigned_sha256, _run(context))
+        except EvidenceError as error:
+            if error.code != "REPORT_INVALID":
+                raise
+            return AssetCheckResult(
+                passed=False, severity=AssetCheckSeverity.ERROR,
+                metadata={"reason_code": error.code, "detail": error.message, "unsigned_sha256": unsigned_sha256},
+            )
+    return AssetCheckResult(
+        passed=True, metadata={"unsigned_sha256": unsigned_sha256, "pages": pages, "validate_ms": validate_ms}
+    )
+
+
+@asset(
+    partitions_def=tenant_month_partitions, deps=[monthly_report], code_version=RENDERER_VERSION, pool="publish",
+    retry_policy=TRANSIENT_RETRIES,
+    description="PAdES-signed report + DSSE/in-toto statement + manifest, published once and committed to the ledger.",
+)
+def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource) -> MaterializeResult:
+    runtime = evidence.runtime()
+    with classified_failures():
+        revision = _pinned_revision(context)
+        unsigned_sha256 = _upstream(context, monthly_report.key)["unsigned_sha256"]
+        publication = pipeline.publish_stage(runtime, revision, unsigned_sha256, _run(context))
+    location = runtime.archive.uri(publication.bundle_key)
+    lineage = "\n".join(
+        [
+            "| step | sha256 |",
+            "|---|---|",
+            f"| source revision #{revision.sequence} | `{revision.sha256}` |",
+            f"| unsigned report ({RENDERER_VERSION}) | `{publication.unsigned_sha256}` |",
+            f"| signed report.pdf | `{publication.report_sha256}` |",
+            f"| statement.dsse.json ({publication.key_id}) | `{publication.statement_sha256}` |",
+            f"| manifest.json (ledger #{publication.ledger_seq}) | `{publication.manifest_sha256}` |",
+        ]
+    )
+    return MaterializeResult(
+        metadata={
+            "identity": publication.identity,
+            "location": MetadataValue.text(location),
+            "newly_published": publication.created,
+            "report_sha256": publication.report_sha256,
+            "report_bytes": publication.report_size,
+            "unsigned_sha256": publication.unsigned_sha256,
+            "statement_sha256": publication.statement_sha256,
+            "manifest_sha256": publication.manifest_sha256,
+            "source_sha256": publication.source_sha256,
+            "renderer_version": RENDERER_VERSION,
+            "key_id": publication.key_id,
+            "ledger_seq": publication.ledger_seq,
+            "lineage": MetadataValue.md(lineage),
+            **publication.timings_ms,
+        }
+    )

@@ -1,0 +1,35 @@
+"""The operators' monthly schedule and the sensor that registers tenants from the registry."""
+
+from dagster import (
+    AssetSelection, DefaultScheduleStatus, DefaultSensorStatus, SensorEvaluationContext, SensorResult, SkipReason,
+    build_schedule_from_partitioned_job, define_asset_job, sensor,
+)
+
+from evidence_pipeline.config import Settings
+from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
+from evidence_pipeline.defs.partitions import tenant_partitions
+from evidence_pipeline.tenants import read_registry
+
+monthly_evidence_job = define_asset_job(
+    "monthly_evidence",
+    selection=AssetSelection.assets(source_revision, monthly_report, evidence_bundle),
+    description="Pin, render, gate, sign and publish the evidence of one tenant-month.",
+)
+
+# One run per tenant for the last complete month, on the 1st of every month (UTC).
+monthly_evidence_schedule = build_schedule_from_partitioned_job(
+    monthly_evidence_job, hour_of_day=2, default_status=DefaultScheduleStatus.RUNNING
+)
+
+
+@sensor(minimum_interval_seconds=60, default_status=DefaultSensorStatus.RUNNING)
+def tenant_registry_sensor(context: SensorEvaluationContext):
+    """Adds tenants listed in the registry as partitions. Invalid ids are reported by line and never added."""
+    tenants, rejected = read_registry(Settings.from_env().tenant_registry)
+    for line in rejected:
+        context.log.warning(f"tenant registry line {line.line} rejected: {line.code}")
+    known = set(context.instance.get_dynamic_partitions(tenant_partitions.name))
+    new = [tenant for tenant in tenants if tenant not in known]
+    if not new:
+        return SkipReason(f"no new tenants ({len(known)} registered, {len(rejected)} lines rejected)")
+    return SensorResult(dynamic_partitions_requests=[tenant_partitions.build_add_request(new)])

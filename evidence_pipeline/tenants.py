@@ -1,0 +1,48 @@
+"""The tenant registry: a text file with one tenant id per line (`#` starts a comment).
+
+Only valid slugs are ever registered; a bad line is reported by line number and reason code, never added
+(and its text is not echoed, so nothing a user typed ends up in logs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.models import validate_tenant_id
+
+
+@dataclass(frozen=True)
+class RejectedLine:
+    line: int
+    code: str
+
+
+def read_registry(path: Path) -> tuple[list[str], list[RejectedLine]]:
+    """Return (valid tenant ids in file order without duplicates, rejected lines)."""
+    if not path.exists():
+        return [], []
+    tenants: list[str] = []
+    rejected: list[RejectedLine] = []
+    for number, raw in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+        entry = raw.split("#", 1)[0].strip()
+        if not entry:
+            continue
+        try:
+            tenant = validate_tenant_id(entry)
+        except EvidenceError as error:
+            rejected.append(RejectedLine(number, error.code))
+            continue
+        if tenant not in tenants:
+            tenants.append(tenant)
+    return tenants, rejected
+
+
+def add_to_registry(path: Path, tenants: list[str]) -> None:
+    known, _ = read_registry(path)
+    new = [validate_tenant_id(t) for t in tenants if t not in known]
+    if new:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as handle:
+            handle.writelines(f"{tenant}\n" for tenant in new)
