@@ -8,6 +8,7 @@ bounds, metadata that names the pinned tenant/period/revision, and the report's 
 from __future__ import annotations
 
 import io
+import re
 
 from pypdf import PdfReader, apply_configuration
 from pypdf.errors import LimitReachedError, PyPdfError
@@ -48,6 +49,8 @@ def open_pdf(data: bytes, code: str = "REPORT_INVALID") -> PdfReader:
             if reader.is_encrypted:
                 raise reject("encrypted PDFs are not accepted")
             pages = len(reader.pages)
+            if not _xref_points_at_objects(reader, data):
+                raise reject("cross-reference table does not point at the objects it names")
     except LimitReachedError:
         raise reject("PDF exceeds parser limits") from None
     except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError) as error:
@@ -55,6 +58,15 @@ def open_pdf(data: bytes, code: str = "REPORT_INVALID") -> PdfReader:
     if not 1 <= pages <= MAX_PAGES:
         raise reject(f"page count {pages} outside 1..{MAX_PAGES}")
     return reader
+
+
+def _xref_points_at_objects(reader: PdfReader, data: bytes) -> bool:
+    """pypdf's strict mode trusts xref offsets; a damaged file can still parse. Check each entry lands on its object."""
+    for generation, entries in reader.xref.items():
+        for number, offset in entries.items():
+            if offset and not re.match(rb"\s*%d\s+%d\s+obj\b" % (number, generation), data[offset : offset + 40]):
+                return False
+    return True
 
 
 def validate_report(pdf: bytes, revision: SourceRevision, totals: tuple[str, ...]) -> int:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from datetime import date
 
-from dagster import DagsterInstance, PreviewWarning, materialize
+from dagster import DagsterInstance, materialize
 
 from evidence_pipeline import sources
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, report_passes_gate, source_revision
@@ -51,13 +50,12 @@ def run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int,
     for tenant in DEMO_TENANTS:
         for period in complete_months(today, months):
             tenant_month = TenantMonth(tenant, period)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", PreviewWarning)  # partitioned asset checks are preview in 1.13
-                result = materialize(
-                    [source_revision, monthly_report, evidence_bundle, report_passes_gate],
-                    instance=instance, partition_key=partition_key_for(tenant_month),
-                    resources={"evidence": evidence},
-                )
+            result = materialize(
+                [source_revision, monthly_report, evidence_bundle, report_passes_gate],
+                instance=instance, partition_key=partition_key_for(tenant_month),
+                resources={"evidence": evidence},
+                run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+            )
             bundle = _metadata(result, "evidence_bundle")
             bundles.append(
                 DemoBundle(tenant_month, bundle["location"], bundle["report_sha256"], bundle["newly_published"],

@@ -7,8 +7,9 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 
-from sqlalchemy import Connection, create_engine, select
+from sqlalchemy import Connection, create_engine, make_url, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from evidence_pipeline.errors import EvidenceError
@@ -37,7 +38,10 @@ class LedgerEvent:
 
 class Ledger:
     def __init__(self, url: str):
-        self.engine = create_engine(url)
+        parsed = make_url(url)
+        if parsed.get_backend_name() == "sqlite" and parsed.database:
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        self.engine = create_engine(parsed)
         metadata.create_all(self.engine)
 
     def record(self, tenant_month: TenantMonth, event_type: str, subject_sha256: str, actor: str, **details) -> LedgerEvent:
