@@ -17,6 +17,14 @@ MANIFEST_SCHEMA = "evidence-bundle-manifest/v1"
 IDENTITY_FIELDS = ("tenant", "period", "source_sha256", "unsigned_sha256", "renderer_version", "policy_version")
 
 
+def identity_fields(tenant_month: TenantMonth, source_sha256: str, unsigned_sha256: str, renderer_version: str,
+                    policy_version: str) -> dict:
+    return {
+        "tenant": tenant_month.tenant, "period": tenant_month.period, "source_sha256": source_sha256,
+        "unsigned_sha256": unsigned_sha256, "renderer_version": renderer_version, "policy_version": policy_version,
+    }
+
+
 def bundle_identity(fields: dict) -> str:
     return hashlib.sha256(canonical_json({name: fields[name] for name in IDENTITY_FIELDS})).hexdigest()
 

@@ -15,7 +15,7 @@ from typing import Callable
 
 from evidence_pipeline import sources
 from evidence_pipeline.bundle import (
-    MANIFEST, REPORT, STATEMENT, build_manifest, bundle_identity, bundle_prefix, staging_key,
+    MANIFEST, REPORT, STATEMENT, build_manifest, bundle_identity, bundle_prefix, identity_fields, staging_key,
 )
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
@@ -133,11 +133,7 @@ def validate_stage(rt: Runtime, revision: SourceRevision, unsigned_sha256: str, 
 def publish_stage(rt: Runtime, revision: SourceRevision, unsigned_sha256: str, run: RunInfo) -> Publication:
     """Sign and publish the validated report exactly once per bundle identity."""
     tm = revision.tenant_month
-    fields = {
-        "tenant": tm.tenant, "period": tm.period, "source_sha256": revision.sha256,
-        "unsigned_sha256": unsigned_sha256, "renderer_version": RENDERER_VERSION,
-        "policy_version": rt.settings.policy_version,
-    }
+    fields = identity_fields(tm, revision.sha256, unsigned_sha256, RENDERER_VERSION, rt.settings.policy_version)
     identity = bundle_identity(fields)
     prefix = bundle_prefix(tm, identity)
     start = time.perf_counter()

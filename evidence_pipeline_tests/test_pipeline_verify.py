@@ -1,0 +1,146 @@
+"""One tenant-month end to end, then what an auditor's `evidence verify` catches."""
+
+import base64
+import json
+import os
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from evidence_pipeline import sources
+from evidence_pipeline.bundle import MANIFEST, REPORT, STATEMENT, bundle_identity, bundle_prefix, identity_fields
+from evidence_pipeline.cli import main
+from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.pipeline import RunInfo, publish_stage, render_stage, run_tenant_month
+from evidence_pipeline.render import RENDERER_VERSION
+from evidence_pipeline.signing import dsse
+from evidence_pipeline.signing.pades import sign_pdf
+from evidence_pipeline.verify import verify_bundle
+from evidence_pipeline_tests.conftest import SMALL, require_tool
+
+RUN = RunInfo("test-run")
+
+
+@pytest.fixture
+def published(runtime):
+    return run_tenant_month(runtime, SMALL, RUN)
+
+
+def _overwrite(runtime, key, data: bytes):
+    """Tamper as someone with write access to the archive would."""
+    path = runtime.archive.root / key
+    os.chmod(path, 0o644)
+    path.write_bytes(data)
+
+
+def _codes(runtime, publication) -> list[str]:
+    return verify_bundle(runtime.archive, publication.bundle_key).codes
+
+
+def test_bundle_is_published_once_and_verifies(runtime, published):
+    assert published.created
+    assert verify_bundle(runtime.archive, published.bundle_key).ok
+    again = run_tenant_month(runtime, SMALL, RunInfo("second-run"))
+    assert not again.created and again.bundle_key == published.bundle_key
+    assert again.report_sha256 == published.report_sha256 and again.manifest_sha256 == published.manifest_sha256
+    assert runtime.archive.list(f"bundles/{SMALL.tenant}") == [f"{published.bundle_key}/{n}" for n in (MANIFEST, REPORT, STATEMENT)]
+    assert runtime.ledger.verify_chain() == 7  # pinned, rendered, validated, published + pinned, rendered, validated
+    assert sorted(k.split("/")[0] for k in runtime.archive.list("keys")) == ["keys", "keys"]
+
+
+def test_independent_tools_accept_the_bundle(runtime, published):
+    report = runtime.archive.root / published.bundle_key / REPORT
+    pdfsig = subprocess.run([require_tool("pdfsig"), str(report)], capture_output=True, text=True)
+    assert "Signature is Valid" in pdfsig.stdout and "Total document signed" in pdfsig.stdout
+    assert subprocess.run([require_tool("qpdf"), "--check", str(report)], capture_output=True).returncode == 0
+
+
+def test_flipped_pdf_byte_is_detected(runtime, published):
+    key = f"{published.bundle_key}/{REPORT}"
+    pdf = bytearray(runtime.archive.get(key))
+    pdf[len(pdf) // 3] ^= 0x01
+    _overwrite(runtime, key, bytes(pdf))
+    codes = _codes(runtime, published)
+    assert {"SUBJECT_DIGEST_MISMATCH", "PDF_SIGNATURE_INVALID", "MANIFEST_STATEMENT_MISMATCH"} <= set(codes)
+
+
+def test_edited_statement_is_detected(runtime, published):
+    key = f"{published.bundle_key}/{STATEMENT}"
+    envelope = json.loads(runtime.archive.get(key))
+    statement = json.loads(base64.b64decode(envelope["payload"]))
+    statement["predicate"]["period"] = "2026-11"
+    envelope["payload"] = base64.b64encode(dsse.canonical_json(statement)).decode()
+    _overwrite(runtime, key, json.dumps(envelope).encode())
+    assert _codes(runtime, published) == ["STATEMENT_SIGNATURE_INVALID"]
+
+
+@pytest.mark.parametrize("claimed_key_id", ["ours", "foreign"])
+def test_statement_by_a_foreign_key_is_detected(runtime, published, claimed_key_id):
+    key = f"{published.bundle_key}/{STATEMENT}"
+    payload = base64.b64decode(json.loads(runtime.archive.get(key))["payload"])
+    key_id = runtime.keyring.statement_key_id if claimed_key_id == "ours" else "ed25519-0123456789abcdef"
+    _overwrite(runtime, key, dsse.sign_envelope(payload, ed25519.Ed25519PrivateKey.generate(), key_id))
+    expected = "STATEMENT_SIGNATURE_INVALID" if claimed_key_id == "ours" else "KEY_UNKNOWN"
+    assert _codes(runtime, published)[0] == expected
+
+
+def test_edited_manifest_and_missing_files_are_detected(runtime, published):
+    key = f"{published.bundle_key}/{MANIFEST}"
+    manifest = json.loads(runtime.archive.get(key))
+    manifest["source"]["sha256"] = "0" * 64
+    _overwrite(runtime, key, json.dumps(manifest).encode())
+    assert _codes(runtime, published) == ["MANIFEST_STATEMENT_MISMATCH"]
+    os.unlink(runtime.archive.root / key)
+    assert _codes(runtime, published) == ["BUNDLE_INCOMPLETE"]
+
+
+def test_pinned_key_ids_reject_other_keys(runtime, published):
+    assert verify_bundle(runtime.archive, published.bundle_key, frozenset({published.key_id})).ok
+    assert verify_bundle(runtime.archive, published.bundle_key, frozenset({"ed25519-other"})).codes == ["KEY_UNKNOWN"]
+
+
+def test_cli_verify_exit_codes_and_json(runtime, published):
+    folder = str(runtime.archive.root / published.bundle_key)
+    ok = CliRunner().invoke(main, ["verify", folder, "--json"])
+    assert ok.exit_code == 0 and json.loads(ok.output)["ok"] is True
+    _overwrite(runtime, f"{published.bundle_key}/{MANIFEST}", b"{")
+    bad = CliRunner().invoke(main, ["verify", folder])
+    assert bad.exit_code == 1 and "MANIFEST_INVALID" in bad.output and "Traceback" not in bad.output
+    missing = CliRunner().invoke(main, ["verify", str(runtime.archive.root), "--json"])
+    assert missing.exit_code == 2 and json.loads(missing.output)["codes"] == ["BUNDLE_NOT_FOUND"]
+
+
+def test_retry_after_a_crash_adopts_the_orphaned_signed_report(runtime):
+    """An attempt signed and stored report.pdf, then died before the ledger commit: the retry converges on it."""
+    revision = sources.pin_latest(runtime.sources, SMALL)
+    staged = render_stage(runtime, revision, RUN)
+    with pytest.raises(EvidenceError) as error:
+        publish_stage(runtime, revision, staged.sha256, RUN)  # nothing validated yet: refuses to sign
+    assert error.value.code == "REPORT_INVALID"
+    identity = bundle_identity(
+        identity_fields(SMALL, revision.sha256, staged.sha256, RENDERER_VERSION, runtime.settings.policy_version)
+    )
+    orphan = sign_pdf(runtime.staging.get(f"reports/{staged.sha256}.pdf"), runtime.keyring)
+    runtime.archive.put_once(f"{bundle_prefix(SMALL, identity)}/{REPORT}", orphan)
+    assert verify_bundle(runtime.archive, bundle_prefix(SMALL, identity)).codes == ["BUNDLE_INCOMPLETE"]
+
+    publication = run_tenant_month(runtime, SMALL, RUN)
+    assert publication.identity == identity and publication.created
+    assert runtime.archive.get(f"{publication.bundle_key}/{REPORT}") == orphan
+    assert verify_bundle(runtime.archive, publication.bundle_key).ok
+
+
+def test_foreign_object_at_the_bundle_key_is_a_conflict_and_nothing_is_committed(runtime):
+    revision = sources.pin_latest(runtime.sources, SMALL)
+    staged = render_stage(runtime, revision, RUN)
+    identity = bundle_identity(
+        identity_fields(SMALL, revision.sha256, staged.sha256, RENDERER_VERSION, runtime.settings.policy_version)
+    )
+    runtime.archive.put_once(f"{bundle_prefix(SMALL, identity)}/{REPORT}", b"%PDF-1.7 someone else's %%EOF")
+    with pytest.raises(EvidenceError) as error:
+        run_tenant_month(runtime, SMALL, RUN)
+    assert error.value.code == "STORE_CONFLICT" and not error.value.retryable
+    assert runtime.ledger.publication(identity) is None
+    assert not runtime.archive.exists(f"{bundle_prefix(SMALL, identity)}/{MANIFEST}")

@@ -1,0 +1,84 @@
+import base64
+import json
+import stat
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from securesystemslib.signer import Key
+from securesystemslib.signer import Signature as SslSignature
+
+from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.signing import dsse
+from evidence_pipeline.signing.keys import load_keyring
+from evidence_pipeline.signing.pades import sign_pdf, verify_pdf_signature
+from evidence_pipeline_tests.test_render import _render
+from evidence_pipeline_tests.conftest import SMALL
+
+
+@pytest.fixture
+def keyring(tmp_path):
+    return load_keyring(tmp_path / "keys", generate=True)
+
+
+def test_dev_keys_are_private_and_stable(tmp_path, keyring):
+    directory = tmp_path / "keys"
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    for name in ("statement-ed25519.key", "pades-signer.key"):
+        assert stat.S_IMODE((directory / name).stat().st_mode) == 0o600
+    assert load_keyring(directory, generate=True).statement_key_id == keyring.statement_key_id
+
+
+def test_missing_keys_without_generation_is_an_error(tmp_path):
+    with pytest.raises(EvidenceError) as error:
+        load_keyring(tmp_path / "absent", generate=False)
+    assert error.value.code == "KEY_MATERIAL_INVALID"
+
+
+def test_dsse_round_trip_and_generic_implementation_agrees(keyring):
+    payload = dsse.canonical_json(dsse.statement("report.pdf", "ab" * 32, {"tenant": "acme-books"}))
+    envelope = dsse.sign_envelope(payload, keyring.statement_key, keyring.statement_key_id)
+    public = keyring.statement_key.public_key()
+    assert dsse.open_envelope(envelope, {keyring.statement_key_id: public})["subject"][0]["digest"]["sha256"] == "ab" * 32
+    # securesystemslib verifies the same signature over the same PAE
+    raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw).hex()
+    key = Key.from_dict(keyring.statement_key_id, {"keytype": "ed25519", "scheme": "ed25519", "keyval": {"public": raw}})
+    signature = json.loads(envelope)["signatures"][0]
+    sig_hex = base64.b64decode(signature["sig"]).hex()
+    key.verify_signature(SslSignature(signature["keyid"], sig_hex), dsse.pae(dsse.PAYLOAD_TYPE, payload))
+
+
+def test_dsse_rejects_foreign_and_tampered(keyring):
+    payload = dsse.canonical_json(dsse.statement("report.pdf", "ab" * 32, {}))
+    ours = {keyring.statement_key_id: keyring.statement_key.public_key()}
+    foreign = ed25519.Ed25519PrivateKey.generate()
+    with pytest.raises(EvidenceError) as error:
+        dsse.open_envelope(dsse.sign_envelope(payload, foreign, keyring.statement_key_id), ours)
+    assert error.value.code == "STATEMENT_SIGNATURE_INVALID"
+    with pytest.raises(EvidenceError) as error:
+        dsse.open_envelope(dsse.sign_envelope(payload, foreign, "ed25519-foreign"), ours)
+    assert error.value.code == "KEY_UNKNOWN"
+    envelope = json.loads(dsse.sign_envelope(payload, keyring.statement_key, keyring.statement_key_id))
+    envelope["payload"] = base64.b64encode(payload.replace(b"ab", b"cd", 1)).decode()
+    with pytest.raises(EvidenceError) as error:
+        dsse.open_envelope(json.dumps(envelope).encode(), ours)
+    assert error.value.code == "STATEMENT_SIGNATURE_INVALID"
+
+
+def test_pades_signs_verifies_and_keeps_the_unsigned_prefix(runtime, keyring, tmp_path):
+    _, report = _render(runtime, SMALL)
+    signed = sign_pdf(report.pdf, keyring)
+    assert signed.startswith(report.pdf) and signed != sign_pdf(report.pdf, keyring)  # not byte-deterministic
+    verify_pdf_signature(signed, keyring.root_pem)
+    other_root = load_keyring(tmp_path / "other", generate=True).root_pem
+    with pytest.raises(EvidenceError) as error:
+        verify_pdf_signature(signed, other_root)
+    assert error.value.code == "PDF_SIGNATURE_UNTRUSTED"
+    flipped = bytearray(signed)
+    flipped[len(report.pdf) // 2] ^= 0x01
+    with pytest.raises(EvidenceError) as error:
+        verify_pdf_signature(bytes(flipped), keyring.root_pem)
+    assert error.value.code == "PDF_SIGNATURE_INVALID"
+    with pytest.raises(EvidenceError) as error:
+        verify_pdf_signature(report.pdf, keyring.root_pem)
+    assert error.value.code == "PDF_SIGNATURE_INVALID"

@@ -1,0 +1,58 @@
+import stat
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.store import sha256_hex
+from evidence_pipeline.store.local import LocalStore
+
+
+@pytest.fixture
+def store(tmp_path):
+    return LocalStore(tmp_path / "archive")
+
+
+def test_put_once_is_idempotent_for_identical_bytes(store):
+    first = store.put_once("bundles/a/b.pdf", b"data")
+    second = store.put_once("bundles/a/b.pdf", b"data")
+    assert first.created and not second.created and first.sha256 == second.sha256 == sha256_hex(b"data")
+    assert stat.S_IMODE((store.root / "bundles/a/b.pdf").stat().st_mode) == 0o444
+    assert store.get("bundles/a/b.pdf", expected_sha256=first.sha256) == b"data"
+    assert store.list("bundles") == ["bundles/a/b.pdf"] and store.uri("bundles/a") == "archive://bundles/a"
+
+
+def test_different_bytes_under_an_existing_key_conflict(store):
+    store.put_once("k/x", b"one")
+    with pytest.raises(EvidenceError) as error:
+        store.put_once("k/x", b"two")
+    assert error.value.code == "STORE_CONFLICT" and store.get("k/x") == b"one"
+
+
+def test_racing_puts_have_exactly_one_winner(store):
+    def put(i):
+        try:
+            return store.put_once("race/obj", str(i).encode()).created
+        except EvidenceError as error:
+            return error.code
+
+    results = list(ThreadPoolExecutor(8).map(put, range(32)))
+    assert results.count(True) == 1 and set(results) == {True, "STORE_CONFLICT"}
+    assert [p.name for p in (store.root / "race").iterdir()] == ["obj"]  # no temp files left behind
+
+
+def test_read_checks_digest_and_missing(store):
+    store.put_once("k/x", b"one")
+    with pytest.raises(EvidenceError) as error:
+        store.get("k/x", expected_sha256=sha256_hex(b"two"))
+    assert error.value.code == "STORE_DIGEST_MISMATCH"
+    with pytest.raises(EvidenceError) as error:
+        store.get("k/missing")
+    assert error.value.code == "STORE_NOT_FOUND"
+
+
+@pytest.mark.parametrize("key", ["../escape", "/abs", "a//b", "A/b", "a/b c", "a|b", "", "a/.."])
+def test_keys_outside_the_alphabet_are_refused(store, key):
+    with pytest.raises(EvidenceError) as error:
+        store.put_once(key, b"x")
+    assert error.value.code == "STORE_KEY_INVALID"
