@@ -44,18 +44,14 @@ def main() -> None:
 @click.option("--months", default=3, show_default=True, help="Complete months to materialize per demo tenant.")
 def demo(months: int) -> None:
     """Materialize the last complete months for every demo tenant through Dagster."""
-    from dagster import DagsterInstance
-
-    from evidence_pipeline.defs.demo import run_demo
-    from evidence_pipeline.defs.resources import EvidenceResource
+    from evidence_pipeline.defs.demo import run_demo  # imports Dagster: only when asked for
 
     settings = _settings()
     _use_dagster_home(settings)
-    with DagsterInstance.get() as instance:
-        try:
-            bundles = run_demo(instance, EvidenceResource(), months, datetime.now(timezone.utc).date())
-        except EvidenceError as error:
-            raise click.ClickException(str(error)) from None
+    try:
+        bundles = run_demo(months, datetime.now(timezone.utc).date())
+    except EvidenceError as error:
+        raise click.ClickException(str(error)) from None
     click.echo(f"{'tenant':<18} {'period':<8} {'pages':>5}  {'new':<4} report.pdf sha256")
     for bundle in bundles:
         click.echo(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from datetime import date
 
@@ -36,7 +37,15 @@ def complete_months(today: date, count: int) -> list[str]:
     return months[::-1]
 
 
-def run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int, today: date) -> list[DemoBundle]:
+def run_demo(months: int, today: date, evidence: EvidenceResource | None = None,
+             instance: DagsterInstance | None = None) -> list[DemoBundle]:
+    """Runs on ``instance``, or on the one DAGSTER_HOME names."""
+    evidence = evidence or EvidenceResource()
+    with contextlib.nullcontext(instance) if instance else DagsterInstance.get() as dagster_instance:
+        return _run_demo(dagster_instance, evidence, months, today)
+
+
+def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int, today: date) -> list[DemoBundle]:
     runtime = evidence.runtime()
     add_to_registry(runtime.settings.tenant_registry, list(DEMO_TENANTS))
     tenants, _ = read_registry(runtime.settings.tenant_registry)

@@ -1,0 +1,30 @@
+# The README's commands. Each installs what it needs: uv (bootstrapped with pip if missing), the locked
+# dependencies, and, for the tests, the independent PDF checkers pdfsig and qpdf where apt-get is available.
+UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
+
+.PHONY: demo test ui bench install pdf-tools
+
+demo: install
+	$(UV) run --locked evidence demo
+
+test: install pdf-tools
+	$(UV) run --locked pytest
+
+ui: install
+	$(UV) run --locked evidence ui
+
+bench: install
+	$(UV) run --locked python bench/stage_times.py
+
+install: $(UV)
+	$(UV) sync --locked --quiet
+
+.tools/bin/uv:
+	python3 -m venv .tools
+	.tools/bin/pip install --quiet uv==0.13.8
+
+pdf-tools:
+	@if command -v pdfsig >/dev/null && command -v qpdf >/dev/null; then :; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		(apt-get update -qq && apt-get install -y -qq poppler-utils qpdf) >/dev/null; \
+	else echo "pdfsig/qpdf not installed: the independent-checker tests will be skipped"; fi

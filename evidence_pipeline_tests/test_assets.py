@@ -1,0 +1,104 @@
+"""materialize() of the assets on a real SQLite Dagster instance with tenants added."""
+
+from datetime import date
+
+import pytest
+from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, materialize
+
+from evidence_pipeline import pipeline
+from evidence_pipeline.defs.demo import complete_months, run_demo
+from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, report_passes_gate, source_revision
+from evidence_pipeline.defs.partitions import partition_key_for, tenant_partitions
+from evidence_pipeline.defs.resources import EvidenceResource
+from evidence_pipeline.demo_data import DEMO_TENANTS
+from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.verify import verify_bundle
+from evidence_pipeline_tests.conftest import LARGE, SMALL
+
+ASSETS = [source_revision, monthly_report, evidence_bundle, report_passes_gate]
+PARTITIONS = [SMALL, LARGE, TenantMonth("acme-books", "2026-09")]
+
+
+@pytest.fixture
+def instance(runtime):
+    with DagsterInstance.local_temp() as instance:
+        instance.add_dynamic_partitions(tenant_partitions.name, sorted({tm.tenant for tm in PARTITIONS}))
+        yield instance
+
+
+@pytest.fixture
+def evidence(runtime):
+    return EvidenceResource(home=str(runtime.settings.home))
+
+
+def _materialize(instance, evidence, tenant_month, **kwargs):
+    return materialize(
+        ASSETS, instance=instance, partition_key=partition_key_for(tenant_month), resources={"evidence": evidence},
+        **kwargs,
+    )
+
+
+def _metadata(instance, asset: str, tenant_month: TenantMonth) -> dict:
+    records = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[partition_key_for(tenant_month)]), limit=1
+    ).records
+    return {k: v.value for k, v in records[0].asset_materialization.metadata.items()}
+
+
+def test_materializes_lineage_and_metadata_per_partition(instance, evidence, runtime):
+    for tenant_month in PARTITIONS:
+        assert _materialize(instance, evidence, tenant_month).success
+    for tenant_month in PARTITIONS:
+        pinned = _metadata(instance, "source_revision", tenant_month)
+        report = _metadata(instance, "monthly_report", tenant_month)
+        bundle = _metadata(instance, "evidence_bundle", tenant_month)
+        assert report["source_sha256"] == pinned["source_sha256"] == bundle["source_sha256"]
+        assert bundle["unsigned_sha256"] == report["unsigned_sha256"] and report["pages"] >= 3
+        assert bundle["newly_published"] is True and bundle["location"].startswith("archive://bundles/")
+        assert all(isinstance(bundle[t], float) for t in ("sign_ms", "publish_ms")) and report["render_ms"] > 0
+        assert bundle["key_id"].startswith("ed25519-") and "| signed report.pdf |" in bundle["lineage"]
+        assert str(runtime.settings.home) not in str(bundle)  # no local paths in metadata
+        assert verify_bundle(runtime.archive, bundle["location"].removeprefix("archive://")).ok
+    check = instance.event_log_storage.get_asset_check_execution_history(report_passes_gate.check_key, limit=10)
+    assert len(check) == 3 and all(c.evaluation.passed for c in check)
+
+
+def test_rematerializing_converges_on_the_published_bundle(instance, evidence, runtime):
+    first = _materialize(instance, evidence, SMALL)
+    second = _materialize(instance, evidence, SMALL)
+    assert first.success and second.success
+    bundle = _metadata(instance, "evidence_bundle", SMALL)
+    assert bundle["newly_published"] is False
+    assert len(runtime.archive.list(f"bundles/{SMALL.tenant}/{SMALL.period}")) == 3
+
+
+def test_failed_gate_blocks_signing(instance, evidence, runtime, monkeypatch):
+    # Simulate a renderer bug: the report lacks a total that the source says must be there.
+    monkeypatch.setattr(pipeline, "report_totals", lambda frame: ("999,999,999.99 EUR",))
+    result = _materialize(instance, evidence, SMALL, raise_on_error=False)
+    assert not result.success
+    [evaluation] = result.get_asset_check_evaluations()
+    assert not evaluation.passed and evaluation.metadata["reason_code"].value == "REPORT_INVALID"
+    materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    assert materialized == {"source_revision", "monthly_report"}
+    assert runtime.archive.list("bundles") == []
+
+
+def test_terminal_source_error_fails_without_retries(instance, evidence):
+    missing = TenantMonth("acme-books", "2025-01")
+    result = _materialize(instance, evidence, missing, raise_on_error=False)
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failure.step_key == "source_revision"
+    assert failure.event_specific_data.error.message.startswith("dagster._core.definitions.events.Failure: SOURCE_NOT_FOUND")
+    assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
+
+
+def test_demo_publishes_every_tenant_and_a_second_run_adds_nothing(instance, evidence, runtime):
+    assert complete_months(date(2026, 1, 15), 3) == ["2025-10", "2025-11", "2025-12"]
+    first = run_demo(1, date(2026, 11, 30), evidence=evidence, instance=instance)
+    second = run_demo(1, date(2026, 11, 30), evidence=evidence, instance=instance)
+    assert sorted(b.tenant_month.tenant for b in first) == sorted(DEMO_TENANTS)
+    assert all(b.newly_published for b in first) and not any(b.newly_published for b in second)
+    assert [b.report_sha256 for b in first] == [b.report_sha256 for b in second]
+    assert len(runtime.archive.list("bundles")) == 3 * len(DEMO_TENANTS)

@@ -1,0 +1,91 @@
+"""A snapshot of what the code location exposes, and the schedule, sensor and instance settings in action."""
+
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+import yaml
+from dagster import (
+    DagsterInstance, DynamicPartitionsDefinition, MonthlyPartitionsDefinition, build_schedule_context,
+    build_sensor_context, instance_for_test,
+)
+
+from evidence_pipeline.definitions import defs
+from evidence_pipeline.render import RENDERER_VERSION
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_snapshot_of_assets_checks_jobs_schedules_sensors():
+    repo = defs.get_repository_def()
+    graph = repo.asset_graph
+    assert sorted(k.to_user_string() for k in graph.get_all_asset_keys()) == [
+        "evidence_bundle", "monthly_report", "source_revision",
+    ]
+    assert {k.to_user_string(): sorted(p.to_user_string() for p in graph.get(k).parent_keys) for k in graph.get_all_asset_keys()} == {
+        "source_revision": [], "monthly_report": ["source_revision"], "evidence_bundle": ["monthly_report"],
+    }
+    partitions = graph.get(graph.get_all_asset_keys().pop()).partitions_def
+    dims = {d.name: type(d.partitions_def) for d in partitions.partitions_defs}
+    assert dims == {"month": MonthlyPartitionsDefinition, "tenant": DynamicPartitionsDefinition}
+    assert graph.get(next(k for k in graph.get_all_asset_keys() if k.path == ["monthly_report"])).code_version == RENDERER_VERSION
+    [check] = list(graph.asset_check_keys)
+    assert check.name == "report_passes_gate" and check.asset_key.path == ["monthly_report"]
+    assert repo.assets_defs_by_key[check.asset_key].op.pool == "render"
+    assert sorted(j.name for j in repo.get_all_jobs() if not j.name.startswith("__")) == ["monthly_evidence"]
+    [schedule] = repo.schedule_defs
+    assert (schedule.name, schedule.cron_schedule, schedule.execution_timezone) == ("monthly_evidence_schedule", "0 2 1 * *", "UTC")
+    assert [s.name for s in repo.sensor_defs] == ["tenant_registry_sensor"]
+    assert graph.get_check_spec(check).blocking
+
+
+def test_schedule_requests_last_complete_month_for_every_tenant():
+    schedule = defs.resolve_schedule_def("monthly_evidence_schedule")
+    with DagsterInstance.local_temp() as instance:
+        instance.add_dynamic_partitions("tenant", ["acme-books", "delta-foods"])
+        context = build_schedule_context(instance=instance, scheduled_execution_time=datetime(2026, 12, 1, 2))
+        requests = schedule.evaluate_tick(context).run_requests
+    assert sorted(r.partition_key for r in requests) == ["2026-11-01|acme-books", "2026-11-01|delta-foods"]
+
+
+def test_sensor_registers_valid_tenants_and_reports_bad_lines(tmp_path, monkeypatch):
+    registry = tmp_path / "tenants.txt"
+    registry.write_text("acme-books\nBad|Id\n\n# comment\ndelta-foods  # trailing comment\nacme-books\n,\n")
+    monkeypatch.setenv("EVIDENCE_TENANT_REGISTRY", str(registry))
+    sensor = defs.get_sensor_def("tenant_registry_sensor")
+    with DagsterInstance.local_temp() as instance:
+        instance.add_dynamic_partitions("tenant", ["acme-books"])
+        result = sensor.evaluate_tick(build_sensor_context(instance=instance, instance_ref=instance.get_ref()))
+    [request] = result.dynamic_partitions_requests
+    assert list(request.partition_keys) == ["delta-foods"]
+
+
+def test_sensor_skips_when_nothing_is_new(tmp_path, monkeypatch):
+    registry = tmp_path / "tenants.txt"
+    registry.write_text("acme-books\n")
+    monkeypatch.setenv("EVIDENCE_TENANT_REGISTRY", str(registry))
+    sensor = defs.get_sensor_def("tenant_registry_sensor")
+    with DagsterInstance.local_temp() as instance:
+        instance.add_dynamic_partitions("tenant", ["acme-books"])
+        result = sensor.evaluate_tick(build_sensor_context(instance=instance, instance_ref=instance.get_ref()))
+    assert not result.dynamic_partitions_requests and "no new tenants" in result.skip_message
+
+
+def test_instance_yaml_loads_with_pools_queue_and_retries(tmp_path):
+    with instance_for_test(temp_dir=str(tmp_path), overrides=_yaml(REPO / "dagster.yaml")) as instance:
+        concurrency = instance.get_concurrency_config()
+        assert concurrency.pool_config.default_pool_limit == 2
+        assert concurrency.run_queue_config.max_concurrent_runs == 4
+        [limit] = concurrency.run_queue_config.tag_concurrency_limits
+        assert limit["key"] == "dagster/partition/tenant" and limit["value"] == {"applyLimitPerUniqueValue": True}
+        assert instance.run_monitoring_settings["free_slots_after_run_end_seconds"] == 300
+        assert instance.run_retries_enabled and not instance.run_retries_retry_on_asset_or_op_failure
+
+
+def _yaml(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+@pytest.mark.parametrize("path", ["workspace.yaml", "dagster.yaml"])
+def test_project_files_exist(path):
+    assert (REPO / path).is_file()
