@@ -62,8 +62,8 @@ def demo(months: int) -> None:
     click.echo(f"\n{len(bundles)} bundles ({created} newly published, {len(bundles) - created} already published)")
     click.echo(f"archive: {settings.archive_root}")
     example = settings.archive_root / bundles[0].location.removeprefix("archive://")
-    click.echo(f"verify a bundle:  uv run evidence verify {example}")
-    click.echo("open the UI:      uv run evidence ui   (then http://127.0.0.1:3000)")
+    click.echo(f"verify a bundle:  .venv/bin/evidence verify {example}")
+    click.echo("open the UI:      .venv/bin/evidence ui   (then http://127.0.0.1:3000)")
 
 
 @main.command()

@@ -7,7 +7,10 @@ import subprocess
 
 import pytest
 from click.testing import CliRunner
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
+from securesystemslib.dsse import Envelope
+from securesystemslib.signer import SSlibKey
 
 from evidence_pipeline import sources
 from evidence_pipeline.bundle import MANIFEST, REPORT, STATEMENT, bundle_identity, bundle_prefix, identity_fields
@@ -48,6 +51,14 @@ def test_bundle_is_published_once_and_verifies(runtime, published):
     assert runtime.archive.list(f"bundles/{SMALL.tenant}") == [f"{published.bundle_key}/{n}" for n in (MANIFEST, REPORT, STATEMENT)]
     assert runtime.ledger.verify_chain() == 7  # pinned, rendered, validated, published + pinned, rendered, validated
     assert sorted(k.split("/")[0] for k in runtime.archive.list("keys")) == ["keys", "keys"]
+
+
+def test_generic_dsse_implementation_verifies_with_the_published_key(runtime, published):
+    pem = runtime.archive.get(f"keys/{published.key_id}.pem")
+    key = SSlibKey.from_crypto(serialization.load_pem_public_key(pem), keyid=published.key_id)
+    envelope = Envelope.from_dict(json.loads(runtime.archive.get(f"{published.bundle_key}/{STATEMENT}")))
+    assert list(envelope.verify([key], 1)) == [published.key_id]
+    assert envelope.payload_type == "application/vnd.in-toto+json"
 
 
 def test_independent_tools_accept_the_bundle(runtime, published):
