@@ -13,7 +13,9 @@ import click
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.store import ArtifactStore
 from evidence_pipeline.store.local import LocalStore
+from evidence_pipeline.store.uri import open_store
 from evidence_pipeline.verify import verify_bundle
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -60,8 +62,10 @@ def demo(months: int) -> None:
         )
     created = sum(b.newly_published for b in bundles)
     click.echo(f"\n{len(bundles)} bundles ({created} newly published, {len(bundles) - created} already published)")
-    click.echo(f"archive: {settings.archive_root}")
-    example = settings.archive_root / bundles[0].location.removeprefix("archive://")
+    example = bundles[0].location
+    if not settings.archive_uri.startswith("s3://"):
+        example = str(Path(settings.archive_uri) / example.removeprefix("archive://"))
+    click.echo(f"archive: {settings.archive_uri}")
     click.echo(f"verify a bundle:  .venv/bin/evidence verify {example}")
     click.echo("open the UI:      .venv/bin/evidence ui   (then http://127.0.0.1:3000)")
 
@@ -73,7 +77,7 @@ def demo(months: int) -> None:
 def verify(bundle: str, as_json: bool, key_ids: tuple[str, ...]) -> None:
     """Verify a bundle folder offline. Exit 0 only if every check passes."""
     try:
-        store, prefix = _locate_bundle(bundle)
+        store, prefix = _locate_bundle(bundle, _settings())
         result = verify_bundle(store, prefix, frozenset(key_ids))
     except EvidenceError as error:
         _fail(as_json, bundle, error)
@@ -86,10 +90,17 @@ def verify(bundle: str, as_json: bool, key_ids: tuple[str, ...]) -> None:
     sys.exit(0 if result.ok else 1)
 
 
-def _locate_bundle(bundle: str) -> tuple[LocalStore, str]:
-    """A bundle folder is <archive root>/bundles/<tenant>/<period>/<identity>."""
+def _locate_bundle(bundle: str, settings: Settings) -> tuple[ArtifactStore, str]:
+    """A bundle is <archive root>/bundles/<tenant>/<period>/<identity>, as a folder or under s3://bucket/prefix."""
+    if bundle.startswith("s3://"):
+        from evidence_pipeline.defs.resources import s3_client  # boto3 through dagster-aws, only when asked for
+
+        root, marker, rest = bundle.rstrip("/").rpartition("/bundles/")
+        if not marker or rest.count("/") != 2:
+            raise EvidenceError("BUNDLE_NOT_FOUND", "expected s3://bucket/[prefix/]bundles/<tenant>/<period>/<identity>")
+        return open_store(root, s3_client(settings)), f"bundles/{rest}"
     if "://" in bundle:
-        raise EvidenceError("CONFIG_INVALID", "only local bundle folders can be verified in this version")
+        raise EvidenceError("BUNDLE_NOT_FOUND", "a bundle is a local folder or an s3:// prefix")
     path = Path(bundle).resolve()
     if not path.is_dir() or len(path.parts) < 5 or path.parents[2].name != "bundles":
         raise EvidenceError("BUNDLE_NOT_FOUND", "expected a folder <archive>/bundles/<tenant>/<period>/<identity>")

@@ -15,14 +15,25 @@ PADES_LEVELS = ("B-B", "B-T")
 class Settings:
     home: Path
     ledger_url: str
-    archive_root: Path
+    # Stores are a filesystem path or s3://bucket/prefix.
+    archive_uri: str  # published bundles and keys/
+    sources_uri: str  # immutable source revisions
+    staging_uri: str  # unsigned reports between render, gate and signing
     keys_dir: Path  # private key material, never inside the archive
-    work_dir: Path  # per-attempt scratch space and staged (unsigned) reports
-    sources_dir: Path
     tenant_registry: Path
     pades_level: str
     tsa_url: str | None
     policy_version: str
+    s3_endpoint_url: str | None
+    s3_region: str | None
+    s3_object_lock_mode: str | None
+    s3_object_lock_days: int
+    s3_server_side_encryption: str | None
+    s3_kms_key_id: str | None
+
+    @property
+    def uses_s3(self) -> bool:
+        return any(uri.startswith("s3://") for uri in (self.archive_uri, self.sources_uri, self.staging_uri))
 
     @property
     def dagster_home(self) -> Path:
@@ -38,15 +49,32 @@ class Settings:
         tsa_url = env.get("EVIDENCE_TSA_URL") or None
         if level == "B-T" and not tsa_url:
             raise EvidenceError("CONFIG_INVALID", "PAdES B-T needs EVIDENCE_TSA_URL (an RFC 3161 time stamp authority)")
+        lock_mode = env.get("EVIDENCE_S3_OBJECT_LOCK_MODE") or None
+        if lock_mode not in (None, "GOVERNANCE", "COMPLIANCE"):
+            raise EvidenceError("CONFIG_INVALID", "EVIDENCE_S3_OBJECT_LOCK_MODE must be GOVERNANCE or COMPLIANCE")
+        lock_days = env.get("EVIDENCE_S3_OBJECT_LOCK_DAYS", "0")
+        if not lock_days.isdigit() or (lock_mode and int(lock_days) < 1):
+            raise EvidenceError("CONFIG_INVALID", "EVIDENCE_S3_OBJECT_LOCK_DAYS must be a whole number of days >= 1")
+
+        def store(variable: str, default: Path) -> str:
+            value = env.get(variable) or str(default)
+            return value if value.startswith("s3://") else str(Path(value).absolute())
+
         return cls(
             home=home,
             ledger_url=env.get("EVIDENCE_LEDGER_URL", f"sqlite:///{home / 'ledger.sqlite'}"),
-            archive_root=Path(env.get("EVIDENCE_ARCHIVE_DIR", home / "archive")).absolute(),
+            archive_uri=store("EVIDENCE_ARCHIVE_URI", home / "archive"),
+            sources_uri=store("EVIDENCE_SOURCES_URI", home / "sources"),
+            staging_uri=store("EVIDENCE_STAGING_URI", home / "staging"),
             keys_dir=Path(env.get("EVIDENCE_KEYS_DIR", home / "keys")).absolute(),
-            work_dir=home / "work",
-            sources_dir=Path(env.get("EVIDENCE_SOURCES_DIR", home / "sources")).absolute(),
             tenant_registry=Path(env.get("EVIDENCE_TENANT_REGISTRY", home / "tenants.txt")).absolute(),
             pades_level=level,
             tsa_url=tsa_url,
             policy_version=env.get("EVIDENCE_POLICY_VERSION", "policy-2026.1"),
+            s3_endpoint_url=env.get("EVIDENCE_S3_ENDPOINT_URL") or None,
+            s3_region=env.get("EVIDENCE_S3_REGION") or env.get("AWS_REGION") or None,
+            s3_object_lock_mode=lock_mode,
+            s3_object_lock_days=int(lock_days),
+            s3_server_side_encryption=env.get("EVIDENCE_S3_SSE") or None,
+            s3_kms_key_id=env.get("EVIDENCE_S3_KMS_KEY_ID") or None,
         )

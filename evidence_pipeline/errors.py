@@ -24,6 +24,8 @@ REASON_CODES: dict[str, bool] = {
     "STORE_NOT_FOUND": False,
     "STORE_KEY_INVALID": False,
     "STORE_UNAVAILABLE": True,
+    "STORE_ACCESS_DENIED": False,
+    "STORE_REJECTED": False,
     "LEDGER_CONFLICT": True,
     "LEDGER_INVALID": False,
     "UPSTREAM_NOT_MATERIALIZED": False,

@@ -26,7 +26,8 @@ from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import Keyring, load_keyring
 from evidence_pipeline.signing.pades import sign_pdf, verify_pdf_signature
 from evidence_pipeline.store import ArtifactStore, sha256_hex
-from evidence_pipeline.store.local import LocalStore
+from evidence_pipeline.store.s3 import S3Options
+from evidence_pipeline.store.uri import open_store
 from evidence_pipeline.validate import validate_report
 
 
@@ -42,12 +43,17 @@ class Runtime:
     generate_dev_keys: bool = True
 
     @classmethod
-    def from_settings(cls, settings: Settings, generate_dev_keys: bool = True) -> Runtime:
+    def from_settings(cls, settings: Settings, generate_dev_keys: bool = True, s3_client=None) -> Runtime:
+        """``s3_client`` (a boto3 S3 client) is needed when any store URI is s3://."""
+        options = S3Options(
+            settings.s3_object_lock_mode, settings.s3_object_lock_days, settings.s3_server_side_encryption,
+            settings.s3_kms_key_id,
+        )
         return cls(
             settings=settings,
-            sources=LocalStore(settings.sources_dir, scheme="sources"),
-            staging=LocalStore(settings.work_dir / "staging", scheme="staging"),
-            archive=LocalStore(settings.archive_root),
+            sources=open_store(settings.sources_uri, s3_client, options, scheme="sources"),
+            staging=open_store(settings.staging_uri, s3_client, S3Options(), scheme="staging"),  # never locked
+            archive=open_store(settings.archive_uri, s3_client, options),
             ledger=Ledger(settings.ledger_url),
             generate_dev_keys=generate_dev_keys,
         )

@@ -30,7 +30,7 @@ def test_render_is_byte_identical_across_processes_and_environments(runtime):
     digests = set()
     for extra_env in ({}, {"SOURCE_DATE_EPOCH": "1234567890", "TZ": "Asia/Tokyo"}):
         child = subprocess.run(
-            [sys.executable, "-c", _RENDER_IN_CHILD, str(runtime.settings.sources_dir), LARGE.tenant, LARGE.period],
+            [sys.executable, "-c", _RENDER_IN_CHILD, runtime.settings.sources_uri, LARGE.tenant, LARGE.period],
             env=os.environ | extra_env, capture_output=True, text=True, check=True,
         )
         digests.add(child.stdout)

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from sqlalchemy import Connection, create_engine, make_url, select
-from sqlalchemy.exc import IntegrityError, OperationalError
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, create_engine, make_url, select, text
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.ledger.schema import audit_events, metadata, publications
+from evidence_pipeline.ledger.schema import audit_events, publications
 from evidence_pipeline.models import TenantMonth
 
 GENESIS_HASH = "0" * 64
@@ -42,7 +45,7 @@ class Ledger:
         if parsed.get_backend_name() == "sqlite" and parsed.database:
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         self.engine = create_engine(parsed)
-        metadata.create_all(self.engine)
+        self._migrate()
 
     def record(self, tenant_month: TenantMonth, event_type: str, subject_sha256: str, actor: str, **details) -> LedgerEvent:
         """Append one event in its own transaction."""
@@ -125,6 +128,23 @@ class Ledger:
     def _publication(self, conn: Connection, identity: str) -> dict | None:
         row = conn.execute(select(publications).where(publications.c.identity == identity)).first()
         return None if row is None else dict(row._mapping)
+
+    def _migrate(self) -> None:
+        """Bring the schema to the newest migration. Concurrent first starts serialize on a lock or retry."""
+        config = Config()
+        config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+        for attempt in range(5):
+            try:
+                with self.engine.begin() as conn:
+                    if conn.dialect.name == "postgresql":
+                        conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('evidence_ledger_migrations'))"))
+                    config.attributes["connection"] = conn
+                    command.upgrade(config, "head")
+                return
+            except (OperationalError, IntegrityError, ProgrammingError):
+                if attempt == 4:
+                    raise
+                time.sleep(0.2 * (attempt + 1))  # another process was creating the schema: look again
 
     def _transact(self, work):
         """Run ``work`` in one transaction, retrying when a concurrent writer took the chain head first."""

@@ -1,8 +1,11 @@
-"""SQLAlchemy schema of the ledger. Event bodies are canonical JSON text (never jsonb: it reorders keys)."""
+"""SQLAlchemy schema of the ledger, for queries. Tables are created by the migrations in migrations/versions.
+
+Event bodies are canonical JSON text (never jsonb: it reorders keys and would break the hashes).
+"""
 
 from __future__ import annotations
 
-from sqlalchemy import DDL, Column, ForeignKey, Integer, MetaData, String, Table, Text, event
+from sqlalchemy import Column, ForeignKey, Integer, MetaData, String, Table, Text
 
 metadata = MetaData()
 
@@ -36,15 +39,3 @@ publications = Table(
     Column("key_id", String(64), nullable=False),
     Column("event_seq", Integer, ForeignKey("audit_events.seq"), nullable=False, unique=True),
 )
-
-# The database, not only the application, refuses to rewrite history.
-for _table in ("audit_events", "publications"):
-    for _action in ("UPDATE", "DELETE"):
-        event.listen(
-            metadata.tables[_table],
-            "after_create",
-            DDL(
-                f"CREATE TRIGGER {_table}_no_{_action.lower()} BEFORE {_action} ON {_table} "
-                f"BEGIN SELECT RAISE(ABORT, 'LEDGER_APPEND_ONLY: {_table} rows cannot be changed'); END"
-            ).execute_if(dialect="sqlite"),
-        )

@@ -1,0 +1,136 @@
+"""S3 ArtifactStore: put-once with If-None-Match, SHA-256 checksums verified client-side, optional Object Lock/SSE.
+
+The client is any boto3 S3 client (the Dagster layer builds it with dagster-aws's S3Resource). S3 emulators do not
+validate checksums and a real S3 does, so we rely on neither: every read re-hashes the bytes and compares them with
+the digest recorded in the object's metadata at upload (and with the caller's expectation, if any).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.store import StoredObject, check_digest, check_key, sha256_hex
+
+_TRANSIENT_CODES = {
+    "InternalError", "ServiceUnavailable", "SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",
+    "RequestTimeTooSkewed", "ConditionalRequestConflict", "OperationAborted",
+}
+
+
+@dataclass(frozen=True)
+class S3Options:
+    object_lock_mode: str | None = None  # GOVERNANCE or COMPLIANCE; needs a bucket created with Object Lock
+    object_lock_days: int = 0
+    server_side_encryption: str | None = None  # AES256 or aws:kms
+    kms_key_id: str | None = None
+
+
+class S3Store:
+    def __init__(self, client, bucket: str, prefix: str = "", options: S3Options = S3Options()):
+        self.client = client
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.options = options
+
+    def _key(self, key: str) -> str:
+        check_key(key)
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def put_once(self, key: str, data: bytes) -> StoredObject:
+        digest = hashlib.sha256(data)
+        extra = {}
+        if self.options.object_lock_mode:
+            extra["ObjectLockMode"] = self.options.object_lock_mode
+            extra["ObjectLockRetainUntilDate"] = datetime.now(timezone.utc) + timedelta(days=self.options.object_lock_days)
+        if self.options.server_side_encryption:
+            extra["ServerSideEncryption"] = self.options.server_side_encryption
+            if self.options.kms_key_id:
+                extra["SSEKMSKeyId"] = self.options.kms_key_id
+        try:
+            response = self.client.put_object(
+                Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*",
+                ChecksumAlgorithm="SHA256", ChecksumSHA256=base64.b64encode(digest.digest()).decode(),
+                Metadata={"sha256": digest.hexdigest()}, **extra,
+            )
+        except ClientError as error:
+            if _code(error) not in ("PreconditionFailed", "412"):
+                raise _classify(error, key) from None
+            existing = self.get(key)  # the key exists: identical bytes converge, anything else conflicts
+            if existing != data:
+                raise EvidenceError("STORE_CONFLICT", f"object {key} already exists with different bytes") from None
+            return StoredObject(key, digest.hexdigest(), len(data), created=False, version_id=self._version(key))
+        except BotoCoreError as error:
+            raise _unavailable(error, key) from None
+        return StoredObject(key, digest.hexdigest(), len(data), created=True, version_id=response.get("VersionId"))
+
+    def get(self, key: str, expected_sha256: str | None = None) -> bytes:
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+            data = response["Body"].read()
+        except ClientError as error:
+            raise _classify(error, key) from None
+        except BotoCoreError as error:
+            raise _unavailable(error, key) from None
+        recorded = response.get("Metadata", {}).get("sha256")
+        if recorded is not None and sha256_hex(data) != recorded:
+            raise EvidenceError("STORE_DIGEST_MISMATCH", f"object {key} does not match the sha256 recorded at upload")
+        return check_digest(key, data, expected_sha256)
+
+    def exists(self, key: str) -> bool:
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+        except ClientError as error:
+            if _code(error) in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise _classify(error, key) from None
+        except BotoCoreError as error:
+            raise _unavailable(error, key) from None
+        return True
+
+    def list(self, prefix: str) -> list[str]:
+        full = self._key(prefix) + "/"
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        keys = []
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=full):
+                keys += [item["Key"][strip:] for item in page.get("Contents", [])]
+        except ClientError as error:
+            raise _classify(error, prefix) from None
+        except BotoCoreError as error:
+            raise _unavailable(error, prefix) from None
+        return sorted(keys)
+
+    def uri(self, key: str) -> str:
+        return f"s3://{self.bucket}/{self._key(key)}"
+
+    def _version(self, key: str) -> str | None:
+        try:
+            return self.client.head_object(Bucket=self.bucket, Key=self._key(key)).get("VersionId")
+        except ClientError as error:
+            raise _classify(error, key) from None
+
+
+def _code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
+def _classify(error: ClientError, key: str) -> EvidenceError:
+    code = _code(error)
+    status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    if code in ("NoSuchKey", "404", "NotFound"):
+        return EvidenceError("STORE_NOT_FOUND", f"object {key} does not exist")
+    if code in _TRANSIENT_CODES or status >= 500 or status == 429:
+        return EvidenceError("STORE_UNAVAILABLE", f"S3 is unavailable ({code or status}) for {key}")
+    if code in ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+        return EvidenceError("STORE_ACCESS_DENIED", f"S3 refused access ({code}) for {key}")
+    return EvidenceError("STORE_REJECTED", f"S3 rejected the request ({code or status}) for {key}")
+
+
+def _unavailable(error: BotoCoreError, key: str) -> EvidenceError:
+    return EvidenceError("STORE_UNAVAILABLE", f"S3 is unreachable ({type(error).__name__}) for {key}")

@@ -1,0 +1,19 @@
+"""Open a store from its URI: a filesystem path (local) or s3://bucket/prefix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.store import ArtifactStore
+from evidence_pipeline.store.local import LocalStore
+from evidence_pipeline.store.s3 import S3Options, S3Store
+
+
+def open_store(uri: str, s3_client=None, options: S3Options = S3Options(), scheme: str = "archive") -> ArtifactStore:
+    if uri.startswith("s3://"):
+        bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+        if not bucket or s3_client is None:
+            raise EvidenceError("CONFIG_INVALID", "an s3:// store needs a bucket name and S3 settings")
+        return S3Store(s3_client, bucket, prefix, options)
+    return LocalStore(Path(uri), scheme=scheme)
