@@ -50,8 +50,8 @@ def build_manifest(event: LedgerEvent) -> bytes:
         "policy_version": d["policy_version"],
         "unsigned_report": {"sha256": d["unsigned_sha256"], "size": d["unsigned_size"]},
         "artifacts": {
-            REPORT: {"sha256": d["report_sha256"], "size": d["report_size"]},
-            STATEMENT: {"sha256": d["statement_sha256"], "size": d["statement_size"]},
+            REPORT: _artifact(d["report_sha256"], d["report_size"], d.get("report_version_id")),
+            STATEMENT: _artifact(d["statement_sha256"], d["statement_size"], d.get("statement_version_id")),
         },
         "keys": {"statement_key_id": d["key_id"], "trust_root_id": d["trust_root_id"]},
         "pades_level": d["pades_level"],
@@ -65,3 +65,8 @@ def build_manifest(event: LedgerEvent) -> bytes:
         "ledger": {"seq": event.seq, "event_hash": event.event_hash, "published_at": event.body["recorded_at"]},
     }
     return json.dumps(manifest, indent=2, sort_keys=True).encode() + b"\n"
+
+
+def _artifact(sha256: str, size: int, version_id: str | None) -> dict:
+    """A file's digest and size, and its object version where the archive is versioned (S3)."""
+    return {"sha256": sha256, "size": size} | ({"version_id": version_id} if version_id else {})

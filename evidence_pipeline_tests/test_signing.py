@@ -65,8 +65,8 @@ def test_dsse_rejects_foreign_and_tampered(keyring):
     assert error.value.code == "STATEMENT_SIGNATURE_INVALID"
 
 
-def test_pades_signs_verifies_and_keeps_the_unsigned_prefix(runtime, keyring, tmp_path):
-    _, report = _render(runtime, SMALL)
+def test_pades_signs_verifies_and_keeps_the_unsigned_prefix(local_runtime, keyring, tmp_path):
+    _, report = _render(local_runtime, SMALL)
     signed = sign_pdf(report.pdf, keyring)
     assert signed.startswith(report.pdf) and signed != sign_pdf(report.pdf, keyring)  # not byte-deterministic
     verify_pdf_signature(signed, keyring.root_pem)

@@ -11,9 +11,9 @@ from evidence_pipeline_tests.conftest import SMALL
 
 
 @pytest.fixture
-def rendered(runtime):
-    revision = sources.pin_latest(runtime.sources, SMALL)
-    frame = sources.read_revision(runtime.sources, revision)
+def rendered(local_runtime):
+    revision = sources.pin_latest(local_runtime.sources, SMALL)
+    frame = sources.read_revision(local_runtime.sources, revision)
     return revision, render_report(revision, frame).pdf, report_totals(frame)
 
 
@@ -50,9 +50,9 @@ def test_rejects_encrypted_even_with_empty_password(rendered):
     assert _reject(out.getvalue(), revision, totals) == "REPORT_INVALID"
 
 
-def test_rejects_report_of_another_revision(runtime, rendered):
+def test_rejects_report_of_another_revision(local_runtime, rendered):
     _, pdf, totals = rendered
-    other = sources.pin_latest(runtime.sources, SMALL.__class__("acme-books", "2026-09"))
+    other = sources.pin_latest(local_runtime.sources, SMALL.__class__("acme-books", "2026-09"))
     assert _reject(pdf, other, totals) == "REPORT_INVALID"
 
 

@@ -139,6 +139,7 @@ def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource) 
         metadata={
             "identity": publication.identity,
             "location": MetadataValue.text(location),
+            "bundle_key": publication.bundle_key,
             "newly_published": publication.created,
             "report_sha256": publication.report_sha256,
             "report_bytes": publication.report_size,

@@ -42,6 +42,10 @@ class ArtifactStore(Protocol):
 
     def exists(self, key: str) -> bool: ...
 
+    def version_id(self, key: str) -> str | None:
+        """The object's version in a versioned store (S3), else None."""
+        ...
+
     def list(self, prefix: str) -> list[str]:
         """Keys under ``prefix`` (a folder, without trailing slash), sorted."""
         ...

@@ -57,6 +57,9 @@ class LocalStore:
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()
 
+    def version_id(self, key: str) -> str | None:
+        return None  # a put-once file has exactly one version
+
     def list(self, prefix: str) -> list[str]:
         base = self._path(prefix)
         if not base.is_dir():

@@ -64,7 +64,7 @@ class S3Store:
             existing = self.get(key)  # the key exists: identical bytes converge, anything else conflicts
             if existing != data:
                 raise EvidenceError("STORE_CONFLICT", f"object {key} already exists with different bytes") from None
-            return StoredObject(key, digest.hexdigest(), len(data), created=False, version_id=self._version(key))
+            return StoredObject(key, digest.hexdigest(), len(data), created=False, version_id=self.version_id(key))
         except BotoCoreError as error:
             raise _unavailable(error, key) from None
         return StoredObject(key, digest.hexdigest(), len(data), created=True, version_id=response.get("VersionId"))
@@ -109,11 +109,13 @@ class S3Store:
     def uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{self._key(key)}"
 
-    def _version(self, key: str) -> str | None:
+    def version_id(self, key: str) -> str | None:
         try:
             return self.client.head_object(Bucket=self.bucket, Key=self._key(key)).get("VersionId")
         except ClientError as error:
             raise _classify(error, key) from None
+        except BotoCoreError as error:
+            raise _unavailable(error, key) from None
 
 
 def _code(error: ClientError) -> str:
