@@ -48,26 +48,24 @@ def test_schedule_requests_last_complete_month_for_every_tenant():
     assert sorted(r.partition_key for r in requests) == ["2026-11-01|acme-books", "2026-11-01|delta-foods"]
 
 
-def test_sensor_registers_valid_tenants_and_reports_bad_lines(tmp_path, monkeypatch):
+def _tick_sensor(tmp_path, monkeypatch, registry_text: str):
     registry = tmp_path / "tenants.txt"
-    registry.write_text("acme-books\nBad|Id\n\n# comment\ndelta-foods  # trailing comment\nacme-books\n,\n")
+    registry.write_text(registry_text)
     monkeypatch.setenv("EVIDENCE_TENANT_REGISTRY", str(registry))
     sensor = defs.get_sensor_def("tenant_registry_sensor")
     with DagsterInstance.local_temp() as instance:
         instance.add_dynamic_partitions("tenant", ["acme-books"])
-        result = sensor.evaluate_tick(build_sensor_context(instance=instance, instance_ref=instance.get_ref()))
-    [request] = result.dynamic_partitions_requests
+        return sensor.evaluate_tick(build_sensor_context(instance=instance, instance_ref=instance.get_ref()))
+
+
+def test_sensor_registers_valid_tenants_and_reports_bad_lines(tmp_path, monkeypatch):
+    registry = "acme-books\nBad|Id\n\n# comment\ndelta-foods  # trailing comment\nacme-books\n,\n"
+    [request] = _tick_sensor(tmp_path, monkeypatch, registry).dynamic_partitions_requests
     assert list(request.partition_keys) == ["delta-foods"]
 
 
 def test_sensor_skips_when_nothing_is_new(tmp_path, monkeypatch):
-    registry = tmp_path / "tenants.txt"
-    registry.write_text("acme-books\n")
-    monkeypatch.setenv("EVIDENCE_TENANT_REGISTRY", str(registry))
-    sensor = defs.get_sensor_def("tenant_registry_sensor")
-    with DagsterInstance.local_temp() as instance:
-        instance.add_dynamic_partitions("tenant", ["acme-books"])
-        result = sensor.evaluate_tick(build_sensor_context(instance=instance, instance_ref=instance.get_ref()))
+    result = _tick_sensor(tmp_path, monkeypatch, "acme-books\n")
     assert not result.dynamic_partitions_requests and "no new tenants" in result.skip_message
 
 
