@@ -123,4 +123,5 @@ def ui() -> None:
     """Start the Dagster UI and daemon (dagster dev) on this project's instance."""
     settings = _settings()
     _use_dagster_home(settings)
-    os.execvp("dagster", ["dagster", "dev", "-w", str(_REPO_ROOT / "workspace.yaml")])
+    # Same interpreter as this command, so it works without an activated virtualenv.
+    os.execv(sys.executable, [sys.executable, "-m", "dagster", "dev", "-w", str(_REPO_ROOT / "workspace.yaml")])
