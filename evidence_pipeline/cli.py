@@ -13,6 +13,8 @@ import click
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.ledger.checkpoints import prove_inclusion, publish_checkpoint, verify_ledger
+from evidence_pipeline.maintenance import sweep_attempts
 from evidence_pipeline.store import ArtifactStore
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.store.uri import open_store
@@ -69,6 +71,7 @@ def demo(months: int) -> None:
         example = str(Path(settings.archive_uri) / example.removeprefix("archive://"))
     click.echo(f"archive: {settings.archive_uri}")
     click.echo(f"verify a bundle:  .venv/bin/evidence verify {example}")
+    click.echo(f"prove it is in the signed ledger:  .venv/bin/evidence ledger prove {example}")
     click.echo("open the UI:      .venv/bin/evidence ui   (then http://127.0.0.1:3000)")
 
 
@@ -116,6 +119,95 @@ def _fail(as_json: bool, bundle: str, error: EvidenceError) -> None:
     else:
         click.echo(f"NOT VERIFIED: {error}", err=True)
     sys.exit(2)
+
+
+def _runtime(settings: Settings):
+    from evidence_pipeline.defs.resources import runtime_for  # S3 clients come from dagster-aws
+
+    return runtime_for(settings)
+
+
+def _run(action):
+    """Run ``action``; a foreseeable failure prints its reason code and exits 2, without a traceback."""
+    try:
+        return action()
+    except EvidenceError as error:
+        raise click.ClickException(str(error)) from None
+
+
+@main.group()
+def ledger() -> None:
+    """Audit ledger: signed checkpoints, verification, inclusion proofs."""
+
+
+@ledger.command("checkpoint")
+def ledger_checkpoint() -> None:
+    """Sign and publish a checkpoint of the current ledger (put-once under ledger/checkpoints/)."""
+    settings = _settings()
+    runtime = _run(lambda: _runtime(settings))
+    checkpoint = _run(lambda: publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring))
+    click.echo(f"checkpoint {checkpoint['size']} events, root {checkpoint['root_sha256']}")
+
+
+@ledger.command("verify")
+def ledger_verify() -> None:
+    """Recompute the hash chain, every checkpoint's Merkle root and the consistency between checkpoints."""
+    settings = _settings()
+    runtime = _run(lambda: _runtime(settings))
+    report = _run(lambda: verify_ledger(runtime.ledger, runtime.archive))
+    click.echo(f"ledger verified: {report['events']} events, {len(report['checkpoints'])} checkpoints consistent "
+               f"({report['unchecked_tail']} events after the newest checkpoint)")
+
+
+@ledger.command("prove")
+@click.argument("bundle")
+def ledger_prove(bundle: str) -> None:
+    """Print the inclusion proof of BUNDLE's publication event in the newest covering checkpoint."""
+    settings = _settings()
+    runtime = _run(lambda: _runtime(settings))
+
+    def prove() -> dict:
+        store, prefix = _locate_bundle(bundle, settings)
+        position = json.loads(store.get(f"{prefix}/manifest.json"))["ledger"]
+        return prove_inclusion(runtime.ledger, store, position["seq"], position["event_hash"])
+
+    click.echo(json.dumps(_run(prove), indent=2))
+
+
+@main.group("dead-letter")
+def dead_letter() -> None:
+    """Jobs that need a human: rejected (terminal failure) or dead (retries exhausted)."""
+
+
+@dead_letter.command("list")
+def dead_letter_list() -> None:
+    settings = _settings()
+    runtime = _run(lambda: _runtime(settings))
+    rows = runtime.ledger.jobs_in("dead", "rejected")
+    for job in rows:
+        click.echo(f"{job['job_id']}  {job['state']:<8} {job['tenant']:<20} {job['period']}  "
+                   f"attempts={job['attempts']}  reason={job['last_reason']}")
+    click.echo(f"{len(rows)} job(s)")
+
+
+@main.command()
+@click.argument("job_id")
+@click.option("--reason", required=True, help="Why this job is retried (recorded in the ledger).")
+@click.option("--by", "requested_by", default=lambda: os.environ.get("USER", "operator"), show_default="$USER")
+def replay(job_id: str, reason: str, requested_by: str) -> None:
+    """Reopen a rejected or dead job for a new attempt on the same pinned input; then re-materialize it."""
+    settings = _settings()
+    runtime = _run(lambda: _runtime(settings))
+    job = _run(lambda: runtime.ledger.replay(job_id, requested_by, reason))
+    click.echo(f"job {job['job_id']} reopened ({job['tenant']} {job['period']}); materialize the partition to run it")
+
+
+@main.command()
+def sweep() -> None:
+    """Remove abandoned attempt directories (older than the lease, lease not live)."""
+    settings = _settings()
+    runtime = _run(lambda: _runtime(settings))
+    click.echo(f"swept {len(_run(lambda: sweep_attempts(runtime)))} abandoned attempt directories")
 
 
 @main.command()

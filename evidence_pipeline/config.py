@@ -30,6 +30,10 @@ class Settings:
     s3_object_lock_days: int
     s3_server_side_encryption: str | None
     s3_kms_key_id: str | None
+    work_dir: Path  # private per-attempt scratch directories
+    lease_seconds: float  # an attempt that stops renewing loses its lease after this long
+    max_attempts: int  # transient failures: attempts before a job is dead
+    retry_budget_seconds: float  # transient failures: time since acceptance before a job is dead
 
     @property
     def uses_s3(self) -> bool:
@@ -77,4 +81,18 @@ class Settings:
             s3_object_lock_days=int(lock_days),
             s3_server_side_encryption=env.get("EVIDENCE_S3_SSE") or None,
             s3_kms_key_id=env.get("EVIDENCE_S3_KMS_KEY_ID") or None,
+            work_dir=Path(env.get("EVIDENCE_WORK_DIR", home / "work")).absolute(),
+            lease_seconds=_positive(env, "EVIDENCE_LEASE_SECONDS", 120),
+            max_attempts=int(_positive(env, "EVIDENCE_MAX_ATTEMPTS", 4)),
+            retry_budget_seconds=_positive(env, "EVIDENCE_RETRY_BUDGET_SECONDS", 900),
         )
+
+
+def _positive(env, name: str, default: float) -> float:
+    try:
+        value = float(env.get(name, default))
+    except ValueError:
+        value = -1
+    if value <= 0:
+        raise EvidenceError("CONFIG_INVALID", f"{name} must be a positive number")
+    return value

@@ -28,6 +28,11 @@ REASON_CODES: dict[str, bool] = {
     "STORE_REJECTED": False,
     "LEDGER_CONFLICT": True,
     "LEDGER_INVALID": False,
+    "LEDGER_NOT_CHECKPOINTED": False,
+    "LEASE_BUSY": True,  # another attempt holds a live lease: try again after it expires
+    "LEASE_FENCED": False,  # this attempt's lease was lost: it must not commit anything
+    "JOB_NOT_FOUND": False,
+    "JOB_CLOSED": False,  # rejected or dead: only `evidence replay` reopens it
     "UPSTREAM_NOT_MATERIALIZED": False,
     # verification outcomes (what `evidence verify` reports)
     "BUNDLE_NOT_FOUND": False,

@@ -2,7 +2,8 @@
 
 Each stage is a function the Dagster assets call one by one; `run_tenant_month` chains them for tools and
 benchmarks. Every stage is safe to repeat: staged and published objects are put-once, and a publication that
-already exists for a bundle identity is converged on, never duplicated.
+already exists for a bundle identity is converged on, never duplicated. Publishing runs under a fenced lease on
+the tenant-month's job record, so a stale attempt (a zombie run, an expired lease) cannot commit.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from evidence_pipeline.bundle import (
 )
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.faults import kill_point
 from evidence_pipeline.ledger import Ledger
+from evidence_pipeline.ledger.jobs import JobKey, Lease, RetryBudget
 from evidence_pipeline.models import SourceRevision, TenantMonth
 from evidence_pipeline.render import RENDERER_VERSION, render_report, report_totals
 from evidence_pipeline.signing import dsse
@@ -28,6 +31,7 @@ from evidence_pipeline.signing.pades import sign_pdf, verify_pdf_signature
 from evidence_pipeline.store import ArtifactStore, sha256_hex
 from evidence_pipeline.store.s3 import S3Options
 from evidence_pipeline.store.uri import open_store
+from evidence_pipeline.tempfiles import attempt_dir, write_private
 from evidence_pipeline.validate import validate_report
 
 
@@ -58,6 +62,10 @@ class Runtime:
             generate_dev_keys=generate_dev_keys,
         )
 
+    @property
+    def retry_budget(self) -> RetryBudget:
+        return RetryBudget(self.settings.max_attempts, self.settings.retry_budget_seconds)
+
     @cached_property
     def keyring(self) -> Keyring:
         keyring = load_keyring(self.settings.keys_dir, generate=self.generate_dev_keys)
@@ -71,6 +79,12 @@ class RunInfo:
 
     run_id: str
     attempt: int = 1
+
+
+@dataclass(frozen=True)
+class PinnedSource:
+    revision: SourceRevision
+    job_id: str
 
 
 @dataclass(frozen=True)
@@ -103,10 +117,23 @@ def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000, 3)
 
 
-def pin_source(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> SourceRevision:
+def job_key(rt: Runtime, revision: SourceRevision) -> JobKey:
+    tm = revision.tenant_month
+    return JobKey(tm.tenant, tm.period, revision.sha256, RENDERER_VERSION, rt.settings.policy_version)
+
+
+def pin_source(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> PinnedSource:
+    """Resolve the revision once and open (or find) the job record of this tenant-month identity."""
     revision = sources.pin_latest(rt.sources, tenant_month)
     rt.ledger.record(tenant_month, "source.pinned", revision.sha256, run.run_id, sequence=revision.sequence)
-    return revision
+    job = rt.ledger.accept_job(job_key(rt, revision), run.run_id)
+    kill_point("after_pin")
+    return PinnedSource(revision, job["job_id"])
+
+
+def record_failure(rt: Runtime, job_id: str, error: EvidenceError, run: RunInfo) -> str:
+    """Classify a failed attempt in the job record; returns the job's state (accepted = will be retried)."""
+    return rt.ledger.record_failure(job_id, error.code, error.retryable, run.run_id, rt.retry_budget, run.attempt)
 
 
 def render_stage(rt: Runtime, revision: SourceRevision, run: RunInfo) -> StagedReport:
@@ -114,7 +141,9 @@ def render_stage(rt: Runtime, revision: SourceRevision, run: RunInfo) -> StagedR
     start = time.perf_counter()
     report = render_report(revision, sources.read_revision(rt.sources, revision))
     render_ms = _ms(start)
+    kill_point("mid_render")
     rt.staging.put_once(staging_key(report.sha256), report.pdf)
+    kill_point("after_staging")
     rt.ledger.record(
         revision.tenant_month, "report.rendered", report.sha256, run.run_id,
         source_sha256=revision.sha256, renderer_version=report.renderer_version, pages=report.pages,
@@ -133,33 +162,50 @@ def validate_stage(rt: Runtime, revision: SourceRevision, unsigned_sha256: str, 
         rt.ledger.record(revision.tenant_month, "report.rejected", unsigned_sha256, run.run_id, reason=error.code)
         raise
     rt.ledger.record(revision.tenant_month, "report.validated", unsigned_sha256, run.run_id, pages=pages)
+    kill_point("after_validate")
     return pages, _ms(start)
 
 
-def publish_stage(rt: Runtime, revision: SourceRevision, unsigned_sha256: str, run: RunInfo) -> Publication:
-    """Sign and publish the validated report exactly once per bundle identity."""
-    tm = revision.tenant_month
-    fields = identity_fields(tm, revision.sha256, unsigned_sha256, RENDERER_VERSION, rt.settings.policy_version)
+def publish_stage(rt: Runtime, pinned: PinnedSource, unsigned_sha256: str, run: RunInfo) -> Publication:
+    """Sign and publish the validated report exactly once per bundle identity, under a fenced lease."""
+    revision = pinned.revision
+    fields = identity_fields(
+        revision.tenant_month, revision.sha256, unsigned_sha256, RENDERER_VERSION, rt.settings.policy_version
+    )
     identity = bundle_identity(fields)
-    prefix = bundle_prefix(tm, identity)
     start = time.perf_counter()
     existing = rt.ledger.publication(identity)
     if existing is not None:
         return _converge(rt, existing, {"publish_ms": _ms(start)})
     if not rt.ledger.has_event("report.validated", unsigned_sha256):
         raise EvidenceError("REPORT_INVALID", "refusing to sign a report that has not passed validation")
+    lease = rt.ledger.acquire_lease(pinned.job_id, run.run_id, rt.settings.lease_seconds)
+    if lease is None:  # the job succeeded meanwhile: its publication is the answer
+        return _converge(rt, rt.ledger.publication(identity), {"publish_ms": _ms(start)})
+    with attempt_dir(rt.settings.work_dir, pinned.job_id, lease.token) as scratch:
+        return _sign_and_commit(rt, pinned, fields | {"identity": identity}, lease, scratch, run)
 
-    unsigned = rt.staging.get(staging_key(unsigned_sha256), expected_sha256=unsigned_sha256)
-    keyring, settings = rt.keyring, rt.settings
+
+def _sign_and_commit(rt: Runtime, pinned: PinnedSource, fields: dict, lease: Lease, scratch, run: RunInfo) -> Publication:
+    revision, identity, settings = pinned.revision, fields["identity"], rt.settings
+    prefix = bundle_prefix(revision.tenant_month, identity)
+    start = time.perf_counter()
+    unsigned = rt.staging.get(staging_key(fields["unsigned_sha256"]), expected_sha256=fields["unsigned_sha256"])
+    keyring = rt.keyring
+
+    def sign() -> bytes:
+        signed = write_private(scratch / REPORT, sign_pdf(unsigned, keyring, settings.pades_level, settings.tsa_url))
+        kill_point("after_sign")
+        return signed.read_bytes()
+
     signed, report_version = _put_or_adopt(
-        rt.archive, f"{prefix}/{REPORT}",
-        make=lambda: sign_pdf(unsigned, keyring, settings.pades_level, settings.tsa_url),
+        rt.archive, f"{prefix}/{REPORT}", make=sign,
         belongs=lambda data: data.startswith(unsigned),  # PAdES appends: the signed file begins with our bytes
     )
     verify_pdf_signature(signed, keyring.root_pem)
     report_sha256 = sha256_hex(signed)
     predicate = fields | {
-        "identity": identity, "source_sequence": revision.sequence, "unsigned_size": len(unsigned),
+        "source_sequence": revision.sequence, "unsigned_size": len(unsigned),
         "pades_level": settings.pades_level, "key_id": keyring.statement_key_id, "trust_root_id": keyring.root_id,
         "run_id": run.run_id, "attempt": run.attempt,
         "completed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -172,29 +218,37 @@ def publish_stage(rt: Runtime, revision: SourceRevision, unsigned_sha256: str, r
         ),
         belongs=lambda data: _statement_subject(data, keyring) == (report_sha256, identity),
     )
+    kill_point("after_archive_put")
     sign_ms = _ms(start)
 
     start = time.perf_counter()
+    kill_point("during_renew")
+    lease = rt.ledger.renew_lease(lease, settings.lease_seconds)  # still ours? then hold it through the commit
     row = {
-        "identity": identity, "tenant": tm.tenant, "period": tm.period, "bundle_key": prefix,
-        "source_sha256": revision.sha256, "unsigned_sha256": unsigned_sha256, "report_sha256": report_sha256,
-        "statement_sha256": sha256_hex(statement), "renderer_version": RENDERER_VERSION,
-        "key_id": keyring.statement_key_id,
+        "identity": identity, "tenant": revision.tenant_month.tenant, "period": revision.tenant_month.period,
+        "bundle_key": prefix, "source_sha256": revision.sha256, "unsigned_sha256": fields["unsigned_sha256"],
+        "report_sha256": report_sha256, "statement_sha256": sha256_hex(statement),
+        "renderer_version": RENDERER_VERSION, "key_id": keyring.statement_key_id,
     }
     details = predicate | {
         "report_sha256": report_sha256, "report_size": len(signed), "statement_sha256": row["statement_sha256"],
         "statement_size": len(statement), "bundle_key": prefix,
         "report_version_id": report_version, "statement_version_id": statement_version,
     }
-    committed, created = rt.ledger.publish(row, run.run_id, **details)
+    committed, created = rt.ledger.publish(row, lease, run.run_id, **details)
+    kill_point("after_commit")
     return _converge(rt, committed, {"sign_ms": sign_ms, "publish_ms": _ms(start)}, created=created)
 
 
 def run_tenant_month(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> Publication:
-    revision = pin_source(rt, tenant_month, run)
-    staged = render_stage(rt, revision, run)
-    _, validate_ms = validate_stage(rt, revision, staged.sha256, run)
-    publication = publish_stage(rt, revision, staged.sha256, run)
+    pinned = pin_source(rt, tenant_month, run)
+    try:
+        staged = render_stage(rt, pinned.revision, run)
+        _, validate_ms = validate_stage(rt, pinned.revision, staged.sha256, run)
+        publication = publish_stage(rt, pinned, staged.sha256, run)
+    except EvidenceError as error:
+        record_failure(rt, pinned.job_id, error, run)
+        raise
     publication.timings_ms.update(render_ms=staged.render_ms, validate_ms=validate_ms)
     return publication
 
@@ -234,7 +288,7 @@ def _put_or_adopt(
 
 def _statement_subject(envelope: bytes, keyring: Keyring) -> tuple[str, str] | None:
     try:
-        body = dsse.open_envelope(envelope, {keyring.statement_key_id: keyring.statement_key.public_key()})
+        body = dsse.open_statement(envelope, {keyring.statement_key_id: keyring.statement_key.public_key()})
     except EvidenceError:
         return None
     return body["subject"][0]["digest"]["sha256"], body["predicate"].get("identity")

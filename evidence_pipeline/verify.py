@@ -9,15 +9,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ed25519
-
 from evidence_pipeline.bundle import (
     IDENTITY_FIELDS, MANIFEST, MANIFEST_SCHEMA, REPORT, STATEMENT, bundle_identity, bundle_prefix,
 )
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.signing import dsse
+from evidence_pipeline.signing.keys import published_statement_keys
 from evidence_pipeline.signing.pades import verify_pdf_signature
 from evidence_pipeline.store import ArtifactStore, sha256_hex
 
@@ -63,9 +61,9 @@ def verify_bundle(store: ArtifactStore, prefix: str, expected_key_ids: frozenset
     if files is None:
         return result
     report, statement_bytes, manifest_bytes = files
-    keys = _published_keys(store, expected_key_ids)
+    keys = published_statement_keys(store, expected_key_ids)
     manifest = run("manifest_parses", lambda: _parse_manifest(manifest_bytes))
-    statement = run("statement_signature", lambda: dsse.open_envelope(statement_bytes, keys))
+    statement = run("statement_signature", lambda: dsse.open_statement(statement_bytes, keys))
     if statement is None:
         return result
     predicate = statement["predicate"]
@@ -87,18 +85,6 @@ def _read_files(store: ArtifactStore, prefix: str) -> tuple[bytes, bytes, bytes]
     if missing:
         raise EvidenceError("BUNDLE_INCOMPLETE", f"bundle is missing {', '.join(missing)} (never committed?)")
     return tuple(store.get(f"{prefix}/{name}") for name in (REPORT, STATEMENT, MANIFEST))
-
-
-def _published_keys(store: ArtifactStore, expected: frozenset[str]) -> dict[str, ed25519.Ed25519PublicKey]:
-    keys = {}
-    for key in store.list("keys"):
-        key_id = key.rsplit("/", 1)[-1].removesuffix(".pem")
-        if not key_id.startswith("ed25519-") or (expected and key_id not in expected):
-            continue
-        public = serialization.load_pem_public_key(store.get(key))
-        if isinstance(public, ed25519.Ed25519PublicKey):
-            keys[key_id] = public
-    return keys
 
 
 def _trust_root(store: ArtifactStore, root_id: str) -> bytes:

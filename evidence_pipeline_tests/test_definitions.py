@@ -32,9 +32,14 @@ def test_snapshot_of_assets_checks_jobs_schedules_sensors():
     [check] = list(graph.asset_check_keys)
     assert check.name == "report_passes_gate" and check.asset_key.path == ["monthly_report"]
     assert repo.assets_defs_by_key[check.asset_key].op.pool == "render"
-    assert sorted(j.name for j in repo.get_all_jobs() if not j.name.startswith("__")) == ["monthly_evidence"]
-    [schedule] = repo.schedule_defs
-    assert (schedule.name, schedule.cron_schedule, schedule.execution_timezone) == ("monthly_evidence_schedule", "0 2 1 * *", "UTC")
+    assert sorted(j.name for j in repo.get_all_jobs() if not j.name.startswith("__")) == [
+        "ledger_maintenance", "monthly_evidence",
+    ]
+    schedules = {s.name: (s.cron_schedule, s.job_name) for s in repo.schedule_defs}
+    assert schedules == {
+        "monthly_evidence_schedule": ("0 2 1 * *", "monthly_evidence"),
+        "ledger_maintenance_schedule": ("17 * * * *", "ledger_maintenance"),
+    }
     assert [s.name for s in repo.sensor_defs] == ["tenant_registry_sensor"]
     assert graph.get_check_spec(check).blocking
 

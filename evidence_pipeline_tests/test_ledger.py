@@ -4,6 +4,7 @@ from sqlalchemy.exc import DatabaseError
 
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import Ledger
+from evidence_pipeline.ledger.jobs import JobKey, Lease
 from evidence_pipeline_tests.conftest import SMALL
 
 
@@ -28,11 +29,11 @@ def test_chain_verifies(ledger):
 def test_database_refuses_to_rewrite_history(ledger, statement):
     if statement.startswith("TRUNCATE") and ledger.engine.dialect.name != "postgresql":
         pytest.skip("SQLite has no TRUNCATE")
-    ledger.publish(_row(), "run-1")
+    _publish(ledger, _row())
     with pytest.raises(DatabaseError, match="LEDGER_APPEND_ONLY"):
         with ledger.engine.begin() as conn:
             conn.execute(text(statement))
-    assert ledger.verify_chain() == 4
+    assert ledger.verify_chain() == 6
 
 
 @pytest.mark.parametrize(
@@ -63,14 +64,23 @@ def _row() -> dict:
     }
 
 
-def test_publication_and_event_commit_together_and_converge(ledger):
-    row = _row()
-    committed, created = ledger.publish(row, "run-1", extra="x")
-    again, created_again = ledger.publish(row | {"report_sha256": "5" * 64}, "run-2")
+KEY = JobKey(SMALL.tenant, SMALL.period, "1" * 64, "r", "p")
+
+
+def _publish(ledger, row, actor="run-1"):
+    ledger.accept_job(KEY, actor)
+    lease = ledger.acquire_lease(KEY.job_id, actor, 60)
+    return ledger.publish(row, lease, actor, extra="x")
+
+
+def test_publication_event_and_job_commit_together_and_converge(ledger):
+    committed, created = _publish(ledger, _row())
+    again, created_again = ledger.publish(_row() | {"report_sha256": "5" * 64}, Lease(KEY.job_id, 99, "x", 0), "run-2")
     assert created and not created_again and again == committed
     event = ledger.event(committed["event_seq"])
     assert event.event_type == "bundle.published" and event.body["details"]["report_sha256"] == "3" * 64
-    assert ledger.verify_chain() == 4
+    assert ledger.job(KEY.job_id)["state"] == "succeeded"
+    assert ledger.verify_chain() == 6  # 3 fixture events, job.accepted, job.running, bundle.published
 
 
 def test_concurrent_appends_keep_one_chain(ledger):
@@ -87,4 +97,4 @@ def test_migrations_are_versioned_and_idempotent(ledger):
     again = Ledger(ledger.engine.url.render_as_string(hide_password=False))
     assert again.verify_chain() == 3
     with ledger.engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM evidence_ledger_version")).scalar() == "0001"
+        assert conn.execute(text("SELECT version_num FROM evidence_ledger_version")).scalar() == "0002"

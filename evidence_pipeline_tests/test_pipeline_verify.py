@@ -15,7 +15,7 @@ from evidence_pipeline import sources
 from evidence_pipeline.bundle import MANIFEST, REPORT, STATEMENT, bundle_identity, bundle_prefix, identity_fields
 from evidence_pipeline.cli import main
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.pipeline import RunInfo, publish_stage, render_stage, run_tenant_month
+from evidence_pipeline.pipeline import RunInfo, pin_source, publish_stage, render_stage, run_tenant_month
 from evidence_pipeline.render import RENDERER_VERSION
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.pades import sign_pdf
@@ -41,7 +41,7 @@ def test_bundle_is_published_once_and_verifies(runtime, published):
     assert not again.created and again.bundle_key == published.bundle_key
     assert again.report_sha256 == published.report_sha256 and again.manifest_sha256 == published.manifest_sha256
     assert runtime.archive.list(f"bundles/{SMALL.tenant}") == [f"{published.bundle_key}/{n}" for n in (MANIFEST, REPORT, STATEMENT)]
-    assert runtime.ledger.verify_chain() == 7  # pinned, rendered, validated, published + pinned, rendered, validated
+    assert runtime.ledger.verify_chain() == 9  # pinned, accepted, rendered, validated, running, published + 3 again
     assert sorted(k.split("/")[0] for k in runtime.archive.list("keys")) == ["keys", "keys"]
 
 
@@ -120,10 +120,11 @@ def test_cli_verify_exit_codes_and_json(runtime, published):
 
 def test_retry_after_a_crash_adopts_the_orphaned_signed_report(runtime):
     """An attempt signed and stored report.pdf, then died before the ledger commit: the retry converges on it."""
-    revision = sources.pin_latest(runtime.sources, SMALL)
+    pinned = pin_source(runtime, SMALL, RUN)
+    revision = pinned.revision
     staged = render_stage(runtime, revision, RUN)
     with pytest.raises(EvidenceError) as error:
-        publish_stage(runtime, revision, staged.sha256, RUN)  # nothing validated yet: refuses to sign
+        publish_stage(runtime, pinned, staged.sha256, RUN)  # nothing validated yet: refuses to sign
     assert error.value.code == "REPORT_INVALID"
     identity = bundle_identity(
         identity_fields(SMALL, revision.sha256, staged.sha256, RENDERER_VERSION, runtime.settings.policy_version)

@@ -39,7 +39,7 @@ def test_dsse_round_trip_and_generic_implementation_agrees(keyring):
     payload = dsse.canonical_json(dsse.statement("report.pdf", "ab" * 32, {"tenant": "acme-books"}))
     envelope = dsse.sign_envelope(payload, keyring.statement_key, keyring.statement_key_id)
     public = keyring.statement_key.public_key()
-    assert dsse.open_envelope(envelope, {keyring.statement_key_id: public})["subject"][0]["digest"]["sha256"] == "ab" * 32
+    assert dsse.open_statement(envelope, {keyring.statement_key_id: public})["subject"][0]["digest"]["sha256"] == "ab" * 32
     # securesystemslib verifies the same signature over the same PAE
     raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw).hex()
     key = Key.from_dict(keyring.statement_key_id, {"keytype": "ed25519", "scheme": "ed25519", "keyval": {"public": raw}})
@@ -53,15 +53,15 @@ def test_dsse_rejects_foreign_and_tampered(keyring):
     ours = {keyring.statement_key_id: keyring.statement_key.public_key()}
     foreign = ed25519.Ed25519PrivateKey.generate()
     with pytest.raises(EvidenceError) as error:
-        dsse.open_envelope(dsse.sign_envelope(payload, foreign, keyring.statement_key_id), ours)
+        dsse.open_statement(dsse.sign_envelope(payload, foreign, keyring.statement_key_id), ours)
     assert error.value.code == "STATEMENT_SIGNATURE_INVALID"
     with pytest.raises(EvidenceError) as error:
-        dsse.open_envelope(dsse.sign_envelope(payload, foreign, "ed25519-foreign"), ours)
+        dsse.open_statement(dsse.sign_envelope(payload, foreign, "ed25519-foreign"), ours)
     assert error.value.code == "KEY_UNKNOWN"
     envelope = json.loads(dsse.sign_envelope(payload, keyring.statement_key, keyring.statement_key_id))
     envelope["payload"] = base64.b64encode(payload.replace(b"ab", b"cd", 1)).decode()
     with pytest.raises(EvidenceError) as error:
-        dsse.open_envelope(json.dumps(envelope).encode(), ours)
+        dsse.open_statement(json.dumps(envelope).encode(), ours)
     assert error.value.code == "STATEMENT_SIGNATURE_INVALID"
 
 

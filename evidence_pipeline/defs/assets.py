@@ -16,6 +16,7 @@ from evidence_pipeline import pipeline
 from evidence_pipeline.defs.partitions import tenant_month_of, tenant_month_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.ledger.jobs import ACCEPTED, RetryBudget
 from evidence_pipeline.models import SourceRevision
 from evidence_pipeline.render import RENDERER_VERSION
 
@@ -24,12 +25,26 @@ TRANSIENT_RETRIES = RetryPolicy(max_retries=3, delay=2, backoff=Backoff.EXPONENT
 
 
 @contextlib.contextmanager
-def classified_failures():
-    """Terminal domain errors become a Failure that neither the op nor the run retry policy repeats."""
+def classified_failures(context, runtime: pipeline.Runtime | None = None, job_id: str | None = None):
+    """Record a failed attempt in the job record, then let only retryable ones reach the op's RetryPolicy.
+
+    Terminal errors, and transient ones whose budget (attempts, elapsed time, Dagster retries) is spent, become a
+    Failure that neither the op nor the run retry policy repeats; the job is then rejected or dead.
+    """
     try:
         yield
     except EvidenceError as error:
-        if error.retryable:
+        retries_left = context.retry_number < TRANSIENT_RETRIES.max_retries
+        if job_id is not None:
+            budget = RetryBudget(
+                min(runtime.settings.max_attempts, TRANSIENT_RETRIES.max_retries + 1),
+                runtime.settings.retry_budget_seconds,
+            )
+            state = runtime.ledger.record_failure(
+                job_id, error.code, error.retryable, context.run.run_id, budget, context.retry_number + 1
+            )
+            retries_left = state == ACCEPTED
+        if error.retryable and retries_left:
             raise
         raise Failure(
             description=str(error), metadata={"reason_code": error.code}, allow_retries=False
@@ -50,12 +65,13 @@ def _upstream(context, asset_key: AssetKey) -> dict:
     return {name: value.value for name, value in records[0].asset_materialization.metadata.items()}
 
 
-def _pinned_revision(context) -> SourceRevision:
+def _pinned(context) -> pipeline.PinnedSource:
     pinned = _upstream(context, source_revision.key)
-    return SourceRevision(
+    revision = SourceRevision(
         tenant_month_of(context.partition_key), pinned["source_sequence"], pinned["source_sha256"],
         pinned["source_bytes"], pinned["source_key"],
     )
+    return pipeline.PinnedSource(revision, pinned["job_id"])
 
 
 @asset(
@@ -63,12 +79,13 @@ def _pinned_revision(context) -> SourceRevision:
     description="Pins the tenant-month's latest immutable source revision by digest.",
 )
 def source_revision(context: AssetExecutionContext, evidence: EvidenceResource) -> MaterializeResult:
-    with classified_failures():
-        revision = pipeline.pin_source(evidence.runtime(), tenant_month_of(context.partition_key), _run(context))
+    with classified_failures(context):
+        pinned = pipeline.pin_source(evidence.runtime(), tenant_month_of(context.partition_key), _run(context))
+    revision = pinned.revision
     return MaterializeResult(
         metadata={
             "source_sha256": revision.sha256, "source_sequence": revision.sequence,
-            "source_bytes": revision.size, "source_key": revision.key,
+            "source_bytes": revision.size, "source_key": revision.key, "job_id": pinned.job_id,
         }
     )
 
@@ -78,9 +95,12 @@ def source_revision(context: AssetExecutionContext, evidence: EvidenceResource) 
     retry_policy=TRANSIENT_RETRIES, description="Deterministic, unsigned PDF report rendered from the pinned revision.",
 )
 def monthly_report(context: AssetExecutionContext, evidence: EvidenceResource) -> MaterializeResult:
-    with classified_failures():
-        revision = _pinned_revision(context)
-        staged = pipeline.render_stage(evidence.runtime(), revision, _run(context))
+    runtime = evidence.runtime()
+    with classified_failures(context):
+        pinned = _pinned(context)
+    revision = pinned.revision
+    with classified_failures(context, runtime, pinned.job_id):
+        staged = pipeline.render_stage(runtime, revision, _run(context))
     return MaterializeResult(
         metadata={
             "unsigned_sha256": staged.sha256, "bytes": staged.size, "pages": staged.pages,
@@ -95,14 +115,17 @@ def monthly_report(context: AssetExecutionContext, evidence: EvidenceResource) -
     description="The PDF gate: strict parse under limits, not encrypted, metadata and totals match the revision.",
 )
 def report_passes_gate(context: AssetCheckExecutionContext, evidence: EvidenceResource) -> AssetCheckResult:
-    with classified_failures():
-        revision = _pinned_revision(context)
+    runtime = evidence.runtime()
+    with classified_failures(context):
+        pinned = _pinned(context)
         unsigned_sha256 = _upstream(context, monthly_report.key)["unsigned_sha256"]
+    with classified_failures(context, runtime, pinned.job_id):
         try:
-            pages, validate_ms = pipeline.validate_stage(evidence.runtime(), revision, unsigned_sha256, _run(context))
+            pages, validate_ms = pipeline.validate_stage(runtime, pinned.revision, unsigned_sha256, _run(context))
         except EvidenceError as error:
             if error.code != "REPORT_INVALID":
                 raise
+            pipeline.record_failure(runtime, pinned.job_id, error, _run(context))
             return AssetCheckResult(
                 passed=False, severity=AssetCheckSeverity.ERROR,
                 metadata={"reason_code": error.code, "detail": error.message, "unsigned_sha256": unsigned_sha256},
@@ -119,10 +142,12 @@ def report_passes_gate(context: AssetCheckExecutionContext, evidence: EvidenceRe
 )
 def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource) -> MaterializeResult:
     runtime = evidence.runtime()
-    with classified_failures():
-        revision = _pinned_revision(context)
+    with classified_failures(context):
+        pinned = _pinned(context)
         unsigned_sha256 = _upstream(context, monthly_report.key)["unsigned_sha256"]
-        publication = pipeline.publish_stage(runtime, revision, unsigned_sha256, _run(context))
+    revision = pinned.revision
+    with classified_failures(context, runtime, pinned.job_id):
+        publication = pipeline.publish_stage(runtime, pinned, unsigned_sha256, _run(context))
     location = runtime.archive.uri(publication.bundle_key)
     lineage = "\n".join(
         [

@@ -1,13 +1,16 @@
-"""The operators' monthly schedule and the sensor that registers tenants from the registry."""
+"""The operators' monthly schedule, the tenant registry sensor, and hourly ledger maintenance."""
 
 from dagster import (
-    AssetSelection, DefaultScheduleStatus, DefaultSensorStatus, SensorEvaluationContext, SensorResult, SkipReason,
-    build_schedule_from_partitioned_job, define_asset_job, sensor,
+    AssetSelection, DefaultScheduleStatus, DefaultSensorStatus, OpExecutionContext, ScheduleDefinition,
+    SensorEvaluationContext, SensorResult, SkipReason, build_schedule_from_partitioned_job, define_asset_job, job, op,
+    sensor,
 )
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
 from evidence_pipeline.defs.partitions import tenant_partitions
+from evidence_pipeline.defs.resources import EvidenceResource
+from evidence_pipeline.maintenance import run_maintenance
 from evidence_pipeline.tenants import read_registry
 
 monthly_evidence_job = define_asset_job(
@@ -33,3 +36,20 @@ def tenant_registry_sensor(context: SensorEvaluationContext):
     if not new:
         return SkipReason(f"no new tenants ({len(known)} registered, {len(rejected)} lines rejected)")
     return SensorResult(dynamic_partitions_requests=[tenant_partitions.build_add_request(new)])
+
+
+@op
+def checkpoint_and_sweep(context: OpExecutionContext, evidence: EvidenceResource) -> None:
+    """Publish a signed checkpoint of the audit ledger and sweep abandoned attempt directories."""
+    report = run_maintenance(evidence.runtime())
+    context.log.info(f"ledger checkpoint at {report['checkpoint_size']} events; swept {report['swept']} directories")
+
+
+@job(description="Signed ledger checkpoint + sweep of abandoned attempt directories.")
+def ledger_maintenance():
+    checkpoint_and_sweep()
+
+
+ledger_maintenance_schedule = ScheduleDefinition(
+    job=ledger_maintenance, cron_schedule="17 * * * *", default_status=DefaultScheduleStatus.RUNNING
+)

@@ -13,6 +13,7 @@ from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, repor
 from evidence_pipeline.defs.partitions import partition_key_for, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
+from evidence_pipeline.ledger.checkpoints import publish_checkpoint
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.tenants import add_to_registry, read_registry
 
@@ -70,6 +71,7 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
                 DemoBundle(tenant_month, bundle["location"], bundle["report_sha256"], bundle["newly_published"],
                            _metadata(result, "monthly_report")["pages"])
             )
+    publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)  # so `evidence ledger prove` works now
     return bundles
 
 

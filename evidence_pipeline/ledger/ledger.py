@@ -16,10 +16,17 @@ from sqlalchemy import Connection, create_engine, make_url, select, text
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.ledger.schema import audit_events, publications
+from evidence_pipeline.ledger import jobs as states
+from evidence_pipeline.ledger import merkle
+from evidence_pipeline.ledger.jobs import JobKey, Lease, RetryBudget
+from evidence_pipeline.ledger.schema import audit_events, jobs, publications
 from evidence_pipeline.models import TenantMonth
 
 GENESIS_HASH = "0" * 64
+
+
+class _LostRace(Exception):
+    """A compare-and-swap found the row changed since it was read."""
 _APPEND_ATTEMPTS = 20
 
 
@@ -51,10 +58,11 @@ class Ledger:
         """Append one event in its own transaction."""
         return self._transact(lambda conn: self._append(conn, tenant_month, event_type, subject_sha256, actor, details))
 
-    def publish(self, row: dict, actor: str, **details) -> tuple[dict, bool]:
-        """Commit a publication row and its `bundle.published` event atomically.
+    def publish(self, row: dict, lease: Lease, actor: str, **details) -> tuple[dict, bool]:
+        """Commit the publication row, its `bundle.published` event and job -> succeeded in one transaction.
 
         Returns (row, created). A publication that already exists for the identity wins: the caller converges on it.
+        The commit is fenced: an attempt whose lease expired or was taken over gets LEASE_FENCED and commits nothing.
         """
         tenant_month = TenantMonth(row["tenant"], row["period"])
 
@@ -62,11 +70,150 @@ class Ledger:
             existing = self._publication(conn, row["identity"])
             if existing is not None:
                 return existing, False
-            event = self._append(conn, tenant_month, "bundle.published", row["report_sha256"], actor, details | row)
+            fenced = conn.execute(
+                jobs.update()
+                .where(jobs.c.job_id == lease.job_id, jobs.c.lease_token == lease.token, jobs.c.state == states.RUNNING,
+                       jobs.c.lease_expires_at >= time.time())
+                .values(state=states.SUCCEEDED, lease_expires_at=None, last_reason=None, updated_at=time.time())
+            ).rowcount == 0
+            if fenced:
+                raise EvidenceError("LEASE_FENCED", f"lease {lease.token} of job {lease.job_id[:12]} is no longer held")
+            event = self._append(conn, tenant_month, "bundle.published", row["report_sha256"], actor,
+                                 details | row | {"job_id": lease.job_id, "lease_token": lease.token})
             conn.execute(publications.insert().values(**row, event_seq=event.seq))
             return self._publication(conn, row["identity"]), True
 
         return self._transact(commit)
+
+    # --- jobs -------------------------------------------------------------------------------------------------
+
+    def accept_job(self, key: JobKey, actor: str) -> dict:
+        """The job record of an identity, created (state accepted) on first sight."""
+        now = time.time()
+
+        def accept(conn: Connection) -> dict:
+            existing = self._job(conn, key.job_id)
+            if existing is not None:
+                return existing
+            conn.execute(jobs.insert().values(
+                job_id=key.job_id, **key.__dict__, state=states.ACCEPTED, attempts=0, lease_token=0,
+                created_at=now, updated_at=now,
+            ))
+            self._append(conn, TenantMonth(key.tenant, key.period), "job.accepted", key.source_sha256, actor,
+                         {"job_id": key.job_id, "fidelity": key.fidelity})
+            return self._job(conn, key.job_id)
+
+        return self._transact(accept)
+
+    def job(self, job_id: str) -> dict:
+        with self.engine.connect() as conn:
+            job = self._job(conn, job_id)
+        if job is None:
+            raise EvidenceError("JOB_NOT_FOUND", f"no job {job_id[:12]}")
+        return job
+
+    def acquire_lease(self, job_id: str, owner: str, ttl_seconds: float) -> Lease | None:
+        """Start an attempt: a new lease with the next token, or None when the job already succeeded."""
+
+        def acquire(conn: Connection) -> Lease | None:
+            job = self._job(conn, job_id)
+            now = time.time()
+            if job is None:
+                raise EvidenceError("JOB_NOT_FOUND", f"no job {job_id[:12]}")
+            if job["state"] == states.SUCCEEDED:
+                return None
+            if job["state"] in states.CLOSED:
+                raise EvidenceError("JOB_CLOSED", f"job {job_id[:12]} is {job['state']}; replay it to try again")
+            if job["state"] == states.RUNNING and job["lease_expires_at"] and job["lease_expires_at"] > now:
+                raise EvidenceError("LEASE_BUSY", f"job {job_id[:12]} is leased by another attempt")
+            lease = Lease(job_id, job["lease_token"] + 1, owner, now + ttl_seconds)
+            self._swap(conn, job, state=states.RUNNING, lease_token=lease.token, lease_owner=owner,
+                       lease_expires_at=lease.expires_at, attempts=job["attempts"] + 1)
+            self._append(conn, self._tenant_month(job), "job.running", job["source_sha256"], owner,
+                         {"job_id": job_id, "lease_token": lease.token, "attempt": job["attempts"] + 1})
+            return lease
+
+        return self._transact(acquire)
+
+    def renew_lease(self, lease: Lease, ttl_seconds: float) -> Lease:
+        renewed = Lease(lease.job_id, lease.token, lease.owner, time.time() + ttl_seconds)
+        with self.engine.begin() as conn:
+            held = conn.execute(
+                jobs.update()
+                .where(jobs.c.job_id == lease.job_id, jobs.c.lease_token == lease.token, jobs.c.state == states.RUNNING,
+                       jobs.c.lease_expires_at >= time.time())
+                .values(lease_expires_at=renewed.expires_at, updated_at=time.time())
+            ).rowcount
+        if not held:
+            raise EvidenceError("LEASE_FENCED", f"lease {lease.token} of job {lease.job_id[:12]} was lost")
+        return renewed
+
+    def lease_is_live(self, job_id: str, token: int) -> bool:
+        with self.engine.connect() as conn:
+            job = self._job(conn, job_id)
+        return bool(job and job["state"] == states.RUNNING and job["lease_token"] == token
+                    and (job["lease_expires_at"] or 0) > time.time())
+
+    def record_failure(self, job_id: str, reason: str, retryable: bool, actor: str, budget: RetryBudget,
+                       attempt: int) -> str:
+        """Classify a failed attempt; returns the job's new state (accepted for a retry, rejected or dead)."""
+
+        def fail(conn: Connection) -> str:
+            job = self._job(conn, job_id)
+            if job is None or job["state"] in (states.SUCCEEDED, *states.CLOSED):
+                return job["state"] if job else states.REJECTED
+            attempts = max(job["attempts"], attempt)
+            elapsed = time.time() - job["created_at"]
+            state = states.REJECTED if not retryable else (
+                states.DEAD if budget.exhausted(attempts, elapsed) else states.ACCEPTED)
+            self._swap(conn, job, state=state, attempts=attempts, last_reason=reason, lease_expires_at=None)
+            self._append(conn, self._tenant_month(job), f"job.{state}", job["source_sha256"], actor,
+                         {"job_id": job_id, "reason": reason, "attempt": attempts})
+            return state
+
+        return self._transact(fail)
+
+    def replay(self, job_id: str, requested_by: str, reason: str) -> dict:
+        """Reopen a rejected or dead job for a new attempt on the same immutable input; history stays as it is."""
+
+        def reopen(conn: Connection) -> dict:
+            job = self._job(conn, job_id)
+            if job is None:
+                raise EvidenceError("JOB_NOT_FOUND", f"no job {job_id[:12]}")
+            if job["state"] not in states.CLOSED:
+                raise EvidenceError("JOB_CLOSED", f"job {job_id[:12]} is {job['state']}, not rejected or dead")
+            self._swap(conn, job, state=states.ACCEPTED, next_attempt_at=time.time())
+            self._append(conn, self._tenant_month(job), "job.replayed", job["source_sha256"], requested_by,
+                         {"job_id": job_id, "reason": reason, "previous_state": job["state"],
+                          "previous_reason": job["last_reason"]})
+            return self._job(conn, job_id)
+
+        return self._transact(reopen)
+
+    def jobs_in(self, *job_states: str) -> list[dict]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(jobs).where(jobs.c.state.in_(job_states)).order_by(jobs.c.updated_at))
+            return [dict(row._mapping) for row in rows]
+
+    def _job(self, conn: Connection, job_id: str) -> dict | None:
+        row = conn.execute(select(jobs).where(jobs.c.job_id == job_id)).first()
+        return None if row is None else dict(row._mapping)
+
+    @staticmethod
+    def _tenant_month(job: dict) -> TenantMonth:
+        return TenantMonth(job["tenant"], job["period"])
+
+    @staticmethod
+    def _swap(conn: Connection, seen: dict, **values) -> None:
+        """Compare-and-swap: apply ``values`` only if the job is still exactly as it was read."""
+        swapped = conn.execute(
+            jobs.update()
+            .where(jobs.c.job_id == seen["job_id"], jobs.c.state == seen["state"],
+                   jobs.c.lease_token == seen["lease_token"], jobs.c.updated_at == seen["updated_at"])
+            .values(**values, updated_at=time.time())
+        ).rowcount
+        if not swapped:
+            raise _LostRace()
 
     def publication(self, identity: str) -> dict | None:
         with self.engine.connect() as conn:
@@ -83,6 +230,12 @@ class Ledger:
         with self.engine.connect() as conn:
             row = conn.execute(select(audit_events).where(audit_events.c.seq == seq)).one()
         return LedgerEvent(row.seq, row.event_type, row.event_hash, json.loads(row.body))
+
+    def leaves(self) -> list[tuple[int, bytes]]:
+        """(seq, RFC 9162 leaf hash of the event's canonical bytes) for every event, in ledger order."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(audit_events.c.seq, audit_events.c.body).order_by(audit_events.c.seq))
+            return [(row.seq, merkle.leaf_hash(row.body.encode("utf-8"))) for row in rows]
 
     def verify_chain(self) -> int:
         """Recompute every link; return the number of events. A rewritten, deleted or reordered row fails."""
@@ -152,8 +305,8 @@ class Ledger:
             try:
                 with self.engine.begin() as conn:
                     return work(conn)
-            except IntegrityError as error:
-                lost_race = error  # another writer took the chain head (or the identity): re-read and retry
+            except (IntegrityError, _LostRace) as error:
+                lost_race = error  # another writer moved the chain head, the identity or the job: re-read, retry
             except OperationalError as error:
                 raise EvidenceError("LEDGER_CONFLICT", f"ledger unavailable ({type(error.orig).__name__})") from None
         raise EvidenceError("LEDGER_CONFLICT", "could not append to the audit ledger under contention") from lost_race

@@ -5,7 +5,7 @@ Event bodies are canonical JSON text (never jsonb: it reorders keys and would br
 
 from __future__ import annotations
 
-from sqlalchemy import Column, ForeignKey, Integer, MetaData, String, Table, Text
+from sqlalchemy import Column, Float, ForeignKey, Integer, MetaData, String, Table, Text
 
 metadata = MetaData()
 
@@ -38,4 +38,25 @@ publications = Table(
     Column("renderer_version", String(64), nullable=False),
     Column("key_id", String(64), nullable=False),
     Column("event_seq", Integer, ForeignKey("audit_events.seq"), nullable=False, unique=True),
+)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("job_id", String(64), primary_key=True),
+    Column("tenant", String(63), nullable=False),
+    Column("period", String(7), nullable=False),
+    Column("source_sha256", String(64), nullable=False),
+    Column("renderer_version", String(64), nullable=False),
+    Column("policy_version", String(64), nullable=False),
+    Column("fidelity", String(16), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("lease_token", Integer, nullable=False),
+    Column("lease_owner", String(128)),
+    Column("lease_expires_at", Float),
+    Column("next_attempt_at", Float),
+    Column("last_reason", String(64)),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
 )

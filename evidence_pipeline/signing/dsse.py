@@ -35,26 +35,26 @@ def statement(subject_name: str, subject_sha256: str, predicate: dict) -> dict:
     }
 
 
-def sign_envelope(payload: bytes, key: ed25519.Ed25519PrivateKey, key_id: str) -> bytes:
-    signature = key.sign(pae(PAYLOAD_TYPE, payload))
+def sign_envelope(payload: bytes, key: ed25519.Ed25519PrivateKey, key_id: str, payload_type: str = PAYLOAD_TYPE) -> bytes:
+    signature = key.sign(pae(payload_type, payload))
     envelope = {
         "payload": base64.b64encode(payload).decode(),
-        "payloadType": PAYLOAD_TYPE,
+        "payloadType": payload_type,
         "signatures": [{"keyid": key_id, "sig": base64.b64encode(signature).decode()}],
     }
     return json.dumps(envelope, indent=2, sort_keys=True).encode() + b"\n"
 
 
-def open_envelope(data: bytes, public_keys: dict[str, ed25519.Ed25519PublicKey]) -> dict:
-    """Verify a DSSE envelope against known keys and return its in-toto statement."""
+def verify_envelope(data: bytes, public_keys: dict[str, ed25519.Ed25519PublicKey], payload_type: str) -> bytes:
+    """Verify a DSSE envelope of ``payload_type`` against known keys and return its payload."""
     try:
         envelope = json.loads(data)
         payload = base64.b64decode(envelope["payload"], validate=True)
-        payload_type = envelope["payloadType"]
+        envelope_type = envelope["payloadType"]
         signatures = [(s["keyid"], base64.b64decode(s["sig"], validate=True)) for s in envelope["signatures"]]
     except (ValueError, KeyError, TypeError, binascii.Error):
-        raise EvidenceError("STATEMENT_INVALID", "statement.dsse.json is not a DSSE envelope") from None
-    if payload_type != PAYLOAD_TYPE or not signatures:
+        raise EvidenceError("STATEMENT_INVALID", "not a DSSE envelope") from None
+    if envelope_type != payload_type or not signatures:
         raise EvidenceError("STATEMENT_INVALID", "DSSE envelope has the wrong payload type or no signature")
     known = [(key_id, sig) for key_id, sig in signatures if key_id in public_keys]
     if not known:
@@ -64,6 +64,12 @@ def open_envelope(data: bytes, public_keys: dict[str, ed25519.Ed25519PublicKey])
             public_keys[key_id].verify(sig, pae(payload_type, payload))
         except InvalidSignature:
             raise EvidenceError("STATEMENT_SIGNATURE_INVALID", f"DSSE signature by {key_id} does not verify") from None
+    return payload
+
+
+def open_statement(data: bytes, public_keys: dict[str, ed25519.Ed25519PublicKey]) -> dict:
+    """Verify a DSSE envelope against known keys and return its in-toto statement."""
+    payload = verify_envelope(data, public_keys, PAYLOAD_TYPE)
     try:
         body = json.loads(payload)
     except ValueError:

@@ -95,6 +95,21 @@ class Keyring:
         ]
 
 
+def published_statement_keys(
+    store: ArtifactStore, expected: frozenset[str] = frozenset()
+) -> dict[str, ed25519.Ed25519PublicKey]:
+    """The Ed25519 statement keys published under keys/ (only ``expected`` ids, when given), by key id."""
+    keys = {}
+    for key in store.list("keys"):
+        key_id = key.rsplit("/", 1)[-1].removesuffix(".pem")
+        if not key_id.startswith("ed25519-") or (expected and key_id not in expected):
+            continue
+        public = serialization.load_pem_public_key(store.get(key))
+        if isinstance(public, ed25519.Ed25519PublicKey):
+            keys[key_id] = public
+    return keys
+
+
 def load_keyring(directory: Path, generate: bool) -> Keyring:
     """Load the keyring, generating development keys atomically on first use if allowed."""
     if not (directory / STATEMENT_KEY).exists():

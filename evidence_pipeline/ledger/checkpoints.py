@@ -1,0 +1,103 @@
+"""Signed checkpoints of the ledger's Merkle tree, published put-once outside the database.
+
+A checkpoint is (size, root) of the RFC 9162 tree over every audit event's canonical bytes, in a DSSE envelope
+signed with the statement key. Rewriting, deleting, reordering or re-chaining any event below a published
+checkpoint changes its root; consecutive checkpoints must be consistent (append-only growth).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.ledger import Ledger, merkle
+from evidence_pipeline.signing import dsse
+from evidence_pipeline.signing.keys import Keyring, published_statement_keys
+from evidence_pipeline.store import ArtifactStore
+
+PAYLOAD_TYPE = "application/vnd.evidence-pipeline.checkpoint+json"
+PREFIX = "ledger/checkpoints"
+ORIGIN = "evidence_pipeline audit ledger"
+
+
+def checkpoint_key(size: int) -> str:
+    return f"{PREFIX}/{size:012d}.json"
+
+
+def publish_checkpoint(ledger: Ledger, archive: ArtifactStore, keyring: Keyring) -> dict:
+    """Sign and publish the current tree head; a head that is already checkpointed is returned as it is."""
+    leaves = [leaf for _, leaf in ledger.leaves()]
+    if not leaves:
+        raise EvidenceError("LEDGER_NOT_CHECKPOINTED", "the ledger is empty")
+    key = checkpoint_key(len(leaves))
+    if archive.exists(key):
+        return read_checkpoint(archive, key, published_statement_keys(archive))
+    body = {
+        "origin": ORIGIN, "size": len(leaves), "root_sha256": merkle.root(leaves).hex(),
+        "issued_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "key_id": keyring.statement_key_id,
+    }
+    envelope = dsse.sign_envelope(dsse.canonical_json(body), keyring.statement_key, keyring.statement_key_id, PAYLOAD_TYPE)
+    try:
+        archive.put_once(key, envelope)
+    except EvidenceError as error:
+        if error.code != "STORE_CONFLICT":  # a concurrent checkpointer published this size first: use theirs
+            raise
+    return read_checkpoint(archive, key, published_statement_keys(archive))
+
+
+def read_checkpoint(archive: ArtifactStore, key: str, keys: dict[str, ed25519.Ed25519PublicKey]) -> dict:
+    body = json.loads(dsse.verify_envelope(archive.get(key), keys, PAYLOAD_TYPE))
+    if body.get("origin") != ORIGIN or checkpoint_key(int(body.get("size", -1))) != key:
+        raise EvidenceError("LEDGER_INVALID", f"checkpoint {key} does not describe this ledger at its size")
+    return body
+
+
+def verify_ledger(ledger: Ledger, archive: ArtifactStore) -> dict:
+    """Recompute the chain, every published checkpoint's root and the consistency between checkpoints."""
+    events = ledger.verify_chain()
+    leaves = [leaf for _, leaf in ledger.leaves()]
+    keys = published_statement_keys(archive)
+    previous = None
+    checked = []
+    for key in archive.list(PREFIX):
+        try:
+            checkpoint = read_checkpoint(archive, key, keys)
+        except EvidenceError as error:
+            raise EvidenceError("LEDGER_INVALID", f"checkpoint {key} does not verify ({error.code})") from None
+        size, signed_root = checkpoint["size"], bytes.fromhex(checkpoint["root_sha256"])
+        if size > len(leaves) or merkle.root(leaves[:size]) != signed_root:
+            raise EvidenceError("LEDGER_INVALID", f"the ledger's first {size} events differ from signed checkpoint {key}")
+        if previous is not None:
+            proof = merkle.consistency_proof(previous[0], leaves[:size])
+            if not merkle.verify_consistency(previous[0], size, proof, previous[1], signed_root):
+                raise EvidenceError("LEDGER_INVALID", f"checkpoint {key} is not an append-only extension of the last")
+        previous = (size, signed_root)
+        checked.append(size)
+    return {"events": events, "checkpoints": checked, "unchecked_tail": len(leaves) - (checked[-1] if checked else 0)}
+
+
+def prove_inclusion(ledger: Ledger, archive: ArtifactStore, seq: int, event_hash: str) -> dict:
+    """The inclusion proof of event ``seq`` in the newest checkpoint that covers it, verified before returning."""
+    numbered = ledger.leaves()
+    order, leaves = [s for s, _ in numbered], [leaf for _, leaf in numbered]
+    if seq not in order:
+        raise EvidenceError("LEDGER_INVALID", f"event {seq} is not in the ledger")
+    index = order.index(seq)
+    if ledger.event(seq).event_hash != event_hash:
+        raise EvidenceError("LEDGER_INVALID", f"event {seq} in the ledger is not the one the bundle names")
+    keys = published_statement_keys(archive)
+    covering = [k for k in archive.list(PREFIX) if int(k.rsplit("/", 1)[-1][:12]) > index]
+    if not covering:
+        raise EvidenceError("LEDGER_NOT_CHECKPOINTED", "no published checkpoint covers this event yet")
+    checkpoint = read_checkpoint(archive, covering[-1], keys)
+    size = checkpoint["size"]
+    proof = merkle.inclusion_proof(index, leaves[:size])
+    if not merkle.verify_inclusion(index, size, leaves[index], proof, bytes.fromhex(checkpoint["root_sha256"])):
+        raise EvidenceError("LEDGER_INVALID", "the inclusion proof does not reach the signed checkpoint root")
+    return {
+        "leaf_index": index, "tree_size": size, "leaf_hash": leaves[index].hex(), "event_seq": seq,
+        "proof": [p.hex() for p in proof], "checkpoint": covering[-1], "root_sha256": checkpoint["root_sha256"],
+    }

@@ -1,0 +1,36 @@
+"""Job records: one per tenant-month identity, moved by compare-and-swap transitions under fenced leases.
+
+Revision ID: 0002
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0002"
+down_revision = "0001"
+
+
+def upgrade() -> None:
+    op.create_table(
+        "jobs",
+        sa.Column("job_id", sa.String(64), primary_key=True),
+        sa.Column("tenant", sa.String(63), nullable=False, index=True),
+        sa.Column("period", sa.String(7), nullable=False),
+        sa.Column("source_sha256", sa.String(64), nullable=False),
+        sa.Column("renderer_version", sa.String(64), nullable=False),
+        sa.Column("policy_version", sa.String(64), nullable=False),
+        sa.Column("fidelity", sa.String(16), nullable=False),
+        sa.Column("state", sa.String(16), nullable=False, index=True),
+        sa.Column("attempts", sa.Integer, nullable=False),
+        sa.Column("lease_token", sa.Integer, nullable=False),  # only ever increases: the fencing token
+        sa.Column("lease_owner", sa.String(128)),
+        sa.Column("lease_expires_at", sa.Float),
+        sa.Column("next_attempt_at", sa.Float),
+        sa.Column("last_reason", sa.String(64)),
+        sa.Column("created_at", sa.Float, nullable=False),
+        sa.Column("updated_at", sa.Float, nullable=False),
+    )
+
+
+def downgrade() -> None:
+    raise NotImplementedError("the audit ledger is never downgraded")

@@ -1,0 +1,76 @@
+"""Private per-attempt scratch directories, and the sweeper for the ones a dead process left behind.
+
+A directory is 0700 with a generated name (a service marker and a random id; never a tenant id or a user-supplied
+name); files in it are created exclusively with 0600. It is removed on every exit path of the attempt. A `.lease`
+file names the job and lease token so the sweeper can skip directories whose attempt may still be alive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import stat
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+MARKER = "evidence-attempt-"
+log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def attempt_dir(work_root: Path, job_id: str, lease_token: int) -> Iterator[Path]:
+    work_root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = work_root / f"{MARKER}{uuid.uuid4().hex}"
+    path.mkdir(mode=0o700)
+    try:
+        write_private(path / ".lease", f"{job_id} {lease_token}\n".encode())
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def write_private(path: Path, data: bytes) -> Path:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    return path
+
+
+def sweep(work_root: Path, max_age_seconds: float, lease_is_live: Callable[[str, int], bool]) -> list[str]:
+    """Remove abandoned attempt directories older than ``max_age_seconds``; returns the ids removed.
+
+    Never follows symlinks, skips anything that is not one of our directories, and keeps a directory whose
+    lease is still live. Logs ids, never file names.
+    """
+    removed = []
+    if not work_root.is_dir():
+        return removed
+    cutoff = time.time() - max_age_seconds
+    for entry in os.scandir(work_root):
+        if not entry.name.startswith(MARKER):
+            continue
+        info = entry.stat(follow_symlinks=False)
+        if not stat.S_ISDIR(info.st_mode) or info.st_mtime > cutoff:
+            continue  # a symlink, a file, or too young to be abandoned
+        attempt_id = entry.name.removeprefix(MARKER)
+        job_id, token = _lease_of(Path(entry.path))
+        if job_id and lease_is_live(job_id, token):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)  # rmtree does not follow symlinks inside the tree
+        log.info("swept abandoned attempt directory %s", attempt_id)
+        removed.append(attempt_id)
+    return removed
+
+
+def _lease_of(path: Path) -> tuple[str | None, int]:
+    try:
+        fd = os.open(path / ".lease", os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd) as handle:
+            job_id, token = handle.read().split()
+        return job_id, int(token)
+    except (OSError, ValueError):
+        return None, 0

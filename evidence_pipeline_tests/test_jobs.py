@@ -1,0 +1,101 @@
+"""Job state machine: compare-and-swap transitions, fenced leases, retry budgets, replay."""
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from sqlalchemy import select
+
+from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.ledger import Ledger
+from evidence_pipeline.ledger.jobs import JobKey, RetryBudget
+from evidence_pipeline.ledger.schema import audit_events
+from evidence_pipeline_tests.conftest import SMALL
+
+KEY = JobKey(SMALL.tenant, SMALL.period, "a" * 64, "renderer/1", "policy/1")
+ROW = {
+    "identity": "f" * 64, "tenant": SMALL.tenant, "period": SMALL.period, "bundle_key": "bundles/x",
+    "source_sha256": "a" * 64, "unsigned_sha256": "2" * 64, "report_sha256": "3" * 64,
+    "statement_sha256": "4" * 64, "renderer_version": "renderer/1", "key_id": "k",
+}
+
+
+@pytest.fixture
+def ledger(backend, tmp_path):
+    ledger = Ledger(backend.get("EVIDENCE_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.sqlite'}"))
+    ledger.accept_job(KEY, "pin")
+    return ledger
+
+
+def _code(call) -> str:
+    with pytest.raises(EvidenceError) as error:
+        call()
+    return error.value.code
+
+
+def test_accept_is_idempotent_and_identity_is_deterministic(ledger):
+    assert ledger.accept_job(KEY, "again")["job_id"] == KEY.job_id == JobKey(**KEY.__dict__).job_id
+    assert JobKey(**(KEY.__dict__ | {"fidelity": "preview"})).job_id != KEY.job_id
+    assert ledger.job(KEY.job_id)["state"] == "accepted" and ledger.verify_chain() == 1
+
+
+def test_tokens_grow_and_a_live_lease_excludes_others(ledger):
+    first = ledger.acquire_lease(KEY.job_id, "run-a", 60)
+    assert _code(lambda: ledger.acquire_lease(KEY.job_id, "run-b", 60)) == "LEASE_BUSY"
+    renewed = ledger.renew_lease(first, 60)
+    assert renewed.token == first.token == 1 and ledger.lease_is_live(KEY.job_id, 1)
+
+
+def test_a_lease_that_expired_while_working_cannot_commit(ledger):
+    stale = ledger.acquire_lease(KEY.job_id, "run-a", 0.2)
+    time.sleep(0.3)
+    assert _code(lambda: ledger.publish(ROW, stale, "run-a")) == "LEASE_FENCED"  # expired, even if nobody took over
+    fresh = ledger.acquire_lease(KEY.job_id, "run-b", 60)
+    assert fresh.token == stale.token + 1
+    assert _code(lambda: ledger.renew_lease(stale, 60)) == "LEASE_FENCED"
+    committed, created = ledger.publish(ROW, fresh, "run-b")
+    assert created and ledger.job(KEY.job_id)["state"] == "succeeded"
+    assert ledger.publish(ROW, stale, "run-a") == (committed, False)  # the zombie converges, changes nothing
+    assert ledger.acquire_lease(KEY.job_id, "run-c", 60) is None  # succeeded: nothing left to do
+
+
+def test_racing_acquisitions_have_one_winner(ledger):
+    def acquire(i):
+        try:
+            return ledger.acquire_lease(KEY.job_id, f"run-{i}", 60).token
+        except EvidenceError as error:
+            return error.code
+
+    results = list(ThreadPoolExecutor(6).map(acquire, range(12)))
+    assert results.count(1) == 1 and set(results) == {1, "LEASE_BUSY"}
+
+
+def test_failures_follow_the_retry_budget_and_replay_reopens(ledger):
+    budget = RetryBudget(max_attempts=2, max_elapsed_seconds=3600)
+    ledger.acquire_lease(KEY.job_id, "run-a", 60)
+    assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-a", budget, 1) == "accepted"
+    ledger.acquire_lease(KEY.job_id, "run-a", 60)
+    assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-a", budget, 2) == "dead"
+    assert [j["job_id"] for j in ledger.jobs_in("dead")] == [KEY.job_id]
+    assert _code(lambda: ledger.acquire_lease(KEY.job_id, "run-b", 60)) == "JOB_CLOSED"
+    reopened = ledger.replay(KEY.job_id, "alice", "S3 outage over")
+    assert reopened["state"] == "accepted" and reopened["attempts"] == 2
+    replayed = [e for e in _events(ledger) if e["event_type"] == "job.replayed"]
+    assert replayed[0]["actor"] == "alice" and replayed[0]["details"]["reason"] == "S3 outage over"
+    assert _code(lambda: ledger.replay(KEY.job_id, "bob", "again")) == "JOB_CLOSED"
+
+
+def test_terminal_failure_rejects_at_once(ledger):
+    assert ledger.record_failure(KEY.job_id, "SOURCE_INVALID", False, "run-a", RetryBudget(), 1) == "rejected"
+    assert ledger.job(KEY.job_id)["last_reason"] == "SOURCE_INVALID"
+
+
+def test_elapsed_budget_makes_a_job_dead(ledger):
+    budget = RetryBudget(max_attempts=100, max_elapsed_seconds=0.0)
+    assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-a", budget, 1) == "dead"
+
+
+def _events(ledger):
+    with ledger.engine.connect() as conn:
+        return [json.loads(row.body) for row in conn.execute(select(audit_events).order_by(audit_events.c.seq))]
