@@ -5,7 +5,7 @@ from sqlalchemy.exc import DatabaseError
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.jobs import JobKey, Lease
-from evidence_pipeline_tests.conftest import SMALL
+from evidence_pipeline_tests.conftest import SMALL, drop_append_only_guards
 
 
 @pytest.fixture
@@ -46,10 +46,8 @@ def test_database_refuses_to_rewrite_history(ledger, statement):
     ids=["rewritten", "deleted", "column-edited"],
 )
 def test_tampering_past_the_triggers_is_detected(ledger, tamper):
-    on_table = " ON audit_events" if ledger.engine.dialect.name == "postgresql" else ""
-    with ledger.engine.begin() as conn:  # an attacker with DDL rights drops the guard first
-        conn.execute(text(f"DROP TRIGGER audit_events_no_update{on_table}"))
-        conn.execute(text(f"DROP TRIGGER audit_events_no_delete{on_table}"))
+    drop_append_only_guards(ledger)
+    with ledger.engine.begin() as conn:
         conn.exec_driver_sql(tamper)
     with pytest.raises(EvidenceError) as error:
         ledger.verify_chain()

@@ -1,0 +1,100 @@
+"""Signed Merkle checkpoints make the ledger tamper-evident even against someone who can rewrite the database."""
+
+import json
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from sqlalchemy import select, update
+
+from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.ledger import GENESIS_HASH
+from evidence_pipeline.ledger.checkpoints import (
+    PAYLOAD_TYPE, checkpoint_key, prove_inclusion, publish_checkpoint, verify_ledger,
+)
+from evidence_pipeline.ledger.ledger import chain_hash
+from evidence_pipeline.ledger.schema import audit_events
+from evidence_pipeline.pipeline import RunInfo, run_tenant_month
+from evidence_pipeline.signing import dsse
+from evidence_pipeline_tests.conftest import LARGE, SMALL, drop_append_only_guards, overwrite
+
+
+@pytest.fixture
+def checkpointed(runtime):
+    first = run_tenant_month(runtime, SMALL, RunInfo("run-1"))
+    publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
+    second = run_tenant_month(runtime, LARGE, RunInfo("run-2"))
+    publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
+    return first, second
+
+
+def _code(call) -> str:
+    with pytest.raises(EvidenceError) as error:
+        call()
+    return error.value.code
+
+
+def test_checkpoints_verify_and_prove_inclusion(runtime, checkpointed):
+    report = verify_ledger(runtime.ledger, runtime.archive)
+    assert report == {"events": 12, "checkpoints": [6, 12], "unchecked_tail": 0}
+    for publication in checkpointed:
+        manifest = json.loads(runtime.archive.get(f"{publication.bundle_key}/manifest.json"))
+        proof = prove_inclusion(runtime.ledger, runtime.archive, manifest["ledger"]["seq"], manifest["ledger"]["event_hash"])
+        assert proof["tree_size"] == 12 and proof["leaf_index"] in (5, 11)
+    again = publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)  # nothing new: same checkpoint
+    assert again["size"] == 12 and len(runtime.archive.list("ledger/checkpoints")) == 2
+
+
+def test_an_event_after_the_newest_checkpoint_has_no_proof_yet(runtime):
+    publication = run_tenant_month(runtime, SMALL, RunInfo("run-1"))
+    assert _code(lambda: prove_inclusion(runtime.ledger, runtime.archive, publication.ledger_seq,
+                                         runtime.ledger.event(publication.ledger_seq).event_hash)) == "LEDGER_NOT_CHECKPOINTED"
+
+
+def _rechain(runtime, bodies_by_seq: dict[int, str] | None = None, delete_seq: int | None = None) -> None:
+    """Rewrite history the way a capable attacker would: edit rows, then recompute every later hash."""
+    ledger = runtime.ledger
+    drop_append_only_guards(ledger)
+    with ledger.engine.begin() as conn:
+        if delete_seq is not None:
+            conn.execute(audit_events.delete().where(audit_events.c.seq == delete_seq))
+        rows = conn.execute(select(audit_events.c.seq, audit_events.c.body).order_by(audit_events.c.seq)).all()
+        # Park prev_hash on unique placeholders so the rewrite never trips UNIQUE(prev_hash) halfway.
+        conn.execute(update(audit_events).values(prev_hash=audit_events.c.seq.cast(audit_events.c.prev_hash.type)))
+        prev = GENESIS_HASH
+        for seq, body in rows:
+            body = (bodies_by_seq or {}).get(seq, body)
+            fields = json.loads(body)
+            event_hash = chain_hash(prev, body)
+            conn.execute(update(audit_events).where(audit_events.c.seq == seq).values(
+                body=body, prev_hash=prev, event_hash=event_hash, event_type=fields["event_type"],
+                tenant=fields["tenant"], subject_sha256=fields["subject_sha256"],
+            ))
+            prev = event_hash
+    assert ledger.verify_chain() > 0  # the hash chain alone is fooled ...
+
+
+def test_a_rewritten_and_rechained_event_is_detected(runtime, checkpointed):
+    body = runtime.ledger.event(3).body
+    _rechain(runtime, {3: json.dumps(body | {"actor": "someone-else"}, sort_keys=True, separators=(",", ":"))})
+    assert _code(lambda: verify_ledger(runtime.ledger, runtime.archive)) == "LEDGER_INVALID"  # ... the tree is not
+
+
+def test_a_deleted_and_rechained_event_is_detected(runtime, checkpointed):
+    _rechain(runtime, delete_seq=2)
+    assert _code(lambda: verify_ledger(runtime.ledger, runtime.archive)) == "LEDGER_INVALID"
+
+
+def test_reordered_events_are_detected(runtime, checkpointed):
+    two, three = runtime.ledger.event(2).body, runtime.ledger.event(3).body
+    canonical = lambda b: json.dumps(b, sort_keys=True, separators=(",", ":"))  # noqa: E731
+    _rechain(runtime, {2: canonical(three), 3: canonical(two)})
+    assert _code(lambda: verify_ledger(runtime.ledger, runtime.archive)) == "LEDGER_INVALID"
+
+
+def test_a_forged_checkpoint_is_detected(runtime, checkpointed):
+    forged = {"origin": "evidence_pipeline audit ledger", "size": 12, "root_sha256": "00" * 32,
+              "issued_at": "2026-11-30T00:00:00+00:00", "key_id": runtime.keyring.statement_key_id}
+    envelope = dsse.sign_envelope(dsse.canonical_json(forged), ed25519.Ed25519PrivateKey.generate(),
+                                  runtime.keyring.statement_key_id, PAYLOAD_TYPE)
+    overwrite(runtime, checkpoint_key(12), envelope)
+    assert _code(lambda: verify_ledger(runtime.ledger, runtime.archive)) == "LEDGER_INVALID"
