@@ -12,7 +12,6 @@ from evidence_pipeline.ledger.checkpoints import (
     PAYLOAD_TYPE, checkpoint_key, prove_inclusion, publish_checkpoint, verify_ledger,
 )
 from evidence_pipeline.ledger.ledger import chain_hash
-from evidence_pipeline.ledger.schema import audit_events
 from evidence_pipeline.pipeline import RunInfo, run_tenant_month
 from evidence_pipeline.signing import dsse
 from evidence_pipeline_tests.conftest import LARGE, SMALL, drop_append_only_guards, overwrite
@@ -53,19 +52,20 @@ def test_an_event_after_the_newest_checkpoint_has_no_proof_yet(runtime):
 def _rechain(runtime, bodies_by_seq: dict[int, str] | None = None, delete_seq: int | None = None) -> None:
     """Rewrite history the way a capable attacker would: edit rows, then recompute every later hash."""
     ledger = runtime.ledger
+    events = ledger.audit_events
     drop_append_only_guards(ledger)
     with ledger.engine.begin() as conn:
         if delete_seq is not None:
-            conn.execute(audit_events.delete().where(audit_events.c.seq == delete_seq))
-        rows = conn.execute(select(audit_events.c.seq, audit_events.c.body).order_by(audit_events.c.seq)).all()
+            conn.execute(events.delete().where(events.c.seq == delete_seq))
+        rows = conn.execute(select(events.c.seq, events.c.body).order_by(events.c.seq)).all()
         # Park prev_hash on unique placeholders so the rewrite never trips UNIQUE(prev_hash) halfway.
-        conn.execute(update(audit_events).values(prev_hash=audit_events.c.seq.cast(audit_events.c.prev_hash.type)))
+        conn.execute(update(events).values(prev_hash=events.c.seq.cast(events.c.prev_hash.type)))
         prev = GENESIS_HASH
         for seq, body in rows:
             body = (bodies_by_seq or {}).get(seq, body)
             fields = json.loads(body)
             event_hash = chain_hash(prev, body)
-            conn.execute(update(audit_events).where(audit_events.c.seq == seq).values(
+            conn.execute(update(events).where(events.c.seq == seq).values(
                 body=body, prev_hash=prev, event_hash=event_hash, event_type=fields["event_type"],
                 tenant=fields["tenant"], subject_sha256=fields["subject_sha256"],
             ))

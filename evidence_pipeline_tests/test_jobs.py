@@ -10,7 +10,6 @@ from sqlalchemy import select
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.jobs import JobKey, RetryBudget
-from evidence_pipeline.ledger.schema import audit_events
 from evidence_pipeline_tests.conftest import SMALL
 
 KEY = JobKey(SMALL.tenant, SMALL.period, "a" * 64, "renderer/1", "policy/1")
@@ -98,4 +97,4 @@ def test_elapsed_budget_makes_a_job_dead(ledger):
 
 def _events(ledger):
     with ledger.engine.connect() as conn:
-        return [json.loads(row.body) for row in conn.execute(select(audit_events).order_by(audit_events.c.seq))]
+        return [json.loads(row.body) for row in conn.execute(select(ledger.audit_events).order_by(ledger.audit_events.c.seq))]

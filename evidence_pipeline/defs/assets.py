@@ -110,15 +110,19 @@ def monthly_report(context: AssetExecutionContext, evidence: EvidenceResource) -
     )
 
 
+def _rendered(context) -> tuple[pipeline.PinnedSource, str]:
+    """The pinned source and the unsigned report digest that were materialized upstream for this partition."""
+    with classified_failures(context):
+        return _pinned(context), _upstream(context, monthly_report.key)["unsigned_sha256"]
+
+
 @asset_check(
     asset=monthly_report, blocking=True, partitions_def=tenant_month_partitions,
     description="The PDF gate: strict parse under limits, not encrypted, metadata and totals match the revision.",
 )
 def report_passes_gate(context: AssetCheckExecutionContext, evidence: EvidenceResource) -> AssetCheckResult:
     runtime = evidence.runtime()
-    with classified_failures(context):
-        pinned = _pinned(context)
-        unsigned_sha256 = _upstream(context, monthly_report.key)["unsigned_sha256"]
+    pinned, unsigned_sha256 = _rendered(context)
     with classified_failures(context, runtime, pinned.job_id):
         try:
             pages, validate_ms = pipeline.validate_stage(runtime, pinned.revision, unsigned_sha256, _run(context))
@@ -142,9 +146,7 @@ def report_passes_gate(context: AssetCheckExecutionContext, evidence: EvidenceRe
 )
 def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource) -> MaterializeResult:
     runtime = evidence.runtime()
-    with classified_failures(context):
-        pinned = _pinned(context)
-        unsigned_sha256 = _upstream(context, monthly_report.key)["unsigned_sha256"]
+    pinned, unsigned_sha256 = _rendered(context)
     revision = pinned.revision
     with classified_failures(context, runtime, pinned.job_id):
         publication = pipeline.publish_stage(runtime, pinned, unsigned_sha256, _run(context))

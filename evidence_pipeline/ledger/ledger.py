@@ -12,14 +12,13 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, create_engine, make_url, select, text
+from sqlalchemy import Connection, MetaData, create_engine, make_url, select, text
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.ledger import merkle
 from evidence_pipeline.ledger.jobs import JobKey, Lease, RetryBudget
-from evidence_pipeline.ledger.schema import audit_events, jobs, publications
 from evidence_pipeline.models import TenantMonth
 
 GENESIS_HASH = "0" * 64
@@ -53,6 +52,12 @@ class Ledger:
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         self.engine = create_engine(parsed)
         self._migrate()
+        # The migrations are the one definition of the schema; queries use the tables as the database has them.
+        tables = MetaData()
+        tables.reflect(self.engine, only=("audit_events", "publications", "jobs"))
+        self.audit_events = tables.tables["audit_events"]
+        self.publications = tables.tables["publications"]
+        self.jobs = tables.tables["jobs"]
 
     def record(self, tenant_month: TenantMonth, event_type: str, subject_sha256: str, actor: str, **details) -> LedgerEvent:
         """Append one event in its own transaction."""
@@ -71,16 +76,16 @@ class Ledger:
             if existing is not None:
                 return existing, False
             fenced = conn.execute(
-                jobs.update()
-                .where(jobs.c.job_id == lease.job_id, jobs.c.lease_token == lease.token, jobs.c.state == states.RUNNING,
-                       jobs.c.lease_expires_at >= time.time())
+                self.jobs.update()
+                .where(self.jobs.c.job_id == lease.job_id, self.jobs.c.lease_token == lease.token, self.jobs.c.state == states.RUNNING,
+                       self.jobs.c.lease_expires_at >= time.time())
                 .values(state=states.SUCCEEDED, lease_expires_at=None, last_reason=None, updated_at=time.time())
             ).rowcount == 0
             if fenced:
                 raise EvidenceError("LEASE_FENCED", f"lease {lease.token} of job {lease.job_id[:12]} is no longer held")
             event = self._append(conn, tenant_month, "bundle.published", row["report_sha256"], actor,
                                  details | row | {"job_id": lease.job_id, "lease_token": lease.token})
-            conn.execute(publications.insert().values(**row, event_seq=event.seq))
+            conn.execute(self.publications.insert().values(**row, event_seq=event.seq))
             return self._publication(conn, row["identity"]), True
 
         return self._transact(commit)
@@ -95,7 +100,7 @@ class Ledger:
             existing = self._job(conn, key.job_id)
             if existing is not None:
                 return existing
-            conn.execute(jobs.insert().values(
+            conn.execute(self.jobs.insert().values(
                 job_id=key.job_id, **key.__dict__, state=states.ACCEPTED, attempts=0, lease_token=0,
                 created_at=now, updated_at=now,
             ))
@@ -139,9 +144,9 @@ class Ledger:
         renewed = Lease(lease.job_id, lease.token, lease.owner, time.time() + ttl_seconds)
         with self.engine.begin() as conn:
             held = conn.execute(
-                jobs.update()
-                .where(jobs.c.job_id == lease.job_id, jobs.c.lease_token == lease.token, jobs.c.state == states.RUNNING,
-                       jobs.c.lease_expires_at >= time.time())
+                self.jobs.update()
+                .where(self.jobs.c.job_id == lease.job_id, self.jobs.c.lease_token == lease.token, self.jobs.c.state == states.RUNNING,
+                       self.jobs.c.lease_expires_at >= time.time())
                 .values(lease_expires_at=renewed.expires_at, updated_at=time.time())
             ).rowcount
         if not held:
@@ -192,24 +197,23 @@ class Ledger:
 
     def jobs_in(self, *job_states: str) -> list[dict]:
         with self.engine.connect() as conn:
-            rows = conn.execute(select(jobs).where(jobs.c.state.in_(job_states)).order_by(jobs.c.updated_at))
+            rows = conn.execute(select(self.jobs).where(self.jobs.c.state.in_(job_states)).order_by(self.jobs.c.updated_at))
             return [dict(row._mapping) for row in rows]
 
     def _job(self, conn: Connection, job_id: str) -> dict | None:
-        row = conn.execute(select(jobs).where(jobs.c.job_id == job_id)).first()
+        row = conn.execute(select(self.jobs).where(self.jobs.c.job_id == job_id)).first()
         return None if row is None else dict(row._mapping)
 
     @staticmethod
     def _tenant_month(job: dict) -> TenantMonth:
         return TenantMonth(job["tenant"], job["period"])
 
-    @staticmethod
-    def _swap(conn: Connection, seen: dict, **values) -> None:
+    def _swap(self, conn: Connection, seen: dict, **values) -> None:
         """Compare-and-swap: apply ``values`` only if the job is still exactly as it was read."""
         swapped = conn.execute(
-            jobs.update()
-            .where(jobs.c.job_id == seen["job_id"], jobs.c.state == seen["state"],
-                   jobs.c.lease_token == seen["lease_token"], jobs.c.updated_at == seen["updated_at"])
+            self.jobs.update()
+            .where(self.jobs.c.job_id == seen["job_id"], self.jobs.c.state == seen["state"],
+                   self.jobs.c.lease_token == seen["lease_token"], self.jobs.c.updated_at == seen["updated_at"])
             .values(**values, updated_at=time.time())
         ).rowcount
         if not swapped:
@@ -220,21 +224,21 @@ class Ledger:
             return self._publication(conn, identity)
 
     def has_event(self, event_type: str, subject_sha256: str) -> bool:
-        query = select(audit_events.c.seq).where(
-            audit_events.c.event_type == event_type, audit_events.c.subject_sha256 == subject_sha256
+        query = select(self.audit_events.c.seq).where(
+            self.audit_events.c.event_type == event_type, self.audit_events.c.subject_sha256 == subject_sha256
         )
         with self.engine.connect() as conn:
             return conn.execute(query.limit(1)).first() is not None
 
     def event(self, seq: int) -> LedgerEvent:
         with self.engine.connect() as conn:
-            row = conn.execute(select(audit_events).where(audit_events.c.seq == seq)).one()
+            row = conn.execute(select(self.audit_events).where(self.audit_events.c.seq == seq)).one()
         return LedgerEvent(row.seq, row.event_type, row.event_hash, json.loads(row.body))
 
     def leaves(self) -> list[tuple[int, bytes]]:
         """(seq, RFC 9162 leaf hash of the event's canonical bytes) for every event, in ledger order."""
         with self.engine.connect() as conn:
-            rows = conn.execute(select(audit_events.c.seq, audit_events.c.body).order_by(audit_events.c.seq))
+            rows = conn.execute(select(self.audit_events.c.seq, self.audit_events.c.body).order_by(self.audit_events.c.seq))
             return [(row.seq, merkle.leaf_hash(row.body.encode("utf-8"))) for row in rows]
 
     def verify_chain(self) -> int:
@@ -242,7 +246,7 @@ class Ledger:
         prev = GENESIS_HASH
         count = 0
         with self.engine.connect() as conn:
-            for row in conn.execute(select(audit_events).order_by(audit_events.c.seq)):
+            for row in conn.execute(select(self.audit_events).order_by(self.audit_events.c.seq)):
                 if row.prev_hash != prev or chain_hash(prev, row.body) != row.event_hash:
                     raise EvidenceError("LEDGER_INVALID", f"audit event {row.seq} breaks the hash chain")
                 body = json.loads(row.body)
@@ -255,7 +259,7 @@ class Ledger:
 
     def _append(self, conn: Connection, tenant_month: TenantMonth, event_type: str, subject_sha256: str,
                 actor: str, details: dict) -> LedgerEvent:
-        head = conn.execute(select(audit_events.c.event_hash).order_by(audit_events.c.seq.desc()).limit(1)).scalar()
+        head = conn.execute(select(self.audit_events.c.event_hash).order_by(self.audit_events.c.seq.desc()).limit(1)).scalar()
         prev = head or GENESIS_HASH
         body = {
             "event_id": str(uuid.uuid4()),
@@ -270,7 +274,7 @@ class Ledger:
         text = canonical(body)
         event_hash = chain_hash(prev, text)
         seq = conn.execute(
-            audit_events.insert().values(
+            self.audit_events.insert().values(
                 event_id=body["event_id"], event_type=event_type, tenant=tenant_month.tenant,
                 period=tenant_month.period, subject_sha256=subject_sha256, body=text, prev_hash=prev,
                 event_hash=event_hash,
@@ -279,7 +283,7 @@ class Ledger:
         return LedgerEvent(seq, event_type, event_hash, body)
 
     def _publication(self, conn: Connection, identity: str) -> dict | None:
-        row = conn.execute(select(publications).where(publications.c.identity == identity)).first()
+        row = conn.execute(select(self.publications).where(self.publications.c.identity == identity)).first()
         return None if row is None else dict(row._mapping)
 
     def _migrate(self) -> None:
