@@ -22,7 +22,7 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.faults import kill_point
 from evidence_pipeline.ledger import Ledger
-from evidence_pipeline.ledger.jobs import JobKey, Lease, RetryBudget
+from evidence_pipeline.ledger.jobs import CLOSED, JobKey, Lease, RetryBudget
 from evidence_pipeline.models import SourceRevision, TenantMonth
 from evidence_pipeline.render import RENDERER_VERSION, render_report, report_totals
 from evidence_pipeline.signing import dsse
@@ -127,6 +127,8 @@ def pin_source(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> PinnedSo
     revision = sources.pin_latest(rt.sources, tenant_month)
     rt.ledger.record(tenant_month, "source.pinned", revision.sha256, run.run_id, sequence=revision.sequence)
     job = rt.ledger.accept_job(job_key(rt, revision), run.run_id)
+    if job["state"] in CLOSED:  # fail fast: a closed job only reopens through `evidence replay`
+        raise EvidenceError("JOB_CLOSED", f"job {job['job_id']} is {job['state']} ({job['last_reason']}); replay it")
     kill_point("after_pin")
     return PinnedSource(revision, job["job_id"])
 

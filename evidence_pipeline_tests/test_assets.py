@@ -85,6 +85,7 @@ def test_rematerializing_converges_on_the_published_bundle(instance, evidence, r
 
 def test_failed_gate_blocks_signing(instance, evidence, runtime, monkeypatch):
     # Simulate a renderer bug: the report lacks a total that the source says must be there.
+    real_totals = pipeline.report_totals
     monkeypatch.setattr(pipeline, "report_totals", lambda frame: ("999,999,999.99 EUR",))
     result = _materialize(instance, evidence, SMALL, raise_on_error=False)
     assert not result.success
@@ -93,6 +94,15 @@ def test_failed_gate_blocks_signing(instance, evidence, runtime, monkeypatch):
     materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
     assert materialized == {"source_revision", "monthly_report"}
     assert runtime.archive.list("bundles") == []
+    [job] = runtime.ledger.jobs_in("rejected")
+    assert job["last_reason"] == "REPORT_INVALID" and (job["tenant"], job["period"]) == (SMALL.tenant, SMALL.period)
+
+    monkeypatch.setattr(pipeline, "report_totals", real_totals)  # fixed, but the job stays closed until a replay
+    again = _materialize(instance, evidence, SMALL, raise_on_error=False)
+    assert not again.success and not again.get_asset_materialization_events()
+    runtime.ledger.replay(job["job_id"], "analyst", "renderer bug fixed")
+    assert _materialize(instance, evidence, SMALL).success
+    assert runtime.ledger.job(job["job_id"])["state"] == "succeeded"
 
 
 def test_terminal_source_error_fails_without_retries(instance, evidence):
