@@ -27,6 +27,7 @@ REASON_CODES: dict[str, bool] = {
     "STORE_ACCESS_DENIED": False,
     "STORE_REJECTED": False,
     "LEDGER_CONFLICT": True,
+    "LEDGER_UNAVAILABLE": True,
     "LEDGER_INVALID": False,
     "LEDGER_NOT_CHECKPOINTED": False,
     "LEASE_BUSY": True,  # another attempt holds a live lease: try again after it expires
@@ -50,7 +51,13 @@ REASON_CODES: dict[str, bool] = {
 
 
 class EvidenceError(Exception):
-    """A classified failure: ``code`` is stable, ``retryable`` picks the retry policy."""
+    """A classified failure: ``code`` is stable, ``retryable`` picks the retry policy.
+
+    ``lease_token`` is set when the failure happened while the attempt held a job lease, so that recording the
+    failure can be fenced like every other transition.
+    """
+
+    lease_token: int | None = None
 
     def __init__(self, code: str, message: str):
         if code not in REASON_CODES:

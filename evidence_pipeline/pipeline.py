@@ -133,9 +133,12 @@ def pin_source(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> PinnedSo
     return PinnedSource(revision, job["job_id"])
 
 
-def record_failure(rt: Runtime, job_id: str, error: EvidenceError, run: RunInfo) -> str:
-    """Classify a failed attempt in the job record; returns the job's state (accepted = will be retried)."""
-    return rt.ledger.record_failure(job_id, error.code, error.retryable, run.run_id, rt.retry_budget, run.attempt)
+def record_failure(rt: Runtime, job_id: str, error: EvidenceError, run: RunInfo,
+                   budget: RetryBudget | None = None) -> str | None:
+    """Classify a failed attempt in the job record; returns the job's new state, or None if it did not move."""
+    return rt.ledger.record_failure(
+        job_id, error.code, error.retryable, run.run_id, budget or rt.retry_budget, run.attempt, error.lease_token
+    )
 
 
 def render_stage(rt: Runtime, revision: SourceRevision, run: RunInfo) -> StagedReport:
@@ -163,7 +166,8 @@ def validate_stage(rt: Runtime, revision: SourceRevision, unsigned_sha256: str, 
     except EvidenceError as error:
         rt.ledger.record(revision.tenant_month, "report.rejected", unsigned_sha256, run.run_id, reason=error.code)
         raise
-    rt.ledger.record(revision.tenant_month, "report.validated", unsigned_sha256, run.run_id, pages=pages)
+    rt.ledger.record(revision.tenant_month, "report.validated", unsigned_sha256, run.run_id, pages=pages,
+                     source_sha256=revision.sha256)
     kill_point("after_validate")
     return pages, _ms(start)
 
@@ -179,13 +183,21 @@ def publish_stage(rt: Runtime, pinned: PinnedSource, unsigned_sha256: str, run: 
     existing = rt.ledger.publication(identity)
     if existing is not None:
         return _converge(rt, existing, {"publish_ms": _ms(start)})
-    if not rt.ledger.has_event("report.validated", unsigned_sha256):
-        raise EvidenceError("REPORT_INVALID", "refusing to sign a report that has not passed validation")
+    validated = rt.ledger.events_about("report.validated", unsigned_sha256)
+    if not any(event["details"].get("source_sha256") == revision.sha256 for event in validated):
+        raise EvidenceError("REPORT_INVALID", "refusing to sign: this report has not passed the gate for this revision")
     lease = rt.ledger.acquire_lease(pinned.job_id, run.run_id, rt.settings.lease_seconds)
     if lease is None:  # the job succeeded meanwhile: its publication is the answer
-        return _converge(rt, rt.ledger.publication(identity), {"publish_ms": _ms(start)})
-    with attempt_dir(rt.settings.work_dir, pinned.job_id, lease.token) as scratch:
-        return _sign_and_commit(rt, pinned, fields | {"identity": identity}, lease, scratch, run)
+        committed = rt.ledger.publication(identity)
+        if committed is None:
+            raise EvidenceError("JOB_CLOSED", "the job already succeeded with a different report")
+        return _converge(rt, committed, {"publish_ms": _ms(start)})
+    try:
+        with attempt_dir(rt.settings.work_dir, pinned.job_id, lease.token) as scratch:
+            return _sign_and_commit(rt, pinned, fields | {"identity": identity}, lease, scratch, run)
+    except EvidenceError as error:
+        error.lease_token = lease.token  # recording this failure is fenced by the lease it happened under
+        raise
 
 
 def _sign_and_commit(rt: Runtime, pinned: PinnedSource, fields: dict, lease: Lease, scratch, run: RunInfo) -> Publication:

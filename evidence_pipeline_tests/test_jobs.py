@@ -72,17 +72,32 @@ def test_racing_acquisitions_have_one_winner(ledger):
 
 def test_failures_follow_the_retry_budget_and_replay_reopens(ledger):
     budget = RetryBudget(max_attempts=2, max_elapsed_seconds=3600)
-    ledger.acquire_lease(KEY.job_id, "run-a", 60)
-    assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-a", budget, 1) == "accepted"
-    ledger.acquire_lease(KEY.job_id, "run-a", 60)
-    assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-a", budget, 2) == "dead"
+    lease = ledger.acquire_lease(KEY.job_id, "run-a", 60)
+    assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-a", budget, 1, lease.token) == "accepted"
+    lease = ledger.acquire_lease(KEY.job_id, "run-a", 60)
+    assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-a", budget, 2, lease.token) == "dead"
     assert [j["job_id"] for j in ledger.jobs_in("dead")] == [KEY.job_id]
     assert _code(lambda: ledger.acquire_lease(KEY.job_id, "run-b", 60)) == "JOB_CLOSED"
     reopened = ledger.replay(KEY.job_id, "alice", "S3 outage over")
-    assert reopened["state"] == "accepted" and reopened["attempts"] == 2
+    assert reopened["state"] == "accepted" and reopened["attempts"] == 0  # a fresh budget; history keeps the rest
+    lease = ledger.acquire_lease(KEY.job_id, "run-b", 60)
+    assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-b", budget, 1, lease.token) == "accepted"
     replayed = [e for e in _events(ledger) if e["event_type"] == "job.replayed"]
     assert replayed[0]["actor"] == "alice" and replayed[0]["details"]["reason"] == "S3 outage over"
     assert _code(lambda: ledger.replay(KEY.job_id, "bob", "again")) == "JOB_CLOSED"
+
+
+def test_failures_of_other_attempts_do_not_move_a_leased_job(ledger):
+    """A duplicate run that meets a live lease, or a zombie whose lease was taken over, cannot clobber the job."""
+    stale = ledger.acquire_lease(KEY.job_id, "run-a", 0.1)
+    time.sleep(0.2)
+    live = ledger.acquire_lease(KEY.job_id, "run-b", 60)
+    for reason, retryable, token in [("LEASE_BUSY", True, None), ("LEASE_FENCED", False, stale.token),
+                                     ("STORE_UNAVAILABLE", True, stale.token), ("SOURCE_INVALID", False, None)]:
+        assert ledger.record_failure(KEY.job_id, reason, retryable, "other", RetryBudget(), 1, token) is None
+    job = ledger.job(KEY.job_id)
+    assert (job["state"], job["lease_token"]) == ("running", live.token) and ledger.lease_is_live(KEY.job_id, live.token)
+    assert ledger.publish(ROW, live, "run-b")[1]
 
 
 def test_terminal_failure_rejects_at_once(ledger):

@@ -18,7 +18,8 @@ def ledger(backend, tmp_path):
 
 def test_chain_verifies(ledger):
     assert ledger.verify_chain() == 3
-    assert ledger.has_event("report.rendered", f"{1:064x}") and not ledger.has_event("report.validated", f"{1:064x}")
+    [rendered] = ledger.events_about("report.rendered", f"{1:064x}")
+    assert rendered["details"] == {"pages": 1} and not ledger.events_about("report.validated", f"{1:064x}")
 
 
 @pytest.mark.parametrize(

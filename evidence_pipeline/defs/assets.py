@@ -16,7 +16,7 @@ from evidence_pipeline import pipeline
 from evidence_pipeline.defs.partitions import tenant_month_of, tenant_month_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.ledger.jobs import ACCEPTED, RetryBudget
+from evidence_pipeline.ledger.jobs import CLOSED, RetryBudget
 from evidence_pipeline.models import SourceRevision
 from evidence_pipeline.render import RENDERER_VERSION
 
@@ -26,25 +26,23 @@ TRANSIENT_RETRIES = RetryPolicy(max_retries=3, delay=2, backoff=Backoff.EXPONENT
 
 @contextlib.contextmanager
 def classified_failures(context, runtime: pipeline.Runtime | None = None, job_id: str | None = None):
-    """Record a failed attempt in the job record, then let only retryable ones reach the op's RetryPolicy.
+    """Record a failed attempt on the job, then let only retryable ones reach the op's RetryPolicy.
 
     Terminal errors, and transient ones whose budget (attempts, elapsed time, Dagster retries) is spent, become a
-    Failure that neither the op nor the run retry policy repeats; the job is then rejected or dead.
+    Failure that neither the op nor the run retry policy repeats; the job is then rejected or dead. A failure that
+    did not move the job (lease contention, after the commit) is retried while it is transient.
     """
     try:
         yield
     except EvidenceError as error:
-        retries_left = context.retry_number < TRANSIENT_RETRIES.max_retries
+        state = None
         if job_id is not None:
             budget = RetryBudget(
                 min(runtime.settings.max_attempts, TRANSIENT_RETRIES.max_retries + 1),
                 runtime.settings.retry_budget_seconds,
             )
-            state = runtime.ledger.record_failure(
-                job_id, error.code, error.retryable, context.run.run_id, budget, context.retry_number + 1
-            )
-            retries_left = state == ACCEPTED
-        if error.retryable and retries_left:
+            state = pipeline.record_failure(runtime, job_id, error, _run(context), budget)
+        if error.retryable and state not in CLOSED and context.retry_number < TRANSIENT_RETRIES.max_retries:
             raise
         raise Failure(
             description=str(error), metadata={"reason_code": error.code}, allow_retries=False
@@ -111,9 +109,15 @@ def monthly_report(context: AssetExecutionContext, evidence: EvidenceResource) -
 
 
 def _rendered(context) -> tuple[pipeline.PinnedSource, str]:
-    """The pinned source and the unsigned report digest that were materialized upstream for this partition."""
+    """The pinned source and the unsigned report digest materialized upstream for this partition, which must be
+    a rendering of that same pinned revision (a partial re-materialization can leave them out of step)."""
     with classified_failures(context):
-        return _pinned(context), _upstream(context, monthly_report.key)["unsigned_sha256"]
+        pinned, report = _pinned(context), _upstream(context, monthly_report.key)
+        if report["source_sha256"] != pinned.revision.sha256:
+            raise EvidenceError(
+                "UPSTREAM_NOT_MATERIALIZED", "monthly_report was rendered from another revision: materialize it again"
+            )
+        return pinned, report["unsigned_sha256"]
 
 
 @asset_check(

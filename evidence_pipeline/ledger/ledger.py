@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
@@ -13,7 +14,7 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Connection, MetaData, create_engine, make_url, select, text
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.exc import ArgumentError, IntegrityError, InterfaceError, OperationalError, ProgrammingError
 
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import jobs as states
@@ -45,16 +46,33 @@ class LedgerEvent:
     body: dict
 
 
+@contextlib.contextmanager
+def _database():
+    """Database outages are a classified, retryable failure, never a driver traceback."""
+    try:
+        yield
+    except (OperationalError, InterfaceError) as error:
+        raise EvidenceError("LEDGER_UNAVAILABLE", f"ledger database unavailable ({type(error.orig).__name__})") from None
+
+
 class Ledger:
     def __init__(self, url: str):
-        parsed = make_url(url)
+        try:
+            parsed = make_url(url)
+        except ArgumentError:
+            raise EvidenceError("CONFIG_INVALID", "EVIDENCE_LEDGER_URL is not a database URL") from None
         if parsed.get_backend_name() == "sqlite" and parsed.database:
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        self.engine = create_engine(parsed)
-        self._migrate()
+        try:
+            self.engine = create_engine(parsed)
+        except (ArgumentError, ImportError):
+            raise EvidenceError("CONFIG_INVALID", "EVIDENCE_LEDGER_URL names an unsupported database driver") from None
+        with _database():
+            self._migrate()
         # The migrations are the one definition of the schema; queries use the tables as the database has them.
         tables = MetaData()
-        tables.reflect(self.engine, only=("audit_events", "publications", "jobs"))
+        with _database():
+            tables.reflect(self.engine, only=("audit_events", "publications", "jobs"))
         self.audit_events = tables.tables["audit_events"]
         self.publications = tables.tables["publications"]
         self.jobs = tables.tables["jobs"]
@@ -102,7 +120,7 @@ class Ledger:
                 return existing
             conn.execute(self.jobs.insert().values(
                 job_id=key.job_id, **key.__dict__, state=states.ACCEPTED, attempts=0, lease_token=0,
-                created_at=now, updated_at=now,
+                budget_started_at=now, created_at=now, updated_at=now,
             ))
             self._append(conn, TenantMonth(key.tenant, key.period), "job.accepted", key.source_sha256, actor,
                          {"job_id": key.job_id, "fidelity": key.fidelity})
@@ -111,7 +129,7 @@ class Ledger:
         return self._transact(accept)
 
     def job(self, job_id: str) -> dict:
-        with self.engine.connect() as conn:
+        with _database(), self.engine.connect() as conn:
             job = self._job(conn, job_id)
         if job is None:
             raise EvidenceError("JOB_NOT_FOUND", f"no job {job_id[:12]}")
@@ -142,7 +160,7 @@ class Ledger:
 
     def renew_lease(self, lease: Lease, ttl_seconds: float) -> Lease:
         renewed = Lease(lease.job_id, lease.token, lease.owner, time.time() + ttl_seconds)
-        with self.engine.begin() as conn:
+        with _database(), self.engine.begin() as conn:
             held = conn.execute(
                 self.jobs.update()
                 .where(self.jobs.c.job_id == lease.job_id, self.jobs.c.lease_token == lease.token, self.jobs.c.state == states.RUNNING,
@@ -154,23 +172,32 @@ class Ledger:
         return renewed
 
     def lease_is_live(self, job_id: str, token: int) -> bool:
-        with self.engine.connect() as conn:
+        with _database(), self.engine.connect() as conn:
             job = self._job(conn, job_id)
         return bool(job and job["state"] == states.RUNNING and job["lease_token"] == token
                     and (job["lease_expires_at"] or 0) > time.time())
 
     def record_failure(self, job_id: str, reason: str, retryable: bool, actor: str, budget: RetryBudget,
-                       attempt: int) -> str:
-        """Classify a failed attempt; returns the job's new state (accepted for a retry, rejected or dead)."""
+                       attempt: int, lease_token: int | None = None) -> str | None:
+        """Classify a failed attempt; returns the job's new state (accepted = retry, rejected, dead).
 
-        def fail(conn: Connection) -> str:
+        Returns None when the failure must not move the job: lease contention or a lost lease, a job whose live
+        lease another attempt holds, or a job that already succeeded or is closed. Fenced like every transition.
+        """
+        if reason in ("LEASE_BUSY", "LEASE_FENCED"):
+            return None
+
+        def fail(conn: Connection) -> str | None:
             job = self._job(conn, job_id)
             if job is None or job["state"] in (states.SUCCEEDED, *states.CLOSED):
-                return job["state"] if job else states.REJECTED
+                return None
+            now = time.time()
+            if (job["state"] == states.RUNNING and (job["lease_expires_at"] or 0) > now
+                    and job["lease_token"] != lease_token):
+                return None  # someone else's attempt is in progress: this failure is not the job's
             attempts = max(job["attempts"], attempt)
-            elapsed = time.time() - job["created_at"]
             state = states.REJECTED if not retryable else (
-                states.DEAD if budget.exhausted(attempts, elapsed) else states.ACCEPTED)
+                states.DEAD if budget.exhausted(attempts, now - job["budget_started_at"]) else states.ACCEPTED)
             self._swap(conn, job, state=state, attempts=attempts, last_reason=reason, lease_expires_at=None)
             self._append(conn, self._tenant_month(job), f"job.{state}", job["source_sha256"], actor,
                          {"job_id": job_id, "reason": reason, "attempt": attempts})
@@ -187,7 +214,7 @@ class Ledger:
                 raise EvidenceError("JOB_NOT_FOUND", f"no job {job_id[:12]}")
             if job["state"] not in states.CLOSED:
                 raise EvidenceError("JOB_CLOSED", f"job {job_id[:12]} is {job['state']}, not rejected or dead")
-            self._swap(conn, job, state=states.ACCEPTED, next_attempt_at=time.time())
+            self._swap(conn, job, state=states.ACCEPTED, attempts=0, budget_started_at=time.time())  # a fresh budget
             self._append(conn, self._tenant_month(job), "job.replayed", job["source_sha256"], requested_by,
                          {"job_id": job_id, "reason": reason, "previous_state": job["state"],
                           "previous_reason": job["last_reason"]})
@@ -196,7 +223,7 @@ class Ledger:
         return self._transact(reopen)
 
     def jobs_in(self, *job_states: str) -> list[dict]:
-        with self.engine.connect() as conn:
+        with _database(), self.engine.connect() as conn:
             rows = conn.execute(select(self.jobs).where(self.jobs.c.state.in_(job_states)).order_by(self.jobs.c.updated_at))
             return [dict(row._mapping) for row in rows]
 
@@ -220,24 +247,25 @@ class Ledger:
             raise _LostRace()
 
     def publication(self, identity: str) -> dict | None:
-        with self.engine.connect() as conn:
+        with _database(), self.engine.connect() as conn:
             return self._publication(conn, identity)
 
-    def has_event(self, event_type: str, subject_sha256: str) -> bool:
-        query = select(self.audit_events.c.seq).where(
+    def events_about(self, event_type: str, subject_sha256: str) -> list[dict]:
+        """Bodies of the events of ``event_type`` about ``subject_sha256``, oldest first."""
+        query = select(self.audit_events.c.body).where(
             self.audit_events.c.event_type == event_type, self.audit_events.c.subject_sha256 == subject_sha256
         )
-        with self.engine.connect() as conn:
-            return conn.execute(query.limit(1)).first() is not None
+        with _database(), self.engine.connect() as conn:
+            return [json.loads(body) for body in conn.execute(query.order_by(self.audit_events.c.seq)).scalars()]
 
     def event(self, seq: int) -> LedgerEvent:
-        with self.engine.connect() as conn:
+        with _database(), self.engine.connect() as conn:
             row = conn.execute(select(self.audit_events).where(self.audit_events.c.seq == seq)).one()
         return LedgerEvent(row.seq, row.event_type, row.event_hash, json.loads(row.body))
 
     def leaves(self) -> list[tuple[int, bytes]]:
         """(seq, RFC 9162 leaf hash of the event's canonical bytes) for every event, in ledger order."""
-        with self.engine.connect() as conn:
+        with _database(), self.engine.connect() as conn:
             rows = conn.execute(select(self.audit_events.c.seq, self.audit_events.c.body).order_by(self.audit_events.c.seq))
             return [(row.seq, merkle.leaf_hash(row.body.encode("utf-8"))) for row in rows]
 
@@ -245,7 +273,7 @@ class Ledger:
         """Recompute every link; return the number of events. A rewritten, deleted or reordered row fails."""
         prev = GENESIS_HASH
         count = 0
-        with self.engine.connect() as conn:
+        with _database(), self.engine.connect() as conn:
             for row in conn.execute(select(self.audit_events).order_by(self.audit_events.c.seq)):
                 if row.prev_hash != prev or chain_hash(prev, row.body) != row.event_hash:
                     raise EvidenceError("LEDGER_INVALID", f"audit event {row.seq} breaks the hash chain")
@@ -311,6 +339,6 @@ class Ledger:
                     return work(conn)
             except (IntegrityError, _LostRace) as error:
                 lost_race = error  # another writer moved the chain head, the identity or the job: re-read, retry
-            except OperationalError as error:
-                raise EvidenceError("LEDGER_CONFLICT", f"ledger unavailable ({type(error.orig).__name__})") from None
+            except (OperationalError, InterfaceError) as error:
+                raise EvidenceError("LEDGER_UNAVAILABLE", f"ledger database unavailable ({type(error.orig).__name__})") from None
         raise EvidenceError("LEDGER_CONFLICT", "could not append to the audit ledger under contention") from lost_race

@@ -25,7 +25,7 @@ def upgrade() -> None:
         sa.Column("lease_token", sa.Integer, nullable=False),  # only ever increases: the fencing token
         sa.Column("lease_owner", sa.String(128)),
         sa.Column("lease_expires_at", sa.Float),
-        sa.Column("next_attempt_at", sa.Float),
+        sa.Column("budget_started_at", sa.Float, nullable=False),  # acceptance, or the latest replay
         sa.Column("last_reason", sa.String(64)),
         sa.Column("created_at", sa.Float, nullable=False),
         sa.Column("updated_at", sa.Float, nullable=False),
