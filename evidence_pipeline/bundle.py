@@ -55,16 +55,21 @@ def build_manifest(event: LedgerEvent) -> bytes:
         },
         "keys": {"statement_key_id": d["key_id"], "trust_root_id": d["trust_root_id"]},
         "pades_level": d["pades_level"],
-        "lineage": [
-            {"step": "source_revision", "sha256": d["source_sha256"]},
-            {"step": "monthly_report", "sha256": d["unsigned_sha256"], "renderer_version": d["renderer_version"]},
-            {"step": "signed_report", "sha256": d["report_sha256"], "pades_level": d["pades_level"]},
-            {"step": "statement", "sha256": d["statement_sha256"], "key_id": d["key_id"]},
-        ],
+        "lineage": lineage(d),
         "published_by": {"run_id": d["run_id"], "attempt": d["attempt"]},
         "ledger": {"seq": event.seq, "event_hash": event.event_hash, "published_at": event.body["recorded_at"]},
     }
     return json.dumps(manifest, indent=2, sort_keys=True).encode() + b"\n"
+
+
+def lineage(d: dict) -> list[dict]:
+    """Source revision -> unsigned report -> signed report -> statement, as the manifest records it."""
+    return [
+        {"step": "source_revision", "sha256": d["source_sha256"]},
+        {"step": "monthly_report", "sha256": d["unsigned_sha256"], "renderer_version": d["renderer_version"]},
+        {"step": "signed_report", "sha256": d["report_sha256"], "pades_level": d["pades_level"]},
+        {"step": "statement", "sha256": d["statement_sha256"], "key_id": d["key_id"]},
+    ]
 
 
 def _artifact(sha256: str, size: int, version_id: str | None) -> dict:

@@ -13,7 +13,7 @@ import click
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.ledger.checkpoints import prove_inclusion, publish_checkpoint, verify_ledger
+from evidence_pipeline.ledger.checkpoints import prove_bundle, publish_checkpoint, verify_ledger
 from evidence_pipeline.maintenance import sweep_attempts
 from evidence_pipeline.store import ArtifactStore
 from evidence_pipeline.store.local import LocalStore
@@ -79,11 +79,16 @@ def demo(months: int) -> None:
 @click.argument("bundle")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--key-id", "key_ids", multiple=True, help="Only trust these statement key ids (repeatable).")
-def verify(bundle: str, as_json: bool, key_ids: tuple[str, ...]) -> None:
-    """Verify a bundle folder offline. Exit 0 only if every check passes."""
+@click.option("--root-id", "root_ids", multiple=True, help="Only trust these PAdES trust root ids (repeatable).")
+def verify(bundle: str, as_json: bool, key_ids: tuple[str, ...], root_ids: tuple[str, ...]) -> None:
+    """Verify a bundle offline. Exit 0 only if every check passes.
+
+    Keys come from the archive's keys/ folder; pin the ids you received out of band with --key-id and --root-id,
+    otherwise whoever can write the archive could publish a key of their own.
+    """
     try:
         store, prefix = _locate_bundle(bundle, _settings())
-        result = verify_bundle(store, prefix, frozenset(key_ids))
+        result = verify_bundle(store, prefix, frozenset(key_ids), frozenset(root_ids))
     except EvidenceError as error:
         _fail(as_json, bundle, error)
     if as_json:
@@ -91,6 +96,8 @@ def verify(bundle: str, as_json: bool, key_ids: tuple[str, ...]) -> None:
     else:
         for check in result.checks:
             click.echo(f"{'ok  ' if check.passed else 'FAIL'} {check.name}" + (f": {check.code}: {check.detail}" if not check.passed else ""))
+        click.echo(f"statement key {result.statement_key_id}, trust root {result.trust_root_id}"
+                   + ("" if key_ids and root_ids else "  (not pinned: pass --key-id and --root-id)"))
         click.echo("VERIFIED" if result.ok else f"NOT VERIFIED: {', '.join(result.codes)}")
     sys.exit(0 if result.ok else 1)
 
@@ -166,12 +173,7 @@ def ledger_prove(bundle: str) -> None:
     settings = _settings()
     runtime = _run(lambda: _runtime(settings))
 
-    def prove() -> dict:
-        store, prefix = _locate_bundle(bundle, settings)
-        position = json.loads(store.get(f"{prefix}/manifest.json"))["ledger"]
-        return prove_inclusion(runtime.ledger, store, position["seq"], position["event_hash"])
-
-    click.echo(json.dumps(_run(prove), indent=2))
+    click.echo(json.dumps(_run(lambda: prove_bundle(runtime.ledger, *_locate_bundle(bundle, settings))), indent=2))
 
 
 @main.group("dead-letter")

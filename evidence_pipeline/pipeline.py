@@ -232,6 +232,9 @@ def _sign_and_commit(rt: Runtime, pinned: PinnedSource, fields: dict, lease: Lea
         ),
         belongs=lambda data: _statement_subject(data, keyring) == (report_sha256, identity),
     )
+    # The ledger and manifest describe the statement that is actually published, which an earlier attempt may
+    # have written (who signed it, when, at which PAdES level).
+    predicate = dsse.open_statement(statement, {keyring.statement_key_id: keyring.statement_key.public_key()})["predicate"]
     kill_point("after_archive_put")
     sign_ms = _ms(start)
 

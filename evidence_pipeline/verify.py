@@ -10,12 +10,14 @@ import json
 from dataclasses import dataclass, field
 
 from evidence_pipeline.bundle import (
-    IDENTITY_FIELDS, MANIFEST, MANIFEST_SCHEMA, REPORT, STATEMENT, bundle_identity, bundle_prefix,
+    IDENTITY_FIELDS, MANIFEST, MANIFEST_SCHEMA, REPORT, STATEMENT, bundle_identity, bundle_prefix, lineage,
 )
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.signing import dsse
-from evidence_pipeline.signing.keys import published_statement_keys
+from cryptography import x509
+
+from evidence_pipeline.signing.keys import certificate_id, published_statement_keys
 from evidence_pipeline.signing.pades import verify_pdf_signature
 from evidence_pipeline.store import ArtifactStore, sha256_hex
 
@@ -32,6 +34,8 @@ class Check:
 class Verification:
     bundle: str
     checks: list[Check] = field(default_factory=list)
+    statement_key_id: str | None = None  # who vouched: pin these with --key-id / --root-id
+    trust_root_id: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -42,10 +46,16 @@ class Verification:
         return [check.code for check in self.checks if not check.passed and check.code]
 
     def as_dict(self) -> dict:
-        return {"bundle": self.bundle, "ok": self.ok, "codes": self.codes, "checks": [c.__dict__ for c in self.checks]}
+        return {
+            "bundle": self.bundle, "ok": self.ok, "codes": self.codes, "statement_key_id": self.statement_key_id,
+            "trust_root_id": self.trust_root_id, "checks": [c.__dict__ for c in self.checks],
+        }
 
 
-def verify_bundle(store: ArtifactStore, prefix: str, expected_key_ids: frozenset[str] = frozenset()) -> Verification:
+def verify_bundle(
+    store: ArtifactStore, prefix: str, expected_key_ids: frozenset[str] = frozenset(),
+    expected_root_ids: frozenset[str] = frozenset(),
+) -> Verification:
     result = Verification(bundle=store.uri(prefix))
 
     def run(name: str, check) -> object:
@@ -53,6 +63,9 @@ def verify_bundle(store: ArtifactStore, prefix: str, expected_key_ids: frozenset
             value = check()
         except EvidenceError as error:
             result.checks.append(Check(name, False, error.code, error.message))
+            return None
+        except (KeyError, TypeError, ValueError, AttributeError):
+            result.checks.append(Check(name, False, "STATEMENT_INVALID", "malformed statement or manifest fields"))
             return None
         result.checks.append(Check(name, True))
         return value
@@ -67,10 +80,12 @@ def verify_bundle(store: ArtifactStore, prefix: str, expected_key_ids: frozenset
     if statement is None:
         return result
     predicate = statement["predicate"]
+    result.statement_key_id, result.trust_root_id = predicate.get("key_id"), predicate.get("trust_root_id")
     run("subject_digest", lambda: _expect(
         statement["subject"] == [{"name": REPORT, "digest": {"sha256": sha256_hex(report)}}],
         "SUBJECT_DIGEST_MISMATCH", "statement subject is not the sha256 of report.pdf"))
-    run("pdf_signature", lambda: verify_pdf_signature(report, _trust_root(store, predicate.get("trust_root_id", ""))))
+    run("pdf_signature", lambda: verify_pdf_signature(
+        report, _trust_root(store, str(predicate.get("trust_root_id", "")), expected_root_ids)))
     run("unsigned_report_digest", lambda: _expect(
         sha256_hex(report[: int(predicate.get("unsigned_size", 0))]) == predicate.get("unsigned_sha256"),
         "UNSIGNED_DIGEST_MISMATCH", "report.pdf does not begin with the recorded unsigned report"))
@@ -87,13 +102,17 @@ def _read_files(store: ArtifactStore, prefix: str) -> tuple[bytes, bytes, bytes]
     return tuple(store.get(f"{prefix}/{name}") for name in (REPORT, STATEMENT, MANIFEST))
 
 
-def _trust_root(store: ArtifactStore, root_id: str) -> bytes:
-    if not root_id.startswith("x509-root-"):
-        raise EvidenceError("PDF_SIGNATURE_UNTRUSTED", "statement names no published trust root")
+def _trust_root(store: ArtifactStore, root_id: str, expected: frozenset[str]) -> bytes:
+    if not root_id.startswith("x509-root-") or (expected and root_id not in expected):
+        raise EvidenceError("PDF_SIGNATURE_UNTRUSTED", "statement names no trusted, published trust root")
     try:
-        return store.get(f"keys/{root_id}.pem")
-    except EvidenceError:
-        raise EvidenceError("PDF_SIGNATURE_UNTRUSTED", "the statement's trust root is not published") from None
+        pem = store.get(f"keys/{root_id}.pem")
+        matches = certificate_id(x509.load_pem_x509_certificate(pem)) == root_id
+    except (EvidenceError, ValueError):
+        matches = False
+    if not matches:  # the id names the certificate's own bytes: a swapped file cannot borrow it
+        raise EvidenceError("PDF_SIGNATURE_UNTRUSTED", "the statement's trust root is not published under its id")
+    return pem
 
 
 def _parse_manifest(data: bytes) -> dict:
@@ -129,6 +148,11 @@ def _check_manifest(manifest: dict, predicate: dict, report: bytes, statement: b
                                                               "size": predicate.get("unsigned_size")}),
         "keys": (manifest.get("keys"), {"statement_key_id": predicate.get("key_id"),
                                         "trust_root_id": predicate.get("trust_root_id")}),
+        "pades_level": (manifest.get("pades_level"), predicate.get("pades_level")),
+        "published_by": (manifest.get("published_by"), {"run_id": predicate.get("run_id"),
+                                                        "attempt": predicate.get("attempt")}),
+        "lineage": (manifest.get("lineage"), lineage(predicate | {
+            "report_sha256": sha256_hex(report), "statement_sha256": sha256_hex(statement)})),
         "artifacts": (_digests(manifest.get("artifacts")), {
             REPORT: {"sha256": sha256_hex(report), "size": len(report)},
             STATEMENT: {"sha256": sha256_hex(statement), "size": len(statement)},

@@ -9,7 +9,7 @@ from sqlalchemy import select, update
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import GENESIS_HASH
 from evidence_pipeline.ledger.checkpoints import (
-    PAYLOAD_TYPE, checkpoint_key, prove_inclusion, publish_checkpoint, verify_ledger,
+    PAYLOAD_TYPE, checkpoint_key, prove_bundle, publish_checkpoint, verify_ledger,
 )
 from evidence_pipeline.ledger.ledger import chain_hash
 from evidence_pipeline.pipeline import RunInfo, run_tenant_month
@@ -36,8 +36,7 @@ def test_checkpoints_verify_and_prove_inclusion(runtime, checkpointed):
     report = verify_ledger(runtime.ledger, runtime.archive)
     assert report == {"events": 12, "checkpoints": [6, 12], "unchecked_tail": 0}
     for publication in checkpointed:
-        manifest = json.loads(runtime.archive.get(f"{publication.bundle_key}/manifest.json"))
-        proof = prove_inclusion(runtime.ledger, runtime.archive, manifest["ledger"]["seq"], manifest["ledger"]["event_hash"])
+        proof = prove_bundle(runtime.ledger, runtime.archive, publication.bundle_key)
         assert proof["tree_size"] == 12 and proof["leaf_index"] in (5, 11)
     again = publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)  # nothing new: same checkpoint
     assert again["size"] == 12 and len(runtime.archive.list("ledger/checkpoints")) == 2
@@ -45,8 +44,18 @@ def test_checkpoints_verify_and_prove_inclusion(runtime, checkpointed):
 
 def test_an_event_after_the_newest_checkpoint_has_no_proof_yet(runtime):
     publication = run_tenant_month(runtime, SMALL, RunInfo("run-1"))
-    assert _code(lambda: prove_inclusion(runtime.ledger, runtime.archive, publication.ledger_seq,
-                                         runtime.ledger.event(publication.ledger_seq).event_hash)) == "LEDGER_NOT_CHECKPOINTED"
+    assert _code(lambda: prove_bundle(runtime.ledger, runtime.archive, publication.bundle_key)) == "LEDGER_NOT_CHECKPOINTED"
+
+
+def test_a_manifest_pointing_at_another_bundles_event_proves_nothing(runtime, checkpointed):
+    first, second = checkpointed
+    key = f"{first.bundle_key}/manifest.json"
+    manifest = json.loads(runtime.archive.get(key))
+    manifest["ledger"] = json.loads(runtime.archive.get(f"{second.bundle_key}/manifest.json"))["ledger"]
+    overwrite(runtime, key, json.dumps(manifest).encode())
+    assert _code(lambda: prove_bundle(runtime.ledger, runtime.archive, first.bundle_key)) == "LEDGER_INVALID"
+    overwrite(runtime, key, b"{")
+    assert _code(lambda: prove_bundle(runtime.ledger, runtime.archive, first.bundle_key)) == "MANIFEST_INVALID"
 
 
 def _rechain(runtime, bodies_by_seq: dict[int, str] | None = None, delete_seq: int | None = None) -> None:

@@ -18,6 +18,7 @@ from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.pipeline import RunInfo, pin_source, publish_stage, render_stage, run_tenant_month
 from evidence_pipeline.render import RENDERER_VERSION
 from evidence_pipeline.signing import dsse
+from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.signing.pades import sign_pdf
 from evidence_pipeline.verify import verify_bundle
 from evidence_pipeline_tests.conftest import SMALL, overwrite, require_tool
@@ -101,8 +102,30 @@ def test_edited_manifest_and_missing_files_are_detected(runtime, published):
 
 
 def test_pinned_key_ids_reject_other_keys(runtime, published):
-    assert verify_bundle(runtime.archive, published.bundle_key, frozenset({published.key_id})).ok
+    result = verify_bundle(runtime.archive, published.bundle_key, frozenset({published.key_id}),
+                           frozenset({runtime.keyring.root_id}))
+    assert result.ok and (result.statement_key_id, result.trust_root_id) == (published.key_id, runtime.keyring.root_id)
     assert verify_bundle(runtime.archive, published.bundle_key, frozenset({"ed25519-other"})).codes == ["KEY_UNKNOWN"]
+    other_root = frozenset({"x509-root-0000000000000000"})
+    assert verify_bundle(runtime.archive, published.bundle_key, frozenset(), other_root).codes == [
+        "PDF_SIGNATURE_UNTRUSTED"]
+
+
+def test_a_swapped_key_file_cannot_borrow_a_pinned_id(runtime, published):
+    """An archive writer replaces keys/<pinned id>.pem with their own key and re-signs the statement."""
+    key = f"{published.bundle_key}/{STATEMENT}"
+    payload = base64.b64decode(json.loads(runtime.archive.get(key))["payload"])
+    attacker = ed25519.Ed25519PrivateKey.generate()
+    overwrite(runtime, f"keys/{published.key_id}.pem", attacker.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    overwrite(runtime, key, dsse.sign_envelope(payload, attacker, published.key_id))
+    assert verify_bundle(runtime.archive, published.bundle_key, frozenset({published.key_id})).codes == ["KEY_UNKNOWN"]
+
+
+def test_a_swapped_trust_root_file_is_untrusted(runtime, published, tmp_path):
+    other_root = load_keyring(tmp_path / "other", generate=True).root_pem
+    overwrite(runtime, f"keys/{runtime.keyring.root_id}.pem", other_root)
+    assert verify_bundle(runtime.archive, published.bundle_key).codes == ["PDF_SIGNATURE_UNTRUSTED"]
 
 
 def test_cli_verify_exit_codes_and_json(runtime, published):

@@ -8,15 +8,17 @@ checkpoint changes its root; consecutive checkpoints must be consistent (append-
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
+from evidence_pipeline.bundle import MANIFEST, REPORT, STATEMENT
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import Ledger, merkle
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import Keyring, published_statement_keys
-from evidence_pipeline.store import ArtifactStore
+from evidence_pipeline.store import ArtifactStore, sha256_hex
 
 PAYLOAD_TYPE = "application/vnd.evidence-pipeline.checkpoint+json"
 PREFIX = "ledger/checkpoints"
@@ -62,7 +64,7 @@ def verify_ledger(ledger: Ledger, archive: ArtifactStore) -> dict:
     keys = published_statement_keys(archive)
     previous = None
     checked = []
-    for key in archive.list(PREFIX):
+    for key in _checkpoint_keys(archive):
         try:
             checkpoint = read_checkpoint(archive, key, keys)
         except EvidenceError as error:
@@ -79,17 +81,32 @@ def verify_ledger(ledger: Ledger, archive: ArtifactStore) -> dict:
     return {"events": events, "checkpoints": checked, "unchecked_tail": len(leaves) - (checked[-1] if checked else 0)}
 
 
-def prove_inclusion(ledger: Ledger, archive: ArtifactStore, seq: int, event_hash: str) -> dict:
+def prove_bundle(ledger: Ledger, archive: ArtifactStore, prefix: str) -> dict:
+    """The inclusion proof of the `bundle.published` event of the bundle at ``prefix``."""
+    try:
+        position = json.loads(archive.get(f"{prefix}/{MANIFEST}"))["ledger"]
+        seq, event_hash = int(position["seq"]), str(position["event_hash"])
+    except (ValueError, KeyError, TypeError):
+        raise EvidenceError("MANIFEST_INVALID", "the manifest does not name a ledger position") from None
+    event = ledger.event_or_none(seq)
+    expected = {"identity": prefix.rsplit("/", 1)[-1], "report_sha256": sha256_hex(archive.get(f"{prefix}/{REPORT}")),
+                "statement_sha256": sha256_hex(archive.get(f"{prefix}/{STATEMENT}"))}
+    if event is None or event.event_type != "bundle.published" or event.event_hash != event_hash or any(
+        event.body["details"].get(name) != value for name, value in expected.items()
+    ):
+        raise EvidenceError("LEDGER_INVALID", "the ledger holds no publication event for this bundle's files")
+    return prove_inclusion(ledger, archive, seq)
+
+
+def prove_inclusion(ledger: Ledger, archive: ArtifactStore, seq: int) -> dict:
     """The inclusion proof of event ``seq`` in the newest checkpoint that covers it, verified before returning."""
     numbered = ledger.leaves()
     order, leaves = [s for s, _ in numbered], [leaf for _, leaf in numbered]
     if seq not in order:
         raise EvidenceError("LEDGER_INVALID", f"event {seq} is not in the ledger")
     index = order.index(seq)
-    if ledger.event(seq).event_hash != event_hash:
-        raise EvidenceError("LEDGER_INVALID", f"event {seq} in the ledger is not the one the bundle names")
     keys = published_statement_keys(archive)
-    covering = [k for k in archive.list(PREFIX) if int(k.rsplit("/", 1)[-1][:12]) > index]
+    covering = [k for k in _checkpoint_keys(archive) if int(k.rsplit("/", 1)[-1][:12]) > index]
     if not covering:
         raise EvidenceError("LEDGER_NOT_CHECKPOINTED", "no published checkpoint covers this event yet")
     checkpoint = read_checkpoint(archive, covering[-1], keys)
@@ -101,3 +118,8 @@ def prove_inclusion(ledger: Ledger, archive: ArtifactStore, seq: int, event_hash
         "leaf_index": index, "tree_size": size, "leaf_hash": leaves[index].hex(), "event_seq": seq,
         "proof": [p.hex() for p in proof], "checkpoint": covering[-1], "root_sha256": checkpoint["root_sha256"],
     }
+
+
+def _checkpoint_keys(archive: ArtifactStore) -> list[str]:
+    """Published checkpoint keys, oldest first; anything else in the folder is not a checkpoint."""
+    return [key for key in archive.list(PREFIX) if re.fullmatch(rf"{PREFIX}/\d{{12}}\.json", key)]

@@ -258,6 +258,11 @@ class Ledger:
         with _database(), self.engine.connect() as conn:
             return [json.loads(body) for body in conn.execute(query.order_by(self.audit_events.c.seq)).scalars()]
 
+    def event_or_none(self, seq: int) -> LedgerEvent | None:
+        with _database(), self.engine.connect() as conn:
+            row = conn.execute(select(self.audit_events).where(self.audit_events.c.seq == seq)).first()
+        return None if row is None else LedgerEvent(row.seq, row.event_type, row.event_hash, json.loads(row.body))
+
     def event(self, seq: int) -> LedgerEvent:
         with _database(), self.engine.connect() as conn:
             row = conn.execute(select(self.audit_events).where(self.audit_events.c.seq == seq)).one()

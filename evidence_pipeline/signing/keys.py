@@ -47,7 +47,10 @@ class Keyring:
 
     @cached_property
     def statement_key(self) -> ed25519.Ed25519PrivateKey:
-        key = serialization.load_pem_private_key(self._read(STATEMENT_KEY), password=None)
+        try:
+            key = serialization.load_pem_private_key(self._read(STATEMENT_KEY), password=None)
+        except (ValueError, TypeError):
+            raise EvidenceError("KEY_MATERIAL_INVALID", "the statement key does not load") from None
         if not isinstance(key, ed25519.Ed25519PrivateKey):
             raise EvidenceError("KEY_MATERIAL_INVALID", "statement key is not Ed25519")
         return key
@@ -58,7 +61,10 @@ class Keyring:
 
     @cached_property
     def root_certificate(self) -> x509.Certificate:
-        return x509.load_pem_x509_certificate(self._read(ROOT_CERT))
+        try:
+            return x509.load_pem_x509_certificate(self._read(ROOT_CERT))
+        except ValueError:
+            raise EvidenceError("KEY_MATERIAL_INVALID", "the PAdES trust root does not load") from None
 
     @cached_property
     def root_pem(self) -> bytes:
@@ -104,8 +110,12 @@ def published_statement_keys(
         key_id = key.rsplit("/", 1)[-1].removesuffix(".pem")
         if not key_id.startswith("ed25519-") or (expected and key_id not in expected):
             continue
-        public = serialization.load_pem_public_key(store.get(key))
-        if isinstance(public, ed25519.Ed25519PublicKey):
+        try:
+            public = serialization.load_pem_public_key(store.get(key))
+        except ValueError:
+            continue  # not a key: it cannot vouch for anything
+        # A key id names the key's own bytes, so a swapped file cannot borrow a pinned id.
+        if isinstance(public, ed25519.Ed25519PublicKey) and public_key_id(public) == key_id:
             keys[key_id] = public
     return keys
 
@@ -152,7 +162,9 @@ def _generate_dev_keys(directory: Path) -> None:
             os.rename(staging, directory)  # atomic; a concurrent first use loses the race and loads the winner's
         except OSError:
             if not (directory / STATEMENT_KEY).exists():
-                raise
+                raise EvidenceError(
+                    "KEY_MATERIAL_INVALID", "the keys directory exists but holds no statement key"
+                ) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
