@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,7 +84,7 @@ class Settings:
             s3_kms_key_id=env.get("EVIDENCE_S3_KMS_KEY_ID") or None,
             work_dir=Path(env.get("EVIDENCE_WORK_DIR", home / "work")).absolute(),
             lease_seconds=_positive(env, "EVIDENCE_LEASE_SECONDS", 120),
-            max_attempts=int(_positive(env, "EVIDENCE_MAX_ATTEMPTS", 4)),
+            max_attempts=_whole(env, "EVIDENCE_MAX_ATTEMPTS", 4),
             retry_budget_seconds=_positive(env, "EVIDENCE_RETRY_BUDGET_SECONDS", 900),
         )
 
@@ -92,7 +93,14 @@ def _positive(env, name: str, default: float) -> float:
     try:
         value = float(env.get(name, default))
     except ValueError:
-        value = -1
-    if value <= 0:
-        raise EvidenceError("CONFIG_INVALID", f"{name} must be a positive number")
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise EvidenceError("CONFIG_INVALID", f"{name} must be a positive, finite number")
     return value
+
+
+def _whole(env, name: str, default: int) -> int:
+    value = str(env.get(name, default))
+    if not value.isdigit() or int(value) < 1:
+        raise EvidenceError("CONFIG_INVALID", f"{name} must be a whole number >= 1")
+    return int(value)

@@ -55,8 +55,8 @@ class Runtime:
         )
         return cls(
             settings=settings,
-            sources=open_store(settings.sources_uri, s3_client, options, scheme="sources"),
-            staging=open_store(settings.staging_uri, s3_client, S3Options(), scheme="staging"),  # never locked
+            sources=open_store(settings.sources_uri, s3_client, options, scheme="sources", private=True),
+            staging=open_store(settings.staging_uri, s3_client, S3Options(), scheme="staging", private=True),
             archive=open_store(settings.archive_uri, s3_client, options),
             ledger=Ledger(settings.ledger_url),
             generate_dev_keys=generate_dev_keys,

@@ -14,7 +14,8 @@ from evidence_pipeline.defs.demo import complete_months, run_demo
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, report_passes_gate, source_revision
 from evidence_pipeline.defs.partitions import partition_key_for, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
-from evidence_pipeline.demo_data import DEMO_TENANTS
+from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
+from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.verify import verify_bundle
 from evidence_pipeline_tests.conftest import LARGE, SMALL
@@ -137,3 +138,17 @@ def test_production_instance_keeps_runs_and_events_in_postgres(instance, evidenc
     assert status == "SUCCESS" and events > 10 and published == 1
     bundle = _metadata(instance, "evidence_bundle", SMALL)
     assert bundle["location"].startswith("s3://") and verify_bundle(runtime.archive, bundle["bundle_key"]).ok
+
+
+def test_a_report_rendered_from_another_revision_is_never_signed(instance, evidence, runtime):
+    """A partial re-materialization can pin revision B while monthly_report still holds A's rendering."""
+    assert _materialize(instance, evidence, SMALL).success
+    corrected = demo_transactions(SMALL)
+    corrected.loc[0, "amount_minor"] += 100
+    publish_revision(runtime.sources, SMALL, corrected)
+    key = partition_key_for(SMALL)
+    assert materialize([source_revision], instance=instance, partition_key=key, resources={"evidence": evidence}).success
+    result = materialize([evidence_bundle], instance=instance, partition_key=key, resources={"evidence": evidence},
+                         raise_on_error=False)
+    assert not result.success and not result.get_asset_materialization_events()
+    assert len({k.rsplit("/", 1)[0] for k in runtime.archive.list("bundles")}) == 1  # only A's bundle

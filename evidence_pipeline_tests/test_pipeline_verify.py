@@ -1,6 +1,7 @@
 """One tenant-month end to end, then what an auditor's `evidence verify` catches."""
 
 import base64
+import dataclasses
 import json
 import subprocess
 
@@ -174,3 +175,32 @@ def test_foreign_object_at_the_bundle_key_is_a_conflict_and_nothing_is_committed
     assert error.value.code == "STORE_CONFLICT" and not error.value.retryable
     assert runtime.ledger.publication(identity) is None
     assert not runtime.archive.exists(f"{bundle_prefix(SMALL, identity)}/{MANIFEST}")
+
+
+class _FailingOnce:
+    """The same ArtifactStore, except that the first put of one object name fails as an S3 outage would."""
+
+    def __init__(self, store, name: str):
+        self._store, self._name, self.failed = store, name, False
+
+    def put_once(self, key, data):
+        if key.endswith(self._name) and not self.failed:
+            self.failed = True
+            raise EvidenceError("STORE_UNAVAILABLE", "injected outage")
+        return self._store.put_once(key, data)
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+
+def test_an_outage_after_the_commit_is_retried_into_a_complete_bundle(runtime):
+    flaky = _FailingOnce(runtime.archive, "/manifest.json")
+    runtime_with_outage = dataclasses.replace(runtime, archive=flaky)
+    with pytest.raises(EvidenceError) as error:
+        run_tenant_month(runtime_with_outage, SMALL, RUN)
+    assert error.value.retryable and flaky.failed
+    [job] = runtime.ledger.jobs_in("succeeded")  # committed: the failure did not move the job
+    [prefix] = {key.rsplit("/", 1)[0] for key in runtime.archive.list("bundles")}
+    assert verify_bundle(runtime.archive, prefix).codes == ["BUNDLE_INCOMPLETE"]
+    retried = run_tenant_month(runtime_with_outage, SMALL, RunInfo("retry", attempt=2))
+    assert not retried.created and verify_bundle(runtime.archive, prefix).ok

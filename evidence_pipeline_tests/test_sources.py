@@ -1,3 +1,4 @@
+import hashlib
 import os
 
 import pandas as pd
@@ -60,11 +61,20 @@ def test_invalid_sources_are_rejected_and_nothing_is_published(store, mutate):
     assert store.list("acme-books") == []
 
 
-def test_unparseable_revision_bytes_are_source_invalid(store):
-    store.put_once("acme-books/2026-10/000001-" + "0" * 64 + ".csv", b"x")  # digest name does not match either
+def test_a_revision_whose_name_is_not_its_digest_is_a_digest_mismatch(store):
+    store.put_once("acme-books/2026-10/000001-" + "0" * 64 + ".csv", b"x")
     with pytest.raises(EvidenceError) as error:
         sources.pin_latest(store, TM)
     assert error.value.code == "SOURCE_DIGEST_MISMATCH"
+
+
+@pytest.mark.parametrize("data", [b"\x00\xff\xfe garbage", b"txn_id,booked_on\nT1,2026-10-01\n", b'"unterminated\n'])
+def test_unparseable_or_incomplete_revision_bytes_are_source_invalid(store, data):
+    digest = hashlib.sha256(data).hexdigest()
+    store.put_once(f"acme-books/2026-10/000001-{digest}.csv", data)
+    with pytest.raises(EvidenceError) as error:
+        sources.read_revision(store, sources.pin_latest(store, TM))
+    assert error.value.code == "SOURCE_INVALID"
 
 
 def test_pin_without_revision_is_source_not_found(store):

@@ -11,3 +11,4 @@ def test_registry_keeps_valid_slugs_and_reports_bad_lines_by_number(tmp_path):
     add_to_registry(registry, ["delta-foods", "new-tenant"])
     assert read_registry(registry)[0] == ["acme-books", "delta-foods", "new-tenant"]
     assert read_registry(tmp_path / "absent.txt") == ([], [])
+

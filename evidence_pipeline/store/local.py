@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import uuid
 from pathlib import Path
@@ -11,19 +13,26 @@ from evidence_pipeline.store import StoredObject, check_digest, check_key, sha25
 
 
 class LocalStore:
-    def __init__(self, root: Path, scheme: str = "archive"):
+    """``file_mode`` 0o444 suits the archive (evidence meant to be read); private stores use 0o400."""
+
+    def __init__(self, root: Path, scheme: str = "archive", file_mode: int = 0o444):
         self.root = Path(root)
         self.scheme = scheme
+        self.file_mode = file_mode
 
     def _path(self, key: str) -> Path:
         return self.root / check_key(key)
 
     def put_once(self, key: str, data: bytes) -> StoredObject:
+        with _io_errors(key):
+            return self._put_once(key, data)
+
+    def _put_once(self, key: str, data: bytes) -> StoredObject:
         path = self._path(key)
         digest = sha256_hex(data)
         if path.exists():
             return self._reconcile(key, path, data, digest)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700 if self.file_mode == 0o400 else 0o777)
         tmp = path.parent / f".put-{uuid.uuid4().hex}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
@@ -31,7 +40,7 @@ class LocalStore:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.chmod(tmp, 0o444)  # published objects are immutable
+            os.chmod(tmp, self.file_mode)  # stored objects are immutable
             try:
                 os.link(tmp, path)  # atomic and refuses to replace: the put-once primitive
             except FileExistsError:
@@ -52,6 +61,8 @@ class LocalStore:
             data = path.read_bytes()
         except FileNotFoundError:
             raise EvidenceError("STORE_NOT_FOUND", f"object {key} does not exist") from None
+        except OSError as error:
+            raise _unavailable(key, error) from None
         return check_digest(key, data, expected_sha256)
 
     def exists(self, key: str) -> bool:
@@ -72,6 +83,20 @@ class LocalStore:
 
     def uri(self, key: str) -> str:
         return f"{self.scheme}://{check_key(key)}"
+
+
+@contextlib.contextmanager
+def _io_errors(key: str):
+    try:
+        yield
+    except OSError as error:
+        raise _unavailable(key, error) from None
+
+
+def _unavailable(key: str, error: OSError) -> EvidenceError:
+    """Disk full, permissions, I/O errors: retryable, and reported without the local path."""
+    reason = errno.errorcode.get(error.errno or 0, type(error).__name__)
+    return EvidenceError("STORE_UNAVAILABLE", f"local store cannot access {key} ({reason})")
 
 
 def _fsync_dir(directory: Path) -> None:

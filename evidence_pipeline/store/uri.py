@@ -10,10 +10,13 @@ from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.store.s3 import S3Options, S3Store
 
 
-def open_store(uri: str, s3_client=None, options: S3Options = S3Options(), scheme: str = "archive") -> ArtifactStore:
+def open_store(
+    uri: str, s3_client=None, options: S3Options = S3Options(), scheme: str = "archive", private: bool = False
+) -> ArtifactStore:
+    """``private`` stores (tenant sources, staged reports) keep local files owner-readable only."""
     if uri.startswith("s3://"):
         bucket, _, prefix = uri.removeprefix("s3://").partition("/")
         if not bucket or s3_client is None:
             raise EvidenceError("CONFIG_INVALID", "an s3:// store needs a bucket name and S3 settings")
         return S3Store(s3_client, bucket, prefix, options)
-    return LocalStore(Path(uri), scheme=scheme)
+    return LocalStore(Path(uri), scheme=scheme, file_mode=0o400 if private else 0o444)
