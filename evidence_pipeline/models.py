@@ -66,21 +66,3 @@ class RenderedReport:
     pdf: bytes
     sha256: str
     pages: int
-
-
-@dataclass(frozen=True)
-class Publication:
-    """A committed bundle: what the ledger says was published."""
-
-    identity: str
-    tenant_month: TenantMonth
-    bundle_key: str
-    report_sha256: str
-    unsigned_sha256: str
-    statement_sha256: str
-    manifest_sha256: str
-    source_sha256: str
-    renderer_version: str
-    key_id: str
-    ledger_seq: int
-    converged: bool  # True when this call found an existing publication instead of making one

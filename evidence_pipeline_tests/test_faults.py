@@ -16,6 +16,7 @@ from dagster import DagsterInstance, materialize
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, report_passes_gate, source_revision
 from evidence_pipeline.defs.partitions import partition_key_for, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
+from evidence_pipeline.faults import KILL_POINTS
 from evidence_pipeline.ledger.checkpoints import publish_checkpoint, verify_ledger
 from evidence_pipeline.maintenance import sweep_attempts
 from evidence_pipeline.tempfiles import MARKER
@@ -24,7 +25,7 @@ from evidence_pipeline_tests.conftest import SMALL
 
 REPO = Path(__file__).resolve().parent.parent
 LEASE_SECONDS = 2
-pytestmark = pytest.mark.parametrize("backend", ["aws"], indirect=True)
+on_postgres_and_s3 = pytest.mark.parametrize("backend", ["aws"], indirect=True)
 
 
 @pytest.fixture
@@ -76,6 +77,10 @@ LEFTOVERS = {
 }
 
 
+def test_every_kill_point_is_exercised():
+    assert set(LEFTOVERS) | {"during_sweep"} == set(KILL_POINTS)
+
+
 def _publications(runtime) -> int:
     with runtime.ledger.engine.connect() as conn:
         return conn.execute(sa.text("SELECT count(*) FROM publications WHERE tenant = :t AND period = :p"),
@@ -87,6 +92,7 @@ def _attempt_dirs(runtime) -> list[Path]:
     return [p for p in work.iterdir() if p.name.startswith(MARKER)] if work.exists() else []
 
 
+@on_postgres_and_s3
 @pytest.mark.parametrize("kill_point", list(LEFTOVERS))
 def test_sigkill_then_rematerialize_publishes_exactly_once(worker_env, runtime, kill_point):
     child = _worker(worker_env, "materialize", SMALL.tenant, SMALL.period, kill_point=kill_point)
@@ -105,6 +111,7 @@ def test_sigkill_then_rematerialize_publishes_exactly_once(worker_env, runtime, 
     _assert_invariants(runtime)
 
 
+@on_postgres_and_s3
 def test_sigkill_during_sweep_then_sweep_again(worker_env, runtime):
     orphan = runtime.settings.work_dir / f"{MARKER}orphan"
     orphan.mkdir(parents=True)
@@ -118,6 +125,7 @@ def test_sigkill_during_sweep_then_sweep_again(worker_env, runtime):
     assert not orphan.exists()
 
 
+@on_postgres_and_s3
 def test_two_runs_of_one_partition_started_together_publish_once(worker_env, runtime):
     children = [_worker(worker_env, "materialize", SMALL.tenant, SMALL.period) for _ in range(2)]
     codes = [child.wait(timeout=300) for child in children]
