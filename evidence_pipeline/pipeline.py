@@ -193,7 +193,8 @@ def publish_stage(rt: Runtime, pinned: PinnedSource, unsigned_sha256: str, run: 
             raise EvidenceError("JOB_CLOSED", "the job already succeeded with a different report")
         return _converge(rt, committed, {"publish_ms": _ms(start)})
     try:
-        with attempt_dir(rt.settings.work_dir, pinned.job_id, lease.token) as scratch:
+        with attempt_dir(rt.settings.work_dir, pinned.job_id, lease.token) as scratch, \
+                rt.ledger.keep_alive(lease, rt.settings.lease_seconds):
             return _sign_and_commit(rt, pinned, fields | {"identity": identity}, lease, scratch, run)
     except EvidenceError as error:
         error.lease_token = lease.token  # recording this failure is fenced by the lease it happened under

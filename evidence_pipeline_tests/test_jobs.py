@@ -59,6 +59,14 @@ def test_a_lease_that_expired_while_working_cannot_commit(ledger):
     assert ledger.acquire_lease(KEY.job_id, "run-c", 60) is None  # succeeded: nothing left to do
 
 
+def test_a_heartbeat_keeps_a_working_attempts_lease(ledger):
+    lease = ledger.acquire_lease(KEY.job_id, "run-a", 0.6)
+    with ledger.keep_alive(lease, 0.6):
+        time.sleep(2.0)  # more than three lease lifetimes of work
+        assert _code(lambda: ledger.acquire_lease(KEY.job_id, "run-b", 60)) == "LEASE_BUSY"
+    assert ledger.publish(ROW, lease, "run-a")[1]
+
+
 def test_racing_acquisitions_have_one_winner(ledger):
     def acquire(i):
         try:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -170,6 +172,27 @@ class Ledger:
         if not held:
             raise EvidenceError("LEASE_FENCED", f"lease {lease.token} of job {lease.job_id[:12]} was lost")
         return renewed
+
+    @contextlib.contextmanager
+    def keep_alive(self, lease: Lease, ttl_seconds: float) -> Iterator[None]:
+        """Renew ``lease`` every third of its lifetime while the block runs. A renewal that fails means the lease
+        was lost; the heartbeat stops and the attempt's commit will be fenced."""
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(ttl_seconds / 3):
+                try:
+                    self.renew_lease(lease, ttl_seconds)
+                except EvidenceError:
+                    return
+
+        heart = threading.Thread(target=beat, name=f"lease-{lease.token}", daemon=True)
+        heart.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            heart.join()
 
     def lease_is_live(self, job_id: str, token: int) -> bool:
         with _database(), self.engine.connect() as conn:
