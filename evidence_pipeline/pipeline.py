@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import cached_property
-from typing import Callable
+from typing import Callable, TypeVar
 
 from evidence_pipeline import sources
 from evidence_pipeline.bundle import (
@@ -33,6 +33,8 @@ from evidence_pipeline.store.s3 import S3Options
 from evidence_pipeline.store.uri import open_store
 from evidence_pipeline.tempfiles import attempt_dir, write_private
 from evidence_pipeline.validate import validate_report
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -215,27 +217,28 @@ def _sign_and_commit(rt: Runtime, pinned: PinnedSource, fields: dict, lease: Lea
 
     signed, report_version = _put_or_adopt(
         rt.archive, f"{prefix}/{REPORT}", make=sign,
-        belongs=lambda data: data.startswith(unsigned),  # PAdES appends: the signed file begins with our bytes
+        # PAdES appends: a signed file of ours begins with the exact unsigned bytes.
+        accept=lambda data: data if data.startswith(unsigned) else None,
     )
     verify_pdf_signature(signed, keyring.root_pem)
     report_sha256 = sha256_hex(signed)
+    ours = {keyring.statement_key_id: keyring.statement_key.public_key()}
     predicate = fields | {
         "source_sequence": revision.sequence, "unsigned_size": len(unsigned),
         "pades_level": settings.pades_level, "key_id": keyring.statement_key_id, "trust_root_id": keyring.root_id,
         "run_id": run.run_id, "attempt": run.attempt,
         "completed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    statement, statement_version = _put_or_adopt(
+    # The ledger and manifest describe the statement actually published, which an earlier attempt may have
+    # written (who signed it, when, at which PAdES level): accept returns its predicate.
+    (statement, predicate), statement_version = _put_or_adopt(
         rt.archive, f"{prefix}/{STATEMENT}",
         make=lambda: dsse.sign_envelope(
             dsse.canonical_json(dsse.statement(REPORT, report_sha256, predicate)),
             keyring.statement_key, keyring.statement_key_id,
         ),
-        belongs=lambda data: _statement_subject(data, keyring) == (report_sha256, identity),
+        accept=lambda data: _statement_for(data, ours, report_sha256, identity),
     )
-    # The ledger and manifest describe the statement that is actually published, which an earlier attempt may
-    # have written (who signed it, when, at which PAdES level).
-    predicate = dsse.open_statement(statement, {keyring.statement_key_id: keyring.statement_key.public_key()})["predicate"]
     kill_point("after_archive_put")
     sign_ms = _ms(start)
 
@@ -286,11 +289,12 @@ def _converge(rt: Runtime, row: dict, timings: dict[str, float], created: bool =
 
 
 def _put_or_adopt(
-    store: ArtifactStore, key: str, make: Callable[[], bytes], belongs: Callable[[bytes], bool]
-) -> tuple[bytes, str | None]:
+    store: ArtifactStore, key: str, make: Callable[[], bytes], accept: Callable[[bytes], T | None]
+) -> tuple[T, str | None]:
     """Put-once, converging on what an earlier or concurrent attempt already stored under the key, if it is ours.
 
-    Returns the stored bytes and their version id (None in unversioned stores).
+    ``accept`` turns the stored bytes into the caller's value, or None when they are not ours. Returns that value
+    and the object's version id (None in unversioned stores).
     """
     if not store.exists(key):
         try:
@@ -298,15 +302,18 @@ def _put_or_adopt(
         except EvidenceError as error:
             if error.code != "STORE_CONFLICT":  # a conflict means another attempt won the race: check its object
                 raise
-    data = store.get(key)
-    if not belongs(data):
+    accepted = accept(store.get(key))
+    if accepted is None:
         raise EvidenceError("STORE_CONFLICT", f"{key} holds an object that does not belong to this bundle")
-    return data, store.version_id(key)
+    return accepted, store.version_id(key)
 
 
-def _statement_subject(envelope: bytes, keyring: Keyring) -> tuple[str, str] | None:
+def _statement_for(envelope: bytes, keys: dict, report_sha256: str, identity: str) -> tuple[bytes, dict] | None:
+    """(envelope, predicate) if ``envelope`` is our signed statement about this report of this bundle."""
     try:
-        body = dsse.open_statement(envelope, {keyring.statement_key_id: keyring.statement_key.public_key()})
+        body = dsse.open_statement(envelope, keys)
     except EvidenceError:
         return None
-    return body["subject"][0]["digest"]["sha256"], body["predicate"].get("identity")
+    if (body["subject"][0]["digest"]["sha256"], body["predicate"].get("identity")) != (report_sha256, identity):
+        return None
+    return envelope, body["predicate"]

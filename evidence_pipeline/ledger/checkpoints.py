@@ -41,7 +41,9 @@ def publish_checkpoint(ledger: Ledger, archive: ArtifactStore, keyring: Keyring)
         "origin": ORIGIN, "size": len(leaves), "root_sha256": merkle.root(leaves).hex(),
         "issued_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "key_id": keyring.statement_key_id,
     }
-    envelope = dsse.sign_envelope(dsse.canonical_json(body), keyring.statement_key, keyring.statement_key_id, PAYLOAD_TYPE)
+    envelope = dsse.sign_envelope(
+        dsse.canonical_json(body), keyring.statement_key, keyring.statement_key_id, PAYLOAD_TYPE
+    )
     try:
         archive.put_once(key, envelope)
     except EvidenceError as error:
@@ -51,8 +53,13 @@ def publish_checkpoint(ledger: Ledger, archive: ArtifactStore, keyring: Keyring)
 
 
 def read_checkpoint(archive: ArtifactStore, key: str, keys: dict[str, ed25519.Ed25519PublicKey]) -> dict:
-    body = json.loads(dsse.verify_envelope(archive.get(key), keys, PAYLOAD_TYPE))
-    if body.get("origin") != ORIGIN or checkpoint_key(int(body.get("size", -1))) != key:
+    try:
+        body = json.loads(dsse.verify_envelope(archive.get(key), keys, PAYLOAD_TYPE))
+        described = body.get("origin") == ORIGIN and checkpoint_key(int(body["size"])) == key
+        bytes.fromhex(body["root_sha256"])
+    except (ValueError, KeyError, TypeError, AttributeError):
+        described = False
+    if not described:
         raise EvidenceError("LEDGER_INVALID", f"checkpoint {key} does not describe this ledger at its size")
     return body
 

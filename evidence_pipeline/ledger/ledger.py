@@ -27,9 +27,11 @@ from evidence_pipeline.models import TenantMonth
 GENESIS_HASH = "0" * 64
 
 
+_APPEND_ATTEMPTS = 20
+
+
 class _LostRace(Exception):
     """A compare-and-swap found the row changed since it was read."""
-_APPEND_ATTEMPTS = 20
 
 
 def canonical(value) -> str:
@@ -79,9 +81,12 @@ class Ledger:
         self.publications = tables.tables["publications"]
         self.jobs = tables.tables["jobs"]
 
-    def record(self, tenant_month: TenantMonth, event_type: str, subject_sha256: str, actor: str, **details) -> LedgerEvent:
+    def record(self, tenant_month: TenantMonth, event_type: str, subject_sha256: str, actor: str,
+               **details) -> LedgerEvent:
         """Append one event in its own transaction."""
-        return self._transact(lambda conn: self._append(conn, tenant_month, event_type, subject_sha256, actor, details))
+        return self._transact(
+            lambda conn: self._append(conn, tenant_month, event_type, subject_sha256, actor, details)
+        )
 
     def publish(self, row: dict, lease: Lease, actor: str, **details) -> tuple[dict, bool]:
         """Commit the publication row, its `bundle.published` event and job -> succeeded in one transaction.
@@ -96,10 +101,9 @@ class Ledger:
             if existing is not None:
                 return existing, False
             fenced = conn.execute(
-                self.jobs.update()
-                .where(self.jobs.c.job_id == lease.job_id, self.jobs.c.lease_token == lease.token, self.jobs.c.state == states.RUNNING,
-                       self.jobs.c.lease_expires_at >= time.time())
-                .values(state=states.SUCCEEDED, lease_expires_at=None, last_reason=None, updated_at=time.time())
+                self._held(lease).values(
+                    state=states.SUCCEEDED, lease_expires_at=None, last_reason=None, updated_at=time.time()
+                )
             ).rowcount == 0
             if fenced:
                 raise EvidenceError("LEASE_FENCED", f"lease {lease.token} of job {lease.job_id[:12]} is no longer held")
@@ -164,10 +168,7 @@ class Ledger:
         renewed = Lease(lease.job_id, lease.token, lease.owner, time.time() + ttl_seconds)
         with _database(), self.engine.begin() as conn:
             held = conn.execute(
-                self.jobs.update()
-                .where(self.jobs.c.job_id == lease.job_id, self.jobs.c.lease_token == lease.token, self.jobs.c.state == states.RUNNING,
-                       self.jobs.c.lease_expires_at >= time.time())
-                .values(lease_expires_at=renewed.expires_at, updated_at=time.time())
+                self._held(lease).values(lease_expires_at=renewed.expires_at, updated_at=time.time())
             ).rowcount
         if not held:
             raise EvidenceError("LEASE_FENCED", f"lease {lease.token} of job {lease.job_id[:12]} was lost")
@@ -247,8 +248,8 @@ class Ledger:
 
     def jobs_in(self, *job_states: str) -> list[dict]:
         with _database(), self.engine.connect() as conn:
-            rows = conn.execute(select(self.jobs).where(self.jobs.c.state.in_(job_states)).order_by(self.jobs.c.updated_at))
-            return [dict(row._mapping) for row in rows]
+            query = select(self.jobs).where(self.jobs.c.state.in_(job_states)).order_by(self.jobs.c.updated_at)
+            return [dict(row._mapping) for row in conn.execute(query)]
 
     def _job(self, conn: Connection, job_id: str) -> dict | None:
         row = conn.execute(select(self.jobs).where(self.jobs.c.job_id == job_id)).first()
@@ -257,6 +258,14 @@ class Ledger:
     @staticmethod
     def _tenant_month(job: dict) -> TenantMonth:
         return TenantMonth(job["tenant"], job["period"])
+
+    def _held(self, lease: Lease):
+        """An UPDATE of the job that matches only while ``lease`` is its newest, unexpired lease: the fence."""
+        jobs = self.jobs.c
+        return self.jobs.update().where(
+            jobs.job_id == lease.job_id, jobs.lease_token == lease.token, jobs.state == states.RUNNING,
+            jobs.lease_expires_at >= time.time(),
+        )
 
     def _swap(self, conn: Connection, seen: dict, **values) -> None:
         """Compare-and-swap: apply ``values`` only if the job is still exactly as it was read."""
@@ -287,14 +296,16 @@ class Ledger:
         return None if row is None else LedgerEvent(row.seq, row.event_type, row.event_hash, json.loads(row.body))
 
     def event(self, seq: int) -> LedgerEvent:
-        with _database(), self.engine.connect() as conn:
-            row = conn.execute(select(self.audit_events).where(self.audit_events.c.seq == seq)).one()
-        return LedgerEvent(row.seq, row.event_type, row.event_hash, json.loads(row.body))
+        event = self.event_or_none(seq)
+        if event is None:
+            raise EvidenceError("LEDGER_INVALID", f"audit event {seq} does not exist")
+        return event
 
     def leaves(self) -> list[tuple[int, bytes]]:
         """(seq, RFC 9162 leaf hash of the event's canonical bytes) for every event, in ledger order."""
         with _database(), self.engine.connect() as conn:
-            rows = conn.execute(select(self.audit_events.c.seq, self.audit_events.c.body).order_by(self.audit_events.c.seq))
+            events = self.audit_events.c
+            rows = conn.execute(select(events.seq, events.body).order_by(events.seq))
             return [(row.seq, merkle.leaf_hash(row.body.encode("utf-8"))) for row in rows]
 
     def verify_chain(self) -> int:
@@ -315,7 +326,8 @@ class Ledger:
 
     def _append(self, conn: Connection, tenant_month: TenantMonth, event_type: str, subject_sha256: str,
                 actor: str, details: dict) -> LedgerEvent:
-        head = conn.execute(select(self.audit_events.c.event_hash).order_by(self.audit_events.c.seq.desc()).limit(1)).scalar()
+        events = self.audit_events.c
+        head = conn.execute(select(events.event_hash).order_by(events.seq.desc()).limit(1)).scalar()
         prev = head or GENESIS_HASH
         body = {
             "event_id": str(uuid.uuid4()),
@@ -327,12 +339,12 @@ class Ledger:
             "recorded_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
             "details": details,
         }
-        text = canonical(body)
-        event_hash = chain_hash(prev, text)
+        body_text = canonical(body)
+        event_hash = chain_hash(prev, body_text)
         seq = conn.execute(
             self.audit_events.insert().values(
                 event_id=body["event_id"], event_type=event_type, tenant=tenant_month.tenant,
-                period=tenant_month.period, subject_sha256=subject_sha256, body=text, prev_hash=prev,
+                period=tenant_month.period, subject_sha256=subject_sha256, body=body_text, prev_hash=prev,
                 event_hash=event_hash,
             )
         ).inserted_primary_key[0]
@@ -363,10 +375,8 @@ class Ledger:
         """Run ``work`` in one transaction, retrying when a concurrent writer took the chain head first."""
         for _ in range(_APPEND_ATTEMPTS):
             try:
-                with self.engine.begin() as conn:
+                with _database(), self.engine.begin() as conn:
                     return work(conn)
             except (IntegrityError, _LostRace) as error:
                 lost_race = error  # another writer moved the chain head, the identity or the job: re-read, retry
-            except (OperationalError, InterfaceError) as error:
-                raise EvidenceError("LEDGER_UNAVAILABLE", f"ledger database unavailable ({type(error.orig).__name__})") from None
         raise EvidenceError("LEDGER_CONFLICT", "could not append to the audit ledger under contention") from lost_race
