@@ -20,6 +20,7 @@ class Settings:
     archive_uri: str  # published bundles and keys/
     sources_uri: str  # immutable source revisions
     staging_uri: str  # unsigned reports between render, gate and signing
+    preview_uri: str  # preview-lane renderings: never signed, never in the archive
     keys_dir: Path  # private key material, never inside the archive
     tenant_registry: Path
     pades_level: str
@@ -35,10 +36,14 @@ class Settings:
     lease_seconds: float  # an attempt that stops renewing loses its lease after this long
     max_attempts: int  # transient failures: attempts before a job is dead
     retry_budget_seconds: float  # transient failures: time since acceptance before a job is dead
+    workers: int  # worker processes a run uses for the partitions of its range
+    oversize_bytes: int  # source revisions larger than this go to the oversize lane
+    oversize_workers: int  # the oversize lane's lower cap, within a run
 
     @property
     def uses_s3(self) -> bool:
-        return any(uri.startswith("s3://") for uri in (self.archive_uri, self.sources_uri, self.staging_uri))
+        uris = (self.archive_uri, self.sources_uri, self.staging_uri, self.preview_uri)
+        return any(uri.startswith("s3://") for uri in uris)
 
     @property
     def dagster_home(self) -> Path:
@@ -71,6 +76,7 @@ class Settings:
             archive_uri=store("EVIDENCE_ARCHIVE_URI", home / "archive"),
             sources_uri=store("EVIDENCE_SOURCES_URI", home / "sources"),
             staging_uri=store("EVIDENCE_STAGING_URI", home / "staging"),
+            preview_uri=store("EVIDENCE_PREVIEW_URI", home / "previews"),
             keys_dir=Path(env.get("EVIDENCE_KEYS_DIR", home / "keys")).absolute(),
             tenant_registry=Path(env.get("EVIDENCE_TENANT_REGISTRY", home / "tenants.txt")).absolute(),
             pades_level=level,
@@ -86,6 +92,9 @@ class Settings:
             lease_seconds=_positive(env, "EVIDENCE_LEASE_SECONDS", 120),
             max_attempts=_whole(env, "EVIDENCE_MAX_ATTEMPTS", 4),
             retry_budget_seconds=_positive(env, "EVIDENCE_RETRY_BUDGET_SECONDS", 900),
+            workers=_whole(env, "EVIDENCE_WORKERS", len(os.sched_getaffinity(0))),
+            oversize_bytes=_whole(env, "EVIDENCE_OVERSIZE_BYTES", 2 * 1024 * 1024),
+            oversize_workers=_whole(env, "EVIDENCE_OVERSIZE_WORKERS", 1),
         )
 
 

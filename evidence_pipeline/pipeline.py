@@ -83,10 +83,14 @@ class RunInfo:
     attempt: int = 1
 
 
+ARCHIVE, OVERSIZE = "archive", "oversize"  # evidence lanes; preview renderings never become evidence
+
+
 @dataclass(frozen=True)
 class PinnedSource:
     revision: SourceRevision
     job_id: str
+    lane: str = ARCHIVE
 
 
 @dataclass(frozen=True)
@@ -99,10 +103,19 @@ class StagedReport:
 
 
 @dataclass(frozen=True)
+class GatedReport:
+    """A rendering that passed the gate, staged for signing."""
+
+    staged: StagedReport
+    validate_ms: float
+
+
+@dataclass(frozen=True)
 class Publication:
     identity: str
     tenant_month: TenantMonth
     bundle_key: str
+    location: str  # the bundle's URI in the archive
     source_sha256: str
     unsigned_sha256: str
     report_sha256: str
@@ -124,15 +137,48 @@ def job_key(rt: Runtime, revision: SourceRevision) -> JobKey:
     return JobKey(tm.tenant, tm.period, revision.sha256, RENDERER_VERSION, rt.settings.policy_version)
 
 
+def lane_for(rt: Runtime, revision: SourceRevision) -> str:
+    """Large tenant-months get their own lane with a lower cap; they are never downgraded to less than evidence."""
+    return OVERSIZE if revision.size > rt.settings.oversize_bytes else ARCHIVE
+
+
 def pin_source(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> PinnedSource:
     """Resolve the revision once and open (or find) the job record of this tenant-month identity."""
     revision = sources.pin_latest(rt.sources, tenant_month)
-    rt.ledger.record(tenant_month, "source.pinned", revision.sha256, run.run_id, sequence=revision.sequence)
+    lane = lane_for(rt, revision)
+    rt.ledger.record(tenant_month, "source.pinned", revision.sha256, run.run_id, sequence=revision.sequence,
+                     lane=lane)
     job = rt.ledger.accept_job(job_key(rt, revision), run.run_id)
     if job["state"] in CLOSED:  # fail fast: a closed job only reopens through `evidence replay`
         raise EvidenceError("JOB_CLOSED", f"job {job['job_id']} is {job['state']} ({job['last_reason']}); replay it")
     kill_point("after_pin")
-    return PinnedSource(revision, job["job_id"])
+    return PinnedSource(revision, job["job_id"], lane)
+
+
+def render_and_gate(rt: Runtime, revision: SourceRevision, run: RunInfo) -> GatedReport:
+    """Render, stage and gate one report: only a rendering that passed the gate is ever handed to signing."""
+    staged = render_stage(rt, revision, run)
+    _, validate_ms = validate_stage(rt, revision, staged.sha256, run)
+    return GatedReport(staged, validate_ms)
+
+
+def publish_and_time(rt: Runtime, item: tuple[PinnedSource, str, dict], run: RunInfo) -> Publication:
+    """Publish once, then append the attempt's stage clocks to the ledger (`stages.timed`).
+
+    ``item`` is (pinned source, unsigned digest, clocks measured upstream: queue_wait_ms, render_ms, validate_ms).
+    """
+    pinned, unsigned_sha256, clocks = item
+    publication = publish_stage(rt, pinned, unsigned_sha256, run)
+    publication.timings_ms.update(clocks)
+    rt.ledger.record(
+        pinned.revision.tenant_month, "stages.timed", publication.report_sha256, run.run_id, lane=pinned.lane,
+        **{stage: publication.timings_ms.get(stage) for stage in STAGE_CLOCKS},
+    )
+    return publication
+
+
+# One clock per promise, in the order a tenant-month meets them.
+STAGE_CLOCKS = ("queue_wait_ms", "render_ms", "validate_ms", "sign_ms", "publish_ms")
 
 
 def record_failure(rt: Runtime, job_id: str, error: EvidenceError, run: RunInfo,
@@ -262,16 +308,15 @@ def _sign_and_commit(rt: Runtime, pinned: PinnedSource, fields: dict, lease: Lea
 
 
 def run_tenant_month(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> Publication:
+    """The whole chain for one tenant-month, as the assets run it but without Dagster (tools, the raw benchmark)."""
     pinned = pin_source(rt, tenant_month, run)
     try:
-        staged = render_stage(rt, pinned.revision, run)
-        _, validate_ms = validate_stage(rt, pinned.revision, staged.sha256, run)
-        publication = publish_stage(rt, pinned, staged.sha256, run)
+        gated = render_and_gate(rt, pinned.revision, run)
+        clocks = {"render_ms": gated.staged.render_ms, "validate_ms": gated.validate_ms}
+        return publish_and_time(rt, (pinned, gated.staged.sha256, clocks), run)
     except EvidenceError as error:
         record_failure(rt, pinned.job_id, error, run)
         raise
-    publication.timings_ms.update(render_ms=staged.render_ms, validate_ms=validate_ms)
-    return publication
 
 
 def _converge(rt: Runtime, row: dict, timings: dict[str, float], created: bool = False) -> Publication:
@@ -281,7 +326,7 @@ def _converge(rt: Runtime, row: dict, timings: dict[str, float], created: bool =
     details = event.body["details"]
     return Publication(
         identity=row["identity"], tenant_month=TenantMonth(row["tenant"], row["period"]),
-        bundle_key=row["bundle_key"], source_sha256=row["source_sha256"], unsigned_sha256=row["unsigned_sha256"],
+        bundle_key=row["bundle_key"], location=rt.archive.uri(row["bundle_key"]), source_sha256=row["source_sha256"], unsigned_sha256=row["unsigned_sha256"],
         report_sha256=row["report_sha256"], report_size=details["report_size"],
         statement_sha256=row["statement_sha256"], manifest_sha256=manifest.sha256, key_id=row["key_id"],
         ledger_seq=event.seq, created=created, timings_ms=timings,

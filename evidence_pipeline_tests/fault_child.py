@@ -5,7 +5,7 @@ import sys
 
 from dagster import DagsterInstance, materialize
 
-from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, report_passes_gate, source_revision
+from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
 from evidence_pipeline.defs.partitions import partition_key_for
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.maintenance import sweep_attempts
@@ -18,7 +18,7 @@ def main(argv: list[str]) -> int:
         return 0
     with DagsterInstance.get() as instance:
         result = materialize(
-            [source_revision, monthly_report, evidence_bundle, report_passes_gate], instance=instance,
+            [source_revision, monthly_report, evidence_bundle], instance=instance,
             partition_key=partition_key_for(TenantMonth(argv[1], argv[2])), resources={"evidence": EvidenceResource()},
             raise_on_error=False,
         )

@@ -11,7 +11,7 @@ from dagster import AssetKey, AssetRecordsFilter, instance_for_test, materialize
 
 from evidence_pipeline import pipeline
 from evidence_pipeline.defs.demo import complete_months, run_demo
-from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, report_passes_gate, source_revision
+from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
 from evidence_pipeline.defs.partitions import partition_key_for, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
@@ -21,7 +21,7 @@ from evidence_pipeline.verify import verify_bundle
 from evidence_pipeline_tests.conftest import LARGE, SMALL
 
 REPO = Path(__file__).resolve().parent.parent
-ASSETS = [source_revision, monthly_report, evidence_bundle, report_passes_gate]
+ASSETS = [source_revision, monthly_report, evidence_bundle]
 PARTITIONS = [SMALL, LARGE, TenantMonth("acme-books", "2026-09")]
 
 
@@ -71,8 +71,8 @@ def test_materializes_lineage_and_metadata_per_partition(instance, evidence, run
         assert bundle["key_id"].startswith("ed25519-") and "| signed report.pdf |" in bundle["lineage"]
         assert str(runtime.settings.home) not in str(bundle)  # no local paths in metadata
         assert verify_bundle(runtime.archive, bundle["bundle_key"]).ok
-    check = instance.event_log_storage.get_asset_check_execution_history(report_passes_gate.check_key, limit=10)
-    assert len(check) == 3 and all(c.evaluation.passed for c in check)
+        assert report["gate"] == "passed" and report["validate_ms"] > 0 and bundle["lane"] == "archive"
+        assert bundle["queue_wait_ms"] >= 0 and bundle["render_ms"] == report["render_ms"]
 
 
 def test_rematerializing_converges_on_the_published_bundle(instance, evidence, runtime):
@@ -90,10 +90,11 @@ def test_failed_gate_blocks_signing(instance, evidence, runtime, monkeypatch):
     monkeypatch.setattr(pipeline, "report_totals", lambda frame: ("999,999,999.99 EUR",))
     result = _materialize(instance, evidence, SMALL, raise_on_error=False)
     assert not result.success
-    [evaluation] = result.get_asset_check_evaluations()
-    assert not evaluation.passed and evaluation.metadata["reason_code"].value == "REPORT_INVALID"
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failure.step_key == "monthly_report"
+    assert failure.event_specific_data.user_failure_data.metadata["reason_code"].value == "REPORT_INVALID"
     materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
-    assert materialized == {"source_revision", "monthly_report"}
+    assert materialized == {"source_revision"}  # a report that failed the gate is never materialized
     assert runtime.archive.list("bundles") == []
     [job] = runtime.ledger.jobs_in("rejected")
     assert job["last_reason"] == "REPORT_INVALID" and (job["tenant"], job["period"]) == (SMALL.tenant, SMALL.period)
@@ -112,7 +113,7 @@ def test_terminal_source_error_fails_without_retries(instance, evidence):
     assert not result.success
     [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     assert failure.step_key == "source_revision"
-    assert failure.event_specific_data.error.message.startswith("dagster._core.definitions.events.Failure: SOURCE_NOT_FOUND")
+    assert failure.event_specific_data.user_failure_data.metadata["reason_code"].value == "SOURCE_NOT_FOUND"
     assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
 
 

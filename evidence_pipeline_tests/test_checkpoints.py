@@ -34,12 +34,12 @@ def _code(call) -> str:
 
 def test_checkpoints_verify_and_prove_inclusion(runtime, checkpointed):
     report = verify_ledger(runtime.ledger, runtime.archive)
-    assert report == {"events": 12, "checkpoints": [6, 12], "unchecked_tail": 0}
+    assert report == {"events": 14, "checkpoints": [7, 14], "unchecked_tail": 0}  # 7 events per tenant-month
     for publication in checkpointed:
         proof = prove_bundle(runtime.ledger, runtime.archive, publication.bundle_key)
-        assert proof["tree_size"] == 12 and proof["leaf_index"] in (5, 11)
+        assert proof["tree_size"] == 14 and proof["leaf_index"] in (5, 12)
     again = publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)  # nothing new: same checkpoint
-    assert again["size"] == 12 and len(runtime.archive.list("ledger/checkpoints")) == 2
+    assert again["size"] == 14 and len(runtime.archive.list("ledger/checkpoints")) == 2
 
 
 def test_an_event_after_the_newest_checkpoint_has_no_proof_yet(runtime):
@@ -101,9 +101,9 @@ def test_reordered_events_are_detected(runtime, checkpointed):
 
 
 def test_a_forged_checkpoint_is_detected(runtime, checkpointed):
-    forged = {"origin": "evidence_pipeline audit ledger", "size": 12, "root_sha256": "00" * 32,
+    forged = {"origin": "evidence_pipeline audit ledger", "size": 14, "root_sha256": "00" * 32,
               "issued_at": "2026-11-30T00:00:00+00:00", "key_id": runtime.keyring.statement_key_id}
     envelope = dsse.sign_envelope(dsse.canonical_json(forged), ed25519.Ed25519PrivateKey.generate(),
                                   runtime.keyring.statement_key_id, PAYLOAD_TYPE)
-    overwrite(runtime, checkpoint_key(12), envelope)
+    overwrite(runtime, checkpoint_key(14), envelope)
     assert _code(lambda: verify_ledger(runtime.ledger, runtime.archive)) == "LEDGER_INVALID"

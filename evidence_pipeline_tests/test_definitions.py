@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 from dagster import (
-    DagsterInstance, DynamicPartitionsDefinition, MonthlyPartitionsDefinition, build_schedule_context,
+    BackfillPolicy, DagsterInstance, DynamicPartitionsDefinition, MonthlyPartitionsDefinition, build_schedule_context,
     build_sensor_context, instance_for_test,
 )
 
@@ -29,9 +29,10 @@ def test_snapshot_of_assets_checks_jobs_schedules_sensors():
     dims = {d.name: type(d.partitions_def) for d in partitions.partitions_defs}
     assert dims == {"month": MonthlyPartitionsDefinition, "tenant": DynamicPartitionsDefinition}
     assert graph.get(next(k for k in graph.get_all_asset_keys() if k.path == ["monthly_report"])).code_version == RENDERER_VERSION
-    [check] = list(graph.asset_check_keys)
-    assert check.name == "report_passes_gate" and check.asset_key.path == ["monthly_report"]
-    assert repo.assets_defs_by_key[check.asset_key].op.pool == "render"
+    pools = {key.to_user_string(): repo.assets_defs_by_key[key].op.pool for key in graph.get_all_asset_keys()}
+    assert pools == {"source_revision": None, "monthly_report": "render", "evidence_bundle": "publish"}
+    policies = {repo.assets_defs_by_key[key].backfill_policy for key in graph.get_all_asset_keys()}
+    assert policies == {BackfillPolicy.multi_run(100)}  # backfills run ranges of partitions
     assert sorted(j.name for j in repo.get_all_jobs() if not j.name.startswith("__")) == [
         "ledger_maintenance", "monthly_evidence",
     ]
@@ -41,7 +42,6 @@ def test_snapshot_of_assets_checks_jobs_schedules_sensors():
         "ledger_maintenance_schedule": ("17 * * * *", "ledger_maintenance"),
     }
     assert [s.name for s in repo.sensor_defs] == ["tenant_registry_sensor"]
-    assert graph.get_check_spec(check).blocking
 
 
 def test_schedule_requests_last_complete_month_for_every_tenant():

@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 from dagster import DagsterInstance, materialize
 
-from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, report_passes_gate, source_revision
+from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
 from evidence_pipeline.defs.partitions import partition_key_for, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.faults import KILL_POINTS
@@ -51,7 +51,7 @@ def _worker(env: dict, *args: str, kill_point: str | None = None) -> subprocess.
 
 def _operator_rematerializes():
     with DagsterInstance.get() as instance:
-        return materialize([source_revision, monthly_report, evidence_bundle, report_passes_gate], instance=instance,
+        return materialize([source_revision, monthly_report, evidence_bundle], instance=instance,
                            partition_key=partition_key_for(SMALL), resources={"evidence": EvidenceResource()})
 
 

@@ -43,7 +43,8 @@ def test_bundle_is_published_once_and_verifies(runtime, published):
     assert not again.created and again.bundle_key == published.bundle_key
     assert again.report_sha256 == published.report_sha256 and again.manifest_sha256 == published.manifest_sha256
     assert runtime.archive.list(f"bundles/{SMALL.tenant}") == [f"{published.bundle_key}/{n}" for n in (MANIFEST, REPORT, STATEMENT)]
-    assert runtime.ledger.verify_chain() == 9  # pinned, accepted, rendered, validated, running, published + 3 again
+    # pinned, accepted, rendered, validated, running, published, timed + 4 again (pinned, rendered, validated, timed)
+    assert runtime.ledger.verify_chain() == 11
     assert sorted(k.split("/")[0] for k in runtime.archive.list("keys")) == ["keys", "keys"]
 
 

@@ -1,8 +1,1 @@
-"""The only Dagster code: partitions, resources, assets, checks, schedules and sensors over the domain modules."""
-
-import warnings
-
-from dagster import PreviewWarning
-
-# The report gate is a partitioned asset check, which Dagster 1.13 marks as preview; we pin 1.13.27 and test it.
-warnings.filterwarnings("ignore", category=PreviewWarning, message="Specifying a partitions_def on an AssetCheckSpec")
+"""The only Dagster code: partitions, resources, assets, schedules, sensors and the run coordinator."""

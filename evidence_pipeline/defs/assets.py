@@ -1,20 +1,24 @@
-"""Per tenant-month lineage: source_revision -> monthly_report (+ blocking gate) -> evidence_bundle.
+"""Per tenant-month lineage: source_revision -> monthly_report (rendered and gated) -> evidence_bundle.
 
-Each asset body maps its partition to one domain stage and records what the stage produced as metadata.
-Downstream assets read the exact digests their upstream materialized for the same partition, so a bundle is
-always signed from the report that passed the gate, rendered from the revision that was pinned.
+A run covers one tenant-month (the schedule, a single launch) or a range of them (an analyst's backfill: the
+backfill policy puts up to PARTITIONS_PER_RUN partitions in one run). Every asset body does the same three things:
+map its partitions to one domain stage, run the stage for all of them in worker processes (`parallel.map_stage`,
+archive lane at EVIDENCE_WORKERS, oversize lane at its lower cap), and record one materialization with metadata per
+partition. Downstream assets read the exact digests their upstream materialized for the same partition, so a
+bundle is always signed from the report that passed the gate, rendered from the revision that was pinned.
 """
 
-import contextlib
+from collections.abc import Callable, Iterator
+from functools import partial
 
 from dagster import (
-    AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, AssetExecutionContext, AssetKey,
-    AssetRecordsFilter, Backoff, Failure, Jitter, MaterializeResult, MetadataValue, RetryPolicy, asset, asset_check,
+    AssetExecutionContext, AssetKey, AssetMaterialization, AssetRecordsFilter, Backoff, BackfillPolicy, Failure,
+    Jitter, MaterializeResult, MetadataValue, RetryPolicy, asset,
 )
 
-from evidence_pipeline import pipeline
+from evidence_pipeline import parallel, pipeline
 from evidence_pipeline.defs.partitions import tenant_month_of, tenant_month_partitions
-from evidence_pipeline.defs.resources import EvidenceResource
+from evidence_pipeline.defs.resources import EvidenceResource, runtime_for
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger.jobs import CLOSED, RetryBudget
 from evidence_pipeline.models import SourceRevision
@@ -22,166 +26,185 @@ from evidence_pipeline.render import RENDERER_VERSION
 
 # Transient failures (I/O, unavailable services) are retried with backoff; terminal ones never are.
 TRANSIENT_RETRIES = RetryPolicy(max_retries=3, delay=2, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS)
-
-
-@contextlib.contextmanager
-def classified_failures(context, runtime: pipeline.Runtime | None = None, job_id: str | None = None):
-    """Record a failed attempt on the job, then let only retryable ones reach the op's RetryPolicy.
-
-    Terminal errors, and transient ones whose budget (attempts, elapsed time, Dagster retries) is spent, become a
-    Failure that neither the op nor the run retry policy repeats; the job is then rejected or dead. A failure that
-    did not move the job (lease contention, after the commit) is retried while it is transient.
-    """
-    try:
-        yield
-    except EvidenceError as error:
-        state = None
-        if job_id is not None:
-            budget = RetryBudget(
-                min(runtime.settings.max_attempts, TRANSIENT_RETRIES.max_retries + 1),
-                runtime.settings.retry_budget_seconds,
-            )
-            state = pipeline.record_failure(runtime, job_id, error, _run(context), budget)
-        if error.retryable and state not in CLOSED and context.retry_number < TRANSIENT_RETRIES.max_retries:
-            raise
-        raise Failure(
-            description=str(error), metadata={"reason_code": error.code}, allow_retries=False
-        ) from None
+# A backfill runs ranges of up to this many tenant-months per run: Dagster's per-run cost (seconds) is paid once.
+PARTITIONS_PER_RUN = 100
+RANGES = BackfillPolicy.multi_run(max_partitions_per_run=PARTITIONS_PER_RUN)
+PARTITIONED = dict(partitions_def=tenant_month_partitions, backfill_policy=RANGES, retry_policy=TRANSIENT_RETRIES)
 
 
 def _run(context) -> pipeline.RunInfo:
     return pipeline.RunInfo(run_id=context.run.run_id, attempt=context.retry_number + 1)
 
 
-def _upstream(context, asset_key: AssetKey) -> dict:
-    """Metadata of the latest materialization of ``asset_key`` for this partition."""
-    records = context.instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=asset_key, asset_partitions=[context.partition_key]), limit=1
-    ).records
-    if not records:
-        raise EvidenceError("UPSTREAM_NOT_MATERIALIZED", f"{asset_key.to_user_string()} has no materialization here")
-    return {name: value.value for name, value in records[0].asset_materialization.metadata.items()}
+def _each_partition(context, evidence: EvidenceResource, stage: Callable, items: dict, lanes: dict,
+                    job_ids: dict, metadata: Callable[[object], dict], failed: dict) -> Iterator:
+    """Run ``stage`` for every partition's item and materialize the partitions that succeeded.
 
-
-def _pinned(context) -> pipeline.PinnedSource:
-    pinned = _upstream(context, source_revision.key)
-    revision = SourceRevision(
-        tenant_month_of(context.partition_key), pinned["source_sequence"], pinned["source_sha256"],
-        pinned["source_bytes"], pinned["source_key"],
-    )
-    return pipeline.PinnedSource(revision, pinned["job_id"])
-
-
-@asset(
-    partitions_def=tenant_month_partitions, code_version="pin/1", retry_policy=TRANSIENT_RETRIES,
-    description="Pins the tenant-month's latest immutable source revision by digest.",
-)
-def source_revision(context: AssetExecutionContext, evidence: EvidenceResource) -> MaterializeResult:
-    with classified_failures(context):
-        pinned = pipeline.pin_source(evidence.runtime(), tenant_month_of(context.partition_key), _run(context))
-    revision = pinned.revision
-    return MaterializeResult(
-        metadata={
-            "source_sha256": revision.sha256, "source_sequence": revision.sequence,
-            "source_bytes": revision.size, "source_key": revision.key, "job_id": pinned.job_id,
-        }
-    )
-
-
-@asset(
-    partitions_def=tenant_month_partitions, deps=[source_revision], code_version=RENDERER_VERSION, pool="render",
-    retry_policy=TRANSIENT_RETRIES, description="Deterministic, unsigned PDF report rendered from the pinned revision.",
-)
-def monthly_report(context: AssetExecutionContext, evidence: EvidenceResource) -> MaterializeResult:
+    ``failed`` holds partitions that failed before the stage (e.g. no upstream materialization). Failed attempts
+    are recorded on their job. If any failure is transient and its budget left, the step raises it, so the op's
+    RetryPolicy runs the range again (finished partitions converge). Otherwise the successes are materialized
+    and the step fails with each failed partition's reason code; terminal failures are never retried.
+    """
     runtime = evidence.runtime()
-    with classified_failures(context):
-        pinned = _pinned(context)
-    revision = pinned.revision
-    with classified_failures(context, runtime, pinned.job_id):
-        staged = pipeline.render_stage(runtime, revision, _run(context))
-    return MaterializeResult(
-        metadata={
-            "unsigned_sha256": staged.sha256, "bytes": staged.size, "pages": staged.pages,
-            "renderer_version": RENDERER_VERSION, "source_sha256": revision.sha256,
-            "source_sequence": revision.sequence, "render_ms": staged.render_ms,
-        }
+    settings = runtime.settings
+    outcomes = dict(failed)
+    for lane, workers in ((pipeline.ARCHIVE, settings.workers), (pipeline.OVERSIZE, settings.oversize_workers)):
+        keys = [key for key in items if lanes.get(key, pipeline.ARCHIVE) == lane]
+        results = parallel.map_stage(partial(runtime_for, settings), stage, [items[key] for key in keys], workers)
+        outcomes.update(zip(keys, results))
+
+    budget = RetryBudget(min(settings.max_attempts, TRANSIENT_RETRIES.max_retries + 1), settings.retry_budget_seconds)
+    errors = {key: outcome for key, outcome in outcomes.items() if isinstance(outcome, EvidenceError)}
+    retry = None
+    for key, error in errors.items():
+        state = pipeline.record_failure(runtime, job_ids[key], error, _run(context), budget) if key in job_ids else None
+        if error.retryable and state not in CLOSED and context.retry_number < TRANSIENT_RETRIES.max_retries:
+            retry = error
+    if retry is not None:
+        raise retry
+
+    done = {key: metadata(outcome) | {"lane": lanes.get(key, pipeline.ARCHIVE)}
+            for key, outcome in outcomes.items() if key not in errors}
+    if not errors:
+        for key, values in done.items():
+            context.add_asset_metadata(values, partition_key=key)
+        yield MaterializeResult()
+        return
+    for key, values in done.items():  # the step fails, but what succeeded stays recorded
+        yield AssetMaterialization(asset_key=context.asset_key, partition=key, metadata=values)
+    table = "\n".join(["| partition | reason |", "|---|---|"] + [f"| {k} | `{e.code}` |" for k, e in errors.items()])
+    first = next(iter(errors.values()))
+    raise Failure(
+        description=f"{len(errors)} of {len(outcomes)} tenant-months failed; first: {first}",
+        metadata={"reason_code": first.code, "failed_partitions": MetadataValue.md(table)}, allow_retries=False,
     )
 
 
-def _rendered(context) -> tuple[pipeline.PinnedSource, str]:
-    """The pinned source and the unsigned report digest materialized upstream for this partition, which must be
-    a rendering of that same pinned revision (a partial re-materialization can leave them out of step)."""
-    with classified_failures(context):
-        pinned, report = _pinned(context), _upstream(context, monthly_report.key)
-        if report["source_sha256"] != pinned.revision.sha256:
-            raise EvidenceError(
-                "UPSTREAM_NOT_MATERIALIZED", "monthly_report was rendered from another revision: materialize it again"
-            )
-        return pinned, report["unsigned_sha256"]
+def _latest_metadata(context, asset_key: AssetKey) -> dict:
+    """partition key -> metadata of the latest materialization of ``asset_key``, for this run's partitions."""
+    keys = context.partition_keys
+    records_filter = AssetRecordsFilter(asset_key=asset_key, asset_partitions=keys)
+    found, cursor = {}, None
+    while len(found) < len(keys):  # newest first: the first record seen for a partition is its latest
+        page = context.instance.fetch_materializations(records_filter, limit=max(len(keys), 100), cursor=cursor)
+        for record in page.records:
+            found.setdefault(record.partition_key, {k: v.value for k, v in record.asset_materialization.metadata.items()})
+        if not page.has_more:
+            break
+        cursor = page.cursor
+    return found
 
 
-@asset_check(
-    asset=monthly_report, blocking=True, partitions_def=tenant_month_partitions,
-    description="The PDF gate: strict parse under limits, not encrypted, metadata and totals match the revision.",
-)
-def report_passes_gate(context: AssetCheckExecutionContext, evidence: EvidenceResource) -> AssetCheckResult:
-    runtime = evidence.runtime()
-    pinned, unsigned_sha256 = _rendered(context)
-    with classified_failures(context, runtime, pinned.job_id):
-        try:
-            pages, validate_ms = pipeline.validate_stage(runtime, pinned.revision, unsigned_sha256, _run(context))
-        except EvidenceError as error:
-            if error.code != "REPORT_INVALID":
-                raise
-            pipeline.record_failure(runtime, pinned.job_id, error, _run(context))
-            return AssetCheckResult(
-                passed=False, severity=AssetCheckSeverity.ERROR,
-                metadata={"reason_code": error.code, "detail": error.message, "unsigned_sha256": unsigned_sha256},
-            )
-    return AssetCheckResult(
-        passed=True, metadata={"unsigned_sha256": unsigned_sha256, "pages": pages, "validate_ms": validate_ms}
+def _missing(context, asset_key: AssetKey, found: dict) -> dict:
+    error = EvidenceError("UPSTREAM_NOT_MATERIALIZED", f"{asset_key.to_user_string()} has no materialization here")
+    return {key: error for key in context.partition_keys if key not in found}
+
+
+def _pinned(context) -> tuple[dict, dict]:
+    """(partition -> PinnedSource, partition -> error) from source_revision's metadata."""
+    found = _latest_metadata(context, source_revision.key)
+    pinned = {
+        key: pipeline.PinnedSource(
+            SourceRevision(tenant_month_of(key), meta["source_sequence"], meta["source_sha256"], meta["source_bytes"],
+                           meta["source_key"]),
+            meta["job_id"], meta["lane"],
+        )
+        for key, meta in found.items()
+    }
+    return pinned, _missing(context, source_revision.key, found)
+
+
+def _queue_wait_ms(context) -> float | None:
+    """Run created -> run started: the wait in Dagster's run queue (and launcher) before any work began."""
+    record = context.instance.get_run_record_by_id(context.run.run_id)
+    if record is None or record.start_time is None:
+        return None
+    return round((record.start_time - record.create_timestamp.timestamp()) * 1000, 3)
+
+
+@asset(**PARTITIONED, code_version="pin/2", description="Pins the tenant-month's latest immutable source revision "
+       "by digest and routes it to its lane (archive, or oversize above EVIDENCE_OVERSIZE_BYTES).")
+def source_revision(context: AssetExecutionContext, evidence: EvidenceResource):
+    items = {key: tenant_month_of(key) for key in context.partition_keys}
+    yield from _each_partition(
+        context, evidence, partial(pipeline.pin_source, run=_run(context)), items, lanes={}, job_ids={}, failed={},
+        metadata=lambda pinned: {
+            "source_sha256": pinned.revision.sha256, "source_sequence": pinned.revision.sequence,
+            "source_bytes": pinned.revision.size, "source_key": pinned.revision.key, "job_id": pinned.job_id,
+            "lane": pinned.lane,
+        },
     )
 
 
-@asset(
-    partitions_def=tenant_month_partitions, deps=[monthly_report], code_version=RENDERER_VERSION, pool="publish",
-    retry_policy=TRANSIENT_RETRIES,
-    description="PAdES-signed report + DSSE/in-toto statement + manifest, published once and committed to the ledger.",
-)
-def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource) -> MaterializeResult:
-    runtime = evidence.runtime()
-    pinned, unsigned_sha256 = _rendered(context)
-    revision = pinned.revision
-    with classified_failures(context, runtime, pinned.job_id):
-        publication = pipeline.publish_stage(runtime, pinned, unsigned_sha256, _run(context))
-    location = runtime.archive.uri(publication.bundle_key)
+@asset(**PARTITIONED, deps=[source_revision], code_version=RENDERER_VERSION, pool="render",
+       description="Deterministic, unsigned PDF report rendered from the pinned revision; materialized only once it "
+       "passed the gate (strict parse under limits, not encrypted, metadata and totals match the revision).")
+def monthly_report(context: AssetExecutionContext, evidence: EvidenceResource):
+    pinned, failed = _pinned(context)
+    yield from _each_partition(
+        context, evidence, partial(pipeline.render_and_gate, run=_run(context)),
+        items={key: p.revision for key, p in pinned.items()}, lanes={key: p.lane for key, p in pinned.items()},
+        job_ids={key: p.job_id for key, p in pinned.items()}, failed=failed,
+        metadata=lambda gated: {
+            "unsigned_sha256": gated.staged.sha256, "bytes": gated.staged.size, "pages": gated.staged.pages,
+            "renderer_version": RENDERER_VERSION, "source_sha256": gated.staged.revision.sha256,
+            "source_sequence": gated.staged.revision.sequence, "gate": "passed",
+            "render_ms": gated.staged.render_ms, "validate_ms": gated.validate_ms,
+        },
+    )
+
+
+@asset(**PARTITIONED, deps=[monthly_report], code_version=RENDERER_VERSION, pool="publish",
+       description="PAdES-signed report + DSSE/in-toto statement + manifest, published once and committed to the "
+       "ledger with the tenant-month's stage clocks.")
+def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource):
+    pinned, failed = _pinned(context)
+    reports = _latest_metadata(context, monthly_report.key)
+    failed |= _missing(context, monthly_report.key, reports) | {
+        # A partial re-materialization can leave the report rendered from another revision than the pinned one.
+        key: EvidenceError("UPSTREAM_NOT_MATERIALIZED", "monthly_report was rendered from another revision")
+        for key, p in pinned.items() if key in reports and reports[key]["source_sha256"] != p.revision.sha256
+    }
+    queue_wait_ms = _queue_wait_ms(context)
+    items = {
+        key: (p, reports[key]["unsigned_sha256"], {"queue_wait_ms": queue_wait_ms, "render_ms": reports[key]["render_ms"],
+                                                  "validate_ms": reports[key]["validate_ms"]})
+        for key, p in pinned.items() if key not in failed
+    }
+    yield from _each_partition(
+        context, evidence, partial(pipeline.publish_and_time, run=_run(context)), items,
+        lanes={key: p.lane for key, p in pinned.items()}, job_ids={key: p.job_id for key, p in pinned.items()},
+        failed=failed, metadata=_bundle_metadata,
+    )
+
+
+def _bundle_metadata(publication: pipeline.Publication) -> dict:
     lineage = "\n".join(
         [
             "| step | sha256 |",
             "|---|---|",
-            f"| source revision #{revision.sequence} | `{revision.sha256}` |",
+            f"| source revision | `{publication.source_sha256}` |",
             f"| unsigned report ({RENDERER_VERSION}) | `{publication.unsigned_sha256}` |",
             f"| signed report.pdf | `{publication.report_sha256}` |",
             f"| statement.dsse.json ({publication.key_id}) | `{publication.statement_sha256}` |",
             f"| manifest.json (ledger #{publication.ledger_seq}) | `{publication.manifest_sha256}` |",
         ]
     )
-    return MaterializeResult(
-        metadata={
-            "identity": publication.identity,
-            "location": MetadataValue.text(location),
-            "bundle_key": publication.bundle_key,
-            "newly_published": publication.created,
-            "report_sha256": publication.report_sha256,
-            "report_bytes": publication.report_size,
-            "unsigned_sha256": publication.unsigned_sha256,
-            "statement_sha256": publication.statement_sha256,
-            "manifest_sha256": publication.manifest_sha256,
-            "source_sha256": publication.source_sha256,
-            "renderer_version": RENDERER_VERSION,
-            "key_id": publication.key_id,
-            "ledger_seq": publication.ledger_seq,
-            "lineage": MetadataValue.md(lineage),
-            **publication.timings_ms,
-        }
-    )
+    return {
+        "identity": publication.identity,
+        "location": MetadataValue.text(publication.location),
+        "bundle_key": publication.bundle_key,
+        "newly_published": publication.created,
+        "report_sha256": publication.report_sha256,
+        "report_bytes": publication.report_size,
+        "unsigned_sha256": publication.unsigned_sha256,
+        "statement_sha256": publication.statement_sha256,
+        "manifest_sha256": publication.manifest_sha256,
+        "source_sha256": publication.source_sha256,
+        "renderer_version": RENDERER_VERSION,
+        "key_id": publication.key_id,
+        "ledger_seq": publication.ledger_seq,
+        "lineage": MetadataValue.md(lineage),
+        # Numeric clocks, so the UI plots them per partition; None (no queue: not a queued run) is left out.
+        **{stage: ms for stage, ms in publication.timings_ms.items() if ms is not None},
+    }

@@ -9,7 +9,7 @@ from datetime import date
 from dagster import DagsterInstance, materialize
 
 from evidence_pipeline import sources
-from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, report_passes_gate, source_revision
+from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
 from evidence_pipeline.defs.partitions import partition_key_for, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
@@ -61,7 +61,7 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
         for period in complete_months(today, months):
             tenant_month = TenantMonth(tenant, period)
             result = materialize(
-                [source_revision, monthly_report, evidence_bundle, report_passes_gate],
+                [source_revision, monthly_report, evidence_bundle],
                 instance=instance, partition_key=partition_key_for(tenant_month),
                 resources={"evidence": evidence},
                 run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},

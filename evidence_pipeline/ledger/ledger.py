@@ -15,7 +15,7 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, MetaData, create_engine, make_url, select, text
+from sqlalchemy import Connection, MetaData, create_engine, event, make_url, select, text
 from sqlalchemy.exc import ArgumentError, IntegrityError, InterfaceError, OperationalError, ProgrammingError
 
 from evidence_pipeline.errors import EvidenceError
@@ -59,6 +59,22 @@ def _database():
         raise EvidenceError("LEDGER_UNAVAILABLE", f"ledger database unavailable ({type(error.orig).__name__})") from None
 
 
+def _serialize_sqlite_writers(engine) -> None:
+    """Parallel workers share the embedded SQLite ledger: transactions take the write lock when they begin
+    (a deferred read-then-write would fail with SQLITE_BUSY instead of waiting), wait up to 30 s for it, and
+    WAL lets readers run alongside the writer."""
+
+    @event.listens_for(engine, "connect")
+    def connect(dbapi_connection, _record):
+        dbapi_connection.isolation_level = None  # SQLAlchemy, not the driver, issues BEGIN
+        dbapi_connection.execute("PRAGMA busy_timeout = 30000")
+        dbapi_connection.execute("PRAGMA journal_mode = WAL")
+
+    @event.listens_for(engine, "begin")
+    def begin(connection):
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
 class Ledger:
     def __init__(self, url: str):
         try:
@@ -71,6 +87,8 @@ class Ledger:
             self.engine = create_engine(parsed)
         except (ArgumentError, ImportError):
             raise EvidenceError("CONFIG_INVALID", "EVIDENCE_LEDGER_URL names an unsupported database driver") from None
+        if parsed.get_backend_name() == "sqlite":
+            _serialize_sqlite_writers(self.engine)
         with _database():
             self._migrate()
         # The migrations are the one definition of the schema; queries use the tables as the database has them.

@@ -1,0 +1,59 @@
+"""Run one stage over many tenant-months at once, in worker processes sized to the machine.
+
+A range of partitions is independent work: each item is rendered, gated, signed and published on its own, so the
+stage function runs in a process pool (CPU-bound PDF work does not share one interpreter well). Workers are
+started once per process through a forkserver, preloaded with the pipeline, and reused by every later stage; each
+builds its own Runtime (connections, keys) once. Failures come back as values: an ``EvidenceError`` for one
+partition never hides the outcome of the others.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor
+from typing import TypeVar
+
+from evidence_pipeline.errors import EvidenceError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_pools: dict[int, ProcessPoolExecutor] = {}
+
+
+def map_stage(
+    make_runtime: Callable[[], object], stage: Callable[[object, T], R], items: Sequence[T], workers: int
+) -> list[R | EvidenceError]:
+    """``stage(runtime, item)`` for every item, in order; an item's EvidenceError is returned in its place.
+
+    ``make_runtime`` and ``stage`` must be importable top-level callables (they are pickled by reference).
+    One item, or one worker, runs in this process: a single tenant-month pays no pool start-up.
+    """
+    if workers <= 1 or len(items) <= 1:
+        return [_attempt(make_runtime, stage, item) for item in items]
+    pool = _pool(min(workers, len(items)))
+    return list(pool.map(_attempt, [make_runtime] * len(items), [stage] * len(items), items))
+
+
+def _attempt(make_runtime, stage, item):
+    try:
+        return stage(make_runtime(), item)
+    except EvidenceError as error:
+        return error
+
+
+def _pool(workers: int) -> Executor:
+    if workers not in _pools:
+        context = multiprocessing.get_context("forkserver")
+        # Children fork from a server that has already imported the heavy libraries (reportlab, pyHanko, pandas).
+        context.set_forkserver_preload(["evidence_pipeline.pipeline"])
+        _pools[workers] = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    return _pools[workers]
+
+
+@atexit.register
+def _shutdown() -> None:
+    for pool in _pools.values():
+        pool.shutdown(cancel_futures=True)
