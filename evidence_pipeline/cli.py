@@ -14,7 +14,10 @@ import click
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger.checkpoints import prove_bundle, publish_checkpoint, verify_ledger
+from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.maintenance import sweep_attempts
+from evidence_pipeline.models import validate_tenant_id
+from evidence_pipeline.stats import PERCENTILES, StageSummary, parse_since, stage_stats
 from evidence_pipeline.store import ArtifactStore
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.store.uri import open_store
@@ -210,6 +213,64 @@ def sweep() -> None:
     settings = _settings()
     runtime = _run(lambda: _runtime(settings))
     click.echo(f"swept {len(_run(lambda: sweep_attempts(runtime)))} abandoned attempt directories")
+
+
+class _Since(click.ParamType):
+    name = "ISO-DATE-OR-DATETIME"
+
+    def convert(self, value, param, ctx) -> datetime:
+        try:
+            return parse_since(value)
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
+
+
+def _tenant_option(ctx, param, value: str | None) -> str | None:
+    try:
+        return None if value is None else validate_tenant_id(value)
+    except EvidenceError as error:
+        raise click.BadParameter(str(error), ctx, param) from None
+
+
+def _oldest_queued_run_age(settings: Settings) -> float | None:
+    if "DAGSTER_HOME" not in os.environ and not settings.dagster_home.is_dir():
+        return None  # nothing has run through Dagster here yet: do not create an instance just to look
+    if not _use_dagster_home(settings).is_dir():
+        return None  # $DAGSTER_HOME names a directory that does not exist: no instance, so no queue
+    from evidence_pipeline.defs.queue import oldest_queued_run_age_in_dagster_home  # imports Dagster
+
+    return oldest_queued_run_age_in_dagster_home()
+
+
+@main.command()
+@click.option("--tenant", callback=_tenant_option, help="Only this tenant's events.")
+@click.option("--since", type=_Since(), help="Only events recorded at or after this date or time (UTC unless an "
+              "offset is given).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def stats(tenant: str | None, since: datetime | None, as_json: bool) -> None:
+    """Stage latency percentiles (ms, nearest-rank) from the ledger's stages.timed events, and the age of the
+    oldest queued Dagster run (any tenant)."""
+    settings = _settings()
+    result = _run(lambda: stage_stats(Ledger(settings.ledger_url), tenant, since))
+    queued_age = _oldest_queued_run_age(settings)
+    if as_json:
+        click.echo(json.dumps({
+            "tenant": tenant, "since": since.isoformat() if since else None, "unit": "ms",
+            "percentile_method": "nearest-rank", **result.as_dict(), "oldest_queued_run_age_seconds": queued_age,
+        }, indent=2))
+        return
+    scope = f"tenant {tenant}" if tenant else "all tenants"
+    click.echo(f"{result.events} stages.timed events, {scope}" + (f", since {since.isoformat()}" if since else ""))
+    click.echo(f"{'lane':<9} {'stage':<11} {'count':>6}" + "".join(f" {f'p{p} ms':>10}" for p in PERCENTILES))
+    for lane, summaries in [("all", result.stages), *result.lanes.items()]:
+        for summary in summaries:
+            click.echo(f"{lane:<9} {summary.stage:<11} {summary.count:>6}" + _percentile_cells(summary))
+    click.echo("no queued runs" if queued_age is None else f"oldest queued run: {queued_age:.0f} s")
+
+
+def _percentile_cells(summary: StageSummary) -> str:
+    values = (getattr(summary, f"p{p}") for p in PERCENTILES)
+    return "".join(f" {'-' if value is None else f'{value:.1f}':>10}" for value in values)
 
 
 @main.command()

@@ -308,6 +308,15 @@ class Ledger:
         with _database(), self.engine.connect() as conn:
             return [json.loads(body) for body in conn.execute(query.order_by(self.audit_events.c.seq)).scalars()]
 
+    def events_of_type(self, event_type: str, tenant: str | None = None) -> list[dict]:
+        """Bodies of every event of ``event_type`` (only ``tenant``'s when given), oldest first."""
+        events = self.audit_events.c
+        query = select(events.body).where(events.event_type == event_type)
+        if tenant is not None:
+            query = query.where(events.tenant == tenant)
+        with _database(), self.engine.connect() as conn:
+            return [json.loads(body) for body in conn.execute(query.order_by(events.seq)).scalars()]
+
     def event_or_none(self, seq: int) -> LedgerEvent | None:
         with _database(), self.engine.connect() as conn:
             row = conn.execute(select(self.audit_events).where(self.audit_events.c.seq == seq)).first()

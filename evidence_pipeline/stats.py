@@ -1,0 +1,98 @@
+"""Per-stage latency percentiles from the ledger's `stages.timed` events (`evidence stats`).
+
+Each attempt that published or converged on its bundle appends one `stages.timed` event whose details carry
+``lane`` and one ``<stage>_ms`` duration per stage. A duration is None when the stage did not happen for that
+attempt (no Dagster run, so no queue wait; converged on an existing publication, so nothing signed); such an
+attempt is left out of that stage's count.
+
+Percentiles are nearest-rank: the p-th percentile of n sorted values is the value at 1-based rank ceil(p·n/100).
+Every figure reported is therefore a duration that was actually measured, never an interpolation between two
+attempts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from evidence_pipeline.ledger import Ledger
+
+EVENT_TYPE = "stages.timed"
+STAGES = ("queue_wait", "render", "validate", "sign", "publish")
+PERCENTILES = (50, 95, 99)
+
+
+def percentile(values: Sequence[float], p: int) -> float:
+    """Nearest-rank percentile of ``values`` (unsorted, non-empty) for an integer ``p`` in 1..100."""
+    if not values:
+        raise ValueError("percentile of no values")
+    if not 1 <= p <= 100:
+        raise ValueError("p must be between 1 and 100")
+    ordered = sorted(values)
+    rank = -(-p * len(ordered) // 100)  # ceil in integers: in floats 7/100·100 is 7.000000000000001, rank 8
+    return ordered[rank - 1]
+
+
+@dataclass(frozen=True)
+class StageSummary:
+    stage: str
+    count: int
+    p50: float | None
+    p95: float | None
+    p99: float | None
+
+    def as_dict(self) -> dict:
+        return {"count": self.count, "p50": self.p50, "p95": self.p95, "p99": self.p99}
+
+
+@dataclass(frozen=True)
+class StageStats:
+    events: int
+    stages: tuple[StageSummary, ...]  # over every lane
+    lanes: dict[str, tuple[StageSummary, ...]]  # lane -> the same, for the lanes that have events
+
+    def as_dict(self) -> dict:
+        def table(summaries: tuple[StageSummary, ...]) -> dict:
+            return {summary.stage: summary.as_dict() for summary in summaries}
+
+        return {"events": self.events, "stages": table(self.stages),
+                "lanes": {lane: table(summaries) for lane, summaries in self.lanes.items()}}
+
+
+def _summaries(details: Sequence[dict]) -> tuple[StageSummary, ...]:
+    summaries = []
+    for stage in STAGES:
+        values = [d[f"{stage}_ms"] for d in details if d.get(f"{stage}_ms") is not None]
+        p50, p95, p99 = (percentile(values, p) for p in PERCENTILES) if values else (None, None, None)
+        summaries.append(StageSummary(stage, len(values), p50, p95, p99))
+    return tuple(summaries)
+
+
+def summarize(bodies: Iterable[dict]) -> StageStats:
+    """Percentiles per stage over the `stages.timed` event ``bodies``, overall and per lane."""
+    details = [body["details"] for body in bodies]
+    lanes = sorted({d["lane"] for d in details})
+    return StageStats(
+        events=len(details),
+        stages=_summaries(details),
+        lanes={lane: _summaries([d for d in details if d["lane"] == lane]) for lane in lanes},
+    )
+
+
+def parse_since(text: str) -> datetime:
+    """An ISO-8601 date or date-time as an aware datetime; without a UTC offset it is read as UTC."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError("expected an ISO-8601 date or date-time, e.g. 2026-10-01 or 2026-10-01T12:00:00Z") from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+def stage_stats(ledger: Ledger, tenant: str | None = None, since: datetime | None = None) -> StageStats:
+    """Stage percentiles of ``tenant`` (every tenant when None), over events recorded at or after ``since``."""
+    bodies = ledger.events_of_type(EVENT_TYPE, tenant)
+    if since is not None:
+        # recorded_at is only in the body (no column), so this filter runs here rather than in SQL.
+        bodies = [body for body in bodies if datetime.fromisoformat(body["recorded_at"]) >= since]
+    return summarize(bodies)
