@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import multiprocessing
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import TypeVar
@@ -34,10 +35,16 @@ def map_stage(
     if workers <= 1 or len(items) <= 1:
         return [_attempt(make_runtime, stage, item) for item in items]
     pool = _pool(min(workers, len(items)))
-    return list(pool.map(_attempt, [make_runtime] * len(items), [stage] * len(items), items))
+    n = len(items)
+    return list(pool.map(_attempt, [make_runtime] * n, [stage] * n, items, [dict(os.environ)] * n))
 
 
-def _attempt(make_runtime, stage, item):
+def _attempt(make_runtime, stage, item, environ=None):
+    # Workers outlive the environment they were forked with (the forkserver starts once): adopt the caller's, so
+    # credentials from the standard chain (AWS_*) and settings are the ones the run has now.
+    if environ is not None and environ != os.environ:
+        os.environ.clear()
+        os.environ.update(environ)
     try:
         return stage(make_runtime(), item)
     except EvidenceError as error:

@@ -153,3 +153,66 @@ def test_a_report_rendered_from_another_revision_is_never_signed(instance, evide
                          raise_on_error=False)
     assert not result.success and not result.get_asset_materialization_events()
     assert len({k.rsplit("/", 1)[0] for k in runtime.archive.list("bundles")}) == 1  # only A's bundle
+
+
+RANGE_MONTHS = [TenantMonth("acme-books", f"2026-{m:02d}") for m in range(5, 11)]
+
+
+def _materialize_range(instance, evidence, first: TenantMonth, last: TenantMonth, **kwargs):
+    """One run over a partition range, as a backfill under the assets' backfill policy launches it."""
+    return materialize(
+        ASSETS, instance=instance, resources={"evidence": evidence}, tags={
+            "dagster/asset_partition_range_start": str(partition_key_for(first)),
+            "dagster/asset_partition_range_end": str(partition_key_for(last)),
+        }, **kwargs,
+    )
+
+
+def test_a_range_run_records_every_partition_in_dagster_and_in_the_ledger(instance, evidence, runtime, monkeypatch):
+    monkeypatch.setenv("EVIDENCE_WORKERS", "2")  # the range is spread over two worker processes
+    for tenant_month in RANGE_MONTHS:
+        publish_revision(runtime.sources, tenant_month, demo_transactions(tenant_month))
+    result = _materialize_range(instance, evidence, RANGE_MONTHS[0], RANGE_MONTHS[-1])
+    assert result.success
+    events = result.get_asset_materialization_events()
+    assert len(events) == 3 * len(RANGE_MONTHS)  # one per partition per asset, in one run
+
+    timed = {(e["period"], e["details"]["lane"]): e["details"] for e in runtime.ledger.events_of_type("stages.timed")}
+    assert sorted(timed) == [(tm.period, "archive") for tm in RANGE_MONTHS]
+    for tenant_month in RANGE_MONTHS:
+        report = _metadata(instance, "monthly_report", tenant_month)
+        bundle = _metadata(instance, "evidence_bundle", tenant_month)
+        assert bundle["unsigned_sha256"] == report["unsigned_sha256"] and report["gate"] == "passed"
+        assert verify_bundle(runtime.archive, bundle["bundle_key"]).ok
+        clocks = timed[(tenant_month.period, "archive")]
+        assert clocks["render_ms"] == report["render_ms"] == bundle["render_ms"] > 0
+        assert clocks["sign_ms"] == bundle["sign_ms"] > 0 and clocks["queue_wait_ms"] == bundle["queue_wait_ms"] >= 0
+        [published] = [e for e in runtime.ledger.events_about("bundle.published", bundle["report_sha256"])]
+        assert published["details"]["run_id"] == result.run_id
+
+    again = _materialize_range(instance, evidence, RANGE_MONTHS[0], RANGE_MONTHS[-1])
+    assert again.success and not any(_metadata(instance, "evidence_bundle", tm)["newly_published"] for tm in RANGE_MONTHS)
+
+
+def test_a_failed_partition_fails_the_range_with_its_reason_and_keeps_the_others(instance, evidence, runtime):
+    # 2026-08 has no source revision; 2026-09 and 2026-10 (fixtures) do.
+    result = _materialize_range(instance, evidence, TenantMonth("acme-books", "2026-08"), SMALL, raise_on_error=False)
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    failure_metadata = failure.event_specific_data.user_failure_data.metadata
+    assert failure.step_key == "source_revision" and failure_metadata["reason_code"].value == "SOURCE_NOT_FOUND"
+    assert "| 2026-08-01|acme-books | `SOURCE_NOT_FOUND` |" in failure_metadata["failed_partitions"].value
+    pinned = {e.partition for e in result.get_asset_materialization_events()}
+    assert pinned == {"2026-09-01|acme-books", "2026-10-01|acme-books"}  # what succeeded stays recorded
+    assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]  # terminal: not retried
+
+
+def test_oversize_tenant_months_take_their_own_lane_with_the_same_checks(instance, evidence, runtime, monkeypatch):
+    monkeypatch.setenv("EVIDENCE_OVERSIZE_BYTES", "1")  # every source is now above the oversize threshold
+    result = _materialize_range(instance, evidence, TenantMonth("acme-books", "2026-09"), SMALL)
+    assert result.success
+    for tenant_month in (TenantMonth("acme-books", "2026-09"), SMALL):
+        assert _metadata(instance, "source_revision", tenant_month)["lane"] == "oversize"
+        bundle = _metadata(instance, "evidence_bundle", tenant_month)
+        assert bundle["lane"] == "oversize" and verify_bundle(runtime.archive, bundle["bundle_key"]).ok
+    assert {e["details"]["lane"] for e in runtime.ledger.events_of_type("stages.timed")} == {"oversize"}

@@ -63,7 +63,7 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
     if retry is not None:
         raise retry
 
-    done = {key: metadata(outcome) | {"lane": lanes.get(key, pipeline.ARCHIVE)}
+    done = {key: {"lane": lanes.get(key, pipeline.ARCHIVE)} | metadata(outcome)
             for key, outcome in outcomes.items() if key not in errors}
     if not errors:
         for key, values in done.items():
