@@ -80,7 +80,7 @@ def test_instance_yaml_loads_with_pools_queue_and_retries(tmp_path):
         assert concurrency.pool_config.default_pool_limit == 2
         assert concurrency.run_queue_config.max_concurrent_runs == 4
         [limit] = concurrency.run_queue_config.tag_concurrency_limits
-        assert limit["key"] == "dagster/partition/tenant" and limit["value"] == {"applyLimitPerUniqueValue": True}
+        assert limit["key"] == "evidence/tenant" and limit["value"] == {"applyLimitPerUniqueValue": True}
         assert instance.run_monitoring_settings["free_slots_after_run_end_seconds"] == 300
         assert instance.run_retries_enabled and not instance.run_retries_retry_on_asset_or_op_failure
 
