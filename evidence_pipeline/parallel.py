@@ -1,10 +1,11 @@
 """Run one stage over many tenant-months at once, in worker processes sized to the machine.
 
 A range of partitions is independent work: each item is rendered, gated, signed and published on its own, so the
-stage function runs in a process pool (CPU-bound PDF work does not share one interpreter well). Workers are
-started once per process through a forkserver, preloaded with the pipeline, and reused by every later stage; each
-builds its own Runtime (connections, keys) once. Failures come back as values: an ``EvidenceError`` for one
-partition never hides the outcome of the others.
+stage function runs in a process pool (CPU-bound PDF work does not share one interpreter well). Workers are forked
+from the calling process once, when first needed, so they start in milliseconds with every library already
+imported, and serve every later stage; each builds its own Runtime (connections, keys) on first use. Code that
+caches connections must drop them in a forked child (`os.register_at_fork`), as `defs.resources` does. Failures
+come back as values: an ``EvidenceError`` for one partition never hides the outcome of the others.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ def map_stage(
 
 
 def _attempt(make_runtime, stage, item, environ=None):
-    # Workers outlive the environment they were forked with (the forkserver starts once): adopt the caller's, so
-    # credentials from the standard chain (AWS_*) and settings are the ones the run has now.
+    # Workers outlive the environment they were forked with: adopt the caller's, so credentials from the standard
+    # chain (AWS_*) and settings are the ones the caller has now.
     if environ is not None and environ != os.environ:
         os.environ.clear()
         os.environ.update(environ)
@@ -53,10 +54,8 @@ def _attempt(make_runtime, stage, item, environ=None):
 
 def _pool(workers: int) -> Executor:
     if workers not in _pools:
-        context = multiprocessing.get_context("forkserver")
-        # Children fork from a server that has already imported the heavy libraries (reportlab, pyHanko, pandas).
-        context.set_forkserver_preload(["evidence_pipeline.pipeline"])
-        _pools[workers] = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+        # fork, not spawn: a spawned worker re-imports pandas, reportlab, pyHanko and Dagster (seconds per run).
+        _pools[workers] = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
     return _pools[workers]
 
 

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import os
-from functools import lru_cache
 
 from dagster import ConfigurableResource
 from dagster_aws.s3 import S3Resource
@@ -22,14 +21,30 @@ class EvidenceResource(ConfigurableResource):
         return runtime_for(Settings.from_env(environ))
 
 
-@lru_cache(maxsize=8)
+_runtimes: dict[Settings, Runtime] = {}  # one per process and settings: connections and loaded keys are reused
+_MAX_RUNTIMES = 8
+
+
 def runtime_for(settings: Settings) -> Runtime:
-    # One Runtime per process and settings: the ledger's connections and the loaded keys are reused.
-    return Runtime.from_settings(
-        settings,
-        generate_dev_keys=os.environ.get("EVIDENCE_GENERATE_DEV_KEYS", "1") != "0",
-        s3_client=s3_client(settings) if settings.uses_s3 else None,
-    )
+    if settings not in _runtimes:
+        if len(_runtimes) >= _MAX_RUNTIMES:
+            _runtimes.pop(next(iter(_runtimes))).ledger.engine.dispose()
+        _runtimes[settings] = Runtime.from_settings(
+            settings,
+            generate_dev_keys=os.environ.get("EVIDENCE_GENERATE_DEV_KEYS", "1") != "0",
+            s3_client=s3_client(settings) if settings.uses_s3 else None,
+        )
+    return _runtimes[settings]
+
+
+def _forget_runtimes_in_forked_child() -> None:
+    """A forked worker (parallel.map_stage) must not use, or close, its parent's database connections."""
+    for runtime in _runtimes.values():
+        runtime.ledger.engine.dispose(close=False)
+    _runtimes.clear()
+
+
+os.register_at_fork(after_in_child=_forget_runtimes_in_forked_child)
 
 
 def s3_client(settings: Settings):
