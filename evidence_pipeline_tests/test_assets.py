@@ -12,7 +12,7 @@ from dagster import AssetKey, AssetRecordsFilter, instance_for_test, materialize
 from evidence_pipeline import pipeline
 from evidence_pipeline.defs.demo import complete_months, run_demo
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
-from evidence_pipeline.defs.partitions import partition_key_for, tenant_partitions
+from evidence_pipeline.defs.partitions import partition_key_for, range_tags, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
 from evidence_pipeline.sources import publish_revision
@@ -160,12 +160,7 @@ RANGE_MONTHS = [TenantMonth("acme-books", f"2026-{m:02d}") for m in range(5, 11)
 
 def _materialize_range(instance, evidence, first: TenantMonth, last: TenantMonth, **kwargs):
     """One run over a partition range, as a backfill under the assets' backfill policy launches it."""
-    return materialize(
-        ASSETS, instance=instance, resources={"evidence": evidence}, tags={
-            "dagster/asset_partition_range_start": str(partition_key_for(first)),
-            "dagster/asset_partition_range_end": str(partition_key_for(last)),
-        }, **kwargs,
-    )
+    return materialize(ASSETS, instance=instance, resources={"evidence": evidence}, tags=range_tags(first, last), **kwargs)
 
 
 def test_a_range_run_records_every_partition_in_dagster_and_in_the_ledger(instance, evidence, runtime, monkeypatch):

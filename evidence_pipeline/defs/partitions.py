@@ -17,3 +17,12 @@ def partition_key_for(tenant_month: TenantMonth) -> MultiPartitionKey:
 def tenant_month_of(partition_key: MultiPartitionKey) -> TenantMonth:
     keys = partition_key.keys_by_dimension
     return TenantMonth(keys["tenant"], keys["month"][:7])
+
+
+def range_tags(first: TenantMonth, last: TenantMonth) -> dict[str, str]:
+    """Run tags for one run over a partition range, as a backfill under the backfill policy launches it.
+    Dagster's multi-partition ranges hold one dimension fixed: keep either the tenant or the month the same."""
+    return {
+        "dagster/asset_partition_range_start": str(partition_key_for(first)),
+        "dagster/asset_partition_range_end": str(partition_key_for(last)),
+    }
