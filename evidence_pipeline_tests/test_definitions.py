@@ -95,6 +95,21 @@ def test_project_files_exist(path):
 
 
 def test_production_yaml_is_dagster_yaml_with_postgres_storage():
-    production = _yaml(REPO / "dagster.production.yaml")
-    assert production.pop("storage") == {"postgres": {"postgres_url": {"env": "DAGSTER_PG_URL"}}}
-    assert production == _yaml(REPO / "dagster.yaml")
+    """Both name our pooled storage classes (evidence_pipeline/defs/storage.py) per storage, so the storage blocks
+    differ in shape: dagster.yaml only replaces the event log (runs and schedules keep SQLite defaults)."""
+    production, embedded = _yaml(REPO / "dagster.production.yaml"), _yaml(REPO / "dagster.yaml")
+    pg = {"postgres_url": {"env": "DAGSTER_PG_URL"}}
+    assert production.pop("run_storage") == {
+        "module": "evidence_pipeline.defs.storage", "class": "PooledPostgresRunStorage", "config": pg,
+    }
+    assert production.pop("event_log_storage") == {
+        "module": "evidence_pipeline.defs.storage", "class": "PooledPostgresEventLogStorage", "config": pg,
+    }
+    assert production.pop("schedule_storage") == {
+        "module": "dagster_postgres.schedule_storage", "class": "PostgresScheduleStorage", "config": pg,
+    }
+    assert embedded.pop("event_log_storage") == {
+        "module": "evidence_pipeline.defs.storage", "class": "PooledSqliteEventLogStorage",
+        "config": {"base_dir": {"env": "DAGSTER_HOME"}},
+    }
+    assert production == embedded

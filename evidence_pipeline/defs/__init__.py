@@ -1,1 +1,13 @@
-"""The only Dagster code: partitions, resources, assets, schedules, sensors and the run coordinator."""
+"""The only Dagster code: partitions, resources, assets, schedules, sensors, the run coordinator and storages."""
+
+import warnings
+
+from dagster import BetaWarning
+
+from evidence_pipeline.defs import range_runs
+
+# Backfill policies are beta in Dagster 1.13; we pin 1.13.27 and test range runs, so the warning says nothing new.
+warnings.filterwarnings("ignore", category=BetaWarning, message="Parameter `backfill_policy`")
+
+# Range runs (BackfillPolicy.multi_run) record metadata per partition; see range_runs.py for why this is a patch.
+range_runs.install()

@@ -1,0 +1,138 @@
+"""Dagster storage classes that keep their database connections, named by dagster.yaml / dagster.production.yaml.
+
+A range run stores several events per partition (planned, materialization, check evaluation, each mirrored into
+the index), and Dagster's stock storages open a connection for every one of them:
+
+- ``SqliteEventLogStorage._connect`` creates an engine with ``NullPool`` per operation and disposes it. Closing
+  the last connection of a WAL database checkpoints the WAL into the database and syncs it, so every event pays
+  for a checkpoint as well as an open.
+- dagster-postgres builds its engines with ``NullPool``: a new PostgreSQL connection (socket, auth, backend fork)
+  per storage call.
+
+The classes below change only how connections are obtained; schema, queries and transactions are Dagster's.
+"""
+
+import os
+import weakref
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import sqlalchemy as sa
+from dagster._config import StringSource
+from dagster._core.storage.event_log import SqliteEventLogStorage
+from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
+from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage
+from dagster_postgres.utils import create_pg_engine, get_token_provider_from_config, pg_url_from_config
+
+# Run shards whose engine stays open: the index shard and the runs this process is writing or reading.
+OPEN_SHARDS = 8
+
+
+def _dispose_in_forked_child(engine: sa.Engine) -> None:
+    """A forked child (e.g. a ProcessPoolExecutor worker under Linux's default start method) must not use, or
+    close, the parent's pooled connections; SQLAlchemy's recipe is ``dispose(close=False)`` after the fork."""
+    ref = weakref.ref(engine)
+    os.register_at_fork(after_in_child=lambda: (e := ref()) is not None and e.dispose(close=False))
+
+
+def _wal_normal_sync(dbapi_connection, _record) -> None:
+    """Dagster puts its SQLite databases in WAL mode but keeps synchronous=FULL: an fsync per commit, and a range
+    run commits ~15 times per partition. In WAL mode NORMAL is the usual choice: a process crash loses nothing and
+    the database never corrupts; only an OS crash or power loss can roll back the last commits. This is the
+    embedded default for development and demos; production stores runs and events in PostgreSQL."""
+    dbapi_connection.execute("PRAGMA synchronous=NORMAL")
+
+
+class PooledSqliteEventLogStorage(SqliteEventLogStorage):
+    """``SqliteEventLogStorage`` with one engine per shard kept open (LRU-bounded), same files and layout.
+
+    ``base_dir`` is the instance directory, like ``storage: sqlite: base_dir``; events live in
+    ``<base_dir>/history/runs`` exactly where Dagster's default puts them, so switching is transparent.
+    """
+
+    def __init__(self, base_dir: str, inst_data=None):
+        self._engines: OrderedDict[str, sa.Engine] = OrderedDict()  # used under the parent's _db_lock only
+        self._tables_seen: set[str] = set()
+        super().__init__(os.path.join(base_dir, "history", "runs", ""), inst_data)
+
+    @classmethod
+    def config_type(cls):
+        return {"base_dir": StringSource}
+
+    @classmethod
+    def from_config_value(cls, inst_data, config_value):
+        return cls(inst_data=inst_data, **config_value)
+
+    def _engine(self, shard: str) -> sa.Engine:
+        engine = self._engines.pop(shard, None)
+        if engine is None:
+            # SQLAlchemy's default pool for a file database (QueuePool) keeps the connection between uses.
+            engine = sa.create_engine(
+                self.conn_string_for_shard(shard), connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS}
+            )
+            sa.event.listen(engine, "connect", _wal_normal_sync)
+            _dispose_in_forked_child(engine)
+        self._engines[shard] = engine  # most recently used last
+        while len(self._engines) > OPEN_SHARDS:
+            self._engines.popitem(last=False)[1].dispose()
+        return engine
+
+    @contextmanager
+    def _connect(self, shard: str) -> Iterator[sa.Connection]:
+        # As the parent's _connect (one lock, initdb once per shard, one transaction), minus create/dispose.
+        with self._db_lock:
+            engine = self._engine(shard)
+            if shard not in self._initialized_dbs:
+                self._initdb(engine)
+                self._initialized_dbs.add(shard)
+            with engine.connect() as conn, conn.begin():
+                yield conn
+
+    def has_table(self, table_name: str) -> bool:
+        # Dagster probes for migrated tables several times per event, on a new engine each time. Tables are never
+        # dropped while the instance is in use, so a table once seen is remembered.
+        if table_name not in self._tables_seen:
+            if not super().has_table(table_name):
+                return False
+            self._tables_seen.add(table_name)
+        return True
+
+    def dispose(self) -> None:
+        super().dispose()
+        with self._db_lock:
+            while self._engines:
+                self._engines.popitem()[1].dispose()
+
+
+class _PooledPostgres:
+    """Replaces the NullPool engine the dagster-postgres storage built with a small pool of live connections.
+
+    ``pool_pre_ping`` replaces a connection the server or a proxy dropped; ``pool_recycle`` bounds a connection's
+    age. AUTOCOMMIT as upstream: the storages open their own transactions where they need them.
+    """
+
+    POOL = {"pool_size": 2, "max_overflow": 8, "pool_pre_ping": True, "pool_recycle": 3600}
+
+    def _use_pool(self, token_provider) -> None:
+        self._engine.dispose()
+        self._engine = create_pg_engine(self.postgres_url, token_provider, isolation_level="AUTOCOMMIT", **self.POOL)
+        _dispose_in_forked_child(self._engine)
+
+    @classmethod
+    def from_config_value(cls, inst_data, config_value):
+        token_provider = get_token_provider_from_config(config_value)
+        storage = cls(
+            inst_data=inst_data, postgres_url=pg_url_from_config(config_value), token_provider=token_provider,
+            should_autocreate_tables=config_value.get("should_autocreate_tables", True),
+        )
+        storage._use_pool(token_provider)
+        return storage
+
+
+class PooledPostgresEventLogStorage(_PooledPostgres, PostgresEventLogStorage):
+    pass
+
+
+class PooledPostgresRunStorage(_PooledPostgres, PostgresRunStorage):
+    pass
