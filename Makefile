@@ -2,7 +2,7 @@
 # dependencies, and, for the tests, the independent PDF checkers pdfsig and qpdf where apt-get is available.
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 
-.PHONY: demo test ui bench install pdf-tools
+.PHONY: demo test ui bench bench-stages install pdf-tools
 
 demo: install
 	$(UV) run --locked evidence demo
@@ -13,7 +13,11 @@ test: install pdf-tools
 ui: install
 	$(UV) run --locked evidence ui
 
+# The backfill throughput benchmark (100 tenants x 12 months; several minutes). See bench/README.md.
 bench: install
+	$(UV) run --locked python bench/throughput.py
+
+bench-stages: install
 	$(UV) run --locked python bench/stage_times.py
 
 install: $(UV)
