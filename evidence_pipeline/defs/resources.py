@@ -3,7 +3,6 @@ from __future__ import annotations
 import os
 
 from dagster import ConfigurableResource
-from dagster_aws.s3 import S3Resource
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.pipeline import Runtime
@@ -49,4 +48,6 @@ os.register_at_fork(after_in_child=_forget_runtimes_in_forked_child)
 
 def s3_client(settings: Settings):
     """A boto3 S3 client through dagster-aws; credentials come from the standard AWS environment/chain."""
+    from dagster_aws.s3 import S3Resource  # ~1 s of imports that a run on the local archive does not need
+
     return S3Resource(endpoint_url=settings.s3_endpoint_url, region_name=settings.s3_region).get_client()
