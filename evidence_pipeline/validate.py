@@ -26,7 +26,7 @@ _LIMITS = dict(
     dictionary_maximum_element_count=10_000,
     stream_filters_maximum_length=4,
     page_tree_maximum_depth=32,
-    page_tree_maximum_page_entries=MAX_PAGES,
+    page_tree_maximum_page_entries=MAX_PAGES * 16,  # dictionary entries over all pages (~8 a page), not pages
     outline_maximum_depth=16,
 )
 
