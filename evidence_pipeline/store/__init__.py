@@ -61,9 +61,9 @@ def sha256_file(file: BinaryIO, limit: int | None = None) -> tuple[str, int]:
     return result
 
 
-def readable(pdf: bytes | BinaryIO) -> BinaryIO:
+def readable(data: bytes | BinaryIO) -> BinaryIO:
     """Callers hand over bytes or a seekable binary file; parsers get a file either way."""
-    return io.BytesIO(pdf) if isinstance(pdf, bytes) else pdf
+    return io.BytesIO(data) if isinstance(data, bytes) else data
 
 
 @dataclass(frozen=True)
