@@ -53,6 +53,7 @@ def oversize_transactions(tenant_month: TenantMonth, refunds: int = OVERSIZE_REF
     for _ in range(refunds):
         day, currency = rng.randint(1, days), rng.choice(("EUR", "USD"))
         amount = int(rng.lognormvariate(8.2, 0.7))
+        booked_on = f"{tenant_month.period}-{day:02d}"
         for kind, amount_minor in (("order", amount), ("fee", max(1, amount * 29 // 1000 + 25)), ("refund", amount)):
-            rows.append((f"T{len(rows) + 1:07d}", f"{tenant_month.period}-{day:02d}", kind, currency, amount_minor, "web"))
+            rows.append((f"T{len(rows) + 1:07d}", booked_on, kind, currency, amount_minor, "web"))
     return pd.DataFrame(rows, columns=["txn_id", "booked_on", "kind", "currency", "amount_minor", "channel"])
