@@ -13,9 +13,10 @@ test: install pdf-tools
 ui: install
 	$(UV) run --locked evidence ui
 
-# The backfill throughput benchmark (100 tenants x 12 months; several minutes). See bench/README.md.
+# Backfill throughput (100 tenants x 12 months) and the peak memory of a 500-page report; several minutes.
 bench: install
 	$(UV) run --locked python bench/throughput.py
+	$(UV) run --locked python bench/oversize_memory.py
 
 bench-stages: install
 	$(UV) run --locked python bench/stage_times.py

@@ -17,6 +17,8 @@ DEMO_TENANTS: dict[str, tuple[int, tuple[str, ...]]] = {
     "delta-foods": (420, ("USD",)),
     "evergreen-market": (4200, ("EUR", "USD", "GBP", "CHF")),
 }
+# The refunds table prints ~44 rows a page, so this many refunds make a ~500-page report (bench/oversize_memory.py).
+OVERSIZE_REFUNDS = 22_400
 
 
 def demo_transactions(tenant_month: TenantMonth) -> pd.DataFrame:
@@ -40,4 +42,18 @@ def demo_transactions(tenant_month: TenantMonth) -> pd.DataFrame:
     for currency in currencies:
         for day in (days // 2, days):  # twice-monthly payouts
             add("payout", day, currency, rng.randint(1_000, 5_000) * 100, "marketplace")
+    return pd.DataFrame(rows, columns=["txn_id", "booked_on", "kind", "currency", "amount_minor", "channel"])
+
+
+def oversize_transactions(tenant_month: TenantMonth, refunds: int = OVERSIZE_REFUNDS) -> pd.DataFrame:
+    """A deterministic, refund-heavy tenant-month whose report runs to hundreds of pages (one row per refund)."""
+    rng = random.Random(f"oversize:{tenant_month.tenant}:{tenant_month.period}:{refunds}")
+    days = calendar.monthrange(tenant_month.year, tenant_month.month)[1]
+    rows = []
+    for _ in range(refunds):
+        day, currency = rng.randint(1, days), rng.choice(("EUR", "USD"))
+        amount = int(rng.lognormvariate(8.2, 0.7))
+        booked_on = f"{tenant_month.period}-{day:02d}"
+        for kind, amount_minor in (("order", amount), ("fee", max(1, amount * 29 // 1000 + 25)), ("refund", amount)):
+            rows.append((f"T{len(rows) + 1:07d}", booked_on, kind, currency, amount_minor, "web"))
     return pd.DataFrame(rows, columns=["txn_id", "booked_on", "kind", "currency", "amount_minor", "channel"])

@@ -8,11 +8,13 @@ the tenant-month's job record, so a stale attempt (a zombie run, an expired leas
 
 from __future__ import annotations
 
+import io
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import cached_property
-from typing import Callable, TypeVar
+from pathlib import Path
+from typing import BinaryIO, Callable, TypeVar
 
 from evidence_pipeline import sources
 from evidence_pipeline.bundle import (
@@ -24,14 +26,14 @@ from evidence_pipeline.faults import kill_point
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.jobs import CLOSED, JobKey, Lease, RetryBudget
 from evidence_pipeline.models import SourceRevision, TenantMonth
-from evidence_pipeline.render import RENDERER_VERSION, render_report, report_totals
+from evidence_pipeline.render import RENDERER_VERSION, report_totals, write_report
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import Keyring, load_keyring
 from evidence_pipeline.signing.pades import sign_pdf, verify_pdf_signature
-from evidence_pipeline.store import ArtifactStore, sha256_hex
+from evidence_pipeline.store import ArtifactStore, sha256_file, sha256_hex
 from evidence_pipeline.store.s3 import S3Options
 from evidence_pipeline.store.uri import open_store
-from evidence_pipeline.tempfiles import attempt_dir, write_private
+from evidence_pipeline.tempfiles import attempt_dir, scratch_file
 from evidence_pipeline.validate import validate_report
 
 T = TypeVar("T")
@@ -192,28 +194,30 @@ def record_failure(rt: Runtime, job_id: str, error: EvidenceError, run: RunInfo,
 def render_stage(rt: Runtime, revision: SourceRevision, run: RunInfo) -> StagedReport:
     """Render the pinned revision and stage the unsigned PDF, content-addressed, for validation and signing."""
     start = time.perf_counter()
-    report = render_report(revision, sources.read_revision(rt.sources, revision))
-    render_ms = _ms(start)
-    kill_point("mid_render")
-    rt.staging.put_once(staging_key(report.sha256), report.pdf)
+    with scratch_file(rt.settings.work_dir) as pdf:  # the PDF lives on disk, not in memory, once rendered
+        sha256, pages = write_report(revision, sources.read_revision(rt.sources, revision), pdf)
+        render_ms = _ms(start)
+        kill_point("mid_render")
+        staged = rt.staging.put_file(staging_key(sha256), pdf)
     kill_point("after_staging")
     rt.ledger.record(
-        revision.tenant_month, "report.rendered", report.sha256, run.run_id,
-        source_sha256=revision.sha256, renderer_version=report.renderer_version, pages=report.pages,
+        revision.tenant_month, "report.rendered", sha256, run.run_id,
+        source_sha256=revision.sha256, renderer_version=RENDERER_VERSION, pages=pages,
     )
-    return StagedReport(revision, report.sha256, len(report.pdf), report.pages, render_ms)
+    return StagedReport(revision, sha256, staged.size, pages, render_ms)
 
 
 def validate_stage(rt: Runtime, revision: SourceRevision, unsigned_sha256: str, run: RunInfo) -> tuple[int, float]:
     """The gate before signing. Returns (pages, validate_ms); a rejection is recorded, then raised."""
     start = time.perf_counter()
-    pdf = rt.staging.get(staging_key(unsigned_sha256), expected_sha256=unsigned_sha256)
     totals = report_totals(sources.read_revision(rt.sources, revision))
-    try:
-        pages = validate_report(pdf, revision, totals)
-    except EvidenceError as error:
-        rt.ledger.record(revision.tenant_month, "report.rejected", unsigned_sha256, run.run_id, reason=error.code)
-        raise
+    with scratch_file(rt.settings.work_dir) as pdf:
+        rt.staging.get_file(staging_key(unsigned_sha256), pdf, expected_sha256=unsigned_sha256)
+        try:
+            pages = validate_report(pdf, revision, totals)
+        except EvidenceError as error:
+            rt.ledger.record(revision.tenant_month, "report.rejected", unsigned_sha256, run.run_id, reason=error.code)
+            raise
     rt.ledger.record(revision.tenant_month, "report.validated", unsigned_sha256, run.run_id, pages=pages,
                      source_sha256=revision.sha256)
     kill_point("after_validate")
@@ -253,24 +257,29 @@ def _sign_and_commit(rt: Runtime, pinned: PinnedSource, fields: dict, lease: Lea
     revision, identity, settings = pinned.revision, fields["identity"], rt.settings
     prefix = bundle_prefix(revision.tenant_month, identity)
     start = time.perf_counter()
-    unsigned = rt.staging.get(staging_key(fields["unsigned_sha256"]), expected_sha256=fields["unsigned_sha256"])
-    keyring = rt.keyring
+    keyring, unsigned_sha256 = rt.keyring, fields["unsigned_sha256"]
+    with scratch_file(scratch) as unsigned:
+        rt.staging.get_file(staging_key(unsigned_sha256), unsigned, expected_sha256=unsigned_sha256)
+        unsigned_size = unsigned.tell()
 
-    def sign() -> bytes:
-        signed = write_private(scratch / REPORT, sign_pdf(unsigned, keyring, settings.pades_level, settings.tsa_url))
-        kill_point("after_sign")
-        return signed.read_bytes()
+        def sign() -> BinaryIO:
+            signed = sign_pdf(unsigned, keyring, settings.pades_level, settings.tsa_url, out=scratch_file(scratch))
+            kill_point("after_sign")
+            return signed
 
-    signed, report_version = _put_or_adopt(
-        rt.archive, f"{prefix}/{REPORT}", make=sign,
-        # PAdES appends: a signed file of ours begins with the exact unsigned bytes.
-        accept=lambda data: data if data.startswith(unsigned) else None,
-    )
-    verify_pdf_signature(signed, keyring.root_pem)
-    report_sha256 = sha256_hex(signed)
+        def adopt(stored: BinaryIO, sha256: str) -> tuple[str, int] | None:
+            # PAdES appends: a signed file of ours begins with the exact unsigned bytes.
+            if sha256_file(stored, unsigned_size) != (unsigned_sha256, unsigned_size):
+                return None
+            verify_pdf_signature(stored, keyring.root_pem)
+            return sha256, stored.seek(0, io.SEEK_END)
+
+        (report_sha256, report_size), report_version = _put_or_adopt(
+            rt.archive, f"{prefix}/{REPORT}", scratch, make=sign, accept=adopt
+        )
     ours = {keyring.statement_key_id: keyring.statement_key.public_key()}
     predicate = fields | {
-        "source_sequence": revision.sequence, "unsigned_size": len(unsigned),
+        "source_sequence": revision.sequence, "unsigned_size": unsigned_size,
         "pades_level": settings.pades_level, "key_id": keyring.statement_key_id, "trust_root_id": keyring.root_id,
         "run_id": run.run_id, "attempt": run.attempt,
         "completed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -278,12 +287,12 @@ def _sign_and_commit(rt: Runtime, pinned: PinnedSource, fields: dict, lease: Lea
     # The ledger and manifest describe the statement actually published, which an earlier attempt may have
     # written (who signed it, when, at which PAdES level): accept returns its predicate.
     (statement, predicate), statement_version = _put_or_adopt(
-        rt.archive, f"{prefix}/{STATEMENT}",
-        make=lambda: dsse.sign_envelope(
+        rt.archive, f"{prefix}/{STATEMENT}", scratch,
+        make=lambda: io.BytesIO(dsse.sign_envelope(
             dsse.canonical_json(dsse.statement(REPORT, report_sha256, predicate)),
             keyring.statement_key, keyring.statement_key_id,
-        ),
-        accept=lambda data: _statement_for(data, ours, report_sha256, identity),
+        )),
+        accept=lambda stored, _: _statement_for(stored.read(), ours, report_sha256, identity),
     )
     kill_point("after_archive_put")
     sign_ms = _ms(start)
@@ -298,7 +307,7 @@ def _sign_and_commit(rt: Runtime, pinned: PinnedSource, fields: dict, lease: Lea
         "renderer_version": RENDERER_VERSION, "key_id": keyring.statement_key_id,
     }
     details = predicate | {
-        "report_sha256": report_sha256, "report_size": len(signed), "statement_sha256": row["statement_sha256"],
+        "report_sha256": report_sha256, "report_size": report_size, "statement_sha256": row["statement_sha256"],
         "statement_size": len(statement), "bundle_key": prefix,
         "report_version_id": report_version, "statement_version_id": statement_version,
     }
@@ -334,20 +343,26 @@ def _converge(rt: Runtime, row: dict, timings: dict[str, float], created: bool =
 
 
 def _put_or_adopt(
-    store: ArtifactStore, key: str, make: Callable[[], bytes], accept: Callable[[bytes], T | None]
+    store: ArtifactStore, key: str, scratch: Path, make: Callable[[], BinaryIO],
+    accept: Callable[[BinaryIO, str], T | None],
 ) -> tuple[T, str | None]:
     """Put-once, converging on what an earlier or concurrent attempt already stored under the key, if it is ours.
 
-    ``accept`` turns the stored bytes into the caller's value, or None when they are not ours. Returns that value
-    and the object's version id (None in unversioned stores).
+    ``make`` returns a file to store. ``accept`` turns the stored object (a private copy, rewound, and its sha256)
+    into the caller's value, or None when it is not ours. Returns that value and the object's version id (None
+    in unversioned stores).
     """
     if not store.exists(key):
         try:
-            store.put_once(key, make())
+            with make() as file:
+                store.put_file(key, file)
         except EvidenceError as error:
             if error.code != "STORE_CONFLICT":  # a conflict means another attempt won the race: check its object
                 raise
-    accepted = accept(store.get(key))
+    with scratch_file(scratch) as stored:
+        sha256 = store.get_file(key, stored)
+        stored.seek(0)
+        accepted = accept(stored, sha256)
     if accepted is None:
         raise EvidenceError("STORE_CONFLICT", f"{key} holds an object that does not belong to this bundle")
     return accepted, store.version_id(key)

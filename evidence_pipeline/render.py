@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import calendar
 import contextlib
+import hashlib
 import io
 import os
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import BinaryIO
 
 import pandas as pd
 from reportlab import rl_config
@@ -29,7 +31,6 @@ from reportlab.pdfgen import canvas as pdfcanvas
 from reportlab.platypus import PageBreak, Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
 
 from evidence_pipeline.models import RenderedReport, SourceRevision, TenantMonth
-from evidence_pipeline.store import sha256_hex
 
 # Bump whenever the output bytes for the same revision would change (layout, fonts, reportlab upgrade).
 RENDERER_VERSION = "report-renderer/1.0.0"
@@ -74,12 +75,20 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def render_report(revision: SourceRevision, frame: pd.DataFrame) -> RenderedReport:
+    """The report in memory; the pipeline streams it to a file with ``write_report``."""
+    out = io.BytesIO()
+    sha256, pages = write_report(revision, frame, out)
+    return RenderedReport(revision.tenant_month, revision.sha256, RENDERER_VERSION, out.getvalue(), sha256, pages)
+
+
+def write_report(revision: SourceRevision, frame: pd.DataFrame, out: BinaryIO) -> tuple[str, int]:
+    """Render into ``out``, hashing while writing; returns (sha256, pages)."""
     tm = revision.tenant_month
     summary = summarize(frame)
     story = _cover(revision, frame, summary) + _daily(frame, summary) + _refunds(frame)
-    out = io.BytesIO()
+    hashing = _HashingWriter(out)
     doc = SimpleDocTemplate(
-        out,
+        hashing,
         pagesize=A4,
         title=f"Monthly compliance report {tm.tenant} {tm.period}",
         author="evidence_pipeline",
@@ -92,8 +101,18 @@ def render_report(revision: SourceRevision, frame: pd.DataFrame) -> RenderedRepo
     )
     with _pinned_epoch(tm.year, tm.month):
         doc.build(story, canvasmaker=_NumberedCanvas)
-    pdf = out.getvalue()
-    return RenderedReport(tm, revision.sha256, RENDERER_VERSION, pdf, sha256_hex(pdf), doc.page)
+    return hashing.digest.hexdigest(), doc.page
+
+
+class _HashingWriter:
+    """What reportlab writes the PDF to: ``out``, hashed on the way."""
+
+    def __init__(self, out: BinaryIO):
+        self.out, self.digest = out, hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.digest.update(data)
+        return self.out.write(data)
 
 
 def report_totals(frame: pd.DataFrame) -> tuple[str, ...]:

@@ -12,10 +12,12 @@ import logging
 import os
 import shutil
 import stat
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 MARKER = "evidence-attempt-"
 log = logging.getLogger(__name__)
@@ -31,6 +33,13 @@ def attempt_dir(work_root: Path, job_id: str, lease_token: int) -> Iterator[Path
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def scratch_file(directory: Path) -> BinaryIO:
+    """An anonymous 0600 file (read/write) in a private directory: it has no name once open, so it is gone on every
+    exit path, SIGKILL included."""
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return tempfile.TemporaryFile(dir=directory)
 
 
 def write_private(path: Path, data: bytes) -> Path:

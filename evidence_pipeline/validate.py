@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import re
+from typing import BinaryIO
 
 from pypdf import PdfReader, apply_configuration
 from pypdf.errors import LimitReachedError, PyPdfError
@@ -16,6 +17,7 @@ from pypdf.errors import LimitReachedError, PyPdfError
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.models import SourceRevision
 from evidence_pipeline.render import report_subject
+from evidence_pipeline.store import readable
 
 MAX_PAGES = 2_000
 MAX_BYTES = 200 * 1024 * 1024
@@ -26,30 +28,32 @@ _LIMITS = dict(
     dictionary_maximum_element_count=10_000,
     stream_filters_maximum_length=4,
     page_tree_maximum_depth=32,
-    page_tree_maximum_page_entries=MAX_PAGES,
+    page_tree_maximum_page_entries=MAX_PAGES * 16,  # dictionary entries over all pages (~8 a page), not pages
     outline_maximum_depth=16,
 )
 
 
-def open_pdf(data: bytes, code: str = "REPORT_INVALID") -> PdfReader:
-    """Shape checks every PDF we accept must pass; ``code`` is the rejection reason."""
+def open_pdf(pdf: bytes | BinaryIO, code: str = "REPORT_INVALID") -> PdfReader:
+    """Shape checks every PDF we accept must pass; ``code`` is the rejection reason. A file is read in place."""
 
     def reject(why: str) -> EvidenceError:
         return EvidenceError(code, why)
 
-    if len(data) > MAX_BYTES:
+    file = readable(pdf)
+    size = file.seek(0, io.SEEK_END)
+    if size > MAX_BYTES:
         raise reject(f"PDF larger than {MAX_BYTES} bytes")
-    if not data.startswith(b"%PDF-"):
+    if not _read_at(file, 0, 5) == b"%PDF-":
         raise reject("missing %PDF- header")
-    if b"%%EOF" not in data[-1024:]:
+    if b"%%EOF" not in _read_at(file, max(0, size - 1024), 1024):
         raise reject("missing %%EOF trailer (truncated?)")
     try:
         with apply_configuration(**_LIMITS):
-            reader = PdfReader(io.BytesIO(data), strict=True)
+            reader = PdfReader(file, strict=True)
             if reader.is_encrypted:
                 raise reject("encrypted PDFs are not accepted")
             pages = len(reader.pages)
-            if not _xref_points_at_objects(reader, data):
+            if not _xref_points_at_objects(reader, file):
                 raise reject("cross-reference table does not point at the objects it names")
     except LimitReachedError:
         raise reject("PDF exceeds parser limits") from None
@@ -60,16 +64,21 @@ def open_pdf(data: bytes, code: str = "REPORT_INVALID") -> PdfReader:
     return reader
 
 
-def _xref_points_at_objects(reader: PdfReader, data: bytes) -> bool:
+def _read_at(file: BinaryIO, offset: int, length: int) -> bytes:
+    file.seek(offset)
+    return file.read(length)
+
+
+def _xref_points_at_objects(reader: PdfReader, file: BinaryIO) -> bool:
     """pypdf's strict mode trusts xref offsets; a damaged file can still parse. Check each entry lands on its object."""
     for generation, entries in reader.xref.items():
         for number, offset in entries.items():
-            if offset and not re.match(rb"\s*%d\s+%d\s+obj\b" % (number, generation), data[offset : offset + 40]):
+            if offset and not re.match(rb"\s*%d\s+%d\s+obj\b" % (number, generation), _read_at(file, offset, 40)):
                 return False
     return True
 
 
-def validate_report(pdf: bytes, revision: SourceRevision, totals: tuple[str, ...]) -> int:
+def validate_report(pdf: bytes | BinaryIO, revision: SourceRevision, totals: tuple[str, ...]) -> int:
     """Full gate for a report against the revision it claims and the totals recomputed from that revision.
 
     Returns the page count.

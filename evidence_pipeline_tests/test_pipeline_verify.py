@@ -154,7 +154,7 @@ def test_retry_after_a_crash_adopts_the_orphaned_signed_report(runtime):
     identity = bundle_identity(
         identity_fields(SMALL, revision.sha256, staged.sha256, RENDERER_VERSION, runtime.settings.policy_version)
     )
-    orphan = sign_pdf(runtime.staging.get(f"reports/{staged.sha256}.pdf"), runtime.keyring)
+    orphan = sign_pdf(runtime.staging.get(f"reports/{staged.sha256}.pdf"), runtime.keyring).getvalue()
     runtime.archive.put_once(f"{bundle_prefix(SMALL, identity)}/{REPORT}", orphan)
     assert verify_bundle(runtime.archive, bundle_prefix(SMALL, identity)).codes == ["BUNDLE_INCOMPLETE"]
 
@@ -185,10 +185,17 @@ class _FailingOnce:
         self._store, self._name, self.failed = store, name, False
 
     def put_once(self, key, data):
+        self._fail_once(key)
+        return self._store.put_once(key, data)
+
+    def put_file(self, key, file):
+        self._fail_once(key)
+        return self._store.put_file(key, file)
+
+    def _fail_once(self, key):
         if key.endswith(self._name) and not self.failed:
             self.failed = True
             raise EvidenceError("STORE_UNAVAILABLE", "injected outage")
-        return self._store.put_once(key, data)
 
     def __getattr__(self, name):
         return getattr(self._store, name)

@@ -67,8 +67,8 @@ def test_dsse_rejects_foreign_and_tampered(keyring):
 
 def test_pades_signs_verifies_and_keeps_the_unsigned_prefix(local_runtime, keyring, tmp_path):
     _, report = _render(local_runtime, SMALL)
-    signed = sign_pdf(report.pdf, keyring)
-    assert signed.startswith(report.pdf) and signed != sign_pdf(report.pdf, keyring)  # not byte-deterministic
+    signed = sign_pdf(report.pdf, keyring).getvalue()
+    assert signed.startswith(report.pdf) and signed != sign_pdf(report.pdf, keyring).getvalue()  # not deterministic
     verify_pdf_signature(signed, keyring.root_pem)
     other_root = load_keyring(tmp_path / "other", generate=True).root_pem
     with pytest.raises(EvidenceError) as error:
@@ -82,3 +82,15 @@ def test_pades_signs_verifies_and_keeps_the_unsigned_prefix(local_runtime, keyri
     with pytest.raises(EvidenceError) as error:
         verify_pdf_signature(report.pdf, keyring.root_pem)
     assert error.value.code == "PDF_SIGNATURE_INVALID"
+
+
+def test_pades_signs_and_verifies_file_to_file(local_runtime, keyring, tmp_path):
+    """What the pipeline does with large reports: neither the unsigned nor the signed PDF is loaded into memory."""
+    _, report = _render(local_runtime, SMALL)
+    with open(tmp_path / "unsigned.pdf", "w+b") as unsigned, open(tmp_path / "signed.pdf", "w+b") as out:
+        unsigned.write(report.pdf)
+        assert sign_pdf(unsigned, keyring, out=out) is out
+        verify_pdf_signature(out, keyring.root_pem)
+    signed = (tmp_path / "signed.pdf").read_bytes()
+    assert signed.startswith(report.pdf) and len(signed) > len(report.pdf)
+    verify_pdf_signature(signed, keyring.root_pem)

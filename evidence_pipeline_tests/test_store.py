@@ -1,3 +1,4 @@
+import io
 import stat
 from concurrent.futures import ThreadPoolExecutor
 
@@ -56,3 +57,29 @@ def test_keys_outside_the_alphabet_are_refused(store, key):
     with pytest.raises(EvidenceError) as error:
         store.put_once(key, b"x")
     assert error.value.code == "STORE_KEY_INVALID"
+
+
+def test_streamed_put_and_get_on_both_backends(runtime, tmp_path):
+    """put_file/get_file: put-once from a file, identical re-puts converge, reads are hashed while written."""
+    store = runtime.archive
+    data = bytes(range(256)) * 9000  # > CHUNK, so the copy takes several chunks
+    source = tmp_path / "source.bin"
+    source.write_bytes(data)
+    with source.open("rb") as file:
+        first = store.put_file("probe/big.bin", file)
+    with source.open("rb") as file:
+        again = store.put_file("probe/big.bin", file)
+    assert first.created and not again.created and first.sha256 == again.sha256 == sha256_hex(data)
+    assert (first.size, again.size) == (len(data), len(data))
+    with (tmp_path / "copy.bin").open("w+b") as out:
+        assert store.get_file("probe/big.bin", out, expected_sha256=first.sha256) == first.sha256
+    assert (tmp_path / "copy.bin").read_bytes() == data == store.get("probe/big.bin")
+    with pytest.raises(EvidenceError) as error:
+        store.get_file("probe/big.bin", io.BytesIO(), expected_sha256=sha256_hex(b"other"))
+    assert error.value.code == "STORE_DIGEST_MISMATCH"
+    with pytest.raises(EvidenceError) as error:
+        store.put_file("probe/big.bin", io.BytesIO(data[:-1] + b"\0"))
+    assert error.value.code == "STORE_CONFLICT"
+    with pytest.raises(EvidenceError) as error:
+        store.get_file("probe/missing", io.BytesIO())
+    assert error.value.code == "STORE_NOT_FOUND"

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from evidence_pipeline.tempfiles import MARKER, attempt_dir, sweep, write_private
+from evidence_pipeline.tempfiles import MARKER, attempt_dir, scratch_file, sweep, write_private
 
 
 def _age(path, seconds):
@@ -22,6 +22,17 @@ def test_attempt_dir_is_private_and_removed_on_every_exit(tmp_path):
                 write_private(scratch / "report.pdf", b"y")  # exclusive creation
             raise RuntimeError("the attempt fails")
     assert list((tmp_path / "work").iterdir()) == []
+
+
+def test_scratch_files_are_private_and_nameless(tmp_path):
+    """Render and gate stream through these: nothing is left behind, whatever way the process ends."""
+    with scratch_file(tmp_path / "work") as file:
+        file.write(b"report bytes")
+        assert stat.S_IMODE(os.fstat(file.fileno()).st_mode) == 0o600
+        assert stat.S_IMODE((tmp_path / "work").stat().st_mode) == 0o700
+        assert list((tmp_path / "work").iterdir()) == []  # unlinked (or never named) while still open
+        file.seek(0)
+        assert file.read() == b"report bytes"
 
 
 def test_sweep_removes_only_abandoned_attempts(tmp_path):

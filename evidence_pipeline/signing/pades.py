@@ -7,8 +7,8 @@ deterministic (random /ID, signing time), which is why bundles are identified by
 
 from __future__ import annotations
 
-import io
 from functools import lru_cache
+from typing import BinaryIO
 
 from asn1crypto import x509 as asn1_x509
 from cryptography import x509
@@ -23,6 +23,7 @@ from pyhanko_certvalidator import ValidationContext
 
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.signing.keys import Keyring
+from evidence_pipeline.store import readable
 
 FIELD_NAME = "EvidenceSignature"
 # Reserving the signature's space up front skips pyHanko's trial signature (a second full CMS build per report).
@@ -41,8 +42,10 @@ def _signer(keyring: Keyring) -> signers.SimpleSigner:
     return signer
 
 
-def sign_pdf(pdf: bytes, keyring: Keyring, level: str = "B-B", tsa_url: str | None = None) -> bytes:
-    """Return ``pdf`` with an embedded PAdES signature at ``level`` (B-B, or B-T with a time stamp authority)."""
+def sign_pdf(pdf: bytes | BinaryIO, keyring: Keyring, level: str = "B-B", tsa_url: str | None = None,
+             out: BinaryIO | None = None) -> BinaryIO:
+    """Write ``pdf`` with an embedded PAdES signature at ``level`` (B-B, or B-T with a time stamp authority) to
+    ``out`` (readable and writable; a new BytesIO by default) and return it. Files are streamed, not loaded."""
     timestamper = timestamps.HTTPTimeStamper(tsa_url) if level == "B-T" else None
     metadata = signers.PdfSignatureMetadata(
         field_name=FIELD_NAME,
@@ -51,22 +54,22 @@ def sign_pdf(pdf: bytes, keyring: Keyring, level: str = "B-B", tsa_url: str | No
         reason="Monthly compliance evidence",
     )
     try:
-        writer = IncrementalPdfFileWriter(io.BytesIO(pdf), strict=True)
-        out = signers.sign_pdf(
-            writer, metadata, signer=_signer(keyring), timestamper=timestamper, bytes_reserved=_RESERVED_BYTES[level]
+        writer = IncrementalPdfFileWriter(readable(pdf), strict=True)
+        return signers.sign_pdf(
+            writer, metadata, signer=_signer(keyring), timestamper=timestamper, bytes_reserved=_RESERVED_BYTES[level],
+            output=out,
         )
     except (SigningError, PdfError, OSError) as error:
         raise EvidenceError("SIGNING_FAILED", f"PAdES signing failed ({type(error).__name__})") from None
-    return out.getvalue()
 
 
-def verify_pdf_signature(pdf: bytes, trust_root_pem: bytes) -> None:
+def verify_pdf_signature(pdf: bytes | BinaryIO, trust_root_pem: bytes) -> None:
     """Raise unless the PDF has one signature that covers the whole file, is intact, valid and chains to the root."""
     root = asn1_x509.Certificate.load(
         x509.load_pem_x509_certificate(trust_root_pem).public_bytes(serialization.Encoding.DER)
     )
     try:
-        reader = PdfFileReader(io.BytesIO(pdf), strict=True)
+        reader = PdfFileReader(readable(pdf), strict=True)
         signatures = reader.embedded_signatures
     except (PdfError, ValueError, KeyError) as error:
         raise EvidenceError("PDF_SIGNATURE_INVALID", f"signed PDF does not parse ({type(error).__name__})") from None

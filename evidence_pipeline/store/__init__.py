@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 from evidence_pipeline.errors import EvidenceError
 
+CHUNK = 1 << 20  # streamed reads and writes move at most this much at a time
 _KEY = re.compile(r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)*$")
 
 
@@ -20,6 +23,47 @@ def check_key(key: str) -> str:
 
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def chunks(file: BinaryIO, limit: int | None = None) -> Iterator[bytes]:
+    """The rest of ``file`` (at most ``limit`` bytes), CHUNK bytes at a time."""
+    while limit is None or limit > 0:
+        chunk = file.read(CHUNK if limit is None else min(CHUNK, limit))
+        if not chunk:
+            return
+        limit = None if limit is None else limit - len(chunk)
+        yield chunk
+
+
+def copy_hashing(source: Iterable[bytes], out: BinaryIO) -> tuple[str, int]:
+    """Write ``source`` to ``out``, hashing on the way; returns (sha256, size)."""
+    digest, size = hashlib.sha256(), 0
+    for chunk in source:
+        digest.update(chunk)
+        out.write(chunk)
+        size += len(chunk)
+    return digest.hexdigest(), size
+
+
+class _Discard:
+    def write(self, chunk: bytes) -> int:
+        return len(chunk)
+
+
+DISCARD = _Discard()  # a sink for bytes that only need hashing
+
+
+def sha256_file(file: BinaryIO, limit: int | None = None) -> tuple[str, int]:
+    """(sha256, size) of a seekable file's content (its first ``limit`` bytes); leaves it rewound."""
+    file.seek(0)
+    result = copy_hashing(chunks(file, limit), DISCARD)
+    file.seek(0)
+    return result
+
+
+def readable(data: bytes | BinaryIO) -> BinaryIO:
+    """Callers hand over bytes or a seekable binary file; parsers get a file either way."""
+    return io.BytesIO(data) if isinstance(data, bytes) else data
 
 
 @dataclass(frozen=True)
@@ -36,8 +80,17 @@ class ArtifactStore(Protocol):
 
     def put_once(self, key: str, data: bytes) -> StoredObject: ...
 
+    def put_file(self, key: str, file: BinaryIO) -> StoredObject:
+        """put_once from a seekable binary file (its whole content), streamed rather than held in memory."""
+        ...
+
     def get(self, key: str, expected_sha256: str | None = None) -> bytes:
         """Read an object; with ``expected_sha256`` a mismatch raises STORE_DIGEST_MISMATCH."""
+        ...
+
+    def get_file(self, key: str, out: BinaryIO, expected_sha256: str | None = None) -> str:
+        """Stream an object into ``out``, hashing while writing, and return its sha256. Digests are checked as by
+        ``get``; on a mismatch ``out`` holds unverified bytes, which the caller must discard."""
         ...
 
     def exists(self, key: str) -> bool: ...
@@ -55,7 +108,7 @@ class ArtifactStore(Protocol):
         ...
 
 
-def check_digest(key: str, data: bytes, expected_sha256: str | None) -> bytes:
-    if expected_sha256 is not None and sha256_hex(data) != expected_sha256:
+def check_digest(key: str, sha256: str, expected_sha256: str | None) -> str:
+    if expected_sha256 is not None and sha256 != expected_sha256:
         raise EvidenceError("STORE_DIGEST_MISMATCH", f"object {key} does not match its recorded sha256")
-    return data
+    return sha256

@@ -1,15 +1,21 @@
-"""Local-filesystem ArtifactStore: put-once by hard-linking a fully written, fsynced temp file into place."""
+"""Local-filesystem ArtifactStore: put-once by hard-linking a fully written, fsynced temp file into place.
+
+Objects are copied and hashed a chunk at a time, so a put or a read never holds a whole object in memory (``get``
+aside, which returns bytes by definition).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import os
 import uuid
 from pathlib import Path
+from typing import BinaryIO
 
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.store import StoredObject, check_digest, check_key, sha256_hex
+from evidence_pipeline.store import StoredObject, check_digest, check_key, chunks, copy_hashing, sha256_file
 
 
 class LocalStore:
@@ -24,46 +30,56 @@ class LocalStore:
         return self.root / check_key(key)
 
     def put_once(self, key: str, data: bytes) -> StoredObject:
-        with _io_errors(key):
-            return self._put_once(key, data)
+        return self.put_file(key, io.BytesIO(data))  # BytesIO shares the bytes: no copy
 
-    def _put_once(self, key: str, data: bytes) -> StoredObject:
+    def put_file(self, key: str, file: BinaryIO) -> StoredObject:
+        with _io_errors(key):
+            return self._put_once(key, file)
+
+    def _put_once(self, key: str, file: BinaryIO) -> StoredObject:
         path = self._path(key)
-        digest = sha256_hex(data)
         if path.exists():
-            return self._reconcile(key, path, data, digest)
+            return self._reconcile(key, path, *sha256_file(file))
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700 if self.file_mode == 0o400 else 0o777)
         tmp = path.parent / f".put-{uuid.uuid4().hex}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
+                file.seek(0)
+                digest, size = copy_hashing(chunks(file), handle)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.chmod(tmp, self.file_mode)  # stored objects are immutable
             try:
                 os.link(tmp, path)  # atomic and refuses to replace: the put-once primitive
             except FileExistsError:
-                return self._reconcile(key, path, data, digest)
+                return self._reconcile(key, path, digest, size)
             _fsync_dir(path.parent)
         finally:
             tmp.unlink(missing_ok=True)
-        return StoredObject(key=key, sha256=digest, size=len(data), created=True)
+        return StoredObject(key=key, sha256=digest, size=size, created=True)
 
-    def _reconcile(self, key: str, path: Path, data: bytes, digest: str) -> StoredObject:
-        if path.read_bytes() != data:
-            raise EvidenceError("STORE_CONFLICT", f"object {key} already exists with different bytes")
-        return StoredObject(key=key, sha256=digest, size=len(data), created=False)
+    def _reconcile(self, key: str, path: Path, digest: str, size: int) -> StoredObject:
+        with path.open("rb") as existing:
+            if sha256_file(existing) != (digest, size):
+                raise EvidenceError("STORE_CONFLICT", f"object {key} already exists with different bytes")
+        return StoredObject(key=key, sha256=digest, size=size, created=False)
 
     def get(self, key: str, expected_sha256: str | None = None) -> bytes:
-        path = self._path(key)
+        out = io.BytesIO()
+        self.get_file(key, out, expected_sha256)
+        return out.getvalue()
+
+    def get_file(self, key: str, out: BinaryIO, expected_sha256: str | None = None) -> str:
+        # Hash what is copied, not the stored file: the caller uses exactly the bytes that were checked.
         try:
-            data = path.read_bytes()
+            with self._path(key).open("rb") as stored:
+                digest, _ = copy_hashing(chunks(stored), out)
         except FileNotFoundError:
             raise EvidenceError("STORE_NOT_FOUND", f"object {key} does not exist") from None
         except OSError as error:
             raise _unavailable(key, error) from None
-        return check_digest(key, data, expected_sha256)
+        return check_digest(key, digest, expected_sha256)
 
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()

@@ -2,20 +2,22 @@
 
 The client is any boto3 S3 client (the Dagster layer builds it with dagster-aws's S3Resource). S3 emulators do not
 validate checksums and a real S3 does, so we rely on neither: every read re-hashes the bytes and compares them with
-the digest recorded in the object's metadata at upload (and with the caller's expectation, if any).
+the digest recorded in the object's metadata at upload (and with the caller's expectation, if any). Puts stream
+from a file and reads stream into one, a chunk at a time, hashing on the way.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
+import io
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import BinaryIO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.store import StoredObject, check_digest, check_key, sha256_hex
+from evidence_pipeline.store import CHUNK, DISCARD, StoredObject, check_digest, check_key, copy_hashing, sha256_file
 
 _TRANSIENT_CODES = {
     "InternalError", "ServiceUnavailable", "SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",
@@ -43,7 +45,11 @@ class S3Store:
         return f"{self.prefix}/{key}" if self.prefix else key
 
     def put_once(self, key: str, data: bytes) -> StoredObject:
-        digest = hashlib.sha256(data)
+        return self.put_file(key, io.BytesIO(data))  # BytesIO shares the bytes: no copy
+
+    def put_file(self, key: str, file: BinaryIO) -> StoredObject:
+        # One hashing pass first: the checksum header and the metadata digest must precede the streamed body.
+        sha256, size = sha256_file(file)
         extra = {}
         if self.options.object_lock_mode:
             extra["ObjectLockMode"] = self.options.object_lock_mode
@@ -54,33 +60,38 @@ class S3Store:
                 extra["SSEKMSKeyId"] = self.options.kms_key_id
         try:
             response = self.client.put_object(
-                Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*",
-                ChecksumAlgorithm="SHA256", ChecksumSHA256=base64.b64encode(digest.digest()).decode(),
-                Metadata={"sha256": digest.hexdigest()}, **extra,
+                Bucket=self.bucket, Key=self._key(key), Body=file, ContentLength=size, IfNoneMatch="*",
+                ChecksumAlgorithm="SHA256", ChecksumSHA256=base64.b64encode(bytes.fromhex(sha256)).decode(),
+                Metadata={"sha256": sha256}, **extra,
             )
         except ClientError as error:
             if _code(error) not in ("PreconditionFailed", "412"):
                 raise _classify(error, key) from None
-            existing = self.get(key)  # the key exists: identical bytes converge, anything else conflicts
-            if existing != data:
+            # The key exists: identical bytes converge, anything else conflicts. Its digest is re-hashed, not trusted.
+            if self.get_file(key, DISCARD) != sha256:
                 raise EvidenceError("STORE_CONFLICT", f"object {key} already exists with different bytes") from None
-            return StoredObject(key, digest.hexdigest(), len(data), created=False, version_id=self.version_id(key))
+            return StoredObject(key, sha256, size, created=False, version_id=self.version_id(key))
         except BotoCoreError as error:
             raise _unavailable(error, key) from None
-        return StoredObject(key, digest.hexdigest(), len(data), created=True, version_id=response.get("VersionId"))
+        return StoredObject(key, sha256, size, created=True, version_id=response.get("VersionId"))
 
     def get(self, key: str, expected_sha256: str | None = None) -> bytes:
+        out = io.BytesIO()
+        self.get_file(key, out, expected_sha256)
+        return out.getvalue()
+
+    def get_file(self, key: str, out: BinaryIO, expected_sha256: str | None = None) -> str:
         try:
             response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
-            data = response["Body"].read()
+            sha256, _ = copy_hashing(response["Body"].iter_chunks(CHUNK), out)
         except ClientError as error:
             raise _classify(error, key) from None
         except BotoCoreError as error:
             raise _unavailable(error, key) from None
         recorded = response.get("Metadata", {}).get("sha256")
-        if recorded is not None and sha256_hex(data) != recorded:
+        if recorded is not None and sha256 != recorded:
             raise EvidenceError("STORE_DIGEST_MISMATCH", f"object {key} does not match the sha256 recorded at upload")
-        return check_digest(key, data, expected_sha256)
+        return check_digest(key, sha256, expected_sha256)
 
     def exists(self, key: str) -> bool:
         try:
