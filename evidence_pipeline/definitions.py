@@ -2,7 +2,7 @@
 
 from dagster import Definitions, in_process_executor
 
-from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
+from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, report_preview, source_revision
 from evidence_pipeline.defs.automation import (
     ledger_maintenance, ledger_maintenance_schedule, monthly_evidence_job, monthly_evidence_schedule,
     tenant_registry_sensor,
@@ -10,7 +10,7 @@ from evidence_pipeline.defs.automation import (
 from evidence_pipeline.defs.resources import EvidenceResource
 
 defs = Definitions(
-    assets=[source_revision, monthly_report, evidence_bundle],
+    assets=[source_revision, monthly_report, evidence_bundle, report_preview],
     jobs=[monthly_evidence_job, ledger_maintenance],
     schedules=[monthly_evidence_schedule, ledger_maintenance_schedule],
     sensors=[tenant_registry_sensor],

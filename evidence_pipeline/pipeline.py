@@ -46,6 +46,7 @@ class Runtime:
     settings: Settings
     sources: ArtifactStore
     staging: ArtifactStore
+    previews: ArtifactStore
     archive: ArtifactStore
     ledger: Ledger
     generate_dev_keys: bool = True
@@ -61,6 +62,7 @@ class Runtime:
             settings=settings,
             sources=open_store(settings.sources_uri, s3_client, options, scheme="sources", private=True),
             staging=open_store(settings.staging_uri, s3_client, S3Options(), scheme="staging", private=True),
+            previews=open_store(settings.preview_uri, s3_client, S3Options(), scheme="previews", private=True),
             archive=open_store(settings.archive_uri, s3_client, options),
             ledger=Ledger(settings.ledger_url),
             generate_dev_keys=generate_dev_keys,
@@ -85,7 +87,8 @@ class RunInfo:
     attempt: int = 1
 
 
-ARCHIVE, OVERSIZE = "archive", "oversize"  # evidence lanes; preview renderings never become evidence
+# Evidence lanes. The third lane, preview (`preview_stage`), renders at reduced fidelity and never becomes evidence.
+ARCHIVE, OVERSIZE = "archive", "oversize"
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,18 @@ class PinnedSource:
 @dataclass(frozen=True)
 class StagedReport:
     revision: SourceRevision
+    sha256: str
+    size: int
+    pages: int
+    render_ms: float
+
+
+@dataclass(frozen=True)
+class Preview:
+    """A preview-lane rendering: in the preview store only, never signed, archived or recorded as evidence."""
+
+    revision: SourceRevision
+    key: str
     sha256: str
     size: int
     pages: int
@@ -205,6 +220,18 @@ def render_stage(rt: Runtime, revision: SourceRevision, run: RunInfo) -> StagedR
         source_sha256=revision.sha256, renderer_version=RENDERER_VERSION, pages=pages,
     )
     return StagedReport(revision, sha256, staged.size, pages, render_ms)
+
+
+def preview_stage(rt: Runtime, revision: SourceRevision) -> Preview:
+    """The preview lane: a quick, reduced-fidelity rendering of the pinned revision for an analyst to look at.
+    It goes to the preview store, content-addressed; it never meets the gate, a signature or the ledger."""
+    start = time.perf_counter()
+    with scratch_file(rt.settings.work_dir) as pdf:
+        sha256, pages = write_report(revision, sources.read_revision(rt.sources, revision), pdf, preview=True)
+        render_ms = _ms(start)
+        key = f"previews/{revision.tenant_month.tenant}/{revision.tenant_month.period}/{sha256}.pdf"
+        stored = rt.previews.put_file(key, pdf)
+    return Preview(revision, key, sha256, stored.size, pages, render_ms)
 
 
 def validate_stage(rt: Runtime, revision: SourceRevision, unsigned_sha256: str, run: RunInfo) -> tuple[int, float]:

@@ -81,18 +81,26 @@ def render_report(revision: SourceRevision, frame: pd.DataFrame) -> RenderedRepo
     return RenderedReport(revision.tenant_month, revision.sha256, RENDERER_VERSION, out.getvalue(), sha256, pages)
 
 
-def write_report(revision: SourceRevision, frame: pd.DataFrame, out: BinaryIO) -> tuple[str, int]:
-    """Render into ``out``, hashing while writing; returns (sha256, pages)."""
+def write_report(revision: SourceRevision, frame: pd.DataFrame, out: BinaryIO, preview: bool = False) -> tuple[str, int]:
+    """Render into ``out``, hashing while writing; returns (sha256, pages).
+
+    ``preview`` is the reduced fidelity of the preview lane: the cover and summary only, titled and subject-tagged
+    as a preview, so the gate (which checks the subject) can never accept it as evidence.
+    """
     tm = revision.tenant_month
     summary = summarize(frame)
-    story = _cover(revision, frame, summary) + _daily(frame, summary) + _refunds(frame)
+    story = _cover(revision, frame, summary)
+    if preview:
+        story.insert(0, Paragraph("PREVIEW - not evidence: cover and summary only, unsigned, never archived", _H2))
+    else:
+        story += _daily(frame, summary) + _refunds(frame)
     hashing = _HashingWriter(out)
     doc = SimpleDocTemplate(
         hashing,
         pagesize=A4,
-        title=f"Monthly compliance report {tm.tenant} {tm.period}",
+        title=f"{'PREVIEW ' if preview else ''}Monthly compliance report {tm.tenant} {tm.period}",
         author="evidence_pipeline",
-        subject=report_subject(revision),
+        subject=report_subject(revision) + ("; fidelity=preview" if preview else ""),
         creator=RENDERER_VERSION,
         leftMargin=18 * mm,
         rightMargin=18 * mm,

@@ -1,5 +1,6 @@
 """materialize() of the assets on a real SQLite Dagster instance with tenants added."""
 
+import io
 from datetime import date
 
 import pytest
@@ -11,12 +12,14 @@ from dagster import AssetKey, AssetRecordsFilter, instance_for_test, materialize
 
 from evidence_pipeline import pipeline
 from evidence_pipeline.defs.demo import complete_months, run_demo
-from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
+from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, report_preview, source_revision
 from evidence_pipeline.defs.partitions import partition_key_for, range_tags, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
+from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.validate import validate_report
 from evidence_pipeline.verify import verify_bundle
 from evidence_pipeline_tests.conftest import LARGE, SMALL
 
@@ -158,9 +161,9 @@ def test_a_report_rendered_from_another_revision_is_never_signed(instance, evide
 RANGE_MONTHS = [TenantMonth("acme-books", f"2026-{m:02d}") for m in range(5, 11)]
 
 
-def _materialize_range(instance, evidence, first: TenantMonth, last: TenantMonth, **kwargs):
+def _materialize_range(instance, evidence, first: TenantMonth, last: TenantMonth, assets=ASSETS, **kwargs):
     """One run over a partition range, as a backfill under the assets' backfill policy launches it."""
-    return materialize(ASSETS, instance=instance, resources={"evidence": evidence}, tags=range_tags(first, last), **kwargs)
+    return materialize(assets, instance=instance, resources={"evidence": evidence}, tags=range_tags(first, last), **kwargs)
 
 
 def test_a_range_run_records_every_partition_in_dagster_and_in_the_ledger(instance, evidence, runtime, monkeypatch):
@@ -211,3 +214,21 @@ def test_oversize_tenant_months_take_their_own_lane_with_the_same_checks(instanc
         bundle = _metadata(instance, "evidence_bundle", tenant_month)
         assert bundle["lane"] == "oversize" and verify_bundle(runtime.archive, bundle["bundle_key"]).ok
     assert {e["details"]["lane"] for e in runtime.ledger.events_of_type("stages.timed")} == {"oversize"}
+
+
+def test_the_preview_lane_is_quick_and_never_evidence(instance, evidence, runtime, tmp_path):
+    result = _materialize_range(instance, evidence, TenantMonth("acme-books", "2026-09"), SMALL,
+                                assets=[source_revision, report_preview])
+    assert result.success
+    preview = _metadata(instance, "report_preview", SMALL)
+    assert preview["lane"] == "preview" and preview["location"] == runtime.previews.uri(
+        f"previews/{SMALL.tenant}/{SMALL.period}/{preview['preview_sha256']}.pdf")
+    pdf = runtime.previews.get(f"previews/{SMALL.tenant}/{SMALL.period}/{preview['preview_sha256']}.pdf")
+    with pytest.raises(EvidenceError) as rejected:  # the gate refuses it: a preview cannot pass as a report
+        validate_report(io.BytesIO(pdf), pipeline.sources.pin_latest(runtime.sources, SMALL), ())
+    assert rejected.value.code == "REPORT_INVALID"
+    assert runtime.archive.list("bundles") == [] and runtime.ledger.jobs_in("succeeded") == []
+    assert not runtime.ledger.events_of_type("report.rendered")  # not recorded as evidence
+
+    assert _materialize(instance, evidence, SMALL).success  # the archive lane, for comparison
+    assert preview["pages"] < _metadata(instance, "monthly_report", SMALL)["pages"]

@@ -178,6 +178,22 @@ def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource):
     )
 
 
+@asset(**PARTITIONED, deps=[source_revision], code_version=RENDERER_VERSION, pool="preview",
+       description="Preview lane: a quick, reduced-fidelity rendering (cover and summary) of the pinned revision for "
+       "analysts. Stored in the preview store; never gated, signed, archived or recorded as evidence.")
+def report_preview(context: AssetExecutionContext, evidence: EvidenceResource):
+    pinned, failed = _pinned(context)
+    yield from _each_partition(
+        context, evidence, pipeline.preview_stage, items={key: p.revision for key, p in pinned.items()}, lanes={},
+        job_ids={}, failed=failed,
+        metadata=lambda preview: {
+            "lane": "preview", "preview_sha256": preview.sha256, "bytes": preview.size, "pages": preview.pages,
+            "location": MetadataValue.text(evidence.runtime().previews.uri(preview.key)),
+            "source_sha256": preview.revision.sha256, "render_ms": preview.render_ms,
+        },
+    )
+
+
 def _bundle_metadata(publication: pipeline.Publication) -> dict:
     lineage = "\n".join(
         [
