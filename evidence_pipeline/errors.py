@@ -35,6 +35,7 @@ REASON_CODES: dict[str, bool] = {
     "JOB_NOT_FOUND": False,
     "JOB_CLOSED": False,  # rejected or dead: only `evidence replay` reopens it
     "UPSTREAM_NOT_MATERIALIZED": False,
+    "WORKER_LOST": True,  # a worker process died mid-stage; the stage is safe to repeat
     # verification outcomes (what `evidence verify` reports)
     "BUNDLE_NOT_FOUND": False,
     "BUNDLE_INCOMPLETE": False,

@@ -15,6 +15,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
 
 from evidence_pipeline.errors import EvidenceError
@@ -35,9 +36,12 @@ def map_stage(
     """
     if workers <= 1 or len(items) <= 1:
         return [_attempt(make_runtime, stage, item) for item in items]
-    pool = _pool(min(workers, len(items)))
     n = len(items)
-    return list(pool.map(_attempt, [make_runtime] * n, [stage] * n, items, [dict(os.environ)] * n))
+    try:
+        return list(_pool(workers).map(_attempt, [make_runtime] * n, [stage] * n, items, [dict(os.environ)] * n))
+    except BrokenProcessPool:  # a worker died (killed, out of memory): the next call starts a fresh pool
+        _pools.pop(workers).shutdown(cancel_futures=True)
+        raise EvidenceError("WORKER_LOST", "a worker process died while running a stage") from None
 
 
 def _attempt(make_runtime, stage, item, environ=None):
