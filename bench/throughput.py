@@ -115,6 +115,34 @@ def run_raw(env: dict[str, str], partitions: list[TenantMonth], workers: int) ->
     return elapsed
 
 
+def run_one_range_in_process(env: dict[str, str], partitions: list[TenantMonth]) -> float:
+    """One range run through `materialize()` in this process: Dagster's cost inside a run, without the daemon's
+    tick or a run worker's start-up."""
+    from dagster import DagsterInstance, materialize
+
+    from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
+    from evidence_pipeline.defs.partitions import range_tags
+    from evidence_pipeline.defs.resources import EvidenceResource
+
+    home = Path(env["DAGSTER_HOME"])
+    home.mkdir(parents=True)
+    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
+    os.environ.update(env)
+    with DagsterInstance.from_config(str(home)) as instance:
+        instance.add_dynamic_partitions("tenant", sorted({tm.tenant for tm in partitions}))
+        started = time.perf_counter()
+        result = materialize(
+            [source_revision, monthly_report, evidence_bundle], instance=instance,
+            resources={"evidence": EvidenceResource(home=env["EVIDENCE_HOME"])},
+            tags=range_tags(partitions[0], partitions[-1]),
+            run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+        )
+        elapsed = time.perf_counter() - started
+    if not result.success or len(result.get_asset_materialization_events()) != 3 * len(partitions):
+        sys.exit("the in-process range run did not materialize every partition")
+    return elapsed
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -253,6 +281,9 @@ def main() -> None:
         with PeakRss() as raw_rss:
             raw_s = run_raw(environment("raw"), partitions, args.workers)
         print(f"raw done in {raw_s:.1f} s", flush=True)
+        one_month = [tm for tm in partitions if tm.period == partitions[0].period]
+        in_run_s = run_one_range_in_process(environment("in-run"), one_month)
+        print(f"one range run of {len(one_month)} in-process done in {in_run_s:.1f} s", flush=True)
 
         env = environment("dagster")
         Path(env["DAGSTER_HOME"]).mkdir(parents=True)
@@ -280,6 +311,9 @@ def main() -> None:
     print(f"{'  from ' + str(len(sample)) + ' runs in ' + format(stock_s, '.1f') + ' s)':<44}")
     print(f"\nratio analyst / raw throughput: {raw_s / analyst_s:.2f}")
     print(f"orchestration overhead: {(analyst_s - raw_s) / n * 1000:.1f} ms per partition")
+    in_run_overhead_ms = (in_run_s / len(one_month) - raw_s / n) * 1000
+    print(f"  of which inside a run (one in-process range run of {len(one_month)}, {in_run_s:.1f} s): "
+          f"{in_run_overhead_ms:.1f} ms per partition")
     print(f"analyst vs stock: {stock_per_partition * n / analyst_s:.1f}x faster")
     print(f"peak RSS, one process: raw {raw_rss.single_mb:.0f} MB, analyst+stock {dagster_rss.single_mb:.0f} MB")
     print(f"peak RSS, all processes: raw {raw_rss.total_mb:.0f} MB, analyst+stock {dagster_rss.total_mb:.0f} MB")
