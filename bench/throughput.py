@@ -225,7 +225,14 @@ def run_analyst_backfill(url: str, instance, partitions: list[TenantMonth]) -> t
     while instance.get_materialized_partitions(bundles) < {partition_key(tm) for tm in partitions}:
         if instance.get_backfill(backfill_id).status not in (BulkActionStatus.REQUESTED,
                                                              BulkActionStatus.COMPLETED_SUCCESS):
-            sys.exit(f"backfill ended {instance.get_backfill(backfill_id).status}")
+            failures = [
+                f"{record.step_key}: {record.dagster_event.event_specific_data.error.message.splitlines()[0]}"
+                for run in instance.get_runs(filters=RunsFilter(tags={"dagster/backfill": backfill_id}))
+                for record in instance.all_logs(run.run_id)
+                if record.dagster_event and record.dagster_event.event_type_value in ("STEP_FAILURE", "RUN_FAILURE")
+                and getattr(record.dagster_event.event_specific_data, "error", None)
+            ]
+            sys.exit(f"backfill ended {instance.get_backfill(backfill_id).status}: " + "; ".join(failures[:5]))
         time.sleep(0.2)
     runs_filter = RunsFilter(tags={"dagster/backfill": backfill_id})
     wait_for_runs(instance, runs_filter, 1)
@@ -267,38 +274,37 @@ def main() -> None:
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="evidence-bench-"))
-    try:
-        partitions = tenant_months(args.tenants, args.months, "bench-t")
-        sample = tenant_months(args.stock_sample, 1, "stock-t")
-        print(f"publishing {len(partitions) + len(sample)} source revisions ...", flush=True)
-        publish_sources(root / "sources", partitions + sample)
+    print(f"working in {root} (removed when the benchmark succeeds)", flush=True)
+    partitions = tenant_months(args.tenants, args.months, "bench-t")
+    sample = tenant_months(args.stock_sample, 1, "stock-t")
+    print(f"publishing {len(partitions) + len(sample)} source revisions ...", flush=True)
+    publish_sources(root / "sources", partitions + sample)
 
-        def environment(name: str) -> dict[str, str]:
-            env = dict(os.environ, EVIDENCE_HOME=str(root / name), EVIDENCE_SOURCES_URI=str(root / "sources"),
-                       EVIDENCE_WORKERS=str(args.workers), DAGSTER_HOME=str(root / name / "dagster"))
-            return env
+    def environment(name: str) -> dict[str, str]:
+        env = dict(os.environ, EVIDENCE_HOME=str(root / name), EVIDENCE_SOURCES_URI=str(root / "sources"),
+                   EVIDENCE_WORKERS=str(args.workers), DAGSTER_HOME=str(root / name / "dagster"))
+        return env
 
-        with PeakRss() as raw_rss:
-            raw_s = run_raw(environment("raw"), partitions, args.workers)
-        print(f"raw done in {raw_s:.1f} s", flush=True)
-        one_month = [tm for tm in partitions if tm.period == partitions[0].period]
-        in_run_s = run_one_range_in_process(environment("in-run"), one_month)
-        print(f"one range run of {len(one_month)} in-process done in {in_run_s:.1f} s", flush=True)
+    with PeakRss() as raw_rss:
+        raw_s = run_raw(environment("raw"), partitions, args.workers)
+    print(f"raw done in {raw_s:.1f} s", flush=True)
+    one_month = [tm for tm in partitions if tm.period == partitions[0].period]
+    in_run_s = run_one_range_in_process(environment("in-run"), one_month)
+    print(f"one range run of {len(one_month)} in-process done in {in_run_s:.1f} s", flush=True)
 
-        env = environment("dagster")
-        Path(env["DAGSTER_HOME"]).mkdir(parents=True)
-        shutil.copy(REPO / "dagster.yaml", Path(env["DAGSTER_HOME"]) / "dagster.yaml")
-        os.environ.update(env)
-        from dagster import DagsterInstance
+    env = environment("dagster")
+    Path(env["DAGSTER_HOME"]).mkdir(parents=True)
+    shutil.copy(REPO / "dagster.yaml", Path(env["DAGSTER_HOME"]) / "dagster.yaml")
+    os.environ.update(env)
+    from dagster import DagsterInstance
 
-        instance = DagsterInstance.get()
-        instance.add_dynamic_partitions("tenant", sorted({tm.tenant for tm in partitions + sample}))
-        with PeakRss() as dagster_rss, dagster_services(env, root) as url:
-            analyst_s, runs = run_analyst_backfill(url, instance, partitions)
-            print(f"analyst backfill done in {analyst_s:.1f} s ({runs} runs)", flush=True)
-            stock_s = run_stock_sample(url, instance, sample)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    instance = DagsterInstance.get()
+    instance.add_dynamic_partitions("tenant", sorted({tm.tenant for tm in partitions + sample}))
+    with PeakRss() as dagster_rss, dagster_services(env, root) as url:
+        analyst_s, runs = run_analyst_backfill(url, instance, partitions)
+        print(f"analyst backfill done in {analyst_s:.1f} s ({runs} runs)", flush=True)
+        stock_s = run_stock_sample(url, instance, sample)
+    shutil.rmtree(root, ignore_errors=True)
 
     n = len(partitions)
     stock_per_partition = stock_s / len(sample)

@@ -10,8 +10,8 @@ come back as values: an ``EvidenceError`` for one partition never hides the outc
 
 from __future__ import annotations
 
-import atexit
 import multiprocessing
+import multiprocessing.util
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -60,10 +60,20 @@ def _pool(workers: int) -> Executor:
     if workers not in _pools:
         # fork, not spawn: a spawned worker re-imports pandas, reportlab, pyHanko and Dagster (seconds per run).
         _pools[workers] = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+        # Shut the workers down when this process exits. A Dagster run worker is itself a multiprocessing child:
+        # it leaves through os._exit (no atexit) after joining its own children, so live workers would keep it
+        # alive forever. multiprocessing runs exit finalizers before that join, and from its atexit hook in an
+        # ordinary exit. Registered here, not at import: a multiprocessing child clears the finalizers that its
+        # start-up (unpickling the target) registered. Priority 100 runs it before the pool's own queues close
+        # (their finalizers have priority 10), or the workers would never receive their stop sentinels.
+        multiprocessing.util.Finalize(_pools[workers], _shutdown, exitpriority=100)
     return _pools[workers]
 
 
-@atexit.register
 def _shutdown() -> None:
-    for pool in _pools.values():
-        pool.shutdown(cancel_futures=True)
+    while _pools:
+        _pools.popitem()[1].shutdown(cancel_futures=True)
+
+
+# A forked worker must not believe it owns its parent's pools.
+os.register_at_fork(after_in_child=_pools.clear)

@@ -1,5 +1,6 @@
 """parallel.map_stage: results in order, per-item errors as values, a lost worker is a retryable error."""
 
+import multiprocessing
 import os
 
 import pytest
@@ -53,3 +54,21 @@ def test_a_dead_worker_is_a_retryable_error_and_the_next_call_gets_a_fresh_pool(
         parallel.map_stage(no_runtime, square_or_fail, [1, "die", 3], workers=2)
     assert lost.value.code == "WORKER_LOST" and lost.value.retryable
     assert [v for v, _ in parallel.map_stage(no_runtime, square_or_fail, [1, 2], workers=2)] == [1, 4]
+
+
+def _child_that_uses_a_pool(queue) -> None:
+    queue.put([value for value, _ in parallel.map_stage(no_runtime, square_or_fail, [1, 2, 3], workers=2)])
+
+
+def test_a_multiprocessing_child_that_used_a_pool_still_exits():
+    # A Dagster run worker is such a child; it leaves through os._exit after joining its children, so workers
+    # left running would keep it (and them) alive forever.
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    child = context.Process(target=_child_that_uses_a_pool, args=(queue,))
+    child.start()
+    assert queue.get(timeout=120) == [1, 4, 9]
+    child.join(timeout=60)
+    if child.exitcode is None:
+        child.kill()
+    assert child.exitcode == 0
