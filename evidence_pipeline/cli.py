@@ -239,7 +239,10 @@ def _oldest_queued_run_age(settings: Settings) -> float | None:
         return None  # $DAGSTER_HOME names a directory that does not exist: no instance, so no queue
     from evidence_pipeline.defs.queue import oldest_queued_run_age_in_dagster_home  # imports Dagster
 
-    return oldest_queued_run_age_in_dagster_home()
+    try:
+        return oldest_queued_run_age_in_dagster_home()
+    except Exception as error:  # Dagster's storage raises its own types (PostgreSQL down, bad URL, ...)
+        raise EvidenceError("DAGSTER_UNAVAILABLE", f"the Dagster instance could not be read ({type(error).__name__})") from None
 
 
 @main.command()
@@ -252,7 +255,7 @@ def stats(tenant: str | None, since: datetime | None, as_json: bool) -> None:
     oldest queued Dagster run (any tenant)."""
     settings = _settings()
     result = _run(lambda: stage_stats(Ledger(settings.ledger_url), tenant, since))
-    queued_age = _oldest_queued_run_age(settings)
+    queued_age = _run(lambda: _oldest_queued_run_age(settings))
     if as_json:
         click.echo(json.dumps({
             "tenant": tenant, "since": since.isoformat() if since else None, "unit": "ms",

@@ -36,6 +36,8 @@ REASON_CODES: dict[str, bool] = {
     "JOB_CLOSED": False,  # rejected or dead: only `evidence replay` reopens it
     "UPSTREAM_NOT_MATERIALIZED": False,
     "WORKER_LOST": True,  # a worker process died mid-stage; the stage is safe to repeat
+    "UNEXPECTED_ERROR": False,  # a defect; its traceback is in the run's logs
+    "DAGSTER_UNAVAILABLE": True,  # the Dagster instance's storage could not be read
     # verification outcomes (what `evidence verify` reports)
     "BUNDLE_NOT_FOUND": False,
     "BUNDLE_INCOMPLETE": False,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.util
 import os
+import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -45,6 +46,7 @@ def map_stage(
 
 
 def _attempt(make_runtime, stage, item, environ=None):
+    """One item: its result, or its failure as an EvidenceError (never an exception that would hide the others)."""
     # Workers outlive the environment they were forked with: adopt the caller's, so credentials from the standard
     # chain (AWS_*) and settings are the ones the caller has now.
     if environ is not None and environ != os.environ:
@@ -54,6 +56,9 @@ def _attempt(make_runtime, stage, item, environ=None):
         return stage(make_runtime(), item)
     except EvidenceError as error:
         return error
+    except Exception as error:  # a defect, not a foreseen condition: keep the traceback for the run's logs
+        traceback.print_exc()
+        return EvidenceError("UNEXPECTED_ERROR", f"{type(error).__name__} while running a stage (see the run's logs)")
 
 
 def _pool(workers: int) -> Executor:

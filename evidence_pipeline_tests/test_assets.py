@@ -156,6 +156,8 @@ def test_a_report_rendered_from_another_revision_is_never_signed(instance, evide
                          raise_on_error=False)
     assert not result.success and not result.get_asset_materialization_events()
     assert len({k.rsplit("/", 1)[0] for k in runtime.archive.list("bundles")}) == 1  # only A's bundle
+    assert runtime.ledger.jobs_in("rejected", "dead") == []  # re-materializing the report is the remedy
+    assert _materialize(instance, evidence, SMALL).success and len(runtime.ledger.jobs_in("succeeded")) == 2
 
 
 RANGE_MONTHS = [TenantMonth("acme-books", f"2026-{m:02d}") for m in range(5, 11)]

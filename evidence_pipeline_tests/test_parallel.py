@@ -20,6 +20,8 @@ def square_or_fail(_runtime, item):
         raise error
     if item == "die":
         os._exit(3)  # what an OOM kill looks like to the pool
+    if item == "bug":
+        raise KeyError("a defect")
     if item == "env":
         return os.environ.get("EVIDENCE_TEST_MARKER"), os.getpid()
     return item * item, os.getpid()
@@ -40,6 +42,11 @@ def test_an_items_error_is_returned_in_its_place_with_its_code_and_lease():
     ok, failed, ok_again = parallel.map_stage(no_runtime, square_or_fail, [2, "bad", 3], workers=2)
     assert ok[0] == 4 and ok_again[0] == 9
     assert isinstance(failed, EvidenceError) and failed.code == "SOURCE_INVALID" and failed.lease_token == 7
+
+
+def test_an_unexpected_exception_is_contained_to_its_item():
+    ok, bug = parallel.map_stage(no_runtime, square_or_fail, [3, "bug"], workers=2)
+    assert ok[0] == 9 and bug.code == "UNEXPECTED_ERROR" and "KeyError" in bug.message
 
 
 def test_workers_see_the_callers_current_environment(monkeypatch):

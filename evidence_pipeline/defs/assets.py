@@ -40,8 +40,9 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
                     job_ids: dict, metadata: Callable[[object], dict], failed: dict) -> Iterator:
     """Run ``stage`` for every partition's item and materialize the partitions that succeeded.
 
-    ``failed`` holds partitions that failed before the stage (e.g. no upstream materialization). Failed attempts
-    are recorded on their job. If any failure is transient and its budget left, the step raises it, so the op's
+    ``failed`` holds partitions that failed before the stage (e.g. no upstream materialization): they fail the
+    step but never move their job, since materializing the upstream again is the remedy. Attempts that failed in
+    the stage are recorded on their job. If any failure is transient and its budget left, the step raises it, so the op's
     RetryPolicy runs the range again (finished partitions converge). Otherwise the successes are materialized
     and the step fails with each failed partition's reason code; terminal failures are never retried.
     """
@@ -57,7 +58,8 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
     errors = {key: outcome for key, outcome in outcomes.items() if isinstance(outcome, EvidenceError)}
     retry = None
     for key, error in errors.items():
-        state = pipeline.record_failure(runtime, job_ids[key], error, _run(context), budget) if key in job_ids else None
+        attempted = key in job_ids and key not in failed
+        state = pipeline.record_failure(runtime, job_ids[key], error, _run(context), budget) if attempted else None
         if error.retryable and state not in CLOSED and context.retry_number < TRANSIENT_RETRIES.max_retries:
             retry = error
     if retry is not None:

@@ -36,10 +36,14 @@ def runtime_for(settings: Settings) -> Runtime:
     return _runtimes[settings]
 
 
+_inherited: list[Runtime] = []
+
+
 def _forget_runtimes_in_forked_child() -> None:
-    """A forked worker (parallel.map_stage) must not use, or close, its parent's database connections."""
-    for runtime in _runtimes.values():
-        runtime.ledger.engine.dispose(close=False)
+    """A forked worker (parallel.map_stage) builds its own Runtime and must neither use nor close its parent's
+    connections: closing an inherited SQLite connection can checkpoint or remove the parent's WAL. So the
+    inherited ones are kept referenced, untouched, for the child's lifetime."""
+    _inherited.extend(_runtimes.values())
     _runtimes.clear()
 
 

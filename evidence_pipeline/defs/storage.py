@@ -29,11 +29,22 @@ from dagster_postgres.utils import create_pg_engine, get_token_provider_from_con
 OPEN_SHARDS = 8
 
 
+_inherited_pools: list = []
+
+
 def _dispose_in_forked_child(engine: sa.Engine) -> None:
-    """A forked child (e.g. a ProcessPoolExecutor worker under Linux's default start method) must not use, or
-    close, the parent's pooled connections; SQLAlchemy's recipe is ``dispose(close=False)`` after the fork."""
+    """A forked child (a worker of evidence_pipeline.parallel) must not use, or close, the parent's pooled
+    connections. SQLAlchemy's recipe is ``dispose(close=False)`` after the fork; the old pool stays referenced,
+    because garbage-collecting it would close inherited SQLite connections (which can checkpoint or remove the
+    parent's WAL)."""
     ref = weakref.ref(engine)
-    os.register_at_fork(after_in_child=lambda: (e := ref()) is not None and e.dispose(close=False))
+
+    def detach() -> None:
+        if (inherited := ref()) is not None:
+            _inherited_pools.append(inherited.pool)
+            inherited.dispose(close=False)
+
+    os.register_at_fork(after_in_child=detach)
 
 
 def _wal_normal_sync(dbapi_connection, _record) -> None:

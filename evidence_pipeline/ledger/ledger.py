@@ -60,9 +60,9 @@ def _database():
 
 
 def _serialize_sqlite_writers(engine) -> None:
-    """Parallel workers share the embedded SQLite ledger: transactions take the write lock when they begin
-    (a deferred read-then-write would fail with SQLITE_BUSY instead of waiting), wait up to 30 s for it, and
-    WAL lets readers run alongside the writer."""
+    """Parallel workers share the embedded SQLite ledger: a writing transaction takes the write lock when it
+    begins (a deferred read-then-write would fail with SQLITE_BUSY instead of waiting) and waits up to 30 s for
+    it; reads begin deferred, and WAL lets them run alongside the writer."""
 
     @event.listens_for(engine, "connect")
     def connect(dbapi_connection, _record):
@@ -72,7 +72,8 @@ def _serialize_sqlite_writers(engine) -> None:
 
     @event.listens_for(engine, "begin")
     def begin(connection):
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        writes = connection.get_execution_options().get("ledger_writes")
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
 
 
 class Ledger:
@@ -89,6 +90,7 @@ class Ledger:
             raise EvidenceError("CONFIG_INVALID", "EVIDENCE_LEDGER_URL names an unsupported database driver") from None
         if parsed.get_backend_name() == "sqlite":
             _serialize_sqlite_writers(self.engine)
+        self._writer = self.engine.execution_options(ledger_writes=True)  # transactions that write use this
         with _database():
             self._migrate()
         # The migrations are the one definition of the schema; queries use the tables as the database has them.
@@ -184,7 +186,7 @@ class Ledger:
 
     def renew_lease(self, lease: Lease, ttl_seconds: float) -> Lease:
         renewed = Lease(lease.job_id, lease.token, lease.owner, time.time() + ttl_seconds)
-        with _database(), self.engine.begin() as conn:
+        with _database(), self._writer.begin() as conn:
             held = conn.execute(
                 self._held(lease).values(lease_expires_at=renewed.expires_at, updated_at=time.time())
             ).rowcount
@@ -387,7 +389,7 @@ class Ledger:
         config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
         for attempt in range(5):
             try:
-                with self.engine.begin() as conn:
+                with self._writer.begin() as conn:
                     if conn.dialect.name == "postgresql":
                         conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('evidence_ledger_migrations'))"))
                     config.attributes["connection"] = conn
@@ -402,7 +404,7 @@ class Ledger:
         """Run ``work`` in one transaction, retrying when a concurrent writer took the chain head first."""
         for _ in range(_APPEND_ATTEMPTS):
             try:
-                with _database(), self.engine.begin() as conn:
+                with _database(), self._writer.begin() as conn:
                     return work(conn)
             except (IntegrityError, _LostRace) as error:
                 lost_race = error  # another writer moved the chain head, the identity or the job: re-read, retry
