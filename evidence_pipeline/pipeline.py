@@ -87,6 +87,9 @@ class RunInfo:
     attempt: int = 1
 
 
+# One clock per promise, in the order a tenant-month meets them.
+STAGE_CLOCKS = ("queue_wait_ms", "render_ms", "validate_ms", "sign_ms", "publish_ms")
+
 # Evidence lanes. The third lane, preview (`preview_stage`), renders at reduced fidelity and never becomes evidence.
 ARCHIVE, OVERSIZE = "archive", "oversize"
 
@@ -193,9 +196,6 @@ def publish_and_time(rt: Runtime, item: tuple[PinnedSource, str, dict], run: Run
     )
     return publication
 
-
-# One clock per promise, in the order a tenant-month meets them.
-STAGE_CLOCKS = ("queue_wait_ms", "render_ms", "validate_ms", "sign_ms", "publish_ms")
 
 
 def record_failure(rt: Runtime, job_id: str, error: EvidenceError, run: RunInfo,

@@ -185,12 +185,13 @@ def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource):
        "analysts. Stored in the preview store; never gated, signed, archived or recorded as evidence.")
 def report_preview(context: AssetExecutionContext, evidence: EvidenceResource):
     pinned, failed = _pinned(context)
+    previews = evidence.runtime().previews
     yield from _each_partition(
         context, evidence, pipeline.preview_stage, items={key: p.revision for key, p in pinned.items()}, lanes={},
         job_ids={}, failed=failed,
         metadata=lambda preview: {
             "lane": "preview", "preview_sha256": preview.sha256, "bytes": preview.size, "pages": preview.pages,
-            "location": MetadataValue.text(evidence.runtime().previews.uri(preview.key)),
+            "location": MetadataValue.text(previews.uri(preview.key)),
             "source_sha256": preview.revision.sha256, "render_ms": preview.render_ms,
         },
     )

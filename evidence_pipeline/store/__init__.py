@@ -108,6 +108,18 @@ class ArtifactStore(Protocol):
         ...
 
 
+class StreamingStore:
+    """The bytes methods of an ArtifactStore, for stores that implement put_file and get_file."""
+
+    def put_once(self, key: str, data: bytes) -> StoredObject:
+        return self.put_file(key, io.BytesIO(data))  # BytesIO shares the bytes: no copy
+
+    def get(self, key: str, expected_sha256: str | None = None) -> bytes:
+        out = io.BytesIO()
+        self.get_file(key, out, expected_sha256)
+        return out.getvalue()
+
+
 def check_digest(key: str, sha256: str, expected_sha256: str | None) -> str:
     if expected_sha256 is not None and sha256 != expected_sha256:
         raise EvidenceError("STORE_DIGEST_MISMATCH", f"object {key} does not match its recorded sha256")

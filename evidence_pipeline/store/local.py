@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import io
 import os
 import uuid
 from pathlib import Path
 from typing import BinaryIO
 
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.store import StoredObject, check_digest, check_key, chunks, copy_hashing, sha256_file
+from evidence_pipeline.store import StoredObject, StreamingStore, check_digest, check_key, chunks, copy_hashing, sha256_file
 
 
-class LocalStore:
+class LocalStore(StreamingStore):
     """``file_mode`` 0o444 suits the archive (evidence meant to be read); private stores use 0o400."""
 
     def __init__(self, root: Path, scheme: str = "archive", file_mode: int = 0o444):
@@ -28,9 +27,6 @@ class LocalStore:
 
     def _path(self, key: str) -> Path:
         return self.root / check_key(key)
-
-    def put_once(self, key: str, data: bytes) -> StoredObject:
-        return self.put_file(key, io.BytesIO(data))  # BytesIO shares the bytes: no copy
 
     def put_file(self, key: str, file: BinaryIO) -> StoredObject:
         with _io_errors(key):
@@ -64,11 +60,6 @@ class LocalStore:
             if sha256_file(existing) != (digest, size):
                 raise EvidenceError("STORE_CONFLICT", f"object {key} already exists with different bytes")
         return StoredObject(key=key, sha256=digest, size=size, created=False)
-
-    def get(self, key: str, expected_sha256: str | None = None) -> bytes:
-        out = io.BytesIO()
-        self.get_file(key, out, expected_sha256)
-        return out.getvalue()
 
     def get_file(self, key: str, out: BinaryIO, expected_sha256: str | None = None) -> str:
         # Hash what is copied, not the stored file: the caller uses exactly the bytes that were checked.

@@ -9,7 +9,6 @@ from a file and reads stream into one, a chunk at a time, hashing on the way.
 from __future__ import annotations
 
 import base64
-import io
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import BinaryIO
@@ -17,7 +16,9 @@ from typing import BinaryIO
 from botocore.exceptions import BotoCoreError, ClientError
 
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.store import CHUNK, DISCARD, StoredObject, check_digest, check_key, copy_hashing, sha256_file
+from evidence_pipeline.store import (
+    CHUNK, DISCARD, StoredObject, StreamingStore, check_digest, check_key, copy_hashing, sha256_file,
+)
 
 _TRANSIENT_CODES = {
     "InternalError", "ServiceUnavailable", "SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",
@@ -33,7 +34,7 @@ class S3Options:
     kms_key_id: str | None = None
 
 
-class S3Store:
+class S3Store(StreamingStore):
     def __init__(self, client, bucket: str, prefix: str = "", options: S3Options = S3Options()):
         self.client = client
         self.bucket = bucket
@@ -43,9 +44,6 @@ class S3Store:
     def _key(self, key: str) -> str:
         check_key(key)
         return f"{self.prefix}/{key}" if self.prefix else key
-
-    def put_once(self, key: str, data: bytes) -> StoredObject:
-        return self.put_file(key, io.BytesIO(data))  # BytesIO shares the bytes: no copy
 
     def put_file(self, key: str, file: BinaryIO) -> StoredObject:
         # One hashing pass first: the checksum header and the metadata digest must precede the streamed body.
@@ -74,11 +72,6 @@ class S3Store:
         except BotoCoreError as error:
             raise _unavailable(error, key) from None
         return StoredObject(key, sha256, size, created=True, version_id=response.get("VersionId"))
-
-    def get(self, key: str, expected_sha256: str | None = None) -> bytes:
-        out = io.BytesIO()
-        self.get_file(key, out, expected_sha256)
-        return out.getvalue()
 
     def get_file(self, key: str, out: BinaryIO, expected_sha256: str | None = None) -> str:
         try:
