@@ -35,6 +35,7 @@ REASON_CODES: dict[str, bool] = {
     "JOB_NOT_FOUND": False,
     "JOB_CLOSED": False,  # rejected or dead: only `evidence replay` reopens it
     "UPSTREAM_NOT_MATERIALIZED": False,
+    "RUN_PARTITIONS_MISMATCH": False,  # a run's partitions are not the range its tags name: it must not run
     "WORKER_LOST": True,  # a worker process died mid-stage; the stage is safe to repeat
     "UNEXPECTED_ERROR": False,  # a defect; its traceback is in the run's logs
     "DAGSTER_UNAVAILABLE": True,  # the Dagster instance's storage could not be read

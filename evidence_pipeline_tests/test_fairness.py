@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, instance_for_test
+from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter, instance_for_test
 from dagster._core.events import DagsterEvent, DagsterEventType
 from dagster._core.remote_origin import InProcessCodeLocationOrigin
 from dagster._core.test_utils import create_test_daemon_workspace_context
@@ -28,7 +28,8 @@ from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
 from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
-from evidence_pipeline.defs.coordinator import TENANT_TAG, TenantFairRunCoordinator, tenant_of
+from evidence_pipeline.defs.coordinator import TENANT_TAG, TenantFairRunCoordinator
+from evidence_pipeline.defs.partitions import run_tenant, stray_dimension_tags
 from evidence_pipeline.definitions import defs
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,28 +42,45 @@ def _dagster_yaml() -> dict:
     return yaml.safe_load((REPO / "dagster.yaml").read_text())
 
 
-# --- 1. tenant_of -------------------------------------------------------------------------------------------------
+# --- 1. run_tenant -------------------------------------------------------------------------------------------------
 
-def test_tenant_of_single_partition_run():
+def test_run_tenant_single_partition_run():
     # What Dagster puts on a run of one tenant-month (multi-partition dimensions become partition/<dim> tags).
     tags = {"dagster/partition": "2026-10-01|acme-books", "dagster/partition/tenant": "acme-books",
             "dagster/partition/month": "2026-10-01"}
-    assert tenant_of(tags) == "acme-books"
+    assert run_tenant(tags) == "acme-books"
 
 
-def test_tenant_of_range_within_one_tenant():
+def test_run_tenant_range_within_one_tenant():
     # A backfill range fixes the tenant and runs over months: both ends name the same tenant.
-    assert tenant_of({RANGE_START: "2025-01-01|acme-books", RANGE_END: "2026-10-01|acme-books"}) == "acme-books"
+    assert run_tenant({RANGE_START: "2025-01-01|acme-books", RANGE_END: "2026-10-01|acme-books"}) == "acme-books"
 
 
-def test_tenant_of_range_across_tenants_is_none():
+def test_run_tenant_range_across_tenants_is_none():
     # One month of many tenants: no single tenant to charge.
-    assert tenant_of({RANGE_START: "2026-10-01|acme-books", RANGE_END: "2026-10-01|delta-foods"}) is None
+    assert run_tenant({RANGE_START: "2026-10-01|acme-books", RANGE_END: "2026-10-01|delta-foods"}) is None
 
 
 @pytest.mark.parametrize("tags", [{}, {"dagster/backfill": "abc"}, {RANGE_START: "2026-10-01|acme-books"}])
-def test_tenant_of_without_partition_tags_is_none(tags):
-    assert tenant_of(tags) is None
+def test_run_tenant_without_partition_tags_is_none(tags):
+    assert run_tenant(tags) is None
+
+
+# What dagster 1.13.27's job backfill puts on a range run: the range, plus the first partition's dimensions.
+JOB_BACKFILL_RANGE = {RANGE_START: "2026-05-01|acme-books", RANGE_END: "2026-05-01|baltic-crafts",
+                      "dagster/partition/month": "2026-05-01", "dagster/partition/tenant": "acme-books"}
+
+
+def test_dimension_tags_that_contradict_the_range_are_stray_and_do_not_name_the_tenant():
+    assert stray_dimension_tags(JOB_BACKFILL_RANGE) == ["dagster/partition/month", "dagster/partition/tenant"]
+    assert run_tenant(JOB_BACKFILL_RANGE) is None  # the run executes two tenants' partitions
+
+
+def test_dimension_tags_that_name_a_single_partition_range_are_kept():
+    tags = {RANGE_START: "2026-05-01|acme-books", RANGE_END: "2026-05-01|acme-books",
+            "dagster/partition/month": "2026-05-01", "dagster/partition/tenant": "acme-books"}
+    assert stray_dimension_tags(tags) == [] and run_tenant(tags) == "acme-books"
+    assert stray_dimension_tags({"dagster/partition/month": "2026-05-01", "dagster/partition/tenant": "acme-books"}) == []
 
 
 # --- 2. the instance dagster.yaml builds ------------------------------------------------------------------------
@@ -131,7 +149,9 @@ def test_one_tenants_backfill_cannot_take_every_run_slot(instance, workspace_con
                                                      "dagster/partition/tenant": "small-a",
                                                      "dagster/partition/month": "2026-10-01"})
     small_b = _submit(instance, workspace_context, _range("2025-01-01|small-b", "2026-10-01|small-b"))
-    cross = _submit(instance, workspace_context, _range("2026-10-01|big-tenant", "2026-10-01|small-b"))
+    cross = _submit(instance, workspace_context, {"dagster/backfill": "bf", **JOB_BACKFILL_RANGE,
+                                                  RANGE_START: "2026-10-01|big-tenant", RANGE_END: "2026-10-01|small-b",
+                                                  "dagster/partition/tenant": "big-tenant"})
 
     # The coordinator tagged every single-tenant run before it was queued, and left the cross-tenant one alone.
     stored = {run.run_id: instance.get_run_by_id(run.run_id) for run in [*big, small_a, small_b, cross]}
@@ -140,6 +160,10 @@ def test_one_tenants_backfill_cannot_take_every_run_slot(instance, workspace_con
     assert stored[small_a.run_id].tags[TENANT_TAG] == "small-a"
     assert stored[small_b.run_id].tags[TENANT_TAG] == "small-b"
     assert TENANT_TAG not in stored[cross.run_id].tags
+    # The job backfill's stray dimension tags are gone from the stored run and from the tag index.
+    assert not stray_dimension_tags(stored[cross.run_id].tags)
+    assert "dagster/partition/tenant" not in stored[cross.run_id].tags
+    assert instance.get_runs(RunsFilter(tags={"dagster/partition/tenant": "big-tenant"})) == []
 
     daemon = QueuedRunCoordinatorDaemon(interval_seconds=1)
     list(daemon.run_iteration(workspace_context))

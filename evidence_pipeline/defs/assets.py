@@ -17,7 +17,7 @@ from dagster import (
 )
 
 from evidence_pipeline import parallel, pipeline
-from evidence_pipeline.defs.partitions import tenant_month_of, tenant_month_partitions
+from evidence_pipeline.defs.partitions import run_range, tenant_month_of, tenant_month_partitions
 from evidence_pipeline.defs.resources import EvidenceResource, runtime_for
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger.jobs import CLOSED, RetryBudget
@@ -36,6 +36,21 @@ def _run(context) -> pipeline.RunInfo:
     return pipeline.RunInfo(run_id=context.run.run_id, attempt=context.retry_number + 1)
 
 
+def _check_run_partitions(context) -> None:
+    """Refuse, before any work, a range run whose partitions are not its range (see defs/coordinator.py): it would
+    report partitions done that it never built."""
+    partition_range = run_range(context.run.tags)
+    if partition_range is None:
+        return
+    named = set(tenant_month_partitions.get_partition_keys_in_range(partition_range, context.instance))
+    if named != set(context.partition_keys):
+        raise Failure(
+            description=f"RUN_PARTITIONS_MISMATCH: the run would execute {len(context.partition_keys)} partition(s), "
+                        f"its range tags name {len(named)} ({partition_range.start} to {partition_range.end})",
+            metadata={"reason_code": "RUN_PARTITIONS_MISMATCH"}, allow_retries=False,
+        )
+
+
 def _each_partition(context, evidence: EvidenceResource, stage: Callable, items: dict, lanes: dict,
                     job_ids: dict, metadata: Callable[[object], dict], failed: dict) -> Iterator:
     """Run ``stage`` for every partition's item and materialize the partitions that succeeded.
@@ -46,6 +61,7 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
     RetryPolicy runs the range again (finished partitions converge). Otherwise the successes are materialized
     and the step fails with each failed partition's reason code; terminal failures are never retried.
     """
+    _check_run_partitions(context)
     runtime = evidence.runtime()
     settings = runtime.settings
     outcomes = dict(failed)

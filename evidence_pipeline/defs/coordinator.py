@@ -1,36 +1,57 @@
-"""The run queue's fairness rule: runs that touch one tenant carry `evidence/tenant`, which dagster.yaml caps
-per unique value, so one tenant's backfill cannot take every run slot.
+"""The run queue: every run executes exactly the partitions its range names, and is charged to its tenant.
 
-Dagster tags a single-partition run with `dagster/partition/tenant` but a range run (a backfill under the backfill
-policy) only with its range's first and last keys; Dagster's multi-partition ranges hold one dimension fixed, so
-a range whose ends name the same tenant covers that tenant alone. A range across tenants (one month of many
-tenants) has no single tenant to charge and is bounded by max_concurrent_runs and the pools instead.
+1. Dagster 1.13 launches each range run of a job (partition-set) backfill with the first partition's per-dimension
+   tags beside the range tags (`_core/execution/job_backfill.py`; upstream dagster-io/dagster#28861, #30786), and
+   at run time those tags win: every run would execute one partition and report its whole range done. Before a run
+   is queued, tags that contradict its range are removed (`partitions.stray_dimension_tags`). The assets refuse a
+   run whose partitions still disagree with its range (RUN_PARTITIONS_MISMATCH), so an upgrade that breaks this
+   rewrite fails loudly instead of materializing the wrong partitions.
+2. Fairness: runs that touch one tenant carry `evidence/tenant`, which dagster.yaml caps per unique value, so one
+   tenant's backfill cannot take every run slot. A range across tenants (one month of many tenants) has no single
+   tenant to charge and is bounded by max_concurrent_runs and the pools instead.
 """
 
+import warnings
+
+import dagster
 from dagster import DagsterRun, QueuedRunCoordinator, SubmitRunContext
+from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
+from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
+from dagster_shared.serdes import serialize_value
+
+from evidence_pipeline.defs.partitions import run_tenant, stray_dimension_tags
 
 TENANT_TAG = "evidence/tenant"
+# Dagster has no API that removes a run tag; the rewrite below writes the run row and its tag rows the way
+# SqlRunStorage.add_run_tags does. Checked against this version; test_backfill_launch_paths.py re-checks it.
+CHECKED_VERSION = "1.13.27"
 
 
-def tenant_of(tags: dict[str, str]) -> str | None:
-    """The one tenant a run's partitions belong to, or None when it spans several (or none)."""
-    if "dagster/partition/tenant" in tags:
-        return tags["dagster/partition/tenant"]
-    start, end = tags.get("dagster/asset_partition_range_start"), tags.get("dagster/asset_partition_range_end")
-    if not (start and end and "|" in start and "|" in end):
-        return None
-    # String keys read "<month>|<tenant>" (dimensions sort by name).
-    first, last = (key.split("|", 1)[1] for key in (start, end))
-    return first if first == last else None
+def remove_run_tags(instance: dagster.DagsterInstance, run: DagsterRun, keys: list[str]) -> DagsterRun:
+    """``run`` stored without the tags ``keys``, before it is queued (so nothing else writes it meanwhile)."""
+    storage = instance.run_storage
+    if dagster.__version__ != CHECKED_VERSION or not isinstance(storage, SqlRunStorage):
+        warnings.warn(f"evidence_pipeline.defs.coordinator was checked against dagster=={CHECKED_VERSION} and SQL "
+                      "run storage: not removing contradicting partition tags; such runs fail RUN_PARTITIONS_MISMATCH",
+                      stacklevel=2)
+        return run
+    stripped = run.with_tags({key: value for key, value in run.tags.items() if key not in keys})
+    with storage.connect() as conn:
+        conn.execute(RunsTable.update().where(RunsTable.c.run_id == run.run_id)
+                     .values(run_body=serialize_value(stripped)))
+        conn.execute(RunTagsTable.delete().where(RunTagsTable.c.run_id == run.run_id, RunTagsTable.c.key.in_(keys)))
+    return instance.get_run_by_id(run.run_id)
 
 
 class TenantFairRunCoordinator(QueuedRunCoordinator):
-    """Dagster's run queue, with every single-tenant run tagged before it is queued."""
+    """Dagster's run queue, with contradicting partition tags removed and every single-tenant run tagged."""
 
     def submit_run(self, context: SubmitRunContext) -> DagsterRun:
         run = context.dagster_run
-        tenant = tenant_of(run.tags)
+        if stray := stray_dimension_tags(run.tags):
+            run = remove_run_tags(self._instance, run, stray)
+        tenant = run_tenant(run.tags)
         if tenant is not None and run.tags.get(TENANT_TAG) != tenant:
             self._instance.add_run_tags(run.run_id, {TENANT_TAG: tenant})
-            context = context._replace(dagster_run=self._instance.get_run_by_id(run.run_id))
-        return super().submit_run(context)
+            run = self._instance.get_run_by_id(run.run_id)
+        return super().submit_run(context._replace(dagster_run=run))

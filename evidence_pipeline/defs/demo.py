@@ -6,11 +6,12 @@ import contextlib
 from dataclasses import dataclass
 from datetime import date
 
-from dagster import DagsterInstance, materialize
+from dagster import DagsterInstance
 
 from evidence_pipeline import sources
-from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
-from evidence_pipeline.defs.partitions import partition_key_for, range_tags, tenant_partitions
+from evidence_pipeline.defs.automation import monthly_evidence_job
+from evidence_pipeline.defs.coordinator import TENANT_TAG
+from evidence_pipeline.defs.partitions import partition_key_for, range_tags, run_tenant, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
 from evidence_pipeline.ledger.checkpoints import publish_checkpoint
@@ -56,12 +57,15 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
             tenant_month = TenantMonth(tenant, period)
             sources.publish_revision(runtime.sources, tenant_month, demo_transactions(tenant_month))
 
+    from evidence_pipeline.definitions import defs
+
+    job = defs.resolve_job_def(monthly_evidence_job.name)
     bundles = []
     periods = complete_months(today, months)
     for tenant in DEMO_TENANTS:  # one run per tenant over its months, as an analyst's backfill would run them
-        result = materialize(
-            [source_revision, monthly_report, evidence_bundle], instance=instance, resources={"evidence": evidence},
-            tags=range_tags(TenantMonth(tenant, periods[0]), TenantMonth(tenant, periods[-1])),
+        tags = range_tags(TenantMonth(tenant, periods[0]), TenantMonth(tenant, periods[-1]))
+        result = job.execute_in_process(
+            instance=instance, resources={"evidence": evidence}, tags=tags | {TENANT_TAG: run_tenant(tags)},
             run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
         )
         reports, published = _metadata(result, "monthly_report"), _metadata(result, "evidence_bundle")

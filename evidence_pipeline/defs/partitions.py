@@ -1,6 +1,12 @@
 from __future__ import annotations
 
-from dagster import DynamicPartitionsDefinition, MonthlyPartitionsDefinition, MultiPartitionKey, MultiPartitionsDefinition
+from dagster import (
+    DynamicPartitionsDefinition, MonthlyPartitionsDefinition, MultiPartitionKey, MultiPartitionsDefinition,
+    PartitionKeyRange,
+)
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG, MULTIDIMENSIONAL_PARTITION_PREFIX,
+)
 
 from evidence_pipeline.models import TenantMonth
 
@@ -23,6 +29,49 @@ def range_tags(first: TenantMonth, last: TenantMonth) -> dict[str, str]:
     """Run tags for one run over a partition range, as a backfill under the backfill policy launches it.
     Dagster's multi-partition ranges hold one dimension fixed: keep either the tenant or the month the same."""
     return {
-        "dagster/asset_partition_range_start": str(partition_key_for(first)),
-        "dagster/asset_partition_range_end": str(partition_key_for(last)),
+        ASSET_PARTITION_RANGE_START_TAG: str(partition_key_for(first)),
+        ASSET_PARTITION_RANGE_END_TAG: str(partition_key_for(last)),
     }
+
+
+def run_range(tags: dict[str, str]) -> PartitionKeyRange | None:
+    """The partition range a run's tags name, or None for a run that is not a range run."""
+    start, end = tags.get(ASSET_PARTITION_RANGE_START_TAG), tags.get(ASSET_PARTITION_RANGE_END_TAG)
+    return PartitionKeyRange(start, end) if start and end else None
+
+
+def stray_dimension_tags(tags: dict[str, str]) -> list[str]:
+    """Per-dimension partition tags (`dagster/partition/<dim>`) that contradict the run's range tags.
+
+    Dagster 1.13 copies the first partition's tags into every range run of a job (partition-set) backfill, and at
+    run time those tags win over the range: the run would execute that one partition instead of its range.
+    They agree with the range only when it is a single partition and they name it.
+    """
+    dimensions = {key: value for key, value in tags.items() if key.startswith(MULTIDIMENSIONAL_PARTITION_PREFIX)}
+    partition_range = run_range(tags)
+    if not dimensions or partition_range is None:
+        return []
+    named = {f"{MULTIDIMENSIONAL_PARTITION_PREFIX}{dim}": key for dim, key in _dimensions_of(partition_range.start)}
+    if partition_range.start == partition_range.end and dimensions == named:
+        return []
+    return sorted(dimensions)
+
+
+def _dimensions_of(key: str) -> list[tuple[str, str]]:
+    return list(tenant_month_partitions.get_partition_key_from_str(key).keys_by_dimension.items())
+
+
+def run_tenant(tags: dict[str, str]) -> str | None:
+    """The one tenant whose partitions a run executes, or None when it spans several (or none).
+
+    A range run executes its range (stray per-dimension tags are removed before it is queued); Dagster's
+    multi-partition ranges hold one dimension fixed, so a range whose ends name the same tenant covers that tenant
+    alone. A single-partition run names its tenant in `dagster/partition/tenant`.
+    """
+    partition_range = run_range(tags)
+    if partition_range is None:
+        return tags.get(f"{MULTIDIMENSIONAL_PARTITION_PREFIX}tenant")
+    if "|" not in partition_range.start or "|" not in partition_range.end:
+        return None
+    first, last = (dict(_dimensions_of(key))["tenant"] for key in (partition_range.start, partition_range.end))
+    return first if first == last else None
