@@ -130,7 +130,7 @@ def test_demo_publishes_every_tenant_and_a_second_run_adds_nothing(instance, evi
     assert len(runtime.archive.list("bundles")) == 3 * len(DEMO_TENANTS)
     runs = instance.get_runs()  # the named job, one run per tenant, each charged to its tenant
     assert {run.job_name for run in runs} == {"monthly_evidence"}
-    assert sorted(run.tags["evidence/tenant"] for run in runs) == sorted(DEMO_TENANTS * 2)
+    assert sorted(run.tags["evidence/tenant"] for run in runs) == sorted(list(DEMO_TENANTS) * 2)
 
 
 @pytest.mark.parametrize("backend", ["aws"], indirect=True)
