@@ -1,0 +1,71 @@
+"""A real `dagster-webserver` (the UI's GraphQL API) and `dagster-daemon` on one instance, for tests and bench/.
+
+Both run as subprocesses with the repository's workspace.yaml, exactly as `evidence ui` runs them; the caller gives
+their environment (DAGSTER_HOME with a dagster.yaml, EVIDENCE_* settings).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+REPO = Path(__file__).resolve().parent.parent
+LOCATION = {"repositoryLocationName": "evidence_pipeline", "repositoryName": "__repository__"}
+
+
+class GraphQLError(RuntimeError):
+    pass
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def dagster_services(env: dict[str, str], logs: Path, start_timeout_s: float = 180):
+    """Starts the webserver and the daemon; yields the GraphQL URL; stops both."""
+    port = _free_port()
+    venv_bin = Path(sys.executable).parent
+    common = ["-w", str(REPO / "workspace.yaml")]
+    with open(logs / "webserver.log", "w") as web_log, open(logs / "daemon.log", "w") as daemon_log:
+        processes = [
+            subprocess.Popen([venv_bin / "dagster-webserver", *common, "-h", "127.0.0.1", "-p", str(port)], env=env,
+                             stdout=web_log, stderr=subprocess.STDOUT),
+            subprocess.Popen([venv_bin / "dagster-daemon", "run", *common], env=env, stdout=daemon_log,
+                             stderr=subprocess.STDOUT),
+        ]
+        try:
+            deadline = time.monotonic() + start_timeout_s
+            while True:
+                with contextlib.suppress(requests.ConnectionError):
+                    if requests.get(f"http://127.0.0.1:{port}/server_info", timeout=5).ok:
+                        break
+                if time.monotonic() > deadline or processes[0].poll() is not None:
+                    raise RuntimeError(f"the webserver did not start; see {logs / 'webserver.log'}")
+                time.sleep(0.5)
+            yield f"http://127.0.0.1:{port}/graphql"
+        finally:
+            for process in processes:
+                process.terminate()
+            for process in processes:
+                try:
+                    process.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+
+
+def graphql(url: str, query: str, variables: dict | None = None) -> dict:
+    response = requests.post(url, json={"query": query, "variables": variables or {}}, timeout=120)
+    response.raise_for_status()
+    body = response.json()
+    if body.get("errors"):
+        raise GraphQLError(body["errors"][0]["message"])
+    return body["data"]
