@@ -6,11 +6,13 @@ from datetime import date
 import pytest
 from pathlib import Path
 
+import dagster
 import sqlalchemy as sa
 import yaml
 from dagster import AssetKey, AssetRecordsFilter, instance_for_test, materialize
 
 from evidence_pipeline import pipeline
+from evidence_pipeline.defs import provenance
 from evidence_pipeline.defs.demo import complete_months, run_demo
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, report_preview, source_revision
 from evidence_pipeline.defs.partitions import partition_key_for, range_tags, tenant_partitions
@@ -25,6 +27,7 @@ from evidence_pipeline_tests.conftest import LARGE, SMALL
 
 REPO = Path(__file__).resolve().parent.parent
 ASSETS = [source_revision, monthly_report, evidence_bundle]
+ASSET_NAMES = [a.key.to_user_string() for a in ASSETS]
 PARTITIONS = [SMALL, LARGE, TenantMonth("acme-books", "2026-09")]
 
 
@@ -237,3 +240,47 @@ def test_the_preview_lane_is_quick_and_never_evidence(instance, evidence, runtim
 
     assert _materialize(instance, evidence, SMALL).success  # the archive lane, for comparison
     assert preview["pages"] < _metadata(instance, "monthly_report", SMALL)["pages"]
+
+
+def _record(instance, asset: str, tenant_month: TenantMonth):
+    return instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[partition_key_for(tenant_month)]), limit=1
+    ).records[0]
+
+
+def test_each_partition_of_a_range_run_has_its_own_data_version_and_upstream_events(instance, evidence):
+    months = [TenantMonth("acme-books", "2026-09"), SMALL]
+    assert _materialize_range(instance, evidence, months[0], months[-1]).success
+    versions = set()
+    for tenant_month in months:
+        source, report, bundle = (_record(instance, asset, tenant_month) for asset in ASSET_NAMES)
+        meta = {r.asset_key.to_user_string(): {k: v.value for k, v in r.asset_materialization.metadata.items()}
+                for r in (source, report, bundle)}
+        tags = {r.asset_key.to_user_string(): r.asset_materialization.tags for r in (source, report, bundle)}
+        # The data version is the partition's own digest; the input pointer is the same partition's upstream event.
+        assert tags["source_revision"]["dagster/data_version"] == meta["source_revision"]["source_sha256"]
+        assert tags["monthly_report"]["dagster/data_version"] == meta["monthly_report"]["unsigned_sha256"]
+        assert tags["monthly_report"]["dagster/input_event_pointer/source_revision"] == str(source.storage_id)
+        assert tags["monthly_report"]["dagster/input_data_version/source_revision"] == tags["source_revision"][
+            "dagster/data_version"]
+        assert tags["evidence_bundle"]["dagster/data_version"] == meta["evidence_bundle"]["identity"]
+        assert tags["evidence_bundle"]["dagster/input_event_pointer/monthly_report"] == str(report.storage_id)
+        assert tags["evidence_bundle"]["dagster/input_data_version/monthly_report"] == tags["monthly_report"][
+            "dagster/data_version"]
+        versions.add(tags["evidence_bundle"]["dagster/data_version"])
+        # One click from the bundle to the same partition of its report and its source revision.
+        link = f"partition={tenant_month.period}-01%7Cacme-books"
+        assert meta["evidence_bundle"]["monthly_report partition"] == f"/assets/monthly_report?view=partitions&{link}"
+        assert meta["evidence_bundle"]["source_revision partition"] == f"/assets/source_revision?view=partitions&{link}"
+    assert len(versions) == len(months)
+
+
+def test_the_provenance_wrapper_is_installed_and_guarded(monkeypatch):
+    from dagster._core.execution.plan import execute_step
+
+    assert provenance.install() and execute_step._get_output_asset_events is provenance._output_asset_events
+    monkeypatch.setattr(execute_step, "_get_output_asset_events", provenance._dagster_output_asset_events)
+    monkeypatch.setattr(dagster, "__version__", "1.13.28")
+    with pytest.warns(UserWarning, match="checked against dagster==1.13.27"):
+        assert not provenance.install()
+    assert execute_step._get_output_asset_events is provenance._dagster_output_asset_events

@@ -4,10 +4,12 @@ import warnings
 
 from dagster import BetaWarning
 
-from evidence_pipeline.defs import range_runs
+from evidence_pipeline.defs import provenance, range_runs
 
 # Backfill policies are beta in Dagster 1.13; we pin 1.13.27 and test range runs, so the warning says nothing new.
 warnings.filterwarnings("ignore", category=BetaWarning, message="Parameter `backfill_policy`")
 
 # Range runs (BackfillPolicy.multi_run) record metadata per partition; see range_runs.py for why this is a patch.
 range_runs.install()
+# Each partition of a range run records its own data version and upstream events; see provenance.py.
+provenance.install()

@@ -10,6 +10,7 @@ bundle is always signed from the report that passed the gate, rendered from the 
 
 from collections.abc import Callable, Iterator
 from functools import partial
+from urllib.parse import quote
 
 from dagster import (
     AssetExecutionContext, AssetKey, AssetMaterialization, AssetRecordsFilter, Backoff, BackfillPolicy, Failure,
@@ -17,7 +18,9 @@ from dagster import (
 )
 
 from evidence_pipeline import parallel, pipeline
+from evidence_pipeline.defs import provenance
 from evidence_pipeline.defs.partitions import run_range, tenant_month_of, tenant_month_partitions
+from evidence_pipeline.defs.provenance import Upstream
 from evidence_pipeline.defs.resources import EvidenceResource, runtime_for
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger.jobs import CLOSED, RetryBudget
@@ -52,8 +55,14 @@ def _check_run_partitions(context) -> None:
 
 
 def _each_partition(context, evidence: EvidenceResource, stage: Callable, items: dict, lanes: dict,
-                    job_ids: dict, metadata: Callable[[object], dict], failed: dict) -> Iterator:
+                    job_ids: dict, metadata: Callable[[object], dict], failed: dict, version_field: str,
+                    inputs: dict[str, dict[AssetKey, Upstream]] | None = None,
+                    links: tuple[AssetKey, ...] = ()) -> Iterator:
     """Run ``stage`` for every partition's item and materialize the partitions that succeeded.
+
+    Each partition's materialization carries its own provenance (see provenance.py): its data version is the
+    digest in its ``version_field`` metadata, and ``inputs`` names the upstream events it was made from. ``links``
+    are the upstream assets whose same partition the UI should open in one click.
 
     ``failed`` holds partitions that failed before the stage (e.g. no upstream materialization): they fail the
     step but never move their job, since materializing the upstream again is the remedy. Attempts that failed in
@@ -81,15 +90,18 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
     if retry is not None:
         raise retry
 
-    done = {key: {"lane": lanes.get(key, pipeline.ARCHIVE)} | metadata(outcome)
+    done = {key: {"lane": lanes.get(key, pipeline.ARCHIVE)} | metadata(outcome) | _lineage_links(key, links)
             for key, outcome in outcomes.items() if key not in errors}
+    tags = {key: provenance.provenance_tags(values[version_field], (inputs or {}).get(key, {}))
+            for key, values in done.items()}
     if not errors:
         for key, values in done.items():
             context.add_asset_metadata(values, partition_key=key)
+            provenance.record(context.run.run_id, context.asset_key, str(key), tags[key])
         yield MaterializeResult()
         return
     for key, values in done.items():  # the step fails, but what succeeded stays recorded
-        yield AssetMaterialization(asset_key=context.asset_key, partition=key, metadata=values)
+        yield AssetMaterialization(asset_key=context.asset_key, partition=key, metadata=values, tags=tags[key])
     table = "\n".join(["| partition | reason |", "|---|---|"] + [f"| {k} | `{e.code}` |" for k, e in errors.items()])
     first = next(iter(errors.values()))
     raise Failure(
@@ -98,19 +110,32 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
     )
 
 
-def _latest_metadata(context, asset_key: AssetKey) -> dict:
-    """partition key -> metadata of the latest materialization of ``asset_key``, for this run's partitions."""
+def _lineage_links(partition: str, assets: tuple[AssetKey, ...]) -> dict[str, MetadataValue]:
+    """Links, relative to the webserver, to the same partition of upstream assets (the auditor's way back)."""
+    return {
+        f"{key.to_user_string()} partition": MetadataValue.url(
+            f"/assets/{key.to_user_string()}?view=partitions&partition={quote(str(partition))}")
+        for key in assets
+    }
+
+
+def _latest(context, asset_key: AssetKey) -> tuple[dict[str, dict], dict[str, dict[AssetKey, Upstream]]]:
+    """For this run's partitions with a materialization of ``asset_key``: (partition -> metadata of the latest,
+    partition -> {asset_key: that event}), so a downstream partition names the exact event it was made from."""
     keys = context.partition_keys
     records_filter = AssetRecordsFilter(asset_key=asset_key, asset_partitions=keys)
-    found, cursor = {}, None
+    found, events, cursor = {}, {}, None
     while len(found) < len(keys):  # newest first: the first record seen for a partition is its latest
         page = context.instance.fetch_materializations(records_filter, limit=max(len(keys), 100), cursor=cursor)
         for record in page.records:
-            found.setdefault(record.partition_key, {k: v.value for k, v in record.asset_materialization.metadata.items()})
+            if record.partition_key not in found:
+                metadata = record.asset_materialization.metadata
+                found[record.partition_key] = {name: value.value for name, value in metadata.items()}
+                events[record.partition_key] = {asset_key: provenance.upstream_of(record)}
         if not page.has_more:
             break
         cursor = page.cursor
-    return found
+    return found, events
 
 
 def _missing(context, asset_key: AssetKey, found: dict) -> dict:
@@ -118,9 +143,9 @@ def _missing(context, asset_key: AssetKey, found: dict) -> dict:
     return {key: error for key in context.partition_keys if key not in found}
 
 
-def _pinned(context) -> tuple[dict, dict]:
-    """(partition -> PinnedSource, partition -> error) from source_revision's metadata."""
-    found = _latest_metadata(context, source_revision.key)
+def _pinned(context) -> tuple[dict, dict, dict]:
+    """(partition -> PinnedSource, partition -> error, partition -> source_revision event) from its metadata."""
+    found, events = _latest(context, source_revision.key)
     pinned = {
         key: pipeline.PinnedSource(
             SourceRevision(tenant_month_of(key), meta["source_sequence"], meta["source_sha256"], meta["source_bytes"],
@@ -129,7 +154,7 @@ def _pinned(context) -> tuple[dict, dict]:
         )
         for key, meta in found.items()
     }
-    return pinned, _missing(context, source_revision.key, found)
+    return pinned, _missing(context, source_revision.key, found), events
 
 
 def _queue_wait_ms(context) -> float | None:
@@ -151,6 +176,7 @@ def source_revision(context: AssetExecutionContext, evidence: EvidenceResource):
             "source_bytes": pinned.revision.size, "source_key": pinned.revision.key, "job_id": pinned.job_id,
             "lane": pinned.lane,
         },
+        version_field="source_sha256",
     )
 
 
@@ -158,9 +184,10 @@ def source_revision(context: AssetExecutionContext, evidence: EvidenceResource):
        description="Deterministic, unsigned PDF report rendered from the pinned revision; materialized only once it "
        "passed the gate (strict parse under limits, not encrypted, metadata and totals match the revision).")
 def monthly_report(context: AssetExecutionContext, evidence: EvidenceResource):
-    pinned, failed = _pinned(context)
+    pinned, failed, sources = _pinned(context)
     yield from _each_partition(
-        context, evidence, partial(pipeline.render_and_gate, run=_run(context)),
+        context, evidence, partial(pipeline.render_and_gate, run=_run(context)), version_field="unsigned_sha256",
+        inputs=sources, links=(source_revision.key,),
         items={key: p.revision for key, p in pinned.items()}, lanes={key: p.lane for key, p in pinned.items()},
         job_ids={key: p.job_id for key, p in pinned.items()}, failed=failed,
         metadata=lambda gated: {
@@ -176,8 +203,8 @@ def monthly_report(context: AssetExecutionContext, evidence: EvidenceResource):
        description="PAdES-signed report + DSSE/in-toto statement + manifest, published once and committed to the "
        "ledger with the tenant-month's stage clocks.")
 def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource):
-    pinned, failed = _pinned(context)
-    reports = _latest_metadata(context, monthly_report.key)
+    pinned, failed, _ = _pinned(context)
+    reports, report_events = _latest(context, monthly_report.key)
     failed |= _missing(context, monthly_report.key, reports) | {
         # A partial re-materialization can leave the report rendered from another revision than the pinned one.
         key: EvidenceError("UPSTREAM_NOT_MATERIALIZED", "monthly_report was rendered from another revision")
@@ -192,7 +219,8 @@ def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource):
     yield from _each_partition(
         context, evidence, partial(pipeline.publish_and_time, run=_run(context)), items,
         lanes={key: p.lane for key, p in pinned.items()}, job_ids={key: p.job_id for key, p in pinned.items()},
-        failed=failed, metadata=_bundle_metadata,
+        failed=failed, metadata=_bundle_metadata, version_field="identity", inputs=report_events,
+        links=(monthly_report.key, source_revision.key),
     )
 
 
@@ -200,11 +228,11 @@ def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource):
        description="Preview lane: a quick, reduced-fidelity rendering (cover and summary) of the pinned revision for "
        "analysts. Stored in the preview store; never gated, signed, archived or recorded as evidence.")
 def report_preview(context: AssetExecutionContext, evidence: EvidenceResource):
-    pinned, failed = _pinned(context)
+    pinned, failed, sources = _pinned(context)
     previews = evidence.runtime().previews
     yield from _each_partition(
         context, evidence, pipeline.preview_stage, items={key: p.revision for key, p in pinned.items()}, lanes={},
-        job_ids={}, failed=failed,
+        job_ids={}, failed=failed, version_field="preview_sha256", inputs=sources,
         metadata=lambda preview: {
             "lane": "preview", "preview_sha256": preview.sha256, "bytes": preview.size, "pages": preview.pages,
             "location": MetadataValue.text(previews.uri(preview.key)),
