@@ -21,8 +21,10 @@ bench: install
 bench-stages: install
 	$(UV) run --locked python bench/stage_times.py
 
+# Compiled bytecode: where PYTHONDONTWRITEBYTECODE is set (containers often do), every run worker, daemon and CLI
+# process would otherwise recompile Dagster from source (seconds of CPU each).
 install: $(UV)
-	$(UV) sync --locked --quiet
+	$(UV) sync --locked --quiet --compile-bytecode
 
 .tools/bin/uv:
 	python3 -m venv .tools

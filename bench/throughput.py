@@ -21,8 +21,6 @@ import argparse
 import contextlib
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,7 +29,6 @@ from functools import partial
 from pathlib import Path
 
 import psutil
-import requests
 
 from evidence_pipeline import parallel
 from evidence_pipeline.config import Settings
@@ -40,6 +37,7 @@ from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.pipeline import RunInfo, run_tenant_month
 from evidence_pipeline.sources import publish_revision
+from evidence_pipeline_tests.dagster_services import dagster_services, graphql
 
 REPO = Path(__file__).resolve().parent.parent
 PROFILES = list(DEMO_TENANTS)  # bench tenant i has the volume and currencies of demo tenant i mod 5
@@ -141,51 +139,6 @@ def run_one_range_in_process(env: dict[str, str], partitions: list[TenantMonth])
     if not result.success or len(result.get_asset_materialization_events()) != 3 * len(partitions):
         sys.exit("the in-process range run did not materialize every partition")
     return elapsed
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def dagster_services(env: dict[str, str], logs: Path):
-    """A webserver (the UI's API) and a daemon on this instance; yields the GraphQL URL."""
-    port = _free_port()
-    venv_bin = Path(sys.executable).parent
-    common = ["-w", str(REPO / "workspace.yaml")]
-    processes = [
-        subprocess.Popen([venv_bin / "dagster-webserver", *common, "-h", "127.0.0.1", "-p", str(port)], env=env,
-                         stdout=open(logs / "webserver.log", "w"), stderr=subprocess.STDOUT),
-        subprocess.Popen([venv_bin / "dagster-daemon", "run", *common], env=env,
-                         stdout=open(logs / "daemon.log", "w"), stderr=subprocess.STDOUT),
-    ]
-    url = f"http://127.0.0.1:{port}/graphql"
-    try:
-        deadline = time.time() + 120
-        while True:
-            with contextlib.suppress(requests.ConnectionError):
-                if requests.get(f"http://127.0.0.1:{port}/server_info", timeout=5).ok:
-                    break
-            if time.time() > deadline:
-                sys.exit("the webserver did not start; see " + str(logs / "webserver.log"))
-            time.sleep(0.5)
-        yield url
-    finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.wait(timeout=60)
-
-
-def graphql(url: str, query: str, variables: dict) -> dict:
-    response = requests.post(url, json={"query": query, "variables": variables}, timeout=120)
-    response.raise_for_status()
-    body = response.json()
-    if body.get("errors"):
-        sys.exit(f"GraphQL error: {body['errors'][0]['message']}")
-    return body["data"]
 
 
 def partition_key(tm: TenantMonth) -> str:

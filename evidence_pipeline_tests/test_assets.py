@@ -284,3 +284,14 @@ def test_the_provenance_wrapper_is_installed_and_guarded(monkeypatch):
     with pytest.warns(UserWarning, match="checked against dagster==1.13.27"):
         assert not provenance.install()
     assert execute_step._get_output_asset_events is provenance._dagster_output_asset_events
+
+
+def test_a_run_whose_partitions_differ_from_its_range_fails_before_any_work(instance, evidence, runtime):
+    # What a job backfill's range run looks like when nothing removed the first partition's dimension tags.
+    first = TenantMonth("acme-books", "2026-09")
+    tags = range_tags(first, SMALL) | {"dagster/partition/month": "2026-09-01", "dagster/partition/tenant": "acme-books"}
+    result = materialize(ASSETS, instance=instance, resources={"evidence": evidence}, tags=tags, raise_on_error=False)
+    assert not result.success and not result.get_asset_materialization_events()
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failure.event_specific_data.user_failure_data.metadata["reason_code"].value == "RUN_PARTITIONS_MISMATCH"
+    assert runtime.ledger.events_of_type("source.pinned") == []  # nothing was done

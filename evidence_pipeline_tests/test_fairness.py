@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import dagster
 import pytest
 import yaml
 from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter, instance_for_test
@@ -28,6 +29,7 @@ from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
 from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
+from evidence_pipeline.defs import coordinator
 from evidence_pipeline.defs.coordinator import TENANT_TAG, TenantFairRunCoordinator
 from evidence_pipeline.defs.partitions import run_tenant, stray_dimension_tags
 from evidence_pipeline.definitions import defs
@@ -192,3 +194,15 @@ def _finish(instance: DagsterInstance, run: DagsterRun) -> None:
         DagsterEvent(event_type_value=DagsterEventType.RUN_SUCCESS.value, job_name=run.job_name), run_id=run.run_id
     )
     assert instance.get_run_by_id(run.run_id).status == DagsterRunStatus.SUCCESS
+
+
+def test_the_tag_rewrite_is_guarded_by_the_dagster_version(instance, workspace_context, monkeypatch):
+    # Checked against this Dagster; after an upgrade it leaves runs alone, and the assets refuse a mismatched run.
+    assert dagster.__version__ == coordinator.CHECKED_VERSION, "re-check job_backfill.py's range-run tags"
+    monkeypatch.setattr(dagster, "__version__", "1.13.28")
+    with pytest.warns(UserWarning, match="checked against dagster==1.13.27"):
+        run = _submit(instance, workspace_context, {"dagster/backfill": "bf", **JOB_BACKFILL_RANGE,
+                                                    RANGE_START: "2026-10-01|big-tenant", RANGE_END: "2026-10-01|small-b",
+                                                    "dagster/partition/tenant": "big-tenant"})
+    assert stray_dimension_tags(instance.get_run_by_id(run.run_id).tags) == sorted(
+        ["dagster/partition/month", "dagster/partition/tenant"])
