@@ -145,6 +145,16 @@ def _wait(instance: DagsterInstance, url: str, launches: dict, timeout_s: float 
     pytest.fail("launches did not finish in time")
 
 
+def _failures(instance: DagsterInstance, runs: list) -> list[str]:
+    """The first line of every step or run failure of ``runs``, for the assertion message."""
+    return [
+        f"{entry.step_key}: {entry.dagster_event.event_specific_data.error.message.splitlines()[0]}"
+        for run in runs for entry in instance.all_logs(run.run_id)
+        if entry.dagster_event and entry.dagster_event.event_type_value in ("STEP_FAILURE", "RUN_FAILURE")
+        and getattr(entry.dagster_event.event_specific_data, "error", None)
+    ]
+
+
 def _materialized_by(instance: DagsterInstance, run_id: str) -> dict[str, set[str]]:
     """asset name -> partition keys that ``run_id`` materialized."""
     found = defaultdict(set)
@@ -163,7 +173,7 @@ def test_every_launch_path_materializes_exactly_the_partitions_it_names(site):
 
     for name, launch in launches.items():
         runs = _runs_of(instance, launch)
-        assert {run.status for run in runs} == {DagsterRunStatus.SUCCESS}, name
+        assert {run.status for run in runs} == {DagsterRunStatus.SUCCESS}, (name, _failures(instance, runs))
         materialized = defaultdict(set)
         for run in runs:
             by_asset = _materialized_by(instance, run.run_id)

@@ -125,3 +125,12 @@ def test_patch_is_installed_and_keeps_dagster_errors(instance):
     assert not result.success
     [failure] = [e for e in result.all_events if e.is_step_failure]
     assert "that is not being targeted" in str(failure.step_failure_data.error)
+
+
+def test_a_pool_initialized_twice_keeps_its_default_limit(instance):
+    """Two runs that first use a pool at the same moment both initialize its limit; the second finds the row.
+    Stock dagster-postgres then fails the run (its UPDATE runs in the transaction the duplicate INSERT aborted)."""
+    storage = instance.event_log_storage
+    assert storage.initialize_concurrency_limit_to_default("render")
+    assert storage.initialize_concurrency_limit_to_default("render")  # what the second run does
+    assert storage.get_concurrency_info("render").slot_count == 2  # dagster.yaml's default_limit

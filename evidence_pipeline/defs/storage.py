@@ -18,8 +18,10 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import psycopg2.errors
 import sqlalchemy as sa
 from dagster._config import StringSource
+from dagster._core.storage.event_log.schema import ConcurrencyLimitsTable
 from dagster._core.storage.event_log import SqliteEventLogStorage
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage
@@ -142,7 +144,23 @@ class _PooledPostgres:
 
 
 class PooledPostgresEventLogStorage(_PooledPostgres, PostgresEventLogStorage):
-    pass
+    def initialize_concurrency_limit_to_default(self, concurrency_key: str) -> bool:
+        """Dagster inserts a pool's limit row the first time a run uses the pool and, if the row already exists,
+        updates it in the same transaction. On PostgreSQL the failed INSERT aborts that transaction, so the UPDATE
+        raises and the run fails: two runs that first use a pool at the same moment (or any run after the default
+        limit changed) lose a run. The row then exists; bring it to the default in a fresh transaction instead."""
+        try:
+            return super().initialize_concurrency_limit_to_default(concurrency_key)
+        except sa.exc.DBAPIError as error:
+            if not isinstance(error.orig, psycopg2.errors.InFailedSqlTransaction):
+                raise
+        default_limit = self._instance.global_op_concurrency_default_limit
+        limits = ConcurrencyLimitsTable.c
+        with self.index_transaction() as conn:
+            conn.execute(ConcurrencyLimitsTable.update().values(limit=default_limit).where(
+                limits.concurrency_key == concurrency_key, limits.using_default_limit, limits.limit != default_limit))
+            self._allocate_concurrency_slots(conn, concurrency_key, default_limit)
+        return True
 
 
 class PooledPostgresRunStorage(_PooledPostgres, PostgresRunStorage):
