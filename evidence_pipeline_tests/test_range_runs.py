@@ -6,6 +6,7 @@ store exactly what Dagster's own storages store; the range_runs patch must be in
 
 from pathlib import Path
 
+import dagster
 import pytest
 import sqlalchemy as sa
 import yaml
@@ -18,7 +19,7 @@ from dagster._core.execution.context.system import StepExecutionContext
 from sqlalchemy.pool import Pool
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from evidence_pipeline.defs import range_runs
+from evidence_pipeline.defs import range_runs, storage
 from evidence_pipeline.defs.partitions import tenant_month_partitions
 from evidence_pipeline.defs.storage import (
     PooledPostgresEventLogStorage, PooledPostgresRunStorage, PooledSqliteEventLogStorage,
@@ -134,3 +135,19 @@ def test_a_pool_initialized_twice_keeps_its_default_limit(instance):
     assert storage.initialize_concurrency_limit_to_default("render")
     assert storage.initialize_concurrency_limit_to_default("render")  # what the second run does
     assert storage.get_concurrency_info("render").slot_count == 2  # dagster.yaml's default_limit
+
+
+def test_storages_are_checked_against_this_dagster_and_fall_back_to_stock_otherwise(tmp_path, monkeypatch):
+    assert storage.checked()  # fails after a Dagster upgrade until CHECKED_SOURCES is re-checked
+    storage.checked.cache_clear()
+    monkeypatch.setattr(dagster, "__version__", "1.13.28")
+    try:
+        with pytest.warns(UserWarning, match="checked against dagster==1.13.27"):
+            assert not storage.checked()
+        events = PooledSqliteEventLogStorage(str(tmp_path))
+        with events._connect("index") as conn:  # Dagster's own engine per call, not a kept one
+            assert conn.execute(sa.text("select 1")).scalar() == 1
+        assert events._engines == {}
+        events.dispose()
+    finally:
+        storage.checked.cache_clear()

@@ -11,29 +11,27 @@
    tenant to charge and is bounded by max_concurrent_runs and the pools instead.
 """
 
-import warnings
-
 import dagster
 from dagster import DagsterRun, QueuedRunCoordinator, SubmitRunContext
 from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
 from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
 from dagster_shared.serdes import serialize_value
 
+from evidence_pipeline.defs.guard import still_checked
 from evidence_pipeline.defs.partitions import run_tenant, stray_dimension_tags
 
 TENANT_TAG = "evidence/tenant"
 # Dagster has no API that removes a run tag; the rewrite below writes the run row and its tag rows the way
-# SqlRunStorage.add_run_tags does. Checked against this version; test_backfill_launch_paths.py re-checks it.
-CHECKED_VERSION = "1.13.27"
+# SqlRunStorage.add_run_tags does (checked: test_fairness.py), for SQL run storages only.
+CHECKED_ADD_RUN_TAGS_SHA256 = "a681180ccedf1f37890e3bba003b0b45997911cb33caa9a38cb2520d82cde629"
 
 
 def remove_run_tags(instance: dagster.DagsterInstance, run: DagsterRun, keys: list[str]) -> DagsterRun:
     """``run`` stored without the tags ``keys``, before it is queued (so nothing else writes it meanwhile)."""
     storage = instance.run_storage
-    if dagster.__version__ != CHECKED_VERSION or not isinstance(storage, SqlRunStorage):
-        warnings.warn(f"evidence_pipeline.defs.coordinator was checked against dagster=={CHECKED_VERSION} and SQL "
-                      "run storage: not removing contradicting partition tags; such runs fail RUN_PARTITIONS_MISMATCH",
-                      stacklevel=2)
+    if not isinstance(storage, SqlRunStorage) or not still_checked(
+            "evidence_pipeline.defs.coordinator", "not removing contradicting partition tags; such runs fail "
+            "RUN_PARTITIONS_MISMATCH", {SqlRunStorage.add_run_tags: CHECKED_ADD_RUN_TAGS_SHA256}):
         return run
     stripped = run.with_tags({key: value for key, value in run.tags.items() if key not in keys})
     with storage.connect() as conn:

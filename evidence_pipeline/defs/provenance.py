@@ -14,20 +14,17 @@ alone (the provenance tags are then Dagster's own, coarse ones). test_provenance
 
 from __future__ import annotations
 
-import hashlib
-import inspect
-import warnings
 from collections.abc import Mapping
 from typing import NamedTuple
 
-import dagster
 from dagster import AssetKey, AssetMaterialization
 from dagster._core.definitions.data_version import (
     DATA_VERSION_IS_USER_PROVIDED_TAG, DATA_VERSION_TAG, get_input_data_version_tag, get_input_event_pointer_tag,
 )
 from dagster._core.execution.plan import execute_step
 
-CHECKED_VERSION = "1.13.27"
+from evidence_pipeline.defs.guard import still_checked
+
 # sha256 of inspect.getsource(execute_step._get_output_asset_events) in dagster==1.13.27.
 CHECKED_SOURCE_SHA256 = "0ac11bd7e5d1f977a6b9c2ce657835a684f678b952dd62d450a93dcee0f1b642"
 
@@ -79,12 +76,8 @@ def install() -> bool:
     """Wrap Dagster's event builder if Dagster is the checked version; True when installed."""
     if execute_step._get_output_asset_events is _output_asset_events:
         return True
-    source = hashlib.sha256(inspect.getsource(_dagster_output_asset_events).encode()).hexdigest()
-    if dagster.__version__ != CHECKED_VERSION or source != CHECKED_SOURCE_SHA256:
-        warnings.warn(
-            f"evidence_pipeline.defs.provenance was checked against dagster=={CHECKED_VERSION}, found "
-            f"{dagster.__version__}: range runs keep Dagster's per-step provenance tags", stacklevel=2,
-        )
+    if not still_checked("evidence_pipeline.defs.provenance", "range runs keep Dagster's per-step provenance tags",
+                         {_dagster_output_asset_events: CHECKED_SOURCE_SHA256}):
         return False
     execute_step._get_output_asset_events = _output_asset_events
     return True

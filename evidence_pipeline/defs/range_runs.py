@@ -12,16 +12,12 @@ It applies only to the exact version and source it was checked against; otherwis
 alone (correct, only slower). evidence_pipeline_tests/test_range_runs.py fails until it is re-checked.
 """
 
-import hashlib
-import inspect
-import warnings
-
-import dagster
 from dagster._core.definitions.events import AssetKey
 from dagster._core.definitions.partitions.context import partition_loading_context
 from dagster._core.execution.context.system import StepExecutionContext
 
-CHECKED_VERSION = "1.13.27"
+from evidence_pipeline.defs.guard import still_checked
+
 # sha256 of inspect.getsource(StepExecutionContext.add_asset_metadata) in dagster==1.13.27.
 CHECKED_SOURCE_SHA256 = "6dff312134cdce21b8831a8093fcea9090b7a650b4db4ded5d1d4600a085447e"
 _CACHE = "_evidence_targeted_partitions"
@@ -59,12 +55,8 @@ def install() -> bool:
     """Patch StepExecutionContext.add_asset_metadata if Dagster is the checked version; True when patched."""
     if StepExecutionContext.add_asset_metadata is add_asset_metadata:
         return True
-    source = hashlib.sha256(inspect.getsource(_dagster_add_asset_metadata).encode()).hexdigest()
-    if dagster.__version__ != CHECKED_VERSION or source != CHECKED_SOURCE_SHA256:
-        warnings.warn(
-            f"evidence_pipeline.defs.range_runs was checked against dagster=={CHECKED_VERSION}, found "
-            f"{dagster.__version__}: not patching add_asset_metadata (range runs stay O(range²))", stacklevel=2,
-        )
+    if not still_checked("evidence_pipeline.defs.range_runs", "not patching add_asset_metadata (range runs stay "
+                         "O(range²))", {_dagster_add_asset_metadata: CHECKED_SOURCE_SHA256}):
         return False
     StepExecutionContext.add_asset_metadata = add_asset_metadata
     return True

@@ -10,8 +10,11 @@ the index), and Dagster's stock storages open a connection for every one of them
   per storage call.
 
 The classes below change only how connections are obtained; schema, queries and transactions are Dagster's.
+They rely on private Dagster methods, so they apply only to the Dagster they were checked against; otherwise
+they warn and behave exactly as Dagster's own classes (see guard.py; test_range_runs.py re-checks).
 """
 
+import functools
 import os
 import weakref
 from collections import OrderedDict
@@ -23,12 +26,29 @@ import sqlalchemy as sa
 from dagster._config import StringSource
 from dagster._core.storage.event_log.schema import ConcurrencyLimitsTable
 from dagster._core.storage.event_log import SqliteEventLogStorage
+from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage
 from dagster_postgres.utils import create_pg_engine, get_token_provider_from_config, pg_url_from_config
 
+from evidence_pipeline.defs.guard import still_checked
+
 # Run shards whose engine stays open: the index shard and the runs this process is writing or reading.
 OPEN_SHARDS = 8
+# The Dagster methods whose internals (attributes, locks, transactions) the classes below rely on, as checked.
+CHECKED_SOURCES = {
+    SqliteEventLogStorage._connect: "b8435f2665689760a1e1d98e17b78ceef5a48256dc11b562a20c840abc37d170",
+    SqliteEventLogStorage.__init__: "264c15baa761a7bb4fd59f529de849ffd483fa20494c0898448891460b47ea60",
+    PostgresEventLogStorage.__init__: "647dff00b58c122294a362d38fed84b5064aa0f4520a64e6febb167120f2b5b2",
+    PostgresRunStorage.__init__: "c20e1fcd1ee52b39579bdab98f9fefa3a94acda1abf015bce303d82c78c3072a",
+    SqlEventLogStorage.initialize_concurrency_limit_to_default:
+        "6d44fe17c895aa2967a08ba788d0ba6b35d7c2488e31dbab20dbcfcb2d2c0d7d",
+}
+
+
+@functools.cache
+def checked() -> bool:
+    return still_checked("evidence_pipeline.defs.storage", "using Dagster's stock storage behaviour", CHECKED_SOURCES)
 
 
 _inherited_pools: list = []
@@ -94,6 +114,10 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
     @contextmanager
     def _connect(self, shard: str) -> Iterator[sa.Connection]:
         # As the parent's _connect (one lock, initdb once per shard, one transaction), minus create/dispose.
+        if not checked():
+            with super()._connect(shard) as conn:
+                yield conn
+            return
         with self._db_lock:
             engine = self._engine(shard)
             if shard not in self._initialized_dbs:
@@ -105,6 +129,8 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
     def has_table(self, table_name: str) -> bool:
         # Dagster probes for migrated tables several times per event, on a new engine each time. Tables are never
         # dropped while the instance is in use, so a table once seen is remembered.
+        if not checked():
+            return super().has_table(table_name)
         if table_name not in self._tables_seen:
             if not super().has_table(table_name):
                 return False
@@ -139,7 +165,8 @@ class _PooledPostgres:
             inst_data=inst_data, postgres_url=pg_url_from_config(config_value), token_provider=token_provider,
             should_autocreate_tables=config_value.get("should_autocreate_tables", True),
         )
-        storage._use_pool(token_provider)
+        if checked():
+            storage._use_pool(token_provider)
         return storage
 
 
@@ -152,7 +179,7 @@ class PooledPostgresEventLogStorage(_PooledPostgres, PostgresEventLogStorage):
         try:
             return super().initialize_concurrency_limit_to_default(concurrency_key)
         except sa.exc.DBAPIError as error:
-            if not isinstance(error.orig, psycopg2.errors.InFailedSqlTransaction):
+            if not checked() or not isinstance(error.orig, psycopg2.errors.InFailedSqlTransaction):
                 raise
         default_limit = self._instance.global_op_concurrency_default_limit
         limits = ConcurrencyLimitsTable.c
