@@ -11,6 +11,7 @@ import calendar
 import contextlib
 import hashlib
 import io
+import operator
 import os
 import threading
 from datetime import datetime, timezone
@@ -56,7 +57,9 @@ _TABLE = TableStyle(
 
 
 def money(minor: int, currency: str) -> str:
-    return f"{minor / 100:,.2f} {currency}"
+    """Minor units with two decimals, in integer arithmetic: exact for any amount (no float rounding)."""
+    units, cents = divmod(abs(operator.index(minor)), 100)
+    return f"{'-' if minor < 0 else ''}{units:,}.{cents:02d} {currency}"
 
 
 def report_subject(revision: SourceRevision) -> str:

@@ -6,9 +6,11 @@ revision with the next sequence number. Pipelines pin a revision by digest and r
 
 from __future__ import annotations
 
+import calendar
 import io
 import re
 
+import numpy as np
 import pandas as pd
 
 from evidence_pipeline.errors import EvidenceError
@@ -20,6 +22,12 @@ KINDS = ("order", "refund", "fee", "payout")
 CURRENCIES = ("EUR", "USD", "GBP", "SEK", "PLN", "CHF")
 CHANNELS = ("web", "app", "marketplace")
 MAX_ROWS = 1_000_000
+# 10,000,000.00 in a two-decimal currency, per transaction. Every total the report prints (per currency and per
+# day; net = orders - refunds - fees) sums at most MAX_ROWS amounts, so it stays within +-10**15: far inside int64,
+# and below 2**53, so pandas' float64 intermediates (pivot tables with empty cells) are still exact.
+MAX_AMOUNT_MINOR = 10**9
+_AMOUNT = rf"[1-9][0-9]{{0,{len(str(MAX_AMOUNT_MINOR)) - 1}}}"
+_TXN_ID = r"[A-Za-z0-9-]{1,40}"
 _REVISION_KEY = re.compile(r"^(\d{6})-([0-9a-f]{64})\.csv$")
 
 
@@ -30,6 +38,15 @@ def canonical_bytes(frame: pd.DataFrame, tenant_month: TenantMonth) -> bytes:
 
 
 def validate_frame(frame: pd.DataFrame, tenant_month: TenantMonth) -> pd.DataFrame:
+    """The one set of rules for a source revision, applied by ``publish_revision`` before anything is stored and by
+    ``read_revision`` on every read.
+
+    Every cell is judged as the text the canonical CSV holds for it (all a reader ever sees), and converted only
+    once that text is known to fit: an amount is 1..MAX_AMOUNT_MINOR written in plain digits, a date is exactly
+    YYYY-MM-DD, a real calendar day of the tenant-month. Rejections name the 1-based data row and the column,
+    never the cell's value.
+    """
+
     def invalid(why: str) -> EvidenceError:
         return EvidenceError("SOURCE_INVALID", f"source for {tenant_month}: {why}")
 
@@ -39,24 +56,33 @@ def validate_frame(frame: pd.DataFrame, tenant_month: TenantMonth) -> pd.DataFra
     frame = frame.loc[:, list(COLUMNS)]
     if len(frame) == 0 or len(frame) > MAX_ROWS:
         raise invalid(f"row count {len(frame)} outside 1..{MAX_ROWS}")
-    if frame.isna().any().any():
-        raise invalid("empty cells")
-    if not frame["txn_id"].astype(str).str.fullmatch(r"[A-Za-z0-9-]{1,40}").all():
-        raise invalid("txn_id must be 1-40 characters of [A-Za-z0-9-]")
-    if frame["txn_id"].duplicated().any():
-        raise invalid("duplicate txn_id")
-    for column, allowed in (("kind", KINDS), ("currency", CURRENCIES), ("channel", CHANNELS)):
-        if not frame[column].isin(allowed).all():
-            raise invalid(f"{column} outside {allowed}")
-    amounts = pd.to_numeric(frame["amount_minor"], errors="coerce")
-    if amounts.isna().any() or (amounts != amounts.round()).any() or (amounts <= 0).any():
-        raise invalid("amount_minor must be a positive integer (minor units)")
-    dates = pd.to_datetime(frame["booked_on"], format="%Y-%m-%d", errors="coerce")
-    if dates.isna().any():
-        raise invalid("booked_on must be YYYY-MM-DD")
-    if not ((dates.dt.year == tenant_month.year) & (dates.dt.month == tenant_month.month)).all():
-        raise invalid("booked_on outside the period")
-    out = frame.assign(amount_minor=amounts.astype("int64"), txn_id=frame["txn_id"].astype(str))
+    empty = frame.isna().to_numpy()
+    if empty.any():
+        row, column = (int(i) for i in np.argwhere(empty)[0])
+        raise invalid(f"row {row + 1}, column {COLUMNS[column]}: empty cell")
+    text = frame.astype(str)
+    amount_text = text["amount_minor"].str.fullmatch(_AMOUNT)
+    amounts = text["amount_minor"].where(amount_text, "1").astype("int64")  # at most 10 digits: fits int64
+    days = calendar.monthrange(tenant_month.year, tenant_month.month)[1]
+    rules = {
+        "txn_id": (text["txn_id"].str.fullmatch(_TXN_ID), "must be 1-40 characters of [A-Za-z0-9-]"),
+        "booked_on": (text["booked_on"].isin([f"{tenant_month.period}-{day:02d}" for day in range(1, days + 1)]),
+                      f"must be a date YYYY-MM-DD in {tenant_month.period}"),
+        "kind": (text["kind"].isin(KINDS), f"must be one of {KINDS}"),
+        "currency": (text["currency"].isin(CURRENCIES), f"must be one of {CURRENCIES}"),
+        "amount_minor": (amount_text & (amounts <= MAX_AMOUNT_MINOR),
+                         f"must be a whole number of minor units in 1..{MAX_AMOUNT_MINOR}, in digits"),
+        "channel": (text["channel"].isin(CHANNELS), f"must be one of {CHANNELS}"),
+    }
+    for column in COLUMNS:
+        valid, rule = rules[column]
+        bad = np.flatnonzero(~valid.to_numpy())
+        if len(bad):
+            raise invalid(f"row {bad[0] + 1}, column {column}: {rule} ({len(bad)} rows)")
+    duplicate = np.flatnonzero(text["txn_id"].duplicated().to_numpy())
+    if len(duplicate):
+        raise invalid(f"row {duplicate[0] + 1}, column txn_id: duplicate id ({len(duplicate)} rows)")
+    out = text.assign(amount_minor=amounts)
     return out.sort_values("txn_id", kind="stable").reset_index(drop=True)
 
 
@@ -111,7 +137,7 @@ def read_revision(store: ArtifactStore, revision: SourceRevision) -> pd.DataFram
     """Read a pinned revision: digest re-checked, schema re-validated."""
     data = _get_checked(store, revision.key, revision.sha256)
     try:
-        frame = pd.read_csv(io.BytesIO(data), dtype={"txn_id": str, "booked_on": str}, keep_default_na=False)
+        frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)  # validate_frame converts
     except (ValueError, pd.errors.ParserError) as error:
         raise EvidenceError("SOURCE_INVALID", f"source for {revision.tenant_month} is not CSV: {type(error).__name__}")
     return validate_frame(frame, revision.tenant_month)

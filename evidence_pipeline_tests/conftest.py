@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.demo_data import demo_transactions
+from evidence_pipeline.ledger.append_only import drop_guards
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.pipeline import Runtime
 from evidence_pipeline.sources import publish_revision
@@ -135,7 +136,6 @@ def overwrite(runtime: Runtime, key: str, data: bytes | None) -> None:
 
 def drop_append_only_guards(ledger) -> None:
     """What an attacker with DDL rights would do first: remove the triggers that refuse UPDATE and DELETE."""
-    on_table = " ON audit_events" if ledger.engine.dialect.name == "postgresql" else ""
     with ledger.engine.begin() as conn:
-        conn.execute(sa.text(f"DROP TRIGGER audit_events_no_update{on_table}"))
-        conn.execute(sa.text(f"DROP TRIGGER audit_events_no_delete{on_table}"))
+        for statement in drop_guards(ledger.engine.dialect.name, ledger.audit_events.name):
+            conn.execute(sa.text(statement))

@@ -143,7 +143,7 @@ def test_production_instance_keeps_runs_and_events_in_postgres(instance, evidenc
     with engine.connect() as conn:
         status = conn.execute(sa.text("SELECT status FROM runs WHERE run_id = :id"), {"id": result.run_id}).scalar()
         events = conn.execute(sa.text("SELECT count(*) FROM event_logs WHERE run_id = :id"), {"id": result.run_id}).scalar()
-        published = conn.execute(sa.text("SELECT count(*) FROM publications")).scalar()
+        published = conn.execute(sa.text("SELECT count(*) FROM evidence_publications")).scalar()
     engine.dispose()
     assert status == "SUCCESS" and events > 10 and published == 1
     bundle = _metadata(instance, "evidence_bundle", SMALL)

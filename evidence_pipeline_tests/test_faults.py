@@ -83,7 +83,7 @@ def test_every_kill_point_is_exercised():
 
 def _publications(runtime) -> int:
     with runtime.ledger.engine.connect() as conn:
-        return conn.execute(sa.text("SELECT count(*) FROM publications WHERE tenant = :t AND period = :p"),
+        return conn.execute(sa.text("SELECT count(*) FROM evidence_publications WHERE tenant = :t AND period = :p"),
                             {"t": SMALL.tenant, "p": SMALL.period}).scalar()
 
 

@@ -1,9 +1,13 @@
+import time
+
 import pytest
-from sqlalchemy import text
+from alembic import command
+from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.exc import DatabaseError
 
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import Ledger
+from evidence_pipeline.ledger.ledger import GENESIS_HASH, canonical, chain_hash, migration_config
 from evidence_pipeline.ledger.jobs import JobKey, Lease
 from evidence_pipeline_tests.conftest import SMALL, drop_append_only_guards
 
@@ -24,8 +28,8 @@ def test_chain_verifies(ledger):
 
 @pytest.mark.parametrize(
     "statement",
-    ["UPDATE audit_events SET event_type = 'x'", "DELETE FROM audit_events", "DELETE FROM publications",
-     "TRUNCATE audit_events CASCADE"],
+    ["UPDATE evidence_audit_events SET event_type = 'x'", "DELETE FROM evidence_audit_events",
+     "DELETE FROM evidence_publications", "TRUNCATE evidence_audit_events CASCADE"],
 )
 def test_database_refuses_to_rewrite_history(ledger, statement):
     if statement.startswith("TRUNCATE") and ledger.engine.dialect.name != "postgresql":
@@ -40,9 +44,9 @@ def test_database_refuses_to_rewrite_history(ledger, statement):
 @pytest.mark.parametrize(
     "tamper",
     [
-        "UPDATE audit_events SET body = replace(body, '\"pages\":1', '\"pages\":9') WHERE seq = 2",
-        "DELETE FROM audit_events WHERE seq = 2",
-        "UPDATE audit_events SET event_type = 'report.validated' WHERE seq = 3",
+        "UPDATE evidence_audit_events SET body = replace(body, '\"pages\":1', '\"pages\":9') WHERE seq = 2",
+        "DELETE FROM evidence_audit_events WHERE seq = 2",
+        "UPDATE evidence_audit_events SET event_type = 'report.validated' WHERE seq = 3",
     ],
     ids=["rewritten", "deleted", "column-edited"],
 )
@@ -96,4 +100,65 @@ def test_migrations_are_versioned_and_idempotent(ledger):
     again = Ledger(ledger.engine.url.render_as_string(hide_password=False))
     assert again.verify_chain() == 3
     with ledger.engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM evidence_ledger_version")).scalar() == "0002"
+        assert conn.execute(text("SELECT version_num FROM evidence_ledger_version")).scalar() == "0003"
+
+
+# Issue 16, finding 12: the ledger's tables move under the evidence_ prefix (Dagster owns `jobs` in a shared
+# database). A ledger that revision 0002 created must upgrade in place: same chain, same rows, guards still on.
+LEGACY_TABLES = {"audit_events", "publications", "jobs"}
+LEDGER_TABLES = {"evidence_audit_events", "evidence_publications", "evidence_jobs"}
+
+
+def _ledger_at_revision_0002(url: str) -> int:
+    """Write a ledger as revision 0002 and the code of its time left it: 3 chained events, a succeeded job and its
+    publication. Returns the number of events."""
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        command.upgrade(migration_config(conn), "0002")
+        prev = GENESIS_HASH
+        for i, event_type in enumerate(("job.accepted", "job.running", "bundle.published")):
+            body = canonical({"event_id": f"00000000-0000-0000-0000-{i:012d}", "event_type": event_type,
+                              "tenant": SMALL.tenant, "period": SMALL.period, "subject_sha256": "3" * 64,
+                              "actor": "run-0", "recorded_at": "2026-11-01T00:00:00.000000+00:00", "details": {}})
+            event_hash = chain_hash(prev, body)
+            conn.execute(text(
+                "INSERT INTO audit_events (event_id, event_type, tenant, period, subject_sha256, body, prev_hash,"
+                " event_hash) VALUES (:id, :type, :tenant, :period, :subject, :body, :prev, :hash)"),
+                {"id": f"00000000-0000-0000-0000-{i:012d}", "type": event_type, "tenant": SMALL.tenant,
+                 "period": SMALL.period, "subject": "3" * 64, "body": body, "prev": prev, "hash": event_hash})
+            prev = event_hash
+        now = time.time()
+        conn.execute(text(
+            "INSERT INTO jobs (job_id, tenant, period, source_sha256, renderer_version, policy_version, fidelity,"
+            " state, attempts, lease_token, budget_started_at, created_at, updated_at) VALUES (:job_id, :tenant,"
+            " :period, :source, :renderer, :policy, :fidelity, 'succeeded', 1, 1, :now, :now, :now)"),
+            {"job_id": KEY.job_id, "tenant": KEY.tenant, "period": KEY.period, "source": KEY.source_sha256,
+             "renderer": KEY.renderer_version, "policy": KEY.policy_version, "fidelity": KEY.fidelity, "now": now})
+        row = _row()
+        conn.execute(text(f"INSERT INTO publications ({', '.join(row)}, event_seq) VALUES "
+                          f"({', '.join(':' + name for name in row)}, 3)"), row)
+    engine.dispose()
+    return 3
+
+
+def test_a_ledger_at_revision_0002_upgrades_in_place_and_keeps_its_chain_and_guards(backend, tmp_path):
+    url = backend.get("EVIDENCE_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    events = _ledger_at_revision_0002(url)
+
+    ledger = Ledger(url)  # migrates to the newest revision on first use
+
+    tables = set(inspect(ledger.engine).get_table_names())
+    assert LEDGER_TABLES <= tables and not LEGACY_TABLES & tables
+    assert ledger.verify_chain() == events
+    assert ledger.job(KEY.job_id)["state"] == "succeeded" and ledger.publication("f" * 64)["event_seq"] == 3
+    ledger.record(SMALL, "report.rendered", "9" * 64, "run-1")  # the chain goes on from the migrated head
+    assert ledger.verify_chain() == events + 1
+    statements = ["UPDATE evidence_audit_events SET event_type = 'x'", "DELETE FROM evidence_audit_events",
+                  "UPDATE evidence_publications SET key_id = 'x'", "DELETE FROM evidence_publications"]
+    if ledger.engine.dialect.name == "postgresql":
+        statements += ["TRUNCATE evidence_audit_events CASCADE", "TRUNCATE evidence_publications"]
+    for statement in statements:
+        with pytest.raises(DatabaseError, match="LEDGER_APPEND_ONLY"):
+            with ledger.engine.begin() as conn:
+                conn.execute(text(statement))
+    assert ledger.verify_chain() == events + 1

@@ -4,7 +4,7 @@ import os
 import pandas as pd
 import pytest
 
-from evidence_pipeline import sources
+from evidence_pipeline import render, sources
 from evidence_pipeline.demo_data import demo_transactions
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.models import TenantMonth
@@ -89,3 +89,92 @@ def test_demo_data_is_deterministic_and_one_tenant_is_much_larger():
     assert len(large) > 10 * len(demo_transactions(TM))
     assert set(large["kind"]) == {"order", "refund", "fee", "payout"} and large["currency"].nunique() == 4
     assert isinstance(large, pd.DataFrame)
+
+
+# Finding 2 of issue 16: checks ran before the cast to int64, so 1e300 became -9223372036854775808 in a signed
+# report; 9e18 + 9e18 overflowed the sums; inf escaped as a raw pandas error; 2026-10-5 was accepted as a date.
+BAD_CELLS = [
+    ("amount_minor", "1e300"),
+    ("amount_minor", 1e300),
+    ("amount_minor", 2**64),
+    ("amount_minor", 2**63),
+    ("amount_minor", float("inf")),
+    ("amount_minor", "inf"),
+    ("amount_minor", "nan"),
+    ("amount_minor", 9 * 10**18),
+    ("amount_minor", sources.MAX_AMOUNT_MINOR + 1),
+    ("amount_minor", 0),
+    ("amount_minor", "0012"),
+    ("amount_minor", " 12"),
+    ("amount_minor", "12.0"),
+    ("amount_minor", True),
+    ("booked_on", "2026-10-5"),
+    ("booked_on", "2026-10-32"),
+    ("booked_on", "2026-1-05"),
+    ("booked_on", "2026-10-05T00:00:00"),
+    ("booked_on", " 2026-10-05"),
+    ("booked_on", "20261005"),
+    ("booked_on", "2026-09-30"),
+]
+
+
+def _with_cell(column: str, value) -> pd.DataFrame:
+    frame = demo_transactions(TM).astype({column: object})
+    frame.loc[3, column] = value
+    return frame
+
+
+def _raw_revision(store, frame: pd.DataFrame) -> sources.SourceRevision:
+    """Bytes that reached the sources store without passing publish_revision (an older writer, a hand-made file)."""
+    data = frame.to_csv(index=False, lineterminator="\n").encode("utf-8")
+    digest = hashlib.sha256(data).hexdigest()
+    store.put_once(f"acme-books/2026-10/000001-{digest}.csv", data)
+    return sources.pin_latest(store, TM)
+
+
+@pytest.mark.parametrize(("column", "value"), BAD_CELLS, ids=[f"{c}={v!r}" for c, v in BAD_CELLS])
+def test_out_of_range_or_malformed_cells_are_rejected_by_publish_and_by_the_reader(store, column, value):
+    frame = _with_cell(column, value)
+    with pytest.raises(EvidenceError) as published:
+        sources.publish_revision(store, TM, frame)
+    assert store.list("acme-books") == []
+    revision = _raw_revision(store, frame)
+    with pytest.raises(EvidenceError) as read:
+        sources.read_revision(store, revision)
+    for error in (published.value, read.value):
+        assert error.code == "SOURCE_INVALID"
+        assert "row 4" in error.message and column in error.message  # the 1-based data row, as in the CSV
+        assert len(str(value).strip()) < 4 or str(value).strip() not in error.message  # no tenant data values
+
+
+def test_two_amounts_that_overflow_int64_together_are_source_invalid_not_a_report_failure(store):
+    frame = demo_transactions(TM)
+    frame.loc[[1, 2], "amount_minor"] = 9 * 10**18
+    with pytest.raises(EvidenceError) as error:
+        sources.publish_revision(store, TM, frame)
+    assert error.value.code == "SOURCE_INVALID" and "row 2" in error.value.message
+
+
+def test_the_largest_source_sums_exactly_in_every_total_the_report_prints():
+    rows = sources.MAX_ROWS
+    assert rows * sources.MAX_AMOUNT_MINOR < 2**53  # the bound every printed sum relies on
+    frame = pd.DataFrame({
+        "txn_id": [f"T{i:07d}" for i in range(rows)],
+        "booked_on": "2026-10-31",
+        "kind": ["order"] * (rows - 2) + ["refund", "fee"],
+        "currency": "EUR",
+        "amount_minor": sources.MAX_AMOUNT_MINOR,
+        "channel": "web",
+    })
+    frame = sources.validate_frame(frame, TM)
+    order = (rows - 2) * sources.MAX_AMOUNT_MINOR
+    net = order - 2 * sources.MAX_AMOUNT_MINOR
+    assert render.report_totals(frame) == (render.money(order, "EUR"), render.money(net, "EUR"))
+    assert render.money(order, "EUR") == f"{order // 100:,}.{order % 100:02d} EUR"
+    assert render.money(-net, "EUR") == f"-{net // 100:,}.{net % 100:02d} EUR"
+
+
+def test_money_is_exact_beyond_float_precision():
+    assert render.money(2**53 + 1, "EUR") == "90,071,992,547,409.93 EUR"
+    assert render.money(-5, "SEK") == "-0.05 SEK"
+    assert render.money(0, "USD") == "0.00 USD"

@@ -76,6 +76,14 @@ def _serialize_sqlite_writers(engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
 
 
+def migration_config(connection: Connection) -> Config:
+    """The Alembic configuration of the ledger's migrations, run on ``connection`` (no alembic.ini)."""
+    config = Config()
+    config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+    config.attributes["connection"] = connection
+    return config
+
+
 class Ledger:
     def __init__(self, url: str):
         try:
@@ -94,12 +102,13 @@ class Ledger:
         with _database():
             self._migrate()
         # The migrations are the one definition of the schema; queries use the tables as the database has them.
+        # Every table of the ledger is named evidence_*: it may share its database with Dagster's storage.
         tables = MetaData()
         with _database():
-            tables.reflect(self.engine, only=("audit_events", "publications", "jobs"))
-        self.audit_events = tables.tables["audit_events"]
-        self.publications = tables.tables["publications"]
-        self.jobs = tables.tables["jobs"]
+            tables.reflect(self.engine, only=("evidence_audit_events", "evidence_publications", "evidence_jobs"))
+        self.audit_events = tables.tables["evidence_audit_events"]
+        self.publications = tables.tables["evidence_publications"]
+        self.jobs = tables.tables["evidence_jobs"]
 
     def record(self, tenant_month: TenantMonth, event_type: str, subject_sha256: str, actor: str,
                **details) -> LedgerEvent:
@@ -385,15 +394,12 @@ class Ledger:
 
     def _migrate(self) -> None:
         """Bring the schema to the newest migration. Concurrent first starts serialize on a lock or retry."""
-        config = Config()
-        config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
         for attempt in range(5):
             try:
                 with self._writer.begin() as conn:
                     if conn.dialect.name == "postgresql":
                         conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('evidence_ledger_migrations'))"))
-                    config.attributes["connection"] = conn
-                    command.upgrade(config, "head")
+                    command.upgrade(migration_config(conn), "head")
                 return
             except (OperationalError, IntegrityError, ProgrammingError):
                 if attempt == 4:

@@ -6,24 +6,18 @@ Revision ID: 0001
 import sqlalchemy as sa
 from alembic import op
 
+from evidence_pipeline.ledger import append_only
+
 revision = "0001"
 down_revision = None
 
 TABLES = ("audit_events", "publications")
 
-_SQLITE_GUARD = """
-CREATE TRIGGER {table}_no_{action} BEFORE {verb} ON {table}
-BEGIN SELECT RAISE(ABORT, 'LEDGER_APPEND_ONLY: {table} rows cannot be changed'); END
-"""
 _POSTGRES_GUARD_FUNCTION = """
 CREATE FUNCTION evidence_ledger_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     RAISE EXCEPTION 'LEDGER_APPEND_ONLY: % rows cannot be changed', TG_TABLE_NAME;
 END $$
-"""
-_POSTGRES_GUARD = """
-CREATE TRIGGER {table}_no_{action} BEFORE {verb} ON {table}
-FOR EACH {level} EXECUTE FUNCTION evidence_ledger_append_only()
 """
 
 
@@ -54,16 +48,12 @@ def upgrade() -> None:
         sa.Column("key_id", sa.String(64), nullable=False),
         sa.Column("event_seq", sa.Integer, sa.ForeignKey("audit_events.seq"), nullable=False, unique=True),
     )
-    guards = [("update", "UPDATE", "ROW"), ("delete", "DELETE", "ROW"), ("truncate", "TRUNCATE", "STATEMENT")]
-    if op.get_bind().dialect.name == "postgresql":
+    dialect = op.get_bind().dialect.name
+    if dialect == "postgresql":
         op.execute(_POSTGRES_GUARD_FUNCTION)
-        for table in TABLES:
-            for action, verb, level in guards:
-                op.execute(_POSTGRES_GUARD.format(table=table, action=action, verb=verb, level=level))
-    else:  # SQLite has no TRUNCATE
-        for table in TABLES:
-            for action, verb, _ in guards[:2]:
-                op.execute(_SQLITE_GUARD.format(table=table, action=action, verb=verb))
+    for table in TABLES:
+        for statement in append_only.create_guards(dialect, table):
+            op.execute(statement)
 
 
 def downgrade() -> None:

@@ -11,8 +11,12 @@ down_revision = "0001"
 
 
 def upgrade() -> None:
+    # Dagster's schedule storage owns a table `jobs`, and Dagster may share the ledger's database. Where that table
+    # already exists, ours is created under the name 0003 gives it (0003 then has nothing to rename); elsewhere it
+    # is `jobs`, as it always was, and 0003 renames it.
+    name = "evidence_jobs" if sa.inspect(op.get_bind()).has_table("jobs") else "jobs"
     op.create_table(
-        "jobs",
+        name,
         sa.Column("job_id", sa.String(64), primary_key=True),
         sa.Column("tenant", sa.String(63), nullable=False, index=True),
         sa.Column("period", sa.String(7), nullable=False),
