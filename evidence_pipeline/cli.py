@@ -58,24 +58,33 @@ def demo(months: int) -> None:
     settings = _settings()
     _use_dagster_home(settings)
     try:
-        bundles = run_demo(months, datetime.now(timezone.utc).date())
+        outcomes = run_demo(months, datetime.now(timezone.utc).date(), say=lambda line: click.echo(line, err=True))
     except EvidenceError as error:
         raise click.ClickException(str(error)) from None
-    click.echo(f"{'tenant':<18} {'period':<8} {'pages':>5}  {'new':<4} report.pdf sha256")
-    for bundle in bundles:
+    click.echo(f"{'tenant':<18} {'period':<8} {'pages':>5}  {'outcome':<8} report.pdf sha256 or reason code")
+    for outcome in outcomes:
+        state = ("new" if outcome.newly_published else "existing") if outcome.ok else "FAILED"
         click.echo(
-            f"{bundle.tenant_month.tenant:<18} {bundle.tenant_month.period:<8} {bundle.pages:>5}  "
-            f"{'yes' if bundle.newly_published else 'no':<4} {bundle.report_sha256}"
+            f"{outcome.tenant_month.tenant:<18} {outcome.tenant_month.period:<8} {outcome.pages or '-':>5}  "
+            f"{state:<8} {outcome.report_sha256 if outcome.ok else outcome.reason}"
         )
-    created = sum(b.newly_published for b in bundles)
-    click.echo(f"\n{len(bundles)} bundles ({created} newly published, {len(bundles) - created} already published)")
-    example = bundles[0].location
-    if not settings.archive_uri.startswith("s3://"):
-        example = str(Path(settings.archive_uri) / example.removeprefix("archive://"))
-    click.echo(f"archive: {settings.archive_uri}")
-    click.echo(f"verify a bundle:  .venv/bin/evidence verify {example}")
-    click.echo(f"prove it is in the signed ledger:  .venv/bin/evidence ledger prove {example}")
-    click.echo("open the UI:      .venv/bin/evidence ui   (then http://127.0.0.1:3000)")
+    published = [o for o in outcomes if o.ok]
+    created = sum(o.newly_published for o in published)
+    failed = len(outcomes) - len(published)
+    click.echo(f"\n{len(published)} bundles ({created} newly published, {len(published) - created} already "
+               f"published), {failed} failed")
+    if published:
+        example = published[0].location
+        if not settings.archive_uri.startswith("s3://"):
+            example = str(Path(settings.archive_uri) / example.removeprefix("archive://"))
+        click.echo(f"archive: {settings.archive_uri}")
+        click.echo(f"verify a bundle:  .venv/bin/evidence verify {example}")
+        click.echo(f"prove it is in the signed ledger:  .venv/bin/evidence ledger prove {example}")
+        click.echo("open the UI:      .venv/bin/evidence ui   (then http://127.0.0.1:3000)")
+    if failed:
+        reasons = sorted({o.reason for o in outcomes if not o.ok})
+        raise click.ClickException(f"{failed} tenant-month(s) failed: {', '.join(reasons)} "
+                                   "(see `evidence dead-letter list`)")
 
 
 @main.command()

@@ -39,6 +39,7 @@ class Settings:
     workers: int  # worker processes a run uses for the partitions of its range
     oversize_bytes: int  # source revisions larger than this go to the oversize lane
     oversize_workers: int  # the oversize lane's lower cap, within a run
+    pool_wait_seconds: float  # how long an in-process run (`evidence demo`) may wait for a Dagster pool slot
 
     @property
     def uses_s3(self) -> bool:
@@ -95,6 +96,7 @@ class Settings:
             workers=_whole(env, "EVIDENCE_WORKERS", len(os.sched_getaffinity(0))),
             oversize_bytes=_whole(env, "EVIDENCE_OVERSIZE_BYTES", 2 * 1024 * 1024),
             oversize_workers=_whole(env, "EVIDENCE_OVERSIZE_WORKERS", 1),
+            pool_wait_seconds=_positive(env, "EVIDENCE_POOL_WAIT_SECONDS", 600),
         )
 
 

@@ -24,7 +24,9 @@ REASON_CODES: dict[str, bool] = {
     "STORE_NOT_FOUND": False,
     "STORE_KEY_INVALID": False,
     "STORE_UNAVAILABLE": True,
-    "STORE_ACCESS_DENIED": False,
+    "STORE_ACCESS_DENIED": False,  # S3 AccessDenied, or EACCES/EPERM on a local store: needs an operator
+    "STORE_READ_ONLY": False,  # EROFS: the store is mounted read-only; retrying within minutes cannot help
+    "STORE_FULL": True,  # ENOSPC/EDQUOT: space can come back (sweeps, cleanups, quota); retried over the budget
     "STORE_REJECTED": False,
     "LEDGER_CONFLICT": True,
     "LEDGER_UNAVAILABLE": True,
@@ -39,6 +41,10 @@ REASON_CODES: dict[str, bool] = {
     "WORKER_LOST": True,  # a worker process died mid-stage; the stage is safe to repeat
     "UNEXPECTED_ERROR": False,  # a defect; its traceback is in the run's logs
     "DAGSTER_UNAVAILABLE": True,  # the Dagster instance's storage could not be read
+    "UPSTREAM_STEP_FAILED": True,  # another tenant-month of the run failed an earlier step, so this one was skipped
+    "POOL_WAIT_TIMEOUT": True,  # waited longer than EVIDENCE_POOL_WAIT_SECONDS for a Dagster pool slot
+    "RUN_WORKER_LOST": True,  # a run's process died (SIGKILL, OOM) while it held pool slots; they were freed
+    "INTERRUPTED": False,  # SIGINT or SIGTERM: the operator stopped the command
     # verification outcomes (what `evidence verify` reports)
     "BUNDLE_NOT_FOUND": False,
     "BUNDLE_INCOMPLETE": False,

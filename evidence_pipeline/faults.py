@@ -1,11 +1,16 @@
-"""Named kill points for fault-injection tests. Inert unless EVIDENCE_KILL_POINT names the point.
+"""Named fault points for fault-injection tests. Inert unless the environment names the point.
 
 A test sets EVIDENCE_KILL_POINT=<name> for a child process; reaching that point SIGKILLs the process, exactly
 like a crashed worker: no cleanup handlers, no exception, nothing flushed.
+
+EVIDENCE_IO_FAULT=<point>:<errno name> (e.g. ``archive_write:ENOSPC``) makes a local store's write fail at that
+point with that OSError, after part of the object was written, as a full or read-only disk does. The point is
+``<scheme>_write``, so one store (the archive) can fail while the others work; forked workers inherit it.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 
@@ -18,3 +23,13 @@ KILL_POINTS = (
 def kill_point(name: str) -> None:
     if os.environ.get("EVIDENCE_KILL_POINT") == name:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+IO_FAULT_POINTS = ("archive_write", "sources_write", "staging_write", "previews_write")
+
+
+def io_fault(point: str) -> None:
+    name, _, code = os.environ.get("EVIDENCE_IO_FAULT", "").partition(":")
+    if name == point:
+        number = getattr(errno, code)
+        raise OSError(number, os.strerror(number))

@@ -10,9 +10,14 @@ come back as values: an ``EvidenceError`` for one partition never hides the outc
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import multiprocessing.util
 import os
+import signal
+import sys
+import threading
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -25,6 +30,8 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _pools: dict[int, ProcessPoolExecutor] = {}
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_PARENT_CHECK_SECONDS = 1.0
 
 
 def map_stage(
@@ -64,7 +71,11 @@ def _attempt(make_runtime, stage, item, environ=None):
 def _pool(workers: int) -> Executor:
     if workers not in _pools:
         # fork, not spawn: a spawned worker re-imports pandas, reportlab, pyHanko and Dagster (seconds per run).
-        _pools[workers] = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+        # Workers die with this process: a SIGKILLed run must not leave them computing for nobody.
+        _pools[workers] = ProcessPoolExecutor(
+            max_workers=workers, mp_context=multiprocessing.get_context("fork"),
+            initializer=_die_with_parent, initargs=(os.getpid(),),
+        )
         # Shut the workers down when this process exits. A Dagster run worker is itself a multiprocessing child:
         # it leaves through os._exit (no atexit) after joining its own children, so live workers would keep it
         # alive forever. multiprocessing runs exit finalizers before that join, and from its atexit hook in an
@@ -73,6 +84,22 @@ def _pool(workers: int) -> Executor:
         # (their finalizers have priority 10), or the workers would never receive their stop sentinels.
         multiprocessing.util.Finalize(_pools[workers], _shutdown, exitpriority=100)
     return _pools[workers]
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Worker initializer. On Linux the kernel SIGKILLs the worker when its parent dies (PR_SET_PDEATHSIG; the
+    parent is the thread that forked it, and the pools are created and used by the run's main thread). Everywhere,
+    a watchdog thread also ends the worker once it has been re-parented, which covers other systems and a parent
+    that died before the request took effect."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), name="parent-watch", daemon=True).start()
+
+
+def _exit_when_orphaned(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(_PARENT_CHECK_SECONDS)
+    os._exit(1)
 
 
 def _shutdown() -> None:

@@ -144,7 +144,7 @@ class Publication:
     manifest_sha256: str
     key_id: str
     ledger_seq: int
-    created: bool  # False when an existing publication was found and converged on
+    created: bool  # True when this run's commit wrote the publication (its bundle.published event names the run)
     timings_ms: dict[str, float] = field(default_factory=dict)
 
 
@@ -261,7 +261,7 @@ def publish_stage(rt: Runtime, pinned: PinnedSource, unsigned_sha256: str, run: 
     start = time.perf_counter()
     existing = rt.ledger.publication(identity)
     if existing is not None:
-        return _converge(rt, existing, {"publish_ms": _ms(start)})
+        return _converge(rt, existing, {"publish_ms": _ms(start)}, run)
     validated = rt.ledger.events_about("report.validated", unsigned_sha256)
     if not any(event["details"].get("source_sha256") == revision.sha256 for event in validated):
         raise EvidenceError("REPORT_INVALID", "refusing to sign: this report has not passed the gate for this revision")
@@ -270,7 +270,7 @@ def publish_stage(rt: Runtime, pinned: PinnedSource, unsigned_sha256: str, run: 
         committed = rt.ledger.publication(identity)
         if committed is None:
             raise EvidenceError("JOB_CLOSED", "the job already succeeded with a different report")
-        return _converge(rt, committed, {"publish_ms": _ms(start)})
+        return _converge(rt, committed, {"publish_ms": _ms(start)}, run)
     try:
         with attempt_dir(rt.settings.work_dir, pinned.job_id, lease.token) as scratch, \
                 rt.ledger.keep_alive(lease, rt.settings.lease_seconds):
@@ -338,9 +338,9 @@ def _sign_and_commit(rt: Runtime, pinned: PinnedSource, fields: dict, lease: Lea
         "statement_size": len(statement), "bundle_key": prefix,
         "report_version_id": report_version, "statement_version_id": statement_version,
     }
-    committed, created = rt.ledger.publish(row, lease, run.run_id, **details)
+    committed, _ = rt.ledger.publish(row, lease, run.run_id, **details)
     kill_point("after_commit")
-    return _converge(rt, committed, {"sign_ms": sign_ms, "publish_ms": _ms(start)}, created=created)
+    return _converge(rt, committed, {"sign_ms": sign_ms, "publish_ms": _ms(start)}, run)
 
 
 def run_tenant_month(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> Publication:
@@ -355,8 +355,12 @@ def run_tenant_month(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> Pu
         raise
 
 
-def _converge(rt: Runtime, row: dict, timings: dict[str, float], created: bool = False) -> Publication:
-    """Make the committed publication visible: (re)write its manifest, which is derived from the ledger."""
+def _converge(rt: Runtime, row: dict, timings: dict[str, float], run: RunInfo) -> Publication:
+    """Make the committed publication visible: (re)write its manifest, which is derived from the ledger.
+
+    Whether ``run`` published it is read from the commit itself (the actor of its ``bundle.published`` event), not
+    from what this attempt saw: a step retried after its range met another run's lease converges on the bundle
+    that its own first attempt committed, and still counts it, while a concurrent run never does."""
     event = rt.ledger.event(row["event_seq"])
     manifest = rt.archive.put_once(f"{row['bundle_key']}/{MANIFEST}", build_manifest(event))
     details = event.body["details"]
@@ -365,7 +369,7 @@ def _converge(rt: Runtime, row: dict, timings: dict[str, float], created: bool =
         bundle_key=row["bundle_key"], location=rt.archive.uri(row["bundle_key"]), source_sha256=row["source_sha256"], unsigned_sha256=row["unsigned_sha256"],
         report_sha256=row["report_sha256"], report_size=details["report_size"],
         statement_sha256=row["statement_sha256"], manifest_sha256=manifest.sha256, key_id=row["key_id"],
-        ledger_seq=event.seq, created=created, timings_ms=timings,
+        ledger_seq=event.seq, created=event.body["actor"] == run.run_id, timings_ms=timings,
     )
 
 

@@ -79,7 +79,7 @@ def test_racing_acquisitions_have_one_winner(ledger):
 
 
 def test_failures_follow_the_retry_budget_and_replay_reopens(ledger):
-    budget = RetryBudget(max_attempts=2, max_elapsed_seconds=3600)
+    budget = RetryBudget(max_attempts=2, max_elapsed_seconds=0.0)  # the time budget is spent: attempts decide
     lease = ledger.acquire_lease(KEY.job_id, "run-a", 60)
     assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-a", budget, 1, lease.token) == "accepted"
     lease = ledger.acquire_lease(KEY.job_id, "run-a", 60)
@@ -113,9 +113,20 @@ def test_terminal_failure_rejects_at_once(ledger):
     assert ledger.job(KEY.job_id)["last_reason"] == "SOURCE_INVALID"
 
 
-def test_elapsed_budget_makes_a_job_dead(ledger):
-    budget = RetryBudget(max_attempts=100, max_elapsed_seconds=0.0)
-    assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-a", budget, 1) == "dead"
+def test_a_burst_of_transient_failures_cannot_spend_the_budget(ledger):
+    """One invocation that retries quickly (the op policy's burst, a demo on a full disk) must leave the job
+    retryable: the budget is spent only over EVIDENCE_RETRY_BUDGET_SECONDS."""
+    budget = RetryBudget(max_attempts=2, max_elapsed_seconds=3600)
+    for attempt in range(1, 6):
+        lease = ledger.acquire_lease(KEY.job_id, "run-a", 60)
+        assert ledger.record_failure(KEY.job_id, "STORE_FULL", True, "run-a", budget, attempt, lease.token) == "accepted"
+
+
+def test_time_alone_does_not_make_a_job_dead(ledger):
+    """A job accepted long ago that fails once has not been retried at all: it is not dead yet."""
+    budget = RetryBudget(max_attempts=2, max_elapsed_seconds=0.0)
+    assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-a", budget, 1) == "accepted"
+    assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-a", budget, 2) == "dead"
 
 
 def _events(ledger):

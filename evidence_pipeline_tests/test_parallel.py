@@ -79,3 +79,36 @@ def test_a_multiprocessing_child_that_used_a_pool_still_exits():
     if child.exitcode is None:
         child.kill()
     assert child.exitcode == 0
+
+
+def sleep_then_square(_runtime, item):
+    import time
+
+    time.sleep(300)  # long enough that only the parent's death can end it
+    return item * item
+
+
+def _parent_of_sleeping_workers() -> None:
+    parallel.map_stage(no_runtime, sleep_then_square, [1, 2], workers=2)
+
+
+def test_workers_die_with_their_sigkilled_parent():
+    import signal
+    import time
+
+    import psutil
+
+    parent = multiprocessing.get_context("spawn").Process(target=_parent_of_sleeping_workers)
+    parent.start()
+    deadline = time.monotonic() + 120
+    workers = []
+    while len(workers) < 2 and time.monotonic() < deadline:
+        workers = psutil.Process(parent.pid).children()
+        time.sleep(0.1)
+    assert len(workers) == 2, "the parent never started its workers"
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.join()
+    _, alive = psutil.wait_procs(workers, timeout=10)  # a bound on liveness, not a performance figure
+    for orphan in alive:
+        orphan.kill()
+    assert alive == []

@@ -83,3 +83,18 @@ def test_streamed_put_and_get_on_both_backends(runtime, tmp_path):
     with pytest.raises(EvidenceError) as error:
         store.get_file("probe/missing", io.BytesIO())
     assert error.value.code == "STORE_NOT_FOUND"
+
+
+@pytest.mark.parametrize("errno_name, code, retryable", [
+    ("ENOSPC", "STORE_FULL", True), ("EDQUOT", "STORE_FULL", True), ("EROFS", "STORE_READ_ONLY", False),
+    ("EACCES", "STORE_ACCESS_DENIED", False), ("EPERM", "STORE_ACCESS_DENIED", False),
+    ("EIO", "STORE_UNAVAILABLE", True),
+])
+def test_a_failed_write_is_classified_and_leaves_nothing_half_made(store, monkeypatch, errno_name, code, retryable):
+    store.put_once("keys/k.pem", b"key")  # the archive root exists; the bundle's folders do not yet
+    monkeypatch.setenv("EVIDENCE_IO_FAULT", f"archive_write:{errno_name}")  # the disk fails mid-write
+    with pytest.raises(EvidenceError) as error:
+        store.put_once("bundles/acme/2026-10/abc/report.pdf", b"x" * 100_000)
+    assert (error.value.code, error.value.retryable) == (code, retryable)
+    assert str(store.root) not in str(error.value)
+    assert sorted(p.relative_to(store.root).as_posix() for p in store.root.rglob("*")) == ["keys", "keys/k.pem"]

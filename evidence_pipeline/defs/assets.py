@@ -8,6 +8,7 @@ partition. Downstream assets read the exact digests their upstream materialized 
 bundle is always signed from the report that passed the gate, rendered from the revision that was pinned.
 """
 
+import contextlib
 from collections.abc import Callable, Iterator
 from functools import partial
 from urllib.parse import quote
@@ -71,7 +72,8 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
     and the step fails with each failed partition's reason code; terminal failures are never retried.
     """
     _check_run_partitions(context)
-    runtime = evidence.runtime()
+    with _foreseeable():
+        runtime = evidence.runtime()
     settings = runtime.settings
     outcomes = dict(failed)
     for lane, workers in ((pipeline.ARCHIVE, settings.workers), (pipeline.OVERSIZE, settings.oversize_workers)):
@@ -84,11 +86,12 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
     retry = None
     for key, error in errors.items():
         attempted = key in job_ids and key not in failed
-        state = pipeline.record_failure(runtime, job_ids[key], error, _run(context), budget) if attempted else None
+        with _foreseeable():
+            state = pipeline.record_failure(runtime, job_ids[key], error, _run(context), budget) if attempted else None
         if error.retryable and state not in CLOSED and context.retry_number < TRANSIENT_RETRIES.max_retries:
             retry = error
-    if retry is not None:
-        raise retry
+    if retry is not None:  # the op's RetryPolicy runs the range again; finished partitions converge
+        raise _failure(retry, errors, len(outcomes), allow_retries=True)
 
     done = {key: {"lane": lanes.get(key, pipeline.ARCHIVE)} | metadata(outcome) | _lineage_links(key, links)
             for key, outcome in outcomes.items() if key not in errors}
@@ -102,12 +105,30 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
         return
     for key, values in done.items():  # the step fails, but what succeeded stays recorded
         yield AssetMaterialization(asset_key=context.asset_key, partition=key, metadata=values, tags=tags[key])
+    raise _failure(next(iter(errors.values())), errors, len(outcomes), allow_retries=False)
+
+
+def _failure(first: EvidenceError, errors: dict, count: int, allow_retries: bool) -> Failure:
+    """A step's failed partitions as a Failure: reason codes, no traceback (they are foreseen conditions).
+    ``reason_codes`` (partition -> code) is what `evidence demo` reports per tenant-month."""
     table = "\n".join(["| partition | reason |", "|---|---|"] + [f"| {k} | `{e.code}` |" for k, e in errors.items()])
-    first = next(iter(errors.values()))
-    raise Failure(
-        description=f"{len(errors)} of {len(outcomes)} tenant-months failed; first: {first}",
-        metadata={"reason_code": first.code, "failed_partitions": MetadataValue.md(table)}, allow_retries=False,
+    return Failure(
+        description=f"{len(errors)} of {count} tenant-months failed; first: {first}",
+        metadata={"reason_code": first.code, "failed_partitions": MetadataValue.md(table),
+                  "reason_codes": MetadataValue.json({str(key): error.code for key, error in errors.items()})},
+        allow_retries=allow_retries,
     )
+
+
+@contextlib.contextmanager
+def _foreseeable():
+    """An EvidenceError outside the per-partition stages (settings, the ledger, a store) fails the step as a
+    Failure with its reason code; a transient one is retried by the op's RetryPolicy."""
+    try:
+        yield
+    except EvidenceError as error:
+        raise Failure(description=str(error), metadata={"reason_code": error.code},
+                      allow_retries=error.retryable) from None
 
 
 def _lineage_links(partition: str, assets: tuple[AssetKey, ...]) -> dict[str, MetadataValue]:
@@ -229,7 +250,8 @@ def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource):
        "analysts. Stored in the preview store; never gated, signed, archived or recorded as evidence.")
 def report_preview(context: AssetExecutionContext, evidence: EvidenceResource):
     pinned, failed, sources = _pinned(context)
-    previews = evidence.runtime().previews
+    with _foreseeable():
+        previews = evidence.runtime().previews
     yield from _each_partition(
         context, evidence, pipeline.preview_stage, items={key: p.revision for key, p in pinned.items()}, lanes={},
         job_ids={}, failed=failed, version_field="preview_sha256", inputs=sources,

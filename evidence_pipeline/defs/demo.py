@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 
 from dagster import DagsterInstance
+from dagster._core.utils import make_new_run_id
 
 from evidence_pipeline import sources
 from evidence_pipeline.defs.automation import monthly_evidence_job
 from evidence_pipeline.defs.coordinator import TENANT_TAG
 from evidence_pipeline.defs.partitions import partition_key_for, range_tags, run_tenant, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
+from evidence_pipeline.defs.slots import SlotWatch, free_dead_holders, owner_tags
 from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
+from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger.checkpoints import publish_checkpoint
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.tenants import add_to_registry, read_registry
@@ -22,12 +26,19 @@ SOURCE_MONTHS = 14  # months of demo source data per tenant
 
 
 @dataclass(frozen=True)
-class DemoBundle:
+class DemoOutcome:
+    """What happened to one tenant-month: published (new or converged on), or the reason code it failed with."""
+
     tenant_month: TenantMonth
-    location: str
-    report_sha256: str
-    newly_published: bool
-    pages: int
+    reason: str | None = None
+    location: str | None = None
+    report_sha256: str | None = None
+    newly_published: bool = False
+    pages: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None
 
 
 def complete_months(today: date, count: int) -> list[str]:
@@ -40,14 +51,15 @@ def complete_months(today: date, count: int) -> list[str]:
 
 
 def run_demo(months: int, today: date, evidence: EvidenceResource | None = None,
-             instance: DagsterInstance | None = None) -> list[DemoBundle]:
-    """Runs on ``instance``, or on the one DAGSTER_HOME names."""
+             instance: DagsterInstance | None = None, say: Callable[[str], None] = print) -> list[DemoOutcome]:
+    """Runs on ``instance``, or on the one DAGSTER_HOME names. ``say`` reports what a wait is waiting for."""
     evidence = evidence or EvidenceResource()
     with contextlib.nullcontext(instance) if instance else DagsterInstance.get() as dagster_instance:
-        return _run_demo(dagster_instance, evidence, months, today)
+        return _run_demo(dagster_instance, evidence, months, today, say)
 
 
-def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int, today: date) -> list[DemoBundle]:
+def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int, today: date,
+              say: Callable[[str], None]) -> list[DemoOutcome]:
     runtime = evidence.runtime()
     add_to_registry(runtime.settings.tenant_registry, list(DEMO_TENANTS))
     tenants, _ = read_registry(runtime.settings.tenant_registry)
@@ -60,24 +72,72 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
     from evidence_pipeline.definitions import defs
 
     job = defs.resolve_job_def(monthly_evidence_job.name)
-    bundles = []
+    pools = tuple(sorted({node.definition.pool for node in job.graph.node_dict.values() if node.definition.pool}))
+    for run_id in free_dead_holders(instance, pools):
+        say(f"freed the pool slots of run {run_id[:8]}: its process is gone (RUN_WORKER_LOST)")
+    outcomes: list[DemoOutcome] = []
+    stopped: EvidenceError | None = None
     periods = complete_months(today, months)
     for tenant in DEMO_TENANTS:  # one run per tenant over its months, as an analyst's backfill would run them
-        tags = range_tags(TenantMonth(tenant, periods[0]), TenantMonth(tenant, periods[-1]))
-        result = job.execute_in_process(
-            instance=instance, resources={"evidence": evidence}, tags=tags | {TENANT_TAG: run_tenant(tags)},
-            run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-        )
-        reports, published = _metadata(result, "monthly_report"), _metadata(result, "evidence_bundle")
-        for period in periods:
-            key = str(partition_key_for(TenantMonth(tenant, period)))
+        tenant_months = [TenantMonth(tenant, period) for period in periods]
+        if stopped is not None:  # interrupted, or no pool slot in time: the rest is not attempted
+            outcomes += [DemoOutcome(tm, stopped.code) for tm in tenant_months]
+            continue
+        tags = range_tags(tenant_months[0], tenant_months[-1])
+        run_id = make_new_run_id()
+        with SlotWatch(instance, run_id, pools, runtime.settings.pool_wait_seconds, say) as watch:
+            result = job.execute_in_process(
+                instance=instance, resources={"evidence": evidence}, run_id=run_id, raise_on_error=False,
+                tags=tags | {TENANT_TAG: run_tenant(tags)} | owner_tags(),
+                # Each tenant-month's outcome is reported by reason code; the traceback of a defect is said below.
+                run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
+            )
+        instance.event_log_storage.free_concurrency_slots_for_run(run_id)  # a stopped run may have left a claim
+        run_outcomes, interrupted = _outcomes(result, tenant_months, say)
+        stopped = watch.stopped or (EvidenceError("INTERRUPTED", "stopped by SIGINT/SIGTERM") if interrupted else None)
+        outcomes += [o if o.ok or stopped is None else DemoOutcome(o.tenant_month, stopped.code)
+                     for o in run_outcomes]
+    if stopped is None and any(o.ok for o in outcomes):
+        try:  # so `evidence ledger prove` works now
+            publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
+        except EvidenceError as error:
+            say(f"no ledger checkpoint published: {error}")
+    if stopped is not None and stopped.code == "INTERRUPTED":
+        raise stopped
+    return outcomes
+
+
+def _outcomes(result, tenant_months: list[TenantMonth], say: Callable[[str], None]) -> tuple[list[DemoOutcome], bool]:
+    """One outcome per tenant-month of a run, and whether SIGINT/SIGTERM interrupted a step. Only a defect's
+    traceback is said: foreseeable failures are their reason codes."""
+    reports, published = _metadata(result, "monthly_report"), _metadata(result, "evidence_bundle")
+    codes, run_code, interrupted = {}, None, False
+    for event in result.all_events:
+        if not event.is_step_failure:
+            continue
+        failure = event.step_failure_data
+        metadata = failure.user_failure_data.metadata if failure.user_failure_data else {}
+        if "reason_codes" in metadata:
+            codes |= metadata["reason_codes"].value
+        elif "reason_code" in metadata:
+            run_code = metadata["reason_code"].value
+        elif failure.error and failure.error.cls_name == "DagsterExecutionInterruptedError":
+            interrupted, run_code = True, "INTERRUPTED"
+        else:
+            run_code = "UNEXPECTED_ERROR"  # a defect: the operator needs its traceback
+            say(f"UNEXPECTED_ERROR in step {event.step_key}:\n{failure.error.to_string() if failure.error else ''}")
+    outcomes = []
+    for tenant_month in tenant_months:
+        key = str(partition_key_for(tenant_month))
+        if key in published:
             bundle = published[key]
-            bundles.append(DemoBundle(TenantMonth(tenant, period), bundle["location"], bundle["report_sha256"],
-                                      bundle["newly_published"], reports[key]["pages"]))
-    publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)  # so `evidence ledger prove` works now
-    return bundles
-
-
+            outcomes.append(DemoOutcome(tenant_month, None, bundle["location"], bundle["report_sha256"],
+                                        bundle["newly_published"], reports.get(key, {}).get("pages")))
+        else:
+            # No code of its own: a step failed for another tenant-month of the run, and Dagster skipped the
+            # run's later steps for the whole range.
+            outcomes.append(DemoOutcome(tenant_month, codes.get(key) or run_code or "UPSTREAM_STEP_FAILED"))
+    return outcomes, interrupted
 def _metadata(result, asset_name: str) -> dict[str, dict]:
     """partition key -> metadata of ``asset_name``'s materializations in this run."""
     return {

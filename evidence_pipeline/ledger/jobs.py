@@ -3,7 +3,7 @@
     accepted --lease--> running --commit--> succeeded
        ^                   |  \\--terminal failure--> rejected
        |                   \\--transient failure, budget left--> accepted (retried)
-       |                        transient failure, budget spent--> dead
+       |                        transient failure, budget spent (attempts AND time)--> dead
        +----- replay (who, why) ------ rejected | dead
 
 Every transition is one compare-and-swap UPDATE. Leases carry a token that only grows; the commit that makes a
@@ -45,10 +45,16 @@ class Lease:
 
 @dataclass(frozen=True)
 class RetryBudget:
-    """Transient failures are retried until either limit is reached; then the job is dead."""
+    """Transient failures are retried until both are spent: ``max_attempts`` failed attempts, and
+    ``max_elapsed_seconds`` since acceptance (or the last replay). Then the job is dead.
+
+    Both, so the budget is spent over time: a quick burst of retries (one run's op retries, one demo on a full
+    disk) cannot kill a job before the outage had time to end, and a job accepted long ago that fails once has
+    still been tried only once.
+    """
 
     max_attempts: int = 4
     max_elapsed_seconds: float = 900.0
 
     def exhausted(self, attempts: int, elapsed_seconds: float) -> bool:
-        return attempts >= self.max_attempts or elapsed_seconds >= self.max_elapsed_seconds
+        return attempts >= self.max_attempts and elapsed_seconds >= self.max_elapsed_seconds
