@@ -44,6 +44,7 @@ REASON_CODES: dict[str, bool] = {
     "MANIFEST_INVALID": False,
     "STATEMENT_INVALID": False,
     "STATEMENT_SIGNATURE_INVALID": False,
+    "STATEMENT_KEY_MISMATCH": False,  # the statement names another key than the one whose signature verified
     "KEY_UNKNOWN": False,
     "SUBJECT_DIGEST_MISMATCH": False,
     "PDF_SIGNATURE_INVALID": False,

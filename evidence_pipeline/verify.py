@@ -6,17 +6,19 @@ Every check runs and reports; the bundle verifies only if all pass. Keys come fr
 
 from __future__ import annotations
 
-import json
+import re
 from dataclasses import dataclass, field
+from datetime import datetime
 
+from cryptography import x509
+
+from evidence_pipeline import jsonread
 from evidence_pipeline.bundle import (
-    IDENTITY_FIELDS, MANIFEST, MANIFEST_SCHEMA, REPORT, STATEMENT, bundle_identity, bundle_prefix, lineage,
+    IDENTITY_FIELDS, MANIFEST, MANIFEST_SCHEMA, REPORT, STATEMENT, bundle_identity, bundle_prefix, manifest_document,
 )
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.signing import dsse
-from cryptography import x509
-
 from evidence_pipeline.signing.keys import certificate_id, published_statement_keys
 from evidence_pipeline.signing.pades import verify_pdf_signature
 from evidence_pipeline.store import ArtifactStore, sha256_hex
@@ -76,13 +78,18 @@ def verify_bundle(
     report, statement_bytes, manifest_bytes = files
     keys = published_statement_keys(store, expected_key_ids)
     manifest = run("manifest_parses", lambda: _parse_manifest(manifest_bytes))
-    statement = run("statement_signature", lambda: dsse.open_statement(statement_bytes, keys))
-    if statement is None:
+    opened = run("statement_signature", lambda: dsse.open_statement(statement_bytes, keys))
+    if opened is None:
         return result
+    statement, signed_by = opened
     predicate = statement["predicate"]
-    result.statement_key_id, result.trust_root_id = predicate.get("key_id"), predicate.get("trust_root_id")
+    # Name the key that verified the signature, never the id the statement claims for itself.
+    result.statement_key_id, result.trust_root_id = ",".join(signed_by), predicate.get("trust_root_id")
+    run("statement_key", lambda: _expect(
+        (predicate.get("key_id"),) == signed_by, "STATEMENT_KEY_MISMATCH",
+        "the statement names another key than the one whose signature verified it"))
     run("subject_digest", lambda: _expect(
-        statement["subject"] == [{"name": REPORT, "digest": {"sha256": sha256_hex(report)}}],
+        statement.get("subject") == dsse.subject(REPORT, sha256_hex(report)),
         "SUBJECT_DIGEST_MISMATCH", "statement subject is not the sha256 of report.pdf"))
     run("pdf_signature", lambda: verify_pdf_signature(
         report, _trust_root(store, str(predicate.get("trust_root_id", "")), expected_root_ids)))
@@ -91,7 +98,8 @@ def verify_bundle(
         "UNSIGNED_DIGEST_MISMATCH", "report.pdf does not begin with the recorded unsigned report"))
     run("identity", lambda: _check_identity(prefix, predicate))
     if manifest is not None:
-        run("manifest_matches_statement", lambda: _check_manifest(manifest, predicate, report, statement_bytes))
+        run("manifest_matches_statement", lambda: _check_manifest(
+            manifest, predicate, _file_facts(store, prefix, report, statement_bytes)))
     return result
 
 
@@ -116,13 +124,25 @@ def _trust_root(store: ArtifactStore, root_id: str, expected: frozenset[str]) ->
 
 
 def _parse_manifest(data: bytes) -> dict:
-    try:
-        manifest = json.loads(data)
-    except ValueError:
-        raise EvidenceError("MANIFEST_INVALID", "manifest.json is not JSON") from None
+    manifest = jsonread.loads(data, "MANIFEST_INVALID", "manifest.json")
     if not isinstance(manifest, dict) or manifest.get("schema") != MANIFEST_SCHEMA:
         raise EvidenceError("MANIFEST_INVALID", f"manifest.json is not {MANIFEST_SCHEMA}")
+    _expect(_is_ledger_position(manifest.get("ledger")), "MANIFEST_INVALID",
+            "manifest.json has no well-formed ledger position")
     return manifest
+
+
+def _is_ledger_position(ledger) -> bool:
+    """Only the ledger vouches for the position (`evidence ledger prove` checks it); offline, its shape is checked."""
+    if not isinstance(ledger, dict) or ledger.keys() != {"seq", "event_hash", "published_at"}:
+        return False
+    seq, event_hash, published_at = ledger["seq"], ledger["event_hash"], ledger["published_at"]
+    try:
+        datetime.fromisoformat(published_at)
+    except (TypeError, ValueError):
+        return False
+    return (type(seq) is int and seq >= 1 and isinstance(event_hash, str)
+            and re.fullmatch(r"[0-9a-f]{64}", event_hash) is not None)
 
 
 def _check_identity(prefix: str, predicate: dict) -> None:
@@ -135,39 +155,24 @@ def _check_identity(prefix: str, predicate: dict) -> None:
             "MANIFEST_STATEMENT_MISMATCH", "bundle location or identity does not match the statement")
 
 
-def _check_manifest(manifest: dict, predicate: dict, report: bytes, statement: bytes) -> None:
-    pairs = {
-        "identity": (manifest.get("identity"), predicate.get("identity")),
-        "tenant": (manifest.get("tenant"), predicate.get("tenant")),
-        "period": (manifest.get("period"), predicate.get("period")),
-        "source": (manifest.get("source"), {"sha256": predicate.get("source_sha256"),
-                                            "sequence": predicate.get("source_sequence")}),
-        "renderer_version": (manifest.get("renderer_version"), predicate.get("renderer_version")),
-        "policy_version": (manifest.get("policy_version"), predicate.get("policy_version")),
-        "unsigned_report": (manifest.get("unsigned_report"), {"sha256": predicate.get("unsigned_sha256"),
-                                                              "size": predicate.get("unsigned_size")}),
-        "keys": (manifest.get("keys"), {"statement_key_id": predicate.get("key_id"),
-                                        "trust_root_id": predicate.get("trust_root_id")}),
-        "pades_level": (manifest.get("pades_level"), predicate.get("pades_level")),
-        "published_by": (manifest.get("published_by"), {"run_id": predicate.get("run_id"),
-                                                        "attempt": predicate.get("attempt")}),
-        "lineage": (manifest.get("lineage"), lineage(predicate | {
-            "report_sha256": sha256_hex(report), "statement_sha256": sha256_hex(statement)})),
-        "artifacts": (_digests(manifest.get("artifacts")), {
-            REPORT: {"sha256": sha256_hex(report), "size": len(report)},
-            STATEMENT: {"sha256": sha256_hex(statement), "size": len(statement)},
-        }),
+def _file_facts(store: ArtifactStore, prefix: str, report: bytes, statement: bytes) -> dict:
+    """What the files themselves say, in the publication's field names."""
+    return {
+        "report_sha256": sha256_hex(report), "report_size": len(report),
+        "statement_sha256": sha256_hex(statement), "statement_size": len(statement),
+        "report_version_id": store.version_id(f"{prefix}/{REPORT}"),
+        "statement_version_id": store.version_id(f"{prefix}/{STATEMENT}"),
     }
-    differing = sorted(name for name, (left, right) in pairs.items() if left != right)
+
+
+def _check_manifest(manifest: dict, predicate: dict, files: dict) -> None:
+    """Every manifest field must be what the signed statement and the files say, except the ledger position
+    (shape-checked by _parse_manifest, vouched for by the ledger); a field nothing vouches for is refused."""
+    expected = manifest_document(predicate | files, manifest["ledger"])
+    differing = sorted(name for name, value in expected.items() if manifest.get(name) != value)
+    if manifest.keys() - expected.keys():
+        differing.append("fields that nothing vouches for")
     _expect(not differing, "MANIFEST_STATEMENT_MISMATCH", f"manifest disagrees on {', '.join(differing)}")
-
-
-def _digests(artifacts) -> dict | None:
-    """The manifest's digests and sizes, without version ids (only versioned archives have those)."""
-    if not isinstance(artifacts, dict):
-        return None
-    return {name: {k: v for k, v in entry.items() if k != "version_id"} for name, entry in artifacts.items()
-            if isinstance(entry, dict)}
 
 
 def _expect(condition: bool, code: str, message: str) -> None:

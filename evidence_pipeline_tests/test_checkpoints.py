@@ -107,3 +107,16 @@ def test_a_forged_checkpoint_is_detected(runtime, checkpointed):
                                   runtime.keyring.statement_key_id, PAYLOAD_TYPE)
     overwrite(runtime, checkpoint_key(14), envelope)
     assert _code(lambda: verify_ledger(runtime.ledger, runtime.archive)) == "LEDGER_INVALID"
+
+
+@pytest.mark.parametrize("field", ["published_at", "extra"])
+def test_the_ledger_vouches_for_the_whole_manifest(runtime, checkpointed, field):
+    first, _ = checkpointed
+    key = f"{first.bundle_key}/manifest.json"
+    manifest = json.loads(runtime.archive.get(key))
+    if field == "extra":
+        manifest["approved_by"] = "the auditor"
+    else:
+        manifest["ledger"]["published_at"] = "2020-01-01T00:00:00+00:00"
+    overwrite(runtime, key, json.dumps(manifest, indent=2, sort_keys=True).encode())
+    assert _code(lambda: prove_bundle(runtime.ledger, runtime.archive, first.bundle_key)) == "LEDGER_INVALID"
