@@ -108,12 +108,10 @@ def verify(bundle: str, as_json: bool, key_ids: tuple[str, ...], root_ids: tuple
 def _locate_bundle(bundle: str, settings: Settings) -> tuple[ArtifactStore, str]:
     """A bundle is <archive root>/bundles/<tenant>/<period>/<identity>, as a folder or under s3://bucket/prefix."""
     if bundle.startswith("s3://"):
-        from evidence_pipeline.defs.resources import s3_client  # boto3 through dagster-aws, only when asked for
-
         root, marker, rest = bundle.rstrip("/").rpartition("/bundles/")
         if not marker or rest.count("/") != 2:
             raise EvidenceError("BUNDLE_NOT_FOUND", "expected s3://bucket/[prefix/]bundles/<tenant>/<period>/<identity>")
-        return open_store(root, s3_client(settings)), f"bundles/{rest}"
+        return open_store(root, _s3_client(settings)), f"bundles/{rest}"
     if "://" in bundle:
         raise EvidenceError("BUNDLE_NOT_FOUND", "a bundle is a local folder or an s3:// prefix")
     path = Path(bundle).resolve()
@@ -121,6 +119,12 @@ def _locate_bundle(bundle: str, settings: Settings) -> tuple[ArtifactStore, str]
         raise EvidenceError("BUNDLE_NOT_FOUND", "expected a folder <archive>/bundles/<tenant>/<period>/<identity>")
     root = path.parents[3]
     return LocalStore(root), str(path.relative_to(root))
+
+
+def _s3_client(settings: Settings):
+    from evidence_pipeline.defs.resources import s3_client  # boto3 through dagster-aws, only when asked for
+
+    return s3_client(settings)
 
 
 def _fail(as_json: bool, bundle: str, error: EvidenceError) -> None:
@@ -159,12 +163,18 @@ def ledger_checkpoint() -> None:
     click.echo(f"checkpoint {checkpoint['size']} events, root {checkpoint['root_sha256']}")
 
 
+def _audit(settings: Settings) -> tuple[Ledger, ArtifactStore]:
+    """The ledger, opened read-only, and the archive: what verification and proofs read, and never write."""
+    s3 = _s3_client(settings) if settings.archive_uri.startswith("s3://") else None
+    return Ledger(settings.ledger_url, read_only=True), open_store(settings.archive_uri, s3)
+
+
 @ledger.command("verify")
 def ledger_verify() -> None:
     """Recompute the hash chain, every checkpoint's Merkle root and the consistency between checkpoints."""
     settings = _settings()
-    runtime = _run(lambda: _runtime(settings))
-    report = _run(lambda: verify_ledger(runtime.ledger, runtime.archive))
+    ledger, archive = _run(lambda: _audit(settings))
+    report = _run(lambda: verify_ledger(ledger, archive))
     click.echo(f"ledger verified: {report['events']} events, {len(report['checkpoints'])} checkpoints consistent "
                f"({report['unchecked_tail']} events after the newest checkpoint)")
 
@@ -174,9 +184,8 @@ def ledger_verify() -> None:
 def ledger_prove(bundle: str) -> None:
     """Print the inclusion proof of BUNDLE's publication event in the newest covering checkpoint."""
     settings = _settings()
-    runtime = _run(lambda: _runtime(settings))
-
-    click.echo(json.dumps(_run(lambda: prove_bundle(runtime.ledger, *_locate_bundle(bundle, settings))), indent=2))
+    ledger, _ = _run(lambda: _audit(settings))
+    click.echo(json.dumps(_run(lambda: prove_bundle(ledger, *_locate_bundle(bundle, settings))), indent=2))
 
 
 @main.group("dead-letter")

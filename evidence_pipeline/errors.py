@@ -30,6 +30,7 @@ REASON_CODES: dict[str, bool] = {
     "LEDGER_UNAVAILABLE": True,
     "LEDGER_INVALID": False,
     "LEDGER_NOT_CHECKPOINTED": False,
+    "LEDGER_NOT_FOUND": False,  # a read-only open found no ledger database file
     "LEASE_BUSY": True,  # another attempt holds a live lease: try again after it expires
     "LEASE_FENCED": False,  # this attempt's lease was lost: it must not commit anything
     "JOB_NOT_FOUND": False,

@@ -133,9 +133,9 @@ def overwrite(runtime: Runtime, key: str, data: bytes | None) -> None:
         store.client.put_object(Bucket=store.bucket, Key=store._key(key), Body=data)  # a new version
 
 
-def drop_append_only_guards(ledger) -> None:
+def drop_append_only_guards(ledger, table: str = "audit_events") -> None:
     """What an attacker with DDL rights would do first: remove the triggers that refuse UPDATE and DELETE."""
-    on_table = " ON audit_events" if ledger.engine.dialect.name == "postgresql" else ""
+    on_table = f" ON {table}" if ledger.engine.dialect.name == "postgresql" else ""
     with ledger.engine.begin() as conn:
-        conn.execute(sa.text(f"DROP TRIGGER audit_events_no_update{on_table}"))
-        conn.execute(sa.text(f"DROP TRIGGER audit_events_no_delete{on_table}"))
+        conn.execute(sa.text(f"DROP TRIGGER {table}_no_update{on_table}"))
+        conn.execute(sa.text(f"DROP TRIGGER {table}_no_delete{on_table}"))
