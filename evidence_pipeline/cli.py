@@ -17,6 +17,7 @@ from evidence_pipeline.ledger.checkpoints import prove_bundle, publish_checkpoin
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.maintenance import sweep_attempts
 from evidence_pipeline.models import validate_tenant_id
+from evidence_pipeline.paths import private_dirs
 from evidence_pipeline.stats import PERCENTILES, StageSummary, parse_since, stage_stats
 from evidence_pipeline.store import ArtifactStore
 from evidence_pipeline.store.local import LocalStore
@@ -38,7 +39,7 @@ def _use_dagster_home(settings: Settings) -> Path:
     dagster.production.yaml (PostgreSQL storage) when DAGSTER_PG_URL is set."""
     if "DAGSTER_HOME" not in os.environ:
         config = "dagster.production.yaml" if os.environ.get("DAGSTER_PG_URL") else "dagster.yaml"
-        settings.dagster_home.mkdir(parents=True, exist_ok=True)
+        private_dirs(settings.dagster_home)  # Dagster's SQLite databases live here: owner-only
         shutil.copyfile(_REPO_ROOT / config, settings.dagster_home / "dagster.yaml")
         os.environ["DAGSTER_HOME"] = str(settings.dagster_home)
     return Path(os.environ["DAGSTER_HOME"])

@@ -26,6 +26,9 @@ REASON_CODES: dict[str, bool] = {
     "STORE_UNAVAILABLE": True,
     "STORE_ACCESS_DENIED": False,
     "STORE_REJECTED": False,
+    "STORE_SYMLINK_REFUSED": False,  # a local store never follows a symlink below its root
+    "STORE_NOT_REGULAR_FILE": False,  # a FIFO, device or folder where an object belongs
+    "STORE_OBJECT_TOO_LARGE": False,  # refused before reading
     "LEDGER_CONFLICT": True,
     "LEDGER_UNAVAILABLE": True,
     "LEDGER_INVALID": False,

@@ -19,9 +19,13 @@ from evidence_pipeline.bundle import (
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.signing import dsse
-from evidence_pipeline.signing.keys import certificate_id, published_statement_keys
+from evidence_pipeline.signing.keys import MAX_KEY_BYTES, certificate_id, published_statement_keys
 from evidence_pipeline.signing.pades import verify_pdf_signature
 from evidence_pipeline.store import ArtifactStore, sha256_hex
+
+
+MAX_REPORT_BYTES = 1 << 30  # no unsigned report is larger (the 500-page benchmark report is far below)
+SIGNATURE_ALLOWANCE = 1 << 20  # PAdES appends one signature: 8-16 KB reserved, plus an incremental update
 
 
 @dataclass(frozen=True)
@@ -72,10 +76,10 @@ def verify_bundle(
         result.checks.append(Check(name, True))
         return value
 
-    files = run("bundle_complete", lambda: _read_files(store, prefix))
+    files = run("bundle_complete", lambda: _read_documents(store, prefix))
     if files is None:
         return result
-    report, statement_bytes, manifest_bytes = files
+    statement_bytes, manifest_bytes = files
     keys = published_statement_keys(store, expected_key_ids)
     manifest = run("manifest_parses", lambda: _parse_manifest(manifest_bytes))
     opened = run("statement_signature", lambda: dsse.open_statement(statement_bytes, keys))
@@ -88,6 +92,10 @@ def verify_bundle(
     run("statement_key", lambda: _expect(
         (predicate.get("key_id"),) == signed_by, "STATEMENT_KEY_MISMATCH",
         "the statement names another key than the one whose signature verified it"))
+    # The signed statement bounds the report: its unsigned bytes plus one signature. Nothing larger is read.
+    report = run("report_size", lambda: store.get(f"{prefix}/{REPORT}", max_bytes=_report_limit(predicate)))
+    if report is None:
+        return result
     run("subject_digest", lambda: _expect(
         statement.get("subject") == dsse.subject(REPORT, sha256_hex(report)),
         "SUBJECT_DIGEST_MISMATCH", "statement subject is not the sha256 of report.pdf"))
@@ -103,18 +111,26 @@ def verify_bundle(
     return result
 
 
-def _read_files(store: ArtifactStore, prefix: str) -> tuple[bytes, bytes, bytes]:
+def _read_documents(store: ArtifactStore, prefix: str) -> tuple[bytes, bytes]:
+    """The statement and the manifest, each capped before it is read; the report is read once bounded."""
     missing = [name for name in (REPORT, STATEMENT, MANIFEST) if not store.exists(f"{prefix}/{name}")]
     if missing:
         raise EvidenceError("BUNDLE_INCOMPLETE", f"bundle is missing {', '.join(missing)} (never committed?)")
-    return tuple(store.get(f"{prefix}/{name}") for name in (REPORT, STATEMENT, MANIFEST))
+    return tuple(store.get(f"{prefix}/{name}", max_bytes=jsonread.MAX_BYTES) for name in (STATEMENT, MANIFEST))
+
+
+def _report_limit(predicate: dict) -> int:
+    unsigned_size = predicate.get("unsigned_size")
+    if type(unsigned_size) is not int or not 0 < unsigned_size <= MAX_REPORT_BYTES:
+        raise EvidenceError("STATEMENT_INVALID", "the statement records no plausible unsigned report size")
+    return unsigned_size + SIGNATURE_ALLOWANCE
 
 
 def _trust_root(store: ArtifactStore, root_id: str, expected: frozenset[str]) -> bytes:
     if not root_id.startswith("x509-root-") or (expected and root_id not in expected):
         raise EvidenceError("PDF_SIGNATURE_UNTRUSTED", "statement names no trusted, published trust root")
     try:
-        pem = store.get(f"keys/{root_id}.pem")
+        pem = store.get(f"keys/{root_id}.pem", max_bytes=MAX_KEY_BYTES)
         matches = certificate_id(x509.load_pem_x509_certificate(pem)) == root_id
     except (EvidenceError, ValueError):
         matches = False

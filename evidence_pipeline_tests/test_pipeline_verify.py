@@ -4,6 +4,8 @@ import base64
 import dataclasses
 import hashlib
 import json
+import os
+import shutil
 import subprocess
 
 import pytest
@@ -280,3 +282,28 @@ def test_deeply_nested_json_is_a_reason_code_not_a_traceback(runtime, published,
     overwrite(runtime, f"{published.bundle_key}/{STATEMENT if target == 'payload' else target}", deep)
     expected = {MANIFEST: "MANIFEST_INVALID", STATEMENT: "STATEMENT_INVALID", "payload": "STATEMENT_INVALID"}[target]
     assert expected in _codes(runtime, published)
+
+
+@pytest.mark.parametrize("link", ["report", "bundle-folder"])
+def test_symlinks_in_the_archive_are_refused_not_followed(local_runtime, tmp_path, link):
+    publication = run_tenant_month(local_runtime, SMALL, RUN)
+    root = local_runtime.archive.root
+    outside = tmp_path / "outside"
+    if link == "report":  # a byte-identical copy outside the archive: following it would verify
+        outside.mkdir()
+        (outside / REPORT).write_bytes((root / publication.bundle_key / REPORT).read_bytes())
+        target = root / publication.bundle_key / REPORT
+        os.chmod(target, 0o644)
+        target.unlink()
+        target.symlink_to(outside / REPORT)
+    else:
+        folder = root / publication.bundle_key
+        shutil.move(folder, outside)
+        folder.symlink_to(outside)
+    assert _codes(local_runtime, publication) == ["STORE_SYMLINK_REFUSED"]
+
+
+def test_a_padded_report_is_refused_before_it_is_read(runtime, published):
+    key = f"{published.bundle_key}/{REPORT}"
+    overwrite(runtime, key, runtime.archive.get(key) + b"\0" * (3 << 20))
+    assert _codes(runtime, published) == ["STORE_OBJECT_TOO_LARGE"]

@@ -1,4 +1,5 @@
 import io
+import os
 import stat
 from concurrent.futures import ThreadPoolExecutor
 
@@ -83,3 +84,29 @@ def test_streamed_put_and_get_on_both_backends(runtime, tmp_path):
     with pytest.raises(EvidenceError) as error:
         store.get_file("probe/missing", io.BytesIO())
     assert error.value.code == "STORE_NOT_FOUND"
+
+
+def test_modes_do_not_depend_on_the_umask(tmp_path):
+    """Under umask 000 nothing is created world-writable, and private state is owner-only."""
+    from evidence_pipeline.ledger import Ledger
+    from evidence_pipeline.tenants import add_to_registry
+
+    home = tmp_path / "home"
+    previous = os.umask(0)
+    try:
+        LocalStore(home / "archive").put_once("bundles/acme-books/2026-10/x/report.pdf", b"%PDF")
+        LocalStore(home / "sources", file_mode=0o400).put_once("acme-books/2026-10/s.csv", b"a,b")
+        add_to_registry(home / "tenants.txt", ["acme-books"])
+        Ledger(f"sqlite:///{home / 'ledger.sqlite'}").engine.dispose()
+    finally:
+        os.umask(previous)
+
+    def mode(path):
+        return stat.S_IMODE(path.stat().st_mode)
+
+    assert mode(home) == 0o700
+    assert {mode(p) for p in [home / "archive", *(home / "archive").rglob("*")] if p.is_dir()} == {0o755}
+    assert {mode(p) for p in [home / "sources", *(home / "sources").rglob("*")] if p.is_dir()} == {0o700}
+    assert mode(home / "archive/bundles/acme-books/2026-10/x/report.pdf") == 0o444
+    assert mode(home / "tenants.txt") == 0o600
+    assert {mode(p) for p in home.glob("ledger.sqlite*")} == {0o600}
