@@ -41,6 +41,7 @@ REASON_CODES: dict[str, bool] = {
     "UPSTREAM_NOT_MATERIALIZED": False,
     "WORKER_LOST": True,  # a worker process died mid-stage; the stage is safe to repeat
     "UNEXPECTED_ERROR": False,  # a defect; its traceback is in the run's logs
+    "LOCAL_IO_FAILED": True,  # the command could not read or write a local file it needs (permissions, disk)
     "DAGSTER_UNAVAILABLE": True,  # the Dagster instance's storage could not be read
     # verification outcomes (what `evidence verify` reports)
     "BUNDLE_NOT_FOUND": False,
@@ -56,6 +57,25 @@ REASON_CODES: dict[str, bool] = {
     "UNSIGNED_DIGEST_MISMATCH": False,
     "MANIFEST_STATEMENT_MISMATCH": False,
 }
+
+
+# `evidence` exit codes: 0 verified/ok, 1 a check failed (tampering, invalid input), 2 usage or not found,
+# 3 infrastructure unavailable. Codes not listed below exit 1.
+EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
+USAGE_CODES = frozenset({
+    "TENANT_ID_INVALID", "PERIOD_INVALID", "CONFIG_INVALID", "STORE_KEY_INVALID", "BUNDLE_NOT_FOUND",
+    "STORE_NOT_FOUND", "JOB_NOT_FOUND", "LEDGER_NOT_FOUND", "LEDGER_NOT_CHECKPOINTED",
+})
+UNAVAILABLE_CODES = frozenset({
+    "STORE_UNAVAILABLE", "STORE_ACCESS_DENIED", "LEDGER_UNAVAILABLE", "DAGSTER_UNAVAILABLE", "LOCAL_IO_FAILED",
+})
+
+
+def exit_code(code: str) -> int:
+    """The command-line exit code of a reason code."""
+    if code in UNAVAILABLE_CODES:
+        return EXIT_UNAVAILABLE
+    return EXIT_USAGE if code in USAGE_CODES else EXIT_CHECK_FAILED
 
 
 class EvidenceError(Exception):

@@ -16,7 +16,7 @@ from evidence_pipeline import jsonread
 from evidence_pipeline.bundle import (
     IDENTITY_FIELDS, MANIFEST, MANIFEST_SCHEMA, REPORT, STATEMENT, bundle_identity, bundle_prefix, manifest_document,
 )
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import UNAVAILABLE_CODES, EvidenceError
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import MAX_KEY_BYTES, certificate_id, published_statement_keys
@@ -68,6 +68,8 @@ def verify_bundle(
         try:
             value = check()
         except EvidenceError as error:
+            if error.code in UNAVAILABLE_CODES:
+                raise  # the archive could not be read: no finding about the bundle, an outage
             result.checks.append(Check(name, False, error.code, error.message))
             return None
         except (KeyError, TypeError, ValueError, AttributeError):

@@ -143,7 +143,7 @@ def test_cli_verify_exit_codes_and_json(runtime, published):
     bad = CliRunner().invoke(main, ["verify", folder])
     assert bad.exit_code == 1 and "MANIFEST_INVALID" in bad.output and "Traceback" not in bad.output
     missing = CliRunner().invoke(main, ["verify", folder.rsplit("/", 3)[0], "--json"])
-    assert missing.exit_code == 2 and json.loads(missing.output)["codes"] == ["BUNDLE_NOT_FOUND"]
+    assert missing.exit_code == 2 and json.loads(missing.output)["error"]["code"] == "BUNDLE_NOT_FOUND"
 
 
 def test_retry_after_a_crash_adopts_the_orphaned_signed_report(runtime):
