@@ -82,7 +82,9 @@ class LocalStore(StreamingStore):
                 os.close(directory)
             with os.fdopen(fd, "rb") as stored:
                 check_size(key, os.fstat(fd).st_size, max_bytes)
-                digest, _ = copy_hashing(chunks(stored, max_bytes), out)
+                # A file that grows while it is read is refused too, never silently cut short.
+                digest, size = copy_hashing(chunks(stored, None if max_bytes is None else max_bytes + 1), out)
+                check_size(key, size, max_bytes)
         return check_digest(key, digest, expected_sha256)
 
     def exists(self, key: str) -> bool:
