@@ -39,8 +39,18 @@ def staging_key(unsigned_sha256: str) -> str:
 
 def build_manifest(event: LedgerEvent) -> bytes:
     """The manifest is a pure function of the committed `bundle.published` event: a retry rewrites the same bytes."""
-    d = event.body["details"]
-    manifest = {
+    manifest = manifest_document(event.body["details"], ledger_position(event))
+    return json.dumps(manifest, indent=2, sort_keys=True).encode() + b"\n"
+
+
+def ledger_position(event: LedgerEvent) -> dict:
+    """The manifest's `ledger` block: where the publication event sits in the ledger (checked by ledger prove)."""
+    return {"seq": event.seq, "event_hash": event.event_hash, "published_at": event.body["recorded_at"]}
+
+
+def manifest_document(d: dict, ledger: dict) -> dict:
+    """Every manifest field, from the publication's details (or the statement's predicate and the files)."""
+    return {
         "schema": MANIFEST_SCHEMA,
         "identity": d["identity"],
         "tenant": d["tenant"],
@@ -57,9 +67,8 @@ def build_manifest(event: LedgerEvent) -> bytes:
         "pades_level": d["pades_level"],
         "lineage": lineage(d),
         "published_by": {"run_id": d["run_id"], "attempt": d["attempt"]},
-        "ledger": {"seq": event.seq, "event_hash": event.event_hash, "published_at": event.body["recorded_at"]},
+        "ledger": ledger,
     }
-    return json.dumps(manifest, indent=2, sort_keys=True).encode() + b"\n"
 
 
 def lineage(d: dict) -> list[dict]:

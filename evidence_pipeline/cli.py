@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -12,11 +13,12 @@ from pathlib import Path
 import click
 
 from evidence_pipeline.config import Settings
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import EXIT_CHECK_FAILED, EXIT_OK, EvidenceError, exit_code
 from evidence_pipeline.ledger.checkpoints import prove_bundle, publish_checkpoint, verify_ledger
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.maintenance import sweep_attempts
 from evidence_pipeline.models import validate_tenant_id
+from evidence_pipeline.paths import private_dirs
 from evidence_pipeline.stats import PERCENTILES, StageSummary, parse_since, stage_stats
 from evidence_pipeline.store import ArtifactStore
 from evidence_pipeline.store.local import LocalStore
@@ -27,10 +29,7 @@ _REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def _settings() -> Settings:
-    try:
-        return Settings.from_env()
-    except EvidenceError as error:
-        raise click.ClickException(str(error)) from None
+    return Settings.from_env()
 
 
 def _use_dagster_home(settings: Settings) -> Path:
@@ -38,15 +37,53 @@ def _use_dagster_home(settings: Settings) -> Path:
     dagster.production.yaml (PostgreSQL storage) when DAGSTER_PG_URL is set."""
     if "DAGSTER_HOME" not in os.environ:
         config = "dagster.production.yaml" if os.environ.get("DAGSTER_PG_URL") else "dagster.yaml"
-        settings.dagster_home.mkdir(parents=True, exist_ok=True)
+        private_dirs(settings.dagster_home)  # Dagster's SQLite databases live here: owner-only
         shutil.copyfile(_REPO_ROOT / config, settings.dagster_home / "dagster.yaml")
         os.environ["DAGSTER_HOME"] = str(settings.dagster_home)
     return Path(os.environ["DAGSTER_HOME"])
 
 
-@click.group()
+_JSON = "evidence.json"  # ctx.meta key: the running command was asked for JSON
+
+
+class _ErrorBoundary(click.Group):
+    """The one place where a foreseeable failure becomes an exit code and a message (or, with --json, a JSON
+    error body): EvidenceError by its reason code (errors.exit_code), OS errors as LOCAL_IO_FAILED. Never a
+    traceback, never a local path."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except EvidenceError as error:
+            _exit_with(ctx, error)
+        except OSError as error:
+            reason = errno.errorcode.get(error.errno or 0, type(error).__name__)
+            _exit_with(ctx, EvidenceError("LOCAL_IO_FAILED", f"a local file could not be used ({reason})"))
+
+
+def _exit_with(ctx: click.Context, error: EvidenceError):
+    if ctx.meta.get(_JSON):
+        click.echo(json.dumps({"error": {"code": error.code, "message": error.message}}, indent=2))
+    else:
+        click.echo(f"Error: {error}", err=True)
+    ctx.exit(exit_code(error.code))
+
+
+def _remember_json(ctx: click.Context, _param, value: bool) -> bool:
+    ctx.meta[_JSON] = value
+    return value
+
+
+json_option = click.option("--json", "as_json", is_flag=True, callback=_remember_json, is_eager=True,
+                           help="Print the result as JSON (errors as {\"error\": {\"code\", \"message\"}}).")
+
+
+@click.group(cls=_ErrorBoundary)
 def main() -> None:
-    """Signed, tamper-evident monthly compliance evidence."""
+    """Signed, tamper-evident monthly compliance evidence.
+
+    Exit codes: 0 ok, 1 a check failed, 2 usage or not found, 3 infrastructure unavailable.
+    """
 
 
 @main.command()
@@ -57,10 +94,7 @@ def demo(months: int) -> None:
 
     settings = _settings()
     _use_dagster_home(settings)
-    try:
-        outcomes = run_demo(months, datetime.now(timezone.utc).date(), say=lambda line: click.echo(line, err=True))
-    except EvidenceError as error:
-        raise click.ClickException(str(error)) from None
+    outcomes = run_demo(months, datetime.now(timezone.utc).date(), say=lambda line: click.echo(line, err=True))
     click.echo(f"{'tenant':<18} {'period':<8} {'pages':>5}  {'outcome':<8} report.pdf sha256 or reason code")
     for outcome in outcomes:
         state = ("new" if outcome.newly_published else "existing") if outcome.ok else "FAILED"
@@ -89,7 +123,7 @@ def demo(months: int) -> None:
 
 @main.command()
 @click.argument("bundle")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 @click.option("--key-id", "key_ids", multiple=True, help="Only trust these statement key ids (repeatable).")
 @click.option("--root-id", "root_ids", multiple=True, help="Only trust these PAdES trust root ids (repeatable).")
 def verify(bundle: str, as_json: bool, key_ids: tuple[str, ...], root_ids: tuple[str, ...]) -> None:
@@ -98,11 +132,8 @@ def verify(bundle: str, as_json: bool, key_ids: tuple[str, ...], root_ids: tuple
     Keys come from the archive's keys/ folder; pin the ids you received out of band with --key-id and --root-id,
     otherwise whoever can write the archive could publish a key of their own.
     """
-    try:
-        store, prefix = _locate_bundle(bundle, _settings())
-        result = verify_bundle(store, prefix, frozenset(key_ids), frozenset(root_ids))
-    except EvidenceError as error:
-        _fail(as_json, bundle, error)
+    store, prefix = _locate_bundle(bundle, _settings())
+    result = verify_bundle(store, prefix, frozenset(key_ids), frozenset(root_ids))
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2))
     else:
@@ -111,18 +142,16 @@ def verify(bundle: str, as_json: bool, key_ids: tuple[str, ...], root_ids: tuple
         click.echo(f"statement key {result.statement_key_id}, trust root {result.trust_root_id}"
                    + ("" if key_ids and root_ids else "  (not pinned: pass --key-id and --root-id)"))
         click.echo("VERIFIED" if result.ok else f"NOT VERIFIED: {', '.join(result.codes)}")
-    sys.exit(0 if result.ok else 1)
+    sys.exit(EXIT_OK if result.ok else EXIT_CHECK_FAILED)
 
 
 def _locate_bundle(bundle: str, settings: Settings) -> tuple[ArtifactStore, str]:
     """A bundle is <archive root>/bundles/<tenant>/<period>/<identity>, as a folder or under s3://bucket/prefix."""
     if bundle.startswith("s3://"):
-        from evidence_pipeline.defs.resources import s3_client  # boto3 through dagster-aws, only when asked for
-
         root, marker, rest = bundle.rstrip("/").rpartition("/bundles/")
         if not marker or rest.count("/") != 2:
             raise EvidenceError("BUNDLE_NOT_FOUND", "expected s3://bucket/[prefix/]bundles/<tenant>/<period>/<identity>")
-        return open_store(root, s3_client(settings)), f"bundles/{rest}"
+        return open_store(root, _s3_client(settings)), f"bundles/{rest}"
     if "://" in bundle:
         raise EvidenceError("BUNDLE_NOT_FOUND", "a bundle is a local folder or an s3:// prefix")
     path = Path(bundle).resolve()
@@ -132,26 +161,16 @@ def _locate_bundle(bundle: str, settings: Settings) -> tuple[ArtifactStore, str]
     return LocalStore(root), str(path.relative_to(root))
 
 
-def _fail(as_json: bool, bundle: str, error: EvidenceError) -> None:
-    if as_json:
-        click.echo(json.dumps({"bundle": bundle, "ok": False, "codes": [error.code], "checks": []}, indent=2))
-    else:
-        click.echo(f"NOT VERIFIED: {error}", err=True)
-    sys.exit(2)
+def _s3_client(settings: Settings):
+    from evidence_pipeline.defs.resources import s3_client  # boto3 through dagster-aws, only when asked for
+
+    return s3_client(settings)
 
 
 def _runtime(settings: Settings):
     from evidence_pipeline.defs.resources import runtime_for  # S3 clients come from dagster-aws
 
     return runtime_for(settings)
-
-
-def _run(action):
-    """Run ``action``; a foreseeable failure prints its reason code and exits 2, without a traceback."""
-    try:
-        return action()
-    except EvidenceError as error:
-        raise click.ClickException(str(error)) from None
 
 
 @main.group()
@@ -163,17 +182,23 @@ def ledger() -> None:
 def ledger_checkpoint() -> None:
     """Sign and publish a checkpoint of the current ledger (put-once under ledger/checkpoints/)."""
     settings = _settings()
-    runtime = _run(lambda: _runtime(settings))
-    checkpoint = _run(lambda: publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring))
+    runtime = _runtime(settings)
+    checkpoint = publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
     click.echo(f"checkpoint {checkpoint['size']} events, root {checkpoint['root_sha256']}")
+
+
+def _audit(settings: Settings) -> tuple[Ledger, ArtifactStore]:
+    """The ledger, opened read-only, and the archive: what verification and proofs read, and never write."""
+    s3 = _s3_client(settings) if settings.archive_uri.startswith("s3://") else None
+    return Ledger(settings.ledger_url, read_only=True), open_store(settings.archive_uri, s3)
 
 
 @ledger.command("verify")
 def ledger_verify() -> None:
     """Recompute the hash chain, every checkpoint's Merkle root and the consistency between checkpoints."""
     settings = _settings()
-    runtime = _run(lambda: _runtime(settings))
-    report = _run(lambda: verify_ledger(runtime.ledger, runtime.archive))
+    ledger, archive = _audit(settings)
+    report = verify_ledger(ledger, archive)
     click.echo(f"ledger verified: {report['events']} events, {len(report['checkpoints'])} checkpoints consistent "
                f"({report['unchecked_tail']} events after the newest checkpoint)")
 
@@ -183,9 +208,8 @@ def ledger_verify() -> None:
 def ledger_prove(bundle: str) -> None:
     """Print the inclusion proof of BUNDLE's publication event in the newest covering checkpoint."""
     settings = _settings()
-    runtime = _run(lambda: _runtime(settings))
-
-    click.echo(json.dumps(_run(lambda: prove_bundle(runtime.ledger, *_locate_bundle(bundle, settings))), indent=2))
+    ledger, _ = _audit(settings)
+    click.echo(json.dumps(prove_bundle(ledger, *_locate_bundle(bundle, settings)), indent=2))
 
 
 @main.group("dead-letter")
@@ -196,7 +220,7 @@ def dead_letter() -> None:
 @dead_letter.command("list")
 def dead_letter_list() -> None:
     settings = _settings()
-    runtime = _run(lambda: _runtime(settings))
+    runtime = _runtime(settings)
     rows = runtime.ledger.jobs_in("dead", "rejected")
     for job in rows:
         click.echo(f"{job['job_id']}  {job['state']:<8} {job['tenant']:<20} {job['period']}  "
@@ -211,8 +235,8 @@ def dead_letter_list() -> None:
 def replay(job_id: str, reason: str, requested_by: str) -> None:
     """Reopen a rejected or dead job for a new attempt on the same pinned input; then re-materialize it."""
     settings = _settings()
-    runtime = _run(lambda: _runtime(settings))
-    job = _run(lambda: runtime.ledger.replay(job_id, requested_by, reason))
+    runtime = _runtime(settings)
+    job = runtime.ledger.replay(job_id, requested_by, reason)
     click.echo(f"job {job['job_id']} reopened ({job['tenant']} {job['period']}); materialize the partition to run it")
 
 
@@ -220,8 +244,8 @@ def replay(job_id: str, reason: str, requested_by: str) -> None:
 def sweep() -> None:
     """Remove abandoned attempt directories (older than the lease, lease not live)."""
     settings = _settings()
-    runtime = _run(lambda: _runtime(settings))
-    click.echo(f"swept {len(_run(lambda: sweep_attempts(runtime)))} abandoned attempt directories")
+    runtime = _runtime(settings)
+    click.echo(f"swept {len(sweep_attempts(runtime))} abandoned attempt directories")
 
 
 class _Since(click.ParamType):
@@ -258,13 +282,13 @@ def _oldest_queued_run_age(settings: Settings) -> float | None:
 @click.option("--tenant", callback=_tenant_option, help="Only this tenant's events.")
 @click.option("--since", type=_Since(), help="Only events recorded at or after this date or time (UTC unless an "
               "offset is given).")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 def stats(tenant: str | None, since: datetime | None, as_json: bool) -> None:
     """Stage latency percentiles (ms, nearest-rank) from the ledger's stages.timed events, and the age of the
     oldest queued Dagster run (any tenant)."""
     settings = _settings()
-    result = _run(lambda: stage_stats(Ledger(settings.ledger_url), tenant, since))
-    queued_age = _run(lambda: _oldest_queued_run_age(settings))
+    result = stage_stats(Ledger(settings.ledger_url), tenant, since)
+    queued_age = _oldest_queued_run_age(settings)
     if as_json:
         click.echo(json.dumps({
             "tenant": tenant, "since": since.isoformat() if since else None, "unit": "ms",

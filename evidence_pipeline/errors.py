@@ -28,10 +28,14 @@ REASON_CODES: dict[str, bool] = {
     "STORE_READ_ONLY": False,  # EROFS: the store is mounted read-only; retrying within minutes cannot help
     "STORE_FULL": True,  # ENOSPC/EDQUOT: space can come back (sweeps, cleanups, quota); retried over the budget
     "STORE_REJECTED": False,
+    "STORE_SYMLINK_REFUSED": False,  # a local store never follows a symlink below its root
+    "STORE_NOT_REGULAR_FILE": False,  # a FIFO, device or folder where an object belongs
+    "STORE_OBJECT_TOO_LARGE": False,  # refused before reading
     "LEDGER_CONFLICT": True,
     "LEDGER_UNAVAILABLE": True,
     "LEDGER_INVALID": False,
     "LEDGER_NOT_CHECKPOINTED": False,
+    "LEDGER_NOT_FOUND": False,  # a read-only open found no ledger database file
     "LEASE_BUSY": True,  # another attempt holds a live lease: try again after it expires
     "LEASE_FENCED": False,  # this attempt's lease was lost: it must not commit anything
     "JOB_NOT_FOUND": False,
@@ -40,6 +44,7 @@ REASON_CODES: dict[str, bool] = {
     "RUN_PARTITIONS_MISMATCH": False,  # a run's partitions are not the range its tags name: it must not run
     "WORKER_LOST": True,  # a worker process died mid-stage; the stage is safe to repeat
     "UNEXPECTED_ERROR": False,  # a defect; its traceback is in the run's logs
+    "LOCAL_IO_FAILED": True,  # the command could not read or write a local file it needs (permissions, disk)
     "DAGSTER_UNAVAILABLE": True,  # the Dagster instance's storage could not be read
     "UPSTREAM_STEP_FAILED": True,  # another tenant-month of the run failed an earlier step, so this one was skipped
     "POOL_WAIT_TIMEOUT": True,  # waited longer than EVIDENCE_POOL_WAIT_SECONDS for a Dagster pool slot
@@ -51,6 +56,7 @@ REASON_CODES: dict[str, bool] = {
     "MANIFEST_INVALID": False,
     "STATEMENT_INVALID": False,
     "STATEMENT_SIGNATURE_INVALID": False,
+    "STATEMENT_KEY_MISMATCH": False,  # the statement names another key than the one whose signature verified
     "KEY_UNKNOWN": False,
     "SUBJECT_DIGEST_MISMATCH": False,
     "PDF_SIGNATURE_INVALID": False,
@@ -58,6 +64,25 @@ REASON_CODES: dict[str, bool] = {
     "UNSIGNED_DIGEST_MISMATCH": False,
     "MANIFEST_STATEMENT_MISMATCH": False,
 }
+
+
+# `evidence` exit codes: 0 verified/ok, 1 a check failed (tampering, invalid input), 2 usage or not found,
+# 3 infrastructure unavailable. Codes not listed below exit 1.
+EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
+USAGE_CODES = frozenset({
+    "TENANT_ID_INVALID", "PERIOD_INVALID", "CONFIG_INVALID", "STORE_KEY_INVALID", "BUNDLE_NOT_FOUND",
+    "STORE_NOT_FOUND", "JOB_NOT_FOUND", "LEDGER_NOT_FOUND", "LEDGER_NOT_CHECKPOINTED",
+})
+UNAVAILABLE_CODES = frozenset({
+    "STORE_UNAVAILABLE", "STORE_ACCESS_DENIED", "LEDGER_UNAVAILABLE", "DAGSTER_UNAVAILABLE", "LOCAL_IO_FAILED",
+})
+
+
+def exit_code(code: str) -> int:
+    """The command-line exit code of a reason code."""
+    if code in UNAVAILABLE_CODES:
+        return EXIT_UNAVAILABLE
+    return EXIT_USAGE if code in USAGE_CODES else EXIT_CHECK_FAILED
 
 
 class EvidenceError(Exception):

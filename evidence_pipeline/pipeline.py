@@ -402,9 +402,9 @@ def _put_or_adopt(
 def _statement_for(envelope: bytes, keys: dict, report_sha256: str, identity: str) -> tuple[bytes, dict] | None:
     """(envelope, predicate) if ``envelope`` is our signed statement about this report of this bundle."""
     try:
-        body = dsse.open_statement(envelope, keys)
+        body, _ = dsse.open_statement(envelope, keys)
     except EvidenceError:
         return None
-    if (body["subject"][0]["digest"]["sha256"], body["predicate"].get("identity")) != (report_sha256, identity):
+    if body.get("subject") != dsse.subject(REPORT, report_sha256) or body["predicate"].get("identity") != identity:
         return None
     return envelope, body["predicate"]

@@ -19,13 +19,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from evidence_pipeline.paths import private_dirs
+
 MARKER = "evidence-attempt-"
 log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
 def attempt_dir(work_root: Path, job_id: str, lease_token: int) -> Iterator[Path]:
-    work_root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dirs(work_root)
     path = work_root / f"{MARKER}{uuid.uuid4().hex}"
     path.mkdir(mode=0o700)
     try:
@@ -38,7 +40,7 @@ def attempt_dir(work_root: Path, job_id: str, lease_token: int) -> Iterator[Path
 def scratch_file(directory: Path) -> BinaryIO:
     """An anonymous 0600 file (read/write) in a private directory: it has no name once open, so it is gone on every
     exit path, SIGKILL included."""
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dirs(directory)
     return tempfile.TemporaryFile(dir=directory)
 
 

@@ -6,11 +6,13 @@ Only valid slugs are ever registered; a bad line is reported by line number and 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.models import validate_tenant_id
+from evidence_pipeline.paths import private_dirs
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ def add_to_registry(path: Path, tenants: list[str]) -> None:
     known, _ = read_registry(path)
     new = [validate_tenant_id(t) for t in tenants if t not in known]
     if new:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as handle:
+        private_dirs(path.parent)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        os.fchmod(fd, 0o600)  # tenant ids are tenant data: owner-only, whatever the umask
+        with os.fdopen(fd, "a", encoding="utf-8") as handle:
             handle.writelines(f"{tenant}\n" for tenant in new)

@@ -6,20 +6,26 @@ Every check runs and reports; the bundle verifies only if all pass. Keys come fr
 
 from __future__ import annotations
 
-import json
+import re
 from dataclasses import dataclass, field
+from datetime import datetime
 
-from evidence_pipeline.bundle import (
-    IDENTITY_FIELDS, MANIFEST, MANIFEST_SCHEMA, REPORT, STATEMENT, bundle_identity, bundle_prefix, lineage,
-)
-from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.signing import dsse
 from cryptography import x509
 
-from evidence_pipeline.signing.keys import certificate_id, published_statement_keys
+from evidence_pipeline import jsonread
+from evidence_pipeline.bundle import (
+    IDENTITY_FIELDS, MANIFEST, MANIFEST_SCHEMA, REPORT, STATEMENT, bundle_identity, bundle_prefix, manifest_document,
+)
+from evidence_pipeline.errors import UNAVAILABLE_CODES, EvidenceError
+from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.signing import dsse
+from evidence_pipeline.signing.keys import MAX_KEY_BYTES, certificate_id, published_statement_keys
 from evidence_pipeline.signing.pades import verify_pdf_signature
 from evidence_pipeline.store import ArtifactStore, sha256_hex
+
+
+MAX_REPORT_BYTES = 1 << 30  # no unsigned report is larger (the 500-page benchmark report is far below)
+SIGNATURE_ALLOWANCE = 1 << 20  # PAdES appends one signature: 8-16 KB reserved, plus an incremental update
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,8 @@ def verify_bundle(
         try:
             value = check()
         except EvidenceError as error:
+            if error.code in UNAVAILABLE_CODES:
+                raise  # the archive could not be read: no finding about the bundle, an outage
             result.checks.append(Check(name, False, error.code, error.message))
             return None
         except (KeyError, TypeError, ValueError, AttributeError):
@@ -70,19 +78,28 @@ def verify_bundle(
         result.checks.append(Check(name, True))
         return value
 
-    files = run("bundle_complete", lambda: _read_files(store, prefix))
+    files = run("bundle_complete", lambda: _read_documents(store, prefix))
     if files is None:
         return result
-    report, statement_bytes, manifest_bytes = files
+    statement_bytes, manifest_bytes = files
     keys = published_statement_keys(store, expected_key_ids)
     manifest = run("manifest_parses", lambda: _parse_manifest(manifest_bytes))
-    statement = run("statement_signature", lambda: dsse.open_statement(statement_bytes, keys))
-    if statement is None:
+    opened = run("statement_signature", lambda: dsse.open_statement(statement_bytes, keys))
+    if opened is None:
         return result
+    statement, signed_by = opened
     predicate = statement["predicate"]
-    result.statement_key_id, result.trust_root_id = predicate.get("key_id"), predicate.get("trust_root_id")
+    # Name the key that verified the signature, never the id the statement claims for itself.
+    result.statement_key_id, result.trust_root_id = ",".join(signed_by), predicate.get("trust_root_id")
+    run("statement_key", lambda: _expect(
+        (predicate.get("key_id"),) == signed_by, "STATEMENT_KEY_MISMATCH",
+        "the statement names another key than the one whose signature verified it"))
+    # The signed statement bounds the report: its unsigned bytes plus one signature. Nothing larger is read.
+    report = run("report_size", lambda: store.get(f"{prefix}/{REPORT}", max_bytes=_report_limit(predicate)))
+    if report is None:
+        return result
     run("subject_digest", lambda: _expect(
-        statement["subject"] == [{"name": REPORT, "digest": {"sha256": sha256_hex(report)}}],
+        statement.get("subject") == dsse.subject(REPORT, sha256_hex(report)),
         "SUBJECT_DIGEST_MISMATCH", "statement subject is not the sha256 of report.pdf"))
     run("pdf_signature", lambda: verify_pdf_signature(
         report, _trust_root(store, str(predicate.get("trust_root_id", "")), expected_root_ids)))
@@ -91,22 +108,31 @@ def verify_bundle(
         "UNSIGNED_DIGEST_MISMATCH", "report.pdf does not begin with the recorded unsigned report"))
     run("identity", lambda: _check_identity(prefix, predicate))
     if manifest is not None:
-        run("manifest_matches_statement", lambda: _check_manifest(manifest, predicate, report, statement_bytes))
+        run("manifest_matches_statement", lambda: _check_manifest(
+            manifest, predicate, _file_facts(store, prefix, report, statement_bytes)))
     return result
 
 
-def _read_files(store: ArtifactStore, prefix: str) -> tuple[bytes, bytes, bytes]:
+def _read_documents(store: ArtifactStore, prefix: str) -> tuple[bytes, bytes]:
+    """The statement and the manifest, each capped before it is read; the report is read once bounded."""
     missing = [name for name in (REPORT, STATEMENT, MANIFEST) if not store.exists(f"{prefix}/{name}")]
     if missing:
         raise EvidenceError("BUNDLE_INCOMPLETE", f"bundle is missing {', '.join(missing)} (never committed?)")
-    return tuple(store.get(f"{prefix}/{name}") for name in (REPORT, STATEMENT, MANIFEST))
+    return tuple(store.get(f"{prefix}/{name}", max_bytes=jsonread.MAX_BYTES) for name in (STATEMENT, MANIFEST))
+
+
+def _report_limit(predicate: dict) -> int:
+    unsigned_size = predicate.get("unsigned_size")
+    if type(unsigned_size) is not int or not 0 < unsigned_size <= MAX_REPORT_BYTES:
+        raise EvidenceError("STATEMENT_INVALID", "the statement records no plausible unsigned report size")
+    return unsigned_size + SIGNATURE_ALLOWANCE
 
 
 def _trust_root(store: ArtifactStore, root_id: str, expected: frozenset[str]) -> bytes:
     if not root_id.startswith("x509-root-") or (expected and root_id not in expected):
         raise EvidenceError("PDF_SIGNATURE_UNTRUSTED", "statement names no trusted, published trust root")
     try:
-        pem = store.get(f"keys/{root_id}.pem")
+        pem = store.get(f"keys/{root_id}.pem", max_bytes=MAX_KEY_BYTES)
         matches = certificate_id(x509.load_pem_x509_certificate(pem)) == root_id
     except (EvidenceError, ValueError):
         matches = False
@@ -116,13 +142,25 @@ def _trust_root(store: ArtifactStore, root_id: str, expected: frozenset[str]) ->
 
 
 def _parse_manifest(data: bytes) -> dict:
-    try:
-        manifest = json.loads(data)
-    except ValueError:
-        raise EvidenceError("MANIFEST_INVALID", "manifest.json is not JSON") from None
+    manifest = jsonread.loads(data, "MANIFEST_INVALID", "manifest.json")
     if not isinstance(manifest, dict) or manifest.get("schema") != MANIFEST_SCHEMA:
         raise EvidenceError("MANIFEST_INVALID", f"manifest.json is not {MANIFEST_SCHEMA}")
+    _expect(_is_ledger_position(manifest.get("ledger")), "MANIFEST_INVALID",
+            "manifest.json has no well-formed ledger position")
     return manifest
+
+
+def _is_ledger_position(ledger) -> bool:
+    """Only the ledger vouches for the position (`evidence ledger prove` checks it); offline, its shape is checked."""
+    if not isinstance(ledger, dict) or ledger.keys() != {"seq", "event_hash", "published_at"}:
+        return False
+    seq, event_hash, published_at = ledger["seq"], ledger["event_hash"], ledger["published_at"]
+    try:
+        datetime.fromisoformat(published_at)
+    except (TypeError, ValueError):
+        return False
+    return (type(seq) is int and seq >= 1 and isinstance(event_hash, str)
+            and re.fullmatch(r"[0-9a-f]{64}", event_hash) is not None)
 
 
 def _check_identity(prefix: str, predicate: dict) -> None:
@@ -135,39 +173,24 @@ def _check_identity(prefix: str, predicate: dict) -> None:
             "MANIFEST_STATEMENT_MISMATCH", "bundle location or identity does not match the statement")
 
 
-def _check_manifest(manifest: dict, predicate: dict, report: bytes, statement: bytes) -> None:
-    pairs = {
-        "identity": (manifest.get("identity"), predicate.get("identity")),
-        "tenant": (manifest.get("tenant"), predicate.get("tenant")),
-        "period": (manifest.get("period"), predicate.get("period")),
-        "source": (manifest.get("source"), {"sha256": predicate.get("source_sha256"),
-                                            "sequence": predicate.get("source_sequence")}),
-        "renderer_version": (manifest.get("renderer_version"), predicate.get("renderer_version")),
-        "policy_version": (manifest.get("policy_version"), predicate.get("policy_version")),
-        "unsigned_report": (manifest.get("unsigned_report"), {"sha256": predicate.get("unsigned_sha256"),
-                                                              "size": predicate.get("unsigned_size")}),
-        "keys": (manifest.get("keys"), {"statement_key_id": predicate.get("key_id"),
-                                        "trust_root_id": predicate.get("trust_root_id")}),
-        "pades_level": (manifest.get("pades_level"), predicate.get("pades_level")),
-        "published_by": (manifest.get("published_by"), {"run_id": predicate.get("run_id"),
-                                                        "attempt": predicate.get("attempt")}),
-        "lineage": (manifest.get("lineage"), lineage(predicate | {
-            "report_sha256": sha256_hex(report), "statement_sha256": sha256_hex(statement)})),
-        "artifacts": (_digests(manifest.get("artifacts")), {
-            REPORT: {"sha256": sha256_hex(report), "size": len(report)},
-            STATEMENT: {"sha256": sha256_hex(statement), "size": len(statement)},
-        }),
+def _file_facts(store: ArtifactStore, prefix: str, report: bytes, statement: bytes) -> dict:
+    """What the files themselves say, in the publication's field names."""
+    return {
+        "report_sha256": sha256_hex(report), "report_size": len(report),
+        "statement_sha256": sha256_hex(statement), "statement_size": len(statement),
+        "report_version_id": store.version_id(f"{prefix}/{REPORT}"),
+        "statement_version_id": store.version_id(f"{prefix}/{STATEMENT}"),
     }
-    differing = sorted(name for name, (left, right) in pairs.items() if left != right)
+
+
+def _check_manifest(manifest: dict, predicate: dict, files: dict) -> None:
+    """Every manifest field must be what the signed statement and the files say, except the ledger position
+    (shape-checked by _parse_manifest, vouched for by the ledger); a field nothing vouches for is refused."""
+    expected = manifest_document(predicate | files, manifest["ledger"])
+    differing = sorted(name for name, value in expected.items() if manifest.get(name) != value)
+    if manifest.keys() - expected.keys():
+        differing.append("fields that nothing vouches for")
     _expect(not differing, "MANIFEST_STATEMENT_MISMATCH", f"manifest disagrees on {', '.join(differing)}")
-
-
-def _digests(artifacts) -> dict | None:
-    """The manifest's digests and sizes, without version ids (only versioned archives have those)."""
-    if not isinstance(artifacts, dict):
-        return None
-    return {name: {k: v for k, v in entry.items() if k != "version_id"} for name, entry in artifacts.items()
-            if isinstance(entry, dict)}
 
 
 def _expect(condition: bool, code: str, message: str) -> None:

@@ -134,8 +134,8 @@ def overwrite(runtime: Runtime, key: str, data: bytes | None) -> None:
         store.client.put_object(Bucket=store.bucket, Key=store._key(key), Body=data)  # a new version
 
 
-def drop_append_only_guards(ledger) -> None:
+def drop_append_only_guards(ledger, table: str = "evidence_audit_events") -> None:
     """What an attacker with DDL rights would do first: remove the triggers that refuse UPDATE and DELETE."""
     with ledger.engine.begin() as conn:
-        for statement in drop_guards(ledger.engine.dialect.name, ledger.audit_events.name):
+        for statement in drop_guards(ledger.engine.dialect.name, table):
             conn.execute(sa.text(statement))

@@ -12,6 +12,7 @@ from evidence_pipeline.ledger.checkpoints import (
     PAYLOAD_TYPE, checkpoint_key, prove_bundle, publish_checkpoint, verify_ledger,
 )
 from evidence_pipeline.ledger.ledger import chain_hash
+from evidence_pipeline.ledger.mirrors import EVENT_COLUMNS
 from evidence_pipeline.pipeline import RunInfo, run_tenant_month
 from evidence_pipeline.signing import dsse
 from evidence_pipeline_tests.conftest import LARGE, SMALL, drop_append_only_guards, overwrite
@@ -67,16 +68,16 @@ def _rechain(runtime, bodies_by_seq: dict[int, str] | None = None, delete_seq: i
         if delete_seq is not None:
             conn.execute(events.delete().where(events.c.seq == delete_seq))
         rows = conn.execute(select(events.c.seq, events.c.body).order_by(events.c.seq)).all()
-        # Park prev_hash on unique placeholders so the rewrite never trips UNIQUE(prev_hash) halfway.
-        conn.execute(update(events).values(prev_hash=events.c.seq.cast(events.c.prev_hash.type)))
+        # Park prev_hash and event_id on unique placeholders so the rewrite never trips a UNIQUE halfway.
+        conn.execute(update(events).values(prev_hash=events.c.seq.cast(events.c.prev_hash.type),
+                                           event_id=events.c.seq.cast(events.c.event_id.type)))
         prev = GENESIS_HASH
         for seq, body in rows:
             body = (bodies_by_seq or {}).get(seq, body)
             fields = json.loads(body)
             event_hash = chain_hash(prev, body)
             conn.execute(update(events).where(events.c.seq == seq).values(
-                body=body, prev_hash=prev, event_hash=event_hash, event_type=fields["event_type"],
-                tenant=fields["tenant"], subject_sha256=fields["subject_sha256"],
+                body=body, prev_hash=prev, event_hash=event_hash, **{c: fields[c] for c in EVENT_COLUMNS},
             ))
             prev = event_hash
     assert ledger.verify_chain() > 0  # the hash chain alone is fooled ...
@@ -107,3 +108,16 @@ def test_a_forged_checkpoint_is_detected(runtime, checkpointed):
                                   runtime.keyring.statement_key_id, PAYLOAD_TYPE)
     overwrite(runtime, checkpoint_key(14), envelope)
     assert _code(lambda: verify_ledger(runtime.ledger, runtime.archive)) == "LEDGER_INVALID"
+
+
+@pytest.mark.parametrize("field", ["published_at", "extra"])
+def test_the_ledger_vouches_for_the_whole_manifest(runtime, checkpointed, field):
+    first, _ = checkpointed
+    key = f"{first.bundle_key}/manifest.json"
+    manifest = json.loads(runtime.archive.get(key))
+    if field == "extra":
+        manifest["approved_by"] = "the auditor"
+    else:
+        manifest["ledger"]["published_at"] = "2020-01-01T00:00:00+00:00"
+    overwrite(runtime, key, json.dumps(manifest, indent=2, sort_keys=True).encode())
+    assert _code(lambda: prove_bundle(runtime.ledger, runtime.archive, first.bundle_key)) == "LEDGER_INVALID"

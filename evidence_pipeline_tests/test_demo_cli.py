@@ -45,7 +45,7 @@ def test_two_concurrent_demos_on_one_home_count_each_publication_once(tmp_path):
 
 def _job_states(home: Path) -> set[str]:
     with sqlite3.connect(home / "ledger.sqlite") as db:
-        return {state for (state,) in db.execute("SELECT state FROM jobs")}
+        return {state for (state,) in db.execute("SELECT state FROM evidence_jobs")}
 
 
 @pytest.mark.parametrize("errno_name, code, job_state", [

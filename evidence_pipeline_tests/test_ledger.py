@@ -162,3 +162,69 @@ def test_a_ledger_at_revision_0002_upgrades_in_place_and_keeps_its_chain_and_gua
             with ledger.engine.begin() as conn:
                 conn.execute(text(statement))
     assert ledger.verify_chain() == events + 1
+
+@pytest.mark.parametrize(
+    "table, tamper",
+    [
+        ("evidence_audit_events",
+         "UPDATE evidence_audit_events SET event_id = '00000000-0000-0000-0000-000000000000' WHERE seq = 2"),
+        ("evidence_audit_events", "UPDATE evidence_audit_events SET period = '1999-01' WHERE seq = 2"),
+        ("evidence_publications", "UPDATE evidence_publications SET report_sha256 = '{}'".format("9" * 64)),
+        ("evidence_publications", "DELETE FROM evidence_publications"),
+        ("evidence_jobs", "UPDATE evidence_jobs SET state = 'rejected', last_reason = 'REPORT_INVALID'"),
+        ("evidence_jobs", "UPDATE evidence_jobs SET lease_token = 7"),
+        ("evidence_jobs", "UPDATE evidence_jobs SET renderer_version = 'other'"),
+    ],
+    ids=["event-id", "event-period", "publication-report", "publication-deleted", "job-state", "job-lease",
+         "job-identity"],
+)
+def test_every_column_that_mirrors_an_event_is_checked(ledger, table, tamper):
+    _publish(ledger, _row())
+    assert ledger.verify_chain() == 6
+    if table != "evidence_jobs":  # jobs are mutable by design: no trigger to drop
+        drop_append_only_guards(ledger, table)
+    with ledger.engine.begin() as conn:
+        conn.exec_driver_sql(tamper)
+    with pytest.raises(EvidenceError) as error:
+        ledger.verify_chain()
+    assert error.value.code == "LEDGER_INVALID"
+
+
+@pytest.mark.parametrize("body", ["not json", "{}", '{"a":' * 100_000])
+def test_a_rechained_body_that_is_not_an_event_is_invalid(ledger, body):
+    """The last event's body is replaced and its hash recomputed: the chain holds, the body must still be an event."""
+    drop_append_only_guards(ledger)
+    with ledger.engine.begin() as conn:
+        prev = conn.execute(text("SELECT prev_hash FROM evidence_audit_events WHERE seq = 3")).scalar()
+        conn.execute(text("UPDATE evidence_audit_events SET body = :body, event_hash = :hash WHERE seq = 3"),
+                     {"body": body, "hash": chain_hash(prev, body)})
+    with pytest.raises(EvidenceError) as error:
+        ledger.verify_chain()
+    assert error.value.code == "LEDGER_INVALID"
+
+
+@pytest.mark.parametrize("content", [None, b"", bytes(range(256)) * 64])
+def test_read_only_open_writes_nothing_and_classifies(tmp_path, content):
+    path = tmp_path / "ledger.sqlite"
+    if content is not None:
+        path.write_bytes(content)
+    expected = "LEDGER_NOT_FOUND" if content is None else "LEDGER_INVALID"
+    with pytest.raises(EvidenceError) as error:
+        Ledger(f"sqlite:///{path}", read_only=True)
+    assert error.value.code == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ([] if content is None else ["ledger.sqlite"])
+    assert content is None or path.read_bytes() == content
+
+
+def test_read_only_open_verifies_an_existing_ledger_without_changing_it(ledger, backend, tmp_path):
+    url = ledger.engine.url.render_as_string(hide_password=False)
+    ledger.engine.dispose()
+    database = tmp_path / "ledger.sqlite"
+    before = database.read_bytes() if "EVIDENCE_LEDGER_URL" not in backend else None
+    reader = Ledger(url, read_only=True)
+    assert reader.verify_chain() == 3
+    with pytest.raises(EvidenceError):
+        reader.record(SMALL, "report.rendered", "f" * 64, "run-x")
+    reader.engine.dispose()
+    # (SQLite may create its -wal/-shm coordination files to read a WAL database; the database is untouched.)
+    assert before is None or database.read_bytes() == before

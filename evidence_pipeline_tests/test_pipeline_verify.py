@@ -2,7 +2,10 @@
 
 import base64
 import dataclasses
+import hashlib
 import json
+import os
+import shutil
 import subprocess
 
 import pytest
@@ -19,7 +22,7 @@ from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.pipeline import RunInfo, pin_source, publish_stage, render_stage, run_tenant_month
 from evidence_pipeline.render import RENDERER_VERSION
 from evidence_pipeline.signing import dsse
-from evidence_pipeline.signing.keys import load_keyring
+from evidence_pipeline.signing.keys import load_keyring, public_key_id
 from evidence_pipeline.signing.pades import sign_pdf
 from evidence_pipeline.verify import verify_bundle
 from evidence_pipeline_tests.conftest import SMALL, overwrite, require_tool
@@ -140,7 +143,7 @@ def test_cli_verify_exit_codes_and_json(runtime, published):
     bad = CliRunner().invoke(main, ["verify", folder])
     assert bad.exit_code == 1 and "MANIFEST_INVALID" in bad.output and "Traceback" not in bad.output
     missing = CliRunner().invoke(main, ["verify", folder.rsplit("/", 3)[0], "--json"])
-    assert missing.exit_code == 2 and json.loads(missing.output)["codes"] == ["BUNDLE_NOT_FOUND"]
+    assert missing.exit_code == 2 and json.loads(missing.output)["error"]["code"] == "BUNDLE_NOT_FOUND"
 
 
 def test_retry_after_a_crash_adopts_the_orphaned_signed_report(runtime):
@@ -212,3 +215,95 @@ def test_an_outage_after_the_commit_is_retried_into_a_complete_bundle(runtime):
     assert verify_bundle(runtime.archive, prefix).codes == ["BUNDLE_INCOMPLETE"]
     retried = run_tenant_month(runtime_with_outage, SMALL, RunInfo("retry", attempt=2))
     assert not retried.created and verify_bundle(runtime.archive, prefix).ok
+
+
+def _envelope_parts(runtime, publication) -> tuple[str, dict]:
+    key = f"{publication.bundle_key}/{STATEMENT}"
+    return key, json.loads(runtime.archive.get(key))
+
+
+def _republish_statement(runtime, publication, envelope: bytes) -> None:
+    """Replace the statement and make the manifest's statement digests match it, as an archive writer would."""
+    overwrite(runtime, f"{publication.bundle_key}/{STATEMENT}", envelope)
+    key = f"{publication.bundle_key}/{MANIFEST}"
+    manifest = json.loads(runtime.archive.get(key))
+    manifest["artifacts"][STATEMENT].update(sha256=hashlib.sha256(envelope).hexdigest(), size=len(envelope))
+    if "version_id" in manifest["artifacts"][STATEMENT]:  # a versioned archive: name the new version
+        manifest["artifacts"][STATEMENT]["version_id"] = runtime.archive.version_id(f"{publication.bundle_key}/{STATEMENT}")
+    manifest["lineage"][-1]["sha256"] = hashlib.sha256(envelope).hexdigest()
+    overwrite(runtime, key, json.dumps(manifest, indent=2, sort_keys=True).encode())
+
+
+def test_the_output_names_the_key_that_verified_not_the_claimed_one(runtime, published):
+    """An archive writer publishes a key of their own, signs the unchanged statement with it, fixes the manifest."""
+    key, envelope = _envelope_parts(runtime, published)
+    attacker = ed25519.Ed25519PrivateKey.generate()
+    attacker_id = public_key_id(attacker.public_key())
+    runtime.archive.put_once(f"keys/{attacker_id}.pem", attacker.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    _republish_statement(runtime, published, dsse.sign_envelope(base64.b64decode(envelope["payload"]), attacker, attacker_id))
+    result = verify_bundle(runtime.archive, published.bundle_key)
+    assert result.statement_key_id == attacker_id and result.codes == ["STATEMENT_KEY_MISMATCH"]
+
+
+def test_an_envelope_with_two_payload_keys_is_refused(runtime, published):
+    key, envelope = _envelope_parts(runtime, published)
+    text = runtime.archive.get(key).decode()
+    doubled = text.replace('"payload": ', f'"payload": "{envelope["payload"]}", "payload": ', 1).encode()
+    _republish_statement(runtime, published, doubled)
+    assert _codes(runtime, published) == ["STATEMENT_INVALID"]
+
+
+@pytest.mark.parametrize("edit", ["duplicate-key", "extra-key", "ledger-extra-key", "ledger-hash-not-hex"])
+def test_manifest_fields_nothing_vouches_for_are_refused(runtime, published, edit):
+    key = f"{published.bundle_key}/{MANIFEST}"
+    text = runtime.archive.get(key).decode()
+    manifest = json.loads(text)
+    if edit == "duplicate-key":
+        data = text.replace('"period": ', '"period": "1999-01", "period": ', 1)
+    else:
+        if edit == "extra-key":
+            manifest["approved_by"] = "the auditor"
+        elif edit == "ledger-extra-key":
+            manifest["ledger"]["note"] = "checked"
+        else:
+            manifest["ledger"]["event_hash"] = "not a digest"
+        data = json.dumps(manifest, indent=2, sort_keys=True)
+    overwrite(runtime, key, data.encode())
+    expected = "MANIFEST_STATEMENT_MISMATCH" if edit == "extra-key" else "MANIFEST_INVALID"
+    assert _codes(runtime, published) == [expected]
+
+
+@pytest.mark.parametrize("target", [MANIFEST, STATEMENT, "payload"])
+def test_deeply_nested_json_is_a_reason_code_not_a_traceback(runtime, published, target):
+    deep = b"[" * 200_000 + b"]" * 200_000
+    if target == "payload":  # signed by our own key, so the payload itself gets parsed
+        deep = dsse.sign_envelope(deep, runtime.keyring.statement_key, runtime.keyring.statement_key_id)
+    overwrite(runtime, f"{published.bundle_key}/{STATEMENT if target == 'payload' else target}", deep)
+    expected = {MANIFEST: "MANIFEST_INVALID", STATEMENT: "STATEMENT_INVALID", "payload": "STATEMENT_INVALID"}[target]
+    assert expected in _codes(runtime, published)
+
+
+@pytest.mark.parametrize("link", ["report", "bundle-folder"])
+def test_symlinks_in_the_archive_are_refused_not_followed(local_runtime, tmp_path, link):
+    publication = run_tenant_month(local_runtime, SMALL, RUN)
+    root = local_runtime.archive.root
+    outside = tmp_path / "outside"
+    if link == "report":  # a byte-identical copy outside the archive: following it would verify
+        outside.mkdir()
+        (outside / REPORT).write_bytes((root / publication.bundle_key / REPORT).read_bytes())
+        target = root / publication.bundle_key / REPORT
+        os.chmod(target, 0o644)
+        target.unlink()
+        target.symlink_to(outside / REPORT)
+    else:
+        folder = root / publication.bundle_key
+        shutil.move(folder, outside)
+        folder.symlink_to(outside)
+    assert _codes(local_runtime, publication) == ["STORE_SYMLINK_REFUSED"]
+
+
+def test_a_padded_report_is_refused_before_it_is_read(runtime, published):
+    key = f"{published.bundle_key}/{REPORT}"
+    overwrite(runtime, key, runtime.archive.get(key) + b"\0" * (3 << 20))
+    assert _codes(runtime, published) == ["STORE_OBJECT_TOO_LARGE"]

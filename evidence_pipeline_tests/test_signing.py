@@ -39,7 +39,8 @@ def test_dsse_round_trip_and_generic_implementation_agrees(keyring):
     payload = dsse.canonical_json(dsse.statement("report.pdf", "ab" * 32, {"tenant": "acme-books"}))
     envelope = dsse.sign_envelope(payload, keyring.statement_key, keyring.statement_key_id)
     public = keyring.statement_key.public_key()
-    assert dsse.open_statement(envelope, {keyring.statement_key_id: public})["subject"][0]["digest"]["sha256"] == "ab" * 32
+    body, signed_by = dsse.open_statement(envelope, {keyring.statement_key_id: public})
+    assert body["subject"][0]["digest"]["sha256"] == "ab" * 32 and signed_by == (keyring.statement_key_id,)
     # securesystemslib verifies the same signature over the same PAE
     raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw).hex()
     key = Key.from_dict(keyring.statement_key_id, {"keytype": "ed25519", "scheme": "ed25519", "keyval": {"public": raw}})

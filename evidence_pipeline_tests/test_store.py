@@ -1,4 +1,5 @@
 import io
+import os
 import stat
 from concurrent.futures import ThreadPoolExecutor
 
@@ -98,3 +99,29 @@ def test_a_failed_write_is_classified_and_leaves_nothing_half_made(store, monkey
     assert (error.value.code, error.value.retryable) == (code, retryable)
     assert str(store.root) not in str(error.value)
     assert sorted(p.relative_to(store.root).as_posix() for p in store.root.rglob("*")) == ["keys", "keys/k.pem"]
+
+
+def test_modes_do_not_depend_on_the_umask(tmp_path):
+    """Under umask 000 nothing is created world-writable, and private state is owner-only."""
+    from evidence_pipeline.ledger import Ledger
+    from evidence_pipeline.tenants import add_to_registry
+
+    home = tmp_path / "home"
+    previous = os.umask(0)
+    try:
+        LocalStore(home / "archive").put_once("bundles/acme-books/2026-10/x/report.pdf", b"%PDF")
+        LocalStore(home / "sources", file_mode=0o400).put_once("acme-books/2026-10/s.csv", b"a,b")
+        add_to_registry(home / "tenants.txt", ["acme-books"])
+        Ledger(f"sqlite:///{home / 'ledger.sqlite'}").engine.dispose()
+    finally:
+        os.umask(previous)
+
+    def mode(path):
+        return stat.S_IMODE(path.stat().st_mode)
+
+    assert mode(home) == 0o700
+    assert {mode(p) for p in [home / "archive", *(home / "archive").rglob("*")] if p.is_dir()} == {0o755}
+    assert {mode(p) for p in [home / "sources", *(home / "sources").rglob("*")] if p.is_dir()} == {0o700}
+    assert mode(home / "archive/bundles/acme-books/2026-10/x/report.pdf") == 0o444
+    assert mode(home / "tenants.txt") == 0o600
+    assert {mode(p) for p in home.glob("ledger.sqlite*")} == {0o600}

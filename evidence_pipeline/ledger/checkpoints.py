@@ -7,18 +7,18 @@ checkpoint changes its root; consecutive checkpoints must be consistent (append-
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime, timezone
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from evidence_pipeline.bundle import MANIFEST, REPORT, STATEMENT
+from evidence_pipeline import jsonread
+from evidence_pipeline.bundle import MANIFEST, REPORT, STATEMENT, build_manifest
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import Ledger, merkle
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import Keyring, published_statement_keys
-from evidence_pipeline.store import ArtifactStore, sha256_hex
+from evidence_pipeline.store import DISCARD, ArtifactStore
 
 PAYLOAD_TYPE = "application/vnd.evidence-pipeline.checkpoint+json"
 PREFIX = "ledger/checkpoints"
@@ -53,11 +53,13 @@ def publish_checkpoint(ledger: Ledger, archive: ArtifactStore, keyring: Keyring)
 
 
 def read_checkpoint(archive: ArtifactStore, key: str, keys: dict[str, ed25519.Ed25519PublicKey]) -> dict:
+    opened = dsse.verify_envelope(archive.get(key, max_bytes=jsonread.MAX_BYTES), keys, PAYLOAD_TYPE, code="LEDGER_INVALID")
+    body = jsonread.loads(opened.payload, "LEDGER_INVALID", f"checkpoint {key}")
     try:
-        body = json.loads(dsse.verify_envelope(archive.get(key), keys, PAYLOAD_TYPE))
-        described = body.get("origin") == ORIGIN and checkpoint_key(int(body["size"])) == key
-        bytes.fromhex(body["root_sha256"])
-    except (ValueError, KeyError, TypeError, AttributeError):
+        described = (isinstance(body, dict) and body.get("origin") == ORIGIN and (body.get("key_id"),) == opened.key_ids
+                     and type(body["size"]) is int and checkpoint_key(body["size"]) == key)
+        described = described and len(bytes.fromhex(body["root_sha256"])) == 32
+    except (ValueError, KeyError, TypeError):
         described = False
     if not described:
         raise EvidenceError("LEDGER_INVALID", f"checkpoint {key} does not describe this ledger at its size")
@@ -89,18 +91,21 @@ def verify_ledger(ledger: Ledger, archive: ArtifactStore) -> dict:
 
 
 def prove_bundle(ledger: Ledger, archive: ArtifactStore, prefix: str) -> dict:
-    """The inclusion proof of the `bundle.published` event of the bundle at ``prefix``."""
+    """The inclusion proof of the `bundle.published` event of the bundle at ``prefix``. The ledger vouches for the
+    whole manifest: it must be exactly the manifest that event derives, and the files the ones it committed."""
+    manifest = jsonread.loads(archive.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES), "MANIFEST_INVALID",
+                              "manifest.json")
     try:
-        position = json.loads(archive.get(f"{prefix}/{MANIFEST}"))["ledger"]
-        seq, event_hash = int(position["seq"]), str(position["event_hash"])
-    except (ValueError, KeyError, TypeError):
+        seq = manifest["ledger"]["seq"]
+    except (KeyError, TypeError):
         raise EvidenceError("MANIFEST_INVALID", "the manifest does not name a ledger position") from None
-    event = ledger.event_or_none(seq)
-    expected = {"identity": prefix.rsplit("/", 1)[-1], "report_sha256": sha256_hex(archive.get(f"{prefix}/{REPORT}")),
-                "statement_sha256": sha256_hex(archive.get(f"{prefix}/{STATEMENT}"))}
-    if event is None or event.event_type != "bundle.published" or event.event_hash != event_hash or any(
+    event = ledger.event_or_none(seq) if type(seq) is int else None
+    expected = {"identity": prefix.rsplit("/", 1)[-1],  # the files are hashed as they stream, never held
+                "report_sha256": archive.get_file(f"{prefix}/{REPORT}", DISCARD),
+                "statement_sha256": archive.get_file(f"{prefix}/{STATEMENT}", DISCARD)}
+    if event is None or event.event_type != "bundle.published" or any(
         event.body["details"].get(name) != value for name, value in expected.items()
-    ):
+    ) or jsonread.loads(build_manifest(event), "LEDGER_INVALID", "the derived manifest") != manifest:
         raise EvidenceError("LEDGER_INVALID", "the ledger holds no publication event for this bundle's files")
     return prove_inclusion(ledger, archive, seq)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import threading
 import time
 import uuid
@@ -15,16 +16,22 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, MetaData, create_engine, event, make_url, select, text
-from sqlalchemy.exc import ArgumentError, IntegrityError, InterfaceError, OperationalError, ProgrammingError
+from alembic.script import ScriptDirectory
+from sqlalchemy import URL, Connection, MetaData, create_engine, event, inspect, make_url, select, text
+from sqlalchemy.exc import (
+    ArgumentError, DatabaseError, IntegrityError, InterfaceError, OperationalError, ProgrammingError,
+)
 
+from evidence_pipeline import jsonread
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import jobs as states
-from evidence_pipeline.ledger import merkle
+from evidence_pipeline.ledger import merkle, mirrors
 from evidence_pipeline.ledger.jobs import JobKey, Lease, RetryBudget
 from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.paths import private_dirs
 
 GENESIS_HASH = "0" * 64
+VERSION_TABLE = "evidence_ledger_version"  # Dagster keeps its own alembic_version in the same database
 
 
 _APPEND_ATTEMPTS = 20
@@ -57,18 +64,31 @@ def _database():
         yield
     except (OperationalError, InterfaceError) as error:
         raise EvidenceError("LEDGER_UNAVAILABLE", f"ledger database unavailable ({type(error.orig).__name__})") from None
+    except IntegrityError:
+        raise  # a concurrent writer won a race: the caller retries
+    except DatabaseError as error:  # e.g. a file that is not a database at all
+        raise EvidenceError("LEDGER_INVALID", f"the ledger database is corrupt ({type(error.orig).__name__})") from None
 
 
-def _serialize_sqlite_writers(engine) -> None:
+def _event_body(text: str) -> dict:
+    """An event body as the ledger stored it: bounded JSON with exactly the fields _append writes."""
+    body = jsonread.loads(text, "LEDGER_INVALID", "an audit event body")
+    if not mirrors.is_event_body(body):
+        raise EvidenceError("LEDGER_INVALID", "an audit event body does not have the fields of an event")
+    return body
+
+
+def _serialize_sqlite_writers(engine, read_only: bool) -> None:
     """Parallel workers share the embedded SQLite ledger: a writing transaction takes the write lock when it
     begins (a deferred read-then-write would fail with SQLITE_BUSY instead of waiting) and waits up to 30 s for
-    it; reads begin deferred, and WAL lets them run alongside the writer."""
+    it; reads begin deferred, and WAL lets them run alongside the writer. A read-only ledger changes no mode."""
 
     @event.listens_for(engine, "connect")
     def connect(dbapi_connection, _record):
         dbapi_connection.isolation_level = None  # SQLAlchemy, not the driver, issues BEGIN
         dbapi_connection.execute("PRAGMA busy_timeout = 30000")
-        dbapi_connection.execute("PRAGMA journal_mode = WAL")
+        if not read_only:
+            dbapi_connection.execute("PRAGMA journal_mode = WAL")
 
     @event.listens_for(engine, "begin")
     def begin(connection):
@@ -76,31 +96,36 @@ def _serialize_sqlite_writers(engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
 
 
-def migration_config(connection: Connection) -> Config:
+def migration_config(connection: Connection | None = None) -> Config:
     """The Alembic configuration of the ledger's migrations, run on ``connection`` (no alembic.ini)."""
     config = Config()
     config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
-    config.attributes["connection"] = connection
+    if connection is not None:
+        config.attributes["connection"] = connection
     return config
 
 
 class Ledger:
-    def __init__(self, url: str):
+    """``read_only`` (verification, proofs) opens an existing ledger without migrating it or writing anything:
+    a missing SQLite file is LEDGER_NOT_FOUND, a database without our schema LEDGER_INVALID."""
+
+    def __init__(self, url: str, read_only: bool = False):
         try:
             parsed = make_url(url)
         except ArgumentError:
             raise EvidenceError("CONFIG_INVALID", "EVIDENCE_LEDGER_URL is not a database URL") from None
-        if parsed.get_backend_name() == "sqlite" and parsed.database:
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        sqlite = parsed.get_backend_name() == "sqlite"
+        if sqlite and parsed.database:
+            parsed = _sqlite_file(parsed, read_only)
         try:
-            self.engine = create_engine(parsed)
+            self.engine = create_engine(parsed, **_read_only_arguments(parsed) if read_only else {})
         except (ArgumentError, ImportError):
             raise EvidenceError("CONFIG_INVALID", "EVIDENCE_LEDGER_URL names an unsupported database driver") from None
-        if parsed.get_backend_name() == "sqlite":
-            _serialize_sqlite_writers(self.engine)
+        if sqlite:
+            _serialize_sqlite_writers(self.engine, read_only)
         self._writer = self.engine.execution_options(ledger_writes=True)  # transactions that write use this
         with _database():
-            self._migrate()
+            self._expect_schema() if read_only else self._migrate()
         # The migrations are the one definition of the schema; queries use the tables as the database has them.
         # Every table of the ledger is named evidence_*: it may share its database with Dagster's storage.
         tables = MetaData()
@@ -317,7 +342,7 @@ class Ledger:
             self.audit_events.c.event_type == event_type, self.audit_events.c.subject_sha256 == subject_sha256
         )
         with _database(), self.engine.connect() as conn:
-            return [json.loads(body) for body in conn.execute(query.order_by(self.audit_events.c.seq)).scalars()]
+            return [_event_body(body) for body in conn.execute(query.order_by(self.audit_events.c.seq)).scalars()]
 
     def events_of_type(self, event_type: str, tenant: str | None = None) -> list[dict]:
         """Bodies of every event of ``event_type`` (only ``tenant``'s when given), oldest first."""
@@ -326,12 +351,12 @@ class Ledger:
         if tenant is not None:
             query = query.where(events.tenant == tenant)
         with _database(), self.engine.connect() as conn:
-            return [json.loads(body) for body in conn.execute(query.order_by(events.seq)).scalars()]
+            return [_event_body(body) for body in conn.execute(query.order_by(events.seq)).scalars()]
 
     def event_or_none(self, seq: int) -> LedgerEvent | None:
         with _database(), self.engine.connect() as conn:
             row = conn.execute(select(self.audit_events).where(self.audit_events.c.seq == seq)).first()
-        return None if row is None else LedgerEvent(row.seq, row.event_type, row.event_hash, json.loads(row.body))
+        return None if row is None else LedgerEvent(row.seq, row.event_type, row.event_hash, _event_body(row.body))
 
     def event(self, seq: int) -> LedgerEvent:
         event = self.event_or_none(seq)
@@ -347,19 +372,34 @@ class Ledger:
             return [(row.seq, merkle.leaf_hash(row.body.encode("utf-8"))) for row in rows]
 
     def verify_chain(self) -> int:
-        """Recompute every link; return the number of events. A rewritten, deleted or reordered row fails."""
+        """Recompute every link and check every stored copy of a hashed body (see mirrors.py); return the number
+        of events. A rewritten, deleted or reordered row fails, and so does an edited column that mirrors one."""
         prev = GENESIS_HASH
         count = 0
+        published: dict[int, dict] = {}  # seq -> details of each bundle.published event
+        job_events: dict[str, list[dict]] = {}  # job_id -> bodies of the events that name it, oldest first
         with _database(), self.engine.connect() as conn:
             for row in conn.execute(select(self.audit_events).order_by(self.audit_events.c.seq)):
                 if row.prev_hash != prev or chain_hash(prev, row.body) != row.event_hash:
                     raise EvidenceError("LEDGER_INVALID", f"audit event {row.seq} breaks the hash chain")
-                body = json.loads(row.body)
-                if (body["event_type"], body["tenant"], body["subject_sha256"]) != (
-                    row.event_type, row.tenant, row.subject_sha256
-                ):
+                body = _event_body(row.body)
+                if any(body[column] != getattr(row, column) for column in mirrors.EVENT_COLUMNS):
                     raise EvidenceError("LEDGER_INVALID", f"audit event {row.seq} columns differ from its body")
+                if body["event_type"] == "bundle.published":
+                    published[row.seq] = body["details"]
+                if isinstance(body["details"].get("job_id"), str):
+                    job_events.setdefault(body["details"]["job_id"], []).append(body)
                 prev, count = row.event_hash, count + 1
+            publications = [dict(row._mapping) for row in conn.execute(select(self.publications))]
+            jobs = [dict(row._mapping) for row in conn.execute(select(self.jobs))]
+        if sorted(row["event_seq"] for row in publications) != sorted(published):
+            raise EvidenceError("LEDGER_INVALID", "publications and bundle.published events do not pair up")
+        for row in publications:
+            if not mirrors.publication_matches(row, published[row["event_seq"]]):
+                raise EvidenceError("LEDGER_INVALID", f"the publication of event {row['event_seq']} differs from it")
+        for row in jobs:
+            if not mirrors.job_matches(row, job_events.get(row["job_id"], [])):
+                raise EvidenceError("LEDGER_INVALID", f"job {row['job_id'][:12]} differs from its events")
         return count
 
     def _append(self, conn: Connection, tenant_month: TenantMonth, event_type: str, subject_sha256: str,
@@ -392,6 +432,14 @@ class Ledger:
         row = conn.execute(select(self.publications).where(self.publications.c.identity == identity)).first()
         return None if row is None else dict(row._mapping)
 
+    def _expect_schema(self) -> None:
+        """A read-only ledger must already be at the newest migration: nothing here creates or upgrades it."""
+        with self.engine.connect() as conn:
+            has_versions = inspect(conn).has_table(VERSION_TABLE)
+            version = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar() if has_versions else None
+        if version != _head_revision():
+            raise EvidenceError("LEDGER_INVALID", "the database holds no evidence ledger at the current schema version")
+
     def _migrate(self) -> None:
         """Bring the schema to the newest migration. Concurrent first starts serialize on a lock or retry."""
         for attempt in range(5):
@@ -415,3 +463,30 @@ class Ledger:
             except (IntegrityError, _LostRace) as error:
                 lost_race = error  # another writer moved the chain head, the identity or the job: re-read, retry
         raise EvidenceError("LEDGER_CONFLICT", "could not append to the audit ledger under contention") from lost_race
+
+
+def _head_revision() -> str:
+    return ScriptDirectory.from_config(migration_config()).get_current_head()
+
+
+def _sqlite_file(url: URL, read_only: bool) -> URL:
+    """The ledger file, created owner-only (SQLite gives its -wal and -shm files the same mode); read-only
+    opens it as an SQLite URI with mode=ro, so not even an empty file is touched."""
+    path = Path(url.database).absolute()
+    if read_only:
+        if not path.is_file():
+            raise EvidenceError("LEDGER_NOT_FOUND", "the ledger database file does not exist")
+        return url.set(database=f"file:{path.as_uri().removeprefix('file://')}?mode=ro", query={"uri": "true"})
+    private_dirs(path.parent)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+    os.chmod(path, 0o600)
+    return url
+
+
+def _read_only_arguments(url: URL) -> dict:
+    if url.get_backend_name() == "postgresql":
+        return {"connect_args": {"options": "-c default_transaction_read_only=on"}}
+    return {}

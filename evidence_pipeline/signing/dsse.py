@@ -5,15 +5,18 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
+from evidence_pipeline import jsonread
 from evidence_pipeline.errors import EvidenceError
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://evidence-pipeline.dev/monthly-evidence/v1"
+_ENVELOPE_FIELDS = {"payload", "payloadType", "signatures"}
 
 
 def canonical_json(value) -> bytes:
@@ -26,10 +29,14 @@ def pae(payload_type: str, payload: bytes) -> bytes:
     return b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
 
 
+def subject(name: str, sha256: str) -> list[dict]:
+    return [{"name": name, "digest": {"sha256": sha256}}]
+
+
 def statement(subject_name: str, subject_sha256: str, predicate: dict) -> dict:
     return {
         "_type": STATEMENT_TYPE,
-        "subject": [{"name": subject_name, "digest": {"sha256": subject_sha256}}],
+        "subject": subject(subject_name, subject_sha256),
         "predicateType": PREDICATE_TYPE,
         "predicate": predicate,
     }
@@ -45,17 +52,29 @@ def sign_envelope(payload: bytes, key: ed25519.Ed25519PrivateKey, key_id: str, p
     return json.dumps(envelope, indent=2, sort_keys=True).encode() + b"\n"
 
 
-def verify_envelope(data: bytes, public_keys: dict[str, ed25519.Ed25519PublicKey], payload_type: str) -> bytes:
-    """Verify a DSSE envelope of ``payload_type`` against known keys and return its payload."""
+@dataclass(frozen=True)
+class Opened:
+    """A verified envelope's payload and the ids of the keys whose signatures verified it."""
+
+    payload: bytes
+    key_ids: tuple[str, ...]
+
+
+def verify_envelope(data: bytes, public_keys: dict[str, ed25519.Ed25519PublicKey], payload_type: str,
+                    code: str = "STATEMENT_INVALID") -> Opened:
+    """Verify a DSSE envelope of ``payload_type`` against known keys; malformed envelopes raise ``code``."""
+    envelope = jsonread.loads(data, code, "the DSSE envelope")
     try:
-        envelope = json.loads(data)
+        if not isinstance(envelope, dict) or envelope.keys() != _ENVELOPE_FIELDS:
+            raise ValueError("not an envelope")
         payload = base64.b64decode(envelope["payload"], validate=True)
         envelope_type = envelope["payloadType"]
-        signatures = [(s["keyid"], base64.b64decode(s["sig"], validate=True)) for s in envelope["signatures"]]
+        signatures = [(_signature_fields(s)["keyid"], base64.b64decode(s["sig"], validate=True))
+                      for s in envelope["signatures"]]
     except (ValueError, KeyError, TypeError, binascii.Error):
-        raise EvidenceError("STATEMENT_INVALID", "not a DSSE envelope") from None
+        raise EvidenceError(code, "not a DSSE envelope") from None
     if envelope_type != payload_type or not signatures:
-        raise EvidenceError("STATEMENT_INVALID", "DSSE envelope has the wrong payload type or no signature")
+        raise EvidenceError(code, "DSSE envelope has the wrong payload type or no signature")
     known = [(key_id, sig) for key_id, sig in signatures if key_id in public_keys]
     if not known:
         raise EvidenceError("KEY_UNKNOWN", "no DSSE signature is by a published key")
@@ -64,16 +83,20 @@ def verify_envelope(data: bytes, public_keys: dict[str, ed25519.Ed25519PublicKey
             public_keys[key_id].verify(sig, pae(payload_type, payload))
         except InvalidSignature:
             raise EvidenceError("STATEMENT_SIGNATURE_INVALID", f"DSSE signature by {key_id} does not verify") from None
-    return payload
+    return Opened(payload, tuple(sorted({key_id for key_id, _ in known})))
 
 
-def open_statement(data: bytes, public_keys: dict[str, ed25519.Ed25519PublicKey]) -> dict:
-    """Verify a DSSE envelope against known keys and return its in-toto statement."""
-    payload = verify_envelope(data, public_keys, PAYLOAD_TYPE)
-    try:
-        body = json.loads(payload)
-    except ValueError:
-        raise EvidenceError("STATEMENT_INVALID", "DSSE payload is not JSON") from None
-    if body.get("_type") != STATEMENT_TYPE or body.get("predicateType") != PREDICATE_TYPE:
+def _signature_fields(signature) -> dict:
+    if not isinstance(signature, dict) or signature.keys() != {"keyid", "sig"} or not isinstance(signature["keyid"], str):
+        raise ValueError("not a DSSE signature")
+    return signature
+
+
+def open_statement(data: bytes, public_keys: dict[str, ed25519.Ed25519PublicKey]) -> tuple[dict, tuple[str, ...]]:
+    """Verify a DSSE envelope against known keys; return its in-toto statement and the ids of the verifying keys."""
+    opened = verify_envelope(data, public_keys, PAYLOAD_TYPE)
+    body = jsonread.loads(opened.payload, "STATEMENT_INVALID", "the DSSE payload")
+    if (not isinstance(body, dict) or body.get("_type") != STATEMENT_TYPE or body.get("predicateType") != PREDICATE_TYPE
+            or not isinstance(body.get("predicate"), dict)):
         raise EvidenceError("STATEMENT_INVALID", "payload is not an in-toto Statement v1 of our predicate type")
-    return body
+    return body, opened.key_ids

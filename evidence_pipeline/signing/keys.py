@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.paths import private_dirs
 from evidence_pipeline.store import ArtifactStore, StoredObject
 
 STATEMENT_KEY = "statement-ed25519.key"
@@ -29,6 +30,7 @@ ROOT_CERT = "pades-root.pem"
 SIGNER_KEY = "pades-signer.key"
 SIGNER_CERT = "pades-signer.pem"
 _VALIDITY = dt.timedelta(days=3650)
+MAX_KEY_BYTES = 64 << 10  # a published PEM is a few hundred bytes to a few KB
 _PEM = serialization.Encoding.PEM
 
 
@@ -111,7 +113,7 @@ def published_statement_keys(
         if not key_id.startswith("ed25519-") or (expected and key_id not in expected):
             continue
         try:
-            public = serialization.load_pem_public_key(store.get(key))
+            public = serialization.load_pem_public_key(store.get(key, max_bytes=MAX_KEY_BYTES))
         except ValueError:
             continue  # not a key: it cannot vouch for anything
         # A key id names the key's own bytes, so a swapped file cannot borrow a pinned id.
@@ -130,7 +132,7 @@ def load_keyring(directory: Path, generate: bool) -> Keyring:
 
 
 def _generate_dev_keys(directory: Path) -> None:
-    directory.parent.mkdir(parents=True, exist_ok=True)
+    private_dirs(directory.parent)
     staging = directory.parent / f".keys-{uuid.uuid4().hex}"
     staging.mkdir(mode=0o700)
     try:

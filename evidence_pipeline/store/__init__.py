@@ -84,13 +84,15 @@ class ArtifactStore(Protocol):
         """put_once from a seekable binary file (its whole content), streamed rather than held in memory."""
         ...
 
-    def get(self, key: str, expected_sha256: str | None = None) -> bytes:
-        """Read an object; with ``expected_sha256`` a mismatch raises STORE_DIGEST_MISMATCH."""
+    def get(self, key: str, expected_sha256: str | None = None, max_bytes: int | None = None) -> bytes:
+        """Read an object; with ``expected_sha256`` a mismatch raises STORE_DIGEST_MISMATCH, and an object larger
+        than ``max_bytes`` is STORE_OBJECT_TOO_LARGE before anything is read."""
         ...
 
-    def get_file(self, key: str, out: BinaryIO, expected_sha256: str | None = None) -> str:
-        """Stream an object into ``out``, hashing while writing, and return its sha256. Digests are checked as by
-        ``get``; on a mismatch ``out`` holds unverified bytes, which the caller must discard."""
+    def get_file(self, key: str, out: BinaryIO, expected_sha256: str | None = None,
+                 max_bytes: int | None = None) -> str:
+        """Stream an object into ``out``, hashing while writing, and return its sha256. Digests and sizes are
+        checked as by ``get``; on a mismatch ``out`` holds unverified bytes, which the caller must discard."""
         ...
 
     def exists(self, key: str) -> bool: ...
@@ -114,10 +116,16 @@ class StreamingStore:
     def put_once(self, key: str, data: bytes) -> StoredObject:
         return self.put_file(key, io.BytesIO(data))  # BytesIO shares the bytes: no copy
 
-    def get(self, key: str, expected_sha256: str | None = None) -> bytes:
+    def get(self, key: str, expected_sha256: str | None = None, max_bytes: int | None = None) -> bytes:
         out = io.BytesIO()
-        self.get_file(key, out, expected_sha256)
+        self.get_file(key, out, expected_sha256, max_bytes)
         return out.getvalue()
+
+
+def check_size(key: str, size: int | None, max_bytes: int | None) -> None:
+    """Refuse an object larger than ``max_bytes`` before reading it."""
+    if max_bytes is not None and size is not None and size > max_bytes:
+        raise EvidenceError("STORE_OBJECT_TOO_LARGE", f"object {key} is larger than {max_bytes} bytes")
 
 
 def check_digest(key: str, sha256: str, expected_sha256: str | None) -> str:

@@ -12,122 +12,198 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import uuid
 from pathlib import Path
 from typing import BinaryIO
 
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.faults import io_fault
-from evidence_pipeline.store import StoredObject, StreamingStore, check_digest, check_key, chunks, copy_hashing, sha256_file
+from evidence_pipeline.paths import make_dirs
+from evidence_pipeline.store import (
+    StoredObject, StreamingStore, check_digest, check_key, check_size, chunks, copy_hashing, sha256_file,
+)
 
 
 class LocalStore(StreamingStore):
-    """``file_mode`` 0o444 suits the archive (evidence meant to be read); private stores use 0o400."""
+    """``file_mode`` 0o444 suits the archive (evidence meant to be read); private stores use 0o400.
+
+    Every path is walked from the root one component at a time through directory descriptors opened with
+    O_NOFOLLOW: a symlink anywhere below the root (a swapped file, a swapped folder) is refused, never followed,
+    and only regular files are read. Directories and files get explicit modes, whatever the umask.
+    """
 
     def __init__(self, root: Path, scheme: str = "archive", file_mode: int = 0o444):
         self.root = Path(root)
         self.scheme = scheme
         self.file_mode = file_mode
-
-    def _path(self, key: str) -> Path:
-        return self.root / check_key(key)
+        self.dir_mode = 0o700 if file_mode == 0o400 else 0o755
 
     def put_file(self, key: str, file: BinaryIO) -> StoredObject:
         with _io_errors(key):
             return self._put_once(key, file)
 
     def _put_once(self, key: str, file: BinaryIO) -> StoredObject:
-        path = self._path(key)
-        if path.exists():
-            return self._reconcile(key, path, *sha256_file(file))
-        created = _make_folders(path.parent, mode=0o700 if self.file_mode == 0o400 else 0o777)
-        tmp = path.parent / f".put-{uuid.uuid4().hex}.tmp"
+        *folders, name = check_key(key).split("/")
+        created: list[str] = []
+        directory = self._directory(key, folders, created=created)
+        tmp = f".put-{uuid.uuid4().hex}.tmp"
         linked = False
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            if self._entry(key, name, directory) is not None:
+                linked = True
+                return self._reconcile(key, self._open(key, name, directory), *sha256_file(file))
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=directory)
             with os.fdopen(fd, "wb") as handle:
                 file.seek(0)
                 digest, size = copy_hashing(chunks(file), handle)
                 io_fault(f"{self.scheme}_write")
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.chmod(tmp, self.file_mode)  # stored objects are immutable
-            try:
-                os.link(tmp, path)  # atomic and refuses to replace: the put-once primitive
+                os.fchmod(handle.fileno(), self.file_mode)  # stored objects are immutable
+            try:  # atomic and refuses to replace: the put-once primitive
+                os.link(tmp, name, src_dir_fd=directory, dst_dir_fd=directory, follow_symlinks=False)
             except FileExistsError:
                 linked = True  # another put made the object: the folders are theirs too
-                return self._reconcile(key, path, digest, size)
+                return self._reconcile(key, self._open(key, name, directory), digest, size)
             linked = True
-            _fsync_dir(path.parent)
+            os.fsync(directory)
         finally:
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=directory)
+            os.close(directory)
             if not linked:
-                _remove_empty(created)
+                self._remove_empty(created)
         return StoredObject(key=key, sha256=digest, size=size, created=True)
 
-    def _reconcile(self, key: str, path: Path, digest: str, size: int) -> StoredObject:
-        with path.open("rb") as existing:
+    def _remove_empty(self, folders: list[str]) -> None:
+        """Remove the folders a failed put created (deepest first) while they are empty; a concurrent put's
+        objects keep theirs."""
+        for folder in reversed(folders):
+            try:
+                os.rmdir(self.root / folder)
+            except OSError:
+                return
+
+    def _reconcile(self, key: str, fd: int, digest: str, size: int) -> StoredObject:
+        with os.fdopen(fd, "rb") as existing:
             if sha256_file(existing) != (digest, size):
                 raise EvidenceError("STORE_CONFLICT", f"object {key} already exists with different bytes")
         return StoredObject(key=key, sha256=digest, size=size, created=False)
 
-    def get_file(self, key: str, out: BinaryIO, expected_sha256: str | None = None) -> str:
+    def get_file(self, key: str, out: BinaryIO, expected_sha256: str | None = None,
+                 max_bytes: int | None = None) -> str:
         # Hash what is copied, not the stored file: the caller uses exactly the bytes that were checked.
-        try:
-            with self._path(key).open("rb") as stored:
-                digest, _ = copy_hashing(chunks(stored), out)
-        except FileNotFoundError:
-            raise EvidenceError("STORE_NOT_FOUND", f"object {key} does not exist") from None
-        except OSError as error:
-            raise _classified(key, error) from None
+        *folders, name = check_key(key).split("/")
+        with _io_errors(key):
+            directory = self._directory(key, folders)
+            try:
+                fd = self._open(key, name, directory)
+            finally:
+                os.close(directory)
+            with os.fdopen(fd, "rb") as stored:
+                check_size(key, os.fstat(fd).st_size, max_bytes)
+                # A file that grows while it is read is refused too, never silently cut short.
+                digest, size = copy_hashing(chunks(stored, None if max_bytes is None else max_bytes + 1), out)
+                check_size(key, size, max_bytes)
         return check_digest(key, digest, expected_sha256)
 
     def exists(self, key: str) -> bool:
-        return self._path(key).is_file()
+        *folders, name = check_key(key).split("/")
+        with _io_errors(key):
+            try:
+                directory = self._directory(key, folders)
+            except EvidenceError as error:
+                if error.code == "STORE_NOT_FOUND":
+                    return False
+                raise
+            try:
+                mode = self._entry(key, name, directory)
+            finally:
+                os.close(directory)
+        return mode is not None
 
     def version_id(self, key: str) -> str | None:
         return None  # a put-once file has exactly one version
 
     def list(self, prefix: str) -> list[str]:
-        base = self._path(prefix)
-        if not base.is_dir():
-            return []
-        return sorted(
-            str(p.relative_to(self.root))
-            for p in base.rglob("*")
-            if p.is_file() and not p.name.startswith(".")
-        )
+        """Every entry under ``prefix`` that is not a real folder, so that a symlink is listed, then refused."""
+        folders = check_key(prefix).split("/")
+        with _io_errors(prefix):
+            try:
+                directory = self._directory(prefix, folders)
+            except EvidenceError as error:
+                if error.code == "STORE_NOT_FOUND":
+                    return []
+                raise
+            try:
+                keys = self._walk(prefix, directory)
+            finally:
+                os.close(directory)
+        return sorted(key for key in keys if not key.rsplit("/", 1)[-1].startswith("."))
 
     def uri(self, key: str) -> str:
         return f"{self.scheme}://{check_key(key)}"
 
-
-def _make_folders(folder: Path, mode: int) -> list[Path]:
-    """Create ``folder`` and its missing parents; returns the ones created here, deepest first."""
-    missing = []
-    while not folder.is_dir():
-        missing.append(folder)
-        folder = folder.parent
-    made: list[Path] = []
-    for path in reversed(missing):
+    def _directory(self, key: str, folders: list[str], created: list[str] | None = None) -> int:
+        """A descriptor of root/folders..., each component opened without following symlinks. With ``created``,
+        missing folders are made and the ones made here are appended to it (as paths below the root)."""
+        create = created is not None
+        if create:
+            make_dirs(self.root, self.dir_mode)
         try:
-            path.mkdir(mode=mode)
-        except FileExistsError:
-            continue  # a concurrent put made it: not ours to remove
-        except OSError:
-            _remove_empty(made[::-1])
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            raise EvidenceError("STORE_NOT_FOUND", f"object {key} does not exist") from None
+        try:
+            for depth, folder in enumerate(folders, start=1):
+                made = False
+                if create:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(folder, 0o700, dir_fd=fd)
+                        made = True
+                        created.append("/".join(folders[:depth]))
+                if self._entry(key, folder, fd) is None:
+                    raise EvidenceError("STORE_NOT_FOUND", f"object {key} does not exist")
+                child = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = child
+                if made:
+                    os.fchmod(fd, self.dir_mode)  # explicit, whatever the umask
+        except BaseException:
+            os.close(fd)
+            if create:
+                self._remove_empty(created)
             raise
-        made.append(path)
-    return made[::-1]
+        return fd
 
+    def _open(self, key: str, name: str, directory: int) -> int:
+        """A read descriptor of the regular file ``name`` in ``directory`` (no symlink, no FIFO, no device)."""
+        if self._entry(key, name, directory) is None:
+            raise EvidenceError("STORE_NOT_FOUND", f"object {key} does not exist")
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=directory)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise EvidenceError("STORE_NOT_REGULAR_FILE", f"object {key} is not a regular file")
+        return fd
 
-def _remove_empty(folders: list[Path]) -> None:
-    """Remove folders (deepest first) that are still empty; a concurrent put's objects keep theirs."""
-    for folder in folders:
+    @staticmethod
+    def _entry(key: str, name: str, directory: int) -> int | None:
+        """The mode of ``name`` in ``directory`` (None when absent); a symlink is refused."""
         try:
-            folder.rmdir()
-        except OSError:
-            return
+            mode = os.lstat(name, dir_fd=directory).st_mode
+        except FileNotFoundError:
+            return None
+        if stat.S_ISLNK(mode):
+            raise EvidenceError("STORE_SYMLINK_REFUSED", f"{key} passes through a symlink; stores never follow one")
+        return mode
+
+    def _walk(self, prefix: str, directory: int) -> list[str]:
+        keys = []
+        for path, folders, files, _ in os.fwalk(".", dir_fd=directory):  # never descends into a symlink
+            links = [f for f in folders if stat.S_ISLNK(os.lstat(os.path.join(path, f), dir_fd=directory).st_mode)]
+            keys += [f"{prefix}/{os.path.normpath(os.path.join(path, name))}" for name in files + links]
+        return keys
 
 
 @contextlib.contextmanager
@@ -150,11 +226,3 @@ def _classified(key: str, error: OSError) -> EvidenceError:
     reason = errno.errorcode.get(error.errno or 0, type(error).__name__)
     code = _ERRNO_CODES.get(error.errno, "STORE_UNAVAILABLE")
     return EvidenceError(code, f"local store cannot write or read {key} ({reason})")
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -17,7 +17,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.store import (
-    CHUNK, DISCARD, StoredObject, StreamingStore, check_digest, check_key, copy_hashing, sha256_file,
+    CHUNK, DISCARD, StoredObject, StreamingStore, check_digest, check_key, check_size, copy_hashing, sha256_file,
 )
 
 _TRANSIENT_CODES = {
@@ -73,9 +73,15 @@ class S3Store(StreamingStore):
             raise _unavailable(error, key) from None
         return StoredObject(key, sha256, size, created=True, version_id=response.get("VersionId"))
 
-    def get_file(self, key: str, out: BinaryIO, expected_sha256: str | None = None) -> str:
+    def get_file(self, key: str, out: BinaryIO, expected_sha256: str | None = None,
+                 max_bytes: int | None = None) -> str:
         try:
             response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+            try:
+                check_size(key, response.get("ContentLength"), max_bytes)  # before the body is read
+            except EvidenceError:
+                response["Body"].close()
+                raise
             sha256, _ = copy_hashing(response["Body"].iter_chunks(CHUNK), out)
         except ClientError as error:
             raise _classify(error, key) from None

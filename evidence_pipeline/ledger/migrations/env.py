@@ -2,8 +2,7 @@
 
 from alembic import context
 
-# Dagster keeps its own alembic_version table in the same database: ours must not collide with it.
-VERSION_TABLE = "evidence_ledger_version"
+from evidence_pipeline.ledger.ledger import VERSION_TABLE
 
 connection = context.config.attributes["connection"]
 context.configure(connection=connection, version_table=VERSION_TABLE, transactional_ddl=True)

@@ -1,0 +1,61 @@
+"""What the ledger's tables repeat from the hashed event bodies, so that `ledger verify` can check every copy.
+
+The hash chain and the Merkle checkpoints cover only `evidence_audit_events.body`. Everything else the database
+stores about an event is a copy or a function of bodies and must match them:
+
+- `evidence_audit_events`: every column other than the chain's own (`seq`, `body`, `prev_hash`, `event_hash`)
+  copies a body field (EVENT_COLUMNS);
+- `evidence_publications`: each row copies its `bundle.published` event's details, column by column, and every such
+  event has exactly one row;
+- `evidence_jobs`: `job_id` is the hash of the identity columns, the identity columns match the job's `job.accepted` event,
+  and the state columns (JOB_STATE_COLUMNS) are the fold of the job's events. The lease expiry, the retry-budget
+  start and the timestamps are operational clocks that no event records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from evidence_pipeline.ledger import jobs as states
+from evidence_pipeline.ledger.jobs import JobKey
+
+EVENT_COLUMNS = ("event_id", "event_type", "tenant", "period", "subject_sha256")
+BODY_FIELDS = frozenset({*EVENT_COLUMNS, "actor", "recorded_at", "details"})
+JOB_STATE_COLUMNS = ("state", "attempts", "lease_token", "lease_owner", "last_reason")
+_FAILURE_STATES = {f"job.{state}": state for state in (states.ACCEPTED, states.REJECTED, states.DEAD)}
+
+
+def is_event_body(body) -> bool:
+    return isinstance(body, dict) and body.keys() == BODY_FIELDS and isinstance(body["details"], dict) and all(
+        isinstance(body[name], str) for name in BODY_FIELDS - {"details"})
+
+
+def publication_matches(row: dict, details: dict) -> bool:
+    """A publications row is a projection of its `bundle.published` event's details."""
+    return all(details.get(column) == value for column, value in row.items() if column != "event_seq")
+
+
+def job_matches(row: dict, events: Iterable[dict]) -> bool:
+    """A jobs row is derived from its identity and from the events that name its job_id, oldest first."""
+    identity = {name: row[name] for name in JobKey.__dataclass_fields__}
+    if JobKey(**identity).job_id != row["job_id"]:
+        return False
+    derived: dict = {"state": None, "attempts": 0, "lease_token": 0, "lease_owner": None, "last_reason": None}
+    for body in events:
+        kind, details = body["event_type"], body["details"]
+        if kind == "job.accepted" and "reason" not in details:  # the acceptance that created the row
+            if (body["tenant"], body["period"], body["subject_sha256"], details.get("fidelity")) != (
+                    row["tenant"], row["period"], row["source_sha256"], row["fidelity"]):
+                return False
+            derived["state"] = states.ACCEPTED
+        elif kind == "job.running":
+            derived.update(state=states.RUNNING, lease_token=details.get("lease_token"), lease_owner=body["actor"],
+                           attempts=details.get("attempt"))
+        elif kind == "bundle.published":
+            derived.update(state=states.SUCCEEDED, last_reason=None)
+        elif kind in _FAILURE_STATES:
+            derived.update(state=_FAILURE_STATES[kind], attempts=details.get("attempt"),
+                           last_reason=details.get("reason"))
+        elif kind == "job.replayed":
+            derived.update(state=states.ACCEPTED, attempts=0)
+    return all(row[column] == derived[column] for column in JOB_STATE_COLUMNS)

@@ -1,0 +1,77 @@
+"""`evidence` exit codes through the one error boundary: 0 ok, 1 a check failed, 2 usage or not found, 3 unavailable."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from evidence_pipeline.bundle import MANIFEST
+from evidence_pipeline.cli import main
+from evidence_pipeline.errors import REASON_CODES, exit_code
+from evidence_pipeline.ledger.checkpoints import publish_checkpoint
+from evidence_pipeline.pipeline import RunInfo, run_tenant_month
+from evidence_pipeline_tests.conftest import SMALL, overwrite
+
+
+def _invoke(args: list[str], env: dict[str, str]):
+    result = CliRunner().invoke(main, args, env=env)
+    assert "Traceback" not in result.output and not isinstance(result.exception, (AttributeError, KeyError))
+    return result
+
+
+def _error(result) -> str:
+    return json.loads(result.output)["error"]["code"]
+
+
+def test_every_reason_code_has_an_exit_code():
+    assert {exit_code(code) for code in REASON_CODES} == {1, 2, 3}
+
+
+def test_verify_on_an_unreachable_store_is_3_not_tampering(tmp_path):
+    env = {"EVIDENCE_HOME": str(tmp_path / "home"), "EVIDENCE_S3_ENDPOINT_URL": "http://127.0.0.1:9",
+           "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_REGION": "us-east-1",
+           "AWS_MAX_ATTEMPTS": "1"}
+    result = _invoke(["verify", "s3://bucket/archive/bundles/acme-books/2026-10/" + "0" * 64, "--json"], env)
+    assert result.exit_code == 3 and _error(result) == "STORE_UNAVAILABLE"
+
+
+def test_verify_usage_and_not_found_is_2(tmp_path):
+    result = _invoke(["verify", str(tmp_path), "--json"], {"EVIDENCE_HOME": str(tmp_path / "home")})
+    assert result.exit_code == 2 and json.loads(result.output) == {"error": {
+        "code": "BUNDLE_NOT_FOUND", "message": "expected a folder <archive>/bundles/<tenant>/<period>/<identity>"}}
+
+
+@pytest.mark.parametrize("content, code, status", [
+    (None, "LEDGER_NOT_FOUND", 2), (b"", "LEDGER_INVALID", 1), (bytes(range(256)) * 64, "LEDGER_INVALID", 1),
+])
+def test_ledger_verify_classifies_and_writes_nothing(tmp_path, content, code, status):
+    path = tmp_path / "ledger.sqlite"
+    if content is not None:
+        path.write_bytes(content)
+    env = {"EVIDENCE_HOME": str(tmp_path / "home"), "EVIDENCE_LEDGER_URL": f"sqlite:///{path}"}
+    result = _invoke(["ledger", "verify"], env)
+    assert result.exit_code == status and code in result.output
+    assert not (tmp_path / "home").exists() and (content is None or path.read_bytes() == content)
+
+
+def test_ledger_commands_on_an_unreachable_database_are_3(tmp_path):
+    env = {"EVIDENCE_HOME": str(tmp_path / "home"),
+           "EVIDENCE_LEDGER_URL": "postgresql+psycopg2://nobody@127.0.0.1:9/ledger?connect_timeout=2"}
+    assert _invoke(["ledger", "verify"], env).exit_code == 3
+    stats = _invoke(["stats", "--json"], env)
+    assert stats.exit_code == 3 and _error(stats) == "LEDGER_UNAVAILABLE"
+
+
+def test_ledger_prove_exit_codes(runtime, backend):
+    publication = run_tenant_month(runtime, SMALL, RunInfo("run-1"))
+    bundle = runtime.archive.uri(publication.bundle_key)
+    if bundle.startswith("archive://"):
+        bundle = str(runtime.archive.root / publication.bundle_key)
+    not_checkpointed = _invoke(["ledger", "prove", bundle], backend)
+    assert not_checkpointed.exit_code == 2 and "LEDGER_NOT_CHECKPOINTED" in not_checkpointed.output
+    publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
+    proved = _invoke(["ledger", "prove", bundle], backend)
+    assert proved.exit_code == 0 and json.loads(proved.output)["event_seq"] == publication.ledger_seq
+    overwrite(runtime, f"{publication.bundle_key}/{MANIFEST}", b"[" * 200_000 + b"]" * 200_000)
+    deep = _invoke(["ledger", "prove", bundle], backend)
+    assert deep.exit_code == 1 and "MANIFEST_INVALID" in deep.output
