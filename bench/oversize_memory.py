@@ -41,12 +41,12 @@ def _runtime(env: dict[str, str]):
     import boto3
 
     from evidence_pipeline.config import Settings
-    from evidence_pipeline.pipeline import Runtime
+    from evidence_pipeline.runtime import Runtime
 
     settings = Settings.from_env(env)
     client = boto3.client("s3", endpoint_url=settings.s3_endpoint_url, region_name=settings.s3_region) \
         if settings.uses_s3 else None
-    return Runtime.from_settings(settings, s3_client=client)
+    return Runtime.from_settings(settings, client)
 
 
 def child(mode: str) -> None:
@@ -55,13 +55,14 @@ def child(mode: str) -> None:
 
     from evidence_pipeline import pipeline
     from evidence_pipeline.models import TenantMonth
+    from evidence_pipeline.runtime import RunInfo
 
     if mode == "import":
         print(json.dumps({"peak_mb": _peak_mb()}))
         return
     rt = _runtime(dict(os.environ))
     rt.keyring  # loads the keys the parent generated
-    tenant_month, run = TenantMonth(TENANT, PERIOD), pipeline.RunInfo("bench-oversize")
+    tenant_month, run = TenantMonth(TENANT, PERIOD), RunInfo("bench-oversize")
     if mode == "run":
         publication = pipeline.run_tenant_month(rt, tenant_month, run)
         result = {"timings_ms": publication.timings_ms}

@@ -31,10 +31,24 @@ from pathlib import Path
 
 import yaml
 from dagster import (
-    AssetCheckEvaluation, AssetCheckExecutionContext, AssetCheckKey, AssetExecutionContext, AssetKey,
-    AssetRecordsFilter, BackfillPolicy, DagsterInstance, DynamicPartitionsDefinition, MaterializeResult,
-    MonthlyPartitionsDefinition, MultiPartitionKey, MultiPartitionsDefinition, Output, PartitionKeyRange, asset,
-    asset_check, materialize,
+    AssetCheckEvaluation,
+    AssetCheckExecutionContext,
+    AssetCheckKey,
+    AssetExecutionContext,
+    AssetKey,
+    AssetRecordsFilter,
+    BackfillPolicy,
+    DagsterInstance,
+    DynamicPartitionsDefinition,
+    MaterializeResult,
+    MonthlyPartitionsDefinition,
+    MultiPartitionKey,
+    MultiPartitionsDefinition,
+    Output,
+    PartitionKeyRange,
+    asset,
+    asset_check,
+    materialize,
 )
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 

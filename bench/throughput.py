@@ -32,10 +32,10 @@ import psutil
 
 from evidence_pipeline import parallel
 from evidence_pipeline.config import Settings
-from evidence_pipeline.defs.resources import runtime_for
 from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
 from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.pipeline import RunInfo, run_tenant_month
+from evidence_pipeline.pipeline import run_tenant_month
+from evidence_pipeline.runtime import RunInfo, runtime_for
 from evidence_pipeline.sources import publish_revision
 from evidence_pipeline_tests.dagster_services import dagster_services, graphql
 

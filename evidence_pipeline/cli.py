@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import getpass
 import json
 import os
 import shutil
@@ -13,9 +14,9 @@ from pathlib import Path
 import click
 
 from evidence_pipeline.config import Settings
-from evidence_pipeline.errors import EXIT_CHECK_FAILED, EXIT_OK, EvidenceError, exit_code
-from evidence_pipeline.ledger.checkpoints import prove_bundle, publish_checkpoint, verify_ledger
+from evidence_pipeline.errors import EXIT_CHECK_FAILED, EXIT_OK, EvidenceError, ReasonCode, exit_code
 from evidence_pipeline.ledger import Ledger
+from evidence_pipeline.ledger.checkpoints import prove_bundle, publish_checkpoint, verify_ledger
 from evidence_pipeline.maintenance import sweep_attempts
 from evidence_pipeline.models import validate_tenant_id
 from evidence_pipeline.paths import private_dirs
@@ -35,12 +36,14 @@ def _settings() -> Settings:
 def _use_dagster_home(settings: Settings) -> Path:
     """DAGSTER_HOME defaults to $EVIDENCE_HOME/dagster, seeded with the repository's dagster.yaml, or with
     dagster.production.yaml (PostgreSQL storage) when DAGSTER_PG_URL is set."""
-    if "DAGSTER_HOME" not in os.environ:
-        config = "dagster.production.yaml" if os.environ.get("DAGSTER_PG_URL") else "dagster.yaml"
-        private_dirs(settings.dagster_home)  # Dagster's SQLite databases live here: owner-only
-        shutil.copyfile(_REPO_ROOT / config, settings.dagster_home / "dagster.yaml")
-        os.environ["DAGSTER_HOME"] = str(settings.dagster_home)
-    return Path(os.environ["DAGSTER_HOME"])
+    home = settings.dagster_home
+    if settings.dagster_home_override is None:
+        config = "dagster.production.yaml" if settings.dagster_pg_url else "dagster.yaml"
+        private_dirs(home)  # Dagster's SQLite databases live here: owner-only
+        shutil.copyfile(_REPO_ROOT / config, home / "dagster.yaml")
+    # Dagster finds its instance through the environment, in this process and in those it starts (`evidence ui`).
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home
 
 
 _JSON = "evidence.json"  # ctx.meta key: the running command was asked for JSON
@@ -58,7 +61,7 @@ class _ErrorBoundary(click.Group):
             _exit_with(ctx, error)
         except OSError as error:
             reason = errno.errorcode.get(error.errno or 0, type(error).__name__)
-            _exit_with(ctx, EvidenceError("LOCAL_IO_FAILED", f"a local file could not be used ({reason})"))
+            _exit_with(ctx, EvidenceError(ReasonCode.LOCAL_IO_FAILED, f"a local file could not be used ({reason})"))
 
 
 def _exit_with(ctx: click.Context, error: EvidenceError):
@@ -150,25 +153,25 @@ def _locate_bundle(bundle: str, settings: Settings) -> tuple[ArtifactStore, str]
     if bundle.startswith("s3://"):
         root, marker, rest = bundle.rstrip("/").rpartition("/bundles/")
         if not marker or rest.count("/") != 2:
-            raise EvidenceError("BUNDLE_NOT_FOUND", "expected s3://bucket/[prefix/]bundles/<tenant>/<period>/<identity>")
+            raise EvidenceError(ReasonCode.BUNDLE_NOT_FOUND, "expected s3://bucket/[prefix/]bundles/<tenant>/<period>/<identity>")
         return open_store(root, _s3_client(settings)), f"bundles/{rest}"
     if "://" in bundle:
-        raise EvidenceError("BUNDLE_NOT_FOUND", "a bundle is a local folder or an s3:// prefix")
+        raise EvidenceError(ReasonCode.BUNDLE_NOT_FOUND, "a bundle is a local folder or an s3:// prefix")
     path = Path(bundle).resolve()
     if not path.is_dir() or len(path.parts) < 5 or path.parents[2].name != "bundles":
-        raise EvidenceError("BUNDLE_NOT_FOUND", "expected a folder <archive>/bundles/<tenant>/<period>/<identity>")
+        raise EvidenceError(ReasonCode.BUNDLE_NOT_FOUND, "expected a folder <archive>/bundles/<tenant>/<period>/<identity>")
     root = path.parents[3]
     return LocalStore(root), str(path.relative_to(root))
 
 
 def _s3_client(settings: Settings):
-    from evidence_pipeline.defs.resources import s3_client  # boto3 through dagster-aws, only when asked for
+    from evidence_pipeline.runtime import s3_client  # boto3 through dagster-aws, only when asked for
 
     return s3_client(settings)
 
 
 def _runtime(settings: Settings):
-    from evidence_pipeline.defs.resources import runtime_for  # S3 clients come from dagster-aws
+    from evidence_pipeline.runtime import runtime_for  # S3 clients come from dagster-aws
 
     return runtime_for(settings)
 
@@ -231,7 +234,7 @@ def dead_letter_list() -> None:
 @main.command()
 @click.argument("job_id")
 @click.option("--reason", required=True, help="Why this job is retried (recorded in the ledger).")
-@click.option("--by", "requested_by", default=lambda: os.environ.get("USER", "operator"), show_default="$USER")
+@click.option("--by", "requested_by", default=lambda: getpass.getuser(), show_default="the login name")
 def replay(job_id: str, reason: str, requested_by: str) -> None:
     """Reopen a rejected or dead job for a new attempt on the same pinned input; then re-materialize it."""
     settings = _settings()
@@ -266,16 +269,15 @@ def _tenant_option(ctx, param, value: str | None) -> str | None:
 
 
 def _oldest_queued_run_age(settings: Settings) -> float | None:
-    if "DAGSTER_HOME" not in os.environ and not settings.dagster_home.is_dir():
+    if not settings.dagster_home.is_dir():
         return None  # nothing has run through Dagster here yet: do not create an instance just to look
-    if not _use_dagster_home(settings).is_dir():
-        return None  # $DAGSTER_HOME names a directory that does not exist: no instance, so no queue
+    _use_dagster_home(settings)
     from evidence_pipeline.defs.queue import oldest_queued_run_age_in_dagster_home  # imports Dagster
 
     try:
         return oldest_queued_run_age_in_dagster_home()
     except Exception as error:  # Dagster's storage raises its own types (PostgreSQL down, bad URL, ...)
-        raise EvidenceError("DAGSTER_UNAVAILABLE", f"the Dagster instance could not be read ({type(error).__name__})") from None
+        raise EvidenceError(ReasonCode.DAGSTER_UNAVAILABLE, f"the Dagster instance could not be read ({type(error).__name__})") from None
 
 
 @main.command()

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 
 PADES_LEVELS = ("B-B", "B-T")
 
@@ -40,6 +40,9 @@ class Settings:
     oversize_bytes: int  # source revisions larger than this go to the oversize lane
     oversize_workers: int  # the oversize lane's lower cap, within a run
     pool_wait_seconds: float  # how long an in-process run (`evidence demo`) may wait for a Dagster pool slot
+    generate_dev_keys: bool  # missing keys: generate development keys (True) or refuse (KEY_MATERIAL_INVALID)
+    dagster_home_override: Path | None  # DAGSTER_HOME when the operator set it
+    dagster_pg_url: str | None  # PostgreSQL for Dagster's storage (dagster.production.yaml)
 
     @property
     def uses_s3(self) -> bool:
@@ -48,24 +51,26 @@ class Settings:
 
     @property
     def dagster_home(self) -> Path:
-        return self.home / "dagster"
+        """The Dagster instance: DAGSTER_HOME, or $EVIDENCE_HOME/dagster."""
+        return self.dagster_home_override or self.home / "dagster"
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
-        env = os.environ if environ is None else environ
+    def from_env(cls, environ: dict[str, str] | None = None, overrides: dict[str, str] | None = None) -> Settings:
+        """Settings from ``environ`` (the process environment by default), with ``overrides`` on top."""
+        env = {**(os.environ if environ is None else environ), **(overrides or {})}
         home = Path(env.get("EVIDENCE_HOME", ".evidence")).absolute()
         level = env.get("EVIDENCE_PADES_LEVEL", "B-B")
         if level not in PADES_LEVELS:
-            raise EvidenceError("CONFIG_INVALID", f"EVIDENCE_PADES_LEVEL must be one of {', '.join(PADES_LEVELS)}")
+            raise EvidenceError(ReasonCode.CONFIG_INVALID, f"EVIDENCE_PADES_LEVEL must be one of {', '.join(PADES_LEVELS)}")
         tsa_url = env.get("EVIDENCE_TSA_URL") or None
         if level == "B-T" and not tsa_url:
-            raise EvidenceError("CONFIG_INVALID", "PAdES B-T needs EVIDENCE_TSA_URL (an RFC 3161 time stamp authority)")
+            raise EvidenceError(ReasonCode.CONFIG_INVALID, "PAdES B-T needs EVIDENCE_TSA_URL (an RFC 3161 time stamp authority)")
         lock_mode = env.get("EVIDENCE_S3_OBJECT_LOCK_MODE") or None
         if lock_mode not in (None, "GOVERNANCE", "COMPLIANCE"):
-            raise EvidenceError("CONFIG_INVALID", "EVIDENCE_S3_OBJECT_LOCK_MODE must be GOVERNANCE or COMPLIANCE")
+            raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_S3_OBJECT_LOCK_MODE must be GOVERNANCE or COMPLIANCE")
         lock_days = env.get("EVIDENCE_S3_OBJECT_LOCK_DAYS", "0")
         if not lock_days.isdigit() or (lock_mode and int(lock_days) < 1):
-            raise EvidenceError("CONFIG_INVALID", "EVIDENCE_S3_OBJECT_LOCK_DAYS must be a whole number of days >= 1")
+            raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_S3_OBJECT_LOCK_DAYS must be a whole number of days >= 1")
 
         def store(variable: str, default: Path) -> str:
             value = env.get(variable) or str(default)
@@ -97,6 +102,9 @@ class Settings:
             oversize_bytes=_whole(env, "EVIDENCE_OVERSIZE_BYTES", 2 * 1024 * 1024),
             oversize_workers=_whole(env, "EVIDENCE_OVERSIZE_WORKERS", 1),
             pool_wait_seconds=_positive(env, "EVIDENCE_POOL_WAIT_SECONDS", 600),
+            generate_dev_keys=_flag(env, "EVIDENCE_GENERATE_DEV_KEYS", True),
+            dagster_home_override=Path(env["DAGSTER_HOME"]).absolute() if env.get("DAGSTER_HOME") else None,
+            dagster_pg_url=env.get("DAGSTER_PG_URL") or None,
         )
 
 
@@ -106,12 +114,19 @@ def _positive(env, name: str, default: float) -> float:
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise EvidenceError("CONFIG_INVALID", f"{name} must be a positive, finite number")
+        raise EvidenceError(ReasonCode.CONFIG_INVALID, f"{name} must be a positive, finite number")
     return value
+
+
+def _flag(env, name: str, default: bool) -> bool:
+    value = env.get(name, "1" if default else "0")
+    if value not in ("0", "1"):
+        raise EvidenceError(ReasonCode.CONFIG_INVALID, f"{name} must be 0 or 1")
+    return value == "1"
 
 
 def _whole(env, name: str, default: int) -> int:
     value = str(env.get(name, default))
     if not value.isdigit() or int(value) < 1:
-        raise EvidenceError("CONFIG_INVALID", f"{name} must be a whole number >= 1")
+        raise EvidenceError(ReasonCode.CONFIG_INVALID, f"{name} must be a whole number >= 1")
     return int(value)

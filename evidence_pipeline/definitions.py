@@ -4,7 +4,10 @@ from dagster import Definitions, in_process_executor
 
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, report_preview, source_revision
 from evidence_pipeline.defs.automation import (
-    ledger_maintenance, ledger_maintenance_schedule, monthly_evidence_job, monthly_evidence_schedule,
+    ledger_maintenance,
+    ledger_maintenance_schedule,
+    monthly_evidence_job,
+    monthly_evidence_schedule,
     tenant_registry_sensor,
 )
 from evidence_pipeline.defs.resources import EvidenceResource

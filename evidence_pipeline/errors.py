@@ -8,73 +8,87 @@ Messages never carry secrets, local paths or tenant data beyond validated ids.
 
 from __future__ import annotations
 
-# code -> retryable
-REASON_CODES: dict[str, bool] = {
-    "TENANT_ID_INVALID": False,
-    "PERIOD_INVALID": False,
-    "SOURCE_NOT_FOUND": False,
-    "SOURCE_INVALID": False,
-    "SOURCE_DIGEST_MISMATCH": False,
-    "REPORT_INVALID": False,
-    "SIGNING_FAILED": False,
-    "KEY_MATERIAL_INVALID": False,
-    "CONFIG_INVALID": False,
-    "STORE_CONFLICT": False,
-    "STORE_DIGEST_MISMATCH": False,
-    "STORE_NOT_FOUND": False,
-    "STORE_KEY_INVALID": False,
-    "STORE_UNAVAILABLE": True,
-    "STORE_ACCESS_DENIED": False,  # S3 AccessDenied, or EACCES/EPERM on a local store: needs an operator
-    "STORE_READ_ONLY": False,  # EROFS: the store is mounted read-only; retrying within minutes cannot help
-    "STORE_FULL": True,  # ENOSPC/EDQUOT: space can come back (sweeps, cleanups, quota); retried over the budget
-    "STORE_REJECTED": False,
-    "STORE_SYMLINK_REFUSED": False,  # a local store never follows a symlink below its root
-    "STORE_NOT_REGULAR_FILE": False,  # a FIFO, device or folder where an object belongs
-    "STORE_OBJECT_TOO_LARGE": False,  # refused before reading
-    "LEDGER_CONFLICT": True,
-    "LEDGER_UNAVAILABLE": True,
-    "LEDGER_INVALID": False,
-    "LEDGER_NOT_CHECKPOINTED": False,
-    "LEDGER_NOT_FOUND": False,  # a read-only open found no ledger database file
-    "LEASE_BUSY": True,  # another attempt holds a live lease: try again after it expires
-    "LEASE_FENCED": False,  # this attempt's lease was lost: it must not commit anything
-    "JOB_NOT_FOUND": False,
-    "JOB_CLOSED": False,  # rejected or dead: only `evidence replay` reopens it
-    "UPSTREAM_NOT_MATERIALIZED": False,
-    "RUN_PARTITIONS_MISMATCH": False,  # a run's partitions are not the range its tags name: it must not run
-    "WORKER_LOST": True,  # a worker process died mid-stage; the stage is safe to repeat
-    "UNEXPECTED_ERROR": False,  # a defect; its traceback is in the run's logs
-    "LOCAL_IO_FAILED": True,  # the command could not read or write a local file it needs (permissions, disk)
-    "DAGSTER_UNAVAILABLE": True,  # the Dagster instance's storage could not be read
-    "UPSTREAM_STEP_FAILED": True,  # another tenant-month of the run failed an earlier step, so this one was skipped
-    "POOL_WAIT_TIMEOUT": True,  # waited longer than EVIDENCE_POOL_WAIT_SECONDS for a Dagster pool slot
-    "RUN_WORKER_LOST": True,  # a run's process died (SIGKILL, OOM) while it held pool slots; they were freed
-    "INTERRUPTED": False,  # SIGINT or SIGTERM: the operator stopped the command
+from enum import StrEnum
+
+
+class ReasonCode(StrEnum):
+    """Every reason code, declared once; the value is the stable string that tools, the ledger and dashboards see.
+    The README's reason-code table lists the same codes (a test compares them)."""
+
+    TENANT_ID_INVALID = "TENANT_ID_INVALID"
+    PERIOD_INVALID = "PERIOD_INVALID"
+    SOURCE_NOT_FOUND = "SOURCE_NOT_FOUND"
+    SOURCE_INVALID = "SOURCE_INVALID"
+    SOURCE_DIGEST_MISMATCH = "SOURCE_DIGEST_MISMATCH"
+    REPORT_INVALID = "REPORT_INVALID"
+    SIGNING_FAILED = "SIGNING_FAILED"
+    KEY_MATERIAL_INVALID = "KEY_MATERIAL_INVALID"
+    CONFIG_INVALID = "CONFIG_INVALID"
+    STORE_CONFLICT = "STORE_CONFLICT"
+    STORE_DIGEST_MISMATCH = "STORE_DIGEST_MISMATCH"
+    STORE_NOT_FOUND = "STORE_NOT_FOUND"
+    STORE_KEY_INVALID = "STORE_KEY_INVALID"
+    STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
+    STORE_ACCESS_DENIED = "STORE_ACCESS_DENIED"  # S3 AccessDenied, or EACCES/EPERM on a local store: needs an operator
+    STORE_READ_ONLY = "STORE_READ_ONLY"  # EROFS: the store is mounted read-only; retrying within minutes cannot help
+    STORE_FULL = "STORE_FULL"  # ENOSPC/EDQUOT: space can come back (sweeps, cleanups, quota); retried over the budget
+    STORE_REJECTED = "STORE_REJECTED"
+    STORE_SYMLINK_REFUSED = "STORE_SYMLINK_REFUSED"  # a local store never follows a symlink below its root
+    STORE_NOT_REGULAR_FILE = "STORE_NOT_REGULAR_FILE"  # a FIFO, device or folder where an object belongs
+    STORE_OBJECT_TOO_LARGE = "STORE_OBJECT_TOO_LARGE"  # refused before reading
+    LEDGER_CONFLICT = "LEDGER_CONFLICT"
+    LEDGER_UNAVAILABLE = "LEDGER_UNAVAILABLE"
+    LEDGER_INVALID = "LEDGER_INVALID"
+    LEDGER_NOT_CHECKPOINTED = "LEDGER_NOT_CHECKPOINTED"
+    LEDGER_NOT_FOUND = "LEDGER_NOT_FOUND"  # a read-only open found no ledger database file
+    LEASE_BUSY = "LEASE_BUSY"  # another attempt holds a live lease: try again after it expires
+    LEASE_FENCED = "LEASE_FENCED"  # this attempt's lease was lost: it must not commit anything
+    JOB_NOT_FOUND = "JOB_NOT_FOUND"
+    JOB_CLOSED = "JOB_CLOSED"  # rejected or dead: only `evidence replay` reopens it
+    UPSTREAM_NOT_MATERIALIZED = "UPSTREAM_NOT_MATERIALIZED"
+    RUN_PARTITIONS_MISMATCH = "RUN_PARTITIONS_MISMATCH"  # a run's partitions are not the range its tags name: it must not run
+    WORKER_LOST = "WORKER_LOST"  # a worker process died mid-stage; the stage is safe to repeat
+    UNEXPECTED_ERROR = "UNEXPECTED_ERROR"  # a defect; its traceback is in the run's logs
+    LOCAL_IO_FAILED = "LOCAL_IO_FAILED"  # the command could not read or write a local file it needs (permissions, disk)
+    DAGSTER_UNAVAILABLE = "DAGSTER_UNAVAILABLE"  # the Dagster instance's storage could not be read
+    UPSTREAM_STEP_FAILED = "UPSTREAM_STEP_FAILED"  # another tenant-month of the run failed an earlier step, so this one was skipped
+    POOL_WAIT_TIMEOUT = "POOL_WAIT_TIMEOUT"  # waited longer than EVIDENCE_POOL_WAIT_SECONDS for a Dagster pool slot
+    RUN_WORKER_LOST = "RUN_WORKER_LOST"  # a run's process died (SIGKILL, OOM) while it held pool slots; they were freed
+    INTERRUPTED = "INTERRUPTED"  # SIGINT or SIGTERM: the operator stopped the command
     # verification outcomes (what `evidence verify` reports)
-    "BUNDLE_NOT_FOUND": False,
-    "BUNDLE_INCOMPLETE": False,
-    "MANIFEST_INVALID": False,
-    "STATEMENT_INVALID": False,
-    "STATEMENT_SIGNATURE_INVALID": False,
-    "STATEMENT_KEY_MISMATCH": False,  # the statement names another key than the one whose signature verified
-    "KEY_UNKNOWN": False,
-    "SUBJECT_DIGEST_MISMATCH": False,
-    "PDF_SIGNATURE_INVALID": False,
-    "PDF_SIGNATURE_UNTRUSTED": False,
-    "UNSIGNED_DIGEST_MISMATCH": False,
-    "MANIFEST_STATEMENT_MISMATCH": False,
-}
+    BUNDLE_NOT_FOUND = "BUNDLE_NOT_FOUND"
+    BUNDLE_INCOMPLETE = "BUNDLE_INCOMPLETE"
+    MANIFEST_INVALID = "MANIFEST_INVALID"
+    STATEMENT_INVALID = "STATEMENT_INVALID"
+    STATEMENT_SIGNATURE_INVALID = "STATEMENT_SIGNATURE_INVALID"
+    STATEMENT_KEY_MISMATCH = "STATEMENT_KEY_MISMATCH"  # the statement names another key than the one whose signature verified
+    KEY_UNKNOWN = "KEY_UNKNOWN"
+    SUBJECT_DIGEST_MISMATCH = "SUBJECT_DIGEST_MISMATCH"
+    PDF_SIGNATURE_INVALID = "PDF_SIGNATURE_INVALID"
+    PDF_SIGNATURE_UNTRUSTED = "PDF_SIGNATURE_UNTRUSTED"
+    UNSIGNED_DIGEST_MISMATCH = "UNSIGNED_DIGEST_MISMATCH"
+    MANIFEST_STATEMENT_MISMATCH = "MANIFEST_STATEMENT_MISMATCH"
+
+
+# Transient failures, retried with backoff; every other code is terminal.
+RETRYABLE = frozenset({
+    ReasonCode.STORE_UNAVAILABLE, ReasonCode.STORE_FULL, ReasonCode.LEDGER_CONFLICT, ReasonCode.LEDGER_UNAVAILABLE,
+    ReasonCode.LEASE_BUSY, ReasonCode.WORKER_LOST, ReasonCode.LOCAL_IO_FAILED, ReasonCode.DAGSTER_UNAVAILABLE,
+    ReasonCode.UPSTREAM_STEP_FAILED, ReasonCode.POOL_WAIT_TIMEOUT, ReasonCode.RUN_WORKER_LOST,
+})
 
 
 # `evidence` exit codes: 0 verified/ok, 1 a check failed (tampering, invalid input), 2 usage or not found,
 # 3 infrastructure unavailable. Codes not listed below exit 1.
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 USAGE_CODES = frozenset({
-    "TENANT_ID_INVALID", "PERIOD_INVALID", "CONFIG_INVALID", "STORE_KEY_INVALID", "BUNDLE_NOT_FOUND",
-    "STORE_NOT_FOUND", "JOB_NOT_FOUND", "LEDGER_NOT_FOUND", "LEDGER_NOT_CHECKPOINTED",
+    ReasonCode.TENANT_ID_INVALID, ReasonCode.PERIOD_INVALID, ReasonCode.CONFIG_INVALID,
+    ReasonCode.STORE_KEY_INVALID, ReasonCode.BUNDLE_NOT_FOUND, ReasonCode.STORE_NOT_FOUND, ReasonCode.JOB_NOT_FOUND,
+    ReasonCode.LEDGER_NOT_FOUND, ReasonCode.LEDGER_NOT_CHECKPOINTED,
 })
 UNAVAILABLE_CODES = frozenset({
-    "STORE_UNAVAILABLE", "STORE_ACCESS_DENIED", "LEDGER_UNAVAILABLE", "DAGSTER_UNAVAILABLE", "LOCAL_IO_FAILED",
+    ReasonCode.STORE_UNAVAILABLE, ReasonCode.STORE_ACCESS_DENIED, ReasonCode.LEDGER_UNAVAILABLE,
+    ReasonCode.DAGSTER_UNAVAILABLE, ReasonCode.LOCAL_IO_FAILED,
 })
 
 
@@ -94,14 +108,12 @@ class EvidenceError(Exception):
 
     lease_token: int | None = None
 
-    def __init__(self, code: str, message: str):
-        if code not in REASON_CODES:
-            raise ValueError(f"unknown reason code {code!r}")
-        super().__init__(f"{code}: {message}")
-        self.code = code
+    def __init__(self, code: ReasonCode | str, message: str):
+        self.code = ReasonCode(code)  # ValueError for a code that is not declared
+        super().__init__(f"{self.code}: {message}")
         self.message = message
-        self.retryable = REASON_CODES[code]
+        self.retryable = self.code in RETRYABLE
 
     def __reduce__(self):
         # Errors cross process boundaries (parallel workers); keep the code, message and lease token.
-        return type(self), (self.code, self.message), {"lease_token": self.lease_token}
+        return type(self), (str(self.code), self.message), {"lease_token": self.lease_token}

@@ -4,8 +4,49 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+
+
+class EventType(StrEnum):
+    """The audit ledger's event types: the value is what the hashed event body holds."""
+
+    SOURCE_PINNED = "source.pinned"
+    REPORT_RENDERED = "report.rendered"
+    REPORT_VALIDATED = "report.validated"
+    REPORT_REJECTED = "report.rejected"
+    BUNDLE_PUBLISHED = "bundle.published"
+    STAGES_TIMED = "stages.timed"
+    JOB_ACCEPTED = "job.accepted"
+    JOB_RUNNING = "job.running"
+    JOB_REJECTED = "job.rejected"
+    JOB_DEAD = "job.dead"
+    JOB_REPLAYED = "job.replayed"
+
+
+class Stage(StrEnum):
+    """The clocks of one tenant-month, in the order it meets them; each is recorded as ``<stage>_ms``."""
+
+    QUEUE_WAIT = "queue_wait"
+    RENDER = "render"
+    VALIDATE = "validate"
+    SIGN = "sign"
+    PUBLISH = "publish"
+
+    @property
+    def clock(self) -> str:
+        return f"{self.value}_ms"
+
+
+class Lane(StrEnum):
+    """Evidence lanes: archive (the default), oversize (large sources, fewer at a time) and preview (a quick,
+    reduced-fidelity rendering that never becomes evidence)."""
+
+    ARCHIVE = "archive"
+    OVERSIZE = "oversize"
+    PREVIEW = "preview"
+
 
 TENANT_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 PERIOD = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
@@ -14,13 +55,13 @@ PERIOD = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
 def validate_tenant_id(tenant: str) -> str:
     """Tenant ids are the only user-supplied text that ever reaches a path, key or partition."""
     if not isinstance(tenant, str) or not TENANT_ID.fullmatch(tenant):
-        raise EvidenceError("TENANT_ID_INVALID", "tenant id must match ^[a-z0-9][a-z0-9-]{0,62}$")
+        raise EvidenceError(ReasonCode.TENANT_ID_INVALID, "tenant id must match ^[a-z0-9][a-z0-9-]{0,62}$")
     return tenant
 
 
 def validate_period(period: str) -> str:
     if not isinstance(period, str) or not PERIOD.fullmatch(period):
-        raise EvidenceError("PERIOD_INVALID", "period must be YYYY-MM")
+        raise EvidenceError(ReasonCode.PERIOD_INVALID, "period must be YYYY-MM")
     return period
 
 

@@ -24,7 +24,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
 
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -49,7 +49,7 @@ def map_stage(
         return list(_pool(workers).map(_attempt, [make_runtime] * n, [stage] * n, items, [dict(os.environ)] * n))
     except BrokenProcessPool:  # a worker died (killed, out of memory): the next call starts a fresh pool
         _pools.pop(workers).shutdown(cancel_futures=True)
-        raise EvidenceError("WORKER_LOST", "a worker process died while running a stage") from None
+        raise EvidenceError(ReasonCode.WORKER_LOST, "a worker process died while running a stage") from None
 
 
 def _attempt(make_runtime, stage, item, environ=None):
@@ -65,7 +65,7 @@ def _attempt(make_runtime, stage, item, environ=None):
         return error
     except Exception as error:  # a defect, not a foreseen condition: keep the traceback for the run's logs
         traceback.print_exc()
-        return EvidenceError("UNEXPECTED_ERROR", f"{type(error).__name__} while running a stage (see the run's logs)")
+        return EvidenceError(ReasonCode.UNEXPECTED_ERROR, f"{type(error).__name__} while running a stage (see the run's logs)")
 
 
 def _pool(workers: int) -> Executor:

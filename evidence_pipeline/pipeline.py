@@ -12,93 +12,43 @@ import io
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from functools import cached_property
 from pathlib import Path
 from typing import BinaryIO, Callable, TypeVar
 
 from evidence_pipeline import sources
 from evidence_pipeline.bundle import (
-    MANIFEST, REPORT, STATEMENT, build_manifest, bundle_identity, bundle_prefix, identity_fields, staging_key,
+    MANIFEST,
+    REPORT,
+    STATEMENT,
+    build_manifest,
+    bundle_identity,
+    bundle_prefix,
+    identity_fields,
+    staging_key,
 )
-from evidence_pipeline.config import Settings
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.faults import kill_point
-from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.jobs import CLOSED, JobKey, Lease, RetryBudget
-from evidence_pipeline.models import SourceRevision, TenantMonth
+from evidence_pipeline.models import EventType, Lane, SourceRevision, Stage, TenantMonth
 from evidence_pipeline.render import RENDERER_VERSION, report_totals, write_report
+from evidence_pipeline.runtime import RunInfo, Runtime
 from evidence_pipeline.signing import dsse
-from evidence_pipeline.signing.keys import Keyring, load_keyring
 from evidence_pipeline.signing.pades import sign_pdf, verify_pdf_signature
 from evidence_pipeline.store import ArtifactStore, sha256_file, sha256_hex
-from evidence_pipeline.store.s3 import S3Options
-from evidence_pipeline.store.uri import open_store
 from evidence_pipeline.tempfiles import attempt_dir, scratch_file
 from evidence_pipeline.validate import validate_report
 
 T = TypeVar("T")
 
 
-@dataclass
-class Runtime:
-    """Everything a stage needs, built once per process from Settings."""
 
-    settings: Settings
-    sources: ArtifactStore
-    staging: ArtifactStore
-    previews: ArtifactStore
-    archive: ArtifactStore
-    ledger: Ledger
-    generate_dev_keys: bool = True
-
-    @classmethod
-    def from_settings(cls, settings: Settings, generate_dev_keys: bool = True, s3_client=None) -> Runtime:
-        """``s3_client`` (a boto3 S3 client) is needed when any store URI is s3://."""
-        options = S3Options(
-            settings.s3_object_lock_mode, settings.s3_object_lock_days, settings.s3_server_side_encryption,
-            settings.s3_kms_key_id,
-        )
-        return cls(
-            settings=settings,
-            sources=open_store(settings.sources_uri, s3_client, options, scheme="sources", private=True),
-            staging=open_store(settings.staging_uri, s3_client, S3Options(), scheme="staging", private=True),
-            previews=open_store(settings.preview_uri, s3_client, S3Options(), scheme="previews", private=True),
-            archive=open_store(settings.archive_uri, s3_client, options),
-            ledger=Ledger(settings.ledger_url),
-            generate_dev_keys=generate_dev_keys,
-        )
-
-    @property
-    def retry_budget(self) -> RetryBudget:
-        return RetryBudget(self.settings.max_attempts, self.settings.retry_budget_seconds)
-
-    @cached_property
-    def keyring(self) -> Keyring:
-        keyring = load_keyring(self.settings.keys_dir, generate=self.generate_dev_keys)
-        keyring.publish_public_keys(self.archive)
-        return keyring
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    """Who is acting: the Dagster run id and attempt, or a tool's name."""
-
-    run_id: str
-    attempt: int = 1
-
-
-# One clock per promise, in the order a tenant-month meets them.
-STAGE_CLOCKS = ("queue_wait_ms", "render_ms", "validate_ms", "sign_ms", "publish_ms")
-
-# Evidence lanes. The third lane, preview (`preview_stage`), renders at reduced fidelity and never becomes evidence.
-ARCHIVE, OVERSIZE = "archive", "oversize"
 
 
 @dataclass(frozen=True)
 class PinnedSource:
     revision: SourceRevision
     job_id: str
-    lane: str = ARCHIVE
+    lane: Lane = Lane.ARCHIVE
 
 
 @dataclass(frozen=True)
@@ -159,18 +109,18 @@ def job_key(rt: Runtime, revision: SourceRevision) -> JobKey:
 
 def lane_for(rt: Runtime, revision: SourceRevision) -> str:
     """Large tenant-months get their own lane with a lower cap; they are never downgraded to less than evidence."""
-    return OVERSIZE if revision.size > rt.settings.oversize_bytes else ARCHIVE
+    return Lane.OVERSIZE if revision.size > rt.settings.oversize_bytes else Lane.ARCHIVE
 
 
 def pin_source(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> PinnedSource:
     """Resolve the revision once and open (or find) the job record of this tenant-month identity."""
     revision = sources.pin_latest(rt.sources, tenant_month)
     lane = lane_for(rt, revision)
-    rt.ledger.record(tenant_month, "source.pinned", revision.sha256, run.run_id, sequence=revision.sequence,
+    rt.ledger.record(tenant_month, EventType.SOURCE_PINNED, revision.sha256, run.run_id, sequence=revision.sequence,
                      lane=lane)
     job = rt.ledger.accept_job(job_key(rt, revision), run.run_id)
     if job["state"] in CLOSED:  # fail fast: a closed job only reopens through `evidence replay`
-        raise EvidenceError("JOB_CLOSED", f"job {job['job_id']} is {job['state']} ({job['last_reason']}); replay it")
+        raise EvidenceError(ReasonCode.JOB_CLOSED, f"job {job['job_id']} is {job['state']} ({job['last_reason']}); replay it")
     kill_point("after_pin")
     return PinnedSource(revision, job["job_id"], lane)
 
@@ -191,8 +141,8 @@ def publish_and_time(rt: Runtime, item: tuple[PinnedSource, str, dict], run: Run
     publication = publish_stage(rt, pinned, unsigned_sha256, run)
     publication.timings_ms.update(clocks)
     rt.ledger.record(
-        pinned.revision.tenant_month, "stages.timed", publication.report_sha256, run.run_id, lane=pinned.lane,
-        **{stage: publication.timings_ms.get(stage) for stage in STAGE_CLOCKS},
+        pinned.revision.tenant_month, EventType.STAGES_TIMED, publication.report_sha256, run.run_id, lane=pinned.lane,
+        **{stage: publication.timings_ms.get(stage) for stage in (s.clock for s in Stage)},
     )
     return publication
 
@@ -216,7 +166,7 @@ def render_stage(rt: Runtime, revision: SourceRevision, run: RunInfo) -> StagedR
         staged = rt.staging.put_file(staging_key(sha256), pdf)
     kill_point("after_staging")
     rt.ledger.record(
-        revision.tenant_month, "report.rendered", sha256, run.run_id,
+        revision.tenant_month, EventType.REPORT_RENDERED, sha256, run.run_id,
         source_sha256=revision.sha256, renderer_version=RENDERER_VERSION, pages=pages,
     )
     return StagedReport(revision, sha256, staged.size, pages, render_ms)
@@ -243,9 +193,9 @@ def validate_stage(rt: Runtime, revision: SourceRevision, unsigned_sha256: str, 
         try:
             pages = validate_report(pdf, revision, totals)
         except EvidenceError as error:
-            rt.ledger.record(revision.tenant_month, "report.rejected", unsigned_sha256, run.run_id, reason=error.code)
+            rt.ledger.record(revision.tenant_month, EventType.REPORT_REJECTED, unsigned_sha256, run.run_id, reason=error.code)
             raise
-    rt.ledger.record(revision.tenant_month, "report.validated", unsigned_sha256, run.run_id, pages=pages,
+    rt.ledger.record(revision.tenant_month, EventType.REPORT_VALIDATED, unsigned_sha256, run.run_id, pages=pages,
                      source_sha256=revision.sha256)
     kill_point("after_validate")
     return pages, _ms(start)
@@ -261,16 +211,16 @@ def publish_stage(rt: Runtime, pinned: PinnedSource, unsigned_sha256: str, run: 
     start = time.perf_counter()
     existing = rt.ledger.publication(identity)
     if existing is not None:
-        return _converge(rt, existing, {"publish_ms": _ms(start)}, run)
-    validated = rt.ledger.events_about("report.validated", unsigned_sha256)
+        return _converge(rt, existing, {Stage.PUBLISH.clock: _ms(start)}, run)
+    validated = rt.ledger.events_about(EventType.REPORT_VALIDATED, unsigned_sha256)
     if not any(event["details"].get("source_sha256") == revision.sha256 for event in validated):
-        raise EvidenceError("REPORT_INVALID", "refusing to sign: this report has not passed the gate for this revision")
+        raise EvidenceError(ReasonCode.REPORT_INVALID, "refusing to sign: this report has not passed the gate for this revision")
     lease = rt.ledger.acquire_lease(pinned.job_id, run.run_id, rt.settings.lease_seconds)
     if lease is None:  # the job succeeded meanwhile: its publication is the answer
         committed = rt.ledger.publication(identity)
         if committed is None:
-            raise EvidenceError("JOB_CLOSED", "the job already succeeded with a different report")
-        return _converge(rt, committed, {"publish_ms": _ms(start)}, run)
+            raise EvidenceError(ReasonCode.JOB_CLOSED, "the job already succeeded with a different report")
+        return _converge(rt, committed, {Stage.PUBLISH.clock: _ms(start)}, run)
     try:
         with attempt_dir(rt.settings.work_dir, pinned.job_id, lease.token) as scratch, \
                 rt.ledger.keep_alive(lease, rt.settings.lease_seconds):
@@ -340,7 +290,7 @@ def _sign_and_commit(rt: Runtime, pinned: PinnedSource, fields: dict, lease: Lea
     }
     committed, _ = rt.ledger.publish(row, lease, run.run_id, **details)
     kill_point("after_commit")
-    return _converge(rt, committed, {"sign_ms": sign_ms, "publish_ms": _ms(start)}, run)
+    return _converge(rt, committed, {Stage.SIGN.clock: sign_ms, Stage.PUBLISH.clock: _ms(start)}, run)
 
 
 def run_tenant_month(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> Publication:
@@ -348,7 +298,7 @@ def run_tenant_month(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> Pu
     pinned = pin_source(rt, tenant_month, run)
     try:
         gated = render_and_gate(rt, pinned.revision, run)
-        clocks = {"render_ms": gated.staged.render_ms, "validate_ms": gated.validate_ms}
+        clocks = {Stage.RENDER.clock: gated.staged.render_ms, Stage.VALIDATE.clock: gated.validate_ms}
         return publish_and_time(rt, (pinned, gated.staged.sha256, clocks), run)
     except EvidenceError as error:
         record_failure(rt, pinned.job_id, error, run)
@@ -388,14 +338,14 @@ def _put_or_adopt(
             with make() as file:
                 store.put_file(key, file)
         except EvidenceError as error:
-            if error.code != "STORE_CONFLICT":  # a conflict means another attempt won the race: check its object
+            if error.code != ReasonCode.STORE_CONFLICT:  # a conflict means another attempt won the race: check its object
                 raise
     with scratch_file(scratch) as stored:
         sha256 = store.get_file(key, stored)
         stored.seek(0)
         accepted = accept(stored, sha256)
     if accepted is None:
-        raise EvidenceError("STORE_CONFLICT", f"{key} holds an object that does not belong to this bundle")
+        raise EvidenceError(ReasonCode.STORE_CONFLICT, f"{key} holds an object that does not belong to this bundle")
     return accepted, store.version_id(key)
 
 

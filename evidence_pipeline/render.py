@@ -220,7 +220,8 @@ def _refunds(frame: pd.DataFrame) -> list:
 
 @contextlib.contextmanager
 def _pinned_epoch(year: int, month: int):
-    """Pin the PDF's dates to the last second of the period, whatever the caller's SOURCE_DATE_EPOCH."""
+    """Pin the PDF's dates to the last second of the period, whatever the caller's SOURCE_DATE_EPOCH. reportlab
+    reads SOURCE_DATE_EPOCH from the process environment, so that is where it is pinned (under a lock)."""
     last_day = calendar.monthrange(year, month)[1]
     epoch = int(datetime(year, month, last_day, 23, 59, 59, tzinfo=timezone.utc).timestamp())
     with _EPOCH_LOCK:

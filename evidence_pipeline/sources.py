@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.models import SourceRevision, TenantMonth
 from evidence_pipeline.store import ArtifactStore, sha256_hex
 
@@ -48,7 +48,7 @@ def validate_frame(frame: pd.DataFrame, tenant_month: TenantMonth) -> pd.DataFra
     """
 
     def invalid(why: str) -> EvidenceError:
-        return EvidenceError("SOURCE_INVALID", f"source for {tenant_month}: {why}")
+        return EvidenceError(ReasonCode.SOURCE_INVALID, f"source for {tenant_month}: {why}")
 
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
@@ -118,7 +118,7 @@ def pin_latest(store: ArtifactStore, tenant_month: TenantMonth) -> SourceRevisio
     """Resolve "latest" once, here; everything downstream holds the returned digest."""
     listed = _listed(store, tenant_month)
     if not listed:
-        raise EvidenceError("SOURCE_NOT_FOUND", f"no source revision published for {tenant_month}")
+        raise EvidenceError(ReasonCode.SOURCE_NOT_FOUND, f"no source revision published for {tenant_month}")
     sequence, sha256, key = listed[-1]
     data = _get_checked(store, key, sha256)
     return SourceRevision(tenant_month, sequence, sha256, len(data), key)
@@ -128,8 +128,8 @@ def _get_checked(store: ArtifactStore, key: str, sha256: str) -> bytes:
     try:
         return store.get(key, expected_sha256=sha256)
     except EvidenceError as error:
-        if error.code == "STORE_DIGEST_MISMATCH":
-            raise EvidenceError("SOURCE_DIGEST_MISMATCH", f"source revision {sha256[:12]} changed since publication") from None
+        if error.code == ReasonCode.STORE_DIGEST_MISMATCH:
+            raise EvidenceError(ReasonCode.SOURCE_DIGEST_MISMATCH, f"source revision {sha256[:12]} changed since publication") from None
         raise
 
 
@@ -139,5 +139,5 @@ def read_revision(store: ArtifactStore, revision: SourceRevision) -> pd.DataFram
     try:
         frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)  # validate_frame converts
     except (ValueError, pd.errors.ParserError) as error:
-        raise EvidenceError("SOURCE_INVALID", f"source for {revision.tenant_month} is not CSV: {type(error).__name__}")
+        raise EvidenceError(ReasonCode.SOURCE_INVALID, f"source for {revision.tenant_month} is not CSV: {type(error).__name__}")
     return validate_frame(frame, revision.tenant_month)

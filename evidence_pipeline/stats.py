@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from evidence_pipeline.ledger import Ledger
+from evidence_pipeline.models import EventType, Stage
 
-EVENT_TYPE = "stages.timed"
-STAGES = ("queue_wait", "render", "validate", "sign", "publish")
 PERCENTILES = (50, 95, 99)
 
 
@@ -62,8 +61,8 @@ class StageStats:
 
 def _summaries(details: Sequence[dict]) -> tuple[StageSummary, ...]:
     summaries = []
-    for stage in STAGES:
-        values = [d[f"{stage}_ms"] for d in details if d.get(f"{stage}_ms") is not None]
+    for stage in Stage:
+        values = [d[stage.clock] for d in details if d.get(stage.clock) is not None]
         p50, p95, p99 = (percentile(values, p) for p in PERCENTILES) if values else (None, None, None)
         summaries.append(StageSummary(stage, len(values), p50, p95, p99))
     return tuple(summaries)
@@ -91,7 +90,7 @@ def parse_since(text: str) -> datetime:
 
 def stage_stats(ledger: Ledger, tenant: str | None = None, since: datetime | None = None) -> StageStats:
     """Stage percentiles of ``tenant`` (every tenant when None), over events recorded at or after ``since``."""
-    bodies = ledger.events_of_type(EVENT_TYPE, tenant)
+    bodies = ledger.events_of_type(EventType.STAGES_TIMED, tenant)
     if since is not None:
         # recorded_at is only in the body (no column), so this filter runs here rather than in SQL.
         bodies = [body for body in bodies if datetime.fromisoformat(body["recorded_at"]) >= since]

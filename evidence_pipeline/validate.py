@@ -14,7 +14,7 @@ from typing import BinaryIO
 from pypdf import PdfReader, apply_configuration
 from pypdf.errors import LimitReachedError, PyPdfError
 
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.models import SourceRevision
 from evidence_pipeline.render import report_subject
 from evidence_pipeline.store import readable
@@ -33,7 +33,7 @@ _LIMITS = dict(
 )
 
 
-def open_pdf(pdf: bytes | BinaryIO, code: str = "REPORT_INVALID") -> PdfReader:
+def open_pdf(pdf: bytes | BinaryIO, code: str = ReasonCode.REPORT_INVALID) -> PdfReader:
     """Shape checks every PDF we accept must pass; ``code`` is the rejection reason. A file is read in place."""
 
     def reject(why: str) -> EvidenceError:
@@ -86,13 +86,13 @@ def validate_report(pdf: bytes | BinaryIO, revision: SourceRevision, totals: tup
     reader = open_pdf(pdf)
     subject = (reader.metadata or {}).get("/Subject")
     if subject != report_subject(revision):
-        raise EvidenceError("REPORT_INVALID", "PDF metadata does not name the pinned tenant, period and revision")
+        raise EvidenceError(ReasonCode.REPORT_INVALID, "PDF metadata does not name the pinned tenant, period and revision")
     try:
         with apply_configuration(**_LIMITS):
             text = "\n".join(page.extract_text() for page in reader.pages)
     except (PyPdfError, LimitReachedError, ValueError, KeyError) as error:
-        raise EvidenceError("REPORT_INVALID", f"text extraction failed ({type(error).__name__})") from None
+        raise EvidenceError(ReasonCode.REPORT_INVALID, f"text extraction failed ({type(error).__name__})") from None
     missing = [total for total in totals if total not in text]
     if missing:
-        raise EvidenceError("REPORT_INVALID", f"{len(missing)} report totals missing from the PDF text")
+        raise EvidenceError(ReasonCode.REPORT_INVALID, f"{len(missing)} report totals missing from the PDF text")
     return len(reader.pages)

@@ -14,15 +14,21 @@ from cryptography import x509
 
 from evidence_pipeline import jsonread
 from evidence_pipeline.bundle import (
-    IDENTITY_FIELDS, MANIFEST, MANIFEST_SCHEMA, REPORT, STATEMENT, bundle_identity, bundle_prefix, manifest_document,
+    IDENTITY_FIELDS,
+    MANIFEST,
+    MANIFEST_SCHEMA,
+    REPORT,
+    STATEMENT,
+    bundle_identity,
+    bundle_prefix,
+    manifest_document,
 )
-from evidence_pipeline.errors import UNAVAILABLE_CODES, EvidenceError
+from evidence_pipeline.errors import UNAVAILABLE_CODES, EvidenceError, ReasonCode
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import MAX_KEY_BYTES, certificate_id, published_statement_keys
 from evidence_pipeline.signing.pades import verify_pdf_signature
 from evidence_pipeline.store import ArtifactStore, sha256_hex
-
 
 MAX_REPORT_BYTES = 1 << 30  # no unsigned report is larger (the 500-page benchmark report is far below)
 SIGNATURE_ALLOWANCE = 1 << 20  # PAdES appends one signature: 8-16 KB reserved, plus an incremental update
@@ -73,7 +79,7 @@ def verify_bundle(
             result.checks.append(Check(name, False, error.code, error.message))
             return None
         except (KeyError, TypeError, ValueError, AttributeError):
-            result.checks.append(Check(name, False, "STATEMENT_INVALID", "malformed statement or manifest fields"))
+            result.checks.append(Check(name, False, ReasonCode.STATEMENT_INVALID, "malformed statement or manifest fields"))
             return None
         result.checks.append(Check(name, True))
         return value
@@ -92,7 +98,7 @@ def verify_bundle(
     # Name the key that verified the signature, never the id the statement claims for itself.
     result.statement_key_id, result.trust_root_id = ",".join(signed_by), predicate.get("trust_root_id")
     run("statement_key", lambda: _expect(
-        (predicate.get("key_id"),) == signed_by, "STATEMENT_KEY_MISMATCH",
+        (predicate.get("key_id"),) == signed_by, ReasonCode.STATEMENT_KEY_MISMATCH,
         "the statement names another key than the one whose signature verified it"))
     # The signed statement bounds the report: its unsigned bytes plus one signature. Nothing larger is read.
     report = run("report_size", lambda: store.get(f"{prefix}/{REPORT}", max_bytes=_report_limit(predicate)))
@@ -100,12 +106,12 @@ def verify_bundle(
         return result
     run("subject_digest", lambda: _expect(
         statement.get("subject") == dsse.subject(REPORT, sha256_hex(report)),
-        "SUBJECT_DIGEST_MISMATCH", "statement subject is not the sha256 of report.pdf"))
+        ReasonCode.SUBJECT_DIGEST_MISMATCH, "statement subject is not the sha256 of report.pdf"))
     run("pdf_signature", lambda: verify_pdf_signature(
         report, _trust_root(store, str(predicate.get("trust_root_id", "")), expected_root_ids)))
     run("unsigned_report_digest", lambda: _expect(
         sha256_hex(report[: int(predicate.get("unsigned_size", 0))]) == predicate.get("unsigned_sha256"),
-        "UNSIGNED_DIGEST_MISMATCH", "report.pdf does not begin with the recorded unsigned report"))
+        ReasonCode.UNSIGNED_DIGEST_MISMATCH, "report.pdf does not begin with the recorded unsigned report"))
     run("identity", lambda: _check_identity(prefix, predicate))
     if manifest is not None:
         run("manifest_matches_statement", lambda: _check_manifest(
@@ -117,35 +123,35 @@ def _read_documents(store: ArtifactStore, prefix: str) -> tuple[bytes, bytes]:
     """The statement and the manifest, each capped before it is read; the report is read once bounded."""
     missing = [name for name in (REPORT, STATEMENT, MANIFEST) if not store.exists(f"{prefix}/{name}")]
     if missing:
-        raise EvidenceError("BUNDLE_INCOMPLETE", f"bundle is missing {', '.join(missing)} (never committed?)")
+        raise EvidenceError(ReasonCode.BUNDLE_INCOMPLETE, f"bundle is missing {', '.join(missing)} (never committed?)")
     return tuple(store.get(f"{prefix}/{name}", max_bytes=jsonread.MAX_BYTES) for name in (STATEMENT, MANIFEST))
 
 
 def _report_limit(predicate: dict) -> int:
     unsigned_size = predicate.get("unsigned_size")
     if type(unsigned_size) is not int or not 0 < unsigned_size <= MAX_REPORT_BYTES:
-        raise EvidenceError("STATEMENT_INVALID", "the statement records no plausible unsigned report size")
+        raise EvidenceError(ReasonCode.STATEMENT_INVALID, "the statement records no plausible unsigned report size")
     return unsigned_size + SIGNATURE_ALLOWANCE
 
 
 def _trust_root(store: ArtifactStore, root_id: str, expected: frozenset[str]) -> bytes:
     if not root_id.startswith("x509-root-") or (expected and root_id not in expected):
-        raise EvidenceError("PDF_SIGNATURE_UNTRUSTED", "statement names no trusted, published trust root")
+        raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED, "statement names no trusted, published trust root")
     try:
         pem = store.get(f"keys/{root_id}.pem", max_bytes=MAX_KEY_BYTES)
         matches = certificate_id(x509.load_pem_x509_certificate(pem)) == root_id
     except (EvidenceError, ValueError):
         matches = False
     if not matches:  # the id names the certificate's own bytes: a swapped file cannot borrow it
-        raise EvidenceError("PDF_SIGNATURE_UNTRUSTED", "the statement's trust root is not published under its id")
+        raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED, "the statement's trust root is not published under its id")
     return pem
 
 
 def _parse_manifest(data: bytes) -> dict:
-    manifest = jsonread.loads(data, "MANIFEST_INVALID", "manifest.json")
+    manifest = jsonread.loads(data, ReasonCode.MANIFEST_INVALID, "manifest.json")
     if not isinstance(manifest, dict) or manifest.get("schema") != MANIFEST_SCHEMA:
-        raise EvidenceError("MANIFEST_INVALID", f"manifest.json is not {MANIFEST_SCHEMA}")
-    _expect(_is_ledger_position(manifest.get("ledger")), "MANIFEST_INVALID",
+        raise EvidenceError(ReasonCode.MANIFEST_INVALID, f"manifest.json is not {MANIFEST_SCHEMA}")
+    _expect(_is_ledger_position(manifest.get("ledger")), ReasonCode.MANIFEST_INVALID,
             "manifest.json has no well-formed ledger position")
     return manifest
 
@@ -168,9 +174,9 @@ def _check_identity(prefix: str, predicate: dict) -> None:
         identity = bundle_identity(predicate)
         expected_prefix = bundle_prefix(TenantMonth(predicate["tenant"], predicate["period"]), identity)
     except (KeyError, EvidenceError):
-        raise EvidenceError("STATEMENT_INVALID", f"statement predicate lacks {IDENTITY_FIELDS}") from None
+        raise EvidenceError(ReasonCode.STATEMENT_INVALID, f"statement predicate lacks {IDENTITY_FIELDS}") from None
     _expect(identity == predicate.get("identity") and prefix == expected_prefix,
-            "MANIFEST_STATEMENT_MISMATCH", "bundle location or identity does not match the statement")
+            ReasonCode.MANIFEST_STATEMENT_MISMATCH, "bundle location or identity does not match the statement")
 
 
 def _file_facts(store: ArtifactStore, prefix: str, report: bytes, statement: bytes) -> dict:
@@ -190,7 +196,7 @@ def _check_manifest(manifest: dict, predicate: dict, files: dict) -> None:
     differing = sorted(name for name, value in expected.items() if manifest.get(name) != value)
     if manifest.keys() - expected.keys():
         differing.append("fields that nothing vouches for")
-    _expect(not differing, "MANIFEST_STATEMENT_MISMATCH", f"manifest disagrees on {', '.join(differing)}")
+    _expect(not differing, ReasonCode.MANIFEST_STATEMENT_MISMATCH, f"manifest disagrees on {', '.join(differing)}")
 
 
 def _expect(condition: bool, code: str, message: str) -> None:

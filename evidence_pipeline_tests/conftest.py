@@ -19,7 +19,7 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.demo_data import demo_transactions
 from evidence_pipeline.ledger.append_only import drop_guards
 from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.pipeline import Runtime
+from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.store.local import LocalStore
 
@@ -71,7 +71,7 @@ def new_database(postgres_url: str) -> str:
 
 def aws_environment(request, tmp_path) -> dict[str, str]:
     """Settings for the production backends: a fresh database and a fresh Object Lock bucket."""
-    from evidence_pipeline.defs.resources import s3_client
+    from evidence_pipeline.runtime import s3_client
 
     endpoint = request.getfixturevalue("s3_endpoint")
     bucket = "evidence-" + uuid.uuid4().hex[:12]
@@ -108,7 +108,7 @@ def _with_fixture_sources(runtime: Runtime) -> Runtime:
 @pytest.fixture
 def runtime(backend, monkeypatch) -> Runtime:
     """A Runtime on the parametrized backend, with demo sources published for FIXTURE_MONTHS."""
-    from evidence_pipeline.defs.resources import runtime_for
+    from evidence_pipeline.runtime import runtime_for
 
     for name, value in backend.items():
         monkeypatch.setenv(name, value)  # the Dagster resource reads the same environment

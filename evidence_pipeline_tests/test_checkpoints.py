@@ -9,11 +9,16 @@ from sqlalchemy import select, update
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import GENESIS_HASH
 from evidence_pipeline.ledger.checkpoints import (
-    PAYLOAD_TYPE, checkpoint_key, prove_bundle, publish_checkpoint, verify_ledger,
+    PAYLOAD_TYPE,
+    checkpoint_key,
+    prove_bundle,
+    publish_checkpoint,
+    verify_ledger,
 )
 from evidence_pipeline.ledger.ledger import chain_hash
 from evidence_pipeline.ledger.mirrors import EVENT_COLUMNS
-from evidence_pipeline.pipeline import RunInfo, run_tenant_month
+from evidence_pipeline.pipeline import run_tenant_month
+from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline_tests.conftest import LARGE, SMALL, drop_append_only_guards, overwrite
 

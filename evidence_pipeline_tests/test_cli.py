@@ -7,9 +7,10 @@ from click.testing import CliRunner
 
 from evidence_pipeline.bundle import MANIFEST
 from evidence_pipeline.cli import main
-from evidence_pipeline.errors import REASON_CODES, exit_code
+from evidence_pipeline.errors import ReasonCode, exit_code
 from evidence_pipeline.ledger.checkpoints import publish_checkpoint
-from evidence_pipeline.pipeline import RunInfo, run_tenant_month
+from evidence_pipeline.pipeline import run_tenant_month
+from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline_tests.conftest import SMALL, overwrite
 
 
@@ -24,7 +25,7 @@ def _error(result) -> str:
 
 
 def test_every_reason_code_has_an_exit_code():
-    assert {exit_code(code) for code in REASON_CODES} == {1, 2, 3}
+    assert {exit_code(code) for code in ReasonCode} == {1, 2, 3}
 
 
 def test_verify_on_an_unreachable_store_is_3_not_tampering(tmp_path):

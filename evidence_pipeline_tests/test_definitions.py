@@ -6,8 +6,13 @@ from pathlib import Path
 import pytest
 import yaml
 from dagster import (
-    BackfillPolicy, DagsterInstance, DynamicPartitionsDefinition, MonthlyPartitionsDefinition, build_schedule_context,
-    build_sensor_context, instance_for_test,
+    BackfillPolicy,
+    DagsterInstance,
+    DynamicPartitionsDefinition,
+    MonthlyPartitionsDefinition,
+    build_schedule_context,
+    build_sensor_context,
+    instance_for_test,
 )
 
 from evidence_pipeline.definitions import defs

@@ -22,6 +22,7 @@ import pytest
 import yaml
 from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter, instance_for_test
 from dagster._core.events import DagsterEvent, DagsterEventType
+from dagster._core.execution import job_backfill
 from dagster._core.remote_origin import InProcessCodeLocationOrigin
 from dagster._core.test_utils import create_test_daemon_workspace_context
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
@@ -29,12 +30,10 @@ from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
 from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
-from dagster._core.execution import job_backfill
-
-from evidence_pipeline.defs.guard import source_sha256
-from evidence_pipeline.defs.coordinator import TENANT_TAG, TenantFairRunCoordinator
-from evidence_pipeline.defs.partitions import run_tenant, stray_dimension_tags
 from evidence_pipeline.definitions import defs
+from evidence_pipeline.defs.coordinator import TENANT_TAG, TenantFairRunCoordinator
+from evidence_pipeline.defs.guard import source_sha256
+from evidence_pipeline.defs.partitions import run_tenant, stray_dimension_tags
 
 REPO = Path(__file__).resolve().parent.parent
 LOCATION = "evidence_pipeline"

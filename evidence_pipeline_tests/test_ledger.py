@@ -7,8 +7,8 @@ from sqlalchemy.exc import DatabaseError
 
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import Ledger
-from evidence_pipeline.ledger.ledger import GENESIS_HASH, canonical, chain_hash, migration_config
 from evidence_pipeline.ledger.jobs import JobKey, Lease
+from evidence_pipeline.ledger.ledger import GENESIS_HASH, canonical, chain_hash, migration_config
 from evidence_pipeline_tests.conftest import SMALL, drop_append_only_guards
 
 
@@ -116,25 +116,29 @@ def _ledger_at_revision_0002(url: str) -> int:
     with engine.begin() as conn:
         command.upgrade(migration_config(conn), "0002")
         prev = GENESIS_HASH
-        for i, event_type in enumerate(("job.accepted", "job.running", "bundle.published")):
+        row = _row()
+        job = {"job_id": KEY.job_id}
+        events = (("job.accepted", KEY.source_sha256, job | {"fidelity": KEY.fidelity}),
+                  ("job.running", KEY.source_sha256, job | {"lease_token": 1, "attempt": 1}),
+                  ("bundle.published", row["report_sha256"], job | row))
+        for i, (event_type, subject, details) in enumerate(events):
             body = canonical({"event_id": f"00000000-0000-0000-0000-{i:012d}", "event_type": event_type,
-                              "tenant": SMALL.tenant, "period": SMALL.period, "subject_sha256": "3" * 64,
-                              "actor": "run-0", "recorded_at": "2026-11-01T00:00:00.000000+00:00", "details": {}})
+                              "tenant": SMALL.tenant, "period": SMALL.period, "subject_sha256": subject,
+                              "actor": "run-0", "recorded_at": "2026-11-01T00:00:00.000000+00:00", "details": details})
             event_hash = chain_hash(prev, body)
             conn.execute(text(
                 "INSERT INTO audit_events (event_id, event_type, tenant, period, subject_sha256, body, prev_hash,"
                 " event_hash) VALUES (:id, :type, :tenant, :period, :subject, :body, :prev, :hash)"),
                 {"id": f"00000000-0000-0000-0000-{i:012d}", "type": event_type, "tenant": SMALL.tenant,
-                 "period": SMALL.period, "subject": "3" * 64, "body": body, "prev": prev, "hash": event_hash})
+                 "period": SMALL.period, "subject": subject, "body": body, "prev": prev, "hash": event_hash})
             prev = event_hash
         now = time.time()
         conn.execute(text(
             "INSERT INTO jobs (job_id, tenant, period, source_sha256, renderer_version, policy_version, fidelity,"
-            " state, attempts, lease_token, budget_started_at, created_at, updated_at) VALUES (:job_id, :tenant,"
-            " :period, :source, :renderer, :policy, :fidelity, 'succeeded', 1, 1, :now, :now, :now)"),
+            " state, attempts, lease_token, lease_owner, budget_started_at, created_at, updated_at) VALUES (:job_id,"
+            " :tenant, :period, :source, :renderer, :policy, :fidelity, 'succeeded', 1, 1, 'run-0', :now, :now, :now)"),
             {"job_id": KEY.job_id, "tenant": KEY.tenant, "period": KEY.period, "source": KEY.source_sha256,
              "renderer": KEY.renderer_version, "policy": KEY.policy_version, "fidelity": KEY.fidelity, "now": now})
-        row = _row()
         conn.execute(text(f"INSERT INTO publications ({', '.join(row)}, event_seq) VALUES "
                           f"({', '.join(':' + name for name in row)}, 3)"), row)
     engine.dispose()

@@ -4,7 +4,8 @@ this one is just past the ~250 pages that the gate's old page-tree limit rejecte
 
 from evidence_pipeline.demo_data import oversize_transactions
 from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.pipeline import RunInfo, run_tenant_month
+from evidence_pipeline.pipeline import run_tenant_month
+from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.verify import verify_bundle
 

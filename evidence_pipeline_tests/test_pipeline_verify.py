@@ -19,8 +19,9 @@ from evidence_pipeline import sources
 from evidence_pipeline.bundle import MANIFEST, REPORT, STATEMENT, bundle_identity, bundle_prefix, identity_fields
 from evidence_pipeline.cli import main
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.pipeline import RunInfo, pin_source, publish_stage, render_stage, run_tenant_month
+from evidence_pipeline.pipeline import pin_source, publish_stage, render_stage, run_tenant_month
 from evidence_pipeline.render import RENDERER_VERSION
+from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import load_keyring, public_key_id
 from evidence_pipeline.signing.pades import sign_pdf

@@ -11,18 +11,30 @@ import pytest
 import sqlalchemy as sa
 import yaml
 from dagster import (
-    AssetCheckEvaluation, AssetCheckKey, AssetExecutionContext, AssetKey, AssetRecordsFilter, BackfillPolicy,
-    MaterializeResult, MultiPartitionKey, Output, asset, asset_check,
-    instance_for_test, materialize,
+    AssetCheckEvaluation,
+    AssetCheckKey,
+    AssetExecutionContext,
+    AssetKey,
+    AssetRecordsFilter,
+    BackfillPolicy,
+    MaterializeResult,
+    MultiPartitionKey,
+    Output,
+    asset,
+    asset_check,
+    instance_for_test,
+    materialize,
 )
 from dagster._core.execution.context.system import StepExecutionContext
-from sqlalchemy.pool import Pool
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from sqlalchemy.pool import Pool
 
 from evidence_pipeline.defs import range_runs, storage
 from evidence_pipeline.defs.partitions import tenant_month_partitions
 from evidence_pipeline.defs.storage import (
-    PooledPostgresEventLogStorage, PooledPostgresRunStorage, PooledSqliteEventLogStorage,
+    PooledPostgresEventLogStorage,
+    PooledPostgresRunStorage,
+    PooledSqliteEventLogStorage,
 )
 from evidence_pipeline_tests.conftest import new_database
 

@@ -11,7 +11,8 @@ from botocore.exceptions import ClientError
 
 from evidence_pipeline.bundle import MANIFEST, REPORT
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.pipeline import RunInfo, run_tenant_month
+from evidence_pipeline.pipeline import run_tenant_month
+from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.store.s3 import S3Store, _classify
 from evidence_pipeline.verify import verify_bundle
 from evidence_pipeline_tests.conftest import SMALL

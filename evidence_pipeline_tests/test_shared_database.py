@@ -11,7 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import sqlalchemy as sa
 
 from evidence_pipeline.demo_data import DEMO_TENANTS

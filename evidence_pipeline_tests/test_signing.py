@@ -12,8 +12,8 @@ from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.signing.pades import sign_pdf, verify_pdf_signature
-from evidence_pipeline_tests.test_render import _render
 from evidence_pipeline_tests.conftest import SMALL
+from evidence_pipeline_tests.test_render import _render
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from evidence_pipeline.cli import main
 from evidence_pipeline.config import Settings
 from evidence_pipeline.defs.queue import oldest_queued_run_age_seconds
 from evidence_pipeline.ledger import Ledger
-from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.stats import STAGES, parse_since, percentile, stage_stats, summarize
+from evidence_pipeline.models import Stage, TenantMonth
+from evidence_pipeline.stats import parse_since, percentile, stage_stats, summarize
 from evidence_pipeline_tests.conftest import LARGE, SMALL
 
 UTC = timezone.utc
@@ -34,7 +34,7 @@ def _timed(ledger: Ledger, tenant_month: TenantMonth, lane: str = "archive", que
 
 
 def _body(lane: str, **ms) -> dict:
-    return {"details": {"lane": lane} | {f"{stage}_ms": ms.get(stage) for stage in STAGES}}
+    return {"details": {"lane": lane} | {stage.clock: ms.get(stage) for stage in Stage}}
 
 
 # --- percentile math ---------------------------------------------------------------------------------------------

@@ -14,19 +14,30 @@ from functools import partial
 from urllib.parse import quote
 
 from dagster import (
-    AssetExecutionContext, AssetKey, AssetMaterialization, AssetRecordsFilter, Backoff, BackfillPolicy, Failure,
-    Jitter, MaterializeResult, MetadataValue, RetryPolicy, asset,
+    AssetExecutionContext,
+    AssetKey,
+    AssetMaterialization,
+    AssetRecordsFilter,
+    BackfillPolicy,
+    Backoff,
+    Failure,
+    Jitter,
+    MaterializeResult,
+    MetadataValue,
+    RetryPolicy,
+    asset,
 )
 
 from evidence_pipeline import parallel, pipeline
 from evidence_pipeline.defs import provenance
 from evidence_pipeline.defs.partitions import run_range, tenant_month_of, tenant_month_partitions
 from evidence_pipeline.defs.provenance import Upstream
-from evidence_pipeline.defs.resources import EvidenceResource, runtime_for
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.defs.resources import EvidenceResource
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.jobs import CLOSED, RetryBudget
-from evidence_pipeline.models import SourceRevision
+from evidence_pipeline.models import Lane, SourceRevision, Stage
 from evidence_pipeline.render import RENDERER_VERSION
+from evidence_pipeline.runtime import RunInfo, runtime_for
 
 # Transient failures (I/O, unavailable services) are retried with backoff; terminal ones never are.
 TRANSIENT_RETRIES = RetryPolicy(max_retries=3, delay=2, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS)
@@ -36,8 +47,8 @@ RANGES = BackfillPolicy.multi_run(max_partitions_per_run=PARTITIONS_PER_RUN)
 PARTITIONED = dict(partitions_def=tenant_month_partitions, backfill_policy=RANGES, retry_policy=TRANSIENT_RETRIES)
 
 
-def _run(context) -> pipeline.RunInfo:
-    return pipeline.RunInfo(run_id=context.run.run_id, attempt=context.retry_number + 1)
+def _run(context) -> RunInfo:
+    return RunInfo(run_id=context.run.run_id, attempt=context.retry_number + 1)
 
 
 def _check_run_partitions(context) -> None:
@@ -51,7 +62,7 @@ def _check_run_partitions(context) -> None:
         raise Failure(
             description=f"RUN_PARTITIONS_MISMATCH: the run would execute {len(context.partition_keys)} partition(s), "
                         f"its range tags name {len(named)} ({partition_range.start} to {partition_range.end})",
-            metadata={"reason_code": "RUN_PARTITIONS_MISMATCH"}, allow_retries=False,
+            metadata={"reason_code": ReasonCode.RUN_PARTITIONS_MISMATCH}, allow_retries=False,
         )
 
 
@@ -76,8 +87,8 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
         runtime = evidence.runtime()
     settings = runtime.settings
     outcomes = dict(failed)
-    for lane, workers in ((pipeline.ARCHIVE, settings.workers), (pipeline.OVERSIZE, settings.oversize_workers)):
-        keys = [key for key in items if lanes.get(key, pipeline.ARCHIVE) == lane]
+    for lane, workers in ((Lane.ARCHIVE, settings.workers), (Lane.OVERSIZE, settings.oversize_workers)):
+        keys = [key for key in items if lanes.get(key, Lane.ARCHIVE) == lane]
         results = parallel.map_stage(partial(runtime_for, settings), stage, [items[key] for key in keys], workers)
         outcomes.update(zip(keys, results))
 
@@ -93,7 +104,7 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
     if retry is not None:  # the op's RetryPolicy runs the range again; finished partitions converge
         raise _failure(retry, errors, len(outcomes), allow_retries=True)
 
-    done = {key: {"lane": lanes.get(key, pipeline.ARCHIVE)} | metadata(outcome) | _lineage_links(key, links)
+    done = {key: {"lane": str(lanes.get(key, Lane.ARCHIVE))} | metadata(outcome) | _lineage_links(key, links)
             for key, outcome in outcomes.items() if key not in errors}
     tags = {key: provenance.provenance_tags(values[version_field], (inputs or {}).get(key, {}))
             for key, values in done.items()}
@@ -160,7 +171,7 @@ def _latest(context, asset_key: AssetKey) -> tuple[dict[str, dict], dict[str, di
 
 
 def _missing(context, asset_key: AssetKey, found: dict) -> dict:
-    error = EvidenceError("UPSTREAM_NOT_MATERIALIZED", f"{asset_key.to_user_string()} has no materialization here")
+    error = EvidenceError(ReasonCode.UPSTREAM_NOT_MATERIALIZED, f"{asset_key.to_user_string()} has no materialization here")
     return {key: error for key in context.partition_keys if key not in found}
 
 
@@ -195,7 +206,7 @@ def source_revision(context: AssetExecutionContext, evidence: EvidenceResource):
         metadata=lambda pinned: {
             "source_sha256": pinned.revision.sha256, "source_sequence": pinned.revision.sequence,
             "source_bytes": pinned.revision.size, "source_key": pinned.revision.key, "job_id": pinned.job_id,
-            "lane": pinned.lane,
+            "lane": str(pinned.lane),
         },
         version_field="source_sha256",
     )
@@ -215,7 +226,7 @@ def monthly_report(context: AssetExecutionContext, evidence: EvidenceResource):
             "unsigned_sha256": gated.staged.sha256, "bytes": gated.staged.size, "pages": gated.staged.pages,
             "renderer_version": RENDERER_VERSION, "source_sha256": gated.staged.revision.sha256,
             "source_sequence": gated.staged.revision.sequence, "gate": "passed",
-            "render_ms": gated.staged.render_ms, "validate_ms": gated.validate_ms,
+            Stage.RENDER.clock: gated.staged.render_ms, Stage.VALIDATE.clock: gated.validate_ms,
         },
     )
 
@@ -228,13 +239,13 @@ def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource):
     reports, report_events = _latest(context, monthly_report.key)
     failed |= _missing(context, monthly_report.key, reports) | {
         # A partial re-materialization can leave the report rendered from another revision than the pinned one.
-        key: EvidenceError("UPSTREAM_NOT_MATERIALIZED", "monthly_report was rendered from another revision")
+        key: EvidenceError(ReasonCode.UPSTREAM_NOT_MATERIALIZED, "monthly_report was rendered from another revision")
         for key, p in pinned.items() if key in reports and reports[key]["source_sha256"] != p.revision.sha256
     }
     queue_wait_ms = _queue_wait_ms(context)
     items = {
-        key: (p, reports[key]["unsigned_sha256"], {"queue_wait_ms": queue_wait_ms, "render_ms": reports[key]["render_ms"],
-                                                  "validate_ms": reports[key]["validate_ms"]})
+        key: (p, reports[key]["unsigned_sha256"], {Stage.QUEUE_WAIT.clock: queue_wait_ms, Stage.RENDER.clock: reports[key][Stage.RENDER.clock],
+                                                  Stage.VALIDATE.clock: reports[key][Stage.VALIDATE.clock]})
         for key, p in pinned.items() if key not in failed
     }
     yield from _each_partition(
@@ -256,9 +267,9 @@ def report_preview(context: AssetExecutionContext, evidence: EvidenceResource):
         context, evidence, pipeline.preview_stage, items={key: p.revision for key, p in pinned.items()}, lanes={},
         job_ids={}, failed=failed, version_field="preview_sha256", inputs=sources,
         metadata=lambda preview: {
-            "lane": "preview", "preview_sha256": preview.sha256, "bytes": preview.size, "pages": preview.pages,
+            "lane": str(Lane.PREVIEW), "preview_sha256": preview.sha256, "bytes": preview.size, "pages": preview.pages,
             "location": MetadataValue.text(previews.uri(preview.key)),
-            "source_sha256": preview.revision.sha256, "render_ms": preview.render_ms,
+            "source_sha256": preview.revision.sha256, Stage.RENDER.clock: preview.render_ms,
         },
     )
 

@@ -1,8 +1,18 @@
 """The operators' monthly schedule, the tenant registry sensor, and hourly ledger maintenance."""
 
 from dagster import (
-    AssetSelection, DefaultScheduleStatus, DefaultSensorStatus, OpExecutionContext, ScheduleDefinition,
-    SensorEvaluationContext, SensorResult, SkipReason, build_schedule_from_partitioned_job, define_asset_job, job, op,
+    AssetSelection,
+    DefaultScheduleStatus,
+    DefaultSensorStatus,
+    OpExecutionContext,
+    ScheduleDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    build_schedule_from_partitioned_job,
+    define_asset_job,
+    job,
+    op,
     sensor,
 )
 

@@ -17,7 +17,7 @@ from evidence_pipeline.defs.partitions import partition_key_for, range_tags, run
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.defs.slots import SlotWatch, free_dead_holders, owner_tags
 from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.checkpoints import publish_checkpoint
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.tenants import add_to_registry, read_registry
@@ -94,7 +94,7 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
             )
         instance.event_log_storage.free_concurrency_slots_for_run(run_id)  # a stopped run may have left a claim
         run_outcomes, interrupted = _outcomes(result, tenant_months, say)
-        stopped = watch.stopped or (EvidenceError("INTERRUPTED", "stopped by SIGINT/SIGTERM") if interrupted else None)
+        stopped = watch.stopped or (EvidenceError(ReasonCode.INTERRUPTED, "stopped by SIGINT/SIGTERM") if interrupted else None)
         outcomes += [o if o.ok or stopped is None else DemoOutcome(o.tenant_month, stopped.code)
                      for o in run_outcomes]
     if stopped is None and any(o.ok for o in outcomes):
@@ -102,7 +102,7 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
             publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
         except EvidenceError as error:
             say(f"no ledger checkpoint published: {error}")
-    if stopped is not None and stopped.code == "INTERRUPTED":
+    if stopped is not None and stopped.code == ReasonCode.INTERRUPTED:
         raise stopped
     return outcomes
 
@@ -122,9 +122,9 @@ def _outcomes(result, tenant_months: list[TenantMonth], say: Callable[[str], Non
         elif "reason_code" in metadata:
             run_code = metadata["reason_code"].value
         elif failure.error and failure.error.cls_name == "DagsterExecutionInterruptedError":
-            interrupted, run_code = True, "INTERRUPTED"
+            interrupted, run_code = True, ReasonCode.INTERRUPTED
         else:
-            run_code = "UNEXPECTED_ERROR"  # a defect: the operator needs its traceback
+            run_code = ReasonCode.UNEXPECTED_ERROR  # a defect: the operator needs its traceback
             say(f"UNEXPECTED_ERROR in step {event.step_key}:\n{failure.error.to_string() if failure.error else ''}")
     outcomes = []
     for tenant_month in tenant_months:
@@ -136,7 +136,7 @@ def _outcomes(result, tenant_months: list[TenantMonth], say: Callable[[str], Non
         else:
             # No code of its own: a step failed for another tenant-month of the run, and Dagster skipped the
             # run's later steps for the whole range.
-            outcomes.append(DemoOutcome(tenant_month, codes.get(key) or run_code or "UPSTREAM_STEP_FAILED"))
+            outcomes.append(DemoOutcome(tenant_month, codes.get(key) or run_code or ReasonCode.UPSTREAM_STEP_FAILED))
     return outcomes, interrupted
 def _metadata(result, asset_name: str) -> dict[str, dict]:
     """partition key -> metadata of ``asset_name``'s materializations in this run."""

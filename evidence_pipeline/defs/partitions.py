@@ -1,11 +1,16 @@
 from __future__ import annotations
 
 from dagster import (
-    DynamicPartitionsDefinition, MonthlyPartitionsDefinition, MultiPartitionKey, MultiPartitionsDefinition,
+    DynamicPartitionsDefinition,
+    MonthlyPartitionsDefinition,
+    MultiPartitionKey,
+    MultiPartitionsDefinition,
     PartitionKeyRange,
 )
 from dagster._core.storage.tags import (
-    ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG, MULTIDIMENSIONAL_PARTITION_PREFIX,
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    MULTIDIMENSIONAL_PARTITION_PREFIX,
 )
 
 from evidence_pipeline.models import TenantMonth

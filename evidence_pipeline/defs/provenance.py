@@ -19,7 +19,10 @@ from typing import NamedTuple
 
 from dagster import AssetKey, AssetMaterialization
 from dagster._core.definitions.data_version import (
-    DATA_VERSION_IS_USER_PROVIDED_TAG, DATA_VERSION_TAG, get_input_data_version_tag, get_input_event_pointer_tag,
+    DATA_VERSION_IS_USER_PROVIDED_TAG,
+    DATA_VERSION_TAG,
+    get_input_data_version_tag,
+    get_input_event_pointer_tag,
 )
 from dagster._core.execution.plan import execute_step
 

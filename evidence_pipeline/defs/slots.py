@@ -31,7 +31,7 @@ from dagster import DagsterInstance
 from dagster._core.errors import DagsterExecutionInterruptedError
 from dagster._utils.interrupts import check_captured_interrupt
 
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 
 HOST_TAG, PID_TAG, STARTED_TAG = "evidence/owner_host", "evidence/owner_pid", "evidence/owner_started"
 _POLL_SECONDS = 0.5
@@ -143,9 +143,9 @@ class SlotWatch:
                 self.say(f"{message}; giving up after {self.wait_seconds:.0f} s")
                 said = message
             if check_captured_interrupt():
-                self._stop(EvidenceError("INTERRUPTED", "stopped by SIGINT/SIGTERM while waiting for a pool slot"))
+                self._stop(EvidenceError(ReasonCode.INTERRUPTED, "stopped by SIGINT/SIGTERM while waiting for a pool slot"))
             elif time.monotonic() - since >= self.wait_seconds:
-                self._stop(EvidenceError("POOL_WAIT_TIMEOUT", f"waited {self.wait_seconds:.0f} s: {message}"))
+                self._stop(EvidenceError(ReasonCode.POOL_WAIT_TIMEOUT, f"waited {self.wait_seconds:.0f} s: {message}"))
 
     def _stop(self, error: EvidenceError) -> None:
         self.stopped = error

@@ -24,8 +24,8 @@ from contextlib import contextmanager
 import psycopg2.errors
 import sqlalchemy as sa
 from dagster._config import StringSource
-from dagster._core.storage.event_log.schema import ConcurrencyLimitsTable
 from dagster._core.storage.event_log import SqliteEventLogStorage
+from dagster._core.storage.event_log.schema import ConcurrencyLimitsTable
 from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage

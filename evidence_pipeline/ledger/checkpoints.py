@@ -14,8 +14,9 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from evidence_pipeline import jsonread
 from evidence_pipeline.bundle import MANIFEST, REPORT, STATEMENT, build_manifest
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import Ledger, merkle
+from evidence_pipeline.models import EventType
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import Keyring, published_statement_keys
 from evidence_pipeline.store import DISCARD, ArtifactStore
@@ -33,7 +34,7 @@ def publish_checkpoint(ledger: Ledger, archive: ArtifactStore, keyring: Keyring)
     """Sign and publish the current tree head; a head that is already checkpointed is returned as it is."""
     leaves = [leaf for _, leaf in ledger.leaves()]
     if not leaves:
-        raise EvidenceError("LEDGER_NOT_CHECKPOINTED", "the ledger is empty")
+        raise EvidenceError(ReasonCode.LEDGER_NOT_CHECKPOINTED, "the ledger is empty")
     key = checkpoint_key(len(leaves))
     if archive.exists(key):
         return read_checkpoint(archive, key, published_statement_keys(archive))
@@ -47,14 +48,14 @@ def publish_checkpoint(ledger: Ledger, archive: ArtifactStore, keyring: Keyring)
     try:
         archive.put_once(key, envelope)
     except EvidenceError as error:
-        if error.code != "STORE_CONFLICT":  # a concurrent checkpointer published this size first: use theirs
+        if error.code != ReasonCode.STORE_CONFLICT:  # a concurrent checkpointer published this size first: use theirs
             raise
     return read_checkpoint(archive, key, published_statement_keys(archive))
 
 
 def read_checkpoint(archive: ArtifactStore, key: str, keys: dict[str, ed25519.Ed25519PublicKey]) -> dict:
-    opened = dsse.verify_envelope(archive.get(key, max_bytes=jsonread.MAX_BYTES), keys, PAYLOAD_TYPE, code="LEDGER_INVALID")
-    body = jsonread.loads(opened.payload, "LEDGER_INVALID", f"checkpoint {key}")
+    opened = dsse.verify_envelope(archive.get(key, max_bytes=jsonread.MAX_BYTES), keys, PAYLOAD_TYPE, code=ReasonCode.LEDGER_INVALID)
+    body = jsonread.loads(opened.payload, ReasonCode.LEDGER_INVALID, f"checkpoint {key}")
     try:
         described = (isinstance(body, dict) and body.get("origin") == ORIGIN and (body.get("key_id"),) == opened.key_ids
                      and type(body["size"]) is int and checkpoint_key(body["size"]) == key)
@@ -62,7 +63,7 @@ def read_checkpoint(archive: ArtifactStore, key: str, keys: dict[str, ed25519.Ed
     except (ValueError, KeyError, TypeError):
         described = False
     if not described:
-        raise EvidenceError("LEDGER_INVALID", f"checkpoint {key} does not describe this ledger at its size")
+        raise EvidenceError(ReasonCode.LEDGER_INVALID, f"checkpoint {key} does not describe this ledger at its size")
     return body
 
 
@@ -77,14 +78,14 @@ def verify_ledger(ledger: Ledger, archive: ArtifactStore) -> dict:
         try:
             checkpoint = read_checkpoint(archive, key, keys)
         except EvidenceError as error:
-            raise EvidenceError("LEDGER_INVALID", f"checkpoint {key} does not verify ({error.code})") from None
+            raise EvidenceError(ReasonCode.LEDGER_INVALID, f"checkpoint {key} does not verify ({error.code})") from None
         size, signed_root = checkpoint["size"], bytes.fromhex(checkpoint["root_sha256"])
         if size > len(leaves) or merkle.root(leaves[:size]) != signed_root:
-            raise EvidenceError("LEDGER_INVALID", f"the ledger's first {size} events differ from signed checkpoint {key}")
+            raise EvidenceError(ReasonCode.LEDGER_INVALID, f"the ledger's first {size} events differ from signed checkpoint {key}")
         if previous is not None:
             proof = merkle.consistency_proof(previous[0], leaves[:size])
             if not merkle.verify_consistency(previous[0], size, proof, previous[1], signed_root):
-                raise EvidenceError("LEDGER_INVALID", f"checkpoint {key} is not an append-only extension of the last")
+                raise EvidenceError(ReasonCode.LEDGER_INVALID, f"checkpoint {key} is not an append-only extension of the last")
         previous = (size, signed_root)
         checked.append(size)
     return {"events": events, "checkpoints": checked, "unchecked_tail": len(leaves) - (checked[-1] if checked else 0)}
@@ -93,20 +94,20 @@ def verify_ledger(ledger: Ledger, archive: ArtifactStore) -> dict:
 def prove_bundle(ledger: Ledger, archive: ArtifactStore, prefix: str) -> dict:
     """The inclusion proof of the `bundle.published` event of the bundle at ``prefix``. The ledger vouches for the
     whole manifest: it must be exactly the manifest that event derives, and the files the ones it committed."""
-    manifest = jsonread.loads(archive.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES), "MANIFEST_INVALID",
+    manifest = jsonread.loads(archive.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES), ReasonCode.MANIFEST_INVALID,
                               "manifest.json")
     try:
         seq = manifest["ledger"]["seq"]
     except (KeyError, TypeError):
-        raise EvidenceError("MANIFEST_INVALID", "the manifest does not name a ledger position") from None
+        raise EvidenceError(ReasonCode.MANIFEST_INVALID, "the manifest does not name a ledger position") from None
     event = ledger.event_or_none(seq) if type(seq) is int else None
     expected = {"identity": prefix.rsplit("/", 1)[-1],  # the files are hashed as they stream, never held
                 "report_sha256": archive.get_file(f"{prefix}/{REPORT}", DISCARD),
                 "statement_sha256": archive.get_file(f"{prefix}/{STATEMENT}", DISCARD)}
-    if event is None or event.event_type != "bundle.published" or any(
+    if event is None or event.event_type != EventType.BUNDLE_PUBLISHED or any(
         event.body["details"].get(name) != value for name, value in expected.items()
-    ) or jsonread.loads(build_manifest(event), "LEDGER_INVALID", "the derived manifest") != manifest:
-        raise EvidenceError("LEDGER_INVALID", "the ledger holds no publication event for this bundle's files")
+    ) or jsonread.loads(build_manifest(event), ReasonCode.LEDGER_INVALID, "the derived manifest") != manifest:
+        raise EvidenceError(ReasonCode.LEDGER_INVALID, "the ledger holds no publication event for this bundle's files")
     return prove_inclusion(ledger, archive, seq)
 
 
@@ -115,17 +116,17 @@ def prove_inclusion(ledger: Ledger, archive: ArtifactStore, seq: int) -> dict:
     numbered = ledger.leaves()
     order, leaves = [s for s, _ in numbered], [leaf for _, leaf in numbered]
     if seq not in order:
-        raise EvidenceError("LEDGER_INVALID", f"event {seq} is not in the ledger")
+        raise EvidenceError(ReasonCode.LEDGER_INVALID, f"event {seq} is not in the ledger")
     index = order.index(seq)
     keys = published_statement_keys(archive)
     covering = [k for k in _checkpoint_keys(archive) if int(k.rsplit("/", 1)[-1][:12]) > index]
     if not covering:
-        raise EvidenceError("LEDGER_NOT_CHECKPOINTED", "no published checkpoint covers this event yet")
+        raise EvidenceError(ReasonCode.LEDGER_NOT_CHECKPOINTED, "no published checkpoint covers this event yet")
     checkpoint = read_checkpoint(archive, covering[-1], keys)
     size = checkpoint["size"]
     proof = merkle.inclusion_proof(index, leaves[:size])
     if not merkle.verify_inclusion(index, size, leaves[index], proof, bytes.fromhex(checkpoint["root_sha256"])):
-        raise EvidenceError("LEDGER_INVALID", "the inclusion proof does not reach the signed checkpoint root")
+        raise EvidenceError(ReasonCode.LEDGER_INVALID, "the inclusion proof does not reach the signed checkpoint root")
     return {
         "leaf_index": index, "tree_size": size, "leaf_hash": leaves[index].hex(), "event_seq": seq,
         "proof": [p.hex() for p in proof], "checkpoint": covering[-1], "root_sha256": checkpoint["root_sha256"],

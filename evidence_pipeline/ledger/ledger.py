@@ -19,15 +19,20 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import URL, Connection, MetaData, create_engine, event, inspect, make_url, select, text
 from sqlalchemy.exc import (
-    ArgumentError, DatabaseError, IntegrityError, InterfaceError, OperationalError, ProgrammingError,
+    ArgumentError,
+    DatabaseError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    ProgrammingError,
 )
 
 from evidence_pipeline import jsonread
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.ledger import merkle, mirrors
 from evidence_pipeline.ledger.jobs import JobKey, Lease, RetryBudget
-from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.models import EventType, TenantMonth
 from evidence_pipeline.paths import private_dirs
 
 GENESIS_HASH = "0" * 64
@@ -63,18 +68,18 @@ def _database():
     try:
         yield
     except (OperationalError, InterfaceError) as error:
-        raise EvidenceError("LEDGER_UNAVAILABLE", f"ledger database unavailable ({type(error.orig).__name__})") from None
+        raise EvidenceError(ReasonCode.LEDGER_UNAVAILABLE, f"ledger database unavailable ({type(error.orig).__name__})") from None
     except IntegrityError:
         raise  # a concurrent writer won a race: the caller retries
     except DatabaseError as error:  # e.g. a file that is not a database at all
-        raise EvidenceError("LEDGER_INVALID", f"the ledger database is corrupt ({type(error.orig).__name__})") from None
+        raise EvidenceError(ReasonCode.LEDGER_INVALID, f"the ledger database is corrupt ({type(error.orig).__name__})") from None
 
 
 def _event_body(text: str) -> dict:
     """An event body as the ledger stored it: bounded JSON with exactly the fields _append writes."""
-    body = jsonread.loads(text, "LEDGER_INVALID", "an audit event body")
+    body = jsonread.loads(text, ReasonCode.LEDGER_INVALID, "an audit event body")
     if not mirrors.is_event_body(body):
-        raise EvidenceError("LEDGER_INVALID", "an audit event body does not have the fields of an event")
+        raise EvidenceError(ReasonCode.LEDGER_INVALID, "an audit event body does not have the fields of an event")
     return body
 
 
@@ -113,14 +118,14 @@ class Ledger:
         try:
             parsed = make_url(url)
         except ArgumentError:
-            raise EvidenceError("CONFIG_INVALID", "EVIDENCE_LEDGER_URL is not a database URL") from None
+            raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_LEDGER_URL is not a database URL") from None
         sqlite = parsed.get_backend_name() == "sqlite"
         if sqlite and parsed.database:
             parsed = _sqlite_file(parsed, read_only)
         try:
             self.engine = create_engine(parsed, **_read_only_arguments(parsed) if read_only else {})
         except (ArgumentError, ImportError):
-            raise EvidenceError("CONFIG_INVALID", "EVIDENCE_LEDGER_URL names an unsupported database driver") from None
+            raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_LEDGER_URL names an unsupported database driver") from None
         if sqlite:
             _serialize_sqlite_writers(self.engine, read_only)
         self._writer = self.engine.execution_options(ledger_writes=True)  # transactions that write use this
@@ -160,8 +165,8 @@ class Ledger:
                 )
             ).rowcount == 0
             if fenced:
-                raise EvidenceError("LEASE_FENCED", f"lease {lease.token} of job {lease.job_id[:12]} is no longer held")
-            event = self._append(conn, tenant_month, "bundle.published", row["report_sha256"], actor,
+                raise EvidenceError(ReasonCode.LEASE_FENCED, f"lease {lease.token} of job {lease.job_id[:12]} is no longer held")
+            event = self._append(conn, tenant_month, EventType.BUNDLE_PUBLISHED, row["report_sha256"], actor,
                                  details | row | {"job_id": lease.job_id, "lease_token": lease.token})
             conn.execute(self.publications.insert().values(**row, event_seq=event.seq))
             return self._publication(conn, row["identity"]), True
@@ -182,7 +187,7 @@ class Ledger:
                 job_id=key.job_id, **key.__dict__, state=states.ACCEPTED, attempts=0, lease_token=0,
                 budget_started_at=now, created_at=now, updated_at=now,
             ))
-            self._append(conn, TenantMonth(key.tenant, key.period), "job.accepted", key.source_sha256, actor,
+            self._append(conn, TenantMonth(key.tenant, key.period), EventType.JOB_ACCEPTED, key.source_sha256, actor,
                          {"job_id": key.job_id, "fidelity": key.fidelity})
             return self._job(conn, key.job_id)
 
@@ -192,7 +197,7 @@ class Ledger:
         with _database(), self.engine.connect() as conn:
             job = self._job(conn, job_id)
         if job is None:
-            raise EvidenceError("JOB_NOT_FOUND", f"no job {job_id[:12]}")
+            raise EvidenceError(ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
         return job
 
     def acquire_lease(self, job_id: str, owner: str, ttl_seconds: float) -> Lease | None:
@@ -202,17 +207,17 @@ class Ledger:
             job = self._job(conn, job_id)
             now = time.time()
             if job is None:
-                raise EvidenceError("JOB_NOT_FOUND", f"no job {job_id[:12]}")
+                raise EvidenceError(ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
             if job["state"] == states.SUCCEEDED:
                 return None
             if job["state"] in states.CLOSED:
-                raise EvidenceError("JOB_CLOSED", f"job {job_id[:12]} is {job['state']}; replay it to try again")
+                raise EvidenceError(ReasonCode.JOB_CLOSED, f"job {job_id[:12]} is {job['state']}; replay it to try again")
             if job["state"] == states.RUNNING and job["lease_expires_at"] and job["lease_expires_at"] > now:
-                raise EvidenceError("LEASE_BUSY", f"job {job_id[:12]} is leased by another attempt")
+                raise EvidenceError(ReasonCode.LEASE_BUSY, f"job {job_id[:12]} is leased by another attempt")
             lease = Lease(job_id, job["lease_token"] + 1, owner, now + ttl_seconds)
             self._swap(conn, job, state=states.RUNNING, lease_token=lease.token, lease_owner=owner,
                        lease_expires_at=lease.expires_at, attempts=job["attempts"] + 1)
-            self._append(conn, self._tenant_month(job), "job.running", job["source_sha256"], owner,
+            self._append(conn, self._tenant_month(job), EventType.JOB_RUNNING, job["source_sha256"], owner,
                          {"job_id": job_id, "lease_token": lease.token, "attempt": job["attempts"] + 1})
             return lease
 
@@ -225,7 +230,7 @@ class Ledger:
                 self._held(lease).values(lease_expires_at=renewed.expires_at, updated_at=time.time())
             ).rowcount
         if not held:
-            raise EvidenceError("LEASE_FENCED", f"lease {lease.token} of job {lease.job_id[:12]} was lost")
+            raise EvidenceError(ReasonCode.LEASE_FENCED, f"lease {lease.token} of job {lease.job_id[:12]} was lost")
         return renewed
 
     @contextlib.contextmanager
@@ -262,7 +267,7 @@ class Ledger:
         Returns None when the failure must not move the job: lease contention or a lost lease, a job whose live
         lease another attempt holds, or a job that already succeeded or is closed. Fenced like every transition.
         """
-        if reason in ("LEASE_BUSY", "LEASE_FENCED"):
+        if reason in (ReasonCode.LEASE_BUSY, ReasonCode.LEASE_FENCED):
             return None
 
         def fail(conn: Connection) -> str | None:
@@ -276,8 +281,8 @@ class Ledger:
             attempts = max(job["attempts"], attempt)
             state = states.REJECTED if not retryable else (
                 states.DEAD if budget.exhausted(attempts, now - job["budget_started_at"]) else states.ACCEPTED)
-            self._swap(conn, job, state=state, attempts=attempts, last_reason=reason, lease_expires_at=None)
-            self._append(conn, self._tenant_month(job), f"job.{state}", job["source_sha256"], actor,
+            self._swap(conn, job, state=state, attempts=attempts, last_reason=str(reason), lease_expires_at=None)
+            self._append(conn, self._tenant_month(job), EventType(f"job.{state}"), job["source_sha256"], actor,
                          {"job_id": job_id, "reason": reason, "attempt": attempts})
             return state
 
@@ -289,11 +294,11 @@ class Ledger:
         def reopen(conn: Connection) -> dict:
             job = self._job(conn, job_id)
             if job is None:
-                raise EvidenceError("JOB_NOT_FOUND", f"no job {job_id[:12]}")
+                raise EvidenceError(ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
             if job["state"] not in states.CLOSED:
-                raise EvidenceError("JOB_CLOSED", f"job {job_id[:12]} is {job['state']}, not rejected or dead")
+                raise EvidenceError(ReasonCode.JOB_CLOSED, f"job {job_id[:12]} is {job['state']}, not rejected or dead")
             self._swap(conn, job, state=states.ACCEPTED, attempts=0, budget_started_at=time.time())  # a fresh budget
-            self._append(conn, self._tenant_month(job), "job.replayed", job["source_sha256"], requested_by,
+            self._append(conn, self._tenant_month(job), EventType.JOB_REPLAYED, job["source_sha256"], requested_by,
                          {"job_id": job_id, "reason": reason, "previous_state": job["state"],
                           "previous_reason": job["last_reason"]})
             return self._job(conn, job_id)
@@ -361,7 +366,7 @@ class Ledger:
     def event(self, seq: int) -> LedgerEvent:
         event = self.event_or_none(seq)
         if event is None:
-            raise EvidenceError("LEDGER_INVALID", f"audit event {seq} does not exist")
+            raise EvidenceError(ReasonCode.LEDGER_INVALID, f"audit event {seq} does not exist")
         return event
 
     def leaves(self) -> list[tuple[int, bytes]]:
@@ -381,11 +386,11 @@ class Ledger:
         with _database(), self.engine.connect() as conn:
             for row in conn.execute(select(self.audit_events).order_by(self.audit_events.c.seq)):
                 if row.prev_hash != prev or chain_hash(prev, row.body) != row.event_hash:
-                    raise EvidenceError("LEDGER_INVALID", f"audit event {row.seq} breaks the hash chain")
+                    raise EvidenceError(ReasonCode.LEDGER_INVALID, f"audit event {row.seq} breaks the hash chain")
                 body = _event_body(row.body)
                 if any(body[column] != getattr(row, column) for column in mirrors.EVENT_COLUMNS):
-                    raise EvidenceError("LEDGER_INVALID", f"audit event {row.seq} columns differ from its body")
-                if body["event_type"] == "bundle.published":
+                    raise EvidenceError(ReasonCode.LEDGER_INVALID, f"audit event {row.seq} columns differ from its body")
+                if body["event_type"] == EventType.BUNDLE_PUBLISHED:
                     published[row.seq] = body["details"]
                 if isinstance(body["details"].get("job_id"), str):
                     job_events.setdefault(body["details"]["job_id"], []).append(body)
@@ -393,13 +398,13 @@ class Ledger:
             publications = [dict(row._mapping) for row in conn.execute(select(self.publications))]
             jobs = [dict(row._mapping) for row in conn.execute(select(self.jobs))]
         if sorted(row["event_seq"] for row in publications) != sorted(published):
-            raise EvidenceError("LEDGER_INVALID", "publications and bundle.published events do not pair up")
+            raise EvidenceError(ReasonCode.LEDGER_INVALID, "publications and bundle.published events do not pair up")
         for row in publications:
             if not mirrors.publication_matches(row, published[row["event_seq"]]):
-                raise EvidenceError("LEDGER_INVALID", f"the publication of event {row['event_seq']} differs from it")
+                raise EvidenceError(ReasonCode.LEDGER_INVALID, f"the publication of event {row['event_seq']} differs from it")
         for row in jobs:
             if not mirrors.job_matches(row, job_events.get(row["job_id"], [])):
-                raise EvidenceError("LEDGER_INVALID", f"job {row['job_id'][:12]} differs from its events")
+                raise EvidenceError(ReasonCode.LEDGER_INVALID, f"job {row['job_id'][:12]} differs from its events")
         return count
 
     def _append(self, conn: Connection, tenant_month: TenantMonth, event_type: str, subject_sha256: str,
@@ -407,6 +412,7 @@ class Ledger:
         events = self.audit_events.c
         head = conn.execute(select(events.event_hash).order_by(events.seq.desc()).limit(1)).scalar()
         prev = head or GENESIS_HASH
+        event_type = str(event_type)  # an EventType is stored as its plain string
         body = {
             "event_id": str(uuid.uuid4()),
             "event_type": event_type,
@@ -438,7 +444,7 @@ class Ledger:
             has_versions = inspect(conn).has_table(VERSION_TABLE)
             version = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar() if has_versions else None
         if version != _head_revision():
-            raise EvidenceError("LEDGER_INVALID", "the database holds no evidence ledger at the current schema version")
+            raise EvidenceError(ReasonCode.LEDGER_INVALID, "the database holds no evidence ledger at the current schema version")
 
     def _migrate(self) -> None:
         """Bring the schema to the newest migration. Concurrent first starts serialize on a lock or retry."""
@@ -462,7 +468,7 @@ class Ledger:
                     return work(conn)
             except (IntegrityError, _LostRace) as error:
                 lost_race = error  # another writer moved the chain head, the identity or the job: re-read, retry
-        raise EvidenceError("LEDGER_CONFLICT", "could not append to the audit ledger under contention") from lost_race
+        raise EvidenceError(ReasonCode.LEDGER_CONFLICT, "could not append to the audit ledger under contention") from lost_race
 
 
 def _head_revision() -> str:
@@ -475,7 +481,7 @@ def _sqlite_file(url: URL, read_only: bool) -> URL:
     path = Path(url.database).absolute()
     if read_only:
         if not path.is_file():
-            raise EvidenceError("LEDGER_NOT_FOUND", "the ledger database file does not exist")
+            raise EvidenceError(ReasonCode.LEDGER_NOT_FOUND, "the ledger database file does not exist")
         return url.set(database=f"file:{path.as_uri().removeprefix('file://')}?mode=ro", query={"uri": "true"})
     private_dirs(path.parent)
     try:

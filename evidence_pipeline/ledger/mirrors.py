@@ -18,11 +18,12 @@ from collections.abc import Iterable
 
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.ledger.jobs import JobKey
+from evidence_pipeline.models import EventType
 
 EVENT_COLUMNS = ("event_id", "event_type", "tenant", "period", "subject_sha256")
 BODY_FIELDS = frozenset({*EVENT_COLUMNS, "actor", "recorded_at", "details"})
 JOB_STATE_COLUMNS = ("state", "attempts", "lease_token", "lease_owner", "last_reason")
-_FAILURE_STATES = {f"job.{state}": state for state in (states.ACCEPTED, states.REJECTED, states.DEAD)}
+_FAILURE_STATES = {EventType(f"job.{state}"): state for state in (states.ACCEPTED, states.REJECTED, states.DEAD)}
 
 
 def is_event_body(body) -> bool:
@@ -43,19 +44,19 @@ def job_matches(row: dict, events: Iterable[dict]) -> bool:
     derived: dict = {"state": None, "attempts": 0, "lease_token": 0, "lease_owner": None, "last_reason": None}
     for body in events:
         kind, details = body["event_type"], body["details"]
-        if kind == "job.accepted" and "reason" not in details:  # the acceptance that created the row
+        if kind == EventType.JOB_ACCEPTED and "reason" not in details:  # the acceptance that created the row
             if (body["tenant"], body["period"], body["subject_sha256"], details.get("fidelity")) != (
                     row["tenant"], row["period"], row["source_sha256"], row["fidelity"]):
                 return False
             derived["state"] = states.ACCEPTED
-        elif kind == "job.running":
+        elif kind == EventType.JOB_RUNNING:
             derived.update(state=states.RUNNING, lease_token=details.get("lease_token"), lease_owner=body["actor"],
                            attempts=details.get("attempt"))
-        elif kind == "bundle.published":
+        elif kind == EventType.BUNDLE_PUBLISHED:
             derived.update(state=states.SUCCEEDED, last_reason=None)
         elif kind in _FAILURE_STATES:
             derived.update(state=_FAILURE_STATES[kind], attempts=details.get("attempt"),
                            last_reason=details.get("reason"))
-        elif kind == "job.replayed":
+        elif kind == EventType.JOB_REPLAYED:
             derived.update(state=states.ACCEPTED, attempts=0)
     return all(row[column] == derived[column] for column in JOB_STATE_COLUMNS)

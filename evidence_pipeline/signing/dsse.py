@@ -11,7 +11,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from evidence_pipeline import jsonread
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -61,7 +61,7 @@ class Opened:
 
 
 def verify_envelope(data: bytes, public_keys: dict[str, ed25519.Ed25519PublicKey], payload_type: str,
-                    code: str = "STATEMENT_INVALID") -> Opened:
+                    code: str = ReasonCode.STATEMENT_INVALID) -> Opened:
     """Verify a DSSE envelope of ``payload_type`` against known keys; malformed envelopes raise ``code``."""
     envelope = jsonread.loads(data, code, "the DSSE envelope")
     try:
@@ -77,12 +77,12 @@ def verify_envelope(data: bytes, public_keys: dict[str, ed25519.Ed25519PublicKey
         raise EvidenceError(code, "DSSE envelope has the wrong payload type or no signature")
     known = [(key_id, sig) for key_id, sig in signatures if key_id in public_keys]
     if not known:
-        raise EvidenceError("KEY_UNKNOWN", "no DSSE signature is by a published key")
+        raise EvidenceError(ReasonCode.KEY_UNKNOWN, "no DSSE signature is by a published key")
     for key_id, sig in known:
         try:
             public_keys[key_id].verify(sig, pae(payload_type, payload))
         except InvalidSignature:
-            raise EvidenceError("STATEMENT_SIGNATURE_INVALID", f"DSSE signature by {key_id} does not verify") from None
+            raise EvidenceError(ReasonCode.STATEMENT_SIGNATURE_INVALID, f"DSSE signature by {key_id} does not verify") from None
     return Opened(payload, tuple(sorted({key_id for key_id, _ in known})))
 
 
@@ -95,8 +95,8 @@ def _signature_fields(signature) -> dict:
 def open_statement(data: bytes, public_keys: dict[str, ed25519.Ed25519PublicKey]) -> tuple[dict, tuple[str, ...]]:
     """Verify a DSSE envelope against known keys; return its in-toto statement and the ids of the verifying keys."""
     opened = verify_envelope(data, public_keys, PAYLOAD_TYPE)
-    body = jsonread.loads(opened.payload, "STATEMENT_INVALID", "the DSSE payload")
+    body = jsonread.loads(opened.payload, ReasonCode.STATEMENT_INVALID, "the DSSE payload")
     if (not isinstance(body, dict) or body.get("_type") != STATEMENT_TYPE or body.get("predicateType") != PREDICATE_TYPE
             or not isinstance(body.get("predicate"), dict)):
-        raise EvidenceError("STATEMENT_INVALID", "payload is not an in-toto Statement v1 of our predicate type")
+        raise EvidenceError(ReasonCode.STATEMENT_INVALID, "payload is not an in-toto Statement v1 of our predicate type")
     return body, opened.key_ids

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.paths import private_dirs
 from evidence_pipeline.store import ArtifactStore, StoredObject
 
@@ -52,9 +52,9 @@ class Keyring:
         try:
             key = serialization.load_pem_private_key(self._read(STATEMENT_KEY), password=None)
         except (ValueError, TypeError):
-            raise EvidenceError("KEY_MATERIAL_INVALID", "the statement key does not load") from None
+            raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the statement key does not load") from None
         if not isinstance(key, ed25519.Ed25519PrivateKey):
-            raise EvidenceError("KEY_MATERIAL_INVALID", "statement key is not Ed25519")
+            raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "statement key is not Ed25519")
         return key
 
     @cached_property
@@ -66,7 +66,7 @@ class Keyring:
         try:
             return x509.load_pem_x509_certificate(self._read(ROOT_CERT))
         except ValueError:
-            raise EvidenceError("KEY_MATERIAL_INVALID", "the PAdES trust root does not load") from None
+            raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the PAdES trust root does not load") from None
 
     @cached_property
     def root_pem(self) -> bytes:
@@ -92,7 +92,7 @@ class Keyring:
         try:
             return (self.directory / name).read_bytes()
         except FileNotFoundError:
-            raise EvidenceError("KEY_MATERIAL_INVALID", f"key file {name} is missing from the keys directory") from None
+            raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, f"key file {name} is missing from the keys directory") from None
 
     def publish_public_keys(self, store: ArtifactStore) -> list[StoredObject]:
         """Put-once the statement public key and the PAdES trust root under keys/, named by key id."""
@@ -126,7 +126,7 @@ def load_keyring(directory: Path, generate: bool) -> Keyring:
     """Load the keyring, generating development keys atomically on first use if allowed."""
     if not (directory / STATEMENT_KEY).exists():
         if not generate:
-            raise EvidenceError("KEY_MATERIAL_INVALID", "no signing keys provisioned and key generation is disabled")
+            raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "no signing keys provisioned and key generation is disabled")
         _generate_dev_keys(directory)
     return Keyring(directory)
 
@@ -164,8 +164,7 @@ def _generate_dev_keys(directory: Path) -> None:
             os.rename(staging, directory)  # atomic; a concurrent first use loses the race and loads the winner's
         except OSError:
             if not (directory / STATEMENT_KEY).exists():
-                raise EvidenceError(
-                    "KEY_MATERIAL_INVALID", "the keys directory exists but holds no statement key"
+                raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the keys directory exists but holds no statement key"
                 ) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -21,7 +21,7 @@ from pyhanko.sign.general import SigningError
 from pyhanko.sign.validation import validate_pdf_signature
 from pyhanko_certvalidator import ValidationContext
 
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.signing.keys import Keyring
 from evidence_pipeline.store import readable
 
@@ -38,7 +38,7 @@ def _signer(keyring: Keyring) -> signers.SimpleSigner:
         ca_chain_files=(str(keyring.root_cert_path),),
     )
     if signer is None:
-        raise EvidenceError("KEY_MATERIAL_INVALID", "the PAdES signing key or certificate does not load")
+        raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the PAdES signing key or certificate does not load")
     return signer
 
 
@@ -60,7 +60,7 @@ def sign_pdf(pdf: bytes | BinaryIO, keyring: Keyring, level: str = "B-B", tsa_ur
             output=out,
         )
     except (SigningError, PdfError, OSError) as error:
-        raise EvidenceError("SIGNING_FAILED", f"PAdES signing failed ({type(error).__name__})") from None
+        raise EvidenceError(ReasonCode.SIGNING_FAILED, f"PAdES signing failed ({type(error).__name__})") from None
 
 
 def verify_pdf_signature(pdf: bytes | BinaryIO, trust_root_pem: bytes) -> None:
@@ -72,17 +72,17 @@ def verify_pdf_signature(pdf: bytes | BinaryIO, trust_root_pem: bytes) -> None:
         reader = PdfFileReader(readable(pdf), strict=True)
         signatures = reader.embedded_signatures
     except (PdfError, ValueError, KeyError) as error:
-        raise EvidenceError("PDF_SIGNATURE_INVALID", f"signed PDF does not parse ({type(error).__name__})") from None
+        raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID, f"signed PDF does not parse ({type(error).__name__})") from None
     if len(signatures) != 1:
-        raise EvidenceError("PDF_SIGNATURE_INVALID", f"expected exactly one PDF signature, found {len(signatures)}")
+        raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID, f"expected exactly one PDF signature, found {len(signatures)}")
     context = ValidationContext(trust_roots=[root], allow_fetching=False, revocation_mode="soft-fail")
     try:
         status = validate_pdf_signature(signatures[0], context)
     except (PdfError, ValueError, KeyError) as error:
-        raise EvidenceError("PDF_SIGNATURE_INVALID", f"PDF signature does not validate ({type(error).__name__})") from None
+        raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID, f"PDF signature does not validate ({type(error).__name__})") from None
     if not (status.intact and status.valid):
-        raise EvidenceError("PDF_SIGNATURE_INVALID", "PDF signature is broken or the document changed after signing")
+        raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID, "PDF signature is broken or the document changed after signing")
     if status.coverage is None or status.coverage.name != "ENTIRE_FILE":
-        raise EvidenceError("PDF_SIGNATURE_INVALID", "PDF signature does not cover the entire file")
+        raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID, "PDF signature does not cover the entire file")
     if not status.trusted:
-        raise EvidenceError("PDF_SIGNATURE_UNTRUSTED", "PDF signer does not chain to the published trust root")
+        raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED, "PDF signer does not chain to the published trust root")

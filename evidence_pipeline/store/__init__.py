@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 
 CHUNK = 1 << 20  # streamed reads and writes move at most this much at a time
 _KEY = re.compile(r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)*$")
@@ -17,7 +17,7 @@ _KEY = re.compile(r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)*$")
 
 def check_key(key: str) -> str:
     if not _KEY.fullmatch(key) or ".." in key:
-        raise EvidenceError("STORE_KEY_INVALID", "artifact key has characters outside [a-z0-9._-/]")
+        raise EvidenceError(ReasonCode.STORE_KEY_INVALID, "artifact key has characters outside [a-z0-9._-/]")
     return key
 
 
@@ -125,10 +125,10 @@ class StreamingStore:
 def check_size(key: str, size: int | None, max_bytes: int | None) -> None:
     """Refuse an object larger than ``max_bytes`` before reading it."""
     if max_bytes is not None and size is not None and size > max_bytes:
-        raise EvidenceError("STORE_OBJECT_TOO_LARGE", f"object {key} is larger than {max_bytes} bytes")
+        raise EvidenceError(ReasonCode.STORE_OBJECT_TOO_LARGE, f"object {key} is larger than {max_bytes} bytes")
 
 
 def check_digest(key: str, sha256: str, expected_sha256: str | None) -> str:
     if expected_sha256 is not None and sha256 != expected_sha256:
-        raise EvidenceError("STORE_DIGEST_MISMATCH", f"object {key} does not match its recorded sha256")
+        raise EvidenceError(ReasonCode.STORE_DIGEST_MISMATCH, f"object {key} does not match its recorded sha256")
     return sha256

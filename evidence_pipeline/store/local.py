@@ -17,11 +17,18 @@ import uuid
 from pathlib import Path
 from typing import BinaryIO
 
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.faults import io_fault
 from evidence_pipeline.paths import make_dirs
 from evidence_pipeline.store import (
-    StoredObject, StreamingStore, check_digest, check_key, check_size, chunks, copy_hashing, sha256_file,
+    StoredObject,
+    StreamingStore,
+    check_digest,
+    check_key,
+    check_size,
+    chunks,
+    copy_hashing,
+    sha256_file,
 )
 
 
@@ -88,7 +95,7 @@ class LocalStore(StreamingStore):
     def _reconcile(self, key: str, fd: int, digest: str, size: int) -> StoredObject:
         with os.fdopen(fd, "rb") as existing:
             if sha256_file(existing) != (digest, size):
-                raise EvidenceError("STORE_CONFLICT", f"object {key} already exists with different bytes")
+                raise EvidenceError(ReasonCode.STORE_CONFLICT, f"object {key} already exists with different bytes")
         return StoredObject(key=key, sha256=digest, size=size, created=False)
 
     def get_file(self, key: str, out: BinaryIO, expected_sha256: str | None = None,
@@ -114,7 +121,7 @@ class LocalStore(StreamingStore):
             try:
                 directory = self._directory(key, folders)
             except EvidenceError as error:
-                if error.code == "STORE_NOT_FOUND":
+                if error.code == ReasonCode.STORE_NOT_FOUND:
                     return False
                 raise
             try:
@@ -133,7 +140,7 @@ class LocalStore(StreamingStore):
             try:
                 directory = self._directory(prefix, folders)
             except EvidenceError as error:
-                if error.code == "STORE_NOT_FOUND":
+                if error.code == ReasonCode.STORE_NOT_FOUND:
                     return []
                 raise
             try:
@@ -154,7 +161,7 @@ class LocalStore(StreamingStore):
         try:
             fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
         except FileNotFoundError:
-            raise EvidenceError("STORE_NOT_FOUND", f"object {key} does not exist") from None
+            raise EvidenceError(ReasonCode.STORE_NOT_FOUND, f"object {key} does not exist") from None
         try:
             for depth, folder in enumerate(folders, start=1):
                 made = False
@@ -164,7 +171,7 @@ class LocalStore(StreamingStore):
                         made = True
                         created.append("/".join(folders[:depth]))
                 if self._entry(key, folder, fd) is None:
-                    raise EvidenceError("STORE_NOT_FOUND", f"object {key} does not exist")
+                    raise EvidenceError(ReasonCode.STORE_NOT_FOUND, f"object {key} does not exist")
                 child = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
                 os.close(fd)
                 fd = child
@@ -180,11 +187,11 @@ class LocalStore(StreamingStore):
     def _open(self, key: str, name: str, directory: int) -> int:
         """A read descriptor of the regular file ``name`` in ``directory`` (no symlink, no FIFO, no device)."""
         if self._entry(key, name, directory) is None:
-            raise EvidenceError("STORE_NOT_FOUND", f"object {key} does not exist")
+            raise EvidenceError(ReasonCode.STORE_NOT_FOUND, f"object {key} does not exist")
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=directory)
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
-            raise EvidenceError("STORE_NOT_REGULAR_FILE", f"object {key} is not a regular file")
+            raise EvidenceError(ReasonCode.STORE_NOT_REGULAR_FILE, f"object {key} is not a regular file")
         return fd
 
     @staticmethod
@@ -195,7 +202,7 @@ class LocalStore(StreamingStore):
         except FileNotFoundError:
             return None
         if stat.S_ISLNK(mode):
-            raise EvidenceError("STORE_SYMLINK_REFUSED", f"{key} passes through a symlink; stores never follow one")
+            raise EvidenceError(ReasonCode.STORE_SYMLINK_REFUSED, f"{key} passes through a symlink; stores never follow one")
         return mode
 
     def _walk(self, prefix: str, directory: int) -> list[str]:
@@ -216,13 +223,13 @@ def _io_errors(key: str):
 
 # errno -> reason code. Space can come back; a read-only mount or missing permissions need an operator.
 _ERRNO_CODES = {
-    errno.ENOSPC: "STORE_FULL", errno.EDQUOT: "STORE_FULL", errno.EROFS: "STORE_READ_ONLY",
-    errno.EACCES: "STORE_ACCESS_DENIED", errno.EPERM: "STORE_ACCESS_DENIED",
+    errno.ENOSPC: ReasonCode.STORE_FULL, errno.EDQUOT: ReasonCode.STORE_FULL, errno.EROFS: ReasonCode.STORE_READ_ONLY,
+    errno.EACCES: ReasonCode.STORE_ACCESS_DENIED, errno.EPERM: ReasonCode.STORE_ACCESS_DENIED,
 }
 
 
 def _classified(key: str, error: OSError) -> EvidenceError:
     """An OSError as its reason code (other I/O errors are STORE_UNAVAILABLE, retried), without the local path."""
     reason = errno.errorcode.get(error.errno or 0, type(error).__name__)
-    code = _ERRNO_CODES.get(error.errno, "STORE_UNAVAILABLE")
+    code = _ERRNO_CODES.get(error.errno, ReasonCode.STORE_UNAVAILABLE)
     return EvidenceError(code, f"local store cannot write or read {key} ({reason})")

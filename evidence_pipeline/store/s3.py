@@ -15,9 +15,17 @@ from typing import BinaryIO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.store import (
-    CHUNK, DISCARD, StoredObject, StreamingStore, check_digest, check_key, check_size, copy_hashing, sha256_file,
+    CHUNK,
+    DISCARD,
+    StoredObject,
+    StreamingStore,
+    check_digest,
+    check_key,
+    check_size,
+    copy_hashing,
+    sha256_file,
 )
 
 _TRANSIENT_CODES = {
@@ -67,7 +75,7 @@ class S3Store(StreamingStore):
                 raise _classify(error, key) from None
             # The key exists: identical bytes converge, anything else conflicts. Its digest is re-hashed, not trusted.
             if self.get_file(key, DISCARD) != sha256:
-                raise EvidenceError("STORE_CONFLICT", f"object {key} already exists with different bytes") from None
+                raise EvidenceError(ReasonCode.STORE_CONFLICT, f"object {key} already exists with different bytes") from None
             return StoredObject(key, sha256, size, created=False, version_id=self.version_id(key))
         except BotoCoreError as error:
             raise _unavailable(error, key) from None
@@ -89,7 +97,7 @@ class S3Store(StreamingStore):
             raise _unavailable(error, key) from None
         recorded = response.get("Metadata", {}).get("sha256")
         if recorded is not None and sha256 != recorded:
-            raise EvidenceError("STORE_DIGEST_MISMATCH", f"object {key} does not match the sha256 recorded at upload")
+            raise EvidenceError(ReasonCode.STORE_DIGEST_MISMATCH, f"object {key} does not match the sha256 recorded at upload")
         return check_digest(key, sha256, expected_sha256)
 
     def exists(self, key: str) -> bool:
@@ -136,13 +144,13 @@ def _classify(error: ClientError, key: str) -> EvidenceError:
     code = _code(error)
     status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
     if code in ("NoSuchKey", "404", "NotFound"):
-        return EvidenceError("STORE_NOT_FOUND", f"object {key} does not exist")
+        return EvidenceError(ReasonCode.STORE_NOT_FOUND, f"object {key} does not exist")
     if code in _TRANSIENT_CODES or status >= 500 or status == 429:
-        return EvidenceError("STORE_UNAVAILABLE", f"S3 is unavailable ({code or status}) for {key}")
+        return EvidenceError(ReasonCode.STORE_UNAVAILABLE, f"S3 is unavailable ({code or status}) for {key}")
     if code in ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
-        return EvidenceError("STORE_ACCESS_DENIED", f"S3 refused access ({code}) for {key}")
-    return EvidenceError("STORE_REJECTED", f"S3 rejected the request ({code or status}) for {key}")
+        return EvidenceError(ReasonCode.STORE_ACCESS_DENIED, f"S3 refused access ({code}) for {key}")
+    return EvidenceError(ReasonCode.STORE_REJECTED, f"S3 rejected the request ({code or status}) for {key}")
 
 
 def _unavailable(error: BotoCoreError, key: str) -> EvidenceError:
-    return EvidenceError("STORE_UNAVAILABLE", f"S3 is unreachable ({type(error).__name__}) for {key}")
+    return EvidenceError(ReasonCode.STORE_UNAVAILABLE, f"S3 is unreachable ({type(error).__name__}) for {key}")

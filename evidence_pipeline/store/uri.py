@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.store import ArtifactStore
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.store.s3 import S3Options, S3Store
@@ -17,6 +17,6 @@ def open_store(
     if uri.startswith("s3://"):
         bucket, _, prefix = uri.removeprefix("s3://").partition("/")
         if not bucket or s3_client is None:
-            raise EvidenceError("CONFIG_INVALID", "an s3:// store needs a bucket name and S3 settings")
+            raise EvidenceError(ReasonCode.CONFIG_INVALID, "an s3:// store needs a bucket name and S3 settings")
         return S3Store(s3_client, bucket, prefix, options)
     return LocalStore(Path(uri), scheme=scheme, file_mode=0o400 if private else 0o444)

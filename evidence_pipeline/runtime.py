@@ -1,0 +1,104 @@
+"""The domain runtime: everything a stage needs (stores, ledger, keys), built once per process from Settings.
+
+The CLI, the Dagster resource, the benchmarks and the tests all get their Runtime here (`runtime_for`), so a
+process reuses one set of connections and loaded keys per Settings, and a forked worker builds its own.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cached_property
+
+from evidence_pipeline.config import Settings
+from evidence_pipeline.ledger import Ledger
+from evidence_pipeline.ledger.jobs import RetryBudget
+from evidence_pipeline.signing.keys import Keyring, load_keyring
+from evidence_pipeline.store import ArtifactStore
+from evidence_pipeline.store.s3 import S3Options
+from evidence_pipeline.store.uri import open_store
+
+
+@dataclass
+class Runtime:
+    """Everything a stage needs, built from Settings."""
+
+    settings: Settings
+    sources: ArtifactStore
+    staging: ArtifactStore
+    previews: ArtifactStore
+    archive: ArtifactStore
+    ledger: Ledger
+
+    @classmethod
+    def from_settings(cls, settings: Settings, s3_client=None) -> Runtime:
+        """``s3_client`` (a boto3 S3 client) is needed when any store URI is s3://."""
+        options = S3Options(
+            settings.s3_object_lock_mode, settings.s3_object_lock_days, settings.s3_server_side_encryption,
+            settings.s3_kms_key_id,
+        )
+        return cls(
+            settings=settings,
+            sources=open_store(settings.sources_uri, s3_client, options, scheme="sources", private=True),
+            staging=open_store(settings.staging_uri, s3_client, S3Options(), scheme="staging", private=True),
+            previews=open_store(settings.preview_uri, s3_client, S3Options(), scheme="previews", private=True),
+            archive=open_store(settings.archive_uri, s3_client, options),
+            ledger=Ledger(settings.ledger_url),
+        )
+
+    @property
+    def retry_budget(self) -> RetryBudget:
+        return RetryBudget(self.settings.max_attempts, self.settings.retry_budget_seconds)
+
+    @cached_property
+    def keyring(self) -> Keyring:
+        keyring = load_keyring(self.settings.keys_dir, generate=self.settings.generate_dev_keys)
+        keyring.publish_public_keys(self.archive)
+        return keyring
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """Who is acting: the Dagster run id and attempt, or a tool's name."""
+
+    run_id: str
+    attempt: int = 1
+
+
+_runtimes: dict[Settings, Runtime] = {}  # one per process and settings: connections and loaded keys are reused
+_MAX_RUNTIMES = 8
+
+
+def runtime_for(settings: Settings) -> Runtime:
+    """This process's Runtime for ``settings``."""
+    if settings not in _runtimes:
+        if len(_runtimes) >= _MAX_RUNTIMES:
+            _runtimes.pop(next(iter(_runtimes))).ledger.engine.dispose()
+        _runtimes[settings] = Runtime.from_settings(settings, s3_client(settings) if settings.uses_s3 else None)
+    return _runtimes[settings]
+
+
+def s3_client(settings: Settings):
+    """A boto3 S3 client for the configured endpoint and region (as dagster-aws's S3Resource builds one: standard
+    retries, 5 attempts); credentials come from the standard AWS environment/chain."""
+    import boto3  # only when a store is on S3
+    from botocore.config import Config
+
+    return boto3.session.Session().client(
+        "s3", endpoint_url=settings.s3_endpoint_url, region_name=settings.s3_region,
+        config=Config(retries={"max_attempts": 5, "mode": "standard"}),
+    )
+
+
+_inherited: list[Runtime] = []
+
+
+def _forget_runtimes_in_forked_child() -> None:
+    """A forked worker (parallel.map_stage) builds its own Runtime and must neither use nor close its parent's
+    connections: closing an inherited SQLite connection can checkpoint or remove the parent's WAL. So the
+    inherited ones are kept referenced, untouched, for the child's lifetime."""
+    _inherited.extend(_runtimes.values())
+    _runtimes.clear()
+
+
+os.register_at_fork(after_in_child=_forget_runtimes_in_forked_child)
