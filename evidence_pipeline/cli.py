@@ -16,7 +16,7 @@ import click
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EXIT_CHECK_FAILED, EXIT_OK, EvidenceError, ReasonCode, exit_code
 from evidence_pipeline.ledger import Ledger
-from evidence_pipeline.ledger.checkpoints import prove_bundle, publish_checkpoint, verify_ledger
+from evidence_pipeline.checkpoints import prove_bundle, publish_checkpoint, verify_ledger
 from evidence_pipeline.maintenance import sweep_attempts
 from evidence_pipeline.models import validate_tenant_id
 from evidence_pipeline.paths import private_dirs

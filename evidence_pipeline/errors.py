@@ -109,11 +109,12 @@ class EvidenceError(Exception):
     lease_token: int | None = None
 
     def __init__(self, code: ReasonCode | str, message: str):
-        self.code = ReasonCode(code)  # ValueError for a code that is not declared
+        declared = ReasonCode(code)  # ValueError for a code that is not declared
+        self.code = declared.value  # the plain string: it goes into ledgers, metadata and JSON as is
         super().__init__(f"{self.code}: {message}")
         self.message = message
-        self.retryable = self.code in RETRYABLE
+        self.retryable = declared in RETRYABLE
 
     def __reduce__(self):
         # Errors cross process boundaries (parallel workers); keep the code, message and lease token.
-        return type(self), (str(self.code), self.message), {"lease_token": self.lease_token}
+        return type(self), (self.code, self.message), {"lease_token": self.lease_token}

@@ -48,6 +48,16 @@ class Lane(StrEnum):
     PREVIEW = "preview"
 
 
+@dataclass(frozen=True)
+class LedgerEvent:
+    """One audit event as the ledger stores it: its position, type, chain hash and hashed body."""
+
+    seq: int
+    event_type: str
+    event_hash: str
+    body: dict
+
+
 TENANT_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 PERIOD = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
 

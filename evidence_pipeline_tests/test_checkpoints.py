@@ -8,7 +8,7 @@ from sqlalchemy import select, update
 
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import GENESIS_HASH
-from evidence_pipeline.ledger.checkpoints import (
+from evidence_pipeline.checkpoints import (
     PAYLOAD_TYPE,
     checkpoint_key,
     prove_bundle,

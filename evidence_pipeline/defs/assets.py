@@ -62,7 +62,7 @@ def _check_run_partitions(context) -> None:
         raise Failure(
             description=f"RUN_PARTITIONS_MISMATCH: the run would execute {len(context.partition_keys)} partition(s), "
                         f"its range tags name {len(named)} ({partition_range.start} to {partition_range.end})",
-            metadata={"reason_code": ReasonCode.RUN_PARTITIONS_MISMATCH}, allow_retries=False,
+            metadata={"reason_code": ReasonCode.RUN_PARTITIONS_MISMATCH.value}, allow_retries=False,
         )
 
 

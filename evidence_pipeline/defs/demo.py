@@ -18,7 +18,7 @@ from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.defs.slots import SlotWatch, free_dead_holders, owner_tags
 from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger.checkpoints import publish_checkpoint
+from evidence_pipeline.checkpoints import publish_checkpoint
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.tenants import add_to_registry, read_registry
 

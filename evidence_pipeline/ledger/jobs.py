@@ -12,9 +12,19 @@ bundle visible succeeds only while the committing attempt still holds the newest
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import threading
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+
+from sqlalchemy import Connection, select
+
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.ledger.db import LostRace, classified_errors
+from evidence_pipeline.models import EventType, TenantMonth
 
 ACCEPTED, RUNNING, SUCCEEDED, REJECTED, DEAD = "accepted", "running", "succeeded", "rejected", "dead"
 CLOSED = (REJECTED, DEAD)
@@ -58,3 +68,170 @@ class RetryBudget:
 
     def exhausted(self, attempts: int, elapsed_seconds: float) -> bool:
         return attempts >= self.max_attempts and elapsed_seconds >= self.max_elapsed_seconds
+
+
+class JobTransitions:
+    """The job state machine and its fenced leases, as methods of the Ledger: every transition is one
+    compare-and-swap, committed with its audit event in one transaction (``_transact``, ``_append``)."""
+
+    def accept_job(self, key: JobKey, actor: str) -> dict:
+        """The job record of an identity, created (state accepted) on first sight."""
+        now = time.time()
+
+        def accept(conn: Connection) -> dict:
+            existing = self._job(conn, key.job_id)
+            if existing is not None:
+                return existing
+            conn.execute(self.jobs.insert().values(
+                job_id=key.job_id, **key.__dict__, state=ACCEPTED, attempts=0, lease_token=0,
+                budget_started_at=now, created_at=now, updated_at=now,
+            ))
+            self._append(conn, TenantMonth(key.tenant, key.period), EventType.JOB_ACCEPTED, key.source_sha256, actor,
+                         {"job_id": key.job_id, "fidelity": key.fidelity})
+            return self._job(conn, key.job_id)
+
+        return self._transact(accept)
+
+    def job(self, job_id: str) -> dict:
+        with classified_errors(), self.engine.connect() as conn:
+            job = self._job(conn, job_id)
+        if job is None:
+            raise EvidenceError(ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
+        return job
+
+    def acquire_lease(self, job_id: str, owner: str, ttl_seconds: float) -> Lease | None:
+        """Start an attempt: a new lease with the next token, or None when the job already succeeded."""
+
+        def acquire(conn: Connection) -> Lease | None:
+            job = self._job(conn, job_id)
+            now = time.time()
+            if job is None:
+                raise EvidenceError(ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
+            if job["state"] == SUCCEEDED:
+                return None
+            if job["state"] in CLOSED:
+                raise EvidenceError(ReasonCode.JOB_CLOSED, f"job {job_id[:12]} is {job['state']}; replay it to try again")
+            if job["state"] == RUNNING and job["lease_expires_at"] and job["lease_expires_at"] > now:
+                raise EvidenceError(ReasonCode.LEASE_BUSY, f"job {job_id[:12]} is leased by another attempt")
+            lease = Lease(job_id, job["lease_token"] + 1, owner, now + ttl_seconds)
+            self._swap(conn, job, state=RUNNING, lease_token=lease.token, lease_owner=owner,
+                       lease_expires_at=lease.expires_at, attempts=job["attempts"] + 1)
+            self._append(conn, self._tenant_month(job), EventType.JOB_RUNNING, job["source_sha256"], owner,
+                         {"job_id": job_id, "lease_token": lease.token, "attempt": job["attempts"] + 1})
+            return lease
+
+        return self._transact(acquire)
+
+    def renew_lease(self, lease: Lease, ttl_seconds: float) -> Lease:
+        renewed = Lease(lease.job_id, lease.token, lease.owner, time.time() + ttl_seconds)
+        with classified_errors(), self._writer.begin() as conn:
+            held = conn.execute(
+                self._held(lease).values(lease_expires_at=renewed.expires_at, updated_at=time.time())
+            ).rowcount
+        if not held:
+            raise EvidenceError(ReasonCode.LEASE_FENCED, f"lease {lease.token} of job {lease.job_id[:12]} was lost")
+        return renewed
+
+    @contextlib.contextmanager
+    def keep_alive(self, lease: Lease, ttl_seconds: float) -> Iterator[None]:
+        """Renew ``lease`` every third of its lifetime while the block runs. A renewal that fails means the lease
+        was lost; the heartbeat stops and the attempt's commit will be fenced."""
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(ttl_seconds / 3):
+                try:
+                    self.renew_lease(lease, ttl_seconds)
+                except EvidenceError:
+                    return
+
+        heart = threading.Thread(target=beat, name=f"lease-{lease.token}", daemon=True)
+        heart.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            heart.join()
+
+    def lease_is_live(self, job_id: str, token: int) -> bool:
+        with classified_errors(), self.engine.connect() as conn:
+            job = self._job(conn, job_id)
+        return bool(job and job["state"] == RUNNING and job["lease_token"] == token
+                    and (job["lease_expires_at"] or 0) > time.time())
+
+    def record_failure(self, job_id: str, reason: str, retryable: bool, actor: str, budget: RetryBudget,
+                       attempt: int, lease_token: int | None = None) -> str | None:
+        """Classify a failed attempt; returns the job's new state (accepted = retry, rejected, dead).
+
+        Returns None when the failure must not move the job: lease contention or a lost lease, a job whose live
+        lease another attempt holds, or a job that already succeeded or is closed. Fenced like every transition.
+        """
+        if reason in (ReasonCode.LEASE_BUSY, ReasonCode.LEASE_FENCED):
+            return None
+
+        def fail(conn: Connection) -> str | None:
+            job = self._job(conn, job_id)
+            if job is None or job["state"] in (SUCCEEDED, *CLOSED):
+                return None
+            now = time.time()
+            if (job["state"] == RUNNING and (job["lease_expires_at"] or 0) > now
+                    and job["lease_token"] != lease_token):
+                return None  # someone else's attempt is in progress: this failure is not the job's
+            attempts = max(job["attempts"], attempt)
+            state = REJECTED if not retryable else (
+                DEAD if budget.exhausted(attempts, now - job["budget_started_at"]) else ACCEPTED)
+            self._swap(conn, job, state=state, attempts=attempts, last_reason=str(reason), lease_expires_at=None)
+            self._append(conn, self._tenant_month(job), EventType(f"job.{state}"), job["source_sha256"], actor,
+                         {"job_id": job_id, "reason": reason, "attempt": attempts})
+            return state
+
+        return self._transact(fail)
+
+    def replay(self, job_id: str, requested_by: str, reason: str) -> dict:
+        """Reopen a rejected or dead job for a new attempt on the same immutable input; history stays as it is."""
+
+        def reopen(conn: Connection) -> dict:
+            job = self._job(conn, job_id)
+            if job is None:
+                raise EvidenceError(ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
+            if job["state"] not in CLOSED:
+                raise EvidenceError(ReasonCode.JOB_CLOSED, f"job {job_id[:12]} is {job['state']}, not rejected or dead")
+            self._swap(conn, job, state=ACCEPTED, attempts=0, budget_started_at=time.time())  # a fresh budget
+            self._append(conn, self._tenant_month(job), EventType.JOB_REPLAYED, job["source_sha256"], requested_by,
+                         {"job_id": job_id, "reason": reason, "previous_state": job["state"],
+                          "previous_reason": job["last_reason"]})
+            return self._job(conn, job_id)
+
+        return self._transact(reopen)
+
+    def jobs_in(self, *job_states: str) -> list[dict]:
+        with classified_errors(), self.engine.connect() as conn:
+            query = select(self.jobs).where(self.jobs.c.state.in_(job_states)).order_by(self.jobs.c.updated_at)
+            return [dict(row._mapping) for row in conn.execute(query)]
+
+    def _job(self, conn: Connection, job_id: str) -> dict | None:
+        row = conn.execute(select(self.jobs).where(self.jobs.c.job_id == job_id)).first()
+        return None if row is None else dict(row._mapping)
+
+    @staticmethod
+    def _tenant_month(job: dict) -> TenantMonth:
+        return TenantMonth(job["tenant"], job["period"])
+
+    def _held(self, lease: Lease):
+        """An UPDATE of the job that matches only while ``lease`` is its newest, unexpired lease: the fence."""
+        jobs = self.jobs.c
+        return self.jobs.update().where(
+            jobs.job_id == lease.job_id, jobs.lease_token == lease.token, jobs.state == RUNNING,
+            jobs.lease_expires_at >= time.time(),
+        )
+
+    def _swap(self, conn: Connection, seen: dict, **values) -> None:
+        """Compare-and-swap: apply ``values`` only if the job is still exactly as it was read."""
+        swapped = conn.execute(
+            self.jobs.update()
+            .where(self.jobs.c.job_id == seen["job_id"], self.jobs.c.state == seen["state"],
+                   self.jobs.c.lease_token == seen["lease_token"], self.jobs.c.updated_at == seen["updated_at"])
+            .values(**values, updated_at=time.time())
+        ).rowcount
+        if not swapped:
+            raise LostRace()

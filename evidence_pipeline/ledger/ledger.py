@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import threading
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -20,9 +16,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import URL, Connection, MetaData, create_engine, event, inspect, make_url, select, text
 from sqlalchemy.exc import (
     ArgumentError,
-    DatabaseError,
     IntegrityError,
-    InterfaceError,
     OperationalError,
     ProgrammingError,
 )
@@ -31,8 +25,9 @@ from evidence_pipeline import jsonread
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.ledger import merkle, mirrors
-from evidence_pipeline.ledger.jobs import JobKey, Lease, RetryBudget
-from evidence_pipeline.models import EventType, TenantMonth
+from evidence_pipeline.ledger.db import LostRace, classified_errors
+from evidence_pipeline.ledger.jobs import JobTransitions, Lease
+from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
 from evidence_pipeline.paths import private_dirs
 
 GENESIS_HASH = "0" * 64
@@ -42,37 +37,12 @@ VERSION_TABLE = "evidence_ledger_version"  # Dagster keeps its own alembic_versi
 _APPEND_ATTEMPTS = 20
 
 
-class _LostRace(Exception):
-    """A compare-and-swap found the row changed since it was read."""
-
-
 def canonical(value) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def chain_hash(prev_hash: str, body: str) -> str:
     return hashlib.sha256(bytes.fromhex(prev_hash) + body.encode("utf-8")).hexdigest()
-
-
-@dataclass(frozen=True)
-class LedgerEvent:
-    seq: int
-    event_type: str
-    event_hash: str
-    body: dict
-
-
-@contextlib.contextmanager
-def _database():
-    """Database outages are a classified, retryable failure, never a driver traceback."""
-    try:
-        yield
-    except (OperationalError, InterfaceError) as error:
-        raise EvidenceError(ReasonCode.LEDGER_UNAVAILABLE, f"ledger database unavailable ({type(error.orig).__name__})") from None
-    except IntegrityError:
-        raise  # a concurrent writer won a race: the caller retries
-    except DatabaseError as error:  # e.g. a file that is not a database at all
-        raise EvidenceError(ReasonCode.LEDGER_INVALID, f"the ledger database is corrupt ({type(error.orig).__name__})") from None
 
 
 def _event_body(text: str) -> dict:
@@ -110,7 +80,7 @@ def migration_config(connection: Connection | None = None) -> Config:
     return config
 
 
-class Ledger:
+class Ledger(JobTransitions):
     """``read_only`` (verification, proofs) opens an existing ledger without migrating it or writing anything:
     a missing SQLite file is LEDGER_NOT_FOUND, a database without our schema LEDGER_INVALID."""
 
@@ -129,12 +99,12 @@ class Ledger:
         if sqlite:
             _serialize_sqlite_writers(self.engine, read_only)
         self._writer = self.engine.execution_options(ledger_writes=True)  # transactions that write use this
-        with _database():
+        with classified_errors():
             self._expect_schema() if read_only else self._migrate()
         # The migrations are the one definition of the schema; queries use the tables as the database has them.
         # Every table of the ledger is named evidence_*: it may share its database with Dagster's storage.
         tables = MetaData()
-        with _database():
+        with classified_errors():
             tables.reflect(self.engine, only=("evidence_audit_events", "evidence_publications", "evidence_jobs"))
         self.audit_events = tables.tables["evidence_audit_events"]
         self.publications = tables.tables["evidence_publications"]
@@ -173,172 +143,8 @@ class Ledger:
 
         return self._transact(commit)
 
-    # --- jobs -------------------------------------------------------------------------------------------------
-
-    def accept_job(self, key: JobKey, actor: str) -> dict:
-        """The job record of an identity, created (state accepted) on first sight."""
-        now = time.time()
-
-        def accept(conn: Connection) -> dict:
-            existing = self._job(conn, key.job_id)
-            if existing is not None:
-                return existing
-            conn.execute(self.jobs.insert().values(
-                job_id=key.job_id, **key.__dict__, state=states.ACCEPTED, attempts=0, lease_token=0,
-                budget_started_at=now, created_at=now, updated_at=now,
-            ))
-            self._append(conn, TenantMonth(key.tenant, key.period), EventType.JOB_ACCEPTED, key.source_sha256, actor,
-                         {"job_id": key.job_id, "fidelity": key.fidelity})
-            return self._job(conn, key.job_id)
-
-        return self._transact(accept)
-
-    def job(self, job_id: str) -> dict:
-        with _database(), self.engine.connect() as conn:
-            job = self._job(conn, job_id)
-        if job is None:
-            raise EvidenceError(ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
-        return job
-
-    def acquire_lease(self, job_id: str, owner: str, ttl_seconds: float) -> Lease | None:
-        """Start an attempt: a new lease with the next token, or None when the job already succeeded."""
-
-        def acquire(conn: Connection) -> Lease | None:
-            job = self._job(conn, job_id)
-            now = time.time()
-            if job is None:
-                raise EvidenceError(ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
-            if job["state"] == states.SUCCEEDED:
-                return None
-            if job["state"] in states.CLOSED:
-                raise EvidenceError(ReasonCode.JOB_CLOSED, f"job {job_id[:12]} is {job['state']}; replay it to try again")
-            if job["state"] == states.RUNNING and job["lease_expires_at"] and job["lease_expires_at"] > now:
-                raise EvidenceError(ReasonCode.LEASE_BUSY, f"job {job_id[:12]} is leased by another attempt")
-            lease = Lease(job_id, job["lease_token"] + 1, owner, now + ttl_seconds)
-            self._swap(conn, job, state=states.RUNNING, lease_token=lease.token, lease_owner=owner,
-                       lease_expires_at=lease.expires_at, attempts=job["attempts"] + 1)
-            self._append(conn, self._tenant_month(job), EventType.JOB_RUNNING, job["source_sha256"], owner,
-                         {"job_id": job_id, "lease_token": lease.token, "attempt": job["attempts"] + 1})
-            return lease
-
-        return self._transact(acquire)
-
-    def renew_lease(self, lease: Lease, ttl_seconds: float) -> Lease:
-        renewed = Lease(lease.job_id, lease.token, lease.owner, time.time() + ttl_seconds)
-        with _database(), self._writer.begin() as conn:
-            held = conn.execute(
-                self._held(lease).values(lease_expires_at=renewed.expires_at, updated_at=time.time())
-            ).rowcount
-        if not held:
-            raise EvidenceError(ReasonCode.LEASE_FENCED, f"lease {lease.token} of job {lease.job_id[:12]} was lost")
-        return renewed
-
-    @contextlib.contextmanager
-    def keep_alive(self, lease: Lease, ttl_seconds: float) -> Iterator[None]:
-        """Renew ``lease`` every third of its lifetime while the block runs. A renewal that fails means the lease
-        was lost; the heartbeat stops and the attempt's commit will be fenced."""
-        stop = threading.Event()
-
-        def beat() -> None:
-            while not stop.wait(ttl_seconds / 3):
-                try:
-                    self.renew_lease(lease, ttl_seconds)
-                except EvidenceError:
-                    return
-
-        heart = threading.Thread(target=beat, name=f"lease-{lease.token}", daemon=True)
-        heart.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            heart.join()
-
-    def lease_is_live(self, job_id: str, token: int) -> bool:
-        with _database(), self.engine.connect() as conn:
-            job = self._job(conn, job_id)
-        return bool(job and job["state"] == states.RUNNING and job["lease_token"] == token
-                    and (job["lease_expires_at"] or 0) > time.time())
-
-    def record_failure(self, job_id: str, reason: str, retryable: bool, actor: str, budget: RetryBudget,
-                       attempt: int, lease_token: int | None = None) -> str | None:
-        """Classify a failed attempt; returns the job's new state (accepted = retry, rejected, dead).
-
-        Returns None when the failure must not move the job: lease contention or a lost lease, a job whose live
-        lease another attempt holds, or a job that already succeeded or is closed. Fenced like every transition.
-        """
-        if reason in (ReasonCode.LEASE_BUSY, ReasonCode.LEASE_FENCED):
-            return None
-
-        def fail(conn: Connection) -> str | None:
-            job = self._job(conn, job_id)
-            if job is None or job["state"] in (states.SUCCEEDED, *states.CLOSED):
-                return None
-            now = time.time()
-            if (job["state"] == states.RUNNING and (job["lease_expires_at"] or 0) > now
-                    and job["lease_token"] != lease_token):
-                return None  # someone else's attempt is in progress: this failure is not the job's
-            attempts = max(job["attempts"], attempt)
-            state = states.REJECTED if not retryable else (
-                states.DEAD if budget.exhausted(attempts, now - job["budget_started_at"]) else states.ACCEPTED)
-            self._swap(conn, job, state=state, attempts=attempts, last_reason=str(reason), lease_expires_at=None)
-            self._append(conn, self._tenant_month(job), EventType(f"job.{state}"), job["source_sha256"], actor,
-                         {"job_id": job_id, "reason": reason, "attempt": attempts})
-            return state
-
-        return self._transact(fail)
-
-    def replay(self, job_id: str, requested_by: str, reason: str) -> dict:
-        """Reopen a rejected or dead job for a new attempt on the same immutable input; history stays as it is."""
-
-        def reopen(conn: Connection) -> dict:
-            job = self._job(conn, job_id)
-            if job is None:
-                raise EvidenceError(ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
-            if job["state"] not in states.CLOSED:
-                raise EvidenceError(ReasonCode.JOB_CLOSED, f"job {job_id[:12]} is {job['state']}, not rejected or dead")
-            self._swap(conn, job, state=states.ACCEPTED, attempts=0, budget_started_at=time.time())  # a fresh budget
-            self._append(conn, self._tenant_month(job), EventType.JOB_REPLAYED, job["source_sha256"], requested_by,
-                         {"job_id": job_id, "reason": reason, "previous_state": job["state"],
-                          "previous_reason": job["last_reason"]})
-            return self._job(conn, job_id)
-
-        return self._transact(reopen)
-
-    def jobs_in(self, *job_states: str) -> list[dict]:
-        with _database(), self.engine.connect() as conn:
-            query = select(self.jobs).where(self.jobs.c.state.in_(job_states)).order_by(self.jobs.c.updated_at)
-            return [dict(row._mapping) for row in conn.execute(query)]
-
-    def _job(self, conn: Connection, job_id: str) -> dict | None:
-        row = conn.execute(select(self.jobs).where(self.jobs.c.job_id == job_id)).first()
-        return None if row is None else dict(row._mapping)
-
-    @staticmethod
-    def _tenant_month(job: dict) -> TenantMonth:
-        return TenantMonth(job["tenant"], job["period"])
-
-    def _held(self, lease: Lease):
-        """An UPDATE of the job that matches only while ``lease`` is its newest, unexpired lease: the fence."""
-        jobs = self.jobs.c
-        return self.jobs.update().where(
-            jobs.job_id == lease.job_id, jobs.lease_token == lease.token, jobs.state == states.RUNNING,
-            jobs.lease_expires_at >= time.time(),
-        )
-
-    def _swap(self, conn: Connection, seen: dict, **values) -> None:
-        """Compare-and-swap: apply ``values`` only if the job is still exactly as it was read."""
-        swapped = conn.execute(
-            self.jobs.update()
-            .where(self.jobs.c.job_id == seen["job_id"], self.jobs.c.state == seen["state"],
-                   self.jobs.c.lease_token == seen["lease_token"], self.jobs.c.updated_at == seen["updated_at"])
-            .values(**values, updated_at=time.time())
-        ).rowcount
-        if not swapped:
-            raise _LostRace()
-
     def publication(self, identity: str) -> dict | None:
-        with _database(), self.engine.connect() as conn:
+        with classified_errors(), self.engine.connect() as conn:
             return self._publication(conn, identity)
 
     def events_about(self, event_type: str, subject_sha256: str) -> list[dict]:
@@ -346,7 +152,7 @@ class Ledger:
         query = select(self.audit_events.c.body).where(
             self.audit_events.c.event_type == event_type, self.audit_events.c.subject_sha256 == subject_sha256
         )
-        with _database(), self.engine.connect() as conn:
+        with classified_errors(), self.engine.connect() as conn:
             return [_event_body(body) for body in conn.execute(query.order_by(self.audit_events.c.seq)).scalars()]
 
     def events_of_type(self, event_type: str, tenant: str | None = None) -> list[dict]:
@@ -355,11 +161,11 @@ class Ledger:
         query = select(events.body).where(events.event_type == event_type)
         if tenant is not None:
             query = query.where(events.tenant == tenant)
-        with _database(), self.engine.connect() as conn:
+        with classified_errors(), self.engine.connect() as conn:
             return [_event_body(body) for body in conn.execute(query.order_by(events.seq)).scalars()]
 
     def event_or_none(self, seq: int) -> LedgerEvent | None:
-        with _database(), self.engine.connect() as conn:
+        with classified_errors(), self.engine.connect() as conn:
             row = conn.execute(select(self.audit_events).where(self.audit_events.c.seq == seq)).first()
         return None if row is None else LedgerEvent(row.seq, row.event_type, row.event_hash, _event_body(row.body))
 
@@ -371,7 +177,7 @@ class Ledger:
 
     def leaves(self) -> list[tuple[int, bytes]]:
         """(seq, RFC 9162 leaf hash of the event's canonical bytes) for every event, in ledger order."""
-        with _database(), self.engine.connect() as conn:
+        with classified_errors(), self.engine.connect() as conn:
             events = self.audit_events.c
             rows = conn.execute(select(events.seq, events.body).order_by(events.seq))
             return [(row.seq, merkle.leaf_hash(row.body.encode("utf-8"))) for row in rows]
@@ -383,7 +189,7 @@ class Ledger:
         count = 0
         published: dict[int, dict] = {}  # seq -> details of each bundle.published event
         job_events: dict[str, list[dict]] = {}  # job_id -> bodies of the events that name it, oldest first
-        with _database(), self.engine.connect() as conn:
+        with classified_errors(), self.engine.connect() as conn:
             for row in conn.execute(select(self.audit_events).order_by(self.audit_events.c.seq)):
                 if row.prev_hash != prev or chain_hash(prev, row.body) != row.event_hash:
                     raise EvidenceError(ReasonCode.LEDGER_INVALID, f"audit event {row.seq} breaks the hash chain")
@@ -464,9 +270,9 @@ class Ledger:
         """Run ``work`` in one transaction, retrying when a concurrent writer took the chain head first."""
         for _ in range(_APPEND_ATTEMPTS):
             try:
-                with _database(), self._writer.begin() as conn:
+                with classified_errors(), self._writer.begin() as conn:
                     return work(conn)
-            except (IntegrityError, _LostRace) as error:
+            except (IntegrityError, LostRace) as error:
                 lost_race = error  # another writer moved the chain head, the identity or the job: re-read, retry
         raise EvidenceError(ReasonCode.LEDGER_CONFLICT, "could not append to the audit ledger under contention") from lost_race
 

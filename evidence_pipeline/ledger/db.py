@@ -1,0 +1,28 @@
+"""Database plumbing shared by the ledger's modules: classified driver errors and the lost-race signal."""
+
+from __future__ import annotations
+
+import contextlib
+
+from sqlalchemy.exc import DatabaseError, IntegrityError, InterfaceError, OperationalError
+
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+
+
+class LostRace(Exception):
+    """A compare-and-swap found the row changed since it was read."""
+
+
+@contextlib.contextmanager
+def classified_errors():
+    """Database outages are a classified, retryable failure, never a driver traceback."""
+    try:
+        yield
+    except (OperationalError, InterfaceError) as error:
+        raise EvidenceError(ReasonCode.LEDGER_UNAVAILABLE,
+                            f"ledger database unavailable ({type(error.orig).__name__})") from None
+    except IntegrityError:
+        raise  # a concurrent writer won a race: the caller retries
+    except DatabaseError as error:  # e.g. a file that is not a database at all
+        raise EvidenceError(ReasonCode.LEDGER_INVALID,
+                            f"the ledger database is corrupt ({type(error.orig).__name__})") from None
