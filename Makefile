@@ -8,6 +8,7 @@ demo: install
 	$(UV) run --locked evidence demo
 
 test: install pdf-tools
+	$(UV) run --locked ruff check .
 	$(UV) run --locked pytest
 
 ui: install

@@ -107,7 +107,9 @@ def one_run(backend: str, variant: str, partitions: int, profile: int, home: Pat
     """In this process: seed DAGSTER_HOME, register tenants, run one range run, verify, time it."""
     if variant in ("patch-only", "fixed"):
         import evidence_pipeline.defs  # noqa: F401  (installs what defs/ installs)
-    config = yaml.safe_load((REPO / ("dagster.production.yaml" if backend == "postgres" else "dagster.yaml")).read_text())
+    config = yaml.safe_load(
+        (REPO / ("dagster.production.yaml" if backend == "postgres" else "dagster.yaml")).read_text()
+    )
     if variant != "fixed":
         for block in ("storage", "run_storage", "event_log_storage", "schedule_storage"):
             config.pop(block, None)
@@ -120,7 +122,12 @@ def one_run(backend: str, variant: str, partitions: int, profile: int, home: Pat
     with DagsterInstance.get() as instance:
         instance.add_dynamic_partitions("tenant", [f"tenant-{i:04d}" for i in range(tenants)])
         first = MultiPartitionKey({"tenant": "tenant-0000", "month": "2025-01-01"})
-        last = MultiPartitionKey({"tenant": f"tenant-{tenants - 1:04d}", "month": f"{2025 + (months - 1) // 12}-{(months - 1) % 12 + 1:02d}-01"})
+        last = MultiPartitionKey(
+            {
+                "tenant": f"tenant-{tenants - 1:04d}",
+                "month": f"{2025 + (months - 1) // 12}-{(months - 1) % 12 + 1:02d}-01",
+            }
+        )
         tags = {ASSET_PARTITION_RANGE_START_TAG: str(first), ASSET_PARTITION_RANGE_END_TAG: str(last)}
         profiler = cProfile.Profile() if profile else None
         started = time.perf_counter()
@@ -138,7 +145,9 @@ def one_run(backend: str, variant: str, partitions: int, profile: int, home: Pat
         )
         assert len(keys) == tenants * months == partitions, (len(keys), partitions)
         for name in ("source_revision", "monthly_report", "evidence_bundle"):
-            records = instance.fetch_materializations(AssetRecordsFilter(asset_key=AssetKey(name)), limit=partitions + 1).records
+            records = instance.fetch_materializations(
+                AssetRecordsFilter(asset_key=AssetKey(name)), limit=partitions + 1
+            ).records
             by_pk = {r.partition_key: r.asset_materialization.metadata for r in records}
             assert len(records) == partitions and set(by_pk) == set(keys), (name, len(records))
             assert all(m["pages"].value == 3 and m["bytes"].value >= 1000 for m in by_pk.values()), name
@@ -146,8 +155,13 @@ def one_run(backend: str, variant: str, partitions: int, profile: int, home: Pat
         evaluations = instance.event_log_storage.get_asset_check_execution_history(check_key, limit=partitions + 1)
         assert len(evaluations) == partitions and all(e.evaluation.passed for e in evaluations)
         assert {e.evaluation.partition for e in evaluations} == set(keys)
-    out = {"backend": backend, "variant": variant, "partitions": partitions, "seconds": elapsed,
-           "ms_per_partition": 1000 * elapsed / partitions}
+    out = {
+        "backend": backend,
+        "variant": variant,
+        "partitions": partitions,
+        "seconds": elapsed,
+        "ms_per_partition": 1000 * elapsed / partitions,
+    }
     if profiler:
         stats = pstats.Stats(profiler)
         out["profile"] = top_causes(stats, profile)
@@ -210,15 +224,28 @@ def main() -> None:
                     env["DAGSTER_EVENT_BATCH_SIZE"] = "100"
                 if server:
                     env["DAGSTER_PG_URL"] = new_database(url, f"bench_{variant.replace('-', '_')}_{partitions}")
-                command = [sys.executable, __file__, "--backend", args.backend, "--partitions", str(partitions),
-                           "--child", variant, "--profile", str(args.profile)]
+                command = [
+                    sys.executable,
+                    __file__,
+                    "--backend",
+                    args.backend,
+                    "--partitions",
+                    str(partitions),
+                    "--child",
+                    variant,
+                    "--profile",
+                    str(args.profile),
+                ]
                 done = subprocess.run(command, env=env, capture_output=True, text=True)
                 if done.returncode:
                     print(done.stderr[-3000:], file=sys.stderr)
                     raise SystemExit(f"{variant} {partitions} failed")
                 row = json.loads(done.stdout.strip().splitlines()[-1])
-                print(f"{args.backend:9} {variant:12} {partitions:>10} {row['seconds']:>8.2f} {row['ms_per_partition']:>13.1f}",
-                      flush=True)
+                print(
+                    f"{args.backend:9} {variant:12} {partitions:>10} {row['seconds']:>8.2f} "
+                    f"{row['ms_per_partition']:>13.1f}",
+                    flush=True,
+                )
                 for line in row.get("profile", []):
                     print("    " + line)
     finally:

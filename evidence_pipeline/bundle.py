@@ -5,8 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from evidence_pipeline.models import LedgerEvent
-from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.models import LedgerEvent, TenantMonth
 from evidence_pipeline.signing.dsse import canonical_json
 
 REPORT = "report.pdf"

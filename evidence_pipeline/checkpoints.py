@@ -54,11 +54,18 @@ def publish_checkpoint(ledger: Ledger, archive: ArtifactStore, keyring: Keyring)
 
 
 def read_checkpoint(archive: ArtifactStore, key: str, keys: dict[str, ed25519.Ed25519PublicKey]) -> dict:
-    opened = dsse.verify_envelope(archive.get(key, max_bytes=jsonread.MAX_BYTES), keys, PAYLOAD_TYPE, code=ReasonCode.LEDGER_INVALID)
+    opened = dsse.verify_envelope(
+        archive.get(key, max_bytes=jsonread.MAX_BYTES), keys, PAYLOAD_TYPE, code=ReasonCode.LEDGER_INVALID
+    )
     body = jsonread.loads(opened.payload, ReasonCode.LEDGER_INVALID, f"checkpoint {key}")
     try:
-        described = (isinstance(body, dict) and body.get("origin") == ORIGIN and (body.get("key_id"),) == opened.key_ids
-                     and type(body["size"]) is int and checkpoint_key(body["size"]) == key)
+        described = (
+            isinstance(body, dict)
+            and body.get("origin") == ORIGIN
+            and (body.get("key_id"),) == opened.key_ids
+            and type(body["size"]) is int
+            and checkpoint_key(body["size"]) == key
+        )
         described = described and len(bytes.fromhex(body["root_sha256"])) == 32
     except (ValueError, KeyError, TypeError):
         described = False
@@ -81,11 +88,15 @@ def verify_ledger(ledger: Ledger, archive: ArtifactStore) -> dict:
             raise EvidenceError(ReasonCode.LEDGER_INVALID, f"checkpoint {key} does not verify ({error.code})") from None
         size, signed_root = checkpoint["size"], bytes.fromhex(checkpoint["root_sha256"])
         if size > len(leaves) or merkle.root(leaves[:size]) != signed_root:
-            raise EvidenceError(ReasonCode.LEDGER_INVALID, f"the ledger's first {size} events differ from signed checkpoint {key}")
+            raise EvidenceError(
+                ReasonCode.LEDGER_INVALID, f"the ledger's first {size} events differ from signed checkpoint {key}"
+            )
         if previous is not None:
             proof = merkle.consistency_proof(previous[0], leaves[:size])
             if not merkle.verify_consistency(previous[0], size, proof, previous[1], signed_root):
-                raise EvidenceError(ReasonCode.LEDGER_INVALID, f"checkpoint {key} is not an append-only extension of the last")
+                raise EvidenceError(
+                    ReasonCode.LEDGER_INVALID, f"checkpoint {key} is not an append-only extension of the last"
+                )
         previous = (size, signed_root)
         checked.append(size)
     return {"events": events, "checkpoints": checked, "unchecked_tail": len(leaves) - (checked[-1] if checked else 0)}
@@ -94,19 +105,25 @@ def verify_ledger(ledger: Ledger, archive: ArtifactStore) -> dict:
 def prove_bundle(ledger: Ledger, archive: ArtifactStore, prefix: str) -> dict:
     """The inclusion proof of the `bundle.published` event of the bundle at ``prefix``. The ledger vouches for the
     whole manifest: it must be exactly the manifest that event derives, and the files the ones it committed."""
-    manifest = jsonread.loads(archive.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES), ReasonCode.MANIFEST_INVALID,
-                              "manifest.json")
+    manifest = jsonread.loads(
+        archive.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES), ReasonCode.MANIFEST_INVALID, "manifest.json"
+    )
     try:
         seq = manifest["ledger"]["seq"]
     except (KeyError, TypeError):
         raise EvidenceError(ReasonCode.MANIFEST_INVALID, "the manifest does not name a ledger position") from None
     event = ledger.event_or_none(seq) if type(seq) is int else None
-    expected = {"identity": prefix.rsplit("/", 1)[-1],  # the files are hashed as they stream, never held
-                "report_sha256": archive.get_file(f"{prefix}/{REPORT}", DISCARD),
-                "statement_sha256": archive.get_file(f"{prefix}/{STATEMENT}", DISCARD)}
-    if event is None or event.event_type != EventType.BUNDLE_PUBLISHED or any(
-        event.body["details"].get(name) != value for name, value in expected.items()
-    ) or jsonread.loads(build_manifest(event), ReasonCode.LEDGER_INVALID, "the derived manifest") != manifest:
+    expected = {
+        "identity": prefix.rsplit("/", 1)[-1],  # the files are hashed as they stream, never held
+        "report_sha256": archive.get_file(f"{prefix}/{REPORT}", DISCARD),
+        "statement_sha256": archive.get_file(f"{prefix}/{STATEMENT}", DISCARD),
+    }
+    if (
+        event is None
+        or event.event_type != EventType.BUNDLE_PUBLISHED
+        or any(event.body["details"].get(name) != value for name, value in expected.items())
+        or jsonread.loads(build_manifest(event), ReasonCode.LEDGER_INVALID, "the derived manifest") != manifest
+    ):
         raise EvidenceError(ReasonCode.LEDGER_INVALID, "the ledger holds no publication event for this bundle's files")
     return prove_inclusion(ledger, archive, seq)
 
@@ -128,8 +145,13 @@ def prove_inclusion(ledger: Ledger, archive: ArtifactStore, seq: int) -> dict:
     if not merkle.verify_inclusion(index, size, leaves[index], proof, bytes.fromhex(checkpoint["root_sha256"])):
         raise EvidenceError(ReasonCode.LEDGER_INVALID, "the inclusion proof does not reach the signed checkpoint root")
     return {
-        "leaf_index": index, "tree_size": size, "leaf_hash": leaves[index].hex(), "event_seq": seq,
-        "proof": [p.hex() for p in proof], "checkpoint": covering[-1], "root_sha256": checkpoint["root_sha256"],
+        "leaf_index": index,
+        "tree_size": size,
+        "leaf_hash": leaves[index].hex(),
+        "event_seq": seq,
+        "proof": [p.hex() for p in proof],
+        "checkpoint": covering[-1],
+        "root_sha256": checkpoint["root_sha256"],
     }
 
 

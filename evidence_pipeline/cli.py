@@ -13,10 +13,10 @@ from pathlib import Path
 
 import click
 
+from evidence_pipeline.checkpoints import prove_bundle, publish_checkpoint, verify_ledger
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EXIT_CHECK_FAILED, EXIT_OK, EvidenceError, ReasonCode, exit_code
 from evidence_pipeline.ledger import Ledger
-from evidence_pipeline.checkpoints import prove_bundle, publish_checkpoint, verify_ledger
 from evidence_pipeline.maintenance import sweep_attempts
 from evidence_pipeline.models import validate_tenant_id
 from evidence_pipeline.paths import private_dirs
@@ -141,9 +141,12 @@ def verify(bundle: str, as_json: bool, key_ids: tuple[str, ...], root_ids: tuple
         click.echo(json.dumps(result.as_dict(), indent=2))
     else:
         for check in result.checks:
-            click.echo(f"{'ok  ' if check.passed else 'FAIL'} {check.name}" + (f": {check.code}: {check.detail}" if not check.passed else ""))
-        click.echo(f"statement key {result.statement_key_id}, trust root {result.trust_root_id}"
-                   + ("" if key_ids and root_ids else "  (not pinned: pass --key-id and --root-id)"))
+            failure = "" if check.passed else f": {check.code}: {check.detail}"
+            click.echo(f"{'ok  ' if check.passed else 'FAIL'} {check.name}{failure}")
+        click.echo(
+            f"statement key {result.statement_key_id}, trust root {result.trust_root_id}"
+            + ("" if key_ids and root_ids else "  (not pinned: pass --key-id and --root-id)")
+        )
         click.echo("VERIFIED" if result.ok else f"NOT VERIFIED: {', '.join(result.codes)}")
     sys.exit(EXIT_OK if result.ok else EXIT_CHECK_FAILED)
 
@@ -153,13 +156,17 @@ def _locate_bundle(bundle: str, settings: Settings) -> tuple[ArtifactStore, str]
     if bundle.startswith("s3://"):
         root, marker, rest = bundle.rstrip("/").rpartition("/bundles/")
         if not marker or rest.count("/") != 2:
-            raise EvidenceError(ReasonCode.BUNDLE_NOT_FOUND, "expected s3://bucket/[prefix/]bundles/<tenant>/<period>/<identity>")
+            raise EvidenceError(
+                ReasonCode.BUNDLE_NOT_FOUND, "expected s3://bucket/[prefix/]bundles/<tenant>/<period>/<identity>"
+            )
         return open_store(root, _s3_client(settings)), f"bundles/{rest}"
     if "://" in bundle:
         raise EvidenceError(ReasonCode.BUNDLE_NOT_FOUND, "a bundle is a local folder or an s3:// prefix")
     path = Path(bundle).resolve()
     if not path.is_dir() or len(path.parts) < 5 or path.parents[2].name != "bundles":
-        raise EvidenceError(ReasonCode.BUNDLE_NOT_FOUND, "expected a folder <archive>/bundles/<tenant>/<period>/<identity>")
+        raise EvidenceError(
+            ReasonCode.BUNDLE_NOT_FOUND, "expected a folder <archive>/bundles/<tenant>/<period>/<identity>"
+        )
     root = path.parents[3]
     return LocalStore(root), str(path.relative_to(root))
 
@@ -202,8 +209,10 @@ def ledger_verify() -> None:
     settings = _settings()
     ledger, archive = _audit(settings)
     report = verify_ledger(ledger, archive)
-    click.echo(f"ledger verified: {report['events']} events, {len(report['checkpoints'])} checkpoints consistent "
-               f"({report['unchecked_tail']} events after the newest checkpoint)")
+    click.echo(
+        f"ledger verified: {report['events']} events, {len(report['checkpoints'])} checkpoints consistent "
+        f"({report['unchecked_tail']} events after the newest checkpoint)"
+    )
 
 
 @ledger.command("prove")
@@ -226,8 +235,10 @@ def dead_letter_list() -> None:
     runtime = _runtime(settings)
     rows = runtime.ledger.jobs_in("dead", "rejected")
     for job in rows:
-        click.echo(f"{job['job_id']}  {job['state']:<8} {job['tenant']:<20} {job['period']}  "
-                   f"attempts={job['attempts']}  reason={job['last_reason']}")
+        click.echo(
+            f"{job['job_id']}  {job['state']:<8} {job['tenant']:<20} {job['period']}  "
+            f"attempts={job['attempts']}  reason={job['last_reason']}"
+        )
     click.echo(f"{len(rows)} job(s)")
 
 
@@ -277,13 +288,16 @@ def _oldest_queued_run_age(settings: Settings) -> float | None:
     try:
         return oldest_queued_run_age_in_dagster_home()
     except Exception as error:  # Dagster's storage raises its own types (PostgreSQL down, bad URL, ...)
-        raise EvidenceError(ReasonCode.DAGSTER_UNAVAILABLE, f"the Dagster instance could not be read ({type(error).__name__})") from None
+        raise EvidenceError(
+            ReasonCode.DAGSTER_UNAVAILABLE, f"the Dagster instance could not be read ({type(error).__name__})"
+        ) from None
 
 
 @main.command()
 @click.option("--tenant", callback=_tenant_option, help="Only this tenant's events.")
-@click.option("--since", type=_Since(), help="Only events recorded at or after this date or time (UTC unless an "
-              "offset is given).")
+@click.option(
+    "--since", type=_Since(), help="Only events recorded at or after this date or time (UTC unless an offset is given)."
+)
 @json_option
 def stats(tenant: str | None, since: datetime | None, as_json: bool) -> None:
     """Stage latency percentiles (ms, nearest-rank) from the ledger's stages.timed events, and the age of the
@@ -292,10 +306,19 @@ def stats(tenant: str | None, since: datetime | None, as_json: bool) -> None:
     result = stage_stats(Ledger(settings.ledger_url), tenant, since)
     queued_age = _oldest_queued_run_age(settings)
     if as_json:
-        click.echo(json.dumps({
-            "tenant": tenant, "since": since.isoformat() if since else None, "unit": "ms",
-            "percentile_method": "nearest-rank", **result.as_dict(), "oldest_queued_run_age_seconds": queued_age,
-        }, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "tenant": tenant,
+                    "since": since.isoformat() if since else None,
+                    "unit": "ms",
+                    "percentile_method": "nearest-rank",
+                    **result.as_dict(),
+                    "oldest_queued_run_age_seconds": queued_age,
+                },
+                indent=2,
+            )
+        )
         return
     scope = f"tenant {tenant}" if tenant else "all tenants"
     click.echo(f"{result.events} stages.timed events, {scope}" + (f", since {since.isoformat()}" if since else ""))

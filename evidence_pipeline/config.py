@@ -61,16 +61,20 @@ class Settings:
         home = Path(env.get("EVIDENCE_HOME", ".evidence")).absolute()
         level = env.get("EVIDENCE_PADES_LEVEL", "B-B")
         if level not in PADES_LEVELS:
-            raise EvidenceError(ReasonCode.CONFIG_INVALID, f"EVIDENCE_PADES_LEVEL must be one of {', '.join(PADES_LEVELS)}")
+            raise EvidenceError(ReasonCode.CONFIG_INVALID,
+                                f"EVIDENCE_PADES_LEVEL must be one of {', '.join(PADES_LEVELS)}")
         tsa_url = env.get("EVIDENCE_TSA_URL") or None
         if level == "B-T" and not tsa_url:
-            raise EvidenceError(ReasonCode.CONFIG_INVALID, "PAdES B-T needs EVIDENCE_TSA_URL (an RFC 3161 time stamp authority)")
+            raise EvidenceError(ReasonCode.CONFIG_INVALID,
+                                "PAdES B-T needs EVIDENCE_TSA_URL (an RFC 3161 time stamp authority)")
         lock_mode = env.get("EVIDENCE_S3_OBJECT_LOCK_MODE") or None
         if lock_mode not in (None, "GOVERNANCE", "COMPLIANCE"):
-            raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_S3_OBJECT_LOCK_MODE must be GOVERNANCE or COMPLIANCE")
+            raise EvidenceError(ReasonCode.CONFIG_INVALID,
+                                "EVIDENCE_S3_OBJECT_LOCK_MODE must be GOVERNANCE or COMPLIANCE")
         lock_days = env.get("EVIDENCE_S3_OBJECT_LOCK_DAYS", "0")
         if not lock_days.isdigit() or (lock_mode and int(lock_days) < 1):
-            raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_S3_OBJECT_LOCK_DAYS must be a whole number of days >= 1")
+            raise EvidenceError(ReasonCode.CONFIG_INVALID,
+                                "EVIDENCE_S3_OBJECT_LOCK_DAYS must be a whole number of days >= 1")
 
         def store(variable: str, default: Path) -> str:
             value = env.get(variable) or str(default)

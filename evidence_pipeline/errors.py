@@ -46,12 +46,14 @@ class ReasonCode(StrEnum):
     JOB_NOT_FOUND = "JOB_NOT_FOUND"
     JOB_CLOSED = "JOB_CLOSED"  # rejected or dead: only `evidence replay` reopens it
     UPSTREAM_NOT_MATERIALIZED = "UPSTREAM_NOT_MATERIALIZED"
-    RUN_PARTITIONS_MISMATCH = "RUN_PARTITIONS_MISMATCH"  # a run's partitions are not the range its tags name: it must not run
+    RUN_PARTITIONS_MISMATCH = (
+        "RUN_PARTITIONS_MISMATCH"  # a run's partitions are not the range its tags name: it must not run
+    )
     WORKER_LOST = "WORKER_LOST"  # a worker process died mid-stage; the stage is safe to repeat
     UNEXPECTED_ERROR = "UNEXPECTED_ERROR"  # a defect; its traceback is in the run's logs
     LOCAL_IO_FAILED = "LOCAL_IO_FAILED"  # the command could not read or write a local file it needs (permissions, disk)
     DAGSTER_UNAVAILABLE = "DAGSTER_UNAVAILABLE"  # the Dagster instance's storage could not be read
-    UPSTREAM_STEP_FAILED = "UPSTREAM_STEP_FAILED"  # another tenant-month of the run failed an earlier step, so this one was skipped
+    UPSTREAM_STEP_FAILED = "UPSTREAM_STEP_FAILED"
     POOL_WAIT_TIMEOUT = "POOL_WAIT_TIMEOUT"  # waited longer than EVIDENCE_POOL_WAIT_SECONDS for a Dagster pool slot
     RUN_WORKER_LOST = "RUN_WORKER_LOST"  # a run's process died (SIGKILL, OOM) while it held pool slots; they were freed
     INTERRUPTED = "INTERRUPTED"  # SIGINT or SIGTERM: the operator stopped the command
@@ -61,7 +63,7 @@ class ReasonCode(StrEnum):
     MANIFEST_INVALID = "MANIFEST_INVALID"
     STATEMENT_INVALID = "STATEMENT_INVALID"
     STATEMENT_SIGNATURE_INVALID = "STATEMENT_SIGNATURE_INVALID"
-    STATEMENT_KEY_MISMATCH = "STATEMENT_KEY_MISMATCH"  # the statement names another key than the one whose signature verified
+    STATEMENT_KEY_MISMATCH = "STATEMENT_KEY_MISMATCH"
     KEY_UNKNOWN = "KEY_UNKNOWN"
     SUBJECT_DIGEST_MISMATCH = "SUBJECT_DIGEST_MISMATCH"
     PDF_SIGNATURE_INVALID = "PDF_SIGNATURE_INVALID"
@@ -71,25 +73,48 @@ class ReasonCode(StrEnum):
 
 
 # Transient failures, retried with backoff; every other code is terminal.
-RETRYABLE = frozenset({
-    ReasonCode.STORE_UNAVAILABLE, ReasonCode.STORE_FULL, ReasonCode.LEDGER_CONFLICT, ReasonCode.LEDGER_UNAVAILABLE,
-    ReasonCode.LEASE_BUSY, ReasonCode.WORKER_LOST, ReasonCode.LOCAL_IO_FAILED, ReasonCode.DAGSTER_UNAVAILABLE,
-    ReasonCode.UPSTREAM_STEP_FAILED, ReasonCode.POOL_WAIT_TIMEOUT, ReasonCode.RUN_WORKER_LOST,
-})
+RETRYABLE = frozenset(
+    {
+        ReasonCode.STORE_UNAVAILABLE,
+        ReasonCode.STORE_FULL,
+        ReasonCode.LEDGER_CONFLICT,
+        ReasonCode.LEDGER_UNAVAILABLE,
+        ReasonCode.LEASE_BUSY,
+        ReasonCode.WORKER_LOST,
+        ReasonCode.LOCAL_IO_FAILED,
+        ReasonCode.DAGSTER_UNAVAILABLE,
+        ReasonCode.UPSTREAM_STEP_FAILED,
+        ReasonCode.POOL_WAIT_TIMEOUT,
+        ReasonCode.RUN_WORKER_LOST,
+    }
+)
 
 
 # `evidence` exit codes: 0 verified/ok, 1 a check failed (tampering, invalid input), 2 usage or not found,
 # 3 infrastructure unavailable. Codes not listed below exit 1.
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
-USAGE_CODES = frozenset({
-    ReasonCode.TENANT_ID_INVALID, ReasonCode.PERIOD_INVALID, ReasonCode.CONFIG_INVALID,
-    ReasonCode.STORE_KEY_INVALID, ReasonCode.BUNDLE_NOT_FOUND, ReasonCode.STORE_NOT_FOUND, ReasonCode.JOB_NOT_FOUND,
-    ReasonCode.LEDGER_NOT_FOUND, ReasonCode.LEDGER_NOT_CHECKPOINTED,
-})
-UNAVAILABLE_CODES = frozenset({
-    ReasonCode.STORE_UNAVAILABLE, ReasonCode.STORE_ACCESS_DENIED, ReasonCode.LEDGER_UNAVAILABLE,
-    ReasonCode.DAGSTER_UNAVAILABLE, ReasonCode.LOCAL_IO_FAILED,
-})
+USAGE_CODES = frozenset(
+    {
+        ReasonCode.TENANT_ID_INVALID,
+        ReasonCode.PERIOD_INVALID,
+        ReasonCode.CONFIG_INVALID,
+        ReasonCode.STORE_KEY_INVALID,
+        ReasonCode.BUNDLE_NOT_FOUND,
+        ReasonCode.STORE_NOT_FOUND,
+        ReasonCode.JOB_NOT_FOUND,
+        ReasonCode.LEDGER_NOT_FOUND,
+        ReasonCode.LEDGER_NOT_CHECKPOINTED,
+    }
+)
+UNAVAILABLE_CODES = frozenset(
+    {
+        ReasonCode.STORE_UNAVAILABLE,
+        ReasonCode.STORE_ACCESS_DENIED,
+        ReasonCode.LEDGER_UNAVAILABLE,
+        ReasonCode.DAGSTER_UNAVAILABLE,
+        ReasonCode.LOCAL_IO_FAILED,
+    }
+)
 
 
 def exit_code(code: str) -> int:

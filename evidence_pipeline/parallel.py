@@ -65,7 +65,8 @@ def _attempt(make_runtime, stage, item, environ=None):
         return error
     except Exception as error:  # a defect, not a foreseen condition: keep the traceback for the run's logs
         traceback.print_exc()
-        return EvidenceError(ReasonCode.UNEXPECTED_ERROR, f"{type(error).__name__} while running a stage (see the run's logs)")
+        return EvidenceError(ReasonCode.UNEXPECTED_ERROR,
+                             f"{type(error).__name__} while running a stage (see the run's logs)")
 
 
 def _pool(workers: int) -> Executor:

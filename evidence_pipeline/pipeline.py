@@ -120,7 +120,8 @@ def pin_source(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> PinnedSo
                      lane=lane)
     job = rt.ledger.accept_job(job_key(rt, revision), run.run_id)
     if job["state"] in CLOSED:  # fail fast: a closed job only reopens through `evidence replay`
-        raise EvidenceError(ReasonCode.JOB_CLOSED, f"job {job['job_id']} is {job['state']} ({job['last_reason']}); replay it")
+        raise EvidenceError(ReasonCode.JOB_CLOSED,
+                            f"job {job['job_id']} is {job['state']} ({job['last_reason']}); replay it")
     kill_point("after_pin")
     return PinnedSource(revision, job["job_id"], lane)
 
@@ -193,10 +194,18 @@ def validate_stage(rt: Runtime, revision: SourceRevision, unsigned_sha256: str, 
         try:
             pages = validate_report(pdf, revision, totals)
         except EvidenceError as error:
-            rt.ledger.record(revision.tenant_month, EventType.REPORT_REJECTED, unsigned_sha256, run.run_id, reason=error.code)
+            rt.ledger.record(
+                revision.tenant_month, EventType.REPORT_REJECTED, unsigned_sha256, run.run_id, reason=error.code
+            )
             raise
-    rt.ledger.record(revision.tenant_month, EventType.REPORT_VALIDATED, unsigned_sha256, run.run_id, pages=pages,
-                     source_sha256=revision.sha256)
+    rt.ledger.record(
+        revision.tenant_month,
+        EventType.REPORT_VALIDATED,
+        unsigned_sha256,
+        run.run_id,
+        pages=pages,
+        source_sha256=revision.sha256,
+    )
     kill_point("after_validate")
     return pages, _ms(start)
 
@@ -214,7 +223,9 @@ def publish_stage(rt: Runtime, pinned: PinnedSource, unsigned_sha256: str, run: 
         return _converge(rt, existing, {Stage.PUBLISH.clock: _ms(start)}, run)
     validated = rt.ledger.events_about(EventType.REPORT_VALIDATED, unsigned_sha256)
     if not any(event["details"].get("source_sha256") == revision.sha256 for event in validated):
-        raise EvidenceError(ReasonCode.REPORT_INVALID, "refusing to sign: this report has not passed the gate for this revision")
+        raise EvidenceError(
+            ReasonCode.REPORT_INVALID, "refusing to sign: this report has not passed the gate for this revision"
+        )
     lease = rt.ledger.acquire_lease(pinned.job_id, run.run_id, rt.settings.lease_seconds)
     if lease is None:  # the job succeeded meanwhile: its publication is the answer
         committed = rt.ledger.publication(identity)
@@ -222,15 +233,19 @@ def publish_stage(rt: Runtime, pinned: PinnedSource, unsigned_sha256: str, run: 
             raise EvidenceError(ReasonCode.JOB_CLOSED, "the job already succeeded with a different report")
         return _converge(rt, committed, {Stage.PUBLISH.clock: _ms(start)}, run)
     try:
-        with attempt_dir(rt.settings.work_dir, pinned.job_id, lease.token) as scratch, \
-                rt.ledger.keep_alive(lease, rt.settings.lease_seconds):
+        with (
+            attempt_dir(rt.settings.work_dir, pinned.job_id, lease.token) as scratch,
+            rt.ledger.keep_alive(lease, rt.settings.lease_seconds),
+        ):
             return _sign_and_commit(rt, pinned, fields | {"identity": identity}, lease, scratch, run)
     except EvidenceError as error:
         error.lease_token = lease.token  # recording this failure is fenced by the lease it happened under
         raise
 
 
-def _sign_and_commit(rt: Runtime, pinned: PinnedSource, fields: dict, lease: Lease, scratch, run: RunInfo) -> Publication:
+def _sign_and_commit(
+    rt: Runtime, pinned: PinnedSource, fields: dict, lease: Lease, scratch, run: RunInfo
+) -> Publication:
     revision, identity, settings = pinned.revision, fields["identity"], rt.settings
     prefix = bundle_prefix(revision.tenant_month, identity)
     start = time.perf_counter()
@@ -256,19 +271,28 @@ def _sign_and_commit(rt: Runtime, pinned: PinnedSource, fields: dict, lease: Lea
         )
     ours = {keyring.statement_key_id: keyring.statement_key.public_key()}
     predicate = fields | {
-        "source_sequence": revision.sequence, "unsigned_size": unsigned_size,
-        "pades_level": settings.pades_level, "key_id": keyring.statement_key_id, "trust_root_id": keyring.root_id,
-        "run_id": run.run_id, "attempt": run.attempt,
+        "source_sequence": revision.sequence,
+        "unsigned_size": unsigned_size,
+        "pades_level": settings.pades_level,
+        "key_id": keyring.statement_key_id,
+        "trust_root_id": keyring.root_id,
+        "run_id": run.run_id,
+        "attempt": run.attempt,
         "completed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     # The ledger and manifest describe the statement actually published, which an earlier attempt may have
     # written (who signed it, when, at which PAdES level): accept returns its predicate.
     (statement, predicate), statement_version = _put_or_adopt(
-        rt.archive, f"{prefix}/{STATEMENT}", scratch,
-        make=lambda: io.BytesIO(dsse.sign_envelope(
-            dsse.canonical_json(dsse.statement(REPORT, report_sha256, predicate)),
-            keyring.statement_key, keyring.statement_key_id,
-        )),
+        rt.archive,
+        f"{prefix}/{STATEMENT}",
+        scratch,
+        make=lambda: io.BytesIO(
+            dsse.sign_envelope(
+                dsse.canonical_json(dsse.statement(REPORT, report_sha256, predicate)),
+                keyring.statement_key,
+                keyring.statement_key_id,
+            )
+        ),
         accept=lambda stored, _: _statement_for(stored.read(), ours, report_sha256, identity),
     )
     kill_point("after_archive_put")
@@ -278,15 +302,25 @@ def _sign_and_commit(rt: Runtime, pinned: PinnedSource, fields: dict, lease: Lea
     kill_point("during_renew")
     lease = rt.ledger.renew_lease(lease, settings.lease_seconds)  # still ours? then hold it through the commit
     row = {
-        "identity": identity, "tenant": revision.tenant_month.tenant, "period": revision.tenant_month.period,
-        "bundle_key": prefix, "source_sha256": revision.sha256, "unsigned_sha256": fields["unsigned_sha256"],
-        "report_sha256": report_sha256, "statement_sha256": sha256_hex(statement),
-        "renderer_version": RENDERER_VERSION, "key_id": keyring.statement_key_id,
+        "identity": identity,
+        "tenant": revision.tenant_month.tenant,
+        "period": revision.tenant_month.period,
+        "bundle_key": prefix,
+        "source_sha256": revision.sha256,
+        "unsigned_sha256": fields["unsigned_sha256"],
+        "report_sha256": report_sha256,
+        "statement_sha256": sha256_hex(statement),
+        "renderer_version": RENDERER_VERSION,
+        "key_id": keyring.statement_key_id,
     }
     details = predicate | {
-        "report_sha256": report_sha256, "report_size": report_size, "statement_sha256": row["statement_sha256"],
-        "statement_size": len(statement), "bundle_key": prefix,
-        "report_version_id": report_version, "statement_version_id": statement_version,
+        "report_sha256": report_sha256,
+        "report_size": report_size,
+        "statement_sha256": row["statement_sha256"],
+        "statement_size": len(statement),
+        "bundle_key": prefix,
+        "report_version_id": report_version,
+        "statement_version_id": statement_version,
     }
     committed, _ = rt.ledger.publish(row, lease, run.run_id, **details)
     kill_point("after_commit")
@@ -315,16 +349,28 @@ def _converge(rt: Runtime, row: dict, timings: dict[str, float], run: RunInfo) -
     manifest = rt.archive.put_once(f"{row['bundle_key']}/{MANIFEST}", build_manifest(event))
     details = event.body["details"]
     return Publication(
-        identity=row["identity"], tenant_month=TenantMonth(row["tenant"], row["period"]),
-        bundle_key=row["bundle_key"], location=rt.archive.uri(row["bundle_key"]), source_sha256=row["source_sha256"], unsigned_sha256=row["unsigned_sha256"],
-        report_sha256=row["report_sha256"], report_size=details["report_size"],
-        statement_sha256=row["statement_sha256"], manifest_sha256=manifest.sha256, key_id=row["key_id"],
-        ledger_seq=event.seq, created=event.body["actor"] == run.run_id, timings_ms=timings,
+        identity=row["identity"],
+        tenant_month=TenantMonth(row["tenant"], row["period"]),
+        bundle_key=row["bundle_key"],
+        location=rt.archive.uri(row["bundle_key"]),
+        source_sha256=row["source_sha256"],
+        unsigned_sha256=row["unsigned_sha256"],
+        report_sha256=row["report_sha256"],
+        report_size=details["report_size"],
+        statement_sha256=row["statement_sha256"],
+        manifest_sha256=manifest.sha256,
+        key_id=row["key_id"],
+        ledger_seq=event.seq,
+        created=event.body["actor"] == run.run_id,
+        timings_ms=timings,
     )
 
 
 def _put_or_adopt(
-    store: ArtifactStore, key: str, scratch: Path, make: Callable[[], BinaryIO],
+    store: ArtifactStore,
+    key: str,
+    scratch: Path,
+    make: Callable[[], BinaryIO],
     accept: Callable[[BinaryIO, str], T | None],
 ) -> tuple[T, str | None]:
     """Put-once, converging on what an earlier or concurrent attempt already stored under the key, if it is ours.
@@ -338,7 +384,9 @@ def _put_or_adopt(
             with make() as file:
                 store.put_file(key, file)
         except EvidenceError as error:
-            if error.code != ReasonCode.STORE_CONFLICT:  # a conflict means another attempt won the race: check its object
+            if (
+                error.code != ReasonCode.STORE_CONFLICT
+            ):  # a conflict means another attempt won the race: check its object
                 raise
     with scratch_file(scratch) as stored:
         sha256 = store.get_file(key, stored)

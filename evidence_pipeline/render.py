@@ -84,7 +84,9 @@ def render_report(revision: SourceRevision, frame: pd.DataFrame) -> RenderedRepo
     return RenderedReport(revision.tenant_month, revision.sha256, RENDERER_VERSION, out.getvalue(), sha256, pages)
 
 
-def write_report(revision: SourceRevision, frame: pd.DataFrame, out: BinaryIO, preview: bool = False) -> tuple[str, int]:
+def write_report(
+    revision: SourceRevision, frame: pd.DataFrame, out: BinaryIO, preview: bool = False
+) -> tuple[str, int]:
     """Render into ``out``, hashing while writing; returns (sha256, pages).
 
     ``preview`` is the reduced fidelity of the preview lane: the cover and summary only, titled and subject-tagged
@@ -143,13 +145,24 @@ def _cover(revision: SourceRevision, frame: pd.DataFrame, summary: pd.DataFrame)
     ]
     header = ["Currency", "Orders", "Gross sales", "Refunds", "Fees", "Net", "Payouts"]
     rows = [
-        [c, f"{int(s.orders_count):,}", money(s.order, c), money(s.refund, c), money(s.fee, c), money(s.net, c),
-         money(s.payout, c)]
+        [
+            c,
+            f"{int(s.orders_count):,}",
+            money(s.order, c),
+            money(s.refund, c),
+            money(s.fee, c),
+            money(s.net, c),
+            money(s.payout, c),
+        ]
         for c, s in summary.iterrows()
     ]
     return [
         Paragraph("Monthly compliance report", _H1),
-        Table(facts, colWidths=[35 * mm, 139 * mm], style=_TABLE.getCommands()[:1] + [("GRID", (0, 0), (-1, -1), 0.25, colors.grey)]),
+        Table(
+            facts,
+            colWidths=[35 * mm, 139 * mm],
+            style=_TABLE.getCommands()[:1] + [("GRID", (0, 0), (-1, -1), 0.25, colors.grey)],
+        ),
         Spacer(1, 8 * mm),
         Paragraph("Summary by currency", _H2),
         Table([header] + rows, repeatRows=1, style=_TABLE),
@@ -191,11 +204,21 @@ def _daily(frame: pd.DataFrame, summary: pd.DataFrame) -> list:
         daily = rows.pivot_table(index="booked_on", columns="kind", values="amount_minor", aggfunc="sum", fill_value=0)
         daily = daily.reindex(columns=["order", "refund", "fee", "payout"], fill_value=0)
         table = [["Day", "Gross sales", "Refunds", "Fees", "Net", "Payouts"]] + [
-            [day, money(r.order, currency), money(r.refund, currency), money(r.fee, currency),
-             money(r.order - r.refund - r.fee, currency), money(r.payout, currency)]
+            [
+                day,
+                money(r.order, currency),
+                money(r.refund, currency),
+                money(r.fee, currency),
+                money(r.order - r.refund - r.fee, currency),
+                money(r.payout, currency),
+            ]
             for day, r in daily.iterrows()
         ]
-        story += [Paragraph(f"Daily detail, {currency}", _BODY), Table(table, repeatRows=1, style=_TABLE), Spacer(1, 5 * mm)]
+        story += [
+            Paragraph(f"Daily detail, {currency}", _BODY),
+            Table(table, repeatRows=1, style=_TABLE),
+            Spacer(1, 5 * mm),
+        ]
     return story
 
 
@@ -213,7 +236,7 @@ def _refunds(frame: pd.DataFrame) -> list:
     # chunk of rows, with equal column widths, keeps a 500-page report linear.
     widths = [40 * mm, 30 * mm, 40 * mm, 40 * mm]
     return story + [
-        Table([header] + rows[i:i + _ROWS_PER_TABLE], colWidths=widths, repeatRows=1, style=_TABLE)
+        Table([header] + rows[i : i + _ROWS_PER_TABLE], colWidths=widths, repeatRows=1, style=_TABLE)
         for i in range(0, len(rows), _ROWS_PER_TABLE)
     ]
 

@@ -129,7 +129,8 @@ def _get_checked(store: ArtifactStore, key: str, sha256: str) -> bytes:
         return store.get(key, expected_sha256=sha256)
     except EvidenceError as error:
         if error.code == ReasonCode.STORE_DIGEST_MISMATCH:
-            raise EvidenceError(ReasonCode.SOURCE_DIGEST_MISMATCH, f"source revision {sha256[:12]} changed since publication") from None
+            raise EvidenceError(ReasonCode.SOURCE_DIGEST_MISMATCH,
+                                f"source revision {sha256[:12]} changed since publication") from None
         raise
 
 
@@ -139,5 +140,6 @@ def read_revision(store: ArtifactStore, revision: SourceRevision) -> pd.DataFram
     try:
         frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)  # validate_frame converts
     except (ValueError, pd.errors.ParserError) as error:
-        raise EvidenceError(ReasonCode.SOURCE_INVALID, f"source for {revision.tenant_month} is not CSV: {type(error).__name__}")
+        raise EvidenceError(ReasonCode.SOURCE_INVALID,
+                            f"source for {revision.tenant_month} is not CSV: {type(error).__name__}")
     return validate_frame(frame, revision.tenant_month)

@@ -79,7 +79,9 @@ def verify_bundle(
             result.checks.append(Check(name, False, error.code, error.message))
             return None
         except (KeyError, TypeError, ValueError, AttributeError):
-            result.checks.append(Check(name, False, ReasonCode.STATEMENT_INVALID, "malformed statement or manifest fields"))
+            result.checks.append(
+                Check(name, False, ReasonCode.STATEMENT_INVALID, "malformed statement or manifest fields")
+            )
             return None
         result.checks.append(Check(name, True))
         return value
@@ -97,25 +99,46 @@ def verify_bundle(
     predicate = statement["predicate"]
     # Name the key that verified the signature, never the id the statement claims for itself.
     result.statement_key_id, result.trust_root_id = ",".join(signed_by), predicate.get("trust_root_id")
-    run("statement_key", lambda: _expect(
-        (predicate.get("key_id"),) == signed_by, ReasonCode.STATEMENT_KEY_MISMATCH,
-        "the statement names another key than the one whose signature verified it"))
+    run(
+        "statement_key",
+        lambda: _expect(
+            (predicate.get("key_id"),) == signed_by,
+            ReasonCode.STATEMENT_KEY_MISMATCH,
+            "the statement names another key than the one whose signature verified it",
+        ),
+    )
     # The signed statement bounds the report: its unsigned bytes plus one signature. Nothing larger is read.
     report = run("report_size", lambda: store.get(f"{prefix}/{REPORT}", max_bytes=_report_limit(predicate)))
     if report is None:
         return result
-    run("subject_digest", lambda: _expect(
-        statement.get("subject") == dsse.subject(REPORT, sha256_hex(report)),
-        ReasonCode.SUBJECT_DIGEST_MISMATCH, "statement subject is not the sha256 of report.pdf"))
-    run("pdf_signature", lambda: verify_pdf_signature(
-        report, _trust_root(store, str(predicate.get("trust_root_id", "")), expected_root_ids)))
-    run("unsigned_report_digest", lambda: _expect(
-        sha256_hex(report[: int(predicate.get("unsigned_size", 0))]) == predicate.get("unsigned_sha256"),
-        ReasonCode.UNSIGNED_DIGEST_MISMATCH, "report.pdf does not begin with the recorded unsigned report"))
+    run(
+        "subject_digest",
+        lambda: _expect(
+            statement.get("subject") == dsse.subject(REPORT, sha256_hex(report)),
+            ReasonCode.SUBJECT_DIGEST_MISMATCH,
+            "statement subject is not the sha256 of report.pdf",
+        ),
+    )
+    run(
+        "pdf_signature",
+        lambda: verify_pdf_signature(
+            report, _trust_root(store, str(predicate.get("trust_root_id", "")), expected_root_ids)
+        ),
+    )
+    run(
+        "unsigned_report_digest",
+        lambda: _expect(
+            sha256_hex(report[: int(predicate.get("unsigned_size", 0))]) == predicate.get("unsigned_sha256"),
+            ReasonCode.UNSIGNED_DIGEST_MISMATCH,
+            "report.pdf does not begin with the recorded unsigned report",
+        ),
+    )
     run("identity", lambda: _check_identity(prefix, predicate))
     if manifest is not None:
-        run("manifest_matches_statement", lambda: _check_manifest(
-            manifest, predicate, _file_facts(store, prefix, report, statement_bytes)))
+        run(
+            "manifest_matches_statement",
+            lambda: _check_manifest(manifest, predicate, _file_facts(store, prefix, report, statement_bytes)),
+        )
     return result
 
 
@@ -143,7 +166,9 @@ def _trust_root(store: ArtifactStore, root_id: str, expected: frozenset[str]) ->
     except (EvidenceError, ValueError):
         matches = False
     if not matches:  # the id names the certificate's own bytes: a swapped file cannot borrow it
-        raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED, "the statement's trust root is not published under its id")
+        raise EvidenceError(
+            ReasonCode.PDF_SIGNATURE_UNTRUSTED, "the statement's trust root is not published under its id"
+        )
     return pem
 
 
@@ -151,8 +176,11 @@ def _parse_manifest(data: bytes) -> dict:
     manifest = jsonread.loads(data, ReasonCode.MANIFEST_INVALID, "manifest.json")
     if not isinstance(manifest, dict) or manifest.get("schema") != MANIFEST_SCHEMA:
         raise EvidenceError(ReasonCode.MANIFEST_INVALID, f"manifest.json is not {MANIFEST_SCHEMA}")
-    _expect(_is_ledger_position(manifest.get("ledger")), ReasonCode.MANIFEST_INVALID,
-            "manifest.json has no well-formed ledger position")
+    _expect(
+        _is_ledger_position(manifest.get("ledger")),
+        ReasonCode.MANIFEST_INVALID,
+        "manifest.json has no well-formed ledger position",
+    )
     return manifest
 
 
@@ -165,8 +193,12 @@ def _is_ledger_position(ledger) -> bool:
         datetime.fromisoformat(published_at)
     except (TypeError, ValueError):
         return False
-    return (type(seq) is int and seq >= 1 and isinstance(event_hash, str)
-            and re.fullmatch(r"[0-9a-f]{64}", event_hash) is not None)
+    return (
+        type(seq) is int
+        and seq >= 1
+        and isinstance(event_hash, str)
+        and re.fullmatch(r"[0-9a-f]{64}", event_hash) is not None
+    )
 
 
 def _check_identity(prefix: str, predicate: dict) -> None:
@@ -175,15 +207,20 @@ def _check_identity(prefix: str, predicate: dict) -> None:
         expected_prefix = bundle_prefix(TenantMonth(predicate["tenant"], predicate["period"]), identity)
     except (KeyError, EvidenceError):
         raise EvidenceError(ReasonCode.STATEMENT_INVALID, f"statement predicate lacks {IDENTITY_FIELDS}") from None
-    _expect(identity == predicate.get("identity") and prefix == expected_prefix,
-            ReasonCode.MANIFEST_STATEMENT_MISMATCH, "bundle location or identity does not match the statement")
+    _expect(
+        identity == predicate.get("identity") and prefix == expected_prefix,
+        ReasonCode.MANIFEST_STATEMENT_MISMATCH,
+        "bundle location or identity does not match the statement",
+    )
 
 
 def _file_facts(store: ArtifactStore, prefix: str, report: bytes, statement: bytes) -> dict:
     """What the files themselves say, in the publication's field names."""
     return {
-        "report_sha256": sha256_hex(report), "report_size": len(report),
-        "statement_sha256": sha256_hex(statement), "statement_size": len(statement),
+        "report_sha256": sha256_hex(report),
+        "report_size": len(report),
+        "statement_sha256": sha256_hex(statement),
+        "statement_size": len(statement),
         "report_version_id": store.version_id(f"{prefix}/{REPORT}"),
         "statement_version_id": store.version_id(f"{prefix}/{STATEMENT}"),
     }

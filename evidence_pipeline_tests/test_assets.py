@@ -141,7 +141,9 @@ def test_production_instance_keeps_runs_and_events_in_postgres(instance, evidenc
     engine = sa.create_engine(backend["EVIDENCE_LEDGER_URL"])
     with engine.connect() as conn:
         status = conn.execute(sa.text("SELECT status FROM runs WHERE run_id = :id"), {"id": result.run_id}).scalar()
-        events = conn.execute(sa.text("SELECT count(*) FROM event_logs WHERE run_id = :id"), {"id": result.run_id}).scalar()
+        events = conn.execute(
+            sa.text("SELECT count(*) FROM event_logs WHERE run_id = :id"), {"id": result.run_id}
+        ).scalar()
         published = conn.execute(sa.text("SELECT count(*) FROM evidence_publications")).scalar()
     engine.dispose()
     assert status == "SUCCESS" and events > 10 and published == 1
@@ -156,9 +158,12 @@ def test_a_report_rendered_from_another_revision_is_never_signed(instance, evide
     corrected.loc[0, "amount_minor"] += 100
     publish_revision(runtime.sources, SMALL, corrected)
     key = partition_key_for(SMALL)
-    assert materialize([source_revision], instance=instance, partition_key=key, resources={"evidence": evidence}).success
-    result = materialize([evidence_bundle], instance=instance, partition_key=key, resources={"evidence": evidence},
-                         raise_on_error=False)
+    assert materialize(
+        [source_revision], instance=instance, partition_key=key, resources={"evidence": evidence}
+    ).success
+    result = materialize(
+        [evidence_bundle], instance=instance, partition_key=key, resources={"evidence": evidence}, raise_on_error=False
+    )
     assert not result.success and not result.get_asset_materialization_events()
     assert len({k.rsplit("/", 1)[0] for k in runtime.archive.list("bundles")}) == 1  # only A's bundle
     assert runtime.ledger.jobs_in("rejected", "dead") == []  # re-materializing the report is the remedy
@@ -170,7 +175,9 @@ RANGE_MONTHS = [TenantMonth("acme-books", f"2026-{m:02d}") for m in range(5, 11)
 
 def _materialize_range(instance, evidence, first: TenantMonth, last: TenantMonth, assets=ASSETS, **kwargs):
     """One run over a partition range, as a backfill under the assets' backfill policy launches it."""
-    return materialize(assets, instance=instance, resources={"evidence": evidence}, tags=range_tags(first, last), **kwargs)
+    return materialize(
+        assets, instance=instance, resources={"evidence": evidence}, tags=range_tags(first, last), **kwargs
+    )
 
 
 def test_a_range_run_records_every_partition_in_dagster_and_in_the_ledger(instance, evidence, runtime, monkeypatch):
@@ -196,7 +203,9 @@ def test_a_range_run_records_every_partition_in_dagster_and_in_the_ledger(instan
         assert published["details"]["run_id"] == result.run_id
 
     again = _materialize_range(instance, evidence, RANGE_MONTHS[0], RANGE_MONTHS[-1])
-    assert again.success and not any(_metadata(instance, "evidence_bundle", tm)["newly_published"] for tm in RANGE_MONTHS)
+    assert again.success and not any(
+        _metadata(instance, "evidence_bundle", tm)["newly_published"] for tm in RANGE_MONTHS
+    )
 
 
 def test_a_failed_partition_fails_the_range_with_its_reason_and_keeps_the_others(instance, evidence, runtime):
@@ -224,12 +233,14 @@ def test_oversize_tenant_months_take_their_own_lane_with_the_same_checks(instanc
 
 
 def test_the_preview_lane_is_quick_and_never_evidence(instance, evidence, runtime, tmp_path):
-    result = _materialize_range(instance, evidence, TenantMonth("acme-books", "2026-09"), SMALL,
-                                assets=[source_revision, report_preview])
+    result = _materialize_range(
+        instance, evidence, TenantMonth("acme-books", "2026-09"), SMALL, assets=[source_revision, report_preview]
+    )
     assert result.success
     preview = _metadata(instance, "report_preview", SMALL)
     assert preview["lane"] == "preview" and preview["location"] == runtime.previews.uri(
-        f"previews/{SMALL.tenant}/{SMALL.period}/{preview['preview_sha256']}.pdf")
+        f"previews/{SMALL.tenant}/{SMALL.period}/{preview['preview_sha256']}.pdf"
+    )
     pdf = runtime.previews.get(f"previews/{SMALL.tenant}/{SMALL.period}/{preview['preview_sha256']}.pdf")
     with pytest.raises(EvidenceError) as rejected:  # the gate refuses it: a preview cannot pass as a report
         validate_report(io.BytesIO(pdf), pipeline.sources.pin_latest(runtime.sources, SMALL), ())
@@ -253,19 +264,25 @@ def test_each_partition_of_a_range_run_has_its_own_data_version_and_upstream_eve
     versions = set()
     for tenant_month in months:
         source, report, bundle = (_record(instance, asset, tenant_month) for asset in ASSET_NAMES)
-        meta = {r.asset_key.to_user_string(): {k: v.value for k, v in r.asset_materialization.metadata.items()}
-                for r in (source, report, bundle)}
+        meta = {
+            r.asset_key.to_user_string(): {k: v.value for k, v in r.asset_materialization.metadata.items()}
+            for r in (source, report, bundle)
+        }
         tags = {r.asset_key.to_user_string(): r.asset_materialization.tags for r in (source, report, bundle)}
         # The data version is the partition's own digest; the input pointer is the same partition's upstream event.
         assert tags["source_revision"]["dagster/data_version"] == meta["source_revision"]["source_sha256"]
         assert tags["monthly_report"]["dagster/data_version"] == meta["monthly_report"]["unsigned_sha256"]
         assert tags["monthly_report"]["dagster/input_event_pointer/source_revision"] == str(source.storage_id)
-        assert tags["monthly_report"]["dagster/input_data_version/source_revision"] == tags["source_revision"][
-            "dagster/data_version"]
+        assert (
+            tags["monthly_report"]["dagster/input_data_version/source_revision"]
+            == tags["source_revision"]["dagster/data_version"]
+        )
         assert tags["evidence_bundle"]["dagster/data_version"] == meta["evidence_bundle"]["identity"]
         assert tags["evidence_bundle"]["dagster/input_event_pointer/monthly_report"] == str(report.storage_id)
-        assert tags["evidence_bundle"]["dagster/input_data_version/monthly_report"] == tags["monthly_report"][
-            "dagster/data_version"]
+        assert (
+            tags["evidence_bundle"]["dagster/input_data_version/monthly_report"]
+            == tags["monthly_report"]["dagster/data_version"]
+        )
         versions.add(tags["evidence_bundle"]["dagster/data_version"])
         # One click from the bundle to the same partition of its report and its source revision.
         link = f"partition={tenant_month.period}-01%7Cacme-books"
@@ -288,7 +305,10 @@ def test_the_provenance_wrapper_is_installed_and_guarded(monkeypatch):
 def test_a_run_whose_partitions_differ_from_its_range_fails_before_any_work(instance, evidence, runtime):
     # What a job backfill's range run looks like when nothing removed the first partition's dimension tags.
     first = TenantMonth("acme-books", "2026-09")
-    tags = range_tags(first, SMALL) | {"dagster/partition/month": "2026-09-01", "dagster/partition/tenant": "acme-books"}
+    tags = range_tags(first, SMALL) | {
+        "dagster/partition/month": "2026-09-01",
+        "dagster/partition/tenant": "acme-books",
+    }
     result = materialize(ASSETS, instance=instance, resources={"evidence": evidence}, tags=tags, raise_on_error=False)
     assert not result.success and not result.get_asset_materialization_events()
     [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]

@@ -6,8 +6,6 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from sqlalchemy import select, update
 
-from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.ledger import GENESIS_HASH
 from evidence_pipeline.checkpoints import (
     PAYLOAD_TYPE,
     checkpoint_key,
@@ -15,6 +13,8 @@ from evidence_pipeline.checkpoints import (
     publish_checkpoint,
     verify_ledger,
 )
+from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.ledger import GENESIS_HASH
 from evidence_pipeline.ledger.ledger import chain_hash
 from evidence_pipeline.ledger.mirrors import EVENT_COLUMNS
 from evidence_pipeline.pipeline import run_tenant_month
@@ -50,7 +50,10 @@ def test_checkpoints_verify_and_prove_inclusion(runtime, checkpointed):
 
 def test_an_event_after_the_newest_checkpoint_has_no_proof_yet(runtime):
     publication = run_tenant_month(runtime, SMALL, RunInfo("run-1"))
-    assert _code(lambda: prove_bundle(runtime.ledger, runtime.archive, publication.bundle_key)) == "LEDGER_NOT_CHECKPOINTED"
+    assert (
+        _code(lambda: prove_bundle(runtime.ledger, runtime.archive, publication.bundle_key))
+        == "LEDGER_NOT_CHECKPOINTED"
+    )
 
 
 def test_a_manifest_pointing_at_another_bundles_event_proves_nothing(runtime, checkpointed):
@@ -74,16 +77,26 @@ def _rechain(runtime, bodies_by_seq: dict[int, str] | None = None, delete_seq: i
             conn.execute(events.delete().where(events.c.seq == delete_seq))
         rows = conn.execute(select(events.c.seq, events.c.body).order_by(events.c.seq)).all()
         # Park prev_hash and event_id on unique placeholders so the rewrite never trips a UNIQUE halfway.
-        conn.execute(update(events).values(prev_hash=events.c.seq.cast(events.c.prev_hash.type),
-                                           event_id=events.c.seq.cast(events.c.event_id.type)))
+        conn.execute(
+            update(events).values(
+                prev_hash=events.c.seq.cast(events.c.prev_hash.type), event_id=events.c.seq.cast(events.c.event_id.type)
+            )
+        )
         prev = GENESIS_HASH
         for seq, body in rows:
             body = (bodies_by_seq or {}).get(seq, body)
             fields = json.loads(body)
             event_hash = chain_hash(prev, body)
-            conn.execute(update(events).where(events.c.seq == seq).values(
-                body=body, prev_hash=prev, event_hash=event_hash, **{c: fields[c] for c in EVENT_COLUMNS},
-            ))
+            conn.execute(
+                update(events)
+                .where(events.c.seq == seq)
+                .values(
+                    body=body,
+                    prev_hash=prev,
+                    event_hash=event_hash,
+                    **{c: fields[c] for c in EVENT_COLUMNS},
+                )
+            )
             prev = event_hash
     assert ledger.verify_chain() > 0  # the hash chain alone is fooled ...
 
@@ -107,10 +120,19 @@ def test_reordered_events_are_detected(runtime, checkpointed):
 
 
 def test_a_forged_checkpoint_is_detected(runtime, checkpointed):
-    forged = {"origin": "evidence_pipeline audit ledger", "size": 14, "root_sha256": "00" * 32,
-              "issued_at": "2026-11-30T00:00:00+00:00", "key_id": runtime.keyring.statement_key_id}
-    envelope = dsse.sign_envelope(dsse.canonical_json(forged), ed25519.Ed25519PrivateKey.generate(),
-                                  runtime.keyring.statement_key_id, PAYLOAD_TYPE)
+    forged = {
+        "origin": "evidence_pipeline audit ledger",
+        "size": 14,
+        "root_sha256": "00" * 32,
+        "issued_at": "2026-11-30T00:00:00+00:00",
+        "key_id": runtime.keyring.statement_key_id,
+    }
+    envelope = dsse.sign_envelope(
+        dsse.canonical_json(forged),
+        ed25519.Ed25519PrivateKey.generate(),
+        runtime.keyring.statement_key_id,
+        PAYLOAD_TYPE,
+    )
     overwrite(runtime, checkpoint_key(14), envelope)
     assert _code(lambda: verify_ledger(runtime.ledger, runtime.archive)) == "LEDGER_INVALID"
 

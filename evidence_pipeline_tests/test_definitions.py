@@ -27,21 +27,34 @@ def test_snapshot_of_assets_checks_jobs_schedules_sensors():
     assert sorted(k.to_user_string() for k in graph.get_all_asset_keys()) == [
         "evidence_bundle", "monthly_report", "report_preview", "source_revision",
     ]
-    assert {k.to_user_string(): sorted(p.to_user_string() for p in graph.get(k).parent_keys) for k in graph.get_all_asset_keys()} == {
-        "source_revision": [], "monthly_report": ["source_revision"], "evidence_bundle": ["monthly_report"],
+    assert {
+        k.to_user_string(): sorted(p.to_user_string() for p in graph.get(k).parent_keys)
+        for k in graph.get_all_asset_keys()
+    } == {
+        "source_revision": [],
+        "monthly_report": ["source_revision"],
+        "evidence_bundle": ["monthly_report"],
         "report_preview": ["source_revision"],
     }
     partitions = graph.get(graph.get_all_asset_keys().pop()).partitions_def
     dims = {d.name: type(d.partitions_def) for d in partitions.partitions_defs}
     assert dims == {"month": MonthlyPartitionsDefinition, "tenant": DynamicPartitionsDefinition}
-    assert graph.get(next(k for k in graph.get_all_asset_keys() if k.path == ["monthly_report"])).code_version == RENDERER_VERSION
+    assert (
+        graph.get(next(k for k in graph.get_all_asset_keys() if k.path == ["monthly_report"])).code_version
+        == RENDERER_VERSION
+    )
     pools = {key.to_user_string(): repo.assets_defs_by_key[key].op.pool for key in graph.get_all_asset_keys()}
-    assert pools == {"source_revision": None, "monthly_report": "render", "evidence_bundle": "publish",
-                     "report_preview": "preview"}
+    assert pools == {
+        "source_revision": None,
+        "monthly_report": "render",
+        "evidence_bundle": "publish",
+        "report_preview": "preview",
+    }
     policies = {repo.assets_defs_by_key[key].backfill_policy for key in graph.get_all_asset_keys()}
     assert policies == {BackfillPolicy.multi_run(100)}  # backfills run ranges of partitions
     assert sorted(j.name for j in repo.get_all_jobs() if not j.name.startswith("__")) == [
-        "ledger_maintenance", "monthly_evidence",
+        "ledger_maintenance",
+        "monthly_evidence",
     ]
     schedules = {s.name: (s.cron_schedule, s.job_name) for s in repo.schedule_defs}
     assert schedules == {
@@ -107,16 +120,23 @@ def test_production_yaml_is_dagster_yaml_with_postgres_storage():
     production, embedded = _yaml(REPO / "dagster.production.yaml"), _yaml(REPO / "dagster.yaml")
     pg = {"postgres_url": {"env": "DAGSTER_PG_URL"}}
     assert production.pop("run_storage") == {
-        "module": "evidence_pipeline.defs.storage", "class": "PooledPostgresRunStorage", "config": pg,
+        "module": "evidence_pipeline.defs.storage",
+        "class": "PooledPostgresRunStorage",
+        "config": pg,
     }
     assert production.pop("event_log_storage") == {
-        "module": "evidence_pipeline.defs.storage", "class": "PooledPostgresEventLogStorage", "config": pg,
+        "module": "evidence_pipeline.defs.storage",
+        "class": "PooledPostgresEventLogStorage",
+        "config": pg,
     }
     assert production.pop("schedule_storage") == {
-        "module": "dagster_postgres.schedule_storage", "class": "PostgresScheduleStorage", "config": pg,
+        "module": "dagster_postgres.schedule_storage",
+        "class": "PostgresScheduleStorage",
+        "config": pg,
     }
     assert embedded.pop("event_log_storage") == {
-        "module": "evidence_pipeline.defs.storage", "class": "PooledSqliteEventLogStorage",
+        "module": "evidence_pipeline.defs.storage",
+        "class": "PooledSqliteEventLogStorage",
         "config": {"base_dir": {"env": "DAGSTER_HOME"}},
     }
     assert production == embedded

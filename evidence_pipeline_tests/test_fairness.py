@@ -83,10 +83,13 @@ def test_dimension_tags_that_name_a_single_partition_range_are_kept():
     tags = {RANGE_START: "2026-05-01|acme-books", RANGE_END: "2026-05-01|acme-books",
             "dagster/partition/month": "2026-05-01", "dagster/partition/tenant": "acme-books"}
     assert stray_dimension_tags(tags) == [] and run_tenant(tags) == "acme-books"
-    assert stray_dimension_tags({"dagster/partition/month": "2026-05-01", "dagster/partition/tenant": "acme-books"}) == []
+    assert (
+        stray_dimension_tags({"dagster/partition/month": "2026-05-01", "dagster/partition/tenant": "acme-books"}) == []
+    )
 
 
 # --- 2. the instance dagster.yaml builds ------------------------------------------------------------------------
+
 
 def test_dagster_yaml_installs_coordinator_and_per_tenant_limit(tmp_path):
     with instance_for_test(overrides=_dagster_yaml(), temp_dir=str(tmp_path)) as instance:
@@ -100,6 +103,7 @@ def test_dagster_yaml_installs_coordinator_and_per_tenant_limit(tmp_path):
 
 
 # --- 3. the per-tenant cap in the run queue ---------------------------------------------------------------------
+
 
 @pytest.fixture
 def instance(tmp_path):
@@ -115,8 +119,9 @@ def instance(tmp_path):
 def workspace_context(instance):
     # The real code location, loaded in process (no gRPC server), as the daemon would see it.
     origin = InProcessCodeLocationOrigin(
-        LoadableTargetOrigin(module_name="evidence_pipeline.definitions", attribute="defs",
-                             working_directory=str(REPO)),
+        LoadableTargetOrigin(
+            module_name="evidence_pipeline.definitions", attribute="defs", working_directory=str(REPO)
+        ),
         location_name=LOCATION,
     )
     with create_test_daemon_workspace_context(InProcessWorkspaceLoadTarget(origin), instance) as context:
@@ -130,8 +135,10 @@ def _submit(instance: DagsterInstance, context: WorkspaceProcessContext, tags: d
     assert location is not None, workspace.get_code_location_error(LOCATION)
     remote_job = location.get_repository("__repository__").get_full_job(JOB)
     run = instance.create_run_for_job(
-        job_def=defs.resolve_job_def(JOB), tags=tags,
-        remote_job_origin=remote_job.get_remote_origin(), job_code_origin=remote_job.get_python_origin(),
+        job_def=defs.resolve_job_def(JOB),
+        tags=tags,
+        remote_job_origin=remote_job.get_remote_origin(),
+        job_code_origin=remote_job.get_python_origin(),
     )
     return instance.submit_run(run.run_id, workspace)
 
@@ -146,15 +153,31 @@ def _launched_tenants(instance: DagsterInstance) -> Counter:
 
 def test_one_tenants_backfill_cannot_take_every_run_slot(instance, workspace_context):
     # Submitted first, so a FIFO queue without the per-tenant cap would hand big-tenant all 4 run slots.
-    big = [_submit(instance, workspace_context, _range(f"2025-{m:02d}-01|big-tenant", f"2025-{m + 2:02d}-01|big-tenant"))
-           for m in (1, 4, 7, 10)]
-    small_a = _submit(instance, workspace_context, {"dagster/partition": "2026-10-01|small-a",
-                                                     "dagster/partition/tenant": "small-a",
-                                                     "dagster/partition/month": "2026-10-01"})
+    big = [
+        _submit(instance, workspace_context, _range(f"2025-{m:02d}-01|big-tenant", f"2025-{m + 2:02d}-01|big-tenant"))
+        for m in (1, 4, 7, 10)
+    ]
+    small_a = _submit(
+        instance,
+        workspace_context,
+        {
+            "dagster/partition": "2026-10-01|small-a",
+            "dagster/partition/tenant": "small-a",
+            "dagster/partition/month": "2026-10-01",
+        },
+    )
     small_b = _submit(instance, workspace_context, _range("2025-01-01|small-b", "2026-10-01|small-b"))
-    cross = _submit(instance, workspace_context, {"dagster/backfill": "bf", **JOB_BACKFILL_RANGE,
-                                                  RANGE_START: "2026-10-01|big-tenant", RANGE_END: "2026-10-01|small-b",
-                                                  "dagster/partition/tenant": "big-tenant"})
+    cross = _submit(
+        instance,
+        workspace_context,
+        {
+            "dagster/backfill": "bf",
+            **JOB_BACKFILL_RANGE,
+            RANGE_START: "2026-10-01|big-tenant",
+            RANGE_END: "2026-10-01|small-b",
+            "dagster/partition/tenant": "big-tenant",
+        },
+    )
 
     # The coordinator tagged every single-tenant run before it was queued, and left the cross-tenant one alone.
     stored = {run.run_id: instance.get_run_by_id(run.run_id) for run in [*big, small_a, small_b, cross]}
@@ -186,7 +209,8 @@ def test_one_tenants_backfill_cannot_take_every_run_slot(instance, workspace_con
     list(daemon.run_iteration(workspace_context))
     assert [run.run_id for run in instance.run_launcher.queue()][4:] == [big[2].run_id]
     assert {run.run_id for run in instance.get_runs() if run.status == DagsterRunStatus.QUEUED} == {
-        big[3].run_id, cross.run_id,
+        big[3].run_id,
+        cross.run_id,
     }
 
 
@@ -207,8 +231,17 @@ def test_the_tag_rewrite_is_guarded_by_the_dagster_version(instance, workspace_c
     assert source_sha256(job_backfill.submit_backfill_runs) == SUBMIT_BACKFILL_RUNS_SHA256
     monkeypatch.setattr(dagster, "__version__", "1.13.28")
     with pytest.warns(UserWarning, match="checked against dagster==1.13.27"):
-        run = _submit(instance, workspace_context, {"dagster/backfill": "bf", **JOB_BACKFILL_RANGE,
-                                                    RANGE_START: "2026-10-01|big-tenant", RANGE_END: "2026-10-01|small-b",
-                                                    "dagster/partition/tenant": "big-tenant"})
+        run = _submit(
+            instance,
+            workspace_context,
+            {
+                "dagster/backfill": "bf",
+                **JOB_BACKFILL_RANGE,
+                RANGE_START: "2026-10-01|big-tenant",
+                RANGE_END: "2026-10-01|small-b",
+                "dagster/partition/tenant": "big-tenant",
+            },
+        )
     assert stray_dimension_tags(instance.get_run_by_id(run.run_id).tags) == sorted(
-        ["dagster/partition/month", "dagster/partition/tenant"])
+        ["dagster/partition/month", "dagster/partition/tenant"]
+    )

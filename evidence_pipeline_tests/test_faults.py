@@ -13,11 +13,11 @@ import pytest
 import sqlalchemy as sa
 from dagster import DagsterInstance, materialize
 
+from evidence_pipeline.checkpoints import publish_checkpoint, verify_ledger
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
 from evidence_pipeline.defs.partitions import partition_key_for, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.faults import KILL_POINTS
-from evidence_pipeline.checkpoints import publish_checkpoint, verify_ledger
 from evidence_pipeline.maintenance import sweep_attempts
 from evidence_pipeline.tempfiles import MARKER
 from evidence_pipeline.verify import verify_bundle

@@ -104,7 +104,9 @@ def test_failures_of_other_attempts_do_not_move_a_leased_job(ledger):
                                      ("STORE_UNAVAILABLE", True, stale.token), ("SOURCE_INVALID", False, None)]:
         assert ledger.record_failure(KEY.job_id, reason, retryable, "other", RetryBudget(), 1, token) is None
     job = ledger.job(KEY.job_id)
-    assert (job["state"], job["lease_token"]) == ("running", live.token) and ledger.lease_is_live(KEY.job_id, live.token)
+    assert (job["state"], job["lease_token"]) == ("running", live.token) and ledger.lease_is_live(
+        KEY.job_id, live.token
+    )
     assert ledger.publish(ROW, live, "run-b")[1]
 
 
@@ -119,7 +121,9 @@ def test_a_burst_of_transient_failures_cannot_spend_the_budget(ledger):
     budget = RetryBudget(max_attempts=2, max_elapsed_seconds=3600)
     for attempt in range(1, 6):
         lease = ledger.acquire_lease(KEY.job_id, "run-a", 60)
-        assert ledger.record_failure(KEY.job_id, "STORE_FULL", True, "run-a", budget, attempt, lease.token) == "accepted"
+        assert (
+            ledger.record_failure(KEY.job_id, "STORE_FULL", True, "run-a", budget, attempt, lease.token) == "accepted"
+        )
 
 
 def test_time_alone_does_not_make_a_job_dead(ledger):
@@ -131,4 +135,7 @@ def test_time_alone_does_not_make_a_job_dead(ledger):
 
 def _events(ledger):
     with ledger.engine.connect() as conn:
-        return [json.loads(row.body) for row in conn.execute(select(ledger.audit_events).order_by(ledger.audit_events.c.seq))]
+        return [
+            json.loads(row.body)
+            for row in conn.execute(select(ledger.audit_events).order_by(ledger.audit_events.c.seq))
+        ]

@@ -47,7 +47,8 @@ LAUNCH_BACKFILL = """mutation($params: LaunchBackfillParams!) { launchPartitionB
   __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
 PARTITION_TAGS = """query($repo: RepositorySelector!, $set: String!, $name: String!) {
   partitionSetOrError(repositorySelector: $repo, partitionSetName: $set) { __typename ... on PartitionSet {
-    partition(partitionName: $name) { tagsOrError { __typename ... on PartitionTags { results { key value } } } } } } }"""
+    partition(partitionName: $name) { tagsOrError { __typename ... on PartitionTags { results { key value } } } }
+  } } }"""
 LAUNCH_RUN = """mutation($params: ExecutionParams!) { launchRun(executionParams: $params) {
   __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
 DRY_RUN = """mutation($selector: ScheduleSelector!, $timestamp: Float!) {
@@ -56,7 +57,8 @@ DRY_RUN = """mutation($selector: ScheduleSelector!, $timestamp: Float!) {
 LAUNCH_MANY = """mutation($list: [ExecutionParams!]!) { launchMultipleRuns(executionParamsList: $list) {
   __typename ... on LaunchMultipleRunsResult { launchMultipleRunsResult {
     __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } } } }"""
-BACKFILL_STATUS = """query($id: String!) { partitionBackfillOrError(backfillId: $id) { __typename ... on PartitionBackfill {
+BACKFILL_STATUS = """query($id: String!) { partitionBackfillOrError(backfillId: $id) {
+  __typename ... on PartitionBackfill {
   status isAssetBackfill partitionStatuses { results { partitionName runStatus } }
   assetBackfillData { assetBackfillStatuses { __typename ... on AssetPartitionsStatusCounts {
     assetKey { path } numPartitionsTargeted numPartitionsMaterialized numPartitionsFailed } } } } } }"""
@@ -97,10 +99,15 @@ def _launch_everything(url: str) -> dict[str, dict]:
     launches = {}
     for name, selection, partitions in (
         ("asset backfill", {"assetSelection": [{"path": [a]} for a in ASSETS]}, ASSET_BACKFILL),
-        ("job backfill", {"selector": {"partitionSetName": PARTITION_SET, "repositorySelector": LOCATION}},
-         JOB_BACKFILL),
+        (
+            "job backfill",
+            {"selector": {"partitionSetName": PARTITION_SET, "repositorySelector": LOCATION}},
+            JOB_BACKFILL,
+        ),
     ):
-        result = graphql(url, LAUNCH_BACKFILL, {"params": {**selection, "partitionNames": [key(tm) for tm in partitions]}})
+        result = graphql(
+            url, LAUNCH_BACKFILL, {"params": {**selection, "partitionNames": [key(tm) for tm in partitions]}}
+        )
         assert result["launchPartitionBackfill"]["__typename"] == "LaunchBackfillSuccess", result
         launches[name] = {"backfill": result["launchPartitionBackfill"]["backfillId"]}
 
@@ -115,9 +122,11 @@ def _launch_everything(url: str) -> dict[str, dict]:
     tick = graphql(url, DRY_RUN, {"selector": selector, "timestamp": SCHEDULE_TICK.timestamp()})["scheduleDryRun"]
     requests = tick["evaluationResult"]["runRequests"]
     assert len(requests) == len(TENANTS), tick
-    launched = graphql(url, LAUNCH_MANY, {"list": [
-        {"selector": job, "executionMetadata": {"tags": request["tags"]}} for request in requests
-    ]})["launchMultipleRuns"]["launchMultipleRunsResult"]
+    launched = graphql(
+        url,
+        LAUNCH_MANY,
+        {"list": [{"selector": job, "executionMetadata": {"tags": request["tags"]}} for request in requests]},
+    )["launchMultipleRuns"]["launchMultipleRunsResult"]
     assert {r["__typename"] for r in launched} == {"LaunchRunSuccess"}, launched
     launches["schedule"] = {"runs": [r["run"]["runId"] for r in launched]}
     return launches
@@ -137,8 +146,9 @@ def _wait(instance: DagsterInstance, url: str, launches: dict, timeout_s: float 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         runs = [run for launch in launches.values() for run in _runs_of(instance, launch)]
-        backfills = [instance.get_backfill(launch["backfill"]).status for launch in launches.values()
-                     if "backfill" in launch]
+        backfills = [
+            instance.get_backfill(launch["backfill"]).status for launch in launches.values() if "backfill" in launch
+        ]
         if runs and all(run.status in done for run in runs) and BulkActionStatus.REQUESTED not in backfills:
             return
         time.sleep(1)
@@ -149,8 +159,10 @@ def _failures(instance: DagsterInstance, runs: list) -> list[str]:
     """The first line of every step or run failure of ``runs``, for the assertion message."""
     return [
         f"{entry.step_key}: {entry.dagster_event.event_specific_data.error.message.splitlines()[0]}"
-        for run in runs for entry in instance.all_logs(run.run_id)
-        if entry.dagster_event and entry.dagster_event.event_type_value in ("STEP_FAILURE", "RUN_FAILURE")
+        for run in runs
+        for entry in instance.all_logs(run.run_id)
+        if entry.dagster_event
+        and entry.dagster_event.event_type_value in ("STEP_FAILURE", "RUN_FAILURE")
         and getattr(entry.dagster_event.event_specific_data, "error", None)
     ]
 
@@ -168,8 +180,12 @@ def test_every_launch_path_materializes_exactly_the_partitions_it_names(site):
     instance, runtime, url = site
     launches = _launch_everything(url)
     _wait(instance, url, launches)
-    expected = {"asset backfill": ASSET_BACKFILL, "job backfill": JOB_BACKFILL, "launchpad": LAUNCHPAD,
-                "schedule": SCHEDULED}
+    expected = {
+        "asset backfill": ASSET_BACKFILL,
+        "job backfill": JOB_BACKFILL,
+        "launchpad": LAUNCHPAD,
+        "schedule": SCHEDULED,
+    }
 
     for name, launch in launches.items():
         runs = _runs_of(instance, launch)
@@ -181,8 +197,11 @@ def test_every_launch_path_materializes_exactly_the_partitions_it_names(site):
             # The run's tags name exactly what it executed, and it is charged to the one tenant it touched.
             assert stray_dimension_tags(run.tags) == [], (name, run.tags)
             partition_range = run_range(run.tags)
-            named = ({run.tags["dagster/partition"]} if partition_range is None else set(
-                tenant_month_partitions.get_partition_keys_in_range(partition_range, instance)))
+            named = (
+                {run.tags["dagster/partition"]}
+                if partition_range is None
+                else set(tenant_month_partitions.get_partition_keys_in_range(partition_range, instance))
+            )
             assert executed == named, (name, run.tags)
             tenants = {partition.split("|")[1] for partition in executed}
             assert run.tags.get(TENANT_TAG) == run_tenant(run.tags) == (tenants.pop() if len(tenants) == 1 else None)
@@ -199,8 +218,9 @@ def test_every_launch_path_materializes_exactly_the_partitions_it_names(site):
                     assert counts[(asset,)]["numPartitionsTargeted"] == len(expected[name])
                     assert counts[(asset,)]["numPartitionsMaterialized"] == len(materialized[asset])
             else:
-                reported = {s["partitionName"] for s in status["partitionStatuses"]["results"]
-                            if s["runStatus"] == "SUCCESS"}
+                reported = {
+                    s["partitionName"] for s in status["partitionStatuses"]["results"] if s["runStatus"] == "SUCCESS"
+                }
                 assert reported == materialized["evidence_bundle"], (name, status)
 
     # The ledger agrees: one publication per tenant-month named, and nothing else.

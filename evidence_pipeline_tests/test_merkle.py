@@ -79,7 +79,9 @@ def test_every_proof_of_a_larger_tree_round_trips():
     for size in range(1, 38):
         tree_root = merkle.root(leaves[:size])
         for index in range(size):
-            assert merkle.verify_inclusion(index, size, leaves[index], merkle.inclusion_proof(index, leaves[:size]), tree_root)
+            assert merkle.verify_inclusion(
+                index, size, leaves[index], merkle.inclusion_proof(index, leaves[:size]), tree_root
+            )
         for old in range(1, size + 1):
             proof = merkle.consistency_proof(old, leaves[:size])
             assert merkle.verify_consistency(old, size, proof, merkle.root(leaves[:old]), tree_root)

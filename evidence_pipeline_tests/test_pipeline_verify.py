@@ -46,7 +46,9 @@ def test_bundle_is_published_once_and_verifies(runtime, published):
     again = run_tenant_month(runtime, SMALL, RunInfo("second-run"))
     assert not again.created and again.bundle_key == published.bundle_key
     assert again.report_sha256 == published.report_sha256 and again.manifest_sha256 == published.manifest_sha256
-    assert runtime.archive.list(f"bundles/{SMALL.tenant}") == [f"{published.bundle_key}/{n}" for n in (MANIFEST, REPORT, STATEMENT)]
+    assert runtime.archive.list(f"bundles/{SMALL.tenant}") == [
+        f"{published.bundle_key}/{n}" for n in (MANIFEST, REPORT, STATEMENT)
+    ]
     # pinned, accepted, rendered, validated, running, published, timed + 4 again (pinned, rendered, validated, timed)
     assert runtime.ledger.verify_chain() == 11
     assert sorted(k.split("/")[0] for k in runtime.archive.list("keys")) == ["keys", "keys"]
@@ -108,13 +110,15 @@ def test_edited_manifest_and_missing_files_are_detected(runtime, published):
 
 
 def test_pinned_key_ids_reject_other_keys(runtime, published):
-    result = verify_bundle(runtime.archive, published.bundle_key, frozenset({published.key_id}),
-                           frozenset({runtime.keyring.root_id}))
+    result = verify_bundle(
+        runtime.archive, published.bundle_key, frozenset({published.key_id}), frozenset({runtime.keyring.root_id})
+    )
     assert result.ok and (result.statement_key_id, result.trust_root_id) == (published.key_id, runtime.keyring.root_id)
     assert verify_bundle(runtime.archive, published.bundle_key, frozenset({"ed25519-other"})).codes == ["KEY_UNKNOWN"]
     other_root = frozenset({"x509-root-0000000000000000"})
     assert verify_bundle(runtime.archive, published.bundle_key, frozenset(), other_root).codes == [
-        "PDF_SIGNATURE_UNTRUSTED"]
+        "PDF_SIGNATURE_UNTRUSTED"
+    ]
 
 
 def test_a_swapped_key_file_cannot_borrow_a_pinned_id(runtime, published):
@@ -122,8 +126,11 @@ def test_a_swapped_key_file_cannot_borrow_a_pinned_id(runtime, published):
     key = f"{published.bundle_key}/{STATEMENT}"
     payload = base64.b64decode(json.loads(runtime.archive.get(key))["payload"])
     attacker = ed25519.Ed25519PrivateKey.generate()
-    overwrite(runtime, f"keys/{published.key_id}.pem", attacker.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    overwrite(
+        runtime,
+        f"keys/{published.key_id}.pem",
+        attacker.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo),
+    )
     overwrite(runtime, key, dsse.sign_envelope(payload, attacker, published.key_id))
     assert verify_bundle(runtime.archive, published.bundle_key, frozenset({published.key_id})).codes == ["KEY_UNKNOWN"]
 
@@ -230,7 +237,9 @@ def _republish_statement(runtime, publication, envelope: bytes) -> None:
     manifest = json.loads(runtime.archive.get(key))
     manifest["artifacts"][STATEMENT].update(sha256=hashlib.sha256(envelope).hexdigest(), size=len(envelope))
     if "version_id" in manifest["artifacts"][STATEMENT]:  # a versioned archive: name the new version
-        manifest["artifacts"][STATEMENT]["version_id"] = runtime.archive.version_id(f"{publication.bundle_key}/{STATEMENT}")
+        manifest["artifacts"][STATEMENT]["version_id"] = runtime.archive.version_id(
+            f"{publication.bundle_key}/{STATEMENT}"
+        )
     manifest["lineage"][-1]["sha256"] = hashlib.sha256(envelope).hexdigest()
     overwrite(runtime, key, json.dumps(manifest, indent=2, sort_keys=True).encode())
 
@@ -240,9 +249,13 @@ def test_the_output_names_the_key_that_verified_not_the_claimed_one(runtime, pub
     key, envelope = _envelope_parts(runtime, published)
     attacker = ed25519.Ed25519PrivateKey.generate()
     attacker_id = public_key_id(attacker.public_key())
-    runtime.archive.put_once(f"keys/{attacker_id}.pem", attacker.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
-    _republish_statement(runtime, published, dsse.sign_envelope(base64.b64decode(envelope["payload"]), attacker, attacker_id))
+    runtime.archive.put_once(
+        f"keys/{attacker_id}.pem",
+        attacker.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo),
+    )
+    _republish_statement(
+        runtime, published, dsse.sign_envelope(base64.b64decode(envelope["payload"]), attacker, attacker_id)
+    )
     result = verify_bundle(runtime.archive, published.bundle_key)
     assert result.statement_key_id == attacker_id and result.codes == ["STATEMENT_KEY_MISMATCH"]
 

@@ -67,7 +67,9 @@ def _assets(metadata_for=lambda pk: {}):
     @asset_check(asset=report, blocking=True, partitions_def=tenant_month_partitions)
     def gate(context):
         for pk in context.partition_keys:
-            yield AssetCheckEvaluation(asset_key=report.key, check_name="gate", passed=True, partition=pk, blocking=True)
+            yield AssetCheckEvaluation(
+                asset_key=report.key, check_name="gate", passed=True, partition=pk, blocking=True
+            )
         yield Output(None, output_name=context.op_execution_context.op_def.output_defs[0].name)
 
     @asset(partitions_def=tenant_month_partitions, backfill_policy=policy, deps=[report])
@@ -106,7 +108,9 @@ def test_range_run_records_every_partition_with_its_metadata(instance):
     history = instance.event_log_storage.get_asset_check_execution_history(
         AssetCheckKey(AssetKey("report"), "gate"), limit=100
     )
-    assert sorted(h.evaluation.partition for h in history) == sorted(expected) and all(h.evaluation.passed for h in history)
+    assert sorted(h.evaluation.partition for h in history) == sorted(expected) and all(
+        h.evaluation.passed for h in history
+    )
 
 
 def test_storage_reuses_its_connections(instance):

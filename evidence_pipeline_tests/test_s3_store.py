@@ -80,5 +80,7 @@ def test_unreachable_s3_is_transient():
      ("NoSuchBucket", 404, "STORE_REJECTED"), ("NoSuchKey", 404, "STORE_NOT_FOUND")],
 )
 def test_error_classification(code, status, expected):
-    error = _classify(ClientError({"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "Put"), "k")
+    error = _classify(
+        ClientError({"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "Put"), "k"
+    )
     assert error.code == expected and error.retryable == (expected == "STORE_UNAVAILABLE")

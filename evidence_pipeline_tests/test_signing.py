@@ -43,7 +43,9 @@ def test_dsse_round_trip_and_generic_implementation_agrees(keyring):
     assert body["subject"][0]["digest"]["sha256"] == "ab" * 32 and signed_by == (keyring.statement_key_id,)
     # securesystemslib verifies the same signature over the same PAE
     raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw).hex()
-    key = Key.from_dict(keyring.statement_key_id, {"keytype": "ed25519", "scheme": "ed25519", "keyval": {"public": raw}})
+    key = Key.from_dict(
+        keyring.statement_key_id, {"keytype": "ed25519", "scheme": "ed25519", "keyval": {"public": raw}}
+    )
     signature = json.loads(envelope)["signatures"][0]
     sig_hex = base64.b64decode(signature["sig"]).hex()
     key.verify_signature(SslSignature(signature["keyid"], sig_hex), dsse.pae(dsse.PAYLOAD_TYPE, payload))

@@ -52,7 +52,16 @@ def test_reading_a_changed_revision_fails_with_digest_mismatch(store):
         lambda f: f.assign(currency="XXX"),
         lambda f: f.iloc[0:0],
     ],
-    ids=["missing-column", "unknown-kind", "outside-period", "negative", "fractional", "duplicate-id", "currency", "empty"],
+    ids=[
+        "missing-column",
+        "unknown-kind",
+        "outside-period",
+        "negative",
+        "fractional",
+        "duplicate-id",
+        "currency",
+        "empty",
+    ],
 )
 def test_invalid_sources_are_rejected_and_nothing_is_published(store, mutate):
     with pytest.raises(EvidenceError) as error:
@@ -158,14 +167,16 @@ def test_two_amounts_that_overflow_int64_together_are_source_invalid_not_a_repor
 def test_the_largest_source_sums_exactly_in_every_total_the_report_prints():
     rows = sources.MAX_ROWS
     assert rows * sources.MAX_AMOUNT_MINOR < 2**53  # the bound every printed sum relies on
-    frame = pd.DataFrame({
-        "txn_id": [f"T{i:07d}" for i in range(rows)],
-        "booked_on": "2026-10-31",
-        "kind": ["order"] * (rows - 2) + ["refund", "fee"],
-        "currency": "EUR",
-        "amount_minor": sources.MAX_AMOUNT_MINOR,
-        "channel": "web",
-    })
+    frame = pd.DataFrame(
+        {
+            "txn_id": [f"T{i:07d}" for i in range(rows)],
+            "booked_on": "2026-10-31",
+            "kind": ["order"] * (rows - 2) + ["refund", "fee"],
+            "currency": "EUR",
+            "amount_minor": sources.MAX_AMOUNT_MINOR,
+            "channel": "web",
+        }
+    )
     frame = sources.validate_frame(frame, TM)
     order = (rows - 2) * sources.MAX_AMOUNT_MINOR
     net = order - 2 * sources.MAX_AMOUNT_MINOR

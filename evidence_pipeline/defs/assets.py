@@ -78,8 +78,8 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
 
     ``failed`` holds partitions that failed before the stage (e.g. no upstream materialization): they fail the
     step but never move their job, since materializing the upstream again is the remedy. Attempts that failed in
-    the stage are recorded on their job. If any failure is transient and its budget left, the step raises it, so the op's
-    RetryPolicy runs the range again (finished partitions converge). Otherwise the successes are materialized
+    the stage are recorded on their job. If any failure is transient and its budget left, the step raises it, so
+    the op's RetryPolicy runs the range again (finished partitions converge). Otherwise the successes are materialized
     and the step fails with each failed partition's reason code; terminal failures are never retried.
     """
     _check_run_partitions(context)
@@ -104,10 +104,15 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
     if retry is not None:  # the op's RetryPolicy runs the range again; finished partitions converge
         raise _failure(retry, errors, len(outcomes), allow_retries=True)
 
-    done = {key: {"lane": str(lanes.get(key, Lane.ARCHIVE))} | metadata(outcome) | _lineage_links(key, links)
-            for key, outcome in outcomes.items() if key not in errors}
-    tags = {key: provenance.provenance_tags(values[version_field], (inputs or {}).get(key, {}))
-            for key, values in done.items()}
+    done = {
+        key: {"lane": str(lanes.get(key, Lane.ARCHIVE))} | metadata(outcome) | _lineage_links(key, links)
+        for key, outcome in outcomes.items()
+        if key not in errors
+    }
+    tags = {
+        key: provenance.provenance_tags(values[version_field], (inputs or {}).get(key, {}))
+        for key, values in done.items()
+    }
     if not errors:
         for key, values in done.items():
             context.add_asset_metadata(values, partition_key=key)
@@ -125,8 +130,11 @@ def _failure(first: EvidenceError, errors: dict, count: int, allow_retries: bool
     table = "\n".join(["| partition | reason |", "|---|---|"] + [f"| {k} | `{e.code}` |" for k, e in errors.items()])
     return Failure(
         description=f"{len(errors)} of {count} tenant-months failed; first: {first}",
-        metadata={"reason_code": first.code, "failed_partitions": MetadataValue.md(table),
-                  "reason_codes": MetadataValue.json({str(key): error.code for key, error in errors.items()})},
+        metadata={
+            "reason_code": first.code,
+            "failed_partitions": MetadataValue.md(table),
+            "reason_codes": MetadataValue.json({str(key): error.code for key, error in errors.items()}),
+        },
         allow_retries=allow_retries,
     )
 
@@ -138,15 +146,17 @@ def _foreseeable():
     try:
         yield
     except EvidenceError as error:
-        raise Failure(description=str(error), metadata={"reason_code": error.code},
-                      allow_retries=error.retryable) from None
+        raise Failure(
+            description=str(error), metadata={"reason_code": error.code}, allow_retries=error.retryable
+        ) from None
 
 
 def _lineage_links(partition: str, assets: tuple[AssetKey, ...]) -> dict[str, MetadataValue]:
     """Links, relative to the webserver, to the same partition of upstream assets (the auditor's way back)."""
     return {
         f"{key.to_user_string()} partition": MetadataValue.url(
-            f"/assets/{key.to_user_string()}?view=partitions&partition={quote(str(partition))}")
+            f"/assets/{key.to_user_string()}?view=partitions&partition={quote(str(partition))}"
+        )
         for key in assets
     }
 
@@ -171,7 +181,9 @@ def _latest(context, asset_key: AssetKey) -> tuple[dict[str, dict], dict[str, di
 
 
 def _missing(context, asset_key: AssetKey, found: dict) -> dict:
-    error = EvidenceError(ReasonCode.UPSTREAM_NOT_MATERIALIZED, f"{asset_key.to_user_string()} has no materialization here")
+    error = EvidenceError(
+        ReasonCode.UPSTREAM_NOT_MATERIALIZED, f"{asset_key.to_user_string()} has no materialization here"
+    )
     return {key: error for key in context.partition_keys if key not in found}
 
 
@@ -180,9 +192,15 @@ def _pinned(context) -> tuple[dict, dict, dict]:
     found, events = _latest(context, source_revision.key)
     pinned = {
         key: pipeline.PinnedSource(
-            SourceRevision(tenant_month_of(key), meta["source_sequence"], meta["source_sha256"], meta["source_bytes"],
-                           meta["source_key"]),
-            meta["job_id"], meta["lane"],
+            SourceRevision(
+                tenant_month_of(key),
+                meta["source_sequence"],
+                meta["source_sha256"],
+                meta["source_bytes"],
+                meta["source_key"],
+            ),
+            meta["job_id"],
+            meta["lane"],
         )
         for key, meta in found.items()
     }
@@ -197,79 +215,145 @@ def _queue_wait_ms(context) -> float | None:
     return round((record.start_time - record.create_timestamp.timestamp()) * 1000, 3)
 
 
-@asset(**PARTITIONED, code_version="pin/2", description="Pins the tenant-month's latest immutable source revision "
-       "by digest and routes it to its lane (archive, or oversize above EVIDENCE_OVERSIZE_BYTES).")
+@asset(
+    **PARTITIONED,
+    code_version="pin/2",
+    description="Pins the tenant-month's latest immutable source revision "
+    "by digest and routes it to its lane (archive, or oversize above EVIDENCE_OVERSIZE_BYTES).",
+)
 def source_revision(context: AssetExecutionContext, evidence: EvidenceResource):
     items = {key: tenant_month_of(key) for key in context.partition_keys}
     yield from _each_partition(
-        context, evidence, partial(pipeline.pin_source, run=_run(context)), items, lanes={}, job_ids={}, failed={},
+        context,
+        evidence,
+        partial(pipeline.pin_source, run=_run(context)),
+        items,
+        lanes={},
+        job_ids={},
+        failed={},
         metadata=lambda pinned: {
-            "source_sha256": pinned.revision.sha256, "source_sequence": pinned.revision.sequence,
-            "source_bytes": pinned.revision.size, "source_key": pinned.revision.key, "job_id": pinned.job_id,
+            "source_sha256": pinned.revision.sha256,
+            "source_sequence": pinned.revision.sequence,
+            "source_bytes": pinned.revision.size,
+            "source_key": pinned.revision.key,
+            "job_id": pinned.job_id,
             "lane": str(pinned.lane),
         },
         version_field="source_sha256",
     )
 
 
-@asset(**PARTITIONED, deps=[source_revision], code_version=RENDERER_VERSION, pool="render",
-       description="Deterministic, unsigned PDF report rendered from the pinned revision; materialized only once it "
-       "passed the gate (strict parse under limits, not encrypted, metadata and totals match the revision).")
+@asset(
+    **PARTITIONED,
+    deps=[source_revision],
+    code_version=RENDERER_VERSION,
+    pool="render",
+    description="Deterministic, unsigned PDF report rendered from the pinned revision; materialized only once it "
+    "passed the gate (strict parse under limits, not encrypted, metadata and totals match the revision).",
+)
 def monthly_report(context: AssetExecutionContext, evidence: EvidenceResource):
     pinned, failed, sources = _pinned(context)
     yield from _each_partition(
-        context, evidence, partial(pipeline.render_and_gate, run=_run(context)), version_field="unsigned_sha256",
-        inputs=sources, links=(source_revision.key,),
-        items={key: p.revision for key, p in pinned.items()}, lanes={key: p.lane for key, p in pinned.items()},
-        job_ids={key: p.job_id for key, p in pinned.items()}, failed=failed,
+        context,
+        evidence,
+        partial(pipeline.render_and_gate, run=_run(context)),
+        version_field="unsigned_sha256",
+        inputs=sources,
+        links=(source_revision.key,),
+        items={key: p.revision for key, p in pinned.items()},
+        lanes={key: p.lane for key, p in pinned.items()},
+        job_ids={key: p.job_id for key, p in pinned.items()},
+        failed=failed,
         metadata=lambda gated: {
-            "unsigned_sha256": gated.staged.sha256, "bytes": gated.staged.size, "pages": gated.staged.pages,
-            "renderer_version": RENDERER_VERSION, "source_sha256": gated.staged.revision.sha256,
-            "source_sequence": gated.staged.revision.sequence, "gate": "passed",
-            Stage.RENDER.clock: gated.staged.render_ms, Stage.VALIDATE.clock: gated.validate_ms,
+            "unsigned_sha256": gated.staged.sha256,
+            "bytes": gated.staged.size,
+            "pages": gated.staged.pages,
+            "renderer_version": RENDERER_VERSION,
+            "source_sha256": gated.staged.revision.sha256,
+            "source_sequence": gated.staged.revision.sequence,
+            "gate": "passed",
+            Stage.RENDER.clock: gated.staged.render_ms,
+            Stage.VALIDATE.clock: gated.validate_ms,
         },
     )
 
 
-@asset(**PARTITIONED, deps=[monthly_report], code_version=RENDERER_VERSION, pool="publish",
-       description="PAdES-signed report + DSSE/in-toto statement + manifest, published once and committed to the "
-       "ledger with the tenant-month's stage clocks.")
+@asset(
+    **PARTITIONED,
+    deps=[monthly_report],
+    code_version=RENDERER_VERSION,
+    pool="publish",
+    description="PAdES-signed report + DSSE/in-toto statement + manifest, published once and committed to the "
+    "ledger with the tenant-month's stage clocks.",
+)
 def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource):
     pinned, failed, _ = _pinned(context)
     reports, report_events = _latest(context, monthly_report.key)
     failed |= _missing(context, monthly_report.key, reports) | {
         # A partial re-materialization can leave the report rendered from another revision than the pinned one.
         key: EvidenceError(ReasonCode.UPSTREAM_NOT_MATERIALIZED, "monthly_report was rendered from another revision")
-        for key, p in pinned.items() if key in reports and reports[key]["source_sha256"] != p.revision.sha256
+        for key, p in pinned.items()
+        if key in reports and reports[key]["source_sha256"] != p.revision.sha256
     }
     queue_wait_ms = _queue_wait_ms(context)
     items = {
-        key: (p, reports[key]["unsigned_sha256"], {Stage.QUEUE_WAIT.clock: queue_wait_ms, Stage.RENDER.clock: reports[key][Stage.RENDER.clock],
-                                                  Stage.VALIDATE.clock: reports[key][Stage.VALIDATE.clock]})
-        for key, p in pinned.items() if key not in failed
+        key: (
+            p,
+            reports[key]["unsigned_sha256"],
+            {
+                Stage.QUEUE_WAIT.clock: queue_wait_ms,
+                Stage.RENDER.clock: reports[key][Stage.RENDER.clock],
+                Stage.VALIDATE.clock: reports[key][Stage.VALIDATE.clock],
+            },
+        )
+        for key, p in pinned.items()
+        if key not in failed
     }
     yield from _each_partition(
-        context, evidence, partial(pipeline.publish_and_time, run=_run(context)), items,
-        lanes={key: p.lane for key, p in pinned.items()}, job_ids={key: p.job_id for key, p in pinned.items()},
-        failed=failed, metadata=_bundle_metadata, version_field="identity", inputs=report_events,
+        context,
+        evidence,
+        partial(pipeline.publish_and_time, run=_run(context)),
+        items,
+        lanes={key: p.lane for key, p in pinned.items()},
+        job_ids={key: p.job_id for key, p in pinned.items()},
+        failed=failed,
+        metadata=_bundle_metadata,
+        version_field="identity",
+        inputs=report_events,
         links=(monthly_report.key, source_revision.key),
     )
 
 
-@asset(**PARTITIONED, deps=[source_revision], code_version=RENDERER_VERSION, pool="preview",
-       description="Preview lane: a quick, reduced-fidelity rendering (cover and summary) of the pinned revision for "
-       "analysts. Stored in the preview store; never gated, signed, archived or recorded as evidence.")
+@asset(
+    **PARTITIONED,
+    deps=[source_revision],
+    code_version=RENDERER_VERSION,
+    pool="preview",
+    description="Preview lane: a quick, reduced-fidelity rendering (cover and summary) of the pinned revision for "
+    "analysts. Stored in the preview store; never gated, signed, archived or recorded as evidence.",
+)
 def report_preview(context: AssetExecutionContext, evidence: EvidenceResource):
     pinned, failed, sources = _pinned(context)
     with _foreseeable():
         previews = evidence.runtime().previews
     yield from _each_partition(
-        context, evidence, pipeline.preview_stage, items={key: p.revision for key, p in pinned.items()}, lanes={},
-        job_ids={}, failed=failed, version_field="preview_sha256", inputs=sources,
+        context,
+        evidence,
+        pipeline.preview_stage,
+        items={key: p.revision for key, p in pinned.items()},
+        lanes={},
+        job_ids={},
+        failed=failed,
+        version_field="preview_sha256",
+        inputs=sources,
         metadata=lambda preview: {
-            "lane": str(Lane.PREVIEW), "preview_sha256": preview.sha256, "bytes": preview.size, "pages": preview.pages,
+            "lane": str(Lane.PREVIEW),
+            "preview_sha256": preview.sha256,
+            "bytes": preview.size,
+            "pages": preview.pages,
             "location": MetadataValue.text(previews.uri(preview.key)),
-            "source_sha256": preview.revision.sha256, Stage.RENDER.clock: preview.render_ms,
+            "source_sha256": preview.revision.sha256,
+            Stage.RENDER.clock: preview.render_ms,
         },
     )
 

@@ -11,6 +11,7 @@ from dagster import DagsterInstance
 from dagster._core.utils import make_new_run_id
 
 from evidence_pipeline import sources
+from evidence_pipeline.checkpoints import publish_checkpoint
 from evidence_pipeline.defs.automation import monthly_evidence_job
 from evidence_pipeline.defs.coordinator import TENANT_TAG
 from evidence_pipeline.defs.partitions import partition_key_for, range_tags, run_tenant, tenant_partitions
@@ -18,7 +19,6 @@ from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.defs.slots import SlotWatch, free_dead_holders, owner_tags
 from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.checkpoints import publish_checkpoint
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.tenants import add_to_registry, read_registry
 
@@ -94,7 +94,8 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
             )
         instance.event_log_storage.free_concurrency_slots_for_run(run_id)  # a stopped run may have left a claim
         run_outcomes, interrupted = _outcomes(result, tenant_months, say)
-        stopped = watch.stopped or (EvidenceError(ReasonCode.INTERRUPTED, "stopped by SIGINT/SIGTERM") if interrupted else None)
+        stopped = watch.stopped or (EvidenceError(ReasonCode.INTERRUPTED,
+                                                  "stopped by SIGINT/SIGTERM") if interrupted else None)
         outcomes += [o if o.ok or stopped is None else DemoOutcome(o.tenant_month, stopped.code)
                      for o in run_outcomes]
     if stopped is None and any(o.ok for o in outcomes):

@@ -41,7 +41,9 @@ def _targeted_partitions(context: StepExecutionContext) -> frozenset[str]:
 def add_asset_metadata(self: StepExecutionContext, metadata, asset_key=None, partition_key=None) -> None:
     assets_def = self.assets_def
     if partition_key and assets_def is not None and assets_def.partitions_def is not None:
-        key = AssetKey.from_coercible(asset_key) if asset_key else (assets_def.key if len(assets_def.keys) == 1 else None)
+        key = (
+            AssetKey.from_coercible(asset_key) if asset_key else (assets_def.key if len(assets_def.keys) == 1 else None)
+        )
         if key in assets_def.keys and partition_key in _targeted_partitions(self):
             # What Dagster's method does after its checks pass.
             self._metadata_accumulator = self._metadata_accumulator.with_additional_asset_metadata(
@@ -55,8 +57,11 @@ def install() -> bool:
     """Patch StepExecutionContext.add_asset_metadata if Dagster is the checked version; True when patched."""
     if StepExecutionContext.add_asset_metadata is add_asset_metadata:
         return True
-    if not still_checked("evidence_pipeline.defs.range_runs", "not patching add_asset_metadata (range runs stay "
-                         "O(range²))", {_dagster_add_asset_metadata: CHECKED_SOURCE_SHA256}):
+    if not still_checked(
+        "evidence_pipeline.defs.range_runs",
+        "not patching add_asset_metadata (range runs stay O(range²))",
+        {_dagster_add_asset_metadata: CHECKED_SOURCE_SHA256},
+    ):
         return False
     StepExecutionContext.add_asset_metadata = add_asset_metadata
     return True

@@ -136,14 +136,17 @@ class SlotWatch:
             for run_id in free_dead_holders(self.instance, self.pools, self.run_id):
                 self.say(f"freed the pool slots of run {run_id[:8]}: its process is gone (RUN_WORKER_LOST)")
             message = "; ".join(
-                f"waiting for a `{pool}` pool slot for {step} (held by run(s) {', '.join(r[:8] for r in holders) or '-'})"
+                f"waiting for a `{pool}` pool slot for {step} "
+                f"(held by run(s) {', '.join(r[:8] for r in holders) or '-'})"
                 for pool, step, holders in waiting
             )
             if message != said:
                 self.say(f"{message}; giving up after {self.wait_seconds:.0f} s")
                 said = message
             if check_captured_interrupt():
-                self._stop(EvidenceError(ReasonCode.INTERRUPTED, "stopped by SIGINT/SIGTERM while waiting for a pool slot"))
+                self._stop(
+                    EvidenceError(ReasonCode.INTERRUPTED, "stopped by SIGINT/SIGTERM while waiting for a pool slot")
+                )
             elif time.monotonic() - since >= self.wait_seconds:
                 self._stop(EvidenceError(ReasonCode.POOL_WAIT_TIMEOUT, f"waited {self.wait_seconds:.0f} s: {message}"))
 

@@ -110,7 +110,8 @@ class JobTransitions:
             if job["state"] == SUCCEEDED:
                 return None
             if job["state"] in CLOSED:
-                raise EvidenceError(ReasonCode.JOB_CLOSED, f"job {job_id[:12]} is {job['state']}; replay it to try again")
+                raise EvidenceError(ReasonCode.JOB_CLOSED,
+                                    f"job {job_id[:12]} is {job['state']}; replay it to try again")
             if job["state"] == RUNNING and job["lease_expires_at"] and job["lease_expires_at"] > now:
                 raise EvidenceError(ReasonCode.LEASE_BUSY, f"job {job_id[:12]} is leased by another attempt")
             lease = Lease(job_id, job["lease_token"] + 1, owner, now + ttl_seconds)

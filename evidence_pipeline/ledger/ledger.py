@@ -95,7 +95,8 @@ class Ledger(JobTransitions):
         try:
             self.engine = create_engine(parsed, **_read_only_arguments(parsed) if read_only else {})
         except (ArgumentError, ImportError):
-            raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_LEDGER_URL names an unsupported database driver") from None
+            raise EvidenceError(ReasonCode.CONFIG_INVALID,
+                                "EVIDENCE_LEDGER_URL names an unsupported database driver") from None
         if sqlite:
             _serialize_sqlite_writers(self.engine, read_only)
         self._writer = self.engine.execution_options(ledger_writes=True)  # transactions that write use this
@@ -135,7 +136,8 @@ class Ledger(JobTransitions):
                 )
             ).rowcount == 0
             if fenced:
-                raise EvidenceError(ReasonCode.LEASE_FENCED, f"lease {lease.token} of job {lease.job_id[:12]} is no longer held")
+                raise EvidenceError(ReasonCode.LEASE_FENCED,
+                                    f"lease {lease.token} of job {lease.job_id[:12]} is no longer held")
             event = self._append(conn, tenant_month, EventType.BUNDLE_PUBLISHED, row["report_sha256"], actor,
                                  details | row | {"job_id": lease.job_id, "lease_token": lease.token})
             conn.execute(self.publications.insert().values(**row, event_seq=event.seq))
@@ -195,7 +197,8 @@ class Ledger(JobTransitions):
                     raise EvidenceError(ReasonCode.LEDGER_INVALID, f"audit event {row.seq} breaks the hash chain")
                 body = _event_body(row.body)
                 if any(body[column] != getattr(row, column) for column in mirrors.EVENT_COLUMNS):
-                    raise EvidenceError(ReasonCode.LEDGER_INVALID, f"audit event {row.seq} columns differ from its body")
+                    raise EvidenceError(ReasonCode.LEDGER_INVALID,
+                                        f"audit event {row.seq} columns differ from its body")
                 if body["event_type"] == EventType.BUNDLE_PUBLISHED:
                     published[row.seq] = body["details"]
                 if isinstance(body["details"].get("job_id"), str):
@@ -207,7 +210,8 @@ class Ledger(JobTransitions):
             raise EvidenceError(ReasonCode.LEDGER_INVALID, "publications and bundle.published events do not pair up")
         for row in publications:
             if not mirrors.publication_matches(row, published[row["event_seq"]]):
-                raise EvidenceError(ReasonCode.LEDGER_INVALID, f"the publication of event {row['event_seq']} differs from it")
+                raise EvidenceError(ReasonCode.LEDGER_INVALID,
+                                    f"the publication of event {row['event_seq']} differs from it")
         for row in jobs:
             if not mirrors.job_matches(row, job_events.get(row["job_id"], [])):
                 raise EvidenceError(ReasonCode.LEDGER_INVALID, f"job {row['job_id'][:12]} differs from its events")
@@ -250,7 +254,8 @@ class Ledger(JobTransitions):
             has_versions = inspect(conn).has_table(VERSION_TABLE)
             version = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar() if has_versions else None
         if version != _head_revision():
-            raise EvidenceError(ReasonCode.LEDGER_INVALID, "the database holds no evidence ledger at the current schema version")
+            raise EvidenceError(ReasonCode.LEDGER_INVALID,
+                                "the database holds no evidence ledger at the current schema version")
 
     def _migrate(self) -> None:
         """Bring the schema to the newest migration. Concurrent first starts serialize on a lock or retry."""
@@ -274,7 +279,8 @@ class Ledger(JobTransitions):
                     return work(conn)
             except (IntegrityError, LostRace) as error:
                 lost_race = error  # another writer moved the chain head, the identity or the job: re-read, retry
-        raise EvidenceError(ReasonCode.LEDGER_CONFLICT, "could not append to the audit ledger under contention") from lost_race
+        raise EvidenceError(ReasonCode.LEDGER_CONFLICT,
+                            "could not append to the audit ledger under contention") from lost_race
 
 
 def _head_revision() -> str:

@@ -7,9 +7,9 @@ stores about an event is a copy or a function of bodies and must match them:
   copies a body field (EVENT_COLUMNS);
 - `evidence_publications`: each row copies its `bundle.published` event's details, column by column, and every such
   event has exactly one row;
-- `evidence_jobs`: `job_id` is the hash of the identity columns, the identity columns match the job's `job.accepted` event,
-  and the state columns (JOB_STATE_COLUMNS) are the fold of the job's events. The lease expiry, the retry-budget
-  start and the timestamps are operational clocks that no event records.
+- `evidence_jobs`: `job_id` is the hash of the identity columns, the identity columns match the job's
+  `job.accepted` event, and the state columns (JOB_STATE_COLUMNS) are the fold of the job's events. The lease
+  expiry, the retry-budget start and the timestamps are operational clocks that no event records.
 """
 
 from __future__ import annotations
@@ -27,8 +27,12 @@ _FAILURE_STATES = {EventType(f"job.{state}"): state for state in (states.ACCEPTE
 
 
 def is_event_body(body) -> bool:
-    return isinstance(body, dict) and body.keys() == BODY_FIELDS and isinstance(body["details"], dict) and all(
-        isinstance(body[name], str) for name in BODY_FIELDS - {"details"})
+    return (
+        isinstance(body, dict)
+        and body.keys() == BODY_FIELDS
+        and isinstance(body["details"], dict)
+        and all(isinstance(body[name], str) for name in BODY_FIELDS - {"details"})
+    )
 
 
 def publication_matches(row: dict, details: dict) -> bool:
@@ -46,17 +50,26 @@ def job_matches(row: dict, events: Iterable[dict]) -> bool:
         kind, details = body["event_type"], body["details"]
         if kind == EventType.JOB_ACCEPTED and "reason" not in details:  # the acceptance that created the row
             if (body["tenant"], body["period"], body["subject_sha256"], details.get("fidelity")) != (
-                    row["tenant"], row["period"], row["source_sha256"], row["fidelity"]):
+                row["tenant"],
+                row["period"],
+                row["source_sha256"],
+                row["fidelity"],
+            ):
                 return False
             derived["state"] = states.ACCEPTED
         elif kind == EventType.JOB_RUNNING:
-            derived.update(state=states.RUNNING, lease_token=details.get("lease_token"), lease_owner=body["actor"],
-                           attempts=details.get("attempt"))
+            derived.update(
+                state=states.RUNNING,
+                lease_token=details.get("lease_token"),
+                lease_owner=body["actor"],
+                attempts=details.get("attempt"),
+            )
         elif kind == EventType.BUNDLE_PUBLISHED:
             derived.update(state=states.SUCCEEDED, last_reason=None)
         elif kind in _FAILURE_STATES:
-            derived.update(state=_FAILURE_STATES[kind], attempts=details.get("attempt"),
-                           last_reason=details.get("reason"))
+            derived.update(
+                state=_FAILURE_STATES[kind], attempts=details.get("attempt"), last_reason=details.get("reason")
+            )
         elif kind == EventType.JOB_REPLAYED:
             derived.update(state=states.ACCEPTED, attempts=0)
     return all(row[column] == derived[column] for column in JOB_STATE_COLUMNS)

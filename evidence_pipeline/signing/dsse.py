@@ -42,7 +42,9 @@ def statement(subject_name: str, subject_sha256: str, predicate: dict) -> dict:
     }
 
 
-def sign_envelope(payload: bytes, key: ed25519.Ed25519PrivateKey, key_id: str, payload_type: str = PAYLOAD_TYPE) -> bytes:
+def sign_envelope(
+    payload: bytes, key: ed25519.Ed25519PrivateKey, key_id: str, payload_type: str = PAYLOAD_TYPE
+) -> bytes:
     signature = key.sign(pae(payload_type, payload))
     envelope = {
         "payload": base64.b64encode(payload).decode(),
@@ -60,8 +62,12 @@ class Opened:
     key_ids: tuple[str, ...]
 
 
-def verify_envelope(data: bytes, public_keys: dict[str, ed25519.Ed25519PublicKey], payload_type: str,
-                    code: str = ReasonCode.STATEMENT_INVALID) -> Opened:
+def verify_envelope(
+    data: bytes,
+    public_keys: dict[str, ed25519.Ed25519PublicKey],
+    payload_type: str,
+    code: str = ReasonCode.STATEMENT_INVALID,
+) -> Opened:
     """Verify a DSSE envelope of ``payload_type`` against known keys; malformed envelopes raise ``code``."""
     envelope = jsonread.loads(data, code, "the DSSE envelope")
     try:
@@ -69,8 +75,9 @@ def verify_envelope(data: bytes, public_keys: dict[str, ed25519.Ed25519PublicKey
             raise ValueError("not an envelope")
         payload = base64.b64decode(envelope["payload"], validate=True)
         envelope_type = envelope["payloadType"]
-        signatures = [(_signature_fields(s)["keyid"], base64.b64decode(s["sig"], validate=True))
-                      for s in envelope["signatures"]]
+        signatures = [
+            (_signature_fields(s)["keyid"], base64.b64decode(s["sig"], validate=True)) for s in envelope["signatures"]
+        ]
     except (ValueError, KeyError, TypeError, binascii.Error):
         raise EvidenceError(code, "not a DSSE envelope") from None
     if envelope_type != payload_type or not signatures:
@@ -82,12 +89,18 @@ def verify_envelope(data: bytes, public_keys: dict[str, ed25519.Ed25519PublicKey
         try:
             public_keys[key_id].verify(sig, pae(payload_type, payload))
         except InvalidSignature:
-            raise EvidenceError(ReasonCode.STATEMENT_SIGNATURE_INVALID, f"DSSE signature by {key_id} does not verify") from None
+            raise EvidenceError(
+                ReasonCode.STATEMENT_SIGNATURE_INVALID, f"DSSE signature by {key_id} does not verify"
+            ) from None
     return Opened(payload, tuple(sorted({key_id for key_id, _ in known})))
 
 
 def _signature_fields(signature) -> dict:
-    if not isinstance(signature, dict) or signature.keys() != {"keyid", "sig"} or not isinstance(signature["keyid"], str):
+    if (
+        not isinstance(signature, dict)
+        or signature.keys() != {"keyid", "sig"}
+        or not isinstance(signature["keyid"], str)
+    ):
         raise ValueError("not a DSSE signature")
     return signature
 
@@ -96,7 +109,13 @@ def open_statement(data: bytes, public_keys: dict[str, ed25519.Ed25519PublicKey]
     """Verify a DSSE envelope against known keys; return its in-toto statement and the ids of the verifying keys."""
     opened = verify_envelope(data, public_keys, PAYLOAD_TYPE)
     body = jsonread.loads(opened.payload, ReasonCode.STATEMENT_INVALID, "the DSSE payload")
-    if (not isinstance(body, dict) or body.get("_type") != STATEMENT_TYPE or body.get("predicateType") != PREDICATE_TYPE
-            or not isinstance(body.get("predicate"), dict)):
-        raise EvidenceError(ReasonCode.STATEMENT_INVALID, "payload is not an in-toto Statement v1 of our predicate type")
+    if (
+        not isinstance(body, dict)
+        or body.get("_type") != STATEMENT_TYPE
+        or body.get("predicateType") != PREDICATE_TYPE
+        or not isinstance(body.get("predicate"), dict)
+    ):
+        raise EvidenceError(
+            ReasonCode.STATEMENT_INVALID, "payload is not an in-toto Statement v1 of our predicate type"
+        )
     return body, opened.key_ids

@@ -92,11 +92,14 @@ class Keyring:
         try:
             return (self.directory / name).read_bytes()
         except FileNotFoundError:
-            raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, f"key file {name} is missing from the keys directory") from None
+            raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID,
+                                f"key file {name} is missing from the keys directory") from None
 
     def publish_public_keys(self, store: ArtifactStore) -> list[StoredObject]:
         """Put-once the statement public key and the PAdES trust root under keys/, named by key id."""
-        statement_pem = self.statement_key.public_key().public_bytes(_PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        statement_pem = self.statement_key.public_key().public_bytes(
+            _PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
         return [
             store.put_once(f"keys/{self.statement_key_id}.pem", statement_pem),
             store.put_once(f"keys/{self.root_id}.pem", self.root_pem),
@@ -126,7 +129,9 @@ def load_keyring(directory: Path, generate: bool) -> Keyring:
     """Load the keyring, generating development keys atomically on first use if allowed."""
     if not (directory / STATEMENT_KEY).exists():
         if not generate:
-            raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "no signing keys provisioned and key generation is disabled")
+            raise EvidenceError(
+                ReasonCode.KEY_MATERIAL_INVALID, "no signing keys provisioned and key generation is disabled"
+            )
         _generate_dev_keys(directory)
     return Keyring(directory)
 
@@ -164,7 +169,8 @@ def _generate_dev_keys(directory: Path) -> None:
             os.rename(staging, directory)  # atomic; a concurrent first use loses the race and loads the winner's
         except OSError:
             if not (directory / STATEMENT_KEY).exists():
-                raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the keys directory exists but holds no statement key"
+                raise EvidenceError(
+                    ReasonCode.KEY_MATERIAL_INVALID, "the keys directory exists but holds no statement key"
                 ) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -185,9 +191,15 @@ def _builder(subject: x509.Name, issuer: x509.Name, public_key, now: dt.datetime
 
 def _usage(cert_sign: bool) -> x509.KeyUsage:
     return x509.KeyUsage(
-        digital_signature=not cert_sign, content_commitment=not cert_sign, key_encipherment=False,
-        data_encipherment=False, key_agreement=False, key_cert_sign=cert_sign, crl_sign=cert_sign,
-        encipher_only=False, decipher_only=False,
+        digital_signature=not cert_sign,
+        content_commitment=not cert_sign,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=cert_sign,
+        crl_sign=cert_sign,
+        encipher_only=False,
+        decipher_only=False,
     )
 
 

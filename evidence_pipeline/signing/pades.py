@@ -72,16 +72,20 @@ def verify_pdf_signature(pdf: bytes | BinaryIO, trust_root_pem: bytes) -> None:
         reader = PdfFileReader(readable(pdf), strict=True)
         signatures = reader.embedded_signatures
     except (PdfError, ValueError, KeyError) as error:
-        raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID, f"signed PDF does not parse ({type(error).__name__})") from None
+        raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
+                            f"signed PDF does not parse ({type(error).__name__})") from None
     if len(signatures) != 1:
-        raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID, f"expected exactly one PDF signature, found {len(signatures)}")
+        raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
+                            f"expected exactly one PDF signature, found {len(signatures)}")
     context = ValidationContext(trust_roots=[root], allow_fetching=False, revocation_mode="soft-fail")
     try:
         status = validate_pdf_signature(signatures[0], context)
     except (PdfError, ValueError, KeyError) as error:
-        raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID, f"PDF signature does not validate ({type(error).__name__})") from None
+        raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
+                            f"PDF signature does not validate ({type(error).__name__})") from None
     if not (status.intact and status.valid):
-        raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID, "PDF signature is broken or the document changed after signing")
+        raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
+                            "PDF signature is broken or the document changed after signing")
     if status.coverage is None or status.coverage.name != "ENTIRE_FILE":
         raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID, "PDF signature does not cover the entire file")
     if not status.trusted:

@@ -202,7 +202,8 @@ class LocalStore(StreamingStore):
         except FileNotFoundError:
             return None
         if stat.S_ISLNK(mode):
-            raise EvidenceError(ReasonCode.STORE_SYMLINK_REFUSED, f"{key} passes through a symlink; stores never follow one")
+            raise EvidenceError(ReasonCode.STORE_SYMLINK_REFUSED,
+                                f"{key} passes through a symlink; stores never follow one")
         return mode
 
     def _walk(self, prefix: str, directory: int) -> list[str]:

@@ -59,30 +59,41 @@ class S3Store(StreamingStore):
         extra = {}
         if self.options.object_lock_mode:
             extra["ObjectLockMode"] = self.options.object_lock_mode
-            extra["ObjectLockRetainUntilDate"] = datetime.now(timezone.utc) + timedelta(days=self.options.object_lock_days)
+            extra["ObjectLockRetainUntilDate"] = datetime.now(timezone.utc) + timedelta(
+                days=self.options.object_lock_days
+            )
         if self.options.server_side_encryption:
             extra["ServerSideEncryption"] = self.options.server_side_encryption
             if self.options.kms_key_id:
                 extra["SSEKMSKeyId"] = self.options.kms_key_id
         try:
             response = self.client.put_object(
-                Bucket=self.bucket, Key=self._key(key), Body=file, ContentLength=size, IfNoneMatch="*",
-                ChecksumAlgorithm="SHA256", ChecksumSHA256=base64.b64encode(bytes.fromhex(sha256)).decode(),
-                Metadata={"sha256": sha256}, **extra,
+                Bucket=self.bucket,
+                Key=self._key(key),
+                Body=file,
+                ContentLength=size,
+                IfNoneMatch="*",
+                ChecksumAlgorithm="SHA256",
+                ChecksumSHA256=base64.b64encode(bytes.fromhex(sha256)).decode(),
+                Metadata={"sha256": sha256},
+                **extra,
             )
         except ClientError as error:
             if _code(error) not in ("PreconditionFailed", "412"):
                 raise _classify(error, key) from None
             # The key exists: identical bytes converge, anything else conflicts. Its digest is re-hashed, not trusted.
             if self.get_file(key, DISCARD) != sha256:
-                raise EvidenceError(ReasonCode.STORE_CONFLICT, f"object {key} already exists with different bytes") from None
+                raise EvidenceError(
+                    ReasonCode.STORE_CONFLICT, f"object {key} already exists with different bytes"
+                ) from None
             return StoredObject(key, sha256, size, created=False, version_id=self.version_id(key))
         except BotoCoreError as error:
             raise _unavailable(error, key) from None
         return StoredObject(key, sha256, size, created=True, version_id=response.get("VersionId"))
 
-    def get_file(self, key: str, out: BinaryIO, expected_sha256: str | None = None,
-                 max_bytes: int | None = None) -> str:
+    def get_file(
+        self, key: str, out: BinaryIO, expected_sha256: str | None = None, max_bytes: int | None = None
+    ) -> str:
         try:
             response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
             try:
@@ -97,7 +108,9 @@ class S3Store(StreamingStore):
             raise _unavailable(error, key) from None
         recorded = response.get("Metadata", {}).get("sha256")
         if recorded is not None and sha256 != recorded:
-            raise EvidenceError(ReasonCode.STORE_DIGEST_MISMATCH, f"object {key} does not match the sha256 recorded at upload")
+            raise EvidenceError(
+                ReasonCode.STORE_DIGEST_MISMATCH, f"object {key} does not match the sha256 recorded at upload"
+            )
         return check_digest(key, sha256, expected_sha256)
 
     def exists(self, key: str) -> bool:
