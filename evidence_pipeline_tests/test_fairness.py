@@ -74,6 +74,11 @@ JOB_BACKFILL_RANGE = {RANGE_START: "2026-05-01|acme-books", RANGE_END: "2026-05-
                       "dagster/partition/month": "2026-05-01", "dagster/partition/tenant": "acme-books"}
 
 
+# A job backfill's range run over one month of two registered tenants, as the fixture instance knows them.
+CROSS_TENANT_JOB_BACKFILL_RUN = {"dagster/backfill": "bf", **JOB_BACKFILL_RANGE, RANGE_START: "2026-10-01|big-tenant",
+                                 RANGE_END: "2026-10-01|small-b", "dagster/partition/tenant": "big-tenant"}
+
+
 def test_dimension_tags_that_contradict_the_range_are_stray_and_do_not_name_the_tenant():
     assert stray_dimension_tags(JOB_BACKFILL_RANGE) == ["dagster/partition/month", "dagster/partition/tenant"]
     assert run_tenant(JOB_BACKFILL_RANGE) is None  # the run executes two tenants' partitions
@@ -167,17 +172,7 @@ def test_one_tenants_backfill_cannot_take_every_run_slot(instance, workspace_con
         },
     )
     small_b = _submit(instance, workspace_context, _range("2025-01-01|small-b", "2026-10-01|small-b"))
-    cross = _submit(
-        instance,
-        workspace_context,
-        {
-            "dagster/backfill": "bf",
-            **JOB_BACKFILL_RANGE,
-            RANGE_START: "2026-10-01|big-tenant",
-            RANGE_END: "2026-10-01|small-b",
-            "dagster/partition/tenant": "big-tenant",
-        },
-    )
+    cross = _submit(instance, workspace_context, CROSS_TENANT_JOB_BACKFILL_RUN)
 
     # The coordinator tagged every single-tenant run before it was queued, and left the cross-tenant one alone.
     stored = {run.run_id: instance.get_run_by_id(run.run_id) for run in [*big, small_a, small_b, cross]}
@@ -231,17 +226,7 @@ def test_the_tag_rewrite_is_guarded_by_the_dagster_version(instance, workspace_c
     assert source_sha256(job_backfill.submit_backfill_runs) == SUBMIT_BACKFILL_RUNS_SHA256
     monkeypatch.setattr(dagster, "__version__", "1.13.28")
     with pytest.warns(UserWarning, match="checked against dagster==1.13.27"):
-        run = _submit(
-            instance,
-            workspace_context,
-            {
-                "dagster/backfill": "bf",
-                **JOB_BACKFILL_RANGE,
-                RANGE_START: "2026-10-01|big-tenant",
-                RANGE_END: "2026-10-01|small-b",
-                "dagster/partition/tenant": "big-tenant",
-            },
-        )
+        run = _submit(instance, workspace_context, CROSS_TENANT_JOB_BACKFILL_RUN)
     assert stray_dimension_tags(instance.get_run_by_id(run.run_id).tags) == sorted(
         ["dagster/partition/month", "dagster/partition/tenant"]
     )
