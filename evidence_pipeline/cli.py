@@ -172,13 +172,13 @@ def _locate_bundle(bundle: str, settings: Settings) -> tuple[ArtifactStore, str]
 
 
 def _s3_client(settings: Settings):
-    from evidence_pipeline.runtime import s3_client  # boto3 through dagster-aws, only when asked for
+    from evidence_pipeline.runtime import s3_client  # the runtime (ledger, boto3) only when a command needs it
 
     return s3_client(settings)
 
 
 def _runtime(settings: Settings):
-    from evidence_pipeline.runtime import runtime_for  # S3 clients come from dagster-aws
+    from evidence_pipeline.runtime import runtime_for  # the ledger and the stores only when a command needs them
 
     return runtime_for(settings)
 

@@ -143,7 +143,7 @@ def publish_and_time(rt: Runtime, item: tuple[PinnedSource, str, dict], run: Run
     publication.timings_ms.update(clocks)
     rt.ledger.record(
         pinned.revision.tenant_month, EventType.STAGES_TIMED, publication.report_sha256, run.run_id, lane=pinned.lane,
-        **{stage: publication.timings_ms.get(stage) for stage in (s.clock for s in Stage)},
+        **{stage.clock: publication.timings_ms.get(stage.clock) for stage in Stage},
     )
     return publication
 

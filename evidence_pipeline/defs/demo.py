@@ -151,6 +151,8 @@ def _outcomes(result, tenant_months: list[TenantMonth], say: Callable[[str], Non
             # run's later steps for the whole range.
             outcomes.append(DemoOutcome(tenant_month, codes.get(key) or run_code or ReasonCode.UPSTREAM_STEP_FAILED))
     return outcomes, interrupted
+
+
 def _metadata(result, asset_name: str) -> dict[str, dict]:
     """partition key -> metadata of ``asset_name``'s materializations in this run."""
     return {
