@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import TYPE_CHECKING
 
-from evidence_pipeline.ledger import LedgerEvent
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.signing.dsse import canonical_json
+
+if TYPE_CHECKING:  # only an annotation: verification must not load the ledger (SQLAlchemy, Alembic)
+    from evidence_pipeline.ledger import LedgerEvent
 
 REPORT = "report.pdf"
 STATEMENT = "statement.dsse.json"
