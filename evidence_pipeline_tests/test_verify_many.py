@@ -14,6 +14,8 @@ from evidence_pipeline.cli import main
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.locations import locate
 from evidence_pipeline.pipeline import RunInfo, run_tenant_month
+from evidence_pipeline.verify import Check, Verification
+from evidence_pipeline.verify_many import Outcome, overall_exit_code
 from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, SMALL, overwrite
 
 IDENTITY = "0" * 64
@@ -90,6 +92,17 @@ def test_an_unreachable_archive_prefix_is_3(tmp_path):
            "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_REGION": "us-east-1", "AWS_MAX_ATTEMPTS": "1"}
     result = CliRunner().invoke(main, ["verify", "s3://bucket/archive/bundles/acme-books", "--json"], env=env)
     assert result.exit_code == 3 and json.loads(result.output)["error"]["code"] == "STORE_UNAVAILABLE"
+
+
+def test_a_finding_is_never_hidden_by_an_outage():
+    failed = Outcome("b1", verification=Verification("b1", [Check("subject_digest", False, "SUBJECT_DIGEST_MISMATCH")]))
+    verified = Outcome("b2", verification=Verification("b2", [Check("subject_digest", True)]))
+    unreadable = Outcome("b3", error=EvidenceError("STORE_UNAVAILABLE", "S3 is unreachable"))
+    assert overall_exit_code([verified, verified]) == 0
+    assert overall_exit_code([verified, unreadable]) == 3
+    assert overall_exit_code([unreadable, failed, verified]) == 1
+    assert unreadable.as_dict() == {"bundle": "b3", "ok": False, "error": {
+        "code": "STORE_UNAVAILABLE", "message": "S3 is unreachable"}}
 
 
 @pytest.mark.parametrize("argument, archive, prefix", [
