@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
+from pathlib import Path
 
 from dagster import DagsterInstance
 from dagster._core.utils import make_new_run_id
@@ -54,8 +57,17 @@ def run_demo(months: int, today: date, evidence: EvidenceResource | None = None,
              instance: DagsterInstance | None = None, say: Callable[[str], None] = print) -> list[DemoOutcome]:
     """Runs on ``instance``, or on the one DAGSTER_HOME names. ``say`` reports what a wait is waiting for."""
     evidence = evidence or EvidenceResource()
-    with contextlib.nullcontext(instance) if instance else DagsterInstance.get() as dagster_instance:
+    with contextlib.nullcontext(instance) if instance else _instance_of_dagster_home() as dagster_instance:
         return _run_demo(dagster_instance, evidence, months, today, say)
+
+
+def _instance_of_dagster_home() -> DagsterInstance:
+    """DagsterInstance.get(), one process at a time. On a fresh DAGSTER_HOME, Dagster creates and stamps its SQLite
+    schemas without a guard, so two demos that start together can fail with "table … already exists"."""
+    # DagsterInstance.get() reads the same variable; `evidence demo` sets it (cli._use_dagster_home).
+    with open(Path(os.environ["DAGSTER_HOME"]) / ".instance.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        return DagsterInstance.get()
 
 
 def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int, today: date,
