@@ -1,4 +1,8 @@
-"""`evidence …`: the command line for operators and auditors."""
+"""`evidence …`: the command line for operators and auditors.
+
+Each command imports what it needs in its body, so that `evidence --help` and `evidence verify` load neither the
+ledger (SQLAlchemy, Alembic), the pipeline (pandas, reportlab) nor Dagster (test_verify_many checks which modules load).
+"""
 
 from __future__ import annotations
 
@@ -8,23 +12,23 @@ import json
 import os
 import shutil
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from evidence_pipeline.checkpoints import prove_bundle, publish_checkpoint, verify_ledger
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EXIT_CHECK_FAILED, EXIT_OK, EvidenceError, ReasonCode, exit_code
-from evidence_pipeline.ledger import Ledger
-from evidence_pipeline.maintenance import sweep_attempts
 from evidence_pipeline.models import validate_tenant_id
 from evidence_pipeline.paths import private_dirs
-from evidence_pipeline.stats import PERCENTILES, StageSummary, parse_since, stage_stats
-from evidence_pipeline.store import ArtifactStore
-from evidence_pipeline.store.local import LocalStore
-from evidence_pipeline.store.uri import open_store
-from evidence_pipeline.verify import verify_bundle
+
+if TYPE_CHECKING:
+    from evidence_pipeline.ledger import Ledger
+    from evidence_pipeline.stats import StageSummary
+    from evidence_pipeline.store import ArtifactStore
+    from evidence_pipeline.verify_many import Outcome
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -125,50 +129,113 @@ def demo(months: int) -> None:
 
 
 @main.command()
-@click.argument("bundle")
+@click.argument("locations", nargs=-1, required=True, metavar="LOCATION...")
 @json_option
 @click.option("--key-id", "key_ids", multiple=True, help="Only trust these statement key ids (repeatable).")
 @click.option("--root-id", "root_ids", multiple=True, help="Only trust these PAdES trust root ids (repeatable).")
-def verify(bundle: str, as_json: bool, key_ids: tuple[str, ...], root_ids: tuple[str, ...]) -> None:
-    """Verify a bundle offline. Exit 0 only if every check passes.
+@click.option("--workers", type=click.IntRange(min=1), help="Worker processes for many bundles "
+              "[default: EVIDENCE_WORKERS, one per CPU].")
+def verify(locations: tuple[str, ...], as_json: bool, key_ids: tuple[str, ...], root_ids: tuple[str, ...],
+           workers: int | None) -> None:
+    """Verify bundles offline. Exit 0 only if every check of every bundle passes.
+
+    A LOCATION is one bundle, <archive>/bundles/<tenant>/<period>/<identity>, or a prefix whose bundles are all
+    verified: <archive>/bundles[/<tenant>[/<period>]] or the archive itself; a folder or s3://bucket/prefix.
+    For several bundles, --json prints one JSON object per bundle (JSON lines).
 
     Keys come from the archive's keys/ folder; pin the ids you received out of band with --key-id and --root-id,
     otherwise whoever can write the archive could publish a key of their own.
     """
-    store, prefix = _locate_bundle(bundle, _settings())
-    result = verify_bundle(store, prefix, frozenset(key_ids), frozenset(root_ids))
-    if as_json:
-        click.echo(json.dumps(result.as_dict(), indent=2))
-    else:
-        for check in result.checks:
-            failure = "" if check.passed else f": {check.code}: {check.detail}"
-            click.echo(f"{'ok  ' if check.passed else 'FAIL'} {check.name}{failure}")
-        click.echo(
-            f"statement key {result.statement_key_id}, trust root {result.trust_root_id}"
-            + ("" if key_ids and root_ids else "  (not pinned: pass --key-id and --root-id)")
-        )
-        click.echo("VERIFIED" if result.ok else f"NOT VERIFIED: {', '.join(result.codes)}")
-    sys.exit(EXIT_OK if result.ok else EXIT_CHECK_FAILED)
+    from evidence_pipeline.locations import locate  # with verify_many: pyHanko, which only verify needs
+
+    settings = _settings()
+    targets = [locate(location) for location in locations]
+    pinned = bool(key_ids and root_ids)
+    if len(targets) == 1 and targets[0].is_bundle:
+        from evidence_pipeline.verify import verify_bundle
+
+        target = targets[0]
+        result = verify_bundle(_open_archive(target.archive), target.prefix, frozenset(key_ids), frozenset(root_ids))
+        if as_json:
+            click.echo(json.dumps(result.as_dict(), indent=2))
+        else:
+            for check in result.checks:
+                failure = "" if check.passed else f": {check.code}: {check.detail}"
+                click.echo(f"{'ok  ' if check.passed else 'FAIL'} {check.name}{failure}")
+            click.echo(f"statement key {result.statement_key_id}, trust root {result.trust_root_id}"
+                       + ("" if pinned else "  (not pinned: pass --key-id and --root-id)"))
+            click.echo("VERIFIED" if result.ok else f"NOT VERIFIED: {', '.join(result.codes)}")
+        sys.exit(EXIT_OK if result.ok else EXIT_CHECK_FAILED)
+
+    from evidence_pipeline.verify_many import list_bundles, overall_exit_code, verify_all
+
+    bundles = list_bundles(targets, _open_archive)
+    progress = _Progress(len(bundles)) if sys.stderr.isatty() else None
+    outcomes = []
+    for outcome in verify_all(bundles, _open_archive, frozenset(key_ids), frozenset(root_ids),
+                              workers or settings.workers):
+        outcomes.append(outcome)
+        if progress:
+            progress.clear()
+        click.echo(json.dumps(outcome.as_dict()) if as_json else _outcome_line(outcome))
+        if progress:
+            progress.show(outcomes)
+    if progress:
+        progress.clear()
+    if not as_json:
+        _print_summary(outcomes, pinned)
+    sys.exit(overall_exit_code(outcomes))
 
 
-def _locate_bundle(bundle: str, settings: Settings) -> tuple[ArtifactStore, str]:
-    """A bundle is <archive root>/bundles/<tenant>/<period>/<identity>, as a folder or under s3://bucket/prefix."""
-    if bundle.startswith("s3://"):
-        root, marker, rest = bundle.rstrip("/").rpartition("/bundles/")
-        if not marker or rest.count("/") != 2:
-            raise EvidenceError(
-                ReasonCode.BUNDLE_NOT_FOUND, "expected s3://bucket/[prefix/]bundles/<tenant>/<period>/<identity>"
-            )
-        return open_store(root, _s3_client(settings)), f"bundles/{rest}"
-    if "://" in bundle:
-        raise EvidenceError(ReasonCode.BUNDLE_NOT_FOUND, "a bundle is a local folder or an s3:// prefix")
-    path = Path(bundle).resolve()
-    if not path.is_dir() or len(path.parts) < 5 or path.parents[2].name != "bundles":
-        raise EvidenceError(
-            ReasonCode.BUNDLE_NOT_FOUND, "expected a folder <archive>/bundles/<tenant>/<period>/<identity>"
-        )
-    root = path.parents[3]
-    return LocalStore(root), str(path.relative_to(root))
+def _outcome_line(outcome: Outcome) -> str:
+    if outcome.error is not None:
+        return f"ERR  {outcome.bundle}: {outcome.error}"
+    failed = [check for check in outcome.verification.checks if not check.passed]
+    return f"{'ok  ' if not failed else 'FAIL'} {outcome.bundle}" + "".join(
+        f"{':' if i == 0 else ';'} {check.code} ({check.name}: {check.detail})" for i, check in enumerate(failed))
+
+
+def _print_summary(outcomes: list[Outcome], pinned: bool) -> None:
+    verified = sum(outcome.exit_code == EXIT_OK for outcome in outcomes)
+    unchecked = sum(outcome.error is not None for outcome in outcomes)
+    click.echo(f"{len(outcomes)} bundles: {verified} verified, {len(outcomes) - verified - unchecked} not verified"
+               + (f", {unchecked} could not be checked" if unchecked else ""))
+    checked = [outcome.verification for outcome in outcomes if outcome.verification is not None]
+    keys = sorted({v.statement_key_id for v in checked if v.statement_key_id})
+    roots = sorted({v.trust_root_id for v in checked if v.trust_root_id})
+    click.echo(f"statement keys {', '.join(keys) or '-'}, trust roots {', '.join(roots) or '-'}"
+               + ("" if pinned else "  (not pinned: pass --key-id and --root-id)"))
+    codes = sorted({code for v in checked for code in v.codes}
+                   | {o.error.code for o in outcomes if o.error is not None})
+    click.echo("VERIFIED" if verified == len(outcomes) else f"NOT VERIFIED: {', '.join(codes)}")
+
+
+class _Progress:
+    """A progress line on a terminal's stderr, cleared while a result line is printed and redrawn after it."""
+
+    def __init__(self, total: int):
+        self.total = total
+        self.started = time.monotonic()
+
+    def show(self, outcomes: list[Outcome]) -> None:
+        failed = sum(outcome.exit_code != EXIT_OK for outcome in outcomes)
+        rate = len(outcomes) / max(time.monotonic() - self.started, 1e-3)
+        click.echo(f"\rverifying {len(outcomes)}/{self.total} bundles, {failed} not verified, {rate:.0f}/s",
+                   err=True, nl=False)
+
+    def clear(self) -> None:
+        click.echo("\r\x1b[K", err=True, nl=False)
+
+
+def _open_archive(root: str) -> ArtifactStore:
+    """The store of an archive root that `locations.locate` found (each worker process opens its own)."""
+    if root.startswith("s3://"):
+        from evidence_pipeline.store.uri import open_store  # boto3: only for an archive on S3
+
+        return open_store(root, _s3_client(_settings()))
+    from evidence_pipeline.store.local import LocalStore
+
+    return LocalStore(Path(root))
 
 
 def _s3_client(settings: Settings):
@@ -191,6 +258,8 @@ def ledger() -> None:
 @ledger.command("checkpoint")
 def ledger_checkpoint() -> None:
     """Sign and publish a checkpoint of the current ledger (put-once under ledger/checkpoints/)."""
+    from evidence_pipeline.checkpoints import publish_checkpoint
+
     settings = _settings()
     runtime = _runtime(settings)
     checkpoint = publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
@@ -199,13 +268,16 @@ def ledger_checkpoint() -> None:
 
 def _audit(settings: Settings) -> tuple[Ledger, ArtifactStore]:
     """The ledger, opened read-only, and the archive: what verification and proofs read, and never write."""
-    s3 = _s3_client(settings) if settings.archive_uri.startswith("s3://") else None
-    return Ledger(settings.ledger_url, read_only=True), open_store(settings.archive_uri, s3)
+    from evidence_pipeline.ledger import Ledger
+
+    return Ledger(settings.ledger_url, read_only=True), _open_archive(settings.archive_uri)
 
 
 @ledger.command("verify")
 def ledger_verify() -> None:
     """Recompute the hash chain, every checkpoint's Merkle root and the consistency between checkpoints."""
+    from evidence_pipeline.checkpoints import verify_ledger
+
     settings = _settings()
     ledger, archive = _audit(settings)
     report = verify_ledger(ledger, archive)
@@ -219,9 +291,12 @@ def ledger_verify() -> None:
 @click.argument("bundle")
 def ledger_prove(bundle: str) -> None:
     """Print the inclusion proof of BUNDLE's publication event in the newest covering checkpoint."""
-    settings = _settings()
-    ledger, _ = _audit(settings)
-    click.echo(json.dumps(prove_bundle(ledger, *_locate_bundle(bundle, settings)), indent=2))
+    from evidence_pipeline.checkpoints import prove_bundle
+    from evidence_pipeline.locations import locate_bundle
+
+    location = locate_bundle(bundle)
+    ledger, _ = _audit(_settings())
+    click.echo(json.dumps(prove_bundle(ledger, _open_archive(location.archive), location.prefix), indent=2))
 
 
 @main.group("dead-letter")
@@ -257,6 +332,8 @@ def replay(job_id: str, reason: str, requested_by: str) -> None:
 @main.command()
 def sweep() -> None:
     """Remove abandoned attempt directories (older than the lease, lease not live)."""
+    from evidence_pipeline.maintenance import sweep_attempts
+
     settings = _settings()
     runtime = _runtime(settings)
     click.echo(f"swept {len(sweep_attempts(runtime))} abandoned attempt directories")
@@ -266,6 +343,8 @@ class _Since(click.ParamType):
     name = "ISO-DATE-OR-DATETIME"
 
     def convert(self, value, param, ctx) -> datetime:
+        from evidence_pipeline.stats import parse_since
+
         try:
             return parse_since(value)
         except ValueError as error:
@@ -302,6 +381,9 @@ def _oldest_queued_run_age(settings: Settings) -> float | None:
 def stats(tenant: str | None, since: datetime | None, as_json: bool) -> None:
     """Stage latency percentiles (ms, nearest-rank) from the ledger's stages.timed events, and the age of the
     oldest queued Dagster run (any tenant)."""
+    from evidence_pipeline.ledger import Ledger
+    from evidence_pipeline.stats import PERCENTILES, stage_stats
+
     settings = _settings()
     result = stage_stats(Ledger(settings.ledger_url), tenant, since)
     queued_age = _oldest_queued_run_age(settings)
@@ -330,6 +412,8 @@ def stats(tenant: str | None, since: datetime | None, as_json: bool) -> None:
 
 
 def _percentile_cells(summary: StageSummary) -> str:
+    from evidence_pipeline.stats import PERCENTILES
+
     values = (getattr(summary, f"p{p}") for p in PERCENTILES)
     return "".join(f" {'-' if value is None else f'{value:.1f}':>10}" for value in values)
 

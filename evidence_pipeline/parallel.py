@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
@@ -42,11 +42,19 @@ def map_stage(
     ``make_runtime`` and ``stage`` must be importable top-level callables (they are pickled by reference).
     One item, or one worker, runs in this process: a single tenant-month pays no pool start-up.
     """
+    return list(iter_stage(make_runtime, stage, items, workers))
+
+
+def iter_stage(
+    make_runtime: Callable[[], object], stage: Callable[[object, T], R], items: Sequence[T], workers: int
+) -> Iterator[R | EvidenceError]:
+    """map_stage, yielding each item's outcome, in order, as soon as it and those before it are done."""
     if workers <= 1 or len(items) <= 1:
-        return [_attempt(make_runtime, stage, item) for item in items]
+        yield from (_attempt(make_runtime, stage, item) for item in items)
+        return
     n = len(items)
     try:
-        return list(_pool(workers).map(_attempt, [make_runtime] * n, [stage] * n, items, [dict(os.environ)] * n))
+        yield from _pool(workers).map(_attempt, [make_runtime] * n, [stage] * n, items, [dict(os.environ)] * n)
     except BrokenProcessPool:  # a worker died (killed, out of memory): the next call starts a fresh pool
         _pools.pop(workers).shutdown(cancel_futures=True)
         raise EvidenceError(ReasonCode.WORKER_LOST, "a worker process died while running a stage") from None

@@ -37,9 +37,12 @@ def test_verify_on_an_unreachable_store_is_3_not_tampering(tmp_path):
 
 
 def test_verify_usage_and_not_found_is_2(tmp_path):
+    """A folder with no bundle below it is not found; the message names what the user passed, nothing else."""
     result = _invoke(["verify", str(tmp_path), "--json"], {"EVIDENCE_HOME": str(tmp_path / "home")})
     assert result.exit_code == 2 and json.loads(result.output) == {"error": {
-        "code": "BUNDLE_NOT_FOUND", "message": "expected a folder <archive>/bundles/<tenant>/<period>/<identity>"}}
+        "code": "BUNDLE_NOT_FOUND", "message": f"no bundle below {tmp_path}: expected an archive or "
+        "<archive>/bundles[/<tenant>[/<period>[/<identity>]]], as a folder or s3://bucket/prefix"}}
+    assert _invoke(["verify"], {}).exit_code == 2  # no location at all: click's usage error
 
 
 @pytest.mark.parametrize("content, code, status", [

@@ -150,7 +150,10 @@ def test_cli_verify_exit_codes_and_json(runtime, published):
     overwrite(runtime, f"{published.bundle_key}/{MANIFEST}", b"{")
     bad = CliRunner().invoke(main, ["verify", folder])
     assert bad.exit_code == 1 and "MANIFEST_INVALID" in bad.output and "Traceback" not in bad.output
-    missing = CliRunner().invoke(main, ["verify", folder.rsplit("/", 3)[0], "--json"])
+    # <archive>/bundles is a prefix now: it verifies every bundle below it (test_verify_many.py has the details)
+    prefix = CliRunner().invoke(main, ["verify", folder.rsplit("/", 3)[0], "--json"])
+    assert prefix.exit_code == 1 and json.loads(prefix.output)["codes"] == ["MANIFEST_INVALID"]
+    missing = CliRunner().invoke(main, ["verify", folder.rsplit("/", 3)[0] + "/nobody", "--json"])
     assert missing.exit_code == 2 and json.loads(missing.output)["error"]["code"] == "BUNDLE_NOT_FOUND"
 
 
