@@ -276,6 +276,56 @@ def _percentile_cells(summary: StageSummary) -> str:
     return "".join(f" {'-' if value is None else f'{value:.1f}':>10}" for value in values)
 
 
+@main.group()
+def tenant() -> None:
+    """Tenants: API tokens for intake."""
+
+
+@tenant.group("token")
+def tenant_token() -> None:
+    """Per-tenant API tokens (only their sha256 is stored)."""
+
+
+@tenant_token.command("issue")
+@click.argument("tenant_id", metavar="TENANT", callback=_tenant_option)
+def tenant_token_issue(tenant_id: str) -> None:
+    """Issue a new API token for TENANT and print it, once."""
+    from evidence_pipeline.intake import open_documents
+
+    documents = _run(lambda: open_documents(_settings()))
+    token_id, token = _run(lambda: documents.ledger.issue_token(tenant_id, os.environ.get("USER", "operator")))
+    click.echo(f"token id: {token_id}")
+    click.echo(f"token:    {token}")
+    click.echo("The token is shown only this once; store it now. Send it as `Authorization: Bearer <token>`.")
+
+
+@tenant_token.command("revoke")
+@click.argument("token_id")
+def tenant_token_revoke(token_id: str) -> None:
+    """Revoke a token by its id: every request with it is refused from now on."""
+    from evidence_pipeline.intake import open_documents
+
+    documents = _run(lambda: open_documents(_settings()))
+    tenant_id = _run(lambda: documents.ledger.revoke_token(token_id, os.environ.get("USER", "operator")))
+    click.echo(f"token {token_id} of tenant {tenant_id} revoked")
+
+
+@main.group()
+def intake() -> None:
+    """The HTTP front door for tenants' documents and jobs."""
+
+
+@intake.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
+def intake_serve(host: str, port: int) -> None:
+    """Serve the intake API (Starlette on uvicorn)."""
+    from evidence_pipeline.intake.app import serve
+
+    settings = _settings()
+    _run(lambda: serve(settings, host, port))
+
+
 @main.command()
 def ui() -> None:
     """Start the Dagster UI and daemon (dagster dev) on this project's instance."""

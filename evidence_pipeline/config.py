@@ -39,10 +39,13 @@ class Settings:
     workers: int  # worker processes a run uses for the partitions of its range
     oversize_bytes: int  # source revisions larger than this go to the oversize lane
     oversize_workers: int  # the oversize lane's lower cap, within a run
+    documents_uri: str  # uploaded documents (intake): private, put-once, content-addressed
+    intake_max_bytes: int  # the largest document intake admits
+    document_page_size: int  # document jobs per dispatch page (one Dagster run)
 
     @property
     def uses_s3(self) -> bool:
-        uris = (self.archive_uri, self.sources_uri, self.staging_uri, self.preview_uri)
+        uris = (self.archive_uri, self.sources_uri, self.staging_uri, self.preview_uri, self.documents_uri)
         return any(uri.startswith("s3://") for uri in uris)
 
     @property
@@ -95,6 +98,9 @@ class Settings:
             workers=_whole(env, "EVIDENCE_WORKERS", len(os.sched_getaffinity(0))),
             oversize_bytes=_whole(env, "EVIDENCE_OVERSIZE_BYTES", 2 * 1024 * 1024),
             oversize_workers=_whole(env, "EVIDENCE_OVERSIZE_WORKERS", 1),
+            documents_uri=store("EVIDENCE_DOCUMENTS_URI", home / "documents"),
+            intake_max_bytes=_whole(env, "EVIDENCE_INTAKE_MAX_BYTES", 25 * 1024 * 1024),
+            document_page_size=_whole(env, "EVIDENCE_DOCUMENT_PAGE_SIZE", 50),
         )
 
 

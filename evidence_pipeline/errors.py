@@ -39,6 +39,34 @@ REASON_CODES: dict[str, bool] = {
     "WORKER_LOST": True,  # a worker process died mid-stage; the stage is safe to repeat
     "UNEXPECTED_ERROR": False,  # a defect; its traceback is in the run's logs
     "DAGSTER_UNAVAILABLE": True,  # the Dagster instance's storage could not be read
+    # intake: answers of the HTTP front door (evidence_pipeline/intake/app.py maps each to its HTTP status)
+    "AUTH_REQUIRED": False,  # no `Authorization: Bearer …`
+    "TOKEN_INVALID": False,  # unknown or revoked token
+    "TOKEN_NOT_FOUND": False,  # `evidence tenant token revoke` of an id that was never issued
+    "ROUTE_NOT_FOUND": False,
+    "METHOD_NOT_ALLOWED": False,
+    "REQUEST_INVALID": False,  # a body or header that is not what the endpoint takes
+    "LENGTH_REQUIRED": False,
+    "DOCUMENT_TOO_LARGE": False,
+    "LENGTH_MISMATCH": False,  # received bytes differ from Content-Length
+    "CONTENT_DIGEST_MISMATCH": False,  # received bytes differ from X-Content-SHA256
+    "MEDIA_TYPE_UNSUPPORTED": False,  # declared or sniffed type not allowed, or they disagree
+    "DOCUMENT_NOT_FOUND": False,
+    "IDEMPOTENCY_KEY_INVALID": False,
+    "IDEMPOTENCY_CONFLICT": False,  # the key was used for a request with another digest
+    "OPERATION_UNKNOWN": False,
+    "OPTIONS_INVALID": False,
+    "INPUTS_INVALID": False,
+    # the worker-side document gate: terminal outcomes recorded on the job, nothing published
+    "DOCUMENT_NOT_PDF": False,
+    "DOCUMENT_MALFORMED": False,
+    "DOCUMENT_ENCRYPTED": False,
+    "DOCUMENT_PAGE_TREE_LOOP": False,
+    "DOCUMENT_LIMIT_EXCEEDED": False,  # decompression bombs, too many pages, objects or nesting
+    "DOCUMENT_JAVASCRIPT": False,
+    "DOCUMENT_LAUNCH_ACTION": False,
+    "DOCUMENT_EMBEDDED_FILES": False,
+    "DOCUMENT_XFA": False,
     # verification outcomes (what `evidence verify` reports)
     "BUNDLE_NOT_FOUND": False,
     "BUNDLE_INCOMPLETE": False,

@@ -26,11 +26,11 @@ def pae(payload_type: str, payload: bytes) -> bytes:
     return b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
 
 
-def statement(subject_name: str, subject_sha256: str, predicate: dict) -> dict:
+def statement(subject_name: str, subject_sha256: str, predicate: dict, predicate_type: str = PREDICATE_TYPE) -> dict:
     return {
         "_type": STATEMENT_TYPE,
         "subject": [{"name": subject_name, "digest": {"sha256": subject_sha256}}],
-        "predicateType": PREDICATE_TYPE,
+        "predicateType": predicate_type,
         "predicate": predicate,
     }
 

@@ -1,0 +1,247 @@
+"""The ledger's side of intake: API tokens, admitted documents and document jobs.
+
+A document job is an `evidence_jobs` row with fidelity ``document`` (so it moves through the same compare-and-swap
+states under the same fenced leases, retry budget, dead letters and `evidence replay` as a tenant-month) plus an
+`evidence_document_jobs` row. Its `source_sha256` is the request digest and its `period` the month it was accepted
+in. Every write here commits its audit event in the same transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import time
+from collections import defaultdict
+from datetime import datetime, timezone
+
+from sqlalchemy import Connection, MetaData, func, select
+
+from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.ledger import jobs as states
+from evidence_pipeline.ledger.jobs import Lease
+from evidence_pipeline.ledger.ledger import Ledger, _database, canonical
+from evidence_pipeline.models import TenantMonth
+
+DOCUMENT = "document"  # the fidelity of a document job in evidence_jobs
+WORKER_VERSION = "documents/1"  # recorded as the job's renderer_version: what processes document jobs
+TOKEN_PREFIX = "evt_"
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def current_month(now: float | None = None) -> str:
+    return datetime.fromtimestamp(time.time() if now is None else now, timezone.utc).strftime("%Y-%m")
+
+
+class DocumentLedger:
+    def __init__(self, ledger: Ledger):
+        self.ledger = ledger
+        tables = MetaData()
+        with _database():
+            tables.reflect(ledger.engine, only=("evidence_api_tokens", "evidence_documents", "evidence_document_jobs"))
+        self.tokens = tables.tables["evidence_api_tokens"]
+        self.documents = tables.tables["evidence_documents"]
+        self.document_jobs = tables.tables["evidence_document_jobs"]
+
+    # --- tokens -----------------------------------------------------------------------------------------------
+
+    def issue_token(self, tenant: str, actor: str) -> tuple[str, str]:
+        """A new API token for ``tenant``: (token id, token). Only the token's sha256 is stored."""
+        token_id = "tok_" + secrets.token_hex(12)
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)  # 256 bits of randomness
+        now = time.time()
+
+        def issue(conn: Connection) -> None:
+            conn.execute(self.tokens.insert().values(
+                token_id=token_id, tenant=tenant, token_sha256=sha256_text(token), created_at=now))
+            self.ledger._append(conn, TenantMonth(tenant, current_month(now)), "token.issued", sha256_text(token_id),
+                                actor, {"token_id": token_id})
+
+        self.ledger._transact(issue)
+        return token_id, token
+
+    def revoke_token(self, token_id: str, actor: str) -> str:
+        """Revoke a token (idempotent); returns its tenant."""
+
+        def revoke(conn: Connection) -> str:
+            row = conn.execute(select(self.tokens).where(self.tokens.c.token_id == token_id)).first()
+            if row is None:
+                raise EvidenceError("TOKEN_NOT_FOUND", "no such token id")
+            if row.revoked_at is None:
+                now = time.time()
+                conn.execute(self.tokens.update().where(self.tokens.c.token_id == token_id).values(revoked_at=now))
+                self.ledger._append(conn, TenantMonth(row.tenant, current_month(now)), "token.revoked",
+                                    sha256_text(token_id), actor, {"token_id": token_id})
+            return row.tenant
+
+        return self.ledger._transact(revoke)
+
+    def tenant_of_token(self, token: str) -> str | None:
+        """The tenant a live token belongs to, or None (unknown or revoked)."""
+        tokens = self.tokens.c
+        query = select(tokens.tenant).where(tokens.token_sha256 == sha256_text(token), tokens.revoked_at.is_(None))
+        with _database(), self.ledger.engine.connect() as conn:
+            return conn.execute(query).scalar()
+
+    # --- documents --------------------------------------------------------------------------------------------
+
+    def admit_document(self, tenant: str, sha256: str, size: int, media_type: str, store_key: str,
+                       actor: str) -> tuple[dict, bool]:
+        """Record an admitted document and its `document.admitted` event; the same bytes again return the first
+        record. Returns (row, created)."""
+        document_id = "doc_" + sha256_text(f"{tenant}/{sha256}")[:40]
+
+        def admit(conn: Connection) -> tuple[dict, bool]:
+            existing = self._document(conn, tenant, document_id)
+            if existing is not None:
+                return existing, False
+            now = time.time()
+            event = self.ledger._append(conn, TenantMonth(tenant, current_month(now)), "document.admitted", sha256,
+                                        actor, {"document_id": document_id, "bytes": size, "media_type": media_type})
+            conn.execute(self.documents.insert().values(
+                document_id=document_id, tenant=tenant, sha256=sha256, size=size, media_type=media_type,
+                store_key=store_key, created_at=now, event_seq=event.seq))
+            return self._document(conn, tenant, document_id), True
+
+        return self.ledger._transact(admit)
+
+    def document(self, tenant: str, document_id: str) -> dict | None:
+        """``tenant``'s document, or None: another tenant's document does not exist for this one."""
+        with _database(), self.ledger.engine.connect() as conn:
+            return self._document(conn, tenant, document_id)
+
+    def _document(self, conn: Connection, tenant: str, document_id: str) -> dict | None:
+        docs = self.documents.c
+        row = conn.execute(select(self.documents).where(docs.document_id == document_id, docs.tenant == tenant)).first()
+        return None if row is None else dict(row._mapping)
+
+    # --- jobs -------------------------------------------------------------------------------------------------
+
+    def submit_job(self, tenant: str, idempotency_key: str, request_sha256: str, operation: str, request: dict,
+                   policy_version: str, actor: str) -> tuple[dict, bool]:
+        """Accept a job once per (tenant, idempotency key). Returns (job, created). The same key with another
+        request digest is IDEMPOTENCY_CONFLICT, recorded in the ledger with both digests and nothing else."""
+        job_id = sha256_text(canonical({"tenant": tenant, "idempotency_key": idempotency_key}))
+
+        def submit(conn: Connection) -> tuple[dict, bool | None]:
+            existing = self._job(conn, tenant, job_id)
+            now = time.time()
+            tenant_month = TenantMonth(tenant, current_month(now))
+            if existing is not None:
+                if existing["request_sha256"] == request_sha256:
+                    return existing, False
+                self.ledger._append(conn, tenant_month, "job.idempotency_conflict", request_sha256, actor, {
+                    "job_id": job_id, "request_sha256": request_sha256,
+                    "accepted_request_sha256": existing["request_sha256"]})
+                return existing, None
+            conn.execute(self.ledger.jobs.insert().values(
+                job_id=job_id, tenant=tenant, period=tenant_month.period, source_sha256=request_sha256,
+                renderer_version=WORKER_VERSION, policy_version=policy_version, fidelity=DOCUMENT,
+                state=states.ACCEPTED, attempts=0, lease_token=0, budget_started_at=now, created_at=now,
+                updated_at=now))
+            conn.execute(self.document_jobs.insert().values(
+                job_id=job_id, tenant=tenant, idempotency_key=idempotency_key, request_sha256=request_sha256,
+                operation=operation, request=canonical(request), accepted_at=now))
+            self.ledger._append(conn, tenant_month, "job.accepted", request_sha256, actor,
+                                {"job_id": job_id, "fidelity": DOCUMENT, "operation": operation})
+            return self._job(conn, tenant, job_id), True
+
+        job, created = self.ledger._transact(submit)
+        if created is None:
+            raise EvidenceError("IDEMPOTENCY_CONFLICT", "this Idempotency-Key was used for a different request")
+        return job, created
+
+    def job(self, tenant: str, job_id: str) -> dict | None:
+        """``tenant``'s document job with its state, or None."""
+        with _database(), self.ledger.engine.connect() as conn:
+            return self._job(conn, tenant, job_id)
+
+    def _job(self, conn: Connection, tenant: str, job_id: str) -> dict | None:
+        docs, jobs = self.document_jobs.c, self.ledger.jobs.c
+        query = (select(self.document_jobs, jobs.state, jobs.attempts, jobs.last_reason, jobs.period,
+                        jobs.lease_token, jobs.policy_version)
+                 .join(self.ledger.jobs, jobs.job_id == docs.job_id)
+                 .where(docs.job_id == job_id, docs.tenant == tenant))
+        row = conn.execute(query).first()
+        if row is None:
+            return None
+        job = dict(row._mapping)
+        job["request"] = json.loads(job["request"])
+        job["outputs"] = json.loads(job["outputs"]) if job["outputs"] else None
+        return job
+
+    # --- dispatch and work ------------------------------------------------------------------------------------
+
+    def assign_pages(self, page_size: int) -> None:
+        """Put accepted, unpaged jobs into pages of at most ``page_size`` jobs of one tenant each, oldest first."""
+        docs, jobs = self.document_jobs.c, self.ledger.jobs.c
+
+        def assign(conn: Connection) -> None:
+            rows = conn.execute(
+                select(docs.job_id, docs.tenant).join(self.ledger.jobs, jobs.job_id == docs.job_id)
+                .where(jobs.state == states.ACCEPTED, docs.page_id.is_(None)).order_by(docs.accepted_at)
+            ).all()
+            by_tenant: dict[str, list[str]] = defaultdict(list)
+            for row in rows:
+                by_tenant[row.tenant].append(row.job_id)
+            for job_ids in by_tenant.values():
+                for start in range(0, len(job_ids), page_size):
+                    page = job_ids[start:start + page_size]
+                    page_id = sha256_text(canonical(sorted(page)))
+                    conn.execute(self.document_jobs.update()
+                                 .where(docs.job_id.in_(page), docs.page_id.is_(None)).values(page_id=page_id))
+
+        self.ledger._transact(assign)
+
+    def open_pages(self) -> list[tuple[str, str, int]]:
+        """(page id, tenant, generation) of every page that still has accepted jobs, oldest page first. The
+        generation (the attempts of those jobs) grows when a transient failure returns a job to accepted, so a
+        run key of page id + generation names one dispatch of one page."""
+        docs, jobs = self.document_jobs.c, self.ledger.jobs.c
+        query = (select(docs.page_id, docs.tenant, func.sum(jobs.attempts).label("generation"))
+                 .join(self.ledger.jobs, jobs.job_id == docs.job_id)
+                 .where(jobs.state == states.ACCEPTED, docs.page_id.is_not(None))
+                 .group_by(docs.page_id, docs.tenant).order_by(func.min(docs.accepted_at)))
+        with _database(), self.ledger.engine.connect() as conn:
+            return [(row.page_id, row.tenant, int(row.generation)) for row in conn.execute(query)]
+
+    def page_jobs(self, page_id: str) -> list[dict]:
+        """The jobs of a page (any state), in acceptance order."""
+        docs = self.document_jobs.c
+        with _database(), self.ledger.engine.connect() as conn:
+            rows = conn.execute(select(docs.job_id, docs.tenant).where(docs.page_id == page_id)
+                                .order_by(docs.accepted_at)).all()
+            return [self._job(conn, row.tenant, row.job_id) for row in rows]
+
+    def mark_started(self, job_id: str) -> None:
+        docs = self.document_jobs.c
+        with _database(), self.ledger._writer.begin() as conn:
+            conn.execute(self.document_jobs.update().where(docs.job_id == job_id, docs.started_at.is_(None))
+                         .values(started_at=time.time()))
+
+    def mark_finished(self, job_id: str) -> None:
+        """A job closed by a failure (rejected or dead) has finished too."""
+        docs = self.document_jobs.c
+        with _database(), self.ledger._writer.begin() as conn:
+            conn.execute(self.document_jobs.update().where(docs.job_id == job_id).values(finished_at=time.time()))
+
+    def complete(self, job: dict, lease: Lease, event_type: str, subject_sha256: str, outputs: dict,
+                 actor: str) -> int:
+        """Commit a document job's outputs: its event, the outputs and job -> succeeded in one transaction, fenced
+        by ``lease``. Returns the event's ledger position."""
+
+        def commit(conn: Connection) -> int:
+            fenced = conn.execute(self.ledger._held(lease).values(
+                state=states.SUCCEEDED, lease_expires_at=None, last_reason=None, updated_at=time.time())).rowcount == 0
+            if fenced:
+                raise EvidenceError("LEASE_FENCED", f"lease {lease.token} of job {lease.job_id[:12]} is no longer held")
+            event = self.ledger._append(conn, TenantMonth(job["tenant"], job["period"]), event_type, subject_sha256,
+                                        actor, outputs | {"job_id": job["job_id"], "lease_token": lease.token})
+            conn.execute(self.document_jobs.update().where(self.document_jobs.c.job_id == job["job_id"]).values(
+                outputs=canonical(outputs | {"ledger_seq": event.seq}), finished_at=time.time()))
+            return event.seq
+
+        return self.ledger._transact(commit)
