@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import socket
 import threading
 import time
 from collections.abc import Iterator
 
+import httpx
+import pytest
 import uvicorn
+from pypdf import PdfWriter
 
+from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import Documents
+from evidence_pipeline.intake import open_documents
 from evidence_pipeline.intake.app import create_app
 
 
@@ -34,3 +40,59 @@ def running_server(documents: Documents) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+
+
+CEILING = 64 * 1024
+
+
+def pdf_bytes(pages: int = 1, producer: str | None = None) -> bytes:
+    writer = PdfWriter()
+    for _ in range(pages):
+        writer.add_blank_page(200, 200)
+    if producer:
+        writer.add_metadata({"/Producer": producer})
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def intake_environment(backend: dict[str, str]) -> dict[str, str]:
+    env = dict(backend, EVIDENCE_INTAKE_MAX_BYTES=str(CEILING))
+    if "EVIDENCE_ARCHIVE_URI" in backend:  # the aws backend: documents go to the same bucket
+        env["EVIDENCE_DOCUMENTS_URI"] = backend["EVIDENCE_ARCHIVE_URI"].removesuffix("/archive") + "/documents"
+    return env
+
+
+@pytest.fixture
+def documents(backend):
+    return open_documents(Settings.from_env(intake_environment(backend)))
+
+
+@pytest.fixture
+def intake(documents):
+    with running_server(documents) as url:
+        yield url
+
+
+def client(url: str, token: str | None = None) -> httpx.Client:
+    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"} if token else {}, timeout=30)
+
+
+def tokens(documents) -> tuple[str, str]:
+    """Tokens of two tenants."""
+    return documents.ledger.issue_token("acme", "test")[1], documents.ledger.issue_token("globex", "test")[1]
+
+
+def error_code(response: httpx.Response) -> str:
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}
+    return body["error"]["code"]
+
+
+def upload(http: httpx.Client, data: bytes, **headers) -> httpx.Response:
+    return http.post("/v1/documents", content=data, headers={"Content-Type": "application/pdf", **headers})
+
+
+def submit(http: httpx.Client, key: str | None, body) -> httpx.Response:
+    headers = {} if key is None else {"Idempotency-Key": key}
+    return http.post("/v1/jobs", json=body, headers=headers)

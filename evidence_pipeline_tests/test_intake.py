@@ -4,68 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import io
 import json
 import socket
 from concurrent.futures import ThreadPoolExecutor
 
-import httpx
 import pytest
 from click.testing import CliRunner
-from pypdf import PdfWriter
 from sqlalchemy import select
 
 from evidence_pipeline.cli import main
-from evidence_pipeline.config import Settings
-from evidence_pipeline.intake import open_documents
 from evidence_pipeline.intake.app import create_app
-from evidence_pipeline_tests.intake_server import running_server
-
-CEILING = 64 * 1024
-
-
-def pdf_bytes(pages: int = 1, producer: str | None = None) -> bytes:
-    writer = PdfWriter()
-    for _ in range(pages):
-        writer.add_blank_page(200, 200)
-    if producer:
-        writer.add_metadata({"/Producer": producer})
-    out = io.BytesIO()
-    writer.write(out)
-    return out.getvalue()
-
-
-def intake_environment(backend: dict[str, str]) -> dict[str, str]:
-    env = dict(backend, EVIDENCE_INTAKE_MAX_BYTES=str(CEILING))
-    if "EVIDENCE_ARCHIVE_URI" in backend:  # the aws backend: documents go to the same bucket
-        env["EVIDENCE_DOCUMENTS_URI"] = backend["EVIDENCE_ARCHIVE_URI"].removesuffix("/archive") + "/documents"
-    return env
-
-
-@pytest.fixture
-def documents(backend):
-    return open_documents(Settings.from_env(intake_environment(backend)))
-
-
-@pytest.fixture
-def intake(documents):
-    with running_server(documents) as url:
-        yield url
-
-
-def client(url: str, token: str | None = None) -> httpx.Client:
-    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"} if token else {}, timeout=30)
-
-
-def tokens(documents) -> tuple[str, str]:
-    """Tokens of two tenants."""
-    return documents.ledger.issue_token("acme", "test")[1], documents.ledger.issue_token("globex", "test")[1]
-
-
-def error_code(response: httpx.Response) -> str:
-    body = response.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}
-    return body["error"]["code"]
+from evidence_pipeline_tests.intake_server import (  # noqa: F401 (fixtures)
+    CEILING, client, documents, error_code, intake, intake_environment, pdf_bytes, submit, tokens, upload,
+)
 
 
 def stored_documents(documents) -> list[str]:
@@ -75,10 +26,6 @@ def stored_documents(documents) -> list[str]:
 def document_rows(documents) -> list:
     with documents.runtime.ledger.engine.connect() as conn:
         return conn.execute(select(documents.ledger.documents)).all()
-
-
-def upload(http: httpx.Client, data: bytes, **headers) -> httpx.Response:
-    return http.post("/v1/documents", content=data, headers={"Content-Type": "application/pdf", **headers})
 
 
 # --- tokens ---------------------------------------------------------------------------------------------------
@@ -238,11 +185,6 @@ def test_the_app_itself_counts_the_bytes_it_reads(documents, sent, code, status)
 
 
 # --- jobs -----------------------------------------------------------------------------------------------------
-
-
-def submit(http: httpx.Client, key: str | None, body) -> httpx.Response:
-    headers = {} if key is None else {"Idempotency-Key": key}
-    return http.post("/v1/jobs", json=body, headers=headers)
 
 
 def test_jobs_are_idempotent_per_key_and_conflicts_are_recorded(documents, intake):

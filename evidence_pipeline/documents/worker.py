@@ -41,12 +41,10 @@ def job_prefix(job: dict) -> str:
 
 
 def run_page(documents: Documents, page_id: str, run: RunInfo) -> list[Outcome]:
-    """Work every accepted job of a page; one job's failure never stops the others."""
-    outcomes = []
-    for job in documents.ledger.page_jobs(page_id):
-        if job["state"] == states.ACCEPTED:
-            outcomes.append(run_job(documents, job, run))
-    return outcomes
+    """Work every open job of a page (accepted, or running under a lease that may have expired: acquiring the
+    lease decides); one job's failure never stops the others."""
+    return [run_job(documents, job, run) for job in documents.ledger.page_jobs(page_id)
+            if job["state"] in (states.ACCEPTED, states.RUNNING)]
 
 
 def run_job(documents: Documents, job: dict, run: RunInfo) -> Outcome:

@@ -15,7 +15,7 @@ import time
 from collections import defaultdict
 from datetime import datetime, timezone
 
-from sqlalchemy import Connection, MetaData, func, select
+from sqlalchemy import Connection, MetaData, and_, func, or_, select
 
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import jobs as states
@@ -197,13 +197,15 @@ class DocumentLedger:
         self.ledger._transact(assign)
 
     def open_pages(self) -> list[tuple[str, str, int]]:
-        """(page id, tenant, generation) of every page that still has accepted jobs, oldest page first. The
-        generation (the attempts of those jobs) grows when a transient failure returns a job to accepted, so a
-        run key of page id + generation names one dispatch of one page."""
+        """(page id, tenant, generation) of every page that still has work: accepted jobs, or running ones whose
+        lease expired (their run died). Oldest page first. The generation (the attempts of that work) grows with
+        every attempt, so a run key of page id + generation names one dispatch of one page."""
         docs, jobs = self.document_jobs.c, self.ledger.jobs.c
+        workable = or_(jobs.state == states.ACCEPTED,
+                       and_(jobs.state == states.RUNNING, jobs.lease_expires_at < time.time()))
         query = (select(docs.page_id, docs.tenant, func.sum(jobs.attempts).label("generation"))
                  .join(self.ledger.jobs, jobs.job_id == docs.job_id)
-                 .where(jobs.state == states.ACCEPTED, docs.page_id.is_not(None))
+                 .where(workable, docs.page_id.is_not(None))
                  .group_by(docs.page_id, docs.tenant).order_by(func.min(docs.accepted_at)))
         with _database(), self.ledger.engine.connect() as conn:
             return [(row.page_id, row.tenant, int(row.generation)) for row in conn.execute(query)]
