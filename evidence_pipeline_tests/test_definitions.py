@@ -36,14 +36,14 @@ def test_snapshot_of_assets_checks_jobs_schedules_sensors():
     policies = {repo.assets_defs_by_key[key].backfill_policy for key in graph.get_all_asset_keys()}
     assert policies == {BackfillPolicy.multi_run(100)}  # backfills run ranges of partitions
     assert sorted(j.name for j in repo.get_all_jobs() if not j.name.startswith("__")) == [
-        "ledger_maintenance", "monthly_evidence",
+        "document_page_job", "ledger_maintenance", "monthly_evidence",
     ]
     schedules = {s.name: (s.cron_schedule, s.job_name) for s in repo.schedule_defs}
     assert schedules == {
         "monthly_evidence_schedule": ("0 2 1 * *", "monthly_evidence"),
         "ledger_maintenance_schedule": ("17 * * * *", "ledger_maintenance"),
     }
-    assert [s.name for s in repo.sensor_defs] == ["tenant_registry_sensor"]
+    assert sorted(s.name for s in repo.sensor_defs) == ["document_dispatch_sensor", "tenant_registry_sensor"]
 
 
 def test_schedule_requests_last_complete_month_for_every_tenant():

@@ -39,6 +39,9 @@ LIMITS = _REPORT_LIMITS | dict(
 )
 # Active content, in the order a refusal names it.
 ACTIVE_CONTENT = ("DOCUMENT_JAVASCRIPT", "DOCUMENT_LAUNCH_ACTION", "DOCUMENT_EMBEDDED_FILES", "DOCUMENT_XFA")
+# Every refusal the gate can answer: decisions about the input, recorded on the job as its outcome.
+GATE_CODES = frozenset({"DOCUMENT_NOT_PDF", "DOCUMENT_MALFORMED", "DOCUMENT_ENCRYPTED", "DOCUMENT_PAGE_TREE_LOOP",
+                        "DOCUMENT_LIMIT_EXCEEDED", *ACTIVE_CONTENT})
 MAX_FONTS = 200
 _PARSE_ERRORS = (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, AssertionError)
 

@@ -1,0 +1,70 @@
+"""Document work in Dagster: a sensor pages admitted document jobs into runs; a run works one page.
+
+The intake server only writes the ledger; the ledger's record is the authority and a run request is a wake-up hint.
+Each tick pages the accepted jobs (one tenant per page, oldest first) and asks for one run per open page, with run
+key page id + generation: a retried tick never launches a page twice, and a page whose jobs went back to work (a
+transient failure, a dead run's expired lease) gets a new key. Runs carry the tenant tag, so the tenant-fair queue
+applies to them like to every other run.
+"""
+
+from collections import Counter
+
+from dagster import (
+    Backoff, Config, DefaultSensorStatus, Failure, Jitter, OpExecutionContext, RetryPolicy, RunConfig, RunRequest,
+    SensorEvaluationContext, SkipReason, job, op, sensor,
+)
+
+from evidence_pipeline.defs.coordinator import TENANT_TAG
+from evidence_pipeline.defs.resources import EvidenceResource, s3_client
+from evidence_pipeline.documents import Documents
+from evidence_pipeline.documents.gate import GATE_CODES
+from evidence_pipeline.documents.worker import run_page
+from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.ledger import jobs as states
+from evidence_pipeline.pipeline import RunInfo
+
+PAGE_TAG = "evidence/document_page"
+
+
+def documents_of(evidence: EvidenceResource) -> Documents:
+    runtime = evidence.runtime()
+    return Documents.open(runtime, s3_client(runtime.settings) if runtime.settings.uses_s3 else None)
+
+
+class PageConfig(Config):
+    page_id: str
+
+
+@op(retry_policy=RetryPolicy(max_retries=3, delay=2, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS))
+def document_page(context: OpExecutionContext, config: PageConfig, evidence: EvidenceResource) -> None:
+    """Work one page of document jobs, each under its own fenced lease. A gate refusal is the job's outcome, not
+    the run's failure; a transient failure retries the step; any other terminal failure fails the run for good."""
+    outcomes = run_page(documents_of(evidence), config.page_id, RunInfo(context.run_id, context.retry_number + 1))
+    counts = Counter(f"{o.operation}/{o.state}" + (f"/{o.reason}" if o.reason else "") for o in outcomes)
+    context.log.info(f"page {config.page_id[:12]}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+    if retry := next((o for o in outcomes if o.state == states.ACCEPTED), None):
+        raise EvidenceError(retry.reason, f"job {retry.job_id[:12]} failed transiently; retrying the page")
+    failed = [o for o in outcomes if o.state in states.CLOSED and o.reason not in GATE_CODES]
+    if failed:
+        raise Failure(description="document jobs failed: " + ", ".join(f"{o.job_id[:12]} {o.reason}" for o in failed),
+                      allow_retries=False)
+
+
+@job(description="Work one page of admitted document jobs (runs come from document_dispatch_sensor).",
+     tags={"dagster/retry_on_asset_or_op_failure": "false"})  # terminal failures are never relaunched
+def document_page_job():
+    document_page()
+
+
+@sensor(job=document_page_job, minimum_interval_seconds=5, default_status=DefaultSensorStatus.RUNNING)
+def document_dispatch_sensor(context: SensorEvaluationContext, evidence: EvidenceResource):
+    """Page accepted document jobs and request one run per open page."""
+    documents = documents_of(evidence)
+    documents.ledger.assign_pages(documents.runtime.settings.document_page_size)
+    requests = [
+        RunRequest(run_key=f"{page_id}.{generation}",
+                   run_config=RunConfig(ops={"document_page": PageConfig(page_id=page_id)}),
+                   tags={TENANT_TAG: tenant, PAGE_TAG: page_id})
+        for page_id, tenant, generation in documents.ledger.open_pages()
+    ]
+    return requests or SkipReason("no document jobs waiting")
