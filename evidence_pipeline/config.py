@@ -42,6 +42,9 @@ class Settings:
     documents_uri: str  # uploaded documents (intake): private, put-once, content-addressed
     intake_max_bytes: int  # the largest document intake admits
     document_page_size: int  # document jobs per dispatch page (one Dagster run)
+    tenant_max_jobs: int  # quota: a tenant's outstanding (not yet terminal) document jobs
+    tenant_max_bytes: int  # quota: a tenant's stored document bytes
+    intake_max_queue_age_seconds: float  # backpressure: new jobs wait while the oldest unstarted job is older
 
     @property
     def uses_s3(self) -> bool:
@@ -101,6 +104,9 @@ class Settings:
             documents_uri=store("EVIDENCE_DOCUMENTS_URI", home / "documents"),
             intake_max_bytes=_whole(env, "EVIDENCE_INTAKE_MAX_BYTES", 25 * 1024 * 1024),
             document_page_size=_whole(env, "EVIDENCE_DOCUMENT_PAGE_SIZE", 50),
+            tenant_max_jobs=_whole(env, "EVIDENCE_TENANT_MAX_JOBS", 1000),
+            tenant_max_bytes=_whole(env, "EVIDENCE_TENANT_MAX_BYTES", 10 * 1024 ** 3),
+            intake_max_queue_age_seconds=_positive(env, "EVIDENCE_INTAKE_MAX_QUEUE_AGE_SECONDS", 300),
         )
 
 

@@ -57,6 +57,8 @@ REASON_CODES: dict[str, bool] = {
     "OPERATION_UNKNOWN": False,
     "OPTIONS_INVALID": False,
     "INPUTS_INVALID": False,
+    "TENANT_QUOTA_EXCEEDED": True,  # too many outstanding jobs or stored bytes: try again later
+    "INTAKE_BACKPRESSURE": True,  # the queue is older than its objective: try again later
     # the worker-side document gate: terminal outcomes recorded on the job, nothing published
     "DOCUMENT_NOT_PDF": False,
     "DOCUMENT_MALFORMED": False,

@@ -64,8 +64,10 @@ def intake_environment(backend: dict[str, str]) -> dict[str, str]:
 
 
 @pytest.fixture
-def documents(backend):
-    return open_documents(Settings.from_env(intake_environment(backend)))
+def documents(backend, request):
+    """Documents on the backend; a test module may set INTAKE_OVERRIDES (settings as environment variables)."""
+    overrides = getattr(request.module, "INTAKE_OVERRIDES", {})
+    return open_documents(Settings.from_env(intake_environment(backend) | overrides))
 
 
 @pytest.fixture

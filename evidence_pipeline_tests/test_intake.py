@@ -153,7 +153,8 @@ def test_ceiling_plus_one_bytes_with_a_lying_content_length_store_nothing(docume
     answer = _raw_request(intake, smuggled, b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n")
     assert answer.startswith(b"HTTP/1.1 400")
     assert stored_documents(documents) == [] and document_rows(documents) == []
-    assert list((documents.runtime.settings.work_dir).iterdir()) == []  # no temp file left behind
+    work_dir = documents.runtime.settings.work_dir
+    assert not work_dir.exists() or list(work_dir.iterdir()) == []  # no temp file left behind
 
 
 @pytest.mark.parametrize("sent, code, status", [(CEILING + 1, "DOCUMENT_TOO_LARGE", 413), (10, "LENGTH_MISMATCH", 400)])

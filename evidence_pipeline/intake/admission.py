@@ -9,7 +9,7 @@ from typing import BinaryIO
 from evidence_pipeline.documents import Documents, document_key
 from evidence_pipeline.documents.registry import operation
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.ledger.documents import sha256_text
+from evidence_pipeline.ledger.documents import JobLimits, sha256_text
 from evidence_pipeline.ledger.ledger import canonical
 
 PDF = "application/pdf"
@@ -79,12 +79,21 @@ def submit_job(documents: Documents, tenant: str, idempotency_key: str, body, ac
     for document_id in inputs:
         if documents.ledger.document(tenant, document_id) is None:
             raise EvidenceError("DOCUMENT_NOT_FOUND", "no such document")
-    policy = documents.runtime.settings.policy_version
+    settings = documents.runtime.settings
+    policy = settings.policy_version
     request_sha256 = sha256_text(canonical({
         "tenant": tenant, "operation": op.name, "inputs": inputs, "options": options, "policy_version": policy,
     }))
+    limits = JobLimits(settings.tenant_max_jobs, settings.intake_max_queue_age_seconds)
     return documents.ledger.submit_job(tenant, idempotency_key, request_sha256, op.name,
-                                       {"inputs": inputs, "options": options}, policy, actor)
+                                       {"inputs": inputs, "options": options}, policy, actor, limits)
+
+
+def check_byte_quota(documents: Documents, tenant: str, declared: int) -> None:
+    """Refuse an upload that would take the tenant past its stored-bytes quota, before reading it."""
+    quota = documents.runtime.settings.tenant_max_bytes
+    if documents.ledger.stored_bytes(tenant) + declared > quota:
+        raise EvidenceError("TENANT_QUOTA_EXCEEDED", f"at most {quota} stored document bytes")
 
 
 def job_view(job: dict) -> dict:

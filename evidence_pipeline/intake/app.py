@@ -37,14 +37,18 @@ STATUS = {
     "ROUTE_NOT_FOUND": 404, "DOCUMENT_NOT_FOUND": 404, "JOB_NOT_FOUND": 404,
     "METHOD_NOT_ALLOWED": 405, "IDEMPOTENCY_CONFLICT": 409, "LENGTH_REQUIRED": 411, "DOCUMENT_TOO_LARGE": 413,
     "MEDIA_TYPE_UNSUPPORTED": 415, "OPERATION_UNKNOWN": 422, "OPTIONS_INVALID": 422, "INPUTS_INVALID": 422,
+    "TENANT_QUOTA_EXCEEDED": 429, "INTAKE_BACKPRESSURE": 503,
     "LEDGER_UNAVAILABLE": 503, "LEDGER_CONFLICT": 503, "STORE_UNAVAILABLE": 503,
 }
+RETRY_AFTER_SECONDS = 30  # what a 429 or 503 asks the client to wait
 
 
 def error_response(code: str, message: str, close: bool = False) -> JSONResponse:
-    headers = {"Connection": "close"} if close else None  # the unread rest of a refused upload is not read
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=STATUS.get(code, 500),
-                        headers=headers)
+    status = STATUS.get(code, 500)
+    headers = {"Connection": "close"} if close else {}  # the unread rest of a refused upload is not read
+    if status in (429, 503):
+        headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
 
 
 def create_app(documents: Documents) -> Starlette:
@@ -71,6 +75,7 @@ def create_app(documents: Documents) -> Starlette:
         if declared > ceiling:
             raise EvidenceError("DOCUMENT_TOO_LARGE", f"documents are limited to {ceiling} bytes")
         media_type = admission.declared_media_type(request.headers.get("content-type"))
+        await run_in_threadpool(admission.check_byte_quota, documents, tenant, declared)
         expected = admission.expected_digest(request.headers.get("x-content-sha256"))
         with scratch_file(settings.work_dir) as received:  # 0600, nameless: gone on every exit path, SIGKILL too
             digest, size, head = hashlib.sha256(), 0, b""
@@ -163,7 +168,7 @@ async def _body(request: Request):
 
 def _health(documents: Documents) -> dict[str, str]:
     checks = {}
-    probes = {"ledger": lambda: documents.ledger.tenant_of_token("healthz"),
+    probes = {"ledger": documents.ledger.ping,
               "documents": lambda: documents.store.exists("healthz"),
               "archive": lambda: documents.runtime.archive.exists("healthz")}
     for name, probe in probes.items():

@@ -13,6 +13,7 @@ import json
 import secrets
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from sqlalchemy import Connection, MetaData, and_, func, or_, select
@@ -26,6 +27,12 @@ from evidence_pipeline.models import TenantMonth
 DOCUMENT = "document"  # the fidelity of a document job in evidence_jobs
 WORKER_VERSION = "documents/1"  # recorded as the job's renderer_version: what processes document jobs
 TOKEN_PREFIX = "evt_"
+
+
+@dataclass(frozen=True)
+class JobLimits:
+    max_outstanding: int  # a tenant's accepted or running jobs
+    max_queue_age_seconds: float  # the oldest accepted, never started job of any tenant
 
 
 def sha256_text(text: str) -> str:
@@ -121,9 +128,11 @@ class DocumentLedger:
     # --- jobs -------------------------------------------------------------------------------------------------
 
     def submit_job(self, tenant: str, idempotency_key: str, request_sha256: str, operation: str, request: dict,
-                   policy_version: str, actor: str) -> tuple[dict, bool]:
+                   policy_version: str, actor: str, limits: JobLimits) -> tuple[dict, bool]:
         """Accept a job once per (tenant, idempotency key). Returns (job, created). The same key with another
-        request digest is IDEMPOTENCY_CONFLICT, recorded in the ledger with both digests and nothing else."""
+        request digest is IDEMPOTENCY_CONFLICT, recorded in the ledger with both digests and nothing else. A new
+        key is refused while the queue is older than its objective (INTAKE_BACKPRESSURE) or the tenant has its
+        quota of outstanding jobs (TENANT_QUOTA_EXCEEDED); a key already accepted is always answered."""
         job_id = sha256_text(canonical({"tenant": tenant, "idempotency_key": idempotency_key}))
 
         def submit(conn: Connection) -> tuple[dict, bool | None]:
@@ -137,6 +146,7 @@ class DocumentLedger:
                     "job_id": job_id, "request_sha256": request_sha256,
                     "accepted_request_sha256": existing["request_sha256"]})
                 return existing, None
+            self._check_load(conn, tenant, now, limits)
             conn.execute(self.ledger.jobs.insert().values(
                 job_id=job_id, tenant=tenant, period=tenant_month.period, source_sha256=request_sha256,
                 renderer_version=WORKER_VERSION, policy_version=policy_version, fidelity=DOCUMENT,
@@ -153,6 +163,29 @@ class DocumentLedger:
         if created is None:
             raise EvidenceError("IDEMPOTENCY_CONFLICT", "this Idempotency-Key was used for a different request")
         return job, created
+
+    def _check_load(self, conn: Connection, tenant: str, now: float, limits: JobLimits) -> None:
+        docs, jobs = self.document_jobs.c, self.ledger.jobs.c
+        oldest = conn.execute(select(func.min(docs.accepted_at)).join(self.ledger.jobs, jobs.job_id == docs.job_id)
+                              .where(jobs.state == states.ACCEPTED, docs.started_at.is_(None))).scalar()
+        if oldest is not None and now - oldest > limits.max_queue_age_seconds:
+            raise EvidenceError("INTAKE_BACKPRESSURE", "the queue is behind its objective; try again later")
+        outstanding = conn.execute(select(func.count()).select_from(self.document_jobs)
+                                   .join(self.ledger.jobs, jobs.job_id == docs.job_id)
+                                   .where(docs.tenant == tenant, jobs.state.in_((states.ACCEPTED, states.RUNNING)))
+                                   ).scalar()
+        if outstanding >= limits.max_outstanding:
+            raise EvidenceError("TENANT_QUOTA_EXCEEDED", f"at most {limits.max_outstanding} outstanding jobs")
+
+    def ping(self) -> None:
+        """Does the ledger database answer?"""
+        with _database(), self.ledger.engine.connect() as conn:
+            conn.execute(select(func.count()).select_from(self.tokens).where(self.tokens.c.token_id == ""))
+
+    def stored_bytes(self, tenant: str) -> int:
+        docs = self.documents.c
+        with _database(), self.ledger.engine.connect() as conn:
+            return conn.execute(select(func.coalesce(func.sum(docs.size), 0)).where(docs.tenant == tenant)).scalar()
 
     def job(self, tenant: str, job_id: str) -> dict | None:
         """``tenant``'s document job with its state, or None."""
