@@ -102,6 +102,20 @@ def test_hostile_documents_are_refused_with_their_code_and_nothing_published(doc
     assert len(documents.runtime.ledger.events_of_type("job.rejected", tenant="acme")) == len(IN_THE_WORKER)
 
 
+def test_a_replayed_job_is_dispatched_again_under_a_new_run_key(documents, intake):
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        document_id = upload(http, HOSTILE["xfa_form"][0]).json()["document_id"]
+        job_id = submit(http, "xfa", {"operation": "inspect", "inputs": [document_id]}).json()["job_id"]
+    documents.ledger.assign_pages(10)
+    [(page_id, _, first)] = documents.ledger.open_pages()
+    [rejected] = run_page(documents, page_id, RunInfo("run-1"))
+    assert (rejected.state, rejected.reason) == ("rejected", "DOCUMENT_XFA") and documents.ledger.open_pages() == []
+    documents.runtime.ledger.replay(job_id, "operator", "policy now allows XFA")  # attempts start again at 0
+    [(same_page, _, again)] = documents.ledger.open_pages()
+    assert same_page == page_id and again != first
+
+
 def test_a_dead_runs_job_is_paged_again_and_its_zombie_cannot_commit(documents, intake):
     acme, _ = tokens(documents)
     with client(intake, acme) as http:

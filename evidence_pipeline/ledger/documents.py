@@ -231,12 +231,13 @@ class DocumentLedger:
 
     def open_pages(self) -> list[tuple[str, str, int]]:
         """(page id, tenant, generation) of every page that still has work: accepted jobs, or running ones whose
-        lease expired (their run died). Oldest page first. The generation (the attempts of that work) grows with
-        every attempt, so a run key of page id + generation names one dispatch of one page."""
+        lease expired (their run died). Oldest page first. The generation (the lease tokens of that work) grows
+        with every attempt and survives `evidence replay`, so a run key of page id + generation names one dispatch
+        of one page."""
         docs, jobs = self.document_jobs.c, self.ledger.jobs.c
         workable = or_(jobs.state == states.ACCEPTED,
                        and_(jobs.state == states.RUNNING, jobs.lease_expires_at < time.time()))
-        query = (select(docs.page_id, docs.tenant, func.sum(jobs.attempts).label("generation"))
+        query = (select(docs.page_id, docs.tenant, func.sum(jobs.lease_token).label("generation"))
                  .join(self.ledger.jobs, jobs.job_id == docs.job_id)
                  .where(workable, docs.page_id.is_not(None))
                  .group_by(docs.page_id, docs.tenant).order_by(func.min(docs.accepted_at)))
