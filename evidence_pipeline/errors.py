@@ -57,6 +57,8 @@ REASON_CODES: dict[str, bool] = {
     "OPERATION_UNKNOWN": False,
     "OPTIONS_INVALID": False,
     "INPUTS_INVALID": False,
+    "BATCH_NOT_FOUND": False,
+    "JOB_CANCELLED": False,  # its batch was cancelled before the job started
     "TENANT_QUOTA_EXCEEDED": True,  # too many outstanding jobs or stored bytes: try again later
     "INTAKE_BACKPRESSURE": True,  # the queue is older than its objective: try again later
     # the worker-side document gate: terminal outcomes recorded on the job, nothing published

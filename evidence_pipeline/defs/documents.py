@@ -20,6 +20,7 @@ from evidence_pipeline.documents import Documents
 from evidence_pipeline.documents.gate import GATE_CODES
 from evidence_pipeline.documents.worker import run_page
 from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.intake.dispatch import dispatch_batches
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.pipeline import RunInfo
 
@@ -58,9 +59,12 @@ def document_page_job():
 
 @sensor(job=document_page_job, minimum_interval_seconds=5, default_status=DefaultSensorStatus.RUNNING)
 def document_dispatch_sensor(context: SensorEvaluationContext, evidence: EvidenceResource):
-    """Page accepted document jobs and request one run per open page."""
+    """Create the next page of children of every tenant's oldest open batch, page accepted document jobs, and
+    request one run per open page."""
     documents = documents_of(evidence)
-    documents.ledger.assign_pages(documents.runtime.settings.document_page_size)
+    page_size = documents.runtime.settings.document_page_size
+    dispatch_batches(documents, page_size, "document_dispatch_sensor")
+    documents.ledger.assign_pages(page_size)
     requests = [
         RunRequest(run_key=f"{page_id}.{generation}",
                    run_config=RunConfig(ops={"document_page": PageConfig(page_id=page_id)}),

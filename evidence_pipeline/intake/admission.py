@@ -7,10 +7,12 @@ from datetime import datetime, timezone
 from typing import BinaryIO
 
 from evidence_pipeline.documents import Documents, document_key
-from evidence_pipeline.documents.registry import operation
+from evidence_pipeline.documents.registry import Operation, operation
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger.documents import JobLimits, sha256_text
+from evidence_pipeline.ledger.jobs import ACCEPTED, RUNNING
 from evidence_pipeline.ledger.ledger import canonical
+from evidence_pipeline.store import sha256_hex
 
 PDF = "application/pdf"
 ALLOWED_MEDIA_TYPES = {PDF: b"%PDF-"}  # declared type -> the magic its bytes must begin with
@@ -18,6 +20,7 @@ SNIFF_BYTES = 8
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 MAX_INPUTS = 100
+MAX_BATCH_JOBS = 5_000
 
 
 def sniff(head: bytes) -> str | None:
@@ -62,11 +65,12 @@ def check_idempotency_key(key: str | None) -> str:
     return key
 
 
-def submit_job(documents: Documents, tenant: str, idempotency_key: str, body, actor: str) -> tuple[dict, bool]:
-    """Validate a job request and accept it once per idempotency key. Returns (job, created)."""
+def job_spec(body, fields: set[str] = frozenset({"operation", "inputs", "options"})) -> tuple[Operation, list, dict]:
+    """A job request's operation, inputs and options (defaults filled in), checked against the operation's schema;
+    whether the inputs exist is the caller's to check."""
     if not isinstance(body, dict):
-        raise EvidenceError("REQUEST_INVALID", "the body must be a JSON object")
-    unknown = sorted(set(body) - {"operation", "inputs", "options"})
+        raise EvidenceError("REQUEST_INVALID", "a job request must be a JSON object")
+    unknown = sorted(set(body) - fields)
     if unknown:
         raise EvidenceError("REQUEST_INVALID", f"unknown field {unknown[0][:64]!r}")
     op = operation(body.get("operation"))
@@ -76,17 +80,87 @@ def submit_job(documents: Documents, tenant: str, idempotency_key: str, body, ac
     if not (isinstance(inputs, list) and all(isinstance(i, str) for i in inputs) and least <= len(inputs) <= most
             and len(inputs) <= MAX_INPUTS):
         raise EvidenceError("INPUTS_INVALID", f"{op.name} takes {least}..{most} document ids in `inputs`")
-    for document_id in inputs:
-        if documents.ledger.document(tenant, document_id) is None:
-            raise EvidenceError("DOCUMENT_NOT_FOUND", "no such document")
+    return op, inputs, options
+
+
+def request_digest(tenant: str, op: Operation, inputs: list, options: dict, policy_version: str) -> str:
+    """The sha256 of the canonical encoding of what was asked: an idempotency key stands for exactly this."""
+    return sha256_text(canonical({"tenant": tenant, "operation": op.name, "inputs": inputs, "options": options,
+                                  "policy_version": policy_version}))
+
+
+def _limits(documents: Documents) -> JobLimits:
     settings = documents.runtime.settings
-    policy = settings.policy_version
-    request_sha256 = sha256_text(canonical({
-        "tenant": tenant, "operation": op.name, "inputs": inputs, "options": options, "policy_version": policy,
-    }))
-    limits = JobLimits(settings.tenant_max_jobs, settings.intake_max_queue_age_seconds)
-    return documents.ledger.submit_job(tenant, idempotency_key, request_sha256, op.name,
-                                       {"inputs": inputs, "options": options}, policy, actor, limits)
+    return JobLimits(settings.tenant_max_jobs, settings.intake_max_queue_age_seconds)
+
+
+def submit_job(documents: Documents, tenant: str, idempotency_key: str, body, actor: str) -> tuple[dict, bool]:
+    """Validate a job request and accept it once per idempotency key. Returns (job, created)."""
+    op, inputs, options = job_spec(body)
+    if documents.ledger.existing_documents(tenant, set(inputs)) != set(inputs):
+        raise EvidenceError("DOCUMENT_NOT_FOUND", "no such document")
+    policy = documents.runtime.settings.policy_version
+    return documents.ledger.submit_job(tenant, idempotency_key, request_digest(tenant, op, inputs, options, policy),
+                                       op.name, {"inputs": inputs, "options": options}, policy, actor,
+                                       _limits(documents))
+
+
+def submit_batch(documents: Documents, tenant: str, body, actor: str) -> tuple[dict, bool]:
+    """Admit a manifest of job specs: every spec is checked, the manifest is stored once and one batch row
+    committed; no child job is created here (the dispatcher does, in pages). Returns (batch, created)."""
+    if not isinstance(body, dict) or set(body) != {"jobs"} or not isinstance(body["jobs"], list):
+        raise EvidenceError("REQUEST_INVALID", 'a batch is {"jobs": [job specs]}')
+    if not 1 <= len(body["jobs"]) <= MAX_BATCH_JOBS:
+        raise EvidenceError("REQUEST_INVALID", f"a batch holds 1..{MAX_BATCH_JOBS} job specs")
+    manifest, keys, inputs = [], set(), set()
+    for index, spec in enumerate(body["jobs"]):
+        try:
+            key = check_idempotency_key(spec.get("idempotency_key") if isinstance(spec, dict) else None)
+            if key in keys:
+                raise EvidenceError("IDEMPOTENCY_KEY_INVALID", "idempotency keys repeat within the batch")
+            op, spec_inputs, options = job_spec(spec, {"idempotency_key", "operation", "inputs", "options"})
+        except EvidenceError as error:
+            raise EvidenceError(error.code, f"jobs[{index}]: {error.message}") from None
+        keys.add(key)
+        inputs.update(spec_inputs)
+        manifest.append({"idempotency_key": key, "operation": op.name, "inputs": spec_inputs, "options": options})
+    if documents.ledger.existing_documents(tenant, inputs) != inputs:
+        raise EvidenceError("DOCUMENT_NOT_FOUND", "a job spec names a document that does not exist")
+    data = canonical(manifest).encode("utf-8")
+    manifest_sha256 = sha256_hex(data)
+    stored = documents.store.put_once(f"{tenant}/batches/{manifest_sha256}.json", data)
+    batch_id = "bat_" + sha256_text(f"{tenant}/{manifest_sha256}")[:40]
+    return documents.ledger.create_batch(tenant, batch_id, manifest_sha256, stored.key, len(manifest), actor,
+                                         _limits(documents))
+
+
+def cancel_batch(documents: Documents, tenant: str, batch_id: str, actor: str) -> dict[str, int]:
+    """Stop a batch: undispatched children are never created, dispatched ones not yet started are rejected with
+    JOB_CANCELLED, leased ones finish. Counts add up to the batch's size."""
+    batch = documents.ledger.stop_batch(tenant, batch_id, actor)
+    if batch is None:
+        raise EvidenceError("BATCH_NOT_FOUND", "no such batch")
+    rt = documents.runtime
+    for job_id in documents.ledger.batch_children_in(batch_id, ACCEPTED):
+        if rt.ledger.record_failure(job_id, "JOB_CANCELLED", False, actor, rt.retry_budget, 0) is not None:
+            documents.ledger.mark_finished(job_id)
+    return batch_outcome(documents, batch)
+
+
+def batch_outcome(documents: Documents, batch: dict) -> dict[str, int]:
+    """{"cancelled", "running", "finished"} of a cancelled batch: never-created children count as cancelled."""
+    counts = documents.ledger.batch_counts(batch["batch_id"])
+    created = sum(counts.values())
+    cancelled = documents.ledger.cancelled_children(batch["batch_id"])
+    running = counts.get(RUNNING, 0) + counts.get(ACCEPTED, 0)
+    return {"cancelled": batch["jobs"] - created + cancelled, "running": running,
+            "finished": created - running - cancelled}
+
+
+def batch_view(documents: Documents, batch: dict) -> dict:
+    counts = documents.ledger.batch_counts(batch["batch_id"])
+    return {"batch_id": batch["batch_id"], "jobs": batch["jobs"], "state": batch["state"],
+            "undispatched": batch["jobs"] - sum(counts.values()), "states": counts}
 
 
 def check_byte_quota(documents: Documents, tenant: str, declared: int) -> None:

@@ -28,13 +28,14 @@ from evidence_pipeline.tempfiles import scratch_file
 
 log = logging.getLogger(__name__)
 MAX_JSON_BYTES = 64 * 1024
+MAX_BATCH_BYTES = 4 * 1024 * 1024  # a manifest of 5,000 job specs
 ACTOR = "intake"
 
 # reason code -> HTTP status; a code not listed is a server-side failure (500)
 STATUS = {
     "AUTH_REQUIRED": 401, "TOKEN_INVALID": 401,
     "REQUEST_INVALID": 400, "LENGTH_MISMATCH": 400, "CONTENT_DIGEST_MISMATCH": 400, "IDEMPOTENCY_KEY_INVALID": 400,
-    "ROUTE_NOT_FOUND": 404, "DOCUMENT_NOT_FOUND": 404, "JOB_NOT_FOUND": 404,
+    "ROUTE_NOT_FOUND": 404, "DOCUMENT_NOT_FOUND": 404, "JOB_NOT_FOUND": 404, "BATCH_NOT_FOUND": 404,
     "METHOD_NOT_ALLOWED": 405, "IDEMPOTENCY_CONFLICT": 409, "LENGTH_REQUIRED": 411, "DOCUMENT_TOO_LARGE": 413,
     "MEDIA_TYPE_UNSUPPORTED": 415, "OPERATION_UNKNOWN": 422, "OPTIONS_INVALID": 422, "INPUTS_INVALID": 422,
     "TENANT_QUOTA_EXCEEDED": 429, "INTAKE_BACKPRESSURE": 503,
@@ -114,6 +115,24 @@ def create_app(documents: Documents) -> Starlette:
             raise EvidenceError("JOB_NOT_FOUND", "no such job")
         return JSONResponse(admission.job_view(job))
 
+    async def post_batch(request: Request) -> JSONResponse:
+        tenant = await tenant_of(request)
+        body = await _json_body(request, MAX_BATCH_BYTES)
+        batch, created = await run_in_threadpool(admission.submit_batch, documents, tenant, body, ACTOR)
+        return JSONResponse({"batch_id": batch["batch_id"], "status_url": f"/v1/batches/{batch['batch_id']}"},
+                            status_code=202 if created else 200)
+
+    async def get_batch(request: Request) -> JSONResponse:
+        tenant = await tenant_of(request)
+        view = await run_in_threadpool(_batch_view, documents, tenant, request.path_params["batch_id"])
+        return JSONResponse(view)
+
+    async def cancel_batch(request: Request) -> JSONResponse:
+        tenant = await tenant_of(request)
+        counts = await run_in_threadpool(admission.cancel_batch, documents, tenant, request.path_params["batch_id"],
+                                         ACTOR)
+        return JSONResponse(counts)
+
     async def healthz(request: Request) -> JSONResponse:
         checks = await run_in_threadpool(_health, documents)
         healthy = all(value == "ok" for value in checks.values())
@@ -137,20 +156,23 @@ def create_app(documents: Documents) -> Starlette:
             Route("/v1/documents", post_document, methods=["POST"]),
             Route("/v1/jobs", post_job, methods=["POST"]),
             Route("/v1/jobs/{job_id}", get_job, methods=["GET"]),
+            Route("/v1/batches", post_batch, methods=["POST"]),
+            Route("/v1/batches/{batch_id}", get_batch, methods=["GET"]),
+            Route("/v1/batches/{batch_id}/cancel", cancel_batch, methods=["POST"]),
         ],
         exception_handlers={EvidenceError: evidence_error, HTTPException: http_error, Exception: unexpected},
     )
 
 
-async def _json_body(request: Request):
+async def _json_body(request: Request, limit: int = MAX_JSON_BYTES):
     length = request.headers.get("content-length")
-    if length is None or not length.isdigit() or int(length) > MAX_JSON_BYTES:
-        raise EvidenceError("REQUEST_INVALID", f"a JSON body of at most {MAX_JSON_BYTES} bytes with Content-Length")
+    if length is None or not length.isdigit() or int(length) > limit:
+        raise EvidenceError("REQUEST_INVALID", f"a JSON body of at most {limit} bytes with Content-Length")
     body = b""
     async for chunk in _body(request):
         body += chunk
-        if len(body) > MAX_JSON_BYTES:
-            raise EvidenceError("REQUEST_INVALID", f"a JSON body of at most {MAX_JSON_BYTES} bytes")
+        if len(body) > limit:
+            raise EvidenceError("REQUEST_INVALID", f"a JSON body of at most {limit} bytes")
     try:
         return json.loads(body)
     except (ValueError, UnicodeDecodeError):
@@ -164,6 +186,13 @@ async def _body(request: Request):
             yield chunk
     except ClientDisconnect:
         raise EvidenceError("REQUEST_INVALID", "the client disconnected before the body was complete") from None
+
+
+def _batch_view(documents: Documents, tenant: str, batch_id: str) -> dict:
+    batch = documents.ledger.batch(tenant, batch_id)
+    if batch is None:
+        raise EvidenceError("BATCH_NOT_FOUND", "no such batch")
+    return admission.batch_view(documents, batch)
 
 
 def _health(documents: Documents) -> dict[str, str]:

@@ -21,7 +21,7 @@ from sqlalchemy import Connection, MetaData, and_, func, or_, select
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.ledger.jobs import Lease
-from evidence_pipeline.ledger.ledger import Ledger, _database, canonical
+from evidence_pipeline.ledger.ledger import Ledger, _database, _LostRace, canonical
 from evidence_pipeline.models import TenantMonth
 
 DOCUMENT = "document"  # the fidelity of a document job in evidence_jobs
@@ -48,7 +48,9 @@ class DocumentLedger:
         self.ledger = ledger
         tables = MetaData()
         with _database():
-            tables.reflect(ledger.engine, only=("evidence_api_tokens", "evidence_documents", "evidence_document_jobs"))
+            tables.reflect(ledger.engine, only=("evidence_api_tokens", "evidence_documents", "evidence_document_jobs",
+                                                "evidence_batches"))
+        self.batches = tables.tables["evidence_batches"]
         self.tokens = tables.tables["evidence_api_tokens"]
         self.documents = tables.tables["evidence_documents"]
         self.document_jobs = tables.tables["evidence_document_jobs"]
@@ -128,43 +130,50 @@ class DocumentLedger:
     # --- jobs -------------------------------------------------------------------------------------------------
 
     def submit_job(self, tenant: str, idempotency_key: str, request_sha256: str, operation: str, request: dict,
-                   policy_version: str, actor: str, limits: JobLimits) -> tuple[dict, bool]:
-        """Accept a job once per (tenant, idempotency key). Returns (job, created). The same key with another
+                   policy_version: str, actor: str, limits: JobLimits | None, batch_id: str = "") -> tuple[dict, bool]:
+        """Accept a job once per (tenant, batch, idempotency key). Returns (job, created). The same key with another
         request digest is IDEMPOTENCY_CONFLICT, recorded in the ledger with both digests and nothing else. A new
         key is refused while the queue is older than its objective (INTAKE_BACKPRESSURE) or the tenant has its
-        quota of outstanding jobs (TENANT_QUOTA_EXCEEDED); a key already accepted is always answered."""
-        job_id = sha256_text(canonical({"tenant": tenant, "idempotency_key": idempotency_key}))
-
-        def submit(conn: Connection) -> tuple[dict, bool | None]:
-            existing = self._job(conn, tenant, job_id)
-            now = time.time()
-            tenant_month = TenantMonth(tenant, current_month(now))
-            if existing is not None:
-                if existing["request_sha256"] == request_sha256:
-                    return existing, False
-                self.ledger._append(conn, tenant_month, "job.idempotency_conflict", request_sha256, actor, {
-                    "job_id": job_id, "request_sha256": request_sha256,
-                    "accepted_request_sha256": existing["request_sha256"]})
-                return existing, None
-            self._check_load(conn, tenant, now, limits)
-            conn.execute(self.ledger.jobs.insert().values(
-                job_id=job_id, tenant=tenant, period=tenant_month.period, source_sha256=request_sha256,
-                renderer_version=WORKER_VERSION, policy_version=policy_version, fidelity=DOCUMENT,
-                state=states.ACCEPTED, attempts=0, lease_token=0, budget_started_at=now, created_at=now,
-                updated_at=now))
-            conn.execute(self.document_jobs.insert().values(
-                job_id=job_id, tenant=tenant, idempotency_key=idempotency_key, request_sha256=request_sha256,
-                operation=operation, request=canonical(request), accepted_at=now))
-            self.ledger._append(conn, tenant_month, "job.accepted", request_sha256, actor,
-                                {"job_id": job_id, "fidelity": DOCUMENT, "operation": operation})
-            return self._job(conn, tenant, job_id), True
-
-        job, created = self.ledger._transact(submit)
+        quota of outstanding jobs (TENANT_QUOTA_EXCEEDED); a key already accepted is always answered. A batch's
+        children (``limits`` None) were admitted with their batch."""
+        job, created = self.ledger._transact(lambda conn: self._submit(
+            conn, tenant, idempotency_key, request_sha256, operation, request, policy_version, actor, limits, batch_id))
         if created is None:
             raise EvidenceError("IDEMPOTENCY_CONFLICT", "this Idempotency-Key was used for a different request")
         return job, created
 
-    def _check_load(self, conn: Connection, tenant: str, now: float, limits: JobLimits) -> None:
+    def _submit(self, conn: Connection, tenant: str, idempotency_key: str, request_sha256: str, operation: str,
+                request: dict, policy_version: str, actor: str, limits: JobLimits | None,
+                batch_id: str) -> tuple[dict, bool | None]:
+        """submit_job inside a transaction: (job, created), created None for an idempotency conflict."""
+        scope = {"tenant": tenant, "idempotency_key": idempotency_key} | ({"batch_id": batch_id} if batch_id else {})
+        job_id = sha256_text(canonical(scope))
+        existing = self._job(conn, tenant, job_id)
+        now = time.time()
+        tenant_month = TenantMonth(tenant, current_month(now))
+        if existing is not None:
+            if existing["request_sha256"] == request_sha256:
+                return existing, False
+            self.ledger._append(conn, tenant_month, "job.idempotency_conflict", request_sha256, actor, {
+                "job_id": job_id, "request_sha256": request_sha256,
+                "accepted_request_sha256": existing["request_sha256"]})
+            return existing, None
+        if limits is not None:
+            self._check_load(conn, tenant, now, limits)
+        conn.execute(self.ledger.jobs.insert().values(
+            job_id=job_id, tenant=tenant, period=tenant_month.period, source_sha256=request_sha256,
+            renderer_version=WORKER_VERSION, policy_version=policy_version, fidelity=DOCUMENT,
+            state=states.ACCEPTED, attempts=0, lease_token=0, budget_started_at=now, created_at=now,
+            updated_at=now))
+        conn.execute(self.document_jobs.insert().values(
+            job_id=job_id, tenant=tenant, batch_id=batch_id, idempotency_key=idempotency_key,
+            request_sha256=request_sha256, operation=operation, request=canonical(request), accepted_at=now))
+        self.ledger._append(conn, tenant_month, "job.accepted", request_sha256, actor,
+                            {"job_id": job_id, "fidelity": DOCUMENT, "operation": operation}
+                            | ({"batch_id": batch_id} if batch_id else {}))
+        return self._job(conn, tenant, job_id), True
+
+    def _check_load(self, conn: Connection, tenant: str, now: float, limits: JobLimits, adding: int = 1) -> None:
         docs, jobs = self.document_jobs.c, self.ledger.jobs.c
         oldest = conn.execute(select(func.min(docs.accepted_at)).join(self.ledger.jobs, jobs.job_id == docs.job_id)
                               .where(jobs.state == states.ACCEPTED, docs.started_at.is_(None))).scalar()
@@ -174,8 +183,117 @@ class DocumentLedger:
                                    .join(self.ledger.jobs, jobs.job_id == docs.job_id)
                                    .where(docs.tenant == tenant, jobs.state.in_((states.ACCEPTED, states.RUNNING)))
                                    ).scalar()
-        if outstanding >= limits.max_outstanding:
+        if outstanding + adding > limits.max_outstanding:
             raise EvidenceError("TENANT_QUOTA_EXCEEDED", f"at most {limits.max_outstanding} outstanding jobs")
+
+    def existing_documents(self, tenant: str, document_ids: set[str]) -> set[str]:
+        """Which of ``document_ids`` are ``tenant``'s documents."""
+        docs = self.documents.c
+        with _database(), self.ledger.engine.connect() as conn:
+            return set(conn.execute(select(docs.document_id)
+                                    .where(docs.tenant == tenant, docs.document_id.in_(sorted(document_ids))))
+                       .scalars())
+
+    # --- batches ----------------------------------------------------------------------------------------------
+
+    def create_batch(self, tenant: str, batch_id: str, manifest_sha256: str, store_key: str, jobs: int,
+                     actor: str, limits: JobLimits) -> tuple[dict, bool]:
+        """Record a batch (its manifest is already stored); no child job is created here. The same manifest again
+        returns the first record. Returns (row, created)."""
+
+        def create(conn: Connection) -> tuple[dict, bool]:
+            existing = self._batch(conn, tenant, batch_id)
+            if existing is not None:
+                return existing, False
+            now = time.time()
+            self._check_load(conn, tenant, now, limits, adding=jobs)
+            conn.execute(self.batches.insert().values(
+                batch_id=batch_id, tenant=tenant, manifest_sha256=manifest_sha256, store_key=store_key, jobs=jobs,
+                dispatched=0, state="open", created_at=now, updated_at=now))
+            self.ledger._append(conn, TenantMonth(tenant, current_month(now)), "batch.accepted", manifest_sha256,
+                                actor, {"batch_id": batch_id, "jobs": jobs})
+            return self._batch(conn, tenant, batch_id), True
+
+        return self.ledger._transact(create)
+
+    def batch(self, tenant: str, batch_id: str) -> dict | None:
+        with _database(), self.ledger.engine.connect() as conn:
+            return self._batch(conn, tenant, batch_id)
+
+    def _batch(self, conn: Connection, tenant: str, batch_id: str) -> dict | None:
+        b = self.batches.c
+        row = conn.execute(select(self.batches).where(b.batch_id == batch_id, b.tenant == tenant)).first()
+        return None if row is None else dict(row._mapping)
+
+    def open_batches(self) -> list[dict]:
+        """Batches with children still to create, oldest first."""
+        b = self.batches.c
+        with _database(), self.ledger.engine.connect() as conn:
+            rows = conn.execute(select(self.batches).where(b.state == "open").order_by(b.created_at, b.batch_id))
+            return [dict(row._mapping) for row in rows]
+
+    def dispatch_batch_page(self, batch: dict, children: list[tuple[str, str, str, dict]], policy_version: str,
+                            actor: str) -> bool:
+        """Create the next children of a batch, (idempotency key, request digest, operation, request) each, and
+        advance its cursor, in one transaction: False when the batch moved meanwhile (cancelled, or another
+        dispatcher advanced it), and then nothing is created."""
+        b = self.batches.c
+        dispatched = batch["dispatched"] + len(children)
+
+        def dispatch(conn: Connection) -> bool:
+            advanced = conn.execute(self.batches.update().where(
+                b.batch_id == batch["batch_id"], b.state == "open", b.dispatched == batch["dispatched"],
+            ).values(dispatched=dispatched, state="dispatched" if dispatched >= batch["jobs"] else "open",
+                     updated_at=time.time())).rowcount
+            if not advanced:
+                return False
+            for key, request_sha256, operation, request in children:
+                self._submit(conn, batch["tenant"], key, request_sha256, operation, request, policy_version, actor,
+                             None, batch["batch_id"])
+            return True
+
+        return self.ledger._transact(dispatch)
+
+    def batch_counts(self, batch_id: str) -> dict[str, int]:
+        """Child jobs of a batch by state."""
+        docs, jobs = self.document_jobs.c, self.ledger.jobs.c
+        query = (select(jobs.state, func.count()).join(self.document_jobs, jobs.job_id == docs.job_id)
+                 .where(docs.batch_id == batch_id).group_by(jobs.state))
+        with _database(), self.ledger.engine.connect() as conn:
+            return {state: count for state, count in conn.execute(query)}
+
+    def stop_batch(self, tenant: str, batch_id: str, actor: str) -> dict | None:
+        """Stop dispatching a batch (idempotent); returns the batch as stopped, or None if it is not the tenant's."""
+
+        def stop(conn: Connection) -> dict | None:
+            batch = self._batch(conn, tenant, batch_id)
+            if batch is None or batch["state"] == "cancelled":
+                return batch
+            b = self.batches.c
+            stopped = conn.execute(self.batches.update().where(
+                b.batch_id == batch_id, b.state == batch["state"], b.dispatched == batch["dispatched"],
+            ).values(state="cancelled", updated_at=time.time())).rowcount
+            if not stopped:
+                raise _LostRace()  # a dispatcher advanced it meanwhile: look again
+            self.ledger._append(conn, TenantMonth(tenant, current_month()), "batch.cancelled", batch["manifest_sha256"],
+                                actor, {"batch_id": batch_id, "undispatched": batch["jobs"] - batch["dispatched"]})
+            return self._batch(conn, tenant, batch_id)
+
+        return self.ledger._transact(stop)
+
+    def cancelled_children(self, batch_id: str) -> int:
+        docs, jobs = self.document_jobs.c, self.ledger.jobs.c
+        query = (select(func.count()).select_from(self.document_jobs).join(self.ledger.jobs, jobs.job_id == docs.job_id)
+                 .where(docs.batch_id == batch_id, jobs.last_reason == "JOB_CANCELLED"))
+        with _database(), self.ledger.engine.connect() as conn:
+            return conn.execute(query).scalar()
+
+    def batch_children_in(self, batch_id: str, state: str) -> list[str]:
+        docs, jobs = self.document_jobs.c, self.ledger.jobs.c
+        query = (select(docs.job_id).join(self.ledger.jobs, jobs.job_id == docs.job_id)
+                 .where(docs.batch_id == batch_id, jobs.state == state).order_by(docs.accepted_at))
+        with _database(), self.ledger.engine.connect() as conn:
+            return list(conn.execute(query).scalars())
 
     def ping(self) -> None:
         """Does the ledger database answer?"""
