@@ -58,6 +58,8 @@ REASON_CODES: dict[str, bool] = {
     "OPTIONS_INVALID": False,
     "INPUTS_INVALID": False,
     "BATCH_NOT_FOUND": False,
+    "PERIOD_NOT_AVAILABLE": False,  # an evidence job for a month not complete yet, or before the tenant's data
+    "EVIDENCE_RUN_FAILED": False,  # the Dagster run of an evidence job failed for good
     "JOB_CANCELLED": False,  # its batch was cancelled before the job started
     "TENANT_QUOTA_EXCEEDED": True,  # too many outstanding jobs or stored bytes: try again later
     "INTAKE_BACKPRESSURE": True,  # the queue is older than its objective: try again later

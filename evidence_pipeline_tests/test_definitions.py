@@ -43,7 +43,9 @@ def test_snapshot_of_assets_checks_jobs_schedules_sensors():
         "monthly_evidence_schedule": ("0 2 1 * *", "monthly_evidence"),
         "ledger_maintenance_schedule": ("17 * * * *", "ledger_maintenance"),
     }
-    assert sorted(s.name for s in repo.sensor_defs) == ["document_dispatch_sensor", "tenant_registry_sensor"]
+    assert sorted(s.name for s in repo.sensor_defs) == [
+        "document_dispatch_sensor", "evidence_job_failed", "evidence_job_succeeded", "tenant_registry_sensor",
+    ]
 
 
 def test_schedule_requests_last_complete_month_for_every_tenant():

@@ -10,21 +10,26 @@ applies to them like to every other run.
 from collections import Counter
 
 from dagster import (
-    Backoff, Config, DefaultSensorStatus, Failure, Jitter, OpExecutionContext, RetryPolicy, RunConfig, RunRequest,
-    SensorEvaluationContext, SkipReason, job, op, sensor,
+    Backoff, Config, DagsterRunStatus, DefaultSensorStatus, Failure, Jitter, OpExecutionContext, RetryPolicy,
+    RunConfig, RunFailureSensorContext, RunRequest, RunStatusSensorContext, SensorEvaluationContext, SensorResult,
+    SkipReason, job, op, run_failure_sensor, run_status_sensor, sensor,
 )
 
+from evidence_pipeline.defs.automation import monthly_evidence_job
 from evidence_pipeline.defs.coordinator import TENANT_TAG
+from evidence_pipeline.defs.partitions import partition_key_for, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource, s3_client
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.documents.gate import GATE_CODES
 from evidence_pipeline.documents.worker import run_page
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.intake.dispatch import dispatch_batches
+from evidence_pipeline.intake.dispatch import dispatch_batches, finish_evidence_job
 from evidence_pipeline.ledger import jobs as states
+from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.pipeline import RunInfo
 
 PAGE_TAG = "evidence/document_page"
+EVIDENCE_JOB_TAG = "evidence/request_job"  # the intake job an evidence run was requested for
 
 
 def documents_of(evidence: EvidenceResource) -> Documents:
@@ -57,18 +62,52 @@ def document_page_job():
     document_page()
 
 
-@sensor(job=document_page_job, minimum_interval_seconds=5, default_status=DefaultSensorStatus.RUNNING)
+@sensor(jobs=[document_page_job, monthly_evidence_job], minimum_interval_seconds=5,
+        default_status=DefaultSensorStatus.RUNNING)
 def document_dispatch_sensor(context: SensorEvaluationContext, evidence: EvidenceResource):
-    """Create the next page of children of every tenant's oldest open batch, page accepted document jobs, and
-    request one run per open page."""
+    """Create the next page of children of every tenant's oldest open batch, page accepted document jobs, request
+    one run per open page, and one run of monthly_evidence per accepted evidence job (its tenant registered as a
+    partition if it was not)."""
     documents = documents_of(evidence)
     page_size = documents.runtime.settings.document_page_size
     dispatch_batches(documents, page_size, "document_dispatch_sensor")
     documents.ledger.assign_pages(page_size)
     requests = [
-        RunRequest(run_key=f"{page_id}.{generation}",
+        RunRequest(run_key=f"{page_id}.{generation}", job_name=document_page_job.name,
                    run_config=RunConfig(ops={"document_page": PageConfig(page_id=page_id)}),
                    tags={TENANT_TAG: tenant, PAGE_TAG: page_id})
         for page_id, tenant, generation in documents.ledger.open_pages()
     ]
-    return requests or SkipReason("no document jobs waiting")
+    waiting = documents.ledger.waiting_evidence_jobs()
+    for job in waiting:
+        documents.ledger.mark_started(job["job_id"])
+        requests.append(RunRequest(
+            run_key=f"evidence.{job['job_id']}.{job['lease_token']}", job_name=monthly_evidence_job.name,
+            partition_key=partition_key_for(TenantMonth(job["tenant"], job["request"]["period"])),
+            tags={TENANT_TAG: job["tenant"], EVIDENCE_JOB_TAG: job["job_id"]}))
+    known = set(context.instance.get_dynamic_partitions(tenant_partitions.name))
+    new_tenants = sorted({job["tenant"] for job in waiting} - known)
+    if not requests:
+        return SkipReason("no document jobs waiting")
+    return SensorResult(run_requests=requests, dynamic_partitions_requests=[
+        tenant_partitions.build_add_request(new_tenants)] if new_tenants else [])
+
+
+def _finish(context: RunStatusSensorContext, evidence: EvidenceResource, succeeded: bool) -> None:
+    run = context.dagster_run
+    if EVIDENCE_JOB_TAG in run.tags and run.tags.get("dagster/will_retry") != "true":
+        finish_evidence_job(documents_of(evidence), run.tags[TENANT_TAG], run.tags[EVIDENCE_JOB_TAG], run.run_id,
+                            succeeded)
+
+
+@run_status_sensor(run_status=DagsterRunStatus.SUCCESS, monitored_jobs=[monthly_evidence_job],
+                   default_status=DefaultSensorStatus.RUNNING)
+def evidence_job_succeeded(context: RunStatusSensorContext, evidence: EvidenceResource):
+    """An evidence job's run published (or converged on) the tenant-month's bundle: record it on the job."""
+    _finish(context, evidence, succeeded=True)
+
+
+@run_failure_sensor(monitored_jobs=[monthly_evidence_job], default_status=DefaultSensorStatus.RUNNING)
+def evidence_job_failed(context: RunFailureSensorContext, evidence: EvidenceResource):
+    """An evidence job's run failed for good (no run retry left): the job is rejected, EVIDENCE_RUN_FAILED."""
+    _finish(context, evidence, succeeded=False)

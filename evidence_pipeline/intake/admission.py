@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from typing import BinaryIO
 
 from evidence_pipeline.documents import Documents, document_key
 from evidence_pipeline.documents.registry import Operation, operation
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.ledger.documents import JobLimits, sha256_text
+from evidence_pipeline.ledger.documents import EVIDENCE, JobLimits, sha256_text
 from evidence_pipeline.ledger.jobs import ACCEPTED, RUNNING
 from evidence_pipeline.ledger.ledger import canonical
+from evidence_pipeline.models import validate_period
 from evidence_pipeline.store import sha256_hex
 
 PDF = "application/pdf"
@@ -105,6 +106,26 @@ def submit_job(documents: Documents, tenant: str, idempotency_key: str, body, ac
                                        _limits(documents))
 
 
+def submit_evidence_job(documents: Documents, tenant: str, idempotency_key: str, body, actor: str,
+                        today: date | None = None) -> tuple[dict, bool]:
+    """Ask for a tenant-month's evidence bundle: a complete month, not before the tenant's first source data."""
+    if not isinstance(body, dict) or set(body) != {"period"}:
+        raise EvidenceError("REQUEST_INVALID", 'an evidence job is {"period": "YYYY-MM"}')
+    period = validate_period(body["period"])
+    today = today or datetime.now(timezone.utc).date()
+    if period >= f"{today.year:04d}-{today.month:02d}":
+        raise EvidenceError("PERIOD_NOT_AVAILABLE", "only complete months have evidence")
+    periods = sorted(key.split("/")[1] for key in documents.runtime.sources.list(tenant))
+    if not periods or period < periods[0]:
+        raise EvidenceError("PERIOD_NOT_AVAILABLE", "the period is before the tenant's first data")
+    policy = documents.runtime.settings.policy_version
+    digest = sha256_text(canonical({"tenant": tenant, "operation": EVIDENCE, "period": period,
+                                    "policy_version": policy}))
+    return documents.ledger.submit_job(tenant, idempotency_key, digest, EVIDENCE,
+                                       {"inputs": [], "options": {}, "period": period}, policy, actor,
+                                       _limits(documents))
+
+
 def submit_batch(documents: Documents, tenant: str, body, actor: str) -> tuple[dict, bool]:
     """Admit a manifest of job specs: every spec is checked, the manifest is stored once and one batch row
     committed; no child job is created here (the dispatcher does, in pages). Returns (batch, created)."""
@@ -186,5 +207,7 @@ def job_view(job: dict) -> dict:
         "outputs": [{"artifact_id": a["key"], "sha256": a["sha256"], "bytes": a["bytes"]}
                     for a in outputs.get("artifacts", [])],
         "findings": outputs.get("summary"),
+        **({"period": job["request"]["period"], "run_id": outputs.get("run_id"), "bundle": outputs.get("bundle")}
+           if job["operation"] == EVIDENCE else {}),
         "status_url": f"/v1/jobs/{job['job_id']}",
     }

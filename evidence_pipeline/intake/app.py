@@ -38,6 +38,7 @@ STATUS = {
     "ROUTE_NOT_FOUND": 404, "DOCUMENT_NOT_FOUND": 404, "JOB_NOT_FOUND": 404, "BATCH_NOT_FOUND": 404,
     "METHOD_NOT_ALLOWED": 405, "IDEMPOTENCY_CONFLICT": 409, "LENGTH_REQUIRED": 411, "DOCUMENT_TOO_LARGE": 413,
     "MEDIA_TYPE_UNSUPPORTED": 415, "OPERATION_UNKNOWN": 422, "OPTIONS_INVALID": 422, "INPUTS_INVALID": 422,
+    "PERIOD_INVALID": 422, "PERIOD_NOT_AVAILABLE": 422,
     "TENANT_QUOTA_EXCEEDED": 429, "INTAKE_BACKPRESSURE": 503,
     "LEDGER_UNAVAILABLE": 503, "LEDGER_CONFLICT": 503, "STORE_UNAVAILABLE": 503,
 }
@@ -100,13 +101,19 @@ def create_app(documents: Documents) -> Starlette:
                 admission.store_document, documents, tenant, received, sha256, size, media_type, ACTOR)
         return JSONResponse(admission.document_view(row), status_code=201 if created else 200)
 
-    async def post_job(request: Request) -> JSONResponse:
+    async def accept(request: Request, submit) -> JSONResponse:
         tenant = await tenant_of(request)
         key = admission.check_idempotency_key(request.headers.get("idempotency-key"))
         body = await _json_body(request)
-        job, created = await run_in_threadpool(admission.submit_job, documents, tenant, key, body, ACTOR)
+        job, created = await run_in_threadpool(submit, documents, tenant, key, body, ACTOR)
         view = {"job_id": job["job_id"], "state": job["state"], "status_url": f"/v1/jobs/{job['job_id']}"}
         return JSONResponse(view, status_code=202 if created else 200)
+
+    async def post_job(request: Request) -> JSONResponse:
+        return await accept(request, admission.submit_job)
+
+    async def post_evidence_job(request: Request) -> JSONResponse:
+        return await accept(request, admission.submit_evidence_job)
 
     async def get_job(request: Request) -> JSONResponse:
         tenant = await tenant_of(request)
@@ -156,6 +163,7 @@ def create_app(documents: Documents) -> Starlette:
             Route("/v1/documents", post_document, methods=["POST"]),
             Route("/v1/jobs", post_job, methods=["POST"]),
             Route("/v1/jobs/{job_id}", get_job, methods=["GET"]),
+            Route("/v1/evidence-jobs", post_evidence_job, methods=["POST"]),
             Route("/v1/batches", post_batch, methods=["POST"]),
             Route("/v1/batches/{batch_id}", get_batch, methods=["GET"]),
             Route("/v1/batches/{batch_id}/cancel", cancel_batch, methods=["POST"]),

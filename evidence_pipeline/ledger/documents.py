@@ -27,6 +27,7 @@ from evidence_pipeline.models import TenantMonth
 DOCUMENT = "document"  # the fidelity of a document job in evidence_jobs
 WORKER_VERSION = "documents/1"  # recorded as the job's renderer_version: what processes document jobs
 TOKEN_PREFIX = "evt_"
+EVIDENCE = "evidence"  # the operation of an evidence job: a tenant-month's bundle, made by a Dagster run
 
 
 @dataclass(frozen=True)
@@ -333,7 +334,8 @@ class DocumentLedger:
         def assign(conn: Connection) -> None:
             rows = conn.execute(
                 select(docs.job_id, docs.tenant).join(self.ledger.jobs, jobs.job_id == docs.job_id)
-                .where(jobs.state == states.ACCEPTED, docs.page_id.is_(None)).order_by(docs.accepted_at)
+                .where(jobs.state == states.ACCEPTED, docs.page_id.is_(None), docs.operation != EVIDENCE)
+                .order_by(docs.accepted_at)
             ).all()
             by_tenant: dict[str, list[str]] = defaultdict(list)
             for row in rows:
@@ -369,6 +371,22 @@ class DocumentLedger:
             rows = conn.execute(select(docs.job_id, docs.tenant).where(docs.page_id == page_id)
                                 .order_by(docs.accepted_at)).all()
             return [self._job(conn, row.tenant, row.job_id) for row in rows]
+
+    def waiting_evidence_jobs(self) -> list[dict]:
+        """Accepted evidence jobs, oldest first: each needs (or has) its Dagster run."""
+        docs, jobs = self.document_jobs.c, self.ledger.jobs.c
+        query = (select(docs.tenant, docs.job_id).join(self.ledger.jobs, jobs.job_id == docs.job_id)
+                 .where(jobs.state == states.ACCEPTED, docs.operation == EVIDENCE).order_by(docs.accepted_at))
+        with _database(), self.ledger.engine.connect() as conn:
+            return [self._job(conn, row.tenant, row.job_id) for row in conn.execute(query).all()]
+
+    def latest_publication(self, tenant: str, period: str) -> dict | None:
+        pubs = self.ledger.publications.c
+        query = (select(self.ledger.publications).where(pubs.tenant == tenant, pubs.period == period)
+                 .order_by(pubs.event_seq.desc()).limit(1))
+        with _database(), self.ledger.engine.connect() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else dict(row._mapping)
 
     def mark_started(self, job_id: str) -> None:
         docs = self.document_jobs.c
