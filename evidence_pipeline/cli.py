@@ -15,9 +15,10 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger.checkpoints import prove_bundle, publish_checkpoint, verify_ledger
 from evidence_pipeline.ledger import Ledger
+from evidence_pipeline.ledger.documents import DocumentLedger
 from evidence_pipeline.maintenance import sweep_attempts
 from evidence_pipeline.models import validate_tenant_id
-from evidence_pipeline.stats import PERCENTILES, StageSummary, parse_since, stage_stats
+from evidence_pipeline.stats import PERCENTILES, StageSummary, admission_stats, parse_since, stage_stats
 from evidence_pipeline.store import ArtifactStore
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.store.uri import open_store
@@ -254,12 +255,16 @@ def stats(tenant: str | None, since: datetime | None, as_json: bool) -> None:
     """Stage latency percentiles (ms, nearest-rank) from the ledger's stages.timed events, and the age of the
     oldest queued Dagster run (any tenant)."""
     settings = _settings()
-    result = _run(lambda: stage_stats(Ledger(settings.ledger_url), tenant, since))
+    ledger = _run(lambda: Ledger(settings.ledger_url))
+    result = _run(lambda: stage_stats(ledger, tenant, since))
+    admission = _run(lambda: admission_stats(ledger, tenant, since))
+    unstarted_age = _run(lambda: DocumentLedger(ledger).oldest_unstarted_age())
     queued_age = _run(lambda: _oldest_queued_run_age(settings))
     if as_json:
         click.echo(json.dumps({
             "tenant": tenant, "since": since.isoformat() if since else None, "unit": "ms",
-            "percentile_method": "nearest-rank", **result.as_dict(), "oldest_queued_run_age_seconds": queued_age,
+            "percentile_method": "nearest-rank", **result.as_dict(), "admission": admission.as_dict(),
+            "oldest_unstarted_document_job_age_seconds": unstarted_age, "oldest_queued_run_age_seconds": queued_age,
         }, indent=2))
         return
     scope = f"tenant {tenant}" if tenant else "all tenants"
@@ -268,6 +273,9 @@ def stats(tenant: str | None, since: datetime | None, as_json: bool) -> None:
     for lane, summaries in [("all", result.stages), *result.lanes.items()]:
         for summary in summaries:
             click.echo(f"{lane:<9} {summary.stage:<11} {summary.count:>6}" + _percentile_cells(summary))
+    click.echo(f"{'intake':<9} {admission.stage:<11} {admission.count:>6}" + _percentile_cells(admission))
+    click.echo("no unstarted document jobs" if unstarted_age is None
+               else f"oldest unstarted document job: {unstarted_age:.0f} s")
     click.echo("no queued runs" if queued_age is None else f"oldest queued run: {queued_age:.0f} s")
 
 

@@ -21,6 +21,7 @@ from evidence_pipeline.ledger import Ledger
 EVENT_TYPE = "stages.timed"
 STAGES = ("queue_wait", "render", "validate", "sign", "publish")
 PERCENTILES = (50, 95, 99)
+ADMISSION_EVENTS = ("document.admitted", "job.accepted", "batch.accepted")
 
 
 def percentile(values: Sequence[float], p: int) -> float:
@@ -60,13 +61,14 @@ class StageStats:
                 "lanes": {lane: table(summaries) for lane, summaries in self.lanes.items()}}
 
 
+def _summary(stage: str, values: Sequence[float]) -> StageSummary:
+    p50, p95, p99 = (percentile(values, p) for p in PERCENTILES) if values else (None, None, None)
+    return StageSummary(stage, len(values), p50, p95, p99)
+
+
 def _summaries(details: Sequence[dict]) -> tuple[StageSummary, ...]:
-    summaries = []
-    for stage in STAGES:
-        values = [d[f"{stage}_ms"] for d in details if d.get(f"{stage}_ms") is not None]
-        p50, p95, p99 = (percentile(values, p) for p in PERCENTILES) if values else (None, None, None)
-        summaries.append(StageSummary(stage, len(values), p50, p95, p99))
-    return tuple(summaries)
+    return tuple(_summary(stage, [d[f"{stage}_ms"] for d in details if d.get(f"{stage}_ms") is not None])
+                 for stage in STAGES)
 
 
 def summarize(bodies: Iterable[dict]) -> StageStats:
@@ -89,10 +91,22 @@ def parse_since(text: str) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
-def stage_stats(ledger: Ledger, tenant: str | None = None, since: datetime | None = None) -> StageStats:
-    """Stage percentiles of ``tenant`` (every tenant when None), over events recorded at or after ``since``."""
-    bodies = ledger.events_of_type(EVENT_TYPE, tenant)
+def _events(ledger: Ledger, event_type: str, tenant: str | None, since: datetime | None) -> list[dict]:
+    bodies = ledger.events_of_type(event_type, tenant)
     if since is not None:
         # recorded_at is only in the body (no column), so this filter runs here rather than in SQL.
         bodies = [body for body in bodies if datetime.fromisoformat(body["recorded_at"]) >= since]
-    return summarize(bodies)
+    return bodies
+
+
+def stage_stats(ledger: Ledger, tenant: str | None = None, since: datetime | None = None) -> StageStats:
+    """Stage percentiles of ``tenant`` (every tenant when None), over events recorded at or after ``since``."""
+    return summarize(_events(ledger, EVENT_TYPE, tenant, since))
+
+
+def admission_stats(ledger: Ledger, tenant: str | None = None, since: datetime | None = None) -> StageSummary:
+    """Intake's own clock: ``admission_ms`` (request start to ledger commit) of admitted documents, jobs and
+    batches."""
+    details = [body["details"] for event_type in ADMISSION_EVENTS
+               for body in _events(ledger, event_type, tenant, since)]
+    return _summary("admission", [d["admission_ms"] for d in details if "admission_ms" in d])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 import socket
 from concurrent.futures import ThreadPoolExecutor
 
@@ -98,8 +99,9 @@ def test_upload_is_put_once_content_addressed_and_admitted_in_the_ledger(documen
     assert documents.store.get(f"acme/{sha256}", expected_sha256=sha256) == data
     events = documents.runtime.ledger.events_of_type("document.admitted", tenant="acme")
     assert [e["subject_sha256"] for e in events] == [sha256]
-    assert events[0]["details"] == {"document_id": first.json()["document_id"], "bytes": len(data),
-                                    "media_type": "application/pdf"}
+    details = events[0]["details"]
+    assert details.pop("admission_ms") > 0
+    assert details == {"document_id": first.json()["document_id"], "bytes": len(data), "media_type": "application/pdf"}
     assert documents.runtime.ledger.verify_chain() >= 3
 
 
@@ -267,3 +269,17 @@ def test_other_tenants_resources_do_not_exist(documents, intake):
     assert foreign.status_code == nonexistent.status_code == 404
     assert foreign.json() == nonexistent.json() and error_code(foreign) == "JOB_NOT_FOUND"
     assert same_key.status_code == 404 and error_code(same_key) == "DOCUMENT_NOT_FOUND"
+
+
+def test_admission_latency_and_queue_age_are_in_evidence_stats(backend, documents, intake):
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        document_id = upload(http, pdf_bytes()).json()["document_id"]
+        submit(http, "k", {"operation": "inspect", "inputs": [document_id]})
+        submit(http, "k", {"operation": "inspect", "inputs": [document_id]})  # known key: no new admission
+    env = intake_environment(backend)
+    report = json.loads(CliRunner().invoke(main, ["stats", "--json"], env=env).output)
+    assert report["admission"]["count"] == 2 and report["admission"]["p50"] > 0
+    assert report["oldest_unstarted_document_job_age_seconds"] >= 0
+    table = CliRunner().invoke(main, ["stats"], env=env).output
+    assert re.search(r"^intake +admission +2 +[0-9.]+", table, re.M) and "oldest unstarted document job: " in table

@@ -9,7 +9,7 @@ from typing import BinaryIO
 from evidence_pipeline.documents import Documents, document_key
 from evidence_pipeline.documents.registry import Operation, operation
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.ledger.documents import EVIDENCE, JobLimits, sha256_text
+from evidence_pipeline.ledger.documents import EVIDENCE, Clock, JobLimits, sha256_text
 from evidence_pipeline.ledger.jobs import ACCEPTED, RUNNING
 from evidence_pipeline.ledger.ledger import canonical
 from evidence_pipeline.models import validate_period
@@ -46,13 +46,13 @@ def expected_digest(header: str | None) -> str | None:
 
 
 def store_document(documents: Documents, tenant: str, file: BinaryIO, sha256: str, size: int, media_type: str,
-                   actor: str) -> tuple[dict, bool]:
+                   actor: str, clock: Clock) -> tuple[dict, bool]:
     """Put the received bytes once, content-addressed, then commit `document.admitted`. Returns (row, created)."""
     key = document_key(tenant, sha256)
     stored = documents.store.put_file(key, file)
     if (stored.sha256, stored.size) != (sha256, size):
         raise EvidenceError("STORE_DIGEST_MISMATCH", "the stored document differs from the received bytes")
-    return documents.ledger.admit_document(tenant, sha256, size, media_type, key, actor)
+    return documents.ledger.admit_document(tenant, sha256, size, media_type, key, actor, clock)
 
 
 def document_view(row: dict) -> dict:
@@ -95,7 +95,8 @@ def _limits(documents: Documents) -> JobLimits:
     return JobLimits(settings.tenant_max_jobs, settings.intake_max_queue_age_seconds)
 
 
-def submit_job(documents: Documents, tenant: str, idempotency_key: str, body, actor: str) -> tuple[dict, bool]:
+def submit_job(documents: Documents, tenant: str, idempotency_key: str, body, actor: str,
+               clock: Clock) -> tuple[dict, bool]:
     """Validate a job request and accept it once per idempotency key. Returns (job, created)."""
     op, inputs, options = job_spec(body)
     if documents.ledger.existing_documents(tenant, set(inputs)) != set(inputs):
@@ -103,10 +104,10 @@ def submit_job(documents: Documents, tenant: str, idempotency_key: str, body, ac
     policy = documents.runtime.settings.policy_version
     return documents.ledger.submit_job(tenant, idempotency_key, request_digest(tenant, op, inputs, options, policy),
                                        op.name, {"inputs": inputs, "options": options}, policy, actor,
-                                       _limits(documents))
+                                       _limits(documents), clock)
 
 
-def submit_evidence_job(documents: Documents, tenant: str, idempotency_key: str, body, actor: str,
+def submit_evidence_job(documents: Documents, tenant: str, idempotency_key: str, body, actor: str, clock: Clock,
                         today: date | None = None) -> tuple[dict, bool]:
     """Ask for a tenant-month's evidence bundle: a complete month, not before the tenant's first source data."""
     if not isinstance(body, dict) or set(body) != {"period"}:
@@ -123,10 +124,10 @@ def submit_evidence_job(documents: Documents, tenant: str, idempotency_key: str,
                                     "policy_version": policy}))
     return documents.ledger.submit_job(tenant, idempotency_key, digest, EVIDENCE,
                                        {"inputs": [], "options": {}, "period": period}, policy, actor,
-                                       _limits(documents))
+                                       _limits(documents), clock)
 
 
-def submit_batch(documents: Documents, tenant: str, body, actor: str) -> tuple[dict, bool]:
+def submit_batch(documents: Documents, tenant: str, body, actor: str, clock: Clock) -> tuple[dict, bool]:
     """Admit a manifest of job specs: every spec is checked, the manifest is stored once and one batch row
     committed; no child job is created here (the dispatcher does, in pages). Returns (batch, created)."""
     if not isinstance(body, dict) or set(body) != {"jobs"} or not isinstance(body["jobs"], list):
@@ -152,7 +153,7 @@ def submit_batch(documents: Documents, tenant: str, body, actor: str) -> tuple[d
     stored = documents.store.put_once(f"{tenant}/batches/{manifest_sha256}.json", data)
     batch_id = "bat_" + sha256_text(f"{tenant}/{manifest_sha256}")[:40]
     return documents.ledger.create_batch(tenant, batch_id, manifest_sha256, stored.key, len(manifest), actor,
-                                         _limits(documents))
+                                         _limits(documents), clock)
 
 
 def cancel_batch(documents: Documents, tenant: str, batch_id: str, actor: str) -> dict[str, int]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 
 import uvicorn
 from starlette.applications import Starlette
@@ -24,6 +25,7 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.intake import admission, open_documents
+from evidence_pipeline.ledger.documents import Clock
 from evidence_pipeline.tempfiles import scratch_file
 
 log = logging.getLogger(__name__)
@@ -67,6 +69,7 @@ def create_app(documents: Documents) -> Starlette:
         return tenant
 
     async def post_document(request: Request) -> JSONResponse:
+        clock = Clock(time.perf_counter())
         tenant = await tenant_of(request)
         length = request.headers.get("content-length")
         if length is None:
@@ -98,14 +101,15 @@ def create_app(documents: Documents) -> Starlette:
             received.flush()
             received.seek(0)
             row, created = await run_in_threadpool(
-                admission.store_document, documents, tenant, received, sha256, size, media_type, ACTOR)
+                admission.store_document, documents, tenant, received, sha256, size, media_type, ACTOR, clock)
         return JSONResponse(admission.document_view(row), status_code=201 if created else 200)
 
     async def accept(request: Request, submit) -> JSONResponse:
+        clock = Clock(time.perf_counter())
         tenant = await tenant_of(request)
         key = admission.check_idempotency_key(request.headers.get("idempotency-key"))
         body = await _json_body(request)
-        job, created = await run_in_threadpool(submit, documents, tenant, key, body, ACTOR)
+        job, created = await run_in_threadpool(submit, documents, tenant, key, body, ACTOR, clock)
         view = {"job_id": job["job_id"], "state": job["state"], "status_url": f"/v1/jobs/{job['job_id']}"}
         return JSONResponse(view, status_code=202 if created else 200)
 
@@ -123,9 +127,10 @@ def create_app(documents: Documents) -> Starlette:
         return JSONResponse(admission.job_view(job))
 
     async def post_batch(request: Request) -> JSONResponse:
+        clock = Clock(time.perf_counter())
         tenant = await tenant_of(request)
         body = await _json_body(request, MAX_BATCH_BYTES)
-        batch, created = await run_in_threadpool(admission.submit_batch, documents, tenant, body, ACTOR)
+        batch, created = await run_in_threadpool(admission.submit_batch, documents, tenant, body, ACTOR, clock)
         return JSONResponse({"batch_id": batch["batch_id"], "status_url": f"/v1/batches/{batch['batch_id']}"},
                             status_code=202 if created else 200)
 

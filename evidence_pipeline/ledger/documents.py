@@ -31,6 +31,17 @@ EVIDENCE = "evidence"  # the operation of an evidence job: a tenant-month's bund
 
 
 @dataclass(frozen=True)
+class Clock:
+    """When an intake request began (time.perf_counter()), or None outside a request: admission events carry
+    ``admission_ms``, the request's time until its ledger commit, as a clock of its own (`evidence stats`)."""
+
+    started: float | None
+
+    def details(self) -> dict:
+        return {} if self.started is None else {"admission_ms": round((time.perf_counter() - self.started) * 1000, 3)}
+
+
+@dataclass(frozen=True)
 class JobLimits:
     max_outstanding: int  # a tenant's accepted or running jobs
     max_queue_age_seconds: float  # the oldest accepted, never started job of any tenant
@@ -99,9 +110,9 @@ class DocumentLedger:
     # --- documents --------------------------------------------------------------------------------------------
 
     def admit_document(self, tenant: str, sha256: str, size: int, media_type: str, store_key: str,
-                       actor: str) -> tuple[dict, bool]:
-        """Record an admitted document and its `document.admitted` event; the same bytes again return the first
-        record. Returns (row, created)."""
+                       actor: str, clock: Clock) -> tuple[dict, bool]:
+        """Record an admitted document and its `document.admitted` event (with the request's ``admission_ms`` so
+        far); the same bytes again return the first record. Returns (row, created)."""
         document_id = "doc_" + sha256_text(f"{tenant}/{sha256}")[:40]
 
         def admit(conn: Connection) -> tuple[dict, bool]:
@@ -110,7 +121,8 @@ class DocumentLedger:
                 return existing, False
             now = time.time()
             event = self.ledger._append(conn, TenantMonth(tenant, current_month(now)), "document.admitted", sha256,
-                                        actor, {"document_id": document_id, "bytes": size, "media_type": media_type})
+                                        actor, {"document_id": document_id, "bytes": size, "media_type": media_type,
+                                                **clock.details()})
             conn.execute(self.documents.insert().values(
                 document_id=document_id, tenant=tenant, sha256=sha256, size=size, media_type=media_type,
                 store_key=store_key, created_at=now, event_seq=event.seq))
@@ -131,21 +143,22 @@ class DocumentLedger:
     # --- jobs -------------------------------------------------------------------------------------------------
 
     def submit_job(self, tenant: str, idempotency_key: str, request_sha256: str, operation: str, request: dict,
-                   policy_version: str, actor: str, limits: JobLimits | None, batch_id: str = "") -> tuple[dict, bool]:
+                   policy_version: str, actor: str, limits: JobLimits | None, clock: Clock) -> tuple[dict, bool]:
         """Accept a job once per (tenant, batch, idempotency key). Returns (job, created). The same key with another
         request digest is IDEMPOTENCY_CONFLICT, recorded in the ledger with both digests and nothing else. A new
         key is refused while the queue is older than its objective (INTAKE_BACKPRESSURE) or the tenant has its
         quota of outstanding jobs (TENANT_QUOTA_EXCEEDED); a key already accepted is always answered. A batch's
         children (``limits`` None) were admitted with their batch."""
         job, created = self.ledger._transact(lambda conn: self._submit(
-            conn, tenant, idempotency_key, request_sha256, operation, request, policy_version, actor, limits, batch_id))
+            conn, tenant, idempotency_key, request_sha256, operation, request, policy_version, actor, limits, "",
+            clock))
         if created is None:
             raise EvidenceError("IDEMPOTENCY_CONFLICT", "this Idempotency-Key was used for a different request")
         return job, created
 
     def _submit(self, conn: Connection, tenant: str, idempotency_key: str, request_sha256: str, operation: str,
                 request: dict, policy_version: str, actor: str, limits: JobLimits | None,
-                batch_id: str) -> tuple[dict, bool | None]:
+                batch_id: str, clock: Clock) -> tuple[dict, bool | None]:
         """submit_job inside a transaction: (job, created), created None for an idempotency conflict."""
         scope = {"tenant": tenant, "idempotency_key": idempotency_key} | ({"batch_id": batch_id} if batch_id else {})
         job_id = sha256_text(canonical(scope))
@@ -170,14 +183,13 @@ class DocumentLedger:
             job_id=job_id, tenant=tenant, batch_id=batch_id, idempotency_key=idempotency_key,
             request_sha256=request_sha256, operation=operation, request=canonical(request), accepted_at=now))
         self.ledger._append(conn, tenant_month, "job.accepted", request_sha256, actor,
-                            {"job_id": job_id, "fidelity": DOCUMENT, "operation": operation}
+                            {"job_id": job_id, "fidelity": DOCUMENT, "operation": operation, **clock.details()}
                             | ({"batch_id": batch_id} if batch_id else {}))
         return self._job(conn, tenant, job_id), True
 
     def _check_load(self, conn: Connection, tenant: str, now: float, limits: JobLimits, adding: int = 1) -> None:
         docs, jobs = self.document_jobs.c, self.ledger.jobs.c
-        oldest = conn.execute(select(func.min(docs.accepted_at)).join(self.ledger.jobs, jobs.job_id == docs.job_id)
-                              .where(jobs.state == states.ACCEPTED, docs.started_at.is_(None))).scalar()
+        oldest = conn.execute(self._oldest_unstarted()).scalar()
         if oldest is not None and now - oldest > limits.max_queue_age_seconds:
             raise EvidenceError("INTAKE_BACKPRESSURE", "the queue is behind its objective; try again later")
         outstanding = conn.execute(select(func.count()).select_from(self.document_jobs)
@@ -198,7 +210,7 @@ class DocumentLedger:
     # --- batches ----------------------------------------------------------------------------------------------
 
     def create_batch(self, tenant: str, batch_id: str, manifest_sha256: str, store_key: str, jobs: int,
-                     actor: str, limits: JobLimits) -> tuple[dict, bool]:
+                     actor: str, limits: JobLimits, clock: Clock) -> tuple[dict, bool]:
         """Record a batch (its manifest is already stored); no child job is created here. The same manifest again
         returns the first record. Returns (row, created)."""
 
@@ -212,7 +224,7 @@ class DocumentLedger:
                 batch_id=batch_id, tenant=tenant, manifest_sha256=manifest_sha256, store_key=store_key, jobs=jobs,
                 dispatched=0, state="open", created_at=now, updated_at=now))
             self.ledger._append(conn, TenantMonth(tenant, current_month(now)), "batch.accepted", manifest_sha256,
-                                actor, {"batch_id": batch_id, "jobs": jobs})
+                                actor, {"batch_id": batch_id, "jobs": jobs, **clock.details()})
             return self._batch(conn, tenant, batch_id), True
 
         return self.ledger._transact(create)
@@ -250,7 +262,7 @@ class DocumentLedger:
                 return False
             for key, request_sha256, operation, request in children:
                 self._submit(conn, batch["tenant"], key, request_sha256, operation, request, policy_version, actor,
-                             None, batch["batch_id"])
+                             None, batch["batch_id"], Clock(None))
             return True
 
         return self.ledger._transact(dispatch)
@@ -295,6 +307,17 @@ class DocumentLedger:
                  .where(docs.batch_id == batch_id, jobs.state == state).order_by(docs.accepted_at))
         with _database(), self.ledger.engine.connect() as conn:
             return list(conn.execute(query).scalars())
+
+    def oldest_unstarted_age(self) -> float | None:
+        """Seconds since the oldest accepted, never started document job was accepted (the queue-age objective)."""
+        with _database(), self.ledger.engine.connect() as conn:
+            oldest = conn.execute(self._oldest_unstarted()).scalar()
+        return None if oldest is None else time.time() - oldest
+
+    def _oldest_unstarted(self):
+        docs, jobs = self.document_jobs.c, self.ledger.jobs.c
+        return (select(func.min(docs.accepted_at)).join(self.ledger.jobs, jobs.job_id == docs.job_id)
+                .where(jobs.state == states.ACCEPTED, docs.started_at.is_(None)))
 
     def ping(self) -> None:
         """Does the ledger database answer?"""
