@@ -8,12 +8,12 @@ from evidence_pipeline.defs.automation import (
     tenant_registry_sensor,
 )
 from evidence_pipeline.defs.documents import (
-    document_dispatch_sensor, document_page_job, evidence_job_failed, evidence_job_succeeded,
+    document_dispatch_sensor, document_jobs, document_page_job, evidence_job_failed, evidence_job_succeeded,
 )
 from evidence_pipeline.defs.resources import EvidenceResource
 
 defs = Definitions(
-    assets=[source_revision, monthly_report, evidence_bundle, report_preview],
+    assets=[source_revision, monthly_report, evidence_bundle, report_preview, document_jobs],
     jobs=[monthly_evidence_job, ledger_maintenance, document_page_job],
     schedules=[monthly_evidence_schedule, ledger_maintenance_schedule],
     sensors=[tenant_registry_sensor, document_dispatch_sensor, evidence_job_succeeded, evidence_job_failed],

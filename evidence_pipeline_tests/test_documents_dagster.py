@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dagster import DagsterInstance, build_sensor_context
+from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, build_sensor_context
 
 from evidence_pipeline.defs.coordinator import TENANT_TAG
 from evidence_pipeline.defs.documents import PAGE_TAG
@@ -29,6 +29,7 @@ def test_sensor_pages_jobs_into_runs_that_work_them(backend, documents, intake, 
                                    "inputs": [upload(http, HOSTILE["launch_action"][0]).json()["document_id"]]})
         theirs = submit(other, "x", {"operation": "inspect", "inputs": [upload(other, pdf_bytes(2)).json()["document_id"]]})
         with DagsterInstance.ephemeral() as instance:
+            instance.add_dynamic_partitions("tenant", ["acme"])  # globex is not registered: its activity is logged
             first = tick(instance)
             assert tick(instance).run_requests == first.run_requests  # a retried tick asks for the same runs
             requests = {r.tags[TENANT_TAG]: r for r in first.run_requests}
@@ -39,6 +40,14 @@ def test_sensor_pages_jobs_into_runs_that_work_them(backend, documents, intake, 
                     run_config=request.run_config, instance=instance, tags=request.tags)
                 assert result.success
             assert tick(instance).skip_message == "no document jobs waiting"
+            period = documents.ledger.job("acme", good.json()["job_id"])["period"]
+            [activity] = instance.fetch_materializations(AssetRecordsFilter(
+                asset_key=AssetKey("document_jobs"), asset_partitions=[f"{period}-01|acme"]), limit=10).records
+            metadata = activity.asset_materialization.metadata
+            assert metadata["counts"].value == {"inspect": {"succeeded": 1, "rejected": 1}}
+            assert metadata["job_ids"].value == sorted([good.json()["job_id"], bad.json()["job_id"]])
+            assert metadata["refused"].value == ["DOCUMENT_LAUNCH_ACTION"] and metadata["jobs"].value == 2
+            assert instance.fetch_materializations(AssetKey("document_jobs"), limit=10).records == [activity]
         states = {key: http.get(r.json()["status_url"]).json() for key, r in (("good", good), ("bad", bad))}
         assert other.get(theirs.json()["status_url"]).json()["state"] == "succeeded"
     assert states["good"]["state"] == "succeeded" and len(states["good"]["outputs"]) == 2

@@ -7,17 +7,17 @@ transient failure, a dead run's expired lease) gets a new key. Runs carry the te
 applies to them like to every other run.
 """
 
-from collections import Counter
+from collections import Counter, defaultdict
 
 from dagster import (
-    Backoff, Config, DagsterRunStatus, DefaultSensorStatus, Failure, Jitter, OpExecutionContext, RetryPolicy,
+    AssetMaterialization, AssetSpec, Backoff, Config, MetadataValue, DagsterRunStatus, DefaultSensorStatus, Failure, Jitter, OpExecutionContext, RetryPolicy,
     RunConfig, RunFailureSensorContext, RunRequest, RunStatusSensorContext, SensorEvaluationContext, SensorResult,
     SkipReason, job, op, run_failure_sensor, run_status_sensor, sensor,
 )
 
 from evidence_pipeline.defs.automation import monthly_evidence_job
 from evidence_pipeline.defs.coordinator import TENANT_TAG
-from evidence_pipeline.defs.partitions import partition_key_for, tenant_partitions
+from evidence_pipeline.defs.partitions import partition_key_for, tenant_month_partitions, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource, s3_client
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.documents.gate import GATE_CODES
@@ -41,19 +41,48 @@ class PageConfig(Config):
     page_id: str
 
 
-@op(retry_policy=RetryPolicy(max_retries=3, delay=2, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS))
-def document_page(context: OpExecutionContext, config: PageConfig, evidence: EvidenceResource) -> None:
+@op(out={}, retry_policy=RetryPolicy(max_retries=3, delay=2, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS))
+def document_page(context: OpExecutionContext, config: PageConfig, evidence: EvidenceResource):
     """Work one page of document jobs, each under its own fenced lease. A gate refusal is the job's outcome, not
     the run's failure; a transient failure retries the step; any other terminal failure fails the run for good."""
     outcomes = run_page(documents_of(evidence), config.page_id, RunInfo(context.run_id, context.retry_number + 1))
     counts = Counter(f"{o.operation}/{o.state}" + (f"/{o.reason}" if o.reason else "") for o in outcomes)
     context.log.info(f"page {config.page_id[:12]}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+    yield from _document_activity(context, config.page_id, outcomes)
     if retry := next((o for o in outcomes if o.state == states.ACCEPTED), None):
         raise EvidenceError(retry.reason, f"job {retry.job_id[:12]} failed transiently; retrying the page")
     failed = [o for o in outcomes if o.state in states.CLOSED and o.reason not in GATE_CODES]
     if failed:
         raise Failure(description="document jobs failed: " + ", ".join(f"{o.job_id[:12]} {o.reason}" for o in failed),
                       allow_retries=False)
+
+
+def _document_activity(context: OpExecutionContext, page_id: str, outcomes: list):
+    """One `document_jobs` materialization per tenant-month of the page: counts by operation and state, job ids.
+    A tenant that is not a registered partition yet is logged instead (the tenant registry adds tenants)."""
+    known = set(context.instance.get_dynamic_partitions(tenant_partitions.name))
+    by_month = defaultdict(list)
+    for outcome in outcomes:
+        by_month[TenantMonth(outcome.tenant, outcome.period)].append(outcome)
+    for tenant_month, month in sorted(by_month.items(), key=lambda item: str(item[0])):
+        if tenant_month.tenant not in known:
+            context.log.warning(f"tenant {tenant_month.tenant} is not a partition yet: document_jobs not recorded")
+            continue
+        counts: dict[str, dict[str, int]] = defaultdict(dict)
+        for outcome in month:
+            counts[outcome.operation][outcome.state] = counts[outcome.operation].get(outcome.state, 0) + 1
+        yield AssetMaterialization(
+            asset_key=document_jobs.key, partition=str(partition_key_for(tenant_month)),
+            metadata={"page_id": page_id, "jobs": len(month), "counts": MetadataValue.json(dict(counts)),
+                      "job_ids": MetadataValue.json(sorted(o.job_id for o in month)),
+                      "refused": MetadataValue.json(sorted({o.reason for o in month if o.reason}))})
+
+
+# Document work in the UI's grid, beside the tenant-month's report: materialized by the page runs.
+document_jobs = AssetSpec(
+    "document_jobs", partitions_def=tenant_month_partitions, group_name="documents",
+    description="Document jobs worked for the tenant-month, per dispatch page: counts by operation and state, and "
+                "the job ids (recorded by document_page_job runs).")
 
 
 @job(description="Work one page of admitted document jobs (runs come from document_dispatch_sensor).",

@@ -31,8 +31,10 @@ PREDICATE_TYPE = "https://evidence-pipeline.dev/document-job/v1"
 @dataclass(frozen=True)
 class Outcome:
     job_id: str
+    tenant: str
+    period: str  # the month the job was accepted in
     operation: str
-    state: str  # succeeded, rejected, dead, or accepted (a transient failure with budget left)
+    state: str  # succeeded, rejected, dead, accepted (a transient failure with budget left), running (leased)
     reason: str | None = None
 
 
@@ -52,10 +54,9 @@ def run_job(documents: Documents, job: dict, run: RunInfo) -> Outcome:
     try:
         lease = rt.ledger.acquire_lease(job["job_id"], run.run_id, rt.settings.lease_seconds)
     except EvidenceError as error:  # LEASE_BUSY: another attempt works it; JOB_CLOSED: nothing to do
-        return Outcome(job["job_id"], job["operation"], documents.ledger.job(job["tenant"], job["job_id"])["state"],
-                       error.code)
+        return _outcome(job, documents.ledger.job(job["tenant"], job["job_id"])["state"], error.code)
     if lease is None:
-        return Outcome(job["job_id"], job["operation"], states.SUCCEEDED)
+        return _outcome(job, states.SUCCEEDED)
     documents.ledger.mark_started(job["job_id"])
     try:
         with attempt_dir(rt.settings.work_dir, job["job_id"], lease.token) as scratch, \
@@ -66,8 +67,12 @@ def run_job(documents: Documents, job: dict, run: RunInfo) -> Outcome:
         state = record_failure(rt, job["job_id"], error, run)
         if state in states.CLOSED:
             documents.ledger.mark_finished(job["job_id"])
-        return Outcome(job["job_id"], job["operation"], state or states.RUNNING, error.code)
-    return Outcome(job["job_id"], job["operation"], states.SUCCEEDED)
+        return _outcome(job, state or states.RUNNING, error.code)
+    return _outcome(job, states.SUCCEEDED)
+
+
+def _outcome(job: dict, state: str, reason: str | None = None) -> Outcome:
+    return Outcome(job["job_id"], job["tenant"], job["period"], job["operation"], state, reason)
 
 
 def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInfo) -> None:
