@@ -1,4 +1,4 @@
-"""The ledger's side of intake: API tokens, admitted documents and document jobs.
+"""The ledger's side of intake: API tokens, admitted documents, document and evidence jobs, batches.
 
 A document job is an `evidence_jobs` row with fidelity ``document`` (so it moves through the same compare-and-swap
 states under the same fenced leases, retry budget, dead letters and `evidence replay` as a tenant-month) plus an
