@@ -382,25 +382,21 @@ def stats(tenant: str | None, since: datetime | None, as_json: bool) -> None:
     """Stage latency percentiles (ms, nearest-rank) from the ledger's stages.timed events, and the age of the
     oldest queued Dagster run (any tenant)."""
     from evidence_pipeline.ledger import Ledger
-    from evidence_pipeline.stats import PERCENTILES, stage_stats
+    from evidence_pipeline.ledger.documents import DocumentLedger
+    from evidence_pipeline.stats import PERCENTILES, admission_stats, stage_stats
 
     settings = _settings()
-    result = stage_stats(Ledger(settings.ledger_url), tenant, since)
+    ledger = Ledger(settings.ledger_url)
+    result = stage_stats(ledger, tenant, since)
+    admission = admission_stats(ledger, tenant, since)
+    unstarted_age = DocumentLedger(ledger).oldest_unstarted_age()
     queued_age = _oldest_queued_run_age(settings)
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "tenant": tenant,
-                    "since": since.isoformat() if since else None,
-                    "unit": "ms",
-                    "percentile_method": "nearest-rank",
-                    **result.as_dict(),
-                    "oldest_queued_run_age_seconds": queued_age,
-                },
-                indent=2,
-            )
-        )
+        click.echo(json.dumps({
+            "tenant": tenant, "since": since.isoformat() if since else None, "unit": "ms",
+            "percentile_method": "nearest-rank", **result.as_dict(), "admission": admission.as_dict(),
+            "oldest_unstarted_document_job_age_seconds": unstarted_age, "oldest_queued_run_age_seconds": queued_age,
+        }, indent=2))
         return
     scope = f"tenant {tenant}" if tenant else "all tenants"
     click.echo(f"{result.events} stages.timed events, {scope}" + (f", since {since.isoformat()}" if since else ""))
@@ -408,6 +404,9 @@ def stats(tenant: str | None, since: datetime | None, as_json: bool) -> None:
     for lane, summaries in [("all", result.stages), *result.lanes.items()]:
         for summary in summaries:
             click.echo(f"{lane:<9} {summary.stage:<11} {summary.count:>6}" + _percentile_cells(summary))
+    click.echo(f"{'intake':<9} {admission.stage:<11} {admission.count:>6}" + _percentile_cells(admission))
+    click.echo("no unstarted document jobs" if unstarted_age is None
+               else f"oldest unstarted document job: {unstarted_age:.0f} s")
     click.echo("no queued runs" if queued_age is None else f"oldest queued run: {queued_age:.0f} s")
 
 
@@ -416,6 +415,56 @@ def _percentile_cells(summary: StageSummary) -> str:
 
     values = (getattr(summary, f"p{p}") for p in PERCENTILES)
     return "".join(f" {'-' if value is None else f'{value:.1f}':>10}" for value in values)
+
+
+@main.group()
+def tenant() -> None:
+    """Tenants: API tokens for intake."""
+
+
+@tenant.group("token")
+def tenant_token() -> None:
+    """Per-tenant API tokens (only their sha256 is stored)."""
+
+
+@tenant_token.command("issue")
+@click.argument("tenant_id", metavar="TENANT", callback=_tenant_option)
+def tenant_token_issue(tenant_id: str) -> None:
+    """Issue a new API token for TENANT and print it, once."""
+    from evidence_pipeline.intake import open_documents
+
+    documents = open_documents(_settings())
+    token_id, token = documents.ledger.issue_token(tenant_id, getpass.getuser())
+    click.echo(f"token id: {token_id}")
+    click.echo(f"token:    {token}")
+    click.echo("The token is shown only this once; store it now. Send it as `Authorization: Bearer <token>`.")
+
+
+@tenant_token.command("revoke")
+@click.argument("token_id")
+def tenant_token_revoke(token_id: str) -> None:
+    """Revoke a token by its id: every request with it is refused from now on."""
+    from evidence_pipeline.intake import open_documents
+
+    documents = open_documents(_settings())
+    tenant_id = documents.ledger.revoke_token(token_id, getpass.getuser())
+    click.echo(f"token {token_id} of tenant {tenant_id} revoked")
+
+
+@main.group()
+def intake() -> None:
+    """The HTTP front door for tenants' documents and jobs."""
+
+
+@intake.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
+def intake_serve(host: str, port: int) -> None:
+    """Serve the intake API (Starlette on uvicorn)."""
+    from evidence_pipeline.intake.app import serve
+
+    settings = _settings()
+    serve(settings, host, port)
 
 
 @main.command()

@@ -43,10 +43,16 @@ class Settings:
     generate_dev_keys: bool  # missing keys: generate development keys (True) or refuse (KEY_MATERIAL_INVALID)
     dagster_home_override: Path | None  # DAGSTER_HOME when the operator set it
     dagster_pg_url: str | None  # PostgreSQL for Dagster's storage (dagster.production.yaml)
+    documents_uri: str  # uploaded documents (intake): private, put-once, content-addressed
+    intake_max_bytes: int  # the largest document intake admits
+    document_page_size: int  # document jobs per dispatch page (one Dagster run)
+    tenant_max_jobs: int  # quota: a tenant's outstanding (not yet terminal) document jobs
+    tenant_max_bytes: int  # quota: a tenant's stored document bytes
+    intake_max_queue_age_seconds: float  # backpressure: new jobs wait while the oldest unstarted job is older
 
     @property
     def uses_s3(self) -> bool:
-        uris = (self.archive_uri, self.sources_uri, self.staging_uri, self.preview_uri)
+        uris = (self.archive_uri, self.sources_uri, self.staging_uri, self.preview_uri, self.documents_uri)
         return any(uri.startswith("s3://") for uri in uris)
 
     @property
@@ -109,6 +115,12 @@ class Settings:
             generate_dev_keys=_flag(env, "EVIDENCE_GENERATE_DEV_KEYS", True),
             dagster_home_override=Path(env["DAGSTER_HOME"]).absolute() if env.get("DAGSTER_HOME") else None,
             dagster_pg_url=env.get("DAGSTER_PG_URL") or None,
+            documents_uri=store("EVIDENCE_DOCUMENTS_URI", home / "documents"),
+            intake_max_bytes=_whole(env, "EVIDENCE_INTAKE_MAX_BYTES", 25 * 1024 * 1024),
+            document_page_size=_whole(env, "EVIDENCE_DOCUMENT_PAGE_SIZE", 50),
+            tenant_max_jobs=_whole(env, "EVIDENCE_TENANT_MAX_JOBS", 1000),
+            tenant_max_bytes=_whole(env, "EVIDENCE_TENANT_MAX_BYTES", 10 * 1024 ** 3),
+            intake_max_queue_age_seconds=_positive(env, "EVIDENCE_INTAKE_MAX_QUEUE_AGE_SECONDS", 300),
         )
 
 

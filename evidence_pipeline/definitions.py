@@ -10,13 +10,20 @@ from evidence_pipeline.defs.automation import (
     monthly_evidence_schedule,
     tenant_registry_sensor,
 )
+from evidence_pipeline.defs.documents import (
+    document_dispatch_sensor,
+    document_jobs,
+    document_page_job,
+    evidence_job_failed,
+    evidence_job_succeeded,
+)
 from evidence_pipeline.defs.resources import EvidenceResource
 
 defs = Definitions(
-    assets=[source_revision, monthly_report, evidence_bundle, report_preview],
-    jobs=[monthly_evidence_job, ledger_maintenance],
+    assets=[source_revision, monthly_report, evidence_bundle, report_preview, document_jobs],
+    jobs=[monthly_evidence_job, ledger_maintenance, document_page_job],
     schedules=[monthly_evidence_schedule, ledger_maintenance_schedule],
-    sensors=[tenant_registry_sensor],
+    sensors=[tenant_registry_sensor, document_dispatch_sensor, evidence_job_succeeded, evidence_job_failed],
     resources={"evidence": EvidenceResource()},
     # A run's steps share one process, so its worker pool starts once and serves every stage of the range.
     executor=in_process_executor,

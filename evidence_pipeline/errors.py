@@ -57,6 +57,40 @@ class ReasonCode(StrEnum):
     POOL_WAIT_TIMEOUT = "POOL_WAIT_TIMEOUT"  # waited longer than EVIDENCE_POOL_WAIT_SECONDS for a Dagster pool slot
     RUN_WORKER_LOST = "RUN_WORKER_LOST"  # a run's process died (SIGKILL, OOM) while it held pool slots; they were freed
     INTERRUPTED = "INTERRUPTED"  # SIGINT or SIGTERM: the operator stopped the command
+    # intake: answers of the HTTP front door (evidence_pipeline/intake/app.py maps each to its HTTP status)
+    AUTH_REQUIRED = "AUTH_REQUIRED"  # no `Authorization: Bearer …`
+    TOKEN_INVALID = "TOKEN_INVALID"  # unknown or revoked token
+    TOKEN_NOT_FOUND = "TOKEN_NOT_FOUND"  # `evidence tenant token revoke` of an id that was never issued
+    ROUTE_NOT_FOUND = "ROUTE_NOT_FOUND"
+    METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
+    REQUEST_INVALID = "REQUEST_INVALID"  # a body or header that is not what the endpoint takes
+    LENGTH_REQUIRED = "LENGTH_REQUIRED"
+    DOCUMENT_TOO_LARGE = "DOCUMENT_TOO_LARGE"
+    LENGTH_MISMATCH = "LENGTH_MISMATCH"  # received bytes differ from Content-Length
+    CONTENT_DIGEST_MISMATCH = "CONTENT_DIGEST_MISMATCH"  # received bytes differ from X-Content-SHA256
+    MEDIA_TYPE_UNSUPPORTED = "MEDIA_TYPE_UNSUPPORTED"  # declared or sniffed type not allowed, or they disagree
+    DOCUMENT_NOT_FOUND = "DOCUMENT_NOT_FOUND"
+    IDEMPOTENCY_KEY_INVALID = "IDEMPOTENCY_KEY_INVALID"
+    IDEMPOTENCY_CONFLICT = "IDEMPOTENCY_CONFLICT"  # the key was used for a request with another digest
+    OPERATION_UNKNOWN = "OPERATION_UNKNOWN"
+    OPTIONS_INVALID = "OPTIONS_INVALID"
+    INPUTS_INVALID = "INPUTS_INVALID"
+    BATCH_NOT_FOUND = "BATCH_NOT_FOUND"
+    PERIOD_NOT_AVAILABLE = "PERIOD_NOT_AVAILABLE"  # evidence asked for an incomplete month, or before the data
+    EVIDENCE_RUN_FAILED = "EVIDENCE_RUN_FAILED"  # the Dagster run of an evidence job failed for good
+    JOB_CANCELLED = "JOB_CANCELLED"  # its batch was cancelled before the job started
+    TENANT_QUOTA_EXCEEDED = "TENANT_QUOTA_EXCEEDED"  # too many outstanding jobs or stored bytes: try again later
+    INTAKE_BACKPRESSURE = "INTAKE_BACKPRESSURE"  # the queue is older than its objective: try again later
+    # the worker-side document gate: terminal outcomes recorded on the job, nothing published
+    DOCUMENT_NOT_PDF = "DOCUMENT_NOT_PDF"
+    DOCUMENT_MALFORMED = "DOCUMENT_MALFORMED"
+    DOCUMENT_ENCRYPTED = "DOCUMENT_ENCRYPTED"
+    DOCUMENT_PAGE_TREE_LOOP = "DOCUMENT_PAGE_TREE_LOOP"
+    DOCUMENT_LIMIT_EXCEEDED = "DOCUMENT_LIMIT_EXCEEDED"  # decompression bombs, too many pages, objects or nesting
+    DOCUMENT_JAVASCRIPT = "DOCUMENT_JAVASCRIPT"
+    DOCUMENT_LAUNCH_ACTION = "DOCUMENT_LAUNCH_ACTION"
+    DOCUMENT_EMBEDDED_FILES = "DOCUMENT_EMBEDDED_FILES"
+    DOCUMENT_XFA = "DOCUMENT_XFA"
     # verification outcomes (what `evidence verify` reports)
     BUNDLE_NOT_FOUND = "BUNDLE_NOT_FOUND"
     BUNDLE_INCOMPLETE = "BUNDLE_INCOMPLETE"
@@ -86,6 +120,8 @@ RETRYABLE = frozenset(
         ReasonCode.UPSTREAM_STEP_FAILED,
         ReasonCode.POOL_WAIT_TIMEOUT,
         ReasonCode.RUN_WORKER_LOST,
+        ReasonCode.TENANT_QUOTA_EXCEEDED,
+        ReasonCode.INTAKE_BACKPRESSURE,
     }
 )
 
@@ -104,6 +140,7 @@ USAGE_CODES = frozenset(
         ReasonCode.JOB_NOT_FOUND,
         ReasonCode.LEDGER_NOT_FOUND,
         ReasonCode.LEDGER_NOT_CHECKPOINTED,
+        ReasonCode.TOKEN_NOT_FOUND,
     }
 )
 UNAVAILABLE_CODES = frozenset(

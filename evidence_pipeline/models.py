@@ -23,6 +23,14 @@ class EventType(StrEnum):
     JOB_REJECTED = "job.rejected"
     JOB_DEAD = "job.dead"
     JOB_REPLAYED = "job.replayed"
+    JOB_IDEMPOTENCY_CONFLICT = "job.idempotency_conflict"
+    TOKEN_ISSUED = "token.issued"
+    TOKEN_REVOKED = "token.revoked"
+    DOCUMENT_ADMITTED = "document.admitted"
+    DOCUMENT_PUBLISHED = "document.published"
+    EVIDENCE_DELIVERED = "evidence.delivered"
+    BATCH_ACCEPTED = "batch.accepted"
+    BATCH_CANCELLED = "batch.cancelled"
 
 
 class Stage(StrEnum):

@@ -20,6 +20,7 @@ from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.models import EventType, Stage
 
 PERCENTILES = (50, 95, 99)
+ADMISSION_EVENTS = (EventType.DOCUMENT_ADMITTED, EventType.JOB_ACCEPTED, EventType.BATCH_ACCEPTED)
 
 
 def percentile(values: Sequence[float], p: int) -> float:
@@ -59,13 +60,14 @@ class StageStats:
                 "lanes": {lane: table(summaries) for lane, summaries in self.lanes.items()}}
 
 
+def _summary(stage: str, values: Sequence[float]) -> StageSummary:
+    p50, p95, p99 = (percentile(values, p) for p in PERCENTILES) if values else (None, None, None)
+    return StageSummary(stage, len(values), p50, p95, p99)
+
+
 def _summaries(details: Sequence[dict]) -> tuple[StageSummary, ...]:
-    summaries = []
-    for stage in Stage:
-        values = [d[stage.clock] for d in details if d.get(stage.clock) is not None]
-        p50, p95, p99 = (percentile(values, p) for p in PERCENTILES) if values else (None, None, None)
-        summaries.append(StageSummary(stage, len(values), p50, p95, p99))
-    return tuple(summaries)
+    return tuple(_summary(stage, [d[stage.clock] for d in details if d.get(stage.clock) is not None])
+                 for stage in Stage)
 
 
 def summarize(bodies: Iterable[dict]) -> StageStats:
@@ -88,10 +90,22 @@ def parse_since(text: str) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
-def stage_stats(ledger: Ledger, tenant: str | None = None, since: datetime | None = None) -> StageStats:
-    """Stage percentiles of ``tenant`` (every tenant when None), over events recorded at or after ``since``."""
-    bodies = ledger.events_of_type(EventType.STAGES_TIMED, tenant)
+def _events(ledger: Ledger, event_type: str, tenant: str | None, since: datetime | None) -> list[dict]:
+    bodies = ledger.events_of_type(event_type, tenant)
     if since is not None:
         # recorded_at is only in the body (no column), so this filter runs here rather than in SQL.
         bodies = [body for body in bodies if datetime.fromisoformat(body["recorded_at"]) >= since]
-    return summarize(bodies)
+    return bodies
+
+
+def stage_stats(ledger: Ledger, tenant: str | None = None, since: datetime | None = None) -> StageStats:
+    """Stage percentiles of ``tenant`` (every tenant when None), over events recorded at or after ``since``."""
+    return summarize(_events(ledger, EventType.STAGES_TIMED, tenant, since))
+
+
+def admission_stats(ledger: Ledger, tenant: str | None = None, since: datetime | None = None) -> StageSummary:
+    """Intake's own clock: ``admission_ms`` (request start to ledger commit) of admitted documents, jobs and
+    batches."""
+    details = [body["details"] for event_type in ADMISSION_EVENTS
+               for body in _events(ledger, event_type, tenant, since)]
+    return _summary("admission", [d["admission_ms"] for d in details if "admission_ms" in d])

@@ -23,6 +23,8 @@ from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.store.local import LocalStore
 
+pytest_plugins = ["evidence_pipeline_tests.intake_server"]  # the intake fixtures: documents, intake
+
 SMALL = TenantMonth("acme-books", "2026-10")
 LARGE = TenantMonth("evergreen-market", "2026-10")
 FIXTURE_MONTHS = (SMALL, LARGE, TenantMonth("acme-books", "2026-09"))

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 from dagster import (
+    AssetKey,
     BackfillPolicy,
     DagsterInstance,
     DynamicPartitionsDefinition,
@@ -25,34 +26,36 @@ def test_snapshot_of_assets_checks_jobs_schedules_sensors():
     repo = defs.get_repository_def()
     graph = repo.asset_graph
     assert sorted(k.to_user_string() for k in graph.get_all_asset_keys()) == [
-        "evidence_bundle", "monthly_report", "report_preview", "source_revision",
+        "document_jobs", "evidence_bundle", "monthly_report", "report_preview", "source_revision",
     ]
-    assert {
-        k.to_user_string(): sorted(p.to_user_string() for p in graph.get(k).parent_keys)
-        for k in graph.get_all_asset_keys()
-    } == {
+    documents = graph.get(AssetKey("document_jobs"))  # recorded by document page runs, never materialized itself
+    assert not documents.is_executable
+    assert documents.partitions_def == graph.get(AssetKey("monthly_report")).partitions_def
+    graph_keys = [key for key in graph.get_all_asset_keys() if key != documents.key]
+    assert {k.to_user_string(): sorted(p.to_user_string() for p in graph.get(k).parent_keys) for k in graph_keys} == {
         "source_revision": [],
         "monthly_report": ["source_revision"],
         "evidence_bundle": ["monthly_report"],
         "report_preview": ["source_revision"],
     }
-    partitions = graph.get(graph.get_all_asset_keys().pop()).partitions_def
+    partitions = graph.get(graph_keys[0]).partitions_def
     dims = {d.name: type(d.partitions_def) for d in partitions.partitions_defs}
     assert dims == {"month": MonthlyPartitionsDefinition, "tenant": DynamicPartitionsDefinition}
     assert (
         graph.get(next(k for k in graph.get_all_asset_keys() if k.path == ["monthly_report"])).code_version
         == RENDERER_VERSION
     )
-    pools = {key.to_user_string(): repo.assets_defs_by_key[key].op.pool for key in graph.get_all_asset_keys()}
+    pools = {key.to_user_string(): repo.assets_defs_by_key[key].op.pool for key in graph_keys}
     assert pools == {
         "source_revision": None,
         "monthly_report": "render",
         "evidence_bundle": "publish",
         "report_preview": "preview",
     }
-    policies = {repo.assets_defs_by_key[key].backfill_policy for key in graph.get_all_asset_keys()}
+    policies = {repo.assets_defs_by_key[key].backfill_policy for key in graph_keys}
     assert policies == {BackfillPolicy.multi_run(100)}  # backfills run ranges of partitions
     assert sorted(j.name for j in repo.get_all_jobs() if not j.name.startswith("__")) == [
+        "document_page_job",
         "ledger_maintenance",
         "monthly_evidence",
     ]
@@ -61,7 +64,9 @@ def test_snapshot_of_assets_checks_jobs_schedules_sensors():
         "monthly_evidence_schedule": ("0 2 1 * *", "monthly_evidence"),
         "ledger_maintenance_schedule": ("17 * * * *", "ledger_maintenance"),
     }
-    assert [s.name for s in repo.sensor_defs] == ["tenant_registry_sensor"]
+    assert sorted(s.name for s in repo.sensor_defs) == [
+        "document_dispatch_sensor", "evidence_job_failed", "evidence_job_succeeded", "tenant_registry_sensor",
+    ]
 
 
 def test_schedule_requests_last_complete_month_for_every_tenant():

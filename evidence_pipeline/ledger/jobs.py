@@ -28,6 +28,13 @@ from evidence_pipeline.models import EventType, TenantMonth
 
 ACCEPTED, RUNNING, SUCCEEDED, REJECTED, DEAD = "accepted", "running", "succeeded", "rejected", "dead"
 CLOSED = (REJECTED, DEAD)
+DOCUMENT = "document"  # the fidelity of a document job (intake): its row in evidence_document_jobs says the rest
+
+
+def document_job_id(tenant: str, idempotency_key: str, batch_id: str = "") -> str:
+    """A document job's id: its tenant's idempotency key (within its batch), so identical requests meet on one row."""
+    scope = {"tenant": tenant, "idempotency_key": idempotency_key} | ({"batch_id": batch_id} if batch_id else {})
+    return hashlib.sha256(json.dumps(scope, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 @dataclass(frozen=True)

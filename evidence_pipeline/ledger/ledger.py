@@ -106,10 +106,12 @@ class Ledger(JobTransitions):
         # Every table of the ledger is named evidence_*: it may share its database with Dagster's storage.
         tables = MetaData()
         with classified_errors():
-            tables.reflect(self.engine, only=("evidence_audit_events", "evidence_publications", "evidence_jobs"))
+            tables.reflect(self.engine, only=("evidence_audit_events", "evidence_publications", "evidence_jobs",
+                                              "evidence_document_jobs"))
         self.audit_events = tables.tables["evidence_audit_events"]
         self.publications = tables.tables["evidence_publications"]
         self.jobs = tables.tables["evidence_jobs"]
+        self.document_jobs = tables.tables["evidence_document_jobs"]  # a document job's identity (ledger verify)
 
     def record(self, tenant_month: TenantMonth, event_type: str, subject_sha256: str, actor: str,
                **details) -> LedgerEvent:
@@ -206,6 +208,7 @@ class Ledger(JobTransitions):
                 prev, count = row.event_hash, count + 1
             publications = [dict(row._mapping) for row in conn.execute(select(self.publications))]
             jobs = [dict(row._mapping) for row in conn.execute(select(self.jobs))]
+            document_jobs = {row.job_id: row._mapping for row in conn.execute(select(self.document_jobs))}
         if sorted(row["event_seq"] for row in publications) != sorted(published):
             raise EvidenceError(ReasonCode.LEDGER_INVALID, "publications and bundle.published events do not pair up")
         for row in publications:
@@ -213,7 +216,7 @@ class Ledger(JobTransitions):
                 raise EvidenceError(ReasonCode.LEDGER_INVALID,
                                     f"the publication of event {row['event_seq']} differs from it")
         for row in jobs:
-            if not mirrors.job_matches(row, job_events.get(row["job_id"], [])):
+            if not mirrors.job_matches(row, job_events.get(row["job_id"], []), document_jobs.get(row["job_id"])):
                 raise EvidenceError(ReasonCode.LEDGER_INVALID, f"job {row['job_id'][:12]} differs from its events")
         return count
 

@@ -7,9 +7,11 @@ stores about an event is a copy or a function of bodies and must match them:
   copies a body field (EVENT_COLUMNS);
 - `evidence_publications`: each row copies its `bundle.published` event's details, column by column, and every such
   event has exactly one row;
-- `evidence_jobs`: `job_id` is the hash of the identity columns, the identity columns match the job's
-  `job.accepted` event, and the state columns (JOB_STATE_COLUMNS) are the fold of the job's events. The lease
-  expiry, the retry-budget start and the timestamps are operational clocks that no event records.
+- `evidence_jobs`: `job_id` is the hash of the identity columns (for a document job: of its tenant, idempotency key
+  and batch in `evidence_document_jobs`, whose request digest is the row's `source_sha256`), the identity columns
+  match the job's `job.accepted` event, and the state columns (JOB_STATE_COLUMNS) are the fold of the job's
+  events. The lease expiry, the retry-budget start and the timestamps are operational clocks that no event
+  records.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from evidence_pipeline.ledger import jobs as states
-from evidence_pipeline.ledger.jobs import JobKey
+from evidence_pipeline.ledger.jobs import DOCUMENT, JobKey, document_job_id
 from evidence_pipeline.models import EventType
 
 EVENT_COLUMNS = ("event_id", "event_type", "tenant", "period", "subject_sha256")
 BODY_FIELDS = frozenset({*EVENT_COLUMNS, "actor", "recorded_at", "details"})
 JOB_STATE_COLUMNS = ("state", "attempts", "lease_token", "lease_owner", "last_reason")
+_SUCCESS_EVENTS = (EventType.BUNDLE_PUBLISHED, EventType.DOCUMENT_PUBLISHED, EventType.EVIDENCE_DELIVERED)
 _FAILURE_STATES = {EventType(f"job.{state}"): state for state in (states.ACCEPTED, states.REJECTED, states.DEAD)}
 
 
@@ -40,10 +43,15 @@ def publication_matches(row: dict, details: dict) -> bool:
     return all(details.get(column) == value for column, value in row.items() if column != "event_seq")
 
 
-def job_matches(row: dict, events: Iterable[dict]) -> bool:
-    """A jobs row is derived from its identity and from the events that name its job_id, oldest first."""
-    identity = {name: row[name] for name in JobKey.__dataclass_fields__}
-    if JobKey(**identity).job_id != row["job_id"]:
+def job_matches(row: dict, events: Iterable[dict], document_job: dict | None = None) -> bool:
+    """A jobs row is derived from its identity and from the events that name its job_id, oldest first;
+    ``document_job`` is its evidence_document_jobs row, if it has one."""
+    if row["fidelity"] == DOCUMENT:
+        if document_job is None or document_job["request_sha256"] != row["source_sha256"] or row["job_id"] != (
+            document_job_id(row["tenant"], document_job["idempotency_key"], document_job["batch_id"])
+        ):
+            return False
+    elif JobKey(**{name: row[name] for name in JobKey.__dataclass_fields__}).job_id != row["job_id"]:
         return False
     derived: dict = {"state": None, "attempts": 0, "lease_token": 0, "lease_owner": None, "last_reason": None}
     for body in events:
@@ -64,7 +72,7 @@ def job_matches(row: dict, events: Iterable[dict]) -> bool:
                 lease_owner=body["actor"],
                 attempts=details.get("attempt"),
             )
-        elif kind == EventType.BUNDLE_PUBLISHED:
+        elif kind in _SUCCESS_EVENTS:
             derived.update(state=states.SUCCEEDED, last_reason=None)
         elif kind in _FAILURE_STATES:
             derived.update(

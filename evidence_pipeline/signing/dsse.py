@@ -33,11 +33,11 @@ def subject(name: str, sha256: str) -> list[dict]:
     return [{"name": name, "digest": {"sha256": sha256}}]
 
 
-def statement(subject_name: str, subject_sha256: str, predicate: dict) -> dict:
+def statement(subject_name: str, subject_sha256: str, predicate: dict, predicate_type: str = PREDICATE_TYPE) -> dict:
     return {
         "_type": STATEMENT_TYPE,
         "subject": subject(subject_name, subject_sha256),
-        "predicateType": PREDICATE_TYPE,
+        "predicateType": predicate_type,
         "predicate": predicate,
     }
 

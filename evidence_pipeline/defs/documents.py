@@ -1,0 +1,190 @@
+"""Document work in Dagster: a sensor pages admitted document jobs into runs; a run works one page.
+
+The intake server only writes the ledger; the ledger's record is the authority and a run request is a wake-up hint.
+Each tick pages the accepted jobs (one tenant per page, oldest first) and asks for one run per open page, with run
+key page id + generation: a retried tick never launches a page twice, and a page whose jobs went back to work (a
+transient failure, a dead run's expired lease) gets a new key. Runs carry the tenant tag, so the tenant-fair queue
+applies to them like to every other run.
+"""
+
+from collections import Counter, defaultdict
+
+from dagster import (
+    AssetMaterialization,
+    AssetSpec,
+    Backoff,
+    Config,
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    Failure,
+    Jitter,
+    MetadataValue,
+    OpExecutionContext,
+    RetryPolicy,
+    RunConfig,
+    RunFailureSensorContext,
+    RunRequest,
+    RunStatusSensorContext,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    job,
+    op,
+    run_failure_sensor,
+    run_status_sensor,
+    sensor,
+)
+
+from evidence_pipeline.defs.automation import monthly_evidence_job
+from evidence_pipeline.defs.coordinator import TENANT_TAG
+from evidence_pipeline.defs.partitions import partition_key_for, tenant_month_partitions, tenant_partitions
+from evidence_pipeline.defs.resources import EvidenceResource
+from evidence_pipeline.documents import Documents
+from evidence_pipeline.documents.gate import GATE_CODES
+from evidence_pipeline.documents.worker import run_page
+from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.intake.dispatch import dispatch_batches, finish_evidence_job
+from evidence_pipeline.ledger import jobs as states
+from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.runtime import RunInfo
+
+PAGE_TAG = "evidence/document_page"
+EVIDENCE_JOB_TAG = "evidence/request_job"  # the intake job an evidence run was requested for
+
+
+def documents_of(evidence: EvidenceResource) -> Documents:
+    return Documents.open(evidence.runtime())
+
+
+class PageConfig(Config):
+    page_id: str
+
+
+@op(out={}, retry_policy=RetryPolicy(max_retries=3, delay=2, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS))
+def document_page(context: OpExecutionContext, config: PageConfig, evidence: EvidenceResource):
+    """Work one page of document jobs, each under its own fenced lease. A gate refusal is the job's outcome, not
+    the run's failure; a transient failure retries the step; any other terminal failure fails the run for good."""
+    outcomes = run_page(documents_of(evidence), config.page_id, RunInfo(context.run_id, context.retry_number + 1))
+    counts = Counter(f"{o.operation}/{o.state}" + (f"/{o.reason}" if o.reason else "") for o in outcomes)
+    context.log.info(f"page {config.page_id[:12]}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+    yield from _document_activity(context, config.page_id, outcomes)
+    if retry := next((o for o in outcomes if o.state == states.ACCEPTED), None):
+        raise EvidenceError(retry.reason, f"job {retry.job_id[:12]} failed transiently; retrying the page")
+    failed = [o for o in outcomes if o.state in states.CLOSED and o.reason not in GATE_CODES]
+    if failed:
+        raise Failure(
+            description="document jobs failed: " + ", ".join(f"{o.job_id[:12]} {o.reason}" for o in failed),
+            allow_retries=False,
+        )
+
+
+def _document_activity(context: OpExecutionContext, page_id: str, outcomes: list):
+    """One `document_jobs` materialization per tenant-month of the page: counts by operation and state, job ids.
+    A tenant that is not a registered partition yet is logged instead (the tenant registry adds tenants)."""
+    known = set(context.instance.get_dynamic_partitions(tenant_partitions.name))
+    by_month = defaultdict(list)
+    for outcome in outcomes:
+        by_month[TenantMonth(outcome.tenant, outcome.period)].append(outcome)
+    for tenant_month, month in sorted(by_month.items(), key=lambda item: str(item[0])):
+        if tenant_month.tenant not in known:
+            context.log.warning(f"tenant {tenant_month.tenant} is not a partition yet: document_jobs not recorded")
+            continue
+        counts: dict[str, dict[str, int]] = defaultdict(dict)
+        for outcome in month:
+            counts[outcome.operation][outcome.state] = counts[outcome.operation].get(outcome.state, 0) + 1
+        yield AssetMaterialization(
+            asset_key=document_jobs.key,
+            partition=str(partition_key_for(tenant_month)),
+            metadata={
+                "page_id": page_id,
+                "jobs": len(month),
+                "counts": MetadataValue.json(dict(counts)),
+                "job_ids": MetadataValue.json(sorted(o.job_id for o in month)),
+                "refused": MetadataValue.json(sorted({o.reason for o in month if o.reason})),
+            },
+        )
+
+
+# Document work in the UI's grid, beside the tenant-month's report: materialized by the page runs.
+document_jobs = AssetSpec(
+    "document_jobs",
+    partitions_def=tenant_month_partitions,
+    group_name="documents",
+    description="Document jobs worked for the tenant-month, per dispatch page: counts by operation and state, and "
+    "the job ids (recorded by document_page_job runs).",
+)
+
+
+@job(
+    description="Work one page of admitted document jobs (runs come from document_dispatch_sensor).",
+    tags={"dagster/retry_on_asset_or_op_failure": "false"},
+)  # terminal failures are never relaunched
+def document_page_job():
+    document_page()
+
+
+@sensor(
+    jobs=[document_page_job, monthly_evidence_job],
+    minimum_interval_seconds=5,
+    default_status=DefaultSensorStatus.RUNNING,
+)
+def document_dispatch_sensor(context: SensorEvaluationContext, evidence: EvidenceResource):
+    """Create the next page of children of every tenant's oldest open batch, page accepted document jobs, request
+    one run per open page, and one run of monthly_evidence per accepted evidence job (its tenant registered as a
+    partition if it was not)."""
+    documents = documents_of(evidence)
+    page_size = documents.runtime.settings.document_page_size
+    dispatch_batches(documents, page_size, "document_dispatch_sensor")
+    documents.ledger.assign_pages(page_size)
+    requests = [
+        RunRequest(
+            run_key=f"{page_id}.{generation}",
+            job_name=document_page_job.name,
+            run_config=RunConfig(ops={"document_page": PageConfig(page_id=page_id)}),
+            tags={TENANT_TAG: tenant, PAGE_TAG: page_id},
+        )
+        for page_id, tenant, generation in documents.ledger.open_pages()
+    ]
+    waiting = documents.ledger.waiting_evidence_jobs()
+    for request in waiting:
+        documents.ledger.mark_started(request["job_id"])
+        requests.append(
+            RunRequest(
+                run_key=f"evidence.{request['job_id']}.{request['lease_token']}",
+                job_name=monthly_evidence_job.name,
+                partition_key=partition_key_for(TenantMonth(request["tenant"], request["request"]["period"])),
+                tags={TENANT_TAG: request["tenant"], EVIDENCE_JOB_TAG: request["job_id"]},
+            )
+        )
+    known = set(context.instance.get_dynamic_partitions(tenant_partitions.name))
+    new_tenants = sorted({request["tenant"] for request in waiting} - known)
+    if not requests:
+        return SkipReason("no document jobs waiting")
+    return SensorResult(
+        run_requests=requests,
+        dynamic_partitions_requests=[tenant_partitions.build_add_request(new_tenants)] if new_tenants else [],
+    )
+
+
+def _finish(context: RunStatusSensorContext, evidence: EvidenceResource, succeeded: bool) -> None:
+    run = context.dagster_run
+    if EVIDENCE_JOB_TAG in run.tags and run.tags.get("dagster/will_retry") != "true":
+        finish_evidence_job(
+            documents_of(evidence), run.tags[TENANT_TAG], run.tags[EVIDENCE_JOB_TAG], run.run_id, succeeded
+        )
+
+
+@run_status_sensor(
+    run_status=DagsterRunStatus.SUCCESS,
+    monitored_jobs=[monthly_evidence_job],
+    default_status=DefaultSensorStatus.RUNNING,
+)
+def evidence_job_succeeded(context: RunStatusSensorContext, evidence: EvidenceResource):
+    """An evidence job's run published (or converged on) the tenant-month's bundle: record it on the job."""
+    _finish(context, evidence, succeeded=True)
+
+
+@run_failure_sensor(monitored_jobs=[monthly_evidence_job], default_status=DefaultSensorStatus.RUNNING)
+def evidence_job_failed(context: RunFailureSensorContext, evidence: EvidenceResource):
+    """An evidence job's run failed for good (no run retry left): the job is rejected, EVIDENCE_RUN_FAILED."""
+    _finish(context, evidence, succeeded=False)

@@ -1,0 +1,273 @@
+"""Admission: the cheap, durable checks and writes behind intake's endpoints. No PDF is parsed here."""
+
+from __future__ import annotations
+
+import re
+from datetime import date, datetime, timezone
+from typing import BinaryIO
+
+from evidence_pipeline.documents import Documents, document_key
+from evidence_pipeline.documents.registry import Operation, operation
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.ledger.documents import EVIDENCE, Clock, JobLimits, sha256_text
+from evidence_pipeline.ledger.jobs import ACCEPTED, RUNNING
+from evidence_pipeline.ledger.ledger import canonical
+from evidence_pipeline.models import validate_period
+from evidence_pipeline.store import sha256_hex
+
+PDF = "application/pdf"
+ALLOWED_MEDIA_TYPES = {PDF: b"%PDF-"}  # declared type -> the magic its bytes must begin with
+SNIFF_BYTES = 8
+_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+MAX_INPUTS = 100
+MAX_BATCH_JOBS = 5_000
+
+
+def sniff(head: bytes) -> str | None:
+    """The allowed media type the first bytes prove, or None."""
+    return next((media for media, magic in ALLOWED_MEDIA_TYPES.items() if head.startswith(magic)), None)
+
+
+def declared_media_type(content_type: str | None) -> str:
+    """The media type of a Content-Type header (parameters dropped), refused unless allowed."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    if media not in ALLOWED_MEDIA_TYPES:
+        raise EvidenceError(
+            ReasonCode.MEDIA_TYPE_UNSUPPORTED, "Content-Type must be one of " + ", ".join(ALLOWED_MEDIA_TYPES)
+        )
+    return media
+
+
+def expected_digest(header: str | None) -> str | None:
+    if header is None:
+        return None
+    if not _SHA256.fullmatch(header.strip().lower()):
+        raise EvidenceError(ReasonCode.REQUEST_INVALID, "X-Content-SHA256 must be 64 hexadecimal digits")
+    return header.strip().lower()
+
+
+def store_document(
+    documents: Documents, tenant: str, file: BinaryIO, sha256: str, size: int, media_type: str, actor: str, clock: Clock
+) -> tuple[dict, bool]:
+    """Put the received bytes once, content-addressed, then commit `document.admitted`. Returns (row, created)."""
+    key = document_key(tenant, sha256)
+    stored = documents.store.put_file(key, file)
+    if (stored.sha256, stored.size) != (sha256, size):
+        raise EvidenceError(ReasonCode.STORE_DIGEST_MISMATCH, "the stored document differs from the received bytes")
+    return documents.ledger.admit_document(tenant, sha256, size, media_type, key, actor, clock)
+
+
+def document_view(row: dict) -> dict:
+    return {
+        "document_id": row["document_id"],
+        "sha256": row["sha256"],
+        "bytes": row["size"],
+        "media_type": row["media_type"],
+    }
+
+
+def check_idempotency_key(key: str | None) -> str:
+    if key is None or not _IDEMPOTENCY_KEY.fullmatch(key):
+        raise EvidenceError(
+            ReasonCode.IDEMPOTENCY_KEY_INVALID, "Idempotency-Key must be 1-255 visible ASCII characters"
+        )
+    return key
+
+
+def job_spec(body, fields: set[str] = frozenset({"operation", "inputs", "options"})) -> tuple[Operation, list, dict]:
+    """A job request's operation, inputs and options (defaults filled in), checked against the operation's schema;
+    whether the inputs exist is the caller's to check."""
+    if not isinstance(body, dict):
+        raise EvidenceError(ReasonCode.REQUEST_INVALID, "a job request must be a JSON object")
+    unknown = sorted(set(body) - fields)
+    if unknown:
+        raise EvidenceError(ReasonCode.REQUEST_INVALID, f"unknown field {unknown[0][:64]!r}")
+    op = operation(body.get("operation"))
+    options = op.normalize(body.get("options", {}))
+    inputs = body.get("inputs")
+    least, most = op.inputs
+    if not (
+        isinstance(inputs, list)
+        and all(isinstance(i, str) for i in inputs)
+        and least <= len(inputs) <= most
+        and len(inputs) <= MAX_INPUTS
+    ):
+        raise EvidenceError(ReasonCode.INPUTS_INVALID, f"{op.name} takes {least}..{most} document ids in `inputs`")
+    return op, inputs, options
+
+
+def request_digest(tenant: str, op: Operation, inputs: list, options: dict, policy_version: str) -> str:
+    """The sha256 of the canonical encoding of what was asked: an idempotency key stands for exactly this."""
+    return sha256_text(
+        canonical(
+            {
+                "tenant": tenant,
+                "operation": op.name,
+                "inputs": inputs,
+                "options": options,
+                "policy_version": policy_version,
+            }
+        )
+    )
+
+
+def _limits(documents: Documents) -> JobLimits:
+    settings = documents.runtime.settings
+    return JobLimits(settings.tenant_max_jobs, settings.intake_max_queue_age_seconds)
+
+
+def submit_job(
+    documents: Documents, tenant: str, idempotency_key: str, body, actor: str, clock: Clock
+) -> tuple[dict, bool]:
+    """Validate a job request and accept it once per idempotency key. Returns (job, created)."""
+    op, inputs, options = job_spec(body)
+    if documents.ledger.existing_documents(tenant, set(inputs)) != set(inputs):
+        raise EvidenceError(ReasonCode.DOCUMENT_NOT_FOUND, "no such document")
+    policy = documents.runtime.settings.policy_version
+    return documents.ledger.submit_job(
+        tenant,
+        idempotency_key,
+        request_digest(tenant, op, inputs, options, policy),
+        op.name,
+        {"inputs": inputs, "options": options},
+        policy,
+        actor,
+        _limits(documents),
+        clock,
+    )
+
+
+def submit_evidence_job(
+    documents: Documents, tenant: str, idempotency_key: str, body, actor: str, clock: Clock, today: date | None = None
+) -> tuple[dict, bool]:
+    """Ask for a tenant-month's evidence bundle: a complete month, not before the tenant's first source data."""
+    if not isinstance(body, dict) or set(body) != {"period"}:
+        raise EvidenceError(ReasonCode.REQUEST_INVALID, 'an evidence job is {"period": "YYYY-MM"}')
+    period = validate_period(body["period"])
+    today = today or datetime.now(timezone.utc).date()
+    if period >= f"{today.year:04d}-{today.month:02d}":
+        raise EvidenceError(ReasonCode.PERIOD_NOT_AVAILABLE, "only complete months have evidence")
+    periods = sorted(key.split("/")[1] for key in documents.runtime.sources.list(tenant))
+    if not periods or period < periods[0]:
+        raise EvidenceError(ReasonCode.PERIOD_NOT_AVAILABLE, "the period is before the tenant's first data")
+    policy = documents.runtime.settings.policy_version
+    digest = sha256_text(
+        canonical({"tenant": tenant, "operation": EVIDENCE, "period": period, "policy_version": policy})
+    )
+    return documents.ledger.submit_job(
+        tenant,
+        idempotency_key,
+        digest,
+        EVIDENCE,
+        {"inputs": [], "options": {}, "period": period},
+        policy,
+        actor,
+        _limits(documents),
+        clock,
+    )
+
+
+def submit_batch(documents: Documents, tenant: str, body, actor: str, clock: Clock) -> tuple[dict, bool]:
+    """Admit a manifest of job specs: every spec is checked, the manifest is stored once and one batch row
+    committed; no child job is created here (the dispatcher does, in pages). Returns (batch, created)."""
+    if not isinstance(body, dict) or set(body) != {"jobs"} or not isinstance(body["jobs"], list):
+        raise EvidenceError(ReasonCode.REQUEST_INVALID, 'a batch is {"jobs": [job specs]}')
+    if not 1 <= len(body["jobs"]) <= MAX_BATCH_JOBS:
+        raise EvidenceError(ReasonCode.REQUEST_INVALID, f"a batch holds 1..{MAX_BATCH_JOBS} job specs")
+    manifest, keys, inputs = [], set(), set()
+    for index, spec in enumerate(body["jobs"]):
+        try:
+            key = check_idempotency_key(spec.get("idempotency_key") if isinstance(spec, dict) else None)
+            if key in keys:
+                raise EvidenceError(ReasonCode.IDEMPOTENCY_KEY_INVALID, "idempotency keys repeat within the batch")
+            op, spec_inputs, options = job_spec(spec, {"idempotency_key", "operation", "inputs", "options"})
+        except EvidenceError as error:
+            raise EvidenceError(error.code, f"jobs[{index}]: {error.message}") from None
+        keys.add(key)
+        inputs.update(spec_inputs)
+        manifest.append({"idempotency_key": key, "operation": op.name, "inputs": spec_inputs, "options": options})
+    if documents.ledger.existing_documents(tenant, inputs) != inputs:
+        raise EvidenceError(ReasonCode.DOCUMENT_NOT_FOUND, "a job spec names a document that does not exist")
+    data = canonical(manifest).encode("utf-8")
+    manifest_sha256 = sha256_hex(data)
+    stored = documents.store.put_once(f"{tenant}/batches/{manifest_sha256}.json", data)
+    batch_id = "bat_" + sha256_text(f"{tenant}/{manifest_sha256}")[:40]
+    return documents.ledger.create_batch(
+        tenant, batch_id, manifest_sha256, stored.key, len(manifest), actor, _limits(documents), clock
+    )
+
+
+def cancel_batch(documents: Documents, tenant: str, batch_id: str, actor: str) -> dict[str, int]:
+    """Stop a batch: undispatched children are never created, dispatched ones not yet started are rejected with
+    JOB_CANCELLED, leased ones finish. Counts add up to the batch's size."""
+    batch = documents.ledger.stop_batch(tenant, batch_id, actor)
+    if batch is None:
+        raise EvidenceError(ReasonCode.BATCH_NOT_FOUND, "no such batch")
+    rt = documents.runtime
+    for job_id in documents.ledger.batch_children_in(batch_id, ACCEPTED):
+        if rt.ledger.record_failure(job_id, ReasonCode.JOB_CANCELLED, False, actor, rt.retry_budget, 0) is not None:
+            documents.ledger.mark_finished(job_id)
+    return batch_outcome(documents, batch)
+
+
+def batch_outcome(documents: Documents, batch: dict) -> dict[str, int]:
+    """{"cancelled", "running", "finished"} of a cancelled batch: never-created children count as cancelled."""
+    counts = documents.ledger.batch_counts(batch["batch_id"])
+    created = sum(counts.values())
+    cancelled = documents.ledger.cancelled_children(batch["batch_id"])
+    running = counts.get(RUNNING, 0) + counts.get(ACCEPTED, 0)
+    return {
+        "cancelled": batch["jobs"] - created + cancelled,
+        "running": running,
+        "finished": created - running - cancelled,
+    }
+
+
+def batch_view(documents: Documents, batch: dict) -> dict:
+    counts = documents.ledger.batch_counts(batch["batch_id"])
+    return {
+        "batch_id": batch["batch_id"],
+        "jobs": batch["jobs"],
+        "state": batch["state"],
+        "undispatched": batch["jobs"] - sum(counts.values()),
+        "states": counts,
+    }
+
+
+def check_byte_quota(documents: Documents, tenant: str, declared: int) -> None:
+    """Refuse an upload that would take the tenant past its stored-bytes quota, before reading it."""
+    quota = documents.runtime.settings.tenant_max_bytes
+    if documents.ledger.stored_bytes(tenant) + declared > quota:
+        raise EvidenceError(ReasonCode.TENANT_QUOTA_EXCEEDED, f"at most {quota} stored document bytes")
+
+
+def job_view(job: dict) -> dict:
+    """A job as its tenant sees it."""
+
+    def when(stamp: float | None) -> str | None:
+        return None if stamp is None else datetime.fromtimestamp(stamp, timezone.utc).isoformat(timespec="milliseconds")
+
+    outputs = job["outputs"] or {}
+    return {
+        "job_id": job["job_id"],
+        "operation": job["operation"],
+        "state": job["state"],
+        "reason": job["last_reason"] if job["state"] in ("rejected", "dead") else None,
+        "attempts": job["attempts"],
+        "inputs": job["request"]["inputs"],
+        "options": job["request"]["options"],
+        "accepted_at": when(job["accepted_at"]),
+        "started_at": when(job["started_at"]),
+        "finished_at": when(job["finished_at"]),
+        "outputs": [
+            {"artifact_id": a["key"], "sha256": a["sha256"], "bytes": a["bytes"]} for a in outputs.get("artifacts", [])
+        ],
+        "findings": outputs.get("summary"),
+        **(
+            {"period": job["request"]["period"], "run_id": outputs.get("run_id"), "bundle": outputs.get("bundle")}
+            if job["operation"] == EVIDENCE
+            else {}
+        ),
+        "status_url": f"/v1/jobs/{job['job_id']}",
+    }

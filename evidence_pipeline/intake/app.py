@@ -1,0 +1,261 @@
+"""The intake HTTP API: Starlette routes over admission.py, served by uvicorn.
+
+Every non-2xx answer is ``{"error": {"code", "message"}}`` with a stable reason code; messages are the
+EvidenceError messages, which never carry local paths, and an unexpected exception answers UNEXPECTED_ERROR with
+a generic message (its traceback goes to the server's log). The tenant comes only from the bearer token;
+anything of another tenant answers 404 as if it did not exist.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from evidence_pipeline.config import Settings
+from evidence_pipeline.documents import Documents
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.intake import admission, open_documents
+from evidence_pipeline.ledger.documents import Clock
+from evidence_pipeline.tempfiles import scratch_file
+
+log = logging.getLogger(__name__)
+MAX_JSON_BYTES = 64 * 1024
+MAX_BATCH_BYTES = 4 * 1024 * 1024  # a manifest of 5,000 job specs
+ACTOR = "intake"
+
+# reason code -> HTTP status; a code not listed is a server-side failure (500)
+STATUS = {
+    ReasonCode.AUTH_REQUIRED: 401,
+    ReasonCode.TOKEN_INVALID: 401,
+    ReasonCode.REQUEST_INVALID: 400,
+    ReasonCode.LENGTH_MISMATCH: 400,
+    ReasonCode.CONTENT_DIGEST_MISMATCH: 400,
+    ReasonCode.IDEMPOTENCY_KEY_INVALID: 400,
+    ReasonCode.ROUTE_NOT_FOUND: 404,
+    ReasonCode.DOCUMENT_NOT_FOUND: 404,
+    ReasonCode.JOB_NOT_FOUND: 404,
+    ReasonCode.BATCH_NOT_FOUND: 404,
+    ReasonCode.METHOD_NOT_ALLOWED: 405,
+    ReasonCode.IDEMPOTENCY_CONFLICT: 409,
+    ReasonCode.LENGTH_REQUIRED: 411,
+    ReasonCode.DOCUMENT_TOO_LARGE: 413,
+    ReasonCode.MEDIA_TYPE_UNSUPPORTED: 415,
+    ReasonCode.OPERATION_UNKNOWN: 422,
+    ReasonCode.OPTIONS_INVALID: 422,
+    ReasonCode.INPUTS_INVALID: 422,
+    ReasonCode.PERIOD_INVALID: 422,
+    ReasonCode.PERIOD_NOT_AVAILABLE: 422,
+    ReasonCode.TENANT_QUOTA_EXCEEDED: 429,
+    ReasonCode.INTAKE_BACKPRESSURE: 503,
+    ReasonCode.LEDGER_UNAVAILABLE: 503,
+    ReasonCode.LEDGER_CONFLICT: 503,
+    ReasonCode.STORE_UNAVAILABLE: 503,
+}
+RETRY_AFTER_SECONDS = 30  # what a 429 or 503 asks the client to wait
+
+
+def error_response(code: str, message: str, close: bool = False) -> JSONResponse:
+    status = STATUS.get(code, 500)
+    headers = {"Connection": "close"} if close else {}  # the unread rest of a refused upload is not read
+    if status in (429, 503):
+        headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+
+
+def create_app(documents: Documents) -> Starlette:
+    settings = documents.runtime.settings
+    ledger = documents.ledger
+
+    async def tenant_of(request: Request) -> str:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise EvidenceError(ReasonCode.AUTH_REQUIRED, "send Authorization: Bearer <token>")
+        tenant = await run_in_threadpool(ledger.tenant_of_token, token.strip())
+        if tenant is None:
+            raise EvidenceError(ReasonCode.TOKEN_INVALID, "the token is unknown or revoked")
+        return tenant
+
+    async def post_document(request: Request) -> JSONResponse:
+        clock = Clock(time.perf_counter())
+        tenant = await tenant_of(request)
+        length = request.headers.get("content-length")
+        if length is None:
+            raise EvidenceError(ReasonCode.LENGTH_REQUIRED, "Content-Length is required")
+        if not length.isdigit():
+            raise EvidenceError(ReasonCode.REQUEST_INVALID, "Content-Length must be a whole number")
+        declared, ceiling = int(length), settings.intake_max_bytes
+        if declared > ceiling:
+            raise EvidenceError(ReasonCode.DOCUMENT_TOO_LARGE, f"documents are limited to {ceiling} bytes")
+        media_type = admission.declared_media_type(request.headers.get("content-type"))
+        await run_in_threadpool(admission.check_byte_quota, documents, tenant, declared)
+        expected = admission.expected_digest(request.headers.get("x-content-sha256"))
+        with scratch_file(settings.work_dir) as received:  # 0600, nameless: gone on every exit path, SIGKILL too
+            digest, size, head = hashlib.sha256(), 0, b""
+            async for chunk in _body(request):
+                size += len(chunk)
+                if size > ceiling:  # a lying Content-Length: stop reading at ceiling + 1 byte
+                    raise EvidenceError(ReasonCode.DOCUMENT_TOO_LARGE, f"documents are limited to {ceiling} bytes")
+                digest.update(chunk)
+                received.write(chunk)
+                head += chunk[: admission.SNIFF_BYTES - len(head)]
+            if size != declared:
+                raise EvidenceError(
+                    ReasonCode.LENGTH_MISMATCH, f"received {size} bytes, Content-Length said {declared}"
+                )
+            sha256 = digest.hexdigest()
+            if expected is not None and expected != sha256:
+                raise EvidenceError(ReasonCode.CONTENT_DIGEST_MISMATCH, "the bytes do not match X-Content-SHA256")
+            if admission.sniff(head) != media_type:
+                raise EvidenceError(ReasonCode.MEDIA_TYPE_UNSUPPORTED, f"the bytes are not {media_type}")
+            received.flush()
+            received.seek(0)
+            row, created = await run_in_threadpool(
+                admission.store_document, documents, tenant, received, sha256, size, media_type, ACTOR, clock
+            )
+        return JSONResponse(admission.document_view(row), status_code=201 if created else 200)
+
+    async def accept(request: Request, submit) -> JSONResponse:
+        clock = Clock(time.perf_counter())
+        tenant = await tenant_of(request)
+        key = admission.check_idempotency_key(request.headers.get("idempotency-key"))
+        body = await _json_body(request)
+        job, created = await run_in_threadpool(submit, documents, tenant, key, body, ACTOR, clock)
+        view = {"job_id": job["job_id"], "state": job["state"], "status_url": f"/v1/jobs/{job['job_id']}"}
+        return JSONResponse(view, status_code=202 if created else 200)
+
+    async def post_job(request: Request) -> JSONResponse:
+        return await accept(request, admission.submit_job)
+
+    async def post_evidence_job(request: Request) -> JSONResponse:
+        return await accept(request, admission.submit_evidence_job)
+
+    async def get_job(request: Request) -> JSONResponse:
+        tenant = await tenant_of(request)
+        job = await run_in_threadpool(ledger.job, tenant, request.path_params["job_id"])
+        if job is None:
+            raise EvidenceError(ReasonCode.JOB_NOT_FOUND, "no such job")
+        return JSONResponse(admission.job_view(job))
+
+    async def post_batch(request: Request) -> JSONResponse:
+        clock = Clock(time.perf_counter())
+        tenant = await tenant_of(request)
+        body = await _json_body(request, MAX_BATCH_BYTES)
+        batch, created = await run_in_threadpool(admission.submit_batch, documents, tenant, body, ACTOR, clock)
+        return JSONResponse(
+            {"batch_id": batch["batch_id"], "status_url": f"/v1/batches/{batch['batch_id']}"},
+            status_code=202 if created else 200,
+        )
+
+    async def get_batch(request: Request) -> JSONResponse:
+        tenant = await tenant_of(request)
+        view = await run_in_threadpool(_batch_view, documents, tenant, request.path_params["batch_id"])
+        return JSONResponse(view)
+
+    async def cancel_batch(request: Request) -> JSONResponse:
+        tenant = await tenant_of(request)
+        counts = await run_in_threadpool(
+            admission.cancel_batch, documents, tenant, request.path_params["batch_id"], ACTOR
+        )
+        return JSONResponse(counts)
+
+    async def healthz(request: Request) -> JSONResponse:
+        checks = await run_in_threadpool(_health, documents)
+        healthy = all(value == "ok" for value in checks.values())
+        return JSONResponse({"ok": healthy, "checks": checks}, status_code=200 if healthy else 503)
+
+    async def evidence_error(request: Request, error: EvidenceError) -> JSONResponse:
+        return error_response(error.code, error.message, close=request.url.path == "/v1/documents")
+
+    async def http_error(request: Request, error: HTTPException) -> JSONResponse:
+        if error.status_code == 405:
+            return error_response(ReasonCode.METHOD_NOT_ALLOWED, "method not allowed")
+        return error_response(ReasonCode.ROUTE_NOT_FOUND, "no such endpoint")
+
+    async def unexpected(request: Request, error: Exception) -> JSONResponse:
+        log.exception("unexpected error in %s %s", request.method, request.url.path)
+        return error_response(ReasonCode.UNEXPECTED_ERROR, "internal error; the server log has the details")
+
+    return Starlette(
+        routes=[
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/v1/documents", post_document, methods=["POST"]),
+            Route("/v1/jobs", post_job, methods=["POST"]),
+            Route("/v1/jobs/{job_id}", get_job, methods=["GET"]),
+            Route("/v1/evidence-jobs", post_evidence_job, methods=["POST"]),
+            Route("/v1/batches", post_batch, methods=["POST"]),
+            Route("/v1/batches/{batch_id}", get_batch, methods=["GET"]),
+            Route("/v1/batches/{batch_id}/cancel", cancel_batch, methods=["POST"]),
+        ],
+        exception_handlers={EvidenceError: evidence_error, HTTPException: http_error, Exception: unexpected},
+    )
+
+
+async def _json_body(request: Request, limit: int = MAX_JSON_BYTES):
+    length = request.headers.get("content-length")
+    if length is None or not length.isdigit() or int(length) > limit:
+        raise EvidenceError(ReasonCode.REQUEST_INVALID, f"a JSON body of at most {limit} bytes with Content-Length")
+    body = b""
+    async for chunk in _body(request):
+        body += chunk
+        if len(body) > limit:
+            raise EvidenceError(ReasonCode.REQUEST_INVALID, f"a JSON body of at most {limit} bytes")
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise EvidenceError(ReasonCode.REQUEST_INVALID, "the body is not JSON") from None
+
+
+async def _body(request: Request):
+    """The request body as it streams in; a client that leaves mid-body gets nothing stored and no traceback."""
+    try:
+        async for chunk in request.stream():
+            yield chunk
+    except ClientDisconnect:
+        raise EvidenceError(
+            ReasonCode.REQUEST_INVALID, "the client disconnected before the body was complete"
+        ) from None
+
+
+def _batch_view(documents: Documents, tenant: str, batch_id: str) -> dict:
+    batch = documents.ledger.batch(tenant, batch_id)
+    if batch is None:
+        raise EvidenceError(ReasonCode.BATCH_NOT_FOUND, "no such batch")
+    return admission.batch_view(documents, batch)
+
+
+def _health(documents: Documents) -> dict[str, str]:
+    checks = {}
+    probes = {
+        "ledger": documents.ledger.ping,
+        "documents": lambda: documents.store.exists("healthz"),
+        "archive": lambda: documents.runtime.archive.exists("healthz"),
+    }
+    for name, probe in probes.items():
+        try:
+            probe()
+            checks[name] = "ok"
+        except EvidenceError as error:
+            checks[name] = error.code
+    return checks
+
+
+def serve(settings: Settings, host: str, port: int) -> None:
+    """Serve intake until interrupted."""
+    uvicorn.run(
+        create_app(open_documents(settings)),
+        host=host,
+        port=port,
+        server_header=False,
+        proxy_headers=False,
+        log_level="info",
+    )

@@ -1,0 +1,79 @@
+"""Dispatch: the batch dispatcher, and the end of an evidence job.
+
+The batch dispatcher creates the child jobs of admitted batches, a page at a time, fairly across tenants.
+
+It runs in the document sensor's tick (defs/documents.py), never in a request. Each call gives every tenant with
+an open batch one page of children from its oldest batch; a page's children and the batch's cursor commit in one
+transaction, so a repeated or concurrent call never creates a child twice, and a cancel stops it between pages.
+"""
+
+from __future__ import annotations
+
+import json
+
+from evidence_pipeline.documents import Documents
+from evidence_pipeline.documents.registry import operation
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.intake.admission import request_digest
+from evidence_pipeline.ledger import jobs as states
+from evidence_pipeline.models import EventType
+
+
+def dispatch_batches(documents: Documents, page_size: int, actor: str) -> int:
+    """Create up to one page of child jobs per tenant; returns how many were created."""
+    policy = documents.runtime.settings.policy_version
+    created, served = 0, set()
+    for batch in documents.ledger.open_batches():
+        if batch["tenant"] in served:
+            continue  # one page per tenant per call: a tenant's big batch cannot starve another's
+        served.add(batch["tenant"])
+        manifest = json.loads(documents.store.get(batch["store_key"], expected_sha256=batch["manifest_sha256"]))
+        children = [
+            (
+                spec["idempotency_key"],
+                request_digest(batch["tenant"], operation(spec["operation"]), spec["inputs"], spec["options"], policy),
+                spec["operation"],
+                {"inputs": spec["inputs"], "options": spec["options"]},
+            )
+            for spec in manifest[batch["dispatched"] : batch["dispatched"] + page_size]
+        ]
+        if documents.ledger.dispatch_batch_page(batch, children, policy, actor):
+            created += len(children)
+    return created
+
+
+def finish_evidence_job(documents: Documents, tenant: str, job_id: str, run_id: str, succeeded: bool) -> str | None:
+    """Record the end of an evidence job's Dagster run: the bundle the run published for the tenant-month (under a
+    fenced lease, like every commit), or EVIDENCE_RUN_FAILED. Returns the job's new state, None if it did not
+    move (already finished, or not an evidence job of ``tenant``)."""
+    job = documents.ledger.job(tenant, job_id)
+    if job is None or job["state"] != states.ACCEPTED:
+        return None
+    rt = documents.runtime
+    try:  # a lease first, so even a failure moves the lease token (a replayed job then gets a new run key)
+        lease = rt.ledger.acquire_lease(job_id, run_id, rt.settings.lease_seconds)
+    except EvidenceError:
+        return None  # another evaluation is finishing it
+    publication = documents.ledger.latest_publication(tenant, job["request"]["period"]) if succeeded else None
+    if publication is None:
+        state = rt.ledger.record_failure(
+            job_id, ReasonCode.EVIDENCE_RUN_FAILED, False, run_id, rt.retry_budget, 1, lease.token
+        )
+        documents.ledger.mark_finished(job_id)
+        return state
+    bundle = {
+        "location": rt.archive.uri(publication["bundle_key"]),
+        "identity": publication["identity"],
+        "report_sha256": publication["report_sha256"],
+        "statement_sha256": publication["statement_sha256"],
+        "ledger_seq": publication["event_seq"],
+    }
+    documents.ledger.complete(
+        job,
+        lease,
+        EventType.EVIDENCE_DELIVERED,
+        publication["report_sha256"],
+        {"run_id": run_id, "bundle": bundle},
+        run_id,
+    )
+    return states.SUCCEEDED

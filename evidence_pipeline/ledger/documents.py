@@ -1,0 +1,663 @@
+"""The ledger's side of intake: API tokens, admitted documents, document and evidence jobs, batches.
+
+A document job is an `evidence_jobs` row with fidelity ``document`` (so it moves through the same compare-and-swap
+states under the same fenced leases, retry budget, dead letters and `evidence replay` as a tenant-month) plus an
+`evidence_document_jobs` row. Its `source_sha256` is the request digest and its `period` the month it was accepted
+in. Every write here commits its audit event in the same transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from sqlalchemy import Connection, MetaData, and_, func, or_, select
+
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.ledger import jobs as states
+from evidence_pipeline.ledger.db import LostRace, classified_errors
+from evidence_pipeline.ledger.jobs import DOCUMENT, Lease, document_job_id
+from evidence_pipeline.ledger.ledger import Ledger, canonical
+from evidence_pipeline.models import EventType, TenantMonth
+
+WORKER_VERSION = "documents/1"  # recorded as the job's renderer_version: what processes document jobs
+TOKEN_PREFIX = "evt_"
+EVIDENCE = "evidence"  # the operation of an evidence job: a tenant-month's bundle, made by a Dagster run
+
+
+@dataclass(frozen=True)
+class Clock:
+    """When an intake request began (time.perf_counter()), or None outside a request: admission events carry
+    ``admission_ms``, the request's time until its ledger commit, as a clock of its own (`evidence stats`)."""
+
+    started: float | None
+
+    def details(self) -> dict:
+        return {} if self.started is None else {"admission_ms": round((time.perf_counter() - self.started) * 1000, 3)}
+
+
+@dataclass(frozen=True)
+class JobLimits:
+    max_outstanding: int  # a tenant's accepted or running jobs
+    max_queue_age_seconds: float  # the oldest accepted, never started job of any tenant
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def current_month(now: float | None = None) -> str:
+    return datetime.fromtimestamp(time.time() if now is None else now, timezone.utc).strftime("%Y-%m")
+
+
+class DocumentLedger:
+    def __init__(self, ledger: Ledger):
+        self.ledger = ledger
+        tables = MetaData()
+        with classified_errors():
+            tables.reflect(ledger.engine, only=("evidence_api_tokens", "evidence_documents", "evidence_batches"))
+        self.batches = tables.tables["evidence_batches"]
+        self.tokens = tables.tables["evidence_api_tokens"]
+        self.documents = tables.tables["evidence_documents"]
+        self.document_jobs = ledger.document_jobs
+
+    # --- tokens -----------------------------------------------------------------------------------------------
+
+    def issue_token(self, tenant: str, actor: str) -> tuple[str, str]:
+        """A new API token for ``tenant``: (token id, token). Only the token's sha256 is stored."""
+        token_id = "tok_" + secrets.token_hex(12)
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)  # 256 bits of randomness
+        now = time.time()
+
+        def issue(conn: Connection) -> None:
+            conn.execute(
+                self.tokens.insert().values(
+                    token_id=token_id, tenant=tenant, token_sha256=sha256_text(token), created_at=now
+                )
+            )
+            self.ledger._append(
+                conn,
+                TenantMonth(tenant, current_month(now)),
+                EventType.TOKEN_ISSUED,
+                sha256_text(token_id),
+                actor,
+                {"token_id": token_id},
+            )
+
+        self.ledger._transact(issue)
+        return token_id, token
+
+    def revoke_token(self, token_id: str, actor: str) -> str:
+        """Revoke a token (idempotent); returns its tenant."""
+
+        def revoke(conn: Connection) -> str:
+            row = conn.execute(select(self.tokens).where(self.tokens.c.token_id == token_id)).first()
+            if row is None:
+                raise EvidenceError(ReasonCode.TOKEN_NOT_FOUND, "no such token id")
+            if row.revoked_at is None:
+                now = time.time()
+                conn.execute(self.tokens.update().where(self.tokens.c.token_id == token_id).values(revoked_at=now))
+                self.ledger._append(
+                    conn,
+                    TenantMonth(row.tenant, current_month(now)),
+                    EventType.TOKEN_REVOKED,
+                    sha256_text(token_id),
+                    actor,
+                    {"token_id": token_id},
+                )
+            return row.tenant
+
+        return self.ledger._transact(revoke)
+
+    def tenant_of_token(self, token: str) -> str | None:
+        """The tenant a live token belongs to, or None (unknown or revoked)."""
+        tokens = self.tokens.c
+        query = select(tokens.tenant).where(tokens.token_sha256 == sha256_text(token), tokens.revoked_at.is_(None))
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            return conn.execute(query).scalar()
+
+    # --- documents --------------------------------------------------------------------------------------------
+
+    def admit_document(
+        self, tenant: str, sha256: str, size: int, media_type: str, store_key: str, actor: str, clock: Clock
+    ) -> tuple[dict, bool]:
+        """Record an admitted document and its `document.admitted` event (with the request's ``admission_ms`` so
+        far); the same bytes again return the first record. Returns (row, created)."""
+        document_id = "doc_" + sha256_text(f"{tenant}/{sha256}")[:40]
+
+        def admit(conn: Connection) -> tuple[dict, bool]:
+            existing = self._document(conn, tenant, document_id)
+            if existing is not None:
+                return existing, False
+            now = time.time()
+            event = self.ledger._append(
+                conn,
+                TenantMonth(tenant, current_month(now)),
+                EventType.DOCUMENT_ADMITTED,
+                sha256,
+                actor,
+                {"document_id": document_id, "bytes": size, "media_type": media_type, **clock.details()},
+            )
+            conn.execute(
+                self.documents.insert().values(
+                    document_id=document_id,
+                    tenant=tenant,
+                    sha256=sha256,
+                    size=size,
+                    media_type=media_type,
+                    store_key=store_key,
+                    created_at=now,
+                    event_seq=event.seq,
+                )
+            )
+            return self._document(conn, tenant, document_id), True
+
+        return self.ledger._transact(admit)
+
+    def document(self, tenant: str, document_id: str) -> dict | None:
+        """``tenant``'s document, or None: another tenant's document does not exist for this one."""
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            return self._document(conn, tenant, document_id)
+
+    def _document(self, conn: Connection, tenant: str, document_id: str) -> dict | None:
+        docs = self.documents.c
+        row = conn.execute(select(self.documents).where(docs.document_id == document_id, docs.tenant == tenant)).first()
+        return None if row is None else dict(row._mapping)
+
+    # --- jobs -------------------------------------------------------------------------------------------------
+
+    def submit_job(
+        self,
+        tenant: str,
+        idempotency_key: str,
+        request_sha256: str,
+        operation: str,
+        request: dict,
+        policy_version: str,
+        actor: str,
+        limits: JobLimits | None,
+        clock: Clock,
+    ) -> tuple[dict, bool]:
+        """Accept a job once per (tenant, batch, idempotency key). Returns (job, created). The same key with another
+        request digest is IDEMPOTENCY_CONFLICT, recorded in the ledger with both digests and nothing else. A new
+        key is refused while the queue is older than its objective (INTAKE_BACKPRESSURE) or the tenant has its
+        quota of outstanding jobs (TENANT_QUOTA_EXCEEDED); a key already accepted is always answered. A batch's
+        children (``limits`` None) were admitted with their batch."""
+        job, created = self.ledger._transact(
+            lambda conn: self._submit(
+                conn,
+                tenant,
+                idempotency_key,
+                request_sha256,
+                operation,
+                request,
+                policy_version,
+                actor,
+                limits,
+                "",
+                clock,
+            )
+        )
+        if created is None:
+            raise EvidenceError(
+                ReasonCode.IDEMPOTENCY_CONFLICT, "this Idempotency-Key was used for a different request"
+            )
+        return job, created
+
+    def _submit(
+        self,
+        conn: Connection,
+        tenant: str,
+        idempotency_key: str,
+        request_sha256: str,
+        operation: str,
+        request: dict,
+        policy_version: str,
+        actor: str,
+        limits: JobLimits | None,
+        batch_id: str,
+        clock: Clock,
+    ) -> tuple[dict, bool | None]:
+        """submit_job inside a transaction: (job, created), created None for an idempotency conflict."""
+        job_id = document_job_id(tenant, idempotency_key, batch_id)
+        existing = self._job(conn, tenant, job_id)
+        now = time.time()
+        tenant_month = TenantMonth(tenant, current_month(now))
+        if existing is not None:
+            if existing["request_sha256"] == request_sha256:
+                return existing, False
+            self.ledger._append(
+                conn,
+                tenant_month,
+                EventType.JOB_IDEMPOTENCY_CONFLICT,
+                request_sha256,
+                actor,
+                {
+                    "job_id": job_id,
+                    "request_sha256": request_sha256,
+                    "accepted_request_sha256": existing["request_sha256"],
+                },
+            )
+            return existing, None
+        if limits is not None:
+            self._check_load(conn, tenant, now, limits)
+        conn.execute(
+            self.ledger.jobs.insert().values(
+                job_id=job_id,
+                tenant=tenant,
+                period=tenant_month.period,
+                source_sha256=request_sha256,
+                renderer_version=WORKER_VERSION,
+                policy_version=policy_version,
+                fidelity=DOCUMENT,
+                state=states.ACCEPTED,
+                attempts=0,
+                lease_token=0,
+                budget_started_at=now,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        conn.execute(
+            self.document_jobs.insert().values(
+                job_id=job_id,
+                tenant=tenant,
+                batch_id=batch_id,
+                idempotency_key=idempotency_key,
+                request_sha256=request_sha256,
+                operation=operation,
+                request=canonical(request),
+                accepted_at=now,
+            )
+        )
+        self.ledger._append(
+            conn,
+            tenant_month,
+            EventType.JOB_ACCEPTED,
+            request_sha256,
+            actor,
+            {"job_id": job_id, "fidelity": DOCUMENT, "operation": operation, **clock.details()}
+            | ({"batch_id": batch_id} if batch_id else {}),
+        )
+        return self._job(conn, tenant, job_id), True
+
+    def _check_load(self, conn: Connection, tenant: str, now: float, limits: JobLimits, adding: int = 1) -> None:
+        docs, jobs = self.document_jobs.c, self.ledger.jobs.c
+        oldest = conn.execute(self._oldest_unstarted()).scalar()
+        if oldest is not None and now - oldest > limits.max_queue_age_seconds:
+            raise EvidenceError(ReasonCode.INTAKE_BACKPRESSURE, "the queue is behind its objective; try again later")
+        outstanding = conn.execute(
+            select(func.count())
+            .select_from(self.document_jobs)
+            .join(self.ledger.jobs, jobs.job_id == docs.job_id)
+            .where(docs.tenant == tenant, jobs.state.in_((states.ACCEPTED, states.RUNNING)))
+        ).scalar()
+        if outstanding + adding > limits.max_outstanding:
+            raise EvidenceError(ReasonCode.TENANT_QUOTA_EXCEEDED, f"at most {limits.max_outstanding} outstanding jobs")
+
+    def existing_documents(self, tenant: str, document_ids: set[str]) -> set[str]:
+        """Which of ``document_ids`` are ``tenant``'s documents."""
+        docs = self.documents.c
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            return set(
+                conn.execute(
+                    select(docs.document_id).where(docs.tenant == tenant, docs.document_id.in_(sorted(document_ids)))
+                ).scalars()
+            )
+
+    # --- batches ----------------------------------------------------------------------------------------------
+
+    def create_batch(
+        self,
+        tenant: str,
+        batch_id: str,
+        manifest_sha256: str,
+        store_key: str,
+        jobs: int,
+        actor: str,
+        limits: JobLimits,
+        clock: Clock,
+    ) -> tuple[dict, bool]:
+        """Record a batch (its manifest is already stored); no child job is created here. The same manifest again
+        returns the first record. Returns (row, created)."""
+
+        def create(conn: Connection) -> tuple[dict, bool]:
+            existing = self._batch(conn, tenant, batch_id)
+            if existing is not None:
+                return existing, False
+            now = time.time()
+            self._check_load(conn, tenant, now, limits, adding=jobs)
+            conn.execute(
+                self.batches.insert().values(
+                    batch_id=batch_id,
+                    tenant=tenant,
+                    manifest_sha256=manifest_sha256,
+                    store_key=store_key,
+                    jobs=jobs,
+                    dispatched=0,
+                    state="open",
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            self.ledger._append(
+                conn,
+                TenantMonth(tenant, current_month(now)),
+                EventType.BATCH_ACCEPTED,
+                manifest_sha256,
+                actor,
+                {"batch_id": batch_id, "jobs": jobs, **clock.details()},
+            )
+            return self._batch(conn, tenant, batch_id), True
+
+        return self.ledger._transact(create)
+
+    def batch(self, tenant: str, batch_id: str) -> dict | None:
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            return self._batch(conn, tenant, batch_id)
+
+    def _batch(self, conn: Connection, tenant: str, batch_id: str) -> dict | None:
+        b = self.batches.c
+        row = conn.execute(select(self.batches).where(b.batch_id == batch_id, b.tenant == tenant)).first()
+        return None if row is None else dict(row._mapping)
+
+    def open_batches(self) -> list[dict]:
+        """Batches with children still to create, oldest first."""
+        b = self.batches.c
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            rows = conn.execute(select(self.batches).where(b.state == "open").order_by(b.created_at, b.batch_id))
+            return [dict(row._mapping) for row in rows]
+
+    def dispatch_batch_page(
+        self, batch: dict, children: list[tuple[str, str, str, dict]], policy_version: str, actor: str
+    ) -> bool:
+        """Create the next children of a batch, (idempotency key, request digest, operation, request) each, and
+        advance its cursor, in one transaction: False when the batch moved meanwhile (cancelled, or another
+        dispatcher advanced it), and then nothing is created."""
+        b = self.batches.c
+        dispatched = batch["dispatched"] + len(children)
+
+        def dispatch(conn: Connection) -> bool:
+            advanced = conn.execute(
+                self.batches.update()
+                .where(
+                    b.batch_id == batch["batch_id"],
+                    b.state == "open",
+                    b.dispatched == batch["dispatched"],
+                )
+                .values(
+                    dispatched=dispatched,
+                    state="dispatched" if dispatched >= batch["jobs"] else "open",
+                    updated_at=time.time(),
+                )
+            ).rowcount
+            if not advanced:
+                return False
+            for key, request_sha256, operation, request in children:
+                self._submit(
+                    conn,
+                    batch["tenant"],
+                    key,
+                    request_sha256,
+                    operation,
+                    request,
+                    policy_version,
+                    actor,
+                    None,
+                    batch["batch_id"],
+                    Clock(None),
+                )
+            return True
+
+        return self.ledger._transact(dispatch)
+
+    def batch_counts(self, batch_id: str) -> dict[str, int]:
+        """Child jobs of a batch by state."""
+        docs, jobs = self.document_jobs.c, self.ledger.jobs.c
+        query = (
+            select(jobs.state, func.count())
+            .join(self.document_jobs, jobs.job_id == docs.job_id)
+            .where(docs.batch_id == batch_id)
+            .group_by(jobs.state)
+        )
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            return {state: count for state, count in conn.execute(query)}
+
+    def stop_batch(self, tenant: str, batch_id: str, actor: str) -> dict | None:
+        """Stop dispatching a batch (idempotent); returns the batch as stopped, or None if it is not the tenant's."""
+
+        def stop(conn: Connection) -> dict | None:
+            batch = self._batch(conn, tenant, batch_id)
+            if batch is None or batch["state"] == "cancelled":
+                return batch
+            b = self.batches.c
+            stopped = conn.execute(
+                self.batches.update()
+                .where(
+                    b.batch_id == batch_id,
+                    b.state == batch["state"],
+                    b.dispatched == batch["dispatched"],
+                )
+                .values(state="cancelled", updated_at=time.time())
+            ).rowcount
+            if not stopped:
+                raise LostRace()  # a dispatcher advanced it meanwhile: look again
+            self.ledger._append(
+                conn,
+                TenantMonth(tenant, current_month()),
+                EventType.BATCH_CANCELLED,
+                batch["manifest_sha256"],
+                actor,
+                {"batch_id": batch_id, "undispatched": batch["jobs"] - batch["dispatched"]},
+            )
+            return self._batch(conn, tenant, batch_id)
+
+        return self.ledger._transact(stop)
+
+    def cancelled_children(self, batch_id: str) -> int:
+        docs, jobs = self.document_jobs.c, self.ledger.jobs.c
+        query = (
+            select(func.count())
+            .select_from(self.document_jobs)
+            .join(self.ledger.jobs, jobs.job_id == docs.job_id)
+            .where(docs.batch_id == batch_id, jobs.last_reason == ReasonCode.JOB_CANCELLED)
+        )
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            return conn.execute(query).scalar()
+
+    def batch_children_in(self, batch_id: str, state: str) -> list[str]:
+        docs, jobs = self.document_jobs.c, self.ledger.jobs.c
+        query = (
+            select(docs.job_id)
+            .join(self.ledger.jobs, jobs.job_id == docs.job_id)
+            .where(docs.batch_id == batch_id, jobs.state == state)
+            .order_by(docs.accepted_at)
+        )
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            return list(conn.execute(query).scalars())
+
+    def oldest_unstarted_age(self) -> float | None:
+        """Seconds since the oldest accepted, never started document job was accepted (the queue-age objective)."""
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            oldest = conn.execute(self._oldest_unstarted()).scalar()
+        return None if oldest is None else time.time() - oldest
+
+    def _oldest_unstarted(self):
+        docs, jobs = self.document_jobs.c, self.ledger.jobs.c
+        return (
+            select(func.min(docs.accepted_at))
+            .join(self.ledger.jobs, jobs.job_id == docs.job_id)
+            .where(jobs.state == states.ACCEPTED, docs.started_at.is_(None))
+        )
+
+    def ping(self) -> None:
+        """Does the ledger database answer?"""
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            conn.execute(select(func.count()).select_from(self.tokens).where(self.tokens.c.token_id == ""))
+
+    def stored_bytes(self, tenant: str) -> int:
+        docs = self.documents.c
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            return conn.execute(select(func.coalesce(func.sum(docs.size), 0)).where(docs.tenant == tenant)).scalar()
+
+    def job(self, tenant: str, job_id: str) -> dict | None:
+        """``tenant``'s document job with its state, or None."""
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            return self._job(conn, tenant, job_id)
+
+    def _job(self, conn: Connection, tenant: str, job_id: str) -> dict | None:
+        docs, jobs = self.document_jobs.c, self.ledger.jobs.c
+        query = (
+            select(
+                self.document_jobs,
+                jobs.state,
+                jobs.attempts,
+                jobs.last_reason,
+                jobs.period,
+                jobs.lease_token,
+                jobs.policy_version,
+            )
+            .join(self.ledger.jobs, jobs.job_id == docs.job_id)
+            .where(docs.job_id == job_id, docs.tenant == tenant)
+        )
+        row = conn.execute(query).first()
+        if row is None:
+            return None
+        job = dict(row._mapping)
+        job["request"] = json.loads(job["request"])
+        job["outputs"] = json.loads(job["outputs"]) if job["outputs"] else None
+        return job
+
+    # --- dispatch and work ------------------------------------------------------------------------------------
+
+    def assign_pages(self, page_size: int) -> None:
+        """Put accepted, unpaged jobs into pages of at most ``page_size`` jobs of one tenant each, oldest first."""
+        docs, jobs = self.document_jobs.c, self.ledger.jobs.c
+
+        def assign(conn: Connection) -> None:
+            rows = conn.execute(
+                select(docs.job_id, docs.tenant)
+                .join(self.ledger.jobs, jobs.job_id == docs.job_id)
+                .where(jobs.state == states.ACCEPTED, docs.page_id.is_(None), docs.operation != EVIDENCE)
+                .order_by(docs.accepted_at)
+            ).all()
+            by_tenant: dict[str, list[str]] = defaultdict(list)
+            for row in rows:
+                by_tenant[row.tenant].append(row.job_id)
+            for job_ids in by_tenant.values():
+                for start in range(0, len(job_ids), page_size):
+                    page = job_ids[start : start + page_size]
+                    page_id = sha256_text(canonical(sorted(page)))
+                    conn.execute(
+                        self.document_jobs.update()
+                        .where(docs.job_id.in_(page), docs.page_id.is_(None))
+                        .values(page_id=page_id)
+                    )
+
+        self.ledger._transact(assign)
+
+    def open_pages(self) -> list[tuple[str, str, int]]:
+        """(page id, tenant, generation) of every page that still has work: accepted jobs, or running ones whose
+        lease expired (their run died). Oldest page first. The generation (the lease tokens of that work) grows
+        with every attempt and survives `evidence replay`, so a run key of page id + generation names one dispatch
+        of one page."""
+        docs, jobs = self.document_jobs.c, self.ledger.jobs.c
+        workable = or_(
+            jobs.state == states.ACCEPTED, and_(jobs.state == states.RUNNING, jobs.lease_expires_at < time.time())
+        )
+        query = (
+            select(docs.page_id, docs.tenant, func.sum(jobs.lease_token).label("generation"))
+            .join(self.ledger.jobs, jobs.job_id == docs.job_id)
+            .where(workable, docs.page_id.is_not(None))
+            .group_by(docs.page_id, docs.tenant)
+            .order_by(func.min(docs.accepted_at))
+        )
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            return [(row.page_id, row.tenant, int(row.generation)) for row in conn.execute(query)]
+
+    def page_jobs(self, page_id: str) -> list[dict]:
+        """The jobs of a page (any state), in acceptance order."""
+        docs = self.document_jobs.c
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            rows = conn.execute(
+                select(docs.job_id, docs.tenant).where(docs.page_id == page_id).order_by(docs.accepted_at)
+            ).all()
+            return [self._job(conn, row.tenant, row.job_id) for row in rows]
+
+    def waiting_evidence_jobs(self) -> list[dict]:
+        """Accepted evidence jobs, oldest first: each needs (or has) its Dagster run."""
+        docs, jobs = self.document_jobs.c, self.ledger.jobs.c
+        query = (
+            select(docs.tenant, docs.job_id)
+            .join(self.ledger.jobs, jobs.job_id == docs.job_id)
+            .where(jobs.state == states.ACCEPTED, docs.operation == EVIDENCE)
+            .order_by(docs.accepted_at)
+        )
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            return [self._job(conn, row.tenant, row.job_id) for row in conn.execute(query).all()]
+
+    def latest_publication(self, tenant: str, period: str) -> dict | None:
+        pubs = self.ledger.publications.c
+        query = (
+            select(self.ledger.publications)
+            .where(pubs.tenant == tenant, pubs.period == period)
+            .order_by(pubs.event_seq.desc())
+            .limit(1)
+        )
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else dict(row._mapping)
+
+    def mark_started(self, job_id: str) -> None:
+        docs = self.document_jobs.c
+        with classified_errors(), self.ledger._writer.begin() as conn:
+            conn.execute(
+                self.document_jobs.update()
+                .where(docs.job_id == job_id, docs.started_at.is_(None))
+                .values(started_at=time.time())
+            )
+
+    def mark_finished(self, job_id: str) -> None:
+        """A job closed by a failure (rejected or dead) has finished too."""
+        docs = self.document_jobs.c
+        with classified_errors(), self.ledger._writer.begin() as conn:
+            conn.execute(self.document_jobs.update().where(docs.job_id == job_id).values(finished_at=time.time()))
+
+    def complete(self, job: dict, lease: Lease, event_type: str, subject_sha256: str, outputs: dict, actor: str) -> int:
+        """Commit a document job's outputs: its event, the outputs and job -> succeeded in one transaction, fenced
+        by ``lease``. Returns the event's ledger position."""
+
+        def commit(conn: Connection) -> int:
+            fenced = (
+                conn.execute(
+                    self.ledger._held(lease).values(
+                        state=states.SUCCEEDED, lease_expires_at=None, last_reason=None, updated_at=time.time()
+                    )
+                ).rowcount
+                == 0
+            )
+            if fenced:
+                raise EvidenceError(
+                    ReasonCode.LEASE_FENCED, f"lease {lease.token} of job {lease.job_id[:12]} is no longer held"
+                )
+            event = self.ledger._append(
+                conn,
+                TenantMonth(job["tenant"], job["period"]),
+                event_type,
+                subject_sha256,
+                actor,
+                outputs | {"job_id": job["job_id"], "lease_token": lease.token},
+            )
+            conn.execute(
+                self.document_jobs.update()
+                .where(self.document_jobs.c.job_id == job["job_id"])
+                .values(outputs=canonical(outputs | {"ledger_seq": event.seq}), finished_at=time.time())
+            )
+            return event.seq
+
+        return self.ledger._transact(commit)

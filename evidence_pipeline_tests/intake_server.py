@@ -1,0 +1,100 @@
+"""A real intake server on 127.0.0.1 for tests: uvicorn in a thread, on a socket bound to a free port."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import uvicorn
+from pypdf import PdfWriter
+
+from evidence_pipeline.config import Settings
+from evidence_pipeline.documents import Documents
+from evidence_pipeline.intake import open_documents
+from evidence_pipeline.intake.app import create_app
+
+
+@contextlib.contextmanager
+def running_server(documents: Documents) -> Iterator[str]:
+    """Serve intake for ``documents``; yields its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(create_app(documents), log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the intake server did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+
+
+CEILING = 64 * 1024
+
+
+def pdf_bytes(pages: int = 1, producer: str | None = None) -> bytes:
+    writer = PdfWriter()
+    for _ in range(pages):
+        writer.add_blank_page(200, 200)
+    if producer:
+        writer.add_metadata({"/Producer": producer})
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def intake_environment(backend: dict[str, str]) -> dict[str, str]:
+    env = dict(backend, EVIDENCE_INTAKE_MAX_BYTES=str(CEILING))
+    if "EVIDENCE_ARCHIVE_URI" in backend:  # the aws backend: documents go to the same bucket
+        env["EVIDENCE_DOCUMENTS_URI"] = backend["EVIDENCE_ARCHIVE_URI"].removesuffix("/archive") + "/documents"
+    return env
+
+
+@pytest.fixture
+def documents(backend, request):
+    """Documents on the backend; a test module may set INTAKE_OVERRIDES (settings as environment variables)."""
+    overrides = getattr(request.module, "INTAKE_OVERRIDES", {})
+    return open_documents(Settings.from_env(intake_environment(backend) | overrides))
+
+
+@pytest.fixture
+def intake(documents):
+    with running_server(documents) as url:
+        yield url
+
+
+def client(url: str, token: str | None = None) -> httpx.Client:
+    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"} if token else {}, timeout=30)
+
+
+def tokens(documents) -> tuple[str, str]:
+    """Tokens of two tenants."""
+    return documents.ledger.issue_token("acme", "test")[1], documents.ledger.issue_token("globex", "test")[1]
+
+
+def error_code(response: httpx.Response) -> str:
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}
+    return body["error"]["code"]
+
+
+def upload(http: httpx.Client, data: bytes, **headers) -> httpx.Response:
+    return http.post("/v1/documents", content=data, headers={"Content-Type": "application/pdf", **headers})
+
+
+def submit(http: httpx.Client, key: str | None, body) -> httpx.Response:
+    headers = {} if key is None else {"Idempotency-Key": key}
+    return http.post("/v1/jobs", json=body, headers=headers)

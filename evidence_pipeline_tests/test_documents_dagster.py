@@ -1,0 +1,62 @@
+"""Dagster dispatch of document jobs: the sensor pages admitted jobs into runs; the run works its page."""
+
+from __future__ import annotations
+
+from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, build_sensor_context
+
+from evidence_pipeline.definitions import defs
+from evidence_pipeline.defs.coordinator import TENANT_TAG
+from evidence_pipeline.defs.documents import PAGE_TAG
+from evidence_pipeline_tests.hostile_pdfs import HOSTILE
+from evidence_pipeline_tests.intake_server import client, intake_environment, pdf_bytes, submit, tokens, upload
+
+
+def tick(instance):
+    sensor = defs.get_sensor_def("document_dispatch_sensor")
+    context = build_sensor_context(instance=instance, resources={"evidence": defs.resources["evidence"]})
+    return sensor.evaluate_tick(context)
+
+
+def test_sensor_pages_jobs_into_runs_that_work_them(backend, documents, intake, monkeypatch):
+    for name, value in intake_environment(backend).items():
+        monkeypatch.setenv(name, value)  # the Dagster resource reads the same environment
+    acme, globex = tokens(documents)
+    with client(intake, acme) as http, client(intake, globex) as other:
+        good = submit(
+            http, "good", {"operation": "inspect", "inputs": [upload(http, pdf_bytes()).json()["document_id"]]}
+        )
+        bad = submit(
+            http,
+            "bad",
+            {"operation": "inspect", "inputs": [upload(http, HOSTILE["launch_action"][0]).json()["document_id"]]},
+        )
+        theirs = submit(
+            other, "x", {"operation": "inspect", "inputs": [upload(other, pdf_bytes(2)).json()["document_id"]]}
+        )
+        with DagsterInstance.ephemeral() as instance:
+            instance.add_dynamic_partitions("tenant", ["acme"])  # globex is not registered: its activity is logged
+            first = tick(instance)
+            assert tick(instance).run_requests == first.run_requests  # a retried tick asks for the same runs
+            requests = {r.tags[TENANT_TAG]: r for r in first.run_requests}
+            assert sorted(requests) == ["acme", "globex"]
+            for tenant, request in requests.items():
+                assert request.run_key.startswith(request.tags[PAGE_TAG] + ".")
+                result = defs.get_job_def("document_page_job").execute_in_process(
+                    run_config=request.run_config, instance=instance, tags=request.tags
+                )
+                assert result.success
+            assert tick(instance).skip_message == "no document jobs waiting"
+            period = documents.ledger.job("acme", good.json()["job_id"])["period"]
+            [activity] = instance.fetch_materializations(
+                AssetRecordsFilter(asset_key=AssetKey("document_jobs"), asset_partitions=[f"{period}-01|acme"]),
+                limit=10,
+            ).records
+            metadata = activity.asset_materialization.metadata
+            assert metadata["counts"].value == {"inspect": {"succeeded": 1, "rejected": 1}}
+            assert metadata["job_ids"].value == sorted([good.json()["job_id"], bad.json()["job_id"]])
+            assert metadata["refused"].value == ["DOCUMENT_LAUNCH_ACTION"] and metadata["jobs"].value == 2
+            assert instance.fetch_materializations(AssetKey("document_jobs"), limit=10).records == [activity]
+        states = {key: http.get(r.json()["status_url"]).json() for key, r in (("good", good), ("bad", bad))}
+        assert other.get(theirs.json()["status_url"]).json()["state"] == "succeeded"
+    assert states["good"]["state"] == "succeeded" and len(states["good"]["outputs"]) == 2
+    assert (states["bad"]["state"], states["bad"]["reason"]) == ("rejected", "DOCUMENT_LAUNCH_ACTION")

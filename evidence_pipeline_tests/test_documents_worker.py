@@ -1,0 +1,180 @@
+"""Document jobs end to end: admitted over HTTP, paged, worked under fenced leases, published and committed."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from evidence_pipeline.documents.worker import PREDICATE_TYPE, run_page
+from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.runtime import RunInfo
+from evidence_pipeline.signing import dsse
+from evidence_pipeline_tests.hostile_pdfs import HOSTILE, NOT_PDF_AT_ADMISSION
+from evidence_pipeline_tests.intake_server import client, error_code, pdf_bytes, submit, tokens, upload
+
+# One of each code the worker-side gate answers (the whole set runs against the gate in test_document_gate.py).
+IN_THE_WORKER = (
+    "truncated",
+    "xref_offsets_shifted",
+    "encrypted_empty_user_password_aes256",
+    "page_tree_loop_parent",
+    "flate_bomb",
+    "object_stream_bomb",
+    "javascript_open_action",
+    "launch_action",
+    "embedded_file",
+    "xfa_form",
+)
+
+
+def dispatch(documents, run_id: str = "run-1") -> list:
+    """What the sensor and the document job do, without Dagster: page the accepted jobs and work every page."""
+    documents.ledger.assign_pages(documents.runtime.settings.document_page_size)
+    return [
+        outcome
+        for page_id, _, _ in documents.ledger.open_pages()
+        for outcome in run_page(documents, page_id, RunInfo(run_id))
+    ]
+
+
+def test_inspect_publishes_a_signed_inspection_whose_subject_is_the_input(documents, intake):
+    acme, _ = tokens(documents)
+    data = pdf_bytes(3, producer="intake tests")
+    with client(intake, acme) as http:
+        document = upload(http, data).json()
+        job_id = submit(http, "inspect-1", {"operation": "inspect", "inputs": [document["document_id"]]}).json()[
+            "job_id"
+        ]
+        [outcome] = dispatch(documents)
+        assert (outcome.job_id, outcome.state, outcome.reason) == (job_id, "succeeded", None)
+        assert dispatch(documents, "run-2") == []  # nothing left to page
+        status = http.get(f"/v1/jobs/{job_id}").json()
+        again = submit(http, "inspect-1", {"operation": "inspect", "inputs": [document["document_id"]]})
+    assert again.status_code == 200 and again.json()["state"] == "succeeded"
+    assert status["state"] == "succeeded" and status["attempts"] == 1 and status["reason"] is None
+    assert status["started_at"] and status["finished_at"] and status["findings"] == {"pages": 3, "active_content": []}
+    job = documents.ledger.job("acme", job_id)
+    prefix = f"documents/acme/{job['period']}/{job_id}"
+    archive = documents.runtime.archive
+    assert archive.list(prefix) == [f"{prefix}/inspection.json", f"{prefix}/statement.dsse.json"]
+    assert {o["artifact_id"] for o in status["outputs"]} == set(archive.list(prefix))
+    inspection = json.loads(archive.get(f"{prefix}/inspection.json"))
+    assert inspection["input"] == {
+        "document_id": document["document_id"],
+        "sha256": document["sha256"],
+        "bytes": len(data),
+    }
+    assert (inspection["pages"], inspection["producer"], inspection["active_content"]) == (3, "intake tests", [])
+    keyring = documents.runtime.keyring
+    opened = dsse.verify_envelope(
+        archive.get(f"{prefix}/statement.dsse.json"),
+        {keyring.statement_key_id: keyring.statement_key.public_key()},
+        dsse.PAYLOAD_TYPE,
+    )
+    assert opened.key_ids == (keyring.statement_key_id,)
+    statement = json.loads(opened.payload)
+    assert statement["predicateType"] == PREDICATE_TYPE
+    assert statement["subject"] == [
+        {"name": f"document/{document['document_id']}", "digest": {"sha256": document["sha256"]}}
+    ]
+    outputs = {a["name"]: a["sha256"] for a in statement["predicate"]["artifacts"]}
+    assert outputs == {
+        "inspection.json": next(o["sha256"] for o in status["outputs"] if o["artifact_id"].endswith("inspection.json"))
+    }
+    [published] = documents.runtime.ledger.events_of_type("document.published", tenant="acme")
+    assert published["subject_sha256"] == document["sha256"] and published["details"]["job_id"] == job_id
+    assert documents.runtime.ledger.verify_chain() > 0
+
+
+def test_active_content_is_flagged_when_asked(documents, intake):
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        document_id = upload(http, HOSTILE["javascript_open_action"][0]).json()["document_id"]
+        job_id = submit(
+            http, "flag", {"operation": "inspect", "inputs": [document_id], "options": {"active_content": "flag"}}
+        ).json()["job_id"]
+        [outcome] = dispatch(documents)
+        status = http.get(f"/v1/jobs/{job_id}").json()
+    assert outcome.state == "succeeded"
+    assert status["findings"]["active_content"] == ["DOCUMENT_JAVASCRIPT"]
+
+
+def test_hostile_documents_are_refused_with_their_code_and_nothing_published(documents, intake):
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        for name, data in NOT_PDF_AT_ADMISSION.items():
+            refused = upload(http, data)
+            assert (refused.status_code, error_code(refused)) == (415, "MEDIA_TYPE_UNSUPPORTED"), name
+        jobs = {}
+        for name in IN_THE_WORKER:
+            admitted = upload(http, HOSTILE[name][0])
+            assert admitted.status_code == 201, name  # admission only sniffs: the worker finds the rest
+            jobs[name] = submit(http, name, {"operation": "inspect", "inputs": [admitted.json()["document_id"]]}).json()
+        outcomes = {o.job_id: o for o in dispatch(documents)}
+        for name, accepted in jobs.items():
+            status = http.get(f"/v1/jobs/{accepted['job_id']}").json()
+            expected = HOSTILE[name][1]
+            assert (outcomes[accepted["job_id"]].state, outcomes[accepted["job_id"]].reason) == ("rejected", expected)
+            assert (status["state"], status["reason"], status["outputs"]) == ("rejected", expected, []), name
+            assert status["finished_at"] is not None
+    assert documents.runtime.archive.list("documents/acme") == []
+    assert documents.runtime.ledger.events_of_type("document.published") == []
+    assert len(documents.runtime.ledger.events_of_type("job.rejected", tenant="acme")) == len(IN_THE_WORKER)
+
+
+def test_a_replayed_job_is_dispatched_again_under_a_new_run_key(documents, intake):
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        document_id = upload(http, HOSTILE["xfa_form"][0]).json()["document_id"]
+        job_id = submit(http, "xfa", {"operation": "inspect", "inputs": [document_id]}).json()["job_id"]
+    documents.ledger.assign_pages(10)
+    [(page_id, _, first)] = documents.ledger.open_pages()
+    [rejected] = run_page(documents, page_id, RunInfo("run-1"))
+    assert (rejected.state, rejected.reason) == ("rejected", "DOCUMENT_XFA") and documents.ledger.open_pages() == []
+    documents.runtime.ledger.replay(job_id, "operator", "policy now allows XFA")  # attempts start again at 0
+    [(same_page, _, again)] = documents.ledger.open_pages()
+    assert same_page == page_id and again != first
+
+
+def test_a_dead_runs_job_is_paged_again_and_its_zombie_cannot_commit(documents, intake):
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        document_id = upload(http, pdf_bytes()).json()["document_id"]
+        job_id = submit(http, "lease", {"operation": "inspect", "inputs": [document_id]}).json()["job_id"]
+    ledger = documents.runtime.ledger
+    documents.ledger.assign_pages(10)
+    [(page_id, _, generation)] = documents.ledger.open_pages()
+    live = ledger.acquire_lease(job_id, "other-run", 60)  # another run is working the job: not a failure of ours
+    assert documents.ledger.open_pages() == []
+    [busy] = run_page(documents, page_id, RunInfo("run-1"))
+    assert (busy.state, busy.reason) == ("running", "LEASE_BUSY")
+    ledger.renew_lease(live, 0.2)  # ... and then that run dies: its lease runs out
+    time.sleep(0.3)
+    [(same_page, _, later)] = documents.ledger.open_pages()
+    assert same_page == page_id and later > generation  # a new run key for the same page
+    [outcome] = run_page(documents, page_id, RunInfo("run-2"))
+    assert outcome.state == "succeeded"
+    job = documents.ledger.job("acme", job_id)
+    with pytest.raises(EvidenceError) as fenced:
+        documents.ledger.complete(job, live, "document.published", "0" * 64, {}, "other-run")
+    assert fenced.value.code == "LEASE_FENCED"
+    assert len(ledger.events_of_type("document.published")) == 1 and job["attempts"] == 2
+
+
+def test_pages_hold_one_tenants_jobs_oldest_first(documents, intake):
+    page_size = 2
+    acme, globex = tokens(documents)
+    with client(intake, acme) as http, client(intake, globex) as other:
+        ids = [upload(http, pdf_bytes(n)).json()["document_id"] for n in (1, 2, 3)]
+        for n, document_id in enumerate(ids):
+            submit(http, f"k{n}", {"operation": "inspect", "inputs": [document_id]})
+        theirs = upload(other, pdf_bytes()).json()["document_id"]
+        submit(other, "k0", {"operation": "inspect", "inputs": [theirs]})
+    documents.ledger.assign_pages(page_size)
+    pages = documents.ledger.open_pages()
+    assert sorted(tenant for _, tenant, _ in pages) == ["acme", "acme", "globex"]
+    assert sorted(len(documents.ledger.page_jobs(page_id)) for page_id, _, _ in pages) == [1, 1, 2]
+    documents.ledger.assign_pages(page_size)
+    assert documents.ledger.open_pages() == pages  # paging again changes nothing

@@ -1,0 +1,92 @@
+"""Batches: a manifest admitted in one request, children created in pages fairly across tenants, honest cancel."""
+
+from __future__ import annotations
+
+import time
+
+from evidence_pipeline.documents.worker import run_page
+from evidence_pipeline.intake.dispatch import dispatch_batches
+from evidence_pipeline.runtime import RunInfo
+from evidence_pipeline_tests.intake_server import client, error_code, pdf_bytes, tokens, upload
+
+INTAKE_OVERRIDES = {"EVIDENCE_TENANT_MAX_JOBS": "5000"}
+
+
+def specs(document_ids: list[str], count: int, prefix: str = "b") -> list[dict]:
+    return [
+        {"idempotency_key": f"{prefix}{n}", "operation": "inspect", "inputs": [document_ids[n % len(document_ids)]]}
+        for n in range(count)
+    ]
+
+
+def test_a_batch_of_1000_is_admitted_at_once_dispatched_in_pages_and_cancelled_honestly(documents, intake):
+    acme, globex = tokens(documents)
+    ledger = documents.ledger
+    with client(intake, acme) as http, client(intake, globex) as other:
+        ids = [upload(http, pdf_bytes(n)).json()["document_id"] for n in (1, 2)]
+        start = time.perf_counter()
+        admitted = http.post("/v1/batches", json={"jobs": specs(ids, 1000)})
+        admission_seconds = time.perf_counter() - start
+        assert admitted.status_code == 202, admitted.text
+        batch_id = admitted.json()["batch_id"]
+        assert http.post("/v1/batches", json={"jobs": specs(ids, 1000)}).json()["batch_id"] == batch_id
+        assert documents.runtime.ledger.events_of_type("job.accepted") == []  # the request created no child
+        fresh = http.get(f"/v1/batches/{batch_id}").json()
+        assert (fresh["jobs"], fresh["undispatched"], fresh["states"], fresh["state"]) == (1000, 1000, {}, "open")
+        theirs = other.post("/v1/batches", json={"jobs": specs([upload(other, pdf_bytes()).json()["document_id"]], 50)})
+
+        assert dispatch_batches(documents, 100, "test") == 150  # one page for each tenant: fair, not first-come
+        assert dispatch_batches(documents, 100, "test") == 100  # globex's batch is done
+        assert other.get(theirs.json()["status_url"]).json()["states"] == {"accepted": 50}
+        view = http.get(f"/v1/batches/{batch_id}").json()
+        assert (view["undispatched"], view["states"]) == (800, {"accepted": 200})
+
+        ledger.assign_pages(10)
+        first_page = next(page for page, tenant, _ in ledger.open_pages() if tenant == "acme")
+        assert {o.state for o in run_page(documents, first_page, RunInfo("run-1"))} == {"succeeded"}
+        leased = ledger.batch_children_in(batch_id, "accepted")[0]
+        documents.runtime.ledger.acquire_lease(leased, "run-2", 60)  # a child someone is working on right now
+
+        cancelled = http.post(f"/v1/batches/{batch_id}/cancel")
+        assert cancelled.status_code == 200
+        assert cancelled.json() == {"cancelled": 800 + 189, "running": 1, "finished": 10}
+        assert sum(cancelled.json().values()) == 1000
+        assert http.post(f"/v1/batches/{batch_id}/cancel").json() == cancelled.json()  # idempotent
+        assert dispatch_batches(documents, 100, "test") == 0
+        after = http.get(f"/v1/batches/{batch_id}").json()
+        assert after["state"] == "cancelled" and after["states"] == {"succeeded": 10, "rejected": 189, "running": 1}
+        assert other.get(f"/v1/batches/{batch_id}").status_code == 404
+        assert error_code(other.post(f"/v1/batches/{batch_id}/cancel")) == "BATCH_NOT_FOUND"
+    assert admission_seconds < 10
+    assert {e["details"]["reason"] for e in documents.runtime.ledger.events_of_type("job.rejected")} == {
+        "JOB_CANCELLED"
+    }
+
+
+def test_batch_manifests_are_checked_whole_before_anything_is_stored(documents, intake):
+    acme, globex = tokens(documents)
+    with client(intake, acme) as http, client(intake, globex) as other:
+        mine = upload(http, pdf_bytes()).json()["document_id"]
+        theirs = upload(other, pdf_bytes(2)).json()["document_id"]
+        good = specs([mine], 3)
+        cases = [
+            (
+                {"jobs": good[:2] + [good[2] | {"idempotency_key": "has space"}]},
+                400,
+                "IDEMPOTENCY_KEY_INVALID",
+                "jobs[2]",
+            ),
+            ({"jobs": good + [good[0]]}, 400, "IDEMPOTENCY_KEY_INVALID", "jobs[3]"),
+            ({"jobs": good[:1] + [good[1] | {"operation": "shred"}]}, 422, "OPERATION_UNKNOWN", "jobs[1]"),
+            ({"jobs": [good[0] | {"options": {"active_content": "x"}}]}, 422, "OPTIONS_INVALID", "jobs[0]"),
+            ({"jobs": [good[0] | {"inputs": [theirs]}]}, 404, "DOCUMENT_NOT_FOUND", ""),
+            ({"jobs": specs([mine], 5001)}, 400, "REQUEST_INVALID", ""),
+            ({"jobs": []}, 400, "REQUEST_INVALID", ""),
+            ({"jobs": good, "tenant": "globex"}, 400, "REQUEST_INVALID", ""),
+        ]
+        for body, status, code, where in cases:
+            response = http.post("/v1/batches", json=body)
+            assert (response.status_code, error_code(response)) == (status, code)
+            assert where in response.json()["error"]["message"]
+    assert documents.store.list("acme/batches") == []
+    assert documents.runtime.ledger.events_of_type("batch.accepted") == []

@@ -1,0 +1,103 @@
+"""Evidence jobs: a tenant asks for a tenant-month's bundle over HTTP; Dagster makes it; the job records it."""
+
+from __future__ import annotations
+
+from dagster import (
+    build_run_status_sensor_context,
+    build_sensor_context,
+    instance_for_test,
+    partition_loading_context,
+)
+
+from evidence_pipeline.definitions import defs
+from evidence_pipeline.defs.coordinator import TENANT_TAG
+from evidence_pipeline.defs.documents import EVIDENCE_JOB_TAG
+from evidence_pipeline.intake.dispatch import finish_evidence_job
+from evidence_pipeline_tests.conftest import SMALL
+from evidence_pipeline_tests.intake_server import client, error_code, intake_environment
+
+
+def evidence_job(http, key: str, period) -> object:
+    return http.post("/v1/evidence-jobs", json={"period": period}, headers={"Idempotency-Key": key})
+
+
+def test_an_evidence_job_runs_its_tenant_month_through_dagster_and_records_the_bundle(
+    backend, runtime, documents, intake, monkeypatch, tmp_path
+):
+    for name, value in intake_environment(backend).items():
+        monkeypatch.setenv(name, value)
+    token = documents.ledger.issue_token(SMALL.tenant, "test")[1]  # its sources: 2026-09 and 2026-10
+    stranger = documents.ledger.issue_token("globex", "test")[1]  # no data at all
+    with client(intake, token) as http, client(intake, stranger) as other:
+        refusals = [
+            (evidence_job(http, "a", "2026-13"), 422, "PERIOD_INVALID"),
+            (evidence_job(http, "a", "2099-01"), 422, "PERIOD_NOT_AVAILABLE"),
+            (evidence_job(http, "a", "2026-08"), 422, "PERIOD_NOT_AVAILABLE"),
+            (evidence_job(other, "a", "2026-10"), 422, "PERIOD_NOT_AVAILABLE"),
+            (
+                http.post("/v1/evidence-jobs", json={"period": "2026-10", "x": 1}, headers={"Idempotency-Key": "a"}),
+                400,
+                "REQUEST_INVALID",
+            ),
+        ]
+        for response, status, code in refusals:
+            assert (response.status_code, error_code(response)) == (status, code)
+        accepted = evidence_job(http, "october", SMALL.period)
+        assert accepted.status_code == 202 and evidence_job(http, "october", SMALL.period).status_code == 200
+        assert evidence_job(http, "october", "2026-09").status_code == 409
+        job_id = accepted.json()["job_id"]
+
+        with instance_for_test(temp_dir=str(tmp_path)) as instance:
+            sensor = defs.get_sensor_def("document_dispatch_sensor")
+            unresolved = sensor(build_sensor_context(instance=instance, resources=defs.resources))
+            assert [r.partition_keys for r in unresolved.dynamic_partitions_requests] == [[SMALL.tenant]]
+            instance.add_dynamic_partitions("tenant", [SMALL.tenant])  # what the daemon does with that request
+            with partition_loading_context(dynamic_partitions_store=instance):  # as the daemon evaluates it
+                tick = sensor.evaluate_tick(
+                    build_sensor_context(
+                        instance=instance, resources=defs.resources, repository_def=defs.get_repository_def()
+                    )
+                )
+            [request] = tick.run_requests
+            assert (request.job_name, request.partition_key) == (
+                "monthly_evidence",
+                f"{SMALL.period}-01|{SMALL.tenant}",
+            )
+            assert request.tags[TENANT_TAG] == SMALL.tenant and request.tags[EVIDENCE_JOB_TAG] == job_id
+            assert request.run_key == unresolved.run_requests[0].run_key and tick.dynamic_partitions_requests == []
+            assert http.get(f"/v1/jobs/{job_id}").json()["started_at"] is not None
+            run = defs.resolve_job_def("monthly_evidence").execute_in_process(
+                instance=instance, partition_key=request.partition_key, tags=request.tags
+            )
+            assert run.success
+            finished = defs.get_sensor_def("evidence_job_succeeded")
+            finished(
+                build_run_status_sensor_context(
+                    sensor_name="evidence_job_succeeded",
+                    dagster_event=run.get_run_success_event(),
+                    dagster_instance=instance,
+                    dagster_run=run.dagster_run,
+                    resources=defs.resources,
+                )
+            )
+        status = http.get(f"/v1/jobs/{job_id}").json()
+        assert other.get(f"/v1/jobs/{job_id}").status_code == 404
+    publication = documents.ledger.latest_publication(SMALL.tenant, SMALL.period)
+    assert status["state"] == "succeeded" and status["period"] == SMALL.period and status["run_id"] == run.run_id
+    assert status["bundle"]["identity"] == publication["identity"]
+    assert status["bundle"]["report_sha256"] == publication["report_sha256"]
+    assert status["bundle"]["location"].endswith(publication["bundle_key"]) and status["finished_at"]
+
+
+def test_a_failed_evidence_run_rejects_the_job_and_a_replay_gets_a_new_run_key(runtime, documents, intake):
+    token = documents.ledger.issue_token(SMALL.tenant, "test")[1]
+    with client(intake, token) as http:
+        job_id = evidence_job(http, "october", SMALL.period).json()["job_id"]
+        [waiting] = documents.ledger.waiting_evidence_jobs()
+        assert finish_evidence_job(documents, SMALL.tenant, job_id, "run-1", succeeded=False) == "rejected"
+        assert finish_evidence_job(documents, SMALL.tenant, job_id, "run-1", succeeded=False) is None  # once
+        status = http.get(f"/v1/jobs/{job_id}").json()
+    assert (status["state"], status["reason"], status["bundle"]) == ("rejected", "EVIDENCE_RUN_FAILED", None)
+    documents.runtime.ledger.replay(job_id, "operator", "source fixed")
+    [again] = documents.ledger.waiting_evidence_jobs()
+    assert again["lease_token"] > waiting["lease_token"]  # the dispatcher's run key changes with it
