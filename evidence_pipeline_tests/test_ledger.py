@@ -7,6 +7,7 @@ from sqlalchemy.exc import DatabaseError
 
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import Ledger
+from evidence_pipeline.ledger.documents import Clock, DocumentLedger
 from evidence_pipeline.ledger.jobs import JobKey, Lease
 from evidence_pipeline.ledger.ledger import GENESIS_HASH, canonical, chain_hash, migration_config
 from evidence_pipeline_tests.conftest import SMALL, drop_append_only_guards
@@ -187,6 +188,29 @@ def test_every_column_that_mirrors_an_event_is_checked(ledger, table, tamper):
     assert ledger.verify_chain() == 6
     if table != "evidence_jobs":  # jobs are mutable by design: no trigger to drop
         drop_append_only_guards(ledger, table)
+    with ledger.engine.begin() as conn:
+        conn.exec_driver_sql(tamper)
+    with pytest.raises(EvidenceError) as error:
+        ledger.verify_chain()
+    assert error.value.code == "LEDGER_INVALID"
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        "UPDATE evidence_document_jobs SET idempotency_key = 'another-key'",
+        "UPDATE evidence_document_jobs SET request_sha256 = '{}'".format("9" * 64),
+        "UPDATE evidence_jobs SET state = 'succeeded'",
+        "DELETE FROM evidence_document_jobs",
+    ],
+    ids=["document-job-key", "document-job-request", "document-job-state", "document-job-deleted"],
+)
+def test_a_document_job_row_is_checked_against_its_identity_and_events(ledger, tamper):
+    """A document job's id is its tenant's idempotency key, not a JobKey: ledger verify checks that, too."""
+    events = ledger.verify_chain()
+    DocumentLedger(ledger).submit_job("acme", "key-1", "a" * 64, "inspect", {"inputs": []}, "policy/1", "test", None,
+                                      Clock(None))
+    assert ledger.verify_chain() == events + 1
     with ledger.engine.begin() as conn:
         conn.exec_driver_sql(tamper)
     with pytest.raises(EvidenceError) as error:
