@@ -55,6 +55,7 @@ def manifest_document(d: dict, ledger: dict) -> dict:
         "tenant": d["tenant"],
         "period": d["period"],
         "source": {"sha256": d["source_sha256"], "sequence": d["source_sequence"]},
+        "document_outcomes": {"sha256": d["documents_sha256"]},
         "renderer_version": d["renderer_version"],
         "policy_version": d["policy_version"],
         "unsigned_report": {"sha256": d["unsigned_sha256"], "size": d["unsigned_size"]},
@@ -71,9 +72,11 @@ def manifest_document(d: dict, ledger: dict) -> dict:
 
 
 def lineage(d: dict) -> list[dict]:
-    """Source revision -> unsigned report -> signed report -> statement, as the manifest records it."""
+    """Source revision and document outcomes -> unsigned report -> signed report -> statement, as the manifest
+    records it."""
     return [
         {"step": "source_revision", "sha256": d["source_sha256"]},
+        {"step": "document_outcomes", "sha256": d["documents_sha256"]},
         {"step": "monthly_report", "sha256": d["unsigned_sha256"], "renderer_version": d["renderer_version"]},
         {"step": "signed_report", "sha256": d["report_sha256"], "pades_level": d["pades_level"]},
         {"step": "statement", "sha256": d["statement_sha256"], "key_id": d["key_id"]},

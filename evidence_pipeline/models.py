@@ -29,6 +29,7 @@ class EventType(StrEnum):
     DOCUMENT_ADMITTED = "document.admitted"
     DOCUMENT_PUBLISHED = "document.published"
     EVIDENCE_DELIVERED = "evidence.delivered"
+    DOCUMENTS_CLOSED = "documents.closed"  # a tenant-month's document outcomes were pinned at month close
     BATCH_ACCEPTED = "batch.accepted"
     BATCH_CANCELLED = "batch.cancelled"
 

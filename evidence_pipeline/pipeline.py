@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO, Callable, TypeVar
 
-from evidence_pipeline import sources
+from evidence_pipeline import document_outcomes, sources
 from evidence_pipeline.bundle import (
     MANIFEST,
     REPORT,
@@ -41,12 +41,12 @@ from evidence_pipeline.validate import validate_report
 T = TypeVar("T")
 
 
-
-
-
 @dataclass(frozen=True)
 class PinnedSource:
+    """What a tenant-month's evidence is made from: the source revision and the document outcomes closed with it."""
+
     revision: SourceRevision
+    documents: document_outcomes.OutcomesRevision
     job_id: str
     lane: Lane = Lane.ARCHIVE
 
@@ -54,6 +54,7 @@ class PinnedSource:
 @dataclass(frozen=True)
 class StagedReport:
     revision: SourceRevision
+    documents_sha256: str
     sha256: str
     size: int
     pages: int
@@ -87,6 +88,7 @@ class Publication:
     bundle_key: str
     location: str  # the bundle's URI in the archive
     source_sha256: str
+    documents_sha256: str
     unsigned_sha256: str
     report_sha256: str
     report_size: int
@@ -113,23 +115,27 @@ def lane_for(rt: Runtime, revision: SourceRevision) -> str:
 
 
 def pin_source(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> PinnedSource:
-    """Resolve the revision once and open (or find) the job record of this tenant-month identity."""
+    """Resolve the revision once, close the month's document outcomes (or find them closed) and open (or find) the
+    job record of this tenant-month identity."""
     revision = sources.pin_latest(rt.sources, tenant_month)
+    documents, closed_now = document_outcomes.close_month(rt.sources, rt.ledger, tenant_month)
+    if closed_now:
+        rt.ledger.record(tenant_month, EventType.DOCUMENTS_CLOSED, documents.sha256, run.run_id)
     lane = lane_for(rt, revision)
     rt.ledger.record(tenant_month, EventType.SOURCE_PINNED, revision.sha256, run.run_id, sequence=revision.sequence,
-                     lane=lane)
+                     lane=lane, documents_sha256=documents.sha256)
     job = rt.ledger.accept_job(job_key(rt, revision), run.run_id)
     if job["state"] in CLOSED:  # fail fast: a closed job only reopens through `evidence replay`
         raise EvidenceError(ReasonCode.JOB_CLOSED,
                             f"job {job['job_id']} is {job['state']} ({job['last_reason']}); replay it")
     kill_point("after_pin")
-    return PinnedSource(revision, job["job_id"], lane)
+    return PinnedSource(revision, documents, job["job_id"], lane)
 
 
-def render_and_gate(rt: Runtime, revision: SourceRevision, run: RunInfo) -> GatedReport:
+def render_and_gate(rt: Runtime, pinned: PinnedSource, run: RunInfo) -> GatedReport:
     """Render, stage and gate one report: only a rendering that passed the gate is ever handed to signing."""
-    staged = render_stage(rt, revision, run)
-    _, validate_ms = validate_stage(rt, revision, staged.sha256, run)
+    staged = render_stage(rt, pinned, run)
+    _, validate_ms = validate_stage(rt, pinned, staged.sha256, run)
     return GatedReport(staged, validate_ms)
 
 
@@ -157,20 +163,24 @@ def record_failure(rt: Runtime, job_id: str, error: EvidenceError, run: RunInfo,
     )
 
 
-def render_stage(rt: Runtime, revision: SourceRevision, run: RunInfo) -> StagedReport:
-    """Render the pinned revision and stage the unsigned PDF, content-addressed, for validation and signing."""
+def render_stage(rt: Runtime, pinned: PinnedSource, run: RunInfo) -> StagedReport:
+    """Render the pinned revision and document outcomes and stage the unsigned PDF, content-addressed, for
+    validation and signing."""
+    revision, documents = pinned.revision, pinned.documents
     start = time.perf_counter()
     with scratch_file(rt.settings.work_dir) as pdf:  # the PDF lives on disk, not in memory, once rendered
-        sha256, pages = write_report(revision, sources.read_revision(rt.sources, revision), pdf)
+        sha256, pages = write_report(revision, sources.read_revision(rt.sources, revision), pdf,
+                                     documents=(documents, document_outcomes.read_outcomes(rt.sources, documents)))
         render_ms = _ms(start)
         kill_point("mid_render")
         staged = rt.staging.put_file(staging_key(sha256), pdf)
     kill_point("after_staging")
     rt.ledger.record(
         revision.tenant_month, EventType.REPORT_RENDERED, sha256, run.run_id,
-        source_sha256=revision.sha256, renderer_version=RENDERER_VERSION, pages=pages,
+        source_sha256=revision.sha256, documents_sha256=documents.sha256, renderer_version=RENDERER_VERSION,
+        pages=pages,
     )
-    return StagedReport(revision, sha256, staged.size, pages, render_ms)
+    return StagedReport(revision, documents.sha256, sha256, staged.size, pages, render_ms)
 
 
 def preview_stage(rt: Runtime, revision: SourceRevision) -> Preview:
@@ -185,10 +195,11 @@ def preview_stage(rt: Runtime, revision: SourceRevision) -> Preview:
     return Preview(revision, key, sha256, stored.size, pages, render_ms)
 
 
-def validate_stage(rt: Runtime, revision: SourceRevision, unsigned_sha256: str, run: RunInfo) -> tuple[int, float]:
+def validate_stage(rt: Runtime, pinned: PinnedSource, unsigned_sha256: str, run: RunInfo) -> tuple[int, float]:
     """The gate before signing. Returns (pages, validate_ms); a rejection is recorded, then raised."""
+    revision = pinned.revision
     start = time.perf_counter()
-    totals = report_totals(sources.read_revision(rt.sources, revision))
+    totals = report_totals(sources.read_revision(rt.sources, revision), pinned.documents)
     with scratch_file(rt.settings.work_dir) as pdf:
         rt.staging.get_file(staging_key(unsigned_sha256), pdf, expected_sha256=unsigned_sha256)
         try:
@@ -205,6 +216,7 @@ def validate_stage(rt: Runtime, revision: SourceRevision, unsigned_sha256: str, 
         run.run_id,
         pages=pages,
         source_sha256=revision.sha256,
+        documents_sha256=pinned.documents.sha256,
     )
     kill_point("after_validate")
     return pages, _ms(start)
@@ -222,9 +234,11 @@ def publish_stage(rt: Runtime, pinned: PinnedSource, unsigned_sha256: str, run: 
     if existing is not None:
         return _converge(rt, existing, {Stage.PUBLISH.clock: _ms(start)}, run)
     validated = rt.ledger.events_about(EventType.REPORT_VALIDATED, unsigned_sha256)
-    if not any(event["details"].get("source_sha256") == revision.sha256 for event in validated):
+    inputs = {"source_sha256": revision.sha256, "documents_sha256": pinned.documents.sha256}
+    if not any(event["details"].items() >= inputs.items() for event in validated):
         raise EvidenceError(
-            ReasonCode.REPORT_INVALID, "refusing to sign: this report has not passed the gate for this revision"
+            ReasonCode.REPORT_INVALID,
+            "refusing to sign: this report has not passed the gate for this revision and these document outcomes",
         )
     lease = rt.ledger.acquire_lease(pinned.job_id, run.run_id, rt.settings.lease_seconds)
     if lease is None:  # the job succeeded meanwhile: its publication is the answer
@@ -272,6 +286,7 @@ def _sign_and_commit(
     ours = {keyring.statement_key_id: keyring.statement_key.public_key()}
     predicate = fields | {
         "source_sequence": revision.sequence,
+        "documents_sha256": pinned.documents.sha256,
         "unsigned_size": unsigned_size,
         "pades_level": settings.pades_level,
         "key_id": keyring.statement_key_id,
@@ -331,7 +346,7 @@ def run_tenant_month(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> Pu
     """The whole chain for one tenant-month, as the assets run it but without Dagster (tools, the raw benchmark)."""
     pinned = pin_source(rt, tenant_month, run)
     try:
-        gated = render_and_gate(rt, pinned.revision, run)
+        gated = render_and_gate(rt, pinned, run)
         clocks = {Stage.RENDER.clock: gated.staged.render_ms, Stage.VALIDATE.clock: gated.validate_ms}
         return publish_and_time(rt, (pinned, gated.staged.sha256, clocks), run)
     except EvidenceError as error:
@@ -354,6 +369,7 @@ def _converge(rt: Runtime, row: dict, timings: dict[str, float], run: RunInfo) -
         bundle_key=row["bundle_key"],
         location=rt.archive.uri(row["bundle_key"]),
         source_sha256=row["source_sha256"],
+        documents_sha256=details["documents_sha256"],
         unsigned_sha256=row["unsigned_sha256"],
         report_sha256=row["report_sha256"],
         report_size=details["report_size"],

@@ -31,10 +31,11 @@ from reportlab.pdfbase.ttfonts import TTFont
 from reportlab.pdfgen import canvas as pdfcanvas
 from reportlab.platypus import PageBreak, Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
 
+from evidence_pipeline.document_outcomes import OutcomesRevision, counts
 from evidence_pipeline.models import RenderedReport, SourceRevision, TenantMonth
 
 # Bump whenever the output bytes for the same revision would change (layout, fonts, reportlab upgrade).
-RENDERER_VERSION = "report-renderer/1.1.0"
+RENDERER_VERSION = "report-renderer/1.2.0"
 
 rl_config.invariant = 1
 _FONTS = Path(__file__).parent / "fonts"
@@ -85,12 +86,17 @@ def render_report(revision: SourceRevision, frame: pd.DataFrame) -> RenderedRepo
 
 
 def write_report(
-    revision: SourceRevision, frame: pd.DataFrame, out: BinaryIO, preview: bool = False
+    revision: SourceRevision,
+    frame: pd.DataFrame,
+    out: BinaryIO,
+    preview: bool = False,
+    documents: tuple[OutcomesRevision, list[dict]] | None = None,
 ) -> tuple[str, int]:
     """Render into ``out``, hashing while writing; returns (sha256, pages).
 
     ``preview`` is the reduced fidelity of the preview lane: the cover and summary only, titled and subject-tagged
-    as a preview, so the gate (which checks the subject) can never accept it as evidence.
+    as a preview, so the gate (which checks the subject) can never accept it as evidence. ``documents`` (the
+    month's pinned document outcomes and their jobs) adds the "Document jobs" section.
     """
     tm = revision.tenant_month
     summary = summarize(frame)
@@ -98,7 +104,7 @@ def write_report(
     if preview:
         story.insert(0, Paragraph("PREVIEW - not evidence: cover and summary only, unsigned, never archived", _H2))
     else:
-        story += _daily(frame, summary) + _refunds(frame)
+        story += _daily(frame, summary) + _refunds(frame) + (_document_jobs(*documents) if documents else [])
     hashing = _HashingWriter(out)
     doc = SimpleDocTemplate(
         hashing,
@@ -128,10 +134,12 @@ class _HashingWriter:
         return self.out.write(data)
 
 
-def report_totals(frame: pd.DataFrame) -> tuple[str, ...]:
-    """Gross sales and net per currency, formatted exactly as the report prints them."""
+def report_totals(frame: pd.DataFrame, documents: OutcomesRevision | None = None) -> tuple[str, ...]:
+    """Gross sales and net per currency, formatted exactly as the report prints them, and the digest of the pinned
+    document outcomes."""
     summary = summarize(frame)
-    return tuple(money(int(summary.loc[c, col]), c) for c in summary.index for col in ("order", "net"))
+    totals = tuple(money(int(summary.loc[c, col]), c) for c in summary.index for col in ("order", "net"))
+    return totals + ((documents.sha256,) if documents else ())
 
 
 def _cover(revision: SourceRevision, frame: pd.DataFrame, summary: pd.DataFrame) -> list:
@@ -158,11 +166,7 @@ def _cover(revision: SourceRevision, frame: pd.DataFrame, summary: pd.DataFrame)
     ]
     return [
         Paragraph("Monthly compliance report", _H1),
-        Table(
-            facts,
-            colWidths=[35 * mm, 139 * mm],
-            style=_TABLE.getCommands()[:1] + [("GRID", (0, 0), (-1, -1), 0.25, colors.grey)],
-        ),
+        Table(facts, colWidths=[35 * mm, 139 * mm], style=_FACTS),
         Spacer(1, 8 * mm),
         Paragraph("Summary by currency", _H2),
         Table([header] + rows, repeatRows=1, style=_TABLE),
@@ -220,7 +224,7 @@ def _daily(frame: pd.DataFrame, summary: pd.DataFrame) -> list:
             Spacer(1, 5 * mm),
         ]
     return story
-
+_FACTS = _TABLE.getCommands()[:1] + [("GRID", (0, 0), (-1, -1), 0.25, colors.grey)]  # label | value, left-aligned
 
 _ROWS_PER_TABLE = 200
 
@@ -237,6 +241,27 @@ def _refunds(frame: pd.DataFrame) -> list:
     widths = [40 * mm, 30 * mm, 40 * mm, 40 * mm]
     return story + [
         Table([header] + rows[i : i + _ROWS_PER_TABLE], colWidths=widths, repeatRows=1, style=_TABLE)
+        for i in range(0, len(rows), _ROWS_PER_TABLE)
+    ]
+
+
+def _document_jobs(documents: OutcomesRevision, jobs: list[dict]) -> list:
+    """Counts by operation and outcome, then every output's digest, as the pinned revision records them."""
+    facts = [["Document outcomes sha256", documents.sha256], ["Closed revision", documents.key.rsplit("/", 1)[-1]]]
+    story: list = [PageBreak(), Paragraph(f"Document jobs ({len(jobs):,})", _H2),
+                   Table(facts, colWidths=[40 * mm, 134 * mm], style=_FACTS), Spacer(1, 4 * mm)]
+    if not jobs:
+        return story + [Paragraph("No document jobs were accepted for this tenant in this period.", _BODY)]
+    summary = [["Operation", "Outcome", "Jobs"]] + [[op, outcome, f"{n:,}"] for op, outcome, n in counts(jobs)]
+    story += [Table(summary, colWidths=[40 * mm, 70 * mm, 20 * mm], repeatRows=1, style=_TABLE), Spacer(1, 6 * mm)]
+    rows = [[job["job_id"][:16], output["artifact_id"].rsplit("/", 1)[-1], output["sha256"]]
+            for job in jobs for output in job["outputs"]]
+    if not rows:
+        return story + [Paragraph("No document job published an output in this period.", _BODY)]
+    widths = [28 * mm, 32 * mm, 114 * mm]
+    return story + [Paragraph("Outputs", _H2)] + [
+        Table([["Job", "Artifact", "sha256"]] + rows[i : i + _ROWS_PER_TABLE], colWidths=widths, repeatRows=1,
+              style=_TABLE)
         for i in range(0, len(rows), _ROWS_PER_TABLE)
     ]
 

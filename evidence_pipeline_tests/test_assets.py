@@ -92,7 +92,7 @@ def test_rematerializing_converges_on_the_published_bundle(instance, evidence, r
 def test_failed_gate_blocks_signing(instance, evidence, runtime, monkeypatch):
     # Simulate a renderer bug: the report lacks a total that the source says must be there.
     real_totals = pipeline.report_totals
-    monkeypatch.setattr(pipeline, "report_totals", lambda frame: ("999,999,999.99 EUR",))
+    monkeypatch.setattr(pipeline, "report_totals", lambda frame, documents: ("999,999,999.99 EUR",))
     result = _materialize(instance, evidence, SMALL, raise_on_error=False)
     assert not result.success
     [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]

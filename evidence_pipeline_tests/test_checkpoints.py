@@ -40,12 +40,12 @@ def _code(call) -> str:
 
 def test_checkpoints_verify_and_prove_inclusion(runtime, checkpointed):
     report = verify_ledger(runtime.ledger, runtime.archive)
-    assert report == {"events": 14, "checkpoints": [7, 14], "unchecked_tail": 0}  # 7 events per tenant-month
+    assert report == {"events": 16, "checkpoints": [8, 16], "unchecked_tail": 0}  # 8 events per tenant-month
     for publication in checkpointed:
         proof = prove_bundle(runtime.ledger, runtime.archive, publication.bundle_key)
-        assert proof["tree_size"] == 14 and proof["leaf_index"] in (5, 12)
+        assert proof["tree_size"] == 16 and proof["leaf_index"] in (6, 14)
     again = publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)  # nothing new: same checkpoint
-    assert again["size"] == 14 and len(runtime.archive.list("ledger/checkpoints")) == 2
+    assert again["size"] == 16 and len(runtime.archive.list("ledger/checkpoints")) == 2
 
 
 def test_an_event_after_the_newest_checkpoint_has_no_proof_yet(runtime):
@@ -122,7 +122,7 @@ def test_reordered_events_are_detected(runtime, checkpointed):
 def test_a_forged_checkpoint_is_detected(runtime, checkpointed):
     forged = {
         "origin": "evidence_pipeline audit ledger",
-        "size": 14,
+        "size": 16,
         "root_sha256": "00" * 32,
         "issued_at": "2026-11-30T00:00:00+00:00",
         "key_id": runtime.keyring.statement_key_id,
@@ -133,7 +133,7 @@ def test_a_forged_checkpoint_is_detected(runtime, checkpointed):
         runtime.keyring.statement_key_id,
         PAYLOAD_TYPE,
     )
-    overwrite(runtime, checkpoint_key(14), envelope)
+    overwrite(runtime, checkpoint_key(16), envelope)
     assert _code(lambda: verify_ledger(runtime.ledger, runtime.archive)) == "LEDGER_INVALID"
 
 

@@ -15,7 +15,6 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from securesystemslib.dsse import Envelope
 from securesystemslib.signer import SSlibKey
 
-from evidence_pipeline import sources
 from evidence_pipeline.bundle import MANIFEST, REPORT, STATEMENT, bundle_identity, bundle_prefix, identity_fields
 from evidence_pipeline.cli import main
 from evidence_pipeline.errors import EvidenceError
@@ -49,8 +48,9 @@ def test_bundle_is_published_once_and_verifies(runtime, published):
     assert runtime.archive.list(f"bundles/{SMALL.tenant}") == [
         f"{published.bundle_key}/{n}" for n in (MANIFEST, REPORT, STATEMENT)
     ]
-    # pinned, accepted, rendered, validated, running, published, timed + 4 again (pinned, rendered, validated, timed)
-    assert runtime.ledger.verify_chain() == 11
+    # documents closed, pinned, accepted, rendered, validated, running, published, timed
+    # + 4 again (pinned, rendered, validated, timed)
+    assert runtime.ledger.verify_chain() == 12
     assert sorted(k.split("/")[0] for k in runtime.archive.list("keys")) == ["keys", "keys"]
 
 
@@ -161,7 +161,7 @@ def test_retry_after_a_crash_adopts_the_orphaned_signed_report(runtime):
     """An attempt signed and stored report.pdf, then died before the ledger commit: the retry converges on it."""
     pinned = pin_source(runtime, SMALL, RUN)
     revision = pinned.revision
-    staged = render_stage(runtime, revision, RUN)
+    staged = render_stage(runtime, pinned, RUN)
     with pytest.raises(EvidenceError) as error:
         publish_stage(runtime, pinned, staged.sha256, RUN)  # nothing validated yet: refuses to sign
     assert error.value.code == "REPORT_INVALID"
@@ -179,8 +179,9 @@ def test_retry_after_a_crash_adopts_the_orphaned_signed_report(runtime):
 
 
 def test_foreign_object_at_the_bundle_key_is_a_conflict_and_nothing_is_committed(runtime):
-    revision = sources.pin_latest(runtime.sources, SMALL)
-    staged = render_stage(runtime, revision, RUN)
+    pinned = pin_source(runtime, SMALL, RUN)
+    revision = pinned.revision
+    staged = render_stage(runtime, pinned, RUN)
     identity = bundle_identity(
         identity_fields(SMALL, revision.sha256, staged.sha256, RENDERER_VERSION, runtime.settings.policy_version)
     )

@@ -33,6 +33,7 @@ from evidence_pipeline.defs import provenance
 from evidence_pipeline.defs.partitions import run_range, tenant_month_of, tenant_month_partitions
 from evidence_pipeline.defs.provenance import Upstream
 from evidence_pipeline.defs.resources import EvidenceResource
+from evidence_pipeline.document_outcomes import OutcomesRevision
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.jobs import CLOSED, RetryBudget
 from evidence_pipeline.models import Lane, SourceRevision, Stage
@@ -199,12 +200,18 @@ def _pinned(context) -> tuple[dict, dict, dict]:
                 meta["source_bytes"],
                 meta["source_key"],
             ),
+            OutcomesRevision(tenant_month_of(key), meta["documents_sha256"], meta["documents_key"]),
             meta["job_id"],
             meta["lane"],
         )
         for key, meta in found.items()
     }
     return pinned, _missing(context, source_revision.key, found), events
+
+
+def _report_inputs(report_metadata: dict) -> tuple[str, str | None]:
+    """The pinned inputs a monthly_report was rendered from: (source sha256, document outcomes sha256)."""
+    return report_metadata["source_sha256"], report_metadata.get("documents_sha256")
 
 
 def _queue_wait_ms(context) -> float | None:
@@ -236,6 +243,8 @@ def source_revision(context: AssetExecutionContext, evidence: EvidenceResource):
             "source_sequence": pinned.revision.sequence,
             "source_bytes": pinned.revision.size,
             "source_key": pinned.revision.key,
+            "documents_sha256": pinned.documents.sha256,
+            "documents_key": pinned.documents.key,
             "job_id": pinned.job_id,
             "lane": str(pinned.lane),
         },
@@ -260,7 +269,7 @@ def monthly_report(context: AssetExecutionContext, evidence: EvidenceResource):
         version_field="unsigned_sha256",
         inputs=sources,
         links=(source_revision.key,),
-        items={key: p.revision for key, p in pinned.items()},
+        items=pinned,
         lanes={key: p.lane for key, p in pinned.items()},
         job_ids={key: p.job_id for key, p in pinned.items()},
         failed=failed,
@@ -271,6 +280,7 @@ def monthly_report(context: AssetExecutionContext, evidence: EvidenceResource):
             "renderer_version": RENDERER_VERSION,
             "source_sha256": gated.staged.revision.sha256,
             "source_sequence": gated.staged.revision.sequence,
+            "documents_sha256": gated.staged.documents_sha256,
             "gate": "passed",
             Stage.RENDER.clock: gated.staged.render_ms,
             Stage.VALIDATE.clock: gated.validate_ms,
@@ -290,10 +300,10 @@ def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource):
     pinned, failed, _ = _pinned(context)
     reports, report_events = _latest(context, monthly_report.key)
     failed |= _missing(context, monthly_report.key, reports) | {
-        # A partial re-materialization can leave the report rendered from another revision than the pinned one.
-        key: EvidenceError(ReasonCode.UPSTREAM_NOT_MATERIALIZED, "monthly_report was rendered from another revision")
+        # A partial re-materialization can leave the report rendered from other inputs than the pinned ones.
+        key: EvidenceError(ReasonCode.UPSTREAM_NOT_MATERIALIZED, "monthly_report was rendered from other inputs")
         for key, p in pinned.items()
-        if key in reports and reports[key]["source_sha256"] != p.revision.sha256
+        if key in reports and _report_inputs(reports[key]) != (p.revision.sha256, p.documents.sha256)
     }
     queue_wait_ms = _queue_wait_ms(context)
     items = {
@@ -364,6 +374,7 @@ def _bundle_metadata(publication: pipeline.Publication) -> dict:
             "| step | sha256 |",
             "|---|---|",
             f"| source revision | `{publication.source_sha256}` |",
+            f"| document outcomes | `{publication.documents_sha256}` |",
             f"| unsigned report ({RENDERER_VERSION}) | `{publication.unsigned_sha256}` |",
             f"| signed report.pdf | `{publication.report_sha256}` |",
             f"| statement.dsse.json ({publication.key_id}) | `{publication.statement_sha256}` |",
@@ -381,6 +392,7 @@ def _bundle_metadata(publication: pipeline.Publication) -> dict:
         "statement_sha256": publication.statement_sha256,
         "manifest_sha256": publication.manifest_sha256,
         "source_sha256": publication.source_sha256,
+        "documents_sha256": publication.documents_sha256,
         "renderer_version": RENDERER_VERSION,
         "key_id": publication.key_id,
         "ledger_seq": publication.ledger_seq,

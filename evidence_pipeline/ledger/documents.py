@@ -589,6 +589,18 @@ class DocumentLedger:
             ).all()
             return [self._job(conn, row.tenant, row.job_id) for row in rows]
 
+    def month_jobs(self, tenant: str, period: str) -> list[dict]:
+        """``tenant``'s document jobs accepted in ``period`` (not its evidence requests), by job id."""
+        docs, jobs = self.document_jobs.c, self.ledger.jobs.c
+        query = (
+            select(docs.job_id)
+            .join(self.ledger.jobs, jobs.job_id == docs.job_id)
+            .where(docs.tenant == tenant, jobs.period == period, docs.operation != EVIDENCE)
+            .order_by(docs.job_id)
+        )
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            return [self._job(conn, tenant, job_id) for job_id in conn.execute(query).scalars()]
+
     def waiting_evidence_jobs(self) -> list[dict]:
         """Accepted evidence jobs, oldest first: each needs (or has) its Dagster run."""
         docs, jobs = self.document_jobs.c, self.ledger.jobs.c
