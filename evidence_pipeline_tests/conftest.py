@@ -21,6 +21,7 @@ from evidence_pipeline.ledger.append_only import drop_guards
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.sources import publish_revision
+from evidence_pipeline.store import ArtifactStore
 from evidence_pipeline.store.local import LocalStore
 
 pytest_plugins = ["evidence_pipeline_tests.intake_server"]  # the intake fixtures: documents, intake
@@ -123,9 +124,9 @@ def local_runtime(tmp_path) -> Runtime:
     return _with_fixture_sources(Runtime.from_settings(Settings.from_env({"EVIDENCE_HOME": str(tmp_path / "home")})))
 
 
-def overwrite(runtime: Runtime, key: str, data: bytes | None) -> None:
-    """Tamper with the archive as someone with write access would (``None`` deletes)."""
-    store = runtime.archive
+def overwrite(runtime: Runtime, key: str, data: bytes | None, store: ArtifactStore | None = None) -> None:
+    """Tamper with the archive (or ``store``) as someone with write access would (``None`` deletes)."""
+    store = store or runtime.archive
     if isinstance(store, LocalStore):
         path = store.root / key
         os.chmod(path, 0o644)
