@@ -165,9 +165,7 @@ class DocumentLedger:
             return self._document(conn, tenant, document_id)
 
     def _document(self, conn: Connection, tenant: str, document_id: str) -> dict | None:
-        docs = self.documents.c
-        row = conn.execute(select(self.documents).where(docs.document_id == document_id, docs.tenant == tenant)).first()
-        return None if row is None else dict(row._mapping)
+        return _owned_row(conn, self.documents, self.documents.c.document_id == document_id, tenant)
 
     # --- jobs -------------------------------------------------------------------------------------------------
 
@@ -362,9 +360,7 @@ class DocumentLedger:
             return self._batch(conn, tenant, batch_id)
 
     def _batch(self, conn: Connection, tenant: str, batch_id: str) -> dict | None:
-        b = self.batches.c
-        row = conn.execute(select(self.batches).where(b.batch_id == batch_id, b.tenant == tenant)).first()
-        return None if row is None else dict(row._mapping)
+        return _owned_row(conn, self.batches, self.batches.c.batch_id == batch_id, tenant)
 
     def open_batches(self) -> list[dict]:
         """Batches with children still to create, oldest first."""
@@ -673,3 +669,9 @@ class DocumentLedger:
             return event.seq
 
         return self.ledger._transact(commit)
+
+
+def _owned_row(conn: Connection, table, matches, tenant: str) -> dict | None:
+    """The row of ``table`` that ``matches`` and belongs to ``tenant``, or None (another tenant's does not exist)."""
+    row = conn.execute(select(table).where(matches, table.c.tenant == tenant)).first()
+    return None if row is None else dict(row._mapping)
