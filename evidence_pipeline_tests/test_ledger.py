@@ -97,6 +97,22 @@ def test_concurrent_appends_keep_one_chain(ledger):
     assert len(set(seqs)) == 24 and ledger.verify_chain() == 27
 
 
+def _append_in_a_process(url: str, first: int) -> list[int]:
+    ledger = Ledger(url)
+    return [ledger.record(SMALL, "report.rendered", f"{i:064x}", "run-p").seq for i in range(first, first + 10)]
+
+
+def test_writers_in_several_processes_keep_one_chain(ledger):
+    """Intake's workers and Dagster's run workers write one ledger from several processes: all of them commit."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    url = ledger.engine.url.render_as_string(hide_password=False)
+    with ProcessPoolExecutor(3, mp_context=multiprocessing.get_context("spawn")) as pool:
+        seqs = sum(pool.map(_append_in_a_process, [url] * 3, [200, 300, 400]), [])
+    assert len(set(seqs)) == 30 and ledger.verify_chain() == 33
+
+
 def test_migrations_are_versioned_and_idempotent(ledger):
     again = Ledger(ledger.engine.url.render_as_string(hide_password=False))
     assert again.verify_chain() == 3

@@ -615,7 +615,7 @@ class DocumentLedger:
 
     def mark_started(self, job_id: str) -> None:
         docs = self.document_jobs.c
-        with classified_errors(), self.ledger._writer.begin() as conn:
+        with classified_errors(), self.ledger.writing() as conn:
             conn.execute(
                 self.document_jobs.update()
                 .where(docs.job_id == job_id, docs.started_at.is_(None))
@@ -625,7 +625,7 @@ class DocumentLedger:
     def mark_finished(self, job_id: str) -> None:
         """A job closed by a failure (rejected or dead) has finished too."""
         docs = self.document_jobs.c
-        with classified_errors(), self.ledger._writer.begin() as conn:
+        with classified_errors(), self.ledger.writing() as conn:
             conn.execute(self.document_jobs.update().where(docs.job_id == job_id).values(finished_at=time.time()))
 
     def complete(self, job: dict, lease: Lease, event_type: str, subject_sha256: str, outputs: dict, actor: str) -> int:
