@@ -157,7 +157,7 @@ class DocumentLedger:
             )
             return self._document(conn, tenant, document_id), True
 
-        return self.ledger._transact(admit)
+        return self.ledger._transact_together(admit)
 
     def document(self, tenant: str, document_id: str) -> dict | None:
         """``tenant``'s document, or None: another tenant's document does not exist for this one."""

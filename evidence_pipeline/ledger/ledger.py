@@ -10,7 +10,8 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -164,6 +165,9 @@ class Ledger(JobTransitions):
         self.publications = tables.tables["evidence_publications"]
         self.jobs = tables.tables["evidence_jobs"]
         self.document_jobs = tables.tables["evidence_document_jobs"]  # a document job's identity (ledger verify)
+        self._turn = threading.Lock()  # _transact_together: whose transaction commits the waiting callers' work
+        self._waiting: list[_Waiting] = []
+        self._waiting_mutex = threading.Lock()
 
     def record(self, tenant_month: TenantMonth, event_type: str, subject_sha256: str, actor: str,
                **details) -> LedgerEvent:
@@ -342,6 +346,44 @@ class Ledger(JobTransitions):
                 lost_race = error  # another writer moved the chain head, the identity or the job: re-read, retry
         raise EvidenceError(ReasonCode.LEDGER_CONFLICT,
                             "could not append to the audit ledger under contention") from lost_race
+
+    def _transact_together(self, work):
+        """``_transact`` for bursts of callers in this process: whoever gets the turn commits the work of every
+        caller waiting by then in one transaction, so a burst pays one commit (one fsync) per turn instead of one
+        per caller. When that transaction fails, each caller's work runs in one of its own, so that a caller sees
+        only its own failure."""
+        waiting = _Waiting(work)
+        with self._waiting_mutex:
+            self._waiting.append(waiting)
+        with self._turn:
+            if not waiting.done:
+                with self._waiting_mutex:
+                    batch, self._waiting = self._waiting, []
+                together = _Waiting(lambda conn: [each.work(conn) for each in batch])
+                together.settle(lambda: self._transact(together.work))
+                for index, each in enumerate(batch):
+                    if together.error is None:
+                        each.result, each.done = together.result[index], True
+                    else:
+                        each.settle(lambda: self._transact(each.work))
+        if waiting.error is not None:
+            raise waiting.error
+        return waiting.result
+
+
+@dataclass
+class _Waiting:
+    work: Callable[[Connection], object]
+    result: object = None
+    error: Exception | None = None
+    done: bool = False
+
+    def settle(self, run: Callable[[], object]) -> None:
+        try:
+            self.result = run()
+        except Exception as error:  # delivered to the caller that asked, in its own thread
+            self.error = error
+        self.done = True
 
 
 def _head_revision() -> str:
