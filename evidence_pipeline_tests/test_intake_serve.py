@@ -1,19 +1,22 @@
-"""`evidence intake serve` as operators run it, in its own process: killed mid-upload, it leaves nothing behind."""
+"""`evidence intake serve` as operators run it, in its own processes: uploads spread over its workers land in one
+ledger chain; killed mid-upload, it leaves nothing behind and no worker keeps serving."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 from sqlalchemy import select
 
-from evidence_pipeline_tests.intake_server import intake_environment, tokens
+from evidence_pipeline_tests.intake_server import client, intake_environment, pdf_bytes, tokens, upload
 
 EVIDENCE = str(Path(sys.executable).with_name("evidence"))
 
@@ -24,15 +27,16 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_a_server_killed_mid_upload_leaves_no_document_and_no_temp_file(backend, documents):
-    acme, _ = tokens(documents)
-    env = os.environ | intake_environment(backend)
+@contextlib.contextmanager
+def serving(backend, workers: int):
+    """`evidence intake serve --workers N` in its own process group; yields (port, server process)."""
     port = _free_port()
     server = subprocess.Popen(
-        [EVIDENCE, "intake", "serve", "--port", str(port)],
-        env=env,
+        [EVIDENCE, "intake", "serve", "--port", str(port), "--workers", str(workers)],
+        env=os.environ | intake_environment(backend),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 60
@@ -44,6 +48,36 @@ def test_a_server_killed_mid_upload_leaves_no_document_and_no_temp_file(backend,
                 pass
             assert time.monotonic() < deadline and server.poll() is None, "intake serve did not start"
             time.sleep(0.2)
+        yield port, server
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGKILL)  # the test's own group: the workers too, whatever happened
+        server.wait()
+
+
+def _workers_serving(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def test_uploads_spread_over_workers_are_all_admitted_in_one_chain(backend, documents):
+    acme, _ = tokens(documents)
+    bodies = [pdf_bytes(producer=f"upload {i}") for i in range(24)]
+    with serving(backend, workers=2) as (port, _), client(f"http://127.0.0.1:{port}", acme) as http:
+        statuses = list(ThreadPoolExecutor(12).map(lambda body: upload(http, body).status_code, bodies))
+    assert statuses == [201] * len(bodies)
+    assert len(documents.store.list("acme")) == len(bodies)
+    assert len(documents.runtime.ledger.events_of_type("document.admitted")) == len(bodies)
+    documents.runtime.ledger.verify_chain()
+
+
+def test_a_server_killed_mid_upload_leaves_no_document_and_no_temp_file(backend, documents):
+    acme, _ = tokens(documents)
+    env = os.environ | intake_environment(backend)
+    with serving(backend, workers=2) as (port, server):
         with socket.create_connection(("127.0.0.1", port)) as conn:
             conn.sendall(
                 (
@@ -54,17 +88,20 @@ def test_a_server_killed_mid_upload_leaves_no_document_and_no_temp_file(backend,
                 + b"0" * 30000
             )
             time.sleep(1.0)  # the server is reading the body into its temp file
-            server.send_signal(signal.SIGKILL)
+            server.send_signal(signal.SIGKILL)  # the parent only: its workers must follow it
             server.wait(timeout=30)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
+        deadline = time.monotonic() + 30
+        while _workers_serving(port):
+            assert time.monotonic() < deadline, "a worker kept serving after its parent was killed"
+            time.sleep(0.2)
     sweep = subprocess.run([EVIDENCE, "sweep"], env=env, capture_output=True, text=True, timeout=300)
     assert sweep.returncode == 0, sweep.stderr
     work_dir = documents.runtime.settings.work_dir
     assert not work_dir.exists() or [p for p in work_dir.rglob("*") if p.is_file()] == []
     assert documents.store.list("acme") == []
+    settings = documents.runtime.settings
+    if not settings.uses_s3:  # the upload's spool in the store's root was nameless: nothing is left there either
+        assert [p for p in Path(settings.documents_uri).rglob("*") if p.is_file()] == []
     with documents.runtime.ledger.engine.connect() as conn:
         assert conn.execute(select(documents.ledger.documents)).all() == []
     assert documents.runtime.ledger.events_of_type("document.admitted") == []

@@ -97,6 +97,53 @@ def test_concurrent_appends_keep_one_chain(ledger):
     assert len(set(seqs)) == 24 and ledger.verify_chain() == 27
 
 
+def test_waiting_writers_commit_together_and_each_sees_only_its_own_failure(ledger):
+    """_transact_together: callers that queue while another commits are committed in one transaction; when one
+    caller's work fails, the others still commit, and the failure is raised to that caller alone."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    def work(i):
+        def append(conn):
+            if i == 3:
+                raise EvidenceError("REQUEST_INVALID", "this caller's own failure")
+            return ledger._append(conn, SMALL, "report.rendered", f"{i + 500:064x}", f"run-{i}", {}).seq
+
+        return append
+
+    def call(i):
+        try:
+            return ledger._transact_together(work(i))
+        except EvidenceError as error:
+            return error.code
+
+    with ThreadPoolExecutor(8) as pool:
+        with ledger._turn:  # held until all eight callers wait for it
+            calls = [pool.submit(call, i) for i in range(8)]
+            while len(ledger._waiting) < 8:
+                threading.Event().wait(0.01)
+        outcomes = [c.result(timeout=60) for c in calls]
+    assert outcomes[3] == "REQUEST_INVALID"
+    seqs = outcomes[:3] + outcomes[4:]
+    assert len(set(seqs)) == 7 and ledger.verify_chain() == 10
+
+
+def _append_in_a_process(url: str, first: int) -> list[int]:
+    ledger = Ledger(url)
+    return [ledger.record(SMALL, "report.rendered", f"{i:064x}", "run-p").seq for i in range(first, first + 10)]
+
+
+def test_writers_in_several_processes_keep_one_chain(ledger):
+    """Intake's workers and Dagster's run workers write one ledger from several processes: all of them commit."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    url = ledger.engine.url.render_as_string(hide_password=False)
+    with ProcessPoolExecutor(3, mp_context=multiprocessing.get_context("spawn")) as pool:
+        seqs = sum(pool.map(_append_in_a_process, [url] * 3, [200, 300, 400]), [])
+    assert len(set(seqs)) == 30 and ledger.verify_chain() == 33
+
+
 def test_migrations_are_versioned_and_idempotent(ledger):
     again = Ledger(ledger.engine.url.render_as_string(hide_password=False))
     assert again.verify_chain() == 3

@@ -86,6 +86,50 @@ def test_streamed_put_and_get_on_both_backends(runtime, tmp_path):
     assert error.value.code == "STORE_NOT_FOUND"
 
 
+def test_a_spooled_put_stores_the_received_file_on_both_backends(runtime, tmp_path):
+    """put_spooled: bytes received into a spool and hashed on the way are stored without a second hash; identical
+    re-puts converge, other bytes under the key conflict, and a spool that is not stored leaves nothing."""
+    store = runtime.archive
+    data = bytes(range(256)) * 9000
+
+    def spooled(payload: bytes):
+        spool = store.spool(tmp_path / "work")
+        spool.write(payload)
+        return spool
+
+    with spooled(data) as spool:
+        first = store.put_spooled("probe/spooled.bin", spool, sha256_hex(data), len(data))
+    with spooled(data) as spool:
+        again = store.put_spooled("probe/spooled.bin", spool, sha256_hex(data), len(data))
+    assert first.created and not again.created and first.sha256 == again.sha256 == sha256_hex(data)
+    assert store.get("probe/spooled.bin", expected_sha256=sha256_hex(data)) == data
+    other = data[:-1] + b"\0"
+    with spooled(other) as spool, pytest.raises(EvidenceError) as error:
+        store.put_spooled("probe/spooled.bin", spool, sha256_hex(other), len(other))
+    assert error.value.code == "STORE_CONFLICT" and store.get("probe/spooled.bin") == data
+    with spooled(b"never stored"):
+        pass
+    assert store.list("probe") == ["probe/spooled.bin"]
+
+
+def test_a_local_spool_is_linked_into_place_with_the_stores_modes_and_refuses_symlinks(tmp_path):
+    store = LocalStore(tmp_path / "documents", scheme="documents", file_mode=0o400)
+    with store.spool(tmp_path / "work") as spool:
+        spool.write(b"%PDF-1.7 body")
+        assert list(store.root.iterdir()) == []  # nameless until stored
+        stored = store.put_spooled("acme/abc", spool, sha256_hex(b"%PDF-1.7 body"), 13)
+    assert stored.created and (store.root / "acme/abc").read_bytes() == b"%PDF-1.7 body"
+    assert [p.relative_to(store.root).as_posix() for p in sorted(store.root.rglob("*"))] == ["acme", "acme/abc"]
+    assert stat.S_IMODE((store.root / "acme/abc").stat().st_mode) == 0o400
+    assert {stat.S_IMODE(p.stat().st_mode) for p in (store.root, store.root / "acme")} == {0o700}
+    (tmp_path / "elsewhere").mkdir()
+    (store.root / "evil").symlink_to(tmp_path / "elsewhere")
+    with store.spool(tmp_path / "work") as spool, pytest.raises(EvidenceError) as error:
+        spool.write(b"x")
+        store.put_spooled("evil/abc", spool, sha256_hex(b"x"), 1)
+    assert error.value.code == "STORE_SYMLINK_REFUSED" and list((tmp_path / "elsewhere").iterdir()) == []
+
+
 @pytest.mark.parametrize("errno_name, code, retryable", [
     ("ENOSPC", "STORE_FULL", True), ("EDQUOT", "STORE_FULL", True), ("EROFS", "STORE_READ_ONLY", False),
     ("EACCES", "STORE_ACCESS_DENIED", False), ("EPERM", "STORE_ACCESS_DENIED", False),

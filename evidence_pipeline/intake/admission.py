@@ -48,13 +48,19 @@ def expected_digest(header: str | None) -> str | None:
 
 
 def store_document(
-    documents: Documents, tenant: str, file: BinaryIO, sha256: str, size: int, media_type: str, actor: str, clock: Clock
+    documents: Documents,
+    tenant: str,
+    spool: BinaryIO,
+    sha256: str,
+    size: int,
+    media_type: str,
+    actor: str,
+    clock: Clock,
 ) -> tuple[dict, bool]:
-    """Put the received bytes once, content-addressed, then commit `document.admitted`. Returns (row, created)."""
+    """Put the received bytes (a spool of the document store, hashed while received) once, content-addressed,
+    then commit `document.admitted`. Returns (row, created)."""
     key = document_key(tenant, sha256)
-    stored = documents.store.put_file(key, file)
-    if (stored.sha256, stored.size) != (sha256, size):
-        raise EvidenceError(ReasonCode.STORE_DIGEST_MISMATCH, "the stored document differs from the received bytes")
+    documents.store.put_spooled(key, spool, sha256, size)
     return documents.ledger.admit_document(tenant, sha256, size, media_type, key, actor, clock)
 
 

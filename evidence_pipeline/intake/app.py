@@ -8,9 +8,16 @@ anything of another tenant answers 404 as if it did not exist.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import socket
+import sys
 import time
 
 import uvicorn
@@ -26,7 +33,6 @@ from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake import admission, open_documents
 from evidence_pipeline.ledger.documents import Clock
-from evidence_pipeline.tempfiles import scratch_file
 
 log = logging.getLogger(__name__)
 MAX_JSON_BYTES = 64 * 1024
@@ -62,6 +68,7 @@ STATUS = {
     ReasonCode.STORE_UNAVAILABLE: 503,
 }
 RETRY_AFTER_SECONDS = 30  # what a 429 or 503 asks the client to wait
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def error_response(code: str, message: str, close: bool = False) -> JSONResponse:
@@ -99,7 +106,8 @@ def create_app(documents: Documents) -> Starlette:
         media_type = admission.declared_media_type(request.headers.get("content-type"))
         await run_in_threadpool(admission.check_byte_quota, documents, tenant, declared)
         expected = admission.expected_digest(request.headers.get("x-content-sha256"))
-        with scratch_file(settings.work_dir) as received:  # 0600, nameless: gone on every exit path, SIGKILL too
+        # 0600 and nameless: gone on every exit path (SIGKILL too) unless stored; storing it neither copies nor hashes
+        with documents.store.spool(settings.work_dir) as received:
             digest, size, head = hashlib.sha256(), 0, b""
             async for chunk in _body(request):
                 size += len(chunk)
@@ -117,8 +125,6 @@ def create_app(documents: Documents) -> Starlette:
                 raise EvidenceError(ReasonCode.CONTENT_DIGEST_MISMATCH, "the bytes do not match X-Content-SHA256")
             if admission.sniff(head) != media_type:
                 raise EvidenceError(ReasonCode.MEDIA_TYPE_UNSUPPORTED, f"the bytes are not {media_type}")
-            received.flush()
-            received.seek(0)
             row, created = await run_in_threadpool(
                 admission.store_document, documents, tenant, received, sha256, size, media_type, ACTOR, clock
             )
@@ -249,13 +255,64 @@ def _health(documents: Documents) -> dict[str, str]:
     return checks
 
 
-def serve(settings: Settings, host: str, port: int) -> None:
-    """Serve intake until interrupted."""
-    uvicorn.run(
-        create_app(open_documents(settings)),
+def app_from_env() -> Starlette:
+    """The app of one server process, on the environment's settings: every worker of ``serve`` builds its own."""
+    return create_app(open_documents(Settings.from_env()))
+
+
+def serve(settings: Settings, host: str, port: int, workers: int) -> None:
+    """Serve intake until interrupted, in ``workers`` processes: one receives and hashes every body on its one
+    event loop thread, so it uses one core whatever the machine has."""
+    open_documents(settings)  # fail here, once, on a bad configuration; the ledger is migrated before any worker
+    if workers == 1:
+        _serve_process(host, port)
+        return
+    # Each worker listens on a socket of its own (SO_REUSEPORT), so the kernel spreads connections over them: on
+    # one shared socket the first worker to wake accepts a whole burst. The port is reserved here (bound, never
+    # listening, so it is given no connection), which also resolves port 0.
+    with _reuse_port_socket(host, port) as reserved:
+        port = reserved.getsockname()[1]
+        spawn = multiprocessing.get_context("spawn")
+        processes = [spawn.Process(target=_serve_process, args=(host, port, os.getpid())) for _ in range(workers)]
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop the workers on the way out
+        for process in processes:
+            process.start()
+        try:
+            multiprocessing.connection.wait([process.sentinel for process in processes])
+        finally:
+            for process in processes:
+                process.terminate()
+            for process in processes:
+                process.join()
+    raise SystemExit("an intake worker exited: the server stopped")
+
+
+def _serve_process(host: str, port: int, worker_of: int | None = None) -> None:
+    """Serve in this process; ``worker_of``: as a worker of that parent process, on a SO_REUSEPORT socket."""
+    if worker_of is not None:
+        _exit_with_parent(worker_of)
+    config = uvicorn.Config(
+        f"{__name__}:app_from_env",
+        factory=True,
         host=host,
         port=port,
         server_header=False,
         proxy_headers=False,
         log_level="info",
     )
+    uvicorn.Server(config).run(sockets=None if worker_of is None else [_reuse_port_socket(host, port)])
+
+
+def _exit_with_parent(parent: int) -> None:
+    """A worker whose parent dies (SIGKILL included) gets SIGTERM: no orphan keeps serving the port."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # the parent died before the request was made
+        sys.exit(0)
+
+
+def _reuse_port_socket(host: str, port: int) -> socket.socket:
+    family, kind, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(address)
+    return sock

@@ -157,7 +157,7 @@ class DocumentLedger:
             )
             return self._document(conn, tenant, document_id), True
 
-        return self.ledger._transact(admit)
+        return self.ledger._transact_together(admit)
 
     def document(self, tenant: str, document_id: str) -> dict | None:
         """``tenant``'s document, or None: another tenant's document does not exist for this one."""
@@ -623,7 +623,7 @@ class DocumentLedger:
 
     def mark_started(self, job_id: str) -> None:
         docs = self.document_jobs.c
-        with classified_errors(), self.ledger._writer.begin() as conn:
+        with classified_errors(), self.ledger.writing() as conn:
             conn.execute(
                 self.document_jobs.update()
                 .where(docs.job_id == job_id, docs.started_at.is_(None))
@@ -633,7 +633,7 @@ class DocumentLedger:
     def mark_finished(self, job_id: str) -> None:
         """A job closed by a failure (rejected or dead) has finished too."""
         docs = self.document_jobs.c
-        with classified_errors(), self.ledger._writer.begin() as conn:
+        with classified_errors(), self.ledger.writing() as conn:
             conn.execute(self.document_jobs.update().where(docs.job_id == job_id).values(finished_at=time.time()))
 
     def complete(self, job: dict, lease: Lease, event_type: str, subject_sha256: str, outputs: dict, actor: str) -> int:

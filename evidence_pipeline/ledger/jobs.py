@@ -132,7 +132,7 @@ class JobTransitions:
 
     def renew_lease(self, lease: Lease, ttl_seconds: float) -> Lease:
         renewed = Lease(lease.job_id, lease.token, lease.owner, time.time() + ttl_seconds)
-        with classified_errors(), self._writer.begin() as conn:
+        with classified_errors(), self.writing() as conn:
             held = conn.execute(
                 self._held(lease).values(lease_expires_at=renewed.expires_at, updated_at=time.time())
             ).rowcount

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
+import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -35,6 +40,7 @@ VERSION_TABLE = "evidence_ledger_version"  # Dagster keeps its own alembic_versi
 
 
 _APPEND_ATTEMPTS = 20
+_BUSY_SECONDS = 30  # how long a writer waits for the write lock (SQLite's busy_timeout says the same)
 
 
 def canonical(value) -> str:
@@ -61,7 +67,7 @@ def _serialize_sqlite_writers(engine, read_only: bool) -> None:
     @event.listens_for(engine, "connect")
     def connect(dbapi_connection, _record):
         dbapi_connection.isolation_level = None  # SQLAlchemy, not the driver, issues BEGIN
-        dbapi_connection.execute("PRAGMA busy_timeout = 30000")
+        dbapi_connection.execute(f"PRAGMA busy_timeout = {_BUSY_SECONDS * 1000}")
         if not read_only:
             dbapi_connection.execute("PRAGMA journal_mode = WAL")
 
@@ -69,6 +75,50 @@ def _serialize_sqlite_writers(engine, read_only: bool) -> None:
     def begin(connection):
         writes = connection.get_execution_options().get("ledger_writes")
         connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
+
+
+class _SQLiteWriters:
+    """One writing transaction at a time on an SQLite ledger: a thread lock within the process and an flock on a
+    file beside the database across processes. Writers queue here rather than in SQLite's busy handler, whose
+    sleeps grow to 100 ms: under a burst the lock would sit free while every waiter sleeps."""
+
+    def __init__(self, lock_path: Path | None):
+        self._thread = threading.Lock()
+        self._lock_path = lock_path  # None: an in-memory database, one process
+        self._fd: int | None = None
+
+    def __enter__(self) -> None:
+        deadline = time.monotonic() + _BUSY_SECONDS
+        if not self._thread.acquire(timeout=_BUSY_SECONDS):
+            raise _busy()
+        try:
+            if self._lock_path is not None:
+                self._fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+                while not _try_flock(self._fd):  # polled, so that the wait stays bounded
+                    if time.monotonic() > deadline:
+                        raise _busy()
+                    time.sleep(0.001)
+        except BaseException:
+            self.__exit__()
+            raise
+
+    def __exit__(self, *_exc) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # releases the flock
+            self._fd = None
+        self._thread.release()
+
+
+def _try_flock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _busy() -> EvidenceError:
+    return EvidenceError(ReasonCode.LEDGER_UNAVAILABLE, f"the ledger's write lock was busy for {_BUSY_SECONDS} s")
 
 
 def migration_config(connection: Connection | None = None) -> Config:
@@ -99,7 +149,10 @@ class Ledger(JobTransitions):
                                 "EVIDENCE_LEDGER_URL names an unsupported database driver") from None
         if sqlite:
             _serialize_sqlite_writers(self.engine, read_only)
-        self._writer = self.engine.execution_options(ledger_writes=True)  # transactions that write use this
+        self._writer = self.engine.execution_options(ledger_writes=True)
+        self._writers = contextlib.nullcontext()  # PostgreSQL's own locks order its writers
+        if sqlite and not read_only:
+            self._writers = _SQLiteWriters(Path(parsed.database + ".writers") if parsed.database else None)
         with classified_errors():
             self._expect_schema() if read_only else self._migrate()
         # The migrations are the one definition of the schema; queries use the tables as the database has them.
@@ -112,6 +165,9 @@ class Ledger(JobTransitions):
         self.publications = tables.tables["evidence_publications"]
         self.jobs = tables.tables["evidence_jobs"]
         self.document_jobs = tables.tables["evidence_document_jobs"]  # a document job's identity (ledger verify)
+        self._turn = threading.Lock()  # _transact_together: whose transaction commits the waiting callers' work
+        self._waiting: list[_Waiting] = []
+        self._waiting_mutex = threading.Lock()
 
     def record(self, tenant_month: TenantMonth, event_type: str, subject_sha256: str, actor: str,
                **details) -> LedgerEvent:
@@ -264,7 +320,7 @@ class Ledger(JobTransitions):
         """Bring the schema to the newest migration. Concurrent first starts serialize on a lock or retry."""
         for attempt in range(5):
             try:
-                with self._writer.begin() as conn:
+                with self.writing() as conn:
                     if conn.dialect.name == "postgresql":
                         conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('evidence_ledger_migrations'))"))
                     command.upgrade(migration_config(conn), "head")
@@ -274,16 +330,60 @@ class Ledger(JobTransitions):
                     raise
                 time.sleep(0.2 * (attempt + 1))  # another process was creating the schema: look again
 
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[Connection]:
+        """A transaction that writes (every write goes through here)."""
+        with self._writers, self._writer.begin() as conn:
+            yield conn
+
     def _transact(self, work):
         """Run ``work`` in one transaction, retrying when a concurrent writer took the chain head first."""
         for _ in range(_APPEND_ATTEMPTS):
             try:
-                with classified_errors(), self._writer.begin() as conn:
+                with classified_errors(), self.writing() as conn:
                     return work(conn)
             except (IntegrityError, LostRace) as error:
                 lost_race = error  # another writer moved the chain head, the identity or the job: re-read, retry
         raise EvidenceError(ReasonCode.LEDGER_CONFLICT,
                             "could not append to the audit ledger under contention") from lost_race
+
+    def _transact_together(self, work):
+        """``_transact`` for bursts of callers in this process: whoever gets the turn commits the work of every
+        caller waiting by then in one transaction, so a burst pays one commit (one fsync) per turn instead of one
+        per caller. When that transaction fails, each caller's work runs in one of its own, so that a caller sees
+        only its own failure."""
+        waiting = _Waiting(work)
+        with self._waiting_mutex:
+            self._waiting.append(waiting)
+        with self._turn:
+            if not waiting.done:
+                with self._waiting_mutex:
+                    batch, self._waiting = self._waiting, []
+                together = _Waiting(lambda conn: [each.work(conn) for each in batch])
+                together.settle(lambda: self._transact(together.work))
+                for index, each in enumerate(batch):
+                    if together.error is None:
+                        each.result, each.done = together.result[index], True
+                    else:
+                        each.settle(lambda: self._transact(each.work))
+        if waiting.error is not None:
+            raise waiting.error
+        return waiting.result
+
+
+@dataclass
+class _Waiting:
+    work: Callable[[Connection], object]
+    result: object = None
+    error: Exception | None = None
+    done: bool = False
+
+    def settle(self, run: Callable[[], object]) -> None:
+        try:
+            self.result = run()
+        except Exception as error:  # delivered to the caller that asked, in its own thread
+            self.error = error
+        self.done = True
 
 
 def _head_revision() -> str:

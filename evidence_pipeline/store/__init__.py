@@ -7,6 +7,7 @@ import io
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
@@ -82,6 +83,16 @@ class ArtifactStore(Protocol):
 
     def put_file(self, key: str, file: BinaryIO) -> StoredObject:
         """put_once from a seekable binary file (its whole content), streamed rather than held in memory."""
+        ...
+
+    def spool(self, scratch_dir: Path) -> BinaryIO:
+        """A private (0600), nameless read/write file to receive bytes into, gone on every exit path unless
+        ``put_spooled`` stores it. A local store makes it on its own filesystem, so that storing it is a link."""
+        ...
+
+    def put_spooled(self, key: str, spool: BinaryIO, sha256: str, size: int) -> StoredObject:
+        """put_file of a file from this store's ``spool()``, whose sha256 and size the caller computed while
+        writing it: the bytes are neither hashed again nor, where the store can avoid it, copied."""
         ...
 
     def get(self, key: str, expected_sha256: str | None = None, max_bytes: int | None = None) -> bytes:

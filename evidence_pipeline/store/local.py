@@ -1,5 +1,8 @@
 """Local-filesystem ArtifactStore: put-once by hard-linking a fully written, fsynced temp file into place.
 
+A spool (an upload being received) is a nameless file in the store's own root, so storing it is a link: its bytes
+are written and hashed once, by the receiver.
+
 A put that fails (disk full, read-only mount, permissions) leaves nothing behind: the temp file is removed and so
 are the folders that this put created, so a failed publication never leaves an empty or partial bundle folder.
 
@@ -50,7 +53,19 @@ class LocalStore(StreamingStore):
         with _io_errors(key):
             return self._put_once(key, file)
 
-    def _put_once(self, key: str, file: BinaryIO) -> StoredObject:
+    def spool(self, scratch_dir: Path) -> BinaryIO:
+        with _io_errors("a spool"):
+            make_dirs(self.root, self.dir_mode)
+            # O_TMPFILE without O_EXCL: nameless until put_spooled links it (tempfile's are never linkable)
+            fd = os.open(self.root, os.O_TMPFILE | os.O_RDWR, 0o600)
+        return os.fdopen(fd, "w+b")
+
+    def put_spooled(self, key: str, spool: BinaryIO, sha256: str, size: int) -> StoredObject:
+        with _io_errors(key):
+            return self._put_once(key, spool, (sha256, size))
+
+    def _put_once(self, key: str, file: BinaryIO, spooled: tuple[str, int] | None = None) -> StoredObject:
+        """``spooled``: ``file`` is a spool of this store with that (sha256, size); it is linked, not copied."""
         *folders, name = check_key(key).split("/")
         created: list[str] = []
         directory = self._directory(key, folders, created=created)
@@ -59,15 +74,18 @@ class LocalStore(StreamingStore):
         try:
             if self._entry(key, name, directory) is not None:
                 linked = True
-                return self._reconcile(key, self._open(key, name, directory), *sha256_file(file))
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=directory)
-            with os.fdopen(fd, "wb") as handle:
-                file.seek(0)
-                digest, size = copy_hashing(chunks(file), handle)
-                io_fault(f"{self.scheme}_write")
-                handle.flush()
-                os.fsync(handle.fileno())
-                os.fchmod(handle.fileno(), self.file_mode)  # stored objects are immutable
+                return self._reconcile(key, self._open(key, name, directory), *(spooled or sha256_file(file)))
+            if spooled is None:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=directory)
+                with os.fdopen(fd, "wb") as handle:
+                    file.seek(0)
+                    digest, size = copy_hashing(chunks(file), handle)
+                    self._seal(handle)
+            else:
+                digest, size = spooled
+                self._seal(file)
+                # /proc/self/fd names the open, nameless file; the link gives it the temp name, no bytes move
+                os.link(f"/proc/self/fd/{file.fileno()}", tmp, dst_dir_fd=directory, follow_symlinks=True)
             try:  # atomic and refuses to replace: the put-once primitive
                 os.link(tmp, name, src_dir_fd=directory, dst_dir_fd=directory, follow_symlinks=False)
             except FileExistsError:
@@ -82,6 +100,13 @@ class LocalStore(StreamingStore):
             if not linked:
                 self._remove_empty(created)
         return StoredObject(key=key, sha256=digest, size=size, created=True)
+
+    def _seal(self, handle: BinaryIO) -> None:
+        """Make a written file durable and, as every stored object is, immutable."""
+        io_fault(f"{self.scheme}_write")
+        handle.flush()
+        os.fsync(handle.fileno())
+        os.fchmod(handle.fileno(), self.file_mode)
 
     def _remove_empty(self, folders: list[str]) -> None:
         """Remove the folders a failed put created (deepest first) while they are empty; a concurrent put's

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import BinaryIO
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -27,6 +28,7 @@ from evidence_pipeline.store import (
     copy_hashing,
     sha256_file,
 )
+from evidence_pipeline.tempfiles import scratch_file
 
 _TRANSIENT_CODES = {
     "InternalError", "ServiceUnavailable", "SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",
@@ -55,7 +57,16 @@ class S3Store(StreamingStore):
 
     def put_file(self, key: str, file: BinaryIO) -> StoredObject:
         # One hashing pass first: the checksum header and the metadata digest must precede the streamed body.
-        sha256, size = sha256_file(file)
+        return self._put(key, file, *sha256_file(file))
+
+    def spool(self, scratch_dir: Path) -> BinaryIO:
+        return scratch_file(scratch_dir)
+
+    def put_spooled(self, key: str, spool: BinaryIO, sha256: str, size: int) -> StoredObject:
+        spool.seek(0)
+        return self._put(key, spool, sha256, size)
+
+    def _put(self, key: str, file: BinaryIO, sha256: str, size: int) -> StoredObject:
         extra = {}
         if self.options.object_lock_mode:
             extra["ObjectLockMode"] = self.options.object_lock_mode
