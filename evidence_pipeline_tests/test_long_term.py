@@ -64,7 +64,8 @@ def test_each_level_signs_through_the_local_tsa_and_verifies_now(pki, keyring, r
 
 def test_after_the_signer_certificate_expired_only_b_lta_still_validates(pki, keyring, report):
     after_expiry = pki.signer_not_after + dt.timedelta(days=1)
-    signed = {level: sign_pdf(report, keyring, level, pki.tsa_url).getvalue() for level in ("B-B", "B-T", "B-LT", "B-LTA")}
+    levels = ("B-B", "B-T", "B-LT", "B-LTA")
+    signed = {level: sign_pdf(report, keyring, level, pki.tsa_url).getvalue() for level in levels}
     for level, pdf in signed.items():
         _verify(pdf, keyring, level)  # everything validates today
     _verify(signed["B-LTA"], keyring, "B-LTA", after_expiry)
