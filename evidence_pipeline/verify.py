@@ -67,8 +67,9 @@ class Verification:
 
 def verify_bundle(
     store: ArtifactStore, prefix: str, expected_key_ids: frozenset[str] = frozenset(),
-    expected_root_ids: frozenset[str] = frozenset(),
+    expected_root_ids: frozenset[str] = frozenset(), at: datetime | None = None,
 ) -> Verification:
+    """Every check of the bundle at ``prefix``; the PAdES signature is validated at ``at`` (now by default)."""
     result = Verification(bundle=store.uri(prefix))
 
     def run(name: str, check) -> object:
@@ -120,7 +121,7 @@ def verify_bundle(
             "statement subject is not the sha256 of report.pdf",
         ),
     )
-    run("pdf_signature", lambda: _verify_pades(store, report, predicate, expected_root_ids))
+    run("pdf_signature", lambda: _verify_pades(store, report, predicate, expected_root_ids, at))
     run(
         "unsigned_report_digest",
         lambda: _expect(
@@ -153,14 +154,15 @@ def _report_limit(predicate: dict) -> int:
     return unsigned_size + SIGNATURE_ALLOWANCE
 
 
-def _verify_pades(store: ArtifactStore, report: bytes, predicate: dict, expected_root_ids: frozenset[str]) -> None:
+def _verify_pades(store: ArtifactStore, report: bytes, predicate: dict, expected_root_ids: frozenset[str],
+                  at: datetime | None) -> None:
     """At the PAdES level the signed statement names; time stamps must chain to the TSA root it names."""
     level = predicate.get("pades_level")
     if level not in PADES_LEVELS:
         raise EvidenceError(ReasonCode.STATEMENT_INVALID, "the statement names no known PAdES level")
     tsa_root = _trust_root(store, str(predicate.get("tsa_root_id", "")), expected_root_ids) if level != "B-B" else None
     root = _trust_root(store, str(predicate.get("trust_root_id", "")), expected_root_ids)
-    verify_pdf_signature(report, root, level, tsa_root)
+    verify_pdf_signature(report, root, level, tsa_root, at)
 
 
 def _trust_root(store: ArtifactStore, root_id: str, expected: frozenset[str]) -> bytes:

@@ -63,6 +63,7 @@ def test_each_level_signs_through_the_local_tsa_and_verifies_now(pki, keyring, r
 
 
 def test_after_the_signer_certificate_expired_only_b_lta_still_validates(pki, keyring, report):
+    """B-B is the demo default: `evidence verify --at` after the signer's expiry fails it (PDF_SIGNATURE_UNTRUSTED)."""
     after_expiry = pki.signer_not_after + dt.timedelta(days=1)
     levels = ("B-B", "B-T", "B-LT", "B-LTA")
     signed = {level: sign_pdf(report, keyring, level, pki.tsa_url).getvalue() for level in levels}
@@ -98,6 +99,11 @@ def test_b_lta_bundle_passes_evidence_verify_and_pdfsig(pki, tmp_path):
     assert result.exit_code == 0, result.output
     verification = json.loads(result.output)
     assert verification["ok"] and [c["name"] for c in verification["checks"] if c["name"] == "pdf_signature"]
+    after_expiry = (pki.signer_not_after + dt.timedelta(days=1)).isoformat()
+    assert CliRunner().invoke(main, ["verify", "--at", after_expiry, bundle], env=env).exit_code == 0  # B-LTA
+    late = CliRunner().invoke(main, ["verify", "--at", "2200-01-01", bundle], env=env)  # after the TSA's certificate
+    assert late.exit_code == 1 and "PDF_SIGNATURE_UNTRUSTED" in late.output and "Traceback" not in late.output
+    assert CliRunner().invoke(main, ["verify", "--at", "someday", bundle], env=env).exit_code == 2
     manifest = json.loads(runtime.archive.get(f"{published.bundle_key}/manifest.json"))
     assert manifest["pades_level"] == "B-LTA" and manifest["keys"]["tsa_root_id"].startswith("x509-root-")
     report = tmp_path / REPORT
