@@ -63,7 +63,8 @@ def manifest_document(d: dict, ledger: dict) -> dict:
             REPORT: _artifact(d["report_sha256"], d["report_size"], d.get("report_version_id")),
             STATEMENT: _artifact(d["statement_sha256"], d["statement_size"], d.get("statement_version_id")),
         },
-        "keys": {"statement_key_id": d["key_id"], "trust_root_id": d["trust_root_id"]},
+        "keys": {"statement_key_id": d["key_id"], "trust_root_id": d["trust_root_id"]}
+        | ({"tsa_root_id": d["tsa_root_id"]} if "tsa_root_id" in d else {}),
         "pades_level": d["pades_level"],
         "lineage": lineage(d),
         "published_by": {"run_id": d["run_id"], "attempt": d["attempt"]},

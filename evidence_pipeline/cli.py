@@ -33,6 +33,17 @@ if TYPE_CHECKING:
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+def _moment(value: str | None) -> datetime | None:
+    """``--at``: an ISO 8601 time, UTC unless it names its offset."""
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter("not an ISO 8601 time, e.g. 2031-06-30T12:00:00Z") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
 def _settings() -> Settings:
     return Settings.from_env()
 
@@ -135,8 +146,10 @@ def demo(months: int) -> None:
 @click.option("--root-id", "root_ids", multiple=True, help="Only trust these PAdES trust root ids (repeatable).")
 @click.option("--workers", type=click.IntRange(min=1), help="Worker processes for many bundles "
               "[default: EVIDENCE_WORKERS, one per CPU].")
+@click.option("--at", "at", callback=lambda _ctx, _param, value: _moment(value), metavar="TIME",
+              help="Validate the PAdES signatures at this ISO 8601 time (UTC unless it says) instead of now.")
 def verify(locations: tuple[str, ...], as_json: bool, key_ids: tuple[str, ...], root_ids: tuple[str, ...],
-           workers: int | None) -> None:
+           workers: int | None, at: datetime | None) -> None:
     """Verify bundles offline. Exit 0 only if every check of every bundle passes.
 
     A LOCATION is one bundle, <archive>/bundles/<tenant>/<period>/<identity>, or a prefix whose bundles are all
@@ -155,7 +168,8 @@ def verify(locations: tuple[str, ...], as_json: bool, key_ids: tuple[str, ...], 
         from evidence_pipeline.verify import verify_bundle
 
         target = targets[0]
-        result = verify_bundle(_open_archive(target.archive), target.prefix, frozenset(key_ids), frozenset(root_ids))
+        result = verify_bundle(_open_archive(target.archive), target.prefix, frozenset(key_ids), frozenset(root_ids),
+                               at)
         if as_json:
             click.echo(json.dumps(result.as_dict(), indent=2))
         else:
@@ -173,7 +187,7 @@ def verify(locations: tuple[str, ...], as_json: bool, key_ids: tuple[str, ...], 
     progress = _Progress(len(bundles)) if sys.stderr.isatty() else None
     outcomes = []
     for outcome in verify_all(bundles, _open_archive, frozenset(key_ids), frozenset(root_ids),
-                              workers or settings.workers):
+                              workers or settings.workers, at):
         outcomes.append(outcome)
         if progress:
             progress.clear()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 
-PADES_LEVELS = ("B-B", "B-T")
+PADES_LEVELS = ("B-B", "B-T", "B-LT", "B-LTA")  # pyHanko's baseline levels (signing/pades.py)
 
 
 @dataclass(frozen=True)
@@ -70,9 +70,9 @@ class Settings:
             raise EvidenceError(ReasonCode.CONFIG_INVALID,
                                 f"EVIDENCE_PADES_LEVEL must be one of {', '.join(PADES_LEVELS)}")
         tsa_url = env.get("EVIDENCE_TSA_URL") or None
-        if level == "B-T" and not tsa_url:
+        if level != "B-B" and not (tsa_url or "").startswith(("http://", "https://")):
             raise EvidenceError(ReasonCode.CONFIG_INVALID,
-                                "PAdES B-T needs EVIDENCE_TSA_URL (an RFC 3161 time stamp authority)")
+                                f"PAdES {level} needs EVIDENCE_TSA_URL, the http(s) URL of an RFC 3161 TSA")
         lock_mode = env.get("EVIDENCE_S3_OBJECT_LOCK_MODE") or None
         if lock_mode not in (None, "GOVERNANCE", "COMPLIANCE"):
             raise EvidenceError(ReasonCode.CONFIG_INVALID,

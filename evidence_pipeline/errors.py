@@ -22,6 +22,8 @@ class ReasonCode(StrEnum):
     SOURCE_DIGEST_MISMATCH = "SOURCE_DIGEST_MISMATCH"
     REPORT_INVALID = "REPORT_INVALID"
     SIGNING_FAILED = "SIGNING_FAILED"
+    TSA_UNAVAILABLE = "TSA_UNAVAILABLE"  # the time stamp authority did not answer or refused (B-T and above)
+    REVOCATION_UNAVAILABLE = "REVOCATION_UNAVAILABLE"  # B-LT/B-LTA: no current CRL or OCSP answer to embed
     KEY_MATERIAL_INVALID = "KEY_MATERIAL_INVALID"
     CONFIG_INVALID = "CONFIG_INVALID"
     STORE_CONFLICT = "STORE_CONFLICT"
@@ -122,6 +124,8 @@ RETRYABLE = frozenset(
         ReasonCode.RUN_WORKER_LOST,
         ReasonCode.TENANT_QUOTA_EXCEEDED,
         ReasonCode.INTAKE_BACKPRESSURE,
+        ReasonCode.TSA_UNAVAILABLE,
+        ReasonCode.REVOCATION_UNAVAILABLE,
     }
 )
 

@@ -33,7 +33,7 @@ from evidence_pipeline.models import EventType, Lane, SourceRevision, Stage, Ten
 from evidence_pipeline.render import RENDERER_VERSION, report_totals, write_report
 from evidence_pipeline.runtime import RunInfo, Runtime
 from evidence_pipeline.signing import dsse
-from evidence_pipeline.signing.pades import sign_pdf, verify_pdf_signature
+from evidence_pipeline.signing.pades import TIMESTAMPED, sign_pdf, verify_pdf_signature
 from evidence_pipeline.store import ArtifactStore, sha256_file, sha256_hex
 from evidence_pipeline.tempfiles import attempt_dir, scratch_file
 from evidence_pipeline.validate import validate_report
@@ -277,7 +277,9 @@ def _sign_and_commit(
             # PAdES appends: a signed file of ours begins with the exact unsigned bytes.
             if sha256_file(stored, unsigned_size) != (unsigned_sha256, unsigned_size):
                 return None
-            verify_pdf_signature(stored, keyring.root_pem)
+            level = settings.pades_level
+            tsa_root = keyring.tsa_root_pem if level in TIMESTAMPED else None
+            verify_pdf_signature(stored, keyring.root_pem, level, tsa_root)
             return sha256, stored.seek(0, io.SEEK_END)
 
         (report_sha256, report_size), report_version = _put_or_adopt(
@@ -291,6 +293,7 @@ def _sign_and_commit(
         "pades_level": settings.pades_level,
         "key_id": keyring.statement_key_id,
         "trust_root_id": keyring.root_id,
+        **({"tsa_root_id": keyring.tsa_root_id} if settings.pades_level in TIMESTAMPED else {}),
         "run_id": run.run_id,
         "attempt": run.attempt,
         "completed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

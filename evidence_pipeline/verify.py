@@ -23,6 +23,7 @@ from evidence_pipeline.bundle import (
     bundle_prefix,
     manifest_document,
 )
+from evidence_pipeline.config import PADES_LEVELS
 from evidence_pipeline.errors import UNAVAILABLE_CODES, EvidenceError, ReasonCode
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.signing import dsse
@@ -66,8 +67,9 @@ class Verification:
 
 def verify_bundle(
     store: ArtifactStore, prefix: str, expected_key_ids: frozenset[str] = frozenset(),
-    expected_root_ids: frozenset[str] = frozenset(),
+    expected_root_ids: frozenset[str] = frozenset(), at: datetime | None = None,
 ) -> Verification:
+    """Every check of the bundle at ``prefix``; the PAdES signature is validated at ``at`` (now by default)."""
     result = Verification(bundle=store.uri(prefix))
 
     def run(name: str, check) -> object:
@@ -119,12 +121,7 @@ def verify_bundle(
             "statement subject is not the sha256 of report.pdf",
         ),
     )
-    run(
-        "pdf_signature",
-        lambda: verify_pdf_signature(
-            report, _trust_root(store, str(predicate.get("trust_root_id", "")), expected_root_ids)
-        ),
-    )
+    run("pdf_signature", lambda: _verify_pades(store, report, predicate, expected_root_ids, at))
     run(
         "unsigned_report_digest",
         lambda: _expect(
@@ -155,6 +152,17 @@ def _report_limit(predicate: dict) -> int:
     if type(unsigned_size) is not int or not 0 < unsigned_size <= MAX_REPORT_BYTES:
         raise EvidenceError(ReasonCode.STATEMENT_INVALID, "the statement records no plausible unsigned report size")
     return unsigned_size + SIGNATURE_ALLOWANCE
+
+
+def _verify_pades(store: ArtifactStore, report: bytes, predicate: dict, expected_root_ids: frozenset[str],
+                  at: datetime | None) -> None:
+    """At the PAdES level the signed statement names; time stamps must chain to the TSA root it names."""
+    level = predicate.get("pades_level")
+    if level not in PADES_LEVELS:
+        raise EvidenceError(ReasonCode.STATEMENT_INVALID, "the statement names no known PAdES level")
+    tsa_root = _trust_root(store, str(predicate.get("tsa_root_id", "")), expected_root_ids) if level != "B-B" else None
+    root = _trust_root(store, str(predicate.get("trust_root_id", "")), expected_root_ids)
+    verify_pdf_signature(report, root, level, tsa_root, at)
 
 
 def _trust_root(store: ArtifactStore, root_id: str, expected: frozenset[str]) -> bytes:

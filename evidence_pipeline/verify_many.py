@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
 
 from evidence_pipeline import parallel
@@ -54,6 +55,7 @@ class _Pins:
     open_archive: Callable[[str], ArtifactStore]
     key_ids: frozenset[str]
     root_ids: frozenset[str]
+    at: datetime | None  # the validation time of the PAdES signatures (now when None)
 
 
 def list_bundles(locations: list[Location], open_archive: Callable[[str], ArtifactStore]
@@ -67,12 +69,13 @@ def list_bundles(locations: list[Location], open_archive: Callable[[str], Artifa
 
 
 def verify_all(bundles: list[tuple[Location, str]], open_archive: Callable[[str], ArtifactStore],
-               key_ids: frozenset[str], root_ids: frozenset[str], workers: int) -> Iterator[Outcome]:
+               key_ids: frozenset[str], root_ids: frozenset[str], workers: int,
+               at: datetime | None = None) -> Iterator[Outcome]:
     """Each bundle's Outcome, in the order given, as soon as it is known. ``open_archive`` must be a top-level
     function: workers get it by reference."""
     chunks = list(_chunks(bundles, max(1, min(CHUNK, -(-len(bundles) // workers)))))  # every worker gets some
     tasks = [(chunk[0][0].archive, tuple(prefix for _, prefix in chunk)) for chunk in chunks]
-    results = parallel.iter_stage(partial(_Pins, open_archive, key_ids, root_ids), _verify_chunk, tasks, workers)
+    results = parallel.iter_stage(partial(_Pins, open_archive, key_ids, root_ids, at), _verify_chunk, tasks, workers)
     for chunk, result in zip(chunks, results):
         for index, (location, prefix) in enumerate(chunk):
             shown = location.shown(prefix)
@@ -104,6 +107,6 @@ def _verify_chunk(pins: _Pins, task: tuple[str, tuple[str, ...]]) -> list[Verifi
 
 def _verify_one(store: ArtifactStore, prefix: str, pins: _Pins) -> Verification | EvidenceError:
     try:
-        return verify_bundle(store, prefix, pins.key_ids, pins.root_ids)
+        return verify_bundle(store, prefix, pins.key_ids, pins.root_ids, pins.at)
     except EvidenceError as error:  # an outage: no finding about this bundle, and the others still run
         return error

@@ -7,7 +7,8 @@ from evidence_pipeline.errors import EvidenceError
 @pytest.mark.parametrize("env", [
     {"EVIDENCE_LEASE_SECONDS": "nan"}, {"EVIDENCE_LEASE_SECONDS": "inf"}, {"EVIDENCE_LEASE_SECONDS": "-1"},
     {"EVIDENCE_MAX_ATTEMPTS": "0.5"}, {"EVIDENCE_MAX_ATTEMPTS": "0"}, {"EVIDENCE_PADES_LEVEL": "B-LTA"},
-    {"EVIDENCE_PADES_LEVEL": "B-T"}, {"EVIDENCE_S3_OBJECT_LOCK_MODE": "FOREVER"},
+    {"EVIDENCE_PADES_LEVEL": "B-T"}, {"EVIDENCE_PADES_LEVEL": "B-X", "EVIDENCE_TSA_URL": "http://127.0.0.1/tsa"},
+    {"EVIDENCE_PADES_LEVEL": "B-LT", "EVIDENCE_TSA_URL": "ftp://tsa"}, {"EVIDENCE_S3_OBJECT_LOCK_MODE": "FOREVER"},
     {"EVIDENCE_S3_OBJECT_LOCK_MODE": "COMPLIANCE", "EVIDENCE_S3_OBJECT_LOCK_DAYS": "0"},
 ])
 def test_bad_settings_are_config_invalid(env):

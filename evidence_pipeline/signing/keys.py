@@ -29,6 +29,7 @@ STATEMENT_KEY = "statement-ed25519.key"
 ROOT_CERT = "pades-root.pem"
 SIGNER_KEY = "pades-signer.key"
 SIGNER_CERT = "pades-signer.pem"
+TSA_ROOT_CERT = "tsa-root.pem"  # the time stamp authority's root, provisioned for B-T and above
 _VALIDITY = dt.timedelta(days=3650)
 MAX_KEY_BYTES = 64 << 10  # a published PEM is a few hundred bytes to a few KB
 _PEM = serialization.Encoding.PEM
@@ -76,6 +77,18 @@ class Keyring:
     def root_id(self) -> str:
         return certificate_id(self.root_certificate)
 
+    @cached_property
+    def tsa_root_pem(self) -> bytes:
+        """The time stamp authority's root (B-T and above): it vouches for the time stamps and their DSS material."""
+        try:
+            return x509.load_pem_x509_certificate(self._read(TSA_ROOT_CERT)).public_bytes(_PEM)
+        except ValueError:
+            raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the TSA's root certificate does not load") from None
+
+    @cached_property
+    def tsa_root_id(self) -> str:
+        return certificate_id(x509.load_pem_x509_certificate(self.tsa_root_pem))
+
     @property
     def signer_key_path(self) -> Path:
         return self.directory / SIGNER_KEY
@@ -96,14 +109,18 @@ class Keyring:
                                 f"key file {name} is missing from the keys directory") from None
 
     def publish_public_keys(self, store: ArtifactStore) -> list[StoredObject]:
-        """Put-once the statement public key and the PAdES trust root under keys/, named by key id."""
+        """Put-once the statement public key, the PAdES trust root and the time stamp authority's root (when one is
+        provisioned) under keys/, named by key id."""
         statement_pem = self.statement_key.public_key().public_bytes(
             _PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
-        return [
+        published = [
             store.put_once(f"keys/{self.statement_key_id}.pem", statement_pem),
             store.put_once(f"keys/{self.root_id}.pem", self.root_pem),
         ]
+        if (self.directory / TSA_ROOT_CERT).exists():
+            published.append(store.put_once(f"keys/{self.tsa_root_id}.pem", self.tsa_root_pem))
+        return published
 
 
 def published_statement_keys(

@@ -1,12 +1,21 @@
-"""PAdES signatures with pyHanko.
+"""PAdES signatures with pyHanko, at the baseline levels B-B, B-T, B-LT and B-LTA.
 
 Signing appends an incremental update, so the signed file starts with the exact unsigned bytes: a bundle can be
 tied back to its deterministic unsigned report by hashing that prefix. Signatures themselves are not
 deterministic (random /ID, signing time), which is why bundles are identified by the unsigned digest.
+
+B-T adds an RFC 3161 signature time stamp. B-LT also embeds, in the document security store (DSS), the
+certificates and the revocation information (CRLs, OCSP responses) that validate the signer and the time stamp,
+fetched while signing. B-LTA then adds a document time stamp over all of it, so the signature can still be
+validated after the signer's certificate has expired, for as long as the time stamp authority's certificate is
+valid (ETSI EN 319 102-1 long-term validation).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import BinaryIO
 
@@ -17,17 +26,55 @@ from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 from pyhanko.pdf_utils.misc import PdfError
 from pyhanko.pdf_utils.reader import PdfFileReader
 from pyhanko.sign import fields, signers, timestamps
+from pyhanko.sign.ades.report import AdESPassed
+from pyhanko.sign.diff_analysis import ModificationLevel
 from pyhanko.sign.general import SigningError
-from pyhanko.sign.validation import validate_pdf_signature
+from pyhanko.sign.timestamps.common_utils import TimestampRequestError
+from pyhanko.sign.validation import (
+    DocumentSecurityStore,
+    EmbeddedPdfSignature,
+    SignatureCoverageLevel,
+    validate_pdf_signature,
+)
+from pyhanko.sign.validation.ades import ades_lta_validation
+from pyhanko.sign.validation.policy_decl import (
+    PdfSignatureValidationSpec,
+    RevinfoOnlineFetchingRule,
+    RevocationInfoGatheringSpec,
+    SignatureValidationSpec,
+)
+from pyhanko.sign.validation.status import PdfSignatureStatus
 from pyhanko_certvalidator import ValidationContext
+from pyhanko_certvalidator.context import CertValidationPolicySpec
+from pyhanko_certvalidator.errors import InsufficientRevinfoError, PathBuildingError, PathValidationError
+from pyhanko_certvalidator.ltv.types import ValidationTimingInfo
+from pyhanko_certvalidator.policy_decl import REQUIRE_REVINFO, CertRevTrustPolicy, FreshnessReqType
+from pyhanko_certvalidator.registry import SimpleTrustManager
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.signing.keys import Keyring
 from evidence_pipeline.store import readable
 
+# pyHanko logs every failed path with its traceback; without a handler, Python would print them on stderr (local
+# paths included). Operators who configure logging still see them; users see reason codes.
+for _library in ("pyhanko", "pyhanko_certvalidator"):
+    logging.getLogger(_library).addHandler(logging.NullHandler())
+
+TIMESTAMPED = frozenset({"B-T", "B-LT", "B-LTA"})  # need a time stamp authority
+_LONG_TERM = frozenset({"B-LT", "B-LTA"})  # embed validation material after signing
 FIELD_NAME = "EvidenceSignature"
 # Reserving the signature's space up front skips pyHanko's trial signature (a second full CMS build per report).
-_RESERVED_BYTES = {"B-B": 8192, "B-T": 16384}
+# The DSS and the document time stamp are later incremental updates: they do not grow the signature.
+_RESERVED_BYTES = {"B-B": 8192, "B-T": 16384, "B-LT": 16384, "B-LTA": 16384}
+# Offline, the newest document time stamp's TSA certificate can only be judged by the revocation information in the
+# file (its status when the archive was time stamped), however old: an auditor who needs the TSA's current status
+# asks it online; the archive stays verifiable while the TSA certificate is valid (refresh it before then).
+_OFFLINE_TSA_POLICY = CertRevTrustPolicy(REQUIRE_REVINFO, freshness=timedelta(days=36500),
+                                         freshness_req_type=FreshnessReqType.MAX_DIFF_REVOCATION_VALIDATION)
+
+
+def _der(pem: bytes) -> asn1_x509.Certificate:
+    return asn1_x509.Certificate.load(x509.load_pem_x509_certificate(pem).public_bytes(serialization.Encoding.DER))
 
 
 @lru_cache(maxsize=4)
@@ -44,49 +91,102 @@ def _signer(keyring: Keyring) -> signers.SimpleSigner:
 
 def sign_pdf(pdf: bytes | BinaryIO, keyring: Keyring, level: str = "B-B", tsa_url: str | None = None,
              out: BinaryIO | None = None) -> BinaryIO:
-    """Write ``pdf`` with an embedded PAdES signature at ``level`` (B-B, or B-T with a time stamp authority) to
+    """Write ``pdf`` with an embedded PAdES signature at ``level`` (B-T and above time stamped by ``tsa_url``) to
     ``out`` (readable and writable; a new BytesIO by default) and return it. Files are streamed, not loaded."""
-    timestamper = timestamps.HTTPTimeStamper(tsa_url) if level == "B-T" else None
+    long_term = level in _LONG_TERM
     metadata = signers.PdfSignatureMetadata(
         field_name=FIELD_NAME,
         md_algorithm="sha256",
         subfilter=fields.SigSeedSubFilter.PADES,
         reason="Monthly compliance evidence",
+        embed_validation_info=long_term,
+        use_pades_lta=level == "B-LTA",
+        # Revocation information is required for every certificate below the roots, fetched now, and embedded.
+        validation_context=ValidationContext(
+            trust_roots=[_der(keyring.root_pem), _der(keyring.tsa_root_pem)], allow_fetching=True,
+            revocation_mode="require",
+        ) if long_term else None,
     )
     try:
         writer = IncrementalPdfFileWriter(readable(pdf), strict=True)
         return signers.sign_pdf(
-            writer, metadata, signer=_signer(keyring), timestamper=timestamper, bytes_reserved=_RESERVED_BYTES[level],
-            output=out,
+            writer, metadata, signer=_signer(keyring), bytes_reserved=_RESERVED_BYTES[level], output=out,
+            timestamper=timestamps.HTTPTimeStamper(tsa_url) if level in TIMESTAMPED else None,
         )
+    except TimestampRequestError:
+        raise EvidenceError(ReasonCode.TSA_UNAVAILABLE, "the time stamp authority did not grant a time stamp") from None
+    except InsufficientRevinfoError:
+        raise EvidenceError(ReasonCode.REVOCATION_UNAVAILABLE,
+                            "no current revocation information for the signer or the time stamp authority") from None
+    except (PathBuildingError, PathValidationError) as error:
+        raise EvidenceError(ReasonCode.SIGNING_FAILED,
+                            f"the signer or TSA certificate does not validate ({type(error).__name__})") from None
     except (SigningError, PdfError, OSError) as error:
         raise EvidenceError(ReasonCode.SIGNING_FAILED, f"PAdES signing failed ({type(error).__name__})") from None
 
 
-def verify_pdf_signature(pdf: bytes | BinaryIO, trust_root_pem: bytes) -> None:
-    """Raise unless the PDF has one signature that covers the whole file, is intact, valid and chains to the root."""
-    root = asn1_x509.Certificate.load(
-        x509.load_pem_x509_certificate(trust_root_pem).public_bytes(serialization.Encoding.DER)
-    )
+def verify_pdf_signature(pdf: bytes | BinaryIO, trust_root_pem: bytes, level: str = "B-B",
+                         tsa_root_pem: bytes | None = None, at: datetime | None = None) -> None:
+    """Raise unless the PDF holds our one signature, intact, valid and chaining to the trust root at ``at`` (now by
+    default), time stamped by a TSA under ``tsa_root_pem`` at B-T and above, and nothing after it but the DSS and
+    document time stamps that its level adds. B-LTA is validated as ETSI long-term validation: it survives the
+    expiry of the signer's certificate."""
+    roots = [_der(trust_root_pem)] + ([_der(tsa_root_pem)] if tsa_root_pem else [])
     try:
-        reader = PdfFileReader(readable(pdf), strict=True)
-        signatures = reader.embedded_signatures
+        signature, *stamps = PdfFileReader(readable(pdf), strict=True).embedded_signatures
     except (PdfError, ValueError, KeyError) as error:
         raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
-                            f"signed PDF does not parse ({type(error).__name__})") from None
-    if len(signatures) != 1:
+                            f"signed PDF does not parse or holds no signature ({type(error).__name__})") from None
+    if signature.field_name != FIELD_NAME or (level == "B-LTA") != bool(stamps) or any(
+        stamp.sig_object_type != "/DocTimeStamp" for stamp in stamps
+    ):
         raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
-                            f"expected exactly one PDF signature, found {len(signatures)}")
-    context = ValidationContext(trust_roots=[root], allow_fetching=False, revocation_mode="soft-fail")
+                            f"expected one evidence signature, followed by document time stamps only at B-LTA "
+                            f"(found {1 + len(stamps)} signatures)")
     try:
-        status = validate_pdf_signature(signatures[0], context)
+        status = _validate_long_term(signature, roots, at) if stamps else _validate(signature, roots, level, at)
     except (PdfError, ValueError, KeyError) as error:
         raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
                             f"PDF signature does not validate ({type(error).__name__})") from None
     if not (status.intact and status.valid):
         raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
                             "PDF signature is broken or the document changed after signing")
-    if status.coverage is None or status.coverage.name != "ENTIRE_FILE":
-        raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID, "PDF signature does not cover the entire file")
+    covered = (status.coverage == SignatureCoverageLevel.ENTIRE_FILE if level not in _LONG_TERM else
+               status.modification_level in (ModificationLevel.NONE, ModificationLevel.LTA_UPDATES)
+               and (stamps or [signature])[-1].evaluate_signature_coverage() >= SignatureCoverageLevel.ENTIRE_REVISION)
+    if not covered:
+        raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
+                            "the document changed after signing beyond what its PAdES level adds")
     if not status.trusted:
-        raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED, "PDF signer does not chain to the published trust root")
+        raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED,
+                            f"PDF signer does not chain to the published trust root at {_when(at)}")
+    if level in TIMESTAMPED and not (status.timestamp_validity and status.timestamp_validity.trusted):
+        raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED,
+                            "the signature time stamp is missing or not from the published time stamp authority")
+
+
+def _validate(signature: EmbeddedPdfSignature, roots: list, level: str, at: datetime | None) -> PdfSignatureStatus:
+    context = ValidationContext(trust_roots=roots, allow_fetching=False, revocation_mode="soft-fail", moment=at)
+    if level in _LONG_TERM:
+        DocumentSecurityStore.read_dss(signature.reader)  # raises NoDSSFoundError (a ValueError)
+    return validate_pdf_signature(signature, context)
+
+
+def _validate_long_term(signature: EmbeddedPdfSignature, roots: list, at: datetime | None) -> PdfSignatureStatus:
+    """ETSI EN 319 102-1 validation with long-term availability, offline: everything from the file's DSS."""
+    trust = SimpleTrustManager.build(trust_roots=roots)
+    spec = SignatureValidationSpec(
+        cert_validation_policy=CertValidationPolicySpec(trust, CertRevTrustPolicy(REQUIRE_REVINFO)),
+        ts_cert_validation_policy=CertValidationPolicySpec(trust, _OFFLINE_TSA_POLICY),
+        revinfo_gathering_policy=RevocationInfoGatheringSpec(RevinfoOnlineFetchingRule.LOCAL_ONLY),
+    )
+    timing = ValidationTimingInfo(at, at, True) if at else ValidationTimingInfo.now()
+    result = asyncio.run(ades_lta_validation(signature, PdfSignatureValidationSpec(spec), timing_info=timing))
+    if result.ades_subindic != AdESPassed.OK or result.api_status is None:
+        raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED,
+                            f"the signature does not validate long-term at {_when(at)} ({result.ades_subindic.name})")
+    return result.api_status
+
+
+def _when(at: datetime | None) -> str:
+    return at.isoformat(timespec="seconds") if at else "the current time"

@@ -1,0 +1,179 @@
+"""A test PKI with a real RFC 3161 time stamp authority and CRLs, served over HTTP on 127.0.0.1.
+
+Two roots, as in production: the signing CA (root -> PAdES signer) and a separate time stamp authority (TSA root
+-> TSA). Every certificate below a root names a CRL distribution point on this server, so pyHanko can fetch the
+revocation information it embeds in the document security store. The TSA answers with pyHanko's
+``DummyTimeStamper`` (it signs with its own RSA key and certificate), behind a plain HTTP endpoint; CRLs are issued
+fresh on every request. ``provision`` writes the signing material under the keyring's file names, the way an
+operator provisions production keys.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from asn1crypto import keys as asn1_keys
+from asn1crypto import tsp
+from asn1crypto import x509 as asn1_x509
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from pyhanko.sign.timestamps.dummy_client import DummyTimeStamper
+
+from evidence_pipeline.paths import private_dirs
+from evidence_pipeline.signing import keys as keyfiles
+
+_PEM = serialization.Encoding.PEM
+
+
+@dataclass(frozen=True)
+class _Authority:
+    name: str
+    key: ec.EllipticCurvePrivateKey
+    certificate: x509.Certificate
+
+
+class LocalPki:
+    """Start with ``with LocalPki(signer_days=...) as pki``; ``pki.tsa_url`` is the TSA's address."""
+
+    def __init__(self, signer_days: float = 365, tsa_days: float = 3650):
+        self.signer_days, self.tsa_days = signer_days, tsa_days
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self.tsa_url = f"{self.base_url}/tsa"
+        now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+        self.root = self._root("signing", now)
+        self.tsa_root = self._root("tsa", now)
+        self.signer_key = ec.generate_private_key(ec.SECP256R1())
+        self.signer = self._issue(self.root, "evidence test signer", self.signer_key.public_key(), now, signer_days,
+                                  ExtendedKeyUsageOID.EMAIL_PROTECTION, critical_eku=False)
+        self.tsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)  # DummyTimeStamper is RSA-only
+        tsa_cert = self._issue(self.tsa_root, "evidence test TSA", self.tsa_key.public_key(), now, tsa_days,
+                               ExtendedKeyUsageOID.TIME_STAMPING, critical_eku=True)
+        self._stamper = DummyTimeStamper(
+            tsa_cert=asn1_x509.Certificate.load(tsa_cert.public_bytes(serialization.Encoding.DER)),
+            tsa_key=asn1_keys.PrivateKeyInfo.load(self.tsa_key.private_bytes(
+                serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())),
+        )
+        self.requests: list[str] = []  # paths served, in order: what the signer actually fetched
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def signer_not_after(self) -> dt.datetime:
+        return self.signer.not_valid_after_utc
+
+    def __enter__(self) -> LocalPki:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+    def provision(self, directory: Path) -> Path:
+        """Write a keyring (statement key, signing root, signer key and certificate, TSA root) into ``directory``."""
+        private_dirs(directory)
+        (directory / keyfiles.ROOT_CERT).write_bytes(self.root.certificate.public_bytes(_PEM))
+        (directory / keyfiles.SIGNER_CERT).write_bytes(self.signer.public_bytes(_PEM))
+        (directory / keyfiles.TSA_ROOT_CERT).write_bytes(self.tsa_root.certificate.public_bytes(_PEM))
+        keyfiles._write_private(directory / keyfiles.SIGNER_KEY, self.signer_key)
+        keyfiles._write_private(directory / keyfiles.STATEMENT_KEY, ed25519.Ed25519PrivateKey.generate())
+        return directory
+
+    def _crl_url(self, authority: str) -> str:
+        return f"{self.base_url}/crl/{authority}.crl"
+
+    def _root(self, authority: str, now: dt.datetime) -> _Authority:
+        key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"evidence test {authority} root")])
+        certificate = (
+            _builder(name, name, key.public_key(), now, 3650)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+            .sign(key, hashes.SHA256())
+        )
+        return _Authority(authority, key, certificate)
+
+    def _issue(self, issuer: _Authority, common_name: str, public_key, now: dt.datetime, days: float, eku,
+               critical_eku: bool) -> x509.Certificate:
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+        distribution = x509.DistributionPoint([x509.UniformResourceIdentifier(self._crl_url(issuer.name))],
+                                              None, None, None)
+        return (
+            _builder(name, issuer.certificate.subject, public_key, now, days)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(True, True, False, False, False, False, False, False, False), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([eku]), critical=critical_eku)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer.key.public_key()),
+                           critical=False)
+            .add_extension(x509.CRLDistributionPoints([distribution]), critical=False)
+            .sign(issuer.key, hashes.SHA256())
+        )
+
+    def crl(self, authority: str) -> bytes | None:
+        issuer = {self.root.name: self.root, self.tsa_root.name: self.tsa_root}.get(authority)
+        if issuer is None:
+            return None
+        now = dt.datetime.now(dt.timezone.utc)
+        return (
+            x509.CertificateRevocationListBuilder()
+            .issuer_name(issuer.certificate.subject)
+            .last_update(now - dt.timedelta(minutes=1))
+            .next_update(now + dt.timedelta(days=7))
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer.key.public_key()),
+                           critical=False)
+            .add_extension(x509.CRLNumber(int(now.timestamp() * 1000)), critical=False)
+            .sign(issuer.key, hashes.SHA256())
+            .public_bytes(serialization.Encoding.DER)
+        )
+
+    def time_stamp(self, request: bytes) -> bytes:
+        return self._stamper.request_tsa_response(tsp.TimeStampReq.load(request)).dump()
+
+
+def _builder(subject: x509.Name, issuer: x509.Name, public_key, now: dt.datetime, days: float):
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
+    )
+
+
+def _handler(pki: LocalPki) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if self.path != "/tsa" or self.headers.get("Content-Type") != "application/timestamp-query":
+                return self._answer(404, b"", "text/plain")
+            self._answer(200, pki.time_stamp(body), "application/timestamp-reply")
+
+        def do_GET(self) -> None:  # noqa: N802
+            name = self.path.removeprefix("/crl/").removesuffix(".crl")
+            crl = pki.crl(name) if self.path.startswith("/crl/") else None
+            if crl is None:
+                return self._answer(404, b"", "text/plain")
+            self._answer(200, crl, "application/pkix-crl")
+
+        def _answer(self, status: int, body: bytes, content_type: str) -> None:
+            pki.requests.append(f"{self.command} {self.path} {status}")
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:  # keep the test output clean
+            pass
+
+    return Handler
