@@ -433,7 +433,7 @@ def _percentile_cells(summary: StageSummary) -> str:
 
 @main.group()
 def tenant() -> None:
-    """Tenants: API tokens for intake."""
+    """Tenants: API tokens for intake, offboarding."""
 
 
 @tenant.group("token")
@@ -463,6 +463,42 @@ def tenant_token_revoke(token_id: str) -> None:
     documents = open_documents(_settings())
     tenant_id = documents.ledger.revoke_token(token_id, getpass.getuser())
     click.echo(f"token {token_id} of tenant {tenant_id} revoked")
+
+
+def _reason_option(_ctx, _param, value: str) -> str:
+    value = value.strip()
+    if not value or len(value) > 500 or not value.isprintable():
+        raise click.BadParameter("give 1-500 printable characters")
+    return value
+
+
+@tenant.command("offboard")
+@click.argument("tenant_id", metavar="TENANT", callback=_tenant_option)
+@click.option("--reason", required=True, callback=_reason_option, help="Why (recorded in the ledger).")
+@json_option
+def tenant_offboard(tenant_id: str, reason: str, as_json: bool) -> None:
+    """Offboard TENANT: stop its new work, erase what is not evidence, keep its bundles and the ledger.
+
+    Safe to run again: it converges, and erases what retention kept once that retention has ended."""
+    from evidence_pipeline.intake import open_documents
+    from evidence_pipeline.offboarding import offboard_tenant
+
+    result = offboard_tenant(open_documents(_settings()), tenant_id, reason, getpass.getuser())
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    click.echo(f"tenant {tenant_id} offboarded at {result['offboarded_at']}"
+               + ("" if result["first_run"] else " (an earlier run; this one converged)"))
+    click.echo(f"tokens revoked: {result['tokens_revoked']}, batches cancelled: {result['batches_cancelled']}, "
+               f"jobs rejected: {result['jobs_rejected']}")
+    click.echo("erased: " + ", ".join(f"{name} {count}" for name, count in result["erased"].items()))
+    kept = sum(len(keys) for keys in result["kept_until_retention"].values())
+    if kept:
+        click.echo(f"kept under retention: {kept} objects; run again after their retention ends")
+    evidence = result["evidence"]
+    until = evidence["retained_until"] or "an operator removes them (the archive has no Object Lock)"
+    click.echo(f"evidence kept: {evidence['bundles']} bundles, {evidence['document_job_outputs']} document job "
+               f"outputs, until {until}")
 
 
 @main.group()

@@ -32,6 +32,8 @@ class EventType(StrEnum):
     DOCUMENTS_CLOSED = "documents.closed"  # a tenant-month's document outcomes were pinned at month close
     BATCH_ACCEPTED = "batch.accepted"
     BATCH_CANCELLED = "batch.cancelled"
+    TENANT_OFFBOARDED = "tenant.offboarded"  # once per tenant: the decision, its tokens revoked, what is erased
+    TENANT_DATA_ERASED = "tenant.data_erased"  # a later offboarding run erased objects the first could not
 
 
 class Stage(StrEnum):

@@ -117,6 +117,8 @@ def lane_for(rt: Runtime, revision: SourceRevision) -> str:
 def pin_source(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> PinnedSource:
     """Resolve the revision once, close the month's document outcomes (or find them closed) and open (or find) the
     job record of this tenant-month identity."""
+    if rt.ledger.offboarded_tenants(tenant_month.tenant):
+        raise EvidenceError(ReasonCode.TENANT_OFFBOARDED, f"tenant {tenant_month.tenant} was offboarded")
     revision = sources.pin_latest(rt.sources, tenant_month)
     documents, closed_now = document_outcomes.close_month(rt.sources, rt.ledger, tenant_month)
     if closed_now:

@@ -50,3 +50,22 @@ def add_to_registry(path: Path, tenants: list[str]) -> None:
         os.fchmod(fd, 0o600)  # tenant ids are tenant data: owner-only, whatever the umask
         with os.fdopen(fd, "a", encoding="utf-8") as handle:
             handle.writelines(f"{tenant}\n" for tenant in new)
+
+
+def remove_from_registry(path: Path, tenant: str) -> bool:
+    """Drop the lines that register ``tenant`` (comments and other lines stay); True when there were any.
+    The file is replaced atomically, so a reader sees the old registry or the new one."""
+    if not path.exists():
+        return False
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+    kept = [line for line in lines if line.split("#", 1)[0].strip() != tenant]
+    if len(kept) == len(lines):
+        return False
+    scratch = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.writelines(kept)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(scratch, path)
+    return True

@@ -9,6 +9,7 @@ from dagster import (
     AssetKey,
     BackfillPolicy,
     DagsterInstance,
+    DeleteDynamicPartitionsRequest,
     DynamicPartitionsDefinition,
     MonthlyPartitionsDefinition,
     build_schedule_context,
@@ -16,8 +17,11 @@ from dagster import (
     instance_for_test,
 )
 
+from evidence_pipeline.config import Settings
 from evidence_pipeline.definitions import defs
+from evidence_pipeline.ledger.documents import DocumentLedger
 from evidence_pipeline.render import RENDERER_VERSION
+from evidence_pipeline.runtime import runtime_for
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -78,20 +82,31 @@ def test_schedule_requests_last_complete_month_for_every_tenant():
     assert sorted(r.partition_key for r in requests) == ["2026-11-01|acme-books", "2026-11-01|delta-foods"]
 
 
-def _tick_sensor(tmp_path, monkeypatch, registry_text: str):
+def _tick_sensor(tmp_path, monkeypatch, registry_text: str, offboarded: tuple[str, ...] = ()):
     registry = tmp_path / "tenants.txt"
     registry.write_text(registry_text)
     monkeypatch.setenv("EVIDENCE_TENANT_REGISTRY", str(registry))
+    monkeypatch.setenv("EVIDENCE_HOME", str(tmp_path / "home"))
+    ledger = DocumentLedger(runtime_for(Settings.from_env()).ledger)
+    for tenant in offboarded:
+        ledger.record_offboarding(tenant, "test", {"reason": "test"})
     sensor = defs.get_sensor_def("tenant_registry_sensor")
     with DagsterInstance.local_temp() as instance:
         instance.add_dynamic_partitions("tenant", ["acme-books"])
-        return sensor.evaluate_tick(build_sensor_context(instance=instance, instance_ref=instance.get_ref()))
+        context = build_sensor_context(instance=instance, resources={"evidence": defs.resources["evidence"]})
+        return sensor.evaluate_tick(context)
 
 
 def test_sensor_registers_valid_tenants_and_reports_bad_lines(tmp_path, monkeypatch):
     registry = "acme-books\nBad|Id\n\n# comment\ndelta-foods  # trailing comment\nacme-books\n,\n"
     [request] = _tick_sensor(tmp_path, monkeypatch, registry).dynamic_partitions_requests
     assert list(request.partition_keys) == ["delta-foods"]
+
+
+def test_sensor_removes_offboarded_tenants_and_never_adds_them_back(tmp_path, monkeypatch):
+    result = _tick_sensor(tmp_path, monkeypatch, "acme-books\ndelta-foods\n", offboarded=("acme-books", "delta-foods"))
+    [removed] = result.dynamic_partitions_requests
+    assert isinstance(removed, DeleteDynamicPartitionsRequest) and list(removed.partition_keys) == ["acme-books"]
 
 
 def test_sensor_skips_when_nothing_is_new(tmp_path, monkeypatch):

@@ -36,16 +36,21 @@ monthly_evidence_schedule = build_schedule_from_partitioned_job(
 
 
 @sensor(minimum_interval_seconds=60, default_status=DefaultSensorStatus.RUNNING)
-def tenant_registry_sensor(context: SensorEvaluationContext):
-    """Adds tenants listed in the registry as partitions. Invalid ids are reported by line and never added."""
+def tenant_registry_sensor(context: SensorEvaluationContext, evidence: EvidenceResource):
+    """Adds tenants listed in the registry as partitions and removes offboarded tenants' partitions (their
+    materializations stay in the event log). Invalid ids are reported by line and never added."""
     tenants, rejected = read_registry(Settings.from_env().tenant_registry)
     for line in rejected:
         context.log.warning(f"tenant registry line {line.line} rejected: {line.code}")
+    offboarded = evidence.runtime().ledger.offboarded_tenants()
     known = set(context.instance.get_dynamic_partitions(tenant_partitions.name))
-    new = [tenant for tenant in tenants if tenant not in known]
-    if not new:
+    new = [tenant for tenant in tenants if tenant not in known and tenant not in offboarded]
+    gone = sorted(known & offboarded)
+    if not new and not gone:
         return SkipReason(f"no new tenants ({len(known)} registered, {len(rejected)} lines rejected)")
-    return SensorResult(dynamic_partitions_requests=[tenant_partitions.build_add_request(new)])
+    requests = [tenant_partitions.build_add_request(new)] if new else []
+    requests += [tenant_partitions.build_delete_request(gone)] if gone else []
+    return SensorResult(dynamic_partitions_requests=requests)
 
 
 @op

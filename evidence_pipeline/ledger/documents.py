@@ -22,7 +22,7 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.ledger.db import LostRace, classified_errors
 from evidence_pipeline.ledger.jobs import DOCUMENT, Lease, document_job_id
-from evidence_pipeline.ledger.ledger import Ledger, canonical
+from evidence_pipeline.ledger.ledger import Ledger, canonical, event_body
 from evidence_pipeline.models import EventType, TenantMonth
 
 WORKER_VERSION = "documents/1"  # recorded as the job's renderer_version: what processes document jobs
@@ -75,6 +75,8 @@ class DocumentLedger:
         now = time.time()
 
         def issue(conn: Connection) -> None:
+            if self._offboarding(conn, tenant) is not None:
+                raise EvidenceError(ReasonCode.TENANT_OFFBOARDED, f"tenant {tenant} was offboarded")
             conn.execute(
                 self.tokens.insert().values(
                     token_id=token_id, tenant=tenant, token_sha256=sha256_text(token), created_at=now
@@ -100,19 +102,45 @@ class DocumentLedger:
             if row is None:
                 raise EvidenceError(ReasonCode.TOKEN_NOT_FOUND, "no such token id")
             if row.revoked_at is None:
-                now = time.time()
-                conn.execute(self.tokens.update().where(self.tokens.c.token_id == token_id).values(revoked_at=now))
-                self.ledger._append(
-                    conn,
-                    TenantMonth(row.tenant, current_month(now)),
-                    EventType.TOKEN_REVOKED,
-                    sha256_text(token_id),
-                    actor,
-                    {"token_id": token_id},
-                )
+                self._revoke(conn, row.tenant, token_id, actor, time.time())
             return row.tenant
 
         return self.ledger._transact(revoke)
+
+    def _revoke(self, conn: Connection, tenant: str, token_id: str, actor: str, now: float) -> None:
+        conn.execute(self.tokens.update().where(self.tokens.c.token_id == token_id).values(revoked_at=now))
+        self.ledger._append(conn, TenantMonth(tenant, current_month(now)), EventType.TOKEN_REVOKED,
+                            sha256_text(token_id), actor, {"token_id": token_id})
+
+    # --- offboarding ------------------------------------------------------------------------------------------
+
+    def record_offboarding(self, tenant: str, actor: str, details: dict) -> tuple[dict, bool]:
+        """Revoke the tenant's live tokens and append `tenant.offboarded`, in one transaction. Once per tenant:
+        an offboarded tenant gets its first event's body back, and False."""
+
+        def offboard(conn: Connection) -> tuple[dict, bool]:
+            first = self._offboarding(conn, tenant)
+            if first is not None:
+                return first, False
+            now = time.time()
+            live = conn.execute(
+                select(self.tokens.c.token_id).where(self.tokens.c.tenant == tenant, self.tokens.c.revoked_at.is_(None))
+            ).scalars().all()
+            for token_id in live:
+                self._revoke(conn, tenant, token_id, actor, now)
+            event = self.ledger._append(conn, TenantMonth(tenant, current_month(now)), EventType.TENANT_OFFBOARDED,
+                                        sha256_text(tenant), actor, details | {"tokens_revoked": len(live)})
+            return event.body, True
+
+        return self.ledger._transact(offboard)
+
+    def _offboarding(self, conn: Connection, tenant: str) -> dict | None:
+        """The body of the tenant's `tenant.offboarded` event, or None."""
+        events = self.ledger.audit_events.c
+        body = conn.execute(
+            select(events.body).where(events.tenant == tenant, events.event_type == EventType.TENANT_OFFBOARDED)
+        ).scalar()
+        return None if body is None else event_body(body)
 
     def tenant_of_token(self, token: str) -> str | None:
         """The tenant a live token belongs to, or None (unknown or revoked)."""

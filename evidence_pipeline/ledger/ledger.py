@@ -51,7 +51,7 @@ def chain_hash(prev_hash: str, body: str) -> str:
     return hashlib.sha256(bytes.fromhex(prev_hash) + body.encode("utf-8")).hexdigest()
 
 
-def _event_body(text: str) -> dict:
+def event_body(text: str) -> dict:
     """An event body as the ledger stored it: bounded JSON with exactly the fields _append writes."""
     body = jsonread.loads(text, ReasonCode.LEDGER_INVALID, "an audit event body")
     if not mirrors.is_event_body(body):
@@ -213,7 +213,7 @@ class Ledger(JobTransitions):
             self.audit_events.c.event_type == event_type, self.audit_events.c.subject_sha256 == subject_sha256
         )
         with classified_errors(), self.engine.connect() as conn:
-            return [_event_body(body) for body in conn.execute(query.order_by(self.audit_events.c.seq)).scalars()]
+            return [event_body(body) for body in conn.execute(query.order_by(self.audit_events.c.seq)).scalars()]
 
     def events_of_type(self, event_type: str, tenant: str | None = None) -> list[dict]:
         """Bodies of every event of ``event_type`` (only ``tenant``'s when given), oldest first."""
@@ -222,12 +222,21 @@ class Ledger(JobTransitions):
         if tenant is not None:
             query = query.where(events.tenant == tenant)
         with classified_errors(), self.engine.connect() as conn:
-            return [_event_body(body) for body in conn.execute(query.order_by(events.seq)).scalars()]
+            return [event_body(body) for body in conn.execute(query.order_by(events.seq)).scalars()]
+
+    def offboarded_tenants(self, tenant: str | None = None) -> set[str]:
+        """The tenants with a `tenant.offboarded` event (only ``tenant``, when given): no new work starts for them."""
+        events = self.audit_events.c
+        query = select(events.tenant).where(events.event_type == EventType.TENANT_OFFBOARDED)
+        if tenant is not None:
+            query = query.where(events.tenant == tenant)
+        with classified_errors(), self.engine.connect() as conn:
+            return set(conn.execute(query).scalars())
 
     def event_or_none(self, seq: int) -> LedgerEvent | None:
         with classified_errors(), self.engine.connect() as conn:
             row = conn.execute(select(self.audit_events).where(self.audit_events.c.seq == seq)).first()
-        return None if row is None else LedgerEvent(row.seq, row.event_type, row.event_hash, _event_body(row.body))
+        return None if row is None else LedgerEvent(row.seq, row.event_type, row.event_hash, event_body(row.body))
 
     def event(self, seq: int) -> LedgerEvent:
         event = self.event_or_none(seq)
@@ -253,7 +262,7 @@ class Ledger(JobTransitions):
             for row in conn.execute(select(self.audit_events).order_by(self.audit_events.c.seq)):
                 if row.prev_hash != prev or chain_hash(prev, row.body) != row.event_hash:
                     raise EvidenceError(ReasonCode.LEDGER_INVALID, f"audit event {row.seq} breaks the hash chain")
-                body = _event_body(row.body)
+                body = event_body(row.body)
                 if any(body[column] != getattr(row, column) for column in mirrors.EVENT_COLUMNS):
                     raise EvidenceError(ReasonCode.LEDGER_INVALID,
                                         f"audit event {row.seq} columns differ from its body")

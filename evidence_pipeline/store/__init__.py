@@ -7,6 +7,7 @@ import io
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -118,6 +119,15 @@ class ArtifactStore(Protocol):
 
     def uri(self, key: str) -> str:
         """A location safe to show users: no local paths."""
+        ...
+
+    def erase(self, key: str) -> bool:
+        """Remove an object and every version of it; False when there was none. Only offboarding erases, and only
+        from the private stores of what is not evidence (sources, staging, previews, documents)."""
+        ...
+
+    def retained_until(self, key: str) -> datetime | None:
+        """When the object's Object Lock retention ends (S3), else None."""
         ...
 
 

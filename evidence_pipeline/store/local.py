@@ -17,6 +17,7 @@ import errno
 import os
 import stat
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO
 
@@ -176,6 +177,27 @@ class LocalStore(StreamingStore):
 
     def uri(self, key: str) -> str:
         return f"{self.scheme}://{check_key(key)}"
+
+    def erase(self, key: str) -> bool:
+        *folders, name = check_key(key).split("/")
+        with _io_errors(key):
+            try:
+                directory = self._directory(key, folders)
+            except EvidenceError as error:
+                if error.code == ReasonCode.STORE_NOT_FOUND:
+                    return False
+                raise
+            try:
+                if self._entry(key, name, directory) is None:
+                    return False
+                os.unlink(name, dir_fd=directory)
+            finally:
+                os.close(directory)
+            self._remove_empty(["/".join(folders[:depth]) for depth in range(1, len(folders) + 1)])
+        return True
+
+    def retained_until(self, key: str) -> datetime | None:
+        return None  # a local store has no retention of its own: its files stay until someone removes them
 
     def _directory(self, key: str, folders: list[str], created: list[str] | None = None) -> int:
         """A descriptor of root/folders..., each component opened without following symlinks. With ``created``,

@@ -9,6 +9,8 @@ from a file and reads stream into one, a chunk at a time, hashing on the way.
 from __future__ import annotations
 
 import base64
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -105,7 +107,7 @@ class S3Store(StreamingStore):
     def get_file(
         self, key: str, out: BinaryIO, expected_sha256: str | None = None, max_bytes: int | None = None
     ) -> str:
-        try:
+        with _errors(key):
             response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
             try:
                 check_size(key, response.get("ContentLength"), max_bytes)  # before the body is read
@@ -113,10 +115,6 @@ class S3Store(StreamingStore):
                 response["Body"].close()
                 raise
             sha256, _ = copy_hashing(response["Body"].iter_chunks(CHUNK), out)
-        except ClientError as error:
-            raise _classify(error, key) from None
-        except BotoCoreError as error:
-            raise _unavailable(error, key) from None
         recorded = response.get("Metadata", {}).get("sha256")
         if recorded is not None and sha256 != recorded:
             raise EvidenceError(
@@ -139,25 +137,46 @@ class S3Store(StreamingStore):
         full = self._key(prefix) + "/"
         strip = len(self.prefix) + 1 if self.prefix else 0
         keys = []
-        try:
+        with _errors(prefix):
             for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=full):
                 keys += [item["Key"][strip:] for item in page.get("Contents", [])]
-        except ClientError as error:
-            raise _classify(error, prefix) from None
-        except BotoCoreError as error:
-            raise _unavailable(error, prefix) from None
         return sorted(keys)
 
     def uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{self._key(key)}"
 
     def version_id(self, key: str) -> str | None:
-        try:
+        with _errors(key):
             return self.client.head_object(Bucket=self.bucket, Key=self._key(key)).get("VersionId")
-        except ClientError as error:
-            raise _classify(error, key) from None
-        except BotoCoreError as error:
-            raise _unavailable(error, key) from None
+
+    def erase(self, key: str) -> bool:
+        full = self._key(check_key(key))
+        with _errors(key):
+            pages = self.client.get_paginator("list_object_versions").paginate(Bucket=self.bucket, Prefix=full)
+            versions = [
+                version["VersionId"]
+                for page in pages
+                for version in page.get("Versions", []) + page.get("DeleteMarkers", [])
+                if version["Key"] == full
+            ]
+            for version in versions:  # every version and delete marker: nothing of the object stays behind
+                self.client.delete_object(Bucket=self.bucket, Key=full, VersionId=version)
+        return bool(versions)
+
+    def retained_until(self, key: str) -> datetime | None:
+        with _errors(key):
+            return self.client.head_object(Bucket=self.bucket, Key=self._key(key)).get("ObjectLockRetainUntilDate")
+
+
+@contextlib.contextmanager
+def _errors(key: str) -> Iterator[None]:
+    """S3's errors as classified EvidenceErrors about ``key``."""
+    try:
+        yield
+    except ClientError as error:
+        raise _classify(error, key) from None
+    except BotoCoreError as error:
+        raise _unavailable(error, key) from None
 
 
 def _code(error: ClientError) -> str:
