@@ -144,12 +144,9 @@ class LocalStore(StreamingStore):
     def exists(self, key: str) -> bool:
         *folders, name = check_key(key).split("/")
         with _io_errors(key):
-            try:
-                directory = self._directory(key, folders)
-            except EvidenceError as error:
-                if error.code == ReasonCode.STORE_NOT_FOUND:
-                    return False
-                raise
+            directory = self._existing_directory(key, folders)
+            if directory is None:
+                return False
             try:
                 mode = self._entry(key, name, directory)
             finally:
@@ -163,12 +160,9 @@ class LocalStore(StreamingStore):
         """Every entry under ``prefix`` that is not a real folder, so that a symlink is listed, then refused."""
         folders = check_key(prefix).split("/")
         with _io_errors(prefix):
-            try:
-                directory = self._directory(prefix, folders)
-            except EvidenceError as error:
-                if error.code == ReasonCode.STORE_NOT_FOUND:
-                    return []
-                raise
+            directory = self._existing_directory(prefix, folders)
+            if directory is None:
+                return []
             try:
                 keys = self._walk(prefix, directory)
             finally:
@@ -181,12 +175,9 @@ class LocalStore(StreamingStore):
     def erase(self, key: str) -> bool:
         *folders, name = check_key(key).split("/")
         with _io_errors(key):
-            try:
-                directory = self._directory(key, folders)
-            except EvidenceError as error:
-                if error.code == ReasonCode.STORE_NOT_FOUND:
-                    return False
-                raise
+            directory = self._existing_directory(key, folders)
+            if directory is None:
+                return False
             try:
                 if self._entry(key, name, directory) is None:
                     return False
@@ -230,6 +221,15 @@ class LocalStore(StreamingStore):
                 self._remove_empty(created)
             raise
         return fd
+
+    def _existing_directory(self, key: str, folders: list[str]) -> int | None:
+        """``_directory``, or None when a folder on the way does not exist."""
+        try:
+            return self._directory(key, folders)
+        except EvidenceError as error:
+            if error.code == ReasonCode.STORE_NOT_FOUND:
+                return None
+            raise
 
     def _open(self, key: str, name: str, directory: int) -> int:
         """A read descriptor of the regular file ``name`` in ``directory`` (no symlink, no FIFO, no device)."""
