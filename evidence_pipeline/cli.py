@@ -178,7 +178,12 @@ def verify(locations: tuple[str, ...], as_json: bool, key_ids: tuple[str, ...], 
                 click.echo(f"{'ok  ' if check.passed else 'FAIL'} {check.name}{failure}")
             click.echo(f"statement key {result.statement_key_id}, trust root {result.trust_root_id}"
                        + ("" if pinned else "  (not pinned: pass --key-id and --root-id)"))
-            click.echo("VERIFIED" if result.ok else f"NOT VERIFIED: {', '.join(result.codes)}")
+            for line in _chain_lines(result):
+                click.echo(line)
+            verdict = "VERIFIED" if result.ok else f"NOT VERIFIED: {', '.join(result.codes)}"
+            if result.superseded_by is not None:
+                verdict += f" but SUPERSEDED by {result.current_bundle['identity']}: valid, not the current bundle"
+            click.echo(verdict)
         sys.exit(EXIT_OK if result.ok else EXIT_CHECK_FAILED)
 
     from evidence_pipeline.verify_many import list_bundles, overall_exit_code, verify_all
@@ -201,20 +206,41 @@ def verify(locations: tuple[str, ...], as_json: bool, key_ids: tuple[str, ...], 
     sys.exit(overall_exit_code(outcomes))
 
 
+def _chain_lines(result) -> list[str]:
+    """Where a verified bundle stands in its tenant-month's corrections chain, as `evidence verify` prints it."""
+    lines = []
+    if result.supersedes is not None:
+        corrected = result.supersedes
+        lines.append(f"supersedes {corrected['identity']} ({', '.join(corrected['reason'])})"
+                     + ("" if corrected["in_archive"] else ": that bundle is not in this archive"))
+    if result.superseded_by is not None:
+        lines.append(f"superseded by {result.superseded_by['identity']}; current bundle of the tenant-month: "
+                     f"{result.current_bundle['prefix']}")
+    elif result.current_bundle is not None:
+        lines.append("current bundle of the tenant-month (nothing in this archive supersedes it)")
+    return lines
+
+
 def _outcome_line(outcome: Outcome) -> str:
     if outcome.error is not None:
         return f"ERR  {outcome.bundle}: {outcome.error}"
-    failed = [check for check in outcome.verification.checks if not check.passed]
-    return f"{'ok  ' if not failed else 'FAIL'} {outcome.bundle}" + "".join(
+    verification = outcome.verification
+    failed = [check for check in verification.checks if not check.passed]
+    superseded = "" if verification.superseded_by is None else (
+        f" (superseded; current: {verification.current_bundle['identity'][:12]})")
+    return f"{'ok  ' if not failed else 'FAIL'} {outcome.bundle}{superseded}" + "".join(
         f"{':' if i == 0 else ';'} {check.code} ({check.name}: {check.detail})" for i, check in enumerate(failed))
 
 
 def _print_summary(outcomes: list[Outcome], pinned: bool) -> None:
     verified = sum(outcome.exit_code == EXIT_OK for outcome in outcomes)
     unchecked = sum(outcome.error is not None for outcome in outcomes)
-    click.echo(f"{len(outcomes)} bundles: {verified} verified, {len(outcomes) - verified - unchecked} not verified"
-               + (f", {unchecked} could not be checked" if unchecked else ""))
     checked = [outcome.verification for outcome in outcomes if outcome.verification is not None]
+    superseded = sum(v.ok and v.superseded_by is not None for v in checked)
+    click.echo(f"{len(outcomes)} bundles: {verified} verified"
+               + (f" ({superseded} of them superseded by a newer bundle)" if superseded else "")
+               + f", {len(outcomes) - verified - unchecked} not verified"
+               + (f", {unchecked} could not be checked" if unchecked else ""))
     keys = sorted({v.statement_key_id for v in checked if v.statement_key_id})
     roots = sorted({v.trust_root_id for v in checked if v.trust_root_id})
     click.echo(f"statement keys {', '.join(keys) or '-'}, trust roots {', '.join(roots) or '-'}"
