@@ -33,6 +33,7 @@ from evidence_pipeline.models import EventType, Lane, SourceRevision, Stage, Ten
 from evidence_pipeline.render import RENDERER_VERSION, report_totals, write_report
 from evidence_pipeline.runtime import RunInfo, Runtime
 from evidence_pipeline.signing import dsse
+from evidence_pipeline.signing.keyring_document import timestamp
 from evidence_pipeline.signing.pades import TIMESTAMPED, sign_pdf, verify_pdf_signature
 from evidence_pipeline.store import ArtifactStore, sha256_file, sha256_hex
 from evidence_pipeline.tempfiles import attempt_dir, scratch_file
@@ -263,7 +264,9 @@ def _sign_and_commit(
     revision, identity, settings = pinned.revision, fields["identity"], rt.settings
     prefix = bundle_prefix(revision.tenant_month, identity)
     start = time.perf_counter()
-    keyring, unsigned_sha256 = rt.keyring, fields["unsigned_sha256"]
+    # The generation active now signs, and its signing time is recorded: a rotation between two bundles of a batch
+    # is seen here, per bundle (signing/rotation.py).
+    (keyring, signed_at), unsigned_sha256 = rt.keys.select(), fields["unsigned_sha256"]
     with scratch_file(scratch) as unsigned:
         rt.staging.get_file(staging_key(unsigned_sha256), unsigned, expected_sha256=unsigned_sha256)
         unsigned_size = unsigned.tell()
@@ -285,13 +288,15 @@ def _sign_and_commit(
         (report_sha256, report_size), report_version = _put_or_adopt(
             rt.archive, f"{prefix}/{REPORT}", scratch, make=sign, accept=adopt
         )
-    ours = {keyring.statement_key_id: keyring.statement_key.public_key()}
+    # An earlier attempt may have written the statement with a generation retired since: it is still ours.
+    ours = {k.statement_key_id: k.statement_public_key for k in rt.keys.keyrings()}
     predicate = fields | {
         "source_sequence": revision.sequence,
         "documents_sha256": pinned.documents.sha256,
         "unsigned_size": unsigned_size,
         "pades_level": settings.pades_level,
         "key_id": keyring.statement_key_id,
+        "signed_at": timestamp(signed_at),
         "trust_root_id": keyring.root_id,
         **({"tsa_root_id": keyring.tsa_root_id} if settings.pades_level in TIMESTAMPED else {}),
         "run_id": run.run_id,
@@ -329,7 +334,7 @@ def _sign_and_commit(
         "report_sha256": report_sha256,
         "statement_sha256": sha256_hex(statement),
         "renderer_version": RENDERER_VERSION,
-        "key_id": keyring.statement_key_id,
+        "key_id": predicate["key_id"],
     }
     details = predicate | {
         "report_sha256": report_sha256,
