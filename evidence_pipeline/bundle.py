@@ -86,7 +86,8 @@ def manifest_document(d: dict, ledger: dict) -> dict:
             STATEMENT: _artifact(d["statement_sha256"], d["statement_size"], d.get("statement_version_id")),
         },
         "keys": {"statement_key_id": d["key_id"], "trust_root_id": d["trust_root_id"]}
-        | ({"tsa_root_id": d["tsa_root_id"]} if "tsa_root_id" in d else {}),
+        | ({"tsa_root_id": d["tsa_root_id"]} if "tsa_root_id" in d else {})
+        | ({"signed_at": d["signed_at"]} if "signed_at" in d else {}),  # bundles since key rotation
         "pades_level": d["pades_level"],
         "lineage": lineage(d),
         "published_by": {"run_id": d["run_id"], "attempt": d["attempt"]},

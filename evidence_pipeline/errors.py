@@ -104,6 +104,9 @@ class ReasonCode(StrEnum):
     STATEMENT_SIGNATURE_INVALID = "STATEMENT_SIGNATURE_INVALID"
     STATEMENT_KEY_MISMATCH = "STATEMENT_KEY_MISMATCH"
     KEY_UNKNOWN = "KEY_UNKNOWN"
+    KEYRING_INVALID = "KEYRING_INVALID"  # the newest keyring document is missing, malformed or not signed by the root
+    KEY_NOT_VALID_AT_SIGNING_TIME = "KEY_NOT_VALID_AT_SIGNING_TIME"  # signed outside the key's validity window
+    KEY_REVOKED = "KEY_REVOKED"  # signed by a revoked key at or after its revocation
     SUBJECT_DIGEST_MISMATCH = "SUBJECT_DIGEST_MISMATCH"
     PDF_SIGNATURE_INVALID = "PDF_SIGNATURE_INVALID"
     PDF_SIGNATURE_UNTRUSTED = "PDF_SIGNATURE_UNTRUSTED"

@@ -35,6 +35,7 @@ from evidence_pipeline.models import EventType, Lane, SourceRevision, Stage, Ten
 from evidence_pipeline.render import RENDERER_VERSION, report_totals, write_report
 from evidence_pipeline.runtime import RunInfo, Runtime
 from evidence_pipeline.signing import dsse
+from evidence_pipeline.signing.keyring_document import timestamp
 from evidence_pipeline.signing.pades import TIMESTAMPED, sign_pdf, verify_pdf_signature
 from evidence_pipeline.store import ArtifactStore, sha256_file, sha256_hex
 from evidence_pipeline.tempfiles import attempt_dir, scratch_file
@@ -280,7 +281,9 @@ def _sign_and_commit(
     tenant_month, identity, settings = inputs.tenant_month, fields["identity"], rt.settings
     prefix = bundle_prefix(tenant_month, identity)
     start = time.perf_counter()
-    keyring, unsigned_sha256 = rt.keyring, fields["unsigned_sha256"]
+    # The generation active now signs, and its signing time is recorded: a rotation between two bundles of a batch
+    # is seen here, per bundle (signing/rotation.py).
+    (keyring, signed_at), unsigned_sha256 = rt.keys.select(), fields["unsigned_sha256"]
     with scratch_file(scratch) as unsigned:
         rt.staging.get_file(staging_key(unsigned_sha256), unsigned, expected_sha256=unsigned_sha256)
         unsigned_size = unsigned.tell()
@@ -304,13 +307,14 @@ def _sign_and_commit(
         )
     # From here to the commit this attempt holds the tenant-month: the bundle it supersedes stays the current one.
     supersedes = _claim(rt, inputs, fields, lease, run)
-    ours = {keyring.statement_key_id: keyring.statement_key.public_key()}
+    ours = _our_statement_keys(rt)
     predicate = fields | {
         "source_sequence": inputs.source_sequence,
         "documents_sha256": inputs.documents_sha256,
         "unsigned_size": unsigned_size,
         "pades_level": settings.pades_level,
         "key_id": keyring.statement_key_id,
+        "signed_at": timestamp(signed_at),
         "trust_root_id": keyring.root_id,
         **({"tsa_root_id": keyring.tsa_root_id} if settings.pades_level in TIMESTAMPED else {}),
         "run_id": run.run_id,
@@ -355,7 +359,7 @@ def _sign_and_commit(
         "report_sha256": report_sha256,
         "statement_sha256": sha256_hex(statement),
         "renderer_version": fields["renderer_version"],
-        "key_id": keyring.statement_key_id,
+        "key_id": predicate["key_id"],
     }
     details = predicate | {
         "report_sha256": report_sha256,
@@ -414,11 +418,10 @@ def _complete(rt: Runtime, holder: dict, run: RunInfo) -> bool:
     statement is not ours or fails), and the claim may be taken over; True when it was, or when its job is being
     worked on again (look at the claim again)."""
     tenant_month = TenantMonth(holder["tenant"], holder["period"])
-    keyring = rt.keyring
     envelope = rt.archive.get(f"{bundle_prefix(tenant_month, holder['identity'])}/{STATEMENT}",
                               max_bytes=jsonread.MAX_BYTES)
     try:
-        body, _ = dsse.open_statement(envelope, {keyring.statement_key_id: keyring.statement_key.public_key()})
+        body, _ = dsse.open_statement(envelope, _our_statement_keys(rt))
         predicate = body["predicate"]
         fields = {name: predicate[name] for name in IDENTITY_FIELDS}
         inputs = _Inputs(tenant_month, predicate["source_sequence"], predicate["documents_sha256"], holder["job_id"])
@@ -449,6 +452,11 @@ def _complete(rt: Runtime, holder: dict, run: RunInfo) -> bool:
         record_failure(rt, holder["job_id"], error, run)  # its job is rejected with the reason; ours goes on
         return False
     return True
+
+
+def _our_statement_keys(rt: Runtime) -> dict:
+    """Every generation's statement key: an earlier attempt may have signed with a generation retired since."""
+    return {k.statement_key_id: k.statement_public_key for k in rt.keys.keyrings()}
 
 
 def _named(supersedes: dict | None) -> str:

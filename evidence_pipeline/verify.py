@@ -1,7 +1,11 @@
 """Offline verification of a bundle from the archive alone: what an auditor runs.
 
 Every check runs and reports; the bundle verifies only if all pass. Keys come from the archive's put-once
-`keys/` folder; an auditor who holds key ids from another channel can pin them with ``expected_key_ids``.
+`keys/` folder. Where the archive holds a keyring document (keys/keyring-*.json), the statement keys and PAdES signer
+certificates are the ones its newest document lists, signed by the trust root, and each signature must have been made
+inside its key's validity window and before its revocation; pin the trust root with ``expected_root_ids``. An
+archive from before key rotation has no keyring: any statement key under keys/ then verifies, and an auditor who
+holds key ids from another channel pins them with ``expected_key_ids``.
 
 It also places the bundle in its tenant-month's corrections chain, from the archive it reads: the bundle it
 supersedes (named in its signed statement, and whether the archive holds it), and the published bundles of the
@@ -32,8 +36,16 @@ from evidence_pipeline.config import PADES_LEVELS
 from evidence_pipeline.errors import UNAVAILABLE_CODES, EvidenceError, ReasonCode
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.signing import dsse
+from evidence_pipeline.signing.keyring_document import (
+    KeyringDocument,
+    SignatureTimes,
+    check_key_at,
+    keyring_documents,
+    parse_time,
+    read_published_keyring,
+)
 from evidence_pipeline.signing.keys import MAX_KEY_BYTES, certificate_id, published_statement_keys
-from evidence_pipeline.signing.pades import verify_pdf_signature
+from evidence_pipeline.signing.pades import SignatureFacts, verify_pdf_signature
 from evidence_pipeline.store import ArtifactStore, sha256_hex
 
 _IDENTITY = re.compile(r"[0-9a-f]{64}")
@@ -58,6 +70,7 @@ class Verification:
     supersedes: dict | None = None  # {identity, prefix, reason, in_archive}: the bundle this one corrects
     superseded_by: dict | None = None  # {identity, prefix}: the published bundle that corrects this one
     current_bundle: dict | None = None  # {identity, prefix}: the newest bundle of the chain (this one if current)
+    keyring_sequence: int | None = None  # the keyring document that vouched for the keys (None: no keyring)
 
     @property
     def current(self) -> bool | None:
@@ -75,8 +88,8 @@ class Verification:
     def as_dict(self) -> dict:
         return {
             "bundle": self.bundle, "ok": self.ok, "codes": self.codes, "statement_key_id": self.statement_key_id,
-            "trust_root_id": self.trust_root_id, "current": self.current, "supersedes": self.supersedes,
-            "superseded_by": self.superseded_by, "current_bundle": self.current_bundle,
+            "trust_root_id": self.trust_root_id, "keyring_sequence": self.keyring_sequence, "current": self.current,
+            "supersedes": self.supersedes, "superseded_by": self.superseded_by, "current_bundle": self.current_bundle,
             "checks": [c.__dict__ for c in self.checks],
         }
 
@@ -108,7 +121,17 @@ def verify_bundle(
     if files is None:
         return result
     statement_bytes, manifest_bytes = files
-    keys = published_statement_keys(store, expected_key_ids)
+    keyring: KeyringDocument | None = None
+    documents = keyring_documents(store)
+    if documents or (expected_root_ids and not expected_key_ids):  # pinning the root alone needs its keyring
+        keyring = run("keyring", lambda: read_published_keyring(store, expected_root_ids, documents))
+        if keyring is None:
+            run("manifest_parses", lambda: _parse_manifest(manifest_bytes))
+            return result  # no key can be judged without the keyring
+        result.keyring_sequence = keyring.sequence
+        keys = keyring.statement_keys(expected_key_ids)
+    else:
+        keys = published_statement_keys(store, expected_key_ids)
     manifest = run("manifest_parses", lambda: _parse_manifest(manifest_bytes))
     opened = run("statement_signature", lambda: dsse.open_statement(statement_bytes, keys))
     if opened is None:
@@ -137,7 +160,9 @@ def verify_bundle(
             "statement subject is not the sha256 of report.pdf",
         ),
     )
-    run("pdf_signature", lambda: _verify_pades(store, report, predicate, expected_root_ids, at))
+    pdf = run("pdf_signature", lambda: _verify_pades(store, report, predicate, expected_root_ids, at))
+    if keyring is not None:
+        run("signing_keys", lambda: _check_signing_keys(keyring, signed_by, predicate, pdf))
     run(
         "unsigned_report_digest",
         lambda: _expect(
@@ -176,14 +201,39 @@ def _report_limit(predicate: dict) -> int:
 
 
 def _verify_pades(store: ArtifactStore, report: bytes, predicate: dict, expected_root_ids: frozenset[str],
-                  at: datetime | None) -> None:
+                  at: datetime | None) -> SignatureFacts:
     """At the PAdES level the signed statement names; time stamps must chain to the TSA root it names."""
     level = predicate.get("pades_level")
     if level not in PADES_LEVELS:
         raise EvidenceError(ReasonCode.STATEMENT_INVALID, "the statement names no known PAdES level")
     tsa_root = _trust_root(store, str(predicate.get("tsa_root_id", "")), expected_root_ids) if level != "B-B" else None
     root = _trust_root(store, str(predicate.get("trust_root_id", "")), expected_root_ids)
-    verify_pdf_signature(report, root, level, tsa_root, at)
+    return verify_pdf_signature(report, root, level, tsa_root, at)
+
+
+def _check_signing_keys(keyring: KeyringDocument, signed_by: tuple[str, ...], predicate: dict,
+                        pdf: SignatureFacts | None) -> None:
+    """The statement key and the PDF's signer certificate are listed in the keyring, and each signed inside its
+    generation's validity window and before any revocation of it.
+
+    The statement records when its key was chosen (``signed_at``; bundles from before key rotation only have
+    ``completed_at``, taken just after the PDF was signed). That time is the signer's own claim. At B-T and above
+    the PDF's RFC 3161 time stamp is the trustworthy time: it bounds the PDF signature from above, and the statement
+    (which signs the time-stamped report's digest) from below, so a revoked or retired key cannot be made to look
+    older than the time stamp authority says."""
+    if keyring.trust_root_id != predicate.get("trust_root_id"):
+        raise EvidenceError(ReasonCode.KEY_UNKNOWN, f"the keyring is vouched for by {keyring.trust_root_id}, "
+                            "not by the bundle's trust root")
+    stamped = (pdf.stamped,) if pdf is not None and pdf.stamped else ()
+    if "signed_at" in predicate:
+        times = SignatureTimes(selected=parse_time(predicate["signed_at"]), after=stamped)
+    else:
+        times = SignatureTimes(made=(parse_time(predicate["completed_at"]),), after=stamped)
+    for key_id in signed_by:
+        check_key_at(keyring, key_id, times, "statement key")
+    if pdf is not None:
+        made = tuple(moment for moment in (pdf.claimed, pdf.stamped) if moment is not None)
+        check_key_at(keyring, pdf.signer_certificate_id, SignatureTimes(made=made), "PDF signer certificate")
 
 
 def _trust_root(store: ArtifactStore, root_id: str, expected: frozenset[str]) -> bytes:
