@@ -11,7 +11,7 @@ from dagster._core.storage.asset_check_execution_record import AssetCheckExecuti
 
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
-from evidence_pipeline.defs.checks import CHECK_NAME, offline_verification
+from evidence_pipeline.defs.checks import CHECK_NAME, offline_verification, verify_published
 from evidence_pipeline.defs.partitions import partition_key_for, range_tags, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.models import TenantMonth
@@ -77,6 +77,8 @@ def test_a_range_run_verifies_each_published_partition_and_records_it(instance, 
         assert metadata["statement_key_id"] == bundle["key_id"] and metadata["trust_root_id"].startswith("x509-root-")
         assert metadata["checks"] == "10 of 10 passed"
         assert all(f"| {name} | passed |" in metadata["check_table"] for name in ("subject_digest", "pdf_signature"))
+    # The statement key is pinned to the one recorded at publication: any other published key is refused.
+    assert verify_published(runtime, (bundle["bundle_key"], "ed25519-0000000000000000")).codes == ["KEY_UNKNOWN"]
 
 
 def test_a_tampered_bundle_fails_the_check_with_its_codes_and_the_others_still_pass(instance, evidence, runtime):

@@ -24,6 +24,7 @@ other tenant-months.
 from functools import partial
 
 from dagster import (
+    AssetCheckEvaluation,
     AssetCheckExecutionContext,
     AssetCheckSeverity,
     AssetRecordsFilter,
@@ -32,10 +33,9 @@ from dagster import (
     Output,
     asset_check,
 )
-from dagster._core.definitions.asset_checks.asset_check_evaluation import (
-    AssetCheckEvaluation,
-    AssetCheckEvaluationTargetMaterializationData,
-)
+
+# Not exported by `dagster`: the pointer to the materialization a check evaluated (a serialized record type, no patch).
+from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
 
 from evidence_pipeline import parallel
 from evidence_pipeline.defs.assets import TRANSIENT_RETRIES, evidence_bundle
