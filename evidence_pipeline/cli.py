@@ -132,7 +132,7 @@ def demo(months: int) -> None:
         click.echo(f"archive: {settings.archive_uri}")
         click.echo(f"verify a bundle:  .venv/bin/evidence verify {example}")
         click.echo(f"prove it is in the signed ledger:  .venv/bin/evidence ledger prove {example}")
-        click.echo("open the UI:      .venv/bin/evidence ui   (then http://127.0.0.1:3000)")
+        click.echo("open the UI:      .venv/bin/evidence ui   (then http://127.0.0.1:3000; auditors: --read-only)")
     if failed:
         reasons = sorted({o.reason for o in outcomes if not o.ok})
         raise click.ClickException(f"{failed} tenant-month(s) failed: {', '.join(reasons)} "
@@ -635,9 +635,19 @@ def intake_serve(host: str, port: int, workers: int | None) -> None:
 
 
 @main.command()
-def ui() -> None:
-    """Start the Dagster UI and daemon (dagster dev) on this project's instance."""
+@click.option("--read-only", is_flag=True,
+              help="Serve the UI alone (dagster-webserver --read-only) for auditors: browse assets, partitions, "
+                   "metadata and check results; nothing can be launched, changed or wiped, and no daemon runs.")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=3000, show_default=True, type=click.IntRange(0, 65535))
+def ui(read_only: bool, host: str, port: int) -> None:
+    """Start the Dagster UI on this project's instance: with the daemon (dagster dev), or --read-only."""
     settings = _settings()
     _use_dagster_home(settings)
+    workspace = str(_REPO_ROOT / "workspace.yaml")
     # Same interpreter as this command, so it works without an activated virtualenv.
-    os.execv(sys.executable, [sys.executable, "-m", "dagster", "dev", "-w", str(_REPO_ROOT / "workspace.yaml")])
+    if read_only:
+        argv = ["-m", "dagster_webserver", "--read-only", "-w", workspace, "-h", host, "-p", str(port)]
+    else:
+        argv = ["-m", "dagster", "dev", "-w", workspace, "-h", host, "-p", str(port)]
+    os.execv(sys.executable, [sys.executable, *argv])

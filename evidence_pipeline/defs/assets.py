@@ -406,6 +406,10 @@ def _bundle_metadata(publication: pipeline.Publication) -> dict:
         "current_bundle": publication.current_identity,
         **({"supersedes": corrects["identity"], "supersedes_reason": ", ".join(corrects["reason"]),
             "supersedes_location": MetadataValue.text(corrects["prefix"])} if corrects else {}),
+        # The partition page does not show check results in Dagster 1.13: one click to them (defs/checks.py).
+        "verification check": MetadataValue.url(
+            "/assets/evidence_bundle?view=checks&checkDetail=offline_verification"
+        ),
         # Numeric clocks, so the UI plots them per partition; None (no queue: not a queued run) is left out.
         **{stage: ms for stage, ms in publication.timings_ms.items() if ms is not None},
     }
