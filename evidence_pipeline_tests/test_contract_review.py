@@ -1,0 +1,311 @@
+"""`contract-review`: the pinned ruleset, extraction and decisions on synthetic leases, and the whole job through the
+real intake server and the document worker, on both backends, with an ambiguous signing timeout and a SIGKILL
+between the approval signature and the commit."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from evidence_pipeline.documents import Documents
+from evidence_pipeline.documents import ruleset as rulesets
+from evidence_pipeline.documents.gate import gate
+from evidence_pipeline.documents.registry import ProcessorInput, operation, outcome_codes
+from evidence_pipeline.documents.review import DECISION, SIGNED, review_contract
+from evidence_pipeline.documents.worker import APPROVAL_FIELD, PREDICATE_TYPE, STATEMENT
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.lease_contracts import DEFECTS, lease_contract
+from evidence_pipeline.ledger.documents import WORKER_VERSION
+from evidence_pipeline.signing import dsse
+from evidence_pipeline.signing.pades import verify_pdf_signature
+from evidence_pipeline.store import sha256_hex
+from evidence_pipeline_tests.conftest import require_tool
+from evidence_pipeline_tests.intake_server import client, error_code, intake_environment, submit, tokens, upload
+from evidence_pipeline_tests.test_documents_worker import dispatch
+
+REPO = Path(__file__).resolve().parent.parent
+IN_FORCE = rulesets.pin(rulesets.IN_FORCE)
+REVIEW = {"operation": "contract-review"}
+
+
+# --- the ruleset ----------------------------------------------------------------------------------------------
+
+
+def test_the_ruleset_in_the_repository_is_the_registered_version():
+    data = (rulesets.RULESETS_DIR / rulesets.file_name(rulesets.IN_FORCE)).read_bytes()
+    assert sha256_hex(data) == rulesets.REGISTERED[rulesets.IN_FORCE]
+    loaded = rulesets.load(rulesets.IN_FORCE, IN_FORCE["ruleset_sha256"])
+    assert loaded.version == rulesets.IN_FORCE and {r["id"] for r in loaded.rules} >= {
+        "dates-consistent",
+        "term-within-bounds",
+        "rent-positive",
+        "every-party-has-a-signer",
+        "required-clauses",
+    }
+    assert operation("contract-review").normalize({}) == IN_FORCE  # a job pins version and digest when accepted
+
+
+def test_a_changed_ruleset_file_is_refused_not_used(tmp_path):
+    copy = tmp_path / "rulesets"
+    shutil.copytree(rulesets.RULESETS_DIR, copy)
+    path = copy / rulesets.file_name(rulesets.IN_FORCE)
+    path.write_bytes(path.read_bytes().replace(b'"max": 36', b'"max": 48'))  # a silent edit of version 2026.1
+    for version, pinned in ((rulesets.IN_FORCE, IN_FORCE["ruleset_sha256"]), ("lease-review/2099.9", "0" * 64)):
+        with pytest.raises(EvidenceError) as refused:
+            rulesets.load(version, pinned, copy)
+        assert refused.value.code == ReasonCode.RULESET_INVALID
+    with pytest.raises(EvidenceError) as pinned_other:  # the repository's file, but the job pinned other bytes
+        rulesets.load(rulesets.IN_FORCE, "f" * 64)
+    assert pinned_other.value.code == ReasonCode.RULESET_INVALID
+
+
+# --- decisions on synthetic leases -----------------------------------------------------------------------------
+
+
+def _review(pdf: bytes) -> tuple[dict, object]:
+    file = io.BytesIO(pdf)
+    document = ProcessorInput("doc_x", sha256_hex(pdf), len(pdf), gate(file), file)
+    result = review_contract([document], IN_FORCE)
+    return json.loads(result.artifacts[DECISION]), result
+
+
+def test_synthetic_leases_get_their_known_decisions():
+    contracts = [lease_contract(n) for n in range(4 * len(DEFECTS))]  # every defect four times: 56 contracts
+    assert {c.defect for c in contracts} == set(DEFECTS)
+    for contract in contracts:
+        expected = contract.expected
+        if expected.decision == ReasonCode.REVIEW_INPUT_INVALID:
+            with pytest.raises(EvidenceError) as invalid:
+                _review(contract.pdf)
+            assert invalid.value.code == expected.decision, contract.defect
+            continue
+        decision, result = _review(contract.pdf)
+        failed = tuple(r["id"] for r in decision["rules"] if r["outcome"] == "fail")
+        assert (decision["decision"], tuple(decision["missing"]), failed) == (
+            expected.decision,
+            expected.missing,
+            expected.failed_rules,
+        ), (contract.number, contract.defect)
+        assert (result.signed, result.rejected) == (
+            (SIGNED, None) if expected.decision == "approved" else (None, ReasonCode.REVIEW_POLICY_REJECTED)
+        )
+    assert lease_contract(7).pdf == lease_contract(7).pdf  # deterministic bytes, so is every decision
+    assert _review(lease_contract(7).pdf)[1].artifacts == _review(lease_contract(7).pdf)[1].artifacts
+
+
+def test_form_fields_come_first_and_text_second():
+    form, _ = _review(lease_contract(0, "form_overrides_text").pdf)
+    assert form["fields"]["monthly_rent"]["source"] == "form" and form["decision"] == "approved"
+    text, _ = _review(lease_contract(0, "text_only").pdf)
+    assert {entry["source"] for entry in text["fields"].values()} == {"text"} and text["decision"] == "approved"
+    assert text["fields"]["landlord"]["value"] == lease_contract(0, "text_only").values["landlord"]
+
+
+def test_review_decisions_are_job_outcomes_not_run_failures():
+    assert {ReasonCode.REVIEW_INPUT_INVALID, ReasonCode.REVIEW_POLICY_REJECTED} <= outcome_codes()
+    assert ReasonCode.REVIEW_DEPENDENCY_TIMEOUT not in outcome_codes()
+
+
+# --- through the front door ------------------------------------------------------------------------------------
+
+
+def _stages(documents, job_id: str) -> list[tuple[str, str, int]]:
+    return [
+        (e["details"]["prior"], e["details"]["stage"], e["details"]["lease_token"])
+        for e in documents.runtime.ledger.events_of_type("document.stage")
+        if e["details"]["job_id"] == job_id
+    ]
+
+
+def _submit_contract(http, key: str, pdf: bytes) -> tuple[str, dict]:
+    document = upload(http, pdf).json()
+    accepted = submit(http, key, REVIEW | {"inputs": [document["document_id"]]})
+    assert accepted.status_code == 202, accepted.text
+    return accepted.json()["job_id"], document
+
+
+def test_an_approved_contract_is_signed_and_a_rejected_one_is_a_decision(documents, intake):
+    acme, _ = tokens(documents)
+    approved_pdf, rejected_pdf = lease_contract(0).pdf, lease_contract(3).pdf  # none, missing_landlord
+    with client(intake, acme) as http:
+        for options in ({"ruleset": "lease-review/1999.1"}, {"ruleset_sha256": "0" * 64}):
+            refused = submit(http, "bad", REVIEW | {"inputs": [], "options": options})
+            assert (refused.status_code, error_code(refused)) == (422, "OPTIONS_INVALID")
+        approved_id, approved_doc = _submit_contract(http, "lease-0", approved_pdf)
+        rejected_id, rejected_doc = _submit_contract(http, "lease-3", rejected_pdf)
+        invalid_id, _ = _submit_contract(http, "blank", lease_contract(13).pdf)  # no_text
+        assert http.get(f"/v1/jobs/{approved_id}").json()["stage"] == "accepted"
+        outcomes = {o.job_id: (o.state, o.reason) for o in dispatch(documents)}
+        approved, rejected, invalid = (http.get(f"/v1/jobs/{i}").json() for i in (approved_id, rejected_id, invalid_id))
+    assert outcomes == {
+        approved_id: ("succeeded", None),
+        rejected_id: ("rejected", "REVIEW_POLICY_REJECTED"),
+        invalid_id: ("rejected", "REVIEW_INPUT_INVALID"),
+    }
+    assert (approved["state"], approved["stage"], approved["reason"]) == ("succeeded", "completed", None)
+    assert approved["options"] == IN_FORCE and approved["findings"]["decision"] == "approved"
+    assert (rejected["state"], rejected["stage"]) == ("rejected", "rejected")
+    assert rejected["reason"] == "REVIEW_POLICY_REJECTED"
+    assert rejected["findings"]["missing"] == ["landlord"] and rejected["findings"]["failed_rules"] == []
+    assert (invalid["state"], invalid["stage"], invalid["reason"], invalid["outputs"]) == (
+        "rejected",
+        "rejected",
+        "REVIEW_INPUT_INVALID",
+        [],
+    )
+    archive, keyring = documents.runtime.archive, documents.runtime.keyring
+    for status, names in ((approved, [DECISION, SIGNED, STATEMENT]), (rejected, [DECISION, STATEMENT])):
+        prefix = status["outputs"][0]["artifact_id"].rsplit("/", 1)[0]
+        assert archive.list(prefix) == [f"{prefix}/{name}" for name in sorted(names)]
+        assert {o["artifact_id"] for o in status["outputs"]} == set(archive.list(prefix))  # visible: committed
+    approved_prefix = approved["outputs"][0]["artifact_id"].rsplit("/", 1)[0]
+    decision = json.loads(archive.get(f"{approved_prefix}/{DECISION}"))
+    assert decision["ruleset"] == {"version": IN_FORCE["ruleset"], "sha256": IN_FORCE["ruleset_sha256"]}
+    assert decision["worker_version"] == WORKER_VERSION
+    assert decision["input"]["sha256"] == approved_doc["sha256"]
+    assert {r["outcome"] for r in decision["rules"]} == {"pass"}
+    signed = archive.get(f"{approved_prefix}/{SIGNED}")
+    assert signed.startswith(approved_pdf)  # the contract as uploaded, the approval appended
+    verify_pdf_signature(signed, keyring.root_pem, field_name=APPROVAL_FIELD)
+    envelope = archive.get(f"{approved_prefix}/{STATEMENT}")
+    opened = dsse.verify_envelope(
+        envelope, {keyring.statement_key_id: keyring.statement_key.public_key()}, dsse.PAYLOAD_TYPE
+    )
+    statement = json.loads(opened.payload)
+    assert statement["predicateType"] == PREDICATE_TYPE
+    assert statement["subject"][0]["digest"] == {"sha256": approved_doc["sha256"]}
+    assert {a["name"]: a["sha256"] for a in statement["predicate"]["artifacts"]} == {
+        DECISION: sha256_hex(archive.get(f"{approved_prefix}/{DECISION}")),
+        SIGNED: sha256_hex(signed),
+    }
+    assert statement["predicate"]["options"] == IN_FORCE
+    # Every stage under the job's one lease; the rejected contract's decision is signed too, then rejected.
+    walk = ["accepted", "validating", "reviewing", "signing", "committing"]
+    assert _stages(documents, approved_id) == [(a, b, 1) for a, b in zip(walk, walk[1:])]
+    assert _stages(documents, rejected_id) == [(a, b, 1) for a, b in zip(walk, walk[1:])]
+    assert [s for _, s, _ in _stages(documents, invalid_id)] == ["validating", "reviewing"]
+    [stage] = [
+        e for e in documents.runtime.ledger.events_of_type("document.stage") if e["details"]["job_id"] == approved_id
+    ][-1:]
+    assert stage["details"]["policy"] == IN_FORCE and stage["details"]["inputs"] == [approved_doc["document_id"]]
+    assert {o["name"] for o in stage["details"]["outputs"]} == {DECISION, SIGNED, STATEMENT}
+    assert stage["details"]["correlation_id"] and stage["subject_sha256"] == stage["details"]["correlation_id"]
+    [published] = [
+        e
+        for e in documents.runtime.ledger.events_of_type("document.published")
+        if e["details"]["job_id"] == rejected_id
+    ]
+    assert published["details"]["summary"]["decision"] == "rejected"
+    assert rejected_doc["sha256"] == published["subject_sha256"]
+    assert documents.runtime.ledger.verify_chain() > 0  # the jobs' rows are still the fold of their events
+
+
+def test_pdfsig_reads_the_approval_signature(documents, intake):
+    pdfsig = require_tool("pdfsig")
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        job_id, _ = _submit_contract(http, "lease-14", lease_contract(14).pdf)
+        dispatch(documents)
+        status = http.get(f"/v1/jobs/{job_id}").json()
+    [signed_key] = [o["artifact_id"] for o in status["outputs"] if o["artifact_id"].endswith(SIGNED)]
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"review-{job_id[:12]}.pdf"
+    path.write_bytes(documents.runtime.archive.get(signed_key))
+    try:
+        out = subprocess.run([pdfsig, str(path)], capture_output=True, text=True).stdout
+    finally:
+        path.unlink()
+    assert "Signature #1" in out and "Signature is Valid" in out and "Signature #2" not in out
+
+
+class _AmbiguousArchive:
+    """The archive, except that storing the approval reports a timeout after the object was stored (an S3 answer
+    lost on the way back): the same protocol as the real store, which does all the work."""
+
+    def __init__(self, archive):
+        self.archive = archive
+
+    def __getattr__(self, name):
+        return getattr(self.archive, name)
+
+    def put_file(self, key, file, *args, **kwargs):
+        stored = self.archive.put_file(key, file, *args, **kwargs)
+        if key.endswith(f"/{SIGNED}"):
+            raise EvidenceError(ReasonCode.STORE_UNAVAILABLE, "read timeout")
+        return stored
+
+
+def test_a_retry_after_an_ambiguous_signing_timeout_adopts_the_stored_approval(documents, intake):
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        job_id, _ = _submit_contract(http, "lease-14", lease_contract(14).pdf)
+        flaky = dataclasses.replace(documents.runtime, archive=_AmbiguousArchive(documents.runtime.archive))
+        [first] = dispatch(Documents(flaky, documents.store, documents.ledger))
+        waiting = http.get(f"/v1/jobs/{job_id}").json()
+        prefix = f"documents/acme/{documents.ledger.job('acme', job_id)['period']}/{job_id}"
+        stored = documents.runtime.archive.get(f"{prefix}/{SIGNED}")
+        [second] = dispatch(documents, "run-2")
+        done = http.get(f"/v1/jobs/{job_id}").json()
+    assert (first.state, first.reason) == ("accepted", "REVIEW_DEPENDENCY_TIMEOUT")
+    assert (waiting["state"], waiting["stage"], waiting["outputs"]) == ("accepted", "retry_wait", [])
+    assert (second.state, done["state"], done["attempts"]) == ("succeeded", "succeeded", 2)
+    assert documents.runtime.archive.list(prefix) == [f"{prefix}/{n}" for n in sorted((DECISION, SIGNED, STATEMENT))]
+    [signed] = [o for o in done["outputs"] if o["artifact_id"].endswith(SIGNED)]
+    assert signed["sha256"] == sha256_hex(stored) == sha256_hex(documents.runtime.archive.get(f"{prefix}/{SIGNED}"))
+    assert len(documents.runtime.ledger.events_of_type("document.published")) == 1
+    assert [(s, t) for _, s, t in _stages(documents, job_id)] == [
+        ("validating", 1), ("reviewing", 1), ("signing", 1),
+        ("validating", 2), ("reviewing", 2), ("signing", 2), ("committing", 2),
+    ]
+    assert _stages(documents, job_id)[3][0] == "retry_wait"
+
+
+def test_sigkill_after_the_approval_is_stored_then_the_retry_adopts_it(documents, intake, backend):
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        job_id, _ = _submit_contract(http, "lease-28", lease_contract(28).pdf)
+        documents.ledger.assign_pages(10)
+        [(page_id, _, _)] = documents.ledger.open_pages()
+        env = os.environ | intake_environment(backend) | {"EVIDENCE_LEASE_SECONDS": "2"}
+        child = subprocess.Popen(
+            [sys.executable, "-m", "evidence_pipeline_tests.fault_child", "documents", page_id],
+            env=env | {"EVIDENCE_KILL_POINT": "after_approval_put"},
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        assert child.wait(timeout=180) == -signal.SIGKILL, child.stderr.read().decode()[-2000:]
+        killed = http.get(f"/v1/jobs/{job_id}").json()
+        prefix = f"documents/acme/{documents.ledger.job('acme', job_id)['period']}/{job_id}"
+        stored = documents.runtime.archive.get(f"{prefix}/{SIGNED}")
+        time.sleep(2.5)  # the dead worker's lease expires
+        [outcome] = dispatch(documents, "run-2")
+        done = http.get(f"/v1/jobs/{job_id}").json()
+    assert (killed["state"], killed["stage"], killed["outputs"]) == ("running", "signing", [])  # nothing visible
+    assert outcome.state == "succeeded" and done["attempts"] == 2
+    [signed] = [o for o in done["outputs"] if o["artifact_id"].endswith(SIGNED)]
+    assert signed["sha256"] == sha256_hex(stored)  # adopted: exactly one signed artifact, never signed again
+    assert documents.runtime.archive.list(prefix) == [f"{prefix}/{n}" for n in sorted((DECISION, SIGNED, STATEMENT))]
+    assert len(documents.runtime.ledger.events_of_type("document.published")) == 1
+
+
+def test_a_changed_approval_under_the_key_is_never_adopted(documents, intake):
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        job_id, _ = _submit_contract(http, "lease-42", lease_contract(42).pdf)
+        prefix = f"documents/acme/{documents.ledger.job('acme', job_id)['period']}/{job_id}"
+        documents.runtime.archive.put_once(f"{prefix}/{SIGNED}", lease_contract(0).pdf)  # not this contract's
+        [outcome] = dispatch(documents)
+        status = http.get(f"/v1/jobs/{job_id}").json()
+    assert (outcome.state, outcome.reason) == ("rejected", "STORE_CONFLICT")
+    assert (status["state"], status["outputs"]) == ("rejected", [])
+    assert documents.runtime.ledger.events_of_type("document.published") == []
