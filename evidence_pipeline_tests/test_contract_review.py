@@ -24,6 +24,7 @@ from evidence_pipeline.documents.registry import ProcessorInput, operation, outc
 from evidence_pipeline.documents.review import DECISION, SIGNED, review_contract
 from evidence_pipeline.documents.worker import APPROVAL_FIELD, PREDICATE_TYPE, STATEMENT
 from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.intake.dispatch import dispatch_batches
 from evidence_pipeline.lease_contracts import DEFECTS, lease_contract
 from evidence_pipeline.ledger.documents import WORKER_VERSION
 from evidence_pipeline.signing import dsse
@@ -210,6 +211,29 @@ def test_an_approved_contract_is_signed_and_a_rejected_one_is_a_decision(documen
     assert documents.runtime.ledger.verify_chain() > 0  # the jobs' rows are still the fold of their events
 
 
+def test_a_batchs_reviews_are_pinned_when_the_batch_is_accepted(documents, intake):
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        ids = [upload(http, lease_contract(n).pdf).json()["document_id"] for n in (0, 4)]  # none, missing_term_end
+        specs = [{"idempotency_key": f"k{n}", "operation": "contract-review", "inputs": [i]} for n, i in enumerate(ids)]
+        batch = http.post("/v1/batches", json={"jobs": specs}).json()
+        assert dispatch_batches(documents, 10, "test") == 2
+        outcomes = sorted((o.state, o.reason or "") for o in dispatch(documents))
+        states = http.get(f"/v1/batches/{batch['batch_id']}").json()["states"]
+    jobs = [documents.ledger.job("acme", j) for j in documents.ledger.batch_children_in(batch["batch_id"], "rejected")]
+    assert outcomes == [("rejected", "REVIEW_POLICY_REJECTED"), ("succeeded", "")] and states == {
+        "rejected": 1,
+        "succeeded": 1,
+    }
+    assert [job["request"]["options"] for job in jobs] == [IN_FORCE]
+    correlations = {
+        e["details"]["correlation_id"]
+        for e in documents.runtime.ledger.events_of_type("document.stage")
+        if e["details"]["job_id"] == jobs[0]["job_id"]
+    }
+    assert correlations == {batch["batch_id"]}
+
+
 def test_pdfsig_reads_the_approval_signature(documents, intake):
     pdfsig = require_tool("pdfsig")
     acme, _ = tokens(documents)
@@ -296,6 +320,7 @@ def test_sigkill_after_the_approval_is_stored_then_the_retry_adopts_it(documents
     assert signed["sha256"] == sha256_hex(stored)  # adopted: exactly one signed artifact, never signed again
     assert documents.runtime.archive.list(prefix) == [f"{prefix}/{n}" for n in sorted((DECISION, SIGNED, STATEMENT))]
     assert len(documents.runtime.ledger.events_of_type("document.published")) == 1
+    assert _stages(documents, job_id)[3] == ("signing", "validating", 2)  # the retry starts where the dead one was
 
 
 def test_a_changed_approval_under_the_key_is_never_adopted(documents, intake):

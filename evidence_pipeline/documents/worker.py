@@ -99,7 +99,9 @@ class _Stages:
 
     def __init__(self, documents: Documents, job: dict, lease: Lease, op: Operation, run: RunInfo):
         self.documents, self.job, self.lease, self.op, self.run = documents, job, lease, op, run
-        self.current = stage_of(job, None)  # accepted, or retry_wait: what this attempt started from
+        # What the status showed before this attempt: accepted, retry_wait, or a dead attempt's last stage (the
+        # job read before this lease was taken still names that attempt's lease).
+        self.current = stage_of(job, documents.ledger.stage(job) if job["state"] == states.RUNNING else None)
 
     def enter(self, stage: str, **details) -> None:
         if not self.op.staged:
