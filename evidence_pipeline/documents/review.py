@@ -31,6 +31,7 @@ SIGNED = "approved.pdf"  # the contract as uploaded, plus the service's approval
 DECISION_SCHEMA = "evidence-review-decision/v1"
 MAX_TEXT_CHARS = 2_000_000  # all pages' extracted text together
 MAX_REPEATED = 20  # tenant_1 … tenant_20
+MAX_VALUE_CHARS = 500  # a field's value as the decision records it
 _MONEY = re.compile(r"^(?:[A-Z]{3} ?|\$)?(\d{1,9}(?:,\d{3})*|\d+)(\.\d{2})?$")
 _SIGNER = re.compile(r"^(?P<name>[^()]*?)\s*\((?P<party>[^()]+)\)$")
 
@@ -97,9 +98,9 @@ def extract(file, ruleset: rulesets.Ruleset) -> tuple[dict[str, dict], str]:
     found = {}
     for name, label in _names(ruleset):
         if form.get(name, "").strip():
-            found[name] = {"value": form[name].strip(), "source": "form"}
+            found[name] = {"value": form[name].strip()[:MAX_VALUE_CHARS], "source": "form"}
         elif label.casefold() in lines:
-            found[name] = {"value": lines[label.casefold()], "source": "text"}
+            found[name] = {"value": lines[label.casefold()][:MAX_VALUE_CHARS], "source": "text"}
     return found, joined
 
 
