@@ -13,25 +13,30 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from dagster import DagsterInstance
 
+from evidence_pipeline.definitions import defs
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.documents import ruleset as rulesets
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.registry import ProcessorInput, operation, outcome_codes
 from evidence_pipeline.documents.review import DECISION, SIGNED, review_contract
-from evidence_pipeline.documents.worker import APPROVAL_FIELD, PREDICATE_TYPE, STATEMENT
+from evidence_pipeline.documents.worker import APPROVAL_FIELD, PREDICATE_TYPE, STATEMENT, run_page
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake.dispatch import dispatch_batches
 from evidence_pipeline.lease_contracts import DEFECTS, lease_contract
 from evidence_pipeline.ledger.documents import WORKER_VERSION
+from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.pades import verify_pdf_signature
 from evidence_pipeline.store import sha256_hex
 from evidence_pipeline_tests.conftest import require_tool
 from evidence_pipeline_tests.intake_server import client, error_code, intake_environment, submit, tokens, upload
+from evidence_pipeline_tests.test_documents_dagster import tick
 from evidence_pipeline_tests.test_documents_worker import dispatch
 
 REPO = Path(__file__).resolve().parent.parent
@@ -334,3 +339,60 @@ def test_a_changed_approval_under_the_key_is_never_adopted(documents, intake):
     assert (outcome.state, outcome.reason) == ("rejected", "STORE_CONFLICT")
     assert (status["state"], status["outputs"]) == ("rejected", [])
     assert documents.runtime.ledger.events_of_type("document.published") == []
+
+
+def test_a_page_run_records_review_decisions_as_outcomes_not_failures(backend, documents, intake, monkeypatch):
+    for name, value in intake_environment(backend).items():
+        monkeypatch.setenv(name, value)  # the Dagster resource reads the same environment
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        jobs = [_submit_contract(http, f"lease-{n}", lease_contract(n).pdf)[0] for n in (0, 9, 13)]
+        with DagsterInstance.ephemeral() as instance:
+            instance.add_dynamic_partitions("tenant", ["acme"])
+            [request] = tick(instance).run_requests
+            result = defs.get_job_def("document_page_job").execute_in_process(
+                run_config=request.run_config, instance=instance, tags=request.tags, raise_on_error=False
+            )
+        views = [http.get(f"/v1/jobs/{job_id}").json() for job_id in jobs]
+    assert result.success  # a rejected contract or an unreviewable one is the job's outcome, not the run's failure
+    assert [(v["state"], v["stage"], v["reason"]) for v in views] == [
+        ("succeeded", "completed", None),
+        ("rejected", "rejected", "REVIEW_POLICY_REJECTED"),  # zero_rent
+        ("rejected", "rejected", "REVIEW_INPUT_INVALID"),  # no_text
+    ]
+
+
+def test_two_runs_of_one_page_at_once_make_one_signed_output(documents, intake):
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        job_id, _ = _submit_contract(http, "lease-0", lease_contract(0).pdf)
+    documents.ledger.assign_pages(10)
+    [(page_id, _, _)] = documents.ledger.open_pages()
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda run: run_page(documents, page_id, RunInfo(run)), ("run-a", "run-b")))
+    outcomes = sorted((o.state, o.reason or "") for [o] in runs)
+    assert outcomes in ([("running", "LEASE_BUSY"), ("succeeded", "")], [("succeeded", ""), ("succeeded", "")])
+    prefix = f"documents/acme/{documents.ledger.job('acme', job_id)['period']}/{job_id}"
+    assert documents.runtime.archive.list(prefix) == [f"{prefix}/{n}" for n in sorted((DECISION, SIGNED, STATEMENT))]
+    assert len(documents.runtime.ledger.events_of_type("document.published")) == 1
+
+
+def test_an_expired_lease_can_neither_record_a_stage_nor_commit_a_decision(documents, intake):
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        job_id, _ = _submit_contract(http, "lease-3", lease_contract(3).pdf)
+    ledger = documents.runtime.ledger
+    lease = ledger.acquire_lease(job_id, "zombie", 0.2)
+    time.sleep(0.3)
+    job = documents.ledger.job("acme", job_id)
+    before = ledger.verify_chain()
+    for attempt in (
+        lambda: documents.ledger.record_stage(job, lease, "accepted", "validating", {}, "zombie"),
+        lambda: documents.ledger.complete(
+            job, lease, "document.published", "0" * 64, {}, "zombie", rejected="REVIEW_POLICY_REJECTED"
+        ),
+    ):
+        with pytest.raises(EvidenceError) as fenced:
+            attempt()
+        assert fenced.value.code == "LEASE_FENCED"
+    assert ledger.verify_chain() == before and documents.ledger.job("acme", job_id)["state"] == "running"
