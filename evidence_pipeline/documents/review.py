@@ -63,7 +63,7 @@ def review_contract(inputs: list[ProcessorInput], options: dict[str, str]) -> Pr
         {DECISION: canonical_json(body) + b"\n"},
         summary,
         signed=SIGNED if approved else None,
-        rejected=None if approved else ReasonCode.REVIEW_POLICY_REJECTED,
+        rejected=None if approved else ReasonCode.REVIEW_POLICY_REJECTED.value,
     )
 
 
