@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 from dagster import DagsterInstance
+from pyhanko.pdf_utils.reader import PdfFileReader
+from pyhanko.sign.validation import validate_pdf_signature
 
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.documents import Documents
@@ -32,7 +34,8 @@ from evidence_pipeline.lease_contracts import DEFECTS, lease_contract
 from evidence_pipeline.ledger.documents import WORKER_VERSION
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
-from evidence_pipeline.signing.pades import verify_pdf_signature
+from evidence_pipeline.signing.keys import load_keyring
+from evidence_pipeline.signing.pades import sign_pdf, verify_pdf_signature
 from evidence_pipeline.store import sha256_hex
 from evidence_pipeline_tests.conftest import require_tool
 from evidence_pipeline_tests.intake_server import client, error_code, intake_environment, submit, tokens, upload
@@ -254,6 +257,29 @@ def test_pdfsig_reads_the_approval_signature(documents, intake):
     finally:
         path.unlink()
     assert "Signature #1" in out and "Signature is Valid" in out and "Signature #2" not in out
+
+
+def test_the_approval_leaves_the_parties_own_signatures_intact(documents, intake, tmp_path):
+    party = load_keyring(tmp_path / "party-keys", generate=True)  # a party's own certificate, not the service's
+    signed_by_party = sign_pdf(lease_contract(0).pdf, party, field_name="TenantSignature", reason="tenant").getvalue()
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        job_id, _ = _submit_contract(http, "signed", signed_by_party)
+        [outcome] = dispatch(documents)
+        status = http.get(f"/v1/jobs/{job_id}").json()
+    assert outcome.state == "succeeded"
+    [approved_key] = [o["artifact_id"] for o in status["outputs"] if o["artifact_id"].endswith(SIGNED)]
+    approved = documents.runtime.archive.get(approved_key)
+    assert approved.startswith(signed_by_party)
+    verify_pdf_signature(approved, documents.runtime.keyring.root_pem, field_name=APPROVAL_FIELD, earlier=1)
+    [theirs, ours] = PdfFileReader(io.BytesIO(approved), strict=True).embedded_signatures
+    status = validate_pdf_signature(theirs)  # the party's signature still covers exactly what the party signed
+    assert (theirs.field_name, ours.field_name, status.intact, status.valid) == (
+        "TenantSignature",
+        APPROVAL_FIELD,
+        True,
+        True,
+    )
 
 
 class _AmbiguousArchive:
