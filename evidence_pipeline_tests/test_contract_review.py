@@ -17,9 +17,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from asn1crypto import x509 as asn1_x509
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from dagster import DagsterInstance
 from pyhanko.pdf_utils.reader import PdfFileReader
 from pyhanko.sign.validation import validate_pdf_signature
+from pyhanko_certvalidator import ValidationContext
 
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.documents import Documents
@@ -273,10 +277,15 @@ def test_the_approval_leaves_the_parties_own_signatures_intact(documents, intake
     assert approved.startswith(signed_by_party)
     verify_pdf_signature(approved, documents.runtime.keyring.root_pem, field_name=APPROVAL_FIELD, earlier=1)
     [theirs, ours] = PdfFileReader(io.BytesIO(approved), strict=True).embedded_signatures
-    status = validate_pdf_signature(theirs)  # the party's signature still covers exactly what the party signed
-    assert (theirs.field_name, ours.field_name, status.intact, status.valid) == (
+    root = asn1_x509.Certificate.load(
+        x509.load_pem_x509_certificate(party.root_pem).public_bytes(serialization.Encoding.DER)
+    )
+    # The party's signature still covers exactly what the party signed, and still validates.
+    status = validate_pdf_signature(theirs, ValidationContext(trust_roots=[root], allow_fetching=False))
+    assert (theirs.field_name, ours.field_name, status.intact, status.valid, status.trusted) == (
         "TenantSignature",
         APPROVAL_FIELD,
+        True,
         True,
         True,
     )
