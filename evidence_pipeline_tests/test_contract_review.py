@@ -43,6 +43,7 @@ from evidence_pipeline.signing.pades import sign_pdf, verify_pdf_signature
 from evidence_pipeline.store import sha256_hex
 from evidence_pipeline_tests.conftest import require_tool
 from evidence_pipeline_tests.intake_server import client, error_code, intake_environment, submit, tokens, upload
+from evidence_pipeline_tests.test_cli import _invoke
 from evidence_pipeline_tests.test_documents_dagster import tick
 from evidence_pipeline_tests.test_documents_worker import dispatch
 
@@ -392,7 +393,7 @@ def test_a_page_run_records_review_decisions_as_outcomes_not_failures(backend, d
     assert result.success  # a rejected contract or an unreviewable one is the job's outcome, not the run's failure
     assert [(v["state"], v["stage"], v["reason"]) for v in views] == [
         ("succeeded", "completed", None),
-        ("rejected", "rejected", "REVIEW_POLICY_REJECTED"),  # zero_rent
+        ("rejected", "rejected", "REVIEW_POLICY_REJECTED"),  # term_too_long
         ("rejected", "rejected", "REVIEW_INPUT_INVALID"),  # no_text
     ]
 
@@ -431,3 +432,40 @@ def test_an_expired_lease_can_neither_record_a_stage_nor_commit_a_decision(docum
             attempt()
         assert fenced.value.code == "LEASE_FENCED"
     assert ledger.verify_chain() == before and documents.ledger.job("acme", job_id)["state"] == "running"
+
+
+def test_a_shadow_run_prints_what_a_candidate_ruleset_would_change_and_writes_nothing(
+    documents, intake, backend, tmp_path
+):
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        jobs = {n: _submit_contract(http, f"lease-{n}", lease_contract(n).pdf)[0] for n in (0, 3, 10)}
+        dispatch(documents)
+    document = json.loads((rulesets.RULESETS_DIR / rulesets.file_name(rulesets.IN_FORCE)).read_bytes())
+    document["rules"] = [r for r in document["rules"] if r["id"] != "rent-positive"]  # the candidate drops a rule
+    candidate = tmp_path / "candidate.json"
+    candidate.write_text(json.dumps(document | {"ruleset": "lease-review/2027.1-rc1"}))
+    silent_edit = tmp_path / "edit.json"
+    silent_edit.write_text(json.dumps(document))  # still calls itself lease-review/2026.1
+    ledger, archive = documents.runtime.ledger, documents.runtime.archive
+    events, objects = ledger.verify_chain(), archive.list("documents")
+    env = intake_environment(backend)
+    shadowed = _invoke(["ruleset", "shadow", str(candidate), "--sample", "10", "--json"], env)
+    text = _invoke(["ruleset", "shadow", str(candidate)], env)
+    refused = _invoke(["ruleset", "shadow", str(silent_edit), "--json"], env)
+    assert shadowed.exit_code == 0, shadowed.output
+    report = json.loads(shadowed.output)
+    by_job = {job["job_id"]: job for job in report["jobs"]}
+    assert report["candidate"]["version"] == "lease-review/2027.1-rc1" and report["changed"] == 1
+    assert set(by_job) == set(jobs.values())
+    zero_rent = by_job[jobs[10]]
+    assert (zero_rent["current"]["decision"], zero_rent["candidate"]["decision"], zero_rent["changed"]) == (
+        "rejected",
+        "approved",
+        True,
+    )
+    assert zero_rent["current"]["failed_rules"] == ["rent-positive"] and zero_rent["candidate"]["failed_rules"] == []
+    assert not by_job[jobs[0]]["changed"] and not by_job[jobs[3]]["changed"]
+    assert text.exit_code == 0 and "CHANGED " in text.output and "1 changed" in text.output
+    assert refused.exit_code == 1 and json.loads(refused.output)["error"]["code"] == "RULESET_INVALID"
+    assert (ledger.verify_chain(), archive.list("documents")) == (events, objects)  # nothing signed or recorded

@@ -39,8 +39,7 @@ _SIGNER = re.compile(r"^(?P<name>[^()]*?)\s*\((?P<party>[^()]+)\)$")
 def review_contract(inputs: list[ProcessorInput], options: dict[str, str]) -> ProcessorResult:
     (document,) = inputs
     ruleset = rulesets.load(options["ruleset"], options["ruleset_sha256"])
-    fields, text = extract(document.file, ruleset)
-    decision = decide(ruleset, fields, text)
+    fields, decision = evaluate(document.file, ruleset)
     body = {
         "schema": DECISION_SCHEMA,
         "decision": decision["decision"],
@@ -65,6 +64,12 @@ def review_contract(inputs: list[ProcessorInput], options: dict[str, str]) -> Pr
         signed=SIGNED if approved else None,
         rejected=None if approved else ReasonCode.REVIEW_POLICY_REJECTED.value,
     )
+
+
+def evaluate(file, ruleset: rulesets.Ruleset) -> tuple[dict[str, dict], dict]:
+    """(the fields found, the decision) of a gated contract under ``ruleset``: what a job and a shadow run review."""
+    fields, text = extract(file, ruleset)
+    return fields, decide(ruleset, fields, text)
 
 
 def extract(file, ruleset: rulesets.Ruleset) -> tuple[dict[str, dict], str]:

@@ -24,7 +24,15 @@ REGISTERED = {
 }
 IN_FORCE = "lease-review/2026.1"  # what a job accepted now is pinned to, unless it names another registered version
 FIELD_TYPES = ("text", "date", "money")
-CHECKS = ("well_formed", "dates_in_order", "term_months", "positive", "parties_signed", "clauses_present")
+# check -> the parameters a rule of it must give (documents/review.py implements each check)
+CHECKS = {
+    "well_formed": (),
+    "dates_in_order": ("fields",),
+    "term_months": ("min", "max"),
+    "positive": ("field",),
+    "parties_signed": ("parties",),
+    "clauses_present": ("clauses",),
+}
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,26 @@ def load(version: str, expected_sha256: str, directory: Path = RULESETS_DIR) -> 
     return _parse(version, digest, jsonread.loads(data, ReasonCode.RULESET_INVALID, f"ruleset {version}"))
 
 
+def load_candidate(path: Path) -> Ruleset:
+    """A candidate ruleset from a file that need not be registered yet (shadow runs). A registered version whose
+    bytes differ is refused: a candidate must be a new version."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        reason = error.strerror
+        raise EvidenceError(ReasonCode.RULESET_INVALID, f"the candidate ruleset cannot be read ({reason})") from None
+    document = jsonread.loads(data, ReasonCode.RULESET_INVALID, "the candidate ruleset")
+    version = document.get("ruleset") if isinstance(document, dict) else None
+    if not isinstance(version, str) or not version:
+        raise EvidenceError(ReasonCode.RULESET_INVALID, "the candidate ruleset names no version")
+    digest = sha256_hex(data)
+    if REGISTERED.get(version, digest) != digest:
+        raise EvidenceError(
+            ReasonCode.RULESET_INVALID, f"ruleset {version[:64]} is registered with other bytes: name a new version"
+        )
+    return _parse(version, digest, document)
+
+
 def _parse(version: str, digest: str, document) -> Ruleset:
     def refuse(what: str) -> EvidenceError:
         return EvidenceError(ReasonCode.RULESET_INVALID, f"ruleset {version}: {what}")
@@ -85,10 +113,22 @@ def _parse(version: str, digest: str, document) -> Ruleset:
         raise refuse(f"not a {SCHEMA} document of this version")
     fields = []
     for spec in document.get("fields", []):
-        if not isinstance(spec, dict) or spec.get("type") not in FIELD_TYPES:
-            raise refuse("a field has no known type")
+        if not (
+            isinstance(spec, dict)
+            and spec.get("type") in FIELD_TYPES
+            and all(isinstance(spec.get(key), str) for key in ("name", "label"))
+        ):
+            raise refuse("a field needs a name, a label and a known type")
         fields.append(Field(spec["name"], spec["label"], spec["type"], bool(spec.get("repeated", False))))
     rules = tuple(document.get("rules", []))
-    if not fields or not rules or any(not isinstance(r, dict) or r.get("check") not in CHECKS for r in rules):
-        raise refuse("no fields, no rules, or a rule with an unknown check")
+    if not fields or not rules:
+        raise refuse("no fields or no rules")
+    for rule in rules:
+        if not (
+            isinstance(rule, dict)
+            and isinstance(rule.get("id"), str)
+            and rule.get("check") in CHECKS
+            and all(key in rule for key in CHECKS[rule["check"]])
+        ):
+            raise refuse("a rule needs an id, a known check and that check's parameters")
     return Ruleset(version, digest, tuple(fields), rules)

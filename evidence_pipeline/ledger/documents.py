@@ -625,6 +625,18 @@ class DocumentLedger:
         with classified_errors(), self.ledger.engine.connect() as conn:
             return [self._job(conn, tenant, job_id) for job_id in conn.execute(query).scalars()]
 
+    def recent_decisions(self, operation: str, limit: int) -> list[dict]:
+        """The ``limit`` most recently finished jobs of ``operation`` whose outputs committed, newest first."""
+        docs = self.document_jobs.c
+        query = (
+            select(docs.tenant, docs.job_id)
+            .where(docs.operation == operation, docs.outputs.is_not(None))
+            .order_by(docs.finished_at.desc(), docs.job_id)
+            .limit(limit)
+        )
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            return [self._job(conn, row.tenant, row.job_id) for row in conn.execute(query).all()]
+
     def waiting_evidence_jobs(self) -> list[dict]:
         """Accepted evidence jobs, oldest first: each needs (or has) its Dagster run."""
         docs, jobs = self.document_jobs.c, self.ledger.jobs.c
