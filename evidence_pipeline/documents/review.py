@@ -33,6 +33,8 @@ MAX_TEXT_CHARS = 2_000_000  # all pages' extracted text together
 MAX_REPEATED = 20  # tenant_1 … tenant_20
 MAX_VALUE_CHARS = 500  # a field's value as the decision records it
 _MONEY = re.compile(r"^(?:[A-Z]{3} ?|\$)?(\d{1,9}(?:,\d{3})*|\d+)(\.\d{2})?$")
+# What pypdf's and pyHanko's readers raise on a hostile (if gated) document; font maps can divide by zero, too.
+_EXTRACTION_ERRORS = (LimitReachedError, RecursionError, ArithmeticError, PdfError, *_PARSE_ERRORS)
 _SIGNER = re.compile(r"^(?P<name>[^()]*?)\s*\((?P<party>[^()]+)\)$")
 
 
@@ -88,7 +90,7 @@ def extract(file, ruleset: rulesets.Ruleset) -> tuple[dict[str, dict], str]:
                     raise EvidenceError(ReasonCode.REVIEW_INPUT_INVALID, "the text is too long to review")
         file.seek(0)
         PdfFileReader(file, strict=True)  # the approval signature is appended with pyHanko: it must read it too
-    except (LimitReachedError, RecursionError, PdfError, *_PARSE_ERRORS) as error:
+    except _EXTRACTION_ERRORS as error:
         raise EvidenceError(
             ReasonCode.REVIEW_INPUT_INVALID, f"the contract's fields and text do not extract ({type(error).__name__})"
         ) from None

@@ -14,7 +14,7 @@ from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.registry import outcome_codes
 from evidence_pipeline.documents.review import CONTRACT_REVIEW, evaluate
 from evidence_pipeline.documents.ruleset import Ruleset
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.tempfiles import scratch_file
 
 
@@ -38,10 +38,13 @@ def shadow(documents: Documents, candidate: Ruleset, sample: int) -> list[Differ
         summary = job["outputs"]["summary"]
         current = {key: summary[key] for key in ("decision", "ruleset", "missing", "failed_rules")}
         row = documents.ledger.document(job["tenant"], job["request"]["inputs"][0])
-        if row is None:  # erased (the tenant was offboarded): nothing to re-read
-            continue
         with scratch_file(work_dir) as file:
-            documents.store.get_file(row["store_key"], file, expected_sha256=row["sha256"])
+            try:
+                documents.store.get_file(row["store_key"], file, expected_sha256=row["sha256"])
+            except EvidenceError as error:
+                if error.code != ReasonCode.STORE_NOT_FOUND:
+                    raise
+                continue  # erased (its tenant was offboarded): nothing to re-read
             try:
                 gate(file)
                 _, decision = evaluate(file, candidate)
