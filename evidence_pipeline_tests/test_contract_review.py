@@ -247,7 +247,7 @@ def test_a_batchs_reviews_are_pinned_when_the_batch_is_accepted(documents, intak
     assert correlations == {batch["batch_id"]}
 
 
-def test_pdfsig_reads_the_approval_signature(documents, intake):
+def test_pdfsig_reads_the_approval_signature(documents, intake, tmp_path):
     pdfsig = require_tool("pdfsig")
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
@@ -255,12 +255,9 @@ def test_pdfsig_reads_the_approval_signature(documents, intake):
         dispatch(documents)
         status = http.get(f"/v1/jobs/{job_id}").json()
     [signed_key] = [o["artifact_id"] for o in status["outputs"] if o["artifact_id"].endswith(SIGNED)]
-    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"review-{job_id[:12]}.pdf"
+    path = tmp_path / SIGNED
     path.write_bytes(documents.runtime.archive.get(signed_key))
-    try:
-        out = subprocess.run([pdfsig, str(path)], capture_output=True, text=True).stdout
-    finally:
-        path.unlink()
+    out = subprocess.run([pdfsig, str(path)], capture_output=True, text=True).stdout
     assert "Signature #1" in out and "Signature is Valid" in out and "Signature #2" not in out
 
 
