@@ -47,6 +47,8 @@ class ReasonCode(StrEnum):
     LEASE_FENCED = "LEASE_FENCED"  # this attempt's lease was lost: it must not commit anything
     JOB_NOT_FOUND = "JOB_NOT_FOUND"
     JOB_CLOSED = "JOB_CLOSED"  # rejected or dead: only `evidence replay` reopens it
+    TENANT_MONTH_BUSY = "TENANT_MONTH_BUSY"  # another bundle of the tenant-month is being published: try again
+    SUPERSEDES_STALE = "SUPERSEDES_STALE"  # a signed statement supersedes a bundle that is no longer current
     UPSTREAM_NOT_MATERIALIZED = "UPSTREAM_NOT_MATERIALIZED"
     RUN_PARTITIONS_MISMATCH = (
         "RUN_PARTITIONS_MISMATCH"  # a run's partitions are not the range its tags name: it must not run
@@ -107,11 +109,15 @@ class ReasonCode(StrEnum):
     STATEMENT_SIGNATURE_INVALID = "STATEMENT_SIGNATURE_INVALID"
     STATEMENT_KEY_MISMATCH = "STATEMENT_KEY_MISMATCH"
     KEY_UNKNOWN = "KEY_UNKNOWN"
+    KEYRING_INVALID = "KEYRING_INVALID"  # the newest keyring document is missing, malformed or not signed by the root
+    KEY_NOT_VALID_AT_SIGNING_TIME = "KEY_NOT_VALID_AT_SIGNING_TIME"  # signed outside the key's validity window
+    KEY_REVOKED = "KEY_REVOKED"  # signed by a revoked key at or after its revocation
     SUBJECT_DIGEST_MISMATCH = "SUBJECT_DIGEST_MISMATCH"
     PDF_SIGNATURE_INVALID = "PDF_SIGNATURE_INVALID"
     PDF_SIGNATURE_UNTRUSTED = "PDF_SIGNATURE_UNTRUSTED"
     UNSIGNED_DIGEST_MISMATCH = "UNSIGNED_DIGEST_MISMATCH"
     MANIFEST_STATEMENT_MISMATCH = "MANIFEST_STATEMENT_MISMATCH"
+    SUPERSEDES_FORKED = "SUPERSEDES_FORKED"  # two published bundles of a tenant-month supersede the same one
 
 
 # Transient failures, retried with backoff; every other code is terminal.
@@ -122,6 +128,7 @@ RETRYABLE = frozenset(
         ReasonCode.LEDGER_CONFLICT,
         ReasonCode.LEDGER_UNAVAILABLE,
         ReasonCode.LEASE_BUSY,
+        ReasonCode.TENANT_MONTH_BUSY,
         ReasonCode.WORKER_LOST,
         ReasonCode.LOCAL_IO_FAILED,
         ReasonCode.DAGSTER_UNAVAILABLE,
