@@ -618,6 +618,47 @@ def tenant_offboard(tenant_id: str, reason: str, as_json: bool) -> None:
 
 
 @main.group()
+def ruleset() -> None:
+    """Review rulesets: try a candidate on recent reviews before it is registered and put in force."""
+
+
+@ruleset.command("shadow")
+@click.argument("candidate")
+@click.option("--sample", default=100, show_default=True, type=click.IntRange(1, 10_000),
+              help="How many of the most recent contract reviews to re-evaluate.")
+@json_option
+def ruleset_shadow(candidate: str, sample: int, as_json: bool) -> None:
+    """Re-evaluate recent contract reviews under CANDIDATE (a ruleset file, or a registered version) and print
+    where its decision differs from the committed one. Reads only: nothing is signed, stored or recorded."""
+    from evidence_pipeline.documents import ruleset as rulesets
+    from evidence_pipeline.documents.shadow import shadow
+    from evidence_pipeline.intake import open_documents
+
+    if candidate in rulesets.REGISTERED:
+        chosen = rulesets.load(candidate, rulesets.REGISTERED[candidate])
+    else:
+        chosen = rulesets.load_candidate(Path(candidate))
+    results = shadow(open_documents(_settings()), chosen, sample)
+    changed = [r for r in results if r.changed]
+    if as_json:
+        jobs = [{"job_id": r.job_id, "tenant": r.tenant, "current": r.current, "candidate": r.candidate,
+                 "changed": r.changed} for r in results]
+        click.echo(json.dumps({"candidate": {"version": chosen.version, "sha256": chosen.sha256},
+                               "jobs": jobs, "changed": len(changed)}, indent=2))
+        return
+    for r in results:
+        line = f"{r.job_id[:12]}  {r.tenant:<20} {r.current['decision']}"
+        if r.changed:
+            line += f" -> {r.candidate['decision']}" + "".join(
+                f"  {key}: {','.join(r.candidate[key]) or '-'} (was {','.join(r.current[key]) or '-'})"
+                for key in ("missing", "failed_rules") if r.candidate[key] != r.current[key]
+            )
+        click.echo(("CHANGED " if r.changed else "same    ") + line)
+    click.echo(f"{len(results)} review(s) under {chosen.version} (sha256 {chosen.sha256[:12]}): "
+               f"{len(changed)} changed; nothing was signed or recorded")
+
+
+@main.group()
 def intake() -> None:
     """The HTTP front door for tenants' documents and jobs."""
 

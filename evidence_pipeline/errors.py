@@ -96,6 +96,11 @@ class ReasonCode(StrEnum):
     DOCUMENT_LAUNCH_ACTION = "DOCUMENT_LAUNCH_ACTION"
     DOCUMENT_EMBEDDED_FILES = "DOCUMENT_EMBEDDED_FILES"
     DOCUMENT_XFA = "DOCUMENT_XFA"
+    # contract review: a decision about the contract, or a dependency that did not answer while signing
+    REVIEW_INPUT_INVALID = "REVIEW_INPUT_INVALID"  # passed the gate, but neither form fields nor text can be reviewed
+    REVIEW_POLICY_REJECTED = "REVIEW_POLICY_REJECTED"  # the decision: required fields missing or rules failed
+    REVIEW_DEPENDENCY_TIMEOUT = "REVIEW_DEPENDENCY_TIMEOUT"  # the approval's signing or storing did not complete
+    RULESET_INVALID = "RULESET_INVALID"  # unregistered, or its file differs from its registered or pinned digest
     # verification outcomes (what `evidence verify` reports)
     BUNDLE_NOT_FOUND = "BUNDLE_NOT_FOUND"
     BUNDLE_INCOMPLETE = "BUNDLE_INCOMPLETE"
@@ -134,6 +139,7 @@ RETRYABLE = frozenset(
         ReasonCode.INTAKE_BACKPRESSURE,
         ReasonCode.TSA_UNAVAILABLE,
         ReasonCode.REVOCATION_UNAVAILABLE,
+        ReasonCode.REVIEW_DEPENDENCY_TIMEOUT,
     }
 )
 

@@ -302,7 +302,7 @@ def _sign_and_commit(
             verify_pdf_signature(stored, keyring.root_pem, level, tsa_root)
             return sha256, stored.seek(0, io.SEEK_END)
 
-        (report_sha256, report_size), report_version = _put_or_adopt(
+        (report_sha256, report_size), report_version = put_or_adopt(
             rt.archive, f"{prefix}/{REPORT}", scratch, make=sign, accept=adopt
         )
     # From here to the commit this attempt holds the tenant-month: the bundle it supersedes stays the current one.
@@ -324,7 +324,7 @@ def _sign_and_commit(
     }
     # The ledger and manifest describe the statement actually published, which an earlier attempt may have
     # written (who signed it, when, at which PAdES level): accept returns its predicate.
-    (statement, predicate), statement_version = _put_or_adopt(
+    (statement, predicate), statement_version = put_or_adopt(
         rt.archive,
         f"{prefix}/{STATEMENT}",
         scratch,
@@ -507,7 +507,7 @@ def _converge(rt: Runtime, row: dict, timings: dict[str, float], run: RunInfo) -
     )
 
 
-def _put_or_adopt(
+def put_or_adopt(
     store: ArtifactStore,
     key: str,
     scratch: Path,

@@ -1,8 +1,9 @@
 """Operations register themselves here: a name, an option schema, how many inputs they take, and a processor.
 
 A processor is a plain function (an opened, gated input + normalized options -> an output and its findings) that
-knows nothing of HTTP or Dagster. Intake validates requests against the schema; the document worker runs the
-processor. The built-in operations are imported on first lookup.
+knows nothing of HTTP or Dagster. Intake validates requests against the schema (and records what the operation
+pins at acceptance, e.g. a review's ruleset digest, in the options); the document worker runs the processor. The
+built-in operations are imported on first lookup.
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
-from evidence_pipeline.documents.gate import GatedDocument
+from evidence_pipeline.documents.gate import GATE_CODES, GatedDocument
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 
-_BUILTIN = ("evidence_pipeline.documents.inspect",)
+_BUILTIN = ("evidence_pipeline.documents.inspect", "evidence_pipeline.documents.review")
 _REGISTRY: dict[str, Operation] = {}
 
 
@@ -26,12 +28,15 @@ class ProcessorInput:
     sha256: str
     size: int
     gated: GatedDocument
+    file: BinaryIO  # its bytes, digest-checked, in the attempt's private directory
 
 
 @dataclass(frozen=True)
 class ProcessorResult:
     artifacts: dict[str, bytes]  # file name -> bytes, published put-once under the job's prefix
     summary: dict  # what the ledger event and the job status report about the outcome
+    signed: str | None = None  # publish the input with the service's approval signature appended, under this name
+    rejected: str | None = None  # a decision against the input: the job is rejected with this code, outputs kept
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,9 @@ class Operation:
     processor: Callable
     options: dict[str, tuple[str, ...]] = field(default_factory=dict)  # option -> allowed values; first is default
     inputs: tuple[int, int] = (1, 1)  # least and most input documents
+    pin: Callable[[dict], dict] | None = None  # normalized options -> what acceptance pins beside them
+    staged: bool = False  # record each stage of a job (validating, reviewing, signing, committing) in the ledger
+    outcomes: frozenset[str] = frozenset()  # terminal codes that are decisions about the input, like the gate's
 
     def normalize(self, options) -> dict[str, str]:
         """Every option with its value (defaults filled in), or OPTIONS_INVALID."""
@@ -54,7 +62,8 @@ class Operation:
                     ReasonCode.OPTIONS_INVALID,
                     f"{self.name} option {name} must be one of " + ", ".join(self.options[name]),
                 )
-        return {name: options.get(name, allowed[0]) for name, allowed in self.options.items()}
+        normalized = {name: options.get(name, allowed[0]) for name, allowed in self.options.items()}
+        return normalized | (self.pin(normalized) if self.pin else {})
 
 
 def register(operation: Operation) -> Operation:
@@ -64,10 +73,19 @@ def register(operation: Operation) -> Operation:
     return operation
 
 
+def _load_builtins() -> None:
+    for module in _BUILTIN:  # imported once (then found in sys.modules), whichever was imported first
+        importlib.import_module(module)
+
+
 def operation(name) -> Operation:
-    if not _REGISTRY:
-        for module in _BUILTIN:
-            importlib.import_module(module)
+    _load_builtins()
     if not isinstance(name, str) or name not in _REGISTRY:
         raise EvidenceError(ReasonCode.OPERATION_UNKNOWN, "unknown operation; known: " + ", ".join(sorted(_REGISTRY)))
     return _REGISTRY[name]
+
+
+def outcome_codes() -> frozenset[str]:
+    """Terminal codes that are a job's outcome (a decision about its input), not a failure of the run."""
+    _load_builtins()
+    return GATE_CODES.union(*(op.outcomes for op in _REGISTRY.values()))

@@ -91,15 +91,17 @@ def _signer(keyring: Keyring) -> signers.SimpleSigner:
 
 
 def sign_pdf(pdf: bytes | BinaryIO, keyring: Keyring, level: str = "B-B", tsa_url: str | None = None,
-             out: BinaryIO | None = None) -> BinaryIO:
-    """Write ``pdf`` with an embedded PAdES signature at ``level`` (B-T and above time stamped by ``tsa_url``) to
-    ``out`` (readable and writable; a new BytesIO by default) and return it. Files are streamed, not loaded."""
+             out: BinaryIO | None = None, field_name: str = FIELD_NAME,
+             reason: str = "Monthly compliance evidence") -> BinaryIO:
+    """Write ``pdf`` with an embedded PAdES signature at ``level`` (B-T and above time stamped by ``tsa_url``) in
+    the signature field ``field_name`` to ``out`` (readable and writable; a new BytesIO by default) and return it.
+    Files are streamed, not loaded."""
     long_term = level in _LONG_TERM
     metadata = signers.PdfSignatureMetadata(
-        field_name=FIELD_NAME,
+        field_name=field_name,
         md_algorithm="sha256",
         subfilter=fields.SigSeedSubFilter.PADES,
-        reason="Monthly compliance evidence",
+        reason=reason,
         embed_validation_info=long_term,
         use_pades_lta=level == "B-LTA",
         # Revocation information is required for every certificate below the roots, fetched now, and embedded.
@@ -136,18 +138,20 @@ class SignatureFacts:
 
 
 def verify_pdf_signature(pdf: bytes | BinaryIO, trust_root_pem: bytes, level: str = "B-B",
-                         tsa_root_pem: bytes | None = None, at: datetime | None = None) -> SignatureFacts:
-    """Raise unless the PDF holds our one signature, intact, valid and chaining to the trust root at ``at`` (now by
+                         tsa_root_pem: bytes | None = None, at: datetime | None = None,
+                         field_name: str = FIELD_NAME, earlier: int = 0) -> SignatureFacts:
+    """Raise unless the PDF holds our signature in ``field_name`` after exactly ``earlier`` others (a contract's own
+    signatures, which ours leaves intact), intact, valid and chaining to the trust root at ``at`` (now by
     default), time stamped by a TSA under ``tsa_root_pem`` at B-T and above, and nothing after it but the DSS and
     document time stamps that its level adds. B-LTA is validated as ETSI long-term validation: it survives the
     expiry of the signer's certificate. Returns the signer's certificate id and the signature's times."""
     roots = [_der(trust_root_pem)] + ([_der(tsa_root_pem)] if tsa_root_pem else [])
     try:
-        signature, *stamps = PdfFileReader(readable(pdf), strict=True).embedded_signatures
+        signature, *stamps = PdfFileReader(readable(pdf), strict=True).embedded_signatures[earlier:]
     except (PdfError, ValueError, KeyError) as error:
         raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
                             f"signed PDF does not parse or holds no signature ({type(error).__name__})") from None
-    if signature.field_name != FIELD_NAME or (level == "B-LTA") != bool(stamps) or any(
+    if signature.field_name != field_name or (level == "B-LTA") != bool(stamps) or any(
         stamp.sig_object_type != "/DocTimeStamp" for stamp in stamps
     ):
         raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
