@@ -9,7 +9,7 @@ from evidence_pipeline.signing.dsse import canonical_json
 INSPECTION = "inspection.json"
 
 
-def inspect_document(inputs: list[ProcessorInput], options: dict[str, str]) -> ProcessorResult:
+def inspect_document(inputs: list[ProcessorInput], options: dict[str, str], pinned: dict) -> ProcessorResult:
     (document,) = inputs
     gated = document.gated
     inspection = {

@@ -1,8 +1,9 @@
 """Operations register themselves here: a name, an option schema, how many inputs they take, and a processor.
 
-A processor is a plain function (an opened, gated input + normalized options -> an output and its findings) that
-knows nothing of HTTP or Dagster. Intake validates requests against the schema; the document worker runs the
-processor. The built-in operations are imported on first lookup.
+A processor is a plain function (opened, gated inputs + normalized options + the policy pinned at acceptance ->
+outputs and findings) that knows nothing of HTTP or Dagster. Intake validates requests against the schema; the
+document worker runs the processor, and then the operation's independent verify pass when it has one. The built-in
+operations are imported on first lookup.
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 from evidence_pipeline.documents.gate import GatedDocument
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 
-_BUILTIN = ("evidence_pipeline.documents.inspect",)
+_BUILTIN = ("evidence_pipeline.documents.inspect", "evidence_pipeline.documents.redact")
 _REGISTRY: dict[str, Operation] = {}
 
 
@@ -26,12 +28,14 @@ class ProcessorInput:
     sha256: str
     size: int
     gated: GatedDocument
+    file: BinaryIO  # the fetched bytes (digest checked), open while the processor runs
 
 
 @dataclass(frozen=True)
 class ProcessorResult:
     artifacts: dict[str, bytes]  # file name -> bytes, published put-once under the job's prefix
     summary: dict  # what the ledger event and the job status report about the outcome
+    secret: dict = field(default_factory=dict)  # what only the verify pass sees (values removed); never published
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,13 @@ class Operation:
     processor: Callable
     options: dict[str, tuple[str, ...]] = field(default_factory=dict)  # option -> allowed values; first is default
     inputs: tuple[int, int] = (1, 1)  # least and most input documents
+    # (ledger, tenant) -> request fields fixed when a job is accepted (the processor gets them as ``pinned``)
+    pin: Callable | None = None
+    # the reason code of an input that is gone or refused by the gate, when the operation names its own
+    input_refused: str | None = None
+    # a second, independent pass over the written outputs: (artifact name -> path, result) -> verification
+    # record; it raises a terminal EvidenceError to stop publication
+    verify: Callable | None = None
 
     def normalize(self, options) -> dict[str, str]:
         """Every option with its value (defaults filled in), or OPTIONS_INVALID."""
@@ -65,9 +76,8 @@ def register(operation: Operation) -> Operation:
 
 
 def operation(name) -> Operation:
-    if not _REGISTRY:
-        for module in _BUILTIN:
-            importlib.import_module(module)
+    for module in _BUILTIN:  # cached after the first import; an operation registered elsewhere does not stop them
+        importlib.import_module(module)
     if not isinstance(name, str) or name not in _REGISTRY:
         raise EvidenceError(ReasonCode.OPERATION_UNKNOWN, "unknown operation; known: " + ", ".join(sorted(_REGISTRY)))
     return _REGISTRY[name]

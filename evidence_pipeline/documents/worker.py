@@ -13,8 +13,8 @@ import contextlib
 from dataclasses import dataclass
 
 from evidence_pipeline.documents import Documents
-from evidence_pipeline.documents.gate import gate
-from evidence_pipeline.documents.registry import ProcessorInput, operation
+from evidence_pipeline.documents.gate import GATE_CODES, gate
+from evidence_pipeline.documents.registry import ProcessorInput, ProcessorResult, operation
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.ledger.documents import WORKER_VERSION
@@ -28,6 +28,9 @@ from evidence_pipeline.tempfiles import attempt_dir, scratch_file
 
 STATEMENT = "statement.dsse.json"
 PREDICATE_TYPE = "https://evidence-pipeline.dev/document-job/v1"
+_MISSING_OR_REFUSED = GATE_CODES | {
+    ReasonCode.DOCUMENT_NOT_FOUND, ReasonCode.STORE_NOT_FOUND, ReasonCode.STORE_DIGEST_MISMATCH
+}
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,32 @@ class Outcome:
     operation: str
     state: str  # succeeded, rejected, dead, accepted (a transient failure with budget left), running (leased)
     reason: str | None = None
+
+
+@contextlib.contextmanager
+def _input_refused(code: str | None):
+    """An operation that names its own code for an input that is gone or refused by the gate gets it (the gate's
+    own code in the message); transient failures pass through to be retried."""
+    try:
+        yield
+    except EvidenceError as error:
+        if code is None or error.code not in _MISSING_OR_REFUSED:
+            raise
+        raise EvidenceError(code, f"an input is missing or not valid ({error.code})") from None
+
+
+def _verified(op, result: ProcessorResult, files: contextlib.ExitStack, scratch) -> ProcessorResult:
+    """Write the outputs, then run the operation's second pass on what was written. A failure closes (deletes) the
+    written files before the error propagates: nothing of them is published."""
+    written = {}
+    with contextlib.ExitStack() as unverified:
+        for name, data in result.artifacts.items():
+            written[name] = unverified.enter_context(scratch_file(scratch))
+            written[name].write(data)
+            written[name].flush()
+        verification = op.verify(written, result)
+        files.push(unverified.pop_all())  # verified: keep them until the job ends
+    return ProcessorResult(result.artifacts, result.summary | {"verification": verification})
 
 
 def job_prefix(job: dict) -> str:
@@ -86,17 +115,25 @@ def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInf
     rt = documents.runtime
     op = operation(job["operation"])
     options = job["request"]["options"]
-    inputs = []
+    pinned = {name: value for name, value in job["request"].items() if name not in ("inputs", "options")}
+    inputs, rows = [], []
     with contextlib.ExitStack() as files:
         for document_id in job["request"]["inputs"]:
-            row = documents.ledger.document(job["tenant"], document_id)
-            if row is None:
-                raise EvidenceError(ReasonCode.DOCUMENT_NOT_FOUND, "an input document of this job does not exist")
             file = files.enter_context(scratch_file(scratch))
-            documents.store.get_file(row["store_key"], file, expected_sha256=row["sha256"])
-            gated = gate(file, options.get("active_content", "refuse"))
-            inputs.append(ProcessorInput(document_id, row["sha256"], row["size"], gated))
-        result = op.processor(inputs, options)
+            with _input_refused(op.input_refused):
+                row = documents.ledger.document(job["tenant"], document_id)
+                if row is None:
+                    raise EvidenceError(ReasonCode.DOCUMENT_NOT_FOUND, "an input document of this job does not exist")
+                documents.store.get_file(row["store_key"], file, expected_sha256=row["sha256"])
+                gated = gate(file, options.get("active_content", "refuse"))
+            inputs.append(ProcessorInput(document_id, row["sha256"], row["size"], gated, file))
+            rows.append(row)
+        result = op.processor(inputs, options, pinned)
+        if op.verify is not None:
+            result = _verified(op, result, files, scratch)
+            for row in rows:  # the originals are never written; prove they are still the bytes we were given
+                documents.store.get_file(row["store_key"], files.enter_context(scratch_file(scratch)),
+                                         expected_sha256=row["sha256"])
     prefix = job_prefix(job)
     artifacts = []
     for name, data in sorted(result.artifacts.items()):
