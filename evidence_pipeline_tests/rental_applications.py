@@ -80,7 +80,7 @@ def application(scanned_page: bool = True, revision: bool = True) -> bytes:
         meta["dc:creator"] = [NAME]
         meta["dc:description"] = f"Application of {NAME}, born {PLANTED['date_of_birth']}"
     first = io.BytesIO()
-    pdf.save(first, deterministic_id=True)
+    pdf.save(first, deterministic_id=True, compress_streams=False)  # the earlier income is legible in the bytes
     if not revision:
         return first.getvalue()
     return _incremental_income_change(first.getvalue())

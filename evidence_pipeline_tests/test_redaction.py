@@ -1,0 +1,236 @@
+"""Redaction end to end through the intake server on both backends: approved template versions, true removal
+checked by three independent readers, the second pass catching an overlay-only redactor, refusals."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from pypdf import PdfReader
+
+from evidence_pipeline.documents import redact, templates
+from evidence_pipeline.documents.redaction_check import _pdfium_text, _pypdf_text, verify_derivative
+from evidence_pipeline.documents.registry import Operation, register
+from evidence_pipeline.documents.worker import job_prefix
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.signing import dsse
+from evidence_pipeline_tests.intake_server import client, error_code, submit, tokens, upload
+from evidence_pipeline_tests.rental_applications import (
+    PLANTED,
+    application,
+    organization_template,
+    program_template,
+)
+from evidence_pipeline_tests.test_documents_worker import dispatch
+
+INTAKE_OVERRIDES = {"EVIDENCE_INTAKE_MAX_BYTES": str(1 << 20)}
+FLAG = {"active_content": "flag"}  # the applications carry an attachment, which the gate refuses by default
+
+# The overlay-only redactor: finds what the real one finds and draws the same marks, but removes nothing. Kept as a
+# test double: the second pass must catch it.
+OVERLAY_ONLY = register(
+    Operation(
+        name="redact-overlay-only",
+        processor=lambda inputs, options, pinned: redact.run(inputs, pinned, remove=False),
+        options={"active_content": ("refuse", "flag")},
+        pin=templates.pin,
+        input_refused=ReasonCode.REDACTION_INPUT_MISSING,
+        verify=verify_derivative,
+    )
+)
+
+
+def approved(documents, organization: bytes | None = None, program: bytes | None = None,
+             effective_at: datetime | None = None) -> str:
+    ledger = documents.runtime.ledger
+    version, _ = templates.submit(ledger, "acme", organization or organization_template(),
+                                  program or program_template(), "alice", effective_at)
+    templates.approve(ledger, "acme", version["version_id"], "bob")
+    return version["version_id"]
+
+
+def redact_job(http, key: str, document_id: str, operation: str = "redact"):
+    return submit(http, key, {"operation": operation, "inputs": [document_id], "options": FLAG})
+
+
+def pdftotext(data: bytes) -> str:
+    return subprocess.run(["pdftotext", "-", "-"], input=data, capture_output=True, check=True).stdout.decode()
+
+
+def raw_objects(data: bytes) -> bytes:
+    """Every object of the file, streams decoded (qpdf's own reader, a third implementation)."""
+    return subprocess.run(["qpdf", "--qdf", "--object-streams=disable", "--decode-level=all", "-", "-"],
+                          input=data, capture_output=True).stdout
+
+
+def found_in(data: bytes, value: str) -> dict[str, bool]:
+    flat = "".join(value.split()).casefold()
+
+    def has(text: str) -> bool:
+        return flat in "".join(text.split()).casefold()
+
+    found = {
+        "pypdf": any(has(page) for page in _pypdf_text(data)),
+        "pdfium": any(has(page) for page in _pdfium_text(data)),
+        "raw": value.encode() in data or value.encode() in raw_objects(data),
+    }
+    if shutil.which("pdftotext"):
+        found["pdftotext"] = has(pdftotext(data))
+    return found
+
+
+def test_every_planted_value_is_removed_and_the_original_is_untouched(documents, intake):
+    acme, _ = tokens(documents)
+    version = approved(documents)
+    data = application()
+    with client(intake, acme) as http:
+        document = upload(http, data).json()
+        job_id = redact_job(http, "redact-1", document["document_id"]).json()["job_id"]
+        [outcome] = dispatch(documents)
+        assert (outcome.state, outcome.reason) == ("succeeded", None)
+        status = http.get(f"/v1/jobs/{job_id}").json()
+    job = documents.ledger.job("acme", job_id)
+    assert job["request"]["template_version"] == version
+    key = redact.output_key(document["document_id"], document["sha256"], version)
+    prefix = job_prefix(job)
+    archive = documents.runtime.archive
+    assert archive.list(prefix) == sorted(
+        [f"{prefix}/redacted-{key}.pdf", f"{prefix}/redaction.json", f"{prefix}/statement.dsse.json"]
+    )
+    derivative = archive.get(f"{prefix}/redacted-{key}.pdf")
+    for label, value in PLANTED.items():
+        assert not any(found_in(derivative, value).values()), label
+    assert any(found_in(data, PLANTED["old_income"]).values())  # in the earlier revision only
+    for label in ("name", "national_id", "bank_account", "phone"):
+        assert found_in(data, PLANTED[label])["raw"] or found_in(data, PLANTED[label])["pypdf"], label
+    reader = PdfReader(io.BytesIO(derivative))
+    assert derivative.count(b"%%EOF") == 1 and len(reader.pages) == 3
+    assert not reader.attachments and reader.get_fields()["applicant_name"].get("/V") is None
+    assert "/XObject" not in reader.pages[2]["/Resources"] or not reader.pages[2]["/Resources"]["/XObject"]
+    assert "/XObject" in PdfReader(io.BytesIO(data)).pages[2]["/Resources"]  # the scan was there
+    assert "Springfield" in pdftotext(derivative)  # what no rule matches stays
+    # the original: stored apart, byte for byte what was uploaded
+    original = documents.store.get(f"acme/{document['sha256']}", expected_sha256=document["sha256"])
+    assert original == data
+    summary = status["findings"]
+    assert summary["outcome"] == "redacted" and summary["template_version"] == version
+    assert summary["removed"]["national_id"] == 2 and summary["removed"]["attachment"] == 1
+    assert summary["removed"]["scanned_page"] == 1 and summary["marks"] >= 10
+    assert summary["verification"]["passed"] and summary["verification"]["values_checked"] == 8
+    keyring = documents.runtime.keyring
+    opened = dsse.verify_envelope(archive.get(f"{prefix}/statement.dsse.json"),
+                                  {keyring.statement_key_id: keyring.statement_key.public_key()}, dsse.PAYLOAD_TYPE)
+    predicate = json.loads(opened.payload)["predicate"]
+    assert predicate["inputs"] == [{"document_id": document["document_id"], "sha256": document["sha256"]}]
+    assert predicate["summary"] == summary
+    [published] = documents.runtime.ledger.events_of_type("document.published", tenant="acme")
+    assert published["details"]["summary"]["verification"]["passed"]
+    for value in PLANTED.values():  # nothing removed leaks into the ledger, the statement or the status
+        assert value not in json.dumps(published) and value not in opened.payload.decode()
+
+
+def test_the_same_application_and_template_converge_and_a_new_version_leaves_old_derivatives(documents, intake):
+    acme, _ = tokens(documents)
+    first = approved(documents)
+    data = application(scanned_page=False)
+    with client(intake, acme) as http:
+        document = upload(http, data).json()
+        one = redact_job(http, "a", document["document_id"]).json()["job_id"]
+        two = redact_job(http, "b", document["document_id"]).json()["job_id"]
+        dispatch(documents)
+        second = approved(documents, program=program_template("family-units", scanned_page=None).replace(
+            b"income", b"earnings", 1))
+        three = redact_job(http, "c", document["document_id"]).json()["job_id"]
+        assert dispatch(documents, "run-2")[0].state == "succeeded"
+    archive = documents.runtime.archive
+
+    def derivative(job_id: str) -> tuple[str, bytes]:
+        job = documents.ledger.job("acme", job_id)
+        [name] = [k for k in archive.list(job_prefix(job)) if k.endswith(".pdf")]
+        return name.rsplit("/", 1)[1], archive.get(name)
+
+    assert second != first
+    assert derivative(one) == derivative(two)  # same name (the output key) and the same bytes
+    assert derivative(three)[0] != derivative(one)[0]
+    assert documents.ledger.job("acme", three)["request"]["template_version"] == second
+    assert documents.ledger.job("acme", one)["request"]["template_version"] == first
+
+
+def test_the_overlay_only_redactor_is_caught_and_nothing_is_published(documents, intake):
+    acme, _ = tokens(documents)
+    approved(documents)
+    with client(intake, acme) as http:
+        document = upload(http, application()).json()
+        job_id = redact_job(http, "weak", document["document_id"], OVERLAY_ONLY.name).json()["job_id"]
+        [outcome] = dispatch(documents)
+        status = http.get(f"/v1/jobs/{job_id}").json()
+    assert (outcome.state, outcome.reason) == ("rejected", ReasonCode.REDACTION_VERIFICATION_FAILED)
+    assert status["reason"] == ReasonCode.REDACTION_VERIFICATION_FAILED
+    assert documents.runtime.archive.list(job_prefix(documents.ledger.job("acme", job_id))) == []
+    assert documents.runtime.ledger.events_of_type("document.published", tenant="acme") == []
+
+
+def test_a_scanned_page_without_a_region_is_refused(documents, intake):
+    acme, _ = tokens(documents)
+    approved(documents, program=program_template(scanned_page=None))
+    with client(intake, acme) as http:
+        document = upload(http, application()).json()
+        redact_job(http, "scan", document["document_id"])
+        [outcome] = dispatch(documents)
+    assert (outcome.state, outcome.reason) == ("rejected", ReasonCode.REDACTION_UNSUPPORTED_CONTENT)
+
+
+def test_a_template_that_matches_nothing_is_an_explicit_outcome(documents, intake):
+    acme, _ = tokens(documents)
+    nothing = json.dumps({"kind": "program", "name": "other", "rules": [
+        {"id": "passport", "label": "passport", "pattern": r"\bP<[A-Z]{3}\d{9}\b"}]}).encode()
+    approved(documents, organization=json.dumps({"kind": "organization", "name": "o", "rules": []}).encode(),
+             program=nothing)
+    with client(intake, acme) as http:
+        document = upload(http, application(scanned_page=False)).json()
+        job_id = redact_job(http, "none", document["document_id"]).json()["job_id"]
+        [outcome] = dispatch(documents)
+        status = http.get(f"/v1/jobs/{job_id}").json()
+    assert outcome.state == "succeeded"
+    assert status["findings"]["outcome"] == "no_matches" and status["findings"]["removed"] == {"attachment": 1}
+
+
+def test_only_an_approved_effective_version_is_pinned(documents, intake):
+    acme, _ = tokens(documents)
+    ledger = documents.runtime.ledger
+    with client(intake, acme) as http:
+        document = upload(http, application()).json()
+        refused = redact_job(http, "early", document["document_id"])
+        assert (refused.status_code, error_code(refused)) == (422, ReasonCode.TEMPLATE_NOT_IN_EFFECT)
+        version, created = templates.submit(ledger, "acme", organization_template(), program_template(), "alice")
+        assert created and templates.submit(ledger, "acme", organization_template(), program_template(), "x") == (
+            version, False)
+        refused = redact_job(http, "unapproved", document["document_id"])
+        assert error_code(refused) == ReasonCode.TEMPLATE_NOT_IN_EFFECT
+        with pytest.raises(EvidenceError) as self_approval:
+            templates.approve(ledger, "acme", version["version_id"], "alice")
+        assert self_approval.value.code == ReasonCode.TEMPLATE_SELF_APPROVAL
+        later = datetime.now(timezone.utc) + timedelta(days=1)
+        future = approved(documents, program=program_template("later-program"), effective_at=later)
+        assert error_code(redact_job(http, "future", document["document_id"])) == ReasonCode.TEMPLATE_NOT_IN_EFFECT
+        assert templates.in_effect(ledger, "acme", later.timestamp() + 1)["version_id"] == future
+        templates.approve(ledger, "acme", version["version_id"], "bob")
+        accepted = redact_job(http, "now", document["document_id"])
+    assert accepted.status_code == 202
+    assert documents.ledger.job("acme", accepted.json()["job_id"])["request"]["template_version"] == version[
+        "version_id"]
+    events = [e["event_type"] for e in ledger.events_of_type("template.approved", tenant="acme")]
+    assert len(events) == 2
+
+
+def test_a_template_that_breaks_the_format_is_refused():
+    for bad in (b"{", b'{"kind": "program", "name": "x", "rules": [{"id": "a", "label": "l", "pattern": "("}]}',
+                b'{"kind": "program", "name": "x", "rules": [{"id": "a", "label": "l", "pattern": "x*"}]}',
+                b'{"kind": "program", "name": "x", "rules": [{"id": "a", "label": "l", "field": "f", "pattern": "x"}]}'):
+        with pytest.raises(EvidenceError) as refused:
+            templates.parse(bad, "program")
+        assert refused.value.code == ReasonCode.TEMPLATE_INVALID
