@@ -10,11 +10,13 @@ import subprocess
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from click.testing import CliRunner
 from pypdf import PdfReader
 
+from evidence_pipeline.cli import main
 from evidence_pipeline.documents import redact, templates
 from evidence_pipeline.documents.redaction_check import _pdfium_text, _pypdf_text, verify_derivative
-from evidence_pipeline.documents.registry import Operation, register
+from evidence_pipeline.documents.registry import ACTIVE_CONTENT_OPTION, Operation, register
 from evidence_pipeline.documents.worker import job_prefix
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.signing import dsse
@@ -36,7 +38,7 @@ OVERLAY_ONLY = register(
     Operation(
         name="redact-overlay-only",
         processor=lambda inputs, options, pinned: redact.run(inputs, pinned, remove=False),
-        options={"active_content": ("refuse", "flag")},
+        options=ACTIVE_CONTENT_OPTION,
         pin=templates.pin,
         input_refused=ReasonCode.REDACTION_INPUT_MISSING,
         verify=verify_derivative,
@@ -228,9 +230,40 @@ def test_only_an_approved_effective_version_is_pinned(documents, intake):
 
 
 def test_a_template_that_breaks_the_format_is_refused():
-    for bad in (b"{", b'{"kind": "program", "name": "x", "rules": [{"id": "a", "label": "l", "pattern": "("}]}',
-                b'{"kind": "program", "name": "x", "rules": [{"id": "a", "label": "l", "pattern": "x*"}]}',
-                b'{"kind": "program", "name": "x", "rules": [{"id": "a", "label": "l", "field": "f", "pattern": "x"}]}'):
+    rules = ([{"id": "a", "label": "l", "pattern": "("}], [{"id": "a", "label": "l", "pattern": "x*"}],
+             [{"id": "a", "label": "l", "field": "f", "pattern": "x"}], [{"id": "a", "label": "Bad", "field": "f"}],
+             [{"id": "a", "label": "l", "region": {"page": 1, "rect": [5, 0, 1, 1]}}])
+    for bad in (b"{", *(json.dumps({"kind": "program", "name": "x", "rules": r}).encode() for r in rules)):
         with pytest.raises(EvidenceError) as refused:
             templates.parse(bad, "program")
         assert refused.value.code == ReasonCode.TEMPLATE_INVALID
+
+
+def test_template_commands_submit_approve_list_show_with_their_exit_codes(tmp_path):
+    env = {"EVIDENCE_HOME": str(tmp_path / "home")}
+    (tmp_path / "org.json").write_bytes(organization_template())
+    (tmp_path / "program.json").write_bytes(program_template())
+    (tmp_path / "bad.json").write_bytes(b'{"kind": "program"}')
+
+    def run(*args: str):
+        result = CliRunner().invoke(main, list(args), env=env)
+        assert "Traceback" not in result.output
+        return result
+
+    files = ["--organization", str(tmp_path / "org.json"), "--program", str(tmp_path / "program.json")]
+    submitted = run("template", "submit", "acme", *files, "--by", "alice", "--json")
+    assert submitted.exit_code == 0
+    version = json.loads(submitted.output)["version_id"]
+    listed = json.loads(run("template", "list", "acme", "--json").output)
+    assert listed == {"in_effect": None, "versions": [json.loads(submitted.output)]}
+    refused = run("template", "approve", "acme", version, "--by", "alice", "--json")
+    assert (refused.exit_code, json.loads(refused.output)["error"]["code"]) == (1, "TEMPLATE_SELF_APPROVAL")
+    assert run("template", "approve", "acme", version, "--by", "bob").exit_code == 0
+    assert json.loads(run("template", "list", "acme", "--json").output)["in_effect"] == version
+    shown = run("template", "show", "acme", version)
+    assert shown.exit_code == 0 and "applicant-name" in shown.output and "approved by bob" in shown.output
+    assert run("template", "show", "acme", "f" * 64).exit_code == 2  # TEMPLATE_NOT_FOUND
+    assert run("template", "show", "other", version).exit_code == 2  # another tenant's versions are not seen
+    bad = run("template", "submit", "acme", "--organization", str(tmp_path / "org.json"), "--program",
+              str(tmp_path / "bad.json"), "--json")
+    assert (bad.exit_code, json.loads(bad.output)["error"]["code"]) == (1, "TEMPLATE_INVALID")

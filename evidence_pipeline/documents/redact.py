@@ -23,7 +23,13 @@ import pikepdf
 
 from evidence_pipeline.documents import pdftext, templates
 from evidence_pipeline.documents.redaction_check import verify_derivative
-from evidence_pipeline.documents.registry import Operation, ProcessorInput, ProcessorResult, register
+from evidence_pipeline.documents.registry import (
+    ACTIVE_CONTENT_OPTION,
+    Operation,
+    ProcessorInput,
+    ProcessorResult,
+    register,
+)
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.signing.dsse import canonical_json
 
@@ -359,8 +365,7 @@ REDACT = register(
     Operation(
         name="redact",
         processor=redact_document,
-        options={"active_content": ("refuse", "flag")},
-        inputs=(1, 1),
+        options=ACTIVE_CONTENT_OPTION,
         pin=templates.pin,
         input_refused=ReasonCode.REDACTION_INPUT_MISSING,
         verify=verify_derivative,

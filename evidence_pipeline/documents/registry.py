@@ -18,6 +18,8 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 
 _BUILTIN = ("evidence_pipeline.documents.inspect", "evidence_pipeline.documents.redact")
 _REGISTRY: dict[str, Operation] = {}
+# The gate's policy for active content, an option of every operation that reads a document: refuse it, or flag it
+ACTIVE_CONTENT_OPTION = {"active_content": ("refuse", "flag")}
 
 
 @dataclass(frozen=True)
