@@ -139,3 +139,24 @@ def program_template(name: str = "family-units", scanned_page: int | None = 3) -
         rules.append({"id": "scanned-page", "label": "scanned_page",
                       "region": {"page": scanned_page, "rect": [0, 0, 612, 792]}})
     return json.dumps({"kind": "program", "name": name, "rules": rules}).encode()
+
+
+def long_application(pages: int) -> bytes:
+    """An application of ``pages`` pages of typed text, each with a national id, a phone number and an income line
+    (the benchmark's input)."""
+    out = io.BytesIO()
+    c = canvas.Canvas(out, pagesize=(612, 792), invariant=1)
+    for number in range(pages):
+        c.setFont("Helvetica", 10)
+        for line in range(40):
+            y = 760 - line * 18
+            if line % 10 == 3:
+                c.drawString(72, y, f"Reference {number}-{line}: SSN 123-{number % 90 + 10:02d}-{line + 1000:04d}, "
+                                    f"phone (555) 010-{line + 4000:04d}")
+            elif line % 10 == 7:
+                c.drawString(72, y, f"Monthly income: ${line * 100 + 1000:,}")
+            else:
+                c.drawString(72, y, f"Page {number + 1}, line {line + 1}: employment history and landlord notes.")
+        c.showPage()
+    c.save()
+    return out.getvalue()

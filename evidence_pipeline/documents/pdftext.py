@@ -36,6 +36,11 @@ def multiply(a: Matrix, b: Matrix) -> Matrix:
     )
 
 
+def _advanced(tm: Matrix, tx: float) -> Matrix:
+    """The text matrix moved ``tx`` along its baseline: translate(tx, 0) then ``tm``, without a full product."""
+    return (tm[0], tm[1], tm[2], tm[3], tm[4] + tx * tm[0], tm[5] + tx * tm[1])
+
+
 def box(m: Matrix, x0: float, y0: float, x1: float, y1: float) -> tuple[float, float, float, float]:
     """The bounding box of a rectangle mapped through ``m``."""
     points = [(x * m[0] + y * m[2] + m[4], x * m[1] + y * m[3] + m[5]) for x in (x0, x1) for y in (y0, y1)]
@@ -43,16 +48,26 @@ def box(m: Matrix, x0: float, y0: float, x1: float, y1: float) -> tuple[float, f
     return min(xs), min(ys), max(xs), max(ys)
 
 
-@dataclass
+@dataclass(slots=True)
 class Glyph:
     text: str
-    box: tuple[float, float, float, float]
     stream: int  # which walked stream (page content or a form XObject)
     op: int  # the instruction's index in that stream
     element: int  # the string's index among the operator's string operands
     start: int  # the code's byte range in that string
     end: int
     advance: float  # in thousandths of text space, for the kerning that replaces it
+    tm: Matrix  # text matrix, CTM, size, rise and width: the box, computed only for glyphs that need one
+    ctm: Matrix
+    size: float
+    rise: float
+    width: float
+
+    @property
+    def box(self) -> tuple[float, float, float, float]:
+        """Where the glyph is drawn, in default user space (descender to a little above the cap height)."""
+        trm = multiply(self.tm, self.ctm)
+        return box(trm, 0, self.rise - 0.22 * self.size, self.width, self.rise + 0.9 * self.size)
 
 
 @dataclass
@@ -145,24 +160,21 @@ def _walk(found: Page, pieces: list[str], owner, resources, ctm: Matrix, depth: 
         strings = -1
         for element in elements:
             if not isinstance(element, pikepdf.String):
-                tm = multiply((1, 0, 0, 1, -float(element) / 1000 * size * th, 0), tm)
+                tm = _advanced(tm, -float(element) / 1000 * size * th)
                 continue
             strings += 1
             for code, start, end in font.split(bytes(element)):
                 w0 = font.widths.get(code, font.default_width) / 1000
                 spacing = tc + (tw if font.single_byte and code == 32 else 0.0)
                 advance = (w0 * size + spacing) * th
-                trm = multiply(tm, ctm)
                 found.offsets.append(len(pieces))  # a piece index until walk_page makes it an offset
                 text = font.unicode.get(code, "\ufffd")
                 pieces.append(text)
                 found.glyphs.append(Glyph(
-                    text,
-                    box(trm, 0, rise - 0.22 * size, advance, rise + 0.9 * size),
-                    stream, index, strings, start, end,
-                    advance * 1000 / (size * th) if size and th else 0.0,
+                    text, stream, index, strings, start, end, advance * 1000 / (size * th) if size and th else 0.0,
+                    tm, ctm, size, rise, advance,
                 ))
-                tm = multiply((1, 0, 0, 1, advance, 0), tm)
+                tm = _advanced(tm, advance)
 
 
 def _draw(found: Page, pieces: list[str], resources, name: str, ctm: Matrix, depth: int, seen: set) -> None:
