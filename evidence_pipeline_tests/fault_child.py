@@ -1,5 +1,5 @@
-"""A worker process for the fault-injection tests: materializes one partition (or sweeps) with the environment's
-settings. EVIDENCE_KILL_POINT, when set, makes it SIGKILL itself at that point."""
+"""A worker process for the fault-injection tests: materializes one partition (or sweeps, or works the accepted
+document jobs) with the environment's settings. EVIDENCE_KILL_POINT, when set, makes it SIGKILL itself at that point."""
 
 import sys
 
@@ -15,6 +15,13 @@ from evidence_pipeline.models import TenantMonth
 def main(argv: list[str]) -> int:
     if argv[0] == "sweep":
         sweep_attempts(EvidenceResource().runtime())
+        return 0
+    if argv[0] == "dispatch":  # document jobs: page the accepted ones and work every page, as a run would
+        from evidence_pipeline.config import Settings
+        from evidence_pipeline.intake import open_documents
+        from evidence_pipeline_tests.test_documents_worker import dispatch
+
+        dispatch(open_documents(Settings.from_env()), "fault-child")
         return 0
     with DagsterInstance.get() as instance:
         result = materialize(

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
+import signal
 import subprocess
+import sys
+import time
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -20,7 +25,7 @@ from evidence_pipeline.documents.registry import ACTIVE_CONTENT_OPTION, Operatio
 from evidence_pipeline.documents.worker import job_prefix
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.signing import dsse
-from evidence_pipeline_tests.intake_server import client, error_code, submit, tokens, upload
+from evidence_pipeline_tests.intake_server import client, error_code, intake_environment, submit, tokens, upload
 from evidence_pipeline_tests.rental_applications import (
     PLANTED,
     application,
@@ -30,6 +35,7 @@ from evidence_pipeline_tests.rental_applications import (
 from evidence_pipeline_tests.test_documents_worker import dispatch
 
 INTAKE_OVERRIDES = {"EVIDENCE_INTAKE_MAX_BYTES": str(1 << 20)}
+REPO = Path(__file__).resolve().parent.parent
 FLAG = {"active_content": "flag"}  # the applications carry an attachment, which the gate refuses by default
 
 # The overlay-only redactor: finds what the real one finds and draws the same marks, but removes nothing. Kept as a
@@ -267,3 +273,28 @@ def test_template_commands_submit_approve_list_show_with_their_exit_codes(tmp_pa
     bad = run("template", "submit", "acme", "--organization", str(tmp_path / "org.json"), "--program",
               str(tmp_path / "bad.json"), "--json")
     assert (bad.exit_code, json.loads(bad.output)["error"]["code"]) == (1, "TEMPLATE_INVALID")
+
+
+@pytest.mark.parametrize("point", ["after_document_verified", "after_document_put"])
+def test_sigkill_between_the_derivative_and_the_commit_leaves_nothing_visible_and_the_retry_converges(
+        documents, intake, backend, point):
+    acme, _ = tokens(documents)
+    approved(documents)
+    with client(intake, acme) as http:
+        document = upload(http, application()).json()
+        job_id = redact_job(http, "killed", document["document_id"]).json()["job_id"]
+        env = os.environ | intake_environment(backend) | INTAKE_OVERRIDES | {
+            "EVIDENCE_LEASE_SECONDS": "1", "EVIDENCE_KILL_POINT": point}
+        child = subprocess.run([sys.executable, "-m", "evidence_pipeline_tests.fault_child", "dispatch"], env=env,
+                               cwd=REPO, capture_output=True, timeout=300)
+        assert child.returncode == -signal.SIGKILL, child.stderr.decode()[-2000:]
+        status = http.get(f"/v1/jobs/{job_id}").json()
+        assert status["state"] == "running" and status["outputs"] == []  # nothing visible
+        assert documents.runtime.ledger.events_of_type("document.published", tenant="acme") == []
+        time.sleep(1.5)  # the dead worker's lease expires
+        [outcome] = dispatch(documents, "run-2")
+        status = http.get(f"/v1/jobs/{job_id}").json()
+    assert (outcome.state, status["state"]) == ("succeeded", "succeeded")
+    prefix = job_prefix(documents.ledger.job("acme", job_id))
+    assert len(documents.runtime.archive.list(prefix)) == 3  # put-once objects of the dead attempt converged
+    assert len(documents.runtime.ledger.events_of_type("document.published", tenant="acme")) == 1

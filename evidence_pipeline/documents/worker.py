@@ -16,6 +16,7 @@ from evidence_pipeline.documents import Documents
 from evidence_pipeline.documents.gate import GATE_CODES, gate
 from evidence_pipeline.documents.registry import ProcessorInput, ProcessorResult, operation
 from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.faults import kill_point
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.ledger.documents import WORKER_VERSION
 from evidence_pipeline.ledger.jobs import Lease
@@ -134,6 +135,7 @@ def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInf
             for row in rows:  # the originals are never written; prove they are still the bytes we were given
                 documents.store.get_file(row["store_key"], files.enter_context(scratch_file(scratch)),
                                          expected_sha256=row["sha256"])
+            kill_point("after_document_verified")
     prefix = job_prefix(job)
     artifacts = []
     for name, data in sorted(result.artifacts.items()):
@@ -164,6 +166,7 @@ def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInf
     )
     statement = rt.archive.put_once(f"{prefix}/{STATEMENT}", envelope)
     artifacts.append({"name": STATEMENT, "key": statement.key, "sha256": sha256_hex(envelope), "bytes": statement.size})
+    kill_point("after_document_put")
     lease = rt.ledger.renew_lease(lease, rt.settings.lease_seconds)  # still ours? then hold it through the commit
     documents.ledger.complete(
         job,
