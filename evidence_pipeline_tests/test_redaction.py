@@ -24,6 +24,7 @@ from evidence_pipeline.documents.redaction_check import _pdfium_text, _pypdf_tex
 from evidence_pipeline.documents.registry import ACTIVE_CONTENT_OPTION, Operation, register
 from evidence_pipeline.documents.worker import job_prefix
 from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.intake.dispatch import dispatch_batches
 from evidence_pipeline.signing import dsse
 from evidence_pipeline_tests.intake_server import client, error_code, intake_environment, submit, tokens, upload
 from evidence_pipeline_tests.rental_applications import (
@@ -298,3 +299,17 @@ def test_sigkill_between_the_derivative_and_the_commit_leaves_nothing_visible_an
     prefix = job_prefix(documents.ledger.job("acme", job_id))
     assert len(documents.runtime.archive.list(prefix)) == 3  # put-once objects of the dead attempt converged
     assert len(documents.runtime.ledger.events_of_type("document.published", tenant="acme")) == 1
+
+
+def test_a_batch_pins_the_version_in_effect_when_the_batch_is_accepted(documents, intake):
+    acme, _ = tokens(documents)
+    first = approved(documents)
+    with client(intake, acme) as http:
+        document = upload(http, application(scanned_page=False)).json()
+        spec = {"idempotency_key": "b-1", "operation": "redact", "inputs": [document["document_id"]], "options": FLAG}
+        assert http.post("/v1/batches", json={"jobs": [spec]}).status_code == 202
+        approved(documents, program=program_template("newer-program"))  # in effect before the children exist
+        assert dispatch_batches(documents, 10, "test") == 1
+        [outcome] = dispatch(documents)
+    assert outcome.state == "succeeded"
+    assert documents.ledger.job("acme", outcome.job_id)["request"]["template_version"] == first
