@@ -19,14 +19,27 @@ from click.testing import CliRunner
 from pypdf import PdfReader
 
 from evidence_pipeline.cli import main
+from evidence_pipeline.demo_data import demo_transactions
 from evidence_pipeline.documents import redact, templates
 from evidence_pipeline.documents.redaction_check import _pdfium_text, _pypdf_text, verify_derivative
 from evidence_pipeline.documents.registry import ACTIVE_CONTENT_OPTION, Operation, register
 from evidence_pipeline.documents.worker import job_prefix
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake.dispatch import dispatch_batches
+from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.pipeline import run_tenant_month
+from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
-from evidence_pipeline_tests.intake_server import client, error_code, intake_environment, submit, tokens, upload
+from evidence_pipeline.sources import publish_revision
+from evidence_pipeline_tests.intake_server import (
+    client,
+    error_code,
+    intake_environment,
+    pdf_bytes,
+    submit,
+    tokens,
+    upload,
+)
 from evidence_pipeline_tests.rental_applications import (
     PLANTED,
     application,
@@ -313,3 +326,22 @@ def test_a_batch_pins_the_version_in_effect_when_the_batch_is_accepted(documents
         [outcome] = dispatch(documents)
     assert outcome.state == "succeeded"
     assert documents.ledger.job("acme", outcome.job_id)["request"]["template_version"] == first
+
+
+def test_the_monthly_report_counts_redactions_per_template_version_and_outcome(documents, intake):
+    acme, _ = tokens(documents)
+    rt = documents.runtime
+    version = approved(documents)
+    with client(intake, acme) as http:
+        redacted = upload(http, application(scanned_page=False)).json()["document_id"]
+        blank = upload(http, pdf_bytes(1)).json()["document_id"]
+        job_id = redact_job(http, "r-1", redacted).json()["job_id"]
+        redact_job(http, "r-2", blank)
+        dispatch(documents)
+    month = TenantMonth("acme", documents.ledger.job("acme", job_id)["period"])
+    publish_revision(rt.sources, month, demo_transactions(TenantMonth("acme-books", month.period)))
+    publication = run_tenant_month(rt, month, RunInfo("month-close"))
+    report = PdfReader(io.BytesIO(rt.archive.get(f"{publication.bundle_key}/report.pdf")))
+    text = " ".join(" ".join(page.extract_text() for page in report.pages).split())
+    assert f"redact @ {version[:12]} succeeded: no_matches 1" in text
+    assert f"redact @ {version[:12]} succeeded: redacted 1" in text
