@@ -597,6 +597,33 @@ def template_show(tenant_id: str, version_id: str, as_json: bool) -> None:
     _print_version(templates.version(_template_ledger(), tenant_id, version_id), as_json, rules=True)
 
 
+@template.command("shadow")
+@click.argument("tenant_id", metavar="TENANT", callback=_tenant_option)
+@click.argument("candidate", metavar="CANDIDATE")
+@click.option("--sample", default=20, show_default=True, type=click.IntRange(1, 200),
+              help="How many of the tenant's latest redaction inputs to compare on.")
+@json_option
+def template_shadow(tenant_id: str, candidate: str, sample: int, as_json: bool) -> None:
+    """What CANDIDATE would remove beside the version in effect, per label, on a sample of TENANT's latest
+    redaction inputs. Counts only; nothing is written or published."""
+    from evidence_pipeline.documents.shadow import shadow
+    from evidence_pipeline.intake import open_documents
+
+    result = shadow(open_documents(_settings()), tenant_id, candidate, sample)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    click.echo(f"current {result['current'][:12]}, candidate {result['candidate'][:12]}, "
+               f"{len(result['documents'])} documents compared" + (f", refused {result['refused']}"
+                                                                    if result["refused"] else ""))
+    labels = sorted({label for counts in result["totals"].values() for label in counts})
+    click.echo(f"  {'label':<20} {'both':>8} {'only current':>14} {'only candidate':>16}")
+    for label in labels:
+        totals = result["totals"]
+        click.echo(f"  {label:<20} {totals['both'].get(label, 0):>8} {totals['only_current'].get(label, 0):>14} "
+                   f"{totals['only_candidate'].get(label, 0):>16}")
+
+
 @main.group()
 def intake() -> None:
     """The HTTP front door for tenants' documents and jobs."""

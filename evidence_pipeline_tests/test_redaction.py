@@ -23,6 +23,7 @@ from evidence_pipeline.demo_data import demo_transactions
 from evidence_pipeline.documents import redact, templates
 from evidence_pipeline.documents.redaction_check import _pdfium_text, _pypdf_text, verify_derivative
 from evidence_pipeline.documents.registry import ACTIVE_CONTENT_OPTION, Operation, register
+from evidence_pipeline.documents.shadow import shadow
 from evidence_pipeline.documents.worker import job_prefix
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake.dispatch import dispatch_batches
@@ -345,3 +346,25 @@ def test_the_monthly_report_counts_redactions_per_template_version_and_outcome(d
     text = " ".join(" ".join(page.extract_text() for page in report.pages).split())
     assert f"redact @ {version[:12]} succeeded: no_matches 1" in text
     assert f"redact @ {version[:12]} succeeded: redacted 1" in text
+
+
+def test_shadow_compares_a_candidate_per_label_and_publishes_nothing(documents, intake, backend):
+    acme, _ = tokens(documents)
+    approved(documents)
+    program = json.dumps({"kind": "program", "name": "no-income", "rules": [
+        {"id": "applicant-name", "label": "name", "field": "applicant_name"},
+        {"id": "city", "label": "address", "field": "city"}]}).encode()
+    candidate, _ = templates.submit(documents.runtime.ledger, "acme", organization_template(), program, "carol")
+    with client(intake, acme) as http:
+        document = upload(http, application(scanned_page=False)).json()
+        redact_job(http, "s-1", document["document_id"])
+    before = documents.runtime.archive.list("documents")
+    result = shadow(documents, "acme", candidate["version_id"], 5)  # an unapproved candidate may be shadowed
+    assert [d["document_id"] for d in result["documents"]] == [document["document_id"]]
+    assert result["totals"]["only_current"] == {"income": 1} and result["totals"]["only_candidate"] == {"address": 1}
+    assert result["totals"]["both"]["national_id"] == 2
+    assert documents.runtime.archive.list("documents") == before == []  # nothing published
+    assert PLANTED["income"] not in json.dumps(result) and "Springfield" not in json.dumps(result)
+    shown = CliRunner().invoke(main, ["template", "shadow", "acme", candidate["version_id"]],
+                               env=intake_environment(backend) | INTAKE_OVERRIDES)
+    assert shown.exit_code == 0 and "income" in shown.output and "1 documents compared" in shown.output

@@ -112,14 +112,7 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
     with pikepdf.open(document.file) as pdf:
         # Two walks of each page, one page at a time: memory stays that of one page's glyphs (a 300-page
         # application held at once cost ~280 MB), and every page's values are known before any page is rewritten.
-        texts = []
-        for number, page in enumerate(pdf.pages, 1):
-            walked = pdftext.walk_page(page)
-            if walked.images and not walked.text.strip() and number not in rules.regions:
-                raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
-                                    f"page {number} is a scanned image; only a region rule can redact it")
-            texts.append(walked.text)
-        _find(pdf, texts, rules, finding)
+        find(pdf, rules, finding)
         occurrences = [
             re.compile(r"\s*".join(re.escape(part) for part in value.split())) for value in sorted(finding.values)
         ]
@@ -152,10 +145,15 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
     )
 
 
-def _find(pdf: pikepdf.Pdf, texts: list[str], rules: Rules, finding: Finding) -> None:
-    """Every value the rules match anywhere: page text, fields (by name or value), annotations, outlines, metadata."""
-    for text in texts:
-        for label, _, _, value in rules.matches(text):
+def find(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
+    """Every value the rules match anywhere: page text, fields (by name or value), annotations, outlines, metadata.
+    A scanned page (images, no text) that no region names is REDACTION_UNSUPPORTED_CONTENT."""
+    for number, page in enumerate(pdf.pages, 1):
+        walked = pdftext.walk_page(page)
+        if walked.images and not walked.text.strip() and number not in rules.regions:
+            raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
+                                f"page {number} is a scanned image; only a region rule can redact it")
+        for label, _, _, value in rules.matches(walked.text):
             finding.add(label, value)
     for name, fld in _fields(pdf):
         value = _text(fld.get("/V"))
