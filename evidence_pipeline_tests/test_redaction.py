@@ -32,11 +32,11 @@ from evidence_pipeline.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.sources import publish_revision
+from evidence_pipeline_tests import intake_server
 from evidence_pipeline_tests.intake_server import (
     client,
     error_code,
     intake_environment,
-    pdf_bytes,
     submit,
     tokens,
     upload,
@@ -335,7 +335,7 @@ def test_the_monthly_report_counts_redactions_per_template_version_and_outcome(d
     version = approved(documents)
     with client(intake, acme) as http:
         redacted = upload(http, application(scanned_page=False)).json()["document_id"]
-        blank = upload(http, pdf_bytes(1)).json()["document_id"]
+        blank = upload(http, intake_server.pdf_bytes(1)).json()["document_id"]
         job_id = redact_job(http, "r-1", redacted).json()["job_id"]
         redact_job(http, "r-2", blank)
         dispatch(documents)
