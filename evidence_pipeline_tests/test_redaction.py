@@ -21,8 +21,9 @@ from pypdf import PdfReader
 from evidence_pipeline.cli import main
 from evidence_pipeline.demo_data import demo_transactions
 from evidence_pipeline.documents import redact, templates
+from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.redaction_check import _pdfium_text, _pypdf_text, verify_derivative
-from evidence_pipeline.documents.registry import ACTIVE_CONTENT_OPTION, Operation, register
+from evidence_pipeline.documents.registry import ACTIVE_CONTENT_OPTION, Operation, ProcessorInput, register
 from evidence_pipeline.documents.shadow import shadow
 from evidence_pipeline.documents.worker import job_prefix
 from evidence_pipeline.errors import EvidenceError, ReasonCode
@@ -32,7 +33,7 @@ from evidence_pipeline.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.sources import publish_revision
-from evidence_pipeline_tests import intake_server
+from evidence_pipeline_tests import hostile_pdfs, intake_server
 from evidence_pipeline_tests.intake_server import (
     client,
     error_code,
@@ -368,3 +369,40 @@ def test_shadow_compares_a_candidate_per_label_and_publishes_nothing(documents, 
     shown = CliRunner().invoke(main, ["template", "shadow", "acme", candidate["version_id"]],
                                env=intake_environment(backend) | INTAKE_OVERRIDES)
     assert shown.exit_code == 0 and "income" in shown.output and "1 documents compared" in shown.output
+
+
+def _one_page(content: bytes) -> bytes:
+    page = (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents 4 0 R "
+            b"/Resources << /Font << /F1 5 0 R /F2 6 0 R >> >> >>")
+    return hostile_pdfs.simple(
+        hostile_pdfs.stream(content), b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Type /Font /Subtype /Type0 /BaseFont /X /Encoding /Identity-H /DescendantFonts [] >>", page=page)
+
+
+def _redact_pure(data: bytes, program: bytes | None = None):
+    merged = templates.merge(templates.parse(organization_template(), "organization"),
+                             templates.parse(program or program_template(scanned_page=None), "program"))
+    file = io.BytesIO(data)
+    document = ProcessorInput("doc_pure", "0" * 64, len(data), gate(file, "flag"), file)
+    pinned = {"template": merged, "template_version": templates.version_id(merged)}
+    return redact.redact_document([document], {}, pinned)
+
+
+@pytest.mark.parametrize("content", [
+    b"BT /F1 (x) Tf (123-45-6789) Tj ET",  # a string for a size
+    b"BT (123-45-6789) Tj ET",  # no font
+    b"BT /F7 12 Tf (123-45-6789) Tj ET",  # a font the resources do not have
+    b"1 0 0 cm BT ET",  # too few operands
+    b"BT /F1 12 Tf [1 (a) /N] TJ ET",  # a name in a TJ array
+    b"BT /F2 12 Tf <0001> Tj ET",  # a composite font without ToUnicode
+])
+def test_content_the_redactor_cannot_read_is_refused_not_passed(content):
+    with pytest.raises(EvidenceError) as refused:
+        _redact_pure(_one_page(content))
+    assert refused.value.code == ReasonCode.REDACTION_UNSUPPORTED_CONTENT
+
+
+def test_unbalanced_graphics_state_still_redacts():
+    result = _redact_pure(_one_page(b"Q Q q BT /F1 12 Tf 10 100 Td (SSN 123-45-6789) Tj ET"))
+    derivative = result.artifacts[result.secret["derivative"]]
+    assert result.summary["removed"] == {"national_id": 1} and not any(found_in(derivative, "123-45-6789").values())

@@ -97,7 +97,12 @@ class Page:
 def walk_page(page: pikepdf.Page) -> Page:
     found = Page()
     pieces: list[str] = []
-    _walk(found, pieces, page, page.obj.get("/Resources", pikepdf.Dictionary()), IDENTITY, 0, set())
+    try:
+        _walk(found, pieces, page, page.obj.get("/Resources", pikepdf.Dictionary()), IDENTITY, 0, set())
+    except (pikepdf.PdfError, TypeError, ValueError, IndexError, KeyError, AttributeError) as error:
+        # operands of the wrong type or number, broken resources: what cannot be read cannot be promised removed
+        raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
+                            f"page content the redactor cannot read ({type(error).__name__})") from None
     found.text = "".join(pieces)
     starts = list(itertools.accumulate((len(piece) for piece in pieces), initial=0))
     found.offsets = [starts[piece] for piece in found.offsets]

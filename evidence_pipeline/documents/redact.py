@@ -13,6 +13,7 @@ The second pass (`redaction_check`) verifies the written file independently befo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import re
@@ -109,7 +110,7 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
     rules = Rules.of(template)
     document.file.seek(0)
     finding = Finding()
-    with pikepdf.open(document.file) as pdf:
+    with readable(), pikepdf.open(document.file) as pdf:
         # Two walks of each page, one page at a time: memory stays that of one page's glyphs (a 300-page
         # application held at once cost ~280 MB), and every page's values are known before any page is rewritten.
         find(pdf, rules, finding)
@@ -143,6 +144,16 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
         summary,
         {"derivative": derivative, "values": sorted(finding.values), "rules": rules},
     )
+
+
+@contextlib.contextmanager
+def readable():
+    """qpdf's own refusals (the gate's parser accepted what qpdf does not) are the input's, not a defect."""
+    try:
+        yield
+    except pikepdf.PdfError as error:
+        raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
+                            f"qpdf cannot read or write the document ({type(error).__name__})") from None
 
 
 def find(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:

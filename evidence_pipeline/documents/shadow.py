@@ -13,7 +13,7 @@ from sqlalchemy import select
 from evidence_pipeline import jsonread
 from evidence_pipeline.documents import Documents, templates
 from evidence_pipeline.documents.gate import gate
-from evidence_pipeline.documents.redact import Finding, Rules, find
+from evidence_pipeline.documents.redact import Finding, Rules, find, readable
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.tempfiles import attempt_dir, scratch_file
 
@@ -58,7 +58,7 @@ def shadow(documents: Documents, tenant: str, candidate: str, sample: int) -> di
 def _values(file, rules: Rules) -> dict[str, str]:
     file.seek(0)
     finding = Finding()
-    with pikepdf.open(file) as pdf:
+    with readable(), pikepdf.open(file) as pdf:
         find(pdf, rules, finding)
     return finding.values
 
