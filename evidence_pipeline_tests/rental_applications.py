@@ -3,8 +3,8 @@ two organizations x two programs that redact them.
 
 Every planted value is in PLANTED, with where it hides: free text, a name split across text runs, a bank account
 split across lines, a TrueType font with a subset encoding (ToUnicode), a kerned TJ array, a hex string, a form
-field's value and appearance, document information and XMP metadata, a text annotation, an attachment, a
-bookmark, and an earlier revision (an incremental update that changed the income).
+field's value and appearance, document information and XMP metadata, a text annotation with its popup, an
+attachment, a bookmark, and an earlier revision (an incremental update that changed the income).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ PLANTED = {
     "old_income": "$3,900",  # only in the earlier revision
 }
 SCAN_TEXT = "SSN 555-12-3456"  # pixels on the scanned page
+NOTE = "Reviewed: documents complete"  # an annotation that holds nothing to remove (it stays, with its popup)
 
 
 def application(scanned_page: bool = True, revision: bool = True) -> bytes:
@@ -69,10 +70,13 @@ def application(scanned_page: bool = True, revision: bool = True) -> bytes:
     c.save()
     pdf = pikepdf.open(io.BytesIO(out.getvalue()))
     _raw_text(pdf, pdf.pages[1])
-    pdf.pages[0].Annots.append(pdf.make_indirect(pikepdf.Dictionary(
-        Type=pikepdf.Name.Annot, Subtype=pikepdf.Name.Text, Rect=[400, 700, 420, 720],
-        Contents=pikepdf.String(f"Call {NAME} at {PLANTED['phone']}"),
-    )))
+    for rect, text in (([400, 700, 420, 720], f"Call {NAME} at {PLANTED['phone']}"), ([400, 600, 420, 620], NOTE)):
+        note = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.Annot, Subtype=pikepdf.Name.Text, Rect=rect,
+                                                    Contents=pikepdf.String(text)))
+        popup = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.Annot, Subtype=pikepdf.Name.Popup,
+                                                     Rect=[430, rect[1] - 60, 560, rect[1]], Parent=note))
+        note.Popup = popup
+        pdf.pages[0].Annots.extend([note, popup])
     pdf.attachments["paystub.txt"] = pikepdf.AttachedFileSpec(
         pdf, f"Pay stub for {NAME}: {PLANTED['income']}".encode(), mime_type="text/plain"
     )

@@ -43,6 +43,7 @@ from evidence_pipeline_tests.intake_server import (
     upload,
 )
 from evidence_pipeline_tests.rental_applications import (
+    NOTE,
     PLANTED,
     application,
     organization_template,
@@ -137,6 +138,9 @@ def test_every_planted_value_is_removed_and_the_original_is_untouched(documents,
     assert "/XObject" not in reader.pages[2]["/Resources"] or not reader.pages[2]["/Resources"]["/XObject"]
     assert "/XObject" in PdfReader(io.BytesIO(data)).pages[2]["/Resources"]  # the scan was there
     assert "Springfield" in pdftotext(derivative)  # what no rule matches stays
+    annots = [(a["/Subtype"], a.get("/Contents")) for a in reader.pages[0]["/Annots"]]
+    assert sorted(annots, key=str) == sorted([("/Widget", None), ("/Widget", None), ("/Text", NOTE), ("/Popup", None)],
+                                             key=str)  # the removed note's popup went with it
     # the original: stored apart, byte for byte what was uploaded
     original = documents.store.get(f"acme/{document['sha256']}", expected_sha256=document["sha256"])
     assert original == data

@@ -239,19 +239,20 @@ def _remove_elsewhere(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
         annots = page.get("/Annots")
         if annots is None:
             continue
-        kept = pikepdf.Array()
+        kept, dropped = [], set()
         for annot in annots:
             attachment = annot.get("/Subtype") == "/FileAttachment"
             if attachment or (annot.get("/Subtype") != "/Widget"
                               and any(holds(_text(annot.get(key))) for key in _ANNOTATION_TEXT)):
                 finding.counts["attachment" if attachment else "annotation"] += 1
+                dropped.add(annot.objgen)
                 if "/Rect" in annot:
                     finding.mark(number, annot.Rect)
                 continue
-            if annot.get("/Subtype") == "/Popup" and "/Parent" in annot:
-                continue  # a popup goes with its parent (kept parents get theirs back from /Popup)
             kept.append(annot)
-        page.Annots = kept
+        # a removed annotation's popup goes with it (the popup shows the parent's text)
+        page.Annots = pikepdf.Array([annot for annot in kept if annot.get("/Subtype") != "/Popup"
+                                     or annot.get("/Parent", pikepdf.Dictionary()).objgen not in dropped])
     names = pdf.Root.get("/Names")
     if names is not None and "/EmbeddedFiles" in names:
         finding.counts["attachment"] += len(_name_tree_leaves(names.EmbeddedFiles))
