@@ -2,8 +2,8 @@
 two organizations x two programs that redact them.
 
 Every planted value is in PLANTED, with where it hides: free text, a name split across text runs, a bank account
-split across lines, a TrueType font with a subset encoding (ToUnicode), a kerned TJ array, a hex string, a form
-field's value and appearance, document information and XMP metadata, a text annotation with its popup, an
+split across lines, a TrueType font with a subset encoding (ToUnicode), a kerned TJ array, a hex string, text in a
+form XObject, a form field's value and appearance, document information and XMP metadata, a text annotation with its popup, an
 attachment, a bookmark, and an earlier revision (an incremental update that changed the income).
 """
 
@@ -63,6 +63,14 @@ def application(scanned_page: bool = True, revision: bool = True) -> bytes:
     c.showPage()
     c.setFont("Helvetica", 12)
     c.drawString(72, 740, "Page two: employment and contact")
+    c.beginForm("footer")  # a form XObject: text drawn through `Do`, here moved by the form's placement
+    c.setFont("Helvetica", 9)
+    c.drawString(0, 0, f"Contact {PLANTED['email']} for the employer reference")
+    c.endForm()
+    c.saveState()
+    c.translate(72, 60)
+    c.doForm("footer")
+    c.restoreState()
     c.showPage()
     if scanned_page:
         c.drawImage(ImageReader(_scan()), 36, 36, width=540, height=720)
