@@ -3,8 +3,9 @@ two organizations x two programs that redact them.
 
 Every planted value is in PLANTED, with where it hides: free text, a name split across text runs, a bank account
 split across lines, a TrueType font with a subset encoding (ToUnicode), a kerned TJ array, a hex string, text in a
-form XObject, a form field's value and appearance, document information and XMP metadata, a text annotation with its popup, an
-attachment, a bookmark, and an earlier revision (an incremental update that changed the income).
+form XObject, a form field's value and appearance, document information and XMP metadata, a text annotation with
+its popup, an attachment, a bookmark, an earlier revision (an incremental update that changed the income), and
+pixels on a scanned page (SCAN_TEXT, in SCAN_BAND).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ PLANTED = {
     "email": "m.holloway@example.net",
     "old_income": "$3,900",  # only in the earlier revision
 }
-SCAN_TEXT = "SSN 555-12-3456"  # pixels on the scanned page
+SCAN_TEXT = "SSN 555-12-3456"  # pixels on the scanned page, drawn at (40, 40) of a 540 x 720 image at (36, 36)
+SCAN_BAND = [36, 680, 576, 756]  # the page area of the image's top 76 pixel rows, where SCAN_TEXT is
 NOTE = "Reviewed: documents complete"  # an annotation that holds nothing to remove (it stays, with its popup)
 
 
@@ -149,7 +151,7 @@ def program_template(name: str = "family-units", scanned_page: int | None = 3) -
     ]
     if scanned_page:
         rules.append({"id": "scanned-page", "label": "scanned_page",
-                      "region": {"page": scanned_page, "rect": [0, 0, 612, 792]}})
+                      "region": {"page": scanned_page, "rect": SCAN_BAND}})
     return json.dumps({"kind": "program", "name": name, "rules": rules}).encode()
 
 

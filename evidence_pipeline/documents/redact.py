@@ -16,11 +16,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import math
 import re
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 
 import pikepdf
+from PIL import ImageDraw
 
 from evidence_pipeline.documents import pdftext, templates
 from evidence_pipeline.documents.redaction_check import verify_derivative
@@ -221,8 +224,8 @@ def _remove_elsewhere(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
 
     for number, page in enumerate(pdf.pages):
         for label, rect in rules.regions.get(number + 1, []):
-            if _drop_images(page):
-                finding.mark(number, rect)
+            for covered in _black_out_images(page, rect):
+                finding.mark(number, covered)
                 finding.counts[label] += 1
     for name, fld in _fields(pdf):
         if name in rules.fields or holds(_text(fld.get("/V"))) or holds(_text(fld.get("/DV"))):
@@ -276,19 +279,37 @@ def _remove_elsewhere(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
             del pdf.Root[key]
 
 
-def _drop_images(page: pikepdf.Page) -> int:
-    """A region on a page: the page's images are taken out of its resources and content (pixels are not edited,
-    so a region removes every image of its page). Returns how many were removed."""
-    xobjects = page.obj.get("/Resources", {}).get("/XObject", {})
-    images = [name for name, x in xobjects.items() if x.get("/Subtype") == "/Image"]
-    if images:
-        kept = [(operands, operator) for operands, operator in pikepdf.parse_content_stream(page)
-                if not (str(operator) == "Do" and str(operands[0]) in images)]
-        page.contents_coalesce()
-        page.obj.Contents.write(pikepdf.unparse_content_stream(kept))
-        for name in images:
-            del xobjects[name]
-    return len(images)
+def _black_out_images(page: pikepdf.Page, rect) -> list[tuple[float, float, float, float]]:
+    """A region's pixels, painted black in every image drawn under it and re-encoded (Flate, 8 bits): the pixels
+    are gone from the file, not covered. An image drawn rotated or skewed is blacked out whole; an inline image
+    is refused. Returns the page areas blacked out."""
+    covered = []
+    for image, ctm in pdftext.walk_page(page).images:
+        if image is None:
+            raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT, "an inline image under a region")
+        placed = pdftext.box(ctm, 0, 0, 1, 1)
+        area = (max(placed[0], rect[0]), max(placed[1], rect[1]), min(placed[2], rect[2]), min(placed[3], rect[3]))
+        if area[0] >= area[2] or area[1] >= area[3]:
+            continue
+        pixels = pikepdf.PdfImage(image).as_pil_image()
+        pixels = pixels.convert("RGB" if pixels.mode not in ("L", "RGB") else pixels.mode)
+        width, height = pixels.size
+        if abs(ctm[1]) > 1e-9 or abs(ctm[2]) > 1e-9:
+            area, box = placed, (0, 0, width, height)
+        else:  # page -> unit square -> pixels (row 0 is the image's top)
+            us = sorted(((area[0] - ctm[4]) / ctm[0], (area[2] - ctm[4]) / ctm[0]))
+            vs = sorted(((area[1] - ctm[5]) / ctm[3], (area[3] - ctm[5]) / ctm[3]))
+            box = (math.floor(us[0] * width), math.floor((1 - vs[1]) * height),
+                   math.ceil(us[1] * width), math.ceil((1 - vs[0]) * height))
+        ImageDraw.Draw(pixels).rectangle((box[0], box[1], box[2] - 1, box[3] - 1), fill=0)
+        image.write(zlib.compress(pixels.tobytes()), filter=pikepdf.Name.FlateDecode)
+        image.ColorSpace = pikepdf.Name.DeviceGray if pixels.mode == "L" else pikepdf.Name.DeviceRGB
+        image.BitsPerComponent = 8
+        for key in ("/Decode", "/DecodeParms", "/Mask", "/ImageMask"):
+            if key in image:
+                del image[key]
+        covered.append(area)
+    return covered
 
 
 def _draw_marks(pdf: pikepdf.Pdf, finding: Finding) -> None:

@@ -9,8 +9,8 @@ Rules (each has an ``id`` and a ``label``, and exactly one of):
   ``pattern``  a Python regular expression searched in page text, form-field values, annotations, bookmarks and
                metadata; the named group ``value`` (when present) is what is removed, else the whole match
   ``field``    a form field's fully qualified name: its value is removed
-  ``region``   ``{"page": N, "rect": [x0, y0, x1, y1]}`` in PDF points: every glyph drawn inside is removed, and
-               a scanned (image-only) page may be redacted only by a region covering it
+  ``region``   ``{"page": N, "rect": [x0, y0, x1, y1]}`` in PDF points: every glyph drawn inside is removed and
+               the pixels of images under it are painted black; a scanned (image-only) page needs a region
 A program rule with the id of an organization rule replaces it; the merged rules are sorted by id.
 """
 
