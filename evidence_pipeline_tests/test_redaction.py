@@ -386,10 +386,11 @@ def test_shadow_compares_a_candidate_per_label_and_publishes_nothing(documents, 
 
 def _one_page(content: bytes) -> bytes:
     page = (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents 4 0 R "
-            b"/Resources << /Font << /F1 5 0 R /F2 6 0 R >> >> >>")
+            b"/Resources << /Font << /F1 5 0 R /F2 6 0 R /F3 7 0 R >> >> >>")
     return hostile_pdfs.simple(
         hostile_pdfs.stream(content), b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-        b"<< /Type /Font /Subtype /Type0 /BaseFont /X /Encoding /Identity-H /DescendantFonts [] >>", page=page)
+        b"<< /Type /Font /Subtype /Type0 /BaseFont /X /Encoding /Identity-H /DescendantFonts [] >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Y /Encoding << /Differences [49 /g1 /g2] >> >>", page=page)
 
 
 def _redact_pure(data: bytes, program: bytes | None = None):
@@ -408,6 +409,7 @@ def _redact_pure(data: bytes, program: bytes | None = None):
     b"1 0 0 cm BT ET",  # too few operands
     b"BT /F1 12 Tf [1 (a) /N] TJ ET",  # a name in a TJ array
     b"BT /F2 12 Tf <0001> Tj ET",  # a composite font without ToUnicode
+    b"BT /F3 12 Tf (123-45-6789) Tj ET",  # a custom encoding without ToUnicode
 ])
 def test_content_the_redactor_cannot_read_is_refused_not_passed(content):
     with pytest.raises(EvidenceError) as refused:
