@@ -421,3 +421,16 @@ def test_unbalanced_graphics_state_still_redacts():
     result = _redact_pure(_one_page(b"Q Q q BT /F1 12 Tf 10 100 Td (SSN 123-45-6789) Tj ET"))
     derivative = result.artifacts[result.secret["derivative"]]
     assert result.summary["removed"] == {"national_id": 1} and not any(found_in(derivative, "123-45-6789").values())
+
+
+def test_an_input_gone_from_the_store_is_redaction_input_missing(documents, intake):
+    acme, _ = tokens(documents)
+    approved(documents)
+    with client(intake, acme) as http:
+        document = upload(http, application(scanned_page=False)).json()
+        job_id = redact_job(http, "gone", document["document_id"]).json()["job_id"]
+        assert documents.store.erase(f"acme/{document['sha256']}")
+        [outcome] = dispatch(documents)
+        status = http.get(f"/v1/jobs/{job_id}").json()
+    assert (outcome.state, status["reason"]) == ("rejected", ReasonCode.REDACTION_INPUT_MISSING)
+    assert documents.runtime.archive.list(job_prefix(documents.ledger.job("acme", job_id))) == []

@@ -50,8 +50,8 @@ class Operation:
     pin: Callable | None = None
     # the reason code of an input that is gone or refused by the gate, when the operation names its own
     input_refused: str | None = None
-    # a second, independent pass over the written outputs: (artifact name -> path, result) -> verification
-    # record; it raises a terminal EvidenceError to stop publication
+    # a second, independent pass over the written outputs: (artifact name -> written file, result) -> its
+    # record (in the summary as ``verification``); it raises a terminal EvidenceError to stop publication
     verify: Callable | None = None
 
     def normalize(self, options) -> dict[str, str]:

@@ -56,17 +56,17 @@ def _input_refused(code: str | None):
         raise EvidenceError(code, f"an input is missing or not valid ({error.code})") from None
 
 
-def _verified(op, result: ProcessorResult, files: contextlib.ExitStack, scratch) -> ProcessorResult:
-    """Write the outputs, then run the operation's second pass on what was written. A failure closes (deletes) the
-    written files before the error propagates: nothing of them is published."""
+def _verified(op, result: ProcessorResult, scratch) -> ProcessorResult:
+    """Write the outputs to private scratch files, then run the operation's second pass on what was written. The
+    files are anonymous: closing them deletes them, on a failure before the error propagates (nothing of them is
+    published) as after a pass."""
     written = {}
-    with contextlib.ExitStack() as unverified:
+    with contextlib.ExitStack() as files:
         for name, data in result.artifacts.items():
-            written[name] = unverified.enter_context(scratch_file(scratch))
+            written[name] = files.enter_context(scratch_file(scratch))
             written[name].write(data)
             written[name].flush()
         verification = op.verify(written, result)
-        files.push(unverified.pop_all())  # verified: keep them until the job ends
     return ProcessorResult(result.artifacts, result.summary | {"verification": verification})
 
 
@@ -131,7 +131,7 @@ def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInf
             rows.append(row)
         result = op.processor(inputs, options, pinned)
         if op.verify is not None:
-            result = _verified(op, result, files, scratch)
+            result = _verified(op, result, scratch)
             for row in rows:  # the originals are never written; prove they are still the bytes we were given
                 documents.store.get_file(row["store_key"], files.enter_context(scratch_file(scratch)),
                                          expected_sha256=row["sha256"])
