@@ -34,7 +34,9 @@ from evidence_pipeline.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.sources import publish_revision
+from evidence_pipeline.store import sha256_hex
 from evidence_pipeline_tests import hostile_pdfs, intake_server
+from evidence_pipeline_tests.conftest import overwrite
 from evidence_pipeline_tests.intake_server import (
     client,
     error_code,
@@ -433,4 +435,28 @@ def test_an_input_gone_from_the_store_is_redaction_input_missing(documents, inta
         [outcome] = dispatch(documents)
         status = http.get(f"/v1/jobs/{job_id}").json()
     assert (outcome.state, status["reason"]) == ("rejected", ReasonCode.REDACTION_INPUT_MISSING)
+    assert documents.runtime.archive.list(job_prefix(documents.ledger.job("acme", job_id))) == []
+
+
+def _tampering(inputs, options, pinned):
+    ORIGINAL_TAMPERER["tamper"]()  # someone with write access replaces the original while the job runs
+    return redact.redact_document(inputs, options, pinned)
+
+
+ORIGINAL_TAMPERER: dict = {}
+TAMPERED = register(Operation(name="redact-original-tampered", processor=_tampering, options=ACTIVE_CONTENT_OPTION,
+                              pin=templates.pin, verify=verify_derivative))
+
+
+def test_an_original_changed_during_the_job_stops_publication(documents, intake, monkeypatch):
+    acme, _ = tokens(documents)
+    approved(documents)
+    data = application(scanned_page=False)
+    monkeypatch.setitem(ORIGINAL_TAMPERER, "tamper", lambda: overwrite(
+        documents.runtime, f"acme/{sha256_hex(data)}", data + b"\n% changed\n", documents.store))
+    with client(intake, acme) as http:
+        document = upload(http, data).json()
+        job_id = redact_job(http, "tampered", document["document_id"], TAMPERED.name).json()["job_id"]
+        [outcome] = dispatch(documents)
+    assert (outcome.state, outcome.reason) == ("rejected", ReasonCode.STORE_DIGEST_MISMATCH)
     assert documents.runtime.archive.list(job_prefix(documents.ledger.job("acme", job_id))) == []
