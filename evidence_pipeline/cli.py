@@ -606,7 +606,7 @@ def template_show(tenant_id: str, version_id: str, as_json: bool) -> None:
 def template_shadow(tenant_id: str, candidate: str, sample: int, as_json: bool) -> None:
     """What CANDIDATE would remove beside the version in effect, per label, on a sample of TENANT's latest
     redaction inputs. Counts only; nothing is written or published."""
-    from evidence_pipeline.documents.shadow import shadow
+    from evidence_pipeline.documents.template_shadow import shadow
     from evidence_pipeline.intake import open_documents
 
     result = shadow(open_documents(_settings()), tenant_id, candidate, sample)

@@ -25,7 +25,7 @@ from evidence_pipeline.documents import redact, templates
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.redaction_check import _pdfium_text, _pypdf_text, verify_derivative
 from evidence_pipeline.documents.registry import ACTIVE_CONTENT_OPTION, Operation, ProcessorInput, register
-from evidence_pipeline.documents.shadow import shadow
+from evidence_pipeline.documents.template_shadow import shadow
 from evidence_pipeline.documents.worker import job_prefix
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake.dispatch import dispatch_batches
@@ -65,7 +65,7 @@ OVERLAY_ONLY = register(
         name="redact-overlay-only",
         processor=lambda inputs, options, pinned: redact.run(inputs, pinned, remove=False),
         options=ACTIVE_CONTENT_OPTION,
-        pin=templates.pin,
+        pin_policy=templates.pin,
         input_refused=ReasonCode.REDACTION_INPUT_MISSING,
         verify=verify_derivative,
     )
@@ -445,7 +445,7 @@ def _tampering(inputs, options, pinned):
 
 ORIGINAL_TAMPERER: dict = {}
 TAMPERED = register(Operation(name="redact-original-tampered", processor=_tampering, options=ACTIVE_CONTENT_OPTION,
-                              pin=templates.pin, verify=verify_derivative))
+                              pin_policy=templates.pin, verify=verify_derivative))
 
 
 def test_an_original_changed_during_the_job_stops_publication(documents, intake, monkeypatch):

@@ -395,7 +395,7 @@ REDACT = register(
         name="redact",
         processor=redact_document,
         options=ACTIVE_CONTENT_OPTION,
-        pin=templates.pin,
+        pin_policy=templates.pin,
         input_refused=ReasonCode.REDACTION_INPUT_MISSING,
         verify=verify_derivative,
     )

@@ -47,7 +47,7 @@ class Operation:
     options: dict[str, tuple[str, ...]] = field(default_factory=dict)  # option -> allowed values; first is default
     inputs: tuple[int, int] = (1, 1)  # least and most input documents
     # (ledger, tenant) -> request fields fixed when a job is accepted (the processor gets them as ``pinned``)
-    pin: Callable | None = None
+    pin_policy: Callable | None = None
     # the reason code of an input that is gone or refused by the gate, when the operation names its own
     input_refused: str | None = None
     # a second, independent pass over the written outputs: (artifact name -> written file, result) -> its

@@ -121,7 +121,7 @@ def request_digest(tenant: str, op: Operation, inputs: list, options: dict, poli
 def _pinned(documents: Documents, op: Operation, tenant: str) -> dict:
     """What the operation fixes when a job is accepted (a redaction's template version), kept in its request but
     not in its digest: the same idempotency key answers the same job after the policy moves on."""
-    return op.pin(documents.runtime.ledger, tenant) if op.pin else {}
+    return op.pin_policy(documents.runtime.ledger, tenant) if op.pin_policy else {}
 
 
 def _limits(documents: Documents) -> JobLimits:
