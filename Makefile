@@ -1,13 +1,14 @@
 # The README's commands. Each installs what it needs: uv (bootstrapped with pip if missing), the locked
-# dependencies, and, for the tests, the independent PDF checkers pdfsig and qpdf where apt-get is available.
+# dependencies, and, for the tests, the independent PDF checkers pdfsig and qpdf and the headless browser (Debian's
+# chromium and chromium-driver) where apt-get is available.
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 
-.PHONY: demo test ui bench bench-stages bench-cli bench-pades bench-redaction install pdf-tools
+.PHONY: demo test ui bench bench-stages bench-cli bench-pades bench-keys bench-redaction install pdf-tools browser
 
 demo: install
 	$(UV) run --locked evidence demo
 
-test: install pdf-tools
+test: install pdf-tools browser
 	$(UV) run --locked ruff check .
 	$(UV) run --locked pytest
 
@@ -34,6 +35,10 @@ bench-cli: install
 bench-pades: install
 	$(UV) run --locked python bench/pades_levels.py
 
+# What key rotation costs: the per-bundle re-read of the active keys, and evidence verify with the keyring's checks.
+bench-keys: install
+	$(UV) run --locked python bench/keyring_select.py
+
 # Compiled bytecode: where PYTHONDONTWRITEBYTECODE is set (containers often do), every run worker, daemon and CLI
 # process would otherwise recompile Dagster from source (seconds of CPU each). The project itself is installed
 # editable, so its own modules are compiled here too (the CLI's start-up pays for them otherwise).
@@ -50,3 +55,11 @@ pdf-tools:
 	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
 		(apt-get update -qq && apt-get install -y -qq poppler-utils qpdf) >/dev/null; \
 	else echo "pdfsig/qpdf not installed: the independent-checker tests will be skipped"; fi
+
+# test_auditor_ui.py drives the read-only UI in headless Chromium through chromium-driver; without them it is skipped.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) \
+			>/dev/null || echo "chromium/chromium-driver could not be installed: the browser test will be skipped"; \
+	else echo "chromium/chromedriver not installed: the browser test of the auditor's UI will be skipped"; fi

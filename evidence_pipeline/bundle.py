@@ -14,6 +14,15 @@ MANIFEST = "manifest.json"
 MANIFEST_SCHEMA = "evidence-bundle-manifest/v1"
 # What makes two bundles "the same evidence": the signed bytes differ per attempt, these never do.
 IDENTITY_FIELDS = ("tenant", "period", "source_sha256", "unsigned_sha256", "renderer_version", "policy_version")
+# Why a bundle supersedes the tenant-month's previous one: each input that differs, named. Only when none does (the
+# same inputs gave other report bytes) is the reason the unsigned report itself.
+SUPERSEDES_REASONS = {
+    "source_sha256": "source_revision",
+    "documents_sha256": "document_outcomes",
+    "renderer_version": "renderer_version",
+    "policy_version": "policy_version",
+}
+UNSIGNED_REPORT_REASON = "unsigned_report"
 
 
 def identity_fields(tenant_month: TenantMonth, source_sha256: str, unsigned_sha256: str, renderer_version: str,
@@ -30,6 +39,19 @@ def bundle_identity(fields: dict) -> str:
 
 def bundle_prefix(tenant_month: TenantMonth, identity: str) -> str:
     return f"bundles/{tenant_month.tenant}/{tenant_month.period}/{identity}"
+
+
+def supersedes_link(previous: dict, fields: dict) -> dict:
+    """The `supersedes` of a new bundle: the previous bundle's identity and prefix, and why the new one differs.
+
+    ``previous`` are the details of the previous bundle's `bundle.published` event, ``fields`` the new bundle's
+    identity fields and ``documents_sha256``."""
+    reason = [name for field, name in SUPERSEDES_REASONS.items() if previous.get(field) != fields.get(field)]
+    return {
+        "identity": previous["identity"],
+        "prefix": bundle_prefix(TenantMonth(previous["tenant"], previous["period"]), previous["identity"]),
+        "reason": reason or [UNSIGNED_REPORT_REASON],
+    }
 
 
 def staging_key(unsigned_sha256: str) -> str:
@@ -64,18 +86,21 @@ def manifest_document(d: dict, ledger: dict) -> dict:
             STATEMENT: _artifact(d["statement_sha256"], d["statement_size"], d.get("statement_version_id")),
         },
         "keys": {"statement_key_id": d["key_id"], "trust_root_id": d["trust_root_id"]}
-        | ({"tsa_root_id": d["tsa_root_id"]} if "tsa_root_id" in d else {}),
+        | ({"tsa_root_id": d["tsa_root_id"]} if "tsa_root_id" in d else {})
+        | ({"signed_at": d["signed_at"]} if "signed_at" in d else {}),  # bundles since key rotation
         "pades_level": d["pades_level"],
         "lineage": lineage(d),
         "published_by": {"run_id": d["run_id"], "attempt": d["attempt"]},
         "ledger": ledger,
-    }
+    } | ({"supersedes": d["supersedes"]} if "supersedes" in d else {})
 
 
 def lineage(d: dict) -> list[dict]:
     """Source revision and document outcomes -> unsigned report -> signed report -> statement, as the manifest
-    records it."""
-    return [
+    records it; a correction begins with the bundle it supersedes and why."""
+    corrects = d.get("supersedes")
+    return ([{"step": "supersedes", "identity": corrects["identity"], "reason": corrects["reason"]}]
+            if corrects is not None else []) + [
         {"step": "source_revision", "sha256": d["source_sha256"]},
         {"step": "document_outcomes", "sha256": d["documents_sha256"]},
         {"step": "monthly_report", "sha256": d["unsigned_sha256"], "renderer_version": d["renderer_version"]},

@@ -18,6 +18,13 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import Ledger, merkle
 from evidence_pipeline.models import EventType
 from evidence_pipeline.signing import dsse
+from evidence_pipeline.signing.keyring_document import (
+    SignatureTimes,
+    check_key_at,
+    keyring_documents,
+    parse_time,
+    read_published_keyring,
+)
 from evidence_pipeline.signing.keys import Keyring, published_statement_keys
 from evidence_pipeline.store import DISCARD, ArtifactStore
 
@@ -78,12 +85,20 @@ def verify_ledger(ledger: Ledger, archive: ArtifactStore) -> dict:
     """Recompute the chain, every published checkpoint's root and the consistency between checkpoints."""
     events = ledger.verify_chain()
     leaves = [leaf for _, leaf in ledger.leaves()]
-    keys = published_statement_keys(archive)
+    # Checkpoints signed by a key that was rotated out since still verify: retired keys stay published. Where the
+    # archive holds a keyring, each checkpoint's key must be listed in it, valid when it was issued and not revoked.
+    keyring = read_published_keyring(archive) if keyring_documents(archive) else None
+    keys = keyring.statement_keys() if keyring else published_statement_keys(archive)
     previous = None
     checked = []
     for key in _checkpoint_keys(archive):
         try:
             checkpoint = read_checkpoint(archive, key, keys)
+            if keyring is not None:
+                issued = SignatureTimes(made=(parse_time(checkpoint.get("issued_at"), "issued_at"),))
+                check_key_at(keyring, checkpoint["key_id"], issued, "checkpoint key")
+        except (ValueError, TypeError):
+            raise EvidenceError(ReasonCode.LEDGER_INVALID, f"checkpoint {key} has no valid issued_at") from None
         except EvidenceError as error:
             raise EvidenceError(ReasonCode.LEDGER_INVALID, f"checkpoint {key} does not verify ({error.code})") from None
         size, signed_root = checkpoint["size"], bytes.fromhex(checkpoint["root_sha256"])

@@ -132,7 +132,7 @@ def demo(months: int) -> None:
         click.echo(f"archive: {settings.archive_uri}")
         click.echo(f"verify a bundle:  .venv/bin/evidence verify {example}")
         click.echo(f"prove it is in the signed ledger:  .venv/bin/evidence ledger prove {example}")
-        click.echo("open the UI:      .venv/bin/evidence ui   (then http://127.0.0.1:3000)")
+        click.echo("open the UI:      .venv/bin/evidence ui   (then http://127.0.0.1:3000; auditors: --read-only)")
     if failed:
         reasons = sorted({o.reason for o in outcomes if not o.ok})
         raise click.ClickException(f"{failed} tenant-month(s) failed: {', '.join(reasons)} "
@@ -156,14 +156,15 @@ def verify(locations: tuple[str, ...], as_json: bool, key_ids: tuple[str, ...], 
     verified: <archive>/bundles[/<tenant>[/<period>]] or the archive itself; a folder or s3://bucket/prefix.
     For several bundles, --json prints one JSON object per bundle (JSON lines).
 
-    Keys come from the archive's keys/ folder; pin the ids you received out of band with --key-id and --root-id,
-    otherwise whoever can write the archive could publish a key of their own.
+    Keys come from the archive's keys/ folder: the statement keys and signer certificates that the newest keyring
+    document (keys/keyring-*.json), signed by the trust root, lists. Pin the trust root id you received out of band
+    with --root-id, otherwise whoever can write the archive could publish a root and keyring of their own. An
+    archive from before key rotation has no keyring: pin its statement keys with --key-id too.
     """
     from evidence_pipeline.locations import locate  # with verify_many: pyHanko, which only verify needs
 
     settings = _settings()
     targets = [locate(location) for location in locations]
-    pinned = bool(key_ids and root_ids)
     if len(targets) == 1 and targets[0].is_bundle:
         from evidence_pipeline.verify import verify_bundle
 
@@ -177,8 +178,13 @@ def verify(locations: tuple[str, ...], as_json: bool, key_ids: tuple[str, ...], 
                 failure = "" if check.passed else f": {check.code}: {check.detail}"
                 click.echo(f"{'ok  ' if check.passed else 'FAIL'} {check.name}{failure}")
             click.echo(f"statement key {result.statement_key_id}, trust root {result.trust_root_id}"
-                       + ("" if pinned else "  (not pinned: pass --key-id and --root-id)"))
-            click.echo("VERIFIED" if result.ok else f"NOT VERIFIED: {', '.join(result.codes)}")
+                       + _vouched(result.keyring_sequence is not None, key_ids, root_ids))
+            for line in _chain_lines(result):
+                click.echo(line)
+            verdict = "VERIFIED" if result.ok else f"NOT VERIFIED: {', '.join(result.codes)}"
+            if result.superseded_by is not None:
+                verdict += f" but SUPERSEDED by {result.current_bundle['identity']}: valid, not the current bundle"
+            click.echo(verdict)
         sys.exit(EXIT_OK if result.ok else EXIT_CHECK_FAILED)
 
     from evidence_pipeline.verify_many import list_bundles, overall_exit_code, verify_all
@@ -197,28 +203,57 @@ def verify(locations: tuple[str, ...], as_json: bool, key_ids: tuple[str, ...], 
     if progress:
         progress.clear()
     if not as_json:
-        _print_summary(outcomes, pinned)
+        _print_summary(outcomes, key_ids, root_ids)
     sys.exit(overall_exit_code(outcomes))
+
+
+def _chain_lines(result) -> list[str]:
+    """Where a verified bundle stands in its tenant-month's corrections chain, as `evidence verify` prints it."""
+    lines = []
+    if result.supersedes is not None:
+        corrected = result.supersedes
+        lines.append(f"supersedes {corrected['identity']} ({', '.join(corrected['reason'])})"
+                     + ("" if corrected["in_archive"] else ": that bundle is not in this archive"))
+    if result.superseded_by is not None:
+        lines.append(f"superseded by {result.superseded_by['identity']}; current bundle of the tenant-month: "
+                     f"{result.current_bundle['prefix']}")
+    elif result.current_bundle is not None:
+        lines.append("current bundle of the tenant-month (nothing in this archive supersedes it)")
+    return lines
 
 
 def _outcome_line(outcome: Outcome) -> str:
     if outcome.error is not None:
         return f"ERR  {outcome.bundle}: {outcome.error}"
-    failed = [check for check in outcome.verification.checks if not check.passed]
-    return f"{'ok  ' if not failed else 'FAIL'} {outcome.bundle}" + "".join(
+    verification = outcome.verification
+    failed = [check for check in verification.checks if not check.passed]
+    superseded = "" if verification.superseded_by is None else (
+        f" (superseded; current: {verification.current_bundle['identity'][:12]})")
+    return f"{'ok  ' if not failed else 'FAIL'} {outcome.bundle}{superseded}" + "".join(
         f"{':' if i == 0 else ';'} {check.code} ({check.name}: {check.detail})" for i, check in enumerate(failed))
 
 
-def _print_summary(outcomes: list[Outcome], pinned: bool) -> None:
+def _vouched(keyring: bool, key_ids: tuple[str, ...], root_ids: tuple[str, ...]) -> str:
+    """How the keys were vouched for, and what the auditor should pin."""
+    if keyring:
+        return ", listed in the keyring" + ("" if root_ids else "  (trust root not pinned: pass --root-id)")
+    return ", no keyring" + ("" if key_ids and root_ids else "  (not pinned: pass --key-id and --root-id)")
+
+
+def _print_summary(outcomes: list[Outcome], key_ids: tuple[str, ...], root_ids: tuple[str, ...]) -> None:
     verified = sum(outcome.exit_code == EXIT_OK for outcome in outcomes)
     unchecked = sum(outcome.error is not None for outcome in outcomes)
-    click.echo(f"{len(outcomes)} bundles: {verified} verified, {len(outcomes) - verified - unchecked} not verified"
-               + (f", {unchecked} could not be checked" if unchecked else ""))
     checked = [outcome.verification for outcome in outcomes if outcome.verification is not None]
+    superseded = sum(v.ok and v.superseded_by is not None for v in checked)
+    click.echo(f"{len(outcomes)} bundles: {verified} verified"
+               + (f" ({superseded} of them superseded by a newer bundle)" if superseded else "")
+               + f", {len(outcomes) - verified - unchecked} not verified"
+               + (f", {unchecked} could not be checked" if unchecked else ""))
     keys = sorted({v.statement_key_id for v in checked if v.statement_key_id})
     roots = sorted({v.trust_root_id for v in checked if v.trust_root_id})
+    keyring = bool(checked) and all(v.keyring_sequence is not None for v in checked)
     click.echo(f"statement keys {', '.join(keys) or '-'}, trust roots {', '.join(roots) or '-'}"
-               + ("" if pinned else "  (not pinned: pass --key-id and --root-id)"))
+               + _vouched(keyring, key_ids, root_ids))
     codes = sorted({code for v in checked for code in v.codes}
                    | {o.error.code for o in outcomes if o.error is not None})
     click.echo("VERIFIED" if verified == len(outcomes) else f"NOT VERIFIED: {', '.join(codes)}")
@@ -311,6 +346,87 @@ def ledger_prove(bundle: str) -> None:
     location = locate_bundle(bundle)
     ledger, _ = _audit(_settings())
     click.echo(json.dumps(prove_bundle(ledger, _open_archive(location.archive), location.prefix), indent=2))
+
+
+@main.group()
+def keys() -> None:
+    """Signing keys: the keyring document, rotation and revocation (EVIDENCE_KEYS_DIR)."""
+
+
+root_key_option = click.option(
+    "--root-key", "root_key", type=click.Path(dir_okay=False, path_type=Path),
+    help="The trust root's private key (PEM)  [default: pades-root.key in EVIDENCE_KEYS_DIR, where development "
+         "keys keep it; production keeps it offline]")
+
+
+def _key_directory(settings: Settings):
+    return _runtime(settings).keys
+
+
+def _show_keyring(document, as_json: bool, headline: str) -> None:
+    from evidence_pipeline.signing.keyring_document import keyring_key
+    from evidence_pipeline.signing.rotation import describe
+
+    if as_json:
+        click.echo(json.dumps({"message": headline, "published_as": keyring_key(document.sequence),
+                               **json.loads(document.payload())}, indent=2))
+        return
+    click.echo(headline)
+    click.echo(f"keyring {document.sequence} ({keyring_key(document.sequence)}), trust root {document.trust_root_id}")
+    for line in describe(document):
+        click.echo(f"  {line}")
+
+
+@keys.command("list")
+@json_option
+def keys_list(as_json: bool) -> None:
+    """Show the keyring: every generation's key ids, validity window and status."""
+    document = _key_directory(_settings()).document
+    if document is None:
+        raise EvidenceError(ReasonCode.KEYRING_INVALID, "no keyring document yet: `evidence keys publish --root-key "
+                            "PATH` signs and publishes the first one")
+    _show_keyring(document, as_json, "the keyring in force")
+
+
+@keys.command("publish")
+@root_key_option
+@json_option
+def keys_publish(root_key: Path | None, as_json: bool) -> None:
+    """Publish the keyring document of the keys as they are (once, for keys provisioned before key rotation;
+    development keys publish theirs on first use), and every generation's public keys."""
+    document = _key_directory(_settings()).ensure_keyring(root_key)
+    _show_keyring(document, as_json, "published")
+
+
+@keys.command("rotate")
+@root_key_option
+@json_option
+def keys_rotate(root_key: Path | None, as_json: bool) -> None:
+    """Create a new statement key and PAdES signer certificate (issued by the trust root), make them active now,
+    retire the previous ones and publish the keyring document signed by the trust root. Every process signing
+    from this keys directory switches at its next bundle."""
+    document = _key_directory(_settings()).rotate(root_key)
+    active = document.active
+    _show_keyring(document, as_json, f"generation {active.generation} is active since "
+                  f"{active.not_before.isoformat(timespec='milliseconds')}")
+
+
+@keys.command("revoke")
+@click.argument("key_id")
+@click.option("--reason", required=True, help="Why (recorded in the keyring document).")
+@click.option("--at", "at", callback=lambda _ctx, _param, value: _moment(value), metavar="TIME",
+              help="Revoked as of this ISO 8601 time, e.g. when the key was compromised  [default: now]. "
+                   "Signatures made at or after it fail verification with KEY_REVOKED.")
+@root_key_option
+@json_option
+def keys_revoke(key_id: str, reason: str, at: datetime | None, root_key: Path | None, as_json: bool) -> None:
+    """Revoke the generation holding KEY_ID (a statement key id or a signer certificate id) and publish the
+    keyring document. The active generation is rotated out first, in the same document."""
+    document, rotated = _key_directory(_settings()).revoke(key_id, reason, at, root_key)
+    revoked = document.find(key_id)
+    _show_keyring(document, as_json, f"generation {revoked.generation} revoked as of "
+                  f"{revoked.revoked_at.isoformat(timespec='milliseconds')}"
+                  + (f"; generation {document.active.generation} is active" if rotated else ""))
 
 
 @main.group("dead-letter")
@@ -625,6 +741,47 @@ def template_shadow(tenant_id: str, candidate: str, sample: int, as_json: bool) 
 
 
 @main.group()
+def ruleset() -> None:
+    """Review rulesets: try a candidate on recent reviews before it is registered and put in force."""
+
+
+@ruleset.command("shadow")
+@click.argument("candidate")
+@click.option("--sample", default=100, show_default=True, type=click.IntRange(1, 10_000),
+              help="How many of the most recent contract reviews to re-evaluate.")
+@json_option
+def ruleset_shadow(candidate: str, sample: int, as_json: bool) -> None:
+    """Re-evaluate recent contract reviews under CANDIDATE (a ruleset file, or a registered version) and print
+    where its decision differs from the committed one. Reads only: nothing is signed, stored or recorded."""
+    from evidence_pipeline.documents import ruleset as rulesets
+    from evidence_pipeline.documents.shadow import shadow
+    from evidence_pipeline.intake import open_documents
+
+    if candidate in rulesets.REGISTERED:
+        chosen = rulesets.load(candidate, rulesets.REGISTERED[candidate])
+    else:
+        chosen = rulesets.load_candidate(Path(candidate))
+    results = shadow(open_documents(_settings()), chosen, sample)
+    changed = [r for r in results if r.changed]
+    if as_json:
+        jobs = [{"job_id": r.job_id, "tenant": r.tenant, "current": r.current, "candidate": r.candidate,
+                 "changed": r.changed} for r in results]
+        click.echo(json.dumps({"candidate": {"version": chosen.version, "sha256": chosen.sha256},
+                               "jobs": jobs, "changed": len(changed)}, indent=2))
+        return
+    for r in results:
+        line = f"{r.job_id[:12]}  {r.tenant:<20} {r.current['decision']}"
+        if r.changed:
+            line += f" -> {r.candidate['decision']}" + "".join(
+                f"  {key}: {','.join(r.candidate[key]) or '-'} (was {','.join(r.current[key]) or '-'})"
+                for key in ("missing", "failed_rules") if r.candidate[key] != r.current[key]
+            )
+        click.echo(("CHANGED " if r.changed else "same    ") + line)
+    click.echo(f"{len(results)} review(s) under {chosen.version} (sha256 {chosen.sha256[:12]}): "
+               f"{len(changed)} changed; nothing was signed or recorded")
+
+
+@main.group()
 def intake() -> None:
     """The HTTP front door for tenants' documents and jobs."""
 
@@ -642,9 +799,19 @@ def intake_serve(host: str, port: int, workers: int | None) -> None:
 
 
 @main.command()
-def ui() -> None:
-    """Start the Dagster UI and daemon (dagster dev) on this project's instance."""
+@click.option("--read-only", is_flag=True,
+              help="Serve the UI alone (dagster-webserver --read-only) for auditors: browse assets, partitions, "
+                   "metadata and check results; nothing can be launched, changed or wiped, and no daemon runs.")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=3000, show_default=True, type=click.IntRange(0, 65535))
+def ui(read_only: bool, host: str, port: int) -> None:
+    """Start the Dagster UI on this project's instance: with the daemon (dagster dev), or --read-only."""
     settings = _settings()
     _use_dagster_home(settings)
+    workspace = str(_REPO_ROOT / "workspace.yaml")
     # Same interpreter as this command, so it works without an activated virtualenv.
-    os.execv(sys.executable, [sys.executable, "-m", "dagster", "dev", "-w", str(_REPO_ROOT / "workspace.yaml")])
+    if read_only:
+        argv = ["-m", "dagster_webserver", "--read-only", "-w", workspace, "-h", host, "-p", str(port)]
+    else:
+        argv = ["-m", "dagster", "dev", "-w", workspace, "-h", host, "-p", str(port)]
+    os.execv(sys.executable, [sys.executable, *argv])

@@ -10,6 +10,7 @@ from evidence_pipeline.defs.automation import (
     monthly_evidence_schedule,
     tenant_registry_sensor,
 )
+from evidence_pipeline.defs.checks import offline_verification
 from evidence_pipeline.defs.documents import (
     document_dispatch_sensor,
     document_jobs,
@@ -21,6 +22,7 @@ from evidence_pipeline.defs.resources import EvidenceResource
 
 defs = Definitions(
     assets=[source_revision, monthly_report, evidence_bundle, report_preview, document_jobs],
+    asset_checks=[offline_verification],
     jobs=[monthly_evidence_job, ledger_maintenance, document_page_job],
     schedules=[monthly_evidence_schedule, ledger_maintenance_schedule],
     sensors=[tenant_registry_sensor, document_dispatch_sensor, evidence_job_succeeded, evidence_job_failed],

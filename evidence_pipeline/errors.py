@@ -47,6 +47,8 @@ class ReasonCode(StrEnum):
     LEASE_FENCED = "LEASE_FENCED"  # this attempt's lease was lost: it must not commit anything
     JOB_NOT_FOUND = "JOB_NOT_FOUND"
     JOB_CLOSED = "JOB_CLOSED"  # rejected or dead: only `evidence replay` reopens it
+    TENANT_MONTH_BUSY = "TENANT_MONTH_BUSY"  # another bundle of the tenant-month is being published: try again
+    SUPERSEDES_STALE = "SUPERSEDES_STALE"  # a signed statement supersedes a bundle that is no longer current
     UPSTREAM_NOT_MATERIALIZED = "UPSTREAM_NOT_MATERIALIZED"
     RUN_PARTITIONS_MISMATCH = (
         "RUN_PARTITIONS_MISMATCH"  # a run's partitions are not the range its tags name: it must not run
@@ -94,6 +96,11 @@ class ReasonCode(StrEnum):
     DOCUMENT_LAUNCH_ACTION = "DOCUMENT_LAUNCH_ACTION"
     DOCUMENT_EMBEDDED_FILES = "DOCUMENT_EMBEDDED_FILES"
     DOCUMENT_XFA = "DOCUMENT_XFA"
+    # contract review: a decision about the contract, or a dependency that did not answer while signing
+    REVIEW_INPUT_INVALID = "REVIEW_INPUT_INVALID"  # passed the gate, but neither form fields nor text can be reviewed
+    REVIEW_POLICY_REJECTED = "REVIEW_POLICY_REJECTED"  # the decision: required fields missing or rules failed
+    REVIEW_DEPENDENCY_TIMEOUT = "REVIEW_DEPENDENCY_TIMEOUT"  # the approval's signing or storing did not complete
+    RULESET_INVALID = "RULESET_INVALID"  # unregistered, or its file differs from its registered or pinned digest
     # redaction templates and the `redact` operation
     TEMPLATE_INVALID = "TEMPLATE_INVALID"  # a template file breaks the format (evidence template submit)
     TEMPLATE_NOT_FOUND = "TEMPLATE_NOT_FOUND"  # no such template version of this tenant
@@ -110,11 +117,15 @@ class ReasonCode(StrEnum):
     STATEMENT_SIGNATURE_INVALID = "STATEMENT_SIGNATURE_INVALID"
     STATEMENT_KEY_MISMATCH = "STATEMENT_KEY_MISMATCH"
     KEY_UNKNOWN = "KEY_UNKNOWN"
+    KEYRING_INVALID = "KEYRING_INVALID"  # the newest keyring document is missing, malformed or not signed by the root
+    KEY_NOT_VALID_AT_SIGNING_TIME = "KEY_NOT_VALID_AT_SIGNING_TIME"  # signed outside the key's validity window
+    KEY_REVOKED = "KEY_REVOKED"  # signed by a revoked key at or after its revocation
     SUBJECT_DIGEST_MISMATCH = "SUBJECT_DIGEST_MISMATCH"
     PDF_SIGNATURE_INVALID = "PDF_SIGNATURE_INVALID"
     PDF_SIGNATURE_UNTRUSTED = "PDF_SIGNATURE_UNTRUSTED"
     UNSIGNED_DIGEST_MISMATCH = "UNSIGNED_DIGEST_MISMATCH"
     MANIFEST_STATEMENT_MISMATCH = "MANIFEST_STATEMENT_MISMATCH"
+    SUPERSEDES_FORKED = "SUPERSEDES_FORKED"  # two published bundles of a tenant-month supersede the same one
 
 
 # Transient failures, retried with backoff; every other code is terminal.
@@ -125,6 +136,7 @@ RETRYABLE = frozenset(
         ReasonCode.LEDGER_CONFLICT,
         ReasonCode.LEDGER_UNAVAILABLE,
         ReasonCode.LEASE_BUSY,
+        ReasonCode.TENANT_MONTH_BUSY,
         ReasonCode.WORKER_LOST,
         ReasonCode.LOCAL_IO_FAILED,
         ReasonCode.DAGSTER_UNAVAILABLE,
@@ -135,6 +147,7 @@ RETRYABLE = frozenset(
         ReasonCode.INTAKE_BACKPRESSURE,
         ReasonCode.TSA_UNAVAILABLE,
         ReasonCode.REVOCATION_UNAVAILABLE,
+        ReasonCode.REVIEW_DEPENDENCY_TIMEOUT,
     }
 )
 

@@ -28,6 +28,7 @@ class EventType(StrEnum):
     TOKEN_REVOKED = "token.revoked"
     DOCUMENT_ADMITTED = "document.admitted"
     DOCUMENT_PUBLISHED = "document.published"
+    DOCUMENT_STAGE = "document.stage"  # a staged job moved from one stage to the next, under its lease
     EVIDENCE_DELIVERED = "evidence.delivered"
     DOCUMENTS_CLOSED = "documents.closed"  # a tenant-month's document outcomes were pinned at month close
     BATCH_ACCEPTED = "batch.accepted"

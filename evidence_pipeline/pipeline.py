@@ -15,8 +15,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO, Callable, TypeVar
 
-from evidence_pipeline import document_outcomes, sources
+from evidence_pipeline import document_outcomes, jsonread, sources
 from evidence_pipeline.bundle import (
+    IDENTITY_FIELDS,
     MANIFEST,
     REPORT,
     STATEMENT,
@@ -25,6 +26,7 @@ from evidence_pipeline.bundle import (
     bundle_prefix,
     identity_fields,
     staging_key,
+    supersedes_link,
 )
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.faults import kill_point
@@ -33,6 +35,7 @@ from evidence_pipeline.models import EventType, Lane, SourceRevision, Stage, Ten
 from evidence_pipeline.render import RENDERER_VERSION, report_totals, write_report
 from evidence_pipeline.runtime import RunInfo, Runtime
 from evidence_pipeline.signing import dsse
+from evidence_pipeline.signing.keyring_document import timestamp
 from evidence_pipeline.signing.pades import TIMESTAMPED, sign_pdf, verify_pdf_signature
 from evidence_pipeline.store import ArtifactStore, sha256_file, sha256_hex
 from evidence_pipeline.tempfiles import attempt_dir, scratch_file
@@ -97,7 +100,19 @@ class Publication:
     key_id: str
     ledger_seq: int
     created: bool  # True when this run's commit wrote the publication (its bundle.published event names the run)
+    supersedes: dict | None = None  # the tenant-month's bundle this one replaced: identity, prefix, reason
+    current_identity: str = ""  # the tenant-month's current bundle in the ledger (this one, unless superseded)
     timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """What a bundle is signed from besides its identity fields, and the job it is published under."""
+
+    tenant_month: TenantMonth
+    source_sequence: int
+    documents_sha256: str
+    job_id: str
 
 
 def _ms(start: float) -> float:
@@ -253,19 +268,22 @@ def publish_stage(rt: Runtime, pinned: PinnedSource, unsigned_sha256: str, run: 
             attempt_dir(rt.settings.work_dir, pinned.job_id, lease.token) as scratch,
             rt.ledger.keep_alive(lease, rt.settings.lease_seconds),
         ):
-            return _sign_and_commit(rt, pinned, fields | {"identity": identity}, lease, scratch, run)
+            inputs = _Inputs(revision.tenant_month, revision.sequence, pinned.documents.sha256, pinned.job_id)
+            return _sign_and_commit(rt, inputs, fields | {"identity": identity}, lease, scratch, run)
     except EvidenceError as error:
         error.lease_token = lease.token  # recording this failure is fenced by the lease it happened under
         raise
 
 
 def _sign_and_commit(
-    rt: Runtime, pinned: PinnedSource, fields: dict, lease: Lease, scratch, run: RunInfo
+    rt: Runtime, inputs: _Inputs, fields: dict, lease: Lease, scratch, run: RunInfo
 ) -> Publication:
-    revision, identity, settings = pinned.revision, fields["identity"], rt.settings
-    prefix = bundle_prefix(revision.tenant_month, identity)
+    tenant_month, identity, settings = inputs.tenant_month, fields["identity"], rt.settings
+    prefix = bundle_prefix(tenant_month, identity)
     start = time.perf_counter()
-    keyring, unsigned_sha256 = rt.keyring, fields["unsigned_sha256"]
+    # The generation active now signs, and its signing time is recorded: a rotation between two bundles of a batch
+    # is seen here, per bundle (signing/rotation.py).
+    (keyring, signed_at), unsigned_sha256 = rt.keys.select(), fields["unsigned_sha256"]
     with scratch_file(scratch) as unsigned:
         rt.staging.get_file(staging_key(unsigned_sha256), unsigned, expected_sha256=unsigned_sha256)
         unsigned_size = unsigned.tell()
@@ -284,25 +302,29 @@ def _sign_and_commit(
             verify_pdf_signature(stored, keyring.root_pem, level, tsa_root)
             return sha256, stored.seek(0, io.SEEK_END)
 
-        (report_sha256, report_size), report_version = _put_or_adopt(
+        (report_sha256, report_size), report_version = put_or_adopt(
             rt.archive, f"{prefix}/{REPORT}", scratch, make=sign, accept=adopt
         )
-    ours = {keyring.statement_key_id: keyring.statement_key.public_key()}
+    # From here to the commit this attempt holds the tenant-month: the bundle it supersedes stays the current one.
+    supersedes = _claim(rt, inputs, fields, lease, run)
+    ours = _our_statement_keys(rt)
     predicate = fields | {
-        "source_sequence": revision.sequence,
-        "documents_sha256": pinned.documents.sha256,
+        "source_sequence": inputs.source_sequence,
+        "documents_sha256": inputs.documents_sha256,
         "unsigned_size": unsigned_size,
         "pades_level": settings.pades_level,
         "key_id": keyring.statement_key_id,
+        "signed_at": timestamp(signed_at),
         "trust_root_id": keyring.root_id,
         **({"tsa_root_id": keyring.tsa_root_id} if settings.pades_level in TIMESTAMPED else {}),
         "run_id": run.run_id,
         "attempt": run.attempt,
         "completed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **({"supersedes": supersedes} if supersedes is not None else {}),
     }
     # The ledger and manifest describe the statement actually published, which an earlier attempt may have
     # written (who signed it, when, at which PAdES level): accept returns its predicate.
-    (statement, predicate), statement_version = _put_or_adopt(
+    (statement, predicate), statement_version = put_or_adopt(
         rt.archive,
         f"{prefix}/{STATEMENT}",
         scratch,
@@ -315,6 +337,12 @@ def _sign_and_commit(
         ),
         accept=lambda stored, _: _statement_for(stored.read(), ours, report_sha256, identity),
     )
+    if predicate.get("supersedes") != supersedes:  # an earlier attempt signed it before another bundle committed
+        raise EvidenceError(
+            ReasonCode.SUPERSEDES_STALE,
+            f"{prefix}/{STATEMENT} supersedes {_named(predicate.get('supersedes'))}, but the tenant-month's "
+            f"current bundle is {_named(supersedes)}: committing it would fork the corrections chain",
+        )
     kill_point("after_archive_put")
     sign_ms = _ms(start)
 
@@ -323,15 +351,15 @@ def _sign_and_commit(
     lease = rt.ledger.renew_lease(lease, settings.lease_seconds)  # still ours? then hold it through the commit
     row = {
         "identity": identity,
-        "tenant": revision.tenant_month.tenant,
-        "period": revision.tenant_month.period,
+        "tenant": tenant_month.tenant,
+        "period": tenant_month.period,
         "bundle_key": prefix,
-        "source_sha256": revision.sha256,
+        "source_sha256": fields["source_sha256"],
         "unsigned_sha256": fields["unsigned_sha256"],
         "report_sha256": report_sha256,
         "statement_sha256": sha256_hex(statement),
-        "renderer_version": RENDERER_VERSION,
-        "key_id": keyring.statement_key_id,
+        "renderer_version": fields["renderer_version"],
+        "key_id": predicate["key_id"],
     }
     details = predicate | {
         "report_sha256": report_sha256,
@@ -345,6 +373,94 @@ def _sign_and_commit(
     committed, _ = rt.ledger.publish(row, lease, run.run_id, **details)
     kill_point("after_commit")
     return _converge(rt, committed, {Stage.SIGN.clock: sign_ms, Stage.PUBLISH.clock: _ms(start)}, run)
+
+
+_CLAIM_POLL_SECONDS = (0.02, 0.5)  # first and longest pause between looks at a claim another attempt holds
+_CLAIM_GRACE_SECONDS = 5.0  # waited beyond a lease's lifetime: a holder that died has lost its lease by then
+
+
+def _claim(rt: Runtime, inputs: _Inputs, fields: dict, lease: Lease, run: RunInfo) -> dict | None:
+    """Claim the tenant-month for this bundle and return its `supersedes` (None for the tenant-month's first).
+
+    Another attempt's claim is waited for while its lease is live, at most a lease's lifetime (then
+    TENANT_MONTH_BUSY, retried like any transient failure). A claim whose lease is no longer live is taken over,
+    unless its attempt already stored its signed statement, which names the current bundle as the one it
+    supersedes: that publication is completed first (`_complete`), so the statement never goes stale and the new
+    bundle supersedes it in turn.
+    """
+    tenant_month, identity = inputs.tenant_month, fields["identity"]
+    deadline = time.monotonic() + rt.settings.lease_seconds + _CLAIM_GRACE_SECONDS
+    pause, take_over = _CLAIM_POLL_SECONDS[0], None
+    while True:
+        claim = rt.ledger.claim_publication(tenant_month, identity, lease, take_over)
+        if claim.claimed:
+            if claim.head is None:
+                return None
+            previous = rt.ledger.event(claim.head["event_seq"]).body["details"]
+            return supersedes_link(previous, fields | {"documents_sha256": inputs.documents_sha256})
+        take_over = None
+        holder = claim.holder
+        if not claim.holder_live:
+            holder_prefix = bundle_prefix(tenant_month, holder["identity"])
+            if not rt.archive.exists(f"{holder_prefix}/{STATEMENT}") or not _complete(rt, holder, run):
+                take_over = holder["identity"]
+                continue
+        if time.monotonic() > deadline:
+            raise EvidenceError(ReasonCode.TENANT_MONTH_BUSY,
+                                f"bundle {holder['identity'][:12]} of {tenant_month} is being published")
+        time.sleep(pause)
+        pause = min(pause * 2, _CLAIM_POLL_SECONDS[1])
+
+
+def _complete(rt: Runtime, holder: dict, run: RunInfo) -> bool:
+    """Commit the publication that a claim's attempt signed but did not commit (it died, or stalled past its
+    lease), under a lease of its own job. Returns False when it cannot be completed (its job is closed, or its
+    statement is not ours or fails), and the claim may be taken over; True when it was, or when its job is being
+    worked on again (look at the claim again)."""
+    tenant_month = TenantMonth(holder["tenant"], holder["period"])
+    envelope = rt.archive.get(f"{bundle_prefix(tenant_month, holder['identity'])}/{STATEMENT}",
+                              max_bytes=jsonread.MAX_BYTES)
+    try:
+        body, _ = dsse.open_statement(envelope, _our_statement_keys(rt))
+        predicate = body["predicate"]
+        fields = {name: predicate[name] for name in IDENTITY_FIELDS}
+        inputs = _Inputs(tenant_month, predicate["source_sequence"], predicate["documents_sha256"], holder["job_id"])
+    except (EvidenceError, KeyError, TypeError):
+        return False
+    if bundle_identity(fields) != holder["identity"]:
+        return False
+    try:
+        lease = rt.ledger.acquire_lease(holder["job_id"], run.run_id, rt.settings.lease_seconds)
+    except EvidenceError as error:
+        if error.code == ReasonCode.LEASE_BUSY:
+            return True  # its own retry is at it: wait for its claim
+        if error.code == ReasonCode.JOB_CLOSED:
+            return False
+        raise
+    if lease is None:
+        return True  # committed meanwhile
+    try:
+        with (
+            attempt_dir(rt.settings.work_dir, holder["job_id"], lease.token) as scratch,
+            rt.ledger.keep_alive(lease, rt.settings.lease_seconds),
+        ):
+            _sign_and_commit(rt, inputs, fields | {"identity": holder["identity"]}, lease, scratch, run)
+    except EvidenceError as error:
+        if error.retryable or error.code in (ReasonCode.LEASE_BUSY, ReasonCode.LEASE_FENCED):
+            raise
+        error.lease_token = lease.token
+        record_failure(rt, holder["job_id"], error, run)  # its job is rejected with the reason; ours goes on
+        return False
+    return True
+
+
+def _our_statement_keys(rt: Runtime) -> dict:
+    """Every generation's statement key: an earlier attempt may have signed with a generation retired since."""
+    return {k.statement_key_id: k.statement_public_key for k in rt.keys.keyrings()}
+
+
+def _named(supersedes: dict | None) -> str:
+    return "nothing" if not supersedes else str(supersedes.get("identity"))[:12]
 
 
 def run_tenant_month(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> Publication:
@@ -368,9 +484,11 @@ def _converge(rt: Runtime, row: dict, timings: dict[str, float], run: RunInfo) -
     event = rt.ledger.event(row["event_seq"])
     manifest = rt.archive.put_once(f"{row['bundle_key']}/{MANIFEST}", build_manifest(event))
     details = event.body["details"]
+    tenant_month = TenantMonth(row["tenant"], row["period"])
+    current = rt.ledger.current_publication(tenant_month) or row
     return Publication(
         identity=row["identity"],
-        tenant_month=TenantMonth(row["tenant"], row["period"]),
+        tenant_month=tenant_month,
         bundle_key=row["bundle_key"],
         location=rt.archive.uri(row["bundle_key"]),
         source_sha256=row["source_sha256"],
@@ -383,11 +501,13 @@ def _converge(rt: Runtime, row: dict, timings: dict[str, float], run: RunInfo) -
         key_id=row["key_id"],
         ledger_seq=event.seq,
         created=event.body["actor"] == run.run_id,
+        supersedes=details.get("supersedes"),
+        current_identity=current["identity"],
         timings_ms=timings,
     )
 
 
-def _put_or_adopt(
+def put_or_adopt(
     store: ArtifactStore,
     key: str,
     scratch: Path,

@@ -118,7 +118,7 @@ def write_report(
         topMargin=18 * mm,
         bottomMargin=20 * mm,
     )
-    with _pinned_epoch(tm.year, tm.month):
+    with pinned_epoch(tm.year, tm.month):
         doc.build(story, canvasmaker=_NumberedCanvas)
     return hashing.digest.hexdigest(), doc.page
 
@@ -267,7 +267,7 @@ def _document_jobs(documents: OutcomesRevision, jobs: list[dict]) -> list:
 
 
 @contextlib.contextmanager
-def _pinned_epoch(year: int, month: int):
+def pinned_epoch(year: int, month: int):
     """Pin the PDF's dates to the last second of the period, whatever the caller's SOURCE_DATE_EPOCH. reportlab
     reads SOURCE_DATE_EPOCH from the process environment, so that is where it is pinned (under a lock)."""
     last_day = calendar.monthrange(year, month)[1]

@@ -13,7 +13,8 @@ from functools import cached_property
 from evidence_pipeline.config import Settings
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.jobs import RetryBudget
-from evidence_pipeline.signing.keys import Keyring, load_keyring
+from evidence_pipeline.signing.keys import ROOT_KEY, Keyring, load_keyring
+from evidence_pipeline.signing.rotation import KeyDirectory
 from evidence_pipeline.store import ArtifactStore
 from evidence_pipeline.store.s3 import S3Options
 from evidence_pipeline.store.uri import open_store
@@ -51,10 +52,23 @@ class Runtime:
         return RetryBudget(self.settings.max_attempts, self.settings.retry_budget_seconds)
 
     @cached_property
+    def keys(self) -> KeyDirectory:
+        """The keys directory: which generation of signing keys is active is re-read per use (signing/rotation.py).
+        Its public keys are published on first use; where the trust root's private key is at hand (development
+        keys), so is the first keyring document."""
+        directory = self.settings.keys_dir
+        load_keyring(directory, generate=self.settings.generate_dev_keys)
+        keys = KeyDirectory(directory, self.archive)
+        if (directory / ROOT_KEY).exists():
+            keys.ensure_keyring()
+        else:
+            keys.keyrings()  # publishes the public keys (and the keyring document, once there is one)
+        return keys
+
+    @property
     def keyring(self) -> Keyring:
-        keyring = load_keyring(self.settings.keys_dir, generate=self.settings.generate_dev_keys)
-        keyring.publish_public_keys(self.archive)
-        return keyring
+        """The active generation of signing keys, now (a stat of keyring.json per call: a rotation is seen at once)."""
+        return self.keys.active
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,16 @@
 """Offline verification of a bundle from the archive alone: what an auditor runs.
 
 Every check runs and reports; the bundle verifies only if all pass. Keys come from the archive's put-once
-`keys/` folder; an auditor who holds key ids from another channel can pin them with ``expected_key_ids``.
+`keys/` folder. Where the archive holds a keyring document (keys/keyring-*.json), the statement keys and PAdES signer
+certificates are the ones its newest document lists, signed by the trust root, and each signature must have been made
+inside its key's validity window and before its revocation; pin the trust root with ``expected_root_ids``. An
+archive from before key rotation has no keyring: any statement key under keys/ then verifies, and an auditor who
+holds key ids from another channel pins them with ``expected_key_ids``.
+
+It also places the bundle in its tenant-month's corrections chain, from the archive it reads: the bundle it
+supersedes (named in its signed statement, and whether the archive holds it), and the published bundles of the
+same tenant-month whose signed statements supersede it, followed to the newest, the current one. A superseded
+bundle is still valid evidence (it verifies, exit 0); it is not the current evidence of its tenant-month.
 """
 
 from __future__ import annotations
@@ -27,10 +36,19 @@ from evidence_pipeline.config import PADES_LEVELS
 from evidence_pipeline.errors import UNAVAILABLE_CODES, EvidenceError, ReasonCode
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.signing import dsse
+from evidence_pipeline.signing.keyring_document import (
+    KeyringDocument,
+    SignatureTimes,
+    check_key_at,
+    keyring_documents,
+    parse_time,
+    read_published_keyring,
+)
 from evidence_pipeline.signing.keys import MAX_KEY_BYTES, certificate_id, published_statement_keys
-from evidence_pipeline.signing.pades import verify_pdf_signature
+from evidence_pipeline.signing.pades import SignatureFacts, verify_pdf_signature
 from evidence_pipeline.store import ArtifactStore, sha256_hex
 
+_IDENTITY = re.compile(r"[0-9a-f]{64}")
 MAX_REPORT_BYTES = 1 << 30  # no unsigned report is larger (the 500-page benchmark report is far below)
 SIGNATURE_ALLOWANCE = 1 << 20  # PAdES appends one signature: 8-16 KB reserved, plus an incremental update
 
@@ -49,6 +67,15 @@ class Verification:
     checks: list[Check] = field(default_factory=list)
     statement_key_id: str | None = None  # who vouched: pin these with --key-id / --root-id
     trust_root_id: str | None = None
+    supersedes: dict | None = None  # {identity, prefix, reason, in_archive}: the bundle this one corrects
+    superseded_by: dict | None = None  # {identity, prefix}: the published bundle that corrects this one
+    current_bundle: dict | None = None  # {identity, prefix}: the newest bundle of the chain (this one if current)
+    keyring_sequence: int | None = None  # the keyring document that vouched for the keys (None: no keyring)
+
+    @property
+    def current(self) -> bool | None:
+        """Whether this is its tenant-month's current bundle in the archive; None when it was not determined."""
+        return None if self.current_bundle is None else self.superseded_by is None
 
     @property
     def ok(self) -> bool:
@@ -61,7 +88,9 @@ class Verification:
     def as_dict(self) -> dict:
         return {
             "bundle": self.bundle, "ok": self.ok, "codes": self.codes, "statement_key_id": self.statement_key_id,
-            "trust_root_id": self.trust_root_id, "checks": [c.__dict__ for c in self.checks],
+            "trust_root_id": self.trust_root_id, "keyring_sequence": self.keyring_sequence, "current": self.current,
+            "supersedes": self.supersedes, "superseded_by": self.superseded_by, "current_bundle": self.current_bundle,
+            "checks": [c.__dict__ for c in self.checks],
         }
 
 
@@ -92,7 +121,17 @@ def verify_bundle(
     if files is None:
         return result
     statement_bytes, manifest_bytes = files
-    keys = published_statement_keys(store, expected_key_ids)
+    keyring: KeyringDocument | None = None
+    documents = keyring_documents(store)
+    if documents or (expected_root_ids and not expected_key_ids):  # pinning the root alone needs its keyring
+        keyring = run("keyring", lambda: read_published_keyring(store, expected_root_ids, documents))
+        if keyring is None:
+            run("manifest_parses", lambda: _parse_manifest(manifest_bytes))
+            return result  # no key can be judged without the keyring
+        result.keyring_sequence = keyring.sequence
+        keys = keyring.statement_keys(expected_key_ids)
+    else:
+        keys = published_statement_keys(store, expected_key_ids)
     manifest = run("manifest_parses", lambda: _parse_manifest(manifest_bytes))
     opened = run("statement_signature", lambda: dsse.open_statement(statement_bytes, keys))
     if opened is None:
@@ -121,7 +160,9 @@ def verify_bundle(
             "statement subject is not the sha256 of report.pdf",
         ),
     )
-    run("pdf_signature", lambda: _verify_pades(store, report, predicate, expected_root_ids, at))
+    pdf = run("pdf_signature", lambda: _verify_pades(store, report, predicate, expected_root_ids, at))
+    if keyring is not None:
+        run("signing_keys", lambda: _check_signing_keys(keyring, signed_by, predicate, pdf))
     run(
         "unsigned_report_digest",
         lambda: _expect(
@@ -131,11 +172,16 @@ def verify_bundle(
         ),
     )
     run("identity", lambda: _check_identity(prefix, predicate))
+    if "supersedes" in predicate:
+        result.supersedes = run("supersedes", lambda: _supersedes(store, predicate))
     if manifest is not None:
         run(
             "manifest_matches_statement",
             lambda: _check_manifest(manifest, predicate, _file_facts(store, prefix, report, statement_bytes)),
         )
+    chain = run("corrections_chain", lambda: _place_in_chain(store, prefix, keys))
+    if chain is not None:
+        result.superseded_by, result.current_bundle = chain
     return result
 
 
@@ -155,14 +201,39 @@ def _report_limit(predicate: dict) -> int:
 
 
 def _verify_pades(store: ArtifactStore, report: bytes, predicate: dict, expected_root_ids: frozenset[str],
-                  at: datetime | None) -> None:
+                  at: datetime | None) -> SignatureFacts:
     """At the PAdES level the signed statement names; time stamps must chain to the TSA root it names."""
     level = predicate.get("pades_level")
     if level not in PADES_LEVELS:
         raise EvidenceError(ReasonCode.STATEMENT_INVALID, "the statement names no known PAdES level")
     tsa_root = _trust_root(store, str(predicate.get("tsa_root_id", "")), expected_root_ids) if level != "B-B" else None
     root = _trust_root(store, str(predicate.get("trust_root_id", "")), expected_root_ids)
-    verify_pdf_signature(report, root, level, tsa_root, at)
+    return verify_pdf_signature(report, root, level, tsa_root, at)
+
+
+def _check_signing_keys(keyring: KeyringDocument, signed_by: tuple[str, ...], predicate: dict,
+                        pdf: SignatureFacts | None) -> None:
+    """The statement key and the PDF's signer certificate are listed in the keyring, and each signed inside its
+    generation's validity window and before any revocation of it.
+
+    The statement records when its key was chosen (``signed_at``; bundles from before key rotation only have
+    ``completed_at``, taken just after the PDF was signed). That time is the signer's own claim. At B-T and above
+    the PDF's RFC 3161 time stamp is the trustworthy time: it bounds the PDF signature from above, and the statement
+    (which signs the time-stamped report's digest) from below, so a revoked or retired key cannot be made to look
+    older than the time stamp authority says."""
+    if keyring.trust_root_id != predicate.get("trust_root_id"):
+        raise EvidenceError(ReasonCode.KEY_UNKNOWN, f"the keyring is vouched for by {keyring.trust_root_id}, "
+                            "not by the bundle's trust root")
+    stamped = (pdf.stamped,) if pdf is not None and pdf.stamped else ()
+    if "signed_at" in predicate:
+        times = SignatureTimes(selected=parse_time(predicate["signed_at"]), after=stamped)
+    else:
+        times = SignatureTimes(made=(parse_time(predicate["completed_at"]),), after=stamped)
+    for key_id in signed_by:
+        check_key_at(keyring, key_id, times, "statement key")
+    if pdf is not None:
+        made = tuple(moment for moment in (pdf.claimed, pdf.stamped) if moment is not None)
+        check_key_at(keyring, pdf.signer_certificate_id, SignatureTimes(made=made), "PDF signer certificate")
 
 
 def _trust_root(store: ArtifactStore, root_id: str, expected: frozenset[str]) -> bytes:
@@ -220,6 +291,74 @@ def _check_identity(prefix: str, predicate: dict) -> None:
         ReasonCode.MANIFEST_STATEMENT_MISMATCH,
         "bundle location or identity does not match the statement",
     )
+
+
+def _supersedes(store: ArtifactStore, predicate: dict) -> dict:
+    """The signed `supersedes`: a well-formed link to another bundle of the same tenant-month, and whether this
+    archive holds that bundle. Its absence is reported, not a failure: the link is signed evidence of the
+    correction whatever the archive holds, and a partial copy of an archive cannot be told from a deletion (the
+    ledger, `evidence ledger verify`, is the authority on what was published)."""
+    link = predicate["supersedes"]
+    tenant_month = TenantMonth(predicate["tenant"], predicate["period"])
+    reason = link.get("reason") if isinstance(link, dict) else None
+    _expect(
+        isinstance(link, dict)
+        and link.keys() == {"identity", "prefix", "reason"}
+        and isinstance(link["identity"], str)
+        and _IDENTITY.fullmatch(link["identity"]) is not None
+        and link["identity"] != predicate.get("identity")
+        and link["prefix"] == bundle_prefix(tenant_month, link["identity"])
+        and isinstance(reason, list) and reason and all(isinstance(name, str) for name in reason),
+        ReasonCode.STATEMENT_INVALID,
+        "the statement's supersedes is not a link to another bundle of its tenant-month",
+    )
+    in_archive = all(store.exists(f"{link['prefix']}/{name}") for name in (REPORT, STATEMENT, MANIFEST))
+    return {"identity": link["identity"], "prefix": link["prefix"], "reason": reason, "in_archive": in_archive}
+
+
+def _place_in_chain(store: ArtifactStore, prefix: str, keys: dict) -> tuple[dict | None, dict]:
+    """(the bundle that supersedes this one or None, the newest bundle of its chain) among the published bundles
+    of its tenant-month in this archive. Only a complete bundle (its manifest is written after the ledger commit)
+    whose statement verifies counts: an unsigned or uncommitted claim cannot make a bundle look superseded. Two
+    that supersede the same bundle break the chain: SUPERSEDES_FORKED."""
+    month = prefix.rsplit("/", 1)[0]
+    successors: dict[str, list[dict]] = {}
+    depth = prefix.count("/") + 1  # the files of a bundle folder
+    for other in sorted({key.rsplit("/", 1)[0] for key in store.list(month) if key.count("/") == depth}):
+        link = _signed_link(store, other, keys) if other != prefix else None
+        if link is not None:
+            successors.setdefault(link["supersedes"], []).append({"identity": link["identity"], "prefix": other})
+    this = {"identity": prefix.rsplit("/", 1)[1], "prefix": prefix}
+    chain, seen = [this], {this["identity"]}
+    while (following := successors.get(chain[-1]["identity"], [])) and following[0]["identity"] not in seen:
+        if len(following) > 1:
+            raise EvidenceError(ReasonCode.SUPERSEDES_FORKED,
+                                f"{len(following)} bundles supersede {chain[-1]['identity'][:12]}: "
+                                + ", ".join(bundle["identity"][:12] for bundle in following))
+        chain.append(following[0])
+        seen.add(following[0]["identity"])
+    return (chain[1] if len(chain) > 1 else None), chain[-1]
+
+
+def _signed_link(store: ArtifactStore, prefix: str, keys: dict) -> dict | None:
+    """{identity, supersedes} of the published bundle at ``prefix`` if its statement verifies, belongs there
+    and supersedes a bundle; None otherwise (it is verified, and reported, on its own)."""
+    try:
+        if not store.exists(f"{prefix}/{MANIFEST}"):
+            return None
+        statement, _ = dsse.open_statement(store.get(f"{prefix}/{STATEMENT}", max_bytes=jsonread.MAX_BYTES), keys)
+        predicate = statement["predicate"]
+        _check_identity(prefix, predicate)
+        link = predicate.get("supersedes")
+        if not isinstance(link, dict) or not isinstance(link.get("identity"), str):
+            return None
+        return {"identity": predicate["identity"], "supersedes": link["identity"]}
+    except EvidenceError as error:
+        if error.code in UNAVAILABLE_CODES:
+            raise
+        return None
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
 
 
 def _file_facts(store: ArtifactStore, prefix: str, report: bytes, statement: bytes) -> dict:

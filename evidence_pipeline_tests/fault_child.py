@@ -1,27 +1,28 @@
-"""A worker process for the fault-injection tests: materializes one partition (or sweeps, or works the accepted
-document jobs) with the environment's settings. EVIDENCE_KILL_POINT, when set, makes it SIGKILL itself at that point."""
+"""A worker process for the fault-injection tests: materializes one partition (or sweeps, or works one page of
+document jobs) with the environment's settings. EVIDENCE_KILL_POINT, when set, makes it SIGKILL itself at that
+point."""
 
 import sys
 
 from dagster import DagsterInstance, materialize
 
+from evidence_pipeline.config import Settings
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
 from evidence_pipeline.defs.partitions import partition_key_for
 from evidence_pipeline.defs.resources import EvidenceResource
+from evidence_pipeline.documents.worker import run_page
+from evidence_pipeline.intake import open_documents
 from evidence_pipeline.maintenance import sweep_attempts
 from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.runtime import RunInfo
 
 
 def main(argv: list[str]) -> int:
     if argv[0] == "sweep":
         sweep_attempts(EvidenceResource().runtime())
         return 0
-    if argv[0] == "dispatch":  # document jobs: page the accepted ones and work every page, as a run would
-        from evidence_pipeline.config import Settings
-        from evidence_pipeline.intake import open_documents
-        from evidence_pipeline_tests.test_documents_worker import dispatch
-
-        dispatch(open_documents(Settings.from_env()), "fault-child")
+    if argv[0] == "documents":
+        run_page(open_documents(Settings.from_env()), argv[1], RunInfo("fault-child"))
         return 0
     with DagsterInstance.get() as instance:
         result = materialize(

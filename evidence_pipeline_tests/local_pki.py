@@ -76,9 +76,12 @@ class LocalPki:
         self._server.server_close()
         self._thread.join()
 
-    def provision(self, directory: Path) -> Path:
-        """Write a keyring (statement key, signing root, signer key and certificate, TSA root) into ``directory``."""
+    def provision(self, directory: Path, root_key: Path | None = None) -> Path:
+        """Write a keyring (statement key, signing root, signer key and certificate, TSA root) into ``directory``;
+        with ``root_key``, also the signing root's private key there (what `evidence keys rotate` needs)."""
         private_dirs(directory)
+        if root_key is not None:
+            keyfiles._write_private(root_key, self.root.key)
         (directory / keyfiles.ROOT_CERT).write_bytes(self.root.certificate.public_bytes(_PEM))
         (directory / keyfiles.SIGNER_CERT).write_bytes(self.signer.public_bytes(_PEM))
         (directory / keyfiles.TSA_ROOT_CERT).write_bytes(self.tsa_root.certificate.public_bytes(_PEM))

@@ -89,6 +89,22 @@ def test_rematerializing_converges_on_the_published_bundle(instance, evidence, r
     assert len(runtime.archive.list(f"bundles/{SMALL.tenant}/{SMALL.period}")) == 3
 
 
+def test_a_correction_supersedes_and_the_latest_materialization_shows_the_current_bundle(instance, evidence, runtime):
+    assert _materialize(instance, evidence, SMALL).success
+    first = _metadata(instance, "evidence_bundle", SMALL)
+    assert "supersedes" not in first and first["current"] is True and first["current_bundle"] == first["identity"]
+    corrected = demo_transactions(SMALL)
+    corrected.loc[0, "amount_minor"] += 100
+    publish_revision(runtime.sources, SMALL, corrected)
+    assert _materialize(instance, evidence, SMALL).success
+    latest = _metadata(instance, "evidence_bundle", SMALL)  # the partition's latest materialization
+    assert latest["identity"] != first["identity"] and latest["newly_published"] is True
+    assert latest["current"] is True and latest["current_bundle"] == latest["identity"]
+    assert latest["supersedes"] == first["identity"] and latest["supersedes_reason"] == "source_revision"
+    assert latest["supersedes_location"] == first["bundle_key"]
+    assert f"| supersedes (source_revision) | `{first['identity']}` |" in latest["lineage"]
+
+
 def test_failed_gate_blocks_signing(instance, evidence, runtime, monkeypatch):
     # Simulate a renderer bug: the report lacks a total that the source says must be there.
     real_totals = pipeline.report_totals

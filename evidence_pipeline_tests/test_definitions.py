@@ -56,6 +56,12 @@ def test_snapshot_of_assets_checks_jobs_schedules_sensors():
         "evidence_bundle": "publish",
         "report_preview": "preview",
     }
+    # One non-blocking verification check per evidence bundle partition, run by every job that builds the bundle.
+    [check_key] = graph.asset_check_keys
+    check = graph.get(check_key)
+    assert (check_key.asset_key.to_user_string(), check_key.name) == ("evidence_bundle", "offline_verification")
+    assert not check.blocking and check.partitions_def == graph.get(AssetKey("evidence_bundle")).partitions_def
+    assert check_key in defs.resolve_job_def("monthly_evidence").asset_layer.asset_graph.asset_check_keys
     policies = {repo.assets_defs_by_key[key].backfill_policy for key in graph_keys}
     assert policies == {BackfillPolicy.multi_run(100)}  # backfills run ranges of partitions
     assert sorted(j.name for j in repo.get_all_jobs() if not j.name.startswith("__")) == [

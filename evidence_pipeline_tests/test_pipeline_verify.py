@@ -51,7 +51,11 @@ def test_bundle_is_published_once_and_verifies(runtime, published):
     # documents closed, pinned, accepted, rendered, validated, running, published, timed
     # + 4 again (pinned, rendered, validated, timed)
     assert runtime.ledger.verify_chain() == 12
-    assert sorted(k.split("/")[0] for k in runtime.archive.list("keys")) == ["keys", "keys"]
+    keys = runtime.keyring
+    assert runtime.archive.list("keys") == sorted(
+        f"keys/{name}" for name in (f"{keys.statement_key_id}.pem", f"{keys.signer_certificate_id}.pem",
+                                    f"{keys.root_id}.pem", "keyring-000001.json")
+    )
 
 
 def test_generic_dsse_implementation_verifies_with_the_published_key(runtime, published):
@@ -115,14 +119,16 @@ def test_pinned_key_ids_reject_other_keys(runtime, published):
     )
     assert result.ok and (result.statement_key_id, result.trust_root_id) == (published.key_id, runtime.keyring.root_id)
     assert verify_bundle(runtime.archive, published.bundle_key, frozenset({"ed25519-other"})).codes == ["KEY_UNKNOWN"]
-    other_root = frozenset({"x509-root-0000000000000000"})
-    assert verify_bundle(runtime.archive, published.bundle_key, frozenset(), other_root).codes == [
-        "PDF_SIGNATURE_UNTRUSTED"
-    ]
+    other_root = frozenset({"x509-root-0000000000000000"})  # the keyring is signed by our root, not that one
+    assert verify_bundle(runtime.archive, published.bundle_key, frozenset(), other_root).codes == ["KEYRING_INVALID"]
+    both = verify_bundle(runtime.archive, published.bundle_key, frozenset({published.key_id}), other_root)
+    assert both.codes == ["KEYRING_INVALID"]
 
 
-def test_a_swapped_key_file_cannot_borrow_a_pinned_id(runtime, published):
-    """An archive writer replaces keys/<pinned id>.pem with their own key and re-signs the statement."""
+@pytest.mark.parametrize("keyring", ["keyring", "no-keyring"])
+def test_a_swapped_key_file_cannot_borrow_a_pinned_id(runtime, published, keyring):
+    """An archive writer replaces keys/<pinned id>.pem with their own key and re-signs the statement. The keyring
+    carries the public key itself; an archive from before key rotation has only the file, named by its bytes."""
     key = f"{published.bundle_key}/{STATEMENT}"
     payload = base64.b64decode(json.loads(runtime.archive.get(key))["payload"])
     attacker = ed25519.Ed25519PrivateKey.generate()
@@ -132,12 +138,17 @@ def test_a_swapped_key_file_cannot_borrow_a_pinned_id(runtime, published):
         attacker.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo),
     )
     overwrite(runtime, key, dsse.sign_envelope(payload, attacker, published.key_id))
-    assert verify_bundle(runtime.archive, published.bundle_key, frozenset({published.key_id})).codes == ["KEY_UNKNOWN"]
+    if keyring == "no-keyring":
+        overwrite(runtime, "keys/keyring-000001.json", None)
+    expected = "STATEMENT_SIGNATURE_INVALID" if keyring == "keyring" else "KEY_UNKNOWN"
+    assert verify_bundle(runtime.archive, published.bundle_key, frozenset({published.key_id})).codes == [expected]
 
 
 def test_a_swapped_trust_root_file_is_untrusted(runtime, published, tmp_path):
     other_root = load_keyring(tmp_path / "other", generate=True).root_pem
     overwrite(runtime, f"keys/{runtime.keyring.root_id}.pem", other_root)
+    assert verify_bundle(runtime.archive, published.bundle_key).codes == ["KEYRING_INVALID"]
+    overwrite(runtime, "keys/keyring-000001.json", None)  # an archive from before key rotation
     assert verify_bundle(runtime.archive, published.bundle_key).codes == ["PDF_SIGNATURE_UNTRUSTED"]
 
 
@@ -248,8 +259,12 @@ def _republish_statement(runtime, publication, envelope: bytes) -> None:
     overwrite(runtime, key, json.dumps(manifest, indent=2, sort_keys=True).encode())
 
 
-def test_the_output_names_the_key_that_verified_not_the_claimed_one(runtime, published):
-    """An archive writer publishes a key of their own, signs the unchanged statement with it, fixes the manifest."""
+@pytest.mark.parametrize("keyring", ["keyring", "no-keyring"])
+def test_the_output_names_the_key_that_verified_not_the_claimed_one(runtime, published, keyring):
+    """An archive writer publishes a key of their own, signs the unchanged statement with it, fixes the manifest.
+    The keyring does not list that key; an archive from before key rotation has no keyring to ask."""
+    if keyring == "no-keyring":
+        overwrite(runtime, "keys/keyring-000001.json", None)
     key, envelope = _envelope_parts(runtime, published)
     attacker = ed25519.Ed25519PrivateKey.generate()
     attacker_id = public_key_id(attacker.public_key())
@@ -261,7 +276,10 @@ def test_the_output_names_the_key_that_verified_not_the_claimed_one(runtime, pub
         runtime, published, dsse.sign_envelope(base64.b64decode(envelope["payload"]), attacker, attacker_id)
     )
     result = verify_bundle(runtime.archive, published.bundle_key)
-    assert result.statement_key_id == attacker_id and result.codes == ["STATEMENT_KEY_MISMATCH"]
+    if keyring == "keyring":
+        assert result.statement_key_id is None and result.codes == ["KEY_UNKNOWN"]
+    else:
+        assert result.statement_key_id == attacker_id and result.codes == ["STATEMENT_KEY_MISMATCH"]
 
 
 def test_an_envelope_with_two_payload_keys_is_refused(runtime, published):

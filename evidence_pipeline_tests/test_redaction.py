@@ -316,8 +316,10 @@ def test_sigkill_between_the_derivative_and_the_commit_leaves_nothing_visible_an
         job_id = redact_job(http, "killed", document["document_id"]).json()["job_id"]
         env = os.environ | intake_environment(backend) | INTAKE_OVERRIDES | {
             "EVIDENCE_LEASE_SECONDS": "1", "EVIDENCE_KILL_POINT": point}
-        child = subprocess.run([sys.executable, "-m", "evidence_pipeline_tests.fault_child", "dispatch"], env=env,
-                               cwd=REPO, capture_output=True, timeout=300)
+        documents.ledger.assign_pages(documents.runtime.settings.document_page_size)
+        [(page_id, _, _)] = documents.ledger.open_pages()
+        child = subprocess.run([sys.executable, "-m", "evidence_pipeline_tests.fault_child", "documents", page_id],
+                               env=env, cwd=REPO, capture_output=True, timeout=300)
         assert child.returncode == -signal.SIGKILL, child.stderr.decode()[-2000:]
         status = http.get(f"/v1/jobs/{job_id}").json()
         assert status["state"] == "running" and status["outputs"] == []  # nothing visible

@@ -46,7 +46,7 @@ def test_a_prefix_and_several_paths_verify_every_bundle_once(runtime, archive):
     assert whole.exit_code == 0, whole.output
     lines = _lines(whole)
     assert [line["bundle"] for line in lines] == [f"{root}/{key}" for key in keys]
-    assert all(line["ok"] and line["codes"] == [] and len(line["checks"]) == 10 for line in lines)
+    assert all(line["ok"] and line["codes"] == [] and len(line["checks"]) == 13 for line in lines)
     assert {line["statement_key_id"] for line in lines} == {runtime.keyring.statement_key_id}
 
     tenant = f"{root}/bundles/{SMALL.tenant}"

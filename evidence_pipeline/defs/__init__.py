@@ -2,12 +2,14 @@
 
 import warnings
 
-from dagster import BetaWarning
+from dagster import BetaWarning, PreviewWarning
 
 from evidence_pipeline.defs import provenance, range_runs
 
 # Backfill policies are beta in Dagster 1.13; we pin 1.13.27 and test range runs, so the warning says nothing new.
 warnings.filterwarnings("ignore", category=BetaWarning, message="Parameter `backfill_policy`")
+# So are partitioned asset checks (checks.py: one verification result per tenant-month), tested the same way.
+warnings.filterwarnings("ignore", category=PreviewWarning, message="Specifying a partitions_def on an AssetCheckSpec")
 
 # Range runs (BackfillPolicy.multi_run) record metadata per partition; see range_runs.py for why this is a patch.
 range_runs.install()

@@ -369,10 +369,13 @@ def report_preview(context: AssetExecutionContext, evidence: EvidenceResource):
 
 
 def _bundle_metadata(publication: pipeline.Publication) -> dict:
+    corrects = publication.supersedes
+    replaced = [f"| supersedes ({', '.join(corrects['reason'])}) | `{corrects['identity']}` |"] if corrects else []
     lineage = "\n".join(
         [
             "| step | sha256 |",
             "|---|---|",
+            *replaced,
             f"| source revision | `{publication.source_sha256}` |",
             f"| document outcomes | `{publication.documents_sha256}` |",
             f"| unsigned report ({RENDERER_VERSION}) | `{publication.unsigned_sha256}` |",
@@ -397,6 +400,16 @@ def _bundle_metadata(publication: pipeline.Publication) -> dict:
         "key_id": publication.key_id,
         "ledger_seq": publication.ledger_seq,
         "lineage": MetadataValue.md(lineage),
+        # The corrections chain: the tenant-month's current bundle in the ledger (this one, unless a newer bundle
+        # superseded it), and the bundle this one replaced and why.
+        "current": publication.current_identity == publication.identity,
+        "current_bundle": publication.current_identity,
+        **({"supersedes": corrects["identity"], "supersedes_reason": ", ".join(corrects["reason"]),
+            "supersedes_location": MetadataValue.text(corrects["prefix"])} if corrects else {}),
+        # The partition page does not show check results in Dagster 1.13: one click to them (defs/checks.py).
+        "verification check": MetadataValue.url(
+            "/assets/evidence_bundle?view=checks&checkDetail=offline_verification"
+        ),
         # Numeric clocks, so the UI plots them per partition; None (no queue: not a queued run) is left out.
         **{stage: ms for stage, ms in publication.timings_ms.items() if ms is not None},
     }

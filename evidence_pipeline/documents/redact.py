@@ -398,5 +398,7 @@ REDACT = register(
         pin_policy=templates.pin,
         input_refused=ReasonCode.REDACTION_INPUT_MISSING,
         verify=verify_derivative,
+        outcomes=frozenset({ReasonCode.REDACTION_INPUT_MISSING, ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
+                            ReasonCode.REDACTION_VERIFICATION_FAILED, ReasonCode.TEMPLATE_NOT_IN_EFFECT}),
     )
 )

@@ -1,9 +1,10 @@
 """Operations register themselves here: a name, an option schema, how many inputs they take, and a processor.
 
 A processor is a plain function (opened, gated inputs + normalized options + the policy pinned at acceptance ->
-outputs and findings) that knows nothing of HTTP or Dagster. Intake validates requests against the schema; the
-document worker runs the processor, and then the operation's independent verify pass when it has one. The built-in
-operations are imported on first lookup.
+outputs and findings) that knows nothing of HTTP or Dagster. Intake validates requests against the schema (and
+records what the operation pins at acceptance: a review's ruleset digest in the options, a redaction's template
+version beside them); the document worker runs the processor, and then the operation's independent verify pass
+when it has one. The built-in operations are imported on first lookup.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from evidence_pipeline.documents.gate import GatedDocument
+from evidence_pipeline.documents.gate import GATE_CODES, GatedDocument
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 
-_BUILTIN = ("evidence_pipeline.documents.inspect", "evidence_pipeline.documents.redact")
+_BUILTIN = (
+    "evidence_pipeline.documents.inspect", "evidence_pipeline.documents.review", "evidence_pipeline.documents.redact"
+)
 _REGISTRY: dict[str, Operation] = {}
 # The gate's policy for active content, an option of every operation that reads a document: refuse it, or flag it
 ACTIVE_CONTENT_OPTION = {"active_content": ("refuse", "flag")}
@@ -30,7 +33,7 @@ class ProcessorInput:
     sha256: str
     size: int
     gated: GatedDocument
-    file: BinaryIO  # the fetched bytes (digest checked), open while the processor runs
+    file: BinaryIO  # its bytes, digest-checked, in the attempt's private directory
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,8 @@ class ProcessorResult:
     artifacts: dict[str, bytes]  # file name -> bytes, published put-once under the job's prefix
     summary: dict  # what the ledger event and the job status report about the outcome
     secret: dict = field(default_factory=dict)  # what only the verify pass sees (values removed); never published
+    signed: str | None = None  # publish the input with the service's approval signature appended, under this name
+    rejected: str | None = None  # a decision against the input: the job is rejected with this code, outputs kept
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,11 @@ class Operation:
     processor: Callable
     options: dict[str, tuple[str, ...]] = field(default_factory=dict)  # option -> allowed values; first is default
     inputs: tuple[int, int] = (1, 1)  # least and most input documents
-    # (ledger, tenant) -> request fields fixed when a job is accepted (the processor gets them as ``pinned``)
+    pin: Callable[[dict], dict] | None = None  # normalized options -> what acceptance pins beside them
+    staged: bool = False  # record each stage of a job (validating, reviewing, signing, committing) in the ledger
+    outcomes: frozenset[str] = frozenset()  # terminal codes that are decisions about the input, like the gate's
+    # (ledger, tenant) -> request fields fixed when a job is accepted, outside the options and the request digest
+    # (the processor gets them as ``pinned``)
     pin_policy: Callable | None = None
     # the reason code of an input that is gone or refused by the gate, when the operation names its own
     input_refused: str | None = None
@@ -67,7 +76,8 @@ class Operation:
                     ReasonCode.OPTIONS_INVALID,
                     f"{self.name} option {name} must be one of " + ", ".join(self.options[name]),
                 )
-        return {name: options.get(name, allowed[0]) for name, allowed in self.options.items()}
+        normalized = {name: options.get(name, allowed[0]) for name, allowed in self.options.items()}
+        return normalized | (self.pin(normalized) if self.pin else {})
 
 
 def register(operation: Operation) -> Operation:
@@ -77,9 +87,19 @@ def register(operation: Operation) -> Operation:
     return operation
 
 
-def operation(name) -> Operation:
-    for module in _BUILTIN:  # cached after the first import; an operation registered elsewhere does not stop them
+def _load_builtins() -> None:
+    for module in _BUILTIN:  # imported once (then found in sys.modules), whichever was imported first
         importlib.import_module(module)
+
+
+def operation(name) -> Operation:
+    _load_builtins()
     if not isinstance(name, str) or name not in _REGISTRY:
         raise EvidenceError(ReasonCode.OPERATION_UNKNOWN, "unknown operation; known: " + ", ".join(sorted(_REGISTRY)))
     return _REGISTRY[name]
+
+
+def outcome_codes() -> frozenset[str]:
+    """Terminal codes that are a job's outcome (a decision about its input), not a failure of the run."""
+    _load_builtins()
+    return GATE_CODES.union(*(op.outcomes for op in _REGISTRY.values()))

@@ -1,34 +1,44 @@
 """Document workers: one page of accepted jobs, each under its own fenced lease.
 
 For every job: lease it, fetch its inputs from the document store (digests re-checked), run the worker-side gate on
-each, run the operation's processor, publish its artifacts and a signed DSSE statement (subject: the input's
-digest) put-once under ``documents/<tenant>/<YYYY-MM>/<job id>/`` in the archive, and commit the
-`document.published` event with job -> succeeded in one fenced transaction. A gate refusal or any other failure is
-recorded on the job with its reason code and publishes nothing further.
+each, run the operation's processor, publish its artifacts (and, when the processor approves its input, the input
+with the service's PAdES approval signature appended) and a signed DSSE statement (subject: the input's digest)
+put-once under ``documents/<tenant>/<YYYY-MM>/<job id>/`` in the archive, and commit the `document.published` event
+with job -> succeeded in one fenced transaction (or, for a decision against the input, with `job.rejected`). A
+gate refusal or any other failure is recorded on the job with its reason code and publishes nothing further.
+
+A staged operation records each stage it enters (validating, reviewing, signing, committing) as a
+`document.stage` event under the job's lease: the job stays `running` in the state machine, and its status shows
+the stage.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 from dataclasses import dataclass
+
+from pyhanko.pdf_utils.reader import PdfFileReader
 
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.documents.gate import GATE_CODES, gate
-from evidence_pipeline.documents.registry import ProcessorInput, ProcessorResult, operation
+from evidence_pipeline.documents.registry import Operation, ProcessorInput, ProcessorResult, operation
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.faults import kill_point
 from evidence_pipeline.ledger import jobs as states
-from evidence_pipeline.ledger.documents import WORKER_VERSION
+from evidence_pipeline.ledger.documents import WORKER_VERSION, stage_of
 from evidence_pipeline.ledger.jobs import Lease
 from evidence_pipeline.models import EventType
-from evidence_pipeline.pipeline import record_failure
-from evidence_pipeline.runtime import RunInfo
+from evidence_pipeline.pipeline import put_or_adopt, record_failure
+from evidence_pipeline.runtime import RunInfo, Runtime
 from evidence_pipeline.signing import dsse
-from evidence_pipeline.store import sha256_hex
+from evidence_pipeline.signing.pades import TIMESTAMPED, sign_pdf, verify_pdf_signature
+from evidence_pipeline.store import sha256_file, sha256_hex
 from evidence_pipeline.tempfiles import attempt_dir, scratch_file
 
 STATEMENT = "statement.dsse.json"
 PREDICATE_TYPE = "https://evidence-pipeline.dev/document-job/v1"
+APPROVAL_FIELD = "EvidenceApproval"  # the signature field of the service's approval
 _MISSING_OR_REFUSED = GATE_CODES | {
     ReasonCode.DOCUMENT_NOT_FOUND, ReasonCode.STORE_NOT_FOUND, ReasonCode.STORE_DIGEST_MISMATCH
 }
@@ -98,26 +108,56 @@ def run_job(documents: Documents, job: dict, run: RunInfo) -> Outcome:
             attempt_dir(rt.settings.work_dir, job["job_id"], lease.token) as scratch,
             rt.ledger.keep_alive(lease, rt.settings.lease_seconds),
         ):
-            _process(documents, job, lease, scratch, run)
+            state, reason = _process(documents, job, lease, scratch, run)
     except EvidenceError as error:
         error.lease_token = lease.token
         state = record_failure(rt, job["job_id"], error, run)
         if state in states.CLOSED:
             documents.ledger.mark_finished(job["job_id"])
         return _outcome(job, state or states.RUNNING, error.code)
-    return _outcome(job, states.SUCCEEDED)
+    return _outcome(job, state, reason)
 
 
 def _outcome(job: dict, state: str, reason: str | None = None) -> Outcome:
     return Outcome(job["job_id"], job["tenant"], job["period"], job["operation"], state, reason)
 
 
-def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInfo) -> None:
+class _Stages:
+    """A staged operation's stages, each recorded under the job's lease with what the issue's audit trail asks:
+    prior and next stage, the pinned policy (the options), the input digests and a correlation id."""
+
+    def __init__(self, documents: Documents, job: dict, lease: Lease, op: Operation, run: RunInfo):
+        self.documents, self.job, self.lease, self.op, self.run = documents, job, lease, op, run
+        # What the status showed before this attempt: accepted, retry_wait, or a dead attempt's last stage (the
+        # job read before this lease was taken still names that attempt's lease).
+        self.current = stage_of(job, documents.ledger.stage(job) if job["state"] == states.RUNNING else None)
+
+    def enter(self, stage: str, **details) -> None:
+        if not self.op.staged:
+            return
+        facts = {
+            "operation": self.op.name,
+            "policy": self.job["request"]["options"],
+            "inputs": self.job["request"]["inputs"],
+            "correlation_id": self.job["batch_id"] or self.job["request_sha256"],
+        }
+        self.documents.ledger.record_stage(
+            self.job, self.lease, self.current, stage, facts | details, self.run.run_id
+        )
+        self.current = stage
+
+
+def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInfo) -> tuple[str, str | None]:
+    """Work one leased job; returns its new state and reason (rejected: a decision against the input)."""
     rt = documents.runtime
     op = operation(job["operation"])
     options = job["request"]["options"]
     pinned = {name: value for name, value in job["request"].items() if name not in ("inputs", "options")}
+    stages = _Stages(documents, job, lease, op, run)
+    stages.enter("validating")
     inputs, rows = [], []
+    prefix = job_prefix(job)
+    artifacts = []
     with contextlib.ExitStack() as files:
         for document_id in job["request"]["inputs"]:
             file = files.enter_context(scratch_file(scratch))
@@ -129,6 +169,7 @@ def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInf
                 gated = gate(file, options.get("active_content", "refuse"))
             inputs.append(ProcessorInput(document_id, row["sha256"], row["size"], gated, file))
             rows.append(row)
+        stages.enter("reviewing", input_sha256=[i.sha256 for i in inputs])
         result = op.processor(inputs, options, pinned)
         if op.verify is not None:
             result = _verified(op, result, scratch)
@@ -136,11 +177,12 @@ def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInf
                 documents.store.get_file(row["store_key"], files.enter_context(scratch_file(scratch)),
                                          expected_sha256=row["sha256"])
             kill_point("after_document_verified")
-    prefix = job_prefix(job)
-    artifacts = []
-    for name, data in sorted(result.artifacts.items()):
-        stored = rt.archive.put_once(f"{prefix}/{name}", data)
-        artifacts.append({"name": name, "key": stored.key, "sha256": stored.sha256, "bytes": stored.size})
+        for name, data in sorted(result.artifacts.items()):
+            stored = rt.archive.put_once(f"{prefix}/{name}", data)
+            artifacts.append({"name": name, "key": stored.key, "sha256": stored.sha256, "bytes": stored.size})
+        stages.enter("signing", summary=result.summary)
+        if result.signed:
+            artifacts.append(_approve(rt, f"{prefix}/{result.signed}", inputs[0], scratch, op.name))
     keyring = rt.keyring
     predicate = {
         "job_id": job["job_id"],
@@ -167,6 +209,7 @@ def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInf
     statement = rt.archive.put_once(f"{prefix}/{STATEMENT}", envelope)
     artifacts.append({"name": STATEMENT, "key": statement.key, "sha256": sha256_hex(envelope), "bytes": statement.size})
     kill_point("after_document_put")
+    stages.enter("committing", outputs=[{k: a[k] for k in ("name", "sha256")} for a in artifacts])
     lease = rt.ledger.renew_lease(lease, rt.settings.lease_seconds)  # still ours? then hold it through the commit
     documents.ledger.complete(
         job,
@@ -182,4 +225,44 @@ def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInf
             "run_id": run.run_id,
         },
         run.run_id,
+        rejected=result.rejected,
     )
+    return (states.REJECTED, result.rejected) if result.rejected else (states.SUCCEEDED, None)
+
+
+def _approve(rt: Runtime, key: str, document: ProcessorInput, scratch, operation_name: str) -> dict:
+    """The input with the service's PAdES approval signature appended, put once under ``key``.
+
+    Signatures are not deterministic, so a retry never signs again over an object an earlier attempt stored: it
+    adopts it when it begins with the exact input bytes and carries our valid approval (pyHanko appends, so the
+    contract's own signatures stay intact before it). A store or signing dependency that fails transiently
+    leaves it unknown whether the object was stored: REVIEW_DEPENDENCY_TIMEOUT, and the retry adopts."""
+    keyring, level = rt.keyring, rt.settings.pades_level
+    document.file.seek(0)
+    earlier = len(PdfFileReader(document.file, strict=True).embedded_signatures)
+
+    def sign():
+        document.file.seek(0)
+        return sign_pdf(
+            document.file, keyring, level, rt.settings.tsa_url, out=scratch_file(scratch),
+            field_name=APPROVAL_FIELD, reason=f"Approved by {operation_name}",
+        )
+
+    def adopt(stored, sha256: str) -> tuple[str, int] | None:
+        if sha256_file(stored, document.size) != (document.sha256, document.size):
+            return None
+        tsa_root = keyring.tsa_root_pem if level in TIMESTAMPED else None
+        verify_pdf_signature(stored, keyring.root_pem, level, tsa_root, field_name=APPROVAL_FIELD, earlier=earlier)
+        return sha256, stored.seek(0, io.SEEK_END)
+
+    try:
+        (sha256, size), _ = put_or_adopt(rt.archive, key, scratch, make=sign, accept=adopt)
+    except EvidenceError as error:
+        if not error.retryable:
+            raise
+        raise EvidenceError(
+            ReasonCode.REVIEW_DEPENDENCY_TIMEOUT,
+            f"the approval signature may or may not be stored ({error.code}); the retry adopts what was",
+        ) from None
+    kill_point("after_approval_put")
+    return {"name": key.rsplit("/", 1)[-1], "key": key, "sha256": sha256, "bytes": size}

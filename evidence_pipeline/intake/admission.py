@@ -9,7 +9,7 @@ from typing import BinaryIO
 from evidence_pipeline.documents import Documents, document_key
 from evidence_pipeline.documents.registry import Operation, operation
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger.documents import EVIDENCE, Clock, JobLimits, sha256_text
+from evidence_pipeline.ledger.documents import EVIDENCE, Clock, JobLimits, sha256_text, stage_of
 from evidence_pipeline.ledger.jobs import ACCEPTED, RUNNING
 from evidence_pipeline.ledger.ledger import canonical
 from evidence_pipeline.models import validate_period
@@ -256,7 +256,15 @@ def check_byte_quota(documents: Documents, tenant: str, declared: int) -> None:
         raise EvidenceError(ReasonCode.TENANT_QUOTA_EXCEEDED, f"at most {quota} stored document bytes")
 
 
-def job_view(job: dict) -> dict:
+def job_status(documents: Documents, tenant: str, job_id: str) -> dict:
+    """``tenant``'s job as its status resource shows it, with its stage (JOB_NOT_FOUND for anyone else's)."""
+    job = documents.ledger.job(tenant, job_id)
+    if job is None:
+        raise EvidenceError(ReasonCode.JOB_NOT_FOUND, "no such job")
+    return job_view(job, documents.ledger.stage(job) if job["state"] == RUNNING else None)
+
+
+def job_view(job: dict, recorded_stage: str | None) -> dict:
     """A job as its tenant sees it."""
 
     def when(stamp: float | None) -> str | None:
@@ -267,6 +275,7 @@ def job_view(job: dict) -> dict:
         "job_id": job["job_id"],
         "operation": job["operation"],
         "state": job["state"],
+        "stage": stage_of(job, recorded_stage),
         "reason": job["last_reason"] if job["state"] in ("rejected", "dead") else None,
         "attempts": job["attempts"],
         "inputs": job["request"]["inputs"],

@@ -148,10 +148,8 @@ def create_app(documents: Documents) -> Starlette:
 
     async def get_job(request: Request) -> JSONResponse:
         tenant = await tenant_of(request)
-        job = await run_in_threadpool(ledger.job, tenant, request.path_params["job_id"])
-        if job is None:
-            raise EvidenceError(ReasonCode.JOB_NOT_FOUND, "no such job")
-        return JSONResponse(admission.job_view(job))
+        view = await run_in_threadpool(admission.job_status, documents, tenant, request.path_params["job_id"])
+        return JSONResponse(view)
 
     async def post_batch(request: Request) -> JSONResponse:
         clock = Clock(time.perf_counter())

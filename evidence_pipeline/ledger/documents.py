@@ -625,6 +625,18 @@ class DocumentLedger:
         with classified_errors(), self.ledger.engine.connect() as conn:
             return [self._job(conn, tenant, job_id) for job_id in conn.execute(query).scalars()]
 
+    def recent_decisions(self, operation: str, limit: int) -> list[dict]:
+        """The ``limit`` most recently finished jobs of ``operation`` whose outputs committed, newest first."""
+        docs = self.document_jobs.c
+        query = (
+            select(docs.tenant, docs.job_id)
+            .where(docs.operation == operation, docs.outputs.is_not(None))
+            .order_by(docs.finished_at.desc(), docs.job_id)
+            .limit(limit)
+        )
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            return [self._job(conn, row.tenant, row.job_id) for row in conn.execute(query).all()]
+
     def waiting_evidence_jobs(self) -> list[dict]:
         """Accepted evidence jobs, oldest first: each needs (or has) its Dagster run."""
         docs, jobs = self.document_jobs.c, self.ledger.jobs.c
@@ -664,31 +676,44 @@ class DocumentLedger:
         with classified_errors(), self.ledger.writing() as conn:
             conn.execute(self.document_jobs.update().where(docs.job_id == job_id).values(finished_at=time.time()))
 
-    def complete(self, job: dict, lease: Lease, event_type: str, subject_sha256: str, outputs: dict, actor: str) -> int:
+    def complete(
+        self,
+        job: dict,
+        lease: Lease,
+        event_type: str,
+        subject_sha256: str,
+        outputs: dict,
+        actor: str,
+        rejected: str | None = None,
+    ) -> int:
         """Commit a document job's outputs: its event, the outputs and job -> succeeded in one transaction, fenced
-        by ``lease``. Returns the event's ledger position."""
+        by ``lease``; or, for a decision against the input (``rejected``, its reason code), the outputs and then
+        `job.rejected`, job -> rejected. Returns the outputs event's ledger position."""
 
         def commit(conn: Connection) -> int:
-            fenced = (
-                conn.execute(
-                    self.ledger._held(lease).values(
-                        state=states.SUCCEEDED, lease_expires_at=None, last_reason=None, updated_at=time.time()
-                    )
-                ).rowcount
-                == 0
-            )
-            if fenced:
-                raise EvidenceError(
-                    ReasonCode.LEASE_FENCED, f"lease {lease.token} of job {lease.job_id[:12]} is no longer held"
-                )
+            state = states.REJECTED if rejected else states.SUCCEEDED
+            self._fence(conn, lease, state=state, lease_expires_at=None, last_reason=rejected)
+            tenant_month = TenantMonth(job["tenant"], job["period"])
             event = self.ledger._append(
                 conn,
-                TenantMonth(job["tenant"], job["period"]),
+                tenant_month,
                 event_type,
                 subject_sha256,
                 actor,
                 outputs | {"job_id": job["job_id"], "lease_token": lease.token},
             )
+            if rejected:
+                attempt = conn.execute(
+                    select(self.ledger.jobs.c.attempts).where(self.ledger.jobs.c.job_id == job["job_id"])
+                ).scalar()
+                self.ledger._append(
+                    conn,
+                    tenant_month,
+                    EventType.JOB_REJECTED,
+                    job["request_sha256"],
+                    actor,
+                    {"job_id": job["job_id"], "reason": rejected, "attempt": attempt},
+                )
             conn.execute(
                 self.document_jobs.update()
                 .where(self.document_jobs.c.job_id == job["job_id"])
@@ -697,6 +722,60 @@ class DocumentLedger:
             return event.seq
 
         return self.ledger._transact(commit)
+
+    def _fence(self, conn: Connection, lease: Lease, **values) -> None:
+        """Update the job only while ``lease`` is its newest, unexpired lease; LEASE_FENCED otherwise."""
+        if conn.execute(self.ledger._held(lease).values(**values, updated_at=time.time())).rowcount == 0:
+            raise EvidenceError(
+                ReasonCode.LEASE_FENCED, f"lease {lease.token} of job {lease.job_id[:12]} is no longer held"
+            )
+
+    def record_stage(self, job: dict, lease: Lease, prior: str, stage: str, details: dict, actor: str) -> None:
+        """A staged job moved from ``prior`` to ``stage``: its `document.stage` event, fenced by ``lease`` like
+        every transition (the job's state stays running; the stage is what its status shows)."""
+
+        def record(conn: Connection) -> None:
+            self._fence(conn, lease)
+            self.ledger._append(
+                conn,
+                TenantMonth(job["tenant"], job["period"]),
+                EventType.DOCUMENT_STAGE,
+                job["request_sha256"],
+                actor,
+                {"job_id": job["job_id"], "lease_token": lease.token, "prior": prior, "stage": stage} | details,
+            )
+
+        self.ledger._transact(record)
+
+    def stage(self, job: dict) -> str | None:
+        """The stage the job's current lease last recorded, or None."""
+        events = self.ledger.audit_events.c
+        query = (
+            select(events.body)
+            .where(
+                events.event_type == EventType.DOCUMENT_STAGE,
+                events.subject_sha256 == job["request_sha256"],
+                events.tenant == job["tenant"],
+            )
+            .order_by(events.seq.desc())
+        )
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            for body in conn.execute(query).scalars():  # jobs with the same request share the subject
+                details = event_body(body)["details"]
+                if (details["job_id"], details["lease_token"]) == (job["job_id"], job["lease_token"]):
+                    return details["stage"]
+        return None
+
+
+def stage_of(job: dict, recorded: str | None) -> str:
+    """What a job's status shows as its stage: accepted (retry_wait after a transient failure), the stage a running
+    job last ``recorded`` (running when it records none), completed, rejected or dead."""
+    if job["state"] == states.ACCEPTED:
+        return "retry_wait" if job["attempts"] else "accepted"
+    return _FINAL_STAGES.get(job["state"]) or recorded or states.RUNNING
+
+
+_FINAL_STAGES = {states.SUCCEEDED: "completed", states.REJECTED: "rejected", states.DEAD: "dead"}
 
 
 def _owned_row(conn: Connection, table, matches, tenant: str) -> dict | None:

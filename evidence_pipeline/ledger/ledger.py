@@ -160,9 +160,10 @@ class Ledger(JobTransitions):
         tables = MetaData()
         with classified_errors():
             tables.reflect(self.engine, only=("evidence_audit_events", "evidence_publications", "evidence_jobs",
-                                              "evidence_document_jobs"))
+                                              "evidence_document_jobs", "evidence_publication_claims"))
         self.audit_events = tables.tables["evidence_audit_events"]
         self.publications = tables.tables["evidence_publications"]
+        self.claims = tables.tables["evidence_publication_claims"]  # who is publishing a tenant-month (supersedes)
         self.jobs = tables.tables["evidence_jobs"]
         self.document_jobs = tables.tables["evidence_document_jobs"]  # a document job's identity (ledger verify)
         self._turn = threading.Lock()  # _transact_together: whose transaction commits the waiting callers' work
@@ -180,13 +181,18 @@ class Ledger(JobTransitions):
         """Commit the publication row, its `bundle.published` event and job -> succeeded in one transaction.
 
         Returns (row, created). A publication that already exists for the identity wins: the caller converges on it.
-        The commit is fenced: an attempt whose lease expired or was taken over gets LEASE_FENCED and commits nothing.
+        The commit is fenced: an attempt whose lease expired or was taken over gets LEASE_FENCED and commits nothing,
+        and so does one while another attempt holds the tenant-month's publication claim (`claim_publication`).
+        The corrections chain is a compare-and-swap in the same transaction: ``details["supersedes"]`` must name the
+        tenant-month's current bundle (and be absent for its first), or SUPERSEDES_STALE commits nothing.
         """
         tenant_month = TenantMonth(row["tenant"], row["period"])
+        supersedes = details.get("supersedes")
 
         def commit(conn: Connection) -> tuple[dict, bool]:
             existing = self._publication(conn, row["identity"])
             if existing is not None:
+                self._release_claim(conn, tenant_month, row["identity"])
                 return existing, False
             fenced = conn.execute(
                 self._held(lease).values(
@@ -196,12 +202,65 @@ class Ledger(JobTransitions):
             if fenced:
                 raise EvidenceError(ReasonCode.LEASE_FENCED,
                                     f"lease {lease.token} of job {lease.job_id[:12]} is no longer held")
+            claim = self._claim(conn, tenant_month)
+            if claim is not None and (claim["identity"], claim["job_id"], claim["lease_token"]) != (
+                    row["identity"], lease.job_id, lease.token):
+                raise EvidenceError(ReasonCode.LEASE_FENCED,
+                                    f"another attempt holds the publication claim of {tenant_month}")
+            head = self._current(conn, tenant_month)
+            if (head and head["identity"]) != (supersedes and supersedes.get("identity")):
+                raise EvidenceError(ReasonCode.SUPERSEDES_STALE,
+                                    f"the statement supersedes {_short(supersedes)}, but the current bundle of "
+                                    f"{tenant_month} is {_short(head)}")
             event = self._append(conn, tenant_month, EventType.BUNDLE_PUBLISHED, row["report_sha256"], actor,
                                  details | row | {"job_id": lease.job_id, "lease_token": lease.token})
             conn.execute(self.publications.insert().values(**row, event_seq=event.seq))
+            self._release_claim(conn, tenant_month, row["identity"])
             return self._publication(conn, row["identity"]), True
 
         return self._transact(commit)
+
+    def claim_publication(self, tenant_month: TenantMonth, identity: str, lease: Lease,
+                          take_over: str | None = None) -> Claim:
+        """Claim the tenant-month for publishing ``identity`` under ``lease``, naming the bundle it will supersede.
+
+        The claim is what keeps the corrections chain linear while a statement is signed: between the claim and the
+        commit nobody else can commit a bundle of the tenant-month, so the `supersedes` this attempt signs is still
+        the current bundle when it commits. A claim lives as long as its attempt's lease. It is granted when there
+        is none, when it is this identity's own (a retry), when its identity is already published, or when the
+        caller names the holder in ``take_over`` and the holder's lease is no longer live (the caller checked that
+        the holder left no signed statement behind). Otherwise the answer names the holder and whether its lease
+        is live: wait for it, or complete its publication (pipeline._claim does both).
+        """
+
+        def claim(conn: Connection) -> Claim:
+            if not self._lease_live(conn, lease.job_id, lease.token):
+                raise EvidenceError(ReasonCode.LEASE_FENCED,
+                                    f"lease {lease.token} of job {lease.job_id[:12]} is no longer held")
+            held = self._claim(conn, tenant_month)
+            head = self._current(conn, tenant_month)
+            if held is not None and held["identity"] != identity and self._publication(conn, held["identity"]) is None:
+                live = self._lease_live(conn, held["job_id"], held["lease_token"])
+                if live or take_over != held["identity"]:
+                    return Claim(False, head, held, live)
+            values = {"identity": identity, "job_id": lease.job_id, "lease_token": lease.token,
+                      "supersedes": head and head["identity"], "claimed_at": time.time()}
+            if held is None:
+                conn.execute(self.claims.insert().values(tenant=tenant_month.tenant, period=tenant_month.period,
+                                                         **values))
+            elif conn.execute(self.claims.update().where(
+                    *self._claim_of(tenant_month), self.claims.c.identity == held["identity"],
+                    self.claims.c.job_id == held["job_id"], self.claims.c.lease_token == held["lease_token"],
+            ).values(**values)).rowcount == 0:
+                raise LostRace()
+            return Claim(True, head)
+
+        return self._transact(claim)
+
+    def current_publication(self, tenant_month: TenantMonth) -> dict | None:
+        """The tenant-month's current bundle: its newest publication (the head of its corrections chain)."""
+        with classified_errors(), self.engine.connect() as conn:
+            return self._current(conn, tenant_month)
 
     def publication(self, identity: str) -> dict | None:
         with classified_errors(), self.engine.connect() as conn:
@@ -257,6 +316,7 @@ class Ledger(JobTransitions):
         prev = GENESIS_HASH
         count = 0
         published: dict[int, dict] = {}  # seq -> details of each bundle.published event
+        current: dict[tuple[str, str], str] = {}  # (tenant, period) -> identity of its newest bundle so far
         job_events: dict[str, list[dict]] = {}  # job_id -> bodies of the events that name it, oldest first
         with classified_errors(), self.engine.connect() as conn:
             for row in conn.execute(select(self.audit_events).order_by(self.audit_events.c.seq)):
@@ -268,6 +328,7 @@ class Ledger(JobTransitions):
                                         f"audit event {row.seq} columns differ from its body")
                 if body["event_type"] == EventType.BUNDLE_PUBLISHED:
                     published[row.seq] = body["details"]
+                    _check_supersedes(row.seq, body, current)
                 if isinstance(body["details"].get("job_id"), str):
                     job_events.setdefault(body["details"]["job_id"], []).append(body)
                 prev, count = row.event_hash, count + 1
@@ -315,6 +376,27 @@ class Ledger(JobTransitions):
     def _publication(self, conn: Connection, identity: str) -> dict | None:
         row = conn.execute(select(self.publications).where(self.publications.c.identity == identity)).first()
         return None if row is None else dict(row._mapping)
+
+    def _current(self, conn: Connection, tenant_month: TenantMonth) -> dict | None:
+        p = self.publications.c
+        query = select(self.publications).where(p.tenant == tenant_month.tenant, p.period == tenant_month.period)
+        row = conn.execute(query.order_by(p.event_seq.desc()).limit(1)).first()
+        return None if row is None else dict(row._mapping)
+
+    def _claim_of(self, tenant_month: TenantMonth) -> tuple:
+        return self.claims.c.tenant == tenant_month.tenant, self.claims.c.period == tenant_month.period
+
+    def _claim(self, conn: Connection, tenant_month: TenantMonth) -> dict | None:
+        row = conn.execute(select(self.claims).where(*self._claim_of(tenant_month))).first()
+        return None if row is None else dict(row._mapping)
+
+    def _release_claim(self, conn: Connection, tenant_month: TenantMonth, identity: str) -> None:
+        conn.execute(self.claims.delete().where(*self._claim_of(tenant_month), self.claims.c.identity == identity))
+
+    def _lease_live(self, conn: Connection, job_id: str, token: int) -> bool:
+        job = self._job(conn, job_id)
+        return bool(job and job["state"] == states.RUNNING and job["lease_token"] == token
+                    and (job["lease_expires_at"] or 0) >= time.time())
 
     def _expect_schema(self) -> None:
         """A read-only ledger must already be at the newest migration: nothing here creates or upgrades it."""
@@ -393,6 +475,33 @@ class _Waiting:
         except Exception as error:  # delivered to the caller that asked, in its own thread
             self.error = error
         self.done = True
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The answer to a publication claim: granted (with the bundle to supersede), or held by another attempt."""
+
+    claimed: bool
+    head: dict | None  # the tenant-month's current publication: the bundle a new one supersedes
+    holder: dict | None = None  # when not granted: the claim row of the attempt that holds it
+    holder_live: bool = False  # ... and whether that attempt's lease is still live
+
+
+def _short(named: dict | None) -> str:
+    return "nothing" if not named else str(named.get("identity"))[:12]
+
+
+def _check_supersedes(seq: int, body: dict, current: dict[tuple[str, str], str]) -> None:
+    """The corrections chain is linear: a `bundle.published` event that names `supersedes` names the bundle
+    published last for its tenant-month, so no two bundles supersede the same one. (A second bundle without
+    `supersedes` was published before the link existed.)"""
+    tenant_month = (body["tenant"], body["period"])
+    supersedes = body["details"].get("supersedes")
+    if supersedes is not None and (
+            not isinstance(supersedes, dict) or supersedes.get("identity") != current.get(tenant_month)):
+        raise EvidenceError(ReasonCode.LEDGER_INVALID, f"audit event {seq} supersedes another bundle than the "
+                                                       "tenant-month's current one: the corrections chain forks")
+    current[tenant_month] = body["details"].get("identity")
 
 
 def _head_revision() -> str:

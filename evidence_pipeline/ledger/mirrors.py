@@ -12,6 +12,10 @@ stores about an event is a copy or a function of bodies and must match them:
   match the job's `job.accepted` event, and the state columns (JOB_STATE_COLUMNS) are the fold of the job's
   events. The lease expiry, the retry-budget start and the timestamps are operational clocks that no event
   records.
+
+`evidence_publication_claims` (who is publishing a tenant-month right now) is operational state too, like a lease
+expiry: no event records it and the commit deletes it. What it protects, the linear corrections chain, is in the
+hashed `bundle.published` events, and `Ledger.verify_chain` checks it there.
 """
 
 from __future__ import annotations

@@ -3,6 +3,11 @@
 Development keys are generated on first use into a private directory (0700, files 0600) outside the archive;
 production provisions the same file names and sets EVIDENCE_GENERATE_DEV_KEYS=0 so a missing key is an error,
 never a silent new identity. Only public keys and the trust root are ever published (put-once under keys/).
+
+A ``Keyring`` is one generation of signing keys (statement key + PAdES signer). Generation 1 lives at the top of
+the keys directory (the layout from before key rotation); `evidence keys rotate` adds generation n under
+``generations/<n:06d>/`` with the same file names, issued by the same root (signing/rotation.py). The root
+certificate, the root's private key (development only) and the TSA root stay at the top, shared by every generation.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ ROOT_CERT = "pades-root.pem"
 SIGNER_KEY = "pades-signer.key"
 SIGNER_CERT = "pades-signer.pem"
 TSA_ROOT_CERT = "tsa-root.pem"  # the time stamp authority's root, provisioned for B-T and above
+ROOT_KEY = "pades-root.key"  # the trust root's private key: kept by development keys; production holds it offline
+GENERATIONS = "generations"  # generation n > 1 of the signing keys: generations/<n:06d>/
 _VALIDITY = dt.timedelta(days=3650)
 MAX_KEY_BYTES = 64 << 10  # a published PEM is a few hundred bytes to a few KB
 _PEM = serialization.Encoding.PEM
@@ -44,9 +51,28 @@ def certificate_id(certificate: x509.Certificate) -> str:
     return "x509-root-" + certificate.fingerprint(hashes.SHA256()).hex()[:16]
 
 
+def signer_certificate_id(certificate: x509.Certificate) -> str:
+    """A PAdES signer certificate's id: its SHA-256 fingerprint, like a root's, with its own prefix."""
+    return "x509-signer-" + certificate.fingerprint(hashes.SHA256()).hex()[:16]
+
+
+def generation_directory(home: Path, generation: int) -> Path:
+    """Where generation ``generation`` of the signing keys lives below the keys directory ``home``."""
+    return home if generation == 1 else home / GENERATIONS / f"{generation:06d}"
+
+
 @dataclass(frozen=True)
 class Keyring:
+    """One generation of signing keys. ``home`` is the keys directory (root certificates); ``directory`` holds
+    this generation's statement key, signer key and signer certificate (the same folder for generation 1)."""
+
     directory: Path
+    home: Path | None = None
+    generation: int = 1
+
+    @property
+    def _home(self) -> Path:
+        return self.home or self.directory
 
     @cached_property
     def statement_key(self) -> ed25519.Ed25519PrivateKey:
@@ -63,9 +89,24 @@ class Keyring:
         return public_key_id(self.statement_key.public_key())
 
     @cached_property
+    def statement_public_key(self) -> ed25519.Ed25519PublicKey:
+        return self.statement_key.public_key()
+
+    @cached_property
+    def signer_certificate(self) -> x509.Certificate:
+        try:
+            return x509.load_pem_x509_certificate(self._read(SIGNER_CERT))
+        except ValueError:
+            raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the PAdES signer certificate does not load") from None
+
+    @cached_property
+    def signer_certificate_id(self) -> str:
+        return signer_certificate_id(self.signer_certificate)
+
+    @cached_property
     def root_certificate(self) -> x509.Certificate:
         try:
-            return x509.load_pem_x509_certificate(self._read(ROOT_CERT))
+            return x509.load_pem_x509_certificate(self._read(ROOT_CERT, shared=True))
         except ValueError:
             raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the PAdES trust root does not load") from None
 
@@ -81,7 +122,7 @@ class Keyring:
     def tsa_root_pem(self) -> bytes:
         """The time stamp authority's root (B-T and above): it vouches for the time stamps and their DSS material."""
         try:
-            return x509.load_pem_x509_certificate(self._read(TSA_ROOT_CERT)).public_bytes(_PEM)
+            return x509.load_pem_x509_certificate(self._read(TSA_ROOT_CERT, shared=True)).public_bytes(_PEM)
         except ValueError:
             raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the TSA's root certificate does not load") from None
 
@@ -99,26 +140,25 @@ class Keyring:
 
     @property
     def root_cert_path(self) -> Path:
-        return self.directory / ROOT_CERT
+        return self._home / ROOT_CERT
 
-    def _read(self, name: str) -> bytes:
+    def _read(self, name: str, shared: bool = False) -> bytes:
         try:
-            return (self.directory / name).read_bytes()
+            return ((self._home if shared else self.directory) / name).read_bytes()
         except FileNotFoundError:
             raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID,
                                 f"key file {name} is missing from the keys directory") from None
 
     def publish_public_keys(self, store: ArtifactStore) -> list[StoredObject]:
-        """Put-once the statement public key, the PAdES trust root and the time stamp authority's root (when one is
-        provisioned) under keys/, named by key id."""
-        statement_pem = self.statement_key.public_key().public_bytes(
-            _PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
+        """Put-once the statement public key, the PAdES signer certificate, the trust root and the time stamp
+        authority's root (when one is provisioned) under keys/, named by key id."""
+        statement_pem = self.statement_public_key.public_bytes(_PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
         published = [
             store.put_once(f"keys/{self.statement_key_id}.pem", statement_pem),
+            store.put_once(f"keys/{self.signer_certificate_id}.pem", self.signer_certificate.public_bytes(_PEM)),
             store.put_once(f"keys/{self.root_id}.pem", self.root_pem),
         ]
-        if (self.directory / TSA_ROOT_CERT).exists():
+        if (self._home / TSA_ROOT_CERT).exists():
             published.append(store.put_once(f"keys/{self.tsa_root_id}.pem", self.tsa_root_pem))
         return published
 
@@ -167,21 +207,11 @@ def _generate_dev_keys(directory: Path) -> None:
             .add_extension(_usage(cert_sign=True), critical=True)
             .sign(root_key, hashes.SHA256())
         )
-        signer_key = ec.generate_private_key(ec.SECP256R1())
-        signer_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "evidence_pipeline development signer")])
-        signer = (
-            _builder(signer_name, root_name, signer_key.public_key(), now)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(_usage(cert_sign=False), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.EMAIL_PROTECTION]), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(root_key.public_key()), critical=False)
-            .sign(root_key, hashes.SHA256())
-        )
-        _write_private(staging / STATEMENT_KEY, ed25519.Ed25519PrivateKey.generate())
-        _write_private(staging / SIGNER_KEY, signer_key)
         (staging / ROOT_CERT).write_bytes(root.public_bytes(_PEM))
-        (staging / SIGNER_CERT).write_bytes(signer.public_bytes(_PEM))
-        # The root CA's private key is not kept: the development root signs exactly one signer certificate.
+        # The development root's private key is kept (0600) so that `evidence keys rotate` can issue the next
+        # generation and sign keyring documents; production keeps its root offline (--root-key).
+        _write_private(staging / ROOT_KEY, root_key)
+        write_generation(staging, root_key, root, now)
         try:
             os.rename(staging, directory)  # atomic; a concurrent first use loses the race and loads the winner's
         except OSError:
@@ -193,7 +223,61 @@ def _generate_dev_keys(directory: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _builder(subject: x509.Name, issuer: x509.Name, public_key, now: dt.datetime) -> x509.CertificateBuilder:
+def write_generation(directory: Path, root_key, root: x509.Certificate, now: dt.datetime,
+                     template: x509.Certificate | None = None) -> None:
+    """Write a new statement key, PAdES signer key and signer certificate (issued by ``root``) into ``directory``.
+
+    With ``template`` (the previous generation's signer certificate) the new certificate keeps its subject, its
+    lifetime and its extensions (key usage, CRL distribution points, OCSP addresses, policies), with a fresh
+    serialNumber attribute in the subject, so that long-term signatures find revocation information for it too.
+    Files are created exclusively, private keys 0600."""
+    signer_key = ec.generate_private_key(ec.SECP256R1())
+    if template is None:
+        subject = [x509.NameAttribute(NameOID.COMMON_NAME, "evidence_pipeline development signer")]
+        lifetime = _VALIDITY
+        extensions = [
+            (x509.BasicConstraints(ca=False, path_length=None), True),
+            (_usage(cert_sign=False), True),
+            (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.EMAIL_PROTECTION]), False),
+        ]
+    else:
+        subject = [a for a in template.subject if a.oid != NameOID.SERIAL_NUMBER]
+        lifetime = template.not_valid_after_utc - template.not_valid_before_utc
+        skip = (x509.SubjectKeyIdentifier.oid, x509.AuthorityKeyIdentifier.oid)
+        extensions = [(e.value, e.critical) for e in template.extensions if e.oid not in skip]
+    name = x509.Name([*subject, x509.NameAttribute(NameOID.SERIAL_NUMBER, uuid.uuid4().hex)])
+    # The signer never outlives its issuer.
+    until = min(now - dt.timedelta(minutes=5) + lifetime, root.not_valid_after_utc)
+    builder = _builder(name, root.subject, signer_key.public_key(), now, until)
+    for extension, critical in extensions:
+        builder = builder.add_extension(extension, critical=critical)
+    signer = builder.add_extension(
+        x509.AuthorityKeyIdentifier.from_issuer_public_key(root_key.public_key()), critical=False
+    ).sign(root_key, hashes.SHA256())
+    _write_private(directory / STATEMENT_KEY, ed25519.Ed25519PrivateKey.generate())
+    _write_private(directory / SIGNER_KEY, signer_key)
+    fd = os.open(directory / SIGNER_CERT, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(signer.public_bytes(_PEM))
+
+
+def load_root_key(path: Path, root: x509.Certificate):
+    """The trust root's private key from ``path``; it must be the key of the ``root`` certificate."""
+    try:
+        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    except FileNotFoundError:
+        raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID,
+                            "the trust root's private key is not available (pass --root-key)") from None
+    except (ValueError, TypeError):
+        raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the trust root's private key does not load") from None
+    public = serialization.PublicFormat.SubjectPublicKeyInfo
+    if key.public_key().public_bytes(_PEM, public) != root.public_key().public_bytes(_PEM, public):
+        raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the private key given is not the trust root's key")
+    return key
+
+
+def _builder(subject: x509.Name, issuer: x509.Name, public_key, now: dt.datetime,
+             until: dt.datetime | None = None) -> x509.CertificateBuilder:
     return (
         x509.CertificateBuilder()
         .subject_name(subject)
@@ -201,7 +285,7 @@ def _builder(subject: x509.Name, issuer: x509.Name, public_key, now: dt.datetime
         .public_key(public_key)
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + _VALIDITY)
+        .not_valid_after(until or now + _VALIDITY)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
     )
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import BinaryIO
@@ -52,7 +53,7 @@ from pyhanko_certvalidator.policy_decl import REQUIRE_REVINFO, CertRevTrustPolic
 from pyhanko_certvalidator.registry import SimpleTrustManager
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.signing.keys import Keyring
+from evidence_pipeline.signing.keys import Keyring, signer_certificate_id
 from evidence_pipeline.store import readable
 
 # pyHanko logs every failed path with its traceback; without a handler, Python would print them on stderr (local
@@ -90,15 +91,17 @@ def _signer(keyring: Keyring) -> signers.SimpleSigner:
 
 
 def sign_pdf(pdf: bytes | BinaryIO, keyring: Keyring, level: str = "B-B", tsa_url: str | None = None,
-             out: BinaryIO | None = None) -> BinaryIO:
-    """Write ``pdf`` with an embedded PAdES signature at ``level`` (B-T and above time stamped by ``tsa_url``) to
-    ``out`` (readable and writable; a new BytesIO by default) and return it. Files are streamed, not loaded."""
+             out: BinaryIO | None = None, field_name: str = FIELD_NAME,
+             reason: str = "Monthly compliance evidence") -> BinaryIO:
+    """Write ``pdf`` with an embedded PAdES signature at ``level`` (B-T and above time stamped by ``tsa_url``) in
+    the signature field ``field_name`` to ``out`` (readable and writable; a new BytesIO by default) and return it.
+    Files are streamed, not loaded."""
     long_term = level in _LONG_TERM
     metadata = signers.PdfSignatureMetadata(
-        field_name=FIELD_NAME,
+        field_name=field_name,
         md_algorithm="sha256",
         subfilter=fields.SigSeedSubFilter.PADES,
-        reason="Monthly compliance evidence",
+        reason=reason,
         embed_validation_info=long_term,
         use_pades_lta=level == "B-LTA",
         # Revocation information is required for every certificate below the roots, fetched now, and embedded.
@@ -125,19 +128,30 @@ def sign_pdf(pdf: bytes | BinaryIO, keyring: Keyring, level: str = "B-B", tsa_ur
         raise EvidenceError(ReasonCode.SIGNING_FAILED, f"PAdES signing failed ({type(error).__name__})") from None
 
 
+@dataclass(frozen=True)
+class SignatureFacts:
+    """What a validated PAdES signature says about who signed and when (the keyring checks them)."""
+
+    signer_certificate_id: str
+    claimed: datetime | None  # the signing time the signer wrote (/M or the CMS signingTime)
+    stamped: datetime | None  # the RFC 3161 signature time stamp's time (B-T and above): the trustworthy one
+
+
 def verify_pdf_signature(pdf: bytes | BinaryIO, trust_root_pem: bytes, level: str = "B-B",
-                         tsa_root_pem: bytes | None = None, at: datetime | None = None) -> None:
-    """Raise unless the PDF holds our one signature, intact, valid and chaining to the trust root at ``at`` (now by
+                         tsa_root_pem: bytes | None = None, at: datetime | None = None,
+                         field_name: str = FIELD_NAME, earlier: int = 0) -> SignatureFacts:
+    """Raise unless the PDF holds our signature in ``field_name`` after exactly ``earlier`` others (a contract's own
+    signatures, which ours leaves intact), intact, valid and chaining to the trust root at ``at`` (now by
     default), time stamped by a TSA under ``tsa_root_pem`` at B-T and above, and nothing after it but the DSS and
     document time stamps that its level adds. B-LTA is validated as ETSI long-term validation: it survives the
-    expiry of the signer's certificate."""
+    expiry of the signer's certificate. Returns the signer's certificate id and the signature's times."""
     roots = [_der(trust_root_pem)] + ([_der(tsa_root_pem)] if tsa_root_pem else [])
     try:
-        signature, *stamps = PdfFileReader(readable(pdf), strict=True).embedded_signatures
+        signature, *stamps = PdfFileReader(readable(pdf), strict=True).embedded_signatures[earlier:]
     except (PdfError, ValueError, KeyError) as error:
         raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
                             f"signed PDF does not parse or holds no signature ({type(error).__name__})") from None
-    if signature.field_name != FIELD_NAME or (level == "B-LTA") != bool(stamps) or any(
+    if signature.field_name != field_name or (level == "B-LTA") != bool(stamps) or any(
         stamp.sig_object_type != "/DocTimeStamp" for stamp in stamps
     ):
         raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
@@ -163,6 +177,12 @@ def verify_pdf_signature(pdf: bytes | BinaryIO, trust_root_pem: bytes, level: st
     if level in TIMESTAMPED and not (status.timestamp_validity and status.timestamp_validity.trusted):
         raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED,
                             "the signature time stamp is missing or not from the published time stamp authority")
+    stamp = status.timestamp_validity
+    return SignatureFacts(
+        signer_certificate_id(x509.load_der_x509_certificate(status.signing_cert.dump())),
+        status.signer_reported_dt or signature.self_reported_timestamp,
+        stamp.timestamp if stamp is not None and stamp.trusted else None,
+    )
 
 
 def _validate(signature: EmbeddedPdfSignature, roots: list, level: str, at: datetime | None) -> PdfSignatureStatus:

@@ -1,0 +1,287 @@
+"""The auditor's UI: `evidence ui --read-only` as a real webserver on the demo's instance, driven by a real browser.
+
+One module-scoped setup: `evidence demo --months 1` publishes one bundle per demo tenant through Dagster (the
+offline_verification check runs in each run); one bundle is then tampered with and the check run again on it alone;
+then `evidence ui --read-only` starts on a free port. The GraphQL test needs only the webserver. The browser test
+needs Debian's `chromium` and `chromium-driver` (`make test` installs them when run as root) and is skipped, saying
+so, where they are missing; it saves a PNG of every page it checks under its tmp_path and asserts on the pages' text
+and DOM: the asset graph, a bundle partition's metadata, the verification result of a verified and of a tampered
+partition, and that nothing can be launched.
+"""
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+import requests
+from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
+
+from evidence_pipeline.defs.checks import CHECK_NAME
+from evidence_pipeline.defs.resources import EvidenceResource
+from evidence_pipeline.render import RENDERER_VERSION
+from evidence_pipeline.store.local import LocalStore
+from evidence_pipeline_tests.conftest import overwrite
+from evidence_pipeline_tests.test_verification_check import CHECK_ONLY
+
+EVIDENCE = Path(sys.executable).parent / "evidence"
+VERIFIED, TAMPERED = "acme-books", "baltic-crafts"  # two of the demo tenants
+START_TIMEOUT_S = 180  # the webserver answers in ~10 s here; a loaded 2-core machine can take much longer
+PAGE_TIMEOUT_S = 60
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class AuditorUI:
+    url: str
+    partitions: dict[str, str]  # tenant -> partition key of its one demo month
+    bundles: dict[str, dict]  # tenant -> its evidence_bundle materialization's metadata
+    runs: int  # runs on the instance before the UI started
+
+
+@pytest.fixture(scope="module")
+def auditor_ui(tmp_path_factory) -> AuditorUI:
+    root = tmp_path_factory.mktemp("auditor-ui")
+    home = root / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVIDENCE_", "DAGSTER_"))}
+    env["EVIDENCE_HOME"] = str(home)
+    demo = subprocess.run([EVIDENCE, "demo", "--months", "1"], env=env, capture_output=True, text=True, timeout=600)
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+
+    # The instance `evidence demo` used (and `evidence ui` uses): DAGSTER_HOME=$EVIDENCE_HOME/dagster.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DAGSTER_HOME", str(home / "dagster"))
+        patch.setenv("EVIDENCE_HOME", str(home))
+        with DagsterInstance.from_config(str(home / "dagster")) as instance:
+            records = instance.fetch_materializations(AssetRecordsFilter(asset_key=AssetKey("evidence_bundle")),
+                                                      limit=100).records
+            bundles = {}
+            for record in records:
+                metadata = {k: v.value for k, v in record.asset_materialization.metadata.items()}
+                bundles.setdefault(metadata["bundle_key"].split("/")[1], (record.partition_key, metadata))
+            assert {VERIFIED, TAMPERED} <= bundles.keys()
+            # Someone with write access to the archive changes a published report; the check alone, run again on that
+            # partition, finds it.
+            key = f"{bundles[TAMPERED][1]['bundle_key']}/report.pdf"
+            archive = LocalStore(home / "archive")
+            overwrite(None, key, archive.get(key)[:-64] + b"%% tampered".ljust(64, b" "), store=archive)
+            result = CHECK_ONLY.execute_in_process(instance=instance, partition_key=bundles[TAMPERED][0],
+                                                   resources={"evidence": EvidenceResource(home=str(home))})
+            assert result.success and not result.get_asset_check_evaluations()[0].passed
+            runs = len(instance.get_run_records())
+
+    port = _free_port()
+    with open(root / "ui.log", "w") as log:
+        server = subprocess.Popen([EVIDENCE, "ui", "--read-only", "--port", str(port)], env=env, stdout=log,
+                                  stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            with contextlib.suppress(requests.ConnectionError):
+                if requests.get(f"{url}/server_info", timeout=5).ok:
+                    break
+            assert server.poll() is None and time.monotonic() < deadline, (root / "ui.log").read_text()[-4000:]
+            time.sleep(0.5)
+        yield AuditorUI(url, {t: pk for t, (pk, _) in bundles.items()}, {t: m for t, (_, m) in bundles.items()}, runs)
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def _graphql(url: str, query: str, variables: dict | None = None) -> dict:
+    response = requests.post(f"{url}/graphql", json={"query": query, "variables": variables or {}}, timeout=120)
+    response.raise_for_status()
+    body = response.json()
+    assert not body.get("errors"), body["errors"]
+    return body["data"]
+
+
+REFUSED = "__typename ... on UnauthorizedError { message }"
+LOCATION = {"repositoryLocationName": "evidence_pipeline", "repositoryName": "__repository__"}
+
+
+def test_read_only_webserver_refuses_launches_and_wipes_and_serves_each_partitions_verification(auditor_ui):
+    url, partitions, bundles, runs = auditor_ui.url, auditor_ui.partitions, auditor_ui.bundles, auditor_ui.runs
+    permissions = {p["permission"]: p["value"] for p in _graphql(url, "{ permissions { permission value } }")[
+        "permissions"]}
+    assert permissions["launch_pipeline_execution"] is False and permissions["wipe_assets"] is False
+    assert not any(permissions.values())
+
+    backfill = _graphql(url, f"mutation($p: LaunchBackfillParams!) {{ launchPartitionBackfill(backfillParams: $p) "
+                             f"{{ {REFUSED} }} }}", {"p": {
+                                 "partitionNames": [partitions[VERIFIED]], "fromFailure": False,
+                                 "assetSelection": [{"path": ["evidence_bundle"]}]}})
+    launch = _graphql(url, f"mutation($e: ExecutionParams!) {{ launchRun(executionParams: $e) {{ {REFUSED} }} }}", {
+        "e": {"selector": LOCATION | {"jobName": "monthly_evidence"},
+              "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partitions[VERIFIED]}]}}})
+    wipe = _graphql(url, f'mutation {{ wipeAssets(assetPartitionRanges: [{{assetKey: {{path: ["evidence_bundle"]}}}}])'
+                         f" {{ {REFUSED} }} }}")
+    for answer in (backfill["launchPartitionBackfill"], launch["launchRun"], wipe["wipeAssets"]):
+        assert answer == {"__typename": "UnauthorizedError", "message": "Authorization failed"}
+    # Nothing was launched and nothing was wiped.
+    assert _graphql(url, "{ runsOrError { ... on Runs { count } } }")["runsOrError"]["count"] == runs
+    materializations = _graphql(url, '{ assetOrError(assetKey: {path: ["evidence_bundle"]}) { ... on Asset { '
+                                     "assetMaterializations(limit: 100) { partition } } } }")
+    assert len(materializations["assetOrError"]["assetMaterializations"]) == len(bundles)
+
+    # What the UI shows for each partition's check: verified, or not verified with its reason codes.
+    query = """query($p: String!) { assetCheckExecutions(assetKey: {path: ["evidence_bundle"]}, checkName: "%s",
+        partition: $p, limit: 1) { status evaluation { success partition description } } }""" % CHECK_NAME
+    [verified] = _graphql(url, query, {"p": partitions[VERIFIED]})["assetCheckExecutions"]
+    [tampered] = _graphql(url, query, {"p": partitions[TAMPERED]})["assetCheckExecutions"]
+    assert verified["status"] == "SUCCEEDED" and verified["evaluation"]["success"] is True
+    assert verified["evaluation"]["description"].startswith("verified: all")
+    assert tampered["status"] == "FAILED" and tampered["evaluation"]["partition"] == partitions[TAMPERED]
+    assert "SUBJECT_DIGEST_MISMATCH" in tampered["evaluation"]["description"]
+
+
+@pytest.fixture
+def browser(tmp_path):
+    """Headless Chromium through chromium-driver (Debian's packages), or a skip that says how to get them."""
+    chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and chromedriver):
+        pytest.skip("the browser test needs Debian's chromium and chromium-driver (/usr/bin/chromium, "
+                    "/usr/bin/chromedriver); `make test` installs them when run as root: "
+                    "apt-get install chromium chromium-driver")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                     "--window-size=1600,1200", f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(chromedriver), options=options)
+    driver.set_page_load_timeout(PAGE_TIMEOUT_S)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+class Page:
+    """The browser's current page: waits for text, clicks by visible text, and saves PNGs under ``shots``."""
+
+    def __init__(self, driver, base: str, shots: Path):
+        self.driver, self.base, self.shots = driver, base, shots
+
+    def text(self) -> str:
+        """The page's visible text, every run of white space as one space (tables render cells on one line or on
+        several, depending on their width)."""
+        from selenium.webdriver.common.by import By
+
+        return " ".join(self.driver.find_element(By.TAG_NAME, "body").text.split())
+
+    def open(self, path: str, *texts: str) -> str:
+        self.driver.get(self.base + path)
+        return self.wait_for(*texts)
+
+    def wait_for(self, *texts: str) -> str:
+        """The page's text, once it holds every one of ``texts``."""
+        deadline = time.monotonic() + PAGE_TIMEOUT_S
+        while True:
+            text = self.text()
+            missing = [t for t in texts if t not in text]
+            if not missing:
+                return text
+            if time.monotonic() > deadline:
+                self.save("timeout")
+                pytest.fail(f"{self.driver.current_url} never showed {missing}; it shows:\n{text[:3000]}")
+            time.sleep(0.25)
+
+    def click(self, text: str) -> None:
+        """Click the last visible element whose own text is exactly ``text`` (lists follow headers and axes)."""
+        from selenium.webdriver.common.by import By
+
+        deadline = time.monotonic() + PAGE_TIMEOUT_S
+        while True:
+            found = [e for e in self.driver.find_elements(By.XPATH, f"//*[normalize-space(text())='{text}']")
+                     if e.is_displayed()]
+            if found:
+                found[-1].click()
+                return
+            if time.monotonic() > deadline:
+                pytest.fail(f"no visible {text!r} on {self.driver.current_url}")
+            time.sleep(0.25)
+
+    def buttons(self, prefix: str) -> list[bool]:
+        """Whether each visible button whose text starts with ``prefix`` is enabled."""
+        from selenium.webdriver.common.by import By
+
+        return [b.is_enabled() for b in self.driver.find_elements(By.TAG_NAME, "button")
+                if b.is_displayed() and b.text.strip().startswith(prefix)]
+
+    def save(self, name: str) -> Path:
+        path = self.shots / f"{name}.png"
+        assert self.driver.save_screenshot(str(path)), path
+        return path
+
+
+def test_an_auditor_sees_the_graph_a_partitions_metadata_and_verification_and_cannot_launch(
+    auditor_ui, browser, tmp_path
+):
+    url, partitions, bundles = auditor_ui.url, auditor_ui.partitions, auditor_ui.bundles
+    page = Page(browser, url, tmp_path)
+    saved = []
+
+    # The asset graph: the evidence lineage, with the check on the bundle; nothing can be materialized.
+    page.open("/locations/evidence_pipeline/asset-groups/default/lineage",
+              "source_revision", "monthly_report", "evidence_bundle", "report_preview", "Asset checks")
+    saved.append(page.save("1-asset-graph"))
+    assert page.buttons("Materialize") and not any(page.buttons("Materialize"))
+
+    # A bundle partition's page: digests, renderer version, key id and the lineage table.
+    bundle = bundles[VERIFIED]
+    text = page.open(f"/assets/evidence_bundle?view=partitions&partition={quote(partitions[VERIFIED])}",
+                     partitions[VERIFIED], bundle["manifest_sha256"], "lineage")
+    saved.append(page.save("2-bundle-partition-metadata"))
+    for name in ("report_sha256", "unsigned_sha256", "statement_sha256", "manifest_sha256", "source_sha256"):
+        assert f"{name} {bundle[name]}" in text
+    assert f"renderer_version {RENDERER_VERSION}" in text and f"key_id {bundle['key_id']}" in text
+    assert f"signed report.pdf {bundle['report_sha256']}" in text  # the lineage table, rendered
+    assert f"statement.dsse.json ({bundle['key_id']}) {bundle['statement_sha256']}" in text
+    assert "verification check" in text
+    assert page.buttons("Materialize") and not any(page.buttons("Materialize"))
+
+    # The partition's verification check: verified, and for the tampered bundle, failed with its reason codes.
+    page.open(f"/assets/evidence_bundle?view=checks&checkDetail={CHECK_NAME}", CHECK_NAME, "non-blocking")
+    page.click("Partitions")
+    month = partitions[VERIFIED].split("|")[0]
+    assert partitions[TAMPERED].split("|")[0] == month  # the demo's one month, for every tenant
+    page.wait_for(month, VERIFIED, TAMPERED)
+    page.click(month)
+    page.click(VERIFIED)
+    page.wait_for(partitions[VERIFIED], "Passed", "verified: all 10 checks passed", "codes none",
+                  f"pinned_key_id {bundle['key_id']}", "checks 10 of 10 passed")
+    saved.append(page.save("3-check-verified"))
+    page.click(TAMPERED)
+    text = page.wait_for(partitions[TAMPERED], "Failed", "not verified: ", "SUBJECT_DIGEST_MISMATCH",
+                         "NOT VERIFIED")
+    saved.append(page.save("4-check-not-verified"))
+    assert "subject_digest: SUBJECT_DIGEST_MISMATCH: statement subject is not the sha256 of report.pdf" in text
+    assert page.buttons("Execute") and not any(page.buttons("Execute"))
+
+    # Read-only: the launchpad is not offered (its address leads back to the job's page), nothing to launch.
+    browser.get(f"{url}/locations/evidence_pipeline/jobs/monthly_evidence/playground")
+    page.wait_for("monthly_evidence", "View 3 assets")
+    assert not browser.current_url.endswith("/playground") and "Launch Run" not in page.text()
+    assert page.buttons("Materialize") and not any(page.buttons("Materialize"))
+    saved.append(page.save("5-no-launchpad"))
+
+    assert all(path.stat().st_size > 10_000 and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in saved)

@@ -1,0 +1,105 @@
+"""The offline_verification asset check: one result per tenant-month, recorded by Dagster, failing with reason codes
+when the published bundle is tampered with. Runs on both backend sets (SQLite + local archive, PostgreSQL + S3)."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter, instance_for_test, materialize
+from dagster._core.event_api import PartitionKeyFilter
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+
+from evidence_pipeline.definitions import defs
+from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
+from evidence_pipeline.defs.checks import CHECK_NAME, offline_verification, verify_published
+from evidence_pipeline.defs.partitions import partition_key_for, range_tags, tenant_partitions
+from evidence_pipeline.defs.resources import EvidenceResource
+from evidence_pipeline.models import TenantMonth
+from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, SMALL, overwrite
+
+REPO = Path(__file__).resolve().parent.parent
+ASSETS = [source_revision, monthly_report, evidence_bundle, offline_verification]
+CHECK = AssetCheckKey(evidence_bundle.key, CHECK_NAME)
+# A run of the asset job with only the check (Dagster 1.13's UI cannot launch a partitioned check on its own).
+CHECK_ONLY = defs.resolve_implicit_global_asset_job_def().get_subset(asset_selection=set(),
+                                                                     asset_check_selection={CHECK})
+EARLIER = TenantMonth("acme-books", "2026-09")  # with SMALL, a range of one tenant's months
+
+
+@pytest.fixture
+def instance(runtime, backend, monkeypatch, tmp_path):
+    config = "dagster.yaml"
+    if "EVIDENCE_LEDGER_URL" in backend:
+        monkeypatch.setenv("DAGSTER_PG_URL", backend["EVIDENCE_LEDGER_URL"])
+        config = "dagster.production.yaml"
+    overrides = yaml.safe_load((REPO / config).read_text())
+    with instance_for_test(overrides=overrides, temp_dir=str(tmp_path)) as instance:
+        instance.add_dynamic_partitions(tenant_partitions.name, sorted({tm.tenant for tm in FIXTURE_MONTHS}))
+        yield instance
+
+
+@pytest.fixture
+def evidence(runtime):
+    return EvidenceResource(home=str(runtime.settings.home))
+
+
+def _latest_check(instance, tenant_month: TenantMonth):
+    key = str(partition_key_for(tenant_month))
+    [record] = instance.event_log_storage.get_asset_check_execution_history(
+        CHECK, limit=1, partition_filter=PartitionKeyFilter(key=key)
+    )
+    assert record.partition == key
+    evaluation = record.event.dagster_event.event_specific_data
+    return record, evaluation, {name: value.value for name, value in evaluation.metadata.items()}
+
+
+def _bundle(instance, tenant_month: TenantMonth):
+    partition = str(partition_key_for(tenant_month))
+    records_filter = AssetRecordsFilter(asset_key=AssetKey("evidence_bundle"), asset_partitions=[partition])
+    [record] = instance.fetch_materializations(records_filter, limit=1).records
+    return record, {name: value.value for name, value in record.asset_materialization.metadata.items()}
+
+
+def test_a_range_run_verifies_each_published_partition_and_records_it(instance, evidence, runtime):
+    result = materialize(ASSETS, instance=instance, resources={"evidence": evidence}, tags=range_tags(EARLIER, SMALL))
+    assert result.success
+    evaluations = result.get_asset_check_evaluations()
+    assert sorted(e.partition for e in evaluations) == sorted(str(partition_key_for(tm)) for tm in (EARLIER, SMALL))
+    for tenant_month in (EARLIER, SMALL):
+        record, evaluation, metadata = _latest_check(instance, tenant_month)
+        bundle_record, bundle = _bundle(instance, tenant_month)
+        assert record.status == AssetCheckExecutionRecordStatus.SUCCEEDED and evaluation.passed
+        assert not evaluation.blocking and evaluation.description.startswith("verified: all")
+        # It checked this partition's materialization, the bundle that materialization recorded.
+        assert evaluation.target_materialization_data.storage_id == bundle_record.storage_id
+        assert metadata["bundle"] == bundle["location"] and metadata["pinned_key_id"] == bundle["key_id"]
+        assert metadata["result"] == "verified" and metadata["codes"] == metadata["failed_checks"] == "none"
+        assert metadata["statement_key_id"] == bundle["key_id"] and metadata["trust_root_id"].startswith("x509-root-")
+        assert metadata["checks"] == "10 of 10 passed"
+        assert all(f"| {name} | passed |" in metadata["check_table"] for name in ("subject_digest", "pdf_signature"))
+    # The statement key is pinned to the one recorded at publication: any other published key is refused.
+    assert verify_published(runtime, (bundle["bundle_key"], "ed25519-0000000000000000")).codes == ["KEY_UNKNOWN"]
+
+
+def test_a_tampered_bundle_fails_the_check_with_its_codes_and_the_others_still_pass(instance, evidence, runtime):
+    for tenant_month in (EARLIER, SMALL):
+        assert materialize(ASSETS, instance=instance, resources={"evidence": evidence},
+                           partition_key=partition_key_for(tenant_month)).success
+        assert _latest_check(instance, tenant_month)[1].passed
+    _, bundle = _bundle(instance, SMALL)
+    report = runtime.archive.get(f"{bundle['bundle_key']}/report.pdf")
+    overwrite(runtime, f"{bundle['bundle_key']}/report.pdf", report[:-64] + b"%% tampered".ljust(64, b" "))
+
+    # The check alone, on the archive as it is now: nothing is rendered, signed or published again.
+    for tenant_month in (EARLIER, SMALL):
+        result = CHECK_ONLY.execute_in_process(instance=instance, resources={"evidence": evidence},
+                                              partition_key=str(partition_key_for(tenant_month)))
+        assert result.success and not result.get_asset_materialization_events()  # non-blocking: the run succeeds
+    record, evaluation, metadata = _latest_check(instance, SMALL)
+    assert record.status == AssetCheckExecutionRecordStatus.FAILED and not evaluation.passed
+    assert metadata["result"] == "NOT VERIFIED" and "SUBJECT_DIGEST_MISMATCH" in metadata["codes"].split(", ")
+    assert evaluation.description == f"not verified: {metadata['codes']}" and metadata["checks"] != "10 of 10 passed"
+    assert "subject_digest: SUBJECT_DIGEST_MISMATCH: statement subject is not" in metadata["failed_checks"]
+    assert "| subject_digest | FAILED | SUBJECT_DIGEST_MISMATCH |" in metadata["check_table"]
+    record, evaluation, metadata = _latest_check(instance, EARLIER)
+    assert record.status == AssetCheckExecutionRecordStatus.SUCCEEDED and metadata["codes"] == "none"
