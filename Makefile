@@ -3,7 +3,7 @@
 # chromium and chromium-driver) where apt-get is available.
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 
-.PHONY: demo test ui bench bench-stages bench-cli bench-pades bench-keys install pdf-tools browser
+.PHONY: demo test ui bench bench-stages bench-cli bench-pades bench-keys bench-redaction install pdf-tools browser
 
 demo: install
 	$(UV) run --locked evidence demo
@@ -22,6 +22,10 @@ bench: install
 
 bench-stages: install
 	$(UV) run --locked python bench/stage_times.py
+
+# Redactions per second of 10-page applications (first and second pass apart), peak RSS of a 300-page one.
+bench-redaction: install
+	$(UV) run --locked python bench/redaction.py
 
 # CLI start-up CPU (evidence --help, evidence verify of one bundle) and bundles/s verifying a 300-bundle archive.
 bench-cli: install

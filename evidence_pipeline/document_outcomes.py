@@ -63,22 +63,31 @@ def read_outcomes(store: ArtifactStore, revision: OutcomesRevision) -> list[dict
 
 
 def counts(jobs: list[dict]) -> list[tuple[str, str, int]]:
-    """(operation, outcome, number of jobs), sorted: the outcome is the state, with its reason code if any."""
-    outcomes = Counter((job["operation"], job["state"] + (f" ({job['reason']})" if job["reason"] else ""))
-                       for job in jobs)
+    """(operation, outcome, number of jobs), sorted: the outcome is the state, with a redaction's result
+    (redacted, no_matches) and the reason code if any; a redaction's operation names its template version."""
+    outcomes = Counter(
+        (
+            job["operation"] + (f" @ {job['template_version'][:12]}" if job.get("template_version") else ""),
+            job["state"] + (f": {job['redaction']}" if job.get("redaction") else "")
+            + (f" ({job['reason']})" if job["reason"] else ""),
+        )
+        for job in jobs
+    )
     return [(operation, outcome, n) for (operation, outcome), n in sorted(outcomes.items())]
 
 
 def _outcome(job: dict) -> dict:
-    artifacts = (job["outputs"] or {}).get("artifacts", [])
+    outputs = job["outputs"] or {}
+    pinned = job["request"].get("template_version")  # redactions: the template version pinned at acceptance
+    redaction = outputs.get("summary", {}).get("outcome") if pinned else None
     return {
         "job_id": job["job_id"],
         "operation": job["operation"],
         "inputs": job["request"]["inputs"],
         "state": job["state"],
         "reason": job["last_reason"],
-        "outputs": [{"artifact_id": a["key"], "sha256": a["sha256"]} for a in artifacts],
-    }
+        "outputs": [{"artifact_id": a["key"], "sha256": a["sha256"]} for a in outputs.get("artifacts", [])],
+    } | ({"template_version": pinned} | ({"redaction": redaction} if redaction else {}) if pinned else {})
 
 
 def _prefix(tenant_month: TenantMonth) -> str:

@@ -101,6 +101,14 @@ class ReasonCode(StrEnum):
     REVIEW_POLICY_REJECTED = "REVIEW_POLICY_REJECTED"  # the decision: required fields missing or rules failed
     REVIEW_DEPENDENCY_TIMEOUT = "REVIEW_DEPENDENCY_TIMEOUT"  # the approval's signing or storing did not complete
     RULESET_INVALID = "RULESET_INVALID"  # unregistered, or its file differs from its registered or pinned digest
+    # redaction templates and the `redact` operation
+    TEMPLATE_INVALID = "TEMPLATE_INVALID"  # a template file breaks the format (evidence template submit)
+    TEMPLATE_NOT_FOUND = "TEMPLATE_NOT_FOUND"  # no such template version of this tenant
+    TEMPLATE_SELF_APPROVAL = "TEMPLATE_SELF_APPROVAL"  # the author tried to approve their own version
+    TEMPLATE_NOT_IN_EFFECT = "TEMPLATE_NOT_IN_EFFECT"  # no approved, effective version (a redact job is refused)
+    REDACTION_INPUT_MISSING = "REDACTION_INPUT_MISSING"  # the input is gone or does not pass the worker gate
+    REDACTION_UNSUPPORTED_CONTENT = "REDACTION_UNSUPPORTED_CONTENT"  # text the redactor cannot remove (scans, fonts)
+    REDACTION_VERIFICATION_FAILED = "REDACTION_VERIFICATION_FAILED"  # the second pass found a removed value
     # verification outcomes (what `evidence verify` reports)
     BUNDLE_NOT_FOUND = "BUNDLE_NOT_FOUND"
     BUNDLE_INCOMPLETE = "BUNDLE_INCOMPLETE"
@@ -159,6 +167,7 @@ USAGE_CODES = frozenset(
         ReasonCode.LEDGER_NOT_FOUND,
         ReasonCode.LEDGER_NOT_CHECKPOINTED,
         ReasonCode.TOKEN_NOT_FOUND,
+        ReasonCode.TEMPLATE_NOT_FOUND,
     }
 )
 UNAVAILABLE_CODES = frozenset(

@@ -35,6 +35,8 @@ class EventType(StrEnum):
     BATCH_CANCELLED = "batch.cancelled"
     TENANT_OFFBOARDED = "tenant.offboarded"  # once per tenant: the decision, its tokens revoked, what is erased
     TENANT_DATA_ERASED = "tenant.data_erased"  # a later offboarding run erased objects the first could not
+    TEMPLATE_SUBMITTED = "template.submitted"  # a redaction template version: its author, effective time and rules
+    TEMPLATE_APPROVED = "template.approved"  # its approval, by someone other than the author
 
 
 class Stage(StrEnum):

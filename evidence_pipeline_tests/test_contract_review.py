@@ -107,7 +107,7 @@ def test_a_candidate_ruleset_must_be_well_formed(tmp_path):
 def _review(pdf: bytes) -> tuple[dict, object]:
     file = io.BytesIO(pdf)
     document = ProcessorInput("doc_x", sha256_hex(pdf), len(pdf), gate(file), file)
-    result = review_contract([document], IN_FORCE)
+    result = review_contract([document], IN_FORCE, {})
     return json.loads(result.artifacts[DECISION]), result
 
 

@@ -3,13 +3,19 @@ content, and the input's digest. Deterministic, so a retried job writes identica
 
 from __future__ import annotations
 
-from evidence_pipeline.documents.registry import Operation, ProcessorInput, ProcessorResult, register
+from evidence_pipeline.documents.registry import (
+    ACTIVE_CONTENT_OPTION,
+    Operation,
+    ProcessorInput,
+    ProcessorResult,
+    register,
+)
 from evidence_pipeline.signing.dsse import canonical_json
 
 INSPECTION = "inspection.json"
 
 
-def inspect_document(inputs: list[ProcessorInput], options: dict[str, str]) -> ProcessorResult:
+def inspect_document(inputs: list[ProcessorInput], options: dict[str, str], pinned: dict) -> ProcessorResult:
     (document,) = inputs
     gated = document.gated
     inspection = {
@@ -30,7 +36,6 @@ INSPECT = register(
     Operation(
         name="inspect",
         processor=inspect_document,
-        options={"active_content": ("refuse", "flag")},
-        inputs=(1, 1),
+        options=ACTIVE_CONTENT_OPTION,
     )
 )

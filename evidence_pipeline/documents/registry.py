@@ -1,9 +1,10 @@
 """Operations register themselves here: a name, an option schema, how many inputs they take, and a processor.
 
-A processor is a plain function (an opened, gated input + normalized options -> an output and its findings) that
-knows nothing of HTTP or Dagster. Intake validates requests against the schema (and records what the operation
-pins at acceptance, e.g. a review's ruleset digest, in the options); the document worker runs the processor. The
-built-in operations are imported on first lookup.
+A processor is a plain function (opened, gated inputs + normalized options + the policy pinned at acceptance ->
+outputs and findings) that knows nothing of HTTP or Dagster. Intake validates requests against the schema (and
+records what the operation pins at acceptance: a review's ruleset digest in the options, a redaction's template
+version beside them); the document worker runs the processor, and then the operation's independent verify pass
+when it has one. The built-in operations are imported on first lookup.
 """
 
 from __future__ import annotations
@@ -16,8 +17,12 @@ from typing import BinaryIO
 from evidence_pipeline.documents.gate import GATE_CODES, GatedDocument
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 
-_BUILTIN = ("evidence_pipeline.documents.inspect", "evidence_pipeline.documents.review")
+_BUILTIN = (
+    "evidence_pipeline.documents.inspect", "evidence_pipeline.documents.review", "evidence_pipeline.documents.redact"
+)
 _REGISTRY: dict[str, Operation] = {}
+# The gate's policy for active content, an option of every operation that reads a document: refuse it, or flag it
+ACTIVE_CONTENT_OPTION = {"active_content": ("refuse", "flag")}
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,7 @@ class ProcessorInput:
 class ProcessorResult:
     artifacts: dict[str, bytes]  # file name -> bytes, published put-once under the job's prefix
     summary: dict  # what the ledger event and the job status report about the outcome
+    secret: dict = field(default_factory=dict)  # what only the verify pass sees (values removed); never published
     signed: str | None = None  # publish the input with the service's approval signature appended, under this name
     rejected: str | None = None  # a decision against the input: the job is rejected with this code, outputs kept
 
@@ -48,6 +54,14 @@ class Operation:
     pin: Callable[[dict], dict] | None = None  # normalized options -> what acceptance pins beside them
     staged: bool = False  # record each stage of a job (validating, reviewing, signing, committing) in the ledger
     outcomes: frozenset[str] = frozenset()  # terminal codes that are decisions about the input, like the gate's
+    # (ledger, tenant) -> request fields fixed when a job is accepted, outside the options and the request digest
+    # (the processor gets them as ``pinned``)
+    pin_policy: Callable | None = None
+    # the reason code of an input that is gone or refused by the gate, when the operation names its own
+    input_refused: str | None = None
+    # a second, independent pass over the written outputs: (artifact name -> written file, result) -> its
+    # record (in the summary as ``verification``); it raises a terminal EvidenceError to stop publication
+    verify: Callable | None = None
 
     def normalize(self, options) -> dict[str, str]:
         """Every option with its value (defaults filled in), or OPTIONS_INVALID."""

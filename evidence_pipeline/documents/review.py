@@ -38,7 +38,7 @@ _EXTRACTION_ERRORS = (LimitReachedError, RecursionError, ArithmeticError, PdfErr
 _SIGNER = re.compile(r"^(?P<name>[^()]*?)\s*\((?P<party>[^()]+)\)$")
 
 
-def review_contract(inputs: list[ProcessorInput], options: dict[str, str]) -> ProcessorResult:
+def review_contract(inputs: list[ProcessorInput], options: dict[str, str], pinned: dict) -> ProcessorResult:
     (document,) = inputs
     ruleset = rulesets.load(options["ruleset"], options["ruleset_sha256"])
     fields, decision = evaluate(document.file, ruleset)

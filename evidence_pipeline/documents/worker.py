@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pyhanko.pdf_utils.reader import PdfFileReader
 
 from evidence_pipeline.documents import Documents
-from evidence_pipeline.documents.gate import gate
-from evidence_pipeline.documents.registry import Operation, ProcessorInput, operation
+from evidence_pipeline.documents.gate import GATE_CODES, gate
+from evidence_pipeline.documents.registry import Operation, ProcessorInput, ProcessorResult, operation
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.faults import kill_point
 from evidence_pipeline.ledger import jobs as states
@@ -39,6 +39,9 @@ from evidence_pipeline.tempfiles import attempt_dir, scratch_file
 STATEMENT = "statement.dsse.json"
 PREDICATE_TYPE = "https://evidence-pipeline.dev/document-job/v1"
 APPROVAL_FIELD = "EvidenceApproval"  # the signature field of the service's approval
+_MISSING_OR_REFUSED = GATE_CODES | {
+    ReasonCode.DOCUMENT_NOT_FOUND, ReasonCode.STORE_NOT_FOUND, ReasonCode.STORE_DIGEST_MISMATCH
+}
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,32 @@ class Outcome:
     operation: str
     state: str  # succeeded, rejected, dead, accepted (a transient failure with budget left), running (leased)
     reason: str | None = None
+
+
+@contextlib.contextmanager
+def _input_refused(code: str | None):
+    """An operation that names its own code for an input that is gone or refused by the gate gets it (the gate's
+    own code in the message); transient failures pass through to be retried."""
+    try:
+        yield
+    except EvidenceError as error:
+        if code is None or error.code not in _MISSING_OR_REFUSED:
+            raise
+        raise EvidenceError(code, f"an input is missing or not valid ({error.code})") from None
+
+
+def _verified(op, result: ProcessorResult, scratch) -> ProcessorResult:
+    """Write the outputs to private scratch files, then run the operation's second pass on what was written. The
+    files are anonymous: closing them deletes them, on a failure before the error propagates (nothing of them is
+    published) as after a pass."""
+    written = {}
+    with contextlib.ExitStack() as files:
+        for name, data in result.artifacts.items():
+            written[name] = files.enter_context(scratch_file(scratch))
+            written[name].write(data)
+            written[name].flush()
+        verification = op.verify(written, result)
+    return ProcessorResult(result.artifacts, result.summary | {"verification": verification})
 
 
 def job_prefix(job: dict) -> str:
@@ -123,22 +152,31 @@ def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInf
     rt = documents.runtime
     op = operation(job["operation"])
     options = job["request"]["options"]
+    pinned = {name: value for name, value in job["request"].items() if name not in ("inputs", "options")}
     stages = _Stages(documents, job, lease, op, run)
     stages.enter("validating")
-    inputs = []
+    inputs, rows = [], []
     prefix = job_prefix(job)
     artifacts = []
     with contextlib.ExitStack() as files:
         for document_id in job["request"]["inputs"]:
-            row = documents.ledger.document(job["tenant"], document_id)
-            if row is None:
-                raise EvidenceError(ReasonCode.DOCUMENT_NOT_FOUND, "an input document of this job does not exist")
             file = files.enter_context(scratch_file(scratch))
-            documents.store.get_file(row["store_key"], file, expected_sha256=row["sha256"])
-            gated = gate(file, options.get("active_content", "refuse"))
+            with _input_refused(op.input_refused):
+                row = documents.ledger.document(job["tenant"], document_id)
+                if row is None:
+                    raise EvidenceError(ReasonCode.DOCUMENT_NOT_FOUND, "an input document of this job does not exist")
+                documents.store.get_file(row["store_key"], file, expected_sha256=row["sha256"])
+                gated = gate(file, options.get("active_content", "refuse"))
             inputs.append(ProcessorInput(document_id, row["sha256"], row["size"], gated, file))
+            rows.append(row)
         stages.enter("reviewing", input_sha256=[i.sha256 for i in inputs])
-        result = op.processor(inputs, options)
+        result = op.processor(inputs, options, pinned)
+        if op.verify is not None:
+            result = _verified(op, result, scratch)
+            for row in rows:  # the originals are never written; prove they are still the bytes we were given
+                documents.store.get_file(row["store_key"], files.enter_context(scratch_file(scratch)),
+                                         expected_sha256=row["sha256"])
+            kill_point("after_document_verified")
         for name, data in sorted(result.artifacts.items()):
             stored = rt.archive.put_once(f"{prefix}/{name}", data)
             artifacts.append({"name": name, "key": stored.key, "sha256": stored.sha256, "bytes": stored.size})
@@ -170,6 +208,7 @@ def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInf
     )
     statement = rt.archive.put_once(f"{prefix}/{STATEMENT}", envelope)
     artifacts.append({"name": STATEMENT, "key": statement.key, "sha256": sha256_hex(envelope), "bytes": statement.size})
+    kill_point("after_document_put")
     stages.enter("committing", outputs=[{k: a[k] for k in ("name", "sha256")} for a in artifacts])
     lease = rt.ledger.renew_lease(lease, rt.settings.lease_seconds)  # still ours? then hold it through the commit
     documents.ledger.complete(

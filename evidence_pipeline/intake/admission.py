@@ -118,6 +118,12 @@ def request_digest(tenant: str, op: Operation, inputs: list, options: dict, poli
     )
 
 
+def _pinned(documents: Documents, op: Operation, tenant: str) -> dict:
+    """What the operation fixes when a job is accepted (a redaction's template version), kept in its request but
+    not in its digest: the same idempotency key answers the same job after the policy moves on."""
+    return op.pin_policy(documents.runtime.ledger, tenant) if op.pin_policy else {}
+
+
 def _limits(documents: Documents) -> JobLimits:
     settings = documents.runtime.settings
     return JobLimits(settings.tenant_max_jobs, settings.intake_max_queue_age_seconds)
@@ -136,7 +142,7 @@ def submit_job(
         idempotency_key,
         request_digest(tenant, op, inputs, options, policy),
         op.name,
-        {"inputs": inputs, "options": options},
+        {"inputs": inputs, "options": options} | _pinned(documents, op, tenant),
         policy,
         actor,
         _limits(documents),
@@ -192,7 +198,9 @@ def submit_batch(documents: Documents, tenant: str, body, actor: str, clock: Clo
             raise EvidenceError(error.code, f"jobs[{index}]: {error.message}") from None
         keys.add(key)
         inputs.update(spec_inputs)
-        manifest.append({"idempotency_key": key, "operation": op.name, "inputs": spec_inputs, "options": options})
+        pinned = _pinned(documents, op, tenant)
+        manifest.append({"idempotency_key": key, "operation": op.name, "inputs": spec_inputs, "options": options}
+                        | ({"pinned": pinned} if pinned else {}))
     if documents.ledger.existing_documents(tenant, inputs) != inputs:
         raise EvidenceError(ReasonCode.DOCUMENT_NOT_FOUND, "a job spec names a document that does not exist")
     data = canonical(manifest).encode("utf-8")

@@ -33,7 +33,7 @@ def dispatch_batches(documents: Documents, page_size: int, actor: str) -> int:
                 spec["idempotency_key"],
                 request_digest(batch["tenant"], operation(spec["operation"]), spec["inputs"], spec["options"], policy),
                 spec["operation"],
-                {"inputs": spec["inputs"], "options": spec["options"]},
+                {"inputs": spec["inputs"], "options": spec["options"]} | spec.get("pinned", {}),
             )
             for spec in manifest[batch["dispatched"] : batch["dispatched"] + page_size]
         ]

@@ -1,0 +1,131 @@
+"""Redaction cost: the first pass (find + remove + write) and the second pass (verify) of 10-page applications in
+a plain loop; the same number of redactions through the front door and Dagster (`evidence intake serve`, then the
+document sensor's tick and the page run, in process) against that loop; and the peak RSS of redacting and
+verifying one 300-page application in a fresh process.
+
+    uv run python bench/redaction.py [--applications 20 --pages 10 --large-pages 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from evidence_pipeline.documents import redact, templates
+from evidence_pipeline.documents.gate import gate
+from evidence_pipeline.documents.redaction_check import verify_derivative
+from evidence_pipeline.documents.registry import ProcessorInput
+from evidence_pipeline_tests.rental_applications import long_application, organization_template, program_template
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from intake import EVIDENCE, free_port, wait_healthy  # noqa: E402  (bench/intake.py: the front door's helpers)
+
+
+def pinned() -> dict:
+    merged = templates.merge(templates.parse(organization_template(), "organization"),
+                             templates.parse(program_template(scanned_page=None), "program"))
+    return {"template": merged, "template_version": templates.version_id(merged)}
+
+
+def passes(data: bytes, pin: dict) -> tuple[float, float, dict]:
+    """(first pass s, second pass s, summary) for one application (the gate, run before both, is not timed)."""
+    file = io.BytesIO(data)
+    document = ProcessorInput("doc_bench", "0" * 64, len(data), gate(file, "flag"), file)
+    started = time.perf_counter()
+    result = redact.redact_document([document], {}, pin)
+    first = time.perf_counter()
+    written = {result.secret["derivative"]: io.BytesIO(result.artifacts[result.secret["derivative"]])}
+    verify_derivative(written, result)
+    return first - started, time.perf_counter() - first, result.summary
+
+
+def through_dagster(data: bytes, count: int) -> float:
+    """Seconds from the sensor's tick to the last of ``count`` redact jobs succeeded, each accepted over HTTP by
+    `evidence intake serve` (the one application, ``count`` idempotency keys) on a fresh root."""
+    root = Path(tempfile.mkdtemp(prefix="bench-redaction-"))
+    env = os.environ | {"EVIDENCE_HOME": str(root / "home"), "EVIDENCE_INTAKE_MAX_BYTES": str(64 << 20),
+                        "EVIDENCE_DOCUMENT_PAGE_SIZE": str(max(count, 1))}
+    evidence = lambda *args: subprocess.run([EVIDENCE, *args], env=env, check=True, capture_output=True, text=True)  # noqa: E731
+    token = evidence("tenant", "token", "issue", "bench").stdout.split("token:")[1].split()[0]
+    (root / "org.json").write_bytes(organization_template())
+    (root / "program.json").write_bytes(program_template(scanned_page=None))
+    submitted = evidence("template", "submit", "bench", "--organization", str(root / "org.json"), "--program",
+                         str(root / "program.json"), "--by", "author", "--json")
+    evidence("template", "approve", "bench", json.loads(submitted.stdout)["version_id"], "--by", "approver")
+    port = free_port()
+    server = subprocess.Popen([EVIDENCE, "intake", "serve", "--port", str(port), "--workers", "1"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, server)
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120) as http:
+            document_id = http.post("/v1/documents", content=data,
+                                    headers={"Content-Type": "application/pdf"}).json()["document_id"]
+            jobs = [http.post("/v1/jobs", headers={"Idempotency-Key": f"bench-{i}"}, json={
+                "operation": "redact", "inputs": [document_id], "options": {"active_content": "flag"}}).json()
+                for i in range(count)]
+            os.environ.update(env)
+            from dagster import DagsterInstance, build_sensor_context
+
+            from evidence_pipeline.definitions import defs
+
+            with DagsterInstance.ephemeral() as instance:
+                started = time.perf_counter()
+                tick = defs.get_sensor_def("document_dispatch_sensor").evaluate_tick(
+                    build_sensor_context(instance=instance, resources=defs.resources))
+                for request in tick.run_requests:
+                    defs.get_job_def("document_page_job").execute_in_process(
+                        run_config=request.run_config, instance=instance, tags=request.tags)
+                elapsed = time.perf_counter() - started
+            states = {http.get(job["status_url"]).json()["state"] for job in jobs}
+        if states != {"succeeded"}:
+            raise SystemExit(f"redact jobs ended {sorted(states)}")
+        return elapsed
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--applications", type=int, default=20)
+    parser.add_argument("--pages", type=int, default=10)
+    parser.add_argument("--large-pages", type=int, default=300)
+    parser.add_argument("--large-only", action="store_true", help=argparse.SUPPRESS)  # the child process
+    args = parser.parse_args()
+    pin = pinned()
+    if args.large_only:
+        passes(long_application(args.large_pages), pin)
+        print(json.dumps({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+        return
+    data = long_application(args.pages)
+    times = [passes(data, pin) for _ in range(args.applications)]
+    first, second = sum(t[0] for t in times), sum(t[1] for t in times)
+    child = subprocess.run([sys.executable, __file__, "--large-only", "--large-pages", str(args.large_pages)],
+                           capture_output=True, text=True, check=True)
+    dagster_seconds = through_dagster(data, args.applications)  # last: it points this process at its own root
+    print(json.dumps({
+        "pages": args.pages,
+        "applications": args.applications,
+        "removed_per_application": times[0][2]["removed"],
+        "first_pass_per_second": round(args.applications / first, 2),
+        "second_pass_per_second": round(args.applications / second, 2),
+        "both_per_second": round(args.applications / (first + second), 2),
+        "through_intake_and_dagster_per_second": round(args.applications / dagster_seconds, 2),
+        "ratio_dagster_to_loop": round((first + second) / dagster_seconds, 2),
+        f"peak_rss_mb_{args.large_pages}_pages": json.loads(child.stdout)["peak_rss_mb"],
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()

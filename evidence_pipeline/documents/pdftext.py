@@ -1,0 +1,334 @@
+"""Text in PDF content streams, glyph by glyph, for removing some of it (pikepdf parses and writes the streams).
+
+A walk over a content stream yields every glyph a text-showing operator draws: its text (from the font's ToUnicode
+map, else its single-byte encoding), its box in default user space, and where it sits in the operator's operands.
+``rewrite`` then drops chosen glyphs from the operators and puts a kerning adjustment of their width in their place,
+so the text that stays does not move. Form XObjects are walked with their matrix. A font the walk cannot decode
+(a composite font without a ToUnicode map, a Type3 font) is REDACTION_UNSUPPORTED_CONTENT: text it cannot read it
+cannot promise to remove.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+
+import pikepdf
+from reportlab.pdfbase import pdfmetrics
+
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+
+Matrix = tuple[float, float, float, float, float, float]
+IDENTITY: Matrix = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
+_SHOW = {"Tj", "TJ", "'", '"'}
+_LINE = {"Td", "TD", "T*", "Tm", "'", '"', "BT"}
+_MAX_FORM_DEPTH = 8
+_STANDARD_14 = frozenset(pdfmetrics.standardFonts)
+
+
+def multiply(a: Matrix, b: Matrix) -> Matrix:
+    """a then b, as PDF composes matrices (row vector times matrix)."""
+    return (
+        a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3],
+        a[2] * b[0] + a[3] * b[2], a[2] * b[1] + a[3] * b[3],
+        a[4] * b[0] + a[5] * b[2] + b[4], a[4] * b[1] + a[5] * b[3] + b[5],
+    )
+
+
+def _advanced(tm: Matrix, tx: float) -> Matrix:
+    """The text matrix moved ``tx`` along its baseline: translate(tx, 0) then ``tm``, without a full product."""
+    return (tm[0], tm[1], tm[2], tm[3], tm[4] + tx * tm[0], tm[5] + tx * tm[1])
+
+
+def box(m: Matrix, x0: float, y0: float, x1: float, y1: float) -> tuple[float, float, float, float]:
+    """The bounding box of a rectangle mapped through ``m``."""
+    points = [(x * m[0] + y * m[2] + m[4], x * m[1] + y * m[3] + m[5]) for x in (x0, x1) for y in (y0, y1)]
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    return min(xs), min(ys), max(xs), max(ys)
+
+
+@dataclass(slots=True)
+class Glyph:
+    text: str
+    stream: int  # which walked stream (page content or a form XObject)
+    op: int  # the instruction's index in that stream
+    element: int  # the string's index among the operator's string operands
+    start: int  # the code's byte range in that string
+    end: int
+    advance: float  # in thousandths of text space, for the kerning that replaces it
+    tm: Matrix  # text matrix, CTM, size, rise and width: the box, computed only for glyphs that need one
+    ctm: Matrix
+    size: float
+    rise: float
+    width: float
+
+    @property
+    def box(self) -> tuple[float, float, float, float]:
+        """Where the glyph is drawn, in default user space (descender to a little above the cap height)."""
+        trm = multiply(self.tm, self.ctm)
+        return box(trm, 0, self.rise - 0.22 * self.size, self.width, self.rise + 0.9 * self.size)
+
+
+@dataclass
+class _Font:
+    codes: int  # bytes per code
+    unicode: dict[int, str]
+    widths: dict[int, float]
+    default_width: float
+    single_byte: bool
+
+    def split(self, data: bytes) -> list[tuple[int, int, int]]:
+        step = self.codes
+        return [(int.from_bytes(data[i:i + step], "big"), i, i + step) for i in range(0, len(data) - step + 1, step)]
+
+
+@dataclass
+class Page:
+    """What a walk found on one page: glyphs in drawing order, the text with line breaks, images drawn."""
+
+    glyphs: list[Glyph] = field(default_factory=list)
+    text: str = ""
+    offsets: list[int] = field(default_factory=list)  # glyph index -> offset of its text in ``text``
+    images: list[tuple[pikepdf.Object, Matrix]] = field(default_factory=list)
+    streams: list[tuple[pikepdf.Page | pikepdf.Stream, list]] = field(default_factory=list)  # (owner, instructions)
+
+
+def walk_page(page: pikepdf.Page) -> Page:
+    found = Page()
+    pieces: list[str] = []
+    try:
+        _walk(found, pieces, page, page.obj.get("/Resources", pikepdf.Dictionary()), IDENTITY, 0, set())
+    except (pikepdf.PdfError, TypeError, ValueError, IndexError, KeyError, AttributeError) as error:
+        # operands of the wrong type or number, broken resources: what cannot be read cannot be promised removed
+        raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
+                            f"page content the redactor cannot read ({type(error).__name__})") from None
+    found.text = "".join(pieces)
+    starts = list(itertools.accumulate((len(piece) for piece in pieces), initial=0))
+    found.offsets = [starts[piece] for piece in found.offsets]
+    return found
+
+
+def _walk(found: Page, pieces: list[str], owner, resources, ctm: Matrix, depth: int, seen: set) -> None:
+    instructions = list(pikepdf.parse_content_stream(owner))
+    stream = len(found.streams)
+    found.streams.append((owner, instructions))
+    fonts: dict[str, _Font] = {}
+    stack: list[Matrix] = []
+    tm = tlm = IDENTITY
+    font, size, tc, tw, th, tl, rise = None, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0
+    for index, (operands, operator) in enumerate(instructions):
+        if isinstance(operands, pikepdf.PdfInlineImage) or str(operator) == "INLINE IMAGE":
+            found.images.append((None, ctm))
+            continue
+        op = str(operator)
+        if op == "q":
+            stack.append(ctm)
+        elif op == "Q" and stack:
+            ctm = stack.pop()
+        elif op == "cm":
+            ctm = multiply(tuple(float(v) for v in operands), ctm)
+        elif op == "BT":
+            tm = tlm = IDENTITY
+        elif op == "Tf":
+            font = _font(fonts, resources, str(operands[0]))
+            size = float(operands[1])
+        elif op == "Tc":
+            tc = float(operands[0])
+        elif op == "Tw":
+            tw = float(operands[0])
+        elif op == "Tz":
+            th = float(operands[0]) / 100
+        elif op == "TL":
+            tl = float(operands[0])
+        elif op == "Ts":
+            rise = float(operands[0])
+        elif op in ("Td", "TD"):
+            if op == "TD":
+                tl = -float(operands[1])
+            tm = tlm = multiply((1, 0, 0, 1, float(operands[0]), float(operands[1])), tlm)
+        elif op == "Tm":
+            tm = tlm = tuple(float(v) for v in operands)
+        elif op in ("T*", "'", '"'):
+            tm = tlm = multiply((1, 0, 0, 1, 0, -tl), tlm)
+        elif op == "Do":
+            _draw(found, pieces, resources, str(operands[0]), ctm, depth, seen)
+        if op in _LINE and pieces and pieces[-1] != "\n":
+            pieces.append("\n")
+        if op not in _SHOW:
+            continue
+        if font is None:
+            raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT, "text is shown without a font")
+        if op == '"':
+            tw, tc = float(operands[0]), float(operands[1])
+        elements = operands[0] if op == "TJ" else [operands[-1]]
+        strings = -1
+        for element in elements:
+            if not isinstance(element, pikepdf.String):
+                tm = _advanced(tm, -float(element) / 1000 * size * th)
+                continue
+            strings += 1
+            for code, start, end in font.split(bytes(element)):
+                w0 = font.widths.get(code, font.default_width) / 1000
+                spacing = tc + (tw if font.single_byte and code == 32 else 0.0)
+                advance = (w0 * size + spacing) * th
+                found.offsets.append(len(pieces))  # a piece index until walk_page makes it an offset
+                text = font.unicode.get(code, "\ufffd")
+                pieces.append(text)
+                found.glyphs.append(Glyph(
+                    text, stream, index, strings, start, end, advance * 1000 / (size * th) if size and th else 0.0,
+                    tm, ctm, size, rise, advance,
+                ))
+                tm = _advanced(tm, advance)
+
+
+def _draw(found: Page, pieces: list[str], resources, name: str, ctm: Matrix, depth: int, seen: set) -> None:
+    xobject = resources.get("/XObject", {}).get(name)
+    if xobject is None:
+        return
+    if xobject.get("/Subtype") == "/Image":
+        found.images.append((xobject, ctm))
+        return
+    if xobject.get("/Subtype") != "/Form" or xobject.objgen in seen:
+        return
+    if depth >= _MAX_FORM_DEPTH:
+        raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT, "form XObjects nest too deeply")
+    seen.add(xobject.objgen)  # a form drawn twice is rewritten once (its glyphs are boxed where first drawn)
+    matrix = tuple(float(v) for v in xobject.get("/Matrix", IDENTITY))
+    _walk(found, pieces, xobject, xobject.get("/Resources", resources), multiply(matrix, ctm), depth + 1, seen)
+
+
+def _font(cache: dict[str, _Font], resources, name: str) -> _Font:
+    if name not in cache:
+        font = resources.get("/Font", {}).get(name)
+        if font is None:
+            raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT, "a text operator names a missing font")
+        cache[name] = _decode_font(font)
+    return cache[name]
+
+
+def _decode_font(font) -> _Font:
+    subtype = font.get("/Subtype")
+    unicode = _to_unicode(font["/ToUnicode"].read_bytes()) if "/ToUnicode" in font else None
+    if subtype == "/Type0":
+        if unicode is None or font.get("/Encoding") != "/Identity-H":
+            raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
+                                "a composite font without Identity-H and a ToUnicode map")
+        descendant = font["/DescendantFonts"][0]
+        return _Font(2, unicode, _cid_widths(descendant.get("/W", [])), float(descendant.get("/DW", 1000)), False)
+    if subtype == "/Type3":
+        raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT, "a Type3 font")
+    if unicode is None:
+        if isinstance(font.get("/Encoding"), pikepdf.Dictionary) and "/Differences" in font["/Encoding"]:
+            raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
+                                "a font with a custom encoding and no ToUnicode map")
+        unicode = {code: bytes([code]).decode("cp1252", errors="replace") for code in range(256)}
+    widths: dict[int, float] = {}
+    if "/Widths" in font:
+        first = int(font.get("/FirstChar", 0))
+        widths = {first + i: float(w) for i, w in enumerate(font["/Widths"])}
+    else:
+        base = str(font.get("/BaseFont", ""))[1:]
+        if base in _STANDARD_14:
+            widths = dict(enumerate(pdfmetrics.getFont(base).widths))
+    return _Font(1, unicode, widths, 500.0, True)
+
+
+_HEX = re.compile(rb"<([0-9A-Fa-f]+)>")
+
+
+def _to_unicode(cmap: bytes) -> dict[int, str]:
+    """The bfchar and bfrange entries of a ToUnicode CMap."""
+    mapping: dict[int, str] = {}
+    for block in re.findall(rb"beginbfchar(.*?)endbfchar", cmap, re.DOTALL):
+        codes = _HEX.findall(block)
+        for src, dst in zip(codes[0::2], codes[1::2]):
+            mapping[int(src, 16)] = _utf16(dst)
+    for block in re.findall(rb"beginbfrange(.*?)endbfrange", cmap, re.DOTALL):
+        for line in re.findall(rb"<([0-9A-Fa-f]+)>\s*<([0-9A-Fa-f]+)>\s*(<[0-9A-Fa-f]+>|\[[^\]]*\])", block):
+            lo, hi, dst = int(line[0], 16), int(line[1], 16), line[2]
+            if hi - lo > 0xFFFF:
+                continue
+            if dst.startswith(b"["):
+                for offset, item in enumerate(_HEX.findall(dst)):
+                    mapping[lo + offset] = _utf16(item)
+            else:
+                base = _utf16(dst[1:-1])
+                for offset in range(hi - lo + 1):
+                    mapping[lo + offset] = base[:-1] + chr(ord(base[-1]) + offset) if base else ""
+    return mapping
+
+
+def _utf16(hexdigits: bytes) -> str:
+    return bytes.fromhex(hexdigits.decode()).decode("utf-16-be", errors="replace")
+
+
+def _cid_widths(w) -> dict[int, float]:
+    widths: dict[int, float] = {}
+    items, i = list(w), 0
+    while i + 1 < len(items):
+        first = int(items[i])
+        if isinstance(items[i + 1], pikepdf.Array):
+            for offset, width in enumerate(items[i + 1]):
+                widths[first + offset] = float(width)
+            i += 2
+        else:
+            for cid in range(first, int(items[i + 1]) + 1):
+                widths[cid] = float(items[i + 2])
+            i += 3
+    return widths
+
+
+def rewrite(found: Page, removed: set[int]) -> None:
+    """Drop the glyphs whose indices are in ``removed`` from their streams, keeping the rest where it was."""
+    by_op: dict[tuple[int, int], list[Glyph]] = {}
+    for index in sorted(removed):
+        glyph = found.glyphs[index]
+        by_op.setdefault((glyph.stream, glyph.op), []).append(glyph)
+    for stream, (owner, instructions) in enumerate(found.streams):
+        touched = {op: glyphs for (s, op), glyphs in by_op.items() if s == stream}
+        if not touched:
+            continue
+        rewritten = []
+        for index, (operands, operator) in enumerate(instructions):
+            if index not in touched:
+                rewritten.append((operands, operator))
+                continue
+            rewritten.extend(_without(operands, str(operator), touched[index]))
+        data = pikepdf.unparse_content_stream(rewritten)
+        if isinstance(owner, pikepdf.Page):  # a page's content array becomes one stream
+            owner.contents_coalesce()
+            owner.obj.Contents.write(data)
+        else:  # a form XObject
+            owner.write(data)
+
+
+def _without(operands, op: str, glyphs: list[Glyph]):
+    """The instructions that draw an operator's text minus ``glyphs``: a TJ with their widths as kerning."""
+    before = []
+    if op == '"':
+        before = [([operands[0]], pikepdf.Operator("Tw")), ([operands[1]], pikepdf.Operator("Tc"))]
+    if op in ("'", '"'):
+        before.append(([], pikepdf.Operator("T*")))
+    elements = list(operands[0]) if op == "TJ" else [operands[-1]]
+    gone: dict[int, list[Glyph]] = {}
+    for glyph in glyphs:
+        gone.setdefault(glyph.element, []).append(glyph)
+    out, strings = [], -1
+    for element in elements:
+        if not isinstance(element, pikepdf.String):
+            out.append(element)
+            continue
+        strings += 1
+        data, kept, cursor = bytes(element), bytearray(), 0
+        for glyph in sorted(gone.get(strings, []), key=lambda g: g.start):
+            kept += data[cursor:glyph.start]
+            if kept:
+                out.append(pikepdf.String(bytes(kept)))
+                kept = bytearray()
+            out.append(-glyph.advance)
+            cursor = glyph.end
+        kept += data[cursor:]
+        if kept:
+            out.append(pikepdf.String(bytes(kept)))
+    return [*before, ([pikepdf.Array(out)], pikepdf.Operator("TJ"))]

@@ -1,0 +1,219 @@
+"""Redaction templates: an organization's and a program's rules merged into immutable, approved versions.
+
+A template version is the canonical JSON of the merged rules, named by its sha256 (the same rules are the same
+version). Its life is two ledger events: `template.submitted` (the author, the effective time and the merged rules,
+hash-chained so they cannot change) and `template.approved` (the approver, who must not be the author). A redaction
+job pins, at acceptance, the approved version whose effective time is the latest one not after that moment.
+
+Rules (each has an ``id`` and a ``label``, and exactly one of):
+  ``pattern``  a Python regular expression searched in page text, form-field values, annotations, bookmarks and
+               metadata; the named group ``value`` (when present) is what is removed, else the whole match
+  ``field``    a form field's fully qualified name: its value is removed
+  ``region``   ``{"page": N, "rect": [x0, y0, x1, y1]}`` in PDF points: every glyph drawn inside is removed and
+               the pixels of images under it are painted black; a scanned (image-only) page needs a region
+A program rule with the id of an organization rule replaces it; the merged rules are sorted by id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from datetime import datetime, timezone
+
+from sqlalchemy import Connection, select
+
+from evidence_pipeline import jsonread
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.ledger.documents import current_month
+from evidence_pipeline.ledger.ledger import Ledger, canonical, event_body
+from evidence_pipeline.models import EventType, TenantMonth
+
+LABEL = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+RULE_ID = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+KINDS = ("organization", "program")
+RULE_KINDS = ("pattern", "field", "region")
+MAX_RULES = 200
+MAX_TEMPLATE_BYTES = 64 * 1024
+VERSION = re.compile(r"^[0-9a-f]{64}$")
+
+
+def parse(data: bytes, kind: str) -> dict:
+    """One template file (``kind`` organization or program), checked: TEMPLATE_INVALID says what is wrong."""
+    doc = jsonread.loads(data, ReasonCode.TEMPLATE_INVALID, f"the {kind} template", MAX_TEMPLATE_BYTES)
+    if not isinstance(doc, dict) or set(doc) != {"kind", "name", "rules"}:
+        raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"the {kind} template is {{kind, name, rules}}")
+    if doc["kind"] != kind:
+        raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"expected a template of kind {kind}")
+    if not isinstance(doc["name"], str) or not NAME.fullmatch(doc["name"]):
+        raise EvidenceError(ReasonCode.TEMPLATE_INVALID, "a template name is a slug ^[a-z0-9][a-z0-9-]{0,62}$")
+    rules = doc["rules"]
+    if not isinstance(rules, list) or len(rules) > MAX_RULES:
+        raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"rules is a list of at most {MAX_RULES}")
+    ids = [_rule(rule) for rule in rules]
+    if len(set(ids)) != len(ids):
+        raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"the {kind} template names a rule id twice")
+    return doc
+
+
+def _rule(rule) -> str:
+    if not isinstance(rule, dict) or not isinstance(rule.get("id"), str) or not RULE_ID.fullmatch(rule["id"]):
+        raise EvidenceError(ReasonCode.TEMPLATE_INVALID, "every rule has an id ^[a-z0-9][a-z0-9_.-]{0,63}$")
+    where = f"rule {rule['id']}"
+    kinds = [k for k in RULE_KINDS if k in rule]
+    if len(kinds) != 1 or set(rule) != {"id", "label", kinds[0]}:
+        raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"{where} has an id, a label and one of pattern, field, "
+                                                         "region")
+    if not isinstance(rule["label"], str) or not LABEL.fullmatch(rule["label"]):
+        raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"{where}: a label is ^[a-z][a-z0-9_]{{0,31}}$")
+    value = rule[kinds[0]]
+    if kinds[0] == "pattern":
+        if not isinstance(value, str) or not 0 < len(value) <= 500:
+            raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"{where}: a pattern is 1-500 characters")
+        try:
+            compiled = re.compile(value)
+        except re.error:
+            raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"{where}: the pattern does not compile") from None
+        if compiled.fullmatch(""):
+            raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"{where}: the pattern matches the empty string")
+    elif kinds[0] == "field":
+        if not isinstance(value, str) or not 0 < len(value) <= 200:
+            raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"{where}: a field is a name of 1-200 characters")
+    elif not (
+        isinstance(value, dict)
+        and set(value) == {"page", "rect"}
+        and isinstance(value["page"], int) and value["page"] >= 1
+        and isinstance(value["rect"], list) and len(value["rect"]) == 4
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value["rect"])
+        and value["rect"][0] < value["rect"][2] and value["rect"][1] < value["rect"][3]
+    ):
+        raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"{where}: a region is {{page >= 1, rect [x0, y0, x1, y1]}}")
+    return rule["id"]
+
+
+def merge(organization: dict, program: dict) -> dict:
+    """The deterministic merge: program rules replace organization rules of the same id; sorted by id."""
+    rules = {rule["id"]: rule for rule in organization["rules"]} | {rule["id"]: rule for rule in program["rules"]}
+    if not rules:
+        raise EvidenceError(ReasonCode.TEMPLATE_INVALID, "the merged template has no rules")
+    return {
+        "organization": organization["name"],
+        "program": program["name"],
+        "rules": [rules[rule_id] for rule_id in sorted(rules)],
+    }
+
+
+def version_id(merged: dict) -> str:
+    return hashlib.sha256(canonical(merged).encode("utf-8")).hexdigest()
+
+
+def submit(ledger: Ledger, tenant: str, organization: bytes, program: bytes, author: str,
+           effective_at: datetime | None = None) -> tuple[dict, bool]:
+    """Record a new template version (`template.submitted`); the same rules again return the existing version.
+    Returns (version, created)."""
+    merged = merge(parse(organization, "organization"), parse(program, "program"))
+    vid = version_id(merged)
+    effective = (effective_at or datetime.now(timezone.utc)).astimezone(timezone.utc)
+
+    def record(conn: Connection) -> tuple[dict, bool]:
+        if _events(ledger, conn, tenant, EventType.TEMPLATE_SUBMITTED, vid):
+            return _versions(ledger, conn, tenant, vid)[0], False
+        details = {"version_id": vid, "effective_at": effective.isoformat(timespec="seconds"), "template": merged}
+        ledger._append(conn, TenantMonth(tenant, current_month()), EventType.TEMPLATE_SUBMITTED, vid, author, details)
+        return _versions(ledger, conn, tenant, vid)[0], True
+
+    return ledger._transact(record)
+
+
+def approve(ledger: Ledger, tenant: str, vid: str, approver: str) -> tuple[dict, bool]:
+    """Approve a submitted version (`template.approved`); the author may not. Returns (version, created)."""
+
+    def record(conn: Connection) -> tuple[dict, bool]:
+        [found] = _versions(ledger, conn, tenant, _known(vid)) or [None]
+        if found is None:
+            raise EvidenceError(ReasonCode.TEMPLATE_NOT_FOUND, "no such template version of this tenant")
+        if found["approved_by"] is not None:
+            return found, False
+        if found["author"] == approver:
+            raise EvidenceError(ReasonCode.TEMPLATE_SELF_APPROVAL, "the author of a template version cannot approve it")
+        ledger._append(conn, TenantMonth(tenant, current_month()), EventType.TEMPLATE_APPROVED, vid, approver,
+                       {"version_id": vid})
+        return _versions(ledger, conn, tenant, vid)[0], True
+
+    return ledger._transact(record)
+
+
+def versions(ledger: Ledger, tenant: str) -> list[dict]:
+    """Every version of the tenant, in the order submitted."""
+    with ledger.engine.connect() as conn:
+        return _versions(ledger, conn, tenant)
+
+
+def version(ledger: Ledger, tenant: str, vid: str) -> dict:
+    with ledger.engine.connect() as conn:
+        [found] = _versions(ledger, conn, tenant, _known(vid)) or [None]
+    if found is None:
+        raise EvidenceError(ReasonCode.TEMPLATE_NOT_FOUND, "no such template version of this tenant")
+    return found
+
+
+def approved_version(ledger: Ledger, tenant: str, vid: str) -> dict:
+    """A version a job may run under: submitted and approved (what a job pinned at acceptance)."""
+    found = version(ledger, tenant, vid)
+    if found["approved_by"] is None:
+        raise EvidenceError(ReasonCode.TEMPLATE_NOT_IN_EFFECT, "the template version is not approved")
+    return found
+
+
+def in_effect(ledger: Ledger, tenant: str, at: float | None = None) -> dict:
+    """The approved version with the latest effective time not after ``at`` (later approval wins a tie)."""
+    moment = datetime.fromtimestamp(time.time() if at is None else at, timezone.utc)
+    candidates = [
+        v for v in versions(ledger, tenant)
+        if v["approved_by"] is not None and datetime.fromisoformat(v["effective_at"]) <= moment
+    ]
+    if not candidates:
+        raise EvidenceError(ReasonCode.TEMPLATE_NOT_IN_EFFECT, "no approved redaction template is in effect")
+    return max(candidates, key=lambda v: (v["effective_at"], v["approval_seq"]))
+
+
+def pin(ledger: Ledger, tenant: str) -> dict:
+    """What a redaction job records at acceptance: the version in effect now, with its rules (the worker checks
+    that they hash to the version id)."""
+    found = in_effect(ledger, tenant)
+    return {"template_version": found["version_id"], "template": found["template"]}
+
+
+def _known(vid) -> str:
+    if not isinstance(vid, str) or not VERSION.fullmatch(vid):
+        raise EvidenceError(ReasonCode.TEMPLATE_NOT_FOUND, "a template version id is 64 hex digits")
+    return vid
+
+
+def _events(ledger: Ledger, conn: Connection, tenant: str, event_type: str, vid: str | None = None) -> list:
+    events = ledger.audit_events.c
+    query = select(events.seq, events.body).where(events.tenant == tenant, events.event_type == str(event_type))
+    if vid is not None:
+        query = query.where(events.subject_sha256 == vid)
+    return [(seq, event_body(body)) for seq, body in conn.execute(query.order_by(events.seq))]
+
+
+def _versions(ledger: Ledger, conn: Connection, tenant: str, vid: str | None = None) -> list[dict]:
+    approvals = {body["subject_sha256"]: (seq, body)
+                 for seq, body in _events(ledger, conn, tenant, EventType.TEMPLATE_APPROVED, vid)}
+    found = []
+    for _, body in _events(ledger, conn, tenant, EventType.TEMPLATE_SUBMITTED, vid):
+        details = body["details"]
+        seq, approval = approvals.get(details["version_id"], (None, None))
+        found.append({
+            "version_id": details["version_id"],
+            "author": body["actor"],
+            "submitted_at": body["recorded_at"],
+            "effective_at": details["effective_at"],
+            "approved_by": approval["actor"] if approval else None,
+            "approved_at": approval["recorded_at"] if approval else None,
+            "approval_seq": seq,
+            "template": details["template"],
+        })
+    return found
