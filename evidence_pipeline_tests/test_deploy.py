@@ -48,6 +48,7 @@ RELEASE = {"release_namespace": "evidence", "fullname": "evidence-dagster"}
 # Every setting Settings.from_env reads (its source names each variable once as a string literal).
 KNOWN_SETTINGS = set(re.findall(r'"(EVIDENCE_[A-Z0-9_]+|DAGSTER_[A-Z_]+)"', Path(settings_module.__file__).read_text()))
 KEY_FILES = {keys_module.STATEMENT_KEY, keys_module.SIGNER_KEY, keys_module.SIGNER_CERT, keys_module.ROOT_CERT}
+PROVISIONED_KEYS = "/run/secrets/evidence-keys"  # where keys-init (compose) and the init container find the key files
 
 
 def _yaml(path: Path) -> dict:
@@ -264,13 +265,21 @@ def compose_problems(doc: dict, image_env: dict[str, str], base: Path = DEPLOY) 
         if env.get("EVIDENCE_GENERATE_DEV_KEYS", "0") != "0":
             problems.append(f"{name} generates development keys")
     code_env = {**image_env, **_environment(services["code"])}
-    targets = {entry["target"]: doc["secrets"][entry["source"]] for entry in services["code"].get("secrets", [])}
+    keys_init = services.get("keys-init", {})
+    targets = {entry["target"]: doc["secrets"][entry["source"]] for entry in keys_init.get("secrets", [])}
     for key_file in sorted(KEY_FILES):
-        source = targets.get(f"{code_env['EVIDENCE_KEYS_DIR']}/{key_file}")
+        source = targets.get(f"{PROVISIONED_KEYS}/{key_file}")
         if source is None:
-            problems.append(f"the code service has no secret file {key_file} in EVIDENCE_KEYS_DIR")
+            problems.append(f"keys-init has no secret file {key_file} in {PROVISIONED_KEYS}")
         elif not str(source.get("file", "")).startswith("./secrets/"):
             problems.append(f"{key_file} does not come from a file under deploy/secrets/")
+    keys_volumes = {name: {mount.split(":")[0] for mount in services.get(name, {}).get("volumes", [])
+                           if mount.split(":")[1] == code_env["EVIDENCE_KEYS_DIR"]} for name in ("keys-init", "code")}
+    if len(keys_volumes["code"]) != 1 or keys_volumes["code"] != keys_volumes["keys-init"] or \
+            next(iter(keys_volumes["code"])) not in (doc.get("volumes") or {}):
+        problems.append(f"code and keys-init do not share one named volume at EVIDENCE_KEYS_DIR: {keys_volumes}")
+    if services["code"].get("secrets"):
+        problems.append("the code service mounts the provisioning secrets: it signs from the keys volume")
     configs = {entry["target"] for entry in services["code"].get("configs", [])}
     if code_env["EVIDENCE_TENANT_REGISTRY"] not in configs:
         problems.append("the tenant registry is not mounted in the code service, where the sensor reads it")
@@ -317,7 +326,9 @@ def _mutated(change) -> dict:
     (lambda doc: doc["services"]["migrate"].update(environment={
         "DAGSTER_PG_URL": "postgresql+psycopg2://evidence:hunter2@postgres:5432/evidence"}), "password written"),
     (lambda doc: doc["services"]["code"]["environment"].update(EVIDENCE_ARCHIVE_URL="s3://x"), "is no setting"),
-    (lambda doc: doc["services"]["code"]["secrets"].pop(), "has no secret file"),
+    (lambda doc: doc["services"]["keys-init"]["secrets"].pop(), "has no secret file"),
+    (lambda doc: doc["services"]["code"]["volumes"].pop(0), "do not share one named volume"),
+    (lambda doc: doc["services"]["code"].update(secrets=["statement-key"]), "mounts the provisioning secrets"),
     (lambda doc: doc["services"]["code"].pop("configs"), "tenant registry"),
     (lambda doc: doc["services"]["daemon"].update(secrets=["statement-key"]), "keys it does not use"),
     (lambda doc: doc["services"]["code"]["environment"].update(EVIDENCE_GENERATE_DEV_KEYS="1"), "development keys"),
@@ -441,14 +452,22 @@ def test_pods_mount_keys_where_the_image_reads_them_and_run_as_its_user():
     [deployment] = values["dagster-user-deployments"]["deployments"]
     final = dockerfile_stages(DOCKERFILE.read_text())[-1]
     [user] = [rest.split(":")[0] for instruction, rest in final["instructions"] if instruction == "USER"]
+    claims = set()
     for volumes, mounts in ((launcher["volumes"], launcher["volumeMounts"]),
                             (deployment["volumes"], deployment["volumeMounts"])):
         by_name = {volume["name"]: volume for volume in volumes}
         paths = {mount["mountPath"]: by_name[mount["name"]] for mount in mounts}
-        keys = paths[image_env["EVIDENCE_KEYS_DIR"]]
-        assert keys["secret"]["secretName"] == "evidence-signing-keys"
-        assert keys["secret"]["defaultMode"] == 0o440  # group-readable: the pods' fsGroup is the image's group
+        claims.add(paths[image_env["EVIDENCE_KEYS_DIR"]]["persistentVolumeClaim"]["claimName"])
         assert "emptyDir" in paths[image_env["EVIDENCE_WORK_DIR"]]  # per pod, never shared
+    # One keys directory for the code server and every run pod, provisioned by the init container from the Secret.
+    assert claims == {"evidence-keys"}
+    [init] = deployment["initContainers"]
+    by_name = {volume["name"]: volume for volume in deployment["volumes"]}
+    paths = {mount["mountPath"]: by_name[mount["name"]] for mount in init["volumeMounts"]}
+    assert paths[PROVISIONED_KEYS]["secret"]["secretName"] == "evidence-signing-keys"
+    assert paths[PROVISIONED_KEYS]["secret"]["defaultMode"] == 0o440  # group-readable: fsGroup is the image's group
+    assert paths[image_env["EVIDENCE_KEYS_DIR"]]["persistentVolumeClaim"]["claimName"] == "evidence-keys"
+    assert init["image"] == f"{deployment['image']['repository']}:{deployment['image']['tag']}"
     registry = Path(image_env["EVIDENCE_TENANT_REGISTRY"])
     by_name = {volume["name"]: volume for volume in deployment["volumes"]}
     [tenants] = [by_name[mount["name"]] for mount in deployment["volumeMounts"]
@@ -457,7 +476,8 @@ def test_pods_mount_keys_where_the_image_reads_them_and_run_as_its_user():
                     launcher["runK8sConfig"]["podSpecConfig"]["securityContext"]):
         assert context["runAsNonRoot"] and str(context["runAsUser"]) == user == str(context["fsGroup"])
     config_maps = {doc["metadata"]["name"]: doc["data"] for doc in
-                   yaml.safe_load_all((DEPLOY / "helm" / "evidence-config.yaml").read_text())}
+                   yaml.safe_load_all((DEPLOY / "helm" / "evidence-config.yaml").read_text())
+                   if doc["kind"] == "ConfigMap"}
     assert registry.name in config_maps[tenants["configMap"]["name"]]
     for env_config_maps in (launcher["envConfigMaps"], deployment["envConfigMaps"]):
         for entry in env_config_maps:
@@ -537,3 +557,70 @@ def test_chart_instance_opens_on_postgresql_with_our_classes_and_limits(tmp_path
         assert instance.get_runs() == []  # the run storage answers from its tables in that database
     finally:
         instance.dispose()
+
+
+# ---------------------------------------------------------------------------------------------------- key provisioning
+
+
+def _provision_scripts() -> tuple[str, str]:
+    """The keys-init script of compose.yaml (with Compose's `$$` escape undone) and of the Helm init container."""
+    compose = _yaml(COMPOSE)["services"]["keys-init"]["command"]
+    [deployment] = _values()["dagster-user-deployments"]["deployments"]
+    [init] = deployment["initContainers"]
+    assert compose[:2] == init["command"][:2] == ["sh", "-c"]
+    return compose[2].replace("$$", "$"), init["command"][2]
+
+
+def test_compose_and_helm_provision_keys_with_the_same_script():
+    compose, helm = _provision_scripts()
+    assert compose == helm
+
+
+def _kubernetes_secret_volume(path: Path, files: dict[str, bytes]) -> None:
+    """The layout the kubelet writes for a Secret volume: the files in a timestamped folder, `..data` pointing at
+    it, and one symlink per key at the top."""
+    data = path / "..2026_01_01_00_00_00.000000001"
+    data.mkdir(parents=True)
+    for name, content in files.items():
+        (data / name).write_bytes(content)
+        (data / name).chmod(0o440)
+    (path / "..data").symlink_to(data.name)
+    for name in files:
+        (path / name).symlink_to(f"..data/{name}")
+
+
+def test_provisioning_copies_the_key_files_once_and_never_over_a_rotated_keyring(tmp_path):
+    script, _ = _provision_scripts()
+    secret, keys = tmp_path / "secret", tmp_path / "keys"
+    keys.mkdir(mode=0o700)
+    files = {name: f"{name} bytes".encode() for name in sorted(KEY_FILES)}
+    _kubernetes_secret_volume(secret, files)
+    run = lambda: subprocess.run(  # noqa: E731
+        ["sh", "-c", script.replace(PROVISIONED_KEYS, str(secret))], env={"EVIDENCE_KEYS_DIR": str(keys),
+                                                                           "PATH": os.environ["PATH"]},
+        capture_output=True, text=True, check=True).stdout
+    assert run().strip() == "keys provisioned"
+    assert {path.name: path.read_bytes() for path in keys.iterdir()} == files  # no `..data`, no symlinks
+    assert all(not path.is_symlink() and path.stat().st_mode & 0o077 == 0 for path in keys.iterdir())
+    # A rotation has since replaced the statement key: a restarted pod must not put generation 1 back.
+    (keys / keys_module.STATEMENT_KEY).write_bytes(b"rotated")
+    (keys / "keyring.json").write_bytes(b"{}")
+    assert run().strip() == "keys already provisioned"
+    assert (keys / keys_module.STATEMENT_KEY).read_bytes() == b"rotated"
+
+
+def test_signing_needs_a_writable_keys_directory(tmp_path):
+    """Why the keys are copied to a volume rather than signed from the Secret mount: every signature takes
+    keyring.lock in the keys directory, creating it if needed and refusing a symlink, which is what a Kubernetes
+    Secret volume (read-only, one symlink per key) would give it."""
+    from evidence_pipeline.signing.rotation import LOCK, KeyDirectory
+
+    keys = tmp_path / "keys"
+    keys_module.load_keyring(keys, generate=True)
+    store = KeyDirectory(keys)
+    store.select()  # a writable directory: the lock file is created
+    assert (keys / LOCK).is_file()
+    (keys / LOCK).unlink()
+    (keys / LOCK).symlink_to(keys / "elsewhere.lock")
+    with pytest.raises(OSError):
+        KeyDirectory(keys).select()
