@@ -22,6 +22,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from importlib import resources
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -29,7 +30,7 @@ from urllib.parse import parse_qs, urlsplit
 import jsonschema
 import pytest
 import yaml
-from dagster import DagsterInstance
+from dagster import DagsterInstance, instance_for_test
 from dagster._config import process_config, resolve_to_config_type
 from dagster._core.instance.config import dagster_instance_config
 from dagster._serdes.config_class import ConfigurableClassData
@@ -624,3 +625,117 @@ def test_signing_needs_a_writable_keys_directory(tmp_path):
     (keys / LOCK).symlink_to(keys / "elsewhere.lock")
     with pytest.raises(OSError):
         KeyDirectory(keys).select()
+
+
+# ---------------------------------------------------------------------------------------------------- a run pod
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: none, cluster: {server: "https://127.0.0.1:9"}}]
+users: [{name: none, user: {token: unused}}]
+contexts: [{name: none, context: {cluster: none, user: none}}]
+current-context: none
+"""
+
+
+class RecordingBatchApi:
+    """Stands in for the Kubernetes batch API: keeps the Jobs the launcher creates instead of sending them."""
+
+    def __init__(self):
+        self.jobs = []
+
+    def create_namespaced_job(self, body, namespace, **_):
+        self.jobs.append((namespace, body))
+
+
+def test_k8s_run_launcher_builds_the_run_pod_from_the_chart_instance(tmp_path):
+    """dagster-k8s's own K8sRunLauncher, configured exactly as the rendered instance says (only the cluster
+    connection replaced), launches a run: the Job it would send must carry our image, settings, Secrets, keys volume,
+    resources and user."""
+    from dagster._core.code_pointer import ModuleCodePointer
+    from dagster._core.launcher import LaunchRunContext
+    from dagster._core.origin import JobPythonOrigin, RepositoryPythonOrigin
+    from dagster._core.storage.dagster_run import DagsterRun
+    from dagster_k8s import K8sRunLauncher
+
+    config = _rendered_config(tmp_path)["run_launcher"]["config"]
+    processed = process_config(resolve_to_config_type(K8sRunLauncher.config_type()), config)
+    assert processed.success, processed.errors
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG)
+    batch = RecordingBatchApi()
+    launcher = K8sRunLauncher(**{**processed.value, "load_incluster_config": False,
+                                 "kubeconfig_file": str(tmp_path / "kubeconfig")},
+                              k8s_client_batch_api=batch, k8s_client_core_api=object())
+    [deployment] = _values()["dagster-user-deployments"]["deployments"]
+    image = f"{deployment['image']['repository']}:{deployment['image']['tag']}"
+    origin = JobPythonOrigin("monthly_evidence", RepositoryPythonOrigin(
+        "/opt/evidence/venv/bin/python", ModuleCodePointer("evidence_pipeline.definitions", "defs", None),
+        container_image=image))
+    with instance_for_test() as instance:
+        launcher.register_instance(instance)
+        run = DagsterRun(job_name="monthly_evidence", run_id="0f1e2d3c-0000-4000-8000-000000000001",
+                         job_code_origin=origin)
+        instance.add_run(run)
+        launcher.launch_run(LaunchRunContext(dagster_run=run, workspace=None))
+    [(namespace, job)] = batch.jobs
+    assert namespace == RELEASE["release_namespace"]
+    pod = job.spec.template.spec
+    [container] = pod.containers
+    assert container.image == image
+    assert container.args[:5] == ["/opt/evidence/venv/bin/python", "-m", "dagster", "api", "execute_run"]
+    env = {var.name: var for var in container.env}
+    assert env["EVIDENCE_WORKERS"].value == "2" and env["EVIDENCE_OVERSIZE_WORKERS"].value == "1"
+    assert env["DAGSTER_PG_PASSWORD"].value_from.secret_key_ref.name == "evidence-postgresql"
+    sources = {(source.config_map_ref or source.secret_ref).name for source in container.env_from}
+    assert {"evidence-settings", "evidence-ledger", "evidence-aws"} <= sources
+    mounts = {mount.mount_path: mount.name for mount in container.volume_mounts}
+    volumes = {volume.name: volume for volume in pod.volumes}
+    image_env = _image_env()
+    assert volumes[mounts[image_env["EVIDENCE_KEYS_DIR"]]].persistent_volume_claim.claim_name == "evidence-keys"
+    assert volumes[mounts[image_env["EVIDENCE_WORK_DIR"]]].empty_dir is not None
+    assert container.resources.requests == {"cpu": "2", "memory": "1536Mi"}
+    assert container.security_context.allow_privilege_escalation is False
+    assert pod.security_context.run_as_user == 10001 and pod.security_context.run_as_non_root
+    assert pod.service_account_name == "evidence-dagster"
+
+
+# ---------------------------------------------------------------------------------------------------- the topology
+
+
+def test_webserver_and_daemon_workspace_reaches_a_code_server(tmp_path):
+    """The compose topology without containers: the image's command starts the code server (on loopback and a free
+    port instead of 0.0.0.0:4000), and deploy/workspace.yaml, pointed there, loads the location the way the
+    webserver and the daemon do: over gRPC, without importing the code in this process's workspace."""
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import WorkspaceFileTarget
+    from dagster._grpc.client import DagsterGrpcClient
+
+    from evidence_pipeline_tests.dagster_services import _free_port
+
+    final = dockerfile_stages(DOCKERFILE.read_text())[-1]
+    [command] = [json.loads(rest) for instruction, rest in final["instructions"] if instruction == "CMD"]
+    port = _free_port()
+    command = [str(Path(sys.executable).parent / command[0]), *command[1:]]
+    command[command.index("--host") + 1], command[command.index("--port") + 1] = "127.0.0.1", str(port)
+    workspace = _yaml(DEPLOY / "workspace.yaml")
+    workspace["load_from"][0]["grpc_server"].update(host="127.0.0.1", port=port)
+    (tmp_path / "workspace.yaml").write_text(yaml.safe_dump(workspace))
+    (tmp_path / "home").mkdir()
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"), "EVIDENCE_HOME": str(tmp_path / "evidence")}
+    with open(tmp_path / "code-server.log", "w") as log:
+        server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        client = DagsterGrpcClient(port=port, host="127.0.0.1")
+        deadline = time.monotonic() + 120
+        while client.health_check_query() != "SERVING":
+            assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "code-server.log").read_text()
+            time.sleep(0.2)
+        with instance_for_test() as instance, WorkspaceProcessContext(
+                instance, WorkspaceFileTarget(paths=[str(tmp_path / "workspace.yaml")])) as context:
+            location = context.create_request_context().get_code_location("evidence_pipeline")
+            assert type(location).__name__ == "GrpcServerCodeLocation"
+            [repository] = location.get_repositories().values()
+            assert repository.has_job("monthly_evidence")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
