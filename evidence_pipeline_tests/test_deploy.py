@@ -8,7 +8,10 @@
   keys as secret files, no secret written in the file.
 - deploy/helm/values.yaml: the instance config the chart renders from it (helm_chart.py) is loaded by Dagster's
   own loader and config schema, validated per class (the K8sRunLauncher with dagster-k8s), compared with
-  dagster.production.yaml, and finally opened as a DagsterInstance on a real PostgreSQL.
+  dagster.production.yaml, opened as a DagsterInstance on a real PostgreSQL, and its K8sRunLauncher builds the
+  Job of a run (sent to a recording fake, not a cluster).
+- Key provisioning: the one script of compose and Helm, run on a Kubernetes Secret's layout.
+- The topology: deploy/workspace.yaml loads the location from a code server started with the image's command.
 """
 
 from __future__ import annotations
