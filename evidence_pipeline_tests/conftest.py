@@ -11,6 +11,7 @@ import os
 import shutil
 import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -24,6 +25,7 @@ from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.store import ArtifactStore
 from evidence_pipeline.store.local import LocalStore
 
+REPO = Path(__file__).resolve().parent.parent
 pytest_plugins = ["evidence_pipeline_tests.intake_server"]  # the intake fixtures: documents, intake
 
 SMALL = TenantMonth("acme-books", "2026-10")
@@ -122,6 +124,33 @@ def runtime(backend, monkeypatch) -> Runtime:
 def local_runtime(tmp_path) -> Runtime:
     """A Runtime on the embedded default, for tests of pure functions."""
     return _with_fixture_sources(Runtime.from_settings(Settings.from_env({"EVIDENCE_HOME": str(tmp_path / "home")})))
+
+
+@pytest.fixture
+def instance(runtime, backend, monkeypatch, tmp_path):
+    """A Dagster instance for materialize() on the backend: dagster.yaml (SQLite) for the local one,
+    dagster.production.yaml on the ledger's PostgreSQL for aws; the fixture months' tenants are partitions."""
+    import yaml
+    from dagster import instance_for_test
+
+    from evidence_pipeline.defs.partitions import tenant_partitions
+
+    config = "dagster.yaml"
+    if "EVIDENCE_LEDGER_URL" in backend:
+        monkeypatch.setenv("DAGSTER_PG_URL", backend["EVIDENCE_LEDGER_URL"])
+        config = "dagster.production.yaml"
+    overrides = yaml.safe_load((REPO / config).read_text())
+    with instance_for_test(overrides=overrides, temp_dir=str(tmp_path)) as instance:
+        instance.add_dynamic_partitions(tenant_partitions.name, sorted({tm.tenant for tm in FIXTURE_MONTHS}))
+        yield instance
+
+
+@pytest.fixture
+def evidence(runtime):
+    """The Dagster resource over the runtime fixture's settings."""
+    from evidence_pipeline.defs.resources import EvidenceResource
+
+    return EvidenceResource(home=str(runtime.settings.home))
 
 
 def overwrite(runtime: Runtime, key: str, data: bytes | None, store: ArtifactStore | None = None) -> None:

@@ -96,7 +96,7 @@ class LocalPki:
         key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"evidence test {authority} root")])
         certificate = (
-            _builder(name, name, key.public_key(), now, 3650)
+            keyfiles.certificate_builder(name, name, key.public_key(), now, now + dt.timedelta(days=3650))
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
             .sign(key, hashes.SHA256())
@@ -108,8 +108,9 @@ class LocalPki:
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
         distribution = x509.DistributionPoint([x509.UniformResourceIdentifier(self._crl_url(issuer.name))],
                                               None, None, None)
+        until = now + dt.timedelta(days=days)
         return (
-            _builder(name, issuer.certificate.subject, public_key, now, days)
+            keyfiles.certificate_builder(name, issuer.certificate.subject, public_key, now, until)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.KeyUsage(True, True, False, False, False, False, False, False, False), critical=True)
             .add_extension(x509.ExtendedKeyUsage([eku]), critical=critical_eku)
@@ -138,19 +139,6 @@ class LocalPki:
 
     def time_stamp(self, request: bytes) -> bytes:
         return self._stamper.request_tsa_response(tsp.TimeStampReq.load(request)).dump()
-
-
-def _builder(subject: x509.Name, issuer: x509.Name, public_key, now: dt.datetime, days: float):
-    return (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(issuer)
-        .public_key(public_key)
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=days))
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
-    )
 
 
 def _handler(pki: LocalPki) -> type[BaseHTTPRequestHandler]:

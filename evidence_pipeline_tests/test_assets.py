@@ -2,50 +2,28 @@
 
 import io
 from datetime import date
-from pathlib import Path
 
 import dagster
 import pytest
 import sqlalchemy as sa
-import yaml
-from dagster import AssetKey, AssetRecordsFilter, instance_for_test, materialize
+from dagster import AssetKey, AssetRecordsFilter, materialize
 
 from evidence_pipeline import pipeline
 from evidence_pipeline.defs import provenance
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, report_preview, source_revision
 from evidence_pipeline.defs.demo import complete_months, run_demo
-from evidence_pipeline.defs.partitions import partition_key_for, range_tags, tenant_partitions
-from evidence_pipeline.defs.resources import EvidenceResource
+from evidence_pipeline.defs.partitions import partition_key_for, range_tags
 from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.validate import validate_report
 from evidence_pipeline.verify import verify_bundle
-from evidence_pipeline_tests.conftest import LARGE, SMALL
+from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, SMALL
 
-REPO = Path(__file__).resolve().parent.parent
 ASSETS = [source_revision, monthly_report, evidence_bundle]
 ASSET_NAMES = [a.key.to_user_string() for a in ASSETS]
-PARTITIONS = [SMALL, LARGE, TenantMonth("acme-books", "2026-09")]
-
-
-@pytest.fixture
-def instance(runtime, backend, monkeypatch, tmp_path):
-    """dagster.yaml (SQLite) for the local backend; dagster.production.yaml on the ledger's PostgreSQL for aws."""
-    config = "dagster.yaml"
-    if "EVIDENCE_LEDGER_URL" in backend:
-        monkeypatch.setenv("DAGSTER_PG_URL", backend["EVIDENCE_LEDGER_URL"])
-        config = "dagster.production.yaml"
-    overrides = yaml.safe_load((REPO / config).read_text())
-    with instance_for_test(overrides=overrides, temp_dir=str(tmp_path)) as instance:
-        instance.add_dynamic_partitions(tenant_partitions.name, sorted({tm.tenant for tm in PARTITIONS}))
-        yield instance
-
-
-@pytest.fixture
-def evidence(runtime):
-    return EvidenceResource(home=str(runtime.settings.home))
+PARTITIONS = FIXTURE_MONTHS
 
 
 def _materialize(instance, evidence, tenant_month, **kwargs):

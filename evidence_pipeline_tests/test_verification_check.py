@@ -1,47 +1,25 @@
 """The offline_verification asset check: one result per tenant-month, recorded by Dagster, failing with reason codes
 when the published bundle is tampered with. Runs on both backend sets (SQLite + local archive, PostgreSQL + S3)."""
 
-from pathlib import Path
 
-import pytest
-import yaml
-from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter, instance_for_test, materialize
+from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter, materialize
 from dagster._core.event_api import PartitionKeyFilter
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
 from evidence_pipeline.defs.checks import CHECK_NAME, offline_verification, verify_published
-from evidence_pipeline.defs.partitions import partition_key_for, range_tags, tenant_partitions
-from evidence_pipeline.defs.resources import EvidenceResource
+from evidence_pipeline.defs.partitions import partition_key_for, range_tags
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.verify import verify_bundle
-from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, SMALL, overwrite
+from evidence_pipeline_tests.conftest import SMALL, overwrite
 
-REPO = Path(__file__).resolve().parent.parent
 ASSETS = [source_revision, monthly_report, evidence_bundle, offline_verification]
 CHECK = AssetCheckKey(evidence_bundle.key, CHECK_NAME)
 # A run of the asset job with only the check (Dagster 1.13's UI cannot launch a partitioned check on its own).
 CHECK_ONLY = defs.resolve_implicit_global_asset_job_def().get_subset(asset_selection=set(),
                                                                      asset_check_selection={CHECK})
 EARLIER = TenantMonth("acme-books", "2026-09")  # with SMALL, a range of one tenant's months
-
-
-@pytest.fixture
-def instance(runtime, backend, monkeypatch, tmp_path):
-    config = "dagster.yaml"
-    if "EVIDENCE_LEDGER_URL" in backend:
-        monkeypatch.setenv("DAGSTER_PG_URL", backend["EVIDENCE_LEDGER_URL"])
-        config = "dagster.production.yaml"
-    overrides = yaml.safe_load((REPO / config).read_text())
-    with instance_for_test(overrides=overrides, temp_dir=str(tmp_path)) as instance:
-        instance.add_dynamic_partitions(tenant_partitions.name, sorted({tm.tenant for tm in FIXTURE_MONTHS}))
-        yield instance
-
-
-@pytest.fixture
-def evidence(runtime):
-    return EvidenceResource(home=str(runtime.settings.home))
 
 
 def _latest_check(instance, tenant_month: TenantMonth):

@@ -202,7 +202,7 @@ def _generate_dev_keys(directory: Path) -> None:
         root_key = ec.generate_private_key(ec.SECP384R1())
         root_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "evidence_pipeline development root")])
         root = (
-            _builder(root_name, root_name, root_key.public_key(), now)
+            certificate_builder(root_name, root_name, root_key.public_key(), now)
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(_usage(cert_sign=True), critical=True)
             .sign(root_key, hashes.SHA256())
@@ -248,7 +248,7 @@ def write_generation(directory: Path, root_key, root: x509.Certificate, now: dt.
     name = x509.Name([*subject, x509.NameAttribute(NameOID.SERIAL_NUMBER, uuid.uuid4().hex)])
     # The signer never outlives its issuer.
     until = min(now - dt.timedelta(minutes=5) + lifetime, root.not_valid_after_utc)
-    builder = _builder(name, root.subject, signer_key.public_key(), now, until)
+    builder = certificate_builder(name, root.subject, signer_key.public_key(), now, until)
     for extension, critical in extensions:
         builder = builder.add_extension(extension, critical=critical)
     signer = builder.add_extension(
@@ -276,8 +276,8 @@ def load_root_key(path: Path, root: x509.Certificate):
     return key
 
 
-def _builder(subject: x509.Name, issuer: x509.Name, public_key, now: dt.datetime,
-             until: dt.datetime | None = None) -> x509.CertificateBuilder:
+def certificate_builder(subject: x509.Name, issuer: x509.Name, public_key, now: dt.datetime,
+                        until: dt.datetime | None = None) -> x509.CertificateBuilder:
     return (
         x509.CertificateBuilder()
         .subject_name(subject)
