@@ -6,11 +6,13 @@ Only valid slugs are ever registered; a bad line is reported by line number and 
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.faults import io_fault
 from evidence_pipeline.models import validate_tenant_id
 from evidence_pipeline.paths import private_dirs
 
@@ -62,10 +64,21 @@ def remove_from_registry(path: Path, tenant: str) -> bool:
     if len(kept) == len(lines):
         return False
     scratch = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.writelines(kept)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(scratch, path)
+    try:
+        io_fault("registry_write")
+        fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.writelines(kept)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(scratch, path)
+    except OSError as error:
+        scratch.unlink(missing_ok=True)
+        if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):  # e.g. a ConfigMap mounted read-only
+            raise EvidenceError(ReasonCode.TENANT_REGISTRY_READ_ONLY,
+                                f"the tenant registry cannot be rewritten here: remove {tenant} where it is "
+                                "managed, then run this again") from None
+        reason = errno.errorcode.get(error.errno, "I/O error")
+        raise EvidenceError(ReasonCode.LOCAL_IO_FAILED,
+                            f"the tenant registry could not be rewritten ({reason})") from None
     return True

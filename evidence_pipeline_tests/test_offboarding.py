@@ -113,3 +113,18 @@ def test_offboard_command_reports_and_refuses_an_empty_reason(tmp_path):
     assert "tenant acme offboarded at" in done.output and "evidence kept: 0 bundles" in done.output
     again = CliRunner().invoke(main, ["tenant", "offboard", "acme", "--reason", "left"], env=env)
     assert again.exit_code == 0 and "this one converged" in again.output
+
+
+def test_a_read_only_registry_is_refused_before_anything_is_recorded(documents, monkeypatch):
+    rt = documents.runtime
+    registry = rt.settings.tenant_registry
+    add_to_registry(registry, ["acme", "globex"])
+    monkeypatch.setenv("EVIDENCE_IO_FAULT", "registry_write:EROFS")  # as a ConfigMap mounted read-only
+    with pytest.raises(EvidenceError) as refused:
+        offboard_tenant(documents, "acme", "contract ended", "operator")
+    assert refused.value.code == ReasonCode.TENANT_REGISTRY_READ_ONLY
+    assert rt.ledger.offboarded_tenants() == set() and read_registry(registry)[0] == ["acme", "globex"]
+    assert [p.name for p in registry.parent.iterdir() if p.name.startswith(f".{registry.name}")] == []
+
+    monkeypatch.delenv("EVIDENCE_IO_FAULT")  # writable again: the same command now goes through
+    assert offboard_tenant(documents, "acme", "contract ended", "operator")["first_run"]
