@@ -781,6 +781,29 @@ def ruleset_shadow(candidate: str, sample: int, as_json: bool) -> None:
                f"{len(changed)} changed; nothing was signed or recorded")
 
 
+@main.command()
+@click.argument("artifact_id")
+@json_option
+def lineage(artifact_id: str, as_json: bool) -> None:
+    """Walk from ARTIFACT_ID (an archive key, as a job's status lists its outputs) back to the uploaded bytes,
+    checking every digest, DSSE statement and ledger event on the way. Exit 0 only when the whole chain holds;
+    otherwise the reason code names the link that does not."""
+    from evidence_pipeline.documents.lineage import lineage as walk
+    from evidence_pipeline.intake import open_documents
+
+    report = walk(open_documents(_settings()), artifact_id)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        for link in report["links"]:
+            named = link.get("artifact_id") or link.get("signature_check_id") or link.get("document_id")
+            click.echo(f"ok  {link['link']:<16} {named}")
+        failed = f"FAILED {report['code']}: {report['link']}: {report['message']}"
+        click.echo("LINEAGE HOLDS" if report["ok"] else failed)
+    if not report["ok"]:
+        click.get_current_context().exit(exit_code(report["code"]))
+
+
 @main.group()
 def intake() -> None:
     """The HTTP front door for tenants' documents and jobs."""

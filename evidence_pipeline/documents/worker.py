@@ -299,7 +299,9 @@ def _check_signatures(documents: Documents, job: dict, lease: Lease, document: P
     (record, record_sha256), _ = put_or_adopt(rt.archive, f"{base}.json", scratch, make, adopt)
     summary = {
         "outcome": record["outcome"],
-        "signatures": [{k: s[k] for k in ("field", "page", "signed_revision", "findings")} for s in record["signatures"]],
+        "signatures": [
+            {k: s[k] for k in ("field", "page", "signed_revision", "findings")} for s in record["signatures"]
+        ],
     }
     predicate = {"signature_check_id": check, "policy_version": policy.version, "record_sha256": record_sha256,
                  "key_id": rt.keyring.statement_key_id} | summary

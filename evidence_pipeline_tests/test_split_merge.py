@@ -1,0 +1,376 @@
+"""Signature check, split and merge, and `evidence lineage`: signed bundles made with pyHanko in the tests,
+through the real intake server and the document worker, on both backends (SQLite + local archive, PostgreSQL +
+S3 on a moto server)."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+
+import pytest
+import sqlalchemy as sa
+from pypdf import PdfReader
+
+from evidence_pipeline.config import Settings
+from evidence_pipeline.documents import signature_check
+from evidence_pipeline.documents.derive import parse_parts
+from evidence_pipeline.documents.gate import gate
+from evidence_pipeline.documents.registry import operation
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.intake import open_documents
+from evidence_pipeline.signing.keys import load_keyring
+from evidence_pipeline_tests import signed_bundles as bundles
+from evidence_pipeline_tests.conftest import drop_append_only_guards, overwrite, require_tool
+from evidence_pipeline_tests.intake_server import client, error_code, intake_environment, submit, tokens, upload
+from evidence_pipeline_tests.test_cli import _invoke
+from evidence_pipeline_tests.test_documents_worker import dispatch
+
+PARTS = [{"name": part.name, "pages": part.pages} for part in bundles.PARTS]
+TRUSTED = "EVIDENCE_SIGNATURE_TRUST_ROOTS"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    """The district's signing certificate (the policy trusts its root) and a stranger's (not trusted)."""
+    home = tmp_path_factory.mktemp("pki")
+    return load_keyring(home / "district", generate=True), load_keyring(home / "stranger", generate=True)
+
+
+@pytest.fixture
+def environment(backend, pki) -> dict[str, str]:
+    return intake_environment(backend) | {TRUSTED: str(pki[0].root_cert_path)}
+
+
+@pytest.fixture
+def documents(environment):
+    return open_documents(Settings.from_env(environment))
+
+
+# --- the parts option ------------------------------------------------------------------------------------------
+
+
+def test_the_parts_option_is_checked_and_normalized():
+    assert parse_parts([{"name": "a", "pages": "1-2, 5"}, {"name": "b", "pages": "3"}]) == [
+        {"name": "a", "pages": "1-2,5"}, {"name": "b", "pages": "3"}]
+    split = operation("split")
+    assert split.normalize({"parts": PARTS}) == {"parts": PARTS, "active_content": "refuse"}
+    for parts in (
+        [{"name": "a", "pages": "1-4"}, {"name": "b", "pages": "4-6"}],  # overlap
+        [{"name": "a", "pages": "4-1"}],  # backwards
+        [{"name": "a", "pages": "0"}],
+        [{"name": "a", "pages": "1-x"}],
+        [{"name": "a", "pages": "1"}, {"name": "a", "pages": "2"}],  # a name twice
+        [{"name": "../a", "pages": "1"}],  # names become keys: slugs only
+        [{"name": "a", "pages": "1", "extra": 1}],
+        [],
+        "1-4",
+    ):
+        with pytest.raises(EvidenceError) as refused:
+            split.normalize({"parts": parts})
+        assert refused.value.code == ReasonCode.OPTIONS_INVALID, parts
+    with pytest.raises(EvidenceError) as missing:
+        split.normalize({})
+    assert missing.value.code == ReasonCode.OPTIONS_INVALID
+
+
+# --- the signature check ---------------------------------------------------------------------------------------
+
+
+def _check(pdf: bytes, pki) -> dict:
+    gate(io.BytesIO(pdf))
+    policy = signature_check.trust_policy(pki[1].root_pem, pki[0].root_pem)  # the stranger's root is not this one
+    return signature_check.check_signatures(io.BytesIO(pdf), "0" * 64, policy, "sgc_test")
+
+
+def _facts(record: dict) -> list[tuple]:
+    return [(s["field"], s["page"], s["signed_revision"], s["coverage"], s["modifications_after_signing"],
+             s["trusted"], s["intact"], s["findings"]) for s in record["signatures"]]
+
+
+def test_signed_bundles_get_their_signature_findings(pki):
+    district, stranger = pki
+    base = bundles.district_agreement()
+    signed = bundles.sign(base, district)
+    untrusted_policy = signature_check.trust_policy(stranger.root_pem, None)
+    valid = _check(signed, pki)
+    assert valid["outcome"] == "no_findings" and valid["revisions"] == 3
+    assert _facts(valid) == [("DistrictSignature", 5, 3, "entire_file", "none", True, True, [])]
+    assert valid["signatures"][0]["signing_time_claimed"] and valid["policy_version"].startswith("signature-check/")
+
+    changed = _check(bundles.modified(signed), pki)  # drawn on page 1 after signing
+    assert changed["outcome"] == "findings" and changed["revisions"] == 4
+    assert _facts(changed) == [("DistrictSignature", 5, 3, "entire_revision", "other", True, True,
+                                ["modified_after_signing", "docmdp_violated"])]
+
+    untrusted = signature_check.check_signatures(io.BytesIO(signed), "0" * 64, untrusted_policy, "sgc_test")
+    assert _facts(untrusted) == [("DistrictSignature", 5, 3, "entire_file", "none", False, True, ["untrusted"])]
+    assert untrusted["signatures"][0]["trust_problem"] and untrusted["policy_version"] != valid["policy_version"]
+
+    two = _check(bundles.sign(bundles.with_signature_field(signed, "Countersignature", 7), district,
+                              "Countersignature"), pki)
+    assert two["outcome"] == "no_findings"  # a later signature is form filling, which the policy accepts
+    assert _facts(two) == [("DistrictSignature", 5, 3, "entire_revision", "form_filling", True, True, []),
+                           ("Countersignature", 7, 5, "entire_file", "none", True, True, [])]
+
+    later = _check(bundles.modified(bundles.sign(bundles.updated(base), district)), pki)
+    assert later["revisions"] == 5  # signed in the fourth revision (an incremental update), then modified
+    assert _facts(later) == [("DistrictSignature", 5, 4, "entire_revision", "other", True, True,
+                              ["modified_after_signing", "docmdp_violated"])]
+
+    broken = bytearray(signed)  # a byte inside the signed range: integrity, not trust
+    at = broken.index(b"Exhibits, continued") if b"Exhibits, continued" in broken else len(base) // 2
+    broken[at] ^= 0x01
+    tampered = signature_check.check_signatures(io.BytesIO(bytes(broken)), "0" * 64,
+                                                signature_check.trust_policy(district.root_pem, None), "sgc_test")
+    assert not tampered["signatures"][0]["intact"] and "digest_mismatch" in tampered["signatures"][0]["findings"]
+    assert _check(base, pki)["outcome"] == "unsigned"
+
+
+# --- through the front door ------------------------------------------------------------------------------------
+
+
+def _status(http, job_id: str) -> dict:
+    return http.get(f"/v1/jobs/{job_id}").json()
+
+
+def _accept(http, key: str, body: dict) -> str:
+    accepted = submit(http, key, body)
+    assert accepted.status_code in (200, 202), accepted.text
+    return accepted.json()["job_id"]
+
+
+def _split(http, documents, pdf: bytes, key: str = "split-1", parts=PARTS) -> tuple[dict, dict]:
+    document = upload(http, pdf).json()
+    job_id = _accept(http, key, {"operation": "split", "inputs": [document["document_id"]],
+                                 "options": {"parts": parts}})
+    dispatch(documents, f"run-{key}")
+    return document, _status(http, job_id)
+
+
+def _pdfs(status: dict) -> dict[str, str]:
+    """part name -> the artifact id of its PDF"""
+    return {o["artifact_id"].rsplit("/", 1)[1].removesuffix(".pdf"): o["artifact_id"]
+            for o in status["outputs"] if o["artifact_id"].endswith(".pdf")}
+
+
+def _agreement_merged(documents, http, pki) -> dict:
+    """Upload the signed agreement, split it into four, review each part, merge the approved ones."""
+    signed = bundles.sign(bundles.district_agreement(), pki[0])
+    upload_doc, split = _split(http, documents, signed)
+    assert (split["state"], split["stage"], split["reason"]) == ("succeeded", "completed", None), split
+    parts = _pdfs(split)
+    reviews = {name: _accept(http, f"review-{name}", {"operation": "contract-review", "inputs": [artifact]})
+               for name, artifact in parts.items()}
+    dispatch(documents, "run-reviews")
+    decided = {name: _status(http, job_id)["findings"]["decision"] for name, job_id in reviews.items()}
+    approved = [parts[p.name] for p in bundles.PARTS if p.approved]
+    merge_id = _accept(http, "merge-1", {"operation": "merge", "inputs": approved})
+    dispatch(documents, "run-merge")
+    return {"upload": upload_doc, "split": split, "parts": parts, "decided": decided, "approved": approved,
+            "merge": _status(http, merge_id), "signed": signed}
+
+
+def test_the_four_part_agreement_end_to_end(documents, intake, pki, environment, tmp_path):
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        done = _agreement_merged(documents, http, pki)
+        refused = submit(http, "merge-unapproved", {"operation": "merge", "inputs": [
+            done["parts"]["data-processing-addendum"], done["parts"]["exhibits"]]})
+        unknown = submit(http, "merge-unknown", {"operation": "merge", "inputs": [
+            done["parts"]["exhibits"].replace("exhibits", "nothing"), done["parts"]["exhibits"]]})
+    assert list(done["parts"]) == [p.name for p in bundles.PARTS]
+    assert done["decided"] == {p.name: "approved" if p.approved else "rejected" for p in bundles.PARTS}
+    assert (refused.status_code, error_code(refused)) == (422, "MERGE_INPUT_NOT_APPROVED")
+    assert (unknown.status_code, error_code(unknown)) == (404, "DOCUMENT_NOT_FOUND")
+    merge = done["merge"]
+    assert (merge["state"], merge["stage"]) == ("succeeded", "completed"), merge
+    archive, ledger = documents.runtime.archive, documents.runtime.ledger
+    [merged_id] = _pdfs(merge).values()
+    merged = archive.get(merged_id)
+    pages = [p.extract_text() for p in PdfReader(io.BytesIO(merged)).pages]
+    assert len(pages) == 5 and "Master agreement, continued" in pages[1] and "Exhibits, continued" in pages[4]
+    assert not any("Data processing addendum" in text for text in pages)  # the rejected part stays out
+    # The upload is never modified; the rejected branch is kept.
+    assert documents.store.get(f"acme/{done['upload']['sha256']}") == done["signed"]
+    assert archive.exists(done["parts"]["data-processing-addendum"])
+
+    # The signature check: its own stage, record, statement and event; the page that holds the signature.
+    [checked] = ledger.events_of_type("signature.checked")
+    check = checked["details"]
+    assert check["outcome"] == "no_findings" and check["signatures"] == [
+        {"field": "DistrictSignature", "page": 5, "signed_revision": 3, "findings": []}]
+    assert checked["subject_sha256"] == done["upload"]["sha256"]
+    record = json.loads(archive.get(check["record"]))
+    assert record["signature_check_id"] == check["signature_check_id"] and record["policy_version"] == check[
+        "policy_version"] and record["signatures"][0]["trusted"] is True
+    stages = [e["details"]["stage"] for e in ledger.events_of_type("document.stage")
+              if e["details"]["job_id"] == done["split"]["job_id"]]
+    assert stages == ["validating", "signature_check", "splitting", "signing", "committing"]
+
+    # Lineage on every derivative: manifest, statement and event agree.
+    derived = {e["details"]["artifact_id"]: e for e in ledger.events_of_type("document.derived")}
+    assert set(derived) == set(done["parts"].values()) | {merged_id}
+    part = derived[done["parts"]["signature-page"]]["details"]["lineage"]
+    assert part == {
+        "original_digest": done["upload"]["sha256"],
+        "parent_artifact_ids": [done["upload"]["document_id"]],
+        "operation": "split",
+        "policy_version": documents.runtime.settings.policy_version,
+        "output_digest": derived[done["parts"]["signature-page"]]["subject_sha256"],
+        "signature_check_id": check["signature_check_id"],
+        "derivation_id": part["derivation_id"],
+    }
+    merged_lineage = derived[merged_id]["details"]["lineage"]
+    assert merged_lineage["parent_artifact_ids"] == done["approved"] and merged_lineage["operation"] == "merge"
+    assert merged_lineage["signature_check_id"] == check["signature_check_id"]
+    assert [r["artifact_id"] for r in merged_lineage["reviews"]] == done["approved"]
+    manifest = json.loads(archive.get(merged_id.replace(".pdf", ".manifest.json")))
+    assert manifest["lineage"] == merged_lineage
+
+    # No derivative carries a signature of its parent: pdfsig finds none.
+    pdfsig = require_tool("pdfsig")
+    for artifact_id in [*done["parts"].values(), merged_id]:
+        path = tmp_path / artifact_id.rsplit("/", 1)[1]
+        path.write_bytes(archive.get(artifact_id))
+        shown = subprocess.run([pdfsig, str(path)], capture_output=True, text=True)
+        assert "does not contain any signatures" in shown.stdout + shown.stderr, shown.stdout
+        assert b"/ByteRange" not in path.read_bytes() and b"/DSS" not in path.read_bytes()
+        assert b"/Perms" not in path.read_bytes() and b"/AcroForm" not in path.read_bytes()
+    source = tmp_path / "upload.pdf"
+    source.write_bytes(done["signed"])
+    assert "Signature #1" in subprocess.run([pdfsig, str(source)], capture_output=True, text=True).stdout
+
+    # `evidence lineage` walks from the merge back to the upload.
+    walked = _invoke(["lineage", merged_id, "--json"], environment)
+    assert walked.exit_code == 0, walked.output
+    report = json.loads(walked.output)
+    assert report["ok"] and report["code"] is None
+    kinds = [link["link"] for link in report["links"]]
+    assert kinds.count("review") == 3 and kinds.count("upload") == 3 and kinds.count("signature_check") == 3
+    assert kinds[0] == "derivative" and kinds.count("derivative") == 4
+    text = _invoke(["lineage", merged_id], environment)
+    assert text.exit_code == 0 and "LINEAGE HOLDS" in text.output
+    for artifact_id in done["parts"].values():  # and from any part, the rejected one included
+        assert _invoke(["lineage", artifact_id], environment).exit_code == 0
+    nothing = _invoke(["lineage", "documents/acme/derived/nothing.pdf", "--json"], environment)
+    assert nothing.exit_code == 2 and json.loads(nothing.output)["error"]["code"] == "LINEAGE_NOT_FOUND"
+
+
+def _walk(environment, artifact_id: str) -> tuple[int, dict]:
+    result = _invoke(["lineage", artifact_id, "--json"], environment)
+    return result.exit_code, json.loads(result.output)
+
+
+def test_tampering_with_any_link_fails_the_walk_naming_it(documents, intake, pki, environment):
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        done = _agreement_merged(documents, http, pki)
+    rt = documents.runtime
+    [merged_id] = _pdfs(done["merge"]).values()
+    exhibits, master = done["parts"]["exhibits"], done["parts"]["master-agreement"]
+    assert _walk(environment, merged_id)[0] == 0
+
+    # An intermediate artifact's bytes.
+    original = rt.archive.get(exhibits)
+    assert original.endswith(b"%%EOF\n")
+    overwrite(rt, exhibits, original[:-6] + b"%%EOF\n%" + b"\n")  # still a PDF, one byte more
+    code, report = _walk(environment, merged_id)
+    assert (code, report["code"], report["link"]) == (1, "LINEAGE_DIGEST_MISMATCH", f"split {exhibits}")
+    overwrite(rt, exhibits, original)
+    assert _walk(environment, merged_id)[0] == 0
+
+    # A statement: the master agreement part's, replaced by another part's (validly signed, about other bytes).
+    statement = master.replace(".pdf", ".statement.dsse.json")
+    kept = rt.archive.get(statement)
+    overwrite(rt, statement, rt.archive.get(exhibits.replace(".pdf", ".statement.dsse.json")))
+    code, report = _walk(environment, merged_id)
+    assert (code, report["code"], report["link"]) == (1, "LINEAGE_STATEMENT_INVALID", f"split {master}")
+    overwrite(rt, statement, kept)
+
+    # A review decision's bytes.
+    [review] = [r for r in rt.ledger.events_of_type("document.derived")
+                if r["details"]["artifact_id"] == merged_id][0]["details"]["lineage"]["reviews"][:1]
+    decision_key = next(a["key"] for a in rt.ledger.events_of_type("document.published")
+                        if a["details"]["job_id"] == review["review_job_id"]
+                        for a in a["details"]["artifacts"] if a["name"] == "decision.json")
+    decision = rt.archive.get(decision_key)
+    overwrite(rt, decision_key, decision.replace(b'"approved"', b'"approved" '))
+    code, report = _walk(environment, merged_id)
+    assert (code, report["code"]) == (1, "LINEAGE_DIGEST_MISMATCH")
+    assert report["link"] == f"review {review['review_job_id']} of {master}"
+    overwrite(rt, decision_key, decision)
+
+    # The signature check record.
+    [checked] = rt.ledger.events_of_type("signature.checked")
+    record = rt.archive.get(checked["details"]["record"])
+    overwrite(rt, checked["details"]["record"], record.replace(b'"no_findings"', b'"findings"'))
+    code, report = _walk(environment, master)
+    assert (code, report["code"], report["link"]) == (
+        1, "LINEAGE_DIGEST_MISMATCH", f"signature check {checked['details']['signature_check_id']}")
+    overwrite(rt, checked["details"]["record"], record)
+
+    # The upload's bytes in the document store.
+    upload_key = f"acme/{done['upload']['sha256']}"
+    overwrite(rt, upload_key, done["signed"] + b"\n", store=documents.store)
+    code, report = _walk(environment, master)
+    assert (code, report["code"], report["link"]) == (
+        1, "LINEAGE_DIGEST_MISMATCH", f"upload {done['upload']['document_id']}")
+    overwrite(rt, upload_key, done["signed"], store=documents.store)
+    assert _walk(environment, merged_id)[0] == 0
+
+    # A ledger row: the exhibits part's document.derived event rewritten in place.
+    drop_append_only_guards(rt.ledger)
+    events = rt.ledger.audit_events
+    with rt.ledger.engine.begin() as conn:
+        [(seq, body)] = [
+            (seq, body) for seq, body in conn.execute(
+                sa.select(events.c.seq, events.c.body).where(events.c.event_type == "document.derived"))
+            if json.loads(body)["details"]["artifact_id"] == exhibits
+        ]
+        rewritten = body.replace('"name":"exhibits"', '"name":"exhibit-c"')
+        assert rewritten != body
+        conn.execute(events.update().where(events.c.seq == seq).values(body=rewritten))
+    code, report = _walk(environment, merged_id)
+    assert (code, report["code"], report["link"]) == (1, "LINEAGE_EVENT_INVALID", f"split {exhibits}")
+    assert "breaks the hash chain" in report["message"]
+
+
+def test_unapproved_merge_inputs_are_refused_at_admission(documents, intake, pki):
+    acme, globex = tokens(documents)
+    with client(intake, acme) as http:
+        _, split = _split(http, documents, bundles.sign(bundles.district_agreement(), pki[0]))
+        parts = _pdfs(split)
+        pair = [parts["exhibits"], parts["master-agreement"]]
+        unreviewed = submit(http, "m1", {"operation": "merge", "inputs": pair})
+        addendum = parts["data-processing-addendum"]
+        review_id = _accept(http, "r1", {"operation": "contract-review", "inputs": [addendum]})
+        dispatch(documents, "run-r")
+        assert _status(http, review_id)["state"] == "rejected"
+        rejected = submit(http, "m2", {"operation": "merge", "inputs": [parts["data-processing-addendum"],
+                                                                        parts["exhibits"]]})
+        uploads = submit(http, "m3", {"operation": "merge", "inputs": [split["inputs"][0], split["inputs"][0]]})
+    with client(intake, globex) as other:  # another tenant's artifacts do not exist for this one
+        foreign = submit(other, "m4", {"operation": "merge", "inputs": [parts["exhibits"], parts["master-agreement"]]})
+    for refused in (unreviewed, rejected, uploads):
+        assert (refused.status_code, error_code(refused)) == (422, "MERGE_INPUT_NOT_APPROVED")
+    assert (foreign.status_code, error_code(foreign)) == (404, "DOCUMENT_NOT_FOUND")
+
+
+def test_the_same_request_twice_converges_on_the_same_output(documents, intake, pki):
+    acme, _ = tokens(documents)
+    signed = bundles.sign(bundles.district_agreement(), pki[0])
+    with client(intake, acme) as http:
+        _, first = _split(http, documents, signed, "split-a")
+        _, again = _split(http, documents, signed, "split-b")  # another idempotency key, the same content
+        _, other = _split(http, documents, signed, "split-c", [{"name": "all", "pages": "1-7"}])
+        bad = _split(http, documents, signed, "split-d", [{"name": "beyond", "pages": "7-9"}])[1]
+    assert first["job_id"] != again["job_id"] and (first["state"], again["state"]) == ("succeeded", "succeeded")
+    derived = [(o["artifact_id"], o["sha256"]) for o in first["outputs"] if "/derived/" in o["artifact_id"]]
+    assert derived == [(o["artifact_id"], o["sha256"]) for o in again["outputs"] if "/derived/" in o["artifact_id"]]
+    assert len(derived) == 12  # a PDF, statement and manifest per part
+    ledger = documents.runtime.ledger
+    assert len(ledger.events_of_type("document.derived")) == 4 + 1  # once per artifact, whichever job
+    assert len(ledger.events_of_type("signature.checked")) == 1  # once per bytes and policy
+    assert _pdfs(other)["all"] not in dict(derived)
+    assert (bad["state"], bad["reason"], bad["outputs"]) == ("rejected", "OPTIONS_INVALID", [])
