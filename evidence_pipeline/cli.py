@@ -160,10 +160,18 @@ def verify(locations: tuple[str, ...], as_json: bool, key_ids: tuple[str, ...], 
     document (keys/keyring-*.json), signed by the trust root, lists. Pin the trust root id you received out of band
     with --root-id, otherwise whoever can write the archive could publish a root and keyring of their own. An
     archive from before key rotation has no keyring: pin its statement keys with --key-id too.
+
+    A LOCATION may also be a document artifact id (documents/<tenant>/…, as a job's status lists its outputs):
+    it is verified as `evidence lineage` verifies it, back to the upload, with the configured ledger and stores.
     """
     from evidence_pipeline.locations import locate  # with verify_many: pyHanko, which only verify needs
 
     settings = _settings()
+    artifacts = [location for location in locations if _is_artifact_id(location)]
+    if artifacts:
+        if len(artifacts) != len(locations):
+            raise EvidenceError(ReasonCode.CONFIG_INVALID, "verify either bundles or document artifact ids, not both")
+        sys.exit(max(_walk_lineage(artifact, as_json) for artifact in artifacts))
     targets = [locate(location) for location in locations]
     if len(targets) == 1 and targets[0].is_bundle:
         from evidence_pipeline.verify import verify_bundle
@@ -788,6 +796,17 @@ def lineage(artifact_id: str, as_json: bool) -> None:
     """Walk from ARTIFACT_ID (an archive key, as a job's status lists its outputs) back to the uploaded bytes,
     checking every digest, DSSE statement and ledger event on the way. Exit 0 only when the whole chain holds;
     otherwise the reason code names the link that does not."""
+    code = _walk_lineage(artifact_id, as_json)
+    if code != EXIT_OK:
+        click.get_current_context().exit(code)
+
+
+def _is_artifact_id(location: str) -> bool:
+    return location.startswith("documents/") and not Path(location).exists()
+
+
+def _walk_lineage(artifact_id: str, as_json: bool) -> int:
+    """Walk one artifact's lineage, print the report; its exit code."""
     from evidence_pipeline.documents.lineage import lineage as walk
     from evidence_pipeline.intake import open_documents
 
@@ -800,8 +819,7 @@ def lineage(artifact_id: str, as_json: bool) -> None:
             click.echo(f"ok  {link['link']:<16} {named}")
         failed = f"FAILED {report['code']}: {report['link']}: {report['message']}"
         click.echo("LINEAGE HOLDS" if report["ok"] else failed)
-    if not report["ok"]:
-        click.get_current_context().exit(exit_code(report["code"]))
+    return EXIT_OK if report["ok"] else exit_code(report["code"])
 
 
 @main.group()

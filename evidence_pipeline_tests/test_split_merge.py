@@ -251,6 +251,8 @@ def test_the_four_part_agreement_end_to_end(documents, intake, pki, environment,
     assert kinds[0] == "derivative" and kinds.count("derivative") == 4
     text = _invoke(["lineage", merged_id], environment)
     assert text.exit_code == 0 and "LINEAGE HOLDS" in text.output
+    verified = _invoke(["verify", merged_id], environment)  # `evidence verify` takes document artifacts too
+    assert verified.exit_code == 0 and "LINEAGE HOLDS" in verified.output
     for artifact_id in done["parts"].values():  # and from any part, the rejected one included
         assert _invoke(["lineage", artifact_id], environment).exit_code == 0
     nothing = _invoke(["lineage", "documents/acme/derived/nothing.pdf", "--json"], environment)
@@ -277,6 +279,7 @@ def test_tampering_with_any_link_fails_the_walk_naming_it(documents, intake, pki
     overwrite(rt, exhibits, original[:-6] + b"%%EOF\n%" + b"\n")  # still a PDF, one byte more
     code, report = _walk(environment, merged_id)
     assert (code, report["code"], report["link"]) == (1, "LINEAGE_DIGEST_MISMATCH", f"split {exhibits}")
+    assert _invoke(["verify", merged_id], environment).exit_code == 1
     overwrite(rt, exhibits, original)
     assert _walk(environment, merged_id)[0] == 0
 

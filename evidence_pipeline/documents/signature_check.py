@@ -42,12 +42,6 @@ POLICY_NAME = "signature-check/2026.1"
 # filling in form fields (including later signatures), as PAdES and DocMDP level 2 allow.
 ACCEPTED_MODIFICATIONS = (ModificationLevel.NONE, ModificationLevel.LTA_UPDATES, ModificationLevel.FORM_FILLING)
 MAX_SIGNATURES = 50
-_COVERAGE = {
-    SignatureCoverageLevel.ENTIRE_FILE: "entire_file",
-    SignatureCoverageLevel.ENTIRE_REVISION: "entire_revision",
-    SignatureCoverageLevel.CONTIGUOUS_BLOCK_FROM_START: "contiguous_block_from_start",
-    SignatureCoverageLevel.UNCLEAR: "unclear",
-}
 
 
 @dataclass(frozen=True)
@@ -146,7 +140,7 @@ def _one(signature, context: ValidationContext, revisions: int, pages: dict) -> 
         "field": signature.field_name,
         "page": pages.get(signature.field_name),
         "signed_revision": signature.signed_revision + 1,  # 1-based, of `revisions`
-        "coverage": _COVERAGE[coverage],
+        "coverage": coverage.name.lower(),  # entire_file, entire_revision, contiguous_block_from_start, unclear
         "covers_whole_document": coverage == SignatureCoverageLevel.ENTIRE_FILE,
         "intact": status.intact,
         "signature_valid": status.valid,
