@@ -10,9 +10,11 @@ import subprocess
 
 import pytest
 import sqlalchemy as sa
+from dagster import DagsterInstance
 from pypdf import PdfReader
 
 from evidence_pipeline.config import Settings
+from evidence_pipeline.definitions import defs
 from evidence_pipeline.documents import signature_check
 from evidence_pipeline.documents.derive import parse_parts
 from evidence_pipeline.documents.gate import gate
@@ -24,6 +26,7 @@ from evidence_pipeline_tests import signed_bundles as bundles
 from evidence_pipeline_tests.conftest import drop_append_only_guards, overwrite, require_tool
 from evidence_pipeline_tests.intake_server import client, error_code, intake_environment, submit, tokens, upload
 from evidence_pipeline_tests.test_cli import _invoke
+from evidence_pipeline_tests.test_documents_dagster import tick
 from evidence_pipeline_tests.test_documents_worker import dispatch
 
 PARTS = [{"name": part.name, "pages": part.pages} for part in bundles.PARTS]
@@ -163,11 +166,13 @@ def _agreement_merged(documents, http, pki) -> dict:
     reviews = {name: _accept(http, f"review-{name}", {"operation": "contract-review", "inputs": [artifact]})
                for name, artifact in parts.items()}
     dispatch(documents, "run-reviews")
-    decided = {name: _status(http, job_id)["findings"]["decision"] for name, job_id in reviews.items()}
+    statuses = {name: _status(http, job_id) for name, job_id in reviews.items()}
+    decided = {name: status["findings"]["decision"] for name, status in statuses.items()}
     approved = [parts[p.name] for p in bundles.PARTS if p.approved]
     merge_id = _accept(http, "merge-1", {"operation": "merge", "inputs": approved})
     dispatch(documents, "run-merge")
     return {"upload": upload_doc, "split": split, "parts": parts, "decided": decided, "approved": approved,
+            "reviews": statuses,
             "merge": _status(http, merge_id), "signed": signed}
 
 
@@ -204,6 +209,8 @@ def test_the_four_part_agreement_end_to_end(documents, intake, pki, environment,
     record = json.loads(archive.get(check["record"]))
     assert record["signature_check_id"] == check["signature_check_id"] and record["policy_version"] == check[
         "policy_version"] and record["signatures"][0]["trusted"] is True
+    assert done["split"]["findings"]["signature_check"] == {k: check[k] for k in (
+        "signature_check_id", "policy_version", "outcome", "signatures")}
     stages = [e["details"]["stage"] for e in ledger.events_of_type("document.stage")
               if e["details"]["job_id"] == done["split"]["job_id"]]
     assert stages == ["validating", "signature_check", "splitting", "signing", "committing"]
@@ -255,6 +262,11 @@ def test_the_four_part_agreement_end_to_end(documents, intake, pki, environment,
     assert verified.exit_code == 0 and "LINEAGE HOLDS" in verified.output
     for artifact_id in done["parts"].values():  # and from any part, the rejected one included
         assert _invoke(["lineage", artifact_id], environment).exit_code == 0
+    approval = next(o["artifact_id"] for o in done["reviews"]["signature-page"]["outputs"]
+                    if o["artifact_id"].endswith("/approved.pdf"))  # a review's output: job → part → … → upload
+    code, report = _walk(environment, approval)
+    assert code == 0 and [link["link"] for link in report["links"]] == [
+        "job_output", "derivative", "signature_check", "upload"]
     nothing = _invoke(["lineage", "documents/acme/derived/nothing.pdf", "--json"], environment)
     assert nothing.exit_code == 2 and json.loads(nothing.output)["error"]["code"] == "LINEAGE_NOT_FOUND"
 
@@ -377,3 +389,25 @@ def test_the_same_request_twice_converges_on_the_same_output(documents, intake, 
     assert len(ledger.events_of_type("signature.checked")) == 1  # once per bytes and policy
     assert _pdfs(other)["all"] not in dict(derived)
     assert (bad["state"], bad["reason"], bad["outputs"]) == ("rejected", "OPTIONS_INVALID", [])
+
+
+def test_a_page_run_splits_and_records_a_bad_range_as_an_outcome(backend, documents, intake, pki, environment,
+                                                                   monkeypatch):
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)  # the Dagster resource reads the same environment
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        document = upload(http, bundles.sign(bundles.district_agreement(), pki[0])).json()
+        jobs = [_accept(http, key, {"operation": "split", "inputs": [document["document_id"]],
+                                    "options": {"parts": parts}})
+                for key, parts in (("good", PARTS), ("beyond", [{"name": "beyond", "pages": "7-9"}]))]
+        with DagsterInstance.ephemeral() as instance:
+            instance.add_dynamic_partitions("tenant", ["acme"])
+            [request] = tick(instance).run_requests
+            result = defs.get_job_def("document_page_job").execute_in_process(
+                run_config=request.run_config, instance=instance, tags=request.tags, raise_on_error=False
+            )
+        good, beyond = (_status(http, job_id) for job_id in jobs)
+    assert result.success  # a range beyond the document is the job's outcome, not the run's failure
+    assert (good["state"], len(_pdfs(good))) == ("succeeded", 4)
+    assert (beyond["state"], beyond["stage"], beyond["reason"]) == ("rejected", "rejected", "OPTIONS_INVALID")

@@ -15,6 +15,7 @@ the stage.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 from dataclasses import dataclass
 
@@ -181,6 +182,9 @@ def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInf
                 review_pin(documents.ledger.job(job["tenant"], review["review_job_id"]), review["artifact_id"])
         stages.enter(op.processing_stage, input_sha256=[i.sha256 for i in inputs])
         result = op.processor(inputs, options, pinned)
+        if check is not None:  # the job's status shows the check beside the processor's findings
+            result = dataclasses.replace(result, summary=result.summary | {"signature_check": {
+                k: check[k] for k in ("signature_check_id", "policy_version", "outcome", "signatures")}})
         if op.verify is not None:
             result = _verified(op, result, scratch)
             for source in rows:  # the originals are never written; prove they are still the bytes we were given
