@@ -11,16 +11,19 @@ import subprocess
 import pytest
 import sqlalchemy as sa
 from dagster import DagsterInstance
-from pypdf import PdfReader
+from pypdf import PdfReader, PdfWriter
+from pypdf.annotations import Link
+from pypdf.generic import ArrayObject, DictionaryObject, IndirectObject, NameObject, NumberObject, TextStringObject
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.documents import signature_check
-from evidence_pipeline.documents.derive import parse_parts
+from evidence_pipeline.documents.derive import parse_parts, split_document
 from evidence_pipeline.documents.gate import gate
-from evidence_pipeline.documents.registry import operation
+from evidence_pipeline.documents.registry import ProcessorInput, operation
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake import open_documents
+from evidence_pipeline.ledger.ledger import chain_hash
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline_tests import signed_bundles as bundles
 from evidence_pipeline_tests.conftest import drop_append_only_guards, overwrite, require_tool
@@ -75,6 +78,34 @@ def test_the_parts_option_is_checked_and_normalized():
     with pytest.raises(EvidenceError) as missing:
         split.normalize({})
     assert missing.value.code == ReasonCode.OPTIONS_INVALID
+
+
+def test_a_part_holds_only_its_own_pages():
+    """A link into another page, a form field with a widget on another page: copying a page copies neither."""
+    writer = PdfWriter()
+    for _ in range(3):
+        writer.add_blank_page(200, 200)
+    writer.add_annotation(0, Link(rect=(10, 10, 50, 50), target_page_index=2))
+    for n in (0, 1):  # one text field, a widget on each of the first two pages
+        writer.add_annotation(n, DictionaryObject({
+            NameObject("/Type"): NameObject("/Annot"), NameObject("/Subtype"): NameObject("/Widget"),
+            NameObject("/Rect"): ArrayObject([NumberObject(0), NumberObject(0), NumberObject(9), NumberObject(9)]),
+        }))
+    field = writer._add_object(DictionaryObject({NameObject("/FT"): NameObject("/Tx"), NameObject("/T"):
+                                                 TextStringObject("name"), NameObject("/Kids"): ArrayObject(
+        [page["/Annots"][-1] for page in writer.pages[:2]])}))
+    for page in writer.pages[:2]:
+        page["/Annots"][-1].get_object()[NameObject("/Parent")] = field
+    out = io.BytesIO()
+    writer.write(out)
+    file = io.BytesIO(out.getvalue())
+    document = ProcessorInput("doc_x", "0" * 64, len(out.getvalue()), gate(file), file)
+    result = split_document([document], {"parts": [{"name": "first", "pages": "1"}]}, {})
+    [part] = result.derived
+    reader = PdfReader(io.BytesIO(part.data))
+    objects = [IndirectObject(n, 0, reader).get_object() for n in range(1, int(reader.trailer["/Size"]))]
+    assert [o.get("/Type") for o in objects if isinstance(o, dict)].count("/Page") == 1
+    assert [a.get_object()["/Subtype"] for a in reader.pages[0]["/Annots"]] == ["/Widget"]  # its own, kept
 
 
 # --- the signature check ---------------------------------------------------------------------------------------
@@ -349,6 +380,11 @@ def test_tampering_with_any_link_fails_the_walk_naming_it(documents, intake, pki
     code, report = _walk(environment, merged_id)
     assert (code, report["code"], report["link"]) == (1, "LINEAGE_EVENT_INVALID", f"split {exhibits}")
     assert "breaks the hash chain" in report["message"]
+    with rt.ledger.engine.begin() as conn:  # and with its own hash recomputed: the next event no longer chains
+        prev_hash = conn.execute(sa.select(events.c.prev_hash).where(events.c.seq == seq)).scalar()
+        conn.execute(events.update().where(events.c.seq == seq).values(event_hash=chain_hash(prev_hash, rewritten)))
+    code, report = _walk(environment, merged_id)
+    assert (code, report["code"], report["link"]) == (1, "LINEAGE_EVENT_INVALID", f"split {exhibits}")
 
 
 def test_unapproved_merge_inputs_are_refused_at_admission(documents, intake, pki):

@@ -147,15 +147,23 @@ def _reader(document: ProcessorInput) -> PdfReader:
     with apply_configuration(**LIMITS):
         reader = PdfReader(document.file, strict=True)
         for page in reader.pages:  # before any page is copied: what is dropped is never cloned
-            _drop_signature_widgets(page)
+            _detach(page)
     return reader
 
 
-def _drop_signature_widgets(page: DictionaryObject) -> None:
+def _detach(page: DictionaryObject) -> None:
+    """Cut what would make copying the page copy more than the page: signature widgets (the parent's signatures),
+    links into other pages, article beads. (pypdf never copies a /Parent, so other widgets come without their
+    field, whose other widgets may sit on other pages; the AcroForm stays behind.)"""
+    page.pop("/B", None)
     annotations = page.get("/Annots")
     if annotations is None:
         return
-    kept = ArrayObject(a for a in annotations.get_object() if not _is_signature(a.get_object()))
+    kept = ArrayObject()
+    for reference in annotations.get_object():
+        annotation = reference.get_object()
+        if not (_is_signature(annotation) or _links_inside(annotation)):
+            kept.append(reference)
     if kept:
         page[NameObject("/Annots")] = kept
     else:
@@ -165,6 +173,13 @@ def _drop_signature_widgets(page: DictionaryObject) -> None:
 def _is_signature(annotation) -> bool:
     parent = annotation.get("/Parent")
     return annotation.get("/FT") == "/Sig" or (parent is not None and parent.get_object().get("/FT") == "/Sig")
+
+
+def _links_inside(annotation) -> bool:
+    action = annotation.get("/A")
+    return annotation.get("/Subtype") == "/Link" and (
+        "/Dest" in annotation or (action is not None and action.get_object().get("/S") == "/GoTo")
+    )
 
 
 def _write(pages) -> bytes:

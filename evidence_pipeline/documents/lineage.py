@@ -80,7 +80,7 @@ class _Walker:
         segments = artifact_id.split("/")
         if len(segments) == 5 and segments[2] not in ("derived", "signature-checks"):
             return self.job_output(artifact_id, segments[3])
-        if not self.links:
+        if not self.links and not self.documents.runtime.archive.exists(artifact_id):
             raise EvidenceError(ReasonCode.LINEAGE_NOT_FOUND, "no committed artifact has this id")
         raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, f"derivative {artifact_id}",
                       "no document.derived event names this artifact")
@@ -259,9 +259,10 @@ class _Walker:
             raise _Broken(code, link, f"cannot read it ({error.code})") from None
 
     def chained(self, event: dict, link: str) -> None:
-        """The event's row hashes to its event_hash from its prev_hash, which is the hash of the event before."""
-        before = self.documents.ledger.event_hash_before(event["seq"])
+        """The event's row hashes to its event_hash from its prev_hash, which is the hash of the event before, and
+        the event after it (if any) chains from it."""
+        before, after = self.documents.ledger.neighbour_hashes(event["seq"])
         if chain_hash(event["prev_hash"], event["body"]) != event["event_hash"] or event["prev_hash"] != (
             before or GENESIS_HASH
-        ):
+        ) or after not in (None, event["event_hash"]):
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, f"ledger event {event['seq']} breaks the hash chain")

@@ -118,7 +118,12 @@ def check_signatures(file: BinaryIO, document_sha256: str, policy: TrustPolicy, 
 
 
 def _one(signature, context: ValidationContext, revisions: int, pages: dict) -> dict:
-    status = validate_pdf_signature(signature, context)
+    where = {"field": signature.field_name, "page": pages.get(signature.field_name),
+             "signed_revision": signature.signed_revision + 1}  # 1-based, of `revisions`
+    try:
+        status = validate_pdf_signature(signature, context)
+    except (ValueError, PdfError) as error:  # pyHanko's validation errors are ValueErrors: a finding, not a crash
+        return where | {"unreadable": type(error).__name__, "findings": ["signature_unreadable"]}
     level = status.modification_level
     coverage = status.coverage
     findings = []
@@ -136,10 +141,7 @@ def _one(signature, context: ValidationContext, revisions: int, pages: dict) -> 
         findings.append("untrusted")
     cert = x509.load_der_x509_certificate(status.signing_cert.dump())
     claimed = status.signer_reported_dt or signature.self_reported_timestamp
-    return {
-        "field": signature.field_name,
-        "page": pages.get(signature.field_name),
-        "signed_revision": signature.signed_revision + 1,  # 1-based, of `revisions`
+    return where | {
         "coverage": coverage.name.lower(),  # entire_file, entire_revision, contiguous_block_from_start, unclear
         "covers_whole_document": coverage == SignatureCoverageLevel.ENTIRE_FILE,
         "intact": status.intact,

@@ -361,12 +361,14 @@ class DocumentLedger:
                 return dict(row._mapping) | {"parsed": body}
         return None
 
-    def event_hash_before(self, seq: int) -> str | None:
-        """The event_hash of the event before position ``seq`` (None for the first)."""
+    def neighbour_hashes(self, seq: int) -> tuple[str | None, str | None]:
+        """(the event_hash of the event before position ``seq``, the prev_hash of the event after it); None where
+        there is none."""
         events = self.ledger.audit_events.c
-        query = select(events.event_hash).where(events.seq < seq).order_by(events.seq.desc()).limit(1)
+        before = select(events.event_hash).where(events.seq < seq).order_by(events.seq.desc()).limit(1)
+        after = select(events.prev_hash).where(events.seq > seq).order_by(events.seq).limit(1)
         with classified_errors(), self.ledger.engine.connect() as conn:
-            return conn.execute(query).scalar()
+            return conn.execute(before).scalar(), conn.execute(after).scalar()
 
     def latest_review(self, tenant: str, input_id: str) -> dict | None:
         """``tenant``'s most recently finished contract review of exactly ``input_id`` whose outputs committed."""
