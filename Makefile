@@ -2,7 +2,7 @@
 # dependencies, and, for the tests, the independent PDF checkers pdfsig and qpdf where apt-get is available.
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 
-.PHONY: demo test ui bench bench-stages bench-cli bench-pades install pdf-tools
+.PHONY: demo test ui bench bench-stages bench-cli bench-pades bench-package install pdf-tools
 
 demo: install
 	$(UV) run --locked evidence demo
@@ -29,6 +29,10 @@ bench-cli: install
 # Signing cost per report at PAdES B-B, B-T, B-LT and B-LTA, with a time stamp authority and CRLs on 127.0.0.1.
 bench-pades: install
 	$(UV) run --locked python bench/pades_levels.py
+
+# `evidence verify --package` throughput on an audit package of 1,200 bundles (built first: a few minutes).
+bench-package: install
+	$(UV) run --locked python bench/package_verify.py
 
 # Compiled bytecode: where PYTHONDONTWRITEBYTECODE is set (containers often do), every run worker, daemon and CLI
 # process would otherwise recompile Dagster from source (seconds of CPU each). The project itself is installed

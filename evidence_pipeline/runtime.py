@@ -10,10 +10,12 @@ import os
 from dataclasses import dataclass
 from functools import cached_property
 
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
 from evidence_pipeline.config import Settings
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.jobs import RetryBudget
-from evidence_pipeline.signing.keys import Keyring, load_keyring
+from evidence_pipeline.signing.keys import Keyring, load_keyring, load_witness_key
 from evidence_pipeline.store import ArtifactStore
 from evidence_pipeline.store.s3 import S3Options
 from evidence_pipeline.store.uri import open_store
@@ -55,6 +57,12 @@ class Runtime:
         keyring = load_keyring(self.settings.keys_dir, generate=self.settings.generate_dev_keys)
         keyring.publish_public_keys(self.archive)
         return keyring
+
+    @cached_property
+    def witness_key(self) -> ed25519.Ed25519PrivateKey | None:
+        """The checkpoints' co-signer (EVIDENCE_WITNESS_KEY), or None when no witness is configured."""
+        path = self.settings.witness_key
+        return None if path is None else load_witness_key(path)
 
 
 @dataclass(frozen=True)
