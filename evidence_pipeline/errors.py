@@ -127,6 +127,17 @@ class ReasonCode(StrEnum):
     UNSIGNED_DIGEST_MISMATCH = "UNSIGNED_DIGEST_MISMATCH"
     MANIFEST_STATEMENT_MISMATCH = "MANIFEST_STATEMENT_MISMATCH"
     SUPERSEDES_FORKED = "SUPERSEDES_FORKED"  # two published bundles of a tenant-month supersede the same one
+    # offline audit packages (`evidence export`, `evidence verify --package`) and checkpoint witnesses
+    PACKAGE_NOT_FOUND = "PACKAGE_NOT_FOUND"  # the path is not a folder holding a package.json
+    PACKAGE_EXISTS = "PACKAGE_EXISTS"  # export refuses to replace anything already at OUT
+    PACKAGE_INVALID = "PACKAGE_INVALID"  # package.json malformed, of another format version, or the package holds
+    # what its index does not list
+    PACKAGE_INCOMPLETE = "PACKAGE_INCOMPLETE"  # a file the index lists (or implies) is missing
+    CHECKPOINT_INVALID = "CHECKPOINT_INVALID"  # a checkpoint's statement-key signature or its body does not verify
+    PROOF_INVALID = "PROOF_INVALID"  # an inclusion or consistency proof does not reach its signed checkpoint root
+    LEDGER_EVENT_MISMATCH = "LEDGER_EVENT_MISMATCH"  # the bundle is not what its bundle.published event committed
+    WITNESS_SIGNATURE_MISSING = "WITNESS_SIGNATURE_MISSING"  # a checkpoint lacks the required witness's signature
+    WITNESS_SIGNATURE_INVALID = "WITNESS_SIGNATURE_INVALID"  # the witness's signature on a checkpoint does not verify
 
 
 # Transient failures, retried with backoff; every other code is terminal.
@@ -169,6 +180,8 @@ USAGE_CODES = frozenset(
         ReasonCode.LEDGER_NOT_CHECKPOINTED,
         ReasonCode.TOKEN_NOT_FOUND,
         ReasonCode.TEMPLATE_NOT_FOUND,
+        ReasonCode.PACKAGE_NOT_FOUND,
+        ReasonCode.PACKAGE_EXISTS,
     }
 )
 UNAVAILABLE_CODES = frozenset(

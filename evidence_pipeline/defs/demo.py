@@ -112,7 +112,7 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
                      for o in run_outcomes]
     if stopped is None and any(o.ok for o in outcomes):
         try:  # so `evidence ledger prove` works now
-            publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
+            publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring, runtime.witness_key)
         except EvidenceError as error:
             say(f"no ledger checkpoint published: {error}")
     if stopped is not None and stopped.code == ReasonCode.INTERRUPTED:

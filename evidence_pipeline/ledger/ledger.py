@@ -292,6 +292,17 @@ class Ledger(JobTransitions):
         with classified_errors(), self.engine.connect() as conn:
             return set(conn.execute(query).scalars())
 
+    def stored_events(self, event_type: str, tenant: str) -> list[tuple[LedgerEvent, str, bytes]]:
+        """Every event of ``event_type`` of ``tenant``, oldest first, as the ledger stores it: the event, its
+        prev_hash and the exact body bytes that the hash chain and the Merkle tree hash (an audit package's)."""
+        events = self.audit_events.c
+        query = select(events.seq, events.event_type, events.event_hash, events.prev_hash, events.body).where(
+            events.event_type == event_type, events.tenant == tenant).order_by(events.seq)
+        with classified_errors(), self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return [(LedgerEvent(row.seq, row.event_type, row.event_hash, event_body(row.body)), row.prev_hash,
+                 row.body.encode("utf-8")) for row in rows]
+
     def event_or_none(self, seq: int) -> LedgerEvent | None:
         with classified_errors(), self.engine.connect() as conn:
             row = conn.execute(select(self.audit_events).where(self.audit_events.c.seq == seq)).first()
