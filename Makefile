@@ -2,7 +2,7 @@
 # dependencies, and, for the tests, the independent PDF checkers pdfsig and qpdf where apt-get is available.
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 
-.PHONY: demo test ui bench bench-stages bench-cli bench-pades install pdf-tools
+.PHONY: demo test ui bench bench-stages bench-cli bench-pades bench-scale install pdf-tools
 
 demo: install
 	$(UV) run --locked evidence demo
@@ -29,6 +29,11 @@ bench-cli: install
 # Signing cost per report at PAdES B-B, B-T, B-LT and B-LTA, with a time stamp authority and CRLs on 127.0.0.1.
 bench-pades: install
 	$(UV) run --locked python bench/pades_levels.py
+
+# 10,000 tenants on a real instance, webserver and daemon: the registry sensor, the UI's partition-status queries,
+# a one-month backfill of every tenant, the schedule's tick and `evidence stats` over a year of ledger; ~40 minutes.
+bench-scale: install
+	$(UV) run --locked python bench/scale.py
 
 # Compiled bytecode: where PYTHONDONTWRITEBYTECODE is set (containers often do), every run worker, daemon and CLI
 # process would otherwise recompile Dagster from source (seconds of CPU each). The project itself is installed

@@ -49,6 +49,7 @@ class Settings:
     tenant_max_jobs: int  # quota: a tenant's outstanding (not yet terminal) document jobs
     tenant_max_bytes: int  # quota: a tenant's stored document bytes
     intake_max_queue_age_seconds: float  # backpressure: new jobs wait while the oldest unstarted job is older
+    open_months: int  # the last complete months that are open (Dagster partitions); older ones are closed
 
     @property
     def uses_s3(self) -> bool:
@@ -121,7 +122,13 @@ class Settings:
             tenant_max_jobs=_whole(env, "EVIDENCE_TENANT_MAX_JOBS", 1000),
             tenant_max_bytes=_whole(env, "EVIDENCE_TENANT_MAX_BYTES", 10 * 1024 ** 3),
             intake_max_queue_age_seconds=_positive(env, "EVIDENCE_INTAKE_MAX_QUEUE_AGE_SECONDS", 300),
+            open_months=open_months(env),
         )
+
+
+def open_months(environ: dict[str, str] | None = None) -> int:
+    """EVIDENCE_OPEN_MONTHS alone (the code location reads it when it loads, and must not depend on the rest)."""
+    return _whole(os.environ if environ is None else environ, "EVIDENCE_OPEN_MONTHS", 12)
 
 
 def _positive(env, name: str, default: float) -> float:
