@@ -31,7 +31,7 @@ bench-pades: install
 	$(UV) run --locked python bench/pades_levels.py
 
 # 10,000 tenants on a real instance, webserver and daemon: the registry sensor, the UI's partition-status queries,
-# a one-month backfill of every tenant, the schedule's tick and `evidence stats` over a year of ledger; ~40 minutes.
+# a one-month backfill of every tenant, the schedule's tick and `evidence stats` over a year of ledger; 15-40 min.
 bench-scale: install
 	$(UV) run --locked python bench/scale.py
 

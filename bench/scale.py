@@ -30,6 +30,7 @@ import contextlib
 import json
 import multiprocessing
 import os
+import queue as queue_module
 import re
 import resource
 import shutil
@@ -159,7 +160,13 @@ def in_child(function, *args) -> dict:
     queue = context.Queue()
     process = context.Process(target=_child, args=(queue, function, args))
     process.start()
-    result = queue.get()
+    while True:
+        try:
+            result = queue.get(timeout=5)
+            break
+        except queue_module.Empty:
+            if not process.is_alive():
+                sys.exit(f"{function.__name__}'s child process died (exit code {process.exitcode})")
     process.join()
     if "error" in result:
         sys.exit(f"{function.__name__} failed in its child process:\n{result['error']}")
@@ -178,7 +185,7 @@ def _child(queue, function, args) -> None:
 
 
 class ServiceRss:
-    """Peak RSS of the webserver, the daemon and their code servers, sampled every 0.1 s while enabled."""
+    """Peak RSS of the webserver, the daemon and their code servers, sampled every 0.1 s since the last reset()."""
 
     def __init__(self) -> None:
         self.peaks: dict[str, float] = {}
@@ -209,7 +216,7 @@ def _role(process: psutil.Process) -> str | None:
         return "webserver"
     if "dagster-daemon" in command:
         return "daemon"
-    if "api grpc" in command or "grpc" in command and "dagster" in command:
+    if "api grpc" in command:
         parent = process.parent()
         return "code server (" + (_role(parent) or "?") + ")" if parent else "code server"
     return None
