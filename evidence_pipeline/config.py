@@ -50,6 +50,7 @@ class Settings:
     tenant_max_jobs: int  # quota: a tenant's outstanding (not yet terminal) document jobs
     tenant_max_bytes: int  # quota: a tenant's stored document bytes
     intake_max_queue_age_seconds: float  # backpressure: new jobs wait while the oldest unstarted job is older
+    open_months: int  # the last complete months that are open (Dagster partitions); older ones are closed
 
     @property
     def uses_s3(self) -> bool:
@@ -129,11 +130,17 @@ class Settings:
             tenant_max_jobs=_whole(env, "EVIDENCE_TENANT_MAX_JOBS", 1000),
             tenant_max_bytes=_whole(env, "EVIDENCE_TENANT_MAX_BYTES", 10 * 1024 ** 3),
             intake_max_queue_age_seconds=_positive(env, "EVIDENCE_INTAKE_MAX_QUEUE_AGE_SECONDS", 300),
+            open_months=open_months(env),
         )
         archive = None if settings.archive_uri.startswith("s3://") else Path(settings.archive_uri)
         if witness_key is not None and archive in witness_key.parents:
             raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_WITNESS_KEY must not be inside the archive")
         return settings
+
+
+def open_months(environ: dict[str, str] | None = None) -> int:
+    """EVIDENCE_OPEN_MONTHS alone (the code location reads it when it loads, and must not depend on the rest)."""
+    return _whole(os.environ if environ is None else environ, "EVIDENCE_OPEN_MONTHS", 12)
 
 
 def _positive(env, name: str, default: float) -> float:

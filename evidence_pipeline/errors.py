@@ -81,6 +81,7 @@ class ReasonCode(StrEnum):
     INPUTS_INVALID = "INPUTS_INVALID"
     BATCH_NOT_FOUND = "BATCH_NOT_FOUND"
     PERIOD_NOT_AVAILABLE = "PERIOD_NOT_AVAILABLE"  # evidence asked for an incomplete month, or before the data
+    PERIOD_CLOSED = "PERIOD_CLOSED"  # the month is older than the open window: its evidence is in the archive
     EVIDENCE_RUN_FAILED = "EVIDENCE_RUN_FAILED"  # the Dagster run of an evidence job failed for good
     JOB_CANCELLED = "JOB_CANCELLED"  # its batch was cancelled before the job started
     TENANT_REGISTRY_READ_ONLY = "TENANT_REGISTRY_READ_ONLY"  # offboarding cannot rewrite the registry file
