@@ -3,7 +3,8 @@
 # chromium and chromium-driver) where apt-get is available.
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 
-.PHONY: demo test ui bench bench-stages bench-cli bench-pades bench-keys bench-redaction install pdf-tools browser
+.PHONY: demo test ui bench bench-stages bench-cli bench-pades bench-keys bench-package bench-redaction bench-scale \
+	install pdf-tools browser
 
 demo: install
 	$(UV) run --locked evidence demo
@@ -38,6 +39,15 @@ bench-pades: install
 # What key rotation costs: the per-bundle re-read of the active keys, and evidence verify with the keyring's checks.
 bench-keys: install
 	$(UV) run --locked python bench/keyring_select.py
+
+# `evidence verify --package` throughput on an audit package of 1,200 bundles (built first: a few minutes).
+bench-package: install
+	$(UV) run --locked python bench/package_verify.py
+
+# 10,000 tenants on a real instance, webserver and daemon: the registry sensor, the UI's partition-status queries,
+# a one-month backfill of every tenant, the schedule's tick and `evidence stats` over a year of ledger; 15-40 min.
+bench-scale: install
+	$(UV) run --locked python bench/scale.py
 
 # Compiled bytecode: where PYTHONDONTWRITEBYTECODE is set (containers often do), every run worker, daemon and CLI
 # process would otherwise recompile Dagster from source (seconds of CPU each). The project itself is installed

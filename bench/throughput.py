@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import date
 from functools import partial
 from pathlib import Path
 
@@ -32,6 +33,7 @@ import psutil
 
 from evidence_pipeline import parallel
 from evidence_pipeline.config import Settings
+from evidence_pipeline.defs.demo import complete_months
 from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.pipeline import run_tenant_month
@@ -89,8 +91,9 @@ class PeakRss:
 
 
 def tenant_months(tenants: int, months: int, prefix: str) -> list[TenantMonth]:
-    periods = [f"2025-{m:02d}" for m in range(1, 13)] + [f"2026-{m:02d}" for m in range(1, 13)]
-    return [TenantMonth(f"{prefix}{t:03d}", p) for t in range(tenants) for p in periods[:months]]
+    """The newest ``months`` complete months (oldest first): open months, partitions of the code location."""
+    periods = complete_months(date.today(), months)
+    return [TenantMonth(f"{prefix}{t:03d}", p) for t in range(tenants) for p in periods]
 
 
 def publish_sources(sources_dir: Path, partitions: list[TenantMonth]) -> None:

@@ -13,6 +13,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Collection
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -140,7 +141,11 @@ def demo(months: int) -> None:
 
 
 @main.command()
-@click.argument("locations", nargs=-1, required=True, metavar="LOCATION...")
+@click.argument("locations", nargs=-1, metavar="[LOCATION...]")
+@click.option("--package", "package", metavar="FOLDER", help="Verify an audit package (`evidence export`) instead of "
+              "archive locations: every bundle, checkpoint and proof in it, with nothing else.")
+@click.option("--require-witness", "witness", metavar="PUB.pem|KEY_ID", help="With --package: every checkpoint must "
+              "carry a valid signature by this witness key (a PEM file, or the id of the copy in the package).")
 @json_option
 @click.option("--key-id", "key_ids", multiple=True, help="Only trust these statement key ids (repeatable).")
 @click.option("--root-id", "root_ids", multiple=True, help="Only trust these PAdES trust root ids (repeatable).")
@@ -148,13 +153,16 @@ def demo(months: int) -> None:
               "[default: EVIDENCE_WORKERS, one per CPU].")
 @click.option("--at", "at", callback=lambda _ctx, _param, value: _moment(value), metavar="TIME",
               help="Validate the PAdES signatures at this ISO 8601 time (UTC unless it says) instead of now.")
-def verify(locations: tuple[str, ...], as_json: bool, key_ids: tuple[str, ...], root_ids: tuple[str, ...],
-           workers: int | None, at: datetime | None) -> None:
+def verify(locations: tuple[str, ...], package: str | None, witness: str | None, as_json: bool,
+           key_ids: tuple[str, ...], root_ids: tuple[str, ...], workers: int | None, at: datetime | None) -> None:
     """Verify bundles offline. Exit 0 only if every check of every bundle passes.
 
     A LOCATION is one bundle, <archive>/bundles/<tenant>/<period>/<identity>, or a prefix whose bundles are all
     verified: <archive>/bundles[/<tenant>[/<period>]] or the archive itself; a folder or s3://bucket/prefix.
     For several bundles, --json prints one JSON object per bundle (JSON lines).
+
+    --package FOLDER verifies an audit package instead (no database, no network): its bundles, their inclusion
+    proofs, the signed checkpoints and the consistency between them; --json prints one JSON document.
 
     Keys come from the archive's keys/ folder: the statement keys and signer certificates that the newest keyring
     document (keys/keyring-*.json), signed by the trust root, lists. Pin the trust root id you received out of band
@@ -164,6 +172,15 @@ def verify(locations: tuple[str, ...], as_json: bool, key_ids: tuple[str, ...], 
     A LOCATION may also be a document artifact id (documents/<tenant>/…, as a job's status lists its outputs):
     it is verified as `evidence lineage` verifies it, back to the upload, with the configured ledger and stores.
     """
+    if package is not None and locations:
+        raise click.UsageError("give either LOCATION... or --package, not both")
+    if package is None and not locations:
+        raise click.UsageError("Missing argument 'LOCATION...' (or --package FOLDER).")
+    if witness is not None and package is None:
+        raise click.UsageError("--require-witness checks the checkpoints of a package: use it with --package")
+    if package is not None:  # reads no setting but EVIDENCE_WORKERS, and only when --workers is not given
+        _verify_package(package, witness, as_json, frozenset(key_ids), frozenset(root_ids),
+                        workers or _settings().workers, at)
     from evidence_pipeline.locations import locate  # with verify_many: pyHanko, which only verify needs
 
     settings = _settings()
@@ -172,6 +189,7 @@ def verify(locations: tuple[str, ...], as_json: bool, key_ids: tuple[str, ...], 
         if len(artifacts) != len(locations):
             raise EvidenceError(ReasonCode.CONFIG_INVALID, "verify either bundles or document artifact ids, not both")
         sys.exit(max(_walk_lineage(artifact, as_json) for artifact in artifacts))
+
     targets = [locate(location) for location in locations]
     if len(targets) == 1 and targets[0].is_bundle:
         from evidence_pipeline.verify import verify_bundle
@@ -230,6 +248,52 @@ def _chain_lines(result) -> list[str]:
     return lines
 
 
+def _verify_package(argument: str, witness: str | None, as_json: bool, key_ids: frozenset[str],
+                    root_ids: frozenset[str], workers: int, at: datetime | None) -> None:
+    """`evidence verify --package`: the package-level checks, then every bundle in worker processes."""
+    from evidence_pipeline.package import check_package, open_package, verify_bundles, witness_public_key
+    from evidence_pipeline.verify_many import overall_exit_code
+
+    store, index = open_package(argument)
+    pinned_witness = None if witness is None else witness_public_key(store, witness)
+    checks = check_package(store, index, key_ids, root_ids, pinned_witness)
+    if not as_json:
+        span = f"{index.first or 'first'}..{index.last or 'last'}"
+        click.echo(f"package of {len(index.bundles)} bundles of {index.tenant} ({span}), "
+                   f"{len(index.checkpoints)} checkpoints, exported {index.exported_at}")
+        for check in checks.checks:
+            click.echo(f"{'ok  ' if check.passed else 'FAIL'} {check.name}"
+                       + ("" if check.passed else f": {check.code}: {check.detail}"))
+    progress = _Progress(len(index.bundles)) if sys.stderr.isatty() and not as_json else None
+    outcomes = []
+    for outcome in verify_bundles(argument, store, index, checks, key_ids, root_ids, workers, at):
+        outcomes.append(outcome)
+        if not as_json:
+            if progress:
+                progress.clear()
+            click.echo(_outcome_line(outcome))
+            if progress:
+                progress.show(outcomes)
+    if progress:
+        progress.clear()
+    code = EXIT_CHECK_FAILED if not checks.ok else overall_exit_code(outcomes)
+    if as_json:
+        verified = [o.verification for o in outcomes if o.verification is not None]
+        click.echo(json.dumps({
+            "package": argument, "ok": code == EXIT_OK, "tenant": index.tenant, "from": index.first, "to": index.last,
+            "codes": sorted(set(checks.codes) | {c for v in verified for c in v.codes}
+                            | {o.error.code for o in outcomes if o.error is not None}),
+            "checkpoint_key_ids": sorted(checks.checkpoint_key_ids), "witness_key_id": checks.witness_id,
+            "checks": [c.__dict__ for c in checks.checks], "bundles": [o.as_dict() for o in outcomes],
+        }, indent=2))
+    else:
+        _print_summary(outcomes, key_ids, root_ids, package_codes=checks.codes)
+        click.echo(f"checkpoints signed by {', '.join(sorted(checks.checkpoint_key_ids)) or '-'}; "
+                   + (f"witness {checks.witness_id} required" if checks.witness_id
+                      else "witness not checked (pass --require-witness)"))
+    sys.exit(code)
+
+
 def _outcome_line(outcome: Outcome) -> str:
     if outcome.error is not None:
         return f"ERR  {outcome.bundle}: {outcome.error}"
@@ -241,14 +305,15 @@ def _outcome_line(outcome: Outcome) -> str:
         f"{':' if i == 0 else ';'} {check.code} ({check.name}: {check.detail})" for i, check in enumerate(failed))
 
 
-def _vouched(keyring: bool, key_ids: tuple[str, ...], root_ids: tuple[str, ...]) -> str:
+def _vouched(keyring: bool, key_ids: Collection[str], root_ids: Collection[str]) -> str:
     """How the keys were vouched for, and what the auditor should pin."""
     if keyring:
         return ", listed in the keyring" + ("" if root_ids else "  (trust root not pinned: pass --root-id)")
     return ", no keyring" + ("" if key_ids and root_ids else "  (not pinned: pass --key-id and --root-id)")
 
 
-def _print_summary(outcomes: list[Outcome], key_ids: tuple[str, ...], root_ids: tuple[str, ...]) -> None:
+def _print_summary(outcomes: list[Outcome], key_ids: Collection[str], root_ids: Collection[str],
+                   package_codes: Collection[str] = ()) -> None:
     verified = sum(outcome.exit_code == EXIT_OK for outcome in outcomes)
     unchecked = sum(outcome.error is not None for outcome in outcomes)
     checked = [outcome.verification for outcome in outcomes if outcome.verification is not None]
@@ -263,8 +328,8 @@ def _print_summary(outcomes: list[Outcome], key_ids: tuple[str, ...], root_ids: 
     click.echo(f"statement keys {', '.join(keys) or '-'}, trust roots {', '.join(roots) or '-'}"
                + _vouched(keyring, key_ids, root_ids))
     codes = sorted({code for v in checked for code in v.codes}
-                   | {o.error.code for o in outcomes if o.error is not None})
-    click.echo("VERIFIED" if verified == len(outcomes) else f"NOT VERIFIED: {', '.join(codes)}")
+                   | {o.error.code for o in outcomes if o.error is not None} | set(package_codes))
+    click.echo("VERIFIED" if verified == len(outcomes) and not package_codes else f"NOT VERIFIED: {', '.join(codes)}")
 
 
 class _Progress:
@@ -319,8 +384,17 @@ def ledger_checkpoint() -> None:
 
     settings = _settings()
     runtime = _runtime(settings)
-    checkpoint = publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
+    checkpoint = publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring, runtime.witness_key)
     click.echo(f"checkpoint {checkpoint['size']} events, root {checkpoint['root_sha256']}")
+    if runtime.witness_key is not None:
+        from evidence_pipeline.checkpoints import check_witness, checkpoint_key
+
+        key = checkpoint_key(checkpoint["size"])
+        try:
+            witness = check_witness(runtime.archive.get(key), runtime.witness_key.public_key(), key)
+            click.echo(f"co-signed by witness {witness}")
+        except EvidenceError as error:  # published before the witness was configured: put-once, never re-signed
+            click.echo(f"not witnessed: {error.message}")
 
 
 def _audit(settings: Settings) -> tuple[Ledger, ArtifactStore]:
@@ -331,13 +405,17 @@ def _audit(settings: Settings) -> tuple[Ledger, ArtifactStore]:
 
 
 @ledger.command("verify")
-def ledger_verify() -> None:
+@click.option("--require-witness", "witness", metavar="PUB.pem", type=click.Path(dir_okay=False, path_type=Path),
+              help="Every checkpoint must carry a valid signature by this witness key (its public key PEM).")
+def ledger_verify(witness: Path | None) -> None:
     """Recompute the hash chain, every checkpoint's Merkle root and the consistency between checkpoints."""
     from evidence_pipeline.checkpoints import verify_ledger
+    from evidence_pipeline.signing.keys import pinned_public_key
 
+    pinned = None if witness is None else pinned_public_key(witness, "--require-witness")
     settings = _settings()
     ledger, archive = _audit(settings)
-    report = verify_ledger(ledger, archive)
+    report = verify_ledger(ledger, archive, pinned)
     click.echo(
         f"ledger verified: {report['events']} events, {len(report['checkpoints'])} checkpoints consistent "
         f"({report['unchecked_tail']} events after the newest checkpoint)"
@@ -494,6 +572,38 @@ def _tenant_option(ctx, param, value: str | None) -> str | None:
         return None if value is None else validate_tenant_id(value)
     except EvidenceError as error:
         raise click.BadParameter(str(error), ctx, param) from None
+
+
+def _period_option(ctx, param, value: str | None) -> str | None:
+    from evidence_pipeline.models import validate_period
+
+    try:
+        return None if value is None else validate_period(value)
+    except EvidenceError as error:
+        raise click.BadParameter(str(error), ctx, param) from None
+
+
+@main.command()
+@click.option("--tenant", "tenant_id", required=True, callback=_tenant_option, help="Whose bundles to export.")
+@click.option("--from", "first", callback=_period_option, metavar="YYYY-MM", help="First period (inclusive).")
+@click.option("--to", "last", callback=_period_option, metavar="YYYY-MM", help="Last period (inclusive).")
+@click.argument("out", type=click.Path(path_type=Path))
+def export(tenant_id: str, first: str | None, last: str | None, out: Path) -> None:
+    """Write an offline audit package of a tenant's bundles to the folder OUT (which must not exist).
+
+    The package holds the bundles, the archive's keys/, the signed checkpoints, each bundle's ledger event with its
+    inclusion proof and the consistency proofs between the checkpoints: `evidence verify --package OUT` (or a
+    short script, see the README) checks it with no database and no network. Reads the ledger and the archive;
+    writes neither.
+    """
+    from evidence_pipeline.export import export_package
+
+    ledger, archive = _audit(_settings())
+    exported = export_package(ledger, archive, tenant_id, first, last, out)
+    index = exported.index
+    click.echo(f"exported {len(index.bundles)} bundle(s) of {tenant_id} ({first or 'first'}..{last or 'last'}) to "
+               f"{out}; checkpoints: {len(index.checkpoints)}, witnessed: {exported.witnessed}")
+    click.echo(f"verify it:  evidence verify --package {out} [--key-id …] [--root-id …] [--require-witness PUB.pem]")
 
 
 def _oldest_queued_run_age(settings: Settings) -> float | None:

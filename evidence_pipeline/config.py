@@ -22,6 +22,7 @@ class Settings:
     staging_uri: str  # unsigned reports between render, gate and signing
     preview_uri: str  # preview-lane renderings: never signed, never in the archive
     keys_dir: Path  # private key material, never inside the archive
+    witness_key: Path | None  # the checkpoints' co-signer (Ed25519 private key, 0600), never in keys_dir or archive
     tenant_registry: Path
     pades_level: str
     tsa_url: str | None
@@ -50,6 +51,7 @@ class Settings:
     tenant_max_jobs: int  # quota: a tenant's outstanding (not yet terminal) document jobs
     tenant_max_bytes: int  # quota: a tenant's stored document bytes
     intake_max_queue_age_seconds: float  # backpressure: new jobs wait while the oldest unstarted job is older
+    open_months: int  # the last complete months that are open (Dagster partitions); older ones are closed
 
     @property
     def uses_s3(self) -> bool:
@@ -83,18 +85,25 @@ class Settings:
             raise EvidenceError(ReasonCode.CONFIG_INVALID,
                                 "EVIDENCE_S3_OBJECT_LOCK_DAYS must be a whole number of days >= 1")
 
+        keys_dir = Path(env.get("EVIDENCE_KEYS_DIR", home / "keys")).absolute()
+        witness_key = Path(env["EVIDENCE_WITNESS_KEY"]).absolute() if env.get("EVIDENCE_WITNESS_KEY") else None
+        if witness_key is not None and keys_dir in witness_key.parents:
+            raise EvidenceError(ReasonCode.CONFIG_INVALID,
+                                "EVIDENCE_WITNESS_KEY must be kept apart from EVIDENCE_KEYS_DIR, not inside it")
+
         def store(variable: str, default: Path) -> str:
             value = env.get(variable) or str(default)
             return value if value.startswith("s3://") else str(Path(value).absolute())
 
-        return cls(
+        settings = cls(
             home=home,
             ledger_url=env.get("EVIDENCE_LEDGER_URL", f"sqlite:///{home / 'ledger.sqlite'}"),
             archive_uri=store("EVIDENCE_ARCHIVE_URI", home / "archive"),
             sources_uri=store("EVIDENCE_SOURCES_URI", home / "sources"),
             staging_uri=store("EVIDENCE_STAGING_URI", home / "staging"),
             preview_uri=store("EVIDENCE_PREVIEW_URI", home / "previews"),
-            keys_dir=Path(env.get("EVIDENCE_KEYS_DIR", home / "keys")).absolute(),
+            keys_dir=keys_dir,
+            witness_key=witness_key,
             tenant_registry=Path(env.get("EVIDENCE_TENANT_REGISTRY", home / "tenants.txt")).absolute(),
             pades_level=level,
             tsa_url=tsa_url,
@@ -126,7 +135,17 @@ class Settings:
             tenant_max_jobs=_whole(env, "EVIDENCE_TENANT_MAX_JOBS", 1000),
             tenant_max_bytes=_whole(env, "EVIDENCE_TENANT_MAX_BYTES", 10 * 1024 ** 3),
             intake_max_queue_age_seconds=_positive(env, "EVIDENCE_INTAKE_MAX_QUEUE_AGE_SECONDS", 300),
+            open_months=open_months(env),
         )
+        archive = None if settings.archive_uri.startswith("s3://") else Path(settings.archive_uri)
+        if witness_key is not None and archive in witness_key.parents:
+            raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_WITNESS_KEY must not be inside the archive")
+        return settings
+
+
+def open_months(environ: dict[str, str] | None = None) -> int:
+    """EVIDENCE_OPEN_MONTHS alone (the code location reads it when it loads, and must not depend on the rest)."""
+    return _whole(os.environ if environ is None else environ, "EVIDENCE_OPEN_MONTHS", 12)
 
 
 def _positive(env, name: str, default: float) -> float:

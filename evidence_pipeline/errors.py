@@ -81,6 +81,7 @@ class ReasonCode(StrEnum):
     INPUTS_INVALID = "INPUTS_INVALID"
     BATCH_NOT_FOUND = "BATCH_NOT_FOUND"
     PERIOD_NOT_AVAILABLE = "PERIOD_NOT_AVAILABLE"  # evidence asked for an incomplete month, or before the data
+    PERIOD_CLOSED = "PERIOD_CLOSED"  # the month is older than the open window: its evidence is in the archive
     EVIDENCE_RUN_FAILED = "EVIDENCE_RUN_FAILED"  # the Dagster run of an evidence job failed for good
     JOB_CANCELLED = "JOB_CANCELLED"  # its batch was cancelled before the job started
     TENANT_REGISTRY_READ_ONLY = "TENANT_REGISTRY_READ_ONLY"  # offboarding cannot rewrite the registry file
@@ -134,6 +135,17 @@ class ReasonCode(StrEnum):
     UNSIGNED_DIGEST_MISMATCH = "UNSIGNED_DIGEST_MISMATCH"
     MANIFEST_STATEMENT_MISMATCH = "MANIFEST_STATEMENT_MISMATCH"
     SUPERSEDES_FORKED = "SUPERSEDES_FORKED"  # two published bundles of a tenant-month supersede the same one
+    # offline audit packages (`evidence export`, `evidence verify --package`) and checkpoint witnesses
+    PACKAGE_NOT_FOUND = "PACKAGE_NOT_FOUND"  # the path is not a folder holding a package.json
+    PACKAGE_EXISTS = "PACKAGE_EXISTS"  # export refuses to replace anything already at OUT
+    PACKAGE_INVALID = "PACKAGE_INVALID"  # package.json malformed, of another format version, or the package holds
+    # what its index does not list
+    PACKAGE_INCOMPLETE = "PACKAGE_INCOMPLETE"  # a file the index lists (or implies) is missing
+    CHECKPOINT_INVALID = "CHECKPOINT_INVALID"  # a checkpoint's statement-key signature or its body does not verify
+    PROOF_INVALID = "PROOF_INVALID"  # an inclusion or consistency proof does not reach its signed checkpoint root
+    LEDGER_EVENT_MISMATCH = "LEDGER_EVENT_MISMATCH"  # the bundle is not what its bundle.published event committed
+    WITNESS_SIGNATURE_MISSING = "WITNESS_SIGNATURE_MISSING"  # a checkpoint lacks the required witness's signature
+    WITNESS_SIGNATURE_INVALID = "WITNESS_SIGNATURE_INVALID"  # the witness's signature on a checkpoint does not verify
 
 
 # Transient failures, retried with backoff; every other code is terminal.
@@ -177,6 +189,8 @@ USAGE_CODES = frozenset(
         ReasonCode.TOKEN_NOT_FOUND,
         ReasonCode.TEMPLATE_NOT_FOUND,
         ReasonCode.LINEAGE_NOT_FOUND,
+        ReasonCode.PACKAGE_NOT_FOUND,
+        ReasonCode.PACKAGE_EXISTS,
     }
 )
 UNAVAILABLE_CODES = frozenset(

@@ -15,5 +15,5 @@ def sweep_attempts(runtime: Runtime) -> list[str]:
 
 
 def run_maintenance(runtime: Runtime) -> dict:
-    checkpoint = publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
+    checkpoint = publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring, runtime.witness_key)
     return {"checkpoint_size": checkpoint["size"], "swept": len(sweep_attempts(runtime))}

@@ -10,10 +10,12 @@ import os
 from dataclasses import dataclass
 from functools import cached_property
 
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
 from evidence_pipeline.config import Settings
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.jobs import RetryBudget
-from evidence_pipeline.signing.keys import ROOT_KEY, Keyring, load_keyring
+from evidence_pipeline.signing.keys import ROOT_KEY, Keyring, load_keyring, load_witness_key
 from evidence_pipeline.signing.rotation import KeyDirectory
 from evidence_pipeline.store import ArtifactStore
 from evidence_pipeline.store.s3 import S3Options
@@ -69,6 +71,12 @@ class Runtime:
     def keyring(self) -> Keyring:
         """The active generation of signing keys, now (a stat of keyring.json per call: a rotation is seen at once)."""
         return self.keys.active
+
+    @cached_property
+    def witness_key(self) -> ed25519.Ed25519PrivateKey | None:
+        """The checkpoints' co-signer (EVIDENCE_WITNESS_KEY), or None when no witness is configured."""
+        path = self.settings.witness_key
+        return None if path is None else load_witness_key(path)
 
 
 @dataclass(frozen=True)

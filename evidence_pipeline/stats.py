@@ -12,7 +12,7 @@ attempts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -65,20 +65,23 @@ def _summary(stage: str, values: Sequence[float]) -> StageSummary:
     return StageSummary(stage, len(values), p50, p95, p99)
 
 
-def _summaries(details: Sequence[dict]) -> tuple[StageSummary, ...]:
-    return tuple(_summary(stage, [d[stage.clock] for d in details if d.get(stage.clock) is not None])
-                 for stage in Stage)
-
-
 def summarize(bodies: Iterable[dict]) -> StageStats:
-    """Percentiles per stage over the `stages.timed` event ``bodies``, overall and per lane."""
-    details = [body["details"] for body in bodies]
-    lanes = sorted({d["lane"] for d in details})
-    return StageStats(
-        events=len(details),
-        stages=_summaries(details),
-        lanes={lane: _summaries([d for d in details if d["lane"] == lane]) for lane in lanes},
-    )
+    """Percentiles per stage over the `stages.timed` event ``bodies``, overall and per lane. One pass that keeps
+    only the durations, so ``bodies`` can be a stream (a year of 10,000 tenants is 120,000 events)."""
+    clocks = [(stage.value, stage.clock) for stage in Stage]
+    by_lane: dict[str, dict[str, list[float]]] = {}
+    events = 0
+    for body in bodies:
+        details = body["details"]
+        lane = by_lane.setdefault(details["lane"], {stage: [] for stage, _ in clocks})
+        for stage, clock in clocks:
+            if (value := details.get(clock)) is not None:
+                lane[stage].append(value)
+        events += 1
+    lanes = {lane: tuple(_summary(stage, values[stage]) for stage, _ in clocks)
+             for lane, values in sorted(by_lane.items())}
+    overall = tuple(_summary(stage, [v for values in by_lane.values() for v in values[stage]]) for stage, _ in clocks)
+    return StageStats(events=events, stages=overall, lanes=lanes)
 
 
 def parse_since(text: str) -> datetime:
@@ -90,12 +93,13 @@ def parse_since(text: str) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
-def _events(ledger: Ledger, event_type: str, tenant: str | None, since: datetime | None) -> list[dict]:
-    bodies = ledger.events_of_type(event_type, tenant)
-    if since is not None:
-        # recorded_at is only in the body (no column), so this filter runs here rather than in SQL.
-        bodies = [body for body in bodies if datetime.fromisoformat(body["recorded_at"]) >= since]
-    return bodies
+def _events(ledger: Ledger, event_type: str, tenant: str | None, since: datetime | None,
+            detail: str | None = None) -> Iterator[dict]:
+    bodies = ledger.iter_events_of_type(event_type, tenant, detail)
+    if since is None:
+        return bodies
+    # recorded_at is only in the body (no column), so this filter runs here rather than in SQL.
+    return (body for body in bodies if datetime.fromisoformat(body["recorded_at"]) >= since)
 
 
 def stage_stats(ledger: Ledger, tenant: str | None = None, since: datetime | None = None) -> StageStats:
@@ -105,7 +109,6 @@ def stage_stats(ledger: Ledger, tenant: str | None = None, since: datetime | Non
 
 def admission_stats(ledger: Ledger, tenant: str | None = None, since: datetime | None = None) -> StageSummary:
     """Intake's own clock: ``admission_ms`` (request start to ledger commit) of admitted documents, jobs and
-    batches."""
-    details = [body["details"] for event_type in ADMISSION_EVENTS
-               for body in _events(ledger, event_type, tenant, since)]
-    return _summary("admission", [d["admission_ms"] for d in details if "admission_ms" in d])
+    batches. Only events that carry it are read: the evidence jobs' `job.accepted` (one per tenant-month) do not."""
+    return _summary("admission", [body["details"]["admission_ms"] for event_type in ADMISSION_EVENTS
+                                  for body in _events(ledger, event_type, tenant, since, detail="admission_ms")])

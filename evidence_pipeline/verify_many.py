@@ -56,6 +56,9 @@ class _Pins:
     key_ids: frozenset[str]
     root_ids: frozenset[str]
     at: datetime | None  # the validation time of the PAdES signatures (now when None)
+    # More checks of each bundle, after verify_bundle's, in the same worker: also(store, prefix, verification)
+    # appends its Checks (an audit package's ledger proofs). A top-level function or a partial of one.
+    also: Callable[[ArtifactStore, str, Verification], None] | None = None
 
 
 def list_bundles(locations: list[Location], open_archive: Callable[[str], ArtifactStore]
@@ -70,12 +73,14 @@ def list_bundles(locations: list[Location], open_archive: Callable[[str], Artifa
 
 def verify_all(bundles: list[tuple[Location, str]], open_archive: Callable[[str], ArtifactStore],
                key_ids: frozenset[str], root_ids: frozenset[str], workers: int,
-               at: datetime | None = None) -> Iterator[Outcome]:
-    """Each bundle's Outcome, in the order given, as soon as it is known. ``open_archive`` must be a top-level
-    function: workers get it by reference."""
+               at: datetime | None = None,
+               also: Callable[[ArtifactStore, str, Verification], None] | None = None) -> Iterator[Outcome]:
+    """Each bundle's Outcome, in the order given, as soon as it is known. ``open_archive`` (and ``also``) must be
+    top-level functions, or partials of them: workers get them by reference."""
     chunks = list(_chunks(bundles, max(1, min(CHUNK, -(-len(bundles) // workers)))))  # every worker gets some
     tasks = [(chunk[0][0].archive, tuple(prefix for _, prefix in chunk)) for chunk in chunks]
-    results = parallel.iter_stage(partial(_Pins, open_archive, key_ids, root_ids, at), _verify_chunk, tasks, workers)
+    results = parallel.iter_stage(partial(_Pins, open_archive, key_ids, root_ids, at, also), _verify_chunk, tasks,
+                                  workers)
     for chunk, result in zip(chunks, results):
         for index, (location, prefix) in enumerate(chunk):
             shown = location.shown(prefix)
@@ -107,6 +112,9 @@ def _verify_chunk(pins: _Pins, task: tuple[str, tuple[str, ...]]) -> list[Verifi
 
 def _verify_one(store: ArtifactStore, prefix: str, pins: _Pins) -> Verification | EvidenceError:
     try:
-        return verify_bundle(store, prefix, pins.key_ids, pins.root_ids, pins.at)
+        verification = verify_bundle(store, prefix, pins.key_ids, pins.root_ids, pins.at)
+        if pins.also is not None:
+            pins.also(store, prefix, verification)
+        return verification
     except EvidenceError as error:  # an outage: no finding about this bundle, and the others still run
         return error

@@ -28,6 +28,11 @@ from evidence_pipeline.store.local import LocalStore
 REPO = Path(__file__).resolve().parent.parent
 pytest_plugins = ["evidence_pipeline_tests.intake_server"]  # the intake fixtures: documents, intake
 
+# The tests name fixed months since 2025-01, which a window of the last 12 open months would close as the calendar
+# moves on: every month is open here (and in the webserver, daemon and run workers the tests start). The window
+# itself is tested with its own settings (test_definitions.py).
+os.environ.setdefault("EVIDENCE_OPEN_MONTHS", "1200")
+
 SMALL = TenantMonth("acme-books", "2026-10")
 LARGE = TenantMonth("evergreen-market", "2026-10")
 FIXTURE_MONTHS = (SMALL, LARGE, TenantMonth("acme-books", "2026-09"))

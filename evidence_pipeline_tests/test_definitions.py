@@ -1,6 +1,9 @@
 """A snapshot of what the code location exposes, and the schedule, sensor and instance settings in action."""
 
-from datetime import datetime
+import os
+import subprocess
+import sys
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -19,7 +22,9 @@ from dagster import (
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.definitions import defs
+from evidence_pipeline.defs.partitions import run_range, stray_dimension_tags, tenant_month_partitions
 from evidence_pipeline.ledger.documents import DocumentLedger
+from evidence_pipeline.models import first_open_period
 from evidence_pipeline.render import RENDERER_VERSION
 from evidence_pipeline.runtime import runtime_for
 
@@ -79,13 +84,65 @@ def test_snapshot_of_assets_checks_jobs_schedules_sensors():
     ]
 
 
-def test_schedule_requests_last_complete_month_for_every_tenant():
+def test_schedule_requests_last_complete_month_for_every_tenant_in_range_runs():
+    """250 tenants: three range runs of up to 100 (a backfill's runs), not 250 runs, whose ranges expand to every
+    tenant exactly once; a tenant registered after the tick is in none of them."""
     schedule = defs.resolve_schedule_def("monthly_evidence_schedule")
+    tenants = [f"t{i:03d}" for i in range(250)]
     with DagsterInstance.local_temp() as instance:
-        instance.add_dynamic_partitions("tenant", ["acme-books", "delta-foods"])
+        instance.add_dynamic_partitions("tenant", tenants)
         context = build_schedule_context(instance=instance, scheduled_execution_time=datetime(2026, 12, 1, 2))
         requests = schedule.evaluate_tick(context).run_requests
-    assert sorted(r.partition_key for r in requests) == ["2026-11-01|acme-books", "2026-11-01|delta-foods"]
+        instance.add_dynamic_partitions("tenant", ["a-latecomer"])  # sorts first, registered last
+        expanded = [tenant_month_partitions.get_partition_keys_in_range(run_range(r.tags), instance) for r in requests]
+    assert [len(keys) for keys in expanded] == [100, 100, 50]
+    assert sorted(key for keys in expanded for key in keys) == [f"2026-11-01|{t}" for t in tenants]
+    assert [r.run_key for r in requests] == ["2026-11:t000..t099", "2026-11:t100..t199", "2026-11:t200..t249"]
+    assert all(r.partition_key is None and stray_dimension_tags(r.tags) == [] for r in requests)
+
+
+def test_schedule_skips_without_tenants_or_complete_months():
+    schedule = defs.resolve_schedule_def("monthly_evidence_schedule")
+    with DagsterInstance.local_temp() as instance:
+        nobody = schedule.evaluate_tick(build_schedule_context(instance=instance,
+                                                               scheduled_execution_time=datetime(2026, 12, 1, 2)))
+        instance.add_dynamic_partitions("tenant", ["acme-books"])
+        too_early = schedule.evaluate_tick(build_schedule_context(instance=instance,
+                                                                  scheduled_execution_time=datetime(2025, 1, 1, 2)))
+    assert not nobody.run_requests and "0 tenants" in nobody.skip_message
+    assert not too_early.run_requests and "2025-01" in too_early.skip_message
+
+
+@pytest.mark.parametrize(("today", "open_months", "first"), [
+    (date(2026, 12, 1), 12, "2025-12"),  # the last 12 complete months: 2025-12 .. 2026-11
+    (date(2027, 1, 31), 12, "2026-01"),
+    (date(2027, 3, 15), 1, "2027-02"),
+    (date(2025, 6, 1), 12, "2025-01"),  # never before the first month the pipeline covers
+])
+def test_the_open_window_holds_the_last_complete_months(today, open_months, first):
+    assert first_open_period(today, open_months) == first
+
+
+def test_the_month_dimension_starts_at_the_open_window(tmp_path):
+    """The code location, loaded with EVIDENCE_OPEN_MONTHS=3, has exactly the last 3 complete months as partitions;
+    a bad value stops it loading with CONFIG_INVALID."""
+    script = ("from evidence_pipeline.defs.partitions import month_partitions as m\n"
+              "print(','.join(m.get_partition_keys()))")
+    env = dict(os.environ, EVIDENCE_OPEN_MONTHS="3")
+    today = datetime.now(timezone.utc).date()
+    keys = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert keys.stdout.split() == [",".join(f"{p}-01" for p in _complete_months(today, 3))]
+    bad = subprocess.run([sys.executable, "-c", script], env=env | {"EVIDENCE_OPEN_MONTHS": "0"}, capture_output=True,
+                         text=True)
+    assert bad.returncode != 0 and "CONFIG_INVALID" in bad.stderr and "EVIDENCE_OPEN_MONTHS" in bad.stderr
+
+
+def _complete_months(today: date, count: int) -> list[str]:
+    months, cursor = [], today.replace(day=1)
+    for _ in range(count):
+        cursor = (cursor - timedelta(days=1)).replace(day=1)
+        months.append(f"{cursor:%Y-%m}")
+    return sorted(months)
 
 
 def _tick_sensor(tmp_path, monkeypatch, registry_text: str, offboarded: tuple[str, ...] = ()):
@@ -166,3 +223,12 @@ def test_production_yaml_is_dagster_yaml_with_postgres_storage():
         "config": {"base_dir": {"env": "DAGSTER_HOME"}},
     }
     assert production == embedded
+
+
+def test_a_demo_refuses_closed_months():
+    from evidence_pipeline.defs.demo import run_demo
+    from evidence_pipeline.errors import EvidenceError
+
+    with DagsterInstance.ephemeral() as instance, pytest.raises(EvidenceError) as closed:
+        run_demo(30, date(2026, 12, 1), instance=instance)  # back to 2024-07: before any open month
+    assert closed.value.code == "PERIOD_CLOSED"

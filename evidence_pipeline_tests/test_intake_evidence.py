@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+
+import pytest
 from dagster import (
     build_run_status_sensor_context,
     build_sensor_context,
@@ -101,3 +104,30 @@ def test_a_failed_evidence_run_rejects_the_job_and_a_replay_gets_a_new_run_key(r
     documents.runtime.ledger.replay(job_id, "operator", "source fixed")
     [again] = documents.ledger.waiting_evidence_jobs()
     assert again["lease_token"] > waiting["lease_token"]  # the dispatcher's run key changes with it
+
+
+def test_a_closed_month_is_refused_at_admission_and_when_it_closed_while_waiting(
+    runtime, documents, intake, monkeypatch, tmp_path
+):
+    from datetime import date
+
+    from evidence_pipeline.defs import documents as dispatch
+    from evidence_pipeline.errors import EvidenceError
+    from evidence_pipeline.intake.admission import submit_evidence_job
+
+    with pytest.raises(EvidenceError) as closed:  # long after it, 2026-10 is out of any window of open months
+        submit_evidence_job(documents, SMALL.tenant, "k", {"period": SMALL.period}, "test", time.time,
+                            today=date(2200, 1, 15))
+    assert closed.value.code == "PERIOD_CLOSED"
+    token = documents.ledger.issue_token(SMALL.tenant, "test")[1]
+    with client(intake, token) as http:
+        job_id = evidence_job(http, "october", SMALL.period).json()["job_id"]
+        # The code location reloads after the month closed: its window starts later than the waiting job's month.
+        monkeypatch.setattr(dispatch, "OPEN_FROM", "2026-11")
+        with instance_for_test(temp_dir=str(tmp_path)) as instance:
+            sensor = defs.get_sensor_def("document_dispatch_sensor")
+            tick = sensor(build_sensor_context(instance=instance, resources=defs.resources))
+        status = http.get(f"/v1/jobs/{job_id}").json()
+    assert not getattr(tick, "run_requests", None)  # no run for a partition that no longer exists
+    assert (status["state"], status["reason"]) == ("rejected", "PERIOD_CLOSED") and status["finished_at"]
+    assert documents.ledger.waiting_evidence_jobs() == []

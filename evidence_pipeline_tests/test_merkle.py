@@ -85,3 +85,41 @@ def test_every_proof_of_a_larger_tree_round_trips():
         for old in range(1, size + 1):
             proof = merkle.consistency_proof(old, leaves[:size])
             assert merkle.verify_consistency(old, size, proof, merkle.root(leaves[:old]), tree_root)
+
+
+def _mth(leaves):  # RFC 9162 2.1.1, recursively as written there
+    if len(leaves) == 1:
+        return leaves[0]
+    k = 1 << ((len(leaves) - 1).bit_length() - 1)
+    return merkle.node_hash(_mth(leaves[:k]), _mth(leaves[k:]))
+
+
+def _path(m, leaves):  # 2.1.3.1
+    if len(leaves) == 1:
+        return []
+    k = 1 << ((len(leaves) - 1).bit_length() - 1)
+    return _path(m, leaves[:k]) + [_mth(leaves[k:])] if m < k else _path(m - k, leaves[k:]) + [_mth(leaves[:k])]
+
+
+def _subproof(m, leaves, complete):  # 2.1.4.1
+    if m == len(leaves):
+        return [] if complete else [_mth(leaves)]
+    k = 1 << ((len(leaves) - 1).bit_length() - 1)
+    if m <= k:
+        return _subproof(m, leaves[:k], complete) + [_mth(leaves[k:])]
+    return _subproof(m - k, leaves[k:], False) + [_mth(leaves[:k])]
+
+
+def test_one_tree_answers_every_size_as_the_rfc_recursion_does():
+    """An audit package takes many proofs from one Tree, at several sizes: its cached subtrees must never leak
+    from one size into another."""
+    leaves = [merkle.leaf_hash(str(i).encode()) for i in range(41)]
+    tree = merkle.Tree(leaves)
+    for size in (41, 1, 17, 32, 33, 5, 40):  # out of order, so that the cache is warm with other sizes
+        assert tree.root(0, size) == _mth(leaves[:size])
+        for index in range(size):
+            assert tree.inclusion_proof(index, size) == _path(index, leaves[:size])
+        for old in range(1, size + 1):
+            assert tree.consistency_proof(old, size) == _subproof(old, leaves[:size], True)
+    with pytest.raises(ValueError):
+        tree.inclusion_proof(41, 41)

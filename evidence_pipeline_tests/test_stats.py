@@ -16,7 +16,7 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.defs.queue import oldest_queued_run_age_seconds
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.models import Stage, TenantMonth
-from evidence_pipeline.stats import parse_since, percentile, stage_stats, summarize
+from evidence_pipeline.stats import admission_stats, parse_since, percentile, stage_stats, summarize
 from evidence_pipeline_tests.conftest import LARGE, SMALL
 
 UTC = timezone.utc
@@ -125,6 +125,21 @@ def test_stats_filter_by_event_type_tenant_and_since(ledger):
     assert render(since=datetime.fromisoformat(first["recorded_at"])) == (3, 300.0, 5000.0)
     assert render(since=datetime.now(UTC) + timedelta(seconds=1)) == (0, None, None)
     assert set(stage_stats(ledger).lanes) == {"archive", "oversize"}
+
+
+def test_admission_stats_read_only_events_with_the_field(ledger):
+    """The database narrows admissions to bodies whose text has the key; the parsed details decide: a value that
+    only mentions it is not an admission time, and percent or underscore in it are not LIKE wildcards."""
+    ledger.record(SMALL, "job.accepted", "ab" * 32, "intake", admission_ms=40.0)
+    ledger.record(SMALL, "job.accepted", "ab" * 32, "run-1", job_id="x", note='"admission_ms":7')
+    ledger.record(SMALL, "job.accepted", "ab" * 32, "run-1", job_id="y", admission0ms=9.0)  # `_` is no wildcard
+    ledger.record(SMALL, "document.admitted", "ab" * 32, "intake", admission_ms=20.0)
+    ledger.record(SMALL, "batch.accepted", "ab" * 32, "intake", admission_ms=30.0)
+    summary = admission_stats(ledger)
+    assert (summary.count, summary.p50, summary.p99) == (3, 30.0, 40.0)
+    assert [b["details"]["admission_ms"] for b in ledger.iter_events_of_type("job.accepted", detail="admission_ms")] \
+        == [40.0]
+    assert len(ledger.events_of_type("job.accepted")) == 3
 
 
 # --- the CLI -----------------------------------------------------------------------------------------------------

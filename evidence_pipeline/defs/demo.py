@@ -17,7 +17,7 @@ from evidence_pipeline import sources
 from evidence_pipeline.checkpoints import publish_checkpoint
 from evidence_pipeline.defs.automation import monthly_evidence_job
 from evidence_pipeline.defs.coordinator import TENANT_TAG
-from evidence_pipeline.defs.partitions import partition_key_for, range_tags, run_tenant, tenant_partitions
+from evidence_pipeline.defs.partitions import OPEN_FROM, partition_key_for, range_tags, run_tenant, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.defs.slots import SlotWatch, free_dead_holders, owner_tags
 from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
@@ -72,6 +72,10 @@ def _instance_of_dagster_home() -> DagsterInstance:
 
 def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int, today: date,
               say: Callable[[str], None]) -> list[DemoOutcome]:
+    periods = complete_months(today, months)
+    if periods and periods[0] < OPEN_FROM:
+        raise EvidenceError(ReasonCode.PERIOD_CLOSED, f"{periods[0]} is closed: only months from {OPEN_FROM} are "
+                                                      "open (EVIDENCE_OPEN_MONTHS)")
     runtime = evidence.runtime()
     add_to_registry(runtime.settings.tenant_registry, list(DEMO_TENANTS))
     tenants, _ = read_registry(runtime.settings.tenant_registry)
@@ -89,7 +93,6 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
         say(f"freed the pool slots of run {run_id[:8]}: its process is gone (RUN_WORKER_LOST)")
     outcomes: list[DemoOutcome] = []
     stopped: EvidenceError | None = None
-    periods = complete_months(today, months)
     for tenant in DEMO_TENANTS:  # one run per tenant over its months, as an analyst's backfill would run them
         tenant_months = [TenantMonth(tenant, period) for period in periods]
         if stopped is not None:  # interrupted, or no pool slot in time: the rest is not attempted
@@ -112,7 +115,7 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
                      for o in run_outcomes]
     if stopped is None and any(o.ok for o in outcomes):
         try:  # so `evidence ledger prove` works now
-            publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
+            publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring, runtime.witness_key)
         except EvidenceError as error:
             say(f"no ledger checkpoint published: {error}")
     if stopped is not None and stopped.code == ReasonCode.INTERRUPTED:

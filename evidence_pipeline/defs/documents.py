@@ -37,13 +37,13 @@ from dagster import (
 
 from evidence_pipeline.defs.automation import monthly_evidence_job
 from evidence_pipeline.defs.coordinator import TENANT_TAG
-from evidence_pipeline.defs.partitions import partition_key_for, tenant_month_partitions, tenant_partitions
+from evidence_pipeline.defs.partitions import OPEN_FROM, partition_key_for, tenant_month_partitions, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.documents.registry import outcome_codes
 from evidence_pipeline.documents.worker import run_page
-from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.intake.dispatch import dispatch_batches, finish_evidence_job
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.intake.dispatch import dispatch_batches, finish_evidence_job, refuse_evidence_job
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.runtime import RunInfo
@@ -146,8 +146,12 @@ def document_dispatch_sensor(context: SensorEvaluationContext, evidence: Evidenc
         )
         for page_id, tenant, generation in documents.ledger.open_pages()
     ]
-    waiting = documents.ledger.waiting_evidence_jobs()
-    for request in waiting:
+    waiting = []
+    for request in documents.ledger.waiting_evidence_jobs():
+        if request["request"]["period"] < OPEN_FROM:  # it closed while it waited: no partition to run it in
+            refuse_evidence_job(documents, request, ReasonCode.PERIOD_CLOSED, "document_dispatch_sensor")
+            continue
+        waiting.append(request)
         documents.ledger.mark_started(request["job_id"])
         requests.append(
             RunRequest(

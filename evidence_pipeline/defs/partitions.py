@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 from dagster import (
     DynamicPartitionsDefinition,
     MonthlyPartitionsDefinition,
@@ -7,16 +9,22 @@ from dagster import (
     MultiPartitionsDefinition,
     PartitionKeyRange,
 )
+from dagster._core.definitions.partitions.context import partition_loading_context
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
     MULTIDIMENSIONAL_PARTITION_PREFIX,
 )
 
-from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.config import open_months
+from evidence_pipeline.models import TenantMonth, first_open_period
 
 tenant_partitions = DynamicPartitionsDefinition(name="tenant")
-month_partitions = MonthlyPartitionsDefinition(start_date="2025-01-01")
+# A rolling window of open months, fixed when the code location loads (a code server that has run since last month
+# keeps one more month until it reloads): at 10,000 tenants, 12 months are 120,000 partitions per asset, where
+# every month since 2025-01 grew without end (+120,000 a year). See bench/README.md, "scale.py".
+OPEN_FROM = first_open_period(datetime.now(timezone.utc).date(), open_months())
+month_partitions = MonthlyPartitionsDefinition(start_date=f"{OPEN_FROM}-01")
 # Dimensions sort by name, so string keys read "2026-10-01|acme-books"; build them with partition_key_for.
 tenant_month_partitions = MultiPartitionsDefinition({"tenant": tenant_partitions, "month": month_partitions})
 
@@ -28,6 +36,13 @@ def partition_key_for(tenant_month: TenantMonth) -> MultiPartitionKey:
 def tenant_month_of(partition_key: MultiPartitionKey) -> TenantMonth:
     keys = partition_key.keys_by_dimension
     return TenantMonth(keys["tenant"], keys["month"][:7])
+
+
+def last_complete_period(when: datetime) -> str | None:
+    """The newest month partition at ``when`` (the last complete month) as "YYYY-MM"; None when there is none."""
+    with partition_loading_context(effective_dt=when):
+        key = month_partitions.get_last_partition_key()
+    return key[:7] if key else None
 
 
 def range_tags(first: TenantMonth, last: TenantMonth) -> dict[str, str]:

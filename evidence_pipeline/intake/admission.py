@@ -12,7 +12,7 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.documents import EVIDENCE, Clock, JobLimits, sha256_text, stage_of
 from evidence_pipeline.ledger.jobs import ACCEPTED, RUNNING
 from evidence_pipeline.ledger.ledger import canonical
-from evidence_pipeline.models import validate_period
+from evidence_pipeline.models import first_open_period, validate_period
 from evidence_pipeline.store import sha256_hex
 
 PDF = "application/pdf"
@@ -155,13 +155,15 @@ def submit_job(
 def submit_evidence_job(
     documents: Documents, tenant: str, idempotency_key: str, body, actor: str, clock: Clock, today: date | None = None
 ) -> tuple[dict, bool]:
-    """Ask for a tenant-month's evidence bundle: a complete month, not before the tenant's first source data."""
+    """Ask for a tenant-month's evidence bundle: a complete, open month, not before the tenant's first source data."""
     if not isinstance(body, dict) or set(body) != {"period"}:
         raise EvidenceError(ReasonCode.REQUEST_INVALID, 'an evidence job is {"period": "YYYY-MM"}')
     period = validate_period(body["period"])
     today = today or datetime.now(timezone.utc).date()
     if period >= f"{today.year:04d}-{today.month:02d}":
         raise EvidenceError(ReasonCode.PERIOD_NOT_AVAILABLE, "only complete months have evidence")
+    if period < first_open_period(today, documents.runtime.settings.open_months):
+        raise EvidenceError(ReasonCode.PERIOD_CLOSED, "the month is closed: its evidence is in the archive")
     periods = sorted(key.split("/")[1] for key in documents.runtime.sources.list(tenant))
     if not periods or period < periods[0]:
         raise EvidenceError(ReasonCode.PERIOD_NOT_AVAILABLE, "the period is before the tenant's first data")

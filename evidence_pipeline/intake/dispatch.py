@@ -42,6 +42,23 @@ def dispatch_batches(documents: Documents, page_size: int, actor: str) -> int:
     return created
 
 
+def refuse_evidence_job(documents: Documents, job: dict, code: str, actor: str) -> str | None:
+    """Reject an accepted evidence job that must not run (``code``, terminal), before it has a run. Returns the job's
+    new state, None if it did not move (another evaluation holds it)."""
+    try:
+        lease = documents.runtime.ledger.acquire_lease(job["job_id"], actor, documents.runtime.settings.lease_seconds)
+    except EvidenceError:
+        return None
+    return _close(documents, job["job_id"], code, actor, lease)
+
+
+def _close(documents: Documents, job_id: str, code: str, actor: str, lease) -> str | None:
+    rt = documents.runtime
+    state = rt.ledger.record_failure(job_id, code, False, actor, rt.retry_budget, 1, lease.token)
+    documents.ledger.mark_finished(job_id)
+    return state
+
+
 def finish_evidence_job(documents: Documents, tenant: str, job_id: str, run_id: str, succeeded: bool) -> str | None:
     """Record the end of an evidence job's Dagster run: the bundle the run published for the tenant-month (under a
     fenced lease, like every commit), or EVIDENCE_RUN_FAILED. Returns the job's new state, None if it did not
@@ -56,11 +73,7 @@ def finish_evidence_job(documents: Documents, tenant: str, job_id: str, run_id: 
         return None  # another evaluation is finishing it
     publication = documents.ledger.latest_publication(tenant, job["request"]["period"]) if succeeded else None
     if publication is None:
-        state = rt.ledger.record_failure(
-            job_id, ReasonCode.EVIDENCE_RUN_FAILED, False, run_id, rt.retry_budget, 1, lease.token
-        )
-        documents.ledger.mark_finished(job_id)
-        return state
+        return _close(documents, job_id, ReasonCode.EVIDENCE_RUN_FAILED, run_id, lease)
     bundle = {
         "location": rt.archive.uri(publication["bundle_key"]),
         "identity": publication["identity"],

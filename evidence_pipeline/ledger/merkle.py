@@ -24,39 +24,71 @@ def _split(n: int) -> int:
 
 def root(leaves: list[bytes]) -> bytes:
     """MTH over leaf hashes."""
-    if not leaves:
-        return hashlib.sha256(b"").digest()
-    if len(leaves) == 1:
-        return leaves[0]
-    k = _split(len(leaves))
-    return node_hash(root(leaves[:k]), root(leaves[k:]))
+    return Tree(leaves).root(0, len(leaves))
 
 
 def inclusion_proof(index: int, leaves: list[bytes]) -> list[bytes]:
     """PATH(m, D[n]) of RFC 9162 section 2.1.3.1."""
-    if len(leaves) <= 1:
-        return []
-    k = _split(len(leaves))
-    if index < k:
-        return inclusion_proof(index, leaves[:k]) + [root(leaves[k:])]
-    return inclusion_proof(index - k, leaves[k:]) + [root(leaves[:k])]
+    return Tree(leaves).inclusion_proof(index, len(leaves))
 
 
 def consistency_proof(old_size: int, leaves: list[bytes]) -> list[bytes]:
     """PROOF(m, D[n]) of RFC 9162 section 2.1.4.1."""
-    if not 0 < old_size <= len(leaves):
-        raise ValueError("old size must be in 1..n")
-    return _subproof(old_size, leaves, True)
+    return Tree(leaves).consistency_proof(old_size, len(leaves))
 
 
-def _subproof(m: int, leaves: list[bytes], complete: bool) -> list[bytes]:
-    n = len(leaves)
-    if m == n:
-        return [] if complete else [root(leaves)]
-    k = _split(n)
-    if m <= k:
-        return _subproof(m, leaves[:k], complete) + [root(leaves[k:])]
-    return _subproof(m - k, leaves[k:], False) + [root(leaves[:k])]
+class Tree:
+    """The RFC 9162 tree over a list of leaf hashes, and its proofs at any size up to the list's length.
+
+    Every subtree hash is computed once and kept, so that many proofs over one ledger (an audit package: one
+    inclusion proof per bundle, consistency proofs between checkpoints) cost the tree once plus O(log n) each,
+    instead of O(n) each."""
+
+    def __init__(self, leaves: list[bytes]):
+        self.leaves = leaves
+        self._nodes: dict[tuple[int, int], bytes] = {}
+
+    def root(self, start: int, end: int) -> bytes:
+        """MTH(D[start:end])."""
+        if end - start <= 1:
+            return self.leaves[start] if end - start == 1 else hashlib.sha256(b"").digest()
+        node = self._nodes.get((start, end))
+        if node is None:
+            middle = start + _split(end - start)
+            node = self._nodes[start, end] = node_hash(self.root(start, middle), self.root(middle, end))
+        return node
+
+    def inclusion_proof(self, index: int, size: int) -> list[bytes]:
+        """PATH(index, D[size]), section 2.1.3.1: the recursion unrolled, deepest sibling first."""
+        if not 0 <= index < size <= len(self.leaves):
+            raise ValueError("the leaf index must be below the tree size")
+        path, start, end = [], 0, size
+        while end - start > 1:
+            middle = start + _split(end - start)
+            if index < middle:
+                path.append(self.root(middle, end))
+                end = middle
+            else:
+                path.append(self.root(start, middle))
+                start = middle
+        return path[::-1]
+
+    def consistency_proof(self, old_size: int, size: int) -> list[bytes]:
+        """PROOF(old_size, D[size]), section 2.1.4.1: SUBPROOF unrolled."""
+        if not 0 < old_size <= size <= len(self.leaves):
+            raise ValueError("old size must be in 1..n")
+        path, start, end, m, complete = [], 0, size, old_size, True
+        while m != end - start:
+            middle = start + _split(end - start)
+            if m <= middle - start:
+                path.append(self.root(middle, end))
+                end = middle
+            else:
+                path.append(self.root(start, middle))
+                m, start, complete = m - (middle - start), middle, False
+        if not complete:
+            path.append(self.root(start, end))
+        return path[::-1]
 
 
 def verify_inclusion(index: int, size: int, leaf: bytes, proof: list[bytes], expected_root: bytes) -> bool:

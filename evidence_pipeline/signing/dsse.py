@@ -45,11 +45,17 @@ def statement(subject_name: str, subject_sha256: str, predicate: dict, predicate
 def sign_envelope(
     payload: bytes, key: ed25519.Ed25519PrivateKey, key_id: str, payload_type: str = PAYLOAD_TYPE
 ) -> bytes:
-    signature = key.sign(pae(payload_type, payload))
+    return sign_envelope_by(payload, [(key, key_id)], payload_type)
+
+
+def sign_envelope_by(payload: bytes, signers: list[tuple[ed25519.Ed25519PrivateKey, str]], payload_type: str) -> bytes:
+    """One envelope signed by every (key, key id) of ``signers``, in that order (a checkpoint and its witness)."""
+    signed = pae(payload_type, payload)
     envelope = {
         "payload": base64.b64encode(payload).decode(),
         "payloadType": payload_type,
-        "signatures": [{"keyid": key_id, "sig": base64.b64encode(signature).decode()}],
+        "signatures": [{"keyid": key_id, "sig": base64.b64encode(key.sign(signed)).decode()}
+                       for key, key_id in signers],
     }
     return json.dumps(envelope, indent=2, sort_keys=True).encode() + b"\n"
 
@@ -62,13 +68,29 @@ class Opened:
     key_ids: tuple[str, ...]
 
 
-def verify_envelope(
-    data: bytes,
-    public_keys: dict[str, ed25519.Ed25519PublicKey],
-    payload_type: str,
-    code: str = ReasonCode.STATEMENT_INVALID,
-) -> Opened:
-    """Verify a DSSE envelope of ``payload_type`` against known keys; malformed envelopes raise ``code``."""
+@dataclass(frozen=True)
+class Envelope:
+    """A parsed, not yet verified, DSSE envelope."""
+
+    payload_type: str
+    payload: bytes
+    signatures: list[tuple[str, bytes]]  # (keyid, signature), as the envelope lists them
+
+    def verifies(self, key_id: str, public_key: ed25519.Ed25519PublicKey) -> bool | None:
+        """Whether the signatures that name ``key_id`` verify with ``public_key``: None when none names it."""
+        named = [sig for signer, sig in self.signatures if signer == key_id]
+        if not named:
+            return None
+        try:
+            for sig in named:
+                public_key.verify(sig, pae(self.payload_type, self.payload))
+        except InvalidSignature:
+            return False
+        return True
+
+
+def parse_envelope(data: bytes, code: str = ReasonCode.STATEMENT_INVALID) -> Envelope:
+    """The fields of a DSSE envelope; a malformed one raises ``code``."""
     envelope = jsonread.loads(data, code, "the DSSE envelope")
     try:
         if not isinstance(envelope, dict) or envelope.keys() != _ENVELOPE_FIELDS:
@@ -80,19 +102,31 @@ def verify_envelope(
         ]
     except (ValueError, KeyError, TypeError, binascii.Error):
         raise EvidenceError(code, "not a DSSE envelope") from None
-    if envelope_type != payload_type or not signatures:
+    if not isinstance(envelope_type, str):
+        raise EvidenceError(code, "not a DSSE envelope")
+    return Envelope(envelope_type, payload, signatures)
+
+
+def verify_envelope(
+    data: bytes,
+    public_keys: dict[str, ed25519.Ed25519PublicKey],
+    payload_type: str,
+    code: str = ReasonCode.STATEMENT_INVALID,
+) -> Opened:
+    """Verify a DSSE envelope of ``payload_type`` against known keys; malformed envelopes raise ``code``.
+    Signatures by keys that are not in ``public_keys`` (a checkpoint's witness) are left alone."""
+    envelope = parse_envelope(data, code)
+    if envelope.payload_type != payload_type or not envelope.signatures:
         raise EvidenceError(code, "DSSE envelope has the wrong payload type or no signature")
-    known = [(key_id, sig) for key_id, sig in signatures if key_id in public_keys]
+    known = sorted({key_id for key_id, _ in envelope.signatures if key_id in public_keys})
     if not known:
         raise EvidenceError(ReasonCode.KEY_UNKNOWN, "no DSSE signature is by a published key")
-    for key_id, sig in known:
-        try:
-            public_keys[key_id].verify(sig, pae(payload_type, payload))
-        except InvalidSignature:
+    for key_id in known:
+        if not envelope.verifies(key_id, public_keys[key_id]):
             raise EvidenceError(
                 ReasonCode.STATEMENT_SIGNATURE_INVALID, f"DSSE signature by {key_id} does not verify"
-            ) from None
-    return Opened(payload, tuple(sorted({key_id for key_id, _ in known})))
+            )
+    return Opened(envelope.payload, tuple(known))
 
 
 def _signature_fields(signature) -> dict:

@@ -16,6 +16,7 @@ import datetime as dt
 import hashlib
 import os
 import shutil
+import stat
 import uuid
 from dataclasses import dataclass
 from functools import cached_property
@@ -180,6 +181,54 @@ def published_statement_keys(
         if isinstance(public, ed25519.Ed25519PublicKey) and public_key_id(public) == key_id:
             keys[key_id] = public
     return keys
+
+
+def load_witness_key(path: Path) -> ed25519.Ed25519PrivateKey:
+    """The checkpoint witness's Ed25519 private key (EVIDENCE_WITNESS_KEY): a regular file readable by its owner
+    only. It is never generated: a witness created beside the statement key would witness nothing."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "EVIDENCE_WITNESS_KEY names no readable file") from None
+    with os.fdopen(fd, "rb") as handle:
+        mode = os.fstat(handle.fileno()).st_mode
+        if not stat.S_ISREG(mode) or mode & 0o077:
+            raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID,
+                                "the witness key must be a regular file of mode 0600 (or stricter)")
+        pem = handle.read(MAX_KEY_BYTES)
+    try:
+        key = serialization.load_pem_private_key(pem, password=None)
+    except (ValueError, TypeError):
+        raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the witness key does not load") from None
+    if not isinstance(key, ed25519.Ed25519PrivateKey):
+        raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the witness key is not Ed25519")
+    return key
+
+
+def ed25519_public(pem: bytes) -> ed25519.Ed25519PublicKey | None:
+    """The Ed25519 public key of a PEM document, or None when it holds none."""
+    try:
+        public = serialization.load_pem_public_key(pem)
+    except (ValueError, TypeError):
+        return None
+    return public if isinstance(public, ed25519.Ed25519PublicKey) else None
+
+
+def pinned_public_key(path: Path, what: str) -> ed25519.Ed25519PublicKey:
+    """An Ed25519 public key the user gives as a PEM file (a witness they pinned); CONFIG_INVALID otherwise."""
+    try:
+        with open(path, "rb") as handle:
+            public = ed25519_public(handle.read(MAX_KEY_BYTES))
+    except OSError:
+        public = None
+    if public is None:
+        raise EvidenceError(ReasonCode.CONFIG_INVALID, f"{what} takes a PEM file of an Ed25519 public key")
+    return public
+
+
+def public_pem(key: ed25519.Ed25519PrivateKey | ed25519.Ed25519PublicKey) -> bytes:
+    public = key.public_key() if isinstance(key, ed25519.Ed25519PrivateKey) else key
+    return public.public_bytes(_PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
 def load_keyring(directory: Path, generate: bool) -> Keyring:

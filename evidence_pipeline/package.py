@@ -1,0 +1,456 @@
+"""Offline audit packages: the format, and its verification with nothing but the package folder.
+
+A package (format ``evidence-audit-package``, version 1) is a folder laid out like the archive it came from, so
+that the bundles verify with the same code (`verify.verify_bundle`, in `verify_many`'s worker processes), plus
+the proofs that tie each bundle to a signed checkpoint:
+
+    package.json                               the index (below)
+    keys/…                                     the archive's keys/ folder, copied verbatim
+    bundles/<tenant>/<YYYY-MM>/<identity>/     report.pdf, statement.dsse.json, manifest.json, copied verbatim
+    ledger/checkpoints/<size:012d>.json        the signed checkpoints the proofs need, copied verbatim
+    events/<seq:012d>.json                     each bundle's `bundle.published` event body: the exact bytes hashed
+    proofs/inclusion/<tenant>/<YYYY-MM>/<identity>.json      the event's inclusion proof against one checkpoint
+    proofs/consistency/<old:012d>-<new:012d>.json            between consecutive checkpoints of the package
+    witness/<key id>.pem                       the witness's public key, if the archive has one: a convenience
+                                               that is never trusted unless the auditor pins its id
+
+The index and the proof files are plain JSON; their fields are documented in the README ("Offline audit
+packages"), which also holds a short verifier written from that description alone. Nothing in this module opens
+a database or a network connection, and it imports no SQLAlchemy (a test checks the modules loaded).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from evidence_pipeline import jsonread
+from evidence_pipeline.bundle import MANIFEST, REPORT, STATEMENT
+from evidence_pipeline.checkpoints import PREFIX as CHECKPOINTS
+from evidence_pipeline.checkpoints import CheckpointKeys, check_witness, checkpoint_key, commits_bundle
+from evidence_pipeline.errors import UNAVAILABLE_CODES, EvidenceError, ReasonCode
+from evidence_pipeline.ledger import merkle
+from evidence_pipeline.locations import Location
+from evidence_pipeline.models import PERIOD, TENANT_ID, LedgerEvent
+from evidence_pipeline.signing.keys import (
+    MAX_KEY_BYTES,
+    ed25519_public,
+    pinned_public_key,
+    public_key_id,
+)
+from evidence_pipeline.store import DISCARD, ArtifactStore
+from evidence_pipeline.store.local import LocalStore
+from evidence_pipeline.verify import Check, Verification
+from evidence_pipeline.verify_many import Outcome, verify_all
+
+FORMAT = "evidence-audit-package"
+VERSION = 1
+INDEX = "package.json"
+EVENTS = "events"
+INCLUSION = "proofs/inclusion"
+CONSISTENCY = "proofs/consistency"
+WITNESS = "witness"
+INDEX_MAX_BYTES = 64 << 20  # ~250,000 bundles
+_HASH = re.compile(r"[0-9a-f]{64}")
+_IDENTITY = _HASH
+_WITNESS_ID = re.compile(r"ed25519-[0-9a-f]{16}")
+_INDEX_FIELDS = {"format", "version", "tenant", "from", "to", "exported_at", "checkpoints", "consistency", "bundles"}
+_INCLUSION_FIELDS = {"event", "event_seq", "prev_hash", "event_hash", "leaf_index", "tree_size", "checkpoint", "proof"}
+
+
+def event_path(seq: int) -> str:
+    return f"{EVENTS}/{seq:012d}.json"
+
+
+def inclusion_path(bundle: str) -> str:
+    return f"{INCLUSION}/{bundle.removeprefix('bundles/')}.json"
+
+
+def consistency_path(old: str, new: str) -> str:
+    return f"{CONSISTENCY}/{_size(old):012d}-{_size(new):012d}.json"
+
+
+def _size(checkpoint: str) -> int:
+    return int(checkpoint.rsplit("/", 1)[-1][:12])
+
+
+@dataclass(frozen=True)
+class Index:
+    """package.json, checked: every path in it is the one the format gives it."""
+
+    tenant: str
+    first: str | None  # the exported range of periods, inclusive (None: unbounded)
+    last: str | None
+    exported_at: str
+    checkpoints: list[str]  # checkpoint keys, oldest (smallest) first
+    consistency: list[str]  # one proof per consecutive pair of checkpoints
+    bundles: list[str]  # bundle prefixes, bundles/<tenant>/<YYYY-MM>/<identity>
+
+    def document(self) -> dict:
+        return {
+            "format": FORMAT, "version": VERSION, "tenant": self.tenant, "from": self.first, "to": self.last,
+            "exported_at": self.exported_at, "checkpoints": self.checkpoints, "consistency": self.consistency,
+            "bundles": [{"path": bundle, "inclusion": inclusion_path(bundle)} for bundle in self.bundles],
+        }
+
+
+def parse_index(data: bytes) -> Index:
+    """package.json as an Index; PACKAGE_INVALID when it is not exactly what this version of the format says."""
+    document = jsonread.loads(data, ReasonCode.PACKAGE_INVALID, INDEX, max_bytes=INDEX_MAX_BYTES)
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"{INDEX} is not an {FORMAT} index")
+    if document.get("version") != VERSION:
+        raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"{INDEX} is format version {document.get('version')!r}; "
+                            f"this verifier reads version {VERSION}")
+    try:
+        index = Index(
+            document["tenant"], document["from"], document["to"], document["exported_at"],
+            document["checkpoints"], document["consistency"],
+            [entry["path"] for entry in document["bundles"] if entry == {"path": entry["path"],
+                                                                          "inclusion": inclusion_path(entry["path"])}],
+        )
+        problem = _index_problem(document, index)
+    except (KeyError, TypeError, AttributeError, ValueError):
+        problem = "misses a field or has one of the wrong type"
+    if problem:
+        raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"{INDEX} {problem}")
+    return index
+
+
+def _index_problem(document: dict, index: Index) -> str | None:
+    """What is wrong with a parsed index, or None."""
+    if document.keys() != _INDEX_FIELDS:
+        return "has other fields than version 1 defines"
+    if not isinstance(index.tenant, str) or not TENANT_ID.fullmatch(index.tenant):
+        return "names no valid tenant"
+    if any(p is not None and not (isinstance(p, str) and PERIOD.fullmatch(p)) for p in (index.first, index.last)):
+        return "has a range bound that is not YYYY-MM"
+    if not isinstance(index.exported_at, str):
+        return "has no export time"
+    if len(index.bundles) != len(document["bundles"]) or not index.bundles:
+        return "lists no bundle, or a bundle whose inclusion proof is not at its place"
+    pattern = re.compile(rf"bundles/{re.escape(index.tenant)}/(\d{{4}}-\d{{2}})/[0-9a-f]{{64}}")
+    for bundle in index.bundles:
+        matched = isinstance(bundle, str) and pattern.fullmatch(bundle)
+        if not matched or not _in_range(matched.group(1), index.first, index.last):
+            return f"lists {bundle!r}, which is not a bundle of {index.tenant} in the exported range"
+    if len(set(index.bundles)) != len(index.bundles):
+        return "lists a bundle twice"
+    checkpoints = index.checkpoints
+    if not checkpoints or not all(isinstance(key, str) and re.fullmatch(rf"{CHECKPOINTS}/\d{{12}}\.json", key)
+                                  for key in checkpoints):
+        return "lists no checkpoint, or a checkpoint that is not at its place"
+    sizes = [_size(key) for key in checkpoints]
+    if sizes != sorted(set(sizes)) or sizes[0] < 1:
+        return "lists checkpoints out of order"
+    if index.consistency != [consistency_path(old, new) for old, new in zip(checkpoints, checkpoints[1:])]:
+        return "does not list one consistency proof per consecutive pair of checkpoints"
+    return None
+
+
+def _in_range(period: str, first: str | None, last: str | None) -> bool:
+    return PERIOD.fullmatch(period) is not None and (first or period) <= period <= (last or period)
+
+
+class PackageStore(LocalStore):
+    """A package folder, read like an archive (no symlink followed, regular files only).
+
+    A package is not versioned. A bundle file's version is the archive version that export copied (export checks
+    that it is the committed one), as the bundle's manifest records it; the `ledger_event` check vouches for the
+    manifest, version ids included."""
+
+    def __init__(self, root: Path):
+        super().__init__(root, scheme="package")
+
+    def version_id(self, key: str) -> str | None:
+        folder, _, name = key.rpartition("/")
+        if name not in (REPORT, STATEMENT):
+            return None
+        try:
+            manifest = jsonread.loads(self.get(f"{folder}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES),
+                                      ReasonCode.MANIFEST_INVALID, MANIFEST)
+            version = manifest["artifacts"][name].get("version_id")
+        except EvidenceError as error:
+            if error.code in UNAVAILABLE_CODES:
+                raise
+            return None
+        except (KeyError, TypeError, AttributeError):
+            return None
+        return version if isinstance(version, str) else None
+
+
+def open_package(argument: str) -> tuple[LocalStore, Index]:
+    """The package folder as a store (read like an archive: no symlink followed) and its index."""
+    path = Path(argument)
+    if not path.is_dir():
+        raise EvidenceError(ReasonCode.PACKAGE_NOT_FOUND, f"{argument} is not a folder (a .tar or .zip must be "
+                            "unpacked first)")
+    store = PackageStore(path.resolve())
+    if not store.exists(INDEX):
+        raise EvidenceError(ReasonCode.PACKAGE_NOT_FOUND, f"{argument} holds no {INDEX}")
+    return store, parse_index(store.get(INDEX, max_bytes=INDEX_MAX_BYTES))
+
+
+def witness_public_key(store: ArtifactStore, pinned: str) -> ed25519.Ed25519PublicKey | str:
+    """``--require-witness``: a PEM file of the witness's public key, or its key id, which pins the copy in the
+    package's witness/ folder (the id names the key's own bytes). Returns the key, or the pinned id when the
+    package holds no key by that id (every checkpoint then lacks a verifiable witness signature)."""
+    if _WITNESS_ID.fullmatch(pinned) and not Path(pinned).exists():
+        key = f"{WITNESS}/{pinned}.pem"
+        if not store.exists(key):
+            return pinned
+        public = ed25519_public(store.get(key, max_bytes=MAX_KEY_BYTES))
+        if public is None or public_key_id(public) != pinned:
+            return pinned  # a swapped file cannot borrow the pinned id
+        return public
+    return pinned_public_key(Path(pinned), "--require-witness (or a witness key id, ed25519-…)")
+
+
+@dataclass
+class PackageChecks:
+    """What holds the package together: its contents against the index, each checkpoint (and its witness), the
+    consistency between consecutive checkpoints. ``roots`` holds the (size, root) of each checkpoint that
+    verified: the only roots that the bundles' inclusion proofs may reach."""
+
+    checks: list[Check] = field(default_factory=list)
+    roots: dict[str, tuple[int, bytes]] = field(default_factory=dict)
+    checkpoint_key_ids: set[str] = field(default_factory=set)
+    witness_id: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return all(check.passed for check in self.checks)
+
+    @property
+    def codes(self) -> list[str]:
+        return sorted({check.code for check in self.checks if not check.passed and check.code})
+
+
+def check_package(store: ArtifactStore, index: Index, key_ids: frozenset[str] = frozenset(),
+                  root_ids: frozenset[str] = frozenset(),
+                  witness: ed25519.Ed25519PublicKey | str | None = None) -> PackageChecks:
+    """Every package-level check; ``witness``: the pinned witness key (or an id the package has no key for), whose
+    valid signature every checkpoint must then carry."""
+    result = PackageChecks()
+    result.checks.append(_run("contents", lambda: _check_contents(store, index)))
+    try:  # the checkpoints' keys: those the package's keyring lists (pinned by root), or its published keys
+        keys = CheckpointKeys.of(store, key_ids, root_ids)
+    except EvidenceError as error:
+        if error.code in UNAVAILABLE_CODES:
+            raise
+        result.checks.append(Check("keyring", False, error.code, error.message))
+        keys = CheckpointKeys({}, None)  # no checkpoint can verify: each then fails on its own line
+    if isinstance(witness, str):
+        result.witness_id = witness
+    elif witness is not None:
+        result.witness_id = public_key_id(witness)
+    for key in index.checkpoints:
+        checkpoint = _checkpoint(store, key, keys)
+        result.checks.append(_run(f"checkpoint {_size(key)}", lambda: checkpoint))
+        if isinstance(checkpoint, dict):
+            result.roots[key] = (checkpoint["size"], bytes.fromhex(checkpoint["root_sha256"]))
+            result.checkpoint_key_ids.add(checkpoint["key_id"])
+        if witness is not None:
+            result.checks.append(_run(f"witness {_size(key)}", lambda: _check_witness(store, key, witness)))
+    for old, new in zip(index.checkpoints, index.checkpoints[1:]):
+        result.checks.append(_run(f"consistency {_size(old)} -> {_size(new)}",
+                                  lambda: _check_consistency(store, old, new, result.roots)))
+    return result
+
+
+def _run(name: str, check) -> Check:
+    try:
+        outcome = check()
+        if isinstance(outcome, EvidenceError):
+            raise outcome
+    except EvidenceError as error:
+        if error.code in UNAVAILABLE_CODES:
+            raise
+        return Check(name, False, error.code, error.message)
+    return Check(name, True)
+
+
+def _check_contents(store: ArtifactStore, index: Index) -> None:
+    """Every file the index lists or implies is there, and no bundle is there that the index does not list."""
+    bundle_files = set(store.list("bundles"))
+    listed = set(index.bundles)
+    found = {"/".join(key.split("/")[:4]) for key in bundle_files if key.count("/") >= 3}
+    expected = [f"{b}/{name}" for b in index.bundles for name in (REPORT, STATEMENT, MANIFEST)]
+    present = bundle_files | set(store.list("proofs")) | set(store.list(CHECKPOINTS))
+    missing = [key for key in [*expected, *map(inclusion_path, index.bundles), *index.checkpoints,
+                               *index.consistency] if key not in present]
+    if missing:
+        raise EvidenceError(ReasonCode.PACKAGE_INCOMPLETE, f"{len(missing)} file(s) the index lists are missing: "
+                            + ", ".join(missing[:5]) + (", …" if len(missing) > 5 else ""))
+    unlisted = sorted(found - listed)
+    if unlisted:
+        raise EvidenceError(ReasonCode.PACKAGE_INVALID, "the package holds bundles its index does not list: "
+                            + ", ".join(unlisted[:5]) + (", …" if len(unlisted) > 5 else ""))
+
+
+def _checkpoint(store: ArtifactStore, key: str, keys: CheckpointKeys) -> dict | EvidenceError:
+    try:
+        return keys.read(store, key)
+    except EvidenceError as error:
+        if error.code in UNAVAILABLE_CODES:
+            raise
+        code = ReasonCode.PACKAGE_INCOMPLETE if error.code == ReasonCode.STORE_NOT_FOUND else \
+            ReasonCode.CHECKPOINT_INVALID
+        return EvidenceError(code, f"checkpoint {key} does not verify ({error.code}: {error.message})")
+
+
+def _check_witness(store: ArtifactStore, key: str, witness: ed25519.Ed25519PublicKey | str) -> None:
+    if isinstance(witness, str):
+        raise EvidenceError(ReasonCode.WITNESS_SIGNATURE_MISSING,
+                            f"the package holds no public key whose id is the pinned {witness}: pass its PEM file")
+    check_witness(store.get(key, max_bytes=jsonread.MAX_BYTES), witness, key)
+
+
+def _check_consistency(store: ArtifactStore, old: str, new: str, roots: dict[str, tuple[int, bytes]]) -> None:
+    """The consistency proof between two consecutive checkpoints reaches both signed roots."""
+    if old not in roots or new not in roots:
+        raise EvidenceError(ReasonCode.PROOF_INVALID, f"{old} or {new} did not verify: nothing to be consistent with")
+    path = consistency_path(old, new)
+    document = _json(store, path)
+    hashes = document.get("proof") if isinstance(document, dict) else None
+    if not isinstance(document, dict) or document.keys() != {"old", "new", "proof"} or not _hashes(hashes):
+        raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"{path} is not a consistency proof")
+    (old_size, old_root), (new_size, new_root) = roots[old], roots[new]
+    if (document["old"], document["new"]) != (old, new) or not merkle.verify_consistency(
+            old_size, new_size, [bytes.fromhex(h) for h in hashes], old_root, new_root):
+        raise EvidenceError(ReasonCode.PROOF_INVALID, f"checkpoint {new} is not an append-only extension of {old}")
+
+
+def _json(store: ArtifactStore, key: str) -> object:
+    try:
+        data = store.get(key, max_bytes=jsonread.MAX_BYTES)
+    except EvidenceError as error:
+        if error.code == ReasonCode.STORE_NOT_FOUND:
+            raise EvidenceError(ReasonCode.PACKAGE_INCOMPLETE, f"{key} is missing") from None
+        raise
+    return jsonread.loads(data, ReasonCode.PACKAGE_INVALID, key)
+
+
+def _hashes(value) -> bool:
+    return isinstance(value, list) and all(isinstance(h, str) and _HASH.fullmatch(h) for h in value)
+
+
+def check_in_log(roots: dict[str, tuple[int, bytes]], store: ArtifactStore, prefix: str,
+                 verification: Verification) -> None:
+    """A bundle's ledger checks, after verify_bundle's (in the same worker): its `bundle.published` event is in
+    a verified checkpoint (``inclusion_proof``), and it is exactly this bundle's files and manifest
+    (``ledger_event``)."""
+    proof = None
+
+    def read_proof() -> dict:
+        nonlocal proof
+        proof = _inclusion(store, prefix)
+        return proof
+
+    inclusion = _run("inclusion_proof", lambda: _check_inclusion(store, read_proof(), roots))
+    verification.checks.append(inclusion)
+    if proof is not None:
+        verification.checks.append(_run("ledger_event", lambda: _check_event(store, prefix, proof)))
+
+
+def _inclusion(store: ArtifactStore, prefix: str) -> dict:
+    path = inclusion_path(prefix)
+    document = _json(store, path)
+    try:
+        valid = (
+            document.keys() == _INCLUSION_FIELDS
+            and all(type(document[name]) is int for name in ("event_seq", "leaf_index", "tree_size"))
+            and document["event_seq"] >= 1 and 0 <= document["leaf_index"] < document["tree_size"]
+            and document["event"] == event_path(document["event_seq"])
+            and all(isinstance(document[name], str) and _HASH.fullmatch(document[name])
+                    for name in ("prev_hash", "event_hash"))
+            and document["checkpoint"] == checkpoint_key(document["tree_size"])
+            and _hashes(document["proof"])
+        )
+    except (AttributeError, TypeError):
+        valid = False
+    if not valid:
+        raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"{path} is not an inclusion proof")
+    return document
+
+
+def _event_bytes(store: ArtifactStore, proof: dict) -> bytes:
+    try:
+        return store.get(proof["event"], max_bytes=jsonread.MAX_BYTES)
+    except EvidenceError as error:
+        if error.code == ReasonCode.STORE_NOT_FOUND:
+            raise EvidenceError(ReasonCode.PACKAGE_INCOMPLETE, f"{proof['event']} is missing") from None
+        raise
+
+
+def _check_inclusion(store: ArtifactStore, proof: dict, roots: dict[str, tuple[int, bytes]]) -> None:
+    """RFC 9162: the event's leaf hash and the audit path reach the signed root of the checkpoint it names."""
+    checkpoint = proof["checkpoint"]
+    if checkpoint not in roots:
+        raise EvidenceError(ReasonCode.PROOF_INVALID, f"the proof names checkpoint {checkpoint}, which the package "
+                            "does not hold or which did not verify")
+    size, root = roots[checkpoint]
+    leaf = merkle.leaf_hash(_event_bytes(store, proof))
+    if size != proof["tree_size"] or not merkle.verify_inclusion(
+            proof["leaf_index"], size, leaf, [bytes.fromhex(h) for h in proof["proof"]], root):
+        raise EvidenceError(ReasonCode.PROOF_INVALID,
+                            f"the event's inclusion proof does not reach the signed root of {checkpoint}")
+
+
+def _check_event(store: ArtifactStore, prefix: str, proof: dict) -> None:
+    """The event describes this bundle: its files' digests, and the manifest it derives is the bundle's, with the
+    event's chain hash (the ledger's chain_hash: sha256(prev_hash || body)) in the manifest's ledger position."""
+    text = _event_bytes(store, proof)
+    body = jsonread.loads(text, ReasonCode.LEDGER_EVENT_MISMATCH, proof["event"])
+    files = {"report_sha256": _digest(store, f"{prefix}/{REPORT}"),
+             "statement_sha256": _digest(store, f"{prefix}/{STATEMENT}")}
+    try:
+        manifest = jsonread.loads(store.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES),
+                                  ReasonCode.MANIFEST_INVALID, MANIFEST)
+    except EvidenceError as error:
+        _missing_is_incomplete(error, f"{prefix}/{MANIFEST}")
+        manifest = None
+    event_hash = hashlib.sha256(bytes.fromhex(proof["prev_hash"]) + text).hexdigest()
+    event = LedgerEvent(proof["event_seq"], body.get("event_type") if isinstance(body, dict) else None,
+                        proof["event_hash"], body)
+    if event_hash != proof["event_hash"] or not commits_bundle(event, prefix, manifest, files):
+        raise EvidenceError(ReasonCode.LEDGER_EVENT_MISMATCH,
+                            f"the bundle's files or manifest are not what event {proof['event_seq']} committed")
+
+
+def _digest(store: ArtifactStore, key: str) -> str | None:
+    try:
+        return store.get_file(key, DISCARD)
+    except EvidenceError as error:
+        _missing_is_incomplete(error, key)
+        return None  # a symlink, a folder...: reported by verify_bundle; here it means "not the committed file"
+
+
+def _missing_is_incomplete(error: EvidenceError, key: str) -> None:
+    """Re-raise an outage as it is and a missing file as PACKAGE_INCOMPLETE; anything else is the caller's."""
+    if error.code in UNAVAILABLE_CODES:
+        raise error
+    if error.code == ReasonCode.STORE_NOT_FOUND:
+        raise EvidenceError(ReasonCode.PACKAGE_INCOMPLETE, f"{key} is missing") from None
+
+
+def _open_package_store(root: str) -> ArtifactStore:
+    """Each worker opens the package folder itself (verify_many's open_archive)."""
+    return PackageStore(Path(root))
+
+
+def verify_bundles(argument: str, store: LocalStore, index: Index, checks: PackageChecks,
+                   key_ids: frozenset[str], root_ids: frozenset[str], workers: int,
+                   at: datetime | None = None) -> Iterator[Outcome]:
+    """Every bundle the index lists, verified as `evidence verify` verifies an archive's, plus its ledger checks,
+    in ``workers`` processes; one Outcome each, in the index's order."""
+    location = Location(argument, str(store.root), "bundles", is_archive_root=True)
+    return verify_all([(location, bundle) for bundle in index.bundles], _open_package_store, key_ids, root_ids,
+                      workers, at, also=partial(check_in_log, checks.roots))
