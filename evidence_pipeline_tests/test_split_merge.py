@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import sqlalchemy as sa
@@ -21,9 +22,11 @@ from evidence_pipeline.documents import signature_check
 from evidence_pipeline.documents.derive import parse_parts, split_document
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.registry import ProcessorInput, operation
+from evidence_pipeline.documents.worker import run_page
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake import open_documents
 from evidence_pipeline.ledger.ledger import chain_hash
+from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline_tests import signed_bundles as bundles
 from evidence_pipeline_tests.conftest import drop_append_only_guards, overwrite, require_tool
@@ -447,3 +450,24 @@ def test_a_page_run_splits_and_records_a_bad_range_as_an_outcome(backend, docume
     assert result.success  # a range beyond the document is the job's outcome, not the run's failure
     assert (good["state"], len(_pdfs(good))) == ("succeeded", 4)
     assert (beyond["state"], beyond["stage"], beyond["reason"]) == ("rejected", "rejected", "OPTIONS_INVALID")
+
+
+def test_two_runs_of_one_split_at_once_make_one_set_of_outputs(documents, intake, pki):
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        document = upload(http, bundles.sign(bundles.district_agreement(), pki[0])).json()
+        job_id = _accept(http, "split-1", {"operation": "split", "inputs": [document["document_id"]],
+                                           "options": {"parts": PARTS}})
+        documents.ledger.assign_pages(10)
+        [(page_id, _, _)] = documents.ledger.open_pages()
+        with ThreadPoolExecutor(2) as pool:
+            runs = list(pool.map(lambda run: run_page(documents, page_id, RunInfo(run)), ("run-a", "run-b")))
+        status = _status(http, job_id)
+    outcomes = sorted((o.state, o.reason or "") for [o] in runs)
+    assert outcomes in ([("running", "LEASE_BUSY"), ("succeeded", "")], [("succeeded", ""), ("succeeded", "")])
+    assert status["state"] == "succeeded" and len(_pdfs(status)) == 4
+    ledger = documents.runtime.ledger
+    assert len(ledger.events_of_type("document.published")) == 1
+    assert len(ledger.events_of_type("document.derived")) == 4 and len(ledger.events_of_type("signature.checked")) == 1
+    [prefix] = {o["artifact_id"].rsplit("/", 1)[0] for o in status["outputs"] if "/derived/" in o["artifact_id"]}
+    assert len(documents.runtime.archive.list(prefix)) == 12
