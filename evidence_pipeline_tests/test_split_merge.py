@@ -188,7 +188,7 @@ def _split(http, documents, pdf: bytes, key: str = "split-1", parts=PARTS) -> tu
 def _pdfs(status: dict) -> dict[str, str]:
     """part name -> the artifact id of its PDF"""
     return {o["artifact_id"].rsplit("/", 1)[1].removesuffix(".pdf"): o["artifact_id"]
-            for o in status["outputs"] if o["artifact_id"].endswith(".pdf")}
+            for o in status["outputs"] if o["artifact_id"].endswith(".pdf") and ".derived-by." not in o["artifact_id"]}
 
 
 def _agreement_merged(documents, http, pki) -> dict:
@@ -278,6 +278,11 @@ def test_the_four_part_agreement_end_to_end(documents, intake, pki, environment,
         assert "does not contain any signatures" in shown.stdout + shown.stderr, shown.stdout
         assert b"/ByteRange" not in path.read_bytes() and b"/DSS" not in path.read_bytes()
         assert b"/Perms" not in path.read_bytes() and b"/AcroForm" not in path.read_bytes()
+        signed_copy = path.with_suffix(".derived-by.pdf")  # the service's "derived by" signature, and only it
+        signed_copy.write_bytes(archive.get(artifact_id.replace(".pdf", ".derived-by.pdf")))
+        shown = subprocess.run([pdfsig, str(signed_copy)], capture_output=True, text=True).stdout
+        assert "Signature #1" in shown and "Signature #2" not in shown and "EvidenceDerivedBy" in shown, shown
+        assert signed_copy.read_bytes().startswith(path.read_bytes())
     source = tmp_path / "upload.pdf"
     source.write_bytes(done["signed"])
     assert "Signature #1" in subprocess.run([pdfsig, str(source)], capture_output=True, text=True).stdout
@@ -290,6 +295,7 @@ def test_the_four_part_agreement_end_to_end(documents, intake, pki, environment,
     kinds = [link["link"] for link in report["links"]]
     assert kinds.count("review") == 3 and kinds.count("upload") == 3 and kinds.count("signature_check") == 3
     assert kinds[0] == "derivative" and kinds.count("derivative") == 4
+    assert _walk(environment, merged_id.replace(".pdf", ".derived-by.pdf"))[0] == 0  # the signed copy's id
     text = _invoke(["lineage", merged_id], environment)
     assert text.exit_code == 0 and "LINEAGE HOLDS" in text.output
     verified = _invoke(["verify", merged_id], environment)  # `evidence verify` takes document artifacts too
@@ -328,6 +334,14 @@ def test_tampering_with_any_link_fails_the_walk_naming_it(documents, intake, pki
     assert _invoke(["verify", merged_id], environment).exit_code == 1
     overwrite(rt, exhibits, original)
     assert _walk(environment, merged_id)[0] == 0
+
+    # A derivative's signed copy, replaced by another part's.
+    copy = exhibits.replace(".pdf", ".derived-by.pdf")
+    kept = rt.archive.get(copy)
+    overwrite(rt, copy, rt.archive.get(master.replace(".pdf", ".derived-by.pdf")))
+    code, report = _walk(environment, merged_id)
+    assert (code, report["code"], report["link"]) == (1, "LINEAGE_DIGEST_MISMATCH", f"split {exhibits}")
+    overwrite(rt, copy, kept)
 
     # A statement: the master agreement part's, replaced by another part's (validly signed, about other bytes).
     statement = master.replace(".pdf", ".statement.dsse.json")
@@ -422,7 +436,7 @@ def test_the_same_request_twice_converges_on_the_same_output(documents, intake, 
     assert first["job_id"] != again["job_id"] and (first["state"], again["state"]) == ("succeeded", "succeeded")
     derived = [(o["artifact_id"], o["sha256"]) for o in first["outputs"] if "/derived/" in o["artifact_id"]]
     assert derived == [(o["artifact_id"], o["sha256"]) for o in again["outputs"] if "/derived/" in o["artifact_id"]]
-    assert len(derived) == 12  # a PDF, statement and manifest per part
+    assert len(derived) == 16  # a PDF, statement, manifest and signed copy per part (the same copy: adopted)
     ledger = documents.runtime.ledger
     assert len(ledger.events_of_type("document.derived")) == 4 + 1  # once per artifact, whichever job
     assert len(ledger.events_of_type("signature.checked")) == 1  # once per bytes and policy
@@ -470,4 +484,4 @@ def test_two_runs_of_one_split_at_once_make_one_set_of_outputs(documents, intake
     assert len(ledger.events_of_type("document.published")) == 1
     assert len(ledger.events_of_type("document.derived")) == 4 and len(ledger.events_of_type("signature.checked")) == 1
     [prefix] = {o["artifact_id"].rsplit("/", 1)[0] for o in status["outputs"] if "/derived/" in o["artifact_id"]}
-    assert len(documents.runtime.archive.list(prefix)) == 12
+    assert len(documents.runtime.archive.list(prefix)) == 16

@@ -23,6 +23,8 @@ from evidence_pipeline.documents import Documents
 from evidence_pipeline.documents.review import DECISION
 from evidence_pipeline.documents.worker import (
     DERIVATIVE_PREDICATE_TYPE,
+    DERIVED_BY,
+    DERIVED_BY_FIELD,
     PREDICATE_TYPE,
     SIGNATURE_CHECK_PREDICATE_TYPE,
     STATEMENT,
@@ -32,6 +34,7 @@ from evidence_pipeline.ledger.ledger import GENESIS_HASH, chain_hash
 from evidence_pipeline.models import TENANT_ID, EventType
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import published_statement_keys
+from evidence_pipeline.signing.pades import TIMESTAMPED, verify_pdf_signature
 from evidence_pipeline.store import sha256_hex
 
 
@@ -74,6 +77,9 @@ class _Walker:
 
     def artifact(self, artifact_id: str) -> tuple[str, str]:
         """Check an artifact and everything it came from; returns its sha256 and the original upload's."""
+        signed_copy = artifact_id.endswith(f".{DERIVED_BY}")  # walked as the derivative it is a signed copy of
+        if signed_copy:
+            artifact_id = artifact_id.removesuffix(f".{DERIVED_BY}") + ".pdf"
         derived = self.documents.ledger.find_event(self.tenant, EventType.DOCUMENT_DERIVED, "artifact_id", artifact_id)
         if derived is not None:
             return self.derivative(artifact_id, derived)
@@ -100,7 +106,7 @@ class _Walker:
         digest = recorded["output_digest"]
         if event["parsed"]["subject_sha256"] != digest:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the event's subject is not the output digest")
-        self.bytes_of(self.documents.runtime.archive, artifact_id, digest, link)
+        data = self.bytes_of(self.documents.runtime.archive, artifact_id, digest, link)
         manifest = self.json_of(details["manifest"], details["manifest_sha256"], link, "manifest")
         if manifest.get("lineage") != recorded or manifest.get("statement", {}).get("sha256") != details[
             "statement_sha256"
@@ -110,6 +116,7 @@ class _Walker:
                                    DERIVATIVE_PREDICATE_TYPE, link)
         if predicate.get("lineage") != recorded:
             raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement does not carry the lineage")
+        self.derived_by(details, data, link)
         self.links.append({"link": "derivative", "artifact_id": artifact_id, "sha256": digest, "lineage": recorded})
         reviews = {review["artifact_id"]: review for review in recorded.get("reviews", [])}
         if recorded["operation"] == "merge" and set(reviews) != set(recorded["parent_artifact_ids"]):
@@ -123,6 +130,22 @@ class _Walker:
             if origin != recorded["original_digest"]:
                 raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, f"parent {parent} is not of the original")
         return digest, recorded["original_digest"]
+
+    def derived_by(self, details: dict, data: bytes, link: str) -> None:
+        """The derivative's copy signed by the service: the recorded bytes, beginning with the derivative's, and
+        our valid PAdES signature after them."""
+        signed = self.bytes_of(self.documents.runtime.archive, details["derived_by"], details["derived_by_sha256"],
+                               link)
+        if not signed.startswith(data):
+            raise _Broken(ReasonCode.LINEAGE_DIGEST_MISMATCH, link, "the signed copy is not of the derivative")
+        rt = self.documents.runtime
+        level = rt.settings.pades_level
+        try:
+            verify_pdf_signature(signed, rt.keyring.root_pem, level,
+                                 rt.keyring.tsa_root_pem if level in TIMESTAMPED else None, field_name=DERIVED_BY_FIELD)
+        except EvidenceError as error:
+            raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link,
+                          f"the derived-by signature does not verify ({error.code})") from None
 
     def review(self, review: dict, parent: str, parent_digest: str) -> None:
         link = f"review {review['review_job_id']} of {parent}"
@@ -246,9 +269,11 @@ class _Walker:
         except ValueError:
             raise _Broken(code, link, f"the {what} is not JSON") from None
 
-    def bytes_of(self, store, key: str, sha256: str, link: str) -> None:
-        if sha256_hex(self.get(store, key, link, ReasonCode.LINEAGE_DIGEST_MISMATCH)) != sha256:
+    def bytes_of(self, store, key: str, sha256: str, link: str) -> bytes:
+        data = self.get(store, key, link, ReasonCode.LINEAGE_DIGEST_MISMATCH)
+        if sha256_hex(data) != sha256:
             raise _Broken(ReasonCode.LINEAGE_DIGEST_MISMATCH, link, "the bytes are not the ones its event recorded")
+        return data
 
     def get(self, store, key: str, link: str, code: ReasonCode) -> bytes:
         try:

@@ -45,6 +45,8 @@ SIGNATURE_CHECK_PREDICATE_TYPE = "https://evidence-pipeline.dev/signature-check/
 DERIVATIVE_PREDICATE_TYPE = "https://evidence-pipeline.dev/derivative/v1"
 DERIVATIVE_MANIFEST_SCHEMA = "evidence-derivative/v1"
 APPROVAL_FIELD = "EvidenceApproval"  # the signature field of the service's approval
+DERIVED_BY_FIELD = "EvidenceDerivedBy"  # the signature field of the service's signature on a derivative's copy
+DERIVED_BY = "derived-by.pdf"  # a derivative's copy signed by the service: <name>.derived-by.pdf
 _MISSING_OR_REFUSED = GATE_CODES | {
     ReasonCode.DOCUMENT_NOT_FOUND, ReasonCode.STORE_NOT_FOUND, ReasonCode.STORE_DIGEST_MISMATCH
 }
@@ -194,9 +196,9 @@ def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInf
         for name, data in sorted(result.artifacts.items()):
             stored = rt.archive.put_once(f"{prefix}/{name}", data)
             artifacts.append({"name": name, "key": stored.key, "sha256": stored.sha256, "bytes": stored.size})
-        derived = tuple(_publish_derivative(rt, job, op, inputs, rows, check, pinned, d, artifacts)
-                        for d in result.derived)
         stages.enter("signing", summary=result.summary)
+        derived = tuple(_publish_derivative(rt, job, op, inputs, rows, check, pinned, d, artifacts, scratch)
+                        for d in result.derived)
         if result.signed:
             artifacts.append(_approve(rt, f"{prefix}/{result.signed}", inputs[0], scratch, op.name))
     keyring = rt.keyring
@@ -337,10 +339,13 @@ def _extra_roots(path) -> bytes | None:
 
 
 def _publish_derivative(rt: Runtime, job: dict, op: Operation, inputs: list[ProcessorInput], sources: list,
-                        check: dict | None, pinned: dict, derivative: Derivative, artifacts: list) -> tuple[str, dict]:
+                        check: dict | None, pinned: dict, derivative: Derivative, artifacts: list,
+                        scratch) -> tuple[str, dict]:
     """Put a derivative, its DSSE statement and its manifest once under a key named by its content's identity:
     the same tenant, operation, input digests, options, policy version and signature check give the same keys
-    and bytes, whichever job (idempotency key) asks. Returns what its `document.derived` event records."""
+    and bytes, whichever job (idempotency key) asks. Beside it, a copy signed by the service as "derived by"
+    (PAdES, appended: it begins with the derivative's exact bytes; adopted, never signed twice). Returns what its
+    `document.derived` event records."""
     by_id = {i.document_id: (i, source) for i, source in zip(inputs, sources)}
     parents = [by_id[parent] for parent in derivative.parents]
     originals = {source.lineage["original_digest"] if source.lineage else i.sha256 for i, source in parents}
@@ -386,7 +391,14 @@ def _publish_derivative(rt: Runtime, job: dict, op: Operation, inputs: list[Proc
     for name, obj in ((f"{derivative.name}.pdf", stored), (f"{derivative.name}.{STATEMENT}", statement),
                       (f"{derivative.name}.manifest.json", manifest_stored)):
         artifacts.append({"name": name, "key": obj.key, "sha256": obj.sha256, "bytes": obj.size})
+    with scratch_file(scratch) as file:
+        file.write(derivative.data)
+        derived_by = _signed_copy(rt, f"{base}.{DERIVED_BY}", file, output_digest, stored.size, scratch,
+                                  DERIVED_BY_FIELD, f"Derived by {op.name}")
+    artifacts.append(derived_by)
     return output_digest, {
+        "derived_by": derived_by["key"],
+        "derived_by_sha256": derived_by["sha256"],
         "artifact_id": stored.key,
         "name": derivative.name,
         "manifest": manifest_stored.key,
@@ -402,32 +414,12 @@ def derived_prefix(tenant: str, identity: str) -> str:
 
 
 def _approve(rt: Runtime, key: str, document: ProcessorInput, scratch, operation_name: str) -> dict:
-    """The input with the service's PAdES approval signature appended, put once under ``key``.
-
-    Signatures are not deterministic, so a retry never signs again over an object an earlier attempt stored: it
-    adopts it when it begins with the exact input bytes and carries our valid approval (pyHanko appends, so the
-    contract's own signatures stay intact before it). A store or signing dependency that fails transiently
-    leaves it unknown whether the object was stored: REVIEW_DEPENDENCY_TIMEOUT, and the retry adopts."""
-    keyring, level = rt.keyring, rt.settings.pades_level
-    document.file.seek(0)
-    earlier = len(PdfFileReader(document.file, strict=True).embedded_signatures)
-
-    def sign():
-        document.file.seek(0)
-        return sign_pdf(
-            document.file, keyring, level, rt.settings.tsa_url, out=scratch_file(scratch),
-            field_name=APPROVAL_FIELD, reason=f"Approved by {operation_name}",
-        )
-
-    def adopt(stored, sha256: str) -> tuple[str, int] | None:
-        if sha256_file(stored, document.size) != (document.sha256, document.size):
-            return None
-        tsa_root = keyring.tsa_root_pem if level in TIMESTAMPED else None
-        verify_pdf_signature(stored, keyring.root_pem, level, tsa_root, field_name=APPROVAL_FIELD, earlier=earlier)
-        return sha256, stored.seek(0, io.SEEK_END)
-
+    """The input with the service's PAdES approval signature appended, put once under ``key`` (see
+    _signed_copy). A store or signing dependency that fails transiently leaves it unknown whether the object was
+    stored: REVIEW_DEPENDENCY_TIMEOUT, and the retry adopts."""
     try:
-        (sha256, size), _ = put_or_adopt(rt.archive, key, scratch, make=sign, accept=adopt)
+        stored = _signed_copy(rt, key, document.file, document.sha256, document.size, scratch, APPROVAL_FIELD,
+                              f"Approved by {operation_name}")
     except EvidenceError as error:
         if not error.retryable:
             raise
@@ -436,4 +428,31 @@ def _approve(rt: Runtime, key: str, document: ProcessorInput, scratch, operation
             f"the approval signature may or may not be stored ({error.code}); the retry adopts what was",
         ) from None
     kill_point("after_approval_put")
-    return {"name": key.rsplit("/", 1)[-1], "key": key, "sha256": sha256, "bytes": size}
+    return stored
+
+
+def _signed_copy(rt: Runtime, key: str, file, sha256: str, size: int, scratch, field: str, reason: str) -> dict:
+    """``file`` (of ``sha256`` and ``size``) with the service's PAdES signature appended in ``field``, put once
+    under ``key``; its artifact entry.
+
+    Signatures are not deterministic, so a retry never signs again over an object an earlier attempt stored: it
+    adopts it when it begins with the exact bytes and carries our valid signature in ``field`` (pyHanko appends,
+    so the document's own signatures stay intact before it)."""
+    keyring, level = rt.keyring, rt.settings.pades_level
+    file.seek(0)
+    earlier = len(PdfFileReader(file, strict=True).embedded_signatures)
+
+    def sign():
+        file.seek(0)
+        return sign_pdf(file, keyring, level, rt.settings.tsa_url, out=scratch_file(scratch), field_name=field,
+                        reason=reason)
+
+    def adopt(stored, stored_sha256: str) -> tuple[str, int] | None:
+        if sha256_file(stored, size) != (sha256, size):
+            return None
+        tsa_root = keyring.tsa_root_pem if level in TIMESTAMPED else None
+        verify_pdf_signature(stored, keyring.root_pem, level, tsa_root, field_name=field, earlier=earlier)
+        return stored_sha256, stored.seek(0, io.SEEK_END)
+
+    (signed_sha256, signed_size), _ = put_or_adopt(rt.archive, key, scratch, make=sign, accept=adopt)
+    return {"name": key.rsplit("/", 1)[-1], "key": key, "sha256": signed_sha256, "bytes": signed_size}
