@@ -325,62 +325,39 @@ def test_tampering_with_any_link_fails_the_walk_naming_it(documents, intake, pki
     exhibits, master = done["parts"]["exhibits"], done["parts"]["master-agreement"]
     assert _walk(environment, merged_id)[0] == 0
 
-    # An intermediate artifact's bytes.
-    original = rt.archive.get(exhibits)
-    assert original.endswith(b"%%EOF\n")
-    overwrite(rt, exhibits, original[:-6] + b"%%EOF\n%" + b"\n")  # still a PDF, one byte more
-    code, report = _walk(environment, merged_id)
-    assert (code, report["code"], report["link"]) == (1, "LINEAGE_DIGEST_MISMATCH", f"split {exhibits}")
-    assert _invoke(["verify", merged_id], environment).exit_code == 1
-    overwrite(rt, exhibits, original)
-    assert _walk(environment, merged_id)[0] == 0
-
-    # A derivative's signed copy, replaced by another part's.
-    copy = exhibits.replace(".pdf", ".derived-by.pdf")
-    kept = rt.archive.get(copy)
-    overwrite(rt, copy, rt.archive.get(master.replace(".pdf", ".derived-by.pdf")))
-    code, report = _walk(environment, merged_id)
-    assert (code, report["code"], report["link"]) == (1, "LINEAGE_DIGEST_MISMATCH", f"split {exhibits}")
-    overwrite(rt, copy, kept)
-
-    # A statement: the master agreement part's, replaced by another part's (validly signed, about other bytes).
-    statement = master.replace(".pdf", ".statement.dsse.json")
-    kept = rt.archive.get(statement)
-    overwrite(rt, statement, rt.archive.get(exhibits.replace(".pdf", ".statement.dsse.json")))
-    code, report = _walk(environment, merged_id)
-    assert (code, report["code"], report["link"]) == (1, "LINEAGE_STATEMENT_INVALID", f"split {master}")
-    overwrite(rt, statement, kept)
-
-    # A review decision's bytes.
     [review] = [r for r in rt.ledger.events_of_type("document.derived")
                 if r["details"]["artifact_id"] == merged_id][0]["details"]["lineage"]["reviews"][:1]
     decision_key = next(a["key"] for a in rt.ledger.events_of_type("document.published")
                         if a["details"]["job_id"] == review["review_job_id"]
                         for a in a["details"]["artifacts"] if a["name"] == "decision.json")
-    decision = rt.archive.get(decision_key)
-    overwrite(rt, decision_key, decision.replace(b'"approved"', b'"approved" '))
-    code, report = _walk(environment, merged_id)
-    assert (code, report["code"]) == (1, "LINEAGE_DIGEST_MISMATCH")
-    assert report["link"] == f"review {review['review_job_id']} of {master}"
-    overwrite(rt, decision_key, decision)
-
-    # The signature check record.
     [checked] = rt.ledger.events_of_type("signature.checked")
-    record = rt.archive.get(checked["details"]["record"])
-    overwrite(rt, checked["details"]["record"], record.replace(b'"no_findings"', b'"findings"'))
-    code, report = _walk(environment, master)
-    assert (code, report["code"], report["link"]) == (
-        1, "LINEAGE_DIGEST_MISMATCH", f"signature check {checked['details']['signature_check_id']}")
-    overwrite(rt, checked["details"]["record"], record)
-
-    # The upload's bytes in the document store.
-    upload_key = f"acme/{done['upload']['sha256']}"
-    overwrite(rt, upload_key, done["signed"] + b"\n", store=documents.store)
-    code, report = _walk(environment, master)
-    assert (code, report["code"], report["link"]) == (
-        1, "LINEAGE_DIGEST_MISMATCH", f"upload {done['upload']['document_id']}")
-    overwrite(rt, upload_key, done["signed"], store=documents.store)
-    assert _walk(environment, merged_id)[0] == 0
+    record_key, check_id = checked["details"]["record"], checked["details"]["signature_check_id"]
+    original = rt.archive.get(exhibits)
+    assert original.endswith(b"%%EOF\n")
+    archive, store = rt.archive, documents.store
+    cases = [  # (the object, what replaces it, in which store, where the walk starts, the code, the link it names)
+        (exhibits, original[:-6] + b"%%EOF\n%\n", archive, merged_id,  # an intermediate artifact's bytes
+         "LINEAGE_DIGEST_MISMATCH", f"split {exhibits}"),
+        (exhibits.replace(".pdf", ".derived-by.pdf"), archive.get(master.replace(".pdf", ".derived-by.pdf")),
+         archive, merged_id, "LINEAGE_DIGEST_MISMATCH", f"split {exhibits}"),  # its signed copy, another part's
+        (master.replace(".pdf", ".statement.dsse.json"),  # a statement: validly signed, about another part
+         archive.get(exhibits.replace(".pdf", ".statement.dsse.json")), archive, merged_id,
+         "LINEAGE_STATEMENT_INVALID", f"split {master}"),
+        (decision_key, archive.get(decision_key).replace(b'"approved"', b'"approved" '), archive, merged_id,
+         "LINEAGE_DIGEST_MISMATCH", f"review {review['review_job_id']} of {master}"),
+        (record_key, archive.get(record_key).replace(b'"no_findings"', b'"findings"'), archive, master,
+         "LINEAGE_DIGEST_MISMATCH", f"signature check {check_id}"),
+        (f"acme/{done['upload']['sha256']}", done["signed"] + b"\n", store, master,  # the upload's bytes
+         "LINEAGE_DIGEST_MISMATCH", f"upload {done['upload']['document_id']}"),
+    ]
+    for key, data, where, start, expected_code, expected_link in cases:
+        kept = where.get(key)
+        overwrite(rt, key, data, where)
+        code, report = _walk(environment, start)
+        assert (code, report["code"], report["link"]) == (1, expected_code, expected_link), key
+        assert _invoke(["verify", start], environment).exit_code == 1
+        overwrite(rt, key, kept, where)
+        assert _walk(environment, merged_id)[0] == 0
 
     # A ledger row: the exhibits part's document.derived event rewritten in place.
     drop_append_only_guards(rt.ledger)
