@@ -402,6 +402,19 @@ def test_unapproved_merge_inputs_are_refused_at_admission(documents, intake, pki
     assert (foreign.status_code, error_code(foreign)) == (404, "DOCUMENT_NOT_FOUND")
 
 
+def test_a_merge_of_parts_of_two_originals_is_refused(documents, intake, pki):
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        masters = []
+        for n, pdf in enumerate((bundles.district_agreement(), bundles.sign(bundles.district_agreement(), pki[0]))):
+            _, split = _split(http, documents, pdf, f"split-{n}", [{"name": "master", "pages": "1"}])
+            masters.append(_pdfs(split)["master"])
+            _accept(http, f"review-{n}", {"operation": "contract-review", "inputs": [masters[-1]]})
+        dispatch(documents, "run-reviews")
+        refused = submit(http, "merge", {"operation": "merge", "inputs": masters})
+    assert masters[0] != masters[1] and (refused.status_code, error_code(refused)) == (422, "INPUTS_INVALID")
+
+
 def test_the_same_request_twice_converges_on_the_same_output(documents, intake, pki):
     acme, _ = tokens(documents)
     signed = bundles.sign(bundles.district_agreement(), pki[0])

@@ -391,20 +391,17 @@ class DocumentLedger:
         return None
 
     def record_once(self, job: dict, lease: Lease, event_type: str, subject_sha256: str, name: str,
-                    details: dict, actor: str) -> dict:
-        """Append ``tenant``'s event of ``event_type`` identified by details[``name``] unless one is already
-        committed, fenced by ``lease``; returns the committed event's row (see find_event)."""
+                    details: dict, actor: str) -> None:
+        """Append the job's tenant's event of ``event_type`` identified by details[``name``], fenced by ``lease``,
+        unless one is already committed."""
 
-        def record(conn: Connection) -> dict:
+        def record(conn: Connection) -> None:
             self._fence(conn, lease)
-            existing = self._find_event(conn, job["tenant"], event_type, name, details[name])
-            if existing is None:
+            if self._find_event(conn, job["tenant"], event_type, name, details[name]) is None:
                 self.ledger._append(conn, TenantMonth(job["tenant"], job["period"]), event_type, subject_sha256,
                                     actor, details)
-                existing = self._find_event(conn, job["tenant"], event_type, name, details[name])
-            return existing
 
-        return self.ledger._transact(record)
+        self.ledger._transact(record)
 
     # --- batches ----------------------------------------------------------------------------------------------
 
