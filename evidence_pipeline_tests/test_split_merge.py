@@ -18,6 +18,7 @@ from pypdf.generic import ArrayObject, DictionaryObject, IndirectObject, NameObj
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.definitions import defs
+from evidence_pipeline.document_outcomes import close_month, counts, read_outcomes
 from evidence_pipeline.documents import signature_check
 from evidence_pipeline.documents.derive import parse_parts, split_document
 from evidence_pipeline.documents.gate import gate
@@ -26,6 +27,7 @@ from evidence_pipeline.documents.worker import run_page
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake import open_documents
 from evidence_pipeline.ledger.ledger import chain_hash
+from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline_tests import signed_bundles as bundles
@@ -309,6 +311,12 @@ def test_the_four_part_agreement_end_to_end(documents, intake, pki, environment,
         "job_output", "derivative", "signature_check", "upload"]
     nothing = _invoke(["lineage", "documents/acme/derived/nothing.pdf", "--json"], environment)
     assert nothing.exit_code == 2 and json.loads(nothing.output)["error"]["code"] == "LINEAGE_NOT_FOUND"
+
+    # The month's document outcomes, which the monthly report prints, list the split, the reviews and the merge.
+    period = documents.ledger.job("acme", merge["job_id"])["period"]
+    revision, _ = close_month(documents.runtime.sources, ledger, TenantMonth("acme", period))
+    assert {(o, state) for o, state, _ in counts(read_outcomes(documents.runtime.sources, revision))} >= {
+        ("split", "succeeded"), ("contract-review", "succeeded"), ("merge", "succeeded")}
 
 
 def _walk(environment, artifact_id: str) -> tuple[int, dict]:
