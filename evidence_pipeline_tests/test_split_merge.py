@@ -164,6 +164,9 @@ def test_signed_bundles_get_their_signature_findings(pki):
                                                 signature_check.trust_policy(district.root_pem, None), "sgc_test")
     assert not tampered["signatures"][0]["intact"] and "digest_mismatch" in tampered["signatures"][0]["findings"]
     assert _check(base, pki)["outcome"] == "unsigned"
+    with pytest.raises(EvidenceError) as misconfigured:
+        signature_check.trust_policy(district.root_pem, b"not a certificate")
+    assert misconfigured.value.code == ReasonCode.CONFIG_INVALID
 
 
 # --- through the front door ------------------------------------------------------------------------------------
