@@ -350,9 +350,12 @@ class DocumentLedger:
 
     def _find_event(self, conn: Connection, tenant: str, event_type: str, name: str, value: str) -> dict | None:
         events = self.ledger.audit_events.c
+        # Bodies are canonical JSON, so the pair appears verbatim: the database narrows, the parse decides.
+        pair = canonical({name: value})[1:-1]
         query = (
             select(events.seq, events.prev_hash, events.event_hash, events.body)
             .where(events.tenant == tenant, events.event_type == str(event_type))
+            .where(events.body.contains(pair, autoescape=True))
             .order_by(events.seq)
         )
         for row in conn.execute(query):
