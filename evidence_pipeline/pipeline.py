@@ -307,7 +307,7 @@ def _sign_and_commit(
         )
     # From here to the commit this attempt holds the tenant-month: the bundle it supersedes stays the current one.
     supersedes = _claim(rt, inputs, fields, lease, run)
-    ours = _our_statement_keys(rt)
+    ours = our_statement_keys(rt)
     predicate = fields | {
         "source_sequence": inputs.source_sequence,
         "documents_sha256": inputs.documents_sha256,
@@ -421,7 +421,7 @@ def _complete(rt: Runtime, holder: dict, run: RunInfo) -> bool:
     envelope = rt.archive.get(f"{bundle_prefix(tenant_month, holder['identity'])}/{STATEMENT}",
                               max_bytes=jsonread.MAX_BYTES)
     try:
-        body, _ = dsse.open_statement(envelope, _our_statement_keys(rt))
+        body, _ = dsse.open_statement(envelope, our_statement_keys(rt))
         predicate = body["predicate"]
         fields = {name: predicate[name] for name in IDENTITY_FIELDS}
         inputs = _Inputs(tenant_month, predicate["source_sequence"], predicate["documents_sha256"], holder["job_id"])
@@ -454,7 +454,7 @@ def _complete(rt: Runtime, holder: dict, run: RunInfo) -> bool:
     return True
 
 
-def _our_statement_keys(rt: Runtime) -> dict:
+def our_statement_keys(rt: Runtime) -> dict:
     """Every generation's statement key: an earlier attempt may have signed with a generation retired since."""
     return {k.statement_key_id: k.statement_public_key for k in rt.keys.keyrings()}
 

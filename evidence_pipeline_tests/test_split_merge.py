@@ -486,3 +486,20 @@ def test_two_runs_of_one_split_at_once_make_one_set_of_outputs(documents, intake
     assert len(ledger.events_of_type("document.derived")) == 4 and len(ledger.events_of_type("signature.checked")) == 1
     [prefix] = {o["artifact_id"].rsplit("/", 1)[0] for o in status["outputs"] if "/derived/" in o["artifact_id"]}
     assert len(documents.runtime.archive.list(prefix)) == 16
+
+
+def test_the_same_request_after_a_key_rotation_adopts_what_the_earlier_key_signed(documents, intake, pki,
+                                                                                   environment):
+    """Content-addressed statements were signed by the key active then: the new key's job adopts them (they still
+    verify), instead of failing put-once on an object of different bytes."""
+    acme, _ = tokens(documents)
+    signed = bundles.sign(bundles.district_agreement(), pki[0])
+    with client(intake, acme) as http:
+        _, first = _split(http, documents, signed, "split-a")
+        assert _invoke(["keys", "rotate"], environment).exit_code == 0
+        _, again = _split(http, documents, signed, "split-b")
+    assert (first["state"], again["state"]) == ("succeeded", "succeeded"), again
+    derived = [(o["artifact_id"], o["sha256"]) for o in first["outputs"] if "/derived/" in o["artifact_id"]]
+    assert derived == [(o["artifact_id"], o["sha256"]) for o in again["outputs"] if "/derived/" in o["artifact_id"]]
+    merged_code, walked = _walk(environment, _pdfs(again)["signature-page"])
+    assert merged_code == 0, walked

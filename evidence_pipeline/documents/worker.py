@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import json
 from dataclasses import dataclass
 
 from pyhanko.pdf_utils.reader import PdfFileReader
@@ -32,11 +33,11 @@ from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.ledger.documents import WORKER_VERSION, stage_of
 from evidence_pipeline.ledger.jobs import Lease
 from evidence_pipeline.models import EventType
-from evidence_pipeline.pipeline import put_or_adopt, record_failure
+from evidence_pipeline.pipeline import our_statement_keys, put_or_adopt, record_failure
 from evidence_pipeline.runtime import RunInfo, Runtime
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.pades import TIMESTAMPED, sign_pdf, verify_pdf_signature
-from evidence_pipeline.store import sha256_file, sha256_hex
+from evidence_pipeline.store import StoredObject, sha256_file, sha256_hex
 from evidence_pipeline.tempfiles import attempt_dir, scratch_file
 
 STATEMENT = "statement.dsse.json"
@@ -217,8 +218,8 @@ def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInf
         "key_id": keyring.statement_key_id,
     }
     subject = inputs[0]
-    envelope = _sign_statement(rt, f"document/{subject.document_id}", subject.sha256, predicate, PREDICATE_TYPE)
-    statement = rt.archive.put_once(f"{prefix}/{STATEMENT}", envelope)
+    statement, envelope = _put_statement(rt, f"{prefix}/{STATEMENT}", f"document/{subject.document_id}",
+                                         subject.sha256, predicate, PREDICATE_TYPE)
     artifacts.append({"name": STATEMENT, "key": statement.key, "sha256": sha256_hex(envelope), "bytes": statement.size})
     kill_point("after_document_put")
     stages.enter("committing", outputs=[{k: a[k] for k in ("name", "sha256")} for a in artifacts])
@@ -267,13 +268,35 @@ def _source(documents: Documents, tenant: str, input_id: str) -> _Source:
     raise EvidenceError(ReasonCode.DOCUMENT_NOT_FOUND, "an input document of this job does not exist")
 
 
-def _sign_statement(rt: Runtime, name: str, sha256: str, predicate: dict, predicate_type: str) -> bytes:
+def _put_statement(rt: Runtime, key: str, name: str, sha256: str, predicate: dict,
+                   predicate_type: str) -> tuple[StoredObject, bytes]:
+    """Put our DSSE statement about ``name`` once under ``key``; returns the stored object and its bytes.
+
+    Where one is already there (an earlier attempt's, or another job's of the same content), it is adopted when a
+    key of ours, of any generation, signed it and it states the same, apart from which key signed: a rotation in
+    between must not turn a retry into a conflict."""
     keyring = rt.keyring
-    return dsse.sign_envelope(
-        dsse.canonical_json(dsse.statement(name, sha256, predicate, predicate_type)),
-        keyring.statement_key,
-        keyring.statement_key_id,
-    )
+    payload = dsse.canonical_json(dsse.statement(name, sha256, predicate, predicate_type))
+    envelope = dsse.sign_envelope(payload, keyring.statement_key, keyring.statement_key_id)
+    try:
+        return rt.archive.put_once(key, envelope), envelope
+    except EvidenceError as error:
+        if error.code != ReasonCode.STORE_CONFLICT:
+            raise
+    stored = rt.archive.get(key, max_bytes=jsonread.MAX_BYTES)
+    opened = dsse.verify_envelope(stored, our_statement_keys(rt), dsse.PAYLOAD_TYPE, code=ReasonCode.STORE_CONFLICT)
+    same = _unsigned(jsonread.loads(opened.payload, ReasonCode.STORE_CONFLICT, key)) == _unsigned(json.loads(payload))
+    if not same:
+        raise EvidenceError(ReasonCode.STORE_CONFLICT, f"{key} holds a statement that is not this one")
+    adopted = StoredObject(key, sha256_hex(stored), len(stored), created=False, version_id=rt.archive.version_id(key))
+    return adopted, stored
+
+
+def _unsigned(statement) -> object:
+    """A statement without the id of the key that signed it (a predicate may name it)."""
+    if isinstance(statement, dict) and isinstance(statement.get("predicate"), dict):
+        return statement | {"predicate": {k: v for k, v in statement["predicate"].items() if k != "key_id"}}
+    return statement
 
 
 def signature_check_prefix(tenant: str, check: str) -> str:
@@ -311,9 +334,8 @@ def _check_signatures(documents: Documents, job: dict, lease: Lease, document: P
     }
     predicate = {"signature_check_id": check, "policy_version": policy.version, "record_sha256": record_sha256,
                  "key_id": rt.keyring.statement_key_id} | summary
-    envelope = _sign_statement(rt, f"document/{document.document_id}", document.sha256, predicate,
-                               SIGNATURE_CHECK_PREDICATE_TYPE)
-    rt.archive.put_once(f"{base}.dsse.json", envelope)
+    _, envelope = _put_statement(rt, f"{base}.dsse.json", f"document/{document.document_id}", document.sha256,
+                                 predicate, SIGNATURE_CHECK_PREDICATE_TYPE)
     details = {
         "signature_check_id": check,
         "policy_version": policy.version,
@@ -376,8 +398,8 @@ def _publish_derivative(rt: Runtime, job: dict, op: Operation, inputs: list[Proc
          if "reviews" in pinned else {})
     stored = rt.archive.put_once(f"{base}.pdf", derivative.data)
     predicate = {"artifact_id": stored.key, "lineage": lineage, "facts": derivative.facts}
-    envelope = _sign_statement(rt, stored.key, output_digest, predicate, DERIVATIVE_PREDICATE_TYPE)
-    statement = rt.archive.put_once(f"{base}.{STATEMENT}", envelope)
+    statement, _ = _put_statement(rt, f"{base}.{STATEMENT}", stored.key, output_digest, predicate,
+                                  DERIVATIVE_PREDICATE_TYPE)
     manifest = dsse.canonical_json({
         "schema": DERIVATIVE_MANIFEST_SCHEMA,
         "artifact_id": stored.key,
