@@ -23,6 +23,7 @@ from evidence_pipeline.cli import main
 from evidence_pipeline.demo_data import demo_transactions
 from evidence_pipeline.documents import redact, templates
 from evidence_pipeline.documents.gate import gate
+from evidence_pipeline.documents.lineage import lineage
 from evidence_pipeline.documents.redaction_check import _pdfium_text, _pypdf_text, verify_derivative
 from evidence_pipeline.documents.registry import ACTIVE_CONTENT_OPTION, Operation, ProcessorInput, register
 from evidence_pipeline.documents.template_shadow import shadow
@@ -462,3 +463,23 @@ def test_an_original_changed_during_the_job_stops_publication(documents, intake,
         [outcome] = dispatch(documents)
     assert (outcome.state, outcome.reason) == ("rejected", ReasonCode.STORE_DIGEST_MISMATCH)
     assert documents.runtime.archive.list(job_prefix(documents.ledger.job("acme", job_id))) == []
+
+
+def test_a_redacted_derivative_walks_back_to_the_uploaded_application(documents, intake):
+    """`evidence lineage` on a derivative: the job's event and statement, then the upload; a changed derivative
+    breaks the walk at its first link."""
+    acme, _ = tokens(documents)
+    approved(documents)
+    with client(intake, acme) as http:
+        document = upload(http, application(scanned_page=False)).json()
+        job_id = redact_job(http, "redact-1", document["document_id"]).json()["job_id"]
+        assert dispatch(documents)[0].state == "succeeded"
+        outputs = http.get(f"/v1/jobs/{job_id}").json()["outputs"]
+    [derivative] = [o["artifact_id"] for o in outputs if o["artifact_id"].endswith(".pdf")]
+    walked = lineage(documents, derivative)
+    assert walked["ok"], walked
+    assert walked["links"][-1]["document_id"] == document["document_id"]  # it ends at the uploaded bytes
+    overwrite(documents.runtime, derivative, documents.runtime.archive.get(derivative) + b"%")
+    broken = lineage(documents, derivative)
+    assert (broken["ok"], broken["code"]) == (False, "LINEAGE_DIGEST_MISMATCH")
+    assert derivative in broken["link"]
