@@ -284,9 +284,6 @@ def compose_problems(doc: dict, image_env: dict[str, str], base: Path = DEPLOY) 
         problems.append(f"code and keys-init do not share one named volume at EVIDENCE_KEYS_DIR: {keys_volumes}")
     if services["code"].get("secrets"):
         problems.append("the code service mounts the provisioning secrets: it signs from the keys volume")
-    configs = {entry["target"] for entry in services["code"].get("configs", [])}
-    if code_env["EVIDENCE_TENANT_REGISTRY"] not in configs:
-        problems.append("the tenant registry is not mounted in the code service, where the sensor reads it")
     for key in ("DAGSTER_PG_URL", "EVIDENCE_LEDGER_URL"):
         if not code_env.get(key, "").startswith("postgresql+psycopg2://"):
             problems.append(f"the code service's {key} is not PostgreSQL")
@@ -333,7 +330,6 @@ def _mutated(change) -> dict:
     (lambda doc: doc["services"]["keys-init"]["secrets"].pop(), "has no secret file"),
     (lambda doc: doc["services"]["code"]["volumes"].pop(0), "do not share one named volume"),
     (lambda doc: doc["services"]["code"].update(secrets=["statement-key"]), "mounts the provisioning secrets"),
-    (lambda doc: doc["services"]["code"].pop("configs"), "tenant registry"),
     (lambda doc: doc["services"]["daemon"].update(secrets=["statement-key"]), "keys it does not use"),
     (lambda doc: doc["services"]["code"]["environment"].update(EVIDENCE_GENERATE_DEV_KEYS="1"), "development keys"),
 ])
@@ -472,17 +468,12 @@ def test_pods_mount_keys_where_the_image_reads_them_and_run_as_its_user():
     assert paths[PROVISIONED_KEYS]["secret"]["defaultMode"] == 0o440  # group-readable: fsGroup is the image's group
     assert paths[image_env["EVIDENCE_KEYS_DIR"]]["persistentVolumeClaim"]["claimName"] == "evidence-keys"
     assert init["image"] == f"{deployment['image']['repository']}:{deployment['image']['tag']}"
-    registry = Path(image_env["EVIDENCE_TENANT_REGISTRY"])
-    by_name = {volume["name"]: volume for volume in deployment["volumes"]}
-    [tenants] = [by_name[mount["name"]] for mount in deployment["volumeMounts"]
-                 if mount["mountPath"] == str(registry.parent)]
     for context in (values["dagsterWebserver"]["podSecurityContext"], deployment["podSecurityContext"],
                     launcher["runK8sConfig"]["podSpecConfig"]["securityContext"]):
         assert context["runAsNonRoot"] and str(context["runAsUser"]) == user == str(context["fsGroup"])
     config_maps = {doc["metadata"]["name"]: doc["data"] for doc in
                    yaml.safe_load_all((DEPLOY / "helm" / "evidence-config.yaml").read_text())
                    if doc["kind"] == "ConfigMap"}
-    assert registry.name in config_maps[tenants["configMap"]["name"]]
     for env_config_maps in (launcher["envConfigMaps"], deployment["envConfigMaps"]):
         for entry in env_config_maps:
             settings = config_maps[entry["name"]]
