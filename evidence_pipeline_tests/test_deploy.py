@@ -25,7 +25,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 from importlib import resources
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -702,9 +701,8 @@ def test_webserver_and_daemon_workspace_reaches_a_code_server(tmp_path):
     webserver and the daemon do: over gRPC, without importing the code in this process's workspace."""
     from dagster._core.workspace.context import WorkspaceProcessContext
     from dagster._core.workspace.load_target import WorkspaceFileTarget
-    from dagster._grpc.client import DagsterGrpcClient
 
-    from evidence_pipeline_tests.dagster_services import _free_port
+    from evidence_pipeline_tests.dagster_services import _free_port, code_server
 
     final = dockerfile_stages(DOCKERFILE.read_text())[-1]
     [command] = [json.loads(rest) for instruction, rest in final["instructions"] if instruction == "CMD"]
@@ -716,20 +714,9 @@ def test_webserver_and_daemon_workspace_reaches_a_code_server(tmp_path):
     (tmp_path / "workspace.yaml").write_text(yaml.safe_dump(workspace))
     (tmp_path / "home").mkdir()
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"), "EVIDENCE_HOME": str(tmp_path / "evidence")}
-    with open(tmp_path / "code-server.log", "w") as log:
-        server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        client = DagsterGrpcClient(port=port, host="127.0.0.1")
-        deadline = time.monotonic() + 120
-        while client.health_check_query() != "SERVING":
-            assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "code-server.log").read_text()
-            time.sleep(0.2)
-        with instance_for_test() as instance, WorkspaceProcessContext(
-                instance, WorkspaceFileTarget(paths=[str(tmp_path / "workspace.yaml")])) as context:
-            location = context.create_request_context().get_code_location("evidence_pipeline")
-            assert type(location).__name__ == "GrpcServerCodeLocation"
-            [repository] = location.get_repositories().values()
-            assert repository.has_job("monthly_evidence")
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    with code_server(command, port, env, tmp_path / "code-server.log"), instance_for_test() as instance, \
+            WorkspaceProcessContext(instance, WorkspaceFileTarget(paths=[str(tmp_path / "workspace.yaml")])) as context:
+        location = context.create_request_context().get_code_location("evidence_pipeline")
+        assert type(location).__name__ == "GrpcServerCodeLocation"
+        [repository] = location.get_repositories().values()
+        assert repository.has_job("monthly_evidence")
