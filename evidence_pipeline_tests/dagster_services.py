@@ -55,12 +55,9 @@ def dagster_services(env: dict[str, str], logs: Path, start_timeout_s: float = 1
             yield f"http://127.0.0.1:{port}/graphql"
         finally:
             for process in processes:
-                process.terminate()
+                process.terminate()  # both at once: they stop in parallel
             for process in processes:
-                try:
-                    process.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+                stop(process)
 
 
 @contextlib.contextmanager
@@ -83,12 +80,17 @@ def code_server(command: list[str], port: int, env: dict[str, str], log: Path, s
             time.sleep(0.2)
         yield server
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop(server)
+
+
+def stop(process: subprocess.Popen, timeout_s: float = 60) -> None:
+    """SIGTERM, then SIGKILL if it has not ended within ``timeout_s``."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def graphql(url: str, query: str, variables: dict | None = None) -> dict:
