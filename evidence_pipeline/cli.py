@@ -662,12 +662,6 @@ def tenant() -> None:
     """Tenants: the registry, API tokens for intake, offboarding."""
 
 
-def _tenant_registry(settings: Settings):
-    from evidence_pipeline.ledger.tenants import TenantRegistry
-
-    return TenantRegistry(_runtime(settings).ledger)
-
-
 @tenant.command("add")
 @click.argument("tenant_ids", nargs=-1, metavar="[TENANT...]",
                 callback=lambda ctx, param, values: [_tenant_option(ctx, param, value) for value in values])
@@ -680,6 +674,7 @@ def tenant_add(tenant_ids: list[str], from_file: Path | None, as_json: bool) -> 
     Records one `tenant.registered` event per new tenant. Registered tenants stay as they are; an offboarded tenant
     is refused (TENANT_OFFBOARDED, exit 1) and the others are registered. A file with a line that is not a tenant
     id registers nothing (TENANT_ID_INVALID, the line numbers)."""
+    from evidence_pipeline.ledger.tenants import OFFBOARDED, TenantRegistry
     from evidence_pipeline.tenants import read_tenant_file
 
     if from_file is not None:
@@ -690,15 +685,14 @@ def tenant_add(tenant_ids: list[str], from_file: Path | None, as_json: bool) -> 
         tenant_ids = [*tenant_ids, *listed]
     if not tenant_ids:
         raise click.UsageError("name at least one TENANT or --from-file")
-    outcome = _tenant_registry(_settings()).register(tenant_ids, getpass.getuser())
+    outcome = TenantRegistry(_runtime(_settings()).ledger).register(tenant_ids, getpass.getuser())
     if as_json:
         click.echo(json.dumps(outcome, indent=2))
     else:
-        for state in ("registered", "existing", "offboarded"):
+        for state in dict.fromkeys(outcome.values()):
             named = [tenant_id for tenant_id, found in outcome.items() if found == state]
-            if named:
-                click.echo(f"{state} ({len(named)}): {' '.join(named)}")
-    if "offboarded" in outcome.values():
+            click.echo(f"{state} ({len(named)}): {' '.join(named)}")
+    if OFFBOARDED in outcome.values():
         click.echo("Error: offboarded tenants are never registered again (TENANT_OFFBOARDED)", err=True)
         sys.exit(exit_code(ReasonCode.TENANT_OFFBOARDED))
 
@@ -708,7 +702,10 @@ def tenant_add(tenant_ids: list[str], from_file: Path | None, as_json: bool) -> 
 @json_option
 def tenant_list(everyone: bool, as_json: bool) -> None:
     """The registered tenants in registration order (the order they become partitions)."""
-    rows = [row for row in _tenant_registry(_settings()).listing() if everyone or row["offboarded_seq"] is None]
+    from evidence_pipeline.ledger.tenants import TenantRegistry
+
+    rows = [row for row in TenantRegistry(_runtime(_settings()).ledger).listing()
+            if everyone or row["offboarded_seq"] is None]
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return

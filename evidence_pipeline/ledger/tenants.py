@@ -67,7 +67,6 @@ class TenantRegistry:
                  "offboarded_seq": row.offboarded_seq} for row in rows]
 
 
-
 def _among(conn: Connection, query: Select, column, tenants: list[str]) -> list[str]:
     """The results of ``query`` whose ``column`` is one of ``tenants``, looked up a chunk at a time."""
     found: list[str] = []
