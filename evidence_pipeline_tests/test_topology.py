@@ -166,7 +166,8 @@ def test_a_backfill_runs_through_code_server_webserver_daemon_and_run_processes(
     ledger.verify_chain()
 
     # Nothing a run needed lived on a process's own disk: no ledger, store or generated key in any home, and
-    # no attempt directory left in any work directory.
+    # no attempt directory left in any work directory. The runs (children of the code server) used its own.
+    assert Path(envs["code"]["EVIDENCE_WORK_DIR"]).is_dir()
     for role, env in envs.items():
         home, work = Path(env["EVIDENCE_HOME"]), Path(env["EVIDENCE_WORK_DIR"])
         left = sorted(p.name for p in home.iterdir()) if home.exists() else []
