@@ -14,7 +14,8 @@ test then finds nothing of the ledger or the stores in any of them, and no attem
 
 Tenants are registered with `evidence tenant add` (the database); the registry sensor, in the code server, makes
 them partitions; a backfill is launched as the UI launches it (`launchPartitionBackfill`) and its runs succeed;
-`evidence verify` verifies the bundles in S3 with the mounted keys' ids pinned; the ledger has the events.
+one tenant is offboarded and the sensor removes its partition; `evidence verify` verifies the bundles in S3 with
+the mounted keys' ids pinned; the ledger has the events.
 """
 
 from __future__ import annotations
@@ -150,6 +151,12 @@ def test_a_backfill_runs_through_code_server_webserver_daemon_and_run_processes(
         assert materialized == {key(tm) for tm in BACKFILL}
         assert type(instance.run_launcher).__name__ == "DefaultRunLauncher"
 
+        # Offboarding, from the operator's process, reaches the sensor through the database as well.
+        offboarded = _evidence(operator, "tenant", "offboard", TENANTS[1], "--reason", "contract ended")
+        assert offboarded.returncode == 0, offboarded.stderr
+        _wait_until("the offboarded tenant's partition to go",
+                    lambda: instance.get_dynamic_partitions("tenant") == TENANTS[:1])
+
     # An auditor's `evidence verify` of the archive in S3, trusting only the mounted keys' statement key and root.
     verified = _evidence(operator, "verify", f"{operator['EVIDENCE_ARCHIVE_URI']}/bundles", "--json",
                          "--key-id", keyring.statement_key_id, "--root-id", keyring.root_id)
@@ -157,9 +164,11 @@ def test_a_backfill_runs_through_code_server_webserver_daemon_and_run_processes(
     outcomes = [json.loads(line) for line in verified.stdout.splitlines()]
     assert len(outcomes) == len(BACKFILL) and all(outcome["ok"] for outcome in outcomes)
 
-    # The ledger (PostgreSQL) holds the registrations, one publication per tenant-month, and verifies.
+    # The ledger (PostgreSQL) holds the registrations, the offboarding, one publication per tenant-month (the
+    # offboarded tenant's bundles stay: they are evidence), and verifies.
     ledger = runtime.ledger
     assert [event["tenant"] for event in ledger.events_of_type(EventType.TENANT_REGISTERED)] == TENANTS
+    assert ledger.offboarded_tenants() == {TENANTS[1]}
     published = ledger.events_of_type(EventType.BUNDLE_PUBLISHED)
     assert sorted((e["tenant"], e["period"]) for e in published) == sorted((tm.tenant, tm.period) for tm in BACKFILL)
     assert {e["details"]["key_id"] for e in published} == {keyring.statement_key_id}
