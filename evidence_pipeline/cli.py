@@ -168,6 +168,9 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
     document (keys/keyring-*.json), signed by the trust root, lists. Pin the trust root id you received out of band
     with --root-id, otherwise whoever can write the archive could publish a root and keyring of their own. An
     archive from before key rotation has no keyring: pin its statement keys with --key-id too.
+
+    A LOCATION may also be a document artifact id (documents/<tenant>/…, as a job's status lists its outputs):
+    it is verified as `evidence lineage` verifies it, back to the upload, with the configured ledger and stores.
     """
     if package is not None and locations:
         raise click.UsageError("give either LOCATION... or --package, not both")
@@ -181,6 +184,11 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
     from evidence_pipeline.locations import locate  # with verify_many: pyHanko, which only verify needs
 
     settings = _settings()
+    artifacts = [location for location in locations if _is_artifact_id(location)]
+    if artifacts:
+        if len(artifacts) != len(locations):
+            raise EvidenceError(ReasonCode.CONFIG_INVALID, "verify either bundles or document artifact ids, not both")
+        sys.exit(max(_walk_lineage(artifact, as_json) for artifact in artifacts))
 
     targets = [locate(location) for location in locations]
     if len(targets) == 1 and targets[0].is_bundle:
@@ -941,6 +949,39 @@ def ruleset_shadow(candidate: str, sample: int, as_json: bool) -> None:
         click.echo(("CHANGED " if r.changed else "same    ") + line)
     click.echo(f"{len(results)} review(s) under {chosen.version} (sha256 {chosen.sha256[:12]}): "
                f"{len(changed)} changed; nothing was signed or recorded")
+
+
+@main.command()
+@click.argument("artifact_id")
+@json_option
+def lineage(artifact_id: str, as_json: bool) -> None:
+    """Walk from ARTIFACT_ID (an archive key, as a job's status lists its outputs) back to the uploaded bytes,
+    checking every digest, DSSE statement and ledger event on the way. Exit 0 only when the whole chain holds;
+    otherwise the reason code names the link that does not."""
+    code = _walk_lineage(artifact_id, as_json)
+    if code != EXIT_OK:
+        click.get_current_context().exit(code)
+
+
+def _is_artifact_id(location: str) -> bool:
+    return location.startswith("documents/") and not Path(location).exists()
+
+
+def _walk_lineage(artifact_id: str, as_json: bool) -> int:
+    """Walk one artifact's lineage, print the report; its exit code."""
+    from evidence_pipeline.documents.lineage import lineage as walk
+    from evidence_pipeline.intake import open_documents
+
+    report = walk(open_documents(_settings()), artifact_id)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        for link in report["links"]:
+            named = link.get("artifact_id") or link.get("signature_check_id") or link.get("document_id")
+            click.echo(f"ok  {link['link']:<16} {named}")
+        failed = f"FAILED {report['code']}: {report['link']}: {report['message']}"
+        click.echo("LINEAGE HOLDS" if report["ok"] else failed)
+    return EXIT_OK if report["ok"] else exit_code(report["code"])
 
 
 @main.group()

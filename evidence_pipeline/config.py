@@ -25,6 +25,7 @@ class Settings:
     witness_key: Path | None  # the checkpoints' co-signer (Ed25519 private key, 0600), never in keys_dir or archive
     pades_level: str
     tsa_url: str | None
+    signature_trust_roots: Path | None  # PEM certificates the signature check trusts beside the service's own root
     policy_version: str
     s3_endpoint_url: str | None
     s3_region: str | None
@@ -104,6 +105,10 @@ class Settings:
             witness_key=witness_key,
             pades_level=level,
             tsa_url=tsa_url,
+            signature_trust_roots=(
+                Path(env["EVIDENCE_SIGNATURE_TRUST_ROOTS"]).absolute() if env.get("EVIDENCE_SIGNATURE_TRUST_ROOTS")
+                else None
+            ),
             policy_version=env.get("EVIDENCE_POLICY_VERSION", "policy-2026.1"),
             s3_endpoint_url=env.get("EVIDENCE_S3_ENDPOINT_URL") or None,
             s3_region=env.get("EVIDENCE_S3_REGION") or env.get("AWS_REGION") or None,

@@ -110,6 +110,13 @@ class ReasonCode(StrEnum):
     REDACTION_INPUT_MISSING = "REDACTION_INPUT_MISSING"  # the input is gone or does not pass the worker gate
     REDACTION_UNSUPPORTED_CONTENT = "REDACTION_UNSUPPORTED_CONTENT"  # text the redactor cannot remove (scans, fonts)
     REDACTION_VERIFICATION_FAILED = "REDACTION_VERIFICATION_FAILED"  # the second pass found a removed value
+    # split and merge, and `evidence lineage`
+    MERGE_INPUT_NOT_APPROVED = "MERGE_INPUT_NOT_APPROVED"  # a merge input's latest review decision is not approved
+    LINEAGE_NOT_FOUND = "LINEAGE_NOT_FOUND"  # `evidence lineage` of an id that names no artifact or upload
+    LINEAGE_DIGEST_MISMATCH = "LINEAGE_DIGEST_MISMATCH"  # a link's bytes differ from what its event records
+    LINEAGE_STATEMENT_INVALID = "LINEAGE_STATEMENT_INVALID"  # a link's DSSE statement or manifest does not hold
+    LINEAGE_EVENT_INVALID = "LINEAGE_EVENT_INVALID"  # a link's ledger event is missing, altered or contradicts it
+    LINEAGE_NOT_APPROVED = "LINEAGE_NOT_APPROVED"  # a merge's parent has no approved review decision on record
     # verification outcomes (what `evidence verify` reports)
     BUNDLE_NOT_FOUND = "BUNDLE_NOT_FOUND"
     BUNDLE_INCOMPLETE = "BUNDLE_INCOMPLETE"
@@ -180,6 +187,7 @@ USAGE_CODES = frozenset(
         ReasonCode.LEDGER_NOT_CHECKPOINTED,
         ReasonCode.TOKEN_NOT_FOUND,
         ReasonCode.TEMPLATE_NOT_FOUND,
+        ReasonCode.LINEAGE_NOT_FOUND,
         ReasonCode.PACKAGE_NOT_FOUND,
         ReasonCode.PACKAGE_EXISTS,
     }

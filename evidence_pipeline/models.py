@@ -30,6 +30,8 @@ class EventType(StrEnum):
     DOCUMENT_ADMITTED = "document.admitted"
     DOCUMENT_PUBLISHED = "document.published"
     DOCUMENT_STAGE = "document.stage"  # a staged job moved from one stage to the next, under its lease
+    SIGNATURE_CHECKED = "signature.checked"  # a document's embedded signatures checked under a trust policy, once
+    DOCUMENT_DERIVED = "document.derived"  # a derivative (split part, merge) published with its lineage, once
     EVIDENCE_DELIVERED = "evidence.delivered"
     DOCUMENTS_CLOSED = "documents.closed"  # a tenant-month's document outcomes were pinned at month close
     BATCH_ACCEPTED = "batch.accepted"

@@ -15,14 +15,17 @@ the stage.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 from dataclasses import dataclass
 
 from pyhanko.pdf_utils.reader import PdfFileReader
 
-from evidence_pipeline.documents import Documents
+from evidence_pipeline import jsonread
+from evidence_pipeline.documents import Documents, signature_check
+from evidence_pipeline.documents.derive import review_pin
 from evidence_pipeline.documents.gate import GATE_CODES, gate
-from evidence_pipeline.documents.registry import Operation, ProcessorInput, ProcessorResult, operation
+from evidence_pipeline.documents.registry import Derivative, Operation, ProcessorInput, ProcessorResult, operation
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.faults import kill_point
 from evidence_pipeline.ledger import jobs as states
@@ -38,7 +41,12 @@ from evidence_pipeline.tempfiles import attempt_dir, scratch_file
 
 STATEMENT = "statement.dsse.json"
 PREDICATE_TYPE = "https://evidence-pipeline.dev/document-job/v1"
+SIGNATURE_CHECK_PREDICATE_TYPE = "https://evidence-pipeline.dev/signature-check/v1"
+DERIVATIVE_PREDICATE_TYPE = "https://evidence-pipeline.dev/derivative/v1"
+DERIVATIVE_MANIFEST_SCHEMA = "evidence-derivative/v1"
 APPROVAL_FIELD = "EvidenceApproval"  # the signature field of the service's approval
+DERIVED_BY_FIELD = "EvidenceDerivedBy"  # the signature field of the service's signature on a derivative's copy
+DERIVED_BY = "derived-by.pdf"  # a derivative's copy signed by the service: <name>.derived-by.pdf
 _MISSING_OR_REFUSED = GATE_CODES | {
     ReasonCode.DOCUMENT_NOT_FOUND, ReasonCode.STORE_NOT_FOUND, ReasonCode.STORE_DIGEST_MISMATCH
 }
@@ -159,28 +167,38 @@ def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInf
     prefix = job_prefix(job)
     artifacts = []
     with contextlib.ExitStack() as files:
-        for document_id in job["request"]["inputs"]:
+        for input_id in job["request"]["inputs"]:
             file = files.enter_context(scratch_file(scratch))
             with _input_refused(op.input_refused):
-                row = documents.ledger.document(job["tenant"], document_id)
-                if row is None:
-                    raise EvidenceError(ReasonCode.DOCUMENT_NOT_FOUND, "an input document of this job does not exist")
-                documents.store.get_file(row["store_key"], file, expected_sha256=row["sha256"])
+                source = _source(documents, job["tenant"], input_id)
+                source.store.get_file(source.key, file, expected_sha256=source.sha256)
                 gated = gate(file, options.get("active_content", "refuse"))
-            inputs.append(ProcessorInput(document_id, row["sha256"], row["size"], gated, file))
-            rows.append(row)
-        stages.enter("reviewing", input_sha256=[i.sha256 for i in inputs])
+            inputs.append(ProcessorInput(input_id, source.sha256, file.seek(0, io.SEEK_END), gated, file))
+            rows.append(source)
+        check = None
+        if op.signature_check:
+            stages.enter("signature_check", input_sha256=[i.sha256 for i in inputs])
+            check = _check_signatures(documents, job, lease, inputs[0], scratch, run)
+        if op.admit_inputs is not None:  # what admission pinned must still hold
+            for review in pinned["reviews"]:
+                review_pin(documents.ledger.job(job["tenant"], review["review_job_id"]), review["artifact_id"])
+        stages.enter(op.processing_stage, input_sha256=[i.sha256 for i in inputs])
         result = op.processor(inputs, options, pinned)
+        if check is not None:  # the job's status shows the check beside the processor's findings
+            result = dataclasses.replace(result, summary=result.summary | {"signature_check": {
+                k: check[k] for k in ("signature_check_id", "policy_version", "outcome", "signatures")}})
         if op.verify is not None:
             result = _verified(op, result, scratch)
-            for row in rows:  # the originals are never written; prove they are still the bytes we were given
-                documents.store.get_file(row["store_key"], files.enter_context(scratch_file(scratch)),
-                                         expected_sha256=row["sha256"])
+            for source in rows:  # the originals are never written; prove they are still the bytes we were given
+                source.store.get_file(source.key, files.enter_context(scratch_file(scratch)),
+                                      expected_sha256=source.sha256)
             kill_point("after_document_verified")
         for name, data in sorted(result.artifacts.items()):
             stored = rt.archive.put_once(f"{prefix}/{name}", data)
             artifacts.append({"name": name, "key": stored.key, "sha256": stored.sha256, "bytes": stored.size})
         stages.enter("signing", summary=result.summary)
+        derived = tuple(_publish_derivative(rt, job, op, inputs, rows, check, pinned, d, artifacts, scratch)
+                        for d in result.derived)
         if result.signed:
             artifacts.append(_approve(rt, f"{prefix}/{result.signed}", inputs[0], scratch, op.name))
     keyring = rt.keyring
@@ -199,13 +217,7 @@ def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInf
         "key_id": keyring.statement_key_id,
     }
     subject = inputs[0]
-    envelope = dsse.sign_envelope(
-        dsse.canonical_json(
-            dsse.statement(f"document/{subject.document_id}", subject.sha256, predicate, PREDICATE_TYPE)
-        ),
-        keyring.statement_key,
-        keyring.statement_key_id,
-    )
+    envelope = _sign_statement(rt, f"document/{subject.document_id}", subject.sha256, predicate, PREDICATE_TYPE)
     statement = rt.archive.put_once(f"{prefix}/{STATEMENT}", envelope)
     artifacts.append({"name": STATEMENT, "key": statement.key, "sha256": sha256_hex(envelope), "bytes": statement.size})
     kill_point("after_document_put")
@@ -226,37 +238,188 @@ def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInf
         },
         run.run_id,
         rejected=result.rejected,
+        derived=derived,
     )
     return (states.REJECTED, result.rejected) if result.rejected else (states.SUCCEEDED, None)
 
 
-def _approve(rt: Runtime, key: str, document: ProcessorInput, scratch, operation_name: str) -> dict:
-    """The input with the service's PAdES approval signature appended, put once under ``key``.
+@dataclass(frozen=True)
+class _Source:
+    """Where an input's bytes are and what they must hash to: an upload in the document store, or a derivative in
+    the archive (with its lineage)."""
 
-    Signatures are not deterministic, so a retry never signs again over an object an earlier attempt stored: it
-    adopts it when it begins with the exact input bytes and carries our valid approval (pyHanko appends, so the
-    contract's own signatures stay intact before it). A store or signing dependency that fails transiently
-    leaves it unknown whether the object was stored: REVIEW_DEPENDENCY_TIMEOUT, and the retry adopts."""
-    keyring, level = rt.keyring, rt.settings.pades_level
-    document.file.seek(0)
-    earlier = len(PdfFileReader(document.file, strict=True).embedded_signatures)
+    store: object
+    key: str
+    sha256: str
+    lineage: dict | None  # a derivative's; None for an upload
 
-    def sign():
-        document.file.seek(0)
-        return sign_pdf(
-            document.file, keyring, level, rt.settings.tsa_url, out=scratch_file(scratch),
-            field_name=APPROVAL_FIELD, reason=f"Approved by {operation_name}",
-        )
 
-    def adopt(stored, sha256: str) -> tuple[str, int] | None:
-        if sha256_file(stored, document.size) != (document.sha256, document.size):
-            return None
-        tsa_root = keyring.tsa_root_pem if level in TIMESTAMPED else None
-        verify_pdf_signature(stored, keyring.root_pem, level, tsa_root, field_name=APPROVAL_FIELD, earlier=earlier)
-        return sha256, stored.seek(0, io.SEEK_END)
+def _source(documents: Documents, tenant: str, input_id: str) -> _Source:
+    if input_id.startswith("doc_"):
+        row = documents.ledger.document(tenant, input_id)
+        if row is not None:
+            return _Source(documents.store, row["store_key"], row["sha256"], None)
+    else:
+        event = documents.ledger.find_event(tenant, EventType.DOCUMENT_DERIVED, "artifact_id", input_id)
+        if event is not None:
+            lineage = event["parsed"]["details"]["lineage"]
+            return _Source(documents.runtime.archive, input_id, lineage["output_digest"], lineage)
+    raise EvidenceError(ReasonCode.DOCUMENT_NOT_FOUND, "an input document of this job does not exist")
 
+
+def _sign_statement(rt: Runtime, name: str, sha256: str, predicate: dict, predicate_type: str) -> bytes:
+    keyring = rt.keyring
+    return dsse.sign_envelope(
+        dsse.canonical_json(dsse.statement(name, sha256, predicate, predicate_type)),
+        keyring.statement_key,
+        keyring.statement_key_id,
+    )
+
+
+def signature_check_prefix(tenant: str, check: str) -> str:
+    return f"documents/{tenant}/signature-checks/{check}"
+
+
+def _check_signatures(documents: Documents, job: dict, lease: Lease, document: ProcessorInput, scratch,
+                      run: RunInfo) -> dict:
+    """The signature check stage: the input's signature check record under the configured trust policy, put once
+    (a retry, or another job of the same bytes, adopts the record already stored), its DSSE statement (subject:
+    the input's digest), and its `signature.checked` event, committed once. Returns the event's details."""
+    rt = documents.runtime
+    policy = signature_check.trust_policy(rt.keyring.root_pem, _extra_roots(rt.settings.signature_trust_roots))
+    check = signature_check.check_id(job["tenant"], document.sha256, policy)
+    base = signature_check_prefix(job["tenant"], check)
+
+    def make():
+        out = scratch_file(scratch)
+        out.write(dsse.canonical_json(
+            signature_check.check_signatures(document.file, document.sha256, policy, check)) + b"\n")
+        out.seek(0)
+        return out
+
+    def adopt(stored, sha256: str) -> tuple[dict, str] | None:
+        record = jsonread.loads(stored.read(), ReasonCode.STORE_CONFLICT, "a signature check record")
+        ours = (record.get("signature_check_id"), record.get("document_sha256")) == (check, document.sha256)
+        return (record, sha256) if ours else None
+
+    (record, record_sha256), _ = put_or_adopt(rt.archive, f"{base}.json", scratch, make, adopt)
+    summary = {
+        "outcome": record["outcome"],
+        "signatures": [
+            {k: s[k] for k in ("field", "page", "signed_revision", "findings")} for s in record["signatures"]
+        ],
+    }
+    predicate = {"signature_check_id": check, "policy_version": policy.version, "record_sha256": record_sha256,
+                 "key_id": rt.keyring.statement_key_id} | summary
+    envelope = _sign_statement(rt, f"document/{document.document_id}", document.sha256, predicate,
+                               SIGNATURE_CHECK_PREDICATE_TYPE)
+    rt.archive.put_once(f"{base}.dsse.json", envelope)
+    details = {
+        "signature_check_id": check,
+        "policy_version": policy.version,
+        "document_id": document.document_id,
+        "record": f"{base}.json",
+        "record_sha256": record_sha256,
+        "statement": f"{base}.dsse.json",
+        "statement_sha256": sha256_hex(envelope),
+        "job_id": job["job_id"],
+    } | summary
+    documents.ledger.record_once(job, lease, EventType.SIGNATURE_CHECKED, document.sha256, "signature_check_id",
+                                 details, run.run_id)
+    return details
+
+
+def _extra_roots(path) -> bytes | None:
+    if path is None:
+        return None
     try:
-        (sha256, size), _ = put_or_adopt(rt.archive, key, scratch, make=sign, accept=adopt)
+        return path.read_bytes()
+    except OSError:
+        raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_SIGNATURE_TRUST_ROOTS cannot be read") from None
+
+
+def _publish_derivative(rt: Runtime, job: dict, op: Operation, inputs: list[ProcessorInput], sources: list,
+                        check: dict | None, pinned: dict, derivative: Derivative, artifacts: list,
+                        scratch) -> tuple[str, dict]:
+    """Put a derivative, its DSSE statement and its manifest once under a key named by its content's identity:
+    the same tenant, operation, input digests, options, policy version and signature check give the same keys
+    and bytes, whichever job (idempotency key) asks. Beside it, a copy signed by the service as "derived by"
+    (PAdES, appended: it begins with the derivative's exact bytes; adopted, never signed twice). Returns what its
+    `document.derived` event records."""
+    by_id = {i.document_id: (i, source) for i, source in zip(inputs, sources)}
+    parents = [by_id[parent] for parent in derivative.parents]
+    originals = {source.lineage["original_digest"] if source.lineage else i.sha256 for i, source in parents}
+    checks = {source.lineage["signature_check_id"] for _, source in parents if source.lineage}
+    if len(originals) != 1 or len(checks) > 1:
+        raise EvidenceError(ReasonCode.INPUTS_INVALID, "a derivative's parents must derive from one original")
+    check_id = check["signature_check_id"] if check else next(iter(checks), None)
+    identity = sha256_hex(dsse.canonical_json({
+        "tenant": job["tenant"],
+        "operation": op.name,
+        "inputs": [i.sha256 for i in inputs],
+        "options": job["request"]["options"],
+        "policy_version": job["policy_version"],
+        "signature_check_id": check_id,
+        "reviews": pinned.get("reviews"),
+    }))
+    base = f"{derived_prefix(job['tenant'], identity)}/{derivative.name}"
+    output_digest = sha256_hex(derivative.data)
+    lineage = {
+        "original_digest": originals.pop(),
+        "parent_artifact_ids": list(derivative.parents),
+        "operation": op.name,
+        "policy_version": job["policy_version"],
+        "output_digest": output_digest,
+        "signature_check_id": check_id,
+        "derivation_id": identity,
+    } | ({"reviews": [r for r in pinned["reviews"] if r["artifact_id"] in derivative.parents]}
+         if "reviews" in pinned else {})
+    stored = rt.archive.put_once(f"{base}.pdf", derivative.data)
+    predicate = {"artifact_id": stored.key, "lineage": lineage, "facts": derivative.facts}
+    envelope = _sign_statement(rt, stored.key, output_digest, predicate, DERIVATIVE_PREDICATE_TYPE)
+    statement = rt.archive.put_once(f"{base}.{STATEMENT}", envelope)
+    manifest = dsse.canonical_json({
+        "schema": DERIVATIVE_MANIFEST_SCHEMA,
+        "artifact_id": stored.key,
+        "name": derivative.name,
+        "bytes": stored.size,
+        "facts": derivative.facts,
+        "lineage": lineage,
+        "statement": {"key": statement.key, "sha256": statement.sha256},
+    }) + b"\n"
+    manifest_stored = rt.archive.put_once(f"{base}.manifest.json", manifest)
+    for name, obj in ((f"{derivative.name}.pdf", stored), (f"{derivative.name}.{STATEMENT}", statement),
+                      (f"{derivative.name}.manifest.json", manifest_stored)):
+        artifacts.append({"name": name, "key": obj.key, "sha256": obj.sha256, "bytes": obj.size})
+    with scratch_file(scratch) as file:
+        file.write(derivative.data)
+        derived_by = _signed_copy(rt, f"{base}.{DERIVED_BY}", file, output_digest, stored.size, scratch,
+                                  DERIVED_BY_FIELD, f"Derived by {op.name}")
+    artifacts.append(derived_by)
+    return output_digest, {
+        "derived_by": derived_by["key"],
+        "derived_by_sha256": derived_by["sha256"],
+        "artifact_id": stored.key,
+        "name": derivative.name,
+        "manifest": manifest_stored.key,
+        "manifest_sha256": manifest_stored.sha256,
+        "statement": statement.key,
+        "statement_sha256": statement.sha256,
+        "lineage": lineage,
+    }
+
+
+def derived_prefix(tenant: str, identity: str) -> str:
+    return f"documents/{tenant}/derived/{identity}"
+
+
+def _approve(rt: Runtime, key: str, document: ProcessorInput, scratch, operation_name: str) -> dict:
+    """The input with the service's PAdES approval signature appended, put once under ``key`` (see
+    _signed_copy). A store or signing dependency that fails transiently leaves it unknown whether the object was
+    stored: REVIEW_DEPENDENCY_TIMEOUT, and the retry adopts."""
+    try:
+        stored = _signed_copy(rt, key, document.file, document.sha256, document.size, scratch, APPROVAL_FIELD,
+                              f"Approved by {operation_name}")
     except EvidenceError as error:
         if not error.retryable:
             raise
@@ -265,4 +428,31 @@ def _approve(rt: Runtime, key: str, document: ProcessorInput, scratch, operation
             f"the approval signature may or may not be stored ({error.code}); the retry adopts what was",
         ) from None
     kill_point("after_approval_put")
-    return {"name": key.rsplit("/", 1)[-1], "key": key, "sha256": sha256, "bytes": size}
+    return stored
+
+
+def _signed_copy(rt: Runtime, key: str, file, sha256: str, size: int, scratch, field: str, reason: str) -> dict:
+    """``file`` (of ``sha256`` and ``size``) with the service's PAdES signature appended in ``field``, put once
+    under ``key``; its artifact entry.
+
+    Signatures are not deterministic, so a retry never signs again over an object an earlier attempt stored: it
+    adopts it when it begins with the exact bytes and carries our valid signature in ``field`` (pyHanko appends,
+    so the document's own signatures stay intact before it)."""
+    keyring, level = rt.keyring, rt.settings.pades_level
+    file.seek(0)
+    earlier = len(PdfFileReader(file, strict=True).embedded_signatures)
+
+    def sign():
+        file.seek(0)
+        return sign_pdf(file, keyring, level, rt.settings.tsa_url, out=scratch_file(scratch), field_name=field,
+                        reason=reason)
+
+    def adopt(stored, stored_sha256: str) -> tuple[str, int] | None:
+        if sha256_file(stored, size) != (sha256, size):
+            return None
+        tsa_root = keyring.tsa_root_pem if level in TIMESTAMPED else None
+        verify_pdf_signature(stored, keyring.root_pem, level, tsa_root, field_name=field, earlier=earlier)
+        return stored_sha256, stored.seek(0, io.SEEK_END)
+
+    (signed_sha256, signed_size), _ = put_or_adopt(rt.archive, key, scratch, make=sign, accept=adopt)
+    return {"name": key.rsplit("/", 1)[-1], "key": key, "sha256": signed_sha256, "bytes": signed_size}

@@ -118,10 +118,12 @@ def request_digest(tenant: str, op: Operation, inputs: list, options: dict, poli
     )
 
 
-def _pinned(documents: Documents, op: Operation, tenant: str) -> dict:
-    """What the operation fixes when a job is accepted (a redaction's template version), kept in its request but
-    not in its digest: the same idempotency key answers the same job after the policy moves on."""
-    return op.pin_policy(documents.runtime.ledger, tenant) if op.pin_policy else {}
+def _pinned(documents: Documents, op: Operation, tenant: str, inputs: list[str]) -> dict:
+    """What the operation fixes when a job is accepted (a redaction's template version, a merge's approving
+    reviews), kept in its request but not in its digest: the same idempotency key answers the same job after the
+    policy moves on."""
+    pinned = op.pin_policy(documents.runtime.ledger, tenant) if op.pin_policy else {}
+    return pinned | (op.admit_inputs(documents.ledger, tenant, inputs) if op.admit_inputs else {})
 
 
 def _limits(documents: Documents) -> JobLimits:
@@ -134,7 +136,7 @@ def submit_job(
 ) -> tuple[dict, bool]:
     """Validate a job request and accept it once per idempotency key. Returns (job, created)."""
     op, inputs, options = job_spec(body)
-    if documents.ledger.existing_documents(tenant, set(inputs)) != set(inputs):
+    if documents.ledger.existing_inputs(tenant, set(inputs)) != set(inputs):
         raise EvidenceError(ReasonCode.DOCUMENT_NOT_FOUND, "no such document")
     policy = documents.runtime.settings.policy_version
     return documents.ledger.submit_job(
@@ -142,7 +144,7 @@ def submit_job(
         idempotency_key,
         request_digest(tenant, op, inputs, options, policy),
         op.name,
-        {"inputs": inputs, "options": options} | _pinned(documents, op, tenant),
+        {"inputs": inputs, "options": options} | _pinned(documents, op, tenant, inputs),
         policy,
         actor,
         _limits(documents),
@@ -200,10 +202,10 @@ def submit_batch(documents: Documents, tenant: str, body, actor: str, clock: Clo
             raise EvidenceError(error.code, f"jobs[{index}]: {error.message}") from None
         keys.add(key)
         inputs.update(spec_inputs)
-        pinned = _pinned(documents, op, tenant)
+        pinned = _pinned(documents, op, tenant, spec_inputs)
         manifest.append({"idempotency_key": key, "operation": op.name, "inputs": spec_inputs, "options": options}
                         | ({"pinned": pinned} if pinned else {}))
-    if documents.ledger.existing_documents(tenant, inputs) != inputs:
+    if documents.ledger.existing_inputs(tenant, inputs) != inputs:
         raise EvidenceError(ReasonCode.DOCUMENT_NOT_FOUND, "a job spec names a document that does not exist")
     data = canonical(manifest).encode("utf-8")
     manifest_sha256 = sha256_hex(data)

@@ -338,6 +338,76 @@ class DocumentLedger:
                 ).scalars()
             )
 
+    def existing_inputs(self, tenant: str, ids: set[str]) -> set[str]:
+        """Which of ``ids`` are ``tenant``'s documents or committed derivatives (artifact ids)."""
+        documents = self.existing_documents(tenant, {i for i in ids if i.startswith("doc_")})
+        return documents | {i for i in ids - documents if self.find_event(tenant, EventType.DOCUMENT_DERIVED,
+                                                                          "artifact_id", i) is not None}
+
+    def find_event(self, tenant: str, event_type: str, name: str, value: str) -> dict | None:
+        """The oldest of ``tenant``'s events of ``event_type`` whose details[``name``] is ``value``: its row (seq,
+        prev_hash, event_hash, the stored body text) and ``details``; None when there is none."""
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            return self._find_event(conn, tenant, event_type, name, value)
+
+    def _find_event(self, conn: Connection, tenant: str, event_type: str, name: str, value: str) -> dict | None:
+        events = self.ledger.audit_events.c
+        # Bodies are canonical JSON, so the pair appears verbatim: the database narrows, the parse decides.
+        pair = canonical({name: value})[1:-1]
+        query = (
+            select(events.seq, events.prev_hash, events.event_hash, events.body)
+            .where(events.tenant == tenant, events.event_type == str(event_type))
+            .where(events.body.contains(pair, autoescape=True))
+            .order_by(events.seq)
+        )
+        for row in conn.execute(query):
+            body = event_body(row.body)
+            if body["details"].get(name) == value:
+                return dict(row._mapping) | {"parsed": body}
+        return None
+
+    def neighbour_hashes(self, seq: int) -> tuple[str | None, str | None]:
+        """(the event_hash of the event before position ``seq``, the prev_hash of the event after it); None where
+        there is none."""
+        events = self.ledger.audit_events.c
+        before = select(events.event_hash).where(events.seq < seq).order_by(events.seq.desc()).limit(1)
+        after = select(events.prev_hash).where(events.seq > seq).order_by(events.seq).limit(1)
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            return conn.execute(before).scalar(), conn.execute(after).scalar()
+
+    def latest_review(self, tenant: str, input_id: str) -> dict | None:
+        """``tenant``'s most recently finished contract review of exactly ``input_id`` whose outputs committed."""
+        docs = self.document_jobs.c
+        query = (
+            select(docs.job_id)
+            .where(
+                docs.tenant == tenant,
+                docs.operation == "contract-review",
+                docs.outputs.is_not(None),
+                docs.request.contains(json.dumps(input_id), autoescape=True),
+            )
+            .order_by(docs.finished_at.desc())
+        )
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            for job_id in conn.execute(query).scalars():
+                job = self._job(conn, tenant, job_id)
+                if job["request"]["inputs"] == [input_id]:
+                    return job
+        return None
+
+    def record_once(self, job: dict, lease: Lease, event_type: str, subject_sha256: str, name: str,
+                    details: dict, actor: str) -> None:
+        """Append the job's tenant's event of ``event_type`` identified by details[``name``], fenced by ``lease``,
+        unless one is already committed."""
+
+        def record(conn: Connection) -> None:
+            self._fence(conn, lease)
+            if self._find_event(conn, job["tenant"], event_type, name, details[name]) is None:
+                self.ledger._append(conn, TenantMonth(job["tenant"], job["period"]), event_type, subject_sha256,
+                                    actor, details)
+
+        self.ledger._transact(record)
+
     # --- batches ----------------------------------------------------------------------------------------------
 
     def create_batch(
@@ -687,15 +757,23 @@ class DocumentLedger:
         outputs: dict,
         actor: str,
         rejected: str | None = None,
+        derived: tuple[tuple[str, dict], ...] = (),
     ) -> int:
         """Commit a document job's outputs: its event, the outputs and job -> succeeded in one transaction, fenced
         by ``lease``; or, for a decision against the input (``rejected``, its reason code), the outputs and then
-        `job.rejected`, job -> rejected. Returns the outputs event's ledger position."""
+        `job.rejected`, job -> rejected. Each of ``derived`` ((output sha256, details naming its ``artifact_id``))
+        gets its `document.derived` event in the same transaction, unless an earlier job of the same content
+        committed it. Returns the outputs event's ledger position."""
 
         def commit(conn: Connection) -> int:
             state = states.REJECTED if rejected else states.SUCCEEDED
             self._fence(conn, lease, state=state, lease_expires_at=None, last_reason=rejected)
             tenant_month = TenantMonth(job["tenant"], job["period"])
+            for sha256, details in derived:
+                if self._find_event(conn, job["tenant"], EventType.DOCUMENT_DERIVED, "artifact_id",
+                                    details["artifact_id"]) is None:
+                    self.ledger._append(conn, tenant_month, EventType.DOCUMENT_DERIVED, sha256, actor,
+                                        details | {"job_id": job["job_id"]})
             event = self.ledger._append(
                 conn,
                 tenant_month,
