@@ -225,21 +225,20 @@ def _role(process: psutil.Process) -> str | None:
 # ---------------------------------------------------------------------------------------------------- phases
 
 def evaluate_sensor(env: dict[str, str]) -> dict:
-    """The registry sensor's evaluation, as the code server runs it: read the registry, ask the ledger which tenants
-    were offboarded, compare with the registered tenants, build the add request."""
+    """The registry sensor's evaluation, as the code server runs it: read the registry table, ask the ledger which
+    tenants were offboarded, compare with the registered tenants, build the add request."""
     os.environ.update(env)
     from dagster import DagsterInstance, build_sensor_context
 
-    from evidence_pipeline.config import Settings
     from evidence_pipeline.defs.automation import tenant_registry_sensor
     from evidence_pipeline.defs.resources import EvidenceResource
-    from evidence_pipeline.tenants import read_registry
+    from evidence_pipeline.ledger.tenants import TenantRegistry
 
     with DagsterInstance.get() as instance:
-        EvidenceResource().runtime()  # the ledger's first open (migrations) is not the sensor's cost
+        ledger = EvidenceResource().runtime().ledger  # the ledger's first open (migrations) is not the sensor's cost
         baseline = rss_mb()
         with Clock() as registry:
-            tenants, _ = read_registry(Settings.from_env().tenant_registry)
+            tenants = TenantRegistry(ledger).active()
         with Clock() as tick:
             result = tenant_registry_sensor(
                 build_sensor_context(instance=instance, resources={"evidence": EvidenceResource()})
@@ -458,11 +457,15 @@ def _run(args, root: Path, env: dict[str, str], results: dict) -> None:
     tenants = tenant_ids(args.tenants)
     now = datetime.now(timezone.utc)
     last = closed_months(now, 1)[0]
-    registry = Path(env["EVIDENCE_HOME"]) / "tenants.txt"
-    registry.parent.mkdir(parents=True, exist_ok=True)
-    registry.write_text("".join(f"{tenant}\n" for tenant in tenants))
+    listed = root / "tenants.txt"
+    listed.write_text("".join(f"{tenant}\n" for tenant in tenants))
     os.environ.update(env)
     print(f"working in {root}: {args.tenants} tenants, {args.backend}", flush=True)
+    registered = run_cli(env, "tenant", "add", "--from-file", str(listed), "--json")
+    name = "registry: evidence tenant add --from-file (the ledger's first open included)"
+    results[name] = {"wall_s": registered["wall_s"], "cpu_s": registered["cpu_s"], "peak_mb": registered["peak_mb"],
+                     "registered": sum(state == "registered" for state in json.loads(registered["output"]).values())}
+    print(f"{name}: {results[name]}", flush=True)
 
     with DagsterInstance.get():  # storages created (and migrated) once, before three processes race to do it
         pass

@@ -667,7 +667,59 @@ def _percentile_cells(summary: StageSummary) -> str:
 
 @main.group()
 def tenant() -> None:
-    """Tenants: API tokens for intake, offboarding."""
+    """Tenants: the registry, API tokens for intake, offboarding."""
+
+
+@tenant.command("add")
+@click.argument("tenant_ids", nargs=-1, metavar="[TENANT...]",
+                callback=lambda ctx, param, values: [_tenant_option(ctx, param, value) for value in values])
+@click.option("--from-file", "from_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Also register the tenant ids of this file: one per line, `#` starts a comment.")
+@json_option
+def tenant_add(tenant_ids: list[str], from_file: Path | None, as_json: bool) -> None:
+    """Register tenants in the registry (the ledger's database); tenant_registry_sensor makes them partitions.
+
+    Records one `tenant.registered` event per new tenant. Registered tenants stay as they are; an offboarded tenant
+    is refused (TENANT_OFFBOARDED, exit 1) and the others are registered. A file with a line that is not a tenant
+    id registers nothing (TENANT_ID_INVALID, the line numbers)."""
+    from evidence_pipeline.ledger.tenants import OFFBOARDED, TenantRegistry
+    from evidence_pipeline.tenants import read_tenant_file
+
+    if from_file is not None:
+        listed, rejected = read_tenant_file(from_file)
+        if rejected:
+            lines = ", ".join(str(line.line) for line in rejected)
+            raise EvidenceError(rejected[0].code, f"lines {lines} of the file are not tenant ids: nothing registered")
+        tenant_ids = [*tenant_ids, *listed]
+    if not tenant_ids:
+        raise click.UsageError("name at least one TENANT or --from-file")
+    outcome = TenantRegistry(_runtime(_settings()).ledger).register(tenant_ids, getpass.getuser())
+    if as_json:
+        click.echo(json.dumps(outcome, indent=2))
+    else:
+        for state in dict.fromkeys(outcome.values()):
+            named = [tenant_id for tenant_id, found in outcome.items() if found == state]
+            click.echo(f"{state} ({len(named)}): {' '.join(named)}")
+    if OFFBOARDED in outcome.values():
+        click.echo("Error: offboarded tenants are never registered again (TENANT_OFFBOARDED)", err=True)
+        sys.exit(exit_code(ReasonCode.TENANT_OFFBOARDED))
+
+
+@tenant.command("list")
+@click.option("--all", "everyone", is_flag=True, help="Offboarded tenants too.")
+@json_option
+def tenant_list(everyone: bool, as_json: bool) -> None:
+    """The registered tenants in registration order (the order they become partitions)."""
+    from evidence_pipeline.ledger.tenants import TenantRegistry
+
+    rows = [row for row in TenantRegistry(_runtime(_settings()).ledger).listing()
+            if everyone or row["offboarded_seq"] is None]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        state = "" if row["offboarded_seq"] is None else "  offboarded"
+        click.echo(f"{row['tenant']}  registered {row['registered_at']}{state}")
 
 
 @tenant.group("token")

@@ -23,7 +23,6 @@ class Settings:
     preview_uri: str  # preview-lane renderings: never signed, never in the archive
     keys_dir: Path  # private key material, never inside the archive
     witness_key: Path | None  # the checkpoints' co-signer (Ed25519 private key, 0600), never in keys_dir or archive
-    tenant_registry: Path
     pades_level: str
     tsa_url: str | None
     signature_trust_roots: Path | None  # PEM certificates the signature check trusts beside the service's own root
@@ -104,7 +103,6 @@ class Settings:
             preview_uri=store("EVIDENCE_PREVIEW_URI", home / "previews"),
             keys_dir=keys_dir,
             witness_key=witness_key,
-            tenant_registry=Path(env.get("EVIDENCE_TENANT_REGISTRY", home / "tenants.txt")).absolute(),
             pades_level=level,
             tsa_url=tsa_url,
             signature_trust_roots=(

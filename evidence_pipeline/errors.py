@@ -84,7 +84,6 @@ class ReasonCode(StrEnum):
     PERIOD_CLOSED = "PERIOD_CLOSED"  # the month is older than the open window: its evidence is in the archive
     EVIDENCE_RUN_FAILED = "EVIDENCE_RUN_FAILED"  # the Dagster run of an evidence job failed for good
     JOB_CANCELLED = "JOB_CANCELLED"  # its batch was cancelled before the job started
-    TENANT_REGISTRY_READ_ONLY = "TENANT_REGISTRY_READ_ONLY"  # offboarding cannot rewrite the registry file
     TENANT_OFFBOARDED = "TENANT_OFFBOARDED"  # the tenant was offboarded: no new work, no new tokens
     TENANT_QUOTA_EXCEEDED = "TENANT_QUOTA_EXCEEDED"  # too many outstanding jobs or stored bytes: try again later
     INTAKE_BACKPRESSURE = "INTAKE_BACKPRESSURE"  # the queue is older than its objective: try again later

@@ -6,7 +6,6 @@ like a crashed worker: no cleanup handlers, no exception, nothing flushed.
 EVIDENCE_IO_FAULT=<point>:<errno name> (e.g. ``archive_write:ENOSPC``) makes a local store's write fail at that
 point with that OSError, after part of the object was written, as a full or read-only disk does. The point is
 ``<scheme>_write``, so one store (the archive) can fail while the others work; forked workers inherit it.
-``registry_write`` fails the rewrite of the tenant registry file (offboarding), as a read-only mount does.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ def kill_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-IO_FAULT_POINTS = ("archive_write", "sources_write", "staging_write", "previews_write", "registry_write")
+IO_FAULT_POINTS = ("archive_write", "sources_write", "staging_write", "previews_write")
 
 
 def io_fault(point: str) -> None:

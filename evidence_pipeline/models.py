@@ -36,6 +36,7 @@ class EventType(StrEnum):
     DOCUMENTS_CLOSED = "documents.closed"  # a tenant-month's document outcomes were pinned at month close
     BATCH_ACCEPTED = "batch.accepted"
     BATCH_CANCELLED = "batch.cancelled"
+    TENANT_REGISTERED = "tenant.registered"  # once per tenant: who registered it (the registry row follows it)
     TENANT_OFFBOARDED = "tenant.offboarded"  # once per tenant: the decision, its tokens revoked, what is erased
     TENANT_DATA_ERASED = "tenant.data_erased"  # a later offboarding run erased objects the first could not
     TEMPLATE_SUBMITTED = "template.submitted"  # a redaction template version: its author, effective time and rules

@@ -19,14 +19,12 @@ from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.ledger.documents import current_month, sha256_text
 from evidence_pipeline.models import EventType, TenantMonth, validate_tenant_id
 from evidence_pipeline.store import ArtifactStore
-from evidence_pipeline.tenants import remove_from_registry
 
 
 def offboard_tenant(documents: Documents, tenant: str, reason: str, actor: str) -> dict:
     """Offboard ``tenant``; safe to run again (it converges). Returns what this run did and what stays."""
     validate_tenant_id(tenant)
     rt = documents.runtime
-    remove_from_registry(rt.settings.tenant_registry, tenant)  # the sensors stop adding it back
     now = datetime.now(timezone.utc)
     stores = _not_evidence(documents, tenant)
     erase, kept = {}, {}

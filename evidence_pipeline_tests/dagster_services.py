@@ -30,17 +30,18 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def dagster_services(env: dict[str, str], logs: Path, start_timeout_s: float = 180):
-    """Starts the webserver and the daemon; yields the GraphQL URL; stops both."""
+def dagster_services(env: dict[str, str], logs: Path, start_timeout_s: float = 180,
+                     workspace: Path = REPO / "workspace.yaml", daemon_env: dict[str, str] | None = None):
+    """Starts the webserver and the daemon (with ``daemon_env`` when given); yields the GraphQL URL; stops both."""
     port = _free_port()
     venv_bin = Path(sys.executable).parent
-    common = ["-w", str(REPO / "workspace.yaml")]
+    common = ["-w", str(workspace)]
     with open(logs / "webserver.log", "w") as web_log, open(logs / "daemon.log", "w") as daemon_log:
         processes = [
             subprocess.Popen([venv_bin / "dagster-webserver", *common, "-h", "127.0.0.1", "-p", str(port)], env=env,
                              stdout=web_log, stderr=subprocess.STDOUT),
-            subprocess.Popen([venv_bin / "dagster-daemon", "run", *common], env=env, stdout=daemon_log,
-                             stderr=subprocess.STDOUT),
+            subprocess.Popen([venv_bin / "dagster-daemon", "run", *common], env=daemon_env or env,
+                             stdout=daemon_log, stderr=subprocess.STDOUT),
         ]
         try:
             deadline = time.monotonic() + start_timeout_s
@@ -54,12 +55,42 @@ def dagster_services(env: dict[str, str], logs: Path, start_timeout_s: float = 1
             yield f"http://127.0.0.1:{port}/graphql"
         finally:
             for process in processes:
-                process.terminate()
+                process.terminate()  # both at once: they stop in parallel
             for process in processes:
-                try:
-                    process.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+                stop(process)
+
+
+@contextlib.contextmanager
+def code_server(command: list[str], port: int, env: dict[str, str], log: Path, start_timeout_s: float = 180):
+    """Starts ``command`` (a `dagster code-server start` on 127.0.0.1:``port``), waits until its gRPC health check
+    says SERVING, yields the process; stops it."""
+    from dagster._grpc.client import DagsterGrpcClient
+
+    with open(log, "w") as output:
+        server = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        client = DagsterGrpcClient(port=port, host="127.0.0.1")
+        deadline = time.monotonic() + start_timeout_s
+        while True:
+            with contextlib.suppress(Exception):  # not listening yet
+                if client.health_check_query() == "SERVING":
+                    break
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the code server did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.2)
+        yield server
+    finally:
+        stop(server)
+
+
+def stop(process: subprocess.Popen, timeout_s: float = 60) -> None:
+    """SIGTERM, then SIGKILL if it has not ended within ``timeout_s``."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def graphql(url: str, query: str, variables: dict | None = None) -> dict:

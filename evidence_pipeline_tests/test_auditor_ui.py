@@ -30,6 +30,7 @@ from evidence_pipeline.render import RENDERER_VERSION
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.verify import verify_bundle
 from evidence_pipeline_tests.conftest import overwrite
+from evidence_pipeline_tests.dagster_services import stop
 from evidence_pipeline_tests.test_verification_check import CHECK_ONLY
 
 EVIDENCE = Path(sys.executable).parent / "evidence"
@@ -100,11 +101,7 @@ def auditor_ui(tmp_path_factory) -> AuditorUI:
         yield AuditorUI(url, {t: pk for t, (pk, _) in bundles.items()}, {t: m for t, (_, m) in bundles.items()}, runs,
                         archive)
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop(server)
 
 
 def _graphql(url: str, query: str, variables: dict | None = None) -> dict:

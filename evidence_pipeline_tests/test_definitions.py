@@ -24,6 +24,7 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs.partitions import run_range, stray_dimension_tags, tenant_month_partitions
 from evidence_pipeline.ledger.documents import DocumentLedger
+from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.models import first_open_period
 from evidence_pipeline.render import RENDERER_VERSION
 from evidence_pipeline.runtime import runtime_for
@@ -145,14 +146,12 @@ def _complete_months(today: date, count: int) -> list[str]:
     return sorted(months)
 
 
-def _tick_sensor(tmp_path, monkeypatch, registry_text: str, offboarded: tuple[str, ...] = ()):
-    registry = tmp_path / "tenants.txt"
-    registry.write_text(registry_text)
-    monkeypatch.setenv("EVIDENCE_TENANT_REGISTRY", str(registry))
+def _tick_sensor(tmp_path, monkeypatch, registered: list[str], offboarded: tuple[str, ...] = ()):
     monkeypatch.setenv("EVIDENCE_HOME", str(tmp_path / "home"))
-    ledger = DocumentLedger(runtime_for(Settings.from_env()).ledger)
+    ledger = runtime_for(Settings.from_env()).ledger
+    TenantRegistry(ledger).register(registered, "test")
     for tenant in offboarded:
-        ledger.record_offboarding(tenant, "test", {"reason": "test"})
+        DocumentLedger(ledger).record_offboarding(tenant, "test", {"reason": "test"})
     sensor = defs.get_sensor_def("tenant_registry_sensor")
     with DagsterInstance.local_temp() as instance:
         instance.add_dynamic_partitions("tenant", ["acme-books"])
@@ -160,20 +159,21 @@ def _tick_sensor(tmp_path, monkeypatch, registry_text: str, offboarded: tuple[st
         return sensor.evaluate_tick(context)
 
 
-def test_sensor_registers_valid_tenants_and_reports_bad_lines(tmp_path, monkeypatch):
-    registry = "acme-books\nBad|Id\n\n# comment\ndelta-foods  # trailing comment\nacme-books\n,\n"
-    [request] = _tick_sensor(tmp_path, monkeypatch, registry).dynamic_partitions_requests
-    assert list(request.partition_keys) == ["delta-foods"]
+def test_sensor_adds_the_registered_tenants_in_registration_order(tmp_path, monkeypatch):
+    [request] = _tick_sensor(tmp_path, monkeypatch, ["zeta-foods", "acme-books", "delta-foods"]
+                             ).dynamic_partitions_requests
+    assert list(request.partition_keys) == ["zeta-foods", "delta-foods"]
 
 
 def test_sensor_removes_offboarded_tenants_and_never_adds_them_back(tmp_path, monkeypatch):
-    result = _tick_sensor(tmp_path, monkeypatch, "acme-books\ndelta-foods\n", offboarded=("acme-books", "delta-foods"))
+    both = ["acme-books", "delta-foods"]
+    result = _tick_sensor(tmp_path, monkeypatch, both, offboarded=tuple(both))
     [removed] = result.dynamic_partitions_requests
     assert isinstance(removed, DeleteDynamicPartitionsRequest) and list(removed.partition_keys) == ["acme-books"]
 
 
 def test_sensor_skips_when_nothing_is_new(tmp_path, monkeypatch):
-    result = _tick_sensor(tmp_path, monkeypatch, "acme-books\n")
+    result = _tick_sensor(tmp_path, monkeypatch, ["acme-books"])
     assert not result.dynamic_partitions_requests and "no new tenants" in result.skip_message
 
 

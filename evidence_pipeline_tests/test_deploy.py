@@ -25,7 +25,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 from importlib import resources
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -284,9 +283,6 @@ def compose_problems(doc: dict, image_env: dict[str, str], base: Path = DEPLOY) 
         problems.append(f"code and keys-init do not share one named volume at EVIDENCE_KEYS_DIR: {keys_volumes}")
     if services["code"].get("secrets"):
         problems.append("the code service mounts the provisioning secrets: it signs from the keys volume")
-    configs = {entry["target"] for entry in services["code"].get("configs", [])}
-    if code_env["EVIDENCE_TENANT_REGISTRY"] not in configs:
-        problems.append("the tenant registry is not mounted in the code service, where the sensor reads it")
     for key in ("DAGSTER_PG_URL", "EVIDENCE_LEDGER_URL"):
         if not code_env.get(key, "").startswith("postgresql+psycopg2://"):
             problems.append(f"the code service's {key} is not PostgreSQL")
@@ -333,7 +329,6 @@ def _mutated(change) -> dict:
     (lambda doc: doc["services"]["keys-init"]["secrets"].pop(), "has no secret file"),
     (lambda doc: doc["services"]["code"]["volumes"].pop(0), "do not share one named volume"),
     (lambda doc: doc["services"]["code"].update(secrets=["statement-key"]), "mounts the provisioning secrets"),
-    (lambda doc: doc["services"]["code"].pop("configs"), "tenant registry"),
     (lambda doc: doc["services"]["daemon"].update(secrets=["statement-key"]), "keys it does not use"),
     (lambda doc: doc["services"]["code"]["environment"].update(EVIDENCE_GENERATE_DEV_KEYS="1"), "development keys"),
 ])
@@ -472,17 +467,12 @@ def test_pods_mount_keys_where_the_image_reads_them_and_run_as_its_user():
     assert paths[PROVISIONED_KEYS]["secret"]["defaultMode"] == 0o440  # group-readable: fsGroup is the image's group
     assert paths[image_env["EVIDENCE_KEYS_DIR"]]["persistentVolumeClaim"]["claimName"] == "evidence-keys"
     assert init["image"] == f"{deployment['image']['repository']}:{deployment['image']['tag']}"
-    registry = Path(image_env["EVIDENCE_TENANT_REGISTRY"])
-    by_name = {volume["name"]: volume for volume in deployment["volumes"]}
-    [tenants] = [by_name[mount["name"]] for mount in deployment["volumeMounts"]
-                 if mount["mountPath"] == str(registry.parent)]
     for context in (values["dagsterWebserver"]["podSecurityContext"], deployment["podSecurityContext"],
                     launcher["runK8sConfig"]["podSpecConfig"]["securityContext"]):
         assert context["runAsNonRoot"] and str(context["runAsUser"]) == user == str(context["fsGroup"])
     config_maps = {doc["metadata"]["name"]: doc["data"] for doc in
                    yaml.safe_load_all((DEPLOY / "helm" / "evidence-config.yaml").read_text())
                    if doc["kind"] == "ConfigMap"}
-    assert registry.name in config_maps[tenants["configMap"]["name"]]
     for env_config_maps in (launcher["envConfigMaps"], deployment["envConfigMaps"]):
         for entry in env_config_maps:
             settings = config_maps[entry["name"]]
@@ -711,9 +701,8 @@ def test_webserver_and_daemon_workspace_reaches_a_code_server(tmp_path):
     webserver and the daemon do: over gRPC, without importing the code in this process's workspace."""
     from dagster._core.workspace.context import WorkspaceProcessContext
     from dagster._core.workspace.load_target import WorkspaceFileTarget
-    from dagster._grpc.client import DagsterGrpcClient
 
-    from evidence_pipeline_tests.dagster_services import _free_port
+    from evidence_pipeline_tests.dagster_services import _free_port, code_server
 
     final = dockerfile_stages(DOCKERFILE.read_text())[-1]
     [command] = [json.loads(rest) for instruction, rest in final["instructions"] if instruction == "CMD"]
@@ -725,20 +714,9 @@ def test_webserver_and_daemon_workspace_reaches_a_code_server(tmp_path):
     (tmp_path / "workspace.yaml").write_text(yaml.safe_dump(workspace))
     (tmp_path / "home").mkdir()
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"), "EVIDENCE_HOME": str(tmp_path / "evidence")}
-    with open(tmp_path / "code-server.log", "w") as log:
-        server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        client = DagsterGrpcClient(port=port, host="127.0.0.1")
-        deadline = time.monotonic() + 120
-        while client.health_check_query() != "SERVING":
-            assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "code-server.log").read_text()
-            time.sleep(0.2)
-        with instance_for_test() as instance, WorkspaceProcessContext(
-                instance, WorkspaceFileTarget(paths=[str(tmp_path / "workspace.yaml")])) as context:
-            location = context.create_request_context().get_code_location("evidence_pipeline")
-            assert type(location).__name__ == "GrpcServerCodeLocation"
-            [repository] = location.get_repositories().values()
-            assert repository.has_job("monthly_evidence")
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    with code_server(command, port, env, tmp_path / "code-server.log"), instance_for_test() as instance, \
+            WorkspaceProcessContext(instance, WorkspaceFileTarget(paths=[str(tmp_path / "workspace.yaml")])) as context:
+        location = context.create_request_context().get_code_location("evidence_pipeline")
+        assert type(location).__name__ == "GrpcServerCodeLocation"
+        [repository] = location.get_repositories().values()
+        assert repository.has_job("monthly_evidence")

@@ -148,13 +148,14 @@ def test_migrations_are_versioned_and_idempotent(ledger):
     again = Ledger(ledger.engine.url.render_as_string(hide_password=False))
     assert again.verify_chain() == 3
     with ledger.engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM evidence_ledger_version")).scalar() == "0006"
+        assert conn.execute(text("SELECT version_num FROM evidence_ledger_version")).scalar() == "0007"
 
 
 # Issue 16, finding 12: the ledger's tables move under the evidence_ prefix (Dagster owns `jobs` in a shared
 # database). A ledger that revision 0002 created must upgrade in place: same chain, same rows, guards still on.
 LEGACY_TABLES = {"audit_events", "publications", "jobs"}
-LEDGER_TABLES = {"evidence_audit_events", "evidence_publications", "evidence_jobs", "evidence_publication_claims"}
+LEDGER_TABLES = {"evidence_audit_events", "evidence_publications", "evidence_jobs", "evidence_publication_claims",
+                 "evidence_tenants"}
 
 
 def _ledger_at_revision_0002(url: str) -> int:

@@ -8,12 +8,12 @@ from evidence_pipeline.bundle import staging_key
 from evidence_pipeline.demo_data import demo_transactions
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import jobs as states
+from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.models import EventType, TenantMonth
 from evidence_pipeline.offboarding import offboard_tenant
 from evidence_pipeline.pipeline import preview_stage, run_tenant_month
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.sources import pin_latest, publish_revision
-from evidence_pipeline.tenants import add_to_registry, read_registry
 from evidence_pipeline.verify import verify_bundle
 from evidence_pipeline_tests.intake_server import client, error_code, pdf_bytes, submit, tokens, upload
 
@@ -29,7 +29,8 @@ def _month_of_evidence(rt, tenant_month: TenantMonth):
 def test_offboarding_stops_new_work_erases_what_is_not_evidence_and_keeps_the_bundles(documents, intake):
     rt = documents.runtime
     acme_token, globex_token = tokens(documents)
-    add_to_registry(rt.settings.tenant_registry, ["acme", "globex"])
+    registry = TenantRegistry(rt.ledger)
+    registry.register(["acme", "globex"], "operator")
     _, acme_bundle = _month_of_evidence(rt, ACME)
     _, globex_bundle = _month_of_evidence(rt, GLOBEX)
     with client(intake, acme_token) as http:
@@ -72,7 +73,8 @@ def test_offboarding_stops_new_work_erases_what_is_not_evidence_and_keeps_the_bu
                                          for name, keys in acme_objects.items()}
     rt.ledger.verify_chain()
     # no new work: registry, tokens, jobs, runs
-    assert read_registry(rt.settings.tenant_registry)[0] == ["globex"]
+    assert registry.active() == ["globex"]
+    assert registry.register(["acme", "initech"], "operator") == {"acme": "offboarded", "initech": "registered"}
     with client(intake, acme_token) as http:
         assert error_code(upload(http, pdf_bytes(3))) == ReasonCode.TOKEN_INVALID
     assert documents.ledger.job("acme", waiting["job_id"])["state"] == states.REJECTED
@@ -113,18 +115,3 @@ def test_offboard_command_reports_and_refuses_an_empty_reason(tmp_path):
     assert "tenant acme offboarded at" in done.output and "evidence kept: 0 bundles" in done.output
     again = CliRunner().invoke(main, ["tenant", "offboard", "acme", "--reason", "left"], env=env)
     assert again.exit_code == 0 and "this one converged" in again.output
-
-
-def test_a_read_only_registry_is_refused_before_anything_is_recorded(documents, monkeypatch):
-    rt = documents.runtime
-    registry = rt.settings.tenant_registry
-    add_to_registry(registry, ["acme", "globex"])
-    monkeypatch.setenv("EVIDENCE_IO_FAULT", "registry_write:EROFS")  # as a ConfigMap mounted read-only
-    with pytest.raises(EvidenceError) as refused:
-        offboard_tenant(documents, "acme", "contract ended", "operator")
-    assert refused.value.code == ReasonCode.TENANT_REGISTRY_READ_ONLY
-    assert rt.ledger.offboarded_tenants() == set() and read_registry(registry)[0] == ["acme", "globex"]
-    assert [p.name for p in registry.parent.iterdir() if p.name.startswith(f".{registry.name}")] == []
-
-    monkeypatch.delenv("EVIDENCE_IO_FAULT")  # writable again: the same command now goes through
-    assert offboard_tenant(documents, "acme", "contract ended", "operator")["first_run"]

@@ -148,14 +148,12 @@ def test_a_failed_write_is_classified_and_leaves_nothing_half_made(store, monkey
 def test_modes_do_not_depend_on_the_umask(tmp_path):
     """Under umask 000 nothing is created world-writable, and private state is owner-only."""
     from evidence_pipeline.ledger import Ledger
-    from evidence_pipeline.tenants import add_to_registry
 
     home = tmp_path / "home"
     previous = os.umask(0)
     try:
         LocalStore(home / "archive").put_once("bundles/acme-books/2026-10/x/report.pdf", b"%PDF")
         LocalStore(home / "sources", file_mode=0o400).put_once("acme-books/2026-10/s.csv", b"a,b")
-        add_to_registry(home / "tenants.txt", ["acme-books"])
         Ledger(f"sqlite:///{home / 'ledger.sqlite'}").engine.dispose()
     finally:
         os.umask(previous)
@@ -167,5 +165,4 @@ def test_modes_do_not_depend_on_the_umask(tmp_path):
     assert {mode(p) for p in [home / "archive", *(home / "archive").rglob("*")] if p.is_dir()} == {0o755}
     assert {mode(p) for p in [home / "sources", *(home / "sources").rglob("*")] if p.is_dir()} == {0o700}
     assert mode(home / "archive/bundles/acme-books/2026-10/x/report.pdf") == 0o444
-    assert mode(home / "tenants.txt") == 0o600
     assert {mode(p) for p in home.glob("ledger.sqlite*")} == {0o600}

@@ -1,18 +1,94 @@
-from evidence_pipeline.tenants import RejectedLine, add_to_registry, read_registry
+"""The tenant registry in the ledger's database, its file import and `evidence tenant add | list`."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from evidence_pipeline.cli import main
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.ledger.tenants import EXISTING, OFFBOARDED, REGISTERED, TenantRegistry
+from evidence_pipeline.models import EventType
+from evidence_pipeline.tenants import RejectedLine, read_tenant_file
 
 
-def test_registry_keeps_valid_slugs_and_reports_bad_lines_by_number(tmp_path):
+def test_tenant_file_keeps_valid_slugs_and_reports_bad_lines_by_number(tmp_path):
     registry = tmp_path / "tenants.txt"
     registry.write_text(
         "acme-books\nBad|Id\n\n# comment\ndelta-foods  # note\nacme-books\n-leading\n" + "a" * 64 + "\n"
     )
-    tenants, rejected = read_registry(registry)
+    tenants, rejected = read_tenant_file(registry)
     assert tenants == ["acme-books", "delta-foods"]
     assert rejected == [
         RejectedLine(2, "TENANT_ID_INVALID"),
         RejectedLine(7, "TENANT_ID_INVALID"),
         RejectedLine(8, "TENANT_ID_INVALID"),
     ]
-    add_to_registry(registry, ["delta-foods", "new-tenant"])
-    assert read_registry(registry)[0] == ["acme-books", "delta-foods", "new-tenant"]
-    assert read_registry(tmp_path / "absent.txt") == ([], [])
+
+
+def test_registry_records_each_tenant_once_in_order_and_never_brings_back_an_offboarded_one(runtime):
+    """On both backends: registration order is the registry's order; registering again changes nothing; the rows
+    are projections of the hashed events, so `ledger verify` catches an edited row."""
+    from evidence_pipeline.intake import open_documents
+
+    registry = TenantRegistry(runtime.ledger)
+    assert registry.register(["zeta", "acme", "zeta"], "operator") == {"zeta": REGISTERED, "acme": REGISTERED}
+    assert registry.register(["acme", "beta"], "operator") == {"acme": EXISTING, "beta": REGISTERED}
+    assert registry.active() == ["zeta", "acme", "beta"]
+    events = runtime.ledger.events_of_type(EventType.TENANT_REGISTERED)
+    assert [(e["tenant"], e["actor"]) for e in events] == [("zeta", "operator"), ("acme", "operator"),
+                                                          ("beta", "operator")]
+    with pytest.raises(EvidenceError) as refused:
+        registry.register(["ok", "Not A Slug"], "operator")
+    assert refused.value.code == ReasonCode.TENANT_ID_INVALID and registry.active() == ["zeta", "acme", "beta"]
+
+    documents = open_documents(runtime.settings)
+    documents.ledger.record_offboarding("acme", "operator", {"reason": "left"})
+    assert registry.active() == ["zeta", "beta"]
+    [(offboarded, _, _)] = runtime.ledger.stored_events(EventType.TENANT_OFFBOARDED, "acme")
+    [acme] = [row for row in registry.listing() if row["tenant"] == "acme"]
+    assert acme["offboarded_seq"] == offboarded.seq > acme["registered_seq"]
+    assert registry.register(["acme"], "operator") == {"acme": OFFBOARDED}
+    assert runtime.ledger.verify_chain() == 4
+
+    table = runtime.ledger.tenants
+    for tamper, undo in (
+        (table.update().where(table.c.tenant == "acme").values(offboarded_seq=None),  # acme back, behind the ledger
+         table.update().where(table.c.tenant == "acme").values(offboarded_seq=offboarded.seq)),
+        (table.insert().values(tenant="ghost", registered_seq=offboarded.seq, registered_at=0.0),  # no event of its own
+         table.delete().where(table.c.tenant == "ghost")),
+    ):
+        with runtime.ledger.engine.begin() as conn:  # someone with write access to the database
+            conn.execute(tamper)
+        with pytest.raises(EvidenceError) as tampered:
+            runtime.ledger.verify_chain()
+        assert tampered.value.code == ReasonCode.LEDGER_INVALID and "tenant registry" in tampered.value.message
+        with runtime.ledger.engine.begin() as conn:
+            conn.execute(undo)
+        assert runtime.ledger.verify_chain() == 4
+
+
+def test_tenant_commands_register_import_and_list(tmp_path):
+    env = {"EVIDENCE_HOME": str(tmp_path / "home")}
+    runner = CliRunner()
+    added = runner.invoke(main, ["tenant", "add", "acme", "globex"], env=env)
+    assert added.exit_code == 0 and "registered (2): acme globex" in added.output, added.output
+    listed = tmp_path / "tenants.txt"
+    listed.write_text("# the old registry file\nglobex\ninitech  # new\n")
+    imported = runner.invoke(main, ["tenant", "add", "--from-file", str(listed), "--json"], env=env)
+    assert json.loads(imported.output) == {"globex": "existing", "initech": "registered"}
+    listed.write_text("umbrella\nNOT-A-SLUG\n\nx|y\n")
+    rejected = runner.invoke(main, ["tenant", "add", "--from-file", str(listed)], env=env)
+    assert rejected.exit_code == 2 and "lines 2, 4" in rejected.output and "TENANT_ID_INVALID" in rejected.output
+    assert "NOT-A-SLUG" not in rejected.output  # what a user typed is not echoed
+    assert runner.invoke(main, ["tenant", "add"], env=env).exit_code == 2
+
+    assert runner.invoke(main, ["tenant", "offboard", "globex", "--reason", "left"], env=env).exit_code == 0
+    again = runner.invoke(main, ["tenant", "add", "globex", "umbrella"], env=env)
+    assert again.exit_code == 1 and "TENANT_OFFBOARDED" in again.output and "registered (1): umbrella" in again.output
+    active = runner.invoke(main, ["tenant", "list"], env=env)
+    assert [line.split()[0] for line in active.output.splitlines()] == ["acme", "initech", "umbrella"]
+    everyone = json.loads(runner.invoke(main, ["tenant", "list", "--all", "--json"], env=env).output)
+    assert [(row["tenant"], row["offboarded_seq"] is not None) for row in everyone] == [
+        ("acme", False), ("globex", True), ("initech", False), ("umbrella", False)]
+    assert runner.invoke(main, ["ledger", "verify"], env=env).exit_code == 0

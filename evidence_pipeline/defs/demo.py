@@ -22,8 +22,8 @@ from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.defs.slots import SlotWatch, free_dead_holders, owner_tags
 from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
 from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.tenants import add_to_registry, read_registry
 
 SOURCE_MONTHS = 14  # months of demo source data per tenant
 
@@ -77,9 +77,8 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
         raise EvidenceError(ReasonCode.PERIOD_CLOSED, f"{periods[0]} is closed: only months from {OPEN_FROM} are "
                                                       "open (EVIDENCE_OPEN_MONTHS)")
     runtime = evidence.runtime()
-    add_to_registry(runtime.settings.tenant_registry, list(DEMO_TENANTS))
-    tenants, _ = read_registry(runtime.settings.tenant_registry)
-    instance.add_dynamic_partitions(tenant_partitions.name, [t for t in tenants if t in DEMO_TENANTS])
+    TenantRegistry(runtime.ledger).register(DEMO_TENANTS, "evidence demo")  # an offboarded one fails its runs
+    instance.add_dynamic_partitions(tenant_partitions.name, list(DEMO_TENANTS))
     for tenant in DEMO_TENANTS:
         for period in complete_months(today, SOURCE_MONTHS):
             tenant_month = TenantMonth(tenant, period)

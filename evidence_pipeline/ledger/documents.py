@@ -115,8 +115,8 @@ class DocumentLedger:
     # --- offboarding ------------------------------------------------------------------------------------------
 
     def record_offboarding(self, tenant: str, actor: str, details: dict) -> tuple[dict, bool]:
-        """Revoke the tenant's live tokens and append `tenant.offboarded`, in one transaction. Once per tenant:
-        an offboarded tenant gets its first event's body back, and False."""
+        """Revoke the tenant's live tokens, append `tenant.offboarded` and mark the tenant offboarded in the registry,
+        in one transaction. Once per tenant: an offboarded tenant gets its first event's body back, and False."""
 
         def offboard(conn: Connection) -> tuple[dict, bool]:
             first = self._offboarding(conn, tenant)
@@ -130,6 +130,8 @@ class DocumentLedger:
                 self._revoke(conn, tenant, token_id, actor, now)
             event = self.ledger._append(conn, TenantMonth(tenant, current_month(now)), EventType.TENANT_OFFBOARDED,
                                         sha256_text(tenant), actor, details | {"tokens_revoked": len(live)})
+            registry = self.ledger.tenants
+            conn.execute(registry.update().where(registry.c.tenant == tenant).values(offboarded_seq=event.seq))
             return event.body, True
 
         return self.ledger._transact(offboard)

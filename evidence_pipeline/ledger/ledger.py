@@ -160,12 +160,14 @@ class Ledger(JobTransitions):
         tables = MetaData()
         with classified_errors():
             tables.reflect(self.engine, only=("evidence_audit_events", "evidence_publications", "evidence_jobs",
-                                              "evidence_document_jobs", "evidence_publication_claims"))
+                                              "evidence_document_jobs", "evidence_publication_claims",
+                                              "evidence_tenants"))
         self.audit_events = tables.tables["evidence_audit_events"]
         self.publications = tables.tables["evidence_publications"]
         self.claims = tables.tables["evidence_publication_claims"]  # who is publishing a tenant-month (supersedes)
         self.jobs = tables.tables["evidence_jobs"]
         self.document_jobs = tables.tables["evidence_document_jobs"]  # a document job's identity (ledger verify)
+        self.tenants = tables.tables["evidence_tenants"]  # the tenant registry (ledger/tenants.py)
         self._turn = threading.Lock()  # _transact_together: whose transaction commits the waiting callers' work
         self._waiting: list[_Waiting] = []
         self._waiting_mutex = threading.Lock()
@@ -343,6 +345,7 @@ class Ledger(JobTransitions):
         published: dict[int, dict] = {}  # seq -> details of each bundle.published event
         current: dict[tuple[str, str], str] = {}  # (tenant, period) -> identity of its newest bundle so far
         job_events: dict[str, list[dict]] = {}  # job_id -> bodies of the events that name it, oldest first
+        tenant_events: dict[str, dict[str, int]] = {}  # tenant -> {tenant event type: seq of its first}
         with classified_errors(), self.engine.connect() as conn:
             for row in conn.execute(select(self.audit_events).order_by(self.audit_events.c.seq)):
                 if row.prev_hash != prev or chain_hash(prev, row.body) != row.event_hash:
@@ -354,18 +357,23 @@ class Ledger(JobTransitions):
                 if body["event_type"] == EventType.BUNDLE_PUBLISHED:
                     published[row.seq] = body["details"]
                     _check_supersedes(row.seq, body, current)
+                if body["event_type"] in mirrors.TENANT_EVENTS:
+                    tenant_events.setdefault(body["tenant"], {}).setdefault(body["event_type"], row.seq)
                 if isinstance(body["details"].get("job_id"), str):
                     job_events.setdefault(body["details"]["job_id"], []).append(body)
                 prev, count = row.event_hash, count + 1
             publications = [dict(row._mapping) for row in conn.execute(select(self.publications))]
             jobs = [dict(row._mapping) for row in conn.execute(select(self.jobs))]
             document_jobs = {row.job_id: row._mapping for row in conn.execute(select(self.document_jobs))}
+            registry = [dict(row._mapping) for row in conn.execute(select(self.tenants))]
         if sorted(row["event_seq"] for row in publications) != sorted(published):
             raise EvidenceError(ReasonCode.LEDGER_INVALID, "publications and bundle.published events do not pair up")
         for row in publications:
             if not mirrors.publication_matches(row, published[row["event_seq"]]):
                 raise EvidenceError(ReasonCode.LEDGER_INVALID,
                                     f"the publication of event {row['event_seq']} differs from it")
+        if not mirrors.registry_matches(registry, tenant_events):
+            raise EvidenceError(ReasonCode.LEDGER_INVALID, "the tenant registry differs from its tenant events")
         for row in jobs:
             if not mirrors.job_matches(row, job_events.get(row["job_id"], []), document_jobs.get(row["job_id"])):
                 raise EvidenceError(ReasonCode.LEDGER_INVALID, f"job {row['job_id'][:12]} differs from its events")

@@ -13,6 +13,9 @@ stores about an event is a copy or a function of bodies and must match them:
   events. The lease expiry, the retry-budget start and the timestamps are operational clocks that no event
   records.
 
+- `evidence_tenants`: one row per tenant with a `tenant.registered` event, naming that event and, once the tenant
+  has one, its `tenant.offboarded` event. `registered_at` is an operational clock.
+
 `evidence_publication_claims` (who is publishing a tenant-month right now) is operational state too, like a lease
 expiry: no event records it and the commit deletes it. What it protects, the linear corrections chain, is in the
 hashed `bundle.published` events, and `Ledger.verify_chain` checks it there.
@@ -30,6 +33,7 @@ EVENT_COLUMNS = ("event_id", "event_type", "tenant", "period", "subject_sha256")
 BODY_FIELDS = frozenset({*EVENT_COLUMNS, "actor", "recorded_at", "details"})
 JOB_STATE_COLUMNS = ("state", "attempts", "lease_token", "lease_owner", "last_reason")
 _SUCCESS_EVENTS = (EventType.BUNDLE_PUBLISHED, EventType.DOCUMENT_PUBLISHED, EventType.EVIDENCE_DELIVERED)
+TENANT_EVENTS = (EventType.TENANT_REGISTERED, EventType.TENANT_OFFBOARDED)
 _FAILURE_STATES = {EventType(f"job.{state}"): state for state in (states.ACCEPTED, states.REJECTED, states.DEAD)}
 
 
@@ -85,3 +89,11 @@ def job_matches(row: dict, events: Iterable[dict], document_job: dict | None = N
         elif kind == EventType.JOB_REPLAYED:
             derived.update(state=states.ACCEPTED, attempts=0)
     return all(row[column] == derived[column] for column in JOB_STATE_COLUMNS)
+
+
+def registry_matches(rows: Iterable[dict], tenant_events: dict[str, dict[str, int]]) -> bool:
+    """The registry rows are exactly the registered tenants, each naming its first `tenant.registered` event and
+    its first `tenant.offboarded` event (None while it has none). ``tenant_events``: tenant -> {type: seq}."""
+    derived = {tenant: (seqs[EventType.TENANT_REGISTERED], seqs.get(EventType.TENANT_OFFBOARDED))
+               for tenant, seqs in tenant_events.items() if EventType.TENANT_REGISTERED in seqs}
+    return {row["tenant"]: (row["registered_seq"], row["offboarded_seq"]) for row in rows} == derived

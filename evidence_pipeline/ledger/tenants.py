@@ -1,0 +1,79 @@
+"""The tenant registry: the `evidence_tenants` table beside the ledger, read by the registry sensor.
+
+Registering a tenant appends its `tenant.registered` event and inserts its row in one transaction; offboarding
+marks the row in the transaction of its `tenant.offboarded` event (DocumentLedger.record_offboarding). An
+offboarded tenant is never registered again. Rows are in registration order (their event's position), the order
+the sensor adds tenants as Dagster partitions, and so the order the schedule's range runs expand in.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from datetime import datetime, timezone
+
+from sqlalchemy import Connection, Select, select
+
+from evidence_pipeline.ledger.db import classified_errors
+from evidence_pipeline.ledger.documents import current_month, sha256_text
+from evidence_pipeline.ledger.ledger import Ledger
+from evidence_pipeline.models import EventType, TenantMonth, validate_tenant_id
+
+REGISTERED, EXISTING, OFFBOARDED = "registered", "existing", "offboarded"
+_CHUNK = 500  # tenants per IN (...) lookup: well under every driver's parameter limit
+
+
+class TenantRegistry:
+    def __init__(self, ledger: Ledger):
+        self.ledger = ledger
+        self.table = ledger.tenants
+
+    def register(self, tenants: Iterable[str], actor: str) -> dict[str, str]:
+        """Register ``tenants`` (validated slugs) in one transaction; returns tenant -> REGISTERED (this call),
+        EXISTING (registered before) or OFFBOARDED (refused: an offboarded tenant never comes back)."""
+        wanted = list(dict.fromkeys(validate_tenant_id(tenant) for tenant in tenants))
+
+        def register(conn: Connection) -> dict[str, str]:
+            t, events = self.table.c, self.ledger.audit_events.c
+            outcome = dict.fromkeys(_among(conn, select(t.tenant), t.tenant, wanted), EXISTING)
+            offboarded = set(_among(conn, select(events.tenant).where(
+                events.event_type == EventType.TENANT_OFFBOARDED), events.tenant, wanted))
+            now = time.time()
+            outcome |= dict.fromkeys(offboarded, OFFBOARDED)
+            for tenant in wanted:
+                if tenant in outcome:
+                    continue
+                event = self.ledger._append(conn, TenantMonth(tenant, current_month(now)), EventType.TENANT_REGISTERED,
+                                            sha256_text(tenant), actor, {})
+                conn.execute(self.table.insert().values(tenant=tenant, registered_seq=event.seq, registered_at=now))
+                outcome[tenant] = REGISTERED
+            return {tenant: outcome[tenant] for tenant in wanted}
+
+        return self.ledger._transact(register)
+
+    def active(self) -> list[str]:
+        """The registered tenants that were not offboarded, in registration order: what the sensor adds."""
+        t = self.table.c
+        query = select(t.tenant).where(t.offboarded_seq.is_(None)).order_by(t.registered_seq)
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            return list(conn.execute(query).scalars())
+
+    def listing(self) -> list[dict]:
+        """Every registered tenant, offboarded ones included, in registration order, with its ledger positions."""
+        t = self.table.c
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            rows = conn.execute(select(self.table).order_by(t.registered_seq)).all()
+        return [{"tenant": row.tenant, "registered_at": _iso(row.registered_at), "registered_seq": row.registered_seq,
+                 "offboarded_seq": row.offboarded_seq} for row in rows]
+
+
+def _among(conn: Connection, query: Select, column, tenants: list[str]) -> list[str]:
+    """The results of ``query`` whose ``column`` is one of ``tenants``, looked up a chunk at a time."""
+    found: list[str] = []
+    for start in range(0, len(tenants), _CHUNK):
+        found += conn.execute(query.where(column.in_(tenants[start:start + _CHUNK]))).scalars()
+    return found
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="seconds")
