@@ -52,6 +52,8 @@ class Operation:
     options: dict[str, tuple[str, ...]] = field(default_factory=dict)  # option -> allowed values; first is default
     inputs: tuple[int, int] = (1, 1)  # least and most input documents
     pin: Callable[[dict], dict] | None = None  # normalized options -> what acceptance pins beside them
+    # (ledger, tenant) -> option values a tenant's new job gets unless it names them (a ruleset canary's route)
+    route: Callable | None = None
     staged: bool = False  # record each stage of a job (validating, reviewing, signing, committing) in the ledger
     outcomes: frozenset[str] = frozenset()  # terminal codes that are decisions about the input, like the gate's
     # (ledger, tenant) -> request fields fixed when a job is accepted, outside the options and the request digest
