@@ -25,7 +25,7 @@ from evidence_pipeline.documents import redact, templates
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.redaction_check import verify_derivative
 from evidence_pipeline.documents.registry import ProcessorInput
-from evidence_pipeline_tests.rental_applications import long_application, organization_template, program_template
+from evidence_pipeline.rental_applications import long_application, organization_template, program_template
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from intake import EVIDENCE, free_port, wait_healthy  # noqa: E402  (bench/intake.py: the front door's helpers)

@@ -108,12 +108,23 @@ def main() -> None:
 @main.command()
 @click.option("--months", default=3, show_default=True, help="Complete months to materialize per demo tenant.")
 def demo(months: int) -> None:
-    """Materialize the last complete months for every demo tenant through Dagster."""
+    """Submit the demo tenants' documents and work them, then materialize their last complete months through
+    Dagster."""
+    from evidence_pipeline import document_outcomes
     from evidence_pipeline.defs.demo import run_demo  # imports Dagster: only when asked for
 
     settings = _settings()
     _use_dagster_home(settings)
-    outcomes = run_demo(months, datetime.now(timezone.utc).date(), say=lambda line: click.echo(line, err=True))
+    demo = run_demo(months, datetime.now(timezone.utc).date(), say=lambda line: click.echo(line, err=True))
+    if demo.documents:
+        click.echo(f"document jobs, filed under {demo.documents_period} (its report lists them):")
+        click.echo(f"{'tenant':<18} {'operation':<46} {'jobs':>4}  outcome")
+        for tenant in sorted({job["tenant"] for job in demo.documents}):
+            jobs = [document_outcomes.outcome(job) for job in demo.documents if job["tenant"] == tenant]
+            for operation, result, n in document_outcomes.counts(jobs):
+                click.echo(f"{tenant:<18} {operation:<46} {n:>4}  {result}")
+        click.echo("")
+    outcomes = demo.months
     click.echo(f"{'tenant':<18} {'period':<8} {'pages':>5}  {'outcome':<8} report.pdf sha256 or reason code")
     for outcome in outcomes:
         state = ("new" if outcome.newly_published else "existing") if outcome.ok else "FAILED"

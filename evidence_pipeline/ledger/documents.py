@@ -33,9 +33,12 @@ EVIDENCE = "evidence"  # the operation of an evidence job: a tenant-month's bund
 @dataclass(frozen=True)
 class Clock:
     """When an intake request began (time.perf_counter()), or None outside a request: admission events carry
-    ``admission_ms``, the request's time until its ledger commit, as a clock of its own (`evidence stats`)."""
+    ``admission_ms``, the request's time until its ledger commit, as a clock of its own (`evidence stats`).
+    ``period``: the month a job counts in, when not the one it is accepted in (only `evidence demo` sets it, to
+    file its jobs under the last complete month, whose report it then renders)."""
 
     started: float | None
+    period: str | None = None
 
     def details(self) -> dict:
         return {} if self.started is None else {"admission_ms": round((time.perf_counter() - self.started) * 1000, 3)}
@@ -253,7 +256,7 @@ class DocumentLedger:
         job_id = document_job_id(tenant, idempotency_key, batch_id)
         existing = self._job(conn, tenant, job_id)
         now = time.time()
-        tenant_month = TenantMonth(tenant, current_month(now))
+        tenant_month = TenantMonth(tenant, clock.period or current_month(now))
         if existing is not None:
             if existing["request_sha256"] == request_sha256:
                 return existing, False
