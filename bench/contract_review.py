@@ -12,8 +12,10 @@ plain loop with the same parallelism, in one run.
    the stage events and the fenced commit of every job.
 
 It prints contracts/s of the loop and of dispatch, their ratio (target >= 0.8), review p50/p95 per workload class
-(the loop's time per contract; dispatch's from the job's lease to its commit, from the job status), and the load
-average before and after. Every job must end with the decision its contract is known to get.
+(the loop's time per contract; dispatch's from the job's lease to its commit, from the job status), the CPU
+seconds of each (this process and the page runs it forked; the load of a shared machine moves them far less than
+the wall time) and their ratio, and the load average before and after. Every job must end with the decision its
+contract is known to get.
 
     uv run python bench/contract_review.py [--contracts 1000 --long-every 10 --long-pages 40 --parallelism 1]
 """
@@ -31,7 +33,7 @@ from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from frontdoor import front_door, in_parallel  # noqa: E402  (bench/frontdoor.py: the front door and dispatch)
+from frontdoor import cpu_seconds, front_door, in_parallel  # noqa: E402  (bench/frontdoor.py: the front door and dispatch)
 
 from evidence_pipeline.config import Settings  # noqa: E402
 from evidence_pipeline.documents import ruleset as rulesets  # noqa: E402
@@ -99,9 +101,9 @@ def main() -> None:
 
     _KEYRING.append(Runtime.from_settings(Settings.from_env(
         {"EVIDENCE_HOME": tempfile.mkdtemp(prefix="bench-review-loop-")})).keyring)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), cpu_seconds()
     loop = in_parallel(review_once, items, args.parallelism)
-    loop_seconds = time.perf_counter() - started
+    loop_seconds, loop_cpu = time.perf_counter() - started, cpu_seconds() - cpu
     if [decision for _, _, decision in loop] != expected:
         raise SystemExit("the loop's decisions differ from the contracts' known ones")
 
@@ -110,7 +112,7 @@ def main() -> None:
         jobs = [door.submit(f"bench-{n}", {"operation": "contract-review", "inputs": [door.upload(pdf)]})
                 for n, (_, pdf, _) in enumerate(items)]
         admission_seconds = time.perf_counter() - started
-        dispatch_seconds = door.dispatch(args.parallelism)
+        dispatch_seconds, dispatch_cpu = door.dispatch(args.parallelism)
         statuses = door.states(jobs)
     if [outcome_of(status) for status in statuses] != expected:
         raise SystemExit("the jobs' outcomes differ from the contracts' known ones")
@@ -129,6 +131,8 @@ def main() -> None:
         "dispatch_lease_to_commit": latencies(worked),
         "seconds": {"loop": round(loop_seconds, 1), "admission": round(admission_seconds, 1),
                     "dispatch": round(dispatch_seconds, 1)},
+        "cpu_seconds": {"loop": round(loop_cpu, 1), "dispatch": round(dispatch_cpu, 1)},
+        "cpu_ratio_dispatch_to_loop": round(loop_cpu / dispatch_cpu, 2),
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
     }, indent=2))

@@ -57,7 +57,7 @@ def through_dagster(data: bytes, count: int) -> float:
         document_id = door.upload(data)
         jobs = [door.submit(f"bench-{i}", {"operation": "redact", "inputs": [document_id],
                                            "options": {"active_content": "flag"}}) for i in range(count)]
-        elapsed = door.dispatch(1)
+        elapsed, _ = door.dispatch(1)
         states = {status["state"] for status in door.states(jobs)}
     if states != {"succeeded"}:
         raise SystemExit(f"redact jobs ended {sorted(states)}")
