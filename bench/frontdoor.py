@@ -59,7 +59,7 @@ class FrontDoor:
 
         with DagsterInstance.ephemeral() as instance:
             started, cpu = time.perf_counter(), cpu_seconds()
-            tick = defs.get_sensor_def("document_dispatch_sensor").evaluate_tick(
+            tick = defs.resolve_sensor_def("document_dispatch_sensor").evaluate_tick(
                 build_sensor_context(instance=instance, resources=defs.resources))
             in_parallel(_page_run, [(request.run_config, request.tags) for request in tick.run_requests],
                         parallelism)

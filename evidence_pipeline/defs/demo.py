@@ -143,7 +143,7 @@ def _document_jobs(defs, instance: DagsterInstance, evidence: EvidenceResource, 
     documents = Documents.open(evidence.runtime())
     jobs = [job for index, tenant in enumerate(DEMO_TENANTS)
             for job in submit_demo_documents(documents, tenant, index, period)]
-    tick = defs.get_sensor_def(document_dispatch_sensor.name).evaluate_tick(
+    tick = defs.resolve_sensor_def(document_dispatch_sensor.name).evaluate_tick(
         build_sensor_context(instance=instance, resources={"evidence": evidence}))
     page_job = defs.resolve_job_def(document_page_job.name)
     for request in tick.run_requests:
