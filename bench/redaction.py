@@ -11,24 +11,20 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
 import resource
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
-
-import httpx
 
 from evidence_pipeline.documents import redact, templates
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.redaction_check import verify_derivative
 from evidence_pipeline.documents.registry import ProcessorInput
-from evidence_pipeline_tests.rental_applications import long_application, organization_template, program_template
+from evidence_pipeline.rental_applications import long_application, organization_template, program_template
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from intake import EVIDENCE, free_port, wait_healthy  # noqa: E402  (bench/intake.py: the front door's helpers)
+from frontdoor import front_door  # noqa: E402  (bench/frontdoor.py: the front door and Dagster's dispatch)
 
 
 def pinned() -> dict:
@@ -52,48 +48,20 @@ def passes(data: bytes, pin: dict) -> tuple[float, float, dict]:
 def through_dagster(data: bytes, count: int) -> float:
     """Seconds from the sensor's tick to the last of ``count`` redact jobs succeeded, each accepted over HTTP by
     `evidence intake serve` (the one application, ``count`` idempotency keys) on a fresh root."""
-    root = Path(tempfile.mkdtemp(prefix="bench-redaction-"))
-    env = os.environ | {"EVIDENCE_HOME": str(root / "home"), "EVIDENCE_INTAKE_MAX_BYTES": str(64 << 20),
-                        "EVIDENCE_DOCUMENT_PAGE_SIZE": str(max(count, 1))}
-    evidence = lambda *args: subprocess.run([EVIDENCE, *args], env=env, check=True, capture_output=True, text=True)  # noqa: E731
-    token = evidence("tenant", "token", "issue", "bench").stdout.split("token:")[1].split()[0]
-    (root / "org.json").write_bytes(organization_template())
-    (root / "program.json").write_bytes(program_template(scanned_page=None))
-    submitted = evidence("template", "submit", "bench", "--organization", str(root / "org.json"), "--program",
-                         str(root / "program.json"), "--by", "author", "--json")
-    evidence("template", "approve", "bench", json.loads(submitted.stdout)["version_id"], "--by", "approver")
-    port = free_port()
-    server = subprocess.Popen([EVIDENCE, "intake", "serve", "--port", str(port), "--workers", "1"], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_healthy(url, server)
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120) as http:
-            document_id = http.post("/v1/documents", content=data,
-                                    headers={"Content-Type": "application/pdf"}).json()["document_id"]
-            jobs = [http.post("/v1/jobs", headers={"Idempotency-Key": f"bench-{i}"}, json={
-                "operation": "redact", "inputs": [document_id], "options": {"active_content": "flag"}}).json()
-                for i in range(count)]
-            os.environ.update(env)
-            from dagster import DagsterInstance, build_sensor_context
-
-            from evidence_pipeline.definitions import defs
-
-            with DagsterInstance.ephemeral() as instance:
-                started = time.perf_counter()
-                tick = defs.get_sensor_def("document_dispatch_sensor").evaluate_tick(
-                    build_sensor_context(instance=instance, resources=defs.resources))
-                for request in tick.run_requests:
-                    defs.get_job_def("document_page_job").execute_in_process(
-                        run_config=request.run_config, instance=instance, tags=request.tags)
-                elapsed = time.perf_counter() - started
-            states = {http.get(job["status_url"]).json()["state"] for job in jobs}
-        if states != {"succeeded"}:
-            raise SystemExit(f"redact jobs ended {sorted(states)}")
-        return elapsed
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    with front_door("bench-redaction-", count, 1) as door:
+        (door.root / "org.json").write_bytes(organization_template())
+        (door.root / "program.json").write_bytes(program_template(scanned_page=None))
+        submitted = door.evidence("template", "submit", "bench", "--organization", str(door.root / "org.json"),
+                                  "--program", str(door.root / "program.json"), "--by", "author", "--json")
+        door.evidence("template", "approve", "bench", json.loads(submitted.stdout)["version_id"], "--by", "approver")
+        document_id = door.upload(data)
+        jobs = [door.submit(f"bench-{i}", {"operation": "redact", "inputs": [document_id],
+                                           "options": {"active_content": "flag"}}) for i in range(count)]
+        elapsed, _ = door.dispatch(1)
+        states = {status["state"] for status in door.states(jobs)}
+    if states != {"succeeded"}:
+        raise SystemExit(f"redact jobs ended {sorted(states)}")
+    return elapsed
 
 
 def main() -> None:

@@ -108,12 +108,23 @@ def main() -> None:
 @main.command()
 @click.option("--months", default=3, show_default=True, help="Complete months to materialize per demo tenant.")
 def demo(months: int) -> None:
-    """Materialize the last complete months for every demo tenant through Dagster."""
+    """Submit the demo tenants' documents and work them, then materialize their last complete months through
+    Dagster."""
+    from evidence_pipeline import document_outcomes
     from evidence_pipeline.defs.demo import run_demo  # imports Dagster: only when asked for
 
     settings = _settings()
     _use_dagster_home(settings)
-    outcomes = run_demo(months, datetime.now(timezone.utc).date(), say=lambda line: click.echo(line, err=True))
+    demo = run_demo(months, datetime.now(timezone.utc).date(), say=lambda line: click.echo(line, err=True))
+    if demo.documents:
+        click.echo(f"document jobs, filed under {demo.documents_period} (its report lists them):")
+        click.echo(f"{'tenant':<18} {'operation':<46} {'jobs':>4}  outcome")
+        for tenant in sorted({job["tenant"] for job in demo.documents}):
+            jobs = [document_outcomes.outcome(job) for job in demo.documents if job["tenant"] == tenant]
+            for operation, result, n in document_outcomes.counts(jobs):
+                click.echo(f"{tenant:<18} {operation:<46} {n:>4}  {result}")
+        click.echo("")
+    outcomes = demo.months
     click.echo(f"{'tenant':<18} {'period':<8} {'pages':>5}  {'outcome':<8} report.pdf sha256 or reason code")
     for outcome in outcomes:
         state = ("new" if outcome.newly_published else "existing") if outcome.ok else "FAILED"
@@ -792,7 +803,7 @@ def template() -> None:
     """Redaction templates: submit an organization + program template as a version, approve it, list, show."""
 
 
-def _template_ledger():
+def _intake_ledger():
     from evidence_pipeline.intake import open_documents
 
     return open_documents(_settings()).runtime.ledger
@@ -826,7 +837,7 @@ def template_submit(tenant_id: str, organization, program, effective_at: datetim
     from evidence_pipeline.documents import templates
 
     limit = templates.MAX_TEMPLATE_BYTES + 1  # one byte over the limit is enough to refuse it
-    found, created = templates.submit(_template_ledger(), tenant_id, organization.read(limit), program.read(limit),
+    found, created = templates.submit(_intake_ledger(), tenant_id, organization.read(limit), program.read(limit),
                                       author, effective_at)
     if not as_json:
         click.echo("submitted" if created else "already submitted")
@@ -842,7 +853,7 @@ def template_approve(tenant_id: str, version_id: str, approver: str, as_json: bo
     """Approve VERSION of TENANT's templates (not by its author): recorded as a ledger event."""
     from evidence_pipeline.documents import templates
 
-    found, created = templates.approve(_template_ledger(), tenant_id, version_id, approver)
+    found, created = templates.approve(_intake_ledger(), tenant_id, version_id, approver)
     if not as_json:
         click.echo("approved" if created else "already approved")
     _print_version(found, as_json)
@@ -855,7 +866,7 @@ def template_list(tenant_id: str, as_json: bool) -> None:
     """TENANT's template versions, oldest first, and which one is in effect now."""
     from evidence_pipeline.documents import templates
 
-    ledger = _template_ledger()
+    ledger = _intake_ledger()
     found = templates.versions(ledger, tenant_id)
     try:
         current = templates.in_effect(ledger, tenant_id)["version_id"]
@@ -880,7 +891,7 @@ def template_show(tenant_id: str, version_id: str, as_json: bool) -> None:
     """One version with its merged rules."""
     from evidence_pipeline.documents import templates
 
-    _print_version(templates.version(_template_ledger(), tenant_id, version_id), as_json, rules=True)
+    _print_version(templates.version(_intake_ledger(), tenant_id, version_id), as_json, rules=True)
 
 
 @template.command("shadow")
@@ -912,7 +923,56 @@ def template_shadow(tenant_id: str, candidate: str, sample: int, as_json: bool) 
 
 @main.group()
 def ruleset() -> None:
-    """Review rulesets: try a candidate on recent reviews before it is registered and put in force."""
+    """Review rulesets: try a candidate on recent reviews, route chosen tenants to it, roll it back."""
+
+
+def _print_routes(in_force: str, routed: dict[str, str], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps({"in_force": in_force, "routed": routed}, indent=2))
+        return
+    click.echo(f"in force: {in_force}")
+    for tenant, candidate in sorted(routed.items()):
+        click.echo(f"  {tenant:<24} -> {candidate}")
+
+
+@ruleset.command("canary")
+@click.argument("candidate")
+@click.option("--tenant", "tenants", multiple=True, required=True, help="A tenant to route (repeatable).")
+@click.option("--by", "actor", default=lambda: getpass.getuser(), show_default="the login name")
+@json_option
+def ruleset_canary(candidate: str, tenants: tuple[str, ...], actor: str, as_json: bool) -> None:
+    """Route the new contract reviews of the chosen tenants to CANDIDATE (a registered version): jobs they submit
+    without naming a ruleset pin it from now on. Recorded as a `ruleset.canary` event per tenant."""
+    from evidence_pipeline.documents import canary
+    from evidence_pipeline.documents import ruleset as rulesets
+
+    _print_routes(rulesets.IN_FORCE, canary.start(_intake_ledger(), candidate, list(tenants), actor), as_json)
+
+
+@ruleset.command("rollback")
+@click.option("--by", "actor", default=lambda: getpass.getuser(), show_default="the login name")
+@json_option
+def ruleset_rollback(actor: str, as_json: bool) -> None:
+    """Stop routing tenants to the candidate: their new jobs pin the version in force again. Jobs already
+    accepted keep the ruleset they pinned (leased ones finish under it); no job or event is deleted."""
+    from evidence_pipeline.documents import canary
+    from evidence_pipeline.documents import ruleset as rulesets
+
+    stopped = canary.rollback(_intake_ledger(), actor)
+    if as_json:
+        click.echo(json.dumps({"in_force": rulesets.IN_FORCE, "rolled_back": stopped}, indent=2))
+        return
+    click.echo(f"rolled back {len(stopped)} tenant(s) to {rulesets.IN_FORCE}" if stopped else "no tenant was routed")
+
+
+@ruleset.command("status")
+@json_option
+def ruleset_status(as_json: bool) -> None:
+    """The version in force and the tenants routed to a candidate."""
+    from evidence_pipeline.documents import canary
+    from evidence_pipeline.documents import ruleset as rulesets
+
+    _print_routes(rulesets.IN_FORCE, canary.routes(_intake_ledger()), as_json)
 
 
 @ruleset.command("shadow")

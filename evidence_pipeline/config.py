@@ -37,6 +37,7 @@ class Settings:
     lease_seconds: float  # an attempt that stops renewing loses its lease after this long
     max_attempts: int  # transient failures: attempts before a job is dead
     retry_budget_seconds: float  # transient failures: time since acceptance before a job is dead
+    retry_delay_seconds: float  # a document job's first wait in retry_wait; each later wait doubles
     workers: int  # worker processes a run uses for the partitions of its range
     oversize_bytes: int  # source revisions larger than this go to the oversize lane
     oversize_workers: int  # the oversize lane's lower cap, within a run
@@ -120,6 +121,7 @@ class Settings:
             lease_seconds=_positive(env, "EVIDENCE_LEASE_SECONDS", 120),
             max_attempts=_whole(env, "EVIDENCE_MAX_ATTEMPTS", 4),
             retry_budget_seconds=_positive(env, "EVIDENCE_RETRY_BUDGET_SECONDS", 900),
+            retry_delay_seconds=_positive(env, "EVIDENCE_RETRY_DELAY_SECONDS", 30),
             workers=_whole(env, "EVIDENCE_WORKERS", len(os.sched_getaffinity(0))),
             oversize_bytes=_whole(env, "EVIDENCE_OVERSIZE_BYTES", 2 * 1024 * 1024),
             oversize_workers=_whole(env, "EVIDENCE_OVERSIZE_WORKERS", 1),

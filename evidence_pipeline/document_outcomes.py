@@ -41,7 +41,7 @@ def close_month(store: ArtifactStore, ledger: Ledger, tenant_month: TenantMonth)
         return closed, False
     jobs = DocumentLedger(ledger).month_jobs(tenant_month.tenant, tenant_month.period)
     data = canonical_json({"schema": SCHEMA, "tenant": tenant_month.tenant, "period": tenant_month.period,
-                           "jobs": [_outcome(job) for job in jobs]})
+                           "jobs": [outcome(job) for job in jobs]})
     store.put_once(f"{_prefix(tenant_month)}/documents-000001-{sha256_hex(data)}.json", data)
     # Two closes racing with different jobs both write; every pin takes the same one, the first by name.
     return _closed(store, tenant_month), True
@@ -64,11 +64,13 @@ def read_outcomes(store: ArtifactStore, revision: OutcomesRevision) -> list[dict
 
 def counts(jobs: list[dict]) -> list[tuple[str, str, int]]:
     """(operation, outcome, number of jobs), sorted: the outcome is the state, with a redaction's result
-    (redacted, no_matches) and the reason code if any; a redaction's operation names its template version."""
+    (redacted, no_matches) or a review's decision (approved, rejected) and the reason code if any; the operation
+    names the policy pinned at acceptance: a redaction's template version, a review's ruleset."""
     outcomes = Counter(
         (
-            job["operation"] + (f" @ {job['template_version'][:12]}" if job.get("template_version") else ""),
-            job["state"] + (f": {job['redaction']}" if job.get("redaction") else "")
+            job["operation"] + (f" @ {job['template_version'][:12]}" if job.get("template_version") else "")
+            + (f" @ {job['ruleset']}" if job.get("ruleset") else ""),
+            job["state"] + "".join(f": {job[result]}" for result in ("redaction", "decision") if job.get(result))
             + (f" ({job['reason']})" if job["reason"] else ""),
         )
         for job in jobs
@@ -76,18 +78,24 @@ def counts(jobs: list[dict]) -> list[tuple[str, str, int]]:
     return [(operation, outcome, n) for (operation, outcome), n in sorted(outcomes.items())]
 
 
-def _outcome(job: dict) -> dict:
+def outcome(job: dict) -> dict:
+    """What the closed revision records of one job (and `evidence demo` prints)."""
     outputs = job["outputs"] or {}
-    pinned = job["request"].get("template_version")  # redactions: the template version pinned at acceptance
-    redaction = outputs.get("summary", {}).get("outcome") if pinned else None
-    return {
+    summary = outputs.get("summary", {})
+    outcome = {
         "job_id": job["job_id"],
         "operation": job["operation"],
         "inputs": job["request"]["inputs"],
         "state": job["state"],
         "reason": job["last_reason"],
         "outputs": [{"artifact_id": a["key"], "sha256": a["sha256"]} for a in outputs.get("artifacts", [])],
-    } | ({"template_version": pinned} | ({"redaction": redaction} if redaction else {}) if pinned else {})
+    }
+    if template_version := job["request"].get("template_version"):  # a redaction: its pinned version, its result
+        outcome |= {"template_version": template_version} | (
+            {"redaction": summary["outcome"]} if summary.get("outcome") else {})
+    if ruleset := job["request"]["options"].get("ruleset"):  # a review: its pinned ruleset, its decision
+        outcome |= {"ruleset": ruleset} | ({"decision": summary["decision"]} if summary.get("decision") else {})
+    return outcome
 
 
 def _prefix(tenant_month: TenantMonth) -> str:

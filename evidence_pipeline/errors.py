@@ -102,6 +102,9 @@ class ReasonCode(StrEnum):
     REVIEW_POLICY_REJECTED = "REVIEW_POLICY_REJECTED"  # the decision: required fields missing or rules failed
     REVIEW_DEPENDENCY_TIMEOUT = "REVIEW_DEPENDENCY_TIMEOUT"  # the approval's signing or storing did not complete
     RULESET_INVALID = "RULESET_INVALID"  # unregistered, or its file differs from its registered or pinned digest
+    RULESET_CANARY_CONFLICT = "RULESET_CANARY_CONFLICT"  # a canary of the version in force, of no tenant, or while
+    # tenants are routed to another candidate
+    RETRY_NOT_DUE = "RETRY_NOT_DUE"  # a job waiting to be retried was asked to run before its next_attempt_at
     # redaction templates and the `redact` operation
     TEMPLATE_INVALID = "TEMPLATE_INVALID"  # a template file breaks the format (evidence template submit)
     TEMPLATE_NOT_FOUND = "TEMPLATE_NOT_FOUND"  # no such template version of this tenant
@@ -167,6 +170,7 @@ RETRYABLE = frozenset(
         ReasonCode.TSA_UNAVAILABLE,
         ReasonCode.REVOCATION_UNAVAILABLE,
         ReasonCode.REVIEW_DEPENDENCY_TIMEOUT,
+        ReasonCode.RETRY_NOT_DUE,
     }
 )
 

@@ -66,8 +66,9 @@ class Contract:
     values: dict[str, str] = field(repr=False)
 
 
-def lease_contract(number: int, defect: str | None = None) -> Contract:
-    """Contract ``number``; its defect cycles through DEFECTS unless named."""
+def lease_contract(number: int, defect: str | None = None, pages: int = 1) -> Contract:
+    """Contract ``number``; its defect cycles through DEFECTS unless named. ``pages`` above 1 adds schedules of
+    house rules after the terms (a long lease; the decision is the same)."""
     defect = defect or list(DEFECTS)[number % len(DEFECTS)]
     rng = random.Random(f"lease:{number}")
     start = date(2027, 1 + rng.randrange(12), 1)
@@ -89,7 +90,7 @@ def lease_contract(number: int, defect: str | None = None) -> Contract:
     }
     clauses = [name for name in CLAUSES if name != "Pets" or rng.random() < 0.5]
     _apply(defect, values, clauses, start)
-    return Contract(number, defect, _render(number, defect, values, clauses), DEFECTS[defect], values)
+    return Contract(number, defect, _render(number, defect, values, clauses, pages), DEFECTS[defect], values)
 
 
 def _apply(defect: str, values: dict[str, str], clauses: list[str], start: date) -> None:
@@ -132,7 +133,16 @@ def _label(name: str) -> str:
     return f"{prefix.capitalize()} {n}" if prefix in ("tenant", "signer") else LABELS[name]
 
 
-def _render(number: int, defect: str, values: dict[str, str], clauses: list[str]) -> bytes:
+HOUSE_RULES = (
+    "Quiet hours run from ten in the evening until seven in the morning on every day of the week",
+    "Common areas are kept clear of bicycles, furniture and personal belongings at all times",
+    "Waste is sorted into the marked containers and taken out on the published collection days",
+    "Balconies are not used for storage, open flames or the drying of laundry over the railing",
+    "Repairs requested in writing are scheduled within ten working days unless urgent",
+)
+
+
+def _render(number: int, defect: str, values: dict[str, str], clauses: list[str], pages: int = 1) -> bytes:
     out = io.BytesIO()
     with pinned_epoch(2026, 12):
         pdf = canvas.Canvas(out, pagesize=A4, invariant=1)
@@ -161,5 +171,11 @@ def _render(number: int, defect: str, values: dict[str, str], clauses: list[str]
                 pdf.setFont("Helvetica", 9)
                 pdf.drawString(60, y - 14, CLAUSES[heading])
         pdf.showPage()
+        for page in range(2, pages + 1):  # schedules: plain sentences, no `Label: value` line and no clause heading
+            pdf.setFont("Helvetica", 9)
+            for line in range(60 if defect != "no_text" else 0):
+                rule = HOUSE_RULES[(page + line) % len(HOUSE_RULES)]
+                pdf.drawString(60, 800 - line * 12.5, f"Schedule {page} rule {line + 1} {rule} (lease {number:05d})")
+            pdf.showPage()
         pdf.save()
     return out.getvalue()

@@ -41,6 +41,8 @@ class EventType(StrEnum):
     TENANT_DATA_ERASED = "tenant.data_erased"  # a later offboarding run erased objects the first could not
     TEMPLATE_SUBMITTED = "template.submitted"  # a redaction template version: its author, effective time and rules
     TEMPLATE_APPROVED = "template.approved"  # its approval, by someone other than the author
+    RULESET_CANARY = "ruleset.canary"  # a tenant's new contract reviews are routed to a candidate ruleset
+    RULESET_ROLLED_BACK = "ruleset.rolled_back"  # routing the tenant to the candidate stopped
 
 
 class Stage(StrEnum):

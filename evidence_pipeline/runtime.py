@@ -53,6 +53,12 @@ class Runtime:
     def retry_budget(self) -> RetryBudget:
         return RetryBudget(self.settings.max_attempts, self.settings.retry_budget_seconds)
 
+    @property
+    def document_retry_budget(self) -> RetryBudget:
+        """The budget of document jobs: a retry waits in retry_wait (next_attempt_at) before it is dispatched."""
+        settings = self.settings
+        return RetryBudget(settings.max_attempts, settings.retry_budget_seconds, settings.retry_delay_seconds)
+
     @cached_property
     def keys(self) -> KeyDirectory:
         """The keys directory: which generation of signing keys is active is re-read per use (signing/rotation.py).

@@ -7,6 +7,7 @@ import dagster
 import pytest
 import sqlalchemy as sa
 from dagster import AssetKey, AssetRecordsFilter, materialize
+from pypdf import PdfReader
 
 from evidence_pipeline import pipeline
 from evidence_pipeline.defs import provenance
@@ -14,6 +15,7 @@ from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, repor
 from evidence_pipeline.defs.demo import complete_months, run_demo
 from evidence_pipeline.defs.partitions import partition_key_for, range_tags
 from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
+from evidence_pipeline.document_outcomes import counts, outcome
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.sources import publish_revision
@@ -120,13 +122,38 @@ def test_demo_publishes_every_tenant_and_a_second_run_adds_nothing(instance, evi
     assert complete_months(date(2026, 1, 15), 3) == ["2025-10", "2025-11", "2025-12"]
     first = run_demo(1, date(2026, 11, 30), evidence=evidence, instance=instance)
     second = run_demo(1, date(2026, 11, 30), evidence=evidence, instance=instance)
-    assert sorted(b.tenant_month.tenant for b in first) == sorted(DEMO_TENANTS)
-    assert all(b.newly_published for b in first) and not any(b.newly_published for b in second)
-    assert [b.report_sha256 for b in first] == [b.report_sha256 for b in second]
+    assert sorted(b.tenant_month.tenant for b in first.months) == sorted(DEMO_TENANTS)
+    assert all(b.newly_published for b in first.months) and not any(b.newly_published for b in second.months)
+    assert [b.report_sha256 for b in first.months] == [b.report_sha256 for b in second.months]
     assert len(runtime.archive.list("bundles")) == 3 * len(DEMO_TENANTS)
-    runs = instance.get_runs()  # the named job, one run per tenant, each charged to its tenant
-    assert {run.job_name for run in runs} == {"monthly_evidence"}
-    assert sorted(run.tags["evidence/tenant"] for run in runs) == sorted(list(DEMO_TENANTS) * 2)
+    runs = instance.get_runs()  # the named jobs, one run per tenant each, each charged to its tenant
+    evidence_runs = [run for run in runs if run.job_name == "monthly_evidence"]
+    page_runs = [run for run in runs if run.job_name == "document_page_job"]
+    assert len(evidence_runs) + len(page_runs) == len(runs)
+    assert sorted(run.tags["evidence/tenant"] for run in evidence_runs) == sorted(list(DEMO_TENANTS) * 2)
+    # The documents: one page run per tenant the first time; the second demo finds the same jobs, all done.
+    assert sorted(run.tags["evidence/tenant"] for run in page_runs) == sorted(DEMO_TENANTS)
+    assert [job["job_id"] for job in first.documents] == [job["job_id"] for job in second.documents]
+    assert first.documents_period == "2026-10" and {job["period"] for job in first.documents} == {"2026-10"}
+    expected = [
+        ("contract-review @ lease-review/2026.1", "rejected: rejected (REVIEW_POLICY_REJECTED)", 3),
+        ("contract-review @ lease-review/2026.1", "succeeded: approved", 2),
+        ("redact", "succeeded: no_matches", 1),
+        ("redact", "succeeded: redacted", 1),
+    ]
+    for tenant in DEMO_TENANTS:
+        jobs = [outcome(job) for job in second.documents if job["tenant"] == tenant]
+        assert [(op.split(" @ ")[0] if op.startswith("redact") else op, result, n)
+                for op, result, n in counts(jobs)] == expected
+    # The month's report lists them, reviews by decision and redactions per template version and outcome.
+    [key] = [k for k in runtime.archive.list("bundles/acme-books/2026-10") if k.endswith("/report.pdf")]
+    report = runtime.archive.get(key)
+    text = " ".join(page.extract_text() for page in PdfReader(io.BytesIO(report)).pages)
+    [version] = {job["request"]["template_version"] for job in second.documents
+                 if job["tenant"] == "acme-books" and job["operation"] == "redact"}
+    for line in ("contract-review @ lease-review/2026.1", "succeeded: approved", "REVIEW_POLICY_REJECTED",
+                 f"redact @ {version[:12]}", "succeeded: no_matches", "succeeded: redacted"):
+        assert line in text
 
 
 @pytest.mark.parametrize("backend", ["aws"], indirect=True)

@@ -45,7 +45,7 @@ from evidence_pipeline_tests.conftest import require_tool
 from evidence_pipeline_tests.intake_server import client, error_code, intake_environment, submit, tokens, upload
 from evidence_pipeline_tests.test_cli import _invoke
 from evidence_pipeline_tests.test_documents_dagster import tick
-from evidence_pipeline_tests.test_documents_worker import dispatch
+from evidence_pipeline_tests.test_documents_worker import dispatch, make_due
 
 REPO = Path(__file__).resolve().parent.parent
 IN_FORCE = rulesets.pin(rulesets.IN_FORCE)
@@ -333,6 +333,7 @@ def test_a_retry_after_an_ambiguous_signing_timeout_adopts_the_stored_approval(d
         waiting = http.get(f"/v1/jobs/{job_id}").json()
         prefix = f"documents/acme/{documents.ledger.job('acme', job_id)['period']}/{job_id}"
         stored = documents.runtime.archive.get(f"{prefix}/{SIGNED}")
+        make_due(documents, job_id)
         [second] = dispatch(documents, "run-2")
         done = http.get(f"/v1/jobs/{job_id}").json()
     assert (first.state, first.reason) == ("accepted", "REVIEW_DEPENDENCY_TIMEOUT")

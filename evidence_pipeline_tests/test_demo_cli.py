@@ -40,7 +40,22 @@ def test_two_concurrent_demos_on_one_home_count_each_publication_once(tmp_path):
     for demo, (stdout, stderr) in zip(demos, outputs):
         assert demo.returncode == 0, stdout[-3000:] + stderr[-3000:]
         assert "15 bundles" in stdout
+        assert re.search(r"document jobs, filed under \d{4}-\d{2} \(its report lists them\)", stdout)
+        assert re.search(r"acme-books +contract-review @ lease-review/2026\.1 +2  succeeded: approved", stdout)
     assert sum(_newly_published(stdout) for stdout, _ in outputs) == 15
+    # Both demos submitted the same documents under the same keys: 7 jobs per tenant, each worked once.
+    assert _document_jobs(tmp_path / "home") == {
+        ("contract-review", "succeeded", None): 10,
+        ("contract-review", "rejected", "REVIEW_POLICY_REJECTED"): 15,
+        ("redact", "succeeded", None): 10,
+    }
+
+
+def _document_jobs(home: Path) -> dict[tuple, int]:
+    with sqlite3.connect(home / "ledger.sqlite") as db:
+        return {(operation, state, reason): n for operation, state, reason, n in db.execute(
+            "SELECT operation, state, last_reason, count(*) FROM evidence_jobs JOIN evidence_document_jobs"
+            " USING (job_id) GROUP BY operation, state, last_reason")}
 
 
 def _job_states(home: Path) -> set[str]:

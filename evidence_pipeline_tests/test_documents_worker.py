@@ -39,6 +39,13 @@ def dispatch(documents, run_id: str = "run-1") -> list:
     ]
 
 
+def make_due(documents, job_id: str) -> None:
+    """The clock reaches a job's next_attempt_at (its retry_wait ends now), without waiting for it."""
+    jobs = documents.runtime.ledger.jobs
+    with documents.runtime.ledger.writing() as conn:
+        conn.execute(jobs.update().where(jobs.c.job_id == job_id).values(next_attempt_at=time.time()))
+
+
 def test_inspect_publishes_a_signed_inspection_whose_subject_is_the_input(documents, intake):
     acme, _ = tokens(documents)
     data = pdf_bytes(3, producer="intake tests")

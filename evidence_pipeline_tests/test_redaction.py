@@ -32,6 +32,13 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake.dispatch import dispatch_batches
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.pipeline import run_tenant_month
+from evidence_pipeline.rental_applications import (
+    NOTE,
+    PLANTED,
+    application,
+    organization_template,
+    program_template,
+)
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.sources import publish_revision
@@ -45,13 +52,6 @@ from evidence_pipeline_tests.intake_server import (
     submit,
     tokens,
     upload,
-)
-from evidence_pipeline_tests.rental_applications import (
-    NOTE,
-    PLANTED,
-    application,
-    organization_template,
-    program_template,
 )
 from evidence_pipeline_tests.test_documents_worker import dispatch
 

@@ -1,4 +1,5 @@
-"""`evidence demo`: register demo tenants, publish their sources, materialize recent months through Dagster."""
+"""`evidence demo`: register demo tenants, publish their sources, submit their documents and work them through
+Dagster's dispatch, then materialize recent months through Dagster (the last one's report lists the documents)."""
 
 from __future__ import annotations
 
@@ -10,22 +11,26 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from dagster import DagsterInstance
+from dagster import DagsterInstance, build_sensor_context
 from dagster._core.utils import make_new_run_id
 
 from evidence_pipeline import sources
 from evidence_pipeline.checkpoints import publish_checkpoint
 from evidence_pipeline.defs.automation import monthly_evidence_job
 from evidence_pipeline.defs.coordinator import TENANT_TAG
+from evidence_pipeline.defs.documents import document_dispatch_sensor, document_page_job
 from evidence_pipeline.defs.partitions import OPEN_FROM, partition_key_for, range_tags, run_tenant, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.defs.slots import SlotWatch, free_dead_holders, owner_tags
 from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
+from evidence_pipeline.demo_documents import submit_demo_documents
+from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.models import TenantMonth
 
 SOURCE_MONTHS = 14  # months of demo source data per tenant
+QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # outcomes are reported by reason code
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,13 @@ class DemoOutcome:
         return self.reason is None
 
 
+@dataclass(frozen=True)
+class Demo:
+    months: list[DemoOutcome]  # one per tenant-month
+    documents: list[dict]  # the demo's document jobs as the ledger holds them after their page runs
+    documents_period: str | None  # the month they are filed under (the last one materialized)
+
+
 def complete_months(today: date, count: int) -> list[str]:
     """The ``count`` most recent complete months before ``today``, oldest first."""
     months, year, month = [], today.year, today.month
@@ -54,7 +66,7 @@ def complete_months(today: date, count: int) -> list[str]:
 
 
 def run_demo(months: int, today: date, evidence: EvidenceResource | None = None,
-             instance: DagsterInstance | None = None, say: Callable[[str], None] = print) -> list[DemoOutcome]:
+             instance: DagsterInstance | None = None, say: Callable[[str], None] = print) -> Demo:
     """Runs on ``instance``, or on the one DAGSTER_HOME names. ``say`` reports what a wait is waiting for."""
     evidence = evidence or EvidenceResource()
     with contextlib.nullcontext(instance) if instance else _instance_of_dagster_home() as dagster_instance:
@@ -71,7 +83,7 @@ def _instance_of_dagster_home() -> DagsterInstance:
 
 
 def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int, today: date,
-              say: Callable[[str], None]) -> list[DemoOutcome]:
+              say: Callable[[str], None]) -> Demo:
     periods = complete_months(today, months)
     if periods and periods[0] < OPEN_FROM:
         raise EvidenceError(ReasonCode.PERIOD_CLOSED, f"{periods[0]} is closed: only months from {OPEN_FROM} are "
@@ -86,6 +98,7 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
 
     from evidence_pipeline.definitions import defs
 
+    documents = _document_jobs(defs, instance, evidence, periods[-1]) if periods else []
     job = defs.resolve_job_def(monthly_evidence_job.name)
     pools = tuple(sorted({node.definition.pool for node in job.graph.node_dict.values() if node.definition.pool}))
     for run_id in free_dead_holders(instance, pools):
@@ -104,7 +117,7 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
                 instance=instance, resources={"evidence": evidence}, run_id=run_id, raise_on_error=False,
                 tags=tags | {TENANT_TAG: run_tenant(tags)} | owner_tags(),
                 # Each tenant-month's outcome is reported by reason code; the traceback of a defect is said below.
-                run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
+                run_config=QUIET,
             )
         instance.event_log_storage.free_concurrency_slots_for_run(run_id)  # a stopped run may have left a claim
         run_outcomes, interrupted = _outcomes(result, tenant_months, say)
@@ -119,7 +132,24 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
             say(f"no ledger checkpoint published: {error}")
     if stopped is not None and stopped.code == ReasonCode.INTERRUPTED:
         raise stopped
-    return outcomes
+    return Demo(outcomes, documents, periods[-1] if periods else None)
+
+
+def _document_jobs(defs, instance: DagsterInstance, evidence: EvidenceResource, period: str) -> list[dict]:
+    """Submit every demo tenant's documents (filed under ``period``), then dispatch them as the daemon would: one
+    tick of the dispatch sensor, and its page runs, here in process. Returns the jobs as the ledger then holds them
+    (a job's failure is its state and reason code, never the demo's)."""
+    documents = Documents.open(evidence.runtime())
+    jobs = [job for index, tenant in enumerate(DEMO_TENANTS)
+            for job in submit_demo_documents(documents, tenant, index, period)]
+    tick = defs.resolve_sensor_def(document_dispatch_sensor.name).evaluate_tick(
+        build_sensor_context(instance=instance, resources={"evidence": evidence}))
+    page_job = defs.resolve_job_def(document_page_job.name)
+    for request in tick.run_requests:
+        if request.job_name == page_job.name:  # an evidence job someone asked for is left to the daemon
+            page_job.execute_in_process(instance=instance, resources={"evidence": evidence}, raise_on_error=False,
+                                        run_config=dict(request.run_config) | QUIET, tags=request.tags)
+    return [documents.ledger.job(job.tenant, job.job_id) for job in jobs]
 
 
 def _outcomes(result, tenant_months: list[TenantMonth], say: Callable[[str], None]) -> tuple[list[DemoOutcome], bool]:

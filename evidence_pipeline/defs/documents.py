@@ -42,7 +42,7 @@ from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.documents.registry import outcome_codes
 from evidence_pipeline.documents.worker import run_page
-from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.errors import ReasonCode
 from evidence_pipeline.intake.dispatch import dispatch_batches, finish_evidence_job, refuse_evidence_job
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.models import TenantMonth
@@ -63,14 +63,15 @@ class PageConfig(Config):
 @op(out={}, retry_policy=RetryPolicy(max_retries=3, delay=2, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS))
 def document_page(context: OpExecutionContext, config: PageConfig, evidence: EvidenceResource):
     """Work one page of document jobs, each under its own fenced lease. A gate refusal or a review decision is the
-    job's outcome, not the run's failure; a transient failure retries the step; any other terminal failure fails
-    the run for good."""
+    job's outcome, not the run's failure; a job's transient failure puts it in retry_wait, and the sensor
+    dispatches its page again once its next_attempt_at has come; any other terminal failure fails the run for
+    good. A transient failure of the page itself (the ledger did not answer) retries the step."""
     outcomes = run_page(documents_of(evidence), config.page_id, RunInfo(context.run_id, context.retry_number + 1))
     counts = Counter(f"{o.operation}/{o.state}" + (f"/{o.reason}" if o.reason else "") for o in outcomes)
     context.log.info(f"page {config.page_id[:12]}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
     yield from _document_activity(context, config.page_id, outcomes)
-    if retry := next((o for o in outcomes if o.state == states.ACCEPTED), None):
-        raise EvidenceError(retry.reason, f"job {retry.job_id[:12]} failed transiently; retrying the page")
+    for waiting in (o for o in outcomes if o.state == states.ACCEPTED):
+        context.log.info(f"job {waiting.job_id[:12]} waits in retry_wait ({waiting.reason})")
     failed = [o for o in outcomes if o.state in states.CLOSED and o.reason not in outcome_codes()]
     if failed:
         raise Failure(

@@ -78,6 +78,8 @@ class Operation:
     options: dict[str, tuple[str, ...] | Structured] = field(default_factory=dict)
     inputs: tuple[int, int] = (1, 1)  # least and most input documents
     pin: Callable[[dict], dict] | None = None  # normalized options -> what acceptance pins beside them
+    # (ledger, tenant) -> option values a tenant's new job gets unless it names them (a ruleset canary's route)
+    route: Callable | None = None
     staged: bool = False  # record each stage of a job (validating, reviewing, signing, committing) in the ledger
     processing_stage: str = "reviewing"  # the stage in which the processor runs
     outcomes: frozenset[str] = frozenset()  # terminal codes that are decisions about the input, like the gate's

@@ -19,6 +19,7 @@ from pyhanko.pdf_utils.reader import PdfFileReader
 from pypdf import PdfReader, apply_configuration
 from pypdf.errors import LimitReachedError
 
+from evidence_pipeline.documents import canary
 from evidence_pipeline.documents import ruleset as rulesets
 from evidence_pipeline.documents.gate import _PARSE_ERRORS, LIMITS
 from evidence_pipeline.documents.registry import Operation, ProcessorInput, ProcessorResult, register
@@ -233,6 +234,7 @@ CONTRACT_REVIEW = register(
         options={"ruleset": rulesets.versions()},
         inputs=(1, 1),
         pin=lambda options: rulesets.pin(options["ruleset"]),
+        route=canary.route,
         staged=True,
         outcomes=frozenset({ReasonCode.REVIEW_INPUT_INVALID, ReasonCode.REVIEW_POLICY_REJECTED}),
     )

@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import time
 from dataclasses import dataclass
 
 from pyhanko.pdf_utils.reader import PdfFileReader
@@ -94,12 +95,14 @@ def job_prefix(job: dict) -> str:
 
 
 def run_page(documents: Documents, page_id: str, run: RunInfo) -> list[Outcome]:
-    """Work every open job of a page (accepted, or running under a lease that may have expired: acquiring the
-    lease decides); one job's failure never stops the others."""
+    """Work every open job of a page (accepted and due, or running under a lease that may have expired:
+    acquiring the lease decides); one job's failure never stops the others. A job in retry_wait whose
+    next_attempt_at has not come is left for a later dispatch."""
+    now = time.time()
     return [
         run_job(documents, job, run)
         for job in documents.ledger.page_jobs(page_id)
-        if job["state"] in (states.ACCEPTED, states.RUNNING)
+        if job["state"] == states.RUNNING or (job["state"] == states.ACCEPTED and (job["next_attempt_at"] or 0) <= now)
     ]
 
 
@@ -120,7 +123,7 @@ def run_job(documents: Documents, job: dict, run: RunInfo) -> Outcome:
             state, reason = _process(documents, job, lease, scratch, run)
     except EvidenceError as error:
         error.lease_token = lease.token
-        state = record_failure(rt, job["job_id"], error, run)
+        state = record_failure(rt, job["job_id"], error, run, rt.document_retry_budget)
         if state in states.CLOSED:
             documents.ledger.mark_finished(job["job_id"])
         return _outcome(job, state or states.RUNNING, error.code)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import date, datetime, timezone
 from typing import BinaryIO
 
@@ -10,7 +11,7 @@ from evidence_pipeline.documents import Documents, document_key
 from evidence_pipeline.documents.registry import Operation, operation
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.documents import EVIDENCE, Clock, JobLimits, sha256_text, stage_of
-from evidence_pipeline.ledger.jobs import ACCEPTED, RUNNING
+from evidence_pipeline.ledger.jobs import ACCEPTED, RUNNING, document_job_id, utc_iso
 from evidence_pipeline.ledger.ledger import canonical
 from evidence_pipeline.models import first_open_period, validate_period
 from evidence_pipeline.store import sha256_hex
@@ -81,16 +82,20 @@ def check_idempotency_key(key: str | None) -> str:
     return key
 
 
-def job_spec(body, fields: set[str] = frozenset({"operation", "inputs", "options"})) -> tuple[Operation, list, dict]:
-    """A job request's operation, inputs and options (defaults filled in), checked against the operation's schema;
-    whether the inputs exist is the caller's to check."""
+def job_spec(
+    body, routed: Callable[[Operation], dict], fields: set[str] = frozenset({"operation", "inputs", "options"})
+) -> tuple[Operation, list, dict]:
+    """A job request's operation, inputs and options (the tenant's ``routed`` values, then defaults, filled in
+    where it names none), checked against the operation's schema; whether the inputs exist is the caller's to
+    check."""
     if not isinstance(body, dict):
         raise EvidenceError(ReasonCode.REQUEST_INVALID, "a job request must be a JSON object")
     unknown = sorted(set(body) - fields)
     if unknown:
         raise EvidenceError(ReasonCode.REQUEST_INVALID, f"unknown field {unknown[0][:64]!r}")
     op = operation(body.get("operation"))
-    options = op.normalize(body.get("options", {}))
+    given = body.get("options", {})
+    options = op.normalize(routed(op) | given if isinstance(given, dict) else given)
     inputs = body.get("inputs")
     least, most = op.inputs
     if not (
@@ -126,6 +131,20 @@ def _pinned(documents: Documents, op: Operation, tenant: str, inputs: list[str])
     return pinned | (op.admit_inputs(documents.ledger, tenant, inputs) if op.admit_inputs else {})
 
 
+def _router(documents: Documents, tenant: str, repeated: dict | None = None) -> Callable[[Operation], dict]:
+    """The option values an operation routes ``tenant``'s new jobs to (a ruleset canary). A request repeated under
+    an accepted idempotency key keeps the values it was accepted with, so it still answers the same job after the
+    route changed."""
+
+    def routed(op: Operation) -> dict:
+        values = op.route(documents.runtime.ledger, tenant) if op.route else {}
+        if repeated is not None and repeated["operation"] == op.name:
+            return {name: repeated["request"]["options"][name] for name in values}
+        return values
+
+    return routed
+
+
 def _limits(documents: Documents) -> JobLimits:
     settings = documents.runtime.settings
     return JobLimits(settings.tenant_max_jobs, settings.intake_max_queue_age_seconds)
@@ -135,7 +154,8 @@ def submit_job(
     documents: Documents, tenant: str, idempotency_key: str, body, actor: str, clock: Clock
 ) -> tuple[dict, bool]:
     """Validate a job request and accept it once per idempotency key. Returns (job, created)."""
-    op, inputs, options = job_spec(body)
+    repeated = documents.ledger.job(tenant, document_job_id(tenant, idempotency_key))
+    op, inputs, options = job_spec(body, _router(documents, tenant, repeated))
     if documents.ledger.existing_inputs(tenant, set(inputs)) != set(inputs):
         raise EvidenceError(ReasonCode.DOCUMENT_NOT_FOUND, "no such document")
     policy = documents.runtime.settings.policy_version
@@ -191,13 +211,13 @@ def submit_batch(documents: Documents, tenant: str, body, actor: str, clock: Clo
         raise EvidenceError(ReasonCode.REQUEST_INVALID, 'a batch is {"jobs": [job specs]}')
     if not 1 <= len(body["jobs"]) <= MAX_BATCH_JOBS:
         raise EvidenceError(ReasonCode.REQUEST_INVALID, f"a batch holds 1..{MAX_BATCH_JOBS} job specs")
-    manifest, keys, inputs = [], set(), set()
+    manifest, keys, inputs, routed = [], set(), set(), _router(documents, tenant)
     for index, spec in enumerate(body["jobs"]):
         try:
             key = check_idempotency_key(spec.get("idempotency_key") if isinstance(spec, dict) else None)
             if key in keys:
                 raise EvidenceError(ReasonCode.IDEMPOTENCY_KEY_INVALID, "idempotency keys repeat within the batch")
-            op, spec_inputs, options = job_spec(spec, {"idempotency_key", "operation", "inputs", "options"})
+            op, spec_inputs, options = job_spec(spec, routed, {"idempotency_key", "operation", "inputs", "options"})
         except EvidenceError as error:
             raise EvidenceError(error.code, f"jobs[{index}]: {error.message}") from None
         keys.add(key)
@@ -272,7 +292,7 @@ def job_view(job: dict, recorded_stage: str | None) -> dict:
     """A job as its tenant sees it."""
 
     def when(stamp: float | None) -> str | None:
-        return None if stamp is None else datetime.fromtimestamp(stamp, timezone.utc).isoformat(timespec="milliseconds")
+        return None if stamp is None else utc_iso(stamp)
 
     outputs = job["outputs"] or {}
     return {
@@ -282,6 +302,8 @@ def job_view(job: dict, recorded_stage: str | None) -> dict:
         "stage": stage_of(job, recorded_stage),
         "reason": job["last_reason"] if job["state"] in ("rejected", "dead") else None,
         "attempts": job["attempts"],
+        # retry_wait: when the job may be dispatched again (null otherwise)
+        "next_attempt_at": when(job["next_attempt_at"]) if job["state"] == ACCEPTED else None,
         "inputs": job["request"]["inputs"],
         "options": job["request"]["options"],
         "accepted_at": when(job["accepted_at"]),

@@ -33,9 +33,12 @@ EVIDENCE = "evidence"  # the operation of an evidence job: a tenant-month's bund
 @dataclass(frozen=True)
 class Clock:
     """When an intake request began (time.perf_counter()), or None outside a request: admission events carry
-    ``admission_ms``, the request's time until its ledger commit, as a clock of its own (`evidence stats`)."""
+    ``admission_ms``, the request's time until its ledger commit, as a clock of its own (`evidence stats`).
+    ``period``: the month a job counts in, when not the one it is accepted in (only `evidence demo` sets it, to
+    file its jobs under the last complete month, whose report it then renders)."""
 
     started: float | None
+    period: str | None = None
 
     def details(self) -> dict:
         return {} if self.started is None else {"admission_ms": round((time.perf_counter() - self.started) * 1000, 3)}
@@ -255,7 +258,7 @@ class DocumentLedger:
         job_id = document_job_id(tenant, idempotency_key, batch_id)
         existing = self._job(conn, tenant, job_id)
         now = time.time()
-        tenant_month = TenantMonth(tenant, current_month(now))
+        tenant_month = TenantMonth(tenant, clock.period or current_month(now))
         if existing is not None:
             if existing["request_sha256"] == request_sha256:
                 return existing, False
@@ -617,6 +620,7 @@ class DocumentLedger:
                 jobs.period,
                 jobs.lease_token,
                 jobs.policy_version,
+                jobs.next_attempt_at,
             )
             .join(self.ledger.jobs, jobs.job_id == docs.job_id)
             .where(docs.job_id == job_id, docs.tenant == tenant)
@@ -658,13 +662,15 @@ class DocumentLedger:
         self.ledger._transact(assign)
 
     def open_pages(self) -> list[tuple[str, str, int]]:
-        """(page id, tenant, generation) of every page that still has work: accepted jobs, or running ones whose
-        lease expired (their run died). Oldest page first. The generation (the lease tokens of that work) grows
-        with every attempt and survives `evidence replay`, so a run key of page id + generation names one dispatch
-        of one page."""
+        """(page id, tenant, generation) of every page that still has work: accepted jobs (those in retry_wait once
+        their next_attempt_at has come), or running ones whose lease expired (their run died). Oldest page first.
+        The generation (the lease tokens of that work) grows with every attempt and survives `evidence replay`, so
+        a run key of page id + generation names one dispatch of one page."""
         docs, jobs = self.document_jobs.c, self.ledger.jobs.c
+        now = time.time()
+        due = or_(jobs.next_attempt_at.is_(None), jobs.next_attempt_at <= now)  # not waiting in retry_wait
         workable = or_(
-            jobs.state == states.ACCEPTED, and_(jobs.state == states.RUNNING, jobs.lease_expires_at < time.time())
+            and_(jobs.state == states.ACCEPTED, due), and_(jobs.state == states.RUNNING, jobs.lease_expires_at < now)
         )
         query = (
             select(docs.page_id, docs.tenant, func.sum(jobs.lease_token).label("generation"))
@@ -848,7 +854,8 @@ class DocumentLedger:
 
 
 def stage_of(job: dict, recorded: str | None) -> str:
-    """What a job's status shows as its stage: accepted (retry_wait after a transient failure), the stage a running
+    """What a job's status shows as its stage: accepted (retry_wait after a transient failure, until its
+    next_attempt_at and then until a page run leases it), the stage a running
     job last ``recorded`` (running when it records none), completed, rejected or dead."""
     if job["state"] == states.ACCEPTED:
         return "retry_wait" if job["attempts"] else "accepted"

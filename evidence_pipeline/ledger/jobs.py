@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from sqlalchemy import Connection, select
 
@@ -29,6 +30,11 @@ from evidence_pipeline.models import EventType, TenantMonth
 ACCEPTED, RUNNING, SUCCEEDED, REJECTED, DEAD = "accepted", "running", "succeeded", "rejected", "dead"
 CLOSED = (REJECTED, DEAD)
 DOCUMENT = "document"  # the fidelity of a document job (intake): its row in evidence_document_jobs says the rest
+
+
+def utc_iso(stamp: float) -> str:
+    """A time as the job status and the ledger show it: UTC ISO 8601, milliseconds."""
+    return datetime.fromtimestamp(stamp, timezone.utc).isoformat(timespec="milliseconds")
 
 
 def document_job_id(tenant: str, idempotency_key: str, batch_id: str = "") -> str:
@@ -72,9 +78,16 @@ class RetryBudget:
 
     max_attempts: int = 4
     max_elapsed_seconds: float = 900.0
+    # How long a job waits in retry_wait before its next attempt may be dispatched (its persisted next_attempt_at):
+    # this after the first failure, twice as long after each later one. 0: no wait is recorded (tenant-month jobs,
+    # whose retries Dagster's RetryPolicy paces within the run).
+    retry_delay_seconds: float = 0.0
 
     def exhausted(self, attempts: int, elapsed_seconds: float) -> bool:
         return attempts >= self.max_attempts and elapsed_seconds >= self.max_elapsed_seconds
+
+    def next_attempt_at(self, attempts: int, now: float) -> float | None:
+        return now + self.retry_delay_seconds * 2 ** max(attempts - 1, 0) if self.retry_delay_seconds else None
 
 
 class JobTransitions:
@@ -121,9 +134,11 @@ class JobTransitions:
                                     f"job {job_id[:12]} is {job['state']}; replay it to try again")
             if job["state"] == RUNNING and job["lease_expires_at"] and job["lease_expires_at"] > now:
                 raise EvidenceError(ReasonCode.LEASE_BUSY, f"job {job_id[:12]} is leased by another attempt")
+            if job["state"] == ACCEPTED and (job["next_attempt_at"] or 0) > now:
+                raise EvidenceError(ReasonCode.RETRY_NOT_DUE, f"job {job_id[:12]} waits to be retried")
             lease = Lease(job_id, job["lease_token"] + 1, owner, now + ttl_seconds)
             self._swap(conn, job, state=RUNNING, lease_token=lease.token, lease_owner=owner,
-                       lease_expires_at=lease.expires_at, attempts=job["attempts"] + 1)
+                       lease_expires_at=lease.expires_at, attempts=job["attempts"] + 1, next_attempt_at=None)
             self._append(conn, self._tenant_month(job), EventType.JOB_RUNNING, job["source_sha256"], owner,
                          {"job_id": job_id, "lease_token": lease.token, "attempt": job["attempts"] + 1})
             return lease
@@ -169,7 +184,8 @@ class JobTransitions:
 
     def record_failure(self, job_id: str, reason: str, retryable: bool, actor: str, budget: RetryBudget,
                        attempt: int, lease_token: int | None = None) -> str | None:
-        """Classify a failed attempt; returns the job's new state (accepted = retry, rejected, dead).
+        """Classify a failed attempt; returns the job's new state (accepted = retry, rejected, dead). A retry
+        waits until the budget's next_attempt_at, persisted on the job and named in its event.
 
         Returns None when the failure must not move the job: lease contention or a lost lease, a job whose live
         lease another attempt holds, or a job that already succeeded or is closed. Fenced like every transition.
@@ -188,9 +204,12 @@ class JobTransitions:
             attempts = max(job["attempts"], attempt)
             state = REJECTED if not retryable else (
                 DEAD if budget.exhausted(attempts, now - job["budget_started_at"]) else ACCEPTED)
-            self._swap(conn, job, state=state, attempts=attempts, last_reason=str(reason), lease_expires_at=None)
+            retry_at = budget.next_attempt_at(attempts, now) if state == ACCEPTED else None
+            self._swap(conn, job, state=state, attempts=attempts, last_reason=str(reason), lease_expires_at=None,
+                       next_attempt_at=retry_at)
             self._append(conn, self._tenant_month(job), EventType(f"job.{state}"), job["source_sha256"], actor,
-                         {"job_id": job_id, "reason": reason, "attempt": attempts})
+                         {"job_id": job_id, "reason": reason, "attempt": attempts}
+                         | ({"next_attempt_at": utc_iso(retry_at)} if retry_at else {}))
             return state
 
         return self._transact(fail)
@@ -204,7 +223,8 @@ class JobTransitions:
                 raise EvidenceError(ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
             if job["state"] not in CLOSED:
                 raise EvidenceError(ReasonCode.JOB_CLOSED, f"job {job_id[:12]} is {job['state']}, not rejected or dead")
-            self._swap(conn, job, state=ACCEPTED, attempts=0, budget_started_at=time.time())  # a fresh budget
+            self._swap(conn, job, state=ACCEPTED, attempts=0, budget_started_at=time.time(),  # a fresh budget
+                       next_attempt_at=None)
             self._append(conn, self._tenant_month(job), EventType.JOB_REPLAYED, job["source_sha256"], requested_by,
                          {"job_id": job_id, "reason": reason, "previous_state": job["state"],
                           "previous_reason": job["last_reason"]})

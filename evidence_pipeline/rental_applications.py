@@ -1,5 +1,5 @@
 """Synthetic rental applications (reportlab, then pikepdf for what reportlab does not write) and the templates of
-two organizations x two programs that redact them.
+two organizations x two programs that redact them: the tests', the demo's and the benchmark's.
 
 Every planted value is in PLANTED, with where it hides: free text, a name split across text runs, a bank account
 split across lines, a TrueType font with a subset encoding (ToUnicode), a kerned TJ array, a hex string, text in a

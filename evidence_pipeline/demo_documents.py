@@ -1,0 +1,68 @@
+"""The demo's document jobs: lease contracts (clean and defective) for `contract-review`, and rental applications
+for `redact` under an approved template version, submitted for each demo tenant through the front door's code
+path (intake's admission: the same checks, document store, idempotency keys and ledger events as `evidence intake
+serve`, without HTTP).
+
+Each demo tenant gets one of two organizations' templates merged with one of two programs', submitted by one demo
+actor and approved by another, as `evidence template submit` and `approve` would record them. The jobs are filed
+under the last complete month (``period``), so that the month's report, rendered after them, lists them in its
+"Document jobs" section. Everything is deterministic: a second demo submits the same documents under the same
+keys and gets the same jobs back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evidence_pipeline.documents import Documents, templates
+from evidence_pipeline.intake.admission import PDF, store_document, submit_job
+from evidence_pipeline.lease_contracts import lease_contract
+from evidence_pipeline.ledger.documents import Clock
+from evidence_pipeline.rental_applications import application, organization_template, program_template
+from evidence_pipeline.store import sha256_hex
+
+AUTHOR, APPROVER, ACTOR = "demo-template-author", "demo-template-approver", "evidence-demo"
+ORGANIZATIONS = ("harbor-housing", "northgate-housing")
+PROGRAMS = ("family-units", "senior-units")
+# Each tenant's contracts cycle through the defects from these offsets (lease_contracts.DEFECTS): none,
+# text_only, missing_landlord, term_too_long, missing_clause (two approved, three rejected with their reasons)
+CONTRACT_DEFECTS = (0, 1, 3, 9, 12)
+
+
+@dataclass(frozen=True)
+class DemoJob:
+    tenant: str
+    key: str  # the idempotency key
+    job_id: str
+
+
+def submit_demo_documents(documents: Documents, tenant: str, index: int, period: str) -> list[DemoJob]:
+    """Upload and submit the demo tenant ``index``'s documents, filed under ``period``; returns its jobs."""
+    organization, program = ORGANIZATIONS[index % 2], PROGRAMS[index // 2 % 2]
+    version, _ = templates.submit(documents.runtime.ledger, tenant, organization_template(organization),
+                                  program_template(program), AUTHOR)
+    templates.approve(documents.runtime.ledger, tenant, version["version_id"], APPROVER)
+    requests = [
+        (f"demo-review-{n}", "contract-review", lease_contract(n).pdf, {})
+        for n in (index * 14 + offset for offset in CONTRACT_DEFECTS)
+    ] + [
+        # an application with every kind of planted value; a lease, where the template finds nothing (no_matches)
+        ("demo-redact-application", "redact", application(), {"active_content": "flag"}),
+        ("demo-redact-lease", "redact", lease_contract(index * 14).pdf, {}),
+    ]
+    jobs = []
+    for key, operation, pdf, options in requests:
+        document = _upload(documents, tenant, pdf)
+        job, _ = submit_job(documents, tenant, key, {"operation": operation, "inputs": [document["document_id"]],
+                                                     "options": options}, ACTOR, Clock(None, period))
+        jobs.append(DemoJob(tenant, key, job["job_id"]))
+    return jobs
+
+
+def _upload(documents: Documents, tenant: str, pdf: bytes) -> dict:
+    """What `POST /v1/documents` stores: the bytes in a spool of the document store, then put once and admitted."""
+    with documents.store.spool(documents.runtime.settings.work_dir) as spool:
+        spool.write(pdf)
+        spool.flush()
+        row, _ = store_document(documents, tenant, spool, sha256_hex(pdf), len(pdf), PDF, ACTOR, Clock(None))
+    return row
