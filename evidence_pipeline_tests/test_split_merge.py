@@ -318,8 +318,11 @@ def test_the_four_part_agreement_end_to_end(documents, intake, pki, environment,
     # The month's document outcomes, which the monthly report prints, list the split, the reviews and the merge.
     period = documents.ledger.job("acme", merge["job_id"])["period"]
     revision, _ = close_month(documents.runtime.sources, ledger, TenantMonth("acme", period))
-    assert {(o, state) for o, state, _ in counts(read_outcomes(documents.runtime.sources, revision))} >= {
-        ("split", "succeeded"), ("contract-review", "succeeded"), ("merge", "succeeded")}
+    listed = {(o, state) for o, state, _ in counts(read_outcomes(documents.runtime.sources, revision))}
+    ruleset = documents.ledger.job("acme", done["reviews"]["signature-page"]["job_id"])["request"]["options"]["ruleset"]
+    assert listed >= {("split", "succeeded"), (f"contract-review @ {ruleset}", "succeeded: approved"),
+                      (f"contract-review @ {ruleset}", "rejected: rejected (REVIEW_POLICY_REJECTED)"),
+                      ("merge", "succeeded")}
 
 
 def _walk(environment, artifact_id: str) -> tuple[int, dict]:
