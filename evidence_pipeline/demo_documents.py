@@ -1,25 +1,32 @@
-"""The demo's document jobs: lease contracts (clean and defective) for `contract-review`, and rental applications
-for `redact` under an approved template version, submitted for each demo tenant through the front door's code
+"""The demo's document jobs: lease contracts (clean and defective) for `contract-review`, rental applications for
+`redact` under an approved template version, and a signed district agreement for `split` (its signature check
+first, then four parts), submitted for each demo tenant through the front door's code
 path (intake's admission: the same checks, document store, idempotency keys and ledger events as `evidence intake
 serve`, without HTTP).
 
 Each demo tenant gets one of two organizations' templates merged with one of two programs', submitted by one demo
 actor and approved by another, as `evidence template submit` and `approve` would record them. The jobs are filed
 under the last complete month (``period``), so that the month's report, rendered after them, lists them in its
-"Document jobs" section. Everything is deterministic: a second demo submits the same documents under the same
-keys and gets the same jobs back.
+"Document jobs" section. The agreement is signed by a demo district's own development key, which no trust
+policy lists (its signature check reports the signature intact but untrusted), once per home: the signed copy is
+kept under EVIDENCE_HOME/demo-district. Everything is deterministic: a second demo submits the same documents
+under the same keys and gets the same jobs back.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evidence_pipeline import district_agreements
 from evidence_pipeline.documents import Documents, templates
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake.admission import PDF, store_document, submit_job
 from evidence_pipeline.lease_contracts import lease_contract
 from evidence_pipeline.ledger.documents import Clock
 from evidence_pipeline.rental_applications import application, organization_template, program_template
+from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.store import sha256_hex
+from evidence_pipeline.store.local import LocalStore
 
 AUTHOR, APPROVER, ACTOR = "demo-template-author", "demo-template-approver", "evidence-demo"
 ORGANIZATIONS = ("harbor-housing", "northgate-housing")
@@ -27,6 +34,7 @@ PROGRAMS = ("family-units", "senior-units")
 # Each tenant's contracts cycle through the defects from these offsets (lease_contracts.DEFECTS): none,
 # text_only, missing_landlord, term_too_long, missing_clause (two approved, three rejected with their reasons)
 CONTRACT_DEFECTS = (0, 1, 3, 9, 12)
+AGREEMENT = "district-agreement.pdf"
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,8 @@ def submit_demo_documents(documents: Documents, tenant: str, index: int, period:
         # an application with every kind of planted value; a lease, where the template finds nothing (no_matches)
         ("demo-redact-application", "redact", application(), {"active_content": "flag"}),
         ("demo-redact-lease", "redact", lease_contract(index * 14).pdf, {}),
+        ("demo-split-agreement", "split", _signed_agreement(documents), {"parts": [
+            {"name": part.name, "pages": part.pages} for part in district_agreements.PARTS]}),
     ]
     jobs = []
     for key, operation, pdf, options in requests:
@@ -57,6 +67,22 @@ def submit_demo_documents(documents: Documents, tenant: str, index: int, period:
                                                      "options": options}, ACTOR, Clock(None, period))
         jobs.append(DemoJob(tenant, key, job["job_id"]))
     return jobs
+
+
+def _signed_agreement(documents: Documents) -> bytes:
+    """Signed once per home and kept: a signature carries its signing time, so signing again would make another
+    upload under the same idempotency key (concurrent demos converge on whichever copy was stored first)."""
+    folder = documents.runtime.settings.home / "demo-district"
+    kept = LocalStore(folder / "agreement", scheme="demo", file_mode=0o400)
+    if not kept.exists(AGREEMENT):
+        signed = district_agreements.sign(district_agreements.district_agreement(),
+                                          load_keyring(folder / "keys", generate=True))
+        try:
+            kept.put_once(AGREEMENT, signed)
+        except EvidenceError as error:
+            if error.code != ReasonCode.STORE_CONFLICT:
+                raise
+    return kept.get(AGREEMENT)
 
 
 def _upload(documents: Documents, tenant: str, pdf: bytes) -> dict:

@@ -140,6 +140,7 @@ def test_demo_publishes_every_tenant_and_a_second_run_adds_nothing(instance, evi
         ("contract-review @ lease-review/2026.1", "succeeded: approved", 2),
         ("redact", "succeeded: no_matches", 1),
         ("redact", "succeeded: redacted", 1),
+        ("split", "succeeded", 1),
     ]
     for tenant in DEMO_TENANTS:
         jobs = [outcome(job) for job in second.documents if job["tenant"] == tenant]

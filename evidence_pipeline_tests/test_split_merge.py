@@ -16,6 +16,7 @@ from pypdf import PdfReader, PdfWriter
 from pypdf.annotations import Link
 from pypdf.generic import ArrayObject, DictionaryObject, IndirectObject, NameObject, NumberObject, TextStringObject
 
+from evidence_pipeline import district_agreements as bundles
 from evidence_pipeline.config import Settings
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.document_outcomes import close_month, counts, read_outcomes
@@ -30,9 +31,9 @@ from evidence_pipeline.ledger.ledger import chain_hash
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing.keys import load_keyring
-from evidence_pipeline_tests import signed_bundles as bundles
 from evidence_pipeline_tests.conftest import drop_append_only_guards, overwrite, require_tool
 from evidence_pipeline_tests.intake_server import client, error_code, intake_environment, submit, tokens, upload
+from evidence_pipeline_tests.signed_bundles import modified, updated
 from evidence_pipeline_tests.test_cli import _invoke
 from evidence_pipeline_tests.test_documents_dagster import tick
 from evidence_pipeline_tests.test_documents_worker import dispatch
@@ -137,7 +138,7 @@ def test_signed_bundles_get_their_signature_findings(pki):
     assert _facts(valid) == [("DistrictSignature", 5, 3, "entire_file", "none", True, True, [])]
     assert valid["signatures"][0]["signing_time_claimed"] and valid["policy_version"].startswith("signature-check/")
 
-    changed = _check(bundles.modified(signed), pki)  # drawn on page 1 after signing
+    changed = _check(modified(signed), pki)  # drawn on page 1 after signing
     assert changed["outcome"] == "findings" and changed["revisions"] == 4
     assert _facts(changed) == [("DistrictSignature", 5, 3, "entire_revision", "other", True, True,
                                 ["modified_after_signing", "docmdp_violated"])]
@@ -152,7 +153,7 @@ def test_signed_bundles_get_their_signature_findings(pki):
     assert _facts(two) == [("DistrictSignature", 5, 3, "entire_revision", "form_filling", True, True, []),
                            ("Countersignature", 7, 5, "entire_file", "none", True, True, [])]
 
-    later = _check(bundles.modified(bundles.sign(bundles.updated(base), district)), pki)
+    later = _check(modified(bundles.sign(updated(base), district)), pki)
     assert later["revisions"] == 5  # signed in the fourth revision (an incremental update), then modified
     assert _facts(later) == [("DistrictSignature", 5, 4, "entire_revision", "other", True, True,
                               ["modified_after_signing", "docmdp_violated"])]
