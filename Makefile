@@ -18,7 +18,7 @@ ui: install
 
 # Backfill throughput (100 tenants x 12 months) and the peak memory of a 500-page report; several minutes.
 bench: install
-	$(UV) run --locked python bench/throughput.py
+	$(UV) run --locked python bench/throughput.py $(ARGS)
 	$(UV) run --locked python bench/oversize_memory.py
 
 bench-stages: install
