@@ -130,6 +130,21 @@ def test_storage_reuses_its_connections(instance):
     assert events > 60 and len(connects) < 40, (len(connects), events)
 
 
+def test_a_pooled_connection_the_server_dropped_is_replaced(instance, monkeypatch):
+    """PostgreSQL pings a connection that sat idle in the pool before handing it out (not every checkout: a round
+    trip per storage call), and replaces it if the server or a proxy dropped it meanwhile."""
+    storage = instance.event_log_storage
+    if not isinstance(storage, PooledPostgresEventLogStorage):
+        pytest.skip("SQLite has no server to drop a connection")
+    assert _range_run(instance, _assets()).success  # the pools now hold live connections
+    with storage._engine.connect() as conn:  # every other connection of the database, including the pooled one
+        conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                             "WHERE datname = current_database() AND pid <> pg_backend_pid()"))
+    for cls in (PooledPostgresEventLogStorage, PooledPostgresRunStorage):
+        monkeypatch.setattr(cls, "IDLE_PING_SECONDS", -1.0)  # what a long idle does: every checkout pings
+    assert _range_run(instance, _assets()).success
+
+
 def test_patch_is_installed_and_keeps_dagster_errors(instance):
     assert range_runs.install() and StepExecutionContext.add_asset_metadata is range_runs.add_asset_metadata
 
