@@ -23,8 +23,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from cryptography.hazmat.primitives.asymmetric import ed25519
-
 from evidence_pipeline import jsonread
 from evidence_pipeline.bundle import MANIFEST, REPORT, STATEMENT, bundle_prefix
 from evidence_pipeline.checkpoints import WITNESS_PREFIX, checkpoint_keys, commits_bundle, read_checkpoint
@@ -41,7 +39,7 @@ from evidence_pipeline.package import (
 )
 from evidence_pipeline.paths import make_dirs
 from evidence_pipeline.signing import dsse
-from evidence_pipeline.signing.keys import MAX_KEY_BYTES, ed25519_public, published_statement_keys
+from evidence_pipeline.signing.keys import MAX_KEY_BYTES, published_ed25519_keys, published_statement_keys
 from evidence_pipeline.store import ArtifactStore
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.verify import MAX_REPORT_BYTES, SIGNATURE_ALLOWANCE
@@ -121,7 +119,7 @@ class _Witnessed:
 
     def __init__(self, archive: ArtifactStore):
         self.archive = archive
-        self.keys = _archive_witnesses(archive)
+        self.keys = published_ed25519_keys(archive, WITNESS_PREFIX)
         self.known: dict[str, bool] = {}
 
     def __call__(self, key: str) -> bool:
@@ -146,16 +144,6 @@ def _checkpoints(archive: ArtifactStore, publications: list[_Publication], witne
                                 f"of {publication.prefix} yet: run `evidence ledger checkpoint` first")
         chosen[publication.leaf_index] = next((key for key in keys[start:] if witnessed(key)), keys[start])
     return chosen
-
-
-def _archive_witnesses(archive: ArtifactStore) -> dict[str, ed25519.Ed25519PublicKey]:
-    """The witness public keys the archive publishes (only to choose witnessed checkpoints; never trusted)."""
-    keys = {}
-    for key in archive.list(WITNESS_PREFIX):
-        public = ed25519_public(archive.get(key, max_bytes=MAX_KEY_BYTES))
-        if public is not None:
-            keys[key.rsplit("/", 1)[-1].removesuffix(".pem")] = public
-    return keys
 
 
 def _write(archive: ArtifactStore, package: LocalStore, tenant: str, first: str | None, last: str | None,

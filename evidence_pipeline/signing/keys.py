@@ -168,17 +168,21 @@ def published_statement_keys(
     store: ArtifactStore, expected: frozenset[str] = frozenset()
 ) -> dict[str, ed25519.Ed25519PublicKey]:
     """The Ed25519 statement keys published under keys/ (only ``expected`` ids, when given), by key id."""
+    return published_ed25519_keys(store, "keys", expected)
+
+
+def published_ed25519_keys(
+    store: ArtifactStore, prefix: str, expected: frozenset[str] = frozenset()
+) -> dict[str, ed25519.Ed25519PublicKey]:
+    """The Ed25519 public keys published under ``prefix`` as <key id>.pem (only ``expected`` ids, when given)."""
     keys = {}
-    for key in store.list("keys"):
+    for key in store.list(prefix):
         key_id = key.rsplit("/", 1)[-1].removesuffix(".pem")
         if not key_id.startswith("ed25519-") or (expected and key_id not in expected):
             continue
-        try:
-            public = serialization.load_pem_public_key(store.get(key, max_bytes=MAX_KEY_BYTES))
-        except ValueError:
-            continue  # not a key: it cannot vouch for anything
+        public = ed25519_public(store.get(key, max_bytes=MAX_KEY_BYTES))  # None: not a key, it vouches for nothing
         # A key id names the key's own bytes, so a swapped file cannot borrow a pinned id.
-        if isinstance(public, ed25519.Ed25519PublicKey) and public_key_id(public) == key_id:
+        if public is not None and public_key_id(public) == key_id:
             keys[key_id] = public
     return keys
 
