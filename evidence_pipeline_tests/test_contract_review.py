@@ -24,6 +24,7 @@ from dagster import DagsterInstance
 from pyhanko.pdf_utils.reader import PdfFileReader
 from pyhanko.sign.validation import validate_pdf_signature
 from pyhanko_certvalidator import ValidationContext
+from sqlalchemy import event
 
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.documents import Documents
@@ -35,7 +36,7 @@ from evidence_pipeline.documents.worker import APPROVAL_FIELD, PREDICATE_TYPE, S
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake.dispatch import dispatch_batches
 from evidence_pipeline.lease_contracts import DEFECTS, lease_contract
-from evidence_pipeline.ledger.documents import WORKER_VERSION
+from evidence_pipeline.ledger.documents import WORKER_VERSION, StageChange
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import load_keyring
@@ -242,6 +243,30 @@ def test_an_approved_contract_is_signed_and_a_rejected_one_is_a_decision(documen
     assert documents.runtime.ledger.verify_chain() > 0  # the jobs' rows are still the fold of their events
 
 
+def test_a_review_commits_four_ledger_transactions_one_per_stage_with_work_in_it(documents, intake):
+    """The lease, the start time and the validating stage commit together, and so do the committing stage and
+    the outputs: between them lies no work. A review pays four commits (each an fsync), not eight."""
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        jobs = [_submit_contract(http, f"lease-{n}", lease_contract(n).pdf)[0] for n in (0, 3)]  # approved, rejected
+    commits, engine = [], documents.runtime.ledger.engine
+
+    def count(connection) -> None:
+        commits.append(connection)
+
+    event.listen(engine, "commit", count)
+    try:
+        outcomes = [(o.state, o.reason) for o in dispatch(documents)]
+    finally:
+        event.remove(engine, "commit", count)
+    assert outcomes == [("succeeded", None), ("rejected", "REVIEW_POLICY_REJECTED")]
+    assert len(commits) == 1 + 2 * 4  # the jobs paged, then four per review
+    walk = ["accepted", "validating", "reviewing", "signing", "committing"]
+    for job_id in jobs:
+        assert _stages(documents, job_id) == [(a, b, 1) for a, b in zip(walk, walk[1:])]
+        assert documents.ledger.job("acme", job_id)["started_at"] is not None
+
+
 def test_a_batchs_reviews_are_pinned_when_the_batch_is_accepted(documents, intake):
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
@@ -439,7 +464,7 @@ def test_an_expired_lease_can_neither_record_a_stage_nor_commit_a_decision(docum
     job = documents.ledger.job("acme", job_id)
     before = ledger.verify_chain()
     for attempt in (
-        lambda: documents.ledger.record_stage(job, lease, "accepted", "validating", {}, "zombie"),
+        lambda: documents.ledger.record_stage(job, lease, StageChange("accepted", "validating", {}), "zombie"),
         lambda: documents.ledger.complete(
             job, lease, "document.published", "0" * 64, {}, "zombie", rejected="REVIEW_POLICY_REJECTED"
         ),

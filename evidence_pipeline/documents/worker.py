@@ -31,7 +31,7 @@ from evidence_pipeline.documents.registry import Derivative, Operation, Processo
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.faults import kill_point
 from evidence_pipeline.ledger import jobs as states
-from evidence_pipeline.ledger.documents import WORKER_VERSION, stage_of
+from evidence_pipeline.ledger.documents import WORKER_VERSION, StageChange, stage_of
 from evidence_pipeline.ledger.jobs import Lease
 from evidence_pipeline.models import EventType
 from evidence_pipeline.pipeline import our_statement_keys, put_or_adopt, record_failure
@@ -108,19 +108,19 @@ def run_page(documents: Documents, page_id: str, run: RunInfo) -> list[Outcome]:
 
 def run_job(documents: Documents, job: dict, run: RunInfo) -> Outcome:
     rt = documents.runtime
+    stages = _Stages(documents, job, operation(job["operation"]), run)
     try:
-        lease = rt.ledger.acquire_lease(job["job_id"], run.run_id, rt.settings.lease_seconds)
+        lease = documents.ledger.start(job, run.run_id, rt.settings.lease_seconds, stages.change("validating"))
     except EvidenceError as error:  # LEASE_BUSY: another attempt works it; JOB_CLOSED: nothing to do
         return _outcome(job, documents.ledger.job(job["tenant"], job["job_id"])["state"], error.code)
     if lease is None:
         return _outcome(job, states.SUCCEEDED)
-    documents.ledger.mark_started(job["job_id"])
     try:
         with (
             attempt_dir(rt.settings.work_dir, job["job_id"], lease.token) as scratch,
             rt.ledger.keep_alive(lease, rt.settings.lease_seconds),
         ):
-            state, reason = _process(documents, job, lease, scratch, run)
+            state, reason = _process(documents, job, lease, stages, scratch, run)
     except EvidenceError as error:
         error.lease_token = lease.token
         state = record_failure(rt, job["job_id"], error, run, rt.document_retry_budget)
@@ -136,37 +136,45 @@ def _outcome(job: dict, state: str, reason: str | None = None) -> Outcome:
 
 class _Stages:
     """A staged operation's stages, each recorded under the job's lease with what the issue's audit trail asks:
-    prior and next stage, the pinned policy (the options), the input digests and a correlation id."""
+    prior and next stage, the pinned policy (the options), the input digests and a correlation id. The first
+    (validating) is committed with the lease and the last (committing) with the outputs: no work lies between
+    them, so they need no transaction of their own."""
 
-    def __init__(self, documents: Documents, job: dict, lease: Lease, op: Operation, run: RunInfo):
-        self.documents, self.job, self.lease, self.op, self.run = documents, job, lease, op, run
+    def __init__(self, documents: Documents, job: dict, op: Operation, run: RunInfo):
+        self.documents, self.job, self.op, self.run = documents, job, op, run
         # What the status showed before this attempt: accepted, retry_wait, or a dead attempt's last stage (the
         # job read before this lease was taken still names that attempt's lease).
         self.current = stage_of(job, documents.ledger.stage(job) if job["state"] == states.RUNNING else None)
 
-    def enter(self, stage: str, **details) -> None:
+    def change(self, stage: str, **details) -> StageChange | None:
+        """The move to ``stage``, for the caller to commit (None for an operation without stages)."""
         if not self.op.staged:
-            return
+            return None
         facts = {
             "operation": self.op.name,
             "policy": self.job["request"]["options"],
             "inputs": self.job["request"]["inputs"],
             "correlation_id": self.job["batch_id"] or self.job["request_sha256"],
         }
-        self.documents.ledger.record_stage(
-            self.job, self.lease, self.current, stage, facts | details, self.run.run_id
-        )
+        change = StageChange(self.current, stage, facts | details)
         self.current = stage
+        return change
+
+    def enter(self, lease: Lease, stage: str, **details) -> None:
+        """Commit the move to ``stage`` on its own, before the work it names."""
+        change = self.change(stage, **details)
+        if change is not None:
+            self.documents.ledger.record_stage(self.job, lease, change, self.run.run_id)
 
 
-def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInfo) -> tuple[str, str | None]:
-    """Work one leased job; returns its new state and reason (rejected: a decision against the input)."""
+def _process(documents: Documents, job: dict, lease: Lease, stages: _Stages, scratch,
+             run: RunInfo) -> tuple[str, str | None]:
+    """Work one leased job, its validating stage recorded with the lease; returns its new state and reason
+    (rejected: a decision against the input)."""
     rt = documents.runtime
-    op = operation(job["operation"])
+    op = stages.op
     options = job["request"]["options"]
     pinned = {name: value for name, value in job["request"].items() if name not in ("inputs", "options")}
-    stages = _Stages(documents, job, lease, op, run)
-    stages.enter("validating")
     inputs, rows = [], []
     prefix = job_prefix(job)
     artifacts = []
@@ -181,12 +189,12 @@ def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInf
             rows.append(source)
         check = None
         if op.signature_check:
-            stages.enter("signature_check", input_sha256=[i.sha256 for i in inputs])
+            stages.enter(lease, "signature_check", input_sha256=[i.sha256 for i in inputs])
             check = _check_signatures(documents, job, lease, inputs[0], scratch, run)
         if op.admit_inputs is not None:  # what admission pinned must still hold
             for review in pinned["reviews"]:
                 review_pin(documents.ledger.job(job["tenant"], review["review_job_id"]), review["artifact_id"])
-        stages.enter(op.processing_stage, input_sha256=[i.sha256 for i in inputs])
+        stages.enter(lease, op.processing_stage, input_sha256=[i.sha256 for i in inputs])
         result = op.processor(inputs, options, pinned)
         if check is not None:  # the job's status shows the check beside the processor's findings
             result = dataclasses.replace(result, summary=result.summary | {"signature_check": {
@@ -200,7 +208,7 @@ def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInf
         for name, data in sorted(result.artifacts.items()):
             stored = rt.archive.put_once(f"{prefix}/{name}", data)
             artifacts.append({"name": name, "key": stored.key, "sha256": stored.sha256, "bytes": stored.size})
-        stages.enter("signing", summary=result.summary)
+        stages.enter(lease, "signing", summary=result.summary)
         derived = tuple(_publish_derivative(rt, job, op, inputs, rows, check, pinned, d, artifacts, scratch)
                         for d in result.derived)
         if result.signed:
@@ -225,9 +233,8 @@ def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInf
                                          subject.sha256, predicate, PREDICATE_TYPE)
     artifacts.append({"name": STATEMENT, "key": statement.key, "sha256": sha256_hex(envelope), "bytes": statement.size})
     kill_point("after_document_put")
-    stages.enter("committing", outputs=[{k: a[k] for k in ("name", "sha256")} for a in artifacts])
-    lease = rt.ledger.renew_lease(lease, rt.settings.lease_seconds)  # still ours? then hold it through the commit
-    documents.ledger.complete(
+    committing = stages.change("committing", outputs=[{k: a[k] for k in ("name", "sha256")} for a in artifacts])
+    documents.ledger.complete(  # fenced: commits only while the lease is still ours and unexpired
         job,
         lease,
         EventType.DOCUMENT_PUBLISHED,
@@ -243,6 +250,7 @@ def _process(documents: Documents, job: dict, lease: Lease, scratch, run: RunInf
         run.run_id,
         rejected=result.rejected,
         derived=derived,
+        stage=committing,
     )
     return (states.REJECTED, result.rejected) if result.rejected else (states.SUCCEEDED, None)
 

@@ -50,6 +50,15 @@ class JobLimits:
     max_queue_age_seconds: float  # the oldest accepted, never started job of any tenant
 
 
+@dataclass(frozen=True)
+class StageChange:
+    """A staged job's move from ``prior`` to ``stage``, with the facts its `document.stage` event records."""
+
+    prior: str
+    stage: str
+    details: dict
+
+
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -740,13 +749,27 @@ class DocumentLedger:
         return None if row is None else dict(row._mapping)
 
     def mark_started(self, job_id: str) -> None:
-        docs = self.document_jobs.c
         with classified_errors(), self.ledger.writing() as conn:
-            conn.execute(
-                self.document_jobs.update()
-                .where(docs.job_id == job_id, docs.started_at.is_(None))
-                .values(started_at=time.time())
-            )
+            self._mark_started(conn, job_id)
+
+    def _mark_started(self, conn: Connection, job_id: str) -> None:
+        docs = self.document_jobs.c
+        conn.execute(
+            self.document_jobs.update()
+            .where(docs.job_id == job_id, docs.started_at.is_(None))
+            .values(started_at=time.time())
+        )
+
+    def start(self, job: dict, owner: str, ttl_seconds: float, stage: StageChange | None) -> Lease | None:
+        """Lease a document job for an attempt, committed with its start time and, for a staged operation, its
+        first stage: one transaction, not three. None when the job already succeeded; acquire_lease's errors."""
+
+        def started(conn: Connection, lease: Lease) -> None:
+            self._mark_started(conn, job["job_id"])
+            if stage is not None:
+                self._append_stage(conn, job, lease, stage, owner)
+
+        return self.ledger.acquire_lease(job["job_id"], owner, ttl_seconds, then=started)
 
     def mark_finished(self, job_id: str) -> None:
         """A job closed by a failure (rejected or dead) has finished too."""
@@ -764,16 +787,20 @@ class DocumentLedger:
         actor: str,
         rejected: str | None = None,
         derived: tuple[tuple[str, dict], ...] = (),
+        stage: StageChange | None = None,
     ) -> int:
         """Commit a document job's outputs: its event, the outputs and job -> succeeded in one transaction, fenced
         by ``lease``; or, for a decision against the input (``rejected``, its reason code), the outputs and then
         `job.rejected`, job -> rejected. Each of ``derived`` ((output sha256, details naming its ``artifact_id``))
         gets its `document.derived` event in the same transaction, unless an earlier job of the same content
-        committed it. Returns the outputs event's ledger position."""
+        committed it; a staged job's last ``stage`` (committing) comes first. Returns the outputs event's ledger
+        position."""
 
         def commit(conn: Connection) -> int:
             state = states.REJECTED if rejected else states.SUCCEEDED
             self._fence(conn, lease, state=state, lease_expires_at=None, last_reason=rejected)
+            if stage is not None:
+                self._append_stage(conn, job, lease, stage, actor)
             tenant_month = TenantMonth(job["tenant"], job["period"])
             for sha256, details in derived:
                 if self._find_event(conn, job["tenant"], EventType.DOCUMENT_DERIVED, "artifact_id",
@@ -816,22 +843,26 @@ class DocumentLedger:
                 ReasonCode.LEASE_FENCED, f"lease {lease.token} of job {lease.job_id[:12]} is no longer held"
             )
 
-    def record_stage(self, job: dict, lease: Lease, prior: str, stage: str, details: dict, actor: str) -> None:
-        """A staged job moved from ``prior`` to ``stage``: its `document.stage` event, fenced by ``lease`` like
-        every transition (the job's state stays running; the stage is what its status shows)."""
+    def record_stage(self, job: dict, lease: Lease, stage: StageChange, actor: str) -> None:
+        """A staged job's `document.stage` event, fenced by ``lease`` like every transition (the job's state stays
+        running; the stage is what its status shows)."""
 
         def record(conn: Connection) -> None:
             self._fence(conn, lease)
-            self.ledger._append(
-                conn,
-                TenantMonth(job["tenant"], job["period"]),
-                EventType.DOCUMENT_STAGE,
-                job["request_sha256"],
-                actor,
-                {"job_id": job["job_id"], "lease_token": lease.token, "prior": prior, "stage": stage} | details,
-            )
+            self._append_stage(conn, job, lease, stage, actor)
 
         self.ledger._transact(record)
+
+    def _append_stage(self, conn: Connection, job: dict, lease: Lease, stage: StageChange, actor: str) -> None:
+        self.ledger._append(
+            conn,
+            TenantMonth(job["tenant"], job["period"]),
+            EventType.DOCUMENT_STAGE,
+            job["request_sha256"],
+            actor,
+            {"job_id": job["job_id"], "lease_token": lease.token, "prior": stage.prior, "stage": stage.stage}
+            | stage.details,
+        )
 
     def stage(self, job: dict) -> str | None:
         """The stage the job's current lease last recorded, or None."""

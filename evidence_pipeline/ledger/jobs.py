@@ -17,7 +17,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -119,8 +119,11 @@ class JobTransitions:
             raise EvidenceError(ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
         return job
 
-    def acquire_lease(self, job_id: str, owner: str, ttl_seconds: float) -> Lease | None:
-        """Start an attempt: a new lease with the next token, or None when the job already succeeded."""
+    def acquire_lease(self, job_id: str, owner: str, ttl_seconds: float,
+                      then: Callable[[Connection, Lease], None] | None = None) -> Lease | None:
+        """Start an attempt: a new lease with the next token, or None when the job already succeeded. ``then``
+        runs in the same transaction once the lease is taken: what the attempt records as it starts costs no
+        commit of its own."""
 
         def acquire(conn: Connection) -> Lease | None:
             job = self._job(conn, job_id)
@@ -141,6 +144,8 @@ class JobTransitions:
                        lease_expires_at=lease.expires_at, attempts=job["attempts"] + 1, next_attempt_at=None)
             self._append(conn, self._tenant_month(job), EventType.JOB_RUNNING, job["source_sha256"], owner,
                          {"job_id": job_id, "lease_token": lease.token, "attempt": job["attempts"] + 1})
+            if then is not None:
+                then(conn, lease)
             return lease
 
         return self._transact(acquire)
