@@ -87,6 +87,22 @@ def test_publication_event_and_job_commit_together_and_converge(ledger):
     assert ledger.verify_chain() == 6  # 3 fixture events, job.accepted, job.running, bundle.published
 
 
+def test_only_progress_commits_without_waiting_for_the_disk(ledger):
+    """Every transaction is durable (SQLite synchronous=FULL, PostgreSQL synchronous_commit on) unless it is
+    progress that a later commit covers; a non-durable one leaves the next one durable again."""
+    if ledger.engine.dialect.name == "postgresql":
+        query, durable, progress = "SHOW synchronous_commit", "on", "off"
+    else:
+        query, durable, progress = "PRAGMA synchronous", 2, 1
+    seen = []
+    for flag in (True, False, True):
+        with ledger.writing(durable=flag) as conn:
+            seen.append(conn.exec_driver_sql(query).scalar())
+    with ledger.writing() as conn:
+        seen.append(conn.exec_driver_sql(query).scalar())
+    assert seen == [durable, progress, durable, durable]
+
+
 def test_concurrent_appends_keep_one_chain(ledger):
     from concurrent.futures import ThreadPoolExecutor
 

@@ -845,13 +845,15 @@ class DocumentLedger:
 
     def record_stage(self, job: dict, lease: Lease, stage: StageChange, actor: str) -> None:
         """A staged job's `document.stage` event, fenced by ``lease`` like every transition (the job's state stays
-        running; the stage is what its status shows)."""
+        running; the stage is what its status shows). Committed without waiting for the disk: the job's outcome,
+        durable, covers it; a power loss before then may undo the stages of an attempt that then never ends,
+        whose lease runs out and whose retry records its own."""
 
         def record(conn: Connection) -> None:
             self._fence(conn, lease)
             self._append_stage(conn, job, lease, stage, actor)
 
-        self.ledger._transact(record)
+        self.ledger._transact(record, durable=False)
 
     def _append_stage(self, conn: Connection, job: dict, lease: Lease, stage: StageChange, actor: str) -> None:
         self.ledger._append(

@@ -73,8 +73,13 @@ def _serialize_sqlite_writers(engine, read_only: bool) -> None:
 
     @event.listens_for(engine, "begin")
     def begin(connection):
-        writes = connection.get_execution_options().get("ledger_writes")
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
+        options = connection.get_execution_options()
+        if not options.get("ledger_writes"):
+            connection.exec_driver_sql("BEGIN")
+            return
+        # Set per transaction, before it begins (under WAL, NORMAL leaves the log's sync to the next FULL commit).
+        connection.exec_driver_sql(f"PRAGMA synchronous = {'FULL' if options['ledger_durable'] else 'NORMAL'}")
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 class _SQLiteWriters:
@@ -149,7 +154,8 @@ class Ledger(JobTransitions):
                                 "EVIDENCE_LEDGER_URL names an unsupported database driver") from None
         if sqlite:
             _serialize_sqlite_writers(self.engine, read_only)
-        self._writer = self.engine.execution_options(ledger_writes=True)
+        self._writer = self.engine.execution_options(ledger_writes=True, ledger_durable=True)
+        self._progress_writer = self.engine.execution_options(ledger_writes=True, ledger_durable=False)
         self._writers = contextlib.nullcontext()  # PostgreSQL's own locks order its writers
         if sqlite and not read_only:
             self._writers = _SQLiteWriters(Path(parsed.database + ".writers") if parsed.database else None)
@@ -455,16 +461,25 @@ class Ledger(JobTransitions):
                 time.sleep(0.2 * (attempt + 1))  # another process was creating the schema: look again
 
     @contextlib.contextmanager
-    def writing(self) -> Iterator[Connection]:
-        """A transaction that writes (every write goes through here)."""
-        with self._writers, self._writer.begin() as conn:
+    def writing(self, durable: bool = True) -> Iterator[Connection]:
+        """A transaction that writes (every write goes through here).
+
+        ``durable=False`` is for progress that a later commit of the same work covers (a job's intermediate
+        stages): its commit does not wait for the disk (SQLite synchronous=NORMAL under WAL, PostgreSQL
+        synchronous_commit=off). A crash of the machine (or of the PostgreSQL server) may undo it, then only with
+        every transaction after it and never in part, so the chain stays a consistent prefix; a crash of this
+        process loses nothing. The next durable commit makes it durable too: both write their log in commit
+        order."""
+        with self._writers, (self._writer if durable else self._progress_writer).begin() as conn:
+            if not durable and conn.dialect.name == "postgresql":
+                conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
             yield conn
 
-    def _transact(self, work):
+    def _transact(self, work, durable: bool = True):
         """Run ``work`` in one transaction, retrying when a concurrent writer took the chain head first."""
         for _ in range(_APPEND_ATTEMPTS):
             try:
-                with classified_errors(), self.writing() as conn:
+                with classified_errors(), self.writing(durable) as conn:
                     return work(conn)
             except (IntegrityError, LostRace) as error:
                 lost_race = error  # another writer moved the chain head, the identity or the job: re-read, retry
