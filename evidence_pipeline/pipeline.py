@@ -37,7 +37,7 @@ from evidence_pipeline.runtime import RunInfo, Runtime
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keyring_document import timestamp
 from evidence_pipeline.signing.pades import TIMESTAMPED, sign_pdf, verify_pdf_signature
-from evidence_pipeline.store import ArtifactStore, sha256_file, sha256_hex
+from evidence_pipeline.store import ArtifactStore, StoredObject, sha256_file, sha256_hex
 from evidence_pipeline.tempfiles import attempt_dir, scratch_file
 from evidence_pipeline.validate import validate_report
 
@@ -513,22 +513,27 @@ def put_or_adopt(
     scratch: Path,
     make: Callable[[], BinaryIO],
     accept: Callable[[BinaryIO, str], T | None],
+    made: Callable[[StoredObject], T] | None = None,
 ) -> tuple[T, str | None]:
     """Put-once, converging on what an earlier or concurrent attempt already stored under the key, if it is ours.
 
     ``make`` returns a file to store. ``accept`` turns the stored object (a private copy, rewound, and its sha256)
-    into the caller's value, or None when it is not ours. Returns that value and the object's version id (None
-    in unversioned stores).
+    into the caller's value, or None when it is not ours. ``made``, where given, is the value of an object this
+    call stored itself, from what the store reports, without reading it back. Returns the value and the object's
+    version id (None in unversioned stores).
     """
     if not store.exists(key):
         try:
             with make() as file:
-                store.put_file(key, file)
+                stored = store.put_file(key, file)
         except EvidenceError as error:
             if (
                 error.code != ReasonCode.STORE_CONFLICT
             ):  # a conflict means another attempt won the race: check its object
                 raise
+        else:
+            if made is not None and stored.created:
+                return made(stored), stored.version_id
     with scratch_file(scratch) as stored:
         sha256 = store.get_file(key, stored)
         stored.seek(0)

@@ -1,5 +1,6 @@
 import base64
 import json
+import shutil
 import stat
 
 import pytest
@@ -10,7 +11,7 @@ from securesystemslib.signer import Signature as SslSignature
 
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.signing import dsse
-from evidence_pipeline.signing.keys import load_keyring
+from evidence_pipeline.signing.keys import SIGNER_CERT, SIGNER_KEY, load_keyring
 from evidence_pipeline.signing.pades import sign_pdf, verify_pdf_signature
 from evidence_pipeline_tests.conftest import SMALL
 from evidence_pipeline_tests.test_render import _render
@@ -85,6 +86,23 @@ def test_pades_signs_verifies_and_keeps_the_unsigned_prefix(local_runtime, keyri
     with pytest.raises(EvidenceError) as error:
         verify_pdf_signature(report.pdf, keyring.root_pem)
     assert error.value.code == "PDF_SIGNATURE_INVALID"
+
+
+@pytest.mark.parametrize("foreign", [SIGNER_KEY, SIGNER_CERT], ids=["key-not-the-certificates", "not-issued-by-root"])
+def test_a_signer_whose_key_or_certificate_does_not_belong_signs_nothing(local_runtime, keyring, tmp_path, foreign):
+    """What is signed is not validated again after signing (documents.worker._signed_copy), so keys that cannot
+    make a valid signature are refused before the first one: another keyring's signer key, or a signer
+    certificate (with its key) issued by another root."""
+    _, report = _render(local_runtime, SMALL)
+    other = load_keyring(tmp_path / "other", generate=True)
+    mixed = tmp_path / "mixed"
+    shutil.copytree(keyring.directory, mixed)
+    for name in {foreign, SIGNER_KEY}:
+        (mixed / name).chmod(0o600)
+        shutil.copyfile(other.directory / name, mixed / name)
+    with pytest.raises(EvidenceError) as error:
+        sign_pdf(report.pdf, load_keyring(mixed, generate=False))
+    assert error.value.code == "KEY_MATERIAL_INVALID"
 
 
 def test_pades_signs_and_verifies_file_to_file(local_runtime, keyring, tmp_path):

@@ -470,7 +470,9 @@ def _signed_copy(rt: Runtime, key: str, file, sha256: str, size: int, scratch, f
 
     Signatures are not deterministic, so a retry never signs again over an object an earlier attempt stored: it
     adopts it when it begins with the exact bytes and carries our valid signature in ``field`` (pyHanko appends,
-    so the document's own signatures stay intact before it)."""
+    so the document's own signatures stay intact before it). What this attempt signed and stored is not read back
+    and validated again: the signer's key, certificate and root were checked when they were loaded
+    (pades._signer), and that validation cost more than a third of a short contract's review."""
     keyring, level = rt.keyring, rt.settings.pades_level
     file.seek(0)
     earlier = len(PdfFileReader(file, strict=True).embedded_signatures)
@@ -487,5 +489,6 @@ def _signed_copy(rt: Runtime, key: str, file, sha256: str, size: int, scratch, f
         verify_pdf_signature(stored, keyring.root_pem, level, tsa_root, field_name=field, earlier=earlier)
         return stored_sha256, stored.seek(0, io.SEEK_END)
 
-    (signed_sha256, signed_size), _ = put_or_adopt(rt.archive, key, scratch, make=sign, accept=adopt)
+    (signed_sha256, signed_size), _ = put_or_adopt(rt.archive, key, scratch, make=sign, accept=adopt,
+                                                   made=lambda stored: (stored.sha256, stored.size))
     return {"name": key.rsplit("/", 1)[-1], "key": key, "sha256": signed_sha256, "bytes": signed_size}

@@ -22,6 +22,7 @@ from typing import BinaryIO
 
 from asn1crypto import x509 as asn1_x509
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 from pyhanko.pdf_utils.misc import PdfError
@@ -87,7 +88,22 @@ def _signer(keyring: Keyring) -> signers.SimpleSigner:
     )
     if signer is None:
         raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the PAdES signing key or certificate does not load")
+    # Checked once here, so that a signature made with these keys is valid by construction: the key must be the
+    # certificate's, and the certificate issued by the trust root.
+    certificate = keyring.signer_certificate
+    key = serialization.load_der_private_key(signer.signing_key.dump(), password=None)
+    if _spki(key.public_key()) != _spki(certificate.public_key()):
+        raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the PAdES signing key is not its certificate's key")
+    try:
+        certificate.verify_directly_issued_by(keyring.root_certificate)
+    except (ValueError, TypeError, InvalidSignature):
+        raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID,
+                            "the PAdES signer certificate is not issued by the trust root") from None
     return signer
+
+
+def _spki(public_key) -> bytes:
+    return public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
 def sign_pdf(pdf: bytes | BinaryIO, keyring: Keyring, level: str = "B-B", tsa_url: str | None = None,
