@@ -474,8 +474,6 @@ def _signed_copy(rt: Runtime, key: str, file, sha256: str, size: int, scratch, f
     and validated again: the signer's key, certificate and root were checked when they were loaded
     (pades._signer), and that validation cost more than a third of a short contract's review."""
     keyring, level = rt.keyring, rt.settings.pades_level
-    file.seek(0)
-    earlier = len(PdfFileReader(file, strict=True).embedded_signatures)
 
     def sign():
         file.seek(0)
@@ -485,6 +483,8 @@ def _signed_copy(rt: Runtime, key: str, file, sha256: str, size: int, scratch, f
     def adopt(stored, stored_sha256: str) -> tuple[str, int] | None:
         if sha256_file(stored, size) != (sha256, size):
             return None
+        file.seek(0)
+        earlier = len(PdfFileReader(file, strict=True).embedded_signatures)  # the document's own, before ours
         tsa_root = keyring.tsa_root_pem if level in TIMESTAMPED else None
         verify_pdf_signature(stored, keyring.root_pem, level, tsa_root, field_name=field, earlier=earlier)
         return stored_sha256, stored.seek(0, io.SEEK_END)

@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sqlalchemy import Connection, MetaData, and_, func, or_, select
+from sqlalchemy import Connection, MetaData, and_, bindparam, func, or_, select
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import jobs as states
@@ -77,6 +77,9 @@ class DocumentLedger:
         self.tokens = tables.tables["evidence_api_tokens"]
         self.documents = tables.tables["evidence_documents"]
         self.document_jobs = ledger.document_jobs
+        docs = self.document_jobs.c  # run once per attempt: built once (see JobTransitions._job_query)
+        self._started_update = self.document_jobs.update().where(
+            docs.job_id == bindparam("started_job_id"), docs.started_at.is_(None))
 
     # --- tokens -----------------------------------------------------------------------------------------------
 
@@ -753,12 +756,7 @@ class DocumentLedger:
             self._mark_started(conn, job_id)
 
     def _mark_started(self, conn: Connection, job_id: str) -> None:
-        docs = self.document_jobs.c
-        conn.execute(
-            self.document_jobs.update()
-            .where(docs.job_id == job_id, docs.started_at.is_(None))
-            .values(started_at=time.time())
-        )
+        conn.execute(self._started_update, {"started_job_id": job_id, "started_at": time.time()})
 
     def start(self, job: dict, owner: str, ttl_seconds: float, stage: StageChange | None) -> Lease | None:
         """Lease a document job for an attempt, committed with its start time and, for a staged operation, its
@@ -838,7 +836,7 @@ class DocumentLedger:
 
     def _fence(self, conn: Connection, lease: Lease, **values) -> None:
         """Update the job only while ``lease`` is its newest, unexpired lease; LEASE_FENCED otherwise."""
-        if conn.execute(self.ledger._held(lease).values(**values, updated_at=time.time())).rowcount == 0:
+        if not self.ledger._update_held(conn, lease, **values):
             raise EvidenceError(
                 ReasonCode.LEASE_FENCED, f"lease {lease.token} of job {lease.job_id[:12]} is no longer held"
             )

@@ -20,8 +20,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import cached_property
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, bindparam, select
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.db import LostRace, classified_errors
@@ -153,9 +154,7 @@ class JobTransitions:
     def renew_lease(self, lease: Lease, ttl_seconds: float) -> Lease:
         renewed = Lease(lease.job_id, lease.token, lease.owner, time.time() + ttl_seconds)
         with classified_errors(), self.writing() as conn:
-            held = conn.execute(
-                self._held(lease).values(lease_expires_at=renewed.expires_at, updated_at=time.time())
-            ).rowcount
+            held = self._update_held(conn, lease, lease_expires_at=renewed.expires_at)
         if not held:
             raise EvidenceError(ReasonCode.LEASE_FENCED, f"lease {lease.token} of job {lease.job_id[:12]} was lost")
         return renewed
@@ -243,28 +242,45 @@ class JobTransitions:
             return [dict(row._mapping) for row in conn.execute(query)]
 
     def _job(self, conn: Connection, job_id: str) -> dict | None:
-        row = conn.execute(select(self.jobs).where(self.jobs.c.job_id == job_id)).first()
+        row = conn.execute(self._job_query, {"job_id": job_id}).first()
         return None if row is None else dict(row._mapping)
+
+    # Every attempt runs these statements several times: built once, with parameters, they cost no statement
+    # construction per call (the WHERE parameters are named apart from the columns an UPDATE sets).
+    @cached_property
+    def _job_query(self):
+        return select(self.jobs).where(self.jobs.c.job_id == bindparam("job_id"))
+
+    @cached_property
+    def _held_update(self):
+        jobs = self.jobs.c
+        return self.jobs.update().where(
+            jobs.job_id == bindparam("held_job_id"), jobs.lease_token == bindparam("held_token"),
+            jobs.state == RUNNING, jobs.lease_expires_at >= bindparam("held_now"),
+        )
+
+    @cached_property
+    def _swap_update(self):
+        jobs = self.jobs.c
+        return self.jobs.update().where(
+            jobs.job_id == bindparam("seen_job_id"), jobs.state == bindparam("seen_state"),
+            jobs.lease_token == bindparam("seen_token"), jobs.updated_at == bindparam("seen_updated_at"),
+        )
 
     @staticmethod
     def _tenant_month(job: dict) -> TenantMonth:
         return TenantMonth(job["tenant"], job["period"])
 
-    def _held(self, lease: Lease):
-        """An UPDATE of the job that matches only while ``lease`` is its newest, unexpired lease: the fence."""
-        jobs = self.jobs.c
-        return self.jobs.update().where(
-            jobs.job_id == lease.job_id, jobs.lease_token == lease.token, jobs.state == RUNNING,
-            jobs.lease_expires_at >= time.time(),
-        )
+    def _update_held(self, conn: Connection, lease: Lease, **values) -> bool:
+        """Set ``values`` on the job only while ``lease`` is its newest, unexpired lease (the fence); whether it
+        was."""
+        now = time.time()
+        fence = {"held_job_id": lease.job_id, "held_token": lease.token, "held_now": now}
+        return conn.execute(self._held_update, fence | values | {"updated_at": now}).rowcount > 0
 
     def _swap(self, conn: Connection, seen: dict, **values) -> None:
         """Compare-and-swap: apply ``values`` only if the job is still exactly as it was read."""
-        swapped = conn.execute(
-            self.jobs.update()
-            .where(self.jobs.c.job_id == seen["job_id"], self.jobs.c.state == seen["state"],
-                   self.jobs.c.lease_token == seen["lease_token"], self.jobs.c.updated_at == seen["updated_at"])
-            .values(**values, updated_at=time.time())
-        ).rowcount
-        if not swapped:
+        expected = {"seen_job_id": seen["job_id"], "seen_state": seen["state"], "seen_token": seen["lease_token"],
+                    "seen_updated_at": seen["updated_at"]}
+        if not conn.execute(self._swap_update, expected | values | {"updated_at": time.time()}).rowcount:
             raise LostRace()

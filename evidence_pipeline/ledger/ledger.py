@@ -174,6 +174,9 @@ class Ledger(JobTransitions):
         self.jobs = tables.tables["evidence_jobs"]
         self.document_jobs = tables.tables["evidence_document_jobs"]  # a document job's identity (ledger verify)
         self.tenants = tables.tables["evidence_tenants"]  # the tenant registry (ledger/tenants.py)
+        # Every append runs these two: built once, they cost no statement construction per event.
+        self._chain_head = select(self.audit_events.c.event_hash).order_by(self.audit_events.c.seq.desc()).limit(1)
+        self._insert_event = self.audit_events.insert()
         self._turn = threading.Lock()  # _transact_together: whose transaction commits the waiting callers' work
         self._waiting: list[_Waiting] = []
         self._waiting_mutex = threading.Lock()
@@ -202,12 +205,7 @@ class Ledger(JobTransitions):
             if existing is not None:
                 self._release_claim(conn, tenant_month, row["identity"])
                 return existing, False
-            fenced = conn.execute(
-                self._held(lease).values(
-                    state=states.SUCCEEDED, lease_expires_at=None, last_reason=None, updated_at=time.time()
-                )
-            ).rowcount == 0
-            if fenced:
+            if not self._update_held(conn, lease, state=states.SUCCEEDED, lease_expires_at=None, last_reason=None):
                 raise EvidenceError(ReasonCode.LEASE_FENCED,
                                     f"lease {lease.token} of job {lease.job_id[:12]} is no longer held")
             claim = self._claim(conn, tenant_month)
@@ -387,8 +385,7 @@ class Ledger(JobTransitions):
 
     def _append(self, conn: Connection, tenant_month: TenantMonth, event_type: str, subject_sha256: str,
                 actor: str, details: dict) -> LedgerEvent:
-        events = self.audit_events.c
-        head = conn.execute(select(events.event_hash).order_by(events.seq.desc()).limit(1)).scalar()
+        head = conn.execute(self._chain_head).scalar()
         prev = head or GENESIS_HASH
         event_type = str(event_type)  # an EventType is stored as its plain string
         body = {
@@ -403,13 +400,11 @@ class Ledger(JobTransitions):
         }
         body_text = canonical(body)
         event_hash = chain_hash(prev, body_text)
-        seq = conn.execute(
-            self.audit_events.insert().values(
-                event_id=body["event_id"], event_type=event_type, tenant=tenant_month.tenant,
-                period=tenant_month.period, subject_sha256=subject_sha256, body=body_text, prev_hash=prev,
-                event_hash=event_hash,
-            )
-        ).inserted_primary_key[0]
+        seq = conn.execute(self._insert_event, {
+            "event_id": body["event_id"], "event_type": event_type, "tenant": tenant_month.tenant,
+            "period": tenant_month.period, "subject_sha256": subject_sha256, "body": body_text, "prev_hash": prev,
+            "event_hash": event_hash,
+        }).inserted_primary_key[0]
         return LedgerEvent(seq, event_type, event_hash, body)
 
     def _publication(self, conn: Connection, identity: str) -> dict | None:
