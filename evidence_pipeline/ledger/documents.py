@@ -77,9 +77,12 @@ class DocumentLedger:
         self.tokens = tables.tables["evidence_api_tokens"]
         self.documents = tables.tables["evidence_documents"]
         self.document_jobs = ledger.document_jobs
-        docs = self.document_jobs.c  # run once per attempt: built once (see JobTransitions._job_query)
+        # Run for every job: built once, with parameters (see JobTransitions._job_query).
+        docs = self.document_jobs.c
         self._started_update = self.document_jobs.update().where(
             docs.job_id == bindparam("started_job_id"), docs.started_at.is_(None))
+        self._document_query = select(self.documents).where(
+            self.documents.c.document_id == bindparam("document_id"), self.documents.c.tenant == bindparam("tenant"))
 
     # --- tokens -----------------------------------------------------------------------------------------------
 
@@ -210,7 +213,8 @@ class DocumentLedger:
             return self._document(conn, tenant, document_id)
 
     def _document(self, conn: Connection, tenant: str, document_id: str) -> dict | None:
-        return _owned_row(conn, self.documents, self.documents.c.document_id == document_id, tenant)
+        row = conn.execute(self._document_query, {"document_id": document_id, "tenant": tenant}).first()
+        return None if row is None else dict(row._mapping)
 
     # --- jobs -------------------------------------------------------------------------------------------------
 
