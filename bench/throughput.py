@@ -76,17 +76,25 @@ ROLES = ("bench", "webserver", "daemon", "code servers", "run processes", "worke
 class ProcessMeter:
     """Samples this process and all its descendants (webserver, daemon, code servers, run processes, their forked
     workers, PostgreSQL) every 0.2 s: peak RSS of any one process and of all together, and the CPU (user + system)
-    each kind of process used, from each process's last sample (a process that ends between two samples loses at
-    most 0.2 s of its CPU). A forked worker keeps its parent's command line, so it is told apart by its parent."""
+    each kind of process used while metered, from each process's last sample (a process that ends between two
+    samples loses at most 0.2 s of its CPU). A process alive before the meter started counts only what it used
+    since (the bench's own worker pool outlives the raw mode). A forked worker keeps its parent's command line, so
+    it is told apart by its parent."""
 
     def __init__(self) -> None:
         self.single_mb = self.total_mb = 0.0
         self._cpu: dict[int, tuple[str, float]] = {}  # pid -> (role, CPU s at its last sample)
+        self._before: dict[int, float] = {}  # pid -> CPU s when the meter started, for processes alive then
         self._roles: dict[int, str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def __enter__(self) -> ProcessMeter:
+        me = psutil.Process()
+        for process in [me, *me.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error):
+                times = process.cpu_times()
+                self._before[process.pid] = times.user + times.system
         self._thread.start()
         return self
 
@@ -96,8 +104,8 @@ class ProcessMeter:
 
     def cpu_by_role(self) -> dict[str, float]:
         totals = dict.fromkeys(ROLES, 0.0)
-        for role, cpu in self._cpu.values():
-            totals[role] += cpu
+        for pid, (role, cpu) in self._cpu.items():
+            totals[role] += cpu - self._before.get(pid, 0.0)
         return totals
 
     def _role(self, process: psutil.Process, me: int) -> str:
@@ -417,8 +425,12 @@ def report(args, partitions, raw_s, raw_meter, in_run_s, one_month, analyst, dag
           f" max {analyst['wait_max_s']:.1f} s; run duration mean {analyst['run_mean_s']:.1f} s, "
           f"max {analyst['run_max_s']:.1f} s")
     raw_cpu, dagster_cpu = sum(raw_meter.cpu_by_role().values()), dagster_meter.cpu_by_role()
-    print(f"\nCPU s (user + system), sampled: raw {raw_cpu:.1f} ({raw_cpu / n * 1000:.0f} ms per partition); "
-          f"analyst {sum(dagster_cpu.values()):.1f} ({sum(dagster_cpu.values()) / n * 1000:.0f} ms per partition)")
+    analyst_cpu, cores = sum(dagster_cpu.values()), len(os.sched_getaffinity(0))
+    # The share of the cores' time each mode got: well below 100% means something outside it took the rest.
+    print(f"\nCPU s (user + system), sampled: raw {raw_cpu:.1f} ({raw_cpu / n * 1000:.0f} ms per partition, "
+          f"{raw_cpu / (raw_s * cores):.0%} of {cores} cores); analyst {analyst_cpu:.1f} "
+          f"({analyst_cpu / n * 1000:.0f} ms per partition, {analyst_cpu / (analyst_s * cores):.0%}; "
+          f"{analyst_cpu / raw_cpu:.2f}x raw's)")
     for role, cpu in dagster_cpu.items():
         if cpu:
             print(f"  {role:<18} {cpu:>8.1f} s  {cpu / n * 1000:>6.1f} ms per partition")
