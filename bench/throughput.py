@@ -108,14 +108,14 @@ class ProcessMeter:
             totals[role] += cpu - self._before.get(pid, 0.0)
         return totals
 
-    def _role(self, process: psutil.Process, me: int) -> str:
+    def _role(self, process: psutil.Process, me: psutil.Process) -> str:
         if process.pid not in self._roles:
             command = " ".join(process.cmdline())
             parent = self._roles.get(process.ppid())
-            if process.pid == me:
+            if process.pid == me.pid:
                 role = "bench"
-            elif parent in ("run processes", "worker processes") or process.ppid() == me and "bench" in command:
-                role = "worker processes"
+            elif parent in ("run processes", "worker processes") or parent == "bench" and command == self._bench:
+                role = "worker processes"  # forked by a run process, or by the bench (its raw mode's pool)
             elif "dagster-webserver" in command:
                 role = "webserver"
             elif "dagster-daemon" in command:
@@ -131,12 +131,13 @@ class ProcessMeter:
 
     def _sample(self) -> None:
         me = psutil.Process()
+        self._bench = " ".join(me.cmdline())
         while not self._stop.wait(0.2):
             sizes = []
             for process in [me, *me.children(recursive=True)]:
                 with contextlib.suppress(psutil.Error):
                     with process.oneshot():
-                        role = self._role(process, me.pid)
+                        role = self._role(process, me)
                         times = process.cpu_times()
                         sizes.append(process.memory_info().rss / 2**20)
                     self._cpu[process.pid] = (role, times.user + times.system)
