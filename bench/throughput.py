@@ -42,7 +42,7 @@ import sqlalchemy as sa
 from evidence_pipeline import parallel
 from evidence_pipeline.config import Settings
 from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
-from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.models import FIRST_PERIOD, TenantMonth
 from evidence_pipeline.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo, runtime_for, s3_client
 from evidence_pipeline.sources import publish_revision
@@ -151,6 +151,9 @@ def tenant_months(tenants: int, months: int, prefix: str) -> list[TenantMonth]:
     from evidence_pipeline.defs.demo import complete_months
 
     periods = complete_months(date.today(), months)
+    if periods[0] < FIRST_PERIOD:  # no month partition starts before it (models.first_open_period)
+        sys.exit(f"--months {months}: the month partitions start at {FIRST_PERIOD}, only "
+                 f"{sum(p >= FIRST_PERIOD for p in periods)} complete months ago; add --tenants for more partitions")
     return [TenantMonth(f"{prefix}{t:03d}", p) for t in range(tenants) for p in periods]
 
 
