@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import requests
 import yaml
 
@@ -110,7 +111,17 @@ def code_server(command: list[str], port: int, env: dict[str, str], log: Path, s
             time.sleep(0.2)
         yield server
     finally:
+        # It serves from a child (`dagster api grpc`) that has outlived it once its runs were done: stop both.
+        children = []
+        with contextlib.suppress(psutil.Error):
+            children = psutil.Process(server.pid).children(recursive=True)
         stop(server)
+        for child in children:
+            with contextlib.suppress(psutil.Error):
+                child.terminate()
+        for child in psutil.wait_procs(children, timeout=10)[1]:
+            with contextlib.suppress(psutil.Error):
+                child.kill()
 
 
 def stop(process: subprocess.Popen, timeout_s: float = 60) -> None:
