@@ -42,7 +42,7 @@ import sqlalchemy as sa
 from evidence_pipeline import parallel
 from evidence_pipeline.config import Settings
 from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
-from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.models import FIRST_PERIOD, TenantMonth
 from evidence_pipeline.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo, runtime_for, s3_client
 from evidence_pipeline.sources import publish_revision
@@ -76,17 +76,25 @@ ROLES = ("bench", "webserver", "daemon", "code servers", "run processes", "worke
 class ProcessMeter:
     """Samples this process and all its descendants (webserver, daemon, code servers, run processes, their forked
     workers, PostgreSQL) every 0.2 s: peak RSS of any one process and of all together, and the CPU (user + system)
-    each kind of process used, from each process's last sample (a process that ends between two samples loses at
-    most 0.2 s of its CPU). A forked worker keeps its parent's command line, so it is told apart by its parent."""
+    each kind of process used while metered, from each process's last sample (a process that ends between two
+    samples loses at most 0.2 s of its CPU). A process alive before the meter started counts only what it used
+    since (the bench's own worker pool outlives the raw mode). A forked worker keeps its parent's command line, so
+    it is told apart by its parent."""
 
     def __init__(self) -> None:
         self.single_mb = self.total_mb = 0.0
         self._cpu: dict[int, tuple[str, float]] = {}  # pid -> (role, CPU s at its last sample)
+        self._before: dict[int, float] = {}  # pid -> CPU s when the meter started, for processes alive then
         self._roles: dict[int, str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def __enter__(self) -> ProcessMeter:
+        me = psutil.Process()
+        for process in [me, *me.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error):
+                times = process.cpu_times()
+                self._before[process.pid] = times.user + times.system
         self._thread.start()
         return self
 
@@ -96,18 +104,18 @@ class ProcessMeter:
 
     def cpu_by_role(self) -> dict[str, float]:
         totals = dict.fromkeys(ROLES, 0.0)
-        for role, cpu in self._cpu.values():
-            totals[role] += cpu
+        for pid, (role, cpu) in self._cpu.items():
+            totals[role] += cpu - self._before.get(pid, 0.0)
         return totals
 
-    def _role(self, process: psutil.Process, me: int) -> str:
+    def _role(self, process: psutil.Process, me: psutil.Process) -> str:
         if process.pid not in self._roles:
             command = " ".join(process.cmdline())
             parent = self._roles.get(process.ppid())
-            if process.pid == me:
+            if process.pid == me.pid:
                 role = "bench"
-            elif parent in ("run processes", "worker processes") or process.ppid() == me and "bench" in command:
-                role = "worker processes"
+            elif parent in ("run processes", "worker processes") or parent == "bench" and command == self._bench:
+                role = "worker processes"  # forked by a run process, or by the bench (its raw mode's pool)
             elif "dagster-webserver" in command:
                 role = "webserver"
             elif "dagster-daemon" in command:
@@ -123,12 +131,13 @@ class ProcessMeter:
 
     def _sample(self) -> None:
         me = psutil.Process()
+        self._bench = " ".join(me.cmdline())
         while not self._stop.wait(0.2):
             sizes = []
             for process in [me, *me.children(recursive=True)]:
                 with contextlib.suppress(psutil.Error):
                     with process.oneshot():
-                        role = self._role(process, me.pid)
+                        role = self._role(process, me)
                         times = process.cpu_times()
                         sizes.append(process.memory_info().rss / 2**20)
                     self._cpu[process.pid] = (role, times.user + times.system)
@@ -142,6 +151,9 @@ def tenant_months(tenants: int, months: int, prefix: str) -> list[TenantMonth]:
     from evidence_pipeline.defs.demo import complete_months
 
     periods = complete_months(date.today(), months)
+    if periods[0] < FIRST_PERIOD:  # no month partition starts before it (models.first_open_period)
+        sys.exit(f"--months {months}: the month partitions start at {FIRST_PERIOD}, only "
+                 f"{sum(p >= FIRST_PERIOD for p in periods)} complete months ago; add --tenants for more partitions")
     return [TenantMonth(f"{prefix}{t:03d}", p) for t in range(tenants) for p in periods]
 
 
@@ -417,8 +429,12 @@ def report(args, partitions, raw_s, raw_meter, in_run_s, one_month, analyst, dag
           f" max {analyst['wait_max_s']:.1f} s; run duration mean {analyst['run_mean_s']:.1f} s, "
           f"max {analyst['run_max_s']:.1f} s")
     raw_cpu, dagster_cpu = sum(raw_meter.cpu_by_role().values()), dagster_meter.cpu_by_role()
-    print(f"\nCPU s (user + system), sampled: raw {raw_cpu:.1f} ({raw_cpu / n * 1000:.0f} ms per partition); "
-          f"analyst {sum(dagster_cpu.values()):.1f} ({sum(dagster_cpu.values()) / n * 1000:.0f} ms per partition)")
+    analyst_cpu, cores = sum(dagster_cpu.values()), len(os.sched_getaffinity(0))
+    # The share of the cores' time each mode got: well below 100% means something outside it took the rest.
+    print(f"\nCPU s (user + system), sampled: raw {raw_cpu:.1f} ({raw_cpu / n * 1000:.0f} ms per partition, "
+          f"{raw_cpu / (raw_s * cores):.0%} of {cores} cores); analyst {analyst_cpu:.1f} "
+          f"({analyst_cpu / n * 1000:.0f} ms per partition, {analyst_cpu / (analyst_s * cores):.0%}; "
+          f"{analyst_cpu / raw_cpu:.2f}x raw's)")
     for role, cpu in dagster_cpu.items():
         if cpu:
             print(f"  {role:<18} {cpu:>8.1f} s  {cpu / n * 1000:>6.1f} ms per partition")

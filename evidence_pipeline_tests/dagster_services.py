@@ -1,19 +1,26 @@
 """A real `dagster-webserver` (the UI's GraphQL API) and `dagster-daemon` on one instance, for tests and bench/.
 
-Both run as subprocesses with the repository's workspace.yaml, exactly as `evidence ui` runs them; the caller gives
-their environment (DAGSTER_HOME with a dagster.yaml, EVIDENCE_* settings).
+Both run as subprocesses; the caller gives their environment (DAGSTER_HOME with a dagster.yaml, EVIDENCE_*
+settings). By default the code location is served as `evidence ui` (`dagster dev`) and a deployment serve it: one
+`dagster code-server start` process, which both reach over gRPC (deploy/workspace.yaml, pointed at it) and which
+launches the runs. With the repository's workspace.yaml instead (`python_module`), each of them would spawn a code
+server of its own, and the daemon would replace its own every 60 s (Dagster's RELOAD_WORKSPACE_INTERVAL): a new
+process that imports and loads the whole location, once a minute, for as long as a backfill runs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psutil
 import requests
+import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 LOCATION = {"repositoryLocationName": "evidence_pipeline", "repositoryName": "__repository__"}
@@ -29,10 +36,33 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def grpc_workspace(path: Path, port: int) -> Path:
+    """deploy/workspace.yaml, pointed at a code server on 127.0.0.1:``port``, written to ``path``."""
+    config = yaml.safe_load((REPO / "deploy" / "workspace.yaml").read_text())
+    config["load_from"][0]["grpc_server"].update(host="127.0.0.1", port=port)
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def code_server_command(port: int) -> list[str]:
+    """`dagster code-server start` of the location on 127.0.0.1:``port``, as the image's command runs it."""
+    return [str(Path(sys.executable).parent / "dagster"), "code-server", "start", "--host", "127.0.0.1",
+            "--port", str(port), "--module-name", "evidence_pipeline.definitions",
+            "--location-name", "evidence_pipeline"]
+
+
 @contextlib.contextmanager
 def dagster_services(env: dict[str, str], logs: Path, start_timeout_s: float = 180,
-                     workspace: Path = REPO / "workspace.yaml", daemon_env: dict[str, str] | None = None):
-    """Starts the webserver and the daemon (with ``daemon_env`` when given); yields the GraphQL URL; stops both."""
+                     workspace: Path | None = None, daemon_env: dict[str, str] | None = None):
+    """Starts the webserver and the daemon (with ``daemon_env`` when given); yields the GraphQL URL; stops both.
+    Without ``workspace``, also a code server (with ``env``) that both use, stopped after them."""
+    if workspace is None:
+        port = _free_port()
+        with code_server(code_server_command(port), port, env, logs / "code-server.log", start_timeout_s):
+            with dagster_services(env, logs, start_timeout_s, grpc_workspace(logs / "workspace.yaml", port),
+                                  daemon_env) as url:
+                yield url
+        return
     port = _free_port()
     venv_bin = Path(sys.executable).parent
     common = ["-w", str(workspace)]
@@ -72,7 +102,8 @@ def code_server(command: list[str], port: int, env: dict[str, str], log: Path, s
         client = DagsterGrpcClient(port=port, host="127.0.0.1")
         deadline = time.monotonic() + start_timeout_s
         while True:
-            with contextlib.suppress(Exception):  # not listening yet
+            # Not listening yet: Dagster's client prints the gRPC error; it says nothing here.
+            with contextlib.suppress(Exception), contextlib.redirect_stdout(io.StringIO()):
                 if client.health_check_query() == "SERVING":
                     break
             if server.poll() is not None or time.monotonic() > deadline:
@@ -80,7 +111,17 @@ def code_server(command: list[str], port: int, env: dict[str, str], log: Path, s
             time.sleep(0.2)
         yield server
     finally:
+        # It serves from a child (`dagster api grpc`) that has outlived it once its runs were done: stop both.
+        children = []
+        with contextlib.suppress(psutil.Error):
+            children = psutil.Process(server.pid).children(recursive=True)
         stop(server)
+        for child in children:
+            with contextlib.suppress(psutil.Error):
+                child.terminate()
+        for child in psutil.wait_procs(children, timeout=10)[1]:
+            with contextlib.suppress(psutil.Error):
+                child.kill()
 
 
 def stop(process: subprocess.Popen, timeout_s: float = 60) -> None:

@@ -702,16 +702,14 @@ def test_webserver_and_daemon_workspace_reaches_a_code_server(tmp_path):
     from dagster._core.workspace.context import WorkspaceProcessContext
     from dagster._core.workspace.load_target import WorkspaceFileTarget
 
-    from evidence_pipeline_tests.dagster_services import _free_port, code_server
+    from evidence_pipeline_tests.dagster_services import _free_port, code_server, grpc_workspace
 
     final = dockerfile_stages(DOCKERFILE.read_text())[-1]
     [command] = [json.loads(rest) for instruction, rest in final["instructions"] if instruction == "CMD"]
     port = _free_port()
     command = [str(Path(sys.executable).parent / command[0]), *command[1:]]
     command[command.index("--host") + 1], command[command.index("--port") + 1] = "127.0.0.1", str(port)
-    workspace = _yaml(DEPLOY / "workspace.yaml")
-    workspace["load_from"][0]["grpc_server"].update(host="127.0.0.1", port=port)
-    (tmp_path / "workspace.yaml").write_text(yaml.safe_dump(workspace))
+    grpc_workspace(tmp_path / "workspace.yaml", port)
     (tmp_path / "home").mkdir()
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"), "EVIDENCE_HOME": str(tmp_path / "evidence")}
     with code_server(command, port, env, tmp_path / "code-server.log"), instance_for_test() as instance, \

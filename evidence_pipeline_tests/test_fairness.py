@@ -100,10 +100,10 @@ def test_dagster_yaml_installs_coordinator_and_per_tenant_limit(tmp_path):
     with instance_for_test(overrides=_dagster_yaml(), temp_dir=str(tmp_path)) as instance:
         assert type(instance.run_coordinator) is TenantFairRunCoordinator
         queue = instance.get_concurrency_config().run_queue_config
-        assert queue.max_concurrent_runs == 4
+        assert queue.max_concurrent_runs == 2
         # The limit must be on the tag the coordinator writes, per unique value (i.e. per tenant).
         assert list(queue.tag_concurrency_limits) == [
-            {"key": TENANT_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 2}
+            {"key": TENANT_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
         ]
 
 
@@ -157,7 +157,7 @@ def _launched_tenants(instance: DagsterInstance) -> Counter:
 
 
 def test_one_tenants_backfill_cannot_take_every_run_slot(instance, workspace_context):
-    # Submitted first, so a FIFO queue without the per-tenant cap would hand big-tenant all 4 run slots.
+    # Submitted first, so a FIFO queue without the per-tenant cap would hand big-tenant both run slots.
     big = [
         _submit(instance, workspace_context, _range(f"2025-{m:02d}-01|big-tenant", f"2025-{m + 2:02d}-01|big-tenant"))
         for m in (1, 4, 7, 10)
@@ -189,21 +189,26 @@ def test_one_tenants_backfill_cannot_take_every_run_slot(instance, workspace_con
     daemon = QueuedRunCoordinatorDaemon(interval_seconds=1)
     list(daemon.run_iteration(workspace_context))
 
-    # 4 slots: big-tenant gets its cap of 2, the other tenants get the rest; the cross-tenant run waits for a slot.
-    assert _launched_tenants(instance) == Counter({"big-tenant": 2, "small-a": 1, "small-b": 1})
+    # 2 slots: big-tenant gets its cap of 1, the next tenant in the queue the other; the rest wait for a slot.
+    assert _launched_tenants(instance) == Counter({"big-tenant": 1, "small-a": 1})
     launched = {run.run_id for run in instance.run_launcher.queue()}
-    assert launched == {big[0].run_id, big[1].run_id, small_a.run_id, small_b.run_id}
-    assert instance.get_run_by_id(big[2].run_id).status == DagsterRunStatus.QUEUED
+    assert launched == {big[0].run_id, small_a.run_id}
+    assert instance.get_run_by_id(big[1].run_id).status == DagsterRunStatus.QUEUED
 
     # Launched runs stay in progress (STARTING), so another pass launches nothing.
     list(daemon.run_iteration(workspace_context))
-    assert len(instance.run_launcher.queue()) == 4
+    assert len(instance.run_launcher.queue()) == 2
 
-    # When a big-tenant run ends, the next big-tenant run takes its place: still 2 at a time, not starved.
+    # When a big-tenant run ends, the next big-tenant run takes its place: still 1 at a time, not starved.
     _finish(instance, big[0])
     list(daemon.run_iteration(workspace_context))
-    assert [run.run_id for run in instance.run_launcher.queue()][4:] == [big[2].run_id]
+    assert [run.run_id for run in instance.run_launcher.queue()][2:] == [big[1].run_id]
+    # When the other tenant's run ends, the next other tenant's run takes the slot, not big-tenant's third.
+    _finish(instance, small_a)
+    list(daemon.run_iteration(workspace_context))
+    assert [run.run_id for run in instance.run_launcher.queue()][3:] == [small_b.run_id]
     assert {run.run_id for run in instance.get_runs() if run.status == DagsterRunStatus.QUEUED} == {
+        big[2].run_id,
         big[3].run_id,
         cross.run_id,
     }

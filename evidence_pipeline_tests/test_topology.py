@@ -30,7 +30,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-import yaml
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 
 from evidence_pipeline.config import Settings
@@ -41,7 +40,15 @@ from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.tempfiles import MARKER
 from evidence_pipeline_tests.conftest import aws_environment, new_database
-from evidence_pipeline_tests.dagster_services import REPO, _free_port, code_server, dagster_services, graphql
+from evidence_pipeline_tests.dagster_services import (
+    REPO,
+    _free_port,
+    code_server,
+    code_server_command,
+    dagster_services,
+    graphql,
+    grpc_workspace,
+)
 from evidence_pipeline_tests.test_launch_paths import LAUNCH_BACKFILL, key
 
 TENANTS = ["acme-books", "baltic-crafts"]  # demo tenants: their demo data is the source
@@ -106,15 +113,9 @@ def test_a_backfill_runs_through_code_server_webserver_daemon_and_run_processes(
     assert added.returncode == 0, added.stderr
 
     port = _free_port()
-    workspace = tmp_path / "workspace.yaml"  # deploy/workspace.yaml, pointed at this code server
-    config = yaml.safe_load((REPO / "deploy" / "workspace.yaml").read_text())
-    config["load_from"][0]["grpc_server"].update(host="127.0.0.1", port=port)
-    workspace.write_text(yaml.safe_dump(config))
-    command = [str(Path(sys.executable).parent / "dagster"), "code-server", "start", "--host", "127.0.0.1",
-               "--port", str(port), "--module-name", "evidence_pipeline.definitions",
-               "--location-name", "evidence_pipeline"]
+    workspace = grpc_workspace(tmp_path / "workspace.yaml", port)
 
-    with (code_server(command, port, envs["code"], tmp_path / "code-server.log", TIMEOUT_S) as server,
+    with (code_server(code_server_command(port), port, envs["code"], tmp_path / "code-server.log", TIMEOUT_S) as server,
           dagster_services(envs["webserver"], tmp_path, TIMEOUT_S, workspace, envs["daemon"]) as url,
           DagsterInstance.from_config(operator["DAGSTER_HOME"]) as instance):
         # The registry sensor, evaluated in the code server at the daemon's request, makes the tenants partitions.

@@ -5,7 +5,7 @@ import warnings
 
 from dagster import BetaWarning, PreviewWarning
 
-from evidence_pipeline.defs import provenance, range_runs
+from evidence_pipeline.defs import pool_wait, provenance, range_runs
 
 # Backfill policies are beta in Dagster 1.13; we pin 1.13.27 and test range runs, so the warning says nothing new.
 warnings.filterwarnings("ignore", category=BetaWarning, message="Parameter `backfill_policy`")
@@ -20,3 +20,5 @@ os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", "1000")
 range_runs.install()
 # Each partition of a range run records its own data version and upstream events; see provenance.py.
 provenance.install()
+# A run waiting for a pool slot sleeps between its claims instead of spinning a core; see pool_wait.py.
+pool_wait.install()
