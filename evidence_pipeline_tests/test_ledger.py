@@ -2,7 +2,7 @@ import time
 
 import pytest
 from alembic import command
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.exc import DatabaseError
 
 from evidence_pipeline.errors import EvidenceError
@@ -101,6 +101,29 @@ def test_only_progress_commits_without_waiting_for_the_disk(ledger):
     with ledger.writing() as conn:
         seen.append(conn.exec_driver_sql(query).scalar())
     assert seen == [durable, progress, durable, durable]
+
+
+def test_a_transaction_reads_the_chain_head_once_and_a_rolled_back_one_leaves_none_behind(ledger):
+    """Within a writing transaction each append chains on the one before it without asking the database again;
+    what a rolled-back transaction appended is never the head of the next one on the same pooled connection."""
+    heads = []
+
+    def count(_conn, _cursor, statement, *_args) -> None:
+        if "ORDER BY evidence_audit_events.seq DESC" in statement:
+            heads.append(statement)
+
+    event.listen(ledger.engine, "before_cursor_execute", count)
+    try:
+        ledger._transact(lambda conn: [ledger._append(conn, SMALL, "report.rendered", f"{i + 10:064x}", "run-2",
+                                                      {}) for i in range(3)])
+        assert len(heads) == 1
+        with pytest.raises(RuntimeError), ledger.writing() as conn:
+            ledger._append(conn, SMALL, "report.rendered", f"{20:064x}", "run-3", {})
+            raise RuntimeError("the work after the append failed")
+        ledger.record(SMALL, "report.rendered", f"{21:064x}", "run-3")
+    finally:
+        event.remove(ledger.engine, "before_cursor_execute", count)
+    assert len(heads) == 3 and ledger.verify_chain() == 7  # one head per transaction; 3 + 3 + 1 events
 
 
 def test_concurrent_appends_keep_one_chain(ledger):

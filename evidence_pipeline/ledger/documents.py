@@ -81,6 +81,7 @@ class DocumentLedger:
         docs = self.document_jobs.c
         self._started_update = self.document_jobs.update().where(
             docs.job_id == bindparam("started_job_id"), docs.started_at.is_(None))
+        self._finished_update = self.document_jobs.update().where(docs.job_id == bindparam("finished_job_id"))
         self._document_query = select(self.documents).where(
             self.documents.c.document_id == bindparam("document_id"), self.documents.c.tenant == bindparam("tenant"))
 
@@ -775,9 +776,8 @@ class DocumentLedger:
 
     def mark_finished(self, job_id: str) -> None:
         """A job closed by a failure (rejected or dead) has finished too."""
-        docs = self.document_jobs.c
         with classified_errors(), self.ledger.writing() as conn:
-            conn.execute(self.document_jobs.update().where(docs.job_id == job_id).values(finished_at=time.time()))
+            conn.execute(self._finished_update, {"finished_job_id": job_id, "finished_at": time.time()})
 
     def complete(
         self,
@@ -818,9 +818,7 @@ class DocumentLedger:
                 outputs | {"job_id": job["job_id"], "lease_token": lease.token},
             )
             if rejected:
-                attempt = conn.execute(
-                    select(self.ledger.jobs.c.attempts).where(self.ledger.jobs.c.job_id == job["job_id"])
-                ).scalar()
+                attempt = self.ledger._job(conn, job["job_id"])["attempts"]
                 self.ledger._append(
                     conn,
                     tenant_month,
@@ -829,11 +827,8 @@ class DocumentLedger:
                     actor,
                     {"job_id": job["job_id"], "reason": rejected, "attempt": attempt},
                 )
-            conn.execute(
-                self.document_jobs.update()
-                .where(self.document_jobs.c.job_id == job["job_id"])
-                .values(outputs=canonical(outputs | {"ledger_seq": event.seq}), finished_at=time.time())
-            )
+            conn.execute(self._finished_update, {"finished_job_id": job["job_id"], "finished_at": time.time(),
+                                                 "outputs": canonical(outputs | {"ledger_seq": event.seq})})
             return event.seq
 
         return self.ledger._transact(commit)

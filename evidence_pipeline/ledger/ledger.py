@@ -40,6 +40,7 @@ VERSION_TABLE = "evidence_ledger_version"  # Dagster keeps its own alembic_versi
 
 
 _APPEND_ATTEMPTS = 20
+_CHAIN_HEAD = "evidence_chain_head"  # in a writing transaction's conn.info: the hash of its last appended event
 _BUSY_SECONDS = 30  # how long a writer waits for the write lock (SQLite's busy_timeout says the same)
 
 
@@ -387,8 +388,9 @@ class Ledger(JobTransitions):
 
     def _append(self, conn: Connection, tenant_month: TenantMonth, event_type: str, subject_sha256: str,
                 actor: str, details: dict) -> LedgerEvent:
-        head = conn.execute(self._chain_head).scalar()
-        prev = head or GENESIS_HASH
+        # Within one writing transaction the head is the event it appended last: prev_hash is unique, so no other
+        # writer can have appended after it before this transaction commits.
+        prev = conn.info.get(_CHAIN_HEAD) or conn.execute(self._chain_head).scalar() or GENESIS_HASH
         event_type = str(event_type)  # an EventType is stored as its plain string
         body = {
             "event_id": str(uuid.uuid4()),
@@ -407,6 +409,7 @@ class Ledger(JobTransitions):
             "period": tenant_month.period, "subject_sha256": subject_sha256, "body": body_text, "prev_hash": prev,
             "event_hash": event_hash,
         }).inserted_primary_key[0]
+        conn.info[_CHAIN_HEAD] = event_hash
         return LedgerEvent(seq, event_type, event_hash, body)
 
     def _publication(self, conn: Connection, identity: str) -> dict | None:
@@ -470,7 +473,11 @@ class Ledger(JobTransitions):
         with self._writers, (self._writer if durable else self._progress_writer).begin() as conn:
             if not durable and conn.dialect.name == "postgresql":
                 conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
-            yield conn
+            conn.info.pop(_CHAIN_HEAD, None)  # conn.info outlives the transaction (it is the pooled connection's)
+            try:
+                yield conn
+            finally:
+                conn.info.pop(_CHAIN_HEAD, None)
 
     def _transact(self, work, durable: bool = True):
         """Run ``work`` in one transaction, retrying when a concurrent writer took the chain head first."""
