@@ -7,12 +7,13 @@ backfill launched from the UI waited 0-30 s before its first run was created: 28
 13% of a 1,200-partition backfill (bench/README.md, throughput.py).
 
 Here the loop sleeps on a stand-in for that event whose ``wait`` also ends when a backfill the loop has not seen
-is requested: it asks for the newest requested backfill once a second (one indexed query, ~3 ms of CPU) and wakes
-the loop if that is none of the backfills requested when the loop last started an iteration. Backfills already in
-progress are iterated no more often than before: the loop wakes only for a new backfill (which, like any
-iteration, also iterates the others once), and after it the 30 s interval starts again. A backfill requested at
-the very moment an iteration starts may be iterated twice in a row (the stand-in cannot know what that
-iteration's query saw), never missed.
+is requested: once a second it asks for the newest backfill stamped in the last few seconds (usually none: one
+small query, no backfill's body read) and wakes the loop if that is none of those requested when the loop last
+started an iteration. Backfills already in progress are iterated no more often than before: the loop wakes only
+for a new backfill (which, like any iteration, also iterates the others once), and after it the 30 s interval
+starts again. A backfill requested at the very moment an iteration starts may be iterated twice in a row (the
+stand-in cannot know what that iteration's query saw); one that the UI took more than STAMP_TO_STORE_SECONDS to
+store after stamping it waits for the tick, as before.
 
 The daemon imports this package with the storage classes dagster.yaml names (storage.py), before its daemons
 start. The patch applies only to the exact version and sources it was checked against; otherwise it warns and
@@ -28,10 +29,14 @@ import dagster._daemon.backfill as dagster_backfill
 import dagster._daemon.daemon as dagster_daemon
 from dagster import DagsterInstance
 from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
+from dagster._time import datetime_from_timestamp
 
 from evidence_pipeline.defs.guard import still_checked
 
 POLL_SECONDS = 1.0
+# The UI stamps a backfill before it computes what the backfill targets and stores it; a backfill stored more than
+# this long after its stamp is found at the daemon's next tick instead (as without this patch).
+STAMP_TO_STORE_SECONDS = 10.0
 # sha256 of inspect.getsource(...) of the objects this relies on, in dagster==1.13.27: the loop uses its shutdown
 # event only to sleep between iterations, and the backfill daemon calls the loop through daemon.py's name for it.
 CHECKED_SOURCES = {
@@ -53,13 +58,18 @@ class WakeOnNewBackfill:
         self._instance = instance
         self._shutdown = shutdown_event
         self._logger = logger
-        self._seen = self._requested()
+        self._note_requested()
 
-    def _requested(self) -> set[str]:
-        return {backfill.backfill_id for backfill in self._instance.get_backfills(filters=_REQUESTED)}
+    def _note_requested(self) -> None:
+        """Remembers the backfills requested now. Only those stamped in the last STAMP_TO_STORE_SECONDS are asked
+        for, now and by the polls until the next call: a backfill in progress is older, so a poll reads no
+        backfill's body (tens to hundreds of KB of JSON for thousands of partitions) until a new one comes."""
+        self._recent = BulkActionsFilter(statuses=[BulkActionStatus.REQUESTED],
+                                         created_after=datetime_from_timestamp(time.time() - STAMP_TO_STORE_SECONDS))
+        self._seen = {backfill.backfill_id for backfill in self._instance.get_backfills(filters=self._recent)}
 
     def _newest_unseen(self) -> str | None:
-        newest = self._instance.get_backfills(filters=_REQUESTED, limit=1)
+        newest = self._instance.get_backfills(filters=self._recent, limit=1)
         return newest[0].backfill_id if newest and newest[0].backfill_id not in self._seen else None
 
     def wait(self, timeout: float) -> bool:
@@ -72,7 +82,7 @@ class WakeOnNewBackfill:
                                   backfill_id, max(0.0, deadline - time.monotonic()))
                 break
         # What is requested now, the iteration that starts when this returns sees.
-        self._seen = self._requested()
+        self._note_requested()
         return False
 
 
