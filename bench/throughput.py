@@ -12,9 +12,8 @@ On one fresh temporary root, with the same backend kind and the same shared sour
 
 Prints partitions/s for each, the ratio analyst / raw (counted from the backfill's launch, and from the moment
 its first run was created: the backfill daemon's pick-up delay, a 0-30 s tick in Dagster 1.13, under a second with
-defs/backfill_wake.py), the
-orchestration overhead per partition ((analyst - raw) / partitions), where the CPU went (per kind of process), and
-the peak RSS of any one process and of all processes together, sampled every 0.2 s.
+defs/backfill_wake.py), the orchestration overhead per partition ((analyst - raw) / partitions), where the CPU went
+(per kind of process), and the peak RSS of any one process and of all processes together, sampled every 0.2 s.
 
 `--backend postgres` runs every mode on embedded PostgreSQL (Dagster's storage: dagster.production.yaml; the
 ledger) and a moto S3 server (archive, staging, sources), as bench/scale.py and the tests' aws backend do.
