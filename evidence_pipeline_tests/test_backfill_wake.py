@@ -23,6 +23,7 @@ from evidence_pipeline.demo_data import demo_transactions
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline.sources import publish_revision
+from evidence_pipeline_tests.conftest import new_database
 from evidence_pipeline_tests.dagster_services import REPO, dagster_services, graphql
 from evidence_pipeline_tests.guarded_patch import assert_patched_only_on_the_checked_dagster
 
@@ -32,10 +33,13 @@ LAUNCH_BACKFILL = """mutation($params: LaunchBackfillParams!) { launchPartitionB
   __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
 
 
-@pytest.fixture
-def instance(tmp_path):
-    with instance_for_test(overrides=yaml.safe_load((REPO / "dagster.yaml").read_text()),
-                           temp_dir=str(tmp_path)) as instance:
+@pytest.fixture(params=["sqlite", "postgres"])
+def instance(request, tmp_path, monkeypatch):
+    config = "dagster.yaml"
+    if request.param == "postgres":  # backfills are stamped and filtered by time in the run storage
+        monkeypatch.setenv("DAGSTER_PG_URL", new_database(request.getfixturevalue("postgres_url")))
+        config = "dagster.production.yaml"
+    with instance_for_test(overrides=yaml.safe_load((REPO / config).read_text()), temp_dir=str(tmp_path)) as instance:
         instance.add_dynamic_partitions("tenant", [TENANT])
         yield instance
 
