@@ -11,9 +11,9 @@ On one fresh temporary root, with the same backend kind and the same shared sour
            through the same webserver and daemon, and extrapolated to all tenant-months (labelled as such).
 
 Prints partitions/s for each, the ratio analyst / raw (counted from the backfill's launch, and from the moment
-its first run was created: the backfill daemon's pick-up delay is a fixed 0-30 s tick in Dagster 1.13), the
-orchestration overhead per partition ((analyst - raw) / partitions), where the CPU went (per kind of process), and
-the peak RSS of any one process and of all processes together, sampled every 0.2 s.
+its first run was created: the backfill daemon's pick-up delay, a 0-30 s tick in Dagster 1.13, under a second with
+defs/backfill_wake.py), the orchestration overhead per partition ((analyst - raw) / partitions), where the CPU went
+(per kind of process), and the peak RSS of any one process and of all processes together, sampled every 0.2 s.
 
 `--backend postgres` runs every mode on embedded PostgreSQL (Dagster's storage: dagster.production.yaml; the
 ledger) and a moto S3 server (archive, staging, sources), as bench/scale.py and the tests' aws backend do.
@@ -418,7 +418,7 @@ def report(args, partitions, raw_s, raw_meter, in_run_s, one_month, analyst, dag
         print(f"{'  from ' + str(sample) + ' runs in ' + format(stock_s, '.1f') + ' s)':<52}")
     print(f"\nratio analyst / raw throughput, everything counted: {raw_s / analyst_s:.2f}")
     print(f"ratio analyst / raw throughput, from the first run created: {raw_s / from_first_run_s:.2f}")
-    print(f"backfill daemon pick-up delay (launch -> first run created; a 0-30 s tick): {analyst['pickup_s']:.1f} s")
+    print(f"backfill daemon pick-up delay (launch -> first run created): {analyst['pickup_s']:.1f} s")
     print(f"orchestration overhead: {(analyst_s - raw_s) / n * 1000:.1f} ms per partition "
           f"({(from_first_run_s - raw_s) / n * 1000:.1f} from the first run created)")
     in_run_overhead_ms = (in_run_s / one_month - raw_s / n) * 1000

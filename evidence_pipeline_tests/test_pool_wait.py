@@ -2,7 +2,6 @@
 
 from pathlib import Path
 
-import dagster
 import pytest
 import yaml
 from dagster import instance_for_test
@@ -10,6 +9,7 @@ from dagster._core.execution.plan.instance_concurrency_context import InstanceCo
 from dagster._core.storage.dagster_run import DagsterRun
 
 from evidence_pipeline.defs import pool_wait
+from evidence_pipeline_tests.guarded_patch import assert_patched_only_on_the_checked_dagster
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -41,11 +41,5 @@ def test_a_step_blocked_on_a_pool_sleeps_until_its_next_claim(instance):
 
 
 def test_the_patch_applies_only_to_the_checked_dagster(monkeypatch):
-    monkeypatch.setattr(InstanceConcurrencyContext, "interval_to_next_pending_claim_check",
-                        pool_wait._dagster_interval)
-    monkeypatch.setattr(dagster, "__version__", "1.13.28")
-    with pytest.warns(UserWarning, match="checked against dagster==1.13.27"):
-        assert not pool_wait.install()
-    assert InstanceConcurrencyContext.interval_to_next_pending_claim_check is pool_wait._dagster_interval
-    monkeypatch.setattr(dagster, "__version__", "1.13.27")
-    assert pool_wait.install()  # fails after a Dagster upgrade until CHECKED_SOURCE_SHA256 is re-checked
+    assert_patched_only_on_the_checked_dagster(monkeypatch, pool_wait.install, InstanceConcurrencyContext,
+                                               "interval_to_next_pending_claim_check", pool_wait._dagster_interval)

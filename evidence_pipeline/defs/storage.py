@@ -9,25 +9,29 @@ the index), and Dagster's stock storages open a connection for every one of them
 - dagster-postgres builds its engines with ``NullPool``: a new PostgreSQL connection (socket, auth, backend fork)
   per storage call.
 
-The classes below change only how connections are obtained; schema, queries and transactions are Dagster's.
-They rely on private Dagster methods, so they apply only to the Dagster they were checked against; otherwise
-they warn and behave exactly as Dagster's own classes (see guard.py; test_range_runs.py re-checks).
+The classes below change how connections are obtained; schema and queries are Dagster's. One more change on
+SQLite: a batch of asset events (a range run's planned events, a step's materializations) commits in one
+transaction per shard instead of two per event. They rely on private Dagster methods, so they apply only to the
+Dagster they were checked against; otherwise they warn and behave exactly as Dagster's own classes (see guard.py;
+test_range_runs.py re-checks).
 """
 
 import functools
+import itertools
 import math
 import os
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import psycopg2.errors
 import sqlalchemy as sa
+from dagster import DagsterEventType, EventLogEntry
 from dagster._config import StringSource
 from dagster._core.storage.event_log import SqliteEventLogStorage
-from dagster._core.storage.event_log.schema import ConcurrencyLimitsTable
+from dagster._core.storage.event_log.schema import ConcurrencyLimitsTable, SqlEventLogStorageTable
 from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage
@@ -37,6 +41,9 @@ from evidence_pipeline.defs.guard import still_checked
 
 # Run shards whose engine stays open: the index shard and the runs this process is writing or reading.
 OPEN_SHARDS = 8
+# Asset events that SqliteEventLogStorage.store_event stores in the run's shard and the index and nothing else.
+_STORED_TOGETHER = frozenset({DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.ASSET_OBSERVATION,
+                              DagsterEventType.ASSET_MATERIALIZATION_PLANNED})
 # The Dagster methods whose internals (attributes, locks, transactions) the classes below rely on, as checked.
 CHECKED_SOURCES = {
     SqliteEventLogStorage._connect: "b8435f2665689760a1e1d98e17b78ceef5a48256dc11b562a20c840abc37d170",
@@ -45,6 +52,12 @@ CHECKED_SOURCES = {
     PostgresRunStorage.__init__: "c20e1fcd1ee52b39579bdab98f9fefa3a94acda1abf015bce303d82c78c3072a",
     SqlEventLogStorage.initialize_concurrency_limit_to_default:
         "6d44fe17c895aa2967a08ba788d0ba6b35d7c2488e31dbab20dbcfcb2d2c0d7d",
+    # What store_event_batch stores together, and how the asset key table's columns are probed.
+    SqliteEventLogStorage.store_event: "f89aed40602438b9bbbc885d4dca38ef3fcf6f067db70fca22dd40eca8a6e03c",
+    SqlEventLogStorage._store_asset_event: "fdb9340b9eef1c9bdbf159bcc9aaa334a029167764bc74d9cfd57c0a7d7a36af",
+    SqlEventLogStorage._get_asset_entry_values: "bb3b9df2c6c371fea1c6537e35a65d8836d4e16c5094c79df357c11d57bae1c3",
+    SqlEventLogStorage._has_asset_key_col_on_connection:
+        "981049dfa81d2e475f18e9135151c284f87bea9d4e48067125081619c5e232c4",
 }
 
 
@@ -81,18 +94,26 @@ def _wal_normal_sync(dbapi_connection, _record) -> None:
 
 class _RememberedTables:
     """Dagster probes for migrated tables several times per event (on SQLite on a new engine each time, on
-    PostgreSQL a catalog query each time: ~5 per partition of a range run). Tables are never dropped while the
-    instance is in use, so a table once seen is remembered."""
+    PostgreSQL a catalog query each time: ~5 per partition of a range run), and on SQLite it reflects the asset key
+    table's columns for every asset event it stores. Tables and columns are never dropped while the instance is in
+    use, so one once seen is remembered."""
+
+    def _remembered(self, kind: str, name: str, probe: Callable[[], bool]) -> bool:
+        if not checked():
+            return probe()
+        seen = self.__dict__.setdefault(kind, set())
+        if name not in seen:
+            if not probe():
+                return False
+            seen.add(name)
+        return True
 
     def has_table(self, table_name: str) -> bool:
-        if not checked():
-            return super().has_table(table_name)
-        tables_seen = self.__dict__.setdefault("_tables_seen", set())
-        if table_name not in tables_seen:
-            if not super().has_table(table_name):
-                return False
-            tables_seen.add(table_name)
-        return True
+        return self._remembered("_tables_seen", table_name, functools.partial(super().has_table, table_name))
+
+    def _has_asset_key_col_on_connection(self, conn: sa.Connection, column_name: str) -> bool:
+        return self._remembered("_asset_key_columns_seen", column_name,
+                                functools.partial(super()._has_asset_key_col_on_connection, conn, column_name))
 
 
 class PooledSqliteEventLogStorage(_RememberedTables, SqliteEventLogStorage):
@@ -148,6 +169,38 @@ class PooledSqliteEventLogStorage(_RememberedTables, SqliteEventLogStorage):
         with self._db_lock:
             while self._engines:
                 self._engines.popitem()[1].dispose()
+
+    def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
+        """What storing each event in turn stores (Dagster's ``store_event_batch``), but consecutive asset events of
+        one run commit together: one transaction in the run's shard and one in the index, not two per event. Dagster
+        hands over such batches when it creates a range run (a planned event per asset and partition: ~300 in the
+        daemon for a run of 100) and when a run's step stores its materializations (DAGSTER_EVENT_BATCH_SIZE)."""
+        if not checked():
+            super().store_event_batch(events)
+            return
+        for (_run_id, together), group in itertools.groupby(
+            events, key=lambda event: (event.run_id, event.dagster_event_type in _STORED_TOGETHER)
+        ):
+            if together:
+                self._store_asset_events(list(group))
+            else:
+                for event in group:
+                    self.store_event(event)
+
+    def _store_asset_events(self, events: list[EventLogEntry]) -> None:
+        # As SqliteEventLogStorage.store_event for each: the row in the run's shard, its copy in the index, the
+        # asset event tags and the asset's row (each column of which the last event that sets it decides: so
+        # the last event of each asset and type, in order).
+        rows = [self._event_to_row(event) for event in events]
+        with self.run_connection(events[0].run_id) as conn:
+            conn.execute(SqlEventLogStorageTable.insert(), rows)
+        with self.index_transaction() as conn:
+            event_ids = [conn.execute(SqlEventLogStorageTable.insert().values(**row)).inserted_primary_key[0]
+                         for row in rows]
+            self._store_asset_event_tags(conn, events, event_ids)
+            last = {(event.dagster_event.asset_key, event.dagster_event_type): i for i, event in enumerate(events)}
+            for i in sorted(last.values()):
+                self._store_asset_event(conn, events[i], event_ids[i])
 
 
 class _PooledPostgres:

@@ -1,0 +1,120 @@
+"""The backfill daemon starts a newly requested backfill when it is requested, not at its 30 s tick
+(defs/backfill_wake.py), and iterates backfills in progress no more often than before."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import dagster._daemon.daemon as dagster_daemon
+import pytest
+import yaml
+from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter, instance_for_test
+from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+
+from evidence_pipeline.config import Settings
+from evidence_pipeline.definitions import defs
+from evidence_pipeline.defs import backfill_wake
+from evidence_pipeline.demo_data import demo_transactions
+from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.runtime import runtime_for
+from evidence_pipeline.sources import publish_revision
+from evidence_pipeline_tests.conftest import new_database
+from evidence_pipeline_tests.dagster_services import REPO, dagster_services, graphql
+from evidence_pipeline_tests.guarded_patch import assert_patched_only_on_the_checked_dagster
+
+ASSETS = ["source_revision", "monthly_report", "evidence_bundle"]
+TENANT = "acme-books"
+LAUNCH_BACKFILL = """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
+  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def instance(request, tmp_path, monkeypatch):
+    config = "dagster.yaml"
+    if request.param == "postgres":  # backfills are stamped and filtered by time in the run storage
+        monkeypatch.setenv("DAGSTER_PG_URL", new_database(request.getfixturevalue("postgres_url")))
+        config = "dagster.production.yaml"
+    with instance_for_test(overrides=yaml.safe_load((REPO / config).read_text()), temp_dir=str(tmp_path)) as instance:
+        instance.add_dynamic_partitions("tenant", [TENANT])
+        yield instance
+
+
+def _request_backfill(instance: DagsterInstance, backfill_id: str, month: str) -> None:
+    """A backfill of the three evidence assets for one tenant-month, as the UI stores it (status REQUESTED)."""
+    instance.add_backfill(PartitionBackfill.from_asset_partitions(
+        backfill_id=backfill_id, asset_graph=defs.resolve_asset_graph(), partition_names=[f"{month}-01|{TENANT}"],
+        asset_selection=[AssetKey(a) for a in ASSETS], backfill_timestamp=time.time(), tags={},
+        dynamic_partitions_store=instance, all_partitions=False, title=None, description=None, run_config=None))
+
+
+def test_only_a_newly_requested_backfill_ends_the_loops_sleep(instance, caplog):
+    caplog.set_level(logging.INFO, logger="test.backfill")
+    shutdown = threading.Event()
+    _request_backfill(instance, "in-progress", "2026-01")
+    wake = backfill_wake.WakeOnNewBackfill(instance, shutdown, logging.getLogger("test.backfill"))
+
+    # A backfill already requested when the loop started its iteration does not wake it: the sleep runs out.
+    assert wake.wait(2 * backfill_wake.POLL_SECONDS) is False
+    assert caplog.messages == []
+
+    _request_backfill(instance, "new", "2026-02")
+    assert wake.wait(600) is False  # without the wake, this sleeps the full 600 s before the assertion below fails
+    assert [m.split(" was requested")[0] for m in caplog.messages] == ["Backfill new"]
+
+    # The iteration that followed saw it: it wakes the loop no more.
+    instance.update_backfill(instance.get_backfill("in-progress").with_status(BulkActionStatus.COMPLETED_SUCCESS))
+    assert wake.wait(2 * backfill_wake.POLL_SECONDS) is False
+    assert len(caplog.messages) == 1
+
+    shutdown.set()
+    assert wake.wait(600) is True
+
+
+def test_the_patch_applies_only_to_the_checked_dagster(monkeypatch):
+    assert_patched_only_on_the_checked_dagster(monkeypatch, backfill_wake.install, dagster_daemon,
+                                               "execute_backfill_iteration_loop", backfill_wake._dagster_loop)
+
+
+def _wait_for(condition, what: str, timeout_s: float = 900):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if result := condition():
+            return result
+        time.sleep(0.5)
+    pytest.fail(f"{what} did not happen in {timeout_s} s")
+
+
+def test_the_daemon_starts_a_backfill_when_it_is_requested(tmp_path):
+    """A real daemon, webserver and code server; backfills launched with the UI's mutation. The second backfill is
+    requested while the daemon's loop sleeps (its first backfill's run exists), so only a wake can start it before
+    the tick, and the daemon's log says it was woken for it."""
+    env = {"EVIDENCE_HOME": str(tmp_path / "home"), "EVIDENCE_WORKERS": "1", "DAGSTER_HOME": str(tmp_path / "dagster")}
+    os.makedirs(env["DAGSTER_HOME"])
+    shutil.copyfile(REPO / "dagster.yaml", Path(env["DAGSTER_HOME"]) / "dagster.yaml")
+    runtime = runtime_for(Settings.from_env(env))
+    months = ["2026-01", "2026-02"]
+    for month in months:
+        publish_revision(runtime.sources, TenantMonth(TENANT, month), demo_transactions(TenantMonth(TENANT, month)))
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        with DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+            instance.add_dynamic_partitions("tenant", [TENANT])
+            with dagster_services(os.environ | env, tmp_path) as url:
+                backfills = []
+                for month in months:
+                    result = graphql(url, LAUNCH_BACKFILL, {"params": {
+                        "assetSelection": [{"path": [a]} for a in ASSETS], "partitionNames": [f"{month}-01|{TENANT}"]}})
+                    backfills.append(result["launchPartitionBackfill"]["backfillId"])
+                    _wait_for(lambda: instance.get_runs(RunsFilter(tags={"dagster/backfill": backfills[-1]})),
+                              f"a run of backfill {backfills[-1]}")
+                _wait_for(lambda: all(instance.get_backfill(b).status != BulkActionStatus.REQUESTED for b in backfills),
+                          "the end of both backfills")
+                runs = instance.get_runs(RunsFilter(tags={"dagster/backfill": backfills}))
+    assert {run.status for run in runs} == {DagsterRunStatus.SUCCESS}
+    assert f"Backfill {backfills[1]} was requested: iterating now" in (tmp_path / "daemon.log").read_text()
