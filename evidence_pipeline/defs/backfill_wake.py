@@ -31,7 +31,7 @@ from dagster import DagsterInstance
 from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
 from dagster._time import datetime_from_timestamp
 
-from evidence_pipeline.defs.guard import still_checked
+from evidence_pipeline.defs.guard import patch
 
 POLL_SECONDS = 1.0
 # The UI stamps a backfill before it computes what the backfill targets and stores it; a backfill stored more than
@@ -94,13 +94,6 @@ def execute_backfill_iteration_loop(workspace_process_context, logger, shutdown_
 
 def install() -> bool:
     """Patch the backfill daemon's loop if Dagster is the checked version; True when patched."""
-    if dagster_daemon.execute_backfill_iteration_loop is execute_backfill_iteration_loop:
-        return True
-    if not still_checked(
-        "evidence_pipeline.defs.backfill_wake",
-        "a new backfill waits for the backfill daemon's next 30 s tick",
-        CHECKED_SOURCES,
-    ):
-        return False
-    dagster_daemon.execute_backfill_iteration_loop = execute_backfill_iteration_loop
-    return True
+    return patch(dagster_daemon, "execute_backfill_iteration_loop", execute_backfill_iteration_loop,
+                 "evidence_pipeline.defs.backfill_wake",
+                 "a new backfill waits for the backfill daemon's next 30 s tick", CHECKED_SOURCES)

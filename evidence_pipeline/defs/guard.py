@@ -25,3 +25,15 @@ def still_checked(what: str, consequence: str, sources: dict[object, str] | None
     warnings.warn(f"{what} was checked against dagster=={CHECKED_VERSION}, found {dagster.__version__} (or changed "
                   f"source): {consequence}", stacklevel=3)
     return False
+
+
+def patch(owner: object, name: str, replacement: object, what: str, consequence: str,
+          sources: dict[object, str]) -> bool:
+    """Set ``owner.name`` to ``replacement`` if Dagster is still as checked (``sources``, see still_checked);
+    True when it is in place, at once when it already was."""
+    if getattr(owner, name) is replacement:
+        return True
+    if not still_checked(what, consequence, sources):
+        return False
+    setattr(owner, name, replacement)
+    return True
