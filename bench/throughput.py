@@ -41,6 +41,7 @@ import sqlalchemy as sa
 
 from evidence_pipeline import parallel
 from evidence_pipeline.config import Settings
+from evidence_pipeline.defs.checks import verify_published
 from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
 from evidence_pipeline.models import FIRST_PERIOD, TenantMonth
 from evidence_pipeline.pipeline import run_tenant_month
@@ -170,7 +171,8 @@ def _publish_stage(runtime, tm: TenantMonth) -> None:
     publish_revision(runtime.sources, tm, demo_transactions(TenantMonth(profile, tm.period)))
 
 
-def run_raw(env: dict[str, str], partitions: list[TenantMonth], workers: int) -> float:
+def run_raw(env: dict[str, str], partitions: list[TenantMonth], workers: int) -> tuple[float, list]:
+    """Seconds, and the publications."""
     settings = Settings.from_env(env)
     started = time.perf_counter()
     outcomes = parallel.map_stage(partial(runtime_for, settings), partial(run_tenant_month, run=RunInfo("bench-raw")),
@@ -179,6 +181,20 @@ def run_raw(env: dict[str, str], partitions: list[TenantMonth], workers: int) ->
     failed = [o for o in outcomes if isinstance(o, Exception)]
     if failed:
         sys.exit(f"raw: {len(failed)} tenant-months failed, first: {failed[0]}")
+    return elapsed, outcomes
+
+
+def verify_raw(env: dict[str, str], publications: list, workers: int) -> float:
+    """Seconds to verify raw's bundles as the backfill's `offline_verification` check verifies each partition's
+    (checks.verify_published, in the same worker pool): raw publishes and verifies nothing more."""
+    settings = Settings.from_env(env)
+    started = time.perf_counter()
+    outcomes = parallel.map_stage(partial(runtime_for, settings), verify_published,
+                                  [(p.bundle_key, p.key_id) for p in publications], workers)
+    elapsed = time.perf_counter() - started
+    failed = [o for o in outcomes if isinstance(o, Exception) or not o.ok]
+    if failed:
+        sys.exit(f"raw: {len(failed)} bundles failed verification, first: {failed[0]}")
     return elapsed
 
 
@@ -374,8 +390,11 @@ def measure(args, root: Path, environment) -> dict:
     publish_sources(environment("publisher"), partitions + sample, args.workers)
 
     with ProcessMeter() as raw_meter:
-        raw_s = run_raw(environment("raw"), partitions, args.workers)
+        raw_s, publications = run_raw(environment("raw"), partitions, args.workers)
     print(f"raw done in {raw_s:.1f} s", flush=True)
+    with ProcessMeter() as verify_meter:
+        verify_s = verify_raw(environment("raw"), publications, args.workers)
+    print(f"raw's bundles verified in {verify_s:.1f} s", flush=True)
     one_month = [tm for tm in partitions if tm.period == partitions[0].period]
     in_run_s = run_one_range_in_process(environment("inrun"), one_month, args.backend)
     print(f"one range run of {len(one_month)} in-process done in {in_run_s:.1f} s", flush=True)
@@ -394,13 +413,14 @@ def measure(args, root: Path, environment) -> dict:
         loads.append(os.getloadavg()[0])
         print(f"analyst backfill done in {analyst['wall_s']:.1f} s ({analyst['runs']} runs)", flush=True)
         stock_s = run_stock_sample(url, instance, sample) if sample else None
-    return {"partitions": partitions, "raw_s": raw_s, "raw_meter": raw_meter, "in_run_s": in_run_s,
+    return {"partitions": partitions, "raw_s": raw_s, "raw_meter": raw_meter, "verify_s": verify_s,
+            "verify_meter": verify_meter, "in_run_s": in_run_s,
             "one_month": len(one_month), "analyst": analyst, "dagster_meter": dagster_meter, "stock_s": stock_s,
             "sample": len(sample), "loads": loads}
 
 
-def report(args, partitions, raw_s, raw_meter, in_run_s, one_month, analyst, dagster_meter, stock_s, sample,
-           loads) -> None:
+def report(args, partitions, raw_s, raw_meter, verify_s, verify_meter, in_run_s, one_month, analyst, dagster_meter,
+           stock_s, sample, loads) -> None:
     n = len(partitions)
     analyst_s = analyst["wall_s"]
     from_first_run_s = analyst_s - analyst["pickup_s"]
@@ -408,6 +428,8 @@ def report(args, partitions, raw_s, raw_meter, in_run_s, one_month, analyst, dag
           f"{args.backend} backend; load average (1 min) {loads[0]:.1f} before the backfill, {loads[1]:.1f} after\n")
     print(f"{'path':<52} {'wall s':>9} {'partitions/s':>13}")
     print(f"{'1 raw: pipeline.py, no Dagster':<52} {raw_s:>9.1f} {n / raw_s:>13.2f}")
+    print(f"{'  + verifying every bundle (as the backfill checks)':<52} {raw_s + verify_s:>9.1f} "
+          f"{n / (raw_s + verify_s):>13.2f}")
     print(f"{'2 analyst: one UI backfill via the daemon':<52} {analyst_s:>9.1f} {n / analyst_s:>13.2f}")
     print(f"{'  from its first run created (pick-up excluded)':<52} {from_first_run_s:>9.1f} "
           f"{n / from_first_run_s:>13.2f}")
@@ -418,6 +440,7 @@ def report(args, partitions, raw_s, raw_meter, in_run_s, one_month, analyst, dag
         print(f"{'  from ' + str(sample) + ' runs in ' + format(stock_s, '.1f') + ' s)':<52}")
     print(f"\nratio analyst / raw throughput, everything counted: {raw_s / analyst_s:.2f}")
     print(f"ratio analyst / raw throughput, from the first run created: {raw_s / from_first_run_s:.2f}")
+    print(f"the same work (raw + verification) / analyst, everything counted: {(raw_s + verify_s) / analyst_s:.2f}")
     print(f"backfill daemon pick-up delay (launch -> first run created): {analyst['pickup_s']:.1f} s")
     print(f"orchestration overhead: {(analyst_s - raw_s) / n * 1000:.1f} ms per partition "
           f"({(from_first_run_s - raw_s) / n * 1000:.1f} from the first run created)")
@@ -435,6 +458,9 @@ def report(args, partitions, raw_s, raw_meter, in_run_s, one_month, analyst, dag
           f"{raw_cpu / (raw_s * cores):.0%} of {cores} cores); analyst {analyst_cpu:.1f} "
           f"({analyst_cpu / n * 1000:.0f} ms per partition, {analyst_cpu / (analyst_s * cores):.0%}; "
           f"{analyst_cpu / raw_cpu:.2f}x raw's)")
+    verify_cpu = sum(verify_meter.cpu_by_role().values())
+    print(f"  raw's verification: {verify_cpu:.1f} s ({verify_cpu / n * 1000:.0f} ms per partition); analyst CPU "
+          f"{analyst_cpu / (raw_cpu + verify_cpu):.2f}x the same work's")
     for role, cpu in dagster_cpu.items():
         if cpu:
             print(f"  {role:<18} {cpu:>8.1f} s  {cpu / n * 1000:>6.1f} ms per partition")
