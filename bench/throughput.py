@@ -389,11 +389,12 @@ def measure(args, root: Path, environment) -> dict:
     print(f"publishing {len(partitions) + len(sample)} source revisions ...", flush=True)
     publish_sources(environment("publisher"), partitions + sample, args.workers)
 
+    raw_env = environment("raw")
     with ProcessMeter() as raw_meter:
-        raw_s, publications = run_raw(environment("raw"), partitions, args.workers)
+        raw_s, publications = run_raw(raw_env, partitions, args.workers)
     print(f"raw done in {raw_s:.1f} s", flush=True)
     with ProcessMeter() as verify_meter:
-        verify_s = verify_raw(environment("raw"), publications, args.workers)
+        verify_s = verify_raw(raw_env, publications, args.workers)
     print(f"raw's bundles verified in {verify_s:.1f} s", flush=True)
     one_month = [tm for tm in partitions if tm.period == partitions[0].period]
     in_run_s = run_one_range_in_process(environment("inrun"), one_month, args.backend)
