@@ -3,7 +3,8 @@
 On one fresh temporary root, with the same backend kind and the same shared source revisions:
 
 1. raw     `pipeline.run_tenant_month` over every tenant-month with `parallel.map_stage` (EVIDENCE_WORKERS
-           processes), no Dagster;
+           processes), no Dagster; then, timed apart, its bundles verified as the backfill's per-partition
+           `offline_verification` check verifies them (the same work as the backfill, printed beside raw);
 2. analyst one backfill of all three assets over every tenant-month, launched with the UI's own GraphQL mutation
            (`launchPartitionBackfill`) against a real `dagster-webserver`, and run by a real `dagster-daemon`
            (backfill daemon, run queue, pools) with the repo's dagster.yaml;
