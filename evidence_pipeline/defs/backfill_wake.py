@@ -46,7 +46,6 @@ CHECKED_SOURCES = {
 }
 
 _dagster_loop = dagster_backfill.execute_backfill_iteration_loop
-_REQUESTED = BulkActionsFilter(statuses=[BulkActionStatus.REQUESTED])
 
 
 class WakeOnNewBackfill:
