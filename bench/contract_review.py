@@ -1,6 +1,8 @@
 """Contract review at volume: N lease contracts (short renewals and 40-page leases, every defect of
 lease_contracts.DEFECTS) through the front door and Dagster's dispatch, against the same review work called in a
-plain loop with the same parallelism, in one run.
+plain loop with the same parallelism, in one run. The contracts go in ``--rounds`` chunks, each through both, the
+loop first in even rounds and dispatch first in odd ones (ABBA): a shared machine's speed drifts by a third within
+minutes, and running all of one before all of the other weighed that drift on one side only.
 
 1. The loop, on a root of its own: for each contract the worker-side gate, the `contract-review` processor and,
    for an approved contract, the service's PAdES approval signature (the work a review is; no store, statement or
@@ -11,13 +13,15 @@ plain loop with the same parallelism, in one run.
    a process of its own, `execute_in_process`): lease, gate, review, approval, put-once outputs and DSSE statement,
    the stage events and the fenced commit of every job.
 
-It prints contracts/s of the loop and of dispatch, their ratio (target >= 0.8), review p50/p95 per workload class
-(the loop's time per contract; dispatch's from the job's lease to its commit, from the job status), the CPU
+It prints contracts/s of the loop and of dispatch, their ratio (target >= 0.8) overall and per round, review
+p50/p95 per workload class (the loop's time per contract; dispatch's from the job's lease to its commit, from the
+job status), the CPU
 seconds of each (this process and the page runs it forked; the load of a shared machine moves them far less than
 the wall time) and their ratio, and the load average before and after. Every job must end with the decision its
 contract is known to get.
 
-    uv run python bench/contract_review.py [--contracts 1000 --long-every 10 --long-pages 40 --parallelism 1]
+    uv run python bench/contract_review.py [--contracts 1000 --long-every 10 --long-pages 40 --parallelism 1
+                                            --rounds 4]
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import math
 import os
 import sys
 import tempfile
@@ -77,6 +82,22 @@ def review_once(item: tuple[str, bytes, str]) -> tuple[str, float, str]:
     return kind, time.perf_counter() - started, result.summary["decision"]
 
 
+def loop_round(chunk: list, parallelism: int, outcomes: list) -> tuple[float, float]:
+    """(wall, CPU) seconds of the loop over ``chunk``; its outcomes go to ``outcomes``."""
+    started, cpu = time.perf_counter(), cpu_seconds()
+    outcomes.extend(in_parallel(review_once, chunk, parallelism))
+    return time.perf_counter() - started, cpu_seconds() - cpu
+
+
+def dispatch_round(door, chunk: list, parallelism: int, jobs: list) -> tuple[float, float, float]:
+    """(admission, dispatch wall, dispatch CPU) seconds of ``chunk`` uploaded and submitted as contract-review
+    jobs (they go to ``jobs``), then dispatched."""
+    started = time.perf_counter()
+    for _, pdf, _ in chunk:
+        jobs.append(door.submit(f"bench-{len(jobs)}", {"operation": "contract-review", "inputs": [door.upload(pdf)]}))
+    return time.perf_counter() - started, *door.dispatch(parallelism)
+
+
 def outcome_of(status: dict) -> str:
     return status["findings"]["decision"] if status["findings"] else status["reason"]
 
@@ -94,28 +115,35 @@ def main() -> None:
     parser.add_argument("--long-every", type=int, default=10, help="every n-th contract is a long lease")
     parser.add_argument("--long-pages", type=int, default=40)
     parser.add_argument("--parallelism", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="the contracts in this many chunks, the loop and dispatch taking turns to go first")
     args = parser.parse_args()
     load_before = os.getloadavg()
     items = workload(args.contracts, args.long_every, args.long_pages)
     expected = [item[2] for item in items]
+    size = math.ceil(len(items) / args.rounds)
+    chunks = [items[start:start + size] for start in range(0, len(items), size)]
 
     _KEYRING.append(Runtime.from_settings(Settings.from_env(
         {"EVIDENCE_HOME": tempfile.mkdtemp(prefix="bench-review-loop-")})).keyring)
-    started, cpu = time.perf_counter(), cpu_seconds()
-    loop = in_parallel(review_once, items, args.parallelism)
-    loop_seconds, loop_cpu = time.perf_counter() - started, cpu_seconds() - cpu
+    loop, jobs, rounds = [], [], []
+    with front_door("bench-review-", size, args.parallelism) as door:
+        for number, chunk in enumerate(chunks):
+            loop_first = number % 2 == 0  # ABBA: a drift of the machine's speed weighs on both alike
+            if loop_first:
+                looped = loop_round(chunk, args.parallelism, loop)
+            dispatched = dispatch_round(door, chunk, args.parallelism, jobs)
+            if not loop_first:
+                looped = loop_round(chunk, args.parallelism, loop)
+            rounds.append((looped, dispatched))
+        statuses = door.states(jobs)
     if [decision for _, _, decision in loop] != expected:
         raise SystemExit("the loop's decisions differ from the contracts' known ones")
-
-    with front_door("bench-review-", args.contracts, args.parallelism) as door:
-        started = time.perf_counter()
-        jobs = [door.submit(f"bench-{n}", {"operation": "contract-review", "inputs": [door.upload(pdf)]})
-                for n, (_, pdf, _) in enumerate(items)]
-        admission_seconds = time.perf_counter() - started
-        dispatch_seconds, dispatch_cpu = door.dispatch(args.parallelism)
-        statuses = door.states(jobs)
     if [outcome_of(status) for status in statuses] != expected:
         raise SystemExit("the jobs' outcomes differ from the contracts' known ones")
+    loop_seconds, loop_cpu = (sum(looped[k] for looped, _ in rounds) for k in (0, 1))
+    admission_seconds, dispatch_seconds, dispatch_cpu = (
+        sum(dispatched[k] for _, dispatched in rounds) for k in (0, 1, 2))
     worked = [(kind, (datetime.fromisoformat(s["finished_at"]) - datetime.fromisoformat(s["started_at"]))
                .total_seconds()) for (kind, _, _), s in zip(items, statuses)]
     print(json.dumps({
@@ -133,6 +161,9 @@ def main() -> None:
                     "dispatch": round(dispatch_seconds, 1)},
         "cpu_seconds": {"loop": round(loop_cpu, 1), "dispatch": round(dispatch_cpu, 1)},
         "cpu_ratio_dispatch_to_loop": round(loop_cpu / dispatch_cpu, 2),
+        "rounds": len(rounds),
+        "ratio_per_round_wall_cpu": [[round(looped[0] / dispatched[1], 2), round(looped[1] / dispatched[2], 2)]
+                                     for looped, dispatched in rounds],
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
     }, indent=2))
