@@ -124,6 +124,14 @@ def code_server(command: list[str], port: int, env: dict[str, str], log: Path, s
                 child.kill()
 
 
+def run_fork_servers() -> list[psutil.Process]:
+    """The fork servers (defs/run_fork.py) of the code servers this process started: a code server starts its own
+    with the first run it launches."""
+    return [process for process in psutil.Process().children(recursive=True)
+            if "multiprocessing.forkserver" in " ".join(process.cmdline())
+            and "api grpc" in " ".join(process.parent().cmdline())]
+
+
 def stop(process: subprocess.Popen, timeout_s: float = 60) -> None:
     """SIGTERM, then SIGKILL if it has not ended within ``timeout_s``."""
     process.terminate()

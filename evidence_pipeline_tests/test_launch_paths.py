@@ -32,7 +32,7 @@ from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline.sources import publish_revision
 from evidence_pipeline_tests.conftest import aws_environment, new_database
-from evidence_pipeline_tests.dagster_services import LOCATION, REPO, dagster_services, graphql
+from evidence_pipeline_tests.dagster_services import LOCATION, REPO, dagster_services, graphql, run_fork_servers
 
 TENANTS = ["acme-books", "baltic-crafts"]
 ASSETS = ["source_revision", "monthly_report", "evidence_bundle"]
@@ -226,3 +226,5 @@ def test_every_launch_path_materializes_exactly_the_partitions_it_names(site):
     # The ledger agrees: one publication per tenant-month named, and nothing else.
     published = {(e["tenant"], e["period"]) for e in runtime.ledger.events_of_type("bundle.published")}
     assert published == {(tm.tenant, tm.period) for tms in expected.values() for tm in tms}
+    # The code server forked those runs from its fork server, which it started with the first (defs/run_fork.py).
+    assert len(run_fork_servers()) == 1

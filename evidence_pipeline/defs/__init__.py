@@ -5,7 +5,7 @@ import warnings
 
 from dagster import BetaWarning, PreviewWarning
 
-from evidence_pipeline.defs import backfill_wake, pool_wait, provenance, range_runs
+from evidence_pipeline.defs import backfill_wake, pool_wait, provenance, range_runs, run_fork
 
 # Backfill policies are beta in Dagster 1.13; we pin 1.13.27 and test range runs, so the warning says nothing new.
 warnings.filterwarnings("ignore", category=BetaWarning, message="Parameter `backfill_policy`")
@@ -25,3 +25,6 @@ pool_wait.install()
 # The backfill daemon starts a newly requested backfill within a second instead of at its 30 s tick (in the
 # daemon, which imports this package with dagster.yaml's storage classes); see backfill_wake.py.
 backfill_wake.install()
+# The code server forks each run from a process that has imported this code location instead of spawning a fresh
+# interpreter (in the code server, which imports this package when it loads the location); see run_fork.py.
+run_fork.install()
