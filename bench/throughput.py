@@ -4,7 +4,9 @@ On one fresh temporary root, with the same backend kind and the same shared sour
 
 1. raw     `pipeline.run_tenant_month` over every tenant-month with `parallel.map_stage` (EVIDENCE_WORKERS
            processes), no Dagster; then, timed apart, its bundles verified as the backfill's per-partition
-           `offline_verification` check verifies them (the same work as the backfill, printed beside raw);
+           `offline_verification` check verifies them (the same work as the backfill, printed beside raw). Raw runs
+           again, on a root of its own, after the analyst's backfill (and the stock sample), and its time is the
+           mean of both: a shared machine's speed drifts within minutes;
 2. analyst one backfill of all three assets over every tenant-month, launched with the UI's own GraphQL mutation
            (`launchPartitionBackfill`) against a real `dagster-webserver`, and run by a real `dagster-daemon`
            (backfill daemon, run queue, pools) with the repo's dagster.yaml;
@@ -72,16 +74,17 @@ mutation($params: ExecutionParams!) {
 ASSETS = [{"path": ["source_revision"]}, {"path": ["monthly_report"]}, {"path": ["evidence_bundle"]}]
 
 
-ROLES = ("bench", "webserver", "daemon", "code servers", "run processes", "worker processes", "postgres")
+ROLES = ("bench", "webserver", "daemon", "code servers", "fork server", "run processes", "worker processes",
+         "postgres")
 
 
 class ProcessMeter:
-    """Samples this process and all its descendants (webserver, daemon, code servers, run processes, their forked
-    workers, PostgreSQL) every 0.2 s: peak RSS of any one process and of all together, and the CPU (user + system)
-    each kind of process used while metered, from each process's last sample (a process that ends between two
-    samples loses at most 0.2 s of its CPU). A process alive before the meter started counts only what it used
-    since (the bench's own worker pool outlives the raw mode). A forked worker keeps its parent's command line, so
-    it is told apart by its parent."""
+    """Samples this process and all its descendants (webserver, daemon, code servers, their fork server, run
+    processes, their forked workers, PostgreSQL) every 0.2 s: peak RSS of any one process and of all together, and
+    the CPU (user + system) each kind of process used while metered, from each process's last sample (a process that
+    ends between two samples loses at most 0.2 s of its CPU). A process alive before the meter started counts only
+    what it used since (the bench's own worker pool outlives the raw mode). A forked process keeps its parent's
+    command line, so it is told apart by its parent."""
 
     def __init__(self) -> None:
         self.single_mb = self.total_mb = 0.0
@@ -124,9 +127,11 @@ class ProcessMeter:
                 role = "daemon"
             elif "api grpc" in command or "code-server" in command:
                 role = "code servers"
+            elif "multiprocessing.forkserver" in command:  # a forked run keeps its fork server's command line
+                role = "run processes" if parent == "fork server" else "fork server"  # defs/run_fork.py
             elif "postgres" in process.name():
                 role = "postgres"
-            else:  # a run process: spawned by a code server, or forked by the run launcher's fork server
+            else:  # a run process spawned by a code server (without defs/run_fork.py)
                 role = "run processes"
             self._roles[process.pid] = role
         return self._roles[process.pid]
@@ -183,6 +188,17 @@ def run_raw(env: dict[str, str], partitions: list[TenantMonth], workers: int) ->
     if failed:
         sys.exit(f"raw: {len(failed)} tenant-months failed, first: {failed[0]}")
     return elapsed, outcomes
+
+
+def run_metered_raw(env: dict[str, str], partitions: list[TenantMonth],
+                    workers: int) -> tuple[float, list, ProcessMeter]:
+    """run_raw under a meter: seconds, publications and the meter. The bench runs raw before the analyst's backfill
+    and again after it, each on its own root, and counts their mean: a shared machine's speed drifts within
+    minutes, and a raw run on one side only would weigh that drift on one side."""
+    with ProcessMeter() as meter:
+        seconds, publications = run_raw(env, partitions, workers)
+    print(f"raw done in {seconds:.1f} s", flush=True)
+    return seconds, publications, meter
 
 
 def verify_raw(env: dict[str, str], publications: list, workers: int) -> float:
@@ -267,10 +283,12 @@ def run_analyst_backfill(url: str, instance, partitions: list[TenantMonth]) -> d
     bundles = AssetKey("evidence_bundle")
     runs_filter = RunsFilter(tags={"dagster/backfill": backfill_id})
     # Done when every tenant-month's bundle is materialized and every run has finished (the daemon marks the
-    # backfill itself complete on its next 30 s tick, which no analyst waits for). Polled once a second: the
-    # bench's own queries share the cores with what it measures.
+    # backfill itself complete on its next 30 s tick, which no analyst waits for). Polled once a second, the
+    # materialized partitions only while no run is working: the bench's own queries share the cores with what it
+    # measures.
     expected = {partition_key(tm) for tm in partitions}
-    while instance.get_materialized_partitions(bundles) < expected:
+    while not (all(run.is_finished for run in instance.get_runs(filters=runs_filter))
+               and instance.get_materialized_partitions(bundles) >= expected):
         if instance.get_backfill(backfill_id).status not in (BulkActionStatus.REQUESTED,
                                                              BulkActionStatus.COMPLETED_SUCCESS):
             failures = [
@@ -391,11 +409,9 @@ def measure(args, root: Path, environment) -> dict:
     publish_sources(environment("publisher"), partitions + sample, args.workers)
 
     raw_env = environment("raw")
-    with ProcessMeter() as raw_meter:
-        raw_s, publications = run_raw(raw_env, partitions, args.workers)
-    print(f"raw done in {raw_s:.1f} s", flush=True)
+    raws = [run_metered_raw(raw_env, partitions, args.workers)]
     with ProcessMeter() as verify_meter:
-        verify_s = verify_raw(raw_env, publications, args.workers)
+        verify_s = verify_raw(raw_env, raws[0][1], args.workers)
     print(f"raw's bundles verified in {verify_s:.1f} s", flush=True)
     one_month = [tm for tm in partitions if tm.period == partitions[0].period]
     in_run_s = run_one_range_in_process(environment("inrun"), one_month, args.backend)
@@ -415,21 +431,25 @@ def measure(args, root: Path, environment) -> dict:
         loads.append(os.getloadavg()[0])
         print(f"analyst backfill done in {analyst['wall_s']:.1f} s ({analyst['runs']} runs)", flush=True)
         stock_s = run_stock_sample(url, instance, sample) if sample else None
-    return {"partitions": partitions, "raw_s": raw_s, "raw_meter": raw_meter, "verify_s": verify_s,
+    raws.append(run_metered_raw(environment("raw2"), partitions, args.workers))  # on a machine as quiet as the first
+    return {"partitions": partitions, "raws": [(seconds, meter) for seconds, _, meter in raws], "verify_s": verify_s,
             "verify_meter": verify_meter, "in_run_s": in_run_s,
             "one_month": len(one_month), "analyst": analyst, "dagster_meter": dagster_meter, "stock_s": stock_s,
             "sample": len(sample), "loads": loads}
 
 
-def report(args, partitions, raw_s, raw_meter, verify_s, verify_meter, in_run_s, one_month, analyst, dagster_meter,
-           stock_s, sample, loads) -> None:
+def report(args, partitions, raws, verify_s, verify_meter, in_run_s, one_month, analyst, dagster_meter, stock_s,
+           sample, loads) -> None:
     n = len(partitions)
+    raw_s = sum(seconds for seconds, _ in raws) / len(raws)
+    raw_cpu = sum(sum(meter.cpu_by_role().values()) for _, meter in raws) / len(raws)
     analyst_s = analyst["wall_s"]
     from_first_run_s = analyst_s - analyst["pickup_s"]
     print(f"\n{args.tenants} tenants x {args.months} months = {n} tenant-months, {args.workers} workers per run, "
           f"{args.backend} backend; load average (1 min) {loads[0]:.1f} before the backfill, {loads[1]:.1f} after\n")
     print(f"{'path':<52} {'wall s':>9} {'partitions/s':>13}")
-    print(f"{'1 raw: pipeline.py, no Dagster':<52} {raw_s:>9.1f} {n / raw_s:>13.2f}")
+    print(f"{'1 raw: pipeline.py, no Dagster (mean of 2 runs)':<52} {raw_s:>9.1f} {n / raw_s:>13.2f}")
+    print(f"{'  before the backfill, after it':<52} {' / '.join(f'{seconds:.1f}' for seconds, _ in raws):>9}")
     print(f"{'  + verifying every bundle (as the backfill checks)':<52} {raw_s + verify_s:>9.1f} "
           f"{n / (raw_s + verify_s):>13.2f}")
     print(f"{'2 analyst: one UI backfill via the daemon':<52} {analyst_s:>9.1f} {n / analyst_s:>13.2f}")
@@ -453,7 +473,7 @@ def report(args, partitions, raw_s, raw_meter, verify_s, verify_meter, in_run_s,
           f"the last ended {analyst['last_end_s']:.1f} s after launch; queue wait mean {analyst['wait_mean_s']:.1f} s,"
           f" max {analyst['wait_max_s']:.1f} s; run duration mean {analyst['run_mean_s']:.1f} s, "
           f"max {analyst['run_max_s']:.1f} s")
-    raw_cpu, dagster_cpu = sum(raw_meter.cpu_by_role().values()), dagster_meter.cpu_by_role()
+    dagster_cpu = dagster_meter.cpu_by_role()
     analyst_cpu, cores = sum(dagster_cpu.values()), len(os.sched_getaffinity(0))
     # The share of the cores' time each mode got: well below 100% means something outside it took the rest.
     print(f"\nCPU s (user + system), sampled: raw {raw_cpu:.1f} ({raw_cpu / n * 1000:.0f} ms per partition, "
@@ -468,8 +488,9 @@ def report(args, partitions, raw_s, raw_meter, verify_s, verify_meter, in_run_s,
             print(f"  {role:<18} {cpu:>8.1f} s  {cpu / n * 1000:>6.1f} ms per partition")
     if stock_s is not None:
         print(f"analyst vs stock: {stock_s / sample * n / analyst_s:.1f}x faster")
-    print(f"peak RSS, one process: raw {raw_meter.single_mb:.0f} MB, analyst {dagster_meter.single_mb:.0f} MB")
-    print(f"peak RSS, all processes: raw {raw_meter.total_mb:.0f} MB, analyst {dagster_meter.total_mb:.0f} MB")
+    raw_single_mb, raw_total_mb = (max(getattr(meter, size) for _, meter in raws) for size in ("single_mb", "total_mb"))
+    print(f"peak RSS, one process: raw {raw_single_mb:.0f} MB, analyst {dagster_meter.single_mb:.0f} MB")
+    print(f"peak RSS, all processes: raw {raw_total_mb:.0f} MB, analyst {dagster_meter.total_mb:.0f} MB")
 
 
 if __name__ == "__main__":
