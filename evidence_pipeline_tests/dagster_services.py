@@ -127,9 +127,13 @@ def code_server(command: list[str], port: int, env: dict[str, str], log: Path, s
 def run_fork_servers() -> list[psutil.Process]:
     """The fork servers (defs/run_fork.py) of the code servers this process started: a code server starts its own
     with the first run it launches."""
-    return [process for process in psutil.Process().children(recursive=True)
-            if "multiprocessing.forkserver" in " ".join(process.cmdline())
-            and "api grpc" in " ".join(process.parent().cmdline())]
+    servers = []
+    for process in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):  # it ended meanwhile
+            if ("multiprocessing.forkserver" in " ".join(process.cmdline())
+                    and "api grpc" in " ".join(process.parent().cmdline())):
+                servers.append(process)
+    return servers
 
 
 def stop(process: subprocess.Popen, timeout_s: float = 60) -> None:
