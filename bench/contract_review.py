@@ -15,10 +15,9 @@ minutes, and running all of one before all of the other weighed that drift on on
 
 It prints contracts/s of the loop and of dispatch, their ratio (target >= 0.8) overall and per round, review
 p50/p95 per workload class (the loop's time per contract; dispatch's from the job's lease to its commit, from the
-job status), the CPU
-seconds of each (this process and the page runs it forked; the load of a shared machine moves them far less than
-the wall time) and their ratio, and the load average before and after. Every job must end with the decision its
-contract is known to get.
+job status), the CPU seconds of each (this process and the page runs it forked; the load of a shared machine moves
+them far less than the wall time) and their ratio, and the load average before and after. Every job must end with
+the decision its contract is known to get.
 
     uv run python bench/contract_review.py [--contracts 1000 --long-every 10 --long-pages 40 --parallelism 1
                                             --rounds 4]

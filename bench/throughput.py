@@ -431,7 +431,8 @@ def measure(args, root: Path, environment) -> dict:
         loads.append(os.getloadavg()[0])
         print(f"analyst backfill done in {analyst['wall_s']:.1f} s ({analyst['runs']} runs)", flush=True)
         stock_s = run_stock_sample(url, instance, sample) if sample else None
-    raws.append(run_metered_raw(environment("raw2"), partitions, args.workers))  # on a machine as quiet as the first
+    # Once the Dagster services have stopped, as the first ran before they started.
+    raws.append(run_metered_raw(environment("raw2"), partitions, args.workers))
     return {"partitions": partitions, "raws": [(seconds, meter) for seconds, _, meter in raws], "verify_s": verify_s,
             "verify_meter": verify_meter, "in_run_s": in_run_s,
             "one_month": len(one_month), "analyst": analyst, "dagster_meter": dagster_meter, "stock_s": stock_s,

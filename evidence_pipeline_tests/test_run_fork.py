@@ -10,7 +10,7 @@ import tomllib
 from dagster._grpc.server import DagsterApiServer
 
 from evidence_pipeline.defs import run_fork
-from evidence_pipeline_tests.dagster_services import REPO, code_server_command
+from evidence_pipeline_tests.dagster_services import REPO
 from evidence_pipeline_tests.guarded_patch import assert_patched_only_on_the_checked_dagster
 
 
@@ -21,7 +21,7 @@ def test_the_patch_applies_only_to_the_checked_dagster(monkeypatch):
 
 def test_the_fork_server_preloads_the_module_the_code_server_loads():
     """A module name the fork server cannot import is skipped silently: each run would import the location again."""
-    command = code_server_command(0)  # as the image (deploy/Dockerfile) and the tests start it
-    assert command[command.index("--module-name") + 1] == run_fork.CODE_LOCATION_MODULE
+    for deployment in ("deploy/Dockerfile", "deploy/compose.yaml"):  # how the image and compose start the code server
+        assert f'"--module-name", "{run_fork.CODE_LOCATION_MODULE}"' in (REPO / deployment).read_text(), deployment
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert pyproject["tool"]["dagster"]["module_name"] == run_fork.CODE_LOCATION_MODULE

@@ -473,10 +473,9 @@ class Ledger(JobTransitions):
         with self._writers, (self._writer if durable else self._progress_writer).begin() as conn:
             if not durable and conn.dialect.name == "postgresql":
                 conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
-            conn.info.pop(_CHAIN_HEAD, None)  # conn.info outlives the transaction (it is the pooled connection's)
             try:
                 yield conn
-            finally:
+            finally:  # conn.info outlives the transaction (it is the pooled connection's)
                 conn.info.pop(_CHAIN_HEAD, None)
 
     def _transact(self, work, durable: bool = True):
