@@ -44,9 +44,8 @@ import sqlalchemy as sa
 
 from evidence_pipeline import parallel
 from evidence_pipeline.config import Settings
-from evidence_pipeline.defs.checks import verify_published
 from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
-from evidence_pipeline.models import FIRST_PERIOD, TenantMonth
+from evidence_pipeline.models import FIRST_PERIOD, TenantMonth, first_open_period
 from evidence_pipeline.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo, runtime_for, s3_client
 from evidence_pipeline.sources import publish_revision
@@ -154,14 +153,10 @@ class ProcessMeter:
 
 def tenant_months(tenants: int, months: int, prefix: str) -> list[TenantMonth]:
     """The newest ``months`` complete months (oldest first): open months, partitions of the code location (main()
-    sets EVIDENCE_OPEN_MONTHS to cover them before anything imports the partitions)."""
+    sets EVIDENCE_OPEN_MONTHS and EVIDENCE_FIRST_PERIOD to cover them before anything imports the partitions)."""
     from evidence_pipeline.defs.demo import complete_months
 
-    periods = complete_months(date.today(), months)
-    if periods[0] < FIRST_PERIOD:  # no month partition starts before it (models.first_open_period)
-        sys.exit(f"--months {months}: the month partitions start at {FIRST_PERIOD}, only "
-                 f"{sum(p >= FIRST_PERIOD for p in periods)} complete months ago; add --tenants for more partitions")
-    return [TenantMonth(f"{prefix}{t:03d}", p) for t in range(tenants) for p in periods]
+    return [TenantMonth(f"{prefix}{t:03d}", p) for t in range(tenants) for p in complete_months(date.today(), months)]
 
 
 def publish_sources(env: dict[str, str], partitions: list[TenantMonth], workers: int) -> None:
@@ -204,6 +199,8 @@ def run_metered_raw(env: dict[str, str], partitions: list[TenantMonth],
 def verify_raw(env: dict[str, str], publications: list, workers: int) -> float:
     """Seconds to verify raw's bundles as the backfill's `offline_verification` check verifies each partition's
     (checks.verify_published, in the same worker pool): raw publishes and verifies nothing more."""
+    from evidence_pipeline.defs.checks import verify_published  # after main() set the window of open months
+
     settings = Settings.from_env(env)
     started = time.perf_counter()
     outcomes = parallel.map_stage(partial(runtime_for, settings), verify_published,
@@ -391,6 +388,8 @@ def main() -> None:
     # Every bench month must be an open month of the code location (a partition), here and in every process the
     # bench starts: the window is read when the partitions are first imported.
     os.environ["EVIDENCE_OPEN_MONTHS"] = str(max(args.months, int(os.environ.get("EVIDENCE_OPEN_MONTHS", "12"))))
+    oldest = first_open_period(date.today(), args.months, "0001-01")  # the bench's oldest month, even before 2025
+    os.environ["EVIDENCE_FIRST_PERIOD"] = min(oldest, os.environ.get("EVIDENCE_FIRST_PERIOD", FIRST_PERIOD))
 
     root = Path(tempfile.mkdtemp(prefix="evidence-bench-"))
     print(f"working in {root} (removed when the benchmark succeeds); {args.backend} backend; "

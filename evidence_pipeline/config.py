@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.models import FIRST_PERIOD, PERIOD
 
 PADES_LEVELS = ("B-B", "B-T", "B-LT", "B-LTA")  # pyHanko's baseline levels (signing/pades.py)
 
@@ -52,6 +53,7 @@ class Settings:
     tenant_max_bytes: int  # quota: a tenant's stored document bytes
     intake_max_queue_age_seconds: float  # backpressure: new jobs wait while the oldest unstarted job is older
     open_months: int  # the last complete months that are open (Dagster partitions); older ones are closed
+    first_period: str  # the first month this deployment publishes evidence for: no month before it is ever open
 
     @property
     def uses_s3(self) -> bool:
@@ -136,6 +138,7 @@ class Settings:
             tenant_max_bytes=_whole(env, "EVIDENCE_TENANT_MAX_BYTES", 10 * 1024 ** 3),
             intake_max_queue_age_seconds=_positive(env, "EVIDENCE_INTAKE_MAX_QUEUE_AGE_SECONDS", 300),
             open_months=open_months(env),
+            first_period=first_period(env),
         )
         archive = None if settings.archive_uri.startswith("s3://") else Path(settings.archive_uri)
         if witness_key is not None and archive in witness_key.parents:
@@ -146,6 +149,15 @@ class Settings:
 def open_months(environ: dict[str, str] | None = None) -> int:
     """EVIDENCE_OPEN_MONTHS alone (the code location reads it when it loads, and must not depend on the rest)."""
     return _whole(os.environ if environ is None else environ, "EVIDENCE_OPEN_MONTHS", 12)
+
+
+def first_period(environ: dict[str, str] | None = None) -> str:
+    """EVIDENCE_FIRST_PERIOD alone (read with EVIDENCE_OPEN_MONTHS when the code location loads): a deployment whose
+    tenants' evidence begins before 2025-01 sets it to that month."""
+    value = (os.environ if environ is None else environ).get("EVIDENCE_FIRST_PERIOD", FIRST_PERIOD)
+    if not PERIOD.fullmatch(value):
+        raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_FIRST_PERIOD must be a month, YYYY-MM")
+    return value
 
 
 def _positive(env, name: str, default: float) -> float:

@@ -80,16 +80,16 @@ class LedgerEvent:
 
 TENANT_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 PERIOD = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
-FIRST_PERIOD = "2025-01"  # the first month this pipeline publishes evidence for
+FIRST_PERIOD = "2025-01"  # the first month a deployment publishes evidence for, unless EVIDENCE_FIRST_PERIOD says
 
 
-def first_open_period(today: date, open_months: int) -> str:
+def first_open_period(today: date, open_months: int, first_period: str) -> str:
     """The oldest open month on ``today``: the last ``open_months`` complete months are open (Dagster partitions
-    that the schedule, backfills and evidence jobs can run), never before FIRST_PERIOD. Older months are closed:
+    that the schedule, backfills and evidence jobs can run), never before ``first_period``. Older months are closed:
     their bundles stay in the archive (`evidence verify`) and their events in the ledger (`evidence ledger
     prove`, `evidence stats`), and nothing runs for them again."""
     index = today.year * 12 + today.month - 1 - open_months
-    return max(FIRST_PERIOD, f"{index // 12:04d}-{index % 12 + 1:02d}")
+    return max(first_period, f"{index // 12:04d}-{index % 12 + 1:02d}")
 
 
 def validate_tenant_id(tenant: str) -> str:

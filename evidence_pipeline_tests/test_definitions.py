@@ -25,7 +25,7 @@ from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs.partitions import run_range, stray_dimension_tags, tenant_month_partitions
 from evidence_pipeline.ledger.documents import DocumentLedger
 from evidence_pipeline.ledger.tenants import TenantRegistry
-from evidence_pipeline.models import first_open_period
+from evidence_pipeline.models import FIRST_PERIOD, first_open_period
 from evidence_pipeline.render import RENDERER_VERSION
 from evidence_pipeline.runtime import runtime_for
 
@@ -114,14 +114,16 @@ def test_schedule_skips_without_tenants_or_complete_months():
     assert not too_early.run_requests and "2025-01" in too_early.skip_message
 
 
-@pytest.mark.parametrize(("today", "open_months", "first"), [
-    (date(2026, 12, 1), 12, "2025-12"),  # the last 12 complete months: 2025-12 .. 2026-11
-    (date(2027, 1, 31), 12, "2026-01"),
-    (date(2027, 3, 15), 1, "2027-02"),
-    (date(2025, 6, 1), 12, "2025-01"),  # never before the first month the pipeline covers
+@pytest.mark.parametrize(("today", "open_months", "first_period", "first"), [
+    (date(2026, 12, 1), 12, FIRST_PERIOD, "2025-12"),  # the last 12 complete months: 2025-12 .. 2026-11
+    (date(2027, 1, 31), 12, FIRST_PERIOD, "2026-01"),
+    (date(2027, 3, 15), 1, FIRST_PERIOD, "2027-02"),
+    (date(2025, 6, 1), 12, FIRST_PERIOD, "2025-01"),  # never before the first month the deployment covers
+    (date(2026, 12, 1), 48, "2023-06", "2023-06"),
+    (date(2026, 12, 1), 36, "2023-06", "2023-12"),
 ])
-def test_the_open_window_holds_the_last_complete_months(today, open_months, first):
-    assert first_open_period(today, open_months) == first
+def test_the_open_window_holds_the_last_complete_months(today, open_months, first_period, first):
+    assert first_open_period(today, open_months, first_period) == first
 
 
 def test_the_month_dimension_starts_at_the_open_window(tmp_path):
@@ -136,6 +138,20 @@ def test_the_month_dimension_starts_at_the_open_window(tmp_path):
     bad = subprocess.run([sys.executable, "-c", script], env=env | {"EVIDENCE_OPEN_MONTHS": "0"}, capture_output=True,
                          text=True)
     assert bad.returncode != 0 and "CONFIG_INVALID" in bad.stderr and "EVIDENCE_OPEN_MONTHS" in bad.stderr
+
+
+def test_a_deployment_may_open_months_before_2025(tmp_path):
+    """EVIDENCE_FIRST_PERIOD moves the first month a deployment covers: with 2023-01 and a window wider than the time
+    since, the month dimension starts at 2023-01; a value that is not a month stops the location loading."""
+    script = ("from evidence_pipeline.defs.partitions import month_partitions as m\n"
+              "print(m.get_partition_keys()[0])")
+    env = dict(os.environ, EVIDENCE_OPEN_MONTHS="120", EVIDENCE_FIRST_PERIOD="2023-01")
+    first = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert first.stdout.split() == ["2023-01-01"]
+    for bad_value in ("2023-13", "2023", "01-2023"):
+        bad = subprocess.run([sys.executable, "-c", script], env=env | {"EVIDENCE_FIRST_PERIOD": bad_value},
+                             capture_output=True, text=True)
+        assert bad.returncode != 0 and "CONFIG_INVALID" in bad.stderr and "EVIDENCE_FIRST_PERIOD" in bad.stderr
 
 
 def _complete_months(today: date, count: int) -> list[str]:

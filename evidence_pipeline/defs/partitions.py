@@ -16,14 +16,14 @@ from dagster._core.storage.tags import (
     MULTIDIMENSIONAL_PARTITION_PREFIX,
 )
 
-from evidence_pipeline.config import open_months
+from evidence_pipeline.config import first_period, open_months
 from evidence_pipeline.models import TenantMonth, first_open_period
 
 tenant_partitions = DynamicPartitionsDefinition(name="tenant")
 # A rolling window of open months, fixed when the code location loads (a code server that has run since last month
 # keeps one more month until it reloads): at 10,000 tenants, 12 months are 120,000 partitions per asset, where
 # every month since 2025-01 grew without end (+120,000 a year). See bench/README.md, "scale.py".
-OPEN_FROM = first_open_period(datetime.now(timezone.utc).date(), open_months())
+OPEN_FROM = first_open_period(datetime.now(timezone.utc).date(), open_months(), first_period())
 month_partitions = MonthlyPartitionsDefinition(start_date=f"{OPEN_FROM}-01")
 # Dimensions sort by name, so string keys read "2026-10-01|acme-books"; build them with partition_key_for.
 tenant_month_partitions = MultiPartitionsDefinition({"tenant": tenant_partitions, "month": month_partitions})

@@ -182,12 +182,13 @@ def submit_evidence_job(
     today = today or datetime.now(timezone.utc).date()
     if period >= f"{today.year:04d}-{today.month:02d}":
         raise EvidenceError(ReasonCode.PERIOD_NOT_AVAILABLE, "only complete months have evidence")
-    if period < first_open_period(today, documents.runtime.settings.open_months):
+    settings = documents.runtime.settings
+    if period < first_open_period(today, settings.open_months, settings.first_period):
         raise EvidenceError(ReasonCode.PERIOD_CLOSED, "the month is closed: its evidence is in the archive")
     periods = sorted(key.split("/")[1] for key in documents.runtime.sources.list(tenant))
     if not periods or period < periods[0]:
         raise EvidenceError(ReasonCode.PERIOD_NOT_AVAILABLE, "the period is before the tenant's first data")
-    policy = documents.runtime.settings.policy_version
+    policy = settings.policy_version
     digest = sha256_text(
         canonical({"tenant": tenant, "operation": EVIDENCE, "period": period, "policy_version": policy})
     )
