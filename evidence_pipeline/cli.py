@@ -191,7 +191,7 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
         raise click.UsageError("--require-witness checks the checkpoints of a package: use it with --package")
     if package is not None:  # reads no setting but EVIDENCE_WORKERS, and only when --workers is not given
         _verify_package(package, witness, as_json, frozenset(key_ids), frozenset(root_ids),
-                        workers or _settings().workers, at)
+                        workers or _settings().worker_processes(), at)
     from evidence_pipeline.locations import locate  # with verify_many: pyHanko, which only verify needs
 
     settings = _settings()
@@ -230,7 +230,7 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
     progress = _Progress(len(bundles)) if sys.stderr.isatty() else None
     outcomes = []
     for outcome in verify_all(bundles, _open_archive, frozenset(key_ids), frozenset(root_ids),
-                              workers or settings.workers, at):
+                              workers or settings.worker_processes(), at):
         outcomes.append(outcome)
         if progress:
             progress.clear()

@@ -39,7 +39,7 @@ class Settings:
     max_attempts: int  # transient failures: attempts before a job is dead
     retry_budget_seconds: float  # transient failures: time since acceptance before a job is dead
     retry_delay_seconds: float  # a document job's first wait in retry_wait; each later wait doubles
-    workers: int  # worker processes a run uses for the partitions of its range
+    workers: int | None  # EVIDENCE_WORKERS: worker processes for many items at once; None: see worker_processes
     oversize_bytes: int  # source revisions larger than this go to the oversize lane
     oversize_workers: int  # the oversize lane's lower cap, within a run
     pool_wait_seconds: float  # how long an in-process run (`evidence demo`) may wait for a Dagster pool slot
@@ -54,6 +54,11 @@ class Settings:
     intake_max_queue_age_seconds: float  # backpressure: new jobs wait while the oldest unstarted job is older
     open_months: int  # the last complete months that are open (Dagster partitions); older ones are closed
     first_period: str  # the first month this deployment publishes evidence for: no month before it is ever open
+
+    def worker_processes(self, sharing: int = 1) -> int:
+        """EVIDENCE_WORKERS, or by default this process's share of the CPUs it may use when ``sharing`` processes
+        like it fork workers on the same host at once (at least 1)."""
+        return self.workers or max(1, len(os.sched_getaffinity(0)) // sharing)
 
     @property
     def uses_s3(self) -> bool:
@@ -124,7 +129,7 @@ class Settings:
             max_attempts=_whole(env, "EVIDENCE_MAX_ATTEMPTS", 4),
             retry_budget_seconds=_positive(env, "EVIDENCE_RETRY_BUDGET_SECONDS", 900),
             retry_delay_seconds=_positive(env, "EVIDENCE_RETRY_DELAY_SECONDS", 30),
-            workers=_whole(env, "EVIDENCE_WORKERS", len(os.sched_getaffinity(0))),
+            workers=_whole(env, "EVIDENCE_WORKERS", 1) if "EVIDENCE_WORKERS" in env else None,
             oversize_bytes=_whole(env, "EVIDENCE_OVERSIZE_BYTES", 2 * 1024 * 1024),
             oversize_workers=_whole(env, "EVIDENCE_OVERSIZE_WORKERS", 1),
             pool_wait_seconds=_positive(env, "EVIDENCE_POOL_WAIT_SECONDS", 600),

@@ -1,6 +1,7 @@
 """materialize() of the assets on a real SQLite Dagster instance with tenants added."""
 
 import io
+import os
 from datetime import date
 
 import dagster
@@ -210,6 +211,8 @@ def test_a_range_run_records_every_partition_in_dagster_and_in_the_ledger(instan
     assert result.success
     events = result.get_asset_materialization_events()
     assert len(events) == 3 * len(RANGE_MONTHS)  # one per partition per asset, in one run
+    lane = "archive lane: 6 partition(s), up to 2 worker process(es) at once"
+    assert _lane_lines(instance, result.run_id) == [lane] * 3  # EVIDENCE_WORKERS, in each step
 
     timed = {(e["period"], e["details"]["lane"]): e["details"] for e in runtime.ledger.events_of_type("stages.timed")}
     assert sorted(timed) == [(tm.period, "archive") for tm in RANGE_MONTHS]
@@ -234,6 +237,10 @@ def test_a_failed_partition_fails_the_range_with_its_reason_and_keeps_the_others
     # 2026-08 has no source revision; 2026-09 and 2026-10 (fixtures) do.
     result = _materialize_range(instance, evidence, TenantMonth("acme-books", "2026-08"), SMALL, raise_on_error=False)
     assert not result.success
+    # EVIDENCE_WORKERS unset: a run in process runs alone, on every CPU (a queued run's share: test_launch_paths.py)
+    cpus = len(os.sched_getaffinity(0))
+    [lane] = _lane_lines(instance, result.run_id)  # only source_revision ran: its failure stops the rest
+    assert lane == f"archive lane: 3 partition(s), up to {cpus} worker process(es) at once"
     [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     failure_metadata = failure.event_specific_data.user_failure_data.metadata
     assert failure.step_key == "source_revision" and failure_metadata["reason_code"].value == "SOURCE_NOT_FOUND"
@@ -336,3 +343,8 @@ def test_a_run_whose_partitions_differ_from_its_range_fails_before_any_work(inst
     [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     assert failure.event_specific_data.user_failure_data.metadata["reason_code"].value == "RUN_PARTITIONS_MISMATCH"
     assert runtime.ledger.events_of_type("source.pinned") == []  # nothing was done
+
+
+def _lane_lines(instance, run_id: str) -> list[str]:
+    """What each step of the run logged about its archive lane: its partitions and worker processes."""
+    return [entry.user_message for entry in instance.all_logs(run_id) if entry.user_message.startswith("archive lane")]

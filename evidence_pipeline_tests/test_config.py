@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from evidence_pipeline.config import Settings
@@ -9,9 +11,20 @@ from evidence_pipeline.errors import EvidenceError
     {"EVIDENCE_MAX_ATTEMPTS": "0.5"}, {"EVIDENCE_MAX_ATTEMPTS": "0"}, {"EVIDENCE_PADES_LEVEL": "B-LTA"},
     {"EVIDENCE_PADES_LEVEL": "B-T"}, {"EVIDENCE_PADES_LEVEL": "B-X", "EVIDENCE_TSA_URL": "http://127.0.0.1/tsa"},
     {"EVIDENCE_PADES_LEVEL": "B-LT", "EVIDENCE_TSA_URL": "ftp://tsa"}, {"EVIDENCE_S3_OBJECT_LOCK_MODE": "FOREVER"},
-    {"EVIDENCE_S3_OBJECT_LOCK_MODE": "COMPLIANCE", "EVIDENCE_S3_OBJECT_LOCK_DAYS": "0"},
+    {"EVIDENCE_S3_OBJECT_LOCK_MODE": "COMPLIANCE", "EVIDENCE_S3_OBJECT_LOCK_DAYS": "0"}, {"EVIDENCE_WORKERS": "0"},
+    {"EVIDENCE_WORKERS": "two"},
 ])
 def test_bad_settings_are_config_invalid(env):
     with pytest.raises(EvidenceError) as error:
         Settings.from_env(env)
     assert error.value.code == "CONFIG_INVALID"
+
+
+def test_worker_processes_default_to_a_share_of_the_cpus():
+    """EVIDENCE_WORKERS wins; unset, a process that shares its host with others like it takes its share (>= 1)."""
+    cpus = len(os.sched_getaffinity(0))
+    assert Settings.from_env({"EVIDENCE_WORKERS": "3"}).worker_processes(sharing=4) == 3
+    default = Settings.from_env({})
+    assert default.workers is None and default.worker_processes() == cpus
+    assert default.worker_processes(sharing=2) == max(1, cpus // 2)
+    assert default.worker_processes(sharing=cpus + 1) == 1

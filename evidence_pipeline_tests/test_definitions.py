@@ -217,7 +217,7 @@ def test_project_files_exist(path):
 def test_production_yaml_is_dagster_yaml_with_postgres_storage():
     """Both name our pooled storage classes (evidence_pipeline/defs/storage.py) per storage, so the storage blocks
     differ in shape: dagster.yaml only replaces the event log (runs and schedules keep SQLite defaults). The run
-    queue differs in size: the embedded default runs 2 runs of EVIDENCE_WORKERS = every core on one machine, a
+    queue differs in size: the embedded default runs 2 runs of half the cores each on one machine, a
     deployment 4 runs of the EVIDENCE_WORKERS it sets; each caps a tenant below every slot."""
     production, embedded = _yaml(REPO / "dagster.production.yaml"), _yaml(REPO / "dagster.yaml")
     tenant_cap = {"key": "evidence/tenant", "value": {"applyLimitPerUniqueValue": True}}

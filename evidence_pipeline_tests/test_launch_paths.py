@@ -72,10 +72,10 @@ def key(tm: TenantMonth) -> str:
 def site(request, tmp_path_factory):
     """The instance, its environment and the GraphQL URL of a webserver and daemon running on it."""
     root = tmp_path_factory.mktemp(f"site-{request.param}")
-    env = {"EVIDENCE_HOME": str(root / "home"), "EVIDENCE_WORKERS": "1"}
+    env = {"EVIDENCE_HOME": str(root / "home")}  # EVIDENCE_WORKERS unset: each run takes its share of the CPUs
     config = "dagster.yaml"
     if request.param == "aws":
-        env = aws_environment(request, root) | {"EVIDENCE_WORKERS": "1"}
+        env = aws_environment(request, root)
         env["DAGSTER_PG_URL"] = new_database(request.getfixturevalue("postgres_url"))
         config = "dagster.production.yaml"
     env["DAGSTER_HOME"] = str(root / "dagster")
@@ -187,9 +187,15 @@ def test_every_launch_path_materializes_exactly_the_partitions_it_names(site):
         "schedule": SCHEDULED,
     }
 
+    # Runs the queue launches share the host: each forks up to the CPUs / max_concurrent_runs (defs/assets.py).
+    runs_at_once = instance.get_concurrency_config().run_queue_config.max_concurrent_runs
+    share = max(1, len(os.sched_getaffinity(0)) // runs_at_once)
     for name, launch in launches.items():
         runs = _runs_of(instance, launch)
         assert {run.status for run in runs} == {DagsterRunStatus.SUCCESS}, (name, _failures(instance, runs))
+        for run in runs:
+            lanes = [e.user_message for e in instance.all_logs(run.run_id) if e.user_message.startswith("archive lane")]
+            assert lanes and all(line.endswith(f"up to {share} worker process(es) at once") for line in lanes), lanes
         materialized = defaultdict(set)
         for run in runs:
             by_asset = _materialized_by(instance, run.run_id)

@@ -29,6 +29,7 @@ from dagster import (
 )
 
 from evidence_pipeline import parallel, pipeline
+from evidence_pipeline.config import Settings
 from evidence_pipeline.defs import provenance
 from evidence_pipeline.defs.partitions import run_range, tenant_month_of, tenant_month_partitions
 from evidence_pipeline.defs.provenance import Upstream
@@ -50,6 +51,17 @@ PARTITIONED = dict(partitions_def=tenant_month_partitions, backfill_policy=RANGE
 
 def _run(context) -> RunInfo:
     return RunInfo(run_id=context.run.run_id, attempt=context.retry_number + 1)
+
+
+def run_workers(context, settings: Settings) -> int:
+    """Worker processes for this run's partitions: EVIDENCE_WORKERS, or by default the run's share of its host. The
+    runs the queue lets run at once (max_concurrent_runs) all start on the code server's host under Dagster's
+    default launcher, each forking its own workers, and more busy workers than cores cost CPU without adding
+    throughput (bench/README.md, throughput.py), so a run the queue launched takes the CPUs / max_concurrent_runs.
+    A run executed in process (`evidence demo`; it has no code location origin) runs alone: every CPU."""
+    queue = context.instance.get_concurrency_config().run_queue_config
+    queued = queue is not None and context.run.remote_job_origin is not None and queue.max_concurrent_runs > 0
+    return settings.worker_processes(queue.max_concurrent_runs if queued else 1)
 
 
 def _check_run_partitions(context) -> None:
@@ -88,8 +100,10 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
         runtime = evidence.runtime()
     settings = runtime.settings
     outcomes = dict(failed)
-    for lane, workers in ((Lane.ARCHIVE, settings.workers), (Lane.OVERSIZE, settings.oversize_workers)):
+    for lane, workers in ((Lane.ARCHIVE, run_workers(context, settings)), (Lane.OVERSIZE, settings.oversize_workers)):
         keys = [key for key in items if lanes.get(key, Lane.ARCHIVE) == lane]
+        if keys:
+            context.log.info(f"{lane} lane: {len(keys)} partition(s), up to {workers} worker process(es) at once")
         results = parallel.map_stage(partial(runtime_for, settings), stage, [items[key] for key in keys], workers)
         outcomes.update(zip(keys, results))
 

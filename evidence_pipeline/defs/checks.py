@@ -38,7 +38,7 @@ from dagster import (
 from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
 
 from evidence_pipeline import parallel
-from evidence_pipeline.defs.assets import TRANSIENT_RETRIES, evidence_bundle
+from evidence_pipeline.defs.assets import TRANSIENT_RETRIES, evidence_bundle, run_workers
 from evidence_pipeline.defs.partitions import tenant_month_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.errors import EvidenceError
@@ -73,7 +73,8 @@ def offline_verification(context: AssetCheckExecutionContext, evidence: Evidence
     runtime = _runtime(evidence)
     outcomes = parallel.map_stage(
         partial(runtime_for, runtime.settings), verify_published,
-        [(published[key]["bundle_key"], published[key]["key_id"]) for key in keys], runtime.settings.workers,
+        [(published[key]["bundle_key"], published[key]["key_id"]) for key in keys],
+        run_workers(op_context, runtime.settings),
     )
     errors = {}
     for key, outcome in zip(keys, outcomes):
