@@ -384,7 +384,8 @@ def main() -> None:
     parser.add_argument("--stock-sample", type=int, default=8, help="single-partition runs to time for (3); 0: none")
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--run-workers", type=int,
-                        help="EVIDENCE_WORKERS of the backfill's runs (default: unset, each run takes its share)")
+                        help="EVIDENCE_WORKERS of the backfill's runs (default: sqlite unset, each run takes its "
+                             "share of the cores; postgres --workers, as the README's production sizing sets it)")
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     args = parser.parse_args()
     # Every bench month must be an open month of the code location (a partition), here and in every process the
@@ -419,9 +420,9 @@ def measure(args, root: Path, environment) -> dict:
     print(f"one range run of {len(one_month)} in-process done in {in_run_s:.1f} s", flush=True)
 
     env = environment("dagster")
-    env.pop("EVIDENCE_WORKERS")  # as an analyst has it: each run takes its share of the cores (defs/assets.py)
-    if args.run_workers:
-        env["EVIDENCE_WORKERS"] = str(args.run_workers)
+    env.pop("EVIDENCE_WORKERS")  # the embedded default: each run takes its share of the cores (defs/assets.py)
+    if args.run_workers or args.backend == "postgres":  # production sets it per run (README, "Sizing")
+        env["EVIDENCE_WORKERS"] = str(args.run_workers or args.workers)
     write_instance_yaml(Path(env["DAGSTER_HOME"]), args.backend)
     os.environ.update(env)
     from dagster import DagsterInstance
@@ -450,7 +451,7 @@ def report(args, partitions, raws, verify_s, verify_meter, in_run_s, one_month, 
     raw_cpu = sum(sum(meter.cpu_by_role().values()) for _, meter in raws) / len(raws)
     analyst_s = analyst["wall_s"]
     from_first_run_s = analyst_s - analyst["pickup_s"]
-    run_workers = args.run_workers or "a share of the cores"
+    run_workers = args.run_workers or (args.workers if args.backend == "postgres" else "a share of the cores")
     print(f"\n{args.tenants} tenants x {args.months} months = {n} tenant-months, raw on {args.workers} workers, "
           f"each run of the backfill on {run_workers} (EVIDENCE_WORKERS), "
           f"{args.backend} backend; load average (1 min) {loads[0]:.1f} before the backfill, {loads[1]:.1f} after\n")
