@@ -21,7 +21,7 @@ defs/backfill_wake.py), the orchestration overhead per partition ((analyst - raw
 `--backend postgres` runs every mode on embedded PostgreSQL (Dagster's storage: dagster.production.yaml; the
 ledger) and a moto S3 server (archive, staging, sources), as bench/scale.py and the tests' aws backend do.
 Usage: `make bench [ARGS="--backend postgres"]` or
-`uv run python bench/throughput.py [--tenants 100 --months 12 --backend sqlite|postgres]`.
+`uv run python bench/throughput.py [--tenants 100 --months 12 --run-workers N --backend sqlite|postgres]`.
 """
 
 from __future__ import annotations
