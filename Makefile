@@ -6,7 +6,7 @@ UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 .PHONY: demo test ui bench bench-stages bench-cli bench-pades bench-keys bench-package bench-redaction bench-review bench-scale \
 	install pdf-tools browser
 
-demo: install
+demo: install pdf-tools
 	$(UV) run --locked evidence demo
 
 test: install pdf-tools browser
@@ -25,7 +25,7 @@ bench-stages: install
 	$(UV) run --locked python bench/stage_times.py
 
 # Redactions per second of 10-page applications (first and second pass apart), peak RSS of a 300-page one.
-bench-redaction: install
+bench-redaction: install pdf-tools
 	$(UV) run --locked python bench/redaction.py
 
 # 1,000 contract reviews (short renewals and 40-page leases) through intake and Dagster's dispatch against a plain
@@ -65,11 +65,14 @@ install: $(UV)
 	python3 -m venv .tools
 	.tools/bin/pip install --quiet uv==0.13.8
 
+# pdfsig, qpdf and pdfimages check what the service writes; Tesseract (with its English data) is the OCR engine the
+# redactor reads images with, and the product needs it at run time too.
 pdf-tools:
-	@if command -v pdfsig >/dev/null && command -v qpdf >/dev/null; then :; \
+	@if command -v pdfsig >/dev/null && command -v qpdf >/dev/null && command -v tesseract >/dev/null; then :; \
 	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
-		(apt-get update -qq && apt-get install -y -qq poppler-utils qpdf) >/dev/null; \
-	else echo "pdfsig/qpdf not installed: the independent-checker tests will be skipped"; fi
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			poppler-utils qpdf tesseract-ocr tesseract-ocr-eng) >/dev/null; \
+	else echo "pdfsig/qpdf/tesseract not installed: the independent-checker and OCR tests will be skipped"; fi
 
 # test_auditor_ui.py drives the read-only UI in headless Chromium through chromium-driver; without them it is skipped.
 browser:
