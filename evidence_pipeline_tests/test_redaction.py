@@ -43,7 +43,7 @@ from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.store import sha256_hex
-from evidence_pipeline_tests import hostile_pdfs, intake_server
+from evidence_pipeline_tests import hostile_pdfs, intake_server, redaction_corpus
 from evidence_pipeline_tests.conftest import overwrite
 from evidence_pipeline_tests.intake_server import (
     client,
@@ -235,8 +235,10 @@ def test_a_template_that_matches_nothing_is_an_explicit_outcome(documents, intak
         job_id = redact_job(http, "none", document["document_id"]).json()["job_id"]
         [outcome] = dispatch(documents)
         status = http.get(f"/v1/jobs/{job_id}").json()
-    assert outcome.state == "succeeded"
-    assert status["findings"]["outcome"] == "no_matches" and status["findings"]["removed"] == {"attachment": 1}
+    assert outcome.state == "succeeded"  # the attachment is always removed: something was
+    assert status["findings"]["outcome"] == "redacted" and status["findings"]["removed"] == {"attachment": 1}
+    plain = _redact_pure(redaction_corpus.build(lambda pdf, page: None), nothing).summary
+    assert plain["outcome"] == "no_matches" and plain["removed"] == {} and plain["marks"] == 0
 
 
 def test_only_an_approved_effective_version_is_pinned(documents, intake):
@@ -398,13 +400,13 @@ def _one_page(content: bytes) -> bytes:
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Y /Encoding << /Differences [49 /g1 /g2] >> >>", page=page)
 
 
-def _redact_pure(data: bytes, program: bytes | None = None):
-    merged = templates.merge(templates.parse(organization_template(), "organization"),
+def _redact_pure(data: bytes, program: bytes | None = None, organization: bytes | None = None, remove: bool = True):
+    merged = templates.merge(templates.parse(organization or organization_template(), "organization"),
                              templates.parse(program or program_template(scanned_page=None), "program"))
     file = io.BytesIO(data)
     document = ProcessorInput("doc_pure", "0" * 64, len(data), gate(file, "flag"), file)
     pinned = {"template": merged, "template_version": templates.version_id(merged)}
-    return redact.redact_document([document], {}, pinned)
+    return redact.run([document], pinned, remove)
 
 
 @pytest.mark.parametrize("content", [

@@ -90,7 +90,8 @@ class Page:
     glyphs: list[Glyph] = field(default_factory=list)
     text: str = ""
     offsets: list[int] = field(default_factory=list)  # glyph index -> offset of its text in ``text``
-    images: list[tuple[pikepdf.Object, Matrix]] = field(default_factory=list)
+    images: list[tuple[pikepdf.Object | pikepdf.PdfInlineImage, Matrix]] = field(default_factory=list)
+    properties: list[tuple[int, int, pikepdf.Dictionary]] = field(default_factory=list)  # (stream, op, inline dict)
     streams: list[tuple[pikepdf.Page | pikepdf.Stream, list]] = field(default_factory=list)  # (owner, instructions)
 
 
@@ -119,9 +120,11 @@ def _walk(found: Page, pieces: list[str], owner, resources, ctm: Matrix, depth: 
     font, size, tc, tw, th, tl, rise = None, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0
     for index, (operands, operator) in enumerate(instructions):
         if isinstance(operands, pikepdf.PdfInlineImage) or str(operator) == "INLINE IMAGE":
-            found.images.append((None, ctm))
+            found.images.append((operands[0] if isinstance(operands, list) else operands, ctm))
             continue
         op = str(operator)
+        if op in ("BDC", "DP") and len(operands) == 2 and isinstance(operands[1], pikepdf.Dictionary):
+            found.properties.append((stream, index, operands[1]))  # inline /ActualText, /Alt, /E ...
         if op == "q":
             stack.append(ctm)
         elif op == "Q" and stack:
@@ -279,22 +282,28 @@ def _cid_widths(w) -> dict[int, float]:
     return widths
 
 
-def rewrite(found: Page, removed: set[int]) -> None:
-    """Drop the glyphs whose indices are in ``removed`` from their streams, keeping the rest where it was."""
+def rewrite(found: Page, removed: set[int], scrubbed: frozenset[tuple[int, int]] = frozenset()) -> None:
+    """Drop the glyphs whose indices are in ``removed`` from their streams, keeping the rest where it was, and the
+    strings of the inline marked-content properties at the (stream, op) positions in ``scrubbed``."""
     by_op: dict[tuple[int, int], list[Glyph]] = {}
     for index in sorted(removed):
         glyph = found.glyphs[index]
         by_op.setdefault((glyph.stream, glyph.op), []).append(glyph)
     for stream, (owner, instructions) in enumerate(found.streams):
         touched = {op: glyphs for (s, op), glyphs in by_op.items() if s == stream}
-        if not touched:
+        scrub = {op for s, op in scrubbed if s == stream}
+        if not touched and not scrub:
             continue
         rewritten = []
         for index, (operands, operator) in enumerate(instructions):
-            if index not in touched:
+            if index in scrub:
+                tag, properties = operands
+                kept = {k: v for k, v in properties.items() if not isinstance(v, pikepdf.String)}
+                rewritten.append(([tag, pikepdf.Dictionary(kept)], operator))
+            elif index in touched:
+                rewritten.extend(_without(operands, str(operator), touched[index]))
+            else:
                 rewritten.append((operands, operator))
-                continue
-            rewritten.extend(_without(operands, str(operator), touched[index]))
         data = pikepdf.unparse_content_stream(rewritten)
         if isinstance(owner, pikepdf.Page):  # a page's content array becomes one stream
             owner.contents_coalesce()

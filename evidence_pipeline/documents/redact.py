@@ -1,12 +1,25 @@
 """`redact`: a rental application's derivative with the pinned template's matches removed, not covered.
 
-First pass (this module, pikepdf): find every value the template's rules match, in page text, form fields,
-annotations, bookmarks and metadata; then remove each found value everywhere it occurs: the glyphs from the page
-content streams (form XObjects included), form-field values and their appearances, the annotations that carry it,
-the document information entries and the XMP packet that hold it, and bookmark titles. Attachments are always
-removed. Each removed area on a page gets a black mark drawn in the page content. The derivative is written whole,
-as one revision (qpdf writes only the objects still referenced: earlier revisions are gone), with a deterministic
-/ID, so the same input and template version give the same bytes.
+First pass (this module, pikepdf). Find every value the template's rules match, after normalization (matching.py):
+in each page's text, read in drawing order and in reading order; in the text of every image, read by OCR (ocr.py);
+in every string and every text stream reachable in the file (annotations and their actions, form fields, outlines,
+the names tree, page labels, optional-content names, marked-content and structure-tree text, document information,
+every XMP packet, JavaScript). Then remove each found value everywhere it occurs:
+
+- page content (form XObjects included): the glyphs, from the text-showing operators; the strings of inline
+  marked-content properties (/ActualText, /Alt, /E) that hold one;
+- image pixels: OCR word boxes that hold a value, and region rules' areas, painted black in the image itself;
+- form fields that hold one (or a rule names): value, default value and appearance (the widget is hidden);
+- annotations that hold one anywhere (their text, actions, appearance), with their popups;
+- any other string or text stream still holding one: an action holding one is removed whole (a link is dropped,
+  never rewritten to point elsewhere), a name-tree entry is removed, a metadata stream or information entry is
+  removed, a bookmark title becomes `[redacted]`, any other string `[redacted]`, any other text stream empty;
+- always: embedded and associated files, and page thumbnails (pictures of the original page).
+
+An image the OCR engine cannot read with confidence, on a page no region rule covers, is refused: what cannot be
+read cannot be promised removed. Each removed area on a page gets a black mark drawn in the page content. The
+derivative is written whole, as one revision (qpdf writes only the objects still referenced: earlier revisions are
+gone), with a deterministic /ID, so the same input, template version and OCR engine give the same bytes.
 
 The second pass (`redaction_check`) verifies the written file independently before anything is published.
 """
@@ -23,9 +36,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import pikepdf
-from PIL import ImageDraw
+from PIL import Image, ImageDraw
 
-from evidence_pipeline.documents import pdftext, templates
+from evidence_pipeline.documents import ocr, pdftext, templates
+from evidence_pipeline.documents.gate import LIMITS
+from evidence_pipeline.documents.matching import (
+    Rules,
+    Search,
+    compile_pattern,
+    decodings,
+    normalize,
+    normalize_glyphs,
+)
 from evidence_pipeline.documents.redaction_check import verify_derivative
 from evidence_pipeline.documents.registry import (
     ACTIVE_CONTENT_OPTION,
@@ -39,8 +61,20 @@ from evidence_pipeline.signing.dsse import canonical_json
 
 REPORT = "redaction.json"
 MARK_PADDING = 1.0  # points around a removed glyph's box
-REDACTED_TITLE = "[redacted]"
-_ANNOTATION_TEXT = ("/Contents", "/T", "/Subj", "/RC", "/NM")
+WORD_PADDING = 2  # pixels around a word OCR found
+REDACTED = "[redacted]"
+# /S of an action dictionary (PDF 2.0, 12.6.4): a dictionary with one of these is an action, removed whole
+ACTIONS = frozenset({
+    "/GoTo", "/GoToR", "/GoToE", "/GoToDp", "/Launch", "/Thread", "/URI", "/Sound", "/Movie", "/Hide", "/Named",
+    "/SubmitForm", "/ResetForm", "/ImportData", "/SetOCGState", "/Rendition", "/Trans", "/GoTo3DView",
+    "/JavaScript", "/RichMediaExecute",
+})
+# What links an annotation to the rest of the document rather than to what it says
+_ANNOTATION_LINKS = frozenset({"/P", "/Parent", "/Popup", "/IRT"})
+# Streams whose decoded bytes are not text a rule reads: fonts, colour profiles, functions, CMaps (images are OCR'd,
+# page content is walked glyph by glyph)
+_BINARY_STREAM_KEYS = frozenset({"/FontFile", "/FontFile2", "/FontFile3", "/ToUnicode", "/Thumb", "/SMask"})
+_BINARY_STREAM_MARKS = ("/PatternType", "/FunctionType", "/ShadingType", "/Length1", "/Length2", "/N")
 
 
 def output_key(document_id: str, input_sha256: str, template_version: str) -> str:
@@ -49,45 +83,18 @@ def output_key(document_id: str, input_sha256: str, template_version: str) -> st
 
 
 @dataclass
-class Rules:
-    patterns: list[tuple[str, re.Pattern]]  # (label, pattern)
-    fields: dict[str, str]  # fully qualified field name -> label
-    regions: dict[int, list[tuple[str, tuple[float, float, float, float]]]]  # page number -> (label, rect)
-
-    @classmethod
-    def of(cls, template: dict) -> Rules:
-        rules = cls([], {}, {})
-        for rule in template["rules"]:
-            if "pattern" in rule:
-                rules.patterns.append((rule["label"], re.compile(rule["pattern"])))
-            elif "field" in rule:
-                rules.fields[rule["field"]] = rule["label"]
-            else:
-                region = rule["region"]
-                rules.regions.setdefault(region["page"], []).append((rule["label"], tuple(region["rect"])))
-        return rules
-
-    def matches(self, text: str):
-        """(label, start, end, value) of every pattern match: the group ``value`` when the pattern names one."""
-        for label, pattern in self.patterns:
-            for match in pattern.finditer(text):
-                group = "value" if "value" in pattern.groupindex else 0
-                if match.group(group).strip():
-                    yield label, match.start(group), match.end(group), match.group(group)
-
-
-@dataclass
 class Finding:
-    """What a first pass found: the values to remove (label each), and per page the glyphs and marks."""
+    """What a first pass found: the values to remove (label each), what was removed where, and per page the marks."""
 
     values: dict[str, str] = field(default_factory=dict)  # value -> label
-    counts: Counter = field(default_factory=Counter)  # label -> removed items
+    counts: Counter = field(default_factory=Counter)  # label or place -> removed items
     marks: dict[int, list[tuple[float, float, float, float]]] = field(default_factory=dict)  # page index -> boxes
+    readings: dict[tuple[int, int], ocr.Reading] = field(default_factory=dict)  # image objgen -> its OCR
 
     def add(self, label: str, value: str) -> None:
-        value = " ".join(value.split())
-        if value:
-            self.values.setdefault(value, label)
+        value = " ".join(normalize_glyphs(value).split())
+        if value and value not in self.values:
+            self.values[value] = label
             self.counts[label] += 1
 
     def mark(self, page: int, rect) -> None:
@@ -114,31 +121,36 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
     document.file.seek(0)
     finding = Finding()
     with readable(), pikepdf.open(document.file) as pdf:
-        # Two walks of each page, one page at a time: memory stays that of one page's glyphs (a 300-page
-        # application held at once cost ~280 MB), and every page's values are known before any page is rewritten.
+        # Pages are walked one at a time, twice (find, then remove): memory stays that of one page's glyphs, and
+        # every value is known before anything is rewritten.
         find(pdf, rules, finding)
-        occurrences = [
-            re.compile(r"\s*".join(re.escape(part) for part in value.split())) for value in sorted(finding.values)
-        ]
+        search = Search(rules, sorted(finding.values))
+        occurrences = [_occurrence(value) for value in sorted(finding.values)]
+        painted: set[tuple[int, int]] = set()  # images whose OCR words are painted out (or, marking only, counted)
         for number, page in enumerate(pdf.pages, 1):
             walked = pdftext.walk_page(page)
             removed = _page_glyphs(walked, number, occurrences, rules, finding)
+            scrubbed = frozenset((stream, op) for stream, op, properties in walked.properties
+                                 if any(_string_holds(v, search) for v in properties.values()))
             if remove:
-                pdftext.rewrite(walked, removed)
+                pdftext.rewrite(walked, removed, scrubbed)
+                finding.counts["marked_content"] += len(scrubbed)
+            _images_on_page(walked, number, rules, occurrences, finding, painted, remove)
         if remove:
-            _remove_elsewhere(pdf, rules, finding)
+            _remove_elsewhere(pdf, rules, search, occurrences, finding, painted)
         _draw_marks(pdf, finding)
         out = io.BytesIO()
-        pdf.save(out, deterministic_id=True, compress_streams=True,
+        # fix_metadata_version would re-serialize the XMP that stays (its character references become literals)
+        pdf.save(out, deterministic_id=True, compress_streams=True, fix_metadata_version=False,
                  object_stream_mode=pikepdf.ObjectStreamMode.generate)
     key = output_key(document.document_id, document.sha256, vid)
-    outcome = "redacted" if finding.values else "no_matches"
     summary = {
-        "outcome": outcome,
+        "outcome": "redacted" if +finding.counts else "no_matches",
         "output_key": key,
         "template_version": vid,
-        "removed": dict(sorted(finding.counts.items())),
+        "removed": dict(sorted((+finding.counts).items())),
         "marks": sum(len(boxes) for boxes in finding.marks.values()),
+        "ocr": {"engine": ocr.engine(), "images": len(finding.readings)},
     }
     derivative = f"redacted-{key}.pdf"
     report = {"input": {"document_id": document.document_id, "sha256": document.sha256}, "derivative": derivative}
@@ -160,42 +172,135 @@ def readable():
 
 
 def find(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
-    """Every value the rules match anywhere: page text, fields (by name or value), annotations, outlines, metadata.
-    A scanned page (images, no text) that no region names is REDACTION_UNSUPPORTED_CONTENT."""
+    """Every value the rules match anywhere: page text in both orders, images (OCR), named fields, and every string
+    and text stream reachable in the file."""
     for number, page in enumerate(pdf.pages, 1):
         walked = pdftext.walk_page(page)
-        if walked.images and not walked.text.strip() and number not in rules.regions:
-            raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
-                                f"page {number} is a scanned image; only a region rule can redact it")
-        for label, _, _, value in rules.matches(walked.text):
-            finding.add(label, value)
+        for view in _page_views(walked):
+            _match(rules, view.text, finding)
+        for image, _ in walked.images:
+            reading = _read(image, finding)
+            if not reading.legible and number not in rules.regions:
+                raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
+                                    f"page {number} draws an image the OCR engine cannot read with confidence; "
+                                    "only a region rule can redact it")
+            _match(rules, normalize(reading.lines), finding)
+        for _, _, properties in walked.properties:
+            for value in properties.values():
+                if isinstance(value, pikepdf.String):
+                    for text in _texts(bytes(value), str(value)):
+                        _match(rules, text, finding)
     for name, fld in _fields(pdf):
-        value = _text(fld.get("/V"))
-        if value is None:
-            continue
-        if name in rules.fields:
-            finding.add(rules.fields[name], value)
-        for label, _, _, matched in rules.matches(value):
-            finding.add(label, matched)
-    strings = [_text(annot.get(key)) for page in pdf.pages for annot in page.get("/Annots", [])
-               for key in _ANNOTATION_TEXT]
-    strings += [_text(value) for value in pdf.docinfo.values()] + [title for title, _ in _outline_titles(pdf)]
-    if "/Metadata" in pdf.Root:
-        strings.append(pdf.Root.Metadata.read_bytes().decode("utf-8", errors="replace"))
-    for text in filter(None, strings):
-        for label, _, _, value in rules.matches(text):
-            finding.add(label, value)
+        if name in rules.fields and isinstance(fld.get("/V"), pikepdf.String):
+            finding.add(rules.fields[name], str(fld.V))
+    content = _content_streams(pdf)
+    for container, key, value, _, _ in _reachable(pdf):
+        if isinstance(value, pikepdf.String):
+            for text in _texts(bytes(value), str(value)):
+                _match(rules, text, finding)
+        elif isinstance(value, pikepdf.Stream) and value.get("/Subtype") == "/Image":
+            if key == "/Thumb" or value.objgen in finding.readings:  # thumbnails go; page images are read
+                continue
+            reading = _read(value, finding)
+            if not reading.legible:
+                raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
+                                    "an image outside the page content cannot be read with confidence by OCR")
+            _match(rules, normalize(reading.lines), finding)
+        elif isinstance(value, pikepdf.Stream) and _text_stream(key, value, content):
+            for text in _texts(_stream_bytes(value)):
+                _match(rules, text, finding)
 
 
-def _page_glyphs(page: pdftext.Page, number: int, occurrences: list[re.Pattern], rules: Rules,
-                 finding: Finding) -> set[int]:
-    """The page's glyphs to remove: every occurrence of every found value (whitespace between its words may
-    differ), and what its regions cover. Marks one box per run of removed glyphs on a line."""
-    starts = {offset: index for index, offset in enumerate(page.offsets)}
+def _match(rules: Rules, text: str, finding: Finding) -> None:
+    for label, _, _, value in rules.matches(text):
+        finding.add(label, value)
+
+
+def _texts(data: bytes, *known: str) -> set[str]:
+    """A string's or stream's text in every spelling, normalized and as written."""
+    forms = {*known, *decodings(data)}
+    return forms | {normalize(form) for form in forms}
+
+
+# -- page text ---------------------------------------------------------------------------------------------------
+
+@dataclass
+class _View:
+    """Text made of pieces, each owned by a glyph or an OCR word (or by nothing: a line break or a space)."""
+
+    text: str
+    owners: list[int | None]
+
+    @classmethod
+    def of(cls, pieces) -> _View:
+        text, owners = [], []
+        for owner, piece in pieces:
+            text.append(piece)
+            owners += [owner] * len(piece)
+        return cls("".join(text), owners)
+
+    def covered(self, occurrences) -> set[int]:
+        chosen: set[int] = set()
+        for occurrence in occurrences:
+            for match in occurrence.finditer(self.text):
+                chosen |= {o for o in self.owners[match.start():match.end()] if o is not None}
+        return chosen
+
+
+def _occurrence(value: str):
+    """A found value wherever it is written: any whitespace (or none) between its characters, any case."""
+    return compile_pattern("(?i)" + r"\s*".join(re.escape(c) for c in value if not c.isspace()))
+
+
+def _page_views(page: pdftext.Page) -> list[_View]:
+    """The page's glyphs as text: in drawing order, with a line break where the content starts a line and with
+    lines joined (a value wrapped at the end of a line); and, when it differs, in reading order (lines top to
+    bottom, glyphs left to right: content may draw a line backwards)."""
+    drawing, previous_end = [], None
+    for index, glyph in enumerate(page.glyphs):
+        if previous_end is not None and page.offsets[index] != previous_end:
+            drawing.append((None, "\n"))
+        previous_end = page.offsets[index] + len(glyph.text)
+        drawing.append((index, normalize_glyphs(glyph.text)))
+    views = [_View.of(drawing), _View.of(piece for piece in drawing if piece[0] is not None)]
+    order = _reading_order(page.glyphs)
+    if order != list(range(len(page.glyphs))):
+        reading, last = [], None
+        for index in order:
+            glyph = page.glyphs[index]
+            if last is not None:
+                before = page.glyphs[last]
+                if not _same_line(before.box, glyph.box):
+                    reading.append((None, "\n"))
+                elif glyph.box[0] - before.box[2] > 0.2 * max(glyph.size, 1):
+                    reading.append((None, " "))
+            reading.append((index, normalize_glyphs(glyph.text)))
+            last = index
+        views.append(_View.of(reading))
+    return views
+
+
+def _reading_order(glyphs: list[pdftext.Glyph]) -> list[int]:
+    boxes = [glyph.box for glyph in glyphs]
+    lines: list[list[int]] = []
+    for index in sorted(range(len(glyphs)), key=lambda i: (-boxes[i][1], boxes[i][0])):
+        if lines and _same_line(boxes[lines[-1][0]], boxes[index]):
+            lines[-1].append(index)
+        else:
+            lines.append([index])
+    return [index for line in lines for index in sorted(line, key=lambda i: boxes[i][0])]
+
+
+def _same_line(a, b) -> bool:
+    return abs(a[1] - b[1]) < 0.5 * max(a[3] - a[1], b[3] - b[1], 1e-6)
+
+
+def _page_glyphs(page: pdftext.Page, number: int, occurrences, rules: Rules, finding: Finding) -> set[int]:
+    """The page's glyphs to remove: every occurrence of every found value in either view, and what its regions
+    cover. Marks one box per run of removed glyphs on a line."""
     chosen: set[int] = set()
-    for occurrence in occurrences:
-        for match in occurrence.finditer(page.text):
-            chosen |= {starts[o] for o in range(match.start(), match.end()) if o in starts}
+    for view in _page_views(page):
+        chosen |= view.covered(occurrences)
     for label, rect in rules.regions.get(number, []):
         inside = {i for i, g in enumerate(page.glyphs) if _centre_in(g.box, rect)}
         chosen |= inside
@@ -213,40 +318,151 @@ def _page_glyphs(page: pdftext.Page, number: int, occurrences: list[re.Pattern],
     return chosen
 
 
-def _remove_elsewhere(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
-    values = list(finding.values)
+# -- images ------------------------------------------------------------------------------------------------------
 
-    def holds(text: str | None) -> bool:
-        if not text:
-            return False
-        flat = " ".join(text.split())
-        return any(value in flat for value in values) or any(True for _ in rules.matches(text))
+def _read(image, finding: Finding) -> ocr.Reading:
+    """The image's OCR, once per image object (an image drawn on many pages is read once)."""
+    key = image.objgen if isinstance(image, pikepdf.Object) else None
+    if key is not None and key in finding.readings:
+        return finding.readings[key]
+    reading = ocr.read(_pixels(image))
+    if key is not None:
+        finding.readings[key] = reading
+    return reading
 
-    for number, page in enumerate(pdf.pages):
-        for label, rect in rules.regions.get(number + 1, []):
-            for covered in _black_out_images(page, rect):
-                finding.mark(number, covered)
-                finding.counts[label] += 1
+
+def _pixels(image) -> Image.Image:
+    if isinstance(image, pikepdf.Object):
+        width, height = int(image.get("/Width", 0)), int(image.get("/Height", 0))
+        if width * height > ocr.MAX_PIXELS:
+            raise EvidenceError(ReasonCode.DOCUMENT_LIMIT_EXCEEDED,
+                                f"an image declares more than {ocr.MAX_PIXELS} pixels")
+    try:
+        return (pikepdf.PdfImage(image) if isinstance(image, pikepdf.Object) else image).as_pil_image()
+    except (pikepdf.PdfError, NotImplementedError, ValueError, OSError, Image.DecompressionBombError) as error:
+        raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
+                            f"an image the redactor cannot decode ({type(error).__name__})") from None
+
+
+def _words_holding(reading: ocr.Reading, occurrences) -> list[ocr.Word]:
+    pieces, line = [], None
+    for index, word in enumerate(reading.words):
+        if line is not None:
+            pieces.append((None, " " if word.line == line else "\n"))
+        pieces.append((index, normalize_glyphs(word.text)))
+        line = word.line
+    return [reading.words[i] for i in sorted(_View.of(pieces).covered(occurrences))]
+
+
+def _images_on_page(page: pdftext.Page, number: int, rules: Rules, occurrences, finding: Finding, painted: set,
+                    remove: bool) -> None:
+    """Paint out, in every image the page draws, the words OCR found that hold a value (once per image: an image
+    drawn on several pages is one object) and what the page's regions cover; mark each area where it is drawn."""
+    for image, ctm in page.images:
+        words = _words_holding(_read(image, finding), occurrences)
+        regions = [(label, rect) for label, rect in rules.regions.get(number, []) if _overlap(_placed(ctm), rect)]
+        if not words and not regions:
+            continue
+        if not isinstance(image, pikepdf.Object):
+            raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
+                                "an inline image holds text to remove" if words else "an inline image under a region")
+        width, height = int(image.Width), int(image.Height)
+        boxes = [_padded(word.box, width, height) for word in words]
+        for box in boxes:
+            finding.mark(number - 1, pdftext.box(ctm, box[0] / width, 1 - box[3] / height,
+                                                 box[2] / width, 1 - box[1] / height))
+        if image.objgen in painted:
+            boxes = []
+        else:
+            painted.add(image.objgen)
+            finding.counts["image_text"] += len(words)
+        for label, rect in regions:
+            box, area = _region_pixels(ctm, rect, width, height)
+            boxes.append(box)
+            finding.counts[label] += 1
+            finding.mark(number - 1, area)
+        if remove and boxes:
+            _paint(image, boxes)
+
+
+def _placed(ctm) -> tuple[float, float, float, float]:
+    return pdftext.box(ctm, 0, 0, 1, 1)
+
+
+def _overlap(a, b) -> bool:
+    return max(a[0], b[0]) < min(a[2], b[2]) and max(a[1], b[1]) < min(a[3], b[3])
+
+
+def _padded(box, width: int, height: int) -> tuple[int, int, int, int]:
+    return (max(0, box[0] - WORD_PADDING), max(0, box[1] - WORD_PADDING),
+            min(width, box[2] + WORD_PADDING), min(height, box[3] + WORD_PADDING))
+
+
+def _region_pixels(ctm, rect, width: int, height: int):
+    """(pixel box, page area) of a region over an image: an image drawn rotated or skewed is covered whole."""
+    placed = _placed(ctm)
+    if abs(ctm[1]) > 1e-9 or abs(ctm[2]) > 1e-9:
+        return (0, 0, width, height), placed
+    area = (max(placed[0], rect[0]), max(placed[1], rect[1]), min(placed[2], rect[2]), min(placed[3], rect[3]))
+    us = sorted(((area[0] - ctm[4]) / ctm[0], (area[2] - ctm[4]) / ctm[0]))  # page -> unit square -> pixels
+    vs = sorted(((area[1] - ctm[5]) / ctm[3], (area[3] - ctm[5]) / ctm[3]))  # (row 0 is the image's top)
+    return (math.floor(us[0] * width), math.floor((1 - vs[1]) * height),
+            math.ceil(us[1] * width), math.ceil((1 - vs[0]) * height)), area
+
+
+def _paint(image: pikepdf.Stream, boxes) -> None:
+    """The boxes painted black in the image's own pixels, and the image re-encoded: the pixels are gone from the
+    file, not covered. A JPEG stays a JPEG; an image whose raw pixels would pass the readers' per-stream limit is
+    written as one too, else Flate at 8 bits per component."""
+    pixels = _pixels(image)
+    pixels = pixels.convert("RGB" if pixels.mode not in ("L", "RGB") else pixels.mode)
+    draw = ImageDraw.Draw(pixels)
+    for box in boxes:
+        draw.rectangle((box[0], box[1], box[2] - 1, box[3] - 1), fill=0)
+    raw = pixels.tobytes()
+    filters = image.get("/Filter")
+    if filters == pikepdf.Name.DCTDecode or len(raw) > LIMITS["zlib_maximum_output_length"]:
+        encoded = io.BytesIO()
+        pixels.save(encoded, "JPEG", quality=90)
+        image.write(encoded.getvalue(), filter=pikepdf.Name.DCTDecode)
+    else:
+        image.write(zlib.compress(raw), filter=pikepdf.Name.FlateDecode)
+    image.ColorSpace = pikepdf.Name.DeviceGray if pixels.mode == "L" else pikepdf.Name.DeviceRGB
+    image.BitsPerComponent = 8
+    for key in ("/Decode", "/DecodeParms", "/Mask", "/ImageMask", "/SMask"):
+        if key in image:
+            del image[key]
+
+
+# -- everything else ---------------------------------------------------------------------------------------------
+
+def _remove_elsewhere(pdf: pikepdf.Pdf, rules: Rules, search: Search, occurrences, finding: Finding,
+                      painted: set) -> None:
     for name, fld in _fields(pdf):
-        if name in rules.fields or holds(_text(fld.get("/V"))) or holds(_text(fld.get("/DV"))):
+        if name in rules.fields or any(_string_holds(fld.get(key), search) for key in ("/V", "/DV")) or any(
+                _holds_anywhere(widget.AP, search) for widget in _widgets(fld) if "/AP" in widget):
             for key in ("/V", "/DV"):
                 if key in fld:
                     del fld[key]
+            finding.counts["field"] += 1
             for widget in _widgets(fld):
                 if "/AP" in widget:
                     del widget["/AP"]
                 widget.F = 2  # hidden: a viewer drawing the empty field would paint over its mark
                 if "/Rect" in widget:
                     finding.mark(_page_of(pdf, widget), widget.Rect)
+    content = _content_streams(pdf)
     for number, page in enumerate(pdf.pages):
-        annots = page.get("/Annots")
+        if "/Thumb" in page.obj:  # a picture of the original page
+            del page.obj["/Thumb"]
+            finding.counts["thumbnail"] += 1
+        annots = page.obj.get("/Annots")
         if annots is None:
             continue
         kept, dropped = [], set()
         for annot in annots:
             attachment = annot.get("/Subtype") == "/FileAttachment"
-            if attachment or (annot.get("/Subtype") != "/Widget"
-                              and any(holds(_text(annot.get(key))) for key in _ANNOTATION_TEXT)):
+            if attachment or (annot.get("/Subtype") != "/Widget" and _holds_anywhere(annot, search)):
                 finding.counts["attachment" if attachment else "annotation"] += 1
                 dropped.add(annot.objgen)
                 if "/Rect" in annot:
@@ -254,62 +470,147 @@ def _remove_elsewhere(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
                 continue
             kept.append(annot)
         # a removed annotation's popup goes with it (the popup shows the parent's text)
-        page.Annots = pikepdf.Array([annot for annot in kept if annot.get("/Subtype") != "/Popup"
-                                     or annot.get("/Parent", pikepdf.Dictionary()).objgen not in dropped])
+        page.obj.Annots = pikepdf.Array([annot for annot in kept if annot.get("/Subtype") != "/Popup"
+                                         or annot.get("/Parent", pikepdf.Dictionary()).objgen not in dropped])
     names = pdf.Root.get("/Names")
     if names is not None and "/EmbeddedFiles" in names:
         finding.counts["attachment"] += len(_name_tree_leaves(names.EmbeddedFiles))
         del names["/EmbeddedFiles"]
     for holder in [pdf.Root, *(page.obj for page in pdf.pages)]:
-        if "/AF" in holder:  # associated files (PDF 2.0) name the same file specifications
+        if "/AF" in holder:  # associated files (PDF 2.0)
+            finding.counts["attachment"] += len(holder.AF) if isinstance(holder.AF, pikepdf.Array) else 1
             del holder["/AF"]
-    for key, value in list(pdf.docinfo.items()):
-        if holds(_text(value)):
-            del pdf.docinfo[key]
-            finding.counts["metadata"] += 1
-    if "/Metadata" in pdf.Root and holds(pdf.Root.Metadata.read_bytes().decode("utf-8", errors="replace")):
-        del pdf.Root["/Metadata"]
-        finding.counts["metadata"] += 1
-    for title, item in _outline_titles(pdf):
-        if holds(title):
-            item.Title = pikepdf.String(REDACTED_TITLE)
-            finding.counts["bookmark"] += 1
-    for key in ("/PieceInfo", "/StructTreeRoot", "/MarkInfo"):  # tagged text copies (ActualText, Alt) go too
-        if key in pdf.Root:
-            del pdf.Root[key]
+    for image_key, reading in finding.readings.items():  # images outside the page content (appearances ...)
+        if image_key not in painted and (words := _words_holding(reading, occurrences)):
+            image = pdf.get_object(image_key)
+            _paint(image, [_padded(w.box, int(image.Width), int(image.Height)) for w in words])
+            finding.counts["image_text"] += len(words)
+    _sweep(pdf, search, finding, content)
 
 
-def _black_out_images(page: pikepdf.Page, rect) -> list[tuple[float, float, float, float]]:
-    """A region's pixels, painted black in every image drawn under it and re-encoded (Flate, 8 bits): the pixels
-    are gone from the file, not covered. An image drawn rotated or skewed is blacked out whole; an inline image
-    is refused. Returns the page areas blacked out."""
-    covered = []
-    for image, ctm in pdftext.walk_page(page).images:
-        if image is None:
-            raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT, "an inline image under a region")
-        placed = pdftext.box(ctm, 0, 0, 1, 1)
-        area = (max(placed[0], rect[0]), max(placed[1], rect[1]), min(placed[2], rect[2]), min(placed[3], rect[3]))
-        if area[0] >= area[2] or area[1] >= area[3]:
+def _sweep(pdf: pikepdf.Pdf, search: Search, finding: Finding, content: set) -> None:
+    """Every string and text stream still reachable that holds a value or a match, removed as the module says."""
+    info = pdf.trailer.get("/Info")
+    info_key = info.objgen if info is not None and info.is_indirect else None
+    deletions: list[tuple[object, object, str]] = []  # (container, key or index, place)
+    for container, key, value, container_key, action in _reachable(pdf):
+        if isinstance(value, (pikepdf.Dictionary, pikepdf.Stream)) and "/EF" in value:
+            deletions.append((value, "/EF", "attachment"))  # a file specification's embedded file, wherever
+        if isinstance(value, pikepdf.String):
+            holds = _string_holds(value, search)
+        elif isinstance(value, pikepdf.Stream) and _text_stream(key, value, content):
+            holds = search.holds_bytes(_stream_bytes(value))
+        else:
             continue
-        pixels = pikepdf.PdfImage(image).as_pil_image()
-        pixels = pixels.convert("RGB" if pixels.mode not in ("L", "RGB") else pixels.mode)
-        width, height = pixels.size
-        if abs(ctm[1]) > 1e-9 or abs(ctm[2]) > 1e-9:
-            area, box = placed, (0, 0, width, height)
-        else:  # page -> unit square -> pixels (row 0 is the image's top)
-            us = sorted(((area[0] - ctm[4]) / ctm[0], (area[2] - ctm[4]) / ctm[0]))
-            vs = sorted(((area[1] - ctm[5]) / ctm[3], (area[3] - ctm[5]) / ctm[3]))
-            box = (math.floor(us[0] * width), math.floor((1 - vs[1]) * height),
-                   math.ceil(us[1] * width), math.ceil((1 - vs[0]) * height))
-        ImageDraw.Draw(pixels).rectangle((box[0], box[1], box[2] - 1, box[3] - 1), fill=0)
-        image.write(zlib.compress(pixels.tobytes()), filter=pikepdf.Name.FlateDecode)
-        image.ColorSpace = pikepdf.Name.DeviceGray if pixels.mode == "L" else pikepdf.Name.DeviceRGB
-        image.BitsPerComponent = 8
-        for key in ("/Decode", "/DecodeParms", "/Mask", "/ImageMask"):
-            if key in image:
-                del image[key]
-        covered.append(area)
-    return covered
+        if not holds:
+            continue
+        if action is not None:
+            deletions.append(action)
+        elif isinstance(value, pikepdf.Stream):
+            if key == "/Metadata":
+                deletions.append((container, key, "metadata"))
+            else:
+                value.write(b"")
+                finding.counts["stream"] += 1
+        elif container_key == "/Names" and isinstance(key, int):
+            deletions.append((container, key - key % 2, "name"))  # a name tree's entry, key and value
+        elif info_key is not None and container.objgen == info_key:
+            deletions.append((container, key, "metadata"))
+        else:
+            container[key] = pikepdf.String(REDACTED)
+            finding.counts["bookmark" if key == "/Title" and "/Parent" in container else "string"] += 1
+    done = set()
+    # array entries from the last, so that the indices of those before stay true
+    for container, key, place in sorted(deletions, key=lambda d: d[1] if isinstance(d[1], int) else -1, reverse=True):
+        if (id(container), key) in done:
+            continue
+        done.add((id(container), key))
+        if isinstance(key, int):
+            for _ in range(2 if place == "name" else 1):
+                del container[key]
+        elif key in container:
+            del container[key]
+        finding.counts[place] += 1
+
+
+def _reachable(pdf: pikepdf.Pdf):
+    """(container, key, value, the container's own key, the deletion that removes the enclosing action) for every
+    value reachable from the catalog and the document information; each indirect object is entered once."""
+    seen: set[tuple[int, int]] = set()
+    stack = [(pdf.trailer, key, pdf.trailer[key], None, None) for key in ("/Info", "/Root") if key in pdf.trailer]
+    while stack:
+        container, key, value, container_key, action = stack.pop()
+        yield container, key, value, container_key, action
+        if isinstance(value, (pikepdf.Dictionary, pikepdf.Stream, pikepdf.Array)):
+            if value.is_indirect:
+                if value.objgen in seen:
+                    continue
+                seen.add(value.objgen)
+            if isinstance(value, pikepdf.Array):
+                stack.extend((value, i, item, key, action) for i, item in enumerate(value))
+            else:
+                if value.get("/S") in ACTIONS:  # in a name tree (JavaScript, say) its entry goes with it
+                    action = ((container, key - key % 2, "name") if container_key == "/Names" and isinstance(key, int)
+                              else (container, key, "action"))
+                stack.extend((value, k, item, key, action) for k, item in value.items())
+
+
+def _holds_anywhere(annot, search: Search) -> bool:
+    """Whether an annotation (or its appearance) holds a value in its text, its actions or its appearance."""
+    seen, stack = set(), [annot]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, pikepdf.String) and _string_holds(value, search):
+            return True
+        if not isinstance(value, (pikepdf.Dictionary, pikepdf.Stream, pikepdf.Array)):
+            continue
+        if value.is_indirect:
+            if value.objgen in seen:
+                continue
+            seen.add(value.objgen)
+        if isinstance(value, pikepdf.Stream) and value.get("/Subtype") != "/Image" and \
+                search.holds_bytes(_stream_bytes(value)):
+            return True
+        if isinstance(value, pikepdf.Array):
+            stack.extend(value)
+        elif value.get("/Type") not in ("/Page", "/Pages"):
+            stack.extend(item for k, item in value.items() if k not in _ANNOTATION_LINKS)
+    return False
+
+
+def _in_annotation(container) -> bool:
+    return isinstance(container, pikepdf.Dictionary) and container.get("/Type") == "/Annot"
+
+
+def _string_holds(value, search: Search) -> bool:
+    return isinstance(value, pikepdf.String) and any(search.holds(text) for text in {str(value),
+                                                                                      *decodings(bytes(value))})
+
+
+def _text_stream(key, stream: pikepdf.Stream, content: set) -> bool:
+    """Whether a stream's decoded bytes are text a rule reads (XMP, JavaScript, rich text, private data): not page
+    content, images, fonts, colour profiles, functions or CMaps."""
+    if stream.objgen in content or key in _BINARY_STREAM_KEYS:
+        return False
+    if stream.get("/Subtype") in ("/Image", "/Form") or stream.get("/Type") in ("/CMap", "/EmbeddedFile", "/XObject"):
+        return False
+    return not any(mark in stream for mark in _BINARY_STREAM_MARKS)
+
+
+def _stream_bytes(stream: pikepdf.Stream) -> bytes:
+    try:
+        return stream.read_bytes()
+    except pikepdf.PdfError:  # a filter qpdf cannot decode: the raw bytes are what a reader would see
+        return stream.read_raw_bytes()
+
+
+def _content_streams(pdf: pikepdf.Pdf) -> set[tuple[int, int]]:
+    found = set()
+    for page in pdf.pages:
+        contents = page.obj.get("/Contents")
+        for stream in (contents if isinstance(contents, pikepdf.Array) else [contents] if contents else []):
+            found.add(stream.objgen)
+    return found
 
 
 def _draw_marks(pdf: pikepdf.Pdf, finding: Finding) -> None:
@@ -352,25 +653,15 @@ def _page_of(pdf: pikepdf.Pdf, widget) -> int:
     return 0
 
 
-def _outline_titles(pdf: pikepdf.Pdf):
-    outlines = pdf.Root.get("/Outlines")
-    stack = [outlines.get("/First")] if outlines is not None else []
-    seen = set()
-    while stack:
-        item = stack.pop()
-        if item is None or item.objgen in seen:
-            continue
-        seen.add(item.objgen)
-        yield _text(item.get("/Title")) or "", item
-        stack.extend([item.get("/Next"), item.get("/First")])
-
-
 def _name_tree_leaves(tree) -> list:
-    leaves, stack = [], [tree]
+    leaves, stack, seen = [], [tree], set()
     while stack:
         node = stack.pop()
-        names = list(node.get("/Names", []))
-        leaves += names[1::2]
+        if node.is_indirect:
+            if node.objgen in seen:  # a tree whose /Kids holds itself
+                continue
+            seen.add(node.objgen)
+        leaves += list(node.get("/Names", []))[1::2]
         stack.extend(node.get("/Kids", []))
     return leaves
 

@@ -1,73 +1,71 @@
 """The second pass of a redaction: the written derivative, read back and searched by code that shares nothing with
-the redactor (which uses pikepdf and its own content-stream walk).
+the redactor's reading and removal (which use pikepdf and its own content-stream walk); only the rules' matcher and
+its normalization (matching.py) and the OCR engine (ocr.py) are common.
 
-Three searches: page text extracted by pypdf, page text extracted by pdfium (pypdfium2), and every object of the
-file as pypdf loads it: each decoded stream (content, forms, XMP, fonts, images), each string and name. None of the
-values the first pass removed may appear in any of them (whitespace and case ignored in extracted text), no rule of
-the template may match the extracted text, and no embedded file may remain. Any finding fails the job with
-REDACTION_VERIFICATION_FAILED; the message counts what was found, never the values.
+Everything is searched for the values the first pass removed and for every rule of the template, after the same
+normalization: page text extracted by pypdf and by pdfium (pypdfium2); the OCR text of every image, decoded by
+pypdf; and every object of the file as pypdf loads it: each string (content streams' strings included: marked-content
+properties, text operands), each name, each decoded stream (XMP, JavaScript and any other data; fonts and colour
+profiles for the values only). No embedded file may remain. Any finding fails the job with
+REDACTION_VERIFICATION_FAILED; the message counts findings by place, never the values.
 """
 
 from __future__ import annotations
 
 import io
-import re
+from collections import Counter
 from typing import BinaryIO
 
 import pypdfium2
 from pypdf import PdfReader, apply_configuration
+from pypdf.errors import PyPdfError
 from pypdf.generic import (
     ArrayObject,
     ByteStringObject,
+    ContentStream,
     DictionaryObject,
     IndirectObject,
+    NameObject,
     StreamObject,
     TextStringObject,
 )
 
+from evidence_pipeline.documents import ocr
 from evidence_pipeline.documents.gate import LIMITS, _every_object
+from evidence_pipeline.documents.matching import Rules, Search, decodings
 from evidence_pipeline.documents.registry import ProcessorResult
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 
-_SPACE = re.compile(r"\s+")
+_BINARY = ("/FontFile", "/FontFile2", "/FontFile3", "/Length1", "/Length2", "/Length3", "/N", "/FunctionType")
 
 
 def verify_derivative(written: dict[str, BinaryIO], result: ProcessorResult) -> dict:
-    """Check the written derivative against what the first pass says it removed; the verification record."""
+    """Check the written derivative against the values the first pass removed and every rule; the verification
+    record."""
     secret = result.secret
     file = written[secret["derivative"]]
     file.seek(0)
     data = file.read()
-    values = secret["values"]
+    search = Search(secret["rules"], secret["values"])
+    found: Counter = Counter()
     texts = {"pypdf": _pypdf_text(data), "pdfium": _pdfium_text(data)}
-    found: dict[str, int] = {}
     for extractor, pages in texts.items():
-        flat = [_flat(page) for page in pages]
-        hits = sum(1 for value in values if any(_flat(value) in page for page in flat))
-        hits += sum(1 for page in pages for _ in secret["rules"].matches(page))
-        if hits:
-            found[f"{extractor}_text"] = hits
-    objects, embedded, raw_hits = _raw_scan(data, values)
-    if raw_hits:
-        found["objects"] = raw_hits
-    if embedded:
-        found["embedded_files"] = embedded
-    if found:
+        found[f"{extractor}_text"] = sum(search.holds(page) for page in pages)
+    scanned = _scan_objects(data, search, found)
+    if +found:
         raise EvidenceError(
             ReasonCode.REDACTION_VERIFICATION_FAILED,
-            "the derivative still holds removed content: " + ", ".join(f"{k} {v}" for k, v in sorted(found.items())),
+            "the derivative still holds removed content: " + ", ".join(f"{k} {v}" for k, v in sorted((+found).items())),
         )
     return {
         "passed": True,
-        "values_checked": len(values),
+        "values_checked": len(secret["values"]),
+        "rules_checked": len(secret["rules"].patterns),
         "extractors": sorted(texts),
         "pages": len(texts["pypdf"]),
-        "objects_scanned": objects,
+        "objects_scanned": scanned["objects"],
+        "images_read": scanned["images"],
     }
-
-
-def _flat(text: str) -> str:
-    return _SPACE.sub("", text).casefold()
 
 
 def _pypdf_text(data: bytes) -> list[str]:
@@ -89,26 +87,66 @@ def _pdfium_text(data: bytes) -> list[str]:
         document.close()
 
 
-def _raw_scan(data: bytes, values: list[str]) -> tuple[int, int, int]:
-    """(objects scanned, embedded files, hits) over every object pypdf finds in the file."""
-    needles = [n for value in values for n in {value, _SPACE.sub("", value)}]
-    encoded = [(n.encode("utf-8"), n.encode("utf-16-be"), n.encode("latin-1", errors="ignore")) for n in needles]
-    objects = embedded = hits = 0
+def _scan_objects(data: bytes, search: Search, found: Counter) -> dict[str, int]:
+    """Every object pypdf finds in the file: strings, names, streams (images read by OCR); findings by place."""
+    values_only = Search(Rules([], {}, {}), search.values)  # for binary data, where a rule would only find noise
+    scanned = Counter()
     with apply_configuration(**LIMITS):
         reader = PdfReader(io.BytesIO(data))
         stack = list(_every_object(reader))
         while stack:
             obj = stack.pop()
-            objects += 1
-            if isinstance(obj, StreamObject):
-                blob = obj.get_data()
-                hits += sum(1 for forms in encoded if any(form and form in blob for form in forms))
+            scanned["objects"] += 1
+            if isinstance(obj, StreamObject) and obj.get("/Subtype") == "/Image":
+                scanned["images"] += 1
+                found["image_text"] += _image_holds(obj, search)
+            elif isinstance(obj, StreamObject):
+                binary = any(key in obj for key in _BINARY)
+                found["streams"] += (values_only if binary else search).holds_bytes(obj.get_data()) or (
+                    not binary and _strings_hold(obj, reader, search))
             if isinstance(obj, DictionaryObject):
-                embedded += obj.get("/Type") == "/EmbeddedFile" or "/EmbeddedFiles" in obj
+                found["embedded_files"] += obj.get("/Type") == "/EmbeddedFile" or "/EmbeddedFiles" in obj or \
+                    "/EF" in obj
                 stack.extend(v for v in obj.values() if not isinstance(v, IndirectObject))
             elif isinstance(obj, ArrayObject):
                 stack.extend(v for v in obj if not isinstance(v, IndirectObject))
             elif isinstance(obj, (TextStringObject, ByteStringObject)):
-                text = str(obj) if isinstance(obj, TextStringObject) else bytes(obj).decode("latin-1")
-                hits += sum(1 for n in needles if n in text or _flat(n) in _flat(text))
-    return objects, embedded, hits
+                found["strings"] += _string_holds(obj, search)
+            elif isinstance(obj, NameObject):
+                found["names"] += search.holds(str(obj)[1:])
+    return scanned
+
+
+def _string_holds(string: TextStringObject | ByteStringObject, search: Search) -> bool:
+    raw = string.original_bytes if isinstance(string, TextStringObject) else bytes(string)
+    return any(search.holds(text) for text in {str(string), *decodings(raw)})
+
+
+def _strings_hold(stream: StreamObject, reader: PdfReader, search: Search) -> bool:
+    """Whether a content stream's string operands (text shown, marked-content properties) hold anything."""
+    try:
+        operations = ContentStream(stream, reader).operations
+    except (PyPdfError, ValueError, KeyError, TypeError, IndexError):
+        return False  # not a content stream: its bytes were searched as they are
+    stack = [operand for operands, _ in operations for operand in operands]
+    while stack:
+        operand = stack.pop()
+        if isinstance(operand, (TextStringObject, ByteStringObject)) and _string_holds(operand, search):
+            return True
+        elif isinstance(operand, DictionaryObject):
+            stack.extend(operand.values())
+        elif isinstance(operand, ArrayObject):
+            stack.extend(operand)
+    return False
+
+
+def _image_holds(image: StreamObject, search: Search) -> bool:
+    """OCR of the image as pypdf decodes it; an image pypdf cannot decode is a finding (it cannot be checked)."""
+    width, height = int(image.get("/Width", 0)), int(image.get("/Height", 0))
+    if width * height > ocr.MAX_PIXELS:
+        return True
+    try:
+        pixels = image.decode_as_image()
+    except Exception:  # whatever pypdf or Pillow raise, the image is unchecked, and an unchecked image fails
+        return True
+    return pixels is None or search.holds(ocr.read(pixels).lines)

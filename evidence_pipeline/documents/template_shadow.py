@@ -13,7 +13,8 @@ from sqlalchemy import select
 from evidence_pipeline import jsonread
 from evidence_pipeline.documents import Documents, templates
 from evidence_pipeline.documents.gate import gate
-from evidence_pipeline.documents.redact import Finding, Rules, find, readable
+from evidence_pipeline.documents.matching import Rules
+from evidence_pipeline.documents.redact import Finding, find, readable
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.tempfiles import attempt_dir, scratch_file
 

@@ -6,11 +6,12 @@ hash-chained so they cannot change) and `template.approved` (the approver, who m
 job pins, at acceptance, the approved version whose effective time is the latest one not after that moment.
 
 Rules (each has an ``id`` and a ``label``, and exactly one of):
-  ``pattern``  a Python regular expression searched in page text, form-field values, annotations, bookmarks and
-               metadata; the named group ``value`` (when present) is what is removed, else the whole match
+  ``pattern``  an RE2 regular expression (Python's syntax without backreferences or lookaround: matching is
+               linear in the text) searched, after normalization (matching.py), in page text, the text of images
+               and every string of the file; the named group ``value`` (when present) is what is removed
   ``field``    a form field's fully qualified name: its value is removed
   ``region``   ``{"page": N, "rect": [x0, y0, x1, y1]}`` in PDF points: every glyph drawn inside is removed and
-               the pixels of images under it are painted black; a scanned (image-only) page needs a region
+               the pixels of images under it are painted black
 A program rule with the id of an organization rule replaces it; the merged rules are sorted by id.
 """
 
@@ -21,9 +22,11 @@ import re
 import time
 from datetime import datetime, timezone
 
+import re2
 from sqlalchemy import Connection, select
 
 from evidence_pipeline import jsonread
+from evidence_pipeline.documents.matching import compile_pattern
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.documents import current_month
 from evidence_pipeline.ledger.ledger import Ledger, canonical, event_body
@@ -72,9 +75,10 @@ def _rule(rule) -> str:
         if not isinstance(value, str) or not 0 < len(value) <= 500:
             raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"{where}: a pattern is 1-500 characters")
         try:
-            compiled = re.compile(value)
-        except re.error:
-            raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"{where}: the pattern does not compile") from None
+            compiled = compile_pattern(value)
+        except re2.error:
+            raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"{where}: the pattern is not an RE2 expression "
+                                                             "(no backreferences or lookaround)") from None
         if compiled.fullmatch(""):
             raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"{where}: the pattern matches the empty string")
     elif kinds[0] == "field":

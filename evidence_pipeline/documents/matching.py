@@ -1,0 +1,121 @@
+"""What a redaction template's rules match, and the spellings a value may hide in: the one piece both passes share.
+
+A PDF holds the same characters in many spellings. Before anything is matched, text is normalized: XML and HTML
+character references and entities (`&#64;`, `&amp;`) are resolved, percent-encoding (`%40`, in URIs) is decoded,
+Unicode is put in NFKC form (ligatures such as `ﬁ` become `fi`, full-width digits plain ones) and invisible
+characters (soft hyphens, zero-width spaces and joiners, word joiners, byte-order marks) are dropped. Bytes are read
+every way a writer may have meant them: UTF-16 with either byte-order mark, UTF-8, PDFDocEncoding and Latin-1.
+A value matches ignoring whitespace and case; a rule matches the normalized text, across runs and lines.
+
+Rules are RE2 expressions (google-re2): matching takes time linear in the text, whatever the pattern, so no
+uploader-controlled text can make a rule run for minutes. RE2 has no backreferences or lookaround; a template that
+uses them is refused when it is submitted. RE2's `\\w`, `\\d` and `\\b` are ASCII; `\\pL` and `\\pN` are letters and
+digits of any script.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+import urllib.parse
+from dataclasses import dataclass
+
+import re2
+from pypdf._codecs import _pdfdoc_encoding
+
+_RE2 = re2.Options()
+_RE2.log_errors = False  # a refused template's pattern is the caller's error, not a log line
+_INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u180e\u200b\u200c\u200d\u2060\ufeff"), None)
+_SPACE = re.compile(r"\s+")
+_PDFDOC = str.maketrans({i: c for i, c in enumerate(_pdfdoc_encoding) if c != "\x00"})
+
+
+def compile_pattern(pattern: str):
+    """The pattern as RE2 compiles it; re2.error when it uses what RE2 cannot bound."""
+    return re2.compile(pattern, _RE2)
+
+
+def normalize(text: str) -> str:
+    """The text as a reader sees it: references resolved, percent-decoded, NFKC, invisible characters dropped."""
+    if "&" in text:
+        text = html.unescape(text)
+    if "%" in text:
+        text = urllib.parse.unquote(text)
+    return normalize_glyphs(text)
+
+
+def normalize_glyphs(text: str) -> str:
+    """What a page's glyphs spell: NFKC, invisible characters dropped (a page's text is not escaped)."""
+    return unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
+
+
+def decodings(data: bytes) -> list[str]:
+    """The bytes as text, every way a PDF writer may have meant them."""
+    forms = []
+    if data[:2] in (b"\xfe\xff", b"\xff\xfe"):
+        forms.append(data[2:].decode("utf-16-be" if data[:2] == b"\xfe\xff" else "utf-16-le", errors="replace"))
+    elif b"\x00" in data and len(data) % 2 == 0:  # UTF-16 without a mark: the NULs give it away
+        forms += [data.decode("utf-16-be", errors="replace"), data.decode("utf-16-le", errors="replace")]
+    if data[:3] == b"\xef\xbb\xbf":
+        data = data[3:]
+    forms.append(data.decode("utf-8", errors="replace"))
+    if any(byte > 0x7F for byte in data):
+        latin = data.decode("latin-1")
+        forms += [latin, latin.translate(_PDFDOC)]
+    return forms
+
+
+def flat(text: str) -> str:
+    return _SPACE.sub("", text).casefold()
+
+
+@dataclass
+class Rules:
+    patterns: list[tuple[str, object, int]]  # (label, compiled RE2 pattern, the group whose text is the value)
+    fields: dict[str, str]  # fully qualified field name -> label
+    regions: dict[int, list[tuple[str, tuple[float, float, float, float]]]]  # page number -> (label, rect)
+
+    @classmethod
+    def of(cls, template: dict) -> Rules:
+        rules = cls([], {}, {})
+        for rule in template["rules"]:
+            if "pattern" in rule:
+                compiled = compile_pattern(rule["pattern"])
+                rules.patterns.append((rule["label"], compiled, compiled.groupindex.get("value", 0)))
+            elif "field" in rule:
+                rules.fields[rule["field"]] = rule["label"]
+            else:
+                region = rule["region"]
+                rules.regions.setdefault(region["page"], []).append((rule["label"], tuple(region["rect"])))
+        return rules
+
+    def matches(self, text: str):
+        """(label, start, end, value) of every pattern match in ``text`` as given: the group ``value`` when the
+        pattern names one."""
+        for label, pattern, group in self.patterns:
+            for match in pattern.finditer(text):
+                if match.group(group) and match.group(group).strip():
+                    yield label, match.start(group), match.end(group), match.group(group)
+
+
+@dataclass
+class Search:
+    """Values and rules looked for in text of any spelling."""
+
+    rules: Rules
+    values: list[str]
+
+    def __post_init__(self):
+        self._flat = [flat(value) for value in self.values if flat(value)]
+
+    def holds(self, text: str) -> bool:
+        """Whether the text, in any of its views, holds a value or a rule's match."""
+        for view in {text, normalize(text)}:
+            squeezed = flat(view)
+            if any(value in squeezed for value in self._flat) or any(True for _ in self.rules.matches(view)):
+                return True
+        return False
+
+    def holds_bytes(self, data: bytes) -> bool:
+        return any(self.holds(text) for text in decodings(data))

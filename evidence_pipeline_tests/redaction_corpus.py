@@ -1,0 +1,325 @@
+"""A corpus of applications that hide a value the template names in one place of the PDF, or in one spelling each:
+built deterministically with pikepdf (and PIL for pictures), one small document per case.
+
+Every case starts from the same one-page typed application and plants EMAIL (matched by the organization
+template's e-mail rule) or SSN (its national-id rule) in exactly one place or spelling; a case's document holds the
+value nowhere else unless its name says so. ``PLACES`` enumerates the string-bearing places of the PDF
+specification, ``SPELLINGS`` the normalizations, ``PICTURES`` text inside images.
+"""
+
+from __future__ import annotations
+
+import io
+import urllib.parse
+import zlib
+from pathlib import Path
+
+import pikepdf
+from PIL import Image, ImageDraw, ImageFilter, ImageFont
+from reportlab.pdfbase import pdfmetrics
+
+import evidence_pipeline
+
+FONTS = Path(evidence_pipeline.__file__).parent / "fonts"
+
+EMAIL = "m.holloway@example.net"
+SSN = "123-45-6789"
+SCAN_LINES = ("Applicant: Mr Sample Person", f"SSN {SSN}", "Monthly rent budget 900")
+
+
+def _base() -> pikepdf.Pdf:
+    pdf = pikepdf.new()
+    pdf.add_blank_page(page_size=(612, 792))
+    page = pdf.pages[0]
+    page.obj.Resources = pikepdf.Dictionary(Font=pikepdf.Dictionary(F1=pdf.make_indirect(pikepdf.Dictionary(
+        Type=pikepdf.Name.Font, Subtype=pikepdf.Name.Type1, BaseFont=pikepdf.Name.Helvetica,
+        Encoding=pikepdf.Name.WinAnsiEncoding))))
+    page.obj.Contents = pdf.make_stream(b"BT /F1 12 Tf 72 740 Td (Rental application, Harbor Housing) Tj ET\n")
+    return pdf
+
+
+def _saved(pdf: pikepdf.Pdf) -> bytes:
+    out = io.BytesIO()
+    pdf.save(out, deterministic_id=True, compress_streams=False, fix_metadata_version=False)
+    return out.getvalue()
+
+
+def _with(change) -> bytes:
+    pdf = _base()
+    change(pdf, pdf.pages[0])
+    return _saved(pdf)
+
+
+def _annotation(pdf, page, **entries) -> pikepdf.Dictionary:
+    annot = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.Annot, Rect=[72, 600, 272, 620], **entries))
+    page.obj.Annots = pdf.make_indirect(pikepdf.Array([*page.obj.get("/Annots", []), annot]))
+    return annot
+
+
+def _text_annotation(key: str, value: pikepdf.Object):
+    return lambda pdf, page: _annotation(pdf, page, Subtype=pikepdf.Name.Text, **{key: value})
+
+
+def _link(action: pikepdf.Dictionary, key: str = "A"):
+    return lambda pdf, page: _annotation(pdf, page, Subtype=pikepdf.Name.Link, **{key: action})
+
+
+def _uri(uri: str) -> pikepdf.Dictionary:
+    return pikepdf.Dictionary(S=pikepdf.Name.URI, URI=pikepdf.String(uri))
+
+
+def _field(**entries):
+    def change(pdf, page):
+        widget = _annotation(pdf, page, Subtype=pikepdf.Name.Widget, T=pikepdf.String("contact"),
+                             **{"FT": pikepdf.Name.Tx, **entries})
+        pdf.Root.AcroForm = pikepdf.Dictionary(Fields=[widget])
+    return change
+
+
+def _field_appearance(pdf, page):
+    appearance = pdf.make_stream(b"BT /F1 10 Tf 2 5 Td (" + EMAIL.encode() + b") Tj ET",
+                                 Type=pikepdf.Name.XObject, Subtype=pikepdf.Name.Form, BBox=[0, 0, 200, 20],
+                                 Resources=page.obj.Resources)
+    _field(AP=pikepdf.Dictionary(N=appearance))(pdf, page)
+
+
+def _catalog(**entries):
+    def change(pdf, page):
+        for key, value in entries.items():
+            pdf.Root[f"/{key}"] = value
+    return change
+
+
+def _xmp(body: str):
+    packet = ('<?xpacket begin="" id="W5M0MpCehiHzreSzNTczkc9d"?><x:xmpmeta xmlns:x="adobe:ns:meta/">'
+              '<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"><rdf:Description rdf:about="" '
+              f'xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:source>{body}</dc:source></rdf:Description>'
+              '</rdf:RDF></x:xmpmeta><?xpacket end="w"?>').encode()
+    return lambda pdf, page: pdf.Root.__setattr__(
+        "Metadata", pdf.make_stream(packet, Type=pikepdf.Name.Metadata, Subtype=pikepdf.Name.XML))
+
+
+def _page_metadata(pdf, page):
+    page.obj.Metadata = pdf.make_stream(f"<x:xmpmeta><dc:source>{EMAIL}</dc:source></x:xmpmeta>".encode(),
+                                        Type=pikepdf.Name.Metadata, Subtype=pikepdf.Name.XML)
+
+
+def _outline(pdf, page):
+    item = pdf.make_indirect(pikepdf.Dictionary(Title=pikepdf.String("Contact"), A=_uri(f"mailto:{EMAIL}")))
+    outlines = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.Outlines, First=item, Last=item, Count=1))
+    item.Parent = outlines
+    pdf.Root.Outlines = outlines
+
+
+def _name_tree(tree: str, key: pikepdf.String, value):
+    def change(pdf, page):
+        pdf.Root.Names = pikepdf.Dictionary({f"/{tree}": pikepdf.Dictionary(Names=[key, value])})
+    return change
+
+
+def _marked_content(key: str):
+    def change(pdf, page):
+        page.obj.Contents = pdf.make_stream(
+            b"/Span << /" + key.encode() + b" (" + EMAIL.encode() + b") >> BDC BT /F1 12 Tf 72 740 Td "
+            b"(Rental application, Harbor Housing) Tj ET EMC\n")
+    return change
+
+
+def _property_list(pdf, page):
+    page.obj.Resources.Properties = pikepdf.Dictionary(MC0=pikepdf.Dictionary(ActualText=pikepdf.String(EMAIL)))
+    page.obj.Contents = pdf.make_stream(b"/Span /MC0 BDC BT /F1 12 Tf 72 740 Td (Rental application) Tj ET EMC\n")
+
+
+def _structure(pdf, page):
+    element = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.StructElem, S=pikepdf.Name.P, Pg=page.obj,
+                                                   Alt=pikepdf.String(f"Contact {EMAIL}"), K=0))
+    pdf.Root.StructTreeRoot = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.StructTreeRoot, K=[element]))
+    element.P = pdf.Root.StructTreeRoot
+    pdf.Root.MarkInfo = pikepdf.Dictionary(Marked=True)
+
+
+def _optional_content(pdf, page):
+    group = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.OCG, Name=pikepdf.String(f"Layer of {EMAIL}")))
+    pdf.Root.OCProperties = pikepdf.Dictionary(OCGs=[group], D=pikepdf.Dictionary(ON=[group]))
+
+
+def _page_text(text: bytes):
+    def change(pdf, page):
+        page.obj.Contents = pdf.make_stream(b"BT /F1 12 Tf 72 740 Td (Rental application) Tj ET\n" + text)
+    return change
+
+
+def _reversed_glyphs(pdf, page):
+    """One line drawn glyph by glyph from its last character to its first."""
+    text = f"Email: {EMAIL}"
+    x, positions = 72.0, []
+    for char in text:
+        positions.append((x, char))
+        x += pdfmetrics.stringWidth(char, "Helvetica", 12)
+    ops = b"".join(b"BT /F1 12 Tf %.1f 700 Td (%s) Tj ET\n" % (px, _literal(c)) for px, c in reversed(positions))
+    page.obj.Contents = pdf.make_stream(b"BT /F1 12 Tf 72 740 Td (Rental application) Tj ET\n" + ops)
+
+
+def _literal(char: str) -> bytes:
+    data = char.encode("cp1252")
+    return b"\\" + data if data in (b"(", b")", b"\\") else data
+
+
+def _appended(first: bytes) -> bytes:
+    reader = pikepdf.open(io.BytesIO(first))
+    size = len(reader.objects) + 1
+    root = reader.Root.objgen[0]
+    startxref = int(first.rsplit(b"startxref", 1)[1].split()[0])
+    body = b"%d 0 obj\n<< /Title (Application) >>\nendobj\n" % size
+    offset = len(first)
+    xref = offset + len(body)
+    tail = (b"xref\n0 1\n0000000000 65535 f \n%d 1\n%010d 00000 n \n" % (size, offset) +
+            b"trailer\n<< /Size %d /Root %d 0 R /Info %d 0 R /Prev %d >>\nstartxref\n%d\n%%%%EOF\n"
+            % (size + 1, root, size, startxref, xref))
+    return first + body + tail
+
+
+# -- pictures ----------------------------------------------------------------------------------------------------
+
+def scan_image(lines=SCAN_LINES, size=(1275, 1650), turn: float = 0, blur: float = 0) -> Image.Image:
+    """A page photographed or scanned at 150 dpi: lines of 30-pixel text, turned ``turn`` degrees (counter-clockwise)
+    and blurred ``blur`` pixels."""
+    image = Image.new("L", size, 255)
+    draw = ImageDraw.Draw(image)
+    font = ImageFont.truetype(str(FONTS / "Vera.ttf"), 30)
+    for number, line in enumerate(lines):
+        draw.text((110, 140 + 60 * number), line, fill=0, font=font)
+    if turn:
+        image = image.rotate(turn, expand=True, fillcolor=255)
+    return image.filter(ImageFilter.GaussianBlur(blur)) if blur else image
+
+
+def _image_xobject(pdf, image: Image.Image, jpeg: bool = False) -> pikepdf.Stream:
+    if jpeg:
+        data = io.BytesIO()
+        image.save(data, "JPEG", quality=85)
+        return pdf.make_stream(data.getvalue(), Type=pikepdf.Name.XObject, Subtype=pikepdf.Name.Image,
+                               Width=image.width, Height=image.height, ColorSpace=pikepdf.Name.DeviceGray,
+                               BitsPerComponent=8, Filter=pikepdf.Name.DCTDecode)
+    return pdf.make_stream(zlib.compress(image.tobytes()), Type=pikepdf.Name.XObject, Subtype=pikepdf.Name.Image,
+                           Width=image.width, Height=image.height, ColorSpace=pikepdf.Name.DeviceGray,
+                           BitsPerComponent=8, Filter=pikepdf.Name.FlateDecode)
+
+
+def _picture(image: Image.Image, placement: bytes, text: bytes = b"", jpeg: bool = False):
+    def change(pdf, page):
+        page.obj.Resources.XObject = pikepdf.Dictionary(Im0=_image_xobject(pdf, image, jpeg))
+        page.obj.Contents = pdf.make_stream(b"q " + placement + b" cm /Im0 Do Q\n" + text)
+    return change
+
+
+FULL_PAGE = b"612 0 0 792 0 0"
+TYPED = b"BT /F1 12 Tf 72 740 Td (Rental application: identity document below) Tj ET\n"
+# an invisible text layer (rendering mode 3), as OCR software writes over a scan
+OCR_LAYER = b"BT 3 Tr /F1 12 Tf 53 700 Td (SSN " + SSN.encode() + b") Tj ET\n"
+
+PLACES = {
+    "page_text": (_page_text(b"BT /F1 12 Tf 72 700 Td (Email: " + EMAIL.encode() + b") Tj ET\n"), EMAIL),
+    "annotation_contents": (_text_annotation("Contents", pikepdf.String(f"Call {EMAIL}")), EMAIL),
+    "annotation_title": (_text_annotation("T", pikepdf.String(EMAIL)), EMAIL),
+    "annotation_rich_text": (_text_annotation("RC", pikepdf.String(f"<body><p>{EMAIL}</p></body>")), EMAIL),
+    "annotation_subject": (_text_annotation("Subj", pikepdf.String(EMAIL)), EMAIL),
+    "link_uri": (_link(_uri(f"mailto:{EMAIL}")), EMAIL),
+    "link_uri_and_page_text": (lambda pdf, page: (
+        _page_text(b"BT /F1 12 Tf 72 610 Td (" + EMAIL.encode() + b") Tj ET\n")(pdf, page),
+        _link(_uri(f"mailto:{EMAIL}"))(pdf, page)), EMAIL),
+    "link_next_chain": (_link(pikepdf.Dictionary(S=pikepdf.Name.Named, N=pikepdf.Name.NextPage,
+                                                 Next=[_uri("https://example.invalid/"), _uri(f"mailto:{EMAIL}")])),
+                        EMAIL),
+    "annotation_additional_actions": (_link(pikepdf.Dictionary(E=_uri(f"mailto:{EMAIL}")), key="AA"), EMAIL),
+    "launch_file": (_link(pikepdf.Dictionary(S=pikepdf.Name.Launch, F=pikepdf.String(f"{SSN}.pdf"))), SSN),
+    "goto_remote": (_link(pikepdf.Dictionary(S=pikepdf.Name.GoToR, F=pikepdf.Dictionary(
+        Type=pikepdf.Name.Filespec, F=pikepdf.String(f"records/{SSN}.pdf")), D=[0, pikepdf.Name.Fit])), SSN),
+    "goto_embedded": (_link(pikepdf.Dictionary(S=pikepdf.Name.GoToE, D=pikepdf.String(SSN),
+                                               T=pikepdf.Dictionary(R=pikepdf.Name.C, N=pikepdf.String("a")))), SSN),
+    "submit_form_url": (_link(pikepdf.Dictionary(S=pikepdf.Name.SubmitForm, F=pikepdf.Dictionary(
+        FS=pikepdf.Name.URL, F=pikepdf.String(f"https://example.invalid/submit?to={EMAIL}")))), EMAIL),
+    "javascript_action": (_link(pikepdf.Dictionary(S=pikepdf.Name.JavaScript,
+                                                   JS=pikepdf.String(f"app.alert('{EMAIL}');"))), EMAIL),
+    "open_action_javascript_stream": (lambda pdf, page: pdf.Root.__setattr__("OpenAction", pikepdf.Dictionary(
+        S=pikepdf.Name.JavaScript, JS=pdf.make_stream(f"var contact = '{EMAIL}';".encode()))), EMAIL),
+    "page_additional_actions": (lambda pdf, page: page.obj.__setattr__("AA", pikepdf.Dictionary(
+        O=_uri(f"mailto:{EMAIL}"))), EMAIL),
+    "field_value": (_field(V=pikepdf.String(EMAIL)), EMAIL),
+    "field_default_value": (_field(DV=pikepdf.String(EMAIL)), EMAIL),
+    "field_tooltip": (_field(TU=pikepdf.String(f"Write to {EMAIL}")), EMAIL),
+    "field_mapping_name": (_field(TM=pikepdf.String(EMAIL)), EMAIL),
+    "field_options": (_field(FT=pikepdf.Name.Ch, Opt=[pikepdf.String("none"), pikepdf.String(EMAIL)]), EMAIL),
+    "field_appearance": (_field_appearance, EMAIL),
+    "document_information": (lambda pdf, page: pdf.trailer.__setattr__("Info", pdf.make_indirect(pikepdf.Dictionary(
+        Author=pikepdf.String(EMAIL)))), EMAIL),
+    "catalog_xmp": (_xmp(EMAIL), EMAIL),
+    "page_xmp": (_page_metadata, EMAIL),
+    "outline_action": (_outline, EMAIL),
+    "named_destination": (_name_tree("Dests", pikepdf.String(EMAIL), pikepdf.Array([0, pikepdf.Name.Fit])), EMAIL),
+    "javascript_name_tree": (_name_tree("JavaScript", pikepdf.String("init"), pikepdf.Dictionary(
+        S=pikepdf.Name.JavaScript, JS=pikepdf.String(f"var c = '{EMAIL}';"))), EMAIL),
+    "page_label": (_catalog(PageLabels=pikepdf.Dictionary(Nums=[0, pikepdf.Dictionary(
+        S=pikepdf.Name.D, P=pikepdf.String(f"{SSN}-"))])), SSN),
+    "optional_content_name": (_optional_content, EMAIL),
+    "marked_content_actual_text": (_marked_content("ActualText"), EMAIL),
+    "marked_content_alt": (_marked_content("Alt"), EMAIL),
+    "marked_content_expansion": (_marked_content("E"), EMAIL),
+    "marked_content_property_list": (_property_list, EMAIL),
+    "structure_tree_alt": (_structure, EMAIL),
+    "attachment": (lambda pdf, page: pdf.attachments.__setitem__("note.txt", pikepdf.AttachedFileSpec(
+        pdf, f"write to {EMAIL}".encode(), mime_type="text/plain")), EMAIL),
+    "associated_file": (lambda pdf, page: pdf.Root.__setattr__("AF", pikepdf.Array([pdf.make_indirect(
+        pikepdf.Dictionary(Type=pikepdf.Name.Filespec, F=pikepdf.String("a.txt"), EF=pikepdf.Dictionary(
+            F=pdf.make_stream(EMAIL.encode(), Type=pikepdf.Name.EmbeddedFile))))])), EMAIL),
+    "reversed_drawing_order": (_reversed_glyphs, EMAIL),
+}
+
+
+def _annotation_bytes(data: bytes):
+    return _text_annotation("Contents", pikepdf.String(data))
+
+
+SPELLINGS = {
+    "octal_escapes": (_annotation_bytes(EMAIL.replace("@", "\100").encode()), EMAIL),
+    "hex_string": (lambda pdf, page: _annotation(pdf, page, Subtype=pikepdf.Name.Text,
+                                                 Contents=pikepdf.String(EMAIL.encode())), EMAIL),
+    "pdfdoc_encoding": (_annotation_bytes(b"Ref \x93 " + SSN.encode()), SSN),  # 0x93 is the fi ligature
+    "utf16_be_bom": (_annotation_bytes(b"\xfe\xff" + EMAIL.encode("utf-16-be")), EMAIL),
+    "utf16_le_bom": (_annotation_bytes(b"\xff\xfe" + EMAIL.encode("utf-16-le")), EMAIL),
+    "xml_character_references": (_xmp(EMAIL.replace("@", "&#64;").replace(".", "&#x2E;")), EMAIL),
+    "xml_entities": (_xmp(EMAIL.replace("@", "&#64;").replace("m.", "m&#46;")), EMAIL),
+    "percent_encoding": (_link(_uri("mailto:" + urllib.parse.quote(EMAIL, safe=""))), EMAIL),
+    "nfkc_full_width": (_annotation_bytes(b"\xfe\xff" + "ＳＳＮ １２３-４５-６７８９".encode("utf-16-be")), SSN),
+    "ligature": (_annotation_bytes(b"\xfe\xff" + "m.holloway@example.net ﬁle".encode("utf-16-be")), EMAIL),
+    "soft_hyphen": (_annotation_bytes(b"\xfe\xff" + "m.hollo\u00adway@exam\u00adple.net".encode("utf-16-be")),
+                    EMAIL),
+    "zero_width": (_annotation_bytes(b"\xfe\xff" + "m.hol\u200blo\u200dway@example.\u2060net".encode("utf-16-be")),
+                   EMAIL),
+    "across_runs_and_lines": (_page_text(b"BT /F1 12 Tf 72 700 Td (Email: m.hollo) Tj (way@exa) Tj 0 -14 Td "
+                                         b"(mple.net) Tj ET\n"), EMAIL),
+}
+
+PICTURES = {
+    "scan_with_ocr_layer": (_picture(scan_image(), FULL_PAGE, OCR_LAYER), SSN),
+    "scan_without_text": (_picture(scan_image(), FULL_PAGE), SSN),
+    "scan_jpeg": (_picture(scan_image(), FULL_PAGE, jpeg=True), SSN),
+    "photographed_id_in_typed_page": (_picture(scan_image(size=(900, 300)), b"300 0 0 100 72 560", TYPED), SSN),
+    "scan_turned_sideways": (_picture(scan_image(turn=90), FULL_PAGE), SSN),
+    "scan_upside_down": (_picture(scan_image(turn=180), FULL_PAGE), SSN),
+    "scan_skewed": (_picture(scan_image(turn=3), FULL_PAGE), SSN),
+}
+
+
+def build(change) -> bytes:
+    return _with(lambda pdf, page: change(pdf, page))
+
+
+def earlier_revision_info() -> tuple[bytes, str]:
+    return _appended(_with(lambda pdf, page: pdf.trailer.__setattr__("Info", pdf.make_indirect(
+        pikepdf.Dictionary(Author=pikepdf.String(EMAIL)))))), EMAIL
+
+
+def illegible_scan() -> bytes:
+    """A scan whose text a reader can make out but the engine cannot: a blurred photograph."""
+    return build(_picture(scan_image(blur=3.0), FULL_PAGE))

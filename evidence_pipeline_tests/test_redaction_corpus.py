@@ -1,0 +1,193 @@
+"""The redaction corpus: a value the template names, hidden in each string-bearing place of a PDF, in each spelling,
+and inside images; after the first pass and the second, no independent reader finds it anywhere in the derivative.
+And the weakened redactors the second pass must catch."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pikepdf
+import pytest
+from PIL import Image
+
+from evidence_pipeline.documents import ocr
+from evidence_pipeline.documents.matching import decodings, flat, normalize
+from evidence_pipeline.documents.redaction_check import _pdfium_text, _pypdf_text, verify_derivative
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline_tests import redaction_corpus as corpus
+from evidence_pipeline_tests.test_redaction import _redact_pure, pdftotext
+
+
+def leaks(data: bytes, value: str) -> list[str]:
+    """The readers that find ``value`` in ``data``: pdftotext, pypdf, pdfium, pdfimages + OCR of each image, and
+    qpdf's decoded object dump (its strings read in every spelling)."""
+    wanted = flat(value)
+
+    def has(text: str) -> bool:
+        return wanted in flat(text) or wanted in flat(normalize(text))
+
+    found = [name for name, pages in (("pypdf", _pypdf_text(data)), ("pdfium", _pdfium_text(data)))
+             if any(has(page) for page in pages)]
+    if shutil.which("pdftotext") and has(pdftotext(data)):
+        found.append("pdftotext")
+    if shutil.which("qpdf") and any(has(text) for blob in _qpdf_strings(data) for text in decodings(blob)):
+        found.append("qpdf")
+    if shutil.which("pdfimages"):
+        with tempfile.TemporaryDirectory() as scratch:
+            subprocess.run(["pdfimages", "-png", "-", f"{scratch}/image"], input=data, check=True)
+            if any(has(ocr.read(Image.open(path)).lines) for path in sorted(Path(scratch).iterdir())):
+                found.append("pdfimages+ocr")
+    return found
+
+
+def _qpdf_strings(data: bytes) -> list[bytes]:
+    """qpdf's decoded dump (--qdf: streams decoded, one revision) and every string and name of its JSON view, as
+    bytes: a text string as qpdf decodes it (UTF-16 or PDFDocEncoding), a binary one as its bytes."""
+    with tempfile.NamedTemporaryFile(suffix=".pdf") as file:
+        file.write(data)
+        file.flush()
+        dump = subprocess.run(["qpdf", "--qdf", "--object-streams=disable", "--decode-level=all", file.name, "-"],
+                              capture_output=True).stdout
+        view = json.loads(subprocess.run(["qpdf", "--json=2", "--decode-level=all", "--json-stream-data=none",
+                                          file.name], capture_output=True).stdout)
+    found, stack = [dump], [view["qpdf"][1]]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and item.startswith("u:"):
+            found.append(item[2:].encode())
+        elif isinstance(item, str) and item.startswith("b:"):
+            found.append(bytes.fromhex(item[2:]))
+        elif isinstance(item, str):
+            found.append(item.encode())
+    return found
+
+
+def redacted(data: bytes):
+    result = _redact_pure(data)
+    derivative = result.artifacts[result.secret["derivative"]]
+    verification = verify_derivative({result.secret["derivative"]: io.BytesIO(derivative)}, result)
+    return result.summary, derivative, verification
+
+
+@pytest.mark.parametrize("case", sorted(corpus.PLACES))
+def test_a_value_in_any_place_of_the_file_is_removed_everywhere(case):
+    change, value = corpus.PLACES[case]
+    data = corpus.build(change)
+    summary, derivative, verification = redacted(data)
+    assert summary["outcome"] == "redacted" and verification["passed"]
+    assert leaks(derivative, value) == []
+
+
+def test_the_corpus_plants_what_it_says():
+    """Each case's original holds its value where the readers see it (or in its raw objects): the check that
+    the derivative holds it nowhere is not vacuous."""
+    for case, (change, value) in {**corpus.PLACES, **corpus.SPELLINGS, **corpus.PICTURES}.items():
+        data = corpus.build(change)
+        assert leaks(data, value) or flat(value) in flat(data.decode("latin-1")), case
+
+
+@pytest.mark.parametrize("case", sorted(corpus.SPELLINGS))
+def test_a_value_in_any_spelling_is_found_and_removed(case):
+    change, value = corpus.SPELLINGS[case]
+    summary, derivative, verification = redacted(corpus.build(change))
+    assert summary["outcome"] == "redacted" and verification["passed"]
+    assert leaks(derivative, value) == []
+
+
+def test_the_earlier_revisions_document_information_goes():
+    data, value = corpus.earlier_revision_info()
+    assert data.count(b"%%EOF") == 2 and value.encode() in data
+    summary, derivative, _ = redacted(data)
+    assert derivative.count(b"%%EOF") == 1 and leaks(derivative, value) == []
+
+
+def test_a_link_is_dropped_whole_and_its_area_marked_never_rewritten():
+    change, value = corpus.PLACES["link_uri_and_page_text"]
+    summary, derivative, _ = redacted(corpus.build(change))
+    with pikepdf.open(io.BytesIO(derivative)) as pdf:
+        assert len(pdf.pages[0].obj.get("/Annots", [])) == 0
+    assert summary["removed"]["annotation"] == 1 and summary["marks"] >= 2
+
+
+@pytest.mark.skipif(not shutil.which("tesseract"), reason="tesseract is not installed (make test installs it)")
+@pytest.mark.parametrize("case", sorted(corpus.PICTURES))
+def test_text_inside_images_is_painted_out_in_the_pixels(case):
+    change, value = corpus.PICTURES[case]
+    data = corpus.build(change)
+    assert "pdfimages+ocr" in leaks(data, value)
+    summary, derivative, verification = redacted(data)
+    assert summary["outcome"] == "redacted" and summary["removed"]["image_text"] >= 1
+    assert verification["images_read"] >= 1 and leaks(derivative, value) == []
+    kept = corpus.SCAN_LINES[0].split()[-1]  # the words that hold nothing stay legible
+    assert kept in ocr.read(_only_image(derivative)).lines
+
+
+def _only_image(data: bytes) -> Image.Image:
+    with pikepdf.open(io.BytesIO(data)) as pdf:
+        [image] = [obj for obj in pdf.objects if isinstance(obj, pikepdf.Stream) and obj.get("/Subtype") == "/Image"]
+        return pikepdf.PdfImage(image).as_pil_image()
+
+
+@pytest.mark.skipif(not shutil.which("tesseract"), reason="tesseract is not installed (make test installs it)")
+def test_an_image_ocr_cannot_read_with_confidence_is_refused_unless_a_region_covers_its_page():
+    data = corpus.illegible_scan()
+    with pytest.raises(EvidenceError) as refused:
+        _redact_pure(data)
+    assert refused.value.code == ReasonCode.REDACTION_UNSUPPORTED_CONTENT and "OCR" in refused.value.message
+    whole_page = ('{"kind": "program", "name": "p", "rules": [{"id": "scan", "label": "scanned_page", '
+                  '"region": {"page": 1, "rect": [0, 0, 612, 792]}}]}').encode()
+    summary = _redact_pure(data, whole_page).summary
+    assert summary["removed"]["scanned_page"] == 1
+
+
+def _annotations_left_alone(data: bytes):
+    """A weakened redactor: the real first pass, then the original's annotations put back."""
+    result = _redact_pure(data)
+    name = result.secret["derivative"]
+    with pikepdf.open(io.BytesIO(result.artifacts[name])) as pdf, pikepdf.open(io.BytesIO(data)) as original:
+        for page, before in zip(pdf.pages, original.pages):
+            if "/Annots" in before.obj:
+                page.obj.Annots = pdf.copy_foreign(before.obj.Annots)
+        out = io.BytesIO()
+        pdf.save(out)
+    return dataclasses.replace(result, artifacts={**result.artifacts, name: out.getvalue()})
+
+
+@pytest.mark.parametrize("case", ["link_uri", "annotation_contents", "javascript_action"])
+def test_the_annotations_left_alone_double_is_caught_by_the_second_pass(case):
+    result = _annotations_left_alone(corpus.build(corpus.PLACES[case][0]))
+    name = result.secret["derivative"]
+    with pytest.raises(EvidenceError) as caught:
+        verify_derivative({name: io.BytesIO(result.artifacts[name])}, result)
+    assert caught.value.code == ReasonCode.REDACTION_VERIFICATION_FAILED
+    assert corpus.EMAIL not in caught.value.message and "strings" in caught.value.message
+
+
+def test_the_second_pass_searches_with_the_rules_not_only_the_removed_values():
+    """A value the first pass never found (so never listed) is still caught, by the rules, in an object."""
+    result = _redact_pure(corpus.build(corpus.PLACES["annotation_subject"][0]), remove=False)
+    name = result.secret["derivative"]
+    emptied = dataclasses.replace(result, secret={**result.secret, "values": []})
+    with pytest.raises(EvidenceError) as caught:
+        verify_derivative({name: io.BytesIO(result.artifacts[name])}, emptied)
+    assert caught.value.code == ReasonCode.REDACTION_VERIFICATION_FAILED
+
+
+@pytest.mark.skipif(not shutil.which("tesseract"), reason="tesseract is not installed (make test installs it)")
+def test_the_second_pass_reads_the_pixels_of_an_unpainted_image():
+    result = _redact_pure(corpus.build(corpus.PICTURES["scan_without_text"][0]), remove=False)
+    name = result.secret["derivative"]
+    with pytest.raises(EvidenceError) as caught:
+        verify_derivative({name: io.BytesIO(result.artifacts[name])}, result)
+    assert "image_text 1" in caught.value.message
+
