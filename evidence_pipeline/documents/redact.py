@@ -176,8 +176,8 @@ def find(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
     and text stream reachable in the file."""
     for number, page in enumerate(pdf.pages, 1):
         walked = pdftext.walk_page(page)
-        for view in _page_views(walked):
-            _match(rules, view.text, finding)
+        for label, value in _page_matches(_page_views(walked), rules):
+            finding.add(label, value)
         for image, _ in walked.images:
             reading = _read(image, finding)
             if not reading.legible and number not in rules.regions:
@@ -278,6 +278,21 @@ def _page_views(page: pdftext.Page) -> list[_View]:
             last = index
         views.append(_View.of(reading))
     return views
+
+
+def _page_matches(views: list[_View], rules: Rules):
+    """(label, value) of every rule's match in the page's views. In the view of joined lines only a match that
+    begins where no match of its rule begins with the lines apart: a value wrapped at a line's end, not a match
+    grown into the next line's first word."""
+    lines, joined, *others = views
+    starts = set()
+    for view in (lines, *others):
+        for label, start, _, value in rules.matches(view.text):
+            starts.add((label, view.owners[start]))
+            yield label, value
+    for label, start, _, value in rules.matches(joined.text):
+        if (label, joined.owners[start]) not in starts:
+            yield label, value
 
 
 def _reading_order(glyphs: list[pdftext.Glyph]) -> list[int]:
@@ -472,14 +487,16 @@ def _remove_elsewhere(pdf: pikepdf.Pdf, rules: Rules, search: Search, occurrence
         # a removed annotation's popup goes with it (the popup shows the parent's text)
         page.obj.Annots = pikepdf.Array([annot for annot in kept if annot.get("/Subtype") != "/Popup"
                                          or annot.get("/Parent", pikepdf.Dictionary()).objgen not in dropped])
+    specifications = []  # the file specifications of embedded and associated (PDF 2.0) files, counted once each
     names = pdf.Root.get("/Names")
     if names is not None and "/EmbeddedFiles" in names:
-        finding.counts["attachment"] += len(_name_tree_leaves(names.EmbeddedFiles))
+        specifications += _name_tree_leaves(names.EmbeddedFiles)
         del names["/EmbeddedFiles"]
     for holder in [pdf.Root, *(page.obj for page in pdf.pages)]:
-        if "/AF" in holder:  # associated files (PDF 2.0)
-            finding.counts["attachment"] += len(holder.AF) if isinstance(holder.AF, pikepdf.Array) else 1
+        if "/AF" in holder:
+            specifications += list(holder.AF) if isinstance(holder.AF, pikepdf.Array) else [holder.AF]
             del holder["/AF"]
+    finding.counts["attachment"] += len({spec.objgen if spec.is_indirect else id(spec) for spec in specifications})
     for image_key, reading in finding.readings.items():  # images outside the page content (appearances ...)
         if image_key not in painted and (words := _words_holding(reading, occurrences)):
             image = pdf.get_object(image_key)
