@@ -21,7 +21,7 @@ from pypdf import PdfReader
 
 from evidence_pipeline.cli import main
 from evidence_pipeline.demo_data import demo_transactions
-from evidence_pipeline.documents import redact, templates
+from evidence_pipeline.documents import matching, redact, templates
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.lineage import lineage
 from evidence_pipeline.documents.redaction_check import _pdfium_text, _pypdf_text, verify_derivative
@@ -277,6 +277,23 @@ def test_a_template_that_breaks_the_format_is_refused():
         with pytest.raises(EvidenceError) as refused:
             templates.parse(bad, "program")
         assert refused.value.code == ReasonCode.TEMPLATE_INVALID
+
+
+@pytest.mark.parametrize("pattern", [r"(a+)\1", r"\d{3}(?=-)", r"(?<!x)\d+", r"(?x) a b"])
+def test_a_rule_that_cannot_be_matched_in_linear_time_is_refused(pattern):
+    """Backreferences and lookaround have no linear-time matcher: refused when submitted, never run."""
+    template = json.dumps({"kind": "program", "name": "x", "rules": [{"id": "a", "label": "l", "pattern": pattern}]})
+    with pytest.raises(EvidenceError) as refused:
+        templates.parse(template.encode(), "program")
+    assert refused.value.code == ReasonCode.TEMPLATE_INVALID and "RE2" in refused.value.message
+
+
+def test_the_demo_e_mail_rule_on_hostile_text_finishes():
+    r"""`[\w.+-]+@[\w-]+\.[\w.]+` is quadratic in a backtracking engine on a…a@a…a (300 KB ran for minutes);
+    RE2 matches it in one linear scan."""
+    rules = matching.Rules.of(json.loads(organization_template()))
+    hostile = "a" * 150_000 + "@" + "a" * 150_000
+    assert list(rules.matches(hostile)) == [] and list(rules.matches(hostile + ".net"))[0][3].endswith("a.net")
 
 
 def test_template_commands_submit_approve_list_show_with_their_exit_codes(tmp_path):
