@@ -1,7 +1,8 @@
 """Redaction cost: the first pass (find + remove + write) and the second pass (verify) of 10-page applications in
-a plain loop; the same number of redactions through the front door and Dagster (`evidence intake serve`, then the
-document sensor's tick and the page run, in process) against that loop; and the peak RSS of redacting and
-verifying one 300-page application in a fresh process.
+a plain loop, typed and with two scanned pages (OCR in both passes); what OCR costs per scanned page; the same
+number of typed redactions through the front door and Dagster (`evidence intake serve`, then the document sensor's
+tick and the page run, in process) against that loop; and the peak RSS and time of redacting and verifying one
+300-page typed application and one 300-page scanned application, each in a fresh process.
 
     uv run python bench/redaction.py [--applications 20 --pages 10 --large-pages 300]
 """
@@ -17,11 +18,19 @@ import sys
 import time
 from pathlib import Path
 
-from evidence_pipeline.documents import redact, templates
+from evidence_pipeline.documents import ocr, redact, templates
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.redaction_check import verify_derivative
 from evidence_pipeline.documents.registry import ProcessorInput
-from evidence_pipeline.rental_applications import long_application, organization_template, program_template
+from evidence_pipeline.rental_applications import (
+    long_application,
+    organization_template,
+    program_template,
+    scanned_application,
+    scanned_page,
+)
+
+SCANNED = frozenset({3, 7})  # the scanned pages of the 10-page application
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from frontdoor import front_door  # noqa: E402  (bench/frontdoor.py: the front door and Dagster's dispatch)
@@ -64,34 +73,54 @@ def through_dagster(data: bytes, count: int) -> float:
     return elapsed
 
 
+def rate(data: bytes, pin: dict, count: int) -> dict:
+    times = [passes(data, pin) for _ in range(count)]
+    first, second = sum(t[0] for t in times), sum(t[1] for t in times)
+    return {"removed_per_application": times[0][2]["removed"], "first_pass_per_second": round(count / first, 2),
+            "second_pass_per_second": round(count / second, 2), "both_per_second": round(count / (first + second), 2),
+            "seconds": first + second}
+
+
+def large(pages: int, scanned: bool) -> dict:
+    """Peak RSS and seconds of both passes of one long application, in a fresh process."""
+    command = [sys.executable, __file__, "--large-only", "--large-pages", str(pages)] + (["--scanned"] * scanned)
+    return json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--applications", type=int, default=20)
     parser.add_argument("--pages", type=int, default=10)
     parser.add_argument("--large-pages", type=int, default=300)
     parser.add_argument("--large-only", action="store_true", help=argparse.SUPPRESS)  # the child process
+    parser.add_argument("--scanned", action="store_true", help=argparse.SUPPRESS)  # the child: every page scanned
     args = parser.parse_args()
     pin = pinned()
     if args.large_only:
-        passes(long_application(args.large_pages), pin)
-        print(json.dumps({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+        data = scanned_application(args.large_pages) if args.scanned else long_application(args.large_pages)
+        first, second, _ = passes(data, pin)
+        print(json.dumps({"peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+                          "first_pass_s": round(first, 1), "second_pass_s": round(second, 1)}))
         return
-    data = long_application(args.pages)
-    times = [passes(data, pin) for _ in range(args.applications)]
-    first, second = sum(t[0] for t in times), sum(t[1] for t in times)
-    child = subprocess.run([sys.executable, __file__, "--large-only", "--large-pages", str(args.large_pages)],
-                           capture_output=True, text=True, check=True)
-    dagster_seconds = through_dagster(data, args.applications)  # last: it points this process at its own root
+    typed = rate(long_application(args.pages), pin, args.applications)
+    with_scans = rate(scanned_application(args.pages, SCANNED), pin, max(1, args.applications // 4))
+    started = time.perf_counter()
+    for number in range(1, 6):
+        ocr.read(scanned_page(number))
+    ocr_seconds = (time.perf_counter() - started) / 5
+    large_typed, large_scanned = large(args.large_pages, False), large(args.large_pages, True)
+    dagster_seconds = through_dagster(long_application(args.pages), args.applications)  # last: its own root
     print(json.dumps({
         "pages": args.pages,
         "applications": args.applications,
-        "removed_per_application": times[0][2]["removed"],
-        "first_pass_per_second": round(args.applications / first, 2),
-        "second_pass_per_second": round(args.applications / second, 2),
-        "both_per_second": round(args.applications / (first + second), 2),
+        "ocr_engine": ocr.engine(),
+        "typed": {key: value for key, value in typed.items() if key != "seconds"},
+        f"with_{len(SCANNED)}_scanned_pages": {key: value for key, value in with_scans.items() if key != "seconds"},
+        "ocr_seconds_per_scanned_page": round(ocr_seconds, 2),
         "through_intake_and_dagster_per_second": round(args.applications / dagster_seconds, 2),
-        "ratio_dagster_to_loop": round((first + second) / dagster_seconds, 2),
-        f"peak_rss_mb_{args.large_pages}_pages": json.loads(child.stdout)["peak_rss_mb"],
+        "ratio_dagster_to_loop": round(typed["seconds"] / dagster_seconds, 2),
+        f"typed_{args.large_pages}_pages": large_typed,
+        f"scanned_{args.large_pages}_pages": large_scanned,
     }, indent=2))
 
 

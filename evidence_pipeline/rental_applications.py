@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pikepdf
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFont
 from pypdf import PdfWriter
 from pypdf.generic import ArrayObject, NameObject
 from reportlab.lib.utils import ImageReader
 from reportlab.pdfgen import canvas
 
 import evidence_pipeline.render  # noqa: F401  (registers the bundled TrueType font, EvidenceSans)
+
+FONTS = Path(__file__).parent / "fonts"
 
 NAME = "Margaret Holloway"
 PLANTED = {
@@ -153,6 +156,38 @@ def program_template(name: str = "family-units", scanned_page: int | None = 3) -
         rules.append({"id": "scanned-page", "label": "scanned_page",
                       "region": {"page": scanned_page, "rect": SCAN_BAND}})
     return json.dumps({"kind": "program", "name": name, "rules": rules}).encode()
+
+
+def scanned_page(number: int, size: tuple[int, int] = (1275, 1650)) -> Image.Image:
+    """A typed page as a scanner at 150 dpi sees it: 30-pixel lines of text, one with a national id."""
+    image = Image.new("L", size, 255)
+    draw = ImageDraw.Draw(image)
+    font = ImageFont.truetype(str(FONTS / "Vera.ttf"), 30)
+    lines = [f"Scanned page {number}: employment and landlord references", f"SSN 123-{number % 90 + 10:02d}-4567",
+             "Previous address: 12 Harbor Street, Springfield", "Signed by the applicant on arrival"]
+    for index, line in enumerate(lines):
+        draw.text((110, 140 + 60 * index), line, fill=0, font=font)
+    return image
+
+
+def scanned_application(pages: int, scanned: frozenset[int] | None = None) -> bytes:
+    """``long_application``'s typed pages, except the page numbers in ``scanned`` (all of them when None): those are
+    JPEG scans of a page (`scanned_page`), as a scanner writes them."""
+    typed = pikepdf.open(io.BytesIO(long_application(pages)))
+    for number, page in enumerate(typed.pages, 1):
+        if scanned is not None and number not in scanned:
+            continue
+        jpeg = io.BytesIO()
+        scan = scanned_page(number)
+        scan.save(jpeg, "JPEG", quality=80)
+        image = typed.make_stream(jpeg.getvalue(), Type=pikepdf.Name.XObject, Subtype=pikepdf.Name.Image,
+                                  Width=scan.width, Height=scan.height, ColorSpace=pikepdf.Name.DeviceGray,
+                                  BitsPerComponent=8, Filter=pikepdf.Name.DCTDecode)
+        page.obj.Resources = pikepdf.Dictionary(XObject=pikepdf.Dictionary(Scan=image))
+        page.obj.Contents = typed.make_stream(b"q 612 0 0 792 0 0 cm /Scan Do Q\n")
+    out = io.BytesIO()
+    typed.save(out, deterministic_id=True)
+    return out.getvalue()
 
 
 def long_application(pages: int) -> bytes:

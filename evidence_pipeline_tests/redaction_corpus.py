@@ -12,15 +12,12 @@ from __future__ import annotations
 import io
 import urllib.parse
 import zlib
-from pathlib import Path
 
 import pikepdf
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 from reportlab.pdfbase import pdfmetrics
 
-import evidence_pipeline
-
-FONTS = Path(evidence_pipeline.__file__).parent / "fonts"
+from evidence_pipeline.rental_applications import FONTS
 
 EMAIL = "m.holloway@example.net"
 SSN = "123-45-6789"

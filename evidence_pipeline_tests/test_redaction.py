@@ -417,13 +417,17 @@ def _one_page(content: bytes) -> bytes:
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Y /Encoding << /Differences [49 /g1 /g2] >> >>", page=page)
 
 
-def _redact_pure(data: bytes, program: bytes | None = None, organization: bytes | None = None, remove: bool = True):
+def pinned_template(program: bytes | None = None, organization: bytes | None = None) -> dict:
+    """What a job pins: the merged template (the demo's organization and program by default) and its version."""
     merged = templates.merge(templates.parse(organization or organization_template(), "organization"),
                              templates.parse(program or program_template(scanned_page=None), "program"))
+    return {"template": merged, "template_version": templates.version_id(merged)}
+
+
+def _redact_pure(data: bytes, program: bytes | None = None, organization: bytes | None = None, remove: bool = True):
     file = io.BytesIO(data)
     document = ProcessorInput("doc_pure", "0" * 64, len(data), gate(file, "flag"), file)
-    pinned = {"template": merged, "template_version": templates.version_id(merged)}
-    return redact.run([document], pinned, remove)
+    return redact.run([document], pinned_template(program, organization), remove)
 
 
 @pytest.mark.parametrize("content", [

@@ -10,18 +10,21 @@ import json
 import shutil
 import subprocess
 import tempfile
+import zlib
 from pathlib import Path
 
 import pikepdf
 import pytest
 from PIL import Image
 
-from evidence_pipeline.documents import ocr
+from evidence_pipeline.documents import ocr, redact
+from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.matching import decodings, flat, normalize
 from evidence_pipeline.documents.redaction_check import _pdfium_text, _pypdf_text, verify_derivative
+from evidence_pipeline.documents.registry import ProcessorInput
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline_tests import redaction_corpus as corpus
-from evidence_pipeline_tests.test_redaction import _redact_pure, pdftotext
+from evidence_pipeline_tests.test_redaction import _redact_pure, pdftotext, pinned_template
 
 
 def leaks(data: bytes, value: str) -> list[str]:
@@ -191,3 +194,27 @@ def test_the_second_pass_reads_the_pixels_of_an_unpainted_image():
         verify_derivative({name: io.BytesIO(result.artifacts[name])}, result)
     assert "image_text 1" in caught.value.message
 
+
+
+def _image_declaring(width: int, height: int, data: bytes, filter_: str):
+    def change(pdf, page):
+        image = pdf.make_stream(data, Type=pikepdf.Name.XObject, Subtype=pikepdf.Name.Image, Width=width,
+                                Height=height, ColorSpace=pikepdf.Name.DeviceGray, BitsPerComponent=8,
+                                Filter=pikepdf.Name(filter_))
+        page.obj.Resources.XObject = pikepdf.Dictionary(Im0=image)
+        page.obj.Contents = pdf.make_stream(b"q 100 0 0 100 72 500 cm /Im0 Do Q\n")
+    return change
+
+
+@pytest.mark.parametrize("change, code", [
+    (_image_declaring(200_000, 200_000, zlib.compress(b"\0" * 64), "/FlateDecode"), ReasonCode.DOCUMENT_LIMIT_EXCEEDED),
+    (_image_declaring(64, 64, b"\xff\xd8 not a jpeg", "/DCTDecode"), ReasonCode.REDACTION_UNSUPPORTED_CONTENT),
+])
+def test_an_image_over_the_pixel_budget_or_undecodable_is_refused_before_it_is_read(change, code):
+    """The redactor's own check, whatever the gate let through (the gate is passed a clean document here)."""
+    clean = corpus.build(lambda pdf, page: None)
+    hostile = corpus.build(change)
+    document = ProcessorInput("doc_image", "0" * 64, len(hostile), gate(io.BytesIO(clean), "flag"), io.BytesIO(hostile))
+    with pytest.raises(EvidenceError) as refused:
+        redact.redact_document([document], {}, pinned_template())
+    assert refused.value.code == code

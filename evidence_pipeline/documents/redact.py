@@ -347,14 +347,14 @@ def _read(image, finding: Finding) -> ocr.Reading:
 
 
 def _pixels(image) -> Image.Image:
-    if isinstance(image, pikepdf.Object):
-        width, height = int(image.get("/Width", 0)), int(image.get("/Height", 0))
-        if width * height > ocr.MAX_PIXELS:
+    """The image decoded (pikepdf, Pillow): refused before decoding when it declares more pixels than the budget."""
+    try:
+        picture = pikepdf.PdfImage(image) if isinstance(image, pikepdf.Object) else image
+        if picture.width * picture.height > ocr.MAX_PIXELS:
             raise EvidenceError(ReasonCode.DOCUMENT_LIMIT_EXCEEDED,
                                 f"an image declares more than {ocr.MAX_PIXELS} pixels")
-    try:
-        return (pikepdf.PdfImage(image) if isinstance(image, pikepdf.Object) else image).as_pil_image()
-    except (pikepdf.PdfError, NotImplementedError, ValueError, OSError, Image.DecompressionBombError) as error:
+        return picture.as_pil_image()
+    except (pikepdf.PikepdfError, NotImplementedError, ValueError, OSError, Image.DecompressionBombError) as error:
         raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
                             f"an image the redactor cannot decode ({type(error).__name__})") from None
 
