@@ -47,6 +47,8 @@ def normalize(text: str) -> str:
 
 def normalize_glyphs(text: str) -> str:
     """What a page's glyphs spell: NFKC, invisible characters dropped (a page's text is not escaped)."""
+    if text.isascii():  # NFKC leaves ASCII as it is, and no invisible character is ASCII
+        return text
     return unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
 
 

@@ -263,18 +263,17 @@ def _page_views(page: pdftext.Page) -> list[_View]:
         previous_end = page.offsets[index] + len(glyph.text)
         drawing.append((index, normalize_glyphs(glyph.text)))
     views = [_View.of(drawing), _View.of(piece for piece in drawing if piece[0] is not None)]
-    order = _reading_order(page.glyphs)
-    if order != list(range(len(page.glyphs))):
+    points = [_origin(glyph) for glyph in page.glyphs]
+    order = _reading_order(points)
+    if order is not None:
         reading, last = [], None
         for index in order:
-            glyph = page.glyphs[index]
             if last is not None:
-                before = page.glyphs[last]
-                if not _same_line(before.box, glyph.box):
+                if not _same_line(points[last], points[index]):
                     reading.append((None, "\n"))
-                elif glyph.box[0] - before.box[2] > 0.2 * max(glyph.size, 1):
+                elif points[index][0] - points[last][0] - page.glyphs[last].width > 0.2 * points[last][2]:
                     reading.append((None, " "))
-            reading.append((index, normalize_glyphs(glyph.text)))
+            reading.append((index, normalize_glyphs(page.glyphs[index].text)))
             last = index
         views.append(_View.of(reading))
     return views
@@ -295,19 +294,29 @@ def _page_matches(views: list[_View], rules: Rules):
             yield label, value
 
 
-def _reading_order(glyphs: list[pdftext.Glyph]) -> list[int]:
-    boxes = [glyph.box for glyph in glyphs]
+def _origin(glyph: pdftext.Glyph) -> tuple[float, float, float]:
+    """Where a glyph starts on its baseline in default user space, and its height there."""
+    tm, ctm = glyph.tm, glyph.ctm
+    return (tm[4] * ctm[0] + tm[5] * ctm[2] + ctm[4], tm[4] * ctm[1] + tm[5] * ctm[3] + ctm[5],
+            abs(glyph.size * (tm[2] * ctm[1] + tm[3] * ctm[3])))
+
+
+def _reading_order(points: list[tuple[float, float, float]]) -> list[int] | None:
+    """Glyph indices in reading order (lines top to bottom, left to right), or None when drawing order is it."""
+    if all(_same_line(a, b) and b[0] >= a[0] or b[1] < a[1] and not _same_line(a, b)
+           for a, b in zip(points, points[1:])):
+        return None
     lines: list[list[int]] = []
-    for index in sorted(range(len(glyphs)), key=lambda i: (-boxes[i][1], boxes[i][0])):
-        if lines and _same_line(boxes[lines[-1][0]], boxes[index]):
+    for index in sorted(range(len(points)), key=lambda i: (-points[i][1], points[i][0])):
+        if lines and _same_line(points[lines[-1][0]], points[index]):
             lines[-1].append(index)
         else:
             lines.append([index])
-    return [index for line in lines for index in sorted(line, key=lambda i: boxes[i][0])]
+    return [index for line in lines for index in sorted(line, key=lambda i: points[i][0])]
 
 
 def _same_line(a, b) -> bool:
-    return abs(a[1] - b[1]) < 0.5 * max(a[3] - a[1], b[3] - b[1], 1e-6)
+    return abs(a[1] - b[1]) < 0.5 * max(a[2], b[2], 1e-6)
 
 
 def _page_glyphs(page: pdftext.Page, number: int, occurrences, rules: Rules, finding: Finding) -> set[int]:
