@@ -36,7 +36,7 @@ class ReasonCode(StrEnum):
     STORE_FULL = "STORE_FULL"  # ENOSPC/EDQUOT: space can come back (sweeps, cleanups, quota); retried over the budget
     STORE_REJECTED = "STORE_REJECTED"
     STORE_SYMLINK_REFUSED = "STORE_SYMLINK_REFUSED"  # a local store never follows a symlink below its root
-    STORE_NOT_REGULAR_FILE = "STORE_NOT_REGULAR_FILE"  # a FIFO, device or folder where an object belongs
+    STORE_NOT_REGULAR_FILE = "STORE_NOT_REGULAR_FILE"  # FIFO, device or folder as an object; non-folder as a folder
     STORE_OBJECT_TOO_LARGE = "STORE_OBJECT_TOO_LARGE"  # refused before reading
     LEDGER_CONFLICT = "LEDGER_CONFLICT"
     LEDGER_UNAVAILABLE = "LEDGER_UNAVAILABLE"
