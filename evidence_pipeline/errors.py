@@ -92,7 +92,9 @@ class ReasonCode(StrEnum):
     DOCUMENT_MALFORMED = "DOCUMENT_MALFORMED"
     DOCUMENT_ENCRYPTED = "DOCUMENT_ENCRYPTED"
     DOCUMENT_PAGE_TREE_LOOP = "DOCUMENT_PAGE_TREE_LOOP"
-    DOCUMENT_LIMIT_EXCEEDED = "DOCUMENT_LIMIT_EXCEEDED"  # decompression bombs, too many pages, objects or nesting
+    DOCUMENT_LIMIT_EXCEEDED = "DOCUMENT_LIMIT_EXCEEDED"  # over a budget of documents/budgets.py (bombs, pages, ...)
+    DOCUMENT_POLYGLOT = "DOCUMENT_POLYGLOT"  # also another format (a ZIP, markup, an executable), or trailing data
+    DOCUMENT_UNSUPPORTED = "DOCUMENT_UNSUPPORTED"  # an encoding the service cannot decode, so cannot check (JBIG2)
     DOCUMENT_JAVASCRIPT = "DOCUMENT_JAVASCRIPT"
     DOCUMENT_LAUNCH_ACTION = "DOCUMENT_LAUNCH_ACTION"
     DOCUMENT_EMBEDDED_FILES = "DOCUMENT_EMBEDDED_FILES"
