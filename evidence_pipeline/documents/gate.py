@@ -1,15 +1,17 @@
 """The worker-side document gate: admission is distrusted, every input is checked again before any processor.
 
-Re-sniff the bytes, parse strictly under tightened pypdf limits, refuse encrypted documents (the empty user password
-included), malformed ones, page-tree loops and decompression bombs, and find active content (JavaScript, Launch
-actions, embedded files, XFA). Each refusal has its own terminal reason code. Every object of the file is loaded and
-every stream decoded, within budgets, so a bomb hidden in an unreferenced object or an object stream is found here
-and not later by a processor.
+Re-sniff the bytes, refuse polyglots (a file another format's reader accepts too) and data after the last %%EOF,
+parse strictly under tightened pypdf limits, refuse encrypted documents (the empty user password included),
+malformed ones, page-tree loops, decompression bombs and anything over the budgets of ``budgets.py`` (which the
+processors' own walk keeps too), and find active content (JavaScript, Launch actions, embedded files, XFA). Each
+refusal has its own terminal reason code. Every object of the file is loaded and every stream decoded, within
+budgets, so a bomb hidden in an unreferenced object or an object stream is found here and not later by a processor.
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 import re
 import zipfile
 from dataclasses import dataclass
@@ -209,8 +211,8 @@ def _check_content(data: bytes) -> None:
     """Counted without parsing (that is the expensive step the budget protects): operators, long strings."""
     if _LONG_STRING.search(data):
         raise exceeded(f"a content stream string longer than {budgets.MAX_STRING_BYTES:,} bytes")
-    operators = _OPERATOR.subn(b"", _NOT_OPERATORS.sub(b" ", data))[1]
-    if operators > budgets.MAX_OPERATORS:
+    operators = _OPERATOR.finditer(_NOT_OPERATORS.sub(b" ", data))
+    if next(itertools.islice(operators, budgets.MAX_OPERATORS, None), None) is not None:  # stops at one too many
         raise exceeded(f"a content stream of more than {budgets.MAX_OPERATORS:,} operators")
 
 
