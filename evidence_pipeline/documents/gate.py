@@ -68,11 +68,12 @@ _WHITESPACE = b"\0\t\n\f\r "  # PDF's white-space characters: all that may follo
 _HEADER_WINDOW = 1024  # where browsers' and other sniffers look for markup
 _MARKUP = re.compile(rb"<(?:!doctype|html|head|body|script|iframe|svg|\?xml)", re.IGNORECASE)
 # Stream data, where any bytes are legitimate; other formats' records anywhere else make the file a polyglot.
-_STREAM_DATA = re.compile(rb">>\s*stream\r?\n.*?endstream", re.DOTALL)
+_STREAM_START = re.compile(rb">>\s*stream\r?\n")
 _FOREIGN = {b"PK\x03\x04": "a ZIP local file header", b"PK\x01\x02": "a ZIP central directory",
             b"PK\x05\x06": "a ZIP end record", b"\x7fELF": "an ELF executable", b"PE\0\0": "a PE executable"}
-# Content-stream lexing for the budgets: strings, comments and inline image data are not operators.
-_NOT_OPERATORS = re.compile(rb"\((?:[^()\\]|\\.)*\)|<[^<>]*>|%[^\r\n]*|(?<=\s)ID\s.*?\sEI(?=\s|$)", re.DOTALL)
+# Content-stream lexing for the budgets, linear in the bytes: strings and comments are not operators. Inline image
+# data is left in (the spec keeps it under 4 KB; pdftext counts again after parsing).
+_NOT_OPERATORS = re.compile(rb"\((?:[^()\\]|\\.)*\)|<[^<>]*>|%[^\r\n]*")
 _OPERATOR = re.compile(rb"(?<![^\s\[\]<>(){}%])[A-Za-z'\"*][^\s()<>\[\]{}/%]*")
 _LONG_STRING = re.compile(rb"\((?:[^()\\]|\\.){%d}|<[0-9A-Fa-f\s]{%d}"
                           % (budgets.MAX_STRING_BYTES + 1, 2 * budgets.MAX_STRING_BYTES + 1))
@@ -123,12 +124,26 @@ def _refuse_polyglots(data: bytes) -> None:
         raise EvidenceError(ReasonCode.DOCUMENT_POLYGLOT, "data follows the last %%EOF marker")
     if _MARKUP.search(data, 0, _HEADER_WINDOW):
         raise EvidenceError(ReasonCode.DOCUMENT_POLYGLOT, "HTML or XML markup near the start of the file")
-    outside = _STREAM_DATA.sub(b"", data)
+    outside = _outside_streams(data)
     for signature, what in _FOREIGN.items():
         if signature in outside:
             raise EvidenceError(ReasonCode.DOCUMENT_POLYGLOT, f"{what} outside the PDF's streams")
     if zipfile.is_zipfile(io.BytesIO(data)):  # a ZIP reader finds its end record in the last 64 KiB, streams or not
         raise EvidenceError(ReasonCode.DOCUMENT_POLYGLOT, "the file also opens as a ZIP archive")
+
+
+def _outside_streams(data: bytes) -> bytes:
+    """The file without its streams' data, each ending at the first endstream after it (one pass: a regex with a
+    lazy ``.*?endstream`` is quadratic on many stream starts without an end)."""
+    pieces, at = [], 0
+    while (start := _STREAM_START.search(data, at)) is not None:
+        pieces.append(data[at:start.end()])
+        end = data.find(b"endstream", start.end())
+        at = start.end() if end < 0 else end  # a stream that never ends is no stream: its bytes are looked at
+        if end < 0:
+            break
+    pieces.append(data[at:])
+    return b"".join(pieces)
 
 
 def _inspect(file: BinaryIO, active_content: str) -> GatedDocument:
