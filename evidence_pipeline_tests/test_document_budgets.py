@@ -36,6 +36,11 @@ def test_a_to_unicode_map_over_the_glyph_budget_is_refused():
     assert len(pdftext._to_unicode(b"beginbfrange\n" + full + b"endbfrange")) == budgets.MAX_GLYPH_CODES
 
 
+def test_a_to_unicode_map_with_chars_and_ranges_is_read():
+    cmap = b"1 beginbfchar\n<0001> <0041>\nendbfchar\n1 beginbfrange\n<0002> <0003> <0042>\nendbfrange"
+    assert pdftext._to_unicode(cmap) == {1: "A", 2: "B", 3: "C"}
+
+
 def _walk(content: bytes) -> pdftext.Page:
     """The walk of one page drawing ``content`` in a two-byte font (the Pdf stays open while it is walked)."""
     with pikepdf.open(io.BytesIO(type0_font(b"[1 [500]]", b"beginbfchar\n<0001> <0041>\nendbfchar"))) as pdf:

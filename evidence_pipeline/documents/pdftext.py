@@ -245,7 +245,7 @@ _HEX = re.compile(rb"<([0-9A-Fa-f]+)>")
 def _to_unicode(cmap: bytes) -> dict[int, str]:
     """The bfchar and bfrange entries of a ToUnicode CMap."""
     mapping: dict[int, str] = {}
-    codes = 0  # every code a range declares counts, overlapping or not: the work is per declared code
+    declared = 0  # every code a range declares counts, overlapping or not: the work is per declared code
     for block in re.findall(rb"beginbfchar(.*?)endbfchar", cmap, re.DOTALL):
         codes = _HEX.findall(block)
         for src, dst in zip(codes[0::2], codes[1::2]):
@@ -255,8 +255,8 @@ def _to_unicode(cmap: bytes) -> dict[int, str]:
             lo, hi, dst = int(line[0], 16), int(line[1], 16), line[2]
             if hi - lo > 0xFFFF:
                 continue
-            codes += max(0, hi - lo + 1)
-            if codes > budgets.MAX_GLYPH_CODES:
+            declared += max(0, hi - lo + 1)
+            if declared > budgets.MAX_GLYPH_CODES:
                 raise budgets.exceeded(f"a ToUnicode map of more than {budgets.MAX_GLYPH_CODES:,} codes")
             if dst.startswith(b"["):
                 for offset, item in enumerate(_HEX.findall(dst)):
