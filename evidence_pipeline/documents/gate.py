@@ -66,7 +66,8 @@ MAX_FONTS = 200
 _PARSE_ERRORS = (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, AssertionError)
 _WHITESPACE = b"\0\t\n\f\r "  # PDF's white-space characters: all that may follow the last %%EOF
 _HEADER_WINDOW = 1024  # where browsers' and other sniffers look for markup
-_MARKUP = re.compile(rb"<(?:!doctype|html|head|body|script|iframe|svg|\?xml)", re.IGNORECASE)
+# Tags a browser's sniffer takes for HTML; not <?xml, which an XMP packet placed early may legitimately begin with.
+_MARKUP = re.compile(rb"<(?:!doctype|html|head|body|script|iframe|svg)", re.IGNORECASE)
 # Stream data, where any bytes are legitimate; other formats' records anywhere else make the file a polyglot.
 _STREAM_START = re.compile(rb">>\s*stream\r?\n")
 _FOREIGN = {b"PK\x03\x04": "a ZIP local file header", b"PK\x01\x02": "a ZIP central directory",
@@ -123,7 +124,7 @@ def _refuse_polyglots(data: bytes) -> None:
     if data[end + 5:].strip(_WHITESPACE):
         raise EvidenceError(ReasonCode.DOCUMENT_POLYGLOT, "data follows the last %%EOF marker")
     if _MARKUP.search(data, 0, _HEADER_WINDOW):
-        raise EvidenceError(ReasonCode.DOCUMENT_POLYGLOT, "HTML or XML markup near the start of the file")
+        raise EvidenceError(ReasonCode.DOCUMENT_POLYGLOT, "HTML markup near the start of the file")
     outside = _outside_streams(data)
     for signature, what in _FOREIGN.items():
         if signature in outside:
