@@ -258,7 +258,12 @@ HOSTILE: dict[str, tuple[bytes, str]] = {
                      resources=b"/Resources << /Font << /F1 5 0 R >> >> "),
         "DOCUMENT_LIMIT_EXCEEDED",
     ),
-    "one_hex_string_too_long": (content_page(b"BT <" + b"41" * 70_000 + b"> Tj ET"), "DOCUMENT_LIMIT_EXCEEDED"),
+    "text_over_21_strings": (
+        content_page(b"BT /F1 12 Tf " + (b"(" + b"A" * 50_000 + b") Tj ") * 21 + b"ET",
+                     b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+                     resources=b"/Resources << /Font << /F1 5 0 R >> >> "),
+        "DOCUMENT_LIMIT_EXCEEDED",
+    ),
     "image_declared_200000_square": (image(200_000, 200_000, zlib.compress(b"\0" * 64), b"/FlateDecode"),
                                      "DOCUMENT_LIMIT_EXCEEDED"),
     "jpeg_stating_60000_square": (image(8, 8, jpeg_stating(60_000, 60_000), b"/DCTDecode"),

@@ -54,7 +54,8 @@ def test_the_walk_refuses_a_content_stream_over_the_operator_budget(monkeypatch)
     assert "operators" in _refused(lambda: _walk(b"q BT /F1 12 Tf <0001> Tj ET Q"))
 
 
-def test_the_walk_refuses_a_string_over_the_string_budget(monkeypatch):
-    monkeypatch.setattr(budgets, "MAX_STRING_BYTES", 4)
+def test_the_walk_refuses_a_content_stream_over_the_text_budget(monkeypatch):
+    monkeypatch.setattr(budgets, "MAX_TEXT_BYTES", 4)  # the real budget needs a megabyte of text to show
     assert len(_walk(b"BT /F1 12 Tf <00010001> Tj ET").glyphs) == 2
-    assert "string" in _refused(lambda: _walk(b"BT /F1 12 Tf [<0001> 5 <0001000100>] TJ ET"))
+    assert "text" in _refused(lambda: _walk(b"BT /F1 12 Tf <0001000100> Tj ET"))  # one long string
+    assert "text" in _refused(lambda: _walk(b"BT /F1 12 Tf [<0001> 5 <0001>] TJ <0001> Tj ET"))  # or many

@@ -114,7 +114,7 @@ def _walk(found: Page, pieces: list[str], owner, resources, ctm: Matrix, depth: 
     instructions = list(pikepdf.parse_content_stream(owner))
     if len(instructions) > budgets.MAX_OPERATORS:  # the gate refused these; a processor never trusts that alone
         raise budgets.exceeded(f"a content stream of more than {budgets.MAX_OPERATORS:,} operators")
-    stream = len(found.streams)
+    stream, shown = len(found.streams), 0
     found.streams.append((owner, instructions))
     fonts: dict[str, _Font] = {}
     stack: list[Matrix] = []
@@ -171,8 +171,9 @@ def _walk(found: Page, pieces: list[str], owner, resources, ctm: Matrix, depth: 
                 tm = _advanced(tm, -float(element) / 1000 * size * th)
                 continue
             strings += 1
-            if len(bytes(element)) > budgets.MAX_STRING_BYTES:  # one Glyph per code: bound them before making any
-                raise budgets.exceeded(f"a content stream string longer than {budgets.MAX_STRING_BYTES:,} bytes")
+            shown += len(bytes(element))
+            if shown > budgets.MAX_TEXT_BYTES:  # one Glyph per code: bound them before making any
+                raise budgets.exceeded(f"a content stream showing more than {budgets.MAX_TEXT_BYTES:,} bytes of text")
             for code, start, end in font.split(bytes(element)):
                 w0 = font.widths.get(code, font.default_width) / 1000
                 spacing = tc + (tw if font.single_byte and code == 32 else 0.0)
