@@ -36,7 +36,7 @@ class ReasonCode(StrEnum):
     STORE_FULL = "STORE_FULL"  # ENOSPC/EDQUOT: space can come back (sweeps, cleanups, quota); retried over the budget
     STORE_REJECTED = "STORE_REJECTED"
     STORE_SYMLINK_REFUSED = "STORE_SYMLINK_REFUSED"  # a local store never follows a symlink below its root
-    STORE_NOT_REGULAR_FILE = "STORE_NOT_REGULAR_FILE"  # a FIFO, device or folder where an object belongs
+    STORE_NOT_REGULAR_FILE = "STORE_NOT_REGULAR_FILE"  # FIFO, device or folder as an object; non-folder as a folder
     STORE_OBJECT_TOO_LARGE = "STORE_OBJECT_TOO_LARGE"  # refused before reading
     LEDGER_CONFLICT = "LEDGER_CONFLICT"
     LEDGER_UNAVAILABLE = "LEDGER_UNAVAILABLE"
@@ -92,7 +92,9 @@ class ReasonCode(StrEnum):
     DOCUMENT_MALFORMED = "DOCUMENT_MALFORMED"
     DOCUMENT_ENCRYPTED = "DOCUMENT_ENCRYPTED"
     DOCUMENT_PAGE_TREE_LOOP = "DOCUMENT_PAGE_TREE_LOOP"
-    DOCUMENT_LIMIT_EXCEEDED = "DOCUMENT_LIMIT_EXCEEDED"  # decompression bombs, too many pages, objects or nesting
+    DOCUMENT_LIMIT_EXCEEDED = "DOCUMENT_LIMIT_EXCEEDED"  # over a budget of documents/budgets.py (bombs, pages, ...)
+    DOCUMENT_POLYGLOT = "DOCUMENT_POLYGLOT"  # also another format (a ZIP, markup, an executable), or trailing data
+    DOCUMENT_UNSUPPORTED = "DOCUMENT_UNSUPPORTED"  # an encoding the service cannot decode, so cannot check (JBIG2)
     DOCUMENT_JAVASCRIPT = "DOCUMENT_JAVASCRIPT"
     DOCUMENT_LAUNCH_ACTION = "DOCUMENT_LAUNCH_ACTION"
     DOCUMENT_EMBEDDED_FILES = "DOCUMENT_EMBEDDED_FILES"

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import io
+import zipfile
 import zlib
 
+import pikepdf
+from PIL import Image
 from pypdf import PdfWriter
 from pypdf.generic import ArrayObject, DictionaryObject, NameObject, TextStringObject
 
@@ -64,6 +67,77 @@ def _xfa(writer: PdfWriter) -> None:
     writer._root_object[NameObject("/AcroForm")] = DictionaryObject(
         {NameObject("/Fields"): ArrayObject(), NameObject("/XFA"): TextStringObject("<xdp:xdp/>")}
     )
+
+
+def flate(data: bytes, extra: bytes = b"") -> bytes:
+    return stream(zlib.compress(data, 9), b"/Filter /FlateDecode " + extra)
+
+
+def content_page(content: bytes, *more: bytes, resources: bytes = b"") -> bytes:
+    """One page drawing ``content`` (object 4), with ``more`` objects from 5 on."""
+    page = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents 4 0 R " + resources + b">>"
+    return simple(flate(content), *more, page=page)
+
+
+def type0_font(widths: bytes, cmap: bytes) -> bytes:
+    """A page showing text in a composite font (5) whose descendant (6) has ``widths`` and ToUnicode map (7)."""
+    return content_page(
+        b"BT /F1 12 Tf <0001> Tj ET",
+        b"<< /Type /Font /Subtype /Type0 /BaseFont /Hostile /Encoding /Identity-H /DescendantFonts [6 0 R]"
+        b" /ToUnicode 7 0 R >>",
+        b"<< /Type /Font /Subtype /CIDFontType2 /BaseFont /Hostile /CIDSystemInfo << /Registry (Adobe)"
+        b" /Ordering (Identity) /Supplement 0 >> /W " + widths + b" >>",
+        flate(cmap),
+        resources=b"/Resources << /Font << /F1 5 0 R >> >> ",
+    )
+
+
+ONE_CODE_CMAP = b"begincmap\n1 beginbfchar\n<0001> <0041>\nendbfchar\nendcmap"
+
+
+def image(width: int, height: int, data: bytes, filters: bytes) -> bytes:
+    """A page with one image XObject of the declared size and its (already encoded) data."""
+    return simple(
+        stream(data, b"/Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceGray"
+                     b" /BitsPerComponent 8 /Filter " % (width, height) + filters),
+        page=b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Resources << /XObject << /Im1 4 0 R >> >> >>",
+    )
+
+
+def jpeg_stating(width: int, height: int) -> bytes:
+    """A real 8 x 8 JPEG whose frame header states another size (what Pillow would decode to)."""
+    out = io.BytesIO()
+    Image.new("L", (8, 8)).save(out, "JPEG")
+    data = out.getvalue()
+    at = data.index(b"\xff\xc0") + 5  # SOF0: marker, length, precision, then height and width
+    return data[:at] + height.to_bytes(2, "big") + width.to_bytes(2, "big") + data[at + 4:]
+
+
+def many_annotations(count: int) -> bytes:
+    """One page whose /Annots lists one link ``count`` times, compressed into an object stream by pikepdf."""
+    pdf = pikepdf.new()
+    pdf.add_blank_page(page_size=(200, 200))
+    link = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.Annot, Subtype=pikepdf.Name.Link,
+                                                Rect=[0, 0, 9, 9]))
+    pdf.pages[0].obj.Annots = pdf.make_indirect(pikepdf.Array([link] * count))
+    out = io.BytesIO()
+    pdf.save(out, object_stream_mode=pikepdf.ObjectStreamMode.generate, deterministic_id=True)
+    return out.getvalue()
+
+
+def chain(catalog_entry: bytes, link: bytes, length: int, close: bytes = b"") -> bytes:
+    """A catalog whose ``catalog_entry`` is a chain of ``length`` nodes (4 on), each ``link`` % the next one."""
+    nodes = [link % (5 + n) if n < length - 1 else b"<< >>" for n in range(length)]
+    return simple(*nodes, catalog=b"<< /Type /Catalog /Pages 2 0 R " + catalog_entry + b" 4 0 R " + close + b">>")
+
+
+def zip_archive(comment: bytes = b"") -> bytes:
+    """A ZIP holding an executable, the same bytes every time."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr(zipfile.ZipInfo("lease.exe", date_time=(2026, 1, 1, 0, 0, 0)), b"MZ\x90\0" + b"\0" * 60)
+        archive.comment = comment
+    return out.getvalue()
 
 
 FLATE_BOMB = zlib.compress(b"\0" * (40 * 1024 * 1024), 9)  # 40 MiB of zeros in ~40 KiB
@@ -160,6 +234,82 @@ HOSTILE: dict[str, tuple[bytes, str]] = {
         "DOCUMENT_EMBEDDED_FILES",
     ),
     "xfa_form": (written(_xfa), "DOCUMENT_XFA"),
+    # the budgets of documents/budgets.py, each refused before the step it protects
+    "cid_widths_100_million_glyphs": (type0_font(b"[0 100000000 500]", ONE_CODE_CMAP), "DOCUMENT_LIMIT_EXCEEDED"),
+    "cid_widths_negative_range_then_huge": (
+        type0_font(b"[0 -10000000 1 0 9000000 5]", ONE_CODE_CMAP), "DOCUMENT_LIMIT_EXCEEDED"),
+    "to_unicode_2000_full_ranges": (
+        type0_font(b"[1 [500]]", b"2000 beginbfrange\n" + b"<0000> <FFFF> <0041>\n" * 2000 + b"endbfrange"),
+        "DOCUMENT_LIMIT_EXCEEDED",
+    ),
+    "a_million_and_one_operators": (content_page(b"n\n" * 1_000_001), "DOCUMENT_LIMIT_EXCEEDED"),
+    "operators_over_two_content_streams": (
+        simple(flate(b"n\n" * 600_000), flate(b"n\n" * 600_000),
+               page=b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents [4 0 R 5 0 R] >>"),
+        "DOCUMENT_LIMIT_EXCEEDED",
+    ),
+    "operators_in_a_form_xobject": (
+        simple(flate(b"n\n" * 1_000_001, b"/Type /XObject /Subtype /Form /BBox [0 0 9 9]")),
+        "DOCUMENT_LIMIT_EXCEEDED",
+    ),
+    "one_tj_of_15_million_characters": (
+        content_page(b"BT /F1 12 Tf (" + b"A" * 15_000_000 + b") Tj ET",
+                     b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+                     resources=b"/Resources << /Font << /F1 5 0 R >> >> "),
+        "DOCUMENT_LIMIT_EXCEEDED",
+    ),
+    "text_over_21_strings": (
+        content_page(b"BT /F1 12 Tf " + (b"(" + b"A" * 50_000 + b") Tj ") * 21 + b"ET",
+                     b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+                     resources=b"/Resources << /Font << /F1 5 0 R >> >> "),
+        "DOCUMENT_LIMIT_EXCEEDED",
+    ),
+    "image_declared_200000_square": (image(200_000, 200_000, zlib.compress(b"\0" * 64), b"/FlateDecode"),
+                                     "DOCUMENT_LIMIT_EXCEEDED"),
+    "jpeg_stating_60000_square": (image(8, 8, jpeg_stating(60_000, 60_000), b"/DCTDecode"),
+                                  "DOCUMENT_LIMIT_EXCEEDED"),
+    "jpeg_stating_10000_square": (image(8, 8, jpeg_stating(10_000, 10_000), b"/DCTDecode"),
+                                  "DOCUMENT_LIMIT_EXCEEDED"),  # under Pillow's own bomb limit, over ours
+    "jpx_that_is_no_image": (image(8, 8, b"\0\0\0\x0cjP  not really", b"/JPXDecode"), "DOCUMENT_UNSUPPORTED"),
+    "jbig2_image": (image(8, 8, b"\0" * 16, b"/JBIG2Decode"), "DOCUMENT_UNSUPPORTED"),  # pypdf: DependencyError
+    "page_14400000_points_square": (
+        simple(page=b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 14400000 14400000] >>"), "DOCUMENT_LIMIT_EXCEEDED"),
+    "page_size_by_user_unit": (
+        simple(page=b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1000 1000] /UserUnit 75000 >>"),
+        "DOCUMENT_LIMIT_EXCEEDED",
+    ),
+    "inherited_media_box_too_large": (
+        raw_pdf(CATALOG, b"<< /Type /Pages /Kids [3 0 R] /Count 1 /MediaBox [0 0 20000 20000] >>",
+                b"<< /Type /Page /Parent 2 0 R >>"),
+        "DOCUMENT_LIMIT_EXCEEDED",
+    ),
+    "page_tree_count_999999999": (raw_pdf(CATALOG, b"<< /Type /Pages /Kids [3 0 R] /Count 999999999 >>", PAGE),
+                                  "DOCUMENT_LIMIT_EXCEEDED"),
+    "20000_annotations": (many_annotations(20_000), "DOCUMENT_LIMIT_EXCEEDED"),
+    "embedded_files_name_tree_loop": (
+        simple(b"<< /Kids [4 0 R] >>", catalog=b"<< /Type /Catalog /Pages 2 0 R /Names << /EmbeddedFiles 4 0 R >> >>"),
+        "DOCUMENT_LIMIT_EXCEEDED",
+    ),
+    "name_tree_40_deep": (chain(b"/Names << /Dests", b"<< /Kids [%d 0 R] >>", 40, b">>"), "DOCUMENT_LIMIT_EXCEEDED"),
+    "outline_next_loop": (
+        simple(b"<< /Type /Outlines /First 5 0 R /Last 5 0 R >>", b"<< /Title (a) /Parent 4 0 R /Next 5 0 R >>",
+               catalog=b"<< /Type /Catalog /Pages 2 0 R /Outlines 4 0 R >>"),
+        "DOCUMENT_LIMIT_EXCEEDED",
+    ),
+    "outline_40_deep": (chain(b"/Outlines", b"<< /Title (a) /First %d 0 R >>", 40), "DOCUMENT_LIMIT_EXCEEDED"),
+}
+
+# Polyglots: a PDF that another format's reader accepts too (each opens as a ZIP holding lease.exe, or is markup or
+# an executable to a sniffer), and data after the last %%EOF.
+POLYGLOTS: dict[str, bytes] = {
+    "zip_appended": simple() + zip_archive(),
+    "zip_appended_whose_comment_ends_in_eof": simple() + zip_archive(b"\n%%EOF\n"),
+    "zip_in_an_unreferenced_stream": simple(stream(zip_archive())),
+    "trailing_garbage": simple() + b"MZ not a pdf",
+    "html_after_the_header": raw_pdf(CATALOG, PAGES, PAGE,
+                                     header=b"%PDF-1.7\n%<!DOCTYPE html><script>alert(1)</script>"),
+    "zip_local_header_in_a_string": simple(b"(PK\x03\x04 lease.exe)"),
+    "elf_in_a_string": simple(b"(\x7fELF\x02\x01\x01)"),
 }
 
 # Refused at admission already: the bytes are not a PDF whatever Content-Type says.

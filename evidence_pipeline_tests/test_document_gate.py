@@ -2,12 +2,27 @@
 
 import io
 import time
+import zipfile
 
+import pikepdf
 import pytest
 
+from evidence_pipeline.documents.budgets import MAX_ANNOTATIONS, MAX_OPERATORS
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline_tests.hostile_pdfs import HOSTILE, pages, simple, written
+from evidence_pipeline.lease_contracts import lease_contract
+from evidence_pipeline.rental_applications import application
+from evidence_pipeline_tests.hostile_pdfs import (
+    HOSTILE,
+    POLYGLOTS,
+    content_page,
+    image,
+    jpeg_stating,
+    many_annotations,
+    pages,
+    simple,
+    written,
+)
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
@@ -45,3 +60,58 @@ def test_fonts_and_signature_fields_are_found():
 
 def test_written_documents_pass():
     assert gate(io.BytesIO(written(lambda w: w.add_metadata({"/Producer": "tests"})))).producer == "tests"
+
+
+@pytest.mark.parametrize("name", sorted(POLYGLOTS))
+def test_a_polyglot_or_trailing_data_is_refused(name):
+    data = POLYGLOTS[name]
+    with pytest.raises(EvidenceError) as refused:
+        gate(io.BytesIO(data))
+    assert refused.value.code == "DOCUMENT_POLYGLOT", refused.value.message
+
+
+def test_the_zip_polyglots_really_open_as_zip_archives():
+    """The samples are what the attack was: a PDF reader (qpdf) and Python's zipfile both open them."""
+    for name in ("zip_appended", "zip_appended_whose_comment_ends_in_eof", "zip_in_an_unreferenced_stream"):
+        with zipfile.ZipFile(io.BytesIO(POLYGLOTS[name])) as archive:
+            assert archive.namelist() == ["lease.exe"], name
+        assert len(pikepdf.open(io.BytesIO(POLYGLOTS[name])).pages) == 1
+
+
+def test_nothing_the_gate_passes_opens_as_a_zip_archive():
+    samples = [data for data, _ in HOSTILE.values()] + list(POLYGLOTS.values())
+    for data in samples:
+        try:
+            gate(io.BytesIO(data), active_content="flag")
+        except EvidenceError:
+            continue
+        assert not zipfile.is_zipfile(io.BytesIO(data))
+
+
+def test_a_name_tree_loop_is_refused_when_attachments_are_only_flagged():
+    data, _ = HOSTILE["embedded_files_name_tree_loop"]
+    with pytest.raises(EvidenceError) as refused:
+        gate(io.BytesIO(data), active_content="flag")
+    assert refused.value.code == "DOCUMENT_LIMIT_EXCEEDED" and "refers back to itself" in refused.value.message
+
+
+def test_a_limit_refusal_names_the_limit_never_a_value_from_the_file():
+    for name, value in (("cid_widths_100_million_glyphs", "100000000"), ("page_tree_count_999999999", "999999999"),
+                        ("image_declared_200000_square", "200000"), ("page_14400000_points_square", "14400000")):
+        with pytest.raises(EvidenceError) as refused:
+            gate(io.BytesIO(HOSTILE[name][0]))
+        assert "limit" in refused.value.message and value not in refused.value.message.replace(",", "")
+
+
+def test_documents_this_project_writes_pass():
+    """reportlab, pikepdf (object streams) and pyHanko (an incremental update) write nothing the gate refuses."""
+    pdf = pikepdf.open(io.BytesIO(pages(2)))
+    out = io.BytesIO()
+    pdf.save(out, object_stream_mode=pikepdf.ObjectStreamMode.generate)
+    assert gate(io.BytesIO(out.getvalue())).pages == 2
+    assert gate(io.BytesIO(many_annotations(MAX_ANNOTATIONS))).pages == 1  # at the limit is within it
+    assert gate(io.BytesIO(content_page(b"n\n" * MAX_OPERATORS))).pages == 1
+    assert gate(io.BytesIO(image(8, 8, jpeg_stating(8, 8), b"/DCTDecode"))).pages == 1
+    assert gate(io.BytesIO(application()), active_content="flag").pages == 3  # pikepdf, with an earlier revision
+    assert gate(io.BytesIO(lease_contract(1, pages=3).pdf)).pages == 3  # reportlab
+    # pyHanko's signed incremental updates pass the gate in test_split_merge.py (the signature check gates them)

@@ -164,6 +164,9 @@ def test_signed_bundles_get_their_signature_findings(pki):
     tampered = signature_check.check_signatures(io.BytesIO(bytes(broken)), "0" * 64,
                                                 signature_check.trust_policy(district.root_pem, None), "sgc_test")
     assert not tampered["signatures"][0]["intact"] and "digest_mismatch" in tampered["signatures"][0]["findings"]
+    # the same roots trust this signer on the intact file: a broken digest says nothing about trust
+    assert (tampered["signatures"][0]["trusted"], tampered["signatures"][0]["trust_problem"]) == (None, "not_evaluated")
+    assert "untrusted" not in tampered["signatures"][0]["findings"]
     assert _check(base, pki)["outcome"] == "unsigned"
     with pytest.raises(EvidenceError) as misconfigured:
         signature_check.trust_policy(district.root_pem, b"not a certificate")

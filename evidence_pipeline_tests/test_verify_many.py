@@ -184,3 +184,15 @@ def _read(fd: int) -> bytes:
         return os.read(fd, 1 << 16)
     except OSError:  # EIO: the terminal's other end is closed and everything was read
         return b""
+
+
+def test_a_fifo_at_bundle_depth_is_a_finding_not_an_outage(local_runtime):
+    """Something that is not a folder where a bundle belongs is a fact about the archive (exit 1), not an outage."""
+    run_tenant_month(local_runtime, SMALL, RunInfo("run-1"))
+    root = local_runtime.archive.root
+    os.mkfifo(root / "bundles" / SMALL.tenant / SMALL.period / IDENTITY)
+    result = _verify(str(root), "--json", "--workers", "1")
+    by_bundle = {line["bundle"].removeprefix(f"{root}/"): line for line in _lines(result)}
+    fifo = by_bundle[f"bundles/{SMALL.tenant}/{SMALL.period}/{IDENTITY}"]
+    assert result.exit_code == 1 and "error" not in fifo and fifo["codes"] == ["STORE_NOT_REGULAR_FILE"]
+    assert sum(line["ok"] for line in by_bundle.values()) == 1  # the real bundle still verifies

@@ -1,29 +1,34 @@
 """The worker-side document gate: admission is distrusted, every input is checked again before any processor.
 
-Re-sniff the bytes, parse strictly under tightened pypdf limits, refuse encrypted documents (the empty user password
-included), malformed ones, page-tree loops and decompression bombs, and find active content (JavaScript, Launch
-actions, embedded files, XFA). Each refusal has its own terminal reason code. Every object of the file is loaded and
-every stream decoded, within budgets, so a bomb hidden in an unreferenced object or an object stream is found here
-and not later by a processor.
+Re-sniff the bytes, refuse polyglots (a file another format's reader accepts too) and data after the last %%EOF,
+parse strictly under tightened pypdf limits, refuse encrypted documents (the empty user password included),
+malformed ones, page-tree loops, decompression bombs and anything over the budgets of ``budgets.py`` (which the
+processors' own walk keeps too), and find active content (JavaScript, Launch actions, embedded files, XFA). Each
+refusal has its own terminal reason code. Every object of the file is loaded and every stream decoded, within
+budgets, so a bomb hidden in an unreferenced object or an object stream is found here and not later by a processor.
 """
 
 from __future__ import annotations
 
 import io
+import itertools
+import re
+import zipfile
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from PIL import Image, UnidentifiedImageError
 from pypdf import PdfReader, apply_configuration
-from pypdf.errors import LimitReachedError, PyPdfError
+from pypdf.errors import DependencyError, LimitReachedError, PyPdfError
 from pypdf.generic import ArrayObject, DictionaryObject, IndirectObject, NameObject, StreamObject
 
+from evidence_pipeline.documents import budgets
+from evidence_pipeline.documents.budgets import MAX_DECODED_BYTES, MAX_OBJECTS, MAX_PAGES, exceeded
+from evidence_pipeline.documents.pdftext import _to_unicode
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.validate import _LIMITS as _REPORT_LIMITS
 from evidence_pipeline.validate import _read_at, _xref_points_at_objects
 
-MAX_PAGES = 1_000
-MAX_OBJECTS = 50_000
-MAX_DECODED_BYTES = 64 * 1024 * 1024  # all streams of the document together, decoded
 # The report gate's limits, tightened for documents from outside and extended to every decoder pypdf has.
 LIMITS = _REPORT_LIMITS | dict(
     maximum_declared_stream_length=16_000_000,
@@ -52,11 +57,26 @@ GATE_CODES = frozenset(
         ReasonCode.DOCUMENT_ENCRYPTED,
         ReasonCode.DOCUMENT_PAGE_TREE_LOOP,
         ReasonCode.DOCUMENT_LIMIT_EXCEEDED,
+        ReasonCode.DOCUMENT_POLYGLOT,
+        ReasonCode.DOCUMENT_UNSUPPORTED,
         *ACTIVE_CONTENT,
     }
 )
 MAX_FONTS = 200
 _PARSE_ERRORS = (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, AssertionError)
+_WHITESPACE = b"\0\t\n\f\r "  # PDF's white-space characters: all that may follow the last %%EOF
+_HEADER_WINDOW = 1024  # where browsers' and other sniffers look for markup
+# Tags a browser's sniffer takes for HTML; not <?xml, which an XMP packet placed early may legitimately begin with.
+_MARKUP = re.compile(rb"<(?:!doctype|html|head|body|script|iframe|svg)", re.IGNORECASE)
+# Stream data, where any bytes are legitimate; other formats' records anywhere else make the file a polyglot.
+_STREAM_START = re.compile(rb">>\s*stream\r?\n")
+_FOREIGN = {b"PK\x03\x04": "a ZIP local file header", b"PK\x01\x02": "a ZIP central directory",
+            b"PK\x05\x06": "a ZIP end record", b"\x7fELF": "an ELF executable", b"PE\0\0": "a PE executable"}
+# Content-stream lexing for the budgets, linear in the bytes: strings and comments are not operators. Inline image
+# data is left in (the spec keeps it under 4 KB; pdftext counts again after parsing).
+_NOT_OPERATORS = re.compile(rb"\((?:[^()\\]|\\.)*\)|<[^<>]*>|%[^\r\n]*")
+_OPERATOR = re.compile(rb"(?<![^\s\[\]<>(){}%])[A-Za-z'\"*][^\s()<>\[\]{}/%]*")
+_READ_BY_PILLOW = {"/DCTDecode", "/JPXDecode"}  # encodings whose own header states the pixels Pillow will decode
 
 
 @dataclass(frozen=True)
@@ -74,15 +94,18 @@ class GatedDocument:
 def gate(file: BinaryIO, active_content: str = "refuse") -> GatedDocument:
     """Check one document; ``active_content`` is ``refuse`` (its reason code) or ``flag`` (listed in the result)."""
     size = file.seek(0, io.SEEK_END)
-    if _read_at(file, 0, 5) != b"%PDF-":
+    if _read_at(file, 0, 5) != b"%PDF-":  # no allowance for bytes before the header: that is where polyglots begin
         raise EvidenceError(ReasonCode.DOCUMENT_NOT_PDF, "the bytes do not begin with a PDF header")
-    if b"%%EOF" not in _read_at(file, max(0, size - 1024), 1024):
-        raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED, "no %%EOF marker at the end (truncated?)")
+    _refuse_polyglots(_read_at(file, 0, size))
     try:
         with apply_configuration(**LIMITS):
             return _inspect(file, active_content)
     except LimitReachedError:
         raise EvidenceError(ReasonCode.DOCUMENT_LIMIT_EXCEEDED, "the document exceeds the parser's limits") from None
+    except DependencyError:  # pypdf lacks a decoder (jbig2dec for JBIG2): what is not decoded cannot be checked
+        raise EvidenceError(
+            ReasonCode.DOCUMENT_UNSUPPORTED, "a stream uses an encoding the service has no decoder for"
+        ) from None
     except RecursionError:
         raise EvidenceError(ReasonCode.DOCUMENT_LIMIT_EXCEEDED, "the document nests objects too deeply") from None
     except _PARSE_ERRORS as error:
@@ -91,22 +114,57 @@ def gate(file: BinaryIO, active_content: str = "refuse") -> GatedDocument:
         ) from None
 
 
+def _refuse_polyglots(data: bytes) -> None:
+    """A PDF that another format's reader also accepts is refused: whatever the service signs must be one PDF."""
+    end = data.rfind(b"%%EOF")
+    if end < 0:
+        raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED, "no %%EOF marker (truncated?)")
+    if data[end + 5:].strip(_WHITESPACE):
+        raise EvidenceError(ReasonCode.DOCUMENT_POLYGLOT, "data follows the last %%EOF marker")
+    if _MARKUP.search(data, 0, _HEADER_WINDOW):
+        raise EvidenceError(ReasonCode.DOCUMENT_POLYGLOT, "HTML markup near the start of the file")
+    outside = _outside_streams(data)
+    for signature, what in _FOREIGN.items():
+        if signature in outside:
+            raise EvidenceError(ReasonCode.DOCUMENT_POLYGLOT, f"{what} outside the PDF's streams")
+    if zipfile.is_zipfile(io.BytesIO(data)):  # a ZIP reader finds its end record in the last 64 KiB, streams or not
+        raise EvidenceError(ReasonCode.DOCUMENT_POLYGLOT, "the file also opens as a ZIP archive")
+
+
+def _outside_streams(data: bytes) -> bytes:
+    """The file without its streams' data, each ending at the first endstream after it (one pass: a regex with a
+    lazy ``.*?endstream`` is quadratic on many stream starts without an end)."""
+    pieces, at = [], 0
+    while (start := _STREAM_START.search(data, at)) is not None:
+        pieces.append(data[at:start.end()])
+        end = data.find(b"endstream", start.end())
+        at = start.end() if end < 0 else end  # a stream that never ends is no stream: its bytes are looked at
+        if end < 0:
+            break
+    pieces.append(data[at:])
+    return b"".join(pieces)
+
+
 def _inspect(file: BinaryIO, active_content: str) -> GatedDocument:
     reader = PdfReader(file, strict=True)
     if reader.is_encrypted:  # checked before anything is decrypted: an empty user password opens silently
         raise EvidenceError(ReasonCode.DOCUMENT_ENCRYPTED, "encrypted documents are not accepted")
     if not _xref_points_at_objects(reader, file):
         raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED, "the cross-reference table does not point at its objects")
-    pages = _count_pages(reader.trailer["/Root"]["/Pages"])
+    root = reader.trailer["/Root"]
+    pages = _count_pages(root["/Pages"])
+    _check_trees(root)  # before anything walks them: a processor following a loop never ends
     scan = _Scan()
     for obj in _every_object(reader):
         scan.visit(obj)
+    for page in pages:  # decoded again, but the scan has bounded what all streams decode to
+        _check_contents(page)
     found = tuple(code for code in ACTIVE_CONTENT if code in scan.active)
     if found and active_content == "refuse":
         raise EvidenceError(found[0], "the document carries active content: " + ", ".join(found))
     producer = (reader.metadata or {}).get("/Producer")
     return GatedDocument(
-        pages=pages,
+        pages=len(pages),
         pdf_version=reader.pdf_header.removeprefix("%PDF-")[:8],
         producer=str(producer)[:200] if producer is not None else None,
         signatures_present=scan.signatures,
@@ -115,10 +173,10 @@ def _inspect(file: BinaryIO, active_content: str) -> GatedDocument:
     )
 
 
-def _count_pages(root) -> int:
+def _count_pages(root) -> list[DictionaryObject]:
     """Walk the page tree by hand: a node met twice is a loop (pypdf would recurse or count pages twice)."""
     seen: set[int] = set()
-    pages, stack = 0, [root]
+    pages, stack = [], [root]
     while stack:
         node = stack.pop()
         ref = node if isinstance(node, IndirectObject) else getattr(node, "indirect_reference", None)
@@ -130,17 +188,96 @@ def _count_pages(root) -> int:
         if not isinstance(node, DictionaryObject):
             raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED, "a page tree node is not a dictionary")
         if node.get("/Type") == "/Page":
-            pages += 1
-            if pages > MAX_PAGES:
-                raise EvidenceError(ReasonCode.DOCUMENT_LIMIT_EXCEEDED, f"more than {MAX_PAGES} pages")
+            pages.append(node)
+            if len(pages) > MAX_PAGES:
+                raise exceeded(f"more than {MAX_PAGES:,} pages")
+            annotations = node["/Annots"] if "/Annots" in node else ()
+            if len(annotations) > budgets.MAX_ANNOTATIONS:
+                raise exceeded(f"a page has more than {budgets.MAX_ANNOTATIONS:,} annotations")
             continue
+        if "/Count" in node and not 0 <= int(node["/Count"]) <= MAX_PAGES:  # readers size work by what it claims
+            raise exceeded(f"a page tree node claims more than {MAX_PAGES:,} pages")
         kids = node.get("/Kids")
         if not isinstance(kids, ArrayObject):
             raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED, "a page tree node has no /Kids array")
         stack.extend(kids)
-    if pages == 0:
+    if not pages:
         raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED, "the document has no pages")
     return pages
+
+
+def _check_contents(page: DictionaryObject) -> None:
+    """A page's content streams, within the content budgets as one stream (processors walk them as one)."""
+    contents = page["/Contents"] if "/Contents" in page else ArrayObject()
+    parts = contents if isinstance(contents, ArrayObject) else [contents]
+    _check_content(b"\n".join(part.get_object().get_data() for part in parts))
+
+
+def _check_box(box, unit) -> None:
+    """A page box no side of which is longer than PDF's own limit, scaled by the page's /UserUnit."""
+    scale = float(unit) if unit is not None else 1.0
+    x0, y0, x1, y1 = (float(value.get_object()) for value in box)
+    if max(abs(x1 - x0), abs(y1 - y0)) * scale > budgets.MAX_PAGE_UNITS:
+        raise exceeded(f"a page side longer than {budgets.MAX_PAGE_UNITS:,} units")
+
+
+def _check_content(data: bytes) -> None:
+    """Counted without parsing (that is the expensive step the budget protects): text bytes, operators."""
+    stripped = _NOT_OPERATORS.sub(b" ", data)
+    if len(data) - len(stripped) > budgets.MAX_TEXT_BYTES:  # strings as written (and comments): an upper bound
+        raise exceeded(f"a content stream showing more than {budgets.MAX_TEXT_BYTES:,} bytes of text")
+    operators = _OPERATOR.finditer(stripped)
+    if next(itertools.islice(operators, budgets.MAX_OPERATORS, None), None) is not None:  # stops at one too many
+        raise exceeded(f"a content stream of more than {budgets.MAX_OPERATORS:,} operators")
+
+
+def _check_glyph_codes(font: DictionaryObject) -> None:
+    """The codes a font's widths (/W of a composite font's descendant) and ToUnicode map declare, within budget."""
+    for descendant in font.get("/DescendantFonts", ArrayObject()).get_object():
+        items, codes, i = list(descendant.get_object().get("/W", ArrayObject()).get_object()), 0, 0
+        while i + 1 < len(items):
+            if isinstance(items[i + 1].get_object(), ArrayObject):  # c [w1 w2 ...]
+                codes, i = codes + len(items[i + 1].get_object()), i + 2
+            else:  # c_first c_last w
+                first, last = int(items[i].get_object()), int(items[i + 1].get_object())
+                codes, i = codes + max(0, last - first + 1), i + 3
+            if codes > budgets.MAX_GLYPH_CODES:
+                raise exceeded(f"a font's widths declare more than {budgets.MAX_GLYPH_CODES:,} codes")
+    cmap = font["/ToUnicode"] if "/ToUnicode" in font else None
+    if isinstance(cmap, StreamObject):
+        try:
+            _to_unicode(cmap.get_data())  # the processors' own reader, which keeps the budget
+        except ValueError:  # a map it cannot read is the processor's to refuse; only the budget is the gate's
+            pass
+
+
+def _check_trees(root: DictionaryObject) -> None:
+    """Name and number trees and the outline: no deeper than the budget, and no node met twice (a loop)."""
+    names = root.get("/Names")
+    trees = list(names.get_object().values()) if names is not None else []
+    if "/PageLabels" in root:
+        trees.append(root.raw_get("/PageLabels"))
+    for tree in trees:
+        _walk_tree(tree, lambda node: [(kid, 1) for kid in node.get("/Kids", ArrayObject()).get_object()])
+    if "/Outlines" in root:  # an item's children are one level down, its /Next sibling on the same level
+        _walk_tree(root.raw_get("/Outlines"), lambda node: [
+            (node.raw_get(key), step) for key, step in (("/First", 1), ("/Next", 0)) if key in node])
+
+
+def _walk_tree(top, children) -> None:
+    seen: set[int] = set()
+    stack = [(top, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, IndirectObject):  # only references can make a loop
+            if node.idnum in seen:
+                raise exceeded("a name tree, number tree or outline refers back to itself")
+            seen.add(node.idnum)
+        if depth > budgets.MAX_TREE_DEPTH:
+            raise exceeded(f"a name tree, number tree or outline deeper than {budgets.MAX_TREE_DEPTH} levels")
+        node = node.get_object()
+        if isinstance(node, DictionaryObject):
+            stack.extend((child, depth + step) for child, step in children(node))
 
 
 def _every_object(reader: PdfReader):
@@ -148,7 +285,7 @@ def _every_object(reader: PdfReader):
     numbers = {(number, generation) for generation, entries in reader.xref.items() for number in entries}
     numbers |= {(number, 0) for number in reader.xref_objStm}
     if len(numbers) > MAX_OBJECTS:
-        raise EvidenceError(ReasonCode.DOCUMENT_LIMIT_EXCEEDED, f"more than {MAX_OBJECTS} objects")
+        raise exceeded(f"more than {MAX_OBJECTS:,} objects")
     for number, generation in sorted(numbers):
         yield IndirectObject(number, generation, reader).get_object()
 
@@ -164,11 +301,16 @@ class _Scan:
 
     def visit(self, obj) -> None:
         if isinstance(obj, StreamObject):
-            self.decoded += len(obj.get_data())
+            if obj.get("/Subtype") == "/Image":
+                _check_pixels(obj["/Width"], obj["/Height"])  # declared: before anything decodes it
+            data = obj.get_data()
+            self.decoded += len(data)
             if self.decoded > MAX_DECODED_BYTES:
-                raise EvidenceError(
-                    ReasonCode.DOCUMENT_LIMIT_EXCEEDED, "the document's streams decode to too many bytes"
-                )
+                raise exceeded(f"streams decoding to more than {MAX_DECODED_BYTES:,} bytes")
+            if obj.get("/Subtype") == "/Form":
+                _check_content(data)
+            elif obj.get("/Subtype") == "/Image" and _last_filter(obj) in _READ_BY_PILLOW:
+                _check_encoded_pixels(data)
         if isinstance(obj, DictionaryObject):
             self._dictionary(obj)
         if isinstance(obj, (DictionaryObject, ArrayObject)):  # direct children; indirect ones are visited on their own
@@ -190,3 +332,29 @@ class _Scan:
             self.signatures = True
         if d.get("/Type") == "/Font" and isinstance(d.get("/BaseFont"), NameObject):
             self.fonts.add(str(d["/BaseFont"])[1:129])
+        if d.get("/Type") == "/Font":
+            _check_glyph_codes(d)
+        if "/MediaBox" in d:  # on a page or inherited from a page tree node
+            _check_box(d["/MediaBox"], d["/UserUnit"] if "/UserUnit" in d else None)
+
+
+def _check_pixels(width, height) -> None:
+    if int(width) * int(height) > budgets.MAX_IMAGE_PIXELS:
+        raise exceeded(f"an image of more than {budgets.MAX_IMAGE_PIXELS:,} pixels")
+
+
+def _last_filter(stream: StreamObject) -> str | None:
+    filters = stream.get("/Filter")
+    filters = filters.get_object() if filters is not None else None
+    return str(filters[-1]) if isinstance(filters, ArrayObject) and filters else filters
+
+
+def _check_encoded_pixels(data: bytes) -> None:
+    """The pixels a JPEG or JPEG 2000 header states (the size Pillow decodes to, whatever /Width says)."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            _check_pixels(*image.size)
+    except Image.DecompressionBombError:
+        raise exceeded(f"an image of more than {budgets.MAX_IMAGE_PIXELS:,} pixels") from None
+    except UnidentifiedImageError:
+        raise EvidenceError(ReasonCode.DOCUMENT_UNSUPPORTED, "an image's data cannot be decoded") from None

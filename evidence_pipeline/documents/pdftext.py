@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import pikepdf
 from reportlab.pdfbase import pdfmetrics
 
+from evidence_pipeline.documents import budgets
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 
 Matrix = tuple[float, float, float, float, float, float]
@@ -112,7 +113,9 @@ def walk_page(page: pikepdf.Page) -> Page:
 
 def _walk(found: Page, pieces: list[str], owner, resources, ctm: Matrix, depth: int, seen: set) -> None:
     instructions = list(pikepdf.parse_content_stream(owner))
-    stream = len(found.streams)
+    if len(instructions) > budgets.MAX_OPERATORS:  # the gate refused these; a processor never trusts that alone
+        raise budgets.exceeded(f"a content stream of more than {budgets.MAX_OPERATORS:,} operators")
+    stream, shown = len(found.streams), 0
     found.streams.append((owner, instructions))
     fonts: dict[str, _Font] = {}
     stack: list[Matrix] = []
@@ -171,6 +174,9 @@ def _walk(found: Page, pieces: list[str], owner, resources, ctm: Matrix, depth: 
                 tm = _advanced(tm, -float(element) / 1000 * size * th)
                 continue
             strings += 1
+            shown += len(bytes(element))
+            if shown > budgets.MAX_TEXT_BYTES:  # one Glyph per code: bound them before making any
+                raise budgets.exceeded(f"a content stream showing more than {budgets.MAX_TEXT_BYTES:,} bytes of text")
             for code, start, end in font.split(bytes(element)):
                 w0 = font.widths.get(code, font.default_width) / 1000
                 spacing = tc + (tw if font.single_byte and code == 32 else 0.0)
@@ -243,6 +249,7 @@ _HEX = re.compile(rb"<([0-9A-Fa-f]+)>")
 def _to_unicode(cmap: bytes) -> dict[int, str]:
     """The bfchar and bfrange entries of a ToUnicode CMap."""
     mapping: dict[int, str] = {}
+    declared = 0  # every code a range declares counts, overlapping or not: the work is per declared code
     for block in re.findall(rb"beginbfchar(.*?)endbfchar", cmap, re.DOTALL):
         codes = _HEX.findall(block)
         for src, dst in zip(codes[0::2], codes[1::2]):
@@ -252,6 +259,9 @@ def _to_unicode(cmap: bytes) -> dict[int, str]:
             lo, hi, dst = int(line[0], 16), int(line[1], 16), line[2]
             if hi - lo > 0xFFFF:
                 continue
+            declared += max(0, hi - lo + 1)
+            if declared > budgets.MAX_GLYPH_CODES:
+                raise budgets.exceeded(f"a ToUnicode map of more than {budgets.MAX_GLYPH_CODES:,} codes")
             if dst.startswith(b"["):
                 for offset, item in enumerate(_HEX.findall(dst)):
                     mapping[lo + offset] = _utf16(item)
@@ -268,9 +278,12 @@ def _utf16(hexdigits: bytes) -> str:
 
 def _cid_widths(w) -> dict[int, float]:
     widths: dict[int, float] = {}
-    items, i = list(w), 0
+    items, i, codes = list(w), 0, 0
     while i + 1 < len(items):
         first = int(items[i])
+        codes += len(items[i + 1]) if isinstance(items[i + 1], pikepdf.Array) else max(0, int(items[i + 1]) - first + 1)
+        if codes > budgets.MAX_GLYPH_CODES:  # checked before the range is filled in
+            raise budgets.exceeded(f"a font's widths declare more than {budgets.MAX_GLYPH_CODES:,} codes")
         if isinstance(items[i + 1], pikepdf.Array):
             for offset, width in enumerate(items[i + 1]):
                 widths[first + offset] = float(width)

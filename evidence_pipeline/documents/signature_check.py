@@ -137,7 +137,10 @@ def _one(signature, context: ValidationContext, revisions: int, pages: dict) -> 
         findings.append("modified_after_signing")
     if not status.docmdp_ok:
         findings.append("docmdp_violated")
-    if not status.trusted:
+    # Trust is judged only on intact bytes: pyHanko reports a broken digest as untrusted too, which is not a fact
+    # about the signer's certificate.
+    trusted = status.trusted if status.intact else None
+    if trusted is False:
         findings.append("untrusted")
     cert = x509.load_der_x509_certificate(status.signing_cert.dump())
     claimed = status.signer_reported_dt or signature.self_reported_timestamp
@@ -146,8 +149,8 @@ def _one(signature, context: ValidationContext, revisions: int, pages: dict) -> 
         "covers_whole_document": coverage == SignatureCoverageLevel.ENTIRE_FILE,
         "intact": status.intact,
         "signature_valid": status.valid,
-        "trusted": status.trusted,
-        "trust_problem": None if status.trusted else _trust_problem(status),
+        "trusted": trusted,  # None: not evaluated (integrity failed)
+        "trust_problem": "not_evaluated" if trusted is None else None if trusted else _trust_problem(status),
         "signing_time_claimed": claimed.astimezone(timezone.utc).isoformat() if claimed else None,
         "signing_time_stamped": (
             status.timestamp_validity.timestamp.astimezone(timezone.utc).isoformat()

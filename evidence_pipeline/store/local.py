@@ -208,8 +208,11 @@ class LocalStore(StreamingStore):
                         os.mkdir(folder, 0o700, dir_fd=fd)
                         made = True
                         created.append("/".join(folders[:depth]))
-                if self._entry(key, folder, fd) is None:
+                mode = self._entry(key, folder, fd)
+                if mode is None:
                     raise EvidenceError(ReasonCode.STORE_NOT_FOUND, f"object {key} does not exist")
+                if not stat.S_ISDIR(mode):  # a FIFO or file where a folder belongs: a fact, not an I/O outage
+                    raise EvidenceError(ReasonCode.STORE_NOT_REGULAR_FILE, f"{key} passes through a non-folder")
                 child = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
                 os.close(fd)
                 fd = child

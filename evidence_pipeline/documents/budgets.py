@@ -1,0 +1,26 @@
+"""The work one document may cost: budgets that the worker gate checks before any processor runs, and that the
+processors' own walks (``pdftext``) enforce again, from these constants only.
+
+Exceeding one is DOCUMENT_LIMIT_EXCEEDED, whose message names the limit, never a value read from the file. The
+README's "Document limits" table lists each with why it is where it is.
+"""
+
+from __future__ import annotations
+
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+
+MAX_PAGES = 1_000  # pages found in the page tree, and what any node's /Count may claim
+MAX_OBJECTS = 50_000  # objects the cross-reference names
+MAX_DECODED_BYTES = 64 * 1024 * 1024  # all streams of the document together, decoded
+MAX_GLYPH_CODES = 65_536  # codes one font's /W array or ToUnicode CMap may map in total: every two-byte code
+MAX_OPERATORS = 1_000_000  # instructions in one content stream (a page's contents, a form XObject)
+MAX_TEXT_BYTES = 1_000_000  # bytes of all string operands of one content stream (the gate counts them as written)
+MAX_IMAGE_PIXELS = 80_000_000  # width x height of one image, declared or encoded; A3 at 600 dpi is 70 million
+MAX_PAGE_UNITS = 14_400  # a page side in default user space units (x /UserUnit): PDF's own limit (ISO 32000 C.2)
+MAX_ANNOTATIONS = 1_000  # annotations of one page
+MAX_TREE_DEPTH = 32  # levels of a name or number tree, or of the outline; a node met twice is refused too
+
+
+def exceeded(limit: str) -> EvidenceError:
+    """The refusal for a document over ``limit`` (a description of the limit, with its value)."""
+    return EvidenceError(ReasonCode.DOCUMENT_LIMIT_EXCEEDED, f"the document exceeds a limit: {limit}")
