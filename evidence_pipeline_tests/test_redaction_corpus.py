@@ -23,6 +23,7 @@ from evidence_pipeline.documents.matching import decodings, flat, normalize
 from evidence_pipeline.documents.redaction_check import _pdfium_text, _pypdf_text, verify_derivative
 from evidence_pipeline.documents.registry import ProcessorInput
 from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline_tests import hostile_pdfs
 from evidence_pipeline_tests import redaction_corpus as corpus
 from evidence_pipeline_tests.test_redaction import _redact_pure, pdftotext, pinned_template
 
@@ -218,3 +219,12 @@ def test_an_image_over_the_pixel_budget_or_undecodable_is_refused_before_it_is_r
     with pytest.raises(EvidenceError) as refused:
         redact.redact_document([document], {}, pinned_template())
     assert refused.value.code == code
+
+
+@pytest.mark.parametrize("name", ["image_declared_200000_square", "jpeg_stating_60000_square",
+                                  "page_14400000_points_square", "page_tree_count_999999999", "20000_annotations"])
+def test_an_oversized_declaration_is_refused_before_the_redactor_reads_it(name):
+    data, code = hostile_pdfs.HOSTILE[name]
+    with pytest.raises(EvidenceError) as refused:
+        _redact_pure(data)
+    assert refused.value.code == code == ReasonCode.DOCUMENT_LIMIT_EXCEEDED

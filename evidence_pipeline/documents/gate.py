@@ -65,7 +65,9 @@ GATE_CODES = frozenset(
 MAX_FONTS = 200
 _PARSE_ERRORS = (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, AssertionError)
 _WHITESPACE = b"\0\t\n\f\r "  # PDF's white-space characters: all that may follow the last %%EOF
-_HEADER_WINDOW = 1024  # where browsers' and other sniffers look for markup
+# Where content sniffers look for markup anywhere (Internet Explorer's FindMimeFromData reads 256 bytes; WHATWG's
+# algorithm only at the very start): wider, and rich-text annotations (XHTML, /RC) early in a small PDF are refused.
+_HEADER_WINDOW = 256
 # Tags a browser's sniffer takes for HTML; not <?xml, which an XMP packet placed early may legitimately begin with.
 _MARKUP = re.compile(rb"<(?:!doctype|html|head|body|script|iframe|svg)", re.IGNORECASE)
 # Stream data, where any bytes are legitimate; other formats' records anywhere else make the file a polyglot.

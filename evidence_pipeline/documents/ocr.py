@@ -19,7 +19,6 @@ from PIL import Image
 
 os.environ.setdefault("OMP_THREAD_LIMIT", "1")
 
-MAX_PIXELS = 40_000_000  # an image declaring more is refused before it is decoded (a 600 dpi Letter page is 34 M)
 MIN_SIDE = 16  # pixels: below this on either side an image cannot hold a legible line of text
 CONFIDENT = 60  # Tesseract's word confidence (0-100) at and above which a word is trusted
 _ROTATIONS = (0, 90, 180, 270)

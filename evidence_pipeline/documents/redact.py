@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import pikepdf
 from PIL import Image, ImageDraw
 
-from evidence_pipeline.documents import ocr, pdftext, templates
+from evidence_pipeline.documents import budgets, ocr, pdftext, templates
 from evidence_pipeline.documents.gate import LIMITS
 from evidence_pipeline.documents.matching import (
     Rules,
@@ -359,9 +359,8 @@ def _pixels(image) -> Image.Image:
     """The image decoded (pikepdf, Pillow): refused before decoding when it declares more pixels than the budget."""
     try:
         picture = pikepdf.PdfImage(image) if isinstance(image, pikepdf.Object) else image
-        if picture.width * picture.height > ocr.MAX_PIXELS:
-            raise EvidenceError(ReasonCode.DOCUMENT_LIMIT_EXCEEDED,
-                                f"an image declares more than {ocr.MAX_PIXELS} pixels")
+        if picture.width * picture.height > budgets.MAX_IMAGE_PIXELS:  # inline images too, which the gate skips
+            raise budgets.exceeded(f"an image of more than {budgets.MAX_IMAGE_PIXELS:,} pixels")
         return picture.as_pil_image()
     except (pikepdf.PikepdfError, NotImplementedError, ValueError, OSError, Image.DecompressionBombError) as error:
         raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,

@@ -30,7 +30,7 @@ from pypdf.generic import (
     TextStringObject,
 )
 
-from evidence_pipeline.documents import ocr
+from evidence_pipeline.documents import budgets, ocr
 from evidence_pipeline.documents.gate import LIMITS, _every_object
 from evidence_pipeline.documents.matching import Rules, Search, decodings
 from evidence_pipeline.documents.registry import ProcessorResult
@@ -143,7 +143,7 @@ def _strings_hold(stream: StreamObject, reader: PdfReader, search: Search) -> bo
 def _image_holds(image: StreamObject, search: Search) -> bool:
     """OCR of the image as pypdf decodes it; an image pypdf cannot decode is a finding (it cannot be checked)."""
     width, height = int(image.get("/Width", 0)), int(image.get("/Height", 0))
-    if width * height > ocr.MAX_PIXELS:
+    if width * height > budgets.MAX_IMAGE_PIXELS:
         return True
     try:
         pixels = image.decode_as_image()
