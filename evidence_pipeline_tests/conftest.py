@@ -33,6 +33,15 @@ pytest_plugins = ["evidence_pipeline_tests.intake_server"]  # the intake fixture
 # itself is tested with its own settings (test_definitions.py).
 os.environ.setdefault("EVIDENCE_OPEN_MONTHS", "1200")
 
+def pytest_configure(config):
+    """A temporary root of this run's own unless --basetemp names one: two runs on one machine never share
+    /tmp/pytest-of-<user>, where one would delete the other's numbered directories (an embedded PostgreSQL's data
+    included). Removed at the end, as pytest would remove its own."""
+    if config.option.basetemp is None and not hasattr(config, "workerinput"):
+        config.option.basetemp = tempfile.mkdtemp(prefix="evidence-tests-")
+        config.add_cleanup(lambda: shutil.rmtree(config.option.basetemp, ignore_errors=True))
+
+
 SMALL = TenantMonth("acme-books", "2026-10")
 LARGE = TenantMonth("evergreen-market", "2026-10")
 FIXTURE_MONTHS = (SMALL, LARGE, TenantMonth("acme-books", "2026-09"))
