@@ -17,7 +17,7 @@ from pypdf import PdfWriter
 from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.intake import open_documents
-from evidence_pipeline.intake.app import create_app
+from evidence_pipeline.intake.app import create_app, server_config
 
 
 @contextlib.contextmanager
@@ -26,7 +26,8 @@ def running_server(documents: Documents) -> Iterator[str]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_app(documents), log_level="warning", lifespan="off"))
+    config = server_config(create_app(documents), documents.runtime.settings, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

@@ -1,0 +1,184 @@
+"""The front door bounds every connection, and foreseeable input is never a 500: a real server on 127.0.0.1,
+raw sockets for the shapes no HTTP client library would send."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import select
+import socket
+import time
+from urllib.parse import urlsplit
+
+import pytest
+
+from evidence_pipeline_tests.intake_server import client, error_code, pdf_bytes, tokens, upload
+
+LOCAL = pytest.mark.parametrize("backend", ["local"], indirect=True)  # connection handling is the same on both
+INTAKE_OVERRIDES = {
+    "EVIDENCE_INTAKE_HEADER_TIMEOUT_SECONDS": "1",
+    "EVIDENCE_INTAKE_MIN_BODY_BYTES_PER_SECOND": "1000",
+    "EVIDENCE_INTAKE_REQUEST_TIMEOUT_SECONDS": "3",
+    "EVIDENCE_INTAKE_TENANT_MAX_UPLOADS": "2",
+    "EVIDENCE_INTAKE_MAX_UPLOADS": "3",
+}
+
+
+def connect(url: str) -> socket.socket:
+    parts = urlsplit(url)
+    return socket.create_connection((parts.hostname, parts.port), timeout=30)
+
+
+def answer(sock: socket.socket) -> tuple[int, dict, dict]:
+    """Status, headers and JSON body of the one response on ``sock`` (the server closes after it)."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.lower().split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), headers, json.loads(body)
+
+
+@LOCAL
+def test_a_300_mb_header_is_refused_without_being_buffered(intake):
+    """Before: uvicorn's httptools parser held the whole value in memory (301 MB for one connection)."""
+    sock = connect(intake)
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ")
+    sent, chunk = 0, b"a" * 65536
+    while sent < 300 * 1024 * 1024:
+        if select.select([sock], [], [], 0)[0]:  # the server answered: it stopped reading
+            break
+        try:
+            sock.sendall(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            break
+        sent += len(chunk)
+    status, _, body = answer(sock)
+    assert (status, body["error"]["code"]) == (431, "HEADERS_TOO_LARGE")
+    assert sent < 16 * 1024 * 1024  # refused within what the socket buffers hold, not after 300 MB
+
+
+@LOCAL
+@pytest.mark.parametrize("count", [65, 50_000])
+def test_too_many_headers_are_431(intake, count):
+    sock = connect(intake)
+    headers = b"".join(b"X-%d: 1\r\n" % i for i in range(count))
+    try:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + headers + b"\r\n")
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # refused while we were still sending
+    status, _, body = answer(sock)
+    assert (status, body["error"]["code"]) == (431, "HEADERS_TOO_LARGE")
+
+
+@LOCAL
+def test_64_headers_within_the_size_limit_are_served(intake):
+    with client(intake) as http:
+        assert http.get("/healthz", headers={f"X-{i}": "1" for i in range(55)}).status_code == 200
+
+
+@LOCAL
+def test_headers_that_never_finish_are_408(intake):
+    """Before: a connection sending its headers slowly (or not at all) was held open forever."""
+    sock = connect(intake)
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+    status, headers, body = answer(sock)
+    assert (status, body["error"]["code"], headers["connection"]) == (408, "REQUEST_TIMEOUT", "close")
+    idle = connect(intake)  # connected, nothing sent
+    assert answer(idle)[0] == 408
+
+
+@LOCAL
+def test_a_body_slower_than_the_minimum_rate_is_408_and_stores_nothing(documents, intake):
+    acme, _ = tokens(documents)
+    sock = connect(intake)
+    sock.sendall(b"POST /v1/documents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + acme.encode()
+                 + b"\r\nContent-Type: application/pdf\r\nContent-Length: 60000\r\n\r\n%PDF-")
+    status, _, body = answer(sock)  # 5 bytes, then nothing: behind 1,000 bytes/s after the 1 s grace
+    assert (status, body["error"]["code"]) == (408, "REQUEST_TIMEOUT")
+    assert documents.store.list("acme") == []
+
+
+@LOCAL
+def test_a_request_longer_than_the_total_time_is_408(documents, intake):
+    """A body that keeps the minimum rate still ends when the request's total time is up."""
+    acme, _ = tokens(documents)
+    sock = connect(intake)
+    sock.sendall(b"POST /v1/documents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + acme.encode()
+                 + b"\r\nContent-Type: application/pdf\r\nContent-Length: 60000\r\n\r\n%PDF-")
+    for _ in range(200):  # 5,000 bytes/s: five times the minimum rate, for up to 10 s (the total is 3 s)
+        if select.select([sock], [], [], 0)[0]:
+            break
+        sock.sendall(b"0" * 500)
+        time.sleep(0.1)
+    status, _, body = answer(sock)
+    assert (status, body["error"]["code"]) == (408, "REQUEST_TIMEOUT")
+    assert documents.store.list("acme") == []
+
+
+@LOCAL
+def test_uploads_in_flight_are_bounded_per_tenant_and_in_all(documents, intake):
+    acme, globex = tokens(documents)
+    body = pdf_bytes()
+
+    def start_upload(token: str) -> tuple[socket.socket, bytes]:
+        sock, data = connect(intake), pdf_bytes(producer=f"held {len(held)}")
+        sock.sendall(b"POST /v1/documents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token.encode()
+                     + b"\r\nContent-Type: application/pdf\r\nContent-Length: %d\r\n\r\n" % len(data) + data[:10])
+        return sock, data
+
+    held: list[tuple[socket.socket, bytes]] = []
+    held += [start_upload(acme)]
+    held += [start_upload(acme)]
+    with client(intake, acme) as http:
+        time.sleep(0.3)  # the two uploads reach the endpoint and take their slots
+        refused = upload(http, body)
+        assert (refused.status_code, error_code(refused)) == (503, "INTAKE_BUSY")
+        assert refused.headers["retry-after"] == "30"
+    held.append(start_upload(globex))
+    with client(intake, globex) as http:
+        time.sleep(0.3)
+        refused = upload(http, body)  # globex holds one of its two, but the process holds three of three
+        assert (refused.status_code, error_code(refused)) == (503, "INTAKE_BUSY")
+    for sock, data in held:
+        sock.sendall(data[10:])
+        assert answer_status(sock) == 201
+    with client(intake, acme) as http:
+        assert upload(http, pdf_bytes(producer="after")).status_code == 201
+
+
+def answer_status(sock: socket.socket) -> int:
+    data = b""
+    while b"\r\n" not in data:
+        data += sock.recv(65536)
+    return int(data.split()[1])
+
+
+# --- ambiguity --------------------------------------------------------------------------------------------------
+
+
+def test_a_repeated_security_header_is_400(documents, intake):
+    """Before: the first of two Authorization or X-Content-SHA256 headers won, silently."""
+    acme, globex = tokens(documents)
+    with client(intake) as http:
+        twice = http.get("/v1/jobs/job_x", headers=[("Authorization", f"Bearer {acme}"),
+                                                    ("Authorization", f"Bearer {globex}")])
+        assert (twice.status_code, error_code(twice)) == (400, "HEADER_REPEATED")
+        data = pdf_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        twice = http.post("/v1/documents", content=data, headers=[
+            ("Authorization", f"Bearer {acme}"), ("Content-Type", "application/pdf"),
+            ("X-Content-SHA256", digest), ("X-Content-SHA256", "0" * 64)])
+        assert (twice.status_code, error_code(twice)) == (400, "HEADER_REPEATED")
+    assert documents.store.list("acme") == []
+
+
+def test_paths_are_normalized_in_place_never_redirected(documents, intake):
+    """Before: a trailing slash answered a bare 307 whose Location was built from the client's Host header."""
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        slashed = http.get("/healthz/", headers={"Host": "evil.example"})
+        assert slashed.status_code == 200 and "location" not in slashed.headers
+        doubled = http.post("/v1//jobs/", json={}, headers={"Host": "evil.example"})
+        assert (doubled.status_code, error_code(doubled)) == (400, "IDEMPOTENCY_KEY_INVALID")
