@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import resource
 import select
 import socket
 import time
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
 
-from evidence_pipeline_tests.intake_server import client, error_code, pdf_bytes, tokens, upload
+from evidence_pipeline_tests.intake_server import client, error_code, pdf_bytes, serving, tokens, upload
 
 LOCAL = pytest.mark.parametrize("backend", ["local"], indirect=True)  # connection handling is the same on both
 INTAKE_OVERRIDES = {
@@ -182,3 +184,47 @@ def test_paths_are_normalized_in_place_never_redirected(documents, intake):
         assert slashed.status_code == 200 and "location" not in slashed.headers
         doubled = http.post("/v1//jobs/", json={}, headers={"Host": "evil.example"})
         assert (doubled.status_code, error_code(doubled)) == (400, "IDEMPOTENCY_KEY_INVALID")
+
+
+def _descriptor_limit(limit: int):
+    def lower() -> None:  # in the server's process, before it starts
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    return lower
+
+
+@LOCAL
+def test_2200_slow_clients_at_a_1024_descriptor_limit_leave_other_clients_served(backend):
+    """Before: the slow connections took every descriptor, accept() failed with EMFILE and 0% of other clients
+    were served. Now a new connection evicts the one waiting longest for its headers."""
+    with serving(backend, workers=1, preexec_fn=_descriptor_limit(1024)) as (port, _):
+        slow, served, refused = [], 0, 0
+        for i in range(2200):
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=2)
+                sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")  # and never more
+                slow.append(sock)
+            except OSError:
+                refused += 1
+            if i % 44 == 0:  # 50 requests of another client, spread over the attack
+                try:
+                    served += httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200
+                except httpx.TransportError:
+                    pass
+        assert (served, refused) == (50, 0)
+        closed = sum(1 for sock in slow if _answered(sock))
+        assert closed >= 2200 - 1024  # the evicted ones were answered and closed, not left hanging
+        for sock in slow:
+            sock.close()
+
+
+def _answered(sock: socket.socket) -> bool:
+    """Did the server answer or close ``sock`` (select() cannot watch descriptors above 1023)?"""
+    sock.setblocking(False)
+    try:
+        sock.recv(1, socket.MSG_PEEK)
+    except BlockingIOError:
+        return False
+    except ConnectionResetError:
+        pass
+    return True
