@@ -8,13 +8,25 @@ import json
 import resource
 import select
 import socket
+import subprocess
 import time
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
-from evidence_pipeline_tests.intake_server import client, error_code, pdf_bytes, serving, tokens, upload
+from evidence_pipeline.config import Settings
+from evidence_pipeline.intake import open_documents
+from evidence_pipeline_tests.intake_server import (
+    client,
+    error_code,
+    intake_environment,
+    pdf_bytes,
+    running_server,
+    serving,
+    tokens,
+    upload,
+)
 
 LOCAL = pytest.mark.parametrize("backend", ["local"], indirect=True)  # connection handling is the same on both
 INTAKE_OVERRIDES = {
@@ -228,3 +240,105 @@ def _answered(sock: socket.socket) -> bool:
     except ConnectionResetError:
         pass
     return True
+
+
+# --- foreseeable input and faults are never a 500 ---------------------------------------------------------------
+
+
+def _raw_json(http, path: str, text: str, key: str | None = "k1"):
+    headers = {"Content-Type": "application/json"} | ({"Idempotency-Key": key} if key else {})
+    return http.post(path, content=text.encode(), headers=headers)
+
+
+@pytest.mark.parametrize("path, text", [
+    ("/v1/jobs", '{"operation": "inspect", "inputs": ["doc_\\ud800"]}'),
+    ("/v1/jobs", '{"operation": "\\udfff", "inputs": []}'),
+    ("/v1/jobs", '{"operation": "inspect", "inputs": ["doc_x"], "options": {"\\ud800": 1}}'),
+    ("/v1/jobs", '{"operation": "inspect", "inputs": ["doc_\\u0000"]}'),
+    ("/v1/evidence-jobs", '{"period": "2025-0\\ud800"}'),
+    ("/v1/batches", '{"jobs": [{"idempotency_key": "a", "operation": "inspect", "inputs": ["doc_\\ud800"]}]}'),
+    ("/v1/batches", '{"jobs": [{"idempotency_key": "a", "operation": "inspect", "inputs": ["d"], '
+                    '"options": {"x": "\\udc00"}}]}'),
+])
+def test_lone_surrogates_and_nul_in_json_are_400(documents, intake, path, text):
+    """Before: these reached the ledger's canonical encoding (or PostgreSQL) and answered 500."""
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        response = _raw_json(http, path, text)
+    assert (response.status_code, error_code(response)) == (400, "REQUEST_TEXT_INVALID")
+
+
+@pytest.mark.parametrize("path", ["/v1/jobs/job_%00x", "/v1/batches/bat_%00x", "/v1/batches/bat_%00x/cancel"])
+def test_a_nul_in_a_path_id_is_400(documents, intake, path):
+    """Before: PostgreSQL refused the query string and the request answered 500."""
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        response = http.request("POST" if path.endswith("cancel") else "GET", path)
+    assert (response.status_code, error_code(response)) == (400, "REQUEST_TEXT_INVALID")
+
+
+@LOCAL
+@pytest.mark.parametrize("text", ["[" * 30_000 + "]" * 30_000, '{"operation": "inspect", "inputs": [], "options": '
+                                  + '{"a": ' * 40 + "1" + "}" * 40 + "}"])
+def test_json_nested_past_the_documented_depth_is_400(documents, intake, text):
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        response = _raw_json(http, "/v1/jobs", text)
+    assert (response.status_code, error_code(response)) == (400, "REQUEST_TOO_DEEP")
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 256 KiB tmpfs (root only): a document store that fills up, or is remounted read-only."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(mount)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("needs to mount a tmpfs")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+def _documents_on(backend, disk):
+    return open_documents(Settings.from_env(intake_environment(backend) | {"EVIDENCE_DOCUMENTS_URI": str(disk)}))
+
+
+@LOCAL
+def test_a_full_document_store_is_507_and_retried(backend, small_disk):
+    """Before: the spool's ENOSPC escaped as an OSError and answered 500."""
+    documents = _documents_on(backend, small_disk)
+    (small_disk / "filler").write_bytes(b"0" * (256 * 1024 - 8192))
+    acme, _ = tokens(documents)
+    with running_server(documents) as url, client(url, acme) as http:
+        response = upload(http, pdf_bytes() + b"%" + b"0" * 40_000)
+    assert (response.status_code, error_code(response)) == (507, "STORE_FULL")
+    assert response.headers["retry-after"] == "30"
+
+
+@LOCAL
+def test_a_read_only_document_store_is_503_and_fails_healthz(backend, small_disk):
+    """Before: the upload answered 500, and /healthz answered ok (its probes only read)."""
+    documents = _documents_on(backend, small_disk)
+    acme, _ = tokens(documents)
+    with running_server(documents) as url, client(url, acme) as http:
+        assert http.get("/healthz").status_code == 200
+        subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+        response = upload(http, pdf_bytes())
+        assert (response.status_code, error_code(response)) == (503, "STORE_READ_ONLY")
+        health = http.get("/healthz")
+    assert health.status_code == 503
+    assert health.json()["checks"] == {"ledger": "ok", "documents": "STORE_READ_ONLY", "archive": "ok"}
+
+
+@pytest.mark.parametrize("backend", ["aws"], indirect=True)
+def test_healthz_fails_when_the_ledger_takes_no_writes(documents, intake):
+    """Before: /healthz read from the ledger and answered ok while every write failed."""
+    ledger = documents.runtime.ledger
+    database = ledger.engine.url.database
+    with ledger.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql(f'ALTER DATABASE "{database}" SET default_transaction_read_only = on')
+    ledger.engine.dispose()  # new connections are read-only; reads still answer
+    with client(intake) as http:
+        assert documents.ledger.job("acme", "job_x") is None
+        health = http.get("/healthz")
+    assert health.status_code == 503 and health.json()["checks"]["ledger"] == "LEDGER_UNAVAILABLE"

@@ -291,10 +291,11 @@ def _batch_view(documents: Documents, tenant: str, batch_id: str) -> dict:
 
 def _health(documents: Documents) -> dict[str, str]:
     checks = {}
+    scratch = documents.runtime.settings.work_dir
     probes = {
         "ledger": documents.ledger.ping,
-        "documents": lambda: documents.store.exists("healthz"),
-        "archive": lambda: documents.runtime.archive.exists("healthz"),
+        "documents": lambda: _write_probe(documents.store, scratch),
+        "archive": lambda: _write_probe(documents.runtime.archive, scratch),
     }
     for name, probe in probes.items():
         try:
@@ -305,7 +306,17 @@ def _health(documents: Documents) -> dict[str, str]:
     return checks
 
 
-def app_from_env() -> Starlette:
+def _write_probe(store, scratch) -> None:
+    """A store answers and its spool takes a synced write (local: a nameless file in the store's own root, so a
+    full or read-only store fails here; S3: the scratch file uploads are received into). Nothing is left behind."""
+    store.exists("healthz")
+    with store.spool(scratch) as probe, io_errors("a probe"):
+        probe.write(b"healthz")
+        probe.flush()
+        os.fsync(probe.fileno())
+
+
+def app_from_env() -> BoundedRequests:
     """The app of one server process, on the environment's settings: every worker of ``serve`` builds its own."""
     return create_app(open_documents(Settings.from_env()))
 

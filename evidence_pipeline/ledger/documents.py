@@ -612,9 +612,10 @@ class DocumentLedger:
         )
 
     def ping(self) -> None:
-        """Does the ledger database answer?"""
-        with classified_errors(), self.ledger.engine.connect() as conn:
-            conn.execute(select(func.count()).select_from(self.tokens).where(self.tokens.c.token_id == ""))
+        """Does the ledger database take writes? A write transaction that changes no row: it takes the writers'
+        lock (so it is bounded by that lock's wait) and fails on a read-only or unwritable database."""
+        with classified_errors(), self.ledger.writing(durable=False) as conn:
+            conn.execute(self.tokens.update().where(self.tokens.c.token_id == "").values(revoked_at=None))
 
     def stored_bytes(self, tenant: str) -> int:
         docs = self.documents.c
