@@ -51,7 +51,8 @@ class Settings:
     document_page_size: int  # document jobs per dispatch page (one Dagster run)
     tenant_max_jobs: int  # quota: a tenant's outstanding (not yet terminal) document jobs
     tenant_max_bytes: int  # quota: a tenant's stored document bytes
-    intake_max_queue_age_seconds: float  # backpressure: new jobs wait while the oldest unstarted job is older
+    intake_max_queue_age_seconds: float  # backpressure: a tenant's new jobs wait while its oldest unstarted is older
+    intake_max_queued_jobs: int  # backpressure: every tenant's outstanding jobs together (true overload)
     # the front door's connection limits (intake/guard.py; README "Connection limits")
     intake_max_headers: int  # headers per request (431)
     intake_max_header_bytes: int  # request line and headers together (431)
@@ -151,6 +152,7 @@ class Settings:
             tenant_max_jobs=_whole(env, "EVIDENCE_TENANT_MAX_JOBS", 1000),
             tenant_max_bytes=_whole(env, "EVIDENCE_TENANT_MAX_BYTES", 10 * 1024 ** 3),
             intake_max_queue_age_seconds=_positive(env, "EVIDENCE_INTAKE_MAX_QUEUE_AGE_SECONDS", 300),
+            intake_max_queued_jobs=_whole(env, "EVIDENCE_INTAKE_MAX_QUEUED_JOBS", 100_000),
             intake_max_headers=_whole(env, "EVIDENCE_INTAKE_MAX_HEADERS", 64),
             intake_max_header_bytes=_whole(env, "EVIDENCE_INTAKE_MAX_HEADER_BYTES", 16 * 1024),
             intake_header_timeout_seconds=_positive(env, "EVIDENCE_INTAKE_HEADER_TIMEOUT_SECONDS", 10),
