@@ -85,6 +85,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self._header_timer: asyncio.TimerHandle | None = None
         self._header_started = 0.0
         self._began, self._raw_header_bytes, self._parsed_header_bytes = False, 0, 0
+        self._linger_bytes = 0
         super().connection_made(transport)
         if len(self.connections) > self.limits.max_connections and not self._evict_slowest():
             self._refuse(503, ReasonCode.INTAKE_BUSY, "too many connections; try again later")
