@@ -198,6 +198,32 @@ def test_paths_are_normalized_in_place_never_redirected(documents, intake):
         assert (doubled.status_code, error_code(doubled)) == (400, "IDEMPOTENCY_KEY_INVALID")
 
 
+@LOCAL
+def test_at_the_connection_limit_an_idle_connection_makes_room_and_busy_ones_are_kept(backend):
+    documents = open_documents(Settings.from_env(
+        intake_environment(backend) | INTAKE_OVERRIDES | {"EVIDENCE_INTAKE_MAX_CONNECTIONS": "4"}))
+    acme, _ = tokens(documents)
+    with running_server(documents) as url:
+        idle = connect(url)  # one request answered, then kept alive
+        idle.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert answer_status(idle) == 200
+
+        def busy(n: int) -> socket.socket:  # a job whose body is still coming: the app is reading it
+            sock = connect(url)
+            sock.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + acme.encode()
+                         + b"\r\nIdempotency-Key: k%d\r\nContent-Length: 100\r\n\r\n{" % n)
+            return sock
+
+        held = [busy(n) for n in range(4)]  # the fourth makes four of four: the idle one is closed for it
+        assert idle.recv(65536) == b""  # closed without an answer, as the keep-alive timeout would
+        time.sleep(0.2)  # all four reach the app
+        fifth = connect(url)  # four busy: nothing to close
+        status, headers, body = answer(fifth)
+        kept = [answer(sock)[2]["error"]["message"] for sock in held]  # each ends on its own clock, not evicted
+    assert (status, body["error"]["code"], headers["retry-after"]) == (503, "INTAKE_BUSY", "30")
+    assert all(message.startswith("the body arrived slower") for message in kept)
+
+
 def _descriptor_limit(limit: int):
     def lower() -> None:  # in the server's process, before it starts
         resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))

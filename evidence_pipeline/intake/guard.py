@@ -168,16 +168,25 @@ class GuardedProtocol(HttpToolsProtocol):
                      f"the headers took longer than {self.limits.header_timeout:g} seconds")
 
     def _evict_slowest(self) -> bool:
-        """Make room by closing the connection that has waited longest for its headers (a slow client holds a
-        descriptor for nothing; a busy one is never cut off). False when every connection is busy."""
-        waiting = [c for c in self.connections if c is not self and getattr(c, "_header_timer", None) is not None]
+        """Make room by closing the connection that has waited longest for headers, or sat idle between requests
+        longest (either holds a descriptor for nothing; a busy one is never cut off). False when every connection
+        is busy."""
+        waiting = [c for c in self.connections if c is not self and c._waiting()]
         if not waiting:
             return False
         slowest = min(waiting, key=lambda c: c._header_started)
-        # it is sending nothing, so it is closed at once: a lingering descriptor is the room it was evicted for
+        if slowest._header_timer is None:  # idle: closed quietly, as the keep-alive timeout would
+            slowest.connections.discard(slowest)
+            slowest.transport.close()
+            return True
+        # it is sending next to nothing, so it is closed at once: a lingering descriptor is the room it was evicted for
         slowest._refuse(408, ReasonCode.REQUEST_TIMEOUT, "the server needed the connection; send headers promptly",
                         linger=False)
         return True
+
+    def _waiting(self) -> bool:
+        """Waiting for a request's headers, or idle between requests (kept alive)."""
+        return self._header_timer is not None or self.cycle is None or self.cycle.response_complete
 
     def _refuse(self, status: int, code: str, message: str, linger: bool = True) -> None:
         """Answer with an error of our envelope and close, parsing nothing more."""
