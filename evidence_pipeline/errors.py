@@ -86,7 +86,7 @@ class ReasonCode(StrEnum):
     JOB_CANCELLED = "JOB_CANCELLED"  # its batch was cancelled before the job started
     TENANT_OFFBOARDED = "TENANT_OFFBOARDED"  # the tenant was offboarded: no new work, no new tokens
     TENANT_QUOTA_EXCEEDED = "TENANT_QUOTA_EXCEEDED"  # too many outstanding jobs or stored bytes: try again later
-    INTAKE_BACKPRESSURE = "INTAKE_BACKPRESSURE"  # the queue is older than its objective: try again later
+    INTAKE_BACKPRESSURE = "INTAKE_BACKPRESSURE"  # the tenant's queue is behind its objective, or all are overloaded
     INTAKE_BUSY = "INTAKE_BUSY"  # too many connections or uploads in flight (per tenant or in all): try again later
     HEADERS_TOO_LARGE = "HEADERS_TOO_LARGE"  # more headers, or more header bytes, than the front door takes (431)
     REQUEST_TIMEOUT = "REQUEST_TIMEOUT"  # headers too slow, a body below the minimum rate, or a request too long (408)
