@@ -82,7 +82,7 @@ STATUS = {
     ReasonCode.STORE_ACCESS_DENIED: 503,
     ReasonCode.STORE_FULL: 507,  # Insufficient Storage: space can come back, so it is retried
 }
-RETRY_AFTER_SECONDS = 30  # what a 429 or 503 asks the client to wait
+RETRY_AFTER_SECONDS = 30  # what a 429, 503 or 507 asks the client to wait
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
