@@ -229,6 +229,9 @@ def main() -> None:
         "EVIDENCE_HOME": str(root / "intake"),
         "EVIDENCE_INTAKE_MAX_BYTES": str(int(args.size_mb * 2**20) + 1024),
         "EVIDENCE_TENANT_MAX_BYTES": str(10 * 2**30),
+        # one tenant's whole burst in flight at once: the bench measures admission, not the in-flight caps
+        "EVIDENCE_INTAKE_MAX_UPLOADS": str(args.uploads),
+        "EVIDENCE_INTAKE_TENANT_MAX_UPLOADS": str(args.uploads),
     }
     full_env = os.environ | env
     port = free_port()

@@ -51,7 +51,17 @@ class Settings:
     document_page_size: int  # document jobs per dispatch page (one Dagster run)
     tenant_max_jobs: int  # quota: a tenant's outstanding (not yet terminal) document jobs
     tenant_max_bytes: int  # quota: a tenant's stored document bytes
-    intake_max_queue_age_seconds: float  # backpressure: new jobs wait while the oldest unstarted job is older
+    intake_max_queue_age_seconds: float  # backpressure: a tenant's new jobs wait while its oldest unstarted is older
+    intake_max_queued_jobs: int  # backpressure: every tenant's outstanding jobs together (true overload)
+    # the front door's connection limits (intake/guard.py; README "Connection limits")
+    intake_max_headers: int  # headers per request (431)
+    intake_max_header_bytes: int  # request line and headers together (431)
+    intake_header_timeout_seconds: float  # connection (or a request's first byte) to its last header (408)
+    intake_min_body_rate: int  # bytes/s a body keeps up after a grace of the header timeout (408)
+    intake_request_timeout_seconds: float  # last header to the end of the answer (408)
+    intake_max_connections: int  # per server process, at most its descriptor limit less a reserve (503)
+    intake_max_uploads: int  # uploads in flight per server process (503)
+    intake_tenant_max_uploads: int  # ... of one tenant (503)
     open_months: int  # the last complete months that are open (Dagster partitions); older ones are closed
     first_period: str  # the first month this deployment publishes evidence for: no month before it is ever open
 
@@ -142,6 +152,15 @@ class Settings:
             tenant_max_jobs=_whole(env, "EVIDENCE_TENANT_MAX_JOBS", 1000),
             tenant_max_bytes=_whole(env, "EVIDENCE_TENANT_MAX_BYTES", 10 * 1024 ** 3),
             intake_max_queue_age_seconds=_positive(env, "EVIDENCE_INTAKE_MAX_QUEUE_AGE_SECONDS", 300),
+            intake_max_queued_jobs=_whole(env, "EVIDENCE_INTAKE_MAX_QUEUED_JOBS", 100_000),
+            intake_max_headers=_whole(env, "EVIDENCE_INTAKE_MAX_HEADERS", 64),
+            intake_max_header_bytes=_whole(env, "EVIDENCE_INTAKE_MAX_HEADER_BYTES", 16 * 1024),
+            intake_header_timeout_seconds=_positive(env, "EVIDENCE_INTAKE_HEADER_TIMEOUT_SECONDS", 10),
+            intake_min_body_rate=_whole(env, "EVIDENCE_INTAKE_MIN_BODY_BYTES_PER_SECOND", 32 * 1024),
+            intake_request_timeout_seconds=_positive(env, "EVIDENCE_INTAKE_REQUEST_TIMEOUT_SECONDS", 900),
+            intake_max_connections=_whole(env, "EVIDENCE_INTAKE_MAX_CONNECTIONS", 1000),
+            intake_max_uploads=_whole(env, "EVIDENCE_INTAKE_MAX_UPLOADS", 64),
+            intake_tenant_max_uploads=_whole(env, "EVIDENCE_INTAKE_TENANT_MAX_UPLOADS", 8),
             open_months=open_months(env),
             first_period=first_period(env),
         )

@@ -86,7 +86,13 @@ class ReasonCode(StrEnum):
     JOB_CANCELLED = "JOB_CANCELLED"  # its batch was cancelled before the job started
     TENANT_OFFBOARDED = "TENANT_OFFBOARDED"  # the tenant was offboarded: no new work, no new tokens
     TENANT_QUOTA_EXCEEDED = "TENANT_QUOTA_EXCEEDED"  # too many outstanding jobs or stored bytes: try again later
-    INTAKE_BACKPRESSURE = "INTAKE_BACKPRESSURE"  # the queue is older than its objective: try again later
+    INTAKE_BACKPRESSURE = "INTAKE_BACKPRESSURE"  # the tenant's queue is behind its objective, or all are overloaded
+    INTAKE_BUSY = "INTAKE_BUSY"  # too many connections or uploads in flight (per tenant or in all): try again later
+    HEADERS_TOO_LARGE = "HEADERS_TOO_LARGE"  # more headers, or more header bytes, than the front door takes (431)
+    REQUEST_TIMEOUT = "REQUEST_TIMEOUT"  # headers too slow, a body below the minimum rate, or a request too long (408)
+    HEADER_REPEATED = "HEADER_REPEATED"  # a header that must be sent once (Authorization, X-Content-SHA256, …) twice
+    REQUEST_TEXT_INVALID = "REQUEST_TEXT_INVALID"  # a string that is not valid Unicode text (a lone surrogate, a NUL)
+    REQUEST_TOO_DEEP = "REQUEST_TOO_DEEP"  # JSON nested deeper than the documented depth
     # the worker-side document gate: terminal outcomes recorded on the job, nothing published
     DOCUMENT_NOT_PDF = "DOCUMENT_NOT_PDF"
     DOCUMENT_MALFORMED = "DOCUMENT_MALFORMED"
@@ -169,6 +175,8 @@ RETRYABLE = frozenset(
         ReasonCode.RUN_WORKER_LOST,
         ReasonCode.TENANT_QUOTA_EXCEEDED,
         ReasonCode.INTAKE_BACKPRESSURE,
+        ReasonCode.INTAKE_BUSY,
+        ReasonCode.REQUEST_TIMEOUT,
         ReasonCode.TSA_UNAVAILABLE,
         ReasonCode.REVOCATION_UNAVAILABLE,
         ReasonCode.REVIEW_DEPENDENCY_TIMEOUT,

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -17,7 +22,7 @@ from pypdf import PdfWriter
 from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.intake import open_documents
-from evidence_pipeline.intake.app import create_app
+from evidence_pipeline.intake.app import create_app, server_config
 
 
 @contextlib.contextmanager
@@ -26,7 +31,8 @@ def running_server(documents: Documents) -> Iterator[str]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_app(documents), log_level="warning", lifespan="off"))
+    config = server_config(create_app(documents), documents.runtime.settings, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -40,6 +46,45 @@ def running_server(documents: Documents) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+
+
+EVIDENCE = str(Path(sys.executable).with_name("evidence"))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serving(backend, workers: int, preexec_fn: Callable[[], None] | None = None, **overrides: str):
+    """`evidence intake serve --workers N` in its own process group (``preexec_fn`` runs in it before it starts,
+    ``overrides`` are settings); yields (port, server process)."""
+    port = _free_port()
+    server = subprocess.Popen(
+        [EVIDENCE, "intake", "serve", "--port", str(port), "--workers", str(workers)],
+        env=os.environ | intake_environment(backend) | overrides,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=preexec_fn,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline and server.poll() is None, "intake serve did not start"
+            time.sleep(0.2)
+        yield port, server
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGKILL)  # the test's own group: the workers too, whatever happened
+        server.wait()
 
 
 CEILING = 64 * 1024

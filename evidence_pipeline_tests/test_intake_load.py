@@ -1,15 +1,25 @@
-"""Load control at intake: per-tenant quotas (429) and backpressure on queue age (503), both with Retry-After."""
+"""Load control at intake: per-tenant quotas (429), exact under concurrency, and backpressure (503) on a tenant's
+own queue age and on every tenant's outstanding jobs together, all with Retry-After."""
 
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
+import sqlalchemy
+
+from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.ledger.documents import Clock, DocumentLedger
+from evidence_pipeline.ledger.ledger import Ledger
 from evidence_pipeline_tests.intake_server import client, error_code, pdf_bytes, submit, tokens, upload
 
 INTAKE_OVERRIDES = {
     "EVIDENCE_TENANT_MAX_JOBS": "2",
     "EVIDENCE_TENANT_MAX_BYTES": "1500",
     "EVIDENCE_INTAKE_MAX_QUEUE_AGE_SECONDS": "1.5",
+    "EVIDENCE_INTAKE_MAX_QUEUED_JOBS": "3",
+    "EVIDENCE_INTAKE_TENANT_MAX_UPLOADS": "50",  # the races below, not the in-flight cap
 }
 
 
@@ -32,13 +42,15 @@ def test_quotas_refuse_new_work_with_retry_after_but_answer_known_keys(documents
     assert documents.store.list("acme") and len(documents.store.list("acme")) == 2
 
 
-def test_backpressure_refuses_new_jobs_while_status_reads_keep_working(documents, intake):
+def test_backpressure_is_per_tenant_while_status_reads_keep_working(documents, intake):
+    """Before: one tenant's old unstarted job refused every tenant's first job."""
     acme, globex = tokens(documents)
     with client(intake, acme) as http, client(intake, globex) as other:
         document_id = upload(http, pdf_bytes()).json()["document_id"]
         waiting = submit(http, "old", {"operation": "inspect", "inputs": [document_id]})
-        time.sleep(1.6)  # the oldest unstarted job is now older than the objective
-        refused = submit(
+        time.sleep(1.6)  # acme's oldest unstarted job is now older than the objective
+        refused = submit(http, "new", {"operation": "inspect", "inputs": [document_id]})
+        theirs = submit(
             other, "new", {"operation": "inspect", "inputs": [upload(other, pdf_bytes()).json()["document_id"]]}
         )
         status = http.get(waiting.json()["status_url"])
@@ -48,5 +60,96 @@ def test_backpressure_refuses_new_jobs_while_status_reads_keep_working(documents
         "INTAKE_BACKPRESSURE",
         "30",
     )
+    assert theirs.status_code == 202  # another tenant's first job
     assert status.status_code == 200 and status.json()["state"] == "accepted"
     assert same_key.status_code == 200
+
+
+def test_every_tenants_outstanding_jobs_together_are_the_global_limit(documents, intake):
+    acme, globex = tokens(documents)
+    initech = documents.ledger.issue_token("initech", "test")[1]
+    accepted = []
+    for token, keys in ((acme, ["a", "b"]), (globex, ["c"])):
+        with client(intake, token) as http:
+            document_id = upload(http, pdf_bytes()).json()["document_id"]
+            accepted += [submit(http, key, {"operation": "inspect", "inputs": [document_id]}) for key in keys]
+    with client(intake, initech) as http:
+        document_id = upload(http, pdf_bytes()).json()["document_id"]
+        refused = submit(http, "d", {"operation": "inspect", "inputs": [document_id]})
+    assert [r.status_code for r in accepted] == [202, 202, 202]
+    assert (refused.status_code, error_code(refused)) == (503, "INTAKE_BACKPRESSURE")  # 3 of 3 outstanding
+
+
+def test_50_parallel_uploads_never_pass_the_byte_quota(documents, intake):
+    """Before: the quota was read before each upload and never again, so all 40 of a burst passed it."""
+    acme, _ = tokens(documents)
+    bodies = [pdf_bytes(producer=f"upload {i:02d}") for i in range(50)]
+    with client(intake, acme) as http, ThreadPoolExecutor(50) as pool:
+        responses = list(pool.map(lambda body: upload(http, body), bodies))
+    admitted = [len(body) for body, r in zip(bodies, responses, strict=True) if r.status_code == 201]
+    refused = [len(body) for body, r in zip(bodies, responses, strict=True) if r.status_code != 201]
+    assert {(r.status_code, error_code(r)) for r in responses if r.status_code != 201} == {
+        (429, "TENANT_QUOTA_EXCEEDED")}
+    assert sum(admitted) <= 1500 < sum(admitted) + min(refused)  # exact: no room for one more
+    assert len(documents.store.list("acme")) == len(admitted)  # refused bytes do not stay in the store
+
+
+def _batch(key: str, document_id: str) -> dict:
+    return {"jobs": [{"idempotency_key": key, "operation": "inspect", "inputs": [document_id]}]}
+
+
+def test_50_parallel_batches_never_pass_the_job_quota(documents, intake):
+    """Before: a batch's undispatched jobs were not counted, so back-to-back batches passed the quota."""
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        document_id = upload(http, pdf_bytes()).json()["document_id"]
+        with ThreadPoolExecutor(50) as pool:
+            responses = list(pool.map(lambda n: http.post("/v1/batches", json=_batch(f"k{n}", document_id)),
+                                      range(50)))
+        single = submit(http, "single", {"operation": "inspect", "inputs": [document_id]})
+    assert sorted(r.status_code for r in responses) == [202, 202] + [429] * 48
+    assert (single.status_code, error_code(single)) == (429, "TENANT_QUOTA_EXCEEDED")
+
+
+def test_a_batch_over_quota_is_refused_before_its_specs_are_checked(documents, intake):
+    """Before: every spec was checked (6.7 s for 5,000) before the quota answered 429."""
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        response = http.post("/v1/batches", json={"jobs": [{"not": "a spec"}] * 3})
+    assert (response.status_code, error_code(response)) == (429, "TENANT_QUOTA_EXCEEDED")
+
+
+
+def test_two_server_processes_admitting_at_once_never_pass_the_byte_quota(documents):
+    """One Ledger (engine, pool, locks) per process. A's admission pauses right after its quota check until B's
+    is done, or 3 s: on PostgreSQL, before, B committed in that pause and both were admitted past the quota (on
+    SQLite B waits for A's writer lock)."""
+    other = DocumentLedger(Ledger(documents.runtime.settings.ledger_url))
+    checked, b_done = threading.Event(), threading.Event()
+
+    def pause_after_the_check(conn, cursor, statement, *args):
+        if "sum(evidence_documents.size)" in statement and not checked.is_set():
+            checked.set()
+            b_done.wait(timeout=3)
+
+    def admit(ledger, name: str):
+        try:
+            return ledger.admit_document("acme", name * 64, 1000, "application/pdf", f"acme/{name * 64}", "test",
+                                         Clock(None), 1500)[1]
+        except EvidenceError as error:
+            return error.code
+
+    engine = documents.runtime.ledger.engine
+    sqlalchemy.event.listen(engine, "after_cursor_execute", pause_after_the_check)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(admit, documents.ledger, "a")
+            assert checked.wait(timeout=30)
+            try:
+                second = admit(other, "b")
+            finally:
+                b_done.set()
+            outcomes = {first.result(), second}
+    finally:
+        sqlalchemy.event.remove(engine, "after_cursor_execute", pause_after_the_check)
+    assert outcomes == {True, "TENANT_QUOTA_EXCEEDED"}  # one admitted (created), one refused

@@ -59,10 +59,18 @@ def store_document(
     clock: Clock,
 ) -> tuple[dict, bool]:
     """Put the received bytes (a spool of the document store, hashed while received) once, content-addressed,
-    then commit `document.admitted`. Returns (row, created)."""
+    then commit `document.admitted`. Returns (row, created). Bytes that the quota refuses are erased again: no
+    document of the tenant has them (it would have been answered instead)."""
     key = document_key(tenant, sha256)
     documents.store.put_spooled(key, spool, sha256, size)
-    return documents.ledger.admit_document(tenant, sha256, size, media_type, key, actor, clock)
+    try:
+        return documents.ledger.admit_document(
+            tenant, sha256, size, media_type, key, actor, clock, documents.runtime.settings.tenant_max_bytes
+        )
+    except EvidenceError as error:
+        if error.code == ReasonCode.TENANT_QUOTA_EXCEEDED:
+            documents.store.erase(key)
+        raise
 
 
 def document_view(row: dict) -> dict:
@@ -147,7 +155,7 @@ def _router(documents: Documents, tenant: str, repeated: dict | None = None) -> 
 
 def _limits(documents: Documents) -> JobLimits:
     settings = documents.runtime.settings
-    return JobLimits(settings.tenant_max_jobs, settings.intake_max_queue_age_seconds)
+    return JobLimits(settings.tenant_max_jobs, settings.intake_max_queue_age_seconds, settings.intake_max_queued_jobs)
 
 
 def submit_job(
@@ -212,6 +220,7 @@ def submit_batch(documents: Documents, tenant: str, body, actor: str, clock: Clo
         raise EvidenceError(ReasonCode.REQUEST_INVALID, 'a batch is {"jobs": [job specs]}')
     if not 1 <= len(body["jobs"]) <= MAX_BATCH_JOBS:
         raise EvidenceError(ReasonCode.REQUEST_INVALID, f"a batch holds 1..{MAX_BATCH_JOBS} job specs")
+    documents.ledger.check_batch_load(tenant, len(body["jobs"]), _limits(documents))
     manifest, keys, inputs, routed = [], set(), set(), _router(documents, tenant)
     for index, spec in enumerate(body["jobs"]):
         try:
@@ -275,7 +284,8 @@ def batch_view(documents: Documents, batch: dict) -> dict:
 
 
 def check_byte_quota(documents: Documents, tenant: str, declared: int) -> None:
-    """Refuse an upload that would take the tenant past its stored-bytes quota, before reading it."""
+    """Refuse an upload that would take the tenant past its stored-bytes quota, before reading it (the exact
+    check is admit_document's, which counts the uploads admitted meanwhile)."""
     quota = documents.runtime.settings.tenant_max_bytes
     if documents.ledger.stored_bytes(tenant) + declared > quota:
         raise EvidenceError(ReasonCode.TENANT_QUOTA_EXCEEDED, f"at most {quota} stored document bytes")

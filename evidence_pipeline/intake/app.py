@@ -25,18 +25,21 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake import admission, open_documents
+from evidence_pipeline.intake.guard import BoundedRequests, Limits, UploadsInFlight, error_body, guarded_protocol
 from evidence_pipeline.ledger.documents import Clock
+from evidence_pipeline.store.local import io_errors
 
 log = logging.getLogger(__name__)
 MAX_JSON_BYTES = 64 * 1024
 MAX_BATCH_BYTES = 4 * 1024 * 1024  # a manifest of 5,000 job specs
+MAX_JSON_DEPTH = 32  # nesting of arrays and objects in a request body (REQUEST_TOO_DEEP beyond)
 ACTOR = "intake"
 
 # reason code -> HTTP status; a code not listed is a server-side failure (500)
@@ -44,6 +47,9 @@ STATUS = {
     ReasonCode.AUTH_REQUIRED: 401,
     ReasonCode.TOKEN_INVALID: 401,
     ReasonCode.REQUEST_INVALID: 400,
+    ReasonCode.HEADER_REPEATED: 400,
+    ReasonCode.REQUEST_TEXT_INVALID: 400,
+    ReasonCode.REQUEST_TOO_DEEP: 400,
     ReasonCode.LENGTH_MISMATCH: 400,
     ReasonCode.CONTENT_DIGEST_MISMATCH: 400,
     ReasonCode.IDEMPOTENCY_KEY_INVALID: 400,
@@ -52,6 +58,7 @@ STATUS = {
     ReasonCode.JOB_NOT_FOUND: 404,
     ReasonCode.BATCH_NOT_FOUND: 404,
     ReasonCode.METHOD_NOT_ALLOWED: 405,
+    ReasonCode.REQUEST_TIMEOUT: 408,
     ReasonCode.IDEMPOTENCY_CONFLICT: 409,
     ReasonCode.LENGTH_REQUIRED: 411,
     ReasonCode.DOCUMENT_TOO_LARGE: 413,
@@ -65,26 +72,34 @@ STATUS = {
     ReasonCode.MERGE_INPUT_NOT_APPROVED: 422,
     ReasonCode.PERIOD_CLOSED: 422,
     ReasonCode.TENANT_QUOTA_EXCEEDED: 429,
+    ReasonCode.HEADERS_TOO_LARGE: 431,
     ReasonCode.INTAKE_BACKPRESSURE: 503,
     ReasonCode.LEDGER_UNAVAILABLE: 503,
     ReasonCode.LEDGER_CONFLICT: 503,
     ReasonCode.STORE_UNAVAILABLE: 503,
+    ReasonCode.INTAKE_BUSY: 503,
+    ReasonCode.STORE_READ_ONLY: 503,  # an operator remounts it; nothing the client sent is wrong
+    ReasonCode.STORE_ACCESS_DENIED: 503,
+    ReasonCode.STORE_FULL: 507,  # Insufficient Storage: space can come back, so it is retried
 }
-RETRY_AFTER_SECONDS = 30  # what a 429 or 503 asks the client to wait
+RETRY_AFTER_SECONDS = 30  # what a 429, 503 or 507 asks the client to wait
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-def error_response(code: str, message: str, close: bool = False) -> JSONResponse:
+def error_response(code: str, message: str, close: bool = False) -> Response:
     status = STATUS.get(code, 500)
-    headers = {"Connection": "close"} if close else {}  # the unread rest of a refused upload is not read
-    if status in (429, 503):
+    # the unread rest of a refused upload, or of a body too slow to wait for, is not read
+    headers = {"Connection": "close"} if close or status == 408 else {}
+    if status in (429, 503, 507):
         headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+    return Response(error_body(code, message), status_code=status, headers=headers, media_type="application/json")
 
 
-def create_app(documents: Documents) -> Starlette:
+def create_app(documents: Documents) -> BoundedRequests:
     settings = documents.runtime.settings
     ledger = documents.ledger
+    limits = Limits.of(settings, RETRY_AFTER_SECONDS)
+    uploads = UploadsInFlight(limits)
 
     async def tenant_of(request: Request) -> str:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
@@ -110,14 +125,15 @@ def create_app(documents: Documents) -> Starlette:
         await run_in_threadpool(admission.check_byte_quota, documents, tenant, declared)
         expected = admission.expected_digest(request.headers.get("x-content-sha256"))
         # 0600 and nameless: gone on every exit path (SIGKILL too) unless stored; storing it neither copies nor hashes
-        with documents.store.spool(settings.work_dir) as received:
+        with uploads.slot(tenant), documents.store.spool(settings.work_dir) as received:
             digest, size, head = hashlib.sha256(), 0, b""
             async for chunk in _body(request):
                 size += len(chunk)
                 if size > ceiling:  # a lying Content-Length: stop reading at ceiling + 1 byte
                     raise EvidenceError(ReasonCode.DOCUMENT_TOO_LARGE, f"documents are limited to {ceiling} bytes")
                 digest.update(chunk)
-                received.write(chunk)
+                with io_errors("a spool"):  # a full or read-only store: its own code, not a 500
+                    received.write(chunk)
                 head += chunk[: admission.SNIFF_BYTES - len(head)]
             if size != declared:
                 raise EvidenceError(
@@ -150,7 +166,8 @@ def create_app(documents: Documents) -> Starlette:
 
     async def get_job(request: Request) -> JSONResponse:
         tenant = await tenant_of(request)
-        view = await run_in_threadpool(admission.job_status, documents, tenant, request.path_params["job_id"])
+        job_id = _check_text(request.path_params["job_id"])
+        view = await run_in_threadpool(admission.job_status, documents, tenant, job_id)
         return JSONResponse(view)
 
     async def post_batch(request: Request) -> JSONResponse:
@@ -165,13 +182,13 @@ def create_app(documents: Documents) -> Starlette:
 
     async def get_batch(request: Request) -> JSONResponse:
         tenant = await tenant_of(request)
-        view = await run_in_threadpool(_batch_view, documents, tenant, request.path_params["batch_id"])
+        view = await run_in_threadpool(_batch_view, documents, tenant, _check_text(request.path_params["batch_id"]))
         return JSONResponse(view)
 
     async def cancel_batch(request: Request) -> JSONResponse:
         tenant = await tenant_of(request)
         counts = await run_in_threadpool(
-            admission.cancel_batch, documents, tenant, request.path_params["batch_id"], ACTOR
+            admission.cancel_batch, documents, tenant, _check_text(request.path_params["batch_id"]), ACTOR
         )
         return JSONResponse(counts)
 
@@ -192,7 +209,7 @@ def create_app(documents: Documents) -> Starlette:
         log.exception("unexpected error in %s %s", request.method, request.url.path)
         return error_response(ReasonCode.UNEXPECTED_ERROR, "internal error; the server log has the details")
 
-    return Starlette(
+    return BoundedRequests(Starlette(
         routes=[
             Route("/healthz", healthz, methods=["GET"]),
             Route("/v1/documents", post_document, methods=["POST"]),
@@ -204,7 +221,7 @@ def create_app(documents: Documents) -> Starlette:
             Route("/v1/batches/{batch_id}/cancel", cancel_batch, methods=["POST"]),
         ],
         exception_handlers={EvidenceError: evidence_error, HTTPException: http_error, Exception: unexpected},
-    )
+    ), limits)
 
 
 async def _json_body(request: Request, limit: int = MAX_JSON_BYTES):
@@ -217,9 +234,41 @@ async def _json_body(request: Request, limit: int = MAX_JSON_BYTES):
         if len(body) > limit:
             raise EvidenceError(ReasonCode.REQUEST_INVALID, f"a JSON body of at most {limit} bytes")
     try:
-        return json.loads(body)
+        value = json.loads(body)
+    except RecursionError:
+        raise EvidenceError(ReasonCode.REQUEST_TOO_DEEP, f"JSON nests at most {MAX_JSON_DEPTH} levels") from None
     except (ValueError, UnicodeDecodeError):
         raise EvidenceError(ReasonCode.REQUEST_INVALID, "the body is not JSON") from None
+    return _checked_json(value)
+
+
+def _checked_json(value):
+    """``value`` once every string in it is text the ledger can store (no lone surrogate, no NUL) and it nests at
+    most MAX_JSON_DEPTH levels; walked without recursion, so a deep value cannot exhaust the stack here either."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            _check_text(item)
+        elif isinstance(item, dict | list):
+            if depth >= MAX_JSON_DEPTH:
+                raise EvidenceError(ReasonCode.REQUEST_TOO_DEEP, f"JSON nests at most {MAX_JSON_DEPTH} levels")
+            stack += ((child, depth + 1) for child in ([*item, *item.values()] if isinstance(item, dict) else item))
+    return value
+
+
+def _check_text(text: str) -> str:
+    if "\0" in text or not text.isascii() and not _encodable(text):
+        raise EvidenceError(ReasonCode.REQUEST_TEXT_INVALID, "a string holds a NUL or a lone surrogate")
+    return text
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 async def _body(request: Request):
@@ -242,10 +291,11 @@ def _batch_view(documents: Documents, tenant: str, batch_id: str) -> dict:
 
 def _health(documents: Documents) -> dict[str, str]:
     checks = {}
+    scratch = documents.runtime.settings.work_dir
     probes = {
         "ledger": documents.ledger.ping,
-        "documents": lambda: documents.store.exists("healthz"),
-        "archive": lambda: documents.runtime.archive.exists("healthz"),
+        "documents": lambda: _write_probe(documents.store, scratch),
+        "archive": lambda: _write_probe(documents.runtime.archive, scratch),
     }
     for name, probe in probes.items():
         try:
@@ -256,7 +306,17 @@ def _health(documents: Documents) -> dict[str, str]:
     return checks
 
 
-def app_from_env() -> Starlette:
+def _write_probe(store, scratch) -> None:
+    """A store answers and its spool takes a synced write (local: a nameless file in the store's own root, so a
+    full or read-only store fails here; S3: the scratch file uploads are received into). Nothing is left behind."""
+    store.exists("healthz")
+    with store.spool(scratch) as probe, io_errors("a probe"):
+        probe.write(b"healthz")
+        probe.flush()
+        os.fsync(probe.fileno())
+
+
+def app_from_env() -> BoundedRequests:
     """The app of one server process, on the environment's settings: every worker of ``serve`` builds its own."""
     return create_app(open_documents(Settings.from_env()))
 
@@ -292,16 +352,21 @@ def _serve_process(host: str, port: int, worker_of: int | None = None) -> None:
     """Serve in this process; ``worker_of``: as a worker of that parent process, on a SO_REUSEPORT socket."""
     if worker_of is not None:
         _exit_with_parent(worker_of)
-    config = uvicorn.Config(
-        f"{__name__}:app_from_env",
-        factory=True,
-        host=host,
-        port=port,
+    config = server_config(f"{__name__}:app_from_env", Settings.from_env(), factory=True, host=host, port=port,
+                           log_level="info")
+    uvicorn.Server(config).run(sockets=None if worker_of is None else [_reuse_port_socket(host, port)])
+
+
+def server_config(app, settings: Settings, **options) -> uvicorn.Config:
+    """uvicorn's configuration of an intake server: the guarded protocol (guard.py) with ``settings``' limits."""
+    return uvicorn.Config(
+        app,
+        http=guarded_protocol(Limits.of(settings, RETRY_AFTER_SECONDS)),
+        ws="none",
         server_header=False,
         proxy_headers=False,
-        log_level="info",
+        **options,
     )
-    uvicorn.Server(config).run(sockets=None if worker_of is None else [_reuse_port_socket(host, port)])
 
 
 def _exit_with_parent(parent: int) -> None:

@@ -8,6 +8,8 @@ from sqlalchemy.exc import DatabaseError, IntegrityError, InterfaceError, Operat
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 
+READ_ONLY_TRANSACTION = "25006"  # PostgreSQL's SQLSTATE read_only_sql_transaction
+
 
 class LostRace(Exception):
     """A compare-and-swap found the row changed since it was read."""
@@ -24,5 +26,7 @@ def classified_errors():
     except IntegrityError:
         raise  # a concurrent writer won a race: the caller retries
     except DatabaseError as error:  # e.g. a file that is not a database at all
+        if getattr(error.orig, "pgcode", None) == READ_ONLY_TRANSACTION:  # a standby, or a database set read-only
+            raise EvidenceError(ReasonCode.LEDGER_UNAVAILABLE, "the ledger database is read-only") from None
         raise EvidenceError(ReasonCode.LEDGER_INVALID,
                             f"the ledger database is corrupt ({type(error.orig).__name__})") from None

@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sqlalchemy import Connection, MetaData, and_, bindparam, func, or_, select
+from sqlalchemy import Connection, MetaData, and_, bindparam, func, or_, select, text
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import jobs as states
@@ -46,8 +46,9 @@ class Clock:
 
 @dataclass(frozen=True)
 class JobLimits:
-    max_outstanding: int  # a tenant's accepted or running jobs
-    max_queue_age_seconds: float  # the oldest accepted, never started job of any tenant
+    max_outstanding: int  # a tenant's accepted or running jobs, its open batches' undispatched jobs included
+    max_queue_age_seconds: float  # the tenant's oldest accepted, never started job
+    max_queued: int  # every tenant's outstanding jobs together: true overload
 
 
 @dataclass(frozen=True)
@@ -173,16 +174,24 @@ class DocumentLedger:
     # --- documents --------------------------------------------------------------------------------------------
 
     def admit_document(
-        self, tenant: str, sha256: str, size: int, media_type: str, store_key: str, actor: str, clock: Clock
+        self, tenant: str, sha256: str, size: int, media_type: str, store_key: str, actor: str, clock: Clock,
+        max_bytes: int,
     ) -> tuple[dict, bool]:
         """Record an admitted document and its `document.admitted` event (with the request's ``admission_ms`` so
-        far); the same bytes again return the first record. Returns (row, created)."""
+        far); the same bytes again return the first record. Returns (row, created). A new document that takes the
+        tenant past ``max_bytes`` stored is TENANT_QUOTA_EXCEEDED, checked in the transaction that admits it (admissions
+        that check a quota commit one after another, so each sees the last: _serialize_admissions)."""
         document_id = "doc_" + sha256_text(f"{tenant}/{sha256}")[:40]
+        docs = self.documents.c
 
         def admit(conn: Connection) -> tuple[dict, bool]:
             existing = self._document(conn, tenant, document_id)
             if existing is not None:
                 return existing, False
+            _serialize_admissions(conn)
+            stored = conn.execute(select(func.coalesce(func.sum(docs.size), 0)).where(docs.tenant == tenant)).scalar()
+            if stored + size > max_bytes:
+                raise EvidenceError(ReasonCode.TENANT_QUOTA_EXCEEDED, f"at most {max_bytes} stored document bytes")
             now = time.time()
             event = self.ledger._append(
                 conn,
@@ -335,18 +344,37 @@ class DocumentLedger:
         return self._job(conn, tenant, job_id), True
 
     def _check_load(self, conn: Connection, tenant: str, now: float, limits: JobLimits, adding: int = 1) -> None:
-        docs, jobs = self.document_jobs.c, self.ledger.jobs.c
-        oldest = conn.execute(self._oldest_unstarted()).scalar()
+        """Refuse ``adding`` new jobs of ``tenant``: backpressure on its own queue's age (another tenant's backlog
+        never refuses this one) or on every tenant's outstanding jobs together, then its quota."""
+        _serialize_admissions(conn)
+        oldest = conn.execute(self._oldest_unstarted().where(self.document_jobs.c.tenant == tenant)).scalar()
         if oldest is not None and now - oldest > limits.max_queue_age_seconds:
-            raise EvidenceError(ReasonCode.INTAKE_BACKPRESSURE, "the queue is behind its objective; try again later")
-        outstanding = conn.execute(
-            select(func.count())
-            .select_from(self.document_jobs)
-            .join(self.ledger.jobs, jobs.job_id == docs.job_id)
-            .where(docs.tenant == tenant, jobs.state.in_((states.ACCEPTED, states.RUNNING)))
-        ).scalar()
-        if outstanding + adding > limits.max_outstanding:
+            raise EvidenceError(ReasonCode.INTAKE_BACKPRESSURE, "your queue is behind its objective; try again later")
+        if self._outstanding(conn) + adding > limits.max_queued:
+            raise EvidenceError(ReasonCode.INTAKE_BACKPRESSURE, "the service is overloaded; try again later")
+        if self._outstanding(conn, tenant) + adding > limits.max_outstanding:
             raise EvidenceError(ReasonCode.TENANT_QUOTA_EXCEEDED, f"at most {limits.max_outstanding} outstanding jobs")
+
+    def _outstanding(self, conn: Connection, tenant: str | None = None) -> int:
+        """Accepted or running jobs, and the jobs of open batches not dispatched yet (they are accepted work),
+        of ``tenant`` or of all."""
+        docs, jobs, b = self.document_jobs.c, self.ledger.jobs.c, self.batches.c
+        created = (select(func.count()).select_from(self.document_jobs)
+                   .join(self.ledger.jobs, jobs.job_id == docs.job_id)
+                   .where(jobs.state.in_((states.ACCEPTED, states.RUNNING))))
+        undispatched = select(func.coalesce(func.sum(b.jobs - b.dispatched), 0)).where(b.state == "open")
+        if tenant is not None:
+            created, undispatched = created.where(docs.tenant == tenant), undispatched.where(b.tenant == tenant)
+        return conn.execute(created).scalar() + conn.execute(undispatched).scalar()
+
+    def check_batch_load(self, tenant: str, jobs: int, limits: JobLimits) -> None:
+        """The load check of a new batch of ``jobs``, before its specs are checked one by one (thousands cost
+        seconds). A batch of the same size on record may be this one repeated, which counts itself: create_batch's
+        exact check answers that one."""
+        b = self.batches.c
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            if conn.execute(select(b.batch_id).where(b.tenant == tenant, b.jobs == jobs).limit(1)).first() is None:
+                self._check_load(conn, tenant, time.time(), limits, adding=jobs)
 
     def existing_documents(self, tenant: str, document_ids: set[str]) -> set[str]:
         """Which of ``document_ids`` are ``tenant``'s documents."""
@@ -612,9 +640,10 @@ class DocumentLedger:
         )
 
     def ping(self) -> None:
-        """Does the ledger database answer?"""
-        with classified_errors(), self.ledger.engine.connect() as conn:
-            conn.execute(select(func.count()).select_from(self.tokens).where(self.tokens.c.token_id == ""))
+        """Does the ledger database take writes? A write transaction that changes no row: it takes the writers'
+        lock (so it is bounded by that lock's wait) and fails on a read-only or unwritable database."""
+        with classified_errors(), self.ledger.writing(durable=False) as conn:
+            conn.execute(self.tokens.update().where(self.tokens.c.token_id == "").values(revoked_at=None))
 
     def stored_bytes(self, tenant: str) -> int:
         docs = self.documents.c
@@ -881,6 +910,17 @@ class DocumentLedger:
                 if (details["job_id"], details["lease_token"]) == (job["job_id"], job["lease_token"]):
                     return details["stage"]
         return None
+
+
+def _serialize_admissions(conn: Connection) -> None:
+    """Admissions that check a quota commit one after another from the check on. SQLite's writers are serial
+    already; under PostgreSQL's read committed two could read the same counts (the chain's unique prev_hash
+    catches only those that also read the same head), so they queue on a transaction-scoped advisory lock."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(_ADMISSIONS_LOCK)
+
+
+_ADMISSIONS_LOCK = text("SELECT pg_advisory_xact_lock(hashtext('evidence_admissions'))")
 
 
 def stage_of(job: dict, recorded: str | None) -> str:

@@ -51,18 +51,18 @@ class LocalStore(StreamingStore):
         self.dir_mode = 0o700 if file_mode == 0o400 else 0o755
 
     def put_file(self, key: str, file: BinaryIO) -> StoredObject:
-        with _io_errors(key):
+        with io_errors(key):
             return self._put_once(key, file)
 
     def spool(self, scratch_dir: Path) -> BinaryIO:
-        with _io_errors("a spool"):
+        with io_errors("a spool"):
             make_dirs(self.root, self.dir_mode)
             # O_TMPFILE without O_EXCL: nameless until put_spooled links it (tempfile's are never linkable)
             fd = os.open(self.root, os.O_TMPFILE | os.O_RDWR, 0o600)
         return os.fdopen(fd, "w+b")
 
     def put_spooled(self, key: str, spool: BinaryIO, sha256: str, size: int) -> StoredObject:
-        with _io_errors(key):
+        with io_errors(key):
             return self._put_once(key, spool, (sha256, size))
 
     def _put_once(self, key: str, file: BinaryIO, spooled: tuple[str, int] | None = None) -> StoredObject:
@@ -128,7 +128,7 @@ class LocalStore(StreamingStore):
                  max_bytes: int | None = None) -> str:
         # Hash what is copied, not the stored file: the caller uses exactly the bytes that were checked.
         *folders, name = check_key(key).split("/")
-        with _io_errors(key):
+        with io_errors(key):
             directory = self._directory(key, folders)
             try:
                 fd = self._open(key, name, directory)
@@ -143,7 +143,7 @@ class LocalStore(StreamingStore):
 
     def exists(self, key: str) -> bool:
         *folders, name = check_key(key).split("/")
-        with _io_errors(key):
+        with io_errors(key):
             directory = self._existing_directory(key, folders)
             if directory is None:
                 return False
@@ -159,7 +159,7 @@ class LocalStore(StreamingStore):
     def list(self, prefix: str) -> list[str]:
         """Every entry under ``prefix`` that is not a real folder, so that a symlink is listed, then refused."""
         folders = check_key(prefix).split("/")
-        with _io_errors(prefix):
+        with io_errors(prefix):
             directory = self._existing_directory(prefix, folders)
             if directory is None:
                 return []
@@ -174,7 +174,7 @@ class LocalStore(StreamingStore):
 
     def erase(self, key: str) -> bool:
         *folders, name = check_key(key).split("/")
-        with _io_errors(key):
+        with io_errors(key):
             directory = self._existing_directory(key, folders)
             if directory is None:
                 return False
@@ -265,7 +265,7 @@ class LocalStore(StreamingStore):
 
 
 @contextlib.contextmanager
-def _io_errors(key: str):
+def io_errors(key: str):
     try:
         yield
     except OSError as error:

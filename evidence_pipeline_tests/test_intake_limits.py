@@ -1,0 +1,370 @@
+"""The front door bounds every connection, and foreseeable input is never a 500: a real server on 127.0.0.1,
+raw sockets for the shapes no HTTP client library would send."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import resource
+import select
+import socket
+import subprocess
+import time
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from evidence_pipeline.config import Settings
+from evidence_pipeline.intake import open_documents
+from evidence_pipeline_tests.intake_server import (
+    client,
+    error_code,
+    intake_environment,
+    pdf_bytes,
+    running_server,
+    serving,
+    tokens,
+    upload,
+)
+
+LOCAL = pytest.mark.parametrize("backend", ["local"], indirect=True)  # connection handling is the same on both
+INTAKE_OVERRIDES = {
+    "EVIDENCE_INTAKE_HEADER_TIMEOUT_SECONDS": "1",
+    "EVIDENCE_INTAKE_MIN_BODY_BYTES_PER_SECOND": "1000",
+    "EVIDENCE_INTAKE_REQUEST_TIMEOUT_SECONDS": "3",
+    "EVIDENCE_INTAKE_TENANT_MAX_UPLOADS": "2",
+    "EVIDENCE_INTAKE_MAX_UPLOADS": "3",
+}
+
+
+def connect(url: str) -> socket.socket:
+    parts = urlsplit(url)
+    return socket.create_connection((parts.hostname, parts.port), timeout=30)
+
+
+def answer(sock: socket.socket) -> tuple[int, dict, dict]:
+    """Status, headers and JSON body of the one response on ``sock`` (the server closes after it)."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.lower().split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), headers, json.loads(body)
+
+
+@LOCAL
+def test_a_300_mb_header_is_refused_without_being_buffered(intake):
+    """Before: uvicorn's httptools parser held the whole value in memory (301 MB for one connection)."""
+    sock = connect(intake)
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ")
+    sent, chunk = 0, b"a" * 65536
+    while sent < 300 * 1024 * 1024:
+        if select.select([sock], [], [], 0)[0]:  # the server answered: it stopped reading
+            break
+        try:
+            sock.sendall(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            break
+        sent += len(chunk)
+    status, _, body = answer(sock)
+    assert (status, body["error"]["code"]) == (431, "HEADERS_TOO_LARGE")
+    assert sent < 16 * 1024 * 1024  # refused within what the socket buffers hold, not after 300 MB
+
+
+@LOCAL
+@pytest.mark.parametrize("count", [65, 50_000])
+def test_too_many_headers_are_431(intake, count):
+    sock = connect(intake)
+    headers = b"".join(b"X-%d: 1\r\n" % i for i in range(count))
+    try:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + headers + b"\r\n")
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # refused while we were still sending
+    status, _, body = answer(sock)
+    assert (status, body["error"]["code"]) == (431, "HEADERS_TOO_LARGE")
+
+
+@LOCAL
+def test_64_headers_within_the_size_limit_are_served(intake):
+    with client(intake) as http:
+        assert http.get("/healthz", headers={f"X-{i}": "1" for i in range(55)}).status_code == 200
+
+
+@LOCAL
+def test_headers_that_never_finish_are_408(intake):
+    """Before: a connection sending its headers slowly (or not at all) was held open forever."""
+    sock = connect(intake)
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+    status, headers, body = answer(sock)
+    assert (status, body["error"]["code"], headers["connection"]) == (408, "REQUEST_TIMEOUT", "close")
+    idle = connect(intake)  # connected, nothing sent
+    assert answer(idle)[0] == 408
+
+
+@LOCAL
+def test_a_body_slower_than_the_minimum_rate_is_408_and_stores_nothing(documents, intake):
+    acme, _ = tokens(documents)
+    sock = connect(intake)
+    sock.sendall(b"POST /v1/documents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + acme.encode()
+                 + b"\r\nContent-Type: application/pdf\r\nContent-Length: 60000\r\n\r\n%PDF-")
+    status, _, body = answer(sock)  # 5 bytes, then nothing: behind 1,000 bytes/s after the 1 s grace
+    assert (status, body["error"]["code"]) == (408, "REQUEST_TIMEOUT")
+    assert documents.store.list("acme") == []
+
+
+@LOCAL
+def test_a_request_longer_than_the_total_time_is_408(documents, intake):
+    """A body that keeps the minimum rate still ends when the request's total time is up."""
+    acme, _ = tokens(documents)
+    sock = connect(intake)
+    sock.sendall(b"POST /v1/documents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + acme.encode()
+                 + b"\r\nContent-Type: application/pdf\r\nContent-Length: 60000\r\n\r\n%PDF-")
+    for _ in range(200):  # 5,000 bytes/s: five times the minimum rate, for up to 10 s (the total is 3 s)
+        if select.select([sock], [], [], 0)[0]:
+            break
+        sock.sendall(b"0" * 500)
+        time.sleep(0.1)
+    status, _, body = answer(sock)
+    assert (status, body["error"]["code"]) == (408, "REQUEST_TIMEOUT")
+    assert documents.store.list("acme") == []
+
+
+@LOCAL
+def test_uploads_in_flight_are_bounded_per_tenant_and_in_all(documents, intake):
+    acme, globex = tokens(documents)
+    body = pdf_bytes()
+
+    def start_upload(token: str) -> tuple[socket.socket, bytes]:
+        sock, data = connect(intake), pdf_bytes(producer=f"held {len(held)}")
+        sock.sendall(b"POST /v1/documents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token.encode()
+                     + b"\r\nContent-Type: application/pdf\r\nContent-Length: %d\r\n\r\n" % len(data) + data[:10])
+        return sock, data
+
+    held: list[tuple[socket.socket, bytes]] = []
+    held += [start_upload(acme)]
+    held += [start_upload(acme)]
+    with client(intake, acme) as http:
+        time.sleep(0.3)  # the two uploads reach the endpoint and take their slots
+        refused = upload(http, body)
+        assert (refused.status_code, error_code(refused)) == (503, "INTAKE_BUSY")
+        assert refused.headers["retry-after"] == "30"
+    held.append(start_upload(globex))
+    with client(intake, globex) as http:
+        time.sleep(0.3)
+        refused = upload(http, body)  # globex holds one of its two, but the process holds three of three
+        assert (refused.status_code, error_code(refused)) == (503, "INTAKE_BUSY")
+    for sock, data in held:
+        sock.sendall(data[10:])
+        assert answer_status(sock) == 201
+    with client(intake, acme) as http:
+        assert upload(http, pdf_bytes(producer="after")).status_code == 201
+
+
+def answer_status(sock: socket.socket) -> int:
+    data = b""
+    while b"\r\n" not in data:
+        data += sock.recv(65536)
+    return int(data.split()[1])
+
+
+# --- ambiguity --------------------------------------------------------------------------------------------------
+
+
+def test_a_repeated_security_header_is_400(documents, intake):
+    """Before: the first of two Authorization or X-Content-SHA256 headers won, silently."""
+    acme, globex = tokens(documents)
+    with client(intake) as http:
+        twice = http.get("/v1/jobs/job_x", headers=[("Authorization", f"Bearer {acme}"),
+                                                    ("Authorization", f"Bearer {globex}")])
+        assert (twice.status_code, error_code(twice)) == (400, "HEADER_REPEATED")
+        data = pdf_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        twice = http.post("/v1/documents", content=data, headers=[
+            ("Authorization", f"Bearer {acme}"), ("Content-Type", "application/pdf"),
+            ("X-Content-SHA256", digest), ("X-Content-SHA256", "0" * 64)])
+        assert (twice.status_code, error_code(twice)) == (400, "HEADER_REPEATED")
+    assert documents.store.list("acme") == []
+
+
+def test_paths_are_normalized_in_place_never_redirected(documents, intake):
+    """Before: a trailing slash answered a bare 307 whose Location was built from the client's Host header."""
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        slashed = http.get("/healthz/", headers={"Host": "evil.example"})
+        assert slashed.status_code == 200 and "location" not in slashed.headers
+        doubled = http.post("/v1//jobs/", json={}, headers={"Host": "evil.example"})
+        assert (doubled.status_code, error_code(doubled)) == (400, "IDEMPOTENCY_KEY_INVALID")
+
+
+@LOCAL
+def test_at_the_connection_limit_an_idle_connection_makes_room_and_busy_ones_are_kept(backend):
+    documents = open_documents(Settings.from_env(
+        intake_environment(backend) | INTAKE_OVERRIDES | {"EVIDENCE_INTAKE_MAX_CONNECTIONS": "4"}))
+    acme, _ = tokens(documents)
+    with running_server(documents) as url:
+        idle = connect(url)  # one request answered, then kept alive
+        idle.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert answer_status(idle) == 200
+
+        def busy(n: int) -> socket.socket:  # a job whose body is still coming: the app is reading it
+            sock = connect(url)
+            sock.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + acme.encode()
+                         + b"\r\nIdempotency-Key: k%d\r\nContent-Length: 100\r\n\r\n{" % n)
+            return sock
+
+        held = [busy(n) for n in range(4)]  # the fourth makes four of four: the idle one is closed for it
+        assert idle.recv(65536) == b""  # closed without an answer, as the keep-alive timeout would
+        time.sleep(0.2)  # all four reach the app
+        fifth = connect(url)  # four busy: nothing to close
+        status, headers, body = answer(fifth)
+        kept = [answer(sock)[2]["error"]["message"] for sock in held]  # each ends on its own clock, not evicted
+    assert (status, body["error"]["code"], headers["retry-after"]) == (503, "INTAKE_BUSY", "30")
+    assert all(message.startswith("the body arrived slower") for message in kept)
+
+
+def _descriptor_limit(limit: int):
+    def lower() -> None:  # in the server's process, before it starts
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    return lower
+
+
+@LOCAL
+def test_2200_slow_clients_at_a_1024_descriptor_limit_leave_other_clients_served(backend):
+    """Before: the slow connections took every descriptor, accept() failed with EMFILE and 0% of other clients
+    were served. Now a new connection evicts the one waiting longest for its headers."""
+    with serving(backend, workers=1, preexec_fn=_descriptor_limit(1024)) as (port, _):
+        slow, served, refused = [], 0, 0
+        for i in range(2200):
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=2)
+                sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")  # and never more
+                slow.append(sock)
+            except OSError:
+                refused += 1
+            if i % 44 == 0:  # 50 requests of another client, spread over the attack
+                try:
+                    served += httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200
+                except httpx.TransportError:
+                    pass
+        assert (served, refused) == (50, 0)
+        closed = sum(1 for sock in slow if _answered(sock))
+        assert closed >= 2200 - 1024  # the evicted ones were answered and closed, not left hanging
+        for sock in slow:
+            sock.close()
+
+
+def _answered(sock: socket.socket) -> bool:
+    """Did the server answer or close ``sock`` (select() cannot watch descriptors above 1023)?"""
+    sock.setblocking(False)
+    try:
+        sock.recv(1, socket.MSG_PEEK)
+    except BlockingIOError:
+        return False
+    except ConnectionResetError:
+        pass
+    return True
+
+
+# --- foreseeable input and faults are never a 500 ---------------------------------------------------------------
+
+
+def _raw_json(http, path: str, text: str, key: str | None = "k1"):
+    headers = {"Content-Type": "application/json"} | ({"Idempotency-Key": key} if key else {})
+    return http.post(path, content=text.encode(), headers=headers)
+
+
+@pytest.mark.parametrize("path, text", [
+    ("/v1/jobs", '{"operation": "inspect", "inputs": ["doc_\\ud800"]}'),
+    ("/v1/jobs", '{"operation": "\\udfff", "inputs": []}'),
+    ("/v1/jobs", '{"operation": "inspect", "inputs": ["doc_x"], "options": {"\\ud800": 1}}'),
+    ("/v1/jobs", '{"operation": "inspect", "inputs": ["doc_\\u0000"]}'),
+    ("/v1/evidence-jobs", '{"period": "2025-0\\ud800"}'),
+    ("/v1/batches", '{"jobs": [{"idempotency_key": "a", "operation": "inspect", "inputs": ["doc_\\ud800"]}]}'),
+    ("/v1/batches", '{"jobs": [{"idempotency_key": "a", "operation": "inspect", "inputs": ["d"], '
+                    '"options": {"x": "\\udc00"}}]}'),
+])
+def test_lone_surrogates_and_nul_in_json_are_400(documents, intake, path, text):
+    """Before: these reached the ledger's canonical encoding (or PostgreSQL) and answered 500."""
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        response = _raw_json(http, path, text)
+    assert (response.status_code, error_code(response)) == (400, "REQUEST_TEXT_INVALID")
+
+
+@pytest.mark.parametrize("path", ["/v1/jobs/job_%00x", "/v1/batches/bat_%00x", "/v1/batches/bat_%00x/cancel"])
+def test_a_nul_in_a_path_id_is_400(documents, intake, path):
+    """Before: PostgreSQL refused the query string and the request answered 500."""
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        response = http.request("POST" if path.endswith("cancel") else "GET", path)
+    assert (response.status_code, error_code(response)) == (400, "REQUEST_TEXT_INVALID")
+
+
+@LOCAL
+@pytest.mark.parametrize("text", ["[" * 30_000 + "]" * 30_000, '{"operation": "inspect", "inputs": [], "options": '
+                                  + '{"a": ' * 40 + "1" + "}" * 40 + "}"])
+def test_json_nested_past_the_documented_depth_is_400(documents, intake, text):
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        response = _raw_json(http, "/v1/jobs", text)
+    assert (response.status_code, error_code(response)) == (400, "REQUEST_TOO_DEEP")
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 256 KiB tmpfs (root only): a document store that fills up, or is remounted read-only."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(mount)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("needs to mount a tmpfs")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+def _documents_on(backend, disk):
+    return open_documents(Settings.from_env(intake_environment(backend) | {"EVIDENCE_DOCUMENTS_URI": str(disk)}))
+
+
+@LOCAL
+def test_a_full_document_store_is_507_and_retried(backend, small_disk):
+    """Before: the spool's ENOSPC escaped as an OSError and answered 500."""
+    documents = _documents_on(backend, small_disk)
+    (small_disk / "filler").write_bytes(b"0" * (256 * 1024 - 8192))
+    acme, _ = tokens(documents)
+    with running_server(documents) as url, client(url, acme) as http:
+        response = upload(http, pdf_bytes() + b"%" + b"0" * 40_000)
+    assert (response.status_code, error_code(response)) == (507, "STORE_FULL")
+    assert response.headers["retry-after"] == "30"
+
+
+@LOCAL
+def test_a_read_only_document_store_is_503_and_fails_healthz(backend, small_disk):
+    """Before: the upload answered 500, and /healthz answered ok (its probes only read)."""
+    documents = _documents_on(backend, small_disk)
+    acme, _ = tokens(documents)
+    with running_server(documents) as url, client(url, acme) as http:
+        assert http.get("/healthz").status_code == 200
+        subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+        response = upload(http, pdf_bytes())
+        assert (response.status_code, error_code(response)) == (503, "STORE_READ_ONLY")
+        health = http.get("/healthz")
+    assert health.status_code == 503
+    assert health.json()["checks"] == {"ledger": "ok", "documents": "STORE_READ_ONLY", "archive": "ok"}
+
+
+@pytest.mark.parametrize("backend", ["aws"], indirect=True)
+def test_healthz_fails_when_the_ledger_takes_no_writes(documents, intake):
+    """Before: /healthz read from the ledger and answered ok while every write failed."""
+    ledger = documents.runtime.ledger
+    database = ledger.engine.url.database
+    with ledger.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql(f'ALTER DATABASE "{database}" SET default_transaction_read_only = on')
+    ledger.engine.dispose()  # new connections are read-only; reads still answer
+    with client(intake) as http:
+        assert documents.ledger.job("acme", "job_x") is None
+        health = http.get("/healthz")
+    assert health.status_code == 503 and health.json()["checks"]["ledger"] == "LEDGER_UNAVAILABLE"
