@@ -3,7 +3,7 @@ first alone (the baseline), then while tenant `bench`'s long scanned application
 (the sensor's tick and its page run, forked from here) on the same machine and ledger. Reports the other tenant's
 upload latency (p50, p99, max, nearest rank), its failures, and the p99 ratio against its baseline (target: <= 2).
 
-    uv run python bench/isolation.py [--seconds 30 --scanned-pages 60]
+    uv run python bench/tenant_isolation.py [--seconds 30 --scanned-pages 60]
 """
 
 from __future__ import annotations
