@@ -205,18 +205,37 @@ class JobTransitions:
             if (job["state"] == RUNNING and (job["lease_expires_at"] or 0) > now
                     and job["lease_token"] != lease_token):
                 return None  # someone else's attempt is in progress: this failure is not the job's
-            attempts = max(job["attempts"], attempt)
-            state = REJECTED if not retryable else (
-                DEAD if budget.exhausted(attempts, now - job["budget_started_at"]) else ACCEPTED)
-            retry_at = budget.next_attempt_at(attempts, now) if state == ACCEPTED else None
-            self._swap(conn, job, state=state, attempts=attempts, last_reason=str(reason), lease_expires_at=None,
-                       next_attempt_at=retry_at)
-            self._append(conn, self._tenant_month(job), EventType(f"job.{state}"), job["source_sha256"], actor,
-                         {"job_id": job_id, "reason": reason, "attempt": attempts}
-                         | ({"next_attempt_at": utc_iso(retry_at)} if retry_at else {}))
-            return state
+            return self._fail(conn, job, reason, retryable, actor, budget, max(job["attempts"], attempt))
 
         return self._transact(fail)
+
+    def record_lost_attempt(self, job_id: str, lease_token: int, actor: str, budget: RetryBudget) -> str | None:
+        """The attempt that took lease ``lease_token`` died without a word (its process was killed, aborted or ran
+        out of memory): once that lease has expired, it is a failed attempt (WORKER_LOST), counted when the lease
+        was taken, before its work began. Returns the job's new state (accepted = retry_wait, or dead), or None
+        when that lease is live or no longer the job's."""
+
+        def lost(conn: Connection) -> str | None:
+            job = self._job(conn, job_id)
+            if (job is None or job["state"] != RUNNING or job["lease_token"] != lease_token
+                    or (job["lease_expires_at"] or 0) >= time.time()):
+                return None
+            return self._fail(conn, job, ReasonCode.WORKER_LOST, True, actor, budget, job["attempts"])
+
+        return self._transact(lost)
+
+    def _fail(self, conn: Connection, job: dict, reason: str, retryable: bool, actor: str, budget: RetryBudget,
+              attempts: int) -> str:
+        now = time.time()
+        state = REJECTED if not retryable else (
+            DEAD if budget.exhausted(attempts, now - job["budget_started_at"]) else ACCEPTED)
+        retry_at = budget.next_attempt_at(attempts, now) if state == ACCEPTED else None
+        self._swap(conn, job, state=state, attempts=attempts, last_reason=str(reason), lease_expires_at=None,
+                   next_attempt_at=retry_at)
+        self._append(conn, self._tenant_month(job), EventType(f"job.{state}"), job["source_sha256"], actor,
+                     {"job_id": job["job_id"], "reason": reason, "attempt": attempts}
+                     | ({"next_attempt_at": utc_iso(retry_at)} if retry_at else {}))
+        return state
 
     def replay(self, job_id: str, requested_by: str, reason: str) -> dict:
         """Reopen a rejected or dead job for a new attempt on the same immutable input; history stays as it is."""
