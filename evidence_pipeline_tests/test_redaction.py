@@ -53,7 +53,7 @@ from evidence_pipeline_tests.intake_server import (
     tokens,
     upload,
 )
-from evidence_pipeline_tests.test_documents_worker import dispatch
+from evidence_pipeline_tests.test_documents_worker import dispatch, make_due
 
 INTAKE_OVERRIDES = {"EVIDENCE_INTAKE_MAX_BYTES": str(1 << 20)}
 REPO = Path(__file__).resolve().parent.parent
@@ -326,7 +326,10 @@ def test_sigkill_between_the_derivative_and_the_commit_leaves_nothing_visible_an
         assert status["state"] == "running" and status["outputs"] == []  # nothing visible
         assert documents.runtime.ledger.events_of_type("document.published", tenant="acme") == []
         time.sleep(1.5)  # the dead worker's lease expires
-        [outcome] = dispatch(documents, "run-2")
+        [lost] = dispatch(documents, "run-2")  # its attempt counts against the budget: retry_wait
+        assert (lost.state, lost.reason) == ("accepted", "WORKER_LOST")
+        make_due(documents, job_id)
+        [outcome] = dispatch(documents, "run-3")
         status = http.get(f"/v1/jobs/{job_id}").json()
     assert (outcome.state, status["state"]) == ("succeeded", "succeeded")
     prefix = job_prefix(documents.ledger.job("acme", job_id))

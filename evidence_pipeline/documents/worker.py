@@ -105,8 +105,9 @@ def _verification(verify, written: dict, result: ProcessorResult) -> dict:
     return verify({name: reopened(file) for name, file in written.items()}, result)
 
 
-def _signatures_checked(file, sha256: str, policy, check: str) -> dict:
-    return signature_check.check_signatures(reopened(file), sha256, policy, check)
+def _signatures_checked(file, sha256: str, policy, check: str) -> bytes:
+    # its canonical JSON: the record's strings may be pyHanko's, which refer to the parsed file
+    return dsse.canonical_json(signature_check.check_signatures(reopened(file), sha256, policy, check))
 
 
 def job_prefix(job: dict) -> str:
@@ -357,8 +358,7 @@ def _check_signatures(documents: Documents, job: dict, lease: Lease, document: P
 
     def make():
         out = scratch_file(scratch)
-        out.write(dsse.canonical_json(
-            isolated(limits, _signatures_checked, document.file, document.sha256, policy, check)) + b"\n")
+        out.write(isolated(limits, _signatures_checked, document.file, document.sha256, policy, check) + b"\n")
         out.seek(0)
         return out
 
