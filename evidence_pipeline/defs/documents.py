@@ -8,6 +8,7 @@ applies to them like to every other run.
 """
 
 from collections import Counter, defaultdict
+from datetime import datetime, timezone
 
 from dagster import (
     AssetMaterialization,
@@ -37,12 +38,18 @@ from dagster import (
 
 from evidence_pipeline.defs.automation import monthly_evidence_job
 from evidence_pipeline.defs.coordinator import TENANT_TAG
-from evidence_pipeline.defs.partitions import OPEN_FROM, partition_key_for, tenant_month_partitions, tenant_partitions
+from evidence_pipeline.defs.partitions import (
+    OPEN_FROM,
+    last_complete_period,
+    partition_key_for,
+    tenant_month_partitions,
+    tenant_partitions,
+)
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.documents.registry import outcome_codes
 from evidence_pipeline.documents.worker import run_page
-from evidence_pipeline.errors import ReasonCode
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake.dispatch import dispatch_batches, finish_evidence_job, refuse_evidence_job
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.models import TenantMonth
@@ -150,11 +157,16 @@ def document_dispatch_sensor(context: SensorEvaluationContext, evidence: Evidenc
     ]
     waiting = []
     for request in documents.ledger.waiting_evidence_jobs():
-        if request["request"]["period"] < OPEN_FROM:  # it closed while it waited: no partition to run it in
-            refuse_evidence_job(documents, request, ReasonCode.PERIOD_CLOSED, "document_dispatch_sensor")
+        try:  # one job that cannot be dispatched must not fail the tick for every other
+            refusal = _not_a_partition(request["request"]["period"])
+            if refusal is not None:
+                refuse_evidence_job(documents, request, refusal, "document_dispatch_sensor")
+                continue
+            documents.ledger.mark_started(request["job_id"])
+        except EvidenceError as error:
+            context.log.warning(f"evidence job {request['job_id'][:12]} not dispatched this tick ({error.code})")
             continue
         waiting.append(request)
-        documents.ledger.mark_started(request["job_id"])
         requests.append(
             RunRequest(
                 run_key=f"evidence.{request['job_id']}.{request['lease_token']}",
@@ -171,6 +183,18 @@ def document_dispatch_sensor(context: SensorEvaluationContext, evidence: Evidenc
         run_requests=requests,
         dynamic_partitions_requests=[tenant_partitions.build_add_request(new_tenants)] if new_tenants else [],
     )
+
+
+def _not_a_partition(period: str) -> str | None:
+    """Why an evidence job's month has no partition to run in on this clock, or None: it closed while it waited
+    (PERIOD_CLOSED), or it is not complete yet (PERIOD_NOT_AVAILABLE: accepted by a server whose clock ran
+    ahead)."""
+    if period < OPEN_FROM:
+        return ReasonCode.PERIOD_CLOSED
+    last = last_complete_period(datetime.now(timezone.utc))
+    if last is None or period > last:
+        return ReasonCode.PERIOD_NOT_AVAILABLE
+    return None
 
 
 def _finish(context: RunStatusSensorContext, evidence: EvidenceResource, succeeded: bool) -> None:
