@@ -114,7 +114,7 @@ class ReasonCode(StrEnum):
     PROCESSOR_FAILED = "PROCESSOR_FAILED"  # an unclassified exception, or the worker process died (abort, signal)
     PROCESSOR_RESOURCE_EXHAUSTED = "PROCESSOR_RESOURCE_EXHAUSTED"  # it reached its memory limit
     PROCESSOR_TIMED_OUT = "PROCESSOR_TIMED_OUT"  # it ran past its wall-time limit and was killed
-    REDACTION_INPUT_MISSING = "REDACTION_INPUT_MISSING"  # the input is gone or does not pass the worker gate
+    REDACTION_INPUT_MISSING = "REDACTION_INPUT_MISSING"  # the input is gone or not the bytes admitted
     REDACTION_UNSUPPORTED_CONTENT = "REDACTION_UNSUPPORTED_CONTENT"  # text the redactor cannot remove (scans, fonts)
     REDACTION_VERIFICATION_FAILED = "REDACTION_VERIFICATION_FAILED"  # the second pass found a removed value
     # split and merge, and `evidence lineage`

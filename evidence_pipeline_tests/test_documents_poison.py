@@ -63,7 +63,9 @@ def test_a_processor_failure_counts_against_the_budget_until_the_job_is_dead(doc
     assert [(e["reason"], e["attempt"]) for e in failure_events(documents, job_id)] == [(code, 1), (code, 2)]
     listed = dead_letters(backend)
     assert job_id in listed and f"reason={code}" in listed
-    assert poison_operation.PLANTED not in listed
+    message = documents.ledger.job("acme", job_id)["last_message"]
+    assert message and f"message={message}" in listed and failure_events(documents, job_id)[-1]["message"] == message
+    assert poison_operation.PLANTED not in listed + message  # the exception's text never leaves the worker
     assert documents.runtime.ledger.events_of_type("document.published") == []
 
 

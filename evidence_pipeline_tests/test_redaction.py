@@ -441,7 +441,27 @@ def test_an_input_gone_from_the_store_is_redaction_input_missing(documents, inta
         [outcome] = dispatch(documents)
         status = http.get(f"/v1/jobs/{job_id}").json()
     assert (outcome.state, status["reason"]) == ("rejected", ReasonCode.REDACTION_INPUT_MISSING)
+    assert status["message"] == "an input is missing or not the bytes admitted (STORE_NOT_FOUND)"
     assert documents.runtime.archive.list(job_prefix(documents.ledger.job("acme", job_id))) == []
+
+
+def test_an_input_the_gate_refuses_names_the_gates_code_and_keeps_its_message(documents, intake, backend):
+    acme, _ = tokens(documents)
+    approved(documents)
+    with client(intake, acme) as http:
+        document = upload(http, application(scanned_page=False)).json()  # it carries an attachment
+        job_id = submit(http, "refused", {"operation": "redact", "inputs": [document["document_id"]],
+                                          "options": {"active_content": "refuse"}}).json()["job_id"]
+        [outcome] = dispatch(documents)
+        status = http.get(f"/v1/jobs/{job_id}").json()
+    assert (outcome.state, status["reason"]) == ("rejected", "DOCUMENT_EMBEDDED_FILES")
+    message = status["message"]
+    assert "active content: DOCUMENT_EMBEDDED_FILES" in message  # what the gate found: codes, never a value
+    [event] = [e["details"] for e in documents.runtime.ledger.events_of_type("job.rejected", tenant="acme")
+               if e["details"]["job_id"] == job_id]
+    assert (event["reason"], event["message"]) == ("DOCUMENT_EMBEDDED_FILES", message)
+    listed = CliRunner().invoke(main, ["dead-letter", "list"], env=intake_environment(backend) | INTAKE_OVERRIDES)
+    assert f"reason=DOCUMENT_EMBEDDED_FILES  message={message}" in listed.output
 
 
 def _tampering(inputs, options, pinned):

@@ -26,7 +26,7 @@ from pyhanko.pdf_utils.reader import PdfFileReader
 from evidence_pipeline import jsonread
 from evidence_pipeline.documents import Documents, signature_check
 from evidence_pipeline.documents.derive import review_pin
-from evidence_pipeline.documents.gate import GATE_CODES, gate
+from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.isolation import Limits, isolated, reopened, unclassified
 from evidence_pipeline.documents.registry import Derivative, Operation, ProcessorInput, ProcessorResult, operation
 from evidence_pipeline.errors import EvidenceError, ReasonCode
@@ -50,9 +50,7 @@ DERIVATIVE_MANIFEST_SCHEMA = "evidence-derivative/v1"
 APPROVAL_FIELD = "EvidenceApproval"  # the signature field of the service's approval
 DERIVED_BY_FIELD = "EvidenceDerivedBy"  # the signature field of the service's signature on a derivative's copy
 DERIVED_BY = "derived-by.pdf"  # a derivative's copy signed by the service: <name>.derived-by.pdf
-_MISSING_OR_REFUSED = GATE_CODES | {
-    ReasonCode.DOCUMENT_NOT_FOUND, ReasonCode.STORE_NOT_FOUND, ReasonCode.STORE_DIGEST_MISMATCH
-}
+_MISSING = frozenset({ReasonCode.DOCUMENT_NOT_FOUND, ReasonCode.STORE_NOT_FOUND, ReasonCode.STORE_DIGEST_MISMATCH})
 
 
 @dataclass(frozen=True)
@@ -67,14 +65,15 @@ class Outcome:
 
 @contextlib.contextmanager
 def _input_refused(code: str | None):
-    """An operation that names its own code for an input that is gone or refused by the gate gets it (the gate's
-    own code in the message); transient failures pass through to be retried."""
+    """An operation that names its own code for an input that is gone gets it (the store's code in the message); a
+    gate refusal keeps the gate's code, which says what is wrong with the input, and transient failures pass
+    through to be retried."""
     try:
         yield
     except EvidenceError as error:
-        if code is None or error.code not in _MISSING_OR_REFUSED:
+        if code is None or error.code not in _MISSING:
             raise
-        raise EvidenceError(code, f"an input is missing or not valid ({error.code})") from None
+        raise EvidenceError(code, f"an input is missing or not the bytes admitted ({error.code})") from None
 
 
 def _verified(op, result: ProcessorResult, scratch, limits: Limits) -> ProcessorResult:

@@ -634,6 +634,7 @@ class DocumentLedger:
                 jobs.state,
                 jobs.attempts,
                 jobs.last_reason,
+                jobs.last_message,
                 jobs.period,
                 jobs.lease_token,
                 jobs.policy_version,
