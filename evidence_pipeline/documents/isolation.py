@@ -15,17 +15,24 @@ connection of the parent's, and reads its files through descriptors of its own (
 
 from __future__ import annotations
 
+import ctypes
+import logging
 import multiprocessing
 import os
 import resource
 import signal
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import BinaryIO
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 
 _FORK = multiprocessing.get_context("fork")
+_log = logging.getLogger(__name__)
+_LIBC = ctypes.CDLL(None)
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 @dataclass(frozen=True)
@@ -35,7 +42,11 @@ class Limits:
 
 
 def unclassified(error: BaseException) -> EvidenceError:
-    """The coded failure of an exception that is not an EvidenceError; its type only, never its text."""
+    """The coded failure of an exception that is not an EvidenceError; its type only, never its text. The log
+    says where it was raised (module and line of each frame) for the operator."""
+    frames = traceback.extract_tb(error.__traceback__)
+    _log.warning("unclassified %s at %s", type(error).__name__,
+                 " < ".join(f"{Path(f.filename).name}:{f.lineno}" for f in reversed(frames)))
     if isinstance(error, MemoryError):
         return EvidenceError(ReasonCode.PROCESSOR_RESOURCE_EXHAUSTED, "the work reached its memory limit")
     return EvidenceError(ReasonCode.PROCESSOR_FAILED, f"the work failed unexpectedly ({type(error).__name__})")
@@ -44,7 +55,7 @@ def unclassified(error: BaseException) -> EvidenceError:
 def isolated(limits: Limits, work: Callable, *args):
     """``work(*args)`` in a forked child under ``limits``: its value, or its failure raised as an EvidenceError."""
     receive, send = _FORK.Pipe(duplex=False)
-    child = _FORK.Process(target=_child, args=(send, limits.memory_bytes, work, args), daemon=True)
+    child = _FORK.Process(target=_child, args=(send, os.getpid(), limits.memory_bytes, work, args), daemon=True)
     child.start()
     send.close()  # the child holds the only writer: its death is an EOF here
     try:
@@ -71,7 +82,11 @@ def reopened(file: BinaryIO) -> BinaryIO:
     return open(f"/proc/self/fd/{file.fileno()}", "rb")  # closed when the child exits
 
 
-def _child(send, memory_bytes: int, work: Callable, args: tuple) -> None:
+def _child(send, parent: int, memory_bytes: int, work: Callable, args: tuple) -> None:
+    # The parent enforces the time limit: a child whose run was SIGKILLed must not outlive it.
+    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # it died before the request took effect
+        os._exit(1)
     _limit_address_space(memory_bytes)
     try:
         answer = (True, work(*args))

@@ -130,7 +130,7 @@ def run_job(documents: Documents, job: dict, run: RunInfo) -> Outcome:
     if job["state"] == states.RUNNING:  # an expired lease is an attempt that died: it counts against the budget
         lost = rt.ledger.record_lost_attempt(job["job_id"], job["lease_token"], run.run_id, rt.document_retry_budget)
         if lost is not None:
-            return _closed(documents, job, lost, ReasonCode.WORKER_LOST)
+            return _failed(documents, job, lost, ReasonCode.WORKER_LOST)
     stages = _Stages(documents, job, operation(job["operation"]), run)
     try:
         lease = documents.ledger.start(job, run.run_id, rt.settings.lease_seconds, stages.change("validating"))
@@ -148,11 +148,11 @@ def run_job(documents: Documents, job: dict, run: RunInfo) -> Outcome:
         error = raised if isinstance(raised, EvidenceError) else unclassified(raised)
         error.lease_token = lease.token
         state = record_failure(rt, job["job_id"], error, run, rt.document_retry_budget)
-        return _closed(documents, job, state or states.RUNNING, error.code)
+        return _failed(documents, job, state or states.RUNNING, error.code)
     return _outcome(job, state, reason)
 
 
-def _closed(documents: Documents, job: dict, state: str, reason: str) -> Outcome:
+def _failed(documents: Documents, job: dict, state: str, reason: str) -> Outcome:
     """The outcome of a failed attempt that moved the job to ``state``: a closed job has finished too."""
     if state in states.CLOSED:
         documents.ledger.mark_finished(job["job_id"])
