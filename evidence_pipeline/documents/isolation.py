@@ -8,9 +8,9 @@ unclassified exception, named by its type only: its text may quote the input; or
 holds no ledger transaction while it waits, and its lease heartbeat runs in a process the child's CPU cannot
 starve.
 
-A fork, not a fresh interpreter: the child starts with every module imported and the job's inputs open, at a few
-milliseconds per child (bench/isolation.py). Only the forking thread is copied; the child uses no lock or
-connection of the parent's, and reads its files through descriptors of its own (``reopened``).
+A fork, not a fresh interpreter: the child starts with every module imported and the job's inputs open; what it
+costs is copying the parent's page tables (bench/isolation.py). Only the forking thread is copied; the child uses
+no lock or connection of the parent's, and reads its files through descriptors of its own (``reopened``).
 """
 
 from __future__ import annotations
@@ -61,16 +61,18 @@ def isolated(limits: Limits, work: Callable, *args):
     try:
         if not receive.poll(limits.seconds):
             raise EvidenceError(ReasonCode.PROCESSOR_TIMED_OUT, f"the work ran longer than {limits.seconds:g} s")
-        try:
-            succeeded, value = receive.recv()
-        except EOFError:
-            child.join()
-            raise EvidenceError(ReasonCode.PROCESSOR_FAILED,
-                                f"the worker process died ({_death(child.exitcode)})") from None
-    finally:
+        succeeded, value = receive.recv()  # EOFError: it died without an answer
+    except BaseException as error:
         child.kill()  # a no-op once it has exited
         child.join()
+        if isinstance(error, EOFError):
+            raise EvidenceError(ReasonCode.PROCESSOR_FAILED,
+                                f"the worker process died ({_death(child.exitcode)})") from None
+        raise
+    finally:
         receive.close()
+    # It answered and exits at once: not waiting for the teardown of its address space halves the cost of a
+    # child (multiprocessing reaps it when the next one starts).
     if succeeded:
         return value
     raise value
@@ -98,6 +100,7 @@ def _child(send, parent: int, memory_bytes: int, work: Callable, args: tuple) ->
         send.send(answer)
     except Exception as error:  # the value would not pickle, or memory ran out while pickling it
         send.send((False, unclassified(error)))
+    os._exit(0)  # now: no thread the work left behind, and no finalizer of the parent's objects, may hold it
 
 
 def _limit_address_space(growth: int) -> None:
