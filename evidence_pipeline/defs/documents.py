@@ -70,9 +70,10 @@ class PageConfig(Config):
 @op(out={}, retry_policy=RetryPolicy(max_retries=3, delay=2, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS))
 def document_page(context: OpExecutionContext, config: PageConfig, evidence: EvidenceResource):
     """Work one page of document jobs, each under its own fenced lease. A gate refusal or a review decision is the
-    job's outcome, not the run's failure; a job's transient failure puts it in retry_wait, and the sensor
-    dispatches its page again once its next_attempt_at has come; any other terminal failure fails the run for
-    good. A transient failure of the page itself (the ledger did not answer) retries the step."""
+    job's outcome, not the run's failure; every other failure of a job counts against its budget: a transient or
+    unclassified one (PROCESSOR_FAILED, ...) puts it in retry_wait, and the sensor dispatches its page again once
+    its next_attempt_at has come; a job that ends dead or rejected by a failure fails the run for good. A
+    transient failure of the page itself (the ledger did not answer) retries the step."""
     outcomes = run_page(documents_of(evidence), config.page_id, RunInfo(context.run_id, context.retry_number + 1))
     counts = Counter(f"{o.operation}/{o.state}" + (f"/{o.reason}" if o.reason else "") for o in outcomes)
     context.log.info(f"page {config.page_id[:12]}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
@@ -138,9 +139,10 @@ def document_page_job():
     default_status=DefaultSensorStatus.RUNNING,
 )
 def document_dispatch_sensor(context: SensorEvaluationContext, evidence: EvidenceResource):
-    """Create the next page of children of every tenant's oldest open batch, page accepted document jobs, request
-    one run per open page, and one run of monthly_evidence per accepted evidence job (its tenant registered as a
-    partition if it was not)."""
+    """Create the next page of children of every tenant's oldest open batch, record the attempts of runs that died
+    holding a lease (retry_wait or dead), page accepted document jobs, request one run per open page, and one run
+    of monthly_evidence per accepted evidence job (its tenant registered as a partition if it was not). No one
+    row fails the tick: a row that cannot be dispatched is rejected with its code or skipped and logged."""
     documents = documents_of(evidence)
     page_size = documents.runtime.settings.document_page_size
     dispatch_batches(documents, page_size, "document_dispatch_sensor")
