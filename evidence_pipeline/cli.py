@@ -540,6 +540,7 @@ def dead_letter_list() -> None:
         click.echo(
             f"{job['job_id']}  {job['state']:<8} {job['tenant']:<20} {job['period']}  "
             f"attempts={job['attempts']}  reason={job['last_reason']}"
+            + (f"  message={job['last_message']}" if job["last_message"] else "")
         )
     click.echo(f"{len(rows)} job(s)")
 

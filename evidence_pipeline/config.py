@@ -39,6 +39,8 @@ class Settings:
     max_attempts: int  # transient failures: attempts before a job is dead
     retry_budget_seconds: float  # transient failures: time since acceptance before a job is dead
     retry_delay_seconds: float  # a document job's first wait in retry_wait; each later wait doubles
+    processor_memory_mb: int  # how far a document worker process's address space may grow (documents/isolation.py)
+    processor_seconds: float  # how long a document worker process may run before it is killed
     workers: int | None  # EVIDENCE_WORKERS: worker processes for many items at once; None: see worker_processes
     oversize_bytes: int  # source revisions larger than this go to the oversize lane
     oversize_workers: int  # the oversize lane's lower cap, within a run
@@ -139,6 +141,8 @@ class Settings:
             max_attempts=_whole(env, "EVIDENCE_MAX_ATTEMPTS", 4),
             retry_budget_seconds=_positive(env, "EVIDENCE_RETRY_BUDGET_SECONDS", 900),
             retry_delay_seconds=_positive(env, "EVIDENCE_RETRY_DELAY_SECONDS", 30),
+            processor_memory_mb=_whole(env, "EVIDENCE_PROCESSOR_MEMORY_MB", 1024),
+            processor_seconds=_positive(env, "EVIDENCE_PROCESSOR_SECONDS", 600),
             workers=_whole(env, "EVIDENCE_WORKERS", 1) if "EVIDENCE_WORKERS" in env else None,
             oversize_bytes=_whole(env, "EVIDENCE_OVERSIZE_BYTES", 2 * 1024 * 1024),
             oversize_workers=_whole(env, "EVIDENCE_OVERSIZE_WORKERS", 1),

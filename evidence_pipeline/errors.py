@@ -118,7 +118,11 @@ class ReasonCode(StrEnum):
     TEMPLATE_NOT_FOUND = "TEMPLATE_NOT_FOUND"  # no such template version of this tenant
     TEMPLATE_SELF_APPROVAL = "TEMPLATE_SELF_APPROVAL"  # the author tried to approve their own version
     TEMPLATE_NOT_IN_EFFECT = "TEMPLATE_NOT_IN_EFFECT"  # no approved, effective version (a redact job is refused)
-    REDACTION_INPUT_MISSING = "REDACTION_INPUT_MISSING"  # the input is gone or does not pass the worker gate
+    # any operation: what its processor's worker process ended with when it raised no classified error
+    PROCESSOR_FAILED = "PROCESSOR_FAILED"  # an unclassified exception, or the worker process died (abort, signal)
+    PROCESSOR_RESOURCE_EXHAUSTED = "PROCESSOR_RESOURCE_EXHAUSTED"  # it reached its memory limit
+    PROCESSOR_TIMED_OUT = "PROCESSOR_TIMED_OUT"  # it ran past its wall-time limit and was killed
+    REDACTION_INPUT_MISSING = "REDACTION_INPUT_MISSING"  # the input is gone or not the bytes admitted
     REDACTION_UNSUPPORTED_CONTENT = "REDACTION_UNSUPPORTED_CONTENT"  # text the redactor cannot remove (scans, fonts)
     REDACTION_VERIFICATION_FAILED = "REDACTION_VERIFICATION_FAILED"  # the second pass found a removed value
     # split and merge, and `evidence lineage`
@@ -181,6 +185,10 @@ RETRYABLE = frozenset(
         ReasonCode.REVOCATION_UNAVAILABLE,
         ReasonCode.REVIEW_DEPENDENCY_TIMEOUT,
         ReasonCode.RETRY_NOT_DUE,
+        # not known to be the input's fault: retried until the job's budget is spent, then it is dead
+        ReasonCode.PROCESSOR_FAILED,
+        ReasonCode.PROCESSOR_RESOURCE_EXHAUSTED,
+        ReasonCode.PROCESSOR_TIMED_OUT,
     }
 )
 

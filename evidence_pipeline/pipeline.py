@@ -176,7 +176,8 @@ def record_failure(rt: Runtime, job_id: str, error: EvidenceError, run: RunInfo,
                    budget: RetryBudget | None = None) -> str | None:
     """Classify a failed attempt in the job record; returns the job's new state, or None if it did not move."""
     return rt.ledger.record_failure(
-        job_id, error.code, error.retryable, run.run_id, budget or rt.retry_budget, run.attempt, error.lease_token
+        job_id, error.code, error.retryable, run.run_id, budget or rt.retry_budget, run.attempt, error.lease_token,
+        error.message,
     )
 
 

@@ -394,15 +394,19 @@ def test_sigkill_after_the_approval_is_stored_then_the_retry_adopts_it(documents
         prefix = f"documents/acme/{documents.ledger.job('acme', job_id)['period']}/{job_id}"
         stored = documents.runtime.archive.get(f"{prefix}/{SIGNED}")
         time.sleep(2.5)  # the dead worker's lease expires
-        [outcome] = dispatch(documents, "run-2")
+        [lost] = dispatch(documents, "run-2")  # its attempt counts against the budget: retry_wait
+        make_due(documents, job_id)
+        [outcome] = dispatch(documents, "run-3")
         done = http.get(f"/v1/jobs/{job_id}").json()
     assert (killed["state"], killed["stage"], killed["outputs"]) == ("running", "signing", [])  # nothing visible
+    assert (lost.state, lost.reason) == ("accepted", "WORKER_LOST")
     assert outcome.state == "succeeded" and done["attempts"] == 2
     [signed] = [o for o in done["outputs"] if o["artifact_id"].endswith(SIGNED)]
     assert signed["sha256"] == sha256_hex(stored)  # adopted: exactly one signed artifact, never signed again
     assert documents.runtime.archive.list(prefix) == [f"{prefix}/{n}" for n in sorted((DECISION, SIGNED, STATEMENT))]
     assert len(documents.runtime.ledger.events_of_type("document.published")) == 1
-    assert _stages(documents, job_id)[3] == ("signing", "validating", 2)  # the retry starts where the dead one was
+    # the dead attempt's last stage stays on record; the retry starts from retry_wait
+    assert _stages(documents, job_id)[2:4] == [("reviewing", "signing", 1), ("retry_wait", "validating", 2)]
 
 
 def test_a_changed_approval_under_the_key_is_never_adopted(documents, intake):

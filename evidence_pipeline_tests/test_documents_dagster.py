@@ -60,3 +60,33 @@ def test_sensor_pages_jobs_into_runs_that_work_them(backend, documents, intake, 
         assert other.get(theirs.json()["status_url"]).json()["state"] == "succeeded"
     assert states["good"]["state"] == "succeeded" and len(states["good"]["outputs"]) == 2
     assert (states["bad"]["state"], states["bad"]["reason"]) == ("rejected", "DOCUMENT_LAUNCH_ACTION")
+
+
+def test_a_poison_job_ends_dead_through_page_runs_and_is_never_dispatched_again(backend, documents, intake,
+                                                                              monkeypatch):
+    """The page step with a processor that raises what no code classifies: the first run ends (the job waits in
+    retry_wait), the second spends the budget and fails for good, and the sensor asks for no third."""
+    from evidence_pipeline_tests import poison_operation  # noqa: F401  (registers test-poison)
+    from evidence_pipeline_tests.test_documents_worker import make_due
+
+    overrides = {"EVIDENCE_MAX_ATTEMPTS": "2", "EVIDENCE_RETRY_BUDGET_SECONDS": "0.001"}
+    for name, value in (intake_environment(backend) | overrides).items():
+        monkeypatch.setenv(name, value)  # the Dagster resource reads the same environment
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        document_id = upload(http, pdf_bytes()).json()["document_id"]
+        job_id = submit(http, "poison", {"operation": "test-poison", "inputs": [document_id],
+                                         "options": {"trigger": "raise"}}).json()["job_id"]
+    with DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions("tenant", ["acme"])
+        page_job = defs.get_job_def("document_page_job")
+        results = []
+        for _ in range(2):
+            [request] = tick(instance).run_requests
+            results.append(page_job.execute_in_process(run_config=request.run_config, instance=instance,
+                                                       tags=request.tags, raise_on_error=False))
+            make_due(documents, job_id)
+        assert [r.success for r in results] == [True, False]  # the first waits, the second fails for good
+        assert tick(instance).skip_message == "no document jobs waiting"
+    job = documents.ledger.job("acme", job_id)
+    assert (job["state"], job["attempts"], job["last_reason"]) == ("dead", 2, "PROCESSOR_FAILED")

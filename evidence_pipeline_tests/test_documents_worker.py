@@ -167,7 +167,10 @@ def test_a_dead_runs_job_is_paged_again_and_its_zombie_cannot_commit(documents, 
     time.sleep(0.3)
     [(same_page, _, later)] = documents.ledger.open_pages()
     assert same_page == page_id and later > generation  # a new run key for the same page
-    [outcome] = run_page(documents, page_id, RunInfo("run-2"))
+    [lost] = run_page(documents, page_id, RunInfo("run-2"))  # the dead run's attempt counts: retry_wait
+    assert (lost.state, lost.reason) == ("accepted", "WORKER_LOST")
+    make_due(documents, job_id)
+    [outcome] = run_page(documents, page_id, RunInfo("run-3"))
     assert outcome.state == "succeeded"
     job = documents.ledger.job("acme", job_id)
     with pytest.raises(EvidenceError) as fenced:

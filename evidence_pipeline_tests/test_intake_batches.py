@@ -90,3 +90,16 @@ def test_batch_manifests_are_checked_whole_before_anything_is_stored(documents, 
             assert where in response.json()["error"]["message"]
     assert documents.store.list("acme/batches") == []
     assert documents.runtime.ledger.events_of_type("batch.accepted") == []
+
+
+def test_a_batch_that_cannot_be_paged_is_skipped_and_every_other_tenant_is_dispatched(documents, intake, caplog):
+    acme, globex = tokens(documents)
+    with client(intake, acme) as http, client(intake, globex) as other:
+        ours = http.post("/v1/batches", json={"jobs": specs([upload(http, pdf_bytes()).json()["document_id"]], 3)})
+        theirs = other.post("/v1/batches", json={"jobs": specs([upload(other, pdf_bytes()).json()["document_id"]], 2)})
+        [broken] = [b for b in documents.ledger.open_batches() if b["batch_id"] == ours.json()["batch_id"]]
+        assert documents.store.erase(broken["store_key"])  # its manifest is gone from the document store
+        assert dispatch_batches(documents, 100, "test") == 2  # globex's children are created all the same
+        assert other.get(theirs.json()["status_url"]).json()["states"] == {"accepted": 2}
+        assert http.get(ours.json()["status_url"]).json()["undispatched"] == 3
+    assert f"batch {broken['batch_id'][:16]} not dispatched this time (STORE_NOT_FOUND)" in caplog.text

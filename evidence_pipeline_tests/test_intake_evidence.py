@@ -15,6 +15,7 @@ from dagster import (
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs.coordinator import TENANT_TAG
 from evidence_pipeline.defs.documents import EVIDENCE_JOB_TAG
+from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.intake.dispatch import finish_evidence_job
 from evidence_pipeline_tests.conftest import SMALL
 from evidence_pipeline_tests.intake_server import client, error_code, intake_environment
@@ -131,3 +132,40 @@ def test_a_closed_month_is_refused_at_admission_and_when_it_closed_while_waiting
     assert not getattr(tick, "run_requests", None)  # no run for a partition that no longer exists
     assert (status["state"], status["reason"]) == ("rejected", "PERIOD_CLOSED") and status["finished_at"]
     assert documents.ledger.waiting_evidence_jobs() == []
+
+
+def test_an_evidence_job_for_a_month_that_is_not_a_partition_is_refused_and_the_tick_dispatches_the_rest(
+    backend, runtime, documents, intake, monkeypatch, tmp_path
+):
+    """Accepted by a server whose clock ran ahead: the month is not complete (not a partition) on the dispatcher's
+    clock. The job is rejected with its code, and every other job of the tick is dispatched."""
+    from datetime import date, datetime, timezone
+
+    from evidence_pipeline.intake.admission import submit_evidence_job
+    from evidence_pipeline.ledger.documents import Clock
+    from evidence_pipeline_tests.intake_server import pdf_bytes, submit, upload
+
+    for name, value in intake_environment(backend).items():
+        monkeypatch.setenv(name, value)  # the Dagster resource reads the same environment
+    now = datetime.now(timezone.utc).date()
+    this_month = f"{now.year:04d}-{now.month:02d}"
+    ahead = date(now.year + 1, now.month, 1)  # the server's clock, a year ahead: this month looks complete
+    job, _ = submit_evidence_job(documents, SMALL.tenant, "ahead", {"period": this_month}, "test", Clock(None),
+                                 today=ahead)
+    with pytest.raises(EvidenceError) as refused:  # on the server's own clock the month is refused at admission
+        submit_evidence_job(documents, SMALL.tenant, "now", {"period": this_month}, "test", Clock(None))
+    assert refused.value.code == "PERIOD_NOT_AVAILABLE"
+    other = documents.ledger.issue_token("globex", "test")[1]
+    with client(intake, other) as http:
+        document_id = upload(http, pdf_bytes()).json()["document_id"]
+        theirs = submit(http, "x", {"operation": "inspect", "inputs": [document_id]})
+        with instance_for_test(temp_dir=str(tmp_path)) as instance:
+            instance.add_dynamic_partitions("tenant", [SMALL.tenant, "globex"])
+            sensor = defs.get_sensor_def("document_dispatch_sensor")
+            with partition_loading_context(dynamic_partitions_store=instance):  # as the daemon evaluates it
+                tick = sensor.evaluate_tick(build_sensor_context(
+                    instance=instance, resources=defs.resources, repository_def=defs.get_repository_def()))
+    assert [r.tags[TENANT_TAG] for r in tick.run_requests] == ["globex"]  # the other tenant's page is dispatched
+    status = documents.ledger.job(SMALL.tenant, job["job_id"])
+    assert (status["state"], status["last_reason"]) == ("rejected", "PERIOD_NOT_AVAILABLE")
+    assert documents.ledger.waiting_evidence_jobs() == [] and theirs.status_code == 202

@@ -53,7 +53,7 @@ from evidence_pipeline_tests.intake_server import (
     tokens,
     upload,
 )
-from evidence_pipeline_tests.test_documents_worker import dispatch
+from evidence_pipeline_tests.test_documents_worker import dispatch, make_due
 
 INTAKE_OVERRIDES = {"EVIDENCE_INTAKE_MAX_BYTES": str(1 << 20)}
 REPO = Path(__file__).resolve().parent.parent
@@ -345,7 +345,10 @@ def test_sigkill_between_the_derivative_and_the_commit_leaves_nothing_visible_an
         assert status["state"] == "running" and status["outputs"] == []  # nothing visible
         assert documents.runtime.ledger.events_of_type("document.published", tenant="acme") == []
         time.sleep(1.5)  # the dead worker's lease expires
-        [outcome] = dispatch(documents, "run-2")
+        [lost] = dispatch(documents, "run-2")  # its attempt counts against the budget: retry_wait
+        assert (lost.state, lost.reason) == ("accepted", "WORKER_LOST")
+        make_due(documents, job_id)
+        [outcome] = dispatch(documents, "run-3")
         status = http.get(f"/v1/jobs/{job_id}").json()
     assert (outcome.state, status["state"]) == ("succeeded", "succeeded")
     prefix = job_prefix(documents.ledger.job("acme", job_id))
@@ -461,7 +464,27 @@ def test_an_input_gone_from_the_store_is_redaction_input_missing(documents, inta
         [outcome] = dispatch(documents)
         status = http.get(f"/v1/jobs/{job_id}").json()
     assert (outcome.state, status["reason"]) == ("rejected", ReasonCode.REDACTION_INPUT_MISSING)
+    assert status["message"] == "an input is missing or not the bytes admitted (STORE_NOT_FOUND)"
     assert documents.runtime.archive.list(job_prefix(documents.ledger.job("acme", job_id))) == []
+
+
+def test_an_input_the_gate_refuses_names_the_gates_code_and_keeps_its_message(documents, intake, backend):
+    acme, _ = tokens(documents)
+    approved(documents)
+    with client(intake, acme) as http:
+        document = upload(http, application(scanned_page=False)).json()  # it carries an attachment
+        job_id = submit(http, "refused", {"operation": "redact", "inputs": [document["document_id"]],
+                                          "options": {"active_content": "refuse"}}).json()["job_id"]
+        [outcome] = dispatch(documents)
+        status = http.get(f"/v1/jobs/{job_id}").json()
+    assert (outcome.state, status["reason"]) == ("rejected", "DOCUMENT_EMBEDDED_FILES")
+    message = status["message"]
+    assert "active content: DOCUMENT_EMBEDDED_FILES" in message  # what the gate found: codes, never a value
+    [event] = [e["details"] for e in documents.runtime.ledger.events_of_type("job.rejected", tenant="acme")
+               if e["details"]["job_id"] == job_id]
+    assert (event["reason"], event["message"]) == ("DOCUMENT_EMBEDDED_FILES", message)
+    listed = CliRunner().invoke(main, ["dead-letter", "list"], env=intake_environment(backend) | INTAKE_OVERRIDES)
+    assert f"reason=DOCUMENT_EMBEDDED_FILES  message={message}" in listed.output
 
 
 def _tampering(inputs, options, pinned):

@@ -8,6 +8,7 @@ applies to them like to every other run.
 """
 
 from collections import Counter, defaultdict
+from datetime import datetime, timezone
 
 from dagster import (
     AssetMaterialization,
@@ -37,12 +38,18 @@ from dagster import (
 
 from evidence_pipeline.defs.automation import monthly_evidence_job
 from evidence_pipeline.defs.coordinator import TENANT_TAG
-from evidence_pipeline.defs.partitions import OPEN_FROM, partition_key_for, tenant_month_partitions, tenant_partitions
+from evidence_pipeline.defs.partitions import (
+    OPEN_FROM,
+    last_complete_period,
+    partition_key_for,
+    tenant_month_partitions,
+    tenant_partitions,
+)
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.documents.registry import outcome_codes
 from evidence_pipeline.documents.worker import run_page
-from evidence_pipeline.errors import ReasonCode
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake.dispatch import dispatch_batches, finish_evidence_job, refuse_evidence_job
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.models import TenantMonth
@@ -63,9 +70,10 @@ class PageConfig(Config):
 @op(out={}, retry_policy=RetryPolicy(max_retries=3, delay=2, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS))
 def document_page(context: OpExecutionContext, config: PageConfig, evidence: EvidenceResource):
     """Work one page of document jobs, each under its own fenced lease. A gate refusal or a review decision is the
-    job's outcome, not the run's failure; a job's transient failure puts it in retry_wait, and the sensor
-    dispatches its page again once its next_attempt_at has come; any other terminal failure fails the run for
-    good. A transient failure of the page itself (the ledger did not answer) retries the step."""
+    job's outcome, not the run's failure; every other failure of a job counts against its budget: a transient or
+    unclassified one (PROCESSOR_FAILED, ...) puts it in retry_wait, and the sensor dispatches its page again once
+    its next_attempt_at has come; a job that ends dead or rejected by a failure fails the run for good. A
+    transient failure of the page itself (the ledger did not answer) retries the step."""
     outcomes = run_page(documents_of(evidence), config.page_id, RunInfo(context.run_id, context.retry_number + 1))
     counts = Counter(f"{o.operation}/{o.state}" + (f"/{o.reason}" if o.reason else "") for o in outcomes)
     context.log.info(f"page {config.page_id[:12]}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
@@ -131,12 +139,16 @@ def document_page_job():
     default_status=DefaultSensorStatus.RUNNING,
 )
 def document_dispatch_sensor(context: SensorEvaluationContext, evidence: EvidenceResource):
-    """Create the next page of children of every tenant's oldest open batch, page accepted document jobs, request
-    one run per open page, and one run of monthly_evidence per accepted evidence job (its tenant registered as a
-    partition if it was not)."""
+    """Create the next page of children of every tenant's oldest open batch, record the attempts of runs that died
+    holding a lease (retry_wait or dead), page accepted document jobs, request one run per open page, and one run
+    of monthly_evidence per accepted evidence job (its tenant registered as a partition if it was not). No one
+    row fails the tick: a row that cannot be dispatched is rejected with its code or skipped and logged."""
     documents = documents_of(evidence)
     page_size = documents.runtime.settings.document_page_size
     dispatch_batches(documents, page_size, "document_dispatch_sensor")
+    lost = documents.ledger.record_lost_attempts(documents.runtime.document_retry_budget, "document_dispatch_sensor")
+    for job_id, state in lost:
+        context.log.warning(f"job {job_id[:12]}: its run died holding the lease (WORKER_LOST); now {state}")
     documents.ledger.assign_pages(page_size)
     requests = [
         RunRequest(
@@ -149,11 +161,16 @@ def document_dispatch_sensor(context: SensorEvaluationContext, evidence: Evidenc
     ]
     waiting = []
     for request in documents.ledger.waiting_evidence_jobs():
-        if request["request"]["period"] < OPEN_FROM:  # it closed while it waited: no partition to run it in
-            refuse_evidence_job(documents, request, ReasonCode.PERIOD_CLOSED, "document_dispatch_sensor")
+        try:  # one job that cannot be dispatched must not fail the tick for every other
+            refusal = _not_a_partition(request["request"]["period"])
+            if refusal is not None:
+                refuse_evidence_job(documents, request, refusal, "document_dispatch_sensor")
+                continue
+            documents.ledger.mark_started(request["job_id"])
+        except EvidenceError as error:
+            context.log.warning(f"evidence job {request['job_id'][:12]} not dispatched this tick ({error.code})")
             continue
         waiting.append(request)
-        documents.ledger.mark_started(request["job_id"])
         requests.append(
             RunRequest(
                 run_key=f"evidence.{request['job_id']}.{request['lease_token']}",
@@ -170,6 +187,18 @@ def document_dispatch_sensor(context: SensorEvaluationContext, evidence: Evidenc
         run_requests=requests,
         dynamic_partitions_requests=[tenant_partitions.build_add_request(new_tenants)] if new_tenants else [],
     )
+
+
+def _not_a_partition(period: str) -> str | None:
+    """Why an evidence job's month has no partition to run in on this clock, or None: it closed while it waited
+    (PERIOD_CLOSED), or it is not complete yet (PERIOD_NOT_AVAILABLE: accepted by a server whose clock ran
+    ahead)."""
+    if period < OPEN_FROM:
+        return ReasonCode.PERIOD_CLOSED
+    last = last_complete_period(datetime.now(timezone.utc))
+    if last is None or period > last:
+        return ReasonCode.PERIOD_NOT_AVAILABLE
+    return None
 
 
 def _finish(context: RunStatusSensorContext, evidence: EvidenceResource, succeeded: bool) -> None:

@@ -86,7 +86,8 @@ class Operation:
     # (ledger, tenant) -> request fields fixed when a job is accepted, outside the options and the request digest
     # (the processor gets them as ``pinned``)
     pin_policy: Callable | None = None
-    # the reason code of an input that is gone or refused by the gate, when the operation names its own
+    # the reason code of an input that is gone (or not the bytes admitted), when the operation names its own; a
+    # gate refusal keeps the gate's code
     input_refused: str | None = None
     # a second, independent pass over the written outputs: (artifact name -> written file, result) -> its
     # record (in the summary as ``verification``); it raises a terminal EvidenceError to stop publication

@@ -26,7 +26,8 @@ from pyhanko.pdf_utils.reader import PdfFileReader
 from evidence_pipeline import jsonread
 from evidence_pipeline.documents import Documents, signature_check
 from evidence_pipeline.documents.derive import review_pin
-from evidence_pipeline.documents.gate import GATE_CODES, gate
+from evidence_pipeline.documents.gate import gate
+from evidence_pipeline.documents.isolation import Limits, isolated, reopened, unclassified
 from evidence_pipeline.documents.registry import Derivative, Operation, ProcessorInput, ProcessorResult, operation
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.faults import kill_point
@@ -49,9 +50,7 @@ DERIVATIVE_MANIFEST_SCHEMA = "evidence-derivative/v1"
 APPROVAL_FIELD = "EvidenceApproval"  # the signature field of the service's approval
 DERIVED_BY_FIELD = "EvidenceDerivedBy"  # the signature field of the service's signature on a derivative's copy
 DERIVED_BY = "derived-by.pdf"  # a derivative's copy signed by the service: <name>.derived-by.pdf
-_MISSING_OR_REFUSED = GATE_CODES | {
-    ReasonCode.DOCUMENT_NOT_FOUND, ReasonCode.STORE_NOT_FOUND, ReasonCode.STORE_DIGEST_MISMATCH
-}
+_MISSING = frozenset({ReasonCode.DOCUMENT_NOT_FOUND, ReasonCode.STORE_NOT_FOUND, ReasonCode.STORE_DIGEST_MISMATCH})
 
 
 @dataclass(frozen=True)
@@ -66,17 +65,18 @@ class Outcome:
 
 @contextlib.contextmanager
 def _input_refused(code: str | None):
-    """An operation that names its own code for an input that is gone or refused by the gate gets it (the gate's
-    own code in the message); transient failures pass through to be retried."""
+    """An operation that names its own code for an input that is gone gets it (the store's code in the message); a
+    gate refusal keeps the gate's code, which says what is wrong with the input, and transient failures pass
+    through to be retried."""
     try:
         yield
     except EvidenceError as error:
-        if code is None or error.code not in _MISSING_OR_REFUSED:
+        if code is None or error.code not in _MISSING:
             raise
-        raise EvidenceError(code, f"an input is missing or not valid ({error.code})") from None
+        raise EvidenceError(code, f"an input is missing or not the bytes admitted ({error.code})") from None
 
 
-def _verified(op, result: ProcessorResult, scratch) -> ProcessorResult:
+def _verified(op, result: ProcessorResult, scratch, limits: Limits) -> ProcessorResult:
     """Write the outputs to private scratch files, then run the operation's second pass on what was written. The
     files are anonymous: closing them deletes them, on a failure before the error propagates (nothing of them is
     published) as after a pass."""
@@ -86,8 +86,27 @@ def _verified(op, result: ProcessorResult, scratch) -> ProcessorResult:
             written[name] = files.enter_context(scratch_file(scratch))
             written[name].write(data)
             written[name].flush()
-        verification = op.verify(written, result)
+        verification = isolated(limits, _verification, op.verify, written, result)
     return ProcessorResult(result.artifacts, result.summary | {"verification": verification})
+
+
+# What runs in a job's worker process (documents/isolation.py), each on files of its own over the parent's.
+
+def _gated(file, active_content: str):
+    return gate(reopened(file), active_content)
+
+
+def _processed(processor, inputs: list[ProcessorInput], options: dict, pinned: dict) -> ProcessorResult:
+    return processor([dataclasses.replace(i, file=reopened(i.file)) for i in inputs], options, pinned)
+
+
+def _verification(verify, written: dict, result: ProcessorResult) -> dict:
+    return verify({name: reopened(file) for name, file in written.items()}, result)
+
+
+def _signatures_checked(file, sha256: str, policy, check: str) -> bytes:
+    # its canonical JSON: the record's strings may be pyHanko's, which refer to the parsed file
+    return dsse.canonical_json(signature_check.check_signatures(reopened(file), sha256, policy, check))
 
 
 def job_prefix(job: dict) -> str:
@@ -108,6 +127,10 @@ def run_page(documents: Documents, page_id: str, run: RunInfo) -> list[Outcome]:
 
 def run_job(documents: Documents, job: dict, run: RunInfo) -> Outcome:
     rt = documents.runtime
+    if job["state"] == states.RUNNING:  # an expired lease is an attempt that died: it counts against the budget
+        lost = rt.ledger.record_lost_attempt(job["job_id"], job["lease_token"], run.run_id, rt.document_retry_budget)
+        if lost is not None:
+            return _failed(documents, job, lost, ReasonCode.WORKER_LOST)
     stages = _Stages(documents, job, operation(job["operation"]), run)
     try:
         lease = documents.ledger.start(job, run.run_id, rt.settings.lease_seconds, stages.change("validating"))
@@ -121,12 +144,18 @@ def run_job(documents: Documents, job: dict, run: RunInfo) -> Outcome:
             rt.ledger.keep_alive(lease, rt.settings.lease_seconds),
         ):
             state, reason = _process(documents, job, lease, stages, scratch, run)
-    except EvidenceError as error:
+    except Exception as raised:  # every failure of an attempt is recorded: none leaves the job leased and open
+        error = raised if isinstance(raised, EvidenceError) else unclassified(raised)
         error.lease_token = lease.token
         state = record_failure(rt, job["job_id"], error, run, rt.document_retry_budget)
-        if state in states.CLOSED:
-            documents.ledger.mark_finished(job["job_id"])
-        return _outcome(job, state or states.RUNNING, error.code)
+        return _failed(documents, job, state or states.RUNNING, error.code)
+    return _outcome(job, state, reason)
+
+
+def _failed(documents: Documents, job: dict, state: str, reason: str) -> Outcome:
+    """The outcome of a failed attempt that moved the job to ``state``: a closed job has finished too."""
+    if state in states.CLOSED:
+        documents.ledger.mark_finished(job["job_id"])
     return _outcome(job, state, reason)
 
 
@@ -173,6 +202,7 @@ def _process(documents: Documents, job: dict, lease: Lease, stages: _Stages, scr
     (rejected: a decision against the input)."""
     rt = documents.runtime
     op = stages.op
+    limits = Limits(rt.settings.processor_memory_mb * 1024 * 1024, rt.settings.processor_seconds)
     options = job["request"]["options"]
     pinned = {name: value for name, value in job["request"].items() if name not in ("inputs", "options")}
     inputs, rows = [], []
@@ -184,23 +214,24 @@ def _process(documents: Documents, job: dict, lease: Lease, stages: _Stages, scr
             with _input_refused(op.input_refused):
                 source = _source(documents, job["tenant"], input_id)
                 source.store.get_file(source.key, file, expected_sha256=source.sha256)
-                gated = gate(file, options.get("active_content", "refuse"))
+                file.flush()  # the worker processes read it through descriptors of their own
+                gated = isolated(limits, _gated, file, options.get("active_content", "refuse"))
             inputs.append(ProcessorInput(input_id, source.sha256, file.seek(0, io.SEEK_END), gated, file))
             rows.append(source)
         check = None
         if op.signature_check:
             stages.enter(lease, "signature_check", input_sha256=[i.sha256 for i in inputs])
-            check = _check_signatures(documents, job, lease, inputs[0], scratch, run)
+            check = _check_signatures(documents, job, lease, inputs[0], scratch, run, limits)
         if op.admit_inputs is not None:  # what admission pinned must still hold
             for review in pinned["reviews"]:
                 review_pin(documents.ledger.job(job["tenant"], review["review_job_id"]), review["artifact_id"])
         stages.enter(lease, op.processing_stage, input_sha256=[i.sha256 for i in inputs])
-        result = op.processor(inputs, options, pinned)
+        result = isolated(limits, _processed, op.processor, inputs, options, pinned)
         if check is not None:  # the job's status shows the check beside the processor's findings
             result = dataclasses.replace(result, summary=result.summary | {"signature_check": {
                 k: check[k] for k in ("signature_check_id", "policy_version", "outcome", "signatures")}})
         if op.verify is not None:
-            result = _verified(op, result, scratch)
+            result = _verified(op, result, scratch, limits)
             for source in rows:  # the originals are never written; prove they are still the bytes we were given
                 source.store.get_file(source.key, files.enter_context(scratch_file(scratch)),
                                       expected_sha256=source.sha256)
@@ -315,7 +346,7 @@ def signature_check_prefix(tenant: str, check: str) -> str:
 
 
 def _check_signatures(documents: Documents, job: dict, lease: Lease, document: ProcessorInput, scratch,
-                      run: RunInfo) -> dict:
+                      run: RunInfo, limits: Limits) -> dict:
     """The signature check stage: the input's signature check record under the configured trust policy, put once
     (a retry, or another job of the same bytes, adopts the record already stored), its DSSE statement (subject:
     the input's digest), and its `signature.checked` event, committed once. Returns the event's details."""
@@ -326,8 +357,7 @@ def _check_signatures(documents: Documents, job: dict, lease: Lease, document: P
 
     def make():
         out = scratch_file(scratch)
-        out.write(dsse.canonical_json(
-            signature_check.check_signatures(document.file, document.sha256, policy, check)) + b"\n")
+        out.write(isolated(limits, _signatures_checked, document.file, document.sha256, policy, check) + b"\n")
         out.seek(0)
         return out
 

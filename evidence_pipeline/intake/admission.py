@@ -312,6 +312,7 @@ def job_view(job: dict, recorded_stage: str | None) -> dict:
         "state": job["state"],
         "stage": stage_of(job, recorded_stage),
         "reason": job["last_reason"] if job["state"] in ("rejected", "dead") else None,
+        "message": job["last_message"] if job["state"] in ("rejected", "dead") else None,  # what the code meant
         "attempts": job["attempts"],
         # retry_wait: when the job may be dispatched again (null otherwise)
         "next_attempt_at": when(job["next_attempt_at"]) if job["state"] == ACCEPTED else None,

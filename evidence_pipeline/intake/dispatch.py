@@ -10,6 +10,7 @@ transaction, so a repeated or concurrent call never creates a child twice, and a
 from __future__ import annotations
 
 import json
+import logging
 
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.documents.registry import operation
@@ -18,28 +19,38 @@ from evidence_pipeline.intake.admission import request_digest
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.models import EventType
 
+_log = logging.getLogger(__name__)
+
 
 def dispatch_batches(documents: Documents, page_size: int, actor: str) -> int:
-    """Create up to one page of child jobs per tenant; returns how many were created."""
+    """Create up to one page of child jobs per tenant; returns how many were created. A batch that cannot be paged
+    now (its manifest unreadable, an operation no longer registered) is skipped and logged by its code: it must
+    not stop every other tenant's dispatch."""
     policy = documents.runtime.settings.policy_version
     created, served = 0, set()
     for batch in documents.ledger.open_batches():
         if batch["tenant"] in served:
             continue  # one page per tenant per call: a tenant's big batch cannot starve another's
         served.add(batch["tenant"])
-        manifest = json.loads(documents.store.get(batch["store_key"], expected_sha256=batch["manifest_sha256"]))
-        children = [
-            (
-                spec["idempotency_key"],
-                request_digest(batch["tenant"], operation(spec["operation"]), spec["inputs"], spec["options"], policy),
-                spec["operation"],
-                {"inputs": spec["inputs"], "options": spec["options"]} | spec.get("pinned", {}),
-            )
-            for spec in manifest[batch["dispatched"] : batch["dispatched"] + page_size]
-        ]
-        if documents.ledger.dispatch_batch_page(batch, children, policy, actor):
-            created += len(children)
+        try:
+            created += _dispatch_page(documents, batch, page_size, policy, actor)
+        except EvidenceError as error:
+            _log.warning("batch %s not dispatched this time (%s)", batch["batch_id"][:16], error.code)
     return created
+
+
+def _dispatch_page(documents: Documents, batch: dict, page_size: int, policy: str, actor: str) -> int:
+    manifest = json.loads(documents.store.get(batch["store_key"], expected_sha256=batch["manifest_sha256"]))
+    children = [
+        (
+            spec["idempotency_key"],
+            request_digest(batch["tenant"], operation(spec["operation"]), spec["inputs"], spec["options"], policy),
+            spec["operation"],
+            {"inputs": spec["inputs"], "options": spec["options"]} | spec.get("pinned", {}),
+        )
+        for spec in manifest[batch["dispatched"] : batch["dispatched"] + page_size]
+    ]
+    return len(children) if documents.ledger.dispatch_batch_page(batch, children, policy, actor) else 0
 
 
 def refuse_evidence_job(documents: Documents, job: dict, code: str, actor: str) -> str | None:

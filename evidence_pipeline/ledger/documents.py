@@ -663,6 +663,7 @@ class DocumentLedger:
                 jobs.state,
                 jobs.attempts,
                 jobs.last_reason,
+                jobs.last_message,
                 jobs.period,
                 jobs.lease_token,
                 jobs.policy_version,
@@ -727,6 +728,25 @@ class DocumentLedger:
         )
         with classified_errors(), self.ledger.engine.connect() as conn:
             return [(row.page_id, row.tenant, int(row.generation)) for row in conn.execute(query)]
+
+    def record_lost_attempts(self, budget, actor: str) -> list[tuple[str, str]]:
+        """Every document job whose lease expired while it ran is a failed attempt (record_lost_attempt): it waits
+        in retry_wait or is dead, and no page is dispatched for a job whose budget is spent. Returns (job id, new
+        state) of each."""
+        docs, jobs = self.document_jobs.c, self.ledger.jobs.c
+        query = (
+            select(jobs.job_id, jobs.lease_token)
+            .join(self.document_jobs, docs.job_id == jobs.job_id)
+            .where(docs.operation != EVIDENCE, jobs.state == states.RUNNING, jobs.lease_expires_at < time.time())
+        )
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            expired = conn.execute(query).all()
+        moved = [(row.job_id, self.ledger.record_lost_attempt(row.job_id, row.lease_token, actor, budget))
+                 for row in expired]
+        for job_id, state in moved:
+            if state in states.CLOSED:
+                self.mark_finished(job_id)
+        return [(job_id, state) for job_id, state in moved if state is not None]
 
     def page_jobs(self, page_id: str) -> list[dict]:
         """The jobs of a page (any state), in acceptance order."""

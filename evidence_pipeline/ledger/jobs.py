@@ -30,6 +30,7 @@ from evidence_pipeline.models import EventType, TenantMonth
 
 ACCEPTED, RUNNING, SUCCEEDED, REJECTED, DEAD = "accepted", "running", "succeeded", "rejected", "dead"
 CLOSED = (REJECTED, DEAD)
+MESSAGE_CHARS = 500  # a failure's message as the job keeps it (evidence_jobs.last_message, migration 0009)
 DOCUMENT = "document"  # the fidelity of a document job (intake): its row in evidence_document_jobs says the rest
 
 
@@ -187,9 +188,10 @@ class JobTransitions:
                     and (job["lease_expires_at"] or 0) > time.time())
 
     def record_failure(self, job_id: str, reason: str, retryable: bool, actor: str, budget: RetryBudget,
-                       attempt: int, lease_token: int | None = None) -> str | None:
+                       attempt: int, lease_token: int | None = None, message: str | None = None) -> str | None:
         """Classify a failed attempt; returns the job's new state (accepted = retry, rejected, dead). A retry
-        waits until the budget's next_attempt_at, persisted on the job and named in its event.
+        waits until the budget's next_attempt_at, persisted on the job and named in its event. ``message`` (an
+        EvidenceError's: codes and counts, never a value) is kept on the job and in the event beside the code.
 
         Returns None when the failure must not move the job: lease contention or a lost lease, a job whose live
         lease another attempt holds, or a job that already succeeded or is closed. Fenced like every transition.
@@ -205,18 +207,40 @@ class JobTransitions:
             if (job["state"] == RUNNING and (job["lease_expires_at"] or 0) > now
                     and job["lease_token"] != lease_token):
                 return None  # someone else's attempt is in progress: this failure is not the job's
-            attempts = max(job["attempts"], attempt)
-            state = REJECTED if not retryable else (
-                DEAD if budget.exhausted(attempts, now - job["budget_started_at"]) else ACCEPTED)
-            retry_at = budget.next_attempt_at(attempts, now) if state == ACCEPTED else None
-            self._swap(conn, job, state=state, attempts=attempts, last_reason=str(reason), lease_expires_at=None,
-                       next_attempt_at=retry_at)
-            self._append(conn, self._tenant_month(job), EventType(f"job.{state}"), job["source_sha256"], actor,
-                         {"job_id": job_id, "reason": reason, "attempt": attempts}
-                         | ({"next_attempt_at": utc_iso(retry_at)} if retry_at else {}))
-            return state
+            return self._fail(conn, job, reason, retryable, actor, budget, max(job["attempts"], attempt), message)
 
         return self._transact(fail)
+
+    def record_lost_attempt(self, job_id: str, lease_token: int, actor: str, budget: RetryBudget) -> str | None:
+        """The attempt that took lease ``lease_token`` died without a word (its process was killed, aborted or ran
+        out of memory): once that lease has expired, it is a failed attempt (WORKER_LOST), counted when the lease
+        was taken, before its work began. Returns the job's new state (accepted = retry_wait, or dead), or None
+        when that lease is live or no longer the job's."""
+
+        def lost(conn: Connection) -> str | None:
+            job = self._job(conn, job_id)
+            if (job is None or job["state"] != RUNNING or job["lease_token"] != lease_token
+                    or (job["lease_expires_at"] or 0) >= time.time()):
+                return None
+            return self._fail(conn, job, ReasonCode.WORKER_LOST, True, actor, budget, job["attempts"],
+                              f"the worker of attempt {job['attempts']} died before it recorded an outcome")
+
+        return self._transact(lost)
+
+    def _fail(self, conn: Connection, job: dict, reason: str, retryable: bool, actor: str, budget: RetryBudget,
+              attempts: int, message: str | None) -> str:
+        now = time.time()
+        state = REJECTED if not retryable else (
+            DEAD if budget.exhausted(attempts, now - job["budget_started_at"]) else ACCEPTED)
+        retry_at = budget.next_attempt_at(attempts, now) if state == ACCEPTED else None
+        message = message[:MESSAGE_CHARS] if message else None
+        self._swap(conn, job, state=state, attempts=attempts, last_reason=str(reason), last_message=message,
+                   lease_expires_at=None, next_attempt_at=retry_at)
+        self._append(conn, self._tenant_month(job), EventType(f"job.{state}"), job["source_sha256"], actor,
+                     {"job_id": job["job_id"], "reason": reason, "attempt": attempts}
+                     | ({"message": message} if message else {})
+                     | ({"next_attempt_at": utc_iso(retry_at)} if retry_at else {}))
+        return state
 
     def replay(self, job_id: str, requested_by: str, reason: str) -> dict:
         """Reopen a rejected or dead job for a new attempt on the same immutable input; history stays as it is."""
