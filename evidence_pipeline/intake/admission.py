@@ -19,7 +19,8 @@ from evidence_pipeline.store import sha256_hex
 PDF = "application/pdf"
 ALLOWED_MEDIA_TYPES = {PDF: b"%PDF-"}  # declared type -> the magic its bytes must begin with
 SNIFF_BYTES = 8
-_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"
+_IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 MAX_INPUTS = 100
 MAX_BATCH_JOBS = 5_000
@@ -82,8 +83,8 @@ def document_view(row: dict) -> dict:
     }
 
 
-def check_idempotency_key(key: str | None) -> str:
-    if key is None or not _IDEMPOTENCY_KEY.fullmatch(key):
+def check_idempotency_key(key) -> str:
+    if not isinstance(key, str) or not _IDEMPOTENCY_KEY.fullmatch(key):  # a batch spec's key may be any JSON
         raise EvidenceError(
             ReasonCode.IDEMPOTENCY_KEY_INVALID, "Idempotency-Key must be 1-255 visible ASCII characters"
         )

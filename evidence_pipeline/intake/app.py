@@ -31,7 +31,7 @@ from starlette.routing import Route
 from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.intake import admission, open_documents
+from evidence_pipeline.intake import admission, open_documents, openapi
 from evidence_pipeline.intake.guard import BoundedRequests, Limits, UploadsInFlight, error_body, guarded_protocol
 from evidence_pipeline.ledger.documents import Clock
 from evidence_pipeline.store.local import io_errors
@@ -83,6 +83,7 @@ STATUS = {
     ReasonCode.STORE_FULL: 507,  # Insufficient Storage: space can come back, so it is retried
 }
 RETRY_AFTER_SECONDS = 30  # what a 429, 503 or 507 asks the client to wait
+CONTRACT = openapi.document(STATUS, RETRY_AFTER_SECONDS)
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -192,6 +193,9 @@ def create_app(documents: Documents) -> BoundedRequests:
         )
         return JSONResponse(counts)
 
+    async def contract(request: Request) -> JSONResponse:
+        return JSONResponse(CONTRACT)
+
     async def healthz(request: Request) -> JSONResponse:
         checks = await run_in_threadpool(_health, documents)
         healthy = all(value == "ok" for value in checks.values())
@@ -212,6 +216,7 @@ def create_app(documents: Documents) -> BoundedRequests:
     return BoundedRequests(Starlette(
         routes=[
             Route("/healthz", healthz, methods=["GET"]),
+            Route("/openapi.json", contract, methods=["GET"]),
             Route("/v1/documents", post_document, methods=["POST"]),
             Route("/v1/jobs", post_job, methods=["POST"]),
             Route("/v1/jobs/{job_id}", get_job, methods=["GET"]),

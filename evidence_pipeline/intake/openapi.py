@@ -1,0 +1,160 @@
+"""The tenant API's contract: an OpenAPI 3.1 document, served at /openapi.json and built here from the code that
+answers (the status of each reason code is app.STATUS; limits are admission's constants), so that the
+contract and the server cannot drift apart unnoticed: the tests validate real responses against it and run
+Schemathesis (property-based requests generated from it) against a live server.
+
+Each operation lists the reason codes it can answer, grouped by status; every error body is
+``{"error": {"code", "message"}}``. Answers any request can get (authentication, the connection guard's limits,
+an overloaded ledger or store) are listed on every operation.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from evidence_pipeline.errors import ReasonCode as R
+from evidence_pipeline.intake import admission
+
+VERSION = "1.0.0"
+_ID = {"type": "string", "minLength": 1, "maxLength": 200}
+_TIME = {"type": ["string", "null"], "format": "date-time"}
+_SHA256 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+_IDEMPOTENCY_KEY = {"type": "string", "pattern": admission.IDEMPOTENCY_KEY_PATTERN}
+# what any request may be answered (after the token is checked, or by the connection guard before anything)
+_ALWAYS = (R.AUTH_REQUIRED, R.TOKEN_INVALID, R.HEADER_REPEATED, R.HEADERS_TOO_LARGE, R.REQUEST_TIMEOUT,
+           R.INTAKE_BUSY, R.LEDGER_UNAVAILABLE, R.LEDGER_CONFLICT, R.STORE_UNAVAILABLE, R.REQUEST_TEXT_INVALID,
+           R.REQUEST_INVALID)
+_JSON_BODY = (R.REQUEST_TOO_DEEP,)
+_ACCEPT = (R.IDEMPOTENCY_KEY_INVALID, R.IDEMPOTENCY_CONFLICT, R.TENANT_QUOTA_EXCEEDED, R.INTAKE_BACKPRESSURE)
+_JOB_SPEC = (R.OPERATION_UNKNOWN, R.OPTIONS_INVALID, R.INPUTS_INVALID, R.DOCUMENT_NOT_FOUND,
+             R.TEMPLATE_NOT_IN_EFFECT, R.MERGE_INPUT_NOT_APPROVED)
+
+
+def _ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _object(properties: dict, required: list[str] | None = None, extra: bool = False) -> dict:
+    return {"type": "object", "properties": properties, "required": required or sorted(properties),
+            "additionalProperties": extra}
+
+
+SCHEMAS = {
+    "Error": _object({"error": _object({"code": {"type": "string"}, "message": {"type": "string"}})}),
+    "Document": _object({"document_id": _ID, "sha256": _SHA256, "bytes": {"type": "integer", "minimum": 0},
+                         "media_type": {"type": "string", "enum": sorted(admission.ALLOWED_MEDIA_TYPES)}}),
+    "JobAccepted": _object({"job_id": _ID, "state": {"type": "string"}, "status_url": {"type": "string"}}),
+    "JobSpec": _object({"operation": {"type": "string"}, "inputs": {"type": "array", "items": _ID,
+                                                                    "maxItems": admission.MAX_INPUTS},
+                        "options": {"type": "object"}}, required=["operation", "inputs"]),
+    "EvidenceJobSpec": _object({"period": {"type": "string", "pattern": r"^\d{4}-\d{2}$"}}),
+    "Job": _object({
+        "job_id": _ID, "operation": {"type": "string"}, "state": {"type": "string"},
+        "stage": {"type": ["string", "null"]}, "reason": {"type": ["string", "null"]},
+        "message": {"type": ["string", "null"]}, "attempts": {"type": "integer", "minimum": 0},
+        "next_attempt_at": _TIME, "inputs": {"type": "array", "items": _ID}, "options": {"type": "object"},
+        "accepted_at": _TIME, "started_at": _TIME, "finished_at": _TIME,
+        "outputs": {"type": "array", "items": _object({"artifact_id": {"type": "string"}, "sha256": _SHA256,
+                                                       "bytes": {"type": "integer"}})},
+        "findings": {"type": ["object", "null"]},
+        "period": {"type": "string"}, "run_id": {"type": ["string", "null"]},
+        "bundle": {"type": ["object", "string", "null"]}, "status_url": {"type": "string"},
+    }, required=["job_id", "operation", "state", "stage", "reason", "message", "attempts", "next_attempt_at",
+                 "inputs", "options", "accepted_at", "started_at", "finished_at", "outputs", "findings",
+                 "status_url"]),
+    "BatchSpec": _object({"jobs": {"type": "array", "minItems": 1, "maxItems": admission.MAX_BATCH_JOBS,
+                                   "items": _ref("BatchJobSpec")}}),
+    "BatchJobSpec": _object({"idempotency_key": _IDEMPOTENCY_KEY, "operation": {"type": "string"},
+                             "inputs": {"type": "array", "items": _ID, "maxItems": admission.MAX_INPUTS},
+                             "options": {"type": "object"}}, required=["idempotency_key", "operation", "inputs"]),
+    "BatchAccepted": _object({"batch_id": _ID, "status_url": {"type": "string"}}),
+    "Batch": _object({"batch_id": _ID, "jobs": {"type": "integer"}, "state": {"type": "string"},
+                      "undispatched": {"type": "integer"},
+                      "states": {"type": "object", "additionalProperties": {"type": "integer"}}}),
+    "BatchCancelled": _object({"cancelled": {"type": "integer"}, "running": {"type": "integer"},
+                               "finished": {"type": "integer"}}),
+    "Health": _object({"ok": {"type": "boolean"},
+                       "checks": {"type": "object", "additionalProperties": {"type": "string"}}}),
+}
+
+_IDEMPOTENCY = {"name": "Idempotency-Key", "in": "header", "required": True,
+                "description": "1-255 visible ASCII characters; the same key and request answer the same job",
+                "schema": _IDEMPOTENCY_KEY}
+
+
+def _path_id(name: str) -> dict:
+    return {"name": name, "in": "path", "required": True, "schema": _ID}
+
+
+def _json(schema: str) -> dict:
+    return {"content": {"application/json": {"schema": _ref(schema)}}}
+
+
+# (path, method) -> summary, parameters, request body, {status: response schema}, reason codes
+OPERATIONS = {
+    ("/v1/documents", "post"): (
+        "Upload one document: the body is its bytes, streamed",
+        [{"name": "Content-Length", "in": "header", "required": True, "schema": {"type": "integer", "minimum": 0}},
+         {"name": "X-Content-SHA256", "in": "header", "required": False, "schema": _SHA256,
+          "description": "the bytes' SHA-256, checked before anything is stored"}],
+        {"required": True, "content": {media: {"schema": {"type": "string", "format": "binary"}}
+                                       for media in sorted(admission.ALLOWED_MEDIA_TYPES)}},
+        {201: "Document", 200: "Document"},
+        (R.LENGTH_REQUIRED, R.LENGTH_MISMATCH, R.DOCUMENT_TOO_LARGE, R.MEDIA_TYPE_UNSUPPORTED,
+         R.CONTENT_DIGEST_MISMATCH, R.TENANT_QUOTA_EXCEEDED, R.STORE_FULL, R.STORE_READ_ONLY,
+         R.STORE_ACCESS_DENIED),
+    ),
+    ("/v1/jobs", "post"): ("Ask for an operation on documents", [_IDEMPOTENCY], {"required": True, **_json("JobSpec")},
+                           {202: "JobAccepted", 200: "JobAccepted"}, _JSON_BODY + _ACCEPT + _JOB_SPEC),
+    ("/v1/jobs/{job_id}", "get"): ("A job's status", [_path_id("job_id")], None, {200: "Job"}, (R.JOB_NOT_FOUND,)),
+    ("/v1/evidence-jobs", "post"): (
+        "Ask for a complete month's evidence bundle", [_IDEMPOTENCY], {"required": True, **_json("EvidenceJobSpec")},
+        {202: "JobAccepted", 200: "JobAccepted"},
+        _JSON_BODY + _ACCEPT + (R.PERIOD_INVALID, R.PERIOD_NOT_AVAILABLE, R.PERIOD_CLOSED),
+    ),
+    ("/v1/batches", "post"): (
+        "Submit up to 5,000 job specs at once", [], {"required": True, **_json("BatchSpec")},
+        {202: "BatchAccepted", 200: "BatchAccepted"}, _JSON_BODY + _ACCEPT + _JOB_SPEC + (R.STORE_FULL,),
+    ),
+    ("/v1/batches/{batch_id}", "get"): ("A batch's progress", [_path_id("batch_id")], None, {200: "Batch"},
+                                        (R.BATCH_NOT_FOUND,)),
+    ("/v1/batches/{batch_id}/cancel", "post"): ("Stop a batch", [_path_id("batch_id")], None,
+                                                {200: "BatchCancelled"}, (R.BATCH_NOT_FOUND,)),
+}
+
+
+def document(status: dict[str, int], retry_after: int) -> dict:
+    """The contract, given the status of each reason code and the Retry-After of a 429, 503 or 507."""
+    paths: dict[str, dict] = defaultdict(dict)
+    for (path, method), (summary, parameters, body, successes, codes) in OPERATIONS.items():
+        responses = {str(status): {"description": "success", **_json(schema)} for status, schema in successes.items()}
+        by_status: dict[int, set[str]] = defaultdict(set)
+        for code in {*codes, *_ALWAYS}:
+            by_status[status[code]].add(str(code))
+        for answered, named in sorted(by_status.items()):
+            responses[str(answered)] = {
+                "description": "refused: " + ", ".join(sorted(named)),
+                "content": {"application/json": {"schema": {"allOf": [_ref("Error")], "properties": {
+                    "error": {"properties": {"code": {"enum": sorted(named)}}}}}}},
+                **({"headers": {"Retry-After": {"required": True, "schema": {"type": "integer",
+                                                                             "const": retry_after}}}}
+                   if answered in (429, 503, 507) else {}),
+            }
+        operation = {"summary": summary, "operationId": f"{method}_{path}".replace("/", "_").strip("_"),
+                     "parameters": parameters, "responses": responses, "security": [{"bearer": []}]}
+        if body is not None:
+            operation["requestBody"] = body
+        paths[path][method] = operation
+    paths["/healthz"]["get"] = {
+        "summary": "Whether the ledger and the stores can be written", "operationId": "get_healthz",
+        "security": [], "responses": {"200": {"description": "healthy", **_json("Health")},
+                                      "503": {"description": "a check failed", **_json("Health")}}}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "evidence_pipeline intake", "version": VERSION,
+                 "description": "Tenants' documents and jobs. The tenant is the bearer token's; anything of another "
+                                "tenant answers 404 as if it did not exist."},
+        "paths": dict(paths),
+        "components": {"schemas": SCHEMAS,
+                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+    }
