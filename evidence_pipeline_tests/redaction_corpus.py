@@ -270,6 +270,9 @@ PLACES = {
         pikepdf.Dictionary(Type=pikepdf.Name.Filespec, F=pikepdf.String("a.txt"), EF=pikepdf.Dictionary(
             F=pdf.make_stream(EMAIL.encode(), Type=pikepdf.Name.EmbeddedFile))))])), EMAIL),
     "reversed_drawing_order": (_reversed_glyphs, EMAIL),
+    "name_as_a_key": (_catalog(Dests=pikepdf.Dictionary({"/" + EMAIL: pikepdf.Array([0, pikepdf.Name.Fit])})), EMAIL),
+    "name_as_a_value": (lambda pdf, page: page.obj.__setattr__("Tag", pikepdf.Name("/" + EMAIL)), EMAIL),
+    "content_comment": (_page_text(b"% contact " + EMAIL.encode() + b"\n"), EMAIL),
 }
 
 

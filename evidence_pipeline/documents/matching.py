@@ -68,6 +68,12 @@ def decodings(data: bytes) -> list[str]:
     return forms
 
 
+def name_text(name: str) -> str:
+    """What a PDF name spells: without its slash, #xx escapes decoded (as bytes, UTF-8 where they are)."""
+    raw = re.sub(rb"#([0-9A-Fa-f]{2})", lambda m: bytes([int(m[1], 16)]), name.removeprefix("/").encode("utf-8"))
+    return raw.decode("utf-8", errors="replace")
+
+
 def flat(text: str) -> str:
     return _SPACE.sub("", text).casefold()
 

@@ -45,6 +45,7 @@ from evidence_pipeline.documents.matching import (
     Search,
     compile_pattern,
     decodings,
+    name_text,
     normalize,
     normalize_glyphs,
 )
@@ -135,6 +136,7 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
             if remove:
                 pdftext.rewrite(walked, removed, scrubbed)
                 finding.counts["marked_content"] += len(scrubbed)
+                finding.counts["content"] += _rewrite_holding(walked, search)
             _images_on_page(walked, number, rules, occurrences, finding, painted, remove)
         if remove:
             _remove_elsewhere(pdf, rules, search, occurrences, finding, painted)
@@ -190,11 +192,19 @@ def find(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
                 if isinstance(value, pikepdf.String):
                     for text in _texts(bytes(value), str(value)):
                         _match(rules, text, finding)
+        for owner, _ in walked.streams:  # the content as written: a comment is not drawn, but it is there
+            for text in _texts(_content_bytes(owner)):
+                _match(rules, text, finding)
     for name, fld in _fields(pdf):
         if name in rules.fields and isinstance(fld.get("/V"), pikepdf.String):
             finding.add(rules.fields[name], str(fld.V))
     content = _content_streams(pdf)
+    names: set[str] = set()  # the names (keys and values) already matched: most repeat (/Type, /Length)
     for container, key, value, _, _ in _reachable(pdf):
+        for name in (key, value if isinstance(value, pikepdf.Name) else None):
+            if isinstance(name, str) and name not in names:
+                names.add(name)
+                _match(rules, normalize(name_text(name)), finding)
         if isinstance(value, pikepdf.String):
             for text in _texts(bytes(value), str(value)):
                 _match(rules, text, finding)
@@ -292,6 +302,31 @@ def _page_matches(views: list[_View], rules: Rules):
     for label, start, _, value in rules.matches(joined.text):
         if (label, joined.owners[start]) not in starts:
             yield label, value
+
+
+def _rewrite_holding(page: pdftext.Page, search: Search) -> int:
+    """Content streams whose bytes still hold a value (in a comment, which is not drawn), written again from their
+    instructions (comments go); how many were."""
+    rewritten = 0
+    for owner, _ in page.streams:
+        if search.holds_bytes(_content_bytes(owner)):
+            data = pikepdf.unparse_content_stream(pikepdf.parse_content_stream(owner))
+            if isinstance(owner, pikepdf.Page):
+                owner.contents_coalesce()
+                owner.obj.Contents.write(data)
+            else:
+                owner.write(data)
+            rewritten += 1
+    return rewritten
+
+
+def _content_bytes(owner) -> bytes:
+    """A page's content (its streams joined, as a reader joins them) or a form XObject's."""
+    if isinstance(owner, pikepdf.Page):
+        contents = owner.obj.get("/Contents")
+        streams = contents if isinstance(contents, pikepdf.Array) else [contents] if contents is not None else []
+        return b"\n".join(_stream_bytes(stream) for stream in streams)
+    return _stream_bytes(owner)
 
 
 def _origin(glyph: pdftext.Glyph) -> tuple[float, float, float]:
@@ -518,7 +553,23 @@ def _sweep(pdf: pikepdf.Pdf, search: Search, finding: Finding, content: set) -> 
     info = pdf.trailer.get("/Info")
     info_key = info.objgen if info is not None and info.is_indirect else None
     deletions: list[tuple[object, object, str]] = []  # (container, key or index, place)
+    names: dict[str, bool] = {}  # name -> whether it holds, once per distinct name (most repeat: /Type, /Length)
+
+    def holding(name: str) -> bool:
+        if name not in names:
+            names[name] = search.holds(name_text(name))
+        return names[name]
+
     for container, key, value, container_key, action in _reachable(pdf):
+        if isinstance(key, str) and holding(key):
+            deletions.append((container, key, "name"))  # a key that spells a value: its entry goes
+        if isinstance(value, pikepdf.Name) and holding(str(value)):
+            if isinstance(key, int):
+                container[key] = pikepdf.Name("/redacted")
+                finding.counts["name"] += 1
+            else:
+                deletions.append((container, key, "name"))
+            continue
         if isinstance(value, (pikepdf.Dictionary, pikepdf.Stream)) and "/EF" in value:
             deletions.append((value, "/EF", "attachment"))  # a file specification's embedded file, wherever
         if isinstance(value, pikepdf.String):

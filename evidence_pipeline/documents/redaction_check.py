@@ -32,7 +32,7 @@ from pypdf.generic import (
 
 from evidence_pipeline.documents import budgets, ocr
 from evidence_pipeline.documents.gate import LIMITS, _every_object
-from evidence_pipeline.documents.matching import Rules, Search, decodings
+from evidence_pipeline.documents.matching import Rules, Search, decodings, name_text
 from evidence_pipeline.documents.registry import ProcessorResult
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 
@@ -90,6 +90,13 @@ def _pdfium_text(data: bytes) -> list[str]:
 def _scan_objects(data: bytes, search: Search, found: Counter) -> dict[str, int]:
     """Every object pypdf finds in the file: strings, names, streams (images read by OCR); findings by place."""
     values_only = Search(Rules([], {}, {}), search.values)  # for binary data, where a rule would only find noise
+    names: dict[str, bool] = {}  # name -> whether it holds, once per distinct name (keys and values)
+
+    def holding(name: str) -> bool:
+        if name not in names:
+            names[name] = search.holds(name_text(name))
+        return names[name]
+
     scanned = Counter()
     with apply_configuration(**LIMITS):
         reader = PdfReader(io.BytesIO(data))
@@ -108,12 +115,13 @@ def _scan_objects(data: bytes, search: Search, found: Counter) -> dict[str, int]
                 found["embedded_files"] += obj.get("/Type") == "/EmbeddedFile" or "/EmbeddedFiles" in obj or \
                     "/EF" in obj
                 stack.extend(v for v in obj.values() if not isinstance(v, IndirectObject))
+                found["names"] += sum(holding(key) for key in obj)
             elif isinstance(obj, ArrayObject):
                 stack.extend(v for v in obj if not isinstance(v, IndirectObject))
             elif isinstance(obj, (TextStringObject, ByteStringObject)):
                 found["strings"] += _string_holds(obj, search)
             elif isinstance(obj, NameObject):
-                found["names"] += search.holds(str(obj)[1:])
+                found["names"] += holding(str(obj))
     return scanned
 
 
