@@ -228,3 +228,20 @@ def test_an_oversized_declaration_is_refused_before_the_redactor_reads_it(name):
     with pytest.raises(EvidenceError) as refused:
         _redact_pure(data)
     assert refused.value.code == code == ReasonCode.DOCUMENT_LIMIT_EXCEEDED
+
+
+@pytest.mark.skipif(not shutil.which("chromium"), reason="chromium is not installed (make test installs it)")
+def test_an_application_another_producer_wrote_is_redacted(tmp_path):
+    """Chromium's print to PDF (Skia: subset CID fonts, a link annotation, a structure tree), not this project's
+    writers."""
+    page = tmp_path / "application.html"
+    page.write_text(f"<html><body><h1>Rental application</h1><p>SSN: {corpus.SSN}</p>"
+                    f'<p>Email: <a href="mailto:{corpus.EMAIL}">{corpus.EMAIL}</a></p></body></html>')
+    printed = tmp_path / "application.pdf"
+    subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-pdf-header-footer",
+                    f"--print-to-pdf={printed}", page.as_uri()], capture_output=True, timeout=120, check=True)
+    data = printed.read_bytes()
+    assert leaks(data, corpus.SSN) and leaks(data, corpus.EMAIL)
+    summary, derivative, verification = redacted(data)
+    assert summary["removed"]["annotation"] == 1 and verification["passed"]
+    assert leaks(derivative, corpus.SSN) == [] and leaks(derivative, corpus.EMAIL) == []
