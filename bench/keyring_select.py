@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 from evidence_pipeline.config import Settings
-from evidence_pipeline.demo_data import demo_transactions
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo, Runtime
@@ -26,6 +25,7 @@ from evidence_pipeline.signing.pades import sign_pdf
 from evidence_pipeline.signing.rotation import STATE
 from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.store.local import LocalStore
+from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline.verify import verify_bundle
 
 

@@ -128,9 +128,9 @@ def main() -> None:
     if args.child:
         return child(args.child)
 
-    from evidence_pipeline.demo_data import OVERSIZE_REFUNDS, oversize_transactions
     from evidence_pipeline.models import TenantMonth
     from evidence_pipeline.sources import publish_revision
+    from evidence_pipeline.synthetic.demo_data import OVERSIZE_REFUNDS, oversize_transactions
 
     stack: list = []
     with tempfile.TemporaryDirectory() as home:

@@ -22,7 +22,7 @@ from evidence_pipeline.documents import ocr, redact, templates
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.redaction_check import verify_derivative
 from evidence_pipeline.documents.registry import ProcessorInput
-from evidence_pipeline.rental_applications import (
+from evidence_pipeline.synthetic.rental_applications import (
     long_application,
     organization_template,
     program_template,

@@ -20,13 +20,13 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from frontdoor import front_door  # noqa: E402
 
-from evidence_pipeline.rental_applications import (  # noqa: E402
+from evidence_pipeline.stats import percentile  # noqa: E402
+from evidence_pipeline.synthetic.rental_applications import (  # noqa: E402
     application,
     organization_template,
     program_template,
     scanned_application,
 )
-from evidence_pipeline.stats import percentile  # noqa: E402
 
 
 def uploads(http: httpx.Client, until, tag: str) -> tuple[list[float], int]:

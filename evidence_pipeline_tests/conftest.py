@@ -17,13 +17,13 @@ import pytest
 import sqlalchemy as sa
 
 from evidence_pipeline.config import Settings
-from evidence_pipeline.demo_data import demo_transactions
 from evidence_pipeline.ledger.append_only import drop_guards
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.store import ArtifactStore
 from evidence_pipeline.store.local import LocalStore
+from evidence_pipeline.synthetic.demo_data import demo_transactions
 
 REPO = Path(__file__).resolve().parent.parent
 pytest_plugins = ["evidence_pipeline_tests.intake_server"]  # the intake fixtures: documents, intake

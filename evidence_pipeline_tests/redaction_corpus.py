@@ -17,7 +17,7 @@ import pikepdf
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 from reportlab.pdfbase import pdfmetrics
 
-from evidence_pipeline.rental_applications import FONTS
+from evidence_pipeline.synthetic.rental_applications import FONTS
 
 EMAIL = "m.holloway@example.net"
 SSN = "123-45-6789"

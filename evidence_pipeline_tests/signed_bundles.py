@@ -1,5 +1,5 @@
 """Changes a signed bundle can go through after signing, for the signature check's tests (the district agreement
-itself is evidence_pipeline/district_agreements.py, which the demo uses too)."""
+itself is evidence_pipeline/synthetic/district_agreements.py, which the demo uses too)."""
 
 from __future__ import annotations
 

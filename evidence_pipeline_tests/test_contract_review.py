@@ -35,13 +35,13 @@ from evidence_pipeline.documents.review import DECISION, SIGNED, review_contract
 from evidence_pipeline.documents.worker import APPROVAL_FIELD, PREDICATE_TYPE, STATEMENT, run_page
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake.dispatch import dispatch_batches
-from evidence_pipeline.lease_contracts import DEFECTS, lease_contract
 from evidence_pipeline.ledger.documents import WORKER_VERSION, StageChange
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.signing.pades import sign_pdf, verify_pdf_signature
 from evidence_pipeline.store import sha256_hex
+from evidence_pipeline.synthetic.lease_contracts import DEFECTS, lease_contract
 from evidence_pipeline_tests.conftest import require_tool
 from evidence_pipeline_tests.intake_server import client, error_code, intake_environment, submit, tokens, upload
 from evidence_pipeline_tests.test_cli import _invoke

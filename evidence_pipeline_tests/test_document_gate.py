@@ -9,8 +9,8 @@ import pytest
 from evidence_pipeline.documents.budgets import MAX_ANNOTATIONS, MAX_OPERATORS
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.lease_contracts import lease_contract
-from evidence_pipeline.rental_applications import application
+from evidence_pipeline.synthetic.lease_contracts import lease_contract
+from evidence_pipeline.synthetic.rental_applications import application
 from evidence_pipeline_tests.hostile_pdfs import (
     HOSTILE,
     POLYGLOTS,

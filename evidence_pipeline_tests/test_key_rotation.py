@@ -26,7 +26,6 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
 from evidence_pipeline.defs.partitions import range_tags, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
-from evidence_pipeline.demo_data import demo_transactions
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.pipeline import run_tenant_month
@@ -43,6 +42,7 @@ from evidence_pipeline.signing.keyring_document import (
 from evidence_pipeline.signing.keys import certificate_id, public_key_id
 from evidence_pipeline.signing.rotation import KeyDirectory, now
 from evidence_pipeline.sources import publish_revision
+from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline.verify import verify_bundle
 from evidence_pipeline_tests.conftest import LARGE, SMALL, _with_fixture_sources, overwrite
 from evidence_pipeline_tests.local_pki import LocalPki

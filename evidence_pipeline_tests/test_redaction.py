@@ -20,7 +20,6 @@ from PIL import Image
 from pypdf import PdfReader
 
 from evidence_pipeline.cli import main
-from evidence_pipeline.demo_data import demo_transactions
 from evidence_pipeline.documents import matching, redact, templates
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.lineage import lineage
@@ -32,17 +31,18 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake.dispatch import dispatch_batches
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.pipeline import run_tenant_month
-from evidence_pipeline.rental_applications import (
+from evidence_pipeline.runtime import RunInfo
+from evidence_pipeline.signing import dsse
+from evidence_pipeline.sources import publish_revision
+from evidence_pipeline.store import sha256_hex
+from evidence_pipeline.synthetic.demo_data import demo_transactions
+from evidence_pipeline.synthetic.rental_applications import (
     NOTE,
     PLANTED,
     application,
     organization_template,
     program_template,
 )
-from evidence_pipeline.runtime import RunInfo
-from evidence_pipeline.signing import dsse
-from evidence_pipeline.sources import publish_revision
-from evidence_pipeline.store import sha256_hex
 from evidence_pipeline_tests import hostile_pdfs, intake_server, redaction_corpus
 from evidence_pipeline_tests.conftest import overwrite
 from evidence_pipeline_tests.intake_server import (

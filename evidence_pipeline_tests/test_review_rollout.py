@@ -20,8 +20,8 @@ from evidence_pipeline.documents.review import DECISION
 from evidence_pipeline.documents.worker import run_page
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake.dispatch import dispatch_batches
-from evidence_pipeline.lease_contracts import lease_contract
 from evidence_pipeline.runtime import RunInfo
+from evidence_pipeline.synthetic.lease_contracts import lease_contract
 from evidence_pipeline_tests.intake_server import client, intake_environment, submit, tokens, upload
 from evidence_pipeline_tests.test_cli import _invoke
 from evidence_pipeline_tests.test_contract_review import _AmbiguousArchive

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from evidence_pipeline.demo_data import DEMO_TENANTS
+from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS
 from evidence_pipeline_tests.conftest import aws_environment
 
 EVIDENCE = str(Path(sys.executable).parent / "evidence")

@@ -5,10 +5,10 @@ import pandas as pd
 import pytest
 
 from evidence_pipeline import render, sources
-from evidence_pipeline.demo_data import demo_transactions
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.store.local import LocalStore
+from evidence_pipeline.synthetic.demo_data import demo_transactions
 
 TM = TenantMonth("acme-books", "2026-10")
 

@@ -16,7 +16,6 @@ from pypdf import PdfReader, PdfWriter
 from pypdf.annotations import Link
 from pypdf.generic import ArrayObject, DictionaryObject, IndirectObject, NameObject, NumberObject, TextStringObject
 
-from evidence_pipeline import district_agreements as bundles
 from evidence_pipeline.config import Settings
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.document_outcomes import close_month, counts, read_outcomes
@@ -31,6 +30,7 @@ from evidence_pipeline.ledger.ledger import chain_hash
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing.keys import load_keyring
+from evidence_pipeline.synthetic import district_agreements as bundles
 from evidence_pipeline_tests.conftest import drop_append_only_guards, overwrite, require_tool
 from evidence_pipeline_tests.intake_server import client, error_code, intake_environment, submit, tokens, upload
 from evidence_pipeline_tests.signed_bundles import modified, updated

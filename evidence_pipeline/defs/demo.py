@@ -22,12 +22,12 @@ from evidence_pipeline.defs.documents import document_dispatch_sensor, document_
 from evidence_pipeline.defs.partitions import OPEN_FROM, partition_key_for, range_tags, run_tenant, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.defs.slots import SlotWatch, free_dead_holders, owner_tags
-from evidence_pipeline.demo_data import DEMO_TENANTS, demo_transactions
-from evidence_pipeline.demo_documents import submit_demo_documents
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS, demo_transactions
+from evidence_pipeline.synthetic.demo_documents import submit_demo_documents
 
 SOURCE_MONTHS = 14  # months of demo source data per tenant
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # outcomes are reported by reason code

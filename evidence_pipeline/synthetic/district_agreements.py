@@ -13,9 +13,9 @@ from pypdf import PdfReader, PdfWriter
 from reportlab.lib.pagesizes import A4
 from reportlab.pdfgen import canvas
 
-from evidence_pipeline.lease_contracts import lease_contract
 from evidence_pipeline.signing.keys import Keyring
 from evidence_pipeline.signing.pades import sign_pdf
+from evidence_pipeline.synthetic.lease_contracts import lease_contract
 
 SIGNATURE_PAGE = 5
 

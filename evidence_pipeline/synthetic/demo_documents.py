@@ -17,16 +17,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evidence_pipeline import district_agreements
 from evidence_pipeline.documents import Documents, templates
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake.admission import PDF, store_document, submit_job
-from evidence_pipeline.lease_contracts import lease_contract
 from evidence_pipeline.ledger.documents import Clock
-from evidence_pipeline.rental_applications import application, organization_template, program_template
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.store import sha256_hex
 from evidence_pipeline.store.local import LocalStore
+from evidence_pipeline.synthetic import district_agreements
+from evidence_pipeline.synthetic.lease_contracts import lease_contract
+from evidence_pipeline.synthetic.rental_applications import application, organization_template, program_template
 
 AUTHOR, APPROVER, ACTOR = "demo-template-author", "demo-template-approver", "evidence-demo"
 ORGANIZATIONS = ("harbor-housing", "northgate-housing")

@@ -23,7 +23,7 @@ from reportlab.pdfgen import canvas
 
 import evidence_pipeline.render  # noqa: F401  (registers the bundled TrueType font, EvidenceSans)
 
-FONTS = Path(__file__).parent / "fonts"
+FONTS = Path(__file__).parent.parent / "fonts"
 
 NAME = "Margaret Holloway"
 PLANTED = {
