@@ -92,8 +92,8 @@ def main() -> None:
     startup_row("import evidence_pipeline.cli", [*python, "import evidence_pipeline.cli"], env, args.reps)
     startup_row("import pyhanko.sign.validation (pyHanko's own import)",
                 [*python, "import pyhanko.sign.validation, pyhanko.pdf_utils.reader"], env, args.reps)
-    startup_row("import evidence_pipeline.cli, evidence_pipeline.verify",
-                [*python, "import evidence_pipeline.cli, evidence_pipeline.verify"], env, args.reps)
+    startup_row("import evidence_pipeline.cli, evidence_pipeline.audit.verify",
+                [*python, "import evidence_pipeline.cli, evidence_pipeline.audit.verify"], env, args.reps)
     startup_row("evidence --help", [EVIDENCE, "--help"], env, args.reps)
     startup_row("evidence verify BUNDLE (one local bundle)", [EVIDENCE, "verify", str(bundles[0])], env, args.reps)
 

@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from evidence_pipeline.audit.verify import verify_bundle
 from evidence_pipeline.config import Settings
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.pipeline import run_tenant_month
@@ -26,7 +27,6 @@ from evidence_pipeline.signing.rotation import STATE
 from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.synthetic.demo_data import demo_transactions
-from evidence_pipeline.verify import verify_bundle
 
 
 def _timed(call, reps: int) -> list[float]:

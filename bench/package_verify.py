@@ -35,7 +35,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from throughput import publish_sources, run_raw
 
-from evidence_pipeline.checkpoints import publish_checkpoint
+from evidence_pipeline.audit.checkpoints import publish_checkpoint
 from evidence_pipeline.config import Settings
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.runtime import runtime_for

@@ -26,10 +26,10 @@ from evidence_pipeline.models import validate_tenant_id
 from evidence_pipeline.paths import private_dirs
 
 if TYPE_CHECKING:
+    from evidence_pipeline.audit.verify_many import Outcome
     from evidence_pipeline.ledger import Ledger
     from evidence_pipeline.stats import StageSummary
     from evidence_pipeline.store import ArtifactStore
-    from evidence_pipeline.verify_many import Outcome
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -192,7 +192,7 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
     if package is not None:  # reads no setting but EVIDENCE_WORKERS, and only when --workers is not given
         _verify_package(package, witness, as_json, frozenset(key_ids), frozenset(root_ids),
                         workers or _settings().worker_processes(), at)
-    from evidence_pipeline.locations import locate  # with verify_many: pyHanko, which only verify needs
+    from evidence_pipeline.audit.locations import locate  # with verify_many: pyHanko, which only verify needs
 
     settings = _settings()
     artifacts = [location for location in locations if _is_artifact_id(location)]
@@ -203,7 +203,7 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
 
     targets = [locate(location) for location in locations]
     if len(targets) == 1 and targets[0].is_bundle:
-        from evidence_pipeline.verify import verify_bundle
+        from evidence_pipeline.audit.verify import verify_bundle
 
         target = targets[0]
         result = verify_bundle(_open_archive(target.archive), target.prefix, frozenset(key_ids), frozenset(root_ids),
@@ -224,7 +224,7 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
             click.echo(verdict)
         sys.exit(EXIT_OK if result.ok else EXIT_CHECK_FAILED)
 
-    from evidence_pipeline.verify_many import list_bundles, overall_exit_code, verify_all
+    from evidence_pipeline.audit.verify_many import list_bundles, overall_exit_code, verify_all
 
     bundles = list_bundles(targets, _open_archive)
     progress = _Progress(len(bundles)) if sys.stderr.isatty() else None
@@ -262,8 +262,8 @@ def _chain_lines(result) -> list[str]:
 def _verify_package(argument: str, witness: str | None, as_json: bool, key_ids: frozenset[str],
                     root_ids: frozenset[str], workers: int, at: datetime | None) -> None:
     """`evidence verify --package`: the package-level checks, then every bundle in worker processes."""
-    from evidence_pipeline.package import check_package, open_package, verify_bundles, witness_public_key
-    from evidence_pipeline.verify_many import overall_exit_code
+    from evidence_pipeline.audit.package import check_package, open_package, verify_bundles, witness_public_key
+    from evidence_pipeline.audit.verify_many import overall_exit_code
 
     store, index = open_package(argument)
     pinned_witness = None if witness is None else witness_public_key(store, witness)
@@ -391,14 +391,14 @@ def ledger() -> None:
 @ledger.command("checkpoint")
 def ledger_checkpoint() -> None:
     """Sign and publish a checkpoint of the current ledger (put-once under ledger/checkpoints/)."""
-    from evidence_pipeline.checkpoints import publish_checkpoint
+    from evidence_pipeline.audit.checkpoints import publish_checkpoint
 
     settings = _settings()
     runtime = _runtime(settings)
     checkpoint = publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring, runtime.witness_key)
     click.echo(f"checkpoint {checkpoint['size']} events, root {checkpoint['root_sha256']}")
     if runtime.witness_key is not None:
-        from evidence_pipeline.checkpoints import check_witness, checkpoint_key
+        from evidence_pipeline.audit.checkpoints import check_witness, checkpoint_key
 
         key = checkpoint_key(checkpoint["size"])
         try:
@@ -420,7 +420,7 @@ def _audit(settings: Settings) -> tuple[Ledger, ArtifactStore]:
               help="Every checkpoint must carry a valid signature by this witness key (its public key PEM).")
 def ledger_verify(witness: Path | None) -> None:
     """Recompute the hash chain, every checkpoint's Merkle root and the consistency between checkpoints."""
-    from evidence_pipeline.checkpoints import verify_ledger
+    from evidence_pipeline.audit.checkpoints import verify_ledger
     from evidence_pipeline.signing.keys import pinned_public_key
 
     pinned = None if witness is None else pinned_public_key(witness, "--require-witness")
@@ -437,8 +437,8 @@ def ledger_verify(witness: Path | None) -> None:
 @click.argument("bundle")
 def ledger_prove(bundle: str) -> None:
     """Print the inclusion proof of BUNDLE's publication event in the newest covering checkpoint."""
-    from evidence_pipeline.checkpoints import prove_bundle
-    from evidence_pipeline.locations import locate_bundle
+    from evidence_pipeline.audit.checkpoints import prove_bundle
+    from evidence_pipeline.audit.locations import locate_bundle
 
     location = locate_bundle(bundle)
     ledger, _ = _audit(_settings())
@@ -608,7 +608,7 @@ def export(tenant_id: str, first: str | None, last: str | None, out: Path) -> No
     short script, see the README) checks it with no database and no network. Reads the ledger and the archive;
     writes neither.
     """
-    from evidence_pipeline.export import export_package
+    from evidence_pipeline.audit.export import export_package
 
     ledger, archive = _audit(_settings())
     exported = export_package(ledger, archive, tenant_id, first, last, out)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evidence_pipeline.checkpoints import publish_checkpoint
+from evidence_pipeline.audit.checkpoints import publish_checkpoint
 from evidence_pipeline.faults import kill_point
 from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.tempfiles import sweep

@@ -6,7 +6,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from sqlalchemy import select, update
 
-from evidence_pipeline.checkpoints import (
+from evidence_pipeline.audit.checkpoints import (
     PAYLOAD_TYPE,
     checkpoint_key,
     prove_bundle,

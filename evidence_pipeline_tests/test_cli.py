@@ -5,8 +5,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from evidence_pipeline.audit.checkpoints import publish_checkpoint
 from evidence_pipeline.bundle import MANIFEST
-from evidence_pipeline.checkpoints import publish_checkpoint
 from evidence_pipeline.cli import main
 from evidence_pipeline.errors import ReasonCode, exit_code
 from evidence_pipeline.pipeline import run_tenant_month

@@ -7,6 +7,7 @@ import json
 import pytest
 from pypdf import PdfReader
 
+from evidence_pipeline.audit.verify import verify_bundle
 from evidence_pipeline.document_outcomes import OutcomesRevision, read_outcomes
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.models import TenantMonth
@@ -15,7 +16,6 @@ from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.store import readable
 from evidence_pipeline.synthetic.demo_data import demo_transactions
-from evidence_pipeline.verify import verify_bundle
 from evidence_pipeline_tests.conftest import overwrite
 from evidence_pipeline_tests.intake_server import client, pdf_bytes, submit, tokens, upload
 from evidence_pipeline_tests.test_documents_worker import dispatch

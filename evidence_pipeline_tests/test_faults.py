@@ -13,14 +13,14 @@ import pytest
 import sqlalchemy as sa
 from dagster import DagsterInstance, materialize
 
-from evidence_pipeline.checkpoints import publish_checkpoint, verify_ledger
+from evidence_pipeline.audit.checkpoints import publish_checkpoint, verify_ledger
+from evidence_pipeline.audit.verify import verify_bundle
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
 from evidence_pipeline.defs.partitions import partition_key_for, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.faults import KILL_POINTS
 from evidence_pipeline.maintenance import sweep_attempts
 from evidence_pipeline.tempfiles import MARKER
-from evidence_pipeline.verify import verify_bundle
 from evidence_pipeline_tests.conftest import SMALL
 
 REPO = Path(__file__).resolve().parent.parent

@@ -19,8 +19,9 @@ from cryptography.x509.oid import NameOID
 from dagster import instance_for_test, materialize
 
 from evidence_pipeline import pipeline
+from evidence_pipeline.audit.checkpoints import publish_checkpoint, verify_ledger
+from evidence_pipeline.audit.verify import verify_bundle
 from evidence_pipeline.bundle import MANIFEST, STATEMENT
-from evidence_pipeline.checkpoints import publish_checkpoint, verify_ledger
 from evidence_pipeline.cli import main
 from evidence_pipeline.config import Settings
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
@@ -43,7 +44,6 @@ from evidence_pipeline.signing.keys import certificate_id, public_key_id
 from evidence_pipeline.signing.rotation import KeyDirectory, now
 from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.synthetic.demo_data import demo_transactions
-from evidence_pipeline.verify import verify_bundle
 from evidence_pipeline_tests.conftest import LARGE, SMALL, _with_fixture_sources, overwrite
 from evidence_pipeline_tests.local_pki import LocalPki
 

@@ -2,12 +2,12 @@
 archive, verified. The ~500-page case takes about a minute on this machine, so it lives in bench/oversize_memory.py;
 this one is just past the ~250 pages that the gate's old page-tree limit rejected."""
 
+from evidence_pipeline.audit.verify import verify_bundle
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.synthetic.demo_data import oversize_transactions
-from evidence_pipeline.verify import verify_bundle
 
 OVERSIZE = TenantMonth("oversize-books", "2026-10")
 

@@ -19,16 +19,16 @@ from click.testing import CliRunner
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from evidence_pipeline.checkpoints import PAYLOAD_TYPE, checkpoint_key, publish_checkpoint, verify_ledger
+from evidence_pipeline.audit.checkpoints import PAYLOAD_TYPE, checkpoint_key, publish_checkpoint, verify_ledger
+from evidence_pipeline.audit.package import PackageStore
+from evidence_pipeline.audit.verify import verify_bundle
 from evidence_pipeline.cli import main
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.package import PackageStore
 from evidence_pipeline.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import load_witness_key, public_key_id
-from evidence_pipeline.verify import verify_bundle
 from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, SMALL, overwrite
 
 README = Path(__file__).resolve().parent.parent / "README.md"

@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from securesystemslib.dsse import Envelope
 from securesystemslib.signer import SSlibKey
 
+from evidence_pipeline.audit.verify import verify_bundle
 from evidence_pipeline.bundle import MANIFEST, REPORT, STATEMENT, bundle_identity, bundle_prefix, identity_fields
 from evidence_pipeline.cli import main
 from evidence_pipeline.errors import EvidenceError
@@ -24,7 +25,6 @@ from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import load_keyring, public_key_id
 from evidence_pipeline.signing.pades import sign_pdf
-from evidence_pipeline.verify import verify_bundle
 from evidence_pipeline_tests.conftest import SMALL, overwrite, require_tool
 
 RUN = RunInfo("test-run")

@@ -15,6 +15,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
+from evidence_pipeline.audit.verify import verify_bundle
 from evidence_pipeline.bundle import MANIFEST, REPORT, STATEMENT, bundle_identity, bundle_prefix
 from evidence_pipeline.cli import main
 from evidence_pipeline.errors import EvidenceError
@@ -25,7 +26,6 @@ from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.synthetic.demo_data import demo_transactions
-from evidence_pipeline.verify import verify_bundle
 from evidence_pipeline_tests.conftest import SMALL, overwrite
 
 RUN = RunInfo("supersedes")

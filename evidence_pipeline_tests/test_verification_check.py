@@ -6,12 +6,12 @@ from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter, materialize
 from dagster._core.event_api import PartitionKeyFilter
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
+from evidence_pipeline.audit.verify import verify_bundle
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
 from evidence_pipeline.defs.checks import CHECK_NAME, offline_verification, verify_published
 from evidence_pipeline.defs.partitions import partition_key_for, range_tags
 from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.verify import verify_bundle
 from evidence_pipeline_tests.conftest import SMALL, overwrite
 
 ASSETS = [source_revision, monthly_report, evidence_bundle, offline_verification]

@@ -38,12 +38,12 @@ from dagster import (
 from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
 
 from evidence_pipeline import parallel
+from evidence_pipeline.audit.verify import Verification, verify_bundle
 from evidence_pipeline.defs.assets import TRANSIENT_RETRIES, evidence_bundle, run_workers
 from evidence_pipeline.defs.partitions import tenant_month_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.runtime import Runtime, runtime_for
-from evidence_pipeline.verify import Verification, verify_bundle
 
 CHECK_NAME = "offline_verification"
 

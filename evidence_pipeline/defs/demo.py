@@ -15,7 +15,7 @@ from dagster import DagsterInstance, build_sensor_context
 from dagster._core.utils import make_new_run_id
 
 from evidence_pipeline import sources
-from evidence_pipeline.checkpoints import publish_checkpoint
+from evidence_pipeline.audit.checkpoints import publish_checkpoint
 from evidence_pipeline.defs.automation import monthly_evidence_job
 from evidence_pipeline.defs.coordinator import TENANT_TAG
 from evidence_pipeline.defs.documents import document_dispatch_sensor, document_page_job

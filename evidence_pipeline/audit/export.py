@@ -24,12 +24,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from evidence_pipeline import jsonread
-from evidence_pipeline.bundle import MANIFEST, REPORT, STATEMENT, bundle_prefix
-from evidence_pipeline.checkpoints import WITNESS_PREFIX, checkpoint_keys, commits_bundle, read_checkpoint
-from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger import Ledger, merkle
-from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, validate_period, validate_tenant_id
-from evidence_pipeline.package import (
+from evidence_pipeline.audit.checkpoints import WITNESS_PREFIX, checkpoint_keys, commits_bundle, read_checkpoint
+from evidence_pipeline.audit.package import (
     INDEX,
     WITNESS,
     Index,
@@ -37,12 +33,16 @@ from evidence_pipeline.package import (
     event_path,
     inclusion_path,
 )
+from evidence_pipeline.audit.verify import MAX_REPORT_BYTES, SIGNATURE_ALLOWANCE
+from evidence_pipeline.bundle import MANIFEST, REPORT, STATEMENT, bundle_prefix
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.ledger import Ledger, merkle
+from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, validate_period, validate_tenant_id
 from evidence_pipeline.paths import make_dirs
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import MAX_KEY_BYTES, published_ed25519_keys, published_statement_keys
 from evidence_pipeline.store import ArtifactStore
 from evidence_pipeline.store.local import LocalStore
-from evidence_pipeline.verify import MAX_REPORT_BYTES, SIGNATURE_ALLOWANCE
 
 MAX_KEYS_OBJECT_BYTES = 16 << 20  # anything under keys/ (PEMs, a keyring document) is far smaller
 

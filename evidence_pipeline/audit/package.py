@@ -32,12 +32,14 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from evidence_pipeline import jsonread
+from evidence_pipeline.audit.checkpoints import PREFIX as CHECKPOINTS
+from evidence_pipeline.audit.checkpoints import CheckpointKeys, check_witness, checkpoint_key, commits_bundle
+from evidence_pipeline.audit.locations import Location
+from evidence_pipeline.audit.verify import Check, Verification
+from evidence_pipeline.audit.verify_many import Outcome, verify_all
 from evidence_pipeline.bundle import MANIFEST, REPORT, STATEMENT
-from evidence_pipeline.checkpoints import PREFIX as CHECKPOINTS
-from evidence_pipeline.checkpoints import CheckpointKeys, check_witness, checkpoint_key, commits_bundle
 from evidence_pipeline.errors import UNAVAILABLE_CODES, EvidenceError, ReasonCode
 from evidence_pipeline.ledger import merkle
-from evidence_pipeline.locations import Location
 from evidence_pipeline.models import PERIOD, TENANT_ID, LedgerEvent
 from evidence_pipeline.signing.keys import (
     MAX_KEY_BYTES,
@@ -47,8 +49,6 @@ from evidence_pipeline.signing.keys import (
 )
 from evidence_pipeline.store import DISCARD, ArtifactStore
 from evidence_pipeline.store.local import LocalStore
-from evidence_pipeline.verify import Check, Verification
-from evidence_pipeline.verify_many import Outcome, verify_all
 
 FORMAT = "evidence-audit-package"
 VERSION = 1

@@ -13,10 +13,10 @@ from datetime import datetime
 from functools import partial
 
 from evidence_pipeline import parallel
+from evidence_pipeline.audit.locations import Location, bundles_below
+from evidence_pipeline.audit.verify import Verification, verify_bundle
 from evidence_pipeline.errors import EXIT_CHECK_FAILED, EXIT_OK, EvidenceError, exit_code
-from evidence_pipeline.locations import Location, bundles_below
 from evidence_pipeline.store import ArtifactStore
-from evidence_pipeline.verify import Verification, verify_bundle
 
 CHUNK = 8  # bundles per task: a worker opens its store once per chunk (an S3 client costs tens of ms)
 
