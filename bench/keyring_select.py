@@ -20,11 +20,11 @@ from pathlib import Path
 from evidence_pipeline.audit.verify import verify_bundle
 from evidence_pipeline.config import Settings
 from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.pipeline import run_tenant_month
+from evidence_pipeline.monthly.pipeline import run_tenant_month
+from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import RunInfo, Runtime
 from evidence_pipeline.signing.pades import sign_pdf
 from evidence_pipeline.signing.rotation import STATE
-from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 

@@ -53,8 +53,8 @@ def child(mode: str) -> None:
     """Runs in the measured process; prints one JSON line."""
     import boto3  # noqa: F401  the s3 backend needs it, so the baseline includes it
 
-    from evidence_pipeline import pipeline
     from evidence_pipeline.models import TenantMonth
+    from evidence_pipeline.monthly import pipeline
     from evidence_pipeline.runtime import RunInfo
 
     if mode == "import":
@@ -129,7 +129,7 @@ def main() -> None:
         return child(args.child)
 
     from evidence_pipeline.models import TenantMonth
-    from evidence_pipeline.sources import publish_revision
+    from evidence_pipeline.monthly.sources import publish_revision
     from evidence_pipeline.synthetic.demo_data import OVERSIZE_REFUNDS, oversize_transactions
 
     stack: list = []

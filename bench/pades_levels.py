@@ -17,11 +17,11 @@ from pathlib import Path
 
 from evidence_pipeline.config import PADES_LEVELS, Settings
 from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.render import render_report
+from evidence_pipeline.monthly.render import render_report
+from evidence_pipeline.monthly.sources import publish_revision, read_revision
 from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.signing.pades import sign_pdf, verify_pdf_signature
-from evidence_pipeline.sources import publish_revision, read_revision
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline_tests.local_pki import LocalPki
 

@@ -16,9 +16,9 @@ from datetime import date
 from evidence_pipeline.config import Settings
 from evidence_pipeline.defs.demo import complete_months
 from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.pipeline import run_tenant_month
+from evidence_pipeline.monthly.pipeline import run_tenant_month
+from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import RunInfo, Runtime
-from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS, demo_transactions
 
 

@@ -45,9 +45,9 @@ import sqlalchemy as sa
 from evidence_pipeline import parallel
 from evidence_pipeline.config import Settings
 from evidence_pipeline.models import FIRST_PERIOD, TenantMonth, first_open_period
-from evidence_pipeline.pipeline import run_tenant_month
+from evidence_pipeline.monthly.pipeline import run_tenant_month
+from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import RunInfo, runtime_for, s3_client
-from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS, demo_transactions
 from evidence_pipeline_tests.dagster_services import dagster_services, graphql
 

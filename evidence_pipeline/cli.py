@@ -110,8 +110,8 @@ def main() -> None:
 def demo(months: int) -> None:
     """Submit the demo tenants' documents and work them, then materialize their last complete months through
     Dagster."""
-    from evidence_pipeline import document_outcomes
     from evidence_pipeline.defs.demo import run_demo  # imports Dagster: only when asked for
+    from evidence_pipeline.monthly import document_outcomes
 
     settings = _settings()
     _use_dagster_home(settings)

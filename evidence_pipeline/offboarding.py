@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from evidence_pipeline.bundle import staging_key
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import ReasonCode
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.ledger.documents import current_month, sha256_text
 from evidence_pipeline.models import EventType, TenantMonth, validate_tenant_id
+from evidence_pipeline.monthly.bundle import staging_key
 from evidence_pipeline.store import ArtifactStore
 
 

@@ -19,8 +19,8 @@ import sqlalchemy as sa
 from evidence_pipeline.config import Settings
 from evidence_pipeline.ledger.append_only import drop_guards
 from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import Runtime
-from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.store import ArtifactStore
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.synthetic.demo_data import demo_transactions

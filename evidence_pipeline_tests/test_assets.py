@@ -10,18 +10,18 @@ import sqlalchemy as sa
 from dagster import AssetKey, AssetRecordsFilter, materialize
 from pypdf import PdfReader
 
-from evidence_pipeline import pipeline
 from evidence_pipeline.audit.verify import verify_bundle
 from evidence_pipeline.defs import provenance
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, report_preview, source_revision
 from evidence_pipeline.defs.demo import complete_months, run_demo
 from evidence_pipeline.defs.partitions import partition_key_for, range_tags
-from evidence_pipeline.document_outcomes import counts, outcome
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.sources import publish_revision
+from evidence_pipeline.monthly import pipeline
+from evidence_pipeline.monthly.document_outcomes import counts, outcome
+from evidence_pipeline.monthly.sources import publish_revision
+from evidence_pipeline.monthly.validate import validate_report
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS, demo_transactions
-from evidence_pipeline.validate import validate_report
 from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, SMALL
 
 ASSETS = [source_revision, monthly_report, evidence_bundle]

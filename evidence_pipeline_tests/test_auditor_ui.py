@@ -27,7 +27,7 @@ from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
 from evidence_pipeline.audit.verify import verify_bundle
 from evidence_pipeline.defs.checks import CHECK_NAME
 from evidence_pipeline.defs.resources import EvidenceResource
-from evidence_pipeline.render import RENDERER_VERSION
+from evidence_pipeline.monthly.render import RENDERER_VERSION
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline_tests.conftest import overwrite
 from evidence_pipeline_tests.dagster_services import stop

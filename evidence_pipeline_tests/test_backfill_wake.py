@@ -20,8 +20,8 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs import backfill_wake
 from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import runtime_for
-from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline_tests.conftest import new_database
 from evidence_pipeline_tests.dagster_services import REPO, dagster_services, graphql

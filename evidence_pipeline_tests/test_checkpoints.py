@@ -17,7 +17,7 @@ from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import GENESIS_HASH
 from evidence_pipeline.ledger.ledger import chain_hash
 from evidence_pipeline.ledger.mirrors import EVENT_COLUMNS
-from evidence_pipeline.pipeline import run_tenant_month
+from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline_tests.conftest import LARGE, SMALL, drop_append_only_guards, overwrite

@@ -6,10 +6,10 @@ import pytest
 from click.testing import CliRunner
 
 from evidence_pipeline.audit.checkpoints import publish_checkpoint
-from evidence_pipeline.bundle import MANIFEST
 from evidence_pipeline.cli import main
 from evidence_pipeline.errors import ReasonCode, exit_code
-from evidence_pipeline.pipeline import run_tenant_month
+from evidence_pipeline.monthly.bundle import MANIFEST
+from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline_tests.conftest import SMALL, overwrite
 

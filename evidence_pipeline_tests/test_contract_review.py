@@ -29,12 +29,12 @@ from sqlalchemy import event
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.documents import ruleset as rulesets
+from evidence_pipeline.documents.dispatch import dispatch_batches
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.registry import ProcessorInput, operation, outcome_codes
 from evidence_pipeline.documents.review import DECISION, SIGNED, review_contract
 from evidence_pipeline.documents.worker import APPROVAL_FIELD, PREDICATE_TYPE, STATEMENT, run_page
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.intake.dispatch import dispatch_batches
 from evidence_pipeline.ledger.documents import WORKER_VERSION, StageChange
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse

@@ -26,7 +26,7 @@ from evidence_pipeline.defs.partitions import run_range, stray_dimension_tags, t
 from evidence_pipeline.ledger.documents import DocumentLedger
 from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.models import FIRST_PERIOD, first_open_period
-from evidence_pipeline.render import RENDERER_VERSION
+from evidence_pipeline.monthly.render import RENDERER_VERSION
 from evidence_pipeline.runtime import runtime_for
 
 REPO = Path(__file__).resolve().parent.parent

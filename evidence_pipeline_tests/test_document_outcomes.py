@@ -8,12 +8,12 @@ import pytest
 from pypdf import PdfReader
 
 from evidence_pipeline.audit.verify import verify_bundle
-from evidence_pipeline.document_outcomes import OutcomesRevision, read_outcomes
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.pipeline import run_tenant_month
+from evidence_pipeline.monthly.document_outcomes import OutcomesRevision, read_outcomes
+from evidence_pipeline.monthly.pipeline import run_tenant_month
+from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import RunInfo
-from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.store import readable
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline_tests.conftest import overwrite

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from evidence_pipeline.documents.dispatch import dispatch_batches
 from evidence_pipeline.documents.worker import run_page
-from evidence_pipeline.intake.dispatch import dispatch_batches
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline_tests.intake_server import client, error_code, pdf_bytes, tokens, upload
 

@@ -15,8 +15,8 @@ from dagster import (
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs.coordinator import TENANT_TAG
 from evidence_pipeline.defs.documents import EVIDENCE_JOB_TAG
+from evidence_pipeline.documents.dispatch import finish_evidence_job
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.intake.dispatch import finish_evidence_job
 from evidence_pipeline_tests.conftest import SMALL
 from evidence_pipeline_tests.intake_server import client, error_code, intake_environment
 

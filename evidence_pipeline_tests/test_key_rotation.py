@@ -18,10 +18,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.x509.oid import NameOID
 from dagster import instance_for_test, materialize
 
-from evidence_pipeline import pipeline
 from evidence_pipeline.audit.checkpoints import publish_checkpoint, verify_ledger
 from evidence_pipeline.audit.verify import verify_bundle
-from evidence_pipeline.bundle import MANIFEST, STATEMENT
 from evidence_pipeline.cli import main
 from evidence_pipeline.config import Settings
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
@@ -29,7 +27,10 @@ from evidence_pipeline.defs.partitions import range_tags, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.pipeline import run_tenant_month
+from evidence_pipeline.monthly import pipeline
+from evidence_pipeline.monthly.bundle import MANIFEST, STATEMENT
+from evidence_pipeline.monthly.pipeline import run_tenant_month
+from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import RunInfo, runtime_for
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keyring_document import (
@@ -42,7 +43,6 @@ from evidence_pipeline.signing.keyring_document import (
 )
 from evidence_pipeline.signing.keys import certificate_id, public_key_id
 from evidence_pipeline.signing.rotation import KeyDirectory, now
-from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline_tests.conftest import LARGE, SMALL, _with_fixture_sources, overwrite
 from evidence_pipeline_tests.local_pki import LocalPki

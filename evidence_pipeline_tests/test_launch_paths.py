@@ -28,8 +28,8 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.defs.coordinator import TENANT_TAG
 from evidence_pipeline.defs.partitions import run_range, run_tenant, stray_dimension_tags, tenant_month_partitions
 from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import runtime_for
-from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline_tests.conftest import aws_environment, new_database
 from evidence_pipeline_tests.dagster_services import LOCATION, REPO, dagster_services, graphql, run_fork_servers

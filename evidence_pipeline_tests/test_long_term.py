@@ -8,11 +8,11 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
-from evidence_pipeline.bundle import REPORT
 from evidence_pipeline.cli import main
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.pipeline import run_tenant_month
+from evidence_pipeline.monthly.bundle import REPORT
+from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo, runtime_for
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.signing.pades import sign_pdf, verify_pdf_signature

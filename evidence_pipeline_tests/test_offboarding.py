@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from evidence_pipeline.audit.verify import verify_bundle
-from evidence_pipeline.bundle import staging_key
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.models import EventType, TenantMonth
+from evidence_pipeline.monthly.bundle import staging_key
+from evidence_pipeline.monthly.pipeline import preview_stage, run_tenant_month
+from evidence_pipeline.monthly.sources import pin_latest, publish_revision
 from evidence_pipeline.offboarding import offboard_tenant
-from evidence_pipeline.pipeline import preview_stage, run_tenant_month
 from evidence_pipeline.runtime import RunInfo
-from evidence_pipeline.sources import pin_latest, publish_revision
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline_tests.intake_server import client, error_code, pdf_bytes, submit, tokens, upload
 

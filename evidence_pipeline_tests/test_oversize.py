@@ -4,9 +4,9 @@ this one is just past the ~250 pages that the gate's old page-tree limit rejecte
 
 from evidence_pipeline.audit.verify import verify_bundle
 from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.pipeline import run_tenant_month
+from evidence_pipeline.monthly.pipeline import run_tenant_month
+from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import RunInfo
-from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.synthetic.demo_data import oversize_transactions
 
 OVERSIZE = TenantMonth("oversize-books", "2026-10")

@@ -25,7 +25,7 @@ from evidence_pipeline.audit.verify import verify_bundle
 from evidence_pipeline.cli import main
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.pipeline import run_tenant_month
+from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import load_witness_key, public_key_id

@@ -16,11 +16,18 @@ from securesystemslib.dsse import Envelope
 from securesystemslib.signer import SSlibKey
 
 from evidence_pipeline.audit.verify import verify_bundle
-from evidence_pipeline.bundle import MANIFEST, REPORT, STATEMENT, bundle_identity, bundle_prefix, identity_fields
 from evidence_pipeline.cli import main
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.pipeline import pin_source, publish_stage, render_stage, run_tenant_month
-from evidence_pipeline.render import RENDERER_VERSION
+from evidence_pipeline.monthly.bundle import (
+    MANIFEST,
+    REPORT,
+    STATEMENT,
+    bundle_identity,
+    bundle_prefix,
+    identity_fields,
+)
+from evidence_pipeline.monthly.pipeline import pin_source, publish_stage, render_stage, run_tenant_month
+from evidence_pipeline.monthly.render import RENDERER_VERSION
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import load_keyring, public_key_id

@@ -21,6 +21,7 @@ from pypdf import PdfReader
 
 from evidence_pipeline.cli import main
 from evidence_pipeline.documents import matching, redact, templates
+from evidence_pipeline.documents.dispatch import dispatch_batches
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.lineage import lineage
 from evidence_pipeline.documents.redaction_check import _pdfium_text, _pypdf_text, verify_derivative
@@ -28,12 +29,11 @@ from evidence_pipeline.documents.registry import ACTIVE_CONTENT_OPTION, Operatio
 from evidence_pipeline.documents.template_shadow import shadow
 from evidence_pipeline.documents.worker import job_prefix
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.intake.dispatch import dispatch_batches
 from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.pipeline import run_tenant_month
+from evidence_pipeline.monthly.pipeline import run_tenant_month
+from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
-from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.store import sha256_hex
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline.synthetic.rental_applications import (

@@ -3,17 +3,17 @@ import os
 import subprocess
 import sys
 
-from evidence_pipeline import sources
-from evidence_pipeline.render import RENDERER_VERSION, render_report
+from evidence_pipeline.monthly import sources
+from evidence_pipeline.monthly.render import RENDERER_VERSION, render_report
 from evidence_pipeline_tests.conftest import LARGE, SMALL
 
 _RENDER_IN_CHILD = """
 import sys
 from pathlib import Path
 from evidence_pipeline.store.local import LocalStore
-from evidence_pipeline import sources
+from evidence_pipeline.monthly import sources
 from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.render import render_report
+from evidence_pipeline.monthly.render import render_report
 store = LocalStore(Path(sys.argv[1]))
 revision = sources.pin_latest(store, TenantMonth(sys.argv[2], sys.argv[3]))
 sys.stdout.write(render_report(revision, sources.read_revision(store, revision)).sha256)

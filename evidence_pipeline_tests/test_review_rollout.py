@@ -16,10 +16,10 @@ from sqlalchemy import select
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.documents import Documents, canary
 from evidence_pipeline.documents import ruleset as rulesets
+from evidence_pipeline.documents.dispatch import dispatch_batches
 from evidence_pipeline.documents.review import DECISION
 from evidence_pipeline.documents.worker import run_page
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.intake.dispatch import dispatch_batches
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.synthetic.lease_contracts import lease_contract
 from evidence_pipeline_tests.intake_server import client, intake_environment, submit, tokens, upload

@@ -10,9 +10,9 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from evidence_pipeline.audit.verify import verify_bundle
-from evidence_pipeline.bundle import MANIFEST, REPORT
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.pipeline import run_tenant_month
+from evidence_pipeline.monthly.bundle import MANIFEST, REPORT
+from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.store.s3 import S3Store, _classify
 from evidence_pipeline_tests.conftest import SMALL

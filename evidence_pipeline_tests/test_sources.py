@@ -4,9 +4,9 @@ import os
 import pandas as pd
 import pytest
 
-from evidence_pipeline import render, sources
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.monthly import render, sources
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 

@@ -18,7 +18,6 @@ from pypdf.generic import ArrayObject, DictionaryObject, IndirectObject, NameObj
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.definitions import defs
-from evidence_pipeline.document_outcomes import close_month, counts, read_outcomes
 from evidence_pipeline.documents import signature_check
 from evidence_pipeline.documents.derive import parse_parts, split_document
 from evidence_pipeline.documents.gate import gate
@@ -28,6 +27,7 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake import open_documents
 from evidence_pipeline.ledger.ledger import chain_hash
 from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.monthly.document_outcomes import close_month, counts, read_outcomes
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.synthetic import district_agreements as bundles

@@ -16,15 +16,15 @@ import pytest
 from click.testing import CliRunner
 
 from evidence_pipeline.audit.verify import verify_bundle
-from evidence_pipeline.bundle import MANIFEST, REPORT, STATEMENT, bundle_identity, bundle_prefix
 from evidence_pipeline.cli import main
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger.jobs import Lease
 from evidence_pipeline.models import EventType
-from evidence_pipeline.pipeline import pin_source, publish_stage, render_and_gate, run_tenant_month
+from evidence_pipeline.monthly.bundle import MANIFEST, REPORT, STATEMENT, bundle_identity, bundle_prefix
+from evidence_pipeline.monthly.pipeline import pin_source, publish_stage, render_and_gate, run_tenant_month
+from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
-from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline_tests.conftest import SMALL, overwrite
 

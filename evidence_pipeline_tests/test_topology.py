@@ -34,9 +34,9 @@ from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFil
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.models import EventType, TenantMonth
+from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline.signing.keys import load_keyring
-from evidence_pipeline.sources import publish_revision
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline.tempfiles import MARKER
 from evidence_pipeline_tests.conftest import aws_environment, new_database

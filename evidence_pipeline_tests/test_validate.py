@@ -3,10 +3,10 @@ import io
 import pytest
 from pypdf import PdfReader, PdfWriter
 
-from evidence_pipeline import sources
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.render import render_report, report_totals
-from evidence_pipeline.validate import validate_report
+from evidence_pipeline.monthly import sources
+from evidence_pipeline.monthly.render import render_report, report_totals
+from evidence_pipeline.monthly.validate import validate_report
 from evidence_pipeline_tests.conftest import SMALL
 
 

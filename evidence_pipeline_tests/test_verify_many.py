@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from evidence_pipeline.audit.locations import locate
 from evidence_pipeline.audit.verify import Check, Verification
 from evidence_pipeline.audit.verify_many import Outcome, overall_exit_code
-from evidence_pipeline.bundle import MANIFEST, REPORT
 from evidence_pipeline.cli import main
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.pipeline import RunInfo, run_tenant_month
+from evidence_pipeline.monthly.bundle import MANIFEST, REPORT
+from evidence_pipeline.monthly.pipeline import RunInfo, run_tenant_month
 from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, SMALL, overwrite
 
 IDENTITY = "0" * 64

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from evidence_pipeline import jsonread
-from evidence_pipeline.bundle import MANIFEST, REPORT, STATEMENT, build_manifest, bundle_prefix
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import merkle
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
+from evidence_pipeline.monthly.bundle import MANIFEST, REPORT, STATEMENT, build_manifest, bundle_prefix
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keyring_document import (
     KeyringDocument,

@@ -34,10 +34,10 @@ from evidence_pipeline.audit.package import (
     inclusion_path,
 )
 from evidence_pipeline.audit.verify import MAX_REPORT_BYTES, SIGNATURE_ALLOWANCE
-from evidence_pipeline.bundle import MANIFEST, REPORT, STATEMENT, bundle_prefix
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import Ledger, merkle
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, validate_period, validate_tenant_id
+from evidence_pipeline.monthly.bundle import MANIFEST, REPORT, STATEMENT, bundle_prefix
 from evidence_pipeline.paths import make_dirs
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import MAX_KEY_BYTES, published_ed25519_keys, published_statement_keys

@@ -37,10 +37,10 @@ from evidence_pipeline.audit.checkpoints import CheckpointKeys, check_witness, c
 from evidence_pipeline.audit.locations import Location
 from evidence_pipeline.audit.verify import Check, Verification
 from evidence_pipeline.audit.verify_many import Outcome, verify_all
-from evidence_pipeline.bundle import MANIFEST, REPORT, STATEMENT
 from evidence_pipeline.errors import UNAVAILABLE_CODES, EvidenceError, ReasonCode
 from evidence_pipeline.ledger import merkle
 from evidence_pipeline.models import PERIOD, TENANT_ID, LedgerEvent
+from evidence_pipeline.monthly.bundle import MANIFEST, REPORT, STATEMENT
 from evidence_pipeline.signing.keys import (
     MAX_KEY_BYTES,
     ed25519_public,

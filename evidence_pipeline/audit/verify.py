@@ -22,7 +22,10 @@ from datetime import datetime
 from cryptography import x509
 
 from evidence_pipeline import jsonread
-from evidence_pipeline.bundle import (
+from evidence_pipeline.config import PADES_LEVELS
+from evidence_pipeline.errors import UNAVAILABLE_CODES, EvidenceError, ReasonCode
+from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.monthly.bundle import (
     IDENTITY_FIELDS,
     MANIFEST,
     MANIFEST_SCHEMA,
@@ -32,9 +35,6 @@ from evidence_pipeline.bundle import (
     bundle_prefix,
     manifest_document,
 )
-from evidence_pipeline.config import PADES_LEVELS
-from evidence_pipeline.errors import UNAVAILABLE_CODES, EvidenceError, ReasonCode
-from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keyring_document import (
     KeyringDocument,

@@ -28,17 +28,18 @@ from dagster import (
     asset,
 )
 
-from evidence_pipeline import parallel, pipeline
+from evidence_pipeline import parallel
 from evidence_pipeline.config import Settings
 from evidence_pipeline.defs import provenance
 from evidence_pipeline.defs.partitions import run_range, tenant_month_of, tenant_month_partitions
 from evidence_pipeline.defs.provenance import Upstream
 from evidence_pipeline.defs.resources import EvidenceResource
-from evidence_pipeline.document_outcomes import OutcomesRevision
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.jobs import CLOSED, RetryBudget
 from evidence_pipeline.models import Lane, SourceRevision, Stage
-from evidence_pipeline.render import RENDERER_VERSION
+from evidence_pipeline.monthly import pipeline
+from evidence_pipeline.monthly.document_outcomes import OutcomesRevision
+from evidence_pipeline.monthly.render import RENDERER_VERSION
 from evidence_pipeline.runtime import RunInfo, runtime_for
 
 # Transient failures (I/O, unavailable services) are retried with backoff; terminal ones never are.

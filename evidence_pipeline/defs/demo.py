@@ -14,7 +14,6 @@ from pathlib import Path
 from dagster import DagsterInstance, build_sensor_context
 from dagster._core.utils import make_new_run_id
 
-from evidence_pipeline import sources
 from evidence_pipeline.audit.checkpoints import publish_checkpoint
 from evidence_pipeline.defs.automation import monthly_evidence_job
 from evidence_pipeline.defs.coordinator import TENANT_TAG
@@ -26,6 +25,7 @@ from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.monthly import sources
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS, demo_transactions
 from evidence_pipeline.synthetic.demo_documents import submit_demo_documents
 

@@ -47,10 +47,10 @@ from evidence_pipeline.defs.partitions import (
 )
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.documents import Documents
+from evidence_pipeline.documents.dispatch import dispatch_batches, finish_evidence_job, refuse_evidence_job
 from evidence_pipeline.documents.registry import outcome_codes
 from evidence_pipeline.documents.worker import run_page
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.intake.dispatch import dispatch_batches, finish_evidence_job, refuse_evidence_job
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.runtime import RunInfo

@@ -26,8 +26,8 @@ from evidence_pipeline.documents import budgets
 from evidence_pipeline.documents.budgets import MAX_DECODED_BYTES, MAX_OBJECTS, MAX_PAGES, exceeded
 from evidence_pipeline.documents.pdftext import _to_unicode
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.validate import _LIMITS as _REPORT_LIMITS
-from evidence_pipeline.validate import _read_at, _xref_points_at_objects
+from evidence_pipeline.monthly.validate import _LIMITS as _REPORT_LIMITS
+from evidence_pipeline.monthly.validate import _read_at, _xref_points_at_objects
 
 # The report gate's limits, tightened for documents from outside and extended to every decoder pypdf has.
 LIMITS = _REPORT_LIMITS | dict(

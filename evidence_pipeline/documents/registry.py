@@ -16,6 +16,8 @@ from typing import BinaryIO
 
 from evidence_pipeline.documents.gate import GATE_CODES, GatedDocument
 from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.ledger.documents import sha256_text
+from evidence_pipeline.ledger.ledger import canonical
 
 _BUILTIN = (
     "evidence_pipeline.documents.inspect",
@@ -146,3 +148,18 @@ def outcome_codes() -> frozenset[str]:
     """Terminal codes that are a job's outcome (a decision about its input), not a failure of the run."""
     _load_builtins()
     return GATE_CODES.union(*(op.outcomes for op in _REGISTRY.values()))
+
+
+def request_digest(tenant: str, op: Operation, inputs: list, options: dict, policy_version: str) -> str:
+    """The sha256 of the canonical encoding of what was asked: an idempotency key stands for exactly this."""
+    return sha256_text(
+        canonical(
+            {
+                "tenant": tenant,
+                "operation": op.name,
+                "inputs": inputs,
+                "options": options,
+                "policy_version": policy_version,
+            }
+        )
+    )

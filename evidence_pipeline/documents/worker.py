@@ -35,7 +35,7 @@ from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.ledger.documents import WORKER_VERSION, StageChange, stage_of
 from evidence_pipeline.ledger.jobs import Lease
 from evidence_pipeline.models import EventType
-from evidence_pipeline.pipeline import our_statement_keys, put_or_adopt, record_failure
+from evidence_pipeline.monthly.pipeline import our_statement_keys, put_or_adopt, record_failure
 from evidence_pipeline.runtime import RunInfo, Runtime
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.pades import TIMESTAMPED, sign_pdf, verify_pdf_signature

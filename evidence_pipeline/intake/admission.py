@@ -8,7 +8,7 @@ from datetime import date, datetime, timezone
 from typing import BinaryIO
 
 from evidence_pipeline.documents import Documents, document_key
-from evidence_pipeline.documents.registry import Operation, operation
+from evidence_pipeline.documents.registry import Operation, operation, request_digest
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.documents import EVIDENCE, Clock, JobLimits, sha256_text, stage_of
 from evidence_pipeline.ledger.jobs import ACCEPTED, RUNNING, document_job_id, utc_iso
@@ -115,21 +115,6 @@ def job_spec(
     ):
         raise EvidenceError(ReasonCode.INPUTS_INVALID, f"{op.name} takes {least}..{most} document ids in `inputs`")
     return op, inputs, options
-
-
-def request_digest(tenant: str, op: Operation, inputs: list, options: dict, policy_version: str) -> str:
-    """The sha256 of the canonical encoding of what was asked: an idempotency key stands for exactly this."""
-    return sha256_text(
-        canonical(
-            {
-                "tenant": tenant,
-                "operation": op.name,
-                "inputs": inputs,
-                "options": options,
-                "policy_version": policy_version,
-            }
-        )
-    )
 
 
 def _pinned(documents: Documents, op: Operation, tenant: str, inputs: list[str]) -> dict:

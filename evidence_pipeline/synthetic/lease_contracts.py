@@ -16,7 +16,7 @@ from datetime import date, timedelta
 from reportlab.lib.pagesizes import A4
 from reportlab.pdfgen import canvas
 
-from evidence_pipeline.render import pinned_epoch
+from evidence_pipeline.monthly.render import pinned_epoch
 
 CLAUSES = {
     "Security deposit": "The deposit of one month's rent is held in a separate account and returned within 30 days.",

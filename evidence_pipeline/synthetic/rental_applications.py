@@ -21,7 +21,7 @@ from pypdf.generic import ArrayObject, NameObject
 from reportlab.lib.utils import ImageReader
 from reportlab.pdfgen import canvas
 
-import evidence_pipeline.render  # noqa: F401  (registers the bundled TrueType font, EvidenceSans)
+import evidence_pipeline.monthly.render  # noqa: F401  (registers the bundled TrueType font, EvidenceSans)
 
 FONTS = Path(__file__).parent.parent / "fonts"
 

@@ -13,9 +13,8 @@ import json
 import logging
 
 from evidence_pipeline.documents import Documents
-from evidence_pipeline.documents.registry import operation
+from evidence_pipeline.documents.registry import operation, request_digest
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.intake.admission import request_digest
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.models import EventType
 

@@ -16,7 +16,7 @@ from pypdf.errors import LimitReachedError, PyPdfError
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.models import SourceRevision
-from evidence_pipeline.render import report_subject
+from evidence_pipeline.monthly.render import report_subject
 from evidence_pipeline.store import readable
 
 MAX_PAGES = 2_000

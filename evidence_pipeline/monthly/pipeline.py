@@ -15,8 +15,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO, Callable, TypeVar
 
-from evidence_pipeline import document_outcomes, jsonread, sources
-from evidence_pipeline.bundle import (
+from evidence_pipeline import jsonread
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.faults import kill_point
+from evidence_pipeline.ledger.jobs import CLOSED, JobKey, Lease, RetryBudget
+from evidence_pipeline.models import EventType, Lane, SourceRevision, Stage, TenantMonth
+from evidence_pipeline.monthly import document_outcomes, sources
+from evidence_pipeline.monthly.bundle import (
     IDENTITY_FIELDS,
     MANIFEST,
     REPORT,
@@ -28,18 +33,14 @@ from evidence_pipeline.bundle import (
     staging_key,
     supersedes_link,
 )
-from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.faults import kill_point
-from evidence_pipeline.ledger.jobs import CLOSED, JobKey, Lease, RetryBudget
-from evidence_pipeline.models import EventType, Lane, SourceRevision, Stage, TenantMonth
-from evidence_pipeline.render import RENDERER_VERSION, report_totals, write_report
+from evidence_pipeline.monthly.render import RENDERER_VERSION, report_totals, write_report
+from evidence_pipeline.monthly.validate import validate_report
 from evidence_pipeline.runtime import RunInfo, Runtime
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keyring_document import timestamp
 from evidence_pipeline.signing.pades import TIMESTAMPED, sign_pdf, verify_pdf_signature
 from evidence_pipeline.store import ArtifactStore, StoredObject, sha256_file, sha256_hex
 from evidence_pipeline.tempfiles import attempt_dir, scratch_file
-from evidence_pipeline.validate import validate_report
 
 T = TypeVar("T")
 

@@ -31,14 +31,14 @@ from reportlab.pdfbase.ttfonts import TTFont
 from reportlab.pdfgen import canvas as pdfcanvas
 from reportlab.platypus import PageBreak, Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
 
-from evidence_pipeline.document_outcomes import OutcomesRevision, counts
 from evidence_pipeline.models import RenderedReport, SourceRevision, TenantMonth
+from evidence_pipeline.monthly.document_outcomes import OutcomesRevision, counts
 
 # Bump whenever the output bytes for the same revision would change (layout, fonts, reportlab upgrade).
 RENDERER_VERSION = "report-renderer/1.2.0"
 
 rl_config.invariant = 1
-_FONTS = Path(__file__).parent / "fonts"
+_FONTS = Path(__file__).parent.parent / "fonts"
 pdfmetrics.registerFont(TTFont("EvidenceSans", str(_FONTS / "Vera.ttf")))
 pdfmetrics.registerFont(TTFont("EvidenceSans-Bold", str(_FONTS / "VeraBd.ttf")))
 _EPOCH_LOCK = threading.Lock()
