@@ -1,6 +1,7 @@
 """The domain is plain Python: only defs/ and definitions.py may import dagster."""
 
 import ast
+import graphlib
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "evidence_pipeline"
@@ -52,3 +53,30 @@ def test_production_code_never_imports_synthetic_data():
     assert offenders == []
     demo = _project_imports(PACKAGE / "defs" / "demo.py")
     assert any(name.startswith("evidence_pipeline.synthetic") for name in demo)  # the scan itself sees imports
+
+
+def _units_imported_at_module_level(path: Path) -> set[str]:
+    """The packages and top-level modules of evidence_pipeline that a module imports when it is imported (a
+    function's own import, made when it runs, is a call into the layer above, not a dependency of the module)."""
+    units = set()
+    for node in ast.parse(path.read_text()).body:
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "evidence_pipeline":
+            parts = node.module.split(".")
+            names = [alias.name for alias in node.names] if len(parts) == 1 else [parts[1]]
+        elif isinstance(node, ast.Import):
+            names = [alias.name.split(".")[1] for alias in node.names if alias.name.startswith("evidence_pipeline.")]
+        units |= {name for name in names if (PACKAGE / name).is_dir() or (PACKAGE / f"{name}.py").exists()}
+    return units
+
+
+def test_the_packages_import_one_way():
+    """No cycle between the packages and top-level modules: each is a layer over those it imports."""
+    graph = {}
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE)
+        unit = relative.parts[0] if len(relative.parts) > 1 else relative.stem
+        graph.setdefault(unit, set()).update(_units_imported_at_module_level(path) - {unit})
+    order = list(graphlib.TopologicalSorter(graph).static_order())  # CycleError names the cycle
+    assert order.index("store") < order.index("monthly") < order.index("documents") < order.index("intake")
+    assert order.index("defs") > order.index("documents") and "intake" not in graph["defs"]
