@@ -1,4 +1,5 @@
-"""The domain is plain Python: only defs/ and definitions.py may import dagster."""
+"""The layering: the domain is plain Python (only defs/ and definitions.py import dagster), production code never
+imports synthetic data, and the packages import one way."""
 
 import ast
 import graphlib
@@ -8,14 +9,20 @@ PACKAGE = Path(__file__).resolve().parent.parent / "evidence_pipeline"
 DAGSTER_ALLOWED = {PACKAGE / "definitions.py", PACKAGE / "defs"}
 
 
-def _imports(path: Path) -> set[str]:
+def _imported(path: Path) -> set[str]:
+    """Every module a file imports, anywhere in it, by its dotted name (``from a import b``: ``a`` and ``a.b``)."""
     modules = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            modules |= {alias.name.split(".")[0] for alias in node.names}
+            modules |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
-            modules.add(node.module.split(".")[0])
+            modules |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
     return modules
+
+
+def _imports(path: Path) -> set[str]:
+    """The top-level packages a file imports."""
+    return {name.split(".")[0] for name in _imported(path)}
 
 
 def test_no_dagster_import_outside_defs():
@@ -33,25 +40,15 @@ def test_no_dagster_import_outside_defs():
 SYNTHETIC_ALLOWED = {PACKAGE / "synthetic", PACKAGE / "defs" / "demo.py"}
 
 
-def _project_imports(path: Path) -> set[str]:
-    modules = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            modules |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            modules |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
-    return modules
-
-
 def test_production_code_never_imports_synthetic_data():
     offenders = [
         str(path.relative_to(PACKAGE))
         for path in PACKAGE.rglob("*.py")
         if not any(path == allowed or allowed in path.parents for allowed in SYNTHETIC_ALLOWED)
-        and any(name.startswith("evidence_pipeline.synthetic") for name in _project_imports(path))
+        and any(name.startswith("evidence_pipeline.synthetic") for name in _imported(path))
     ]
     assert offenders == []
-    demo = _project_imports(PACKAGE / "defs" / "demo.py")
+    demo = _imported(PACKAGE / "defs" / "demo.py")
     assert any(name.startswith("evidence_pipeline.synthetic") for name in demo)  # the scan itself sees imports
 
 
