@@ -654,10 +654,6 @@ def _holds_anywhere(annot, search: Search) -> bool:
     return False
 
 
-def _in_annotation(container) -> bool:
-    return isinstance(container, pikepdf.Dictionary) and container.get("/Type") == "/Annot"
-
-
 def _string_holds(value, search: Search) -> bool:
     return isinstance(value, pikepdf.String) and any(search.holds(text) for text in {str(value),
                                                                                       *decodings(bytes(value))})
