@@ -123,8 +123,8 @@ class ReasonCode(StrEnum):
     PROCESSOR_RESOURCE_EXHAUSTED = "PROCESSOR_RESOURCE_EXHAUSTED"  # it reached its memory limit
     PROCESSOR_TIMED_OUT = "PROCESSOR_TIMED_OUT"  # it ran past its wall-time limit and was killed
     REDACTION_INPUT_MISSING = "REDACTION_INPUT_MISSING"  # the input is gone or not the bytes admitted
-    REDACTION_UNSUPPORTED_CONTENT = "REDACTION_UNSUPPORTED_CONTENT"  # text the redactor cannot remove (scans, fonts)
-    REDACTION_VERIFICATION_FAILED = "REDACTION_VERIFICATION_FAILED"  # the second pass found a removed value
+    REDACTION_UNSUPPORTED_CONTENT = "REDACTION_UNSUPPORTED_CONTENT"  # what it cannot read (illegible images, fonts)
+    REDACTION_VERIFICATION_FAILED = "REDACTION_VERIFICATION_FAILED"  # the second pass found a value or a match
     # split and merge, and `evidence lineage`
     MERGE_INPUT_NOT_APPROVED = "MERGE_INPUT_NOT_APPROVED"  # a merge input's latest review decision is not approved
     LINEAGE_NOT_FOUND = "LINEAGE_NOT_FOUND"  # `evidence lineage` of an id that names no artifact or upload
