@@ -1,0 +1,4 @@
+"""Signed, tamper-evident monthly compliance evidence per tenant, orchestrated by Dagster. The domain is plain
+Python in the packages below (monthly/, documents/, audit/, ledger/, signing/, store/, synthetic/); intake/ and
+the command line are its front doors, and defs/ is the only Dagster code, assembled by definitions.py."""
+

@@ -1,10 +1,13 @@
-"""Settings from the environment. The embedded default keeps everything under $EVIDENCE_HOME."""
+"""Settings from the environment. The embedded default keeps everything under $EVIDENCE_HOME.
+
+Each field names its environment variable and says what it means (``setting``): the settings reference in the
+docs is generated from them, with the defaults ``Settings.from_env`` computes."""
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
@@ -13,59 +16,133 @@ from evidence_pipeline.models import FIRST_PERIOD, PERIOD
 PADES_LEVELS = ("B-B", "B-T", "B-LT", "B-LTA")  # pyHanko's baseline levels (signing/pades.py)
 
 
+def setting(env: str | tuple[str, ...], doc: str, default: str | None = None):
+    """A Settings field's documentation, read by the generated settings reference (docs/gen_reference.py): the
+    environment variable(s) it is read from, what it means, and its default in words where the value from_env
+    computes needs them (unset, a share of the CPUs); otherwise the reference prints the computed default."""
+    return field(metadata={"env": (env,) if isinstance(env, str) else env, "doc": doc, "default": default})
+
+
 @dataclass(frozen=True)
 class Settings:
-    home: Path
-    ledger_url: str
-    # Stores are a filesystem path or s3://bucket/prefix.
-    archive_uri: str  # published bundles and keys/
-    sources_uri: str  # immutable source revisions
-    staging_uri: str  # unsigned reports between render, gate and signing
-    preview_uri: str  # preview-lane renderings: never signed, never in the archive
-    keys_dir: Path  # private key material, never inside the archive
-    witness_key: Path | None  # the checkpoints' co-signer (Ed25519 private key, 0600), never in keys_dir or archive
-    pades_level: str
-    tsa_url: str | None
-    signature_trust_roots: Path | None  # PEM certificates the signature check trusts beside the service's own root
-    policy_version: str
-    s3_endpoint_url: str | None
-    s3_region: str | None
-    s3_object_lock_mode: str | None
-    s3_object_lock_days: int
-    s3_server_side_encryption: str | None
-    s3_kms_key_id: str | None
-    work_dir: Path  # private per-attempt scratch directories
-    lease_seconds: float  # an attempt that stops renewing loses its lease after this long
-    max_attempts: int  # transient failures: attempts before a job is dead
-    retry_budget_seconds: float  # transient failures: time since acceptance before a job is dead
-    retry_delay_seconds: float  # a document job's first wait in retry_wait; each later wait doubles
-    processor_memory_mb: int  # how far a document worker process's address space may grow (documents/isolation.py)
-    processor_seconds: float  # how long a document worker process may run before it is killed
-    workers: int | None  # EVIDENCE_WORKERS: worker processes for many items at once; None: see worker_processes
-    oversize_bytes: int  # source revisions larger than this go to the oversize lane
-    oversize_workers: int  # the oversize lane's lower cap, within a run
-    pool_wait_seconds: float  # how long an in-process run (`evidence demo`) may wait for a Dagster pool slot
-    generate_dev_keys: bool  # missing keys: generate development keys (True) or refuse (KEY_MATERIAL_INVALID)
-    dagster_home_override: Path | None  # DAGSTER_HOME when the operator set it
-    dagster_pg_url: str | None  # PostgreSQL for Dagster's storage (dagster.production.yaml)
-    documents_uri: str  # uploaded documents (intake): private, put-once, content-addressed
-    intake_max_bytes: int  # the largest document intake admits
-    document_page_size: int  # document jobs per dispatch page (one Dagster run)
-    tenant_max_jobs: int  # quota: a tenant's outstanding (not yet terminal) document jobs
-    tenant_max_bytes: int  # quota: a tenant's stored document bytes
-    intake_max_queue_age_seconds: float  # backpressure: a tenant's new jobs wait while its oldest unstarted is older
-    intake_max_queued_jobs: int  # backpressure: every tenant's outstanding jobs together (true overload)
-    # the front door's connection limits (intake/guard.py; README "Connection limits")
-    intake_max_headers: int  # headers per request (431)
-    intake_max_header_bytes: int  # request line and headers together (431)
-    intake_header_timeout_seconds: float  # connection (or a request's first byte) to its last header (408)
-    intake_min_body_rate: int  # bytes/s a body keeps up after a grace of the header timeout (408)
-    intake_request_timeout_seconds: float  # last header to the end of the answer (408)
-    intake_max_connections: int  # per server process, at most its descriptor limit less a reserve (503)
-    intake_max_uploads: int  # uploads in flight per server process (503)
-    intake_tenant_max_uploads: int  # ... of one tenant (503)
-    open_months: int  # the last complete months that are open (Dagster partitions); older ones are closed
-    first_period: str  # the first month this deployment publishes evidence for: no month before it is ever open
+    """Every setting the code reads, from the environment, validated. Stores are a filesystem path or
+    ``s3://bucket/prefix``."""
+
+    home: Path = setting("EVIDENCE_HOME", "root of the embedded default: every path below defaults under it")
+    ledger_url: str = setting("EVIDENCE_LEDGER_URL", "SQLAlchemy URL of the audit ledger (PostgreSQL: "
+                              "`postgresql+psycopg2://…`)")
+    archive_uri: str = setting("EVIDENCE_ARCHIVE_URI", "archive root: published bundles and `keys/`")
+    sources_uri: str = setting("EVIDENCE_SOURCES_URI", "published source revisions (and closed document outcomes)")
+    staging_uri: str = setting("EVIDENCE_STAGING_URI", "unsigned reports between render, gate and signing (never "
+                               "locked)")
+    preview_uri: str = setting("EVIDENCE_PREVIEW_URI", "preview-lane renderings: never signed, never in the "
+                               "archive, never evidence")
+    keys_dir: Path = setting("EVIDENCE_KEYS_DIR", "private key material (0700 directory, 0600 files); never inside "
+                             "the archive. Every process that signs must use the same one (see Key rotation)")
+    witness_key: Path | None = setting(
+        "EVIDENCE_WITNESS_KEY",
+        "path of the checkpoint witness's Ed25519 private key (PKCS#8 PEM, a regular file of mode 0600), kept apart "
+        "from the statement key: never inside `EVIDENCE_KEYS_DIR` or a local archive (`CONFIG_INVALID`). When set, "
+        "every newly published checkpoint is co-signed by it. Never generated (see Witness)",
+        default="unset: no witness")
+    pades_level: str = setting(
+        "EVIDENCE_PADES_LEVEL",
+        "`B-B`, `B-T`, `B-LT` or `B-LTA`; every level above B-B needs `EVIDENCE_TSA_URL`. **Production: set "
+        "`B-LTA`** (see Long-term signatures); B-B is the offline demo default")
+    tsa_url: str | None = setting(
+        "EVIDENCE_TSA_URL", "the `http(s)://` URL of an RFC 3161 time stamp authority; its root certificate is "
+        "provisioned as `tsa-root.pem` in `EVIDENCE_KEYS_DIR`")
+    signature_trust_roots: Path | None = setting(
+        "EVIDENCE_SIGNATURE_TRUST_ROOTS",
+        "a PEM file of CA certificates the signature check of uploaded bundles trusts beside the service's signing "
+        "root; part of the trust policy's version", default="unset: the service's own root only")
+    policy_version: str = setting("EVIDENCE_POLICY_VERSION",
+                                  "part of the bundle identity: change it to publish new bundles")
+    s3_endpoint_url: str | None = setting("EVIDENCE_S3_ENDPOINT_URL", "S3 endpoint; credentials come from the "
+                                          "standard AWS chain (`AWS_ACCESS_KEY_ID`, roles, …)",
+                                          default="unset: AWS's")
+    s3_region: str | None = setting(("EVIDENCE_S3_REGION", "AWS_REGION"), "S3 region (`AWS_REGION` when "
+                                    "`EVIDENCE_S3_REGION` is unset)", default="unset: AWS's")
+    s3_object_lock_mode: str | None = setting(
+        "EVIDENCE_S3_OBJECT_LOCK_MODE", "`GOVERNANCE` or `COMPLIANCE` retention for every archive and source "
+        "object", default="unset: off")
+    s3_object_lock_days: int = setting("EVIDENCE_S3_OBJECT_LOCK_DAYS", "the retention in days (at least 1 when a "
+                                       "mode is set)")
+    s3_server_side_encryption: str | None = setting("EVIDENCE_S3_SSE", "server-side encryption: `AES256` or "
+                                                    "`aws:kms`", default="unset: off")
+    s3_kms_key_id: str | None = setting("EVIDENCE_S3_KMS_KEY_ID", "the KMS key of `aws:kms` encryption",
+                                        default="unset: the bucket's")
+    work_dir: Path = setting("EVIDENCE_WORK_DIR", "private per-attempt scratch directories (local to each worker)")
+    lease_seconds: float = setting("EVIDENCE_LEASE_SECONDS", "an attempt that stops renewing loses its lease after "
+                                   "this long; also the sweeper's minimum age")
+    max_attempts: int = setting("EVIDENCE_MAX_ATTEMPTS", "transient failures: failed attempts before a job is "
+                                "`dead` (with the time budget below: both must be spent)")
+    retry_budget_seconds: float = setting("EVIDENCE_RETRY_BUDGET_SECONDS", "transient failures: time since "
+                                          "acceptance (or the last replay) before a job is `dead`")
+    retry_delay_seconds: float = setting(
+        "EVIDENCE_RETRY_DELAY_SECONDS", "a document job's wait in `retry_wait` after its first transient failure "
+        "(its `next_attempt_at`); each later wait doubles")
+    processor_memory_mb: int = setting(
+        "EVIDENCE_PROCESSOR_MEMORY_MB", "how many MiB the address space of the worker process each piece of "
+        "document work (gate, signature check, processor, second pass) runs in may grow beyond what it inherited "
+        "(`RLIMIT_AS`; `PROCESSOR_RESOURCE_EXHAUSTED`)")
+    processor_seconds: float = setting("EVIDENCE_PROCESSOR_SECONDS", "that worker process's wall time before it is "
+                                       "killed (`PROCESSOR_TIMED_OUT`)")
+    workers: int | None = setting(
+        "EVIDENCE_WORKERS", "worker processes per run for the partitions of its range, and for `evidence verify`",
+        default="a share of the CPUs: the CPUs ÷ `max_concurrent_runs` for a queued run, every CPU in process and "
+                "for `evidence verify`")
+    oversize_bytes: int = setting("EVIDENCE_OVERSIZE_BYTES", "source revisions above this size go to the "
+                                  "`oversize` lane")
+    oversize_workers: int = setting("EVIDENCE_OVERSIZE_WORKERS", "how many oversize tenant-months run at a time "
+                                    "per run")
+    pool_wait_seconds: float = setting("EVIDENCE_POOL_WAIT_SECONDS", "how long an in-process run (`evidence demo`) "
+                                       "waits for a Dagster pool slot held by a live run")
+    generate_dev_keys: bool = setting("EVIDENCE_GENERATE_DEV_KEYS", "`0` or `1`; set `0` in production: missing "
+                                      "keys are then `KEY_MATERIAL_INVALID`, never a new identity")
+    dagster_home_override: Path | None = setting(
+        "DAGSTER_HOME", "the Dagster instance. When unset, `evidence` seeds `$EVIDENCE_HOME/dagster` with "
+        "`dagster.yaml` (SQLite), or with `dagster.production.yaml` when `DAGSTER_PG_URL` is set",
+        default="unset: `$EVIDENCE_HOME/dagster`")
+    dagster_pg_url: str | None = setting("DAGSTER_PG_URL", "PostgreSQL for Dagster's run, event-log and schedule "
+                                         "storage (`dagster.production.yaml`)", default="unset: SQLite")
+    documents_uri: str = setting("EVIDENCE_DOCUMENTS_URI", "uploaded documents (intake): private, put-once, "
+                                 "content-addressed; on S3 always encrypted")
+    intake_max_bytes: int = setting("EVIDENCE_INTAKE_MAX_BYTES", "the largest document intake admits, in bytes")
+    document_page_size: int = setting("EVIDENCE_DOCUMENT_PAGE_SIZE", "document jobs per dispatch page (one Dagster "
+                                      "run)")
+    tenant_max_jobs: int = setting("EVIDENCE_TENANT_MAX_JOBS", "quota: a tenant's outstanding (not yet terminal) "
+                                   "document jobs")
+    tenant_max_bytes: int = setting("EVIDENCE_TENANT_MAX_BYTES", "quota: a tenant's stored document bytes")
+    intake_max_queue_age_seconds: float = setting(
+        "EVIDENCE_INTAKE_MAX_QUEUE_AGE_SECONDS", "backpressure: a tenant's new jobs get 503 while its own oldest "
+        "unstarted job is older")
+    intake_max_queued_jobs: int = setting(
+        "EVIDENCE_INTAKE_MAX_QUEUED_JOBS", "backpressure for true overload: new jobs of any tenant get 503 while "
+        "every tenant's outstanding jobs together reach this")
+    # the front door's connection limits (intake/guard.py)
+    intake_max_headers: int = setting("EVIDENCE_INTAKE_MAX_HEADERS", "headers per request (431 `HEADERS_TOO_LARGE`)")
+    intake_max_header_bytes: int = setting("EVIDENCE_INTAKE_MAX_HEADER_BYTES", "bytes of request line and headers "
+                                           "together (431 `HEADERS_TOO_LARGE`)")
+    intake_header_timeout_seconds: float = setting(
+        "EVIDENCE_INTAKE_HEADER_TIMEOUT_SECONDS", "from connecting (or a kept-alive request's first byte) to its "
+        "last header (408 `REQUEST_TIMEOUT`); also the body's grace")
+    intake_min_body_rate: int = setting("EVIDENCE_INTAKE_MIN_BODY_BYTES_PER_SECOND", "bytes per second a body keeps "
+                                        "up after the grace (408)")
+    intake_request_timeout_seconds: float = setting(
+        "EVIDENCE_INTAKE_REQUEST_TIMEOUT_SECONDS", "from the last header to the end of the answer (408 if nothing "
+        "was answered yet)")
+    intake_max_connections: int = setting(
+        "EVIDENCE_INTAKE_MAX_CONNECTIONS", "connections per server process, never more than its descriptor limit "
+        "less 64 (503 `INTAKE_BUSY`)")
+    intake_max_uploads: int = setting("EVIDENCE_INTAKE_MAX_UPLOADS", "uploads being received per server process "
+                                      "(503 `INTAKE_BUSY`)")
+    intake_tenant_max_uploads: int = setting("EVIDENCE_INTAKE_TENANT_MAX_UPLOADS", "uploads of one tenant being "
+                                             "received per server process (503 `INTAKE_BUSY`)")
+    open_months: int = setting("EVIDENCE_OPEN_MONTHS", "the last complete months that are Dagster partitions (read "
+                               "when the code location loads); older months are closed")
+    first_period: str = setting("EVIDENCE_FIRST_PERIOD", "the first month the deployment publishes evidence for "
+                                "(`YYYY-MM`, read when the code location loads): no month before it is open")
 
     def worker_processes(self, sharing: int = 1) -> int:
         """EVIDENCE_WORKERS, or by default this process's share of the CPUs it may use when ``sharing`` processes

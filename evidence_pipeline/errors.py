@@ -4,6 +4,9 @@ Every foreseeable failure is an ``EvidenceError`` with a stable string ``code`` 
 dashboards can rely on, and a ``retryable`` flag that decides the retry policy: terminal failures (bad input,
 policy rejections, tampering) are never retried; transient ones (I/O, unavailable services) are.
 Messages never carry secrets, local paths or tenant data beyond validated ids.
+
+Over 400 lines because every code carries its meaning here, one entry per code, so that the generated reference
+(docs/gen_reference.py) is the code.
 """
 
 from __future__ import annotations
@@ -11,155 +14,361 @@ from __future__ import annotations
 from enum import StrEnum
 
 
-class ReasonCode(StrEnum):
-    """Every reason code, declared once; the value is the stable string that tools, the ledger and dashboards see.
-    The README's reason-code table lists the same codes (a test compares them)."""
+class Vocabulary(StrEnum):
+    """A closed vocabulary whose members carry what they mean: ``NAME = "value", "what it means"``. The value is
+    the stable string; ``meaning`` is what the reference pages print (docs/gen_reference.py), so the docs cannot
+    list a member the code lacks or describe one it does not have."""
 
-    TENANT_ID_INVALID = "TENANT_ID_INVALID"
-    PERIOD_INVALID = "PERIOD_INVALID"
-    SOURCE_NOT_FOUND = "SOURCE_NOT_FOUND"
-    SOURCE_INVALID = "SOURCE_INVALID"
-    SOURCE_DIGEST_MISMATCH = "SOURCE_DIGEST_MISMATCH"
-    REPORT_INVALID = "REPORT_INVALID"
-    SIGNING_FAILED = "SIGNING_FAILED"
-    TSA_UNAVAILABLE = "TSA_UNAVAILABLE"  # the time stamp authority did not answer or refused (B-T and above)
-    REVOCATION_UNAVAILABLE = "REVOCATION_UNAVAILABLE"  # B-LT/B-LTA: no current CRL or OCSP answer to embed
-    KEY_MATERIAL_INVALID = "KEY_MATERIAL_INVALID"
-    CONFIG_INVALID = "CONFIG_INVALID"
-    STORE_CONFLICT = "STORE_CONFLICT"
-    STORE_DIGEST_MISMATCH = "STORE_DIGEST_MISMATCH"
-    STORE_NOT_FOUND = "STORE_NOT_FOUND"
-    STORE_KEY_INVALID = "STORE_KEY_INVALID"
-    STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
-    STORE_ACCESS_DENIED = "STORE_ACCESS_DENIED"  # S3 AccessDenied, or EACCES/EPERM on a local store: needs an operator
-    STORE_READ_ONLY = "STORE_READ_ONLY"  # EROFS: the store is mounted read-only; retrying within minutes cannot help
-    STORE_FULL = "STORE_FULL"  # ENOSPC/EDQUOT: space can come back (sweeps, cleanups, quota); retried over the budget
-    STORE_REJECTED = "STORE_REJECTED"
-    STORE_SYMLINK_REFUSED = "STORE_SYMLINK_REFUSED"  # a local store never follows a symlink below its root
-    STORE_NOT_REGULAR_FILE = "STORE_NOT_REGULAR_FILE"  # FIFO, device or folder as an object; non-folder as a folder
-    STORE_OBJECT_TOO_LARGE = "STORE_OBJECT_TOO_LARGE"  # refused before reading
-    LEDGER_CONFLICT = "LEDGER_CONFLICT"
-    LEDGER_UNAVAILABLE = "LEDGER_UNAVAILABLE"
-    LEDGER_INVALID = "LEDGER_INVALID"
-    LEDGER_NOT_CHECKPOINTED = "LEDGER_NOT_CHECKPOINTED"
-    LEDGER_NOT_FOUND = "LEDGER_NOT_FOUND"  # a read-only open found no ledger database file
-    LEASE_BUSY = "LEASE_BUSY"  # another attempt holds a live lease: try again after it expires
-    LEASE_FENCED = "LEASE_FENCED"  # this attempt's lease was lost: it must not commit anything
-    JOB_NOT_FOUND = "JOB_NOT_FOUND"
-    JOB_CLOSED = "JOB_CLOSED"  # rejected or dead: only `evidence replay` reopens it
-    TENANT_MONTH_BUSY = "TENANT_MONTH_BUSY"  # another bundle of the tenant-month is being published: try again
-    SUPERSEDES_STALE = "SUPERSEDES_STALE"  # a signed statement supersedes a bundle that is no longer current
-    UPSTREAM_NOT_MATERIALIZED = "UPSTREAM_NOT_MATERIALIZED"
-    RUN_PARTITIONS_MISMATCH = (
-        "RUN_PARTITIONS_MISMATCH"  # a run's partitions are not the range its tags name: it must not run
+    meaning: str
+
+    def __new__(cls, value: str, meaning: str):
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.meaning = meaning
+        return member
+
+
+class ReasonCode(Vocabulary):
+    """Every reason code, declared once with its meaning; the value is the stable string that tools, the ledger and
+    dashboards see. The reference page of reason codes is generated from this enum, RETRYABLE and exit_code."""
+
+    TENANT_ID_INVALID = "TENANT_ID_INVALID", "a tenant id is not a slug `^[a-z0-9][a-z0-9-]{0,62}$`"
+    PERIOD_INVALID = "PERIOD_INVALID", "a period is not `YYYY-MM`"
+    SOURCE_NOT_FOUND = "SOURCE_NOT_FOUND", "no source revision is published for the tenant-month"
+    SOURCE_INVALID = "SOURCE_INVALID", "a source revision breaks the schema or the value rules (row and column named)"
+    SOURCE_DIGEST_MISMATCH = "SOURCE_DIGEST_MISMATCH", "a source revision's bytes differ from its pinned digest"
+    REPORT_INVALID = "REPORT_INVALID", "the rendered report failed the validation gate"
+    SIGNING_FAILED = "SIGNING_FAILED", "PAdES signing failed"
+    TSA_UNAVAILABLE = (
+        "TSA_UNAVAILABLE",
+        "B-T and above: the time stamp authority (`EVIDENCE_TSA_URL`) did not grant a time stamp",
     )
-    WORKER_LOST = "WORKER_LOST"  # a worker process died mid-stage; the stage is safe to repeat
-    UNEXPECTED_ERROR = "UNEXPECTED_ERROR"  # a defect; its traceback is in the run's logs
-    LOCAL_IO_FAILED = "LOCAL_IO_FAILED"  # the command could not read or write a local file it needs (permissions, disk)
-    DAGSTER_UNAVAILABLE = "DAGSTER_UNAVAILABLE"  # the Dagster instance's storage could not be read
-    UPSTREAM_STEP_FAILED = "UPSTREAM_STEP_FAILED"
-    POOL_WAIT_TIMEOUT = "POOL_WAIT_TIMEOUT"  # waited longer than EVIDENCE_POOL_WAIT_SECONDS for a Dagster pool slot
-    RUN_WORKER_LOST = "RUN_WORKER_LOST"  # a run's process died (SIGKILL, OOM) while it held pool slots; they were freed
-    INTERRUPTED = "INTERRUPTED"  # SIGINT or SIGTERM: the operator stopped the command
+    REVOCATION_UNAVAILABLE = (
+        "REVOCATION_UNAVAILABLE",
+        "B-LT and B-LTA: no current CRL or OCSP answer could be fetched for the signer or the time stamp authority",
+    )
+    KEY_MATERIAL_INVALID = "KEY_MATERIAL_INVALID", "keys are missing or unreadable (and dev keys are off)"
+    CONFIG_INVALID = "CONFIG_INVALID", "a setting is invalid"
+    STORE_CONFLICT = "STORE_CONFLICT", "a put-once key already holds different bytes"
+    STORE_DIGEST_MISMATCH = "STORE_DIGEST_MISMATCH", "bytes read back differ from their recorded digest"
+    STORE_NOT_FOUND = "STORE_NOT_FOUND", "an object does not exist"
+    STORE_KEY_INVALID = "STORE_KEY_INVALID", "an object key is malformed"
+    STORE_UNAVAILABLE = "STORE_UNAVAILABLE", "the store did not answer (timeouts, 5xx, I/O errors)"
+    STORE_ACCESS_DENIED = "STORE_ACCESS_DENIED", "S3 AccessDenied, or EACCES/EPERM on a local store"
+    STORE_READ_ONLY = (
+        "STORE_READ_ONLY",
+        "the local store is mounted read-only (EROFS); retrying within minutes cannot help",
+    )
+    STORE_FULL = (
+        "STORE_FULL",
+        "the local store is full (ENOSPC, EDQUOT); space can come back (sweeps, clean-ups, quota), so it is retried "
+        "over the job's budget",
+    )
+    STORE_REJECTED = "STORE_REJECTED", "S3 refused the request for another reason"
+    STORE_SYMLINK_REFUSED = "STORE_SYMLINK_REFUSED", "a local store met a symlink below its root"
+    STORE_NOT_REGULAR_FILE = (
+        "STORE_NOT_REGULAR_FILE",
+        "a FIFO, device or folder where an object belongs (or a non-folder where a folder does)",
+    )
+    STORE_OBJECT_TOO_LARGE = (
+        "STORE_OBJECT_TOO_LARGE",
+        "an object is larger than its reader's cap (refused before reading)",
+    )
+    LEDGER_CONFLICT = "LEDGER_CONFLICT", "the ledger stayed contended through every append retry"
+    LEDGER_UNAVAILABLE = "LEDGER_UNAVAILABLE", "the ledger database did not answer"
+    LEDGER_INVALID = (
+        "LEDGER_INVALID",
+        "the ledger's chain, checkpoints or mirrored columns (the tenant registry's rows among them) do not verify",
+    )
+    LEDGER_NOT_CHECKPOINTED = "LEDGER_NOT_CHECKPOINTED", "no signed checkpoint covers the event yet"
+    LEDGER_NOT_FOUND = "LEDGER_NOT_FOUND", "a read-only open found no ledger database"
+    LEASE_BUSY = "LEASE_BUSY", "another attempt holds the job's live lease"
+    LEASE_FENCED = "LEASE_FENCED", "this attempt lost its lease and must not commit"
+    JOB_NOT_FOUND = "JOB_NOT_FOUND", "no job has that id"
+    JOB_CLOSED = "JOB_CLOSED", "the job is rejected or dead: only `evidence replay` reopens it"
+    TENANT_MONTH_BUSY = (
+        "TENANT_MONTH_BUSY",
+        "another bundle of the tenant-month was being published for longer than a lease's lifetime",
+    )
+    SUPERSEDES_STALE = (
+        "SUPERSEDES_STALE",
+        "a signed statement supersedes a bundle that is no longer the tenant-month's current one: committing it would "
+        "fork the corrections chain",
+    )
+    UPSTREAM_NOT_MATERIALIZED = (
+        "UPSTREAM_NOT_MATERIALIZED",
+        "an upstream asset has no (matching) materialization for the partition",
+    )
+    RUN_PARTITIONS_MISMATCH = "RUN_PARTITIONS_MISMATCH", "a run's partitions are not the range its tags name"
+    WORKER_LOST = (
+        "WORKER_LOST",
+        "a worker process died mid-stage; a document job whose run died holding its lease gets it when the expired "
+        "lease is found (by the dispatch sensor or a page run), counted against its budget",
+    )
+    UNEXPECTED_ERROR = "UNEXPECTED_ERROR", "a defect; its traceback is in the run's logs"
+    LOCAL_IO_FAILED = "LOCAL_IO_FAILED", "a command could not read or write a local file it needs"
+    DAGSTER_UNAVAILABLE = "DAGSTER_UNAVAILABLE", "the Dagster instance's storage could not be read"
+    UPSTREAM_STEP_FAILED = "UPSTREAM_STEP_FAILED", "another tenant-month of the run failed an earlier step"
+    POOL_WAIT_TIMEOUT = "POOL_WAIT_TIMEOUT", "waited longer than `EVIDENCE_POOL_WAIT_SECONDS` for a pool slot"
+    RUN_WORKER_LOST = "RUN_WORKER_LOST", "a run's process died while holding pool slots; they were freed"
+    INTERRUPTED = "INTERRUPTED", "SIGINT or SIGTERM stopped the command"
     # intake: answers of the HTTP front door (evidence_pipeline/intake/app.py maps each to its HTTP status)
-    AUTH_REQUIRED = "AUTH_REQUIRED"  # no `Authorization: Bearer …`
-    TOKEN_INVALID = "TOKEN_INVALID"  # unknown or revoked token
-    TOKEN_NOT_FOUND = "TOKEN_NOT_FOUND"  # `evidence tenant token revoke` of an id that was never issued
-    ROUTE_NOT_FOUND = "ROUTE_NOT_FOUND"
-    METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
-    REQUEST_INVALID = "REQUEST_INVALID"  # a body or header that is not what the endpoint takes
-    LENGTH_REQUIRED = "LENGTH_REQUIRED"
-    DOCUMENT_TOO_LARGE = "DOCUMENT_TOO_LARGE"
-    LENGTH_MISMATCH = "LENGTH_MISMATCH"  # received bytes differ from Content-Length
-    CONTENT_DIGEST_MISMATCH = "CONTENT_DIGEST_MISMATCH"  # received bytes differ from X-Content-SHA256
-    MEDIA_TYPE_UNSUPPORTED = "MEDIA_TYPE_UNSUPPORTED"  # declared or sniffed type not allowed, or they disagree
-    DOCUMENT_NOT_FOUND = "DOCUMENT_NOT_FOUND"
-    IDEMPOTENCY_KEY_INVALID = "IDEMPOTENCY_KEY_INVALID"
-    IDEMPOTENCY_CONFLICT = "IDEMPOTENCY_CONFLICT"  # the key was used for a request with another digest
-    OPERATION_UNKNOWN = "OPERATION_UNKNOWN"
-    OPTIONS_INVALID = "OPTIONS_INVALID"
-    INPUTS_INVALID = "INPUTS_INVALID"
-    BATCH_NOT_FOUND = "BATCH_NOT_FOUND"
-    PERIOD_NOT_AVAILABLE = "PERIOD_NOT_AVAILABLE"  # evidence asked for an incomplete month, or before the data
-    PERIOD_CLOSED = "PERIOD_CLOSED"  # the month is older than the open window: its evidence is in the archive
-    EVIDENCE_RUN_FAILED = "EVIDENCE_RUN_FAILED"  # the Dagster run of an evidence job failed for good
-    JOB_CANCELLED = "JOB_CANCELLED"  # its batch was cancelled before the job started
-    TENANT_OFFBOARDED = "TENANT_OFFBOARDED"  # the tenant was offboarded: no new work, no new tokens
-    TENANT_QUOTA_EXCEEDED = "TENANT_QUOTA_EXCEEDED"  # too many outstanding jobs or stored bytes: try again later
-    INTAKE_BACKPRESSURE = "INTAKE_BACKPRESSURE"  # the tenant's queue is behind its objective, or all are overloaded
-    INTAKE_BUSY = "INTAKE_BUSY"  # too many connections or uploads in flight (per tenant or in all): try again later
-    HEADERS_TOO_LARGE = "HEADERS_TOO_LARGE"  # more headers, or more header bytes, than the front door takes (431)
-    REQUEST_TIMEOUT = "REQUEST_TIMEOUT"  # headers too slow, a body below the minimum rate, or a request too long (408)
-    HEADER_REPEATED = "HEADER_REPEATED"  # a header that must be sent once (Authorization, X-Content-SHA256, …) twice
-    REQUEST_TEXT_INVALID = "REQUEST_TEXT_INVALID"  # a string that is not valid Unicode text (a lone surrogate, a NUL)
-    REQUEST_TOO_DEEP = "REQUEST_TOO_DEEP"  # JSON nested deeper than the documented depth
+    AUTH_REQUIRED = "AUTH_REQUIRED", "no `Authorization: Bearer …`"
+    TOKEN_INVALID = "TOKEN_INVALID", "unknown or revoked token"
+    TOKEN_NOT_FOUND = "TOKEN_NOT_FOUND", "`evidence tenant token revoke` of an id that was never issued"
+    ROUTE_NOT_FOUND = "ROUTE_NOT_FOUND", "no such endpoint"
+    METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED", "the endpoint does not take this method"
+    REQUEST_INVALID = "REQUEST_INVALID", "a body or header that is not what the endpoint takes"
+    LENGTH_REQUIRED = "LENGTH_REQUIRED", "an upload without `Content-Length`"
+    DOCUMENT_TOO_LARGE = "DOCUMENT_TOO_LARGE", "an upload above `EVIDENCE_INTAKE_MAX_BYTES`"
+    LENGTH_MISMATCH = (
+        "LENGTH_MISMATCH",
+        "the body the server handed the app ended before its Content-Length (the app's own count, for servers that "
+        "do not hold the client to it; uvicorn closes the connection instead, or the body rate limit answers 408)",
+    )
+    CONTENT_DIGEST_MISMATCH = "CONTENT_DIGEST_MISMATCH", "received bytes differ from X-Content-SHA256"
+    MEDIA_TYPE_UNSUPPORTED = "MEDIA_TYPE_UNSUPPORTED", "declared or sniffed type not allowed, or they disagree"
+    DOCUMENT_NOT_FOUND = "DOCUMENT_NOT_FOUND", "no such document of this tenant"
+    IDEMPOTENCY_KEY_INVALID = (
+        "IDEMPOTENCY_KEY_INVALID",
+        "`Idempotency-Key` missing or not 1–255 visible ASCII characters",
+    )
+    IDEMPOTENCY_CONFLICT = "IDEMPOTENCY_CONFLICT", "the key was used for a request with another digest"
+    OPERATION_UNKNOWN = "OPERATION_UNKNOWN", "the job names no registered operation"
+    OPTIONS_INVALID = "OPTIONS_INVALID", "the operation's options are not what it takes"
+    INPUTS_INVALID = "INPUTS_INVALID", "the job has the wrong number of inputs"
+    BATCH_NOT_FOUND = "BATCH_NOT_FOUND", "no such batch of this tenant"
+    PERIOD_NOT_AVAILABLE = "PERIOD_NOT_AVAILABLE", "evidence asked for an incomplete month, or before the data"
+    PERIOD_CLOSED = (
+        "PERIOD_CLOSED",
+        "the month is older than the open months (`EVIDENCE_OPEN_MONTHS`, `EVIDENCE_FIRST_PERIOD`): its evidence is in "
+        "the archive and the ledger",
+    )
+    EVIDENCE_RUN_FAILED = "EVIDENCE_RUN_FAILED", "the Dagster run of an evidence job failed for good"
+    JOB_CANCELLED = "JOB_CANCELLED", "its batch was cancelled before the job started"
+    TENANT_OFFBOARDED = (
+        "TENANT_OFFBOARDED",
+        "the tenant was offboarded: no new runs, jobs or tokens, and `evidence tenant add` does not register it again",
+    )
+    TENANT_QUOTA_EXCEEDED = "TENANT_QUOTA_EXCEEDED", "too many outstanding jobs or stored bytes: try again later"
+    INTAKE_BACKPRESSURE = (
+        "INTAKE_BACKPRESSURE",
+        "the tenant's queue is older than its objective, or every tenant's outstanding jobs reach their limit: try "
+        "again later",
+    )
+    INTAKE_BUSY = (
+        "INTAKE_BUSY",
+        "the server process holds its most connections, or uploads in flight of the tenant or in all",
+    )
+    HEADERS_TOO_LARGE = (
+        "HEADERS_TOO_LARGE",
+        "more than `EVIDENCE_INTAKE_MAX_HEADERS` headers or `EVIDENCE_INTAKE_MAX_HEADER_BYTES` of request line and "
+        "headers",
+    )
+    REQUEST_TIMEOUT = (
+        "REQUEST_TIMEOUT",
+        "headers not complete in time, a body below the minimum rate, or a request over its total time",
+    )
+    HEADER_REPEATED = (
+        "HEADER_REPEATED",
+        "a header that must come once (`Authorization`, `X-Content-SHA256`, `Idempotency-Key`, `Content-Type`, "
+        "`Content-Length`, `Host`) came twice",
+    )
+    REQUEST_TEXT_INVALID = (
+        "REQUEST_TEXT_INVALID",
+        "a string in the body or an id in the path holds a NUL or a lone surrogate",
+    )
+    REQUEST_TOO_DEEP = "REQUEST_TOO_DEEP", "a JSON body nests arrays and objects deeper than 32 levels"
     # the worker-side document gate: terminal outcomes recorded on the job, nothing published
-    DOCUMENT_NOT_PDF = "DOCUMENT_NOT_PDF"
-    DOCUMENT_MALFORMED = "DOCUMENT_MALFORMED"
-    DOCUMENT_ENCRYPTED = "DOCUMENT_ENCRYPTED"
-    DOCUMENT_PAGE_TREE_LOOP = "DOCUMENT_PAGE_TREE_LOOP"
-    DOCUMENT_LIMIT_EXCEEDED = "DOCUMENT_LIMIT_EXCEEDED"  # over a budget of documents/budgets.py (bombs, pages, ...)
-    DOCUMENT_POLYGLOT = "DOCUMENT_POLYGLOT"  # also another format (a ZIP, markup, an executable), or trailing data
-    DOCUMENT_UNSUPPORTED = "DOCUMENT_UNSUPPORTED"  # an encoding the service cannot decode, so cannot check (JBIG2)
-    DOCUMENT_JAVASCRIPT = "DOCUMENT_JAVASCRIPT"
-    DOCUMENT_LAUNCH_ACTION = "DOCUMENT_LAUNCH_ACTION"
-    DOCUMENT_EMBEDDED_FILES = "DOCUMENT_EMBEDDED_FILES"
-    DOCUMENT_XFA = "DOCUMENT_XFA"
+    DOCUMENT_NOT_PDF = "DOCUMENT_NOT_PDF", "the stored bytes are not a PDF"
+    DOCUMENT_MALFORMED = (
+        "DOCUMENT_MALFORMED",
+        "the PDF does not parse strictly (truncated, broken cross-references, ...)",
+    )
+    DOCUMENT_ENCRYPTED = "DOCUMENT_ENCRYPTED", "the PDF is encrypted (the empty user password included)"
+    DOCUMENT_PAGE_TREE_LOOP = "DOCUMENT_PAGE_TREE_LOOP", "the page tree refers back to itself"
+    DOCUMENT_LIMIT_EXCEEDED = (
+        "DOCUMENT_LIMIT_EXCEEDED",
+        "over one of the document limits (documents/budgets.py): bombs, pages, objects, glyph codes, operators, "
+        "pixels, nesting, ...",
+    )
+    DOCUMENT_POLYGLOT = (
+        "DOCUMENT_POLYGLOT",
+        "the PDF is also another format (a ZIP archive, HTML, an executable) or has data after its last `%%EOF`",
+    )
+    DOCUMENT_UNSUPPORTED = (
+        "DOCUMENT_UNSUPPORTED",
+        "the PDF uses an encoding the service cannot decode, so cannot check (a JBIG2 image, an unreadable JPX or "
+        "JPEG)",
+    )
+    DOCUMENT_JAVASCRIPT = "DOCUMENT_JAVASCRIPT", "the PDF carries JavaScript"
+    DOCUMENT_LAUNCH_ACTION = "DOCUMENT_LAUNCH_ACTION", "the PDF carries a Launch action"
+    DOCUMENT_EMBEDDED_FILES = "DOCUMENT_EMBEDDED_FILES", "the PDF carries embedded files"
+    DOCUMENT_XFA = "DOCUMENT_XFA", "the PDF carries an XFA form"
     # contract review: a decision about the contract, or a dependency that did not answer while signing
-    REVIEW_INPUT_INVALID = "REVIEW_INPUT_INVALID"  # passed the gate, but neither form fields nor text can be reviewed
-    REVIEW_POLICY_REJECTED = "REVIEW_POLICY_REJECTED"  # the decision: required fields missing or rules failed
-    REVIEW_DEPENDENCY_TIMEOUT = "REVIEW_DEPENDENCY_TIMEOUT"  # the approval's signing or storing did not complete
-    RULESET_INVALID = "RULESET_INVALID"  # unregistered, or its file differs from its registered or pinned digest
-    RULESET_CANARY_CONFLICT = "RULESET_CANARY_CONFLICT"  # a canary of the version in force, of no tenant, or while
-    # tenants are routed to another candidate
-    RETRY_NOT_DUE = "RETRY_NOT_DUE"  # a job waiting to be retried was asked to run before its next_attempt_at
+    REVIEW_INPUT_INVALID = (
+        "REVIEW_INPUT_INVALID",
+        "`contract-review`: the document passed the gate but has neither form fields nor text that can be reviewed",
+    )
+    REVIEW_POLICY_REJECTED = (
+        "REVIEW_POLICY_REJECTED",
+        "`contract-review` decided against the contract: required fields missing or rules failed (its decision is "
+        "published)",
+    )
+    REVIEW_DEPENDENCY_TIMEOUT = (
+        "REVIEW_DEPENDENCY_TIMEOUT",
+        "`contract-review`: storing or signing the approval did not complete; the retry adopts what was stored",
+    )
+    RULESET_INVALID = (
+        "RULESET_INVALID",
+        "a review ruleset is not registered, or its file differs from its registered or pinned digest",
+    )
+    RULESET_CANARY_CONFLICT = (
+        "RULESET_CANARY_CONFLICT",
+        "`evidence ruleset canary` of the version in force, of no tenant, or while tenants are routed to another "
+        "candidate (roll it back first)",
+    )
+    RETRY_NOT_DUE = (
+        "RETRY_NOT_DUE",
+        "a document job in `retry_wait` was asked to run before its `next_attempt_at` (nothing moved)",
+    )
     # redaction templates and the `redact` operation
-    TEMPLATE_INVALID = "TEMPLATE_INVALID"  # a template file breaks the format (evidence template submit)
-    TEMPLATE_NOT_FOUND = "TEMPLATE_NOT_FOUND"  # no such template version of this tenant
-    TEMPLATE_SELF_APPROVAL = "TEMPLATE_SELF_APPROVAL"  # the author tried to approve their own version
-    TEMPLATE_NOT_IN_EFFECT = "TEMPLATE_NOT_IN_EFFECT"  # no approved, effective version (a redact job is refused)
+    TEMPLATE_INVALID = (
+        "TEMPLATE_INVALID",
+        "a redaction template file breaks the template format (the message says where)",
+    )
+    TEMPLATE_NOT_FOUND = "TEMPLATE_NOT_FOUND", "no such template version of this tenant"
+    TEMPLATE_SELF_APPROVAL = "TEMPLATE_SELF_APPROVAL", "the author of a template version tried to approve it"
+    TEMPLATE_NOT_IN_EFFECT = (
+        "TEMPLATE_NOT_IN_EFFECT",
+        "no approved template version is in effect: a `redact` job is refused",
+    )
     # any operation: what its processor's worker process ended with when it raised no classified error
-    PROCESSOR_FAILED = "PROCESSOR_FAILED"  # an unclassified exception, or the worker process died (abort, signal)
-    PROCESSOR_RESOURCE_EXHAUSTED = "PROCESSOR_RESOURCE_EXHAUSTED"  # it reached its memory limit
-    PROCESSOR_TIMED_OUT = "PROCESSOR_TIMED_OUT"  # it ran past its wall-time limit and was killed
-    REDACTION_INPUT_MISSING = "REDACTION_INPUT_MISSING"  # the input is gone or not the bytes admitted
-    REDACTION_UNSUPPORTED_CONTENT = "REDACTION_UNSUPPORTED_CONTENT"  # what it cannot read (illegible images, fonts)
-    REDACTION_VERIFICATION_FAILED = "REDACTION_VERIFICATION_FAILED"  # the second pass found a value or a match
+    PROCESSOR_FAILED = (
+        "PROCESSOR_FAILED",
+        "a document job's processor raised an unclassified exception, or its worker process died (an abort, a signal); "
+        "counts against the job's budget, then `dead`",
+    )
+    PROCESSOR_RESOURCE_EXHAUSTED = (
+        "PROCESSOR_RESOURCE_EXHAUSTED",
+        "a document job's worker process reached its memory limit (`EVIDENCE_PROCESSOR_MEMORY_MB`) and was stopped; "
+        "counts against the budget",
+    )
+    PROCESSOR_TIMED_OUT = (
+        "PROCESSOR_TIMED_OUT",
+        "a document job's worker process ran past `EVIDENCE_PROCESSOR_SECONDS` and was killed; counts against the "
+        "budget",
+    )
+    REDACTION_INPUT_MISSING = (
+        "REDACTION_INPUT_MISSING",
+        "a redaction's input is missing or fails its digest (a gate refusal keeps the gate's code)",
+    )
+    REDACTION_UNSUPPORTED_CONTENT = (
+        "REDACTION_UNSUPPORTED_CONTENT",
+        "what the redactor cannot promise to remove: an image OCR cannot read on a page no region covers, an image or "
+        "font it cannot decode",
+    )
+    REDACTION_VERIFICATION_FAILED = (
+        "REDACTION_VERIFICATION_FAILED",
+        "the second pass found a removed value or a rule's match in the derivative: it was deleted, nothing published",
+    )
     # split and merge, and `evidence lineage`
-    MERGE_INPUT_NOT_APPROVED = "MERGE_INPUT_NOT_APPROVED"  # a merge input's latest review decision is not approved
-    LINEAGE_NOT_FOUND = "LINEAGE_NOT_FOUND"  # `evidence lineage` of an id that names no artifact or upload
-    LINEAGE_DIGEST_MISMATCH = "LINEAGE_DIGEST_MISMATCH"  # a link's bytes differ from what its event records
-    LINEAGE_STATEMENT_INVALID = "LINEAGE_STATEMENT_INVALID"  # a link's DSSE statement or manifest does not hold
-    LINEAGE_EVENT_INVALID = "LINEAGE_EVENT_INVALID"  # a link's ledger event is missing, altered or contradicts it
-    LINEAGE_NOT_APPROVED = "LINEAGE_NOT_APPROVED"  # a merge's parent has no approved review decision on record
+    MERGE_INPUT_NOT_APPROVED = (
+        "MERGE_INPUT_NOT_APPROVED",
+        "a `merge` input is not a derivative whose latest contract review decision is approved (422 at admission; the "
+        "worker checks the pinned reviews again)",
+    )
+    LINEAGE_NOT_FOUND = "LINEAGE_NOT_FOUND", "`evidence lineage` of an id that names no committed artifact"
+    LINEAGE_DIGEST_MISMATCH = (
+        "LINEAGE_DIGEST_MISMATCH",
+        "`evidence lineage`: a link's bytes (a derivative, a decision, a signature check record, an upload) are missing"
+        " or differ from what its ledger event records; the link is named",
+    )
+    LINEAGE_STATEMENT_INVALID = (
+        "LINEAGE_STATEMENT_INVALID",
+        "`evidence lineage`: a link's DSSE statement does not verify, is about other bytes or carries another lineage, "
+        "or a derivative's manifest disagrees with its event",
+    )
+    LINEAGE_EVENT_INVALID = (
+        "LINEAGE_EVENT_INVALID",
+        "`evidence lineage`: a link's ledger event is missing, breaks the hash chain, or contradicts what it links "
+        "(another parent, original or decision)",
+    )
+    LINEAGE_NOT_APPROVED = (
+        "LINEAGE_NOT_APPROVED",
+        "`evidence lineage`: a merge's parent has no approving review decision on record",
+    )
     # verification outcomes (what `evidence verify` reports)
-    BUNDLE_NOT_FOUND = "BUNDLE_NOT_FOUND"
-    BUNDLE_INCOMPLETE = "BUNDLE_INCOMPLETE"
-    MANIFEST_INVALID = "MANIFEST_INVALID"
-    STATEMENT_INVALID = "STATEMENT_INVALID"
-    STATEMENT_SIGNATURE_INVALID = "STATEMENT_SIGNATURE_INVALID"
-    STATEMENT_KEY_MISMATCH = "STATEMENT_KEY_MISMATCH"
-    KEY_UNKNOWN = "KEY_UNKNOWN"
-    KEYRING_INVALID = "KEYRING_INVALID"  # the newest keyring document is missing, malformed or not signed by the root
-    KEY_NOT_VALID_AT_SIGNING_TIME = "KEY_NOT_VALID_AT_SIGNING_TIME"  # signed outside the key's validity window
-    KEY_REVOKED = "KEY_REVOKED"  # signed by a revoked key at or after its revocation
-    SUBJECT_DIGEST_MISMATCH = "SUBJECT_DIGEST_MISMATCH"
-    PDF_SIGNATURE_INVALID = "PDF_SIGNATURE_INVALID"
-    PDF_SIGNATURE_UNTRUSTED = "PDF_SIGNATURE_UNTRUSTED"
-    UNSIGNED_DIGEST_MISMATCH = "UNSIGNED_DIGEST_MISMATCH"
-    MANIFEST_STATEMENT_MISMATCH = "MANIFEST_STATEMENT_MISMATCH"
-    SUPERSEDES_FORKED = "SUPERSEDES_FORKED"  # two published bundles of a tenant-month supersede the same one
+    BUNDLE_NOT_FOUND = "BUNDLE_NOT_FOUND", "the path holds no bundle"
+    BUNDLE_INCOMPLETE = "BUNDLE_INCOMPLETE", "a bundle file is missing (e.g. no manifest yet)"
+    MANIFEST_INVALID = "MANIFEST_INVALID", "`manifest.json` is malformed or carries fields nothing vouches for"
+    STATEMENT_INVALID = "STATEMENT_INVALID", "the DSSE envelope or in-toto statement is malformed"
+    STATEMENT_SIGNATURE_INVALID = "STATEMENT_SIGNATURE_INVALID", "the DSSE signature does not verify"
+    STATEMENT_KEY_MISMATCH = "STATEMENT_KEY_MISMATCH", "the statement names another key than the one that verified"
+    KEY_UNKNOWN = (
+        "KEY_UNKNOWN",
+        "no published (or pinned) key matches the envelope; with a keyring: the statement key or PDF signer certificate"
+        " is not listed in it (or `evidence keys revoke` of a key id it does not list)",
+    )
+    KEYRING_INVALID = (
+        "KEYRING_INVALID",
+        "the newest keyring document (`keys/keyring-*.json`) is malformed, not signed by the (pinned) trust root, or "
+        "not the sequence its name says; or only `--root-id` is pinned and the archive has no keyring",
+    )
+    KEY_NOT_VALID_AT_SIGNING_TIME = (
+        "KEY_NOT_VALID_AT_SIGNING_TIME",
+        "a signature was made outside its key's validity window in the keyring (e.g. by a signer still using a retired "
+        "key)",
+    )
+    KEY_REVOKED = "KEY_REVOKED", "a signature was made by a revoked key at or after its revocation time"
+    SUBJECT_DIGEST_MISMATCH = "SUBJECT_DIGEST_MISMATCH", "the statement's subject is not the sha256 of `report.pdf`"
+    PDF_SIGNATURE_INVALID = "PDF_SIGNATURE_INVALID", "the PAdES signature is broken or does not cover the whole file"
+    PDF_SIGNATURE_UNTRUSTED = (
+        "PDF_SIGNATURE_UNTRUSTED",
+        "the PAdES signature does not chain to the trust root (or its time stamps to the TSA root) at the validation "
+        "time",
+    )
+    UNSIGNED_DIGEST_MISMATCH = (
+        "UNSIGNED_DIGEST_MISMATCH",
+        "`report.pdf` does not begin with the recorded unsigned report",
+    )
+    MANIFEST_STATEMENT_MISMATCH = (
+        "MANIFEST_STATEMENT_MISMATCH",
+        "the manifest or the bundle's location disagrees with the statement",
+    )
+    SUPERSEDES_FORKED = "SUPERSEDES_FORKED", "two published bundles of the tenant-month supersede the same bundle"
     # offline audit packages (`evidence export`, `evidence verify --package`) and checkpoint witnesses
-    PACKAGE_NOT_FOUND = "PACKAGE_NOT_FOUND"  # the path is not a folder holding a package.json
-    PACKAGE_EXISTS = "PACKAGE_EXISTS"  # export refuses to replace anything already at OUT
-    PACKAGE_INVALID = "PACKAGE_INVALID"  # package.json malformed, of another format version, or the package holds
-    # what its index does not list
-    PACKAGE_INCOMPLETE = "PACKAGE_INCOMPLETE"  # a file the index lists (or implies) is missing
-    CHECKPOINT_INVALID = "CHECKPOINT_INVALID"  # a checkpoint's statement-key signature or its body does not verify
-    PROOF_INVALID = "PROOF_INVALID"  # an inclusion or consistency proof does not reach its signed checkpoint root
-    LEDGER_EVENT_MISMATCH = "LEDGER_EVENT_MISMATCH"  # the bundle is not what its bundle.published event committed
-    WITNESS_SIGNATURE_MISSING = "WITNESS_SIGNATURE_MISSING"  # a checkpoint lacks the required witness's signature
-    WITNESS_SIGNATURE_INVALID = "WITNESS_SIGNATURE_INVALID"  # the witness's signature on a checkpoint does not verify
+    PACKAGE_NOT_FOUND = (
+        "PACKAGE_NOT_FOUND",
+        "`verify --package`: the path is not a folder holding a `package.json` (unpack a `.tar`/`.zip` first)",
+    )
+    PACKAGE_EXISTS = "PACKAGE_EXISTS", "`export`: something already exists at OUT; nothing is replaced"
+    PACKAGE_INVALID = (
+        "PACKAGE_INVALID",
+        "`package.json` is malformed or of another format version, a proof file is malformed, or the package holds a "
+        "bundle its index does not list",
+    )
+    PACKAGE_INCOMPLETE = (
+        "PACKAGE_INCOMPLETE",
+        "a file the package's index lists or implies (bundle file, event, proof, checkpoint) is missing",
+    )
+    CHECKPOINT_INVALID = (
+        "CHECKPOINT_INVALID",
+        "a packaged checkpoint's statement-key signature or its body does not verify",
+    )
+    PROOF_INVALID = "PROOF_INVALID", "an inclusion or consistency proof does not reach its signed checkpoint root"
+    LEDGER_EVENT_MISMATCH = (
+        "LEDGER_EVENT_MISMATCH",
+        "a packaged bundle's files or manifest are not what its `bundle.published` event committed",
+    )
+    WITNESS_SIGNATURE_MISSING = (
+        "WITNESS_SIGNATURE_MISSING",
+        "`--require-witness`: a checkpoint carries no signature by the pinned witness key",
+    )
+    WITNESS_SIGNATURE_INVALID = (
+        "WITNESS_SIGNATURE_INVALID",
+        "`--require-witness`: the witness's signature on a checkpoint does not verify",
+    )
 
 
 # Transient failures, retried with backoff; every other code is terminal.

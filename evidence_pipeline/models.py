@@ -7,42 +7,64 @@ from dataclasses import dataclass
 from datetime import date
 from enum import StrEnum
 
-from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.errors import EvidenceError, ReasonCode, Vocabulary
 
 
-class EventType(StrEnum):
-    """The audit ledger's event types: the value is what the hashed event body holds."""
+class EventType(Vocabulary):
+    """The audit ledger's event types, each with what it records: the value is what the hashed event body holds.
+    The reference page of event types is generated from this enum."""
 
-    SOURCE_PINNED = "source.pinned"
-    REPORT_RENDERED = "report.rendered"
-    REPORT_VALIDATED = "report.validated"
-    REPORT_REJECTED = "report.rejected"
-    BUNDLE_PUBLISHED = "bundle.published"
-    STAGES_TIMED = "stages.timed"
-    JOB_ACCEPTED = "job.accepted"
-    JOB_RUNNING = "job.running"
-    JOB_REJECTED = "job.rejected"
-    JOB_DEAD = "job.dead"
-    JOB_REPLAYED = "job.replayed"
-    JOB_IDEMPOTENCY_CONFLICT = "job.idempotency_conflict"
-    TOKEN_ISSUED = "token.issued"
-    TOKEN_REVOKED = "token.revoked"
-    DOCUMENT_ADMITTED = "document.admitted"
-    DOCUMENT_PUBLISHED = "document.published"
-    DOCUMENT_STAGE = "document.stage"  # a staged job moved from one stage to the next, under its lease
-    SIGNATURE_CHECKED = "signature.checked"  # a document's embedded signatures checked under a trust policy, once
-    DOCUMENT_DERIVED = "document.derived"  # a derivative (split part, merge) published with its lineage, once
-    EVIDENCE_DELIVERED = "evidence.delivered"
-    DOCUMENTS_CLOSED = "documents.closed"  # a tenant-month's document outcomes were pinned at month close
-    BATCH_ACCEPTED = "batch.accepted"
-    BATCH_CANCELLED = "batch.cancelled"
-    TENANT_REGISTERED = "tenant.registered"  # once per tenant: who registered it (the registry row follows it)
-    TENANT_OFFBOARDED = "tenant.offboarded"  # once per tenant: the decision, its tokens revoked, what is erased
-    TENANT_DATA_ERASED = "tenant.data_erased"  # a later offboarding run erased objects the first could not
-    TEMPLATE_SUBMITTED = "template.submitted"  # a redaction template version: its author, effective time and rules
-    TEMPLATE_APPROVED = "template.approved"  # its approval, by someone other than the author
-    RULESET_CANARY = "ruleset.canary"  # a tenant's new contract reviews are routed to a candidate ruleset
-    RULESET_ROLLED_BACK = "ruleset.rolled_back"  # routing the tenant to the candidate stopped
+    SOURCE_PINNED = (
+        "source.pinned",
+        "a tenant-month's source revision pinned by its digest, with its sequence, lane and document outcomes' digest",
+    )
+    REPORT_RENDERED = "report.rendered", "an unsigned report rendered and staged, content-addressed"
+    REPORT_VALIDATED = "report.validated", "a report passed the gate for its pinned revision and document outcomes"
+    REPORT_REJECTED = "report.rejected", "a report failed the validation gate"
+    BUNDLE_PUBLISHED = (
+        "bundle.published",
+        "a bundle committed with its publication row and its job's success; the manifest is derived from it",
+    )
+    STAGES_TIMED = "stages.timed", "the stage clocks of an attempt that published or converged (`evidence stats`)"
+    JOB_ACCEPTED = "job.accepted", "a job accepted (or returned to accepted, with its `next_attempt_at`)"
+    JOB_RUNNING = "job.running", "an attempt took the job's lease"
+    JOB_REJECTED = "job.rejected", "the job ended terminally, with its reason code and message"
+    JOB_DEAD = "job.dead", "the job's retry budget was spent"
+    JOB_REPLAYED = "job.replayed", "`evidence replay` reopened the job: who asked and why"
+    JOB_IDEMPOTENCY_CONFLICT = (
+        "job.idempotency_conflict",
+        "an idempotency key came back with another request digest (both digests, nothing else)",
+    )
+    TOKEN_ISSUED = "token.issued", "a tenant's API token issued: its id, never the token"
+    TOKEN_REVOKED = "token.revoked", "a tenant's API token revoked"
+    DOCUMENT_ADMITTED = "document.admitted", "an upload stored, content-addressed, in the document store"
+    DOCUMENT_PUBLISHED = "document.published", "a document job's outputs published, committed with its outcome"
+    DOCUMENT_STAGE = "document.stage", "a staged job moved from one stage to the next, under its lease"
+    SIGNATURE_CHECKED = (
+        "signature.checked",
+        "a document's embedded signatures checked under a trust policy, once per document and policy",
+    )
+    DOCUMENT_DERIVED = "document.derived", "a derivative (split part, merge) published with its lineage, once"
+    EVIDENCE_DELIVERED = "evidence.delivered", "an evidence job's bundle recorded on the job"
+    DOCUMENTS_CLOSED = "documents.closed", "a tenant-month's document outcomes were pinned at month close"
+    BATCH_ACCEPTED = "batch.accepted", "a batch's manifest stored and its row committed"
+    BATCH_CANCELLED = "batch.cancelled", "a batch cancelled: how many of its children were never dispatched"
+    TENANT_REGISTERED = (
+        "tenant.registered",
+        "once per tenant: who registered it (the registry row follows it)",
+    )
+    TENANT_OFFBOARDED = (
+        "tenant.offboarded",
+        "once per tenant: the decision, its tokens revoked, what is erased and what evidence stays",
+    )
+    TENANT_DATA_ERASED = "tenant.data_erased", "a later offboarding run erased objects the first could not"
+    TEMPLATE_SUBMITTED = (
+        "template.submitted",
+        "a redaction template version: its author, effective time and rules",
+    )
+    TEMPLATE_APPROVED = "template.approved", "a template version's approval, by someone other than the author"
+    RULESET_CANARY = "ruleset.canary", "a tenant's new contract reviews are routed to a candidate ruleset"
+    RULESET_ROLLED_BACK = "ruleset.rolled_back", "routing the tenant to the candidate stopped"
 
 
 class Stage(StrEnum):

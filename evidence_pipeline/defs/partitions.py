@@ -1,3 +1,6 @@
+"""Tenant × month partitions: the open months, partition keys of tenant-months, and the range tags of range
+runs."""
+
 from __future__ import annotations
 
 from datetime import datetime, timezone

@@ -1,3 +1,5 @@
+"""The one Dagster resource: a thin handle on the domain Runtime."""
+
 from __future__ import annotations
 
 from dagster import ConfigurableResource
