@@ -664,7 +664,7 @@ def _stats(args, env, tenants, now: datetime, results: dict) -> None:
 
 
 def _report(args, results: dict) -> None:
-    """The figures as table rows (the README's), then every measurement as JSON under bench/results/."""
+    """The figures as table rows (bench/README.md's), then every measurement as JSON under bench/results/."""
     print(f"\n{args.tenants} tenants, {args.backend} backend; wall times on a shared machine "
           f"({len(os.sched_getaffinity(0))} CPUs), peak RSS is VmHWM\n")
     for name, row in results.items():

@@ -385,7 +385,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--run-workers", type=int,
                         help="EVIDENCE_WORKERS of the backfill's runs (default: sqlite unset, each run takes its "
-                             "share of the cores; postgres --workers, as the README's production sizing sets it)")
+                             "share of the cores; postgres --workers, as the docs' production sizing sets it)")
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     args = parser.parse_args()
     # Every bench month must be an open month of the code location (a partition), here and in every process the
@@ -421,7 +421,7 @@ def measure(args, root: Path, environment) -> dict:
 
     env = environment("dagster")
     env.pop("EVIDENCE_WORKERS")  # the embedded default: each run takes its share of the cores (defs/assets.py)
-    if args.run_workers or args.backend == "postgres":  # production sets it per run (README, "Sizing")
+    if args.run_workers or args.backend == "postgres":  # production sets it per run (docs/operators/sizing.md)
         env["EVIDENCE_WORKERS"] = str(args.run_workers or args.workers)
     write_instance_yaml(Path(env["DAGSTER_HOME"]), args.backend)
     os.environ.update(env)

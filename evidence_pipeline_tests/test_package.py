@@ -1,5 +1,5 @@
 """Offline audit packages: `evidence export` then `evidence verify --package` with nothing but the folder, on
-both backend sets; every kind of tampering fails with its own code; the witness; the README's auditor script."""
+both backend sets; every kind of tampering fails with its own code; the witness; the docs' auditor script."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import load_witness_key, public_key_id
 from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, SMALL, overwrite
+from evidence_pipeline_tests.docs_pages import page
 
-README = Path(__file__).resolve().parent.parent / "README.md"
 PEM = serialization.Encoding.PEM
 
 
@@ -457,18 +457,18 @@ def test_the_ledger_commands_co_sign_and_still_verify(tmp_path, witness):
     assert not_a_key.exit_code == 2 and "CONFIG_INVALID" in not_a_key.output  # a private key is not what it takes
 
 
-# The README's verifier, run exactly as printed
+# The docs' verifier (auditors/own-verifier.md), run exactly as printed
 
 
-def _readme_script() -> str:
-    text = README.read_text()
+def _docs_script() -> str:
+    text = page("auditors/own-verifier.md")
     [block] = re.findall(r"```python\n(# check_package\.py .*?)```", text, re.S)
     return block
 
 
-def test_the_readme_auditor_script_verifies_a_package(runtime, backend, package, witness, tmp_path):
+def test_the_docs_auditor_script_verifies_a_package(runtime, backend, package, witness, tmp_path):
     script = tmp_path / "check_package.py"
-    script.write_text(_readme_script())
+    script.write_text(_docs_script())
     statement_keys = [str(p) for p in sorted((package / "keys").glob("ed25519-*.pem"))]
 
     def run(witness_arg: str) -> subprocess.CompletedProcess:

@@ -1,8 +1,9 @@
-"""The README's production one-liner: one PostgreSQL database for Dagster and the ledger, S3 for the stores.
+"""The documented production one-liner (docs/operators/production.md): one PostgreSQL database for Dagster and
+the ledger, S3 for the stores.
 
 Issue 16, finding 12: with DAGSTER_PG_URL equal to EVIDENCE_LEDGER_URL, `evidence demo` died on
 `relation "jobs" already exists` (Dagster's schedule storage has a `jobs` table too). This runs exactly what the
-README documents: the `evidence` command in a fresh process, DAGSTER_HOME left for it to seed with
+docs show: the `evidence` command in a fresh process, DAGSTER_HOME left for it to seed with
 dagster.production.yaml, on one fresh embedded PostgreSQL database and a moto S3 bucket.
 """
 
@@ -23,7 +24,7 @@ def _evidence(env: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([EVIDENCE, *args], env=env, capture_output=True, text=True, timeout=600)
 
 
-def test_the_readme_production_one_liner_publishes_and_the_ledger_verifies(request, tmp_path):
+def test_the_documented_production_one_liner_publishes_and_the_ledger_verifies(request, tmp_path):
     backend = aws_environment(request, tmp_path)
     shared = backend["EVIDENCE_LEDGER_URL"]
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"} | backend | {"DAGSTER_PG_URL": shared}

@@ -14,8 +14,8 @@ the proofs that tie each bundle to a signed checkpoint:
     witness/<key id>.pem                       the witness's public key, if the archive has one: a convenience
                                                that is never trusted unless the auditor pins its id
 
-The index and the proof files are plain JSON; their fields are documented in the README ("Offline audit
-packages"), which also holds a short verifier written from that description alone. Nothing in this module opens
+The index and the proof files are plain JSON; their fields are documented in docs/auditors/formats.md, and
+docs/auditors/own-verifier.md holds a short verifier written from that description alone. Nothing in this module opens
 a database or a network connection, and it imports no SQLAlchemy (a test checks the modules loaded).
 """
 

@@ -2,7 +2,7 @@
 processors' own walks (``pdftext``) enforce again, from these constants only.
 
 Exceeding one is DOCUMENT_LIMIT_EXCEEDED, whose message names the limit, never a value read from the file. The
-README's "Document limits" table lists each with why it is where it is.
+docs' "Document limits" table (docs/tenants-api/gate.md) lists each with why it is where it is.
 """
 
 from __future__ import annotations
