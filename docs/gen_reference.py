@@ -148,7 +148,7 @@ def cli_page() -> str:
         parts.append("\n" + help_text + "\n" if help_text else "")
         parts.append(f"\n    {path} {' '.join(command.collect_usage_pieces(ctx))}\n")
         options = [param.get_help_record(ctx) for param in command.get_params(ctx)
-                   if isinstance(param, click.Option) and param.name != "help"]
+                   if isinstance(param, click.Option) and param is not command.get_help_option(ctx)]
         options = [record for record in options if record is not None]
         if options:
             parts.append("\n" + _table(("option", "what it does"),
