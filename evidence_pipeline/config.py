@@ -66,6 +66,8 @@ class Settings:
     intake_tenant_max_uploads: int  # ... of one tenant (503)
     open_months: int  # the last complete months that are open (Dagster partitions); older ones are closed
     first_period: str  # the first month this deployment publishes evidence for: no month before it is ever open
+    action_max_age_seconds: float  # how far a signed actor request's time may be from the service's clock
+    actor_key: Path | None  # EVIDENCE_ACTOR_KEY: the actor's own private key that the CLI signs with (--key wins)
 
     def worker_processes(self, sharing: int = 1) -> int:
         """EVIDENCE_WORKERS, or by default this process's share of the CPUs it may use when ``sharing`` processes
@@ -109,6 +111,10 @@ class Settings:
         if witness_key is not None and keys_dir in witness_key.parents:
             raise EvidenceError(ReasonCode.CONFIG_INVALID,
                                 "EVIDENCE_WITNESS_KEY must be kept apart from EVIDENCE_KEYS_DIR, not inside it")
+        actor_key = Path(env["EVIDENCE_ACTOR_KEY"]).absolute() if env.get("EVIDENCE_ACTOR_KEY") else None
+        if actor_key is not None and keys_dir in actor_key.parents:  # an operator's key is never the service's
+            raise EvidenceError(ReasonCode.CONFIG_INVALID,
+                                "EVIDENCE_ACTOR_KEY must be kept apart from EVIDENCE_KEYS_DIR, not inside it")
 
         def store(variable: str, default: Path) -> str:
             value = env.get(variable) or str(default)
@@ -167,10 +173,14 @@ class Settings:
             intake_tenant_max_uploads=_whole(env, "EVIDENCE_INTAKE_TENANT_MAX_UPLOADS", 8),
             open_months=open_months(env),
             first_period=first_period(env),
+            action_max_age_seconds=_positive(env, "EVIDENCE_ACTION_MAX_AGE_SECONDS", 300),
+            actor_key=actor_key,
         )
         archive = None if settings.archive_uri.startswith("s3://") else Path(settings.archive_uri)
         if witness_key is not None and archive in witness_key.parents:
             raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_WITNESS_KEY must not be inside the archive")
+        if actor_key is not None and archive in actor_key.parents:
+            raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_ACTOR_KEY must not be inside the archive")
         return settings
 
 

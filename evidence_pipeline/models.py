@@ -43,6 +43,13 @@ class EventType(StrEnum):
     TEMPLATE_APPROVED = "template.approved"  # its approval, by someone other than the author
     RULESET_CANARY = "ruleset.canary"  # a tenant's new contract reviews are routed to a candidate ruleset
     RULESET_ROLLED_BACK = "ruleset.rolled_back"  # routing the tenant to the candidate stopped
+    # the actor registry (events of no tenant: their tenant is ""), each carrying the signed request that made it
+    ACTOR_BOOTSTRAPPED = "actor.bootstrapped"  # once per deployment: the first admin, signed by its own key
+    ACTOR_REGISTERED = "actor.registered"  # an actor's name, roles and first key
+    ACTOR_ROLES_CHANGED = "actor.roles_changed"  # an actor's roles from now on
+    ACTOR_KEY_ADDED = "actor.key_added"
+    ACTOR_KEY_REVOKED = "actor.key_revoked"  # from now on the key authorizes nothing
+    ACTION_REFUSED = "action.refused"  # a privileged action refused: its code, and the request only if authenticated
 
 
 class Stage(StrEnum):
