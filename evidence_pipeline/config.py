@@ -143,6 +143,12 @@ class Settings:
                                "when the code location loads); older months are closed")
     first_period: str = setting("EVIDENCE_FIRST_PERIOD", "the first month the deployment publishes evidence for "
                                 "(`YYYY-MM`, read when the code location loads): no month before it is open")
+    action_max_age_seconds: float = setting(
+        "EVIDENCE_ACTION_MAX_AGE_SECONDS", "how far a signed actor request's time may be from the service's clock, "
+        "either way (`ACTION_EXPIRED`)")
+    actor_key: Path | None = setting(
+        "EVIDENCE_ACTOR_KEY", "the acting person's own Ed25519 private key (PKCS#8 PEM, 0600) that the CLI signs "
+        "privileged actions with (`--key` wins); never a service key", default="unset: `--key` is needed")
 
     def worker_processes(self, sharing: int = 1) -> int:
         """EVIDENCE_WORKERS, or by default this process's share of the CPUs it may use when ``sharing`` processes
@@ -186,6 +192,10 @@ class Settings:
         if witness_key is not None and keys_dir in witness_key.parents:
             raise EvidenceError(ReasonCode.CONFIG_INVALID,
                                 "EVIDENCE_WITNESS_KEY must be kept apart from EVIDENCE_KEYS_DIR, not inside it")
+        actor_key = Path(env["EVIDENCE_ACTOR_KEY"]).absolute() if env.get("EVIDENCE_ACTOR_KEY") else None
+        if actor_key is not None and keys_dir in actor_key.parents:  # an operator's key is never the service's
+            raise EvidenceError(ReasonCode.CONFIG_INVALID,
+                                "EVIDENCE_ACTOR_KEY must be kept apart from EVIDENCE_KEYS_DIR, not inside it")
 
         def store(variable: str, default: Path) -> str:
             value = env.get(variable) or str(default)
@@ -244,10 +254,14 @@ class Settings:
             intake_tenant_max_uploads=_whole(env, "EVIDENCE_INTAKE_TENANT_MAX_UPLOADS", 8),
             open_months=open_months(env),
             first_period=first_period(env),
+            action_max_age_seconds=_positive(env, "EVIDENCE_ACTION_MAX_AGE_SECONDS", 300),
+            actor_key=actor_key,
         )
         archive = None if settings.archive_uri.startswith("s3://") else Path(settings.archive_uri)
         if witness_key is not None and archive in witness_key.parents:
             raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_WITNESS_KEY must not be inside the archive")
+        if actor_key is not None and archive in actor_key.parents:
+            raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_ACTOR_KEY must not be inside the archive")
         return settings
 
 

@@ -298,6 +298,30 @@ class ReasonCode(Vocabulary):
         "LINEAGE_NOT_APPROVED",
         "`evidence lineage`: a merge's parent has no approving review decision on record",
     )
+    # who acts: signed actor requests (evidence_pipeline/actors/), refused before anything changes, each refusal
+    # recorded as an `action.refused` event (with the request only when its signature verified)
+    ACTION_UNSIGNED = "ACTION_UNSIGNED", "a privileged action came without a signed request (or with no signature)"
+    ACTION_REQUEST_INVALID = (
+        "ACTION_REQUEST_INVALID",
+        "the envelope or its request is not the format, its args are not what the action takes, or it was signed "
+        "for another action",
+    )
+    ACTION_SIGNATURE_INVALID = "ACTION_SIGNATURE_INVALID", "the signature does not verify with the key it names"
+    ACTOR_UNKNOWN = "ACTOR_UNKNOWN", "no registered actor holds the key the request names under the name it gives"
+    ACTOR_EXISTS = "ACTOR_EXISTS", "registering a name that is already an actor's"
+    ACTOR_KEY_REVOKED = "ACTOR_KEY_REVOKED", "the request's key is revoked (or revoking a key already revoked)"
+    ACTOR_LAST_ADMIN = "ACTOR_LAST_ADMIN", "the change would leave no admin with a valid key"
+    ACTOR_ALREADY_BOOTSTRAPPED = "ACTOR_ALREADY_BOOTSTRAPPED", "the first admin is bootstrapped once"
+    ACTION_EXPIRED = (
+        "ACTION_EXPIRED",
+        "the request's time is further from the service's clock than `EVIDENCE_ACTION_MAX_AGE_SECONDS`",
+    )
+    ACTION_FORBIDDEN = "ACTION_FORBIDDEN", "none of the actor's roles permits the action"
+    ACTION_REPLAYED = "ACTION_REPLAYED", "the request's nonce was used before: each signed request acts once"
+    FOUR_EYES_REQUIRED = (
+        "FOUR_EYES_REQUIRED",
+        "the approver is the author's identity (the same name, or a shared key)",
+    )
     # verification outcomes (what `evidence verify` reports)
     BUNDLE_NOT_FOUND = "BUNDLE_NOT_FOUND", "the path holds no bundle"
     BUNDLE_INCOMPLETE = "BUNDLE_INCOMPLETE", "a bundle file is missing (e.g. no manifest yet)"

@@ -65,6 +65,16 @@ class EventType(Vocabulary):
     TEMPLATE_APPROVED = "template.approved", "a template version's approval, by someone other than the author"
     RULESET_CANARY = "ruleset.canary", "a tenant's new contract reviews are routed to a candidate ruleset"
     RULESET_ROLLED_BACK = "ruleset.rolled_back", "routing the tenant to the candidate stopped"
+    # the actor registry: events of no tenant (their tenant is ""), each carrying the signed request that made it
+    ACTOR_BOOTSTRAPPED = "actor.bootstrapped", "once per deployment: the first admin, signed by its own key"
+    ACTOR_REGISTERED = "actor.registered", "an actor's name, roles and first key"
+    ACTOR_ROLES_CHANGED = "actor.roles_changed", "an actor's roles from now on"
+    ACTOR_KEY_ADDED = "actor.key_added", "another public key of an actor"
+    ACTOR_KEY_REVOKED = "actor.key_revoked", "from now on the key authorizes nothing"
+    ACTION_REFUSED = (
+        "action.refused",
+        "a privileged action refused: its code, and the signed request only when its signature verified",
+    )
 
 
 class Stage(StrEnum):

@@ -77,3 +77,22 @@ def test_the_packages_import_one_way():
     order = list(graphlib.TopologicalSorter(graph).static_order())  # CycleError names the cycle
     assert order.index("store") < order.index("monthly") < order.index("documents") < order.index("intake")
     assert order.index("defs") > order.index("documents") and "intake" not in graph["defs"]
+    assert order.index("ledger") < order.index("actors")  # the ledger stores actors' events, never checks them
+
+
+# What an auditor re-checks offline, from events alone, needs no database: these modules of actors/ import only
+# each other, the vocabulary and the DSSE encoding (never the ledger, SQLAlchemy or the configuration).
+OFFLINE_ACTORS = {"requests", "roles", "registry", "verify", "offline"}
+OFFLINE_ALLOWED = {f"evidence_pipeline.actors.{name}" for name in OFFLINE_ACTORS} | {
+    "evidence_pipeline", "evidence_pipeline.errors", "evidence_pipeline.models", "evidence_pipeline.jsonread",
+    "evidence_pipeline.signing.dsse"}
+
+
+def test_the_offline_actor_checks_need_no_database():
+    for name in OFFLINE_ACTORS:
+        imported = _imported(PACKAGE / "actors" / f"{name}.py")
+        ours = {module for module in imported if module.split(".")[0] == "evidence_pipeline"}
+        # ``from evidence_pipeline.x import y`` names both x and x.y: a name is allowed when it or its module is
+        assert all(module in OFFLINE_ALLOWED or module.rsplit(".", 1)[0] in OFFLINE_ALLOWED for module in ours), name
+        assert not {"sqlalchemy", "alembic"} & _imports(PACKAGE / "actors" / f"{name}.py"), name
+    assert "evidence_pipeline.ledger.actors" in _imported(PACKAGE / "actors" / "authorize.py")  # the scan sees it

@@ -412,6 +412,12 @@ class Ledger(JobTransitions):
         conn.info[_CHAIN_HEAD] = event_hash
         return LedgerEvent(seq, event_type, event_hash, body)
 
+    def pin_chain_head(self, conn: Connection) -> None:
+        """Read the chain head before the reads a decision rests on: this transaction's first append then names it,
+        so that if any writer appended after these reads, that append loses the race and the transaction runs again
+        on fresh reads (``_transact``). Without it, a writer committing between a read and the append goes unseen."""
+        conn.info[_CHAIN_HEAD] = conn.execute(self._chain_head).scalar() or GENESIS_HASH
+
     def _publication(self, conn: Connection, identity: str) -> dict | None:
         row = conn.execute(select(self.publications).where(self.publications.c.identity == identity)).first()
         return None if row is None else dict(row._mapping)

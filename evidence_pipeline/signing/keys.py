@@ -188,24 +188,30 @@ def published_ed25519_keys(
 
 
 def load_witness_key(path: Path) -> ed25519.Ed25519PrivateKey:
-    """The checkpoint witness's Ed25519 private key (EVIDENCE_WITNESS_KEY): a regular file readable by its owner
-    only. It is never generated: a witness created beside the statement key would witness nothing."""
+    """The checkpoint witness's Ed25519 private key (EVIDENCE_WITNESS_KEY). It is never generated: a witness
+    created beside the statement key would witness nothing."""
+    return load_private_ed25519(path, "the witness key (EVIDENCE_WITNESS_KEY)")
+
+
+def load_private_ed25519(path: Path, what: str) -> ed25519.Ed25519PrivateKey:
+    """An Ed25519 private key from ``path``: a regular file (not a link) readable by its owner only, unencrypted
+    PKCS#8 PEM. ``what`` names it in the messages."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
-        raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "EVIDENCE_WITNESS_KEY names no readable file") from None
+        raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, f"{what} names no readable file") from None
     with os.fdopen(fd, "rb") as handle:
         mode = os.fstat(handle.fileno()).st_mode
         if not stat.S_ISREG(mode) or mode & 0o077:
             raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID,
-                                "the witness key must be a regular file of mode 0600 (or stricter)")
+                                f"{what} must be a regular file of mode 0600 (or stricter)")
         pem = handle.read(MAX_KEY_BYTES)
     try:
         key = serialization.load_pem_private_key(pem, password=None)
     except (ValueError, TypeError):
-        raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the witness key does not load") from None
+        raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, f"{what} does not load") from None
     if not isinstance(key, ed25519.Ed25519PrivateKey):
-        raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the witness key is not Ed25519")
+        raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, f"{what} is not Ed25519")
     return key
 
 

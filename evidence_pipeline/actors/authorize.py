@@ -1,0 +1,120 @@
+"""The gate every privileged action passes: verify the signed request, then act, in one ledger transaction.
+
+``ActionGate.run(envelope, action, perform)`` verifies the request against the registry as the ledger's tables hold
+it in that transaction (verify.py says the checks and their order), refuses a nonce already used (ACTION_REPLAYED),
+runs ``perform(conn, authorized)``, which appends the action's event with ``authorized.envelope`` in
+details["authorization"] and with the actor as the event's actor, and consumes the nonce against that event, all
+in one transaction: the action, its record and the nonce commit together or not at all.
+
+A refusal changes nothing and is recorded in a transaction of its own as an `action.refused` event (tenant "")
+with its code, the action asked for and the SHA-256 of the envelope. Only a request whose signature verified with
+a registered actor's key is recorded with its content (its envelope, under `authorization`, and the message), its
+nonce is consumed so that it never acts later, and the event's actor is its actor; otherwise the actor is "" and
+nothing of the request is kept: an unauthenticated caller never writes content into the ledger. A domain refusal of
+``perform`` that concerns who acts (FOUR_EYES_REQUIRED) is recorded the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+from sqlalchemy import Connection
+
+from evidence_pipeline.actors.registry import Registry
+from evidence_pipeline.actors.requests import digest
+from evidence_pipeline.actors.roles import Action
+from evidence_pipeline.actors.verify import ActionRefused, AuthorizedAction, verify, verify_bootstrap
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.ledger.actors import ActorLedger
+from evidence_pipeline.ledger.ledger import Ledger
+from evidence_pipeline.models import LedgerEvent
+
+RECORDED_DOMAIN_REFUSALS = frozenset({ReasonCode.FOUR_EYES_REQUIRED})
+
+Perform = Callable[[Connection, Registry, AuthorizedAction], LedgerEvent]
+
+
+class ActionGate:
+    def __init__(self, ledger: Ledger, max_age_seconds: float, clock: Callable[[], float] = time.time):
+        self.ledger = ledger
+        self.actors = ActorLedger(ledger)
+        self.max_age_seconds = max_age_seconds
+        self._clock = clock
+
+    def run(self, raw: object, action: Action, perform: Perform) -> LedgerEvent:
+        """Authorize ``raw`` (the envelope as received) for ``action`` and ``perform`` it; returns its event.
+        ``perform`` also receives the registry of the transaction (for four-eyes between identities)."""
+
+        def work(conn: Connection) -> LedgerEvent:
+            registry = self._registry(conn)
+            authorized = verify(raw, registry, action, self._now(), self.max_age_seconds)
+            if self.actors.nonce_used(conn, authorized.nonce):
+                raise ActionRefused(ReasonCode.ACTION_REPLAYED, "the request's nonce was used before",
+                                    authorized)
+            try:
+                event = perform(conn, registry, authorized)
+            except EvidenceError as error:
+                if error.code not in RECORDED_DOMAIN_REFUSALS:
+                    raise
+                raise ActionRefused(error.code, error.message, authorized) from None
+            _check_recorded(event, authorized)
+            self.actors.consume_nonce(conn, authorized.nonce, authorized.actor, authorized.key_id, event)
+            return event
+
+        return self._refusals_recorded(raw, action, work)
+
+    def bootstrap(self, raw: object, perform: Perform) -> LedgerEvent:
+        """The first admin's request (verify.verify_bootstrap), once: ACTOR_ALREADY_BOOTSTRAPPED after that. Its
+        refusals are recorded without content: a self-signed request authenticates no registered identity."""
+
+        def work(conn: Connection) -> LedgerEvent:
+            try:
+                authorized = verify_bootstrap(raw, self._now(), self.max_age_seconds)
+            except ActionRefused as refused:
+                raise ActionRefused(refused.code, refused.message) from None
+            registry = self._registry(conn)
+            if registry.bootstrapped:
+                raise ActionRefused(ReasonCode.ACTOR_ALREADY_BOOTSTRAPPED, "the first admin was bootstrapped before")
+            event = perform(conn, registry, authorized)
+            _check_recorded(event, authorized)
+            self.actors.consume_nonce(conn, authorized.nonce, authorized.actor, authorized.key_id, event)
+            return event
+
+        return self._refusals_recorded(raw, Action.ACTOR_BOOTSTRAP, work)
+
+    def _refusals_recorded(self, raw: object, action: Action, work: Callable[[Connection], LedgerEvent]):
+        try:
+            return self.ledger._transact(work)
+        except ActionRefused as refused:
+            self.ledger._transact(functools.partial(self._record_refusal, raw=raw, action=action, refused=refused))
+            raise
+
+    def _record_refusal(self, conn: Connection, raw: object, action: Action, refused: ActionRefused) -> None:
+        request_sha256 = digest(raw)
+        details = {"code": refused.code, "action": str(action), "request_sha256": request_sha256}
+        request = refused.request
+        if request is None:
+            self.actors.refuse(conn, "", request_sha256, details)
+            return
+        event = self.actors.refuse(conn, request.actor, request_sha256,
+                                   {**details, "message": refused.message, "authorization": request.envelope})
+        if not self.actors.nonce_used(conn, request.nonce):
+            self.actors.consume_nonce(conn, request.nonce, request.actor, request.key_id, event)
+
+    def _registry(self, conn: Connection) -> Registry:
+        """The registry this transaction decides on; an append after a concurrent commit makes it run again."""
+        self.ledger.pin_chain_head(conn)
+        return Registry(self.actors.snapshot(conn))
+
+    def _now(self) -> datetime:
+        return datetime.fromtimestamp(self._clock(), timezone.utc)
+
+
+def _check_recorded(event: LedgerEvent, authorized: AuthorizedAction) -> None:
+    """The promise of the gate: what acted is stored with the event that records it, under its actor's name."""
+    if event.body["details"].get("authorization") != authorized.envelope or event.body["actor"] != authorized.actor:
+        raise EvidenceError(ReasonCode.UNEXPECTED_ERROR,
+                            f"the event of {authorized.action} does not carry the request that authorized it")

@@ -1,0 +1,109 @@
+"""What an auditor re-checks offline, from event bodies alone: who authorized each action, and that they could.
+
+``recheck_events`` walks event bodies in ledger order (the whole ledger, or an audit package's events as long as it
+holds every actor event, tenant ""), folds the actor registry as it goes, and for every event that stores a signed
+request in details["authorization"] checks, against the registry as it stood just before that event and at the
+event's `recorded_at`:
+
+- the request verifies (verify.py: the actor held the key, the signature, the key not revoked, the request's time
+  within ``max_age_seconds`` (and RECORDING_GRACE_SECONDS) of `recorded_at`, a role permitting the action) - the
+  first admin's by its own key;
+- it was signed for this event: its action records this event type (roles.RECORDED_AS), its actor is the event's
+  actor and its tenant, if any, the event's tenant; an actor event's details repeat the request's args;
+- its nonce authorized no earlier event.
+
+`action.refused` events are refusals, not authorizations: they are passed over. Anything that does not hold is
+LEDGER_INVALID, naming the event and the code of what failed. ``max_age_seconds`` is the deployment's
+EVIDENCE_ACTION_MAX_AGE_SECONDS (the default unless it was changed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from evidence_pipeline.actors.registry import ACTOR_EVENTS, Registry
+from evidence_pipeline.actors.requests import key_id, parse_time, public_key_from_hex
+from evidence_pipeline.actors.roles import ACTION_OF_EVENT, Action
+from evidence_pipeline.actors.verify import AuthorizedAction, verify, verify_bootstrap
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.models import EventType
+
+DEFAULT_MAX_AGE_SECONDS = 300.0  # EVIDENCE_ACTION_MAX_AGE_SECONDS' default (config.py)
+# The gate checks a request's age on its clock a moment before the event's recorded_at is taken, in the same
+# transaction (which may wait for a lock): offline, the age may exceed the maximum by that much.
+RECORDING_GRACE_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Authorization:
+    """Who authorized one event: what an auditor reports."""
+
+    event_id: str
+    event_type: str
+    actor: str
+    key_id: str
+    action: str
+    time: str  # the request's
+
+
+def recheck_events(bodies: Iterable[dict], max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS) -> list[Authorization]:
+    """Every authorized event of ``bodies`` re-checked (module docstring); returns who authorized each, in order."""
+    registry = Registry()
+    nonces: set[str] = set()
+    found = []
+    for body in bodies:
+        if body.get("event_type") != EventType.ACTION_REFUSED and "authorization" in body.get("details", {}):
+            try:
+                authorized = recheck(body, registry, max_age_seconds)
+            except EvidenceError as error:
+                raise EvidenceError(ReasonCode.LEDGER_INVALID,
+                                    f"audit event {body.get('event_id')}: {error.code}: {error.message}") from None
+            if authorized.nonce in nonces:
+                raise EvidenceError(ReasonCode.LEDGER_INVALID, f"audit event {body['event_id']}: "
+                                    f"{ReasonCode.ACTION_REPLAYED}: its request authorized an earlier event")
+            nonces.add(authorized.nonce)
+            found.append(Authorization(body["event_id"], body["event_type"], authorized.actor, authorized.key_id,
+                                       authorized.action, authorized.body["time"]))
+        elif body.get("event_type") in ACTOR_EVENTS:
+            raise EvidenceError(ReasonCode.LEDGER_INVALID,
+                                f"audit event {body.get('event_id')}: an actor event without its signed request")
+        registry.apply(body)
+    return found
+
+
+def recheck(body: dict, registry: Registry, max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS) -> AuthorizedAction:
+    """The signed request stored with one event, checked against ``registry`` (as it stood just before the event)
+    at the event's `recorded_at`; raises the code of the first check that fails."""
+    action = ACTION_OF_EVENT.get(body["event_type"])
+    if action is None:
+        raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, f"no action records {body['event_type']} events")
+    try:
+        at = parse_time(body["recorded_at"])
+    except ValueError:
+        raise EvidenceError(ReasonCode.LEDGER_INVALID, "the event's recorded_at is not a time") from None
+    authorization = body["details"]["authorization"]
+    if action == Action.ACTOR_BOOTSTRAP:
+        authorized = verify_bootstrap(authorization, at, max_age_seconds + RECORDING_GRACE_SECONDS)
+    else:
+        authorized = verify(authorization, registry, action, at, max_age_seconds + RECORDING_GRACE_SECONDS)
+    if authorized.actor != body["actor"] or authorized.tenant not in (None, body["tenant"]):
+        raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "the event's actor or tenant is not the request's")
+    if body["event_type"] in ACTOR_EVENTS and not _details_repeat_args(body["details"], authorized):
+        raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "the actor event differs from the request's args")
+    return authorized
+
+
+def _details_repeat_args(details: dict, authorized: AuthorizedAction) -> bool:
+    """An actor event does what its request asked: its details hold the args (a public key as its key entry)."""
+    args = dict(authorized.args)
+    if "public_key" in args:
+        public = args.pop("public_key")
+        key = details.get("key") or {}
+        if key.get("public_key") != public or key.get("key_id") != key_id(public_key_from_hex(public)):
+            return False
+    if authorized.action == Action.ACTOR_BOOTSTRAP:
+        args["roles"] = ["admin"]
+    if "roles" in args:
+        args["roles"] = sorted(set(args["roles"]))
+    return all(details.get(name) == value for name, value in args.items())

@@ -1,0 +1,138 @@
+"""The actor registry as a value: who holds which keys and roles, as of a point in the ledger.
+
+Built two ways that must agree: from the ledger's actor tables (what authorization reads, ledger/actors.py) and by
+folding the actor events in ledger order (what an auditor does offline, from events alone). Both give the same
+``snapshot()``:
+
+    {actor: {"roles": [sorted role names], "keys": {key_id: {"public_key": hex, "valid_from": iso,
+                                                             "revoked_at": iso or None}}}}
+
+The event details it folds (written by ledger/actors.py), each beside the ``authorization`` that made it:
+`actor.bootstrapped` and `actor.registered` {name, roles, key}, `actor.roles_changed` {name, roles},
+`actor.key_added` {name, key}, `actor.key_revoked` {name, key_id, revoked_at}; a key is {key_id, public_key,
+valid_from}.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from evidence_pipeline.actors.requests import key_id, public_key_from_hex
+from evidence_pipeline.actors.roles import Role
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.models import EventType
+
+ACTOR_EVENTS = frozenset({EventType.ACTOR_BOOTSTRAPPED, EventType.ACTOR_REGISTERED, EventType.ACTOR_ROLES_CHANGED,
+                          EventType.ACTOR_KEY_ADDED, EventType.ACTOR_KEY_REVOKED})
+
+
+@dataclass(frozen=True)
+class ActorKey:
+    actor: str
+    key_id: str
+    public_key: str  # raw Ed25519 public key, hex
+    valid_from: str
+    revoked_at: str | None
+
+    @property
+    def public(self) -> ed25519.Ed25519PublicKey:
+        return public_key_from_hex(self.public_key)
+
+
+class Registry:
+    def __init__(self, snapshot: dict | None = None):
+        self._actors: dict[str, dict] = copy.deepcopy(snapshot or {})
+
+    @classmethod
+    def from_events(cls, bodies: Iterable[dict]) -> Registry:
+        """The registry after ``bodies`` (event bodies in ledger order; events of other types are passed over)."""
+        registry = cls()
+        for body in bodies:
+            registry.apply(body)
+        return registry
+
+    def snapshot(self) -> dict:
+        return copy.deepcopy(self._actors)
+
+    @property
+    def bootstrapped(self) -> bool:
+        """Every actor but the first is registered by an admin: there is one once the first admin is."""
+        return bool(self._actors)
+
+    def roles(self, actor: str) -> frozenset[str] | None:
+        """The actor's roles, or None when no actor has that name."""
+        found = self._actors.get(actor)
+        return None if found is None else frozenset(found["roles"])
+
+    def key(self, actor: str, key_id_: str) -> ActorKey | None:
+        found = self._actors.get(actor, {}).get("keys", {}).get(key_id_)
+        return None if found is None else ActorKey(actor, key_id_, **found)
+
+    def keys_of(self, actor: str) -> list[ActorKey]:
+        return [ActorKey(actor, kid, **key) for kid, key in self._actors.get(actor, {}).get("keys", {}).items()]
+
+    def same_identity(self, first: str, second: str) -> bool:
+        """Two names are one identity when they are equal or hold (or held) a public key in common: four-eyes is
+        between identities, not between names."""
+        if first == second:
+            return True
+        return bool({k.key_id for k in self.keys_of(first)} & {k.key_id for k in self.keys_of(second)})
+
+    def require_other_identity(self, author: str, approver: str) -> None:
+        if self.same_identity(author, approver):
+            raise EvidenceError(ReasonCode.FOUR_EYES_REQUIRED,
+                                "the approver must be another identity than the author (another name and key)")
+
+    def admins_with_valid_keys(self) -> set[str]:
+        return {actor for actor, found in self._actors.items() if Role.ADMIN in found["roles"]
+                and any(key["revoked_at"] is None for key in found["keys"].values())}
+
+    def apply(self, body: dict) -> None:
+        """Fold one event (an actor event; any other is passed over). An event that does not fit the registry as it
+        stands (an unknown actor, a second bootstrap, a revoked key revoked again) is LEDGER_INVALID."""
+        kind, details = body.get("event_type"), body.get("details")
+        if kind not in ACTOR_EVENTS:
+            return
+        try:
+            self._apply(kind, details)
+        except (KeyError, TypeError, AttributeError, EvidenceError):
+            raise EvidenceError(ReasonCode.LEDGER_INVALID, f"audit event {body.get('event_id')} ({kind}) does not "
+                                                           "fit the actor registry") from None
+
+    def _apply(self, kind: str, details: dict) -> None:
+        name = details["name"]
+        if kind in (EventType.ACTOR_BOOTSTRAPPED, EventType.ACTOR_REGISTERED):
+            if name in self._actors or (kind == EventType.ACTOR_BOOTSTRAPPED) == self.bootstrapped:
+                raise KeyError(name)  # registered twice, bootstrapped twice, or registered before any bootstrap
+            self._actors[name] = {"roles": _roles(details["roles"]), "keys": {}}
+            self._add_key(name, details["key"])
+            return
+        actor = self._actors[name]
+        if kind == EventType.ACTOR_ROLES_CHANGED:
+            actor["roles"] = _roles(details["roles"])
+        elif kind == EventType.ACTOR_KEY_ADDED:
+            self._add_key(name, details["key"])
+        else:
+            key = actor["keys"][details["key_id"]]
+            if key["revoked_at"] is not None or not isinstance(details["revoked_at"], str):
+                raise KeyError(details["key_id"])
+            key["revoked_at"] = details["revoked_at"]
+
+    def _add_key(self, actor: str, key: dict) -> None:
+        public = key["public_key"]
+        if key["key_id"] != key_id(public_key_from_hex(public)) or key["key_id"] in self._actors[actor]["keys"]:
+            raise KeyError(key["key_id"])  # a key id names its key's bytes, and an actor holds a key once
+        if not isinstance(key["valid_from"], str):
+            raise TypeError(key["valid_from"])
+        self._actors[actor]["keys"][key["key_id"]] = {"public_key": public, "valid_from": key["valid_from"],
+                                                      "revoked_at": None}
+
+
+def _roles(roles: list) -> list[str]:
+    if not isinstance(roles, list) or not set(roles) <= set(Role):
+        raise TypeError(roles)
+    return sorted(set(roles))

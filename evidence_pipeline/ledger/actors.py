@@ -1,0 +1,130 @@
+"""The actor registry's tables and events, and the nonces of signed requests (revision 0010 says what each holds).
+
+Each write appends its event and inserts the rows that project it in the caller's writing transaction, so the row
+and the event commit together or not at all; the caller (evidence_pipeline/actors/) has verified the signed
+request that the event stores in details["authorization"]. Actor events belong to no tenant: their tenant is "",
+which no tenant id can be, and their period is the month they were recorded in.
+
+Checks that read and then append are safe under concurrency because every append names the chain head: of two
+transactions that read the same registry, the second to append loses the race and runs again (Ledger._transact).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from sqlalchemy import Connection, MetaData, exists, select
+
+from evidence_pipeline.ledger.db import classified_errors
+from evidence_pipeline.ledger.ledger import Ledger
+from evidence_pipeline.models import EventType, LedgerEvent
+
+TABLES = ("evidence_actors", "evidence_actor_keys", "evidence_actor_key_revocations", "evidence_actor_roles",
+          "evidence_action_nonces")
+NO_TENANT = ""
+
+
+@dataclass(frozen=True)
+class _Deployment:
+    """Where an event of no tenant is filed: what Ledger._append reads of a TenantMonth."""
+
+    period: str
+    tenant: str = NO_TENANT
+
+
+def now_iso() -> str:
+    """A moment as the registry records it (valid_from, revoked_at): ISO 8601 UTC to the microsecond."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+class ActorLedger:
+    def __init__(self, ledger: Ledger):
+        self.ledger = ledger
+        tables = MetaData()
+        with classified_errors():
+            tables.reflect(ledger.engine, only=TABLES)
+        self.actors, self.keys, self.revocations, self.roles, self.nonces = (tables.tables[name] for name in TABLES)
+
+    def snapshot(self, conn: Connection) -> dict:
+        """The registry as the tables hold it (the shape of actors.registry.Registry.snapshot).
+
+        In a writing transaction, call Ledger.pin_chain_head first: the queries below may each see a later commit
+        (PostgreSQL reads committed data statement by statement), so rows of an actor registered after the first
+        query are passed over, and a decision taken on such a mixed view never commits: its append loses the race
+        to the commit it half saw."""
+        registry: dict[str, dict] = {row.actor: {"roles": [], "keys": {}} for row in conn.execute(select(self.actors))}
+        for row in conn.execute(select(self.roles).order_by(self.roles.c.event_seq)):  # the newest row is in force
+            if row.actor in registry:
+                registry[row.actor]["roles"] = json.loads(row.roles)
+        revoked = {(row.actor, row.key_id): row.revoked_at for row in conn.execute(select(self.revocations))}
+        for row in conn.execute(select(self.keys)):
+            if row.actor in registry:
+                registry[row.actor]["keys"][row.key_id] = {"public_key": row.public_key, "valid_from": row.valid_from,
+                                                           "revoked_at": revoked.get((row.actor, row.key_id))}
+        return registry
+
+    def read_snapshot(self) -> dict:
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            return self.snapshot(conn)
+
+    def nonce_used(self, conn: Connection, nonce: str) -> bool:
+        return conn.execute(select(exists().where(self.nonces.c.nonce == nonce))).scalar()
+
+    def consume_nonce(self, conn: Connection, nonce: str, actor: str, key_id: str, event: LedgerEvent) -> None:
+        """A second use of ``nonce`` fails here, on the primary key, even when both transactions checked first."""
+        conn.execute(self.nonces.insert().values(nonce=nonce, actor=actor, key_id=key_id, event_seq=event.seq))
+
+    def register(self, conn: Connection, by: str, name: str, roles: list[str], key: dict, authorization: dict,
+                 bootstrap: bool = False) -> LedgerEvent:
+        """``key``: {key_id, public_key}; it is valid from now."""
+        kind = EventType.ACTOR_BOOTSTRAPPED if bootstrap else EventType.ACTOR_REGISTERED
+        key = {**key, "valid_from": now_iso()}
+        event = self._append(conn, kind, name, by, {"name": name, "roles": roles, "key": key}, authorization)
+        conn.execute(self.actors.insert().values(actor=name, registered_seq=event.seq))
+        self._insert_key(conn, name, key, event)
+        conn.execute(self.roles.insert().values(event_seq=event.seq, actor=name, roles=json.dumps(roles)))
+        return event
+
+    def change_roles(self, conn: Connection, by: str, name: str, roles: list[str], authorization: dict) -> LedgerEvent:
+        event = self._append(conn, EventType.ACTOR_ROLES_CHANGED, name, by, {"name": name, "roles": roles},
+                             authorization)
+        conn.execute(self.roles.insert().values(event_seq=event.seq, actor=name, roles=json.dumps(roles)))
+        return event
+
+    def add_key(self, conn: Connection, by: str, name: str, key: dict, authorization: dict) -> LedgerEvent:
+        key = {**key, "valid_from": now_iso()}
+        event = self._append(conn, EventType.ACTOR_KEY_ADDED, name, by, {"name": name, "key": key}, authorization)
+        self._insert_key(conn, name, key, event)
+        return event
+
+    def revoke_key(self, conn: Connection, by: str, name: str, key_id: str, authorization: dict) -> LedgerEvent:
+        revoked_at = now_iso()
+        event = self._append(conn, EventType.ACTOR_KEY_REVOKED, name, by,
+                             {"name": name, "key_id": key_id, "revoked_at": revoked_at}, authorization)
+        conn.execute(self.revocations.insert().values(actor=name, key_id=key_id, revoked_at=revoked_at,
+                                                      revoked_seq=event.seq))
+        return event
+
+    def refuse(self, conn: Connection, by: str, subject_sha256: str, details: dict) -> LedgerEvent:
+        """An `action.refused` event: ``details`` holds the request only when it was authenticated (authorize.py)."""
+        return self.ledger._append(conn, _Deployment(_month()), EventType.ACTION_REFUSED, subject_sha256, by, details)
+
+    def _append(self, conn: Connection, kind: EventType, name: str, by: str, details: dict,
+                authorization: dict) -> LedgerEvent:
+        return self.ledger._append(conn, _Deployment(_month()), kind, _sha256(name), by,
+                                   {**details, "authorization": authorization})
+
+    def _insert_key(self, conn: Connection, name: str, key: dict, event: LedgerEvent) -> None:
+        conn.execute(self.keys.insert().values(actor=name, key_id=key["key_id"], public_key=key["public_key"],
+                                               valid_from=key["valid_from"], added_seq=event.seq))
+
+
+def _month() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m")
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
