@@ -96,3 +96,23 @@ def test_the_offline_actor_checks_need_no_database():
         assert all(module in OFFLINE_ALLOWED or module.rsplit(".", 1)[0] in OFFLINE_ALLOWED for module in ours), name
         assert not {"sqlalchemy", "alembic"} & _imports(PACKAGE / "actors" / f"{name}.py"), name
     assert "evidence_pipeline.ledger.actors" in _imported(PACKAGE / "actors" / "authorize.py")  # the scan sees it
+
+
+CLI = PACKAGE / "cli"
+# What a command module may import when it is imported: the ground, and cli's own shared modules. Everything else a
+# command needs it imports in its body, so that `evidence --help` loads no ledger, pipeline, pyHanko or Dagster.
+CLI_LOADS_AT_IMPORT = {"cli", "config", "errors", "models", "paths"}
+
+
+def test_cli_is_on_top_and_imports_its_commands_lazily():
+    importers = [
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if CLI not in path.parents and any(name.split(".")[:2] == ["evidence_pipeline", "cli"]
+                                           for name in _imported(path))
+    ]
+    assert importers == []
+    eager = {str(path.relative_to(PACKAGE)): sorted(_units_imported_at_module_level(path) - CLI_LOADS_AT_IMPORT)
+             for path in CLI.glob("*.py")}
+    assert {module: units for module, units in eager.items() if units} == {}
+    assert {"config", "paths"} <= _units_imported_at_module_level(CLI / "resources.py")  # the scan sees cli's imports

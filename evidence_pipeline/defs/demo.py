@@ -76,7 +76,7 @@ def run_demo(months: int, today: date, evidence: EvidenceResource | None = None,
 def _instance_of_dagster_home() -> DagsterInstance:
     """DagsterInstance.get(), one process at a time. On a fresh DAGSTER_HOME, Dagster creates and stamps its SQLite
     schemas without a guard, so two demos that start together can fail with "table … already exists"."""
-    # DagsterInstance.get() reads the same variable; `evidence demo` sets it (cli._use_dagster_home).
+    # DagsterInstance.get() reads the same variable; `evidence demo` sets it (cli.resources.use_dagster_home).
     with open(Path(os.environ["DAGSTER_HOME"]) / ".instance.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         return DagsterInstance.get()

@@ -1,0 +1,66 @@
+"""`evidence ledger …`: sign a checkpoint, verify the ledger against its checkpoints, prove a bundle's inclusion."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from evidence_pipeline.cli.resources import load_settings, open_archive, open_audit, open_runtime
+from evidence_pipeline.errors import EvidenceError
+
+
+@click.group()
+def ledger() -> None:
+    """Audit ledger: signed checkpoints, verification, inclusion proofs."""
+
+
+@ledger.command("checkpoint")
+def ledger_checkpoint() -> None:
+    """Sign and publish a checkpoint of the current ledger (put-once under ledger/checkpoints/)."""
+    from evidence_pipeline.audit.checkpoints import publish_checkpoint
+
+    settings = load_settings()
+    runtime = open_runtime(settings)
+    checkpoint = publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring, runtime.witness_key)
+    click.echo(f"checkpoint {checkpoint['size']} events, root {checkpoint['root_sha256']}")
+    if runtime.witness_key is not None:
+        from evidence_pipeline.audit.checkpoints import check_witness, checkpoint_key
+
+        key = checkpoint_key(checkpoint["size"])
+        try:
+            witness = check_witness(runtime.archive.get(key), runtime.witness_key.public_key(), key)
+            click.echo(f"co-signed by witness {witness}")
+        except EvidenceError as error:  # published before the witness was configured: put-once, never re-signed
+            click.echo(f"not witnessed: {error.message}")
+
+
+@ledger.command("verify")
+@click.option("--require-witness", "witness", metavar="PUB.pem", type=click.Path(dir_okay=False, path_type=Path),
+              help="Every checkpoint must carry a valid signature by this witness key (its public key PEM).")
+def ledger_verify(witness: Path | None) -> None:
+    """Recompute the hash chain, every checkpoint's Merkle root and the consistency between checkpoints."""
+    from evidence_pipeline.audit.checkpoints import verify_ledger
+    from evidence_pipeline.signing.keys import pinned_public_key
+
+    pinned = None if witness is None else pinned_public_key(witness, "--require-witness")
+    settings = load_settings()
+    ledger, archive = open_audit(settings)
+    report = verify_ledger(ledger, archive, pinned)
+    click.echo(
+        f"ledger verified: {report['events']} events, {len(report['checkpoints'])} checkpoints consistent "
+        f"({report['unchecked_tail']} events after the newest checkpoint)"
+    )
+
+
+@ledger.command("prove")
+@click.argument("bundle")
+def ledger_prove(bundle: str) -> None:
+    """Print the inclusion proof of BUNDLE's publication event in the newest covering checkpoint."""
+    from evidence_pipeline.audit.checkpoints import prove_bundle
+    from evidence_pipeline.audit.locations import locate_bundle
+
+    location = locate_bundle(bundle)
+    ledger, _ = open_audit(load_settings())
+    click.echo(json.dumps(prove_bundle(ledger, open_archive(location.archive), location.prefix), indent=2))

@@ -1,0 +1,71 @@
+"""What commands open, each only when a command calls for it: the settings, the runtime, an archive, the audit
+ledger, the intake ledger and the Dagster home."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from evidence_pipeline.config import Settings
+from evidence_pipeline.paths import private_dirs
+
+if TYPE_CHECKING:
+    from evidence_pipeline.ledger import Ledger
+    from evidence_pipeline.store import ArtifactStore
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_settings() -> Settings:
+    return Settings.from_env()
+
+
+def use_dagster_home(settings: Settings) -> Path:
+    """DAGSTER_HOME defaults to $EVIDENCE_HOME/dagster, seeded with the repository's dagster.yaml, or with
+    dagster.production.yaml (PostgreSQL storage) when DAGSTER_PG_URL is set."""
+    home = settings.dagster_home
+    if settings.dagster_home_override is None:
+        config = "dagster.production.yaml" if settings.dagster_pg_url else "dagster.yaml"
+        private_dirs(home)  # Dagster's SQLite databases live here: owner-only
+        shutil.copyfile(REPO_ROOT / config, home / "dagster.yaml")
+    # Dagster finds its instance through the environment, in this process and in those it starts (`evidence ui`).
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home
+
+
+def open_archive(root: str) -> ArtifactStore:
+    """The store of an archive root that `locations.locate` found (each worker process opens its own)."""
+    if root.startswith("s3://"):
+        from evidence_pipeline.store.uri import open_store  # boto3: only for an archive on S3
+
+        return open_store(root, _s3_client(load_settings()))
+    from evidence_pipeline.store.local import LocalStore
+
+    return LocalStore(Path(root))
+
+
+def _s3_client(settings: Settings):
+    from evidence_pipeline.runtime import s3_client  # the runtime (ledger, boto3) only when a command needs it
+
+    return s3_client(settings)
+
+
+def open_runtime(settings: Settings):
+    from evidence_pipeline.runtime import runtime_for  # the ledger and the stores only when a command needs them
+
+    return runtime_for(settings)
+
+
+def open_audit(settings: Settings) -> tuple[Ledger, ArtifactStore]:
+    """The ledger, opened read-only, and the archive: what verification and proofs read, and never write."""
+    from evidence_pipeline.ledger import Ledger
+
+    return Ledger(settings.ledger_url, read_only=True), open_archive(settings.archive_uri)
+
+
+def intake_ledger():
+    from evidence_pipeline.intake import open_documents
+
+    return open_documents(load_settings()).runtime.ledger

@@ -1,0 +1,136 @@
+"""`evidence tenant …`: the tenant registry, tenants' API tokens, offboarding."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from evidence_pipeline.cli.options import check_tenant_id, json_option
+from evidence_pipeline.cli.resources import load_settings, open_runtime
+from evidence_pipeline.errors import EvidenceError, ReasonCode, exit_code
+
+
+@click.group()
+def tenant() -> None:
+    """Tenants: the registry, API tokens for intake, offboarding."""
+
+
+@tenant.command("add")
+@click.argument("tenant_ids", nargs=-1, metavar="[TENANT...]",
+                callback=lambda ctx, param, values: [check_tenant_id(ctx, param, value) for value in values])
+@click.option("--from-file", "from_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Also register the tenant ids of this file: one per line, `#` starts a comment.")
+@json_option
+def tenant_add(tenant_ids: list[str], from_file: Path | None, as_json: bool) -> None:
+    """Register tenants in the registry (the ledger's database); tenant_registry_sensor makes them partitions.
+
+    Records one `tenant.registered` event per new tenant. Registered tenants stay as they are; an offboarded tenant
+    is refused (TENANT_OFFBOARDED, exit 1) and the others are registered. A file with a line that is not a tenant
+    id registers nothing (TENANT_ID_INVALID, the line numbers)."""
+    from evidence_pipeline.ledger.tenants import OFFBOARDED, TenantRegistry
+    from evidence_pipeline.tenants import read_tenant_file
+
+    if from_file is not None:
+        listed, rejected = read_tenant_file(from_file)
+        if rejected:
+            lines = ", ".join(str(line.line) for line in rejected)
+            raise EvidenceError(rejected[0].code, f"lines {lines} of the file are not tenant ids: nothing registered")
+        tenant_ids = [*tenant_ids, *listed]
+    if not tenant_ids:
+        raise click.UsageError("name at least one TENANT or --from-file")
+    outcome = TenantRegistry(open_runtime(load_settings()).ledger).register(tenant_ids, getpass.getuser())
+    if as_json:
+        click.echo(json.dumps(outcome, indent=2))
+    else:
+        for state in dict.fromkeys(outcome.values()):
+            named = [tenant_id for tenant_id, found in outcome.items() if found == state]
+            click.echo(f"{state} ({len(named)}): {' '.join(named)}")
+    if OFFBOARDED in outcome.values():
+        click.echo("Error: offboarded tenants are never registered again (TENANT_OFFBOARDED)", err=True)
+        sys.exit(exit_code(ReasonCode.TENANT_OFFBOARDED))
+
+
+@tenant.command("list")
+@click.option("--all", "everyone", is_flag=True, help="Offboarded tenants too.")
+@json_option
+def tenant_list(everyone: bool, as_json: bool) -> None:
+    """The registered tenants in registration order (the order they become partitions)."""
+    from evidence_pipeline.ledger.tenants import TenantRegistry
+
+    rows = [row for row in TenantRegistry(open_runtime(load_settings()).ledger).listing()
+            if everyone or row["offboarded_seq"] is None]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        state = "" if row["offboarded_seq"] is None else "  offboarded"
+        click.echo(f"{row['tenant']}  registered {row['registered_at']}{state}")
+
+
+@tenant.group("token")
+def tenant_token() -> None:
+    """Per-tenant API tokens (only their sha256 is stored)."""
+
+
+@tenant_token.command("issue")
+@click.argument("tenant_id", metavar="TENANT", callback=check_tenant_id)
+def tenant_token_issue(tenant_id: str) -> None:
+    """Issue a new API token for TENANT and print it, once."""
+    from evidence_pipeline.intake import open_documents
+
+    documents = open_documents(load_settings())
+    token_id, token = documents.ledger.issue_token(tenant_id, getpass.getuser())
+    click.echo(f"token id: {token_id}")
+    click.echo(f"token:    {token}")
+    click.echo("The token is shown only this once; store it now. Send it as `Authorization: Bearer <token>`.")
+
+
+@tenant_token.command("revoke")
+@click.argument("token_id")
+def tenant_token_revoke(token_id: str) -> None:
+    """Revoke a token by its id: every request with it is refused from now on."""
+    from evidence_pipeline.intake import open_documents
+
+    documents = open_documents(load_settings())
+    tenant_id = documents.ledger.revoke_token(token_id, getpass.getuser())
+    click.echo(f"token {token_id} of tenant {tenant_id} revoked")
+
+
+def _reason_option(_ctx, _param, value: str) -> str:
+    value = value.strip()
+    if not value or len(value) > 500 or not value.isprintable():
+        raise click.BadParameter("give 1-500 printable characters")
+    return value
+
+
+@tenant.command("offboard")
+@click.argument("tenant_id", metavar="TENANT", callback=check_tenant_id)
+@click.option("--reason", required=True, callback=_reason_option, help="Why (recorded in the ledger).")
+@json_option
+def tenant_offboard(tenant_id: str, reason: str, as_json: bool) -> None:
+    """Offboard TENANT: stop its new work, erase what is not evidence, keep its bundles and the ledger.
+
+    Safe to run again: it converges, and erases what retention kept once that retention has ended."""
+    from evidence_pipeline.intake import open_documents
+    from evidence_pipeline.offboarding import offboard_tenant
+
+    result = offboard_tenant(open_documents(load_settings()), tenant_id, reason, getpass.getuser())
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    click.echo(f"tenant {tenant_id} offboarded at {result['offboarded_at']}"
+               + ("" if result["first_run"] else " (an earlier run; this one converged)"))
+    click.echo(f"tokens revoked: {result['tokens_revoked']}, batches cancelled: {result['batches_cancelled']}, "
+               f"jobs rejected: {result['jobs_rejected']}")
+    click.echo("erased: " + ", ".join(f"{name} {count}" for name, count in result["erased"].items()))
+    kept = sum(len(keys) for keys in result["kept_until_retention"].values())
+    if kept:
+        click.echo(f"kept under retention: {kept} objects; run again after their retention ends")
+    evidence = result["evidence"]
+    until = evidence["retained_until"] or "an operator removes them (the archive has no Object Lock)"
+    click.echo(f"evidence kept: {evidence['bundles']} bundles, {evidence['document_job_outputs']} document job "
+               f"outputs, until {until}")

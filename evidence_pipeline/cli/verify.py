@@ -1,0 +1,230 @@
+"""`evidence verify`: bundles, archive prefixes or document artifacts offline, or an audit package (--package);
+the result lines, the summary and a progress line on a terminal."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Collection
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import click
+
+from evidence_pipeline.cli.lineage import is_artifact_id, walk_lineage
+from evidence_pipeline.cli.options import json_option, parse_moment
+from evidence_pipeline.cli.resources import load_settings, open_archive
+from evidence_pipeline.errors import EXIT_CHECK_FAILED, EXIT_OK, EvidenceError, ReasonCode
+
+if TYPE_CHECKING:
+    from evidence_pipeline.audit.verify_many import Outcome
+
+
+@click.command()
+@click.argument("locations", nargs=-1, metavar="[LOCATION...]")
+@click.option("--package", "package", metavar="FOLDER", help="Verify an audit package (`evidence export`) instead of "
+              "archive locations: every bundle, checkpoint and proof in it, with nothing else.")
+@click.option("--require-witness", "witness", metavar="PUB.pem|KEY_ID", help="With --package: every checkpoint must "
+              "carry a valid signature by this witness key (a PEM file, or the id of the copy in the package).")
+@json_option
+@click.option("--key-id", "key_ids", multiple=True, help="Only trust these statement key ids (repeatable).")
+@click.option("--root-id", "root_ids", multiple=True, help="Only trust these PAdES trust root ids (repeatable).")
+@click.option("--workers", type=click.IntRange(min=1), help="Worker processes for many bundles "
+              "[default: EVIDENCE_WORKERS, one per CPU].")
+@click.option("--at", "at", callback=parse_moment, metavar="TIME",
+              help="Validate the PAdES signatures at this ISO 8601 time (UTC unless it says) instead of now.")
+def verify(locations: tuple[str, ...], package: str | None, witness: str | None, as_json: bool,
+           key_ids: tuple[str, ...], root_ids: tuple[str, ...], workers: int | None, at: datetime | None) -> None:
+    """Verify bundles offline. Exit 0 only if every check of every bundle passes.
+
+    A LOCATION is one bundle, <archive>/bundles/<tenant>/<period>/<identity>, or a prefix whose bundles are all
+    verified: <archive>/bundles[/<tenant>[/<period>]] or the archive itself; a folder or s3://bucket/prefix.
+    For several bundles, --json prints one JSON object per bundle (JSON lines).
+
+    --package FOLDER verifies an audit package instead (no database, no network): its bundles, their inclusion
+    proofs, the signed checkpoints and the consistency between them; --json prints one JSON document.
+
+    Keys come from the archive's keys/ folder: the statement keys and signer certificates that the newest keyring
+    document (keys/keyring-*.json), signed by the trust root, lists. Pin the trust root id you received out of band
+    with --root-id, otherwise whoever can write the archive could publish a root and keyring of their own. An
+    archive from before key rotation has no keyring: pin its statement keys with --key-id too.
+
+    A LOCATION may also be a document artifact id (documents/<tenant>/…, as a job's status lists its outputs):
+    it is verified as `evidence lineage` verifies it, back to the upload, with the configured ledger and stores.
+    """
+    if package is not None and locations:
+        raise click.UsageError("give either LOCATION... or --package, not both")
+    if package is None and not locations:
+        raise click.UsageError("Missing argument 'LOCATION...' (or --package FOLDER).")
+    if witness is not None and package is None:
+        raise click.UsageError("--require-witness checks the checkpoints of a package: use it with --package")
+    if package is not None:  # reads no setting but EVIDENCE_WORKERS, and only when --workers is not given
+        _verify_package(package, witness, as_json, frozenset(key_ids), frozenset(root_ids),
+                        workers or load_settings().worker_processes(), at)
+    from evidence_pipeline.audit.locations import locate  # with verify_many: pyHanko, which only verify needs
+
+    settings = load_settings()
+    artifacts = [location for location in locations if is_artifact_id(location)]
+    if artifacts:
+        if len(artifacts) != len(locations):
+            raise EvidenceError(ReasonCode.CONFIG_INVALID, "verify either bundles or document artifact ids, not both")
+        sys.exit(max(walk_lineage(artifact, as_json) for artifact in artifacts))
+
+    targets = [locate(location) for location in locations]
+    if len(targets) == 1 and targets[0].is_bundle:
+        from evidence_pipeline.audit.verify import verify_bundle
+
+        target = targets[0]
+        result = verify_bundle(open_archive(target.archive), target.prefix, frozenset(key_ids), frozenset(root_ids),
+                               at)
+        if as_json:
+            click.echo(json.dumps(result.as_dict(), indent=2))
+        else:
+            for check in result.checks:
+                failure = "" if check.passed else f": {check.code}: {check.detail}"
+                click.echo(f"{'ok  ' if check.passed else 'FAIL'} {check.name}{failure}")
+            click.echo(f"statement key {result.statement_key_id}, trust root {result.trust_root_id}"
+                       + _vouched(result.keyring_sequence is not None, key_ids, root_ids))
+            for line in _chain_lines(result):
+                click.echo(line)
+            verdict = "VERIFIED" if result.ok else f"NOT VERIFIED: {', '.join(result.codes)}"
+            if result.superseded_by is not None:
+                verdict += f" but SUPERSEDED by {result.current_bundle['identity']}: valid, not the current bundle"
+            click.echo(verdict)
+        sys.exit(EXIT_OK if result.ok else EXIT_CHECK_FAILED)
+
+    from evidence_pipeline.audit.verify_many import list_bundles, overall_exit_code, verify_all
+
+    bundles = list_bundles(targets, open_archive)
+    progress = _Progress(len(bundles)) if sys.stderr.isatty() else None
+    outcomes = []
+    for outcome in verify_all(bundles, open_archive, frozenset(key_ids), frozenset(root_ids),
+                              workers or settings.worker_processes(), at):
+        outcomes.append(outcome)
+        if progress:
+            progress.clear()
+        click.echo(json.dumps(outcome.as_dict()) if as_json else _outcome_line(outcome))
+        if progress:
+            progress.show(outcomes)
+    if progress:
+        progress.clear()
+    if not as_json:
+        _print_summary(outcomes, key_ids, root_ids)
+    sys.exit(overall_exit_code(outcomes))
+
+
+def _chain_lines(result) -> list[str]:
+    """Where a verified bundle stands in its tenant-month's corrections chain, as `evidence verify` prints it."""
+    lines = []
+    if result.supersedes is not None:
+        corrected = result.supersedes
+        lines.append(f"supersedes {corrected['identity']} ({', '.join(corrected['reason'])})"
+                     + ("" if corrected["in_archive"] else ": that bundle is not in this archive"))
+    if result.superseded_by is not None:
+        lines.append(f"superseded by {result.superseded_by['identity']}; current bundle of the tenant-month: "
+                     f"{result.current_bundle['prefix']}")
+    elif result.current_bundle is not None:
+        lines.append("current bundle of the tenant-month (nothing in this archive supersedes it)")
+    return lines
+
+
+def _verify_package(argument: str, witness: str | None, as_json: bool, key_ids: frozenset[str],
+                    root_ids: frozenset[str], workers: int, at: datetime | None) -> None:
+    """`evidence verify --package`: the package-level checks, then every bundle in worker processes."""
+    from evidence_pipeline.audit.package import check_package, open_package, verify_bundles, witness_public_key
+    from evidence_pipeline.audit.verify_many import overall_exit_code
+
+    store, index = open_package(argument)
+    pinned_witness = None if witness is None else witness_public_key(store, witness)
+    checks = check_package(store, index, key_ids, root_ids, pinned_witness)
+    if not as_json:
+        span = f"{index.first or 'first'}..{index.last or 'last'}"
+        click.echo(f"package of {len(index.bundles)} bundles of {index.tenant} ({span}), "
+                   f"{len(index.checkpoints)} checkpoints, exported {index.exported_at}")
+        for check in checks.checks:
+            click.echo(f"{'ok  ' if check.passed else 'FAIL'} {check.name}"
+                       + ("" if check.passed else f": {check.code}: {check.detail}"))
+    progress = _Progress(len(index.bundles)) if sys.stderr.isatty() and not as_json else None
+    outcomes = []
+    for outcome in verify_bundles(argument, store, index, checks, key_ids, root_ids, workers, at):
+        outcomes.append(outcome)
+        if not as_json:
+            if progress:
+                progress.clear()
+            click.echo(_outcome_line(outcome))
+            if progress:
+                progress.show(outcomes)
+    if progress:
+        progress.clear()
+    code = EXIT_CHECK_FAILED if not checks.ok else overall_exit_code(outcomes)
+    if as_json:
+        verified = [o.verification for o in outcomes if o.verification is not None]
+        click.echo(json.dumps({
+            "package": argument, "ok": code == EXIT_OK, "tenant": index.tenant, "from": index.first, "to": index.last,
+            "codes": sorted(set(checks.codes) | {c for v in verified for c in v.codes}
+                            | {o.error.code for o in outcomes if o.error is not None}),
+            "checkpoint_key_ids": sorted(checks.checkpoint_key_ids), "witness_key_id": checks.witness_id,
+            "checks": [c.__dict__ for c in checks.checks], "bundles": [o.as_dict() for o in outcomes],
+        }, indent=2))
+    else:
+        _print_summary(outcomes, key_ids, root_ids, package_codes=checks.codes)
+        click.echo(f"checkpoints signed by {', '.join(sorted(checks.checkpoint_key_ids)) or '-'}; "
+                   + (f"witness {checks.witness_id} required" if checks.witness_id
+                      else "witness not checked (pass --require-witness)"))
+    sys.exit(code)
+
+
+def _outcome_line(outcome: Outcome) -> str:
+    if outcome.error is not None:
+        return f"ERR  {outcome.bundle}: {outcome.error}"
+    verification = outcome.verification
+    failed = [check for check in verification.checks if not check.passed]
+    superseded = "" if verification.superseded_by is None else (
+        f" (superseded; current: {verification.current_bundle['identity'][:12]})")
+    return f"{'ok  ' if not failed else 'FAIL'} {outcome.bundle}{superseded}" + "".join(
+        f"{':' if i == 0 else ';'} {check.code} ({check.name}: {check.detail})" for i, check in enumerate(failed))
+
+
+def _vouched(keyring: bool, key_ids: Collection[str], root_ids: Collection[str]) -> str:
+    """How the keys were vouched for, and what the auditor should pin."""
+    if keyring:
+        return ", listed in the keyring" + ("" if root_ids else "  (trust root not pinned: pass --root-id)")
+    return ", no keyring" + ("" if key_ids and root_ids else "  (not pinned: pass --key-id and --root-id)")
+
+
+def _print_summary(outcomes: list[Outcome], key_ids: Collection[str], root_ids: Collection[str],
+                   package_codes: Collection[str] = ()) -> None:
+    verified = sum(outcome.exit_code == EXIT_OK for outcome in outcomes)
+    unchecked = sum(outcome.error is not None for outcome in outcomes)
+    checked = [outcome.verification for outcome in outcomes if outcome.verification is not None]
+    superseded = sum(v.ok and v.superseded_by is not None for v in checked)
+    click.echo(f"{len(outcomes)} bundles: {verified} verified"
+               + (f" ({superseded} of them superseded by a newer bundle)" if superseded else "")
+               + f", {len(outcomes) - verified - unchecked} not verified"
+               + (f", {unchecked} could not be checked" if unchecked else ""))
+    keys = sorted({v.statement_key_id for v in checked if v.statement_key_id})
+    roots = sorted({v.trust_root_id for v in checked if v.trust_root_id})
+    keyring = bool(checked) and all(v.keyring_sequence is not None for v in checked)
+    click.echo(f"statement keys {', '.join(keys) or '-'}, trust roots {', '.join(roots) or '-'}"
+               + _vouched(keyring, key_ids, root_ids))
+    codes = sorted({code for v in checked for code in v.codes}
+                   | {o.error.code for o in outcomes if o.error is not None} | set(package_codes))
+    click.echo("VERIFIED" if verified == len(outcomes) and not package_codes else f"NOT VERIFIED: {', '.join(codes)}")
+
+
+class _Progress:
+    """A progress line on a terminal's stderr, cleared while a result line is printed and redrawn after it."""
+
+    def __init__(self, total: int):
+        self.total = total
+        self.started = time.monotonic()
+
+    def show(self, outcomes: list[Outcome]) -> None:
+        failed = sum(outcome.exit_code != EXIT_OK for outcome in outcomes)
+        rate = len(outcomes) / max(time.monotonic() - self.started, 1e-3)
+        click.echo(f"\rverifying {len(outcomes)}/{self.total} bundles, {failed} not verified, {rate:.0f}/s",
+                   err=True, nl=False)
+
+    def clear(self) -> None:
+        click.echo("\r\x1b[K", err=True, nl=False)
