@@ -642,14 +642,14 @@ def stats(tenant: str | None, since: datetime | None, as_json: bool) -> None:
     """Stage latency percentiles (ms, nearest-rank) from the ledger's stages.timed events, and the age of the
     oldest queued Dagster run (any tenant)."""
     from evidence_pipeline.ledger import Ledger
-    from evidence_pipeline.ledger.documents import DocumentLedger
+    from evidence_pipeline.ledger.submissions import Submissions
     from evidence_pipeline.stats import PERCENTILES, admission_stats, stage_stats
 
     settings = _settings()
     ledger = Ledger(settings.ledger_url)
     result = stage_stats(ledger, tenant, since)
     admission = admission_stats(ledger, tenant, since)
-    unstarted_age = DocumentLedger(ledger).oldest_unstarted_age()
+    unstarted_age = Submissions(ledger).oldest_unstarted_age()
     queued_age = _oldest_queued_run_age(settings)
     if as_json:
         click.echo(json.dumps({
@@ -746,7 +746,7 @@ def tenant_token_issue(tenant_id: str) -> None:
     from evidence_pipeline.intake import open_documents
 
     documents = open_documents(_settings())
-    token_id, token = documents.ledger.issue_token(tenant_id, getpass.getuser())
+    token_id, token = documents.tokens.issue_token(tenant_id, getpass.getuser())
     click.echo(f"token id: {token_id}")
     click.echo(f"token:    {token}")
     click.echo("The token is shown only this once; store it now. Send it as `Authorization: Bearer <token>`.")
@@ -759,7 +759,7 @@ def tenant_token_revoke(token_id: str) -> None:
     from evidence_pipeline.intake import open_documents
 
     documents = open_documents(_settings())
-    tenant_id = documents.ledger.revoke_token(token_id, getpass.getuser())
+    tenant_id = documents.tokens.revoke_token(token_id, getpass.getuser())
     click.echo(f"token {token_id} of tenant {tenant_id} revoked")
 
 
