@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import ReasonCode
 from evidence_pipeline.ledger import jobs as states
-from evidence_pipeline.ledger.documents import current_month, sha256_text
+from evidence_pipeline.ledger.ledger import current_month, sha256_text
 from evidence_pipeline.models import EventType, TenantMonth, validate_tenant_id
 from evidence_pipeline.monthly.bundle import staging_key
 from evidence_pipeline.store import ArtifactStore
@@ -32,7 +32,7 @@ def offboard_tenant(documents: Documents, tenant: str, reason: str, actor: str) 
         erase[name], kept[name] = _due(store, keys, now)
     evidence = _evidence(rt.archive, tenant)
     details = {"reason": reason, "erase": erase, "kept_until_retention": kept, "evidence": evidence}
-    record, first = documents.ledger.record_offboarding(tenant, actor, details)
+    record, first = documents.tokens.record_offboarding(tenant, actor, details)
     if not first:
         recorded = {key for keys in record["details"]["erase"].values() for key in keys}
         later = {name: [key for key in keys if key not in recorded] for name, keys in erase.items()}
@@ -56,10 +56,9 @@ def offboard_tenant(documents: Documents, tenant: str, reason: str, actor: str) 
 def _stop_work(documents: Documents, tenant: str, actor: str) -> dict[str, int]:
     """Cancel the tenant's open batches and reject its jobs that have not started: nothing of it is dispatched
     again. A job running under a live lease is left to fail on its own (its next pin is TENANT_OFFBOARDED)."""
-    ledger = documents.ledger
-    batches = [b for b in ledger.open_batches() if b["tenant"] == tenant]
+    batches = [b for b in documents.batches.open_batches() if b["tenant"] == tenant]
     for batch in batches:
-        ledger.stop_batch(tenant, batch["batch_id"], actor)
+        documents.batches.stop_batch(tenant, batch["batch_id"], actor)
     rt = documents.runtime
     rejected = [
         job["job_id"] for job in rt.ledger.jobs_in(states.ACCEPTED) if job["tenant"] == tenant

@@ -127,7 +127,7 @@ def client(url: str, token: str | None = None) -> httpx.Client:
 
 def tokens(documents) -> tuple[str, str]:
     """Tokens of two tenants."""
-    return documents.ledger.issue_token("acme", "test")[1], documents.ledger.issue_token("globex", "test")[1]
+    return documents.tokens.issue_token("acme", "test")[1], documents.tokens.issue_token("globex", "test")[1]
 
 
 def error_code(response: httpx.Response) -> str:

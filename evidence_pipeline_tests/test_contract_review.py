@@ -35,7 +35,7 @@ from evidence_pipeline.documents.registry import ProcessorInput, operation, outc
 from evidence_pipeline.documents.review import DECISION, SIGNED, review_contract
 from evidence_pipeline.documents.worker import APPROVAL_FIELD, PREDICATE_TYPE, STATEMENT, run_page
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger.documents import WORKER_VERSION, StageChange
+from evidence_pipeline.ledger.document_jobs import WORKER_VERSION, StageChange
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import load_keyring
@@ -264,7 +264,7 @@ def test_a_review_commits_four_ledger_transactions_one_per_stage_with_work_in_it
     walk = ["accepted", "validating", "reviewing", "signing", "committing"]
     for job_id in jobs:
         assert _stages(documents, job_id) == [(a, b, 1) for a, b in zip(walk, walk[1:])]
-        assert documents.ledger.job("acme", job_id)["started_at"] is not None
+        assert documents.jobs.job("acme", job_id)["started_at"] is not None
 
 
 def test_a_batchs_reviews_are_pinned_when_the_batch_is_accepted(documents, intake):
@@ -276,7 +276,7 @@ def test_a_batchs_reviews_are_pinned_when_the_batch_is_accepted(documents, intak
         assert dispatch_batches(documents, 10, "test") == 2
         outcomes = sorted((o.state, o.reason or "") for o in dispatch(documents))
         states = http.get(f"/v1/batches/{batch['batch_id']}").json()["states"]
-    jobs = [documents.ledger.job("acme", j) for j in documents.ledger.batch_children_in(batch["batch_id"], "rejected")]
+    jobs = [documents.jobs.job("acme", j) for j in documents.batches.batch_children_in(batch["batch_id"], "rejected")]
     assert outcomes == [("rejected", "REVIEW_POLICY_REJECTED"), ("succeeded", "")] and states == {
         "rejected": 1,
         "succeeded": 1,
@@ -354,9 +354,9 @@ def test_a_retry_after_an_ambiguous_signing_timeout_adopts_the_stored_approval(d
     with client(intake, acme) as http:
         job_id, _ = _submit_contract(http, "lease-14", lease_contract(14).pdf)
         flaky = dataclasses.replace(documents.runtime, archive=_AmbiguousArchive(documents.runtime.archive))
-        [first] = dispatch(Documents(flaky, documents.store, documents.ledger))
+        [first] = dispatch(Documents(flaky, documents.store))
         waiting = http.get(f"/v1/jobs/{job_id}").json()
-        prefix = f"documents/acme/{documents.ledger.job('acme', job_id)['period']}/{job_id}"
+        prefix = f"documents/acme/{documents.jobs.job('acme', job_id)['period']}/{job_id}"
         stored = documents.runtime.archive.get(f"{prefix}/{SIGNED}")
         make_due(documents, job_id)
         [second] = dispatch(documents, "run-2")
@@ -379,8 +379,8 @@ def test_sigkill_after_the_approval_is_stored_then_the_retry_adopts_it(documents
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
         job_id, _ = _submit_contract(http, "lease-28", lease_contract(28).pdf)
-        documents.ledger.assign_pages(10)
-        [(page_id, _, _)] = documents.ledger.open_pages()
+        documents.pages.assign_pages(10)
+        [(page_id, _, _)] = documents.pages.open_pages()
         env = os.environ | intake_environment(backend) | {"EVIDENCE_LEASE_SECONDS": "2"}
         child = subprocess.Popen(
             [sys.executable, "-m", "evidence_pipeline_tests.fault_child", "documents", page_id],
@@ -391,7 +391,7 @@ def test_sigkill_after_the_approval_is_stored_then_the_retry_adopts_it(documents
         )
         assert child.wait(timeout=180) == -signal.SIGKILL, child.stderr.read().decode()[-2000:]
         killed = http.get(f"/v1/jobs/{job_id}").json()
-        prefix = f"documents/acme/{documents.ledger.job('acme', job_id)['period']}/{job_id}"
+        prefix = f"documents/acme/{documents.jobs.job('acme', job_id)['period']}/{job_id}"
         stored = documents.runtime.archive.get(f"{prefix}/{SIGNED}")
         time.sleep(2.5)  # the dead worker's lease expires
         [lost] = dispatch(documents, "run-2")  # its attempt counts against the budget: retry_wait
@@ -413,7 +413,7 @@ def test_a_changed_approval_under_the_key_is_never_adopted(documents, intake):
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
         job_id, _ = _submit_contract(http, "lease-42", lease_contract(42).pdf)
-        prefix = f"documents/acme/{documents.ledger.job('acme', job_id)['period']}/{job_id}"
+        prefix = f"documents/acme/{documents.jobs.job('acme', job_id)['period']}/{job_id}"
         documents.runtime.archive.put_once(f"{prefix}/{SIGNED}", lease_contract(0).pdf)  # not this contract's
         [outcome] = dispatch(documents)
         status = http.get(f"/v1/jobs/{job_id}").json()
@@ -447,13 +447,13 @@ def test_two_runs_of_one_page_at_once_make_one_signed_output(documents, intake):
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
         job_id, _ = _submit_contract(http, "lease-0", lease_contract(0).pdf)
-    documents.ledger.assign_pages(10)
-    [(page_id, _, _)] = documents.ledger.open_pages()
+    documents.pages.assign_pages(10)
+    [(page_id, _, _)] = documents.pages.open_pages()
     with ThreadPoolExecutor(2) as pool:
         runs = list(pool.map(lambda run: run_page(documents, page_id, RunInfo(run)), ("run-a", "run-b")))
     outcomes = sorted((o.state, o.reason or "") for [o] in runs)
     assert outcomes in ([("running", "LEASE_BUSY"), ("succeeded", "")], [("succeeded", ""), ("succeeded", "")])
-    prefix = f"documents/acme/{documents.ledger.job('acme', job_id)['period']}/{job_id}"
+    prefix = f"documents/acme/{documents.jobs.job('acme', job_id)['period']}/{job_id}"
     assert documents.runtime.archive.list(prefix) == [f"{prefix}/{n}" for n in sorted((DECISION, SIGNED, STATEMENT))]
     assert len(documents.runtime.ledger.events_of_type("document.published")) == 1
 
@@ -465,18 +465,18 @@ def test_an_expired_lease_can_neither_record_a_stage_nor_commit_a_decision(docum
     ledger = documents.runtime.ledger
     lease = ledger.acquire_lease(job_id, "zombie", 0.2)
     time.sleep(0.3)
-    job = documents.ledger.job("acme", job_id)
+    job = documents.jobs.job("acme", job_id)
     before = ledger.verify_chain()
     for attempt in (
-        lambda: documents.ledger.record_stage(job, lease, StageChange("accepted", "validating", {}), "zombie"),
-        lambda: documents.ledger.complete(
+        lambda: documents.jobs.record_stage(job, lease, StageChange("accepted", "validating", {}), "zombie"),
+        lambda: documents.jobs.complete(
             job, lease, "document.published", "0" * 64, {}, "zombie", rejected="REVIEW_POLICY_REJECTED"
         ),
     ):
         with pytest.raises(EvidenceError) as fenced:
             attempt()
         assert fenced.value.code == "LEASE_FENCED"
-    assert ledger.verify_chain() == before and documents.ledger.job("acme", job_id)["state"] == "running"
+    assert ledger.verify_chain() == before and documents.jobs.job("acme", job_id)["state"] == "running"
 
 
 def test_a_shadow_run_prints_what_a_candidate_ruleset_would_change_and_writes_nothing(

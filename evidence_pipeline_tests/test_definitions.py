@@ -23,8 +23,8 @@ from dagster import (
 from evidence_pipeline.config import Settings
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs.partitions import run_range, stray_dimension_tags, tenant_month_partitions
-from evidence_pipeline.ledger.documents import DocumentLedger
 from evidence_pipeline.ledger.tenants import TenantRegistry
+from evidence_pipeline.ledger.tokens import Tokens
 from evidence_pipeline.models import FIRST_PERIOD, first_open_period
 from evidence_pipeline.monthly.render import RENDERER_VERSION
 from evidence_pipeline.runtime import runtime_for
@@ -167,7 +167,7 @@ def _tick_sensor(tmp_path, monkeypatch, registered: list[str], offboarded: tuple
     ledger = runtime_for(Settings.from_env()).ledger
     TenantRegistry(ledger).register(registered, "test")
     for tenant in offboarded:
-        DocumentLedger(ledger).record_offboarding(tenant, "test", {"reason": "test"})
+        Tokens(ledger).record_offboarding(tenant, "test", {"reason": "test"})
     sensor = defs.get_sensor_def("tenant_registry_sensor")
     with DagsterInstance.local_temp() as instance:
         instance.add_dynamic_partitions("tenant", ["acme-books"])

@@ -53,17 +53,17 @@ def test_a_processor_failure_counts_against_the_budget_until_the_job_is_dead(doc
     job_id = poison_job(documents, intake, trigger)
     [first] = dispatch(documents)
     assert (first.job_id, first.state, first.reason) == (job_id, "accepted", code)  # retry_wait, budget left
-    assert documents.ledger.job("acme", job_id)["state"] == "accepted"
+    assert documents.jobs.job("acme", job_id)["state"] == "accepted"
     make_due(documents, job_id)
     [second] = dispatch(documents, "run-2")
     assert (second.state, second.reason) == ("dead", code)
     assert dispatch(documents, "run-3") == []  # no page is dispatched again for a job whose budget is spent
-    job = documents.ledger.job("acme", job_id)
+    job = documents.jobs.job("acme", job_id)
     assert (job["state"], job["attempts"], job["last_reason"]) == ("dead", 2, code) and job["finished_at"]
     assert [(e["reason"], e["attempt"]) for e in failure_events(documents, job_id)] == [(code, 1), (code, 2)]
     listed = dead_letters(backend)
     assert job_id in listed and f"reason={code}" in listed
-    message = documents.ledger.job("acme", job_id)["last_message"]
+    message = documents.jobs.job("acme", job_id)["last_message"]
     assert message and f"message={message}" in listed and failure_events(documents, job_id)[-1]["message"] == message
     assert poison_operation.PLANTED not in listed + message  # the exception's text never leaves the worker
     assert documents.runtime.ledger.events_of_type("document.published") == []
@@ -80,7 +80,7 @@ def test_the_processor_runs_in_a_process_of_its_own_holding_no_ledger_lock(docum
     job_id = poison_job(documents, intake, "probe")
     [outcome] = dispatch(documents)
     assert (outcome.job_id, outcome.state) == (job_id, "succeeded")
-    findings = documents.ledger.job("acme", job_id)["outputs"]["summary"]
+    findings = documents.jobs.job("acme", job_id)["outputs"]["summary"]
     assert findings["pid"] != os.getpid()  # the heartbeat thread in this process cannot be starved by it
     assert findings["ledger_lockable"] is True  # no transaction of ours is open while it works
 
@@ -88,7 +88,7 @@ def test_the_processor_runs_in_a_process_of_its_own_holding_no_ledger_lock(docum
 def test_a_worker_that_died_holding_the_lease_is_recognised_and_the_job_ends_dead(documents, intake, backend):
     job_id = poison_job(documents, intake, "probe")
     ledger = documents.runtime.ledger
-    documents.ledger.assign_pages(10)
+    documents.pages.assign_pages(10)
     for attempt in (1, 2):
         # What a run SIGKILLed (or OOM-killed) mid-job leaves: a lease taken, its attempt counted, nothing recorded.
         ledger.acquire_lease(job_id, f"doomed-{attempt}", 0.05)
@@ -97,8 +97,8 @@ def test_a_worker_that_died_holding_the_lease_is_recognised_and_the_job_ends_dea
         assert (outcome.job_id, outcome.reason) == (job_id, "WORKER_LOST")
         assert outcome.state == ("accepted" if attempt == 1 else "dead")
         make_due(documents, job_id)
-    assert dispatch(documents, "run-3") == [] and documents.ledger.open_pages() == []
-    job = documents.ledger.job("acme", job_id)
+    assert dispatch(documents, "run-3") == [] and documents.pages.open_pages() == []
+    job = documents.jobs.job("acme", job_id)
     assert (job["state"], job["attempts"], job["last_reason"]) == ("dead", 2, "WORKER_LOST")
     assert [(e["reason"], e["attempt"]) for e in failure_events(documents, job_id)] == [
         ("WORKER_LOST", 1), ("WORKER_LOST", 2)]
@@ -110,17 +110,17 @@ def test_the_dispatcher_records_a_dead_attempt_before_paging(documents, intake):
     waits in retry_wait, and never once its budget is spent."""
     job_id = poison_job(documents, intake, "probe")
     ledger = documents.runtime.ledger
-    documents.ledger.assign_pages(10)
+    documents.pages.assign_pages(10)
     ledger.acquire_lease(job_id, "doomed", 0.05)
     time.sleep(0.1)
-    assert documents.ledger.record_lost_attempts(documents.runtime.document_retry_budget, "sensor") == [
+    assert documents.pages.record_lost_attempts(documents.runtime.document_retry_budget, "sensor") == [
         (job_id, "accepted")]
-    assert documents.ledger.open_pages() == []  # retry_wait: not due yet
+    assert documents.pages.open_pages() == []  # retry_wait: not due yet
     make_due(documents, job_id)
-    assert len(documents.ledger.open_pages()) == 1
+    assert len(documents.pages.open_pages()) == 1
     ledger.acquire_lease(job_id, "doomed-again", 0.05)
     time.sleep(0.1)
-    assert documents.ledger.record_lost_attempts(documents.runtime.document_retry_budget, "sensor") == [
+    assert documents.pages.record_lost_attempts(documents.runtime.document_retry_budget, "sensor") == [
         (job_id, "dead")]
-    assert documents.ledger.open_pages() == []
-    assert documents.ledger.job("acme", job_id)["finished_at"] is not None
+    assert documents.pages.open_pages() == []
+    assert documents.jobs.job("acme", job_id)["finished_at"] is not None

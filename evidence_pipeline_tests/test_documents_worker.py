@@ -37,10 +37,10 @@ IN_THE_WORKER_CASES = {name: HOSTILE[name] for name in IN_THE_WORKER} | {
 
 def dispatch(documents, run_id: str = "run-1") -> list:
     """What the sensor and the document job do, without Dagster: page the accepted jobs and work every page."""
-    documents.ledger.assign_pages(documents.runtime.settings.document_page_size)
+    documents.pages.assign_pages(documents.runtime.settings.document_page_size)
     return [
         outcome
-        for page_id, _, _ in documents.ledger.open_pages()
+        for page_id, _, _ in documents.pages.open_pages()
         for outcome in run_page(documents, page_id, RunInfo(run_id))
     ]
 
@@ -68,7 +68,7 @@ def test_inspect_publishes_a_signed_inspection_whose_subject_is_the_input(docume
     assert again.status_code == 200 and again.json()["state"] == "succeeded"
     assert status["state"] == "succeeded" and status["attempts"] == 1 and status["reason"] is None
     assert status["started_at"] and status["finished_at"] and status["findings"] == {"pages": 3, "active_content": []}
-    job = documents.ledger.job("acme", job_id)
+    job = documents.jobs.job("acme", job_id)
     prefix = f"documents/acme/{job['period']}/{job_id}"
     archive = documents.runtime.archive
     assert archive.list(prefix) == [f"{prefix}/inspection.json", f"{prefix}/statement.dsse.json"]
@@ -142,12 +142,12 @@ def test_a_replayed_job_is_dispatched_again_under_a_new_run_key(documents, intak
     with client(intake, acme) as http:
         document_id = upload(http, HOSTILE["xfa_form"][0]).json()["document_id"]
         job_id = submit(http, "xfa", {"operation": "inspect", "inputs": [document_id]}).json()["job_id"]
-    documents.ledger.assign_pages(10)
-    [(page_id, _, first)] = documents.ledger.open_pages()
+    documents.pages.assign_pages(10)
+    [(page_id, _, first)] = documents.pages.open_pages()
     [rejected] = run_page(documents, page_id, RunInfo("run-1"))
-    assert (rejected.state, rejected.reason) == ("rejected", "DOCUMENT_XFA") and documents.ledger.open_pages() == []
+    assert (rejected.state, rejected.reason) == ("rejected", "DOCUMENT_XFA") and documents.pages.open_pages() == []
     documents.runtime.ledger.replay(job_id, "operator", "policy now allows XFA")  # attempts start again at 0
-    [(same_page, _, again)] = documents.ledger.open_pages()
+    [(same_page, _, again)] = documents.pages.open_pages()
     assert same_page == page_id and again != first
 
 
@@ -157,24 +157,24 @@ def test_a_dead_runs_job_is_paged_again_and_its_zombie_cannot_commit(documents, 
         document_id = upload(http, pdf_bytes()).json()["document_id"]
         job_id = submit(http, "lease", {"operation": "inspect", "inputs": [document_id]}).json()["job_id"]
     ledger = documents.runtime.ledger
-    documents.ledger.assign_pages(10)
-    [(page_id, _, generation)] = documents.ledger.open_pages()
+    documents.pages.assign_pages(10)
+    [(page_id, _, generation)] = documents.pages.open_pages()
     live = ledger.acquire_lease(job_id, "other-run", 60)  # another run is working the job: not a failure of ours
-    assert documents.ledger.open_pages() == []
+    assert documents.pages.open_pages() == []
     [busy] = run_page(documents, page_id, RunInfo("run-1"))
     assert (busy.state, busy.reason) == ("running", "LEASE_BUSY")
     ledger.renew_lease(live, 0.2)  # ... and then that run dies: its lease runs out
     time.sleep(0.3)
-    [(same_page, _, later)] = documents.ledger.open_pages()
+    [(same_page, _, later)] = documents.pages.open_pages()
     assert same_page == page_id and later > generation  # a new run key for the same page
     [lost] = run_page(documents, page_id, RunInfo("run-2"))  # the dead run's attempt counts: retry_wait
     assert (lost.state, lost.reason) == ("accepted", "WORKER_LOST")
     make_due(documents, job_id)
     [outcome] = run_page(documents, page_id, RunInfo("run-3"))
     assert outcome.state == "succeeded"
-    job = documents.ledger.job("acme", job_id)
+    job = documents.jobs.job("acme", job_id)
     with pytest.raises(EvidenceError) as fenced:
-        documents.ledger.complete(job, live, "document.published", "0" * 64, {}, "other-run")
+        documents.jobs.complete(job, live, "document.published", "0" * 64, {}, "other-run")
     assert fenced.value.code == "LEASE_FENCED"
     assert len(ledger.events_of_type("document.published")) == 1 and job["attempts"] == 2
 
@@ -188,9 +188,9 @@ def test_pages_hold_one_tenants_jobs_oldest_first(documents, intake):
             submit(http, f"k{n}", {"operation": "inspect", "inputs": [document_id]})
         theirs = upload(other, pdf_bytes()).json()["document_id"]
         submit(other, "k0", {"operation": "inspect", "inputs": [theirs]})
-    documents.ledger.assign_pages(page_size)
-    pages = documents.ledger.open_pages()
+    documents.pages.assign_pages(page_size)
+    pages = documents.pages.open_pages()
     assert sorted(tenant for _, tenant, _ in pages) == ["acme", "acme", "globex"]
-    assert sorted(len(documents.ledger.page_jobs(page_id)) for page_id, _, _ in pages) == [1, 1, 2]
-    documents.ledger.assign_pages(page_size)
-    assert documents.ledger.open_pages() == pages  # paging again changes nothing
+    assert sorted(len(documents.pages.page_jobs(page_id)) for page_id, _, _ in pages) == [1, 1, 2]
+    documents.pages.assign_pages(page_size)
+    assert documents.pages.open_pages() == pages  # paging again changes nothing

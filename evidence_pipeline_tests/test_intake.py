@@ -33,7 +33,7 @@ def stored_documents(documents) -> list[str]:
 
 def document_rows(documents) -> list:
     with documents.runtime.ledger.engine.connect() as conn:
-        return conn.execute(select(documents.ledger.documents)).all()
+        return conn.execute(select(documents.runtime.ledger.documents)).all()
 
 
 # --- tokens ---------------------------------------------------------------------------------------------------
@@ -47,7 +47,7 @@ def test_token_issue_stores_only_a_hash_and_revoke_locks_the_token_out(backend, 
     token = issued.output.split("token:")[1].split()[0]
     assert len(token.removeprefix("evt_")) >= 43  # 32 random bytes, base64url: 256 bits
     with documents.runtime.ledger.engine.connect() as conn:
-        rows = conn.execute(select(documents.ledger.tokens)).all()
+        rows = conn.execute(select(documents.runtime.ledger.api_tokens)).all()
     assert [row.token_id for row in rows] == [token_id]
     assert token not in repr(rows) and rows[0].token_sha256 == hashlib.sha256(token.encode()).hexdigest()
     assert token not in json.dumps(documents.runtime.ledger.events_of_type("token.issued"))

@@ -19,7 +19,6 @@ def specs(document_ids: list[str], count: int, prefix: str = "b") -> list[dict]:
 
 def test_a_batch_of_1000_is_admitted_at_once_dispatched_in_pages_and_cancelled_honestly(documents, intake):
     acme, globex = tokens(documents)
-    ledger = documents.ledger
     with client(intake, acme) as http, client(intake, globex) as other:
         ids = [upload(http, pdf_bytes(n)).json()["document_id"] for n in (1, 2)]
         admitted = http.post("/v1/batches", json={"jobs": specs(ids, 1000)})
@@ -37,10 +36,10 @@ def test_a_batch_of_1000_is_admitted_at_once_dispatched_in_pages_and_cancelled_h
         view = http.get(f"/v1/batches/{batch_id}").json()
         assert (view["undispatched"], view["states"]) == (800, {"accepted": 200})
 
-        ledger.assign_pages(10)
-        first_page = next(page for page, tenant, _ in ledger.open_pages() if tenant == "acme")
+        documents.pages.assign_pages(10)
+        first_page = next(page for page, tenant, _ in documents.pages.open_pages() if tenant == "acme")
         assert {o.state for o in run_page(documents, first_page, RunInfo("run-1"))} == {"succeeded"}
-        leased = ledger.batch_children_in(batch_id, "accepted")[0]
+        leased = documents.batches.batch_children_in(batch_id, "accepted")[0]
         documents.runtime.ledger.acquire_lease(leased, "run-2", 60)  # a child someone is working on right now
 
         cancelled = http.post(f"/v1/batches/{batch_id}/cancel")
@@ -92,7 +91,7 @@ def test_a_batch_that_cannot_be_paged_is_skipped_and_every_other_tenant_is_dispa
     with client(intake, acme) as http, client(intake, globex) as other:
         ours = http.post("/v1/batches", json={"jobs": specs([upload(http, pdf_bytes()).json()["document_id"]], 3)})
         theirs = other.post("/v1/batches", json={"jobs": specs([upload(other, pdf_bytes()).json()["document_id"]], 2)})
-        [broken] = [b for b in documents.ledger.open_batches() if b["batch_id"] == ours.json()["batch_id"]]
+        [broken] = [b for b in documents.batches.open_batches() if b["batch_id"] == ours.json()["batch_id"]]
         assert documents.store.erase(broken["store_key"])  # its manifest is gone from the document store
         assert dispatch_batches(documents, 100, "test") == 2  # globex's children are created all the same
         assert other.get(theirs.json()["status_url"]).json()["states"] == {"accepted": 2}

@@ -30,8 +30,8 @@ def test_an_evidence_job_runs_its_tenant_month_through_dagster_and_records_the_b
 ):
     for name, value in intake_environment(backend).items():
         monkeypatch.setenv(name, value)
-    token = documents.ledger.issue_token(SMALL.tenant, "test")[1]  # its sources: 2026-09 and 2026-10
-    stranger = documents.ledger.issue_token("globex", "test")[1]  # no data at all
+    token = documents.tokens.issue_token(SMALL.tenant, "test")[1]  # its sources: 2026-09 and 2026-10
+    stranger = documents.tokens.issue_token("globex", "test")[1]  # no data at all
     with client(intake, token) as http, client(intake, stranger) as other:
         refusals = [
             (evidence_job(http, "a", "2026-13"), 422, "PERIOD_INVALID"),
@@ -86,7 +86,7 @@ def test_an_evidence_job_runs_its_tenant_month_through_dagster_and_records_the_b
             )
         status = http.get(f"/v1/jobs/{job_id}").json()
         assert other.get(f"/v1/jobs/{job_id}").status_code == 404
-    publication = documents.ledger.latest_publication(SMALL.tenant, SMALL.period)
+    publication = documents.runtime.ledger.current_publication(SMALL)
     assert status["state"] == "succeeded" and status["period"] == SMALL.period and status["run_id"] == run.run_id
     assert status["bundle"]["identity"] == publication["identity"]
     assert status["bundle"]["report_sha256"] == publication["report_sha256"]
@@ -94,16 +94,16 @@ def test_an_evidence_job_runs_its_tenant_month_through_dagster_and_records_the_b
 
 
 def test_a_failed_evidence_run_rejects_the_job_and_a_replay_gets_a_new_run_key(runtime, documents, intake):
-    token = documents.ledger.issue_token(SMALL.tenant, "test")[1]
+    token = documents.tokens.issue_token(SMALL.tenant, "test")[1]
     with client(intake, token) as http:
         job_id = evidence_job(http, "october", SMALL.period).json()["job_id"]
-        [waiting] = documents.ledger.waiting_evidence_jobs()
+        [waiting] = documents.jobs.waiting_evidence_jobs()
         assert finish_evidence_job(documents, SMALL.tenant, job_id, "run-1", succeeded=False) == "rejected"
         assert finish_evidence_job(documents, SMALL.tenant, job_id, "run-1", succeeded=False) is None  # once
         status = http.get(f"/v1/jobs/{job_id}").json()
     assert (status["state"], status["reason"], status["bundle"]) == ("rejected", "EVIDENCE_RUN_FAILED", None)
     documents.runtime.ledger.replay(job_id, "operator", "source fixed")
-    [again] = documents.ledger.waiting_evidence_jobs()
+    [again] = documents.jobs.waiting_evidence_jobs()
     assert again["lease_token"] > waiting["lease_token"]  # the dispatcher's run key changes with it
 
 
@@ -120,7 +120,7 @@ def test_a_closed_month_is_refused_at_admission_and_when_it_closed_while_waiting
         submit_evidence_job(documents, SMALL.tenant, "k", {"period": SMALL.period}, "test", time.time,
                             today=date(2200, 1, 15))
     assert closed.value.code == "PERIOD_CLOSED"
-    token = documents.ledger.issue_token(SMALL.tenant, "test")[1]
+    token = documents.tokens.issue_token(SMALL.tenant, "test")[1]
     with client(intake, token) as http:
         job_id = evidence_job(http, "october", SMALL.period).json()["job_id"]
         # The code location reloads after the month closed: its window starts later than the waiting job's month.
@@ -131,7 +131,7 @@ def test_a_closed_month_is_refused_at_admission_and_when_it_closed_while_waiting
         status = http.get(f"/v1/jobs/{job_id}").json()
     assert not getattr(tick, "run_requests", None)  # no run for a partition that no longer exists
     assert (status["state"], status["reason"]) == ("rejected", "PERIOD_CLOSED") and status["finished_at"]
-    assert documents.ledger.waiting_evidence_jobs() == []
+    assert documents.jobs.waiting_evidence_jobs() == []
 
 
 def test_an_evidence_job_for_a_month_that_is_not_a_partition_is_refused_and_the_tick_dispatches_the_rest(
@@ -142,7 +142,7 @@ def test_an_evidence_job_for_a_month_that_is_not_a_partition_is_refused_and_the_
     from datetime import date, datetime, timezone
 
     from evidence_pipeline.intake.admission import submit_evidence_job
-    from evidence_pipeline.ledger.documents import Clock
+    from evidence_pipeline.ledger.admission import Clock
     from evidence_pipeline_tests.intake_server import pdf_bytes, submit, upload
 
     for name, value in intake_environment(backend).items():
@@ -155,7 +155,7 @@ def test_an_evidence_job_for_a_month_that_is_not_a_partition_is_refused_and_the_
     with pytest.raises(EvidenceError) as refused:  # on the server's own clock the month is refused at admission
         submit_evidence_job(documents, SMALL.tenant, "now", {"period": this_month}, "test", Clock(None))
     assert refused.value.code == "PERIOD_NOT_AVAILABLE"
-    other = documents.ledger.issue_token("globex", "test")[1]
+    other = documents.tokens.issue_token("globex", "test")[1]
     with client(intake, other) as http:
         document_id = upload(http, pdf_bytes()).json()["document_id"]
         theirs = submit(http, "x", {"operation": "inspect", "inputs": [document_id]})
@@ -166,6 +166,6 @@ def test_an_evidence_job_for_a_month_that_is_not_a_partition_is_refused_and_the_
                 tick = sensor.evaluate_tick(build_sensor_context(
                     instance=instance, resources=defs.resources, repository_def=defs.get_repository_def()))
     assert [r.tags[TENANT_TAG] for r in tick.run_requests] == ["globex"]  # the other tenant's page is dispatched
-    status = documents.ledger.job(SMALL.tenant, job["job_id"])
+    status = documents.jobs.job(SMALL.tenant, job["job_id"])
     assert (status["state"], status["last_reason"]) == ("rejected", "PERIOD_NOT_AVAILABLE")
-    assert documents.ledger.waiting_evidence_jobs() == [] and theirs.status_code == 202
+    assert documents.jobs.waiting_evidence_jobs() == [] and theirs.status_code == 202

@@ -365,6 +365,6 @@ def test_healthz_fails_when_the_ledger_takes_no_writes(documents, intake):
         conn.exec_driver_sql(f'ALTER DATABASE "{database}" SET default_transaction_read_only = on')
     ledger.engine.dispose()  # new connections are read-only; reads still answer
     with client(intake) as http:
-        assert documents.ledger.job("acme", "job_x") is None
+        assert documents.jobs.job("acme", "job_x") is None
         health = http.get("/healthz")
     assert health.status_code == 503 and health.json()["checks"]["ledger"] == "LEDGER_UNAVAILABLE"

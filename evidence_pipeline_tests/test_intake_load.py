@@ -10,7 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 import sqlalchemy
 
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.ledger.documents import Clock, DocumentLedger
+from evidence_pipeline.ledger.admission import Clock
+from evidence_pipeline.ledger.documents import DocumentRecords
 from evidence_pipeline.ledger.ledger import Ledger
 from evidence_pipeline_tests.intake_server import client, error_code, pdf_bytes, submit, tokens, upload
 
@@ -67,7 +68,7 @@ def test_backpressure_is_per_tenant_while_status_reads_keep_working(documents, i
 
 def test_every_tenants_outstanding_jobs_together_are_the_global_limit(documents, intake):
     acme, globex = tokens(documents)
-    initech = documents.ledger.issue_token("initech", "test")[1]
+    initech = documents.tokens.issue_token("initech", "test")[1]
     accepted = []
     for token, keys in ((acme, ["a", "b"]), (globex, ["c"])):
         with client(intake, token) as http:
@@ -124,7 +125,7 @@ def test_two_server_processes_admitting_at_once_never_pass_the_byte_quota(docume
     """One Ledger (engine, pool, locks) per process. A's admission pauses right after its quota check until B's
     is done, or 3 s: on PostgreSQL, before, B committed in that pause and both were admitted past the quota (on
     SQLite B waits for A's writer lock)."""
-    other = DocumentLedger(Ledger(documents.runtime.settings.ledger_url))
+    other = DocumentRecords(Ledger(documents.runtime.settings.ledger_url))
     checked, b_done = threading.Event(), threading.Event()
 
     def pause_after_the_check(conn, cursor, statement, *args):
@@ -132,9 +133,9 @@ def test_two_server_processes_admitting_at_once_never_pass_the_byte_quota(docume
             checked.set()
             b_done.wait(timeout=3)
 
-    def admit(ledger, name: str):
+    def admit(records, name: str):
         try:
-            return ledger.admit_document("acme", name * 64, 1000, "application/pdf", f"acme/{name * 64}", "test",
+            return records.admit_document("acme", name * 64, 1000, "application/pdf", f"acme/{name * 64}", "test",
                                          Clock(None), 1500)[1]
         except EvidenceError as error:
             return error.code
@@ -143,7 +144,7 @@ def test_two_server_processes_admitting_at_once_never_pass_the_byte_quota(docume
     sqlalchemy.event.listen(engine, "after_cursor_execute", pause_after_the_check)
     try:
         with ThreadPoolExecutor(1) as pool:
-            first = pool.submit(admit, documents.ledger, "a")
+            first = pool.submit(admit, documents.records, "a")
             assert checked.wait(timeout=30)
             try:
                 second = admit(other, "b")

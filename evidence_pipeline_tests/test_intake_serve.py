@@ -74,5 +74,5 @@ def test_a_server_killed_mid_upload_leaves_no_document_and_no_temp_file(backend,
     if not settings.uses_s3:  # the upload's spool in the store's root was nameless: nothing is left there either
         assert [p for p in Path(settings.documents_uri).rglob("*") if p.is_file()] == []
     with documents.runtime.ledger.engine.connect() as conn:
-        assert conn.execute(select(documents.ledger.documents)).all() == []
+        assert conn.execute(select(documents.runtime.ledger.documents)).all() == []
     assert documents.runtime.ledger.events_of_type("document.admitted") == []

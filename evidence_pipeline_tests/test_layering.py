@@ -1,5 +1,5 @@
 """The layering: the domain is plain Python (only defs/ and definitions.py import dagster), production code never
-imports synthetic data, and the packages import one way."""
+imports synthetic data, the packages import one way, and so do the ledger's pieces over its shared core."""
 
 import ast
 import graphlib
@@ -116,3 +116,38 @@ def test_cli_is_on_top_and_imports_its_commands_lazily():
              for path in CLI.glob("*.py")}
     assert {module: units for module, units in eager.items() if units} == {}
     assert {"config", "paths"} <= _units_imported_at_module_level(CLI / "resources.py")  # the scan sees cli's imports
+
+
+LEDGER = PACKAGE / "ledger"
+# The core every piece of the ledger takes: the engine, its transactions and the chain (ledger.py), job states and
+# leases (jobs.py), and what they are built on.
+LEDGER_CORE = {"ledger", "jobs", "db", "mirrors", "merkle", "append_only"}
+
+
+def _ledger_modules_imported(path: Path) -> set[str]:
+    """The modules of ledger/ that a module of it imports when it is imported."""
+    modules = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("evidence_pipeline.ledger"):
+            parts = node.module.split(".")
+            modules |= {parts[2]} if len(parts) > 2 else {alias.name for alias in node.names}
+    return {name for name in modules if (LEDGER / f"{name}.py").exists()}
+
+
+def test_the_ledger_pieces_share_its_core_one_way_and_none_inherits():
+    """Each piece of the ledger (tokens, documents, submissions, document jobs, batches, pages, tenants) is a class
+    of its own over the shared core: the core imports no piece, the pieces import one another one way, and none
+    inherits (a mixin would re-assemble them into one class again)."""
+    modules = [path for path in LEDGER.glob("*.py") if path.stem != "__init__"]
+    graph = {path.stem: _ledger_modules_imported(path) - {path.stem} for path in modules}
+    list(graphlib.TopologicalSorter(graph).static_order())  # CycleError names the cycle
+    assert {core: graph[core] - LEDGER_CORE for core in LEDGER_CORE} == {core: set() for core in LEDGER_CORE}
+    assert "ledger" in graph["tokens"] and "submissions" in graph["batches"]  # the scan itself sees imports
+    inheriting = [
+        f"{path.stem}.{node.name}"
+        for path in modules
+        if path.stem not in LEDGER_CORE
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef) and node.bases
+    ]
+    assert inheriting == []

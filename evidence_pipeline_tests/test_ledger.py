@@ -7,9 +7,10 @@ from sqlalchemy.exc import DatabaseError
 
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import Ledger
-from evidence_pipeline.ledger.documents import Clock, DocumentLedger
+from evidence_pipeline.ledger.admission import Clock
 from evidence_pipeline.ledger.jobs import JobKey, Lease
 from evidence_pipeline.ledger.ledger import GENESIS_HASH, canonical, chain_hash, migration_config
+from evidence_pipeline.ledger.submissions import Submissions
 from evidence_pipeline_tests.conftest import SMALL, drop_append_only_guards
 
 
@@ -295,8 +296,8 @@ def test_every_column_that_mirrors_an_event_is_checked(ledger, table, tamper):
 def test_a_document_job_row_is_checked_against_its_identity_and_events(ledger, tamper):
     """A document job's id is its tenant's idempotency key, not a JobKey: ledger verify checks that, too."""
     events = ledger.verify_chain()
-    DocumentLedger(ledger).submit_job("acme", "key-1", "a" * 64, "inspect", {"inputs": []}, "policy/1", "test", None,
-                                      Clock(None))
+    Submissions(ledger).submit_job("acme", "key-1", "a" * 64, "inspect", {"inputs": []}, "policy/1", "test", None,
+                                   Clock(None))
     assert ledger.verify_chain() == events + 1
     with ledger.engine.begin() as conn:
         conn.exec_driver_sql(tamper)

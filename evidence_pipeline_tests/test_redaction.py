@@ -125,7 +125,7 @@ def test_every_planted_value_is_removed_and_the_original_is_untouched(documents,
         [outcome] = dispatch(documents)
         assert (outcome.state, outcome.reason) == ("succeeded", None)
         status = http.get(f"/v1/jobs/{job_id}").json()
-    job = documents.ledger.job("acme", job_id)
+    job = documents.jobs.job("acme", job_id)
     assert job["request"]["template_version"] == version
     key = redact.output_key(document["document_id"], document["sha256"], version)
     prefix = job_prefix(job)
@@ -189,15 +189,15 @@ def test_the_same_application_and_template_converge_and_a_new_version_leaves_old
     archive = documents.runtime.archive
 
     def derivative(job_id: str) -> tuple[str, bytes]:
-        job = documents.ledger.job("acme", job_id)
+        job = documents.jobs.job("acme", job_id)
         [name] = [k for k in archive.list(job_prefix(job)) if k.endswith(".pdf")]
         return name.rsplit("/", 1)[1], archive.get(name)
 
     assert second != first
     assert derivative(one) == derivative(two)  # same name (the output key) and the same bytes
     assert derivative(three)[0] != derivative(one)[0]
-    assert documents.ledger.job("acme", three)["request"]["template_version"] == second
-    assert documents.ledger.job("acme", one)["request"]["template_version"] == first
+    assert documents.jobs.job("acme", three)["request"]["template_version"] == second
+    assert documents.jobs.job("acme", one)["request"]["template_version"] == first
 
 
 def test_the_overlay_only_redactor_is_caught_and_nothing_is_published(documents, intake):
@@ -210,7 +210,7 @@ def test_the_overlay_only_redactor_is_caught_and_nothing_is_published(documents,
         status = http.get(f"/v1/jobs/{job_id}").json()
     assert (outcome.state, outcome.reason) == ("rejected", ReasonCode.REDACTION_VERIFICATION_FAILED)
     assert status["reason"] == ReasonCode.REDACTION_VERIFICATION_FAILED
-    assert documents.runtime.archive.list(job_prefix(documents.ledger.job("acme", job_id))) == []
+    assert documents.runtime.archive.list(job_prefix(documents.jobs.job("acme", job_id))) == []
     assert documents.runtime.ledger.events_of_type("document.published", tenant="acme") == []
 
 
@@ -263,7 +263,7 @@ def test_only_an_approved_effective_version_is_pinned(documents, intake):
         templates.approve(ledger, "acme", version["version_id"], "bob")
         accepted = redact_job(http, "now", document["document_id"])
     assert accepted.status_code == 202
-    assert documents.ledger.job("acme", accepted.json()["job_id"])["request"]["template_version"] == version[
+    assert documents.jobs.job("acme", accepted.json()["job_id"])["request"]["template_version"] == version[
         "version_id"]
     events = [e["event_type"] for e in ledger.events_of_type("template.approved", tenant="acme")]
     assert len(events) == 2
@@ -336,8 +336,8 @@ def test_sigkill_between_the_derivative_and_the_commit_leaves_nothing_visible_an
         job_id = redact_job(http, "killed", document["document_id"]).json()["job_id"]
         env = os.environ | intake_environment(backend) | INTAKE_OVERRIDES | {
             "EVIDENCE_LEASE_SECONDS": "1", "EVIDENCE_KILL_POINT": point}
-        documents.ledger.assign_pages(documents.runtime.settings.document_page_size)
-        [(page_id, _, _)] = documents.ledger.open_pages()
+        documents.pages.assign_pages(documents.runtime.settings.document_page_size)
+        [(page_id, _, _)] = documents.pages.open_pages()
         child = subprocess.run([sys.executable, "-m", "evidence_pipeline_tests.fault_child", "documents", page_id],
                                env=env, cwd=REPO, capture_output=True, timeout=300)
         assert child.returncode == -signal.SIGKILL, child.stderr.decode()[-2000:]
@@ -351,7 +351,7 @@ def test_sigkill_between_the_derivative_and_the_commit_leaves_nothing_visible_an
         [outcome] = dispatch(documents, "run-3")
         status = http.get(f"/v1/jobs/{job_id}").json()
     assert (outcome.state, status["state"]) == ("succeeded", "succeeded")
-    prefix = job_prefix(documents.ledger.job("acme", job_id))
+    prefix = job_prefix(documents.jobs.job("acme", job_id))
     assert len(documents.runtime.archive.list(prefix)) == 3  # put-once objects of the dead attempt converged
     assert len(documents.runtime.ledger.events_of_type("document.published", tenant="acme")) == 1
 
@@ -367,7 +367,7 @@ def test_a_batch_pins_the_version_in_effect_when_the_batch_is_accepted(documents
         assert dispatch_batches(documents, 10, "test") == 1
         [outcome] = dispatch(documents)
     assert outcome.state == "succeeded"
-    assert documents.ledger.job("acme", outcome.job_id)["request"]["template_version"] == first
+    assert documents.jobs.job("acme", outcome.job_id)["request"]["template_version"] == first
 
 
 def test_the_monthly_report_counts_redactions_per_template_version_and_outcome(documents, intake):
@@ -380,7 +380,7 @@ def test_the_monthly_report_counts_redactions_per_template_version_and_outcome(d
         job_id = redact_job(http, "r-1", redacted).json()["job_id"]
         redact_job(http, "r-2", blank)
         dispatch(documents)
-    month = TenantMonth("acme", documents.ledger.job("acme", job_id)["period"])
+    month = TenantMonth("acme", documents.jobs.job("acme", job_id)["period"])
     publish_revision(rt.sources, month, demo_transactions(TenantMonth("acme-books", month.period)))
     publication = run_tenant_month(rt, month, RunInfo("month-close"))
     report = PdfReader(io.BytesIO(rt.archive.get(f"{publication.bundle_key}/report.pdf")))
@@ -465,7 +465,7 @@ def test_an_input_gone_from_the_store_is_redaction_input_missing(documents, inta
         status = http.get(f"/v1/jobs/{job_id}").json()
     assert (outcome.state, status["reason"]) == ("rejected", ReasonCode.REDACTION_INPUT_MISSING)
     assert status["message"] == "an input is missing or not the bytes admitted (STORE_NOT_FOUND)"
-    assert documents.runtime.archive.list(job_prefix(documents.ledger.job("acme", job_id))) == []
+    assert documents.runtime.archive.list(job_prefix(documents.jobs.job("acme", job_id))) == []
 
 
 def test_an_input_the_gate_refuses_names_the_gates_code_and_keeps_its_message(documents, intake, backend):
@@ -508,7 +508,7 @@ def test_an_original_changed_during_the_job_stops_publication(documents, intake,
         job_id = redact_job(http, "tampered", document["document_id"], TAMPERED.name).json()["job_id"]
         [outcome] = dispatch(documents)
     assert (outcome.state, outcome.reason) == ("rejected", ReasonCode.STORE_DIGEST_MISMATCH)
-    assert documents.runtime.archive.list(job_prefix(documents.ledger.job("acme", job_id))) == []
+    assert documents.runtime.archive.list(job_prefix(documents.jobs.job("acme", job_id))) == []
 
 
 def test_a_redacted_derivative_walks_back_to_the_uploaded_application(documents, intake):

@@ -99,11 +99,11 @@ def test_a_canary_routes_the_chosen_tenants_new_reviews_and_rollback_routes_them
         statuses = {name: ours.get(f"/v1/jobs/{job['job_id']}").json()
                     for name, job in (("routed", routed), ("named", named), ("back", back))}
         statuses["other"] = theirs.get(f"/v1/jobs/{other['job_id']}").json()
-    [child] = documents.ledger.batch_children_in(batch["batch_id"], "rejected")
+    [child] = documents.batches.batch_children_in(batch["batch_id"], "rejected")
     candidate_pin, in_force_pin = rulesets.pin(CANDIDATE), rulesets.pin(rulesets.IN_FORCE)
     assert {name: s["options"] for name, s in statuses.items()} == {
         "routed": candidate_pin, "named": in_force_pin, "back": in_force_pin, "other": in_force_pin}
-    assert documents.ledger.job("acme", child)["request"]["options"] == candidate_pin
+    assert documents.jobs.job("acme", child)["request"]["options"] == candidate_pin
     assert again["job_id"] == routed["job_id"]
     # Accepted under the canary, worked after the rollback: it finishes under the candidate it pinned.
     assert outcomes[routed["job_id"]] == ("rejected", "REVIEW_POLICY_REJECTED")
@@ -159,20 +159,20 @@ def test_a_transient_failure_waits_in_retry_wait_until_next_attempt_at_then_dies
     with client(intake, acme) as http:
         signing = _review(http, "signing")["job_id"]  # the approval's store answers after storing it
         fetching = _review(http, "fetching", pdf=lease_contract(1).pdf)["job_id"]  # its input does not come back
-        [unreachable] = documents.ledger.job("acme", fetching)["request"]["inputs"]
+        [unreachable] = documents.jobs.job("acme", fetching)["request"]["inputs"]
         flaky = Documents(dataclasses.replace(documents.runtime, archive=_AmbiguousArchive(documents.runtime.archive)),
-                          _UnreachableDocument(documents.store, documents.ledger.document("acme", unreachable)[
-                              "store_key"]), documents.ledger)
+                          _UnreachableDocument(documents.store, documents.records.document("acme", unreachable)[
+                              "store_key"]))
         first = {o.job_id: (o.state, o.reason) for o in dispatch(flaky)}
-        page = documents.ledger.job("acme", signing)["page_id"]
+        page = documents.jobs.job("acme", signing)["page_id"]
         waiting = {job_id: http.get(f"/v1/jobs/{job_id}").json() for job_id in (signing, fetching)}
-        assert documents.ledger.open_pages() == []  # not before next_attempt_at: no page is dispatched
+        assert documents.pages.open_pages() == []  # not before next_attempt_at: no page is dispatched
         assert run_page(documents, page, RunInfo("eager-run")) == []  # and a page run leaves them waiting
         with pytest.raises(EvidenceError) as early:
             documents.runtime.ledger.acquire_lease(signing, "eager-run", 60)
         for job_id in (signing, fetching):
             make_due(documents, job_id)
-        assert [p for p, _, _ in documents.ledger.open_pages()] == [page]
+        assert [p for p, _, _ in documents.pages.open_pages()] == [page]
         second = {o.job_id: (o.state, o.reason) for o in dispatch(flaky, "run-2")}
         dead = {job_id: http.get(f"/v1/jobs/{job_id}").json() for job_id in (signing, fetching)}
     assert early.value.code == ReasonCode.RETRY_NOT_DUE and early.value.retryable
@@ -206,7 +206,7 @@ def test_a_page_run_leaves_retry_wait_to_the_sensor_which_dispatches_it_when_due
     with client(intake, acme) as http:
         job_id = _review(http, "late")["job_id"]
     monkeypatch.setattr(Documents, "open", classmethod(lambda cls, runtime: Documents(
-        dataclasses.replace(runtime, archive=_AmbiguousArchive(runtime.archive)), documents.store, documents.ledger)))
+        dataclasses.replace(runtime, archive=_AmbiguousArchive(runtime.archive)), documents.store)))
     with DagsterInstance.ephemeral() as instance:
         [request] = tick(instance).run_requests
         result = defs.get_job_def("document_page_job").execute_in_process(
@@ -216,4 +216,4 @@ def test_a_page_run_leaves_retry_wait_to_the_sensor_which_dispatches_it_when_due
         make_due(documents, job_id)
         [again] = tick(instance).run_requests
     assert again.run_key != request.run_key and again.tags == request.tags
-    assert documents.ledger.job("acme", job_id)["state"] == "accepted"
+    assert documents.jobs.job("acme", job_id)["state"] == "accepted"

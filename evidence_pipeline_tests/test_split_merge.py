@@ -320,10 +320,10 @@ def test_the_four_part_agreement_end_to_end(documents, intake, pki, environment,
     assert nothing.exit_code == 2 and json.loads(nothing.output)["error"]["code"] == "LINEAGE_NOT_FOUND"
 
     # The month's document outcomes, which the monthly report prints, list the split, the reviews and the merge.
-    period = documents.ledger.job("acme", merge["job_id"])["period"]
+    period = documents.jobs.job("acme", merge["job_id"])["period"]
     revision, _ = close_month(documents.runtime.sources, ledger, TenantMonth("acme", period))
     listed = {(o, state) for o, state, _ in counts(read_outcomes(documents.runtime.sources, revision))}
-    ruleset = documents.ledger.job("acme", done["reviews"]["signature-page"]["job_id"])["request"]["options"]["ruleset"]
+    ruleset = documents.jobs.job("acme", done["reviews"]["signature-page"]["job_id"])["request"]["options"]["ruleset"]
     assert listed >= {("split", "succeeded"), (f"contract-review @ {ruleset}", "succeeded: approved"),
                       (f"contract-review @ {ruleset}", "rejected: rejected (REVIEW_POLICY_REJECTED)"),
                       ("merge", "succeeded")}
@@ -480,8 +480,8 @@ def test_two_runs_of_one_split_at_once_make_one_set_of_outputs(documents, intake
         document = upload(http, bundles.sign(bundles.district_agreement(), pki[0])).json()
         job_id = _accept(http, "split-1", {"operation": "split", "inputs": [document["document_id"]],
                                            "options": {"parts": PARTS}})
-        documents.ledger.assign_pages(10)
-        [(page_id, _, _)] = documents.ledger.open_pages()
+        documents.pages.assign_pages(10)
+        [(page_id, _, _)] = documents.pages.open_pages()
         with ThreadPoolExecutor(2) as pool:
             runs = list(pool.map(lambda run: run_page(documents, page_id, RunInfo(run)), ("run-a", "run-b")))
         status = _status(http, job_id)

@@ -43,7 +43,7 @@ def test_registry_records_each_tenant_once_in_order_and_never_brings_back_an_off
     assert refused.value.code == ReasonCode.TENANT_ID_INVALID and registry.active() == ["zeta", "acme", "beta"]
 
     documents = open_documents(runtime.settings)
-    documents.ledger.record_offboarding("acme", "operator", {"reason": "left"})
+    documents.tokens.record_offboarding("acme", "operator", {"reason": "left"})
     assert registry.active() == ["zeta", "beta"]
     [(offboarded, _, _)] = runtime.ledger.stored_events(EventType.TENANT_OFFBOARDED, "acme")
     [acme] = [row for row in registry.listing() if row["tenant"] == "acme"]

@@ -53,14 +53,14 @@ def stats(tenant: str | None, since: datetime | None, as_json: bool) -> None:
     """Stage latency percentiles (ms, nearest-rank) from the ledger's stages.timed events, and the age of the
     oldest queued Dagster run (any tenant)."""
     from evidence_pipeline.ledger import Ledger
-    from evidence_pipeline.ledger.documents import DocumentLedger
+    from evidence_pipeline.ledger.submissions import Submissions
     from evidence_pipeline.stats import PERCENTILES, admission_stats, stage_stats
 
     settings = load_settings()
     ledger = Ledger(settings.ledger_url)
     result = stage_stats(ledger, tenant, since)
     admission = admission_stats(ledger, tenant, since)
-    unstarted_age = DocumentLedger(ledger).oldest_unstarted_age()
+    unstarted_age = Submissions(ledger).oldest_unstarted_age()
     queued_age = _oldest_queued_run_age(settings)
     if as_json:
         click.echo(json.dumps({

@@ -83,7 +83,7 @@ def tenant_token_issue(tenant_id: str) -> None:
     from evidence_pipeline.intake import open_documents
 
     documents = open_documents(load_settings())
-    token_id, token = documents.ledger.issue_token(tenant_id, getpass.getuser())
+    token_id, token = documents.tokens.issue_token(tenant_id, getpass.getuser())
     click.echo(f"token id: {token_id}")
     click.echo(f"token:    {token}")
     click.echo("The token is shown only this once; store it now. Send it as `Authorization: Bearer <token>`.")
@@ -96,7 +96,7 @@ def tenant_token_revoke(token_id: str) -> None:
     from evidence_pipeline.intake import open_documents
 
     documents = open_documents(load_settings())
-    tenant_id = documents.ledger.revoke_token(token_id, getpass.getuser())
+    tenant_id = documents.tokens.revoke_token(token_id, getpass.getuser())
     click.echo(f"token {token_id} of tenant {tenant_id} revoked")
 
 

@@ -149,7 +149,7 @@ def _document_jobs(defs, instance: DagsterInstance, evidence: EvidenceResource, 
         if request.job_name == page_job.name:  # an evidence job someone asked for is left to the daemon
             page_job.execute_in_process(instance=instance, resources={"evidence": evidence}, raise_on_error=False,
                                         run_config=dict(request.run_config) | QUIET, tags=request.tags)
-    return [documents.ledger.job(job.tenant, job.job_id) for job in jobs]
+    return [documents.jobs.job(job.tenant, job.job_id) for job in jobs]
 
 
 def _outcomes(result, tenant_months: list[TenantMonth], say: Callable[[str], None]) -> tuple[list[DemoOutcome], bool]:

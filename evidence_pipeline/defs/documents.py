@@ -146,10 +146,10 @@ def document_dispatch_sensor(context: SensorEvaluationContext, evidence: Evidenc
     documents = documents_of(evidence)
     page_size = documents.runtime.settings.document_page_size
     dispatch_batches(documents, page_size, "document_dispatch_sensor")
-    lost = documents.ledger.record_lost_attempts(documents.runtime.document_retry_budget, "document_dispatch_sensor")
+    lost = documents.pages.record_lost_attempts(documents.runtime.document_retry_budget, "document_dispatch_sensor")
     for job_id, state in lost:
         context.log.warning(f"job {job_id[:12]}: its run died holding the lease (WORKER_LOST); now {state}")
-    documents.ledger.assign_pages(page_size)
+    documents.pages.assign_pages(page_size)
     requests = [
         RunRequest(
             run_key=f"{page_id}.{generation}",
@@ -157,16 +157,16 @@ def document_dispatch_sensor(context: SensorEvaluationContext, evidence: Evidenc
             run_config=RunConfig(ops={"document_page": PageConfig(page_id=page_id)}),
             tags={TENANT_TAG: tenant, PAGE_TAG: page_id},
         )
-        for page_id, tenant, generation in documents.ledger.open_pages()
+        for page_id, tenant, generation in documents.pages.open_pages()
     ]
     waiting = []
-    for request in documents.ledger.waiting_evidence_jobs():
+    for request in documents.jobs.waiting_evidence_jobs():
         try:  # one job that cannot be dispatched must not fail the tick for every other
             refusal = _not_a_partition(request["request"]["period"])
             if refusal is not None:
                 refuse_evidence_job(documents, request, refusal, "document_dispatch_sensor")
                 continue
-            documents.ledger.mark_started(request["job_id"])
+            documents.jobs.mark_started(request["job_id"])
         except EvidenceError as error:
             context.log.warning(f"evidence job {request['job_id'][:12]} not dispatched this tick ({error.code})")
             continue

@@ -18,8 +18,7 @@ from sqlalchemy import Connection, select
 from evidence_pipeline.documents import ruleset as rulesets
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.db import classified_errors
-from evidence_pipeline.ledger.documents import current_month
-from evidence_pipeline.ledger.ledger import Ledger, event_body
+from evidence_pipeline.ledger.ledger import Ledger, current_month, event_body
 from evidence_pipeline.models import EventType, TenantMonth, validate_tenant_id
 
 _ROUTE_EVENTS = (str(EventType.RULESET_CANARY), str(EventType.RULESET_ROLLED_BACK))

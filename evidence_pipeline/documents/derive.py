@@ -110,16 +110,16 @@ def merge_documents(inputs: list[ProcessorInput], options: dict, pinned: dict) -
     return ProcessorResult({}, {"inputs": len(inputs), "pages": len(pages)}, derived=(derivative,))
 
 
-def approved_reviews(ledger, tenant: str, inputs: list[str]) -> dict:
+def approved_reviews(documents, tenant: str, inputs: list[str]) -> dict:
     """A merge's admission: every input is a derivative whose latest contract review decision is approved, and all
     derive from one original. Pins each input's approving review (job and decision digest) in the request."""
     reviews, originals = [], set()
     for artifact_id in inputs:
-        derived = ledger.find_event(tenant, EventType.DOCUMENT_DERIVED, "artifact_id", artifact_id)
+        derived = documents.records.find_event(tenant, EventType.DOCUMENT_DERIVED, "artifact_id", artifact_id)
         if derived is None:
             raise EvidenceError(ReasonCode.MERGE_INPUT_NOT_APPROVED, "a merge input is not a derived artifact")
         originals.add(derived["parsed"]["details"]["lineage"]["original_digest"])
-        review = ledger.latest_review(tenant, artifact_id)
+        review = documents.jobs.latest_review(tenant, artifact_id)
         reviews.append(review_pin(review, artifact_id))
     if len(originals) > 1:
         raise EvidenceError(ReasonCode.INPUTS_INVALID, "a merge's inputs must derive from one original")

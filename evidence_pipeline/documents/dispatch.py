@@ -16,7 +16,7 @@ from evidence_pipeline.documents import Documents
 from evidence_pipeline.documents.registry import operation, request_digest
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import jobs as states
-from evidence_pipeline.models import EventType
+from evidence_pipeline.models import EventType, TenantMonth
 
 _log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ def dispatch_batches(documents: Documents, page_size: int, actor: str) -> int:
     not stop every other tenant's dispatch."""
     policy = documents.runtime.settings.policy_version
     created, served = 0, set()
-    for batch in documents.ledger.open_batches():
+    for batch in documents.batches.open_batches():
         if batch["tenant"] in served:
             continue  # one page per tenant per call: a tenant's big batch cannot starve another's
         served.add(batch["tenant"])
@@ -49,7 +49,7 @@ def _dispatch_page(documents: Documents, batch: dict, page_size: int, policy: st
         )
         for spec in manifest[batch["dispatched"] : batch["dispatched"] + page_size]
     ]
-    return len(children) if documents.ledger.dispatch_batch_page(batch, children, policy, actor) else 0
+    return len(children) if documents.batches.dispatch_batch_page(batch, children, policy, actor) else 0
 
 
 def refuse_evidence_job(documents: Documents, job: dict, code: str, actor: str) -> str | None:
@@ -65,7 +65,7 @@ def refuse_evidence_job(documents: Documents, job: dict, code: str, actor: str) 
 def _close(documents: Documents, job_id: str, code: str, actor: str, lease) -> str | None:
     rt = documents.runtime
     state = rt.ledger.record_failure(job_id, code, False, actor, rt.retry_budget, 1, lease.token)
-    documents.ledger.mark_finished(job_id)
+    documents.jobs.mark_finished(job_id)
     return state
 
 
@@ -73,7 +73,7 @@ def finish_evidence_job(documents: Documents, tenant: str, job_id: str, run_id: 
     """Record the end of an evidence job's Dagster run: the bundle the run published for the tenant-month (under a
     fenced lease, like every commit), or EVIDENCE_RUN_FAILED. Returns the job's new state, None if it did not
     move (already finished, or not an evidence job of ``tenant``)."""
-    job = documents.ledger.job(tenant, job_id)
+    job = documents.jobs.job(tenant, job_id)
     if job is None or job["state"] != states.ACCEPTED:
         return None
     rt = documents.runtime
@@ -81,7 +81,7 @@ def finish_evidence_job(documents: Documents, tenant: str, job_id: str, run_id: 
         lease = rt.ledger.acquire_lease(job_id, run_id, rt.settings.lease_seconds)
     except EvidenceError:
         return None  # another evaluation is finishing it
-    publication = documents.ledger.latest_publication(tenant, job["request"]["period"]) if succeeded else None
+    publication = rt.ledger.current_publication(TenantMonth(tenant, job["request"]["period"])) if succeeded else None
     if publication is None:
         return _close(documents, job_id, ReasonCode.EVIDENCE_RUN_FAILED, run_id, lease)
     bundle = {
@@ -91,7 +91,7 @@ def finish_evidence_job(documents: Documents, tenant: str, job_id: str, run_id: 
         "statement_sha256": publication["statement_sha256"],
         "ledger_seq": publication["event_seq"],
     }
-    documents.ledger.complete(
+    documents.jobs.complete(
         job,
         lease,
         EventType.EVIDENCE_DELIVERED,

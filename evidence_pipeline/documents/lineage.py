@@ -80,7 +80,7 @@ class _Walker:
         signed_copy = artifact_id.endswith(f".{DERIVED_BY}")  # walked as the derivative it is a signed copy of
         if signed_copy:
             artifact_id = artifact_id.removesuffix(f".{DERIVED_BY}") + ".pdf"
-        derived = self.documents.ledger.find_event(self.tenant, EventType.DOCUMENT_DERIVED, "artifact_id", artifact_id)
+        derived = self.documents.records.find_event(self.tenant, EventType.DOCUMENT_DERIVED, "artifact_id", artifact_id)
         if derived is not None:
             return self.derivative(artifact_id, derived)
         segments = artifact_id.split("/")
@@ -165,7 +165,7 @@ class _Walker:
 
     def signature_check(self, check: str, original_digest: str) -> None:
         link = f"signature check {check}"
-        event = self.documents.ledger.find_event(self.tenant, EventType.SIGNATURE_CHECKED, "signature_check_id", check)
+        event = self.documents.records.find_event(self.tenant, EventType.SIGNATURE_CHECKED, "signature_check_id", check)
         if event is None:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "no signature.checked event")
         self.chained(event, link)
@@ -207,8 +207,8 @@ class _Walker:
 
     def upload(self, document_id: str) -> str:
         link = f"upload {document_id}"
-        event = self.documents.ledger.find_event(self.tenant, EventType.DOCUMENT_ADMITTED, "document_id", document_id)
-        row = self.documents.ledger.document(self.tenant, document_id)
+        event = self.documents.records.find_event(self.tenant, EventType.DOCUMENT_ADMITTED, "document_id", document_id)
+        row = self.documents.records.document(self.tenant, document_id)
         if event is None or row is None:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "no document.admitted event for the upload")
         self.chained(event, link)
@@ -220,7 +220,7 @@ class _Walker:
     # --- checks --------------------------------------------------------------------------------------------
 
     def published(self, job_id: str, link: str) -> dict:
-        event = self.documents.ledger.find_event(self.tenant, EventType.DOCUMENT_PUBLISHED, "job_id", job_id)
+        event = self.documents.records.find_event(self.tenant, EventType.DOCUMENT_PUBLISHED, "job_id", job_id)
         if event is None:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "no document.published event for the job")
         self.chained(event, link)
@@ -286,7 +286,7 @@ class _Walker:
     def chained(self, event: dict, link: str) -> None:
         """The event's row hashes to its event_hash from its prev_hash, which is the hash of the event before, and
         the event after it (if any) chains from it."""
-        before, after = self.documents.ledger.neighbour_hashes(event["seq"])
+        before, after = self.documents.records.neighbour_hashes(event["seq"])
         if chain_hash(event["prev_hash"], event["body"]) != event["event_hash"] or event["prev_hash"] != (
             before or GENESIS_HASH
         ) or after not in (None, event["event_hash"]):

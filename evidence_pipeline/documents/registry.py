@@ -16,8 +16,7 @@ from typing import BinaryIO
 
 from evidence_pipeline.documents.gate import GATE_CODES, GatedDocument
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger.documents import sha256_text
-from evidence_pipeline.ledger.ledger import canonical
+from evidence_pipeline.ledger.ledger import canonical, sha256_text
 
 _BUILTIN = (
     "evidence_pipeline.documents.inspect",
@@ -94,7 +93,7 @@ class Operation:
     # a second, independent pass over the written outputs: (artifact name -> written file, result) -> its
     # record (in the summary as ``verification``); it raises a terminal EvidenceError to stop publication
     verify: Callable | None = None
-    # (document ledger, tenant, input ids) -> what acceptance pins beside the options after checking the inputs (a
+    # (Documents, tenant, input ids) -> what acceptance pins beside the options after checking the inputs (a
     # merge's approving reviews); it raises the refusal's EvidenceError
     admit_inputs: Callable | None = None
     # run the signature check stage on the input before the processor (its record id is in every derivative's

@@ -24,7 +24,7 @@ from evidence_pipeline.documents import ruleset as rulesets
 from evidence_pipeline.documents.gate import _PARSE_ERRORS, LIMITS
 from evidence_pipeline.documents.registry import Operation, ProcessorInput, ProcessorResult, register
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger.documents import WORKER_VERSION
+from evidence_pipeline.ledger.document_jobs import WORKER_VERSION
 from evidence_pipeline.signing.dsse import canonical_json
 
 DECISION = "decision.json"

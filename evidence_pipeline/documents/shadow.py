@@ -34,10 +34,10 @@ def shadow(documents: Documents, candidate: Ruleset, sample: int) -> list[Differ
     """The candidate's decision beside the committed one, for the ``sample`` most recent reviews."""
     work_dir = documents.runtime.settings.work_dir
     results = []
-    for job in documents.ledger.recent_decisions(CONTRACT_REVIEW.name, sample):
+    for job in documents.jobs.recent_decisions(CONTRACT_REVIEW.name, sample):
         summary = job["outputs"]["summary"]
         current = {key: summary[key] for key in ("decision", "ruleset", "missing", "failed_rules")}
-        row = documents.ledger.document(job["tenant"], job["request"]["inputs"][0])
+        row = documents.records.document(job["tenant"], job["request"]["inputs"][0])
         with scratch_file(work_dir) as file:
             try:
                 documents.store.get_file(row["store_key"], file, expected_sha256=row["sha256"])

@@ -32,7 +32,7 @@ from pyhanko.sign.validation import SignatureCoverageLevel, validate_pdf_signatu
 from pyhanko_certvalidator import ValidationContext
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger.documents import sha256_text
+from evidence_pipeline.ledger.ledger import sha256_text
 from evidence_pipeline.signing.dsse import canonical_json
 from evidence_pipeline.signing.pades import _der
 

@@ -30,7 +30,7 @@ def shadow(documents: Documents, tenant: str, candidate: str, sample: int) -> di
     compared, refused = [], Counter()
     with attempt_dir(documents.runtime.settings.work_dir, "shadow", 0) as scratch:
         for document_id in _latest_inputs(documents, tenant, min(sample, MAX_SAMPLE)):
-            row = documents.ledger.document(tenant, document_id)
+            row = documents.records.document(tenant, document_id)
             with scratch_file(scratch) as file:
                 documents.store.get_file(row["store_key"], file, expected_sha256=row["sha256"])
                 try:
@@ -66,7 +66,7 @@ def _values(file, rules: Rules) -> dict[str, str]:
 
 def _latest_inputs(documents: Documents, tenant: str, sample: int) -> list[str]:
     """The inputs of the tenant's latest redaction jobs, newest first, each once."""
-    jobs = documents.ledger.document_jobs.c
+    jobs = documents.runtime.ledger.document_jobs.c
     query = (select(jobs.request).where(jobs.tenant == tenant, jobs.operation == "redact")
              .order_by(jobs.accepted_at.desc()).limit(sample * 4))
     with contextlib.closing(documents.runtime.ledger.engine.connect()) as conn:

@@ -28,8 +28,7 @@ from sqlalchemy import Connection, select
 from evidence_pipeline import jsonread
 from evidence_pipeline.documents.matching import compile_pattern
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger.documents import current_month
-from evidence_pipeline.ledger.ledger import Ledger, canonical, event_body
+from evidence_pipeline.ledger.ledger import Ledger, canonical, current_month, event_body
 from evidence_pipeline.models import EventType, TenantMonth
 
 LABEL = re.compile(r"^[a-z][a-z0-9_]{0,31}$")

@@ -32,7 +32,7 @@ from evidence_pipeline.documents.registry import Derivative, Operation, Processo
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.faults import kill_point
 from evidence_pipeline.ledger import jobs as states
-from evidence_pipeline.ledger.documents import WORKER_VERSION, StageChange, stage_of
+from evidence_pipeline.ledger.document_jobs import WORKER_VERSION, StageChange, stage_of
 from evidence_pipeline.ledger.jobs import Lease
 from evidence_pipeline.models import EventType
 from evidence_pipeline.monthly.pipeline import our_statement_keys, put_or_adopt, record_failure
@@ -120,7 +120,7 @@ def run_page(documents: Documents, page_id: str, run: RunInfo) -> list[Outcome]:
     now = time.time()
     return [
         run_job(documents, job, run)
-        for job in documents.ledger.page_jobs(page_id)
+        for job in documents.pages.page_jobs(page_id)
         if job["state"] == states.RUNNING or (job["state"] == states.ACCEPTED and (job["next_attempt_at"] or 0) <= now)
     ]
 
@@ -133,9 +133,9 @@ def run_job(documents: Documents, job: dict, run: RunInfo) -> Outcome:
             return _failed(documents, job, lost, ReasonCode.WORKER_LOST)
     stages = _Stages(documents, job, operation(job["operation"]), run)
     try:
-        lease = documents.ledger.start(job, run.run_id, rt.settings.lease_seconds, stages.change("validating"))
+        lease = documents.jobs.start(job, run.run_id, rt.settings.lease_seconds, stages.change("validating"))
     except EvidenceError as error:  # LEASE_BUSY: another attempt works it; JOB_CLOSED: nothing to do
-        return _outcome(job, documents.ledger.job(job["tenant"], job["job_id"])["state"], error.code)
+        return _outcome(job, documents.jobs.job(job["tenant"], job["job_id"])["state"], error.code)
     if lease is None:
         return _outcome(job, states.SUCCEEDED)
     try:
@@ -155,7 +155,7 @@ def run_job(documents: Documents, job: dict, run: RunInfo) -> Outcome:
 def _failed(documents: Documents, job: dict, state: str, reason: str) -> Outcome:
     """The outcome of a failed attempt that moved the job to ``state``: a closed job has finished too."""
     if state in states.CLOSED:
-        documents.ledger.mark_finished(job["job_id"])
+        documents.jobs.mark_finished(job["job_id"])
     return _outcome(job, state, reason)
 
 
@@ -173,7 +173,7 @@ class _Stages:
         self.documents, self.job, self.op, self.run = documents, job, op, run
         # What the status showed before this attempt: accepted, retry_wait, or a dead attempt's last stage (the
         # job read before this lease was taken still names that attempt's lease).
-        self.current = stage_of(job, documents.ledger.stage(job) if job["state"] == states.RUNNING else None)
+        self.current = stage_of(job, documents.jobs.stage(job) if job["state"] == states.RUNNING else None)
 
     def change(self, stage: str, **details) -> StageChange | None:
         """The move to ``stage``, for the caller to commit (None for an operation without stages)."""
@@ -193,7 +193,7 @@ class _Stages:
         """Commit the move to ``stage`` on its own, before the work it names."""
         change = self.change(stage, **details)
         if change is not None:
-            self.documents.ledger.record_stage(self.job, lease, change, self.run.run_id)
+            self.documents.jobs.record_stage(self.job, lease, change, self.run.run_id)
 
 
 def _process(documents: Documents, job: dict, lease: Lease, stages: _Stages, scratch,
@@ -224,7 +224,7 @@ def _process(documents: Documents, job: dict, lease: Lease, stages: _Stages, scr
             check = _check_signatures(documents, job, lease, inputs[0], scratch, run, limits)
         if op.admit_inputs is not None:  # what admission pinned must still hold
             for review in pinned["reviews"]:
-                review_pin(documents.ledger.job(job["tenant"], review["review_job_id"]), review["artifact_id"])
+                review_pin(documents.jobs.job(job["tenant"], review["review_job_id"]), review["artifact_id"])
         stages.enter(lease, op.processing_stage, input_sha256=[i.sha256 for i in inputs])
         result = isolated(limits, _processed, op.processor, inputs, options, pinned)
         if check is not None:  # the job's status shows the check beside the processor's findings
@@ -265,7 +265,7 @@ def _process(documents: Documents, job: dict, lease: Lease, stages: _Stages, scr
     artifacts.append({"name": STATEMENT, "key": statement.key, "sha256": sha256_hex(envelope), "bytes": statement.size})
     kill_point("after_document_put")
     committing = stages.change("committing", outputs=[{k: a[k] for k in ("name", "sha256")} for a in artifacts])
-    documents.ledger.complete(  # fenced: commits only while the lease is still ours and unexpired
+    documents.jobs.complete(  # fenced: commits only while the lease is still ours and unexpired
         job,
         lease,
         EventType.DOCUMENT_PUBLISHED,
@@ -299,11 +299,11 @@ class _Source:
 
 def _source(documents: Documents, tenant: str, input_id: str) -> _Source:
     if input_id.startswith("doc_"):
-        row = documents.ledger.document(tenant, input_id)
+        row = documents.records.document(tenant, input_id)
         if row is not None:
             return _Source(documents.store, row["store_key"], row["sha256"], None)
     else:
-        event = documents.ledger.find_event(tenant, EventType.DOCUMENT_DERIVED, "artifact_id", input_id)
+        event = documents.records.find_event(tenant, EventType.DOCUMENT_DERIVED, "artifact_id", input_id)
         if event is not None:
             lineage = event["parsed"]["details"]["lineage"]
             return _Source(documents.runtime.archive, input_id, lineage["output_digest"], lineage)
@@ -387,7 +387,7 @@ def _check_signatures(documents: Documents, job: dict, lease: Lease, document: P
         "statement_sha256": sha256_hex(envelope),
         "job_id": job["job_id"],
     } | summary
-    documents.ledger.record_once(job, lease, EventType.SIGNATURE_CHECKED, document.sha256, "signature_check_id",
+    documents.jobs.record_once(job, lease, EventType.SIGNATURE_CHECKED, document.sha256, "signature_check_id",
                                  details, run.run_id)
     return details
 

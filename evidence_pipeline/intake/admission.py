@@ -10,9 +10,10 @@ from typing import BinaryIO
 from evidence_pipeline.documents import Documents, document_key
 from evidence_pipeline.documents.registry import Operation, operation, request_digest
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger.documents import EVIDENCE, Clock, JobLimits, sha256_text, stage_of
+from evidence_pipeline.ledger.admission import Clock, JobLimits
+from evidence_pipeline.ledger.document_jobs import EVIDENCE, stage_of
 from evidence_pipeline.ledger.jobs import ACCEPTED, RUNNING, document_job_id, utc_iso
-from evidence_pipeline.ledger.ledger import canonical
+from evidence_pipeline.ledger.ledger import canonical, sha256_text
 from evidence_pipeline.models import first_open_period, validate_period
 from evidence_pipeline.store import sha256_hex
 
@@ -65,7 +66,7 @@ def store_document(
     key = document_key(tenant, sha256)
     documents.store.put_spooled(key, spool, sha256, size)
     try:
-        return documents.ledger.admit_document(
+        return documents.records.admit_document(
             tenant, sha256, size, media_type, key, actor, clock, documents.runtime.settings.tenant_max_bytes
         )
     except EvidenceError as error:
@@ -122,7 +123,7 @@ def _pinned(documents: Documents, op: Operation, tenant: str, inputs: list[str])
     reviews), kept in its request but not in its digest: the same idempotency key answers the same job after the
     policy moves on."""
     pinned = op.pin_policy(documents.runtime.ledger, tenant) if op.pin_policy else {}
-    return pinned | (op.admit_inputs(documents.ledger, tenant, inputs) if op.admit_inputs else {})
+    return pinned | (op.admit_inputs(documents, tenant, inputs) if op.admit_inputs else {})
 
 
 def _router(documents: Documents, tenant: str, repeated: dict | None = None) -> Callable[[Operation], dict]:
@@ -148,12 +149,12 @@ def submit_job(
     documents: Documents, tenant: str, idempotency_key: str, body, actor: str, clock: Clock
 ) -> tuple[dict, bool]:
     """Validate a job request and accept it once per idempotency key. Returns (job, created)."""
-    repeated = documents.ledger.job(tenant, document_job_id(tenant, idempotency_key))
+    repeated = documents.jobs.job(tenant, document_job_id(tenant, idempotency_key))
     op, inputs, options = job_spec(body, _router(documents, tenant, repeated))
-    if documents.ledger.existing_inputs(tenant, set(inputs)) != set(inputs):
+    if documents.records.existing_inputs(tenant, set(inputs)) != set(inputs):
         raise EvidenceError(ReasonCode.DOCUMENT_NOT_FOUND, "no such document")
     policy = documents.runtime.settings.policy_version
-    return documents.ledger.submit_job(
+    return documents.submissions.submit_job(
         tenant,
         idempotency_key,
         request_digest(tenant, op, inputs, options, policy),
@@ -186,7 +187,7 @@ def submit_evidence_job(
     digest = sha256_text(
         canonical({"tenant": tenant, "operation": EVIDENCE, "period": period, "policy_version": policy})
     )
-    return documents.ledger.submit_job(
+    return documents.submissions.submit_job(
         tenant,
         idempotency_key,
         digest,
@@ -206,7 +207,7 @@ def submit_batch(documents: Documents, tenant: str, body, actor: str, clock: Clo
         raise EvidenceError(ReasonCode.REQUEST_INVALID, 'a batch is {"jobs": [job specs]}')
     if not 1 <= len(body["jobs"]) <= MAX_BATCH_JOBS:
         raise EvidenceError(ReasonCode.REQUEST_INVALID, f"a batch holds 1..{MAX_BATCH_JOBS} job specs")
-    documents.ledger.check_batch_load(tenant, len(body["jobs"]), _limits(documents))
+    documents.batches.check_batch_load(tenant, len(body["jobs"]), _limits(documents))
     manifest, keys, inputs, routed = [], set(), set(), _router(documents, tenant)
     for index, spec in enumerate(body["jobs"]):
         try:
@@ -221,13 +222,13 @@ def submit_batch(documents: Documents, tenant: str, body, actor: str, clock: Clo
         pinned = _pinned(documents, op, tenant, spec_inputs)
         manifest.append({"idempotency_key": key, "operation": op.name, "inputs": spec_inputs, "options": options}
                         | ({"pinned": pinned} if pinned else {}))
-    if documents.ledger.existing_inputs(tenant, inputs) != inputs:
+    if documents.records.existing_inputs(tenant, inputs) != inputs:
         raise EvidenceError(ReasonCode.DOCUMENT_NOT_FOUND, "a job spec names a document that does not exist")
     data = canonical(manifest).encode("utf-8")
     manifest_sha256 = sha256_hex(data)
     stored = documents.store.put_once(f"{tenant}/batches/{manifest_sha256}.json", data)
     batch_id = "bat_" + sha256_text(f"{tenant}/{manifest_sha256}")[:40]
-    return documents.ledger.create_batch(
+    return documents.batches.create_batch(
         tenant, batch_id, manifest_sha256, stored.key, len(manifest), actor, _limits(documents), clock
     )
 
@@ -235,21 +236,21 @@ def submit_batch(documents: Documents, tenant: str, body, actor: str, clock: Clo
 def cancel_batch(documents: Documents, tenant: str, batch_id: str, actor: str) -> dict[str, int]:
     """Stop a batch: undispatched children are never created, dispatched ones not yet started are rejected with
     JOB_CANCELLED, leased ones finish. Counts add up to the batch's size."""
-    batch = documents.ledger.stop_batch(tenant, batch_id, actor)
+    batch = documents.batches.stop_batch(tenant, batch_id, actor)
     if batch is None:
         raise EvidenceError(ReasonCode.BATCH_NOT_FOUND, "no such batch")
     rt = documents.runtime
-    for job_id in documents.ledger.batch_children_in(batch_id, ACCEPTED):
+    for job_id in documents.batches.batch_children_in(batch_id, ACCEPTED):
         if rt.ledger.record_failure(job_id, ReasonCode.JOB_CANCELLED, False, actor, rt.retry_budget, 0) is not None:
-            documents.ledger.mark_finished(job_id)
+            documents.jobs.mark_finished(job_id)
     return batch_outcome(documents, batch)
 
 
 def batch_outcome(documents: Documents, batch: dict) -> dict[str, int]:
     """{"cancelled", "running", "finished"} of a cancelled batch: never-created children count as cancelled."""
-    counts = documents.ledger.batch_counts(batch["batch_id"])
+    counts = documents.batches.batch_counts(batch["batch_id"])
     created = sum(counts.values())
-    cancelled = documents.ledger.cancelled_children(batch["batch_id"])
+    cancelled = documents.batches.cancelled_children(batch["batch_id"])
     running = counts.get(RUNNING, 0) + counts.get(ACCEPTED, 0)
     return {
         "cancelled": batch["jobs"] - created + cancelled,
@@ -259,7 +260,7 @@ def batch_outcome(documents: Documents, batch: dict) -> dict[str, int]:
 
 
 def batch_view(documents: Documents, batch: dict) -> dict:
-    counts = documents.ledger.batch_counts(batch["batch_id"])
+    counts = documents.batches.batch_counts(batch["batch_id"])
     return {
         "batch_id": batch["batch_id"],
         "jobs": batch["jobs"],
@@ -273,16 +274,16 @@ def check_byte_quota(documents: Documents, tenant: str, declared: int) -> None:
     """Refuse an upload that would take the tenant past its stored-bytes quota, before reading it (the exact
     check is admit_document's, which counts the uploads admitted meanwhile)."""
     quota = documents.runtime.settings.tenant_max_bytes
-    if documents.ledger.stored_bytes(tenant) + declared > quota:
+    if documents.records.stored_bytes(tenant) + declared > quota:
         raise EvidenceError(ReasonCode.TENANT_QUOTA_EXCEEDED, f"at most {quota} stored document bytes")
 
 
 def job_status(documents: Documents, tenant: str, job_id: str) -> dict:
     """``tenant``'s job as its status resource shows it, with its stage (JOB_NOT_FOUND for anyone else's)."""
-    job = documents.ledger.job(tenant, job_id)
+    job = documents.jobs.job(tenant, job_id)
     if job is None:
         raise EvidenceError(ReasonCode.JOB_NOT_FOUND, "no such job")
-    return job_view(job, documents.ledger.stage(job) if job["state"] == RUNNING else None)
+    return job_view(job, documents.jobs.stage(job) if job["state"] == RUNNING else None)
 
 
 def job_view(job: dict, recorded_stage: str | None) -> dict:

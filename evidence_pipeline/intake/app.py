@@ -33,7 +33,7 @@ from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake import admission, open_documents, openapi
 from evidence_pipeline.intake.guard import BoundedRequests, Limits, UploadsInFlight, error_body, guarded_protocol
-from evidence_pipeline.ledger.documents import Clock
+from evidence_pipeline.ledger.admission import Clock
 from evidence_pipeline.store.local import io_errors
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ def error_response(code: str, message: str, close: bool = False) -> Response:
 
 def create_app(documents: Documents) -> BoundedRequests:
     settings = documents.runtime.settings
-    ledger = documents.ledger
+    tokens = documents.tokens
     limits = Limits.of(settings, RETRY_AFTER_SECONDS)
     uploads = UploadsInFlight(limits)
 
@@ -106,7 +106,7 @@ def create_app(documents: Documents) -> BoundedRequests:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise EvidenceError(ReasonCode.AUTH_REQUIRED, "send Authorization: Bearer <token>")
-        tenant = await run_in_threadpool(ledger.tenant_of_token, token.strip())
+        tenant = await run_in_threadpool(tokens.tenant_of_token, token.strip())
         if tenant is None:
             raise EvidenceError(ReasonCode.TOKEN_INVALID, "the token is unknown or revoked")
         return tenant
@@ -288,7 +288,7 @@ async def _body(request: Request):
 
 
 def _batch_view(documents: Documents, tenant: str, batch_id: str) -> dict:
-    batch = documents.ledger.batch(tenant, batch_id)
+    batch = documents.batches.batch(tenant, batch_id)
     if batch is None:
         raise EvidenceError(ReasonCode.BATCH_NOT_FOUND, "no such batch")
     return admission.batch_view(documents, batch)
@@ -298,7 +298,7 @@ def _health(documents: Documents) -> dict[str, str]:
     checks = {}
     scratch = documents.runtime.settings.work_dir
     probes = {
-        "ledger": documents.ledger.ping,
+        "ledger": documents.tokens.ping,
         "documents": lambda: _write_probe(documents.store, scratch),
         "archive": lambda: _write_probe(documents.runtime.archive, scratch),
     }

@@ -48,6 +48,15 @@ def canonical(value) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def current_month(now: float | None = None) -> str:
+    """The month an event recorded now (or at ``now``) is filed under, as YYYY-MM (UTC)."""
+    return datetime.fromtimestamp(time.time() if now is None else now, timezone.utc).strftime("%Y-%m")
+
+
 def chain_hash(prev_hash: str, body: str) -> str:
     return hashlib.sha256(bytes.fromhex(prev_hash) + body.encode("utf-8")).hexdigest()
 
@@ -170,13 +179,19 @@ class Ledger(JobTransitions):
         with classified_errors():
             tables.reflect(self.engine, only=("evidence_audit_events", "evidence_publications", "evidence_jobs",
                                               "evidence_document_jobs", "evidence_publication_claims",
-                                              "evidence_tenants"))
+                                              "evidence_tenants", "evidence_api_tokens", "evidence_documents",
+                                              "evidence_batches"))
         self.audit_events = tables.tables["evidence_audit_events"]
         self.publications = tables.tables["evidence_publications"]
         self.claims = tables.tables["evidence_publication_claims"]  # who is publishing a tenant-month (supersedes)
         self.jobs = tables.tables["evidence_jobs"]
         self.document_jobs = tables.tables["evidence_document_jobs"]  # a document job's identity (ledger verify)
         self.tenants = tables.tables["evidence_tenants"]  # the tenant registry (ledger/tenants.py)
+        # Intake's tables, reflected here with the rest (one reflection per process): their writes and reads are
+        # the pieces' beside this module (tokens.py, documents.py, batches.py).
+        self.api_tokens = tables.tables["evidence_api_tokens"]
+        self.documents = tables.tables["evidence_documents"]
+        self.batches = tables.tables["evidence_batches"]
         # Every append runs these two: built once, they cost no statement construction per event.
         self._chain_head = select(self.audit_events.c.event_hash).order_by(self.audit_events.c.seq.desc()).limit(1)
         self._insert_event = self.audit_events.insert()

@@ -1,7 +1,7 @@
 """The tenant registry: the `evidence_tenants` table beside the ledger, read by the registry sensor.
 
 Registering a tenant appends its `tenant.registered` event and inserts its row in one transaction; offboarding
-marks the row in the transaction of its `tenant.offboarded` event (DocumentLedger.record_offboarding). An
+marks the row in the transaction of its `tenant.offboarded` event (Tokens.record_offboarding, tokens.py). An
 offboarded tenant is never registered again. Rows are in registration order (their event's position), the order
 the sensor adds tenants as Dagster partitions, and so the order the schedule's range runs expand in.
 """
@@ -15,8 +15,7 @@ from datetime import datetime, timezone
 from sqlalchemy import Connection, Select, select
 
 from evidence_pipeline.ledger.db import classified_errors
-from evidence_pipeline.ledger.documents import current_month, sha256_text
-from evidence_pipeline.ledger.ledger import Ledger
+from evidence_pipeline.ledger.ledger import Ledger, current_month, sha256_text
 from evidence_pipeline.models import EventType, TenantMonth, validate_tenant_id
 
 REGISTERED, EXISTING, OFFBOARDED = "registered", "existing", "offboarded"

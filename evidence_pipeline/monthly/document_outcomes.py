@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from evidence_pipeline import jsonread
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import Ledger
-from evidence_pipeline.ledger.documents import DocumentLedger
+from evidence_pipeline.ledger.document_jobs import DocumentJobs
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.signing.dsse import canonical_json
 from evidence_pipeline.store import ArtifactStore, sha256_hex
@@ -39,7 +39,7 @@ def close_month(store: ArtifactStore, ledger: Ledger, tenant_month: TenantMonth)
     closed = _closed(store, tenant_month)
     if closed is not None:
         return closed, False
-    jobs = DocumentLedger(ledger).month_jobs(tenant_month.tenant, tenant_month.period)
+    jobs = DocumentJobs(ledger).month_jobs(tenant_month.tenant, tenant_month.period)
     data = canonical_json({"schema": SCHEMA, "tenant": tenant_month.tenant, "period": tenant_month.period,
                            "jobs": [outcome(job) for job in jobs]})
     store.put_once(f"{_prefix(tenant_month)}/documents-000001-{sha256_hex(data)}.json", data)

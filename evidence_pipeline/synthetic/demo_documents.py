@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from evidence_pipeline.documents import Documents, templates
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake.admission import PDF, store_document, submit_job
-from evidence_pipeline.ledger.documents import Clock
+from evidence_pipeline.ledger.admission import Clock
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.store import sha256_hex
 from evidence_pipeline.store.local import LocalStore

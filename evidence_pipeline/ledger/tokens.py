@@ -1,0 +1,110 @@
+"""Who may call the tenant API: API tokens (only their sha256 is stored) and the offboarding record that ends a
+tenant's tokens for good. Each write commits its audit event in the same transaction."""
+
+from __future__ import annotations
+
+import secrets
+import time
+
+from sqlalchemy import Connection, select
+
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.ledger.db import classified_errors
+from evidence_pipeline.ledger.ledger import Ledger, current_month, event_body, sha256_text
+from evidence_pipeline.models import EventType, TenantMonth
+
+TOKEN_PREFIX = "evt_"
+
+
+class Tokens:
+    def __init__(self, ledger: Ledger):
+        self.ledger = ledger
+        self.tokens = ledger.api_tokens
+
+    def issue_token(self, tenant: str, actor: str) -> tuple[str, str]:
+        """A new API token for ``tenant``: (token id, token). Only the token's sha256 is stored."""
+        token_id = "tok_" + secrets.token_hex(12)
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)  # 256 bits of randomness
+        now = time.time()
+
+        def issue(conn: Connection) -> None:
+            if self._offboarding(conn, tenant) is not None:
+                raise EvidenceError(ReasonCode.TENANT_OFFBOARDED, f"tenant {tenant} was offboarded")
+            conn.execute(
+                self.tokens.insert().values(
+                    token_id=token_id, tenant=tenant, token_sha256=sha256_text(token), created_at=now
+                )
+            )
+            self.ledger._append(
+                conn,
+                TenantMonth(tenant, current_month(now)),
+                EventType.TOKEN_ISSUED,
+                sha256_text(token_id),
+                actor,
+                {"token_id": token_id},
+            )
+
+        self.ledger._transact(issue)
+        return token_id, token
+
+    def revoke_token(self, token_id: str, actor: str) -> str:
+        """Revoke a token (idempotent); returns its tenant."""
+
+        def revoke(conn: Connection) -> str:
+            row = conn.execute(select(self.tokens).where(self.tokens.c.token_id == token_id)).first()
+            if row is None:
+                raise EvidenceError(ReasonCode.TOKEN_NOT_FOUND, "no such token id")
+            if row.revoked_at is None:
+                self._revoke(conn, row.tenant, token_id, actor, time.time())
+            return row.tenant
+
+        return self.ledger._transact(revoke)
+
+    def _revoke(self, conn: Connection, tenant: str, token_id: str, actor: str, now: float) -> None:
+        conn.execute(self.tokens.update().where(self.tokens.c.token_id == token_id).values(revoked_at=now))
+        self.ledger._append(conn, TenantMonth(tenant, current_month(now)), EventType.TOKEN_REVOKED,
+                            sha256_text(token_id), actor, {"token_id": token_id})
+
+    def tenant_of_token(self, token: str) -> str | None:
+        """The tenant a live token belongs to, or None (unknown or revoked)."""
+        tokens = self.tokens.c
+        query = select(tokens.tenant).where(tokens.token_sha256 == sha256_text(token), tokens.revoked_at.is_(None))
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            return conn.execute(query).scalar()
+
+    def record_offboarding(self, tenant: str, actor: str, details: dict) -> tuple[dict, bool]:
+        """Revoke the tenant's live tokens, append `tenant.offboarded` and mark the tenant offboarded in the registry,
+        in one transaction. Once per tenant: an offboarded tenant gets its first event's body back, and False."""
+
+        def offboard(conn: Connection) -> tuple[dict, bool]:
+            first = self._offboarding(conn, tenant)
+            if first is not None:
+                return first, False
+            now = time.time()
+            live = conn.execute(
+                select(self.tokens.c.token_id).where(self.tokens.c.tenant == tenant, self.tokens.c.revoked_at.is_(None))
+            ).scalars().all()
+            for token_id in live:
+                self._revoke(conn, tenant, token_id, actor, now)
+            event = self.ledger._append(conn, TenantMonth(tenant, current_month(now)), EventType.TENANT_OFFBOARDED,
+                                        sha256_text(tenant), actor, details | {"tokens_revoked": len(live)})
+            registry = self.ledger.tenants
+            conn.execute(registry.update().where(registry.c.tenant == tenant).values(offboarded_seq=event.seq))
+            return event.body, True
+
+        return self.ledger._transact(offboard)
+
+    def _offboarding(self, conn: Connection, tenant: str) -> dict | None:
+        """The body of the tenant's `tenant.offboarded` event, or None."""
+        events = self.ledger.audit_events.c
+        body = conn.execute(
+            select(events.body).where(events.tenant == tenant, events.event_type == EventType.TENANT_OFFBOARDED)
+        ).scalar()
+        return None if body is None else event_body(body)
+
+    def ping(self) -> None:
+        """Does the ledger database take writes (intake's health probe)? A write transaction that changes no row
+        of the table every request reads: it takes the writers' lock (so it is bounded by that lock's wait) and
+        fails on a read-only or unwritable database."""
+        with classified_errors(), self.ledger.writing(durable=False) as conn:
+            conn.execute(self.tokens.update().where(self.tokens.c.token_id == "").values(revoked_at=None))
