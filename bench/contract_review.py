@@ -46,9 +46,9 @@ from evidence_pipeline.documents.registry import ProcessorInput  # noqa: E402
 from evidence_pipeline.documents.review import review_contract  # noqa: E402
 from evidence_pipeline.documents.worker import APPROVAL_FIELD  # noqa: E402
 from evidence_pipeline.errors import EvidenceError  # noqa: E402
+from evidence_pipeline.operations.stats import percentile  # noqa: E402
 from evidence_pipeline.runtime import Runtime  # noqa: E402
 from evidence_pipeline.signing.pades import sign_pdf  # noqa: E402
-from evidence_pipeline.stats import percentile  # noqa: E402
 from evidence_pipeline.synthetic.lease_contracts import lease_contract  # noqa: E402
 
 SHORT, LONG = "short renewal", "long lease"

@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 EVIDENCE = str(Path(sys.executable).with_name("evidence"))
 
-from evidence_pipeline.stats import percentile  # noqa: E402
+from evidence_pipeline.operations.stats import percentile  # noqa: E402
 
 # What any server costs at least on this machine with this client: read the body, answer 201.
 FLOOR_SERVER = """

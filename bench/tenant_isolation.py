@@ -20,7 +20,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from frontdoor import front_door  # noqa: E402
 
-from evidence_pipeline.stats import percentile  # noqa: E402
+from evidence_pipeline.operations.stats import percentile  # noqa: E402
 from evidence_pipeline.synthetic.rental_applications import (  # noqa: E402
     application,
     organization_template,

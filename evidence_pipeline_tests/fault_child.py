@@ -12,8 +12,8 @@ from evidence_pipeline.defs.partitions import partition_key_for
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.documents.worker import run_page
 from evidence_pipeline.intake import open_documents
-from evidence_pipeline.maintenance import sweep_attempts
 from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.operations.maintenance import sweep_attempts
 from evidence_pipeline.runtime import RunInfo
 
 

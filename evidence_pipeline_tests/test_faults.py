@@ -19,7 +19,7 @@ from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, sourc
 from evidence_pipeline.defs.partitions import partition_key_for, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.faults import KILL_POINTS
-from evidence_pipeline.maintenance import sweep_attempts
+from evidence_pipeline.operations.maintenance import sweep_attempts
 from evidence_pipeline.tempfiles import MARKER
 from evidence_pipeline_tests.conftest import SMALL
 

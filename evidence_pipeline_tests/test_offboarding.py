@@ -12,7 +12,7 @@ from evidence_pipeline.models import EventType, TenantMonth
 from evidence_pipeline.monthly.bundle import staging_key
 from evidence_pipeline.monthly.pipeline import preview_stage, run_tenant_month
 from evidence_pipeline.monthly.sources import pin_latest, publish_revision
-from evidence_pipeline.offboarding import offboard_tenant
+from evidence_pipeline.operations.offboarding import offboard_tenant
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline_tests.intake_server import client, error_code, pdf_bytes, submit, tokens, upload

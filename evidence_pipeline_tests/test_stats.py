@@ -16,7 +16,7 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.defs.queue import oldest_queued_run_age_seconds
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.models import Stage, TenantMonth
-from evidence_pipeline.stats import admission_stats, parse_since, percentile, stage_stats, summarize
+from evidence_pipeline.operations.stats import admission_stats, parse_since, percentile, stage_stats, summarize
 from evidence_pipeline_tests.conftest import LARGE, SMALL
 
 UTC = timezone.utc

@@ -9,7 +9,7 @@ from evidence_pipeline.cli import main
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.tenants import EXISTING, OFFBOARDED, REGISTERED, TenantRegistry
 from evidence_pipeline.models import EventType
-from evidence_pipeline.tenants import RejectedLine, read_tenant_file
+from evidence_pipeline.operations.tenant_file import RejectedLine, read_tenant_file
 
 
 def test_tenant_file_keeps_valid_slugs_and_reports_bad_lines_by_number(tmp_path):

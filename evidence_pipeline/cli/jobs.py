@@ -44,7 +44,7 @@ def replay(job_id: str, reason: str, requested_by: str) -> None:
 @click.command()
 def sweep() -> None:
     """Remove abandoned attempt directories (older than the lease, lease not live)."""
-    from evidence_pipeline.maintenance import sweep_attempts
+    from evidence_pipeline.operations.maintenance import sweep_attempts
 
     settings = load_settings()
     runtime = open_runtime(settings)

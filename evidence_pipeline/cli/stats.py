@@ -14,14 +14,14 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 
 if TYPE_CHECKING:
-    from evidence_pipeline.stats import StageSummary
+    from evidence_pipeline.operations.stats import StageSummary
 
 
 class _Since(click.ParamType):
     name = "ISO-DATE-OR-DATETIME"
 
     def convert(self, value, param, ctx) -> datetime:
-        from evidence_pipeline.stats import parse_since
+        from evidence_pipeline.operations.stats import parse_since
 
         try:
             return parse_since(value)
@@ -54,7 +54,7 @@ def stats(tenant: str | None, since: datetime | None, as_json: bool) -> None:
     oldest queued Dagster run (any tenant)."""
     from evidence_pipeline.ledger import Ledger
     from evidence_pipeline.ledger.submissions import Submissions
-    from evidence_pipeline.stats import PERCENTILES, admission_stats, stage_stats
+    from evidence_pipeline.operations.stats import PERCENTILES, admission_stats, stage_stats
 
     settings = load_settings()
     ledger = Ledger(settings.ledger_url)
@@ -82,7 +82,7 @@ def stats(tenant: str | None, since: datetime | None, as_json: bool) -> None:
 
 
 def _percentile_cells(summary: StageSummary) -> str:
-    from evidence_pipeline.stats import PERCENTILES
+    from evidence_pipeline.operations.stats import PERCENTILES
 
     values = (getattr(summary, f"p{p}") for p in PERCENTILES)
     return "".join(f" {'-' if value is None else f'{value:.1f}':>10}" for value in values)

@@ -32,7 +32,7 @@ def tenant_add(tenant_ids: list[str], from_file: Path | None, as_json: bool) -> 
     is refused (TENANT_OFFBOARDED, exit 1) and the others are registered. A file with a line that is not a tenant
     id registers nothing (TENANT_ID_INVALID, the line numbers)."""
     from evidence_pipeline.ledger.tenants import OFFBOARDED, TenantRegistry
-    from evidence_pipeline.tenants import read_tenant_file
+    from evidence_pipeline.operations.tenant_file import read_tenant_file
 
     if from_file is not None:
         listed, rejected = read_tenant_file(from_file)
@@ -116,7 +116,7 @@ def tenant_offboard(tenant_id: str, reason: str, as_json: bool) -> None:
 
     Safe to run again: it converges, and erases what retention kept once that retention has ended."""
     from evidence_pipeline.intake import open_documents
-    from evidence_pipeline.offboarding import offboard_tenant
+    from evidence_pipeline.operations.offboarding import offboard_tenant
 
     result = offboard_tenant(open_documents(load_settings()), tenant_id, reason, getpass.getuser())
     if as_json:

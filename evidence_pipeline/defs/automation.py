@@ -25,8 +25,8 @@ from evidence_pipeline.defs.assets import PARTITIONS_PER_RUN, evidence_bundle, m
 from evidence_pipeline.defs.partitions import last_complete_period, range_tags, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.ledger.tenants import TenantRegistry
-from evidence_pipeline.maintenance import run_maintenance
 from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.operations.maintenance import run_maintenance
 
 monthly_evidence_job = define_asset_job(
     "monthly_evidence",
