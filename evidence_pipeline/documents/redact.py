@@ -22,6 +22,9 @@ derivative is written whole, as one revision (qpdf writes only the objects still
 gone), with a deterministic /ID, so the same input, template version and OCR engine give the same bytes.
 
 The second pass (`redaction_check`) verifies the written file independently before anything is published.
+
+Over 400 lines because the first pass covers every place in a PDF that can hold a string; its scope is one list, and
+splitting it would hide a place.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ gate refusal or any other failure is recorded on the job with its reason code an
 A staged operation records each stage it enters (validating, reviewing, signing, committing) as a
 `document.stage` event under the job's lease: the job stays `running` in the state machine, and its status shows
 the stage.
+
+Over 400 lines because it is one job's life under its lease, step by step; split, the fencing of each step would
+hide in another file.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Append-only audit events, hash-chained, committed in the same transaction as what they describe."""
+"""Append-only audit events, hash-chained, committed in the same transaction as what they describe.
+
+Over 400 lines because the engine, its transactions, the chain and publications depend on each other's invariants
+(an append and the row it describes commit together); the ledger's other pieces take this core.
+"""
 
 from __future__ import annotations
 

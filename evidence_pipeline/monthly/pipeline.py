@@ -4,6 +4,9 @@ Each stage is a function the Dagster assets call one by one; `run_tenant_month` 
 benchmarks. Every stage is safe to repeat: staged and published objects are put-once, and a publication that
 already exists for a bundle identity is converged on, never duplicated. Publishing runs under a fenced lease on
 the tenant-month's job record, so a stale attempt (a zombie run, an expired lease) cannot commit.
+
+Over 400 lines because it holds every stage of the tenant-month in the order they run, each with its put-once and
+convergence rules.
 """
 
 from __future__ import annotations
