@@ -151,3 +151,17 @@ def test_the_ledger_pieces_share_its_core_one_way_and_none_inherits():
         if isinstance(node, ast.ClassDef) and node.bases
     ]
     assert inheriting == []
+
+
+LONG_MODULE = 400
+
+
+def test_a_long_module_says_why_in_its_docstring():
+    """A module over ~400 lines is a smell unless its docstring says why the length belongs together."""
+    unexplained = []
+    for path in PACKAGE.rglob("*.py"):
+        if "migrations" in path.parts or len(path.read_text().splitlines()) <= LONG_MODULE:
+            continue
+        if "Over 400 lines because" not in (ast.get_docstring(ast.parse(path.read_text())) or ""):
+            unexplained.append(str(path.relative_to(PACKAGE)))
+    assert unexplained == []
