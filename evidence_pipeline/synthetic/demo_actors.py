@@ -9,6 +9,10 @@ development identities: a production deployment bootstraps its own admin and nev
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,11 +27,10 @@ from evidence_pipeline.actors.roles import Action, Role
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.ledger import Ledger
+from evidence_pipeline.paths import private_dirs
 
 ADMIN, APPROVER, OPERATOR = "dev-admin", "dev-approver", "dev-operator"
 DEV_ROLES = {ADMIN: Role.ADMIN.value, APPROVER: Role.APPROVER.value, OPERATOR: Role.OPERATOR.value}
-# Concurrent demos on one home: the loser of a race finds the actor (or the bootstrap) already there.
-_RACES = frozenset({ReasonCode.ACTOR_EXISTS, ReasonCode.ACTOR_ALREADY_BOOTSTRAPPED})
 
 
 def key_path(settings: Settings, name: str) -> Path:
@@ -44,38 +47,38 @@ class DemoActors:
 
 
 def ensure_demo_actors(settings: Settings, ledger: Ledger) -> DemoActors:
-    """The dev actors, their keys generated and registered the first time (module docstring)."""
+    """The dev actors, their keys generated and registered the first time (module docstring). Concurrent demos
+    on one home take turns (a lock file beside the keys)."""
     gate = ActionGate(ledger, settings.action_max_age_seconds)
-    keys = {name: _key(settings, name) for name in DEV_ROLES}
-    actors = DemoActors(gate, keys)
-    admin = ActorAdmin(gate, service_key_ids(settings))
-    registry = Registry(gate.actors.read_snapshot())
-    if registry.roles(ADMIN) is None:
-        if registry.bootstrapped:
-            raise EvidenceError(ReasonCode.ACTOR_ALREADY_BOOTSTRAPPED, "this deployment has its own first admin: "
-                                                                       "the demo's dev actors are not registered")
-        _tolerating_races(lambda: admin.bootstrap(actors.sign(ADMIN, Action.ACTOR_BOOTSTRAP, {
-            "name": ADMIN, "public_key": public_hex(keys[ADMIN])})))
-    for name in (APPROVER, OPERATOR):
-        if registry.roles(name) is None:
-            _tolerating_races(lambda name=name: admin.register(actors.sign(ADMIN, Action.ACTOR_REGISTER, {
-                "name": name, "roles": [DEV_ROLES[name]], "public_key": public_hex(keys[name])})))
+    with _locked(settings.home / "actors"):
+        keys = {name: _key(settings, name) for name in DEV_ROLES}
+        actors = DemoActors(gate, keys)
+        admin = ActorAdmin(gate, service_key_ids(settings))
+        registry = Registry(gate.actors.read_snapshot())
+        if registry.roles(ADMIN) is None:
+            if registry.bootstrapped:
+                raise EvidenceError(ReasonCode.ACTOR_ALREADY_BOOTSTRAPPED, "this deployment has its own first "
+                                                                           "admin: the demo's actors are not made")
+            admin.bootstrap(actors.sign(ADMIN, Action.ACTOR_BOOTSTRAP, {"name": ADMIN,
+                                                                        "public_key": public_hex(keys[ADMIN])}))
+        for name in (APPROVER, OPERATOR):
+            if registry.roles(name) is None:
+                admin.register(actors.sign(ADMIN, Action.ACTOR_REGISTER, {
+                    "name": name, "roles": [DEV_ROLES[name]], "public_key": public_hex(keys[name])}))
     return actors
 
 
 def _key(settings: Settings, name: str) -> ed25519.Ed25519PrivateKey:
     path = key_path(settings, name)
-    if not path.exists():
-        try:
-            return generate_actor_key(path)
-        except EvidenceError:  # another demo wrote it first
-            pass
-    return load_actor_key(path, settings)
+    return load_actor_key(path, settings) if path.exists() else generate_actor_key(path)
 
 
-def _tolerating_races(act) -> None:
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    private_dirs(folder)
+    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
-        act()
-    except EvidenceError as error:
-        if error.code not in _RACES:
-            raise
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
