@@ -55,7 +55,7 @@ class Demo:
     months: list[DemoOutcome]  # one per tenant-month
     documents: list[dict]  # the demo's document jobs as the ledger holds them after their page runs
     documents_period: str | None  # the month they are filed under (the last one materialized)
-    actors: dict[str, tuple[str, Path]]  # the dev actors: name -> (their role, their key file)
+    actors: dict[str, tuple[str, Path]]  # the dev actors: name -> (their role, their key file under the home)
 
 
 def complete_months(today: date, count: int) -> list[str]:
@@ -136,7 +136,8 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
     if stopped is not None and stopped.code == ReasonCode.INTERRUPTED:
         raise stopped
     return Demo(outcomes, documents, periods[-1] if periods else None,
-                {name: (role, key_path(runtime.settings, name)) for name, role in DEV_ROLES.items()})
+                {name: (role, key_path(runtime.settings, name).relative_to(runtime.settings.home))
+                 for name, role in DEV_ROLES.items()})
 
 
 def _document_jobs(defs, instance: DagsterInstance, evidence: EvidenceResource, actors: DemoActors,
