@@ -6,6 +6,7 @@ plain loop they are compared with, at the same parallelism (bench/redaction.py, 
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import multiprocessing
 import os
@@ -34,6 +35,25 @@ class FrontDoor:
 
     def evidence(self, *args: str) -> subprocess.CompletedProcess:
         return evidence(self.env, *args)
+
+    def approved_template(self, organization: bytes, program: bytes) -> str:
+        """The tenant's template version, submitted by an operator and approved by an approver, each signing with
+        a key of its own (made here: an admin bootstrapped, the two registered); returns its version id."""
+        keys = self.root / "actors"
+        public = {name: json.loads(self.evidence("actor", "keygen", str(keys / f"{name}.pem"), "--json").stdout)
+                  ["public_key"] for name in ("admin", "author", "approver")}
+        self.evidence("actor", "bootstrap", "admin", "--key", str(keys / "admin.pem"))
+        for name, role in (("author", "operator"), ("approver", "approver")):
+            self.evidence("actor", "register", name, "--role", role, "--public-key", public[name],
+                          "--key", str(keys / "admin.pem"))
+        (self.root / "org.json").write_bytes(organization)
+        (self.root / "program.json").write_bytes(program)
+        submitted = self.evidence("template", "submit", "bench", "--organization", str(self.root / "org.json"),
+                                  "--program", str(self.root / "program.json"), "--key", str(keys / "author.pem"),
+                                  "--json")
+        version = json.loads(submitted.stdout)["version_id"]
+        self.evidence("template", "approve", "bench", version, "--key", str(keys / "approver.pem"))
+        return version
 
     def upload(self, data: bytes) -> str:
         answer = self.http.post("/v1/documents", content=data, headers={"Content-Type": "application/pdf"})

@@ -58,11 +58,7 @@ def through_dagster(data: bytes, count: int) -> float:
     """Seconds from the sensor's tick to the last of ``count`` redact jobs succeeded, each accepted over HTTP by
     `evidence intake serve` (the one application, ``count`` idempotency keys) on a fresh root."""
     with front_door("bench-redaction-", count, 1) as door:
-        (door.root / "org.json").write_bytes(organization_template())
-        (door.root / "program.json").write_bytes(program_template(scanned_page=None))
-        submitted = door.evidence("template", "submit", "bench", "--organization", str(door.root / "org.json"),
-                                  "--program", str(door.root / "program.json"), "--by", "author", "--json")
-        door.evidence("template", "approve", "bench", json.loads(submitted.stdout)["version_id"], "--by", "approver")
+        door.approved_template(organization_template(), program_template(scanned_page=None))
         document_id = door.upload(data)
         jobs = [door.submit(f"bench-{i}", {"operation": "redact", "inputs": [document_id],
                                            "options": {"active_content": "flag"}}) for i in range(count)]

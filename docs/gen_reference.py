@@ -2,9 +2,10 @@
 
 Settings from ``config.Settings`` (each field's variable and meaning, the defaults ``from_env`` computes), reason
 codes from ``errors.ReasonCode`` (meaning, retried, exit code, HTTP status), ledger event types from
-``models.EventType``, every command of the click group ``evidence_pipeline.cli:main``, the tenant API's endpoints
-from the OpenAPI document the server serves (and that document itself, as openapi.json), the package and module
-map from their docstrings, and the benchmarks page from bench/README.md. A test imports this file for its page
+``models.EventType``, the actors' roles and what each may do from ``actors.roles``, every command of the click
+group ``evidence_pipeline.cli:main``, the tenant API's endpoints from the OpenAPI document the server serves (and
+that document itself, as openapi.json), the package and module map from their docstrings, and the benchmarks page
+from bench/README.md. A test imports this file for its page
 functions (evidence_pipeline_tests/test_docs.py).
 """
 
@@ -271,10 +272,29 @@ def benchmarks_page() -> str:
         ROOT / "bench" / "README.md").read_text()
 
 
+def roles_page() -> str:
+    from evidence_pipeline.actors.roles import RECORDED_AS, roles_table
+
+    recorded = [(f"`{action}`", f"`{event}`") for action, event in RECORDED_AS.items()]
+    return (
+        GENERATED + "# Roles\n\n"
+        "Who may sign which privileged action (`evidence_pipeline.actors.roles`; a request is refused with "
+        "`ACTION_FORBIDDEN` when none of its actor's roles permits it). Roles do not nest: a person who both "
+        "administers and operates holds both. Four-eyes is not a role: an approval must come from another identity "
+        "than the author's (another name *and* key). How actors are made and how they sign: "
+        "[Who acts](../operators/who-acts.md).\n\n"
+        + roles_table()
+        + "\n## The event each action records\n\nThe signed request is stored in the event's "
+        "`details.authorization`; `evidence ledger verify` re-checks it.\n\n"
+        + _table(("action", "event type"), recorded)
+    )
+
+
 PAGES = {
     "reference/settings.md": settings_page,
     "reference/reason-codes.md": reason_codes_page,
     "reference/events.md": events_page,
+    "reference/roles.md": roles_page,
     "reference/cli.md": cli_page,
     "tenants-api/endpoints.md": endpoints_page,
     "architecture/modules.md": modules_page,

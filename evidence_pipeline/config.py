@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.models import FIRST_PERIOD, PERIOD
+from evidence_pipeline.models import FIRST_PERIOD, PERIOD, TENANT_ID
 
 PADES_LEVELS = ("B-B", "B-T", "B-LT", "B-LTA")  # pyHanko's baseline levels (signing/pades.py)
 
@@ -149,6 +149,9 @@ class Settings:
     actor_key: Path | None = setting(
         "EVIDENCE_ACTOR_KEY", "the acting person's own Ed25519 private key (PKCS#8 PEM, 0600) that the CLI signs "
         "privileged actions with (`--key` wins); never a service key", default="unset: `--key` is needed")
+    actor: str | None = setting(
+        "EVIDENCE_ACTOR", "the acting person's actor name that the CLI signs privileged actions as (`--actor` wins)",
+        default="unset: the key file's name without `.pem`")
 
     def worker_processes(self, sharing: int = 1) -> int:
         """EVIDENCE_WORKERS, or by default this process's share of the CPUs it may use when ``sharing`` processes
@@ -256,6 +259,7 @@ class Settings:
             first_period=first_period(env),
             action_max_age_seconds=_positive(env, "EVIDENCE_ACTION_MAX_AGE_SECONDS", 300),
             actor_key=actor_key,
+            actor=_actor_name(env),
         )
         archive = None if settings.archive_uri.startswith("s3://") else Path(settings.archive_uri)
         if witness_key is not None and archive in witness_key.parents:
@@ -263,6 +267,14 @@ class Settings:
         if actor_key is not None and archive in actor_key.parents:
             raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_ACTOR_KEY must not be inside the archive")
         return settings
+
+
+def _actor_name(env: dict[str, str]) -> str | None:
+    """Actor names are slugs, like tenant ids (actors/requests.py)."""
+    name = env.get("EVIDENCE_ACTOR") or None
+    if name is not None and not TENANT_ID.fullmatch(name):
+        raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_ACTOR must be an actor name (a slug)")
+    return name
 
 
 def open_months(environ: dict[str, str] | None = None) -> int:

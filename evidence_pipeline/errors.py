@@ -322,6 +322,10 @@ class ReasonCode(Vocabulary):
         "FOUR_EYES_REQUIRED",
         "the approver is the author's identity (the same name, or a shared key)",
     )
+    OFFBOARDING_NOT_REQUESTED = (
+        "OFFBOARDING_NOT_REQUESTED",
+        "an offboarding was approved that no operator requested (`evidence tenant offboard TENANT --reason`)",
+    )
     # verification outcomes (what `evidence verify` reports)
     BUNDLE_NOT_FOUND = "BUNDLE_NOT_FOUND", "the path holds no bundle"
     BUNDLE_INCOMPLETE = "BUNDLE_INCOMPLETE", "a bundle file is missing (e.g. no manifest yet)"
@@ -442,6 +446,7 @@ USAGE_CODES = frozenset(
         ReasonCode.LEDGER_NOT_CHECKPOINTED,
         ReasonCode.TOKEN_NOT_FOUND,
         ReasonCode.TEMPLATE_NOT_FOUND,
+        ReasonCode.OFFBOARDING_NOT_REQUESTED,
         ReasonCode.LINEAGE_NOT_FOUND,
         ReasonCode.PACKAGE_NOT_FOUND,
         ReasonCode.PACKAGE_EXISTS,

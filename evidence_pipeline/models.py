@@ -53,9 +53,13 @@ class EventType(Vocabulary):
         "tenant.registered",
         "once per tenant: who registered it (the registry row follows it)",
     )
+    TENANT_OFFBOARD_REQUESTED = (
+        "tenant.offboard_requested",
+        "an operator's signed request to offboard a tenant, and why: an approver of another identity decides",
+    )
     TENANT_OFFBOARDED = (
         "tenant.offboarded",
-        "once per tenant: the decision, its tokens revoked, what is erased and what evidence stays",
+        "once per tenant: the approved decision, its tokens revoked, what is erased and what evidence stays",
     )
     TENANT_DATA_ERASED = "tenant.data_erased", "a later offboarding run erased objects the first could not"
     TEMPLATE_SUBMITTED = (
@@ -71,6 +75,8 @@ class EventType(Vocabulary):
     ACTOR_ROLES_CHANGED = "actor.roles_changed", "an actor's roles from now on"
     ACTOR_KEY_ADDED = "actor.key_added", "another public key of an actor"
     ACTOR_KEY_REVOKED = "actor.key_revoked", "from now on the key authorizes nothing"
+    KEYS_ROTATED = "keys.rotated", "an admin rotated the service's signing keys: the keyring document it published"
+    KEYS_REVOKED = "keys.revoked", "an admin revoked a generation of the service's signing keys"
     ACTION_REFUSED = (
         "action.refused",
         "a privileged action refused: its code, and the signed request only when its signature verified",

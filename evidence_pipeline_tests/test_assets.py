@@ -23,6 +23,7 @@ from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.monthly.validate import validate_report
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS, demo_transactions
 from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, SMALL
+from evidence_pipeline_tests.signers import Signers
 
 ASSETS = [source_revision, monthly_report, evidence_bundle]
 ASSET_NAMES = [a.key.to_user_string() for a in ASSETS]
@@ -86,7 +87,7 @@ def test_a_correction_supersedes_and_the_latest_materialization_shows_the_curren
     assert f"| supersedes (source_revision) | `{first['identity']}` |" in latest["lineage"]
 
 
-def test_failed_gate_blocks_signing(instance, evidence, runtime, monkeypatch):
+def test_failed_gate_blocks_signing(instance, evidence, runtime, monkeypatch, tmp_path):
     # Simulate a renderer bug: the report lacks a total that the source says must be there.
     real_totals = pipeline.report_totals
     monkeypatch.setattr(pipeline, "report_totals", lambda frame, documents: ("999,999,999.99 EUR",))
@@ -104,7 +105,7 @@ def test_failed_gate_blocks_signing(instance, evidence, runtime, monkeypatch):
     monkeypatch.setattr(pipeline, "report_totals", real_totals)  # fixed, but the job stays closed until a replay
     again = _materialize(instance, evidence, SMALL, raise_on_error=False)
     assert not again.success and not again.get_asset_materialization_events()
-    runtime.ledger.replay(job["job_id"], "analyst", "renderer bug fixed")
+    Signers(runtime.ledger, tmp_path / "actors").replay(job["job_id"], "renderer bug fixed")
     assert _materialize(instance, evidence, SMALL).success
     assert runtime.ledger.job(job["job_id"])["state"] == "succeeded"
 

@@ -167,7 +167,8 @@ def _tick_sensor(tmp_path, monkeypatch, registered: list[str], offboarded: tuple
     ledger = runtime_for(Settings.from_env()).ledger
     TenantRegistry(ledger).register(registered, "test")
     for tenant in offboarded:
-        Tokens(ledger).record_offboarding(tenant, "test", {"reason": "test"})
+        ledger._transact(lambda conn, tenant=tenant: Tokens(ledger).record_offboarding(conn, tenant, "test",
+                                                                                        {"reason": "test"}))
     sensor = defs.get_sensor_def("tenant_registry_sensor")
     with DagsterInstance.local_temp() as instance:
         instance.add_dynamic_partitions("tenant", ["acme-books"])

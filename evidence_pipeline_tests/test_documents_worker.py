@@ -13,6 +13,7 @@ from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline_tests.hostile_pdfs import HOSTILE, NOT_PDF_AT_ADMISSION, POLYGLOTS
 from evidence_pipeline_tests.intake_server import client, error_code, pdf_bytes, submit, tokens, upload
+from evidence_pipeline_tests.signers import Signers
 
 # One of each code the worker-side gate answers (the whole set runs against the gate in test_document_gate.py).
 IN_THE_WORKER = (
@@ -137,7 +138,7 @@ def test_hostile_documents_are_refused_with_their_code_and_nothing_published(doc
     assert len(documents.runtime.ledger.events_of_type("job.rejected", tenant="acme")) == len(IN_THE_WORKER_CASES)
 
 
-def test_a_replayed_job_is_dispatched_again_under_a_new_run_key(documents, intake):
+def test_a_replayed_job_is_dispatched_again_under_a_new_run_key(documents, intake, tmp_path):
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
         document_id = upload(http, HOSTILE["xfa_form"][0]).json()["document_id"]
@@ -146,7 +147,7 @@ def test_a_replayed_job_is_dispatched_again_under_a_new_run_key(documents, intak
     [(page_id, _, first)] = documents.pages.open_pages()
     [rejected] = run_page(documents, page_id, RunInfo("run-1"))
     assert (rejected.state, rejected.reason) == ("rejected", "DOCUMENT_XFA") and documents.pages.open_pages() == []
-    documents.runtime.ledger.replay(job_id, "operator", "policy now allows XFA")  # attempts start again at 0
+    Signers(documents.runtime.ledger, tmp_path / "actors").replay(job_id, "policy now allows XFA")  # attempts: 0
     [(same_page, _, again)] = documents.pages.open_pages()
     assert same_page == page_id and again != first
 

@@ -19,6 +19,7 @@ from evidence_pipeline.documents.dispatch import finish_evidence_job
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline_tests.conftest import SMALL
 from evidence_pipeline_tests.intake_server import client, error_code, intake_environment
+from evidence_pipeline_tests.signers import Signers
 
 
 def evidence_job(http, key: str, period) -> object:
@@ -93,7 +94,8 @@ def test_an_evidence_job_runs_its_tenant_month_through_dagster_and_records_the_b
     assert status["bundle"]["location"].endswith(publication["bundle_key"]) and status["finished_at"]
 
 
-def test_a_failed_evidence_run_rejects_the_job_and_a_replay_gets_a_new_run_key(runtime, documents, intake):
+def test_a_failed_evidence_run_rejects_the_job_and_a_replay_gets_a_new_run_key(runtime, documents, intake,
+                                                                              tmp_path):
     token = documents.tokens.issue_token(SMALL.tenant, "test")[1]
     with client(intake, token) as http:
         job_id = evidence_job(http, "october", SMALL.period).json()["job_id"]
@@ -102,7 +104,7 @@ def test_a_failed_evidence_run_rejects_the_job_and_a_replay_gets_a_new_run_key(r
         assert finish_evidence_job(documents, SMALL.tenant, job_id, "run-1", succeeded=False) is None  # once
         status = http.get(f"/v1/jobs/{job_id}").json()
     assert (status["state"], status["reason"], status["bundle"]) == ("rejected", "EVIDENCE_RUN_FAILED", None)
-    documents.runtime.ledger.replay(job_id, "operator", "source fixed")
+    Signers(documents.runtime.ledger, tmp_path / "actors").replay(job_id, "source fixed")
     [again] = documents.jobs.waiting_evidence_jobs()
     assert again["lease_token"] > waiting["lease_token"]  # the dispatcher's run key changes with it
 

@@ -7,10 +7,13 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from sqlalchemy import select
 
+from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.jobs import JobKey, RetryBudget
+from evidence_pipeline.operations.replay import replay_job
 from evidence_pipeline_tests.conftest import SMALL
+from evidence_pipeline_tests.signers import Signers
 
 KEY = JobKey(SMALL.tenant, SMALL.period, "a" * 64, "renderer/1", "policy/1")
 ROW = {
@@ -78,7 +81,14 @@ def test_racing_acquisitions_have_one_winner(ledger):
     assert results.count(1) == 1 and set(results) == {1, "LEASE_BUSY"}
 
 
-def test_failures_follow_the_retry_budget_and_replay_reopens(ledger):
+def test_failures_follow_the_retry_budget_and_replay_reopens(ledger, tmp_path):
+    signers = Signers(ledger, tmp_path / "actors")
+    signers.register("alice", ["operator"])
+
+    def replay(actor: str, reason: str) -> dict:
+        return replay_job(signers.gate, signers.sign(actor, Action.JOB_REPLAY, {"job_id": KEY.job_id,
+                                                                                "reason": reason}))
+
     budget = RetryBudget(max_attempts=2, max_elapsed_seconds=0.0)  # the time budget is spent: attempts decide
     lease = ledger.acquire_lease(KEY.job_id, "run-a", 60)
     assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-a", budget, 1, lease.token) == "accepted"
@@ -86,13 +96,13 @@ def test_failures_follow_the_retry_budget_and_replay_reopens(ledger):
     assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-a", budget, 2, lease.token) == "dead"
     assert [j["job_id"] for j in ledger.jobs_in("dead")] == [KEY.job_id]
     assert _code(lambda: ledger.acquire_lease(KEY.job_id, "run-b", 60)) == "JOB_CLOSED"
-    reopened = ledger.replay(KEY.job_id, "alice", "S3 outage over")
+    reopened = replay("alice", "S3 outage over")
     assert reopened["state"] == "accepted" and reopened["attempts"] == 0  # a fresh budget; history keeps the rest
     lease = ledger.acquire_lease(KEY.job_id, "run-b", 60)
     assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-b", budget, 1, lease.token) == "accepted"
     replayed = [e for e in _events(ledger) if e["event_type"] == "job.replayed"]
     assert replayed[0]["actor"] == "alice" and replayed[0]["details"]["reason"] == "S3 outage over"
-    assert _code(lambda: ledger.replay(KEY.job_id, "bob", "again")) == "JOB_CLOSED"
+    assert _code(lambda: replay("olga", "again")) == "JOB_CLOSED"
 
 
 def test_failures_of_other_attempts_do_not_move_a_leased_job(ledger):

@@ -46,6 +46,7 @@ from evidence_pipeline.signing.rotation import KeyDirectory, now
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline_tests.conftest import LARGE, SMALL, _with_fixture_sources, overwrite
 from evidence_pipeline_tests.local_pki import LocalPki
+from evidence_pipeline_tests.signers import admin_key_file
 
 OTHER = TenantMonth("acme-books", "2026-09")
 REPO = Path(__file__).resolve().parent.parent
@@ -59,7 +60,8 @@ def local(tmp_path, monkeypatch):
 
 
 def _cli(*args: str):
-    return CliRunner().invoke(main, list(args))
+    """A command as the admin `root` of the environment's ledger (rotation and revocation are signed actions)."""
+    return CliRunner().invoke(main, list(args), env={"EVIDENCE_ACTOR_KEY": admin_key_file()})
 
 
 def _keyring(runtime, sequence: int) -> KeyringDocument:

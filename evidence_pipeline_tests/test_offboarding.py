@@ -4,20 +4,38 @@ from __future__ import annotations
 
 import pytest
 
+from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.audit.verify import verify_bundle
+from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.models import EventType, TenantMonth
 from evidence_pipeline.monthly.bundle import staging_key
 from evidence_pipeline.monthly.pipeline import preview_stage, run_tenant_month
 from evidence_pipeline.monthly.sources import pin_latest, publish_revision
-from evidence_pipeline.operations.offboarding import offboard_tenant
+from evidence_pipeline.operations.offboarding import offboard_tenant, pending_request, request_offboarding
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline_tests.intake_server import client, error_code, pdf_bytes, submit, tokens, upload
+from evidence_pipeline_tests.signers import Signers, signers_of
 
 ACME, GLOBEX = TenantMonth("acme", "2026-10"), TenantMonth("globex", "2026-10")
+
+
+def _ask(documents, tenant: str, reason: str, operator: str = "olga") -> dict:
+    signers = signers_of(documents.runtime.ledger)
+    return request_offboarding(documents, signers.gate, signers.sign(operator, Action.TENANT_OFFBOARD,
+                                                                     {"reason": reason}, tenant=tenant))
+
+
+def _approve(documents, tenant: str, approver: str = "bob") -> dict:
+    """What `evidence tenant offboard TENANT --approve` does: approve the pending request, or converge."""
+    signers = signers_of(documents.runtime.ledger)
+    pending = pending_request(documents, tenant)
+    return offboard_tenant(documents, signers.gate, signers.sign(
+        approver, Action.TENANT_OFFBOARD_APPROVE, {"request": pending["event_id"] if pending else ""}, tenant=tenant))
 
 
 def _month_of_evidence(rt, tenant_month: TenantMonth):
@@ -46,7 +64,8 @@ def test_offboarding_stops_new_work_erases_what_is_not_evidence_and_keeps_the_bu
     }
     assert all(acme_objects.values()) and rt.staging.exists(acme_objects["staging"][0])
 
-    result = offboard_tenant(documents, "acme", "contract ended", "operator")
+    _ask(documents, "acme", "contract ended")
+    result = _approve(documents, "acme")
 
     assert result["first_run"] and result["tokens_revoked"] == 1 and result["jobs_rejected"] == 1
     locked = rt.settings.s3_object_lock_mode is not None  # aws backend: sources and the archive are under retention
@@ -68,7 +87,8 @@ def test_offboarding_stops_new_work_erases_what_is_not_evidence_and_keeps_the_bu
     assert verify_bundle(rt.archive, acme_bundle.bundle_key).ok
     assert result["evidence"]["bundles"] == 1 and (result["evidence"]["retained_until"] is not None) == locked
     [event] = rt.ledger.events_of_type(EventType.TENANT_OFFBOARDED, "acme")
-    assert event["actor"] == "operator" and event["details"]["reason"] == "contract ended"
+    assert event["actor"] == "bob" and event["details"]["reason"] == "contract ended"  # the approver decides
+    assert event["details"]["requested"]["actor"] == "olga"  # on the operator's request
     assert event["details"]["erase"] == {name: [] if locked and name == "sources" else keys
                                          for name, keys in acme_objects.items()}
     rt.ledger.verify_chain()
@@ -87,7 +107,7 @@ def test_offboarding_stops_new_work_erases_what_is_not_evidence_and_keeps_the_bu
     assert rt.ledger.offboarded_tenants() == {"acme"}
 
     # a second run converges: nothing more to erase, no second record
-    again = offboard_tenant(documents, "acme", "contract ended", "operator")
+    again = _approve(documents, "acme")
     assert not again["first_run"] and again["erased"] == dict.fromkeys(acme_objects, 0)
     assert again["offboarded_at"] == result["offboarded_at"]
     assert len(rt.ledger.events_of_type(EventType.TENANT_OFFBOARDED, "acme")) == 1
@@ -95,7 +115,7 @@ def test_offboarding_stops_new_work_erases_what_is_not_evidence_and_keeps_the_bu
 
     # an object that appeared since (work that raced the first run) is erased by the next and recorded
     late = rt.previews.put_once("previews/acme/2026-10/late.pdf", b"late")
-    third = offboard_tenant(documents, "acme", "contract ended", "operator")
+    third = _approve(documents, "acme")
     assert third["erased"]["previews"] == 1 and not rt.previews.exists(late.key)
     [erased] = rt.ledger.events_of_type(EventType.TENANT_DATA_ERASED, "acme")
     assert erased["details"]["erase"]["previews"] == [late.key]
@@ -108,10 +128,14 @@ def test_offboard_command_reports_and_refuses_an_empty_reason(tmp_path):
     from evidence_pipeline.cli import main
 
     env = {"EVIDENCE_HOME": str(tmp_path / "home")}
-    empty = CliRunner().invoke(main, ["tenant", "offboard", "acme", "--reason", "  "], env=env)
+    signers = Signers(Ledger(Settings.from_env(env).ledger_url), tmp_path / "actors")
+    olga, bob = ["--key", signers.key_file("olga")], ["--key", signers.key_file("bob")]
+    empty = CliRunner().invoke(main, ["tenant", "offboard", "acme", "--reason", "  ", *olga], env=env)
     assert empty.exit_code == 2 and "printable" in empty.output
-    done = CliRunner().invoke(main, ["tenant", "offboard", "acme", "--reason", "left"], env=env)
+    asked = CliRunner().invoke(main, ["tenant", "offboard", "acme", "--reason", "left", *olga], env=env)
+    assert asked.exit_code == 0 and "--approve" in asked.output, asked.output
+    done = CliRunner().invoke(main, ["tenant", "offboard", "acme", "--approve", *bob], env=env)
     assert done.exit_code == 0, done.output
     assert "tenant acme offboarded at" in done.output and "evidence kept: 0 bundles" in done.output
-    again = CliRunner().invoke(main, ["tenant", "offboard", "acme", "--reason", "left"], env=env)
+    again = CliRunner().invoke(main, ["tenant", "offboard", "acme", "--approve", *bob], env=env)
     assert again.exit_code == 0 and "this one converged" in again.output

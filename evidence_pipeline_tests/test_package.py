@@ -31,6 +31,7 @@ from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import load_witness_key, public_key_id
 from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, SMALL, overwrite
 from evidence_pipeline_tests.docs_pages import page
+from evidence_pipeline_tests.signers import admin_key_file
 
 PEM = serialization.Encoding.PEM
 
@@ -143,7 +144,8 @@ def test_a_package_spanning_a_key_rotation_verifies_pinned_by_its_trust_root(run
     once the first key is revoked from before its checkpoint, a new package fails on that checkpoint."""
     run_tenant_month(runtime, FIXTURE_MONTHS[0], RunInfo("run-1"))
     first = publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
-    assert CliRunner().invoke(main, ["keys", "rotate"], env=backend).exit_code == 0
+    admin = backend | {"EVIDENCE_ACTOR_KEY": admin_key_file(backend)}
+    assert CliRunner().invoke(main, ["keys", "rotate"], env=admin).exit_code == 0
     run_tenant_month(runtime, FIXTURE_MONTHS[2], RunInfo("run-2"))
     second = publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
     assert first["key_id"] != second["key_id"]
@@ -156,7 +158,7 @@ def test_a_package_spanning_a_key_rotation_verifies_pinned_by_its_trust_root(run
 
     revoked_at = (datetime.fromisoformat(first["issued_at"]) - timedelta(seconds=1)).isoformat()
     revoke = ["keys", "revoke", first["key_id"], "--reason", "compromised", "--at", revoked_at]
-    assert CliRunner().invoke(main, revoke, env=backend).exit_code == 0
+    assert CliRunner().invoke(main, revoke, env=admin).exit_code == 0
     assert _export(backend, tmp_path / "revoked").exit_code == 0  # export copies; verification judges
     code, report = _verify(tmp_path / "revoked", *root)
     failed = {c["name"]: c for c in report["checks"] if not c["passed"]}

@@ -20,6 +20,7 @@ from PIL import Image
 from pypdf import PdfReader
 
 from evidence_pipeline.cli import main
+from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import matching, redact, templates
 from evidence_pipeline.documents.dispatch import dispatch_batches
 from evidence_pipeline.documents.gate import gate
@@ -29,6 +30,7 @@ from evidence_pipeline.documents.registry import ACTIVE_CONTENT_OPTION, Operatio
 from evidence_pipeline.documents.template_shadow import shadow
 from evidence_pipeline.documents.worker import job_prefix
 from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.monthly.sources import publish_revision
@@ -53,6 +55,7 @@ from evidence_pipeline_tests.intake_server import (
     tokens,
     upload,
 )
+from evidence_pipeline_tests.signers import Signers, signers_of
 from evidence_pipeline_tests.test_documents_worker import dispatch, make_due
 
 INTAKE_OVERRIDES = {"EVIDENCE_INTAKE_MAX_BYTES": str(1 << 20)}
@@ -75,11 +78,18 @@ OVERLAY_ONLY = register(
 
 def approved(documents, organization: bytes | None = None, program: bytes | None = None,
              effective_at: datetime | None = None) -> str:
-    ledger = documents.runtime.ledger
-    version, _ = templates.submit(ledger, "acme", organization or organization_template(),
-                                  program or program_template(), "alice", effective_at)
-    templates.approve(ledger, "acme", version["version_id"], "bob")
+    signers = _signers(documents)
+    version, _ = signers.submit_template("acme", organization or organization_template(),
+                                         program or program_template(), "alice", effective_at)
+    signers.approve_template("acme", version["version_id"], "bob")
     return version["version_id"]
+
+
+def _signers(documents):
+    """The test actors, and `alice`, an operator who also approves (so that she may try to approve her own)."""
+    signers = signers_of(documents.runtime.ledger)
+    signers.ensure("alice", ["operator", "approver"])
+    return signers
 
 
 def redact_job(http, key: str, document_id: str, operation: str = "redact"):
@@ -248,19 +258,20 @@ def test_only_an_approved_effective_version_is_pinned(documents, intake):
         document = upload(http, application()).json()
         refused = redact_job(http, "early", document["document_id"])
         assert (refused.status_code, error_code(refused)) == (422, ReasonCode.TEMPLATE_NOT_IN_EFFECT)
-        version, created = templates.submit(ledger, "acme", organization_template(), program_template(), "alice")
-        assert created and templates.submit(ledger, "acme", organization_template(), program_template(), "x") == (
+        signers = _signers(documents)
+        version, created = signers.submit_template("acme", organization_template(), program_template(), "alice")
+        assert created and signers.submit_template("acme", organization_template(), program_template(), "olga") == (
             version, False)
         refused = redact_job(http, "unapproved", document["document_id"])
         assert error_code(refused) == ReasonCode.TEMPLATE_NOT_IN_EFFECT
         with pytest.raises(EvidenceError) as self_approval:
-            templates.approve(ledger, "acme", version["version_id"], "alice")
+            signers.approve_template("acme", version["version_id"], "alice")
         assert self_approval.value.code == ReasonCode.TEMPLATE_SELF_APPROVAL
         later = datetime.now(timezone.utc) + timedelta(days=1)
         future = approved(documents, program=program_template("later-program"), effective_at=later)
         assert error_code(redact_job(http, "future", document["document_id"])) == ReasonCode.TEMPLATE_NOT_IN_EFFECT
         assert templates.in_effect(ledger, "acme", later.timestamp() + 1)["version_id"] == future
-        templates.approve(ledger, "acme", version["version_id"], "bob")
+        signers.approve_template("acme", version["version_id"], "bob")
         accepted = redact_job(http, "now", document["document_id"])
     assert accepted.status_code == 202
     assert documents.jobs.job("acme", accepted.json()["job_id"])["request"]["template_version"] == version[
@@ -298,6 +309,8 @@ def test_the_demo_e_mail_rule_on_hostile_text_finishes():
 
 def test_template_commands_submit_approve_list_show_with_their_exit_codes(tmp_path):
     env = {"EVIDENCE_HOME": str(tmp_path / "home")}
+    signers = Signers(Ledger(Settings.from_env(env).ledger_url), tmp_path / "actors")
+    signers.register("alice", ["operator", "approver"])
     (tmp_path / "org.json").write_bytes(organization_template())
     (tmp_path / "program.json").write_bytes(program_template())
     (tmp_path / "bad.json").write_bytes(b'{"kind": "program"}')
@@ -308,21 +321,21 @@ def test_template_commands_submit_approve_list_show_with_their_exit_codes(tmp_pa
         return result
 
     files = ["--organization", str(tmp_path / "org.json"), "--program", str(tmp_path / "program.json")]
-    submitted = run("template", "submit", "acme", *files, "--by", "alice", "--json")
+    submitted = run("template", "submit", "acme", *files, "--key", signers.key_file("alice"), "--json")
     assert submitted.exit_code == 0
     version = json.loads(submitted.output)["version_id"]
     listed = json.loads(run("template", "list", "acme", "--json").output)
     assert listed == {"in_effect": None, "versions": [json.loads(submitted.output)]}
-    refused = run("template", "approve", "acme", version, "--by", "alice", "--json")
+    refused = run("template", "approve", "acme", version, "--key", signers.key_file("alice"), "--json")
     assert (refused.exit_code, json.loads(refused.output)["error"]["code"]) == (1, "TEMPLATE_SELF_APPROVAL")
-    assert run("template", "approve", "acme", version, "--by", "bob").exit_code == 0
+    assert run("template", "approve", "acme", version, "--key", signers.key_file("bob")).exit_code == 0
     assert json.loads(run("template", "list", "acme", "--json").output)["in_effect"] == version
     shown = run("template", "show", "acme", version)
     assert shown.exit_code == 0 and "applicant-name" in shown.output and "approved by bob" in shown.output
     assert run("template", "show", "acme", "f" * 64).exit_code == 2  # TEMPLATE_NOT_FOUND
     assert run("template", "show", "other", version).exit_code == 2  # another tenant's versions are not seen
     bad = run("template", "submit", "acme", "--organization", str(tmp_path / "org.json"), "--program",
-              str(tmp_path / "bad.json"), "--json")
+              str(tmp_path / "bad.json"), "--key", signers.key_file("alice"), "--json")
     assert (bad.exit_code, json.loads(bad.output)["error"]["code"]) == (1, "TEMPLATE_INVALID")
 
 
@@ -395,7 +408,7 @@ def test_shadow_compares_a_candidate_per_label_and_publishes_nothing(documents, 
     program = json.dumps({"kind": "program", "name": "no-income", "rules": [
         {"id": "applicant-name", "label": "name", "field": "applicant_name"},
         {"id": "city", "label": "address", "field": "city"}]}).encode()
-    candidate, _ = templates.submit(documents.runtime.ledger, "acme", organization_template(), program, "carol")
+    candidate, _ = _signers(documents).submit_template("acme", organization_template(), program, "olga")
     with client(intake, acme) as http:
         document = upload(http, application(scanned_page=False)).json()
         redact_job(http, "s-1", document["document_id"])

@@ -13,6 +13,7 @@ import pytest
 from dagster import DagsterInstance
 from sqlalchemy import select
 
+from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.documents import Documents, canary
 from evidence_pipeline.documents import ruleset as rulesets
@@ -23,6 +24,7 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.synthetic.lease_contracts import lease_contract
 from evidence_pipeline_tests.intake_server import client, intake_environment, submit, tokens, upload
+from evidence_pipeline_tests.signers import Signers, signers_of
 from evidence_pipeline_tests.test_cli import _invoke
 from evidence_pipeline_tests.test_contract_review import _AmbiguousArchive
 from evidence_pipeline_tests.test_documents_dagster import tick
@@ -61,8 +63,25 @@ def _rows(documents) -> tuple[list, list]:
     return jobs, events
 
 
+def _canary(signers, actor: str, candidate: str, tenants: list[str]) -> dict[str, str]:
+    signers.ensure(actor, ["operator"])
+    return canary.start(signers.gate, signers.sign(actor, Action.RULESET_CANARY,
+                                                   {"candidate": candidate, "tenants": tenants}))
+
+
+def _rollback(signers, actor: str) -> dict[str, str]:
+    signers.ensure(actor, ["operator"])
+    return canary.rollback(signers.gate, signers.sign(actor, Action.RULESET_ROLLBACK, {}))
+
+
+def _unsigned(details: dict) -> dict:
+    assert "authorization" in details  # the signed request that authorized the event
+    return {key: value for key, value in details.items() if key != "authorization"}
+
+
 def test_a_canary_routes_the_chosen_tenants_new_reviews_and_rollback_routes_them_back(documents, intake):
     ledger = documents.runtime.ledger
+    signers = signers_of(ledger)
     acme, globex = tokens(documents)
     assert rulesets.IN_FORCE != CANDIDATE and CANDIDATE in rulesets.REGISTERED
     for candidate, tenants, code in (
@@ -72,14 +91,14 @@ def test_a_canary_routes_the_chosen_tenants_new_reviews_and_rollback_routes_them
         (CANDIDATE, ["Not A Slug"], ReasonCode.TENANT_ID_INVALID),
     ):
         with pytest.raises(EvidenceError) as refused:
-            canary.start(ledger, candidate, tenants, "release-manager")
+            _canary(signers, "release-manager", candidate, tenants)
         assert refused.value.code == code
-    assert canary.start(ledger, CANDIDATE, ["acme"], "release-manager") == {"acme": CANDIDATE}
-    assert canary.start(ledger, CANDIDATE, ["acme"], "someone-else") == {"acme": CANDIDATE}  # already routed
+    assert _canary(signers, "release-manager", CANDIDATE, ["acme"]) == {"acme": CANDIDATE}
+    assert _canary(signers, "someone-else", CANDIDATE, ["acme"]) == {"acme": CANDIDATE}  # already routed
     [started] = ledger.events_of_type("ruleset.canary")
     assert (started["tenant"], started["actor"], started["subject_sha256"]) == (
         "acme", "release-manager", rulesets.REGISTERED[CANDIDATE])
-    assert started["details"] | {} == {"candidate": CANDIDATE, "candidate_sha256": rulesets.REGISTERED[CANDIDATE],
+    assert _unsigned(started["details"]) == {"candidate": CANDIDATE, "candidate_sha256": rulesets.REGISTERED[CANDIDATE],
                                        "in_force": rulesets.IN_FORCE, "tenants": ["acme"]}
     with client(intake, acme) as ours, client(intake, globex) as theirs:
         routed = _review(ours, "routed")
@@ -90,8 +109,8 @@ def test_a_canary_routes_the_chosen_tenants_new_reviews_and_rollback_routes_them
              "inputs": [upload(ours, NO_PETS).json()["document_id"]]}]}).json()
         assert dispatch_batches(documents, 10, "test") == 1  # the children pin what the batch was accepted under
         before = _rows(documents)
-        assert canary.rollback(ledger, "release-manager") == {"acme": CANDIDATE}
-        assert canary.rollback(ledger, "release-manager") == {}  # nothing routed any more
+        assert _rollback(signers, "release-manager") == {"acme": CANDIDATE}
+        assert _rollback(signers, "release-manager") == {}  # nothing routed any more
         after = _rows(documents)
         again = _review(ours, "routed")  # the same request under its key still answers the same job
         back = _review(ours, "after-rollback")
@@ -116,23 +135,26 @@ def test_a_canary_routes_the_chosen_tenants_new_reviews_and_rollback_routes_them
     # The rollback moved no job and deleted nothing: it only appended its events.
     assert after[0] == before[0] and after[1][: len(before[1])] == before[1]
     [stopped] = ledger.events_of_type("ruleset.rolled_back")
-    assert (stopped["tenant"], stopped["actor"], stopped["details"]) == (
+    assert (stopped["tenant"], stopped["actor"], _unsigned(stopped["details"])) == (
         "acme", "release-manager", {"candidate": CANDIDATE, "in_force": rulesets.IN_FORCE})
     assert canary.routes(ledger) == {} and ledger.verify_chain() == len(_rows(documents)[1])
 
 
-def test_the_ruleset_commands_start_show_and_roll_back_a_canary(backend, documents):
+def test_the_ruleset_commands_start_show_and_roll_back_a_canary(backend, documents, tmp_path):
     env = intake_environment(backend)
-    started = _invoke(["ruleset", "canary", CANDIDATE, "--tenant", "acme", "--tenant", "globex", "--by", "rm",
+    signers = Signers(documents.runtime.ledger, tmp_path / "actors")
+    signers.register("rm", ["operator"])
+    rm = ["--key", signers.key_file("rm")]
+    started = _invoke(["ruleset", "canary", CANDIDATE, "--tenant", "acme", "--tenant", "globex", *rm,
                        "--json"], env)
     assert started.exit_code == 0, started.output
     assert json.loads(started.output) == {"in_force": rulesets.IN_FORCE,
                                           "routed": {"acme": CANDIDATE, "globex": CANDIDATE}}
     status = _invoke(["ruleset", "status"], env)
     assert status.exit_code == 0 and f"acme                     -> {CANDIDATE}" in status.output
-    refused = _invoke(["ruleset", "canary", rulesets.IN_FORCE, "--tenant", "acme", "--json"], env)
+    refused = _invoke(["ruleset", "canary", rulesets.IN_FORCE, "--tenant", "acme", *rm, "--json"], env)
     assert (refused.exit_code, json.loads(refused.output)["error"]["code"]) == (1, "RULESET_CANARY_CONFLICT")
-    rolled = _invoke(["ruleset", "rollback", "--by", "rm"], env)
+    rolled = _invoke(["ruleset", "rollback", *rm], env)
     assert rolled.exit_code == 0 and f"rolled back 2 tenant(s) to {rulesets.IN_FORCE}" in rolled.output
     assert json.loads(_invoke(["ruleset", "status", "--json"], env).output)["routed"] == {}
     actors = {e["actor"] for e in documents.runtime.ledger.events_of_type("ruleset.rolled_back")}

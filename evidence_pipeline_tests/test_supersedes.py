@@ -27,6 +27,7 @@ from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline_tests.conftest import SMALL, overwrite
+from evidence_pipeline_tests.signers import Signers
 
 RUN = RunInfo("supersedes")
 
@@ -310,7 +311,7 @@ def _identity_of(runtime) -> str:
     return row.identity
 
 
-def test_a_statement_of_a_closed_job_cannot_fork_the_chain(runtime):
+def test_a_statement_of_a_closed_job_cannot_fork_the_chain(runtime, tmp_path):
     """A job closed after it stored its signed statement (here: rejected) is not completed by others; the
     tenant-month moves on, and a replay of that job fails with SUPERSEDES_STALE instead of forking the chain."""
     runtime = _with(runtime, lease_seconds=1.0)
@@ -327,7 +328,7 @@ def test_a_statement_of_a_closed_job_cannot_fork_the_chain(runtime):
     _correct_the_source(runtime, 200)
     live = run_tenant_month(runtime, SMALL, RunInfo("live"))
     assert live.supersedes["identity"] == first.identity
-    runtime.ledger.replay(stale_pinned.job_id, "operator", "try again")
+    Signers(runtime.ledger, tmp_path / "actors").replay(stale_pinned.job_id, "try again")
     with pytest.raises(EvidenceError) as error:
         publish_stage(runtime, stale_pinned, stale_unsigned, RunInfo("replayed"))
     assert error.value.code == "SUPERSEDES_STALE" and not error.value.retryable

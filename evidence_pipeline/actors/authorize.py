@@ -4,14 +4,16 @@
 it in that transaction (verify.py says the checks and their order), refuses a nonce already used (ACTION_REPLAYED),
 runs ``perform(conn, authorized)``, which appends the action's event with ``authorized.envelope`` in
 details["authorization"] and with the actor as the event's actor, and consumes the nonce against that event, all
-in one transaction: the action, its record and the nonce commit together or not at all.
+in one transaction: the action, its record and the nonce commit together or not at all. An action with nothing
+left to do (a version approved already, tenants routed already) returns None: nothing is recorded and the nonce
+stays unused, so the same request may act within its age should the state it found change back.
 
 A refusal changes nothing and is recorded in a transaction of its own as an `action.refused` event (tenant "")
 with its code, the action asked for and the SHA-256 of the envelope. Only a request whose signature verified with
 a registered actor's key is recorded with its content (its envelope, under `authorization`, and the message), its
 nonce is consumed so that it never acts later, and the event's actor is its actor; otherwise the actor is "" and
 nothing of the request is kept: an unauthenticated caller never writes content into the ledger. A domain refusal of
-``perform`` that concerns who acts (FOUR_EYES_REQUIRED) is recorded the same way.
+``perform`` that concerns who acts (FOUR_EYES_REQUIRED, TEMPLATE_SELF_APPROVAL) is recorded the same way.
 """
 
 from __future__ import annotations
@@ -32,9 +34,9 @@ from evidence_pipeline.ledger.actors import ActorLedger
 from evidence_pipeline.ledger.ledger import Ledger
 from evidence_pipeline.models import LedgerEvent
 
-RECORDED_DOMAIN_REFUSALS = frozenset({ReasonCode.FOUR_EYES_REQUIRED})
+RECORDED_DOMAIN_REFUSALS = frozenset({ReasonCode.FOUR_EYES_REQUIRED, ReasonCode.TEMPLATE_SELF_APPROVAL})
 
-Perform = Callable[[Connection, Registry, AuthorizedAction], LedgerEvent]
+Perform = Callable[[Connection, Registry, AuthorizedAction], LedgerEvent | None]
 
 
 class ActionGate:
@@ -44,11 +46,12 @@ class ActionGate:
         self.max_age_seconds = max_age_seconds
         self._clock = clock
 
-    def run(self, raw: object, action: Action, perform: Perform) -> LedgerEvent:
-        """Authorize ``raw`` (the envelope as received) for ``action`` and ``perform`` it; returns its event.
+    def run(self, raw: object, action: Action, perform: Perform) -> LedgerEvent | None:
+        """Authorize ``raw`` (the envelope as received) for ``action`` and ``perform`` it; returns its event (None:
+        nothing to do, nothing recorded).
         ``perform`` also receives the registry of the transaction (for four-eyes between identities)."""
 
-        def work(conn: Connection) -> LedgerEvent:
+        def work(conn: Connection) -> LedgerEvent | None:
             registry = self._registry(conn)
             authorized = verify(raw, registry, action, self._now(), self.max_age_seconds)
             if self.actors.nonce_used(conn, authorized.nonce):
@@ -60,6 +63,8 @@ class ActionGate:
                 if error.code not in RECORDED_DOMAIN_REFUSALS:
                     raise
                 raise ActionRefused(error.code, error.message, authorized) from None
+            if event is None:
+                return None
             _check_recorded(event, authorized)
             self.actors.consume_nonce(conn, authorized.nonce, authorized.actor, authorized.key_id, event)
             return event

@@ -10,7 +10,8 @@ event's `recorded_at`:
   first admin's by its own key;
 - it was signed for this event: its action records this event type (roles.RECORDED_AS), its actor is the event's
   actor and its tenant, if any, the event's tenant; an actor event's details repeat the request's args;
-- its nonce authorized no earlier event.
+- its nonce authorized no earlier event (but for an action that records one event per tenant,
+  roles.PER_TENANT_ACTIONS: its run of consecutive events, one per tenant).
 
 `action.refused` events are refusals, not authorizations: they are passed over. Anything that does not hold is
 LEDGER_INVALID, naming the event and the code of what failed. ``max_age_seconds`` is the deployment's
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 
 from evidence_pipeline.actors.registry import ACTOR_EVENTS, Registry
 from evidence_pipeline.actors.requests import key_id, parse_time, public_key_from_hex
-from evidence_pipeline.actors.roles import ACTION_OF_EVENT, Action
+from evidence_pipeline.actors.roles import ACTION_OF_EVENT, PER_TENANT_ACTIONS, Action
 from evidence_pipeline.actors.verify import AuthorizedAction, verify, verify_bootstrap
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.models import EventType
@@ -51,6 +52,7 @@ def recheck_events(bodies: Iterable[dict], max_age_seconds: float = DEFAULT_MAX_
     """Every authorized event of ``bodies`` re-checked (module docstring); returns who authorized each, in order."""
     registry = Registry()
     nonces: set[str] = set()
+    run: tuple[str, str, set[str]] = ("", "", set())  # the last authorized event's nonce, type and the run's tenants
     found = []
     for body in bodies:
         if body.get("event_type") != EventType.ACTION_REFUSED and "authorization" in body.get("details", {}):
@@ -59,13 +61,18 @@ def recheck_events(bodies: Iterable[dict], max_age_seconds: float = DEFAULT_MAX_
             except EvidenceError as error:
                 raise EvidenceError(ReasonCode.LEDGER_INVALID,
                                     f"audit event {body.get('event_id')}: {error.code}: {error.message}") from None
-            if authorized.nonce in nonces:
+            in_run = (authorized.action in PER_TENANT_ACTIONS and run[:2] == (authorized.nonce, body["event_type"])
+                      and body["tenant"] not in run[2])
+            if authorized.nonce in nonces and not in_run:
                 raise EvidenceError(ReasonCode.LEDGER_INVALID, f"audit event {body['event_id']}: "
                                     f"{ReasonCode.ACTION_REPLAYED}: its request authorized an earlier event")
             nonces.add(authorized.nonce)
+            run = (authorized.nonce, body["event_type"], (run[2] if in_run else set()) | {body["tenant"]})
             found.append(Authorization(body["event_id"], body["event_type"], authorized.actor, authorized.key_id,
                                        authorized.action, authorized.body["time"]))
-        elif body.get("event_type") in ACTOR_EVENTS:
+        else:
+            run = ("", "", set())
+        if "authorization" not in body.get("details", {}) and body.get("event_type") in ACTOR_EVENTS:
             raise EvidenceError(ReasonCode.LEDGER_INVALID,
                                 f"audit event {body.get('event_id')}: an actor event without its signed request")
         registry.apply(body)

@@ -100,7 +100,14 @@ RECORDED_AS: dict[Action, EventType] = {
     Action.RULESET_ROLLBACK: EventType.RULESET_ROLLED_BACK,
     Action.TEMPLATE_SUBMIT: EventType.TEMPLATE_SUBMITTED,
     Action.TEMPLATE_APPROVE: EventType.TEMPLATE_APPROVED,
+    Action.TENANT_OFFBOARD: EventType.TENANT_OFFBOARD_REQUESTED,
+    Action.TENANT_OFFBOARD_APPROVE: EventType.TENANT_OFFBOARDED,
+    Action.KEYS_ROTATE: EventType.KEYS_ROTATED,
+    Action.KEYS_REVOKE: EventType.KEYS_REVOKED,
 }
+# Actions that record one event per tenant they name, all in one transaction and each carrying the same signed
+# request: offline, one request may authorize a run of consecutive events of its type, one per tenant.
+PER_TENANT_ACTIONS = frozenset({Action.RULESET_CANARY, Action.RULESET_ROLLBACK})
 ACTION_OF_EVENT: dict[str, Action] = {str(event): action for action, event in RECORDED_AS.items()}
 
 

@@ -14,6 +14,7 @@ import json
 import click
 
 from evidence_pipeline.cli import (
+    actor,
     demo,
     export,
     intake,
@@ -56,7 +57,7 @@ def _exit_with(ctx: click.Context, error: EvidenceError):
 
 
 @click.group(cls=_ErrorBoundary, commands=[
-    demo.demo, verify.verify, export.export, lineage.lineage, ledger.ledger, keys.keys, stats.stats,
+    demo.demo, verify.verify, actor.actor, export.export, lineage.lineage, ledger.ledger, keys.keys, stats.stats,
     jobs.dead_letter, jobs.replay, jobs.sweep, tenant.tenant, template.template, ruleset.ruleset, intake.intake, ui.ui,
 ])
 def main() -> None:

@@ -50,6 +50,10 @@ def demo(months: int) -> None:
         click.echo(f"verify a bundle:  .venv/bin/evidence verify {example}")
         click.echo(f"prove it is in the signed ledger:  .venv/bin/evidence ledger prove {example}")
         click.echo("open the UI:      .venv/bin/evidence ui   (then http://127.0.0.1:3000; auditors: --read-only)")
+    click.echo("act as a dev actor: --key FILE on a signed command, or EVIDENCE_ACTOR_KEY=FILE (0600 files under "
+               "$EVIDENCE_HOME, ./.evidence by default; see the roles in the docs' Who acts)")
+    for name, (role, key) in demo.actors.items():  # never a local path: the home names it
+        click.echo(f"  {name:<13} {role:<9} --key $EVIDENCE_HOME/{key}")
     if failed:
         reasons = sorted({o.reason for o in outcomes if not o.ok})
         raise click.ClickException(f"{failed} tenant-month(s) failed: {', '.join(reasons)} "

@@ -3,10 +3,11 @@ directories that dead workers left behind)."""
 
 from __future__ import annotations
 
-import getpass
+from pathlib import Path
 
 import click
 
+from evidence_pipeline.cli.acting import gate, signed, signer_options
 from evidence_pipeline.cli.resources import load_settings, open_runtime
 
 
@@ -32,12 +33,16 @@ def dead_letter_list() -> None:
 @click.command()
 @click.argument("job_id")
 @click.option("--reason", required=True, help="Why this job is retried (recorded in the ledger).")
-@click.option("--by", "requested_by", default=lambda: getpass.getuser(), show_default="the login name")
-def replay(job_id: str, reason: str, requested_by: str) -> None:
-    """Reopen a rejected or dead job for a new attempt on the same pinned input; then re-materialize it."""
+@signer_options
+def replay(job_id: str, reason: str, key: Path | None, actor: str | None) -> None:
+    """Reopen a rejected or dead job for a new attempt on the same pinned input; then re-materialize it. An
+    operator's signed action (`job.replay`), stored with its `job.replayed` event."""
+    from evidence_pipeline.actors.roles import Action
+    from evidence_pipeline.operations.replay import replay_job
+
     settings = load_settings()
-    runtime = open_runtime(settings)
-    job = runtime.ledger.replay(job_id, requested_by, reason)
+    envelope = signed(settings, key, actor, Action.JOB_REPLAY, {"job_id": job_id, "reason": reason})
+    job = replay_job(gate(settings), envelope)
     click.echo(f"job {job['job_id']} reopened ({job['tenant']} {job['period']}); materialize the partition to run it")
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from evidence_pipeline.cli.acting import gate, signed, signer_options
 from evidence_pipeline.cli.options import json_option, parse_moment
 from evidence_pipeline.cli.resources import load_settings, open_runtime
 from evidence_pipeline.config import Settings
@@ -66,12 +67,18 @@ def keys_publish(root_key: Path | None, as_json: bool) -> None:
 
 @keys.command("rotate")
 @root_key_option
+@signer_options
 @json_option
-def keys_rotate(root_key: Path | None, as_json: bool) -> None:
+def keys_rotate(root_key: Path | None, key: Path | None, actor: str | None, as_json: bool) -> None:
     """Create a new statement key and PAdES signer certificate (issued by the trust root), make them active now,
     retire the previous ones and publish the keyring document signed by the trust root. Every process signing
-    from this keys directory switches at its next bundle."""
-    document = _key_directory(load_settings()).rotate(root_key)
+    from this keys directory switches at its next bundle. An admin's signed action (`keys.rotated` event)."""
+    from evidence_pipeline.actors.roles import Action
+    from evidence_pipeline.operations.signing_keys import rotate_keys
+
+    settings = load_settings()
+    envelope = signed(settings, key, actor, Action.KEYS_ROTATE, {})
+    document = rotate_keys(gate(settings), _key_directory(settings), envelope, root_key)
     active = document.active
     _show_keyring(document, as_json, f"generation {active.generation} is active since "
                   f"{active.not_before.isoformat(timespec='milliseconds')}")
@@ -84,11 +91,20 @@ def keys_rotate(root_key: Path | None, as_json: bool) -> None:
               help="Revoked as of this ISO 8601 time, e.g. when the key was compromised  [default: now]. "
                    "Signatures made at or after it fail verification with KEY_REVOKED.")
 @root_key_option
+@signer_options
 @json_option
-def keys_revoke(key_id: str, reason: str, at: datetime | None, root_key: Path | None, as_json: bool) -> None:
+def keys_revoke(key_id: str, reason: str, at: datetime | None, root_key: Path | None, key: Path | None,
+                actor: str | None, as_json: bool) -> None:
     """Revoke the generation holding KEY_ID (a statement key id or a signer certificate id) and publish the
-    keyring document. The active generation is rotated out first, in the same document."""
-    document, rotated = _key_directory(load_settings()).revoke(key_id, reason, at, root_key)
+    keyring document. The active generation is rotated out first, in the same document. An admin's signed action
+    (`keys.revoked` event)."""
+    from evidence_pipeline.actors.roles import Action
+    from evidence_pipeline.operations.signing_keys import revoke_keys
+
+    settings = load_settings()
+    envelope = signed(settings, key, actor, Action.KEYS_REVOKE,
+                      {"key_id": key_id, "reason": reason, "at": at.isoformat() if at else None})
+    document, rotated = revoke_keys(gate(settings), _key_directory(settings), envelope, root_key)
     revoked = document.find(key_id)
     _show_keyring(document, as_json, f"generation {revoked.generation} revoked as of "
                   f"{revoked.revoked_at.isoformat(timespec='milliseconds')}"

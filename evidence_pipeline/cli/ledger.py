@@ -40,7 +40,9 @@ def ledger_checkpoint() -> None:
 @click.option("--require-witness", "witness", metavar="PUB.pem", type=click.Path(dir_okay=False, path_type=Path),
               help="Every checkpoint must carry a valid signature by this witness key (its public key PEM).")
 def ledger_verify(witness: Path | None) -> None:
-    """Recompute the hash chain, every checkpoint's Merkle root and the consistency between checkpoints."""
+    """Recompute the hash chain, every checkpoint's Merkle root and the consistency between checkpoints, and
+    re-check who authorized each privileged action (its signed request, against the actor registry as it stood)."""
+    from evidence_pipeline.audit.authorizations import recheck_ledger
     from evidence_pipeline.audit.checkpoints import verify_ledger
     from evidence_pipeline.signing.keys import pinned_public_key
 
@@ -48,9 +50,11 @@ def ledger_verify(witness: Path | None) -> None:
     settings = load_settings()
     ledger, archive = open_audit(settings)
     report = verify_ledger(ledger, archive, pinned)
+    authorized = recheck_ledger(ledger, settings.action_max_age_seconds)
     click.echo(
         f"ledger verified: {report['events']} events, {len(report['checkpoints'])} checkpoints consistent "
-        f"({report['unchecked_tail']} events after the newest checkpoint)"
+        f"({report['unchecked_tail']} events after the newest checkpoint), {len(authorized)} signed actions "
+        "authorized"
     )
 
 

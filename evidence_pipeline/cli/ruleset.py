@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import getpass
 import json
 from pathlib import Path
 
 import click
 
+from evidence_pipeline.cli.acting import gate, signed, signer_options
 from evidence_pipeline.cli.options import json_option
 from evidence_pipeline.cli.resources import intake_ledger, load_settings
 
@@ -29,27 +29,36 @@ def _print_routes(in_force: str, routed: dict[str, str], as_json: bool) -> None:
 @ruleset.command("canary")
 @click.argument("candidate")
 @click.option("--tenant", "tenants", multiple=True, required=True, help="A tenant to route (repeatable).")
-@click.option("--by", "actor", default=lambda: getpass.getuser(), show_default="the login name")
+@signer_options
 @json_option
-def ruleset_canary(candidate: str, tenants: tuple[str, ...], actor: str, as_json: bool) -> None:
+def ruleset_canary(candidate: str, tenants: tuple[str, ...], key: Path | None, actor: str | None,
+                   as_json: bool) -> None:
     """Route the new contract reviews of the chosen tenants to CANDIDATE (a registered version): jobs they submit
-    without naming a ruleset pin it from now on. Recorded as a `ruleset.canary` event per tenant."""
+    without naming a ruleset pin it from now on. An operator's signed action, recorded as a `ruleset.canary` event
+    per tenant."""
+    from evidence_pipeline.actors.roles import Action
     from evidence_pipeline.documents import canary
     from evidence_pipeline.documents import ruleset as rulesets
 
-    _print_routes(rulesets.IN_FORCE, canary.start(intake_ledger(), candidate, list(tenants), actor), as_json)
+    settings = load_settings()
+    envelope = signed(settings, key, actor, Action.RULESET_CANARY, {"candidate": candidate, "tenants": list(tenants)})
+    _print_routes(rulesets.IN_FORCE, canary.start(gate(settings, intake_ledger()), envelope), as_json)
 
 
 @ruleset.command("rollback")
-@click.option("--by", "actor", default=lambda: getpass.getuser(), show_default="the login name")
+@signer_options
 @json_option
-def ruleset_rollback(actor: str, as_json: bool) -> None:
+def ruleset_rollback(key: Path | None, actor: str | None, as_json: bool) -> None:
     """Stop routing tenants to the candidate: their new jobs pin the version in force again. Jobs already
-    accepted keep the ruleset they pinned (leased ones finish under it); no job or event is deleted."""
+    accepted keep the ruleset they pinned (leased ones finish under it); no job or event is deleted. An operator's
+    signed action."""
+    from evidence_pipeline.actors.roles import Action
     from evidence_pipeline.documents import canary
     from evidence_pipeline.documents import ruleset as rulesets
 
-    stopped = canary.rollback(intake_ledger(), actor)
+    settings = load_settings()
+    envelope = signed(settings, key, actor, Action.RULESET_ROLLBACK, {})
+    stopped = canary.rollback(gate(settings, intake_ledger()), envelope)
     if as_json:
         click.echo(json.dumps({"in_force": rulesets.IN_FORCE, "rolled_back": stopped}, indent=2))
         return

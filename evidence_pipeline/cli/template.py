@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import getpass
 import json
-from datetime import datetime
+from datetime import datetime, timezone
+from pathlib import Path
 
 import click
 
+from evidence_pipeline.cli.acting import gate, signed, signer_options
 from evidence_pipeline.cli.options import check_tenant_id, json_option, parse_moment
 from evidence_pipeline.cli.resources import intake_ledger, load_settings
 from evidence_pipeline.errors import EvidenceError
@@ -38,16 +39,24 @@ def _print_version(found: dict, as_json: bool, rules: bool = False) -> None:
 @click.option("--program", type=click.File("rb"), required=True, help="The program template (JSON).")
 @click.option("--effective-at", "effective_at", callback=parse_moment, metavar="TIME",
               help="When the version takes effect once approved (ISO 8601)  [default: now]")
-@click.option("--by", "author", default=lambda: getpass.getuser(), show_default="the login name")
+@signer_options
 @json_option
-def template_submit(tenant_id: str, organization, program, effective_at: datetime | None, author: str,
-                    as_json: bool) -> None:
-    """Merge ORGANIZATION and PROGRAM into a template version of TENANT (the same rules: the same version)."""
+def template_submit(tenant_id: str, organization, program, effective_at: datetime | None, key: Path | None,
+                    actor: str | None, as_json: bool) -> None:
+    """Merge ORGANIZATION and PROGRAM into a template version of TENANT (the same rules: the same version). An
+    operator's signed action: the request names the version (the rules' digest) and its effective time."""
+    from evidence_pipeline.actors.roles import Action
     from evidence_pipeline.documents import templates
 
     limit = templates.MAX_TEMPLATE_BYTES + 1  # one byte over the limit is enough to refuse it
-    found, created = templates.submit(intake_ledger(), tenant_id, organization.read(limit), program.read(limit),
-                                      author, effective_at)
+    organization, program = organization.read(limit), program.read(limit)
+    vid = templates.version_id(templates.merge(templates.parse(organization, "organization"),
+                                               templates.parse(program, "program")))
+    effective = (effective_at or datetime.now(timezone.utc)).astimezone(timezone.utc).isoformat(timespec="seconds")
+    settings = load_settings()
+    envelope = signed(settings, key, actor, Action.TEMPLATE_SUBMIT, {"version_id": vid, "effective_at": effective},
+                      tenant=tenant_id)
+    found, created = templates.submit(gate(settings, intake_ledger()), envelope, organization, program)
     if not as_json:
         click.echo("submitted" if created else "already submitted")
     _print_version(found, as_json)
@@ -56,13 +65,17 @@ def template_submit(tenant_id: str, organization, program, effective_at: datetim
 @template.command("approve")
 @click.argument("tenant_id", metavar="TENANT", callback=check_tenant_id)
 @click.argument("version_id", metavar="VERSION")
-@click.option("--by", "approver", default=lambda: getpass.getuser(), show_default="the login name")
+@signer_options
 @json_option
-def template_approve(tenant_id: str, version_id: str, approver: str, as_json: bool) -> None:
-    """Approve VERSION of TENANT's templates (not by its author): recorded as a ledger event."""
+def template_approve(tenant_id: str, version_id: str, key: Path | None, actor: str | None, as_json: bool) -> None:
+    """Approve VERSION of TENANT's templates: an approver's signed action, never by an identity of its author
+    (TEMPLATE_SELF_APPROVAL); recorded as a ledger event with the request."""
+    from evidence_pipeline.actors.roles import Action
     from evidence_pipeline.documents import templates
 
-    found, created = templates.approve(intake_ledger(), tenant_id, version_id, approver)
+    settings = load_settings()
+    envelope = signed(settings, key, actor, Action.TEMPLATE_APPROVE, {"version_id": version_id}, tenant=tenant_id)
+    found, created = templates.approve(gate(settings, intake_ledger()), envelope)
     if not as_json:
         click.echo("approved" if created else "already approved")
     _print_version(found, as_json)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from evidence_pipeline.cli.acting import gate, signed, signer_options
 from evidence_pipeline.cli.options import check_tenant_id, json_option
 from evidence_pipeline.cli.resources import load_settings, open_runtime
 from evidence_pipeline.errors import EvidenceError, ReasonCode, exit_code
@@ -100,7 +101,9 @@ def tenant_token_revoke(token_id: str) -> None:
     click.echo(f"token {token_id} of tenant {tenant_id} revoked")
 
 
-def _reason_option(_ctx, _param, value: str) -> str:
+def _reason_option(_ctx, _param, value: str | None) -> str | None:
+    if value is None:
+        return None
     value = value.strip()
     if not value or len(value) > 500 or not value.isprintable():
         raise click.BadParameter("give 1-500 printable characters")
@@ -109,16 +112,38 @@ def _reason_option(_ctx, _param, value: str) -> str:
 
 @tenant.command("offboard")
 @click.argument("tenant_id", metavar="TENANT", callback=check_tenant_id)
-@click.option("--reason", required=True, callback=_reason_option, help="Why (recorded in the ledger).")
+@click.option("--reason", callback=_reason_option, help="Ask for it, and why (an operator; recorded in the ledger).")
+@click.option("--approve", is_flag=True, help="Approve the pending request and offboard (an approver of another "
+                                              "identity than the operator who asked).")
+@signer_options
 @json_option
-def tenant_offboard(tenant_id: str, reason: str, as_json: bool) -> None:
+def tenant_offboard(tenant_id: str, reason: str | None, approve: bool, key: Path | None, actor: str | None,
+                    as_json: bool) -> None:
     """Offboard TENANT: stop its new work, erase what is not evidence, keep its bundles and the ledger.
 
-    Safe to run again: it converges, and erases what retention kept once that retention has ended."""
+    Four-eyes: an operator asks (`--reason`), an approver of another identity approves (`--approve`), which
+    offboards. Safe to approve again: it converges, and erases what retention kept once that retention has ended."""
+    from evidence_pipeline.actors.roles import Action
     from evidence_pipeline.intake import open_documents
-    from evidence_pipeline.operations.offboarding import offboard_tenant
+    from evidence_pipeline.operations.offboarding import offboard_tenant, pending_request, request_offboarding
 
-    result = offboard_tenant(open_documents(load_settings()), tenant_id, reason, getpass.getuser())
+    if (reason is None) == (not approve):
+        raise click.UsageError("give either --reason (ask) or --approve (decide)")
+    settings = load_settings()
+    documents = open_documents(settings)
+    if reason is not None:
+        envelope = signed(settings, key, actor, Action.TENANT_OFFBOARD, {"reason": reason}, tenant=tenant_id)
+        requested = request_offboarding(documents, gate(settings, documents.runtime.ledger), envelope)
+        if as_json:
+            click.echo(json.dumps({"tenant": tenant_id, "request": requested["event_id"], "reason": reason}, indent=2))
+            return
+        click.echo(f"offboarding of {tenant_id} requested ({requested['event_id']}); an approver of another identity "
+                   f"runs `evidence tenant offboard {tenant_id} --approve`")
+        return
+    pending = pending_request(documents, tenant_id)
+    envelope = signed(settings, key, actor, Action.TENANT_OFFBOARD_APPROVE,
+                      {"request": pending["event_id"] if pending else ""}, tenant=tenant_id)
+    result = offboard_tenant(documents, gate(settings, documents.runtime.ledger), envelope)
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return

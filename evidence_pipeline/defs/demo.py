@@ -26,6 +26,7 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly import sources
+from evidence_pipeline.synthetic.demo_actors import DEV_ROLES, DemoActors, ensure_demo_actors, key_path
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS, demo_transactions
 from evidence_pipeline.synthetic.demo_documents import submit_demo_documents
 
@@ -54,6 +55,7 @@ class Demo:
     months: list[DemoOutcome]  # one per tenant-month
     documents: list[dict]  # the demo's document jobs as the ledger holds them after their page runs
     documents_period: str | None  # the month they are filed under (the last one materialized)
+    actors: dict[str, tuple[str, Path]]  # the dev actors: name -> (their role, their key file under the home)
 
 
 def complete_months(today: date, count: int) -> list[str]:
@@ -98,7 +100,8 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
 
     from evidence_pipeline.definitions import defs
 
-    documents = _document_jobs(defs, instance, evidence, periods[-1]) if periods else []
+    actors = ensure_demo_actors(runtime.settings, runtime.ledger)
+    documents = _document_jobs(defs, instance, evidence, actors, periods[-1]) if periods else []
     job = defs.resolve_job_def(monthly_evidence_job.name)
     pools = tuple(sorted({node.definition.pool for node in job.graph.node_dict.values() if node.definition.pool}))
     for run_id in free_dead_holders(instance, pools):
@@ -132,16 +135,19 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
             say(f"no ledger checkpoint published: {error}")
     if stopped is not None and stopped.code == ReasonCode.INTERRUPTED:
         raise stopped
-    return Demo(outcomes, documents, periods[-1] if periods else None)
+    return Demo(outcomes, documents, periods[-1] if periods else None,
+                {name: (role, key_path(runtime.settings, name).relative_to(runtime.settings.home))
+                 for name, role in DEV_ROLES.items()})
 
 
-def _document_jobs(defs, instance: DagsterInstance, evidence: EvidenceResource, period: str) -> list[dict]:
+def _document_jobs(defs, instance: DagsterInstance, evidence: EvidenceResource, actors: DemoActors,
+                   period: str) -> list[dict]:
     """Submit every demo tenant's documents (filed under ``period``), then dispatch them as the daemon would: one
     tick of the dispatch sensor, and its page runs, here in process. Returns the jobs as the ledger then holds them
     (a job's failure is its state and reason code, never the demo's)."""
     documents = Documents.open(evidence.runtime())
     jobs = [job for index, tenant in enumerate(DEMO_TENANTS)
-            for job in submit_demo_documents(documents, tenant, index, period)]
+            for job in submit_demo_documents(documents, actors, tenant, index, period)]
     tick = defs.resolve_sensor_def(document_dispatch_sensor.name).evaluate_tick(
         build_sensor_context(instance=instance, resources={"evidence": evidence}))
     page_job = defs.resolve_job_def(document_page_job.name)

@@ -1,8 +1,9 @@
 """Redaction templates: an organization's and a program's rules merged into immutable, approved versions.
 
 A template version is the canonical JSON of the merged rules, named by its sha256 (the same rules are the same
-version). Its life is two ledger events: `template.submitted` (the author, the effective time and the merged rules,
-hash-chained so they cannot change) and `template.approved` (the approver, who must not be the author). A redaction
+version). Its life is two ledger events, each an actor's signed action stored with its request:
+`template.submitted` (the author, the effective time and the merged rules, hash-chained so they cannot change) and
+`template.approved` (the approver, who must be another identity than the author). A redaction
 job pins, at acceptance, the approved version whose effective time is the latest one not after that moment.
 
 Rules (each has an ``id`` and a ``label``, and exactly one of):
@@ -26,10 +27,14 @@ import re2
 from sqlalchemy import Connection, select
 
 from evidence_pipeline import jsonread
+from evidence_pipeline.actors.authorize import ActionGate
+from evidence_pipeline.actors.registry import Registry
+from evidence_pipeline.actors.roles import Action
+from evidence_pipeline.actors.verify import AuthorizedAction
 from evidence_pipeline.documents.matching import compile_pattern
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.ledger import Ledger, canonical, current_month, event_body
-from evidence_pipeline.models import EventType, TenantMonth
+from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
 
 LABEL = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 RULE_ID = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
@@ -111,40 +116,77 @@ def version_id(merged: dict) -> str:
     return hashlib.sha256(canonical(merged).encode("utf-8")).hexdigest()
 
 
-def submit(ledger: Ledger, tenant: str, organization: bytes, program: bytes, author: str,
-           effective_at: datetime | None = None) -> tuple[dict, bool]:
-    """Record a new template version (`template.submitted`); the same rules again return the existing version.
-    Returns (version, created)."""
+def submit(gate: ActionGate, envelope: object, organization: bytes, program: bytes) -> tuple[dict, bool]:
+    """Record a new template version (`template.submitted`), an operator's signed action: the request (tenant T,
+    args {version_id, effective_at}) names the merged rules by their version id. The same rules again return the
+    existing version and record nothing. Returns (version, created)."""
     merged = merge(parse(organization, "organization"), parse(program, "program"))
     vid = version_id(merged)
-    effective = (effective_at or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    found = []
 
-    def record(conn: Connection) -> tuple[dict, bool]:
+    def perform(conn: Connection, _registry: Registry, authorized: AuthorizedAction) -> LedgerEvent | None:
+        ledger, tenant = gate.ledger, _tenant_of(authorized)
+        args = authorized.args
+        if args.keys() != {"version_id", "effective_at"} or args["version_id"] != vid:
+            raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "the request does not name these rules' version")
+        effective = _moment(args["effective_at"])
         if _events(ledger, conn, tenant, EventType.TEMPLATE_SUBMITTED, vid):
-            return _versions(ledger, conn, tenant, vid)[0], False
-        details = {"version_id": vid, "effective_at": effective.isoformat(timespec="seconds"), "template": merged}
-        ledger._append(conn, TenantMonth(tenant, current_month()), EventType.TEMPLATE_SUBMITTED, vid, author, details)
-        return _versions(ledger, conn, tenant, vid)[0], True
+            found[:] = [_versions(ledger, conn, tenant, vid)[0], False]
+            return None
+        details = {"version_id": vid, "effective_at": effective, "template": merged,
+                   "authorization": authorized.envelope}
+        event = ledger._append(conn, TenantMonth(tenant, current_month()), EventType.TEMPLATE_SUBMITTED, vid,
+                               authorized.actor, details)
+        found[:] = [_versions(ledger, conn, tenant, vid)[0], True]
+        return event
 
-    return ledger._transact(record)
+    gate.run(envelope, Action.TEMPLATE_SUBMIT, perform)
+    return found[0], found[1]
 
 
-def approve(ledger: Ledger, tenant: str, vid: str, approver: str) -> tuple[dict, bool]:
-    """Approve a submitted version (`template.approved`); the author may not. Returns (version, created)."""
+def approve(gate: ActionGate, envelope: object) -> tuple[dict, bool]:
+    """Approve a submitted version (`template.approved`), an approver's signed action (tenant T, args
+    {version_id}); an identity of the author may not (TEMPLATE_SELF_APPROVAL: two names on one key are one
+    identity). Returns (version, created)."""
+    found = []
 
-    def record(conn: Connection) -> tuple[dict, bool]:
-        [found] = _versions(ledger, conn, tenant, _known(vid)) or [None]
-        if found is None:
+    def perform(conn: Connection, registry: Registry, authorized: AuthorizedAction) -> LedgerEvent | None:
+        ledger, tenant = gate.ledger, _tenant_of(authorized)
+        if authorized.args.keys() != {"version_id"}:
+            raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "template.approve takes {version_id}")
+        vid = _known(authorized.args["version_id"])
+        [version_found] = _versions(ledger, conn, tenant, vid) or [None]
+        if version_found is None:
             raise EvidenceError(ReasonCode.TEMPLATE_NOT_FOUND, "no such template version of this tenant")
-        if found["approved_by"] is not None:
-            return found, False
-        if found["author"] == approver:
-            raise EvidenceError(ReasonCode.TEMPLATE_SELF_APPROVAL, "the author of a template version cannot approve it")
-        ledger._append(conn, TenantMonth(tenant, current_month()), EventType.TEMPLATE_APPROVED, vid, approver,
-                       {"version_id": vid})
-        return _versions(ledger, conn, tenant, vid)[0], True
+        found[:] = [version_found, False]
+        if version_found["approved_by"] is not None:
+            return None
+        if registry.same_identity(version_found["author"], authorized.actor):
+            raise EvidenceError(ReasonCode.TEMPLATE_SELF_APPROVAL, "the author of a template version cannot approve "
+                                                                   "it, under any name of the same key")
+        event = ledger._append(conn, TenantMonth(tenant, current_month()), EventType.TEMPLATE_APPROVED, vid,
+                               authorized.actor, {"version_id": vid, "authorization": authorized.envelope})
+        found[:] = [_versions(ledger, conn, tenant, vid)[0], True]
+        return event
 
-    return ledger._transact(record)
+    gate.run(envelope, Action.TEMPLATE_APPROVE, perform)
+    return found[0], found[1]
+
+
+def _tenant_of(authorized: AuthorizedAction) -> str:
+    if authorized.tenant is None:
+        raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "a template action names its tenant")
+    return authorized.tenant
+
+
+def _moment(text: object) -> str:
+    try:
+        moment = datetime.fromisoformat(text) if isinstance(text, str) else None
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "effective_at is an ISO 8601 time with its offset")
+    return moment.astimezone(timezone.utc).isoformat(timespec="seconds")
 
 
 def versions(ledger: Ledger, tenant: str) -> list[dict]:

@@ -108,6 +108,12 @@ class ActorLedger:
                                                       revoked_seq=event.seq))
         return event
 
+    def record_action(self, conn: Connection, kind: EventType, subject_sha256: str, by: str, details: dict,
+                      authorization: dict) -> LedgerEvent:
+        """The event of an authorized action on the deployment as a whole (the service's keys): tenant ""."""
+        return self.ledger._append(conn, _Deployment(_month()), kind, subject_sha256, by,
+                                   {**details, "authorization": authorization})
+
     def refuse(self, conn: Connection, by: str, subject_sha256: str, details: dict) -> LedgerEvent:
         """An `action.refused` event: ``details`` holds the request only when it was authenticated (authorize.py)."""
         return self.ledger._append(conn, _Deployment(_month()), EventType.ACTION_REFUSED, subject_sha256, by, details)

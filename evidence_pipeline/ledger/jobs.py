@@ -26,7 +26,7 @@ from sqlalchemy import Connection, bindparam, select
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.db import LostRace, classified_errors
-from evidence_pipeline.models import EventType, TenantMonth
+from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
 
 ACCEPTED, RUNNING, SUCCEEDED, REJECTED, DEAD = "accepted", "running", "succeeded", "rejected", "dead"
 CLOSED = (REJECTED, DEAD)
@@ -242,23 +242,22 @@ class JobTransitions:
                      | ({"next_attempt_at": utc_iso(retry_at)} if retry_at else {}))
         return state
 
-    def replay(self, job_id: str, requested_by: str, reason: str) -> dict:
-        """Reopen a rejected or dead job for a new attempt on the same immutable input; history stays as it is."""
-
-        def reopen(conn: Connection) -> dict:
-            job = self._job(conn, job_id)
-            if job is None:
-                raise EvidenceError(ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
-            if job["state"] not in CLOSED:
-                raise EvidenceError(ReasonCode.JOB_CLOSED, f"job {job_id[:12]} is {job['state']}, not rejected or dead")
-            self._swap(conn, job, state=ACCEPTED, attempts=0, budget_started_at=time.time(),  # a fresh budget
-                       next_attempt_at=None)
-            self._append(conn, self._tenant_month(job), EventType.JOB_REPLAYED, job["source_sha256"], requested_by,
-                         {"job_id": job_id, "reason": reason, "previous_state": job["state"],
-                          "previous_reason": job["last_reason"]})
-            return self._job(conn, job_id)
-
-        return self._transact(reopen)
+    def replay(self, conn: Connection, job_id: str, requested_by: str, reason: str,
+               authorization: dict) -> tuple[dict, LedgerEvent]:
+        """Reopen a rejected or dead job for a new attempt on the same immutable input; history stays as it is.
+        In the caller's transaction (the action gate's): ``authorization`` is the signed request, stored with the
+        `job.replayed` event. Returns the job and that event."""
+        job = self._job(conn, job_id)
+        if job is None:
+            raise EvidenceError(ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
+        if job["state"] not in CLOSED:
+            raise EvidenceError(ReasonCode.JOB_CLOSED, f"job {job_id[:12]} is {job['state']}, not rejected or dead")
+        self._swap(conn, job, state=ACCEPTED, attempts=0, budget_started_at=time.time(),  # a fresh budget
+                   next_attempt_at=None)
+        event = self._append(conn, self._tenant_month(job), EventType.JOB_REPLAYED, job["source_sha256"],
+                             requested_by, {"job_id": job_id, "reason": reason, "previous_state": job["state"],
+                                            "previous_reason": job["last_reason"], "authorization": authorization})
+        return self._job(conn, job_id), event
 
     def jobs_in(self, *job_states: str) -> list[dict]:
         with classified_errors(), self.engine.connect() as conn:

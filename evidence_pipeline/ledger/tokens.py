@@ -11,7 +11,7 @@ from sqlalchemy import Connection, select
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.db import classified_errors
 from evidence_pipeline.ledger.ledger import Ledger, current_month, event_body, sha256_text
-from evidence_pipeline.models import EventType, TenantMonth
+from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
 
 TOKEN_PREFIX = "evt_"
 
@@ -28,7 +28,7 @@ class Tokens:
         now = time.time()
 
         def issue(conn: Connection) -> None:
-            if self._offboarding(conn, tenant) is not None:
+            if self.offboarding(conn, tenant) is not None:
                 raise EvidenceError(ReasonCode.TENANT_OFFBOARDED, f"tenant {tenant} was offboarded")
             conn.execute(
                 self.tokens.insert().values(
@@ -72,29 +72,27 @@ class Tokens:
         with classified_errors(), self.ledger.engine.connect() as conn:
             return conn.execute(query).scalar()
 
-    def record_offboarding(self, tenant: str, actor: str, details: dict) -> tuple[dict, bool]:
+    def record_offboarding(self, conn: Connection, tenant: str, actor: str,
+                           details: dict) -> tuple[dict, LedgerEvent | None]:
         """Revoke the tenant's live tokens, append `tenant.offboarded` and mark the tenant offboarded in the registry,
-        in one transaction. Once per tenant: an offboarded tenant gets its first event's body back, and False."""
+        in the caller's transaction (the action gate's). Once per tenant: an offboarded tenant gets its first
+        event's body back, and no event. Returns (the event's body, the event)."""
+        first = self.offboarding(conn, tenant)
+        if first is not None:
+            return first, None
+        now = time.time()
+        live = conn.execute(
+            select(self.tokens.c.token_id).where(self.tokens.c.tenant == tenant, self.tokens.c.revoked_at.is_(None))
+        ).scalars().all()
+        for token_id in live:
+            self._revoke(conn, tenant, token_id, actor, now)
+        event = self.ledger._append(conn, TenantMonth(tenant, current_month(now)), EventType.TENANT_OFFBOARDED,
+                                    sha256_text(tenant), actor, details | {"tokens_revoked": len(live)})
+        registry = self.ledger.tenants
+        conn.execute(registry.update().where(registry.c.tenant == tenant).values(offboarded_seq=event.seq))
+        return event.body, event
 
-        def offboard(conn: Connection) -> tuple[dict, bool]:
-            first = self._offboarding(conn, tenant)
-            if first is not None:
-                return first, False
-            now = time.time()
-            live = conn.execute(
-                select(self.tokens.c.token_id).where(self.tokens.c.tenant == tenant, self.tokens.c.revoked_at.is_(None))
-            ).scalars().all()
-            for token_id in live:
-                self._revoke(conn, tenant, token_id, actor, now)
-            event = self.ledger._append(conn, TenantMonth(tenant, current_month(now)), EventType.TENANT_OFFBOARDED,
-                                        sha256_text(tenant), actor, details | {"tokens_revoked": len(live)})
-            registry = self.ledger.tenants
-            conn.execute(registry.update().where(registry.c.tenant == tenant).values(offboarded_seq=event.seq))
-            return event.body, True
-
-        return self.ledger._transact(offboard)
-
-    def _offboarding(self, conn: Connection, tenant: str) -> dict | None:
+    def offboarding(self, conn: Connection, tenant: str) -> dict | None:
         """The body of the tenant's `tenant.offboarded` event, or None."""
         events = self.ledger.audit_events.c
         body = conn.execute(

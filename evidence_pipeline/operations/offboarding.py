@@ -1,29 +1,71 @@
 """Tenant offboarding: stop the tenant's new work, erase what is not evidence, keep the evidence verifiable.
 
-One `tenant.offboarded` ledger event records the decision (reason, actor), the tokens it revoked, every key it
-erases from the private stores, and how long the evidence stays. It commits, with the revocation of the tenant's
-API tokens, before anything is erased: a crash part-way leaves the record, and a second run finishes the erasure.
-An object still under Object Lock retention is kept and listed with its date; the run after that date erases it
-and records that in a `tenant.data_erased` event. Bundles, document job outputs and the ledger are evidence: they
-stay (the archive's own retention decides when bundles may go), and the ledger stays verifiable.
+Four-eyes between identities: an operator asks (`request_offboarding`, the signed `tenant.offboard` action, tenant T,
+args {reason}), recorded as a `tenant.offboard_requested` event; an approver of another identity (another name and
+key) decides (`offboard_tenant`, the signed `tenant.offboard.approve` action, tenant T, args {request}: the event id
+of the request it approves). One `tenant.offboarded` event records the approved decision (the request, its reason
+and operator, the approver's signed request), the tokens it revoked, every key it erases from the private stores,
+and how long the evidence stays. It commits, with the revocation of the tenant's API tokens, before anything is
+erased: a crash part-way leaves the record, and a second approved run finishes the erasure. An object still under
+Object Lock retention is kept and listed with its date; the run after that date erases it and records that in a
+`tenant.data_erased` event. Bundles, document job outputs and the ledger are evidence: they stay (the archive's own
+retention decides when bundles may go), and the ledger stays verifiable.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from sqlalchemy import Connection, select
+
+from evidence_pipeline.actors.authorize import ActionGate
+from evidence_pipeline.actors.registry import Registry
+from evidence_pipeline.actors.requests import parse_envelope
+from evidence_pipeline.actors.roles import Action
+from evidence_pipeline.actors.verify import AuthorizedAction
 from evidence_pipeline.documents import Documents
-from evidence_pipeline.errors import ReasonCode
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import jobs as states
-from evidence_pipeline.ledger.ledger import current_month, sha256_text
-from evidence_pipeline.models import EventType, TenantMonth, validate_tenant_id
+from evidence_pipeline.ledger.ledger import current_month, event_body, sha256_text
+from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, validate_tenant_id
 from evidence_pipeline.monthly.bundle import staging_key
 from evidence_pipeline.store import ArtifactStore
 
+MAX_REASON = 500
 
-def offboard_tenant(documents: Documents, tenant: str, reason: str, actor: str) -> dict:
-    """Offboard ``tenant``; safe to run again (it converges). Returns what this run did and what stays."""
-    validate_tenant_id(tenant)
+
+def request_offboarding(documents: Documents, gate: ActionGate, envelope: object) -> dict:
+    """Record an operator's signed request to offboard its tenant; returns the `tenant.offboard_requested` body."""
+    requested = {}
+
+    def perform(conn: Connection, _registry: Registry, authorized: AuthorizedAction) -> LedgerEvent:
+        tenant, args = _tenant_of(authorized), authorized.args
+        reason = args.get("reason")
+        if args.keys() != {"reason"} or not isinstance(reason, str) or not _fair_reason(reason):
+            raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, f"tenant.offboard takes {{reason}}: 1-{MAX_REASON} "
+                                                                   "printable characters")
+        if documents.tokens.offboarding(conn, tenant) is not None:
+            raise EvidenceError(ReasonCode.TENANT_OFFBOARDED, f"tenant {tenant} is offboarded already")
+        event = gate.ledger._append(conn, TenantMonth(tenant, current_month()), EventType.TENANT_OFFBOARD_REQUESTED,
+                                    sha256_text(tenant), authorized.actor,
+                                    {"reason": reason, "authorization": authorized.envelope})
+        requested.update(event.body)
+        return event
+
+    gate.run(envelope, Action.TENANT_OFFBOARD, perform)
+    return requested
+
+
+def pending_request(documents: Documents, tenant: str) -> dict | None:
+    """The tenant's latest offboarding request, while the tenant is not offboarded (what an approver approves)."""
+    with documents.runtime.ledger.engine.connect() as conn:
+        return None if documents.tokens.offboarding(conn, tenant) else _latest_request(documents, conn, tenant)
+
+
+def offboard_tenant(documents: Documents, gate: ActionGate, envelope: object) -> dict:
+    """Offboard the tenant of an approver's signed request; safe to run again with a new one (it converges).
+    Returns what this run did and what stays."""
+    tenant = _planned_tenant(gate, envelope)
     rt = documents.runtime
     now = datetime.now(timezone.utc)
     stores = _not_evidence(documents, tenant)
@@ -31,8 +73,31 @@ def offboard_tenant(documents: Documents, tenant: str, reason: str, actor: str) 
     for name, (store, keys) in stores.items():
         erase[name], kept[name] = _due(store, keys, now)
     evidence = _evidence(rt.archive, tenant)
-    details = {"reason": reason, "erase": erase, "kept_until_retention": kept, "evidence": evidence}
-    record, first = documents.tokens.record_offboarding(tenant, actor, details)
+    decided = {}
+
+    def perform(conn: Connection, registry: Registry, authorized: AuthorizedAction) -> LedgerEvent | None:
+        args = authorized.args
+        if _tenant_of(authorized) != tenant or args.keys() != {"request"}:
+            raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "tenant.offboard.approve takes {request}")
+        offboarded = documents.tokens.offboarding(conn, tenant)
+        if offboarded is not None:  # a later run: it converges under the first decision
+            decided.update(record=offboarded, first=False, actor=authorized.actor)
+            return None
+        request = _latest_request(documents, conn, tenant)
+        if request is None or request["event_id"] != args["request"]:
+            raise EvidenceError(ReasonCode.OFFBOARDING_NOT_REQUESTED, f"tenant {tenant} has no pending offboarding "
+                                                                      "request of that id")
+        registry.require_other_identity(request["actor"], authorized.actor)
+        details = {"reason": request["details"]["reason"], "requested": {"event_id": request["event_id"],
+                                                                         "actor": request["actor"]},
+                   "erase": erase, "kept_until_retention": kept, "evidence": evidence,
+                   "authorization": authorized.envelope}
+        record, event = documents.tokens.record_offboarding(conn, tenant, authorized.actor, details)
+        decided.update(record=record, first=True, actor=authorized.actor)
+        return event
+
+    gate.run(envelope, Action.TENANT_OFFBOARD_APPROVE, perform)
+    record, first, actor = decided["record"], decided["first"], decided["actor"]
     if not first:
         recorded = {key for keys in record["details"]["erase"].values() for key in keys}
         later = {name: [key for key in keys if key not in recorded] for name, keys in erase.items()}
@@ -51,6 +116,40 @@ def offboard_tenant(documents: Documents, tenant: str, reason: str, actor: str) 
         "kept_until_retention": kept,
         "evidence": evidence,
     }
+
+
+def _planned_tenant(gate: ActionGate, envelope: object) -> str:
+    """The tenant the request names, read before it is verified to plan the erasure (perform checks it again); a
+    request that names none is refused by the gate, and recorded as its refusals are."""
+    try:
+        return validate_tenant_id(parse_envelope(envelope).tenant or "")
+    except EvidenceError:
+        gate.run(envelope, Action.TENANT_OFFBOARD_APPROVE, _names_no_tenant)
+        raise
+
+
+def _names_no_tenant(_conn: Connection, _registry: Registry, _authorized: AuthorizedAction) -> None:
+    raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "an offboarding action names its tenant")
+
+
+def _tenant_of(authorized: AuthorizedAction) -> str:
+    if authorized.tenant is None:
+        raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "an offboarding action names its tenant")
+    return authorized.tenant
+
+
+def _fair_reason(reason: str) -> bool:
+    return 0 < len(reason.strip()) <= MAX_REASON and reason.isprintable()
+
+
+def _latest_request(documents: Documents, conn: Connection, tenant: str) -> dict | None:
+    events = documents.runtime.ledger.audit_events.c
+    body = conn.execute(
+        select(events.body).where(events.tenant == tenant,
+                                  events.event_type == str(EventType.TENANT_OFFBOARD_REQUESTED))
+        .order_by(events.seq.desc()).limit(1)
+    ).scalar()
+    return None if body is None else event_body(body)
 
 
 def _stop_work(documents: Documents, tenant: str, actor: str) -> dict[str, int]:

@@ -4,8 +4,9 @@ first, then four parts), submitted for each demo tenant through the front door's
 path (intake's admission: the same checks, document store, idempotency keys and ledger events as `evidence intake
 serve`, without HTTP).
 
-Each demo tenant gets one of two organizations' templates merged with one of two programs', submitted by one demo
-actor and approved by another, as `evidence template submit` and `approve` would record them. The jobs are filed
+Each demo tenant gets one of two organizations' templates merged with one of two programs', submitted by the dev
+operator and approved by the dev approver (demo_actors.py), signed as `evidence template submit` and `approve` sign
+them. The jobs are filed
 under the last complete month (``period``), so that the month's report, rendered after them, lists them in its
 "Document jobs" section. The agreement is signed by a demo district's own development key, which no trust
 policy lists (its signature check reports the signature intact but untrusted), once per home: the signed copy is
@@ -16,7 +17,9 @@ under the same keys and gets the same jobs back.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
+from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.documents import Documents, templates
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake.admission import PDF, store_document, submit_job
@@ -25,10 +28,11 @@ from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.store import sha256_hex
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.synthetic import district_agreements
+from evidence_pipeline.synthetic.demo_actors import APPROVER, OPERATOR, DemoActors
 from evidence_pipeline.synthetic.lease_contracts import lease_contract
 from evidence_pipeline.synthetic.rental_applications import application, organization_template, program_template
 
-AUTHOR, APPROVER, ACTOR = "demo-template-author", "demo-template-approver", "evidence-demo"
+ACTOR = "evidence-demo"
 ORGANIZATIONS = ("harbor-housing", "northgate-housing")
 PROGRAMS = ("family-units", "senior-units")
 # Each tenant's contracts cycle through the defects from these offsets (lease_contracts.DEFECTS): none,
@@ -44,12 +48,17 @@ class DemoJob:
     job_id: str
 
 
-def submit_demo_documents(documents: Documents, tenant: str, index: int, period: str) -> list[DemoJob]:
+def submit_demo_documents(documents: Documents, actors: DemoActors, tenant: str, index: int,
+                          period: str) -> list[DemoJob]:
     """Upload and submit the demo tenant ``index``'s documents, filed under ``period``; returns its jobs."""
-    organization, program = ORGANIZATIONS[index % 2], PROGRAMS[index // 2 % 2]
-    version, _ = templates.submit(documents.runtime.ledger, tenant, organization_template(organization),
-                                  program_template(program), AUTHOR)
-    templates.approve(documents.runtime.ledger, tenant, version["version_id"], APPROVER)
+    organization = organization_template(ORGANIZATIONS[index % 2])
+    program = program_template(PROGRAMS[index // 2 % 2])
+    vid = templates.version_id(templates.merge(templates.parse(organization, "organization"),
+                                               templates.parse(program, "program")))
+    effective = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    templates.submit(actors.gate, actors.sign(OPERATOR, Action.TEMPLATE_SUBMIT, {
+        "version_id": vid, "effective_at": effective}, tenant=tenant), organization, program)
+    templates.approve(actors.gate, actors.sign(APPROVER, Action.TEMPLATE_APPROVE, {"version_id": vid}, tenant=tenant))
     requests = [
         (f"demo-review-{n}", "contract-review", lease_contract(n).pdf, {})
         for n in (index * 14 + offset for offset in CONTRACT_DEFECTS)

@@ -1,0 +1,101 @@
+"""Test actors that sign: a ledger's actor registry with a bootstrapped admin `root`, an operator `olga`, an
+approver `bob` and an auditor `audrey`. Domain tests sign with ``sign`` (``signers_of`` keeps one registry per
+ledger); command-line tests give a folder, where each actor's key is a file `<name>.pem` (0600), and pass
+``--key`` (the actor's name is the file's)."""
+
+from __future__ import annotations
+
+import weakref
+from datetime import datetime
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from evidence_pipeline.actors.admin import ActorAdmin
+from evidence_pipeline.actors.authorize import ActionGate
+from evidence_pipeline.actors.keyfiles import generate_actor_key, public_hex
+from evidence_pipeline.actors.requests import sign_request
+from evidence_pipeline.actors.roles import Action
+from evidence_pipeline.config import Settings
+from evidence_pipeline.documents import templates
+from evidence_pipeline.ledger import Ledger
+
+ACTORS = {"olga": ["operator"], "bob": ["approver"], "audrey": ["auditor"]}
+
+
+class Signers:
+    def __init__(self, ledger: Ledger, folder: Path | None = None, max_age_seconds: float = 300):
+        self.gate = ActionGate(ledger, max_age_seconds)
+        self.admin = ActorAdmin(self.gate)
+        self.folder = folder
+        self.keys: dict[str, Ed25519PrivateKey] = {}
+        self._key("root")
+        self.admin.bootstrap(self.sign("root", Action.ACTOR_BOOTSTRAP,
+                                       {"name": "root", "public_key": public_hex(self.keys["root"])}))
+        for name, roles in ACTORS.items():
+            self.register(name, roles)
+
+    def register(self, name: str, roles: list[str], key: Ed25519PrivateKey | None = None) -> None:
+        """``name`` with ``roles``; with ``key``, another name on that key (one identity, no key file)."""
+        if key is None:
+            key = self._key(name)
+        self.keys[name] = key
+        self.admin.register(self.sign("root", Action.ACTOR_REGISTER, {"name": name, "roles": roles,
+                                                                      "public_key": public_hex(key)}))
+
+    def ensure(self, name: str, roles: list[str]) -> None:
+        if name not in self.keys:
+            self.register(name, roles)
+
+    def sign(self, actor: str, action: Action, args: dict, tenant: str | None = None) -> dict:
+        return sign_request(self.keys[actor], actor, action, args, tenant=tenant)
+
+    def replay(self, job_id: str, reason: str, actor: str = "olga") -> dict:
+        """What `evidence replay` does, signed by ``actor``."""
+        from evidence_pipeline.operations.replay import replay_job
+
+        return replay_job(self.gate, self.sign(actor, Action.JOB_REPLAY, {"job_id": job_id, "reason": reason}))
+
+    def submit_template(self, tenant: str, organization: bytes, program: bytes, actor: str = "olga",
+                        effective_at: datetime | None = None) -> tuple[dict, bool]:
+        """What `evidence template submit` does, signed by ``actor``."""
+        vid = templates.version_id(templates.merge(templates.parse(organization, "organization"),
+                                                   templates.parse(program, "program")))
+        effective = (effective_at or datetime.now().astimezone()).isoformat(timespec="seconds")
+        return templates.submit(self.gate, self.sign(actor, Action.TEMPLATE_SUBMIT, {
+            "version_id": vid, "effective_at": effective}, tenant=tenant), organization, program)
+
+    def approve_template(self, tenant: str, version_id: str, actor: str = "bob") -> tuple[dict, bool]:
+        return templates.approve(self.gate, self.sign(actor, Action.TEMPLATE_APPROVE, {"version_id": version_id},
+                                                      tenant=tenant))
+
+    def key_file(self, name: str) -> str:
+        return str(self.folder / f"{name}.pem")
+
+    def _key(self, name: str) -> Ed25519PrivateKey:
+        self.keys[name] = (Ed25519PrivateKey.generate() if self.folder is None
+                           else generate_actor_key(self.folder / f"{name}.pem"))
+        return self.keys[name]
+
+
+_admins: dict[str, str] = {}
+
+
+def admin_key_file(env: dict[str, str] | None = None) -> str:
+    """The key file of the admin `root` of the ledger that ``env`` (else the environment) names, bootstrapped on
+    first use, with its folder beside EVIDENCE_HOME: what `evidence keys rotate` and `revoke` sign with."""
+    settings = Settings.from_env(env)
+    if settings.ledger_url not in _admins:
+        signers = Signers(Ledger(settings.ledger_url), settings.home.parent / f"actors-{len(_admins)}")
+        _admins[settings.ledger_url] = signers.key_file("root")
+    return _admins[settings.ledger_url]
+
+
+_registries: weakref.WeakKeyDictionary[Ledger, Signers] = weakref.WeakKeyDictionary()
+
+
+def signers_of(ledger: Ledger) -> Signers:
+    """The test actors of ``ledger`` (bootstrapped on first use), keys in memory."""
+    if ledger not in _registries:
+        _registries[ledger] = Signers(ledger)
+    return _registries[ledger]
