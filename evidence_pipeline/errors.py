@@ -85,7 +85,16 @@ class ReasonCode(Vocabulary):
     LEASE_BUSY = "LEASE_BUSY", "another attempt holds the job's live lease"
     LEASE_FENCED = "LEASE_FENCED", "this attempt lost its lease and must not commit"
     JOB_NOT_FOUND = "JOB_NOT_FOUND", "no job has that id"
-    JOB_CLOSED = "JOB_CLOSED", "the job is rejected or dead: only `evidence replay` reopens it"
+    JOB_CLOSED = (
+        "JOB_CLOSED",
+        "the job is rejected or dead: only `evidence replay` reopens it; or a replay found the job's current attempt "
+        "not ended (already replayed, still working, or succeeded): one live attempt at a time",
+    )
+    REPLAY_POLICY_MISMATCH = (
+        "REPLAY_POLICY_MISMATCH",
+        "a replay named a policy version other than the one its job's input was pinned with: a replay reruns the "
+        "same input under the same policy; work under another policy is a new request",
+    )
     TENANT_MONTH_BUSY = (
         "TENANT_MONTH_BUSY",
         "another bundle of the tenant-month was being published for longer than a lease's lifetime",

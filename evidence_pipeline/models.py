@@ -30,7 +30,11 @@ class EventType(Vocabulary):
     JOB_RUNNING = "job.running", "an attempt took the job's lease"
     JOB_REJECTED = "job.rejected", "the job ended terminally, with its reason code and message"
     JOB_DEAD = "job.dead", "the job's retry budget was spent"
-    JOB_REPLAYED = "job.replayed", "`evidence replay` reopened the job: who asked and why"
+    JOB_REPLAYED = (
+        "job.replayed",
+        "`evidence replay` opened a new attempt of a rejected or dead job: who asked and why, the new attempt's id "
+        "(attempt_id) and the ended one it replays (replay_of), kept as it ended",
+    )
     JOB_IDEMPOTENCY_CONFLICT = (
         "job.idempotency_conflict",
         "an idempotency key came back with another request digest (both digests, nothing else)",

@@ -50,11 +50,12 @@ class Signers:
     def sign(self, actor: str, action: Action, args: dict, tenant: str | None = None) -> dict:
         return sign_request(self.keys[actor], actor, action, args, tenant=tenant)
 
-    def replay(self, job_id: str, reason: str, actor: str = "olga") -> dict:
+    def replay(self, job_id: str, reason: str, actor: str = "olga", policy_version: str | None = None) -> dict:
         """What `evidence replay` does, signed by ``actor``."""
         from evidence_pipeline.operations.replay import replay_job
 
-        return replay_job(self.gate, self.sign(actor, Action.JOB_REPLAY, {"job_id": job_id, "reason": reason}))
+        args = {"job_id": job_id, "reason": reason} | ({"policy_version": policy_version} if policy_version else {})
+        return replay_job(self.gate, self.sign(actor, Action.JOB_REPLAY, args))
 
     def submit_template(self, tenant: str, organization: bytes, program: bytes, actor: str = "olga",
                         effective_at: datetime | None = None) -> tuple[dict, bool]:

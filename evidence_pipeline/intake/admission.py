@@ -283,11 +283,13 @@ def job_status(documents: Documents, tenant: str, job_id: str) -> dict:
     job = documents.jobs.job(tenant, job_id)
     if job is None:
         raise EvidenceError(ReasonCode.JOB_NOT_FOUND, "no such job")
-    return job_view(job, documents.jobs.stage(job) if job["state"] == RUNNING else None)
+    attempts = documents.runtime.ledger.job_attempts(job_id)
+    return job_view(job, documents.jobs.stage(job) if job["state"] == RUNNING else None, attempts)
 
 
-def job_view(job: dict, recorded_stage: str | None) -> dict:
-    """A job as its tenant sees it."""
+def job_view(job: dict, recorded_stage: str | None, attempts: list[dict]) -> dict:
+    """A job as its tenant sees it: its current attempt's state, and every attempt (``attempts``, the first
+    first: each replay adds one, linked to the ended attempt it replays, which stays as it ended)."""
 
     def when(stamp: float | None) -> str | None:
         return None if stamp is None else utc_iso(stamp)
@@ -317,5 +319,11 @@ def job_view(job: dict, recorded_stage: str | None) -> dict:
             if job["operation"] == EVIDENCE
             else {}
         ),
+        "job_attempts": [
+            {"attempt_id": a["attempt_id"], "replay_of": a["replay_of"], "state": a["state"], "reason": a["reason"],
+             "message": a["message"], "tries": a["tries"], "policy_version": a["policy_version"],
+             "opened_at": when(a["opened_at"]), "ended_at": when(a["ended_at"])}
+            for a in attempts
+        ],
         "status_url": f"/v1/jobs/{job['job_id']}",
     }

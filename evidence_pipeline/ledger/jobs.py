@@ -4,7 +4,12 @@
        ^                   |  \\--terminal failure--> rejected
        |                   \\--transient failure, budget left--> accepted (retried)
        |                        transient failure, budget spent (attempts AND time)--> dead
-       +----- replay (who, why) ------ rejected | dead
+       +----- replay (who, why) ------ rejected | dead   (a new attempt; the ended one is kept as it ended)
+
+A job is its identity and immutable input; an attempt is disposable. `replay` keeps the ended attempt, frozen, in
+`evidence_job_attempts` (migration 0011) and gives the job's row a new attempt (its own id, linked by replay_of),
+so everything that finds work by the job's id (dispatch pages, evidence runs, the tenant-month pipeline) picks the
+replayed job up as before.
 
 Every transition is one compare-and-swap UPDATE. Leases carry a token that only grows; the commit that makes a
 bundle visible succeeds only while the committing attempt still holds the newest, unexpired lease.
@@ -43,6 +48,18 @@ def document_job_id(tenant: str, idempotency_key: str, batch_id: str = "") -> st
     """A document job's id: its tenant's idempotency key (within its batch), so identical requests meet on one row."""
     scope = {"tenant": tenant, "idempotency_key": idempotency_key} | ({"batch_id": batch_id} if batch_id else {})
     return hashlib.sha256(json.dumps(scope, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def attempt_id_of(job: dict) -> str:
+    """The id of a job's current attempt: its first attempt's is the job id; a replay's is replay_attempt_id."""
+    return job["attempt_id"] or job["job_id"]
+
+
+def replay_attempt_id(job_id: str, replay_of: str) -> str:
+    """The id of the attempt that replays ``replay_of``: deterministic, so two replays of one ended attempt meet on
+    one id (and the attempts table's primary key), and different from every job id (those hash other fields)."""
+    return hashlib.sha256(json.dumps({"job_id": job_id, "replay_of": replay_of}, sort_keys=True,
+                                     separators=(",", ":")).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -242,27 +259,83 @@ class JobTransitions:
                      | ({"next_attempt_at": utc_iso(retry_at)} if retry_at else {}))
         return state
 
-    def replay(self, conn: Connection, job_id: str, requested_by: str, reason: str,
-               authorization: dict) -> tuple[dict, LedgerEvent]:
-        """Reopen a rejected or dead job for a new attempt on the same immutable input; history stays as it is.
+    def replay(self, conn: Connection, job_id: str, requested_by: str, reason: str, authorization: dict,
+               policy_version: str | None = None) -> tuple[dict, LedgerEvent]:
+        """Open a new attempt of a rejected or dead job, on the same immutable input under its pinned policy
+        (``policy_version``, when the request names one, must be that one: REPLAY_POLICY_MISMATCH otherwise).
+
         In the caller's transaction (the action gate's): ``authorization`` is the signed request, stored with the
-        `job.replayed` event. Returns the job and that event."""
+        `job.replayed` event. The ended attempt is kept as it ended (an `evidence_job_attempts` row, never changed)
+        and named by that event with the new attempt's id. The job's row now carries the new attempt: accepted, a
+        fresh budget, no reason yet, its lease token still growing. One live attempt at a time: a job whose current
+        attempt has not ended (replayed already, working, or succeeded) is JOB_CLOSED, naming that attempt.
+        Returns the job and the event."""
         job = self._job(conn, job_id)
         if job is None:
             raise EvidenceError(ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
+        ended = attempt_id_of(job)
         if job["state"] not in CLOSED:
-            raise EvidenceError(ReasonCode.JOB_CLOSED, f"job {job_id[:12]} is {job['state']}, not rejected or dead")
-        self._swap(conn, job, state=ACCEPTED, attempts=0, budget_started_at=time.time(),  # a fresh budget
-                   next_attempt_at=None)
+            raise EvidenceError(ReasonCode.JOB_CLOSED, f"job {job_id[:12]} is {job['state']}, not rejected or "
+                                f"dead: its current attempt {ended[:12]} has not ended")
+        if policy_version is not None and policy_version != job["policy_version"]:
+            raise EvidenceError(ReasonCode.REPLAY_POLICY_MISMATCH,
+                                f"job {job_id[:12]} was pinned to policy {job['policy_version']}")
+        attempt = replay_attempt_id(job_id, ended)
+        now = time.time()
         event = self._append(conn, self._tenant_month(job), EventType.JOB_REPLAYED, job["source_sha256"],
-                             requested_by, {"job_id": job_id, "reason": reason, "previous_state": job["state"],
-                                            "previous_reason": job["last_reason"], "authorization": authorization})
+                             requested_by,
+                             {"job_id": job_id, "reason": reason, "attempt_id": attempt, "replay_of": ended,
+                              "policy_version": job["policy_version"], "previous_state": job["state"],
+                              "previous_reason": job["last_reason"], "authorization": authorization})
+        conn.execute(self.ended_attempts.insert().values(
+            attempt_id=ended, job_id=job_id, replay_of=job["replay_of"], input_sha256=job["source_sha256"],
+            policy_version=job["policy_version"], state=job["state"], reason=job["last_reason"],
+            message=job["last_message"], tries=job["attempts"], opened_at=job["budget_started_at"],
+            ended_at=job["updated_at"], replayed_by=attempt, replay_seq=event.seq,
+        ))
+        self._swap(conn, job, state=ACCEPTED, attempts=0, budget_started_at=now,  # a fresh budget
+                   next_attempt_at=None, last_reason=None, last_message=None, attempt_id=attempt,
+                   replay_of=ended)
+        # A document job's status shows its current attempt: not finished, no outputs yet.
+        conn.execute(self.document_jobs.update().where(self.document_jobs.c.job_id == job_id)
+                     .values(finished_at=None, outputs=None))
         return self._job(conn, job_id), event
+
+    def job_attempts(self, job_id: str) -> list[dict]:
+        """Every attempt of a job, the first first: the ended ones a replay kept, then the current one (from the
+        job's row). Each: attempt_id, replay_of, state, reason, message, tries, policy_version, opened_at,
+        ended_at (None while the current attempt has not ended)."""
+        with classified_errors(), self.engine.connect() as conn:
+            job = self._job(conn, job_id)
+            if job is None:
+                raise EvidenceError(ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
+            ended = conn.execute(select(self.ended_attempts).where(self.ended_attempts.c.job_id == job_id)
+                                 .order_by(self.ended_attempts.c.replay_seq)).all()
+        current = {
+            "attempt_id": attempt_id_of(job), "replay_of": job["replay_of"], "state": job["state"],
+            "reason": job["last_reason"], "message": job["last_message"], "tries": job["attempts"],
+            "policy_version": job["policy_version"], "opened_at": job["budget_started_at"],
+            "ended_at": job["updated_at"] if job["state"] in (SUCCEEDED, *CLOSED) else None,
+        }
+        return [{name: row._mapping[name] for name in current} for row in ended] + [current]
 
     def jobs_in(self, *job_states: str) -> list[dict]:
         with classified_errors(), self.engine.connect() as conn:
             query = select(self.jobs).where(self.jobs.c.state.in_(job_states)).order_by(self.jobs.c.updated_at)
             return [dict(row._mapping) for row in conn.execute(query)]
+
+    def listed_jobs(self, job_states: tuple[str, ...] = CLOSED, job_id: str | None = None) -> list[dict]:
+        """The jobs in ``job_states`` (rejected or dead: what dead letters are chosen from), or only ``job_id``,
+        oldest change first, with their document operation (None for a tenant-month job) and their current
+        attempt's id (attempt_id_of)."""
+        jobs, docs = self.jobs.c, self.document_jobs.c
+        query = (select(self.jobs, docs.operation)
+                 .outerjoin(self.document_jobs, docs.job_id == jobs.job_id)
+                 .where(jobs.state.in_(job_states) if job_id is None else jobs.job_id == job_id)
+                 .order_by(jobs.updated_at))
+        with classified_errors(), self.engine.connect() as conn:
+            rows = [dict(row._mapping) for row in conn.execute(query)]
+        return [row | {"attempt_id": attempt_id_of(row)} for row in rows]
 
     def _job(self, conn: Connection, job_id: str) -> dict | None:
         row = conn.execute(self._job_query, {"job_id": job_id}).first()

@@ -184,11 +184,12 @@ class Ledger(JobTransitions):
             tables.reflect(self.engine, only=("evidence_audit_events", "evidence_publications", "evidence_jobs",
                                               "evidence_document_jobs", "evidence_publication_claims",
                                               "evidence_tenants", "evidence_api_tokens", "evidence_documents",
-                                              "evidence_batches"))
+                                              "evidence_batches", "evidence_job_attempts"))
         self.audit_events = tables.tables["evidence_audit_events"]
         self.publications = tables.tables["evidence_publications"]
         self.claims = tables.tables["evidence_publication_claims"]  # who is publishing a tenant-month (supersedes)
         self.jobs = tables.tables["evidence_jobs"]
+        self.ended_attempts = tables.tables["evidence_job_attempts"]  # the attempts a replay ended (jobs.py)
         self.document_jobs = tables.tables["evidence_document_jobs"]  # a document job's identity (ledger verify)
         self.tenants = tables.tables["evidence_tenants"]  # the tenant registry (ledger/tenants.py)
         # Intake's tables, reflected here with the rest (one reflection per process): their writes and reads are
@@ -372,6 +373,7 @@ class Ledger(JobTransitions):
         current: dict[tuple[str, str], str] = {}  # (tenant, period) -> identity of its newest bundle so far
         job_events: dict[str, list[dict]] = {}  # job_id -> bodies of the events that name it, oldest first
         tenant_events: dict[str, dict[str, int]] = {}  # tenant -> {tenant event type: seq of its first}
+        replays: dict[int, dict] = {}  # seq -> body of each job.replayed event that opened a new attempt (0011)
         with classified_errors(), self.engine.connect() as conn:
             for row in conn.execute(select(self.audit_events).order_by(self.audit_events.c.seq)):
                 if row.prev_hash != prev or chain_hash(prev, row.body) != row.event_hash:
@@ -385,6 +387,8 @@ class Ledger(JobTransitions):
                     _check_supersedes(row.seq, body, current)
                 if body["event_type"] in mirrors.TENANT_EVENTS:
                     tenant_events.setdefault(body["tenant"], {}).setdefault(body["event_type"], row.seq)
+                if body["event_type"] == EventType.JOB_REPLAYED and "attempt_id" in body["details"]:
+                    replays[row.seq] = body
                 if isinstance(body["details"].get("job_id"), str):
                     job_events.setdefault(body["details"]["job_id"], []).append(body)
                 prev, count = row.event_hash, count + 1
@@ -392,6 +396,7 @@ class Ledger(JobTransitions):
             jobs = [dict(row._mapping) for row in conn.execute(select(self.jobs))]
             document_jobs = {row.job_id: row._mapping for row in conn.execute(select(self.document_jobs))}
             registry = [dict(row._mapping) for row in conn.execute(select(self.tenants))]
+            attempts = [dict(row._mapping) for row in conn.execute(select(self.ended_attempts))]
         if sorted(row["event_seq"] for row in publications) != sorted(published):
             raise EvidenceError(ReasonCode.LEDGER_INVALID, "publications and bundle.published events do not pair up")
         for row in publications:
@@ -403,6 +408,9 @@ class Ledger(JobTransitions):
         for row in jobs:
             if not mirrors.job_matches(row, job_events.get(row["job_id"], []), document_jobs.get(row["job_id"])):
                 raise EvidenceError(ReasonCode.LEDGER_INVALID, f"job {row['job_id'][:12]} differs from its events")
+        if sorted(row["replay_seq"] for row in attempts) != sorted(replays) or not all(
+                mirrors.attempt_matches(row, replays[row["replay_seq"]]) for row in attempts):
+            raise EvidenceError(ReasonCode.LEDGER_INVALID, "ended job attempts differ from their job.replayed events")
         return count
 
     def _append(self, conn: Connection, tenant_month: TenantMonth, event_type: str, subject_sha256: str,

@@ -12,6 +12,9 @@ stores about an event is a copy or a function of bodies and must match them:
   match the job's `job.accepted` event, and the state columns (JOB_STATE_COLUMNS) are the fold of the job's
   events. The lease expiry, the retry-budget start and the timestamps are operational clocks that no event
   records.
+- `evidence_job_attempts`: each row is the ended attempt its `job.replayed` event names (replay_of, with the
+  previous state and reason), and every such event since revision 0011 (those naming an attempt_id) has exactly
+  one row. Its message, tries and clocks are copies of the job's row as the attempt ended.
 
 - `evidence_tenants`: one row per tenant with a `tenant.registered` event, naming that event and, once the tenant
   has one, its `tenant.offboarded` event. `registered_at` is an operational clock.
@@ -31,7 +34,7 @@ from evidence_pipeline.models import EventType
 
 EVENT_COLUMNS = ("event_id", "event_type", "tenant", "period", "subject_sha256")
 BODY_FIELDS = frozenset({*EVENT_COLUMNS, "actor", "recorded_at", "details"})
-JOB_STATE_COLUMNS = ("state", "attempts", "lease_token", "lease_owner", "last_reason")
+JOB_STATE_COLUMNS = ("state", "attempts", "lease_token", "lease_owner", "last_reason", "attempt_id", "replay_of")
 _SUCCESS_EVENTS = (EventType.BUNDLE_PUBLISHED, EventType.DOCUMENT_PUBLISHED, EventType.EVIDENCE_DELIVERED)
 TENANT_EVENTS = (EventType.TENANT_REGISTERED, EventType.TENANT_OFFBOARDED)
 _FAILURE_STATES = {EventType(f"job.{state}"): state for state in (states.ACCEPTED, states.REJECTED, states.DEAD)}
@@ -61,7 +64,8 @@ def job_matches(row: dict, events: Iterable[dict], document_job: dict | None = N
             return False
     elif JobKey(**{name: row[name] for name in JobKey.__dataclass_fields__}).job_id != row["job_id"]:
         return False
-    derived: dict = {"state": None, "attempts": 0, "lease_token": 0, "lease_owner": None, "last_reason": None}
+    derived: dict = {"state": None, "attempts": 0, "lease_token": 0, "lease_owner": None, "last_reason": None,
+                     "attempt_id": None, "replay_of": None}
     for body in events:
         kind, details = body["event_type"], body["details"]
         if kind == EventType.JOB_ACCEPTED and "reason" not in details:  # the acceptance that created the row
@@ -86,9 +90,21 @@ def job_matches(row: dict, events: Iterable[dict], document_job: dict | None = N
             derived.update(
                 state=_FAILURE_STATES[kind], attempts=details.get("attempt"), last_reason=details.get("reason")
             )
-        elif kind == EventType.JOB_REPLAYED:
+        elif kind == EventType.JOB_REPLAYED:  # a new attempt; since 0011 (attempt_id) it starts with no reason
             derived.update(state=states.ACCEPTED, attempts=0)
+            if "attempt_id" in details:
+                derived.update(last_reason=None, attempt_id=details["attempt_id"], replay_of=details["replay_of"])
     return all(row[column] == derived[column] for column in JOB_STATE_COLUMNS)
+
+
+def attempt_matches(row: dict, replay: dict) -> bool:
+    """An evidence_job_attempts row is the ended attempt its `job.replayed` event (``replay``) names, as it ended."""
+    details = replay["details"]
+    return replay["event_type"] == EventType.JOB_REPLAYED and (
+        row["job_id"], row["attempt_id"], row["replayed_by"], row["state"], row["reason"], row["input_sha256"],
+        row["policy_version"]) == (details["job_id"], details["replay_of"], details["attempt_id"],
+                                   details["previous_state"], details["previous_reason"], replay["subject_sha256"],
+                                   details["policy_version"])
 
 
 def registry_matches(rows: Iterable[dict], tenant_events: dict[str, dict[str, int]]) -> bool:

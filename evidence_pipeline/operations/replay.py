@@ -1,6 +1,7 @@
-"""Replaying a dead or rejected job, as an operator's signed action (`job.replay`, args {job_id, reason}): the
-action gate verifies the request and the job is reopened in the transaction of its `job.replayed` event, which
-stores the request. The CLI's `evidence replay` and any other front end call this one function."""
+"""Replaying a dead or rejected job, as an operator's signed action (`job.replay`, args {job_id, reason} and,
+optionally, the policy_version the new attempt must run under): the action gate verifies the request and the job is
+reopened in the transaction of its `job.replayed` event, which stores the request. The CLI's `evidence replay` and
+any other front end call this one function."""
 
 from __future__ import annotations
 
@@ -20,9 +21,12 @@ def replay_job(gate: ActionGate, envelope: object) -> dict:
 
     def perform(conn: Connection, _registry: Registry, authorized: AuthorizedAction) -> LedgerEvent:
         args = authorized.args
-        if args.keys() != {"job_id", "reason"} or not all(isinstance(v, str) and v for v in args.values()):
-            raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "job.replay takes {job_id, reason}")
-        job, event = gate.ledger.replay(conn, args["job_id"], authorized.actor, args["reason"], authorized.envelope)
+        if not {"job_id", "reason"} <= args.keys() <= {"job_id", "reason", "policy_version"} or not all(
+                isinstance(value, str) and value for value in args.values()):
+            raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID,
+                                "job.replay takes {job_id, reason[, policy_version]}")
+        job, event = gate.ledger.replay(conn, args["job_id"], authorized.actor, args["reason"], authorized.envelope,
+                                        args.get("policy_version"))
         reopened.update(job)
         return event
 

@@ -1,0 +1,89 @@
+"""Dead letters: the jobs that failed and wait for an operator, with the next step for each kind of job.
+
+A failure is a dead job (its retry budget spent) or a job rejected by a terminal failure (a code that is not a
+decision: the store read-only, a source that does not validate, an evidence run that failed). A decision about the
+input (the gate refused it, a ruleset rejected the contract: the codes of documents.registry.outcome_codes) is the
+job's outcome, not a dead letter: it is listed with the tenant's job and in the ledger (`job.rejected`), never here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evidence_pipeline.documents.registry import outcome_codes
+from evidence_pipeline.ledger import jobs as states
+from evidence_pipeline.ledger.document_jobs import EVIDENCE
+from evidence_pipeline.ledger.jobs import utc_iso
+from evidence_pipeline.runtime import Runtime
+
+TENANT_MONTH, EVIDENCE_REQUEST, DOCUMENT = "tenant-month", "evidence-request", "document"
+KINDS = (TENANT_MONTH, EVIDENCE_REQUEST, DOCUMENT)
+
+
+@dataclass(frozen=True)
+class DeadLetterFilter:
+    """Which dead letters to list; None (or empty) lets every one through. Ages compare with when the job's
+    current attempt ended (seconds since the epoch)."""
+
+    tenant: str | None = None
+    kinds: tuple[str, ...] = ()
+    codes: tuple[str, ...] = ()
+    ended_before: float | None = None  # --older-than
+    ended_after: float | None = None  # --since
+
+    def admits(self, letter: dict) -> bool:
+        return ((self.tenant is None or letter["tenant"] == self.tenant)
+                and (not self.kinds or letter["kind"] in self.kinds)
+                and (not self.codes or letter["reason"] in self.codes)
+                and (self.ended_before is None or letter["ended"] < self.ended_before)
+                and (self.ended_after is None or letter["ended"] >= self.ended_after))
+
+
+def kind_of(job: dict) -> str:
+    """A tenant-month's own job (the monthly pipeline's), a tenant's request for a month's bundle, or a document
+    operation."""
+    if job["fidelity"] != states.DOCUMENT:
+        return TENANT_MONTH
+    return EVIDENCE_REQUEST if job["operation"] == EVIDENCE else DOCUMENT
+
+
+def is_failure(job: dict) -> bool:
+    return job["state"] == states.DEAD or job["last_reason"] not in outcome_codes()
+
+
+def after_replay(job: dict) -> str:
+    """What runs a replayed job, by its kind: what the code does once `evidence replay` accepted it, nothing more."""
+    kind = kind_of(job)
+    if kind == DOCUMENT:
+        return "document_dispatch_sensor requests a run of its page on its next tick (a document is not a partition)"
+    if kind == EVIDENCE_REQUEST:
+        return "document_dispatch_sensor launches a monthly_evidence run of the requested month and records its end"
+    return (f"materialize monthly_evidence for partition {job['period']}-01|{job['tenant']}, a backfill from the UI "
+            "(the monthly schedule runs only the last complete month, on the 1st)")
+
+
+def replayed(runtime: Runtime, job_id: str) -> str:
+    """after_replay of the job ``job_id``."""
+    return after_replay(runtime.ledger.listed_jobs(job_id=job_id)[0])
+
+
+def _letter(job: dict) -> dict:
+    return {
+        "job_id": job["job_id"], "attempt_id": job["attempt_id"], "kind": kind_of(job), "tenant": job["tenant"],
+        "period": job["period"], "operation": job["operation"], "state": job["state"], "reason": job["last_reason"],
+        "message": job["last_message"], "tries": job["attempts"], "ended": job["updated_at"],
+        "next_step": f"evidence replay {job['job_id']} --reason TEXT; then {after_replay(job)}",
+    }
+
+
+def dead_letters(runtime: Runtime, which: DeadLetterFilter = DeadLetterFilter()) -> list[dict]:
+    """The failed jobs ``which`` admits, oldest ending first, each with its kind and next step."""
+    letters = []
+    for job in runtime.ledger.listed_jobs():
+        if not is_failure(job):
+            continue
+        letter = _letter(job)
+        if which.admits(letter):
+            ended = letter.pop("ended")
+            letters.append(letter | {"ended_at": utc_iso(ended)})
+    return letters
