@@ -174,5 +174,9 @@ def test_dead_letters_are_failures_only_filtered_with_the_next_step_for_each_kin
     assert text.exit_code == 0 and f"{died}  dead" in text.output and "3 job(s)" in text.output
     assert _dead_letters(backend, "--older-than", "soon").exit_code == 2  # not a duration
 
-    ledger.replay(died, "operator", "node replaced")  # a replayed job is no longer a dead letter
-    assert _listed(backend, "--kind", "document") == []
+    replayed = CliRunner().invoke(main, ["replay", died, "--reason", "node replaced"],
+                                  env=intake_environment(backend) | INTAKE_OVERRIDES)
+    attempt = ledger.job(died)["attempt_id"]
+    assert replayed.exit_code == 0 and f"attempt {attempt} replays {died}" in replayed.output
+    assert "document_dispatch_sensor requests a run of its page" in replayed.output
+    assert _listed(backend, "--kind", "document") == []  # a replayed job is no longer a dead letter
