@@ -15,6 +15,7 @@ from evidence_pipeline.ledger.jobs import JobKey, RetryBudget
 from evidence_pipeline_tests import test_jobs
 from evidence_pipeline_tests.hostile_pdfs import HOSTILE
 from evidence_pipeline_tests.intake_server import client, intake_environment, pdf_bytes, submit, tokens, upload
+from evidence_pipeline_tests.signers import Signers, signers_of
 from evidence_pipeline_tests.test_documents_worker import dispatch
 from evidence_pipeline_tests.test_jobs import KEY, _code
 
@@ -24,6 +25,13 @@ INTAKE_OVERRIDES = {"EVIDENCE_MAX_ATTEMPTS": "1", "EVIDENCE_RETRY_BUDGET_SECONDS
 
 
 ledger = test_jobs.ledger  # the same fixture: a ledger on the backend with KEY accepted
+
+
+def _replay(ledger: Ledger, job_id: str, actor: str, reason: str, policy_version: str | None = None) -> dict:
+    """`evidence replay` of ``job_id``, signed by ``actor`` (an operator)."""
+    signers = signers_of(ledger)
+    signers.ensure(actor, ["operator"])
+    return signers.replay(job_id, reason, actor, policy_version)
 
 
 def _fail(ledger: Ledger, key: JobKey, reason: str = "STORE_UNAVAILABLE", retryable: bool = True) -> str:
@@ -36,7 +44,7 @@ def test_replay_opens_a_new_attempt_linked_to_the_dead_one_which_stays_as_it_end
     [dead] = ledger.job_attempts(KEY.job_id)
     assert (dead["attempt_id"], dead["replay_of"], dead["state"], dead["reason"], dead["tries"]) == (
         KEY.job_id, None, "dead", "STORE_UNAVAILABLE", 1) and dead["ended_at"]
-    job = ledger.replay(KEY.job_id, "alice", "S3 outage over")
+    job = _replay(ledger, KEY.job_id, "alice", "S3 outage over")
     assert job["attempt_id"] not in (None, KEY.job_id) and job["replay_of"] == KEY.job_id
     assert (job["state"], job["attempts"], job["last_reason"], job["source_sha256"], job["policy_version"]) == (
         "accepted", 0, None, KEY.source_sha256, KEY.policy_version)  # the same input, under its pinned policy
@@ -53,13 +61,13 @@ def test_replay_opens_a_new_attempt_linked_to_the_dead_one_which_stays_as_it_end
 
 
 def test_one_live_attempt_at_a_time_and_each_replay_links_to_the_attempt_before(ledger):
-    assert _code(lambda: ledger.replay(KEY.job_id, "alice", "never failed")) == "JOB_CLOSED"
+    assert _code(lambda: _replay(ledger, KEY.job_id, "alice", "never failed")) == "JOB_CLOSED"
     _fail(ledger, KEY)
-    second = ledger.replay(KEY.job_id, "alice", "first replay")
-    assert _code(lambda: ledger.replay(KEY.job_id, "bob", "the same dead job again")) == "JOB_CLOSED"
+    second = _replay(ledger, KEY.job_id, "alice", "first replay")
+    assert _code(lambda: _replay(ledger, KEY.job_id, "dave", "the same dead job again")) == "JOB_CLOSED"
     assert len(ledger.events_of_type("job.replayed")) == 1  # the refused replay wrote nothing
     assert _fail(ledger, KEY, "SOURCE_INVALID", retryable=False) == "rejected"
-    third = ledger.replay(KEY.job_id, "carol", "source fixed")
+    third = _replay(ledger, KEY.job_id, "carol", "source fixed")
     assert third["replay_of"] == second["attempt_id"] != third["attempt_id"]
     attempts = ledger.job_attempts(KEY.job_id)
     assert [(a["attempt_id"], a["replay_of"], a["state"], a["reason"]) for a in attempts] == [
@@ -72,14 +80,14 @@ def test_one_live_attempt_at_a_time_and_each_replay_links_to_the_attempt_before(
 
 def test_a_replay_runs_under_the_pinned_policy_only(ledger):
     _fail(ledger, KEY)
-    assert _code(lambda: ledger.replay(KEY.job_id, "alice", "newer policy", "policy/2")) == "REPLAY_POLICY_MISMATCH"
+    assert _code(lambda: _replay(ledger, KEY.job_id, "alice", "newer policy", "policy/2")) == "REPLAY_POLICY_MISMATCH"
     assert ledger.job(KEY.job_id)["state"] == "dead" and len(ledger.job_attempts(KEY.job_id)) == 1
-    assert ledger.replay(KEY.job_id, "alice", "named", KEY.policy_version)["policy_version"] == KEY.policy_version
+    assert _replay(ledger, KEY.job_id, "alice", "named", KEY.policy_version)["policy_version"] == KEY.policy_version
 
 
 def test_an_ended_attempt_cannot_be_changed_and_an_edit_fails_verification(ledger):
     _fail(ledger, KEY)
-    ledger.replay(KEY.job_id, "alice", "S3 outage over")
+    _replay(ledger, KEY.job_id, "alice", "S3 outage over")
     table = "evidence_job_attempts"
     with pytest.raises(Exception, match="LEDGER_APPEND_ONLY|append"), ledger.writing() as conn:
         conn.execute(ledger.ended_attempts.update().values(reason="WORKER_LOST"))
@@ -103,7 +111,7 @@ def test_a_replayed_document_job_is_picked_up_finishes_and_its_status_lists_its_
         assert (lost.job_id, lost.state, lost.reason) == (job_id, "dead", "WORKER_LOST")
         [dead] = http.get(f"/v1/jobs/{job_id}").json()["job_attempts"]
         assert (dead["attempt_id"], dead["state"], dead["reason"]) == (job_id, "dead", "WORKER_LOST")
-        replayed = ledger.replay(job_id, "operator", "the node was replaced")
+        replayed = _replay(ledger, job_id, "operator", "the node was replaced")
         waiting = http.get(f"/v1/jobs/{job_id}").json()
         assert (waiting["state"], waiting["finished_at"], waiting["reason"]) == ("accepted", None, None)
         [outcome] = dispatch(documents, "run-2")  # what the dispatch sensor does: the job's page again
@@ -128,7 +136,7 @@ def _listed(backend, *args: str) -> list[str]:
     return [letter["job_id"] for letter in json.loads(result.output)]
 
 
-def test_dead_letters_are_failures_only_filtered_with_the_next_step_for_each_kind(documents, intake, backend):
+def test_dead_letters_are_failures_only_filtered_with_the_next_step_for_each_kind(documents, intake, backend, tmp_path):
     acme, globex = tokens(documents)
     ledger = documents.runtime.ledger
     with client(intake, acme) as http:
@@ -174,7 +182,8 @@ def test_dead_letters_are_failures_only_filtered_with_the_next_step_for_each_kin
     assert text.exit_code == 0 and f"{died}  dead" in text.output and "3 job(s)" in text.output
     assert _dead_letters(backend, "--older-than", "soon").exit_code == 2  # not a duration
 
-    replayed = CliRunner().invoke(main, ["replay", died, "--reason", "node replaced"],
+    operator_key = Signers(ledger, tmp_path / "actors").key_file("olga")
+    replayed = CliRunner().invoke(main, ["replay", died, "--reason", "node replaced", "--key", operator_key],
                                   env=intake_environment(backend) | INTAKE_OVERRIDES)
     attempt = ledger.job(died)["attempt_id"]
     assert replayed.exit_code == 0 and f"attempt {attempt} replays {died}" in replayed.output
