@@ -34,6 +34,7 @@ from evidence_pipeline.synthetic import district_agreements as bundles
 from evidence_pipeline_tests.conftest import drop_append_only_guards, overwrite, require_tool
 from evidence_pipeline_tests.intake_server import client, error_code, intake_environment, submit, tokens, upload
 from evidence_pipeline_tests.signed_bundles import modified, updated
+from evidence_pipeline_tests.signers import admin_key_file
 from evidence_pipeline_tests.test_cli import _invoke
 from evidence_pipeline_tests.test_documents_dagster import tick
 from evidence_pipeline_tests.test_documents_worker import dispatch
@@ -503,7 +504,8 @@ def test_the_same_request_after_a_key_rotation_adopts_what_the_earlier_key_signe
     signed = bundles.sign(bundles.district_agreement(), pki[0])
     with client(intake, acme) as http:
         _, first = _split(http, documents, signed, "split-a")
-        assert _invoke(["keys", "rotate"], environment).exit_code == 0
+        rotated = _invoke(["keys", "rotate"], environment | {"EVIDENCE_ACTOR_KEY": admin_key_file(environment)})
+        assert rotated.exit_code == 0, rotated.output
         _, again = _split(http, documents, signed, "split-b")
     assert (first["state"], again["state"]) == ("succeeded", "succeeded"), again
     derived = [(o["artifact_id"], o["sha256"]) for o in first["outputs"] if "/derived/" in o["artifact_id"]]

@@ -6,10 +6,13 @@ import pytest
 from click.testing import CliRunner
 
 from evidence_pipeline.cli import main
+from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.tenants import EXISTING, OFFBOARDED, REGISTERED, TenantRegistry
 from evidence_pipeline.models import EventType
 from evidence_pipeline.operations.tenant_file import RejectedLine, read_tenant_file
+from evidence_pipeline_tests.signers import Signers
 
 
 def test_tenant_file_keeps_valid_slugs_and_reports_bad_lines_by_number(tmp_path):
@@ -43,7 +46,8 @@ def test_registry_records_each_tenant_once_in_order_and_never_brings_back_an_off
     assert refused.value.code == ReasonCode.TENANT_ID_INVALID and registry.active() == ["zeta", "acme", "beta"]
 
     documents = open_documents(runtime.settings)
-    documents.tokens.record_offboarding("acme", "operator", {"reason": "left"})
+    with runtime.ledger.writing() as conn:  # what the approved offboarding records, in the action gate's transaction
+        documents.tokens.record_offboarding(conn, "acme", "operator", {"reason": "left"})
     assert registry.active() == ["zeta", "beta"]
     [(offboarded, _, _)] = runtime.ledger.stored_events(EventType.TENANT_OFFBOARDED, "acme")
     [acme] = [row for row in registry.listing() if row["tenant"] == "acme"]
@@ -83,7 +87,11 @@ def test_tenant_commands_register_import_and_list(tmp_path):
     assert "NOT-A-SLUG" not in rejected.output  # what a user typed is not echoed
     assert runner.invoke(main, ["tenant", "add"], env=env).exit_code == 2
 
-    assert runner.invoke(main, ["tenant", "offboard", "globex", "--reason", "left"], env=env).exit_code == 0
+    signers = Signers(Ledger(Settings.from_env(env).ledger_url), tmp_path / "actors")  # an operator asks, an approver
+    asked = ["tenant", "offboard", "globex", "--reason", "left", "--key", signers.key_file("olga")]
+    assert runner.invoke(main, asked, env=env).exit_code == 0
+    approved = ["tenant", "offboard", "globex", "--approve", "--key", signers.key_file("bob")]
+    assert runner.invoke(main, approved, env=env).exit_code == 0
     again = runner.invoke(main, ["tenant", "add", "globex", "umbrella"], env=env)
     assert again.exit_code == 1 and "TENANT_OFFBOARDED" in again.output and "registered (1): umbrella" in again.output
     active = runner.invoke(main, ["tenant", "list"], env=env)

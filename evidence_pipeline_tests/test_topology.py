@@ -33,6 +33,7 @@ import pytest
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 
 from evidence_pipeline.config import Settings
+from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.models import EventType, TenantMonth
 from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import runtime_for
@@ -49,6 +50,7 @@ from evidence_pipeline_tests.dagster_services import (
     graphql,
     grpc_workspace,
 )
+from evidence_pipeline_tests.signers import Signers
 from evidence_pipeline_tests.test_launch_paths import LAUNCH_BACKFILL, key
 
 TENANTS = ["acme-books", "baltic-crafts"]  # demo tenants: their demo data is the source
@@ -153,7 +155,12 @@ def test_a_backfill_runs_through_code_server_webserver_daemon_and_run_processes(
         assert type(instance.run_launcher).__name__ == "DefaultRunLauncher"
 
         # Offboarding, from the operator's process, reaches the sensor through the database as well.
-        offboarded = _evidence(operator, "tenant", "offboard", TENANTS[1], "--reason", "contract ended")
+        signers = Signers(Ledger(Settings.from_env(operator).ledger_url), tmp_path / "actors")
+        asked = _evidence(operator, "tenant", "offboard", TENANTS[1], "--reason", "contract ended",
+                          "--key", signers.key_file("olga"))
+        assert asked.returncode == 0, asked.stderr
+        offboarded = _evidence(operator, "tenant", "offboard", TENANTS[1], "--approve",
+                               "--key", signers.key_file("bob"))
         assert offboarded.returncode == 0, offboarded.stderr
         _wait_until("the offboarded tenant's partition to go",
                     lambda: instance.get_dynamic_partitions("tenant") == TENANTS[:1])
