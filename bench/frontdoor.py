@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from intake import EVIDENCE, free_port, wait_healthy  # noqa: E402  (bench/intake.py: the front door's helpers)
+from intake import EVIDENCE, acting_operator, free_port, wait_healthy  # noqa: E402  (bench/intake.py: the front door's helpers)
 
 
 @dataclass
@@ -37,20 +37,16 @@ class FrontDoor:
         return evidence(self.env, *args)
 
     def approved_template(self, organization: bytes, program: bytes) -> str:
-        """The tenant's template version, submitted by an operator and approved by an approver, each signing with
-        a key of its own (made here: an admin bootstrapped, the two registered); returns its version id."""
+        """The tenant's template version, submitted by the operator and approved by an approver of its own key
+        (registered here by the admin); returns its version id."""
         keys = self.root / "actors"
-        public = {name: json.loads(self.evidence("actor", "keygen", str(keys / f"{name}.pem"), "--json").stdout)
-                  ["public_key"] for name in ("admin", "author", "approver")}
-        self.evidence("actor", "bootstrap", "admin", "--key", str(keys / "admin.pem"))
-        for name, role in (("author", "operator"), ("approver", "approver")):
-            self.evidence("actor", "register", name, "--role", role, "--public-key", public[name],
-                          "--key", str(keys / "admin.pem"))
+        public = json.loads(self.evidence("actor", "keygen", str(keys / "approver.pem"), "--json").stdout)["public_key"]
+        self.evidence("actor", "register", "approver", "--role", "approver", "--public-key", public,
+                      "--key", str(keys / "bench-admin.pem"))
         (self.root / "org.json").write_bytes(organization)
         (self.root / "program.json").write_bytes(program)
         submitted = self.evidence("template", "submit", "bench", "--organization", str(self.root / "org.json"),
-                                  "--program", str(self.root / "program.json"), "--key", str(keys / "author.pem"),
-                                  "--json")
+                                  "--program", str(self.root / "program.json"), "--json")
         version = json.loads(submitted.stdout)["version_id"]
         self.evidence("template", "approve", "bench", version, "--key", str(keys / "approver.pem"))
         return version
@@ -124,6 +120,7 @@ def front_door(prefix: str, jobs: int, parallelism: int, **settings: str) -> Ite
     root = Path(tempfile.mkdtemp(prefix=prefix))
     env = os.environ | {"EVIDENCE_HOME": str(root / "home"), "EVIDENCE_INTAKE_MAX_BYTES": str(64 << 20),
                         "EVIDENCE_DOCUMENT_PAGE_SIZE": str(max(math.ceil(jobs / parallelism), 1))} | settings
+    env["EVIDENCE_ACTOR_KEY"] = acting_operator(env, root / "actors")  # token issue and template submit sign with it
     token = evidence(env, "tenant", "token", "issue", "bench").stdout.split("token:")[1].split()[0]
     port = free_port()
     server = subprocess.Popen([EVIDENCE, "intake", "serve", "--port", str(port), "--workers", "1"], env=env,

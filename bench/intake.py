@@ -60,6 +60,22 @@ uvicorn.run(Starlette(routes=routes), host="127.0.0.1", port=int(sys.argv[1]), l
 """
 
 
+def acting_operator(env: dict[str, str], folder: Path) -> str:
+    """On a fresh home, what a deployment does once at install: an admin `bench-admin` bootstrapped, who registers
+    the operator `bench-operator`. Returns the operator's key file, which `evidence tenant token issue` signs with;
+    the admin's is `bench-admin.pem` beside it."""
+
+    def evidence(*args: str) -> str:
+        return subprocess.run([EVIDENCE, *args], env=env, check=True, capture_output=True, text=True).stdout
+
+    admin, operator = folder / "bench-admin.pem", folder / "bench-operator.pem"
+    evidence("actor", "keygen", str(admin))
+    public = json.loads(evidence("actor", "keygen", str(operator), "--json"))["public_key"]
+    evidence("actor", "bootstrap", "bench-admin", "--key", str(admin))
+    evidence("actor", "register", "bench-operator", "--role", "operator", "--public-key", public, "--key", str(admin))
+    return str(operator)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -234,6 +250,7 @@ def main() -> None:
         "EVIDENCE_INTAKE_TENANT_MAX_UPLOADS": str(args.uploads),
     }
     full_env = os.environ | env
+    full_env["EVIDENCE_ACTOR_KEY"] = acting_operator(full_env, Path(env["EVIDENCE_HOME"]).parent / "actors")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     token = (

@@ -50,6 +50,8 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # a spawned child imports this file as a module
 
+from intake import acting_operator  # noqa: E402  (bench/intake.py)
+
 from evidence_pipeline_tests.dagster_services import LOCATION, dagster_services, graphql  # noqa: E402
 
 ASSET = "evidence_bundle"
@@ -461,6 +463,7 @@ def _run(args, root: Path, env: dict[str, str], results: dict) -> None:
     listed.write_text("".join(f"{tenant}\n" for tenant in tenants))
     os.environ.update(env)
     print(f"working in {root}: {args.tenants} tenants, {args.backend}", flush=True)
+    env["EVIDENCE_ACTOR_KEY"] = acting_operator(env, root / "actors")  # `tenant add` is an operator's signed action
     registered = run_cli(env, "tenant", "add", "--from-file", str(listed), "--json")
     name = "registry: evidence tenant add --from-file (the ledger's first open included)"
     results[name] = {"wall_s": registered["wall_s"], "cpu_s": registered["cpu_s"], "peak_mb": registered["peak_mb"],

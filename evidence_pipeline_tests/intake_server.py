@@ -23,6 +23,7 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.intake import open_documents
 from evidence_pipeline.intake.app import create_app, server_config
+from evidence_pipeline_tests.signers import signers_of
 
 
 @contextlib.contextmanager
@@ -127,7 +128,8 @@ def client(url: str, token: str | None = None) -> httpx.Client:
 
 def tokens(documents) -> tuple[str, str]:
     """Tokens of two tenants."""
-    return documents.tokens.issue_token("acme", "test")[1], documents.tokens.issue_token("globex", "test")[1]
+    signers = signers_of(documents.runtime.ledger)
+    return signers.issue_token("acme"), signers.issue_token("globex")
 
 
 def error_code(response: httpx.Response) -> str:

@@ -70,6 +70,18 @@ class Signers:
         return templates.approve(self.gate, self.sign(actor, Action.TEMPLATE_APPROVE, {"version_id": version_id},
                                                       tenant=tenant))
 
+    def register_tenants(self, tenants: list[str], actor: str = "olga") -> dict[str, str]:
+        """What `evidence tenant add` does, signed by ``actor``."""
+        from evidence_pipeline.operations.tenant_access import register_tenants
+
+        return register_tenants(self.gate, self.sign(actor, Action.TENANT_REGISTER, {"tenants": tenants}))
+
+    def issue_token(self, tenant: str, actor: str = "olga") -> str:
+        """What `evidence tenant token issue` does, signed by ``actor``: the token."""
+        from evidence_pipeline.operations.tenant_access import issue_token
+
+        return issue_token(self.gate, self.sign(actor, Action.TOKEN_ISSUE, {}, tenant=tenant))[2]
+
     def key_file(self, name: str) -> str:
         return str(self.folder / f"{name}.pem")
 

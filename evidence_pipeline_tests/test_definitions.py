@@ -23,11 +23,11 @@ from dagster import (
 from evidence_pipeline.config import Settings
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs.partitions import run_range, stray_dimension_tags, tenant_month_partitions
-from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.ledger.tokens import Tokens
 from evidence_pipeline.models import FIRST_PERIOD, first_open_period
 from evidence_pipeline.monthly.render import RENDERER_VERSION
 from evidence_pipeline.runtime import runtime_for
+from evidence_pipeline_tests.signers import signers_of
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -165,7 +165,7 @@ def _complete_months(today: date, count: int) -> list[str]:
 def _tick_sensor(tmp_path, monkeypatch, registered: list[str], offboarded: tuple[str, ...] = ()):
     monkeypatch.setenv("EVIDENCE_HOME", str(tmp_path / "home"))
     ledger = runtime_for(Settings.from_env()).ledger
-    TenantRegistry(ledger).register(registered, "test")
+    signers_of(ledger).register_tenants(registered)
     for tenant in offboarded:
         ledger._transact(lambda conn, tenant=tenant: Tokens(ledger).record_offboarding(conn, tenant, "test",
                                                                                         {"reason": "test"}))

@@ -25,6 +25,7 @@ from evidence_pipeline_tests.intake_server import (
     tokens,
     upload,
 )
+from evidence_pipeline_tests.signers import Signers
 
 
 def stored_documents(documents) -> list[str]:
@@ -39,8 +40,13 @@ def document_rows(documents) -> list:
 # --- tokens ---------------------------------------------------------------------------------------------------
 
 
-def test_token_issue_stores_only_a_hash_and_revoke_locks_the_token_out(backend, documents, intake):
+def test_token_issue_stores_only_a_hash_and_revoke_locks_the_token_out(backend, documents, intake, tmp_path):
     env = intake_environment(backend)
+    signers = Signers(documents.runtime.ledger, tmp_path / "actors")
+    refused = CliRunner().invoke(main, ["tenant", "token", "issue", "acme", "--key", signers.key_file("audrey")],
+                                 env=env)
+    assert refused.exit_code != 0 and "ACTION_FORBIDDEN" in refused.output  # an auditor changes nothing
+    env["EVIDENCE_ACTOR_KEY"] = signers.key_file("olga")  # the operator
     issued = CliRunner().invoke(main, ["tenant", "token", "issue", "acme"], env=env)
     assert issued.exit_code == 0, issued.output
     token_id = issued.output.split("token id:")[1].split()[0]
@@ -50,7 +56,9 @@ def test_token_issue_stores_only_a_hash_and_revoke_locks_the_token_out(backend, 
         rows = conn.execute(select(documents.runtime.ledger.api_tokens)).all()
     assert [row.token_id for row in rows] == [token_id]
     assert token not in repr(rows) and rows[0].token_sha256 == hashlib.sha256(token.encode()).hexdigest()
-    assert token not in json.dumps(documents.runtime.ledger.events_of_type("token.issued"))
+    [issued_event] = documents.runtime.ledger.events_of_type("token.issued")
+    assert token not in json.dumps(issued_event) and issued_event["actor"] == "olga"
+    assert issued_event["details"]["authorization"]["request"]  # the signed request is stored with the event
     with client(intake, token) as http:
         assert upload(http, pdf_bytes()).status_code == 201
         revoked = CliRunner().invoke(main, ["tenant", "token", "revoke", token_id], env=env)

@@ -19,7 +19,7 @@ from evidence_pipeline.documents.dispatch import finish_evidence_job
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline_tests.conftest import SMALL
 from evidence_pipeline_tests.intake_server import client, error_code, intake_environment
-from evidence_pipeline_tests.signers import Signers
+from evidence_pipeline_tests.signers import Signers, signers_of
 
 
 def evidence_job(http, key: str, period) -> object:
@@ -31,8 +31,8 @@ def test_an_evidence_job_runs_its_tenant_month_through_dagster_and_records_the_b
 ):
     for name, value in intake_environment(backend).items():
         monkeypatch.setenv(name, value)
-    token = documents.tokens.issue_token(SMALL.tenant, "test")[1]  # its sources: 2026-09 and 2026-10
-    stranger = documents.tokens.issue_token("globex", "test")[1]  # no data at all
+    token = signers_of(documents.runtime.ledger).issue_token(SMALL.tenant)  # its sources: 2026-09 and 2026-10
+    stranger = signers_of(documents.runtime.ledger).issue_token("globex")  # no data at all
     with client(intake, token) as http, client(intake, stranger) as other:
         refusals = [
             (evidence_job(http, "a", "2026-13"), 422, "PERIOD_INVALID"),
@@ -96,7 +96,7 @@ def test_an_evidence_job_runs_its_tenant_month_through_dagster_and_records_the_b
 
 def test_a_failed_evidence_run_rejects_the_job_and_a_replay_gets_a_new_run_key(runtime, documents, intake,
                                                                               tmp_path):
-    token = documents.tokens.issue_token(SMALL.tenant, "test")[1]
+    token = signers_of(documents.runtime.ledger).issue_token(SMALL.tenant)
     with client(intake, token) as http:
         job_id = evidence_job(http, "october", SMALL.period).json()["job_id"]
         [waiting] = documents.jobs.waiting_evidence_jobs()
@@ -122,7 +122,7 @@ def test_a_closed_month_is_refused_at_admission_and_when_it_closed_while_waiting
         submit_evidence_job(documents, SMALL.tenant, "k", {"period": SMALL.period}, "test", time.time,
                             today=date(2200, 1, 15))
     assert closed.value.code == "PERIOD_CLOSED"
-    token = documents.tokens.issue_token(SMALL.tenant, "test")[1]
+    token = signers_of(documents.runtime.ledger).issue_token(SMALL.tenant)
     with client(intake, token) as http:
         job_id = evidence_job(http, "october", SMALL.period).json()["job_id"]
         # The code location reloads after the month closed: its window starts later than the waiting job's month.
@@ -157,7 +157,7 @@ def test_an_evidence_job_for_a_month_that_is_not_a_partition_is_refused_and_the_
     with pytest.raises(EvidenceError) as refused:  # on the server's own clock the month is refused at admission
         submit_evidence_job(documents, SMALL.tenant, "now", {"period": this_month}, "test", Clock(None))
     assert refused.value.code == "PERIOD_NOT_AVAILABLE"
-    other = documents.tokens.issue_token("globex", "test")[1]
+    other = signers_of(documents.runtime.ledger).issue_token("globex")
     with client(intake, other) as http:
         document_id = upload(http, pdf_bytes()).json()["document_id"]
         theirs = submit(http, "x", {"operation": "inspect", "inputs": [document_id]})

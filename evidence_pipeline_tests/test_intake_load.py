@@ -14,6 +14,7 @@ from evidence_pipeline.ledger.admission import Clock
 from evidence_pipeline.ledger.documents import DocumentRecords
 from evidence_pipeline.ledger.ledger import Ledger
 from evidence_pipeline_tests.intake_server import client, error_code, pdf_bytes, submit, tokens, upload
+from evidence_pipeline_tests.signers import signers_of
 
 INTAKE_OVERRIDES = {
     "EVIDENCE_TENANT_MAX_JOBS": "2",
@@ -68,7 +69,7 @@ def test_backpressure_is_per_tenant_while_status_reads_keep_working(documents, i
 
 def test_every_tenants_outstanding_jobs_together_are_the_global_limit(documents, intake):
     acme, globex = tokens(documents)
-    initech = documents.tokens.issue_token("initech", "test")[1]
+    initech = signers_of(documents.runtime.ledger).issue_token("initech")
     accepted = []
     for token, keys in ((acme, ["a", "b"]), (globex, ["c"])):
         with client(intake, token) as http:

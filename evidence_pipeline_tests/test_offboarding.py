@@ -47,8 +47,8 @@ def _month_of_evidence(rt, tenant_month: TenantMonth):
 def test_offboarding_stops_new_work_erases_what_is_not_evidence_and_keeps_the_bundles(documents, intake):
     rt = documents.runtime
     acme_token, globex_token = tokens(documents)
-    registry = TenantRegistry(rt.ledger)
-    registry.register(["acme", "globex"], "operator")
+    registry, signers = TenantRegistry(rt.ledger), signers_of(rt.ledger)
+    signers.register_tenants(["acme", "globex"])
     _, acme_bundle = _month_of_evidence(rt, ACME)
     _, globex_bundle = _month_of_evidence(rt, GLOBEX)
     with client(intake, acme_token) as http:
@@ -94,7 +94,7 @@ def test_offboarding_stops_new_work_erases_what_is_not_evidence_and_keeps_the_bu
     rt.ledger.verify_chain()
     # no new work: registry, tokens, jobs, runs
     assert registry.active() == ["globex"]
-    assert registry.register(["acme", "initech"], "operator") == {"acme": "offboarded", "initech": "registered"}
+    assert signers.register_tenants(["acme", "initech"]) == {"acme": "offboarded", "initech": "registered"}
     with client(intake, acme_token) as http:
         assert error_code(upload(http, pdf_bytes(3))) == ReasonCode.TOKEN_INVALID
     assert documents.jobs.job("acme", waiting["job_id"])["state"] == states.REJECTED
@@ -102,7 +102,7 @@ def test_offboarding_stops_new_work_erases_what_is_not_evidence_and_keeps_the_bu
         run_tenant_month(rt, ACME, RunInfo("after-offboarding"))
     assert refused.value.code == ReasonCode.TENANT_OFFBOARDED
     with pytest.raises(EvidenceError) as refused:
-        documents.tokens.issue_token("acme", "test")
+        signers.issue_token("acme")
     assert refused.value.code == ReasonCode.TENANT_OFFBOARDED
     assert rt.ledger.offboarded_tenants() == {"acme"}
 

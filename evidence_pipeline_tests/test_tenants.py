@@ -5,6 +5,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from evidence_pipeline.audit.authorizations import recheck_ledger
 from evidence_pipeline.cli import main
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError, ReasonCode
@@ -12,7 +13,7 @@ from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.tenants import EXISTING, OFFBOARDED, REGISTERED, TenantRegistry
 from evidence_pipeline.models import EventType
 from evidence_pipeline.operations.tenant_file import RejectedLine, read_tenant_file
-from evidence_pipeline_tests.signers import Signers
+from evidence_pipeline_tests.signers import Signers, signers_of
 
 
 def test_tenant_file_keeps_valid_slugs_and_reports_bad_lines_by_number(tmp_path):
@@ -34,15 +35,16 @@ def test_registry_records_each_tenant_once_in_order_and_never_brings_back_an_off
     are projections of the hashed events, so `ledger verify` catches an edited row."""
     from evidence_pipeline.intake import open_documents
 
-    registry = TenantRegistry(runtime.ledger)
-    assert registry.register(["zeta", "acme", "zeta"], "operator") == {"zeta": REGISTERED, "acme": REGISTERED}
-    assert registry.register(["acme", "beta"], "operator") == {"acme": EXISTING, "beta": REGISTERED}
+    registry, signers = TenantRegistry(runtime.ledger), signers_of(runtime.ledger)
+    actor_events = runtime.ledger.verify_chain()
+    assert signers.register_tenants(["zeta", "acme", "zeta"]) == {"zeta": REGISTERED, "acme": REGISTERED}
+    assert signers.register_tenants(["acme", "beta"]) == {"acme": EXISTING, "beta": REGISTERED}
     assert registry.active() == ["zeta", "acme", "beta"]
     events = runtime.ledger.events_of_type(EventType.TENANT_REGISTERED)
-    assert [(e["tenant"], e["actor"]) for e in events] == [("zeta", "operator"), ("acme", "operator"),
-                                                          ("beta", "operator")]
+    assert [(e["tenant"], e["actor"]) for e in events] == [("zeta", "olga"), ("acme", "olga"), ("beta", "olga")]
+    assert events[0]["details"]["authorization"] == events[1]["details"]["authorization"]  # one request, a run
     with pytest.raises(EvidenceError) as refused:
-        registry.register(["ok", "Not A Slug"], "operator")
+        signers.register_tenants(["ok", "Not A Slug"])
     assert refused.value.code == ReasonCode.TENANT_ID_INVALID and registry.active() == ["zeta", "acme", "beta"]
 
     documents = open_documents(runtime.settings)
@@ -52,8 +54,9 @@ def test_registry_records_each_tenant_once_in_order_and_never_brings_back_an_off
     [(offboarded, _, _)] = runtime.ledger.stored_events(EventType.TENANT_OFFBOARDED, "acme")
     [acme] = [row for row in registry.listing() if row["tenant"] == "acme"]
     assert acme["offboarded_seq"] == offboarded.seq > acme["registered_seq"]
-    assert registry.register(["acme"], "operator") == {"acme": OFFBOARDED}
-    assert runtime.ledger.verify_chain() == 4
+    assert signers.register_tenants(["acme"]) == {"acme": OFFBOARDED}
+    assert runtime.ledger.verify_chain() == actor_events + 4
+    assert [found.action for found in recheck_ledger(runtime.ledger, 300)][-3:] == ["tenant.register"] * 3
 
     table = runtime.ledger.tenants
     for tamper, undo in (
@@ -69,12 +72,18 @@ def test_registry_records_each_tenant_once_in_order_and_never_brings_back_an_off
         assert tampered.value.code == ReasonCode.LEDGER_INVALID and "tenant registry" in tampered.value.message
         with runtime.ledger.engine.begin() as conn:
             conn.execute(undo)
-        assert runtime.ledger.verify_chain() == 4
+        assert runtime.ledger.verify_chain() == actor_events + 4
 
 
 def test_tenant_commands_register_import_and_list(tmp_path):
     env = {"EVIDENCE_HOME": str(tmp_path / "home")}
     runner = CliRunner()
+    signers = Signers(Ledger(Settings.from_env(env).ledger_url), tmp_path / "actors")
+    unsigned = runner.invoke(main, ["tenant", "add", "acme"], env=env)
+    assert unsigned.exit_code != 0 and "ACTION_UNSIGNED" in unsigned.output, unsigned.output
+    auditor = runner.invoke(main, ["tenant", "add", "acme", "--key", signers.key_file("audrey")], env=env)
+    assert auditor.exit_code != 0 and "ACTION_FORBIDDEN" in auditor.output, auditor.output
+    env["EVIDENCE_ACTOR_KEY"] = signers.key_file("olga")  # the operator
     added = runner.invoke(main, ["tenant", "add", "acme", "globex"], env=env)
     assert added.exit_code == 0 and "registered (2): acme globex" in added.output, added.output
     listed = tmp_path / "tenants.txt"
@@ -87,8 +96,7 @@ def test_tenant_commands_register_import_and_list(tmp_path):
     assert "NOT-A-SLUG" not in rejected.output  # what a user typed is not echoed
     assert runner.invoke(main, ["tenant", "add"], env=env).exit_code == 2
 
-    signers = Signers(Ledger(Settings.from_env(env).ledger_url), tmp_path / "actors")  # an operator asks, an approver
-    asked = ["tenant", "offboard", "globex", "--reason", "left", "--key", signers.key_file("olga")]
+    asked = ["tenant", "offboard", "globex", "--reason", "left"]  # the operator asks, an approver approves
     assert runner.invoke(main, asked, env=env).exit_code == 0
     approved = ["tenant", "offboard", "globex", "--approve", "--key", signers.key_file("bob")]
     assert runner.invoke(main, approved, env=env).exit_code == 0

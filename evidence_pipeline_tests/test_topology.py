@@ -33,7 +33,6 @@ import pytest
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 
 from evidence_pipeline.config import Settings
-from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.models import EventType, TenantMonth
 from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import runtime_for
@@ -111,7 +110,8 @@ def test_a_backfill_runs_through_code_server_webserver_daemon_and_run_processes(
     envs, runtime, keyring = topology
     operator = envs["operator"]
     monkeypatch.setenv("DAGSTER_PG_URL", operator["DAGSTER_PG_URL"])  # this test's own instance reads it
-    added = _evidence(operator, "tenant", "add", *TENANTS)
+    signers = Signers(runtime.ledger, tmp_path / "actors")
+    added = _evidence(operator, "tenant", "add", *TENANTS, "--key", signers.key_file("olga"))
     assert added.returncode == 0, added.stderr
 
     port = _free_port()
@@ -155,7 +155,6 @@ def test_a_backfill_runs_through_code_server_webserver_daemon_and_run_processes(
         assert type(instance.run_launcher).__name__ == "DefaultRunLauncher"
 
         # Offboarding, from the operator's process, reaches the sensor through the database as well.
-        signers = Signers(Ledger(Settings.from_env(operator).ledger_url), tmp_path / "actors")
         asked = _evidence(operator, "tenant", "offboard", TENANTS[1], "--reason", "contract ended",
                           "--key", signers.key_file("olga"))
         assert asked.returncode == 0, asked.stderr

@@ -33,8 +33,9 @@ class Action(StrEnum):
     KEYS_ROTATE = "keys.rotate"
     KEYS_REVOKE = "keys.revoke"
     JOB_REPLAY = "job.replay"
-    SWEEP = "sweep"
-    LEDGER_CHECKPOINT = "ledger.checkpoint"
+    TENANT_REGISTER = "tenant.register"
+    TOKEN_ISSUE = "token.issue"
+    TOKEN_REVOKE = "token.revoke"
     RULESET_CANARY = "ruleset.canary"
     RULESET_ROLLBACK = "ruleset.rollback"
     TENANT_OFFBOARD = "tenant.offboard"
@@ -47,8 +48,8 @@ class Action(StrEnum):
 
 ROLE_DESCRIPTIONS = {
     Role.ADMIN: "manages identities (actors, their roles and keys) and the service's signing keys",
-    Role.OPERATOR: "runs the service: replays, sweeps, checkpoints, ruleset canaries and rollbacks, asks for "
-                   "offboarding, submits templates, reads jobs",
+    Role.OPERATOR: "runs the service: registers tenants and issues their API tokens, replays, ruleset canaries and "
+                   "rollbacks, asks for offboarding, submits templates, reads jobs",
     Role.APPROVER: "the second pair of eyes: approves templates and offboarding, decides on parts; never its own work",
     Role.REVIEWER: "decides on a document's parts",
     Role.AUDITOR: "reads jobs and dead letters; changes nothing",
@@ -63,8 +64,9 @@ ACTION_DESCRIPTIONS = {
     Action.KEYS_ROTATE: "rotate the service's signing keys",
     Action.KEYS_REVOKE: "revoke a generation of the service's signing keys",
     Action.JOB_REPLAY: "replay a dead or rejected job as a new attempt",
-    Action.SWEEP: "sweep abandoned attempts and expired work",
-    Action.LEDGER_CHECKPOINT: "sign and publish a ledger checkpoint",
+    Action.TENANT_REGISTER: "register tenants (each becomes a partition)",
+    Action.TOKEN_ISSUE: "issue an API token to a tenant",
+    Action.TOKEN_REVOKE: "revoke a tenant's API token",
     Action.RULESET_CANARY: "route tenants' contract reviews to a candidate ruleset",
     Action.RULESET_ROLLBACK: "stop routing tenants to the candidate ruleset",
     Action.TENANT_OFFBOARD: "ask for a tenant to be offboarded",
@@ -78,9 +80,9 @@ ACTION_DESCRIPTIONS = {
 PERMISSIONS: dict[Role, frozenset[Action]] = {
     Role.ADMIN: frozenset({Action.ACTOR_REGISTER, Action.ACTOR_ROLES, Action.ACTOR_KEY_ADD, Action.ACTOR_KEY_REVOKE,
                            Action.KEYS_ROTATE, Action.KEYS_REVOKE}),
-    Role.OPERATOR: frozenset({Action.JOB_REPLAY, Action.SWEEP, Action.LEDGER_CHECKPOINT, Action.RULESET_CANARY,
-                              Action.RULESET_ROLLBACK, Action.TENANT_OFFBOARD, Action.TEMPLATE_SUBMIT,
-                              Action.JOBS_READ}),
+    Role.OPERATOR: frozenset({Action.TENANT_REGISTER, Action.TOKEN_ISSUE, Action.TOKEN_REVOKE, Action.JOB_REPLAY,
+                              Action.RULESET_CANARY, Action.RULESET_ROLLBACK, Action.TENANT_OFFBOARD,
+                              Action.TEMPLATE_SUBMIT, Action.JOBS_READ}),
     Role.APPROVER: frozenset({Action.TEMPLATE_APPROVE, Action.TENANT_OFFBOARD_APPROVE, Action.PART_DECIDE}),
     Role.REVIEWER: frozenset({Action.PART_DECIDE}),
     Role.AUDITOR: frozenset({Action.JOBS_READ}),
@@ -95,6 +97,9 @@ RECORDED_AS: dict[Action, EventType] = {
     Action.ACTOR_ROLES: EventType.ACTOR_ROLES_CHANGED,
     Action.ACTOR_KEY_ADD: EventType.ACTOR_KEY_ADDED,
     Action.ACTOR_KEY_REVOKE: EventType.ACTOR_KEY_REVOKED,
+    Action.TENANT_REGISTER: EventType.TENANT_REGISTERED,
+    Action.TOKEN_ISSUE: EventType.TOKEN_ISSUED,
+    Action.TOKEN_REVOKE: EventType.TOKEN_REVOKED,
     Action.JOB_REPLAY: EventType.JOB_REPLAYED,
     Action.RULESET_CANARY: EventType.RULESET_CANARY,
     Action.RULESET_ROLLBACK: EventType.RULESET_ROLLED_BACK,
@@ -107,7 +112,7 @@ RECORDED_AS: dict[Action, EventType] = {
 }
 # Actions that record one event per tenant they name, all in one transaction and each carrying the same signed
 # request: offline, one request may authorize a run of consecutive events of its type, one per tenant.
-PER_TENANT_ACTIONS = frozenset({Action.RULESET_CANARY, Action.RULESET_ROLLBACK})
+PER_TENANT_ACTIONS = frozenset({Action.TENANT_REGISTER, Action.RULESET_CANARY, Action.RULESET_ROLLBACK})
 ACTION_OF_EVENT: dict[str, Action] = {str(event): action for action, event in RECORDED_AS.items()}
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import getpass
 import json
 import sys
 from pathlib import Path
@@ -25,14 +24,18 @@ def tenant() -> None:
                 callback=lambda ctx, param, values: [check_tenant_id(ctx, param, value) for value in values])
 @click.option("--from-file", "from_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Also register the tenant ids of this file: one per line, `#` starts a comment.")
+@signer_options
 @json_option
-def tenant_add(tenant_ids: list[str], from_file: Path | None, as_json: bool) -> None:
+def tenant_add(tenant_ids: list[str], from_file: Path | None, key: Path | None, actor: str | None,
+               as_json: bool) -> None:
     """Register tenants in the registry (the ledger's database); tenant_registry_sensor makes them partitions.
 
-    Records one `tenant.registered` event per new tenant. Registered tenants stay as they are; an offboarded tenant
-    is refused (TENANT_OFFBOARDED, exit 1) and the others are registered. A file with a line that is not a tenant
-    id registers nothing (TENANT_ID_INVALID, the line numbers)."""
-    from evidence_pipeline.ledger.tenants import OFFBOARDED, TenantRegistry
+    An operator's signed action: one `tenant.registered` event per new tenant. Registered tenants stay as they are;
+    an offboarded tenant is refused (TENANT_OFFBOARDED, exit 1) and the others are registered. A file with a line
+    that is not a tenant id registers nothing (TENANT_ID_INVALID, the line numbers)."""
+    from evidence_pipeline.actors.roles import Action
+    from evidence_pipeline.ledger.tenants import OFFBOARDED
+    from evidence_pipeline.operations.tenant_access import register_tenants
     from evidence_pipeline.operations.tenant_file import read_tenant_file
 
     if from_file is not None:
@@ -43,7 +46,9 @@ def tenant_add(tenant_ids: list[str], from_file: Path | None, as_json: bool) -> 
         tenant_ids = [*tenant_ids, *listed]
     if not tenant_ids:
         raise click.UsageError("name at least one TENANT or --from-file")
-    outcome = TenantRegistry(open_runtime(load_settings()).ledger).register(tenant_ids, getpass.getuser())
+    settings = load_settings()
+    envelope = signed(settings, key, actor, Action.TENANT_REGISTER, {"tenants": list(dict.fromkeys(tenant_ids))})
+    outcome = register_tenants(gate(settings), envelope)
     if as_json:
         click.echo(json.dumps(outcome, indent=2))
     else:
@@ -79,12 +84,15 @@ def tenant_token() -> None:
 
 @tenant_token.command("issue")
 @click.argument("tenant_id", metavar="TENANT", callback=check_tenant_id)
-def tenant_token_issue(tenant_id: str) -> None:
-    """Issue a new API token for TENANT and print it, once."""
-    from evidence_pipeline.intake import open_documents
+@signer_options
+def tenant_token_issue(tenant_id: str, key: Path | None, actor: str | None) -> None:
+    """Issue a new API token for TENANT and print it, once (an operator's signed action, `token.issued`)."""
+    from evidence_pipeline.actors.roles import Action
+    from evidence_pipeline.operations.tenant_access import issue_token
 
-    documents = open_documents(load_settings())
-    token_id, token = documents.tokens.issue_token(tenant_id, getpass.getuser())
+    settings = load_settings()
+    _, token_id, token = issue_token(gate(settings), signed(settings, key, actor, Action.TOKEN_ISSUE, {},
+                                                            tenant=tenant_id))
     click.echo(f"token id: {token_id}")
     click.echo(f"token:    {token}")
     click.echo("The token is shown only this once; store it now. Send it as `Authorization: Bearer <token>`.")
@@ -92,12 +100,15 @@ def tenant_token_issue(tenant_id: str) -> None:
 
 @tenant_token.command("revoke")
 @click.argument("token_id")
-def tenant_token_revoke(token_id: str) -> None:
-    """Revoke a token by its id: every request with it is refused from now on."""
-    from evidence_pipeline.intake import open_documents
+@signer_options
+def tenant_token_revoke(token_id: str, key: Path | None, actor: str | None) -> None:
+    """Revoke a token by its id: every request with it is refused from now on (an operator's signed action,
+    `token.revoked`; a token revoked before records nothing)."""
+    from evidence_pipeline.actors.roles import Action
+    from evidence_pipeline.operations.tenant_access import revoke_token
 
-    documents = open_documents(load_settings())
-    tenant_id = documents.tokens.revoke_token(token_id, getpass.getuser())
+    settings = load_settings()
+    tenant_id = revoke_token(gate(settings), signed(settings, key, actor, Action.TOKEN_REVOKE, {"token_id": token_id}))
     click.echo(f"token {token_id} of tenant {tenant_id} revoked")
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from dagster import DagsterInstance, build_sensor_context
 from dagster._core.utils import make_new_run_id
 
+from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.audit.checkpoints import publish_checkpoint
 from evidence_pipeline.defs.automation import monthly_evidence_job
 from evidence_pipeline.defs.coordinator import TENANT_TAG
@@ -23,10 +24,10 @@ from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.defs.slots import SlotWatch, free_dead_holders, owner_tags
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly import sources
-from evidence_pipeline.synthetic.demo_actors import DEV_ROLES, DemoActors, ensure_demo_actors, key_path
+from evidence_pipeline.operations.tenant_access import register_tenants
+from evidence_pipeline.synthetic.demo_actors import DEV_ROLES, OPERATOR, DemoActors, ensure_demo_actors, key_path
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS, demo_transactions
 from evidence_pipeline.synthetic.demo_documents import submit_demo_documents
 
@@ -91,7 +92,8 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
         raise EvidenceError(ReasonCode.PERIOD_CLOSED, f"{periods[0]} is closed: only months from {OPEN_FROM} are "
                                                       "open (EVIDENCE_OPEN_MONTHS)")
     runtime = evidence.runtime()
-    TenantRegistry(runtime.ledger).register(DEMO_TENANTS, "evidence demo")  # an offboarded one fails its runs
+    actors = ensure_demo_actors(runtime.settings, runtime.ledger)
+    register_tenants(actors.gate, actors.sign(OPERATOR, Action.TENANT_REGISTER, {"tenants": list(DEMO_TENANTS)}))
     instance.add_dynamic_partitions(tenant_partitions.name, list(DEMO_TENANTS))
     for tenant in DEMO_TENANTS:
         for period in complete_months(today, SOURCE_MONTHS):
@@ -100,7 +102,6 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
 
     from evidence_pipeline.definitions import defs
 
-    actors = ensure_demo_actors(runtime.settings, runtime.ledger)
     documents = _document_jobs(defs, instance, evidence, actors, periods[-1]) if periods else []
     job = defs.resolve_job_def(monthly_evidence_job.name)
     pools = tuple(sorted({node.definition.pool for node in job.graph.node_dict.values() if node.definition.pool}))

@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Select, select
 
 from evidence_pipeline.ledger.db import classified_errors
 from evidence_pipeline.ledger.ledger import Ledger, current_month, sha256_text
-from evidence_pipeline.models import EventType, TenantMonth, validate_tenant_id
+from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, validate_tenant_id
 
 REGISTERED, EXISTING, OFFBOARDED = "registered", "existing", "offboarded"
 _CHUNK = 500  # tenants per IN (...) lookup: well under every driver's parameter limit
@@ -27,28 +27,27 @@ class TenantRegistry:
         self.ledger = ledger
         self.table = ledger.tenants
 
-    def register(self, tenants: Iterable[str], actor: str) -> dict[str, str]:
-        """Register ``tenants`` (validated slugs) in one transaction; returns tenant -> REGISTERED (this call),
-        EXISTING (registered before) or OFFBOARDED (refused: an offboarded tenant never comes back)."""
+    def register(self, conn: Connection, tenants: Iterable[str], actor: str,
+                 details: dict) -> tuple[dict[str, str], LedgerEvent | None]:
+        """Register ``tenants`` (validated slugs) in the caller's transaction (the action gate's), each event with
+        ``details``: (tenant -> REGISTERED (this call), EXISTING (registered before) or OFFBOARDED (refused: an
+        offboarded tenant never comes back), the last event appended or None)."""
         wanted = list(dict.fromkeys(validate_tenant_id(tenant) for tenant in tenants))
-
-        def register(conn: Connection) -> dict[str, str]:
-            t, events = self.table.c, self.ledger.audit_events.c
-            outcome = dict.fromkeys(_among(conn, select(t.tenant), t.tenant, wanted), EXISTING)
-            offboarded = set(_among(conn, select(events.tenant).where(
-                events.event_type == EventType.TENANT_OFFBOARDED), events.tenant, wanted))
-            now = time.time()
-            outcome |= dict.fromkeys(offboarded, OFFBOARDED)
-            for tenant in wanted:
-                if tenant in outcome:
-                    continue
-                event = self.ledger._append(conn, TenantMonth(tenant, current_month(now)), EventType.TENANT_REGISTERED,
-                                            sha256_text(tenant), actor, {})
-                conn.execute(self.table.insert().values(tenant=tenant, registered_seq=event.seq, registered_at=now))
-                outcome[tenant] = REGISTERED
-            return {tenant: outcome[tenant] for tenant in wanted}
-
-        return self.ledger._transact(register)
+        t, events = self.table.c, self.ledger.audit_events.c
+        outcome = dict.fromkeys(_among(conn, select(t.tenant), t.tenant, wanted), EXISTING)
+        offboarded = set(_among(conn, select(events.tenant).where(
+            events.event_type == EventType.TENANT_OFFBOARDED), events.tenant, wanted))
+        now = time.time()
+        outcome |= dict.fromkeys(offboarded, OFFBOARDED)
+        event = None
+        for tenant in wanted:
+            if tenant in outcome:
+                continue
+            event = self.ledger._append(conn, TenantMonth(tenant, current_month(now)), EventType.TENANT_REGISTERED,
+                                        sha256_text(tenant), actor, details)
+            conn.execute(self.table.insert().values(tenant=tenant, registered_seq=event.seq, registered_at=now))
+            outcome[tenant] = REGISTERED
+        return {tenant: outcome[tenant] for tenant in wanted}, event
 
     def active(self) -> list[str]:
         """The registered tenants that were not offboarded, in registration order: what the sensor adds."""

@@ -21,49 +21,36 @@ class Tokens:
         self.ledger = ledger
         self.tokens = ledger.api_tokens
 
-    def issue_token(self, tenant: str, actor: str) -> tuple[str, str]:
-        """A new API token for ``tenant``: (token id, token). Only the token's sha256 is stored."""
+    def issue_token(self, conn: Connection, tenant: str, actor: str, details: dict) -> tuple[str, str, LedgerEvent]:
+        """A new API token for ``tenant`` in the caller's transaction (the action gate's): (token id, token, its
+        `token.issued` event). Only the token's sha256 is stored; the event names the token id."""
+        if self.offboarding(conn, tenant) is not None:
+            raise EvidenceError(ReasonCode.TENANT_OFFBOARDED, f"tenant {tenant} was offboarded")
         token_id = "tok_" + secrets.token_hex(12)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)  # 256 bits of randomness
         now = time.time()
+        conn.execute(self.tokens.insert().values(token_id=token_id, tenant=tenant, token_sha256=sha256_text(token),
+                                                 created_at=now))
+        event = self.ledger._append(conn, TenantMonth(tenant, current_month(now)), EventType.TOKEN_ISSUED,
+                                    sha256_text(token_id), actor, details | {"token_id": token_id})
+        return token_id, token, event
 
-        def issue(conn: Connection) -> None:
-            if self.offboarding(conn, tenant) is not None:
-                raise EvidenceError(ReasonCode.TENANT_OFFBOARDED, f"tenant {tenant} was offboarded")
-            conn.execute(
-                self.tokens.insert().values(
-                    token_id=token_id, tenant=tenant, token_sha256=sha256_text(token), created_at=now
-                )
-            )
-            self.ledger._append(
-                conn,
-                TenantMonth(tenant, current_month(now)),
-                EventType.TOKEN_ISSUED,
-                sha256_text(token_id),
-                actor,
-                {"token_id": token_id},
-            )
+    def revoke_token(self, conn: Connection, token_id: str, actor: str,
+                     details: dict) -> tuple[str, LedgerEvent | None]:
+        """Revoke a token in the caller's transaction: (its tenant, its `token.revoked` event; None when it was
+        revoked before)."""
+        row = conn.execute(select(self.tokens).where(self.tokens.c.token_id == token_id)).first()
+        if row is None:
+            raise EvidenceError(ReasonCode.TOKEN_NOT_FOUND, "no such token id")
+        if row.revoked_at is not None:
+            return row.tenant, None
+        return row.tenant, self._revoke(conn, row.tenant, token_id, actor, time.time(), details)
 
-        self.ledger._transact(issue)
-        return token_id, token
-
-    def revoke_token(self, token_id: str, actor: str) -> str:
-        """Revoke a token (idempotent); returns its tenant."""
-
-        def revoke(conn: Connection) -> str:
-            row = conn.execute(select(self.tokens).where(self.tokens.c.token_id == token_id)).first()
-            if row is None:
-                raise EvidenceError(ReasonCode.TOKEN_NOT_FOUND, "no such token id")
-            if row.revoked_at is None:
-                self._revoke(conn, row.tenant, token_id, actor, time.time())
-            return row.tenant
-
-        return self.ledger._transact(revoke)
-
-    def _revoke(self, conn: Connection, tenant: str, token_id: str, actor: str, now: float) -> None:
+    def _revoke(self, conn: Connection, tenant: str, token_id: str, actor: str, now: float,
+                details: dict) -> LedgerEvent:
         conn.execute(self.tokens.update().where(self.tokens.c.token_id == token_id).values(revoked_at=now))
-        self.ledger._append(conn, TenantMonth(tenant, current_month(now)), EventType.TOKEN_REVOKED,
-                            sha256_text(token_id), actor, {"token_id": token_id})
+        return self.ledger._append(conn, TenantMonth(tenant, current_month(now)), EventType.TOKEN_REVOKED,
+                                   sha256_text(token_id), actor, details | {"token_id": token_id})
 
     def tenant_of_token(self, token: str) -> str | None:
         """The tenant a live token belongs to, or None (unknown or revoked)."""
@@ -85,7 +72,7 @@ class Tokens:
             select(self.tokens.c.token_id).where(self.tokens.c.tenant == tenant, self.tokens.c.revoked_at.is_(None))
         ).scalars().all()
         for token_id in live:
-            self._revoke(conn, tenant, token_id, actor, now)
+            self._revoke(conn, tenant, token_id, actor, now, {})
         event = self.ledger._append(conn, TenantMonth(tenant, current_month(now)), EventType.TENANT_OFFBOARDED,
                                     sha256_text(tenant), actor, details | {"tokens_revoked": len(live)})
         registry = self.ledger.tenants
