@@ -82,6 +82,7 @@ class ReasonCode(Vocabulary):
     )
     LEDGER_NOT_CHECKPOINTED = "LEDGER_NOT_CHECKPOINTED", "no signed checkpoint covers the event yet"
     LEDGER_NOT_FOUND = "LEDGER_NOT_FOUND", "a read-only open found no ledger database"
+    HOME_NOT_FOUND = "HOME_NOT_FOUND", "a command that only reads was run where EVIDENCE_HOME names no folder"
     LEASE_BUSY = "LEASE_BUSY", "another attempt holds the job's live lease"
     LEASE_FENCED = "LEASE_FENCED", "this attempt lost its lease and must not commit"
     JOB_NOT_FOUND = "JOB_NOT_FOUND", "no job has that id"
@@ -452,6 +453,7 @@ USAGE_CODES = frozenset(
         ReasonCode.STORE_NOT_FOUND,
         ReasonCode.JOB_NOT_FOUND,
         ReasonCode.LEDGER_NOT_FOUND,
+        ReasonCode.HOME_NOT_FOUND,
         ReasonCode.LEDGER_NOT_CHECKPOINTED,
         ReasonCode.TOKEN_NOT_FOUND,
         ReasonCode.TEMPLATE_NOT_FOUND,

@@ -58,6 +58,15 @@ def test_ledger_verify_classifies_and_writes_nothing(tmp_path, content, code, st
     assert not (tmp_path / "home").exists() and (content is None or path.read_bytes() == content)
 
 
+@pytest.mark.parametrize("command", [["tenant", "list"], ["stats"], ["ledger", "verify"], ["dead-letter", "list"],
+                                     ["keys", "list"], ["actor", "list"], ["export", "--tenant", "acme", "package"]])
+def test_a_read_command_where_there_is_no_home_creates_nothing_and_says_so(tmp_path, monkeypatch, command):
+    monkeypatch.chdir(tmp_path)  # outside the repository: EVIDENCE_HOME unset means ./.evidence
+    result = _invoke(command, {"EVIDENCE_HOME": None})
+    assert result.exit_code == 2 and "HOME_NOT_FOUND" in result.output and "EVIDENCE_HOME" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_ledger_commands_on_an_unreachable_database_are_3(tmp_path):
     env = {"EVIDENCE_HOME": str(tmp_path / "home"),
            "EVIDENCE_LEDGER_URL": "postgresql+psycopg2://nobody@127.0.0.1:9/ledger?connect_timeout=2"}

@@ -35,7 +35,7 @@ def _newly_published(stdout: str) -> int:
 
 def test_two_concurrent_demos_on_one_home_count_each_publication_once(tmp_path):
     env = _environment(tmp_path / "home", EVIDENCE_LEASE_SECONDS="5")
-    demos = [_demo(env) for _ in range(2)]
+    demos = [_demo(env, umask=0) for _ in range(2)]  # started from a shell with umask 000
     outputs = [demo.communicate(timeout=900) for demo in demos]
     for demo, (stdout, stderr) in zip(demos, outputs):
         assert demo.returncode == 0, stdout[-3000:] + stderr[-3000:]
@@ -51,6 +51,10 @@ def test_two_concurrent_demos_on_one_home_count_each_publication_once(tmp_path):
         ("redact", "succeeded", None): 10,
         ("split", "succeeded", None): 5,
     }
+    written = [path for path in (tmp_path / "home").rglob("*") if not path.is_symlink()]
+    assert {path.name for path in written} >= {"dagster.yaml", "pades-root.pem", "ledger.sqlite", "runs.db"}
+    loose = {str(path.relative_to(tmp_path)) for path in written if path.stat().st_mode & 0o022}
+    assert not loose, sorted(loose)[:20]  # nothing group- or world-writable, Dagster's own files included
 
 
 def _document_jobs(home: Path) -> dict[tuple, int]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 
 import click
 
@@ -65,3 +66,6 @@ def main() -> None:
 
     Exit codes: 0 ok, 1 a check failed, 2 usage or not found, 3 infrastructure unavailable.
     """
+    # Owner-only, whatever umask the shell had: what this process writes without an explicit mode, and what the
+    # processes it starts write (Dagster's webserver, daemon and runs: its storage folders and files).
+    os.umask(0o077)

@@ -171,7 +171,7 @@ def actor_list(as_json: bool) -> None:
     from evidence_pipeline.ledger.actors import ActorLedger
     from evidence_pipeline.runtime import runtime_for
 
-    registry = ActorLedger(runtime_for(load_settings()).ledger).read_snapshot()
+    registry = ActorLedger(runtime_for(load_settings(reads_only=True)).ledger).read_snapshot()
     if as_json:
         click.echo(json.dumps(registry, indent=2, sort_keys=True))
         return

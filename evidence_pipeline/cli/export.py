@@ -25,7 +25,7 @@ def export(tenant_id: str, first: str | None, last: str | None, out: Path) -> No
     """
     from evidence_pipeline.audit.export import export_package
 
-    ledger, archive = open_audit(load_settings())
+    ledger, archive = open_audit(load_settings(reads_only=True))
     exported = export_package(ledger, archive, tenant_id, first, last, out)
     index = exported.index
     click.echo(f"exported {len(index.bundles)} bundle(s) of {tenant_id} ({first or 'first'}..{last or 'last'}) to "

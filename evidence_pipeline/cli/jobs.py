@@ -48,7 +48,7 @@ def dead_letter_list(tenant: str | None, kinds: tuple[str, ...], codes: tuple[st
     input (a gate refusal, a contract a ruleset rejected) are outcomes, not listed here."""
     from evidence_pipeline.operations.dead_letters import DeadLetterFilter, dead_letters
 
-    settings = load_settings()
+    settings = load_settings(reads_only=True)
     runtime = open_runtime(settings)
     which = DeadLetterFilter(tenant, kinds, codes, None if older_than is None else time.time() - older_than,
                              None if since is None else since.timestamp())

@@ -48,7 +48,7 @@ def _show_keyring(document, as_json: bool, headline: str) -> None:
 @json_option
 def keys_list(as_json: bool) -> None:
     """Show the keyring: every generation's key ids, validity window and status."""
-    document = _key_directory(load_settings()).document
+    document = _key_directory(load_settings(reads_only=True)).document
     if document is None:
         raise EvidenceError(ReasonCode.KEYRING_INVALID, "no keyring document yet: `evidence keys publish --root-key "
                             "PATH` signs and publishes the first one")

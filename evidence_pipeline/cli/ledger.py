@@ -47,7 +47,7 @@ def ledger_verify(witness: Path | None) -> None:
     from evidence_pipeline.signing.keys import pinned_public_key
 
     pinned = None if witness is None else pinned_public_key(witness, "--require-witness")
-    settings = load_settings()
+    settings = load_settings(reads_only=True)
     ledger, archive = open_audit(settings)
     report = verify_ledger(ledger, archive, pinned)
     authorized = recheck_ledger(ledger, settings.action_max_age_seconds)
@@ -66,5 +66,5 @@ def ledger_prove(bundle: str) -> None:
     from evidence_pipeline.audit.locations import locate_bundle
 
     location = locate_bundle(bundle)
-    ledger, _ = open_audit(load_settings())
+    ledger, _ = open_audit(load_settings(reads_only=True))
     click.echo(json.dumps(prove_bundle(ledger, open_archive(location.archive), location.prefix), indent=2))

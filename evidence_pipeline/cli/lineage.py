@@ -33,7 +33,7 @@ def walk_lineage(artifact_id: str, as_json: bool) -> int:
     from evidence_pipeline.documents.lineage import lineage as walk
     from evidence_pipeline.intake import open_documents
 
-    report = walk(open_documents(load_settings()), artifact_id)
+    report = walk(open_documents(load_settings(reads_only=True)), artifact_id)
     if as_json:
         click.echo(json.dumps(report, indent=2))
     else:

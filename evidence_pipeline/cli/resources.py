@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evidence_pipeline.config import Settings
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.paths import private_dirs
 
 if TYPE_CHECKING:
@@ -18,8 +19,16 @@ if TYPE_CHECKING:
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def load_settings() -> Settings:
-    return Settings.from_env()
+def load_settings(reads_only: bool = False) -> Settings:
+    """The settings. A command that only reads, from the embedded default's ledger, needs the home that holds it:
+    run where there is none (outside the repository, say), it says so instead of creating an empty home and
+    answering from it."""
+    settings = Settings.from_env()
+    embedded = settings.ledger_url == f"sqlite:///{settings.home / 'ledger.sqlite'}"
+    if reads_only and embedded and not settings.home.is_dir():
+        raise EvidenceError(ReasonCode.HOME_NOT_FOUND, "EVIDENCE_HOME names no folder (unset, it is ./.evidence): set "
+                                                       "it to your deployment's home, or run `evidence demo` first")
+    return settings
 
 
 def use_dagster_home(settings: Settings) -> Path:

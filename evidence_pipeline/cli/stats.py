@@ -56,7 +56,7 @@ def stats(tenant: str | None, since: datetime | None, as_json: bool) -> None:
     from evidence_pipeline.ledger.submissions import Submissions
     from evidence_pipeline.operations.stats import PERCENTILES, admission_stats, stage_stats
 
-    settings = load_settings()
+    settings = load_settings(reads_only=True)
     ledger = Ledger(settings.ledger_url)
     result = stage_stats(ledger, tenant, since)
     admission = admission_stats(ledger, tenant, since)

@@ -67,7 +67,7 @@ def tenant_list(everyone: bool, as_json: bool) -> None:
     """The registered tenants in registration order (the order they become partitions)."""
     from evidence_pipeline.ledger.tenants import TenantRegistry
 
-    rows = [row for row in TenantRegistry(open_runtime(load_settings()).ledger).listing()
+    rows = [row for row in TenantRegistry(open_runtime(load_settings(reads_only=True)).ledger).listing()
             if everyone or row["offboarded_seq"] is None]
     if as_json:
         click.echo(json.dumps(rows, indent=2))
