@@ -31,7 +31,7 @@ from starlette.routing import Route
 from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.intake import admission, open_documents, openapi
+from evidence_pipeline.intake import admission, downloads, open_documents, openapi
 from evidence_pipeline.intake.guard import BoundedRequests, Limits, UploadsInFlight, error_body, guarded_protocol
 from evidence_pipeline.ledger.admission import Clock
 from evidence_pipeline.store.local import io_errors
@@ -57,6 +57,8 @@ STATUS = {
     ReasonCode.DOCUMENT_NOT_FOUND: 404,
     ReasonCode.JOB_NOT_FOUND: 404,
     ReasonCode.BATCH_NOT_FOUND: 404,
+    ReasonCode.OUTPUT_NOT_FOUND: 404,
+    ReasonCode.EVIDENCE_NOT_FOUND: 404,
     ReasonCode.METHOD_NOT_ALLOWED: 405,
     ReasonCode.REQUEST_TIMEOUT: 408,
     ReasonCode.IDEMPOTENCY_CONFLICT: 409,
@@ -224,6 +226,7 @@ def create_app(documents: Documents) -> BoundedRequests:
             Route("/v1/batches", post_batch, methods=["POST"]),
             Route("/v1/batches/{batch_id}", get_batch, methods=["GET"]),
             Route("/v1/batches/{batch_id}/cancel", cancel_batch, methods=["POST"]),
+            *downloads.routes(documents, tenant_of, _check_text),
         ],
         exception_handlers={EvidenceError: evidence_error, HTTPException: http_error, Exception: unexpected},
     ), limits)
