@@ -10,18 +10,23 @@ import io
 import tarfile
 
 import httpx
+import pytest
 from click.testing import CliRunner
 
 from evidence_pipeline.cli import main
 from evidence_pipeline.config import Settings
+from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.intake import open_documents
 from evidence_pipeline.intake.app import CONTRACT
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import RunInfo
+from evidence_pipeline.store import CHUNK, verified_chunks
+from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline.synthetic.rental_applications import application
+from evidence_pipeline_tests.conftest import overwrite
 from evidence_pipeline_tests.intake_server import client, error_code, intake_environment, running_server, upload
 from evidence_pipeline_tests.test_documents_worker import dispatch
 from evidence_pipeline_tests.test_intake_contract import conforms
@@ -97,6 +102,26 @@ def test_a_redactions_outputs_download_with_the_digest_its_status_shows(document
     assert statement.headers["content-type"] == "application/json"
     assert sha256_of(statement) == outputs["statement.dsse.json"]["sha256"]
     assert head.status_code == 200 and head.content == b"" and head.headers["content-length"] == str(recorded["bytes"])
+
+    # someone with write access to the archive changes one byte: an output of one chunk is refused before any byte
+    overwrite(documents.runtime, recorded["artifact_id"], download.content[:-1] + bytes([download.content[-1] ^ 1]))
+    with client(intake, acme) as http:
+        tampered = http.get(url)
+    conforms("get", "/v1/jobs/{job_id}/outputs/{name}", tampered)
+    assert (tampered.status_code, error_code(tampered)) == (500, "STORE_DIGEST_MISMATCH")
+
+
+def test_a_stream_stops_before_its_last_chunk_when_the_bytes_are_not_the_committed_ones(tmp_path):
+    store = LocalStore(tmp_path / "archive")
+    data = bytes(range(256)) * (3 * CHUNK // 256)
+    stored = store.put_once("documents/acme/big.pdf", data)
+    assert b"".join(verified_chunks(store, stored.key, stored.sha256, stored.size)) == data
+    received = []
+    with pytest.raises(EvidenceError) as refused:
+        received.extend(verified_chunks(store, stored.key, "0" * 64, stored.size))
+    assert refused.value.code == "STORE_DIGEST_MISMATCH" and b"".join(received) == data[:2 * CHUNK]
+    with pytest.raises(EvidenceError):
+        received.extend(verified_chunks(store, stored.key, stored.sha256, stored.size - 1))  # a longer object
 
 
 def test_presigned_downloads_on_s3_when_asked_and_the_local_store_always_proxies(documents, backend):

@@ -83,6 +83,7 @@ STATUS = {
     ReasonCode.STORE_READ_ONLY: 503,  # an operator remounts it; nothing the client sent is wrong
     ReasonCode.STORE_ACCESS_DENIED: 503,
     ReasonCode.STORE_FULL: 507,  # Insufficient Storage: space can come back, so it is retried
+    ReasonCode.STORE_DIGEST_MISMATCH: 500,  # a download whose archived bytes are not the committed ones
 }
 RETRY_AFTER_SECONDS = 30  # what a 429, 503 or 507 asks the client to wait
 CONTRACT = openapi.document(STATUS, RETRY_AFTER_SECONDS)

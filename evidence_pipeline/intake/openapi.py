@@ -174,7 +174,7 @@ OPERATIONS = {
                               "Location, a presigned URL valid that long (send no Authorization header there)",
                "headers": {"Location": {"required": True, **_STRING}, "Cache-Control": {"required": True, **_STRING}}},
          304: _NOT_MODIFIED},
-        (R.JOB_NOT_FOUND, R.OUTPUT_NOT_FOUND, R.STORE_ACCESS_DENIED)),
+        (R.JOB_NOT_FOUND, R.OUTPUT_NOT_FOUND, R.STORE_ACCESS_DENIED, R.STORE_DIGEST_MISMATCH)),
     ("/v1/evidence/{period}", "get"): (
         "A month's current evidence bundle: identity, manifest, what it supersedes", [_PERIOD], None,
         {200: "Evidence"}, (R.PERIOD_INVALID, R.EVIDENCE_NOT_FOUND, R.STORE_ACCESS_DENIED)),
