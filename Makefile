@@ -3,7 +3,7 @@
 # and the headless browser (Debian's chromium and chromium-driver) where apt-get is available.
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 
-.PHONY: demo test ui bench bench-stages bench-cli bench-pades bench-keys bench-package bench-redaction bench-review bench-scale \
+.PHONY: demo test ui bench bench-stages bench-cli bench-pades bench-keys bench-package bench-redaction bench-review bench-downloads bench-scale \
 	install pdf-tools browser
 
 demo: install pdf-tools
@@ -35,6 +35,10 @@ bench-redaction: install pdf-tools
 # loop of the same work at the same parallelism: contracts/s, their ratio, p50/p95 per class; ~10 minutes.
 bench-review: install
 	$(UV) run --locked python bench/contract_review.py
+
+# A 10 MB job output downloaded through the tenant API against reading the archived file directly.
+bench-downloads: install
+	$(UV) run --locked python bench/downloads.py
 
 # CLI start-up CPU (evidence --help, evidence verify of one bundle) and bundles/s verifying a 300-bundle archive.
 bench-cli: install

@@ -139,6 +139,10 @@ class Settings:
                                       "(503 `INTAKE_BUSY`)")
     intake_tenant_max_uploads: int = setting("EVIDENCE_INTAKE_TENANT_MAX_UPLOADS", "uploads of one tenant being "
                                              "received per server process (503 `INTAKE_BUSY`)")
+    download_presign_seconds: int | None = setting(
+        "EVIDENCE_DOWNLOAD_PRESIGN_SECONDS", "with an S3 archive: a job output's download answers `303 See Other` "
+        "to a presigned URL valid this many seconds (1-3600) instead of carrying the bytes; a local archive always "
+        "proxies, and so does every bundle file", default="unset: the intake server carries the bytes")
     open_months: int = setting("EVIDENCE_OPEN_MONTHS", "the last complete months that are Dagster partitions (read "
                                "when the code location loads); older months are closed")
     first_period: str = setting("EVIDENCE_FIRST_PERIOD", "the first month the deployment publishes evidence for "
@@ -255,6 +259,7 @@ class Settings:
             intake_max_connections=_whole(env, "EVIDENCE_INTAKE_MAX_CONNECTIONS", 1000),
             intake_max_uploads=_whole(env, "EVIDENCE_INTAKE_MAX_UPLOADS", 64),
             intake_tenant_max_uploads=_whole(env, "EVIDENCE_INTAKE_TENANT_MAX_UPLOADS", 8),
+            download_presign_seconds=_presign_seconds(env),
             open_months=open_months(env),
             first_period=first_period(env),
             action_max_age_seconds=_positive(env, "EVIDENCE_ACTION_MAX_AGE_SECONDS", 300),
@@ -275,6 +280,15 @@ def _actor_name(env: dict[str, str]) -> str | None:
     if name is not None and not TENANT_ID.fullmatch(name):
         raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_ACTOR must be an actor name (a slug)")
     return name
+
+
+def _presign_seconds(env: dict[str, str]) -> int | None:
+    if not env.get("EVIDENCE_DOWNLOAD_PRESIGN_SECONDS"):
+        return None
+    seconds = _whole(env, "EVIDENCE_DOWNLOAD_PRESIGN_SECONDS", 1)
+    if seconds > 3600:  # a link that outlives a token's revocation by hours is not short-lived
+        raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_DOWNLOAD_PRESIGN_SECONDS must be 1-3600")
+    return seconds
 
 
 def open_months(environ: dict[str, str] | None = None) -> int:

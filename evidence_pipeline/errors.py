@@ -148,6 +148,11 @@ class ReasonCode(Vocabulary):
     OPTIONS_INVALID = "OPTIONS_INVALID", "the operation's options are not what it takes"
     INPUTS_INVALID = "INPUTS_INVALID", "the job has the wrong number of inputs"
     BATCH_NOT_FOUND = "BATCH_NOT_FOUND", "no such batch of this tenant"
+    OUTPUT_NOT_FOUND = (
+        "OUTPUT_NOT_FOUND",
+        "the job has no committed output of that name (it is another tenant's, or its job has not committed)",
+    )
+    EVIDENCE_NOT_FOUND = "EVIDENCE_NOT_FOUND", "the tenant-month has no published evidence bundle"
     PERIOD_NOT_AVAILABLE = "PERIOD_NOT_AVAILABLE", "evidence asked for an incomplete month, or before the data"
     PERIOD_CLOSED = (
         "PERIOD_CLOSED",
@@ -339,6 +344,11 @@ class ReasonCode(Vocabulary):
     # verification outcomes (what `evidence verify` reports)
     BUNDLE_NOT_FOUND = "BUNDLE_NOT_FOUND", "the path holds no bundle"
     BUNDLE_INCOMPLETE = "BUNDLE_INCOMPLETE", "a bundle file is missing (e.g. no manifest yet)"
+    BUNDLE_FILE_INVALID = (
+        "BUNDLE_FILE_INVALID",
+        "`verify FILE`: not a bundle file as `GET /v1/evidence/{period}/bundle` answers it (an uncompressed tar of "
+        "regular files: `keys/` and one bundle folder)",
+    )
     MANIFEST_INVALID = "MANIFEST_INVALID", "`manifest.json` is malformed or carries fields nothing vouches for"
     STATEMENT_INVALID = "STATEMENT_INVALID", "the DSSE envelope or in-toto statement is malformed"
     STATEMENT_SIGNATURE_INVALID = "STATEMENT_SIGNATURE_INVALID", "the DSSE signature does not verify"

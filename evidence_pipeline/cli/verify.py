@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Collection
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -50,6 +51,9 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
     with --root-id, otherwise whoever can write the archive could publish a root and keyring of their own. An
     archive from before key rotation has no keyring: pin its statement keys with --key-id too.
 
+    A LOCATION may also be one bundle file, as `GET /v1/evidence/{period}/bundle` downloads it (a tar holding the
+    bundle and the archive's keys/), verified as it is, without unpacking.
+
     A LOCATION may also be a document artifact id (documents/<tenant>/…, as a job's status lists its outputs):
     it is verified as `evidence lineage` verifies it, back to the upload, with the configured ledger and stores.
     """
@@ -71,6 +75,13 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
             raise EvidenceError(ReasonCode.CONFIG_INVALID, "verify either bundles or document artifact ids, not both")
         sys.exit(max(walk_lineage(artifact, as_json) for artifact in artifacts))
 
+    if len(locations) == 1 and Path(locations[0]).is_file():  # a bundle file, as the tenant API serves it
+        from evidence_pipeline.audit.verify import verify_bundle
+        from evidence_pipeline.monthly.bundle_file import open_bundle_file
+
+        store, prefix = open_bundle_file(locations[0])
+        _report_bundle(verify_bundle(store, prefix, frozenset(key_ids), frozenset(root_ids), at), as_json, key_ids,
+                       root_ids)
     targets = [locate(location) for location in locations]
     if len(targets) == 1 and targets[0].is_bundle:
         from evidence_pipeline.audit.verify import verify_bundle
@@ -78,21 +89,7 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
         target = targets[0]
         result = verify_bundle(open_archive(target.archive), target.prefix, frozenset(key_ids), frozenset(root_ids),
                                at)
-        if as_json:
-            click.echo(json.dumps(result.as_dict(), indent=2))
-        else:
-            for check in result.checks:
-                failure = "" if check.passed else f": {check.code}: {check.detail}"
-                click.echo(f"{'ok  ' if check.passed else 'FAIL'} {check.name}{failure}")
-            click.echo(f"statement key {result.statement_key_id}, trust root {result.trust_root_id}"
-                       + _vouched(result.keyring_sequence is not None, key_ids, root_ids))
-            for line in _chain_lines(result):
-                click.echo(line)
-            verdict = "VERIFIED" if result.ok else f"NOT VERIFIED: {', '.join(result.codes)}"
-            if result.superseded_by is not None:
-                verdict += f" but SUPERSEDED by {result.current_bundle['identity']}: valid, not the current bundle"
-            click.echo(verdict)
-        sys.exit(EXIT_OK if result.ok else EXIT_CHECK_FAILED)
+        _report_bundle(result, as_json, key_ids, root_ids)
 
     from evidence_pipeline.audit.verify_many import list_bundles, overall_exit_code, verify_all
 
@@ -112,6 +109,25 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
     if not as_json:
         _print_summary(outcomes, key_ids, root_ids)
     sys.exit(overall_exit_code(outcomes))
+
+
+def _report_bundle(result, as_json: bool, key_ids: tuple[str, ...], root_ids: tuple[str, ...]) -> None:
+    """Print one bundle's verification and exit with its verdict."""
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2))
+    else:
+        for check in result.checks:
+            failure = "" if check.passed else f": {check.code}: {check.detail}"
+            click.echo(f"{'ok  ' if check.passed else 'FAIL'} {check.name}{failure}")
+        click.echo(f"statement key {result.statement_key_id}, trust root {result.trust_root_id}"
+                   + _vouched(result.keyring_sequence is not None, key_ids, root_ids))
+        for line in _chain_lines(result):
+            click.echo(line)
+        verdict = "VERIFIED" if result.ok else f"NOT VERIFIED: {', '.join(result.codes)}"
+        if result.superseded_by is not None:
+            verdict += f" but SUPERSEDED by {result.current_bundle['identity']}: valid, not the current bundle"
+        click.echo(verdict)
+    sys.exit(EXIT_OK if result.ok else EXIT_CHECK_FAILED)
 
 
 def _chain_lines(result) -> list[str]:

@@ -31,7 +31,7 @@ from starlette.routing import Route
 from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.intake import admission, open_documents, openapi
+from evidence_pipeline.intake import admission, downloads, open_documents, openapi
 from evidence_pipeline.intake.guard import BoundedRequests, Limits, UploadsInFlight, error_body, guarded_protocol
 from evidence_pipeline.ledger.admission import Clock
 from evidence_pipeline.store.local import io_errors
@@ -57,6 +57,8 @@ STATUS = {
     ReasonCode.DOCUMENT_NOT_FOUND: 404,
     ReasonCode.JOB_NOT_FOUND: 404,
     ReasonCode.BATCH_NOT_FOUND: 404,
+    ReasonCode.OUTPUT_NOT_FOUND: 404,
+    ReasonCode.EVIDENCE_NOT_FOUND: 404,
     ReasonCode.METHOD_NOT_ALLOWED: 405,
     ReasonCode.REQUEST_TIMEOUT: 408,
     ReasonCode.IDEMPOTENCY_CONFLICT: 409,
@@ -81,6 +83,7 @@ STATUS = {
     ReasonCode.STORE_READ_ONLY: 503,  # an operator remounts it; nothing the client sent is wrong
     ReasonCode.STORE_ACCESS_DENIED: 503,
     ReasonCode.STORE_FULL: 507,  # Insufficient Storage: space can come back, so it is retried
+    ReasonCode.STORE_DIGEST_MISMATCH: 500,  # a download whose archived bytes are not the committed ones
 }
 RETRY_AFTER_SECONDS = 30  # what a 429, 503 or 507 asks the client to wait
 CONTRACT = openapi.document(STATUS, RETRY_AFTER_SECONDS)
@@ -224,6 +227,7 @@ def create_app(documents: Documents) -> BoundedRequests:
             Route("/v1/batches", post_batch, methods=["POST"]),
             Route("/v1/batches/{batch_id}", get_batch, methods=["GET"]),
             Route("/v1/batches/{batch_id}/cancel", cancel_batch, methods=["POST"]),
+            *downloads.routes(documents, tenant_of, _check_text),
         ],
         exception_handlers={EvidenceError: evidence_error, HTTPException: http_error, Exception: unexpected},
     ), limits)

@@ -83,6 +83,24 @@ SCHEMAS = {
                       "states": {"type": "object", "additionalProperties": {"type": "integer"}}}),
     "BatchCancelled": _object({"cancelled": {"type": "integer"}, "running": {"type": "integer"},
                                "finished": {"type": "integer"}}),
+    "Outputs": _object({"job_id": _ID, "state": {"type": "string"},
+                        "committed": {"type": "boolean", "description": "whether the job's outputs are committed; "
+                                      "nothing is listed or served before"},
+                        "outputs": {"type": "array", "items": _ref("Output")}}),
+    "Output": _object({"name": {"type": "string"}, "artifact_id": {"type": "string"}, "sha256": _SHA256,
+                       "bytes": {"type": "integer", "minimum": 0}, "media_type": {"type": "string"},
+                       "url": {"type": "string"}}),
+    "Evidence": _object({
+        "tenant": {"type": "string"}, "period": {"type": "string", "pattern": r"^\d{4}-\d{2}$"}, "identity": _SHA256,
+        "published_at": {"type": "string", "format": "date-time"},
+        "manifest": {"type": "object", "description": "the bundle's manifest.json (evidence-bundle-manifest/v1)"},
+        "supersedes": {"type": "array", "description": "the bundles this one supersedes, the newest first",
+                       "items": _object({"identity": _SHA256, "reason": {"type": "array", "items": {"type": "string"}},
+                                         "published_at": {"type": "string", "format": "date-time"}})},
+        "bundle": _object({"url": {"type": "string"}, "bytes": {"type": "integer", "minimum": 0},
+                           "media_type": {"type": "string", "const": "application/x-tar"},
+                           "etag": {"type": "string"}}),
+    }),
     "Health": _object({"ok": {"type": "boolean"},
                        "checks": {"type": "object", "additionalProperties": {"type": "string"}}}),
 }
@@ -90,6 +108,18 @@ SCHEMAS = {
 _IDEMPOTENCY = {"name": "Idempotency-Key", "in": "header", "required": True,
                 "description": "1-255 visible ASCII characters; the same key and request answer the same job",
                 "schema": _IDEMPOTENCY_KEY}
+
+
+_IF_NONE_MATCH = {"name": "If-None-Match", "in": "header", "required": False, "schema": {"type": "string"},
+                  "description": "an ETag this endpoint gave: 304 Not Modified when it still names the bytes"}
+_PERIOD = {"name": "period", "in": "path", "required": True, "schema": {"type": "string"},
+           "description": "the month, YYYY-MM"}
+_STRING = {"schema": {"type": "string"}}
+_ETAG = {"ETag": {"required": True, **_STRING, "description": "quoted; the same ETag names the same bytes"},
+         "Cache-Control": {"required": True, **_STRING}}
+_DOWNLOAD = {"Content-Length": {"required": True, "schema": {"type": "integer", "minimum": 0}},
+             "Content-Disposition": {"required": True, **_STRING, "description": "attachment; filename=…"}}
+_NOT_MODIFIED = {"description": "the bytes are those If-None-Match named: nothing is sent", "headers": _ETAG}
 
 
 def _path_id(name: str) -> dict:
@@ -130,6 +160,32 @@ OPERATIONS = {
                                         (R.BATCH_NOT_FOUND,)),
     ("/v1/batches/{batch_id}/cancel", "post"): ("Stop a batch", [_path_id("batch_id")], None,
                                                 {200: "BatchCancelled"}, (R.BATCH_NOT_FOUND,)),
+    ("/v1/jobs/{job_id}/outputs", "get"): (
+        "A job's committed outputs (none before its commit)", [_path_id("job_id")], None, {200: "Outputs"},
+        (R.JOB_NOT_FOUND,)),
+    ("/v1/jobs/{job_id}/outputs/{name}", "get"): (
+        "Download one committed output, streamed", [_path_id("job_id"), _path_id("name"), _IF_NONE_MATCH], None,
+        {200: {"description": "the output's bytes",
+               "headers": _ETAG | _DOWNLOAD | {"Repr-Digest": {
+                   "required": True, **_STRING, "description": "RFC 9530: sha-256=:<base64 of the sha256>:"}},
+               "content": {media: {"schema": {"type": "string", "format": "binary"}}
+                           for media in ("application/pdf", "application/json", "application/octet-stream")}},
+         303: {"description": "with an S3 archive and EVIDENCE_DOWNLOAD_PRESIGN_SECONDS set: fetch the bytes from "
+                              "Location, a presigned URL valid that long (send no Authorization header there)",
+               "headers": {"Location": {"required": True, **_STRING}, "Cache-Control": {"required": True, **_STRING}}},
+         304: _NOT_MODIFIED},
+        (R.JOB_NOT_FOUND, R.OUTPUT_NOT_FOUND, R.STORE_ACCESS_DENIED, R.STORE_DIGEST_MISMATCH)),
+    ("/v1/evidence/{period}", "get"): (
+        "A month's current evidence bundle: identity, manifest, what it supersedes", [_PERIOD], None,
+        {200: "Evidence"}, (R.PERIOD_INVALID, R.EVIDENCE_NOT_FOUND, R.STORE_ACCESS_DENIED)),
+    ("/v1/evidence/{period}/bundle", "get"): (
+        "Download the month's current bundle as one file that `evidence verify` checks", [_PERIOD, _IF_NONE_MATCH],
+        None,
+        {200: {"description": "a deterministic, uncompressed tar: keys/ and the bundle folder, as in the archive",
+               "headers": _ETAG | _DOWNLOAD,
+               "content": {"application/x-tar": {"schema": {"type": "string", "format": "binary"}}}},
+         304: _NOT_MODIFIED},
+        (R.PERIOD_INVALID, R.EVIDENCE_NOT_FOUND, R.STORE_ACCESS_DENIED)),
 }
 
 
@@ -137,7 +193,8 @@ def document(status: dict[str, int], retry_after: int) -> dict:
     """The contract, given the status of each reason code and the Retry-After of a 429, 503 or 507."""
     paths: dict[str, dict] = defaultdict(dict)
     for (path, method), (summary, parameters, body, successes, codes) in OPERATIONS.items():
-        responses = {str(status): {"description": "success", **_json(schema)} for status, schema in successes.items()}
+        responses = {str(status): {"description": "success", **_json(schema)} if isinstance(schema, str) else schema
+                     for status, schema in successes.items()}
         by_status: dict[int, set[str]] = defaultdict(set)
         for code in {*codes, *_ALWAYS}:
             by_status[status[code]].add(str(code))

@@ -47,6 +47,27 @@ def copy_hashing(source: Iterable[bytes], out: BinaryIO) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
+def verified_chunks(store: ArtifactStore, key: str, sha256: str, size: int) -> Iterator[bytes]:
+    """The object's bytes, streamed CHUNK by CHUNK, for a receiver that was promised ``size`` bytes of ``sha256``:
+    the last chunk is held back until the whole object hashed right, so bytes that differ (or a different size)
+    end in STORE_DIGEST_MISMATCH before the receiver ever holds all it was promised."""
+    digest, received, held = hashlib.sha256(), 0, b""
+    reader = store.open_read(key)
+    try:
+        for chunk in chunks(reader, size + 1):
+            if held:
+                yield held
+            digest.update(chunk)
+            received += len(chunk)
+            held = chunk
+    finally:
+        reader.close()
+    if received != size or digest.hexdigest() != sha256:
+        raise EvidenceError(ReasonCode.STORE_DIGEST_MISMATCH, f"object {key} does not match its recorded sha256")
+    if held:
+        yield held
+
+
 class _Discard:
     def write(self, chunk: bytes) -> int:
         return len(chunk)
@@ -105,6 +126,11 @@ class ArtifactStore(Protocol):
                  max_bytes: int | None = None) -> str:
         """Stream an object into ``out``, hashing while writing, and return its sha256. Digests and sizes are
         checked as by ``get``; on a mismatch ``out`` holds unverified bytes, which the caller must discard."""
+        ...
+
+    def open_read(self, key: str) -> BinaryIO:
+        """A reader of the object's bytes, for a caller that streams them on (a download) and closes it; nothing is
+        hashed here: the caller checks what it read against the digest it recorded."""
         ...
 
     def exists(self, key: str) -> bool: ...

@@ -141,6 +141,15 @@ class LocalStore(StreamingStore):
                 check_size(key, size, max_bytes)
         return check_digest(key, digest, expected_sha256)
 
+    def open_read(self, key: str) -> BinaryIO:
+        *folders, name = check_key(key).split("/")
+        with io_errors(key):
+            directory = self._directory(key, folders)
+            try:
+                return os.fdopen(self._open(key, name, directory), "rb")
+            finally:
+                os.close(directory)
+
     def exists(self, key: str) -> bool:
         *folders, name = check_key(key).split("/")
         with io_errors(key):

@@ -122,6 +122,17 @@ class S3Store(StreamingStore):
             )
         return check_digest(key, sha256, expected_sha256)
 
+    def open_read(self, key: str) -> BinaryIO:
+        with _errors(key):
+            return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]
+
+    def presigned_url(self, key: str, seconds: int, filename: str) -> str:
+        """A URL that reads the object, without credentials, for ``seconds``; downloaded as ``filename``."""
+        with _errors(key):
+            return self.client.generate_presigned_url("get_object", ExpiresIn=seconds, Params={
+                "Bucket": self.bucket, "Key": self._key(key),
+                "ResponseContentDisposition": f'attachment; filename="{filename}"'})
+
     def exists(self, key: str) -> bool:
         try:
             self.client.head_object(Bucket=self.bucket, Key=self._key(key))
