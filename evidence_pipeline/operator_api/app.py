@@ -15,7 +15,6 @@ import logging
 import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -27,7 +26,7 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.errors import ReasonCode as R
 from evidence_pipeline.intake.app import RETRY_AFTER_SECONDS, server_config
-from evidence_pipeline.intake.guard import BoundedRequests, Limits, error_body
+from evidence_pipeline.intake.guard import BoundedRequests, Limits, error_body, exception_handlers
 from evidence_pipeline.operator_api import actions, contract
 from evidence_pipeline.runtime import Runtime, runtime_for
 
@@ -99,24 +98,12 @@ def create_app(runtime: Runtime) -> BoundedRequests:
     async def served_contract(request: Request) -> JSONResponse:
         return JSONResponse(CONTRACT)
 
-    async def evidence_error(request: Request, error: EvidenceError) -> Response:
-        return error_response(error.code, error.message)
-
-    async def http_error(request: Request, error: HTTPException) -> Response:
-        if error.status_code == 405:
-            return error_response(R.METHOD_NOT_ALLOWED, "method not allowed")
-        return error_response(R.ROUTE_NOT_FOUND, "no such endpoint")
-
-    async def unexpected(request: Request, error: Exception) -> Response:
-        log.exception("unexpected error in %s %s", request.method, request.url.path)
-        return error_response(R.UNEXPECTED_ERROR, "internal error; the server log has the details")
-
     endpoints = {Action.JOBS_READ: list_dead_letters, Action.JOB_REPLAY: replay,
                  Action.TEMPLATE_SUBMIT: submit_template, Action.TEMPLATE_APPROVE: approve_template}
     return BoundedRequests(Starlette(
         routes=[Route("/openapi.json", served_contract, methods=["GET"]),  # the routes are the contract's paths
                 *(Route(path, endpoints[action], methods=["POST"]) for path, action in contract.OPERATIONS)],
-        exception_handlers={EvidenceError: evidence_error, HTTPException: http_error, Exception: unexpected},
+        exception_handlers=exception_handlers(lambda _request, code, message: error_response(code, message), log),
     ), Limits.of(runtime.settings, RETRY_AFTER_SECONDS))
 
 
