@@ -3,10 +3,10 @@
 Settings from ``config.Settings`` (each field's variable and meaning, the defaults ``from_env`` computes), reason
 codes from ``errors.ReasonCode`` (meaning, retried, exit code, HTTP status), ledger event types from
 ``models.EventType``, the actors' roles and what each may do from ``actors.roles``, every command of the click
-group ``evidence_pipeline.cli:main``, the tenant API's endpoints from the OpenAPI document the server serves (and
-that document itself, as openapi.json), the package and module map from their docstrings, and the benchmarks page
-from bench/README.md. A test imports this file for its page
-functions (evidence_pipeline_tests/test_docs.py).
+group ``evidence_pipeline.cli:main``, the tenant API's and the operator API's endpoints from the OpenAPI documents
+their servers serve (and those documents themselves, as JSON files), the package and module map from their
+docstrings, and the benchmarks page from bench/README.md. A test imports this file for its page functions
+(evidence_pipeline_tests/test_docs.py).
 """
 
 from __future__ import annotations
@@ -85,18 +85,20 @@ def reason_codes_page() -> str:
         exit_code,
     )
     from evidence_pipeline.intake.app import STATUS
+    from evidence_pipeline.operator_api.app import STATUS as OPERATOR_STATUS
 
     exits = {EXIT_CHECK_FAILED: [], EXIT_USAGE: [], EXIT_UNAVAILABLE: []}
     for code in ReasonCode:
         exits[exit_code(code)].append(f"`{code}`")
-    rows = [(f"`{code}`", "yes" if code in RETRYABLE else "no", exit_code(code), STATUS.get(code, ""), code.meaning)
-            for code in ReasonCode]
+    rows = [(f"`{code}`", "yes" if code in RETRYABLE else "no", exit_code(code), STATUS.get(code, ""),
+             OPERATOR_STATUS.get(code, ""), code.meaning) for code in ReasonCode]
     return (
         GENERATED + "# Reason codes\n\n"
         "Every foreseeable failure is an `EvidenceError` with one of these codes, declared once in "
         "`evidence_pipeline.errors.ReasonCode`. *Retried* means the assets' retry policy (and a document job's "
         "budget) retries it; the others are terminal. *Exit* is the `evidence` command's exit code; *HTTP* the "
-        "status the intake server answers it with (empty: the server never answers it). Every `evidence` command "
+        "status the intake server answers it with (empty: the server never answers it), *operator API* the status the "
+        "[operator API](../operators/operator-api.md) answers it with. Every `evidence` command "
         "maps failures to exit codes in one place (the CLI's error boundary, `errors.exit_code`); with `--json` an "
         'error prints `{"error": {"code": "…", "message": "…"}}`.\n\n'
         "## Exit codes\n\n"
@@ -106,7 +108,7 @@ def reason_codes_page() -> str:
             (EXIT_USAGE, "usage or not found", ", ".join(exits[EXIT_USAGE]) + ", and click's own usage errors"),
             (EXIT_UNAVAILABLE, "infrastructure unavailable", ", ".join(exits[EXIT_UNAVAILABLE])),
         ])
-        + "\n## Every code\n\n" + _table(("code", "retried", "exit", "HTTP", "meaning"), rows)
+        + "\n## Every code\n\n" + _table(("code", "retried", "exit", "HTTP", "operator API", "meaning"), rows)
     )
 
 
@@ -201,19 +203,39 @@ def contract() -> dict:
     return CONTRACT
 
 
+def operator_contract() -> dict:
+    from evidence_pipeline.operator_api.app import CONTRACT
+
+    return CONTRACT
+
+
 def endpoints_page() -> str:
-    document = contract()
-    parts = [GENERATED + "# Endpoint reference\n\n"
+    return _endpoints(contract(), "Endpoint reference", "evidence_pipeline/intake/openapi.py", "openapi.json")
+
+
+def operator_endpoints_page() -> str:
+    return _endpoints(operator_contract(), "Operator API endpoints", "evidence_pipeline/operator_api/contract.py",
+                      "operator-api-openapi.json")
+
+
+def _authentication(operation: dict) -> str:
+    if "x-action" in operation:
+        return f"a signed request for `{operation['x-action']}` in the body's `authorization`"
+    return "`Authorization: Bearer <token>`" if operation.get("security") else "none"
+
+
+def _endpoints(document: dict, title: str, source: str, served_as: str) -> str:
+    """The endpoint reference of an OpenAPI document the code builds (the tenant API's or the operator API's)."""
+    parts = [GENERATED + f"# {title}\n\n"
              f"Generated from the OpenAPI {document['openapi']} document the server builds and serves at "
-             "`GET /openapi.json` (`evidence_pipeline/intake/openapi.py`, version "
-             f"{document['info']['version']}); the same document is [openapi.json](openapi.json) beside this page. "
+             f"`GET /openapi.json` (`{source}`, version "
+             f"{document['info']['version']}); the same document is [{served_as}]({served_as}) beside this page. "
              f"{document['info']['description']} Every error body is `{{\"error\": {{\"code\", \"message\"}}}}`; "
              "what each code means: [reason codes](../reference/reason-codes.md).\n"]
     for path, methods in document["paths"].items():
         for method, operation in methods.items():
             parts.append(f"\n## `{method.upper()} {path}`\n\n{operation['summary']}.\n\n")
-            parts.append("Authentication: " + ("`Authorization: Bearer <token>`" if operation.get("security")
-                                                 else "none") + ".\n")
+            parts.append(f"Authentication: {_authentication(operation)}.\n")
             parameters = operation.get("parameters", [])
             if parameters:
                 parts.append("\n" + _table(("parameter", "in", "required", "schema", "meaning"), [
@@ -297,6 +319,7 @@ PAGES = {
     "reference/roles.md": roles_page,
     "reference/cli.md": cli_page,
     "tenants-api/endpoints.md": endpoints_page,
+    "operators/operator-api-endpoints.md": operator_endpoints_page,
     "architecture/modules.md": modules_page,
     "benchmarks.md": benchmarks_page,
 }
@@ -310,6 +333,8 @@ def write_all() -> None:
             out.write(page())
     with mkdocs_gen_files.open("tenants-api/openapi.json", "w") as out:
         json.dump(contract(), out, indent=2)
+    with mkdocs_gen_files.open("operators/operator-api-openapi.json", "w") as out:
+        json.dump(operator_contract(), out, indent=2)
 
 
 if __name__ == "<run_path>":  # mkdocs-gen-files runs this file with runpy.run_path; a test imports it instead

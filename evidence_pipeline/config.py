@@ -153,6 +153,10 @@ class Settings:
     actor_key: Path | None = setting(
         "EVIDENCE_ACTOR_KEY", "the acting person's own Ed25519 private key (PKCS#8 PEM, 0600) that the CLI signs "
         "privileged actions with (`--key` wins); never a service key", default="unset: `--key` is needed")
+    operator_api_port: int | None = setting(
+        "EVIDENCE_OPERATOR_API_PORT", "the port `evidence operator-api serve` serves the operator API on (1-65535), "
+        "apart from the tenant API; on 127.0.0.1 unless `--host` says otherwise",
+        default="unset: the operator API is off")
     actor: str | None = setting(
         "EVIDENCE_ACTOR", "the acting person's actor name that the CLI signs privileged actions as (`--actor` wins)",
         default="unset: the key file's name without `.pem`")
@@ -263,6 +267,8 @@ class Settings:
             open_months=open_months(env),
             first_period=first_period(env),
             action_max_age_seconds=_positive(env, "EVIDENCE_ACTION_MAX_AGE_SECONDS", 300),
+            operator_api_port=_port(env, "EVIDENCE_OPERATOR_API_PORT") if env.get("EVIDENCE_OPERATOR_API_PORT")
+            else None,
             actor_key=actor_key,
             actor=_actor_name(env),
         )
@@ -320,6 +326,13 @@ def _flag(env, name: str, default: bool) -> bool:
     if value not in ("0", "1"):
         raise EvidenceError(ReasonCode.CONFIG_INVALID, f"{name} must be 0 or 1")
     return value == "1"
+
+
+def _port(env, name: str) -> int:
+    port = _whole(env, name, 0)
+    if port > 65535:
+        raise EvidenceError(ReasonCode.CONFIG_INVALID, f"{name} must be a TCP port, 1-65535")
+    return port
 
 
 def _whole(env, name: str, default: int) -> int:

@@ -26,20 +26,25 @@ from evidence_pipeline.intake.app import create_app, server_config
 from evidence_pipeline_tests.signers import signers_of
 
 
-@contextlib.contextmanager
-def running_server(documents: Documents) -> Iterator[str]:
+def running_server(documents: Documents) -> contextlib.AbstractContextManager[str]:
     """Serve intake for ``documents``; yields its base URL."""
+    return running_app(create_app(documents), documents.runtime.settings)
+
+
+@contextlib.contextmanager
+def running_app(app, settings: Settings) -> Iterator[str]:
+    """Serve ``app`` (intake's, or another behind the same guard) on 127.0.0.1; yields its base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
-    config = server_config(create_app(documents), documents.runtime.settings, log_level="warning", lifespan="off")
+    config = server_config(app, settings, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
     while not server.started:
         if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the intake server did not start")
+            raise RuntimeError("the server did not start")
         time.sleep(0.02)
     try:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"

@@ -63,14 +63,16 @@ def test_the_reference_pages_leave_nothing_out():
     paths = [ctx.command_path for _, ctx in generator()._commands(main, click.Context(main, info_name="evidence"))]
     assert len(paths) > 30 and all(f"\n## `{path}`\n" in cli for path in paths)
 
-    endpoints, contract = generated_page("tenants-api/endpoints.md"), generator().contract()
-    for path, methods in contract["paths"].items():
-        for method, operation in methods.items():
-            assert f"## `{method.upper()} {path}`" in endpoints
-            for status, response in operation["responses"].items():
-                error = response.get("content", {}).get("application/json", {}).get("schema", {})
-                codes = error.get("properties", {}).get("error", {}).get("properties", {}).get("code", {})
-                assert all(f"`{code}`" in endpoints for code in codes.get("enum", [])), (path, status)
+    for page, contract in (("tenants-api/endpoints.md", generator().contract()),
+                           ("operators/operator-api-endpoints.md", generator().operator_contract())):
+        endpoints = generated_page(page)
+        for path, methods in contract["paths"].items():
+            for method, operation in methods.items():
+                assert f"## `{method.upper()} {path}`" in endpoints
+                for status, response in operation["responses"].items():
+                    error = response.get("content", {}).get("application/json", {}).get("schema", {})
+                    codes = error.get("properties", {}).get("error", {}).get("properties", {}).get("code", {})
+                    assert all(f"`{code}`" in endpoints for code in codes.get("enum", [])), (path, status)
 
     modules = generated_page("architecture/modules.md")
     package = Path(config.__file__).parent

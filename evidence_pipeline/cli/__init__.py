@@ -23,6 +23,7 @@ from evidence_pipeline.cli import (
     keys,
     ledger,
     lineage,
+    operator_api,
     ruleset,
     stats,
     template,
@@ -59,7 +60,8 @@ def _exit_with(ctx: click.Context, error: EvidenceError):
 
 @click.group(cls=_ErrorBoundary, commands=[
     demo.demo, verify.verify, actor.actor, export.export, lineage.lineage, ledger.ledger, keys.keys, stats.stats,
-    jobs.dead_letter, jobs.replay, jobs.sweep, tenant.tenant, template.template, ruleset.ruleset, intake.intake, ui.ui,
+    jobs.dead_letter, jobs.replay, jobs.sweep, tenant.tenant, template.template, ruleset.ruleset, intake.intake,
+    operator_api.operator_api, ui.ui,
 ])
 def main() -> None:
     """Signed, tamper-evident monthly compliance evidence.

@@ -23,7 +23,6 @@ import time
 import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -32,7 +31,14 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake import admission, downloads, open_documents, openapi
-from evidence_pipeline.intake.guard import BoundedRequests, Limits, UploadsInFlight, error_body, guarded_protocol
+from evidence_pipeline.intake.guard import (
+    BoundedRequests,
+    Limits,
+    UploadsInFlight,
+    error_body,
+    exception_handlers,
+    guarded_protocol,
+)
 from evidence_pipeline.ledger.admission import Clock
 from evidence_pipeline.store.local import io_errors
 
@@ -204,17 +210,8 @@ def create_app(documents: Documents) -> BoundedRequests:
         healthy = all(value == "ok" for value in checks.values())
         return JSONResponse({"ok": healthy, "checks": checks}, status_code=200 if healthy else 503)
 
-    async def evidence_error(request: Request, error: EvidenceError) -> JSONResponse:
-        return error_response(error.code, error.message, close=request.url.path == "/v1/documents")
-
-    async def http_error(request: Request, error: HTTPException) -> JSONResponse:
-        if error.status_code == 405:
-            return error_response(ReasonCode.METHOD_NOT_ALLOWED, "method not allowed")
-        return error_response(ReasonCode.ROUTE_NOT_FOUND, "no such endpoint")
-
-    async def unexpected(request: Request, error: Exception) -> JSONResponse:
-        log.exception("unexpected error in %s %s", request.method, request.url.path)
-        return error_response(ReasonCode.UNEXPECTED_ERROR, "internal error; the server log has the details")
+    def answer(request: Request, code: str, message: str) -> Response:
+        return error_response(code, message, close=request.url.path == "/v1/documents")
 
     return BoundedRequests(Starlette(
         routes=[
@@ -229,7 +226,7 @@ def create_app(documents: Documents) -> BoundedRequests:
             Route("/v1/batches/{batch_id}/cancel", cancel_batch, methods=["POST"]),
             *downloads.routes(documents, tenant_of, _check_text),
         ],
-        exception_handlers={EvidenceError: evidence_error, HTTPException: http_error, Exception: unexpected},
+        exception_handlers=exception_handlers(answer, log),
     ), limits)
 
 

@@ -2,20 +2,25 @@
 connection (no header size or count, no time to headers), so a slow or huge request could hold a worker's memory
 and its file descriptors forever. ``guarded_protocol`` bounds the header phase (bytes, count, time) and the number
 of connections; ``BoundedRequests`` (ASGI) bounds the body's rate, the request's total time and the number of
-uploads in flight, and refuses ambiguous requests (a security header sent twice)."""
+uploads in flight, and refuses ambiguous requests (a security header sent twice). ``error_body`` and
+``exception_handlers`` are how an app behind the guard (the tenant API's, the operator API's) answers a failure."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import logging
 import resource
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import httptools
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from evidence_pipeline.config import Settings
@@ -66,6 +71,26 @@ def fd_budget() -> int:
 
 def error_body(code: str, message: str) -> bytes:
     return json.dumps({"error": {"code": code, "message": message}}).encode()
+
+
+def exception_handlers(answer: Callable[[Request, str, str], Response], log: logging.Logger) -> dict:
+    """An app's handlers of every failure, each answered by ``answer(request, code, message)``: an EvidenceError
+    with its code and message, an unknown route or method with ROUTE_NOT_FOUND or METHOD_NOT_ALLOWED, anything
+    else with UNEXPECTED_ERROR and a generic message (its traceback goes to ``log``, never to the client)."""
+
+    async def evidence_error(request: Request, error: EvidenceError) -> Response:
+        return answer(request, error.code, error.message)
+
+    async def http_error(request: Request, error: HTTPException) -> Response:
+        if error.status_code == 405:
+            return answer(request, ReasonCode.METHOD_NOT_ALLOWED, "method not allowed")
+        return answer(request, ReasonCode.ROUTE_NOT_FOUND, "no such endpoint")
+
+    async def unexpected(request: Request, error: Exception) -> Response:
+        log.exception("unexpected error in %s %s", request.method, request.url.path)
+        return answer(request, ReasonCode.UNEXPECTED_ERROR, "internal error; the server log has the details")
+
+    return {EvidenceError: evidence_error, HTTPException: http_error, Exception: unexpected}
 
 
 class _Refused(Exception):

@@ -189,24 +189,28 @@ OPERATIONS = {
 }
 
 
+def error_responses(codes: set[str], status: dict[str, int], retry_after: int) -> dict:
+    """An operation's refusals: one response per status, naming the reason codes it answers with (the schema
+    "Error" is the components'; a 429, 503 or 507 carries Retry-After)."""
+    by_status: dict[int, set[str]] = defaultdict(set)
+    for code in codes:
+        by_status[status[code]].add(str(code))
+    return {str(answered): {
+        "description": "refused: " + ", ".join(sorted(named)),
+        "content": {"application/json": {"schema": {"allOf": [_ref("Error")], "properties": {
+            "error": {"properties": {"code": {"enum": sorted(named)}}}}}}},
+        **({"headers": {"Retry-After": {"required": True, "schema": {"type": "integer", "const": retry_after}}}}
+           if answered in (429, 503, 507) else {}),
+    } for answered, named in sorted(by_status.items())}
+
+
 def document(status: dict[str, int], retry_after: int) -> dict:
     """The contract, given the status of each reason code and the Retry-After of a 429, 503 or 507."""
     paths: dict[str, dict] = defaultdict(dict)
     for (path, method), (summary, parameters, body, successes, codes) in OPERATIONS.items():
         responses = {str(status): {"description": "success", **_json(schema)} if isinstance(schema, str) else schema
                      for status, schema in successes.items()}
-        by_status: dict[int, set[str]] = defaultdict(set)
-        for code in {*codes, *_ALWAYS}:
-            by_status[status[code]].add(str(code))
-        for answered, named in sorted(by_status.items()):
-            responses[str(answered)] = {
-                "description": "refused: " + ", ".join(sorted(named)),
-                "content": {"application/json": {"schema": {"allOf": [_ref("Error")], "properties": {
-                    "error": {"properties": {"code": {"enum": sorted(named)}}}}}}},
-                **({"headers": {"Retry-After": {"required": True, "schema": {"type": "integer",
-                                                                             "const": retry_after}}}}
-                   if answered in (429, 503, 507) else {}),
-            }
+        responses |= error_responses({*codes, *_ALWAYS}, status, retry_after)
         operation = {"summary": summary, "operationId": f"{method}_{path}".replace("/", "_").strip("_"),
                      "parameters": parameters, "responses": responses, "security": [{"bearer": []}]}
         if body is not None:
