@@ -5,6 +5,7 @@ specification, not from this code), retried with backoff, dead after the budget 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import urllib.error
@@ -336,3 +337,40 @@ def test_the_budget_ends_in_a_dead_delivery_that_is_listed_and_replayed(ledger, 
                                            {"delivery_id": dead["delivery_id"], "reason": "twice"}))
     assert again.value.code == "WEBHOOK_DELIVERY_NOT_DEAD"
     assert ledger.verify_chain()
+
+
+
+def test_the_commands_set_print_the_secret_once_list_deliver_and_replay(tmp_path, monkeypatch, receiver):
+    from click.testing import CliRunner
+
+    from evidence_pipeline.cli import main
+    from evidence_pipeline_tests.signers import Signers
+
+    env = {"EVIDENCE_HOME": str(tmp_path / "home"), "EVIDENCE_WEBHOOK_MAX_ATTEMPTS": "1"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    ledger = Ledger(Settings.from_env(env).ledger_url)
+    olga = ["--key", Signers(ledger, tmp_path / "actors").key_file("olga")]
+    hook = receiver()
+    cli = CliRunner()
+    shown = cli.invoke(main, ["tenant", "webhook", "set", TENANT, hook.url, *olga])
+    assert shown.exit_code == 0, shown.output
+    secret = re.search(r"secret: +(whsec_\S+)", shown.output).group(1)
+    assert Outbox(ledger).subscription(TENANT)["secret"] == secret
+    refused = cli.invoke(main, ["tenant", "webhook", "set", TENANT, "http://10.0.0.1/", *olga])
+    assert refused.exit_code == 1 and "WEBHOOK_HOST_REFUSED" in refused.output
+    _succeed(ledger, _job(ledger, TENANT, "ok"))
+    delivered = cli.invoke(main, ["webhook", "deliver", "--json"])
+    assert json.loads(delivered.output) == {"delivered": 0, "pending": 0, "dead": 1}  # no secret yet: refused
+    listed = json.loads(cli.invoke(main, ["webhook", "deliveries", "--state", "dead", "--json"]).output)
+    assert [(row["event_type"], row["last_code"], row["last_status"]) for row in listed] == [
+        ("job.succeeded", "WEBHOOK_RECEIVER_FAILED", 400)]
+    hook.secrets.append(secret)
+    replayed = cli.invoke(main, ["webhook", "replay", listed[0]["delivery_id"], "--reason", "secret installed",
+                                 *olga])
+    assert replayed.exit_code == 0, replayed.output
+    assert json.loads(cli.invoke(main, ["webhook", "deliver", "--json"]).output)["delivered"] == 1
+    assert [message_id for message_id, _ in hook.accepted] == [listed[0]["delivery_id"]]
+    rotated = cli.invoke(main, ["tenant", "webhook", "rotate", TENANT, *olga, "--json"])
+    assert json.loads(rotated.output)["previous_secret_id"] == signing.secret_id(secret)
+    assert secret not in cli.invoke(main, ["webhook", "deliveries", "--json"]).output
