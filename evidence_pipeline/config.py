@@ -5,6 +5,7 @@ docs is generated from them, with the defaults ``Settings.from_env`` computes.""
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 from dataclasses import dataclass, field
@@ -160,6 +161,19 @@ class Settings:
     actor: str | None = setting(
         "EVIDENCE_ACTOR", "the acting person's actor name that the CLI signs privileged actions as (`--actor` wins)",
         default="unset: the key file's name without `.pem`")
+    # webhooks (webhooks/): where they may go, how often they are tried, how long a rotated secret still signs
+    webhook_allowed_networks: tuple[str, ...] = setting(
+        "EVIDENCE_WEBHOOK_ALLOWED_NETWORKS", "comma-separated networks (CIDR) every address of a webhook's host must "
+        "lie in, else `WEBHOOK_HOST_REFUSED`; the default allows loopback only (the demo)",
+        default="`127.0.0.0/8,::1/128`")
+    webhook_max_attempts: int = setting("EVIDENCE_WEBHOOK_MAX_ATTEMPTS", "attempts at one webhook delivery before "
+                                        "it is dead (listed by `evidence webhook deliveries`, replayable)")
+    webhook_retry_seconds: float = setting("EVIDENCE_WEBHOOK_RETRY_SECONDS", "wait after a delivery's first failed "
+                                           "attempt; doubled after each later one, with jitter")
+    webhook_retry_max_seconds: float = setting("EVIDENCE_WEBHOOK_RETRY_MAX_SECONDS", "the longest wait between two "
+                                               "attempts at a delivery (the cap of the backoff)")
+    webhook_rotation_seconds: float = setting("EVIDENCE_WEBHOOK_ROTATION_SECONDS", "after `evidence tenant webhook "
+                                              "rotate`, how long the previous secret still signs beside the new one")
 
     def worker_processes(self, sharing: int = 1) -> int:
         """EVIDENCE_WORKERS, or by default this process's share of the CPUs it may use when ``sharing`` processes
@@ -271,6 +285,11 @@ class Settings:
             else None,
             actor_key=actor_key,
             actor=_actor_name(env),
+            webhook_allowed_networks=_networks(env, "EVIDENCE_WEBHOOK_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128"),
+            webhook_max_attempts=_whole(env, "EVIDENCE_WEBHOOK_MAX_ATTEMPTS", 12),
+            webhook_retry_seconds=_positive(env, "EVIDENCE_WEBHOOK_RETRY_SECONDS", 10),
+            webhook_retry_max_seconds=_positive(env, "EVIDENCE_WEBHOOK_RETRY_MAX_SECONDS", 3600),
+            webhook_rotation_seconds=_positive(env, "EVIDENCE_WEBHOOK_ROTATION_SECONDS", 86400),
         )
         archive = None if settings.archive_uri.startswith("s3://") else Path(settings.archive_uri)
         if witness_key is not None and archive in witness_key.parents:
@@ -319,6 +338,16 @@ def _positive(env, name: str, default: float) -> float:
     if not (math.isfinite(value) and value > 0):
         raise EvidenceError(ReasonCode.CONFIG_INVALID, f"{name} must be a positive, finite number")
     return value
+
+
+def _networks(env, name: str, default: str) -> tuple[str, ...]:
+    """A comma-separated list of networks in CIDR notation, each normalized (``ipaddress.ip_network``)."""
+    try:
+        networks = tuple(str(ipaddress.ip_network(part.strip())) for part in env.get(name, default).split(","))
+    except ValueError:
+        raise EvidenceError(ReasonCode.CONFIG_INVALID, f"{name} must be networks in CIDR notation, comma-separated") \
+            from None
+    return networks
 
 
 def _flag(env, name: str, default: bool) -> bool:

@@ -333,6 +333,19 @@ class ReasonCode(Vocabulary):
     )
     ACTION_FORBIDDEN = "ACTION_FORBIDDEN", "none of the actor's roles permits the action"
     ACTION_REPLAYED = "ACTION_REPLAYED", "the request's nonce was used before: each signed request acts once"
+    WEBHOOK_URL_INVALID = (
+        "WEBHOOK_URL_INVALID",
+        "a webhook URL is not `http(s)://host[:port]/path` (no user info, no fragment, at most 2048 characters)",
+    )
+    WEBHOOK_HOST_REFUSED = (
+        "WEBHOOK_HOST_REFUSED",
+        "a webhook host resolves to an address outside `EVIDENCE_WEBHOOK_ALLOWED_NETWORKS` (loopback by default)",
+    )
+    WEBHOOK_HOST_UNRESOLVED = "WEBHOOK_HOST_UNRESOLVED", "a webhook host name did not resolve: retried"
+    WEBHOOK_UNREACHABLE = "WEBHOOK_UNREACHABLE", "a webhook receiver refused the connection or timed out: retried"
+    WEBHOOK_RECEIVER_FAILED = "WEBHOOK_RECEIVER_FAILED", "a webhook receiver answered other than 2xx: retried"
+    WEBHOOK_NOT_SET = "WEBHOOK_NOT_SET", "the tenant has no webhook (set one with `evidence tenant webhook set`)"
+    WEBHOOK_DELIVERY_NOT_DEAD = "WEBHOOK_DELIVERY_NOT_DEAD", "no dead webhook delivery has that id: nothing to replay"
     FOUR_EYES_REQUIRED = (
         "FOUR_EYES_REQUIRED",
         "the approver is the author's identity (the same name, or a shared key)",
@@ -446,6 +459,10 @@ RETRYABLE = frozenset(
         ReasonCode.PROCESSOR_FAILED,
         ReasonCode.PROCESSOR_RESOURCE_EXHAUSTED,
         ReasonCode.PROCESSOR_TIMED_OUT,
+        # a webhook delivery's attempt: retried with backoff until its budget is spent, then the delivery is dead
+        ReasonCode.WEBHOOK_HOST_UNRESOLVED,
+        ReasonCode.WEBHOOK_UNREACHABLE,
+        ReasonCode.WEBHOOK_RECEIVER_FAILED,
     }
 )
 
@@ -471,6 +488,9 @@ USAGE_CODES = frozenset(
         ReasonCode.LINEAGE_NOT_FOUND,
         ReasonCode.PACKAGE_NOT_FOUND,
         ReasonCode.PACKAGE_EXISTS,
+        ReasonCode.WEBHOOK_URL_INVALID,
+        ReasonCode.WEBHOOK_NOT_SET,
+        ReasonCode.WEBHOOK_DELIVERY_NOT_DEAD,
     }
 )
 UNAVAILABLE_CODES = frozenset(

@@ -73,6 +73,15 @@ class EventType(Vocabulary):
     TEMPLATE_APPROVED = "template.approved", "a template version's approval, by someone other than the author"
     RULESET_CANARY = "ruleset.canary", "a tenant's new contract reviews are routed to a candidate ruleset"
     RULESET_ROLLED_BACK = "ruleset.rolled_back", "routing the tenant to the candidate stopped"
+    WEBHOOK_CONFIGURED = (
+        "webhook.configured",
+        "an operator set a tenant's webhook: its URL's SHA-256 and the id of its new secret, never the secret",
+    )
+    WEBHOOK_ROTATED = (
+        "webhook.rotated",
+        "an operator rotated a tenant's webhook secret: the new secret's id, and until when the previous one signs too",
+    )
+    WEBHOOK_REPLAYED = "webhook.replayed", "an operator sent a dead webhook delivery again: its id, and why"
     # the actor registry: events of no tenant (their tenant is ""), each carrying the signed request that made it
     ACTOR_BOOTSTRAPPED = "actor.bootstrapped", "once per deployment: the first admin, signed by its own key"
     ACTOR_REGISTERED = "actor.registered", "an actor's name, roles and first key"

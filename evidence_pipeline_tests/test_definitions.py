@@ -82,6 +82,7 @@ def test_snapshot_of_assets_checks_jobs_schedules_sensors():
     }
     assert sorted(s.name for s in repo.sensor_defs) == [
         "document_dispatch_sensor", "evidence_job_failed", "evidence_job_succeeded", "tenant_registry_sensor",
+        "webhook_delivery_sensor",
     ]
 
 

@@ -44,12 +44,15 @@ class Action(StrEnum):
     TEMPLATE_APPROVE = "template.approve"
     PART_DECIDE = "part.decide"
     JOBS_READ = "jobs.read"
+    WEBHOOK_SET = "webhook.set"
+    WEBHOOK_ROTATE = "webhook.rotate"
+    WEBHOOK_REPLAY = "webhook.replay"
 
 
 ROLE_DESCRIPTIONS = {
     Role.ADMIN: "manages identities (actors, their roles and keys) and the service's signing keys",
-    Role.OPERATOR: "runs the service: registers tenants and issues their API tokens, replays, ruleset canaries and "
-                   "rollbacks, asks for offboarding, submits templates, reads jobs",
+    Role.OPERATOR: "runs the service: registers tenants, issues their API tokens and sets their webhooks, replays, "
+                   "ruleset canaries and rollbacks, asks for offboarding, submits templates, reads jobs",
     Role.APPROVER: "the second pair of eyes: approves templates and offboarding, decides on parts; never its own work",
     Role.REVIEWER: "decides on a document's parts",
     Role.AUDITOR: "reads jobs and dead letters; changes nothing",
@@ -75,6 +78,9 @@ ACTION_DESCRIPTIONS = {
     Action.TEMPLATE_APPROVE: "approve another actor's template version",
     Action.PART_DECIDE: "decide on a document's part (approve or reject)",
     Action.JOBS_READ: "list dead letters, jobs and their attempts",
+    Action.WEBHOOK_SET: "set a tenant's webhook URL (a new secret, shown once)",
+    Action.WEBHOOK_ROTATE: "rotate a tenant's webhook secret (the previous one signs too for a window)",
+    Action.WEBHOOK_REPLAY: "send a dead webhook delivery again",
 }
 
 PERMISSIONS: dict[Role, frozenset[Action]] = {
@@ -82,7 +88,8 @@ PERMISSIONS: dict[Role, frozenset[Action]] = {
                            Action.KEYS_ROTATE, Action.KEYS_REVOKE}),
     Role.OPERATOR: frozenset({Action.TENANT_REGISTER, Action.TOKEN_ISSUE, Action.TOKEN_REVOKE, Action.JOB_REPLAY,
                               Action.RULESET_CANARY, Action.RULESET_ROLLBACK, Action.TENANT_OFFBOARD,
-                              Action.TEMPLATE_SUBMIT, Action.JOBS_READ}),
+                              Action.TEMPLATE_SUBMIT, Action.JOBS_READ, Action.WEBHOOK_SET, Action.WEBHOOK_ROTATE,
+                              Action.WEBHOOK_REPLAY}),
     Role.APPROVER: frozenset({Action.TEMPLATE_APPROVE, Action.TENANT_OFFBOARD_APPROVE, Action.PART_DECIDE}),
     Role.REVIEWER: frozenset({Action.PART_DECIDE}),
     Role.AUDITOR: frozenset({Action.JOBS_READ}),
@@ -109,6 +116,9 @@ RECORDED_AS: dict[Action, EventType] = {
     Action.TENANT_OFFBOARD_APPROVE: EventType.TENANT_OFFBOARDED,
     Action.KEYS_ROTATE: EventType.KEYS_ROTATED,
     Action.KEYS_REVOKE: EventType.KEYS_REVOKED,
+    Action.WEBHOOK_SET: EventType.WEBHOOK_CONFIGURED,
+    Action.WEBHOOK_ROTATE: EventType.WEBHOOK_ROTATED,
+    Action.WEBHOOK_REPLAY: EventType.WEBHOOK_REPLAYED,
 }
 # Actions that record one event per tenant they name, all in one transaction and each carrying the same signed
 # request: offline, one request may authorize a run of consecutive events of its type, one per tenant.

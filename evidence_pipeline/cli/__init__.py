@@ -30,6 +30,7 @@ from evidence_pipeline.cli import (
     tenant,
     ui,
     verify,
+    webhook,
 )
 from evidence_pipeline.cli.options import JSON_REQUESTED
 from evidence_pipeline.errors import EvidenceError, ReasonCode, exit_code
@@ -61,7 +62,7 @@ def _exit_with(ctx: click.Context, error: EvidenceError):
 @click.group(cls=_ErrorBoundary, commands=[
     demo.demo, verify.verify, actor.actor, export.export, lineage.lineage, ledger.ledger, keys.keys, stats.stats,
     jobs.dead_letter, jobs.replay, jobs.sweep, tenant.tenant, template.template, ruleset.ruleset, intake.intake,
-    operator_api.operator_api, ui.ui,
+    operator_api.operator_api, webhook.webhook, ui.ui,
 ])
 def main() -> None:
     """Signed, tamper-evident monthly compliance evidence.

@@ -11,12 +11,16 @@ import click
 from evidence_pipeline.cli.acting import gate, signed, signer_options
 from evidence_pipeline.cli.options import check_tenant_id, json_option
 from evidence_pipeline.cli.resources import load_settings, open_runtime
+from evidence_pipeline.cli.webhook import tenant_webhook
 from evidence_pipeline.errors import EvidenceError, ReasonCode, exit_code
 
 
 @click.group()
 def tenant() -> None:
-    """Tenants: the registry, API tokens for intake, offboarding."""
+    """Tenants: the registry, API tokens for intake, webhooks, offboarding."""
+
+
+tenant.add_command(tenant_webhook)
 
 
 @tenant.command("add")

@@ -9,6 +9,7 @@ import time
 from sqlalchemy import Connection, func, select
 
 from evidence_pipeline.errors import ReasonCode
+from evidence_pipeline.ledger import outbox
 from evidence_pipeline.ledger.admission import Clock, JobLimits
 from evidence_pipeline.ledger.db import LostRace, classified_errors
 from evidence_pipeline.ledger.ledger import Ledger, current_month
@@ -156,7 +157,7 @@ class Batches:
             ).rowcount
             if not stopped:
                 raise LostRace()  # a dispatcher advanced it meanwhile: look again
-            self.ledger._append(
+            event = self.ledger._append(
                 conn,
                 TenantMonth(tenant, current_month()),
                 EventType.BATCH_CANCELLED,
@@ -164,6 +165,8 @@ class Batches:
                 actor,
                 {"batch_id": batch_id, "undispatched": batch["jobs"] - batch["dispatched"]},
             )
+            if batch["state"] == "open":  # a dispatched batch finished (and was announced) when its last child ended
+                outbox.batch_ended(conn, self.ledger, tenant, batch_id, event, ("cancelled",))
             return self._batch(conn, tenant, batch_id)
 
         return self.ledger._transact(stop)

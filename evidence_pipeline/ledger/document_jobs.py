@@ -18,6 +18,7 @@ from sqlalchemy import Connection, bindparam, select
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import jobs as states
+from evidence_pipeline.ledger import outbox
 from evidence_pipeline.ledger.db import classified_errors
 from evidence_pipeline.ledger.documents import find_event_in
 from evidence_pipeline.ledger.jobs import Lease
@@ -192,9 +193,10 @@ class DocumentJobs:
                 actor,
                 outputs | {"job_id": job["job_id"], "lease_token": lease.token},
             )
+            ended = event
             if rejected:
                 attempt = self.ledger._job(conn, job["job_id"])["attempts"]
-                self.ledger._append(
+                ended = self.ledger._append(
                     conn,
                     tenant_month,
                     EventType.JOB_REJECTED,
@@ -204,6 +206,7 @@ class DocumentJobs:
                 )
             conn.execute(self._finished_update, {"finished_job_id": job["job_id"], "finished_at": time.time(),
                                                  "outputs": canonical(outputs | {"ledger_seq": event.seq})})
+            outbox.job_ended(conn, self.ledger, job["job_id"], state, rejected, ended)
             return event.seq
 
         return self.ledger._transact(commit)

@@ -253,10 +253,16 @@ class JobTransitions:
         message = message[:MESSAGE_CHARS] if message else None
         self._swap(conn, job, state=state, attempts=attempts, last_reason=str(reason), last_message=message,
                    lease_expires_at=None, next_attempt_at=retry_at)
-        self._append(conn, self._tenant_month(job), EventType(f"job.{state}"), job["source_sha256"], actor,
-                     {"job_id": job["job_id"], "reason": reason, "attempt": attempts}
-                     | ({"message": message} if message else {})
-                     | ({"next_attempt_at": utc_iso(retry_at)} if retry_at else {}))
+        event = self._append(conn, self._tenant_month(job), EventType(f"job.{state}"), job["source_sha256"], actor,
+                             {"job_id": job["job_id"], "reason": reason, "attempt": attempts}
+                             | ({"message": message} if message else {})
+                             | ({"next_attempt_at": utc_iso(retry_at)} if retry_at else {}))
+        if state != ACCEPTED and job["fidelity"] == DOCUMENT:
+            # Imported here: the outbox is a piece over this core, and a document job's end is announced in the
+            # transaction of its event (ledger/outbox.py).
+            from evidence_pipeline.ledger import outbox
+
+            outbox.job_ended(conn, self, job["job_id"], state, str(reason), event)
         return state
 
     def replay(self, conn: Connection, job_id: str, requested_by: str, reason: str, authorization: dict,

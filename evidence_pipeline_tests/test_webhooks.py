@@ -1,0 +1,376 @@
+"""Signed webhooks (issue 31): announced from the ledger's outbox in the transaction of their event, delivered at
+least once to a real receiver on 127.0.0.1 that checks them with the Standard Webhooks library (written from the
+specification, not from this code), retried with backoff, dead after the budget and replayable."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from standardwebhooks import Webhook
+from standardwebhooks.webhooks import WebhookVerificationError
+
+from evidence_pipeline.actors.offline import recheck_events
+from evidence_pipeline.actors.roles import Action
+from evidence_pipeline.config import Settings
+from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.ledger import Ledger
+from evidence_pipeline.ledger.admission import Clock, JobLimits
+from evidence_pipeline.ledger.batches import Batches
+from evidence_pipeline.ledger.document_jobs import EVIDENCE, DocumentJobs
+from evidence_pipeline.ledger.jobs import Lease, RetryBudget
+from evidence_pipeline.ledger.outbox import Outbox
+from evidence_pipeline.ledger.submissions import Submissions
+from evidence_pipeline.models import EventType
+from evidence_pipeline.webhooks import signing
+from evidence_pipeline.webhooks.delivery import CLAIM_SECONDS, Deliverer
+from evidence_pipeline.webhooks.subscriptions import replay_delivery, rotate_secret, set_webhook
+from evidence_pipeline_tests.signers import signers_of
+
+TENANT, QUIET = "acme", "quiet"  # QUIET has no webhook
+ONE_TRY = RetryBudget(max_attempts=1, max_elapsed_seconds=0.0)
+SHA = "ab" * 32
+LIMITS = JobLimits(max_outstanding=100, max_queue_age_seconds=3600, max_queued=1000)
+DATA_FIELDS = {"tenant", "ledger_seq", "job_id", "operation", "state", "reason", "period", "identity",
+               "report_sha256", "statement_sha256", "batch_id", "jobs", "cancelled", "counts"}
+
+
+class Receiver:
+    """A tenant's receiver on 127.0.0.1: verifies each request with the specification's library and its secrets,
+    answers 500 to the first ``fail_first`` attempts of each message, 204 once it accepts one."""
+
+    def __init__(self, secret: str = "", fail_first: int = 0):
+        self.secrets, self.fail_first = [secret] if secret else [], fail_first
+        self.attempts: Counter = Counter()  # webhook-id -> requests that verified
+        self.accepted: list[tuple[str, dict]] = []  # (webhook-id, body) answered 2xx
+        self.refused = 0  # requests whose signature did not verify
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                self.send_response(receiver.answer(body, dict(self.headers)))
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *_args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/evidence?v=1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def answer(self, body: bytes, headers: dict) -> int:
+        verified = None
+        for secret in self.secrets:
+            try:
+                verified = Webhook(secret).verify(body, headers)
+                break
+            except WebhookVerificationError:
+                continue
+        if verified is None:
+            self.refused += 1
+            return 400
+        message_id = headers["webhook-id"]
+        self.attempts[message_id] += 1
+        if self.attempts[message_id] <= self.fail_first:
+            return 500
+        self.accepted.append((message_id, verified))
+        return 204
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def ledger(backend, tmp_path):
+    return Ledger(backend.get("EVIDENCE_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.sqlite'}"))
+
+
+@pytest.fixture
+def receiver():
+    receivers = []
+
+    def start(**options) -> Receiver:
+        receivers.append(Receiver(**options))
+        return receivers[-1]
+
+    yield start
+    for each in receivers:
+        each.close()
+
+
+def _settings(tmp_path, **overrides) -> Settings:
+    return Settings.from_env({"EVIDENCE_HOME": str(tmp_path / "home"), "EVIDENCE_WEBHOOK_RETRY_SECONDS": "1",
+                              "EVIDENCE_WEBHOOK_RETRY_MAX_SECONDS": "4", **overrides})
+
+
+def _set(ledger: Ledger, settings: Settings, url: str, tenant: str = TENANT) -> dict:
+    signers = signers_of(ledger)
+    return set_webhook(signers.gate, settings, url, signers.sign("olga", Action.WEBHOOK_SET, {"url": url}, tenant))
+
+
+class FakeClock:
+    """The deliverer's clock, moved by the test (starting now: receivers check the timestamp within 5 minutes)."""
+
+    def __init__(self):
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _job(ledger: Ledger, tenant: str, key: str, operation: str = "inspect", request: dict | None = None) -> dict:
+    job, _ = Submissions(ledger).submit_job(tenant, key, SHA, operation, request or {"inputs": [key]},
+                                            "policy-test", "intake", None, Clock(None))
+    return DocumentJobs(ledger).job(tenant, job["job_id"])
+
+
+def _succeed(ledger: Ledger, job: dict, event_type: str = EventType.DOCUMENT_PUBLISHED, outputs: dict | None = None):
+    lease = ledger.acquire_lease(job["job_id"], "worker", 60)
+    DocumentJobs(ledger).complete(job, lease, event_type, SHA, outputs or {"outputs": []}, "worker")
+
+
+def _fail(ledger: Ledger, job: dict, reason: str, retryable: bool) -> str:
+    lease = ledger.acquire_lease(job["job_id"], "worker", 60)
+    return ledger.record_failure(job["job_id"], reason, retryable, "worker", ONE_TRY, 1, lease.token, "a message")
+
+
+def _end_jobs_of_every_kind(ledger: Ledger) -> None:
+    """For TENANT: a job that succeeds, one rejected, one dead, an evidence request delivered, a batch of two that
+    finishes; for QUIET (no webhook) a job that ends; and a commit that is fenced (it never happened)."""
+    _succeed(ledger, _job(ledger, TENANT, "ok"))
+    assert _fail(ledger, _job(ledger, TENANT, "bad"), "DOCUMENT_ENCRYPTED", False) == "rejected"
+    assert _fail(ledger, _job(ledger, TENANT, "lost"), "STORE_UNAVAILABLE", True) == "dead"
+    bundle = {"location": "/private/archive/acme/2026-04", "identity": "id" * 32, "report_sha256": SHA,
+              "statement_sha256": "cd" * 32, "ledger_seq": 1}
+    _succeed(ledger, _job(ledger, TENANT, "month", EVIDENCE, {"period": "2026-04"}), EventType.EVIDENCE_DELIVERED,
+             {"run_id": "run-1", "bundle": bundle})
+    _succeed(ledger, _job(ledger, QUIET, "ok"))
+    fenced = _job(ledger, TENANT, "fenced")
+    with pytest.raises(EvidenceError) as error:
+        DocumentJobs(ledger).complete(fenced, Lease(fenced["job_id"], 99, "stale", 0.0), EventType.DOCUMENT_PUBLISHED,
+                                      SHA, {"outputs": []}, "stale")
+    assert error.value.code == "LEASE_FENCED"
+    batches = Batches(ledger, Submissions(ledger))
+    batch, _ = batches.create_batch(TENANT, "bat_one", SHA, "acme/batches/x.json", 2, "intake", LIMITS,
+                                    Clock(None))
+    children = [(f"child-{n}", SHA, "inspect", {"inputs": [f"c{n}"]}) for n in range(2)]
+    assert batches.dispatch_batch_page(batch, children, "policy-test", "dispatcher")
+    first, second = (DocumentJobs(ledger).job(TENANT, job_id) for job_id in batches.batch_children_in("bat_one",
+                                                                                                       "accepted"))
+    _succeed(ledger, first)
+    assert not [row for row in Outbox(ledger).deliveries(TENANT) if row["event_type"] == "batch.finished"]
+    _fail(ledger, second, "DOCUMENT_ENCRYPTED", False)
+
+
+EXPECTED = Counter({"job.succeeded": 3, "job.rejected": 2, "job.dead": 1, "evidence.delivered": 1,
+                    "batch.finished": 1})
+
+
+def test_exactly_one_delivery_per_event_across_a_restart_and_a_receiver_that_fails_twice(ledger, tmp_path,
+                                                                                           receiver):
+    settings = _settings(tmp_path)
+    hook = receiver(fail_first=2)
+    hook.secrets.append(_set(ledger, settings, hook.url)["secret"])
+    _end_jobs_of_every_kind(ledger)
+    outbox = Outbox(ledger)
+    pending = outbox.deliveries(TENANT)
+    assert Counter(row["event_type"] for row in pending) == EXPECTED  # the fenced commit announced nothing
+    assert outbox.deliveries(QUIET) == []
+    for row in pending:  # ids, kinds, codes and digests: no message, no location, no content
+        body = json.loads(row["payload"])
+        assert body.keys() == {"type", "timestamp", "data"} and body["data"].keys() <= DATA_FIELDS
+        assert "/private" not in row["payload"] and "a message" not in row["payload"]
+
+    clock = FakeClock()
+    first = Deliverer(ledger, settings, clock, jitter=lambda: 0.0)
+    assert first.drain() == Counter({"pending": 8})  # every first attempt answered 500
+    assert first.drain() == Counter()  # nothing is due before its backoff
+    crashed = outbox.claim_due(clock.now + 1, CLAIM_SECONDS, 1)  # a deliverer that claimed one and died
+
+    clock.now += 1
+    restarted = Deliverer(Ledger(ledger.engine.url.render_as_string(hide_password=False)), settings, clock,
+                          jitter=lambda: 0.0)
+    assert restarted.drain() == Counter({"pending": 7})  # second attempts, but for the claimed one
+    clock.now += 2
+    assert restarted.drain() == Counter({"delivered": 7})
+    clock.now += CLAIM_SECONDS  # the dead deliverer's claim expired
+    assert restarted.drain(max_deliveries=10) == Counter({"pending": 1})
+    clock.now += 2
+    assert restarted.drain() == Counter({"delivered": 1}) and restarted.drain() == Counter()
+
+    ids = [message_id for message_id, _ in hook.accepted]
+    assert sorted(ids) == sorted(row["delivery_id"] for row in pending)  # each exactly once
+    assert set(hook.attempts.values()) == {3} and hook.refused == 0
+    assert Counter(body["type"] for _, body in hook.accepted) == EXPECTED
+    bodies = {row["delivery_id"]: json.loads(row["payload"]) for row in pending}
+    assert all(bodies[message_id] == body for message_id, body in hook.accepted)  # the same body every attempt
+    delivered = {row["delivery_id"]: row for row in outbox.deliveries(TENANT, ("delivered",))}
+    assert crashed[0]["delivery_id"] in delivered and {row["attempts"] for row in delivered.values()} == {3}
+    [finished] = [body["data"] for _, body in hook.accepted if body["type"] == "batch.finished"]
+    assert (finished["batch_id"], finished["counts"]) == ("bat_one", {"succeeded": 1, "rejected": 1})
+    [evidence] = [body["data"] for _, body in hook.accepted if body["type"] == "evidence.delivered"]
+    assert (evidence["period"], evidence["report_sha256"]) == ("2026-04", SHA)
+    assert ledger.verify_chain()
+
+
+def test_a_tampered_message_is_refused_by_the_specification_receiver_and_rotation_signs_with_both(
+        ledger, tmp_path, receiver):
+    settings = _settings(tmp_path, EVIDENCE_WEBHOOK_ROTATION_SECONDS="60")
+    hook = receiver()
+    hook.secrets.append(_set(ledger, settings, hook.url)["secret"])
+    body = b'{"type":"job.succeeded","data":{"job_id":"j"}}'
+    headers = signing.headers(hook.secrets, "msg_1", int(time.time()), body)
+    assert Webhook(hook.secrets[0]).verify(body, headers)["data"] == {"job_id": "j"}
+    tampered_body = body.replace(b'"j"', b'"k"')
+    forged = headers | {"webhook-signature": signing.signature(signing.new_secret(), "msg_1",
+                                                               int(headers["webhook-timestamp"]), body)}
+    other_id = headers | {"webhook-id": "msg_2"}
+    for sent_body, sent_headers in ((tampered_body, headers), (body, forged), (body, other_id)):
+        request = urllib.request.Request(hook.url, data=sent_body, headers=sent_headers, method="POST")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 400
+    assert hook.refused == 3 and hook.accepted == []
+
+    signers = signers_of(ledger)
+    old = hook.secrets[0]
+    rotated = rotate_secret(signers.gate, settings, signers.sign("olga", Action.WEBHOOK_ROTATE, {}, TENANT))
+    assert rotated["previous_secret_id"] == signing.secret_id(old) != rotated["secret_id"]
+    clock = FakeClock()
+    deliverer = Deliverer(ledger, settings, clock, jitter=lambda: 0.0)
+    for secret in (old, rotated["secret"]):  # within the window both sign: a receiver holding either accepts
+        hook.secrets = [secret]
+        _succeed(ledger, _job(ledger, TENANT, f"signed-by-{secret[-8:]}"))
+        clock.now = time.time()
+        assert deliverer.drain() == Counter({"delivered": 1})
+    hook.secrets = [old]
+    _succeed(ledger, _job(ledger, TENANT, "after-the-window"))
+    clock.now = time.time() + 61  # the window ended: the previous secret signs no more
+    assert deliverer.drain() == Counter({"pending": 1}) and hook.refused == 4
+    hook.secrets = [rotated["secret"]]
+    clock.now += 1
+    assert deliverer.drain() == Counter({"delivered": 1}) and len(hook.accepted) == 3
+    events = ledger.events_of_type("webhook.configured") + ledger.events_of_type("webhook.rotated")
+    assert len(events) == 2 and all(secret not in json.dumps(events) for secret in (old, rotated["secret"]))
+    assert {a.action for a in recheck_events(_bodies(ledger), 300)} >= {"webhook.set", "webhook.rotate"}
+
+
+def _bodies(ledger: Ledger) -> list[dict]:
+    from evidence_pipeline.ledger.ledger import event_body
+
+    with ledger.engine.connect() as conn:
+        return [event_body(row.body) for row in conn.execute(ledger.audit_events.select()
+                                                             .order_by(ledger.audit_events.c.seq))]
+
+
+@pytest.mark.parametrize("url, code", [
+    ("http://10.0.0.1/hook", "WEBHOOK_HOST_REFUSED"),
+    ("http://169.254.169.254/latest", "WEBHOOK_HOST_REFUSED"),
+    ("http://[::ffff:10.0.0.1]/hook", "WEBHOOK_HOST_REFUSED"),
+    ("http://0.0.0.0:8080/", "WEBHOOK_HOST_REFUSED"),
+    ("https://user:pw@127.0.0.1/hook", "WEBHOOK_URL_INVALID"),
+    ("ftp://127.0.0.1/hook", "WEBHOOK_URL_INVALID"),
+    ("http://127.0.0.1/hook#part", "WEBHOOK_URL_INVALID"),
+])
+def test_a_url_outside_loopback_is_refused_and_records_nothing(tmp_path, url, code):
+    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    with pytest.raises(EvidenceError) as error:
+        _set(ledger, _settings(tmp_path), url)
+    assert error.value.code == code
+    assert ledger.events_of_type("webhook.configured") == [] and Outbox(ledger).subscription(TENANT) is None
+
+
+def test_a_host_refused_at_delivery_is_dead_at_once_without_a_connection(tmp_path):
+    """A webhook set while a wider network was allowed, delivered under the default (loopback only): dead with
+    WEBHOOK_HOST_REFUSED on the first attempt; the address is checked before any connection is made."""
+    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    _set(ledger, _settings(tmp_path, EVIDENCE_WEBHOOK_ALLOWED_NETWORKS="10.0.0.0/8"), "http://10.0.0.1/hook")
+    _succeed(ledger, _job(ledger, TENANT, "ok"))
+    assert Deliverer(ledger, _settings(tmp_path)).drain() == Counter({"dead": 1})
+    [dead] = Outbox(ledger).deliveries(TENANT, ("dead",))
+    assert (dead["attempts"], dead["last_code"], dead["last_status"]) == (1, "WEBHOOK_HOST_REFUSED", None)
+
+
+def test_the_budget_ends_in_a_dead_delivery_that_is_listed_and_replayed(ledger, tmp_path, receiver):
+    settings = _settings(tmp_path, EVIDENCE_WEBHOOK_MAX_ATTEMPTS="3")
+    hook = receiver(fail_first=3)
+    hook.secrets.append(_set(ledger, settings, hook.url)["secret"])
+    _succeed(ledger, _job(ledger, TENANT, "ok"))
+    clock, waits = FakeClock(), []
+    deliverer = Deliverer(ledger, settings, clock, jitter=lambda: 1.0)
+    for _ in range(3):
+        outcomes = deliverer.drain()
+        [row] = Outbox(ledger).deliveries(TENANT)
+        waits.append(row["next_attempt_at"])
+        clock.now += 10
+    assert outcomes == Counter({"dead": 1}) and waits[2] is None
+    [dead] = Outbox(ledger).deliveries(TENANT, ("dead",))
+    assert (dead["attempts"], dead["last_code"], dead["last_status"]) == (3, "WEBHOOK_RECEIVER_FAILED", 500)
+    assert deliverer.drain() == Counter()  # dead: never attempted again by itself
+    half = Deliverer(ledger, settings, clock, jitter=lambda: 0.0)
+    assert [half.backoff(n) for n in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 2.0]  # doubled, capped at 4 s, half jittered
+    assert [deliverer.backoff(n) for n in (1, 2, 3, 4)] == [1.0, 2.0, 4.0, 4.0]
+
+    signers = signers_of(ledger)
+    sign = signers.sign
+    replayed = replay_delivery(signers.gate, sign("olga", Action.WEBHOOK_REPLAY,
+                                                  {"delivery_id": dead["delivery_id"], "reason": "receiver fixed"}))
+    assert replayed["last_code"] == "WEBHOOK_RECEIVER_FAILED"
+    [pending] = Outbox(ledger).deliveries(TENANT, ("pending",))
+    assert pending["attempts"] == 0 and pending["payload"] == dead["payload"]
+    assert deliverer.drain() == Counter({"delivered": 1})
+    assert [message_id for message_id, _ in hook.accepted] == [dead["delivery_id"]]  # the same webhook-id
+    [event] = ledger.events_of_type("webhook.replayed")
+    assert (event["actor"], event["details"]["delivery_id"]) == ("olga", dead["delivery_id"])
+    with pytest.raises(EvidenceError) as again:
+        replay_delivery(signers.gate, sign("olga", Action.WEBHOOK_REPLAY,
+                                           {"delivery_id": dead["delivery_id"], "reason": "twice"}))
+    assert again.value.code == "WEBHOOK_DELIVERY_NOT_DEAD"
+    assert ledger.verify_chain()
+
+
+
+def test_the_commands_set_print_the_secret_once_list_deliver_and_replay(tmp_path, monkeypatch, receiver):
+    from click.testing import CliRunner
+
+    from evidence_pipeline.cli import main
+    from evidence_pipeline_tests.signers import Signers
+
+    env = {"EVIDENCE_HOME": str(tmp_path / "home"), "EVIDENCE_WEBHOOK_MAX_ATTEMPTS": "1"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    ledger = Ledger(Settings.from_env(env).ledger_url)
+    olga = ["--key", Signers(ledger, tmp_path / "actors").key_file("olga")]
+    hook = receiver()
+    cli = CliRunner()
+    shown = cli.invoke(main, ["tenant", "webhook", "set", TENANT, hook.url, *olga])
+    assert shown.exit_code == 0, shown.output
+    secret = re.search(r"secret: +(whsec_\S+)", shown.output).group(1)
+    assert Outbox(ledger).subscription(TENANT)["secret"] == secret
+    refused = cli.invoke(main, ["tenant", "webhook", "set", TENANT, "http://10.0.0.1/", *olga])
+    assert refused.exit_code == 1 and "WEBHOOK_HOST_REFUSED" in refused.output
+    _succeed(ledger, _job(ledger, TENANT, "ok"))
+    delivered = cli.invoke(main, ["webhook", "deliver", "--json"])
+    assert json.loads(delivered.output) == {"delivered": 0, "pending": 0, "dead": 1}  # no secret yet: refused
+    listed = json.loads(cli.invoke(main, ["webhook", "deliveries", "--state", "dead", "--json"]).output)
+    assert [(row["event_type"], row["last_code"], row["last_status"]) for row in listed] == [
+        ("job.succeeded", "WEBHOOK_RECEIVER_FAILED", 400)]
+    hook.secrets.append(secret)
+    replayed = cli.invoke(main, ["webhook", "replay", listed[0]["delivery_id"], "--reason", "secret installed",
+                                 *olga])
+    assert replayed.exit_code == 0, replayed.output
+    assert json.loads(cli.invoke(main, ["webhook", "deliver", "--json"]).output)["delivered"] == 1
+    assert [message_id for message_id, _ in hook.accepted] == [listed[0]["delivery_id"]]
+    rotated = cli.invoke(main, ["tenant", "webhook", "rotate", TENANT, *olga, "--json"])
+    assert json.loads(rotated.output)["previous_secret_id"] == signing.secret_id(secret)
+    assert secret not in cli.invoke(main, ["webhook", "deliveries", "--json"]).output
