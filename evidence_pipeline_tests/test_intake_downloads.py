@@ -28,6 +28,7 @@ from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline.synthetic.rental_applications import application
 from evidence_pipeline_tests.conftest import overwrite
 from evidence_pipeline_tests.intake_server import client, error_code, intake_environment, running_server, upload
+from evidence_pipeline_tests.signers import signers_of
 from evidence_pipeline_tests.test_documents_worker import dispatch
 from evidence_pipeline_tests.test_intake_contract import conforms
 from evidence_pipeline_tests.test_redaction import approved, redact_job
@@ -51,8 +52,8 @@ def sha256_of(response: httpx.Response) -> str:
 
 
 def test_a_redactions_outputs_download_with_the_digest_its_status_shows(documents, intake):
-    acme = documents.tokens.issue_token("acme", "test")[1]
-    globex = documents.tokens.issue_token("globex", "test")[1]
+    acme = signers_of(documents.runtime.ledger).issue_token("acme")
+    globex = signers_of(documents.runtime.ledger).issue_token("globex")
     approved(documents)
     with client(intake, acme) as http, client(intake, globex) as other:
         document_id = upload(http, application(scanned_page=False)).json()["document_id"]
@@ -127,7 +128,7 @@ def test_a_stream_stops_before_its_last_chunk_when_the_bytes_are_not_the_committ
 def test_presigned_downloads_on_s3_when_asked_and_the_local_store_always_proxies(documents, backend):
     presigning = open_documents(Settings.from_env(
         intake_environment(backend) | INTAKE_OVERRIDES | {"EVIDENCE_DOWNLOAD_PRESIGN_SECONDS": "60"}))
-    acme = presigning.tokens.issue_token("acme", "test")[1]
+    acme = signers_of(presigning.runtime.ledger).issue_token("acme")
     approved(presigning)
     with running_server(presigning) as url, client(url, acme) as http:
         job_id = redact_job(http, "r-1", upload(http, application(scanned_page=False)).json()["document_id"]
@@ -157,8 +158,8 @@ def _invoke(args: list[str], env: dict[str, str]):
 
 def test_the_months_bundle_downloads_as_one_file_that_verify_accepts_as_it_is(documents, intake, backend, tmp_path):
     rt = documents.runtime
-    acme = documents.tokens.issue_token(MONTH.tenant, "test")[1]
-    globex = documents.tokens.issue_token("globex", "test")[1]
+    acme = signers_of(documents.runtime.ledger).issue_token(MONTH.tenant)
+    globex = signers_of(documents.runtime.ledger).issue_token("globex")
     with client(intake, acme) as http, client(intake, globex) as other:
         none_yet = http.get(f"/v1/evidence/{MONTH.period}")
         publish_revision(rt.sources, MONTH, demo_transactions(TenantMonth("acme-books", MONTH.period)))
