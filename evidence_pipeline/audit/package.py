@@ -28,7 +28,8 @@ docs/auditors/own-verifier.md holds a short verifier written from that descripti
 a database or a network connection, and it imports no SQLAlchemy (a test checks the modules loaded).
 
 Over 400 lines because the format and its reader stay together: every field written is checked a few lines from
-where it is read.
+where it is read. The re-check of the authorization events, which reads nothing of the format but their bodies,
+is package_authorizations.py's.
 """
 
 from __future__ import annotations
