@@ -5,13 +5,12 @@ names a bundle, whose files are copied from the archive only if they are the one
 package also carries who authorized what: every event of the tenant that stores a signed request, and every
 actor and signing-key event (tenant "") that the offline re-check folds the actor registry from, whatever the
 range, up to the newest checkpoint (package.py; later ones cannot be proved yet and are left out, counted). Each
-event is proved against the earliest checkpoint that covers it (the earliest signed "it
-was in the log by then"), preferring one co-signed by a witness whose public key the archive has under
-ledger/witness/; the newest checkpoint is always included, and consecutive checkpoints of the package get a
-consistency proof. Every proof is verified before it is written. The package is built in a hidden temporary
-folder beside OUT and renamed into place only when it is complete (renameat2 with RENAME_NOREPLACE: an OUT that
-appears meanwhile is never replaced); a failed export leaves nothing behind. The format is described in
-`package.py`.
+event is proved against the earliest checkpoint that covers it (the earliest signed "it was in the log by
+then"), preferring one co-signed by a witness whose public key the archive has under ledger/witness/; the newest
+checkpoint is always included, and consecutive checkpoints of the package get a consistency proof. Every proof
+is verified before it is written. The package is built in a hidden temporary folder beside OUT and renamed into
+place only when it is complete (renameat2 with RENAME_NOREPLACE: an OUT that appears meanwhile is never
+replaced); a failed export leaves nothing behind. The format is described in `package.py`.
 """
 
 from __future__ import annotations
