@@ -166,3 +166,18 @@ def test_an_authorization_event_whose_proof_fails_fails_the_package(package):
     failed = {c["name"]: c for c in report["checks"] if not c["passed"]}
     assert code == 1 and report["codes"] == ["PROOF_INVALID"] and set(failed) == {f"event {seq}"}
     assert report["authorizations"] == []  # nothing is vouched for while a check fails
+
+
+def test_a_package_exported_before_authorizations_were_carried_still_verifies(package):
+    """Its index has neither field (nor their files): its bundles verify as they did, and it lists no one."""
+    index = json.loads((package / "package.json").read_text())
+    for entry in index.pop("authorizations"):
+        (package / entry["inclusion"]).unlink()
+    del index["action_max_age_seconds"]
+    (package / "package.json").write_text(json.dumps(index))
+    code, report = _verify(package)
+    assert code == 0 and report["ok"] and report["authorizations"] == [], report["codes"]
+    index["authorizations"] = []  # one field without the other is no index of any version
+    (package / "package.json").write_text(json.dumps(index))
+    code, report = _verify(package)
+    assert code != 0 and "PACKAGE_INVALID" in json.dumps(report)

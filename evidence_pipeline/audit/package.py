@@ -45,6 +45,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from evidence_pipeline import jsonread
+from evidence_pipeline.actors.offline import DEFAULT_MAX_AGE_SECONDS
 from evidence_pipeline.audit.checkpoints import PREFIX as CHECKPOINTS
 from evidence_pipeline.audit.checkpoints import CheckpointKeys, check_witness, checkpoint_key, commits_bundle
 from evidence_pipeline.audit.locations import Location
@@ -75,8 +76,9 @@ INDEX_MAX_BYTES = 64 << 20  # ~250,000 bundles
 _HASH = re.compile(r"[0-9a-f]{64}")
 _IDENTITY = _HASH
 _WITNESS_ID = re.compile(r"ed25519-[0-9a-f]{16}")
-_INDEX_FIELDS = {"format", "version", "tenant", "from", "to", "exported_at", "checkpoints", "consistency", "bundles",
-                 "authorizations", "action_max_age_seconds"}
+_INDEX_FIELDS = {"format", "version", "tenant", "from", "to", "exported_at", "checkpoints", "consistency", "bundles"}
+# Added within version 1, both or neither: a package exported before them lists no authorizations, and still verifies.
+_AUTHORIZATION_FIELDS = {"authorizations", "action_max_age_seconds"}
 _EVENT_PATH = re.compile(rf"{EVENTS}/(\d{{12}})\.json")
 _INCLUSION_FIELDS = {"event", "event_seq", "prev_hash", "event_hash", "leaf_index", "tree_size", "checkpoint", "proof"}
 
@@ -147,7 +149,8 @@ def parse_index(data: bytes) -> Index:
             document["checkpoints"], document["consistency"],
             [entry["path"] for entry in document["bundles"] if entry == {"path": entry["path"],
                                                                           "inclusion": inclusion_path(entry["path"])}],
-            [_authorization_seq(entry) for entry in document["authorizations"]], document["action_max_age_seconds"],
+            [_authorization_seq(entry) for entry in document.get("authorizations", [])],
+            document.get("action_max_age_seconds", DEFAULT_MAX_AGE_SECONDS),
         )
         problem = _index_problem(document, index)
     except (KeyError, TypeError, AttributeError, ValueError):
@@ -159,7 +162,7 @@ def parse_index(data: bytes) -> Index:
 
 def _index_problem(document: dict, index: Index) -> str | None:
     """What is wrong with a parsed index, or None."""
-    if document.keys() != _INDEX_FIELDS:
+    if document.keys() not in (_INDEX_FIELDS, _INDEX_FIELDS | _AUTHORIZATION_FIELDS):
         return "has other fields than version 1 defines"
     if not isinstance(index.tenant, str) or not TENANT_ID.fullmatch(index.tenant):
         return "names no valid tenant"
