@@ -422,6 +422,11 @@ class ReasonCode(Vocabulary):
         "LEDGER_EVENT_MISMATCH",
         "a packaged bundle's files or manifest are not what its `bundle.published` event committed",
     )
+    AUTHORIZATION_INVALID = (
+        "AUTHORIZATION_INVALID",
+        "`verify --package`: a packaged event's signed request does not re-check against the actor events before it "
+        "(the message names the event and the failed check's code)",
+    )
     WITNESS_SIGNATURE_MISSING = (
         "WITNESS_SIGNATURE_MISSING",
         "`--require-witness`: a checkpoint carries no signature by the pinned witness key",

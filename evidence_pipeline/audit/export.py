@@ -1,9 +1,12 @@
 """`evidence export`: a tenant's bundles, with everything needed to check them offline, as one audit package.
 
 The ledger is the authority on what was published: every `bundle.published` event of the tenant in the range
-names a bundle, whose files are copied from the archive only if they are the ones the event committed. Each
-event is proved against the earliest checkpoint that covers it (the earliest signed "it was in the log by then"),
-preferring one co-signed by a witness whose public key the archive has under ledger/witness/; the newest
+names a bundle, whose files are copied from the archive only if they are the ones the event committed. The
+package also carries who authorized what: every event of the tenant that stores a signed request, and every
+actor and signing-key event (tenant "") that the offline re-check folds the actor registry from, whatever the
+range, up to the newest checkpoint (package.py; later ones cannot be proved yet and are left out, counted). Each
+event is proved against the earliest checkpoint that covers it (the earliest signed "it was in the log by
+then"), preferring one co-signed by a witness whose public key the archive has under ledger/witness/; the newest
 checkpoint is always included, and consecutive checkpoints of the package get a consistency proof. Every proof
 is verified before it is written. The package is built in a hidden temporary folder beside OUT and renamed into
 place only when it is complete (renameat2 with RENAME_NOREPLACE: an OUT that appears meanwhile is never
@@ -24,11 +27,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from evidence_pipeline import jsonread
+from evidence_pipeline.actors.registry import ACTOR_EVENTS
+from evidence_pipeline.actors.roles import RECORDED_AS
 from evidence_pipeline.audit.checkpoints import WITNESS_PREFIX, checkpoint_keys, commits_bundle, read_checkpoint
 from evidence_pipeline.audit.package import (
     INDEX,
     WITNESS,
     Index,
+    authorization_proof_path,
+    checkpoint_size,
     consistency_path,
     event_path,
     inclusion_path,
@@ -51,21 +58,30 @@ MAX_KEYS_OBJECT_BYTES = 16 << 20  # anything under keys/ (PEMs, a keyring docume
 class Exported:
     index: Index
     witnessed: int  # checkpoints of the package that carry a signature by a witness key of the archive
+    unproved: int  # authorization events after the newest checkpoint, left out
 
 
 @dataclass(frozen=True)
-class _Publication:
+class _Stored:
+    """An event to export, as the ledger stores it, and where its inclusion proof goes."""
+
     event: LedgerEvent
     prev_hash: str
     body: bytes
-    prefix: str
+    proof_path: str
     leaf_index: int  # the event's position in the tree, which is not seq - 1: a database sequence may skip numbers
 
 
+@dataclass(frozen=True)
+class _Publication(_Stored):
+    prefix: str = ""
+
+
 def export_package(ledger: Ledger, archive: ArtifactStore, tenant: str, first: str | None, last: str | None,
-                   out: Path) -> Exported:
+                   out: Path, action_max_age_seconds: float) -> Exported:
     """Write the audit package of ``tenant``'s bundles published for periods ``first``..``last`` (inclusive; None is
-    unbounded) to the folder ``out``, which must not exist (PACKAGE_EXISTS)."""
+    unbounded) and of its authorization events to the folder ``out``, which must not exist (PACKAGE_EXISTS).
+    ``action_max_age_seconds``: the deployment's EVIDENCE_ACTION_MAX_AGE_SECONDS, which the re-check uses."""
     validate_tenant_id(tenant)
     for period in (first, last):
         if period is not None:
@@ -75,20 +91,26 @@ def export_package(ledger: Ledger, archive: ArtifactStore, tenant: str, first: s
     if os.path.lexists(out):
         raise EvidenceError(ReasonCode.PACKAGE_EXISTS, f"{out.name} already exists: export never replaces anything")
     found = _published(ledger, tenant, first, last)
+    authorizing = _authorization_events(ledger, tenant)
     numbered = ledger.leaves()  # read after the events: every event found has its leaf
     position = {seq: index for index, (seq, _) in enumerate(numbered)}
-    publications = sorted((_Publication(*entry, position[entry[0].seq]) for entry in found),
+    publications = sorted((_Publication(event, prev_hash, body, inclusion_path(prefix), position[event.seq], prefix)
+                           for event, prev_hash, body, prefix in found),
                           key=lambda p: (p.event.body["period"], p.leaf_index))  # the index lists them by period
+    covered = max(map(checkpoint_size, checkpoint_keys(archive)), default=0)  # what the newest checkpoint signs
+    authorizations = [_Stored(event, prev_hash, body, authorization_proof_path(event.seq), position[event.seq])
+                      for event, prev_hash, body in authorizing if position[event.seq] < covered]
     tree = merkle.Tree([leaf for _, leaf in numbered])
     witnessed = _Witnessed(archive)
-    chosen = _checkpoints(archive, publications, witnessed)
+    chosen = _checkpoints(archive, [*publications, *authorizations], witnessed)
     parent = out.absolute().parent
     make_dirs(parent, 0o755)
     staging = parent / f".{out.name}.partial-{uuid.uuid4().hex}"
     staging.mkdir(mode=0o700)
     try:
         package = LocalStore(staging, scheme="package")
-        index = _write(archive, package, tenant, first, last, publications, chosen, tree)
+        index = _write(archive, package, _Contents(tenant, first, last, publications, authorizations,
+                                                   action_max_age_seconds), chosen, tree)
         os.chmod(staging, 0o755)
         _fsync_dir(staging)
         _rename_noreplace(staging, out)
@@ -96,7 +118,8 @@ def export_package(ledger: Ledger, archive: ArtifactStore, tenant: str, first: s
         shutil.rmtree(staging, ignore_errors=True)
         raise
     _fsync_dir(parent)
-    return Exported(index, sum(1 for key in index.checkpoints if witnessed(key)))
+    return Exported(index, sum(1 for key in index.checkpoints if witnessed(key)),
+                    len(authorizing) - len(authorizations))
 
 
 def _published(ledger: Ledger, tenant: str, first: str | None, last: str | None
@@ -112,6 +135,16 @@ def _published(ledger: Ledger, tenant: str, first: str | None, last: str | None
         raise EvidenceError(ReasonCode.BUNDLE_NOT_FOUND, f"the ledger records no bundle of {tenant} in "
                             f"{first or 'the first period'}..{last or 'the last period'}")
     return found
+
+
+def _authorization_events(ledger: Ledger, tenant: str) -> list[tuple[LedgerEvent, str, bytes]]:
+    """(event, prev_hash, body bytes) in ledger order of every event of ``tenant`` or of none (an actor's or the
+    signing keys') that stores a signed request, and of every actor event, which the re-check needs whatever it
+    stores. Refusals are not authorizations: `action.refused` records no action of RECORDED_AS."""
+    found = [entry for kind in RECORDED_AS.values() for owner in (tenant, "")
+             for entry in ledger.stored_events(kind, owner)
+             if "authorization" in entry[0].body["details"] or kind in ACTOR_EVENTS]
+    return sorted(found, key=lambda entry: entry[0].seq)
 
 
 class _Witnessed:
@@ -130,31 +163,44 @@ class _Witnessed:
         return self.known.get(key, False)
 
 
-def _checkpoints(archive: ArtifactStore, publications: list[_Publication], witnessed: _Witnessed
-                 ) -> dict[int, str]:
-    """For each publication (by leaf index), the key of the checkpoint its proof is against: the earliest covering
+def _checkpoints(archive: ArtifactStore, events: list[_Stored], witnessed: _Witnessed) -> dict[int, str]:
+    """For each event (by leaf index), the key of the checkpoint its proof is against: the earliest covering
     checkpoint co-signed by a witness of the archive, else the earliest covering one."""
     keys = checkpoint_keys(archive)
-    sizes = [int(key.rsplit("/", 1)[-1][:12]) for key in keys]
+    sizes = [checkpoint_size(key) for key in keys]
     chosen = {}
-    for publication in publications:
-        start = bisect.bisect_right(sizes, publication.leaf_index)  # the first checkpoint with size > leaf index
+    for stored in events:
+        start = bisect.bisect_right(sizes, stored.leaf_index)  # the first checkpoint with size > leaf index
         if start == len(keys):
-            raise EvidenceError(ReasonCode.LEDGER_NOT_CHECKPOINTED, f"no published checkpoint covers the publication "
-                                f"of {publication.prefix} yet: run `evidence ledger checkpoint` first")
-        chosen[publication.leaf_index] = next((key for key in keys[start:] if witnessed(key)), keys[start])
+            what = f"the publication of {stored.prefix}" if isinstance(stored, _Publication) else \
+                f"{stored.event.event_type} event {stored.event.seq}"
+            raise EvidenceError(ReasonCode.LEDGER_NOT_CHECKPOINTED, f"no published checkpoint covers {what} yet: run "
+                                "`evidence ledger checkpoint` first")
+        chosen[stored.leaf_index] = next((key for key in keys[start:] if witnessed(key)), keys[start])
     return chosen
 
 
-def _write(archive: ArtifactStore, package: LocalStore, tenant: str, first: str | None, last: str | None,
-           publications: list[_Publication], chosen: dict[int, str], tree: merkle.Tree) -> Index:
+@dataclass(frozen=True)
+class _Contents:
+    """What the package holds, besides the keys and the checkpoints."""
+
+    tenant: str
+    first: str | None
+    last: str | None
+    publications: list[_Publication]
+    authorizations: list[_Stored]
+    action_max_age_seconds: float
+
+
+def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, chosen: dict[int, str],
+           tree: merkle.Tree) -> Index:
     for key in archive.list("keys"):  # verbatim, whatever is there (PEMs, a keyring document)
         _copy(archive, key, package, key, max_bytes=MAX_KEYS_OBJECT_BYTES)
     for key in archive.list(WITNESS_PREFIX):
         _copy(archive, key, package, f"{WITNESS}/{key.rsplit('/', 1)[-1]}", max_bytes=MAX_KEY_BYTES)
     statement_keys = published_statement_keys(archive)
     checkpoints = sorted(set(chosen.values()) | {checkpoint_keys(archive)[-1]},
-                         key=lambda key: int(key.rsplit("/", 1)[-1][:12]))
+                         key=checkpoint_size)
     signed = {key: _signed_checkpoint(archive, package, key, statement_keys, tree) for key in checkpoints}
     for old, new in zip(checkpoints, checkpoints[1:]):
         (old_size, old_root), (new_size, new_root) = signed[old], signed[new]
@@ -163,11 +209,16 @@ def _write(archive: ArtifactStore, package: LocalStore, tenant: str, first: str 
             raise EvidenceError(ReasonCode.LEDGER_INVALID, f"checkpoint {new} does not extend {old}")
         package.put_once(consistency_path(old, new),
                          _json({"old": old, "new": new, "proof": [h.hex() for h in proof]}))
-    for publication in publications:
-        _write_bundle(archive, package, publication, chosen[publication.leaf_index], signed, tree)
-    index = Index(tenant, first, last, datetime.now(timezone.utc).isoformat(timespec="seconds"), checkpoints,
+    for publication in contents.publications:
+        _write_bundle(archive, package, publication)
+        _write_proved(package, publication, chosen[publication.leaf_index], signed, tree)
+    for stored in contents.authorizations:
+        _write_proved(package, stored, chosen[stored.leaf_index], signed, tree)
+    index = Index(contents.tenant, contents.first, contents.last,
+                  datetime.now(timezone.utc).isoformat(timespec="seconds"), checkpoints,
                   [consistency_path(old, new) for old, new in zip(checkpoints, checkpoints[1:])],
-                  [publication.prefix for publication in publications])
+                  [publication.prefix for publication in contents.publications],
+                  [stored.event.seq for stored in contents.authorizations], contents.action_max_age_seconds)
     package.put_once(INDEX, _json(index.document()))  # last: the index names only what is already there
     return index
 
@@ -184,9 +235,8 @@ def _signed_checkpoint(archive: ArtifactStore, package: LocalStore, key: str, st
     return size, root
 
 
-def _write_bundle(archive: ArtifactStore, package: LocalStore, publication: _Publication, checkpoint: str,
-                  signed: dict[str, tuple[int, bytes]], tree: merkle.Tree) -> None:
-    """The bundle's files, if they are the ones its event committed; its event; its verified inclusion proof."""
+def _write_bundle(archive: ArtifactStore, package: LocalStore, publication: _Publication) -> None:
+    """The bundle's files, if they are the ones its event committed."""
     prefix, details = publication.prefix, publication.event.body["details"]
     files = {
         "report_sha256": _copy(archive, f"{prefix}/{REPORT}", package, f"{prefix}/{REPORT}", details["report_sha256"],
@@ -204,17 +254,23 @@ def _write_bundle(archive: ArtifactStore, package: LocalStore, publication: _Pub
                           files):
         raise EvidenceError(ReasonCode.LEDGER_INVALID, f"the archive's {prefix} is not what the ledger committed")
     package.put_once(f"{prefix}/{MANIFEST}", manifest)
+
+
+def _write_proved(package: LocalStore, stored: _Stored, checkpoint: str, signed: dict[str, tuple[int, bytes]],
+                  tree: merkle.Tree) -> None:
+    """An event's exact bytes and its inclusion proof against ``checkpoint``, verified before it is written."""
     size, root = signed[checkpoint]
-    index = publication.leaf_index
+    index = stored.leaf_index
     proof = tree.inclusion_proof(index, size)
-    if merkle.leaf_hash(publication.body) != tree.leaves[index] or not merkle.verify_inclusion(
+    if merkle.leaf_hash(stored.body) != tree.leaves[index] or not merkle.verify_inclusion(
             index, size, tree.leaves[index], proof, root):
-        raise EvidenceError(ReasonCode.LEDGER_INVALID, f"the inclusion proof of {prefix} does not reach {checkpoint}")
-    seq = publication.event.seq
-    package.put_once(event_path(seq), publication.body)
-    package.put_once(inclusion_path(prefix), _json({
-        "event": event_path(seq), "event_seq": seq, "prev_hash": publication.prev_hash,
-        "event_hash": publication.event.event_hash, "leaf_index": index, "tree_size": size, "checkpoint": checkpoint,
+        raise EvidenceError(ReasonCode.LEDGER_INVALID, f"the inclusion proof of event {stored.event.seq} does not "
+                            f"reach {checkpoint}")
+    seq = stored.event.seq
+    package.put_once(event_path(seq), stored.body)
+    package.put_once(stored.proof_path, _json({
+        "event": event_path(seq), "event_seq": seq, "prev_hash": stored.prev_hash,
+        "event_hash": stored.event.event_hash, "leaf_index": index, "tree_size": size, "checkpoint": checkpoint,
         "proof": [h.hex() for h in proof],
     }))
 

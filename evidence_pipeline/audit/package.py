@@ -8,18 +8,28 @@ the proofs that tie each bundle to a signed checkpoint:
     keys/…                                     the archive's keys/ folder, copied verbatim
     bundles/<tenant>/<YYYY-MM>/<identity>/     report.pdf, statement.dsse.json, manifest.json, copied verbatim
     ledger/checkpoints/<size:012d>.json        the signed checkpoints the proofs need, copied verbatim
-    events/<seq:012d>.json                     each bundle's `bundle.published` event body: the exact bytes hashed
+    events/<seq:012d>.json                     each bundle's `bundle.published` event body: the exact bytes hashed;
+                                               and each authorization event's (below)
     proofs/inclusion/<tenant>/<YYYY-MM>/<identity>.json      the event's inclusion proof against one checkpoint
+    proofs/authorizations/<seq:012d>.json      an authorization event's inclusion proof (the same format)
     proofs/consistency/<old:012d>-<new:012d>.json            between consecutive checkpoints of the package
     witness/<key id>.pem                       the witness's public key, if the archive has one: a convenience
                                                that is never trusted unless the auditor pins its id
+
+The authorization events are every event of the tenant that stores a signed request in details["authorization"]
+(actors/roles.py RECORDED_AS: template submit and approve, replays of its jobs, ruleset canary and rollback,
+offboarding, token issue and revoke, its registration), plus what the offline re-check folds the actor registry
+from: every actor event and every authorized `keys.rotated` / `keys.revoked` event (tenant ""). The index lists
+them in ledger order with the exporting deployment's EVIDENCE_ACTION_MAX_AGE_SECONDS; package_authorizations.py
+proves and re-checks them.
 
 The index and the proof files are plain JSON; their fields are documented in docs/auditors/formats.md, and
 docs/auditors/own-verifier.md holds a short verifier written from that description alone. Nothing in this module opens
 a database or a network connection, and it imports no SQLAlchemy (a test checks the modules loaded).
 
 Over 400 lines because the format and its reader stay together: every field written is checked a few lines from
-where it is read.
+where it is read. The re-check of the authorization events, which reads nothing of the format but their bodies,
+is package_authorizations.py's.
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from evidence_pipeline import jsonread
+from evidence_pipeline.actors.offline import DEFAULT_MAX_AGE_SECONDS
 from evidence_pipeline.audit.checkpoints import PREFIX as CHECKPOINTS
 from evidence_pipeline.audit.checkpoints import CheckpointKeys, check_witness, checkpoint_key, commits_bundle
 from evidence_pipeline.audit.locations import Location
@@ -58,6 +69,7 @@ VERSION = 1
 INDEX = "package.json"
 EVENTS = "events"
 INCLUSION = "proofs/inclusion"
+AUTHORIZATION_PROOFS = "proofs/authorizations"
 CONSISTENCY = "proofs/consistency"
 WITNESS = "witness"
 INDEX_MAX_BYTES = 64 << 20  # ~250,000 bundles
@@ -65,6 +77,9 @@ _HASH = re.compile(r"[0-9a-f]{64}")
 _IDENTITY = _HASH
 _WITNESS_ID = re.compile(r"ed25519-[0-9a-f]{16}")
 _INDEX_FIELDS = {"format", "version", "tenant", "from", "to", "exported_at", "checkpoints", "consistency", "bundles"}
+# Added within version 1, both or neither: a package exported before them lists no authorizations, and still verifies.
+_AUTHORIZATION_FIELDS = {"authorizations", "action_max_age_seconds"}
+_EVENT_PATH = re.compile(rf"{EVENTS}/(\d{{12}})\.json")
 _INCLUSION_FIELDS = {"event", "event_seq", "prev_hash", "event_hash", "leaf_index", "tree_size", "checkpoint", "proof"}
 
 
@@ -76,11 +91,22 @@ def inclusion_path(bundle: str) -> str:
     return f"{INCLUSION}/{bundle.removeprefix('bundles/')}.json"
 
 
+def authorization_proof_path(seq: int) -> str:
+    return f"{AUTHORIZATION_PROOFS}/{seq:012d}.json"
+
+
+def _authorization_seq(entry: dict) -> int | None:
+    """The seq of an index's authorization entry, if both its paths are the ones the format gives that seq."""
+    matched = _EVENT_PATH.fullmatch(entry["event"]) if isinstance(entry["event"], str) else None
+    seq = int(matched.group(1)) if matched else None
+    return seq if seq and entry == {"event": event_path(seq), "inclusion": authorization_proof_path(seq)} else None
+
+
 def consistency_path(old: str, new: str) -> str:
-    return f"{CONSISTENCY}/{_size(old):012d}-{_size(new):012d}.json"
+    return f"{CONSISTENCY}/{checkpoint_size(old):012d}-{checkpoint_size(new):012d}.json"
 
 
-def _size(checkpoint: str) -> int:
+def checkpoint_size(checkpoint: str) -> int:
     return int(checkpoint.rsplit("/", 1)[-1][:12])
 
 
@@ -95,12 +121,17 @@ class Index:
     checkpoints: list[str]  # checkpoint keys, oldest (smallest) first
     consistency: list[str]  # one proof per consecutive pair of checkpoints
     bundles: list[str]  # bundle prefixes, bundles/<tenant>/<YYYY-MM>/<identity>
+    authorizations: list[int]  # seqs of the authorization events, in ledger order
+    action_max_age_seconds: float  # the exporting deployment's, which the re-check of the signed requests uses
 
     def document(self) -> dict:
         return {
             "format": FORMAT, "version": VERSION, "tenant": self.tenant, "from": self.first, "to": self.last,
             "exported_at": self.exported_at, "checkpoints": self.checkpoints, "consistency": self.consistency,
             "bundles": [{"path": bundle, "inclusion": inclusion_path(bundle)} for bundle in self.bundles],
+            "authorizations": [{"event": event_path(seq), "inclusion": authorization_proof_path(seq)}
+                               for seq in self.authorizations],
+            "action_max_age_seconds": self.action_max_age_seconds,
         }
 
 
@@ -118,6 +149,8 @@ def parse_index(data: bytes) -> Index:
             document["checkpoints"], document["consistency"],
             [entry["path"] for entry in document["bundles"] if entry == {"path": entry["path"],
                                                                           "inclusion": inclusion_path(entry["path"])}],
+            [_authorization_seq(entry) for entry in document.get("authorizations", [])],
+            document.get("action_max_age_seconds", DEFAULT_MAX_AGE_SECONDS),
         )
         problem = _index_problem(document, index)
     except (KeyError, TypeError, AttributeError, ValueError):
@@ -129,7 +162,7 @@ def parse_index(data: bytes) -> Index:
 
 def _index_problem(document: dict, index: Index) -> str | None:
     """What is wrong with a parsed index, or None."""
-    if document.keys() != _INDEX_FIELDS:
+    if document.keys() not in (_INDEX_FIELDS, _INDEX_FIELDS | _AUTHORIZATION_FIELDS):
         return "has other fields than version 1 defines"
     if not isinstance(index.tenant, str) or not TENANT_ID.fullmatch(index.tenant):
         return "names no valid tenant"
@@ -146,11 +179,17 @@ def _index_problem(document: dict, index: Index) -> str | None:
             return f"lists {bundle!r}, which is not a bundle of {index.tenant} in the exported range"
     if len(set(index.bundles)) != len(index.bundles):
         return "lists a bundle twice"
+    seqs = index.authorizations
+    if None in seqs or seqs != sorted(set(seqs)):
+        return "lists an authorization event out of ledger order, twice, or whose files are not at their place"
+    maximum = index.action_max_age_seconds
+    if type(maximum) not in (int, float) or not maximum > 0:
+        return "has no positive action_max_age_seconds"
     checkpoints = index.checkpoints
     if not checkpoints or not all(isinstance(key, str) and re.fullmatch(rf"{CHECKPOINTS}/\d{{12}}\.json", key)
                                   for key in checkpoints):
         return "lists no checkpoint, or a checkpoint that is not at its place"
-    sizes = [_size(key) for key in checkpoints]
+    sizes = [checkpoint_size(key) for key in checkpoints]
     if sizes != sorted(set(sizes)) or sizes[0] < 1:
         return "lists checkpoints out of order"
     if index.consistency != [consistency_path(old, new) for old, new in zip(checkpoints, checkpoints[1:])]:
@@ -242,7 +281,7 @@ def check_package(store: ArtifactStore, index: Index, key_ids: frozenset[str] = 
     """Every package-level check; ``witness``: the pinned witness key (or an id the package has no key for), whose
     valid signature every checkpoint must then carry."""
     result = PackageChecks()
-    result.checks.append(_run("contents", lambda: _check_contents(store, index)))
+    result.checks.append(run_check("contents", lambda: _check_contents(store, index)))
     try:  # the checkpoints' keys: those the package's keyring lists (pinned by root), or its published keys
         keys = CheckpointKeys.of(store, key_ids, root_ids)
     except EvidenceError as error:
@@ -256,19 +295,20 @@ def check_package(store: ArtifactStore, index: Index, key_ids: frozenset[str] = 
         result.witness_id = public_key_id(witness)
     for key in index.checkpoints:
         checkpoint = _checkpoint(store, key, keys)
-        result.checks.append(_run(f"checkpoint {_size(key)}", lambda: checkpoint))
+        result.checks.append(run_check(f"checkpoint {checkpoint_size(key)}", lambda: checkpoint))
         if isinstance(checkpoint, dict):
             result.roots[key] = (checkpoint["size"], bytes.fromhex(checkpoint["root_sha256"]))
             result.checkpoint_key_ids.add(checkpoint["key_id"])
         if witness is not None:
-            result.checks.append(_run(f"witness {_size(key)}", lambda: _check_witness(store, key, witness)))
+            result.checks.append(run_check(f"witness {checkpoint_size(key)}",
+                                           lambda: _check_witness(store, key, witness)))
     for old, new in zip(index.checkpoints, index.checkpoints[1:]):
-        result.checks.append(_run(f"consistency {_size(old)} -> {_size(new)}",
-                                  lambda: _check_consistency(store, old, new, result.roots)))
+        result.checks.append(run_check(f"consistency {checkpoint_size(old)} -> {checkpoint_size(new)}",
+                                       lambda: _check_consistency(store, old, new, result.roots)))
     return result
 
 
-def _run(name: str, check) -> Check:
+def run_check(name: str, check) -> Check:
     try:
         outcome = check()
         if isinstance(outcome, EvidenceError):
@@ -286,9 +326,10 @@ def _check_contents(store: ArtifactStore, index: Index) -> None:
     listed = set(index.bundles)
     found = {"/".join(key.split("/")[:4]) for key in bundle_files if key.count("/") >= 3}
     expected = [f"{b}/{name}" for b in index.bundles for name in (REPORT, STATEMENT, MANIFEST)]
-    present = bundle_files | set(store.list("proofs")) | set(store.list(CHECKPOINTS))
+    present = bundle_files | set(store.list("proofs")) | set(store.list(CHECKPOINTS)) | set(store.list(EVENTS))
     missing = [key for key in [*expected, *map(inclusion_path, index.bundles), *index.checkpoints,
-                               *index.consistency] if key not in present]
+                               *index.consistency, *map(event_path, index.authorizations),
+                               *map(authorization_proof_path, index.authorizations)] if key not in present]
     if missing:
         raise EvidenceError(ReasonCode.PACKAGE_INCOMPLETE, f"{len(missing)} file(s) the index lists are missing: "
                             + ", ".join(missing[:5]) + (", …" if len(missing) > 5 else ""))
@@ -354,17 +395,17 @@ def check_in_log(roots: dict[str, tuple[int, bytes]], store: ArtifactStore, pref
 
     def read_proof() -> dict:
         nonlocal proof
-        proof = _inclusion(store, prefix)
+        proof = read_inclusion(store, inclusion_path(prefix))
         return proof
 
-    inclusion = _run("inclusion_proof", lambda: _check_inclusion(store, read_proof(), roots))
+    inclusion = run_check("inclusion_proof", lambda: check_inclusion(store, read_proof(), roots))
     verification.checks.append(inclusion)
     if proof is not None:
-        verification.checks.append(_run("ledger_event", lambda: _check_event(store, prefix, proof)))
+        verification.checks.append(run_check("ledger_event", lambda: _check_event(store, prefix, proof)))
 
 
-def _inclusion(store: ArtifactStore, prefix: str) -> dict:
-    path = inclusion_path(prefix)
+def read_inclusion(store: ArtifactStore, path: str) -> dict:
+    """An inclusion proof file, checked for shape (a bundle's or an authorization event's: the same format)."""
     document = _json(store, path)
     try:
         valid = (
@@ -384,23 +425,23 @@ def _inclusion(store: ArtifactStore, prefix: str) -> dict:
     return document
 
 
-def _event_bytes(store: ArtifactStore, proof: dict) -> bytes:
+def event_bytes(store: ArtifactStore, path: str) -> bytes:
     try:
-        return store.get(proof["event"], max_bytes=jsonread.MAX_BYTES)
+        return store.get(path, max_bytes=jsonread.MAX_BYTES)
     except EvidenceError as error:
         if error.code == ReasonCode.STORE_NOT_FOUND:
-            raise EvidenceError(ReasonCode.PACKAGE_INCOMPLETE, f"{proof['event']} is missing") from None
+            raise EvidenceError(ReasonCode.PACKAGE_INCOMPLETE, f"{path} is missing") from None
         raise
 
 
-def _check_inclusion(store: ArtifactStore, proof: dict, roots: dict[str, tuple[int, bytes]]) -> None:
+def check_inclusion(store: ArtifactStore, proof: dict, roots: dict[str, tuple[int, bytes]]) -> None:
     """RFC 9162: the event's leaf hash and the audit path reach the signed root of the checkpoint it names."""
     checkpoint = proof["checkpoint"]
     if checkpoint not in roots:
         raise EvidenceError(ReasonCode.PROOF_INVALID, f"the proof names checkpoint {checkpoint}, which the package "
                             "does not hold or which did not verify")
     size, root = roots[checkpoint]
-    leaf = merkle.leaf_hash(_event_bytes(store, proof))
+    leaf = merkle.leaf_hash(event_bytes(store, proof["event"]))
     if size != proof["tree_size"] or not merkle.verify_inclusion(
             proof["leaf_index"], size, leaf, [bytes.fromhex(h) for h in proof["proof"]], root):
         raise EvidenceError(ReasonCode.PROOF_INVALID,
@@ -410,7 +451,7 @@ def _check_inclusion(store: ArtifactStore, proof: dict, roots: dict[str, tuple[i
 def _check_event(store: ArtifactStore, prefix: str, proof: dict) -> None:
     """The event describes this bundle: its files' digests, and the manifest it derives is the bundle's, with the
     event's chain hash (the ledger's chain_hash: sha256(prev_hash || body)) in the manifest's ledger position."""
-    text = _event_bytes(store, proof)
+    text = event_bytes(store, proof["event"])
     body = jsonread.loads(text, ReasonCode.LEDGER_EVENT_MISMATCH, proof["event"])
     files = {"report_sha256": _digest(store, f"{prefix}/{REPORT}"),
              "statement_sha256": _digest(store, f"{prefix}/{STATEMENT}")}

@@ -19,15 +19,21 @@ def export(tenant_id: str, first: str | None, last: str | None, out: Path) -> No
     """Write an offline audit package of a tenant's bundles to the folder OUT (which must not exist).
 
     The package holds the bundles, the archive's keys/, the signed checkpoints, each bundle's ledger event with its
-    inclusion proof and the consistency proofs between the checkpoints: `evidence verify --package OUT` (or a
-    short script, see the README) checks it with no database and no network. Reads the ledger and the archive;
-    writes neither.
+    inclusion proof, the events that record who authorized the tenant's privileged actions (and the actor events
+    they are checked against) with theirs, and the consistency proofs between the checkpoints: `evidence verify
+    --package OUT` (or a short script, see the README) checks it with no database and no network. Reads the
+    ledger and the archive; writes neither.
     """
     from evidence_pipeline.audit.export import export_package
 
-    ledger, archive = open_audit(load_settings(reads_only=True))
-    exported = export_package(ledger, archive, tenant_id, first, last, out)
+    settings = load_settings(reads_only=True)
+    ledger, archive = open_audit(settings)
+    exported = export_package(ledger, archive, tenant_id, first, last, out, settings.action_max_age_seconds)
     index = exported.index
-    click.echo(f"exported {len(index.bundles)} bundle(s) of {tenant_id} ({first or 'first'}..{last or 'last'}) to "
-               f"{out}; checkpoints: {len(index.checkpoints)}, witnessed: {exported.witnessed}")
+    click.echo(f"exported {len(index.bundles)} bundle(s) of {tenant_id} ({first or 'first'}..{last or 'last'}) and "
+               f"{len(index.authorizations)} authorization event(s) to {out}; checkpoints: {len(index.checkpoints)}, "
+               f"witnessed: {exported.witnessed}")
+    if exported.unproved:
+        click.echo(f"left out {exported.unproved} authorization event(s) recorded after the newest checkpoint: run "
+                   "`evidence ledger checkpoint` and export again to include them")
     click.echo(f"verify it:  evidence verify --package {out} [--key-id …] [--root-id …] [--require-witness PUB.pem]")

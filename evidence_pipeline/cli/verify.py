@@ -44,7 +44,8 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
     For several bundles, --json prints one JSON object per bundle (JSON lines).
 
     --package FOLDER verifies an audit package instead (no database, no network): its bundles, their inclusion
-    proofs, the signed checkpoints and the consistency between them; --json prints one JSON document.
+    proofs, the signed checkpoints and the consistency between them, and who authorized each privileged action
+    of the tenant (each signed request re-checked); --json prints one JSON document.
 
     Keys come from the archive's keys/ folder: the statement keys and signer certificates that the newest keyring
     document (keys/keyring-*.json), signed by the trust root, lists. Pin the trust root id you received out of band
@@ -147,20 +148,27 @@ def _chain_lines(result) -> list[str]:
 
 def _verify_package(argument: str, witness: str | None, as_json: bool, key_ids: frozenset[str],
                     root_ids: frozenset[str], workers: int, at: datetime | None) -> None:
-    """`evidence verify --package`: the package-level checks, then every bundle in worker processes."""
+    """`evidence verify --package`: the package-level checks and who authorized what, then every bundle in worker
+    processes."""
     from evidence_pipeline.audit.package import check_package, open_package, verify_bundles, witness_public_key
+    from evidence_pipeline.audit.package_authorizations import check_authorizations
     from evidence_pipeline.audit.verify_many import overall_exit_code
 
     store, index = open_package(argument)
     pinned_witness = None if witness is None else witness_public_key(store, witness)
     checks = check_package(store, index, key_ids, root_ids, pinned_witness)
+    authorizations = check_authorizations(store, index, checks)
     if not as_json:
         span = f"{index.first or 'first'}..{index.last or 'last'}"
         click.echo(f"package of {len(index.bundles)} bundles of {index.tenant} ({span}), "
-                   f"{len(index.checkpoints)} checkpoints, exported {index.exported_at}")
+                   f"{len(index.checkpoints)} checkpoints, {len(index.authorizations)} authorization events, "
+                   f"exported {index.exported_at}")
         for check in checks.checks:
             click.echo(f"{'ok  ' if check.passed else 'FAIL'} {check.name}"
                        + ("" if check.passed else f": {check.code}: {check.detail}"))
+        for authorization in authorizations:
+            click.echo("     event {seq} {event_type}: {action} by {actor} (key {key_id}) at {time}".format(
+                **authorization))
     progress = _Progress(len(index.bundles)) if sys.stderr.isatty() and not as_json else None
     outcomes = []
     for outcome in verify_bundles(argument, store, index, checks, key_ids, root_ids, workers, at):
@@ -181,7 +189,8 @@ def _verify_package(argument: str, witness: str | None, as_json: bool, key_ids: 
             "codes": sorted(set(checks.codes) | {c for v in verified for c in v.codes}
                             | {o.error.code for o in outcomes if o.error is not None}),
             "checkpoint_key_ids": sorted(checks.checkpoint_key_ids), "witness_key_id": checks.witness_id,
-            "checks": [c.__dict__ for c in checks.checks], "bundles": [o.as_dict() for o in outcomes],
+            "checks": [c.__dict__ for c in checks.checks], "authorizations": authorizations,
+            "bundles": [o.as_dict() for o in outcomes],
         }, indent=2))
     else:
         _print_summary(outcomes, key_ids, root_ids, package_codes=checks.codes)
