@@ -73,6 +73,11 @@ class EventType(Vocabulary):
     TEMPLATE_APPROVED = "template.approved", "a template version's approval, by someone other than the author"
     RULESET_CANARY = "ruleset.canary", "a tenant's new contract reviews are routed to a candidate ruleset"
     RULESET_ROLLED_BACK = "ruleset.rolled_back", "routing the tenant to the candidate stopped"
+    PART_DECIDED = (
+        "part.decided",
+        "a reviewer's signed decision on a derived part (approved or rejected, with a reason and the part's digest); "
+        "a merge admits a part whose latest decision, this or its contract review's, approves it",
+    )
     # the actor registry: events of no tenant (their tenant is ""), each carrying the signed request that made it
     ACTOR_BOOTSTRAPPED = "actor.bootstrapped", "once per deployment: the first admin, signed by its own key"
     ACTOR_REGISTERED = "actor.registered", "an actor's name, roles and first key"

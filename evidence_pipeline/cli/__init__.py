@@ -22,6 +22,7 @@ from evidence_pipeline.cli import (
     keys,
     ledger,
     lineage,
+    part,
     ruleset,
     stats,
     template,
@@ -58,7 +59,8 @@ def _exit_with(ctx: click.Context, error: EvidenceError):
 
 @click.group(cls=_ErrorBoundary, commands=[
     demo.demo, verify.verify, actor.actor, export.export, lineage.lineage, ledger.ledger, keys.keys, stats.stats,
-    jobs.dead_letter, jobs.replay, jobs.sweep, tenant.tenant, template.template, ruleset.ruleset, intake.intake, ui.ui,
+    jobs.dead_letter, jobs.replay, jobs.sweep, tenant.tenant, template.template, part.part, ruleset.ruleset,
+    intake.intake, ui.ui,
 ])
 def main() -> None:
     """Signed, tamper-evident monthly compliance evidence.
