@@ -27,6 +27,7 @@ from evidence_pipeline.actors.registry import Registry
 from evidence_pipeline.actors.requests import parse_envelope
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.actors.verify import AuthorizedAction
+from evidence_pipeline.documents import Documents
 from evidence_pipeline.documents.review import DECISION
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.documents import find_event_in
@@ -38,7 +39,7 @@ MAX_REASON_CHARS = 500
 _ARGS = frozenset({"artifact_id", "decision", "reason"})
 
 
-def decide_part(gate: ActionGate, documents, envelope: object) -> dict:
+def decide_part(gate: ActionGate, documents: Documents, envelope: object) -> dict:
     """Record a reviewer's signed decision on one of the request tenant's parts; returns the event's details."""
     ledger = documents.records.ledger
     recorded: list[dict] = []
@@ -79,7 +80,7 @@ def _check_request(tenant: str | None, args: dict) -> None:
 # --- a merge's admission ---------------------------------------------------------------------------------------
 
 
-def approved_inputs(documents, tenant: str, inputs: list[str]) -> dict:
+def approved_inputs(documents: Documents, tenant: str, inputs: list[str]) -> dict:
     """A merge's admission: every input is a derivative whose latest decision approves it, and all derive from one
     original. Pins each input's approving decision in the request (module docstring)."""
     pins, originals = [], set()
@@ -94,7 +95,7 @@ def approved_inputs(documents, tenant: str, inputs: list[str]) -> dict:
     return {"reviews": pins}
 
 
-def approving_pin(documents, tenant: str, artifact_id: str) -> dict:
+def approving_pin(documents: Documents, tenant: str, artifact_id: str) -> dict:
     """The pin of the part's latest decision, a review's or a reviewer's; MERGE_INPUT_NOT_APPROVED unless it
     approves the part."""
     review = documents.jobs.latest_review(tenant, artifact_id)
@@ -125,7 +126,7 @@ def review_pin(review: dict | None, artifact_id: str) -> dict:
     return {"artifact_id": artifact_id, "review_job_id": review["job_id"], "decision_sha256": decision[0]["sha256"]}
 
 
-def pin_holds(documents, tenant: str, pin: dict, sha256: str) -> None:
+def pin_holds(documents: Documents, tenant: str, pin: dict, sha256: str) -> None:
     """The worker's re-check of what admission pinned, before it merges the input of digest ``sha256``:
     MERGE_INPUT_NOT_APPROVED unless the pinned review or reviewer's decision still approves exactly those bytes."""
     if "review_job_id" in pin:
