@@ -82,6 +82,11 @@ class EventType(Vocabulary):
         "an operator rotated a tenant's webhook secret: the new secret's id, and until when the previous one signs too",
     )
     WEBHOOK_REPLAYED = "webhook.replayed", "an operator sent a dead webhook delivery again: its id, and why"
+    PART_DECIDED = (
+        "part.decided",
+        "a reviewer's signed decision on a derived part (approved or rejected, with a reason and the part's digest); "
+        "a merge admits a part whose latest decision, this or its contract review's, approves it",
+    )
     # the actor registry: events of no tenant (their tenant is ""), each carrying the signed request that made it
     ACTOR_BOOTSTRAPPED = "actor.bootstrapped", "once per deployment: the first admin, signed by its own key"
     ACTOR_REGISTERED = "actor.registered", "an actor's name, roles and first key"

@@ -43,14 +43,19 @@ def test_two_concurrent_demos_on_one_home_count_each_publication_once(tmp_path):
         assert re.search(r"document jobs, filed under \d{4}-\d{2} \(its report lists them\)", stdout)
         assert re.search(r"acme-books +contract-review @ lease-review/2026\.1 +2  succeeded: approved", stdout)
     assert sum(_newly_published(stdout) for stdout, _ in outputs) == 15
-    # Both demos submitted the same documents under the same keys (the agreement signed once): 8 jobs per tenant,
-    # each worked once.
+    # Both demos submitted the same documents under the same keys (the agreement signed once): 13 jobs per tenant,
+    # each worked once: 8, and the agreement's four parts reviewed (the addendum rejected) and merged, the addendum
+    # approved by the dev approver's decision.
     assert _document_jobs(tmp_path / "home") == {
-        ("contract-review", "succeeded", None): 10,
-        ("contract-review", "rejected", "REVIEW_POLICY_REJECTED"): 15,
+        ("contract-review", "succeeded", None): 10 + 15,
+        ("contract-review", "rejected", "REVIEW_POLICY_REJECTED"): 15 + 5,
         ("redact", "succeeded", None): 10,
         ("split", "succeeded", None): 5,
+        ("merge", "succeeded", None): 5,
     }
+    reports = "\n".join(stdout for stdout, _ in outputs)  # either demo may have worked the parts and the merge
+    assert re.search(r"acme-books +contract-review @ district-agreement/2026\.1 +3  succeeded: approved", reports)
+    assert re.search(r"acme-books +merge +1  succeeded", reports)
     written = [path for path in (tmp_path / "home").rglob("*") if not path.is_symlink()]
     assert {path.name for path in written} >= {"dagster.yaml", "pades-root.pem", "ledger.sqlite", "runs.db"}
     loose = {str(path.relative_to(tmp_path)) for path in written if path.stat().st_mode & 0o022}

@@ -40,6 +40,7 @@ from evidence_pipeline_tests.test_documents_dagster import tick
 from evidence_pipeline_tests.test_documents_worker import dispatch
 
 PARTS = [{"name": part.name, "pages": part.pages} for part in bundles.PARTS]
+DISTRICT = {"ruleset": bundles.RULESET}  # what reviews the agreement's parts
 TRUSTED = "EVIDENCE_SIGNATURE_TRUST_ROOTS"
 
 
@@ -207,7 +208,8 @@ def _agreement_merged(documents, http, pki) -> dict:
     upload_doc, split = _split(http, documents, signed)
     assert (split["state"], split["stage"], split["reason"]) == ("succeeded", "completed", None), split
     parts = _pdfs(split)
-    reviews = {name: _accept(http, f"review-{name}", {"operation": "contract-review", "inputs": [artifact]})
+    reviews = {name: _accept(http, f"review-{name}", {"operation": "contract-review", "inputs": [artifact],
+                                                      "options": DISTRICT})
                for name, artifact in parts.items()}
     dispatch(documents, "run-reviews")
     statuses = {name: _status(http, job_id) for name, job_id in reviews.items()}
@@ -408,7 +410,7 @@ def test_unapproved_merge_inputs_are_refused_at_admission(documents, intake, pki
         pair = [parts["exhibits"], parts["master-agreement"]]
         unreviewed = submit(http, "m1", {"operation": "merge", "inputs": pair})
         addendum = parts["data-processing-addendum"]
-        review_id = _accept(http, "r1", {"operation": "contract-review", "inputs": [addendum]})
+        review_id = _accept(http, "r1", {"operation": "contract-review", "inputs": [addendum], "options": DISTRICT})
         dispatch(documents, "run-r")
         assert _status(http, review_id)["state"] == "rejected"
         rejected = submit(http, "m2", {"operation": "merge", "inputs": [parts["data-processing-addendum"],
@@ -428,7 +430,8 @@ def test_a_merge_of_parts_of_two_originals_is_refused(documents, intake, pki):
         for n, pdf in enumerate((bundles.district_agreement(), bundles.sign(bundles.district_agreement(), pki[0]))):
             _, split = _split(http, documents, pdf, f"split-{n}", [{"name": "master", "pages": "1"}])
             masters.append(_pdfs(split)["master"])
-            _accept(http, f"review-{n}", {"operation": "contract-review", "inputs": [masters[-1]]})
+            _accept(http, f"review-{n}", {"operation": "contract-review", "inputs": [masters[-1]],
+                                          "options": DISTRICT})
         dispatch(documents, "run-reviews")
         refused = submit(http, "merge", {"operation": "merge", "inputs": masters})
     assert masters[0] != masters[1] and (refused.status_code, error_code(refused)) == (422, "INPUTS_INVALID")

@@ -34,6 +34,8 @@ DEFAULT_MAX_AGE_SECONDS = 300.0  # EVIDENCE_ACTION_MAX_AGE_SECONDS' default (con
 # The gate checks a request's age on its clock a moment before the event's recorded_at is taken, in the same
 # transaction (which may wait for a lock): offline, the age may exceed the maximum by that much.
 RECORDING_GRACE_SECONDS = 60.0
+# The events whose details repeat their request's args: what was done is exactly what was signed.
+ARGS_RECORDED = ACTOR_EVENTS | {EventType.PART_DECIDED}
 
 
 @dataclass(frozen=True)
@@ -96,13 +98,13 @@ def recheck(body: dict, registry: Registry, max_age_seconds: float = DEFAULT_MAX
         authorized = verify(authorization, registry, action, at, max_age_seconds + RECORDING_GRACE_SECONDS)
     if authorized.actor != body["actor"] or authorized.tenant not in (None, body["tenant"]):
         raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "the event's actor or tenant is not the request's")
-    if body["event_type"] in ACTOR_EVENTS and not _details_repeat_args(body["details"], authorized):
-        raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "the actor event differs from the request's args")
+    if body["event_type"] in ARGS_RECORDED and not _details_repeat_args(body["details"], authorized):
+        raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "the event's details differ from the request's args")
     return authorized
 
 
 def _details_repeat_args(details: dict, authorized: AuthorizedAction) -> bool:
-    """An actor event does what its request asked: its details hold the args (a public key as its key entry)."""
+    """The event does what its request asked: its details hold the args (a public key as its key entry)."""
     args = dict(authorized.args)
     if "public_key" in args:
         public = args.pop("public_key")

@@ -29,7 +29,7 @@ from evidence_pipeline.monthly import sources
 from evidence_pipeline.operations.tenant_access import register_tenants
 from evidence_pipeline.synthetic.demo_actors import DEV_ROLES, OPERATOR, DemoActors, ensure_demo_actors, key_path
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS, demo_transactions
-from evidence_pipeline.synthetic.demo_documents import submit_demo_documents
+from evidence_pipeline.synthetic.demo_documents import merge_agreements, submit_demo_documents, submit_part_reviews
 
 SOURCE_MONTHS = 14  # months of demo source data per tenant
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # outcomes are reported by reason code
@@ -144,11 +144,22 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
 def _document_jobs(defs, instance: DagsterInstance, evidence: EvidenceResource, actors: DemoActors,
                    period: str) -> list[dict]:
     """Submit every demo tenant's documents (filed under ``period``), then dispatch them as the daemon would: one
-    tick of the dispatch sensor, and its page runs, here in process. Returns the jobs as the ledger then holds them
-    (a job's failure is its state and reason code, never the demo's)."""
+    tick of the dispatch sensor, and its page runs, here in process; then, in two more rounds, the reviews of the
+    agreement's parts and, after the approver's decision, their merge. Returns the jobs as the ledger then holds
+    them (a job's failure is its state and reason code, never the demo's)."""
     documents = Documents.open(evidence.runtime())
     jobs = [job for index, tenant in enumerate(DEMO_TENANTS)
             for job in submit_demo_documents(documents, actors, tenant, index, period)]
+    _dispatch(defs, instance, evidence)
+    reviews = submit_part_reviews(documents, jobs, period)
+    _dispatch(defs, instance, evidence)
+    merges = merge_agreements(documents, actors, jobs, period)
+    _dispatch(defs, instance, evidence)
+    return [documents.jobs.job(job.tenant, job.job_id) for job in jobs + reviews + merges]
+
+
+def _dispatch(defs, instance: DagsterInstance, evidence: EvidenceResource) -> None:
+    """One tick of the dispatch sensor and its page runs, in process."""
     tick = defs.resolve_sensor_def(document_dispatch_sensor.name).evaluate_tick(
         build_sensor_context(instance=instance, resources={"evidence": evidence}))
     page_job = defs.resolve_job_def(document_page_job.name)
@@ -156,7 +167,6 @@ def _document_jobs(defs, instance: DagsterInstance, evidence: EvidenceResource, 
         if request.job_name == page_job.name:  # an evidence job someone asked for is left to the daemon
             page_job.execute_in_process(instance=instance, resources={"evidence": evidence}, raise_on_error=False,
                                         run_config=dict(request.run_config) | QUIET, tags=request.tags)
-    return [documents.jobs.job(job.tenant, job.job_id) for job in jobs]
 
 
 def _outcomes(result, tenant_months: list[TenantMonth], say: Callable[[str], None]) -> tuple[list[DemoOutcome], bool]:

@@ -7,7 +7,8 @@ left behind (the worker's signature check stage has recorded what the parent's s
 derivative is checked to hold no signature object before it is returned. pypdf writes the same bytes for the same
 pages, so a derivative is deterministic: the same inputs and options give the same output digest.
 
-The worker publishes each derivative content-addressed with its lineage (documents/worker.py).
+The worker publishes each derivative content-addressed with its lineage (documents/worker.py). A merge admits
+parts approved by a contract review or by a reviewer's decision (documents/decisions.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import re
 from pypdf import PdfReader, PdfWriter, apply_configuration
 from pypdf.generic import ArrayObject, DictionaryObject, NameObject
 
+from evidence_pipeline.documents.decisions import approved_inputs
 from evidence_pipeline.documents.gate import LIMITS, gate
 from evidence_pipeline.documents.registry import (
     ACTIVE_CONTENT_OPTION,
@@ -28,9 +30,7 @@ from evidence_pipeline.documents.registry import (
     Structured,
     register,
 )
-from evidence_pipeline.documents.review import DECISION
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.models import EventType
 
 MAX_PARTS = 50
 PART_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")  # a part's name becomes part of an object key
@@ -110,38 +110,6 @@ def merge_documents(inputs: list[ProcessorInput], options: dict, pinned: dict) -
     return ProcessorResult({}, {"inputs": len(inputs), "pages": len(pages)}, derived=(derivative,))
 
 
-def approved_reviews(documents, tenant: str, inputs: list[str]) -> dict:
-    """A merge's admission: every input is a derivative whose latest contract review decision is approved, and all
-    derive from one original. Pins each input's approving review (job and decision digest) in the request."""
-    reviews, originals = [], set()
-    for artifact_id in inputs:
-        derived = documents.records.find_event(tenant, EventType.DOCUMENT_DERIVED, "artifact_id", artifact_id)
-        if derived is None:
-            raise EvidenceError(ReasonCode.MERGE_INPUT_NOT_APPROVED, "a merge input is not a derived artifact")
-        originals.add(derived["parsed"]["details"]["lineage"]["original_digest"])
-        review = documents.jobs.latest_review(tenant, artifact_id)
-        reviews.append(review_pin(review, artifact_id))
-    if len(originals) > 1:
-        raise EvidenceError(ReasonCode.INPUTS_INVALID, "a merge's inputs must derive from one original")
-    return {"reviews": reviews}
-
-
-def review_pin(review: dict | None, artifact_id: str) -> dict:
-    """What a merge records of an input's review: its job and decision digest; MERGE_INPUT_NOT_APPROVED unless the
-    review committed an approval of exactly that input."""
-    outputs = (review or {}).get("outputs") or {}
-    decision = [a for a in outputs.get("artifacts", []) if a["name"] == DECISION]
-    if (
-        review is None
-        or review["state"] != "succeeded"
-        or review["request"]["inputs"] != [artifact_id]
-        or (outputs.get("summary") or {}).get("decision") != "approved"
-        or len(decision) != 1
-    ):
-        raise EvidenceError(ReasonCode.MERGE_INPUT_NOT_APPROVED, "a merge input has no approved review decision")
-    return {"artifact_id": artifact_id, "review_job_id": review["job_id"], "decision_sha256": decision[0]["sha256"]}
-
-
 def _reader(document: ProcessorInput) -> PdfReader:
     document.file.seek(0)
     with apply_configuration(**LIMITS):
@@ -218,6 +186,6 @@ MERGE = register(
         inputs=(2, 100),
         staged=True,
         processing_stage="merging",
-        admit_inputs=approved_reviews,
+        admit_inputs=approved_inputs,
     )
 )

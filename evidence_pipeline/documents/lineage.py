@@ -5,8 +5,9 @@ An artifact id is an archive key, as a job's status lists its outputs. The walk 
 - a derivative (a split's part, a merge): its `document.derived` event, its bytes (the event's output digest), its
   manifest and its DSSE statement (both must carry the event's lineage); then, for a merge, each parent's approving
   review (the review job's `document.published` event, its decision.json and statement: approved, about exactly
-  that parent's bytes); for a split, its signature check (the `signature.checked` event, the record and its
-  statement, about the original's digest); then each parent in turn;
+  that parent's bytes) or reviewer's decision (its `part.decided` event: approved, about exactly that parent's
+  bytes, by the actor the merge pinned, as its stored signed request says); for a split, its signature check (the
+  `signature.checked` event, the record and its statement, about the original's digest); then each parent in turn;
 - any other job output (a redaction, a review decision, an approval): the job's `document.published` event, the
   output's bytes and the job's statement, then the job's inputs;
 - an upload: its `document.admitted` event and its bytes in the document store.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 
 from evidence_pipeline.documents import Documents
+from evidence_pipeline.documents.decisions import decision_problem
 from evidence_pipeline.documents.review import DECISION
 from evidence_pipeline.documents.worker import (
     DERIVATIVE_PREDICATE_TYPE,
@@ -126,7 +128,8 @@ class _Walker:
         for parent in recorded["parent_artifact_ids"]:
             parent_digest, origin = self.parent(parent)
             if parent in reviews:
-                self.review(reviews[parent], parent, parent_digest)
+                approval = self.decision if "decision_event_id" in reviews[parent] else self.review
+                approval(reviews[parent], parent, parent_digest)
             if origin != recorded["original_digest"]:
                 raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, f"parent {parent} is not of the original")
         return digest, recorded["original_digest"]
@@ -162,6 +165,21 @@ class _Walker:
         self.job_statement(event, parent_digest, link)
         self.links.append({"link": "review", "job_id": review["review_job_id"], "artifact_id": parent,
                            "decision": "approved", "decision_sha256": review["decision_sha256"]})
+
+    def decision(self, pin: dict, parent: str, parent_digest: str) -> None:
+        link = f"decision {pin['decision_event_id']} on {parent}"
+        event = self.documents.records.event(self.tenant, EventType.PART_DECIDED, pin["decision_event_id"])
+        if event is None:
+            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "no part.decided event")
+        self.chained(event, link)
+        body = event["parsed"]
+        if body["details"].get("decision") != "approved":
+            raise _Broken(ReasonCode.LINEAGE_NOT_APPROVED, link, "the reviewer's decision is not approved")
+        problem = decision_problem(body, pin, parent_digest)
+        if problem is not None:
+            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, f"the reviewer's decision: {problem}")
+        self.links.append({"link": "decision", "event_id": body["event_id"], "artifact_id": parent,
+                           "decision": "approved", "decided_by": body["actor"], "reason": body["details"]["reason"]})
 
     def signature_check(self, check: str, original_digest: str) -> None:
         link = f"signature check {check}"

@@ -22,6 +22,8 @@ SCHEMA = "evidence-ruleset/v1"
 REGISTERED = {
     "lease-review/2026.1": "564d0a62e84610fad6f35d9a2fd74f837100bb57811d246961b0c24caa188649",
     "lease-review/2026.2": "6d8918ed98fbee7a4a62b0618a777aaf5b38d501e25f88b3462ff0376ac4ade1",  # a pets clause too
+    # district services agreements, part by part: a job names it in its options (never in force for leases)
+    "district-agreement/2026.1": "d05a7760ee16b69c763aadd6fdd2fd9401459d5354f0318d7d370ddb1a89662f",
 }
 IN_FORCE = "lease-review/2026.1"  # what a job accepted now is pinned to, unless it names another registered version
 FIELD_TYPES = ("text", "date", "money", "signer")  # signer: "Name (Party signed for)"

@@ -28,7 +28,7 @@ from pyhanko.pdf_utils.reader import PdfFileReader
 
 from evidence_pipeline import jsonread
 from evidence_pipeline.documents import Documents, signature_check
-from evidence_pipeline.documents.derive import review_pin
+from evidence_pipeline.documents.decisions import pin_holds
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.isolation import Limits, isolated, reopened, unclassified
 from evidence_pipeline.documents.registry import Derivative, Operation, ProcessorInput, ProcessorResult, operation
@@ -226,8 +226,9 @@ def _process(documents: Documents, job: dict, lease: Lease, stages: _Stages, scr
             stages.enter(lease, "signature_check", input_sha256=[i.sha256 for i in inputs])
             check = _check_signatures(documents, job, lease, inputs[0], scratch, run, limits)
         if op.admit_inputs is not None:  # what admission pinned must still hold
-            for review in pinned["reviews"]:
-                review_pin(documents.jobs.job(job["tenant"], review["review_job_id"]), review["artifact_id"])
+            digests = {i.document_id: i.sha256 for i in inputs}
+            for pin in pinned["reviews"]:
+                pin_holds(documents, job["tenant"], pin, digests[pin["artifact_id"]])
         stages.enter(lease, op.processing_stage, input_sha256=[i.sha256 for i in inputs])
         result = isolated(limits, _processed, op.processor, inputs, options, pinned)
         if check is not None:  # the job's status shows the check beside the processor's findings

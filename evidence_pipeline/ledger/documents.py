@@ -96,11 +96,22 @@ class DocumentRecords:
         return documents | {i for i in ids - documents if self.find_event(tenant, EventType.DOCUMENT_DERIVED,
                                                                           "artifact_id", i) is not None}
 
-    def find_event(self, tenant: str, event_type: str, name: str, value: str) -> dict | None:
-        """The oldest of ``tenant``'s events of ``event_type`` whose details[``name``] is ``value``: its row (seq,
-        prev_hash, event_hash, the stored body text) and ``details``; None when there is none."""
+    def find_event(self, tenant: str, event_type: str, name: str, value: str, newest: bool = False) -> dict | None:
+        """The oldest (``newest``: the latest) of ``tenant``'s events of ``event_type`` whose details[``name``] is
+        ``value``: its row (seq, prev_hash, event_hash, the stored body text) and ``parsed``, the body; None when
+        there is none."""
         with classified_errors(), self.ledger.engine.connect() as conn:
-            return find_event_in(conn, self.ledger, tenant, event_type, name, value)
+            return find_event_in(conn, self.ledger, tenant, event_type, name, value, newest)
+
+    def event(self, tenant: str, event_type: str, event_id: str) -> dict | None:
+        """``tenant``'s event of ``event_type`` with ``event_id``, as find_event returns it; None when there is none
+        (another tenant's event does not exist for this one)."""
+        events = self.ledger.audit_events.c
+        query = select(events.seq, events.prev_hash, events.event_hash, events.body).where(
+            events.event_id == event_id, events.tenant == tenant, events.event_type == str(event_type))
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else dict(row._mapping) | {"parsed": event_body(row.body)}
 
     def neighbour_hashes(self, seq: int) -> tuple[str | None, str | None]:
         """(the event_hash of the event before position ``seq``, the prev_hash of the event after it); None where
@@ -113,7 +124,7 @@ class DocumentRecords:
 
 
 def find_event_in(conn: Connection, ledger: Ledger, tenant: str, event_type: str, name: str,
-                  value: str) -> dict | None:
+                  value: str, newest: bool = False) -> dict | None:
     """DocumentRecords.find_event on ``conn``: inside a caller's transaction, which may have appended it."""
     events = ledger.audit_events.c
     # Bodies are canonical JSON, so the pair appears verbatim: the database narrows, the parse decides.
@@ -122,7 +133,7 @@ def find_event_in(conn: Connection, ledger: Ledger, tenant: str, event_type: str
         select(events.seq, events.prev_hash, events.event_hash, events.body)
         .where(events.tenant == tenant, events.event_type == str(event_type))
         .where(events.body.contains(pair, autoescape=True))
-        .order_by(events.seq)
+        .order_by(events.seq.desc() if newest else events.seq)
     )
     for row in conn.execute(query):
         body = event_body(row.body)

@@ -2,7 +2,10 @@
 `redact` under an approved template version, and a signed district agreement for `split` (its signature check
 first, then four parts), submitted for each demo tenant through the front door's code
 path (intake's admission: the same checks, document store, idempotency keys and ledger events as `evidence intake
-serve`, without HTTP).
+serve`, without HTTP). Once the split has run, each part is reviewed under the district-agreement ruleset, which
+rejects the data-processing addendum (it states no end date); once the reviews have run, the dev approver approves
+the addendum by a signed `part.decide` with its reason, as `evidence part decide` does, and all four parts are
+merged back into one agreement.
 
 Each demo tenant gets one of two organizations' templates merged with one of two programs', submitted by the dev
 operator and approved by the dev approver (demo_actors.py), signed as `evidence template submit` and `approve` sign
@@ -21,6 +24,7 @@ from datetime import datetime, timezone
 
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.documents import Documents, templates
+from evidence_pipeline.documents.decisions import approving_pin, decide_part
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake.admission import PDF, store_document, submit_job
 from evidence_pipeline.ledger.admission import Clock
@@ -39,6 +43,8 @@ PROGRAMS = ("family-units", "senior-units")
 # text_only, missing_landlord, term_too_long, missing_clause (two approved, three rejected with their reasons)
 CONTRACT_DEFECTS = (0, 1, 3, 9, 12)
 AGREEMENT = "district-agreement.pdf"
+SPLIT_KEY = "demo-split-agreement"
+ADDENDUM_REASON = "no end date: the addendum runs for as long as the provider holds student records"
 
 
 @dataclass(frozen=True)
@@ -66,16 +72,70 @@ def submit_demo_documents(documents: Documents, actors: DemoActors, tenant: str,
         # an application with every kind of planted value; a lease, where the template finds nothing (no_matches)
         ("demo-redact-application", "redact", application(), {"active_content": "flag"}),
         ("demo-redact-lease", "redact", lease_contract(index * 14).pdf, {}),
-        ("demo-split-agreement", "split", _signed_agreement(documents), {"parts": [
+        (SPLIT_KEY, "split", _signed_agreement(documents), {"parts": [
             {"name": part.name, "pages": part.pages} for part in district_agreements.PARTS]}),
     ]
-    jobs = []
-    for key, operation, pdf, options in requests:
-        document = _upload(documents, tenant, pdf)
-        job, _ = submit_job(documents, tenant, key, {"operation": operation, "inputs": [document["document_id"]],
-                                                     "options": options}, ACTOR, Clock(None, period))
-        jobs.append(DemoJob(tenant, key, job["job_id"]))
-    return jobs
+    return [_submit(documents, tenant, key, {"operation": operation, "options": options,
+                                             "inputs": [_upload(documents, tenant, pdf)["document_id"]]}, period)
+            for key, operation, pdf, options in requests]
+
+
+def submit_part_reviews(documents: Documents, jobs: list[DemoJob], period: str) -> list[DemoJob]:
+    """After the splits have run: a contract review of each part of each tenant's agreement, under the district
+    ruleset. A split that did not succeed gets none (its state and reason are the demo's report)."""
+    reviews = []
+    for tenant, parts in _agreement_parts(documents, jobs).items():
+        for name, artifact_id in parts.items():
+            reviews.append(_submit(documents, tenant, f"demo-review-{name}", {
+                "operation": "contract-review", "inputs": [artifact_id],
+                "options": {"ruleset": district_agreements.RULESET}}, period))
+    return reviews
+
+
+def merge_agreements(documents: Documents, actors: DemoActors, jobs: list[DemoJob], period: str) -> list[DemoJob]:
+    """After the reviews have run: the dev approver approves each part the ruleset rejected (the addendum), by a
+    signed `part.decide` with its reason, unless an earlier demo did; then the four parts are merged. A tenant whose
+    reviews have not all finished (a concurrent demo still works one) is left to the demo that works it."""
+    merges = []
+    for tenant, parts in _agreement_parts(documents, jobs).items():
+        reviews = {artifact_id: documents.jobs.latest_review(tenant, artifact_id) for artifact_id in parts.values()}
+        if None in reviews.values():
+            continue
+        for artifact_id, review in reviews.items():
+            if review["state"] == "rejected" and not _approved(documents, tenant, artifact_id):
+                decide_part(actors.gate, documents, actors.sign(APPROVER, Action.PART_DECIDE, {
+                    "artifact_id": artifact_id, "decision": "approved", "reason": ADDENDUM_REASON}, tenant=tenant))
+        merges.append(_submit(documents, tenant, "demo-merge-agreement",
+                              {"operation": "merge", "inputs": list(parts.values())}, period))
+    return merges
+
+
+def _approved(documents: Documents, tenant: str, artifact_id: str) -> bool:
+    try:
+        approving_pin(documents, tenant, artifact_id)
+    except EvidenceError as error:
+        if error.code != ReasonCode.MERGE_INPUT_NOT_APPROVED:
+            raise
+        return False
+    return True
+
+
+def _agreement_parts(documents: Documents, jobs: list[DemoJob]) -> dict[str, dict[str, str]]:
+    """Each tenant whose agreement split succeeded -> its parts' artifact ids by name, in the agreement's order."""
+    found = {}
+    for demo_job in jobs:
+        job = documents.jobs.job(demo_job.tenant, demo_job.job_id)
+        if demo_job.key != SPLIT_KEY or job["state"] != "succeeded":
+            continue
+        keys = [artifact["key"] for artifact in job["outputs"]["artifacts"]]
+        found[demo_job.tenant] = {part.name: next(key for key in keys if key.endswith(f"/{part.name}.pdf"))
+                                  for part in district_agreements.PARTS}
+    return found
+
+
+def _submit(documents: Documents, tenant: str, key: str, body: dict, period: str) -> DemoJob:
+    job, _ = submit_job(documents, tenant, key, body, ACTOR, Clock(None, period))
+    return DemoJob(tenant, key, job["job_id"])
 
 
 def _signed_agreement(documents: Documents) -> bytes:
