@@ -88,3 +88,28 @@ def test_ledger_prove_exit_codes(runtime, backend):
     overwrite(runtime, f"{publication.bundle_key}/{MANIFEST}", b"[" * 200_000 + b"]" * 200_000)
     deep = _invoke(["ledger", "prove", bundle], backend)
     assert deep.exit_code == 1 and "MANIFEST_INVALID" in deep.output
+
+
+def test_the_instance_file_is_the_repositorys_until_someone_edits_it(tmp_path, capsys):
+    """`evidence ui`, `demo` and `stats` seed DAGSTER_HOME's dagster.yaml: they replace the one they wrote when the
+    repository's changes, and keep an edited one, saying what differs."""
+    from evidence_pipeline.cli.resources import seed_instance_file
+
+    template, target = tmp_path / "dagster.yaml", tmp_path / "home" / "dagster.yaml"
+    target.parent.mkdir()
+    template.write_text("run_retries:\n  max_retries: 2\n")
+    seed_instance_file(template, target)
+    assert target.read_text() == template.read_text() and capsys.readouterr().err == ""
+    template.write_text("run_retries:\n  max_retries: 3\n")  # a new release
+    seed_instance_file(template, target)
+    assert target.read_text() == template.read_text() and capsys.readouterr().err == ""
+    target.write_text("run_retries:\n  max_retries: 9\n")  # an operator's edit
+    seed_instance_file(template, target)
+    assert target.read_text() == "run_retries:\n  max_retries: 9\n"
+    said = capsys.readouterr().err
+    assert "Keeping the instance's dagster.yaml" in said and "-  max_retries: 3" in said and "+  max_retries: 9" in said
+    (tmp_path / "other").mkdir()
+    foreign = tmp_path / "other" / "dagster.yaml"  # an instance file this project never wrote
+    foreign.write_text("telemetry:\n  enabled: true\n")
+    seed_instance_file(template, foreign)
+    assert foreign.read_text() == "telemetry:\n  enabled: true\n" and "Keeping" in capsys.readouterr().err

@@ -3,14 +3,18 @@ ledger, the intake ledger and the Dagster home."""
 
 from __future__ import annotations
 
+import difflib
+import hashlib
 import os
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import click
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.paths import private_dirs
+from evidence_pipeline.tempfiles import write_private
 
 if TYPE_CHECKING:
     from evidence_pipeline.ledger import Ledger
@@ -33,15 +37,43 @@ def load_settings(reads_only: bool = False) -> Settings:
 
 def use_dagster_home(settings: Settings) -> Path:
     """DAGSTER_HOME defaults to $EVIDENCE_HOME/dagster, seeded with the repository's dagster.yaml, or with
-    dagster.production.yaml (PostgreSQL storage) when DAGSTER_PG_URL is set."""
+    dagster.production.yaml (PostgreSQL storage) when DAGSTER_PG_URL is set (seed_instance_file)."""
     home = settings.dagster_home
     if settings.dagster_home_override is None:
         config = "dagster.production.yaml" if settings.dagster_pg_url else "dagster.yaml"
         private_dirs(home)  # Dagster's SQLite databases live here: owner-only
-        shutil.copyfile(REPO_ROOT / config, home / "dagster.yaml")
+        seed_instance_file(REPO_ROOT / config, home / "dagster.yaml")
     # Dagster finds its instance through the environment, in this process and in those it starts (`evidence ui`).
     os.environ["DAGSTER_HOME"] = str(home)
     return home
+
+
+WRITTEN = ".dagster.yaml.sha256"  # beside the instance file: the SHA-256 of the one this project last wrote
+
+
+def seed_instance_file(template: Path, target: Path) -> None:
+    """The instance file is the repository's where there is none, or where it is still the one this project wrote
+    (a new release's settings then replace it). One edited since, or written by someone else, is kept: what differs
+    from the repository's is said on stderr instead."""
+    wanted = template.read_bytes()
+    written = target.with_name(WRITTEN)
+    if target.exists():
+        current = target.read_bytes()
+        if current == wanted:
+            return
+        if not written.exists() or written.read_text().strip() != hashlib.sha256(current).hexdigest():
+            difference = list(difflib.unified_diff(wanted.decode().splitlines(), current.decode().splitlines(),
+                                                   f"{template.name} (the repository's)", f"{target.name} (kept)",
+                                                   lineterm="", n=0))
+            shown = "\n".join(difference[:40]) + ("\n…" if len(difference) > 40 else "")
+            click.echo(f"Keeping the instance's {target.name}: it was edited, and differs from the repository's "
+                       f"{template.name}:\n{shown}", err=True)
+            return
+    staged = target.with_name(f".{target.name}.{os.getpid()}")
+    staged.unlink(missing_ok=True)
+    write_private(staged, wanted)
+    os.replace(staged, target)
+    written.write_text(hashlib.sha256(wanted).hexdigest() + "\n")
 
 
 def open_archive(root: str) -> ArtifactStore:
