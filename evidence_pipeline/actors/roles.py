@@ -43,12 +43,13 @@ class Action(StrEnum):
     TEMPLATE_APPROVE = "template.approve"
     PART_DECIDE = "part.decide"
     JOBS_READ = "jobs.read"
+    SOURCE_PUBLISH = "source.publish"
 
 
 ROLE_DESCRIPTIONS = {
     Role.ADMIN: "manages identities (actors, their roles and keys) and the service's signing keys",
     Role.OPERATOR: "runs the service: replays, sweeps, checkpoints, ruleset canaries and rollbacks, asks for "
-                   "offboarding, submits templates, reads jobs",
+                   "offboarding, submits templates, reads jobs, publishes source revisions",
     Role.APPROVER: "the second pair of eyes: approves templates and offboarding, decides on parts; never its own work",
     Role.REVIEWER: "decides on a document's parts",
     Role.AUDITOR: "reads jobs and dead letters; changes nothing",
@@ -73,6 +74,7 @@ ACTION_DESCRIPTIONS = {
     Action.TEMPLATE_APPROVE: "approve another actor's template version",
     Action.PART_DECIDE: "decide on a document's part (approve or reject)",
     Action.JOBS_READ: "list dead letters, jobs and their attempts",
+    Action.SOURCE_PUBLISH: "publish a tenant-month's source revision (`evidence source publish`)",
 }
 
 PERMISSIONS: dict[Role, frozenset[Action]] = {
@@ -80,7 +82,7 @@ PERMISSIONS: dict[Role, frozenset[Action]] = {
                            Action.KEYS_ROTATE, Action.KEYS_REVOKE}),
     Role.OPERATOR: frozenset({Action.JOB_REPLAY, Action.SWEEP, Action.LEDGER_CHECKPOINT, Action.RULESET_CANARY,
                               Action.RULESET_ROLLBACK, Action.TENANT_OFFBOARD, Action.TEMPLATE_SUBMIT,
-                              Action.JOBS_READ}),
+                              Action.JOBS_READ, Action.SOURCE_PUBLISH}),
     Role.APPROVER: frozenset({Action.TEMPLATE_APPROVE, Action.TENANT_OFFBOARD_APPROVE, Action.PART_DECIDE}),
     Role.REVIEWER: frozenset({Action.PART_DECIDE}),
     Role.AUDITOR: frozenset({Action.JOBS_READ}),
@@ -104,6 +106,7 @@ RECORDED_AS: dict[Action, EventType] = {
     Action.TENANT_OFFBOARD_APPROVE: EventType.TENANT_OFFBOARDED,
     Action.KEYS_ROTATE: EventType.KEYS_ROTATED,
     Action.KEYS_REVOKE: EventType.KEYS_REVOKED,
+    Action.SOURCE_PUBLISH: EventType.SOURCE_PUBLISHED,
 }
 # Actions that record one event per tenant they name, all in one transaction and each carrying the same signed
 # request: offline, one request may authorize a run of consecutive events of its type, one per tenant.
