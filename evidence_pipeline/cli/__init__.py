@@ -23,6 +23,7 @@ from evidence_pipeline.cli import (
     ledger,
     lineage,
     ruleset,
+    source,
     stats,
     template,
     tenant,
@@ -59,6 +60,7 @@ def _exit_with(ctx: click.Context, error: EvidenceError):
 @click.group(cls=_ErrorBoundary, commands=[
     demo.demo, verify.verify, actor.actor, export.export, lineage.lineage, ledger.ledger, keys.keys, stats.stats,
     jobs.dead_letter, jobs.replay, jobs.sweep, tenant.tenant, template.template, ruleset.ruleset, intake.intake, ui.ui,
+    source.source,
 ])
 def main() -> None:
     """Signed, tamper-evident monthly compliance evidence.
