@@ -5,6 +5,7 @@ or a signer without the operator role, publishes nothing."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -97,3 +98,17 @@ def test_from_dir_publishes_each_file_and_reports_each_refusal(backend, tmp_path
     stray.write_text("x")
     refused = _run(backend, "--from-dir", str(tmp_path / "landing"), "--key", signers.key_file("olga"))
     assert refused.exit_code == 2 and "not <tenant>/<YYYY-MM>.csv" in refused.output
+
+
+def test_the_documented_sample_folder_publishes_as_the_docs_say(backend, tmp_path):
+    runtime, signers = _setup(backend, tmp_path)
+    samples = Path(__file__).resolve().parent.parent / "docs" / "samples"
+    done = _run(backend, "--from-dir", str(samples), "--key", signers.key_file("olga"))
+    assert done.exit_code == 0, done.output
+    sample = TenantMonth("acme-books", "2026-07")
+    revision = sources.pin_latest(runtime.sources, sample)
+    assert f"acme-books 2026-07: revision 1 published: sha256 {revision.sha256}, 8 rows, {revision.size} bytes" in (
+        done.output)
+    documented = (samples.parent / "operators" / "sources.md").read_text()
+    assert f"sha256 {revision.sha256[:8]}…, 8 rows, {revision.size} bytes" in documented
+    assert len(sources.read_revision(runtime.sources, revision)) == 8
