@@ -116,7 +116,7 @@ def test_a_report_lists_the_first_hundred_problems_and_counts_them_all():
     (b"txn_id,booked_on,kind,currency,amount_minor,channel,note\n", ReasonCode.SOURCE_COLUMN_UNKNOWN, 1),
     (b"txn_id,booked_on,kind,currency,amount_minor,channel\n", ReasonCode.SOURCE_NO_ROWS, 1),
     (b"", ReasonCode.SOURCE_NO_ROWS, 1),
-    (b"txn_id,booked_on,kind,currency,amount_minor,channel\nT1,\xff\n", ReasonCode.SOURCE_NOT_UTF8, 2),
+    (b"txn_id,booked_on,kind,currency,amount_minor,channel\nT1,\xff\n", ReasonCode.SOURCE_ENCODING_INVALID, 2),
     (b'txn_id,booked_on,kind,currency,amount_minor,channel\nT1,"2026\n', ReasonCode.SOURCE_NOT_CSV, 2),
 ])
 def test_a_file_that_is_not_the_format_at_all_names_its_line_and_code(data, code, line):

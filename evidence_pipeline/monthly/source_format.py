@@ -152,7 +152,7 @@ def read_file(data: bytes, tenant_month: TenantMonth) -> pd.DataFrame:
         text = data.decode("utf-8-sig")  # a leading byte order mark (spreadsheets write one) is not a header
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
-        raise SourceRejected(tenant_month, [Problem(0, line, "", ReasonCode.SOURCE_NOT_UTF8)], 1) from None
+        raise SourceRejected(tenant_month, [Problem(0, line, "", ReasonCode.SOURCE_ENCODING_INVALID)], 1) from None
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
         header = next(reader, None)
