@@ -39,7 +39,10 @@ class ReasonCode(Vocabulary):
     SOURCE_DIGEST_MISMATCH = "SOURCE_DIGEST_MISMATCH", "a source revision's bytes differ from its pinned digest"
     # a source file's problems, each reported with its line and column in SOURCE_INVALID's report (source_format.py)
     SOURCE_TOO_LARGE = "SOURCE_TOO_LARGE", "a source file above its limit (128 MiB), refused before it is read"
-    SOURCE_ENCODING_INVALID = "SOURCE_ENCODING_INVALID", "a source file is not UTF-8 text (the line of the first bad byte)"
+    SOURCE_ENCODING_INVALID = (
+        "SOURCE_ENCODING_INVALID",
+        "a source file is not UTF-8 text (the line of the first bad byte)",
+    )
     SOURCE_NOT_CSV = "SOURCE_NOT_CSV", "a source file stops being CSV (an unterminated quote, a NUL)"
     SOURCE_COLUMN_MISSING = "SOURCE_COLUMN_MISSING", "the header lacks a column of the source format"
     SOURCE_COLUMN_UNKNOWN = "SOURCE_COLUMN_UNKNOWN", "the header names a column the source format does not have"
