@@ -117,3 +117,24 @@ def test_racing_publications_of_one_month_get_distinct_sequences(documents, inta
     assert sorted(answer.json()["sequence"] for answer in answers) == [1, 2, 3, 4]
     events = documents.runtime.ledger.events_of_type(EventType.SOURCE_PUBLISHED, "acme")
     assert sorted(event["details"]["sequence"] for event in events) == [1, 2, 3, 4]
+
+
+def test_a_correction_published_by_the_tenant_is_superseding_evidence_when_next_asked(runtime, documents, intake):
+    """End to end: the month has a bundle; the tenant PUTs a corrected file; the month's next evidence pins the new
+    revision, supersedes the bundle, and verifies."""
+    from evidence_pipeline.audit.verify import verify_bundle
+    from evidence_pipeline.monthly.pipeline import run_tenant_month
+    from evidence_pipeline.runtime import RunInfo
+    from evidence_pipeline_tests.conftest import SMALL
+
+    first = run_tenant_month(runtime, SMALL, RunInfo("before"))
+    token = documents.tokens.issue_token(SMALL.tenant, "test")[1]
+    corrected = demo_transactions(SMALL)
+    corrected.loc[0, "amount_minor"] += 100
+    with client(intake, token) as http:
+        put = _put(http, corrected.to_csv(index=False).encode(), period=SMALL.period)
+    assert put.status_code == 201 and put.json()["sequence"] == 2
+    second = run_tenant_month(runtime, SMALL, RunInfo("after"))
+    assert second.created and second.supersedes["identity"] == first.identity
+    assert second.source_sha256 == put.json()["sha256"]
+    assert verify_bundle(runtime.archive, second.bundle_key).ok
