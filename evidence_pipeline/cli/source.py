@@ -13,7 +13,7 @@ import click
 from evidence_pipeline.cli.acting import actor_name, gate, signed, signer_options
 from evidence_pipeline.cli.options import check_period, check_tenant_id, json_option
 from evidence_pipeline.cli.resources import load_settings, open_runtime
-from evidence_pipeline.errors import EvidenceError, ReasonCode, exit_code
+from evidence_pipeline.errors import EvidenceError, exit_code
 from evidence_pipeline.models import TENANT_ID, TenantMonth
 
 _PERIOD_FILE = re.compile(r"^(\d{4}-\d{2})\.csv$")
@@ -85,8 +85,7 @@ def _publish_one(settings, rt, tenant_month: TenantMonth, path: Path, key: Path 
     from evidence_pipeline.actors.roles import Action
     from evidence_pipeline.monthly import publication, source_format
 
-    if path.stat().st_size > source_format.MAX_BYTES:
-        raise EvidenceError(ReasonCode.SOURCE_TOO_LARGE, f"a source file is at most {source_format.MAX_BYTES} bytes")
+    source_format.check_size(path.stat().st_size)
     prepared = publication.prepare(tenant_month, path.read_bytes())
     envelope = signed(settings, key, actor, Action.SOURCE_PUBLISH, publication.signed_args(prepared),
                       tenant=tenant_month.tenant)

@@ -143,11 +143,16 @@ def _raise_any(tenant_month: TenantMonth, rows: np.ndarray, columns: np.ndarray,
     raise SourceRejected(tenant_month, problems, total)
 
 
+def check_size(size: int) -> None:
+    """A file above MAX_BYTES is SOURCE_TOO_LARGE: callers that know the size check it before reading."""
+    if size > MAX_BYTES:
+        raise EvidenceError(ReasonCode.SOURCE_TOO_LARGE, f"a source file is at most {MAX_BYTES} bytes")
+
+
 def read_file(data: bytes, tenant_month: TenantMonth) -> pd.DataFrame:
     """A source file (UTF-8 CSV, a header naming the columns in any order) as checked, converted rows; a file
     that breaks the format is SourceRejected, whole, with its report."""
-    if len(data) > MAX_BYTES:
-        raise EvidenceError(ReasonCode.SOURCE_TOO_LARGE, f"a source file is at most {MAX_BYTES} bytes")
+    check_size(len(data))
     try:
         text = data.decode("utf-8-sig")  # a leading byte order mark (spreadsheets write one) is not a header
     except UnicodeDecodeError as error:
