@@ -181,8 +181,8 @@ def submit_evidence_job(
     settings = documents.runtime.settings
     if period < first_open_period(today, settings.open_months, settings.first_period):
         raise EvidenceError(ReasonCode.PERIOD_CLOSED, "the month is closed: its evidence is in the archive")
-    periods = sorted(period for key in documents.runtime.sources.list(tenant)
-                     if _PERIOD.fullmatch(period := key.split("/")[1]))  # not the tenant's requests/ folder
+    folders = {key.split("/")[1] for key in documents.runtime.sources.list(tenant)}
+    periods = sorted(folder for folder in folders if _PERIOD.fullmatch(folder))  # not the tenant's requests/
     if not periods or period < periods[0]:
         raise EvidenceError(ReasonCode.PERIOD_NOT_AVAILABLE, "the period is before the tenant's first data")
     policy = settings.policy_version
