@@ -4,6 +4,8 @@ event, and a file that breaks the format is refused whole with its per-row repor
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -50,6 +52,31 @@ def test_concurrent_publications_of_the_same_bytes_converge_on_one_revision(runt
     assert len(set(revisions)) == 1 and revisions[0].sequence == 1
     assert [key for key in runtime.sources.list(f"{RACED.tenant}/{RACED.period}") if key.endswith(".csv")] == [
         revisions[0].key]
+
+
+def _publish_in_a_process(environment: dict, index: int, barrier, results) -> None:
+    from evidence_pipeline.config import Settings
+    from evidence_pipeline.runtime import runtime_for
+
+    store = runtime_for(Settings.from_env(environment)).sources
+    frame = _variant(index)
+    barrier.wait()
+    results.put(sources.publish_revision(store, RACED, frame).sequence)
+
+
+def test_processes_racing_on_one_tenant_month_get_distinct_sequences(runtime):
+    spawn = multiprocessing.get_context("spawn")
+    barrier, results = spawn.Barrier(3), spawn.Queue()
+    environment = {name: value for name, value in os.environ.items() if name.startswith(("EVIDENCE_", "AWS_"))}
+    processes = [spawn.Process(target=_publish_in_a_process, args=(environment, index, barrier, results))
+                 for index in range(3)]
+    for process in processes:
+        process.start()
+    sequences = sorted(results.get(timeout=120) for _ in processes)
+    for process in processes:
+        process.join()
+    assert sequences == [1, 2, 3]
+    assert sources.pin_latest(runtime.sources, RACED).sequence == 3
 
 
 def _publish(runtime, index: int, correlation_id: str) -> publication.Publication:
