@@ -312,11 +312,32 @@ def roles_page() -> str:
     )
 
 
+def source_format_page() -> str:
+    from evidence_pipeline.monthly import source_format as f
+
+    return GENERATED + (
+        "# Source format\n\n"
+        "A tenant-month's source file: UTF-8 CSV (a leading byte order mark is ignored), a header line naming the "
+        f"columns below in any order, then 1 to {f.MAX_ROWS:,} data rows, one a line (blank lines are skipped), at "
+        f"most {f.MAX_BYTES // (1024 * 1024)} MiB. Cells are plain text, quoted or not; no column may be added. "
+        "Rows may come in any order: the published revision is the rows sorted by `txn_id`, so the same rows "
+        "are the same revision whatever their order or layout. How to publish one: "
+        "[publishing source data](../operators/sources.md); a sample: "
+        "[acme-books/2026-07.csv](../samples/acme-books/2026-07.csv).\n\n"
+        + f.format_table() +
+        f"\nA file that breaks any rule is refused whole (`SOURCE_INVALID`) and nothing is published; its report "
+        f"lists the first {f.MAX_REPORTED} problems in file order (line, column, code) and the total. Each "
+        "problem's code is one of the `SOURCE_` [reason codes](reason-codes.md); a report never holds a cell's "
+        "value.\n"
+    )
+
+
 PAGES = {
     "reference/settings.md": settings_page,
     "reference/reason-codes.md": reason_codes_page,
     "reference/events.md": events_page,
     "reference/roles.md": roles_page,
+    "reference/source-format.md": source_format_page,
     "reference/cli.md": cli_page,
     "tenants-api/endpoints.md": endpoints_page,
     "operators/operator-api-endpoints.md": operator_endpoints_page,

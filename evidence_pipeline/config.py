@@ -158,6 +158,9 @@ class Settings:
         "EVIDENCE_OPERATOR_API_PORT", "the port `evidence operator-api serve` serves the operator API on (1-65535), "
         "apart from the tenant API; on 127.0.0.1 unless `--host` says otherwise",
         default="unset: the operator API is off")
+    landing_uri: str | None = setting(
+        "EVIDENCE_LANDING_URI", "where tenants' source files land for `source_landing_sensor` to publish: a folder "
+        "or `s3://bucket/prefix` holding `<tenant>/<YYYY-MM>/*.csv`", default="unset: the sensor skips")
     actor: str | None = setting(
         "EVIDENCE_ACTOR", "the acting person's actor name that the CLI signs privileged actions as (`--actor` wins)",
         default="unset: the key file's name without `.pem`")
@@ -231,6 +234,7 @@ class Settings:
             ledger_url=env.get("EVIDENCE_LEDGER_URL", f"sqlite:///{home / 'ledger.sqlite'}"),
             archive_uri=store("EVIDENCE_ARCHIVE_URI", home / "archive"),
             sources_uri=store("EVIDENCE_SOURCES_URI", home / "sources"),
+            landing_uri=store("EVIDENCE_LANDING_URI", Path()) if env.get("EVIDENCE_LANDING_URI") else None,
             staging_uri=store("EVIDENCE_STAGING_URI", home / "staging"),
             preview_uri=store("EVIDENCE_PREVIEW_URI", home / "previews"),
             keys_dir=keys_dir,

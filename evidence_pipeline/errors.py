@@ -37,6 +37,23 @@ class ReasonCode(Vocabulary):
     SOURCE_NOT_FOUND = "SOURCE_NOT_FOUND", "no source revision is published for the tenant-month"
     SOURCE_INVALID = "SOURCE_INVALID", "a source revision breaks the schema or the value rules (row and column named)"
     SOURCE_DIGEST_MISMATCH = "SOURCE_DIGEST_MISMATCH", "a source revision's bytes differ from its pinned digest"
+    # a source file's problems, each reported with its line and column in SOURCE_INVALID's report (source_format.py)
+    SOURCE_TOO_LARGE = "SOURCE_TOO_LARGE", "a source file above its limit (128 MiB), refused before it is read"
+    SOURCE_ENCODING_INVALID = (
+        "SOURCE_ENCODING_INVALID",
+        "a source file is not UTF-8 text (the line of the first bad byte)",
+    )
+    SOURCE_NOT_CSV = "SOURCE_NOT_CSV", "a source file stops being CSV (an unterminated quote, a NUL)"
+    SOURCE_COLUMN_MISSING = "SOURCE_COLUMN_MISSING", "the header lacks a column of the source format"
+    SOURCE_COLUMN_UNKNOWN = "SOURCE_COLUMN_UNKNOWN", "the header names a column the source format does not have"
+    SOURCE_COLUMN_REPEATED = "SOURCE_COLUMN_REPEATED", "the header names a column twice"
+    SOURCE_NO_ROWS = "SOURCE_NO_ROWS", "a source holds no data row"
+    SOURCE_TOO_MANY_ROWS = "SOURCE_TOO_MANY_ROWS", "a source holds more than 1,000,000 data rows"
+    SOURCE_ROW_FIELDS = "SOURCE_ROW_FIELDS", "a row has another number of fields than the header"
+    SOURCE_VALUE_MISSING = "SOURCE_VALUE_MISSING", "a cell is empty"
+    SOURCE_VALUE_INVALID = "SOURCE_VALUE_INVALID", "a cell breaks its column's rule (the source format's table)"
+    SOURCE_DATE_OUTSIDE_PERIOD = "SOURCE_DATE_OUTSIDE_PERIOD", "a `booked_on` date is not a day of the tenant-month"
+    SOURCE_TXN_ID_DUPLICATE = "SOURCE_TXN_ID_DUPLICATE", "a `txn_id` repeats one of an earlier row"
     REPORT_INVALID = "REPORT_INVALID", "the rendered report failed the validation gate"
     SIGNING_FAILED = "SIGNING_FAILED", "PAdES signing failed"
     TSA_UNAVAILABLE = (

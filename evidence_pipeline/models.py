@@ -18,6 +18,11 @@ class EventType(Vocabulary):
         "source.pinned",
         "a tenant-month's source revision pinned by its digest, with its sequence, lane and document outcomes' digest",
     )
+    SOURCE_PUBLISHED = (
+        "source.published",
+        "a tenant-month's source revision published, once per digest: its sequence, bytes, rows, who published it "
+        "(an operator's signed request, or a tenant's token id) and the correlation id of the request",
+    )
     REPORT_RENDERED = "report.rendered", "an unsigned report rendered and staged, content-addressed"
     REPORT_VALIDATED = "report.validated", "a report passed the gate for its pinned revision and document outcomes"
     REPORT_REJECTED = "report.rejected", "a report failed the validation gate"

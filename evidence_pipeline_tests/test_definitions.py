@@ -81,8 +81,8 @@ def test_snapshot_of_assets_checks_jobs_schedules_sensors():
         "ledger_maintenance_schedule": ("17 * * * *", "ledger_maintenance"),
     }
     assert sorted(s.name for s in repo.sensor_defs) == [
-        "document_dispatch_sensor", "evidence_job_failed", "evidence_job_succeeded", "tenant_registry_sensor",
-        "webhook_delivery_sensor",
+        "document_dispatch_sensor", "evidence_job_failed", "evidence_job_succeeded", "source_landing_sensor",
+        "tenant_registry_sensor", "webhook_delivery_sensor",
     ]
 
 

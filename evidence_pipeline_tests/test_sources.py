@@ -6,7 +6,7 @@ import pytest
 
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.monthly import render, sources
+from evidence_pipeline.monthly import render, source_format, sources
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 
@@ -111,7 +111,7 @@ BAD_CELLS = [
     ("amount_minor", "inf"),
     ("amount_minor", "nan"),
     ("amount_minor", 9 * 10**18),
-    ("amount_minor", sources.MAX_AMOUNT_MINOR + 1),
+    ("amount_minor", source_format.MAX_AMOUNT_MINOR + 1),
     ("amount_minor", 0),
     ("amount_minor", "0012"),
     ("amount_minor", " 12"),
@@ -165,21 +165,21 @@ def test_two_amounts_that_overflow_int64_together_are_source_invalid_not_a_repor
 
 
 def test_the_largest_source_sums_exactly_in_every_total_the_report_prints():
-    rows = sources.MAX_ROWS
-    assert rows * sources.MAX_AMOUNT_MINOR < 2**53  # the bound every printed sum relies on
+    rows = source_format.MAX_ROWS
+    assert rows * source_format.MAX_AMOUNT_MINOR < 2**53  # the bound every printed sum relies on
     frame = pd.DataFrame(
         {
             "txn_id": [f"T{i:07d}" for i in range(rows)],
             "booked_on": "2026-10-31",
             "kind": ["order"] * (rows - 2) + ["refund", "fee"],
             "currency": "EUR",
-            "amount_minor": sources.MAX_AMOUNT_MINOR,
+            "amount_minor": source_format.MAX_AMOUNT_MINOR,
             "channel": "web",
         }
     )
     frame = sources.validate_frame(frame, TM)
-    order = (rows - 2) * sources.MAX_AMOUNT_MINOR
-    net = order - 2 * sources.MAX_AMOUNT_MINOR
+    order = (rows - 2) * source_format.MAX_AMOUNT_MINOR
+    net = order - 2 * source_format.MAX_AMOUNT_MINOR
     assert render.report_totals(frame) == (render.money(order, "EUR"), render.money(net, "EUR"))
     assert render.money(order, "EUR") == f"{order // 100:,}.{order % 100:02d} EUR"
     assert render.money(-net, "EUR") == f"-{net // 100:,}.{net % 100:02d} EUR"

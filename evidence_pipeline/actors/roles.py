@@ -47,12 +47,14 @@ class Action(StrEnum):
     WEBHOOK_SET = "webhook.set"
     WEBHOOK_ROTATE = "webhook.rotate"
     WEBHOOK_REPLAY = "webhook.replay"
+    SOURCE_PUBLISH = "source.publish"
 
 
 ROLE_DESCRIPTIONS = {
     Role.ADMIN: "manages identities (actors, their roles and keys) and the service's signing keys",
-    Role.OPERATOR: "runs the service: registers tenants, issues their API tokens and sets their webhooks, replays, "
-                   "ruleset canaries and rollbacks, asks for offboarding, submits templates, reads jobs",
+    Role.OPERATOR: "runs the service: registers tenants, issues their API tokens and sets their webhooks, publishes "
+                   "source revisions, replays, ruleset canaries and rollbacks, asks for offboarding, submits "
+                   "templates, reads jobs",
     Role.APPROVER: "the second pair of eyes: approves templates and offboarding, decides on parts; never its own work",
     Role.REVIEWER: "decides on a document's parts",
     Role.AUDITOR: "reads jobs and dead letters; changes nothing",
@@ -81,15 +83,16 @@ ACTION_DESCRIPTIONS = {
     Action.WEBHOOK_SET: "set a tenant's webhook URL (a new secret, shown once)",
     Action.WEBHOOK_ROTATE: "rotate a tenant's webhook secret (the previous one signs too for a window)",
     Action.WEBHOOK_REPLAY: "send a dead webhook delivery again",
+    Action.SOURCE_PUBLISH: "publish a tenant-month's source revision (`evidence source publish`)",
 }
 
 PERMISSIONS: dict[Role, frozenset[Action]] = {
     Role.ADMIN: frozenset({Action.ACTOR_REGISTER, Action.ACTOR_ROLES, Action.ACTOR_KEY_ADD, Action.ACTOR_KEY_REVOKE,
                            Action.KEYS_ROTATE, Action.KEYS_REVOKE}),
-    Role.OPERATOR: frozenset({Action.TENANT_REGISTER, Action.TOKEN_ISSUE, Action.TOKEN_REVOKE, Action.JOB_REPLAY,
-                              Action.RULESET_CANARY, Action.RULESET_ROLLBACK, Action.TENANT_OFFBOARD,
-                              Action.TEMPLATE_SUBMIT, Action.JOBS_READ, Action.WEBHOOK_SET, Action.WEBHOOK_ROTATE,
-                              Action.WEBHOOK_REPLAY}),
+    Role.OPERATOR: frozenset({Action.TENANT_REGISTER, Action.TOKEN_ISSUE, Action.TOKEN_REVOKE, Action.SOURCE_PUBLISH,
+                              Action.JOB_REPLAY, Action.RULESET_CANARY, Action.RULESET_ROLLBACK,
+                              Action.TENANT_OFFBOARD, Action.TEMPLATE_SUBMIT, Action.JOBS_READ, Action.WEBHOOK_SET,
+                              Action.WEBHOOK_ROTATE, Action.WEBHOOK_REPLAY}),
     Role.APPROVER: frozenset({Action.TEMPLATE_APPROVE, Action.TENANT_OFFBOARD_APPROVE, Action.PART_DECIDE}),
     Role.REVIEWER: frozenset({Action.PART_DECIDE}),
     Role.AUDITOR: frozenset({Action.JOBS_READ}),
@@ -120,6 +123,7 @@ RECORDED_AS: dict[Action, EventType] = {
     Action.WEBHOOK_SET: EventType.WEBHOOK_CONFIGURED,
     Action.WEBHOOK_ROTATE: EventType.WEBHOOK_ROTATED,
     Action.WEBHOOK_REPLAY: EventType.WEBHOOK_REPLAYED,
+    Action.SOURCE_PUBLISH: EventType.SOURCE_PUBLISHED,
 }
 # Actions that record one event per tenant they name, all in one transaction and each carrying the same signed
 # request: offline, one request may authorize a run of consecutive events of its type, one per tenant.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
@@ -25,7 +26,7 @@ from evidence_pipeline.defs.slots import SlotWatch, free_dead_holders, owner_tag
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.monthly import sources
+from evidence_pipeline.monthly import publication
 from evidence_pipeline.operations.tenant_access import register_tenants
 from evidence_pipeline.synthetic.demo_actors import DEV_ROLES, OPERATOR, DemoActors, ensure_demo_actors, key_path
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS, demo_transactions
@@ -95,10 +96,12 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
     actors = ensure_demo_actors(runtime.settings, runtime.ledger)
     register_tenants(actors.gate, actors.sign(OPERATOR, Action.TENANT_REGISTER, {"tenants": list(DEMO_TENANTS)}))
     instance.add_dynamic_partitions(tenant_partitions.name, list(DEMO_TENANTS))
+    publisher = publication.Publisher("evidence demo", correlation_id=f"demo-{uuid.uuid4().hex}")
     for tenant in DEMO_TENANTS:
         for period in complete_months(today, SOURCE_MONTHS):
             tenant_month = TenantMonth(tenant, period)
-            sources.publish_revision(runtime.sources, tenant_month, demo_transactions(tenant_month))
+            publication.publish(runtime, publication.prepare_frame(tenant_month, demo_transactions(tenant_month)),
+                                publisher)
 
     from evidence_pipeline.definitions import defs
 

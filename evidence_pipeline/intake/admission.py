@@ -23,6 +23,7 @@ SNIFF_BYTES = 8
 IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"
 _IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_PERIOD = re.compile(r"^\d{4}-\d{2}$")
 MAX_INPUTS = 100
 MAX_BATCH_JOBS = 5_000
 
@@ -180,7 +181,8 @@ def submit_evidence_job(
     settings = documents.runtime.settings
     if period < first_open_period(today, settings.open_months, settings.first_period):
         raise EvidenceError(ReasonCode.PERIOD_CLOSED, "the month is closed: its evidence is in the archive")
-    periods = sorted(key.split("/")[1] for key in documents.runtime.sources.list(tenant))
+    folders = {key.split("/")[1] for key in documents.runtime.sources.list(tenant)}
+    periods = sorted(folder for folder in folders if _PERIOD.fullmatch(folder))  # not the tenant's requests/
     if not periods or period < periods[0]:
         raise EvidenceError(ReasonCode.PERIOD_NOT_AVAILABLE, "the period is before the tenant's first data")
     policy = settings.policy_version

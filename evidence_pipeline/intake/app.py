@@ -9,7 +9,6 @@ anything of another tenant answers 404 as if it did not exist.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import json
 import logging
 import multiprocessing
@@ -23,14 +22,14 @@ import time
 import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.intake import admission, downloads, open_documents, openapi
+from evidence_pipeline.intake import admission, downloads, open_documents, openapi, receive, sources_api
 from evidence_pipeline.intake.guard import (
     BoundedRequests,
     Limits,
@@ -40,6 +39,7 @@ from evidence_pipeline.intake.guard import (
     guarded_protocol,
 )
 from evidence_pipeline.ledger.admission import Clock
+from evidence_pipeline.monthly.source_format import SourceRejected
 from evidence_pipeline.store.local import io_errors
 
 log = logging.getLogger(__name__)
@@ -79,6 +79,10 @@ STATUS = {
     ReasonCode.TEMPLATE_NOT_IN_EFFECT: 422,
     ReasonCode.MERGE_INPUT_NOT_APPROVED: 422,
     ReasonCode.PERIOD_CLOSED: 422,
+    ReasonCode.SOURCE_INVALID: 422,
+    ReasonCode.SOURCE_TOO_LARGE: 413,
+    ReasonCode.TENANT_OFFBOARDED: 403,
+    ReasonCode.TENANT_MONTH_BUSY: 503,
     ReasonCode.TENANT_QUOTA_EXCEEDED: 429,
     ReasonCode.HEADERS_TOO_LARGE: 431,
     ReasonCode.INTAKE_BACKPRESSURE: 503,
@@ -96,13 +100,16 @@ CONTRACT = openapi.document(STATUS, RETRY_AFTER_SECONDS)
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-def error_response(code: str, message: str, close: bool = False) -> Response:
+def error_response(code: str, message: str, close: bool = False, report: dict | None = None) -> Response:
+    """The error body, with ``report`` beside the code and message when given (a source file's problems)."""
     status = STATUS.get(code, 500)
     # the unread rest of a refused upload, or of a body too slow to wait for, is not read
     headers = {"Connection": "close"} if close or status == 408 else {}
     if status in (429, 503, 507):
         headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
-    return Response(error_body(code, message), status_code=status, headers=headers, media_type="application/json")
+    body = error_body(code, message) if report is None else json.dumps(
+        {"error": {"code": code, "message": message, **report}}).encode()
+    return Response(body, status_code=status, headers=headers, media_type="application/json")
 
 
 def create_app(documents: Documents) -> BoundedRequests:
@@ -111,47 +118,30 @@ def create_app(documents: Documents) -> BoundedRequests:
     limits = Limits.of(settings, RETRY_AFTER_SECONDS)
     uploads = UploadsInFlight(limits)
 
-    async def tenant_of(request: Request) -> str:
+    async def caller_of(request: Request) -> tuple[str, str]:
+        """(tenant, token id) of the request's bearer token."""
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise EvidenceError(ReasonCode.AUTH_REQUIRED, "send Authorization: Bearer <token>")
-        tenant = await run_in_threadpool(tokens.tenant_of_token, token.strip())
-        if tenant is None:
+        caller = await run_in_threadpool(tokens.caller_of_token, token.strip())
+        if caller is None:
             raise EvidenceError(ReasonCode.TOKEN_INVALID, "the token is unknown or revoked")
-        return tenant
+        return caller
+
+    async def tenant_of(request: Request) -> str:
+        return (await caller_of(request))[0]
 
     async def post_document(request: Request) -> JSONResponse:
         clock = Clock(time.perf_counter())
         tenant = await tenant_of(request)
-        length = request.headers.get("content-length")
-        if length is None:
-            raise EvidenceError(ReasonCode.LENGTH_REQUIRED, "Content-Length is required")
-        if not length.isdigit():
-            raise EvidenceError(ReasonCode.REQUEST_INVALID, "Content-Length must be a whole number")
-        declared, ceiling = int(length), settings.intake_max_bytes
-        if declared > ceiling:
-            raise EvidenceError(ReasonCode.DOCUMENT_TOO_LARGE, f"documents are limited to {ceiling} bytes")
+        declared = receive.declared_length(request, settings.intake_max_bytes, ReasonCode.DOCUMENT_TOO_LARGE,
+                                           "documents")
         media_type = admission.declared_media_type(request.headers.get("content-type"))
         await run_in_threadpool(admission.check_byte_quota, documents, tenant, declared)
-        expected = admission.expected_digest(request.headers.get("x-content-sha256"))
         # 0600 and nameless: gone on every exit path (SIGKILL too) unless stored; storing it neither copies nor hashes
         with uploads.slot(tenant), documents.store.spool(settings.work_dir) as received:
-            digest, size, head = hashlib.sha256(), 0, b""
-            async for chunk in _body(request):
-                size += len(chunk)
-                if size > ceiling:  # a lying Content-Length: stop reading at ceiling + 1 byte
-                    raise EvidenceError(ReasonCode.DOCUMENT_TOO_LARGE, f"documents are limited to {ceiling} bytes")
-                digest.update(chunk)
-                with io_errors("a spool"):  # a full or read-only store: its own code, not a 500
-                    received.write(chunk)
-                head += chunk[: admission.SNIFF_BYTES - len(head)]
-            if size != declared:
-                raise EvidenceError(
-                    ReasonCode.LENGTH_MISMATCH, f"received {size} bytes, Content-Length said {declared}"
-                )
-            sha256 = digest.hexdigest()
-            if expected is not None and expected != sha256:
-                raise EvidenceError(ReasonCode.CONTENT_DIGEST_MISMATCH, "the bytes do not match X-Content-SHA256")
+            sha256, size, head = await receive.receive(request, received, declared, settings.intake_max_bytes,
+                                                       ReasonCode.DOCUMENT_TOO_LARGE, "documents")
             if admission.sniff(head) != media_type:
                 raise EvidenceError(ReasonCode.MEDIA_TYPE_UNSUPPORTED, f"the bytes are not {media_type}")
             row, created = await run_in_threadpool(
@@ -210,8 +200,10 @@ def create_app(documents: Documents) -> BoundedRequests:
         healthy = all(value == "ok" for value in checks.values())
         return JSONResponse({"ok": healthy, "checks": checks}, status_code=200 if healthy else 503)
 
-    def answer(request: Request, code: str, message: str) -> Response:
-        return error_response(code, message, close=request.url.path == "/v1/documents")
+    def answer(request: Request, error: EvidenceError) -> Response:
+        upload = request.url.path == "/v1/documents" or request.url.path.startswith("/v1/sources/")
+        report = error.report() if isinstance(error, SourceRejected) else None  # each problem's line, column, code
+        return error_response(error.code, error.message, close=upload, report=report)
 
     return BoundedRequests(Starlette(
         routes=[
@@ -225,6 +217,7 @@ def create_app(documents: Documents) -> BoundedRequests:
             Route("/v1/batches/{batch_id}", get_batch, methods=["GET"]),
             Route("/v1/batches/{batch_id}/cancel", cancel_batch, methods=["POST"]),
             *downloads.routes(documents, tenant_of, _check_text),
+            Route("/v1/sources/{period}", sources_api.put_source(documents, caller_of, uploads), methods=["PUT"]),
         ],
         exception_handlers=exception_handlers(answer, log),
     ), limits)
@@ -235,7 +228,7 @@ async def _json_body(request: Request, limit: int = MAX_JSON_BYTES):
     if length is None or not length.isdigit() or int(length) > limit:
         raise EvidenceError(ReasonCode.REQUEST_INVALID, f"a JSON body of at most {limit} bytes with Content-Length")
     body = b""
-    async for chunk in _body(request):
+    async for chunk in receive.body(request):
         body += chunk
         if len(body) > limit:
             raise EvidenceError(ReasonCode.REQUEST_INVALID, f"a JSON body of at most {limit} bytes")
@@ -275,17 +268,6 @@ def _encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-async def _body(request: Request):
-    """The request body as it streams in; a client that leaves mid-body gets nothing stored and no traceback."""
-    try:
-        async for chunk in request.stream():
-            yield chunk
-    except ClientDisconnect:
-        raise EvidenceError(
-            ReasonCode.REQUEST_INVALID, "the client disconnected before the body was complete"
-        ) from None
 
 
 def _batch_view(documents: Documents, tenant: str, batch_id: str) -> dict:

@@ -73,22 +73,23 @@ def error_body(code: str, message: str) -> bytes:
     return json.dumps({"error": {"code": code, "message": message}}).encode()
 
 
-def exception_handlers(answer: Callable[[Request, str, str], Response], log: logging.Logger) -> dict:
-    """An app's handlers of every failure, each answered by ``answer(request, code, message)``: an EvidenceError
-    with its code and message, an unknown route or method with ROUTE_NOT_FOUND or METHOD_NOT_ALLOWED, anything
-    else with UNEXPECTED_ERROR and a generic message (its traceback goes to ``log``, never to the client)."""
+def exception_handlers(answer: Callable[[Request, EvidenceError], Response], log: logging.Logger) -> dict:
+    """An app's handlers of every failure, each answered by ``answer(request, error)``: an EvidenceError as it is,
+    an unknown route or method as ROUTE_NOT_FOUND or METHOD_NOT_ALLOWED, anything else as UNEXPECTED_ERROR with a
+    generic message (its traceback goes to ``log``, never to the client)."""
 
     async def evidence_error(request: Request, error: EvidenceError) -> Response:
-        return answer(request, error.code, error.message)
+        return answer(request, error)
 
     async def http_error(request: Request, error: HTTPException) -> Response:
         if error.status_code == 405:
-            return answer(request, ReasonCode.METHOD_NOT_ALLOWED, "method not allowed")
-        return answer(request, ReasonCode.ROUTE_NOT_FOUND, "no such endpoint")
+            return answer(request, EvidenceError(ReasonCode.METHOD_NOT_ALLOWED, "method not allowed"))
+        return answer(request, EvidenceError(ReasonCode.ROUTE_NOT_FOUND, "no such endpoint"))
 
     async def unexpected(request: Request, error: Exception) -> Response:
         log.exception("unexpected error in %s %s", request.method, request.url.path)
-        return answer(request, ReasonCode.UNEXPECTED_ERROR, "internal error; the server log has the details")
+        return answer(request, EvidenceError(ReasonCode.UNEXPECTED_ERROR,
+                                             "internal error; the server log has the details"))
 
     return {EvidenceError: evidence_error, HTTPException: http_error, Exception: unexpected}
 

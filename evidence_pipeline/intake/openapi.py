@@ -14,6 +14,7 @@ from collections import defaultdict
 
 from evidence_pipeline.errors import ReasonCode as R
 from evidence_pipeline.intake import admission
+from evidence_pipeline.monthly import source_format
 
 VERSION = "1.0.0"
 _ID = {"type": "string", "minLength": 1, "maxLength": 200}
@@ -40,7 +41,18 @@ def _object(properties: dict, required: list[str] | None = None, extra: bool = F
 
 
 SCHEMAS = {
-    "Error": _object({"error": _object({"code": {"type": "string"}, "message": {"type": "string"}})}),
+    "Error": _object({"error": _object({
+        "code": {"type": "string"}, "message": {"type": "string"},
+        "problems": {"type": "array", "maxItems": source_format.MAX_REPORTED, "items": _object({
+            "line": {"type": "integer", "minimum": 1}, "column": {"type": "string"}, "code": {"type": "string"}}),
+            "description": "SOURCE_INVALID: the file's first problems, in file order"},
+        "problems_total": {"type": "integer", "minimum": 1, "description": "SOURCE_INVALID: every problem"},
+    }, required=["code", "message"])}),
+    "SourceRevision": _object({
+        "tenant": {"type": "string"}, "period": {"type": "string", "pattern": r"^\d{4}-\d{2}$"},
+        "sequence": {"type": "integer", "minimum": 1}, "sha256": _SHA256, "bytes": {"type": "integer", "minimum": 1},
+        "rows": {"type": "integer", "minimum": 1}, "event_id": {"type": "string"},
+        "correlation_id": {"type": "string"}}),
     "Document": _object({"document_id": _ID, "sha256": _SHA256, "bytes": {"type": "integer", "minimum": 0},
                          "media_type": {"type": "string", "enum": sorted(admission.ALLOWED_MEDIA_TYPES)}}),
     "JobAccepted": _object({"job_id": _ID, "state": {"type": "string"}, "status_url": {"type": "string"}}),
@@ -155,6 +167,21 @@ OPERATIONS = {
     ("/v1/batches", "post"): (
         "Submit up to 5,000 job specs at once", [], {"required": True, **_json("BatchSpec")},
         {202: "BatchAccepted", 200: "BatchAccepted"}, _JSON_BODY + _ACCEPT + _JOB_SPEC + (R.STORE_FULL,),
+    ),
+    ("/v1/sources/{period}", "put"): (
+        "Publish the tenant-month's source file (CSV, the source format): its bytes, streamed",
+        [{"name": "period", "in": "path", "required": True, "schema": {"type": "string"}},
+         {**_IDEMPOTENCY, "required": False,
+          "description": "optional; the same key, period and body answer the same revision, another period or "
+                         "body under the key is 409"},
+         {"name": "Content-Length", "in": "header", "required": True, "schema": {"type": "integer", "minimum": 0}},
+         {"name": "X-Content-SHA256", "in": "header", "required": False, "schema": _SHA256,
+          "description": "the body's SHA-256, checked before anything is stored"}],
+        {"required": True, "content": {"text/csv": {"schema": {"type": "string"}}}},
+        {201: "SourceRevision", 200: "SourceRevision"},
+        (R.PERIOD_INVALID, R.IDEMPOTENCY_KEY_INVALID, R.IDEMPOTENCY_CONFLICT, R.LENGTH_REQUIRED, R.LENGTH_MISMATCH,
+         R.SOURCE_TOO_LARGE, R.MEDIA_TYPE_UNSUPPORTED, R.CONTENT_DIGEST_MISMATCH, R.SOURCE_INVALID,
+         R.TENANT_OFFBOARDED, R.TENANT_MONTH_BUSY, R.STORE_FULL, R.STORE_READ_ONLY, R.STORE_ACCESS_DENIED),
     ),
     ("/v1/batches/{batch_id}", "get"): ("A batch's progress", [_path_id("batch_id")], None, {200: "Batch"},
                                         (R.BATCH_NOT_FOUND,)),

@@ -8,7 +8,8 @@ behind quotas and backpressure; document_jobs.py: reading and working them under
 (mirrors.py: rows checked against their events) and migrations (migrations/: the one definition of the schema), with
 merkle.py's proofs, append_only.py's triggers, db.py's classified errors and admission.py's clock, limits and lock.
 The database layer (SQLAlchemy, Alembic) loads on first use of ``Ledger``: what needs only the pure modules
-(``merkle``, as `evidence verify --package` does) never loads it.
+(``merkle``, as `evidence verify --package` does) never loads it. Source publications: source_events.py (one
+`source.published` event per revision, in the publication's transaction or the action gate's).
 """
 
 from __future__ import annotations

@@ -54,10 +54,17 @@ class Tokens:
 
     def tenant_of_token(self, token: str) -> str | None:
         """The tenant a live token belongs to, or None (unknown or revoked)."""
+        caller = self.caller_of_token(token)
+        return None if caller is None else caller[0]
+
+    def caller_of_token(self, token: str) -> tuple[str, str] | None:
+        """(tenant, token id) of a live token, or None (unknown or revoked)."""
         tokens = self.tokens.c
-        query = select(tokens.tenant).where(tokens.token_sha256 == sha256_text(token), tokens.revoked_at.is_(None))
+        query = select(tokens.tenant, tokens.token_id).where(tokens.token_sha256 == sha256_text(token),
+                                                             tokens.revoked_at.is_(None))
         with classified_errors(), self.ledger.engine.connect() as conn:
-            return conn.execute(query).scalar()
+            row = conn.execute(query).first()
+        return None if row is None else (row.tenant, row.token_id)
 
     def record_offboarding(self, conn: Connection, tenant: str, actor: str,
                            details: dict) -> tuple[dict, LedgerEvent | None]:

@@ -2,88 +2,49 @@
 
 A revision is named by the sha256 of its canonical bytes and is never rewritten; a correction is a new
 revision with the next sequence number. Pipelines pin a revision by digest and re-check it on every read.
+
+Sequences are claimed put-once: a publication first stores ``<sequence>.claim`` (holding its digest) and only then
+its revision, so two concurrent publications of different bytes can never take one sequence (the loser of a claim
+takes the next), and two of the same bytes converge on one revision. The format itself is source_format.py's.
 """
 
 from __future__ import annotations
 
-import calendar
 import io
 import re
 
-import numpy as np
 import pandas as pd
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.models import SourceRevision, TenantMonth
+from evidence_pipeline.monthly.source_format import check_frame
 from evidence_pipeline.store import ArtifactStore, sha256_hex
 
-COLUMNS = ("txn_id", "booked_on", "kind", "currency", "amount_minor", "channel")
-KINDS = ("order", "refund", "fee", "payout")
-CURRENCIES = ("EUR", "USD", "GBP", "SEK", "PLN", "CHF")
-CHANNELS = ("web", "app", "marketplace")
-MAX_ROWS = 1_000_000
-# 10,000,000.00 in a two-decimal currency, per transaction. Every total the report prints (per currency and per
-# day; net = orders - refunds - fees) sums at most MAX_ROWS amounts, so it stays within +-10**15: far inside int64,
-# and below 2**53, so pandas' float64 intermediates (pivot tables with empty cells) are still exact.
-MAX_AMOUNT_MINOR = 10**9
-_AMOUNT = rf"[1-9][0-9]{{0,{len(str(MAX_AMOUNT_MINOR)) - 1}}}"
-_TXN_ID = r"[A-Za-z0-9-]{1,40}"
 _REVISION_KEY = re.compile(r"^(\d{6})-([0-9a-f]{64})\.csv$")
+_CLAIM_KEY = re.compile(r"^(\d{6})\.claim$")
+_CLAIM_ATTEMPTS = 1000  # each lost claim means another publication took that sequence: progress, not a spin
 
 
 def canonical_bytes(frame: pd.DataFrame, tenant_month: TenantMonth) -> bytes:
     """Validate a transactions frame and return its canonical CSV bytes (sorted, fixed columns, LF)."""
-    frame = validate_frame(frame, tenant_month)
-    return frame.to_csv(index=False, lineterminator="\n").encode("utf-8")
+    return canonical_csv(validate_frame(frame, tenant_month))
+
+
+def canonical_csv(checked: pd.DataFrame) -> bytes:
+    """The canonical bytes of a frame that ``validate_frame`` returned."""
+    return checked.to_csv(index=False, lineterminator="\n").encode("utf-8")
 
 
 def validate_frame(frame: pd.DataFrame, tenant_month: TenantMonth) -> pd.DataFrame:
-    """The one set of rules for a source revision, applied by ``publish_revision`` before anything is stored and by
-    ``read_revision`` on every read.
+    """The one set of rules for a source revision (source_format.FORMAT), applied by ``publish_revision`` before
+    anything is stored and by ``read_revision`` on every read.
 
     Every cell is judged as the text the canonical CSV holds for it (all a reader ever sees), and converted only
     once that text is known to fit: an amount is 1..MAX_AMOUNT_MINOR written in plain digits, a date is exactly
-    YYYY-MM-DD, a real calendar day of the tenant-month. Rejections name the 1-based data row and the column,
-    never the cell's value.
+    YYYY-MM-DD, a real calendar day of the tenant-month. Rejections (SOURCE_INVALID, with a report of problems)
+    name the 1-based data row and the column, never the cell's value.
     """
-
-    def invalid(why: str) -> EvidenceError:
-        return EvidenceError(ReasonCode.SOURCE_INVALID, f"source for {tenant_month}: {why}")
-
-    missing = [c for c in COLUMNS if c not in frame.columns]
-    if missing:
-        raise invalid(f"missing columns {missing}")
-    frame = frame.loc[:, list(COLUMNS)]
-    if len(frame) == 0 or len(frame) > MAX_ROWS:
-        raise invalid(f"row count {len(frame)} outside 1..{MAX_ROWS}")
-    empty = frame.isna().to_numpy()
-    if empty.any():
-        row, column = (int(i) for i in np.argwhere(empty)[0])
-        raise invalid(f"row {row + 1}, column {COLUMNS[column]}: empty cell")
-    text = frame.astype(str)
-    amount_text = text["amount_minor"].str.fullmatch(_AMOUNT)
-    amounts = text["amount_minor"].where(amount_text, "1").astype("int64")  # at most 10 digits: fits int64
-    days = calendar.monthrange(tenant_month.year, tenant_month.month)[1]
-    rules = {
-        "txn_id": (text["txn_id"].str.fullmatch(_TXN_ID), "must be 1-40 characters of [A-Za-z0-9-]"),
-        "booked_on": (text["booked_on"].isin([f"{tenant_month.period}-{day:02d}" for day in range(1, days + 1)]),
-                      f"must be a date YYYY-MM-DD in {tenant_month.period}"),
-        "kind": (text["kind"].isin(KINDS), f"must be one of {KINDS}"),
-        "currency": (text["currency"].isin(CURRENCIES), f"must be one of {CURRENCIES}"),
-        "amount_minor": (amount_text & (amounts <= MAX_AMOUNT_MINOR),
-                         f"must be a whole number of minor units in 1..{MAX_AMOUNT_MINOR}, in digits"),
-        "channel": (text["channel"].isin(CHANNELS), f"must be one of {CHANNELS}"),
-    }
-    for column in COLUMNS:
-        valid, rule = rules[column]
-        bad = np.flatnonzero(~valid.to_numpy())
-        if len(bad):
-            raise invalid(f"row {bad[0] + 1}, column {column}: {rule} ({len(bad)} rows)")
-    duplicate = np.flatnonzero(text["txn_id"].duplicated().to_numpy())
-    if len(duplicate):
-        raise invalid(f"row {duplicate[0] + 1}, column txn_id: duplicate id ({len(duplicate)} rows)")
-    out = text.assign(amount_minor=amounts)
-    return out.sort_values("txn_id", kind="stable").reset_index(drop=True)
+    return check_frame(frame, tenant_month)
 
 
 def _prefix(tenant_month: TenantMonth) -> str:
@@ -92,26 +53,54 @@ def _prefix(tenant_month: TenantMonth) -> str:
 
 def _listed(store: ArtifactStore, tenant_month: TenantMonth) -> list[tuple[int, str, str]]:
     """(sequence, sha256, key) of every published revision, oldest first."""
-    listed = []
+    return _listing(store, tenant_month)[0]
+
+
+def _listing(store: ArtifactStore, tenant_month: TenantMonth) -> tuple[list[tuple[int, str, str]], dict[int, str]]:
+    """The published revisions (as ``_listed``) and the claimed sequences, each with the key of its claim."""
+    listed, claims = [], {}
     for key in store.list(_prefix(tenant_month)):
-        match = _REVISION_KEY.fullmatch(key.rsplit("/", 1)[-1])
-        if match:
+        name = key.rsplit("/", 1)[-1]
+        if match := _REVISION_KEY.fullmatch(name):
             listed.append((int(match.group(1)), match.group(2), key))
-    return sorted(listed)
+        elif match := _CLAIM_KEY.fullmatch(name):
+            claims[int(match.group(1))] = key
+    return sorted(listed), claims
 
 
 def publish_revision(store: ArtifactStore, tenant_month: TenantMonth, frame: pd.DataFrame) -> SourceRevision:
     """Publish a new revision, or return the existing one with the same canonical bytes."""
-    data = canonical_bytes(frame, tenant_month)
+    return publish_bytes(store, tenant_month, canonical_bytes(frame, tenant_month))[0]
+
+
+def publish_bytes(store: ArtifactStore, tenant_month: TenantMonth, data: bytes) -> tuple[SourceRevision, bool]:
+    """Store canonical bytes (from ``canonical_bytes``) as the tenant-month's next revision, or find the revision
+    that has them: (revision, whether this call stored it).
+
+    The sequence is the one after the highest claimed, taken by a put-once claim; a claim lost to another
+    publication moves on to the next. A claim of these bytes without its revision (a publication that stopped
+    between the two puts) is completed when it is still the highest, so a retry leaves no gap.
+    """
     digest = sha256_hex(data)
-    existing = _listed(store, tenant_month)
-    for sequence, sha256, key in existing:
-        if sha256 == digest:
-            return SourceRevision(tenant_month, sequence, digest, len(data), key)
-    sequence = (existing[-1][0] if existing else 0) + 1
-    key = f"{_prefix(tenant_month)}/{sequence:06d}-{digest}.csv"
-    store.put_once(key, data)
-    return SourceRevision(tenant_month, sequence, digest, len(data), key)
+    for _ in range(_CLAIM_ATTEMPTS):
+        listed, claims = _listing(store, tenant_month)
+        for sequence, sha256, key in listed:
+            if sha256 == digest:
+                return SourceRevision(tenant_month, sequence, digest, len(data), key), False
+        highest = max([*claims, *(sequence for sequence, _, _ in listed)], default=0)
+        unfinished = highest in claims and highest not in {sequence for sequence, _, _ in listed}
+        ours = unfinished and store.get(claims[highest]) == digest.encode()
+        sequence = highest if ours else highest + 1
+        try:
+            store.put_once(f"{_prefix(tenant_month)}/{sequence:06d}.claim", digest.encode())
+        except EvidenceError as error:
+            if error.code != ReasonCode.STORE_CONFLICT:
+                raise
+            continue  # another publication claimed the sequence first
+        key = f"{_prefix(tenant_month)}/{sequence:06d}-{digest}.csv"
+        return SourceRevision(tenant_month, sequence, digest, len(data), key), store.put_once(key, data).created
+    raise EvidenceError(ReasonCode.TENANT_MONTH_BUSY,
+                        f"{_CLAIM_ATTEMPTS} concurrent publications of {tenant_month} claimed every sequence first")
 
 
 def pin_latest(store: ArtifactStore, tenant_month: TenantMonth) -> SourceRevision:

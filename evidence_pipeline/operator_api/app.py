@@ -103,7 +103,7 @@ def create_app(runtime: Runtime) -> BoundedRequests:
     return BoundedRequests(Starlette(
         routes=[Route("/openapi.json", served_contract, methods=["GET"]),  # the routes are the contract's paths
                 *(Route(path, endpoints[action], methods=["POST"]) for path, action in contract.OPERATIONS)],
-        exception_handlers=exception_handlers(lambda _request, code, message: error_response(code, message), log),
+        exception_handlers=exception_handlers(lambda _request, error: error_response(error.code, error.message), log),
     ), Limits.of(runtime.settings, RETRY_AFTER_SECONDS))
 
 

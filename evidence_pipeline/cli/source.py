@@ -1,0 +1,117 @@
+"""`evidence source …`: publishing tenants' monthly source data, signed by the operator who publishes it."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import uuid
+from pathlib import Path
+
+import click
+
+from evidence_pipeline.cli.acting import actor_name, gate, signed, signer_options
+from evidence_pipeline.cli.options import check_period, check_tenant_id, json_option
+from evidence_pipeline.cli.resources import load_settings, open_runtime
+from evidence_pipeline.errors import EvidenceError, exit_code
+from evidence_pipeline.models import TENANT_ID, TenantMonth
+
+_PERIOD_FILE = re.compile(r"^(\d{4}-\d{2})\.csv$")
+
+
+@click.group()
+def source() -> None:
+    """Source data: a tenant-month's transactions, published as an immutable revision."""
+
+
+@source.command("publish")
+@click.argument("tenant_id", metavar="TENANT", required=False, callback=check_tenant_id)
+@click.argument("period", metavar="PERIOD", required=False, callback=check_period)
+@click.argument("file", metavar="FILE", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--from-dir", "from_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Publish every DIR/<tenant>/<YYYY-MM>.csv instead, each on its own.")
+@signer_options
+@json_option
+def source_publish(tenant_id: str | None, period: str | None, file: Path | None, from_dir: Path | None,
+                   key: Path | None, actor: str | None, as_json: bool) -> None:
+    """Publish FILE (CSV, the source format) as TENANT's revision for PERIOD (YYYY-MM).
+
+    The file is checked whole first: one that breaks the format publishes nothing and its report lists each
+    problem (line, column, code; the first 100 and the total). A valid file becomes the tenant-month's next
+    revision, or, the same rows published before, that revision again. Each publication is signed with your key
+    (an operator) and recorded as a `source.published` event under your name. Exit 1 when any file is refused."""
+    if (from_dir is None) == (file is None) or (file is not None and period is None):
+        raise click.UsageError("give TENANT PERIOD FILE, or --from-dir DIR")
+    files = [(TenantMonth(tenant_id, period), file)] if file is not None else _listed_files(from_dir)
+    settings = load_settings()
+    rt = open_runtime(settings)
+    correlation_id = f"cli-{uuid.uuid4().hex}"
+    results, failed = [], None
+    for tenant_month, path in files:
+        try:
+            results.append(_publish_one(settings, rt, tenant_month, path, key, actor, correlation_id))
+        except EvidenceError as error:
+            results.append({"tenant": tenant_month.tenant, "period": tenant_month.period, "error": _error(error)})
+            failed = failed or error.code
+        _say(results[-1], as_json)
+    if as_json:
+        click.echo(json.dumps(results, indent=2))
+    if failed is not None:
+        sys.exit(exit_code(failed))
+
+
+def _listed_files(folder: Path) -> list[tuple[TenantMonth, Path]]:
+    """DIR/<tenant>/<YYYY-MM>.csv, sorted; any other file refuses the whole command before anything is read."""
+    found, stray = [], []
+    for path in sorted(folder.rglob("*")):
+        if path.is_dir():
+            continue
+        relative = path.relative_to(folder).parts
+        month = _PERIOD_FILE.fullmatch(relative[-1])
+        if len(relative) != 2 or not TENANT_ID.fullmatch(relative[0]) or month is None:
+            stray.append("/".join(relative))
+            continue
+        found.append((TenantMonth(relative[0], month.group(1)), path))
+    if stray:
+        raise click.UsageError(f"{len(stray)} files are not <tenant>/<YYYY-MM>.csv (first: {stray[0]}): "
+                               "nothing published")
+    if not found:
+        raise click.UsageError("no <tenant>/<YYYY-MM>.csv file in the folder")
+    return found
+
+
+def _publish_one(settings, rt, tenant_month: TenantMonth, path: Path, key: Path | None, actor: str | None,
+                 correlation_id: str) -> dict:
+    from evidence_pipeline.actors.roles import Action
+    from evidence_pipeline.monthly import publication, source_format
+
+    source_format.check_size(path.stat().st_size)
+    prepared = publication.prepare(tenant_month, path.read_bytes())
+    envelope = signed(settings, key, actor, Action.SOURCE_PUBLISH, publication.signed_args(prepared),
+                      tenant=tenant_month.tenant)
+    record = publication.signed_by(gate(settings, rt.ledger), envelope, prepared)
+    publisher = publication.Publisher(actor_name(settings, key, actor), correlation_id)
+    published = publication.publish(rt, prepared, publisher, record)
+    return published.view() | {"published": published.created}
+
+
+def _error(error: EvidenceError) -> dict:
+    return {"code": error.code, "message": error.message, **(error.report() if hasattr(error, "report") else {})}
+
+
+def _say(result: dict, as_json: bool) -> None:
+    if as_json:
+        return
+    name = f"{result['tenant']} {result['period']}"
+    error = result.get("error")
+    if error is None:
+        state = "published" if result["published"] else "already published (the same rows)"
+        click.echo(f"{name}: revision {result['sequence']} {state}: sha256 {result['sha256']}, {result['rows']} rows, "
+                   f"{result['bytes']} bytes")
+        return
+    click.echo(f"{name}: refused: {error['code']}: {error['message']}", err=True)
+    for problem in error.get("problems", []):
+        click.echo(f"  line {problem['line']}{', ' + problem['column'] if problem['column'] else ''}: "
+                   f"{problem['code']}", err=True)
+    if error.get("problems_total", 0) > len(error.get("problems", [])):
+        click.echo(f"  ... {error['problems_total']} problems in all", err=True)
