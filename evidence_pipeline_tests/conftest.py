@@ -6,6 +6,7 @@ started here once per session and only when a test asks for the "aws" backend.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -14,6 +15,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
+import pandas as pd
 import psutil
 import pytest
 import sqlalchemy as sa
@@ -42,6 +44,12 @@ def pytest_configure(config):
     if config.option.basetemp is None and not hasattr(config, "workerinput"):
         config.option.basetemp = tempfile.mkdtemp(prefix="evidence-tests-")
         config.add_cleanup(lambda: shutil.rmtree(config.option.basetemp, ignore_errors=True))
+
+
+def pytest_collection_modifyitems(items):
+    """The tests marked slow first: parallel workers then take them on at the start and end together, rather than
+    one of them starting a minutes-long test when the others are nearly done."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 SMALL = TenantMonth("acme-books", "2026-10")
@@ -121,8 +129,27 @@ def s3_endpoint():
     server.start()
     host, port = server.get_host_and_port()
     os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_REGION="us-east-1")
-    yield f"http://{host}:{port}"
+    with pytest.MonkeyPatch.context() as patch:
+        _share_botocore_data(patch)
+        yield f"http://{host}:{port}"
     server.stop()
+
+
+def _share_botocore_data(patch: pytest.MonkeyPatch) -> None:
+    """One botocore data loader for every session in this process. Each Runtime builds its S3 clients in a session
+    of its own, and each session would parse S3's service model, endpoint rules and partitions again (a quarter
+    of a second a client, several clients a test); the loader keeps what it parsed, as one session's does."""
+    import botocore.loaders
+    import botocore.session
+
+    loaders: dict[str | None, botocore.loaders.Loader] = {}
+
+    def shared_loader(search_path_string: str | None = None) -> botocore.loaders.Loader:
+        if search_path_string not in loaders:
+            loaders[search_path_string] = botocore.loaders.create_loader(search_path_string)
+        return loaders[search_path_string]
+
+    patch.setattr(botocore.session, "create_loader", shared_loader)
 
 
 def new_database(postgres_url: str, template: str | None = None) -> str:
@@ -178,9 +205,14 @@ def backend(request, tmp_path) -> dict[str, str]:
     return aws_environment(request, tmp_path, migrated=request.node.get_closest_marker("empty_database") is None)
 
 
+@functools.cache
+def _fixture_transactions(tenant_month: TenantMonth) -> pd.DataFrame:
+    return demo_transactions(tenant_month)  # deterministic: generated once per process, not once per test
+
+
 def _with_fixture_sources(runtime: Runtime) -> Runtime:
     for tenant_month in FIXTURE_MONTHS:
-        publish_revision(runtime.sources, tenant_month, demo_transactions(tenant_month))
+        publish_revision(runtime.sources, tenant_month, _fixture_transactions(tenant_month).copy())
     return runtime
 
 

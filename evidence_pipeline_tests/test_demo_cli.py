@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # whole demos in subprocesses
+
 REPO = Path(__file__).resolve().parent.parent
 EVIDENCE = [sys.executable, "-c", "from evidence_pipeline.cli import main; main()"]
 
