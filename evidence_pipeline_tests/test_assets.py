@@ -120,6 +120,7 @@ def test_terminal_source_error_fails_without_retries(instance, evidence):
     assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
 
 
+@pytest.mark.slow
 def test_demo_publishes_every_tenant_and_a_second_run_adds_nothing(instance, evidence, runtime):
     assert complete_months(date(2026, 1, 15), 3) == ["2025-10", "2025-11", "2025-12"]
     first = run_demo(1, date(2026, 11, 30), evidence=evidence, instance=instance)

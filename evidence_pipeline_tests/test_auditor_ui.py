@@ -33,6 +33,9 @@ from evidence_pipeline_tests.conftest import overwrite
 from evidence_pipeline_tests.dagster_services import stop
 from evidence_pipeline_tests.test_verification_check import CHECK_ONLY
 
+# One demo, webserver and browser for both tests: one worker runs them, the slow ones first.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("auditor_ui")]
+
 EVIDENCE = Path(sys.executable).parent / "evidence"
 VERIFIED, TAMPERED = "acme-books", "baltic-crafts"  # two of the demo tenants
 START_TIMEOUT_S = 180  # the webserver answers in ~10 s here; a loaded 2-core machine can take much longer

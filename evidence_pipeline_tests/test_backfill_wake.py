@@ -89,6 +89,7 @@ def _wait_for(condition, what: str, timeout_s: float = 900):
     pytest.fail(f"{what} did not happen in {timeout_s} s")
 
 
+@pytest.mark.slow
 def test_the_daemon_starts_a_backfill_when_it_is_requested(tmp_path):
     """A real daemon, webserver and code server; backfills launched with the UI's mutation. The second backfill is
     requested while the daemon's loop sleeps (its first backfill's run exists), so only a wake can start it before

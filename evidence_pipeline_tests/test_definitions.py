@@ -141,6 +141,7 @@ def test_the_month_dimension_starts_at_the_open_window(tmp_path):
     assert bad.returncode != 0 and "CONFIG_INVALID" in bad.stderr and "EVIDENCE_OPEN_MONTHS" in bad.stderr
 
 
+@pytest.mark.slow
 def test_a_deployment_may_open_months_before_2025(tmp_path):
     """EVIDENCE_FIRST_PERIOD moves the first month a deployment covers: with 2023-01 and a window wider than the time
     since, the month dimension starts at 2023-01; a value that is not a month stops the location loading."""

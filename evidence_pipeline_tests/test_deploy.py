@@ -696,6 +696,7 @@ def test_k8s_run_launcher_builds_the_run_pod_from_the_chart_instance(tmp_path):
 # ---------------------------------------------------------------------------------------------------- the topology
 
 
+@pytest.mark.slow
 def test_webserver_and_daemon_workspace_reaches_a_code_server(tmp_path):
     """The compose topology without containers: the image's command starts the code server (on loopback and a free
     port instead of 0.0.0.0:4000), and deploy/workspace.yaml, pointed there, loads the location the way the

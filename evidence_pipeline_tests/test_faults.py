@@ -127,6 +127,7 @@ def test_sigkill_during_sweep_then_sweep_again(worker_env, runtime):
     assert not orphan.exists()
 
 
+@pytest.mark.slow
 @on_postgres_and_s3
 def test_two_runs_of_one_partition_started_together_publish_once(worker_env, runtime):
     children = [_worker(worker_env, "materialize", SMALL.tenant, SMALL.period) for _ in range(2)]

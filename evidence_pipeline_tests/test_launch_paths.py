@@ -34,6 +34,8 @@ from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline_tests.conftest import aws_environment, new_database
 from evidence_pipeline_tests.dagster_services import LOCATION, REPO, dagster_services, graphql, run_fork_servers
 
+pytestmark = pytest.mark.slow
+
 TENANTS = ["acme-books", "baltic-crafts"]
 ASSETS = ["source_revision", "monthly_report", "evidence_bundle"]
 ASSET_BACKFILL = [TenantMonth(t, p) for t in TENANTS for p in ("2026-01", "2026-02")]

@@ -234,6 +234,7 @@ def _ledger_at_revision_0002(url: str) -> int:
     return 3
 
 
+@pytest.mark.empty_database  # the test writes revision 0002 itself
 def test_a_ledger_at_revision_0002_upgrades_in_place_and_keeps_its_chain_and_guards(backend, tmp_path):
     url = backend.get("EVIDENCE_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.sqlite'}")
     events = _ledger_at_revision_0002(url)

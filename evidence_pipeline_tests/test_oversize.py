@@ -2,6 +2,8 @@
 archive, verified. The ~500-page case takes about a minute on this machine, so it lives in bench/oversize_memory.py;
 this one is just past the ~250 pages that the gate's old page-tree limit rejected."""
 
+import pytest
+
 from evidence_pipeline.audit.verify import verify_bundle
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly.pipeline import run_tenant_month
@@ -12,6 +14,7 @@ from evidence_pipeline.synthetic.demo_data import oversize_transactions
 OVERSIZE = TenantMonth("oversize-books", "2026-10")
 
 
+@pytest.mark.slow
 def test_an_oversize_report_is_published_and_verifies(runtime):
     publish_revision(runtime.sources, OVERSIZE, oversize_transactions(OVERSIZE, refunds=11_500))
     publication = run_tenant_month(runtime, OVERSIZE, RunInfo("test-oversize"))

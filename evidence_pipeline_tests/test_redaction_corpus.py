@@ -92,6 +92,7 @@ def test_a_value_in_any_place_of_the_file_is_removed_everywhere(case):
     assert leaks(derivative, value) == []
 
 
+@pytest.mark.slow
 def test_the_corpus_plants_what_it_says():
     """Each case's original holds its value where the readers see it (or in its raw objects): the check that
     the derivative holds it nowhere is not vacuous."""

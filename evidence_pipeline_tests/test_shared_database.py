@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS
@@ -24,6 +25,7 @@ def _evidence(env: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([EVIDENCE, *args], env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_the_documented_production_one_liner_publishes_and_the_ledger_verifies(request, tmp_path):
     backend = aws_environment(request, tmp_path)
     shared = backend["EVIDENCE_LEDGER_URL"]

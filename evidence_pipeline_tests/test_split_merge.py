@@ -337,6 +337,7 @@ def _walk(environment, artifact_id: str) -> tuple[int, dict]:
     return result.exit_code, json.loads(result.output)
 
 
+@pytest.mark.slow
 def test_tampering_with_any_link_fails_the_walk_naming_it(documents, intake, pki, environment):
     acme, _ = tokens(documents)
     with client(intake, acme) as http:

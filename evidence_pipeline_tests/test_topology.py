@@ -52,6 +52,8 @@ from evidence_pipeline_tests.dagster_services import (
 from evidence_pipeline_tests.signers import Signers
 from evidence_pipeline_tests.test_launch_paths import LAUNCH_BACKFILL, key
 
+pytestmark = pytest.mark.slow
+
 TENANTS = ["acme-books", "baltic-crafts"]  # demo tenants: their demo data is the source
 BACKFILL = [TenantMonth(tenant, period) for tenant in TENANTS for period in ("2026-03", "2026-04")]
 ASSETS = ["source_revision", "monthly_report", "evidence_bundle"]
