@@ -3,7 +3,7 @@
 ``job_ended`` is called by every transition that ends a document job (jobs.py ``_fail``, document_jobs.py
 ``complete``) right after its event is appended, on the same connection: a `job.<state>` delivery, an
 `evidence.delivered` one for an evidence request's bundle, and a `batch.finished` one when the job was the last of
-its batch to end. Only a tenant with a webhook (migration 0013) gets rows. Because every appending transaction
+its batch to end. Only a tenant with a webhook (migration 0012) gets rows. Because every appending transaction
 contends for the chain head, the batch check made after the append sees every sibling that committed before it.
 
 A delivery's id is derived from the event it announces and its type: a transaction that runs again (a lost race)
@@ -34,7 +34,7 @@ BATCH_FINISHED, EVIDENCE_DELIVERED = "batch.finished", "evidence.delivered"
 WEBHOOK_EVENTS = (JOB_SUCCEEDED, JOB_REJECTED, JOB_DEAD, BATCH_FINISHED, EVIDENCE_DELIVERED)
 _DELIVERY_IDS = uuid.UUID("7f0c7a52-5b0e-4d36-9d8e-1f6f5d3c2a10")  # the namespace of delivery ids (uuid5)
 
-# The tables as migration 0013 creates them (lightweight: no reflection, so opening a ledger costs nothing more).
+# The tables as migration 0012 creates them (lightweight: no reflection, so opening a ledger costs nothing more).
 webhooks = table(
     "evidence_webhooks",
     column("tenant", String), column("url", String), column("secret", String), column("previous_secret", String),

@@ -12,13 +12,13 @@ announces (`event_seq`), so nothing is announced that did not commit and nothing
 each time. The delivery state (pending, delivered, dead), attempts, next attempt and claim are operational state
 that the deliverer updates: no event records them.
 
-Revision ID: 0013
+Revision ID: 0012
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0013"
+revision = "0012"
 down_revision = "0011"
 
 
