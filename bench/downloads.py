@@ -5,12 +5,17 @@
 1. On a fresh temporary root (local archive), puts a `--size-mb` PDF in the archive and commits it as the output of
    a document job through the ledger's own commit (DocumentJobs.complete): the state a redaction or a split leaves.
 2. Starts `evidence intake serve --workers 1` on it and issues the tenant a token.
-3. Alternates, `--rounds` times: the direct read (open the archived file, read it in 1 MB chunks, sha256 it: what a
-   reader with archive access does to trust the bytes) and the download (`GET /v1/jobs/{id}/outputs/{name}` over
-   loopback on one kept-alive connection, the body hashed as it arrives and checked against the ETag). The server
-   reads, hashes and sends; the client receives and hashes: the same digest check on both sides.
-4. Prints the median MB/s of each and the ratio download ÷ direct (target >= 0.8), and the direct read without the
-   hash for context.
+3. Starts the floor (bench/download_floor.py): a plain blocking socket server doing the same durable work for the
+   same file (read in the same chunks, sha256, the last chunk held back until the digest matches, the same
+   headers), without the app.
+4. Alternates, `--rounds` times: the direct read (open the archived file, read it in 1 MB chunks, sha256 it: what a
+   reader with archive access does to trust the bytes), the download (`GET /v1/jobs/{id}/outputs/{name}` over
+   loopback on one kept-alive connection, the body hashed as it arrives and checked against the ETag) and the same
+   GET from the floor with the same client. The server reads, hashes and sends; the client receives and hashes:
+   the same digest check on both sides.
+5. Prints the median MB/s of each and the ratios API ÷ direct (target >= 0.8), floor ÷ direct (what the machine
+   allows: two hashes and a loopback copy on its cores) and API ÷ floor (what the app costs), and the direct read
+   without the hash for context.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from pypdf import PdfWriter
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from intake import EVIDENCE, free_port, wait_healthy  # noqa: E402  (bench/intake.py: the front door's helpers)
+from intake import EVIDENCE, acting_operator, free_port, wait_healthy  # noqa: E402  (bench/intake.py: the front door's helpers)
 
 from evidence_pipeline.config import Settings  # noqa: E402
 from evidence_pipeline.intake import open_documents  # noqa: E402
@@ -41,6 +46,7 @@ from evidence_pipeline.models import EventType  # noqa: E402
 from evidence_pipeline.store import CHUNK  # noqa: E402
 
 TENANT = "bench-downloads"
+FLOOR = Path(__file__).resolve().parent / "download_floor.py"
 
 
 def pdf_of(size: int) -> bytes:
@@ -53,8 +59,9 @@ def pdf_of(size: int) -> bytes:
     return out.getvalue()
 
 
-def committed_output(env: dict[str, str], data: bytes) -> tuple[str, str, str, Path]:
-    """(job id, output name, sha256, archived file): a job whose commit recorded ``data`` as its output."""
+def committed_output(env: dict[str, str], data: bytes) -> tuple[str, str, str, Path, str]:
+    """(job id, output name, sha256, archived file, tenant token): a job whose commit recorded ``data`` as its
+    output, and a token its tenant's client downloads with (issued by an operator, as a deployment does)."""
     documents = open_documents(Settings.from_env(env))
     job, _ = documents.submissions.submit_job(TENANT, "bench-1", "0" * 64, "inspect", {"inputs": [], "options": {}},
                                               "policy-2026.1", "bench", None, Clock(time.perf_counter()))
@@ -65,7 +72,11 @@ def committed_output(env: dict[str, str], data: bytes) -> tuple[str, str, str, P
     artifacts = [{"name": name, "key": stored.key, "sha256": stored.sha256, "bytes": stored.size}]
     documents.jobs.complete(job, lease, EventType.DOCUMENT_PUBLISHED, stored.sha256,
                             {"operation": "inspect", "artifacts": artifacts, "summary": {}}, "bench")
-    token = documents.tokens.issue_token(TENANT, "bench")[1]
+    full_env = os.environ | env
+    full_env["EVIDENCE_ACTOR_KEY"] = acting_operator(full_env, Path(env["EVIDENCE_HOME"]).parent / "actors")
+    issued = subprocess.run([EVIDENCE, "tenant", "token", "issue", TENANT], env=full_env, check=True,
+                            capture_output=True, text=True).stdout
+    token = issued.split("token:")[1].split()[0]
     return job["job_id"], name, stored.sha256, Path(env["EVIDENCE_HOME"]) / "archive" / stored.key, token
 
 
@@ -123,6 +134,7 @@ def main() -> None:
     parser.add_argument("--size-mb", type=float, default=10)
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-downloads-") as root:
         env = {"EVIDENCE_HOME": str(Path(root) / "home")}
         data = pdf_of(int(args.size_mb * 1024 * 1024))
@@ -130,21 +142,29 @@ def main() -> None:
         port = free_port()
         server = subprocess.Popen([EVIDENCE, "intake", "serve", "--port", str(port), "--workers", "1"],
                                   env=os.environ | env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        listener = socket.create_server(("127.0.0.1", 0))
+        floor = subprocess.Popen([sys.executable, str(FLOOR), str(listener.fileno()), str(path), sha256,
+                                  str(len(data))], pass_fds=[listener.fileno()])
         try:
             url = f"http://127.0.0.1:{port}"
             wait_healthy(url, server)
-            client = Client(port, token)
+            client, floor_client = Client(port, token), Client(listener.getsockname()[1], token)
             path_of = f"/v1/jobs/{job_id}/outputs/{name}"
-            assert client.download(path_of) == sha256 == read_direct(path, True)  # and warm both paths
-            direct, api, plain = [], [], []
+            # and warm every path
+            assert client.download(path_of) == floor_client.download(path_of) == sha256 == read_direct(path, True)
+            direct, api, bare, plain = [], [], [], []
             for _ in range(args.rounds):
                 direct.append(timed(lambda: read_direct(path, True)))
                 api.append(timed(lambda: client.download(path_of)))
+                bare.append(timed(lambda: floor_client.download(path_of)))
                 plain.append(timed(lambda: read_direct(path, False)))
             client.close()
+            floor_client.close()
         finally:
-            server.terminate()
-            server.wait()
+            for process in (server, floor):
+                process.terminate()
+                process.wait()
+            listener.close()
     mb = len(data) / 1e6
 
     def rate(times: list[float]) -> float:
@@ -153,8 +173,12 @@ def main() -> None:
     print(f"{mb:.1f} MB output, {args.rounds} rounds, median throughput:")
     print(f"  direct read + sha256      {rate(direct):8.0f} MB/s")
     print(f"  GET through the API       {rate(api):8.0f} MB/s  (server reads + hashes + sends, client hashes)")
+    print(f"  GET from the floor        {rate(bare):8.0f} MB/s  (the same work, no app: download_floor.py)")
     print(f"  direct read, no hash      {rate(plain):8.0f} MB/s  (context)")
-    print(f"ratio API / direct: {rate(api) / rate(direct):.2f} (target >= 0.8)")
+    print(f"ratios: API / direct {rate(api) / rate(direct):.2f} (target >= 0.8), floor / direct "
+          f"{rate(bare) / rate(direct):.2f} (the machine's), API / floor {rate(api) / rate(bare):.2f} (the app's)")
+    print("load average (1/5/15 min): " + " → ".join(" ".join(f"{load:.2f}" for load in loads)
+                                                      for loads in (load_before, os.getloadavg())))
 
 
 if __name__ == "__main__":
