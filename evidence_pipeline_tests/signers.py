@@ -5,10 +5,12 @@ ledger); command-line tests give a folder, where each actor's key is a file `<na
 
 from __future__ import annotations
 
+import hashlib
 import weakref
 from datetime import datetime
 from pathlib import Path
 
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from evidence_pipeline.actors.admin import ActorAdmin
@@ -19,6 +21,8 @@ from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import templates
 from evidence_pipeline.ledger import Ledger
+from evidence_pipeline.paths import private_dirs
+from evidence_pipeline.tempfiles import write_private
 
 ACTORS = {"olga": ["operator"], "bob": ["approver"], "audrey": ["auditor"]}
 
@@ -34,6 +38,7 @@ class Signers:
                                        {"name": "root", "public_key": public_hex(self.keys["root"])}))
         for name, roles in ACTORS.items():
             self.register(name, roles)
+        _registries[ledger] = self  # signers_of(ledger) and admin_key_file find these actors
 
     def register(self, name: str, roles: list[str], key: Ed25519PrivateKey | None = None) -> None:
         """``name`` with ``roles``; with ``key``, another name on that key (one identity, no key file)."""
@@ -85,30 +90,43 @@ class Signers:
     def key_file(self, name: str) -> str:
         return str(self.folder / f"{name}.pem")
 
+    def key_file_in(self, folder: Path, name: str) -> str:
+        """``name``'s key as a file in ``folder`` (0600), written once: for a command line to sign with."""
+        path = folder / f"{name}.pem"
+        if not path.exists():
+            private_dirs(folder)
+            write_private(path, self.keys[name].private_bytes(serialization.Encoding.PEM,
+                                                              serialization.PrivateFormat.PKCS8,
+                                                              serialization.NoEncryption()))
+        return str(path)
+
     def _key(self, name: str) -> Ed25519PrivateKey:
         self.keys[name] = (Ed25519PrivateKey.generate() if self.folder is None
                            else generate_actor_key(self.folder / f"{name}.pem"))
         return self.keys[name]
 
 
-_admins: dict[str, str] = {}
-
-
 def admin_key_file(env: dict[str, str] | None = None) -> str:
-    """The key file of the admin `root` of the ledger that ``env`` (else the environment) names, bootstrapped on
-    first use, with its folder beside EVIDENCE_HOME: what `evidence keys rotate` and `revoke` sign with."""
+    """The key file of the admin `root` of the ledger that ``env`` (else the environment) names (its test actors:
+    signers_of), written beside EVIDENCE_HOME: what `evidence keys rotate` and `revoke` sign with."""
     settings = Settings.from_env(env)
-    if settings.ledger_url not in _admins:
-        signers = Signers(Ledger(settings.ledger_url), settings.home.parent / f"actors-{len(_admins)}")
-        _admins[settings.ledger_url] = signers.key_file("root")
-    return _admins[settings.ledger_url]
+    ledger = Ledger(settings.ledger_url)
+    folder = settings.home.parent / f"actors-{hashlib.sha256(_database(ledger).encode()).hexdigest()[:12]}"
+    return signers_of(ledger).key_file_in(folder, "root")
 
 
 _registries: weakref.WeakKeyDictionary[Ledger, Signers] = weakref.WeakKeyDictionary()
 
 
 def signers_of(ledger: Ledger) -> Signers:
-    """The test actors of ``ledger`` (bootstrapped on first use), keys in memory."""
+    """The test actors of ``ledger``'s database, bootstrapped on first use, whichever Ledger object opens it: a
+    deployment has one first admin."""
     if ledger not in _registries:
-        _registries[ledger] = Signers(ledger)
+        database = _database(ledger)
+        opened = [signers for other, signers in list(_registries.items()) if _database(other) == database]
+        _registries[ledger] = opened[0] if opened else Signers(ledger)
     return _registries[ledger]
+
+
+def _database(ledger: Ledger) -> str:
+    return ledger.engine.url.render_as_string(hide_password=False)
