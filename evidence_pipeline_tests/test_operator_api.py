@@ -105,7 +105,7 @@ def test_every_role_is_allowed_and_refused_what_the_roles_table_says(documents, 
     _fail(ledger, DEAD)
     everyone = ("root", "olga", "bob", "audrey", "rita")
     allowed = {Action.JOBS_READ: {"olga", "audrey"}, Action.JOB_REPLAY: {"olga"},
-               Action.TEMPLATE_SUBMIT: {"olga"}, Action.TEMPLATE_APPROVE: {"bob"}}
+               Action.TEMPLATE_SUBMIT: {"olga"}, Action.TEMPLATE_APPROVE: {"bob"}, Action.PART_DECIDE: {"bob", "rita"}}
     # every refused role first: nothing changes, and each refusal is recorded with its signed request
     for action, actors in allowed.items():
         for actor in set(everyone) - actors:
@@ -127,7 +127,10 @@ def test_every_role_is_allowed_and_refused_what_the_roles_table_says(documents, 
     assert submitted.status_code == 201 and submitted.json()["author"] == "olga"
     approved = _act(url, signers, "bob", Action.TEMPLATE_APPROVE, submitted.json()["version_id"])
     assert approved.status_code == 201 and approved.json()["approved_by"] == "bob"
-    assert len(_refusals(ledger)) == 15  # the allowed actions recorded no refusal
+    for actor in ("bob", "rita"):  # past the gate's role check: the part is looked up (test_part_decisions decides)
+        unknown = _act(url, signers, actor, Action.PART_DECIDE)
+        assert (unknown.status_code, _code(unknown)) == (404, "DOCUMENT_NOT_FOUND")
+    assert len(_refusals(ledger)) == 18  # the allowed actions recorded no refusal
 
 
 def _act(url: str, signers: Signers, actor: str, action: Action, version_id: str = "0" * 64) -> httpx.Response:
@@ -137,8 +140,11 @@ def _act(url: str, signers: Signers, actor: str, action: Action, version_id: str
         submission = _submission(signers, actor)
         return _post(url, action, submission.pop("envelope"), **submission)
     args = {Action.JOBS_READ: {}, Action.JOB_REPLAY: {"job_id": DEAD.job_id, "reason": "store remounted"},
-            Action.TEMPLATE_APPROVE: {"version_id": version_id}}[action]
-    return _post(url, action, signers.sign(actor, action, args, "acme" if action == Action.TEMPLATE_APPROVE else None))
+            Action.TEMPLATE_APPROVE: {"version_id": version_id},
+            Action.PART_DECIDE: {"artifact_id": "documents/acme/" + "0" * 64 + "/derived/part.pdf",
+                                 "decision": "approved", "reason": "read it"}}[action]
+    tenant = "acme" if action in (Action.TEMPLATE_APPROVE, Action.PART_DECIDE) else None
+    return _post(url, action, signers.sign(actor, action, args, tenant))
 
 
 def test_unauthenticated_expired_replayed_and_tenant_requests_are_refused_with_their_codes(documents, operator_api):

@@ -9,6 +9,7 @@ import copy
 import io
 import json
 
+import httpx
 import pytest
 import sqlalchemy as sa
 from pypdf import PdfReader
@@ -22,14 +23,16 @@ from evidence_pipeline.documents.decisions import decide_part
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger.ledger import event_body
 from evidence_pipeline.models import EventType
+from evidence_pipeline.operator_api.app import CONTRACT, create_app
 from evidence_pipeline.store import sha256_hex
 from evidence_pipeline.synthetic import district_agreements as bundles
 from evidence_pipeline_tests import test_split_merge
 from evidence_pipeline_tests.conftest import drop_append_only_guards
-from evidence_pipeline_tests.intake_server import client, error_code, submit, tokens
+from evidence_pipeline_tests.intake_server import client, error_code, running_app, submit, tokens
 from evidence_pipeline_tests.signers import signers_of
 from evidence_pipeline_tests.test_cli import _invoke
 from evidence_pipeline_tests.test_documents_worker import dispatch
+from evidence_pipeline_tests.test_intake_contract import conforms
 from evidence_pipeline_tests.test_split_merge import DISTRICT, _accept, _pdfs, _split, _status, _walk
 
 # the fixtures of the split and merge tests: the district's signing certificate, trusted by the documents' policy
@@ -186,3 +189,25 @@ def test_who_may_decide_and_on_what(documents, intake, pki):
     # recorded: the refusals of identities, and the token's without its content
     assert refused == [("audrey", "ACTION_FORBIDDEN"), ("olga", "ACTION_FORBIDDEN"), ("", "ACTION_REQUEST_INVALID")]
     assert _decide(documents, "rita", "acme", addendum, "approved", "fine")["decision"] == "approved"
+
+
+def test_a_reviewer_decides_over_the_operator_api_as_on_the_command_line(documents, intake, pki, environment):
+    acme, _ = tokens(documents)
+    signers = signers_of(documents.runtime.ledger)
+    signers.ensure("rita", ["reviewer"])
+    with client(intake, acme) as http:
+        parts = _reviewed(documents, http, pki)
+    args = {"artifact_id": parts[ADDENDUM], "decision": "approved", "reason": "counsel read it"}
+    answers = []
+    with running_app(create_app(documents.runtime), documents.runtime.settings) as url:
+        for tenant in ("acme", "globex"):  # its own part, and the same id named for another tenant
+            answers.append(httpx.post(url + "/v1/parts/decide", timeout=30, json={
+                "authorization": signers.sign("rita", Action.PART_DECIDE, args, tenant=tenant)}))
+            conforms("post", "/v1/parts/decide", answers[-1], CONTRACT)
+    decided, elsewhere = answers
+    assert decided.status_code == 201, decided.text
+    assert decided.json() | {"authorization": None} == args | {
+        "sha256": sha256_hex(documents.runtime.archive.get(parts[ADDENDUM])), "authorization": None}
+    assert (elsewhere.status_code, elsewhere.json()["error"]["code"]) == (404, "DOCUMENT_NOT_FOUND")
+    [event] = documents.runtime.ledger.events_of_type(EventType.PART_DECIDED, "acme")
+    assert event["actor"] == "rita" and event["details"]["authorization"] == decided.json()["authorization"]

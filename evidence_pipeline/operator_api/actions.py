@@ -17,7 +17,7 @@ from evidence_pipeline.actors.authorize import ActionGate
 from evidence_pipeline.actors.registry import Registry
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.actors.verify import AuthorizedAction
-from evidence_pipeline.documents import templates
+from evidence_pipeline.documents import Documents, decisions, templates
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.models import TENANT_ID
 from evidence_pipeline.operations.dead_letters import KINDS, DeadLetterFilter, dead_letters, replayed
@@ -77,6 +77,11 @@ def submit_template(gate: ActionGate, envelope: object, organization: object, pr
 def approve_template(gate: ActionGate, envelope: object) -> tuple[dict, bool]:
     version, created = templates.approve(gate, envelope)
     return version_view(version), created
+
+
+def decide_part(documents: Documents, gate: ActionGate, envelope: object) -> dict:
+    """`evidence part decide`: the recorded decision (its event's details)."""
+    return decisions.decide_part(gate, documents, envelope)
 
 
 def version_view(version: dict) -> dict:

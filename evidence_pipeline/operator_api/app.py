@@ -23,6 +23,7 @@ from evidence_pipeline import jsonread
 from evidence_pipeline.actors.authorize import ActionGate
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.config import Settings
+from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.errors import ReasonCode as R
 from evidence_pipeline.intake.app import RETRY_AFTER_SECONDS, server_config
@@ -48,6 +49,7 @@ STATUS = {
     R.ACTION_FORBIDDEN: 403,
     R.TEMPLATE_SELF_APPROVAL: 403,
     R.ROUTE_NOT_FOUND: 404,
+    R.DOCUMENT_NOT_FOUND: 404,
     R.JOB_NOT_FOUND: 404,
     R.TEMPLATE_NOT_FOUND: 404,
     R.METHOD_NOT_ALLOWED: 405,
@@ -73,6 +75,7 @@ def error_response(code: str, message: str) -> Response:
 
 def create_app(runtime: Runtime) -> BoundedRequests:
     gate = ActionGate(runtime.ledger, runtime.settings.action_max_age_seconds)
+    documents = Documents.open(runtime)  # the parts a reviewer decides on
 
     async def list_dead_letters(request: Request) -> JSONResponse:
         signed = await _body(request)
@@ -95,11 +98,17 @@ def create_app(runtime: Runtime) -> BoundedRequests:
         version, created = await run_in_threadpool(actions.approve_template, gate, signed.get("authorization"))
         return JSONResponse(version, status_code=201 if created else 200)
 
+    async def decide_part(request: Request) -> JSONResponse:
+        signed = await _body(request)
+        return JSONResponse(await run_in_threadpool(actions.decide_part, documents, gate,
+                                                    signed.get("authorization")), status_code=201)
+
     async def served_contract(request: Request) -> JSONResponse:
         return JSONResponse(CONTRACT)
 
     endpoints = {Action.JOBS_READ: list_dead_letters, Action.JOB_REPLAY: replay,
-                 Action.TEMPLATE_SUBMIT: submit_template, Action.TEMPLATE_APPROVE: approve_template}
+                 Action.TEMPLATE_SUBMIT: submit_template, Action.TEMPLATE_APPROVE: approve_template,
+                 Action.PART_DECIDE: decide_part}
     return BoundedRequests(Starlette(
         routes=[Route("/openapi.json", served_contract, methods=["GET"]),  # the routes are the contract's paths
                 *(Route(path, endpoints[action], methods=["POST"]) for path, action in contract.OPERATIONS)],

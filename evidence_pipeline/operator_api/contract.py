@@ -50,6 +50,11 @@ SCHEMAS = {
         "job_id": {"type": "string"}, "attempt_id": _SHA256, "replay_of": _SHA256, "tenant": {"type": "string"},
         "period": {"type": "string"}, "state": {"type": "string"}, "next_step": {"type": "string"},
     }),
+    "PartDecision": _object({
+        "artifact_id": {"type": "string"}, "sha256": _SHA256,
+        "decision": {"type": "string", "enum": ["approved", "rejected"]}, "reason": {"type": "string"},
+        "authorization": _ref("SignedRequest"),
+    }),
     "TemplateVersion": _object({
         "version_id": _SHA256, "author": {"type": "string"}, "submitted_at": {"type": "string"},
         "effective_at": {"type": "string"}, "approved_by": _TEXT, "approved_at": _TEXT,
@@ -75,6 +80,11 @@ OPERATIONS = {
         "Approve another identity's template version (`evidence template approve`). Args: version_id; 200 when it "
         "was approved before",
         "Signed", {201: "TemplateVersion", 200: "TemplateVersion"}, (R.TEMPLATE_NOT_FOUND, R.TEMPLATE_SELF_APPROVAL)),
+    ("/v1/parts/decide", Action.PART_DECIDE): (
+        "Decide on a derived part of the request's tenant, approved or rejected, with a reason (`evidence part "
+        "decide`). Args: artifact_id, decision, reason; a merge admits a part whose latest decision, this or its "
+        "contract review's, approves it",
+        "Signed", {201: "PartDecision"}, (R.DOCUMENT_NOT_FOUND,)),
 }
 
 
