@@ -32,12 +32,18 @@ class Signers:
         self.gate = ActionGate(ledger, max_age_seconds)
         self.admin = ActorAdmin(self.gate)
         self.folder = folder
-        self.keys: dict[str, Ed25519PrivateKey] = {}
-        self._key("root")
-        self.admin.bootstrap(self.sign("root", Action.ACTOR_BOOTSTRAP,
-                                       {"name": "root", "public_key": public_hex(self.keys["root"])}))
-        for name, roles in ACTORS.items():
-            self.register(name, roles)
+        known = _known(ledger)
+        if known is not None:  # a deployment has one first admin: these are the database's actors, their keys
+            self.keys = known.keys
+            for name in list(self.keys) if folder is not None else ():
+                self.key_file_in(folder, name)
+        else:
+            self.keys: dict[str, Ed25519PrivateKey] = {}
+            self._key("root")
+            self.admin.bootstrap(self.sign("root", Action.ACTOR_BOOTSTRAP,
+                                           {"name": "root", "public_key": public_hex(self.keys["root"])}))
+            for name, roles in ACTORS.items():
+                self.register(name, roles)
         _registries[ledger] = self  # signers_of(ledger) and admin_key_file find these actors
 
     def register(self, name: str, roles: list[str], key: Ed25519PrivateKey | None = None) -> None:
@@ -122,10 +128,14 @@ def signers_of(ledger: Ledger) -> Signers:
     """The test actors of ``ledger``'s database, bootstrapped on first use, whichever Ledger object opens it: a
     deployment has one first admin."""
     if ledger not in _registries:
-        database = _database(ledger)
-        opened = [signers for other, signers in list(_registries.items()) if _database(other) == database]
-        _registries[ledger] = opened[0] if opened else Signers(ledger)
+        _registries[ledger] = _known(ledger) or Signers(ledger)
     return _registries[ledger]
+
+
+def _known(ledger: Ledger) -> Signers | None:
+    """The test actors of ``ledger``'s database, if some Ledger object on it made them."""
+    database = _database(ledger)
+    return next((signers for other, signers in list(_registries.items()) if _database(other) == database), None)
 
 
 def _database(ledger: Ledger) -> str:

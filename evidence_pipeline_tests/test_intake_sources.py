@@ -12,6 +12,7 @@ from evidence_pipeline.models import EventType, TenantMonth
 from evidence_pipeline.monthly import source_format, sources
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline_tests.intake_server import client, error_code, tokens
+from evidence_pipeline_tests.signers import signers_of
 from evidence_pipeline_tests.test_intake_contract import conforms
 
 TEMPLATE = "/v1/sources/{period}"
@@ -128,7 +129,7 @@ def test_a_correction_published_by_the_tenant_is_superseding_evidence_when_next_
     from evidence_pipeline_tests.conftest import SMALL
 
     first = run_tenant_month(runtime, SMALL, RunInfo("before"))
-    token = documents.tokens.issue_token(SMALL.tenant, "test")[1]
+    token = signers_of(documents.runtime.ledger).issue_token(SMALL.tenant)
     corrected = demo_transactions(SMALL)
     corrected.loc[0, "amount_minor"] += 100
     with client(intake, token) as http:

@@ -202,6 +202,7 @@ def test_cli_rejects_bad_input_without_a_traceback(tmp_path, monkeypatch, args, 
 
 def test_cli_without_a_dagster_instance_creates_none(tmp_path, monkeypatch):
     home = tmp_path / "home"
+    home.mkdir()  # a home without an instance (where there is no home, stats says HOME_NOT_FOUND: test_cli)
     monkeypatch.setenv("EVIDENCE_HOME", str(home))
     monkeypatch.setenv("DAGSTER_HOME", "")
     monkeypatch.delenv("DAGSTER_HOME")  # recorded by the setenv above, so monkeypatch restores the original value

@@ -14,7 +14,6 @@ import click
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.paths import private_dirs
-from evidence_pipeline.tempfiles import write_private
 
 if TYPE_CHECKING:
     from evidence_pipeline.ledger import Ledger
@@ -55,6 +54,8 @@ def seed_instance_file(template: Path, target: Path) -> None:
     """The instance file is the repository's where there is none, or where it is still the one this project wrote
     (a new release's settings then replace it). One edited since, or written by someone else, is kept: what differs
     from the repository's is said on stderr instead."""
+    from evidence_pipeline.tempfiles import write_private
+
     wanted = template.read_bytes()
     written = target.with_name(WRITTEN)
     if target.exists():
