@@ -142,7 +142,8 @@ def test_a_package_verifies_with_the_database_and_the_archive_gone(runtime, back
 def test_a_package_spanning_a_key_rotation_verifies_pinned_by_its_trust_root(runtime, backend, tmp_path):
     """Checkpoints and bundles signed before and after `evidence keys rotate` verify with the root alone pinned;
     once the first key is revoked from before its checkpoint, a new package fails on that checkpoint."""
-    started = datetime.now(timezone.utc)  # before the first bundle's signature, however slow the machine
+    # before the first bundle's signature however slow the machine; signing times are to the second
+    started = datetime.now(timezone.utc).replace(microsecond=0)
     run_tenant_month(runtime, FIXTURE_MONTHS[0], RunInfo("run-1"))
     first = publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
     admin = backend | {"EVIDENCE_ACTOR_KEY": admin_key_file(backend)}
