@@ -139,9 +139,12 @@ def test_demo_publishes_every_tenant_and_a_second_run_adds_nothing(instance, evi
     assert sorted(run.tags["evidence/tenant"] for run in page_runs) == sorted([*DEMO_TENANTS] * 3)
     assert [job["job_id"] for job in first.documents] == [job["job_id"] for job in second.documents]
     assert first.documents_period == "2026-10" and {job["period"] for job in first.documents} == {"2026-10"}
-    expected = [
+    expected = [  # the agreement's parts reviewed under the district ruleset (the addendum rejected), then merged
+        ("contract-review @ district-agreement/2026.1", "rejected: rejected (REVIEW_POLICY_REJECTED)", 1),
+        ("contract-review @ district-agreement/2026.1", "succeeded: approved", 3),
         ("contract-review @ lease-review/2026.1", "rejected: rejected (REVIEW_POLICY_REJECTED)", 3),
         ("contract-review @ lease-review/2026.1", "succeeded: approved", 2),
+        ("merge", "succeeded", 1),
         ("redact", "succeeded: no_matches", 1),
         ("redact", "succeeded: redacted", 1),
         ("split", "succeeded", 1),
