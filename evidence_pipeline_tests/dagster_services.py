@@ -136,8 +136,9 @@ def run_fork_servers() -> list[psutil.Process]:
     return servers
 
 
-def stop(process: subprocess.Popen, timeout_s: float = 60) -> None:
-    """SIGTERM, then SIGKILL if it has not ended within ``timeout_s``."""
+def stop(process: subprocess.Popen, timeout_s: float = 15) -> None:
+    """SIGTERM, then SIGKILL if it has not ended within ``timeout_s``: a test's services hold nothing a clean
+    shutdown must save, and the daemon's graceful stop can take a minute on a loaded machine."""
     process.terminate()
     try:
         process.wait(timeout=timeout_s)

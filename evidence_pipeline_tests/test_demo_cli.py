@@ -17,9 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS
+
 pytestmark = pytest.mark.slow  # whole demos in subprocesses
 
 REPO = Path(__file__).resolve().parent.parent
+TENANTS = len(DEMO_TENANTS)  # one month each: one bundle, one run
 EVIDENCE = [sys.executable, "-c", "from evidence_pipeline.cli import main; main()"]
 
 
@@ -29,7 +32,8 @@ def _environment(home: Path, **extra: str) -> dict[str, str]:
 
 
 def _demo(env: dict, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([*EVIDENCE, "demo"], env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    # One month per tenant: what these tests prove holds for any number of months, and each month costs a run.
+    return subprocess.Popen([*EVIDENCE, "demo", "--months", "1"], env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, **kwargs)
 
 
@@ -43,10 +47,10 @@ def test_two_concurrent_demos_on_one_home_count_each_publication_once(tmp_path):
     outputs = [demo.communicate(timeout=900) for demo in demos]
     for demo, (stdout, stderr) in zip(demos, outputs):
         assert demo.returncode == 0, stdout[-3000:] + stderr[-3000:]
-        assert "15 bundles" in stdout
+        assert f"{TENANTS} bundles" in stdout
         assert re.search(r"document jobs, filed under \d{4}-\d{2} \(its report lists them\)", stdout)
         assert re.search(r"acme-books +contract-review @ lease-review/2026\.1 +2  succeeded: approved", stdout)
-    assert sum(_newly_published(stdout) for stdout, _ in outputs) == 15
+    assert sum(_newly_published(stdout) for stdout, _ in outputs) == TENANTS
     # Both demos submitted the same documents under the same keys (the agreement signed once): 13 jobs per tenant,
     # each worked once: 8, and the agreement's four parts reviewed (the addendum rejected) and merged, the addendum
     # approved by the dev approver's decision.
@@ -92,7 +96,7 @@ def test_a_read_only_or_full_archive_fails_each_tenant_month_on_its_own(tmp_path
     stdout, stderr = demo.communicate(timeout=900)
     assert demo.returncode == 1, stdout[-3000:] + stderr[-3000:]
     failed = [line.split() for line in stdout.splitlines() if " FAILED " in line]
-    assert len(failed) == 15 and {row[-1] for row in failed} == {code}  # every tenant-month was attempted
+    assert len(failed) == TENANTS and {row[-1] for row in failed} == {code}  # every tenant-month was attempted
     assert "Stack Trace" not in stdout + stderr and "Traceback" not in stdout + stderr
     assert str(home) not in stdout + stderr
     assert [p for p in (home / "archive").rglob("*")] == []  # no empty bundle folder, no partial file
@@ -133,7 +137,7 @@ def test_demos_killed_mid_publish_leave_no_slots_that_block_the_next_one(home):
     demo = _demo(_environment(home))
     stdout, stderr = demo.communicate(timeout=900)  # before the fix: it never returned
     assert demo.returncode == 0, stdout[-3000:] + stderr[-3000:]
-    assert "15 bundles" in stdout and "RUN_WORKER_LOST" in stderr
+    assert f"{TENANTS} bundles" in stdout and "RUN_WORKER_LOST" in stderr
     assert _slot_holders(home) == []
     with _instance(home) as instance:
         statuses = [run.status.value for run in instance.get_runs()]
@@ -175,7 +179,7 @@ def test_a_demo_gives_up_waiting_for_a_live_holder_and_says_why(home):
     assert demo.returncode == 1, stdout[-3000:] + stderr[-3000:]
     assert "waiting for a `publish` pool slot" in stderr
     failed = [line.split() for line in stdout.splitlines() if " FAILED " in line]
-    assert len(failed) == 15 and {row[-1] for row in failed} == {"POOL_WAIT_TIMEOUT"}
+    assert len(failed) == TENANTS and {row[-1] for row in failed} == {"POOL_WAIT_TIMEOUT"}
     assert len(_slot_holders(home)) == 2  # the live holder keeps its slots; the demo leaves none of its own
 
 
