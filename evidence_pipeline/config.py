@@ -46,13 +46,10 @@ class Settings:
         "from the statement key: never inside `EVIDENCE_KEYS_DIR` or a local archive (`CONFIG_INVALID`). When set, "
         "every newly published checkpoint is co-signed by it. Never generated (see Witness)",
         default="unset: no witness")
-    witnesses: tuple[tuple[str, str], ...] = setting(
-        "EVIDENCE_WITNESSES", "outside witnesses (`evidence witness serve`, or any C2SP tlog-witness) that co-sign "
-        "each checkpoint: comma-separated `URL VKEY` pairs, the witness's submission prefix and its verifier key",
-        default="unset: checkpoints are not submitted to any witness")
-    log_origin: str = setting(
-        "EVIDENCE_LOG_ORIGIN", "the ledger's origin line in its C2SP checkpoints, and the name of its note key: "
-        "unique per deployment, a schema-less URL such as `evidence.example.com/ledger`")
+    witnesses: tuple[tuple[str, str], ...] = setting("EVIDENCE_WITNESSES", "outside witnesses (C2SP tlog-witness) "
+        "that co-sign each checkpoint: comma-separated `URL VKEY` pairs", default="unset: no witness")
+    log_origin: str = setting("EVIDENCE_LOG_ORIGIN", "the ledger's C2SP checkpoint origin and note key name: unique "
+                              "per deployment, a schema-less URL such as `evidence.example.com/ledger`")
     pades_level: str = setting(
         "EVIDENCE_PADES_LEVEL",
         "`B-B`, `B-T`, `B-LT` or `B-LTA`; every level above B-B needs `EVIDENCE_TSA_URL`. **Production: set "
@@ -246,8 +243,7 @@ class Settings:
             preview_uri=store("EVIDENCE_PREVIEW_URI", home / "previews"),
             keys_dir=keys_dir,
             witness_key=witness_key,
-            witnesses=_witnesses(env),
-            log_origin=_log_origin(env),
+            **_witnessing(env),
             pades_level=level,
             tsa_url=tsa_url,
             signature_trust_roots=(
@@ -384,25 +380,16 @@ def _whole(env, name: str, default: int) -> int:
     return int(value)
 
 
-def _witnesses(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
-    from evidence_pipeline.witness.note import COSIGNATURE_V1, NoteError, parse_vkey
-
-    pairs = []
-    for entry in filter(None, (part.strip() for part in env.get("EVIDENCE_WITNESSES", "").split(","))):
-        url, _, vkey = entry.partition(" ")
-        try:
-            parse_vkey(vkey, COSIGNATURE_V1)
-        except NoteError:
-            url = ""
-        if not url.startswith(("http://", "https://")):
-            raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_WITNESSES is comma-separated `URL VKEY` pairs: "
-                                "an http(s) URL and a witness's cosignature vkey (`evidence witness vkey`)")
-        pairs.append((url, vkey.strip()))
-    return tuple(pairs)
 
 
-def _log_origin(env: dict[str, str]) -> str:
+def _witnessing(env: dict[str, str]) -> dict:
+    """EVIDENCE_WITNESSES and EVIDENCE_LOG_ORIGIN, checked (witness/note.py reads their formats)."""
+    from evidence_pipeline.witness.note import NoteError, is_key_name, witness_pairs
+
     origin = env.get("EVIDENCE_LOG_ORIGIN", "evidence-pipeline.invalid/ledger")
-    if not origin or any(c.isspace() or c in "+\u2014" for c in origin) or len(origin) > 255:
+    if not is_key_name(origin):
         raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_LOG_ORIGIN is a key name: no spaces, no '+'")
-    return origin
+    try:
+        return {"witnesses": witness_pairs(env.get("EVIDENCE_WITNESSES", "")), "log_origin": origin}
+    except NoteError as error:
+        raise EvidenceError(ReasonCode.CONFIG_INVALID, f"EVIDENCE_WITNESSES: {error}") from None

@@ -36,6 +36,23 @@ def raw_public(public: ed25519.Ed25519PublicKey) -> bytes:
     return public.public_bytes(Encoding.Raw, PublicFormat.Raw)
 
 
+def is_key_name(name: str) -> bool:
+    return len(name) <= 255 and _NAME.fullmatch(name) is not None
+
+
+def witness_pairs(text: str) -> tuple[tuple[str, str], ...]:
+    """EVIDENCE_WITNESSES: comma-separated ``URL VKEY`` pairs, a witness's submission prefix and its cosignature
+    vkey (`evidence witness vkey`)."""
+    pairs = []
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        url, _, vkey = entry.partition(" ")
+        parse_vkey(vkey, COSIGNATURE_V1)
+        if not url.startswith(("http://", "https://")):
+            raise NoteError("each witness is `URL VKEY`: an http(s) URL, a space, the witness's vkey")
+        pairs.append((url, vkey.strip()))
+    return tuple(pairs)
+
+
 def key_id(name: str, kind: int, public: bytes) -> bytes:
     """SHA-256(name || 0x0A || signature type || public key)[:4]."""
     return hashlib.sha256(name.encode() + b"\n" + bytes([kind]) + public).digest()[:4]
@@ -62,7 +79,7 @@ class Verifier:
 
 
 def verifier(name: str, kind: int, private: ed25519.Ed25519PrivateKey) -> Verifier:
-    if not _NAME.fullmatch(name):
+    if not is_key_name(name):
         raise NoteError("a key name must be non-empty, without spaces or '+'")
     return Verifier(name, kind, private.public_key())
 
@@ -76,7 +93,7 @@ def parse_vkey(text: str, kind: int | None = None) -> Verifier:
         stated = bytes.fromhex(hash_hex)
     except (ValueError, binascii.Error):
         raise NoteError("not a vkey (name+keyid+base64 key)") from None
-    if not _NAME.fullmatch(name) or len(raw) != 33 or raw[0] not in (ED25519, COSIGNATURE_V1) \
+    if not is_key_name(name) or len(raw) != 33 or raw[0] not in (ED25519, COSIGNATURE_V1) \
             or (kind is not None and raw[0] != kind) or len(stated) != 4:
         raise NoteError("not an Ed25519 vkey of the expected signature type")
     found = Verifier(name, raw[0], ed25519.Ed25519PublicKey.from_public_bytes(raw[1:]))
