@@ -198,12 +198,16 @@ def test_two_witnesses_refuse_a_forked_history(tmp_path, running):
     assert post(b"old 8\n\n" + _signed(log, honest).encode()) == 400  # old above the checkpoint's size
     assert post(b"old seven\n\n" + _signed(log, honest).encode()) == 400
     assert post(b"old 7\n\n" + _signed(log, honest).encode()) == 200  # the same head again: co-signed
+    for state in witnesses[0].state.glob("*.checkpoint"):  # an unreadable record: never taken for "size 0"
+        state.write_text("garbage\n")
+    assert post(b"old 0\n\n" + _signed(log, fork).encode()) == 500
 
 
-def _export(home: Path, out: Path) -> None:
+def _export(home: Path, out: Path, cosigners: int) -> None:
     result = CliRunner().invoke(main, ["export", "--tenant", "acme-books", str(out)],
                                 env={"EVIDENCE_HOME": str(home)})
     assert result.exit_code == 0, result.output
+    assert f"the newest co-signed by {cosigners} outside witness(es)" in result.output
 
 
 def _verify(package: Path, *witness_args: str) -> tuple[int, dict]:
@@ -230,7 +234,7 @@ def test_a_witness_that_was_down_catches_up_and_the_policy_decides(local_runtime
     run_tenant_month(runtime, FIXTURE_MONTHS[1], RunInfo("run-2"))
     checkpoint, outcome = checkpoint_witnessed(runtime)
     assert outcome == {first.name: "cosigned", second.name: "WITNESS_UNAVAILABLE"}
-    _export(settings.home, tmp_path / "one-witness")
+    _export(settings.home, tmp_path / "one-witness", 1)
 
     running(second)  # back, with its state: it co-signed 8, never 16
     run_tenant_month(runtime, FIXTURE_MONTHS[2], RunInfo("run-3"))
@@ -238,7 +242,7 @@ def test_a_witness_that_was_down_catches_up_and_the_policy_decides(local_runtime
     assert outcome == {first.name: "cosigned", second.name: "cosigned"}  # from 8 to 24
     recorded = [key.split("/")[-2] for key in runtime.archive.list("ledger/cosignatures")]
     assert sorted(recorded) == ["000000000008"] * 2 + ["000000000016"] + ["000000000024"] * 2
-    _export(settings.home, tmp_path / "both")
+    _export(settings.home, tmp_path / "both", 2)
 
     pins = ["--witness", first.vkey, "--witness", second.vkey]
     both = tmp_path / "both"

@@ -78,7 +78,10 @@ class Witness:
         if old == 0 and proof:
             return Answer(400, "WITNESS_REQUEST_MALFORMED: a proof from size 0 must be empty\n")
         with self.state.locked():  # the check and the update are one step: no rollback by a racing request
-            latest = self.state.latest(checkpoint.origin)
+            try:
+                latest = self.state.latest(checkpoint.origin)
+            except NoteError:  # never start over at 0: that would co-sign any fork
+                return Answer(500, "WITNESS_STATE_INVALID: this witness's record of the log is unreadable\n")
             known = latest.size if latest else 0
             if old != known:
                 return Answer(409, f"{known}\n", SIZE_TYPE)
