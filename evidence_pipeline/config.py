@@ -46,6 +46,10 @@ class Settings:
         "from the statement key: never inside `EVIDENCE_KEYS_DIR` or a local archive (`CONFIG_INVALID`). When set, "
         "every newly published checkpoint is co-signed by it. Never generated (see Witness)",
         default="unset: no witness")
+    witnesses: tuple[tuple[str, str], ...] = setting("EVIDENCE_WITNESSES", "outside witnesses (C2SP tlog-witness) "
+        "that co-sign each checkpoint: comma-separated `URL VKEY` pairs", default="unset: no witness")
+    log_origin: str = setting("EVIDENCE_LOG_ORIGIN", "the ledger's C2SP checkpoint origin and note key name: unique "
+                              "per deployment, a schema-less URL such as `evidence.example.com/ledger`")
     pades_level: str = setting(
         "EVIDENCE_PADES_LEVEL",
         "`B-B`, `B-T`, `B-LT` or `B-LTA`; every level above B-B needs `EVIDENCE_TSA_URL`. **Production: set "
@@ -239,6 +243,7 @@ class Settings:
             preview_uri=store("EVIDENCE_PREVIEW_URI", home / "previews"),
             keys_dir=keys_dir,
             witness_key=witness_key,
+            **_witnessing(env),
             pades_level=level,
             tsa_url=tsa_url,
             signature_trust_roots=(
@@ -373,3 +378,18 @@ def _whole(env, name: str, default: int) -> int:
     if not value.isdigit() or int(value) < 1:
         raise EvidenceError(ReasonCode.CONFIG_INVALID, f"{name} must be a whole number >= 1")
     return int(value)
+
+
+
+
+def _witnessing(env: dict[str, str]) -> dict:
+    """EVIDENCE_WITNESSES and EVIDENCE_LOG_ORIGIN, checked (witness/note.py reads their formats)."""
+    from evidence_pipeline.witness.note import NoteError, is_key_name, witness_pairs
+
+    origin = env.get("EVIDENCE_LOG_ORIGIN", "evidence-pipeline.invalid/ledger")
+    if not is_key_name(origin):
+        raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_LOG_ORIGIN is a key name: no spaces, no '+'")
+    try:
+        return {"witnesses": witness_pairs(env.get("EVIDENCE_WITNESSES", "")), "log_origin": origin}
+    except NoteError as error:
+        raise EvidenceError(ReasonCode.CONFIG_INVALID, f"EVIDENCE_WITNESSES: {error}") from None

@@ -450,7 +450,21 @@ class ReasonCode(Vocabulary):
     )
     WITNESS_SIGNATURE_INVALID = (
         "WITNESS_SIGNATURE_INVALID",
-        "`--require-witness`: the witness's signature on a checkpoint does not verify",
+        "`--require-witness` or `--witness`: a pinned witness's signature on a checkpoint does not verify",
+    )
+    WITNESS_POLICY_NOT_MET = (
+        "WITNESS_POLICY_NOT_MET",
+        "`--witness-policy N`: fewer than N of the pinned witnesses co-signed the package's newest checkpoint (its "
+        "C2SP note)",
+    )
+    WITNESS_UNAVAILABLE = (
+        "WITNESS_UNAVAILABLE",
+        "`evidence ledger checkpoint`: a configured witness did not answer; it catches up at the next checkpoint",
+    )
+    WITNESS_REFUSED = (
+        "WITNESS_REFUSED",
+        "`evidence ledger checkpoint`: a configured witness refused the checkpoint (HTTP status in the message): "
+        "it does not extend what the witness co-signed, or the witness does not trust the log's key",
     )
 
 

@@ -22,8 +22,9 @@ from evidence_pipeline.signing.keys import GENERATIONS, STATEMENT_KEY, load_priv
 from evidence_pipeline.tempfiles import write_private
 
 
-def generate_actor_key(path: Path) -> ed25519.Ed25519PrivateKey:
-    """A new key written to ``path`` (created exclusively, 0600; its missing folders 0700); never overwrites one."""
+def generate_actor_key(path: Path, what: str = "an actor key") -> ed25519.Ed25519PrivateKey:
+    """A new key written to ``path`` (created exclusively, 0600; its missing folders 0700); never overwrites one.
+    ``what`` names the key in the message (a witness's key is made the same way)."""
     key = ed25519.Ed25519PrivateKey.generate()
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption())
@@ -31,7 +32,7 @@ def generate_actor_key(path: Path) -> ed25519.Ed25519PrivateKey:
     try:
         write_private(path, pem)
     except FileExistsError:
-        raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "an actor key file exists there already") from None
+        raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, f"{what} file exists there already") from None
     return key
 
 

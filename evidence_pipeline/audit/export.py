@@ -41,6 +41,7 @@ from evidence_pipeline.audit.package import (
     inclusion_path,
 )
 from evidence_pipeline.audit.verify import MAX_REPORT_BYTES, SIGNATURE_ALLOWANCE
+from evidence_pipeline.audit.witnessing import cosigned_note, note_key
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import Ledger, merkle
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, validate_period, validate_tenant_id
@@ -202,6 +203,10 @@ def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, cho
     checkpoints = sorted(set(chosen.values()) | {checkpoint_keys(archive)[-1]},
                          key=checkpoint_size)
     signed = {key: _signed_checkpoint(archive, package, key, statement_keys, tree) for key in checkpoints}
+    for key in checkpoints:  # each checkpoint's C2SP note with every witness's cosignature, where there is one
+        note = cosigned_note(archive, checkpoint_size(key))
+        if note is not None:
+            package.put_once(note_key(checkpoint_size(key)), note)
     for old, new in zip(checkpoints, checkpoints[1:]):
         (old_size, old_root), (new_size, new_root) = signed[old], signed[new]
         proof = tree.consistency_proof(old_size, new_size)

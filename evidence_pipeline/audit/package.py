@@ -51,6 +51,7 @@ from evidence_pipeline.audit.checkpoints import CheckpointKeys, check_witness, c
 from evidence_pipeline.audit.locations import Location
 from evidence_pipeline.audit.verify import Check, Verification
 from evidence_pipeline.audit.verify_many import Outcome, verify_all
+from evidence_pipeline.audit.witnessing import WitnessPolicy, check_policy
 from evidence_pipeline.errors import UNAVAILABLE_CODES, EvidenceError, ReasonCode
 from evidence_pipeline.ledger import merkle
 from evidence_pipeline.models import PERIOD, TENANT_ID, LedgerEvent
@@ -277,9 +278,11 @@ class PackageChecks:
 
 def check_package(store: ArtifactStore, index: Index, key_ids: frozenset[str] = frozenset(),
                   root_ids: frozenset[str] = frozenset(),
-                  witness: ed25519.Ed25519PublicKey | str | None = None) -> PackageChecks:
-    """Every package-level check; ``witness``: the pinned witness key (or an id the package has no key for), whose
-    valid signature every checkpoint must then carry."""
+                  witness: ed25519.Ed25519PublicKey | str | None = None,
+                  policy: WitnessPolicy | None = None) -> PackageChecks:
+    """Every package-level check; ``witness``: the pinned in-process witness key of earlier versions (or an id the
+    package has no key for), whose valid signature every checkpoint must then carry; ``policy``: the outside
+    witnesses, N of which must have co-signed the newest checkpoint (to which every other is consistent)."""
     result = PackageChecks()
     result.checks.append(run_check("contents", lambda: _check_contents(store, index)))
     try:  # the checkpoints' keys: those the package's keyring lists (pinned by root), or its published keys
@@ -302,6 +305,10 @@ def check_package(store: ArtifactStore, index: Index, key_ids: frozenset[str] = 
         if witness is not None:
             result.checks.append(run_check(f"witness {checkpoint_size(key)}",
                                            lambda: _check_witness(store, key, witness)))
+        if policy is not None and key == index.checkpoints[-1]:
+            result.checks.append(run_check(f"witness policy {checkpoint_size(key)}", lambda: check_policy(
+                store, checkpoint, keys.keys.get(checkpoint["key_id"]), policy) if isinstance(checkpoint, dict)
+                else checkpoint))
     for old, new in zip(index.checkpoints, index.checkpoints[1:]):
         result.checks.append(run_check(f"consistency {checkpoint_size(old)} -> {checkpoint_size(new)}",
                                        lambda: _check_consistency(store, old, new, result.roots)))

@@ -33,6 +33,7 @@ from evidence_pipeline.cli import (
     ui,
     verify,
     webhook,
+    witness,
 )
 from evidence_pipeline.cli.options import JSON_REQUESTED
 from evidence_pipeline.errors import EvidenceError, ReasonCode, exit_code
@@ -64,7 +65,7 @@ def _exit_with(ctx: click.Context, error: EvidenceError):
 @click.group(cls=_ErrorBoundary, commands=[
     demo.demo, verify.verify, actor.actor, export.export, lineage.lineage, ledger.ledger, keys.keys, stats.stats,
     jobs.dead_letter, jobs.replay, jobs.sweep, tenant.tenant, template.template, part.part, ruleset.ruleset,
-    source.source, intake.intake, operator_api.operator_api, webhook.webhook, ui.ui,
+    source.source, intake.intake, operator_api.operator_api, webhook.webhook, ui.ui, witness.witness,
 ])
 def main() -> None:
     """Signed, tamper-evident monthly compliance evidence.

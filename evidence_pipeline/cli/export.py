@@ -32,8 +32,19 @@ def export(tenant_id: str, first: str | None, last: str | None, out: Path) -> No
     index = exported.index
     click.echo(f"exported {len(index.bundles)} bundle(s) of {tenant_id} ({first or 'first'}..{last or 'last'}) and "
                f"{len(index.authorizations)} authorization event(s) to {out}; checkpoints: {len(index.checkpoints)}, "
-               f"witnessed: {exported.witnessed}")
+               f"witnessed: {exported.witnessed}; the newest co-signed by {_cosigners(out, index)} outside witness(es)")
     if exported.unproved:
         click.echo(f"left out {exported.unproved} authorization event(s) recorded after the newest checkpoint: run "
                    "`evidence ledger checkpoint` and export again to include them")
-    click.echo(f"verify it:  evidence verify --package {out} [--key-id …] [--root-id …] [--require-witness PUB.pem]")
+    click.echo(f"verify it:  evidence verify --package {out} [--key-id …] [--root-id …] "
+               "[--witness VKEY … --witness-policy N]")
+
+
+def _cosigners(out: Path, index) -> int:
+    """How many cosignature lines the package's newest checkpoint note carries (the statement key's line aside)."""
+    from evidence_pipeline.audit.package import checkpoint_size
+    from evidence_pipeline.audit.witnessing import note_key
+    from evidence_pipeline.witness.note import parse_note
+
+    note = out / note_key(checkpoint_size(index.checkpoints[-1]))
+    return len(parse_note(note.read_bytes()).signatures) - 1 if note.exists() else 0

@@ -18,14 +18,16 @@ def ledger() -> None:
 
 @ledger.command("checkpoint")
 def ledger_checkpoint() -> None:
-    """Sign and publish a checkpoint of the current ledger (put-once under ledger/checkpoints/)."""
-    from evidence_pipeline.audit.checkpoints import publish_checkpoint
+    """Sign and publish a checkpoint of the current ledger (put-once under ledger/checkpoints/), and submit it to
+    the witnesses of EVIDENCE_WITNESSES; a witness that is down catches up at the next checkpoint."""
+    from evidence_pipeline.audit.witnessing import checkpoint_witnessed
 
-    settings = load_settings()
-    runtime = open_runtime(settings)
-    checkpoint = publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring, runtime.witness_key)
+    runtime = open_runtime(load_settings())
+    checkpoint, witnessed = checkpoint_witnessed(runtime)
     click.echo(f"checkpoint {checkpoint['size']} events, root {checkpoint['root_sha256']}")
-    if runtime.witness_key is not None:
+    for name, outcome in witnessed.items():
+        click.echo(f"witness {name}: {outcome}")
+    if runtime.witness_key is not None:  # the in-process co-signer of earlier versions (EVIDENCE_WITNESS_KEY)
         from evidence_pipeline.audit.checkpoints import check_witness, checkpoint_key
 
         key = checkpoint_key(checkpoint["size"])
@@ -34,6 +36,16 @@ def ledger_checkpoint() -> None:
             click.echo(f"co-signed by witness {witness}")
         except EvidenceError as error:  # published before the witness was configured: put-once, never re-signed
             click.echo(f"not witnessed: {error.message}")
+
+
+@ledger.command("vkey")
+def ledger_vkey() -> None:
+    """Print the log's verifier key (C2SP vkey: EVIDENCE_LOG_ORIGIN and the active statement key), which a
+    witness is started with (`evidence witness serve --log VKEY`)."""
+    from evidence_pipeline.audit.witnessing import log_verifier
+
+    runtime = open_runtime(load_settings())
+    click.echo(log_verifier(runtime.settings.log_origin, runtime.keyring.statement_public_key).vkey())
 
 
 @ledger.command("verify")

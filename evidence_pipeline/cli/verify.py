@@ -28,6 +28,11 @@ if TYPE_CHECKING:
               "archive locations: every bundle, checkpoint and proof in it, with nothing else.")
 @click.option("--require-witness", "witness", metavar="PUB.pem|KEY_ID", help="With --package: every checkpoint must "
               "carry a valid signature by this witness key (a PEM file, or the id of the copy in the package).")
+@click.option("--witness", "witnesses", multiple=True, metavar="VKEY", help="With --package: a witness whose "
+              "cosignature counts towards --witness-policy (its vkey, `evidence witness vkey`; repeatable).")
+@click.option("--witness-policy", "policy", type=click.IntRange(min=1), metavar="N", help="With --witness: the "
+              "package's newest checkpoint must carry valid cosignatures of N of the given witnesses "
+              "[default: all of them].")
 @json_option
 @click.option("--key-id", "key_ids", multiple=True, help="Only trust these statement key ids (repeatable).")
 @click.option("--root-id", "root_ids", multiple=True, help="Only trust these PAdES trust root ids (repeatable).")
@@ -35,8 +40,9 @@ if TYPE_CHECKING:
               "[default: EVIDENCE_WORKERS, one per CPU].")
 @click.option("--at", "at", callback=parse_moment, metavar="TIME",
               help="Validate the PAdES signatures at this ISO 8601 time (UTC unless it says) instead of now.")
-def verify(locations: tuple[str, ...], package: str | None, witness: str | None, as_json: bool,
-           key_ids: tuple[str, ...], root_ids: tuple[str, ...], workers: int | None, at: datetime | None) -> None:
+def verify(locations: tuple[str, ...], package: str | None, witness: str | None, witnesses: tuple[str, ...],
+           policy: int | None, as_json: bool, key_ids: tuple[str, ...], root_ids: tuple[str, ...],
+           workers: int | None, at: datetime | None) -> None:
     """Verify bundles offline. Exit 0 only if every check of every bundle passes.
 
     A LOCATION is one bundle, <archive>/bundles/<tenant>/<period>/<identity>, or a prefix whose bundles are all
@@ -65,8 +71,11 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
     if witness is not None and package is None:
         raise click.UsageError("--require-witness checks the checkpoints of a package: use it with --package")
     if package is not None:  # reads no setting but EVIDENCE_WORKERS, and only when --workers is not given
-        _verify_package(package, witness, as_json, frozenset(key_ids), frozenset(root_ids),
-                        workers or load_settings().worker_processes(), at)
+        _verify_package(package, witness, _witness_policy(witnesses, policy), as_json, frozenset(key_ids),
+                        frozenset(root_ids), workers or load_settings().worker_processes(), at)
+    if witnesses or policy:
+        raise click.UsageError("--witness and --witness-policy check the checkpoints of a package: use them with "
+                               "--package")
     from evidence_pipeline.audit.locations import locate  # with verify_many: pyHanko, which only verify needs
 
     settings = load_settings()
@@ -146,7 +155,26 @@ def _chain_lines(result) -> list[str]:
     return lines
 
 
-def _verify_package(argument: str, witness: str | None, as_json: bool, key_ids: frozenset[str],
+def _witness_policy(witnesses: tuple[str, ...], required: int | None):
+    """--witness VKEY... --witness-policy N as a WitnessPolicy (None without --witness)."""
+    if not witnesses:
+        if required is not None:
+            raise click.UsageError("--witness-policy N counts the witnesses given with --witness VKEY")
+        return None
+    from evidence_pipeline.audit.witnessing import WitnessPolicy
+    from evidence_pipeline.witness.note import COSIGNATURE_V1, NoteError, parse_vkey
+
+    try:
+        parsed = [parse_vkey(vkey, COSIGNATURE_V1) for vkey in witnesses]
+        keys = tuple({key.vkey(): key for key in parsed}.values())  # a witness given twice counts once
+    except NoteError as error:
+        raise click.UsageError(f"--witness: {error}") from None
+    if (required or len(keys)) > len(keys):
+        raise click.UsageError(f"--witness-policy {required} needs at least {required} different --witness keys")
+    return WitnessPolicy(keys, required or len(keys))
+
+
+def _verify_package(argument: str, witness: str | None, policy, as_json: bool, key_ids: frozenset[str],
                     root_ids: frozenset[str], workers: int, at: datetime | None) -> None:
     """`evidence verify --package`: the package-level checks and who authorized what, then every bundle in worker
     processes."""
@@ -156,7 +184,7 @@ def _verify_package(argument: str, witness: str | None, as_json: bool, key_ids: 
 
     store, index = open_package(argument)
     pinned_witness = None if witness is None else witness_public_key(store, witness)
-    checks = check_package(store, index, key_ids, root_ids, pinned_witness)
+    checks = check_package(store, index, key_ids, root_ids, pinned_witness, policy)
     authorizations = check_authorizations(store, index, checks)
     if not as_json:
         span = f"{index.first or 'first'}..{index.last or 'last'}"
@@ -189,6 +217,8 @@ def _verify_package(argument: str, witness: str | None, as_json: bool, key_ids: 
             "codes": sorted(set(checks.codes) | {c for v in verified for c in v.codes}
                             | {o.error.code for o in outcomes if o.error is not None}),
             "checkpoint_key_ids": sorted(checks.checkpoint_key_ids), "witness_key_id": checks.witness_id,
+            "witness_policy": None if policy is None else {
+                "required": policy.required, "witnesses": [key.vkey() for key in policy.witnesses]},
             "checks": [c.__dict__ for c in checks.checks], "authorizations": authorizations,
             "bundles": [o.as_dict() for o in outcomes],
         }, indent=2))
@@ -196,7 +226,8 @@ def _verify_package(argument: str, witness: str | None, as_json: bool, key_ids: 
         _print_summary(outcomes, key_ids, root_ids, package_codes=checks.codes)
         click.echo(f"checkpoints signed by {', '.join(sorted(checks.checkpoint_key_ids)) or '-'}; "
                    + (f"witness {checks.witness_id} required" if checks.witness_id
-                      else "witness not checked (pass --require-witness)"))
+                      else f"{policy.required} of {len(policy.witnesses)} witnesses required" if policy
+                      else "witness not checked (pass --witness VKEY --witness-policy N)"))
     sys.exit(code)
 
 

@@ -81,6 +81,9 @@ def checkpoint_and_sweep(context: OpExecutionContext, evidence: EvidenceResource
     """Publish a signed checkpoint of the audit ledger and sweep abandoned attempt directories."""
     report = run_maintenance(evidence.runtime())
     context.log.info(f"ledger checkpoint at {report['checkpoint_size']} events; swept {report['swept']} directories")
+    refused = {name: outcome for name, outcome in report["witnesses"].items() if outcome != "cosigned"}
+    if refused:  # a refusal may be a fork; a witness that was down catches up at the next run
+        context.log.warning(f"witnesses that did not co-sign: {refused}")
 
 
 @job(description="Signed ledger checkpoint + sweep of abandoned attempt directories.")

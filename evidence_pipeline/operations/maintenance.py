@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evidence_pipeline.audit.checkpoints import publish_checkpoint
+from evidence_pipeline.audit.witnessing import checkpoint_witnessed
 from evidence_pipeline.faults import kill_point
 from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.tempfiles import sweep
@@ -15,5 +15,5 @@ def sweep_attempts(runtime: Runtime) -> list[str]:
 
 
 def run_maintenance(runtime: Runtime) -> dict:
-    checkpoint = publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring, runtime.witness_key)
-    return {"checkpoint_size": checkpoint["size"], "swept": len(sweep_attempts(runtime))}
+    checkpoint, witnessed = checkpoint_witnessed(runtime)
+    return {"checkpoint_size": checkpoint["size"], "witnesses": witnessed, "swept": len(sweep_attempts(runtime))}

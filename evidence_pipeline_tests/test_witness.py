@@ -1,0 +1,270 @@
+"""An outside witness: `evidence witness serve` in processes of its own, speaking C2SP tlog-witness. Two witnesses
+refuse a forked history; one that was down catches up from the size it last co-signed; a package verifies only
+when the witness policy is met."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from evidence_pipeline.audit.witnessing import checkpoint_witnessed, log_verifier, note_key
+from evidence_pipeline.cli import main
+from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.ledger import merkle
+from evidence_pipeline.monthly.pipeline import run_tenant_month
+from evidence_pipeline.runtime import RunInfo, Runtime
+from evidence_pipeline.witness.client import Endpoint, submit
+from evidence_pipeline.witness.note import (
+    COSIGNATURE_V1,
+    ED25519,
+    Checkpoint,
+    Note,
+    cosign,
+    parse_note,
+    parse_vkey,
+    sign_note,
+    verifier,
+    verifies,
+)
+from evidence_pipeline_tests.conftest import FIXTURE_MONTHS
+
+EVIDENCE = str(Path(sys.executable).parent / "evidence")
+
+# golang.org/x/mod/sumdb/note's documented example: the reference implementation's key, text and signature
+GO_VKEY = "PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW"
+GO_SEED = base64.b64decode("AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz")[1:]
+GO_TEXT = "If you think cryptography is the answer to your problem,\nthen you don't know what your problem is.\n"
+GO_NOTE = GO_TEXT + ("\n\u2014 PeterNeumann "
+                     "x08go/ZJkuBS9UG/SffcvIAQxVBtiFupLLr8pAcElZInNIuGUgYN1FFYC2pZSNXgKvqfqdngotpRZb6KE6RyyBwJnAM=\n")
+
+
+def test_notes_and_cosignatures_are_the_c2sp_formats():
+    go_key = ed25519.Ed25519PrivateKey.from_private_bytes(GO_SEED)
+    assert sign_note(GO_TEXT, "PeterNeumann", go_key).encode() == GO_NOTE.encode()
+    assert verifier("PeterNeumann", ED25519, go_key).vkey() == GO_VKEY
+    note = parse_note(GO_NOTE.encode())
+    assert verifies(note, parse_vkey(GO_VKEY, ED25519)) is True
+    assert verifies(Note(GO_TEXT.replace("you", "we"), note.signatures), parse_vkey(GO_VKEY)) is False
+    # a cosignature: key id over type 0x04, 8-byte big-endian timestamp, then Ed25519 over the cosigned message
+    key = ed25519.Ed25519PrivateKey.generate()
+    text = Checkpoint("example.com/log", 5, bytes(32)).text()
+    line = cosign(text, "witness.example/w1", key, 1679315147)
+    raw = base64.b64decode(line.split()[-1])
+    witness = verifier("witness.example/w1", COSIGNATURE_V1, key)
+    assert raw[:4] == witness.key_id and int.from_bytes(raw[4:12], "big") == 1679315147
+    key.public_key().verify(raw[12:], f"cosignature/v1\ntime 1679315147\n{text}".encode())
+    cosigned = parse_note(sign_note(text, "example.com/log", key).encode() + line.encode())
+    assert verifies(cosigned, witness) is True
+    assert verifies(cosigned, verifier("witness.example/w2", COSIGNATURE_V1, key)) is None  # another name
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclasses.dataclass
+class WitnessProcess:
+    """`evidence witness serve` in its own process; stop() and start() again keep its state folder."""
+
+    name: str
+    key: Path
+    state: Path
+    logs: list[str]
+    port: int = dataclasses.field(default_factory=_free_port)
+    process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def vkey(self) -> str:
+        return subprocess.run([EVIDENCE, "witness", "vkey", "--name", self.name, "--key", str(self.key)],
+                              check=True, capture_output=True, text=True).stdout.strip()
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return Endpoint(self.url, parse_vkey(self.vkey))
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [EVIDENCE, "witness", "serve", "--name", self.name, "--key", str(self.key), "--state", str(self.state),
+             "--port", str(self.port), *[arg for vkey in self.logs for arg in ("--log", vkey)]],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def wait(self) -> None:
+        for _ in range(600):  # readiness, not timing: poll until it answers or has exited
+            if self.process.poll() is not None:
+                raise AssertionError(self.process.stderr.read().decode())
+            try:
+                httpx.post(f"{self.url}/add-checkpoint", content=b"", timeout=1)
+                return
+            except httpx.TransportError:
+                time.sleep(0.05)
+        raise AssertionError("the witness never answered")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+def _witnesses(tmp_path: Path, log_vkeys: list[str], count: int = 2) -> list[WitnessProcess]:
+    witnesses = []
+    for number in range(1, count + 1):
+        key = tmp_path / f"w{number}" / "witness.key"
+        keygen = CliRunner().invoke(main, ["witness", "keygen", "--name", f"witness.test/w{number}",
+                                           "--key", str(key)])
+        assert keygen.exit_code == 0, keygen.output
+        witnesses.append(WitnessProcess(f"witness.test/w{number}", key, tmp_path / f"w{number}" / "state",
+                                        log_vkeys))
+    return witnesses
+
+
+@pytest.fixture
+def running(request):
+    """Start the given witnesses together (their start-up overlaps) and stop them after the test."""
+    started: list[WitnessProcess] = []
+
+    def run(*witnesses: WitnessProcess) -> None:
+        for witness in witnesses:
+            witness.start()
+            started.append(witness)
+        for witness in witnesses:
+            witness.wait()
+
+    yield run
+    for witness in started:
+        if witness.process.poll() is None:
+            witness.stop()
+
+
+def _leaves(count: int, tag: bytes = b"event") -> list[bytes]:
+    return [merkle.leaf_hash(tag + b" %d" % i) for i in range(count)]
+
+
+def _signed(log: ed25519.Ed25519PrivateKey, leaves: list[bytes], origin: str = "log.test/ledger") -> Note:
+    return sign_note(Checkpoint(origin, len(leaves), merkle.root(leaves)).text(), origin, log)
+
+
+def test_two_witnesses_refuse_a_forked_history(tmp_path, running):
+    log = ed25519.Ed25519PrivateKey.generate()
+    witnesses = _witnesses(tmp_path, [verifier("log.test/ledger", ED25519, log).vkey()])
+    running(*witnesses)
+    honest, fork = _leaves(7), _leaves(5) + _leaves(2, b"another")  # the fork rewrites nothing: it appends others
+    fork[3] = merkle.leaf_hash(b"rewritten")  # ... and rewrites event 3
+    endpoints = [witness.endpoint for witness in witnesses]
+    for endpoint in endpoints:  # both co-sign the honest head at 5, then at 7
+        line = submit(endpoint, _signed(log, honest[:5]), 5, 0, lambda old: [])
+        assert verifies(Note(_signed(log, honest[:5]).text, parse_note(b"x\n\n" + line.encode()).signatures),
+                        endpoint.key)
+        submit(endpoint, _signed(log, honest), 7, 5, lambda old: merkle.consistency_proof(old, honest))
+    for endpoint in endpoints:
+        # the fork at the same size: 409 with the witness's size; with a proof it cannot have: 422
+        with pytest.raises(EvidenceError) as error:
+            submit(endpoint, _signed(log, fork), 7, 7, lambda old: [])
+        assert error.value.code == "WITNESS_REFUSED" and "answered 409" in error.value.message
+        longer = fork + _leaves(3, b"more")
+        with pytest.raises(EvidenceError) as error:
+            submit(endpoint, _signed(log, longer), 10, 7, lambda old: merkle.consistency_proof(old, longer))
+        assert error.value.code == "WITNESS_REFUSED" and "answered 422" in error.value.message
+    # the state is durable: restarted, the witnesses still know size 7 and still refuse the fork
+    for witness in witnesses:
+        witness.stop()
+    running(*witnesses)
+    longer = fork + _leaves(3, b"more")
+    raw = httpx.post(f"{witnesses[0].url}/add-checkpoint", content=b"old 0\n\n" + _signed(log, longer).encode())
+    assert (raw.status_code, raw.text, raw.headers["content-type"]) == (409, "7\n", "text/x.tlog.size")
+    with pytest.raises(EvidenceError) as error:
+        submit(witnesses[1].endpoint, _signed(log, longer), 10, 0, lambda old: merkle.consistency_proof(old, longer))
+    assert "answered 422" in error.value.message  # caught up to 7 on the 409, then the proof fails
+    # the protocol's other answers
+    stranger = ed25519.Ed25519PrivateKey.generate()
+    post = lambda body: httpx.post(f"{witnesses[0].url}/add-checkpoint", content=body).status_code  # noqa: E731
+    assert post(b"old 7\n\n" + _signed(stranger, honest).encode()) == 403
+    assert post(b"old 0\n\n" + _signed(log, honest, "other.test/log").encode()) == 404
+    assert post(b"old 8\n\n" + _signed(log, honest).encode()) == 400  # old above the checkpoint's size
+    assert post(b"old seven\n\n" + _signed(log, honest).encode()) == 400
+    assert post(b"old 7\n\n" + _signed(log, honest).encode()) == 200  # the same head again: co-signed
+    for state in witnesses[0].state.glob("*.checkpoint"):  # an unreadable record: never taken for "size 0"
+        state.write_text("garbage\n")
+    assert post(b"old 0\n\n" + _signed(log, fork).encode()) == 500
+
+
+def _export(home: Path, out: Path, cosigners: int) -> None:
+    result = CliRunner().invoke(main, ["export", "--tenant", "acme-books", str(out)],
+                                env={"EVIDENCE_HOME": str(home)})
+    assert result.exit_code == 0, result.output
+    assert f"the newest co-signed by {cosigners} outside witness(es)" in result.output
+
+
+def _verify(package: Path, *witness_args: str) -> tuple[int, dict]:
+    result = CliRunner().invoke(main, ["verify", "--package", str(package), "--json", "--workers", "1",
+                                       *witness_args])
+    assert "Traceback" not in result.output, result.output
+    return result.exit_code, json.loads(result.output)
+
+
+def test_a_witness_that_was_down_catches_up_and_the_policy_decides(local_runtime, tmp_path, running):
+    settings = local_runtime.settings
+    log_vkey = log_verifier(settings.log_origin, local_runtime.keyring.statement_public_key).vkey()
+    assert CliRunner().invoke(main, ["ledger", "vkey"], env={"EVIDENCE_HOME": str(settings.home)}).output.strip() \
+        == log_vkey
+    first, second, absent = _witnesses(tmp_path, [log_vkey], count=3)
+    running(first, second)
+    runtime = Runtime.from_settings(dataclasses.replace(
+        settings, witnesses=tuple((w.url, w.vkey) for w in (first, second))))
+    run_tenant_month(runtime, FIXTURE_MONTHS[0], RunInfo("run-1"))
+    checkpoint, outcome = checkpoint_witnessed(runtime)
+    assert outcome == {first.name: "cosigned", second.name: "cosigned"}
+
+    second.stop()
+    run_tenant_month(runtime, FIXTURE_MONTHS[1], RunInfo("run-2"))
+    checkpoint, outcome = checkpoint_witnessed(runtime)
+    assert outcome == {first.name: "cosigned", second.name: "WITNESS_UNAVAILABLE"}
+    _export(settings.home, tmp_path / "one-witness", 1)
+
+    running(second)  # back, with its state: it co-signed 8, never 16
+    run_tenant_month(runtime, FIXTURE_MONTHS[2], RunInfo("run-3"))
+    checkpoint, outcome = checkpoint_witnessed(runtime)
+    assert outcome == {first.name: "cosigned", second.name: "cosigned"}  # from 8 to 24
+    recorded = [key.split("/")[-2] for key in runtime.archive.list("ledger/cosignatures")]
+    assert sorted(recorded) == ["000000000008"] * 2 + ["000000000016"] + ["000000000024"] * 2
+    _export(settings.home, tmp_path / "both", 2)
+
+    pins = ["--witness", first.vkey, "--witness", second.vkey]
+    both = tmp_path / "both"
+    assert _verify(both, *pins, "--witness-policy", "2")[0] == 0
+    assert _verify(both, *pins)[0] == 0  # default: all of them
+    code, report = _verify(tmp_path / "one-witness", *pins, "--witness-policy", "2")
+    assert code == 1 and report["codes"] == ["WITNESS_POLICY_NOT_MET"]
+    assert _verify(tmp_path / "one-witness", *pins, "--witness-policy", "1")[0] == 0
+    code, report = _verify(both, *pins, "--witness", absent.vkey, "--witness-policy", "3")
+    assert code == 1 and report["codes"] == ["WITNESS_POLICY_NOT_MET"]
+    assert all(bundle["ok"] for bundle in report["bundles"])  # the bundles are fine: only the policy fails
+    # the package's note is a C2SP cosigned checkpoint; a cosignature altered fails by its own code
+    path = both / note_key(checkpoint["size"])
+    note = parse_note(path.read_bytes())
+    assert note.signatures[0][0] == settings.log_origin
+    assert sorted(name for name, _ in note.signatures[1:]) == [first.name, second.name]
+    forged = tuple((name, sig[:-1] + bytes([sig[-1] ^ 1]) if name == second.name else sig)
+                   for name, sig in note.signatures)
+    path.chmod(0o644)
+    path.write_bytes(Note(note.text, forged).encode())
+    code, report = _verify(both, *pins, "--witness-policy", "1")
+    assert code == 1 and report["codes"] == ["WITNESS_SIGNATURE_INVALID"]
+    usage = CliRunner().invoke(main, ["verify", "--package", str(both), "--witness", first.vkey,
+                                      "--witness-policy", "2"])
+    assert usage.exit_code == 2 and "needs at least 2" in usage.output
