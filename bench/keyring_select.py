@@ -21,12 +21,12 @@ from evidence_pipeline.audit.verify import verify_bundle
 from evidence_pipeline.config import Settings
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly.pipeline import run_tenant_month
-from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import RunInfo, Runtime
 from evidence_pipeline.signing.pades import sign_pdf
 from evidence_pipeline.signing.rotation import STATE
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.synthetic.demo_data import demo_transactions
+from evidence_pipeline_tests.fixture_sources import publish_revision
 
 
 def _timed(call, reps: int) -> list[float]:
@@ -50,7 +50,7 @@ def main() -> None:
     tenant_month = TenantMonth("acme-books", "2026-10")
     with tempfile.TemporaryDirectory() as home:
         runtime = Runtime.from_settings(Settings.from_env({"EVIDENCE_HOME": home}))
-        publish_revision(runtime.sources, tenant_month, demo_transactions(tenant_month))
+        publish_revision(runtime, tenant_month, demo_transactions(tenant_month))
         publication = run_tenant_month(runtime, tenant_month, RunInfo("bench"))
         keys = runtime.keys
         report = runtime.staging.get(f"reports/{publication.unsigned_sha256}.pdf")

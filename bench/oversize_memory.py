@@ -129,8 +129,8 @@ def main() -> None:
         return child(args.child)
 
     from evidence_pipeline.models import TenantMonth
-    from evidence_pipeline.monthly.sources import publish_revision
     from evidence_pipeline.synthetic.demo_data import OVERSIZE_REFUNDS, oversize_transactions
+    from evidence_pipeline_tests.fixture_sources import publish_revision
 
     stack: list = []
     with tempfile.TemporaryDirectory() as home:
@@ -139,7 +139,7 @@ def main() -> None:
             rt = _runtime(env)
             rt.keyring  # key generation is a one-off, not part of the measured run
             tenant_month = TenantMonth(TENANT, PERIOD)
-            revision = publish_revision(rt.sources, tenant_month,
+            revision = publish_revision(rt, tenant_month,
                                         oversize_transactions(tenant_month, args.refunds or OVERSIZE_REFUNDS))
             rt.ledger.engine.dispose()
             baseline = _measure("import", env)

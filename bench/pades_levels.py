@@ -18,11 +18,12 @@ from pathlib import Path
 from evidence_pipeline.config import PADES_LEVELS, Settings
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly.render import render_report
-from evidence_pipeline.monthly.sources import publish_revision, read_revision
+from evidence_pipeline.monthly.sources import read_revision
 from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.signing.pades import sign_pdf, verify_pdf_signature
 from evidence_pipeline.synthetic.demo_data import demo_transactions
+from evidence_pipeline_tests.fixture_sources import publish_revision
 from evidence_pipeline_tests.local_pki import LocalPki
 
 
@@ -33,7 +34,7 @@ def main() -> None:
     tenant_month = TenantMonth("acme-books", "2026-10")
     with tempfile.TemporaryDirectory() as home, LocalPki() as pki:
         runtime = Runtime.from_settings(Settings.from_env({"EVIDENCE_HOME": home}))
-        revision = publish_revision(runtime.sources, tenant_month, demo_transactions(tenant_month))
+        revision = publish_revision(runtime, tenant_month, demo_transactions(tenant_month))
         report = render_report(revision, read_revision(runtime.sources, revision)).pdf
         keyring = load_keyring(pki.provision(Path(home) / "keys"), generate=False)
         for level in PADES_LEVELS:  # warm up: imports, key loading, connections; and check what is measured

@@ -17,9 +17,9 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.defs.demo import complete_months
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly.pipeline import run_tenant_month
-from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import RunInfo, Runtime
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS, demo_transactions
+from evidence_pipeline_tests.fixture_sources import publish_revision
 
 
 def main() -> None:
@@ -34,7 +34,7 @@ def main() -> None:
         for tenant in DEMO_TENANTS:
             for period in complete_months(date.today(), args.months):
                 tenant_month = TenantMonth(tenant, period)
-                publish_revision(runtime.sources, tenant_month, demo_transactions(tenant_month))
+                publish_revision(runtime, tenant_month, demo_transactions(tenant_month))
                 publication = run_tenant_month(runtime, tenant_month, RunInfo("bench"))
                 for stage, ms in publication.timings_ms.items():
                     timings.setdefault(stage, {}).setdefault(tenant, []).append(ms)

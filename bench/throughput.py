@@ -46,10 +46,10 @@ from evidence_pipeline import parallel
 from evidence_pipeline.config import Settings
 from evidence_pipeline.models import FIRST_PERIOD, TenantMonth, first_open_period
 from evidence_pipeline.monthly.pipeline import run_tenant_month
-from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import RunInfo, runtime_for, s3_client
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS, demo_transactions
 from evidence_pipeline_tests.dagster_services import dagster_services, graphql
+from evidence_pipeline_tests.fixture_sources import publish_revision
 
 REPO = Path(__file__).resolve().parent.parent
 PROFILES = list(DEMO_TENANTS)  # bench tenant i has the volume and currencies of demo tenant i mod 5
@@ -169,7 +169,7 @@ def publish_sources(env: dict[str, str], partitions: list[TenantMonth], workers:
 
 def _publish_stage(runtime, tm: TenantMonth) -> None:
     profile = PROFILES[int(tm.tenant[-3:]) % len(PROFILES)]
-    publish_revision(runtime.sources, tm, demo_transactions(TenantMonth(profile, tm.period)))
+    publish_revision(runtime, tm, demo_transactions(TenantMonth(profile, tm.period)))
 
 
 def run_raw(env: dict[str, str], partitions: list[TenantMonth], workers: int) -> tuple[float, list]:

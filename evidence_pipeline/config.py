@@ -179,6 +179,9 @@ class Settings:
                                            "attempt; doubled after each later one, with jitter")
     webhook_retry_max_seconds: float = setting("EVIDENCE_WEBHOOK_RETRY_MAX_SECONDS", "the longest wait between two "
                                                "attempts at a delivery (the cap of the backoff)")
+    webhook_timeout_seconds: float = setting("EVIDENCE_WEBHOOK_TIMEOUT_SECONDS", "how long an attempt waits to "
+                                             "connect and for each read of the answer; a deliverer's claim on a "
+                                             "delivery lasts four times this (then another deliverer may send it)")
     webhook_rotation_seconds: float = setting("EVIDENCE_WEBHOOK_ROTATION_SECONDS", "after `evidence tenant webhook "
                                               "rotate`, how long the previous secret still signs beside the new one")
 
@@ -298,6 +301,7 @@ class Settings:
             webhook_max_attempts=_whole(env, "EVIDENCE_WEBHOOK_MAX_ATTEMPTS", 12),
             webhook_retry_seconds=_positive(env, "EVIDENCE_WEBHOOK_RETRY_SECONDS", 10),
             webhook_retry_max_seconds=_positive(env, "EVIDENCE_WEBHOOK_RETRY_MAX_SECONDS", 3600),
+            webhook_timeout_seconds=_positive(env, "EVIDENCE_WEBHOOK_TIMEOUT_SECONDS", 10),
             webhook_rotation_seconds=_positive(env, "EVIDENCE_WEBHOOK_ROTATION_SECONDS", 86400),
         )
         archive = None if settings.archive_uri.startswith("s3://") else Path(settings.archive_uri)

@@ -23,11 +23,11 @@ import sqlalchemy as sa
 from evidence_pipeline.config import Settings
 from evidence_pipeline.ledger.append_only import drop_guards
 from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.store import ArtifactStore
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.synthetic.demo_data import demo_transactions
+from evidence_pipeline_tests.fixture_sources import publish_revision
 
 REPO = Path(__file__).resolve().parent.parent
 pytest_plugins = ["evidence_pipeline_tests.intake_server"]  # the intake fixtures: documents, intake
@@ -212,7 +212,7 @@ def _fixture_transactions(tenant_month: TenantMonth) -> pd.DataFrame:
 
 def _with_fixture_sources(runtime: Runtime) -> Runtime:
     for tenant_month in FIXTURE_MONTHS:
-        publish_revision(runtime.sources, tenant_month, _fixture_transactions(tenant_month).copy())
+        publish_revision(runtime, tenant_month, _fixture_transactions(tenant_month).copy())
     return runtime
 
 

@@ -19,10 +19,10 @@ from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly import pipeline
 from evidence_pipeline.monthly.document_outcomes import counts, outcome
-from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.monthly.validate import validate_report
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS, demo_transactions
 from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, SMALL
+from evidence_pipeline_tests.fixture_sources import publish_revision
 from evidence_pipeline_tests.signers import Signers
 
 ASSETS = [source_revision, monthly_report, evidence_bundle]
@@ -77,7 +77,7 @@ def test_a_correction_supersedes_and_the_latest_materialization_shows_the_curren
     assert "supersedes" not in first and first["current"] is True and first["current_bundle"] == first["identity"]
     corrected = demo_transactions(SMALL)
     corrected.loc[0, "amount_minor"] += 100
-    publish_revision(runtime.sources, SMALL, corrected)
+    publish_revision(runtime, SMALL, corrected)
     assert _materialize(instance, evidence, SMALL).success
     latest = _metadata(instance, "evidence_bundle", SMALL)  # the partition's latest materialization
     assert latest["identity"] != first["identity"] and latest["newly_published"] is True
@@ -185,7 +185,7 @@ def test_a_report_rendered_from_another_revision_is_never_signed(instance, evide
     assert _materialize(instance, evidence, SMALL).success
     corrected = demo_transactions(SMALL)
     corrected.loc[0, "amount_minor"] += 100
-    publish_revision(runtime.sources, SMALL, corrected)
+    publish_revision(runtime, SMALL, corrected)
     key = partition_key_for(SMALL)
     assert materialize(
         [source_revision], instance=instance, partition_key=key, resources={"evidence": evidence}
@@ -212,7 +212,7 @@ def _materialize_range(instance, evidence, first: TenantMonth, last: TenantMonth
 def test_a_range_run_records_every_partition_in_dagster_and_in_the_ledger(instance, evidence, runtime, monkeypatch):
     monkeypatch.setenv("EVIDENCE_WORKERS", "2")  # the range is spread over two worker processes
     for tenant_month in RANGE_MONTHS:
-        publish_revision(runtime.sources, tenant_month, demo_transactions(tenant_month))
+        publish_revision(runtime, tenant_month, demo_transactions(tenant_month))
     result = _materialize_range(instance, evidence, RANGE_MONTHS[0], RANGE_MONTHS[-1])
     assert result.success
     events = result.get_asset_materialization_events()

@@ -20,11 +20,11 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs import backfill_wake
 from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline_tests.conftest import new_database
 from evidence_pipeline_tests.dagster_services import REPO, dagster_services, graphql
+from evidence_pipeline_tests.fixture_sources import publish_revision
 from evidence_pipeline_tests.guarded_patch import assert_patched_only_on_the_checked_dagster
 
 ASSETS = ["source_revision", "monthly_report", "evidence_bundle"]
@@ -100,7 +100,7 @@ def test_the_daemon_starts_a_backfill_when_it_is_requested(tmp_path):
     runtime = runtime_for(Settings.from_env(env))
     months = ["2026-01", "2026-02"]
     for month in months:
-        publish_revision(runtime.sources, TenantMonth(TENANT, month), demo_transactions(TenantMonth(TENANT, month)))
+        publish_revision(runtime, TenantMonth(TENANT, month), demo_transactions(TenantMonth(TENANT, month)))
     with pytest.MonkeyPatch.context() as patch:
         for name, value in env.items():
             patch.setenv(name, value)

@@ -20,7 +20,10 @@ from evidence_pipeline.ledger.mirrors import EVENT_COLUMNS
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
-from evidence_pipeline_tests.conftest import LARGE, SMALL, drop_append_only_guards, overwrite
+from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, LARGE, SMALL, drop_append_only_guards, overwrite
+
+FIXTURES = len(FIXTURE_MONTHS)  # the events before the test's: one `source.published` per fixture month
+SIZE = FIXTURES + 16  # after the two tenant-months of ``checkpointed``
 
 
 @pytest.fixture
@@ -40,12 +43,13 @@ def _code(call) -> str:
 
 def test_checkpoints_verify_and_prove_inclusion(runtime, checkpointed):
     report = verify_ledger(runtime.ledger, runtime.archive)
-    assert report == {"events": 16, "checkpoints": [8, 16], "unchecked_tail": 0}  # 8 events per tenant-month
+    # the fixture months' `source.published` events, then 8 events per tenant-month
+    assert report == {"events": SIZE, "checkpoints": [FIXTURES + 8, SIZE], "unchecked_tail": 0}
     for publication in checkpointed:
         proof = prove_bundle(runtime.ledger, runtime.archive, publication.bundle_key)
-        assert proof["tree_size"] == 16 and proof["leaf_index"] in (6, 14)
+        assert proof["tree_size"] == SIZE and proof["leaf_index"] in (FIXTURES + 6, FIXTURES + 14)
     again = publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)  # nothing new: same checkpoint
-    assert again["size"] == 16 and len(runtime.archive.list("ledger/checkpoints")) == 2
+    assert again["size"] == SIZE and len(runtime.archive.list("ledger/checkpoints")) == 2
 
 
 def test_an_event_after_the_newest_checkpoint_has_no_proof_yet(runtime):
@@ -122,7 +126,7 @@ def test_reordered_events_are_detected(runtime, checkpointed):
 def test_a_forged_checkpoint_is_detected(runtime, checkpointed):
     forged = {
         "origin": "evidence_pipeline audit ledger",
-        "size": 16,
+        "size": SIZE,
         "root_sha256": "00" * 32,
         "issued_at": "2026-11-30T00:00:00+00:00",
         "key_id": runtime.keyring.statement_key_id,
@@ -133,7 +137,7 @@ def test_a_forged_checkpoint_is_detected(runtime, checkpointed):
         runtime.keyring.statement_key_id,
         PAYLOAD_TYPE,
     )
-    overwrite(runtime, checkpoint_key(16), envelope)
+    overwrite(runtime, checkpoint_key(SIZE), envelope)
     assert _code(lambda: verify_ledger(runtime.ledger, runtime.archive)) == "LEDGER_INVALID"
 
 

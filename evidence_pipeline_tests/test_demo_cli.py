@@ -13,10 +13,15 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from evidence_pipeline.audit.authorizations import recheck_ledger
+from evidence_pipeline.defs.demo import SOURCE_MONTHS
+from evidence_pipeline.ledger import Ledger
+from evidence_pipeline.models import EventType
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS
 
 pytestmark = pytest.mark.slow  # whole demos in subprocesses
@@ -61,6 +66,13 @@ def test_two_concurrent_demos_on_one_home_count_each_publication_once(tmp_path):
         ("split", "succeeded", None): 5,
         ("merge", "succeeded", None): 5,
     }
+    # The sources were published as an operator publishes them: once per revision, signed by dev-operator, and
+    # every request re-checks offline.
+    ledger = Ledger(f"sqlite:///{tmp_path / 'home' / 'ledger.sqlite'}")
+    published = ledger.events_of_type(EventType.SOURCE_PUBLISHED)
+    assert len(published) == 5 * SOURCE_MONTHS and {e["actor"] for e in published} == {"dev-operator"}
+    assert all(e["details"]["authorization"]["signature"] for e in published)
+    assert Counter(a.action for a in recheck_ledger(ledger, 300))["source.publish"] == len(published)
     reports = "\n".join(stdout for stdout, _ in outputs)  # either demo may have worked the parts and the merge
     assert re.search(r"acme-books +contract-review @ district-agreement/2026\.1 +3  succeeded: approved", reports)
     assert re.search(r"acme-books +merge +1  succeeded", reports)

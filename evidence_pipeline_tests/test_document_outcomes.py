@@ -12,11 +12,11 @@ from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly.document_outcomes import OutcomesRevision, read_outcomes
 from evidence_pipeline.monthly.pipeline import run_tenant_month
-from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.store import readable
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline_tests.conftest import overwrite
+from evidence_pipeline_tests.fixture_sources import publish_revision
 from evidence_pipeline_tests.intake_server import client, pdf_bytes, submit, tokens, upload
 from evidence_pipeline_tests.test_documents_worker import dispatch
 
@@ -33,7 +33,7 @@ def test_the_closed_document_outcomes_are_rendered_signed_and_named_in_the_bundl
         dispatch(documents)
         status = http.get(f"/v1/jobs/{job_id}").json()
         month = TenantMonth("acme", documents.jobs.job("acme", job_id)["period"])
-        publish_revision(rt.sources, month, demo_transactions(TenantMonth("acme-books", month.period)))
+        publish_revision(rt, month, demo_transactions(TenantMonth("acme-books", month.period)))
         publication = run_tenant_month(rt, month, RUN)
         late = submit(http, "after-close", inspect | {"options": {"active_content": "flag"}}).json()["job_id"]
         dispatch(documents, "run-2")

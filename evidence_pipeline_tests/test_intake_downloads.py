@@ -20,13 +20,13 @@ from evidence_pipeline.intake import open_documents
 from evidence_pipeline.intake.app import CONTRACT
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly.pipeline import run_tenant_month
-from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.store import CHUNK, verified_chunks
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline.synthetic.rental_applications import application
 from evidence_pipeline_tests.conftest import overwrite
+from evidence_pipeline_tests.fixture_sources import publish_revision
 from evidence_pipeline_tests.intake_server import client, error_code, intake_environment, running_server, upload
 from evidence_pipeline_tests.signers import signers_of
 from evidence_pipeline_tests.test_documents_worker import dispatch
@@ -162,12 +162,12 @@ def test_the_months_bundle_downloads_as_one_file_that_verify_accepts_as_it_is(do
     globex = signers_of(documents.runtime.ledger).issue_token("globex")
     with client(intake, acme) as http, client(intake, globex) as other:
         none_yet = http.get(f"/v1/evidence/{MONTH.period}")
-        publish_revision(rt.sources, MONTH, demo_transactions(TenantMonth("acme-books", MONTH.period)))
+        publish_revision(rt, MONTH, demo_transactions(TenantMonth("acme-books", MONTH.period)))
         first = run_tenant_month(rt, MONTH, RunInfo("month-close"))
         before = http.get(f"/v1/evidence/{MONTH.period}")
         first_file = http.get(f"/v1/evidence/{MONTH.period}/bundle")
         # a new source revision: the month's next bundle supersedes the first
-        publish_revision(rt.sources, MONTH, demo_transactions(TenantMonth("evergreen-market", MONTH.period)))
+        publish_revision(rt, MONTH, demo_transactions(TenantMonth("evergreen-market", MONTH.period)))
         second = run_tenant_month(rt, MONTH, RunInfo("correction"))
         evidence = http.get(f"/v1/evidence/{MONTH.period}")
         bundle = http.get(f"/v1/evidence/{MONTH.period}/bundle")

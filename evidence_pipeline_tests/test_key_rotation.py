@@ -30,7 +30,6 @@ from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly import pipeline
 from evidence_pipeline.monthly.bundle import MANIFEST, STATEMENT
 from evidence_pipeline.monthly.pipeline import run_tenant_month
-from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import RunInfo, runtime_for
 from evidence_pipeline.signing import dsse, rotation
 from evidence_pipeline.signing.keyring_document import (
@@ -46,6 +45,7 @@ from evidence_pipeline.signing.keys import certificate_id, public_key_id
 from evidence_pipeline.signing.rotation import KeyDirectory, now
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline_tests.conftest import LARGE, SMALL, _with_fixture_sources, overwrite
+from evidence_pipeline_tests.fixture_sources import publish_revision
 from evidence_pipeline_tests.local_pki import LocalPki
 from evidence_pipeline_tests.signers import admin_key_file
 
@@ -139,7 +139,7 @@ def test_a_range_run_across_a_rotation_signs_each_bundle_with_the_key_active_the
     monkeypatch.setenv("EVIDENCE_WORKERS", "1")  # the range's bundles one after the other, in the run's process
     months = [TenantMonth("delta-foods", f"2026-{m:02d}") for m in (7, 8, 9)]
     for tenant_month in months:
-        publish_revision(local.sources, tenant_month, demo_transactions(tenant_month))
+        publish_revision(local, tenant_month, demo_transactions(tenant_month))
     published = []
     publish = pipeline.publish_and_time
 

@@ -28,11 +28,11 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.defs.coordinator import TENANT_TAG
 from evidence_pipeline.defs.partitions import run_range, run_tenant, stray_dimension_tags, tenant_month_partitions
 from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline_tests.conftest import aws_environment, new_database
 from evidence_pipeline_tests.dagster_services import LOCATION, REPO, dagster_services, graphql, run_fork_servers
+from evidence_pipeline_tests.fixture_sources import publish_revision
 
 pytestmark = pytest.mark.slow
 
@@ -86,7 +86,7 @@ def site(request, tmp_path_factory):
 
     runtime = runtime_for(Settings.from_env(env))
     for tm in ASSET_BACKFILL + JOB_BACKFILL + LAUNCHPAD + SCHEDULED:
-        publish_revision(runtime.sources, tm, demo_transactions(tm))
+        publish_revision(runtime, tm, demo_transactions(tm))
     with pytest.MonkeyPatch.context() as patch:
         for name, value in env.items():
             patch.setenv(name, value)  # the production dagster.yaml reads DAGSTER_PG_URL

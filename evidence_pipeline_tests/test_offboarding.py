@@ -14,10 +14,11 @@ from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.models import EventType, TenantMonth
 from evidence_pipeline.monthly.bundle import staging_key
 from evidence_pipeline.monthly.pipeline import preview_stage, run_tenant_month
-from evidence_pipeline.monthly.sources import pin_latest, publish_revision
+from evidence_pipeline.monthly.sources import pin_latest
 from evidence_pipeline.operations.offboarding import offboard_tenant, pending_request, request_offboarding
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.synthetic.demo_data import demo_transactions
+from evidence_pipeline_tests.fixture_sources import publish_revision
 from evidence_pipeline_tests.intake_server import client, error_code, pdf_bytes, submit, tokens, upload
 from evidence_pipeline_tests.signers import Signers, signers_of
 
@@ -39,7 +40,7 @@ def _approve(documents, tenant: str, approver: str = "bob") -> dict:
 
 
 def _month_of_evidence(rt, tenant_month: TenantMonth):
-    revision = publish_revision(rt.sources, tenant_month, demo_transactions(TenantMonth("acme-books", "2026-10")))
+    revision = publish_revision(rt, tenant_month, demo_transactions(TenantMonth("acme-books", "2026-10")))
     preview_stage(rt, pin_latest(rt.sources, tenant_month))
     return revision, run_tenant_month(rt, tenant_month, RunInfo(f"offboarding-{tenant_month.tenant}"))
 

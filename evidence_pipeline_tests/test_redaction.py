@@ -33,7 +33,6 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly.pipeline import run_tenant_month
-from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.store import sha256_hex
@@ -47,6 +46,7 @@ from evidence_pipeline.synthetic.rental_applications import (
 )
 from evidence_pipeline_tests import hostile_pdfs, intake_server, redaction_corpus
 from evidence_pipeline_tests.conftest import overwrite
+from evidence_pipeline_tests.fixture_sources import publish_revision
 from evidence_pipeline_tests.intake_server import (
     client,
     error_code,
@@ -394,7 +394,7 @@ def test_the_monthly_report_counts_redactions_per_template_version_and_outcome(d
         redact_job(http, "r-2", blank)
         dispatch(documents)
     month = TenantMonth("acme", documents.jobs.job("acme", job_id)["period"])
-    publish_revision(rt.sources, month, demo_transactions(TenantMonth("acme-books", month.period)))
+    publish_revision(rt, month, demo_transactions(TenantMonth("acme-books", month.period)))
     publication = run_tenant_month(rt, month, RunInfo("month-close"))
     report = PdfReader(io.BytesIO(rt.archive.get(f"{publication.bundle_key}/report.pdf")))
     text = " ".join(" ".join(page.extract_text() for page in report.pages).split())

@@ -39,7 +39,7 @@ def _race(work, count: int) -> list:
 
 
 def test_concurrent_publications_of_different_bytes_get_distinct_sequences(runtime):
-    revisions = _race(lambda index: sources.publish_revision(runtime.sources, RACED, _variant(index)), RACERS)
+    revisions = _race(lambda index: _publish(runtime, index, f"run-{index}").revision, RACERS)
     assert sorted(revision.sequence for revision in revisions) == list(range(1, RACERS + 1))
     assert len({revision.sha256 for revision in revisions}) == RACERS
     assert sources.pin_latest(runtime.sources, RACED) == max(revisions, key=lambda revision: revision.sequence)
@@ -48,7 +48,7 @@ def test_concurrent_publications_of_different_bytes_get_distinct_sequences(runti
 
 
 def test_concurrent_publications_of_the_same_bytes_converge_on_one_revision(runtime):
-    revisions = _race(lambda _index: sources.publish_revision(runtime.sources, RACED, _variant(0)), RACERS)
+    revisions = _race(lambda index: _publish(runtime, 0, f"run-{index}").revision, RACERS)
     assert len(set(revisions)) == 1 and revisions[0].sequence == 1
     assert [key for key in runtime.sources.list(f"{RACED.tenant}/{RACED.period}") if key.endswith(".csv")] == [
         revisions[0].key]
@@ -58,10 +58,11 @@ def _publish_in_a_process(environment: dict, index: int, barrier, results) -> No
     from evidence_pipeline.config import Settings
     from evidence_pipeline.runtime import runtime_for
 
-    store = runtime_for(Settings.from_env(environment)).sources
-    frame = _variant(index)
+    runtime = runtime_for(Settings.from_env(environment))
+    prepared = publication.prepare_frame(RACED, _variant(index))
     barrier.wait()
-    results.put(sources.publish_revision(store, RACED, frame).sequence)
+    results.put(publication.publish(runtime, prepared, publication.Publisher("racer", f"process-{index}"))
+                .revision.sequence)
 
 
 def test_processes_racing_on_one_tenant_month_get_distinct_sequences(runtime):

@@ -4,11 +4,14 @@ import os
 import pandas as pd
 import pytest
 
+from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.monthly import render, source_format, sources
+from evidence_pipeline.models import EventType, TenantMonth
+from evidence_pipeline.monthly import publication, render, source_format, sources
+from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.synthetic.demo_data import demo_transactions
+from evidence_pipeline_tests.fixture_sources import publish_revision
 
 TM = TenantMonth("acme-books", "2026-10")
 
@@ -18,20 +21,31 @@ def store(tmp_path):
     return LocalStore(tmp_path / "sources", scheme="sources")
 
 
-def test_revisions_are_content_addressed_and_sequenced(store):
-    frame = demo_transactions(TM)
-    first = sources.publish_revision(store, TM, frame)
-    assert sources.publish_revision(store, TM, frame.sample(frac=1, random_state=1)) == first  # same canonical bytes
+@pytest.fixture
+def rt(tmp_path):
+    """A runtime without the fixture months (TM is one of them)."""
+    return Runtime.from_settings(Settings.from_env({"EVIDENCE_HOME": str(tmp_path / "home")}))
+
+
+def test_revisions_are_content_addressed_and_sequenced_and_each_has_its_event(rt):
+    frame, store = demo_transactions(TM), rt.sources
+    first = publish_revision(rt, TM, frame)
+    assert publish_revision(rt, TM, frame.sample(frac=1, random_state=1)) == first  # same canonical bytes
     corrected = frame.copy()
     corrected.loc[0, "amount_minor"] += 1
-    second = sources.publish_revision(store, TM, corrected)
+    second = publish_revision(rt, TM, corrected)
     assert (first.sequence, second.sequence) == (1, 2) and first.sha256 != second.sha256
     assert sources.pin_latest(store, TM) == second
     assert sources.read_revision(store, first)["amount_minor"].sum() == frame["amount_minor"].sum()
+    # a fixture's revision is published as every other: one `source.published` event each, none for the repeat
+    events = rt.ledger.events_of_type(EventType.SOURCE_PUBLISHED, TM.tenant)
+    assert [(e["subject_sha256"], e["details"]["sequence"], e["actor"]) for e in events] == [
+        (first.sha256, 1, "fixture"), (second.sha256, 2, "fixture")]
 
 
-def test_reading_a_changed_revision_fails_with_digest_mismatch(store):
-    revision = sources.publish_revision(store, TM, demo_transactions(TM))
+def test_reading_a_changed_revision_fails_with_digest_mismatch(rt):
+    store = rt.sources
+    revision = publish_revision(rt, TM, demo_transactions(TM))
     path = store.root / revision.key
     os.chmod(path, 0o644)
     path.write_bytes(path.read_bytes().replace(b"order", b"refund", 1))
@@ -65,7 +79,7 @@ def test_reading_a_changed_revision_fails_with_digest_mismatch(store):
 )
 def test_invalid_sources_are_rejected_and_nothing_is_published(store, mutate):
     with pytest.raises(EvidenceError) as error:
-        sources.publish_revision(store, TM, mutate(demo_transactions(TM)))
+        publication.prepare_frame(TM, mutate(demo_transactions(TM)))
     assert error.value.code == "SOURCE_INVALID"
     assert store.list("acme-books") == []
 
@@ -134,7 +148,7 @@ def _with_cell(column: str, value) -> pd.DataFrame:
 
 
 def _raw_revision(store, frame: pd.DataFrame) -> sources.SourceRevision:
-    """Bytes that reached the sources store without passing publish_revision (an older writer, a hand-made file)."""
+    """Bytes that reached the sources store without passing publication (an older writer, a hand-made file)."""
     data = frame.to_csv(index=False, lineterminator="\n").encode("utf-8")
     digest = hashlib.sha256(data).hexdigest()
     store.put_once(f"acme-books/2026-10/000001-{digest}.csv", data)
@@ -145,7 +159,7 @@ def _raw_revision(store, frame: pd.DataFrame) -> sources.SourceRevision:
 def test_out_of_range_or_malformed_cells_are_rejected_by_publish_and_by_the_reader(store, column, value):
     frame = _with_cell(column, value)
     with pytest.raises(EvidenceError) as published:
-        sources.publish_revision(store, TM, frame)
+        publication.prepare_frame(TM, frame)
     assert store.list("acme-books") == []
     revision = _raw_revision(store, frame)
     with pytest.raises(EvidenceError) as read:
@@ -160,7 +174,7 @@ def test_two_amounts_that_overflow_int64_together_are_source_invalid_not_a_repor
     frame = demo_transactions(TM)
     frame.loc[[1, 2], "amount_minor"] = 9 * 10**18
     with pytest.raises(EvidenceError) as error:
-        sources.publish_revision(store, TM, frame)
+        publication.prepare_frame(TM, frame)
     assert error.value.code == "SOURCE_INVALID" and "row 2" in error.value.message
 
 

@@ -22,11 +22,11 @@ from evidence_pipeline.ledger.jobs import Lease
 from evidence_pipeline.models import EventType
 from evidence_pipeline.monthly.bundle import MANIFEST, REPORT, STATEMENT, bundle_identity, bundle_prefix
 from evidence_pipeline.monthly.pipeline import pin_source, publish_stage, render_and_gate, run_tenant_month
-from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline_tests.conftest import SMALL, overwrite
+from evidence_pipeline_tests.fixture_sources import publish_revision
 from evidence_pipeline_tests.signers import Signers
 
 RUN = RunInfo("supersedes")
@@ -36,7 +36,7 @@ def _correct_the_source(runtime, cents: int = 100):
     """A new source revision of SMALL: one amount corrected."""
     corrected = demo_transactions(SMALL)
     corrected.loc[0, "amount_minor"] += cents
-    return publish_revision(runtime.sources, SMALL, corrected)
+    return publish_revision(runtime, SMALL, corrected)
 
 
 def _predicate(runtime, publication) -> dict:

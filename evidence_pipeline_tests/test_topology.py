@@ -34,7 +34,6 @@ from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFil
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.models import EventType, TenantMonth
-from evidence_pipeline.monthly.sources import publish_revision
 from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.synthetic.demo_data import demo_transactions
@@ -49,6 +48,7 @@ from evidence_pipeline_tests.dagster_services import (
     graphql,
     grpc_workspace,
 )
+from evidence_pipeline_tests.fixture_sources import publish_revision
 from evidence_pipeline_tests.signers import Signers
 from evidence_pipeline_tests.test_launch_paths import LAUNCH_BACKFILL, key
 
@@ -104,7 +104,7 @@ def topology(request, tmp_path):
     envs = {role: _role_environment(tmp_path, shared, role) for role in ROLES}
     runtime = runtime_for(Settings.from_env(envs["operator"]))
     for tenant_month in BACKFILL:
-        publish_revision(runtime.sources, tenant_month, demo_transactions(tenant_month))
+        publish_revision(runtime, tenant_month, demo_transactions(tenant_month))
     return envs, runtime, keyring
 
 

@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from standardwebhooks import Webhook
-from standardwebhooks.webhooks import WebhookVerificationError
 
 from evidence_pipeline.actors.offline import recheck_events
 from evidence_pipeline.actors.roles import Action
@@ -29,65 +26,22 @@ from evidence_pipeline.ledger.jobs import Lease, RetryBudget
 from evidence_pipeline.ledger.outbox import Outbox
 from evidence_pipeline.ledger.submissions import Submissions
 from evidence_pipeline.models import EventType
+from evidence_pipeline.monthly.pipeline import run_tenant_month
+from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.webhooks import signing
-from evidence_pipeline.webhooks.delivery import CLAIM_SECONDS, Deliverer
+from evidence_pipeline.webhooks.delivery import Deliverer
 from evidence_pipeline.webhooks.subscriptions import replay_delivery, rotate_secret, set_webhook
+from evidence_pipeline_tests.conftest import SMALL
 from evidence_pipeline_tests.signers import signers_of
+from evidence_pipeline_tests.test_offboarding import _approve, _ask
+from evidence_pipeline_tests.webhook_receiver import Receiver
 
 TENANT, QUIET = "acme", "quiet"  # QUIET has no webhook
 ONE_TRY = RetryBudget(max_attempts=1, max_elapsed_seconds=0.0)
 SHA = "ab" * 32
 LIMITS = JobLimits(max_outstanding=100, max_queue_age_seconds=3600, max_queued=1000)
-DATA_FIELDS = {"tenant", "ledger_seq", "job_id", "operation", "state", "reason", "period", "identity",
-               "report_sha256", "statement_sha256", "batch_id", "jobs", "cancelled", "counts"}
-
-
-class Receiver:
-    """A tenant's receiver on 127.0.0.1: verifies each request with the specification's library and its secrets,
-    answers 500 to the first ``fail_first`` attempts of each message, 204 once it accepts one."""
-
-    def __init__(self, secret: str = "", fail_first: int = 0):
-        self.secrets, self.fail_first = [secret] if secret else [], fail_first
-        self.attempts: Counter = Counter()  # webhook-id -> requests that verified
-        self.accepted: list[tuple[str, dict]] = []  # (webhook-id, body) answered 2xx
-        self.refused = 0  # requests whose signature did not verify
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                self.send_response(receiver.answer(body, dict(self.headers)))
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *_args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/evidence?v=1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def answer(self, body: bytes, headers: dict) -> int:
-        verified = None
-        for secret in self.secrets:
-            try:
-                verified = Webhook(secret).verify(body, headers)
-                break
-            except WebhookVerificationError:
-                continue
-        if verified is None:
-            self.refused += 1
-            return 400
-        message_id = headers["webhook-id"]
-        self.attempts[message_id] += 1
-        if self.attempts[message_id] <= self.fail_first:
-            return 500
-        self.accepted.append((message_id, verified))
-        return 204
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+DATA_FIELDS = {"tenant", "ledger_seq", "job_id", "operation", "state", "reason", "batch_id", "jobs", "cancelled",
+               "counts"}
 
 
 @pytest.fixture
@@ -145,8 +99,9 @@ def _fail(ledger: Ledger, job: dict, reason: str, retryable: bool) -> str:
 
 
 def _end_jobs_of_every_kind(ledger: Ledger) -> None:
-    """For TENANT: a job that succeeds, one rejected, one dead, an evidence request delivered, a batch of two that
-    finishes; for QUIET (no webhook) a job that ends; and a commit that is fenced (it never happened)."""
+    """For TENANT: a job that succeeds, one rejected, one dead, an evidence request that ends (its month's bundle is
+    announced by the bundle's publication, not by the request), a batch of two that finishes; for QUIET (no
+    webhook) a job that ends; and a commit that is fenced (it never happened)."""
     _succeed(ledger, _job(ledger, TENANT, "ok"))
     assert _fail(ledger, _job(ledger, TENANT, "bad"), "DOCUMENT_ENCRYPTED", False) == "rejected"
     assert _fail(ledger, _job(ledger, TENANT, "lost"), "STORE_UNAVAILABLE", True) == "dead"
@@ -172,12 +127,12 @@ def _end_jobs_of_every_kind(ledger: Ledger) -> None:
     _fail(ledger, second, "DOCUMENT_ENCRYPTED", False)
 
 
-EXPECTED = Counter({"job.succeeded": 3, "job.rejected": 2, "job.dead": 1, "evidence.delivered": 1,
-                    "batch.finished": 1})
+EXPECTED = Counter({"job.succeeded": 3, "job.rejected": 2, "job.dead": 1, "batch.finished": 1})
 
 
-def test_exactly_one_delivery_per_event_across_a_restart_and_a_receiver_that_fails_twice(ledger, tmp_path,
-                                                                                           receiver):
+def test_exactly_one_delivery_per_event_across_a_new_deliverer_and_a_receiver_that_fails_twice(ledger, tmp_path,
+                                                                                                 receiver):
+    """In one process, on a clock of the test's (test_webhook_restart.py kills and restarts real processes)."""
     settings = _settings(tmp_path)
     hook = receiver(fail_first=2)
     hook.secrets.append(_set(ledger, settings, hook.url)["secret"])
@@ -193,24 +148,24 @@ def test_exactly_one_delivery_per_event_across_a_restart_and_a_receiver_that_fai
 
     clock = FakeClock()
     first = Deliverer(ledger, settings, clock, jitter=lambda: 0.0)
-    assert first.drain() == Counter({"pending": 8})  # every first attempt answered 500
+    assert first.drain() == Counter({"pending": 7})  # every first attempt answered 500
     assert first.drain() == Counter()  # nothing is due before its backoff
-    crashed = outbox.claim_due(clock.now + 1, CLAIM_SECONDS, 1)  # a deliverer that claimed one and died
+    crashed = outbox.claim_due(clock.now + 1, first.claim_seconds, 1)  # a deliverer that claimed one and died
 
     clock.now += 1
     restarted = Deliverer(Ledger(ledger.engine.url.render_as_string(hide_password=False)), settings, clock,
                           jitter=lambda: 0.0)
-    assert restarted.drain() == Counter({"pending": 7})  # second attempts, but for the claimed one
+    assert restarted.drain() == Counter({"pending": 6})  # second attempts, but for the claimed one
     clock.now += 2
-    assert restarted.drain() == Counter({"delivered": 7})
-    clock.now += CLAIM_SECONDS  # the dead deliverer's claim expired
+    assert restarted.drain() == Counter({"delivered": 6})
+    clock.now += restarted.claim_seconds  # the dead deliverer's claim expired
     assert restarted.drain(max_deliveries=10) == Counter({"pending": 1})
     clock.now += 2
     assert restarted.drain() == Counter({"delivered": 1}) and restarted.drain() == Counter()
 
     ids = [message_id for message_id, _ in hook.accepted]
     assert sorted(ids) == sorted(row["delivery_id"] for row in pending)  # each exactly once
-    assert set(hook.attempts.values()) == {3} and hook.refused == 0
+    assert set(hook.attempts.values()) == {3} and hook.refused == 0 and not hook.duplicates
     assert Counter(body["type"] for _, body in hook.accepted) == EXPECTED
     bodies = {row["delivery_id"]: json.loads(row["payload"]) for row in pending}
     assert all(bodies[message_id] == body for message_id, body in hook.accepted)  # the same body every attempt
@@ -218,8 +173,6 @@ def test_exactly_one_delivery_per_event_across_a_restart_and_a_receiver_that_fai
     assert crashed[0]["delivery_id"] in delivered and {row["attempts"] for row in delivered.values()} == {3}
     [finished] = [body["data"] for _, body in hook.accepted if body["type"] == "batch.finished"]
     assert (finished["batch_id"], finished["counts"]) == ("bat_one", {"succeeded": 1, "rejected": 1})
-    [evidence] = [body["data"] for _, body in hook.accepted if body["type"] == "evidence.delivered"]
-    assert (evidence["period"], evidence["report_sha256"]) == ("2026-04", SHA)
     assert ledger.verify_chain()
 
 
@@ -374,3 +327,79 @@ def test_the_commands_set_print_the_secret_once_list_deliver_and_replay(tmp_path
     rotated = cli.invoke(main, ["tenant", "webhook", "rotate", TENANT, *olga, "--json"])
     assert json.loads(rotated.output)["previous_secret_id"] == signing.secret_id(secret)
     assert secret not in cli.invoke(main, ["webhook", "deliveries", "--json"]).output
+
+
+def test_a_tenant_month_run_announces_its_bundle_in_the_transaction_that_publishes_it(runtime, tmp_path, receiver):
+    """The month's bundle, however it was asked for (here by the pipeline a Dagster run executes), is announced
+    once: `evidence.delivered` from an outbox row of the transaction of its `bundle.published` event."""
+    ledger, settings = runtime.ledger, _settings(tmp_path)
+    hook = receiver()
+    hook.secrets.append(_set(ledger, settings, hook.url, SMALL.tenant)["secret"])
+    run_tenant_month(runtime, SMALL, RunInfo("month-run"))
+    published = ledger.current_publication(SMALL)
+    [row] = Outbox(ledger).deliveries(SMALL.tenant)
+    assert (row["event_type"], row["event_seq"]) == ("evidence.delivered", published["event_seq"])
+    [event] = ledger.events_of_type(EventType.BUNDLE_PUBLISHED, SMALL.tenant)
+    assert ledger.event(published["event_seq"]).body == event  # the row names the bundle's own event
+    run_tenant_month(runtime, SMALL, RunInfo("again"))  # converges on the published bundle: nothing new
+    assert len(Outbox(ledger).deliveries(SMALL.tenant)) == 1
+    assert Deliverer(ledger, settings).drain() == Counter({"delivered": 1})
+    [(message_id, body)] = hook.accepted
+    assert message_id == row["delivery_id"] and body["type"] == "evidence.delivered"
+    assert body["data"] == {"tenant": SMALL.tenant, "period": SMALL.period, "ledger_seq": published["event_seq"],
+                            "supersedes": None, **{name: published[name] for name in (
+                                "identity", "report_sha256", "statement_sha256")}}
+
+
+def test_offboarding_removes_the_webhook_and_cancels_what_was_not_delivered(documents, tmp_path, receiver):
+    """Each first attempt fails: a delivery delivered, one pending (waiting a minute for its retry), one dead, and
+    a job not started; offboarding leaves the first as it was and nothing to send."""
+    retries = {"EVIDENCE_WEBHOOK_RETRY_SECONDS": "60", "EVIDENCE_WEBHOOK_RETRY_MAX_SECONDS": "60"}
+    ledger, settings = documents.runtime.ledger, _settings(tmp_path, **retries)
+    hook = receiver(fail_first=1)
+    hook.secrets.append(_set(ledger, settings, hook.url)["secret"])
+    _succeed(ledger, _job(ledger, TENANT, "delivered"))
+    clock = FakeClock()
+    deliverer = Deliverer(ledger, settings, clock, jitter=lambda: 0.0)
+    assert deliverer.drain() == Counter({"pending": 1})
+    clock.now += 60
+    assert deliverer.drain() == Counter({"delivered": 1})
+    _succeed(ledger, _job(ledger, TENANT, "pending"))
+    assert deliverer.drain() == Counter({"pending": 1})  # its retry is due in 30 s of the clock
+    _succeed(ledger, _job(ledger, TENANT, "dead"))
+    assert Deliverer(ledger, _settings(tmp_path, EVIDENCE_WEBHOOK_MAX_ATTEMPTS="1", **retries)).drain() == Counter(
+        {"dead": 1})
+    waiting = _job(ledger, TENANT, "waiting")  # not started: offboarding rejects it
+    undelivered = [row["delivery_id"] for row in Outbox(ledger).deliveries(TENANT, ("pending", "dead"))]
+    assert len(undelivered) == 2
+
+    _ask(documents, TENANT, "contract ended")
+    _approve(documents, TENANT)
+
+    assert Outbox(ledger).subscription(TENANT) is None
+    [event] = ledger.events_of_type(EventType.TENANT_OFFBOARDED, TENANT)
+    [configured] = ledger.events_of_type(EventType.WEBHOOK_CONFIGURED, TENANT)
+    assert event["details"]["webhook_removed"] == {"url_sha256": configured["details"]["url_sha256"],
+                                                   "config_seq": _seq_of(ledger, configured["event_id"])}
+    assert event["details"]["webhook_deliveries_cancelled"] == undelivered
+    assert DocumentJobs(ledger).job(TENANT, waiting["job_id"])["state"] == "rejected"
+    rows = {row["delivery_id"]: row for row in Outbox(ledger).deliveries(TENANT)}
+    assert len(rows) == 3  # nothing announced the rejected job: the tenant has no webhook any more
+    assert [(rows[i]["state"], rows[i]["last_code"]) for i in undelivered] == [("cancelled", "TENANT_OFFBOARDED")] * 2
+    clock.now += 3600
+    assert deliverer.drain() == Counter() and len(hook.accepted) == 1  # nothing is sent for the tenant
+    signers = signers_of(ledger)
+    with pytest.raises(EvidenceError) as refused:
+        replay_delivery(signers.gate, signers.sign("olga", Action.WEBHOOK_REPLAY,
+                                                   {"delivery_id": undelivered[1], "reason": "try again"}))
+    assert refused.value.code == "WEBHOOK_DELIVERY_NOT_DEAD"
+    with pytest.raises(EvidenceError) as refused:
+        _set(ledger, settings, hook.url)
+    assert refused.value.code == "TENANT_OFFBOARDED"
+    assert ledger.verify_chain()
+
+
+def _seq_of(ledger: Ledger, event_id: str) -> int:
+    with ledger.engine.connect() as conn:
+        return conn.execute(ledger.audit_events.select().with_only_columns(ledger.audit_events.c.seq)
+                            .where(ledger.audit_events.c.event_id == event_id)).scalar_one()

@@ -73,7 +73,7 @@ def webhook() -> None:
 
 @webhook.command("deliveries")
 @click.option("--tenant", callback=check_tenant_id, help="Only this tenant's deliveries.")
-@click.option("--state", "states", multiple=True, type=click.Choice(["pending", "delivered", "dead"]),
+@click.option("--state", "states", multiple=True, type=click.Choice(["pending", "delivered", "dead", "cancelled"]),
               help="Only deliveries in this state (repeatable).")
 @json_option
 def webhook_deliveries(tenant: str | None, states: tuple[str, ...], as_json: bool) -> None:

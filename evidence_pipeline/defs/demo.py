@@ -96,12 +96,14 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
     actors = ensure_demo_actors(runtime.settings, runtime.ledger)
     register_tenants(actors.gate, actors.sign(OPERATOR, Action.TENANT_REGISTER, {"tenants": list(DEMO_TENANTS)}))
     instance.add_dynamic_partitions(tenant_partitions.name, list(DEMO_TENANTS))
-    publisher = publication.Publisher("evidence demo", correlation_id=f"demo-{uuid.uuid4().hex}")
+    # Published as `evidence source publish` publishes: each month signed by the operator, through the action gate.
+    publisher = publication.Publisher(OPERATOR, correlation_id=f"demo-{uuid.uuid4().hex}")
     for tenant in DEMO_TENANTS:
         for period in complete_months(today, SOURCE_MONTHS):
             tenant_month = TenantMonth(tenant, period)
-            publication.publish(runtime, publication.prepare_frame(tenant_month, demo_transactions(tenant_month)),
-                                publisher)
+            prepared = publication.prepare_frame(tenant_month, demo_transactions(tenant_month))
+            envelope = actors.sign(OPERATOR, Action.SOURCE_PUBLISH, publication.signed_args(prepared), tenant)
+            publication.publish(runtime, prepared, publisher, publication.signed_by(actors.gate, envelope, prepared))
 
     from evidence_pipeline.definitions import defs
 

@@ -212,7 +212,8 @@ class Ledger(JobTransitions):
         )
 
     def publish(self, row: dict, lease: Lease, actor: str, **details) -> tuple[dict, bool]:
-        """Commit the publication row, its `bundle.published` event and job -> succeeded in one transaction.
+        """Commit the publication row, its `bundle.published` event, job -> succeeded and the tenant's
+        `evidence.delivered` webhook (ledger/outbox.py) in one transaction.
 
         Returns (row, created). A publication that already exists for the identity wins: the caller converges on it.
         The commit is fenced: an attempt whose lease expired or was taken over gets LEASE_FENCED and commits nothing,
@@ -245,6 +246,11 @@ class Ledger(JobTransitions):
                                  details | row | {"job_id": lease.job_id, "lease_token": lease.token})
             conn.execute(self.publications.insert().values(**row, event_seq=event.seq))
             self._release_claim(conn, tenant_month, row["identity"])
+            # Imported here, as in jobs.py: the outbox is a piece over this core. The tenant is told of its bundle
+            # in the transaction that publishes it, whoever asked for it.
+            from evidence_pipeline.ledger import outbox
+
+            outbox.bundle_published(conn, event)
             return self._publication(conn, row["identity"]), True
 
         return self._transact(commit)

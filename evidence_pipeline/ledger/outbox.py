@@ -1,10 +1,14 @@
 """The webhook outbox: deliveries announced in the transaction of the ledger event they announce, and their state.
 
-``job_ended`` is called by every transition that ends a document job (jobs.py ``_fail``, document_jobs.py
-``complete``) right after its event is appended, on the same connection: a `job.<state>` delivery, an
-`evidence.delivered` one for an evidence request's bundle, and a `batch.finished` one when the job was the last of
-its batch to end. Only a tenant with a webhook (migration 0012) gets rows. Because every appending transaction
-contends for the chain head, the batch check made after the append sees every sibling that committed before it.
+Each announcing transaction calls one function here right after its event is appended, on the same connection,
+and that function reads the tenant's webhook once: ``job_ended`` for every transition that ends a document job
+(jobs.py ``_fail``, document_jobs.py ``complete``): a `job.<state>` delivery, and a `batch.finished` one when the
+job was the last of its batch to end; ``batch_ended`` for a batch stopped before it was dispatched (batches.py);
+``bundle_published`` for every bundle a tenant-month run commits (ledger.py ``publish``): `evidence.delivered`,
+whoever asked for it (the schedule, a backfill, a landing, a tenant's evidence request, whose job then ends with
+its own `job.succeeded`). Only a tenant with a webhook (migration 0012) gets rows; offboarding removes the webhook
+and cancels what was not delivered (``remove_tenant``). Because every appending transaction contends for the
+chain head, the batch check made after the append sees every sibling that committed before it.
 
 A delivery's id is derived from the event it announces and its type: a transaction that runs again (a lost race)
 writes the same id, and the body never changes between attempts. Bodies carry ids, kinds, codes, digests and
@@ -16,19 +20,19 @@ Deliverers take due rows with a claim (compare-and-swap on ``claimed_until``), s
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from datetime import datetime, timezone
 
 from sqlalchemy import Connection, Float, Integer, String, Text, column, func, or_, select, table
 
+from evidence_pipeline.errors import ReasonCode
 from evidence_pipeline.ledger.db import classified_errors
-from evidence_pipeline.ledger.jobs import ACCEPTED, RUNNING, SUCCEEDED
-from evidence_pipeline.ledger.ledger import Ledger, canonical
+from evidence_pipeline.ledger.jobs import ACCEPTED, RUNNING
+from evidence_pipeline.ledger.ledger import Ledger, canonical, sha256_text
 from evidence_pipeline.models import LedgerEvent
 
-PENDING, DELIVERED, DEAD = "pending", "delivered", "dead"
+PENDING, DELIVERED, DEAD, CANCELLED = "pending", "delivered", "dead", "cancelled"
 JOB_SUCCEEDED, JOB_REJECTED, JOB_DEAD = "job.succeeded", "job.rejected", "job.dead"
 BATCH_FINISHED, EVIDENCE_DELIVERED = "batch.finished", "evidence.delivered"
 WEBHOOK_EVENTS = (JOB_SUCCEEDED, JOB_REJECTED, JOB_DEAD, BATCH_FINISHED, EVIDENCE_DELIVERED)
@@ -53,27 +57,52 @@ def job_ended(conn: Connection, ledger: Ledger, job_id: str, state: str, reason:
               event: LedgerEvent) -> None:
     """Announce the end of a document job (``state``: succeeded, rejected or dead) committed by ``event``."""
     docs = ledger.document_jobs.c
-    job = conn.execute(select(docs.tenant, docs.operation, docs.batch_id, docs.request)
-                       .where(docs.job_id == job_id)).first()
+    job = conn.execute(select(docs.tenant, docs.operation, docs.batch_id).where(docs.job_id == job_id)).first()
     if job is None or subscription_in(conn, job.tenant) is None:
         return  # a tenant-month's own job (no tenant asked for it), or a tenant without a webhook
     data = {"job_id": job_id, "operation": job.operation, "state": state}
     _announce(conn, job.tenant, f"job.{state}", event, data | ({"reason": reason} if reason else {}))
-    bundle = event.body["details"].get("bundle")
-    if state == SUCCEEDED and event.event_type == EVIDENCE_DELIVERED and isinstance(bundle, dict):
-        _announce(conn, job.tenant, EVIDENCE_DELIVERED, event, {
-            "job_id": job_id, "period": json.loads(job.request).get("period"),
-            **{name: bundle.get(name) for name in ("identity", "report_sha256", "statement_sha256", "ledger_seq")},
-        })
     if job.batch_id:
-        batch_ended(conn, ledger, job.tenant, job.batch_id, event, ("dispatched", "cancelled"))
+        _batch_finished(conn, ledger, job.tenant, job.batch_id, event, ("dispatched", "cancelled"))
 
 
 def batch_ended(conn: Connection, ledger: Ledger, tenant: str, batch_id: str, event: LedgerEvent,
                 states: tuple[str, ...]) -> None:
     """Announce `batch.finished` if the batch is in one of ``states`` and none of its children is still to end."""
-    if subscription_in(conn, tenant) is None:
+    if subscription_in(conn, tenant) is not None:
+        _batch_finished(conn, ledger, tenant, batch_id, event, states)
+
+
+def bundle_published(conn: Connection, event: LedgerEvent) -> None:
+    """Announce `evidence.delivered` for the bundle whose `bundle.published` event is ``event``."""
+    body = event.body
+    if subscription_in(conn, body["tenant"]) is None:
         return
+    details = body["details"]
+    _announce(conn, body["tenant"], EVIDENCE_DELIVERED, event, {
+        "period": body["period"], "supersedes": (details.get("supersedes") or {}).get("identity"),
+        **{name: details[name] for name in ("identity", "report_sha256", "statement_sha256")},
+    })
+
+
+def remove_tenant(conn: Connection, tenant: str, now: float) -> dict:
+    """Remove the tenant's webhook and cancel its deliveries not delivered (pending or dead: none is sent or
+    replayed again), in the caller's transaction (the offboarding's); what its event records of this. A delivery
+    already being sent when this commits may still arrive: its outcome is no longer recorded."""
+    o = outbox.c
+    current = subscription_in(conn, tenant)
+    undelivered = (o.tenant == tenant, o.state.in_((PENDING, DEAD)))
+    cancelled = conn.execute(select(o.delivery_id).where(*undelivered)
+                             .order_by(o.created_at, o.delivery_id)).scalars().all()
+    conn.execute(outbox.update().where(*undelivered).values(
+        state=CANCELLED, last_code=str(ReasonCode.TENANT_OFFBOARDED), claimed_until=None, updated_at=now))
+    conn.execute(webhooks.delete().where(webhooks.c.tenant == tenant))
+    removed = None if current is None else {"url_sha256": sha256_text(current.url), "config_seq": current.config_seq}
+    return {"webhook_removed": removed, "webhook_deliveries_cancelled": cancelled}
+
+
+def _batch_finished(conn: Connection, ledger: Ledger, tenant: str, batch_id: str, event: LedgerEvent,
+                    states: tuple[str, ...]) -> None:
     batches, docs, jobs = ledger.batches.c, ledger.document_jobs.c, ledger.jobs.c
     batch = conn.execute(select(batches.state, batches.jobs).where(batches.batch_id == batch_id)).first()
     if batch is None or batch.state not in states:

@@ -90,7 +90,7 @@ def publish(rt: Runtime, prepared: Prepared, publisher: Publisher, record: Recor
     tenant_month = prepared.tenant_month
     if rt.ledger.offboarded_tenants(tenant_month.tenant):
         raise EvidenceError(ReasonCode.TENANT_OFFBOARDED, f"tenant {tenant_month.tenant} was offboarded")
-    revision, _ = sources.publish_bytes(rt.sources, tenant_month, prepared.data)
+    revision = sources._store_revision(rt.sources, tenant_month, prepared.data)  # this module is its one caller
     events = SourceEvents(rt.ledger)
     details = {"sequence": revision.sequence, "bytes": revision.size, "rows": prepared.rows,
                "correlation_id": publisher.correlation_id}

@@ -1,7 +1,8 @@
 """Immutable source revisions: one canonical CSV of marketplace transactions per tenant-month.
 
 A revision is named by the sha256 of its canonical bytes and is never rewritten; a correction is a new
-revision with the next sequence number. Pipelines pin a revision by digest and re-check it on every read.
+revision with the next sequence number. Pipelines pin a revision by digest and re-check it on every read. Only
+publication.py publishes one (the file checked, the revision stored here, its `source.published` event recorded).
 
 Sequences are claimed put-once: a publication first stores ``<sequence>.claim`` (holding its digest) and only then
 its revision, so two concurrent publications of different bytes can never take one sequence (the loser of a claim
@@ -25,19 +26,14 @@ _CLAIM_KEY = re.compile(r"^(\d{6})\.claim$")
 _CLAIM_ATTEMPTS = 1000  # each lost claim means another publication took that sequence: progress, not a spin
 
 
-def canonical_bytes(frame: pd.DataFrame, tenant_month: TenantMonth) -> bytes:
-    """Validate a transactions frame and return its canonical CSV bytes (sorted, fixed columns, LF)."""
-    return canonical_csv(validate_frame(frame, tenant_month))
-
-
 def canonical_csv(checked: pd.DataFrame) -> bytes:
     """The canonical bytes of a frame that ``validate_frame`` returned."""
     return checked.to_csv(index=False, lineterminator="\n").encode("utf-8")
 
 
 def validate_frame(frame: pd.DataFrame, tenant_month: TenantMonth) -> pd.DataFrame:
-    """The one set of rules for a source revision (source_format.FORMAT), applied by ``publish_revision`` before
-    anything is stored and by ``read_revision`` on every read.
+    """The one set of rules for a source revision (source_format.FORMAT), applied by the publication path
+    (publication.py) before anything is stored and by ``read_revision`` on every read.
 
     Every cell is judged as the text the canonical CSV holds for it (all a reader ever sees), and converted only
     once that text is known to fit: an amount is 1..MAX_AMOUNT_MINOR written in plain digits, a date is exactly
@@ -68,14 +64,10 @@ def _listing(store: ArtifactStore, tenant_month: TenantMonth) -> tuple[list[tupl
     return sorted(listed), claims
 
 
-def publish_revision(store: ArtifactStore, tenant_month: TenantMonth, frame: pd.DataFrame) -> SourceRevision:
-    """Publish a new revision, or return the existing one with the same canonical bytes."""
-    return publish_bytes(store, tenant_month, canonical_bytes(frame, tenant_month))[0]
-
-
-def publish_bytes(store: ArtifactStore, tenant_month: TenantMonth, data: bytes) -> tuple[SourceRevision, bool]:
-    """Store canonical bytes (from ``canonical_bytes``) as the tenant-month's next revision, or find the revision
-    that has them: (revision, whether this call stored it).
+def _store_revision(store: ArtifactStore, tenant_month: TenantMonth, data: bytes) -> SourceRevision:
+    """Store canonical bytes (from ``canonical_csv``) as the tenant-month's next revision, or find the revision
+    that has them. Private to the one publication path (publication.py), which records its `source.published`
+    event: nothing else stores a revision.
 
     The sequence is the one after the highest claimed, taken by a put-once claim; a claim lost to another
     publication moves on to the next. A claim of these bytes without its revision (a publication that stopped
@@ -86,7 +78,7 @@ def publish_bytes(store: ArtifactStore, tenant_month: TenantMonth, data: bytes) 
         listed, claims = _listing(store, tenant_month)
         for sequence, sha256, key in listed:
             if sha256 == digest:
-                return SourceRevision(tenant_month, sequence, digest, len(data), key), False
+                return SourceRevision(tenant_month, sequence, digest, len(data), key)
         highest = max([*claims, *(sequence for sequence, _, _ in listed)], default=0)
         unfinished = highest in claims and highest not in {sequence for sequence, _, _ in listed}
         ours = unfinished and store.get(claims[highest]) == digest.encode()
@@ -98,7 +90,8 @@ def publish_bytes(store: ArtifactStore, tenant_month: TenantMonth, data: bytes) 
                 raise
             continue  # another publication claimed the sequence first
         key = f"{_prefix(tenant_month)}/{sequence:06d}-{digest}.csv"
-        return SourceRevision(tenant_month, sequence, digest, len(data), key), store.put_once(key, data).created
+        store.put_once(key, data)
+        return SourceRevision(tenant_month, sequence, digest, len(data), key)
     raise EvidenceError(ReasonCode.TENANT_MONTH_BUSY,
                         f"{_CLAIM_ATTEMPTS} concurrent publications of {tenant_month} claimed every sequence first")
 

@@ -5,15 +5,17 @@ args {reason}), recorded as a `tenant.offboard_requested` event; an approver of 
 key) decides (`offboard_tenant`, the signed `tenant.offboard.approve` action, tenant T, args {request}: the event id
 of the request it approves). One `tenant.offboarded` event records the approved decision (the request, its reason
 and operator, the approver's signed request), the tokens it revoked, every key it erases from the private stores,
-and how long the evidence stays. It commits, with the revocation of the tenant's API tokens, before anything is
-erased: a crash part-way leaves the record, and a second approved run finishes the erasure. An object still under
-Object Lock retention is kept and listed with its date; the run after that date erases it and records that in a
-`tenant.data_erased` event. Bundles, document job outputs and the ledger are evidence: they stay (the archive's own
-retention decides when bundles may go), and the ledger stays verifiable.
+and how long the evidence stays. It commits, with the revocation of the tenant's API tokens and the removal of its
+webhook (its undelivered deliveries cancelled, their ids recorded), before anything is erased: a crash part-way
+leaves the record, and a second approved run finishes the erasure. An object still under Object Lock retention is
+kept and listed with its date; the run after that date erases it and records that in a `tenant.data_erased` event.
+Bundles, document job outputs and the ledger are evidence: they stay (the archive's own retention decides when
+bundles may go), and the ledger stays verifiable.
 """
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timezone
 
 from sqlalchemy import Connection, select
@@ -26,6 +28,7 @@ from evidence_pipeline.actors.verify import AuthorizedAction
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import jobs as states
+from evidence_pipeline.ledger import outbox
 from evidence_pipeline.ledger.ledger import current_month, event_body, sha256_text
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, validate_tenant_id
 from evidence_pipeline.monthly.bundle import staging_key
@@ -92,6 +95,7 @@ def offboard_tenant(documents: Documents, gate: ActionGate, envelope: object) ->
                                                                          "actor": request["actor"]},
                    "erase": erase, "kept_until_retention": kept, "evidence": evidence,
                    "authorization": authorized.envelope}
+        details |= outbox.remove_tenant(conn, tenant, time.time())  # nothing is sent for it from now on
         record, event = documents.tokens.record_offboarding(conn, tenant, authorized.actor, details)
         decided.update(record=record, first=True, actor=authorized.actor)
         return event

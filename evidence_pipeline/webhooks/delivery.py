@@ -27,7 +27,7 @@ from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.outbox import DEAD, DELIVERED, PENDING, Outbox
 from evidence_pipeline.webhooks import sender, signing, targets
 
-CLAIM_SECONDS = 4 * sender.TIMEOUT_SECONDS  # longer than one attempt can take: connect, send, read
+CLAIMED_ATTEMPTS = 4  # a claim outlasts one attempt (connect, send, read) this many times over
 
 
 @dataclass
@@ -47,11 +47,15 @@ class Deliverer:
         outcomes: Counter = Counter()
         started = time.monotonic()
         while sum(outcomes.values()) < max_deliveries and time.monotonic() - started < max_seconds:
-            claimed = self.outbox.claim_due(self.clock(), CLAIM_SECONDS, 1)
+            claimed = self.outbox.claim_due(self.clock(), self.claim_seconds, 1)
             if not claimed:
                 break
             outcomes[self.attempt(claimed[0])] += 1
         return outcomes
+
+    @property
+    def claim_seconds(self) -> float:
+        return CLAIMED_ATTEMPTS * self.settings.webhook_timeout_seconds
 
     def attempt(self, delivery: dict) -> str:
         """One attempt at a claimed delivery, recorded; its new state."""
@@ -91,4 +95,4 @@ class Deliverer:
             secrets.append(subscription["previous_secret"])
         body = delivery["payload"].encode("utf-8")
         headers = signing.headers(secrets, delivery["delivery_id"], int(now), body)
-        return sender.post(target, addresses[0], headers, body)
+        return sender.post(target, addresses[0], headers, body, self.settings.webhook_timeout_seconds)

@@ -12,8 +12,6 @@ import ssl
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.webhooks.targets import Target
 
-TIMEOUT_SECONDS = 10  # connect, and each read of the answer: a receiver should answer at once and work later
-
 
 class _PinnedHTTPS(http.client.HTTPSConnection):
     def __init__(self, address: str, target: Target, timeout: float):
@@ -25,13 +23,14 @@ class _PinnedHTTPS(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
 
 
-def post(target: Target, address: str, headers: dict[str, str], body: bytes) -> int:
+def post(target: Target, address: str, headers: dict[str, str], body: bytes, timeout: float) -> int:
     """POST ``body`` to ``target`` at ``address``; the status answered (the answer's body is not read beyond a
-    little). WEBHOOK_UNREACHABLE when the connection fails or times out."""
+    little). WEBHOOK_UNREACHABLE when the connection fails or takes longer than ``timeout`` (to connect, or for
+    any read of the answer: a receiver should answer at once and work later)."""
     if target.scheme == "https":
-        connection = _PinnedHTTPS(address, target, TIMEOUT_SECONDS)
+        connection = _PinnedHTTPS(address, target, timeout)
     else:
-        connection = http.client.HTTPConnection(address, target.port, timeout=TIMEOUT_SECONDS)
+        connection = http.client.HTTPConnection(address, target.port, timeout=timeout)
     host = target.host if ":" not in target.host else f"[{target.host}]"
     default_port = 443 if target.scheme == "https" else 80
     try:
