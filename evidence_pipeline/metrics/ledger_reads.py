@@ -22,7 +22,6 @@ from evidence_pipeline.documents.registry import outcome_codes
 from evidence_pipeline.errors import ReasonCode
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.ledger.db import classified_errors
-from evidence_pipeline.ledger.document_jobs import EVIDENCE
 from evidence_pipeline.ledger.ledger import Ledger, event_body
 from evidence_pipeline.ledger.outbox import DEAD as DELIVERY_DEAD
 from evidence_pipeline.ledger.outbox import PENDING, outbox
