@@ -200,3 +200,18 @@ def test_the_alert_rules_pass_promtool():
     tested = subprocess.run(["promtool", "test", "rules", "alerts_test.yaml"], cwd=rules, capture_output=True,
                             text=True)
     assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def test_every_alert_links_a_runbook_page_in_the_nav_and_every_metric_is_in_the_reference():
+    import yaml
+
+    from evidence_pipeline_tests.docs_pages import generated_page
+
+    rules = yaml.safe_load((ROOT / "deploy" / "prometheus" / "alerts.yaml").read_text())["groups"][0]["rules"]
+    navigation = (ROOT / "mkdocs.yml").read_text()
+    for rule in rules:
+        page = rule["annotations"]["runbook_url"].strip("/") + ".md"
+        assert (ROOT / "docs" / page).is_file() and f": {page}\n" in navigation, rule["alert"]
+        assert rule["alert"] in (ROOT / "docs" / page).read_text()
+    reference = generated_page("reference/metrics.md")
+    assert all(f"| `{metric.name}` | {metric.type} |" in reference for metric in METRICS)
