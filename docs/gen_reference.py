@@ -2,11 +2,11 @@
 
 Settings from ``config.Settings`` (each field's variable and meaning, the defaults ``from_env`` computes), reason
 codes from ``errors.ReasonCode`` (meaning, retried, exit code, HTTP status), ledger event types from
-``models.EventType``, the metrics from ``metrics.collector.METRICS``, the actors' roles and what each may do from ``actors.roles``, every command of the click
-group ``evidence_pipeline.cli:main``, the tenant API's and the operator API's endpoints from the OpenAPI documents
-their servers serve (and those documents themselves, as JSON files), the package and module map from their
-docstrings, and the benchmarks page from bench/README.md. A test imports this file for its page functions
-(evidence_pipeline_tests/test_docs.py).
+``models.EventType``, the metrics from ``metrics.collector.METRICS``, the actors' roles and what each may do
+from ``actors.roles``, every command of the click group ``evidence_pipeline.cli:main``, the tenant API's and the
+operator API's endpoints from the OpenAPI documents their servers serve (and those documents themselves, as JSON
+files), the package and module map from their docstrings, and the benchmarks page from bench/README.md. A test
+imports this file for its page functions (evidence_pipeline_tests/test_docs.py).
 """
 
 from __future__ import annotations

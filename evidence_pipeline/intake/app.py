@@ -330,7 +330,7 @@ def serve(settings: Settings, host: str, port: int, workers: int) -> None:
     # Each worker listens on a socket of its own (SO_REUSEPORT), so the kernel spreads connections over them: on
     # one shared socket the first worker to wake accepts a whole burst. The port is reserved here (bound, never
     # listening, so it is given no connection), which also resolves port 0.
-    with _reuse_port_socket(host, port) as reserved, shared_between_workers(settings.work_dir):
+    with _reuse_port_socket(host, port) as reserved, shared_between_workers():
         port = reserved.getsockname()[1]
         spawn = multiprocessing.get_context("spawn")
         processes = [spawn.Process(target=_serve_process, args=(host, port, os.getpid())) for _ in range(workers)]

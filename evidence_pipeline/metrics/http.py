@@ -14,7 +14,6 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest, multiprocess
@@ -25,7 +24,6 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from evidence_pipeline.metrics.collector import METRICS, EvidenceCollector
-from evidence_pipeline.paths import private_dirs
 from evidence_pipeline.runtime import Runtime
 
 PATH = "/metrics"
@@ -55,10 +53,12 @@ def admission_histogram(registry: CollectorRegistry) -> Histogram:
 
 
 @contextlib.contextmanager
-def shared_between_workers(work_dir: Path) -> Iterator[None]:
+def shared_between_workers() -> Iterator[None]:
     """Worker processes started inside this block (spawned: they import prometheus_client afresh) write their
-    histograms to one private directory, removed afterwards, so a scrape that reaches any worker sees them all."""
-    directory = tempfile.mkdtemp(prefix="evidence-metrics-", dir=private_dirs(work_dir))
+    histograms to one private (0700) directory, removed afterwards, so a scrape that reaches any worker sees them
+    all. It is in the system's temporary directory, not EVIDENCE_WORK_DIR: a server killed with SIGKILL leaves
+    it behind (latency counts only), and the work directory holds only what the sweeper accounts for."""
+    directory = tempfile.mkdtemp(prefix="evidence-metrics-")
     os.environ[MULTIPROCESS_DIR] = directory
     try:
         yield
