@@ -24,6 +24,7 @@ from evidence_pipeline_tests.intake_server import (
     client,
     intake_environment,
     pdf_bytes,
+    serving,
     submit,
     tokens,
     upload,
@@ -215,3 +216,16 @@ def test_every_alert_links_a_runbook_page_in_the_nav_and_every_metric_is_in_the_
         assert rule["alert"] in (ROOT / "docs" / page).read_text()
     reference = generated_page("reference/metrics.md")
     assert all(f"| `{metric.name}` | {metric.type} |" in reference for metric in METRICS)
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
+def test_every_worker_of_a_server_reports_every_workers_admissions(backend, documents):
+    """`evidence intake serve --workers 2`: the kernel spreads connections over the workers, and whichever worker
+    a scrape reaches counts the requests that all of them answered."""
+    with serving(backend, workers=2) as (port, _):
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(20):  # new connections each: both workers answer some
+            assert httpx.get(f"{base}/openapi.json", timeout=30).status_code == 200
+        counts = {value(scrape(f"{base}/metrics"), "evidence_admission_duration_seconds_count",
+                        endpoint="/openapi.json", code="200") for _ in range(6)}
+    assert counts == {20}
