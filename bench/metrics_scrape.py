@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from prometheus_client import generate_latest
+from sqlalchemy import func, select
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.metrics import ledger_reads
@@ -59,14 +60,16 @@ def measure(events: int, scrapes: int) -> None:
 def _queries(ledger) -> list[tuple[str, object]]:
     now = time.time()
     live_dead, failed = ledger_reads._dead_letters(ledger)
+    events = ledger.audit_events.c
     return [("live jobs", ledger_reads._live_jobs(ledger, now)),
             ("ended in window", ledger_reads._ended_jobs(ledger, now - ledger_reads.WINDOW_SECONDS)),
-            ("dead", live_dead), ("rejected by failure", failed)]
+            ("dead", live_dead), ("rejected by failure", failed),
+            ("newest seq", select(func.max(events.seq))), ("append lag", ledger_reads._append_lag)]
 
 
 def _run(ledger, query) -> None:
     with ledger.engine.connect() as conn:
-        conn.execute(query).all()
+        query(ledger, conn) if callable(query) else conn.execute(query).all()
 
 
 def main() -> None:

@@ -59,7 +59,8 @@ METRICS = (
            "recovered yet (the worker died or hangs)"),
     Metric("evidence_dead_letters", "gauge", ("kind",), "jobs `evidence dead-letter list` shows: dead, or "
            "rejected by a failure code"),
-    Metric("evidence_ledger_events", "counter", (), "audit events appended to the ledger (its newest seq)"),
+    Metric("evidence_ledger_events", "counter", (), "audit events appended to the ledger (its newest seq; "
+           "exposed as `evidence_ledger_events_total`)"),
     Metric("evidence_ledger_append_lag_seconds", "gauge", (), "the newest bundle: seconds from its statement's "
            "completion (the bundle is in the archive) to its `bundle.published` event"),
     Metric("evidence_checkpoint_age_seconds", "gauge", (), "seconds since the newest signed checkpoint was issued; "
