@@ -3,15 +3,15 @@
 # and the headless browser (Debian's chromium and chromium-driver) where apt-get is available.
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 
-.PHONY: demo test ui bench bench-stages bench-cli bench-pades bench-keys bench-package bench-redaction bench-review bench-downloads bench-scale \
-	install pdf-tools browser
+.PHONY: demo test ui bench bench-metrics bench-stages bench-cli bench-pades bench-keys bench-package bench-redaction bench-review bench-downloads bench-scale \
+	install pdf-tools browser promtool
 
 demo: install pdf-tools
 	$(UV) run --locked evidence demo
 
 # The docs site builds offline and --strict: a broken link or anchor, or a page left out of the nav, fails the
 # target. The two variables only quiet banners that MkDocs plugins print about MkDocs 2.
-test: install pdf-tools browser
+test: install pdf-tools browser promtool
 	$(UV) run --locked ruff check .
 	DISABLE_MKDOCS_2_WARNING=true NO_MKDOCS_2_WARNING=1 $(UV) run --locked mkdocs build --strict --quiet --site-dir build/site
 	$(UV) run --locked pytest
@@ -61,6 +61,10 @@ bench-package: install
 bench-scale: install
 	$(UV) run --locked python bench/scale.py
 
+# What one Prometheus scrape costs at 10,000 and 1,000,000 ledger events (ARGS="--smoke" for a quick look).
+bench-metrics: install
+	$(UV) run --locked python bench/metrics_scrape.py $(ARGS)
+
 # Compiled bytecode: where PYTHONDONTWRITEBYTECODE is set (containers often do), every run worker, daemon and CLI
 # process would otherwise recompile Dagster from source (seconds of CPU each). The project itself is installed
 # editable, so its own modules are compiled here too (the CLI's start-up pays for them otherwise).
@@ -80,6 +84,14 @@ pdf-tools:
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 			poppler-utils qpdf tesseract-ocr tesseract-ocr-eng) >/dev/null; \
 	else echo "pdfsig/qpdf/tesseract not installed: the independent-checker and OCR tests will be skipped"; fi
+
+# promtool (Debian's prometheus package) tests deploy/prometheus/alerts.yaml; without it that test is skipped.
+promtool:
+	@if command -v promtool >/dev/null; then :; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus) >/dev/null \
+			|| echo "prometheus could not be installed: the alert rules' test will be skipped"; \
+	else echo "promtool not installed: the alert rules' test will be skipped"; fi
 
 # test_auditor_ui.py drives the read-only UI in headless Chromium through chromium-driver; without them it is skipped.
 browser:

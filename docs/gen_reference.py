@@ -2,11 +2,11 @@
 
 Settings from ``config.Settings`` (each field's variable and meaning, the defaults ``from_env`` computes), reason
 codes from ``errors.ReasonCode`` (meaning, retried, exit code, HTTP status), ledger event types from
-``models.EventType``, the actors' roles and what each may do from ``actors.roles``, every command of the click
-group ``evidence_pipeline.cli:main``, the tenant API's and the operator API's endpoints from the OpenAPI documents
-their servers serve (and those documents themselves, as JSON files), the package and module map from their
-docstrings, and the benchmarks page from bench/README.md. A test imports this file for its page functions
-(evidence_pipeline_tests/test_docs.py).
+``models.EventType``, the metrics from ``metrics.collector.METRICS``, the actors' roles and what each may do
+from ``actors.roles``, every command of the click group ``evidence_pipeline.cli:main``, the tenant API's and the
+operator API's endpoints from the OpenAPI documents their servers serve (and those documents themselves, as JSON
+files), the package and module map from their docstrings, and the benchmarks page from bench/README.md. A test
+imports this file for its page functions (evidence_pipeline_tests/test_docs.py).
 """
 
 from __future__ import annotations
@@ -312,6 +312,21 @@ def roles_page() -> str:
     )
 
 
+def metrics_page() -> str:
+    from evidence_pipeline.metrics.collector import METRICS
+    from evidence_pipeline.metrics.ledger_reads import WINDOW_SECONDS
+
+    rows = [(f"`{m.name}`", m.type, ", ".join(f"`{label}`" for label in m.labels) or "none", m.help) for m in METRICS]
+    return (
+        GENERATED + "# Metrics\n\n"
+        "What `GET /metrics` exposes (`evidence_pipeline.metrics.collector.METRICS`), on the intake server's port and "
+        "from `evidence metrics serve`. Gauges are read from the ledger at each scrape; per-minute figures average the "
+        f"last {WINDOW_SECONDS / 60:.0f} minutes. How to scrape, the label sets and the alerts: "
+        "[Metrics and alerts](../operators/metrics.md).\n\n"
+        + _table(("name", "type", "labels", "meaning"), rows)
+    )
+
+
 def source_format_page() -> str:
     from evidence_pipeline.monthly import source_format as f
 
@@ -339,6 +354,7 @@ PAGES = {
     "reference/roles.md": roles_page,
     "reference/source-format.md": source_format_page,
     "reference/cli.md": cli_page,
+    "reference/metrics.md": metrics_page,
     "tenants-api/endpoints.md": endpoints_page,
     "operators/operator-api-endpoints.md": operator_endpoints_page,
     "architecture/modules.md": modules_page,

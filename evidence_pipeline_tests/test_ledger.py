@@ -188,7 +188,7 @@ def test_migrations_are_versioned_and_idempotent(ledger):
     again = Ledger(ledger.engine.url.render_as_string(hide_password=False))
     assert again.verify_chain() == 3
     with ledger.engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM evidence_ledger_version")).scalar() == "0012"
+        assert conn.execute(text("SELECT version_num FROM evidence_ledger_version")).scalar() == "0014"
 
 
 # Issue 16, finding 12: the ledger's tables move under the evidence_ prefix (Dagster owns `jobs` in a shared

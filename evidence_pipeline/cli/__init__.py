@@ -23,6 +23,7 @@ from evidence_pipeline.cli import (
     keys,
     ledger,
     lineage,
+    metrics,
     operator_api,
     part,
     ruleset,
@@ -65,7 +66,8 @@ def _exit_with(ctx: click.Context, error: EvidenceError):
 @click.group(cls=_ErrorBoundary, commands=[
     demo.demo, verify.verify, actor.actor, export.export, lineage.lineage, ledger.ledger, keys.keys, stats.stats,
     jobs.dead_letter, jobs.replay, jobs.sweep, tenant.tenant, template.template, part.part, ruleset.ruleset,
-    source.source, intake.intake, operator_api.operator_api, webhook.webhook, ui.ui, witness.witness,
+    source.source, intake.intake, metrics.metrics, operator_api.operator_api, webhook.webhook, ui.ui,
+    witness.witness,
 ])
 def main() -> None:
     """Signed, tamper-evident monthly compliance evidence.

@@ -39,6 +39,13 @@ from evidence_pipeline.intake.guard import (
     guarded_protocol,
 )
 from evidence_pipeline.ledger.admission import Clock
+from evidence_pipeline.metrics.http import (
+    AdmissionTimer,
+    admission_histogram,
+    metrics_route,
+    registry_for,
+    shared_between_workers,
+)
 from evidence_pipeline.monthly.source_format import SourceRejected
 from evidence_pipeline.store.local import io_errors
 
@@ -112,8 +119,11 @@ def error_response(code: str, message: str, close: bool = False, report: dict | 
     return Response(body, status_code=status, headers=headers, media_type="application/json")
 
 
-def create_app(documents: Documents) -> BoundedRequests:
+def create_app(documents: Documents) -> AdmissionTimer:
+    """The tenant API, `/healthz`, `/openapi.json` and `/metrics` (unauthenticated, no tenant data: metrics/http.py),
+    behind the request guard; every request's time is observed, the guard's own refusals included."""
     settings = documents.runtime.settings
+    registry = registry_for(documents.runtime)
     tokens = documents.tokens
     limits = Limits.of(settings, RETRY_AFTER_SECONDS)
     uploads = UploadsInFlight(limits)
@@ -205,9 +215,10 @@ def create_app(documents: Documents) -> BoundedRequests:
         report = error.report() if isinstance(error, SourceRejected) else None  # each problem's line, column, code
         return error_response(error.code, error.message, close=upload, report=report)
 
-    return BoundedRequests(Starlette(
+    return AdmissionTimer(BoundedRequests(Starlette(
         routes=[
             Route("/healthz", healthz, methods=["GET"]),
+            metrics_route(registry),
             Route("/openapi.json", contract, methods=["GET"]),
             Route("/v1/documents", post_document, methods=["POST"]),
             Route("/v1/jobs", post_job, methods=["POST"]),
@@ -220,7 +231,7 @@ def create_app(documents: Documents) -> BoundedRequests:
             Route("/v1/sources/{period}", sources_api.put_source(documents, caller_of, uploads), methods=["PUT"]),
         ],
         exception_handlers=exception_handlers(answer, log),
-    ), limits)
+    ), limits), admission_histogram(registry))
 
 
 async def _json_body(request: Request, limit: int = MAX_JSON_BYTES):
@@ -304,7 +315,7 @@ def _write_probe(store, scratch) -> None:
         os.fsync(probe.fileno())
 
 
-def app_from_env() -> BoundedRequests:
+def app_from_env() -> AdmissionTimer:
     """The app of one server process, on the environment's settings: every worker of ``serve`` builds its own."""
     return create_app(open_documents(Settings.from_env()))
 
@@ -319,7 +330,7 @@ def serve(settings: Settings, host: str, port: int, workers: int) -> None:
     # Each worker listens on a socket of its own (SO_REUSEPORT), so the kernel spreads connections over them: on
     # one shared socket the first worker to wake accepts a whole burst. The port is reserved here (bound, never
     # listening, so it is given no connection), which also resolves port 0.
-    with _reuse_port_socket(host, port) as reserved:
+    with _reuse_port_socket(host, port) as reserved, shared_between_workers():
         port = reserved.getsockname()[1]
         spawn = multiprocessing.get_context("spawn")
         processes = [spawn.Process(target=_serve_process, args=(host, port, os.getpid())) for _ in range(workers)]

@@ -1,0 +1,231 @@
+"""Prometheus metrics on a real intake server (127.0.0.1) and a real ledger, `evidence metrics serve` in its own
+process, the queries' plans, and the alert rules under promtool."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import text
+
+from evidence_pipeline.audit.checkpoints import publish_checkpoint
+from evidence_pipeline.ledger.jobs import RetryBudget
+from evidence_pipeline.metrics import ledger_reads
+from evidence_pipeline.metrics.collector import METRICS
+from evidence_pipeline.models import EventType
+from evidence_pipeline_tests.intake_server import (
+    EVIDENCE,
+    _free_port,
+    client,
+    intake_environment,
+    pdf_bytes,
+    serving,
+    submit,
+    tokens,
+    upload,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+LABEL_VALUES = {  # every label's vocabulary: bounded, and nothing of a tenant's
+    "kind": {"tenant-month", "evidence-request", "document"},
+    "state": {"accepted", "retry_wait", "running", "succeeded", "rejected", "dead", "pending"},
+    "figure": {"size", "used", "available"},
+}
+
+
+def scrape(url: str) -> dict[tuple[str, tuple], float]:
+    """(sample name, sorted labels) -> value of every sample ``url`` exposes, parsed by prometheus_client."""
+    response = httpx.get(url, timeout=30)
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(response.text) for sample in family.samples}
+
+
+def value(samples: dict, name: str, **labels) -> float | None:
+    return samples.get((name, tuple(sorted(labels.items()))))
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
+def test_the_intake_servers_metrics_follow_jobs_from_accepted_to_done_and_dead(documents, intake):
+    acme, globex = tokens(documents)
+    with client(intake, acme) as http:
+        document_id = upload(http, pdf_bytes()).json()["document_id"]
+        request = {"operation": "inspect", "inputs": [document_id]}
+        first, second = (submit(http, key, request).json()["job_id"] for key in ("acme-key-1", "acme-key-2"))
+        assert http.get("/no-such-route").status_code == 404
+    with client(intake, globex) as http:
+        assert http.get(f"/v1/jobs/{first}").status_code == 404  # another tenant's job
+    accepted = scrape(f"{intake}/metrics")
+    assert value(accepted, "evidence_ledger_up") == 1
+    assert value(accepted, "evidence_jobs", kind="document", state="accepted") == 2
+    assert value(accepted, "evidence_oldest_unstarted_job_age_seconds", kind="document", lane="inspect") >= 0
+    assert value(accepted, "evidence_leases_active", kind="document") is None
+    assert value(accepted, "evidence_ledger_events_total") == _newest_seq(documents)
+
+    jobs, ledger = documents.jobs, documents.runtime.ledger
+    lease = jobs.start(jobs.job("acme", first), "worker-1", 60, None)
+    expired = jobs.start(jobs.job("acme", second), "worker-2", -1, None)  # its worker died: the lease ran out
+    leased = scrape(f"{intake}/metrics")
+    assert value(leased, "evidence_jobs", kind="document", state="running") == 2
+    assert value(leased, "evidence_jobs", kind="document", state="accepted") is None
+    assert value(leased, "evidence_oldest_unstarted_job_age_seconds", kind="document", lane="inspect") is None
+    assert value(leased, "evidence_leases_active", kind="document") == 1
+    assert value(leased, "evidence_leases_expired", kind="document") == 1
+
+    jobs.complete(jobs.job("acme", first), lease, EventType.DOCUMENT_PUBLISHED, "0" * 64, {}, "worker-1")
+    assert ledger.record_failure(second, "STORE_UNAVAILABLE", True, "worker-2", RetryBudget(1, 0), 1,
+                                 expired.token) == "dead"
+    ended = scrape(f"{intake}/metrics")
+    per_minute = 1 / (ledger_reads.WINDOW_SECONDS / 60)
+    assert value(ended, "evidence_jobs_ended_per_minute", kind="document", state="succeeded") == per_minute
+    assert value(ended, "evidence_jobs_ended_per_minute", kind="document", state="dead") == per_minute
+    assert value(ended, "evidence_job_retry_ratio", kind="document") == 0  # each ended on its first attempt
+    assert value(ended, "evidence_dead_letters", kind="document") == 1
+    assert value(ended, "evidence_jobs", kind="document", state="dead") == 1
+    assert value(ended, "evidence_jobs", kind="document", state="running") is None
+    assert value(ended, "evidence_leases_active", kind="document") is None
+
+    histogram = "evidence_admission_duration_seconds_count"
+    assert value(ended, histogram, endpoint="/v1/documents", code="201") == 1
+    assert value(ended, histogram, endpoint="/v1/jobs", code="202") == 2
+    assert value(ended, histogram, endpoint="/v1/jobs/{job_id}", code="404") == 1
+    assert value(ended, histogram, endpoint="unmatched", code="404") == 1
+    assert value(ended, histogram, endpoint="/metrics", code="200") == 2  # the scrapes before this one
+    _assert_bounded_labels(ended, {"acme", "globex", first, second, document_id, acme, globex})
+
+
+def _newest_seq(documents) -> int:
+    with documents.runtime.ledger.engine.connect() as conn:
+        return conn.execute(text("SELECT max(seq) FROM evidence_audit_events")).scalar()
+
+
+def _assert_bounded_labels(samples: dict, secrets: set[str]) -> None:
+    declared = {metric.name: set(metric.labels) for metric in METRICS}
+    for name, labels in samples:
+        family = name if name in declared else next(m for m in declared if name.startswith(m + "_"))
+        assert {label for label, _ in labels} - {"le"} == declared[family], name
+        for label, text_ in labels:
+            assert not any(secret in text_ for secret in secrets), (name, label)
+            if label in LABEL_VALUES:
+                assert text_ in LABEL_VALUES[label], (name, label, text_)
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
+def test_metrics_serve_alone_with_the_checkpoint_and_the_temporary_volume(backend, documents):
+    runtime = documents.runtime
+    runtime.ledger.record(_tenant_month(), EventType.TENANT_DATA_ERASED, "0" * 64, "test")
+    publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring, runtime.witness_key)
+    runtime.ledger.record(_tenant_month(), EventType.TENANT_DATA_ERASED, "0" * 64, "test")  # one after it
+    (runtime.settings.work_dir / "evidence-attempt-0123").mkdir(parents=True)
+    port = _free_port()
+    server = subprocess.Popen([EVIDENCE, "metrics", "serve", "--port", str(port)],
+                              env=os.environ | intake_environment(backend), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        samples = _scrape_when_up(f"http://127.0.0.1:{port}/metrics", server)
+    finally:
+        server.terminate()
+        output = server.communicate(timeout=30)[0].decode()
+    assert "Traceback" not in output
+    assert value(samples, "evidence_ledger_up") == 1
+    assert value(samples, "evidence_checkpoint_lag_events") == 1
+    assert 0 <= value(samples, "evidence_checkpoint_age_seconds") < 3600
+    assert value(samples, "evidence_attempt_directories") == 1
+    volume = {figure: value(samples, "evidence_temp_volume_bytes", figure=figure) for figure in LABEL_VALUES["figure"]}
+    assert 0 < volume["available"] <= volume["size"] and 0 < volume["used"] <= volume["size"]
+    assert not any(name.startswith("evidence_admission") for name, _ in samples)  # intake's own histogram
+
+
+def _tenant_month():
+    from evidence_pipeline.models import TenantMonth
+
+    return TenantMonth("acme", "2026-01")
+
+
+def _scrape_when_up(url: str, server: subprocess.Popen) -> dict:
+    for _ in range(300):
+        try:
+            return scrape(url)
+        except httpx.TransportError:
+            assert server.poll() is None, "evidence metrics serve exited"
+            subprocess.run(["sleep", "0.2"], check=True)
+    raise AssertionError("evidence metrics serve did not answer")
+
+
+def test_a_ledger_it_cannot_read_is_a_zero_not_an_error(tmp_path):
+    from prometheus_client import generate_latest
+
+    from evidence_pipeline.config import Settings
+    from evidence_pipeline.metrics.http import registry_for
+    from evidence_pipeline.runtime import runtime_for
+
+    settings = Settings.from_env({"EVIDENCE_HOME": str(tmp_path / "home")})
+    runtime = runtime_for(settings)
+    registry = registry_for(runtime)
+    runtime.ledger.engine.dispose()
+    database = Path(settings.ledger_url.removeprefix("sqlite:///"))
+    database.rename(database.with_suffix(".away"))
+    database.mkdir()  # SQLite cannot open a folder: the ledger is unavailable from now on
+    exposition = generate_latest(registry).decode()
+    assert "evidence_ledger_up 0.0" in exposition and "evidence_jobs{" not in exposition
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
+def test_every_ledger_query_is_a_range_of_an_index(documents):
+    """The queries' plans (SQLite's EXPLAIN QUERY PLAN): no query reads a table or an index from end to end, so
+    a scrape's cost follows the work in flight and the dead letters, not the history (bench/metrics_scrape.py)."""
+    ledger = documents.runtime.ledger
+    queries = [ledger_reads._live_jobs(ledger, 0.0), ledger_reads._ended_jobs(ledger, 0.0),
+               *ledger_reads._dead_letters(ledger)]
+    with ledger.engine.connect() as conn:
+        for query in queries:
+            compiled = query.compile(conn, compile_kwargs={"literal_binds": True})
+            plan = [row[-1] for row in conn.execute(text(f"EXPLAIN QUERY PLAN {compiled}"))]
+            scans = [step for step in plan if step.startswith("SCAN ") and "evidence_jobs" in step]
+            assert not scans, plan
+            assert any("USING INDEX ix_evidence_jobs_state" in step or "USING COVERING INDEX" in step
+                       for step in plan), plan
+
+
+@pytest.mark.skipif(not shutil.which("promtool"), reason="promtool (Debian's prometheus) is not installed")
+def test_the_alert_rules_pass_promtool():
+    rules = ROOT / "deploy" / "prometheus"
+    checked = subprocess.run(["promtool", "check", "rules", str(rules / "alerts.yaml")], capture_output=True,
+                             text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    tested = subprocess.run(["promtool", "test", "rules", "alerts_test.yaml"], cwd=rules, capture_output=True,
+                            text=True)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def test_every_alert_links_a_runbook_page_in_the_nav_and_every_metric_is_in_the_reference():
+    import yaml
+
+    from evidence_pipeline_tests.docs_pages import generated_page
+
+    rules = yaml.safe_load((ROOT / "deploy" / "prometheus" / "alerts.yaml").read_text())["groups"][0]["rules"]
+    navigation = (ROOT / "mkdocs.yml").read_text()
+    for rule in rules:
+        page = rule["annotations"]["runbook_url"].strip("/") + ".md"
+        assert (ROOT / "docs" / page).is_file() and f": {page}\n" in navigation, rule["alert"]
+        assert rule["alert"] in (ROOT / "docs" / page).read_text()
+    reference = generated_page("reference/metrics.md")
+    assert all(f"| `{metric.name}` | {metric.type} |" in reference for metric in METRICS)
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
+def test_every_worker_of_a_server_reports_every_workers_admissions(backend, documents):
+    """`evidence intake serve --workers 2`: the kernel spreads connections over the workers, and whichever worker
+    a scrape reaches counts the requests that all of them answered."""
+    with serving(backend, workers=2) as (port, _):
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(20):  # new connections each: both workers answer some
+            assert httpx.get(f"{base}/openapi.json", timeout=30).status_code == 200
+        counts = {value(scrape(f"{base}/metrics"), "evidence_admission_duration_seconds_count",
+                        endpoint="/openapi.json", code="200") for _ in range(6)}
+    assert counts == {20}
