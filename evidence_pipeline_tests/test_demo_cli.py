@@ -38,8 +38,8 @@ def _environment(home: Path, **extra: str) -> dict[str, str]:
 
 def _demo(env: dict, **kwargs) -> subprocess.Popen:
     # One month per tenant: what these tests prove holds for any number of months, and each month costs a run.
-    return subprocess.Popen([*EVIDENCE, "demo", "--months", "1"], env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, **kwargs)
+    return subprocess.Popen([*EVIDENCE, "demo", "--months", "1"], env=env, cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kwargs)
 
 
 def _newly_published(stdout: str) -> int:
