@@ -9,10 +9,7 @@ outage ends, and dead when it never ends.
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
-from pathlib import Path
 
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter, build_sensor_context, partition_loading_context
@@ -22,17 +19,12 @@ from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs.retries import RETRY_TAG
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.ledger.jobs import JobKey
-from evidence_pipeline.models import EventType, TenantMonth
-from evidence_pipeline.monthly.sources import publish_revision
+from evidence_pipeline.models import EventType
 from evidence_pipeline.operations.dead_letters import dead_letters
 from evidence_pipeline.runtime import runtime_for
-from evidence_pipeline.synthetic.demo_data import demo_transactions
-from evidence_pipeline_tests.dagster_services import REPO, dagster_services, graphql
+from evidence_pipeline_tests.dagster_services import launch_backfill, one_tenant_site, wait_for
 
 TENANT = "acme-books"
-ASSETS = ["source_revision", "monthly_report", "evidence_bundle"]
-LAUNCH_BACKFILL = """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
-  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
 
 
 def _due_now(ledger, job_id: str) -> None:
@@ -89,15 +81,6 @@ def test_the_sensor_records_lost_workers_requests_due_and_replayed_jobs_and_the_
     assert ledger.verify_chain() > 0
 
 
-def _wait_for(condition, what: str, timeout_s: float = 600):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if result := condition():
-            return result
-        time.sleep(0.5)
-    pytest.fail(f"{what} did not happen in {timeout_s} s")
-
-
 def _job_of(ledger, period: str) -> dict | None:
     found = [job for job in ledger.jobs_in(*states.CLOSED, states.ACCEPTED, states.RUNNING, states.SUCCEEDED)
              if (job["tenant"], job["period"], job["fidelity"]) == (TENANT, period, "archive")]
@@ -114,48 +97,30 @@ def test_an_archive_outage_longer_than_the_in_run_retries_is_retried_by_the_daem
         tmp_path):
     outage = tmp_path / "archive-outage"
     env = {
-        "EVIDENCE_HOME": str(tmp_path / "home"), "EVIDENCE_WORKERS": "1", "DAGSTER_HOME": str(tmp_path / "dagster"),
+        "EVIDENCE_HOME": str(tmp_path / "home"), "EVIDENCE_WORKERS": "1",
         "EVIDENCE_IO_FAULT": "archive_write:ENOSPC", "EVIDENCE_IO_FAULT_WHILE": str(outage),
         # A run's 4 tries leave the job in retry_wait (0.5 s doubled per failed try: 4 s); the budget's time is
         # spent at once, so its 5th failed try makes it dead.
         "EVIDENCE_MAX_ATTEMPTS": "5", "EVIDENCE_RETRY_BUDGET_SECONDS": "0.001", "EVIDENCE_RETRY_DELAY_SECONDS": "0.5",
     }
-    os.makedirs(env["DAGSTER_HOME"])
-    shutil.copyfile(REPO / "dagster.yaml", Path(env["DAGSTER_HOME"]) / "dagster.yaml")
-    runtime = runtime_for(Settings.from_env(env))
-    ledger = runtime.ledger
     ends, never_ends = "2026-01", "2026-02"
-    for month in (ends, never_ends):
-        publish_revision(runtime.sources, TenantMonth(TENANT, month), demo_transactions(TenantMonth(TENANT, month)))
-    runtime.keys.keyrings()  # the public keys are in the archive before it fails
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in env.items():
-            patch.setenv(name, value)
-        with DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
-            instance.add_dynamic_partitions("tenant", [TENANT])
-            with dagster_services(os.environ | env, tmp_path) as url:
+    with one_tenant_site(tmp_path, env, TENANT, [ends, never_ends]) as (runtime, instance, url):
+        ledger = runtime.ledger
+        runtime.keys.keyrings()  # the public keys are in the archive before it fails
+        outage.touch()
+        launch_backfill(url, f"{ends}-01|{TENANT}")
+        waiting = wait_for(lambda: _in_retry_wait(ledger, ends), "retry_wait after the in-run retries")
+        outage.unlink()  # the outage ends while the job waits
+        published = wait_for(lambda: (j := _job_of(ledger, ends))["state"] == states.SUCCEEDED and j,
+                             "the retry's publication")
 
-                def backfill(month: str) -> None:
-                    result = graphql(url, LAUNCH_BACKFILL, {"params": {
-                        "assetSelection": [{"path": [a]} for a in ASSETS], "partitionNames": [f"{month}-01|{TENANT}"]}})
-                    assert result["launchPartitionBackfill"]["__typename"] == "LaunchBackfillSuccess", result
-
-                outage.touch()
-                backfill(ends)
-                waiting = _wait_for(lambda: _in_retry_wait(ledger, ends), "retry_wait after the in-run retries")
-                outage.unlink()  # the outage ends while the job waits
-                published = _wait_for(lambda: (j := _job_of(ledger, ends))["state"] == states.SUCCEEDED and j,
-                                      "the retry's publication")
-
-                outage.touch()  # an outage that never ends
-                backfill(never_ends)
-                doomed = _wait_for(lambda: _in_retry_wait(ledger, never_ends), "retry_wait of the second month")
-                dead = _wait_for(lambda: (j := _job_of(ledger, never_ends))["state"] == states.DEAD and j,
-                                 "the spent budget")
-                retry_runs = {job_id: _wait_for(
-                    lambda job_id=job_id: [r for r in instance.get_runs(RunsFilter(tags={RETRY_TAG: job_id}))
-                                           if r.is_finished], f"the end of the retry run of {job_id[:12]}")
-                    for job_id in (published["job_id"], dead["job_id"])}
+        outage.touch()  # an outage that never ends
+        launch_backfill(url, f"{never_ends}-01|{TENANT}")
+        doomed = wait_for(lambda: _in_retry_wait(ledger, never_ends), "retry_wait of the second month")
+        dead = wait_for(lambda: (j := _job_of(ledger, never_ends))["state"] == states.DEAD and j, "the spent budget")
+        retry_runs = {job_id: wait_for(
+            lambda job_id=job_id: [r for r in instance.get_runs(RunsFilter(tags={RETRY_TAG: job_id})) if r.is_finished],
+            f"the end of the retry run of {job_id[:12]}") for job_id in (published["job_id"], dead["job_id"])}
 
     assert (waiting["attempts"], waiting["last_reason"]) == (4, "STORE_FULL")  # Dagster's in-run tries were spent
     assert (doomed["attempts"], doomed["last_reason"]) == (4, "STORE_FULL")
