@@ -266,6 +266,11 @@ class ReasonCode(Vocabulary):
         "a job in `retry_wait` (a document's, or a tenant-month's) was asked to run before its `next_attempt_at` "
         "(nothing moved)",
     )
+    RETRY_RUN_FAILED = (
+        "RETRY_RUN_FAILED",
+        "a tenant-month's retry run failed or was cancelled before it worked the job (the pin failed, the run died "
+        "before any stage recorded): counted against the job's budget",
+    )
     # redaction templates and the `redact` operation
     TEMPLATE_INVALID = (
         "TEMPLATE_INVALID",
@@ -479,6 +484,7 @@ RETRYABLE = frozenset(
         ReasonCode.REVOCATION_UNAVAILABLE,
         ReasonCode.REVIEW_DEPENDENCY_TIMEOUT,
         ReasonCode.RETRY_NOT_DUE,
+        ReasonCode.RETRY_RUN_FAILED,
         # not known to be the input's fault: retried until the job's budget is spent, then it is dead
         ReasonCode.PROCESSOR_FAILED,
         ReasonCode.PROCESSOR_RESOURCE_EXHAUSTED,

@@ -12,7 +12,14 @@ from __future__ import annotations
 import time
 
 import pytest
-from dagster import DagsterInstance, DagsterRunStatus, RunsFilter, build_sensor_context, partition_loading_context
+from dagster import (
+    DagsterInstance,
+    DagsterRun,
+    DagsterRunStatus,
+    RunsFilter,
+    build_sensor_context,
+    partition_loading_context,
+)
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.definitions import defs
@@ -42,7 +49,7 @@ def _tick(instance):
 
 def test_the_sensor_records_lost_workers_requests_due_and_replayed_jobs_and_the_spent_budget_is_dead(
         tmp_path, monkeypatch):
-    for name, value in {"EVIDENCE_HOME": str(tmp_path / "home"), "EVIDENCE_MAX_ATTEMPTS": "2",
+    for name, value in {"EVIDENCE_HOME": str(tmp_path / "home"), "EVIDENCE_MAX_ATTEMPTS": "3",
                         "EVIDENCE_RETRY_BUDGET_SECONDS": "0.001", "EVIDENCE_RETRY_DELAY_SECONDS": "3600"}.items():
         monkeypatch.setenv(name, value)
     runtime = runtime_for(Settings.from_env())
@@ -66,11 +73,21 @@ def test_the_sensor_records_lost_workers_requests_due_and_replayed_jobs_and_the_
             f"retry.{job_id}.1", f"2026-03-01|{TENANT}", job_id)
         assert [r.run_key for r in _tick(instance).run_requests] == [request.run_key]  # a retried tick: same key
 
-        ledger.acquire_lease(job_id, request.run_key, -1)  # the retry's worker died too: the budget is spent
+        # The retry run failed before it worked the job (its pin failed): its key is spent, so the try is counted.
+        instance.add_run(DagsterRun(job_name="monthly_evidence", run_id="f" * 36, status=DagsterRunStatus.FAILURE,
+                                    tags=request.tags))
+        assert _tick(instance).run_requests == []
+        waiting = ledger.job(job_id)
+        assert (waiting["state"], waiting["attempts"], waiting["last_reason"]) == ("accepted", 2, "RETRY_RUN_FAILED")
+        _due_now(ledger, job_id)
+        [request] = _tick(instance).run_requests
+        assert request.run_key == f"retry.{job_id}.2"
+
+        ledger.acquire_lease(job_id, request.run_key, -1)  # this retry's worker died too: the budget is spent
         assert _tick(instance).run_requests == []
         assert ledger.job(job_id)["state"] == states.DEAD
         [letter] = [letter for letter in dead_letters(runtime) if letter["job_id"] == job_id]
-        assert (letter["kind"], letter["reason"], letter["tries"]) == ("tenant-month", "WORKER_LOST", 2)
+        assert (letter["kind"], letter["reason"], letter["tries"]) == ("tenant-month", "WORKER_LOST", 3)
         assert "tenant_month_retry_sensor" in letter["next_step"]
 
         replayed, _ = ledger._transact(lambda conn: ledger.replay(conn, job_id, "operator", "archive fixed", {}))
