@@ -23,7 +23,7 @@ from dagster import (
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.definitions import defs
-from evidence_pipeline.defs.retries import RETRY_TAG
+from evidence_pipeline.defs.retries import IDLE_LEASES, RETRY_TAG
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.ledger.jobs import JobKey
 from evidence_pipeline.models import EventType
@@ -93,6 +93,17 @@ def test_the_sensor_records_lost_workers_requests_due_and_replayed_jobs_and_the_
         replayed, _ = ledger._transact(lambda conn: ledger.replay(conn, job_id, "operator", "archive fixed", {}))
         [request] = _tick(instance).run_requests  # a replayed job is due at once
         assert request.run_key == f"retry.{replayed['attempt_id']}.0"
+
+        # A run that died between two in-run tries leaves its job accepted with a failed try and no wait: once it
+        # has been idle for IDLE_LEASES lease lifetimes, it is due too.
+        between = ledger.accept_job(JobKey(TENANT, "2026-04", "c" * 64, "renderer", "policy"), "test")["job_id"]
+        assert ledger.record_failure(between, "STORE_FULL", True, "run-1", runtime.retry_budget, None) == "accepted"
+        assert [r.run_key for r in _tick(instance).run_requests] == [request.run_key]  # its run may still retry it
+        with ledger.writing() as conn:
+            conn.execute(ledger.jobs.update().where(ledger.jobs.c.job_id == between).values(
+                updated_at=time.time() - runtime.settings.lease_seconds * IDLE_LEASES - 1))
+        assert sorted(r.run_key for r in _tick(instance).run_requests) == sorted(
+            [request.run_key, f"retry.{between}.1"])
     lost = [e for e in ledger.events_of_type(EventType.JOB_ACCEPTED) if e["details"].get("reason") == "WORKER_LOST"]
     assert [e["details"]["job_id"] for e in lost] == [job_id] and "next_attempt_at" in lost[0]["details"]
     assert ledger.verify_chain() > 0

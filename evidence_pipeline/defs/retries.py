@@ -32,6 +32,9 @@ from evidence_pipeline.models import TenantMonth
 RETRY_TAG = "evidence/retry_job"  # the tenant-month job a retry run was requested for
 RETRY_KEY_TAG = "evidence/retry_key"  # and its run key: the job's attempt and failed tries when it was requested
 SENSOR = "tenant_month_retry_sensor"
+# Between two in-run tries a job is accepted with no wait and no lease while its run renders again: one left so for
+# this many lease lifetimes has no run working it (the run died between tries) and is due.
+IDLE_LEASES = 5
 
 
 @sensor(
@@ -48,7 +51,8 @@ def tenant_month_retry_sensor(context: SensorEvaluationContext, evidence: Eviden
     for job_id, state in retries.record_lost_attempts(runtime.retry_wait_budget, SENSOR):
         context.log.warning(f"job {job_id[:12]}: its worker died holding the lease (WORKER_LOST); now {state}")
     partitions = set(context.instance.get_dynamic_partitions(tenant_partitions.name))
-    due = {job["job_id"]: job | {"key": f"retry.{job['attempt_id']}.{job['attempts']}"} for job in retries.due()}
+    idle = runtime.settings.lease_seconds * IDLE_LEASES
+    due = {job["job_id"]: job | {"key": f"retry.{job['attempt_id']}.{job['attempts']}"} for job in retries.due(idle)}
     for job_id, run in _ended_without_a_try(context, due).items():
         state = runtime.ledger.record_failure(
             job_id, ReasonCode.RETRY_RUN_FAILED, True, SENSOR, runtime.retry_wait_budget, None,

@@ -45,15 +45,19 @@ class TenantMonthRetries:
         return record_lost_attempts(self.ledger, expired_leases(self.ledger).where(jobs.fidelity != states.DOCUMENT),
                                     budget, actor)
 
-    def due(self) -> list[dict]:
+    def due(self, idle_seconds: float) -> list[dict]:
         """The tenant-month jobs to run now, oldest change first: those in retry_wait whose next_attempt_at has come,
-        and those an operator replayed (accepted, no attempt yet). Each: job_id, attempt_id, tenant, period, attempts.
-        Only live jobs are read (the state index): the cost follows the work waiting, not the history."""
+        those an operator replayed (accepted, no attempt yet), and those left between two tries of a run that died
+        (a failed try, no wait, no lease, untouched for ``idle_seconds``; also what runs before retry_wait existed
+        left behind). Each: job_id, attempt_id, tenant, period, attempts. Only live jobs are read (the state
+        index): the cost follows the work waiting, not the history."""
         jobs = self.ledger.jobs.c
+        now = time.time()
         query = (
             select(jobs.job_id, jobs.attempt_id, jobs.tenant, jobs.period, jobs.attempts)
             .where(jobs.state == states.ACCEPTED, jobs.fidelity != states.DOCUMENT,
-                   or_(jobs.next_attempt_at <= time.time(), and_(jobs.attempts == 0, jobs.replay_of.is_not(None))))
+                   or_(jobs.next_attempt_at <= now, and_(jobs.attempts == 0, jobs.replay_of.is_not(None)),
+                       and_(jobs.attempts > 0, jobs.next_attempt_at.is_(None), jobs.updated_at < now - idle_seconds)))
             .order_by(jobs.updated_at)
         )
         with classified_errors(), self.ledger.engine.connect() as conn:
