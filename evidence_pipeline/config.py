@@ -85,8 +85,9 @@ class Settings:
     retry_budget_seconds: float = setting("EVIDENCE_RETRY_BUDGET_SECONDS", "transient failures: time since "
                                           "acceptance (or the last replay) before a job is `dead`")
     retry_delay_seconds: float = setting(
-        "EVIDENCE_RETRY_DELAY_SECONDS", "a document job's wait in `retry_wait` after its first transient failure "
-        "(its `next_attempt_at`); each later wait doubles")
+        "EVIDENCE_RETRY_DELAY_SECONDS", "a job's wait in `retry_wait` after its first failed try (its "
+        "`next_attempt_at`; a document job, or a tenant-month whose run spent its in-run retries); doubled per "
+        "later failed try")
     processor_memory_mb: int = setting(
         "EVIDENCE_PROCESSOR_MEMORY_MB", "how many MiB the address space of the worker process each piece of "
         "document work (gate, signature check, processor, second pass) runs in may grow beyond what it inherited "

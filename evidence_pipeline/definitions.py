@@ -20,6 +20,7 @@ from evidence_pipeline.defs.documents import (
 )
 from evidence_pipeline.defs.landing import source_landing_sensor
 from evidence_pipeline.defs.resources import EvidenceResource
+from evidence_pipeline.defs.retries import tenant_month_retry_sensor
 from evidence_pipeline.defs.webhooks import webhook_delivery_sensor
 
 defs = Definitions(
@@ -28,7 +29,7 @@ defs = Definitions(
     jobs=[monthly_evidence_job, ledger_maintenance, document_page_job],
     schedules=[monthly_evidence_schedule, ledger_maintenance_schedule],
     sensors=[tenant_registry_sensor, document_dispatch_sensor, evidence_job_succeeded, evidence_job_failed,
-             webhook_delivery_sensor, source_landing_sensor],
+             webhook_delivery_sensor, source_landing_sensor, tenant_month_retry_sensor],
     resources={"evidence": EvidenceResource()},
     # A run's steps share one process, so its worker pool starts once and serves every stage of the range.
     executor=in_process_executor,

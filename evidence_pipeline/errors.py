@@ -129,8 +129,9 @@ class ReasonCode(Vocabulary):
     RUN_PARTITIONS_MISMATCH = "RUN_PARTITIONS_MISMATCH", "a run's partitions are not the range its tags name"
     WORKER_LOST = (
         "WORKER_LOST",
-        "a worker process died mid-stage; a document job whose run died holding its lease gets it when the expired "
-        "lease is found (by the dispatch sensor or a page run), counted against its budget",
+        "a worker process died mid-stage; a job whose run died holding its lease gets it when the expired lease is "
+        "found (by the dispatch sensor or a page run for a document job, by the tenant-month retry sensor for a "
+        "tenant-month), counted against its budget",
     )
     UNEXPECTED_ERROR = "UNEXPECTED_ERROR", "a defect; its traceback is in the run's logs"
     LOCAL_IO_FAILED = "LOCAL_IO_FAILED", "a command could not read or write a local file it needs"
@@ -262,7 +263,13 @@ class ReasonCode(Vocabulary):
     )
     RETRY_NOT_DUE = (
         "RETRY_NOT_DUE",
-        "a document job in `retry_wait` was asked to run before its `next_attempt_at` (nothing moved)",
+        "a job in `retry_wait` (a document's, or a tenant-month's) was asked to run before its `next_attempt_at` "
+        "(nothing moved)",
+    )
+    RETRY_RUN_FAILED = (
+        "RETRY_RUN_FAILED",
+        "a tenant-month's retry run failed or was cancelled before it worked the job (the pin failed, the run died "
+        "before any stage recorded): counted against the job's budget",
     )
     # redaction templates and the `redact` operation
     TEMPLATE_INVALID = (
@@ -491,6 +498,7 @@ RETRYABLE = frozenset(
         ReasonCode.REVOCATION_UNAVAILABLE,
         ReasonCode.REVIEW_DEPENDENCY_TIMEOUT,
         ReasonCode.RETRY_NOT_DUE,
+        ReasonCode.RETRY_RUN_FAILED,
         # not known to be the input's fault: retried until the job's budget is spent, then it is dead
         ReasonCode.PROCESSOR_FAILED,
         ReasonCode.PROCESSOR_RESOURCE_EXHAUSTED,

@@ -6,6 +6,8 @@ like a crashed worker: no cleanup handlers, no exception, nothing flushed.
 EVIDENCE_IO_FAULT=<point>:<errno name> (e.g. ``archive_write:ENOSPC``) makes a local store's write fail at that
 point with that OSError, after part of the object was written, as a full or read-only disk does. The point is
 ``<scheme>_write``, so one store (the archive) can fail while the others work; forked workers inherit it.
+With EVIDENCE_IO_FAULT_WHILE=<path> as well, the fault holds only while that file exists: an outage that a test
+ends by removing the file, in processes (a code server's runs) whose environment it cannot change.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ IO_FAULT_POINTS = ("archive_write", "sources_write", "staging_write", "previews_
 
 def io_fault(point: str) -> None:
     name, _, code = os.environ.get("EVIDENCE_IO_FAULT", "").partition(":")
-    if name == point:
+    switch = os.environ.get("EVIDENCE_IO_FAULT_WHILE")
+    if name == point and (not switch or os.path.exists(switch)):
         number = getattr(errno, code)
         raise OSError(number, os.strerror(number))

@@ -104,6 +104,12 @@ class EventType(Vocabulary):
         "action.refused",
         "a privileged action refused: its code, and the signed request only when its signature verified",
     )
+    # upkeep: events of no tenant either, recorded by the process that did the work
+    SWEEP_COMPLETED = (
+        "sweep.completed",
+        "a sweep of abandoned attempt directories ran (`evidence sweep`, the hourly maintenance job): how many it "
+        "removed, kept (a live lease, or too young to be abandoned) and failed to remove",
+    )
 
 
 class Stage(StrEnum):

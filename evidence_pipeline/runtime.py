@@ -54,8 +54,9 @@ class Runtime:
         return RetryBudget(self.settings.max_attempts, self.settings.retry_budget_seconds)
 
     @property
-    def document_retry_budget(self) -> RetryBudget:
-        """The budget of document jobs: a retry waits in retry_wait (next_attempt_at) before it is dispatched."""
+    def retry_wait_budget(self) -> RetryBudget:
+        """The budget of jobs retried by a later run: a retry waits in retry_wait (next_attempt_at) before it is
+        dispatched. Document jobs, and tenant-month jobs once their run's in-run retries are spent."""
         settings = self.settings
         return RetryBudget(settings.max_attempts, settings.retry_budget_seconds, settings.retry_delay_seconds)
 

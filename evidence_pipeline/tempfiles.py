@@ -16,6 +16,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -51,30 +52,53 @@ def write_private(path: Path, data: bytes) -> Path:
     return path
 
 
-def sweep(work_root: Path, max_age_seconds: float, lease_is_live: Callable[[str, int], bool]) -> list[str]:
-    """Remove abandoned attempt directories older than ``max_age_seconds``; returns the ids removed.
+@dataclass
+class Swept:
+    """What one sweep did, by attempt directory: ids removed, ids it failed to remove, and how many it kept."""
+
+    removed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    kept_live: int = 0  # its lease is live: the attempt may still be working
+    kept_young: int = 0  # younger than the maximum lease age
+
+    def counts(self) -> dict[str, int]:
+        return {"removed": len(self.removed), "kept_live": self.kept_live, "kept_young": self.kept_young,
+                "failed": len(self.failed)}
+
+
+def sweep(work_root: Path, max_age_seconds: float, lease_is_live: Callable[[str, int], bool]) -> Swept:
+    """Remove abandoned attempt directories older than ``max_age_seconds``; says what it removed and kept.
 
     Never follows symlinks, skips anything that is not one of our directories, and keeps a directory whose
-    lease is still live. Logs ids, never file names.
+    lease is still live. A directory still there after its removal (a file it could not unlink) is failed, not
+    removed. Logs ids, never file names.
     """
-    removed = []
+    swept = Swept()
     if not work_root.is_dir():
-        return removed
+        return swept
     cutoff = time.time() - max_age_seconds
     for entry in os.scandir(work_root):
         if not entry.name.startswith(MARKER):
             continue
         info = entry.stat(follow_symlinks=False)
-        if not stat.S_ISDIR(info.st_mode) or info.st_mtime > cutoff:
-            continue  # a symlink, a file, or too young to be abandoned
+        if not stat.S_ISDIR(info.st_mode):
+            continue  # a symlink or a file: not one of ours
+        if info.st_mtime > cutoff:
+            swept.kept_young += 1
+            continue
         attempt_id = entry.name.removeprefix(MARKER)
         job_id, token = _lease_of(Path(entry.path))
         if job_id and lease_is_live(job_id, token):
+            swept.kept_live += 1
             continue
         shutil.rmtree(entry.path, ignore_errors=True)  # rmtree does not follow symlinks inside the tree
+        if os.path.lexists(entry.path):
+            log.warning("could not remove abandoned attempt directory %s", attempt_id)
+            swept.failed.append(attempt_id)
+            continue
         log.info("swept abandoned attempt directory %s", attempt_id)
-        removed.append(attempt_id)
-    return removed
+        swept.removed.append(attempt_id)
+    return swept
 
 
 def _lease_of(path: Path) -> tuple[str | None, int]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import socket
 import subprocess
 import sys
@@ -19,8 +20,16 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 import requests
 import yaml
+from dagster import DagsterInstance
+
+from evidence_pipeline.config import Settings
+from evidence_pipeline.models import TenantMonth
+from evidence_pipeline.runtime import runtime_for
+from evidence_pipeline.synthetic.demo_data import demo_transactions
+from evidence_pipeline_tests.fixture_sources import publish_revision
 
 REPO = Path(__file__).resolve().parent.parent
 LOCATION = {"repositoryLocationName": "evidence_pipeline", "repositoryName": "__repository__"}
@@ -154,3 +163,47 @@ def graphql(url: str, query: str, variables: dict | None = None) -> dict:
     if body.get("errors"):
         raise GraphQLError(body["errors"][0]["message"])
     return body["data"]
+
+
+ASSETS = ["source_revision", "monthly_report", "evidence_bundle"]
+LAUNCH_BACKFILL = """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
+  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
+
+
+@contextlib.contextmanager
+def one_tenant_site(root: Path, env: dict[str, str], tenant: str, months: list[str]):
+    """A fresh instance (the repository's dagster.yaml) under ``root`` with ``tenant`` as its one partition, demo
+    sources published for ``months``, and a webserver, daemon and code server on it with ``env`` (which names
+    EVIDENCE_HOME); yields (the Runtime, the DagsterInstance, the GraphQL URL). ``env`` is the test's environment
+    meanwhile."""
+    env = env | {"DAGSTER_HOME": str(root / "dagster")}
+    (root / "dagster").mkdir()
+    (root / "dagster" / "dagster.yaml").write_bytes((REPO / "dagster.yaml").read_bytes())
+    runtime = runtime_for(Settings.from_env(env))
+    for month in months:
+        publish_revision(runtime, TenantMonth(tenant, month), demo_transactions(TenantMonth(tenant, month)))
+    with contextlib.ExitStack() as stack:
+        patch = stack.enter_context(pytest.MonkeyPatch.context())
+        for name, value in env.items():
+            patch.setenv(name, value)
+        instance = stack.enter_context(DagsterInstance.from_config(env["DAGSTER_HOME"]))
+        instance.add_dynamic_partitions("tenant", [tenant])
+        yield runtime, instance, stack.enter_context(dagster_services(dict(os.environ), root))
+
+
+def launch_backfill(url: str, partition: str) -> str:
+    """A backfill of the three evidence assets for ``partition``, as the UI's catalog launches it; its id."""
+    result = graphql(url, LAUNCH_BACKFILL, {"params": {"assetSelection": [{"path": [a]} for a in ASSETS],
+                                                       "partitionNames": [partition]}})
+    assert result["launchPartitionBackfill"]["__typename"] == "LaunchBackfillSuccess", result
+    return result["launchPartitionBackfill"]["backfillId"]
+
+
+def wait_for(condition, what: str, timeout_s: float = 900):
+    """``condition()``'s first true value, polled every half second; fails the test after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if result := condition():
+            return result
+        time.sleep(0.5)
+    pytest.fail(f"{what} did not happen in {timeout_s} s")

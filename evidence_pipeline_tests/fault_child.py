@@ -19,7 +19,7 @@ from evidence_pipeline.runtime import RunInfo
 
 def main(argv: list[str]) -> int:
     if argv[0] == "sweep":
-        sweep_attempts(EvidenceResource().runtime())
+        sweep_attempts(EvidenceResource().runtime(), "test")
         return 0
     if argv[0] == "documents":
         run_page(open_documents(Settings.from_env()), argv[1], RunInfo("fault-child"))

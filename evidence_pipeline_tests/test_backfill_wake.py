@@ -4,11 +4,8 @@
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 import threading
 import time
-from pathlib import Path
 
 import dagster._daemon.daemon as dagster_daemon
 import pytest
@@ -16,21 +13,13 @@ import yaml
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter, instance_for_test
 from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 
-from evidence_pipeline.config import Settings
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs import backfill_wake
-from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.runtime import runtime_for
-from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline_tests.conftest import new_database
-from evidence_pipeline_tests.dagster_services import REPO, dagster_services, graphql
-from evidence_pipeline_tests.fixture_sources import publish_revision
+from evidence_pipeline_tests.dagster_services import ASSETS, REPO, launch_backfill, one_tenant_site, wait_for
 from evidence_pipeline_tests.guarded_patch import assert_patched_only_on_the_checked_dagster
 
-ASSETS = ["source_revision", "monthly_report", "evidence_bundle"]
 TENANT = "acme-books"
-LAUNCH_BACKFILL = """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
-  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -80,42 +69,21 @@ def test_the_patch_applies_only_to_the_checked_dagster(monkeypatch):
                                                "execute_backfill_iteration_loop", backfill_wake._dagster_loop)
 
 
-def _wait_for(condition, what: str, timeout_s: float = 900):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if result := condition():
-            return result
-        time.sleep(0.5)
-    pytest.fail(f"{what} did not happen in {timeout_s} s")
-
-
 @pytest.mark.slow
 def test_the_daemon_starts_a_backfill_when_it_is_requested(tmp_path):
     """A real daemon, webserver and code server; backfills launched with the UI's mutation. The second backfill is
     requested while the daemon's loop sleeps (its first backfill's run exists), so only a wake can start it before
     the tick, and the daemon's log says it was woken for it."""
-    env = {"EVIDENCE_HOME": str(tmp_path / "home"), "EVIDENCE_WORKERS": "1", "DAGSTER_HOME": str(tmp_path / "dagster")}
-    os.makedirs(env["DAGSTER_HOME"])
-    shutil.copyfile(REPO / "dagster.yaml", Path(env["DAGSTER_HOME"]) / "dagster.yaml")
-    runtime = runtime_for(Settings.from_env(env))
     months = ["2026-01", "2026-02"]
-    for month in months:
-        publish_revision(runtime, TenantMonth(TENANT, month), demo_transactions(TenantMonth(TENANT, month)))
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in env.items():
-            patch.setenv(name, value)
-        with DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
-            instance.add_dynamic_partitions("tenant", [TENANT])
-            with dagster_services(os.environ | env, tmp_path) as url:
-                backfills = []
-                for month in months:
-                    result = graphql(url, LAUNCH_BACKFILL, {"params": {
-                        "assetSelection": [{"path": [a]} for a in ASSETS], "partitionNames": [f"{month}-01|{TENANT}"]}})
-                    backfills.append(result["launchPartitionBackfill"]["backfillId"])
-                    _wait_for(lambda: instance.get_runs(RunsFilter(tags={"dagster/backfill": backfills[-1]})),
-                              f"a run of backfill {backfills[-1]}")
-                _wait_for(lambda: all(instance.get_backfill(b).status != BulkActionStatus.REQUESTED for b in backfills),
-                          "the end of both backfills")
-                runs = instance.get_runs(RunsFilter(tags={"dagster/backfill": backfills}))
+    env = {"EVIDENCE_HOME": str(tmp_path / "home"), "EVIDENCE_WORKERS": "1"}
+    with one_tenant_site(tmp_path, env, TENANT, months) as (_, instance, url):
+        backfills = []
+        for month in months:
+            backfills.append(launch_backfill(url, f"{month}-01|{TENANT}"))
+            wait_for(lambda: instance.get_runs(RunsFilter(tags={"dagster/backfill": backfills[-1]})),
+                     f"a run of backfill {backfills[-1]}")
+        wait_for(lambda: all(instance.get_backfill(b).status != BulkActionStatus.REQUESTED for b in backfills),
+                 "the end of both backfills")
+        runs = instance.get_runs(RunsFilter(tags={"dagster/backfill": backfills}))
     assert {run.status for run in runs} == {DagsterRunStatus.SUCCESS}
     assert f"Backfill {backfills[1]} was requested: iterating now" in (tmp_path / "daemon.log").read_text()

@@ -82,7 +82,7 @@ def test_snapshot_of_assets_checks_jobs_schedules_sensors():
     }
     assert sorted(s.name for s in repo.sensor_defs) == [
         "document_dispatch_sensor", "evidence_job_failed", "evidence_job_succeeded", "source_landing_sensor",
-        "tenant_registry_sensor", "webhook_delivery_sensor",
+        "tenant_month_retry_sensor", "tenant_registry_sensor", "webhook_delivery_sensor",
     ]
 
 

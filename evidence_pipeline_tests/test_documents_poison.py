@@ -113,14 +113,14 @@ def test_the_dispatcher_records_a_dead_attempt_before_paging(documents, intake):
     documents.pages.assign_pages(10)
     ledger.acquire_lease(job_id, "doomed", 0.05)
     time.sleep(0.1)
-    assert documents.pages.record_lost_attempts(documents.runtime.document_retry_budget, "sensor") == [
+    assert documents.pages.record_lost_attempts(documents.runtime.retry_wait_budget, "sensor") == [
         (job_id, "accepted")]
     assert documents.pages.open_pages() == []  # retry_wait: not due yet
     make_due(documents, job_id)
     assert len(documents.pages.open_pages()) == 1
     ledger.acquire_lease(job_id, "doomed-again", 0.05)
     time.sleep(0.1)
-    assert documents.pages.record_lost_attempts(documents.runtime.document_retry_budget, "sensor") == [
+    assert documents.pages.record_lost_attempts(documents.runtime.retry_wait_budget, "sensor") == [
         (job_id, "dead")]
     assert documents.pages.open_pages() == []
     assert documents.jobs.job("acme", job_id)["finished_at"] is not None

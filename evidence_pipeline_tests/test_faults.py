@@ -65,7 +65,7 @@ def _assert_invariants(runtime):
     assert len(prefixes) == 1 and all(verify_bundle(runtime.archive, prefix).ok for prefix in prefixes)
     publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
     assert verify_ledger(runtime.ledger, runtime.archive)["unchecked_tail"] == 0
-    sweep_attempts(EvidenceResource().runtime())  # the workers' settings: lease LEASE_SECONDS, long expired
+    sweep_attempts(EvidenceResource().runtime(), "test")  # the workers' settings: lease LEASE_SECONDS, long expired
     assert _attempt_dirs(runtime) == []
 
 

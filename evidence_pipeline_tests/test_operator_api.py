@@ -231,7 +231,8 @@ def test_replay_over_http_opens_the_linked_attempt_the_command_line_would(docume
     assert ended == dead  # the dead attempt stays as it ended
     assert (replayed["job_id"], replayed["replay_of"], replayed["attempt_id"], replayed["state"]) == (
         DEAD.job_id, DEAD.job_id, current["attempt_id"], "accepted") and current["replay_of"] == DEAD.job_id
-    assert "materialize monthly_evidence for partition 2026-01-01|acme" in replayed["next_step"]
+    assert ("tenant_month_retry_sensor requests a monthly_evidence run of partition 2026-01-01|acme"
+            in replayed["next_step"])
     [event] = ledger.events_of_type("job.replayed")
     assert event["actor"] == "olga" and event["details"]["authorization"] == envelope  # stored exactly as signed
     assert (event["details"]["attempt_id"], event["details"]["replay_of"]) == (current["attempt_id"], DEAD.job_id)

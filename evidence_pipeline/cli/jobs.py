@@ -88,9 +88,12 @@ def replay(job_id: str, reason: str, key: Path | None, actor: str | None, policy
 
 @click.command()
 def sweep() -> None:
-    """Remove abandoned attempt directories (older than the lease, lease not live)."""
+    """Remove abandoned attempt directories (older than the lease, lease not live); what it removed, kept and
+    failed to remove is recorded in the ledger (`sweep.completed`)."""
     from evidence_pipeline.operations.maintenance import sweep_attempts
 
     settings = load_settings()
     runtime = open_runtime(settings)
-    click.echo(f"swept {len(sweep_attempts(runtime))} abandoned attempt directories")
+    counts = sweep_attempts(runtime, "evidence sweep").counts()
+    click.echo(f"swept {counts['removed']} abandoned attempt directories; kept {counts['kept_live']} with a live "
+               f"lease and {counts['kept_young']} too young; failed to remove {counts['failed']}")

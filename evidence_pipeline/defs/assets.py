@@ -38,7 +38,7 @@ from evidence_pipeline.defs.partitions import run_range, tenant_month_of, tenant
 from evidence_pipeline.defs.provenance import Upstream
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger.jobs import CLOSED, RetryBudget
+from evidence_pipeline.ledger.jobs import CLOSED
 from evidence_pipeline.models import Lane, SourceRevision, Stage
 from evidence_pipeline.monthly import pipeline
 from evidence_pipeline.monthly.document_outcomes import OutcomesRevision
@@ -111,14 +111,17 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
         results = parallel.map_stage(partial(runtime_for, settings), stage, [items[key] for key in keys], workers)
         outcomes.update(zip(keys, results))
 
-    budget = RetryBudget(min(settings.max_attempts, TRANSIENT_RETRIES.max_retries + 1), settings.retry_budget_seconds)
+    # The run's last try leaves a transient failure to a later run: the job waits in retry_wait, and the tenant-month
+    # retry sensor (retries.py) asks for that run when its next_attempt_at has come, until the budget is spent.
+    last_try = context.retry_number >= TRANSIENT_RETRIES.max_retries
+    budget = runtime.retry_wait_budget if last_try else runtime.retry_budget
     errors = {key: outcome for key, outcome in outcomes.items() if isinstance(outcome, EvidenceError)}
     retry = None
     for key, error in errors.items():
         attempted = key in job_ids and key not in failed
         with _foreseeable():
             state = pipeline.record_failure(runtime, job_ids[key], error, _run(context), budget) if attempted else None
-        if error.retryable and state not in CLOSED and context.retry_number < TRANSIENT_RETRIES.max_retries:
+        if error.retryable and state not in CLOSED and not last_try:
             retry = error
     if retry is not None:  # the op's RetryPolicy runs the range again; finished partitions converge
         raise _failure(retry, errors, len(outcomes), allow_retries=True)

@@ -79,8 +79,10 @@ def tenant_registry_sensor(context: SensorEvaluationContext, evidence: EvidenceR
 @op
 def checkpoint_and_sweep(context: OpExecutionContext, evidence: EvidenceResource) -> None:
     """Publish a signed checkpoint of the audit ledger and sweep abandoned attempt directories."""
-    report = run_maintenance(evidence.runtime())
-    context.log.info(f"ledger checkpoint at {report['checkpoint_size']} events; swept {report['swept']} directories")
+    report = run_maintenance(evidence.runtime(), context.run_id)
+    swept = report["sweep"]
+    context.log.info(f"ledger checkpoint at {report['checkpoint_size']} events; attempt directories: "
+                     + ", ".join(f"{name} {count}" for name, count in swept.items()) + " (sweep.completed)")
     refused = {name: outcome for name, outcome in report["witnesses"].items() if outcome != "cosigned"}
     if refused:  # a refusal may be a fork; a witness that was down catches up at the next run
         context.log.warning(f"witnesses that did not co-sign: {refused}")

@@ -146,7 +146,7 @@ def document_dispatch_sensor(context: SensorEvaluationContext, evidence: Evidenc
     documents = documents_of(evidence)
     page_size = documents.runtime.settings.document_page_size
     dispatch_batches(documents, page_size, "document_dispatch_sensor")
-    lost = documents.pages.record_lost_attempts(documents.runtime.document_retry_budget, "document_dispatch_sensor")
+    lost = documents.pages.record_lost_attempts(documents.runtime.retry_wait_budget, "document_dispatch_sensor")
     for job_id, state in lost:
         context.log.warning(f"job {job_id[:12]}: its run died holding the lease (WORKER_LOST); now {state}")
     documents.pages.assign_pages(page_size)

@@ -131,7 +131,7 @@ def run_page(documents: Documents, page_id: str, run: RunInfo) -> list[Outcome]:
 def run_job(documents: Documents, job: dict, run: RunInfo) -> Outcome:
     rt = documents.runtime
     if job["state"] == states.RUNNING:  # an expired lease is an attempt that died: it counts against the budget
-        lost = rt.ledger.record_lost_attempt(job["job_id"], job["lease_token"], run.run_id, rt.document_retry_budget)
+        lost = rt.ledger.record_lost_attempt(job["job_id"], job["lease_token"], run.run_id, rt.retry_wait_budget)
         if lost is not None:
             return _failed(documents, job, lost, ReasonCode.WORKER_LOST)
     stages = _Stages(documents, job, operation(job["operation"]), run)
@@ -150,7 +150,7 @@ def run_job(documents: Documents, job: dict, run: RunInfo) -> Outcome:
     except Exception as raised:  # every failure of an attempt is recorded: none leaves the job leased and open
         error = raised if isinstance(raised, EvidenceError) else unclassified(raised)
         error.lease_token = lease.token
-        state = record_failure(rt, job["job_id"], error, run, rt.document_retry_budget)
+        state = record_failure(rt, job["job_id"], error, run, rt.retry_wait_budget)
         return _failed(documents, job, state or states.RUNNING, error.code)
     return _outcome(job, state, reason)
 

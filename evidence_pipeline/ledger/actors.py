@@ -13,26 +13,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from sqlalchemy import Connection, MetaData, exists, select
 
 from evidence_pipeline.ledger.db import classified_errors
-from evidence_pipeline.ledger.ledger import Ledger
+from evidence_pipeline.ledger.ledger import Deployment, Ledger
 from evidence_pipeline.models import EventType, LedgerEvent
 
 TABLES = ("evidence_actors", "evidence_actor_keys", "evidence_actor_key_revocations", "evidence_actor_roles",
           "evidence_action_nonces")
-NO_TENANT = ""
-
-
-@dataclass(frozen=True)
-class _Deployment:
-    """Where an event of no tenant is filed: what Ledger._append reads of a TenantMonth."""
-
-    period: str
-    tenant: str = NO_TENANT
 
 
 def now_iso() -> str:
@@ -111,25 +101,21 @@ class ActorLedger:
     def record_action(self, conn: Connection, kind: EventType, subject_sha256: str, by: str, details: dict,
                       authorization: dict) -> LedgerEvent:
         """The event of an authorized action on the deployment as a whole (the service's keys): tenant ""."""
-        return self.ledger._append(conn, _Deployment(_month()), kind, subject_sha256, by,
+        return self.ledger._append(conn, Deployment(), kind, subject_sha256, by,
                                    {**details, "authorization": authorization})
 
     def refuse(self, conn: Connection, by: str, subject_sha256: str, details: dict) -> LedgerEvent:
         """An `action.refused` event: ``details`` holds the request only when it was authenticated (authorize.py)."""
-        return self.ledger._append(conn, _Deployment(_month()), EventType.ACTION_REFUSED, subject_sha256, by, details)
+        return self.ledger._append(conn, Deployment(), EventType.ACTION_REFUSED, subject_sha256, by, details)
 
     def _append(self, conn: Connection, kind: EventType, name: str, by: str, details: dict,
                 authorization: dict) -> LedgerEvent:
-        return self.ledger._append(conn, _Deployment(_month()), kind, _sha256(name), by,
+        return self.ledger._append(conn, Deployment(), kind, _sha256(name), by,
                                    {**details, "authorization": authorization})
 
     def _insert_key(self, conn: Connection, name: str, key: dict, event: LedgerEvent) -> None:
         conn.execute(self.keys.insert().values(actor=name, key_id=key["key_id"], public_key=key["public_key"],
                                                valid_from=key["valid_from"], added_seq=event.seq))
-
-
-def _month() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m")
 
 
 def _sha256(text: str) -> str:

@@ -98,8 +98,8 @@ class RetryBudget:
     max_attempts: int = 4
     max_elapsed_seconds: float = 900.0
     # How long a job waits in retry_wait before its next attempt may be dispatched (its persisted next_attempt_at):
-    # this after the first failure, twice as long after each later one. 0: no wait is recorded (tenant-month jobs,
-    # whose retries Dagster's RetryPolicy paces within the run).
+    # this after the first failure, twice as long after each later one. 0: no wait is recorded (a tenant-month
+    # job's failures that Dagster's RetryPolicy retries within the run; its run's last try waits in retry_wait).
     retry_delay_seconds: float = 0.0
 
     def exhausted(self, attempts: int, elapsed_seconds: float) -> bool:
@@ -205,15 +205,17 @@ class JobTransitions:
                     and (job["lease_expires_at"] or 0) > time.time())
 
     def record_failure(self, job_id: str, reason: str, retryable: bool, actor: str, budget: RetryBudget,
-                       attempt: int, lease_token: int | None = None, message: str | None = None) -> str | None:
+                       attempt: int | None, lease_token: int | None = None, message: str | None = None) -> str | None:
         """Classify a failed attempt; returns the job's new state (accepted = retry, rejected, dead). A retry
         waits until the budget's next_attempt_at, persisted on the job and named in its event. ``message`` (an
         EvidenceError's: codes and counts, never a value) is kept on the job and in the event beside the code.
+        ``attempt`` None: a try that took no lease (it failed before publishing) counts as one more attempt.
 
-        Returns None when the failure must not move the job: lease contention or a lost lease, a job whose live
-        lease another attempt holds, or a job that already succeeded or is closed. Fenced like every transition.
+        Returns None when the failure must not move the job: lease contention, a lost lease or a job whose retry is
+        not due, a job whose live lease another attempt holds, or a job that already succeeded or is closed. Fenced
+        like every transition.
         """
-        if reason in (ReasonCode.LEASE_BUSY, ReasonCode.LEASE_FENCED):
+        if reason in (ReasonCode.LEASE_BUSY, ReasonCode.LEASE_FENCED, ReasonCode.RETRY_NOT_DUE):
             return None
 
         def fail(conn: Connection) -> str | None:
@@ -224,7 +226,8 @@ class JobTransitions:
             if (job["state"] == RUNNING and (job["lease_expires_at"] or 0) > now
                     and job["lease_token"] != lease_token):
                 return None  # someone else's attempt is in progress: this failure is not the job's
-            return self._fail(conn, job, reason, retryable, actor, budget, max(job["attempts"], attempt), message)
+            tries = job["attempts"] + 1 if attempt is None else max(job["attempts"], attempt)
+            return self._fail(conn, job, reason, retryable, actor, budget, tries, message)
 
         return self._transact(fail)
 

@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -59,6 +59,18 @@ def sha256_text(text: str) -> str:
 def current_month(now: float | None = None) -> str:
     """The month an event recorded now (or at ``now``) is filed under, as YYYY-MM (UTC)."""
     return datetime.fromtimestamp(time.time() if now is None else now, timezone.utc).strftime("%Y-%m")
+
+
+NO_TENANT = ""
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Where an event of no tenant is filed (the actor registry's, the sweeper's): what Ledger._append reads of a
+    TenantMonth, with no tenant and the month it is recorded in."""
+
+    period: str = field(default_factory=current_month)
+    tenant: str = NO_TENANT
 
 
 def chain_hash(prev_hash: str, body: str) -> str:
@@ -204,9 +216,10 @@ class Ledger(JobTransitions):
         self._waiting: list[_Waiting] = []
         self._waiting_mutex = threading.Lock()
 
-    def record(self, tenant_month: TenantMonth, event_type: str, subject_sha256: str, actor: str,
+    def record(self, tenant_month: TenantMonth | Deployment, event_type: str, subject_sha256: str, actor: str,
                **details) -> LedgerEvent:
-        """Append one event in its own transaction."""
+        """Append one event in its own transaction (of the deployment, no tenant, when ``tenant_month`` is a
+        Deployment)."""
         return self._transact(
             lambda conn: self._append(conn, tenant_month, event_type, subject_sha256, actor, details)
         )

@@ -14,6 +14,7 @@ from evidence_pipeline.ledger.db import classified_errors
 from evidence_pipeline.ledger.document_jobs import EVIDENCE, DocumentJobs, read_job
 from evidence_pipeline.ledger.jobs import RetryBudget
 from evidence_pipeline.ledger.ledger import Ledger, canonical, sha256_text
+from evidence_pipeline.ledger.retries import expired_leases, record_lost_attempts
 
 
 class Pages:
@@ -82,17 +83,11 @@ class Pages:
         """Every document job whose lease expired while it ran is a failed attempt (record_lost_attempt): it waits
         in retry_wait or is dead, and no page is dispatched for a job whose budget is spent. Returns (job id, new
         state) of each."""
-        docs, jobs = self.document_jobs.c, self.ledger.jobs.c
-        query = (
-            select(jobs.job_id, jobs.lease_token)
-            .join(self.document_jobs, docs.job_id == jobs.job_id)
-            .where(docs.operation != EVIDENCE, jobs.state == states.RUNNING, jobs.lease_expires_at < time.time())
-        )
-        with classified_errors(), self.ledger.engine.connect() as conn:
-            expired = conn.execute(query).all()
-        moved = [(row.job_id, self.ledger.record_lost_attempt(row.job_id, row.lease_token, actor, budget))
-                 for row in expired]
+        docs = self.document_jobs.c
+        expired = (expired_leases(self.ledger).join(self.document_jobs, docs.job_id == self.ledger.jobs.c.job_id)
+                   .where(docs.operation != EVIDENCE))
+        moved = record_lost_attempts(self.ledger, expired, budget, actor)
         for job_id, state in moved:
             if state in states.CLOSED:
                 self.jobs.mark_finished(job_id)
-        return [(job_id, state) for job_id, state in moved if state is not None]
+        return moved

@@ -178,9 +178,12 @@ def publish_and_time(rt: Runtime, item: tuple[PinnedSource, str, dict], run: Run
 
 def record_failure(rt: Runtime, job_id: str, error: EvidenceError, run: RunInfo,
                    budget: RetryBudget | None = None) -> str | None:
-    """Classify a failed attempt in the job record; returns the job's new state, or None if it did not move."""
+    """Classify a failed attempt in the job record; returns the job's new state, or None if it did not move. A
+    failure under a lease is the attempt that lease counted; one before any lease (render, gate) is one more, so a
+    tenant-month's retries in later runs spend its budget too."""
+    attempt = run.attempt if error.lease_token is not None else None
     return rt.ledger.record_failure(
-        job_id, error.code, error.retryable, run.run_id, budget or rt.retry_budget, run.attempt, error.lease_token,
+        job_id, error.code, error.retryable, run.run_id, budget or rt.retry_budget, attempt, error.lease_token,
         error.message,
     )
 

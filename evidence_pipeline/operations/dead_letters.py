@@ -58,8 +58,8 @@ def after_replay(job: dict) -> str:
         return "document_dispatch_sensor requests a run of its page on its next tick (a document is not a partition)"
     if kind == EVIDENCE_REQUEST:
         return "document_dispatch_sensor launches a monthly_evidence run of the requested month and records its end"
-    return (f"materialize monthly_evidence for partition {job['period']}-01|{job['tenant']}, a backfill from the UI "
-            "(the monthly schedule runs only the last complete month, on the 1st)")
+    return (f"tenant_month_retry_sensor requests a monthly_evidence run of partition {job['period']}-01|"
+            f"{job['tenant']} on its next tick")
 
 
 def replayed(runtime: Runtime, job_id: str) -> str:

@@ -4,16 +4,23 @@ from __future__ import annotations
 
 from evidence_pipeline.audit.witnessing import checkpoint_witnessed
 from evidence_pipeline.faults import kill_point
+from evidence_pipeline.ledger.ledger import Deployment, canonical, sha256_text
+from evidence_pipeline.models import EventType
 from evidence_pipeline.runtime import Runtime
-from evidence_pipeline.tempfiles import sweep
+from evidence_pipeline.tempfiles import Swept, sweep
 
 
-def sweep_attempts(runtime: Runtime) -> list[str]:
-    """Remove abandoned attempt directories older than the maximum lease age whose lease is not live."""
+def sweep_attempts(runtime: Runtime, actor: str) -> Swept:
+    """Remove abandoned attempt directories older than the maximum lease age whose lease is not live, and record
+    what was removed, kept and failed in the ledger (`sweep.completed`, by ``actor``; counts only, never a path)."""
     kill_point("during_sweep")
-    return sweep(runtime.settings.work_dir, runtime.settings.lease_seconds, runtime.ledger.lease_is_live)
+    swept = sweep(runtime.settings.work_dir, runtime.settings.lease_seconds, runtime.ledger.lease_is_live)
+    counts = swept.counts()
+    runtime.ledger.record(Deployment(), EventType.SWEEP_COMPLETED, sha256_text(canonical(counts)), actor, **counts)
+    return swept
 
 
-def run_maintenance(runtime: Runtime) -> dict:
+def run_maintenance(runtime: Runtime, actor: str) -> dict:
     checkpoint, witnessed = checkpoint_witnessed(runtime)
-    return {"checkpoint_size": checkpoint["size"], "witnesses": witnessed, "swept": len(sweep_attempts(runtime))}
+    return {"checkpoint_size": checkpoint["size"], "witnesses": witnessed,
+            "sweep": sweep_attempts(runtime, actor).counts()}
