@@ -1,311 +1,53 @@
-"""`evidence lineage ARTIFACT_ID`: walk from an artifact back to the uploaded bytes, checking every link.
+"""`evidence lineage ARTIFACT_ID` over the ledger and the stores: audit/lineage.py's walk, reading the database.
 
-An artifact id is an archive key, as a job's status lists its outputs. The walk follows what each link records:
-
-- a derivative (a split's part, a merge): its `document.derived` event, its bytes (the event's output digest), its
-  manifest and its DSSE statement (both must carry the event's lineage); then, for a merge, each parent's approving
-  review (the review job's `document.published` event, its decision.json and statement: approved, about exactly
-  that parent's bytes) or reviewer's decision (its `part.decided` event: approved, about exactly that parent's
-  bytes, by the actor the merge pinned, as its stored signed request says); for a split, its signature check (the
-  `signature.checked` event, the record and its statement, about the original's digest); then each parent in turn;
-- any other job output (a redaction, a review decision, an approval): the job's `document.published` event, the
-  output's bytes and the job's statement, then the job's inputs;
-- an upload: its `document.admitted` event and its bytes in the document store.
-
-Every event met is checked against the hash chain (its own hash, and the hash of the event before it). The first
-link that does not hold ends the walk with a reason code and names the link; ok only when every link holds.
+Each event met is checked against the hash chain (its own hash, the hash of the event before it, and the
+previous hash of the event after it); an upload's bytes are read from the document store; the derived-by
+signatures are checked against the deployment's trust root at its PAdES level.
 """
 
 from __future__ import annotations
 
-import json
-
+from evidence_pipeline.audit.lineage import DerivedBy, walk
 from evidence_pipeline.documents import Documents
-from evidence_pipeline.documents.decisions import decision_problem
-from evidence_pipeline.documents.review import DECISION
-from evidence_pipeline.documents.worker import (
-    DERIVATIVE_PREDICATE_TYPE,
-    DERIVED_BY,
-    DERIVED_BY_FIELD,
-    PREDICATE_TYPE,
-    SIGNATURE_CHECK_PREDICATE_TYPE,
-    STATEMENT,
-)
-from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.ledger import GENESIS_HASH, chain_hash
-from evidence_pipeline.models import TENANT_ID, EventType
-from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import published_statement_keys
-from evidence_pipeline.signing.pades import TIMESTAMPED, verify_pdf_signature
-from evidence_pipeline.store import sha256_hex
-
-
-class _Broken(Exception):
-    def __init__(self, code: ReasonCode, link: str, message: str):
-        super().__init__(message)
-        self.code, self.link, self.message = code.value, link, message
+from evidence_pipeline.store import ArtifactStore
 
 
 def lineage(documents: Documents, artifact_id: str) -> dict:
-    """The walk's report: ``ok``, and on failure ``code``, ``link`` and ``message``; ``links`` lists every link
-    checked, from the artifact back to the upload."""
-    walker = _Walker(documents, artifact_id)
-    try:
-        walker.artifact(artifact_id)
-    except _Broken as broken:
-        return walker.report(broken.code, broken.link, broken.message)
-    except EvidenceError as error:
-        if error.code != ReasonCode.LEDGER_INVALID:
-            raise
-        return walker.report(ReasonCode.LINEAGE_EVENT_INVALID.value, "ledger", "an audit event body is not an event")
-    return walker.report()
+    """The walk's report (audit/lineage.py's ``walk``) over the ledger and the stores."""
+    return walk(LedgerSource(documents), artifact_id)
 
 
-class _Walker:
-    def __init__(self, documents: Documents, artifact_id: str):
-        self.documents, self.artifact_id = documents, artifact_id
-        self.links: list[dict] = []
-        parts = artifact_id.split("/") if isinstance(artifact_id, str) else []
-        if len(parts) < 4 or parts[0] != "documents" or not TENANT_ID.fullmatch(parts[1]):
-            raise EvidenceError(ReasonCode.LINEAGE_NOT_FOUND, "an artifact id is documents/<tenant>/…")
-        self.tenant = parts[1]
-        self.keys = published_statement_keys(documents.runtime.archive)
+class LedgerSource:
+    """audit/lineage.py's Source over the database and the stores."""
 
-    def report(self, code: str | None = None, link: str | None = None, message: str | None = None) -> dict:
-        return {"artifact_id": self.artifact_id, "ok": code is None, "code": code, "link": link, "message": message,
-                "links": self.links}
+    def __init__(self, documents: Documents):
+        self.documents = documents
+        self.archive: ArtifactStore = documents.runtime.archive
+        self.statement_keys = published_statement_keys(self.archive)
 
-    # --- the kinds of link -----------------------------------------------------------------------------------
+    def find_event(self, tenant: str, event_type: str, name: str, value: str) -> dict | None:
+        return self.documents.records.find_event(tenant, event_type, name, value)
 
-    def artifact(self, artifact_id: str) -> tuple[str, str]:
-        """Check an artifact and everything it came from; returns its sha256 and the original upload's."""
-        signed_copy = artifact_id.endswith(f".{DERIVED_BY}")  # walked as the derivative it is a signed copy of
-        if signed_copy:
-            artifact_id = artifact_id.removesuffix(f".{DERIVED_BY}") + ".pdf"
-        derived = self.documents.records.find_event(self.tenant, EventType.DOCUMENT_DERIVED, "artifact_id", artifact_id)
-        if derived is not None:
-            return self.derivative(artifact_id, derived)
-        segments = artifact_id.split("/")
-        if len(segments) == 5 and segments[2] not in ("derived", "signature-checks"):
-            return self.job_output(artifact_id, segments[3])
-        if not self.links and not self.documents.runtime.archive.exists(artifact_id):
-            raise EvidenceError(ReasonCode.LINEAGE_NOT_FOUND, "no committed artifact has this id")
-        raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, f"derivative {artifact_id}",
-                      "no document.derived event names this artifact")
+    def event(self, tenant: str, event_type: str, event_id: str) -> dict | None:
+        return self.documents.records.event(tenant, event_type, event_id)
 
-    def parent(self, parent: str) -> tuple[str, str]:
-        """(sha256, original sha256) of a checked parent: an upload is its own original."""
-        if parent.startswith("doc_"):
-            digest = self.upload(parent)
-            return digest, digest
-        return self.artifact(parent)
-
-    def derivative(self, artifact_id: str, event: dict) -> tuple[str, str]:
-        details = event["parsed"]["details"]
-        recorded = details["lineage"]
-        link = f"{recorded['operation']} {artifact_id}"
-        self.chained(event, link)
-        digest = recorded["output_digest"]
-        if event["parsed"]["subject_sha256"] != digest:
-            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the event's subject is not the output digest")
-        data = self.bytes_of(self.documents.runtime.archive, artifact_id, digest, link)
-        manifest = self.json_of(details["manifest"], details["manifest_sha256"], link, "manifest")
-        if manifest.get("lineage") != recorded or manifest.get("statement", {}).get("sha256") != details[
-            "statement_sha256"
-        ]:
-            raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the manifest does not carry the event's lineage")
-        predicate = self.statement(details["statement"], details["statement_sha256"], artifact_id, digest,
-                                   DERIVATIVE_PREDICATE_TYPE, link)
-        if predicate.get("lineage") != recorded:
-            raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement does not carry the lineage")
-        self.derived_by(details, data, link)
-        self.links.append({"link": "derivative", "artifact_id": artifact_id, "sha256": digest, "lineage": recorded})
-        reviews = {review["artifact_id"]: review for review in recorded.get("reviews", [])}
-        if recorded["operation"] == "merge" and set(reviews) != set(recorded["parent_artifact_ids"]):
-            raise _Broken(ReasonCode.LINEAGE_NOT_APPROVED, link, "a parent of the merge has no approving review")
-        if recorded["signature_check_id"] and recorded["operation"] == "split":
-            self.signature_check(recorded["signature_check_id"], recorded["original_digest"])
-        for parent in recorded["parent_artifact_ids"]:
-            parent_digest, origin = self.parent(parent)
-            if parent in reviews:
-                approval = self.decision if "decision_event_id" in reviews[parent] else self.review
-                approval(reviews[parent], parent, parent_digest)
-            if origin != recorded["original_digest"]:
-                raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, f"parent {parent} is not of the original")
-        return digest, recorded["original_digest"]
-
-    def derived_by(self, details: dict, data: bytes, link: str) -> None:
-        """The derivative's copy signed by the service: the recorded bytes, beginning with the derivative's, and
-        our valid PAdES signature after them."""
-        signed = self.bytes_of(self.documents.runtime.archive, details["derived_by"], details["derived_by_sha256"],
-                               link)
-        if not signed.startswith(data):
-            raise _Broken(ReasonCode.LINEAGE_DIGEST_MISMATCH, link, "the signed copy is not of the derivative")
-        rt = self.documents.runtime
-        level = rt.settings.pades_level
-        try:
-            verify_pdf_signature(signed, rt.keyring.root_pem, level,
-                                 rt.keyring.tsa_root_pem if level in TIMESTAMPED else None, field_name=DERIVED_BY_FIELD)
-        except EvidenceError as error:
-            raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link,
-                          f"the derived-by signature does not verify ({error.code})") from None
-
-    def review(self, review: dict, parent: str, parent_digest: str) -> None:
-        link = f"review {review['review_job_id']} of {parent}"
-        event = self.published(review["review_job_id"], link)
-        decision = [a for a in event["details"]["artifacts"] if a["name"] == DECISION]
-        if [a["sha256"] for a in decision] != [review["decision_sha256"]]:
-            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the review's event names another decision")
-        body = self.json_of(decision[0]["key"], decision[0]["sha256"], link, "decision",
-                            ReasonCode.LINEAGE_DIGEST_MISMATCH)
-        if body.get("input", {}).get("sha256") != parent_digest or body.get("input", {}).get("document_id") != parent:
-            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the decision is about other bytes")
-        if body.get("decision") != "approved":
-            raise _Broken(ReasonCode.LINEAGE_NOT_APPROVED, link, "the review decision is not approved")
-        self.job_statement(event, parent_digest, link)
-        self.links.append({"link": "review", "job_id": review["review_job_id"], "artifact_id": parent,
-                           "decision": "approved", "decision_sha256": review["decision_sha256"]})
-
-    def decision(self, pin: dict, parent: str, parent_digest: str) -> None:
-        link = f"decision {pin['decision_event_id']} on {parent}"
-        event = self.documents.records.event(self.tenant, EventType.PART_DECIDED, pin["decision_event_id"])
-        if event is None:
-            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "no part.decided event")
-        self.chained(event, link)
-        body = event["parsed"]
-        if body["details"].get("decision") != "approved":
-            raise _Broken(ReasonCode.LINEAGE_NOT_APPROVED, link, "the reviewer's decision is not approved")
-        problem = decision_problem(body, pin, parent_digest)
-        if problem is not None:
-            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, f"the reviewer's decision: {problem}")
-        self.links.append({"link": "decision", "event_id": body["event_id"], "artifact_id": parent,
-                           "decision": "approved", "decided_by": body["actor"], "reason": body["details"]["reason"]})
-
-    def signature_check(self, check: str, original_digest: str) -> None:
-        link = f"signature check {check}"
-        event = self.documents.records.find_event(self.tenant, EventType.SIGNATURE_CHECKED, "signature_check_id", check)
-        if event is None:
-            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "no signature.checked event")
-        self.chained(event, link)
-        details = event["parsed"]["details"]
-        if event["parsed"]["subject_sha256"] != original_digest:
-            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the check is about other bytes")
-        record = self.json_of(details["record"], details["record_sha256"], link, "record",
-                              ReasonCode.LINEAGE_DIGEST_MISMATCH)
-        if (record.get("signature_check_id"), record.get("document_sha256"), record.get("policy_version")) != (
-            check, original_digest, details["policy_version"]
-        ):
-            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the record is not the event's check")
-        predicate = self.statement(details["statement"], details["statement_sha256"],
-                                   f"document/{details['document_id']}", original_digest,
-                                   SIGNATURE_CHECK_PREDICATE_TYPE, link)
-        if predicate.get("record_sha256") != details["record_sha256"]:
-            raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement names another record")
-        self.links.append({"link": "signature_check", "signature_check_id": check,
-                           "policy_version": details["policy_version"], "outcome": record["outcome"],
-                           "signatures": details["signatures"]})
-
-    def job_output(self, artifact_id: str, job_id: str) -> tuple[str, str]:
-        link = f"job output {artifact_id}"
-        event = self.published(job_id, link)
-        [entry] = [a for a in event["details"]["artifacts"] if a["key"] == artifact_id] or [None]
-        if entry is None:
-            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the job's event does not name this output")
-        self.bytes_of(self.documents.runtime.archive, artifact_id, entry["sha256"], link)
-        predicate = self.job_statement(event, None, link)
-        self.links.append({"link": "job_output", "artifact_id": artifact_id, "sha256": entry["sha256"],
-                           "job_id": job_id, "operation": predicate["operation"]})
-        origins = []
-        for source in predicate["inputs"]:
-            digest, origin = self.parent(source["document_id"])
-            if digest != source["sha256"]:
-                raise _Broken(ReasonCode.LINEAGE_DIGEST_MISMATCH, link, "an input is not the bytes the job used")
-            origins.append(origin)
-        return entry["sha256"], origins[0]
-
-    def upload(self, document_id: str) -> str:
-        link = f"upload {document_id}"
-        event = self.documents.records.find_event(self.tenant, EventType.DOCUMENT_ADMITTED, "document_id", document_id)
-        row = self.documents.records.document(self.tenant, document_id)
-        if event is None or row is None:
-            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "no document.admitted event for the upload")
-        self.chained(event, link)
-        digest = event["parsed"]["subject_sha256"]
-        self.bytes_of(self.documents.store, row["store_key"], digest, link)
-        self.links.append({"link": "upload", "document_id": document_id, "sha256": digest})
-        return digest
-
-    # --- checks --------------------------------------------------------------------------------------------
-
-    def published(self, job_id: str, link: str) -> dict:
-        event = self.documents.records.find_event(self.tenant, EventType.DOCUMENT_PUBLISHED, "job_id", job_id)
-        if event is None:
-            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "no document.published event for the job")
-        self.chained(event, link)
-        return event["parsed"]
-
-    def job_statement(self, event: dict, subject_digest: str | None, link: str) -> dict:
-        """The predicate of a job's statement, which must list the event's artifacts with their digests."""
-        details = event["details"]
-        [entry] = [a for a in details["artifacts"] if a["name"] == STATEMENT] or [None]
-        if entry is None:
-            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the job's event names no statement")
-        predicate = self.statement(entry["key"], entry["sha256"], None, subject_digest or event["subject_sha256"],
-                                   PREDICATE_TYPE, link)
-        listed = {a["name"]: a["sha256"] for a in predicate.get("artifacts", [])}
-        if any(listed.get(a["name"], a["sha256"]) != a["sha256"] for a in details["artifacts"]):
-            raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement lists other outputs")
-        return predicate
-
-    def statement(self, key: str, sha256: str, name: str | None, subject_digest: str, predicate_type: str,
-                  link: str) -> dict:
-        data = self.get(self.documents.runtime.archive, key, link, ReasonCode.LINEAGE_STATEMENT_INVALID)
-        try:
-            opened = dsse.verify_envelope(data, self.keys, dsse.PAYLOAD_TYPE)
-            body = json.loads(opened.payload)
-        except (EvidenceError, ValueError):
-            raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link,
-                          "the statement's signature does not verify") from None
-        [subject] = body.get("subject") or [{}]
-        if (
-            sha256_hex(data) != sha256
-            or body.get("predicateType") != predicate_type
-            or subject.get("digest") != {"sha256": subject_digest}
-            or (name is not None and subject.get("name") != name)
-            or not isinstance(body.get("predicate"), dict)
-        ):
-            raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement is not about this link")
-        return body["predicate"]
-
-    def json_of(self, key: str, sha256: str, link: str, what: str,
-                code: ReasonCode = ReasonCode.LINEAGE_STATEMENT_INVALID) -> dict:
-        data = self.get(self.documents.runtime.archive, key, link, code)
-        if sha256_hex(data) != sha256:
-            raise _Broken(code, link, f"the {what} is not the one its event recorded")
-        try:
-            return json.loads(data)
-        except ValueError:
-            raise _Broken(code, link, f"the {what} is not JSON") from None
-
-    def bytes_of(self, store, key: str, sha256: str, link: str) -> bytes:
-        data = self.get(store, key, link, ReasonCode.LINEAGE_DIGEST_MISMATCH)
-        if sha256_hex(data) != sha256:
-            raise _Broken(ReasonCode.LINEAGE_DIGEST_MISMATCH, link, "the bytes are not the ones its event recorded")
-        return data
-
-    def get(self, store, key: str, link: str, code: ReasonCode) -> bytes:
-        try:
-            return store.get(key)
-        except EvidenceError as error:
-            if error.retryable:
-                raise
-            raise _Broken(code, link, f"cannot read it ({error.code})") from None
-
-    def chained(self, event: dict, link: str) -> None:
+    def chained(self, event: dict) -> str | None:
         """The event's row hashes to its event_hash from its prev_hash, which is the hash of the event before, and
         the event after it (if any) chains from it."""
         before, after = self.documents.records.neighbour_hashes(event["seq"])
         if chain_hash(event["prev_hash"], event["body"]) != event["event_hash"] or event["prev_hash"] != (
             before or GENESIS_HASH
         ) or after not in (None, event["event_hash"]):
-            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, f"ledger event {event['seq']} breaks the hash chain")
+            return f"ledger event {event['seq']} breaks the hash chain"
+        return None
+
+    def upload(self, tenant: str, document_id: str) -> tuple[ArtifactStore, str] | None:
+        row = self.documents.records.document(tenant, document_id)
+        return self.documents.store, (row["store_key"] if row else f"{tenant}/missing/{document_id}")
+
+    def derived_by(self) -> DerivedBy:
+        rt = self.documents.runtime
+        return DerivedBy(rt.keyring.root_pem, rt.settings.pades_level, rt.keyring.tsa_root_pem
+                         if rt.settings.pades_level != "B-B" else None)
