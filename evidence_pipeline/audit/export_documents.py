@@ -1,6 +1,6 @@
 """What `evidence export` packs of a tenant's document jobs (the format is package_documents.py's): every output
 of each job whose period is in the exported range, walked back to its upload by audit/lineage.py's walk over the
-ledger (documents/lineage.py's source), recording what the walk read. A walk that does not hold stops the export:
+ledger (lineage_ledger.py's source), recording what the walk read. A walk that does not hold stops the export:
 a package never carries evidence that its own verifier would refuse."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from evidence_pipeline.audit.lineage import DerivedBy, walk
+from evidence_pipeline.audit.lineage_ledger import LedgerSource
 from evidence_pipeline.document_formats import DERIVED_BY, STATEMENT
 from evidence_pipeline.documents import Documents
-from evidence_pipeline.documents.lineage import LedgerSource
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.models import EventType
 from evidence_pipeline.store import ArtifactStore, sha256_hex
@@ -43,7 +43,7 @@ class _RecordingArchive:
 
 
 class _Recording:
-    """documents/lineage.py's source, noting every event and upload the walk met."""
+    """lineage_ledger.py's source, noting every event and upload the walk met."""
 
     def __init__(self, source: LedgerSource, contents: DocumentContents):
         self.source, self.contents = source, contents

@@ -1,5 +1,5 @@
 """The walk from a document artifact back to the uploaded bytes, checking every link: one implementation, which
-`evidence lineage` runs over the ledger and the stores (documents/lineage.py) and `evidence verify --package`
+`evidence lineage` runs over the ledger and the stores (lineage_ledger.py) and `evidence verify --package`
 over an audit package (package_documents.py), with no database and no network.
 
 An artifact id is an archive key, as a job's status lists its outputs. The walk follows what each link records:

@@ -85,6 +85,7 @@ class PackageSource:
         self.archive, self.index, self.statement_keys, self.root_ids = store, index, statement_keys, root_ids
         self.events: dict[int, dict] = {}  # seq -> the event, as the walk reads it
         self.problems: dict[int, str] = {}  # seq -> why the event is not proved
+        self._lookups: dict[tuple[str, str, str], dict] = {}  # built once every event is read (see _by)
 
     def prove(self, seq: int, roots: dict[str, tuple[int, bytes]]) -> None:
         """Read event ``seq`` and its proof; the event is kept (and walked) even when the proof fails, which the
@@ -107,12 +108,25 @@ class PackageSource:
         del self.problems[seq]
 
     def find_event(self, tenant: str, event_type: str, name: str, value: str) -> dict | None:
-        return next((event for _, event in sorted(self.events.items()) if _is(event, tenant, event_type)
-                     and event["parsed"]["details"].get(name) == value), None)
+        return self._by(tenant, event_type, lambda parsed: parsed["details"].get(name), name).get(value)
 
     def event(self, tenant: str, event_type: str, event_id: str) -> dict | None:
-        return next((event for event in self.events.values() if _is(event, tenant, event_type)
-                     and event["parsed"].get("event_id") == event_id), None)
+        return self._by(tenant, event_type, lambda parsed: parsed.get("event_id"), "(event_id)").get(event_id)
+
+    def _by(self, tenant: str, event_type: str, field, name: str) -> dict:
+        """The oldest event of each value of ``field`` among the tenant's events of a type, looked up once: a walk
+        asks for many."""
+        key = (tenant, str(event_type), name)
+        if key not in self._lookups:
+            found: dict = {}
+            for _, event in sorted(self.events.items()):
+                parsed = event["parsed"]
+                if parsed.get("tenant") == tenant and parsed.get("event_type") == str(event_type):
+                    value = field(parsed)
+                    if isinstance(value, str):
+                        found.setdefault(value, event)
+            self._lookups[key] = found
+        return self._lookups[key]
 
     def chained(self, event: dict) -> str | None:
         return self.problems.get(event["seq"])
@@ -129,10 +143,6 @@ class PackageSource:
         level = named["pades_level"]
         tsa = trust_root(self.archive, str(named["tsa_root_id"]), self.root_ids) if level != "B-B" else None
         return DerivedBy(trust_root(self.archive, str(named["trust_root_id"]), self.root_ids), level, tsa)
-
-
-def _is(event: dict, tenant: str, event_type: str) -> bool:
-    return event["parsed"].get("tenant") == tenant and event["parsed"].get("event_type") == str(event_type)
 
 
 def check_documents(store: ArtifactStore, index: Index, checks: PackageChecks, key_ids: frozenset[str],

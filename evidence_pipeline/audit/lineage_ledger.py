@@ -1,4 +1,4 @@
-"""`evidence lineage ARTIFACT_ID` over the ledger and the stores: audit/lineage.py's walk, reading the database.
+"""`evidence lineage ARTIFACT_ID` over the ledger and the stores: lineage.py's walk, reading the database.
 
 Each event met is checked against the hash chain (its own hash, the hash of the event before it, and the
 previous hash of the event after it); an upload's bytes are read from the document store; the derived-by
