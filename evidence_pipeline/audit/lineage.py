@@ -197,10 +197,8 @@ class _Walker:
 
     def decision(self, pin: dict, parent: str, parent_digest: str) -> None:
         link = f"decision {pin['decision_event_id']} on {parent}"
-        event = self.source.event(self.tenant, EventType.PART_DECIDED, pin["decision_event_id"])
-        if event is None:
-            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "no part.decided event")
-        self.chained(event, link)
+        event = self.in_log(self.source.event(self.tenant, EventType.PART_DECIDED, pin["decision_event_id"]), link,
+                            "no part.decided event")
         body = event["parsed"]
         if body["details"].get("decision") != "approved":
             raise _Broken(ReasonCode.LINEAGE_NOT_APPROVED, link, "the reviewer's decision is not approved")
@@ -212,10 +210,8 @@ class _Walker:
 
     def signature_check(self, check: str, original_digest: str) -> None:
         link = f"signature check {check}"
-        event = self.source.find_event(self.tenant, EventType.SIGNATURE_CHECKED, "signature_check_id", check)
-        if event is None:
-            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "no signature.checked event")
-        self.chained(event, link)
+        event = self.in_log(self.source.find_event(self.tenant, EventType.SIGNATURE_CHECKED, "signature_check_id",
+                                                   check), link, "no signature.checked event")
         details = event["parsed"]["details"]
         if event["parsed"]["subject_sha256"] != original_digest:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the check is about other bytes")
@@ -254,10 +250,8 @@ class _Walker:
 
     def upload(self, document_id: str) -> str:
         link = f"upload {document_id}"
-        event = self.source.find_event(self.tenant, EventType.DOCUMENT_ADMITTED, "document_id", document_id)
-        if event is None:
-            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "no document.admitted event for the upload")
-        self.chained(event, link)
+        event = self.in_log(self.source.find_event(self.tenant, EventType.DOCUMENT_ADMITTED, "document_id",
+                                                   document_id), link, "no document.admitted event for the upload")
         digest = event["parsed"]["subject_sha256"]
         stored = self.source.upload(self.tenant, document_id)
         if stored is not None:
@@ -269,10 +263,8 @@ class _Walker:
     # --- checks --------------------------------------------------------------------------------------------
 
     def published(self, job_id: str, link: str) -> dict:
-        event = self.source.find_event(self.tenant, EventType.DOCUMENT_PUBLISHED, "job_id", job_id)
-        if event is None:
-            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "no document.published event for the job")
-        self.chained(event, link)
+        event = self.in_log(self.source.find_event(self.tenant, EventType.DOCUMENT_PUBLISHED, "job_id", job_id), link,
+                            "no document.published event for the job")
         return event["parsed"]
 
     def job_statement(self, event: dict, subject_digest: str | None, link: str) -> dict:
@@ -331,6 +323,13 @@ class _Walker:
             if error.retryable:
                 raise
             raise _Broken(code, link, f"cannot read it ({error.code})") from None
+
+    def in_log(self, event: dict | None, link: str, missing: str) -> dict:
+        """The event, once the source has placed it in the log; the link breaks when there is none."""
+        if event is None:
+            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, missing)
+        self.chained(event, link)
+        return event
 
     def chained(self, event: dict, link: str) -> None:
         problem = self.source.chained(event)

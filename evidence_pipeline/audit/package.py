@@ -475,6 +475,27 @@ def event_bytes(store: ArtifactStore, path: str) -> bytes:
         raise
 
 
+def read_event(store: ArtifactStore, seq: int, tenants: tuple[str, ...]) -> tuple[bytes, dict]:
+    """An event of the package's (its bytes and body), which must be of one of ``tenants`` (PACKAGE_INVALID)."""
+    text = event_bytes(store, event_path(seq))
+    body = jsonread.loads(text, ReasonCode.PACKAGE_INVALID, event_path(seq))
+    if not isinstance(body, dict) or body.get("tenant") not in tenants or not isinstance(body.get("details"), dict):
+        named = " or ".join(tenant or "none" for tenant in tenants)
+        raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"event {seq} is not an event of {named}")
+    return text, body
+
+
+def prove_event(store: ArtifactStore, seq: int, text: bytes, proof: dict, roots: dict[str, tuple[int, bytes]]
+                ) -> None:
+    """An event's bytes are in the log: its inclusion proof (read_inclusion's) is about it and reaches a verified
+    checkpoint (PROOF_INVALID), and its chain hash is sha256(prev_hash || bytes)."""
+    if proof["event_seq"] != seq:
+        raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"the inclusion proof of event {seq} proves another event")
+    check_inclusion(store, proof, roots)
+    if hashlib.sha256(bytes.fromhex(proof["prev_hash"]) + text).hexdigest() != proof["event_hash"]:
+        raise EvidenceError(ReasonCode.PROOF_INVALID, f"event {seq}'s hash is not sha256(prev_hash || its bytes)")
+
+
 def check_inclusion(store: ArtifactStore, proof: dict, roots: dict[str, tuple[int, bytes]]) -> None:
     """RFC 9162: the event's leaf hash and the audit path reach the signed root of the checkpoint it names."""
     checkpoint = proof["checkpoint"]

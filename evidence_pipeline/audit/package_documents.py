@@ -23,19 +23,16 @@ database or a network connection.
 
 from __future__ import annotations
 
-import hashlib
 import re
 
-from evidence_pipeline import jsonread
 from evidence_pipeline.audit.checkpoints import CheckpointKeys
 from evidence_pipeline.audit.lineage import DerivedBy, walk
 from evidence_pipeline.audit.package import (
     Index,
     PackageChecks,
     authorization_proof_path,
-    check_inclusion,
-    event_bytes,
-    event_path,
+    prove_event,
+    read_event,
     read_inclusion,
     run_check,
 )
@@ -90,21 +87,13 @@ class PackageSource:
     def prove(self, seq: int, roots: dict[str, tuple[int, bytes]]) -> None:
         """Read event ``seq`` and its proof; the event is kept (and walked) even when the proof fails, which the
         walk then reports as the link it breaks."""
-        text = event_bytes(self.archive, event_path(seq))
-        body = jsonread.loads(text, ReasonCode.PACKAGE_INVALID, event_path(seq))
-        if not isinstance(body, dict) or body.get("tenant") != self.index.tenant or not isinstance(
-                body.get("details"), dict):
-            raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"event {seq} is not an event of {self.index.tenant}")
+        text, body = read_event(self.archive, seq, (self.index.tenant,))
         path = authorization_proof_path(seq) if seq in self.index.authorizations else document_proof_path(seq)
         self.problems[seq] = f"ledger event {seq} is not proved in a verified checkpoint"
         proof = read_inclusion(self.archive, path)
         self.events[seq] = {"seq": seq, "prev_hash": proof["prev_hash"], "event_hash": proof["event_hash"],
                             "body": text.decode(), "parsed": body}
-        if proof["event_seq"] != seq:
-            raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"{path} proves another event")
-        check_inclusion(self.archive, proof, roots)
-        if hashlib.sha256(bytes.fromhex(proof["prev_hash"]) + text).hexdigest() != proof["event_hash"]:
-            raise EvidenceError(ReasonCode.PROOF_INVALID, f"event {seq}'s hash is not sha256(prev_hash || its bytes)")
+        prove_event(self.archive, seq, text, proof, roots)
         del self.problems[seq]
 
     def find_event(self, tenant: str, event_type: str, name: str, value: str) -> dict | None:
