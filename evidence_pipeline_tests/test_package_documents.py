@@ -103,6 +103,9 @@ def test_every_document_artifact_verifies_offline_with_the_database_gone(documen
     assert set(jobs["parts"].values()) <= set(index["artifacts"])  # each split part, and each review's outputs
     assert not (private / "uploads").exists() and not jobs["uploads"] & _digests(private)  # digests only
     assert index["with_uploads"] is False and read_index(with_uploads)["documents"]["with_uploads"] is True
+    [decided] = documents.runtime.ledger.stored_events(EventType.PART_DECIDED, TENANT)
+    authorizations = [entry["event"] for entry in read_index(private)["authorizations"]]
+    assert decided[0].seq in index["events"] and f"events/{decided[0].seq:012d}.json" in authorizations
     held = {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
             for path in (with_uploads / "uploads" / TENANT).iterdir()}
     assert set(held) == jobs["uploads"] and all(name == digest for name, digest in held.items())
