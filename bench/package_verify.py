@@ -36,6 +36,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from throughput import publish_sources, run_raw
 
 from evidence_pipeline.audit.checkpoints import publish_checkpoint
+from evidence_pipeline.audit.package import parse_index
 from evidence_pipeline.config import Settings
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.runtime import runtime_for
@@ -119,10 +120,10 @@ def main() -> None:
     cpu, wall, result = child_cpu([EVIDENCE, "export", "--tenant", TENANT, str(out)], env)
     if result.returncode != 0:
         sys.exit(f"export: exit {result.returncode}: {result.stderr[-500:]}")
-    index = json.loads((out / "package.json").read_text())
+    index = parse_index((out / "package.json").read_bytes())  # the signed index's predicate
     files = [path for path in out.rglob("*") if path.is_file()]
-    print(f"export: {wall:.1f} s wall, {cpu:.1f} s CPU: {len(index['bundles'])} bundles, "
-          f"{len(index['checkpoints'])} checkpoints, {len(index['consistency'])} consistency proofs, "
+    print(f"export: {wall:.1f} s wall, {cpu:.1f} s CPU: {len(index.bundles)} bundles, "
+          f"{len(index.checkpoints)} checkpoints, {len(index.consistency)} consistency proofs, "
           f"{len(files):,} files, {sum(p.stat().st_size for p in files) / 2**20:.1f} MB\n", flush=True)
 
     # The verifier gets nothing but the package: no EVIDENCE_* settings, and a home that does not exist.

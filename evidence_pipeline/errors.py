@@ -437,6 +437,25 @@ class ReasonCode(Vocabulary):
         "PACKAGE_INCOMPLETE",
         "a file the package's index lists or implies (bundle file, event, proof, checkpoint) is missing",
     )
+    PACKAGE_INDEX_UNSIGNED = (
+        "PACKAGE_INDEX_UNSIGNED",
+        "`verify --package`: `package.json` is an unsigned (format version 1) index; `--allow-unsigned-index` accepts "
+        "it knowingly",
+    )
+    PACKAGE_INDEX_SIGNATURE_INVALID = (
+        "PACKAGE_INDEX_SIGNATURE_INVALID",
+        "the signature on `package.json` does not verify with a statement key of the package (or that key was not "
+        "valid when the package was exported)",
+    )
+    PACKAGE_FILE_MISSING = "PACKAGE_FILE_MISSING", "a file the signed package index lists is not in the package"
+    PACKAGE_FILE_UNLISTED = (
+        "PACKAGE_FILE_UNLISTED",
+        "the package holds a file (or a symlink, or a hidden file) that its signed index does not list",
+    )
+    PACKAGE_FILE_MISMATCH = (
+        "PACKAGE_FILE_MISMATCH",
+        "a file of the package is not the bytes its signed index lists (swapped or changed)",
+    )
     CHECKPOINT_INVALID = (
         "CHECKPOINT_INVALID",
         "a packaged checkpoint's statement-key signature or its body does not verify",

@@ -129,9 +129,10 @@ def test_a_package_verifies_with_the_database_and_the_archive_gone(runtime, back
     assert code == 0 and report["ok"] and report["codes"] == []
     assert report["witness_key_id"] == public_key_id(witness[0].public_key())
     assert [c["name"] for c in report["checks"]] == [
-        "contents", "checkpoint 8", "witness 8", "checkpoint 24", "witness 24", "consistency 8 -> 24"]
+        "index_signature", "files", "contents", "checkpoint 8", "witness 8", "checkpoint 24", "witness 24",
+        "consistency 8 -> 24"]
     assert [b["bundle"].rsplit("/", 2)[-2] for b in report["bundles"]] == ["2026-09", "2026-10"]
-    first = json.loads((package / "package.json").read_text())["bundles"][0]["path"]
+    first = read_index(package)["bundles"][0]["path"]
     archive_checks = [c.name for c in verify_bundle(PackageStore(package), first).checks]
     assert all([c["name"] for c in b["checks"]] == [*archive_checks, "inclusion_proof", "ledger_event"]
                and all(c["passed"] for c in b["checks"]) and b["checks"][-2:] == [
@@ -194,6 +195,20 @@ def _only(package: Path, pattern: str) -> Path:
     return match
 
 
+def read_index(package: Path) -> dict:
+    """The index inside package.json's signed statement."""
+    return json.loads(base64.b64decode(json.loads((package / "package.json").read_bytes())["payload"]))["predicate"]
+
+
+def _index_edited(path: Path, change) -> None:
+    """The index changed inside its envelope, the signature kept."""
+    def edit(envelope):
+        statement = json.loads(base64.b64decode(envelope["payload"]))
+        change(statement["predicate"])
+        envelope["payload"] = base64.b64encode(dsse.canonical_json(statement)).decode()
+    _edit_json(path, edit)
+
+
 def _first_hash_flipped(document: dict) -> None:
     first = document["proof"][0]
     document["proof"][0] = ("0" if first[0] != "0" else "1") + first[1:]
@@ -225,30 +240,42 @@ def _bundle_removed(package: Path) -> None:
     shutil.rmtree(folder)
 
 
+def _swapped(one: Path, other: Path) -> None:
+    """Two files of the package trade places: each is a genuine file of the export, at the other's path."""
+    first = _writable(one).read_bytes()
+    one.write_bytes(_writable(other).read_bytes())
+    other.write_bytes(first)
+
+
 def _bundle_added(package: Path) -> None:
     source = _only(package, "bundles/acme-books/2026-09/*")
     shutil.copytree(source, source.parent / ("0" * 64))
 
 
+# Each change also fails the signed index's file check (package_index.py), with the code that names its kind.
+CHANGED, REMOVED, ADDED = "PACKAGE_FILE_MISMATCH", "PACKAGE_FILE_MISSING", "PACKAGE_FILE_UNLISTED"
 TAMPERING = {
     "report byte": (lambda p: _flip(_only(p, "bundles/*/2026-09/*/report.pdf"), 2000),
-                    {"LEDGER_EVENT_MISMATCH", "SUBJECT_DIGEST_MISMATCH"}),
+                    {"LEDGER_EVENT_MISMATCH", "SUBJECT_DIGEST_MISMATCH", CHANGED}),
     "statement": (lambda p: _edit_json(_only(p, "bundles/*/2026-09/*/statement.dsse.json"),
                                        lambda e: e.update(payload=e["payload"][:-8] + "AAAAAAA=")),
-                  {"LEDGER_EVENT_MISMATCH"}),
+                  {"LEDGER_EVENT_MISMATCH", CHANGED}),
     "manifest position": (lambda p: _manifest_position_moved(_only(p, "bundles/*/2026-09/*/manifest.json")),
-                          {"LEDGER_EVENT_MISMATCH"}),
+                          {"LEDGER_EVENT_MISMATCH", CHANGED}),
     "inclusion proof": (lambda p: _edit_json(_only(p, "proofs/inclusion/*/2026-09/*.json"), _first_hash_flipped),
-                        {"PROOF_INVALID"}),
+                        {"PROOF_INVALID", CHANGED}),
     "event": (lambda p: _event_edited(_only(p, "events/000000000023.json")),
-              {"PROOF_INVALID", "LEDGER_EVENT_MISMATCH"}),
+              {"PROOF_INVALID", "LEDGER_EVENT_MISMATCH", CHANGED}),
     "consistency proof": (lambda p: _edit_json(_only(p, "proofs/consistency/*.json"), _first_hash_flipped),
-                          {"PROOF_INVALID"}),
+                          {"PROOF_INVALID", CHANGED}),
     "checkpoint": (lambda p: _checkpoint_root_rewritten(p / checkpoint_key(24)),
-                   {"CHECKPOINT_INVALID", "PROOF_INVALID"}),
-    "bundle removed": (_bundle_removed, {"PACKAGE_INCOMPLETE"}),
-    "event removed": (lambda p: _writable(_only(p, "events/000000000007.json")).unlink(), {"PACKAGE_INCOMPLETE"}),
-    "bundle added": (_bundle_added, {"PACKAGE_INVALID"}),
+                   {"CHECKPOINT_INVALID", "PROOF_INVALID", CHANGED}),
+    "bundle removed": (_bundle_removed, {"PACKAGE_INCOMPLETE", REMOVED}),
+    "event removed": (lambda p: _writable(_only(p, "events/000000000007.json")).unlink(),
+                      {"PACKAGE_INCOMPLETE", REMOVED}),
+    "bundle added": (_bundle_added, {"PACKAGE_INVALID", ADDED}),
+    "reports swapped": (lambda p: _swapped(*sorted(p.glob("bundles/*/*/*/report.pdf"))),
+                        {"LEDGER_EVENT_MISMATCH", "SUBJECT_DIGEST_MISMATCH", CHANGED}),
 }
 
 
@@ -269,7 +296,8 @@ def test_tampering_fails_with_its_code(runtime, backend, package, witness, tampe
 @pytest.mark.parametrize("index, code, exit_code", [
     (b"{", "PACKAGE_INVALID", 1),
     (None, "PACKAGE_NOT_FOUND", 2),
-    ("version 2", "PACKAGE_INVALID", 1),
+    ("version 3", "PACKAGE_INVALID", 1),
+    ("version 1, signed", "PACKAGE_INVALID", 1),
     ("another tenant", "PACKAGE_INVALID", 1),
     ("unlisted checkpoint pair", "PACKAGE_INVALID", 1),
 ])
@@ -284,8 +312,9 @@ def test_a_broken_index_is_refused_before_anything_is_verified(local_runtime, wi
     elif isinstance(index, bytes):
         path.write_bytes(index)
     else:
-        _edit_json(path, {
-            "version 2": lambda d: d.update(version=2),
+        _index_edited(path, {
+            "version 3": lambda d: d.update(version=3),
+            "version 1, signed": lambda d: d.update(version=1),
             "another tenant": lambda d: d.update(tenant="evergreen-market"),
             "unlisted checkpoint pair": lambda d: d.update(consistency=[]),
         }[index])
@@ -324,12 +353,14 @@ def test_a_forged_or_foreign_witness_signature_fails(runtime, backend, package, 
                                   for s in envelope["signatures"]]
     _edit_json(package / checkpoint_key(8), forge)
     code, report = _verify(package, "--require-witness", str(witness[2]))
-    assert code == 1 and report["codes"] == ["WITNESS_SIGNATURE_INVALID"]
-    assert _verify(package)[0] == 0  # the statement key's signature still verifies: only the witness is broken
+    # the file is not the one the signed index lists, whatever is changed in it
+    assert code == 1 and report["codes"] == [CHANGED, "WITNESS_SIGNATURE_INVALID"]
+    # the statement key's signature still verifies: only the witness (and the file's digest) is broken
+    assert _verify(package)[1]["codes"] == [CHANGED]
     swapped = _writable(package / "witness" / f"{witness_id}.pem")
     swapped.write_bytes(other_public.read_bytes())  # a swapped file cannot borrow the pinned id
     code, report = _verify(package, "--require-witness", witness_id)
-    assert code == 1 and set(report["codes"]) == {"WITNESS_SIGNATURE_MISSING"}
+    assert code == 1 and set(report["codes"]) == {"WITNESS_SIGNATURE_MISSING", CHANGED}
 
 
 def test_a_witness_configured_later_still_witnesses_the_older_bundles(local_runtime, witness, tmp_path):
@@ -354,7 +385,7 @@ def test_export_never_replaces_and_never_leaves_a_partial_package(runtime, backe
     assert result.exit_code == 2 and "PACKAGE_EXISTS" in result.output and list(out.iterdir()) == []
     out.rmdir()
     assert _export(backend, out, "--from", "2026-10", "--to", "2026-10").exit_code == 0
-    assert json.loads((out / "package.json").read_text())["from"] == "2026-10"
+    assert read_index(out)["from"] == "2026-10"
     assert (out / "package.json").stat().st_mode & 0o777 == 0o444 and out.stat().st_mode & 0o777 == 0o755
     again = _export(backend, out)
     assert again.exit_code == 2 and "PACKAGE_EXISTS" in again.output
@@ -379,7 +410,7 @@ def test_export_takes_a_range_of_periods(local_runtime, tmp_path):
     _publish(local_runtime)
     env = {"EVIDENCE_HOME": str(tmp_path / "home")}
     assert _export(env, tmp_path / "sept", "--from", "2026-09", "--to", "2026-09").exit_code == 0
-    index = json.loads((tmp_path / "sept" / "package.json").read_text())
+    index = read_index(tmp_path / "sept")
     assert [b["path"].split("/")[2] for b in index["bundles"]] == ["2026-09"]
     assert index["checkpoints"] == [checkpoint_key(24)] and index["consistency"] == []
     assert _verify(tmp_path / "sept")[0] == 0

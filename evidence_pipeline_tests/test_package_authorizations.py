@@ -26,6 +26,7 @@ from evidence_pipeline.signing.dsse import canonical_json
 from evidence_pipeline.synthetic.rental_applications import organization_template, program_template
 from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, LARGE, SMALL, _with_fixture_sources
 from evidence_pipeline_tests.signers import signers_of
+from evidence_pipeline_tests.test_package import _index_edited, read_index
 from evidence_pipeline_tests.test_replay_attempts import _fail
 
 TENANT, OTHER = SMALL.tenant, LARGE.tenant
@@ -75,14 +76,14 @@ def package(exported, tmp_path) -> Path:
     return copy
 
 
-def _verify(package: Path) -> tuple[int, dict]:
-    result = CliRunner().invoke(main, ["verify", "--package", str(package), "--json", "--workers", "1"])
+def _verify(package: Path, *args: str) -> tuple[int, dict]:
+    result = CliRunner().invoke(main, ["verify", "--package", str(package), "--json", "--workers", "1", *args])
     assert "Traceback" not in result.output, result.output
     return result.exit_code, json.loads(result.output)
 
 
 def _events(package: Path) -> dict[int, dict]:
-    index = json.loads((package / "package.json").read_text())
+    index = read_index(package)
     return {int(entry["event"][7:19]): json.loads((package / entry["event"]).read_bytes())
             for entry in index["authorizations"]}
 
@@ -128,7 +129,8 @@ def test_a_tampered_request_fails_naming_its_event(package):
     code, report = _verify(package)
     assert code == 1 and not report["ok"] and report["authorizations"] == []
     failed = {c["name"]: c for c in report["checks"] if not c["passed"]}
-    assert set(failed) == {f"event {seq}", "authorizations"}
+    assert set(failed) == {"files", f"event {seq}", "authorizations"}
+    assert failed["files"]["code"] == "PACKAGE_FILE_MISMATCH"  # not the bytes the signed index lists
     assert failed[f"event {seq}"]["code"] == "PROOF_INVALID"  # its bytes are not the ledger's
     assert failed["authorizations"]["code"] == "AUTHORIZATION_INVALID"
     assert body["event_id"] in failed["authorizations"]["detail"]
@@ -142,18 +144,19 @@ def test_a_package_missing_an_actor_event_fails(package):
     (package / f"events/{seq:012d}.json").unlink()
     code, report = _verify(package)
     failed = {c["name"]: c for c in report["checks"] if not c["passed"]}
-    assert code == 1 and set(failed) == {"contents", f"event {seq}", "authorizations"}
+    assert code == 1 and set(failed) == {"files", "contents", f"event {seq}", "authorizations"}
+    assert failed["files"]["code"] == "PACKAGE_FILE_MISSING" and f"events/{seq:012d}.json" in failed["files"]["detail"]
     assert failed["contents"]["code"] == failed[f"event {seq}"]["code"] == "PACKAGE_INCOMPLETE"
     assert f"events/{seq:012d}.json" in failed[f"event {seq}"]["detail"]
     assert failed["authorizations"]["code"] == "AUTHORIZATION_INVALID"  # bob approved: nobody gave him a key
     assert "ACTOR_UNKNOWN" in failed["authorizations"]["detail"]
-    # dropped from the index as well: the re-check still finds bob's approval unaccounted for
-    index_path = package / "package.json"
-    index = json.loads(index_path.read_text())
-    index["authorizations"] = [e for e in index["authorizations"] if e["event"] != f"events/{seq:012d}.json"]
-    index_path.write_text(json.dumps(index))
+    # dropped from the index as well: its signature no longer holds, and the re-check still finds bob's approval
+    # unaccounted for
+    _index_edited(package / "package.json", lambda index: index.update(authorizations=[
+        e for e in index["authorizations"] if e["event"] != f"events/{seq:012d}.json"]))
     code, report = _verify(package)
-    assert code == 1 and report["codes"] == ["AUTHORIZATION_INVALID"]
+    assert code == 1 and report["codes"] == ["AUTHORIZATION_INVALID", "PACKAGE_FILE_MISSING",
+                                             "PACKAGE_INDEX_SIGNATURE_INVALID"]
 
 
 def test_an_authorization_event_whose_proof_fails_fails_the_package(package):
@@ -164,20 +167,28 @@ def test_an_authorization_event_whose_proof_fails_fails_the_package(package):
     path.write_text(json.dumps(proof))
     code, report = _verify(package)
     failed = {c["name"]: c for c in report["checks"] if not c["passed"]}
-    assert code == 1 and report["codes"] == ["PROOF_INVALID"] and set(failed) == {f"event {seq}"}
+    assert code == 1 and report["codes"] == ["PACKAGE_FILE_MISMATCH", "PROOF_INVALID"]
+    assert set(failed) == {"files", f"event {seq}"}
     assert report["authorizations"] == []  # nothing is vouched for while a check fails
 
 
 def test_a_package_exported_before_authorizations_were_carried_still_verifies(package):
-    """Its index has neither field (nor their files): its bundles verify as they did, and it lists no one."""
-    index = json.loads((package / "package.json").read_text())
+    """A version 1 index (unsigned) with neither field (nor their files): its bundles verify as they did, and it
+    lists no one; only with --allow-unsigned-index."""
+    index = read_index(package) | {"version": 1}
+    del index["documents"]  # this package holds no document job
     for entry in index.pop("authorizations"):
         (package / entry["inclusion"]).unlink()
     del index["action_max_age_seconds"]
     (package / "package.json").write_text(json.dumps(index))
-    code, report = _verify(package)
+    code, report = _verify(package, "--allow-unsigned-index")
     assert code == 0 and report["ok"] and report["authorizations"] == [], report["codes"]
+    assert (report["format_version"], report["index_signed"]) == (1, False)
+    code, report = _verify(package)  # not allowed: refused, with a code that says why
+    assert code == 1 and report["codes"] == ["PACKAGE_INDEX_UNSIGNED"]
+    text = CliRunner().invoke(main, ["verify", "--package", str(package), "--workers", "1"])
+    assert text.exit_code == 1 and "NOTICE: package.json is an unsigned version 1 index" in text.output
     index["authorizations"] = []  # one field without the other is no index of any version
     (package / "package.json").write_text(json.dumps(index))
-    code, report = _verify(package)
+    code, report = _verify(package, "--allow-unsigned-index")
     assert code != 0 and "PACKAGE_INVALID" in json.dumps(report)

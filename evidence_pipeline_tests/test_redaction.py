@@ -19,12 +19,12 @@ from click.testing import CliRunner
 from PIL import Image
 from pypdf import PdfReader
 
+from evidence_pipeline.audit.lineage_ledger import lineage
 from evidence_pipeline.cli import main
 from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import matching, redact, templates
 from evidence_pipeline.documents.dispatch import dispatch_batches
 from evidence_pipeline.documents.gate import gate
-from evidence_pipeline.documents.lineage import lineage
 from evidence_pipeline.documents.redaction_check import _pdfium_text, _pypdf_text, verify_derivative
 from evidence_pipeline.documents.registry import ACTIVE_CONTENT_OPTION, Operation, ProcessorInput, register
 from evidence_pipeline.documents.template_shadow import shadow

@@ -1,4 +1,5 @@
-"""`evidence export`: a tenant's bundles, with everything needed to check them offline, as one audit package.
+"""`evidence export`: a tenant's bundles and document artifacts, with everything needed to check them offline, as
+one audit package.
 
 The ledger is the authority on what was published: every `bundle.published` event of the tenant in the range
 names a bundle, whose files are copied from the archive only if they are the ones the event committed. The
@@ -8,9 +9,12 @@ range, up to the newest checkpoint (package.py; later ones cannot be proved yet 
 event is proved against the earliest checkpoint that covers it (the earliest signed "it was in the log by
 then"), preferring one co-signed by a witness whose public key the archive has under ledger/witness/; the newest
 checkpoint is always included, and consecutive checkpoints of the package get a consistency proof. Every proof
-is verified before it is written. The package is built in a hidden temporary folder beside OUT and renamed into
-place only when it is complete (renameat2 with RENAME_NOREPLACE: an OUT that appears meanwhile is never
-replaced); a failed export leaves nothing behind. The format is described in `package.py`.
+is verified before it is written. The tenant's document jobs of the range are walked back to their uploads and
+what the walks read is packed with them (export_documents.py; the uploads' bytes only ``with_uploads``). Last, the
+index is signed with the statement key, its subjects every file written (package_index.py). The package is built
+in a hidden temporary folder beside OUT and renamed into place only when it is complete (renameat2 with
+RENAME_NOREPLACE: an OUT that appears meanwhile is never replaced); a failed export leaves nothing behind. The
+format is described in `package.py`.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from evidence_pipeline import jsonread
 from evidence_pipeline.actors.registry import ACTOR_EVENTS
 from evidence_pipeline.actors.roles import RECORDED_AS
 from evidence_pipeline.audit.checkpoints import WITNESS_PREFIX, checkpoint_keys, commits_bundle, read_checkpoint
+from evidence_pipeline.audit.export_documents import DocumentContents, collect_documents
 from evidence_pipeline.audit.package import (
     INDEX,
     WITNESS,
@@ -40,16 +45,19 @@ from evidence_pipeline.audit.package import (
     event_path,
     inclusion_path,
 )
+from evidence_pipeline.audit.package_documents import document_proof_path, upload_path
+from evidence_pipeline.audit.package_index import package_files, sign_index
 from evidence_pipeline.audit.verify import MAX_REPORT_BYTES, SIGNATURE_ALLOWANCE
 from evidence_pipeline.audit.witnessing import cosigned_note, note_key
+from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import Ledger, merkle
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, validate_period, validate_tenant_id
 from evidence_pipeline.monthly.bundle import MANIFEST, REPORT, STATEMENT, bundle_prefix
 from evidence_pipeline.paths import make_dirs
 from evidence_pipeline.signing import dsse
-from evidence_pipeline.signing.keys import MAX_KEY_BYTES, published_ed25519_keys, published_statement_keys
-from evidence_pipeline.store import ArtifactStore
+from evidence_pipeline.signing.keys import MAX_KEY_BYTES, Keyring, published_ed25519_keys, published_statement_keys
+from evidence_pipeline.store import DISCARD, ArtifactStore
 from evidence_pipeline.store.local import LocalStore
 
 MAX_KEYS_OBJECT_BYTES = 16 << 20  # anything under keys/ (PEMs, a keyring document) is far smaller
@@ -78,11 +86,13 @@ class _Publication(_Stored):
     prefix: str = ""
 
 
-def export_package(ledger: Ledger, archive: ArtifactStore, tenant: str, first: str | None, last: str | None,
-                   out: Path, action_max_age_seconds: float) -> Exported:
+def export_package(documents: Documents, tenant: str, first: str | None, last: str | None, out: Path,
+                   action_max_age_seconds: float, with_uploads: bool = False) -> Exported:
     """Write the audit package of ``tenant``'s bundles published for periods ``first``..``last`` (inclusive; None is
-    unbounded) and of its authorization events to the folder ``out``, which must not exist (PACKAGE_EXISTS).
+    unbounded), of its document jobs of those periods (``with_uploads``: the uploads' bytes too) and of its
+    authorization events to the folder ``out``, which must not exist (PACKAGE_EXISTS).
     ``action_max_age_seconds``: the deployment's EVIDENCE_ACTION_MAX_AGE_SECONDS, which the re-check uses."""
+    ledger, archive = documents.runtime.ledger, documents.runtime.archive
     validate_tenant_id(tenant)
     for period in (first, last):
         if period is not None:
@@ -92,6 +102,10 @@ def export_package(ledger: Ledger, archive: ArtifactStore, tenant: str, first: s
     if os.path.lexists(out):
         raise EvidenceError(ReasonCode.PACKAGE_EXISTS, f"{out.name} already exists: export never replaces anything")
     found = _published(ledger, tenant, first, last)
+    document_contents = collect_documents(documents, tenant, first, last)
+    if not found and not document_contents.artifacts:
+        raise EvidenceError(ReasonCode.BUNDLE_NOT_FOUND, f"the ledger records no bundle and no document job of "
+                            f"{tenant} in {first or 'the first period'}..{last or 'the last period'}")
     authorizing = _authorization_events(ledger, tenant)
     numbered = ledger.leaves()  # read after the events: every event found has its leaf
     position = {seq: index for index, (seq, _) in enumerate(numbered)}
@@ -101,9 +115,13 @@ def export_package(ledger: Ledger, archive: ArtifactStore, tenant: str, first: s
     covered = max(map(checkpoint_size, checkpoint_keys(archive)), default=0)  # what the newest checkpoint signs
     authorizations = [_Stored(event, prev_hash, body, authorization_proof_path(event.seq), position[event.seq])
                       for event, prev_hash, body in authorizing if position[event.seq] < covered]
+    proved = {stored.event.seq for stored in authorizations}  # an authorization event keeps its own proof
+    document_events = [_Stored(LedgerEvent(seq, e["parsed"]["event_type"], e["event_hash"], e["parsed"]),
+                               e["prev_hash"], e["body"].encode("utf-8"), document_proof_path(seq), position[seq])
+                       for seq, e in sorted(document_contents.events.items()) if seq not in proved]
     tree = merkle.Tree([leaf for _, leaf in numbered])
     witnessed = _Witnessed(archive)
-    chosen = _checkpoints(archive, [*publications, *authorizations], witnessed)
+    chosen = _checkpoints(archive, [*publications, *authorizations, *document_events], witnessed)
     parent = out.absolute().parent
     make_dirs(parent, 0o755)
     staging = parent / f".{out.name}.partial-{uuid.uuid4().hex}"
@@ -111,7 +129,8 @@ def export_package(ledger: Ledger, archive: ArtifactStore, tenant: str, first: s
     try:
         package = LocalStore(staging, scheme="package")
         index = _write(archive, package, _Contents(tenant, first, last, publications, authorizations,
-                                                   action_max_age_seconds), chosen, tree)
+                                                   action_max_age_seconds, document_events, document_contents,
+                                                   with_uploads), chosen, tree, documents.runtime.keyring)
         os.chmod(staging, 0o755)
         _fsync_dir(staging)
         _rename_noreplace(staging, out)
@@ -132,9 +151,6 @@ def _published(ledger: Ledger, tenant: str, first: str | None, last: str | None
         if (first or period) <= period <= (last or period):
             prefix = bundle_prefix(TenantMonth(tenant, period), event.body["details"]["identity"])
             found.append((event, prev_hash, body, prefix))
-    if not found:
-        raise EvidenceError(ReasonCode.BUNDLE_NOT_FOUND, f"the ledger records no bundle of {tenant} in "
-                            f"{first or 'the first period'}..{last or 'the last period'}")
     return found
 
 
@@ -191,10 +207,13 @@ class _Contents:
     publications: list[_Publication]
     authorizations: list[_Stored]
     action_max_age_seconds: float
+    document_events: list[_Stored]  # those that are not authorization events
+    documents: DocumentContents
+    with_uploads: bool
 
 
 def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, chosen: dict[int, str],
-           tree: merkle.Tree) -> Index:
+           tree: merkle.Tree, keyring: Keyring) -> Index:
     for key in archive.list("keys"):  # verbatim, whatever is there (PEMs, a keyring document)
         _copy(archive, key, package, key, max_bytes=MAX_KEYS_OBJECT_BYTES)
     for key in archive.list(WITNESS_PREFIX):
@@ -217,14 +236,25 @@ def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, cho
     for publication in contents.publications:
         _write_bundle(archive, package, publication)
         _write_proved(package, publication, chosen[publication.leaf_index], signed, tree)
-    for stored in contents.authorizations:
+    for stored in [*contents.authorizations, *contents.document_events]:
         _write_proved(package, stored, chosen[stored.leaf_index], signed, tree)
+    found = contents.documents
+    for key, sha256 in found.objects.items():
+        _copy(archive, key, package, key, sha256)
+    if contents.with_uploads:
+        for store, key, sha256 in {sha256: (store, key, sha256) for store, key, sha256 in found.uploads.values()
+                                   }.values():
+            _copy(store, key, package, upload_path(contents.tenant, sha256), sha256)
     index = Index(contents.tenant, contents.first, contents.last,
                   datetime.now(timezone.utc).isoformat(timespec="seconds"), checkpoints,
                   [consistency_path(old, new) for old, new in zip(checkpoints, checkpoints[1:])],
                   [publication.prefix for publication in contents.publications],
-                  [stored.event.seq for stored in contents.authorizations], contents.action_max_age_seconds)
-    package.put_once(INDEX, _json(index.document()))  # last: the index names only what is already there
+                  [stored.event.seq for stored in contents.authorizations], contents.action_max_age_seconds,
+                  {"artifacts": found.artifacts, "events": sorted(found.events), "objects": sorted(found.objects),
+                   "with_uploads": contents.with_uploads, "derived_by": found.derived_by})
+    files = {path: package.get_file(path, DISCARD) for path in package_files(package.root, INDEX)}
+    # last: the index names only what is already there, and signs every file's digest
+    package.put_once(INDEX, sign_index(index.document(), files, keyring.statement_key, keyring.statement_key_id))
     return index
 
 

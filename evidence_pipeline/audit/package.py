@@ -1,10 +1,10 @@
 """Offline audit packages: the format, and its verification with nothing but the package folder.
 
-A package (format ``evidence-audit-package``, version 1) is a folder laid out like the archive it came from, so
+A package (format ``evidence-audit-package``, version 2) is a folder laid out like the archive it came from, so
 that the bundles verify with the same code (`verify.verify_bundle`, in `verify_many`'s worker processes), plus
 the proofs that tie each bundle to a signed checkpoint:
 
-    package.json                               the index (below)
+    package.json                               the index (below), signed: package_index.py
     keys/…                                     the archive's keys/ folder, copied verbatim
     bundles/<tenant>/<YYYY-MM>/<identity>/     report.pdf, statement.dsse.json, manifest.json, copied verbatim
     ledger/checkpoints/<size:012d>.json        the signed checkpoints the proofs need, copied verbatim
@@ -15,6 +15,10 @@ the proofs that tie each bundle to a signed checkpoint:
     proofs/consistency/<old:012d>-<new:012d>.json            between consecutive checkpoints of the package
     witness/<key id>.pem                       the witness's public key, if the archive has one: a convenience
                                                that is never trusted unless the auditor pins its id
+    documents/<tenant>/…                       the tenant's document artifacts, copied verbatim, with their
+                                               events under events/ and proofs under proofs/documents/, and
+    uploads/<tenant>/<sha256>                  the uploads' bytes, only when exported --with-uploads:
+                                               package_documents.py
 
 The authorization events are every event of the tenant that stores a signed request in details["authorization"]
 (actors/roles.py RECORDED_AS: template submit and approve, replays of its jobs, ruleset canary and rollback,
@@ -23,7 +27,10 @@ from: every actor event and every authorized `keys.rotated` / `keys.revoked` eve
 them in ledger order with the exporting deployment's EVIDENCE_ACTION_MAX_AGE_SECONDS; package_authorizations.py
 proves and re-checks them.
 
-The index and the proof files are plain JSON; their fields are documented in docs/auditors/formats.md, and
+In version 2 (package_index.py) package.json is a DSSE envelope of an in-toto statement signed with the statement
+key, whose subjects are every other file of the package and whose predicate is the index; version 1's was the index
+itself, unsigned (still read, and refused unless the auditor allows it). The index and the proof files are plain
+JSON; their fields are documented in docs/auditors/formats.md, and
 docs/auditors/own-verifier.md holds a short verifier written from that description alone. Nothing in this module opens
 a database or a network connection, and it imports no SQLAlchemy (a test checks the modules loaded).
 
@@ -49,6 +56,13 @@ from evidence_pipeline.actors.offline import DEFAULT_MAX_AGE_SECONDS
 from evidence_pipeline.audit.checkpoints import PREFIX as CHECKPOINTS
 from evidence_pipeline.audit.checkpoints import CheckpointKeys, check_witness, checkpoint_key, commits_bundle
 from evidence_pipeline.audit.locations import Location
+from evidence_pipeline.audit.package_index import (
+    SignedIndex,
+    check_files,
+    check_signature,
+    is_envelope,
+    parse_signed_index,
+)
 from evidence_pipeline.audit.verify import Check, Verification
 from evidence_pipeline.audit.verify_many import Outcome, verify_all
 from evidence_pipeline.audit.witnessing import WitnessPolicy, check_policy
@@ -66,7 +80,7 @@ from evidence_pipeline.store import DISCARD, ArtifactStore
 from evidence_pipeline.store.local import LocalStore
 
 FORMAT = "evidence-audit-package"
-VERSION = 1
+VERSION = 2
 INDEX = "package.json"
 EVENTS = "events"
 INCLUSION = "proofs/inclusion"
@@ -80,6 +94,7 @@ _WITNESS_ID = re.compile(r"ed25519-[0-9a-f]{16}")
 _INDEX_FIELDS = {"format", "version", "tenant", "from", "to", "exported_at", "checkpoints", "consistency", "bundles"}
 # Added within version 1, both or neither: a package exported before them lists no authorizations, and still verifies.
 _AUTHORIZATION_FIELDS = {"authorizations", "action_max_age_seconds"}
+_VERSION_2_FIELDS = _INDEX_FIELDS | _AUTHORIZATION_FIELDS | {"documents"}
 _EVENT_PATH = re.compile(rf"{EVENTS}/(\d{{12}})\.json")
 _INCLUSION_FIELDS = {"event", "event_seq", "prev_hash", "event_hash", "leaf_index", "tree_size", "checkpoint", "proof"}
 
@@ -124,26 +139,36 @@ class Index:
     bundles: list[str]  # bundle prefixes, bundles/<tenant>/<YYYY-MM>/<identity>
     authorizations: list[int]  # seqs of the authorization events, in ledger order
     action_max_age_seconds: float  # the exporting deployment's, which the re-check of the signed requests uses
+    documents: dict | None = None  # version 2: the document artifacts (package_documents.py checks the section)
+    version: int = VERSION
+    signed: SignedIndex | None = field(default=None, compare=False)  # version 2: the envelope it came in
 
     def document(self) -> dict:
         return {
-            "format": FORMAT, "version": VERSION, "tenant": self.tenant, "from": self.first, "to": self.last,
+            "format": FORMAT, "version": self.version, "tenant": self.tenant, "from": self.first, "to": self.last,
             "exported_at": self.exported_at, "checkpoints": self.checkpoints, "consistency": self.consistency,
             "bundles": [{"path": bundle, "inclusion": inclusion_path(bundle)} for bundle in self.bundles],
             "authorizations": [{"event": event_path(seq), "inclusion": authorization_proof_path(seq)}
                                for seq in self.authorizations],
             "action_max_age_seconds": self.action_max_age_seconds,
-        }
+        } | ({"documents": self.documents} if self.version >= 2 else {})
 
 
 def parse_index(data: bytes) -> Index:
-    """package.json as an Index; PACKAGE_INVALID when it is not exactly what this version of the format says."""
+    """package.json as an Index (its signature not yet checked); PACKAGE_INVALID when it is not exactly what its
+    version of the format says: version 2 signed, version 1 unsigned."""
     document = jsonread.loads(data, ReasonCode.PACKAGE_INVALID, INDEX, max_bytes=INDEX_MAX_BYTES)
+    signed = None
+    if is_envelope(document):
+        signed = parse_signed_index(data)
+        document = signed.document
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"{INDEX} is not an {FORMAT} index")
-    if document.get("version") != VERSION:
-        raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"{INDEX} is format version {document.get('version')!r}; "
-                            f"this verifier reads version {VERSION}")
+    version = document.get("version")
+    if version not in (1, VERSION) or (version == VERSION) != (signed is not None):
+        raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"{INDEX} is format version {version!r}"
+                            + (" unsigned" if signed is None else " signed") + "; this verifier reads a signed "
+                            f"version {VERSION} index and an unsigned version 1 index")
     try:
         index = Index(
             document["tenant"], document["from"], document["to"], document["exported_at"],
@@ -152,6 +177,7 @@ def parse_index(data: bytes) -> Index:
                                                                           "inclusion": inclusion_path(entry["path"])}],
             [_authorization_seq(entry) for entry in document.get("authorizations", [])],
             document.get("action_max_age_seconds", DEFAULT_MAX_AGE_SECONDS),
+            document.get("documents"), version, signed,
         )
         problem = _index_problem(document, index)
     except (KeyError, TypeError, AttributeError, ValueError):
@@ -163,16 +189,22 @@ def parse_index(data: bytes) -> Index:
 
 def _index_problem(document: dict, index: Index) -> str | None:
     """What is wrong with a parsed index, or None."""
-    if document.keys() not in (_INDEX_FIELDS, _INDEX_FIELDS | _AUTHORIZATION_FIELDS):
-        return "has other fields than version 1 defines"
+    allowed = [_VERSION_2_FIELDS] if index.version == VERSION else [
+        _INDEX_FIELDS, _INDEX_FIELDS | _AUTHORIZATION_FIELDS]
+    if document.keys() not in allowed:
+        return f"has other fields than version {index.version} defines"
+    if index.version == VERSION and not (isinstance(index.documents, dict)
+                                         and isinstance(index.documents.get("artifacts"), list)):
+        return "has no documents section"
     if not isinstance(index.tenant, str) or not TENANT_ID.fullmatch(index.tenant):
         return "names no valid tenant"
     if any(p is not None and not (isinstance(p, str) and PERIOD.fullmatch(p)) for p in (index.first, index.last)):
         return "has a range bound that is not YYYY-MM"
     if not isinstance(index.exported_at, str):
         return "has no export time"
-    if len(index.bundles) != len(document["bundles"]) or not index.bundles:
-        return "lists no bundle, or a bundle whose inclusion proof is not at its place"
+    if len(index.bundles) != len(document["bundles"]) or not (index.bundles or index.documents
+                                                              and index.documents["artifacts"]):
+        return "lists no bundle and no document artifact, or a bundle whose inclusion proof is not at its place"
     pattern = re.compile(rf"bundles/{re.escape(index.tenant)}/(\d{{4}}-\d{{2}})/[0-9a-f]{{64}}")
     for bundle in index.bundles:
         matched = isinstance(bundle, str) and pattern.fullmatch(bundle)
@@ -276,22 +308,32 @@ class PackageChecks:
         return sorted({check.code for check in self.checks if not check.passed and check.code})
 
 
-def check_package(store: ArtifactStore, index: Index, key_ids: frozenset[str] = frozenset(),
+def check_package(store: LocalStore, index: Index, key_ids: frozenset[str] = frozenset(),
                   root_ids: frozenset[str] = frozenset(),
                   witness: ed25519.Ed25519PublicKey | str | None = None,
-                  policy: WitnessPolicy | None = None) -> PackageChecks:
+                  policy: WitnessPolicy | None = None, allow_unsigned_index: bool = False) -> PackageChecks:
     """Every package-level check; ``witness``: the pinned in-process witness key of earlier versions (or an id the
     package has no key for), whose valid signature every checkpoint must then carry; ``policy``: the outside
-    witnesses, N of which must have co-signed the newest checkpoint (to which every other is consistent)."""
+    witnesses, N of which must have co-signed the newest checkpoint (to which every other is consistent);
+    ``allow_unsigned_index``: accept a version 1 index."""
     result = PackageChecks()
-    result.checks.append(run_check("contents", lambda: _check_contents(store, index)))
-    try:  # the checkpoints' keys: those the package's keyring lists (pinned by root), or its published keys
+    try:  # the index's and the checkpoints' keys: those the package's keyring lists (pinned by root), or its keys
         keys = CheckpointKeys.of(store, key_ids, root_ids)
     except EvidenceError as error:
         if error.code in UNAVAILABLE_CODES:
             raise
         result.checks.append(Check("keyring", False, error.code, error.message))
         keys = CheckpointKeys({}, None)  # no checkpoint can verify: each then fails on its own line
+    signed = index.signed
+    if signed is None:
+        result.checks.append(Check("index_signature", allow_unsigned_index, None if allow_unsigned_index else
+                                   ReasonCode.PACKAGE_INDEX_UNSIGNED, f"{INDEX} is an unsigned version 1 index" + (
+                                       ", accepted by --allow-unsigned-index" if allow_unsigned_index else "")))
+    else:
+        result.checks.append(run_check("index_signature",
+                                       lambda: check_signature(store, signed, index.exported_at, keys)))
+        result.checks.append(run_check("files", lambda: check_files(store, store.root, INDEX, signed.subjects)))
+    result.checks.append(run_check("contents", lambda: _check_contents(store, index)))
     if isinstance(witness, str):
         result.witness_id = witness
     elif witness is not None:
@@ -439,6 +481,27 @@ def event_bytes(store: ArtifactStore, path: str) -> bytes:
         if error.code == ReasonCode.STORE_NOT_FOUND:
             raise EvidenceError(ReasonCode.PACKAGE_INCOMPLETE, f"{path} is missing") from None
         raise
+
+
+def read_event(store: ArtifactStore, seq: int, tenants: tuple[str, ...]) -> tuple[bytes, dict]:
+    """An event of the package's (its bytes and body), which must be of one of ``tenants`` (PACKAGE_INVALID)."""
+    text = event_bytes(store, event_path(seq))
+    body = jsonread.loads(text, ReasonCode.PACKAGE_INVALID, event_path(seq))
+    if not isinstance(body, dict) or body.get("tenant") not in tenants or not isinstance(body.get("details"), dict):
+        named = " or ".join(tenant or "none" for tenant in tenants)
+        raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"event {seq} is not an event of {named}")
+    return text, body
+
+
+def prove_event(store: ArtifactStore, seq: int, text: bytes, proof: dict, roots: dict[str, tuple[int, bytes]]
+                ) -> None:
+    """An event's bytes are in the log: its inclusion proof (read_inclusion's) is about it and reaches a verified
+    checkpoint (PROOF_INVALID), and its chain hash is sha256(prev_hash || bytes)."""
+    if proof["event_seq"] != seq:
+        raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"the inclusion proof of event {seq} proves another event")
+    check_inclusion(store, proof, roots)
+    if hashlib.sha256(bytes.fromhex(proof["prev_hash"]) + text).hexdigest() != proof["event_hash"]:
+        raise EvidenceError(ReasonCode.PROOF_INVALID, f"event {seq}'s hash is not sha256(prev_hash || its bytes)")
 
 
 def check_inclusion(store: ArtifactStore, proof: dict, roots: dict[str, tuple[int, bytes]]) -> None:

@@ -14,17 +14,14 @@ the check that failed. Only when every check passed does the package say who aut
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 
-from evidence_pipeline import jsonread
 from evidence_pipeline.actors.offline import recheck_events
 from evidence_pipeline.audit.package import (
     Index,
     PackageChecks,
     authorization_proof_path,
-    check_inclusion,
-    event_bytes,
-    event_path,
+    prove_event,
+    read_event,
     read_inclusion,
     run_check,
 )
@@ -59,14 +56,5 @@ def _prove(store: ArtifactStore, index: Index, seq: int, roots: dict[str, tuple[
            bodies: dict[int, dict]) -> None:
     """Adds the event's body to ``bodies`` if it is of the package's tenant (or of none), then proves it: an event
     whose proof fails is still re-checked, so that a tampered request is also named for what it breaks."""
-    text = event_bytes(store, event_path(seq))
-    body = jsonread.loads(text, ReasonCode.PACKAGE_INVALID, event_path(seq))
-    if not isinstance(body, dict) or body.get("tenant") not in (index.tenant, ""):
-        raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"event {seq} is not an event of {index.tenant} or of none")
-    bodies[seq] = body
-    proof = read_inclusion(store, authorization_proof_path(seq))
-    if proof["event_seq"] != seq:
-        raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"{authorization_proof_path(seq)} proves another event")
-    check_inclusion(store, proof, roots)
-    if hashlib.sha256(bytes.fromhex(proof["prev_hash"]) + text).hexdigest() != proof["event_hash"]:
-        raise EvidenceError(ReasonCode.PROOF_INVALID, f"event {seq}'s hash is not sha256(prev_hash || its bytes)")
+    text, bodies[seq] = read_event(store, seq, (index.tenant, ""))
+    prove_event(store, seq, text, read_inclusion(store, authorization_proof_path(seq)), roots)

@@ -206,8 +206,8 @@ def _verify_pades(store: ArtifactStore, report: bytes, predicate: dict, expected
     level = predicate.get("pades_level")
     if level not in PADES_LEVELS:
         raise EvidenceError(ReasonCode.STATEMENT_INVALID, "the statement names no known PAdES level")
-    tsa_root = _trust_root(store, str(predicate.get("tsa_root_id", "")), expected_root_ids) if level != "B-B" else None
-    root = _trust_root(store, str(predicate.get("trust_root_id", "")), expected_root_ids)
+    tsa_root = trust_root(store, str(predicate.get("tsa_root_id", "")), expected_root_ids) if level != "B-B" else None
+    root = trust_root(store, str(predicate.get("trust_root_id", "")), expected_root_ids)
     return verify_pdf_signature(report, root, level, tsa_root, at)
 
 
@@ -236,7 +236,7 @@ def _check_signing_keys(keyring: KeyringDocument, signed_by: tuple[str, ...], pr
         check_key_at(keyring, pdf.signer_certificate_id, SignatureTimes(made=made), "PDF signer certificate")
 
 
-def _trust_root(store: ArtifactStore, root_id: str, expected: frozenset[str]) -> bytes:
+def trust_root(store: ArtifactStore, root_id: str, expected: frozenset[str]) -> bytes:
     if not root_id.startswith("x509-root-") or (expected and root_id not in expected):
         raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED, "statement names no trusted, published trust root")
     try:

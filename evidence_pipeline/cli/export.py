@@ -7,32 +7,42 @@ from pathlib import Path
 import click
 
 from evidence_pipeline.cli.options import check_period, check_tenant_id
-from evidence_pipeline.cli.resources import load_settings, open_audit
+from evidence_pipeline.cli.resources import load_settings
 
 
 @click.command()
 @click.option("--tenant", "tenant_id", required=True, callback=check_tenant_id, help="Whose bundles to export.")
 @click.option("--from", "first", callback=check_period, metavar="YYYY-MM", help="First period (inclusive).")
 @click.option("--to", "last", callback=check_period, metavar="YYYY-MM", help="Last period (inclusive).")
+@click.option("--with-uploads", is_flag=True, help="Also pack the uploaded documents' bytes (private: by default "
+              "the package holds only their digests).")
 @click.argument("out", type=click.Path(path_type=Path))
-def export(tenant_id: str, first: str | None, last: str | None, out: Path) -> None:
-    """Write an offline audit package of a tenant's bundles to the folder OUT (which must not exist).
+def export(tenant_id: str, first: str | None, last: str | None, with_uploads: bool, out: Path) -> None:
+    """Write an offline audit package of a tenant's bundles and document artifacts to the folder OUT (which must not
+    exist).
 
-    The package holds the bundles, the archive's keys/, the signed checkpoints, each bundle's ledger event with its
-    inclusion proof, the events that record who authorized the tenant's privileged actions (and the actor events
-    they are checked against) with theirs, and the consistency proofs between the checkpoints: `evidence verify
-    --package OUT` (or a short script, see the README) checks it with no database and no network. Reads the
-    ledger and the archive; writes neither.
+    The package holds the bundles, every output of the tenant's document jobs of the periods (redactions, review
+    decisions, split parts, merged documents) with the statements, signature-check records, decisions and
+    signed copies their lineage walks through, the archive's keys/, the signed checkpoints, each of those ledger
+    events with its inclusion proof, the events that record who authorized the tenant's privileged actions (and
+    the actor events they are checked against) with theirs, and the consistency proofs between the checkpoints.
+    The uploads themselves are private: the package holds their digests, and their bytes only --with-uploads.
+    package.json, its index, is signed with the statement key and lists every file's digest. `evidence verify
+    --package OUT` checks it with no database and no network. Reads the ledger and the archive; writes neither.
     """
     from evidence_pipeline.audit.export import export_package
+    from evidence_pipeline.intake import open_documents
 
     settings = load_settings(reads_only=True)
-    ledger, archive = open_audit(settings)
-    exported = export_package(ledger, archive, tenant_id, first, last, out, settings.action_max_age_seconds)
+    exported = export_package(open_documents(settings), tenant_id, first, last, out, settings.action_max_age_seconds,
+                              with_uploads)
     index = exported.index
-    click.echo(f"exported {len(index.bundles)} bundle(s) of {tenant_id} ({first or 'first'}..{last or 'last'}) and "
-               f"{len(index.authorizations)} authorization event(s) to {out}; checkpoints: {len(index.checkpoints)}, "
-               f"witnessed: {exported.witnessed}; the newest co-signed by {_cosigners(out, index)} outside witness(es)")
+    click.echo(f"exported {len(index.bundles)} bundle(s) of {tenant_id} ({first or 'first'}..{last or 'last'}), "
+               f"{len(index.documents['artifacts'])} document artifact(s)"
+               + (" with their uploads" if with_uploads else " (uploads as digests only)")
+               + f" and {len(index.authorizations)} authorization event(s) to {out}; checkpoints: "
+               f"{len(index.checkpoints)}, witnessed: {exported.witnessed}; the newest co-signed by "
+               f"{_cosigners(out, index)} outside witness(es)")
     if exported.unproved:
         click.echo(f"left out {exported.unproved} authorization event(s) recorded after the newest checkpoint: run "
                    "`evidence ledger checkpoint` and export again to include them")

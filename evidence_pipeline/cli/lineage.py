@@ -30,7 +30,7 @@ def is_artifact_id(location: str) -> bool:
 
 def walk_lineage(artifact_id: str, as_json: bool) -> int:
     """Walk one artifact's lineage, print the report; its exit code."""
-    from evidence_pipeline.documents.lineage import lineage as walk
+    from evidence_pipeline.audit.lineage_ledger import lineage as walk
     from evidence_pipeline.intake import open_documents
 
     report = walk(open_documents(load_settings(reads_only=True)), artifact_id)

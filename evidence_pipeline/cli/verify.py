@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 @click.option("--witness-policy", "policy", type=click.IntRange(min=1), metavar="N", help="With --witness: the "
               "package's newest checkpoint must carry valid cosignatures of N of the given witnesses "
               "[default: all of them].")
+@click.option("--allow-unsigned-index", is_flag=True, help="With --package: accept a package of format version 1, "
+              "whose package.json is unsigned (a removed bundle and its index entry then go unnoticed).")
 @json_option
 @click.option("--key-id", "key_ids", multiple=True, help="Only trust these statement key ids (repeatable).")
 @click.option("--root-id", "root_ids", multiple=True, help="Only trust these PAdES trust root ids (repeatable).")
@@ -41,8 +43,8 @@ if TYPE_CHECKING:
 @click.option("--at", "at", callback=parse_moment, metavar="TIME",
               help="Validate the PAdES signatures at this ISO 8601 time (UTC unless it says) instead of now.")
 def verify(locations: tuple[str, ...], package: str | None, witness: str | None, witnesses: tuple[str, ...],
-           policy: int | None, as_json: bool, key_ids: tuple[str, ...], root_ids: tuple[str, ...],
-           workers: int | None, at: datetime | None) -> None:
+           policy: int | None, allow_unsigned_index: bool, as_json: bool, key_ids: tuple[str, ...],
+           root_ids: tuple[str, ...], workers: int | None, at: datetime | None) -> None:
     """Verify bundles offline. Exit 0 only if every check of every bundle passes.
 
     A LOCATION is one bundle, <archive>/bundles/<tenant>/<period>/<identity>, or a prefix whose bundles are all
@@ -50,8 +52,11 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
     For several bundles, --json prints one JSON object per bundle (JSON lines).
 
     --package FOLDER verifies an audit package instead (no database, no network): its bundles, their inclusion
-    proofs, the signed checkpoints and the consistency between them, and who authorized each privileged action
-    of the tenant (each signed request re-checked); --json prints one JSON document.
+    proofs, the signed checkpoints and the consistency between them, who authorized each privileged action of the
+    tenant (each signed request re-checked), and each document artifact walked back to its upload's digest as
+    `evidence lineage` walks it; package.json must be signed by a statement key of the package and list exactly
+    the package's files (a version 1 package, unsigned, only with --allow-unsigned-index); --json prints one JSON
+    document.
 
     Keys come from the archive's keys/ folder: the statement keys and signer certificates that the newest keyring
     document (keys/keyring-*.json), signed by the trust root, lists. Pin the trust root id you received out of band
@@ -68,11 +73,11 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
         raise click.UsageError("give either LOCATION... or --package, not both")
     if package is None and not locations:
         raise click.UsageError("Missing argument 'LOCATION...' (or --package FOLDER).")
-    if witness is not None and package is None:
-        raise click.UsageError("--require-witness checks the checkpoints of a package: use it with --package")
+    if (witness is not None or allow_unsigned_index) and package is None:
+        raise click.UsageError("--require-witness and --allow-unsigned-index check a package: use them with --package")
     if package is not None:  # reads no setting but EVIDENCE_WORKERS, and only when --workers is not given
-        _verify_package(package, witness, _witness_policy(witnesses, policy), as_json, frozenset(key_ids),
-                        frozenset(root_ids), workers or load_settings().worker_processes(), at)
+        _verify_package(package, witness, _witness_policy(witnesses, policy), allow_unsigned_index, as_json,
+                        frozenset(key_ids), frozenset(root_ids), workers or load_settings().worker_processes(), at)
     if witnesses or policy:
         raise click.UsageError("--witness and --witness-policy check the checkpoints of a package: use them with "
                                "--package")
@@ -174,23 +179,30 @@ def _witness_policy(witnesses: tuple[str, ...], required: int | None):
     return WitnessPolicy(keys, required or len(keys))
 
 
-def _verify_package(argument: str, witness: str | None, policy, as_json: bool, key_ids: frozenset[str],
-                    root_ids: frozenset[str], workers: int, at: datetime | None) -> None:
-    """`evidence verify --package`: the package-level checks and who authorized what, then every bundle in worker
-    processes."""
+def _verify_package(argument: str, witness: str | None, policy, allow_unsigned_index: bool, as_json: bool,
+                    key_ids: frozenset[str], root_ids: frozenset[str], workers: int, at: datetime | None) -> None:
+    """`evidence verify --package`: the package-level checks, who authorized what and each document artifact's
+    lineage, then every bundle in worker processes."""
     from evidence_pipeline.audit.package import check_package, open_package, verify_bundles, witness_public_key
     from evidence_pipeline.audit.package_authorizations import check_authorizations
+    from evidence_pipeline.audit.package_documents import check_documents
     from evidence_pipeline.audit.verify_many import overall_exit_code
 
     store, index = open_package(argument)
     pinned_witness = None if witness is None else witness_public_key(store, witness)
-    checks = check_package(store, index, key_ids, root_ids, pinned_witness, policy)
+    checks = check_package(store, index, key_ids, root_ids, pinned_witness, policy, allow_unsigned_index)
     authorizations = check_authorizations(store, index, checks)
+    lineages = check_documents(store, index, checks, key_ids, root_ids)
+    artifacts = len((index.documents or {}).get("artifacts", []))
     if not as_json:
         span = f"{index.first or 'first'}..{index.last or 'last'}"
-        click.echo(f"package of {len(index.bundles)} bundles of {index.tenant} ({span}), "
-                   f"{len(index.checkpoints)} checkpoints, {len(index.authorizations)} authorization events, "
-                   f"exported {index.exported_at}")
+        click.echo(f"package (format version {index.version}) of {len(index.bundles)} bundles of {index.tenant} "
+                   f"({span}), {artifacts} document artifacts, {len(index.checkpoints)} checkpoints, "
+                   f"{len(index.authorizations)} authorization events, exported {index.exported_at}")
+        if index.signed is None:
+            click.echo("NOTICE: package.json is an unsigned version 1 index: a file removed together with its index "
+                       "entry cannot be detected" + ("" if allow_unsigned_index else
+                                                     " (accept it knowingly with --allow-unsigned-index)"))
         for check in checks.checks:
             click.echo(f"{'ok  ' if check.passed else 'FAIL'} {check.name}"
                        + ("" if check.passed else f": {check.code}: {check.detail}"))
@@ -219,7 +231,8 @@ def _verify_package(argument: str, witness: str | None, policy, as_json: bool, k
             "checkpoint_key_ids": sorted(checks.checkpoint_key_ids), "witness_key_id": checks.witness_id,
             "witness_policy": None if policy is None else {
                 "required": policy.required, "witnesses": [key.vkey() for key in policy.witnesses]},
-            "checks": [c.__dict__ for c in checks.checks], "authorizations": authorizations,
+            "format_version": index.version, "index_signed": index.signed is not None,
+            "checks": [c.__dict__ for c in checks.checks], "authorizations": authorizations, "documents": lineages,
             "bundles": [o.as_dict() for o in outcomes],
         }, indent=2))
     else:

@@ -14,8 +14,8 @@ At a merge's admission, a part's decision is the latest, by ledger position, of 
 `document.published` event and its latest `part.decided` event; the merge admits the part when that one approves it
 (a rejection after an approval is MERGE_INPUT_NOT_APPROVED) and pins it in its request: a review as {artifact_id,
 review_job_id, decision_sha256}, a reviewer's decision as {artifact_id, decision_event_id, decided_by}. The worker
-re-checks the pin before it merges (``pin_holds``) and `evidence lineage` walks it (documents/lineage.py, with
-``decision_problem``).
+re-checks the pin before it merges (``pin_holds``) and `evidence lineage` walks it (audit/lineage.py, with
+``decision_problem``, document_formats.py).
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ from sqlalchemy import Connection
 
 from evidence_pipeline.actors.authorize import ActionGate
 from evidence_pipeline.actors.registry import Registry
-from evidence_pipeline.actors.requests import parse_envelope
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.actors.verify import AuthorizedAction
+from evidence_pipeline.document_formats import DECISION, decision_problem
 from evidence_pipeline.documents import Documents
-from evidence_pipeline.documents.review import DECISION
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.documents import find_event_in
 from evidence_pipeline.ledger.ledger import current_month
@@ -136,27 +135,3 @@ def pin_holds(documents: Documents, tenant: str, pin: dict, sha256: str) -> None
     problem = "no such decision" if event is None else decision_problem(event["parsed"], pin, sha256)
     if problem is not None:
         raise EvidenceError(ReasonCode.MERGE_INPUT_NOT_APPROVED, f"a merge input's pinned decision: {problem}")
-
-
-def decision_problem(event: dict, pin: dict, sha256: str) -> str | None:
-    """What is wrong with a `part.decided` event (its body) as the pinned approval of the part of digest
-    ``sha256``: None when nothing is. The signed request must say what the event says."""
-    details = event["details"]
-    if details.get("artifact_id") != pin["artifact_id"] or details.get("sha256") != sha256 or event[
-        "subject_sha256"
-    ] != sha256:
-        return "it is about other bytes"
-    if event["actor"] != pin["decided_by"]:
-        return "another actor decided"
-    if details.get("decision") != "approved":
-        return "it is not an approval"
-    try:
-        request = parse_envelope(details.get("authorization"))
-    except EvidenceError:
-        return "it carries no signed request"
-    signed = {name: details.get(name) for name in _ARGS}
-    if (request.action, request.actor, request.tenant, request.args) != (
-        Action.PART_DECIDE, event["actor"], event["tenant"], signed
-    ):
-        return "its signed request says otherwise"
-    return None

@@ -19,6 +19,7 @@ from pyhanko.pdf_utils.reader import PdfFileReader
 from pypdf import PdfReader, apply_configuration
 from pypdf.errors import LimitReachedError
 
+from evidence_pipeline.document_formats import DECISION
 from evidence_pipeline.documents import canary
 from evidence_pipeline.documents import ruleset as rulesets
 from evidence_pipeline.documents.gate import _PARSE_ERRORS, LIMITS
@@ -27,7 +28,6 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.document_jobs import WORKER_VERSION
 from evidence_pipeline.signing.dsse import canonical_json
 
-DECISION = "decision.json"
 SIGNED = "approved.pdf"  # the contract as uploaded, plus the service's approval signature (an incremental update)
 DECISION_SCHEMA = "evidence-review-decision/v1"
 MAX_TEXT_CHARS = 2_000_000  # all pages' extracted text together

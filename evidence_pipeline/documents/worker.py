@@ -27,6 +27,15 @@ from dataclasses import dataclass
 from pyhanko.pdf_utils.reader import PdfFileReader
 
 from evidence_pipeline import jsonread
+from evidence_pipeline.document_formats import (
+    DERIVATIVE_MANIFEST_SCHEMA,
+    DERIVATIVE_PREDICATE_TYPE,
+    DERIVED_BY,
+    DERIVED_BY_FIELD,
+    PREDICATE_TYPE,
+    SIGNATURE_CHECK_PREDICATE_TYPE,
+    STATEMENT,
+)
 from evidence_pipeline.documents import Documents, signature_check
 from evidence_pipeline.documents.decisions import pin_holds
 from evidence_pipeline.documents.gate import gate
@@ -45,14 +54,7 @@ from evidence_pipeline.signing.pades import TIMESTAMPED, sign_pdf, verify_pdf_si
 from evidence_pipeline.store import StoredObject, sha256_file, sha256_hex
 from evidence_pipeline.tempfiles import attempt_dir, scratch_file
 
-STATEMENT = "statement.dsse.json"
-PREDICATE_TYPE = "https://evidence-pipeline.dev/document-job/v1"
-SIGNATURE_CHECK_PREDICATE_TYPE = "https://evidence-pipeline.dev/signature-check/v1"
-DERIVATIVE_PREDICATE_TYPE = "https://evidence-pipeline.dev/derivative/v1"
-DERIVATIVE_MANIFEST_SCHEMA = "evidence-derivative/v1"
 APPROVAL_FIELD = "EvidenceApproval"  # the signature field of the service's approval
-DERIVED_BY_FIELD = "EvidenceDerivedBy"  # the signature field of the service's signature on a derivative's copy
-DERIVED_BY = "derived-by.pdf"  # a derivative's copy signed by the service: <name>.derived-by.pdf
 _MISSING = frozenset({ReasonCode.DOCUMENT_NOT_FOUND, ReasonCode.STORE_NOT_FOUND, ReasonCode.STORE_DIGEST_MISMATCH})
 
 

@@ -1,4 +1,6 @@
-"""`evidence lineage ARTIFACT_ID`: walk from an artifact back to the uploaded bytes, checking every link.
+"""The walk from a document artifact back to the uploaded bytes, checking every link: one implementation, which
+`evidence lineage` runs over the ledger and the stores (lineage_ledger.py) and `evidence verify --package`
+over an audit package (package_documents.py), with no database and no network.
 
 An artifact id is an archive key, as a job's status lists its outputs. The walk follows what each link records:
 
@@ -10,34 +12,63 @@ An artifact id is an archive key, as a job's status lists its outputs. The walk 
   `signature.checked` event, the record and its statement, about the original's digest); then each parent in turn;
 - any other job output (a redaction, a review decision, an approval): the job's `document.published` event, the
   output's bytes and the job's statement, then the job's inputs;
-- an upload: its `document.admitted` event and its bytes in the document store.
+- an upload: its `document.admitted` event and, where the source holds them, its bytes.
 
-Every event met is checked against the hash chain (its own hash, and the hash of the event before it). The first
-link that does not hold ends the walk with a reason code and names the link; ok only when every link holds.
+Every event met is checked by the source (``Source.chained``): against the hash chain in the ledger, by its
+inclusion proof in a package. The first link that does not hold ends the walk with a reason code and names the
+link; ok only when every link holds.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from typing import Protocol
 
-from evidence_pipeline.documents import Documents
-from evidence_pipeline.documents.decisions import decision_problem
-from evidence_pipeline.documents.review import DECISION
-from evidence_pipeline.documents.worker import (
+from evidence_pipeline.document_formats import (
+    DECISION,
     DERIVATIVE_PREDICATE_TYPE,
     DERIVED_BY,
     DERIVED_BY_FIELD,
     PREDICATE_TYPE,
     SIGNATURE_CHECK_PREDICATE_TYPE,
     STATEMENT,
+    decision_problem,
 )
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger.ledger import GENESIS_HASH, chain_hash
 from evidence_pipeline.models import TENANT_ID, EventType
 from evidence_pipeline.signing import dsse
-from evidence_pipeline.signing.keys import published_statement_keys
 from evidence_pipeline.signing.pades import TIMESTAMPED, verify_pdf_signature
-from evidence_pipeline.store import sha256_hex
+from evidence_pipeline.store import ArtifactStore, sha256_hex
+
+
+@dataclass(frozen=True)
+class DerivedBy:
+    """What the service's "derived by" PAdES signatures are checked against."""
+
+    root_pem: bytes
+    level: str
+    tsa_root_pem: bytes | None
+
+
+class Source(Protocol):
+    """Where the walk reads: events are dicts {seq, prev_hash, event_hash, body (the stored text), parsed}."""
+
+    archive: ArtifactStore
+    statement_keys: dict
+
+    def find_event(self, tenant: str, event_type: str, name: str, value: str) -> dict | None:
+        """The oldest of ``tenant``'s events of ``event_type`` whose details[``name``] is ``value``."""
+
+    def event(self, tenant: str, event_type: str, event_id: str) -> dict | None: ...
+
+    def chained(self, event: dict) -> str | None:
+        """What is wrong with the event's place in the log, or None."""
+
+    def upload(self, tenant: str, document_id: str) -> tuple[ArtifactStore, str] | None:
+        """(store, key) of an upload's bytes, or None where the source holds its digest only."""
+
+    def derived_by(self) -> DerivedBy: ...
 
 
 class _Broken(Exception):
@@ -46,10 +77,10 @@ class _Broken(Exception):
         self.code, self.link, self.message = code.value, link, message
 
 
-def lineage(documents: Documents, artifact_id: str) -> dict:
+def walk(source: Source, artifact_id: str) -> dict:
     """The walk's report: ``ok``, and on failure ``code``, ``link`` and ``message``; ``links`` lists every link
     checked, from the artifact back to the upload."""
-    walker = _Walker(documents, artifact_id)
+    walker = _Walker(source, artifact_id)
     try:
         walker.artifact(artifact_id)
     except _Broken as broken:
@@ -62,14 +93,14 @@ def lineage(documents: Documents, artifact_id: str) -> dict:
 
 
 class _Walker:
-    def __init__(self, documents: Documents, artifact_id: str):
-        self.documents, self.artifact_id = documents, artifact_id
+    def __init__(self, source: Source, artifact_id: str):
+        self.source, self.artifact_id = source, artifact_id
         self.links: list[dict] = []
         parts = artifact_id.split("/") if isinstance(artifact_id, str) else []
         if len(parts) < 4 or parts[0] != "documents" or not TENANT_ID.fullmatch(parts[1]):
             raise EvidenceError(ReasonCode.LINEAGE_NOT_FOUND, "an artifact id is documents/<tenant>/…")
         self.tenant = parts[1]
-        self.keys = published_statement_keys(documents.runtime.archive)
+        self.archive = source.archive
 
     def report(self, code: str | None = None, link: str | None = None, message: str | None = None) -> dict:
         return {"artifact_id": self.artifact_id, "ok": code is None, "code": code, "link": link, "message": message,
@@ -82,13 +113,13 @@ class _Walker:
         signed_copy = artifact_id.endswith(f".{DERIVED_BY}")  # walked as the derivative it is a signed copy of
         if signed_copy:
             artifact_id = artifact_id.removesuffix(f".{DERIVED_BY}") + ".pdf"
-        derived = self.documents.records.find_event(self.tenant, EventType.DOCUMENT_DERIVED, "artifact_id", artifact_id)
+        derived = self.source.find_event(self.tenant, EventType.DOCUMENT_DERIVED, "artifact_id", artifact_id)
         if derived is not None:
             return self.derivative(artifact_id, derived)
         segments = artifact_id.split("/")
         if len(segments) == 5 and segments[2] not in ("derived", "signature-checks"):
             return self.job_output(artifact_id, segments[3])
-        if not self.links and not self.documents.runtime.archive.exists(artifact_id):
+        if not self.links and not self.archive.exists(artifact_id):
             raise EvidenceError(ReasonCode.LINEAGE_NOT_FOUND, "no committed artifact has this id")
         raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, f"derivative {artifact_id}",
                       "no document.derived event names this artifact")
@@ -108,7 +139,7 @@ class _Walker:
         digest = recorded["output_digest"]
         if event["parsed"]["subject_sha256"] != digest:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the event's subject is not the output digest")
-        data = self.bytes_of(self.documents.runtime.archive, artifact_id, digest, link)
+        data = self.bytes_of(self.archive, artifact_id, digest, link)
         manifest = self.json_of(details["manifest"], details["manifest_sha256"], link, "manifest")
         if manifest.get("lineage") != recorded or manifest.get("statement", {}).get("sha256") != details[
             "statement_sha256"
@@ -137,15 +168,13 @@ class _Walker:
     def derived_by(self, details: dict, data: bytes, link: str) -> None:
         """The derivative's copy signed by the service: the recorded bytes, beginning with the derivative's, and
         our valid PAdES signature after them."""
-        signed = self.bytes_of(self.documents.runtime.archive, details["derived_by"], details["derived_by_sha256"],
-                               link)
+        signed = self.bytes_of(self.archive, details["derived_by"], details["derived_by_sha256"], link)
         if not signed.startswith(data):
             raise _Broken(ReasonCode.LINEAGE_DIGEST_MISMATCH, link, "the signed copy is not of the derivative")
-        rt = self.documents.runtime
-        level = rt.settings.pades_level
         try:
-            verify_pdf_signature(signed, rt.keyring.root_pem, level,
-                                 rt.keyring.tsa_root_pem if level in TIMESTAMPED else None, field_name=DERIVED_BY_FIELD)
+            by = self.source.derived_by()
+            verify_pdf_signature(signed, by.root_pem, by.level, by.tsa_root_pem if by.level in TIMESTAMPED else None,
+                                 field_name=DERIVED_BY_FIELD)
         except EvidenceError as error:
             raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link,
                           f"the derived-by signature does not verify ({error.code})") from None
@@ -168,10 +197,8 @@ class _Walker:
 
     def decision(self, pin: dict, parent: str, parent_digest: str) -> None:
         link = f"decision {pin['decision_event_id']} on {parent}"
-        event = self.documents.records.event(self.tenant, EventType.PART_DECIDED, pin["decision_event_id"])
-        if event is None:
-            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "no part.decided event")
-        self.chained(event, link)
+        event = self.in_log(self.source.event(self.tenant, EventType.PART_DECIDED, pin["decision_event_id"]), link,
+                            "no part.decided event")
         body = event["parsed"]
         if body["details"].get("decision") != "approved":
             raise _Broken(ReasonCode.LINEAGE_NOT_APPROVED, link, "the reviewer's decision is not approved")
@@ -183,10 +210,8 @@ class _Walker:
 
     def signature_check(self, check: str, original_digest: str) -> None:
         link = f"signature check {check}"
-        event = self.documents.records.find_event(self.tenant, EventType.SIGNATURE_CHECKED, "signature_check_id", check)
-        if event is None:
-            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "no signature.checked event")
-        self.chained(event, link)
+        event = self.in_log(self.source.find_event(self.tenant, EventType.SIGNATURE_CHECKED, "signature_check_id",
+                                                   check), link, "no signature.checked event")
         details = event["parsed"]["details"]
         if event["parsed"]["subject_sha256"] != original_digest:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the check is about other bytes")
@@ -211,7 +236,7 @@ class _Walker:
         [entry] = [a for a in event["details"]["artifacts"] if a["key"] == artifact_id] or [None]
         if entry is None:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the job's event does not name this output")
-        self.bytes_of(self.documents.runtime.archive, artifact_id, entry["sha256"], link)
+        self.bytes_of(self.archive, artifact_id, entry["sha256"], link)
         predicate = self.job_statement(event, None, link)
         self.links.append({"link": "job_output", "artifact_id": artifact_id, "sha256": entry["sha256"],
                            "job_id": job_id, "operation": predicate["operation"]})
@@ -225,23 +250,21 @@ class _Walker:
 
     def upload(self, document_id: str) -> str:
         link = f"upload {document_id}"
-        event = self.documents.records.find_event(self.tenant, EventType.DOCUMENT_ADMITTED, "document_id", document_id)
-        row = self.documents.records.document(self.tenant, document_id)
-        if event is None or row is None:
-            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "no document.admitted event for the upload")
-        self.chained(event, link)
+        event = self.in_log(self.source.find_event(self.tenant, EventType.DOCUMENT_ADMITTED, "document_id",
+                                                   document_id), link, "no document.admitted event for the upload")
         digest = event["parsed"]["subject_sha256"]
-        self.bytes_of(self.documents.store, row["store_key"], digest, link)
-        self.links.append({"link": "upload", "document_id": document_id, "sha256": digest})
+        stored = self.source.upload(self.tenant, document_id)
+        if stored is not None:
+            self.bytes_of(*stored, digest, link)
+        self.links.append({"link": "upload", "document_id": document_id, "sha256": digest,
+                           "bytes_checked": stored is not None})
         return digest
 
     # --- checks --------------------------------------------------------------------------------------------
 
     def published(self, job_id: str, link: str) -> dict:
-        event = self.documents.records.find_event(self.tenant, EventType.DOCUMENT_PUBLISHED, "job_id", job_id)
-        if event is None:
-            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "no document.published event for the job")
-        self.chained(event, link)
+        event = self.in_log(self.source.find_event(self.tenant, EventType.DOCUMENT_PUBLISHED, "job_id", job_id), link,
+                            "no document.published event for the job")
         return event["parsed"]
 
     def job_statement(self, event: dict, subject_digest: str | None, link: str) -> dict:
@@ -259,9 +282,9 @@ class _Walker:
 
     def statement(self, key: str, sha256: str, name: str | None, subject_digest: str, predicate_type: str,
                   link: str) -> dict:
-        data = self.get(self.documents.runtime.archive, key, link, ReasonCode.LINEAGE_STATEMENT_INVALID)
+        data = self.get(self.archive, key, link, ReasonCode.LINEAGE_STATEMENT_INVALID)
         try:
-            opened = dsse.verify_envelope(data, self.keys, dsse.PAYLOAD_TYPE)
+            opened = dsse.verify_envelope(data, self.source.statement_keys, dsse.PAYLOAD_TYPE)
             body = json.loads(opened.payload)
         except (EvidenceError, ValueError):
             raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link,
@@ -279,7 +302,7 @@ class _Walker:
 
     def json_of(self, key: str, sha256: str, link: str, what: str,
                 code: ReasonCode = ReasonCode.LINEAGE_STATEMENT_INVALID) -> dict:
-        data = self.get(self.documents.runtime.archive, key, link, code)
+        data = self.get(self.archive, key, link, code)
         if sha256_hex(data) != sha256:
             raise _Broken(code, link, f"the {what} is not the one its event recorded")
         try:
@@ -301,11 +324,14 @@ class _Walker:
                 raise
             raise _Broken(code, link, f"cannot read it ({error.code})") from None
 
+    def in_log(self, event: dict | None, link: str, missing: str) -> dict:
+        """The event, once the source has placed it in the log; the link breaks when there is none."""
+        if event is None:
+            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, missing)
+        self.chained(event, link)
+        return event
+
     def chained(self, event: dict, link: str) -> None:
-        """The event's row hashes to its event_hash from its prev_hash, which is the hash of the event before, and
-        the event after it (if any) chains from it."""
-        before, after = self.documents.records.neighbour_hashes(event["seq"])
-        if chain_hash(event["prev_hash"], event["body"]) != event["event_hash"] or event["prev_hash"] != (
-            before or GENESIS_HASH
-        ) or after not in (None, event["event_hash"]):
-            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, f"ledger event {event['seq']} breaks the hash chain")
+        problem = self.source.chained(event)
+        if problem is not None:
+            raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, problem)
