@@ -34,6 +34,8 @@ from evidence_pipeline_tests.docs_pages import page
 from evidence_pipeline_tests.signers import admin_key_file
 
 PEM = serialization.Encoding.PEM
+FIXTURES = len(FIXTURE_MONTHS)  # the events before a test's own: one `source.published` per fixture month
+FIRST, SECOND = FIXTURES + 8, FIXTURES + 24  # the checkpoints of _publish: after one tenant-month, after three
 
 
 def _write_witness(folder: Path) -> tuple[ed25519.Ed25519PrivateKey, Path, Path]:
@@ -129,8 +131,8 @@ def test_a_package_verifies_with_the_database_and_the_archive_gone(runtime, back
     assert code == 0 and report["ok"] and report["codes"] == []
     assert report["witness_key_id"] == public_key_id(witness[0].public_key())
     assert [c["name"] for c in report["checks"]] == [
-        "index_signature", "files", "contents", "checkpoint 8", "witness 8", "checkpoint 24", "witness 24",
-        "consistency 8 -> 24"]
+        "index_signature", "files", "contents", f"checkpoint {FIRST}", f"witness {FIRST}", f"checkpoint {SECOND}",
+        f"witness {SECOND}", f"consistency {FIRST} -> {SECOND}"]
     assert [b["bundle"].rsplit("/", 2)[-2] for b in report["bundles"]] == ["2026-09", "2026-10"]
     first = read_index(package)["bundles"][0]["path"]
     archive_checks = [c.name for c in verify_bundle(PackageStore(package), first).checks]
@@ -264,14 +266,14 @@ TAMPERING = {
                           {"LEDGER_EVENT_MISMATCH", CHANGED}),
     "inclusion proof": (lambda p: _edit_json(_only(p, "proofs/inclusion/*/2026-09/*.json"), _first_hash_flipped),
                         {"PROOF_INVALID", CHANGED}),
-    "event": (lambda p: _event_edited(_only(p, "events/000000000023.json")),
+    "event": (lambda p: _event_edited(_only(p, f"events/{FIXTURES + 23:012d}.json")),
               {"PROOF_INVALID", "LEDGER_EVENT_MISMATCH", CHANGED}),
     "consistency proof": (lambda p: _edit_json(_only(p, "proofs/consistency/*.json"), _first_hash_flipped),
                           {"PROOF_INVALID", CHANGED}),
-    "checkpoint": (lambda p: _checkpoint_root_rewritten(p / checkpoint_key(24)),
+    "checkpoint": (lambda p: _checkpoint_root_rewritten(p / checkpoint_key(SECOND)),
                    {"CHECKPOINT_INVALID", "PROOF_INVALID", CHANGED}),
     "bundle removed": (_bundle_removed, {"PACKAGE_INCOMPLETE", REMOVED}),
-    "event removed": (lambda p: _writable(_only(p, "events/000000000007.json")).unlink(),
+    "event removed": (lambda p: _writable(_only(p, f"events/{FIXTURES + 7:012d}.json")).unlink(),
                       {"PACKAGE_INCOMPLETE", REMOVED}),
     "bundle added": (_bundle_added, {"PACKAGE_INVALID", ADDED}),
     "reports swapped": (lambda p: _swapped(*sorted(p.glob("bundles/*/*/*/report.pdf"))),
@@ -328,7 +330,7 @@ def test_a_required_witness_must_have_signed_every_checkpoint(runtime, backend, 
     assert _export(backend, out).exit_code == 0
     code, report = _verify(out, "--require-witness", str(witness[2]))
     assert code == 1 and report["codes"] == ["WITNESS_SIGNATURE_MISSING"]
-    assert [c["name"] for c in report["checks"] if not c["passed"]] == ["witness 8", "witness 24"]
+    assert [c["name"] for c in report["checks"] if not c["passed"]] == [f"witness {FIRST}", f"witness {SECOND}"]
     assert all(b["ok"] for b in report["bundles"])  # the bundles themselves are fine
     assert _verify(out)[0] == 0  # not required: verified, and the output says the witness was not checked
     text = CliRunner().invoke(main, ["verify", "--package", str(out)])
@@ -351,7 +353,7 @@ def test_a_forged_or_foreign_witness_signature_fails(runtime, backend, package, 
         envelope["signatures"] = [s if s["keyid"] != witness_id else {"keyid": witness_id,
                                                                        "sig": base64.b64encode(forged).decode()}
                                   for s in envelope["signatures"]]
-    _edit_json(package / checkpoint_key(8), forge)
+    _edit_json(package / checkpoint_key(FIRST), forge)
     code, report = _verify(package, "--require-witness", str(witness[2]))
     # the file is not the one the signed index lists, whatever is changed in it
     assert code == 1 and report["codes"] == [CHANGED, "WITNESS_SIGNATURE_INVALID"]
@@ -364,10 +366,10 @@ def test_a_forged_or_foreign_witness_signature_fails(runtime, backend, package, 
 
 
 def test_a_witness_configured_later_still_witnesses_the_older_bundles(local_runtime, witness, tmp_path):
-    _publish(local_runtime, witness[0], witness_from=1)  # checkpoint 8 unwitnessed, 24 witnessed
+    _publish(local_runtime, witness[0], witness_from=1)  # the first checkpoint unwitnessed, the second witnessed
     out = tmp_path / "package"
     result = _export({"EVIDENCE_HOME": str(tmp_path / "home")}, out)
-    assert "checkpoints: 1, witnessed: 1" in result.output  # 2026-10 is proved against 24, not 8
+    assert "checkpoints: 1, witnessed: 1" in result.output  # 2026-10 is proved against the second, not the first
     code, report = _verify(out, "--require-witness", str(witness[2]))
     assert code == 0, report["codes"]
 
@@ -412,7 +414,7 @@ def test_export_takes_a_range_of_periods(local_runtime, tmp_path):
     assert _export(env, tmp_path / "sept", "--from", "2026-09", "--to", "2026-09").exit_code == 0
     index = read_index(tmp_path / "sept")
     assert [b["path"].split("/")[2] for b in index["bundles"]] == ["2026-09"]
-    assert index["checkpoints"] == [checkpoint_key(24)] and index["consistency"] == []
+    assert index["checkpoints"] == [checkpoint_key(SECOND)] and index["consistency"] == []
     assert _verify(tmp_path / "sept")[0] == 0
     for args, code in [(["--from", "2026-11"], "BUNDLE_NOT_FOUND"), (["--from", "2026-10", "--to", "2026-09"],
                                                                       "PERIOD_INVALID")]:
@@ -456,15 +458,15 @@ def test_the_witness_refuses_a_head_that_does_not_extend_the_last_checkpoint(loc
     runtime = local_runtime
     run_tenant_month(runtime, SMALL, RunInfo("run-1"))
     publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring, witness[0])
-    forged = {"origin": "evidence_pipeline audit ledger", "size": 8, "root_sha256": "00" * 32,
+    forged = {"origin": "evidence_pipeline audit ledger", "size": FIRST, "root_sha256": "00" * 32,
               "issued_at": "2026-11-30T00:00:00+00:00", "key_id": runtime.keyring.statement_key_id}
-    overwrite(runtime, checkpoint_key(8), dsse.sign_envelope(
+    overwrite(runtime, checkpoint_key(FIRST), dsse.sign_envelope(
         dsse.canonical_json(forged), runtime.keyring.statement_key, runtime.keyring.statement_key_id, PAYLOAD_TYPE))
     run_tenant_month(runtime, FIXTURE_MONTHS[1], RunInfo("run-2"))
     with pytest.raises(EvidenceError) as error:
         publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring, witness[0])
     assert error.value.code == "LEDGER_INVALID" and "witness refuses" in error.value.message
-    assert runtime.archive.list("ledger/checkpoints") == [checkpoint_key(8)]  # nothing was published
+    assert runtime.archive.list("ledger/checkpoints") == [checkpoint_key(FIRST)]  # nothing was published
 
 
 def test_the_ledger_commands_co_sign_and_still_verify(tmp_path, witness):
@@ -477,11 +479,11 @@ def test_the_ledger_commands_co_sign_and_still_verify(tmp_path, witness):
     result = CliRunner().invoke(main, ["ledger", "checkpoint"], env=env)
     witness_id = public_key_id(witness[0].public_key())
     assert result.exit_code == 0 and f"co-signed by witness {witness_id}" in result.output
-    envelope = json.loads(runtime.archive.get(checkpoint_key(8)))
+    envelope = json.loads(runtime.archive.get(checkpoint_key(FIRST)))
     assert [s["keyid"] for s in envelope["signatures"]] == [runtime.keyring.statement_key_id, witness_id]
     assert runtime.archive.list("ledger/witness") == [f"ledger/witness/{witness_id}.pem"]
     assert not any(witness_id in key for key in runtime.archive.list("keys"))  # never taken for a statement key
-    assert verify_ledger(runtime.ledger, runtime.archive)["checkpoints"] == [8]  # the existing checks are unchanged
+    assert verify_ledger(runtime.ledger, runtime.archive)["checkpoints"] == [FIRST]  # the existing checks are unchanged
     assert CliRunner().invoke(main, ["ledger", "verify"], env=env).exit_code == 0
     required = CliRunner().invoke(main, ["ledger", "verify", "--require-witness", str(witness[2])], env=env)
     assert required.exit_code == 0, required.output
@@ -515,6 +517,6 @@ def test_the_docs_auditor_script_verifies_a_package(runtime, backend, package, w
     assert run("none").returncode == 0
     _, _, other = _write_witness(tmp_path / "other")
     assert run(str(other)).returncode == 1  # not co-signed by that witness
-    _flip(_only(package, "events/000000000007.json"), 40)
+    _flip(_only(package, f"events/{FIXTURES + 7:012d}.json"), 40)
     failed = run("none")
     assert failed.returncode == 1 and failed.stderr.startswith("FAIL: ")
