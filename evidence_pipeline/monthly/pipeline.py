@@ -43,7 +43,7 @@ from evidence_pipeline.monthly.validate import validate_report
 from evidence_pipeline.runtime import RunInfo, Runtime
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keyring_document import timestamp
-from evidence_pipeline.signing.pades import TIMESTAMPED, sign_pdf, verify_pdf_signature
+from evidence_pipeline.signing.pades import TIMESTAMPED, check_fresh_signature, sign_pdf, verify_pdf_signature
 from evidence_pipeline.store import ArtifactStore, StoredObject, sha256_file, sha256_hex
 from evidence_pipeline.tempfiles import attempt_dir, scratch_file
 
@@ -314,8 +314,13 @@ def _sign_and_commit(
             signed = sign_pdf(unsigned, keyring, settings.pades_level, settings.tsa_url, out=scratch_file(scratch))
             kill_point("after_sign")
             # Checked before the put, in the file the put reads: a signature that does not verify is never
-            # archived, and the stored object (hashed by the store as it is written) needs no read-back.
-            check_signature(signed)
+            # archived, and the stored object (hashed by the store as it is written) needs no read-back. At B-B
+            # the CMS signature over its byte range is checked (no whole-PDF parse); higher levels also carry
+            # time stamps and validation data, which only the full verification checks.
+            if settings.pades_level == "B-B":
+                check_fresh_signature(signed, unsigned_size, keyring.root_pem)
+            else:
+                check_signature(signed)
             return signed
 
         def adopt(stored: BinaryIO, sha256: str) -> tuple[str, int] | None:
