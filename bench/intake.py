@@ -159,7 +159,10 @@ async def sustained(port: int, token: str, count: int, size: int, per_second: fl
     async def one(index: int) -> None:
         await asyncio.sleep(max(0.0, start + index / per_second - time.perf_counter()))
         sent = time.perf_counter()
-        status = await post(port, "/v1/documents", headers, base[:-32] + secrets.token_bytes(25) + b"\n%%EOF\n")
+        try:
+            status = await post(port, "/v1/documents", headers, base[:-32] + secrets.token_bytes(25) + b"\n%%EOF\n")
+        except (OSError, IndexError, ValueError):  # reset, or closed without an answer
+            status = 0
         statuses[status] = statuses.get(status, 0) + 1
         if status == 201:
             latencies.append((time.perf_counter() - sent) * 1000)
