@@ -4,12 +4,15 @@ from a job's 202 to its `inspect` finishing, broken down.
     uv run python bench/intake.py [--uploads 200 --size-mb 1 --backfill-months 12 --workers N --daemon-jobs 3]
 
 1. Starts `evidence intake serve` (its own processes, `--workers` as given) on a fresh temporary root and issues a
-   token; starts the floor server too: one that only reads each body and answers 201.
+   token; starts the floor server too: one that receives, hashes, writes and fsyncs each body, then answers 201
+   (no ledger, no checks).
 2. Starts `evidence demo --months N` in another root as the concurrent backfill (every demo tenant-month through
    Dagster: render, gate, sign, publish), and waits until it has begun.
 3. Sends `--uploads` distinct uploads of `--size-mb` MB at once (one connection each, a hand-written HTTP/1.1
    client), first to the floor server then to intake, and reports uploads/s, client latency p50/p95/p99
-   (nearest-rank) and the server's own `admission_ms` (from `evidence stats --json`).
+   (nearest-rank) and the server's own `admission_ms` (from `evidence stats --json`). Then, once any backfill
+   has ended, `--rate` uploads/s for `--duration` s (open loop), to the floor then to intake: admitted uploads/s,
+   their ratio, statuses (a 503 past `EVIDENCE_INTAKE_MAX_UPLOADS`) and client latency p50/p95/p99.
 4. On the then idle machine: one upload and one `inspect` job; the sensor tick (in-process evaluation), the run
    (`execute_in_process` of the run request) and the work inside it, each timed. Then, through a real
    `dagster-daemon` and code server, `--daemon-jobs` jobs from 202 to `succeeded` as a client sees them, broken
@@ -40,17 +43,29 @@ EVIDENCE = str(Path(sys.executable).with_name("evidence"))
 
 from evidence_pipeline.operations.stats import percentile  # noqa: E402
 
-# What any server costs at least on this machine with this client: read the body, answer 201.
+# The durable floor: what any server that keeps an upload costs at least on this machine with this client. It
+# receives the body, hashes it, writes it to a file of its own and fsyncs it before answering 201 (no ledger, no
+# checks): intake serve's admitted uploads/s are measured against it.
 FLOOR_SERVER = """
-import sys, uvicorn
+import hashlib, os, sys, uuid, uvicorn
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+def keep(path, chunks):
+    with open(path, "wb") as out:
+        out.write(b"".join(chunks))
+        out.flush()
+        os.fsync(out.fileno())
+
 async def upload(request):
-    async for _ in request.stream():
-        pass
-    return JSONResponse({}, status_code=201)
+    digest, chunks = hashlib.sha256(), []
+    async for chunk in request.stream():
+        digest.update(chunk)
+        chunks.append(chunk)
+    await run_in_threadpool(keep, os.path.join(sys.argv[2], uuid.uuid4().hex), chunks)
+    return JSONResponse({"sha256": digest.hexdigest()}, status_code=201)
 
 async def healthz(request):
     return JSONResponse({})
@@ -129,6 +144,42 @@ def timed_burst(port: int, token: str, payloads: list[bytes]) -> tuple[list[floa
     start = time.perf_counter()
     latencies = asyncio.run(burst(port, token, payloads))
     return latencies, time.perf_counter() - start
+
+
+async def sustained(port: int, token: str, count: int, size: int, per_second: float) -> tuple[list[float], dict]:
+    """An open-loop client: upload i starts at i / per_second whatever the answers so far (a slow server is not
+    given fewer requests); each body is distinct and made when it is sent (a minute at 100/s of 1 MB is 6 GB).
+    Returns the latencies of the admitted (201) uploads and the count per status."""
+    base = document(size)
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/pdf"}
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    start = time.perf_counter()
+
+    async def one(index: int) -> None:
+        await asyncio.sleep(max(0.0, start + index / per_second - time.perf_counter()))
+        sent = time.perf_counter()
+        try:
+            status = await post(port, "/v1/documents", headers, base[:-32] + secrets.token_bytes(25) + b"\n%%EOF\n")
+        except (OSError, IndexError, ValueError):  # reset, or closed without an answer
+            status = 0
+        statuses[status] = statuses.get(status, 0) + 1
+        if status == 201:
+            latencies.append((time.perf_counter() - sent) * 1000)
+
+    await asyncio.gather(*(one(i) for i in range(count)))
+    return latencies, statuses
+
+
+def sustained_line(name: str, port: int, token: str, count: int, size: int, per_second: float) -> float:
+    """Prints one server's line at a sustained rate; returns its admitted uploads/s."""
+    started = time.perf_counter()
+    latencies, statuses = asyncio.run(sustained(port, token, count, size, per_second))
+    wall = time.perf_counter() - started
+    admitted = statuses.get(201, 0) / wall
+    print(f"  {name}: {admitted:.1f} admitted uploads/s over {wall:.1f} s, statuses {statuses}; "
+          f"client latency {figures(latencies) if latencies else 'none admitted'}")
+    return admitted
 
 
 def rate(count: int, wall: float) -> str:
@@ -239,6 +290,8 @@ def main() -> None:
     parser.add_argument(
         "--backfill-months", type=int, default=12, help="0: none; the demo has 12"
     )
+    parser.add_argument("--rate", type=float, default=100, help="uploads/s of the sustained phase (0: none)")
+    parser.add_argument("--duration", type=float, default=60, help="seconds of the sustained phase")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="evidence-bench-intake-"))
     env = {
@@ -264,7 +317,9 @@ def main() -> None:
     serve += ["--workers", str(args.workers)] if args.workers else []
     server = subprocess.Popen(serve, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     floor_port = free_port()
-    floor = subprocess.Popen([sys.executable, "-c", FLOOR_SERVER, str(floor_port)], stderr=subprocess.DEVNULL)
+    (root / "floor").mkdir()
+    floor = subprocess.Popen([sys.executable, "-c", FLOOR_SERVER, str(floor_port), str(root / "floor")],
+                             stderr=subprocess.DEVNULL)
     backfill = None
     try:
         wait_healthy(url, server)
@@ -298,7 +353,7 @@ def main() -> None:
             ).stdout
         )["admission"]
         print(f"burst: {args.uploads} concurrent uploads of {args.size_mb} MB {during}")
-        print(f"  floor, a server that only reads the body: {rate(args.uploads, floor_wall)}")
+        print(f"  floor, a server that hashes, writes and fsyncs each body: {rate(args.uploads, floor_wall)}")
         print(f"    client latency {figures(floor_latencies)}")
         print(f"  intake serve: {rate(args.uploads, wall)}")
         print(f"    client latency {figures(latencies)}")
@@ -308,6 +363,13 @@ def main() -> None:
         )
         if backfill is not None:
             backfill.wait()
+        if args.rate:
+            count, size = round(args.rate * args.duration), int(args.size_mb * 2**20)
+            print(f"sustained: {count} uploads of {args.size_mb} MB at {args.rate:g}/s (open loop), "
+                  f"load average {os.getloadavg()[0]:.1f}")
+            floor_rate = sustained_line("floor", floor_port, token, count, size, args.rate)
+            intake_rate = sustained_line("intake serve", port, token, count, size, args.rate)
+            print(f"  ratio intake serve / floor, admitted uploads/s: {intake_rate / floor_rate:.2f}")
         single_job(env, url, token)
         if args.daemon_jobs:
             daemon_jobs(env, url, token, args.daemon_jobs)

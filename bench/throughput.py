@@ -387,6 +387,8 @@ def main() -> None:
                         help="EVIDENCE_WORKERS of the backfill's runs (default: sqlite unset, each run takes its "
                              "share of the cores; postgres --workers, as the docs' production sizing sets it)")
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--only", choices=("raw",), help="raw: the plain-Python pipeline alone, once, with its CPU "
+                                                          "per partition (no Dagster; seconds, not minutes)")
     args = parser.parse_args()
     # Every bench month must be an open month of the code location (a partition), here and in every process the
     # bench starts: the window is read when the partitions are first imported.
@@ -398,10 +400,29 @@ def main() -> None:
     print(f"working in {root} (removed when the benchmark succeeds); {args.backend} backend; "
           f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
     with backend_services(args.backend, root) as mode_env:
-        results = measure(args, root, lambda name: dict(os.environ, EVIDENCE_WORKERS=str(args.workers),
-                                                        **mode_env(name)))
+        def environment(name: str) -> dict[str, str]:
+            return dict(os.environ, EVIDENCE_WORKERS=str(args.workers), **mode_env(name))
+
+        if args.only == "raw":
+            results = None
+            measure_raw(args, environment)
+        else:
+            results = measure(args, root, environment)
     shutil.rmtree(root, ignore_errors=True)
-    report(args, **results)
+    if results is not None:
+        report(args, **results)
+
+
+def measure_raw(args, environment) -> None:
+    """--only raw: what a report costs in the plain-Python pipeline at this parallelism, wall and CPU."""
+    partitions = tenant_months(args.tenants, args.months, "bench-t")
+    publish_sources(environment("publisher"), partitions, args.workers)
+    seconds, _, meter = run_metered_raw(environment("raw"), partitions, args.workers)
+    cpu, n = sum(meter.cpu_by_role().values()), len(partitions)
+    print(f"raw, {args.tenants} tenants x {args.months} months = {n} tenant-months on {args.workers} workers, "
+          f"{args.backend} backend: {seconds:.1f} s, {n / seconds:.2f} partitions/s; CPU {cpu:.1f} s "
+          f"({cpu / n * 1000:.0f} ms per partition, {cpu / (seconds * len(os.sched_getaffinity(0))):.0%} of the "
+          f"cores); load average {os.getloadavg()[0]:.1f}")
 
 
 def measure(args, root: Path, environment) -> dict:

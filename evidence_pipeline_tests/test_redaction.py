@@ -25,7 +25,7 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import matching, redact, templates
 from evidence_pipeline.documents.dispatch import dispatch_batches
 from evidence_pipeline.documents.gate import gate
-from evidence_pipeline.documents.redaction_check import _pdfium_text, _pypdf_text, verify_derivative
+from evidence_pipeline.documents.redaction_check import _pypdf_text, verify_derivative
 from evidence_pipeline.documents.registry import ACTIVE_CONTENT_OPTION, Operation, ProcessorInput, register
 from evidence_pipeline.documents.template_shadow import shadow
 from evidence_pipeline.documents.worker import job_prefix
@@ -33,6 +33,7 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly.pipeline import run_tenant_month
+from evidence_pipeline.monthly.validate import pdfium_text
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.store import sha256_hex
@@ -117,7 +118,7 @@ def found_in(data: bytes, value: str) -> dict[str, bool]:
 
     found = {
         "pypdf": any(has(page) for page in _pypdf_text(data)),
-        "pdfium": any(has(page) for page in _pdfium_text(data)),
+        "pdfium": any(has(page) for page in pdfium_text(data)),
         "raw": value.encode() in data or value.encode() in raw_objects(data),
     }
     if shutil.which("pdftotext"):

@@ -20,9 +20,10 @@ from PIL import Image
 from evidence_pipeline.documents import ocr, redact
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.matching import decodings, flat, normalize
-from evidence_pipeline.documents.redaction_check import _pdfium_text, _pypdf_text, verify_derivative
+from evidence_pipeline.documents.redaction_check import _pypdf_text, verify_derivative
 from evidence_pipeline.documents.registry import ProcessorInput
 from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.monthly.validate import pdfium_text
 from evidence_pipeline_tests import hostile_pdfs
 from evidence_pipeline_tests import redaction_corpus as corpus
 from evidence_pipeline_tests.test_redaction import _redact_pure, pdftotext, pinned_template
@@ -36,7 +37,7 @@ def leaks(data: bytes, value: str) -> list[str]:
     def has(text: str) -> bool:
         return wanted in flat(text) or wanted in flat(normalize(text))
 
-    found = [name for name, pages in (("pypdf", _pypdf_text(data)), ("pdfium", _pdfium_text(data)))
+    found = [name for name, pages in (("pypdf", _pypdf_text(data)), ("pdfium", pdfium_text(data)))
              if any(has(page) for page in pages)]
     if shutil.which("pdftotext") and has(pdftotext(data)):
         found.append("pdftotext")

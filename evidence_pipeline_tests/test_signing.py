@@ -1,4 +1,5 @@
 import base64
+import io
 import json
 import shutil
 import stat
@@ -12,7 +13,7 @@ from securesystemslib.signer import Signature as SslSignature
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import SIGNER_CERT, SIGNER_KEY, load_keyring
-from evidence_pipeline.signing.pades import sign_pdf, verify_pdf_signature
+from evidence_pipeline.signing.pades import check_fresh_signature, sign_pdf, verify_pdf_signature
 from evidence_pipeline_tests.conftest import SMALL
 from evidence_pipeline_tests.test_render import _render
 
@@ -115,3 +116,28 @@ def test_pades_signs_and_verifies_file_to_file(local_runtime, keyring, tmp_path)
     signed = (tmp_path / "signed.pdf").read_bytes()
     assert signed.startswith(report.pdf) and len(signed) > len(report.pdf)
     verify_pdf_signature(signed, keyring.root_pem)
+
+
+def test_the_self_check_of_a_fresh_signature_refuses_what_verification_refuses(local_runtime, keyring, tmp_path):
+    """The cheap check the pipeline runs before archiving a B-B report (the CMS signature over the byte range)."""
+    _, report = _render(local_runtime, SMALL)
+    signed = sign_pdf(report.pdf, keyring).getvalue()
+
+    def refused(data: bytes, root: bytes = keyring.root_pem, unsigned_size: int = len(report.pdf)) -> str:
+        with pytest.raises(EvidenceError) as error:
+            check_fresh_signature(io.BytesIO(data), unsigned_size, root)
+        return error.value.code
+
+    check_fresh_signature(io.BytesIO(signed), len(report.pdf), keyring.root_pem)
+    assert refused(signed, load_keyring(tmp_path / "other", generate=True).root_pem) == "PDF_SIGNATURE_UNTRUSTED"
+    for offset in (len(report.pdf) // 2, len(signed) - 10):  # in the report, in the signature's own update
+        flipped = bytearray(signed)
+        flipped[offset] ^= 0x01
+        assert refused(bytes(flipped)) == "PDF_SIGNATURE_INVALID"
+    assert refused(signed + b"\n%%EOF\n") == "PDF_SIGNATURE_INVALID"  # bytes the byte range does not cover
+    assert refused(report.pdf) == "PDF_SIGNATURE_INVALID"  # no signature at all
+    twice = sign_pdf(signed, keyring, field_name="Another").getvalue()
+    assert refused(twice) == "PDF_SIGNATURE_INVALID"  # two signatures after the unsigned bytes
+    contents = signed.index(b"/Contents <") + len(b"/Contents <")
+    forged = signed[:contents] + b"0" * 64 + signed[contents + 64 :]  # the CMS itself broken
+    assert refused(forged) == "PDF_SIGNATURE_INVALID"

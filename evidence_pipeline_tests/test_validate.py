@@ -1,7 +1,9 @@
 import io
+import zlib
 
 import pytest
 from pypdf import PdfReader, PdfWriter
+from pypdf.generic import ArrayObject, NameObject, StreamObject
 
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.monthly import sources
@@ -59,3 +61,24 @@ def test_rejects_report_of_another_revision(local_runtime, rendered):
 def test_rejects_report_missing_the_sources_totals(rendered):
     revision, pdf, totals = rendered
     assert _reject(pdf, revision, totals + ("123,456,789.00 EUR",)) == "REPORT_INVALID"
+
+
+def _with_extra_content(pdf: bytes, data: bytes) -> bytes:
+    """The report rewritten by pypdf with one more content stream on its first page (Flate-compressed ``data``)."""
+    writer = PdfWriter(clone_from=io.BytesIO(pdf))
+    stream = StreamObject()
+    stream.set_data(zlib.compress(data))
+    stream[NameObject("/Filter")] = NameObject("/FlateDecode")
+    page = writer.pages[0]
+    page[NameObject("/Contents")] = ArrayObject([page.raw_get("/Contents"), writer._add_object(stream)])
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def test_rejects_a_stream_that_decodes_past_the_parser_limits(rendered):
+    """pdfium extracts the text, but pypdf decodes every stream first under its limits: a decompression bomb (20 MB
+    of spaces in 20 KB) is refused before pdfium would inflate it."""
+    revision, pdf, totals = rendered
+    assert validate_report(_with_extra_content(pdf, b" " * 1000), revision, totals)  # the rewrite alone passes
+    assert _reject(_with_extra_content(pdf, b" " * 21_000_000), revision, totals) == "REPORT_INVALID"

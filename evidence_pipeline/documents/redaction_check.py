@@ -16,7 +16,6 @@ import io
 from collections import Counter
 from typing import BinaryIO
 
-import pypdfium2
 from pypdf import PdfReader, apply_configuration
 from pypdf.errors import PyPdfError
 from pypdf.generic import (
@@ -35,6 +34,7 @@ from evidence_pipeline.documents.gate import LIMITS, _every_object
 from evidence_pipeline.documents.matching import Rules, Search, decodings, name_text
 from evidence_pipeline.documents.registry import ProcessorResult
 from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.monthly.validate import pdfium_text
 
 _BINARY = ("/FontFile", "/FontFile2", "/FontFile3", "/Length1", "/Length2", "/Length3", "/N", "/FunctionType")
 
@@ -48,7 +48,7 @@ def verify_derivative(written: dict[str, BinaryIO], result: ProcessorResult) -> 
     data = file.read()
     search = Search(secret["rules"], secret["values"])
     found: Counter = Counter()
-    texts = {"pypdf": _pypdf_text(data), "pdfium": _pdfium_text(data)}
+    texts = {"pypdf": _pypdf_text(data), "pdfium": pdfium_text(data)}
     for extractor, pages in texts.items():
         found[f"{extractor}_text"] = sum(search.holds(page) for page in pages)
     scanned = _scan_objects(data, search, found)
@@ -71,20 +71,6 @@ def verify_derivative(written: dict[str, BinaryIO], result: ProcessorResult) -> 
 def _pypdf_text(data: bytes) -> list[str]:
     with apply_configuration(**LIMITS):
         return [page.extract_text() or "" for page in PdfReader(io.BytesIO(data)).pages]
-
-
-def _pdfium_text(data: bytes) -> list[str]:
-    document = pypdfium2.PdfDocument(data)
-    try:
-        texts = []
-        for page in document:
-            textpage = page.get_textpage()
-            texts.append(textpage.get_text_bounded())
-            textpage.close()
-            page.close()
-        return texts
-    finally:
-        document.close()
 
 
 def _scan_objects(data: bytes, search: Search, found: Counter) -> dict[str, int]:

@@ -18,6 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO, Callable, TypeVar
 
+import pandas as pd
+
 from evidence_pipeline import jsonread
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.faults import kill_point
@@ -41,7 +43,7 @@ from evidence_pipeline.monthly.validate import validate_report
 from evidence_pipeline.runtime import RunInfo, Runtime
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keyring_document import timestamp
-from evidence_pipeline.signing.pades import TIMESTAMPED, sign_pdf, verify_pdf_signature
+from evidence_pipeline.signing.pades import TIMESTAMPED, check_fresh_signature, sign_pdf, verify_pdf_signature
 from evidence_pipeline.store import ArtifactStore, StoredObject, sha256_file, sha256_hex
 from evidence_pipeline.tempfiles import attempt_dir, scratch_file
 
@@ -154,9 +156,14 @@ def pin_source(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> PinnedSo
 
 
 def render_and_gate(rt: Runtime, pinned: PinnedSource, run: RunInfo) -> GatedReport:
-    """Render, stage and gate one report: only a rendering that passed the gate is ever handed to signing."""
-    staged = render_stage(rt, pinned, run)
-    _, validate_ms = validate_stage(rt, pinned, staged.sha256, run)
+    """Render, stage and gate one report: only a rendering that passed the gate is ever handed to signing.
+
+    The revision is read (digest and schema re-checked) once for both, and the gate's totals are computed from it
+    before rendering, so nothing the renderer does to the frame can reach them."""
+    frame = sources.read_revision(rt.sources, pinned.revision)
+    totals = report_totals(frame, pinned.documents)
+    staged = render_stage(rt, pinned, run, frame)
+    _, validate_ms = validate_stage(rt, pinned, staged.sha256, run, totals)
     return GatedReport(staged, validate_ms)
 
 
@@ -188,13 +195,15 @@ def record_failure(rt: Runtime, job_id: str, error: EvidenceError, run: RunInfo,
     )
 
 
-def render_stage(rt: Runtime, pinned: PinnedSource, run: RunInfo) -> StagedReport:
-    """Render the pinned revision and document outcomes and stage the unsigned PDF, content-addressed, for
-    validation and signing."""
+def render_stage(rt: Runtime, pinned: PinnedSource, run: RunInfo, frame: pd.DataFrame | None = None) -> StagedReport:
+    """Render the pinned revision (``frame``, when the caller has read it) and document outcomes and stage the
+    unsigned PDF, content-addressed, for validation and signing."""
     revision, documents = pinned.revision, pinned.documents
     start = time.perf_counter()
+    if frame is None:
+        frame = sources.read_revision(rt.sources, revision)
     with scratch_file(rt.settings.work_dir) as pdf:  # the PDF lives on disk, not in memory, once rendered
-        sha256, pages = write_report(revision, sources.read_revision(rt.sources, revision), pdf,
+        sha256, pages = write_report(revision, frame, pdf,
                                      documents=(documents, document_outcomes.read_outcomes(rt.sources, documents)))
         render_ms = _ms(start)
         kill_point("mid_render")
@@ -220,11 +229,14 @@ def preview_stage(rt: Runtime, revision: SourceRevision) -> Preview:
     return Preview(revision, key, sha256, stored.size, pages, render_ms)
 
 
-def validate_stage(rt: Runtime, pinned: PinnedSource, unsigned_sha256: str, run: RunInfo) -> tuple[int, float]:
-    """The gate before signing. Returns (pages, validate_ms); a rejection is recorded, then raised."""
+def validate_stage(rt: Runtime, pinned: PinnedSource, unsigned_sha256: str, run: RunInfo,
+                   totals: tuple[str, ...] | None = None) -> tuple[int, float]:
+    """The gate before signing, against ``totals`` (recomputed from the pinned revision unless the caller has).
+    Returns (pages, validate_ms); a rejection is recorded, then raised."""
     revision = pinned.revision
     start = time.perf_counter()
-    totals = report_totals(sources.read_revision(rt.sources, revision), pinned.documents)
+    if totals is None:
+        totals = report_totals(sources.read_revision(rt.sources, revision), pinned.documents)
     with scratch_file(rt.settings.work_dir) as pdf:
         rt.staging.get_file(staging_key(unsigned_sha256), pdf, expected_sha256=unsigned_sha256)
         try:
@@ -296,22 +308,34 @@ def _sign_and_commit(
         rt.staging.get_file(staging_key(unsigned_sha256), unsigned, expected_sha256=unsigned_sha256)
         unsigned_size = unsigned.tell()
 
+        def check_signature(signed: BinaryIO) -> None:
+            level = settings.pades_level
+            tsa_root = keyring.tsa_root_pem if level in TIMESTAMPED else None
+            verify_pdf_signature(signed, keyring.root_pem, level, tsa_root)
+
         def sign() -> BinaryIO:
             signed = sign_pdf(unsigned, keyring, settings.pades_level, settings.tsa_url, out=scratch_file(scratch))
             kill_point("after_sign")
+            # Checked before the put, in the file the put reads: a signature that does not verify is never
+            # archived, and the stored object (hashed by the store as it is written) needs no read-back. At B-B
+            # the CMS signature over its byte range is checked (no whole-PDF parse); higher levels also carry
+            # time stamps and validation data, which only the full verification checks.
+            if settings.pades_level == "B-B":
+                check_fresh_signature(signed, unsigned_size, keyring.root_pem)
+            else:
+                check_signature(signed)
             return signed
 
         def adopt(stored: BinaryIO, sha256: str) -> tuple[str, int] | None:
             # PAdES appends: a signed file of ours begins with the exact unsigned bytes.
             if sha256_file(stored, unsigned_size) != (unsigned_sha256, unsigned_size):
                 return None
-            level = settings.pades_level
-            tsa_root = keyring.tsa_root_pem if level in TIMESTAMPED else None
-            verify_pdf_signature(stored, keyring.root_pem, level, tsa_root)
+            check_signature(stored)
             return sha256, stored.seek(0, io.SEEK_END)
 
         (report_sha256, report_size), report_version = put_or_adopt(
-            rt.archive, f"{prefix}/{REPORT}", scratch, make=sign, accept=adopt
+            rt.archive, f"{prefix}/{REPORT}", scratch, make=sign, accept=adopt,
+            made=lambda stored: (stored.sha256, stored.size),
         )
     # From here to the commit this attempt holds the tenant-month: the bundle it supersedes stays the current one.
     supersedes = _claim(rt, inputs, fields, lease, run)
@@ -330,20 +354,20 @@ def _sign_and_commit(
         "completed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **({"supersedes": supersedes} if supersedes is not None else {}),
     }
+    envelope = dsse.sign_envelope(
+        dsse.canonical_json(dsse.statement(REPORT, report_sha256, predicate)),
+        keyring.statement_key,
+        keyring.statement_key_id,
+    )
     # The ledger and manifest describe the statement actually published, which an earlier attempt may have
     # written (who signed it, when, at which PAdES level): accept returns its predicate.
     (statement, predicate), statement_version = put_or_adopt(
         rt.archive,
         f"{prefix}/{STATEMENT}",
         scratch,
-        make=lambda: io.BytesIO(
-            dsse.sign_envelope(
-                dsse.canonical_json(dsse.statement(REPORT, report_sha256, predicate)),
-                keyring.statement_key,
-                keyring.statement_key_id,
-            )
-        ),
+        make=lambda: io.BytesIO(envelope),
         accept=lambda stored, _: _statement_for(stored.read(), ours, report_sha256, identity),
+        made=lambda stored: (envelope, predicate),
     )
     if predicate.get("supersedes") != supersedes:  # an earlier attempt signed it before another bundle committed
         raise EvidenceError(

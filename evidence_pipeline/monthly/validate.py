@@ -3,16 +3,23 @@
 Parsing is a shape gate, not an integrity check, so it is one of several: magic and trailer bytes, a strict parse
 under tightened pypdf limits, no encryption (an empty user password would otherwise open silently), page-count
 bounds, metadata that names the pinned tenant/period/revision, and the report's totals in the extracted text.
+
+The text is extracted by pdfium (C), ~15x cheaper than pypdf's extractor (Python), which cost as much as rendering.
+pypdf still decodes every stream first, under the same limits, so a stream that would exceed them is refused before
+pdfium decodes it; and both parsers must count the same pages.
 """
 
 from __future__ import annotations
 
 import io
 import re
+import threading
 from typing import BinaryIO
 
+import pypdfium2
 from pypdf import PdfReader, apply_configuration
 from pypdf.errors import LimitReachedError, PyPdfError
+from pypdf.generic import IndirectObject, StreamObject
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.models import SourceRevision
@@ -90,10 +97,41 @@ def validate_report(pdf: bytes | BinaryIO, revision: SourceRevision, totals: tup
                             "PDF metadata does not name the pinned tenant, period and revision")
     try:
         with apply_configuration(**_LIMITS):
-            text = "\n".join(page.extract_text() for page in reader.pages)
-    except (PyPdfError, LimitReachedError, ValueError, KeyError) as error:
+            _decode_every_stream(reader)
+        pages = pdfium_text(readable(pdf))
+    except (PyPdfError, LimitReachedError, ValueError, KeyError, pypdfium2.PdfiumError) as error:
         raise EvidenceError(ReasonCode.REPORT_INVALID, f"text extraction failed ({type(error).__name__})") from None
+    if len(pages) != len(reader.pages):
+        raise EvidenceError(ReasonCode.REPORT_INVALID, "pdfium and pypdf disagree on the page count")
+    text = "\n".join(pages)
     missing = [total for total in totals if total not in text]
     if missing:
         raise EvidenceError(ReasonCode.REPORT_INVALID, f"{len(missing)} report totals missing from the PDF text")
     return len(reader.pages)
+
+
+def _decode_every_stream(reader: PdfReader) -> None:
+    for generation, entries in reader.xref.items():
+        for number in entries:
+            obj = reader.get_object(IndirectObject(number, generation, reader))
+            if isinstance(obj, StreamObject):
+                obj.get_data()
+
+
+_PDFIUM = threading.Lock()  # pdfium is not thread-safe: one call into it at a time per process
+
+
+def pdfium_text(pdf: bytes | BinaryIO) -> list[str]:
+    """Each page's text within its bounds, as pdfium extracts it. A file is read in place."""
+    with _PDFIUM:
+        document = pypdfium2.PdfDocument(pdf)
+        try:
+            texts = []
+            for page in document:
+                textpage = page.get_textpage()
+                texts.append(textpage.get_text_bounded())
+                textpage.close()
+                page.close()
+            return texts
+        finally:
+            document.close()

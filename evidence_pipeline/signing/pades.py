@@ -14,12 +14,15 @@ valid (ETSI EN 319 102-1 long-term validation).
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import BinaryIO
 
+from asn1crypto import cms
 from asn1crypto import x509 as asn1_x509
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -39,6 +42,8 @@ from pyhanko.sign.validation import (
     validate_pdf_signature,
 )
 from pyhanko.sign.validation.ades import ades_lta_validation
+from pyhanko.sign.validation.errors import SignatureValidationError
+from pyhanko.sign.validation.generic_cms import async_validate_detached_cms
 from pyhanko.sign.validation.policy_decl import (
     PdfSignatureValidationSpec,
     RevinfoOnlineFetchingRule,
@@ -199,6 +204,67 @@ def verify_pdf_signature(pdf: bytes | BinaryIO, trust_root_pem: bytes, level: st
         status.signer_reported_dt or signature.self_reported_timestamp,
         stamp.timestamp if stamp is not None and stamp.trusted else None,
     )
+
+
+_BYTE_RANGE = re.compile(rb"/ByteRange\s*\[\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\]")
+
+
+def check_fresh_signature(signed: BinaryIO, unsigned_size: int, trust_root_pem: bytes) -> None:
+    """The self-check of a B-B signature that ``sign_pdf`` has just appended to ``unsigned_size`` bytes, before
+    anything is archived. Raise unless the appended update holds the file's one /ByteRange, covering the whole
+    file but the signature's own /Contents, and the CMS signature over those bytes validates by pyHanko's CMS
+    validation, as in ``verify_pdf_signature``: intact, by the signer certificate's key, the certificate valid now,
+    chaining to the trust root and fit for signing. It skips parsing the whole PDF (pyHanko reads the /Contents hex
+    string a token at a time: half of a full verification); `evidence verify` and the adoption of a stored report
+    run the full one."""
+
+    def invalid(why: str) -> EvidenceError:
+        return EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID, f"the fresh signature {why}")
+
+    size = signed.seek(0, io.SEEK_END)
+    signed.seek(unsigned_size)
+    update = signed.read()
+    ranges = _BYTE_RANGE.findall(update)
+    if len(ranges) != 1:
+        raise invalid(f"is not the one byte range of the update ({len(ranges)} found)")
+    start, hole, end, tail = (int(n) for n in ranges[0])
+    contents = update[hole - unsigned_size : end - unsigned_size]
+    if not (start == 0 and unsigned_size < hole < end and end + tail == size and contents[:1] == b"<"
+            and contents[-1:] == b">"):
+        raise invalid("does not cover the whole file but its /Contents")
+    try:
+        signed_data = cms.ContentInfo.load(bytes.fromhex(contents[1:-1].decode("ascii")))["content"]
+        context = ValidationContext(trust_roots=[_der(trust_root_pem)], allow_fetching=False,
+                                    revocation_mode="soft-fail")
+        status = asyncio.run(async_validate_detached_cms(_Covered(signed, hole, update[end - unsigned_size :]),
+                                                         signed_data, context))
+    except (ValueError, TypeError, KeyError, SignatureValidationError) as error:
+        raise invalid(f"does not validate ({type(error).__name__})") from None
+    if not (status.intact and status.valid):
+        raise invalid("is broken")
+    if not status.trusted:
+        raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED, "PDF signer does not chain to the trust root now")
+
+
+class _Covered(io.RawIOBase):
+    """The bytes a byte range covers, streamed: ``file`` up to the hole, then the ``tail`` after it."""
+
+    def __init__(self, file: BinaryIO, hole: int, tail: bytes):
+        super().__init__()
+        self.file, self.left, self.tail = file, hole, tail
+        file.seek(0)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self.left:
+            read = self.file.readinto(memoryview(buffer)[: self.left])
+            self.left -= read
+            return read  # 0 before the hole (a truncated file) ends the stream: the digest will not match
+        read = min(len(buffer), len(self.tail))
+        buffer[:read], self.tail = self.tail[:read], self.tail[read:]
+        return read
 
 
 def _validate(signature: EmbeddedPdfSignature, roots: list, level: str, at: datetime | None) -> PdfSignatureStatus:
