@@ -116,6 +116,21 @@ def test_b_lta_in_either_layout_keeps_its_verdicts(pki, keyring, report, monkeyp
         assert error.value.code == code
 
 
+def test_ocsp_responses_are_fetched_into_the_dss_beside_crls(report, tmp_path):
+    """The signing CA names an OCSP responder only, the TSA's CA a CRL only: the DSS holds the responder's answer
+    about the signer beside the CRL about the TSA, and B-LTA validates from them offline, now and after the
+    signer's certificate expired."""
+    with LocalPki(signer_days=SIGNER_DAYS, revocation={"signing": ("ocsp",), "tsa": ("crl",)}) as pki:
+        keyring = load_keyring(pki.provision(tmp_path / "keys"), generate=False)
+        signed = sign_pdf(report, keyring, "B-LTA", pki.tsa_url).getvalue()
+    assert {"POST /ocsp/signing 200", "GET /crl/tsa.crl 200"} <= set(pki.requests)
+    assert not any(request.startswith(("GET /crl/signing", "POST /ocsp/tsa")) for request in pki.requests)
+    dss = PdfFileReader(io.BytesIO(signed), strict=True).root["/DSS"]
+    assert (len(dss["/OCSPs"]), len(dss["/CRLs"])) == (1, 1)
+    _verify(signed, keyring, "B-LTA")  # the PKI's server is down: everything comes from the DSS
+    _verify(signed, keyring, "B-LTA", pki.signer_not_after + dt.timedelta(days=1))
+
+
 def test_signing_without_the_tsa_or_its_root_has_reason_codes(pki, keyring, report, tmp_path):
     with pytest.raises(EvidenceError) as error:
         sign_pdf(report, keyring, "B-T", pki.base_url + "/no-tsa-here")
