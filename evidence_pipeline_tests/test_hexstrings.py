@@ -23,20 +23,20 @@ def _outcome(reader, data: bytes, **options):
 
 
 @settings(max_examples=400, deadline=None)
-@given(body=st.lists(_BYTES, max_size=40).map(bytes), chunk_size=st.integers(1, 9),
+@given(body=st.lists(_BYTES, max_size=40).map(bytes), first_read=st.integers(1, 9),
        trailer=st.sampled_from([b"", b">", b"> /Length 3 >>"]))
-def test_every_input_reads_as_pyhankos_reader_reads_it(body, chunk_size, trailer):
+def test_every_input_reads_as_pyhankos_reader_reads_it(body, first_read, trailer):
     data = b"<" + body + trailer
-    assert _outcome(hexstrings.read_hex_string_from_stream, data, chunk_size=chunk_size) == _outcome(
+    assert _outcome(hexstrings.read_hex_string_from_stream, data, first_read=first_read) == _outcome(
         hexstrings._PYHANKO_READER, data)
 
 
 def test_a_signature_sized_string_spanning_many_reads():
     contents = bytes(range(256)) * 40 + b"\x00" * 6000  # a CMS blob and its zero padding
     data = b"<" + contents.hex().encode() + b">\n/Type /Sig"
-    for chunk_size in (hexstrings.CHUNK, 4096, 20481):
+    for first_read in (hexstrings.FIRST_READ, 1, 4096, hexstrings.MAX_READ):
         stream = BytesIO(data)
-        assert hexstrings.read_hex_string_from_stream(stream, chunk_size).original_bytes == contents
+        assert hexstrings.read_hex_string_from_stream(stream, first_read).original_bytes == contents
         assert stream.read() == b"\n/Type /Sig"
 
 

@@ -20,16 +20,17 @@ from pyhanko.pdf_utils.misc import PDF_WHITESPACE
 
 _PYHANKO_READER = generic.read_hex_string_from_stream
 _RUN = re.compile(rb"[0-9A-Fa-f" + re.escape(PDF_WHITESPACE) + rb"]*")
-CHUNK = 1 << 16  # bytes read at a time: a signature's /Contents fits in one
+FIRST_READ, MAX_READ = 256, 1 << 16  # each read doubles: a short string (an /ID) costs no more than it did
 
 
-def read_hex_string_from_stream(stream, chunk_size: int = CHUNK) -> generic.ByteStringObject | generic.TextStringObject:
+def read_hex_string_from_stream(stream, first_read: int = FIRST_READ) -> generic.PdfObject:
     """Read ``<...>`` at the stream's position into a PDF string object, and leave the stream after the ``>``."""
     start = stream.tell()
     stream.read(1)  # the "<", as pyHanko's reader skips it
-    runs = []
+    runs, size = [], first_read
     while True:
-        chunk = stream.read(chunk_size)
+        chunk = stream.read(size)
+        size = min(2 * size, MAX_READ)
         end = _RUN.match(chunk).end()
         runs.append(chunk[:end])
         if end < len(chunk):

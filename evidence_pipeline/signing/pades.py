@@ -77,9 +77,9 @@ _RESERVED_BYTES = {"B-B": 8192, "B-T": 16384, "B-LT": 16384, "B-LTA": 16384}
 _OFFLINE_TSA_POLICY = CertRevTrustPolicy(REQUIRE_REVINFO, freshness=timedelta(days=36500),
                                          freshness_req_type=FreshnessReqType.MAX_DIFF_REVOCATION_VALIDATION)
 
-# No VRI entries (a relic that PAdES no longer uses, pyHanko's docs say), so the DSS is written in the document time
-# stamp's revision, before the stamp: the stamp covers the whole file, and a validator diffs the signature against
-# one later revision instead of two.
+# No VRI entries (a relic that PAdES no longer uses, pyHanko's docs say), so at B-LTA the DSS is written in the
+# document time stamp's revision, before the stamp: the stamp covers the whole file, and a validator diffs the
+# signature against one later revision instead of two. (B-LT: the DSS in its own revision after the signature.)
 _DSS_SETTINGS = DSSContentSettings(include_vri=False, next_ts_settings=TimestampDSSContentSettings(
     include_vri=False, update_before_ts=True))
 
