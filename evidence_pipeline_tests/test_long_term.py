@@ -2,11 +2,15 @@
 (local_pki.py): signing, `evidence verify`, pdfsig, and validation after the signer's certificate expired."""
 
 import datetime as dt
+import io
 import json
 import subprocess
 
 import pytest
 from click.testing import CliRunner
+from pyhanko.pdf_utils.reader import PdfFileReader
+from pyhanko.sign.signers.pdf_signer import DSSContentSettings
+from pyhanko.sign.validation import SignatureCoverageLevel
 
 from evidence_pipeline.cli import main
 from evidence_pipeline.config import Settings
@@ -14,10 +18,12 @@ from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.monthly.bundle import REPORT
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo, runtime_for
+from evidence_pipeline.signing import pades
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.signing.pades import sign_pdf, verify_pdf_signature
 from evidence_pipeline_tests.conftest import SMALL, _with_fixture_sources, require_tool
 from evidence_pipeline_tests.local_pki import LocalPki
+from evidence_pipeline_tests.signed_bundles import modified
 from evidence_pipeline_tests.test_render import _render
 
 SIGNER_DAYS = 30  # the signer's certificate expires long before the TSA's (10 years)
@@ -77,6 +83,52 @@ def test_after_the_signer_certificate_expired_only_b_lta_still_validates(pki, ke
     with pytest.raises(EvidenceError) as error:  # and B-LTA is no wildcard: after the TSA's certificate, it fails too
         _verify(signed["B-LTA"], keyring, "B-LTA", pki.signer_not_after + dt.timedelta(days=3700))
     assert error.value.code == "PDF_SIGNATURE_UNTRUSTED"
+
+
+def _layout(pdf: bytes) -> tuple[int, bool, SignatureCoverageLevel]:
+    """(revisions, whether the DSS has VRI entries, what the newest document time stamp covers)."""
+    reader = PdfFileReader(io.BytesIO(pdf), strict=True)
+    return (reader.xrefs.total_revisions, "/VRI" in reader.root["/DSS"],
+            reader.embedded_signatures[-1].evaluate_signature_coverage())
+
+
+@pytest.mark.parametrize("layout", ["current", "old"])
+def test_b_lta_in_either_layout_keeps_its_verdicts(pki, keyring, report, monkeypatch, layout):
+    """Signed now, the DSS (no VRI entries) is written with the document time stamp, before it: three revisions,
+    the last time stamp covering the whole file. Bundles signed before, with pyHanko's default DSS settings (VRI
+    entries, so a DSS revision after the time stamp), keep every verdict: valid now and after the signer's
+    certificate expired, not after the TSA's, and neither when the document was changed or drawn on later."""
+    if layout != "current":
+        monkeypatch.setattr(pades, "_DSS_SETTINGS", DSSContentSettings())
+    signed = sign_pdf(report, keyring, "B-LTA", pki.tsa_url).getvalue()
+    assert _layout(signed) == ((3, False, SignatureCoverageLevel.ENTIRE_FILE) if layout == "current" else
+                               (4, True, SignatureCoverageLevel.ENTIRE_REVISION))
+    _verify(signed, keyring, "B-LTA")
+    _verify(signed, keyring, "B-LTA", pki.signer_not_after + dt.timedelta(days=1))
+    with pytest.raises(EvidenceError) as error:
+        _verify(signed, keyring, "B-LTA", pki.signer_not_after + dt.timedelta(days=3700))
+    assert error.value.code == "PDF_SIGNATURE_UNTRUSTED"
+    tampered = bytearray(signed)
+    tampered[len(report) // 2] ^= 0x01
+    for changed, code in ((bytes(tampered), "PDF_SIGNATURE_UNTRUSTED"), (modified(signed), "PDF_SIGNATURE_INVALID")):
+        with pytest.raises(EvidenceError) as error:  # the signed bytes' digest fails; a later drawing is refused
+            _verify(changed, keyring, "B-LTA")
+        assert error.value.code == code
+
+
+def test_ocsp_responses_are_fetched_into_the_dss_beside_crls(report, tmp_path):
+    """The signing CA names an OCSP responder only, the TSA's CA a CRL only: the DSS holds the responder's answer
+    about the signer beside the CRL about the TSA, and B-LTA validates from them offline, now and after the
+    signer's certificate expired."""
+    with LocalPki(signer_days=SIGNER_DAYS, revocation={"signing": ("ocsp",), "tsa": ("crl",)}) as pki:
+        keyring = load_keyring(pki.provision(tmp_path / "keys"), generate=False)
+        signed = sign_pdf(report, keyring, "B-LTA", pki.tsa_url).getvalue()
+    assert {"POST /ocsp/signing 200", "GET /crl/tsa.crl 200"} <= set(pki.requests)
+    assert not any(request.startswith(("GET /crl/signing", "POST /ocsp/tsa")) for request in pki.requests)
+    dss = PdfFileReader(io.BytesIO(signed), strict=True).root["/DSS"]
+    assert (len(dss["/OCSPs"]), len(dss["/CRLs"])) == (1, 1)
+    _verify(signed, keyring, "B-LTA")  # the PKI's server is down: everything comes from the DSS
+    _verify(signed, keyring, "B-LTA", pki.signer_not_after + dt.timedelta(days=1))
 
 
 def test_signing_without_the_tsa_or_its_root_has_reason_codes(pki, keyring, report, tmp_path):

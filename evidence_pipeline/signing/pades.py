@@ -34,6 +34,7 @@ from pyhanko.sign import fields, signers, timestamps
 from pyhanko.sign.ades.report import AdESPassed
 from pyhanko.sign.diff_analysis import ModificationLevel
 from pyhanko.sign.general import SigningError
+from pyhanko.sign.signers.pdf_signer import DSSContentSettings, TimestampDSSContentSettings
 from pyhanko.sign.timestamps.common_utils import TimestampRequestError
 from pyhanko.sign.validation import (
     DocumentSecurityStore,
@@ -59,6 +60,7 @@ from pyhanko_certvalidator.policy_decl import REQUIRE_REVINFO, CertRevTrustPolic
 from pyhanko_certvalidator.registry import SimpleTrustManager
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.signing import hexstrings
 from evidence_pipeline.signing.keys import Keyring, signer_certificate_id
 from evidence_pipeline.store import readable
 
@@ -66,6 +68,7 @@ from evidence_pipeline.store import readable
 # paths included). Operators who configure logging still see them; users see reason codes.
 for _library in ("pyhanko", "pyhanko_certvalidator"):
     logging.getLogger(_library).addHandler(logging.NullHandler())
+hexstrings.install()  # a signature's /Contents parsed in one pass, not byte by byte (hexstrings.py)
 
 TIMESTAMPED = frozenset({"B-T", "B-LT", "B-LTA"})  # need a time stamp authority
 _LONG_TERM = frozenset({"B-LT", "B-LTA"})  # embed validation material after signing
@@ -78,6 +81,12 @@ _RESERVED_BYTES = {"B-B": 8192, "B-T": 16384, "B-LT": 16384, "B-LTA": 16384}
 # asks it online; the archive stays verifiable while the TSA certificate is valid (refresh it before then).
 _OFFLINE_TSA_POLICY = CertRevTrustPolicy(REQUIRE_REVINFO, freshness=timedelta(days=36500),
                                          freshness_req_type=FreshnessReqType.MAX_DIFF_REVOCATION_VALIDATION)
+
+# No VRI entries (a relic that PAdES no longer uses, pyHanko's docs say), so at B-LTA the DSS is written in the
+# document time stamp's revision, before the stamp: the stamp covers the whole file, and a validator diffs the
+# signature against one later revision instead of two. (B-LT: the DSS in its own revision after the signature.)
+_DSS_SETTINGS = DSSContentSettings(include_vri=False, next_ts_settings=TimestampDSSContentSettings(
+    include_vri=False, update_before_ts=True))
 
 
 def _der(pem: bytes) -> asn1_x509.Certificate:
@@ -125,6 +134,7 @@ def sign_pdf(pdf: bytes | BinaryIO, keyring: Keyring, level: str = "B-B", tsa_ur
         reason=reason,
         embed_validation_info=long_term,
         use_pades_lta=level == "B-LTA",
+        dss_settings=_DSS_SETTINGS,
         # Revocation information is required for every certificate below the roots, fetched now, and embedded.
         validation_context=ValidationContext(
             trust_roots=[_der(keyring.root_pem), _der(keyring.tsa_root_pem)], allow_fetching=True,
