@@ -3,6 +3,7 @@
 import io
 import os
 from datetime import date
+from unittest.mock import ANY
 
 import dagster
 import pytest
@@ -250,9 +251,25 @@ def test_a_failed_partition_fails_the_range_with_its_reason_and_keeps_the_others
     [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     failure_metadata = failure.event_specific_data.user_failure_data.metadata
     assert failure.step_key == "source_revision" and failure_metadata["reason_code"].value == "SOURCE_NOT_FOUND"
-    assert "| 2026-08-01|acme-books | `SOURCE_NOT_FOUND` |" in failure_metadata["failed_partitions"].value
+    # One line naming the tenant-month and its code; a table that survives the `|` in partition keys.
+    assert failure.event_specific_data.user_failure_data.description == (
+        "source_revision: 1 of 3 tenant-months failed: acme-books 2026-08 SOURCE_NOT_FOUND")
+    table = failure_metadata["failed_partitions"]
+    assert [c.name for c in table.schema.columns] == ["tenant", "month", "code", "message"]
+    assert [r.data for r in table.records] == [{"tenant": "acme-books", "month": "2026-08",
+                                                "code": "SOURCE_NOT_FOUND", "message": ANY}]
     pinned = {e.partition for e in result.get_asset_materialization_events()}
     assert pinned == {"2026-09-01|acme-books", "2026-10-01|acme-books"}  # what succeeded stays recorded
+    # Every partition the run did not materialize says why: the failed one, and all of the later assets' range.
+    observed = {(e.asset_key.to_user_string(), e.partition): e.description
+                for e in (o.event_specific_data.asset_observation for o in result.all_events
+                          if o.event_type_value == "ASSET_OBSERVATION")}
+    because = (f"not materialized: run {result.run_id[:8]} stopped at source_revision: "
+               "acme-books 2026-08 SOURCE_NOT_FOUND")
+    keys = ["2026-08-01|acme-books", "2026-09-01|acme-books", "2026-10-01|acme-books"]
+    assert observed == {("source_revision", keys[0]): ANY} | {(asset, key): because for asset in
+                                                             ("monthly_report", "evidence_bundle") for key in keys}
+    assert observed[("source_revision", keys[0])].startswith("not materialized: SOURCE_NOT_FOUND: ")
     assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]  # terminal: not retried
 
 

@@ -21,6 +21,7 @@ from dagster import (
     AssetKey,
     AssetMaterialization,
     AssetRecordsFilter,
+    AssetSpec,
     BackfillPolicy,
     Backoff,
     Failure,
@@ -33,7 +34,7 @@ from dagster import (
 
 from evidence_pipeline import parallel
 from evidence_pipeline.config import Settings
-from evidence_pipeline.defs import provenance
+from evidence_pipeline.defs import failures, provenance
 from evidence_pipeline.defs.partitions import run_range, tenant_month_of, tenant_month_partitions
 from evidence_pipeline.defs.provenance import Upstream
 from evidence_pipeline.defs.resources import EvidenceResource
@@ -50,7 +51,23 @@ TRANSIENT_RETRIES = RetryPolicy(max_retries=3, delay=2, backoff=Backoff.EXPONENT
 # A backfill runs ranges of up to this many tenant-months per run: Dagster's per-run cost (seconds) is paid once.
 PARTITIONS_PER_RUN = 100
 RANGES = BackfillPolicy.multi_run(max_partitions_per_run=PARTITIONS_PER_RUN)
-PARTITIONED = dict(partitions_def=tenant_month_partitions, backfill_policy=RANGES, retry_policy=TRANSIENT_RETRIES)
+# What the catalog shows beside each evidence asset: one group, who answers for it, and what it is about.
+GROUP, OWNERS, TAGS = "evidence", ["team:evidence"], {"domain": "compliance", "grain": "tenant-month"}
+PARTITIONED = dict(partitions_def=tenant_month_partitions, backfill_policy=RANGES, retry_policy=TRANSIENT_RETRIES,
+                   group_name=GROUP, owners=OWNERS, tags=TAGS)
+
+# Document work in the UI's grid, beside the tenant-month's report: materialized by the page runs
+# (defs/documents.py); upstream of the month's report, whose "Document jobs" section closes the month's outcomes.
+document_jobs = AssetSpec(
+    "document_jobs",
+    partitions_def=tenant_month_partitions,
+    group_name="documents",
+    owners=OWNERS,
+    kinds={"pdf"},
+    tags={"domain": "documents", "grain": "tenant-month"},
+    description="Document jobs worked for the tenant-month, per dispatch page: counts by operation and state, and "
+    "the job ids (recorded by document_page_job runs).",
+)
 
 
 def _run(context) -> RunInfo:
@@ -121,7 +138,7 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
         if error.retryable and state not in CLOSED and context.retry_number < TRANSIENT_RETRIES.max_retries:
             retry = error
     if retry is not None:  # the op's RetryPolicy runs the range again; finished partitions converge
-        raise _failure(retry, errors, len(outcomes), allow_retries=True)
+        raise failures.failure(context.asset_key, errors, len(outcomes), allow_retries=True)
 
     done = {
         key: {"lane": str(lanes.get(key, Lane.ARCHIVE))} | metadata(outcome) | _lineage_links(key, links)
@@ -140,22 +157,9 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
         return
     for key, values in done.items():  # the step fails, but what succeeded stays recorded
         yield AssetMaterialization(asset_key=context.asset_key, partition=key, metadata=values, tags=tags[key])
-    raise _failure(next(iter(errors.values())), errors, len(outcomes), allow_retries=False)
-
-
-def _failure(first: EvidenceError, errors: dict, count: int, allow_retries: bool) -> Failure:
-    """A step's failed partitions as a Failure: reason codes, no traceback (they are foreseen conditions).
-    ``reason_codes`` (partition -> code) is what `evidence demo` reports per tenant-month."""
-    table = "\n".join(["| partition | reason |", "|---|---|"] + [f"| {k} | `{e.code}` |" for k, e in errors.items()])
-    return Failure(
-        description=f"{len(errors)} of {count} tenant-months failed; first: {first}",
-        metadata={
-            "reason_code": first.code,
-            "failed_partitions": MetadataValue.md(table),
-            "reason_codes": MetadataValue.json({str(key): error.code for key, error in errors.items()}),
-        },
-        allow_retries=allow_retries,
-    )
+    # The run fails: say so on every partition it will not materialize, then fail the step (no retry: terminal).
+    yield from failures.not_materialized(context, errors, failures.later_assets(context))
+    raise failures.failure(context.asset_key, errors, len(outcomes), allow_retries=False)
 
 
 @contextlib.contextmanager
@@ -201,7 +205,8 @@ def _latest(context, asset_key: AssetKey) -> tuple[dict[str, dict], dict[str, di
 
 def _missing(context, asset_key: AssetKey, found: dict) -> dict:
     error = EvidenceError(
-        ReasonCode.UPSTREAM_NOT_MATERIALIZED, f"{asset_key.to_user_string()} has no materialization here"
+        ReasonCode.UPSTREAM_NOT_MATERIALIZED, f"{asset_key.to_user_string()} has no materialization here; "
+        f"{failures.SELECT_UPSTREAM}"
     )
     return {key: error for key in context.partition_keys if key not in found}
 
@@ -242,6 +247,7 @@ def _queue_wait_ms(context) -> float | None:
 
 @asset(
     **PARTITIONED,
+    kinds={"sql"},
     code_version="pin/2",
     description="Pins the tenant-month's latest immutable source revision "
     "by digest and routes it to its lane (archive, or oversize above EVIDENCE_OVERSIZE_BYTES).",
@@ -272,7 +278,8 @@ def source_revision(context: AssetExecutionContext, evidence: EvidenceResource):
 
 @asset(
     **PARTITIONED,
-    deps=[source_revision],
+    deps=[source_revision, document_jobs],
+    kinds={"pdf"},
     code_version=RENDERER_VERSION,
     pool="render",
     description="Deterministic, unsigned PDF report rendered from the pinned revision; materialized only once it "
@@ -309,6 +316,7 @@ def monthly_report(context: AssetExecutionContext, evidence: EvidenceResource):
 @asset(
     **PARTITIONED,
     deps=[monthly_report],
+    kinds={"pdf", "s3", "pades"},
     code_version=RENDERER_VERSION,
     pool="publish",
     description="PAdES-signed report + DSSE/in-toto statement + manifest, published once and committed to the "
@@ -355,6 +363,7 @@ def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource):
 @asset(
     **PARTITIONED,
     deps=[source_revision],
+    kinds={"pdf"},
     code_version=RENDERER_VERSION,
     pool="preview",
     description="Preview lane: a quick, reduced-fidelity rendering (cover and summary) of the pinned revision for "
