@@ -273,6 +273,16 @@ def test_a_failed_partition_fails_the_range_with_its_reason_and_keeps_the_others
     assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]  # terminal: not retried
 
 
+def test_a_bundle_backfilled_alone_fails_saying_what_to_select(instance, evidence):
+    result = materialize([evidence_bundle], instance=instance, partition_key=partition_key_for(SMALL),
+                         resources={"evidence": evidence}, raise_on_error=False)
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failure.event_specific_data.user_failure_data.description == (
+        "evidence_bundle: 1 of 1 tenant-months failed: acme-books 2026-10 UPSTREAM_NOT_MATERIALIZED; select "
+        "source_revision, monthly_report and evidence_bundle together (or launch the monthly_evidence job)")
+
+
 def test_oversize_tenant_months_take_their_own_lane_with_the_same_checks(instance, evidence, runtime, monkeypatch):
     monkeypatch.setenv("EVIDENCE_OVERSIZE_BYTES", "1")  # every source is now above the oversize threshold
     result = _materialize_range(instance, evidence, TenantMonth("acme-books", "2026-09"), SMALL)
