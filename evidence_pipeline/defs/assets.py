@@ -33,9 +33,10 @@ from dagster import (
 )
 
 from evidence_pipeline import parallel
+from evidence_pipeline.audit.verify import Verification, verify_published
 from evidence_pipeline.config import Settings
-from evidence_pipeline.defs import failures, provenance
-from evidence_pipeline.defs.partitions import run_range, tenant_month_of, tenant_month_partitions
+from evidence_pipeline.defs import failures, provenance, verdicts
+from evidence_pipeline.defs.partitions import partition_key_for, run_range, tenant_month_of, tenant_month_partitions
 from evidence_pipeline.defs.provenance import Upstream
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.errors import EvidenceError, ReasonCode
@@ -103,12 +104,13 @@ def _check_run_partitions(context) -> None:
 def _each_partition(context, evidence: EvidenceResource, stage: Callable, items: dict, lanes: dict,
                     job_ids: dict, metadata: Callable[[object], dict], failed: dict, version_field: str,
                     inputs: dict[str, dict[AssetKey, Upstream]] | None = None,
-                    links: tuple[AssetKey, ...] = ()) -> Iterator:
+                    links: tuple[AssetKey, ...] = (), on_failure: Callable | None = None) -> Iterator:
     """Run ``stage`` for every partition's item and materialize the partitions that succeeded.
 
     Each partition's materialization carries its own provenance (see provenance.py): its data version is the
     digest in its ``version_field`` metadata, and ``inputs`` names the upstream events it was made from. ``links``
-    are the upstream assets whose same partition the UI should open in one click.
+    are the upstream assets whose same partition the UI should open in one click. ``on_failure(done)`` yields the
+    events a failing step records for the partitions it did materialize (``done``: partition -> outcome).
 
     ``failed`` holds partitions that failed before the stage (e.g. no upstream materialization): they fail the
     step but never move their job, since materializing the upstream again is the remedy. Attempts that failed in
@@ -157,6 +159,8 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
         return
     for key, values in done.items():  # the step fails, but what succeeded stays recorded
         yield AssetMaterialization(asset_key=context.asset_key, partition=key, metadata=values, tags=tags[key])
+    if on_failure is not None:
+        yield from on_failure({key: outcomes[key] for key in done})
     # The run fails: say so on every partition it will not materialize, then fail the step (no retry: terminal).
     yield from failures.not_materialized(context, errors, failures.later_assets(context))
     raise failures.failure(context.asset_key, errors, len(outcomes), allow_retries=False)
@@ -345,19 +349,33 @@ def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource):
         for key, p in pinned.items()
         if key not in failed
     }
+    run_id = context.run.run_id
     yield from _each_partition(
         context,
         evidence,
-        partial(pipeline.publish_and_time, run=_run(context)),
+        partial(publish_and_verify, run=_run(context)),
         items,
         lanes={key: p.lane for key, p in pinned.items()},
         job_ids={key: p.job_id for key, p in pinned.items()},
         failed=failed,
-        metadata=_bundle_metadata,
+        metadata=lambda done: _bundle_metadata(done[0]) | verdicts.bundle_metadata(
+            done[1], run_id, str(partition_key_for(done[0].tenant_month))),
         version_field="identity",
         inputs=report_events,
         links=(monthly_report.key, source_revision.key),
+        # Dagster skips the check step of a failed range: the bundles published here get their verdict now.
+        on_failure=lambda done: (
+            verdicts.evaluation(key, verification, {"location": publication.location, "key_id": publication.key_id,
+                                                    "bundle_key": publication.bundle_key})
+            for key, (publication, verification) in done.items()
+        ),
     )
+
+
+def publish_and_verify(rt, item, run) -> tuple[pipeline.Publication, Verification]:
+    """Publish once (see pipeline.publish_and_time), then verify the bundle from the archive as the check does."""
+    publication = pipeline.publish_and_time(rt, item, run)
+    return publication, verify_published(rt, (publication.bundle_key, publication.key_id))
 
 
 @asset(
@@ -433,10 +451,6 @@ def _bundle_metadata(publication: pipeline.Publication) -> dict:
         "current_bundle": publication.current_identity,
         **({"supersedes": corrects["identity"], "supersedes_reason": ", ".join(corrects["reason"]),
             "supersedes_location": MetadataValue.text(corrects["prefix"])} if corrects else {}),
-        # The partition page does not show check results in Dagster 1.13: one click to them (defs/checks.py).
-        "verification check": MetadataValue.url(
-            "/assets/evidence_bundle?view=checks&checkDetail=offline_verification"
-        ),
         # Numeric clocks, so the UI plots them per partition; None (no queue: not a queued run) is left out.
         **{stage: ms for stage, ms in publication.timings_ms.items() if ms is not None},
     }
