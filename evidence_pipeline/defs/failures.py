@@ -66,15 +66,18 @@ def not_materialized(context, errors: dict, later: Iterable[AssetKey]) -> Iterat
     step = context.asset_key.to_user_string()
     because = f"run {context.run.run_id[:8]} stopped at {step}: {summary(errors)}"
     table = failure_table(errors)
+    # The reason is in the metadata as well as the description: the partition page shows an event's metadata.
     for key, error in errors.items():
         yield AssetObservation(asset_key=context.asset_key, partition=str(key),
                                description=f"not materialized: {error}",
-                               metadata={"reason_code": error.code, "failed_partitions": table})
+                               metadata={"not_materialized": str(error), "reason_code": error.code,
+                                         "failed_partitions": table})
     for asset in later:
         for key in context.partition_keys:
             code = errors[key].code if key in errors else ReasonCode.UPSTREAM_NOT_MATERIALIZED.value
             yield AssetObservation(asset_key=asset, partition=str(key), description=f"not materialized: {because}",
-                                   metadata={"reason_code": code, "failed_partitions": table})
+                                   metadata={"not_materialized": because, "reason_code": code,
+                                             "failed_partitions": table})
 
 
 def later_assets(context) -> list[AssetKey]:
