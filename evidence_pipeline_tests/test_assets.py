@@ -254,6 +254,11 @@ def test_a_failed_partition_fails_the_range_with_its_reason_and_keeps_the_others
     # One line naming the tenant-month and its code; a table that survives the `|` in partition keys.
     assert failure.event_specific_data.user_failure_data.description == (
         "source_revision: 1 of 3 tenant-months failed: acme-books 2026-08 SOURCE_NOT_FOUND")
+    # No stack trace (Dagster's frames, install paths): the step failure and the run failure read as that line.
+    assert failure.event_specific_data.error.to_string() == (
+        "source_revision: 1 of 3 tenant-months failed: acme-books 2026-08 SOURCE_NOT_FOUND\n")
+    [run_failure] = instance.all_logs(result.run_id, of_type=dagster.DagsterEventType.RUN_FAILURE)
+    assert "Stack Trace" not in run_failure.message and ".py" not in run_failure.message, run_failure.message
     table = failure_metadata["failed_partitions"]
     assert [c.name for c in table.schema.columns] == ["tenant", "month", "code", "message"]
     assert [r.data for r in table.records] == [{"tenant": "acme-books", "month": "2026-08",

@@ -260,7 +260,8 @@ def test_an_auditor_sees_the_graph_a_partitions_metadata_and_verification_and_ca
 
     # The asset graph: the evidence lineage, with the check on the bundle; nothing can be materialized.
     page.open("/locations/evidence_pipeline/asset-groups/evidence/lineage",
-              "source_revision", "monthly_report", "evidence_bundle", "report_preview", "Asset checks")
+              "source_revision", "monthly_report", "evidence_bundle", "report_preview", "Asset checks",
+              "document_jobs")  # upstream of the report, from its own group
     saved.append(page.save("1-asset-graph"))
     assert page.buttons("Materialize") and not any(page.buttons("Materialize"))
 
@@ -317,7 +318,9 @@ def test_an_auditor_sees_the_graph_a_partitions_metadata_and_verification_and_ca
               "reason_code UPSTREAM_NOT_MATERIALIZED", "tenant month code message", "SOURCE_NOT_FOUND")
     saved.append(page.save("6-bundle-partition-not-materialized"))
     # The failure itself: one line naming the tenant-month and its code, and a table tenant, month, code, message.
-    text = page.open(f"/runs/{auditor_ui.failed_run}", "source_revision: 1 of", f"{NO_SOURCE} {month[:7]}")
+    text = page.open(f"/runs/{auditor_ui.failed_run}", "source_revision: 1 of", f"{NO_SOURCE} {month[:7]}",
+                     "RUN_FAILURE", "tenant month code message")
     saved.append(page.save("7-failed-run"))
+    assert "Stack Trace" not in text and "site-packages" not in text  # a foreseen failure: its line, no traceback
 
     assert all(path.stat().st_size > 10_000 and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in saved)
