@@ -386,3 +386,15 @@ def test_a_run_whose_partitions_differ_from_its_range_fails_before_any_work(inst
 def _lane_lines(instance, run_id: str) -> list[str]:
     """What each step of the run logged about its archive lane: its partitions and worker processes."""
     return [entry.user_message for entry in instance.all_logs(run_id) if entry.user_message.startswith("archive lane")]
+
+
+def test_the_quiet_failures_wrapper_is_installed_and_guarded(monkeypatch):
+    from dagster._core.execution.plan import execute_plan
+
+    from evidence_pipeline.defs import quiet_failures
+    from evidence_pipeline_tests.guarded_patch import assert_patched_only_on_the_checked_dagster
+
+    assert execute_plan.step_failure_event_from_exc_info is quiet_failures._step_failure_event
+    assert_patched_only_on_the_checked_dagster(monkeypatch, quiet_failures.install, execute_plan,
+                                               "step_failure_event_from_exc_info",
+                                               quiet_failures._dagster_step_failure_event)
