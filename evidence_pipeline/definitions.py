@@ -2,7 +2,13 @@
 
 from dagster import Definitions, in_process_executor
 
-from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, report_preview, source_revision
+from evidence_pipeline.defs.assets import (
+    document_jobs,
+    evidence_bundle,
+    monthly_report,
+    report_preview,
+    source_revision,
+)
 from evidence_pipeline.defs.automation import (
     ledger_maintenance,
     ledger_maintenance_schedule,
@@ -13,7 +19,6 @@ from evidence_pipeline.defs.automation import (
 from evidence_pipeline.defs.checks import offline_verification
 from evidence_pipeline.defs.documents import (
     document_dispatch_sensor,
-    document_jobs,
     document_page_job,
     evidence_job_failed,
     evidence_job_succeeded,

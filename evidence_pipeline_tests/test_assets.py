@@ -3,6 +3,7 @@
 import io
 import os
 from datetime import date
+from unittest.mock import ANY
 
 import dagster
 import pytest
@@ -250,10 +251,41 @@ def test_a_failed_partition_fails_the_range_with_its_reason_and_keeps_the_others
     [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     failure_metadata = failure.event_specific_data.user_failure_data.metadata
     assert failure.step_key == "source_revision" and failure_metadata["reason_code"].value == "SOURCE_NOT_FOUND"
-    assert "| 2026-08-01|acme-books | `SOURCE_NOT_FOUND` |" in failure_metadata["failed_partitions"].value
+    # One line naming the tenant-month and its code; a table that survives the `|` in partition keys.
+    assert failure.event_specific_data.user_failure_data.description == (
+        "source_revision: 1 of 3 tenant-months failed: acme-books 2026-08 SOURCE_NOT_FOUND")
+    # No stack trace (Dagster's frames, install paths): the step failure and the run failure read as that line.
+    assert failure.event_specific_data.error.to_string() == (
+        "source_revision: 1 of 3 tenant-months failed: acme-books 2026-08 SOURCE_NOT_FOUND\n")
+    [run_failure] = instance.all_logs(result.run_id, of_type=dagster.DagsterEventType.RUN_FAILURE)
+    assert "Stack Trace" not in run_failure.message and ".py" not in run_failure.message, run_failure.message
+    table = failure_metadata["failed_partitions"]
+    assert [c.name for c in table.schema.columns] == ["tenant", "month", "code", "message"]
+    assert [r.data for r in table.records] == [{"tenant": "acme-books", "month": "2026-08",
+                                                "code": "SOURCE_NOT_FOUND", "message": ANY}]
     pinned = {e.partition for e in result.get_asset_materialization_events()}
     assert pinned == {"2026-09-01|acme-books", "2026-10-01|acme-books"}  # what succeeded stays recorded
+    # Every partition the run did not materialize says why: the failed one, and all of the later assets' range.
+    observed = {(e.asset_key.to_user_string(), e.partition): e.description
+                for e in (o.event_specific_data.asset_observation for o in result.all_events
+                          if o.event_type_value == "ASSET_OBSERVATION")}
+    because = (f"not materialized: run {result.run_id[:8]} stopped at source_revision: "
+               "acme-books 2026-08 SOURCE_NOT_FOUND")
+    keys = ["2026-08-01|acme-books", "2026-09-01|acme-books", "2026-10-01|acme-books"]
+    assert observed == {("source_revision", keys[0]): ANY} | {(asset, key): because for asset in
+                                                             ("monthly_report", "evidence_bundle") for key in keys}
+    assert observed[("source_revision", keys[0])].startswith("not materialized: SOURCE_NOT_FOUND: ")
     assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]  # terminal: not retried
+
+
+def test_a_bundle_backfilled_alone_fails_saying_what_to_select(instance, evidence):
+    result = materialize([evidence_bundle], instance=instance, partition_key=partition_key_for(SMALL),
+                         resources={"evidence": evidence}, raise_on_error=False)
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failure.event_specific_data.user_failure_data.description == (
+        "evidence_bundle: 1 of 1 tenant-months failed: acme-books 2026-10 UPSTREAM_NOT_MATERIALIZED; select "
+        "source_revision, monthly_report and evidence_bundle together (or launch the monthly_evidence job)")
 
 
 def test_oversize_tenant_months_take_their_own_lane_with_the_same_checks(instance, evidence, runtime, monkeypatch):
@@ -354,3 +386,15 @@ def test_a_run_whose_partitions_differ_from_its_range_fails_before_any_work(inst
 def _lane_lines(instance, run_id: str) -> list[str]:
     """What each step of the run logged about its archive lane: its partitions and worker processes."""
     return [entry.user_message for entry in instance.all_logs(run_id) if entry.user_message.startswith("archive lane")]
+
+
+def test_the_quiet_failures_wrapper_is_installed_and_guarded(monkeypatch):
+    from dagster._core.execution.plan import execute_plan
+
+    from evidence_pipeline.defs import quiet_failures
+    from evidence_pipeline_tests.guarded_patch import assert_patched_only_on_the_checked_dagster
+
+    assert execute_plan.step_failure_event_from_exc_info is quiet_failures._step_failure_event
+    assert_patched_only_on_the_checked_dagster(monkeypatch, quiet_failures.install, execute_plan,
+                                               "step_failure_event_from_exc_info",
+                                               quiet_failures._dagster_step_failure_event)

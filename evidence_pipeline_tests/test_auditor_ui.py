@@ -22,13 +22,17 @@ from urllib.parse import quote
 
 import pytest
 import requests
-from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
+from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, materialize
 
 from evidence_pipeline.audit.verify import verify_bundle
-from evidence_pipeline.defs.checks import CHECK_NAME
+from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
+from evidence_pipeline.defs.checks import CHECK_NAME, offline_verification
+from evidence_pipeline.defs.partitions import range_tags
 from evidence_pipeline.defs.resources import EvidenceResource
+from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly.render import RENDERER_VERSION
 from evidence_pipeline.store.local import LocalStore
+from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS
 from evidence_pipeline_tests.conftest import overwrite
 from evidence_pipeline_tests.dagster_services import stop
 from evidence_pipeline_tests.test_verification_check import CHECK_ONLY
@@ -38,6 +42,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("auditor_ui")]
 
 EVIDENCE = Path(sys.executable).parent / "evidence"
 VERIFIED, TAMPERED = "acme-books", "baltic-crafts"  # two of the demo tenants
+LAST_TENANTS, NO_SOURCE = list(DEMO_TENANTS)[2:], "zz-no-source"  # a failed range run, away from those two
+ASSETS = [source_revision, monthly_report, evidence_bundle, offline_verification]
 START_TIMEOUT_S = 180  # the webserver answers in ~10 s here; a loaded 2-core machine can take much longer
 PAGE_TIMEOUT_S = 60
 
@@ -54,6 +60,7 @@ class AuditorUI:
     partitions: dict[str, str]  # tenant -> partition key of its one demo month
     bundles: dict[str, dict]  # tenant -> its evidence_bundle materialization's metadata
     runs: int  # runs on the instance before the UI started
+    failed_run: str  # the range run that failed at source_revision for NO_SOURCE
     archive: LocalStore  # the archive the demo published to
 
 
@@ -83,9 +90,17 @@ def auditor_ui(tmp_path_factory) -> AuditorUI:
             key = f"{bundles[TAMPERED][1]['bundle_key']}/report.pdf"
             archive = LocalStore(home / "archive")
             overwrite(None, key, archive.get(key)[:-64] + b"%% tampered".ljust(64, b" "), store=archive)
+            evidence = EvidenceResource(home=str(home))
             result = CHECK_ONLY.execute_in_process(instance=instance, partition_key=bundles[TAMPERED][0],
-                                                   resources={"evidence": EvidenceResource(home=str(home))})
+                                                   resources={"evidence": evidence})
             assert result.success and not result.get_asset_check_evaluations()[0].passed
+            # A range run of the demo month over the last demo tenants and one with no source: it fails at
+            # source_revision, and the other tenants' reports and bundles are not materialized by it.
+            instance.add_dynamic_partitions("tenant", [NO_SOURCE])
+            month = bundles[VERIFIED][0].split("|")[0][:7]
+            failed = materialize(ASSETS, instance=instance, resources={"evidence": evidence}, raise_on_error=False,
+                                 tags=range_tags(TenantMonth(LAST_TENANTS[0], month), TenantMonth(NO_SOURCE, month)))
+            assert not failed.success
             runs = len(instance.get_run_records())
 
     port = _free_port()
@@ -102,7 +117,7 @@ def auditor_ui(tmp_path_factory) -> AuditorUI:
             assert server.poll() is None and time.monotonic() < deadline, (root / "ui.log").read_text()[-4000:]
             time.sleep(0.5)
         yield AuditorUI(url, {t: pk for t, (pk, _) in bundles.items()}, {t: m for t, (_, m) in bundles.items()}, runs,
-                        archive)
+                        failed.run_id, archive)
     finally:
         stop(server)
 
@@ -244,8 +259,9 @@ def test_an_auditor_sees_the_graph_a_partitions_metadata_and_verification_and_ca
     saved = []
 
     # The asset graph: the evidence lineage, with the check on the bundle; nothing can be materialized.
-    page.open("/locations/evidence_pipeline/asset-groups/default/lineage",
-              "source_revision", "monthly_report", "evidence_bundle", "report_preview", "Asset checks")
+    page.open("/locations/evidence_pipeline/asset-groups/evidence/lineage",
+              "source_revision", "monthly_report", "evidence_bundle", "report_preview", "Asset checks",
+              "document_jobs")  # upstream of the report, from its own group
     saved.append(page.save("1-asset-graph"))
     assert page.buttons("Materialize") and not any(page.buttons("Materialize"))
 
@@ -259,8 +275,16 @@ def test_an_auditor_sees_the_graph_a_partitions_metadata_and_verification_and_ca
     assert f"renderer_version {RENDERER_VERSION}" in text and f"key_id {bundle['key_id']}" in text
     assert f"signed report.pdf {bundle['report_sha256']}" in text  # the lineage table, rendered
     assert f"statement.dsse.json ({bundle['key_id']}) {bundle['statement_sha256']}" in text
-    assert "verification check" in text
+    # Its verification verdict at publication, on the partition itself, and a link to that partition's result.
+    checks = len(verify_bundle(auditor_ui.archive, bundle["bundle_key"]).checks)
+    assert f"verification verified: all {checks} checks passed" in text
+    assert f"verification_checks {checks} of {checks} passed" in text and "verification_codes none" in text
     assert page.buttons("Materialize") and not any(page.buttons("Materialize"))
+    # The link opens the run's log filtered to this partition's evaluation: one event, its verdict and checks.
+    text = page.open(bundle["verification result"], f"Check {CHECK_NAME} succeeded for materialization of "
+                     "evidence_bundle", bundle["location"], "check result code detail", "bundle_complete passed")
+    saved.append(page.save("2b-partition-verification-result"))
+    assert text.count("ASSET_CHECK_EVA") == 1
 
     # The partition's verification check: verified, and for the tampered bundle, failed with its reason codes.
     page.open(f"/assets/evidence_bundle?view=checks&checkDetail={CHECK_NAME}", CHECK_NAME, "non-blocking")
@@ -270,7 +294,6 @@ def test_an_auditor_sees_the_graph_a_partitions_metadata_and_verification_and_ca
     page.wait_for(month, VERIFIED, TAMPERED)
     page.click(month)
     page.click(VERIFIED)
-    checks = len(verify_bundle(auditor_ui.archive, bundle["bundle_key"]).checks)
     page.wait_for(partitions[VERIFIED], "Passed", f"verified: all {checks} checks passed", "codes none",
                   f"pinned_key_id {bundle['key_id']}", f"checks {checks} of {checks} passed")
     saved.append(page.save("3-check-verified"))
@@ -287,5 +310,17 @@ def test_an_auditor_sees_the_graph_a_partitions_metadata_and_verification_and_ca
     assert not browser.current_url.endswith("/playground") and "Launch Run" not in page.text()
     assert page.buttons("Materialize") and not any(page.buttons("Materialize"))
     saved.append(page.save("5-no-launchpad"))
+
+    # A range run that failed for one tenant says so on the other tenants' partitions it did not materialize.
+    other = f"{month}|{LAST_TENANTS[0]}"
+    page.open(f"/assets/evidence_bundle?view=partitions&partition={quote(other)}", other,
+              f"not_materialized run {auditor_ui.failed_run[:8]} stopped at source_revision: {NO_SOURCE} {month[:7]}",
+              "reason_code UPSTREAM_NOT_MATERIALIZED", "tenant month code message", "SOURCE_NOT_FOUND")
+    saved.append(page.save("6-bundle-partition-not-materialized"))
+    # The failure itself: one line naming the tenant-month and its code, and a table tenant, month, code, message.
+    text = page.open(f"/runs/{auditor_ui.failed_run}", "source_revision: 1 of", f"{NO_SOURCE} {month[:7]}",
+                     "RUN_FAILURE", "tenant month code message")
+    saved.append(page.save("7-failed-run"))
+    assert "Stack Trace" not in text and "site-packages" not in text  # a foreseen failure: its line, no traceback
 
     assert all(path.stat().st_size > 10_000 and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in saved)

@@ -44,7 +44,7 @@ def test_snapshot_of_assets_checks_jobs_schedules_sensors():
     graph_keys = [key for key in graph.get_all_asset_keys() if key != documents.key]
     assert {k.to_user_string(): sorted(p.to_user_string() for p in graph.get(k).parent_keys) for k in graph_keys} == {
         "source_revision": [],
-        "monthly_report": ["source_revision"],
+        "monthly_report": ["document_jobs", "source_revision"],  # the month's document work feeds its report
         "evidence_bundle": ["monthly_report"],
         "report_preview": ["source_revision"],
     }
@@ -196,6 +196,44 @@ def test_sensor_skips_when_nothing_is_new(tmp_path, monkeypatch):
     assert not result.dynamic_partitions_requests and "no new tenants" in result.skip_message
 
 
+def test_the_catalog_names_group_owners_kinds_and_tags_and_every_sensor_schedule_and_job_is_described():
+    repo = defs.get_repository_def()
+    graph = repo.asset_graph
+    kinds = {k.to_user_string(): ({t.removeprefix("dagster/kind/") for t in graph.get(k).tags
+                                   if t.startswith("dagster/kind/")}, graph.get(k).group_name)
+             for k in graph.get_all_asset_keys()}
+    assert kinds == {
+        "source_revision": ({"sql"}, "evidence"), "monthly_report": ({"pdf"}, "evidence"),
+        "evidence_bundle": ({"pdf", "s3", "pades"}, "evidence"), "report_preview": ({"pdf"}, "evidence"),
+        "document_jobs": ({"pdf"}, "documents"),
+    }
+    for key in graph.get_all_asset_keys():
+        assert graph.get(key).owners == ["team:evidence"] and graph.get(key).tags["grain"] == "tenant-month"
+    jobs = [job for job in repo.get_all_jobs() if not job.name.startswith("__")]
+    described = [*repo.sensor_defs, *repo.schedule_defs, *jobs]
+    assert len(described) == 11 and all(d.description for d in described), [d.name for d in described
+                                                                             if not d.description]
+
+
+def test_dagster_cli_works_from_the_repository_root_without_dagster_home(tmp_path):
+    """A fresh clone: `dagster definitions validate` reads workspace.yaml and dagster.yaml with no DAGSTER_HOME
+    (Dagster makes a temporary instance directory, and the event log storage takes it)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DAGSTER_", "EVIDENCE_"))}
+    env["EVIDENCE_OPEN_MONTHS"] = "12"
+    validate = subprocess.run([Path(sys.executable).parent / "dagster", "definitions", "validate"], cwd=REPO,
+                              env=env, capture_output=True, text=True, timeout=600)
+    assert validate.returncode == 0, validate.stderr[-3000:]
+    assert "All code locations passed validation" in validate.stdout + validate.stderr
+    assert not list(REPO.glob(".tmp_dagster_home_*"))  # Dagster removed its temporary instance
+
+
+def test_the_event_log_lives_in_the_instance_directory_when_no_base_dir_is_named(tmp_path):
+    with instance_for_test(temp_dir=str(tmp_path), overrides=_yaml(REPO / "dagster.yaml")) as instance:
+        storage = instance.event_log_storage
+        assert type(storage).__name__ == "PooledSqliteEventLogStorage"
+        assert Path(storage._base_dir) == tmp_path / "history" / "runs"  # where Dagster's default keeps it
+
+
 def test_instance_yaml_loads_with_pools_queue_and_retries(tmp_path):
     with instance_for_test(temp_dir=str(tmp_path), overrides=_yaml(REPO / "dagster.yaml")) as instance:
         concurrency = instance.get_concurrency_config()
@@ -249,7 +287,7 @@ def test_production_yaml_is_dagster_yaml_with_postgres_storage():
     assert embedded.pop("event_log_storage") == {
         "module": "evidence_pipeline.defs.storage",
         "class": "PooledSqliteEventLogStorage",
-        "config": {"base_dir": {"env": "DAGSTER_HOME"}},
+        "config": {},  # the instance's own directory: no DAGSTER_HOME needed to read this file
     }
     assert production == embedded
 

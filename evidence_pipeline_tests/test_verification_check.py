@@ -2,6 +2,9 @@
 when the published bundle is tampered with. Runs on both backend sets (SQLite + local archive, PostgreSQL + S3)."""
 
 
+from unittest.mock import ANY
+from urllib.parse import quote
+
 from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter, materialize
 from dagster._core.event_api import PartitionKeyFilter
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
@@ -56,7 +59,15 @@ def test_a_range_run_verifies_each_published_partition_and_records_it(instance, 
         assert metadata["statement_key_id"] == bundle["key_id"] and metadata["trust_root_id"].startswith("x509-root-")
         checks = len(verify_bundle(runtime.archive, bundle["bundle_key"]).checks)
         assert metadata["checks"] == f"{checks} of {checks} passed"
-        assert all(f"| {name} | passed |" in metadata["check_table"] for name in ("subject_digest", "pdf_signature"))
+        rows = {row.data["check"]: row.data["result"] for row in metadata["check_table"].records}
+        assert len(rows) == checks and rows["subject_digest"] == rows["pdf_signature"] == "passed"
+        # The bundle partition itself shows its verdict at publication, and links to this run's evaluation of it.
+        partition = str(partition_key_for(tenant_month))
+        verified = f"verified: all {checks} checks passed"
+        assert bundle["verification"] == verified == evaluation.description.split(" (")[0]
+        assert bundle["verification_codes"] == "none" and bundle["verification_checks"] == metadata["checks"]
+        assert bundle["verification result"] == f"/runs/{result.run_id}?logs={quote(f'{CHECK_NAME} {partition}')}"
+        assert evaluation.description.endswith(f"({CHECK_NAME} {partition})")  # what the link's filter finds
     # The statement key is pinned to the one recorded at publication: any other published key is refused.
     assert verify_published(runtime, (bundle["bundle_key"], "ed25519-0000000000000000")).codes == ["KEY_UNKNOWN"]
 
@@ -78,10 +89,32 @@ def test_a_tampered_bundle_fails_the_check_with_its_codes_and_the_others_still_p
     record, evaluation, metadata = _latest_check(instance, SMALL)
     assert record.status == AssetCheckExecutionRecordStatus.FAILED and not evaluation.passed
     assert metadata["result"] == "NOT VERIFIED" and "SUBJECT_DIGEST_MISMATCH" in metadata["codes"].split(", ")
-    assert evaluation.description == f"not verified: {metadata['codes']}"
+    assert evaluation.description.startswith(f"not verified: {metadata['codes']} (")
     passed, total = metadata["checks"].removesuffix(" passed").split(" of ")
     assert int(passed) < int(total)
     assert "subject_digest: SUBJECT_DIGEST_MISMATCH: statement subject is not" in metadata["failed_checks"]
-    assert "| subject_digest | FAILED | SUBJECT_DIGEST_MISMATCH |" in metadata["check_table"]
+    assert {"check": "subject_digest", "result": "FAILED", "code": "SUBJECT_DIGEST_MISMATCH",
+            "detail": ANY} in [row.data for row in metadata["check_table"].records]
     record, evaluation, metadata = _latest_check(instance, EARLIER)
     assert record.status == AssetCheckExecutionRecordStatus.SUCCEEDED and metadata["codes"] == "none"
+
+
+def test_a_range_whose_bundle_step_fails_records_the_verdict_of_what_it_published(instance, evidence, runtime):
+    """Dagster skips the check step when the bundle step fails for one tenant-month: the bundles the step did
+    publish get their evaluation from the step itself, so their check reads verified, not "execution failed"."""
+    earliest = TenantMonth("acme-books", "2026-08")  # no source revision
+    assert materialize([source_revision, monthly_report], instance=instance, resources={"evidence": evidence},
+                       tags=range_tags(EARLIER, SMALL)).success
+    # The bundle step alone over a range whose first month has no report: 2026-09 and 2026-10 are published.
+    result = materialize(ASSETS, instance=instance, resources={"evidence": evidence}, raise_on_error=False,
+                         tags=range_tags(earliest, SMALL), selection=[evidence_bundle, offline_verification])
+    assert not result.success
+    assert sorted(e.partition for e in result.get_asset_materialization_events()) == sorted(
+        str(partition_key_for(tm)) for tm in (EARLIER, SMALL))
+    assert sorted(e.partition for e in result.get_asset_check_evaluations()) == sorted(
+        str(partition_key_for(tm)) for tm in (EARLIER, SMALL))
+    for tenant_month in (EARLIER, SMALL):
+        record, evaluation, metadata = _latest_check(instance, tenant_month)
+        assert record.run_id == result.run_id and record.status == AssetCheckExecutionRecordStatus.SUCCEEDED
+        assert metadata["result"] == "verified" and _bundle(instance, tenant_month)[1]["verification"].startswith(
+            "verified: all")

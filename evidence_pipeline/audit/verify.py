@@ -94,6 +94,13 @@ class Verification:
         }
 
 
+def verify_published(rt, published: tuple[str, str]) -> Verification:
+    """One bundle of ``rt``'s archive, (bundle key, key id), with the statement key pinned to the one recorded at
+    publication: what the verification check and the bundle step record for a tenant-month."""
+    bundle_key, key_id = published
+    return verify_bundle(rt.archive, bundle_key, expected_key_ids=frozenset({key_id}))
+
+
 def verify_bundle(
     store: ArtifactStore, prefix: str, expected_key_ids: frozenset[str] = frozenset(),
     expected_root_ids: frozenset[str] = frozenset(), at: datetime | None = None,

@@ -5,7 +5,7 @@ import warnings
 
 from dagster import BetaWarning, PreviewWarning
 
-from evidence_pipeline.defs import backfill_wake, pool_wait, provenance, range_runs, run_fork
+from evidence_pipeline.defs import backfill_wake, pool_wait, provenance, quiet_failures, range_runs, run_fork
 
 # Backfill policies are beta in Dagster 1.13; we pin 1.13.27 and test range runs, so the warning says nothing new.
 warnings.filterwarnings("ignore", category=BetaWarning, message="Parameter `backfill_policy`")
@@ -22,6 +22,9 @@ range_runs.install()
 provenance.install()
 # A run waiting for a pool slot sleeps between its claims instead of spinning a core; see pool_wait.py.
 pool_wait.install()
+# A foreseeable step failure (a Failure with a reason code) reads as its one-line description, with no stack trace
+# of Dagster's frames; unexpected errors keep theirs. See quiet_failures.py.
+quiet_failures.install()
 # The backfill daemon starts a newly requested backfill within a second instead of at its 30 s tick (in the
 # daemon, which imports this package with dagster.yaml's storage classes); see backfill_wake.py.
 backfill_wake.install()

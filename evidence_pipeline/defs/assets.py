@@ -21,6 +21,7 @@ from dagster import (
     AssetKey,
     AssetMaterialization,
     AssetRecordsFilter,
+    AssetSpec,
     BackfillPolicy,
     Backoff,
     Failure,
@@ -32,9 +33,10 @@ from dagster import (
 )
 
 from evidence_pipeline import parallel
+from evidence_pipeline.audit.verify import Verification, verify_published
 from evidence_pipeline.config import Settings
-from evidence_pipeline.defs import provenance
-from evidence_pipeline.defs.partitions import run_range, tenant_month_of, tenant_month_partitions
+from evidence_pipeline.defs import failures, provenance, verdicts
+from evidence_pipeline.defs.partitions import partition_key_for, run_range, tenant_month_of, tenant_month_partitions
 from evidence_pipeline.defs.provenance import Upstream
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.errors import EvidenceError, ReasonCode
@@ -50,7 +52,23 @@ TRANSIENT_RETRIES = RetryPolicy(max_retries=3, delay=2, backoff=Backoff.EXPONENT
 # A backfill runs ranges of up to this many tenant-months per run: Dagster's per-run cost (seconds) is paid once.
 PARTITIONS_PER_RUN = 100
 RANGES = BackfillPolicy.multi_run(max_partitions_per_run=PARTITIONS_PER_RUN)
-PARTITIONED = dict(partitions_def=tenant_month_partitions, backfill_policy=RANGES, retry_policy=TRANSIENT_RETRIES)
+# What the catalog shows beside each evidence asset: one group, who answers for it, and what it is about.
+GROUP, OWNERS, TAGS = "evidence", ["team:evidence"], {"domain": "compliance", "grain": "tenant-month"}
+PARTITIONED = dict(partitions_def=tenant_month_partitions, backfill_policy=RANGES, retry_policy=TRANSIENT_RETRIES,
+                   group_name=GROUP, owners=OWNERS, tags=TAGS)
+
+# Document work in the UI's grid, beside the tenant-month's report: materialized by the page runs
+# (defs/documents.py); upstream of the month's report, whose "Document jobs" section closes the month's outcomes.
+document_jobs = AssetSpec(
+    "document_jobs",
+    partitions_def=tenant_month_partitions,
+    group_name="documents",
+    owners=OWNERS,
+    kinds={"pdf"},
+    tags={"domain": "documents", "grain": "tenant-month"},
+    description="Document jobs worked for the tenant-month, per dispatch page: counts by operation and state, and "
+    "the job ids (recorded by document_page_job runs).",
+)
 
 
 def _run(context) -> RunInfo:
@@ -86,12 +104,13 @@ def _check_run_partitions(context) -> None:
 def _each_partition(context, evidence: EvidenceResource, stage: Callable, items: dict, lanes: dict,
                     job_ids: dict, metadata: Callable[[object], dict], failed: dict, version_field: str,
                     inputs: dict[str, dict[AssetKey, Upstream]] | None = None,
-                    links: tuple[AssetKey, ...] = ()) -> Iterator:
+                    links: tuple[AssetKey, ...] = (), on_failure: Callable | None = None) -> Iterator:
     """Run ``stage`` for every partition's item and materialize the partitions that succeeded.
 
     Each partition's materialization carries its own provenance (see provenance.py): its data version is the
     digest in its ``version_field`` metadata, and ``inputs`` names the upstream events it was made from. ``links``
-    are the upstream assets whose same partition the UI should open in one click.
+    are the upstream assets whose same partition the UI should open in one click. ``on_failure(done)`` yields the
+    events a failing step records for the partitions it did materialize (``done``: partition -> outcome).
 
     ``failed`` holds partitions that failed before the stage (e.g. no upstream materialization): they fail the
     step but never move their job, since materializing the upstream again is the remedy. Attempts that failed in
@@ -124,7 +143,7 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
         if error.retryable and state not in CLOSED and not last_try:
             retry = error
     if retry is not None:  # the op's RetryPolicy runs the range again; finished partitions converge
-        raise _failure(retry, errors, len(outcomes), allow_retries=True)
+        raise failures.failure(context.asset_key, errors, len(outcomes), allow_retries=True)
 
     done = {
         key: {"lane": str(lanes.get(key, Lane.ARCHIVE))} | metadata(outcome) | _lineage_links(key, links)
@@ -143,22 +162,11 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
         return
     for key, values in done.items():  # the step fails, but what succeeded stays recorded
         yield AssetMaterialization(asset_key=context.asset_key, partition=key, metadata=values, tags=tags[key])
-    raise _failure(next(iter(errors.values())), errors, len(outcomes), allow_retries=False)
-
-
-def _failure(first: EvidenceError, errors: dict, count: int, allow_retries: bool) -> Failure:
-    """A step's failed partitions as a Failure: reason codes, no traceback (they are foreseen conditions).
-    ``reason_codes`` (partition -> code) is what `evidence demo` reports per tenant-month."""
-    table = "\n".join(["| partition | reason |", "|---|---|"] + [f"| {k} | `{e.code}` |" for k, e in errors.items()])
-    return Failure(
-        description=f"{len(errors)} of {count} tenant-months failed; first: {first}",
-        metadata={
-            "reason_code": first.code,
-            "failed_partitions": MetadataValue.md(table),
-            "reason_codes": MetadataValue.json({str(key): error.code for key, error in errors.items()}),
-        },
-        allow_retries=allow_retries,
-    )
+    if on_failure is not None:
+        yield from on_failure({key: outcomes[key] for key in done})
+    # The run fails: say so on every partition it will not materialize, then fail the step (no retry: terminal).
+    yield from failures.not_materialized(context, errors, failures.later_assets(context))
+    raise failures.failure(context.asset_key, errors, len(outcomes), allow_retries=False)
 
 
 @contextlib.contextmanager
@@ -204,7 +212,8 @@ def _latest(context, asset_key: AssetKey) -> tuple[dict[str, dict], dict[str, di
 
 def _missing(context, asset_key: AssetKey, found: dict) -> dict:
     error = EvidenceError(
-        ReasonCode.UPSTREAM_NOT_MATERIALIZED, f"{asset_key.to_user_string()} has no materialization here"
+        ReasonCode.UPSTREAM_NOT_MATERIALIZED, f"{asset_key.to_user_string()} has no materialization here; "
+        f"{failures.SELECT_UPSTREAM}"
     )
     return {key: error for key in context.partition_keys if key not in found}
 
@@ -245,6 +254,7 @@ def _queue_wait_ms(context) -> float | None:
 
 @asset(
     **PARTITIONED,
+    kinds={"sql"},
     code_version="pin/2",
     description="Pins the tenant-month's latest immutable source revision "
     "by digest and routes it to its lane (archive, or oversize above EVIDENCE_OVERSIZE_BYTES).",
@@ -275,7 +285,8 @@ def source_revision(context: AssetExecutionContext, evidence: EvidenceResource):
 
 @asset(
     **PARTITIONED,
-    deps=[source_revision],
+    deps=[source_revision, document_jobs],
+    kinds={"pdf"},
     code_version=RENDERER_VERSION,
     pool="render",
     description="Deterministic, unsigned PDF report rendered from the pinned revision; materialized only once it "
@@ -312,6 +323,7 @@ def monthly_report(context: AssetExecutionContext, evidence: EvidenceResource):
 @asset(
     **PARTITIONED,
     deps=[monthly_report],
+    kinds={"pdf", "s3", "pades"},
     code_version=RENDERER_VERSION,
     pool="publish",
     description="PAdES-signed report + DSSE/in-toto statement + manifest, published once and committed to the "
@@ -340,24 +352,39 @@ def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource):
         for key, p in pinned.items()
         if key not in failed
     }
+    run_id = context.run.run_id
     yield from _each_partition(
         context,
         evidence,
-        partial(pipeline.publish_and_time, run=_run(context)),
+        partial(publish_and_verify, run=_run(context)),
         items,
         lanes={key: p.lane for key, p in pinned.items()},
         job_ids={key: p.job_id for key, p in pinned.items()},
         failed=failed,
-        metadata=_bundle_metadata,
+        metadata=lambda done: _bundle_metadata(done[0]) | verdicts.bundle_metadata(
+            done[1], run_id, str(partition_key_for(done[0].tenant_month))),
         version_field="identity",
         inputs=report_events,
         links=(monthly_report.key, source_revision.key),
+        # Dagster skips the check step of a failed range: the bundles published here get their verdict now.
+        on_failure=lambda done: (
+            verdicts.evaluation(key, verification, {"location": publication.location, "key_id": publication.key_id,
+                                                    "bundle_key": publication.bundle_key})
+            for key, (publication, verification) in done.items()
+        ),
     )
+
+
+def publish_and_verify(rt, item, run) -> tuple[pipeline.Publication, Verification]:
+    """Publish once (see pipeline.publish_and_time), then verify the bundle from the archive as the check does."""
+    publication = pipeline.publish_and_time(rt, item, run)
+    return publication, verify_published(rt, (publication.bundle_key, publication.key_id))
 
 
 @asset(
     **PARTITIONED,
     deps=[source_revision],
+    kinds={"pdf"},
     code_version=RENDERER_VERSION,
     pool="preview",
     description="Preview lane: a quick, reduced-fidelity rendering (cover and summary) of the pinned revision for "
@@ -427,10 +454,6 @@ def _bundle_metadata(publication: pipeline.Publication) -> dict:
         "current_bundle": publication.current_identity,
         **({"supersedes": corrects["identity"], "supersedes_reason": ", ".join(corrects["reason"]),
             "supersedes_location": MetadataValue.text(corrects["prefix"])} if corrects else {}),
-        # The partition page does not show check results in Dagster 1.13: one click to them (defs/checks.py).
-        "verification check": MetadataValue.url(
-            "/assets/evidence_bundle?view=checks&checkDetail=offline_verification"
-        ),
         # Numeric clocks, so the UI plots them per partition; None (no queue: not a queued run) is left out.
         **{stage: ms for stage, ms in publication.timings_ms.items() if ms is not None},
     }

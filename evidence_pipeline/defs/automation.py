@@ -36,7 +36,8 @@ monthly_evidence_job = define_asset_job(
 
 
 @schedule(job=monthly_evidence_job, cron_schedule="0 2 1 * *", execution_timezone="UTC",
-          default_status=DefaultScheduleStatus.RUNNING)
+          default_status=DefaultScheduleStatus.RUNNING,
+          description="On the 1st (02:00 UTC): last month's evidence for every registered tenant, in range runs.")
 def monthly_evidence_schedule(context: ScheduleEvaluationContext) -> Iterator[RunRequest | SkipReason]:
     """The last complete month of every registered tenant, on the 1st of every month (UTC), in range runs of up to
     PARTITIONS_PER_RUN tenants: the runs a backfill of that month would make, not one run per tenant.
@@ -58,7 +59,8 @@ def monthly_evidence_schedule(context: ScheduleEvaluationContext) -> Iterator[Ru
         yield RunRequest(run_key=f"{period}:{first.tenant}..{last.tenant}", tags=range_tags(first, last))
 
 
-@sensor(minimum_interval_seconds=60, default_status=DefaultSensorStatus.RUNNING)
+@sensor(minimum_interval_seconds=60, default_status=DefaultSensorStatus.RUNNING,
+        description="Adds registered tenants (`evidence tenant add`) as partitions; removes offboarded ones.")
 def tenant_registry_sensor(context: SensorEvaluationContext, evidence: EvidenceResource):
     """Adds the tenants of the registry (in the ledger's database: `evidence tenant add`) as partitions, in
     registration order, and removes offboarded tenants' partitions (their materializations stay in the event
@@ -94,5 +96,6 @@ def ledger_maintenance():
 
 
 ledger_maintenance_schedule = ScheduleDefinition(
-    job=ledger_maintenance, cron_schedule="17 * * * *", default_status=DefaultScheduleStatus.RUNNING
+    job=ledger_maintenance, cron_schedule="17 * * * *", default_status=DefaultScheduleStatus.RUNNING,
+    description="Hourly: a signed ledger checkpoint and a sweep of abandoned attempt directories.",
 )

@@ -24,9 +24,7 @@ other tenant-months.
 from functools import partial
 
 from dagster import (
-    AssetCheckEvaluation,
     AssetCheckExecutionContext,
-    AssetCheckSeverity,
     AssetRecordsFilter,
     Failure,
     MetadataValue,
@@ -38,20 +36,14 @@ from dagster import (
 from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
 
 from evidence_pipeline import parallel
-from evidence_pipeline.audit.verify import Verification, verify_bundle
+from evidence_pipeline.audit.verify import verify_published
+from evidence_pipeline.defs import verdicts
 from evidence_pipeline.defs.assets import TRANSIENT_RETRIES, evidence_bundle, run_workers
 from evidence_pipeline.defs.partitions import tenant_month_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
+from evidence_pipeline.defs.verdicts import CHECK_NAME
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.runtime import Runtime, runtime_for
-
-CHECK_NAME = "offline_verification"
-
-
-def verify_published(rt: Runtime, published: tuple[str, str]) -> Verification:
-    """One bundle of the archive, with the statement key pinned to the one recorded at publication."""
-    bundle_key, key_id = published
-    return verify_bundle(rt.archive, bundle_key, expected_key_ids=frozenset({key_id}))
 
 
 @asset_check(
@@ -81,7 +73,7 @@ def offline_verification(context: AssetCheckExecutionContext, evidence: Evidence
         if isinstance(outcome, EvidenceError):  # the archive could not be read: an outage, not a finding
             errors[key] = outcome
             continue
-        yield _evaluation(key, outcome, published[key])
+        yield verdicts.evaluation(key, outcome, published[key], published[key]["_target"])
     if errors:
         first = next(iter(errors.values()))
         raise Failure(
@@ -120,35 +112,3 @@ def _published(context) -> dict[str, dict]:
             break
         cursor = page.cursor
     return found
-
-
-def _evaluation(partition: str, verification: Verification, recorded: dict) -> AssetCheckEvaluation:
-    """What the UI shows for the partition: the result, its reason codes, which checks failed and why, every check."""
-    failed = [check for check in verification.checks if not check.passed]
-    rows = ["| check | result | code | detail |", "|---|---|---|---|"] + [
-        f"| {c.name} | {'passed' if c.passed else 'FAILED'} | {c.code or ''} | {c.detail} |"
-        for c in verification.checks
-    ]
-    codes = ", ".join(verification.codes) or "none"
-    return AssetCheckEvaluation(
-        asset_key=evidence_bundle.key,
-        check_name=CHECK_NAME,
-        partition=str(partition),
-        passed=verification.ok,
-        severity=AssetCheckSeverity.ERROR,
-        blocking=False,
-        target_materialization_data=recorded["_target"],
-        description=(f"verified: all {len(verification.checks)} checks passed" if verification.ok
-                     else f"not verified: {codes}"),
-        metadata={
-            "result": "verified" if verification.ok else "NOT VERIFIED",
-            "codes": codes,
-            "failed_checks": "; ".join(f"{c.name}: {c.code}: {c.detail}" for c in failed) or "none",
-            "checks": f"{len(verification.checks) - len(failed)} of {len(verification.checks)} passed",
-            "check_table": MetadataValue.md("\n".join(rows)),
-            "bundle": MetadataValue.text(recorded.get("location", recorded["bundle_key"])),
-            "pinned_key_id": recorded["key_id"],
-            "statement_key_id": verification.statement_key_id or "-",
-            "trust_root_id": verification.trust_root_id or "-",
-        },
-    )

@@ -12,7 +12,6 @@ from datetime import datetime, timezone
 
 from dagster import (
     AssetMaterialization,
-    AssetSpec,
     Backoff,
     Config,
     DagsterRunStatus,
@@ -36,13 +35,13 @@ from dagster import (
     sensor,
 )
 
+from evidence_pipeline.defs.assets import document_jobs
 from evidence_pipeline.defs.automation import monthly_evidence_job
 from evidence_pipeline.defs.coordinator import TENANT_TAG
 from evidence_pipeline.defs.partitions import (
     OPEN_FROM,
     last_complete_period,
     partition_key_for,
-    tenant_month_partitions,
     tenant_partitions,
 )
 from evidence_pipeline.defs.resources import EvidenceResource
@@ -115,16 +114,6 @@ def _document_activity(context: OpExecutionContext, page_id: str, outcomes: list
         )
 
 
-# Document work in the UI's grid, beside the tenant-month's report: materialized by the page runs.
-document_jobs = AssetSpec(
-    "document_jobs",
-    partitions_def=tenant_month_partitions,
-    group_name="documents",
-    description="Document jobs worked for the tenant-month, per dispatch page: counts by operation and state, and "
-    "the job ids (recorded by document_page_job runs).",
-)
-
-
 @job(
     description="Work one page of admitted document jobs (runs come from document_dispatch_sensor).",
     tags={"dagster/retry_on_asset_or_op_failure": "false"},
@@ -137,6 +126,8 @@ def document_page_job():
     jobs=[document_page_job, monthly_evidence_job],
     minimum_interval_seconds=5,
     default_status=DefaultSensorStatus.RUNNING,
+    description="Pages admitted document jobs into document_page_job runs, and evidence jobs into monthly_evidence "
+    "runs.",
 )
 def document_dispatch_sensor(context: SensorEvaluationContext, evidence: EvidenceResource):
     """Create the next page of children of every tenant's oldest open batch, record the attempts of runs that died
@@ -213,13 +204,15 @@ def _finish(context: RunStatusSensorContext, evidence: EvidenceResource, succeed
     run_status=DagsterRunStatus.SUCCESS,
     monitored_jobs=[monthly_evidence_job],
     default_status=DefaultSensorStatus.RUNNING,
+    description="Records a published (or converged) bundle on the intake evidence job that asked for it.",
 )
 def evidence_job_succeeded(context: RunStatusSensorContext, evidence: EvidenceResource):
     """An evidence job's run published (or converged on) the tenant-month's bundle: record it on the job."""
     _finish(context, evidence, succeeded=True)
 
 
-@run_failure_sensor(monitored_jobs=[monthly_evidence_job], default_status=DefaultSensorStatus.RUNNING)
+@run_failure_sensor(monitored_jobs=[monthly_evidence_job], default_status=DefaultSensorStatus.RUNNING,
+                    description="Rejects the intake evidence job whose run failed for good (EVIDENCE_RUN_FAILED).")
 def evidence_job_failed(context: RunFailureSensorContext, evidence: EvidenceResource):
     """An evidence job's run failed for good (no run retry left): the job is rejected, EVIDENCE_RUN_FAILED."""
     _finish(context, evidence, succeeded=False)

@@ -24,7 +24,9 @@ from evidence_pipeline.runtime import s3_client
 FILES_PER_TICK = 50  # a burst of files is taken over several ticks, each short
 
 
-@sensor(job=monthly_evidence_job, minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING)
+@sensor(job=monthly_evidence_job, minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING,
+        description="Publishes each new file of the landing location (EVIDENCE_LANDING_URI) as a source revision "
+        "and asks for its tenant-month's evidence.")
 def source_landing_sensor(context: SensorEvaluationContext, evidence: EvidenceResource):
     rt = evidence.runtime()
     uri = rt.settings.landing_uri

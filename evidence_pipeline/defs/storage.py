@@ -29,7 +29,7 @@ from contextlib import contextmanager
 import psycopg2.errors
 import sqlalchemy as sa
 from dagster import DagsterEventType, EventLogEntry
-from dagster._config import StringSource
+from dagster._config import Field, StringSource
 from dagster._core.storage.event_log import SqliteEventLogStorage
 from dagster._core.storage.event_log.schema import ConcurrencyLimitsTable, SqlEventLogStorageTable
 from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
@@ -120,16 +120,26 @@ class PooledSqliteEventLogStorage(_RememberedTables, SqliteEventLogStorage):
     """``SqliteEventLogStorage`` with one engine per shard kept open (LRU-bounded), same files and layout.
 
     ``base_dir`` is the instance directory, like ``storage: sqlite: base_dir``; events live in
-    ``<base_dir>/history/runs`` exactly where Dagster's default puts them, so switching is transparent.
+    ``<base_dir>/history/runs`` exactly where Dagster's default puts them, so switching is transparent. Without
+    it, the instance's own directory, known once the instance registers its storages: so the repository's
+    dagster.yaml also serves `dagster dev` and `dagster definitions validate` run without DAGSTER_HOME (Dagster
+    then makes a temporary instance directory under the working directory).
     """
 
-    def __init__(self, base_dir: str, inst_data=None):
+    def __init__(self, base_dir: str | None = None, inst_data=None):
         self._engines: OrderedDict[str, sa.Engine] = OrderedDict()  # used under the parent's _db_lock only
-        super().__init__(os.path.join(base_dir, "history", "runs", ""), inst_data)
+        self._deferred_inst_data = inst_data
+        if base_dir is not None:
+            super().__init__(os.path.join(base_dir, "history", "runs", ""), inst_data)
+
+    def register_instance(self, instance) -> None:
+        if not hasattr(self, "_base_dir"):  # no base_dir configured: the instance's directory
+            super().__init__(os.path.join(instance.root_directory, "history", "runs", ""), self._deferred_inst_data)
+        super().register_instance(instance)
 
     @classmethod
     def config_type(cls):
-        return {"base_dir": StringSource}
+        return {"base_dir": Field(StringSource, is_required=False)}
 
     @classmethod
     def from_config_value(cls, inst_data, config_value):

@@ -16,7 +16,8 @@ from evidence_pipeline.webhooks.delivery import Deliverer
 TICK_DELIVERIES, TICK_SECONDS = 200, 40.0
 
 
-@sensor(minimum_interval_seconds=5, default_status=DefaultSensorStatus.RUNNING)
+@sensor(minimum_interval_seconds=5, default_status=DefaultSensorStatus.RUNNING,
+        description="Delivers due webhooks from the ledger's outbox, signed, with retries; launches no run.")
 def webhook_delivery_sensor(context: SensorEvaluationContext, evidence: EvidenceResource):
     """Attempt the webhook deliveries that are due: signed, to the tenant's checked address, retried with backoff
     until delivered or dead (`evidence webhook deliveries` lists them)."""

@@ -1,0 +1,93 @@
+"""What a step that failed for some tenant-months says, in the UI, about them and about the rest of its range.
+
+A range run's step that fails for one tenant-month fails the run, and Dagster 1.13 then marks every partition the
+run planned and did not materialize as failed, for every asset after that step, with nothing on those partition
+pages to say why (and Dagster OSS records no failed-to-materialize events). So before the step raises, it records
+an observation on each of those partitions naming the tenant-months that failed and their codes, and the Failure
+itself carries a one-line description and a table (tenant, month, code, message): partition keys contain `|`,
+which breaks a markdown table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from dagster import AssetKey, AssetObservation, Failure, MetadataValue, TableColumn, TableRecord, TableSchema
+
+from evidence_pipeline.defs.partitions import tenant_month_of
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+
+# What an analyst who backfilled evidence_bundle (or monthly_report) alone is told to select instead.
+SELECT_UPSTREAM = ("select source_revision, monthly_report and evidence_bundle together "
+                   "(or launch the monthly_evidence job)")
+NAMED = 5  # tenant-months named in a one-line description; the table holds them all
+FAILURE_COLUMNS = TableSchema(columns=[TableColumn("tenant"), TableColumn("month"), TableColumn("code"),
+                                       TableColumn("message")])
+
+
+def failure_table(errors: dict) -> MetadataValue:
+    """partition -> EvidenceError as a sortable table: tenant, month, code, message."""
+    rows = []
+    for key, error in errors.items():
+        month = tenant_month_of(key)
+        rows.append(TableRecord({"tenant": month.tenant, "month": month.period, "code": error.code,
+                                 "message": error.message}))
+    return MetadataValue.table(rows, schema=FAILURE_COLUMNS)
+
+
+def summary(errors: dict) -> str:
+    """"acme-books 2026-10 SOURCE_MISSING, … and 3 more": the tenant-months and their codes, on one line."""
+    named = [f"{tenant_month_of(key).tenant} {tenant_month_of(key).period} {error.code}"
+             for key, error in list(errors.items())[:NAMED]]
+    more = f" and {len(errors) - NAMED} more" if len(errors) > NAMED else ""
+    return ", ".join(named) + more
+
+
+def failure(asset: AssetKey, errors: dict, count: int, allow_retries: bool) -> Failure:
+    """A step's failed partitions as a Failure: one line naming them and their codes, the table, and
+    ``reason_codes`` (partition -> code), which `evidence demo` reports per tenant-month."""
+    first: EvidenceError = next(iter(errors.values()))
+    upstream = any(error.code == ReasonCode.UPSTREAM_NOT_MATERIALIZED for error in errors.values())
+    return Failure(
+        description=f"{asset.to_user_string()}: {len(errors)} of {count} tenant-months failed: {summary(errors)}"
+        + (f"; {SELECT_UPSTREAM}" if upstream else ""),
+        metadata={
+            "reason_code": first.code,
+            "failed_partitions": failure_table(errors),
+            "reason_codes": MetadataValue.json({str(key): error.code for key, error in errors.items()}),
+        },
+        allow_retries=allow_retries,
+    )
+
+
+def not_materialized(context, errors: dict, later: Iterable[AssetKey]) -> Iterator[AssetObservation]:
+    """One observation per partition this run will not materialize because of ``errors``: the step's own failed
+    partitions, and every partition of the run's ``later`` assets (Dagster skips their steps for the whole range)."""
+    step = context.asset_key.to_user_string()
+    because = f"run {context.run.run_id[:8]} stopped at {step}: {summary(errors)}"
+    table = failure_table(errors)
+    # The reason is in the metadata as well as the description: the partition page shows an event's metadata.
+    for key, error in errors.items():
+        yield AssetObservation(asset_key=context.asset_key, partition=str(key),
+                               description=f"not materialized: {error}",
+                               metadata={"not_materialized": str(error), "reason_code": error.code,
+                                         "failed_partitions": table})
+    for asset in later:
+        for key in context.partition_keys:
+            code = errors[key].code if key in errors else ReasonCode.UPSTREAM_NOT_MATERIALIZED.value
+            yield AssetObservation(asset_key=asset, partition=str(key), description=f"not materialized: {because}",
+                                   metadata={"not_materialized": because, "reason_code": code,
+                                             "failed_partitions": table})
+
+
+def later_assets(context) -> list[AssetKey]:
+    """The assets of this run after the current step's asset, which Dagster skips when the step fails."""
+    graph = context.job_def.asset_layer.asset_graph
+    selected = context.run.asset_selection or graph.executable_asset_keys
+    found, frontier = [], [context.asset_key]
+    while frontier:
+        for child in sorted(graph.get(frontier.pop()).child_keys):
+            if child in selected and child not in found:
+                found.append(child)
+                frontier.append(child)
+    return found
