@@ -211,7 +211,7 @@ def test_the_catalog_names_group_owners_kinds_and_tags_and_every_sensor_schedule
         assert graph.get(key).owners == ["team:evidence"] and graph.get(key).tags["grain"] == "tenant-month"
     jobs = [job for job in repo.get_all_jobs() if not job.name.startswith("__")]
     described = [*repo.sensor_defs, *repo.schedule_defs, *jobs]
-    assert len(described) == 11 and all(d.description for d in described), [d.name for d in described
+    assert len(described) == 12 and all(d.description for d in described), [d.name for d in described
                                                                              if not d.description]
 
 
