@@ -227,6 +227,17 @@ def test_dagster_cli_works_from_the_repository_root_without_dagster_home(tmp_pat
     assert not list(REPO.glob(".tmp_dagster_home_*"))  # Dagster removed its temporary instance
 
 
+def test_loading_the_definitions_prints_no_warning(tmp_path):
+    """What `evidence demo` and `evidence ui` load: no Dagster warning precedes a command's own output (the
+    sensors Dagster builds from the assets' automation once printed a BetaWarning for the assets' owners)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DAGSTER_", "EVIDENCE_"))}
+    load = subprocess.run([sys.executable, "-c", "from evidence_pipeline.definitions import defs; "
+                           "defs.get_repository_def().get_all_jobs()"], cwd=tmp_path, env=env | {
+                               "EVIDENCE_HOME": str(tmp_path / "home")}, capture_output=True, text=True, timeout=300)
+    assert load.returncode == 0, load.stderr[-3000:]
+    assert "Warning" not in load.stderr, load.stderr[-3000:]
+
+
 def test_the_event_log_lives_in_the_instance_directory_when_no_base_dir_is_named(tmp_path):
     with instance_for_test(temp_dir=str(tmp_path), overrides=_yaml(REPO / "dagster.yaml")) as instance:
         storage = instance.event_log_storage
