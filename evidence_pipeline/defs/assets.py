@@ -154,7 +154,8 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
         raise failures.failure(context.asset_key, errors, len(outcomes), allow_retries=True)
 
     done = {
-        key: {"lane": str(lanes.get(key, Lane.ARCHIVE))} | metadata(outcome) | partition_links(settings.ui_url, key, links)
+        key: {"lane": str(lanes.get(key, Lane.ARCHIVE))} | metadata(outcome)
+        | partition_links(settings.ui_url, key, links)
         for key, outcome in outcomes.items()
         if key not in errors
     }
