@@ -3,8 +3,8 @@
 import io
 import os
 from datetime import date
-from urllib.parse import quote
 from unittest.mock import ANY
+from urllib.parse import quote
 
 import dagster
 import pytest
