@@ -183,6 +183,11 @@ class ReasonCode(Vocabulary):
         "TENANT_OFFBOARDED",
         "the tenant was offboarded: no new runs, jobs or tokens, and `evidence tenant add` does not register it again",
     )
+    TENANT_UNKNOWN = (
+        "TENANT_UNKNOWN",
+        "a run for a tenant the service never knew (no registration, token or published source: e.g. a tenant "
+        "partition added in the UI's launch dialog): register it with `evidence tenant add`",
+    )
     TENANT_QUOTA_EXCEEDED = "TENANT_QUOTA_EXCEEDED", "too many outstanding jobs or stored bytes: try again later"
     INTAKE_BACKPRESSURE = (
         "INTAKE_BACKPRESSURE",

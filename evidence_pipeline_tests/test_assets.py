@@ -4,6 +4,7 @@ import io
 import os
 from datetime import date
 from unittest.mock import ANY
+from urllib.parse import quote
 
 import dagster
 import pytest
@@ -45,6 +46,11 @@ def _metadata(instance, asset: str, tenant_month: TenantMonth) -> dict:
     return {k: v.value for k, v in records[0].asset_materialization.metadata.items()}
 
 
+def _lineage(bundle: dict) -> list[tuple]:
+    """The bundle's lineage table as (order, step, sha256) rows."""
+    return [(r.data["order"], r.data["step"], r.data["sha256"]) for r in bundle["lineage"].records]
+
+
 def test_materializes_lineage_and_metadata_per_partition(instance, evidence, runtime):
     for tenant_month in PARTITIONS:
         assert _materialize(instance, evidence, tenant_month).success
@@ -56,7 +62,26 @@ def test_materializes_lineage_and_metadata_per_partition(instance, evidence, run
         assert bundle["unsigned_sha256"] == report["unsigned_sha256"] and report["pages"] >= 3
         assert bundle["newly_published"] is True and bundle["location"] == runtime.archive.uri(bundle["bundle_key"])
         assert all(isinstance(bundle[t], float) for t in ("sign_ms", "publish_ms")) and report["render_ms"] > 0
-        assert bundle["key_id"].startswith("ed25519-") and "| signed report.pdf |" in bundle["lineage"]
+        assert bundle["key_id"].startswith("ed25519-")
+        # The lineage: a table with typed columns (sortable in the UI, digests whole), source to manifest.
+        assert [(c.name, c.type) for c in bundle["lineage"].schema.columns] == [
+            ("order", "int"), ("step", "string"), ("sha256", "string")]
+        assert _lineage(bundle) == [
+            (1, "source revision", bundle["source_sha256"]), (2, "document outcomes", bundle["documents_sha256"]),
+            (3, f"unsigned report ({report['renderer_version']})", bundle["unsigned_sha256"]),
+            (4, "signed report.pdf", bundle["report_sha256"]),
+            (5, f"statement.dsse.json ({bundle['key_id']})", bundle["statement_sha256"]),
+            (6, f"manifest.json (ledger #{bundle['ledger_seq']})", bundle["manifest_sha256"])]
+        # Links are absolute under EVIDENCE_UI_URL (unset: where `evidence ui` serves); archive keys are paths.
+        base = "http://127.0.0.1:3000"
+        key = quote(str(partition_key_for(tenant_month)))
+        assert bundle["monthly_report partition"] == f"{base}/assets/monthly_report?view=partitions&partition={key}"
+        assert bundle["verification result"].startswith(f"{base}/runs/")
+        assert report["source_revision partition"].startswith(f"{base}/assets/source_revision?")
+        raw = instance.fetch_materializations(AssetRecordsFilter(
+            asset_key=evidence_bundle.key, asset_partitions=[str(partition_key_for(tenant_month))]), limit=1
+        ).records[0].asset_materialization.metadata
+        assert isinstance(raw["bundle_key"], dagster.PathMetadataValue)
         assert str(runtime.settings.home) not in str(bundle)  # no local paths in metadata
         assert verify_bundle(runtime.archive, bundle["bundle_key"]).ok
         assert report["gate"] == "passed" and report["validate_ms"] > 0 and bundle["lane"] == "archive"
@@ -85,7 +110,8 @@ def test_a_correction_supersedes_and_the_latest_materialization_shows_the_curren
     assert latest["current"] is True and latest["current_bundle"] == latest["identity"]
     assert latest["supersedes"] == first["identity"] and latest["supersedes_reason"] == "source_revision"
     assert latest["supersedes_location"] == first["bundle_key"]
-    assert f"| supersedes (source_revision) | `{first['identity']}` |" in latest["lineage"]
+    assert _lineage(latest)[:2] == [(1, "supersedes (source_revision)", first["identity"]),
+                                    (2, "source revision", latest["source_sha256"])]
 
 
 def test_failed_gate_blocks_signing(instance, evidence, runtime, monkeypatch, tmp_path):
@@ -119,6 +145,24 @@ def test_terminal_source_error_fails_without_retries(instance, evidence):
     assert failure.step_key == "source_revision"
     assert failure.event_specific_data.user_failure_data.metadata["reason_code"].value == "SOURCE_NOT_FOUND"
     assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
+
+
+def test_a_tenant_partition_the_service_never_knew_fails_at_once(instance, evidence, runtime):
+    # An analyst adds a tenant partition in the launch dialog (a typo, say): it was never registered, issued a
+    # token or published a source. Its run fails at its first step with the code, on one line, and is not retried.
+    instance.add_dynamic_partitions("tenant", ["acme-bokks"])
+    unknown = TenantMonth("acme-bokks", SMALL.period)
+    result = _materialize(instance, evidence, unknown, raise_on_error=False)
+    assert not result.success and not result.get_asset_materialization_events()
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    data = failure.event_specific_data.user_failure_data
+    assert failure.step_key == "source_revision" and data.metadata["reason_code"].value == "TENANT_UNKNOWN"
+    assert data.description == f"source_revision: 1 of 1 tenant-months failed: acme-bokks {SMALL.period} TENANT_UNKNOWN"
+    assert failure.event_specific_data.error.to_string() == data.description + "\n"  # no stack trace
+    assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
+    assert runtime.ledger.jobs_in("accepted") == [] and not runtime.ledger.knows_tenant("acme-bokks")
+    # The same month of a tenant the service knows (its source published) still runs.
+    assert _materialize(instance, evidence, SMALL).success
 
 
 @pytest.mark.slow
@@ -351,10 +395,11 @@ def test_each_partition_of_a_range_run_has_its_own_data_version_and_upstream_eve
             == tags["monthly_report"]["dagster/data_version"]
         )
         versions.add(tags["evidence_bundle"]["dagster/data_version"])
-        # One click from the bundle to the same partition of its report and its source revision.
+        # One click from the bundle to the same partition of its report and its source revision (absolute links).
         link = f"partition={tenant_month.period}-01%7Cacme-books"
-        assert meta["evidence_bundle"]["monthly_report partition"] == f"/assets/monthly_report?view=partitions&{link}"
-        assert meta["evidence_bundle"]["source_revision partition"] == f"/assets/source_revision?view=partitions&{link}"
+        ui = "http://127.0.0.1:3000/assets"
+        assert meta["evidence_bundle"]["monthly_report partition"] == f"{ui}/monthly_report?view=partitions&{link}"
+        assert meta["evidence_bundle"]["source_revision partition"] == f"{ui}/source_revision?view=partitions&{link}"
     assert len(versions) == len(months)
 
 

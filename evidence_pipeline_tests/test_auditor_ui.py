@@ -60,7 +60,7 @@ class AuditorUI:
     partitions: dict[str, str]  # tenant -> partition key of its one demo month
     bundles: dict[str, dict]  # tenant -> its evidence_bundle materialization's metadata
     runs: int  # runs on the instance before the UI started
-    failed_run: str  # the range run that failed at source_revision for NO_SOURCE
+    failed_run: str  # the range run that failed at source_revision for NO_SOURCE (TENANT_UNKNOWN)
     archive: LocalStore  # the archive the demo published to
 
 
@@ -70,6 +70,9 @@ def auditor_ui(tmp_path_factory) -> AuditorUI:
     home = root / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EVIDENCE_", "DAGSTER_"))}
     env["EVIDENCE_HOME"] = str(home)
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env["EVIDENCE_UI_URL"] = url  # the runs' links open the UI started below
     demo = subprocess.run([EVIDENCE, "demo", "--months", "1"], env=env, capture_output=True, text=True, timeout=600)
     assert demo.returncode == 0, demo.stdout + demo.stderr
 
@@ -77,6 +80,7 @@ def auditor_ui(tmp_path_factory) -> AuditorUI:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DAGSTER_HOME", str(home / "dagster"))
         patch.setenv("EVIDENCE_HOME", str(home))
+        patch.setenv("EVIDENCE_UI_URL", url)
         with DagsterInstance.from_config(str(home / "dagster")) as instance:
             records = instance.fetch_materializations(AssetRecordsFilter(asset_key=AssetKey("evidence_bundle")),
                                                       limit=100).records
@@ -94,8 +98,9 @@ def auditor_ui(tmp_path_factory) -> AuditorUI:
             result = CHECK_ONLY.execute_in_process(instance=instance, partition_key=bundles[TAMPERED][0],
                                                    resources={"evidence": evidence})
             assert result.success and not result.get_asset_check_evaluations()[0].passed
-            # A range run of the demo month over the last demo tenants and one with no source: it fails at
-            # source_revision, and the other tenants' reports and bundles are not materialized by it.
+            # A range run of the demo month over the last demo tenants and one the service never knew (a partition
+            # added in the launch dialog): it fails at source_revision, and the other tenants' reports and bundles
+            # are not materialized by it.
             instance.add_dynamic_partitions("tenant", [NO_SOURCE])
             month = bundles[VERIFIED][0].split("|")[0][:7]
             failed = materialize(ASSETS, instance=instance, resources={"evidence": evidence}, raise_on_error=False,
@@ -103,11 +108,9 @@ def auditor_ui(tmp_path_factory) -> AuditorUI:
             assert not failed.success
             runs = len(instance.get_run_records())
 
-    port = _free_port()
     with open(root / "ui.log", "w") as log:
         server = subprocess.Popen([EVIDENCE, "ui", "--read-only", "--port", str(port)], env=env, stdout=log,
                                   stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
@@ -280,9 +283,12 @@ def test_an_auditor_sees_the_graph_a_partitions_metadata_and_verification_and_ca
     assert f"verification verified: all {checks} checks passed" in text
     assert f"verification_checks {checks} of {checks} passed" in text and "verification_codes none" in text
     assert page.buttons("Materialize") and not any(page.buttons("Materialize"))
-    # The link opens the run's log filtered to this partition's evaluation: one event, its verdict and checks.
-    text = page.open(bundle["verification result"], f"Check {CHECK_NAME} succeeded for materialization of "
-                     "evidence_bundle", bundle["location"], "check result code detail", "bundle_complete passed")
+    # The link, absolute under EVIDENCE_UI_URL, opens the run's log filtered to this partition's evaluation: one
+    # event, its verdict and checks.
+    assert bundle["verification result"].startswith(f"{url}/runs/")
+    text = page.open(bundle["verification result"].removeprefix(url),
+                     f"Check {CHECK_NAME} succeeded for materialization of evidence_bundle", bundle["location"],
+                     "check result code detail", "bundle_complete passed")
     saved.append(page.save("2b-partition-verification-result"))
     assert text.count("ASSET_CHECK_EVA") == 1
 
@@ -315,7 +321,7 @@ def test_an_auditor_sees_the_graph_a_partitions_metadata_and_verification_and_ca
     other = f"{month}|{LAST_TENANTS[0]}"
     page.open(f"/assets/evidence_bundle?view=partitions&partition={quote(other)}", other,
               f"not_materialized run {auditor_ui.failed_run[:8]} stopped at source_revision: {NO_SOURCE} {month[:7]}",
-              "reason_code UPSTREAM_NOT_MATERIALIZED", "tenant month code message", "SOURCE_NOT_FOUND")
+              "reason_code UPSTREAM_NOT_MATERIALIZED", "tenant month code message", "TENANT_UNKNOWN")
     saved.append(page.save("6-bundle-partition-not-materialized"))
     # The failure itself: one line naming the tenant-month and its code, and a table tenant, month, code, message.
     text = page.open(f"/runs/{auditor_ui.failed_run}", "source_revision: 1 of", f"{NO_SOURCE} {month[:7]}",

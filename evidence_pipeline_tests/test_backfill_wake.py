@@ -1,5 +1,6 @@
 """The backfill daemon starts a newly requested backfill when it is requested, not at its 30 s tick
-(defs/backfill_wake.py), and iterates backfills in progress no more often than before."""
+(defs/backfill_wake.py), records a backfill's progress within seconds of its runs finishing, and iterates
+backfills in progress no more often than before while none of their runs finishes."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pytest
 import yaml
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter, instance_for_test
 from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+from dagster._core.storage.tags import BACKFILL_ID_TAG
+from dagster._core.test_utils import create_run_for_test
 
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs import backfill_wake
@@ -64,6 +67,26 @@ def test_only_a_newly_requested_backfill_ends_the_loops_sleep(instance, caplog):
     assert wake.wait(600) is True
 
 
+def test_a_finished_backfill_run_ends_the_loops_sleep_after_the_progress_interval(instance, caplog):
+    caplog.set_level(logging.INFO, logger="test.backfill")
+    wake = backfill_wake.WakeOnNewBackfill(instance, threading.Event(), logging.getLogger("test.backfill"))
+    # A run of no backfill that finishes does not wake the loop: the sleep runs out.
+    instance.report_run_failed(create_run_for_test(instance, "elsewhere", status=DagsterRunStatus.STARTED))
+    assert wake.wait(backfill_wake.PROGRESS_SECONDS + 2 * backfill_wake.POLL_SECONDS) is False
+    assert caplog.messages == []
+
+    # A backfill's run finishes: the loop iterates (recording the backfill's progress) before its tick.
+    run = create_run_for_test(instance, "monthly_evidence", status=DagsterRunStatus.STARTED,
+                              tags={BACKFILL_ID_TAG: "in-progress"})
+    instance.report_run_failed(run)
+    assert wake.wait(600) is False  # without the wake, this sleeps the full 600 s before the assertion below fails
+    assert [m.split(": iterating now")[0] for m in caplog.messages] == ["A run of backfill in-progress finished"]
+
+    # The iteration that followed saw it: it wakes the loop no more.
+    assert wake.wait(backfill_wake.PROGRESS_SECONDS + 2 * backfill_wake.POLL_SECONDS) is False
+    assert len(caplog.messages) == 1
+
+
 def test_the_patch_applies_only_to_the_checked_dagster(monkeypatch):
     assert_patched_only_on_the_checked_dagster(monkeypatch, backfill_wake.install, dagster_daemon,
                                                "execute_backfill_iteration_loop", backfill_wake._dagster_loop)
@@ -86,4 +109,6 @@ def test_the_daemon_starts_a_backfill_when_it_is_requested(tmp_path):
                  "the end of both backfills")
         runs = instance.get_runs(RunsFilter(tags={"dagster/backfill": backfills}))
     assert {run.status for run in runs} == {DagsterRunStatus.SUCCESS}
-    assert f"Backfill {backfills[1]} was requested: iterating now" in (tmp_path / "daemon.log").read_text()
+    daemon_log = (tmp_path / "daemon.log").read_text()
+    assert f"Backfill {backfills[1]} was requested: iterating now" in daemon_log
+    assert "finished: iterating now" in daemon_log  # its progress recorded when a run finished, not at the tick

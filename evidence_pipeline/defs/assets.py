@@ -14,7 +14,6 @@ top to bottom in one place.
 import contextlib
 from collections.abc import Callable, Iterator
 from functools import partial
-from urllib.parse import quote
 
 from dagster import (
     AssetExecutionContext,
@@ -29,6 +28,9 @@ from dagster import (
     MaterializeResult,
     MetadataValue,
     RetryPolicy,
+    TableColumn,
+    TableRecord,
+    TableSchema,
     asset,
 )
 
@@ -36,6 +38,7 @@ from evidence_pipeline import parallel
 from evidence_pipeline.audit.verify import Verification, verify_published
 from evidence_pipeline.config import Settings
 from evidence_pipeline.defs import failures, provenance, verdicts
+from evidence_pipeline.defs.links import archive_key, partition_links
 from evidence_pipeline.defs.partitions import partition_key_for, run_range, tenant_month_of, tenant_month_partitions
 from evidence_pipeline.defs.provenance import Upstream
 from evidence_pipeline.defs.resources import EvidenceResource
@@ -54,6 +57,11 @@ PARTITIONS_PER_RUN = 100
 RANGES = BackfillPolicy.multi_run(max_partitions_per_run=PARTITIONS_PER_RUN)
 # What the catalog shows beside each evidence asset: one group, who answers for it, and what it is about.
 GROUP, OWNERS, TAGS = "evidence", ["team:evidence"], {"domain": "compliance", "grain": "tenant-month"}
+LINEAGE_COLUMNS = TableSchema(columns=[
+    TableColumn("order", "int", description="position in the lineage, first to last: sort by it to restore"),
+    TableColumn("step", "string", description="what was made (the renderer version, signing key, ledger position)"),
+    TableColumn("sha256", "string", description="its digest, whole"),
+])
 PARTITIONED = dict(partitions_def=tenant_month_partitions, backfill_policy=RANGES, retry_policy=TRANSIENT_RETRIES,
                    group_name=GROUP, owners=OWNERS, tags=TAGS)
 
@@ -146,7 +154,8 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
         raise failures.failure(context.asset_key, errors, len(outcomes), allow_retries=True)
 
     done = {
-        key: {"lane": str(lanes.get(key, Lane.ARCHIVE))} | metadata(outcome) | _lineage_links(key, links)
+        key: {"lane": str(lanes.get(key, Lane.ARCHIVE))} | metadata(outcome)
+        | partition_links(settings.ui_url, key, links)
         for key, outcome in outcomes.items()
         if key not in errors
     }
@@ -179,16 +188,6 @@ def _foreseeable():
         raise Failure(
             description=str(error), metadata={"reason_code": error.code}, allow_retries=error.retryable
         ) from None
-
-
-def _lineage_links(partition: str, assets: tuple[AssetKey, ...]) -> dict[str, MetadataValue]:
-    """Links, relative to the webserver, to the same partition of upstream assets (the auditor's way back)."""
-    return {
-        f"{key.to_user_string()} partition": MetadataValue.url(
-            f"/assets/{key.to_user_string()}?view=partitions&partition={quote(str(partition))}"
-        )
-        for key in assets
-    }
 
 
 def _latest(context, asset_key: AssetKey) -> tuple[dict[str, dict], dict[str, dict[AssetKey, Upstream]]]:
@@ -273,9 +272,9 @@ def source_revision(context: AssetExecutionContext, evidence: EvidenceResource):
             "source_sha256": pinned.revision.sha256,
             "source_sequence": pinned.revision.sequence,
             "source_bytes": pinned.revision.size,
-            "source_key": pinned.revision.key,
+            "source_key": archive_key(pinned.revision.key),
             "documents_sha256": pinned.documents.sha256,
-            "documents_key": pinned.documents.key,
+            "documents_key": archive_key(pinned.documents.key),
             "job_id": pinned.job_id,
             "lane": str(pinned.lane),
         },
@@ -353,6 +352,8 @@ def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource):
         if key not in failed
     }
     run_id = context.run.run_id
+    with _foreseeable():
+        base = evidence.settings().ui_url
     yield from _each_partition(
         context,
         evidence,
@@ -362,7 +363,7 @@ def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource):
         job_ids={key: p.job_id for key, p in pinned.items()},
         failed=failed,
         metadata=lambda done: _bundle_metadata(done[0]) | verdicts.bundle_metadata(
-            done[1], run_id, str(partition_key_for(done[0].tenant_month))),
+            done[1], run_id, str(partition_key_for(done[0].tenant_month)), base),
         version_field="identity",
         inputs=report_events,
         links=(monthly_report.key, source_revision.key),
@@ -416,26 +417,30 @@ def report_preview(context: AssetExecutionContext, evidence: EvidenceResource):
     )
 
 
+def _lineage(publication: pipeline.Publication) -> MetadataValue:
+    """Source revision -> manifest, each step with its sha256 (a correction's first row names the bundle it replaced,
+    by identity): a table, so the UI sorts it and shows digests whole (a markdown table clipped them)."""
+    corrects = publication.supersedes
+    steps = [(f"supersedes ({', '.join(corrects['reason'])})", corrects["identity"])] if corrects else []
+    steps += [
+        ("source revision", publication.source_sha256),
+        ("document outcomes", publication.documents_sha256),
+        (f"unsigned report ({RENDERER_VERSION})", publication.unsigned_sha256),
+        ("signed report.pdf", publication.report_sha256),
+        (f"statement.dsse.json ({publication.key_id})", publication.statement_sha256),
+        (f"manifest.json (ledger #{publication.ledger_seq})", publication.manifest_sha256),
+    ]
+    rows = [TableRecord({"order": order, "step": step, "sha256": digest})
+            for order, (step, digest) in enumerate(steps, 1)]
+    return MetadataValue.table(rows, schema=LINEAGE_COLUMNS)
+
+
 def _bundle_metadata(publication: pipeline.Publication) -> dict:
     corrects = publication.supersedes
-    replaced = [f"| supersedes ({', '.join(corrects['reason'])}) | `{corrects['identity']}` |"] if corrects else []
-    lineage = "\n".join(
-        [
-            "| step | sha256 |",
-            "|---|---|",
-            *replaced,
-            f"| source revision | `{publication.source_sha256}` |",
-            f"| document outcomes | `{publication.documents_sha256}` |",
-            f"| unsigned report ({RENDERER_VERSION}) | `{publication.unsigned_sha256}` |",
-            f"| signed report.pdf | `{publication.report_sha256}` |",
-            f"| statement.dsse.json ({publication.key_id}) | `{publication.statement_sha256}` |",
-            f"| manifest.json (ledger #{publication.ledger_seq}) | `{publication.manifest_sha256}` |",
-        ]
-    )
     return {
         "identity": publication.identity,
         "location": MetadataValue.text(publication.location),
-        "bundle_key": publication.bundle_key,
+        "bundle_key": archive_key(publication.bundle_key),
         "newly_published": publication.created,
         "report_sha256": publication.report_sha256,
         "report_bytes": publication.report_size,
@@ -447,13 +452,13 @@ def _bundle_metadata(publication: pipeline.Publication) -> dict:
         "renderer_version": RENDERER_VERSION,
         "key_id": publication.key_id,
         "ledger_seq": publication.ledger_seq,
-        "lineage": MetadataValue.md(lineage),
+        "lineage": _lineage(publication),
         # The corrections chain: the tenant-month's current bundle in the ledger (this one, unless a newer bundle
         # superseded it), and the bundle this one replaced and why.
         "current": publication.current_identity == publication.identity,
         "current_bundle": publication.current_identity,
         **({"supersedes": corrects["identity"], "supersedes_reason": ", ".join(corrects["reason"]),
-            "supersedes_location": MetadataValue.text(corrects["prefix"])} if corrects else {}),
+            "supersedes_location": archive_key(corrects["prefix"])} if corrects else {}),
         # Numeric clocks, so the UI plots them per partition; None (no queue: not a queued run) is left out.
         **{stage: ms for stage, ms in publication.timings_ms.items() if ms is not None},
     }

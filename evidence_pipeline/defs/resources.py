@@ -13,5 +13,8 @@ class EvidenceResource(ConfigurableResource):
 
     home: str | None = None
 
+    def settings(self) -> Settings:
+        return Settings.from_env(overrides={"EVIDENCE_HOME": self.home} if self.home else None)
+
     def runtime(self) -> Runtime:
-        return runtime_for(Settings.from_env(overrides={"EVIDENCE_HOME": self.home} if self.home else None))
+        return runtime_for(self.settings())

@@ -140,6 +140,9 @@ def pin_source(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> PinnedSo
     job record of this tenant-month identity."""
     if rt.ledger.offboarded_tenants(tenant_month.tenant):
         raise EvidenceError(ReasonCode.TENANT_OFFBOARDED, f"tenant {tenant_month.tenant} was offboarded")
+    if not rt.ledger.knows_tenant(tenant_month.tenant):  # a partition added in the UI is no registration
+        raise EvidenceError(ReasonCode.TENANT_UNKNOWN, f"tenant {tenant_month.tenant} is not known to the service: "
+                            "register it (`evidence tenant add`) and publish its source")
     revision = sources.pin_latest(rt.sources, tenant_month)
     documents, closed_now = document_outcomes.close_month(rt.sources, rt.ledger, tenant_month)
     if closed_now:
