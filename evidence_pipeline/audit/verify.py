@@ -172,9 +172,9 @@ def verify_bundle(
             "statement subject is not the sha256 of report.pdf",
         ),
     )
-    signed = report
-    if newest_report(store, prefix)[1]:  # a renewed B-LTA report: its newest renewal's signatures are validated
-        signed = run("renewal", lambda: _read_renewal(store, prefix, report))
+    signed, (renewal, number) = report, newest_report(store, prefix)
+    if number:  # a renewed B-LTA report: its newest renewal's signatures are validated
+        signed = run("renewal", lambda: _read_renewal(store, renewal, number, report))
     pdf = run("pdf_signature", lambda: _verify_pades(store, signed, predicate, expected_root_ids, at)) \
         if signed is not None else None
     if keyring is not None:
@@ -209,10 +209,9 @@ def _read_documents(store: ArtifactStore, prefix: str) -> tuple[bytes, bytes]:
     return tuple(store.get(f"{prefix}/{name}", max_bytes=jsonread.MAX_BYTES) for name in (STATEMENT, MANIFEST))
 
 
-def _read_renewal(store: ArtifactStore, prefix: str, report: bytes) -> bytes:
+def _read_renewal(store: ArtifactStore, key: str, number: int, report: bytes) -> bytes:
     """The bundle's newest renewed report, which must begin with the published report's exact bytes (what the
     statement signs); each renewal adds one incremental update, which the PAdES validation judges."""
-    key, number = newest_report(store, prefix)
     renewed = store.get(key, max_bytes=len(report) + number * SIGNATURE_ALLOWANCE)
     _expect(renewed.startswith(report) and len(renewed) > len(report), ReasonCode.RENEWAL_INVALID,
             f"renewal {number} of the report does not begin with the published report.pdf")

@@ -63,7 +63,8 @@ def supersedes_link(previous: dict, fields: dict) -> dict:
 
 
 def renewal_key(prefix: str, number: int) -> str:
-    return f"{prefix}/{RENEWALS}/{number:04d}.pdf"
+    """The key of the bundle's report at renewal ``number``; 0 is `report.pdf` as published."""
+    return f"{prefix}/{RENEWALS}/{number:04d}.pdf" if number else f"{prefix}/{REPORT}"
 
 
 def newest_report(store: ArtifactStore, prefix: str) -> tuple[str, int]:
@@ -71,7 +72,7 @@ def newest_report(store: ArtifactStore, prefix: str) -> tuple[str, int]:
     numbers = [int(key.rsplit("/", 1)[1][:4]) for key in store.list(f"{prefix}/{RENEWALS}")
                if _RENEWAL.fullmatch(key.rsplit("/", 1)[1])]
     newest = max(numbers, default=0)
-    return (renewal_key(prefix, newest) if newest else f"{prefix}/{REPORT}"), newest
+    return renewal_key(prefix, newest), newest
 
 
 def staging_key(unsigned_sha256: str) -> str:

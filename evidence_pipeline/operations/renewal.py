@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from evidence_pipeline.audit.verify import SIGNATURE_ALLOWANCE, trust_root
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.models import EventType, TenantMonth
-from evidence_pipeline.monthly.bundle import REPORT, bundle_prefix, newest_report, renewal_key
+from evidence_pipeline.monthly.bundle import bundle_prefix, newest_report, renewal_key
 from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.signing.pades import newest_document_timestamp, renew_document_timestamp, verify_pdf_signature
 from evidence_pipeline.store import sha256_hex
@@ -92,7 +92,7 @@ def _renew(rt: Runtime, prefix: str, details: dict, before: datetime, tsa_url: s
 def _newest(rt: Runtime, prefix: str, details: dict) -> tuple[int, bytes | None, bytes]:
     """(the newest renewal's number, the file before it, the newest file): `report.pdf` as published (its digest
     the one its `bundle.published` event committed) or its newest renewal, which must begin with it."""
-    report = rt.archive.get(f"{prefix}/{REPORT}", expected_sha256=details["report_sha256"])
+    report = rt.archive.get(renewal_key(prefix, 0), expected_sha256=details["report_sha256"])
     key, number = newest_report(rt.archive, prefix)
     if not number:
         return 0, None, report
@@ -108,11 +108,10 @@ def _newest(rt: Runtime, prefix: str, details: dict) -> tuple[int, bytes | None,
 def _record(rt: Runtime, prefix: str, details: dict, number: int, previous: bytes, renewed: bytes,
             actor: str) -> None:
     stamp, before = newest_document_timestamp(renewed), newest_document_timestamp(previous)
-    previous_key = renewal_key(prefix, number - 1) if number > 1 else f"{prefix}/{REPORT}"
     rt.ledger.record(
         TenantMonth(details["tenant"], details["period"]), EventType.BUNDLE_TIMESTAMP_RENEWED, sha256_hex(renewed),
         actor, identity=details["identity"], renewal=number,
-        previous={"key": previous_key, "sha256": sha256_hex(previous), "size": len(previous),
+        previous={"key": renewal_key(prefix, number - 1), "sha256": sha256_hex(previous), "size": len(previous),
                   "tsa_not_after": before.tsa_not_after.isoformat()},
         renewed={"key": renewal_key(prefix, number), "sha256": sha256_hex(renewed), "size": len(renewed),
                  "tsa_not_after": stamp.tsa_not_after.isoformat()},
