@@ -252,7 +252,8 @@ def verify_pdf_signature(pdf: bytes | BinaryIO, trust_root_pem: bytes, level: st
                             f"expected one evidence signature, followed by document time stamps only at B-LTA "
                             f"(found {1 + len(stamps)} signatures)")
     try:
-        status = _validate_long_term(signature, roots, at) if stamps else _validate(signature, roots, level, at)
+        status, stamp_trusted = _validate_long_term(signature, roots, at) if stamps else (
+            _validate(signature, roots, level, at), None)
     except (PdfError, ValueError, KeyError) as error:
         raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
                             f"PDF signature does not validate ({type(error).__name__})") from None
@@ -268,14 +269,15 @@ def verify_pdf_signature(pdf: bytes | BinaryIO, trust_root_pem: bytes, level: st
     if not status.trusted:
         raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED,
                             f"PDF signer does not chain to the published trust root at {_when(at)}")
-    if level in TIMESTAMPED and not (status.timestamp_validity and status.timestamp_validity.trusted):
+    stamp = status.timestamp_validity
+    trusted = stamp is not None and (stamp.trusted if stamp_trusted is None else stamp_trusted)
+    if level in TIMESTAMPED and not trusted:
         raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED,
                             "the signature time stamp is missing or not from the published time stamp authority")
-    stamp = status.timestamp_validity
     return SignatureFacts(
         signer_certificate_id(x509.load_der_x509_certificate(status.signing_cert.dump())),
         status.signer_reported_dt or signature.self_reported_timestamp,
-        stamp.timestamp if stamp is not None and stamp.trusted else None,
+        stamp.timestamp if trusted else None,
     )
 
 
@@ -347,8 +349,12 @@ def _validate(signature: EmbeddedPdfSignature, roots: list, level: str, at: date
     return validate_pdf_signature(signature, context)
 
 
-def _validate_long_term(signature: EmbeddedPdfSignature, roots: list, at: datetime | None) -> PdfSignatureStatus:
-    """ETSI EN 319 102-1 validation with long-term availability, offline: everything from the file's DSS."""
+def _validate_long_term(signature: EmbeddedPdfSignature, roots: list, at: datetime | None
+                        ) -> tuple[PdfSignatureStatus, bool | None]:
+    """ETSI EN 319 102-1 validation with long-term availability, offline: everything from the file's DSS. Returns
+    the status and, when the signature time stamp could only be validated in the past (its TSA certificate has
+    expired: the document time stamps prove it existed before), that past validation's verdict, which pyHanko's
+    status object does not carry (a TODO in ``_process_signature_ts``); None when the status's own applies."""
     trust = SimpleTrustManager.build(trust_roots=roots)
     spec = SignatureValidationSpec(
         cert_validation_policy=CertValidationPolicySpec(trust, CertRevTrustPolicy(REQUIRE_REVINFO)),
@@ -360,7 +366,8 @@ def _validate_long_term(signature: EmbeddedPdfSignature, roots: list, at: dateti
     if result.ades_subindic != AdESPassed.OK or result.api_status is None:
         raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED,
                             f"the signature does not validate long-term at {_when(at)} ({result.ades_subindic.name})")
-    return result.api_status
+    past = result.signature_timestamp_status
+    return result.api_status, None if past is None else past.ades_subindic == AdESPassed.OK
 
 
 def _when(at: datetime | None) -> str:
