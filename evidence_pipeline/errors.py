@@ -427,6 +427,15 @@ class ReasonCode(Vocabulary):
         "the manifest or the bundle's location disagrees with the statement",
     )
     SUPERSEDES_FORKED = "SUPERSEDES_FORKED", "two published bundles of the tenant-month supersede the same bundle"
+    RENEWAL_INVALID = (
+        "RENEWAL_INVALID",
+        "a bundle's newest renewed report (`renewals/NNNN.pdf`) does not begin with the published `report.pdf`",
+    )
+    RENEWAL_FUTILE = (
+        "RENEWAL_FUTILE",
+        "`evidence timestamps renew`: the time stamp authority's certificate expires no later than the one the new "
+        "document time stamp would renew (rotate the TSA's certificate first); nothing was published",
+    )
     # offline audit packages (`evidence export`, `evidence verify --package`) and checkpoint witnesses
     PACKAGE_NOT_FOUND = (
         "PACKAGE_NOT_FOUND",

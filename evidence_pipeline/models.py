@@ -30,6 +30,11 @@ class EventType(Vocabulary):
         "bundle.published",
         "a bundle committed with its publication row and its job's success; the manifest is derived from it",
     )
+    BUNDLE_TIMESTAMP_RENEWED = (
+        "bundle.timestamp_renewed",
+        "a B-LTA bundle's report renewed with a new document time stamp, as a new object beside the old: the "
+        "bundle, the previous and the renewed report (key, sha256), the new stamp's time, the TSA certificates' expiry",
+    )
     STAGES_TIMED = "stages.timed", "the stage clocks of an attempt that published or converged (`evidence stats`)"
     JOB_ACCEPTED = "job.accepted", "a job accepted (or returned to accepted, with its `next_attempt_at`)"
     JOB_RUNNING = "job.running", "an attempt took the job's lease"

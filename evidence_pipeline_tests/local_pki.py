@@ -57,23 +57,34 @@ class LocalPki:
         self.signer_key = ec.generate_private_key(ec.SECP256R1())
         self.signer = self._issue(self.root, "evidence test signer", self.signer_key.public_key(), now, signer_days,
                                   ExtendedKeyUsageOID.EMAIL_PROTECTION, critical_eku=False)
-        self.tsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)  # DummyTimeStamper is RSA-only
-        tsa_cert = self._issue(self.tsa_root, "evidence test TSA", self.tsa_key.public_key(), now, tsa_days,
-                               ExtendedKeyUsageOID.TIME_STAMPING, critical_eku=True)
-        self._issued = (self.signer, tsa_cert)  # what the OCSP responders answer for
+        self._issued: tuple[x509.Certificate, ...] = (self.signer,)  # what the OCSP responders answer for
+        self.rotate_tsa(tsa_days, now)
         # Each CA answers OCSP requests through a delegated responder (RFC 6960 4.2.2.2), as public CAs do.
         self._responders = {authority.name: self._responder(authority, now) for authority in (self.root, self.tsa_root)}
-        self._stamper = DummyTimeStamper(
-            tsa_cert=asn1_x509.Certificate.load(tsa_cert.public_bytes(serialization.Encoding.DER)),
-            tsa_key=asn1_keys.PrivateKeyInfo.load(self.tsa_key.private_bytes(
-                serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())),
-        )
         self.requests: list[str] = []  # paths served, in order: what the signer actually fetched
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
     def signer_not_after(self) -> dt.datetime:
         return self.signer.not_valid_after_utc
+
+    @property
+    def tsa_not_after(self) -> dt.datetime:
+        return self.tsa_certificate.not_valid_after_utc
+
+    def rotate_tsa(self, days: float, now: dt.datetime | None = None) -> None:
+        """The TSA answers from now on with a new key and certificate (valid ``days``) under the same TSA root, as a
+        TSA does before its certificate expires; the old certificate's status is still answered."""
+        now = now or dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)  # DummyTimeStamper is RSA-only
+        self.tsa_certificate = self._issue(self.tsa_root, "evidence test TSA", key.public_key(), now, days,
+                                           ExtendedKeyUsageOID.TIME_STAMPING, critical_eku=True)
+        self._issued += (self.tsa_certificate,)
+        self._stamper = DummyTimeStamper(
+            tsa_cert=asn1_x509.Certificate.load(self.tsa_certificate.public_bytes(serialization.Encoding.DER)),
+            tsa_key=asn1_keys.PrivateKeyInfo.load(key.private_bytes(
+                serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())),
+        )
 
     def __enter__(self) -> LocalPki:
         self._thread.start()

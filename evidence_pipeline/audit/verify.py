@@ -7,6 +7,10 @@ inside its key's validity window and before its revocation; pin the trust root w
 archive from before key rotation has no keyring: any statement key under keys/ then verifies, and an auditor who
 holds key ids from another channel pins them with ``expected_key_ids``.
 
+A B-LTA bundle whose document time stamp was renewed (`evidence timestamps renew`) holds its renewed reports beside
+`report.pdf`; the newest must begin with the published report's bytes, and its signature and document time stamps
+are the ones validated.
+
 It also places the bundle in its tenant-month's corrections chain, from the archive it reads: the bundle it
 supersedes (named in its signed statement, and whether the archive holds it), and the published bundles of the
 same tenant-month whose signed statements supersede it, followed to the newest, the current one. A superseded
@@ -34,6 +38,7 @@ from evidence_pipeline.monthly.bundle import (
     bundle_identity,
     bundle_prefix,
     manifest_document,
+    newest_report,
 )
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keyring_document import (
@@ -167,7 +172,11 @@ def verify_bundle(
             "statement subject is not the sha256 of report.pdf",
         ),
     )
-    pdf = run("pdf_signature", lambda: _verify_pades(store, report, predicate, expected_root_ids, at))
+    signed, (renewal, number) = report, newest_report(store, prefix)
+    if number:  # a renewed B-LTA report: its newest renewal's signatures are validated
+        signed = run("renewal", lambda: _read_renewal(store, renewal, number, report))
+    pdf = run("pdf_signature", lambda: _verify_pades(store, signed, predicate, expected_root_ids, at)) \
+        if signed is not None else None
     if keyring is not None:
         run("signing_keys", lambda: _check_signing_keys(keyring, signed_by, predicate, pdf))
     run(
@@ -198,6 +207,15 @@ def _read_documents(store: ArtifactStore, prefix: str) -> tuple[bytes, bytes]:
     if missing:
         raise EvidenceError(ReasonCode.BUNDLE_INCOMPLETE, f"bundle is missing {', '.join(missing)} (never committed?)")
     return tuple(store.get(f"{prefix}/{name}", max_bytes=jsonread.MAX_BYTES) for name in (STATEMENT, MANIFEST))
+
+
+def _read_renewal(store: ArtifactStore, key: str, number: int, report: bytes) -> bytes:
+    """The bundle's newest renewed report, which must begin with the published report's exact bytes (what the
+    statement signs); each renewal adds one incremental update, which the PAdES validation judges."""
+    renewed = store.get(key, max_bytes=len(report) + number * SIGNATURE_ALLOWANCE)
+    _expect(renewed.startswith(report) and len(renewed) > len(report), ReasonCode.RENEWAL_INVALID,
+            f"renewal {number} of the report does not begin with the published report.pdf")
+    return renewed
 
 
 def _report_limit(predicate: dict) -> int:

@@ -31,6 +31,7 @@ from evidence_pipeline.cli import (
     stats,
     template,
     tenant,
+    timestamps,
     ui,
     verify,
     webhook,
@@ -67,7 +68,7 @@ def _exit_with(ctx: click.Context, error: EvidenceError):
     demo.demo, verify.verify, actor.actor, export.export, lineage.lineage, ledger.ledger, keys.keys, stats.stats,
     jobs.dead_letter, jobs.replay, jobs.sweep, tenant.tenant, template.template, part.part, ruleset.ruleset,
     source.source, intake.intake, metrics.metrics, operator_api.operator_api, webhook.webhook, ui.ui,
-    witness.witness,
+    witness.witness, timestamps.timestamps,
 ])
 def main() -> None:
     """Signed, tamper-evident monthly compliance evidence.

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 from evidence_pipeline.models import LedgerEvent, TenantMonth
 from evidence_pipeline.signing.dsse import canonical_json
+from evidence_pipeline.store import ArtifactStore
 
 REPORT = "report.pdf"
 STATEMENT = "statement.dsse.json"
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA = "evidence-bundle-manifest/v1"
+# A B-LTA report's document time stamp renewed (`evidence timestamps renew`): a new file beside the published one,
+# `renewals/0001.pdf`, `0002.pdf`, ..., each the previous one followed by one incremental update (DSS + document time
+# stamp). The statement and the manifest keep describing the report as published, whose exact bytes each renewal
+# begins with; verification validates the newest renewal's signatures.
+RENEWALS = "renewals"
+_RENEWAL = re.compile(r"[0-9]{4}\.pdf")
 # What makes two bundles "the same evidence": the signed bytes differ per attempt, these never do.
 IDENTITY_FIELDS = ("tenant", "period", "source_sha256", "unsigned_sha256", "renderer_version", "policy_version")
 # Why a bundle supersedes the tenant-month's previous one: each input that differs, named. Only when none does (the
@@ -52,6 +60,19 @@ def supersedes_link(previous: dict, fields: dict) -> dict:
         "prefix": bundle_prefix(TenantMonth(previous["tenant"], previous["period"]), previous["identity"]),
         "reason": reason or [UNSIGNED_REPORT_REASON],
     }
+
+
+def renewal_key(prefix: str, number: int) -> str:
+    """The key of the bundle's report at renewal ``number``; 0 is `report.pdf` as published."""
+    return f"{prefix}/{RENEWALS}/{number:04d}.pdf" if number else f"{prefix}/{REPORT}"
+
+
+def newest_report(store: ArtifactStore, prefix: str) -> tuple[str, int]:
+    """(key, renewal number) of the bundle's newest report: its newest renewal, or `report.pdf` (0)."""
+    numbers = [int(key.rsplit("/", 1)[1][:4]) for key in store.list(f"{prefix}/{RENEWALS}")
+               if _RENEWAL.fullmatch(key.rsplit("/", 1)[1])]
+    newest = max(numbers, default=0)
+    return renewal_key(prefix, newest), newest
 
 
 def staging_key(unsigned_sha256: str) -> str:

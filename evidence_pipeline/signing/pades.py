@@ -17,6 +17,8 @@ import asyncio
 import io
 import logging
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -42,7 +44,7 @@ from pyhanko.sign.validation import (
     SignatureCoverageLevel,
     validate_pdf_signature,
 )
-from pyhanko.sign.validation.ades import ades_lta_validation
+from pyhanko.sign.validation.ades import ades_lta_validation, ades_timestamp_validation_internal
 from pyhanko.sign.validation.errors import SignatureValidationError
 from pyhanko.sign.validation.generic_cms import async_validate_detached_cms
 from pyhanko.sign.validation.policy_decl import (
@@ -135,18 +137,21 @@ def sign_pdf(pdf: bytes | BinaryIO, keyring: Keyring, level: str = "B-B", tsa_ur
         embed_validation_info=long_term,
         use_pades_lta=level == "B-LTA",
         dss_settings=_DSS_SETTINGS,
-        # Revocation information is required for every certificate below the roots, fetched now, and embedded.
-        validation_context=ValidationContext(
-            trust_roots=[_der(keyring.root_pem), _der(keyring.tsa_root_pem)], allow_fetching=True,
-            revocation_mode="require",
-        ) if long_term else None,
+        validation_context=_fetching_context(keyring.root_pem, keyring.tsa_root_pem) if long_term else None,
     )
-    try:
+    with _signing_errors("PAdES signing"):
         writer = IncrementalPdfFileWriter(readable(pdf), strict=True)
         return signers.sign_pdf(
             writer, metadata, signer=_signer(keyring), bytes_reserved=_RESERVED_BYTES[level], output=out,
             timestamper=timestamps.HTTPTimeStamper(tsa_url) if level in TIMESTAMPED else None,
         )
+
+
+@contextmanager
+def _signing_errors(what: str) -> Iterator[None]:
+    """pyHanko's failures while signing or time stamping, as reason codes."""
+    try:
+        yield
     except TimestampRequestError:
         raise EvidenceError(ReasonCode.TSA_UNAVAILABLE, "the time stamp authority did not grant a time stamp") from None
     except InsufficientRevinfoError:
@@ -156,7 +161,65 @@ def sign_pdf(pdf: bytes | BinaryIO, keyring: Keyring, level: str = "B-B", tsa_ur
         raise EvidenceError(ReasonCode.SIGNING_FAILED,
                             f"the signer or TSA certificate does not validate ({type(error).__name__})") from None
     except (SigningError, PdfError, OSError) as error:
-        raise EvidenceError(ReasonCode.SIGNING_FAILED, f"PAdES signing failed ({type(error).__name__})") from None
+        raise EvidenceError(ReasonCode.SIGNING_FAILED, f"{what} failed ({type(error).__name__})") from None
+
+
+@dataclass(frozen=True)
+class DocumentTimestamp:
+    """The newest document time stamp of a B-LTA file: when it was made, and until when its TSA certificate (and so
+    the archive's long-term validation) holds."""
+
+    stamped: datetime
+    tsa_not_after: datetime
+
+
+def newest_document_timestamp(pdf: bytes) -> DocumentTimestamp:
+    try:
+        stamps = PdfFileReader(readable(pdf), strict=True).embedded_timestamp_signatures
+        if not stamps:
+            raise ValueError("no document time stamp")
+        stamp = stamps[-1]
+        info = stamp.signed_data["encap_content_info"]["content"].parsed
+        return DocumentTimestamp(info["gen_time"].native,
+                                 stamp.signer_cert["tbs_certificate"]["validity"]["not_after"].native)
+    except (PdfError, ValueError, KeyError, TypeError) as error:
+        raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
+                            f"the report holds no readable document time stamp ({type(error).__name__})") from None
+
+
+def renew_document_timestamp(pdf: bytes, trust_root_pem: bytes, tsa_root_pem: bytes, tsa_url: str) -> bytes:
+    """``pdf`` (B-LTA) followed by one incremental update: the validation material of its newest document time
+    stamp (the TSA's chain and its current revocation information, fetched now) in the DSS, then a new document time
+    stamp from ``tsa_url`` over all of it (ETSI EN 319 142-1 5.5, what pyHanko's
+    ``update_archival_timestamp_chain`` does, here in the B-LTA layout of ``_DSS_SETTINGS``: no VRI, one revision)."""
+    out = io.BytesIO(pdf)
+    with _signing_errors("the document time stamp renewal"):
+        asyncio.run(_add_archive_timestamp(IncrementalPdfFileWriter(out, strict=True),
+                                           _fetching_context(trust_root_pem, tsa_root_pem),
+                                           timestamps.HTTPTimeStamper(tsa_url)))
+    return out.getvalue()
+
+
+def _fetching_context(trust_root_pem: bytes, tsa_root_pem: bytes) -> ValidationContext:
+    """Revocation information is required for every certificate below the roots, fetched now, and embedded."""
+    return ValidationContext(trust_roots=[_der(trust_root_pem), _der(tsa_root_pem)], allow_fetching=True,
+                             revocation_mode="require")
+
+
+async def _add_archive_timestamp(writer: IncrementalPdfFileWriter, context: ValidationContext,
+                                 timestamper: timestamps.TimeStamper) -> None:
+    last = writer.prev.embedded_timestamp_signatures[-1]
+    status = (await ades_timestamp_validation_internal(
+        last.signed_data, validation_context=context, expected_tst_imprint=last.compute_digest,
+        ts_qualification_requirements=None)).api_status
+    if status is None or not (status.intact and status.valid and status.trusted):
+        raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED,
+                            "the newest document time stamp no longer validates now: too late to renew it")
+    DocumentSecurityStore.supply_dss_in_writer(writer, None, paths=(status.validation_path,),
+                                               validation_context=context)
+    await signers.PdfTimeStamper(timestamper).async_timestamp_pdf(
+        writer, status.md_algorithm, context, bytes_reserved=_RESERVED_BYTES["B-LTA"], in_place=True,
+        dss_settings=_DSS_SETTINGS.next_ts_settings)
 
 
 @dataclass(frozen=True)
@@ -189,7 +252,8 @@ def verify_pdf_signature(pdf: bytes | BinaryIO, trust_root_pem: bytes, level: st
                             f"expected one evidence signature, followed by document time stamps only at B-LTA "
                             f"(found {1 + len(stamps)} signatures)")
     try:
-        status = _validate_long_term(signature, roots, at) if stamps else _validate(signature, roots, level, at)
+        status, stamp_trusted = _validate_long_term(signature, roots, at) if stamps else (
+            _validate(signature, roots, level, at), None)
     except (PdfError, ValueError, KeyError) as error:
         raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
                             f"PDF signature does not validate ({type(error).__name__})") from None
@@ -205,14 +269,15 @@ def verify_pdf_signature(pdf: bytes | BinaryIO, trust_root_pem: bytes, level: st
     if not status.trusted:
         raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED,
                             f"PDF signer does not chain to the published trust root at {_when(at)}")
-    if level in TIMESTAMPED and not (status.timestamp_validity and status.timestamp_validity.trusted):
+    stamp = status.timestamp_validity
+    trusted = stamp is not None and (stamp.trusted if stamp_trusted is None else stamp_trusted)
+    if level in TIMESTAMPED and not trusted:
         raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED,
                             "the signature time stamp is missing or not from the published time stamp authority")
-    stamp = status.timestamp_validity
     return SignatureFacts(
         signer_certificate_id(x509.load_der_x509_certificate(status.signing_cert.dump())),
         status.signer_reported_dt or signature.self_reported_timestamp,
-        stamp.timestamp if stamp is not None and stamp.trusted else None,
+        stamp.timestamp if trusted else None,
     )
 
 
@@ -284,8 +349,12 @@ def _validate(signature: EmbeddedPdfSignature, roots: list, level: str, at: date
     return validate_pdf_signature(signature, context)
 
 
-def _validate_long_term(signature: EmbeddedPdfSignature, roots: list, at: datetime | None) -> PdfSignatureStatus:
-    """ETSI EN 319 102-1 validation with long-term availability, offline: everything from the file's DSS."""
+def _validate_long_term(signature: EmbeddedPdfSignature, roots: list, at: datetime | None
+                        ) -> tuple[PdfSignatureStatus, bool | None]:
+    """ETSI EN 319 102-1 validation with long-term availability, offline: everything from the file's DSS. Returns
+    the status and, when the signature time stamp could only be validated in the past (its TSA certificate has
+    expired: the document time stamps prove it existed before), that past validation's verdict, which pyHanko's
+    status object does not carry (a TODO in ``_process_signature_ts``); None when the status's own applies."""
     trust = SimpleTrustManager.build(trust_roots=roots)
     spec = SignatureValidationSpec(
         cert_validation_policy=CertValidationPolicySpec(trust, CertRevTrustPolicy(REQUIRE_REVINFO)),
@@ -297,7 +366,8 @@ def _validate_long_term(signature: EmbeddedPdfSignature, roots: list, at: dateti
     if result.ades_subindic != AdESPassed.OK or result.api_status is None:
         raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED,
                             f"the signature does not validate long-term at {_when(at)} ({result.ades_subindic.name})")
-    return result.api_status
+    past = result.signature_timestamp_status
+    return result.api_status, None if past is None else past.ades_subindic == AdESPassed.OK
 
 
 def _when(at: datetime | None) -> str:
