@@ -429,7 +429,8 @@ class ReasonCode(Vocabulary):
     SUPERSEDES_FORKED = "SUPERSEDES_FORKED", "two published bundles of the tenant-month supersede the same bundle"
     RENEWAL_INVALID = (
         "RENEWAL_INVALID",
-        "a bundle's newest renewed report (`renewals/NNNN.pdf`) does not begin with the published `report.pdf`",
+        "a bundle's newest renewed report (`renewals/NNNN.pdf`) does not begin with the published `report.pdf`, "
+        "or does not end with a new document time stamp over the whole file",
     )
     RENEWAL_FUTILE = (
         "RENEWAL_FUTILE",

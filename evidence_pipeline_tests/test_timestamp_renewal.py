@@ -98,20 +98,38 @@ def test_renewal_keeps_an_expiring_bundle_verifiable_after_its_tsa_certificate(p
     code, report = _verify(env, f"{uri}/{expiring}", pki.tsa_not_after + dt.timedelta(days=1))
     assert code == 1 and "PDF_SIGNATURE_UNTRUSTED" in report["codes"]  # and no further than the new certificate
 
-    # The audit package holds the bundles as published, and still verifies.
+    # The audit package holds the bundles as published and their renewals: offline, it verifies after the first TSA
+    # certificate's expiry too, and without the renewal it would not.
     publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
     out = tmp_path / "audit"
     exported = CliRunner().invoke(main, ["export", "--tenant", SMALL.tenant, str(out)], env=env)
     assert exported.exit_code == 0, exported.output
+    assert (out / renewal_key(expiring, 1)).read_bytes() == renewed
+    for at in (dt.datetime.now(dt.timezone.utc), after_first_tsa):
+        verified = CliRunner().invoke(main, ["verify", "--package", str(out), "--json", "--workers", "1",
+                                             "--at", at.isoformat()])
+        assert verified.exit_code == 0, verified.output
+    (out / renewal_key(expiring, 1)).unlink()
     verified = CliRunner().invoke(main, ["verify", "--package", str(out), "--json", "--workers", "1"])
-    assert verified.exit_code == 0, verified.output
+    assert verified.exit_code == 1 and "PACKAGE_FILE_MISSING" in verified.output  # the signed index names it
 
 
-def test_a_renewal_that_does_not_extend_the_published_report_fails_verification(published):
-    """A renewal is judged by its bytes: one that does not begin with the published report is RENEWAL_INVALID."""
+def _altered(report: bytes) -> bytes:
+    altered = bytearray(report)
+    altered[len(altered) // 2] ^= 0x01  # one bit of the published report changed
+    return bytes(altered)
+
+
+@pytest.mark.parametrize("forge", [
+    pytest.param(lambda report: _altered(report) + b"%% not a renewal\n", id="not-beginning-with-the-report"),
+    pytest.param(lambda report: report + b"%% not a renewal\n", id="no-new-time-stamp"),
+])
+def test_a_renewal_that_does_not_extend_the_published_report_fails_verification(published, forge):
+    """A renewal is judged by its bytes: one that does not begin with the published report, or adds no document
+    time stamp over the whole file, is RENEWAL_INVALID."""
     pki, env, runtime, expiring, _ = published
     archive = runtime.archive
-    archive.put_once(renewal_key(expiring, 1), archive.get(f"{expiring}/{REPORT}")[:-1] + b"\n%% not a renewal\n")
+    archive.put_once(renewal_key(expiring, 1), forge(archive.get(f"{expiring}/{REPORT}")))
     code, report = _verify(env, f"{runtime.settings.archive_uri}/{expiring}", dt.datetime.now(dt.timezone.utc))
     assert code == 1 and report["codes"] == ["RENEWAL_INVALID"]
     code, result = _renew(env)  # and renewal refuses to build on it

@@ -53,7 +53,7 @@ from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import Ledger, merkle
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, validate_period, validate_tenant_id
-from evidence_pipeline.monthly.bundle import MANIFEST, REPORT, STATEMENT, bundle_prefix
+from evidence_pipeline.monthly.bundle import MANIFEST, RENEWALS, REPORT, STATEMENT, bundle_prefix
 from evidence_pipeline.paths import make_dirs
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import MAX_KEY_BYTES, Keyring, published_ed25519_keys, published_statement_keys
@@ -289,6 +289,10 @@ def _write_bundle(archive: ArtifactStore, package: LocalStore, publication: _Pub
                           files):
         raise EvidenceError(ReasonCode.LEDGER_INVALID, f"the archive's {prefix} is not what the ledger committed")
     package.put_once(f"{prefix}/{MANIFEST}", manifest)
+    # Its renewed reports (`evidence timestamps renew`), verbatim: each is judged by its bytes (it must extend the
+    # published report with a document time stamp), so the package verifies after the first TSA certificate's expiry.
+    for number, key in enumerate(archive.list(f"{prefix}/{RENEWALS}"), start=1):
+        _copy(archive, key, package, key, max_bytes=MAX_REPORT_BYTES + (number + 1) * SIGNATURE_ALLOWANCE)
 
 
 def _write_proved(package: LocalStore, stored: _Stored, checkpoint: str, signed: dict[str, tuple[int, bytes]],

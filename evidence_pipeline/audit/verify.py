@@ -50,7 +50,7 @@ from evidence_pipeline.signing.keyring_document import (
     read_published_keyring,
 )
 from evidence_pipeline.signing.keys import MAX_KEY_BYTES, certificate_id, published_statement_keys
-from evidence_pipeline.signing.pades import SignatureFacts, verify_pdf_signature
+from evidence_pipeline.signing.pades import SignatureFacts, extends_with_timestamp, verify_pdf_signature
 from evidence_pipeline.store import ArtifactStore, sha256_hex
 
 _IDENTITY = re.compile(r"[0-9a-f]{64}")
@@ -210,11 +210,11 @@ def _read_documents(store: ArtifactStore, prefix: str) -> tuple[bytes, bytes]:
 
 
 def _read_renewal(store: ArtifactStore, key: str, number: int, report: bytes) -> bytes:
-    """The bundle's newest renewed report, which must begin with the published report's exact bytes (what the
-    statement signs); each renewal adds one incremental update, which the PAdES validation judges."""
+    """The bundle's newest renewed report: the published report's exact bytes (what the statement signs), then
+    incremental updates ending with a new document time stamp, which the PAdES validation judges."""
     renewed = store.get(key, max_bytes=len(report) + number * SIGNATURE_ALLOWANCE)
-    _expect(renewed.startswith(report) and len(renewed) > len(report), ReasonCode.RENEWAL_INVALID,
-            f"renewal {number} of the report does not begin with the published report.pdf")
+    _expect(extends_with_timestamp(renewed, report), ReasonCode.RENEWAL_INVALID,
+            f"renewal {number} does not extend the published report.pdf with a new document time stamp")
     return renewed
 
 

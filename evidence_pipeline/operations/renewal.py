@@ -20,7 +20,12 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.models import EventType, TenantMonth
 from evidence_pipeline.monthly.bundle import bundle_prefix, newest_report, renewal_key
 from evidence_pipeline.runtime import Runtime
-from evidence_pipeline.signing.pades import newest_document_timestamp, renew_document_timestamp, verify_pdf_signature
+from evidence_pipeline.signing.pades import (
+    extends_with_timestamp,
+    newest_document_timestamp,
+    renew_document_timestamp,
+    verify_pdf_signature,
+)
 from evidence_pipeline.store import sha256_hex
 
 # The default horizon: a year leaves room for a TSA outage or a certificate rotation before anything expires.
@@ -99,9 +104,9 @@ def _newest(rt: Runtime, prefix: str, details: dict) -> tuple[int, bytes | None,
     limit = len(report) + number * SIGNATURE_ALLOWANCE
     current = rt.archive.get(key, max_bytes=limit)
     previous = rt.archive.get(renewal_key(prefix, number - 1), max_bytes=limit) if number > 1 else report
-    if not (current.startswith(previous) and previous.startswith(report)):
-        raise EvidenceError(ReasonCode.RENEWAL_INVALID,
-                            f"renewal {number} does not begin with the file it renews and the published report")
+    if not (extends_with_timestamp(current, previous) and previous.startswith(report)):
+        raise EvidenceError(ReasonCode.RENEWAL_INVALID, f"renewal {number} does not extend the file it renews "
+                            "and the published report with a new document time stamp")
     return number, previous, current
 
 

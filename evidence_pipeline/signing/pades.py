@@ -171,6 +171,8 @@ class DocumentTimestamp:
 
     stamped: datetime
     tsa_not_after: datetime
+    count: int  # the file's document time stamps: a renewal adds one
+    covers_whole_file: bool  # nothing follows it, not even bytes outside a revision
 
 
 def newest_document_timestamp(pdf: bytes) -> DocumentTimestamp:
@@ -181,10 +183,20 @@ def newest_document_timestamp(pdf: bytes) -> DocumentTimestamp:
         stamp = stamps[-1]
         info = stamp.signed_data["encap_content_info"]["content"].parsed
         return DocumentTimestamp(info["gen_time"].native,
-                                 stamp.signer_cert["tbs_certificate"]["validity"]["not_after"].native)
+                                 stamp.signer_cert["tbs_certificate"]["validity"]["not_after"].native, len(stamps),
+                                 stamp.evaluate_signature_coverage() == SignatureCoverageLevel.ENTIRE_FILE)
     except (PdfError, ValueError, KeyError, TypeError) as error:
         raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
                             f"the report holds no readable document time stamp ({type(error).__name__})") from None
+
+
+def extends_with_timestamp(renewed: bytes, base: bytes) -> bool:
+    """Is ``renewed`` a renewal of ``base``: its exact bytes, then incremental updates ending with a new document
+    time stamp over the whole file?"""
+    if not (renewed.startswith(base) and len(renewed) > len(base)):
+        return False
+    stamp = newest_document_timestamp(renewed)
+    return stamp.covers_whole_file and stamp.count > newest_document_timestamp(base).count
 
 
 def renew_document_timestamp(pdf: bytes, trust_root_pem: bytes, tsa_root_pem: bytes, tsa_url: str) -> bytes:
