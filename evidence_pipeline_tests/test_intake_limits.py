@@ -131,35 +131,65 @@ def test_a_request_longer_than_the_total_time_is_408(documents, intake):
     assert documents.store.list("acme") == []
 
 
+def upload_head(token: str, length: int) -> bytes:
+    return (b"POST /v1/documents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token.encode()
+            + b"\r\nContent-Type: application/pdf\r\nContent-Length: %d\r\n\r\n" % length)
+
+
+def start_upload(url: str, token: str, producer: str) -> tuple[socket.socket, bytes]:
+    """An upload whose first 10 bytes are sent: it holds its slots until the rest is."""
+    sock, data = connect(url), pdf_bytes(producer=producer)
+    sock.sendall(upload_head(token, len(data)) + data[:10])
+    return sock, data
+
+
+def finish_uploads(held: list[tuple[socket.socket, bytes]]) -> None:
+    for sock, data in held:
+        sock.sendall(data[10:])
+        assert answer_status(sock) == 201
+
+
 @LOCAL
 def test_uploads_in_flight_are_bounded_per_tenant_and_in_all(documents, intake):
     acme, globex = tokens(documents)
     body = pdf_bytes()
-
-    def start_upload(token: str) -> tuple[socket.socket, bytes]:
-        sock, data = connect(intake), pdf_bytes(producer=f"held {len(held)}")
-        sock.sendall(b"POST /v1/documents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token.encode()
-                     + b"\r\nContent-Type: application/pdf\r\nContent-Length: %d\r\n\r\n" % len(data) + data[:10])
-        return sock, data
-
-    held: list[tuple[socket.socket, bytes]] = []
-    held += [start_upload(acme)]
-    held += [start_upload(acme)]
+    held = [start_upload(intake, acme, f"held {n}") for n in range(2)]
     with client(intake, acme) as http:
         time.sleep(0.3)  # the two uploads reach the endpoint and take their slots
         refused = upload(http, body)
         assert (refused.status_code, error_code(refused)) == (503, "INTAKE_BUSY")
         assert refused.headers["retry-after"] == "30"
-    held.append(start_upload(globex))
+    held.append(start_upload(intake, globex, "held 2"))
     with client(intake, globex) as http:
         time.sleep(0.3)
         refused = upload(http, body)  # globex holds one of its two, but the process holds three of three
         assert (refused.status_code, error_code(refused)) == (503, "INTAKE_BUSY")
-    for sock, data in held:
-        sock.sendall(data[10:])
-        assert answer_status(sock) == 201
+    finish_uploads(held)
     with client(intake, acme) as http:
         assert upload(http, pdf_bytes(producer="after")).status_code == 201
+
+
+@LOCAL
+def test_an_upload_past_the_bound_is_answered_before_its_body_and_its_token_and_closed_in_order(backend):
+    """With the process at its bound, an upload of 64 MiB is answered 503 + Retry-After though only its first MiB
+    was sent, and a wrong token gets the same answer: nothing about the request is looked up. The connection then
+    ends with a FIN after the answer. Before: the 503 (or 401) came after the token and quota lookups, and uvicorn
+    closed the socket with the body's first MiB unread, so the kernel sent a reset behind the answer, which a
+    client still sending never reads."""
+    documents = open_documents(Settings.from_env(
+        intake_environment(backend) | INTAKE_OVERRIDES | {"EVIDENCE_INTAKE_MAX_BYTES": str(64 << 20)}))
+    acme, globex = tokens(documents)
+    with running_server(documents) as url:
+        held = [start_upload(url, token, f"held {n}") for n, token in enumerate((acme, acme, globex))]
+        time.sleep(0.3)  # the three reach the endpoint: three of three in flight
+        for token in (globex, "not-a-token"):
+            sock = connect(url)
+            sock.sendall(upload_head(token, 64 << 20) + b"%PDF-" + b"0" * ((1 << 20) - 5))
+            status, headers, body = answer(sock)  # to the end: a reset raises ConnectionResetError
+            sock.close()
+            assert (status, body["error"]["code"], headers["retry-after"]) == (503, "INTAKE_BUSY", "30")
+        finish_uploads(held)
+    assert len(documents.store.list("globex")) == 1  # the held one alone
 
 
 def answer_status(sock: socket.socket) -> int:

@@ -220,7 +220,7 @@ def create_app(documents: Documents) -> AdmissionTimer:
             Route("/healthz", healthz, methods=["GET"]),
             metrics_route(registry),
             Route("/openapi.json", contract, methods=["GET"]),
-            Route("/v1/documents", post_document, methods=["POST"]),
+            Route("/v1/documents", uploads.bounded(post_document), methods=["POST"]),
             Route("/v1/jobs", post_job, methods=["POST"]),
             Route("/v1/jobs/{job_id}", get_job, methods=["GET"]),
             Route("/v1/evidence-jobs", post_evidence_job, methods=["POST"]),
@@ -228,7 +228,8 @@ def create_app(documents: Documents) -> AdmissionTimer:
             Route("/v1/batches/{batch_id}", get_batch, methods=["GET"]),
             Route("/v1/batches/{batch_id}/cancel", cancel_batch, methods=["POST"]),
             *downloads.routes(documents, tenant_of, _check_text),
-            Route("/v1/sources/{period}", sources_api.put_source(documents, caller_of, uploads), methods=["PUT"]),
+            Route("/v1/sources/{period}", uploads.bounded(sources_api.put_source(documents, caller_of, uploads)),
+                  methods=["PUT"]),
         ],
         exception_handlers=exception_handlers(answer, log),
     ), limits), admission_histogram(registry))

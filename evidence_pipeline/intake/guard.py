@@ -1,8 +1,9 @@
 """Connection limits of the front door, below the app: uvicorn's httptools protocol bounds nothing about a
 connection (no header size or count, no time to headers), so a slow or huge request could hold a worker's memory
 and its file descriptors forever. ``guarded_protocol`` bounds the header phase (bytes, count, time) and the number
-of connections; ``BoundedRequests`` (ASGI) bounds the body's rate, the request's total time and the number of
-uploads in flight, and refuses ambiguous requests (a security header sent twice). ``error_body`` and
+of connections, and ends a connection whose answer came before its body with a bounded drain rather than a reset;
+``BoundedRequests`` (ASGI) bounds the body's rate and the request's total time, and refuses ambiguous requests (a
+security header sent twice); ``UploadsInFlight`` bounds the uploads being received. ``error_body`` and
 ``exception_handlers`` are how an app behind the guard (the tenant API's, the operator API's) answers a failure."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import logging
 import resource
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
 import httptools
@@ -111,7 +112,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self._header_timer: asyncio.TimerHandle | None = None
         self._header_started = 0.0
         self._began, self._raw_header_bytes, self._parsed_header_bytes = False, 0, 0
-        self._linger_bytes = 0
+        self._lingering, self._linger_bytes = False, 0
         super().connection_made(transport)
         if len(self.connections) > self.limits.max_connections and not self._evict_slowest():
             self._refuse(503, ReasonCode.INTAKE_BUSY, "too many connections; try again later")
@@ -123,7 +124,7 @@ class GuardedProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self._refusal is not None:  # lingering: dropped, never parsed or kept
+        if self._lingering:  # answered: dropped, never parsed or kept
             self._linger_bytes -= len(data)
             if self._linger_bytes < 0:
                 self.transport.close()
@@ -168,6 +169,18 @@ class GuardedProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._stop_header_clock()
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and cycle.transport is self.transport:
+            cycle.transport = _LingerOnClose(self.transport, lambda: self._close_after(cycle))
+
+    def _close_after(self, cycle) -> None:
+        """uvicorn closes the connection after an answer that says `Connection: close` (a refused upload's, sent
+        before its body was read). Closing with the body still arriving makes the kernel send a reset, and a client
+        still sending loses the answer: linger instead, as after a refusal of our own."""
+        if cycle.more_body:
+            self._linger()
+        else:
+            self.transport.close()
 
     def _check_header_bytes(self, adding: int) -> None:
         """In a parser callback: stop parsing once the request line and headers pass the limit."""
@@ -227,12 +240,34 @@ class GuardedProtocol(HttpToolsProtocol):
             b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n%sconnection: close\r\n\r\n"
             % (status, _REASONS[status], len(body), retry) + body
         )
-        if linger and self.transport.can_write_eof():
-            self.transport.write_eof()
-            self._linger_bytes = LINGER_BYTES
-            self.loop.call_later(LINGER_SECONDS, self.transport.close)
+        if linger:
+            self._linger()
         else:
             self.transport.close()
+
+    def _linger(self) -> None:
+        """Close once the answer is out: our side is shut (the client reads the answer, then the end), and what the
+        client still sends is read and dropped for up to LINGER_SECONDS or LINGER_BYTES, then the socket closed."""
+        self.connections.discard(self)
+        if self.transport.is_closing():
+            return
+        if not self.transport.can_write_eof():
+            self.transport.close()
+            return
+        self.transport.write_eof()
+        self._lingering, self._linger_bytes = True, LINGER_BYTES
+        self.flow.resume_reading()  # uvicorn pauses reading while a body waits unread
+        self.loop.call_later(LINGER_SECONDS, self.transport.close)
+
+
+class _LingerOnClose:
+    """A connection's transport as one request's cycle sees it: the same, but its close() is the protocol's."""
+
+    def __init__(self, transport, close: Callable[[], None]):
+        self._transport, self.close = transport, close
+
+    def __getattr__(self, name: str):
+        return getattr(self._transport, name)
 
 
 _REASONS = {400: b"Bad Request", 408: b"Request Timeout", 431: b"Request Header Fields Too Large",
@@ -294,18 +329,31 @@ class BoundedRequests:
 
 
 class UploadsInFlight:
-    """Uploads being received by this process, per tenant: the tenant is known only once its token is checked, so
-    the endpoint takes a slot (``with uploads.slot(tenant):``) rather than the middleware."""
+    """Uploads being received by this process. The process's bound is checked first, before the request's token is
+    looked up (``bounded``, around the endpoint): past it, a burst is answered 503 by the event loop alone, with no
+    ledger read and no byte of a body read. The tenant is known only once its token is checked, so the endpoint
+    then takes the tenant's slot (``with uploads.slot(tenant):``)."""
 
     def __init__(self, limits: Limits):
         self.limits = limits
+        self.in_flight = 0
         self.counts: Counter[str] = Counter()
+
+    def bounded(self, endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        async def admitted(request: Request) -> Response:
+            if self.in_flight >= self.limits.max_uploads:
+                raise EvidenceError(ReasonCode.INTAKE_BUSY, "too many uploads in flight; try again later")
+            self.in_flight += 1
+            try:
+                return await endpoint(request)
+            finally:
+                self.in_flight -= 1
+
+        return admitted
 
     @contextlib.contextmanager
     def slot(self, tenant: str) -> Iterator[None]:
         counts, limits = self.counts, self.limits
-        if counts.total() >= limits.max_uploads:
-            raise EvidenceError(ReasonCode.INTAKE_BUSY, "too many uploads in flight; try again later")
         if counts[tenant] >= limits.tenant_max_uploads:
             raise EvidenceError(ReasonCode.INTAKE_BUSY,
                                 f"at most {limits.tenant_max_uploads} uploads in flight per tenant; try again later")

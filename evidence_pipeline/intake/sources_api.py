@@ -37,7 +37,8 @@ MEDIA_TYPE = "text/csv"
 
 def put_source(documents: Documents, caller_of: Callable[[Request], Awaitable[tuple[str, str]]],
                uploads: UploadsInFlight):
-    """The endpoint, over the app's authentication (``caller_of``) and its uploads in flight."""
+    """The endpoint, over the app's authentication (``caller_of``) and its uploads in flight (the tenant's slot;
+    the app bounds the process's around the endpoint)."""
     rt = documents.runtime
 
     async def endpoint(request: Request) -> JSONResponse:
