@@ -47,7 +47,8 @@ from evidence_pipeline.operations.stats import percentile  # noqa: E402
 
 # The durable floor: what any server that keeps an upload costs at least on this machine with this client. It
 # receives the body, hashes it, writes it to a file of its own and fsyncs it before answering 201 (no ledger, no
-# checks): intake serve's admitted uploads/s are measured against it.
+# checks): intake serve's admitted uploads/s are measured against it. Its /v1/busy answers 503 at once, reading
+# nothing: the floor of a refusal, for the same client, machine and server stack.
 FLOOR_SERVER = """
 import hashlib, os, sys, uuid, uvicorn
 from starlette.applications import Starlette
@@ -69,10 +70,14 @@ async def upload(request):
     await run_in_threadpool(keep, os.path.join(sys.argv[2], uuid.uuid4().hex), chunks)
     return JSONResponse({"sha256": digest.hexdigest()}, status_code=201)
 
+async def busy(request):  # the floor of a refusal: answered at once, nothing read
+    return JSONResponse({}, status_code=503, headers={"Retry-After": "30", "Connection": "close"})
+
 async def healthz(request):
     return JSONResponse({})
 
-routes = [Route("/v1/documents", upload, methods=["POST"]), Route("/healthz", healthz)]
+routes = [Route("/v1/documents", upload, methods=["POST"]), Route("/v1/busy", busy, methods=["POST"]),
+          Route("/healthz", healthz)]
 uvicorn.run(Starlette(routes=routes), host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
 """
 
@@ -198,7 +203,8 @@ def distinct(base: bytes) -> bytes:
     return base[:-32] + secrets.token_bytes(25) + b"\n%%EOF\n"
 
 
-async def overload(port: int, token: str, count: int, size: int) -> tuple[dict[str, list[float]], int, float]:
+async def overload(port: int, token: str, count: int, size: int, path: str = "/v1/documents"
+                   ) -> tuple[dict[str, list[float]], int, float]:
     """``count`` uploads at once, past the server's bound. Returns the ms to each answer by outcome ("201",
     "503", "503 without Retry-After", another status, "no answer"), how many answers the server followed with a
     reset rather than an orderly close, and the wall time."""
@@ -211,7 +217,7 @@ async def overload(port: int, token: str, count: int, size: int) -> tuple[dict[s
         nonlocal resets
         start = time.perf_counter()
         try:
-            status, answered, head, orderly = await post(port, "/v1/documents", headers, distinct(base))
+            status, answered, head, orderly = await post(port, path, headers, distinct(base))
         except NO_ANSWER:
             outcomes.setdefault("no answer", []).append((time.perf_counter() - start) * 1000)
             return
@@ -224,17 +230,35 @@ async def overload(port: int, token: str, count: int, size: int) -> tuple[dict[s
     return outcomes, resets, time.perf_counter() - started
 
 
-def overload_lines(port: int, token: str, count: int, size: int, capacity: str) -> None:
-    outcomes, resets, wall = asyncio.run(overload(port, token, count, size))
-    busy = sorted(outcomes.get("503", []))
-    print(f"past capacity: {count} uploads at once, {capacity}; {wall:.2f} s, load average {os.getloadavg()[0]:.1f}")
-    print(f"  outcomes: {', '.join(f'{name} {len(values)}' for name, values in sorted(outcomes.items()))}; "
-          f"answers followed by a reset: {resets}")
-    if busy:
-        within = sum(1 for value in busy if value <= 100)
-        print(f"  503 answered in {figures(busy)} max={busy[-1]:.0f}ms; within 100 ms: {within} of {len(busy)}")
-    if outcomes.get("201"):
-        print(f"  201 answered in {figures(outcomes['201'])}")
+def overload_lines(port: int, floor_port: int, token: str, count: int, size: int, capacity: str) -> None:
+    print(f"past capacity: {count} uploads of {size / 2**20:g} MB at once, {capacity}; "
+          f"load average {os.getloadavg()[0]:.1f}")
+    for name, at, path in (("floor, 503 at once", floor_port, "/v1/busy"), ("intake serve", port, "/v1/documents")):
+        outcomes, resets, wall = asyncio.run(overload(at, token, count, size, path))
+        print(f"  {name}: {wall:.2f} s; {', '.join(f'{o} {len(v)}' for o, v in sorted(outcomes.items()))}; "
+              f"answers followed by a reset: {resets}")
+        for outcome in ("503", "201"):
+            if outcomes.get(outcome):
+                values = sorted(outcomes[outcome])
+                within = sum(1 for value in values if value <= 100)
+                print(f"    {outcome} client latency {figures(values)} max={values[-1]:.0f}ms, "
+                      f"within 100 ms: {within} of {len(values)}")
+    print(f"    503 in the server (headers in to answer out, evidence_admission_duration_seconds): {busy_times(port)}")
+
+
+def busy_times(port: int) -> str:
+    """The intake server's own time to each 503 of /v1/documents, by its histogram's buckets."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    buckets = {}
+    for family in text_string_to_metric_families(httpx.get(f"http://127.0.0.1:{port}/metrics").text):
+        for sample in family.samples:
+            labels = sample.labels
+            if (sample.name == "evidence_admission_duration_seconds_bucket" and labels["code"] == "503"
+                    and labels["endpoint"] == "/v1/documents"):
+                buckets[float(labels["le"])] = int(sample.value)
+    total = buckets.get(float("inf"), 0)
+    return ", ".join(f"<= {le * 1000:g} ms {buckets[le]}" for le in (0.01, 0.025, 0.1, 0.25)) + f" of {total}"
 
 
 def rate(count: int, wall: float) -> str:
@@ -339,7 +363,7 @@ def main() -> None:
                      "EVIDENCE_INTAKE_TENANT_MAX_UPLOADS": str(args.capacity)}
             with running(start_intake(full_env | bound, bounded_port, args.workers)) as bounded:
                 wait_healthy(f"http://127.0.0.1:{bounded_port}", bounded)
-                overload_lines(bounded_port, token, args.overload, size,
+                overload_lines(bounded_port, floor_port, token, args.overload, size,
                                f"EVIDENCE_INTAKE_MAX_UPLOADS={args.capacity} per worker")
 
 
