@@ -443,6 +443,11 @@ class ReasonCode(Vocabulary):
         "`verify --package`: the path is not a folder holding a `package.json` (unpack a `.tar`/`.zip` first)",
     )
     PACKAGE_EXISTS = "PACKAGE_EXISTS", "`export`: something already exists at OUT; nothing is replaced"
+    PACKAGE_TOO_LARGE = (
+        "PACKAGE_TOO_LARGE",
+        "`export`: the package would list more files than its index may hold (64 MiB, ~250,000 files): export fewer "
+        "periods; nothing is written",
+    )
     PACKAGE_INVALID = (
         "PACKAGE_INVALID",
         "`package.json` is malformed or of another format version, a proof file is malformed, or the package holds a "

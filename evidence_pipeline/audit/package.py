@@ -57,6 +57,7 @@ from evidence_pipeline.audit.checkpoints import PREFIX as CHECKPOINTS
 from evidence_pipeline.audit.checkpoints import CheckpointKeys, check_witness, checkpoint_key, commits_bundle
 from evidence_pipeline.audit.locations import Location
 from evidence_pipeline.audit.package_index import (
+    INDEX_MAX_BYTES,
     SignedIndex,
     check_files,
     check_signature,
@@ -87,7 +88,6 @@ INCLUSION = "proofs/inclusion"
 AUTHORIZATION_PROOFS = "proofs/authorizations"
 CONSISTENCY = "proofs/consistency"
 WITNESS = "witness"
-INDEX_MAX_BYTES = 64 << 20  # ~250,000 bundles
 _HASH = re.compile(r"[0-9a-f]{64}")
 _IDENTITY = _HASH
 _WITNESS_ID = re.compile(r"ed25519-[0-9a-f]{16}")

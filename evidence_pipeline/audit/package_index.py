@@ -28,6 +28,9 @@ from evidence_pipeline.signing.keyring_document import SignatureTimes, check_key
 from evidence_pipeline.store import DISCARD, ArtifactStore
 
 PREDICATE_TYPE = "https://evidence-pipeline.dev/audit-package/v2"
+# package.json lists every file (~240 bytes each, base64 in the envelope): 64 MiB is ~250,000 files, ~50,000 bundles.
+# Export refuses a package past it rather than write one that its verifier would refuse.
+INDEX_MAX_BYTES = 64 << 20
 _HASH = re.compile(r"[0-9a-f]{64}")
 
 
@@ -48,7 +51,11 @@ def sign_index(document: dict, files: dict[str, str], key, key_id: str) -> bytes
         "predicateType": PREDICATE_TYPE,
         "predicate": document,
     }
-    return dsse.sign_envelope(dsse.canonical_json(statement), key, key_id)
+    envelope = dsse.sign_envelope(dsse.canonical_json(statement), key, key_id)
+    if len(envelope) > INDEX_MAX_BYTES:
+        raise EvidenceError(ReasonCode.PACKAGE_TOO_LARGE, f"the package's index would be {len(envelope)} bytes, above "
+                            f"the {INDEX_MAX_BYTES} a verifier reads ({len(files)} files): export fewer periods")
+    return envelope
 
 
 def is_envelope(document: object) -> bool:
@@ -57,8 +64,9 @@ def is_envelope(document: object) -> bool:
 
 def parse_signed_index(data: bytes) -> SignedIndex:
     """The statement inside package.json; PACKAGE_INVALID when it is not one of this format."""
-    envelope = dsse.parse_envelope(data, ReasonCode.PACKAGE_INVALID)
-    statement = jsonread.loads(envelope.payload, ReasonCode.PACKAGE_INVALID, "package.json's payload")
+    envelope = dsse.parse_envelope(data, ReasonCode.PACKAGE_INVALID, INDEX_MAX_BYTES)
+    statement = jsonread.loads(envelope.payload, ReasonCode.PACKAGE_INVALID, "package.json's payload",
+                               INDEX_MAX_BYTES)
     try:
         subjects = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]
                     if s.keys() == {"name", "digest"} and s["digest"].keys() == {"sha256"}}

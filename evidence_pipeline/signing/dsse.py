@@ -89,9 +89,10 @@ class Envelope:
         return True
 
 
-def parse_envelope(data: bytes, code: str = ReasonCode.STATEMENT_INVALID) -> Envelope:
-    """The fields of a DSSE envelope; a malformed one raises ``code``."""
-    envelope = jsonread.loads(data, code, "the DSSE envelope")
+def parse_envelope(data: bytes, code: str = ReasonCode.STATEMENT_INVALID,
+                   max_bytes: int = jsonread.MAX_BYTES) -> Envelope:
+    """The fields of a DSSE envelope of at most ``max_bytes``; a malformed one raises ``code``."""
+    envelope = jsonread.loads(data, code, "the DSSE envelope", max_bytes)
     try:
         if not isinstance(envelope, dict) or envelope.keys() != _ENVELOPE_FIELDS:
             raise ValueError("not an envelope")
