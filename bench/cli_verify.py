@@ -78,8 +78,8 @@ def main() -> None:
     partitions = tenant_months(args.tenants, args.months, "bench-t")
     env = dict(os.environ, EVIDENCE_HOME=str(root / "home"), EVIDENCE_SOURCES_URI=str(root / "sources"))
     print(f"publishing {len(partitions)} source revisions and their bundles ...", flush=True)
-    publish_sources(root / "sources", partitions)
-    made_s = run_raw(env, partitions, args.workers)
+    publish_sources(env, partitions, args.workers)
+    made_s, _ = run_raw(env, partitions, args.workers)
     archive = root / "home" / "archive"
     bundles = sorted(path.parent for path in (archive / "bundles").glob("*/*/*/manifest.json"))
     print(f"{len(bundles)} bundles published in {made_s:.1f} s\n", flush=True)
