@@ -1,6 +1,7 @@
 """The signed index's size: package.json lists every file of a package, so it grows with the package, past the 1 MiB
 that bounds the other JSON documents (a 1,200-bundle package's index is ~1.5 MiB: `bench/package_verify.py` found
-it refused as PACKAGE_INVALID)."""
+it refused, as PACKAGE_INVALID when parsed, then as PACKAGE_INDEX_SIGNATURE_INVALID when its signature was
+checked)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from evidence_pipeline import jsonread
 from evidence_pipeline.audit import package_index
-from evidence_pipeline.audit.package_index import parse_signed_index, sign_index
+from evidence_pipeline.audit.checkpoints import CheckpointKeys
+from evidence_pipeline.audit.package_index import check_signature, parse_signed_index, sign_index
 from evidence_pipeline.errors import EvidenceError
 
 KEY = ed25519.Ed25519PrivateKey.generate()
@@ -23,12 +25,17 @@ def _files(count: int) -> dict[str, str]:
             hashlib.sha256(b"%d" % n).hexdigest() for n in range(count)}
 
 
-def test_an_index_larger_than_a_json_document_is_read_whole():
+def test_an_index_larger_than_a_json_document_is_read_and_its_signature_checked_whole():
     files = _files(6_000)  # 2,000 bundles
     envelope = sign_index({"format": "x"}, files, KEY, "k")
     assert len(envelope) > jsonread.MAX_BYTES
     signed = parse_signed_index(envelope)
     assert signed.subjects == files and signed.document == {"format": "x"}
+    check_signature(None, signed, "2026-12-05T00:00:00+00:00", CheckpointKeys({"k": KEY.public_key()}, None))
+    other = ed25519.Ed25519PrivateKey.generate().public_key()
+    with pytest.raises(EvidenceError) as refused:  # the check that passed is one that can fail
+        check_signature(None, signed, "2026-12-05T00:00:00+00:00", CheckpointKeys({"k": other}, None))
+    assert refused.value.code == "PACKAGE_INDEX_SIGNATURE_INVALID"
 
 
 def test_export_refuses_an_index_its_verifier_would_not_read(monkeypatch):

@@ -87,7 +87,8 @@ def check_signature(store: ArtifactStore, signed: SignedIndex, exported_at: str,
     """PACKAGE_INDEX_SIGNATURE_INVALID unless a statement key of the package signed the index (with a keyring: one
     valid, and not revoked, at the export time the index states)."""
     try:
-        opened = dsse.verify_envelope(signed.data, keys.keys, dsse.PAYLOAD_TYPE, ReasonCode.PACKAGE_INVALID)
+        opened = dsse.verify_envelope(signed.data, keys.keys, dsse.PAYLOAD_TYPE, ReasonCode.PACKAGE_INVALID,
+                                      INDEX_MAX_BYTES)
         if keys.keyring is not None:
             for key_id in opened.key_ids:
                 check_key_at(keys.keyring, key_id, SignatureTimes(made=(parse_time(exported_at, "exported_at"),)),

@@ -113,10 +113,11 @@ def verify_envelope(
     public_keys: dict[str, ed25519.Ed25519PublicKey],
     payload_type: str,
     code: str = ReasonCode.STATEMENT_INVALID,
+    max_bytes: int = jsonread.MAX_BYTES,
 ) -> Opened:
-    """Verify a DSSE envelope of ``payload_type`` against known keys; malformed envelopes raise ``code``.
-    Signatures by keys that are not in ``public_keys`` (a checkpoint's witness) are left alone."""
-    envelope = parse_envelope(data, code)
+    """Verify a DSSE envelope of ``payload_type`` (at most ``max_bytes``) against known keys; malformed envelopes
+    raise ``code``. Signatures by keys that are not in ``public_keys`` (a checkpoint's witness) are left alone."""
+    envelope = parse_envelope(data, code, max_bytes)
     if envelope.payload_type != payload_type or not envelope.signatures:
         raise EvidenceError(code, "DSSE envelope has the wrong payload type or no signature")
     known = sorted({key_id for key_id, _ in envelope.signatures if key_id in public_keys})
