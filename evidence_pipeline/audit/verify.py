@@ -172,7 +172,8 @@ def verify_bundle(
             "statement subject is not the sha256 of report.pdf",
         ),
     )
-    signed, (renewal, number) = report, newest_report(store, prefix)
+    signed, (renewal, number) = report, (newest_report(store, prefix) if predicate.get("pades_level") == "B-LTA"
+                                         else (None, 0))  # only a document time stamp is renewed
     if number:  # a renewed B-LTA report: its newest renewal's signatures are validated
         signed = run("renewal", lambda: _read_renewal(store, renewal, number, report))
     pdf = run("pdf_signature", lambda: _verify_pades(store, signed, predicate, expected_root_ids, at)) \
