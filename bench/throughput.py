@@ -413,11 +413,23 @@ def main() -> None:
         report(args, **results)
 
 
+def phases(environment, partitions: list[TenantMonth], workers: int):
+    """Each phase's environment: its own ledger, over the sources all phases share. Each ledger records the
+    publication of every source (the shared store converges on the same revisions): a run fails TENANT_UNKNOWN for a
+    tenant its ledger never knew. Publishing is not timed."""
+    def phase(name: str) -> dict[str, str]:
+        env = environment(name)
+        publish_sources(env, partitions, workers)
+        return env
+
+    return phase
+
+
 def measure_raw(args, environment) -> None:
     """--only raw: what a report costs in the plain-Python pipeline at this parallelism, wall and CPU."""
     partitions = tenant_months(args.tenants, args.months, "bench-t")
-    publish_sources(environment("publisher"), partitions, args.workers)
-    seconds, _, meter = run_metered_raw(environment("raw"), partitions, args.workers)
+    seconds, _, meter = run_metered_raw(phases(environment, partitions, args.workers)("raw"), partitions,
+                                        args.workers)
     cpu, n = sum(meter.cpu_by_role().values()), len(partitions)
     print(f"raw, {args.tenants} tenants x {args.months} months = {n} tenant-months on {args.workers} workers, "
           f"{args.backend} backend: {seconds:.1f} s, {n / seconds:.2f} partitions/s; CPU {cpu:.1f} s "
@@ -428,19 +440,19 @@ def measure_raw(args, environment) -> None:
 def measure(args, root: Path, environment) -> dict:
     partitions = tenant_months(args.tenants, args.months, "bench-t")
     sample = tenant_months(args.stock_sample, 1, "stock-t")
-    print(f"publishing {len(partitions) + len(sample)} source revisions ...", flush=True)
-    publish_sources(environment("publisher"), partitions + sample, args.workers)
+    print(f"publishing {len(partitions) + len(sample)} source revisions in each phase's ledger ...", flush=True)
+    phase = phases(environment, partitions + sample, args.workers)
 
-    raw_env = environment("raw")
+    raw_env = phase("raw")
     raws = [run_metered_raw(raw_env, partitions, args.workers)]
     with ProcessMeter() as verify_meter:
         verify_s = verify_raw(raw_env, raws[0][1], args.workers)
     print(f"raw's bundles verified in {verify_s:.1f} s", flush=True)
     one_month = [tm for tm in partitions if tm.period == partitions[0].period]
-    in_run_s = run_one_range_in_process(environment("inrun"), one_month, args.backend)
+    in_run_s = run_one_range_in_process(phase("inrun"), one_month, args.backend)
     print(f"one range run of {len(one_month)} in-process done in {in_run_s:.1f} s", flush=True)
 
-    env = environment("dagster")
+    env = phase("dagster")
     env.pop("EVIDENCE_WORKERS")  # the embedded default: each run takes its share of the cores (defs/assets.py)
     if args.run_workers or args.backend == "postgres":  # production sets it per run (docs/operators/sizing.md)
         env["EVIDENCE_WORKERS"] = str(args.run_workers or args.workers)
@@ -458,7 +470,7 @@ def measure(args, root: Path, environment) -> dict:
         print(f"analyst backfill done in {analyst['wall_s']:.1f} s ({analyst['runs']} runs)", flush=True)
         stock_s = run_stock_sample(url, instance, sample) if sample else None
     # Once the Dagster services have stopped, as the first ran before they started.
-    raws.append(run_metered_raw(environment("raw2"), partitions, args.workers))
+    raws.append(run_metered_raw(phase("raw2"), partitions, args.workers))
     return {"partitions": partitions, "raws": [(seconds, meter) for seconds, _, meter in raws], "verify_s": verify_s,
             "verify_meter": verify_meter, "in_run_s": in_run_s,
             "one_month": len(one_month), "analyst": analyst, "dagster_meter": dagster_meter, "stock_s": stock_s,
@@ -508,10 +520,10 @@ def report(args, partitions, raws, verify_s, verify_meter, in_run_s, one_month, 
     print(f"\nCPU s (user + system), sampled: raw {raw_cpu:.1f} ({raw_cpu / n * 1000:.0f} ms per partition, "
           f"{raw_cpu / (raw_s * cores):.0%} of {cores} cores); analyst {analyst_cpu:.1f} "
           f"({analyst_cpu / n * 1000:.0f} ms per partition, {analyst_cpu / (analyst_s * cores):.0%}; "
-          f"{analyst_cpu / raw_cpu:.2f}x raw's)")
+          + (f"{analyst_cpu / raw_cpu:.2f}x raw's)" if raw_cpu else "raw too short for the sampler)"))
     verify_cpu = sum(verify_meter.cpu_by_role().values())
     print(f"  raw's verification: {verify_cpu:.1f} s ({verify_cpu / n * 1000:.0f} ms per partition); analyst CPU "
-          f"{analyst_cpu / (raw_cpu + verify_cpu):.2f}x the same work's")
+          + (f"{analyst_cpu / (raw_cpu + verify_cpu):.2f}x the same work's" if raw_cpu + verify_cpu else "n/a"))
     for role, cpu in dagster_cpu.items():
         if cpu:
             print(f"  {role:<18} {cpu:>8.1f} s  {cpu / n * 1000:>6.1f} ms per partition")
