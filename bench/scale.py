@@ -402,6 +402,8 @@ def main() -> None:
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--phases", nargs="+", default=["sensor", "status", "backfill", "schedule", "stats"])
     parser.add_argument("--keep", action="store_true", help="keep the temporary root (and print where it is)")
+    parser.add_argument("--results", type=Path, default=REPO / "bench" / "results",
+                        help="the folder the measurements are written to, as JSON")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))  # so that the services and the root go too
 
@@ -667,13 +669,13 @@ def _stats(args, env, tenants, now: datetime, results: dict) -> None:
 
 
 def _report(args, results: dict) -> None:
-    """The figures as table rows (bench/README.md's), then every measurement as JSON under bench/results/."""
+    """The figures as table rows (bench/README.md's), then every measurement as JSON under --results."""
     print(f"\n{args.tenants} tenants, {args.backend} backend; wall times on a shared machine "
           f"({len(os.sched_getaffinity(0))} CPUs), peak RSS is VmHWM\n")
     for name, row in results.items():
         print(f"| {name} | {_cells(row)} |")
-    out = REPO / "bench" / "results"
-    out.mkdir(exist_ok=True)
+    out = args.results
+    out.mkdir(parents=True, exist_ok=True)
     path = out / f"scale-{args.backend}-{args.tenants}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}.json"
     path.write_text(json.dumps({"args": vars(args), "results": results}, indent=2, default=str))
     print(f"\nall measurements: {path}")
