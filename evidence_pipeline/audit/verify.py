@@ -15,6 +15,9 @@ It also places the bundle in its tenant-month's corrections chain, from the arch
 supersedes (named in its signed statement, and whether the archive holds it), and the published bundles of the
 same tenant-month whose signed statements supersede it, followed to the newest, the current one. A superseded
 bundle is still valid evidence (it verifies, exit 0); it is not the current evidence of its tenant-month.
+
+Over 400 lines because every check of a bundle is here, in the order `verify_bundle` runs them: an auditor reads
+what "verified" means in one file.
 """
 
 from __future__ import annotations
