@@ -54,6 +54,32 @@ def test_concurrent_publications_of_the_same_bytes_converge_on_one_revision(runt
         revisions[0].key]
 
 
+def test_bytes_claimed_below_another_claim_in_flight_complete_their_claim(runtime):
+    """The interleaving behind a flaky race: these bytes are claimed as 3 but not yet stored, and other bytes are
+    claimed as 4 above them. The same bytes published again complete 3; before, they took 5 too, so one file held
+    two sequences and its event named whichever recorded first (a gap: 1, 2, 4)."""
+    for index in (0, 1):
+        _publish(runtime, index, "setup")
+    same, other = (publication.prepare_frame(RACED, _variant(index)) for index in (2, 3))
+    prefix = f"{RACED.tenant}/{RACED.period}"
+    runtime.sources.put_once(f"{prefix}/000003.claim", same.sha256.encode())
+    runtime.sources.put_once(f"{prefix}/000004.claim", other.sha256.encode())
+    assert _publish(runtime, 2, "again").revision.sequence == 3
+    assert _publish(runtime, 3, "the other").revision.sequence == 4
+    assert _publish(runtime, 4, "next").revision.sequence == 5
+
+
+def test_a_stale_claim_below_a_published_revision_is_not_reused(runtime):
+    """A publication that stopped between its claim and its revision, long ago: the same bytes published again
+    are the latest revision, not an older sequence."""
+    stale = publication.prepare_frame(RACED, _variant(0))
+    prefix = f"{RACED.tenant}/{RACED.period}"
+    runtime.sources.put_once(f"{prefix}/000001.claim", stale.sha256.encode())
+    _publish(runtime, 1, "later")
+    assert _publish(runtime, 0, "retry").revision.sequence == 3
+    assert sources.pin_latest(runtime.sources, RACED).sequence == 3
+
+
 def _publish_in_a_process(environment: dict, index: int, barrier, results) -> None:
     from evidence_pipeline.config import Settings
     from evidence_pipeline.runtime import runtime_for

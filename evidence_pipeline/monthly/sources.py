@@ -70,8 +70,10 @@ def _store_revision(store: ArtifactStore, tenant_month: TenantMonth, data: bytes
     event: nothing else stores a revision.
 
     The sequence is the one after the highest claimed, taken by a put-once claim; a claim lost to another
-    publication moves on to the next. A claim of these bytes without its revision (a publication that stopped
-    between the two puts) is completed when it is still the highest, so a retry leaves no gap.
+    publication moves on to the next. A claim of these bytes without its revision (a concurrent publication of the
+    same bytes between its two puts, or one that stopped there) is completed when no revision is published above
+    it, so the same bytes never take two sequences and a retry leaves no gap; above a published revision, it is
+    stale and the bytes take the next sequence, to be the latest.
     """
     digest = sha256_hex(data)
     for _ in range(_CLAIM_ATTEMPTS):
@@ -79,10 +81,10 @@ def _store_revision(store: ArtifactStore, tenant_month: TenantMonth, data: bytes
         for sequence, sha256, key in listed:
             if sha256 == digest:
                 return SourceRevision(tenant_month, sequence, digest, len(data), key)
-        highest = max([*claims, *(sequence for sequence, _, _ in listed)], default=0)
-        unfinished = highest in claims and highest not in {sequence for sequence, _, _ in listed}
-        ours = unfinished and store.get(claims[highest]) == digest.encode()
-        sequence = highest if ours else highest + 1
+        published = {sequence for sequence, _, _ in listed}
+        in_flight = sorted(claim for claim in claims if claim > max(published, default=0))
+        ours = next((claim for claim in in_flight if store.get(claims[claim]) == digest.encode()), None)
+        sequence = ours if ours is not None else max([*in_flight, *published], default=0) + 1
         try:
             store.put_once(f"{_prefix(tenant_month)}/{sequence:06d}.claim", digest.encode())
         except EvidenceError as error:
