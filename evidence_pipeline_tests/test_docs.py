@@ -83,3 +83,11 @@ def test_the_reference_pages_leave_nothing_out():
             name = source.relative_to(package.parent).as_posix()
             assert (f"`{name.removesuffix('__init__.py')}`" in modules), name
     assert "(no docstring)" not in modules
+
+
+def test_the_readme_tree_names_every_package():
+    """The front page's tree at a glance names each package of the product (a newcomer's map of it)."""
+    root = Path(__file__).resolve().parent.parent
+    tree = (root / "README.md").read_text().split("## The tree at a glance", 1)[1]
+    packages = {path.parent.name for path in (root / "evidence_pipeline").glob("*/__init__.py")}
+    assert sorted(name for name in packages if f"{name}/" not in tree) == []
