@@ -3,6 +3,7 @@ raw sockets for the shapes no HTTP client library would send."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import resource
@@ -16,7 +17,9 @@ import httpx
 import pytest
 
 from evidence_pipeline.config import Settings
+from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.intake import open_documents
+from evidence_pipeline.intake.guard import BoundedRequests, Limits
 from evidence_pipeline_tests.intake_server import (
     client,
     error_code,
@@ -32,7 +35,9 @@ LOCAL = pytest.mark.parametrize("backend", ["local"], indirect=True)  # connecti
 INTAKE_OVERRIDES = {
     "EVIDENCE_INTAKE_HEADER_TIMEOUT_SECONDS": "1",
     "EVIDENCE_INTAKE_MIN_BODY_BYTES_PER_SECOND": "1000",
-    "EVIDENCE_INTAKE_REQUEST_TIMEOUT_SECONDS": "3",
+    # Generous here, so a loaded machine never turns another test's answer into a 408; the test of the total time
+    # starts a server of its own with 3 s.
+    "EVIDENCE_INTAKE_REQUEST_TIMEOUT_SECONDS": "60",
     "EVIDENCE_INTAKE_TENANT_MAX_UPLOADS": "2",
     "EVIDENCE_INTAKE_MAX_UPLOADS": "3",
 }
@@ -115,20 +120,52 @@ def test_a_body_slower_than_the_minimum_rate_is_408_and_stores_nothing(documents
 
 
 @LOCAL
-def test_a_request_longer_than_the_total_time_is_408(documents, intake):
+def test_a_request_longer_than_the_total_time_is_408(backend):
     """A body that keeps the minimum rate still ends when the request's total time is up."""
+    documents = open_documents(Settings.from_env(
+        intake_environment(backend) | INTAKE_OVERRIDES | {"EVIDENCE_INTAKE_REQUEST_TIMEOUT_SECONDS": "3"}))
     acme, _ = tokens(documents)
-    sock = connect(intake)
-    sock.sendall(b"POST /v1/documents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + acme.encode()
-                 + b"\r\nContent-Type: application/pdf\r\nContent-Length: 60000\r\n\r\n%PDF-")
-    for _ in range(200):  # 5,000 bytes/s: five times the minimum rate, for up to 10 s (the total is 3 s)
-        if select.select([sock], [], [], 0)[0]:
-            break
-        sock.sendall(b"0" * 500)
-        time.sleep(0.1)
-    status, _, body = answer(sock)
+    with running_server(documents) as url:
+        sock = connect(url)
+        sock.sendall(b"POST /v1/documents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + acme.encode()
+                     + b"\r\nContent-Type: application/pdf\r\nContent-Length: 60000\r\n\r\n%PDF-")
+        for _ in range(200):  # 5,000 bytes/s: five times the minimum rate, for up to 12 s (the total is 3 s)
+            if select.select([sock], [], [], 0)[0]:
+                break
+            sock.sendall(b"0" * 500)
+            time.sleep(0.1)
+        status, _, body = answer(sock)
     assert (status, body["error"]["code"]) == (408, "REQUEST_TIMEOUT")
     assert documents.store.list("acme") == []
+
+
+def _paced_read(app_delay: float, body_arrives: bool) -> bytes:
+    """The body as an app behind BoundedRequests reads it, ``app_delay`` s after it is called (a slow token lookup),
+    the body already arrived or never arriving; the grace is 1 s."""
+    limits = Limits(max_headers=64, max_header_bytes=8192, header_timeout=1, min_body_rate=1000, request_timeout=30,
+                    max_connections=10, max_uploads=1, tenant_max_uploads=1, retry_after=1)
+    read = []
+
+    async def app(scope, receive, send):
+        await asyncio.sleep(app_delay)
+        read.append((await receive())["body"])
+
+    async def receive():
+        await asyncio.sleep(0 if body_arrives else 3600)
+        return {"type": "http.request", "body": b"x" * 100, "more_body": False}
+
+    scope = {"type": "http", "path": "/v1/jobs", "headers": []}
+    asyncio.run(BoundedRequests(app, limits)(scope, receive, None))
+    return read[0]
+
+
+def test_a_body_read_late_by_the_app_is_not_late_and_one_never_sent_is():
+    """Before: the grace ran from the app's call, so a body that had arrived in full was refused 408 whenever the
+    app spent the grace before reading it (a token lookup under load)."""
+    assert _paced_read(app_delay=1.5, body_arrives=True) == b"x" * 100
+    with pytest.raises(EvidenceError) as late:
+        _paced_read(app_delay=0, body_arrives=False)
+    assert late.value.code == "REQUEST_TIMEOUT"
 
 
 def upload_head(token: str, length: int) -> bytes:

@@ -41,7 +41,7 @@ class Limits:
     max_headers: int
     max_header_bytes: int  # request line and headers together
     header_timeout: float  # from connection (or the request's first byte) to its last header
-    min_body_rate: int  # bytes/s a body must keep up, after a grace of header_timeout
+    min_body_rate: int  # bytes/s a body must keep up once the app reads it, after a grace of header_timeout
     request_timeout: float  # from the last header to the end of the answer
     max_connections: int
     max_uploads: int  # uploads in flight in this process
@@ -287,14 +287,17 @@ class BoundedRequests:
         names = Counter(name for name, _ in scope["headers"] if name in SINGLE_HEADERS)
         repeated = sorted(name.decode() for name, count in names.items() if count > 1)
         scope["path"] = _normalized(scope["path"])
-        started = asyncio.get_running_loop().time()
+        reading_since: float | None = None
         received = 0
 
         async def paced_receive():
-            # the body must have arrived at min_body_rate since the grace ended: a slow client cannot hold a slot
-            nonlocal received
+            # the body must have arrived at min_body_rate since the grace ended: a slow client cannot hold a slot.
+            # The clock starts when the app first reads the body, not when it was called: an app that reads late
+            # (after a slow token lookup) finds the body waiting, and a client is not late for the server's delay.
+            nonlocal received, reading_since
             loop = asyncio.get_running_loop()
-            deadline = started + self.limits.header_timeout + received / self.limits.min_body_rate
+            reading_since = loop.time() if reading_since is None else reading_since
+            deadline = reading_since + self.limits.header_timeout + received / self.limits.min_body_rate
             try:
                 message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
             except TimeoutError:
