@@ -10,6 +10,9 @@ On one fresh temporary root, with the same backend kind and the same shared sour
 2. analyst one backfill of all three assets over every tenant-month, launched with the UI's own GraphQL mutation
            (`launchPartitionBackfill`) against a real `dagster-webserver`, and run by a real `dagster-daemon`
            (backfill daemon, run queue, pools) with the repo's dagster.yaml;
+   `--launch schedule` runs (2) as the 1st of the month does instead: `monthly_evidence_schedule`'s tick
+           evaluated by the code server, its range runs (up to 100 tenants of the last complete month each)
+           launched, queued and run by the same daemon, timed from the tick to the last bundle;
 3. stock   one run per tenant-month, as without a backfill policy: a sample of single-partition runs launched
            through the same webserver and daemon, and extrapolated to all tenant-months (labelled as such).
 
@@ -21,7 +24,8 @@ defs/backfill_wake.py), the orchestration overhead per partition ((analyst - raw
 `--backend postgres` runs every mode on embedded PostgreSQL (Dagster's storage: dagster.production.yaml; the
 ledger) and a moto S3 server (archive, staging, sources), as bench/scale.py and the tests' aws backend do.
 Usage: `make bench [ARGS="--backend postgres"]` or
-`uv run python bench/throughput.py [--tenants 100 --months 12 --run-workers N --backend sqlite|postgres]`.
+`uv run python bench/throughput.py [--tenants 100 --months 12 --run-workers N --backend sqlite|postgres
+--launch backfill|schedule]`.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import date
+from datetime import date, datetime, timezone
 from functools import partial
 from pathlib import Path
 
@@ -48,7 +52,7 @@ from evidence_pipeline.models import FIRST_PERIOD, TenantMonth, first_open_perio
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo, runtime_for, s3_client
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS, demo_transactions
-from evidence_pipeline_tests.dagster_services import dagster_services, graphql
+from evidence_pipeline_tests.dagster_services import LOCATION, dagster_services, graphql
 from evidence_pipeline_tests.fixture_sources import publish_revision
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,6 +72,22 @@ mutation($params: ExecutionParams!) {
     __typename
     ... on LaunchRunSuccess { run { runId } }
     ... on PythonError { message }
+  }
+}"""
+DRY_RUN = """
+mutation($selector: ScheduleSelector!, $timestamp: Float!) {
+  scheduleDryRun(selectorData: $selector, timestamp: $timestamp) {
+    __typename
+    ... on DryRunInstigationTick { evaluationResult { runRequests { tags { key value } } error { message } } }
+    ... on PythonError { message }
+  }
+}"""
+LAUNCH_MANY = """
+mutation($list: [ExecutionParams!]!) {
+  launchMultipleRuns(executionParamsList: $list) {
+    __typename
+    ... on LaunchMultipleRunsResult { launchMultipleRunsResult {
+      __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }
   }
 }"""
 ASSETS = [{"path": ["source_revision"]}, {"path": ["monthly_report"]}, {"path": ["evidence_bundle"]}]
@@ -267,7 +287,7 @@ def wait_for_runs(instance, run_filter, expected_at_least: int, timeout_s: float
 
 def run_analyst_backfill(url: str, instance, partitions: list[TenantMonth]) -> dict[str, float]:
     """The backfill's wall time from its launch, and its timeline from the run records."""
-    from dagster import AssetKey, RunsFilter
+    from dagster import RunsFilter
     from dagster._core.execution.backfill import BulkActionStatus  # the backfill status has no public export
 
     started, launched_at = time.perf_counter(), time.time()
@@ -277,25 +297,77 @@ def run_analyst_backfill(url: str, instance, partitions: list[TenantMonth]) -> d
     if data["__typename"] != "LaunchBackfillSuccess":
         sys.exit(f"backfill not launched: {data}")
     backfill_id = data["backfillId"]
-    bundles = AssetKey("evidence_bundle")
     runs_filter = RunsFilter(tags={"dagster/backfill": backfill_id})
-    # Done when every tenant-month's bundle is materialized and every run has finished (the daemon marks the
-    # backfill itself complete on its next 30 s tick, which no analyst waits for). Polled once a second, the
-    # materialized partitions only while no run is working: the bench's own queries share the cores with what it
-    # measures.
-    expected = {partition_key(tm) for tm in partitions}
+
+    def failed() -> str | None:
+        status = instance.get_backfill(backfill_id).status
+        ongoing = status in (BulkActionStatus.REQUESTED, BulkActionStatus.COMPLETED_SUCCESS)
+        return None if ongoing else f"backfill ended {status}: " + "; ".join(run_failures(instance, runs_filter))
+
+    return await_bundles(instance, runs_filter, partitions, failed, started, launched_at)
+
+
+def run_schedule_tick(url: str, instance, partitions: list[TenantMonth]) -> dict[str, float]:
+    """`monthly_evidence_schedule`'s tick of the 1st, evaluated by the code server (`scheduleDryRun`, the call the
+    daemon's tick and the UI's "Test schedule" make), and its run requests launched as the UI's "Launch all" does
+    (`launchMultipleRuns`); then the queue, the daemon and the run workers, as on the 1st. Timed from the tick."""
+    from dagster import RunsFilter
+
+    tick_time = datetime.now(timezone.utc).replace(day=1, hour=2, minute=0, second=0, microsecond=0)
+    started, launched_at = time.perf_counter(), time.time()
+    tick = graphql(url, DRY_RUN, {"selector": {**LOCATION, "scheduleName": "monthly_evidence_schedule"},
+                                  "timestamp": tick_time.timestamp()})["scheduleDryRun"]
+    if tick["__typename"] != "DryRunInstigationTick" or tick["evaluationResult"]["error"]:
+        sys.exit(f"the schedule's tick failed: {tick}")
+    requests = tick["evaluationResult"]["runRequests"]
+    params = [{"selector": {**LOCATION, "jobName": "monthly_evidence"},
+               "executionMetadata": {"tags": [*request["tags"], {"key": "bench", "value": "schedule"}]}}
+              for request in requests]
+    # "Launch all" sends them in one call; ten at a time keeps each call within the client's 120 s timeout
+    # while the first runs already work.
+    launched = [run for first in range(0, len(params), 10) for run in graphql(
+        url, LAUNCH_MANY, {"list": params[first:first + 10]})["launchMultipleRuns"]["launchMultipleRunsResult"]]
+    refused = [run for run in launched if run["__typename"] != "LaunchRunSuccess"]
+    if refused:
+        sys.exit(f"{len(refused)} of the tick's {len(requests)} runs not launched, first: {refused[0]}")
+    print(f"the schedule's tick: {len(requests)} range runs launched in {time.perf_counter() - started:.1f} s",
+          flush=True)
+    runs_filter = RunsFilter(tags={"bench": "schedule"})
+
+    def failed() -> str | None:
+        failures = run_failures(instance, runs_filter)
+        return "; ".join(failures) if failures else None
+
+    return await_bundles(instance, runs_filter, partitions, failed, started, launched_at)
+
+
+def run_failures(instance, runs_filter) -> list[str]:
+    """The first five step or run failures of the filtered runs, one line each."""
+    from dagster import DagsterRunStatus, RunsFilter
+
+    failed = RunsFilter(run_ids=runs_filter.run_ids, tags=runs_filter.tags, statuses=[DagsterRunStatus.FAILURE])
+    return [
+        f"{record.step_key}: {record.dagster_event.event_specific_data.error.message.splitlines()[0]}"
+        for run in instance.get_runs(filters=failed)
+        for record in instance.all_logs(run.run_id)
+        if record.dagster_event and record.dagster_event.event_type_value in ("STEP_FAILURE", "RUN_FAILURE")
+        and getattr(record.dagster_event.event_specific_data, "error", None)
+    ][:5]
+
+
+def await_bundles(instance, runs_filter, partitions: list[TenantMonth], failed, started: float,
+                  launched_at: float) -> dict[str, float]:
+    """Waits until every tenant-month's bundle is materialized and every run has finished (a backfill is marked
+    complete on the daemon's next tick, which no analyst waits for); then the wall time and the runs' timeline.
+    Polled once a second, the materialized partitions only while no run is working: the bench's own queries share
+    the cores with what it measures."""
+    from dagster import AssetKey
+
+    bundles, expected = AssetKey("evidence_bundle"), {partition_key(tm) for tm in partitions}
     while not (all(run.is_finished for run in instance.get_runs(filters=runs_filter))
                and instance.get_materialized_partitions(bundles) >= expected):
-        if instance.get_backfill(backfill_id).status not in (BulkActionStatus.REQUESTED,
-                                                             BulkActionStatus.COMPLETED_SUCCESS):
-            failures = [
-                f"{record.step_key}: {record.dagster_event.event_specific_data.error.message.splitlines()[0]}"
-                for run in instance.get_runs(filters=runs_filter)
-                for record in instance.all_logs(run.run_id)
-                if record.dagster_event and record.dagster_event.event_type_value in ("STEP_FAILURE", "RUN_FAILURE")
-                and getattr(record.dagster_event.event_specific_data, "error", None)
-            ]
-            sys.exit(f"backfill ended {instance.get_backfill(backfill_id).status}: " + "; ".join(failures[:5]))
+        if (failure := failed()) is not None:
+            sys.exit(failure)
         time.sleep(1.0)
     wait_for_runs(instance, runs_filter, 1)
     elapsed = time.perf_counter() - started
@@ -387,9 +459,14 @@ def main() -> None:
                         help="EVIDENCE_WORKERS of the backfill's runs (default: sqlite unset, each run takes its "
                              "share of the cores; postgres --workers, as the docs' production sizing sets it)")
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--launch", choices=("backfill", "schedule"), default="backfill",
+                        help="(2) as an analyst's UI backfill, or as the monthly schedule's tick of range runs "
+                             "(--months 1: the schedule runs the last complete month)")
     parser.add_argument("--only", choices=("raw",), help="raw: the plain-Python pipeline alone, once, with its CPU "
                                                           "per partition (no Dagster; seconds, not minutes)")
     args = parser.parse_args()
+    if args.launch == "schedule" and args.months != 1:
+        parser.error("--launch schedule runs one month (the last complete one): use --months 1")
     # Every bench month must be an open month of the code location (a partition), here and in every process the
     # bench starts: the window is read when the partitions are first imported.
     os.environ["EVIDENCE_OPEN_MONTHS"] = str(max(args.months, int(os.environ.get("EVIDENCE_OPEN_MONTHS", "12"))))
@@ -448,7 +525,10 @@ def measure(args, root: Path, environment) -> dict:
     with ProcessMeter() as verify_meter:
         verify_s = verify_raw(raw_env, raws[0][1], args.workers)
     print(f"raw's bundles verified in {verify_s:.1f} s", flush=True)
-    one_month = [tm for tm in partitions if tm.period == partitions[0].period]
+    from evidence_pipeline.defs.assets import PARTITIONS_PER_RUN  # after main() set the window of open months
+
+    # One range run as the backfill and the schedule make them: one month, up to PARTITIONS_PER_RUN tenants.
+    one_month = [tm for tm in partitions if tm.period == partitions[0].period][:PARTITIONS_PER_RUN]
     in_run_s = run_one_range_in_process(phase("inrun"), one_month, args.backend)
     print(f"one range run of {len(one_month)} in-process done in {in_run_s:.1f} s", flush=True)
 
@@ -465,9 +545,10 @@ def measure(args, root: Path, environment) -> dict:
     loads = [os.getloadavg()[0]]
     with dagster_services(env, root) as url:
         with ProcessMeter() as dagster_meter:
-            analyst = run_analyst_backfill(url, instance, partitions)
+            launch = run_schedule_tick if args.launch == "schedule" else run_analyst_backfill
+            analyst = launch(url, instance, partitions)
         loads.append(os.getloadavg()[0])
-        print(f"analyst backfill done in {analyst['wall_s']:.1f} s ({analyst['runs']} runs)", flush=True)
+        print(f"{args.launch} done in {analyst['wall_s']:.1f} s ({analyst['runs']} runs)", flush=True)
         stock_s = run_stock_sample(url, instance, sample) if sample else None
     # Once the Dagster services have stopped, as the first ran before they started.
     raws.append(run_metered_raw(phase("raw2"), partitions, args.workers))
@@ -483,6 +564,7 @@ def report(args, partitions, raws, verify_s, verify_meter, in_run_s, one_month, 
     raw_s = sum(seconds for seconds, _ in raws) / len(raws)
     raw_cpu = sum(sum(meter.cpu_by_role().values()) for _, meter in raws) / len(raws)
     analyst_s = analyst["wall_s"]
+    who = "analyst" if args.launch == "backfill" else "schedule"
     from_first_run_s = analyst_s - analyst["pickup_s"]
     run_workers = args.run_workers or (args.workers if args.backend == "postgres" else "a share of the cores")
     print(f"\n{args.tenants} tenants x {args.months} months = {n} tenant-months, raw on {args.workers} workers, "
@@ -493,7 +575,9 @@ def report(args, partitions, raws, verify_s, verify_meter, in_run_s, one_month, 
     print(f"{'  before the backfill, after it':<52} {' / '.join(f'{seconds:.1f}' for seconds, _ in raws):>9}")
     print(f"{'  + verifying every bundle (as the backfill checks)':<52} {raw_s + verify_s:>9.1f} "
           f"{n / (raw_s + verify_s):>13.2f}")
-    print(f"{'2 analyst: one UI backfill via the daemon':<52} {analyst_s:>9.1f} {n / analyst_s:>13.2f}")
+    path = "2 schedule: the tick's range runs via the daemon" if args.launch == "schedule" else \
+        "2 analyst: one UI backfill via the daemon"
+    print(f"{path:<52} {analyst_s:>9.1f} {n / analyst_s:>13.2f}")
     print(f"{'  from its first run created (pick-up excluded)':<52} {from_first_run_s:>9.1f} "
           f"{n / from_first_run_s:>13.2f}")
     if stock_s is not None:
@@ -501,10 +585,10 @@ def report(args, partitions, raws, verify_s, verify_meter, in_run_s, one_month, 
         print(f"{'3 stock: one run per partition (EXTRAPOLATED':<52} {stock_per_partition * n:>9.1f} "
               f"{1 / stock_per_partition:>13.2f}")
         print(f"{'  from ' + str(sample) + ' runs in ' + format(stock_s, '.1f') + ' s)':<52}")
-    print(f"\nratio analyst / raw throughput, everything counted: {raw_s / analyst_s:.2f}")
-    print(f"ratio analyst / raw throughput, from the first run created: {raw_s / from_first_run_s:.2f}")
-    print(f"the same work (raw + verification) / analyst, everything counted: {(raw_s + verify_s) / analyst_s:.2f}")
-    print(f"backfill daemon pick-up delay (launch -> first run created): {analyst['pickup_s']:.1f} s")
+    print(f"\nratio {who} / raw throughput, everything counted: {raw_s / analyst_s:.2f}")
+    print(f"ratio {who} / raw throughput, from the first run created: {raw_s / from_first_run_s:.2f}")
+    print(f"the same work (raw + verification) / {who}, everything counted: {(raw_s + verify_s) / analyst_s:.2f}")
+    print(f"pick-up delay (launch or tick -> first run created): {analyst['pickup_s']:.1f} s")
     print(f"orchestration overhead: {(analyst_s - raw_s) / n * 1000:.1f} ms per partition "
           f"({(from_first_run_s - raw_s) / n * 1000:.1f} from the first run created)")
     in_run_overhead_ms = (in_run_s / one_month - raw_s / n) * 1000
@@ -518,11 +602,11 @@ def report(args, partitions, raws, verify_s, verify_meter, in_run_s, one_month, 
     analyst_cpu, cores = sum(dagster_cpu.values()), len(os.sched_getaffinity(0))
     # The share of the cores' time each mode got: well below 100% means something outside it took the rest.
     print(f"\nCPU s (user + system), sampled: raw {raw_cpu:.1f} ({raw_cpu / n * 1000:.0f} ms per partition, "
-          f"{raw_cpu / (raw_s * cores):.0%} of {cores} cores); analyst {analyst_cpu:.1f} "
+          f"{raw_cpu / (raw_s * cores):.0%} of {cores} cores); {who} {analyst_cpu:.1f} "
           f"({analyst_cpu / n * 1000:.0f} ms per partition, {analyst_cpu / (analyst_s * cores):.0%}; "
           + (f"{analyst_cpu / raw_cpu:.2f}x raw's)" if raw_cpu else "raw too short for the sampler)"))
     verify_cpu = sum(verify_meter.cpu_by_role().values())
-    print(f"  raw's verification: {verify_cpu:.1f} s ({verify_cpu / n * 1000:.0f} ms per partition); analyst CPU "
+    print(f"  raw's verification: {verify_cpu:.1f} s ({verify_cpu / n * 1000:.0f} ms per partition); {who} CPU "
           + (f"{analyst_cpu / (raw_cpu + verify_cpu):.2f}x the same work's" if raw_cpu + verify_cpu else "n/a"))
     for role, cpu in dagster_cpu.items():
         if cpu:
@@ -530,8 +614,8 @@ def report(args, partitions, raws, verify_s, verify_meter, in_run_s, one_month, 
     if stock_s is not None:
         print(f"analyst vs stock: {stock_s / sample * n / analyst_s:.1f}x faster")
     raw_single_mb, raw_total_mb = (max(getattr(meter, size) for _, meter in raws) for size in ("single_mb", "total_mb"))
-    print(f"peak RSS, one process: raw {raw_single_mb:.0f} MB, analyst {dagster_meter.single_mb:.0f} MB")
-    print(f"peak RSS, all processes: raw {raw_total_mb:.0f} MB, analyst {dagster_meter.total_mb:.0f} MB")
+    print(f"peak RSS, one process: raw {raw_single_mb:.0f} MB, {who} {dagster_meter.single_mb:.0f} MB")
+    print(f"peak RSS, all processes: raw {raw_total_mb:.0f} MB, {who} {dagster_meter.total_mb:.0f} MB")
 
 
 if __name__ == "__main__":

@@ -346,9 +346,15 @@ def _presign_seconds(env: dict[str, str]) -> int | None:
     return seconds
 
 
+# Dagster's guidance is at most 100,000 partitions per asset: 6 open months keep 10,000 tenants at 60,000, and
+# stay within it up to 16,666 tenants (bench/README.md, "scale.py"). The registry sensor warns past it.
+DEFAULT_OPEN_MONTHS = 6
+PARTITIONS_GUIDANCE = 100_000
+
+
 def open_months(environ: dict[str, str] | None = None) -> int:
     """EVIDENCE_OPEN_MONTHS alone (the code location reads it when it loads, and must not depend on the rest)."""
-    return _whole(os.environ if environ is None else environ, "EVIDENCE_OPEN_MONTHS", 12)
+    return _whole(os.environ if environ is None else environ, "EVIDENCE_OPEN_MONTHS", DEFAULT_OPEN_MONTHS)
 
 
 def first_period(environ: dict[str, str] | None = None) -> str:

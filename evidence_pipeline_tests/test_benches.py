@@ -14,7 +14,7 @@ import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 HELPERS = {"frontdoor.py", "download_floor.py"}  # started or imported by the benches below, not run alone
-# script -> (its smoke arguments, a line its figures print)
+# script[:variant] -> (its smoke arguments, a line its figures print)
 SMOKE = {
     "cli_verify.py": (["--tenants", "1", "--months", "2", "--reps", "1", "--archive-reps", "1"],
                       "evidence verify ARCHIVE/bundles --workers 1"),
@@ -38,17 +38,20 @@ SMOKE = {
     "stage_times.py": (["--months", "1", "--rounds", "1"], "median stage cost relative to render"),
     "tenant_isolation.py": (["--seconds", "1", "--scanned-pages", "2"], '"p99_ratio"'),
     "throughput.py": (["--tenants", "1", "--months", "1", "--stock-sample", "1"], "peak RSS, all processes"),
+    "throughput.py:schedule": (["--tenants", "2", "--months", "1", "--stock-sample", "0", "--launch", "schedule"],
+                               "ratio schedule / raw throughput"),
 }
 
 
 def test_every_bench_has_a_smoke_run():
-    assert {path.name for path in BENCH.glob("*.py")} - HELPERS == set(SMOKE)
+    assert {path.name for path in BENCH.glob("*.py")} - HELPERS == {name.split(":")[0] for name in SMOKE}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(SMOKE))
 def test_the_bench_runs_to_its_figures(script, tmp_path):
     args, figures = SMOKE[script]
+    script = script.split(":")[0]
     if script == "scale.py":
         args = [*args, "--results", str(tmp_path / "results")]  # not into the checkout
     # Each bench makes its roots with tempfile: under this test's own folder, removed with it.

@@ -22,6 +22,7 @@ from dagster import (
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.definitions import defs
+from evidence_pipeline.defs import automation
 from evidence_pipeline.defs.partitions import run_range, stray_dimension_tags, tenant_month_partitions
 from evidence_pipeline.ledger.tokens import Tokens
 from evidence_pipeline.models import FIRST_PERIOD, first_open_period
@@ -164,7 +165,7 @@ def _complete_months(today: date, count: int) -> list[str]:
     return sorted(months)
 
 
-def _tick_sensor(tmp_path, monkeypatch, registered: list[str], offboarded: tuple[str, ...] = ()):
+def _tick_sensor(tmp_path, monkeypatch, registered: list[str], offboarded: tuple[str, ...] = (), log_handler=None):
     monkeypatch.setenv("EVIDENCE_HOME", str(tmp_path / "home"))
     ledger = runtime_for(Settings.from_env()).ledger
     signers_of(ledger).register_tenants(registered)
@@ -175,6 +176,8 @@ def _tick_sensor(tmp_path, monkeypatch, registered: list[str], offboarded: tuple
     with DagsterInstance.local_temp() as instance:
         instance.add_dynamic_partitions("tenant", ["acme-books"])
         context = build_sensor_context(instance=instance, resources={"evidence": defs.resources["evidence"]})
+        if log_handler:  # the tick's log is Dagster's own logger, outside the logging hierarchy
+            context.log.addHandler(log_handler)
         return sensor.evaluate_tick(context)
 
 
@@ -182,6 +185,18 @@ def test_sensor_adds_the_registered_tenants_in_registration_order(tmp_path, monk
     [request] = _tick_sensor(tmp_path, monkeypatch, ["zeta-foods", "acme-books", "delta-foods"]
                              ).dynamic_partitions_requests
     assert list(request.partition_keys) == ["zeta-foods", "delta-foods"]
+
+
+@pytest.mark.parametrize("guidance", [5, 100_000])
+def test_sensor_warns_when_the_partitions_pass_dagsters_guidance(tmp_path, monkeypatch, caplog, guidance):
+    """The open months times the tenants it adds: past the guidance, the tick's log says which setting to lower."""
+    monkeypatch.setattr(automation, "PARTITIONS_GUIDANCE", guidance)
+    _tick_sensor(tmp_path, monkeypatch, ["zeta-foods", "acme-books", "delta-foods"], log_handler=caplog.handler)
+    months = len(automation.month_partitions.get_partition_keys())
+    warned = [r.getMessage() for r in caplog.records if "past Dagster's guidance" in r.getMessage()]
+    assert months > 1 and warned == ([f"{3 * months} partitions per asset once these tenants are added, past "
+                                      f"Dagster's guidance of 5: lower EVIDENCE_OPEN_MONTHS (docs: Open months)"]
+                                     if guidance == 5 else [])
 
 
 def test_sensor_removes_offboarded_tenants_and_never_adds_them_back(tmp_path, monkeypatch):

@@ -21,8 +21,9 @@ from dagster import (
     sensor,
 )
 
+from evidence_pipeline.config import PARTITIONS_GUIDANCE
 from evidence_pipeline.defs.assets import PARTITIONS_PER_RUN, evidence_bundle, monthly_report, source_revision
-from evidence_pipeline.defs.partitions import last_complete_period, range_tags, tenant_partitions
+from evidence_pipeline.defs.partitions import last_complete_period, month_partitions, range_tags, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.models import TenantMonth
@@ -73,6 +74,10 @@ def tenant_registry_sensor(context: SensorEvaluationContext, evidence: EvidenceR
     gone = sorted(known & offboarded)
     if not new and not gone:
         return SkipReason(f"no new tenants ({len(known)} registered)")
+    partitions = (len(known) + len(new) - len(gone)) * month_partitions.get_num_partitions()
+    if new and partitions > PARTITIONS_GUIDANCE:
+        context.log.warning(f"{partitions} partitions per asset once these tenants are added, past Dagster's "
+                            f"guidance of {PARTITIONS_GUIDANCE}: lower EVIDENCE_OPEN_MONTHS (docs: Open months)")
     requests = [tenant_partitions.build_add_request(new)] if new else []
     requests += [tenant_partitions.build_delete_request(gone)] if gone else []
     return SensorResult(dynamic_partitions_requests=requests)
