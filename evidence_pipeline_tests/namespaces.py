@@ -26,6 +26,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -62,8 +63,10 @@ class Network:
     machine's processes are killed and its namespace, the veths and the bridge are deleted, whatever happened."""
 
     def __init__(self, root: Path):
+        if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("unshare"):
+            pytest.skip("namespaces need root and iproute2's ip and util-linux's unshare")
         self.root = root  # the test's temporary root: hidden in every machine
-        self.tag = f"ev{os.getpid()}"  # interface names stay within Linux's 15 characters: ev + 7 digits + 3
+        self.tag = f"ev{os.getpid()}"  # names within Linux's 15 characters: ev, up to 7 digits, up to 4 more
         self.bridge = f"{self.tag}br"
         self.machines: list[Machine] = []
         used = _used_subnets()
@@ -76,8 +79,6 @@ class Network:
         self.host = str(self.subnet[1])
 
     def __enter__(self) -> Network:
-        if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("unshare"):
-            pytest.skip("namespaces need root and iproute2's ip and util-linux's unshare")
         try:
             _ip("link", "add", self.bridge, "type", "bridge")
         except subprocess.CalledProcessError as error:
@@ -168,10 +169,16 @@ class Machine:
         return self.process
 
     def kill(self) -> None:
-        """SIGKILL, as a container is killed: every process in its PID namespace ends with it."""
+        """SIGKILL, as a container is killed: every process in its PID namespace ends with it. Returns when none
+        is left in the network namespace, so a restart finds its ports free."""
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait()
+        deadline = time.monotonic() + 30
+        while subprocess.run(["ip", "netns", "pids", self.netns], capture_output=True, text=True).stdout.strip():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"processes of {self.name} outlived its kill")
+            time.sleep(0.05)
 
     def log(self, tail: int = 3000) -> str:
         path = self.home / "output.log"
