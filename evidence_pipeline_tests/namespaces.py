@@ -53,6 +53,10 @@ def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
 
 
+def _pids(netns: str) -> list[str]:
+    return subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True).stdout.split()
+
+
 def _used_subnets() -> set[str]:
     listing = subprocess.run(["ip", "-4", "-o", "addr", "show"], check=True, capture_output=True, text=True).stdout
     return {str(ipaddress.ip_interface(line.split()[3]).network) for line in listing.splitlines()}
@@ -116,7 +120,8 @@ class Network:
 
     def close(self) -> None:
         for machine in self.machines:
-            machine.kill()
+            with contextlib.suppress(RuntimeError):  # the namespace and its veth go all the same
+                machine.kill()
             with contextlib.suppress(subprocess.CalledProcessError):
                 _ip("link", "delete", machine.veth)  # both ends, now: a namespace's own end goes only when it does
             with contextlib.suppress(subprocess.CalledProcessError):
@@ -169,15 +174,20 @@ class Machine:
         return self.process
 
     def kill(self) -> None:
-        """SIGKILL, as a container is killed: every process in its PID namespace ends with it. Returns when none
-        is left in the network namespace, so a restart finds its ports free."""
+        """SIGKILL, as a container is killed: every process in the machine. Returns when none is left, so that a
+        restart finds its ports free."""
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait()
+        # unshare's --kill-child ends its PID namespace, but not through a change of user (setpriv): the kernel
+        # clears a process's parent-death signal when its credentials change. So every process of the machine too.
         deadline = time.monotonic() + 30
-        while subprocess.run(["ip", "netns", "pids", self.netns], capture_output=True, text=True).stdout.strip():
+        while pids := _pids(self.netns):
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
             if time.monotonic() > deadline:
-                raise RuntimeError(f"processes of {self.name} outlived its kill")
+                raise RuntimeError(f"processes of {self.name} outlived SIGKILL: {pids}")
             time.sleep(0.05)
 
     def log(self, tail: int = 3000) -> str:
