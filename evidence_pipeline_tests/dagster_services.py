@@ -45,17 +45,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def grpc_workspace(path: Path, port: int) -> Path:
-    """deploy/workspace.yaml, pointed at a code server on 127.0.0.1:``port``, written to ``path``."""
+def grpc_workspace(path: Path, port: int, host: str = "127.0.0.1") -> Path:
+    """deploy/workspace.yaml, pointed at a code server on ``host``:``port``, written to ``path``."""
     config = yaml.safe_load((REPO / "deploy" / "workspace.yaml").read_text())
-    config["load_from"][0]["grpc_server"].update(host="127.0.0.1", port=port)
+    config["load_from"][0]["grpc_server"].update(host=host, port=port)
     path.write_text(yaml.safe_dump(config))
     return path
 
 
-def code_server_command(port: int) -> list[str]:
-    """`dagster code-server start` of the location on 127.0.0.1:``port``, as the image's command runs it."""
-    return [str(Path(sys.executable).parent / "dagster"), "code-server", "start", "--host", "127.0.0.1",
+def code_server_command(port: int, host: str = "127.0.0.1") -> list[str]:
+    """`dagster code-server start` of the location on ``host``:``port``, as the image's command runs it."""
+    return [str(Path(sys.executable).parent / "dagster"), "code-server", "start", "--host", host,
             "--port", str(port), "--module-name", "evidence_pipeline.definitions",
             "--location-name", "evidence_pipeline"]
 
