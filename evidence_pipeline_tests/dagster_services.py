@@ -23,7 +23,7 @@ import psutil
 import pytest
 import requests
 import yaml
-from dagster import DagsterInstance
+from dagster import DagsterInstance, RunsFilter
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.models import TenantMonth
@@ -191,12 +191,21 @@ def one_tenant_site(root: Path, env: dict[str, str], tenant: str, months: list[s
         yield runtime, instance, stack.enter_context(dagster_services(dict(os.environ), root))
 
 
-def launch_backfill(url: str, partition: str) -> str:
-    """A backfill of the three evidence assets for ``partition``, as the UI's catalog launches it; its id."""
+def launch_backfill(url: str, *partitions: str) -> str:
+    """A backfill of the three evidence assets for ``partitions``, as the UI's catalog launches it; its id."""
     result = graphql(url, LAUNCH_BACKFILL, {"params": {"assetSelection": [{"path": [a]} for a in ASSETS],
-                                                       "partitionNames": [partition]}})
+                                                       "partitionNames": list(partitions)}})
     assert result["launchPartitionBackfill"]["__typename"] == "LaunchBackfillSuccess", result
     return result["launchPartitionBackfill"]["backfillId"]
+
+
+def backfill_finished(instance: DagsterInstance, backfill_id: str) -> bool:
+    """The backfill has made its runs and every one of them has finished."""
+    from dagster._core.execution.backfill import BulkActionStatus  # no public export
+
+    runs = instance.get_runs(RunsFilter(tags={"dagster/backfill": backfill_id}))
+    return (instance.get_backfill(backfill_id).status != BulkActionStatus.REQUESTED and bool(runs)
+            and all(run.is_finished for run in runs))
 
 
 def wait_for(condition, what: str, timeout_s: float = 900):

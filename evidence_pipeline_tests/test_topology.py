@@ -42,15 +42,16 @@ from evidence_pipeline_tests.conftest import aws_environment, new_database
 from evidence_pipeline_tests.dagster_services import (
     REPO,
     _free_port,
+    backfill_finished,
     code_server,
     code_server_command,
     dagster_services,
-    graphql,
     grpc_workspace,
+    launch_backfill,
 )
 from evidence_pipeline_tests.fixture_sources import publish_revision
 from evidence_pipeline_tests.signers import Signers
-from evidence_pipeline_tests.test_launch_paths import LAUNCH_BACKFILL, key
+from evidence_pipeline_tests.test_launch_paths import key
 
 pytestmark = pytest.mark.slow
 
@@ -125,20 +126,9 @@ def test_a_backfill_runs_through_code_server_webserver_daemon_and_run_processes(
         # The registry sensor, evaluated in the code server at the daemon's request, makes the tenants partitions.
         _wait_until("the registry sensor's tick", lambda: instance.get_dynamic_partitions("tenant") == TENANTS)
 
-        launched = graphql(url, LAUNCH_BACKFILL, {"params": {
-            "assetSelection": [{"path": [asset]} for asset in ASSETS],
-            "partitionNames": [key(tm) for tm in BACKFILL]}})["launchPartitionBackfill"]
-        assert launched["__typename"] == "LaunchBackfillSuccess", launched
-        backfill_id = launched["backfillId"]
+        backfill_id = launch_backfill(url, *(key(tm) for tm in BACKFILL))
 
-        def finished() -> bool:
-            from dagster._core.execution.backfill import BulkActionStatus  # no public export
-
-            runs = instance.get_runs(RunsFilter(tags={"dagster/backfill": backfill_id}))
-            return (instance.get_backfill(backfill_id).status != BulkActionStatus.REQUESTED and bool(runs)
-                    and all(run.is_finished for run in runs))
-
-        _wait_until("the backfill", finished, interval_s=2)
+        _wait_until("the backfill", lambda: backfill_finished(instance, backfill_id), interval_s=2)
         runs = instance.get_runs(RunsFilter(tags={"dagster/backfill": backfill_id}))
         assert {run.status for run in runs} == {DagsterRunStatus.SUCCESS}, [run.status for run in runs]
         # The services (and the processes they keep) are alive; the run workers ended with their runs.

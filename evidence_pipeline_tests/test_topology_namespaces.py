@@ -55,12 +55,13 @@ from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline.tempfiles import MARKER
 from evidence_pipeline_tests.dagster_services import (
-    LAUNCH_BACKFILL,
     LOCATION,
     REPO,
+    backfill_finished,
     code_server_command,
     graphql,
     grpc_workspace,
+    launch_backfill,
 )
 from evidence_pipeline_tests.fixture_sources import publish_revision
 from evidence_pipeline_tests.intake_server import pdf_bytes
@@ -243,20 +244,9 @@ def test_the_topology_with_every_component_on_a_machine_of_its_own(tmp_path, mon
                     everything)
 
         # A backfill, as the UI launches it.
-        launched = graphql(url, LAUNCH_BACKFILL, {"params": {
-            "assetSelection": [{"path": [asset]} for asset in ASSETS],
-            "partitionNames": [key(tm) for tm in BACKFILL]}})["launchPartitionBackfill"]
-        assert launched["__typename"] == "LaunchBackfillSuccess", launched
-        backfill_id = launched["backfillId"]
+        backfill_id = launch_backfill(url, *(key(tm) for tm in BACKFILL))
 
-        def backfill_done() -> bool:
-            from dagster._core.execution.backfill import BulkActionStatus  # no public export
-
-            runs = instance.get_runs(RunsFilter(tags={"dagster/backfill": backfill_id}))
-            return (instance.get_backfill(backfill_id).status != BulkActionStatus.REQUESTED and bool(runs)
-                    and all(run.is_finished for run in runs))
-
-        _wait_until("the backfill", backfill_done, everything, interval_s=2)
+        _wait_until("the backfill", lambda: backfill_finished(instance, backfill_id), everything, interval_s=2)
         runs = instance.get_runs(RunsFilter(tags={"dagster/backfill": backfill_id}))
         assert {run.status for run in runs} == {DagsterRunStatus.SUCCESS}, [run.status for run in runs]
         # A run's output, captured on the code machine, read by the webserver on its own: the compute-logs volume.
