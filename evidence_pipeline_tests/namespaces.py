@@ -152,7 +152,9 @@ class Machine:
         places = [place for place in (*SCRATCH, self.network.root) if place.exists()]
         hidden = [place for place in places if not any(other in place.parents for other in places)]
         mounts = [Volume(self.home), *volumes, Volume(REPO, read_only=True)]
-        script = ["set -e", "mount -t tmpfs -o mode=0755 staging /mnt"]
+        # A container's umask, not the test process's: `evidence` commands run in-process by other tests leave
+        # 077, and mount points made under it would keep a machine's own user (PostgreSQL's) out of its directory.
+        script = ["set -e", "umask 022", "mount -t tmpfs -o mode=0755 staging /mnt"]
         # Bind what stays visible under /mnt first: the tmpfs over the hidden places then covers the originals.
         for number, volume in enumerate(mounts):
             script += [f"mkdir /mnt/{number}", f"mount --bind {shlex.quote(str(volume.source))} /mnt/{number}"]

@@ -141,7 +141,7 @@ def test_an_evidence_job_for_a_month_that_is_not_a_partition_is_refused_and_the_
 ):
     """Accepted by a server whose clock ran ahead: the month is not complete (not a partition) on the dispatcher's
     clock. The job is rejected with its code, and every other job of the tick is dispatched."""
-    from datetime import date, datetime, timezone
+    from datetime import datetime, timedelta, timezone
 
     from evidence_pipeline.intake.admission import submit_evidence_job
     from evidence_pipeline.ledger.admission import Clock
@@ -151,7 +151,8 @@ def test_an_evidence_job_for_a_month_that_is_not_a_partition_is_refused_and_the_
         monkeypatch.setenv(name, value)  # the Dagster resource reads the same environment
     now = datetime.now(timezone.utc).date()
     this_month = f"{now.year:04d}-{now.month:02d}"
-    ahead = date(now.year + 1, now.month, 1)  # the server's clock, a year ahead: this month looks complete
+    # The server's clock, on the 1st of next month: this month looks complete, and open in any window.
+    ahead = (now.replace(day=28) + timedelta(days=4)).replace(day=1)
     job, _ = submit_evidence_job(documents, SMALL.tenant, "ahead", {"period": this_month}, "test", Clock(None),
                                  today=ahead)
     with pytest.raises(EvidenceError) as refused:  # on the server's own clock the month is refused at admission
