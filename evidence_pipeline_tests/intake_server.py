@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
+from prometheus_client.parser import text_string_to_metric_families
 from pypdf import PdfWriter
 
 from evidence_pipeline.config import Settings
@@ -52,6 +53,27 @@ def running_app(app, settings: Settings) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+
+
+def scrape(url: str) -> dict[tuple[str, tuple], float]:
+    """(sample name, sorted labels) -> value of every sample ``url`` exposes, parsed by prometheus_client."""
+    response = httpx.get(url, timeout=30)
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(response.text) for sample in family.samples}
+
+
+def value(samples: dict, name: str, **labels) -> float | None:
+    return samples.get((name, tuple(sorted(labels.items()))))
+
+
+def wait_until_receiving(url: str, uploads: int) -> None:
+    """Wait until the server at ``url`` receives the bodies of ``uploads`` uploads: their token, quota and slot
+    checks are behind them (its gauge), however loaded the machine."""
+    deadline = time.monotonic() + 60
+    while value(scrape(f"{url}/metrics"), "evidence_intake_uploads_receiving") != uploads:
+        assert time.monotonic() < deadline, f"the server never received {uploads} uploads at once"
+        time.sleep(0.02)
 
 
 EVIDENCE = str(Path(sys.executable).with_name("evidence"))

@@ -29,6 +29,7 @@ from evidence_pipeline_tests.intake_server import (
     serving,
     tokens,
     upload,
+    wait_until_receiving,
 )
 
 LOCAL = pytest.mark.parametrize("backend", ["local"], indirect=True)  # connection handling is the same on both
@@ -173,6 +174,14 @@ def upload_head(token: str, length: int) -> bytes:
             + b"\r\nContent-Type: application/pdf\r\nContent-Length: %d\r\n\r\n" % length)
 
 
+def holding_server(backend, **overrides: str):
+    """Documents and a server whose stalled uploads keep their slots for a minute, however loaded the machine: with
+    the module's 1 s grace, an upload held longer is refused 408 and frees its slots."""
+    documents = open_documents(Settings.from_env(intake_environment(backend) | INTAKE_OVERRIDES | overrides | {
+        "EVIDENCE_INTAKE_HEADER_TIMEOUT_SECONDS": "60"}))
+    return documents, running_server(documents)
+
+
 def start_upload(url: str, token: str, producer: str) -> tuple[socket.socket, bytes]:
     """An upload whose first 10 bytes are sent: it holds its slots until the rest is."""
     sock, data = connect(url), pdf_bytes(producer=producer)
@@ -187,23 +196,25 @@ def finish_uploads(held: list[tuple[socket.socket, bytes]]) -> None:
 
 
 @LOCAL
-def test_uploads_in_flight_are_bounded_per_tenant_and_in_all(documents, intake):
+def test_uploads_in_flight_are_bounded_per_tenant_and_in_all(backend):
+    documents, server = holding_server(backend)
     acme, globex = tokens(documents)
     body = pdf_bytes()
-    held = [start_upload(intake, acme, f"held {n}") for n in range(2)]
-    with client(intake, acme) as http:
-        time.sleep(0.3)  # the two uploads reach the endpoint and take their slots
-        refused = upload(http, body)
-        assert (refused.status_code, error_code(refused)) == (503, "INTAKE_BUSY")
-        assert refused.headers["retry-after"] == "30"
-    held.append(start_upload(intake, globex, "held 2"))
-    with client(intake, globex) as http:
-        time.sleep(0.3)
-        refused = upload(http, body)  # globex holds one of its two, but the process holds three of three
-        assert (refused.status_code, error_code(refused)) == (503, "INTAKE_BUSY")
-    finish_uploads(held)
-    with client(intake, acme) as http:
-        assert upload(http, pdf_bytes(producer="after")).status_code == 201
+    with server as url:
+        held = [start_upload(url, acme, f"held {n}") for n in range(2)]
+        wait_until_receiving(url, 2)  # the two hold acme's two slots
+        with client(url, acme) as http:
+            refused = upload(http, body)
+            assert (refused.status_code, error_code(refused)) == (503, "INTAKE_BUSY")
+            assert refused.headers["retry-after"] == "30"
+        held.append(start_upload(url, globex, "held 2"))
+        wait_until_receiving(url, 3)
+        with client(url, globex) as http:
+            refused = upload(http, body)  # globex holds one of its two, but the process holds three of three
+            assert (refused.status_code, error_code(refused)) == (503, "INTAKE_BUSY")
+        finish_uploads(held)
+        with client(url, acme) as http:
+            assert upload(http, pdf_bytes(producer="after")).status_code == 201
 
 
 @LOCAL
@@ -213,12 +224,11 @@ def test_an_upload_past_the_bound_is_answered_before_its_body_and_its_token_and_
     ends with a FIN after the answer. Before: the 503 (or 401) came after the token and quota lookups, and uvicorn
     closed the socket with the body's first MiB unread, so the kernel sent a reset behind the answer, which a
     client still sending never reads."""
-    documents = open_documents(Settings.from_env(
-        intake_environment(backend) | INTAKE_OVERRIDES | {"EVIDENCE_INTAKE_MAX_BYTES": str(64 << 20)}))
+    documents, server = holding_server(backend, EVIDENCE_INTAKE_MAX_BYTES=str(64 << 20))
     acme, globex = tokens(documents)
-    with running_server(documents) as url:
+    with server as url:
         held = [start_upload(url, token, f"held {n}") for n, token in enumerate((acme, acme, globex))]
-        time.sleep(0.3)  # the three reach the endpoint: three of three in flight
+        wait_until_receiving(url, 3)  # three of three in flight
         for token in (globex, "not-a-token"):
             sock = connect(url)
             sock.sendall(upload_head(token, 64 << 20) + b"%PDF-" + b"0" * ((1 << 20) - 5))

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import text
 
 from evidence_pipeline.audit.checkpoints import publish_checkpoint
@@ -24,10 +23,12 @@ from evidence_pipeline_tests.intake_server import (
     client,
     intake_environment,
     pdf_bytes,
+    scrape,
     serving,
     submit,
     tokens,
     upload,
+    value,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,18 +37,6 @@ LABEL_VALUES = {  # every label's vocabulary: bounded, and nothing of a tenant's
     "state": {"accepted", "retry_wait", "running", "succeeded", "rejected", "dead", "pending"},
     "figure": {"size", "used", "available"},
 }
-
-
-def scrape(url: str) -> dict[tuple[str, tuple], float]:
-    """(sample name, sorted labels) -> value of every sample ``url`` exposes, parsed by prometheus_client."""
-    response = httpx.get(url, timeout=30)
-    assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
-    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
-            for family in text_string_to_metric_families(response.text) for sample in family.samples}
-
-
-def value(samples: dict, name: str, **labels) -> float | None:
-    return samples.get((name, tuple(sorted(labels.items()))))
 
 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)
@@ -226,6 +215,8 @@ def test_every_worker_of_a_server_reports_every_workers_admissions(backend, docu
         base = f"http://127.0.0.1:{port}"
         for _ in range(20):  # new connections each: both workers answer some
             assert httpx.get(f"{base}/openapi.json", timeout=30).status_code == 200
-        counts = {value(scrape(f"{base}/metrics"), "evidence_admission_duration_seconds_count",
-                        endpoint="/openapi.json", code="200") for _ in range(6)}
+        scrapes = [scrape(f"{base}/metrics") for _ in range(6)]
+    counts = {value(samples, "evidence_admission_duration_seconds_count", endpoint="/openapi.json", code="200")
+              for samples in scrapes}
     assert counts == {20}
+    assert {value(samples, "evidence_intake_uploads_receiving") for samples in scrapes} == {0}  # the live workers'

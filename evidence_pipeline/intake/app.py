@@ -45,6 +45,7 @@ from evidence_pipeline.metrics.http import (
     metrics_route,
     registry_for,
     shared_between_workers,
+    uploads_receiving,
 )
 from evidence_pipeline.monthly.source_format import SourceRejected
 from evidence_pipeline.store.local import io_errors
@@ -126,7 +127,7 @@ def create_app(documents: Documents) -> AdmissionTimer:
     registry = registry_for(documents.runtime)
     tokens = documents.tokens
     limits = Limits.of(settings, RETRY_AFTER_SECONDS)
-    uploads = UploadsInFlight(limits)
+    uploads = UploadsInFlight(limits, uploads_receiving(registry))
 
     async def caller_of(request: Request) -> tuple[str, str]:
         """(tenant, token id) of the request's bearer token."""

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
 import httptools
+from prometheus_client import Gauge
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -335,10 +336,10 @@ class UploadsInFlight:
     """Uploads being received by this process. The process's bound is checked first, before the request's token is
     looked up (``bounded``, around the endpoint): past it, a burst is answered 503 by the event loop alone, with no
     ledger read and no byte of a body read. The tenant is known only once its token is checked, so the endpoint
-    then takes the tenant's slot (``with uploads.slot(tenant):``)."""
+    then takes the tenant's slot (``with uploads.slot(tenant):``), counted in ``receiving`` (a gauge)."""
 
-    def __init__(self, limits: Limits):
-        self.limits = limits
+    def __init__(self, limits: Limits, receiving: Gauge):
+        self.limits, self.receiving = limits, receiving
         self.in_flight = 0
         self.counts: Counter[str] = Counter()
 
@@ -361,9 +362,11 @@ class UploadsInFlight:
             raise EvidenceError(ReasonCode.INTAKE_BUSY,
                                 f"at most {limits.tenant_max_uploads} uploads in flight per tenant; try again later")
         counts[tenant] += 1
+        self.receiving.inc()
         try:
             yield
         finally:
+            self.receiving.dec()
             counts[tenant] -= 1
             if not counts[tenant]:
                 del counts[tenant]

@@ -76,6 +76,8 @@ METRICS = (
            "delivery; absent when none waits"),
     Metric("evidence_admission_duration_seconds", "histogram", ("endpoint", "code"), "intake server only: time "
            "from a request's arrival to its answer, by route template and HTTP status"),
+    Metric("evidence_intake_uploads_receiving", "gauge", (), "intake server only: uploads whose bodies are being "
+           "received now (past their token and quota checks), summed over the server's workers"),
 )
 _BY_NAME = {metric.name: metric for metric in METRICS}
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 
 import uvicorn
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest, multiprocess
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, Histogram, generate_latest, multiprocess
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -48,8 +48,19 @@ def registry_for(runtime: Runtime) -> CollectorRegistry:
 def admission_histogram(registry: CollectorRegistry) -> Histogram:
     """The admission histogram, in ``registry`` (one process), or in the shared files that registry reads."""
     metric = next(m for m in METRICS if m.name == "evidence_admission_duration_seconds")
-    shared = bool(os.environ.get(MULTIPROCESS_DIR))
-    return Histogram(metric.name, metric.help, metric.labels, buckets=BUCKETS, registry=None if shared else registry)
+    return Histogram(metric.name, metric.help, metric.labels, buckets=BUCKETS, registry=_own(registry))
+
+
+def uploads_receiving(registry: CollectorRegistry) -> Gauge:
+    """The gauge of uploads being received; under several workers each writes its own file and a scrape sums the
+    live ones (a dead worker's uploads are not being received)."""
+    metric = next(m for m in METRICS if m.name == "evidence_intake_uploads_receiving")
+    return Gauge(metric.name, metric.help, registry=_own(registry), multiprocess_mode="livesum")
+
+
+def _own(registry: CollectorRegistry) -> CollectorRegistry | None:
+    """``registry`` in one process; none under several workers, whose metrics go to the shared files."""
+    return None if os.environ.get(MULTIPROCESS_DIR) else registry
 
 
 @contextlib.contextmanager
