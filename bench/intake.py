@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -158,10 +159,23 @@ async def burst(port: int, token: str, payloads: list[bytes]) -> list[float]:
     return await asyncio.gather(*(one(p) for p in payloads))
 
 
-def timed_burst(port: int, token: str, payloads: list[bytes]) -> tuple[list[float], float]:
-    start = time.perf_counter()
+def timed_burst(port: int, token: str, payloads: list[bytes], server: subprocess.Popen
+                ) -> tuple[list[float], float, float]:
+    """The burst's client latencies, its wall time and the CPU seconds the server (with its workers) spent."""
+    before, start = server_cpu(server), time.perf_counter()
     latencies = asyncio.run(burst(port, token, payloads))
-    return latencies, time.perf_counter() - start
+    return latencies, time.perf_counter() - start, server_cpu(server) - before
+
+
+def server_cpu(server: subprocess.Popen) -> float:
+    """User + system CPU seconds of ``server`` and its worker processes so far."""
+    root = psutil.Process(server.pid)
+    total = 0.0
+    for process in [root, *root.children(recursive=True)]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = process.cpu_times()
+            total += times.user + times.system
+    return total
 
 
 async def sustained(port: int, token: str, count: int, size: int, per_second: float) -> tuple[list[float], dict]:
@@ -334,16 +348,17 @@ def main() -> None:
         print(f"ledger: {args.backend}; intake serve --workers {args.workers or 'default'}")
         backfill = stack.enter_context(running(started_backfill(root, args.backfill_months)))
         payloads = [document(int(args.size_mb * 2**20)) for _ in range(args.uploads)]
-        floor_latencies, floor_wall = timed_burst(floor_port, token, payloads)
-        latencies, wall = timed_burst(port, token, payloads)
+        floor_latencies, floor_wall, floor_cpu = timed_burst(floor_port, token, payloads, floor)
+        latencies, wall, cpu = timed_burst(port, token, payloads, server)
         during = ("without a backfill" if backfill is None else "during a backfill" if backfill.poll() is None
                   else "(the backfill ended during the burst)")
         stats = json.loads(subprocess.run([EVIDENCE, "stats", "--json"], env=full_env, check=True,
                                           capture_output=True, text=True).stdout)["admission"]
         print(f"burst: {args.uploads} concurrent uploads of {args.size_mb} MB {during}")
-        print(f"  floor, a server that hashes, writes and fsyncs each body: {rate(args.uploads, floor_wall)}")
+        print(f"  floor, a server that hashes, writes and fsyncs each body: {rate(args.uploads, floor_wall)}, "
+              f"server CPU {floor_cpu / args.uploads * 1000:.1f} ms per upload")
         print(f"    client latency {figures(floor_latencies)}")
-        print(f"  intake serve: {rate(args.uploads, wall)}")
+        print(f"  intake serve: {rate(args.uploads, wall)}, server CPU {cpu / args.uploads * 1000:.1f} ms per upload")
         print(f"    client latency {figures(latencies)}")
         print(f"    admission_ms   p50={stats['p50']:.0f}ms p95={stats['p95']:.0f}ms p99={stats['p99']:.0f}ms "
               f"(server: request start to ledger commit)")

@@ -130,7 +130,7 @@ def test_two_server_processes_admitting_at_once_never_pass_the_byte_quota(docume
     checked, b_done = threading.Event(), threading.Event()
 
     def pause_after_the_check(conn, cursor, statement, *args):
-        if "sum(evidence_documents.size)" in statement and not checked.is_set():
+        if "FROM evidence_tenant_storage" in statement and not checked.is_set():
             checked.set()
             b_done.wait(timeout=3)
 

@@ -8,6 +8,7 @@ from sqlalchemy.exc import DatabaseError
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.admission import Clock
+from evidence_pipeline.ledger.documents import DocumentRecords
 from evidence_pipeline.ledger.jobs import JobKey, Lease
 from evidence_pipeline.ledger.ledger import GENESIS_HASH, canonical, chain_hash, migration_config
 from evidence_pipeline.ledger.submissions import Submissions
@@ -188,7 +189,36 @@ def test_migrations_are_versioned_and_idempotent(ledger):
     again = Ledger(ledger.engine.url.render_as_string(hide_password=False))
     assert again.verify_chain() == 3
     with ledger.engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM evidence_ledger_version")).scalar() == "0014"
+        assert conn.execute(text("SELECT version_num FROM evidence_ledger_version")).scalar() == "0015"
+
+
+def test_each_tenants_stored_bytes_are_the_sum_of_its_documents_and_revision_0015_computes_them(ledger):
+    """Admission reads the running total, not a sum over the tenant's history (23.5 ms at 100,000 documents on
+    SQLite, twice an upload); it must equal that sum, and 0015 sums the documents admitted before it."""
+    records = DocumentRecords(ledger)
+
+    def admit(tenant: str, digit: str, size: int):
+        return records.admit_document(tenant, digit * 64, size, "application/pdf", f"{tenant}/{digit}", "test",
+                                      Clock(None), 2500)
+
+    for tenant, digit, size in (("acme", "a", 1000), ("acme", "b", 1200), ("globex", "a", 700), ("acme", "a", 1000)):
+        admit(tenant, digit, size)  # the last is acme's first document again: admitted once, counted once
+    with pytest.raises(EvidenceError) as refused:
+        admit("acme", "c", 301)  # 2,200 + 301 > 2,500
+    assert refused.value.code == "TENANT_QUOTA_EXCEEDED"
+    sums = "SELECT tenant, SUM(size) FROM evidence_documents GROUP BY tenant ORDER BY tenant"
+    totals = "SELECT tenant, stored_bytes FROM evidence_tenant_storage ORDER BY tenant"
+    with ledger.engine.connect() as conn:
+        assert conn.execute(text(totals)).all() == conn.execute(text(sums)).all() == [("acme", 2200), ("globex", 700)]
+    assert (records.stored_bytes("acme"), records.stored_bytes("initech")) == (2200, 0)
+
+    with ledger.engine.begin() as conn:  # the ledger as revision 0014 left it
+        conn.execute(text("DROP TABLE evidence_tenant_storage"))
+        conn.execute(text("UPDATE evidence_ledger_version SET version_num = '0014'"))
+    upgraded = Ledger(ledger.engine.url.render_as_string(hide_password=False))
+    with upgraded.engine.connect() as conn:
+        assert conn.execute(text(totals)).all() == [("acme", 2200), ("globex", 700)]
+    assert admit("globex", "b", 1800)[1]  # 700 + 1,800 = 2,500: the quota, exactly
 
 
 # Issue 16, finding 12: the ledger's tables move under the evidence_ prefix (Dagster owns `jobs` in a shared

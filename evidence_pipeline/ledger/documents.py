@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import Connection, bindparam, func, select
+from sqlalchemy import Connection, bindparam, select
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.admission import Clock, serialize_admissions
@@ -21,6 +21,12 @@ class DocumentRecords:
         self.documents = ledger.documents
         self._document_query = select(self.documents).where(
             self.documents.c.document_id == bindparam("document_id"), self.documents.c.tenant == bindparam("tenant"))
+        storage = ledger.tenant_storage
+        # the running total of the tenant's document sizes (migration 0015): one row, however long its history
+        self._stored_query = select(storage.c.stored_bytes).where(storage.c.tenant == bindparam("tenant"))
+        self._first_stored = storage.insert()
+        self._add_stored = storage.update().where(storage.c.tenant == bindparam("for_tenant")).values(
+            stored_bytes=storage.c.stored_bytes + bindparam("size"))
 
     def admit_document(
         self, tenant: str, sha256: str, size: int, media_type: str, store_key: str, actor: str, clock: Clock,
@@ -31,15 +37,14 @@ class DocumentRecords:
         tenant past ``max_bytes`` stored is TENANT_QUOTA_EXCEEDED, checked in the transaction that admits it (admissions
         that check a quota commit one after another, so each sees the last: serialize_admissions)."""
         document_id = "doc_" + sha256_text(f"{tenant}/{sha256}")[:40]
-        docs = self.documents.c
 
         def admit(conn: Connection) -> tuple[dict, bool]:
             existing = self._document(conn, tenant, document_id)
             if existing is not None:
                 return existing, False
             serialize_admissions(conn)
-            stored = conn.execute(select(func.coalesce(func.sum(docs.size), 0)).where(docs.tenant == tenant)).scalar()
-            if stored + size > max_bytes:
+            stored = self._stored(conn, tenant)  # None: the tenant's first document
+            if (stored or 0) + size > max_bytes:
                 raise EvidenceError(ReasonCode.TENANT_QUOTA_EXCEEDED, f"at most {max_bytes} stored document bytes")
             now = time.time()
             event = self.ledger._append(
@@ -50,19 +55,14 @@ class DocumentRecords:
                 actor,
                 {"document_id": document_id, "bytes": size, "media_type": media_type, **clock.details()},
             )
-            conn.execute(
-                self.documents.insert().values(
-                    document_id=document_id,
-                    tenant=tenant,
-                    sha256=sha256,
-                    size=size,
-                    media_type=media_type,
-                    store_key=store_key,
-                    created_at=now,
-                    event_seq=event.seq,
-                )
-            )
-            return self._document(conn, tenant, document_id), True
+            row = {"document_id": document_id, "tenant": tenant, "sha256": sha256, "size": size,
+                   "media_type": media_type, "store_key": store_key, "created_at": now, "event_seq": event.seq}
+            conn.execute(self.documents.insert(), row)
+            if stored is None:
+                conn.execute(self._first_stored, {"tenant": tenant, "stored_bytes": size})
+            else:
+                conn.execute(self._add_stored, {"for_tenant": tenant, "size": size})
+            return row, True
 
         return self.ledger._transact_together(admit)
 
@@ -76,9 +76,11 @@ class DocumentRecords:
         return None if row is None else dict(row._mapping)
 
     def stored_bytes(self, tenant: str) -> int:
-        docs = self.documents.c
         with classified_errors(), self.ledger.engine.connect() as conn:
-            return conn.execute(select(func.coalesce(func.sum(docs.size), 0)).where(docs.tenant == tenant)).scalar()
+            return self._stored(conn, tenant) or 0
+
+    def _stored(self, conn: Connection, tenant: str) -> int | None:
+        return conn.execute(self._stored_query, {"tenant": tenant}).scalar()
 
     def existing_documents(self, tenant: str, document_ids: set[str]) -> set[str]:
         """Which of ``document_ids`` are ``tenant``'s documents."""

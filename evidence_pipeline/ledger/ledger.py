@@ -196,7 +196,8 @@ class Ledger(JobTransitions):
             tables.reflect(self.engine, only=("evidence_audit_events", "evidence_publications", "evidence_jobs",
                                               "evidence_document_jobs", "evidence_publication_claims",
                                               "evidence_tenants", "evidence_api_tokens", "evidence_documents",
-                                              "evidence_batches", "evidence_job_attempts"))
+                                              "evidence_batches", "evidence_job_attempts",
+                                              "evidence_tenant_storage"))
         self.audit_events = tables.tables["evidence_audit_events"]
         self.publications = tables.tables["evidence_publications"]
         self.claims = tables.tables["evidence_publication_claims"]  # who is publishing a tenant-month (supersedes)
@@ -209,6 +210,7 @@ class Ledger(JobTransitions):
         self.api_tokens = tables.tables["evidence_api_tokens"]
         self.documents = tables.tables["evidence_documents"]
         self.batches = tables.tables["evidence_batches"]
+        self.tenant_storage = tables.tables["evidence_tenant_storage"]  # each tenant's stored document bytes
         # Every append runs these two: built once, they cost no statement construction per event.
         self._chain_head = select(self.audit_events.c.event_hash).order_by(self.audit_events.c.seq.desc()).limit(1)
         self._insert_event = self.audit_events.insert()

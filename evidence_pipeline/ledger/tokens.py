@@ -6,7 +6,7 @@ from __future__ import annotations
 import secrets
 import time
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, bindparam, select
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.db import classified_errors
@@ -20,6 +20,10 @@ class Tokens:
     def __init__(self, ledger: Ledger):
         self.ledger = ledger
         self.tokens = ledger.api_tokens
+        tokens = self.tokens.c
+        # every request of the tenant API runs it: built once, no statement construction per request
+        self._live_token = select(tokens.tenant, tokens.token_id).where(tokens.token_sha256 == bindparam("sha256"),
+                                                                        tokens.revoked_at.is_(None))
 
     def issue_token(self, conn: Connection, tenant: str, actor: str, details: dict) -> tuple[str, str, LedgerEvent]:
         """A new API token for ``tenant`` in the caller's transaction (the action gate's): (token id, token, its
@@ -59,11 +63,8 @@ class Tokens:
 
     def caller_of_token(self, token: str) -> tuple[str, str] | None:
         """(tenant, token id) of a live token, or None (unknown or revoked)."""
-        tokens = self.tokens.c
-        query = select(tokens.tenant, tokens.token_id).where(tokens.token_sha256 == sha256_text(token),
-                                                             tokens.revoked_at.is_(None))
         with classified_errors(), self.ledger.engine.connect() as conn:
-            row = conn.execute(query).first()
+            row = conn.execute(self._live_token, {"sha256": sha256_text(token)}).first()
         return None if row is None else (row.tenant, row.token_id)
 
     def record_offboarding(self, conn: Connection, tenant: str, actor: str,
