@@ -385,7 +385,7 @@ def run_cli(env: dict[str, str], *args: str) -> dict:
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the bench has no other child ending meanwhile
     if process.returncode != 0:
-        sys.exit(f"evidence {' '.join(args)} failed: {process.stderr.decode()[-2000:]}")
+        sys.exit(f"evidence {' '.join(args)} failed: {(process.stdout + process.stderr).decode()[-2000:]}")
     peak = int(re.findall(rb"VmHWM_KB (\d+)", process.stderr)[-1]) / 1024
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     return {"wall_s": wall, "cpu_s": cpu, "peak_mb": peak, "output": process.stdout.decode()}

@@ -108,3 +108,28 @@ def test_tenant_commands_register_import_and_list(tmp_path):
     assert [(row["tenant"], row["offboarded_seq"] is not None) for row in everyone] == [
         ("acme", False), ("globex", True), ("initech", False), ("umbrella", False)]
     assert runner.invoke(main, ["ledger", "verify"], env=env).exit_code == 0
+
+
+def test_a_file_of_more_tenants_than_one_signed_request_holds_registers_them_all_in_order(tmp_path):
+    """1,050 ids of 63 characters are 69 KB of request, past the 64 KiB a signed request may have. Before: the whole
+    file was one request, refused ACTION_REQUEST_INVALID, and 10,000 tenants could not be registered from a file.
+    Now one request per REGISTER_PER_REQUEST tenants, each tenant's event storing its own request."""
+    from evidence_pipeline.actors.requests import MAX_ENVELOPE_BYTES
+    from evidence_pipeline.cli.tenant import REGISTER_PER_REQUEST
+
+    env = {"EVIDENCE_HOME": str(tmp_path / "home")}
+    ledger = Ledger(Settings.from_env(env).ledger_url)
+    env["EVIDENCE_ACTOR_KEY"] = Signers(ledger, tmp_path / "actors").key_file("olga")
+    wanted = [f"t{n:04d}-" + "x" * 57 for n in range(1050)]
+    assert len(json.dumps(wanted)) > MAX_ENVELOPE_BYTES
+    listed = tmp_path / "tenants.txt"
+    listed.write_text("\n".join(wanted) + "\n")
+    added = CliRunner().invoke(main, ["tenant", "add", "--from-file", str(listed), "--json"], env=env)
+    assert added.exit_code == 0, added.output
+    assert json.loads(added.output) == dict.fromkeys(wanted, REGISTERED)
+    assert TenantRegistry(ledger).active() == wanted
+    requests = [e["details"]["authorization"]["request"] for e in ledger.events_of_type(EventType.TENANT_REGISTERED)]
+    assert len(set(requests)) == -(-len(wanted) // REGISTER_PER_REQUEST)  # 11 requests, each signed on its own
+    assert all(len(request) < MAX_ENVELOPE_BYTES // 8 for request in requests)
+    rechecked = recheck_ledger(ledger, 300)  # every stored request verifies, each by its signer
+    assert {(found.action, found.actor) for found in rechecked[-len(wanted):]} == {("tenant.register", "olga")}
