@@ -9,6 +9,7 @@ from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter, materialize
 from dagster._core.event_api import PartitionKeyFilter
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
+from evidence_pipeline.audit import verify
 from evidence_pipeline.audit.verify import verify_bundle
 from evidence_pipeline.config import DEFAULT_UI_URL
 from evidence_pipeline.definitions import defs
@@ -72,6 +73,28 @@ def test_a_range_run_verifies_each_published_partition_and_records_it(instance, 
         assert evaluation.description.endswith(f"({CHECK_NAME} {partition})")  # what the link's filter finds
     # The statement key is pinned to the one recorded at publication: any other published key is refused.
     assert verify_published(runtime, (bundle["bundle_key"], "ed25519-0000000000000000")).codes == ["KEY_UNKNOWN"]
+
+
+def test_a_run_verifies_each_bundle_it_publishes_once_and_the_check_alone_verifies_it_again(
+        instance, evidence, monkeypatch):
+    """The bundle step verifies what it publishes and records the check's evaluation of it: the check step of the
+    same run reads nothing again (on S3 a verification is a dozen requests). A later run of the check verifies the
+    archive as it is then."""
+    verified = []
+    monkeypatch.setattr(verify, "verify_bundle", lambda store, prefix, **pins: verified.append(prefix) or verify_bundle(
+        store, prefix, **pins))
+    partition = str(partition_key_for(SMALL))
+    result = materialize(ASSETS, instance=instance, resources={"evidence": evidence}, partition_key=partition)
+    assert result.success and len(verified) == 1
+    [evaluation] = [event for event in result.all_events if event.event_type_value == "ASSET_CHECK_EVALUATION"]
+    assert evaluation.step_key == "evidence_bundle" and evaluation.event_specific_data.passed
+    assert evaluation.event_specific_data.target_materialization_data.storage_id == _bundle(
+        instance, SMALL)[0].storage_id
+
+    again = CHECK_ONLY.execute_in_process(instance=instance, resources={"evidence": evidence}, partition_key=partition)
+    assert again.success and verified == [verified[0]] * 2
+    record, evaluation, _ = _latest_check(instance, SMALL)
+    assert record.run_id == again.run_id and evaluation.passed
 
 
 def test_a_tampered_bundle_fails_the_check_with_its_codes_and_the_others_still_pass(instance, evidence, runtime):

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 
 from dagster import (
+    AssetCheckEvaluation,
     AssetExecutionContext,
     AssetKey,
     AssetMaterialization,
@@ -112,13 +113,14 @@ def _check_run_partitions(context) -> None:
 def _each_partition(context, evidence: EvidenceResource, stage: Callable, items: dict, lanes: dict,
                     job_ids: dict, metadata: Callable[[object], dict], failed: dict, version_field: str,
                     inputs: dict[str, dict[AssetKey, Upstream]] | None = None,
-                    links: tuple[AssetKey, ...] = (), on_failure: Callable | None = None) -> Iterator:
+                    links: tuple[AssetKey, ...] = (), materialized: Callable | None = None) -> Iterator:
     """Run ``stage`` for every partition's item and materialize the partitions that succeeded.
 
     Each partition's materialization carries its own provenance (see provenance.py): its data version is the
     digest in its ``version_field`` metadata, and ``inputs`` names the upstream events it was made from. ``links``
-    are the upstream assets whose same partition the UI should open in one click. ``on_failure(done)`` yields the
-    events a failing step records for the partitions it did materialize (``done``: partition -> outcome).
+    are the upstream assets whose same partition the UI should open in one click. ``materialized(done)`` yields the
+    events the step records after the partitions it materialized (``done``: partition -> outcome), whether or not
+    other partitions failed.
 
     ``failed`` holds partitions that failed before the stage (e.g. no upstream materialization): they fail the
     step but never move their job, since materializing the upstream again is the remedy. Attempts that failed in
@@ -168,11 +170,13 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
             context.add_asset_metadata(values, partition_key=key)
             provenance.record(context.run.run_id, context.asset_key, str(key), tags[key])
         yield MaterializeResult()
+    else:
+        for key, values in done.items():  # the step fails, but what succeeded stays recorded
+            yield AssetMaterialization(asset_key=context.asset_key, partition=key, metadata=values, tags=tags[key])
+    if materialized is not None:
+        yield from materialized({key: outcomes[key] for key in done})
+    if not errors:
         return
-    for key, values in done.items():  # the step fails, but what succeeded stays recorded
-        yield AssetMaterialization(asset_key=context.asset_key, partition=key, metadata=values, tags=tags[key])
-    if on_failure is not None:
-        yield from on_failure({key: outcomes[key] for key in done})
     # The run fails: say so on every partition it will not materialize, then fail the step (no retry: terminal).
     yield from failures.not_materialized(context, errors, failures.later_assets(context))
     raise failures.failure(context.asset_key, errors, len(outcomes), allow_retries=False)
@@ -367,13 +371,19 @@ def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource):
         version_field="identity",
         inputs=report_events,
         links=(monthly_report.key, source_revision.key),
-        # Dagster skips the check step of a failed range: the bundles published here get their verdict now.
-        on_failure=lambda done: (
-            verdicts.evaluation(key, verification, {"location": publication.location, "key_id": publication.key_id,
-                                                    "bundle_key": publication.bundle_key})
-            for key, (publication, verification) in done.items()
-        ),
+        materialized=partial(_verdicts, context),
     )
+
+
+def _verdicts(context: AssetExecutionContext, done: dict) -> Iterator[AssetCheckEvaluation]:
+    """The check's evaluation of each bundle this step published and verified (``done``: partition ->
+    (publication, verification)), on the materialization just recorded. The check step of the same run then
+    verifies nothing twice; when this step fails, Dagster skips that step, and these are the bundles' verdicts."""
+    targets = verdicts.latest_bundles(context.instance, list(done))
+    for key, (publication, verification) in done.items():
+        recorded = {"location": publication.location, "key_id": publication.key_id,
+                    "bundle_key": publication.bundle_key}
+        yield verdicts.evaluation(key, verification, recorded, targets[key]["_target"])
 
 
 def publish_and_verify(rt, item, run) -> tuple[pipeline.Publication, Verification]:

@@ -7,10 +7,12 @@ recorded (`bundle_key`, `key_id`) and runs `verify.verify_bundle` on the archive
 self-consistent one signed with another published key fails (`KEY_UNKNOWN`). The result records the reason codes
 and every check, so a failed partition says why.
 
-It runs in every run of `monthly_evidence` right after `evidence_bundle` (Dagster includes a selected asset's checks):
-materializing a published tenant-month again converges on its bundle and verifies the archive as it is then. A run
-that selects only the check does the same without the assets (Dagster 1.13's UI cannot launch a partitioned check
-alone; the tests do it from Python).
+Dagster includes it in every run of `monthly_evidence`, after `evidence_bundle`. That step has already verified each
+bundle it published with the same function and recorded this check's evaluation of it (verdicts.py), so here only
+partitions whose latest materialization came from another run are verified: no bundle twice in one run.
+Materializing a published tenant-month again converges on its bundle and verifies the archive as it is then. A run
+that selects only the check verifies every partition it selects, without the assets (Dagster 1.13's UI cannot
+launch a partitioned check alone; the tests do it from Python).
 
 Partitioned asset checks are a preview in Dagster 1.13 (`partitions_def` on the check). Their `AssetCheckResult`
 targets the run's partition only when the run has a single partition key; a range run (a backfill under
@@ -23,17 +25,7 @@ other tenant-months.
 
 from functools import partial
 
-from dagster import (
-    AssetCheckExecutionContext,
-    AssetRecordsFilter,
-    Failure,
-    MetadataValue,
-    Output,
-    asset_check,
-)
-
-# Not exported by `dagster`: the pointer to the materialization a check evaluated (a serialized record type, no patch).
-from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
+from dagster import AssetCheckExecutionContext, Failure, MetadataValue, Output, asset_check
 
 from evidence_pipeline import parallel
 from evidence_pipeline.audit.verify import verify_published
@@ -57,11 +49,16 @@ from evidence_pipeline.runtime import Runtime, runtime_for
 )
 def offline_verification(context: AssetCheckExecutionContext, evidence: EvidenceResource):
     op_context = context.op_execution_context
-    published = _published(op_context)
-    keys = [key for key in op_context.partition_keys if key in published]
+    published = verdicts.latest_bundles(op_context.instance, op_context.partition_keys)
     for key in op_context.partition_keys:
         if key not in published:
             context.log.warning(f"{key}: evidence_bundle has no materialization here; nothing to verify")
+    # This run's evidence_bundle step verified what it published and recorded this check's evaluation of it.
+    keys = [key for key in op_context.partition_keys
+            if key in published and published[key]["_target"].run_id != op_context.run_id]
+    if len(keys) < len(published):
+        context.log.info(f"{len(published) - len(keys)} bundle(s) published by this run were verified at "
+                         "publication; their evaluations are recorded")
     runtime = _runtime(evidence)
     outcomes = parallel.map_stage(
         partial(runtime_for, runtime.settings), verify_published,
@@ -91,24 +88,3 @@ def _runtime(evidence: EvidenceResource) -> Runtime:
     except EvidenceError as error:
         raise Failure(description=str(error), metadata={"reason_code": error.code},
                       allow_retries=error.retryable) from None
-
-
-def _published(context) -> dict[str, dict]:
-    """partition -> what its latest evidence_bundle materialization recorded, and that event's pointer."""
-    keys = context.partition_keys
-    records_filter = AssetRecordsFilter(asset_key=evidence_bundle.key, asset_partitions=keys)
-    found, cursor = {}, None
-    while len(found) < len(keys):  # newest first: the first record seen for a partition is its latest
-        page = context.instance.fetch_materializations(records_filter, limit=max(len(keys), 100), cursor=cursor)
-        for record in page.records:
-            if record.partition_key not in found:
-                metadata = record.asset_materialization.metadata
-                found[record.partition_key] = {name: value.value for name, value in metadata.items()} | {
-                    "_target": AssetCheckEvaluationTargetMaterializationData(
-                        storage_id=record.storage_id, run_id=record.run_id, timestamp=record.timestamp
-                    )
-                }
-        if not page.has_more:
-            break
-        cursor = page.cursor
-    return found

@@ -2,9 +2,10 @@
 
 The evidence_bundle step verifies each bundle it published (the check's own function) and records the verdict in
 the partition's materialization metadata, with a link to the run's evaluation of that partition: Dagster 1.13's
-partition page shows no check result, and the check's own page opens on whichever partition ran last. When the
-step fails for some tenant-months, Dagster skips the check step for the whole range; the step then records the
-evaluations of the bundles it did publish itself, so their check reads their verdict instead of "execution failed".
+partition page shows no check result, and the check's own page opens on whichever partition ran last. The step also
+records the check's evaluation of each materialization it made, so the check step of the same run verifies nothing
+again; when the step fails for some tenant-months, Dagster skips the check step for the whole range, and those
+evaluations are the verdicts of the bundles it did publish instead of "execution failed".
 """
 
 from __future__ import annotations
@@ -15,11 +16,16 @@ from dagster import (
     AssetCheckEvaluation,
     AssetCheckSeverity,
     AssetKey,
+    AssetRecordsFilter,
+    DagsterInstance,
     MetadataValue,
     TableColumn,
     TableRecord,
     TableSchema,
 )
+
+# Not exported by `dagster`: the pointer to the materialization a check evaluated (a serialized record type, no patch).
+from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
 
 from evidence_pipeline.audit.verify import Verification
 from evidence_pipeline.defs.links import ui_link
@@ -83,3 +89,24 @@ def evaluation(partition: str, verification: Verification, recorded: dict, targe
             "trust_root_id": verification.trust_root_id or "-",
         },
     )
+
+
+def latest_bundles(instance: DagsterInstance, partitions: list[str]) -> dict[str, dict]:
+    """partition -> what its latest evidence_bundle materialization recorded, and that event's pointer (``_target``,
+    whose ``run_id`` says which run published it)."""
+    records_filter = AssetRecordsFilter(asset_key=BUNDLE, asset_partitions=partitions)
+    found, cursor = {}, None
+    while len(found) < len(partitions):  # newest first: the first record seen for a partition is its latest
+        page = instance.fetch_materializations(records_filter, limit=max(len(partitions), 100), cursor=cursor)
+        for record in page.records:
+            if record.partition_key not in found:
+                metadata = record.asset_materialization.metadata
+                found[record.partition_key] = {name: value.value for name, value in metadata.items()} | {
+                    "_target": AssetCheckEvaluationTargetMaterializationData(
+                        storage_id=record.storage_id, run_id=record.run_id, timestamp=record.timestamp
+                    )
+                }
+        if not page.has_more:
+            break
+        cursor = page.cursor
+    return found
