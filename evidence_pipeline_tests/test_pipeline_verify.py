@@ -118,6 +118,41 @@ def test_edited_manifest_and_missing_files_are_detected(runtime, published):
     assert _codes(runtime, published) == ["MANIFEST_STATEMENT_MISMATCH"]
     overwrite(runtime, key, None)
     assert _codes(runtime, published) == ["BUNDLE_INCOMPLETE"]
+    overwrite(runtime, f"{published.bundle_key}/{REPORT}", None)
+    [check] = verify_bundle(runtime.archive, published.bundle_key).checks
+    assert (check.name, check.code) == ("bundle_complete", "BUNDLE_INCOMPLETE")
+    assert check.detail == f"bundle is missing {REPORT}, {MANIFEST} (never committed?)"
+
+
+class _Counting:
+    """An archive that records each request made of it: (method, key)."""
+
+    def __init__(self, store):
+        self.store, self.requests = store, []
+
+    def __getattr__(self, name):
+        method = getattr(self.store, name)
+        if name == "uri":  # names a location, asks the store nothing
+            return method
+
+        def counted(key, *args, **kwargs):
+            self.requests.append((name, key))
+            return method(key, *args, **kwargs)
+        return counted
+
+
+def test_a_verification_reads_each_object_once_and_asks_nothing_a_read_answers(runtime, published):
+    """On S3 each request is a round trip: a verification reads each object once, with its version id where the
+    manifest records one, and asks whether a file is there only for the report, which is read later (bounded by the
+    statement)."""
+    archive = _Counting(runtime.archive)
+    assert verify_bundle(archive, published.bundle_key).ok
+    reads = [key for method, key in archive.requests if method in ("get", "get_versioned")]
+    assert len(reads) == len(set(reads)) and f"keys/{runtime.keyring.root_id}.pem" in reads
+    assert [key for method, key in archive.requests if method == "exists"] == [f"{published.bundle_key}/{REPORT}"]
+    assert not [key for method, key in archive.requests if method == "version_id"]
+    # the report, statement and manifest; the keyring listing, its newest document and its root; the month's listing
+    assert len(archive.requests) == 8, archive.requests
 
 
 def test_pinned_key_ids_reject_other_keys(runtime, published):

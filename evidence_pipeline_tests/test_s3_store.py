@@ -50,6 +50,18 @@ def test_deleting_a_locked_bundle_version_is_refused(runtime):
 
 
 @aws_backend
+def test_a_versioned_read_names_the_version_of_the_bytes_it_read(runtime):
+    store = runtime.archive
+    stored = store.put_once("probe/versioned", b"first")
+    assert store.get_versioned("probe/versioned") == (b"first", stored.version_id)
+    newer = store.client.put_object(Bucket=store.bucket, Key=store._key("probe/versioned"), Body=b"second")
+    assert store.get_versioned("probe/versioned") == (b"second", newer["VersionId"]) != (b"first", stored.version_id)
+    with pytest.raises(EvidenceError) as error:
+        store.get_versioned("probe/versioned", max_bytes=5)
+    assert error.value.code == "STORE_OBJECT_TOO_LARGE"
+
+
+@aws_backend
 def test_reads_are_verified_client_side(runtime):
     """Emulators accept wrong checksums, so the store re-hashes every read against the digest recorded at upload."""
     store = runtime.archive

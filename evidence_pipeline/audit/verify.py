@@ -115,6 +115,7 @@ def verify_bundle(
 ) -> Verification:
     """Every check of the bundle at ``prefix``; the PAdES signature is validated at ``at`` (now by default)."""
     result = Verification(bundle=store.uri(prefix))
+    store = _KeysReadOnce(store)
 
     def run(name: str, check) -> object:
         try:
@@ -135,7 +136,7 @@ def verify_bundle(
     files = run("bundle_complete", lambda: _read_documents(store, prefix))
     if files is None:
         return result
-    statement_bytes, manifest_bytes = files
+    (statement_bytes, statement_version), manifest_bytes = files
     keyring: KeyringDocument | None = None
     documents = keyring_documents(store)
     if documents or (expected_root_ids and not expected_key_ids):  # pinning the root alone needs its keyring
@@ -164,9 +165,10 @@ def verify_bundle(
         ),
     )
     # The signed statement bounds the report: its unsigned bytes plus one signature. Nothing larger is read.
-    report = run("report_size", lambda: store.get(f"{prefix}/{REPORT}", max_bytes=_report_limit(predicate)))
-    if report is None:
+    read = run("report_size", lambda: store.get_versioned(f"{prefix}/{REPORT}", max_bytes=_report_limit(predicate)))
+    if read is None:
         return result
+    report, report_version = read
     run(
         "subject_digest",
         lambda: _expect(
@@ -197,7 +199,8 @@ def verify_bundle(
     if manifest is not None:
         run(
             "manifest_matches_statement",
-            lambda: _check_manifest(manifest, predicate, _file_facts(store, prefix, report, statement_bytes)),
+            lambda: _check_manifest(manifest, predicate, _file_facts((report, report_version),
+                                                                      (statement_bytes, statement_version))),
         )
     chain = run("corrections_chain", lambda: _place_in_chain(store, prefix, keys))
     if chain is not None:
@@ -205,12 +208,41 @@ def verify_bundle(
     return result
 
 
-def _read_documents(store: ArtifactStore, prefix: str) -> tuple[bytes, bytes]:
-    """The statement and the manifest, each capped before it is read; the report is read once bounded."""
+class _KeysReadOnce:
+    """The archive as one verification reads it: an object under keys/ is fetched once, though the keyring check
+    and the PDF check both read the trust root. Those objects are put-once; nothing outlives the verification."""
+
+    def __init__(self, store: ArtifactStore):
+        self._store, self._keys = store, {}
+
+    def get(self, key: str, expected_sha256: str | None = None, max_bytes: int | None = None) -> bytes:
+        if not key.startswith("keys/") or expected_sha256 is not None:
+            return self._store.get(key, expected_sha256, max_bytes)
+        if (key, max_bytes) not in self._keys:
+            self._keys[key, max_bytes] = self._store.get(key, max_bytes=max_bytes)
+        return self._keys[key, max_bytes]
+
+    def __getattr__(self, name: str):
+        return getattr(self._store, name)
+
+
+def _read_documents(store: ArtifactStore, prefix: str) -> tuple[tuple[bytes, str | None], bytes]:
+    """((the statement, its version id), the manifest), each capped before it is read, once the report is known to
+    be there (it is read once, bounded by the statement). Which files are missing is asked only when one is."""
+    def read() -> tuple[tuple[bytes, str | None], bytes]:
+        return (store.get_versioned(f"{prefix}/{STATEMENT}", max_bytes=jsonread.MAX_BYTES),
+                store.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES))
+
+    try:
+        if store.exists(f"{prefix}/{REPORT}"):
+            return read()
+    except EvidenceError as error:
+        if error.code != ReasonCode.STORE_NOT_FOUND:
+            raise
     missing = [name for name in (REPORT, STATEMENT, MANIFEST) if not store.exists(f"{prefix}/{name}")]
     if missing:
         raise EvidenceError(ReasonCode.BUNDLE_INCOMPLETE, f"bundle is missing {', '.join(missing)} (never committed?)")
-    return tuple(store.get(f"{prefix}/{name}", max_bytes=jsonread.MAX_BYTES) for name in (STATEMENT, MANIFEST))
+    return read()  # published meanwhile
 
 
 def _read_renewal(store: ArtifactStore, key: str, number: int, report: bytes) -> bytes:
@@ -390,15 +422,15 @@ def _signed_link(store: ArtifactStore, prefix: str, keys: dict) -> dict | None:
         return None
 
 
-def _file_facts(store: ArtifactStore, prefix: str, report: bytes, statement: bytes) -> dict:
-    """What the files themselves say, in the publication's field names."""
+def _file_facts(report: tuple[bytes, str | None], statement: tuple[bytes, str | None]) -> dict:
+    """What the files themselves say, (bytes, version id) as read, in the publication's field names."""
     return {
-        "report_sha256": sha256_hex(report),
-        "report_size": len(report),
-        "statement_sha256": sha256_hex(statement),
-        "statement_size": len(statement),
-        "report_version_id": store.version_id(f"{prefix}/{REPORT}"),
-        "statement_version_id": store.version_id(f"{prefix}/{STATEMENT}"),
+        "report_sha256": sha256_hex(report[0]),
+        "report_size": len(report[0]),
+        "statement_sha256": sha256_hex(statement[0]),
+        "statement_size": len(statement[0]),
+        "report_version_id": report[1],
+        "statement_version_id": statement[1],
     }
 
 

@@ -139,6 +139,9 @@ class BundleFileStore:
         self.get_file(key, out, expected_sha256, max_bytes)
         return bytes(out)
 
+    def get_versioned(self, key: str, max_bytes: int | None = None) -> tuple[bytes, str | None]:
+        return self.get(key, max_bytes=max_bytes), self.version_id(key)
+
     def exists(self, key: str) -> bool:
         return check_key(key) in self.entries
 

@@ -122,6 +122,11 @@ class ArtifactStore(Protocol):
         than ``max_bytes`` is STORE_OBJECT_TOO_LARGE before anything is read."""
         ...
 
+    def get_versioned(self, key: str, max_bytes: int | None = None) -> tuple[bytes, str | None]:
+        """``get``, and the version id of the bytes read (see ``version_id``), from one request where the store
+        can: asked for later, the version could be one written since."""
+        ...
+
     def get_file(self, key: str, out: BinaryIO, expected_sha256: str | None = None,
                  max_bytes: int | None = None) -> str:
         """Stream an object into ``out``, hashing while writing, and return its sha256. Digests and sizes are
@@ -167,6 +172,9 @@ class StreamingStore:
         out = io.BytesIO()
         self.get_file(key, out, expected_sha256, max_bytes)
         return out.getvalue()
+
+    def get_versioned(self, key: str, max_bytes: int | None = None) -> tuple[bytes, str | None]:
+        return self.get(key, max_bytes=max_bytes), self.version_id(key)  # a store without versions asks nothing
 
 
 def check_size(key: str, size: int | None, max_bytes: int | None) -> None:

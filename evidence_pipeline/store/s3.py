@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import io
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -107,6 +108,16 @@ class S3Store(StreamingStore):
     def get_file(
         self, key: str, out: BinaryIO, expected_sha256: str | None = None, max_bytes: int | None = None
     ) -> str:
+        return self._read(key, out, expected_sha256, max_bytes)[0]
+
+    def get_versioned(self, key: str, max_bytes: int | None = None) -> tuple[bytes, str | None]:
+        out = io.BytesIO()
+        _, version = self._read(key, out, None, max_bytes)
+        return out.getvalue(), version
+
+    def _read(self, key: str, out: BinaryIO, expected_sha256: str | None, max_bytes: int | None,
+              ) -> tuple[str, str | None]:
+        """(sha256, version id) of the object streamed into ``out``."""
         with _errors(key):
             response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
             try:
@@ -120,7 +131,7 @@ class S3Store(StreamingStore):
             raise EvidenceError(
                 ReasonCode.STORE_DIGEST_MISMATCH, f"object {key} does not match the sha256 recorded at upload"
             )
-        return check_digest(key, sha256, expected_sha256)
+        return check_digest(key, sha256, expected_sha256), response.get("VersionId")
 
     def open_read(self, key: str) -> BinaryIO:
         with _errors(key):
