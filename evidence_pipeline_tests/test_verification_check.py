@@ -78,7 +78,7 @@ def test_a_range_run_verifies_each_published_partition_and_records_it(instance, 
 def test_a_run_verifies_each_bundle_it_publishes_once_and_the_check_alone_verifies_it_again(
         instance, evidence, monkeypatch):
     """The bundle step verifies what it publishes and records the check's evaluation of it: the check step of the
-    same run reads nothing again (on S3 a verification is a dozen requests). A later run of the check verifies the
+    same run reads nothing again (on S3 a verification is 8 requests). A later run of the check verifies the
     archive as it is then."""
     verified = []
     monkeypatch.setattr(verify, "verify_bundle", lambda store, prefix, **pins: verified.append(prefix) or verify_bundle(

@@ -175,11 +175,9 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
             yield AssetMaterialization(asset_key=context.asset_key, partition=key, metadata=values, tags=tags[key])
     if materialized is not None:
         yield from materialized({key: outcomes[key] for key in done})
-    if not errors:
-        return
-    # The run fails: say so on every partition it will not materialize, then fail the step (no retry: terminal).
-    yield from failures.not_materialized(context, errors, failures.later_assets(context))
-    raise failures.failure(context.asset_key, errors, len(outcomes), allow_retries=False)
+    if errors:  # the run fails: say so on every partition it will not materialize, then fail the step (terminal)
+        yield from failures.not_materialized(context, errors, failures.later_assets(context))
+        raise failures.failure(context.asset_key, errors, len(outcomes), allow_retries=False)
 
 
 @contextlib.contextmanager
