@@ -1,8 +1,8 @@
 """Intake against its durable floor: a burst of concurrent uploads (while a backfill loads the machine), a
 sustained rate, and a burst past capacity; on SQLite or PostgreSQL.
 
-    uv run python bench/intake.py [--uploads 200 --size-mb 1 --backfill-months 12 --workers N --rate 100
-                                   --duration 60 --overload 400 --capacity 16 --backend sqlite|postgres]
+    uv run python bench/intake.py [--uploads 200 --bursts 3 --size-mb 1 --backfill-months 12 --workers N
+                                   --rate 100 --duration 60 --overload 400 --capacity 16 --backend sqlite|postgres]
 
 1. Starts `evidence intake serve` (its own processes, `--workers` as given) on a fresh temporary root and issues a
    token (`--backend postgres`: its ledger on an embedded PostgreSQL, fsync on); starts the floor server too: one
@@ -10,8 +10,10 @@ sustained rate, and a burst past capacity; on SQLite or PostgreSQL.
 2. Starts `evidence demo --months N` in another root as the concurrent backfill (every demo tenant-month through
    Dagster: render, gate, sign, publish), and waits until it has begun.
 3. Sends `--uploads` distinct uploads of `--size-mb` MB at once (one connection each, a hand-written HTTP/1.1
-   client), first to the floor server then to intake, and reports uploads/s, client latency p50/p95/p99
-   (nearest-rank, to the answer's head) and the server's own `admission_ms` (from `evidence stats --json`). Then,
+   client), first to the floor server then to intake, `--bursts` times on fresh bodies (a burst lasts about half a
+   second: one alone is noise), and reports each pair's uploads/s and ratio, their median ratio, client latency
+   p50/p95/p99 over all bursts (nearest-rank, to the answer's head) and the server's own `admission_ms` (from
+   `evidence stats --json`). Then,
    once any backfill has ended, `--rate` uploads/s for `--duration` s (open loop), to the floor then to intake:
    admitted uploads/s, their ratio, statuses and client latency p50/p95/p99.
 4. Past capacity: a second `intake serve` on the same root with `EVIDENCE_INTAKE_MAX_UPLOADS` (and the tenant's) at
@@ -31,6 +33,7 @@ import json
 import os
 import secrets
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -314,6 +317,7 @@ def ledger_url(backend: str, root: Path):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--uploads", type=int, default=200)
+    parser.add_argument("--bursts", type=int, default=3, help="bursts to each server, alternated")
     parser.add_argument("--size-mb", type=float, default=1.0)
     parser.add_argument("--workers", type=int, help="intake serve --workers (default: its own default)")
     parser.add_argument("--backfill-months", type=int, default=12, help="0: none; the demo has 12")
@@ -347,21 +351,28 @@ def main() -> None:
         wait_healthy(f"http://127.0.0.1:{floor_port}", floor)
         print(f"ledger: {args.backend}; intake serve --workers {args.workers or 'default'}")
         backfill = stack.enter_context(running(started_backfill(root, args.backfill_months)))
-        payloads = [document(int(args.size_mb * 2**20)) for _ in range(args.uploads)]
-        floor_latencies, floor_wall, floor_cpu = timed_burst(floor_port, token, payloads, floor)
-        latencies, wall, cpu = timed_burst(port, token, payloads, server)
-        during = ("without a backfill" if backfill is None else "during a backfill" if backfill.poll() is None
-                  else "(the backfill ended during the burst)")
+        print(f"burst: {args.uploads} concurrent uploads of {args.size_mb} MB, {args.bursts} times to each server, "
+              f"alternated, {'without a backfill' if backfill is None else 'during a backfill'}")
+        floor_latencies, latencies, ratios = [], [], []
+        for number in range(1, args.bursts + 1):
+            payloads = [document(int(args.size_mb * 2**20)) for _ in range(args.uploads)]
+            floor_burst, floor_wall, floor_cpu = timed_burst(floor_port, token, payloads, floor)
+            burst_latencies, wall, cpu = timed_burst(port, token, payloads, server)
+            floor_latencies += floor_burst
+            latencies += burst_latencies
+            ratios.append(floor_wall / wall)
+            print(f"  {number}: floor (hash, write, fsync) {rate(args.uploads, floor_wall)}, server CPU "
+                  f"{floor_cpu / args.uploads * 1000:.1f} ms per upload; intake serve {rate(args.uploads, wall)}, "
+                  f"{cpu / args.uploads * 1000:.1f} ms per upload; ratio {ratios[-1]:.2f}")
+        if backfill is not None and backfill.poll() is not None:
+            print("  (the backfill ended during the bursts)")
         stats = json.loads(subprocess.run([EVIDENCE, "stats", "--json"], env=full_env, check=True,
                                           capture_output=True, text=True).stdout)["admission"]
-        print(f"burst: {args.uploads} concurrent uploads of {args.size_mb} MB {during}")
-        print(f"  floor, a server that hashes, writes and fsyncs each body: {rate(args.uploads, floor_wall)}, "
-              f"server CPU {floor_cpu / args.uploads * 1000:.1f} ms per upload")
-        print(f"    client latency {figures(floor_latencies)}")
-        print(f"  intake serve: {rate(args.uploads, wall)}, server CPU {cpu / args.uploads * 1000:.1f} ms per upload")
-        print(f"    client latency {figures(latencies)}")
-        print(f"    admission_ms   p50={stats['p50']:.0f}ms p95={stats['p95']:.0f}ms p99={stats['p99']:.0f}ms "
-              f"(server: request start to ledger commit)")
+        print(f"  ratio intake serve / floor, admitted uploads/s: median {statistics.median(ratios):.2f} "
+              f"({min(ratios):.2f}-{max(ratios):.2f})")
+        print(f"  client latency, floor {figures(floor_latencies)}; intake serve {figures(latencies)}")
+        print(f"  admission_ms p50={stats['p50']:.0f}ms p95={stats['p95']:.0f}ms p99={stats['p99']:.0f}ms "
+              f"(intake serve: request start to ledger commit)")
         if backfill is not None:
             backfill.wait()
         size = int(args.size_mb * 2**20)
@@ -388,11 +399,15 @@ def started_backfill(root: Path, months: int) -> subprocess.Popen | None:
         return None
     # load only: this checkout's code even when PYTHONPATH gives the server another (a before/after run)
     backfill_env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
-    backfill = subprocess.Popen([EVIDENCE, "demo", "--months", str(months)],
-                                env=backfill_env | {"EVIDENCE_HOME": str(root / "backfill")},
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # the months it asks for must be open: the default window (EVIDENCE_OPEN_MONTHS) is 6
+    opened = {"EVIDENCE_HOME": str(root / "backfill"), "EVIDENCE_OPEN_MONTHS": str(max(months, 6))}
+    with open(root / "backfill.log", "wb") as log:
+        backfill = subprocess.Popen([EVIDENCE, "demo", "--months", str(months)], env=backfill_env | opened,
+                                    stdout=subprocess.DEVNULL, stderr=log)
     while not (root / "backfill" / "archive" / "bundles").exists():  # its first bundle: it is signing
-        assert backfill.poll() is None, "the backfill ended before its first bundle"
+        if backfill.poll() is not None:
+            sys.exit("the backfill ended before its first bundle:\n"
+                     + (root / "backfill.log").read_text(errors="replace")[-2000:])
         time.sleep(0.1)
     assert backfill.poll() is None, "the backfill finished before the burst: raise --backfill-months"
     return backfill
