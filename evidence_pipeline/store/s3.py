@@ -115,8 +115,8 @@ class S3Store(StreamingStore):
         _, version = self._read(key, out, None, max_bytes)
         return out.getvalue(), version
 
-    def _read(self, key: str, out: BinaryIO, expected_sha256: str | None, max_bytes: int | None,
-              ) -> tuple[str, str | None]:
+    def _read(self, key: str, out: BinaryIO, expected_sha256: str | None,
+              max_bytes: int | None) -> tuple[str, str | None]:
         """(sha256, version id) of the object streamed into ``out``."""
         with _errors(key):
             response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
