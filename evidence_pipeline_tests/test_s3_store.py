@@ -55,7 +55,8 @@ def test_a_versioned_read_names_the_version_of_the_bytes_it_read(runtime):
     stored = store.put_once("probe/versioned", b"first")
     assert store.get_versioned("probe/versioned") == (b"first", stored.version_id)
     newer = store.client.put_object(Bucket=store.bucket, Key=store._key("probe/versioned"), Body=b"second")
-    assert store.get_versioned("probe/versioned") == (b"second", newer["VersionId"]) != (b"first", stored.version_id)
+    assert newer["VersionId"] != stored.version_id
+    assert store.get_versioned("probe/versioned") == (b"second", newer["VersionId"])
     with pytest.raises(EvidenceError) as error:
         store.get_versioned("probe/versioned", max_bytes=5)
     assert error.value.code == "STORE_OBJECT_TOO_LARGE"
