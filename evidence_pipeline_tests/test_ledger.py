@@ -1,3 +1,4 @@
+import re
 import time
 
 import pytest
@@ -144,17 +145,14 @@ def test_waiting_writers_commit_together_and_each_sees_only_its_own_failure(ledg
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    def work(i):
-        def append(conn):
-            if i == 3:
-                raise EvidenceError("REQUEST_INVALID", "this caller's own failure")
-            return ledger._append(conn, SMALL, "report.rendered", f"{i + 500:064x}", f"run-{i}", {}).seq
-
-        return append
+    def append_all(conn, items):
+        if 3 in items:
+            raise EvidenceError("REQUEST_INVALID", "this caller's own failure")
+        return [ledger._append(conn, SMALL, "report.rendered", f"{i + 500:064x}", f"run-{i}", {}).seq for i in items]
 
     def call(i):
         try:
-            return ledger._transact_together(work(i))
+            return ledger._transact_together(i, append_all)
         except EvidenceError as error:
             return error.code
 
@@ -219,6 +217,68 @@ def test_each_tenants_stored_bytes_are_the_sum_of_its_documents_and_revision_001
     with upgraded.engine.connect() as conn:
         assert conn.execute(text(totals)).all() == [("acme", 2200), ("globex", 700)]
     assert admit("globex", "b", 1800)[1]  # 700 + 1,800 = 2,500: the quota, exactly
+
+
+def test_a_turns_admissions_share_a_few_statements_and_each_caller_gets_its_own_answer(ledger):
+    """Admissions that queue for one turn are written together: one lookup, one lock, one read of the totals, one
+    insert of the events, one of the documents and one write per tenant's total. On PostgreSQL each statement is a
+    round trip under the admissions' lock; six per upload bounded a burst to 0.63 of the durable floor. In a turn,
+    the same bytes twice are one document, and each upload's quota counts the turn's uploads before it."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    records = DocumentRecords(ledger)
+
+    def admit(tenant: str, digit: str, size: int):
+        try:
+            row, created = records.admit_document(tenant, digit * 64, size, "application/pdf", f"{tenant}/{digit}",
+                                                  "test", Clock(None), 2500)
+            return row["document_id"], created
+        except EvidenceError as error:
+            return error.code
+
+    def one_turn(uploads):
+        statements = []
+
+        def count(conn, cursor, statement, *args):
+            statements.append(statement)
+
+        with ThreadPoolExecutor(len(uploads)) as pool:
+            with ledger._turn:  # held until every caller waits for it
+                calls = [pool.submit(admit, *upload) for upload in uploads]
+                while len(ledger._waiting) < len(uploads):
+                    threading.Event().wait(0.01)
+                event.listen(ledger.engine, "before_cursor_execute", count)
+            try:
+                outcomes = [c.result(timeout=60) for c in calls]
+            finally:
+                event.remove(ledger.engine, "before_cursor_execute", count)
+        return outcomes, statements
+
+    admit("acme", "0", 100)  # acme has a running total before the turn, globex and initech do not
+    uploads = [("acme", "a", 1000), ("globex", "a", 700), ("acme", "b", 1200), ("acme", "a", 1000),
+               ("globex", "b", 500), ("initech", "a", 2500), ("acme", "0", 100)]
+    outcomes, statements = one_turn(uploads)
+    assert [created for _, created in outcomes] == [True, True, True, False, True, True, False]
+    assert outcomes[0][0] == outcomes[3][0] and len({document_id for document_id, _ in outcomes}) == 6
+    lock = 1 if ledger.engine.dialect.name == "postgresql" else 0
+    writes = [re.match(r"(INSERT|UPDATE)(?: INTO)? (\w+)", statement) for statement in statements]
+    written = [f"{write[1]} {write[2]}" for write in writes if write]
+    assert sorted(written) == ["INSERT evidence_audit_events", "INSERT evidence_documents",
+                               "INSERT evidence_tenant_storage", "INSERT evidence_tenant_storage",
+                               "UPDATE evidence_tenant_storage"], statements
+    assert len(statements) == 3 + lock + len(written), statements  # + the lookup, the totals, the chain head
+
+    # 100 + 2,200 stored: acme's 300 fits, then its 1 more does not; that caller alone is refused
+    outcomes, _ = one_turn([("acme", "c", 200), ("acme", "d", 1), ("globex", "c", 100)])
+    assert [outcome if isinstance(outcome, str) else outcome[1] for outcome in outcomes] == [
+        True, "TENANT_QUOTA_EXCEEDED", True]
+    sums = "SELECT tenant, SUM(size) FROM evidence_documents GROUP BY tenant ORDER BY tenant"
+    totals = "SELECT tenant, stored_bytes FROM evidence_tenant_storage ORDER BY tenant"
+    with ledger.engine.connect() as conn:
+        assert conn.execute(text(totals)).all() == conn.execute(text(sums)).all() == [
+            ("acme", 2500), ("globex", 1300), ("initech", 2500)]
+    assert ledger.verify_chain() == 3 + 1 + 5 + 2
 
 
 # Issue 16, finding 12: the ledger's tables move under the evidence_ prefix (Dagster owns `jobs` in a shared

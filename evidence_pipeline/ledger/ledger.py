@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import itertools
 import json
 import os
 import threading
@@ -213,7 +214,8 @@ class Ledger(JobTransitions):
         self.tenant_storage = tables.tables["evidence_tenant_storage"]  # each tenant's stored document bytes
         # Every append runs these two: built once, they cost no statement construction per event.
         self._chain_head = select(self.audit_events.c.event_hash).order_by(self.audit_events.c.seq.desc()).limit(1)
-        self._insert_event = self.audit_events.insert()
+        self._insert_events = self.audit_events.insert().returning(self.audit_events.c.event_hash,
+                                                                   self.audit_events.c.seq)
         self._turn = threading.Lock()  # _transact_together: whose transaction commits the waiting callers' work
         self._waiting: list[_Waiting] = []
         self._waiting_mutex = threading.Lock()
@@ -443,29 +445,39 @@ class Ledger(JobTransitions):
 
     def _append(self, conn: Connection, tenant_month: TenantMonth, event_type: str, subject_sha256: str,
                 actor: str, details: dict) -> LedgerEvent:
+        return self._append_many(conn, [(tenant_month, event_type, subject_sha256, actor, details)])[0]
+
+    def _append_many(self, conn: Connection,
+                     entries: list[tuple[TenantMonth, str, str, str, dict]]) -> list[LedgerEvent]:
+        """Append one event per (tenant_month, event_type, subject_sha256, actor, details), chained in order, in
+        one INSERT: on PostgreSQL each statement is a round trip, and admissions make theirs under one lock."""
         # Within one writing transaction the head is the event it appended last: prev_hash is unique, so no other
         # writer can have appended after it before this transaction commits.
         prev = conn.info.get(_CHAIN_HEAD) or conn.execute(self._chain_head).scalar() or GENESIS_HASH
-        event_type = str(event_type)  # an EventType is stored as its plain string
-        body = {
-            "event_id": str(uuid.uuid4()),
-            "event_type": event_type,
-            "tenant": tenant_month.tenant,
-            "period": tenant_month.period,
-            "subject_sha256": subject_sha256,
-            "actor": actor,
-            "recorded_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
-            "details": details,
-        }
-        body_text = canonical(body)
-        event_hash = chain_hash(prev, body_text)
-        seq = conn.execute(self._insert_event, {
-            "event_id": body["event_id"], "event_type": event_type, "tenant": tenant_month.tenant,
-            "period": tenant_month.period, "subject_sha256": subject_sha256, "body": body_text, "prev_hash": prev,
-            "event_hash": event_hash,
-        }).inserted_primary_key[0]
-        conn.info[_CHAIN_HEAD] = event_hash
-        return LedgerEvent(seq, event_type, event_hash, body)
+        bodies, rows = [], []
+        for tenant_month, event_type, subject_sha256, actor, details in entries:
+            event_type = str(event_type)  # an EventType is stored as its plain string
+            body = {
+                "event_id": str(uuid.uuid4()),
+                "event_type": event_type,
+                "tenant": tenant_month.tenant,
+                "period": tenant_month.period,
+                "subject_sha256": subject_sha256,
+                "actor": actor,
+                "recorded_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+                "details": details,
+            }
+            body_text = canonical(body)
+            event_hash = chain_hash(prev, body_text)
+            bodies.append(body)
+            rows.append({"event_id": body["event_id"], "event_type": event_type, "tenant": tenant_month.tenant,
+                         "period": tenant_month.period, "subject_sha256": subject_sha256, "body": body_text,
+                         "prev_hash": prev, "event_hash": event_hash})
+            prev = event_hash
+        seqs = dict(conn.execute(self._insert_events, rows).all())  # event_hash -> seq, in any order
+        conn.info[_CHAIN_HEAD] = prev
+        return [LedgerEvent(seqs[row["event_hash"]], row["event_type"], row["event_hash"], body)
+                for row, body in zip(rows, bodies)]
 
     def pin_chain_head(self, conn: Connection) -> None:
         """Read the chain head before the reads a decision rests on: this transaction's first append then names it,
@@ -550,25 +562,27 @@ class Ledger(JobTransitions):
         raise EvidenceError(ReasonCode.LEDGER_CONFLICT,
                             "could not append to the audit ledger under contention") from lost_race
 
-    def _transact_together(self, work):
+    def _transact_together(self, item, work_all: Callable[[Connection, list], list]):
         """``_transact`` for bursts of callers in this process: whoever gets the turn commits the work of every
         caller waiting by then in one transaction, so a burst pays one commit (one fsync) per turn instead of one
-        per caller. When that transaction fails, each caller's work runs in one of its own, so that a caller sees
-        only its own failure."""
-        waiting = _Waiting(work)
+        per caller. ``work_all(conn, items)`` does the work of several callers' items and returns each one's result,
+        in order: it can write them in a few statements for all. When that transaction fails, each caller's item
+        runs in a transaction of its own, so that a caller sees only its own failure."""
+        waiting = _Waiting(item, work_all)
         with self._waiting_mutex:
             self._waiting.append(waiting)
         with self._turn:
             if not waiting.done:
                 with self._waiting_mutex:
                     batch, self._waiting = self._waiting, []
-                together = _Waiting(lambda conn: [each.work(conn) for each in batch])
-                together.settle(lambda: self._transact(together.work))
-                for index, each in enumerate(batch):
-                    if together.error is None:
-                        each.result, each.done = together.result[index], True
-                    else:
-                        each.settle(lambda: self._transact(each.work))
+                try:
+                    results = self._transact(lambda conn: _work_of_each(conn, batch))
+                except Exception:  # each caller's item again, alone: a caller sees only its own failure
+                    for each in batch:
+                        each.settle_alone(self._transact)
+                else:
+                    for each, result in zip(batch, results):
+                        each.result, each.done = result, True
         if waiting.error is not None:
             raise waiting.error
         return waiting.result
@@ -576,17 +590,28 @@ class Ledger(JobTransitions):
 
 @dataclass
 class _Waiting:
-    work: Callable[[Connection], object]
+    item: object
+    work_all: Callable[[Connection, list], list]
     result: object = None
     error: Exception | None = None
     done: bool = False
 
-    def settle(self, run: Callable[[], object]) -> None:
+    def settle_alone(self, transact: Callable[[Callable[[Connection], object]], object]) -> None:
+        """This caller's item in a transaction of its own: its result, or its error for the caller to raise."""
         try:
-            self.result = run()
+            self.result = transact(lambda conn: self.work_all(conn, [self.item])[0])
         except Exception as error:  # delivered to the caller that asked, in its own thread
             self.error = error
         self.done = True
+
+
+def _work_of_each(conn: Connection, batch: list[_Waiting]) -> list:
+    """The results of one turn's callers, in order: each run of consecutive callers with the same work_all is one
+    call of it."""
+    results = []
+    for work_all, group in itertools.groupby(batch, key=lambda each: each.work_all):
+        results += work_all(conn, [each.item for each in group])
+    return results
 
 
 @dataclass(frozen=True)
