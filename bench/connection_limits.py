@@ -103,27 +103,26 @@ def main() -> None:
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, args.slow + 512)), hard))  # the clients' own
-    root = Path(tempfile.mkdtemp(prefix="evidence-bench-limits-"))
     port = free_port()
     url = f"http://127.0.0.1:{port}"
 
     def lower() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (args.fd_limit, args.fd_limit))
 
-    server = subprocess.Popen(
-        [EVIDENCE, "intake", "serve", "--port", str(port), "--workers", "1"],
-        env=os.environ | {"EVIDENCE_HOME": str(root)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=lower,
-    )
-    try:
-        wait_healthy(url, server)
-        huge_header(port, server.pid, args.header_mb)
-        slow_clients(port, args.slow, args.requests)
-        print(f"server still running: {server.poll() is None}")
-    finally:
-        server.kill()
-        server.wait()
-
+    with tempfile.TemporaryDirectory(prefix="evidence-bench-limits-") as root:
+        server = subprocess.Popen(
+            [EVIDENCE, "intake", "serve", "--port", str(port), "--workers", "1"],
+            env=os.environ | {"EVIDENCE_HOME": root},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=lower,
+        )
+        try:
+            wait_healthy(url, server)
+            huge_header(port, server.pid, args.header_mb)
+            slow_clients(port, args.slow, args.requests)
+            print(f"server still running: {server.poll() is None}")
+        finally:
+            server.kill()
+            server.wait()
 
 if __name__ == "__main__":
     main()

@@ -123,10 +123,10 @@ def main() -> None:
     size = math.ceil(len(items) / args.rounds)
     chunks = [items[start:start + size] for start in range(0, len(items), size)]
 
-    _KEYRING.append(Runtime.from_settings(Settings.from_env(
-        {"EVIDENCE_HOME": tempfile.mkdtemp(prefix="bench-review-loop-")})).keyring)
     loop, jobs, rounds = [], [], []
-    with front_door("bench-review-", size, args.parallelism) as door:
+    with tempfile.TemporaryDirectory(prefix="bench-review-loop-") as loop_home, \
+            front_door("bench-review-", size, args.parallelism) as door:
+        _KEYRING.append(Runtime.from_settings(Settings.from_env({"EVIDENCE_HOME": loop_home})).keyring)
         for number, chunk in enumerate(chunks):
             loop_first = number % 2 == 0  # ABBA: a drift of the machine's speed weighs on both alike
             if loop_first:

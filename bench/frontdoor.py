@@ -117,19 +117,20 @@ def evidence(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
 def front_door(prefix: str, jobs: int, parallelism: int, **settings: str) -> Iterator[FrontDoor]:
     """A fresh root (``settings`` on top) whose pages hold ``jobs / parallelism`` jobs, a token of tenant `bench`
     and `evidence intake serve` answering for it."""
-    root = Path(tempfile.mkdtemp(prefix=prefix))
-    env = os.environ | {"EVIDENCE_HOME": str(root / "home"), "EVIDENCE_INTAKE_MAX_BYTES": str(64 << 20),
-                        "EVIDENCE_DOCUMENT_PAGE_SIZE": str(max(math.ceil(jobs / parallelism), 1))} | settings
-    env["EVIDENCE_ACTOR_KEY"] = acting_operator(env, root / "actors")  # token issue and template submit sign with it
-    token = evidence(env, "tenant", "token", "issue", "bench").stdout.split("token:")[1].split()[0]
-    port = free_port()
-    server = subprocess.Popen([EVIDENCE, "intake", "serve", "--port", str(port), "--workers", "1"], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_healthy(url, server)
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120) as http:
-            yield FrontDoor(root, env, http)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    with tempfile.TemporaryDirectory(prefix=prefix) as home:
+        root = Path(home)
+        env = os.environ | {"EVIDENCE_HOME": str(root / "home"), "EVIDENCE_INTAKE_MAX_BYTES": str(64 << 20),
+                            "EVIDENCE_DOCUMENT_PAGE_SIZE": str(max(math.ceil(jobs / parallelism), 1))} | settings
+        env["EVIDENCE_ACTOR_KEY"] = acting_operator(env, root / "actors")  # token issue and template submit sign
+        token = evidence(env, "tenant", "token", "issue", "bench").stdout.split("token:")[1].split()[0]
+        port = free_port()
+        server = subprocess.Popen([EVIDENCE, "intake", "serve", "--port", str(port), "--workers", "1"], env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            wait_healthy(url, server)
+            with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120) as http:
+                yield FrontDoor(root, env, http)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)

@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200)
     calls = parser.parse_args().calls
     limits = Limits(1024 ** 3, 60)
-    with scratch_file(Path(tempfile.gettempdir()) / "evidence-bench-isolation") as file:
+    with tempfile.TemporaryDirectory(prefix="evidence-bench-isolation-") as home, scratch_file(Path(home)) as file:
         file.write(pdf_bytes(3))
         file.flush()
         rows = {
