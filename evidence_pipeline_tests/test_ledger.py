@@ -167,6 +167,28 @@ def test_waiting_writers_commit_together_and_each_sees_only_its_own_failure(ledg
     assert len(set(seqs)) == 7 and ledger.verify_chain() == 10
 
 
+def test_a_burst_reuses_the_connections_an_earlier_burst_opened(ledger):
+    """Three bursts of 12 callers holding a connection at once open 12 connections, not 12 + 7 + 7: the default
+    pool closed every connection past its fifth at check-in, and on PostgreSQL each new one is a forked backend."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    opened = []
+    ledger.engine.dispose()  # from no connection
+    event.listen(ledger.engine, "connect", lambda *args: opened.append(1))
+    for _ in range(3):
+        together = threading.Barrier(12)
+
+        def hold():
+            with ledger.engine.connect() as conn:
+                together.wait(timeout=60)
+                return conn.execute(text("SELECT 1")).scalar()
+
+        with ThreadPoolExecutor(12) as pool:
+            assert list(pool.map(lambda _: hold(), range(12))) == [1] * 12
+    assert len(opened) == 12
+
+
 def _append_in_a_process(url: str, first: int) -> list[int]:
     ledger = Ledger(url)
     return [ledger.record(SMALL, "report.rendered", f"{i:064x}", "run-p").seq for i in range(first, first + 10)]

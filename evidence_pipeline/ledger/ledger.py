@@ -177,7 +177,8 @@ class Ledger(JobTransitions):
         if sqlite and parsed.database:
             parsed = _sqlite_file(parsed, read_only)
         try:
-            self.engine = create_engine(parsed, **_read_only_arguments(parsed) if read_only else {})
+            self.engine = create_engine(parsed, **(_read_only_arguments(parsed) if read_only else {}),
+                                        **(_POOL if parsed.database else {}))  # an in-memory SQLite has one
         except (ArgumentError, ImportError):
             raise EvidenceError(ReasonCode.CONFIG_INVALID,
                                 "EVIDENCE_LEDGER_URL names an unsupported database driver") from None
@@ -660,6 +661,12 @@ def _sqlite_file(url: URL, read_only: bool) -> URL:
         pass
     os.chmod(path, 0o600)
     return url
+
+
+# As many connections as a process uses at once, all kept: SQLAlchemy's default (5, and 10 more that it closes at
+# check-in) made a burst of uploads open a connection per checkout past the fifth, on PostgreSQL a backend forked
+# and authenticated each time (160 sessions for 600 uploads). The cap of 15 is the default's.
+_POOL = {"pool_size": 15, "max_overflow": 0}
 
 
 def _read_only_arguments(url: URL) -> dict:
