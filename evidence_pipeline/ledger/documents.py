@@ -86,7 +86,7 @@ class DocumentRecords:
 
     def document(self, tenant: str, document_id: str) -> dict | None:
         """``tenant``'s document, or None: another tenant's document does not exist for this one."""
-        with classified_errors(), self.ledger.engine.connect() as conn:
+        with classified_errors(), self.ledger.reading() as conn:
             return self._document(conn, tenant, document_id)
 
     def _document(self, conn: Connection, tenant: str, document_id: str) -> dict | None:
@@ -94,7 +94,7 @@ class DocumentRecords:
         return None if row is None else dict(row._mapping)
 
     def stored_bytes(self, tenant: str) -> int:
-        with classified_errors(), self.ledger.engine.connect() as conn:
+        with classified_errors(), self.ledger.reading() as conn:
             return self._stored(conn, tenant) or 0
 
     def _stored(self, conn: Connection, tenant: str) -> int | None:

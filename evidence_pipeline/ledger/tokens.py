@@ -63,7 +63,7 @@ class Tokens:
 
     def caller_of_token(self, token: str) -> tuple[str, str] | None:
         """(tenant, token id) of a live token, or None (unknown or revoked)."""
-        with classified_errors(), self.ledger.engine.connect() as conn:
+        with classified_errors(), self.ledger.reading() as conn:
             row = conn.execute(self._live_token, {"sha256": sha256_text(token)}).first()
         return None if row is None else (row.tenant, row.token_id)
 
