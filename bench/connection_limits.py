@@ -124,5 +124,6 @@ def main() -> None:
             server.kill()
             server.wait()
 
+
 if __name__ == "__main__":
     main()

@@ -61,4 +61,5 @@ def test_the_bench_runs_to_its_figures(script, tmp_path):
                             text=True, timeout=600, env=env | {"TMPDIR": str(tmp_path)})
     assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     assert figures in result.stdout, result.stdout[-3000:]
-    assert not [path.name for path in tmp_path.iterdir() if path.name != "results"], "left behind"
+    left_behind = [path.name for path in tmp_path.iterdir() if path.name != "results"]
+    assert not left_behind, f"the bench left {left_behind} in its TMPDIR"

@@ -178,7 +178,7 @@ class Ledger(JobTransitions):
             parsed = _sqlite_file(parsed, read_only)
         try:
             self.engine = create_engine(parsed, **(_read_only_arguments(parsed) if read_only else {}),
-                                        **(_POOL if parsed.database else {}))  # an in-memory SQLite has one
+                                        **({} if sqlite and not parsed.database else _POOL))  # in memory: one
         except (ArgumentError, ImportError):
             raise EvidenceError(ReasonCode.CONFIG_INVALID,
                                 "EVIDENCE_LEDGER_URL names an unsupported database driver") from None
