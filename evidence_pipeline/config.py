@@ -100,8 +100,8 @@ class Settings:
                                        "killed (`PROCESSOR_TIMED_OUT`)")
     workers: int | None = setting(
         "EVIDENCE_WORKERS", "worker processes per run for the partitions of its range, and for `evidence verify`",
-        default="a share of the CPUs: the CPUs ÷ `max_concurrent_runs` for a queued run, every CPU in process and "
-                "for `evidence verify`")
+        default="a share of the CPUs: the CPUs ÷ `max_concurrent_runs`, rounded up, for a queued run, every CPU in "
+                "process and for `evidence verify`")
     oversize_bytes: int = setting("EVIDENCE_OVERSIZE_BYTES", "source revisions above this size go to the "
                                   "`oversize` lane")
     oversize_workers: int = setting("EVIDENCE_OVERSIZE_WORKERS", "how many oversize tenant-months run at a time "
@@ -196,8 +196,8 @@ class Settings:
 
     def worker_processes(self, sharing: int = 1) -> int:
         """EVIDENCE_WORKERS, or by default this process's share of the CPUs it may use when ``sharing`` processes
-        like it fork workers on the same host at once (at least 1)."""
-        return self.workers or max(1, len(os.sched_getaffinity(0)) // sharing)
+        like it fork workers on the same host at once, rounded up: together they leave no CPU without a worker."""
+        return self.workers or math.ceil(len(os.sched_getaffinity(0)) / sharing)
 
     @property
     def uses_s3(self) -> bool:

@@ -20,14 +20,15 @@ def test_bad_settings_are_config_invalid(env):
     assert error.value.code == "CONFIG_INVALID"
 
 
-def test_worker_processes_default_to_a_share_of_the_cpus():
-    """EVIDENCE_WORKERS wins; unset, a process that shares its host with others like it takes its share (>= 1)."""
-    cpus = len(os.sched_getaffinity(0))
+def test_worker_processes_default_to_a_share_of_the_cpus(monkeypatch):
+    """EVIDENCE_WORKERS wins; unset, a process that shares its host with others like it takes its share, rounded
+    up: 3 runs on 6 CPUs fork 2 workers each, 4 runs 2 each (rounded down, 1 each: 2 of the 6 CPUs had no worker),
+    7 runs 1 each."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(6)))
     assert Settings.from_env({"EVIDENCE_WORKERS": "3"}).worker_processes(sharing=4) == 3
     default = Settings.from_env({})
-    assert default.workers is None and default.worker_processes() == cpus
-    assert default.worker_processes(sharing=2) == max(1, cpus // 2)
-    assert default.worker_processes(sharing=cpus + 1) == 1
+    assert default.workers is None and default.worker_processes() == 6
+    assert [default.worker_processes(sharing=runs) for runs in (2, 3, 4, 7)] == [3, 2, 2, 1]
 
 
 def test_metadata_links_are_absolute_under_the_ui_url():

@@ -264,7 +264,7 @@ def test_instance_yaml_loads_with_pools_queue_and_retries(tmp_path):
     with instance_for_test(temp_dir=str(tmp_path), overrides=_yaml(REPO / "dagster.yaml")) as instance:
         concurrency = instance.get_concurrency_config()
         assert concurrency.pool_config.default_pool_limit == 2
-        assert concurrency.run_queue_config.max_concurrent_runs == 2
+        assert concurrency.run_queue_config.max_concurrent_runs == 4
         [limit] = concurrency.run_queue_config.tag_concurrency_limits
         assert limit["key"] == "evidence/tenant" and limit["value"] == {"applyLimitPerUniqueValue": True}
         assert limit["limit"] == 1
@@ -283,13 +283,13 @@ def test_project_files_exist(path):
 
 def test_production_yaml_is_dagster_yaml_with_postgres_storage():
     """Both name our pooled storage classes (evidence_pipeline/defs/storage.py) per storage, so the storage blocks
-    differ in shape: dagster.yaml only replaces the event log (runs and schedules keep SQLite defaults). The run
-    queue differs in size: the embedded default runs 2 runs of half the cores each on one machine, a
-    deployment 4 runs of the EVIDENCE_WORKERS it sets; each caps a tenant below every slot."""
+    differ in shape: dagster.yaml only replaces the event log (runs and schedules keep SQLite defaults). Both run 4
+    runs at once (the embedded default on one machine, each run on its share of the cores; a deployment on the
+    EVIDENCE_WORKERS it sets); each caps a tenant below every slot, the embedded default at 1."""
     production, embedded = _yaml(REPO / "dagster.production.yaml"), _yaml(REPO / "dagster.yaml")
     tenant_cap = {"key": "evidence/tenant", "value": {"applyLimitPerUniqueValue": True}}
     assert embedded["concurrency"].pop("runs") == {
-        "max_concurrent_runs": 2, "tag_concurrency_limits": [tenant_cap | {"limit": 1}]
+        "max_concurrent_runs": 4, "tag_concurrency_limits": [tenant_cap | {"limit": 1}]
     }
     assert production["concurrency"].pop("runs") == {
         "max_concurrent_runs": 4, "tag_concurrency_limits": [tenant_cap | {"limit": 2}]

@@ -100,7 +100,7 @@ def test_dagster_yaml_installs_coordinator_and_per_tenant_limit(tmp_path):
     with instance_for_test(overrides=_dagster_yaml(), temp_dir=str(tmp_path)) as instance:
         assert type(instance.run_coordinator) is TenantFairRunCoordinator
         queue = instance.get_concurrency_config().run_queue_config
-        assert queue.max_concurrent_runs == 2
+        assert queue.max_concurrent_runs == 4
         # The limit must be on the tag the coordinator writes, per unique value (i.e. per tenant).
         assert list(queue.tag_concurrency_limits) == [
             {"key": TENANT_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
@@ -112,8 +112,10 @@ def test_dagster_yaml_installs_coordinator_and_per_tenant_limit(tmp_path):
 
 @pytest.fixture
 def instance(tmp_path):
-    # dagster.yaml as shipped; MockedRunLauncher records launches instead of starting run workers.
+    # dagster.yaml as shipped, but 2 run slots, fewer than the tenants waiting, so the cap decides who gets one;
+    # MockedRunLauncher records launches instead of starting run workers.
     overrides = _dagster_yaml() | {"run_launcher": {"module": "dagster._core.test_utils", "class": "MockedRunLauncher"}}
+    overrides["concurrency"]["runs"]["max_concurrent_runs"] = 2
     with instance_for_test(overrides=overrides, temp_dir=str(tmp_path)) as instance:
         # The tenant registry sensor would have registered these tenant partitions.
         instance.add_dynamic_partitions("tenant", ["big-tenant", "small-a", "small-b"])

@@ -15,6 +15,7 @@ materialized. (`evidence demo` runs the same job in process: test_assets.py.)
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import time
@@ -189,9 +190,9 @@ def test_every_launch_path_materializes_exactly_the_partitions_it_names(site):
         "schedule": SCHEDULED,
     }
 
-    # Runs the queue launches share the host: each forks up to the CPUs / max_concurrent_runs (defs/assets.py).
+    # Runs the queue launches share the host: each forks the CPUs / max_concurrent_runs, rounded up (defs/assets.py).
     runs_at_once = instance.get_concurrency_config().run_queue_config.max_concurrent_runs
-    share = max(1, len(os.sched_getaffinity(0)) // runs_at_once)
+    share = math.ceil(len(os.sched_getaffinity(0)) / runs_at_once)
     for name, launch in launches.items():
         runs = _runs_of(instance, launch)
         assert {run.status for run in runs} == {DagsterRunStatus.SUCCESS}, (name, _failures(instance, runs))

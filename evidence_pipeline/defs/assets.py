@@ -88,7 +88,8 @@ def run_workers(context, settings: Settings) -> int:
     """Worker processes for this run's partitions: EVIDENCE_WORKERS, or by default the run's share of its host. The
     runs the queue lets run at once (max_concurrent_runs) all start on the code server's host under Dagster's
     default launcher, each forking its own workers, and more busy workers than cores cost CPU without adding
-    throughput (bench/README.md, throughput.py), so a run the queue launched takes the CPUs / max_concurrent_runs.
+    throughput (bench/README.md, throughput.py), so a run the queue launched takes the CPUs / max_concurrent_runs,
+    rounded up (4 runs on 6 CPUs: 2 each, not 1, which left 2 CPUs without a worker).
     A run executed in process (`evidence demo`; it has no code location origin) runs alone: every CPU."""
     queue = context.instance.get_concurrency_config().run_queue_config
     queued = queue is not None and context.run.remote_job_origin is not None and queue.max_concurrent_runs > 0
