@@ -307,7 +307,7 @@ def test_a_turns_admissions_share_a_few_statements_and_each_caller_gets_its_own_
                                "UPDATE evidence_tenant_storage"], statements
     assert len(statements) == 3 + lock + len(written), statements  # + the lookup, the totals, the chain head
 
-    # 100 + 2,200 stored: acme's 300 fits, then its 1 more does not; that caller alone is refused
+    # acme has 2,300 stored: its 200 more fit (2,500, the quota), its 1 more then does not; that caller alone is refused
     outcomes, _ = one_turn([("acme", "c", 200), ("acme", "d", 1), ("globex", "c", 100)])
     assert [outcome if isinstance(outcome, str) else outcome[1] for outcome in outcomes] == [
         True, "TENANT_QUOTA_EXCEEDED", True]
