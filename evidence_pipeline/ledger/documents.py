@@ -55,6 +55,7 @@ class DocumentRecords:
         if new:
             serialize_admissions(conn)
             records |= self._insert_new(conn, list(new.values()))
+        # created only for the first upload of a new document: the same bytes again in this turn get its row
         return [(records[a.key][0], records[a.key][1] and new[a.key] is a) for a in admissions]
 
     def _insert_new(self, conn: Connection, admissions: list[_Admission]) -> dict[tuple[str, str], tuple[dict, bool]]:
