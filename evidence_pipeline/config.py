@@ -130,7 +130,7 @@ class Settings:
     intake_max_queued_jobs: int = setting(
         "EVIDENCE_INTAKE_MAX_QUEUED_JOBS", "backpressure for true overload: new jobs of any tenant get 503 while "
         "every tenant's outstanding jobs together reach this")
-    # the front door's connection limits (intake/guard.py)
+    # the connection limits of every server (http_guard.py)
     intake_max_headers: int = setting("EVIDENCE_INTAKE_MAX_HEADERS", "headers per request (431 `HEADERS_TOO_LARGE`)")
     intake_max_header_bytes: int = setting("EVIDENCE_INTAKE_MAX_HEADER_BYTES", "bytes of request line and headers "
                                            "together (431 `HEADERS_TOO_LARGE`)")
