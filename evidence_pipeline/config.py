@@ -188,9 +188,9 @@ class Settings:
                                            "attempt; doubled after each later one, with jitter")
     webhook_retry_max_seconds: float = setting("EVIDENCE_WEBHOOK_RETRY_MAX_SECONDS", "the longest wait between two "
                                                "attempts at a delivery (the cap of the backoff)")
-    webhook_timeout_seconds: float = setting("EVIDENCE_WEBHOOK_TIMEOUT_SECONDS", "how long an attempt waits to "
-                                             "connect and for each read of the answer; a deliverer's claim on a "
-                                             "delivery lasts four times this (then another deliverer may send it)")
+    webhook_timeout_seconds: float = setting("EVIDENCE_WEBHOOK_TIMEOUT_SECONDS", "the whole of one attempt "
+                                             "(resolve, connect, send, the answer), whatever the receiver does; a "
+                                             "deliverer's claim on a delivery lasts four times this")
     webhook_rotation_seconds: float = setting("EVIDENCE_WEBHOOK_ROTATION_SECONDS", "after `evidence tenant webhook "
                                               "rotate`, how long the previous secret still signs beside the new one")
 
