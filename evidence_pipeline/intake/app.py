@@ -93,6 +93,7 @@ STATUS = {
     ReasonCode.TENANT_OFFBOARDED: 403,
     ReasonCode.TENANT_MONTH_BUSY: 503,
     ReasonCode.TENANT_QUOTA_EXCEEDED: 429,
+    ReasonCode.REQUEST_EXCEEDS_QUOTA: 413,  # never fits: no Retry-After, an obedient client would loop forever
     ReasonCode.HEADERS_TOO_LARGE: 431,
     ReasonCode.INTAKE_BACKPRESSURE: 503,
     ReasonCode.LEDGER_UNAVAILABLE: 503,
