@@ -166,6 +166,11 @@ class ReasonCode(Vocabulary):
     OPTIONS_INVALID = "OPTIONS_INVALID", "the operation's options are not what it takes"
     INPUTS_INVALID = "INPUTS_INVALID", "the job has the wrong number of inputs"
     BATCH_NOT_FOUND = "BATCH_NOT_FOUND", "no such batch of this tenant"
+    REQUEST_EXCEEDS_QUOTA = (
+        "REQUEST_EXCEEDS_QUOTA",
+        "the request alone is more than the tenant's quota (jobs, or stored bytes) or than the service queues: it can "
+        "never be accepted as it is, so it is not retried; split it",
+    )
     OUTPUT_NOT_FOUND = (
         "OUTPUT_NOT_FOUND",
         "the job has no committed output of that name (it is another tenant's, or its job has not committed)",
