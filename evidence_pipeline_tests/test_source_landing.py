@@ -246,3 +246,15 @@ def test_a_file_swapped_for_a_link_after_it_settled_is_not_read(landed, ticks, f
     with pytest.raises(EvidenceError) as changed:
         landing.DirectoryLanding(folder).read(ready[0])
     assert changed.value.code == ReasonCode.LANDING_FILE_CHANGED
+
+
+def test_a_file_marked_by_a_concurrent_tick_keeps_its_first_marker(landed, ticks):
+    drop, read = landed
+    sensor, rt = ticks
+    drop("initech/2026-07/export.csv", _rows())  # refused at once: TENANT_UNKNOWN
+    location = landing.open_landing(os.environ["EVIDENCE_LANDING_URI"],
+                                    s3_client(rt.settings) if "EVIDENCE_ARCHIVE_URI" in os.environ else None)
+    [found], _ = landing.pending(rt, location, {})
+    location.mark(found.name, b'{"first": true}')  # another tick marked it since this walk
+    assert landing.take(rt, location, found)["error"]["code"] == "TENANT_UNKNOWN"
+    assert json.loads(read("initech/2026-07/export.csv" + landing.MARKER)) == {"first": True}

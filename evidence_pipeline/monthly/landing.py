@@ -124,7 +124,12 @@ class DirectoryLanding:
             os.close(fd)
 
     def mark(self, name: str, outcome: bytes) -> None:
-        fd = self._open(name + MARKER, _MARKER)  # exclusive: a marker is written once
+        try:
+            fd = self._open(name + MARKER, _MARKER)  # exclusive: a marker is written once
+        except FileExistsError:  # marked since the walk (a concurrent tick): the first marker stands
+            return
+        except OSError as error:  # left pending: taken again, it converges on the same revision
+            raise EvidenceError(ReasonCode.LOCAL_IO_FAILED, f"cannot mark a landed file: {error.strerror}") from None
         with os.fdopen(fd, "wb") as marker:
             marker.write(outcome)
 
@@ -198,12 +203,22 @@ class S3Landing:
             return self.client.get_object(Bucket=self.bucket, Key=self.prefix + landed.name,
                                           IfMatch=etag)["Body"].read()
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") not in ("PreconditionFailed", "NoSuchKey"):
+            if _s3_code(error) not in ("PreconditionFailed", "NoSuchKey"):
                 raise
             raise _changed() from None
 
     def mark(self, name: str, outcome: bytes) -> None:
-        self.client.put_object(Bucket=self.bucket, Key=self.prefix + name + MARKER, Body=outcome, IfNoneMatch="*")
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self.prefix + name + MARKER, Body=outcome,
+                                   IfNoneMatch="*")
+        except ClientError as error:
+            if _s3_code(error) != "PreconditionFailed":
+                raise
+            # marked since the listing (a concurrent tick): the first marker stands
+
+
+def _s3_code(error: ClientError) -> str | None:
+    return error.response.get("Error", {}).get("Code")
 
 
 def open_landing(uri: str, s3_client=None) -> DirectoryLanding | S3Landing:
