@@ -173,7 +173,8 @@ class Settings:
         "when unset; set it behind a proxy or when serving on 0.0.0.0")
     landing_uri: str | None = setting(
         "EVIDENCE_LANDING_URI", "where tenants' source files land for `source_landing_sensor` to publish: a folder "
-        "or `s3://bucket/prefix` holding `<tenant>/<YYYY-MM>/*.csv`", default="unset: the sensor skips")
+        "or `s3://bucket/prefix` holding `<tenant>/<YYYY-MM>/*.csv`; the path names the tenant, so each tenant's "
+        "system may write only its own `<tenant>/` folder", default="unset: the sensor skips")
     actor: str | None = setting(
         "EVIDENCE_ACTOR", "the acting person's actor name that the CLI signs privileged actions as (`--actor` wins)",
         default="unset: the key file's name without `.pem`")

@@ -32,7 +32,7 @@ from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import load_keyring, public_key_id
 from evidence_pipeline.signing.pades import sign_pdf
-from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, SMALL, overwrite, require_tool
+from evidence_pipeline_tests.conftest import FIXTURE_EVENTS, SMALL, overwrite, require_tool
 
 RUN = RunInfo("test-run")
 
@@ -55,9 +55,9 @@ def test_bundle_is_published_once_and_verifies(runtime, published):
     assert runtime.archive.list(f"bundles/{SMALL.tenant}") == [
         f"{published.bundle_key}/{n}" for n in (MANIFEST, REPORT, STATEMENT)
     ]
-    # the fixture months' source.published; documents closed, pinned, accepted, rendered, validated, running,
-    # published, timed; + 4 again (pinned, rendered, validated, timed)
-    assert runtime.ledger.verify_chain() == len(FIXTURE_MONTHS) + 12
+    # the fixture sources' events; documents closed, pinned, accepted, rendered, validated, running, published,
+    # timed; + 4 again (pinned, rendered, validated, timed)
+    assert runtime.ledger.verify_chain() == FIXTURE_EVENTS + 12
     keys = runtime.keyring
     assert runtime.archive.list("keys") == sorted(
         f"keys/{name}" for name in (f"{keys.statement_key_id}.pem", f"{keys.signer_certificate_id}.pem",

@@ -353,13 +353,6 @@ class Ledger(JobTransitions):
                 if detail is None or detail in body["details"]:
                     yield body
 
-    def knows_tenant(self, tenant: str) -> bool:
-        """Has the service ever known ``tenant``: registered it, issued it a token or published its source? Each of
-        those appends an event of the tenant (one indexed lookup)."""
-        events = self.audit_events.c
-        with classified_errors(), self.engine.connect() as conn:
-            return conn.execute(select(events.seq).where(events.tenant == tenant).limit(1)).first() is not None
-
     def offboarded_tenants(self, tenant: str | None = None) -> set[str]:
         """The tenants with a `tenant.offboarded` event (only ``tenant``, when given): no new work starts for them."""
         events = self.audit_events.c
