@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from sqlalchemy import func, select
 
 from evidence_pipeline.actors.keyfiles import public_hex
-from evidence_pipeline.actors.requests import sign_request
+from evidence_pipeline.actors.requests import key_id, sign_request
 from evidence_pipeline.actors.roles import Action, permits
 from evidence_pipeline.audit.authorizations import recheck_ledger
 from evidence_pipeline.config import Settings
@@ -41,6 +41,7 @@ TEMPLATE = templates.version_id(templates.merge(templates.parse(ORGANIZATION, "o
                                                 templates.parse(PROGRAM, "program")))
 ONE_TRY = RetryBudget(max_attempts=1, max_elapsed_seconds=0.0)
 MAX_AGE = 300.0
+SPARE = Ed25519PrivateKey.generate()  # a second key of audrey's, added and revoked (her first one keeps acting)
 
 
 class World:
@@ -99,7 +100,7 @@ def _now() -> str:
 
 
 _tenant = st.sampled_from([*TENANTS, UNREGISTERED])
-_reason = st.sampled_from(["outage over", "", "x" * 600])
+_reason = st.sampled_from(["outage over", "store remounted", "", "x" * 600])
 DOORS = {
     "job.replay": Door(Action.JOB_REPLAY, st.fixed_dictionaries(
         {"job_id": st.sampled_from([key.job_id for key in JOBS.values()] + ["f" * 64]), "reason": _reason},
@@ -147,21 +148,49 @@ DOORS = {
         {"name": st.sampled_from(["audrey", "nobody"]),
          "roles": st.sampled_from([["auditor"], ["auditor", "reviewer"]])}),
         lambda world, envelope: world.signers.admin.change_roles(envelope)),
+    "actor.key.add": Door(Action.ACTOR_KEY_ADD, st.fixed_dictionaries(
+        {"name": st.sampled_from(["audrey", "nobody"]), "public_key": st.just(public_hex(SPARE))}),
+        lambda world, envelope: world.signers.admin.add_key(envelope)),
+    "actor.key.revoke": Door(Action.ACTOR_KEY_REVOKE, st.fixed_dictionaries(
+        {"name": st.sampled_from(["audrey", "nobody"]), "key_id": st.just(key_id(SPARE.public_key()))}),
+        lambda world, envelope: world.signers.admin.revoke_key(envelope)),
 }
+
+
+NAMES_A_TENANT = {"token.issue", "template.submit", "template.approve", "tenant.offboard", "part.decide"}
+
+
+def _subject_tenant(args: dict) -> str | None:
+    """The tenant of what the args name (a job, a token, an offboarding request), if any."""
+    for value in args.values():
+        job = next((key for key in JOBS.values() if key.job_id == value), None)
+        if job is not None:
+            return job.tenant
+        if isinstance(value, str) and value.startswith("<"):
+            return value[value.index(":") + 1:-1]
+    return None
 
 
 @st.composite
 def requests(draw) -> tuple[str, str, str, str | None, dict]:
-    """(door, action signed for, actor, tenant, args): mostly what the door takes, sometimes another action, often
-    a tenant the args' subject does not belong to, sometimes an arg too many."""
+    """(door, action signed for, actor, tenant, args): the request the door takes, well formed (an actor whose
+    role permits it, the tenant of what it names), with none, one or more things changed: another action, another
+    actor, another tenant, an arg too many. The args themselves range over valid and invalid values."""
     door = draw(st.sampled_from(sorted(DOORS)))
-    action = DOORS[door].action if draw(st.integers(0, 7)) else draw(st.sampled_from(list(Action)))
-    args = draw(DOORS[door].args)
-    if not draw(st.integers(0, 9)):
-        args = args | {"extra": "1"}
+    changed = draw(st.sets(st.sampled_from(("action", "actor", "extra")), max_size=2))
+    if draw(st.sampled_from((False, False, True))):  # the class of issue 47's finding: a third of the requests
+        changed.add("tenant")
+    action = draw(st.sampled_from(list(Action))) if "action" in changed else DOORS[door].action
+    args = draw(DOORS[door].args) | ({"extra": "1"} if "extra" in changed else {})
     allowed = [actor for actor, roles in ROLES.items() if permits(roles, action)]
-    actor = draw(st.sampled_from(allowed)) if allowed and draw(st.integers(0, 3)) else draw(st.sampled_from(ACTORS))
-    return door, str(action), actor, draw(st.sampled_from([None, *TENANTS, *TENANTS, UNREGISTERED])), args
+    actor = draw(st.sampled_from(allowed if allowed and "actor" not in changed else ACTORS))
+    own = draw(st.sampled_from(TENANTS)) if door in NAMES_A_TENANT else _subject_tenant(args)
+    if "tenant" in changed:  # mostly another registered tenant than the one of what it names
+        others = [tenant for tenant in TENANTS if tenant != own]
+        tenant = draw(st.sampled_from([*others, *others, *others, None, UNREGISTERED]))
+    else:
+        tenant = own
+    return door, str(action), actor, tenant, args
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +198,7 @@ def world(tmp_path_factory) -> World:
     return World(tmp_path_factory.mktemp("one-rule") / "home")
 
 
-@settings(max_examples=100, deadline=None, derandomize=True, database=None,
+@settings(max_examples=150, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @example(("job.replay", "job.replay", "olga", "acme-books",  # issue 47: baltic's job, the request says acme's
           {"job_id": JOBS["baltic-crafts"].job_id, "reason": "outage over"}))
@@ -178,8 +207,8 @@ def world(tmp_path_factory) -> World:
 @example(("ruleset.canary", "ruleset.canary", "olga", "acme-books",  # one event per tenant: baltic's is not acme's
           {"candidate": "lease-review/2026.2", "tenants": list(TENANTS)}))
 @given(requests())
-def test_accepted_keeps_the_ledger_verifiable_and_refused_appends_nothing(world, request):
-    door, action, actor, tenant, args = request
+def test_accepted_keeps_the_ledger_verifiable_and_refused_appends_nothing(world, drawn):
+    door, action, actor, tenant, args = drawn
     if door == "job.replay" and args["job_id"] in {key.job_id for key in JOBS.values()}:
         world.job_ended(args["job_id"])
     envelope = sign_request(world.keys[actor], actor, action, world.resolve(args), tenant=tenant)
@@ -190,7 +219,8 @@ def test_accepted_keeps_the_ledger_verifiable_and_refused_appends_nothing(world,
         refused = error.code
     else:
         refused = None
-    event(f"{door}: {refused or 'accepted'}")
+    # what was tried, as --hypothesis-show-statistics lists it
+    event(f"{door}: {refused or 'accepted'}" + (f" (tenant {tenant})" if tenant else ""))
     appended = world.bodies_after(before)
     if refused is not None:  # at most the refusal's own record
         assert [body["event_type"] for body in appended] in ([], ["action.refused"]), (refused, appended)
