@@ -290,6 +290,9 @@ def test_template_approval_over_http_is_four_eyes_between_identities(documents, 
                                                                {"version_id": "0" * 64}, "acme"))
     assert (missing.status_code, _code(missing)) == (404, "TEMPLATE_NOT_FOUND")
     broken = _post(url, Action.TEMPLATE_SUBMIT, envelope, organization="{}", program=submission["program"])
+    assert (broken.status_code, _code(broken)) == (409, "ACTION_REPLAYED")  # the request first, then the texts
+    broken = _post(url, Action.TEMPLATE_SUBMIT, signers.sign("olga", Action.TEMPLATE_SUBMIT, json.loads(
+        envelope["request"])["args"], "acme"), organization="{}", program=submission["program"])
     assert (broken.status_code, _code(broken)) == (422, "TEMPLATE_INVALID")
     no_templates = _post(url, Action.TEMPLATE_SUBMIT, envelope)
     assert (no_templates.status_code, _code(no_templates)) == (400, "REQUEST_INVALID")
