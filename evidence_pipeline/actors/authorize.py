@@ -4,9 +4,9 @@
 it in that transaction (verify.py says the checks and their order), refuses a nonce already used (ACTION_REPLAYED),
 runs ``perform(conn, authorized)``, which appends the action's event with ``authorized.envelope`` in
 details["authorization"] and with the actor as the event's actor, and consumes the nonce against that event, all
-in one transaction. Every event appended in it first passes the auditor's own re-check (offline.Recheck, what
-`ledger verify` and packages run), on its body as it will be stored, so an action the gate lets through can never
-make the ledger unverifiable: the action, its record and the nonce commit together or not at all. An action with nothing
+in one transaction: the action, its record and the nonce commit together or not at all. Every event appended in it
+first passes the auditor's own re-check (offline.Recheck, what `ledger verify` and packages run) on its body as it
+will be stored, so an action the gate lets through never makes the ledger unverifiable. An action with nothing
 left to do (a version approved already, tenants routed already) returns None: nothing is recorded and the nonce
 stays unused, so the same request may act within its age should the state it found change back.
 

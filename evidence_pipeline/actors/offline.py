@@ -13,7 +13,9 @@ event's `recorded_at`:
 - its nonce authorized no earlier event (but for an action that records one event per tenant,
   roles.PER_TENANT_ACTIONS: its run of consecutive events, one per tenant).
 
-`action.refused` events are refusals, not authorizations: they are passed over. Anything that does not hold is
+The same checks run online: the action gate (authorize.py) gives every event it is about to append to a
+``Recheck`` fold, so what it accepts is what this finds authorized. `action.refused` events are refusals, not
+authorizations: they are passed over. Anything that does not hold is
 LEDGER_INVALID, naming the event and the code of what failed. ``max_age_seconds`` is the deployment's
 EVIDENCE_ACTION_MAX_AGE_SECONDS (the default unless it was changed).
 """
