@@ -15,9 +15,9 @@ event's `recorded_at`:
 
 The same checks run online: the action gate (authorize.py) gives every event it is about to append to a
 ``Recheck`` fold, so what it accepts is what this finds authorized. `action.refused` events are refusals, not
-authorizations: they are passed over. Anything that does not hold is
-LEDGER_INVALID, naming the event and the code of what failed. ``max_age_seconds`` is the deployment's
-EVIDENCE_ACTION_MAX_AGE_SECONDS (the default unless it was changed).
+authorizations: they are passed over. Anything that does not hold is LEDGER_INVALID, naming the event and the code
+of what failed. ``max_age_seconds`` is the deployment's EVIDENCE_ACTION_MAX_AGE_SECONDS (the default unless it was
+changed).
 """
 
 from __future__ import annotations
