@@ -228,3 +228,19 @@ def test_accepted_keeps_the_ledger_verifiable_and_refused_appends_nothing(world,
         assert all(body["details"].get("authorization") in (None, envelope) for body in appended)
     world.ledger.verify_chain()
     recheck_ledger(world.ledger, MAX_AGE)  # what `evidence ledger verify` re-checks, green either way
+
+
+def test_an_offboarding_is_planned_only_for_a_request_the_gate_lets_through(world, monkeypatch):
+    """Planning an offboarding lists the tenant's stores: a forged approval is refused before any of it."""
+    planned, tenant = [], "delta-works"  # a tenant of its own: the property above may have offboarded the others
+    world.signers.register_tenants([tenant])
+    monkeypatch.setattr(offboarding, "_not_evidence", lambda documents, tenant: planned.append(tenant) or {})
+    forged = world.signers.sign("bob", Action.TENANT_OFFBOARD_APPROVE, {"request": "0" * 36}, tenant=tenant)
+    forged["signature"] = world.signers.sign("audrey", Action.JOBS_READ, {})["signature"]
+    with pytest.raises(EvidenceError) as refused:
+        offboarding.offboard_tenant(world.documents, world.gate, forged)
+    assert refused.value.code == "ACTION_SIGNATURE_INVALID" and planned == []
+    signed = world.signers.sign("bob", Action.TENANT_OFFBOARD_APPROVE, {"request": "0" * 36}, tenant=tenant)
+    with pytest.raises(EvidenceError) as unknown:  # authenticated: planned, then the request it names is looked up
+        offboarding.offboard_tenant(world.documents, world.gate, signed)
+    assert unknown.value.code == "OFFBOARDING_NOT_REQUESTED" and planned == [tenant]
