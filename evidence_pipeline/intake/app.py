@@ -241,7 +241,7 @@ async def _json_body(request: Request, limit: int = MAX_JSON_BYTES):
     length = request.headers.get("content-length")
     if length is None or not length.isdigit() or int(length) > limit:
         raise EvidenceError(ReasonCode.REQUEST_INVALID, f"a JSON body of at most {limit} bytes with Content-Length")
-    body = b""
+    body = bytearray()  # grows in place: appending to bytes would copy it whole for each chunk
     async for chunk in receive.body(request):
         body += chunk
         if len(body) > limit:
