@@ -454,3 +454,4 @@ DRAWN = {
     "text_at_20_degrees_in_an_image": (_turned(20), SSN, (-20,)),
     "widget_appearance_with_custom_encoded_font": (_widget_cipher_appearance, SSN, (0,)),
 }
+
