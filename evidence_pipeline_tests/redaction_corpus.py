@@ -422,6 +422,12 @@ def _tiling_pattern(pdf, page):
     page.obj.Contents = pdf.make_stream(HEADING + b"/Pattern cs /P0 scn 72 600 200 40 re f\n")
 
 
+def page_text_through_cipher(pdf, page):
+    """Page text in a font whose /Differences name the glyphs and that has no ToUnicode map."""
+    page.obj.Resources.Font.C1 = _cipher_font(pdf)
+    page.obj.Contents = pdf.make_stream(HEADING + b"BT /C1 12 Tf 72 700 Td (" + _ciphered(SHOWN) + b") Tj ET\n")
+
+
 def _appearance(pdf, text: bytes, font, width: float) -> pikepdf.Stream:
     return pdf.make_stream(b"BT /A1 14 Tf 2 6 Td (" + text + b") Tj ET", Type=pikepdf.Name.XObject,
                            Subtype=pikepdf.Name.Form, BBox=[0, 0, width, 24],
