@@ -449,6 +449,16 @@ def _widget_cipher_appearance(pdf, page):
            AP=pikepdf.Dictionary(N=_appearance(pdf, _ciphered(SHOWN), _cipher_font(pdf), 200)))(pdf, page)
 
 
+FIELD_WORDS = "Tenant agrees to the house rules"
+
+
+def field_with_words(pdf, page):
+    """A text field whose value and appearance hold the value among other words."""
+    text = f"{FIELD_WORDS}, SSN {SSN}".encode()
+    _field(Rect=[72, 600, 472, 624], V=pikepdf.String(text.decode()),
+           AP=pikepdf.Dictionary(N=_appearance(pdf, text, pdf.make_indirect(_helvetica()), 400)))(pdf, page)
+
+
 # each: (change, the value, the angles a reader turns the page by to read it)
 DRAWN = {
     "tiny_image_drawn_four_times_larger": (_tiny_image_drawn_large, SSN, (0,)),

@@ -301,3 +301,14 @@ def test_the_second_pass_fails_a_derivative_that_shows_a_value_only_on_its_rende
     assert caught.value.code == ReasonCode.REDACTION_VERIFICATION_FAILED
     assert caught.value.message.endswith("rendered_page 1") and corpus.SSN not in caught.value.message
 
+
+
+@READERS
+def test_a_match_in_a_form_field_removes_its_region_and_the_value_not_every_word_the_field_shows():
+    data = corpus.build(corpus.field_with_words)
+    summary, derivative, verification = redacted(data)
+    assert verification["passed"] and summary["removed"]["field"] == 1 and summary["burned_regions"] == {"1": 1}
+    after = seen(derivative)
+    assert flat(corpus.SSN) not in after and flat(corpus.FIELD_WORDS) in after and leaks(derivative, corpus.SSN) == []
+    with pikepdf.open(io.BytesIO(derivative)) as pdf:
+        assert all("/V" not in field for field in pdf.Root.AcroForm.Fields)
