@@ -14,10 +14,14 @@ every XMP packet, JavaScript). Then remove each found value everywhere it occurs
 - any other string or text stream still holding one: an action holding one is removed whole (a link is dropped,
   never rewritten to point elsewhere), a name-tree entry is removed, a metadata stream or information entry is
   removed, a bookmark title becomes `[redacted]`, any other string `[redacted]`, any other text stream empty;
-- always: embedded and associated files, and page thumbnails (pictures of the original page).
+- always: embedded and associated files, and page thumbnails (pictures of the original page);
+- last, what the page still shows: each page of the result is rendered (pdfium, annotations and form appearances
+  drawn) and read whole by OCR at any angle (ocr.read_page); where a found value or a rule's match shows, the page
+  is burned in: replaced by its rendering with those regions painted black, so no object under a box holds the
+  value (the page's text layer goes with it).
 
-An image the OCR engine cannot read with confidence, on a page no region rule covers, is refused: what cannot be
-read cannot be promised removed. Each removed area on a page gets a black mark drawn in the page content. The
+A page that, rendered, the OCR engine cannot read with confidence, and that no region rule covers, is refused: what
+cannot be read cannot be promised removed. Each removed area on a page gets a black mark drawn in the page content. The
 derivative is written whole, as one revision (qpdf writes only the objects still referenced: earlier revisions are
 gone), with a deterministic /ID, so the same input, template version and OCR engine give the same bytes.
 
