@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import hashlib
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -18,7 +20,15 @@ import pytest
 from click.testing import CliRunner
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from evidence_pipeline.audit.witnessing import checkpoint_witnessed, log_verifier, note_key
+from evidence_pipeline.audit.checkpoints import publish_checkpoint
+from evidence_pipeline.audit.package_index import parse_signed_index, sign_index
+from evidence_pipeline.audit.witnessing import (
+    checkpoint_witnessed,
+    cosignature_key,
+    log_verifier,
+    note_key,
+    publish_note,
+)
 from evidence_pipeline.cli import main
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import merkle
@@ -319,3 +329,107 @@ def test_a_submission_ends_at_its_deadline_whatever_the_witness_trickles(phase):
         peer.close()
     assert error.value.code == "WITNESS_UNAVAILABLE"
     assert peer.sent and peer.sent[0] < 100 < peer.limit
+
+
+def _cosigned_checkpoint(runtime: Runtime, witness: ed25519.Ed25519PrivateKey) -> dict:
+    """Publish the head, its note and the witness's cosignature (in-process: the formats, not the protocol)."""
+    checkpoint = publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
+    note = publish_note(runtime.archive, runtime.settings.log_origin, runtime.keyring.statement_key, checkpoint)
+    runtime.archive.put_once(cosignature_key(checkpoint["size"], verifier(WITNESS, COSIGNATURE_V1, witness)),
+                             cosign(note.text, WITNESS, witness, 1_800_000_000).encode())
+    return checkpoint
+
+
+def _reissued(runtime: Runtime, witness: ed25519.Ed25519PrivateKey, size: int, root: bytes,
+              origin: str | None = None) -> bytes:
+    """A note the operator can make alone: signed by the statement key, co-signed by a witness that accepts it."""
+    origin = origin or runtime.settings.log_origin
+    text = Checkpoint(origin, size, root).text()
+    note = sign_note(text, origin, runtime.keyring.statement_key)
+    line = cosign(text, WITNESS, witness, 1_800_000_000)
+    return Note(text, note.signatures + parse_note(b"x\n\n" + line.encode()).signatures).encode()
+
+
+def _resign(package: Path, runtime: Runtime) -> None:
+    """Re-sign package.json over the package's files as they now are, with the statement key (the operator's own)."""
+    index = package / "package.json"
+    files = {path.relative_to(package).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+             for path in package.rglob("*") if path.is_file() and path != index}
+    index.chmod(0o644)
+    index.write_bytes(sign_index(parse_signed_index(index.read_bytes()).document, files,
+                                 runtime.keyring.statement_key, runtime.keyring.statement_key_id))
+
+
+def _replace(path: Path, data: bytes) -> None:
+    path.chmod(0o644)
+    path.write_bytes(data)
+
+
+WITNESS = "witness.test/pinned"
+
+
+def test_every_note_is_checked_against_the_pinned_origin_and_one_root_per_size(local_runtime, tmp_path):
+    """Issue 51: the package index re-signed by the statement key, each of these verified (exit 0) before: the
+    newest checkpoint re-issued under another origin, an older one's root flipped, its cosignature broken, a second
+    properly signed root for its size. `evidence ledger verify` checks the archive's notes the same way."""
+    witness = ed25519.Ed25519PrivateKey.generate()
+    pins = ["--witness", verifier(WITNESS, COSIGNATURE_V1, witness).vkey(), "--witness-policy", "1"]
+    runtime = local_runtime
+    checkpoints = []
+    for number, month in enumerate(FIXTURE_MONTHS):
+        run_tenant_month(runtime, month, RunInfo(f"run-{number}"))
+        checkpoints.append(_cosigned_checkpoint(runtime, witness))
+    home = runtime.settings.home
+    _export(home, tmp_path / "package", 1)
+    package = tmp_path / "package"
+    origin = ["--origin", runtime.settings.log_origin]
+    assert _verify(package, *pins, *origin)[0] == 0
+    newest, older = checkpoints[-1], checkpoints[0]
+
+    def tampered(name: str, size: int, note: bytes) -> tuple[int, dict]:
+        copy = tmp_path / name
+        shutil.copytree(package, copy)
+        _replace(copy / note_key(size), note)
+        _resign(copy, runtime)
+        return _verify(copy, *pins)
+
+    def failed(report: dict) -> list[str]:
+        return [f"{c['name']}: {c['code']}: {c['detail']}" for c in report["checks"] if not c["passed"]]
+
+    moved = _reissued(runtime, witness, newest["size"], bytes.fromhex(newest["root_sha256"]), "other.test/ledger")
+    code, report = tampered("moved", newest["size"], moved)
+    assert code == 1 and report["codes"] == ["LOG_ORIGIN_MISMATCH"], failed(report)
+    assert _verify(tmp_path / "moved", *pins, *origin)[1]["codes"] == ["LOG_ORIGIN_MISMATCH"]
+    code, report = _verify(package, *pins, "--origin", "other.test/ledger")  # the honest package, another pin
+    assert code == 1 and report["codes"] == ["LOG_ORIGIN_MISMATCH"]
+
+    note = parse_note((package / note_key(older["size"])).read_bytes())
+    lines = note.text.split("\n")
+    root = base64.b64decode(lines[2])
+    flipped = bytes([root[0] ^ 1]) + root[1:]
+    lines[2] = base64.b64encode(flipped).decode()
+    code, report = tampered("flipped", older["size"], Note("\n".join(lines), note.signatures).encode())
+    assert code == 1 and report["codes"] == ["CHECKPOINT_INVALID"], failed(report)
+
+    broken = tuple((name, sig[:-1] + bytes([sig[-1] ^ 1]) if name == WITNESS else sig) for name, sig in note.signatures)
+    code, report = tampered("broken", older["size"], Note(note.text, broken).encode())
+    assert code == 1 and report["codes"] == ["WITNESS_SIGNATURE_INVALID"], failed(report)
+
+    second = _reissued(runtime, witness, older["size"], flipped)
+    code, report = tampered("second", older["size"], second)
+    assert code == 1 and report["codes"] == ["CHECKPOINT_CONFLICT"], failed(report)
+    assert [f"{older['root_sha256']} (ledger/checkpoints/{older['size']:012d}.json) and {flipped.hex()}"
+            in detail for detail in failed(report)] == [True]
+
+    def ledger_verify(*args: str) -> tuple[int, str]:
+        result = CliRunner().invoke(main, ["ledger", "verify", *pins, *args], env={"EVIDENCE_HOME": str(home)})
+        assert "Traceback" not in result.output, result.output
+        return result.exit_code, result.output
+
+    assert ledger_verify()[0] == 0
+    code, output = ledger_verify("--origin", "other.test/ledger")
+    assert code != 0 and "LOG_ORIGIN_MISMATCH" in output
+    _replace(runtime.archive.root / note_key(older["size"]), second.split(b"\n\n")[0] + b"\n\n" + second.split(
+        b"\n\n")[1].split(b"\n")[0] + b"\n")  # the archive's note holds the log's line; cosignatures lie apart
+    code, output = ledger_verify()
+    assert code != 0 and "CHECKPOINT_CONFLICT" in output and flipped.hex() in output

@@ -66,7 +66,7 @@ from evidence_pipeline.audit.package_index import (
 )
 from evidence_pipeline.audit.verify import Check, Verification
 from evidence_pipeline.audit.verify_many import Outcome, verify_all
-from evidence_pipeline.audit.witnessing import WitnessPolicy, check_policy
+from evidence_pipeline.audit.witnessing import NotePins, WitnessPolicy, check_notes, package_note
 from evidence_pipeline.errors import UNAVAILABLE_CODES, EvidenceError, ReasonCode
 from evidence_pipeline.ledger import merkle
 from evidence_pipeline.models import PERIOD, TENANT_ID, LedgerEvent
@@ -311,11 +311,13 @@ class PackageChecks:
 def check_package(store: LocalStore, index: Index, key_ids: frozenset[str] = frozenset(),
                   root_ids: frozenset[str] = frozenset(),
                   witness: ed25519.Ed25519PublicKey | str | None = None,
-                  policy: WitnessPolicy | None = None, allow_unsigned_index: bool = False) -> PackageChecks:
+                  policy: WitnessPolicy | None = None, allow_unsigned_index: bool = False,
+                  origin: str | None = None) -> PackageChecks:
     """Every package-level check; ``witness``: the pinned in-process witness key of earlier versions (or an id the
     package has no key for), whose valid signature every checkpoint must then carry; ``policy``: the outside
-    witnesses, N of which must have co-signed the newest checkpoint (to which every other is consistent);
-    ``allow_unsigned_index``: accept a version 1 index."""
+    witnesses, N of which must have co-signed the newest checkpoint (to which every other is consistent), and
+    whose cosignatures on every checkpoint's note must verify; ``origin``: the log's pinned origin, which every
+    note must state (None: the first note's); ``allow_unsigned_index``: accept a version 1 index."""
     result = PackageChecks()
     try:  # the index's and the checkpoints' keys: those the package's keyring lists (pinned by root), or its keys
         keys = CheckpointKeys.of(store, key_ids, root_ids)
@@ -338,19 +340,21 @@ def check_package(store: LocalStore, index: Index, key_ids: frozenset[str] = fro
         result.witness_id = witness
     elif witness is not None:
         result.witness_id = public_key_id(witness)
+    bodies = []  # the checkpoints that verified, whose notes are checked next
     for key in index.checkpoints:
         checkpoint = _checkpoint(store, key, keys)
         result.checks.append(run_check(f"checkpoint {checkpoint_size(key)}", lambda: checkpoint))
         if isinstance(checkpoint, dict):
+            bodies.append(checkpoint)
             result.roots[key] = (checkpoint["size"], bytes.fromhex(checkpoint["root_sha256"]))
             result.checkpoint_key_ids.add(checkpoint["key_id"])
         if witness is not None:
             result.checks.append(run_check(f"witness {checkpoint_size(key)}",
                                            lambda: _check_witness(store, key, witness)))
-        if policy is not None and key == index.checkpoints[-1]:
-            result.checks.append(run_check(f"witness policy {checkpoint_size(key)}", lambda: check_policy(
-                store, checkpoint, keys.keys.get(checkpoint["key_id"]), policy) if isinstance(checkpoint, dict)
-                else checkpoint))
+    pins = NotePins(origin, policy, checkpoint_size(index.checkpoints[-1]))
+    for size, error in check_notes(bodies, partial(package_note, store), keys.keys, pins):
+        result.checks.append(Check(f"note {size}", True) if error is None else
+                             Check(f"note {size}", False, error.code, error.message))
     for old, new in zip(index.checkpoints, index.checkpoints[1:]):
         result.checks.append(run_check(f"consistency {checkpoint_size(old)} -> {checkpoint_size(new)}",
                                        lambda: _check_consistency(store, old, new, result.roots)))

@@ -46,3 +46,36 @@ def check_period(ctx, param, value: str | None) -> str | None:
         return None if value is None else validate_period(value)
     except EvidenceError as error:
         raise click.BadParameter(str(error), ctx, param) from None
+
+
+def witness_options(scope: str):
+    """``--witness VKEY...`` and ``--witness-policy N`` (read with witness_policy), for `verify --package` and
+    `ledger verify`; ``scope`` starts their help ("With --package: ")."""
+    def decorate(command):
+        command = click.option("--witness-policy", "policy", type=click.IntRange(min=1), metavar="N",
+                               help="With --witness: the newest checkpoint must carry valid cosignatures of N of the "
+                               "given witnesses, and every checkpoint's cosignatures by them must verify "
+                               "[default: all of them].")(command)
+        return click.option("--witness", "witnesses", multiple=True, metavar="VKEY", help=f"{scope}a witness whose "
+                            "cosignature counts towards --witness-policy (its vkey, `evidence witness vkey`; "
+                            "repeatable).")(command)
+    return decorate
+
+
+def witness_policy(witnesses: tuple[str, ...], required: int | None):
+    """--witness VKEY... --witness-policy N as a WitnessPolicy (None without --witness)."""
+    if not witnesses:
+        if required is not None:
+            raise click.UsageError("--witness-policy N counts the witnesses given with --witness VKEY")
+        return None
+    from evidence_pipeline.audit.witnessing import WitnessPolicy
+    from evidence_pipeline.witness.note import COSIGNATURE_V1, NoteError, parse_vkey
+
+    try:
+        parsed = [parse_vkey(vkey, COSIGNATURE_V1) for vkey in witnesses]
+        keys = tuple({key.vkey(): key for key in parsed}.values())  # a witness given twice counts once
+    except NoteError as error:
+        raise click.UsageError(f"--witness: {error}") from None
+    if (required or len(keys)) > len(keys):
+        raise click.UsageError(f"--witness-policy {required} needs at least {required} different --witness keys")
+    return WitnessPolicy(keys, required or len(keys))
