@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from evidence_pipeline.audit.checkpoints import publish_checkpoint
+from evidence_pipeline.audit.package import inclusion_path, tlog_proof_path
 from evidence_pipeline.audit.package_index import parse_signed_index, sign_index
 from evidence_pipeline.audit.witnessing import (
     checkpoint_witnessed,
@@ -47,7 +48,8 @@ from evidence_pipeline.witness.note import (
     verifier,
     verifies,
 )
-from evidence_pipeline_tests.conftest import FIXTURE_MONTHS
+from evidence_pipeline.witness.proof import parse_tlog_proof
+from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, require_tool
 from evidence_pipeline_tests.slow_peer import SlowPeer
 
 EVIDENCE = str(Path(sys.executable).parent / "evidence")
@@ -279,7 +281,8 @@ def test_a_witness_that_was_down_catches_up_and_the_policy_decides(local_runtime
     path.chmod(0o644)
     path.write_bytes(Note(note.text, forged).encode())
     code, report = _verify(both, *pins, "--witness-policy", "1")
-    assert code == 1 and sorted(report["codes"]) == ["PACKAGE_FILE_MISMATCH", "WITNESS_SIGNATURE_INVALID"]
+    assert code == 1 and sorted(report["codes"]) == ["PACKAGE_FILE_MISMATCH", "PROOF_INVALID",  # the tlog proofs
+                                                     "WITNESS_SIGNATURE_INVALID"]  # hold the note as it was
     usage = CliRunner().invoke(main, ["verify", "--package", str(both), "--witness", first.vkey,
                                       "--witness-policy", "2"])
     assert usage.exit_code == 2 and "needs at least 2" in usage.output
@@ -368,6 +371,18 @@ def _replace(path: Path, data: bytes) -> None:
 WITNESS = "witness.test/pinned"
 
 
+def _go_tlog_proof_check(tmp_path: Path) -> Path:
+    """tlog_proof_check.go built with Debian's golang-go and golang-golang-x-mod-dev (code we did not write)."""
+    go = require_tool("go")
+    if not Path("/usr/share/gocode/src/golang.org/x/mod/sumdb/tlog").is_dir():
+        pytest.skip("golang-golang-x-mod-dev is not installed")
+    built = tmp_path / "tlog-proof-check"
+    subprocess.run([go, "build", "-o", built, Path(__file__).with_name("tlog_proof_check.go")], check=True,
+                   env={"GOPATH": "/usr/share/gocode", "GO111MODULE": "off", "GOCACHE": str(tmp_path / "gocache"),
+                        "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    return built
+
+
 def test_every_note_is_checked_against_the_pinned_origin_and_one_root_per_size(local_runtime, tmp_path):
     """Issue 51: the package index re-signed by the statement key, each of these verified (exit 0) before: the
     newest checkpoint re-issued under another origin, an older one's root flipped, its cosignature broken, a second
@@ -385,11 +400,36 @@ def test_every_note_is_checked_against_the_pinned_origin_and_one_root_per_size(l
     origin = ["--origin", runtime.settings.log_origin]
     assert _verify(package, *pins, *origin)[0] == 0
     newest, older = checkpoints[-1], checkpoints[0]
+    bundles = parse_signed_index((package / "package.json").read_bytes()).document["bundles"]
+    proofs = [package / tlog_proof_path(bundle["path"]) for bundle in bundles]
+    assert len(proofs) == 2 and all(parse_tlog_proof(p.read_bytes()).checkpoint.encode()
+                                    == (package / note_key(newest["size"])).read_bytes() for p in proofs)
+    log_vkey = log_verifier(runtime.settings.log_origin, runtime.keyring.statement_public_key).vkey()
+    go_check = _go_tlog_proof_check(tmp_path)
+    for bundle, proof in zip(bundles, proofs):
+        event = package / json.loads((package / inclusion_path(bundle["path"])).read_text())["event"]
+        checked = subprocess.run([go_check, proof, log_vkey, event], capture_output=True, text=True)
+        assert checked.stdout.startswith("ok "), checked.stdout
+    flipped_proof = parse_tlog_proof(proofs[0].read_bytes())
+    flipped_proof = dataclasses.replace(flipped_proof, hashes=(bytes(32),) + flipped_proof.hashes[1:])
+    copy = tmp_path / "flipped-proof"
+    shutil.copytree(package, copy)
+    _replace(copy / tlog_proof_path(bundles[0]["path"]), flipped_proof.encode())
+    _resign(copy, runtime)
+    code, report = _verify(copy, *pins, *origin)
+    assert code == 1 and report["codes"] == ["PROOF_INVALID"]
+    checked = subprocess.run([go_check, copy / tlog_proof_path(bundles[0]["path"]), log_vkey, event],
+                             capture_output=True, text=True)
+    assert checked.returncode == 1  # and Go refuses it too
 
     def tampered(name: str, size: int, note: bytes) -> tuple[int, dict]:
         copy = tmp_path / name
         shutil.copytree(package, copy)
         _replace(copy / note_key(size), note)
+        for path in copy.glob("proofs/tlog/**/*.tlog-proof"):  # the bundles' proofs carry the newest note too
+            if size == newest["size"]:
+                _replace(path, dataclasses.replace(parse_tlog_proof(path.read_bytes()),
+                                                   checkpoint=parse_note(note)).encode())
         _resign(copy, runtime)
         return _verify(copy, *pins)
 

@@ -44,11 +44,12 @@ from evidence_pipeline.audit.package import (
     consistency_path,
     event_path,
     inclusion_path,
+    tlog_proof_path,
 )
 from evidence_pipeline.audit.package_documents import document_proof_path, upload_path
 from evidence_pipeline.audit.package_index import package_files, sign_index
 from evidence_pipeline.audit.verify import MAX_REPORT_BYTES, SIGNATURE_ALLOWANCE
-from evidence_pipeline.audit.witnessing import cosigned_note, note_key
+from evidence_pipeline.audit.witnessing import archive_note, note_key
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import Ledger, merkle
@@ -59,6 +60,8 @@ from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import MAX_KEY_BYTES, Keyring, published_ed25519_keys, published_statement_keys
 from evidence_pipeline.store import DISCARD, ArtifactStore
 from evidence_pipeline.store.local import LocalStore
+from evidence_pipeline.witness.note import Note, NoteError, parse_checkpoint
+from evidence_pipeline.witness.proof import TlogProof
 
 MAX_KEYS_OBJECT_BYTES = 16 << 20  # anything under keys/ (PEMs, a keyring document) is far smaller
 
@@ -222,10 +225,10 @@ def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, cho
     checkpoints = sorted(set(chosen.values()) | {checkpoint_keys(archive)[-1]},
                          key=checkpoint_size)
     signed = {key: _signed_checkpoint(archive, package, key, statement_keys, tree) for key in checkpoints}
-    for key in checkpoints:  # each checkpoint's C2SP note with every witness's cosignature, where there is one
-        note = cosigned_note(archive, checkpoint_size(key))
+    notes = {key: archive_note(archive, checkpoint_size(key)) for key in checkpoints}
+    for key, note in notes.items():  # each checkpoint's C2SP note with every witness's cosignature, where there is one
         if note is not None:
-            package.put_once(note_key(checkpoint_size(key)), note)
+            package.put_once(note_key(checkpoint_size(key)), note.encode())
     for old, new in zip(checkpoints, checkpoints[1:]):
         (old_size, old_root), (new_size, new_root) = signed[old], signed[new]
         proof = tree.consistency_proof(old_size, new_size)
@@ -236,6 +239,8 @@ def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, cho
     for publication in contents.publications:
         _write_bundle(archive, package, publication)
         _write_proved(package, publication, chosen[publication.leaf_index], signed, tree)
+        if notes[checkpoints[-1]] is not None:  # the bundle's C2SP proof, to the newest (co-signed) checkpoint
+            _write_tlog_proof(package, publication, notes[checkpoints[-1]], tree)
     for stored in [*contents.authorizations, *contents.document_events]:
         _write_proved(package, stored, chosen[stored.leaf_index], signed, tree)
     found = contents.documents
@@ -312,6 +317,17 @@ def _write_proved(package: LocalStore, stored: _Stored, checkpoint: str, signed:
         "event_hash": stored.event.event_hash, "leaf_index": index, "tree_size": size, "checkpoint": checkpoint,
         "proof": [h.hex() for h in proof],
     }))
+
+
+def _write_tlog_proof(package: LocalStore, publication: _Publication, note: Note, tree: merkle.Tree) -> None:
+    """The publication event's c2sp.org/tlog-proof@v1 to the co-signed ``note``, verified before it is written."""
+    index = publication.leaf_index
+    proof = TlogProof(index, tuple(tree.inclusion_proof(index, parse_checkpoint(note.text).size)), note)
+    try:
+        proof.reaches(tree.leaves[index])
+    except NoteError as error:
+        raise EvidenceError(ReasonCode.LEDGER_INVALID, f"event {publication.event.seq}: {error}") from None
+    package.put_once(tlog_proof_path(publication.prefix), proof.encode())
 
 
 def _copy(archive: ArtifactStore, key: str, package: LocalStore, target: str, expected_sha256: str | None = None,

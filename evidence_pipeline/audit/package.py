@@ -66,7 +66,7 @@ from evidence_pipeline.audit.package_index import (
 )
 from evidence_pipeline.audit.verify import Check, Verification
 from evidence_pipeline.audit.verify_many import Outcome, verify_all
-from evidence_pipeline.audit.witnessing import NotePins, WitnessPolicy, check_notes, package_note
+from evidence_pipeline.audit.witnessing import NotePins, WitnessPolicy, check_notes, note_key, package_note
 from evidence_pipeline.errors import UNAVAILABLE_CODES, EvidenceError, ReasonCode
 from evidence_pipeline.ledger import merkle
 from evidence_pipeline.models import PERIOD, TENANT_ID, LedgerEvent
@@ -79,6 +79,8 @@ from evidence_pipeline.signing.keys import (
 )
 from evidence_pipeline.store import DISCARD, ArtifactStore
 from evidence_pipeline.store.local import LocalStore
+from evidence_pipeline.witness.note import MAX_NOTE_BYTES, NoteError
+from evidence_pipeline.witness.proof import MAX_PROOF_BYTES, parse_tlog_proof
 
 FORMAT = "evidence-audit-package"
 VERSION = 2
@@ -87,6 +89,7 @@ EVENTS = "events"
 INCLUSION = "proofs/inclusion"
 AUTHORIZATION_PROOFS = "proofs/authorizations"
 CONSISTENCY = "proofs/consistency"
+TLOG_PROOFS = "proofs/tlog"
 WITNESS = "witness"
 _HASH = re.compile(r"[0-9a-f]{64}")
 _IDENTITY = _HASH
@@ -105,6 +108,11 @@ def event_path(seq: int) -> str:
 
 def inclusion_path(bundle: str) -> str:
     return f"{INCLUSION}/{bundle.removeprefix('bundles/')}.json"
+
+
+def tlog_proof_path(bundle: str) -> str:
+    """The bundle's c2sp.org/tlog-proof@v1 file (its publication event, to the package's newest checkpoint)."""
+    return f"{TLOG_PROOFS}/{bundle.removeprefix('bundles/')}.tlog-proof"
 
 
 def authorization_proof_path(seq: int) -> str:
@@ -455,6 +463,29 @@ def check_in_log(roots: dict[str, tuple[int, bytes]], store: ArtifactStore, pref
     verification.checks.append(inclusion)
     if proof is not None:
         verification.checks.append(run_check("ledger_event", lambda: _check_event(store, prefix, proof)))
+        verification.checks.append(run_check("tlog_proof", lambda: check_tlog_proof(store, prefix, proof, roots)))
+
+
+def check_tlog_proof(store: ArtifactStore, prefix: str, proof: dict, roots: dict[str, tuple[int, bytes]]) -> None:
+    """Where the newest verified checkpoint has a note, the bundle's c2sp.org/tlog-proof@v1 file: the event's
+    index and an inclusion proof reaching that note's root, the note byte for byte the package's (whose
+    signatures and cosignatures check_notes verifies)."""
+    newest = max(roots.values(), default=None)
+    if newest is None or not store.exists(note_key(newest[0])):
+        return  # no co-signed checkpoint to prove to: the package has no tlog proofs
+    path = tlog_proof_path(prefix)
+    try:
+        tlog = parse_tlog_proof(store.get(path, max_bytes=MAX_PROOF_BYTES))
+        body = tlog.reaches(merkle.leaf_hash(event_bytes(store, proof["event"])))
+    except EvidenceError as error:
+        _missing_is_incomplete(error, path)
+        raise
+    except NoteError as error:
+        raise EvidenceError(ReasonCode.PROOF_INVALID, f"{path}: {error}") from None
+    if tlog.index != proof["leaf_index"] or (body.size, body.root) != newest or \
+            tlog.checkpoint.encode() != store.get(note_key(newest[0]), max_bytes=MAX_NOTE_BYTES):
+        raise EvidenceError(ReasonCode.PROOF_INVALID, f"{path} does not prove this bundle's event to the package's "
+                            "newest checkpoint note")
 
 
 def read_inclusion(store: ArtifactStore, path: str) -> dict:
