@@ -24,6 +24,7 @@ from evidence_pipeline.audit.checkpoints import publish_checkpoint
 from evidence_pipeline.audit.package import inclusion_path, tlog_proof_path
 from evidence_pipeline.audit.package_index import parse_signed_index, sign_index
 from evidence_pipeline.audit.witnessing import (
+    POLICY,
     checkpoint_witnessed,
     cosignature_key,
     log_verifier,
@@ -216,9 +217,9 @@ def test_two_witnesses_refuse_a_forked_history(tmp_path, running):
     assert post(b"old 0\n\n" + _signed(log, fork).encode()) == 500
 
 
-def _export(home: Path, out: Path, cosigners: int) -> None:
+def _export(home: Path, out: Path, cosigners: int, witnesses: str = "") -> None:
     result = CliRunner().invoke(main, ["export", "--tenant", "acme-books", str(out)],
-                                env={"EVIDENCE_HOME": str(home)})
+                                env={"EVIDENCE_HOME": str(home), "EVIDENCE_WITNESSES": witnesses})
     assert result.exit_code == 0, result.output
     assert f"the newest co-signed by {cosigners} outside witness(es)" in result.output
 
@@ -388,23 +389,37 @@ def test_every_note_is_checked_against_the_pinned_origin_and_one_root_per_size(l
     newest checkpoint re-issued under another origin, an older one's root flipped, its cosignature broken, a second
     properly signed root for its size. `evidence ledger verify` checks the archive's notes the same way."""
     witness = ed25519.Ed25519PrivateKey.generate()
-    pins = ["--witness", verifier(WITNESS, COSIGNATURE_V1, witness).vkey(), "--witness-policy", "1"]
+    witness_vkey = verifier(WITNESS, COSIGNATURE_V1, witness).vkey()
+    pins = ["--witness", witness_vkey, "--witness-policy", "1"]
     runtime = local_runtime
     checkpoints = []
     for number, month in enumerate(FIXTURE_MONTHS):
         run_tenant_month(runtime, month, RunInfo(f"run-{number}"))
         checkpoints.append(_cosigned_checkpoint(runtime, witness))
     home = runtime.settings.home
-    _export(home, tmp_path / "package", 1)
+    _export(home, tmp_path / "package", 1, f"https://witness.invalid {witness_vkey}")
     package = tmp_path / "package"
     origin = ["--origin", runtime.settings.log_origin]
     assert _verify(package, *pins, *origin)[0] == 0
     newest, older = checkpoints[-1], checkpoints[0]
+    log_vkey = log_verifier(runtime.settings.log_origin, runtime.keyring.statement_public_key).vkey()
+    # the package's c2sp.org/tlog-policy: the log, every configured witness; used when the auditor pins none
+    assert (package / POLICY).read_text() == f"log {log_vkey}\nwitness w1 {witness_vkey}\ngroup witnesses 1 w1\n" \
+        "quorum witnesses\n"
+    code, report = _verify(package)
+    assert code == 0 and report["witness_policy"]["pinned"] is False, report["codes"]
+    own, stranger = tmp_path / "auditor.tlog-policy", tmp_path / "stranger.tlog-policy"
+    own.write_text(f"# mine\nlog {log_vkey}\nwitness mine {witness_vkey}\nquorum mine\n")
+    stranger_vkey = verifier("witness.test/stranger", COSIGNATURE_V1, ed25519.Ed25519PrivateKey.generate()).vkey()
+    stranger.write_text(f"log {log_vkey}\nwitness a {witness_vkey}\nwitness b {stranger_vkey}\ngroup g all a b\n"
+                        "quorum g\n")
+    assert _verify(package, "--policy", str(own))[0] == 0
+    code, report = _verify(package, "--policy", str(stranger))
+    assert code == 1 and report["codes"] == ["WITNESS_POLICY_NOT_MET"]
     bundles = parse_signed_index((package / "package.json").read_bytes()).document["bundles"]
     proofs = [package / tlog_proof_path(bundle["path"]) for bundle in bundles]
     assert len(proofs) == 2 and all(parse_tlog_proof(p.read_bytes()).checkpoint.encode()
                                     == (package / note_key(newest["size"])).read_bytes() for p in proofs)
-    log_vkey = log_verifier(runtime.settings.log_origin, runtime.keyring.statement_public_key).vkey()
     go_check = _go_tlog_proof_check(tmp_path)
     for bundle, proof in zip(bundles, proofs):
         event = package / json.loads((package / inclusion_path(bundle["path"])).read_text())["event"]
@@ -440,6 +455,7 @@ def test_every_note_is_checked_against_the_pinned_origin_and_one_root_per_size(l
     code, report = tampered("moved", newest["size"], moved)
     assert code == 1 and report["codes"] == ["LOG_ORIGIN_MISMATCH"], failed(report)
     assert _verify(tmp_path / "moved", *pins, *origin)[1]["codes"] == ["LOG_ORIGIN_MISMATCH"]
+    assert _verify(tmp_path / "moved", "--policy", str(own))[1]["codes"] == ["LOG_ORIGIN_MISMATCH"]
     code, report = _verify(package, *pins, "--origin", "other.test/ledger")  # the honest package, another pin
     assert code == 1 and report["codes"] == ["LOG_ORIGIN_MISMATCH"]
 

@@ -37,8 +37,8 @@ from evidence_pipeline.signing.keys import Keyring, public_key_id, public_pem, p
 from evidence_pipeline.store import DISCARD, ArtifactStore
 
 if TYPE_CHECKING:
-    from evidence_pipeline.audit.witnessing import WitnessPolicy
     from evidence_pipeline.ledger import Ledger
+    from evidence_pipeline.witness.policy import TlogPolicy
 
 PAYLOAD_TYPE = "application/vnd.evidence-pipeline.checkpoint+json"
 PREFIX = "ledger/checkpoints"
@@ -165,7 +165,7 @@ def check_witness(envelope: bytes, witness: ed25519.Ed25519PublicKey, key: str) 
 
 
 def verify_ledger(ledger: Ledger, archive: ArtifactStore, witness: ed25519.Ed25519PublicKey | None = None,
-                  origin: str | None = None, policy: WitnessPolicy | None = None) -> dict:
+                  origin: str | None = None, policy: TlogPolicy | None = None) -> dict:
     """Recompute the chain, every published checkpoint's root and the consistency between checkpoints; with
     ``witness`` (pinned by the caller, never read from the archive), every checkpoint must carry its signature.
     Every checkpoint's note is checked as a package's are (witnessing.check_notes): of the log ``origin``, of its

@@ -66,7 +66,7 @@ from evidence_pipeline.audit.package_index import (
 )
 from evidence_pipeline.audit.verify import Check, Verification
 from evidence_pipeline.audit.verify_many import Outcome, verify_all
-from evidence_pipeline.audit.witnessing import NotePins, WitnessPolicy, check_notes, note_key, package_note
+from evidence_pipeline.audit.witnessing import NotePins, check_notes, note_key, package_note
 from evidence_pipeline.errors import UNAVAILABLE_CODES, EvidenceError, ReasonCode
 from evidence_pipeline.ledger import merkle
 from evidence_pipeline.models import PERIOD, TENANT_ID, LedgerEvent
@@ -80,6 +80,7 @@ from evidence_pipeline.signing.keys import (
 from evidence_pipeline.store import DISCARD, ArtifactStore
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.witness.note import MAX_NOTE_BYTES, NoteError
+from evidence_pipeline.witness.policy import TlogPolicy
 from evidence_pipeline.witness.proof import MAX_PROOF_BYTES, parse_tlog_proof
 
 FORMAT = "evidence-audit-package"
@@ -319,7 +320,7 @@ class PackageChecks:
 def check_package(store: LocalStore, index: Index, key_ids: frozenset[str] = frozenset(),
                   root_ids: frozenset[str] = frozenset(),
                   witness: ed25519.Ed25519PublicKey | str | None = None,
-                  policy: WitnessPolicy | None = None, allow_unsigned_index: bool = False,
+                  policy: TlogPolicy | None = None, allow_unsigned_index: bool = False,
                   origin: str | None = None) -> PackageChecks:
     """Every package-level check; ``witness``: the pinned in-process witness key of earlier versions (or an id the
     package has no key for), whose valid signature every checkpoint must then carry; ``policy``: the outside

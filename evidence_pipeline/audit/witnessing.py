@@ -36,6 +36,7 @@ from evidence_pipeline.witness.note import (
     sign_note,
     verifies,
 )
+from evidence_pipeline.witness.policy import MAX_POLICY_BYTES, TlogPolicy, parse_policy
 
 if TYPE_CHECKING:
     from evidence_pipeline.runtime import Runtime
@@ -152,14 +153,6 @@ def archive_note(archive: ArtifactStore, size: int) -> Note | None:
 
 
 @dataclass(frozen=True)
-class WitnessPolicy:
-    """`--witness VKEY ... --witness-policy N`: N of these witnesses must have co-signed."""
-
-    witnesses: tuple[Verifier, ...]
-    required: int
-
-
-@dataclass(frozen=True)
 class NotePins:
     """What every checkpoint note is checked against: the log's origin (``origin``: the auditor's pin, or None to
     take the first note's) and the witness policy; ``newest``: the size whose note must meet the policy's quorum
@@ -167,7 +160,7 @@ class NotePins:
     witness that was down co-signs a later one, to which the older ones are consistent)."""
 
     origin: str | None
-    policy: WitnessPolicy | None
+    policy: TlogPolicy | None
     newest: int
 
 
@@ -175,6 +168,19 @@ def package_note(store: ArtifactStore, size: int) -> Note | None:
     """A package's note of the checkpoint of ``size`` (its cosignatures appended), None when it has none."""
     key = note_key(size)
     return _read_note(store, key) if store.exists(key) else None
+
+
+POLICY = "witness-policy.tlog-policy"  # a package's c2sp.org/tlog-policy: the logs, witnesses and quorum it meets
+
+
+def package_policy(store: ArtifactStore) -> TlogPolicy | None:
+    """The package's policy file, None when it has none (exported before witnesses were configured)."""
+    if not store.exists(POLICY):
+        return None
+    try:
+        return parse_policy(store.get(POLICY, max_bytes=MAX_POLICY_BYTES))
+    except NoteError as error:
+        raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"{POLICY}: {error}") from None
 
 
 def check_notes(checkpoints: list[dict], read: Callable[[int], Note | None],
@@ -220,10 +226,14 @@ def check_note(note: Note | None, checkpoint: dict, statement_key: ed25519.Ed255
     if origin is not None and body.origin != origin:
         raise EvidenceError(ReasonCode.LOG_ORIGIN_MISMATCH, f"{key} is of the log {body.origin!r}, not of "
                             f"{origin!r}" + (" (pinned)" if pins.origin else " (the origin of the notes before it)"))
+    logs = pins.policy.logs if pins.policy is not None else ()
+    if logs and body.origin not in {log.name for log in logs}:
+        raise EvidenceError(ReasonCode.LOG_ORIGIN_MISMATCH, f"{key} is of the log {body.origin!r}, which the policy "
+                            "does not list")
     if body.size != size or statement_key is None or verifies(note, log_verifier(body.origin, statement_key)) \
-            is not True:
+            is not True or (logs and not any(verifies(note, log) for log in logs)):
         raise EvidenceError(ReasonCode.CHECKPOINT_INVALID, f"{key} is not the statement key's note of checkpoint "
-                            f"{size}")
+                            f"{size}" + (", signed by a log key of the policy" if logs else ""))
     if body.root.hex() != checkpoint["root_sha256"]:
         raise EvidenceError(ReasonCode.CHECKPOINT_CONFLICT, f"two signed roots for size {size}: "
                             f"{checkpoint['root_sha256']} ({checkpoint_key(size)}) and {body.root.hex()} ({key})")
@@ -232,15 +242,15 @@ def check_note(note: Note | None, checkpoint: dict, statement_key: ed25519.Ed255
     return body
 
 
-def _check_cosignatures(note: Note, size: int, policy: WitnessPolicy, newest: bool) -> None:
-    valid = []
-    for witness in policy.witnesses:
+def _check_cosignatures(note: Note, size: int, policy: TlogPolicy, newest: bool) -> None:
+    valid = set()
+    for name, witness in policy.witnesses.items():
         verified = verifies(note, witness)
         if verified is False:
             raise EvidenceError(ReasonCode.WITNESS_SIGNATURE_INVALID, f"the cosignature of witness {witness.name} "
                                 f"on checkpoint {size} does not verify")
         if verified:
-            valid.append(witness.name)
-    if newest and len(valid) < policy.required:
+            valid.add(name)
+    if newest and not policy.met(valid):
         raise EvidenceError(ReasonCode.WITNESS_POLICY_NOT_MET, f"checkpoint {size} is co-signed by {len(valid)} of "
-                            f"the {len(policy.witnesses)} pinned witnesses; the policy needs {policy.required}")
+                            f"the {len(policy.witnesses)} pinned witnesses; the policy: {policy.describe()}")

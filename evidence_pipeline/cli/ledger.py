@@ -63,7 +63,8 @@ def ledger_vkey() -> None:
 @witness_options("")
 @click.option("--origin", metavar="ORIGIN", help="The log's origin every checkpoint note must state "
               "[default: the first note's].")
-def ledger_verify(witness: Path | None, witnesses: tuple[str, ...], policy: int | None, origin: str | None) -> None:
+def ledger_verify(witness: Path | None, witnesses: tuple[str, ...], policy: int | None, policy_file: str | None,
+                  origin: str | None) -> None:
     """Recompute the hash chain, every checkpoint's Merkle root and the consistency between checkpoints, check
     every checkpoint's C2SP note (its origin, its root against the envelope's, its cosignatures by the --witness
     keys, the policy met by the newest), and re-check who authorized each privileged action (its signed request,
@@ -73,7 +74,7 @@ def ledger_verify(witness: Path | None, witnesses: tuple[str, ...], policy: int 
     from evidence_pipeline.signing.keys import pinned_public_key
 
     pinned = None if witness is None else pinned_public_key(witness, "--require-witness")
-    pins = witness_policy(witnesses, policy)
+    pins = witness_policy(witnesses, policy, policy_file)
     settings = load_settings(reads_only=True)
     ledger, archive = open_audit(settings)
     report = verify_ledger(ledger, archive, pinned, origin, pins)

@@ -41,8 +41,9 @@ if TYPE_CHECKING:
 @click.option("--at", "at", callback=parse_moment, metavar="TIME",
               help="Validate the PAdES signatures at this ISO 8601 time (UTC unless it says) instead of now.")
 def verify(locations: tuple[str, ...], package: str | None, witness: str | None, witnesses: tuple[str, ...],
-           policy: int | None, allow_unsigned_index: bool, as_json: bool, key_ids: tuple[str, ...],
-           root_ids: tuple[str, ...], workers: int | None, at: datetime | None, origin: str | None) -> None:
+           policy: int | None, policy_file: str | None, allow_unsigned_index: bool, as_json: bool,
+           key_ids: tuple[str, ...], root_ids: tuple[str, ...], workers: int | None, at: datetime | None,
+           origin: str | None) -> None:
     """Verify bundles offline. Exit 0 only if every check of every bundle passes.
 
     A LOCATION is one bundle, <archive>/bundles/<tenant>/<period>/<identity>, or a prefix whose bundles are all
@@ -75,12 +76,12 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
         raise click.UsageError("--require-witness, --origin and --allow-unsigned-index check a package: use them "
                                "with --package")
     if package is not None:  # reads no setting but EVIDENCE_WORKERS, and only when --workers is not given
-        _verify_package(package, witness, witness_policy(witnesses, policy), allow_unsigned_index, as_json,
+        _verify_package(package, witness, witness_policy(witnesses, policy, policy_file), allow_unsigned_index, as_json,
                         frozenset(key_ids), frozenset(root_ids), workers or load_settings().worker_processes(), at,
                         origin)
-    if witnesses or policy:
-        raise click.UsageError("--witness and --witness-policy check the checkpoints of a package: use them with "
-                               "--package")
+    if witnesses or policy or policy_file:
+        raise click.UsageError("--witness, --witness-policy and --policy check the checkpoints of a package: use "
+                               "them with --package")
     from evidence_pipeline.audit.locations import locate  # with verify_many: pyHanko, which only verify needs
 
     settings = load_settings()
@@ -169,8 +170,11 @@ def _verify_package(argument: str, witness: str | None, policy, allow_unsigned_i
     from evidence_pipeline.audit.package_authorizations import check_authorizations
     from evidence_pipeline.audit.package_documents import check_documents
     from evidence_pipeline.audit.verify_many import overall_exit_code
+    from evidence_pipeline.audit.witnessing import package_policy
 
     store, index = open_package(argument)
+    pinned_policy = policy is not None
+    policy = policy or package_policy(store)  # the package's own: checked, though the operator wrote it
     pinned_witness = None if witness is None else witness_public_key(store, witness)
     checks = check_package(store, index, key_ids, root_ids, pinned_witness, policy, allow_unsigned_index,
                            origin)
@@ -213,7 +217,8 @@ def _verify_package(argument: str, witness: str | None, policy, allow_unsigned_i
                             | {o.error.code for o in outcomes if o.error is not None}),
             "checkpoint_key_ids": sorted(checks.checkpoint_key_ids), "witness_key_id": checks.witness_id,
             "origin": origin, "witness_policy": None if policy is None else {
-                "required": policy.required, "witnesses": [key.vkey() for key in policy.witnesses]},
+                "quorum": policy.describe(), "witnesses": [key.vkey() for key in policy.witnesses.values()],
+                "logs": [key.vkey() for key in policy.logs], "pinned": pinned_policy},
             "format_version": index.version, "index_signed": index.signed is not None,
             "checks": [c.__dict__ for c in checks.checks], "authorizations": authorizations, "documents": lineages,
             "bundles": [o.as_dict() for o in outcomes],
@@ -222,8 +227,9 @@ def _verify_package(argument: str, witness: str | None, policy, allow_unsigned_i
         _print_summary(outcomes, key_ids, root_ids, package_codes=checks.codes)
         click.echo(f"checkpoints signed by {', '.join(sorted(checks.checkpoint_key_ids)) or '-'}; "
                    + (f"witness {checks.witness_id} required" if checks.witness_id
-                      else f"{policy.required} of {len(policy.witnesses)} witnesses required" if policy
-                      else "witness not checked (pass --witness VKEY --witness-policy N)")
+                      else policy.describe() + ("" if pinned_policy else " by the package's policy (not pinned: pass "
+                                                "--policy FILE or --witness VKEY)") if policy
+                      else "witness not checked (pass --policy FILE or --witness VKEY --witness-policy N)")
                    + (f"; log origin {origin}" if origin else "; log origin not pinned (pass --origin)"))
     sys.exit(code)
 
