@@ -464,16 +464,16 @@ def check_in_log(roots: dict[str, tuple[int, bytes]], store: ArtifactStore, pref
     verification.checks.append(inclusion)
     if proof is not None:
         verification.checks.append(run_check("ledger_event", lambda: _check_event(store, prefix, proof)))
-        verification.checks.append(run_check("tlog_proof", lambda: check_tlog_proof(store, prefix, proof, roots)))
+        newest = max(roots.values(), default=None)
+        if newest is not None and store.exists(note_key(newest[0])):  # else no note to prove to: no tlog proofs
+            verification.checks.append(run_check("tlog_proof", lambda: check_tlog_proof(store, prefix, proof,
+                                                                                        newest)))
 
 
-def check_tlog_proof(store: ArtifactStore, prefix: str, proof: dict, roots: dict[str, tuple[int, bytes]]) -> None:
-    """Where the newest verified checkpoint has a note, the bundle's c2sp.org/tlog-proof@v1 file: the event's
-    index and an inclusion proof reaching that note's root, the note byte for byte the package's (whose
+def check_tlog_proof(store: ArtifactStore, prefix: str, proof: dict, newest: tuple[int, bytes]) -> None:
+    """The bundle's c2sp.org/tlog-proof@v1 file: the event's index and an inclusion proof reaching the root of the
+    note of the ``newest`` (size, root) verified checkpoint, that note byte for byte the package's (whose
     signatures and cosignatures check_notes verifies)."""
-    newest = max(roots.values(), default=None)
-    if newest is None or not store.exists(note_key(newest[0])):
-        return  # no co-signed checkpoint to prove to: the package has no tlog proofs
     path = tlog_proof_path(prefix)
     try:
         tlog = parse_tlog_proof(store.get(path, max_bytes=MAX_PROOF_BYTES))
