@@ -42,6 +42,7 @@ from evidence_pipeline.witness.note import (
     ED25519,
     Checkpoint,
     Note,
+    NoteError,
     cosign,
     parse_note,
     parse_vkey,
@@ -49,6 +50,7 @@ from evidence_pipeline.witness.note import (
     verifier,
     verifies,
 )
+from evidence_pipeline.witness.policy import parse_policy
 from evidence_pipeline.witness.proof import parse_tlog_proof
 from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, require_tool
 from evidence_pipeline_tests.slow_peer import SlowPeer
@@ -489,3 +491,26 @@ def test_every_note_is_checked_against_the_pinned_origin_and_one_root_per_size(l
         b"\n\n")[1].split(b"\n")[0] + b"\n")  # the archive's note holds the log's line; cosignatures lie apart
     code, output = ledger_verify()
     assert code != 0 and "CHECKPOINT_CONFLICT" in output and flipped.hex() in output
+
+
+def test_tlog_policy_files_parse_and_decide_as_the_specification_says():
+    """c2sp.org/tlog-policy: groups of groups, all/any/k thresholds, `quorum none`; what the format refuses."""
+    keys = {name: verifier(f"witness.test/{name}", COSIGNATURE_V1, ed25519.Ed25519PrivateKey.generate()).vkey()
+            for name in ("x1", "x2", "x3", "y1", "y2")}
+    log = verifier("log.test/ledger", ED25519, ed25519.Ed25519PrivateKey.generate()).vkey()
+    text = (f"  # the example's shape\nlog {log} https://log.test\n\n"
+            + "".join(f"witness {name}\t{vkey}\n" for name, vkey in keys.items())
+            + "group X 2 x1 x2 x3\ngroup Y any y1 y2\ngroup XY all X Y\nquorum XY\n")
+    policy = parse_policy(text.encode())
+    assert policy.origins == ("log.test/ledger",) and policy.quorum == "XY"
+    assert policy.met({"x1", "x3", "y2"}) and not policy.met({"x1", "y1", "y2"}) and not policy.met({"x1", "x2"})
+    assert parse_policy(policy.encode()) == policy
+    assert parse_policy(b"quorum none\n").met(set())
+    for broken in (b"", b"quorum none\nquorum none\n", f"witness a {keys['x1']}\nquorum b\n".encode(),
+                   f"witness a {keys['x1']}\nwitness b {keys['x1']}\nquorum a\n".encode(),  # one key twice
+                   f"witness a {keys['x1']}\ngroup g 2 a\nquorum g\n".encode(),  # k above n
+                   f"witness a {keys['x1']}\ngroup g any a a\nquorum g\n".encode(),  # a member twice
+                   f"witness none {keys['x1']}\nquorum none\n".encode(), f"log {keys['x1']}\nquorum none\n".encode(),
+                   b"quorum none\r\n"):
+        with pytest.raises(NoteError):
+            parse_policy(broken)
