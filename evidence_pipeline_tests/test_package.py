@@ -334,7 +334,7 @@ def test_a_required_witness_must_have_signed_every_checkpoint(runtime, backend, 
     assert all(b["ok"] for b in report["bundles"])  # the bundles themselves are fine
     assert _verify(out)[0] == 0  # not required: verified, and the output says the witness was not checked
     text = CliRunner().invoke(main, ["verify", "--package", str(out)])
-    assert "witness not checked (pass --witness VKEY --witness-policy N)" in text.output
+    assert "witness not checked (pass --policy FILE or --witness VKEY --witness-policy N)" in text.output
     # a key id pins the package's copy; this package has none by that id
     code, report = _verify(out, "--require-witness", public_key_id(witness[0].public_key()))
     assert code == 1 and report["codes"] == ["WITNESS_SIGNATURE_MISSING"]
