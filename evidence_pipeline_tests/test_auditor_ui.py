@@ -60,7 +60,7 @@ class AuditorUI:
     partitions: dict[str, str]  # tenant -> partition key of its one demo month
     bundles: dict[str, dict]  # tenant -> its evidence_bundle materialization's metadata
     runs: int  # runs on the instance before the UI started
-    failed_run: str  # the range run that failed at source_revision for NO_SOURCE (TENANT_UNKNOWN)
+    range_run: str  # the range run in which NO_SOURCE failed at source_revision (TENANT_UNKNOWN); the rest went on
     archive: LocalStore  # the archive the demo published to
 
 
@@ -99,13 +99,13 @@ def auditor_ui(tmp_path_factory) -> AuditorUI:
                                                    resources={"evidence": evidence})
             assert result.success and not result.get_asset_check_evaluations()[0].passed
             # A range run of the demo month over the last demo tenants and one the service never knew (a partition
-            # added in the launch dialog): it fails at source_revision, and the other tenants' reports and bundles
-            # are not materialized by it.
+            # added in the launch dialog): that one fails at source_revision, alone; the others are materialized.
             instance.add_dynamic_partitions("tenant", [NO_SOURCE])
             month = bundles[VERIFIED][0].split("|")[0][:7]
-            failed = materialize(ASSETS, instance=instance, resources={"evidence": evidence}, raise_on_error=False,
+            ranged = materialize(ASSETS, instance=instance, resources={"evidence": evidence}, raise_on_error=False,
                                  tags=range_tags(TenantMonth(LAST_TENANTS[0], month), TenantMonth(NO_SOURCE, month)))
-            assert not failed.success
+            assert ranged.success and {e.partition.split("|")[1] for e in ranged.get_asset_materialization_events()
+                                       if e.asset_key.to_user_string() == "evidence_bundle"} == set(LAST_TENANTS)
             runs = len(instance.get_run_records())
 
     with open(root / "ui.log", "w") as log:
@@ -120,7 +120,7 @@ def auditor_ui(tmp_path_factory) -> AuditorUI:
             assert server.poll() is None and time.monotonic() < deadline, (root / "ui.log").read_text()[-4000:]
             time.sleep(0.5)
         yield AuditorUI(url, {t: pk for t, (pk, _) in bundles.items()}, {t: m for t, (_, m) in bundles.items()}, runs,
-                        failed.run_id, archive)
+                        ranged.run_id, archive)
     finally:
         stop(server)
 
@@ -317,16 +317,16 @@ def test_an_auditor_sees_the_graph_a_partitions_metadata_and_verification_and_ca
     assert page.buttons("Materialize") and not any(page.buttons("Materialize"))
     saved.append(page.save("5-no-launchpad"))
 
-    # A range run that failed for one tenant says so on the other tenants' partitions it did not materialize.
-    other = f"{month}|{LAST_TENANTS[0]}"
-    page.open(f"/assets/evidence_bundle?view=partitions&partition={quote(other)}", other,
-              f"not_materialized run {auditor_ui.failed_run[:8]} stopped at source_revision: {NO_SOURCE} {month[:7]}",
-              "reason_code UPSTREAM_NOT_MATERIALIZED", "tenant month code message", "TENANT_UNKNOWN")
+    # The tenant-month that failed in a range run says why on its own partitions; the others of the run went on.
+    failed = f"{month}|{NO_SOURCE}"
+    page.open(f"/assets/evidence_bundle?view=partitions&partition={quote(failed)}", failed,
+              f"not_materialized run {auditor_ui.range_run[:8]} stopped at source_revision: {NO_SOURCE} {month[:7]}",
+              "reason_code TENANT_UNKNOWN", "tenant month code message")
     saved.append(page.save("6-bundle-partition-not-materialized"))
-    # The failure itself: one line naming the tenant-month and its code, and a table tenant, month, code, message.
-    text = page.open(f"/runs/{auditor_ui.failed_run}", "source_revision: 1 of", f"{NO_SOURCE} {month[:7]}",
-                     "RUN_FAILURE", "tenant month code message")
-    saved.append(page.save("7-failed-run"))
-    assert "Stack Trace" not in text and "site-packages" not in text  # a foreseen failure: its line, no traceback
+    # The run: one line naming the tenant-month and its code, and the others' materializations; no failure.
+    text = page.open(f"/runs/{auditor_ui.range_run}", "source_revision: 1 of", f"{NO_SOURCE} {month[:7]}",
+                     "RUN_SUCCESS")
+    saved.append(page.save("7-range-run"))
+    assert "RUN_FAILURE" not in text and "Stack Trace" not in text and "site-packages" not in text
 
     assert all(path.stat().st_size > 10_000 and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in saved)
