@@ -9,7 +9,7 @@ from urllib.parse import quote
 import dagster
 import pytest
 import sqlalchemy as sa
-from dagster import AssetKey, AssetRecordsFilter, materialize
+from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter, materialize
 from pypdf import PdfReader
 
 from evidence_pipeline.audit.verify import verify_bundle
@@ -17,6 +17,7 @@ from evidence_pipeline.defs import provenance
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, report_preview, source_revision
 from evidence_pipeline.defs.demo import complete_months, run_demo
 from evidence_pipeline.defs.partitions import partition_key_for, range_tags
+from evidence_pipeline.defs.verdicts import CHECK_NAME
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly import pipeline
@@ -302,6 +303,10 @@ def test_a_failed_tenant_month_is_its_own_and_the_rest_of_the_range_publishes(in
         assert verify_bundle(runtime.archive, _metadata(instance, "evidence_bundle", tenant_month)["bundle_key"]).ok
     verdicts = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
     assert sorted((v.partition, v.passed) for v in verdicts) == [(keys[1], True), (keys[2], True)]
+    # Its check did not run and the run did not fail: no execution of it reads failed (the UI: not executed).
+    history = instance.event_log_storage.get_asset_check_execution_history(
+        AssetCheckKey(evidence_bundle.key, CHECK_NAME), limit=10)
+    assert sorted((h.partition, h.status.value) for h in history) == [(keys[1], "SUCCEEDED"), (keys[2], "SUCCEEDED")]
     # The failed one says why on its own partition of every asset of the run, with its code and one-line message.
     observed = _observed(result)
     assert set(observed) == {(asset, keys[0]) for asset in ASSET_NAMES}
