@@ -492,8 +492,8 @@ def main() -> None:
 
 def phases(environment, partitions: list[TenantMonth], workers: int):
     """Each phase's environment: its own ledger, over the sources all phases share. Each ledger records the
-    publication of every source (the shared store converges on the same revisions): a run fails TENANT_UNKNOWN for a
-    tenant its ledger never knew. Publishing is not timed."""
+    publication of every source (the shared store converges on the same revisions) and registers its tenants (a run
+    fails TENANT_UNKNOWN for a tenant its ledger's registry does not hold). Publishing is not timed."""
     def phase(name: str) -> dict[str, str]:
         env = environment(name)
         publish_sources(env, partitions, workers)

@@ -130,7 +130,7 @@ class Settings:
     intake_max_queued_jobs: int = setting(
         "EVIDENCE_INTAKE_MAX_QUEUED_JOBS", "backpressure for true overload: new jobs of any tenant get 503 while "
         "every tenant's outstanding jobs together reach this")
-    # the front door's connection limits (intake/guard.py)
+    # the connection limits of every server (http_guard.py)
     intake_max_headers: int = setting("EVIDENCE_INTAKE_MAX_HEADERS", "headers per request (431 `HEADERS_TOO_LARGE`)")
     intake_max_header_bytes: int = setting("EVIDENCE_INTAKE_MAX_HEADER_BYTES", "bytes of request line and headers "
                                            "together (431 `HEADERS_TOO_LARGE`)")
@@ -173,7 +173,8 @@ class Settings:
         "when unset; set it behind a proxy or when serving on 0.0.0.0")
     landing_uri: str | None = setting(
         "EVIDENCE_LANDING_URI", "where tenants' source files land for `source_landing_sensor` to publish: a folder "
-        "or `s3://bucket/prefix` holding `<tenant>/<YYYY-MM>/*.csv`", default="unset: the sensor skips")
+        "or `s3://bucket/prefix` holding `<tenant>/<YYYY-MM>/*.csv`; the path names the tenant, so each tenant's "
+        "system may write only its own `<tenant>/` folder", default="unset: the sensor skips")
     actor: str | None = setting(
         "EVIDENCE_ACTOR", "the acting person's actor name that the CLI signs privileged actions as (`--actor` wins)",
         default="unset: the key file's name without `.pem`")
@@ -188,9 +189,9 @@ class Settings:
                                            "attempt; doubled after each later one, with jitter")
     webhook_retry_max_seconds: float = setting("EVIDENCE_WEBHOOK_RETRY_MAX_SECONDS", "the longest wait between two "
                                                "attempts at a delivery (the cap of the backoff)")
-    webhook_timeout_seconds: float = setting("EVIDENCE_WEBHOOK_TIMEOUT_SECONDS", "how long an attempt waits to "
-                                             "connect and for each read of the answer; a deliverer's claim on a "
-                                             "delivery lasts four times this (then another deliverer may send it)")
+    webhook_timeout_seconds: float = setting("EVIDENCE_WEBHOOK_TIMEOUT_SECONDS", "the whole of one attempt "
+                                             "(resolve, connect, send, the answer), whatever the receiver does; a "
+                                             "deliverer's claim on a delivery lasts four times this")
     webhook_rotation_seconds: float = setting("EVIDENCE_WEBHOOK_ROTATION_SECONDS", "after `evidence tenant webhook "
                                               "rotate`, how long the previous secret still signs beside the new one")
 

@@ -54,6 +54,21 @@ class ReasonCode(Vocabulary):
     SOURCE_VALUE_INVALID = "SOURCE_VALUE_INVALID", "a cell breaks its column's rule (the source format's table)"
     SOURCE_DATE_OUTSIDE_PERIOD = "SOURCE_DATE_OUTSIDE_PERIOD", "a `booked_on` date is not a day of the tenant-month"
     SOURCE_TXN_ID_DUPLICATE = "SOURCE_TXN_ID_DUPLICATE", "a `txn_id` repeats one of an earlier row"
+    # the landing location's refusals (monthly/landing.py): marked beside the entry, which is never read
+    LANDING_SYMLINK = (
+        "LANDING_SYMLINK",
+        "a landing entry (a tenant or month folder, or a file) is a symbolic link: links are never followed",
+    )
+    LANDING_HARD_LINK = "LANDING_HARD_LINK", "a landing file has more than one hard link: another name shares its bytes"
+    LANDING_NOT_REGULAR = (
+        "LANDING_NOT_REGULAR",
+        "a landing entry named like a source file is not a regular file (a folder, FIFO, socket or device)",
+    )
+    LANDING_FILE_CHANGED = (
+        "LANDING_FILE_CHANGED",
+        "a landing file changed after it was seen unchanged for a tick (still being written): it is taken once "
+        "it stays unchanged across two ticks",
+    )
     REPORT_INVALID = "REPORT_INVALID", "the rendered report failed the validation gate"
     SIGNING_FAILED = "SIGNING_FAILED", "PAdES signing failed"
     TSA_UNAVAILABLE = (
@@ -166,6 +181,11 @@ class ReasonCode(Vocabulary):
     OPTIONS_INVALID = "OPTIONS_INVALID", "the operation's options are not what it takes"
     INPUTS_INVALID = "INPUTS_INVALID", "the job has the wrong number of inputs"
     BATCH_NOT_FOUND = "BATCH_NOT_FOUND", "no such batch of this tenant"
+    REQUEST_EXCEEDS_QUOTA = (
+        "REQUEST_EXCEEDS_QUOTA",
+        "the request alone is more than the tenant's quota (jobs, or stored bytes) or than the service queues: it can "
+        "never be accepted as it is, so it is not retried; split it",
+    )
     OUTPUT_NOT_FOUND = (
         "OUTPUT_NOT_FOUND",
         "the job has no committed output of that name (it is another tenant's, or its job has not committed)",
@@ -185,8 +205,8 @@ class ReasonCode(Vocabulary):
     )
     TENANT_UNKNOWN = (
         "TENANT_UNKNOWN",
-        "a run for a tenant the service never knew (no registration, token or published source: e.g. a tenant "
-        "partition added in the UI's launch dialog): register it with `evidence tenant add`",
+        "a tenant the tenant registry does not hold (e.g. a tenant partition added in the UI's launch dialog, or a "
+        "landing folder of a tenant nobody registered): register it with `evidence tenant add`",
     )
     TENANT_QUOTA_EXCEEDED = "TENANT_QUOTA_EXCEEDED", "too many outstanding jobs or stored bytes: try again later"
     INTAKE_BACKPRESSURE = (
@@ -538,6 +558,7 @@ RETRYABLE = frozenset(
         ReasonCode.REVIEW_DEPENDENCY_TIMEOUT,
         ReasonCode.RETRY_NOT_DUE,
         ReasonCode.RETRY_RUN_FAILED,
+        ReasonCode.LANDING_FILE_CHANGED,
         # not known to be the input's fault: retried until the job's budget is spent, then it is dead
         ReasonCode.PROCESSOR_FAILED,
         ReasonCode.PROCESSOR_RESOURCE_EXHAUSTED,

@@ -55,6 +55,9 @@ def pytest_collection_modifyitems(items):
 SMALL = TenantMonth("acme-books", "2026-10")
 LARGE = TenantMonth("evergreen-market", "2026-10")
 FIXTURE_MONTHS = (SMALL, LARGE, TenantMonth("acme-books", "2026-09"))
+# The events the fixture sources append before a test's own: one `tenant.registered` per fixture tenant (the
+# fixture registers it), one `source.published` per fixture month.
+FIXTURE_EVENTS = len({tenant_month.tenant for tenant_month in FIXTURE_MONTHS}) + len(FIXTURE_MONTHS)
 
 
 def require_tool(name: str) -> str:

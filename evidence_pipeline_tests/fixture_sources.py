@@ -1,11 +1,13 @@
 """Fixture months published as every source is: through the one publication path (monthly/publication.py), so
 each revision has its `source.published` event, by an unsigned publisher named "fixture" (as the landing sensor
-and the tenant API publish, without an operator's request)."""
+and the tenant API publish, without an operator's request). Its tenant is registered first, unsigned by "fixture"
+as well, when the tenant registry does not hold it: a month's evidence is made only for a registered tenant."""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.models import SourceRevision, TenantMonth
 from evidence_pipeline.monthly import publication
 from evidence_pipeline.runtime import Runtime
@@ -15,4 +17,11 @@ FIXTURE = publication.Publisher("fixture", correlation_id="fixture")
 
 def publish_revision(rt: Runtime, tenant_month: TenantMonth, frame: pd.DataFrame) -> SourceRevision:
     """Publish ``frame`` as a revision of ``tenant_month`` (the existing one when it holds the same rows)."""
+    registry = TenantRegistry(rt.ledger)
+    if tenant_month.tenant not in registry.standing([tenant_month.tenant]):
+        def register(conn):
+            rt.ledger.pin_chain_head(conn)  # registrations racing from other processes converge on one
+            return registry.register(conn, [tenant_month.tenant], FIXTURE.actor, {})
+
+        rt.ledger._transact(register)
     return publication.publish(rt, publication.prepare_frame(tenant_month, frame), FIXTURE).revision

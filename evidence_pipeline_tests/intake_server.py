@@ -22,8 +22,9 @@ from pypdf import PdfWriter
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import Documents
+from evidence_pipeline.http_guard import server_config
 from evidence_pipeline.intake import open_documents
-from evidence_pipeline.intake.app import create_app, server_config
+from evidence_pipeline.intake.app import create_app
 from evidence_pipeline_tests.signers import signers_of
 
 

@@ -184,8 +184,12 @@ def test_ledger_verify_fails_on_a_tampered_authorization(world):
     [replayed] = world.ledger.events_of_type(EventType.JOB_REPLAYED, "acme")
     authorization = dict(replayed["details"]["authorization"])
     authorization["request"] = authorization["request"].replace("S3 outage over", "nothing was wrong")
-    world.ledger.record(TenantMonth("acme", "2026-10"), EventType.JOB_REPLAYED, "a" * 64, "olga",
-                        **(replayed["details"] | {"authorization": authorization}))
+    forged = replayed["details"] | {"authorization": authorization}
+    with pytest.raises(EvidenceError, match="UNEXPECTED_ERROR"):  # the ledger's own API appends no such event
+        world.ledger.record(TenantMonth("acme", "2026-10"), EventType.JOB_REPLAYED, "a" * 64, "olga", **forged)
+    with world.ledger.writing() as conn:  # write access past it
+        world.ledger.check_appends(conn, lambda _body: None)
+        world.ledger._append(conn, TenantMonth("acme", "2026-10"), EventType.JOB_REPLAYED, "a" * 64, "olga", forged)
     verified = world.run("ledger", "verify")
     assert verified.exit_code == 1 and "LEDGER_INVALID" in verified.output
     # The forged replay also has no ended-attempt row, which the mirror check reports first; the re-check of the

@@ -19,13 +19,14 @@ from evidence_pipeline.defs.demo import complete_months, run_demo
 from evidence_pipeline.defs.partitions import partition_key_for, range_tags
 from evidence_pipeline.defs.verdicts import CHECK_NAME
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.models import TenantMonth
-from evidence_pipeline.monthly import pipeline
+from evidence_pipeline.ledger.tenants import TenantRegistry
+from evidence_pipeline.models import EventType, TenantMonth
+from evidence_pipeline.monthly import pipeline, publication
 from evidence_pipeline.monthly.document_outcomes import counts, outcome
 from evidence_pipeline.monthly.validate import validate_report
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS, demo_transactions
 from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, SMALL, overwrite
-from evidence_pipeline_tests.fixture_sources import publish_revision
+from evidence_pipeline_tests.fixture_sources import FIXTURE, publish_revision
 from evidence_pipeline_tests.signers import Signers
 
 ASSETS = [source_revision, monthly_report, evidence_bundle]
@@ -149,8 +150,8 @@ def test_terminal_source_error_fails_without_retries(instance, evidence):
 
 
 def test_a_tenant_partition_the_service_never_knew_fails_at_once(instance, evidence, runtime):
-    # An analyst adds a tenant partition in the launch dialog (a typo, say): it was never registered, issued a
-    # token or published a source. Its run fails at its first step with the code, on one line, and is not retried.
+    # An analyst adds a tenant partition in the launch dialog (a typo, say): the tenant registry does not hold it.
+    # Its run fails at its first step with the code, on one line, and is not retried.
     instance.add_dynamic_partitions("tenant", ["acme-bokks"])
     unknown = TenantMonth("acme-bokks", SMALL.period)
     result = _materialize(instance, evidence, unknown, raise_on_error=False)
@@ -161,9 +162,23 @@ def test_a_tenant_partition_the_service_never_knew_fails_at_once(instance, evide
     assert data.description == f"source_revision: 1 of 1 tenant-months failed: acme-bokks {SMALL.period} TENANT_UNKNOWN"
     assert failure.event_specific_data.error.to_string() == data.description + "\n"  # no stack trace
     assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
-    assert runtime.ledger.jobs_in("accepted") == [] and not runtime.ledger.knows_tenant("acme-bokks")
-    # The same month of a tenant the service knows (its source published) still runs.
+    assert runtime.ledger.jobs_in("accepted") == []
+    assert "acme-bokks" not in TenantRegistry(runtime.ledger).standing(["acme-bokks"])
+    # The same month of a registered tenant (its source published) still runs.
     assert _materialize(instance, evidence, SMALL).success
+
+
+def test_a_tenant_with_events_but_no_registration_gets_no_bundle(instance, evidence, runtime):
+    # Events of a tenant are no registration: a source published for it (by the landing sensor of old, or a token
+    # issued to it) does not let a partition added in the UI have its evidence signed.
+    unregistered = TenantMonth("initech", SMALL.period)
+    publication.publish(runtime, publication.prepare_frame(unregistered, demo_transactions(SMALL)), FIXTURE)
+    instance.add_dynamic_partitions("tenant", [unregistered.tenant])
+    result = _materialize(instance, evidence, unregistered, raise_on_error=False)
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failure.event_specific_data.user_failure_data.metadata["reason_code"].value == "TENANT_UNKNOWN"
+    assert not result.get_asset_materialization_events()
+    assert runtime.ledger.events_of_type(EventType.BUNDLE_PUBLISHED, unregistered.tenant) == []
 
 
 @pytest.mark.slow

@@ -20,9 +20,9 @@ from evidence_pipeline.ledger.mirrors import EVENT_COLUMNS
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
-from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, LARGE, SMALL, drop_append_only_guards, overwrite
+from evidence_pipeline_tests.conftest import FIXTURE_EVENTS, LARGE, SMALL, drop_append_only_guards, overwrite
 
-FIXTURES = len(FIXTURE_MONTHS)  # the events before the test's: one `source.published` per fixture month
+FIXTURES = FIXTURE_EVENTS  # the events before the test's
 SIZE = FIXTURES + 16  # after the two tenant-months of ``checkpointed``
 
 
@@ -117,9 +117,11 @@ def test_a_deleted_and_rechained_event_is_detected(runtime, checkpointed):
 
 
 def test_reordered_events_are_detected(runtime, checkpointed):
-    two, three = runtime.ledger.event(2).body, runtime.ledger.event(3).body
+    # the last two fixture events, two `source.published` (a mirror of the registry pins each `tenant.registered`)
+    first, second = FIXTURES - 1, FIXTURES
+    one, other = runtime.ledger.event(first).body, runtime.ledger.event(second).body
     canonical = lambda b: json.dumps(b, sort_keys=True, separators=(",", ":"))  # noqa: E731
-    _rechain(runtime, {2: canonical(three), 3: canonical(two)})
+    _rechain(runtime, {first: canonical(other), second: canonical(one)})
     assert _code(lambda: verify_ledger(runtime.ledger, runtime.archive)) == "LEDGER_INVALID"
 
 

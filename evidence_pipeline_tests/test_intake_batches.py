@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import pytest
+
+from evidence_pipeline.config import Settings
 from evidence_pipeline.documents.dispatch import dispatch_batches
 from evidence_pipeline.documents.worker import run_page
+from evidence_pipeline.intake import open_documents
 from evidence_pipeline.runtime import RunInfo
-from evidence_pipeline_tests.intake_server import client, error_code, pdf_bytes, tokens, upload
+from evidence_pipeline_tests.intake_server import (
+    client,
+    error_code,
+    intake_environment,
+    pdf_bytes,
+    running_server,
+    submit,
+    tokens,
+    upload,
+)
 
 INTAKE_OVERRIDES = {"EVIDENCE_TENANT_MAX_JOBS": "5000"}
 
@@ -97,3 +110,22 @@ def test_a_batch_that_cannot_be_paged_is_skipped_and_every_other_tenant_is_dispa
         assert other.get(theirs.json()["status_url"]).json()["states"] == {"accepted": 2}
         assert http.get(ours.json()["status_url"]).json()["undispatched"] == 3
     assert f"batch {broken['batch_id'][:16]} not dispatched this time (STORE_NOT_FOUND)" in caplog.text
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
+def test_a_batch_that_can_never_fit_the_job_quota_is_413_never_retry_later(backend):
+    """1,001 specs against a quota of 1,000 outstanding jobs: 413 REQUEST_EXCEEDS_QUOTA naming the quota, without
+    Retry-After; 1,000 while one job is outstanding can fit later: 429 with Retry-After. Before: 429 and
+    `Retry-After: 30` for both, so an obedient client retried the first forever."""
+    documents = open_documents(Settings.from_env(intake_environment(backend) | {"EVIDENCE_TENANT_MAX_JOBS": "1000"}))
+    acme, _ = tokens(documents)
+    with running_server(documents) as url, client(url, acme) as http:
+        ids = [upload(http, pdf_bytes()).json()["document_id"]]
+        never = http.post("/v1/batches", json={"jobs": specs(ids, 1001)})
+        assert (never.status_code, error_code(never)) == (413, "REQUEST_EXCEEDS_QUOTA")
+        assert "retry-after" not in never.headers and "1000" in never.json()["error"]["message"]
+        assert submit(http, "one", {"operation": "inspect", "inputs": ids}).status_code == 202
+        later = http.post("/v1/batches", json={"jobs": specs(ids, 1000)})
+        assert (later.status_code, error_code(later), later.headers["retry-after"]) == (
+            429, "TENANT_QUOTA_EXCEEDED", "30")
+    assert documents.runtime.ledger.events_of_type("batch.accepted") == []

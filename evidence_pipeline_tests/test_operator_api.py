@@ -23,6 +23,7 @@ from openapi_spec_validator import validate
 from evidence_pipeline.actors.keyfiles import public_hex
 from evidence_pipeline.actors.requests import key_id, sign_request
 from evidence_pipeline.actors.roles import Action
+from evidence_pipeline.audit.authorizations import recheck_ledger
 from evidence_pipeline.cli import main
 from evidence_pipeline.errors import ReasonCode
 from evidence_pipeline.ledger.jobs import JobKey
@@ -176,6 +177,16 @@ def test_unauthenticated_expired_replayed_and_tenant_requests_are_refused_with_t
         assert (response.status_code, _code(response)) == ((401, "ACTION_UNSIGNED") if body == {} else
                                                            (400, "REQUEST_INVALID"))
     assert _code(_post(url, read, "not an envelope")) == "ACTION_REQUEST_INVALID"
+    # issue 47: a body the old reader took minutes on (an unterminated string of escaped quotes after more brackets
+    # than the depth limit) is refused at once
+    crafted = httpx.post(url + PATH[read], content=b'{"a": "' + b"[" * 17 + b'\\"' * 32_000, timeout=30,
+                         headers={"Content-Type": "application/json"})
+    assert (crafted.status_code, _code(crafted)) == (400, "REQUEST_INVALID")
+    # issue 47: a replay naming another tenant than its job's is refused: `ledger verify` would not accept its event
+    elsewhere = _post(url, Action.JOB_REPLAY, signers.sign("olga", Action.JOB_REPLAY, {
+        "job_id": DEAD.job_id, "reason": "store remounted"}, tenant=OTHER_DEAD.tenant))
+    assert (elsewhere.status_code, _code(elsewhere)) == (422, "ACTION_REQUEST_INVALID")
+    assert not ledger.events_of_type("job.replayed")
 
     replay = signers.sign("olga", Action.JOB_REPLAY, {"job_id": DEAD.job_id, "reason": "store remounted"})
     assert _post(url, Action.JOB_REPLAY, replay).status_code == 201
@@ -199,9 +210,10 @@ def test_unauthenticated_expired_replayed_and_tenant_requests_are_refused_with_t
         refusals)
     assert ("", "ACTION_SIGNATURE_INVALID", "jobs.read", False) in refusals
     assert {("olga", "ACTION_EXPIRED", "jobs.read", True), ("olga", "ACTION_REQUEST_INVALID", "jobs.read", True),
-            ("olga", "ACTION_REPLAYED", "job.replay", True), ("olga", "ACTOR_KEY_REVOKED", "jobs.read", True)} <= set(
-        refusals)
+            ("olga", "ACTION_REPLAYED", "job.replay", True), ("olga", "ACTOR_KEY_REVOKED", "jobs.read", True),
+            ("olga", "ACTION_REQUEST_INVALID", "job.replay", True)} <= set(refusals)
     assert ledger.verify_chain()
+    recheck_ledger(ledger, 300)  # and what `evidence ledger verify` re-checks holds
 
 
 def test_replay_over_http_opens_the_linked_attempt_the_command_line_would(documents, operator_api, backend):
@@ -278,6 +290,9 @@ def test_template_approval_over_http_is_four_eyes_between_identities(documents, 
                                                                {"version_id": "0" * 64}, "acme"))
     assert (missing.status_code, _code(missing)) == (404, "TEMPLATE_NOT_FOUND")
     broken = _post(url, Action.TEMPLATE_SUBMIT, envelope, organization="{}", program=submission["program"])
+    assert (broken.status_code, _code(broken)) == (409, "ACTION_REPLAYED")  # the request first, then the texts
+    broken = _post(url, Action.TEMPLATE_SUBMIT, signers.sign("olga", Action.TEMPLATE_SUBMIT, json.loads(
+        envelope["request"])["args"], "acme"), organization="{}", program=submission["program"])
     assert (broken.status_code, _code(broken)) == (422, "TEMPLATE_INVALID")
     no_templates = _post(url, Action.TEMPLATE_SUBMIT, envelope)
     assert (no_templates.status_code, _code(no_templates)) == (400, "REQUEST_INVALID")

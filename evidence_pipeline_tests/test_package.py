@@ -29,12 +29,12 @@ from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import load_witness_key, public_key_id
-from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, SMALL, overwrite
+from evidence_pipeline_tests.conftest import FIXTURE_EVENTS, FIXTURE_MONTHS, SMALL, overwrite
 from evidence_pipeline_tests.docs_pages import page
 from evidence_pipeline_tests.signers import admin_key_file
 
 PEM = serialization.Encoding.PEM
-FIXTURES = len(FIXTURE_MONTHS)  # the events before a test's own: one `source.published` per fixture month
+FIXTURES = FIXTURE_EVENTS  # the events before a test's own
 FIRST, SECOND = FIXTURES + 8, FIXTURES + 24  # the checkpoints of _publish: after one tenant-month, after three
 
 

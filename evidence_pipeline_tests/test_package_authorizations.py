@@ -41,11 +41,13 @@ def exported(tmp_path_factory) -> Path:
     export."""
     folder = tmp_path_factory.mktemp("package-authorizations")
     env = {"EVIDENCE_HOME": str(folder / "home")}
-    runtime = _with_fixture_sources(Runtime.from_settings(Settings.from_env(env)))
+    runtime = Runtime.from_settings(Settings.from_env(env))
     signers = signers_of(runtime.ledger)
+    for tenant in (TENANT, OTHER):  # before the fixture sources, which register a tenant the registry lacks
+        signers.register_tenants([tenant])
+    _with_fixture_sources(runtime)
     submitted = {}
     for tenant in (TENANT, OTHER):
-        signers.register_tenants([tenant])
         signers.issue_token(tenant)
         submitted[tenant], _ = signers.submit_template(tenant, organization_template(), program_template())
     signers.approve_template(TENANT, submitted[TENANT]["version_id"])

@@ -32,7 +32,7 @@ from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import load_keyring, public_key_id
 from evidence_pipeline.signing.pades import sign_pdf
-from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, SMALL, overwrite, require_tool
+from evidence_pipeline_tests.conftest import FIXTURE_EVENTS, SMALL, overwrite, require_tool
 
 RUN = RunInfo("test-run")
 
@@ -55,9 +55,9 @@ def test_bundle_is_published_once_and_verifies(runtime, published):
     assert runtime.archive.list(f"bundles/{SMALL.tenant}") == [
         f"{published.bundle_key}/{n}" for n in (MANIFEST, REPORT, STATEMENT)
     ]
-    # the fixture months' source.published; documents closed, pinned, accepted, rendered, validated, running,
-    # published, timed; + 4 again (pinned, rendered, validated, timed)
-    assert runtime.ledger.verify_chain() == len(FIXTURE_MONTHS) + 12
+    # the fixture sources' events; documents closed, pinned, accepted, rendered, validated, running, published,
+    # timed; + 4 again (pinned, rendered, validated, timed)
+    assert runtime.ledger.verify_chain() == FIXTURE_EVENTS + 12
     keys = runtime.keyring
     assert runtime.archive.list("keys") == sorted(
         f"keys/{name}" for name in (f"{keys.statement_key_id}.pem", f"{keys.signer_certificate_id}.pem",
@@ -352,12 +352,19 @@ def test_manifest_fields_nothing_vouches_for_are_refused(runtime, published, edi
     assert _codes(runtime, published) == [expected]
 
 
-@pytest.mark.parametrize("target", [MANIFEST, STATEMENT, "payload"])
-def test_deeply_nested_json_is_a_reason_code_not_a_traceback(runtime, published, target):
-    deep = b"[" * 200_000 + b"]" * 200_000
+# 1 MiB: an unterminated string of escaped quotes after more brackets than the depth limit (issue 47: the old
+# string-stripping regex took about an hour on it; the reader's scan is linear)
+ESCAPES = (b'["' + b"[" * 17 + b'\\"' * ((1 << 20) // 2 - 10))[:1 << 20]
+
+
+@pytest.mark.parametrize("target, crafted", [(MANIFEST, "deep"), (STATEMENT, "deep"), ("payload", "deep"),
+                                             (MANIFEST, "escapes"), (STATEMENT, "escapes")])
+def test_deeply_nested_or_crafted_json_is_a_reason_code_not_a_traceback_nor_a_stall(runtime, published, target,
+                                                                                     crafted):
+    data = b"[" * 200_000 + b"]" * 200_000 if crafted == "deep" else ESCAPES
     if target == "payload":  # signed by our own key, so the payload itself gets parsed
-        deep = dsse.sign_envelope(deep, runtime.keyring.statement_key, runtime.keyring.statement_key_id)
-    overwrite(runtime, f"{published.bundle_key}/{STATEMENT if target == 'payload' else target}", deep)
+        data = dsse.sign_envelope(data, runtime.keyring.statement_key, runtime.keyring.statement_key_id)
+    overwrite(runtime, f"{published.bundle_key}/{STATEMENT if target == 'payload' else target}", data)
     expected = {MANIFEST: "MANIFEST_INVALID", STATEMENT: "STATEMENT_INVALID", "payload": "STATEMENT_INVALID"}[target]
     assert expected in _codes(runtime, published)
 

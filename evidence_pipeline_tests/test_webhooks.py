@@ -33,6 +33,7 @@ from evidence_pipeline.webhooks.delivery import Deliverer
 from evidence_pipeline.webhooks.subscriptions import replay_delivery, rotate_secret, set_webhook
 from evidence_pipeline_tests.conftest import SMALL
 from evidence_pipeline_tests.signers import signers_of
+from evidence_pipeline_tests.slow_peer import SlowPeer
 from evidence_pipeline_tests.test_offboarding import _approve, _ask
 from evidence_pipeline_tests.webhook_receiver import Receiver
 
@@ -69,6 +70,7 @@ def _settings(tmp_path, **overrides) -> Settings:
 
 def _set(ledger: Ledger, settings: Settings, url: str, tenant: str = TENANT) -> dict:
     signers = signers_of(ledger)
+    signers.register_tenants([tenant])
     return set_webhook(signers.gate, settings, url, signers.sign("olga", Action.WEBHOOK_SET, {"url": url}, tenant))
 
 
@@ -303,9 +305,14 @@ def test_the_commands_set_print_the_secret_once_list_deliver_and_replay(tmp_path
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     ledger = Ledger(Settings.from_env(env).ledger_url)
-    olga = ["--key", Signers(ledger, tmp_path / "actors").key_file("olga")]
+    signers = Signers(ledger, tmp_path / "actors")
+    olga = ["--key", signers.key_file("olga")]
     hook = receiver()
     cli = CliRunner()
+    unknown = cli.invoke(main, ["tenant", "webhook", "set", TENANT, hook.url, *olga])
+    assert unknown.exit_code == 1 and "TENANT_UNKNOWN" in unknown.output  # before: set for a tenant nobody added
+    assert Outbox(ledger).subscription(TENANT) is None and ledger.events_of_type("webhook.configured") == []
+    signers.register_tenants([TENANT])
     shown = cli.invoke(main, ["tenant", "webhook", "set", TENANT, hook.url, *olga])
     assert shown.exit_code == 0, shown.output
     secret = re.search(r"secret: +(whsec_\S+)", shown.output).group(1)
@@ -403,3 +410,60 @@ def _seq_of(ledger: Ledger, event_id: str) -> int:
     with ledger.engine.connect() as conn:
         return conn.execute(ledger.audit_events.select().with_only_columns(ledger.audit_events.c.seq)
                             .where(ledger.audit_events.c.event_id == event_id)).scalar_one()
+
+
+@pytest.fixture
+def slow_peer():
+    peers = []
+
+    def start(phase: str) -> SlowPeer:
+        peers.append(SlowPeer(phase))
+        return peers[-1]
+
+    yield start
+    for each in peers:
+        each.close()
+
+
+@pytest.mark.parametrize("phase", ["headers", "body"])
+def test_an_attempt_ends_at_its_deadline_whatever_the_receiver_trickles(ledger, tmp_path, slow_peer, phase):
+    """A receiver that sends one byte every 0.1 s, of its headers or of its body: the attempt (timeout 1 s) ends
+    with WEBHOOK_UNREACHABLE after about 10 bytes. Before: the socket timeout bounded each read, not the attempt,
+    so it took all 300 bytes (30 s; 152 s in the issue) and a trickled body even counted as delivered."""
+    settings = _settings(tmp_path, EVIDENCE_WEBHOOK_TIMEOUT_SECONDS="1")
+    peer = slow_peer(phase)
+    _set(ledger, settings, peer.url)
+    _succeed(ledger, _job(ledger, TENANT, "ok"))
+    assert Deliverer(ledger, settings).drain() == Counter({"pending": 1})
+    [row] = Outbox(ledger).deliveries(TENANT)
+    assert row["last_code"] == "WEBHOOK_UNREACHABLE"
+    for _ in range(600):  # the peer notices the hang-up at its next byte
+        if peer.sent:
+            break
+        time.sleep(0.05)
+    assert peer.sent and peer.sent[0] < 100 < peer.limit
+
+
+def test_a_slow_receiver_delays_no_other_tenants_delivery_and_keeps_its_claim(ledger, tmp_path, slow_peer, receiver):
+    """globex's receiver trickles its headers; acme's delivery, due after globex's, is delivered while globex's
+    attempt is still open, and meanwhile no other deliverer can claim globex's row. Before: one delivery at a time,
+    oldest first, so acme's waited for globex's attempt to end."""
+    settings = _settings(tmp_path, EVIDENCE_WEBHOOK_TIMEOUT_SECONDS="3")
+    slow, hook = slow_peer("headers"), receiver()
+    _set(ledger, settings, slow.url, "globex")
+    hook.secrets.append(_set(ledger, settings, hook.url)["secret"])
+    _succeed(ledger, _job(ledger, "globex", "first"))
+    _succeed(ledger, _job(ledger, TENANT, "second"))
+    seen = []
+
+    def while_accepting(_message_id: str) -> None:
+        for _ in range(600):  # the two attempts start together: wait until globex's receiver has its request
+            if slow.open or slow.sent:
+                break
+            time.sleep(0.005)
+        seen.append((slow.open, Outbox(ledger).claim_due(time.time(), 60, 10)))
+
+    hook.before_accepting = while_accepting
+    assert Deliverer(ledger, settings).drain() == Counter({"delivered": 1, "pending": 1})
+    assert seen == [(1, [])]  # globex's attempt open, its row still claimed
+

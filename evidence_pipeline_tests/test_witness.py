@@ -38,6 +38,7 @@ from evidence_pipeline.witness.note import (
     verifies,
 )
 from evidence_pipeline_tests.conftest import FIXTURE_MONTHS
+from evidence_pipeline_tests.slow_peer import SlowPeer
 
 EVIDENCE = str(Path(sys.executable).parent / "evidence")
 
@@ -272,3 +273,49 @@ def test_a_witness_that_was_down_catches_up_and_the_policy_decides(local_runtime
     usage = CliRunner().invoke(main, ["verify", "--package", str(both), "--witness", first.vkey,
                                       "--witness-policy", "2"])
     assert usage.exit_code == 2 and "needs at least 2" in usage.output
+
+
+def test_ledger_checkpoint_exits_1_when_the_witness_policy_is_not_met(local_runtime, tmp_path, running):
+    """One witness trusts the log, the other another key (it refuses with 403). Before: `evidence ledger checkpoint`
+    exited 0 whatever the witnesses answered, every one refusing included."""
+    settings = local_runtime.settings
+    log_vkey = log_verifier(settings.log_origin, local_runtime.keyring.statement_public_key).vkey()
+    stranger = log_verifier(settings.log_origin, ed25519.Ed25519PrivateKey.generate().public_key()).vkey()
+    trusting, refusing = _witnesses(tmp_path, [log_vkey])
+    refusing.logs = [stranger]
+    running(trusting, refusing)
+    run_tenant_month(local_runtime, FIXTURE_MONTHS[0], RunInfo("run-1"))
+
+    def checkpoint(*witnesses: WitnessProcess, policy: tuple[str, ...] = ()):
+        env = {"EVIDENCE_HOME": str(settings.home),
+               "EVIDENCE_WITNESSES": ",".join(f"{w.url} {w.vkey}" for w in witnesses)}
+        result = CliRunner().invoke(main, ["ledger", "checkpoint", *policy], env=env)
+        assert "Traceback" not in result.output, result.output
+        return result.exit_code, result.output
+
+    code, output = checkpoint(refusing)  # every witness refuses
+    assert code == 1 and "WITNESS_POLICY_NOT_MET" in output and f"{refusing.name}: WITNESS_REFUSED" in output
+    code, output = checkpoint(trusting, refusing)  # one of two, and the default policy is all of them
+    assert code == 1 and "co-signed by 1 of 2 witnesses" in output
+    assert checkpoint(trusting, refusing, policy=("--witness-policy", "1"))[0] == 0
+    assert checkpoint(trusting)[0] == 0
+
+
+@pytest.mark.parametrize("phase", ["headers", "body"])
+def test_a_submission_ends_at_its_deadline_whatever_the_witness_trickles(phase):
+    """A witness that answers one byte every 0.1 s: the submission (timeout 1 s) is WITNESS_UNAVAILABLE after about
+    10 bytes. Before: httpx's timeout bounded each read, not the call, so it waited for all 300."""
+    log = ed25519.Ed25519PrivateKey.generate()
+    peer = SlowPeer(phase)
+    endpoint = Endpoint(peer.url, verifier("witness.test/slow", COSIGNATURE_V1, log))
+    try:
+        with pytest.raises(EvidenceError) as error:
+            submit(endpoint, _signed(log, _leaves(2)), 2, 0, lambda old: [], timeout=1)
+        for _ in range(600):  # the peer notices the hang-up at its next byte
+            if peer.sent:
+                break
+            time.sleep(0.05)
+    finally:
+        peer.close()
+    assert error.value.code == "WITNESS_UNAVAILABLE"
+    assert peer.sent and peer.sent[0] < 100 < peer.limit

@@ -4,7 +4,9 @@
 it in that transaction (verify.py says the checks and their order), refuses a nonce already used (ACTION_REPLAYED),
 runs ``perform(conn, authorized)``, which appends the action's event with ``authorized.envelope`` in
 details["authorization"] and with the actor as the event's actor, and consumes the nonce against that event, all
-in one transaction: the action, its record and the nonce commit together or not at all. An action with nothing
+in one transaction: the action, its record and the nonce commit together or not at all. Every event appended in it
+first passes the auditor's own re-check (offline.Recheck, what `ledger verify` and packages run) on its body as it
+will be stored, so an action the gate lets through never makes the ledger unverifiable. An action with nothing
 left to do (a version approved already, tenants routed already) returns None: nothing is recorded and the nonce
 stays unused, so the same request may act within its age should the state it found change back.
 
@@ -25,6 +27,7 @@ from datetime import datetime, timezone
 
 from sqlalchemy import Connection
 
+from evidence_pipeline.actors.offline import Recheck
 from evidence_pipeline.actors.registry import Registry
 from evidence_pipeline.actors.requests import digest
 from evidence_pipeline.actors.roles import Action
@@ -57,6 +60,7 @@ class ActionGate:
             if self.actors.nonce_used(conn, authorized.nonce):
                 raise ActionRefused(ReasonCode.ACTION_REPLAYED, "the request's nonce was used before",
                                     authorized)
+            self._recheck_appends(conn, registry, authorized)
             try:
                 event = perform(conn, registry, authorized)
             except EvidenceError as error:
@@ -83,6 +87,7 @@ class ActionGate:
             registry = self._registry(conn)
             if registry.bootstrapped:
                 raise ActionRefused(ReasonCode.ACTOR_ALREADY_BOOTSTRAPPED, "the first admin was bootstrapped before")
+            self._recheck_appends(conn, registry, authorized)
             event = perform(conn, registry, authorized)
             _check_recorded(event, authorized)
             self.actors.consume_nonce(conn, authorized.nonce, authorized.actor, authorized.key_id, event)
@@ -108,6 +113,21 @@ class ActionGate:
                                    {**details, "message": refused.message, "authorization": request.envelope})
         if not self.actors.nonce_used(conn, request.nonce):
             self.actors.consume_nonce(conn, request.nonce, request.actor, request.key_id, event)
+
+    def _recheck_appends(self, conn: Connection, registry: Registry, authorized: AuthorizedAction) -> None:
+        """Each event ``perform`` appends passes the auditor's re-check (offline.Recheck) as it is about to be
+        written, from the registry this transaction decided on: an event that `ledger verify` would find
+        unauthorized (a tenant or actor that is not the request's, details that are not its args, ...) is
+        refused, and its transaction appends nothing."""
+        fold = Recheck(self.max_age_seconds, Registry(registry.snapshot()))
+
+        def check(body: dict) -> None:
+            try:
+                fold.event(body)
+            except EvidenceError as error:
+                raise ActionRefused(error.code, error.message, authorized) from None
+
+        self.ledger.check_appends(conn, check)
 
     def _registry(self, conn: Connection) -> Registry:
         """The registry this transaction decides on; an append after a concurrent commit makes it run again."""

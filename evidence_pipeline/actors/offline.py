@@ -13,9 +13,11 @@ event's `recorded_at`:
 - its nonce authorized no earlier event (but for an action that records one event per tenant,
   roles.PER_TENANT_ACTIONS: its run of consecutive events, one per tenant).
 
-`action.refused` events are refusals, not authorizations: they are passed over. Anything that does not hold is
-LEDGER_INVALID, naming the event and the code of what failed. ``max_age_seconds`` is the deployment's
-EVIDENCE_ACTION_MAX_AGE_SECONDS (the default unless it was changed).
+The same checks run online: the action gate (authorize.py) gives every event it is about to append to a
+``Recheck`` fold, so what it accepts is what this finds authorized. `action.refused` events are refusals, not
+authorizations: they are passed over. Anything that does not hold is LEDGER_INVALID, naming the event and the code
+of what failed. ``max_age_seconds`` is the deployment's EVIDENCE_ACTION_MAX_AGE_SECONDS (the default unless it was
+changed).
 """
 
 from __future__ import annotations
@@ -52,33 +54,54 @@ class Authorization:
 
 def recheck_events(bodies: Iterable[dict], max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS) -> list[Authorization]:
     """Every authorized event of ``bodies`` re-checked (module docstring); returns who authorized each, in order."""
-    registry = Registry()
-    nonces: set[str] = set()
-    run: tuple[str, str, set[str]] = ("", "", set())  # the last authorized event's nonce, type and the run's tenants
+    fold = Recheck(max_age_seconds)
     found = []
     for body in bodies:
+        try:
+            authorization = fold.event(body)
+        except EvidenceError as error:
+            if error.code == ReasonCode.LEDGER_INVALID:
+                raise
+            raise EvidenceError(ReasonCode.LEDGER_INVALID,
+                                f"audit event {body.get('event_id')}: {error.code}: {error.message}") from None
+        if authorization is not None:
+            found.append(authorization)
+    return found
+
+
+class Recheck:
+    """The re-check as a fold over event bodies in ledger order, one at a time: offline over a ledger or a package
+    from an empty registry, and online by the action gate (actors/authorize.py) over the events its transaction is
+    about to append, from the registry that transaction reads. One function both ways, so that what the gate lets
+    through the auditor finds authorized. ``event`` raises the code of the first check that fails."""
+
+    def __init__(self, max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS, registry: Registry | None = None):
+        self.max_age_seconds = max_age_seconds
+        self.registry = Registry() if registry is None else registry
+        self._nonces: set[str] = set()
+        self._run: tuple[str, str, set[str]] = ("", "", set())  # the last authorized nonce, type and run's tenants
+
+    def event(self, body: dict) -> Authorization | None:
+        """Who authorized ``body`` (None: an event no signed request authorizes), the registry folded past it."""
+        found = None
         if body.get("event_type") != EventType.ACTION_REFUSED and "authorization" in body.get("details", {}):
-            try:
-                authorized = recheck(body, registry, max_age_seconds)
-            except EvidenceError as error:
-                raise EvidenceError(ReasonCode.LEDGER_INVALID,
-                                    f"audit event {body.get('event_id')}: {error.code}: {error.message}") from None
-            in_run = (authorized.action in PER_TENANT_ACTIONS and run[:2] == (authorized.nonce, body["event_type"])
+            authorized = recheck(body, self.registry, self.max_age_seconds)
+            nonce, run = authorized.nonce, self._run
+            in_run = (authorized.action in PER_TENANT_ACTIONS and run[:2] == (nonce, body["event_type"])
                       and body["tenant"] not in run[2])
-            if authorized.nonce in nonces and not in_run:
-                raise EvidenceError(ReasonCode.LEDGER_INVALID, f"audit event {body['event_id']}: "
-                                    f"{ReasonCode.ACTION_REPLAYED}: its request authorized an earlier event")
-            nonces.add(authorized.nonce)
-            run = (authorized.nonce, body["event_type"], (run[2] if in_run else set()) | {body["tenant"]})
-            found.append(Authorization(body["event_id"], body["event_type"], authorized.actor, authorized.key_id,
-                                       authorized.action, authorized.body["time"]))
+            if nonce in self._nonces and not in_run:
+                raise EvidenceError(ReasonCode.ACTION_REPLAYED, "its request authorized an earlier event")
+            self._nonces.add(nonce)
+            self._run = (nonce, body["event_type"], (run[2] if in_run else set()) | {body["tenant"]})
+            found = Authorization(body["event_id"], body["event_type"], authorized.actor, authorized.key_id,
+                                  authorized.action, authorized.body["time"])
         else:
-            run = ("", "", set())
+            self._run = ("", "", set())
         if "authorization" not in body.get("details", {}) and body.get("event_type") in ACTOR_EVENTS:
             raise EvidenceError(ReasonCode.LEDGER_INVALID,
                                 f"audit event {body.get('event_id')}: an actor event without its signed request")
-        registry.apply(body)
-    return found
+        self.registry.apply(body)
+        return found
 
 
 def recheck(body: dict, registry: Registry, max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS) -> AuthorizedAction:

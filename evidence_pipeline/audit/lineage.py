@@ -21,10 +21,10 @@ link; ok only when every link holds.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Protocol
 
+from evidence_pipeline import jsonread
 from evidence_pipeline.document_formats import (
     DECISION,
     DERIVATIVE_PREDICATE_TYPE,
@@ -285,8 +285,8 @@ class _Walker:
         data = self.get(self.archive, key, link, ReasonCode.LINEAGE_STATEMENT_INVALID)
         try:
             opened = dsse.verify_envelope(data, self.source.statement_keys, dsse.PAYLOAD_TYPE)
-            body = json.loads(opened.payload)
-        except (EvidenceError, ValueError):
+            body = jsonread.loads(opened.payload, ReasonCode.LINEAGE_STATEMENT_INVALID, "the statement")
+        except EvidenceError:
             raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link,
                           "the statement's signature does not verify") from None
         [subject] = body.get("subject") or [{}]
@@ -305,10 +305,10 @@ class _Walker:
         data = self.get(self.archive, key, link, code)
         if sha256_hex(data) != sha256:
             raise _Broken(code, link, f"the {what} is not the one its event recorded")
-        try:
-            return json.loads(data)
-        except ValueError:
-            raise _Broken(code, link, f"the {what} is not JSON") from None
+        try:  # its digest is the one its event recorded: only the reading is bounded, not the size
+            return jsonread.loads(data, code, f"the {what}", max_bytes=len(data))
+        except EvidenceError as error:
+            raise _Broken(code, link, error.message) from None
 
     def bytes_of(self, store, key: str, sha256: str, link: str) -> bytes:
         data = self.get(store, key, link, ReasonCode.LINEAGE_DIGEST_MISMATCH)

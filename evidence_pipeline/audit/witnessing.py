@@ -77,7 +77,7 @@ def checkpoint_witnessed(runtime: Runtime) -> tuple[dict, dict[str, str]]:
     """Publish the current tree head (checkpoints.publish_checkpoint), its note, and submit it to the configured
     witnesses (EVIDENCE_WITNESSES): (the checkpoint, each witness's outcome). A checkpoint signed by a statement
     key since rotated out gets no note: the next one does, and the witnesses catch up with it."""
-    from evidence_pipeline.witness.client import endpoints  # httpx: not for `evidence verify`
+    from evidence_pipeline.witness.client import endpoints  # the HTTP client: not for `evidence verify`
 
     ledger, archive, keyring, settings = runtime.ledger, runtime.archive, runtime.keyring, runtime.settings
     checkpoint = publish_checkpoint(ledger, archive, keyring, runtime.witness_key)

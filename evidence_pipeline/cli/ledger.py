@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from evidence_pipeline.cli.resources import load_settings, open_archive, open_audit, open_runtime
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 
 
 @click.group()
@@ -17,9 +17,13 @@ def ledger() -> None:
 
 
 @ledger.command("checkpoint")
-def ledger_checkpoint() -> None:
+@click.option("--witness-policy", "required", type=click.IntRange(min=1), default=None, metavar="N",
+              help="How many witnesses of EVIDENCE_WITNESSES must co-sign (default: all of them); fewer exits 1 "
+                   "with WITNESS_POLICY_NOT_MET, once the checkpoint is published and each outcome printed.")
+def ledger_checkpoint(required: int | None) -> None:
     """Sign and publish a checkpoint of the current ledger (put-once under ledger/checkpoints/), and submit it to
-    the witnesses of EVIDENCE_WITNESSES; a witness that is down catches up at the next checkpoint."""
+    the witnesses of EVIDENCE_WITNESSES; a witness that is down catches up at the next checkpoint, but this one
+    exits 1 when fewer than the policy's witnesses co-signed it."""
     from evidence_pipeline.audit.witnessing import checkpoint_witnessed
 
     runtime = open_runtime(load_settings())
@@ -27,6 +31,10 @@ def ledger_checkpoint() -> None:
     click.echo(f"checkpoint {checkpoint['size']} events, root {checkpoint['root_sha256']}")
     for name, outcome in witnessed.items():
         click.echo(f"witness {name}: {outcome}")
+    cosigned, needed = sum(o == "cosigned" for o in witnessed.values()), required or len(witnessed)
+    if cosigned < needed:
+        raise EvidenceError(ReasonCode.WITNESS_POLICY_NOT_MET, f"checkpoint {checkpoint['size']} is co-signed by "
+                            f"{cosigned} of {len(witnessed)} witnesses; the policy needs {needed}")
     if runtime.witness_key is not None:  # the in-process co-signer of earlier versions (EVIDENCE_WITNESS_KEY)
         from evidence_pipeline.audit.checkpoints import check_witness, checkpoint_key
 

@@ -62,6 +62,7 @@ def witness_vkey(name: str, key_path: Path) -> None:
 @click.option("--port", default=8090, show_default=True, type=click.IntRange(0, 65535))
 def witness_serve(name: str, key_path: Path, state: Path, logs: tuple[str, ...], host: str, port: int) -> None:
     """Serve POST /add-checkpoint (C2SP tlog-witness)."""
+    from evidence_pipeline.cli.resources import load_settings
     from evidence_pipeline.witness.note import NoteError
     from evidence_pipeline.witness.server import load_witness, serve
 
@@ -70,4 +71,4 @@ def witness_serve(name: str, key_path: Path, state: Path, logs: tuple[str, ...],
         loaded.verifier  # the name is checked before the server starts
     except NoteError as error:
         raise EvidenceError(ReasonCode.CONFIG_INVALID, f"--name or --log: {error}") from None
-    serve(loaded, host, port)
+    serve(loaded, load_settings(), host, port)

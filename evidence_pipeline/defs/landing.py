@@ -2,10 +2,12 @@
 through the one publication path, marks it taken (monthly/landing.py), and asks for the tenant-month's evidence.
 
 The cursor holds the digest of every revision it has asked evidence for, by tenant-month, so a file of the same
-rows landing again asks for nothing; each run request's key is the revision's digest as well. A file that breaks
-the format is marked with its report and asks for nothing; a transient failure leaves the file for the next tick
-and never fails the tick for the others. Each tick's published revisions are the sensor's tick history in the UI;
-the runs it requests show the `source_revision` partition's newly pinned revision.
+rows landing again asks for nothing (each run request's key is the revision's digest as well), and what the tick
+saw of each file not taken yet: a file is taken at the tick that finds it unchanged since the one before (the
+settle rule, monthly/landing.py). A refused entry (a file that breaks the format, a link, a tenant the registry
+does not hold as active) is marked with its code and asks for nothing; a transient failure leaves the file for the
+next tick and never fails the tick for the others. Each tick's published revisions are the sensor's tick history
+in the UI; the runs it requests show the `source_revision` partition's newly pinned revision.
 """
 
 from __future__ import annotations
@@ -33,25 +35,33 @@ def source_landing_sensor(context: SensorEvaluationContext, evidence: EvidenceRe
     if uri is None:
         return SkipReason("EVIDENCE_LANDING_URI is not set")
     location = landing.open_landing(uri, s3_client(rt.settings) if uri.startswith("s3://") else None)
-    asked: dict[str, str] = json.loads(context.cursor or "{}")  # "tenant/period" -> digest evidence was asked for
+    cursor = json.loads(context.cursor or "{}")
+    # "tenant/period" -> digest evidence was asked for (a cursor of before the settle rule holds only these)
+    asked: dict[str, str] = cursor["asked"] if "asked" in cursor else cursor
     tenants = set(context.instance.get_dynamic_partitions(tenant_partitions.name))
+    ready, seen = landing.pending(rt, location, cursor.get("seen", {}))
     requests, taken = [], 0
-    for landed in landing.pending(location)[:FILES_PER_TICK]:
+    for landed in ready[:FILES_PER_TICK]:
         try:
             outcome = landing.take(rt, location, landed)
         except EvidenceError as error:
-            context.log.warning(f"{landed.tenant_month}: left for the next tick ({error.code})")
+            context.log.warning(f"{landed.tenant}: a landed file left for the next tick ({error.code})")
             continue
         taken += 1
-        month = f"{landed.tenant_month.tenant}/{landed.tenant_month.period}"
+        seen.pop(landed.name, None)
         if "error" in outcome:
-            context.log.warning(f"{month}: refused ({outcome['error']['code']}); marked, not taken again")
-        elif landed.tenant_month.tenant not in tenants:
+            context.log.warning(f"{landed.tenant}: a landed entry refused ({outcome['error']['code']}); marked, "
+                                "not taken again")
+            continue
+        month = f"{landed.tenant_month.tenant}/{landed.tenant_month.period}"
+        if landed.tenant_month.tenant not in tenants:
             context.log.warning(f"{month}: revision {outcome['sequence']} published; the tenant is not a partition")
         elif asked.get(month) != outcome["sha256"]:
             asked[month] = outcome["sha256"]
             requests.append(RunRequest(run_key=f"{month}:{outcome['sha256']}",
                                        partition_key=partition_key_for(landed.tenant_month)))
+    state = json.dumps({"asked": asked, "seen": seen}, sort_keys=True)
     if not taken:
-        return SkipReason("no new file in the landing location")
-    return SensorResult(run_requests=requests, cursor=json.dumps(asked, sort_keys=True))
+        return SensorResult(skip_reason=SkipReason("no new file in the landing location (or none settled yet)"),
+                            cursor=state)
+    return SensorResult(run_requests=requests, cursor=state)

@@ -119,13 +119,16 @@ def version_id(merged: dict) -> str:
 def submit(gate: ActionGate, envelope: object, organization: bytes, program: bytes) -> tuple[dict, bool]:
     """Record a new template version (`template.submitted`), an operator's signed action: the request (tenant T,
     args {version_id, effective_at}) names the merged rules by their version id. The same rules again return the
-    existing version and record nothing. Returns (version, created)."""
-    merged = merge(parse(organization, "organization"), parse(program, "program"))
-    vid = version_id(merged)
-    found = []
+    existing version and record nothing. Returns (version, created). The texts are parsed only once the request
+    is authenticated: an unsigned caller never makes the service parse (and compile the patterns of) anything."""
+    found, parsed = [], []
 
     def perform(conn: Connection, _registry: Registry, authorized: AuthorizedAction) -> LedgerEvent | None:
         ledger, tenant = gate.ledger, _tenant_of(authorized)
+        if not parsed:  # once, however often the transaction runs
+            parsed.append(merge(parse(organization, "organization"), parse(program, "program")))
+        merged = parsed[0]
+        vid = version_id(merged)
         args = authorized.args
         if args.keys() != {"version_id", "effective_at"} or args["version_id"] != vid:
             raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "the request does not name these rules' version")

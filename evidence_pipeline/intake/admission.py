@@ -276,6 +276,9 @@ def check_byte_quota(documents: Documents, tenant: str, declared: int) -> None:
     """Refuse an upload that would take the tenant past its stored-bytes quota, before reading it (the exact
     check is admit_document's, which counts the uploads admitted meanwhile)."""
     quota = documents.runtime.settings.tenant_max_bytes
+    if declared > quota:
+        raise EvidenceError(ReasonCode.REQUEST_EXCEEDS_QUOTA, f"{declared} bytes can never fit the tenant's quota of "
+                            f"{quota} stored document bytes")
     if documents.records.stored_bytes(tenant) + declared > quota:
         raise EvidenceError(ReasonCode.TENANT_QUOTA_EXCEEDED, f"at most {quota} stored document bytes")
 

@@ -29,15 +29,16 @@ from starlette.routing import Route
 from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.intake import admission, downloads, open_documents, openapi, receive, sources_api
-from evidence_pipeline.intake.guard import (
+from evidence_pipeline.http_guard import (
+    RETRY_AFTER_SECONDS,
     BoundedRequests,
     Limits,
-    UploadsInFlight,
     error_body,
     exception_handlers,
-    guarded_protocol,
+    server_config,
 )
+from evidence_pipeline.intake import admission, downloads, open_documents, openapi, receive, sources_api
+from evidence_pipeline.intake.uploads import UploadsInFlight
 from evidence_pipeline.ledger.admission import Clock
 from evidence_pipeline.metrics.http import (
     AdmissionTimer,
@@ -92,6 +93,7 @@ STATUS = {
     ReasonCode.TENANT_OFFBOARDED: 403,
     ReasonCode.TENANT_MONTH_BUSY: 503,
     ReasonCode.TENANT_QUOTA_EXCEEDED: 429,
+    ReasonCode.REQUEST_EXCEEDS_QUOTA: 413,  # never fits: no Retry-After, an obedient client would loop forever
     ReasonCode.HEADERS_TOO_LARGE: 431,
     ReasonCode.INTAKE_BACKPRESSURE: 503,
     ReasonCode.LEDGER_UNAVAILABLE: 503,
@@ -103,7 +105,6 @@ STATUS = {
     ReasonCode.STORE_FULL: 507,  # Insufficient Storage: space can come back, so it is retried
     ReasonCode.STORE_DIGEST_MISMATCH: 500,  # a download whose archived bytes are not the committed ones
 }
-RETRY_AFTER_SECONDS = 30  # what a 429, 503 or 507 asks the client to wait
 CONTRACT = openapi.document(STATUS, RETRY_AFTER_SECONDS)
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
@@ -240,7 +241,7 @@ async def _json_body(request: Request, limit: int = MAX_JSON_BYTES):
     length = request.headers.get("content-length")
     if length is None or not length.isdigit() or int(length) > limit:
         raise EvidenceError(ReasonCode.REQUEST_INVALID, f"a JSON body of at most {limit} bytes with Content-Length")
-    body = b""
+    body = bytearray()  # grows in place: appending to bytes would copy it whole for each chunk
     async for chunk in receive.body(request):
         body += chunk
         if len(body) > limit:
@@ -356,18 +357,6 @@ def _serve_process(host: str, port: int, worker_of: int | None = None) -> None:
     config = server_config(f"{__name__}:app_from_env", Settings.from_env(), factory=True, host=host, port=port,
                            log_level="info")
     uvicorn.Server(config).run(sockets=None if worker_of is None else [_reuse_port_socket(host, port)])
-
-
-def server_config(app, settings: Settings, **options) -> uvicorn.Config:
-    """uvicorn's configuration of an intake server: the guarded protocol (guard.py) with ``settings``' limits."""
-    return uvicorn.Config(
-        app,
-        http=guarded_protocol(Limits.of(settings, RETRY_AFTER_SECONDS)),
-        ws="none",
-        server_header=False,
-        proxy_headers=False,
-        **options,
-    )
 
 
 def _exit_with_parent(parent: int) -> None:

@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake import admission, receive
-from evidence_pipeline.intake.guard import UploadsInFlight
+from evidence_pipeline.intake.uploads import UploadsInFlight
 from evidence_pipeline.models import TenantMonth, validate_period
 from evidence_pipeline.monthly import publication, source_format
 from evidence_pipeline.runtime import Runtime

@@ -46,6 +46,7 @@ VERSION_TABLE = "evidence_ledger_version"  # Dagster keeps its own alembic_versi
 
 _APPEND_ATTEMPTS = 20
 _CHAIN_HEAD = "evidence_chain_head"  # in a writing transaction's conn.info: the hash of its last appended event
+_APPEND_CHECK = "evidence_append_check"  # in its conn.info: what each event it appends must pass (check_appends)
 _BUSY_SECONDS = 30  # how long a writer waits for the write lock (SQLite's busy_timeout says the same)
 
 
@@ -353,13 +354,6 @@ class Ledger(JobTransitions):
                 if detail is None or detail in body["details"]:
                     yield body
 
-    def knows_tenant(self, tenant: str) -> bool:
-        """Has the service ever known ``tenant``: registered it, issued it a token or published its source? Each of
-        those appends an event of the tenant (one indexed lookup)."""
-        events = self.audit_events.c
-        with classified_errors(), self.engine.connect() as conn:
-            return conn.execute(select(events.seq).where(events.tenant == tenant).limit(1)).first() is not None
-
     def offboarded_tenants(self, tenant: str | None = None) -> set[str]:
         """The tenants with a `tenant.offboarded` event (only ``tenant``, when given): no new work starts for them."""
         events = self.audit_events.c
@@ -458,6 +452,7 @@ class Ledger(JobTransitions):
         # Within one writing transaction the head is the event it appended last: prev_hash is unique, so no other
         # writer can have appended after it before this transaction commits.
         prev = conn.info.get(_CHAIN_HEAD) or conn.execute(self._chain_head).scalar() or GENESIS_HASH
+        check = conn.info.get(_APPEND_CHECK, _unauthorized)
         bodies, rows = [], []
         for tenant_month, event_type, subject_sha256, actor, details in entries:
             event_type = str(event_type)  # an EventType is stored as its plain string
@@ -471,6 +466,7 @@ class Ledger(JobTransitions):
                 "recorded_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
                 "details": details,
             }
+            check(body)
             body_text = canonical(body)
             event_hash = chain_hash(prev, body_text)
             bodies.append(body)
@@ -482,6 +478,11 @@ class Ledger(JobTransitions):
         conn.info[_CHAIN_HEAD] = prev
         return [LedgerEvent(seqs[row["event_hash"]], row["event_type"], row["event_hash"], body)
                 for row, body in zip(rows, bodies)]
+
+    def check_appends(self, conn: Connection, check: Callable[[dict], None]) -> None:
+        """Every event this writing transaction appends from now on is first given to ``check`` (its body, exactly
+        as it will be stored), which raises to refuse it: the action gate's re-check, the one the auditor runs."""
+        conn.info[_APPEND_CHECK] = check
 
     def pin_chain_head(self, conn: Connection) -> None:
         """Read the chain head before the reads a decision rests on: this transaction's first append then names it,
@@ -558,6 +559,7 @@ class Ledger(JobTransitions):
                 yield conn
             finally:  # conn.info outlives the transaction (it is the pooled connection's)
                 conn.info.pop(_CHAIN_HEAD, None)
+                conn.info.pop(_APPEND_CHECK, None)
 
     def _transact(self, work, durable: bool = True):
         """Run ``work`` in one transaction, retrying when a concurrent writer took the chain head first."""
@@ -594,6 +596,14 @@ class Ledger(JobTransitions):
         if waiting.error is not None:
             raise waiting.error
         return waiting.result
+
+
+def _unauthorized(body: dict) -> None:
+    """An event outside the action gate: it may not claim a signed request (refusals keep theirs), which nothing
+    would have checked before it was appended."""
+    if "authorization" in body["details"] and body["event_type"] != EventType.ACTION_REFUSED:
+        raise EvidenceError(ReasonCode.UNEXPECTED_ERROR,
+                            f"a {body['event_type']} event carries a signed request the action gate did not check")
 
 
 @dataclass

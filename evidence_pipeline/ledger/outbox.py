@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Collection
 from datetime import datetime, timezone
 
 from sqlalchemy import Connection, Float, Integer, String, Text, column, func, or_, select, table
@@ -143,20 +144,22 @@ class Outbox:
             row = subscription_in(conn, tenant)
         return None if row is None else dict(row._mapping)
 
-    def claim_due(self, now: float, claim_seconds: float, limit: int) -> list[dict]:
-        """Up to ``limit`` pending deliveries due by ``now``, oldest first, each claimed until now + claim_seconds
-        (a row another deliverer claimed meanwhile is left to it)."""
+    def claim_due(self, now: float, claim_seconds: float, limit: int, busy: Collection[str] = ()) -> list[dict]:
+        """Up to ``limit`` pending deliveries due by ``now``, one per tenant and none of a ``busy`` tenant's (one
+        with an attempt in flight): each tenant's oldest, the tenants whose oldest is oldest first. Each is claimed
+        until now + claim_seconds (a row another deliverer claimed meanwhile is left to it)."""
         o = outbox.c
-        due = (select(outbox).where(o.state == PENDING, o.next_attempt_at <= now,
-                                    or_(o.claimed_until.is_(None), o.claimed_until < now))
-               .order_by(o.next_attempt_at, o.delivery_id).limit(limit))
+        free = (o.state == PENDING, o.next_attempt_at <= now, or_(o.claimed_until.is_(None), o.claimed_until < now))
+        ranked = select(outbox, func.row_number().over(partition_by=o.tenant, order_by=(o.next_attempt_at,
+                                                                                       o.delivery_id)).label("nth")
+                        ).where(*free, o.tenant.not_in(list(busy))).subquery()
+        due = (select(*(ranked.c[name] for name in outbox.c.keys())).where(ranked.c.nth == 1)
+               .order_by(ranked.c.next_attempt_at, ranked.c.delivery_id).limit(limit))
         claimed = []
         with classified_errors(), self.ledger.writing(durable=False) as conn:
             for row in conn.execute(due).all():
-                taken = conn.execute(outbox.update().where(
-                    o.delivery_id == row.delivery_id, o.state == PENDING,
-                    or_(o.claimed_until.is_(None), o.claimed_until < now),
-                ).values(claimed_until=now + claim_seconds)).rowcount
+                taken = conn.execute(outbox.update().where(o.delivery_id == row.delivery_id, *free)
+                                     .values(claimed_until=now + claim_seconds)).rowcount
                 if taken:
                     claimed.append(dict(row._mapping))
         return claimed

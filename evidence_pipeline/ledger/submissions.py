@@ -142,7 +142,13 @@ class Submissions:
     def check_load(self, conn: Connection, tenant: str, now: float, limits: JobLimits, adding: int = 1) -> None:
         """Refuse ``adding`` new jobs of ``tenant``, inside the transaction that would accept them: backpressure on
         its own queue's age (another tenant's backlog never refuses this one) or on every tenant's outstanding jobs
-        together, then its quota."""
+        together, then its quota. Jobs that could never fit are REQUEST_EXCEEDS_QUOTA, never "try again later"."""
+        if adding > limits.max_outstanding:
+            raise EvidenceError(ReasonCode.REQUEST_EXCEEDS_QUOTA, f"{adding} jobs at once can never fit the tenant's "
+                                f"job quota of {limits.max_outstanding} outstanding jobs: submit fewer at a time")
+        if adding > limits.max_queued:
+            raise EvidenceError(ReasonCode.REQUEST_EXCEEDS_QUOTA, f"{adding} jobs at once can never fit the service's "
+                                f"queue of {limits.max_queued} jobs: submit fewer at a time")
         serialize_admissions(conn)
         oldest = conn.execute(self._oldest_unstarted().where(self.document_jobs.c.tenant == tenant)).scalar()
         if oldest is not None and now - oldest > limits.max_queue_age_seconds:

@@ -12,13 +12,14 @@ import time
 from collections.abc import Iterable
 from datetime import datetime, timezone
 
-from sqlalchemy import Connection, Select, select
+from sqlalchemy import Connection, Row, Select, select
 
 from evidence_pipeline.ledger.db import classified_errors
 from evidence_pipeline.ledger.ledger import Ledger, current_month, sha256_text
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, validate_tenant_id
 
 REGISTERED, EXISTING, OFFBOARDED = "registered", "existing", "offboarded"
+ACTIVE = "active"  # a standing: registered and not offboarded
 _CHUNK = 500  # tenants per IN (...) lookup: well under every driver's parameter limit
 
 
@@ -34,9 +35,9 @@ class TenantRegistry:
         offboarded tenant never comes back), the last event appended or None)."""
         wanted = list(dict.fromkeys(validate_tenant_id(tenant) for tenant in tenants))
         t, events = self.table.c, self.ledger.audit_events.c
-        outcome = dict.fromkeys(_among(conn, select(t.tenant), t.tenant, wanted), EXISTING)
-        offboarded = set(_among(conn, select(events.tenant).where(
-            events.event_type == EventType.TENANT_OFFBOARDED), events.tenant, wanted))
+        outcome = dict.fromkeys((row.tenant for row in _among(conn, select(t.tenant), t.tenant, wanted)), EXISTING)
+        offboarded = {row.tenant for row in _among(conn, select(events.tenant).where(
+            events.event_type == EventType.TENANT_OFFBOARDED), events.tenant, wanted)}
         now = time.time()
         outcome |= dict.fromkeys(offboarded, OFFBOARDED)
         event = None
@@ -56,6 +57,14 @@ class TenantRegistry:
         with classified_errors(), self.ledger.engine.connect() as conn:
             return list(conn.execute(query).scalars())
 
+    def standing(self, tenants: Iterable[str]) -> dict[str, str]:
+        """tenant -> ACTIVE or OFFBOARDED for each of ``tenants`` the registry holds; a tenant it lacks is absent
+        (unknown: a Dagster partition or a folder name is no registration)."""
+        t = self.table.c
+        with classified_errors(), self.ledger.engine.connect() as conn:
+            rows = _among(conn, select(t.tenant, t.offboarded_seq), t.tenant, list(set(tenants)))
+        return {row.tenant: ACTIVE if row.offboarded_seq is None else OFFBOARDED for row in rows}
+
     def listing(self) -> list[dict]:
         """Every registered tenant, offboarded ones included, in registration order, with its ledger positions."""
         t = self.table.c
@@ -65,11 +74,11 @@ class TenantRegistry:
                  "offboarded_seq": row.offboarded_seq} for row in rows]
 
 
-def _among(conn: Connection, query: Select, column, tenants: list[str]) -> list[str]:
-    """The results of ``query`` whose ``column`` is one of ``tenants``, looked up a chunk at a time."""
-    found: list[str] = []
+def _among(conn: Connection, query: Select, column, tenants: list[str]) -> list[Row]:
+    """The rows of ``query`` whose ``column`` is one of ``tenants``, looked up a chunk at a time."""
+    found: list[Row] = []
     for start in range(0, len(tenants), _CHUNK):
-        found += conn.execute(query.where(column.in_(tenants[start:start + _CHUNK]))).scalars()
+        found += conn.execute(query.where(column.in_(tenants[start:start + _CHUNK]))).all()
     return found
 
 

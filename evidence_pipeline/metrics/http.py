@@ -9,6 +9,7 @@ its proxy (docs/operators/metrics.md).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import tempfile
@@ -17,15 +18,16 @@ from collections.abc import Iterator
 
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, Histogram, generate_latest, multiprocess
-from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from evidence_pipeline.http_guard import guarded, server_config
 from evidence_pipeline.metrics.collector import METRICS, EvidenceCollector
 from evidence_pipeline.runtime import Runtime
 
+log = logging.getLogger(__name__)
 PATH = "/metrics"
 UNMATCHED = "unmatched"  # the endpoint label of a request no route took (a 404, a refused header): bounded
 # Admission answers in milliseconds; a large upload or a ledger that waits for its lock takes seconds.
@@ -112,11 +114,12 @@ class AdmissionTimer:
             self.histogram.labels(endpoint, str(status)).observe(time.perf_counter() - started)
 
 
-def standalone_app(runtime: Runtime) -> Starlette:
-    return Starlette(routes=[metrics_route(registry_for(runtime))])
+def standalone_app(runtime: Runtime):
+    """`/metrics` alone, behind the guard every server of ours shares (http_guard.py)."""
+    return guarded([metrics_route(registry_for(runtime))], runtime.settings, log)
 
 
 def serve(runtime: Runtime, host: str, port: int) -> None:
-    """Serve `/metrics` alone until interrupted."""
-    uvicorn.run(standalone_app(runtime), host=host, port=port, log_level="warning", server_header=False,
-                lifespan="off")
+    """Serve `/metrics` alone until interrupted, behind the guarded protocol."""
+    uvicorn.Server(server_config(standalone_app(runtime), runtime.settings, host=host, port=port,
+                                 log_level="warning", lifespan="off")).run()

@@ -24,6 +24,7 @@ from evidence_pipeline import jsonread
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.faults import kill_point
 from evidence_pipeline.ledger.jobs import CLOSED, JobKey, Lease, RetryBudget
+from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.models import EventType, Lane, SourceRevision, Stage, TenantMonth
 from evidence_pipeline.monthly import document_outcomes, sources
 from evidence_pipeline.monthly.bundle import (
@@ -140,9 +141,10 @@ def pin_source(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> PinnedSo
     job record of this tenant-month identity."""
     if rt.ledger.offboarded_tenants(tenant_month.tenant):
         raise EvidenceError(ReasonCode.TENANT_OFFBOARDED, f"tenant {tenant_month.tenant} was offboarded")
-    if not rt.ledger.knows_tenant(tenant_month.tenant):  # a partition added in the UI is no registration
-        raise EvidenceError(ReasonCode.TENANT_UNKNOWN, f"tenant {tenant_month.tenant} is not known to the service: "
-                            "register it (`evidence tenant add`) and publish its source")
+    # the registry, not any event: a partition added in the UI, a token or a landed file is no registration
+    if tenant_month.tenant not in TenantRegistry(rt.ledger).standing([tenant_month.tenant]):
+        raise EvidenceError(ReasonCode.TENANT_UNKNOWN, f"tenant {tenant_month.tenant} is not in the tenant registry: "
+                            "register it (`evidence tenant add`)")
     revision = sources.pin_latest(rt.sources, tenant_month)
     documents, closed_now = document_outcomes.close_month(rt.sources, rt.ledger, tenant_month)
     if closed_now:

@@ -22,7 +22,6 @@ from sqlalchemy import Connection, select
 
 from evidence_pipeline.actors.authorize import ActionGate
 from evidence_pipeline.actors.registry import Registry
-from evidence_pipeline.actors.requests import parse_envelope
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.actors.verify import AuthorizedAction
 from evidence_pipeline.documents import Documents
@@ -30,7 +29,7 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.ledger import outbox
 from evidence_pipeline.ledger.ledger import current_month, event_body, sha256_text
-from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, validate_tenant_id
+from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
 from evidence_pipeline.monthly.bundle import staging_key
 from evidence_pipeline.store import ArtifactStore
 
@@ -123,17 +122,16 @@ def offboard_tenant(documents: Documents, gate: ActionGate, envelope: object) ->
 
 
 def _planned_tenant(gate: ActionGate, envelope: object) -> str:
-    """The tenant the request names, read before it is verified to plan the erasure (perform checks it again); a
-    request that names none is refused by the gate, and recorded as its refusals are."""
-    try:
-        return validate_tenant_id(parse_envelope(envelope).tenant or "")
-    except EvidenceError:
-        gate.run(envelope, Action.TENANT_OFFBOARD_APPROVE, _names_no_tenant)
-        raise
+    """The tenant of a request the gate lets through (checked now, nothing recorded, its nonce left for perform,
+    which checks it again): no erasure is planned, no store listed, for a request that is not authenticated and
+    authorized; a refusal is recorded as the gate's refusals are."""
+    named = []
 
+    def check(_conn: Connection, _registry: Registry, authorized: AuthorizedAction) -> None:
+        named[:] = [_tenant_of(authorized)]
 
-def _names_no_tenant(_conn: Connection, _registry: Registry, _authorized: AuthorizedAction) -> None:
-    raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "an offboarding action names its tenant")
+    gate.run(envelope, Action.TENANT_OFFBOARD_APPROVE, check)
+    return named[0]
 
 
 def _tenant_of(authorized: AuthorizedAction) -> str:

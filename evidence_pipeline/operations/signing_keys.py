@@ -61,6 +61,10 @@ def _authorized_change(gate: ActionGate, envelope: object, action: Action, kind:
     made = []  # the change, made once however often the transaction runs
 
     def perform(conn: Connection, _registry: Registry, authorized: AuthorizedAction) -> LedgerEvent:
+        # The event is the deployment's (tenant ""): the gate's re-check would refuse a request naming a tenant
+        # only at the append, after the keyring was changed outside this transaction.
+        if authorized.tenant is not None:
+            raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, f"{authorized.action} names no tenant")
         if not made:
             made.append(change(authorized.args))
         document = made[0][0]

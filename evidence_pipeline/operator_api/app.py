@@ -26,8 +26,14 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.errors import ReasonCode as R
-from evidence_pipeline.intake.app import RETRY_AFTER_SECONDS, server_config
-from evidence_pipeline.intake.guard import BoundedRequests, Limits, error_body, exception_handlers
+from evidence_pipeline.http_guard import (
+    RETRY_AFTER_SECONDS,
+    BoundedRequests,
+    Limits,
+    error_body,
+    exception_handlers,
+    server_config,
+)
 from evidence_pipeline.operator_api import actions, contract
 from evidence_pipeline.runtime import Runtime, runtime_for
 

@@ -22,7 +22,6 @@ neither the ledger nor the pipeline (`evidence verify` loads it).
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
@@ -289,9 +288,10 @@ def _open_cached(envelope: bytes, root: x509.Certificate, sequence: int) -> Keyr
 
 def _signature_key_ids(envelope: bytes) -> list[str]:
     """The key ids an envelope's signatures claim (unverified: they only say which root certificate to try)."""
+    document = jsonread.loads(envelope, ReasonCode.KEYRING_INVALID, "the keyring document")
     try:
-        return [s["keyid"] for s in json.loads(envelope)["signatures"] if isinstance(s.get("keyid"), str)]
-    except (ValueError, KeyError, TypeError, AttributeError):
+        return [s["keyid"] for s in document["signatures"] if isinstance(s.get("keyid"), str)]
+    except (KeyError, TypeError, AttributeError):
         raise EvidenceError(ReasonCode.KEYRING_INVALID, "the keyring document is not a DSSE envelope") from None
 
 

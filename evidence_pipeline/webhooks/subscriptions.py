@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 
-from sqlalchemy import Connection, delete
+from sqlalchemy import Connection, delete, select
 
 from evidence_pipeline.actors.authorize import ActionGate
 from evidence_pipeline.actors.registry import Registry
@@ -34,7 +34,8 @@ MAX_REASON = 500
 def set_webhook(gate: ActionGate, settings: Settings, url: str, envelope: object) -> dict:
     """Set the webhook of the request's tenant to ``url`` (which the request's args name); returns {tenant,
     secret, secret_id, event_id}. The URL is checked first: WEBHOOK_URL_INVALID, WEBHOOK_HOST_REFUSED."""
-    targets.allowed_addresses(targets.parse_url(url), settings.webhook_allowed_networks)
+    targets.allowed_addresses(targets.parse_url(url), settings.webhook_allowed_networks,
+                              settings.webhook_timeout_seconds)
     secret = signing.new_secret()
     done = {}
 
@@ -116,4 +117,8 @@ def _tenant_of(gate: ActionGate, conn: Connection, authorized: AuthorizedAction)
         raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "a webhook action names its tenant")
     if Tokens(gate.ledger).offboarding(conn, authorized.tenant) is not None:
         raise EvidenceError(ReasonCode.TENANT_OFFBOARDED, f"tenant {authorized.tenant} is offboarded")
+    registry = gate.ledger.tenants.c  # the registry's own row, in this transaction: no other event registers
+    if conn.execute(select(registry.tenant).where(registry.tenant == authorized.tenant)).first() is None:
+        raise EvidenceError(ReasonCode.TENANT_UNKNOWN, f"tenant {authorized.tenant} is not in the tenant registry: "
+                            "register it (`evidence tenant add`) first")
     return authorized.tenant

@@ -7,20 +7,12 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.outbound import Target, resolve
 
 MAX_URL = 2048
-
-
-@dataclass(frozen=True)
-class Target:
-    scheme: str
-    host: str
-    port: int
-    path: str  # with its query
 
 
 def parse_url(url: str) -> Target:
@@ -39,12 +31,12 @@ def parse_url(url: str) -> Target:
     return Target(parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80), path)
 
 
-def allowed_addresses(target: Target, networks: tuple[str, ...]) -> list[str]:
+def allowed_addresses(target: Target, networks: tuple[str, ...], timeout: float) -> list[str]:
     """Every address ``target``'s host resolves to, when all lie in ``networks``; WEBHOOK_HOST_REFUSED when one
-    does not, WEBHOOK_HOST_UNRESOLVED (retryable) when the name does not resolve."""
+    does not, WEBHOOK_HOST_UNRESOLVED (retryable) when the name does not resolve within ``timeout``."""
     try:
-        found = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError):
+        found = resolve(target.host, target.port, timeout)
+    except (socket.gaierror, UnicodeError, TimeoutError):
         raise EvidenceError(ReasonCode.WEBHOOK_HOST_UNRESOLVED, "the webhook's host name did not resolve") from None
     addresses = list(dict.fromkeys(info[4][0] for info in found))
     allowed = [ipaddress.ip_network(network) for network in networks]

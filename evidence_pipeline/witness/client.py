@@ -1,18 +1,20 @@
 """The log's side of tlog-witness: submit a signed checkpoint to a witness with a consistency proof from the size
 the witness last co-signed, and catch up when the witness says (409, ``text/x.tlog.size``) that its size is another.
+Each submission is over by its timeout whatever the witness does (outbound.py).
 """
 
 from __future__ import annotations
 
 import base64
+import http.client
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import httpx
-
+from evidence_pipeline import outbound
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.witness.note import (
     COSIGNATURE_V1,
+    MAX_NOTE_BYTES,
     SIZE_TYPE,
     Note,
     NoteError,
@@ -46,25 +48,26 @@ def submit(endpoint: Endpoint, note: Note, size: int, old: int, proof: Callable[
         lines = "".join(base64.b64encode(h).decode() + "\n" for h in hashes)
         body = f"old {old}\n{lines}\n".encode() + note.encode()
         try:
-            response = httpx.post(f"{endpoint.url}/add-checkpoint", content=body, timeout=timeout)
-        except httpx.HTTPError as error:
+            response = outbound.request("POST", outbound.target(f"{endpoint.url}/add-checkpoint"), {}, body,
+                                        timeout, max_body=MAX_NOTE_BYTES)
+        except (OSError, http.client.HTTPException) as error:
             raise EvidenceError(ReasonCode.WITNESS_UNAVAILABLE, f"witness {endpoint.key.name} did not answer "
                                 f"({type(error).__name__})") from None
-        known = _known_size(response)
+        text = response.body.decode("utf-8", "replace")
+        known = _known_size(response.status, response.content_type, text)
         if known is not None and known != old and known <= size:
             old = known  # the witness co-signed another size than we recorded: prove from its size
             continue
-        if response.status_code != 200:
+        if response.status != 200:
             raise EvidenceError(ReasonCode.WITNESS_REFUSED, f"witness {endpoint.key.name} answered "
-                                f"{response.status_code}: {response.text[:200].strip()}")
-        return _cosignature(endpoint, note, response.text)
+                                f"{response.status}: {text[:200].strip()}")
+        return _cosignature(endpoint, note, text)
     raise EvidenceError(ReasonCode.WITNESS_REFUSED, f"witness {endpoint.key.name} keeps answering 409")
 
 
-def _known_size(response: httpx.Response) -> int | None:
-    if response.status_code != 409 or response.headers.get("content-type", "").split(";")[0] != SIZE_TYPE:
+def _known_size(status: int, content_type: str, text: str) -> int | None:
+    if status != 409 or content_type.split(";")[0] != SIZE_TYPE:
         return None
-    text = response.text
     return int(text) if text.endswith("\n") and text[:-1].isdigit() and len(text) < 21 else None
 
 

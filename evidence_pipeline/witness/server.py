@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from evidence_pipeline.config import Settings
+from evidence_pipeline.http_guard import guarded, server_config
 from evidence_pipeline.ledger import merkle
 from evidence_pipeline.witness.note import (
     COSIGNATURE_V1,
@@ -39,6 +41,7 @@ from evidence_pipeline.witness.note import (
 )
 from evidence_pipeline.witness.state import WitnessState
 
+log = logging.getLogger(__name__)
 MAX_PROOF_LINES = 63
 MAX_BODY_BYTES = MAX_NOTE_BYTES + 64 * (MAX_PROOF_LINES + 1)
 
@@ -111,7 +114,8 @@ def _parse_request(body: bytes):
     return int(matched.group(1)), proof, parse_note(rest)
 
 
-def build_app(witness: Witness) -> Starlette:
+def build_app(witness: Witness, settings: Settings):
+    """The witness's one route behind the guard every server of ours shares (http_guard.py)."""
     async def add_checkpoint(request: Request) -> Response:
         body = bytearray()
         async for chunk in request.stream():
@@ -122,15 +126,17 @@ def build_app(witness: Witness) -> Starlette:
         # the header as the protocol spells it: no charset parameter appended to text/x.tlog.size
         return Response(answer.body, answer.status, headers={"content-type": answer.media_type})
 
-    return Starlette(routes=[Route("/add-checkpoint", add_checkpoint, methods=["POST"])])
+    return guarded([Route("/add-checkpoint", add_checkpoint, methods=["POST"])], settings, log)
 
 
-def serve(witness: Witness, host: str, port: int) -> None:
-    """One process (the state's lock would also hold across several), bounded connections and idle time."""
+def serve(witness: Witness, settings: Settings, host: str, port: int) -> None:
+    """One process (the state's lock would also hold across several), behind the guarded protocol: a slow or huge
+    request is refused on its own clock, and a new connection at the limit evicts the one waiting longest for its
+    headers, so slow clients cannot turn a real checkpoint away."""
     import uvicorn
 
-    uvicorn.run(build_app(witness), host=host, port=port, log_level="warning", limit_concurrency=64,
-                timeout_keep_alive=5, h11_max_incomplete_event_size=16 * 1024)
+    uvicorn.Server(server_config(build_app(witness, settings), settings, host=host, port=port,
+                                 log_level="warning", lifespan="off", timeout_keep_alive=5)).run()
 
 
 def load_witness(name: str, key_path: Path, state: Path, log_vkeys: list[str]) -> Witness:

@@ -1,33 +1,38 @@
-"""Connection limits of the front door, below the app: uvicorn's httptools protocol bounds nothing about a
-connection (no header size or count, no time to headers), so a slow or huge request could hold a worker's memory
-and its file descriptors forever. ``guarded_protocol`` bounds the header phase (bytes, count, time) and the number
-of connections, and ends a connection whose answer came before its body with a bounded drain rather than a reset;
-``BoundedRequests`` (ASGI) bounds the body's rate and the request's total time, and refuses ambiguous requests (a
-security header sent twice); ``UploadsInFlight`` bounds the uploads being received. ``error_body`` and
-``exception_handlers`` are how an app behind the guard (the tenant API's, the operator API's) answers a failure."""
+"""The one guarded protocol of every HTTP server the project runs (the tenant API, the operator API, the witness,
+`evidence metrics serve`), below each app: uvicorn's httptools protocol bounds nothing about a connection (no header
+size or count, no time to headers), so a slow or huge request could hold a worker's memory and its file descriptors
+forever. ``guarded_protocol`` bounds the header phase (bytes, count, time) and the number of connections, and ends a
+connection whose answer came before its body with a bounded drain rather than a reset; ``BoundedRequests`` (ASGI)
+bounds the body's rate and the request's total time, and refuses ambiguous requests (a security header sent twice);
+``server_config`` is how every server is started (the limits
+are the EVIDENCE_INTAKE_* connection settings, whichever server reads them), ``guarded`` how an app that has no
+error vocabulary of its own is put behind the guard; ``error_body`` and ``exception_handlers`` are how an app
+behind the guard answers a failure."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import resource
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import httptools
-from prometheus_client import Gauge
+import uvicorn
+from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import ASGIApp
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 
+RETRY_AFTER_SECONDS = 30  # what a 429, 503 or 507 asks the client to wait
 FD_RESERVE = 64  # descriptors kept for the ledger, the stores, spools and logs beside the connections
 # After a refusal the rest of the request is read and dropped for a moment before closing: closing with unread
 # bytes makes the kernel send a reset, and the client never sees the answer.
@@ -94,6 +99,35 @@ def exception_handlers(answer: Callable[[Request, EvidenceError], Response], log
                                              "internal error; the server log has the details"))
 
     return {EvidenceError: evidence_error, HTTPException: http_error, Exception: unexpected}
+
+
+# the statuses of the guard's own refusals and of an app's routing failures
+STATUS = {ReasonCode.REQUEST_INVALID: 400, ReasonCode.HEADER_REPEATED: 400, ReasonCode.ROUTE_NOT_FOUND: 404,
+          ReasonCode.METHOD_NOT_ALLOWED: 405, ReasonCode.REQUEST_TIMEOUT: 408, ReasonCode.HEADERS_TOO_LARGE: 431,
+          ReasonCode.INTAKE_BUSY: 503}
+
+
+def server_config(app, settings: Settings, **options) -> uvicorn.Config:
+    """uvicorn's configuration of any server of ours: the guarded protocol with ``settings``' limits."""
+    return uvicorn.Config(
+        app,
+        http=guarded_protocol(Limits.of(settings, RETRY_AFTER_SECONDS)),
+        ws="none",
+        server_header=False,
+        proxy_headers=False,
+        **options,
+    )
+
+
+def guarded(routes: list, settings: Settings, log: logging.Logger) -> ASGIApp:
+    """A Starlette app of ``routes`` behind BoundedRequests, whose failures (a body too slow, an unknown route,
+    an unexpected error) are answered in our envelope with STATUS."""
+    def answer(_request: Request, error: EvidenceError) -> Response:
+        return Response(error_body(error.code, error.message), STATUS.get(error.code, 500),
+                        media_type="application/json")
+
+    return BoundedRequests(Starlette(routes=routes, exception_handlers=exception_handlers(answer, log)),
+                           Limits.of(settings, RETRY_AFTER_SECONDS))
 
 
 class _Refused(Exception):
@@ -330,46 +364,6 @@ class BoundedRequests:
             (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
             (b"connection", b"close")]})
         await send({"type": "http.response.body", "body": body})
-
-
-class UploadsInFlight:
-    """Uploads being received by this process. The process's bound is checked first, before the request's token is
-    looked up (``bounded``, around the endpoint): past it, a burst is answered 503 by the event loop alone, with no
-    ledger read and no byte of a body read. The tenant is known only once its token is checked, so the endpoint
-    then takes the tenant's slot (``with uploads.slot(tenant):``), counted in ``receiving`` (a gauge)."""
-
-    def __init__(self, limits: Limits, receiving: Gauge):
-        self.limits, self.receiving = limits, receiving
-        self.in_flight = 0
-        self.counts: Counter[str] = Counter()
-
-    def bounded(self, endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-        async def admitted(request: Request) -> Response:
-            if self.in_flight >= self.limits.max_uploads:
-                raise EvidenceError(ReasonCode.INTAKE_BUSY, "too many uploads in flight; try again later")
-            self.in_flight += 1
-            try:
-                return await endpoint(request)
-            finally:
-                self.in_flight -= 1
-
-        return admitted
-
-    @contextlib.contextmanager
-    def slot(self, tenant: str) -> Iterator[None]:
-        counts, limits = self.counts, self.limits
-        if counts[tenant] >= limits.tenant_max_uploads:
-            raise EvidenceError(ReasonCode.INTAKE_BUSY,
-                                f"at most {limits.tenant_max_uploads} uploads in flight per tenant; try again later")
-        counts[tenant] += 1
-        self.receiving.inc()
-        try:
-            yield
-        finally:
-            self.receiving.dec()
-            counts[tenant] -= 1
-            if not counts[tenant]:
-                del counts[tenant]
 
 
 def _normalized(path: str) -> str:
