@@ -310,8 +310,14 @@ class ReasonCode(Vocabulary):
     # any operation: what its processor's worker process ended with when it raised no classified error
     PROCESSOR_FAILED = (
         "PROCESSOR_FAILED",
-        "a document job's processor raised an unclassified exception, or its worker process died (an abort, a signal); "
-        "counts against the job's budget, then `dead`",
+        "a document job's worker process died (an abort, a signal) or its work failed to read or write a file (an "
+        "`OSError`); counts against the job's budget, then `dead`",
+    )
+    PROCESSOR_INPUT_FAILED = (
+        "PROCESSOR_INPUT_FAILED",
+        "a document job's processor raised an exception no code classifies while reading the document (the type in "
+        "the message): the same bytes fail the same way, so the job ends at once, without retries, and is listed "
+        "among the dead letters",
     )
     PROCESSOR_RESOURCE_EXHAUSTED = (
         "PROCESSOR_RESOURCE_EXHAUSTED",
