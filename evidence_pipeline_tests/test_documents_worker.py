@@ -133,6 +133,10 @@ def test_hostile_documents_are_refused_with_their_code_and_nothing_published(doc
             assert (outcomes[accepted["job_id"]].state, outcomes[accepted["job_id"]].reason) == ("rejected", expected)
             assert (status["state"], status["reason"], status["outputs"]) == ("rejected", expected, []), name
             assert status["finished_at"] is not None
+    messages = {name: documents.jobs.job("acme", accepted["job_id"])["last_message"] for name, accepted in jobs.items()}
+    for name in ("javascript_open_action", "launch_action", "embedded_file", "xfa_form"):  # what to do about it
+        assert 'the option {"active_content": "flag"} of inspect accepts it' in messages[name], name
+    assert "a JBIG2 image (the service does not decode JBIG2)" in messages["jbig2_image"]  # a stated choice, named
     assert documents.runtime.archive.list("documents/acme") == []
     assert documents.runtime.ledger.events_of_type("document.published") == []
     assert len(documents.runtime.ledger.events_of_type("job.rejected", tenant="acme")) == len(IN_THE_WORKER_CASES)

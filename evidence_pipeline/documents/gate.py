@@ -14,10 +14,13 @@ import io
 import itertools
 import re
 import zipfile
+import zlib
 from dataclasses import dataclass
 from typing import BinaryIO
 
 from PIL import Image, UnidentifiedImageError
+from pyhanko.pdf_utils.misc import PdfError
+from pyhanko.pdf_utils.reader import PdfFileReader
 from pypdf import PdfReader, apply_configuration
 from pypdf.errors import DependencyError, LimitReachedError, PyPdfError
 from pypdf.generic import ArrayObject, DictionaryObject, IndirectObject, NameObject, StreamObject
@@ -63,7 +66,9 @@ GATE_CODES = frozenset(
     }
 )
 MAX_FONTS = 200
-_PARSE_ERRORS = (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, AssertionError)
+# What pypdf and pyHanko raise on a document they cannot parse (pyHanko's inflate raises zlib's own error)
+_PARSE_ERRORS = (PyPdfError, PdfError, zlib.error, ValueError, KeyError, TypeError, AttributeError, IndexError,
+                 AssertionError)
 _WHITESPACE = b"\0\t\n\f\r "  # PDF's white-space characters: all that may follow the last %%EOF
 # Where content sniffers look for markup anywhere (Internet Explorer's FindMimeFromData reads 256 bytes; WHATWG's
 # algorithm only at the very start): wider, and rich-text annotations (XHTML, /RC) early in a small PDF are refused.
@@ -104,10 +109,11 @@ def gate(file: BinaryIO, active_content: str = "refuse") -> GatedDocument:
             return _inspect(file, active_content)
     except LimitReachedError:
         raise EvidenceError(ReasonCode.DOCUMENT_LIMIT_EXCEEDED, "the document exceeds the parser's limits") from None
-    except DependencyError:  # pypdf lacks a decoder (jbig2dec for JBIG2): what is not decoded cannot be checked
-        raise EvidenceError(
-            ReasonCode.DOCUMENT_UNSUPPORTED, "a stream uses an encoding the service has no decoder for"
-        ) from None
+    except DependencyError as error:  # what is not decoded cannot be checked
+        # A stated choice: JBIG2 is not decoded (pypdf would run the jbig2dec binary, which the image does not ship)
+        what = "a JBIG2 image (the service does not decode JBIG2)" if "jbig2" in str(error).lower() else (
+            "an encoding the service has no decoder for")
+        raise EvidenceError(ReasonCode.DOCUMENT_UNSUPPORTED, f"a stream uses {what}") from None
     except RecursionError:
         raise EvidenceError(ReasonCode.DOCUMENT_LIMIT_EXCEEDED, "the document nests objects too deeply") from None
     except _PARSE_ERRORS as error:
@@ -148,15 +154,20 @@ def _outside_streams(data: bytes) -> bytes:
 
 
 def _inspect(file: BinaryIO, active_content: str) -> GatedDocument:
-    reader = PdfReader(file, strict=True)
+    try:
+        reader = PdfReader(file, strict=True)
+    except NotImplementedError:  # pypdf opens only the standard (password) security handler
+        raise EvidenceError(ReasonCode.DOCUMENT_ENCRYPTED, "encrypted documents are not accepted (the document is "
+                            "encrypted for certificates, not with a password)") from None
     if reader.is_encrypted:  # checked before anything is decrypted: an empty user password opens silently
         raise EvidenceError(ReasonCode.DOCUMENT_ENCRYPTED, "encrypted documents are not accepted")
     if not _xref_points_at_objects(reader, file):
         raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED, "the cross-reference table does not point at its objects")
+    _read_by_pyhanko(file)
     root = reader.trailer["/Root"]
     pages = _count_pages(root["/Pages"])
     _check_trees(root)  # before anything walks them: a processor following a loop never ends
-    scan = _Scan()
+    scan = _Scan({number for entries in reader.xref.values() for number in entries} | set(reader.xref_objStm))
     for obj in _every_object(reader):
         scan.visit(obj)
     for page in pages:  # decoded again, but the scan has bounded what all streams decode to
@@ -173,6 +184,17 @@ def _inspect(file: BinaryIO, active_content: str) -> GatedDocument:
         fonts=tuple(sorted(scan.fonts))[:MAX_FONTS],
         active_content=found,
     )
+
+
+def _read_by_pyhanko(file: BinaryIO) -> None:
+    """The signature check, contract review and the approval signature read the file with pyHanko's strict reader:
+    what it cannot read is refused here, so a document the gate accepts is one every operation reads."""
+    file.seek(0)
+    try:
+        PdfFileReader(file, strict=True).embedded_signatures
+    except PdfError as error:
+        raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED,
+                            f"the document does not parse strictly (pyHanko: {type(error).__name__})") from None
 
 
 def _count_pages(root) -> list[DictionaryObject]:
@@ -295,7 +317,8 @@ def _every_object(reader: PdfReader):
 class _Scan:
     """Looks at every dictionary once: active content, signatures, fonts; decodes streams within a total budget."""
 
-    def __init__(self):
+    def __init__(self, defined: set[int]):
+        self.defined = defined  # the object numbers the cross-reference names
         self.active: set[str] = set()
         self.fonts: set[str] = set()
         self.signatures = False
@@ -319,6 +342,8 @@ class _Scan:
             for child in obj.values() if isinstance(obj, DictionaryObject) else obj:
                 if not isinstance(child, IndirectObject):
                     self.visit(child)
+                elif child.idnum not in self.defined:  # pypdf's writer fails on it: split and merge would
+                    raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED, "the document refers to an object it lacks")
 
     def _dictionary(self, d: DictionaryObject) -> None:
         action = d.get("/S")

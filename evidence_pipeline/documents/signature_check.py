@@ -175,12 +175,12 @@ def _field_pages(reader: PdfFileReader) -> dict[str, int]:
     widgets: dict[int, str] = {}  # object number of a field or of one of its widgets -> the field's name
     for name, _, field_ref in fields.enumerate_sig_fields(reader, filled_status=True):
         widgets[field_ref.idnum] = name
-        for kid in field_ref.get_object().get("/Kids", ()):
+        for kid in _array(field_ref.get_object(), "/Kids"):
             if isinstance(kid, IndirectObject):
                 widgets[kid.idnum] = name
     pages: dict[str, int] = {}
     for number, page in enumerate(_walk_pages(reader.root["/Pages"]), start=1):
-        for annotation in page.get("/Annots", ()):
+        for annotation in _array(page, "/Annots"):
             if isinstance(annotation, IndirectObject) and annotation.idnum in widgets:
                 pages.setdefault(widgets[annotation.idnum], number)
     return pages
@@ -194,4 +194,10 @@ def _walk_pages(node):
         if node.get("/Type") == "/Page":
             yield node
         else:
-            stack.extend(reversed(list(node.get("/Kids", ()))))
+            stack.extend(reversed(list(_array(node, "/Kids"))))
+
+
+def _array(dictionary, key: str):
+    """An array entry, which the PDF may give as an indirect reference (``get`` would not follow it)."""
+    value = dictionary.get(key)
+    return value.get_object() if value is not None else ()
