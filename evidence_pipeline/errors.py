@@ -243,7 +243,12 @@ class ReasonCode(Vocabulary):
         "DOCUMENT_MALFORMED",
         "the PDF does not parse strictly (truncated, broken cross-references, ...)",
     )
-    DOCUMENT_ENCRYPTED = "DOCUMENT_ENCRYPTED", "the PDF is encrypted (the empty user password included)"
+    DOCUMENT_ENCRYPTED = "DOCUMENT_ENCRYPTED", "the PDF is encrypted with a password, or for certificates"
+    DOCUMENT_PERMISSIONS_ONLY = (
+        "DOCUMENT_PERMISSIONS_ONLY",
+        "the PDF is encrypted with an empty user password (permission restrictions only): `inspect` reads it, an "
+        "operation that writes a new PDF from it or signs it refuses it; send an unencrypted copy",
+    )
     DOCUMENT_PAGE_TREE_LOOP = "DOCUMENT_PAGE_TREE_LOOP", "the page tree refers back to itself"
     DOCUMENT_LIMIT_EXCEEDED = (
         "DOCUMENT_LIMIT_EXCEEDED",

@@ -32,7 +32,7 @@ import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
 
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 
 HERE = Path(__file__).resolve().parent
 PINS = HERE / "real_corpus.json"
@@ -159,7 +159,7 @@ def outcomes(path: Path) -> dict[str, str]:
     from evidence_pipeline.documents import derive, gate, review
     from evidence_pipeline.documents import ruleset as rulesets
     from evidence_pipeline.documents import signature_check as signatures
-    from evidence_pipeline.documents.registry import ProcessorInput
+    from evidence_pipeline.documents.registry import ProcessorInput, operation
 
     data = path.read_bytes()
     result = {"inspect": _outcome(lambda: gate.gate(io.BytesIO(data)) and None)}
@@ -167,6 +167,9 @@ def outcomes(path: Path) -> dict[str, str]:
     if flagged != "accepted":  # what the gate refuses (or crashes on) no processor sees
         return result | {op: f"gate:{flagged}" for op in OPERATIONS[1:]}
     gated = gate.gate(io.BytesIO(data), "flag")
+    if gated.permissions_only:  # the worker refuses it to every operation that writes (all these), before any stage
+        assert all(operation(op).writes for op in ("contract-review", "split", "merge"))
+        return result | {op: f"refused:{ReasonCode.DOCUMENT_PERMISSIONS_ONLY}" for op in OPERATIONS[1:]}
 
     def document(n: int = 0) -> ProcessorInput:
         return ProcessorInput(f"doc{n}", hashlib.sha256(data).hexdigest(), len(data), gated, io.BytesIO(data))

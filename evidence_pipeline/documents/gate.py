@@ -1,11 +1,12 @@
 """The worker-side document gate: admission is distrusted, every input is checked again before any processor.
 
 Re-sniff the bytes, refuse polyglots (a file another format's reader accepts too) and data after the last %%EOF,
-parse strictly under tightened pypdf limits, refuse encrypted documents (the empty user password included),
-malformed ones, page-tree loops, decompression bombs and anything over the budgets of ``budgets.py`` (which the
-processors' own walk keeps too), and find active content (JavaScript, Launch actions, embedded files, XFA). Each
-refusal has its own terminal reason code. Every object of the file is loaded and every stream decoded, within
-budgets, so a bomb hidden in an unreferenced object or an object stream is found here and not later by a processor.
+parse strictly under tightened pypdf limits (and with pyHanko's strict reader), refuse documents encrypted with a
+password (one only an empty user password opens is read and marked: operations that write refuse it), malformed
+ones, page-tree loops, decompression bombs and anything over the budgets of ``budgets.py`` (which the processors'
+own walk keeps too), and find active content (JavaScript, Launch actions, embedded files, XFA). Each refusal has
+its own terminal reason code. Every object of the file is loaded and every stream decoded, within budgets, so a
+bomb hidden in an unreferenced object or an object stream is found here and not later by a processor.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ GATE_CODES = frozenset(
         ReasonCode.DOCUMENT_NOT_PDF,
         ReasonCode.DOCUMENT_MALFORMED,
         ReasonCode.DOCUMENT_ENCRYPTED,
+        ReasonCode.DOCUMENT_PERMISSIONS_ONLY,
         ReasonCode.DOCUMENT_PAGE_TREE_LOOP,
         ReasonCode.DOCUMENT_LIMIT_EXCEEDED,
         ReasonCode.DOCUMENT_POLYGLOT,
@@ -96,6 +98,8 @@ class GatedDocument:
     signatures_present: bool
     fonts: tuple[str, ...]
     active_content: tuple[str, ...]  # reason codes of the active content found (when the policy flags it)
+    # encrypted with an empty user password (permissions only): read-only operations read it, writing ones refuse
+    permissions_only: bool = False
 
 
 def gate(file: BinaryIO, active_content: str = "refuse") -> GatedDocument:
@@ -159,11 +163,13 @@ def _inspect(file: BinaryIO, active_content: str) -> GatedDocument:
     except NotImplementedError:  # pypdf opens only the standard (password) security handler
         raise EvidenceError(ReasonCode.DOCUMENT_ENCRYPTED, "encrypted documents are not accepted (the document is "
                             "encrypted for certificates, not with a password)") from None
-    if reader.is_encrypted:  # checked before anything is decrypted: an empty user password opens silently
-        raise EvidenceError(ReasonCode.DOCUMENT_ENCRYPTED, "encrypted documents are not accepted")
+    # Only an empty user password is tried: what it opens, any reader opens silently (restrictions on printing,
+    # copying or changing are the author's wish, which only writing operations must respect)
+    if reader.is_encrypted and not reader.decrypt(""):
+        raise EvidenceError(ReasonCode.DOCUMENT_ENCRYPTED, "documents encrypted with a password are not accepted")
     if not _xref_points_at_objects(reader, file):
         raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED, "the cross-reference table does not point at its objects")
-    _read_by_pyhanko(file)
+    _read_by_pyhanko(file, reader.is_encrypted)
     root = reader.trailer["/Root"]
     pages = _count_pages(root["/Pages"])
     _check_trees(root)  # before anything walks them: a processor following a loop never ends
@@ -183,15 +189,19 @@ def _inspect(file: BinaryIO, active_content: str) -> GatedDocument:
         signatures_present=scan.signatures,
         fonts=tuple(sorted(scan.fonts))[:MAX_FONTS],
         active_content=found,
+        permissions_only=reader.is_encrypted,
     )
 
 
-def _read_by_pyhanko(file: BinaryIO) -> None:
+def _read_by_pyhanko(file: BinaryIO, encrypted: bool) -> None:
     """The signature check, contract review and the approval signature read the file with pyHanko's strict reader:
     what it cannot read is refused here, so a document the gate accepts is one every operation reads."""
     file.seek(0)
     try:
-        PdfFileReader(file, strict=True).embedded_signatures
+        reader = PdfFileReader(file, strict=True)
+        if encrypted:
+            reader.decrypt("")
+        reader.embedded_signatures
     except PdfError as error:
         raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED,
                             f"the document does not parse strictly (pyHanko: {type(error).__name__})") from None

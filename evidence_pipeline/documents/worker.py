@@ -235,6 +235,10 @@ def _process(documents: Documents, job: dict, lease: Lease, stages: _Stages, scr
                 file.flush()  # the worker processes read it through descriptors of their own
                 with _active_content_remedy(op):
                     gated = isolated(limits, _gated, file, options.get("active_content", "refuse"))
+            if gated.permissions_only and op.writes:  # the author's restrictions, kept by what writes
+                raise EvidenceError(ReasonCode.DOCUMENT_PERMISSIONS_ONLY,
+                                    f"{op.name} writes from its input, which is encrypted (permissions only); "
+                                    "inspect reads it, or send an unencrypted copy")
             inputs.append(ProcessorInput(input_id, source.sha256, file.seek(0, io.SEEK_END), gated, file))
             rows.append(source)
         check = None
