@@ -529,6 +529,15 @@ class ReasonCode(Vocabulary):
         "WITNESS_SIGNATURE_INVALID",
         "`--require-witness` or `--witness`: a pinned witness's signature on a checkpoint does not verify",
     )
+    LOG_ORIGIN_MISMATCH = (
+        "LOG_ORIGIN_MISMATCH",
+        "`verify --package` / `ledger verify`: a checkpoint note is of another log origin than the pinned one "
+        "(`--origin`, or the package's tlog-policy file) or than the notes before it",
+    )
+    CHECKPOINT_CONFLICT = (
+        "CHECKPOINT_CONFLICT",
+        "two properly signed checkpoints of one size have different roots (a split view); the message names both",
+    )
     WITNESS_POLICY_NOT_MET = (
         "WITNESS_POLICY_NOT_MET",
         "`--witness-policy N`: fewer than N of the pinned witnesses co-signed the package's newest checkpoint (its "

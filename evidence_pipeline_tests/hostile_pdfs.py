@@ -140,8 +140,8 @@ def zip_archive(comment: bytes = b"") -> bytes:
     return out.getvalue()
 
 
-FLATE_BOMB = zlib.compress(b"\0" * (40 * 1024 * 1024), 9)  # 40 MiB of zeros in ~40 KiB
-BOMBLET = zlib.compress(b"\0" * (12 * 1024 * 1024), 9)  # each under the per-stream limit
+FLATE_BOMB = zlib.compress(b"\0" * (100 * 1000 * 1000), 9)  # 100 MB of zeros in ~100 KB: over one stream's limit
+BOMBLET = zlib.compress(b"\0" * (60 * 1000 * 1000), 9)  # each under the per-stream limit, 9 over the total
 
 # name -> (bytes, the reason code the worker-side gate answers)
 HOSTILE: dict[str, tuple[bytes, str]] = {
@@ -195,7 +195,7 @@ HOSTILE: dict[str, tuple[bytes, str]] = {
         simple(stream(FLATE_BOMB, b"/Type /ObjStm /N 1 /First 4 /Filter /FlateDecode")),
         "DOCUMENT_LIMIT_EXCEEDED",
     ),
-    "many_bomblets": (simple(*[stream(BOMBLET, b"/Filter /FlateDecode")] * 6), "DOCUMENT_LIMIT_EXCEEDED"),
+    "many_bomblets": (simple(*[stream(BOMBLET, b"/Filter /FlateDecode")] * 9), "DOCUMENT_LIMIT_EXCEEDED"),
     "declared_stream_length_huge": (simple(stream(b"x", length=2_000_000_000)), "DOCUMENT_LIMIT_EXCEEDED"),
     "filter_chain_too_long": (
         simple(stream(b"x", b"/Filter [/AHx /AHx /AHx /AHx /AHx /AHx]")),

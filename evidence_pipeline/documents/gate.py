@@ -35,13 +35,13 @@ from evidence_pipeline.monthly.validate import _read_at, _xref_points_at_objects
 
 # The report gate's limits, tightened for documents from outside and extended to every decoder pypdf has.
 LIMITS = _REPORT_LIMITS | dict(
-    maximum_declared_stream_length=16_000_000,
-    zlib_maximum_output_length=16_000_000,
-    lzw_maximum_output_length=16_000_000,
-    run_length_maximum_output_length=16_000_000,
-    array_based_stream_maximum_output_length=16_000_000,
-    brotli_maximum_output_length=16_000_000,
-    jbig2_maximum_output_length=16_000_000,
+    maximum_declared_stream_length=budgets.MAX_STREAM_BYTES,
+    zlib_maximum_output_length=budgets.MAX_STREAM_BYTES,
+    lzw_maximum_output_length=budgets.MAX_STREAM_BYTES,
+    run_length_maximum_output_length=budgets.MAX_STREAM_BYTES,
+    array_based_stream_maximum_output_length=budgets.MAX_STREAM_BYTES,
+    brotli_maximum_output_length=budgets.MAX_STREAM_BYTES,
+    jbig2_maximum_output_length=budgets.MAX_STREAM_BYTES,
     dictionary_maximum_element_count=5_000,
     page_tree_maximum_page_entries=MAX_PAGES * 16,
     form_fields_maximum_depth=16,
@@ -111,8 +111,8 @@ def gate(file: BinaryIO, active_content: str = "refuse") -> GatedDocument:
     try:
         with apply_configuration(**LIMITS):
             return _inspect(file, active_content)
-    except LimitReachedError:
-        raise EvidenceError(ReasonCode.DOCUMENT_LIMIT_EXCEEDED, "the document exceeds the parser's limits") from None
+    except LimitReachedError as error:
+        raise exceeded(_parser_limit(str(error))) from None
     except DependencyError as error:  # what is not decoded cannot be checked
         # A stated choice: JBIG2 is not decoded (pypdf would run the jbig2dec binary, which the image does not ship)
         what = "a JBIG2 image (the service does not decode JBIG2)" if "jbig2" in str(error).lower() else (
@@ -124,6 +124,27 @@ def gate(file: BinaryIO, active_content: str = "refuse") -> GatedDocument:
         raise EvidenceError(
             ReasonCode.DOCUMENT_MALFORMED, f"the document does not parse strictly ({type(error).__name__})"
         ) from None
+
+
+# pypdf's refusals by what its message says (its own words hold values from the file, never repeated)
+_PARSER_LIMITS = (
+    ("decompressing", f"a stream decoding to more than {budgets.MAX_STREAM_BYTES:,} bytes"),
+    ("Declared size", f"a stream declaring more than {budgets.MAX_STREAM_BYTES:,} bytes"),
+    ("Row length", "a predictor row longer than the parser's limit (pypdf's flate_maximum_row_length)"),
+    ("columns", "a predictor with more columns than the parser's limit (pypdf's flate_maximum_columns)"),
+    ("Color value", "a predictor with more than 16 colour components"),
+    ("loop", "an object that refers to itself"),
+    ("cyclic", "an outline or article that loops"),
+    ("/N", "an object stream claiming more objects than the document names"),
+)
+
+
+def _parser_limit(message: str) -> str:
+    for words, limit in _PARSER_LIMITS:
+        if words in message:
+            return limit
+    return ("a limit of the PDF parser (entries of an array or dictionary, filters of a stream, depth or entries of "
+            "the page tree, outline, form fields or names; docs: Document limits)")
 
 
 def _refuse_polyglots(data: bytes) -> None:
