@@ -59,7 +59,7 @@ def pages(count: int) -> bytes:
     return out.getvalue()
 
 
-def _encrypted(user: str, algorithm: str):
+def encrypted(user: str, algorithm: str):
     return lambda writer: writer.encrypt(user_password=user, owner_password="owner", algorithm=algorithm)
 
 
@@ -155,9 +155,18 @@ HOSTILE: dict[str, tuple[bytes, str]] = {
     "no_pages": (raw_pdf(CATALOG, b"<< /Type /Pages /Kids [] /Count 0 >>"), "DOCUMENT_MALFORMED"),
     "stream_length_lies": (simple(stream(b"q Q", length=9999)), "DOCUMENT_MALFORMED"),
     "header_not_at_start": (b"junk\n" + simple(), "DOCUMENT_NOT_PDF"),
-    "encrypted_empty_user_password_rc4": (written(_encrypted("", "RC4-128")), "DOCUMENT_ENCRYPTED"),
-    "encrypted_empty_user_password_aes256": (written(_encrypted("", "AES-256")), "DOCUMENT_ENCRYPTED"),
-    "encrypted_with_password": (written(_encrypted("secret", "AES-128")), "DOCUMENT_ENCRYPTED"),
+    "encrypted_with_password": (written(encrypted("secret", "AES-128")), "DOCUMENT_ENCRYPTED"),
+    # for recipients' certificates (the public-key handler, which pypdf does not implement)
+    "encrypted_for_certificates": (
+        simple(b"<< /Filter /Adobe.PubSec /SubFilter /adbe.pkcs7.s5 /V 4 /Recipients [<3000>] >>").replace(
+            b"/Root 1 0 R", b"/Root 1 0 R /Encrypt 4 0 R /ID [<00> <00>]"),
+        "DOCUMENT_ENCRYPTED",
+    ),
+    # a reference to an object the file does not define: pypdf's writer (split, merge) fails on it
+    "dangling_reference": (simple(page=PAGE.replace(b" >>", b" /Thumb 9 0 R >>")), "DOCUMENT_MALFORMED"),
+    # the free list's head with a generation beyond 65,535, which pyHanko's strict reader (the signature check,
+    # contract review, the approval signature) refuses
+    "generation_out_of_range": (simple().replace(b"0000000000 65535 f", b"0000000000 65536 f"), "DOCUMENT_MALFORMED"),
     "page_tree_loop_parent": (
         raw_pdf(
             CATALOG,

@@ -16,6 +16,7 @@ from evidence_pipeline_tests.hostile_pdfs import (
     HOSTILE,
     POLYGLOTS,
     content_page,
+    encrypted,
     image,
     jpeg_stating,
     many_annotations,
@@ -35,6 +36,15 @@ def test_each_hostile_document_gets_its_code(name):
 
 def test_at_least_30_hostile_documents():
     assert len(HOSTILE) >= 30
+
+
+@pytest.mark.parametrize("algorithm", ["RC4-128", "AES-256"])
+def test_permission_only_encryption_is_read_and_marked(algorithm):
+    """An empty user password only restricts permissions: the gate reads the document (every object, decrypted)
+    and marks it, for the operations that write to refuse; a real password is still refused."""
+    gated = gate(io.BytesIO(written(encrypted("", algorithm))))
+    assert (gated.pages, gated.permissions_only) == (1, True)
+    assert not gate(io.BytesIO(pages(1))).permissions_only
 
 
 def test_a_plain_document_passes_and_is_described():
