@@ -141,6 +141,8 @@ def zip_archive(comment: bytes = b"") -> bytes:
 
 
 FLATE_BOMB = zlib.compress(b"\0" * (100 * 1000 * 1000), 9)  # 100 MB of zeros in ~100 KB: over one stream's limit
+# The same bomb deflated twice (a filter chain of two): a few hundred bytes at upload, under any intake ceiling.
+FLATE_BOMB_TWICE = zlib.compress(FLATE_BOMB, 9)
 BOMBLET = zlib.compress(b"\0" * (60 * 1000 * 1000), 9)  # each under the per-stream limit, 9 over the total
 
 # name -> (bytes, the reason code the worker-side gate answers)
@@ -183,7 +185,7 @@ HOSTILE: dict[str, tuple[bytes, str]] = {
         raw_pdf(CATALOG, b"<< /Type /Pages /Kids [3 0 R 3 0 R] /Count 2 >>", PAGE),
         "DOCUMENT_PAGE_TREE_LOOP",
     ),
-    "flate_bomb": (simple(stream(FLATE_BOMB, b"/Filter /FlateDecode")), "DOCUMENT_LIMIT_EXCEEDED"),
+    "flate_bomb": (simple(stream(FLATE_BOMB_TWICE, b"/Filter [/FlateDecode /FlateDecode]")), "DOCUMENT_LIMIT_EXCEEDED"),
     "flate_bomb_unreferenced_content": (
         simple(
             stream(FLATE_BOMB, b"/Filter /FlateDecode"),
@@ -192,7 +194,7 @@ HOSTILE: dict[str, tuple[bytes, str]] = {
         "DOCUMENT_LIMIT_EXCEEDED",
     ),
     "object_stream_bomb": (
-        simple(stream(FLATE_BOMB, b"/Type /ObjStm /N 1 /First 4 /Filter /FlateDecode")),
+        simple(stream(FLATE_BOMB_TWICE, b"/Type /ObjStm /N 1 /First 4 /Filter [/FlateDecode /FlateDecode]")),
         "DOCUMENT_LIMIT_EXCEEDED",
     ),
     "many_bomblets": (simple(*[stream(BOMBLET, b"/Filter /FlateDecode")] * 9), "DOCUMENT_LIMIT_EXCEEDED"),

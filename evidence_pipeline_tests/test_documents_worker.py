@@ -139,7 +139,7 @@ def test_hostile_documents_are_refused_with_their_code_and_nothing_published(doc
         jobs = {}
         for name, (data, _) in IN_THE_WORKER_CASES.items():
             admitted = upload(http, data)
-            assert admitted.status_code == 201, name  # admission only sniffs: the worker finds the rest
+            assert admitted.status_code == 201, (name, admitted.text)  # admission only sniffs: the worker does the rest
             jobs[name] = submit(http, name, {"operation": "inspect", "inputs": [admitted.json()["document_id"]]}).json()
         outcomes = {o.job_id: o for o in dispatch(documents)}
         for name, accepted in jobs.items():
