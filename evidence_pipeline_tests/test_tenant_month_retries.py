@@ -30,6 +30,7 @@ from evidence_pipeline.models import EventType
 from evidence_pipeline.operations.dead_letters import dead_letters
 from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline_tests.dagster_services import launch_backfill, one_tenant_site, wait_for
+from evidence_pipeline_tests.signers import Signers
 
 TENANT = "acme-books"
 
@@ -90,7 +91,7 @@ def test_the_sensor_records_lost_workers_requests_due_and_replayed_jobs_and_the_
         assert (letter["kind"], letter["reason"], letter["tries"]) == ("tenant-month", "WORKER_LOST", 3)
         assert "tenant_month_retry_sensor" in letter["next_step"]
 
-        replayed, _ = ledger._transact(lambda conn: ledger.replay(conn, job_id, "operator", "archive fixed", {}))
+        replayed = Signers(ledger, tmp_path / "actors").replay(job_id, "archive fixed")  # what `evidence replay` does
         [request] = _tick(instance).run_requests  # a replayed job is due at once
         assert request.run_key == f"retry.{replayed['attempt_id']}.0"
 

@@ -7,6 +7,9 @@ ones, page-tree loops, decompression bombs and anything over the budgets of ``bu
 own walk keeps too), and find active content (JavaScript, Launch actions, embedded files, XFA). Each refusal has
 its own terminal reason code. Every object of the file is loaded and every stream decoded, within budgets, so a
 bomb hidden in an unreferenced object or an object stream is found here and not later by a processor.
+
+Over 400 lines because every refusal is a step of the one walk over the file's objects (``_Scan``) and of the two
+strict readers' opening: split apart, the gate would walk untrusted bytes more than once.
 """
 
 from __future__ import annotations
