@@ -20,7 +20,7 @@ from evidence_pipeline_tests.docs_pages import generated_page, generator
 SAMPLES = {
     "pades_level": "B-T", "tsa_url": "http://tsa.example/", "s3_object_lock_mode": "GOVERNANCE",
     "s3_object_lock_days": "7", "generate_dev_keys": "0", "first_period": "2024-06", "ledger_url": "sqlite:///x",
-    "webhook_allowed_networks": "10.1.0.0/16", "ui_url": "https://dagster.example",
+    "webhook_allowed_networks": "10.1.0.0/16",
     "witnesses": "https://witness.example witness.example/w1+e42b2f2c+BDtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop",
 }
 NEEDS = {"pades_level": {"EVIDENCE_TSA_URL": "http://tsa.example/"}, "s3_object_lock_mode": {
