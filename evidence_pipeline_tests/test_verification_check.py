@@ -20,7 +20,7 @@ from evidence_pipeline_tests.conftest import SMALL, overwrite
 
 ASSETS = [source_revision, monthly_report, evidence_bundle, offline_verification]
 CHECK = AssetCheckKey(evidence_bundle.key, CHECK_NAME)
-# A run of the asset job with only the check: with a partition, or with none (the check page's "Execute all").
+# A run of the asset job with only the check: with a partition, or with none (the UI's "Execute all").
 CHECK_ONLY = defs.resolve_implicit_global_asset_job_def().get_subset(asset_selection=set(),
                                                                      asset_check_selection={CHECK})
 EARLIER = TenantMonth("acme-books", "2026-09")  # with SMALL, a range of one tenant's months
@@ -98,7 +98,7 @@ def test_a_run_verifies_each_bundle_it_publishes_once_and_the_check_alone_verifi
 
 
 def test_the_check_alone_without_a_partition_verifies_every_published_partition(instance, evidence):
-    """The check page's "Execute all" launches the check alone with no partition (ExecuteChecksButton.tsx: an empty
+    """The UI's "Execute all" launches the check alone with no partition (ExecuteChecksButton.tsx: an empty
     asset selection, no partition tag): it verifies each published partition, never an unpartitioned run's error."""
     result = materialize(ASSETS, instance=instance, resources={"evidence": evidence}, tags=range_tags(EARLIER, SMALL))
     assert result.success

@@ -11,7 +11,7 @@ Dagster includes it in every run of `monthly_evidence`, after `evidence_bundle`.
 bundle it published with the same function and recorded this check's evaluation of it (verdicts.py), so here only
 partitions whose latest materialization came from another run are verified: no bundle twice in one run.
 Materializing a published tenant-month again converges on its bundle and verifies the archive as it is then. A run
-that selects only the check verifies every partition it selects, without the assets; the check page's "Execute all"
+that selects only the check verifies every partition it selects, without the assets; the UI's "Execute all"
 launches the check alone with no partition, and that run verifies every published partition.
 
 Partitioned asset checks are a preview in Dagster 1.13 (`partitions_def` on the check). Their `AssetCheckResult`
