@@ -518,9 +518,9 @@ def test_each_partition_of_a_range_run_has_its_own_data_version_and_upstream_eve
             == tags["monthly_report"]["dagster/data_version"]
         )
         versions.add(tags["evidence_bundle"]["dagster/data_version"])
-        # One click from the bundle to the same partition of its report and its source revision (absolute links).
+        # One click from the bundle to the same partition of its report and its source revision (root-relative).
         link = f"partition={tenant_month.period}-01%7Cacme-books"
-        ui = "http://127.0.0.1:3000/assets"
+        ui = "/assets"
         assert meta["evidence_bundle"]["monthly_report partition"] == f"{ui}/monthly_report?view=partitions&{link}"
         assert meta["evidence_bundle"]["source_revision partition"] == f"{ui}/source_revision?view=partitions&{link}"
     assert len(versions) == len(months)
