@@ -3,7 +3,7 @@
 # and the headless browser (Debian's chromium and chromium-driver) where apt-get is available.
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 
-.PHONY: demo test ui bench bench-metrics bench-stages bench-cli bench-pades bench-keys bench-package bench-redaction bench-review bench-downloads bench-scale \
+.PHONY: go-tlog demo test ui bench bench-metrics bench-stages bench-cli bench-pades bench-keys bench-package bench-redaction bench-review bench-downloads bench-scale \
 	install pdf-tools browser promtool
 
 demo: install pdf-tools
@@ -11,7 +11,7 @@ demo: install pdf-tools
 
 # The docs site builds offline and --strict: a broken link or anchor, or a page left out of the nav, fails the
 # target. The two variables only quiet banners that MkDocs plugins print about MkDocs 2.
-test: install pdf-tools browser promtool
+test: install pdf-tools browser promtool go-tlog
 	$(UV) run --locked ruff check .
 	DISABLE_MKDOCS_2_WARNING=true NO_MKDOCS_2_WARNING=1 $(UV) run --locked mkdocs build --strict --quiet --site-dir build/site
 	$(UV) run --locked pytest
@@ -92,6 +92,15 @@ promtool:
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus) >/dev/null \
 			|| echo "prometheus could not be installed: the alert rules' test will be skipped"; \
 	else echo "promtool not installed: the alert rules' test will be skipped"; fi
+
+# Go's golang.org/x/mod/sumdb/note and sumdb/tlog (Debian's golang-go and golang-golang-x-mod-dev), the reference
+# implementation the C2SP formats descend from: test_witness.py checks every .tlog-proof of a package with them.
+go-tlog:
+	@if command -v go >/dev/null && [ -d /usr/share/gocode/src/golang.org/x/mod/sumdb/tlog ]; then :; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go golang-golang-x-mod-dev) \
+			>/dev/null || echo "golang-go could not be installed: the Go check of tlog proofs will be skipped"; \
+	else echo "golang-go not installed: the Go check of tlog proofs will be skipped"; fi
 
 # test_auditor_ui.py drives the read-only UI in headless Chromium through chromium-driver; without them it is skipped.
 browser:

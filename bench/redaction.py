@@ -4,7 +4,11 @@ number of typed redactions through the front door and Dagster (`evidence intake 
 tick and the page run, in process) against that loop; and the peak RSS and time of redacting and verifying one
 300-page typed application and one 300-page scanned application, each in a fresh process.
 
-    uv run python bench/redaction.py [--applications 20 --pages 10 --large-pages 300]
+    uv run python bench/redaction.py [--applications 20 --pages 10 --large-pages 300] [--baseline DIR]
+
+With ``--baseline DIR`` (a checkout of the code before a change, e.g. `git worktree add DIR main`), the loops over
+typed and scanned applications run in the same run twice, each in a fresh process: once on DIR's code, once on
+this tree's, and both are reported.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -77,6 +82,19 @@ def rate(data: bytes, pin: dict, count: int) -> dict:
             "seconds": first + second}
 
 
+def rates(applications: int, pages: int) -> dict:
+    pin = pinned()
+    return {"typed": rate(long_application(pages), pin, applications),
+            "scanned": rate(scanned_application(pages, SCANNED), pin, max(1, applications // 4))}
+
+
+def rates_on(code: str | None, applications: int, pages: int) -> dict:
+    """``rates`` in a fresh process, on the code under ``code`` (a checkout's root) or this tree's."""
+    command = [sys.executable, __file__, "--rates-only", "--applications", str(applications), "--pages", str(pages)]
+    environment = {**os.environ, "PYTHONPATH": code} if code else None
+    return json.loads(subprocess.run(command, capture_output=True, text=True, check=True, env=environment).stdout)
+
+
 def large(pages: int, scanned: bool) -> dict:
     """Peak RSS and seconds of both passes of one long application, in a fresh process."""
     command = [sys.executable, __file__, "--large-only", "--large-pages", str(pages)] + (["--scanned"] * scanned)
@@ -90,22 +108,29 @@ def main() -> None:
     parser.add_argument("--large-pages", type=int, default=300)
     parser.add_argument("--large-only", action="store_true", help=argparse.SUPPRESS)  # the child process
     parser.add_argument("--scanned", action="store_true", help=argparse.SUPPRESS)  # the child: every page scanned
+    parser.add_argument("--rates-only", action="store_true", help=argparse.SUPPRESS)  # the child: the loops
+    parser.add_argument("--baseline", help="a checkout of the code before, measured in the same run")
+    parser.add_argument("--no-dagster", action="store_true", help="skip the front door and Dagster")
     args = parser.parse_args()
     pin = pinned()
+    if args.rates_only:
+        print(json.dumps(rates(args.applications, args.pages)))
+        return
     if args.large_only:
         data = scanned_application(args.large_pages) if args.scanned else long_application(args.large_pages)
         first, second, _ = passes(data, pin)
         print(json.dumps({"peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
                           "first_pass_s": round(first, 1), "second_pass_s": round(second, 1)}))
         return
-    typed = rate(long_application(args.pages), pin, args.applications)
-    with_scans = rate(scanned_application(args.pages, SCANNED), pin, max(1, args.applications // 4))
+    before = rates_on(str(Path(args.baseline).resolve()), args.applications, args.pages) if args.baseline else None
+    after = rates_on(None, args.applications, args.pages)
+    typed, with_scans = after["typed"], after["scanned"]
     started = time.perf_counter()
     for number in range(1, 6):
         ocr.read(scanned_page(number))
     ocr_seconds = (time.perf_counter() - started) / 5
     large_typed, large_scanned = large(args.large_pages, False), large(args.large_pages, True)
-    dagster_seconds = through_dagster(long_application(args.pages), args.applications)  # last: its own root
+    dagster_seconds = None if args.no_dagster else through_dagster(long_application(args.pages), args.applications)
     print(json.dumps({
         "pages": args.pages,
         "applications": args.applications,
@@ -113,8 +138,14 @@ def main() -> None:
         "typed": {key: value for key, value in typed.items() if key != "seconds"},
         f"with_{len(SCANNED)}_scanned_pages": {key: value for key, value in with_scans.items() if key != "seconds"},
         "ocr_seconds_per_scanned_page": round(ocr_seconds, 2),
-        "through_intake_and_dagster_per_second": round(args.applications / dagster_seconds, 2),
-        "ratio_dagster_to_loop": round(typed["seconds"] / dagster_seconds, 2),
+        **({} if dagster_seconds is None else {
+            "through_intake_and_dagster_per_second": round(args.applications / dagster_seconds, 2),
+            "ratio_dagster_to_loop": round(typed["seconds"] / dagster_seconds, 2)}),
+        **({} if before is None else {"before": {
+            "typed": {key: value for key, value in before["typed"].items() if key != "seconds"},
+            f"with_{len(SCANNED)}_scanned_pages": {k: v for k, v in before["scanned"].items() if k != "seconds"},
+            "typed_seconds_after_over_before": round(typed["seconds"] / before["typed"]["seconds"], 1),
+            "scanned_seconds_after_over_before": round(with_scans["seconds"] / before["scanned"]["seconds"], 1)}}),
         f"typed_{args.large_pages}_pages": large_typed,
         f"scanned_{args.large_pages}_pages": large_scanned,
     }, indent=2))

@@ -243,7 +243,12 @@ class ReasonCode(Vocabulary):
         "DOCUMENT_MALFORMED",
         "the PDF does not parse strictly (truncated, broken cross-references, ...)",
     )
-    DOCUMENT_ENCRYPTED = "DOCUMENT_ENCRYPTED", "the PDF is encrypted (the empty user password included)"
+    DOCUMENT_ENCRYPTED = "DOCUMENT_ENCRYPTED", "the PDF is encrypted with a password, or for certificates"
+    DOCUMENT_PERMISSIONS_ONLY = (
+        "DOCUMENT_PERMISSIONS_ONLY",
+        "the PDF is encrypted with an empty user password (permission restrictions only): `inspect` reads it, an "
+        "operation that writes a new PDF from it or signs it refuses it; send an unencrypted copy",
+    )
     DOCUMENT_PAGE_TREE_LOOP = "DOCUMENT_PAGE_TREE_LOOP", "the page tree refers back to itself"
     DOCUMENT_LIMIT_EXCEEDED = (
         "DOCUMENT_LIMIT_EXCEEDED",
@@ -310,8 +315,14 @@ class ReasonCode(Vocabulary):
     # any operation: what its processor's worker process ended with when it raised no classified error
     PROCESSOR_FAILED = (
         "PROCESSOR_FAILED",
-        "a document job's processor raised an unclassified exception, or its worker process died (an abort, a signal); "
-        "counts against the job's budget, then `dead`",
+        "a document job's worker process died (an abort, a signal) or its work failed to read or write a file (an "
+        "`OSError`); counts against the job's budget, then `dead`",
+    )
+    PROCESSOR_INPUT_FAILED = (
+        "PROCESSOR_INPUT_FAILED",
+        "a document job's processor raised an exception no code classifies while reading the document (the type in "
+        "the message): the same bytes fail the same way, so the job ends at once, without retries, and is listed "
+        "among the dead letters",
     )
     PROCESSOR_RESOURCE_EXHAUSTED = (
         "PROCESSOR_RESOURCE_EXHAUSTED",
@@ -517,6 +528,15 @@ class ReasonCode(Vocabulary):
     WITNESS_SIGNATURE_INVALID = (
         "WITNESS_SIGNATURE_INVALID",
         "`--require-witness` or `--witness`: a pinned witness's signature on a checkpoint does not verify",
+    )
+    LOG_ORIGIN_MISMATCH = (
+        "LOG_ORIGIN_MISMATCH",
+        "`verify --package` / `ledger verify`: a checkpoint note is of another log origin than the pinned one "
+        "(`--origin`, or the package's tlog-policy file) or than the notes before it",
+    )
+    CHECKPOINT_CONFLICT = (
+        "CHECKPOINT_CONFLICT",
+        "two properly signed checkpoints of one size have different roots (a split view); the message names both",
     )
     WITNESS_POLICY_NOT_MET = (
         "WITNESS_POLICY_NOT_MET",

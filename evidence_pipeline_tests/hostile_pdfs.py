@@ -59,7 +59,7 @@ def pages(count: int) -> bytes:
     return out.getvalue()
 
 
-def _encrypted(user: str, algorithm: str):
+def encrypted(user: str, algorithm: str):
     return lambda writer: writer.encrypt(user_password=user, owner_password="owner", algorithm=algorithm)
 
 
@@ -140,8 +140,10 @@ def zip_archive(comment: bytes = b"") -> bytes:
     return out.getvalue()
 
 
-FLATE_BOMB = zlib.compress(b"\0" * (40 * 1024 * 1024), 9)  # 40 MiB of zeros in ~40 KiB
-BOMBLET = zlib.compress(b"\0" * (12 * 1024 * 1024), 9)  # each under the per-stream limit
+FLATE_BOMB = zlib.compress(b"\0" * (100 * 1000 * 1000), 9)  # 100 MB of zeros in ~100 KB: over one stream's limit
+# The same bomb deflated twice (a filter chain of two): a few hundred bytes at upload, under any intake ceiling.
+FLATE_BOMB_TWICE = zlib.compress(FLATE_BOMB, 9)
+BOMBLET = zlib.compress(b"\0" * (60 * 1000 * 1000), 9)  # each under the per-stream limit, 9 over the total
 
 # name -> (bytes, the reason code the worker-side gate answers)
 HOSTILE: dict[str, tuple[bytes, str]] = {
@@ -155,9 +157,18 @@ HOSTILE: dict[str, tuple[bytes, str]] = {
     "no_pages": (raw_pdf(CATALOG, b"<< /Type /Pages /Kids [] /Count 0 >>"), "DOCUMENT_MALFORMED"),
     "stream_length_lies": (simple(stream(b"q Q", length=9999)), "DOCUMENT_MALFORMED"),
     "header_not_at_start": (b"junk\n" + simple(), "DOCUMENT_NOT_PDF"),
-    "encrypted_empty_user_password_rc4": (written(_encrypted("", "RC4-128")), "DOCUMENT_ENCRYPTED"),
-    "encrypted_empty_user_password_aes256": (written(_encrypted("", "AES-256")), "DOCUMENT_ENCRYPTED"),
-    "encrypted_with_password": (written(_encrypted("secret", "AES-128")), "DOCUMENT_ENCRYPTED"),
+    "encrypted_with_password": (written(encrypted("secret", "AES-128")), "DOCUMENT_ENCRYPTED"),
+    # for recipients' certificates (the public-key handler, which pypdf does not implement)
+    "encrypted_for_certificates": (
+        simple(b"<< /Filter /Adobe.PubSec /SubFilter /adbe.pkcs7.s5 /V 4 /Recipients [<3000>] >>").replace(
+            b"/Root 1 0 R", b"/Root 1 0 R /Encrypt 4 0 R /ID [<00> <00>]"),
+        "DOCUMENT_ENCRYPTED",
+    ),
+    # a reference to an object the file does not define: pypdf's writer (split, merge) fails on it
+    "dangling_reference": (simple(page=PAGE.replace(b" >>", b" /Thumb 9 0 R >>")), "DOCUMENT_MALFORMED"),
+    # the free list's head with a generation beyond 65,535, which pyHanko's strict reader (the signature check,
+    # contract review, the approval signature) refuses
+    "generation_out_of_range": (simple().replace(b"0000000000 65535 f", b"0000000000 65536 f"), "DOCUMENT_MALFORMED"),
     "page_tree_loop_parent": (
         raw_pdf(
             CATALOG,
@@ -174,7 +185,7 @@ HOSTILE: dict[str, tuple[bytes, str]] = {
         raw_pdf(CATALOG, b"<< /Type /Pages /Kids [3 0 R 3 0 R] /Count 2 >>", PAGE),
         "DOCUMENT_PAGE_TREE_LOOP",
     ),
-    "flate_bomb": (simple(stream(FLATE_BOMB, b"/Filter /FlateDecode")), "DOCUMENT_LIMIT_EXCEEDED"),
+    "flate_bomb": (simple(stream(FLATE_BOMB_TWICE, b"/Filter [/FlateDecode /FlateDecode]")), "DOCUMENT_LIMIT_EXCEEDED"),
     "flate_bomb_unreferenced_content": (
         simple(
             stream(FLATE_BOMB, b"/Filter /FlateDecode"),
@@ -183,10 +194,10 @@ HOSTILE: dict[str, tuple[bytes, str]] = {
         "DOCUMENT_LIMIT_EXCEEDED",
     ),
     "object_stream_bomb": (
-        simple(stream(FLATE_BOMB, b"/Type /ObjStm /N 1 /First 4 /Filter /FlateDecode")),
+        simple(stream(FLATE_BOMB_TWICE, b"/Type /ObjStm /N 1 /First 4 /Filter [/FlateDecode /FlateDecode]")),
         "DOCUMENT_LIMIT_EXCEEDED",
     ),
-    "many_bomblets": (simple(*[stream(BOMBLET, b"/Filter /FlateDecode")] * 6), "DOCUMENT_LIMIT_EXCEEDED"),
+    "many_bomblets": (simple(*[stream(BOMBLET, b"/Filter /FlateDecode")] * 9), "DOCUMENT_LIMIT_EXCEEDED"),
     "declared_stream_length_huge": (simple(stream(b"x", length=2_000_000_000)), "DOCUMENT_LIMIT_EXCEEDED"),
     "filter_chain_too_long": (
         simple(stream(b"x", b"/Filter [/AHx /AHx /AHx /AHx /AHx /AHx]")),

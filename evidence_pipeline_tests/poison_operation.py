@@ -1,5 +1,5 @@
 """A document operation for tests whose processor misbehaves on demand, the way hostile input makes a real one:
-it raises what no code classifies, exhausts memory, hangs, aborts the process, or reports where it ran."""
+it raises what no code classifies, fails an I/O, exhausts memory, hangs, aborts the process, or reports where it ran."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ def _processor(inputs, options, pinned) -> ProcessorResult:
     trigger = options["trigger"]
     if trigger == "raise":
         raise KeyError(PLANTED)
+    if trigger == "oserror":
+        raise OSError(PLANTED)
     if trigger == "memory":
         bytearray(1024 ** 3)  # 1 GiB, far past the test's limit
     if trigger == "hang":
@@ -49,5 +51,5 @@ def _ledger_lockable() -> bool:
 POISON = register(Operation(
     name="test-poison",
     processor=_processor,
-    options={"trigger": ("probe", "raise", "memory", "hang", "abort")},
+    options={"trigger": ("probe", "raise", "oserror", "memory", "hang", "abort")},
 ))

@@ -48,7 +48,7 @@ def _with(change) -> bytes:
 
 
 def _annotation(pdf, page, **entries) -> pikepdf.Dictionary:
-    annot = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.Annot, Rect=[72, 600, 272, 620], **entries))
+    annot = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.Annot, **{"Rect": [72, 600, 272, 620], **entries}))
     page.obj.Annots = pdf.make_indirect(pikepdf.Array([*page.obj.get("/Annots", []), annot]))
     return annot
 
@@ -323,3 +323,151 @@ def earlier_revision_info() -> tuple[bytes, str]:
 def illegible_scan() -> bytes:
     """A scan whose text a reader can make out but the engine cannot: a blurred photograph."""
     return build(_picture(scan_image(blur=3.0), FULL_PAGE))
+
+
+# -- drawings: the value shown on the rendered page by any means of drawing, none of which spells it as text -------
+
+SHOWN = f"SSN {SSN}"
+HEADING = b"BT /F1 12 Tf 72 740 Td (Rental application, Harbor Housing) Tj ET\n"
+
+
+def _helvetica(**entries) -> pikepdf.Dictionary:
+    return pikepdf.Dictionary(Type=pikepdf.Name.Font, Subtype=pikepdf.Name.Type1, BaseFont=pikepdf.Name.Helvetica,
+                              **entries)
+
+
+# codes A, B, C ... drawing "0123456789-SN " through glyph names: the bytes shown spell no digit, no SSN
+_CIPHER_GLYPHS = ["/zero", "/one", "/two", "/three", "/four", "/five", "/six", "/seven", "/eight", "/nine", "/hyphen",
+                  "/S", "/N", "/space"]
+_CIPHER_CHARS = "0123456789-SN "
+
+
+def _cipher_font(pdf) -> pikepdf.Object:
+    return pdf.make_indirect(_helvetica(Encoding=pikepdf.Dictionary(
+        Type=pikepdf.Name.Encoding, Differences=[65, *map(pikepdf.Name, _CIPHER_GLYPHS)])))
+
+
+def _ciphered(text: str) -> bytes:
+    return bytes(65 + _CIPHER_CHARS.index(char) for char in text)
+
+
+def text_picture(text: str, height: int, turn: float = 0) -> Image.Image:
+    """``text`` in black on white, its glyphs ``height`` * 0.8 pixels tall, turned ``turn`` degrees."""
+    font = ImageFont.truetype(str(FONTS / "Vera.ttf"), max(1, round(height * 0.8)))
+    left, top, right, bottom = font.getbbox(text)
+    image = Image.new("L", (right + 2 * max(2, height // 4), height), 255)
+    ImageDraw.Draw(image).text((max(2, height // 4), (height - (bottom + top)) // 2), text, fill=0, font=font)
+    return image.rotate(turn, expand=True, fillcolor=255) if turn else image
+
+
+def _pictures(*placed: tuple[Image.Image, bytes]):
+    """Images drawn where each placement (a cm matrix) says, under the typed heading."""
+    def change(pdf, page):
+        page.obj.Resources.XObject = pikepdf.Dictionary(
+            {f"/Im{i}": _image_xobject(pdf, image) for i, (image, _) in enumerate(placed)})
+        drawn = b"".join(b"q %s cm /Im%d Do Q\n" % (matrix, i) for i, (_, matrix) in enumerate(placed))
+        page.obj.Contents = pdf.make_stream(HEADING + drawn)
+    return change
+
+
+def _placement(image: Image.Image, x: float, y: float, scale: float) -> bytes:
+    return b"%.2f 0 0 %.2f %.2f %.2f" % (image.width * scale, image.height * scale, x, y)
+
+
+def _tiny_image_drawn_large(pdf, page):
+    image = text_picture(SHOWN, 15)
+    _pictures((image, _placement(image, 72, 600, 4 * 72 / 150)))(pdf, page)
+
+
+def _split_across_images(pdf, page):
+    """Each half in its own image, the second's white margin over the first's."""
+    first, second = text_picture("SSN 123-45-", 40), text_picture("6789", 40)
+    scale = 72 / 150
+    _pictures((first, _placement(first, 72, 600, scale)),
+              (second, _placement(second, 72 + (first.width - 10) * scale, 600, scale)))(pdf, page)
+
+
+def _turned(angle: float):
+    def change(pdf, page):
+        image = text_picture(SHOWN, 50, angle)
+        _pictures((image, _placement(image, 100, 400, 72 / 150)))(pdf, page)
+    return change
+
+
+def _vector_outlines(pdf, page):
+    """The glyphs as filled paths, no text and no image: each row of a 24-pixel rendering, run by run."""
+    picture = text_picture(SHOWN, 60)
+    pixels, scale = picture.load(), 0.3
+    paths = []
+    for y in range(picture.height):
+        x = 0
+        while x < picture.width:
+            if pixels[x, y] < 128:
+                start = x
+                while x < picture.width and pixels[x, y] < 128:
+                    x += 1
+                paths.append(b"%.2f %.2f %.2f %.2f re" % (72 + start * scale, 600 + (picture.height - y - 1) * scale,
+                                                          (x - start) * scale, scale))
+            x += 1
+    page.obj.Contents = pdf.make_stream(HEADING + b"0 g\n" + b"\n".join(paths) + b"\nf\n")
+
+
+def _tiling_pattern(pdf, page):
+    """A tiling pattern whose cell shows the value through a font whose /Differences make its bytes spell none."""
+    cell = pdf.make_stream(b"BT /C1 14 Tf 4 12 Td (" + _ciphered(SHOWN) + b") Tj ET",
+                           Type=pikepdf.Name.Pattern, PatternType=1, PaintType=1, TilingType=1,
+                           BBox=[0, 0, 200, 40], XStep=200, YStep=40, Matrix=[1, 0, 0, 1, 72, 600],
+                           Resources=pikepdf.Dictionary(Font=pikepdf.Dictionary(C1=_cipher_font(pdf))))
+    page.obj.Resources.Pattern = pikepdf.Dictionary(P0=cell)
+    page.obj.Contents = pdf.make_stream(HEADING + b"/Pattern cs /P0 scn 72 600 200 40 re f\n")
+
+
+def page_text_through_cipher(pdf, page):
+    """Page text in a font whose /Differences name the glyphs and that has no ToUnicode map."""
+    page.obj.Resources.Font.C1 = _cipher_font(pdf)
+    page.obj.Contents = pdf.make_stream(HEADING + b"BT /C1 12 Tf 72 700 Td (" + _ciphered(SHOWN) + b") Tj ET\n")
+
+
+def _appearance(pdf, text: bytes, font, width: float) -> pikepdf.Stream:
+    return pdf.make_stream(b"BT /A1 14 Tf 2 6 Td (" + text + b") Tj ET", Type=pikepdf.Name.XObject,
+                           Subtype=pikepdf.Name.Form, BBox=[0, 0, width, 24],
+                           Resources=pikepdf.Dictionary(Font=pikepdf.Dictionary(A1=font)))
+
+
+def _free_text_halves(pdf, page):
+    """Two FreeText annotations side by side, each with half the value in its contents and its appearance."""
+    font = pdf.make_indirect(_helvetica())
+    for text, x, width in ((b"SSN 123-45-", 72, 86), (b"6789", 157, 40)):
+        annot = _annotation(pdf, page, Subtype=pikepdf.Name.FreeText, Contents=pikepdf.String(text.decode()),
+                            DA=pikepdf.String("/Helv 14 Tf 0 g"), Rect=[x, 600, x + width, 624])
+        annot.AP = pikepdf.Dictionary(N=_appearance(pdf, text, font, width))
+
+
+def _widget_cipher_appearance(pdf, page):
+    """A text field whose value says nothing, and whose appearance shows the value through a custom encoding."""
+    _field(Rect=[72, 600, 272, 624], V=pikepdf.String("see appearance"),
+           AP=pikepdf.Dictionary(N=_appearance(pdf, _ciphered(SHOWN), _cipher_font(pdf), 200)))(pdf, page)
+
+
+FIELD_WORDS = "Tenant agrees to the house rules"
+
+
+def field_with_words(pdf, page):
+    """A text field whose value and appearance hold the value among other words."""
+    text = f"{FIELD_WORDS}, SSN {SSN}".encode()
+    _field(Rect=[72, 600, 472, 624], V=pikepdf.String(text.decode()),
+           AP=pikepdf.Dictionary(N=_appearance(pdf, text, pdf.make_indirect(_helvetica()), 400)))(pdf, page)
+
+
+# each: (change, the value, the angles a reader turns the page by to read it)
+DRAWN = {
+    "tiny_image_drawn_four_times_larger": (_tiny_image_drawn_large, SSN, (0,)),
+    "value_split_across_two_images": (_split_across_images, SSN, (0,)),
+    "vector_outlines_of_glyphs": (_vector_outlines, SSN, (0,)),
+    "tiling_pattern_with_differences_font": (_tiling_pattern, SSN, (0,)),
+    "two_free_text_annotations_each_half": (_free_text_halves, SSN, (0,)),
+    "text_at_45_degrees_in_an_image": (_turned(45), SSN, (-45,)),
+    "text_at_20_degrees_in_an_image": (_turned(20), SSN, (-20,)),
+    "widget_appearance_with_custom_encoded_font": (_widget_cipher_appearance, SSN, (0,)),
+}
+

@@ -2,11 +2,12 @@
 
 import io
 import zipfile
+import zlib
 
 import pikepdf
 import pytest
 
-from evidence_pipeline.documents.budgets import MAX_ANNOTATIONS, MAX_OPERATORS
+from evidence_pipeline.documents.budgets import MAX_ANNOTATIONS, MAX_OPERATORS, MAX_STREAM_BYTES
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.synthetic.lease_contracts import lease_contract
@@ -15,6 +16,7 @@ from evidence_pipeline_tests.hostile_pdfs import (
     HOSTILE,
     POLYGLOTS,
     content_page,
+    encrypted,
     image,
     jpeg_stating,
     many_annotations,
@@ -34,6 +36,15 @@ def test_each_hostile_document_gets_its_code(name):
 
 def test_at_least_30_hostile_documents():
     assert len(HOSTILE) >= 30
+
+
+@pytest.mark.parametrize("algorithm", ["RC4-128", "AES-256"])
+def test_permission_only_encryption_is_read_and_marked(algorithm):
+    """An empty user password only restricts permissions: the gate reads the document (every object, decrypted)
+    and marks it, for the operations that write to refuse; a real password is still refused."""
+    gated = gate(io.BytesIO(written(encrypted("", algorithm))))
+    assert (gated.pages, gated.permissions_only) == (1, True)
+    assert not gate(io.BytesIO(pages(1))).permissions_only
 
 
 def test_a_plain_document_passes_and_is_described():
@@ -98,6 +109,19 @@ def test_a_limit_refusal_names_the_limit_never_a_value_from_the_file():
         with pytest.raises(EvidenceError) as refused:
             gate(io.BytesIO(HOSTILE[name][0]))
         assert "limit" in refused.value.message and value not in refused.value.message.replace(",", "")
+
+
+def test_a_lossless_colour_scan_at_300_dpi_is_a_document_not_a_limit_breach():
+    """An A4 page scanned at 300 dpi in colour and stored with Flate (26 MB decoded) passes; a parser's refusal
+    names its limit."""
+    width, height = 2480, 3508
+    rows = bytes(range(256)) * (width * 3 // 256) + bytes(width * 3 % 256)
+    page = image(width, height, zlib.compress(rows * height), b"/FlateDecode")
+    page = page.replace(b"/DeviceGray", b"/DeviceRGB ")  # the same length: the offsets hold
+    assert gate(io.BytesIO(page)).pages == 1
+    with pytest.raises(EvidenceError) as refused:
+        gate(io.BytesIO(HOSTILE["flate_bomb"][0]))
+    assert refused.value.message.endswith(f"a stream decoding to more than {MAX_STREAM_BYTES:,} bytes")
 
 
 def test_documents_this_project_writes_pass():

@@ -76,7 +76,7 @@ def test_a_poison_job_ends_dead_through_page_runs_and_is_never_dispatched_again(
     with client(intake, acme) as http:
         document_id = upload(http, pdf_bytes()).json()["document_id"]
         job_id = submit(http, "poison", {"operation": "test-poison", "inputs": [document_id],
-                                         "options": {"trigger": "raise"}}).json()["job_id"]
+                                         "options": {"trigger": "oserror"}}).json()["job_id"]
     with DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions("tenant", ["acme"])
         page_job = defs.get_job_def("document_page_job")

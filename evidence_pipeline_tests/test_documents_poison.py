@@ -44,7 +44,7 @@ def dead_letters(backend) -> str:
 
 
 @pytest.mark.parametrize("trigger, code", [
-    ("raise", "PROCESSOR_FAILED"),  # an exception no code classifies
+    ("oserror", "PROCESSOR_FAILED"),  # an I/O error: another attempt may succeed
     ("memory", "PROCESSOR_RESOURCE_EXHAUSTED"),  # the worker process reaches its memory limit
     ("abort", "PROCESSOR_FAILED"),  # a C-level abort kills the worker process, not the run
 ])
@@ -67,6 +67,18 @@ def test_a_processor_failure_counts_against_the_budget_until_the_job_is_dead(doc
     assert message and f"message={message}" in listed and failure_events(documents, job_id)[-1]["message"] == message
     assert poison_operation.PLANTED not in listed + message  # the exception's text never leaves the worker
     assert documents.runtime.ledger.events_of_type("document.published") == []
+
+
+def test_an_unclassified_exception_on_the_documents_bytes_ends_the_job_at_once(documents, intake, backend):
+    job_id = poison_job(documents, intake, "raise")
+    [outcome] = dispatch(documents)
+    assert (outcome.job_id, outcome.state, outcome.reason) == (job_id, "rejected", "PROCESSOR_INPUT_FAILED")
+    job = documents.jobs.job("acme", job_id)
+    assert (job["state"], job["attempts"], job["next_attempt_at"]) == ("rejected", 1, None)  # no budget spent
+    assert dispatch(documents, "run-2") == []
+    listed = dead_letters(backend)  # the service's failure, not a decision about the input: an operator's to see
+    assert job_id in listed and "reason=PROCESSOR_INPUT_FAILED" in listed and "KeyError" in job["last_message"]
+    assert poison_operation.PLANTED not in listed + job["last_message"]
 
 
 def test_a_processor_past_its_wall_time_is_killed_and_the_job_retried(documents, intake):

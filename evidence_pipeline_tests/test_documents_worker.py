@@ -11,7 +11,7 @@ from evidence_pipeline.documents.worker import PREDICATE_TYPE, run_page
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
-from evidence_pipeline_tests.hostile_pdfs import HOSTILE, NOT_PDF_AT_ADMISSION, POLYGLOTS
+from evidence_pipeline_tests.hostile_pdfs import HOSTILE, NOT_PDF_AT_ADMISSION, POLYGLOTS, encrypted, written
 from evidence_pipeline_tests.intake_server import client, error_code, pdf_bytes, submit, tokens, upload
 from evidence_pipeline_tests.signers import Signers
 
@@ -19,7 +19,6 @@ from evidence_pipeline_tests.signers import Signers
 IN_THE_WORKER = (
     "truncated",
     "xref_offsets_shifted",
-    "encrypted_empty_user_password_aes256",
     "page_tree_loop_parent",
     "flate_bomb",
     "object_stream_bomb",
@@ -115,6 +114,22 @@ def test_active_content_is_flagged_when_asked(documents, intake):
     assert status["findings"]["active_content"] == ["DOCUMENT_JAVASCRIPT"]
 
 
+def test_permission_only_encryption_is_read_by_inspect_and_refused_by_what_writes(documents, intake):
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        document_id = upload(http, written(encrypted("", "AES-256"))).json()["document_id"]
+        jobs = {op: submit(http, op, {"operation": op, "inputs": [document_id]}).json()["job_id"]
+                for op in ("inspect", "contract-review")}
+        outcomes = {o.job_id: (o.state, o.reason) for o in dispatch(documents)}
+    assert outcomes[jobs["inspect"]] == ("succeeded", None)
+    assert outcomes[jobs["contract-review"]] == ("rejected", "DOCUMENT_PERMISSIONS_ONLY")  # a decision, not a defect
+    assert "send an unencrypted copy" in documents.jobs.job("acme", jobs["contract-review"])["last_message"]
+    job = documents.jobs.job("acme", jobs["inspect"])
+    inspection = json.loads(documents.runtime.archive.get(
+        f"documents/acme/{job['period']}/{jobs['inspect']}/inspection.json"))
+    assert inspection["permissions_only_encryption"] is True
+
+
 def test_hostile_documents_are_refused_with_their_code_and_nothing_published(documents, intake):
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
@@ -124,7 +139,7 @@ def test_hostile_documents_are_refused_with_their_code_and_nothing_published(doc
         jobs = {}
         for name, (data, _) in IN_THE_WORKER_CASES.items():
             admitted = upload(http, data)
-            assert admitted.status_code == 201, name  # admission only sniffs: the worker finds the rest
+            assert admitted.status_code == 201, (name, admitted.text)  # admission only sniffs: the worker does the rest
             jobs[name] = submit(http, name, {"operation": "inspect", "inputs": [admitted.json()["document_id"]]}).json()
         outcomes = {o.job_id: o for o in dispatch(documents)}
         for name, accepted in jobs.items():
@@ -133,6 +148,10 @@ def test_hostile_documents_are_refused_with_their_code_and_nothing_published(doc
             assert (outcomes[accepted["job_id"]].state, outcomes[accepted["job_id"]].reason) == ("rejected", expected)
             assert (status["state"], status["reason"], status["outputs"]) == ("rejected", expected, []), name
             assert status["finished_at"] is not None
+    messages = {name: documents.jobs.job("acme", accepted["job_id"])["last_message"] for name, accepted in jobs.items()}
+    for name in ("javascript_open_action", "launch_action", "embedded_file", "xfa_form"):  # what to do about it
+        assert 'the option {"active_content": "flag"} of inspect accepts it' in messages[name], name
+    assert "a JBIG2 image (the service does not decode JBIG2)" in messages["jbig2_image"]  # a stated choice, named
     assert documents.runtime.archive.list("documents/acme") == []
     assert documents.runtime.ledger.events_of_type("document.published") == []
     assert len(documents.runtime.ledger.events_of_type("job.rejected", tenant="acme")) == len(IN_THE_WORKER_CASES)

@@ -132,7 +132,7 @@ def test_a_package_verifies_with_the_database_and_the_archive_gone(runtime, back
     assert report["witness_key_id"] == public_key_id(witness[0].public_key())
     assert [c["name"] for c in report["checks"]] == [
         "index_signature", "files", "contents", f"checkpoint {FIRST}", f"witness {FIRST}", f"checkpoint {SECOND}",
-        f"witness {SECOND}", f"consistency {FIRST} -> {SECOND}"]
+        f"witness {SECOND}", f"note {FIRST}", f"note {SECOND}", f"consistency {FIRST} -> {SECOND}"]
     assert [b["bundle"].rsplit("/", 2)[-2] for b in report["bundles"]] == ["2026-09", "2026-10"]
     first = read_index(package)["bundles"][0]["path"]
     archive_checks = [c.name for c in verify_bundle(PackageStore(package), first).checks]
@@ -334,7 +334,7 @@ def test_a_required_witness_must_have_signed_every_checkpoint(runtime, backend, 
     assert all(b["ok"] for b in report["bundles"])  # the bundles themselves are fine
     assert _verify(out)[0] == 0  # not required: verified, and the output says the witness was not checked
     text = CliRunner().invoke(main, ["verify", "--package", str(out)])
-    assert "witness not checked (pass --witness VKEY --witness-policy N)" in text.output
+    assert "witness not checked (pass --policy FILE or --witness VKEY --witness-policy N)" in text.output
     # a key id pins the package's copy; this package has none by that id
     code, report = _verify(out, "--require-witness", public_key_id(witness[0].public_key()))
     assert code == 1 and report["codes"] == ["WITNESS_SIGNATURE_MISSING"]

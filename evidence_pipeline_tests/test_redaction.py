@@ -453,13 +453,22 @@ def _redact_pure(data: bytes, program: bytes | None = None, organization: bytes 
     b"BT /F7 12 Tf (123-45-6789) Tj ET",  # a font the resources do not have
     b"1 0 0 cm BT ET",  # too few operands
     b"BT /F1 12 Tf [1 (a) /N] TJ ET",  # a name in a TJ array
-    b"BT /F2 12 Tf <0001> Tj ET",  # a composite font without ToUnicode
-    b"BT /F3 12 Tf (123-45-6789) Tj ET",  # a custom encoding without ToUnicode
+    b"BT /F2 12 Tf <0001> Tj ET",  # a composite font without its descendant font
 ])
 def test_content_the_redactor_cannot_read_is_refused_not_passed(content):
     with pytest.raises(EvidenceError) as refused:
         _redact_pure(_one_page(content))
     assert refused.value.code == ReasonCode.REDACTION_UNSUPPORTED_CONTENT
+
+
+def test_a_custom_encoding_without_a_unicode_map_is_read_by_its_glyph_names_and_redacted():
+    """Codes A, B, C ... that a /Differences array names /one, /two ...: the bytes spell no digit, the glyph
+    names (and the rendered page) do; the glyphs are removed from the content, not refused."""
+    data = redaction_corpus.build(redaction_corpus.page_text_through_cipher)
+    result = _redact_pure(data)
+    derivative = result.artifacts[result.secret["derivative"]]
+    assert result.summary["removed"] == {"national_id": 1} and result.summary["burned_regions"] == {}
+    assert "123-45-6789" in pdftotext(data) and "123-45-6789" not in pdftotext(derivative)
 
 
 def test_unbalanced_graphics_state_still_redacts():

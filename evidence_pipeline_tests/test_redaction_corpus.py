@@ -51,6 +51,24 @@ def leaks(data: bytes, value: str) -> list[str]:
     return found
 
 
+def seen(data: bytes, angles=(0,)) -> str:
+    """What a reader sees on the pages, squeezed (flat): poppler's pdftotext, and Tesseract's command line on each
+    page as poppler's pdftoppm renders it (300 dpi, annotations and forms drawn), turned by each of ``angles``
+    (degrees, counter-clockwise): judges that share nothing with the passes but the OCR engine's data."""
+    texts = [pdftotext(data)]
+    with tempfile.TemporaryDirectory() as scratch:
+        subprocess.run(["pdftoppm", "-r", "300", "-gray", "-png", "-", f"{scratch}/page"], input=data, check=True)
+        for path in sorted(Path(scratch).glob("page*.png")):
+            page = Image.open(path)
+            for angle in angles:
+                turned = page.rotate(angle, expand=True, fillcolor=255) if angle else page
+                turned.save(f"{scratch}/turned.png")
+                texts.append(subprocess.run(["tesseract", f"{scratch}/turned.png", "-", "--psm", "3"], text=True,
+                                            capture_output=True, env={"OMP_THREAD_LIMIT": "1", "PATH": "/usr/bin:/bin"}
+                                            ).stdout)
+    return flat("\n".join(texts))
+
+
 def _qpdf_strings(data: bytes) -> list[bytes]:
     """qpdf's decoded dump (--qdf: streams decoded, one revision) and every string and name of its JSON view, as
     bytes: a text string as qpdf decodes it (UTF-16 or PDFDocEncoding), a binary one as its bytes."""
@@ -247,3 +265,50 @@ def test_an_application_another_producer_wrote_is_redacted(tmp_path):
     summary, derivative, verification = redacted(data)
     assert summary["removed"]["annotation"] == 1 and verification["passed"]
     assert leaks(derivative, corpus.SSN) == [] and leaks(derivative, corpus.EMAIL) == []
+
+
+READERS = pytest.mark.skipif(not all(map(shutil.which, ("tesseract", "pdftoppm", "pdftotext"))),
+                             reason="tesseract and poppler-utils are not installed (make test installs them)")
+
+
+@READERS
+@pytest.mark.parametrize("case", sorted(corpus.DRAWN))
+def test_a_value_drawn_any_way_is_gone_from_the_page_a_reader_sees(case):
+    """Drawn so that no text layer spells it (an image drawn larger than its pixels, halves in two objects, glyph
+    outlines, a pattern or an appearance through a custom encoding, text at an angle): the rendered page shows it,
+    and after the redaction no reader does; the rest of the page still reads."""
+    change, value, angles = corpus.DRAWN[case]
+    data = corpus.build(change)
+    assert flat(value) in seen(data, angles) or "pdfimages+ocr" in leaks(data, value)
+    summary, derivative, verification = redacted(data)
+    assert verification["passed"] and summary["outcome"] == "redacted"
+    assert summary["burned_regions"] or summary["removed"].get("image_text")
+    after = seen(derivative, {0, *angles})
+    assert flat(value) not in after and leaks(derivative, value) == []
+    assert flat("Harbor Housing") in after
+
+
+@READERS
+def test_the_second_pass_fails_a_derivative_that_shows_a_value_only_on_its_rendered_page():
+    """A derivative whose objects spell nothing a rule matches, whose page shows a national id drawn as glyph
+    outlines: the rendered page's OCR fails it, and the message names the place, not the value."""
+    data = corpus.build(corpus.DRAWN["vector_outlines_of_glyphs"][0])
+    result = _redact_pure(corpus.build(lambda pdf, page: None), remove=False)
+    name = result.secret["derivative"]
+    assert leaks(data, corpus.SSN) == []  # no text layer, string, stream or image holds it
+    with pytest.raises(EvidenceError) as caught:
+        verify_derivative({name: io.BytesIO(data)}, result)
+    assert caught.value.code == ReasonCode.REDACTION_VERIFICATION_FAILED
+    assert caught.value.message.endswith("rendered_page 1") and corpus.SSN not in caught.value.message
+
+
+
+@READERS
+def test_a_match_in_a_form_field_removes_its_region_and_the_value_not_every_word_the_field_shows():
+    data = corpus.build(corpus.field_with_words)
+    summary, derivative, verification = redacted(data)
+    assert verification["passed"] and summary["removed"]["field"] == 1 and summary["burned_regions"] == {"1": 1}
+    after = seen(derivative)
+    assert flat(corpus.SSN) not in after and flat(corpus.FIELD_WORDS) in after and leaks(derivative, corpus.SSN) == []
+    with pikepdf.open(io.BytesIO(derivative)) as pdf:
+        assert all("/V" not in field for field in pdf.Root.AcroForm.Fields)

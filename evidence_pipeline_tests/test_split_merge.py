@@ -130,6 +130,23 @@ def _facts(record: dict) -> list[tuple]:
              s["trusted"], s["intact"], s["findings"]) for s in record["signatures"]]
 
 
+def test_a_signature_whose_page_annotations_are_an_indirect_array_is_read(pki):
+    """/Annots (and /Kids) may be references to arrays: the check follows them, as pdfsig and pyHanko do."""
+    import pikepdf
+
+    with pikepdf.open(io.BytesIO(bundles.district_agreement())) as pdf:
+        for page in pdf.pages:
+            if "/Annots" in page.obj:
+                page.obj.Annots = pdf.make_indirect(page.obj.Annots)
+        out = io.BytesIO()
+        pdf.save(out)
+    signed = bundles.sign(out.getvalue(), pki[0])
+    assert _facts(_check(signed, pki)) == [("DistrictSignature", 5, 2, "entire_file", "none", True, True, [])]
+    [part] = split_document([ProcessorInput("doc_x", "0" * 64, len(signed), gate(io.BytesIO(signed)),
+                                            io.BytesIO(signed))], {"parts": [{"name": "a", "pages": "5"}]}, {}).derived
+    assert not gate(io.BytesIO(part.data)).signatures_present
+
+
 def test_signed_bundles_get_their_signature_findings(pki):
     district, stranger = pki
     base = bundles.district_agreement()

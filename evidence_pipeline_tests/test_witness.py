@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import hashlib
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -18,7 +20,17 @@ import pytest
 from click.testing import CliRunner
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from evidence_pipeline.audit.witnessing import checkpoint_witnessed, log_verifier, note_key
+from evidence_pipeline.audit.checkpoints import publish_checkpoint
+from evidence_pipeline.audit.package import inclusion_path, tlog_proof_path
+from evidence_pipeline.audit.package_index import parse_signed_index, sign_index
+from evidence_pipeline.audit.witnessing import (
+    POLICY,
+    checkpoint_witnessed,
+    cosignature_key,
+    log_verifier,
+    note_key,
+    publish_note,
+)
 from evidence_pipeline.cli import main
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import merkle
@@ -30,6 +42,7 @@ from evidence_pipeline.witness.note import (
     ED25519,
     Checkpoint,
     Note,
+    NoteError,
     cosign,
     parse_note,
     parse_vkey,
@@ -37,7 +50,9 @@ from evidence_pipeline.witness.note import (
     verifier,
     verifies,
 )
-from evidence_pipeline_tests.conftest import FIXTURE_MONTHS
+from evidence_pipeline.witness.policy import parse_policy
+from evidence_pipeline.witness.proof import parse_tlog_proof
+from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, require_tool
 from evidence_pipeline_tests.slow_peer import SlowPeer
 
 EVIDENCE = str(Path(sys.executable).parent / "evidence")
@@ -204,9 +219,9 @@ def test_two_witnesses_refuse_a_forked_history(tmp_path, running):
     assert post(b"old 0\n\n" + _signed(log, fork).encode()) == 500
 
 
-def _export(home: Path, out: Path, cosigners: int) -> None:
+def _export(home: Path, out: Path, cosigners: int, witnesses: str = "") -> None:
     result = CliRunner().invoke(main, ["export", "--tenant", "acme-books", str(out)],
-                                env={"EVIDENCE_HOME": str(home)})
+                                env={"EVIDENCE_HOME": str(home), "EVIDENCE_WITNESSES": witnesses})
     assert result.exit_code == 0, result.output
     assert f"the newest co-signed by {cosigners} outside witness(es)" in result.output
 
@@ -269,7 +284,8 @@ def test_a_witness_that_was_down_catches_up_and_the_policy_decides(local_runtime
     path.chmod(0o644)
     path.write_bytes(Note(note.text, forged).encode())
     code, report = _verify(both, *pins, "--witness-policy", "1")
-    assert code == 1 and sorted(report["codes"]) == ["PACKAGE_FILE_MISMATCH", "WITNESS_SIGNATURE_INVALID"]
+    assert code == 1 and sorted(report["codes"]) == ["PACKAGE_FILE_MISMATCH", "PROOF_INVALID",  # the tlog proofs
+                                                     "WITNESS_SIGNATURE_INVALID"]  # hold the note as it was
     usage = CliRunner().invoke(main, ["verify", "--package", str(both), "--witness", first.vkey,
                                       "--witness-policy", "2"])
     assert usage.exit_code == 2 and "needs at least 2" in usage.output
@@ -319,3 +335,182 @@ def test_a_submission_ends_at_its_deadline_whatever_the_witness_trickles(phase):
         peer.close()
     assert error.value.code == "WITNESS_UNAVAILABLE"
     assert peer.sent and peer.sent[0] < 100 < peer.limit
+
+
+def _cosigned_checkpoint(runtime: Runtime, witness: ed25519.Ed25519PrivateKey) -> dict:
+    """Publish the head, its note and the witness's cosignature (in-process: the formats, not the protocol)."""
+    checkpoint = publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
+    note = publish_note(runtime.archive, runtime.settings.log_origin, runtime.keyring.statement_key, checkpoint)
+    runtime.archive.put_once(cosignature_key(checkpoint["size"], verifier(WITNESS, COSIGNATURE_V1, witness)),
+                             cosign(note.text, WITNESS, witness, 1_800_000_000).encode())
+    return checkpoint
+
+
+def _reissued(runtime: Runtime, witness: ed25519.Ed25519PrivateKey, size: int, root: bytes,
+              origin: str | None = None) -> bytes:
+    """A note the operator can make alone: signed by the statement key, co-signed by a witness that accepts it."""
+    origin = origin or runtime.settings.log_origin
+    text = Checkpoint(origin, size, root).text()
+    note = sign_note(text, origin, runtime.keyring.statement_key)
+    line = cosign(text, WITNESS, witness, 1_800_000_000)
+    return Note(text, note.signatures + parse_note(b"x\n\n" + line.encode()).signatures).encode()
+
+
+def _resign(package: Path, runtime: Runtime) -> None:
+    """Re-sign package.json over the package's files as they now are, with the statement key (the operator's own)."""
+    index = package / "package.json"
+    files = {path.relative_to(package).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+             for path in package.rglob("*") if path.is_file() and path != index}
+    index.chmod(0o644)
+    index.write_bytes(sign_index(parse_signed_index(index.read_bytes()).document, files,
+                                 runtime.keyring.statement_key, runtime.keyring.statement_key_id))
+
+
+def _replace(path: Path, data: bytes) -> None:
+    path.chmod(0o644)
+    path.write_bytes(data)
+
+
+WITNESS = "witness.test/pinned"
+
+
+def _go_tlog_proof_check(tmp_path: Path) -> Path:
+    """tlog_proof_check.go built with Debian's golang-go and golang-golang-x-mod-dev (code we did not write)."""
+    go = require_tool("go")
+    if not Path("/usr/share/gocode/src/golang.org/x/mod/sumdb/tlog").is_dir():
+        pytest.skip("golang-golang-x-mod-dev is not installed")
+    built = tmp_path / "tlog-proof-check"
+    subprocess.run([go, "build", "-o", built, Path(__file__).with_name("tlog_proof_check.go")], check=True,
+                   env={"GOPATH": "/usr/share/gocode", "GO111MODULE": "off", "GOCACHE": str(tmp_path / "gocache"),
+                        "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    return built
+
+
+def test_every_note_is_checked_against_the_pinned_origin_and_one_root_per_size(local_runtime, tmp_path):
+    """Issue 51: the package index re-signed by the statement key, each of these verified (exit 0) before: the
+    newest checkpoint re-issued under another origin, an older one's root flipped, its cosignature broken, a second
+    properly signed root for its size. `evidence ledger verify` checks the archive's notes the same way."""
+    witness = ed25519.Ed25519PrivateKey.generate()
+    witness_vkey = verifier(WITNESS, COSIGNATURE_V1, witness).vkey()
+    pins = ["--witness", witness_vkey, "--witness-policy", "1"]
+    runtime = local_runtime
+    checkpoints = []
+    for number, month in enumerate(FIXTURE_MONTHS):
+        run_tenant_month(runtime, month, RunInfo(f"run-{number}"))
+        checkpoints.append(_cosigned_checkpoint(runtime, witness))
+    home = runtime.settings.home
+    _export(home, tmp_path / "package", 1, f"https://witness.invalid {witness_vkey}")
+    package = tmp_path / "package"
+    origin = ["--origin", runtime.settings.log_origin]
+    assert _verify(package, *pins, *origin)[0] == 0
+    newest, older = checkpoints[-1], checkpoints[0]
+    log_vkey = log_verifier(runtime.settings.log_origin, runtime.keyring.statement_public_key).vkey()
+    # the package's c2sp.org/tlog-policy: the log, every configured witness; used when the auditor pins none
+    assert (package / POLICY).read_text() == f"log {log_vkey}\nwitness w1 {witness_vkey}\ngroup witnesses 1 w1\n" \
+        "quorum witnesses\n"
+    code, report = _verify(package)
+    assert code == 0 and report["witness_policy"]["pinned"] is False, report["codes"]
+    own, stranger = tmp_path / "auditor.tlog-policy", tmp_path / "stranger.tlog-policy"
+    own.write_text(f"# mine\nlog {log_vkey}\nwitness mine {witness_vkey}\nquorum mine\n")
+    stranger_vkey = verifier("witness.test/stranger", COSIGNATURE_V1, ed25519.Ed25519PrivateKey.generate()).vkey()
+    stranger.write_text(f"log {log_vkey}\nwitness a {witness_vkey}\nwitness b {stranger_vkey}\ngroup g all a b\n"
+                        "quorum g\n")
+    assert _verify(package, "--policy", str(own))[0] == 0
+    code, report = _verify(package, "--policy", str(stranger))
+    assert code == 1 and report["codes"] == ["WITNESS_POLICY_NOT_MET"]
+    bundles = parse_signed_index((package / "package.json").read_bytes()).document["bundles"]
+    proofs = [package / tlog_proof_path(bundle["path"]) for bundle in bundles]
+    assert len(proofs) == 2 and all(parse_tlog_proof(p.read_bytes()).checkpoint.encode()
+                                    == (package / note_key(newest["size"])).read_bytes() for p in proofs)
+    go_check = _go_tlog_proof_check(tmp_path)
+    for bundle, proof in zip(bundles, proofs):
+        event = package / json.loads((package / inclusion_path(bundle["path"])).read_text())["event"]
+        checked = subprocess.run([go_check, proof, log_vkey, event], capture_output=True, text=True)
+        assert checked.stdout.startswith("ok "), checked.stdout
+    flipped_proof = parse_tlog_proof(proofs[0].read_bytes())
+    flipped_proof = dataclasses.replace(flipped_proof, hashes=(bytes(32),) + flipped_proof.hashes[1:])
+    copy = tmp_path / "flipped-proof"
+    shutil.copytree(package, copy)
+    _replace(copy / tlog_proof_path(bundles[0]["path"]), flipped_proof.encode())
+    _resign(copy, runtime)
+    code, report = _verify(copy, *pins, *origin)
+    assert code == 1 and report["codes"] == ["PROOF_INVALID"]
+    checked = subprocess.run([go_check, copy / tlog_proof_path(bundles[0]["path"]), log_vkey, event],
+                             capture_output=True, text=True)
+    assert checked.returncode == 1  # and Go refuses it too
+
+    def tampered(name: str, size: int, note: bytes) -> tuple[int, dict]:
+        copy = tmp_path / name
+        shutil.copytree(package, copy)
+        _replace(copy / note_key(size), note)
+        for path in copy.glob("proofs/tlog/**/*.tlog-proof"):  # the bundles' proofs carry the newest note too
+            if size == newest["size"]:
+                _replace(path, dataclasses.replace(parse_tlog_proof(path.read_bytes()),
+                                                   checkpoint=parse_note(note)).encode())
+        _resign(copy, runtime)
+        return _verify(copy, *pins)
+
+    def failed(report: dict) -> list[str]:
+        return [f"{c['name']}: {c['code']}: {c['detail']}" for c in report["checks"] if not c["passed"]]
+
+    moved = _reissued(runtime, witness, newest["size"], bytes.fromhex(newest["root_sha256"]), "other.test/ledger")
+    code, report = tampered("moved", newest["size"], moved)
+    assert code == 1 and report["codes"] == ["LOG_ORIGIN_MISMATCH"], failed(report)
+    assert _verify(tmp_path / "moved", *pins, *origin)[1]["codes"] == ["LOG_ORIGIN_MISMATCH"]
+    assert _verify(tmp_path / "moved", "--policy", str(own))[1]["codes"] == ["LOG_ORIGIN_MISMATCH"]
+    code, report = _verify(package, *pins, "--origin", "other.test/ledger")  # the honest package, another pin
+    assert code == 1 and report["codes"] == ["LOG_ORIGIN_MISMATCH"]
+
+    note = parse_note((package / note_key(older["size"])).read_bytes())
+    lines = note.text.split("\n")
+    root = base64.b64decode(lines[2])
+    flipped = bytes([root[0] ^ 1]) + root[1:]
+    lines[2] = base64.b64encode(flipped).decode()
+    code, report = tampered("flipped", older["size"], Note("\n".join(lines), note.signatures).encode())
+    assert code == 1 and report["codes"] == ["CHECKPOINT_INVALID"], failed(report)
+
+    broken = tuple((name, sig[:-1] + bytes([sig[-1] ^ 1]) if name == WITNESS else sig) for name, sig in note.signatures)
+    code, report = tampered("broken", older["size"], Note(note.text, broken).encode())
+    assert code == 1 and report["codes"] == ["WITNESS_SIGNATURE_INVALID"], failed(report)
+
+    second = _reissued(runtime, witness, older["size"], flipped)
+    code, report = tampered("second", older["size"], second)
+    assert code == 1 and report["codes"] == ["CHECKPOINT_CONFLICT"], failed(report)
+    assert [f"{older['root_sha256']} (ledger/checkpoints/{older['size']:012d}.json) and {flipped.hex()}"
+            in detail for detail in failed(report)] == [True]
+
+    def ledger_verify(*args: str) -> tuple[int, str]:
+        result = CliRunner().invoke(main, ["ledger", "verify", *pins, *args], env={"EVIDENCE_HOME": str(home)})
+        assert "Traceback" not in result.output, result.output
+        return result.exit_code, result.output
+
+    assert ledger_verify()[0] == 0
+    code, output = ledger_verify("--origin", "other.test/ledger")
+    assert code != 0 and "LOG_ORIGIN_MISMATCH" in output
+    _replace(runtime.archive.root / note_key(older["size"]), second.split(b"\n\n")[0] + b"\n\n" + second.split(
+        b"\n\n")[1].split(b"\n")[0] + b"\n")  # the archive's note holds the log's line; cosignatures lie apart
+    code, output = ledger_verify()
+    assert code != 0 and "CHECKPOINT_CONFLICT" in output and flipped.hex() in output
+
+
+def test_tlog_policy_files_parse_and_decide_as_the_specification_says():
+    """c2sp.org/tlog-policy: groups of groups, all/any/k thresholds, `quorum none`; what the format refuses."""
+    keys = {name: verifier(f"witness.test/{name}", COSIGNATURE_V1, ed25519.Ed25519PrivateKey.generate()).vkey()
+            for name in ("x1", "x2", "x3", "y1", "y2")}
+    log = verifier("log.test/ledger", ED25519, ed25519.Ed25519PrivateKey.generate()).vkey()
+    text = (f"  # the example's shape\nlog {log} https://log.test\n\n"
+            + "".join(f"witness {name}\t{vkey}\n" for name, vkey in keys.items())
+            + "group X 2 x1 x2 x3\ngroup Y any y1 y2\ngroup XY all X Y\nquorum XY\n")
+    policy = parse_policy(text.encode())
+    assert policy.origins == ("log.test/ledger",) and policy.quorum == "XY"
+    assert policy.met({"x1", "x3", "y2"}) and not policy.met({"x1", "y1", "y2"}) and not policy.met({"x1", "x2"})
+    assert parse_policy(policy.encode()) == policy
+    assert parse_policy(b"quorum none\n").met(set())
+    for broken in (b"", b"quorum none\nquorum none\n", f"witness a {keys['x1']}\nquorum b\n".encode(),
+                   f"witness a {keys['x1']}\nwitness b {keys['x1']}\nquorum a\n".encode(),  # one key twice
+                   f"witness a {keys['x1']}\ngroup g 2 a\nquorum g\n".encode(),  # k above n
+                   f"witness a {keys['x1']}\ngroup g any a a\nquorum g\n".encode(),  # a member twice
+                   f"witness none {keys['x1']}\nquorum none\n".encode(), f"log {keys['x1']}\nquorum none\n".encode(),
+                   b"quorum none\r\n"):
+        with pytest.raises(NoteError):
+            parse_policy(broken)

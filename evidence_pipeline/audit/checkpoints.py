@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import partial
 from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
@@ -37,6 +38,7 @@ from evidence_pipeline.store import DISCARD, ArtifactStore
 
 if TYPE_CHECKING:
     from evidence_pipeline.ledger import Ledger
+    from evidence_pipeline.witness.policy import TlogPolicy
 
 PAYLOAD_TYPE = "application/vnd.evidence-pipeline.checkpoint+json"
 PREFIX = "ledger/checkpoints"
@@ -162,15 +164,20 @@ def check_witness(envelope: bytes, witness: ed25519.Ed25519PublicKey, key: str) 
     return witness_id
 
 
-def verify_ledger(ledger: Ledger, archive: ArtifactStore, witness: ed25519.Ed25519PublicKey | None = None) -> dict:
+def verify_ledger(ledger: Ledger, archive: ArtifactStore, witness: ed25519.Ed25519PublicKey | None = None,
+                  origin: str | None = None, policy: TlogPolicy | None = None) -> dict:
     """Recompute the chain, every published checkpoint's root and the consistency between checkpoints; with
-    ``witness`` (pinned by the caller, never read from the archive), every checkpoint must carry its signature."""
+    ``witness`` (pinned by the caller, never read from the archive), every checkpoint must carry its signature.
+    Every checkpoint's note is checked as a package's are (witnessing.check_notes): of the log ``origin``, of its
+    envelope's root, its cosignatures by ``policy``'s witnesses valid, the policy met by the newest."""
+    from evidence_pipeline.audit.witnessing import NotePins, archive_note, check_notes  # it imports this module
+
     events = ledger.verify_chain()
     leaves = [leaf for _, leaf in ledger.leaves()]
     tree = merkle.Tree(leaves)
     keys = CheckpointKeys.of(archive)
     previous = None
-    checked = []
+    checked, bodies = [], []
     for key in checkpoint_keys(archive):
         try:
             checkpoint = keys.read(archive, key)
@@ -191,6 +198,11 @@ def verify_ledger(ledger: Ledger, archive: ArtifactStore, witness: ed25519.Ed255
                 )
         previous = (size, signed_root)
         checked.append(size)
+        bodies.append(checkpoint)
+    pins = NotePins(origin, policy, checked[-1] if checked else 0)
+    for _, error in check_notes(bodies, partial(archive_note, archive), keys.keys, pins):
+        if error is not None:
+            raise error
     return {"events": events, "checkpoints": checked, "unchecked_tail": len(leaves) - (checked[-1] if checked else 0)}
 
 

@@ -44,11 +44,12 @@ from evidence_pipeline.audit.package import (
     consistency_path,
     event_path,
     inclusion_path,
+    tlog_proof_path,
 )
 from evidence_pipeline.audit.package_documents import document_proof_path, upload_path
 from evidence_pipeline.audit.package_index import package_files, sign_index
 from evidence_pipeline.audit.verify import MAX_REPORT_BYTES, SIGNATURE_ALLOWANCE
-from evidence_pipeline.audit.witnessing import cosigned_note, note_key
+from evidence_pipeline.audit.witnessing import POLICY, archive_note, log_verifier, note_key
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import Ledger, merkle
@@ -59,6 +60,9 @@ from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import MAX_KEY_BYTES, Keyring, published_ed25519_keys, published_statement_keys
 from evidence_pipeline.store import DISCARD, ArtifactStore
 from evidence_pipeline.store.local import LocalStore
+from evidence_pipeline.witness.note import Note, NoteError, Verifier, parse_checkpoint, parse_vkey
+from evidence_pipeline.witness.policy import TlogPolicy
+from evidence_pipeline.witness.proof import TlogProof
 
 MAX_KEYS_OBJECT_BYTES = 16 << 20  # anything under keys/ (PEMs, a keyring document) is far smaller
 
@@ -130,7 +134,8 @@ def export_package(documents: Documents, tenant: str, first: str | None, last: s
         package = LocalStore(staging, scheme="package")
         index = _write(archive, package, _Contents(tenant, first, last, publications, authorizations,
                                                    action_max_age_seconds, document_events, document_contents,
-                                                   with_uploads), chosen, tree, documents.runtime.keyring)
+                                                   with_uploads), chosen, tree, documents.runtime.keyring,
+                       tuple(parse_vkey(vkey) for _, vkey in documents.runtime.settings.witnesses))
         os.chmod(staging, 0o755)
         _fsync_dir(staging)
         _rename_noreplace(staging, out)
@@ -213,7 +218,7 @@ class _Contents:
 
 
 def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, chosen: dict[int, str],
-           tree: merkle.Tree, keyring: Keyring) -> Index:
+           tree: merkle.Tree, keyring: Keyring, witnesses: tuple[Verifier, ...]) -> Index:
     for key in archive.list("keys"):  # verbatim, whatever is there (PEMs, a keyring document)
         _copy(archive, key, package, key, max_bytes=MAX_KEYS_OBJECT_BYTES)
     for key in archive.list(WITNESS_PREFIX):
@@ -222,10 +227,16 @@ def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, cho
     checkpoints = sorted(set(chosen.values()) | {checkpoint_keys(archive)[-1]},
                          key=checkpoint_size)
     signed = {key: _signed_checkpoint(archive, package, key, statement_keys, tree) for key in checkpoints}
-    for key in checkpoints:  # each checkpoint's C2SP note with every witness's cosignature, where there is one
-        note = cosigned_note(archive, checkpoint_size(key))
+    notes = {key: archive_note(archive, checkpoint_size(key)) for key in checkpoints}
+    logs = {}  # the log keys of the notes: their origin, the statement key of their checkpoint
+    for key, note in notes.items():  # each checkpoint's C2SP note with every witness's cosignature, where there is one
         if note is not None:
-            package.put_once(note_key(checkpoint_size(key)), note)
+            package.put_once(note_key(checkpoint_size(key)), note.encode())
+            log = log_verifier(parse_checkpoint(note.text).origin,
+                               statement_keys[read_checkpoint(archive, key, statement_keys)["key_id"]])
+            logs[log.vkey()] = log
+    if logs:  # the requirement the notes were co-signed under: every configured witness (`ledger checkpoint`)
+        package.put_once(POLICY, TlogPolicy.of_count(witnesses, len(witnesses), tuple(logs.values())).encode())
     for old, new in zip(checkpoints, checkpoints[1:]):
         (old_size, old_root), (new_size, new_root) = signed[old], signed[new]
         proof = tree.consistency_proof(old_size, new_size)
@@ -236,6 +247,8 @@ def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, cho
     for publication in contents.publications:
         _write_bundle(archive, package, publication)
         _write_proved(package, publication, chosen[publication.leaf_index], signed, tree)
+        if notes[checkpoints[-1]] is not None:  # the bundle's C2SP proof, to the newest (co-signed) checkpoint
+            _write_tlog_proof(package, publication, notes[checkpoints[-1]], tree)
     for stored in [*contents.authorizations, *contents.document_events]:
         _write_proved(package, stored, chosen[stored.leaf_index], signed, tree)
     found = contents.documents
@@ -312,6 +325,17 @@ def _write_proved(package: LocalStore, stored: _Stored, checkpoint: str, signed:
         "event_hash": stored.event.event_hash, "leaf_index": index, "tree_size": size, "checkpoint": checkpoint,
         "proof": [h.hex() for h in proof],
     }))
+
+
+def _write_tlog_proof(package: LocalStore, publication: _Publication, note: Note, tree: merkle.Tree) -> None:
+    """The publication event's c2sp.org/tlog-proof@v1 to the co-signed ``note``, verified before it is written."""
+    index = publication.leaf_index
+    proof = TlogProof(index, tuple(tree.inclusion_proof(index, parse_checkpoint(note.text).size)), note)
+    try:
+        proof.reaches(tree.leaves[index])
+    except NoteError as error:
+        raise EvidenceError(ReasonCode.LEDGER_INVALID, f"event {publication.event.seq}: {error}") from None
+    package.put_once(tlog_proof_path(publication.prefix), proof.encode())
 
 
 def _copy(archive: ArtifactStore, key: str, package: LocalStore, target: str, expected_sha256: str | None = None,

@@ -66,7 +66,7 @@ from evidence_pipeline.audit.package_index import (
 )
 from evidence_pipeline.audit.verify import Check, Verification
 from evidence_pipeline.audit.verify_many import Outcome, verify_all
-from evidence_pipeline.audit.witnessing import WitnessPolicy, check_policy
+from evidence_pipeline.audit.witnessing import NotePins, check_notes, note_key, package_note
 from evidence_pipeline.errors import UNAVAILABLE_CODES, EvidenceError, ReasonCode
 from evidence_pipeline.ledger import merkle
 from evidence_pipeline.models import PERIOD, TENANT_ID, LedgerEvent
@@ -79,6 +79,9 @@ from evidence_pipeline.signing.keys import (
 )
 from evidence_pipeline.store import DISCARD, ArtifactStore
 from evidence_pipeline.store.local import LocalStore
+from evidence_pipeline.witness.note import MAX_NOTE_BYTES, NoteError
+from evidence_pipeline.witness.policy import TlogPolicy
+from evidence_pipeline.witness.proof import MAX_PROOF_BYTES, parse_tlog_proof
 
 FORMAT = "evidence-audit-package"
 VERSION = 2
@@ -87,6 +90,7 @@ EVENTS = "events"
 INCLUSION = "proofs/inclusion"
 AUTHORIZATION_PROOFS = "proofs/authorizations"
 CONSISTENCY = "proofs/consistency"
+TLOG_PROOFS = "proofs/tlog"
 WITNESS = "witness"
 _HASH = re.compile(r"[0-9a-f]{64}")
 _IDENTITY = _HASH
@@ -105,6 +109,11 @@ def event_path(seq: int) -> str:
 
 def inclusion_path(bundle: str) -> str:
     return f"{INCLUSION}/{bundle.removeprefix('bundles/')}.json"
+
+
+def tlog_proof_path(bundle: str) -> str:
+    """The bundle's c2sp.org/tlog-proof@v1 file (its publication event, to the package's newest checkpoint)."""
+    return f"{TLOG_PROOFS}/{bundle.removeprefix('bundles/')}.tlog-proof"
 
 
 def authorization_proof_path(seq: int) -> str:
@@ -311,11 +320,13 @@ class PackageChecks:
 def check_package(store: LocalStore, index: Index, key_ids: frozenset[str] = frozenset(),
                   root_ids: frozenset[str] = frozenset(),
                   witness: ed25519.Ed25519PublicKey | str | None = None,
-                  policy: WitnessPolicy | None = None, allow_unsigned_index: bool = False) -> PackageChecks:
+                  policy: TlogPolicy | None = None, allow_unsigned_index: bool = False,
+                  origin: str | None = None) -> PackageChecks:
     """Every package-level check; ``witness``: the pinned in-process witness key of earlier versions (or an id the
     package has no key for), whose valid signature every checkpoint must then carry; ``policy``: the outside
-    witnesses, N of which must have co-signed the newest checkpoint (to which every other is consistent);
-    ``allow_unsigned_index``: accept a version 1 index."""
+    witnesses, N of which must have co-signed the newest checkpoint (to which every other is consistent), and
+    whose cosignatures on every checkpoint's note must verify; ``origin``: the log's pinned origin, which every
+    note must state (None: the first note's); ``allow_unsigned_index``: accept a version 1 index."""
     result = PackageChecks()
     try:  # the index's and the checkpoints' keys: those the package's keyring lists (pinned by root), or its keys
         keys = CheckpointKeys.of(store, key_ids, root_ids)
@@ -338,19 +349,21 @@ def check_package(store: LocalStore, index: Index, key_ids: frozenset[str] = fro
         result.witness_id = witness
     elif witness is not None:
         result.witness_id = public_key_id(witness)
+    bodies = []  # the checkpoints that verified, whose notes are checked next
     for key in index.checkpoints:
         checkpoint = _checkpoint(store, key, keys)
         result.checks.append(run_check(f"checkpoint {checkpoint_size(key)}", lambda: checkpoint))
         if isinstance(checkpoint, dict):
+            bodies.append(checkpoint)
             result.roots[key] = (checkpoint["size"], bytes.fromhex(checkpoint["root_sha256"]))
             result.checkpoint_key_ids.add(checkpoint["key_id"])
         if witness is not None:
             result.checks.append(run_check(f"witness {checkpoint_size(key)}",
                                            lambda: _check_witness(store, key, witness)))
-        if policy is not None and key == index.checkpoints[-1]:
-            result.checks.append(run_check(f"witness policy {checkpoint_size(key)}", lambda: check_policy(
-                store, checkpoint, keys.keys.get(checkpoint["key_id"]), policy) if isinstance(checkpoint, dict)
-                else checkpoint))
+    pins = NotePins(origin, policy, checkpoint_size(index.checkpoints[-1]))
+    for size, error in check_notes(bodies, partial(package_note, store), keys.keys, pins):
+        result.checks.append(Check(f"note {size}", True) if error is None else
+                             Check(f"note {size}", False, error.code, error.message))
     for old, new in zip(index.checkpoints, index.checkpoints[1:]):
         result.checks.append(run_check(f"consistency {checkpoint_size(old)} -> {checkpoint_size(new)}",
                                        lambda: _check_consistency(store, old, new, result.roots)))
@@ -451,6 +464,29 @@ def check_in_log(roots: dict[str, tuple[int, bytes]], store: ArtifactStore, pref
     verification.checks.append(inclusion)
     if proof is not None:
         verification.checks.append(run_check("ledger_event", lambda: _check_event(store, prefix, proof)))
+        newest = max(roots.values(), default=None)
+        if newest is not None and store.exists(note_key(newest[0])):  # else no note to prove to: no tlog proofs
+            verification.checks.append(run_check("tlog_proof", lambda: check_tlog_proof(store, prefix, proof,
+                                                                                        newest)))
+
+
+def check_tlog_proof(store: ArtifactStore, prefix: str, proof: dict, newest: tuple[int, bytes]) -> None:
+    """The bundle's c2sp.org/tlog-proof@v1 file: the event's index and an inclusion proof reaching the root of the
+    note of the ``newest`` (size, root) verified checkpoint, that note byte for byte the package's (whose
+    signatures and cosignatures check_notes verifies)."""
+    path = tlog_proof_path(prefix)
+    try:
+        tlog = parse_tlog_proof(store.get(path, max_bytes=MAX_PROOF_BYTES))
+        body = tlog.reaches(merkle.leaf_hash(event_bytes(store, proof["event"])))
+    except EvidenceError as error:
+        _missing_is_incomplete(error, path)
+        raise
+    except NoteError as error:
+        raise EvidenceError(ReasonCode.PROOF_INVALID, f"{path}: {error}") from None
+    if tlog.index != proof["leaf_index"] or (body.size, body.root) != newest or \
+            tlog.checkpoint.encode() != store.get(note_key(newest[0]), max_bytes=MAX_NOTE_BYTES):
+        raise EvidenceError(ReasonCode.PROOF_INVALID, f"{path} does not prove this bundle's event to the package's "
+                            "newest checkpoint note")
 
 
 def read_inclusion(store: ArtifactStore, path: str) -> dict:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from evidence_pipeline.audit.checkpoints import checkpoint_key, publish_checkpoint
-from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.errors import UNAVAILABLE_CODES, EvidenceError, ReasonCode
 from evidence_pipeline.ledger import merkle
 from evidence_pipeline.store import ArtifactStore
 from evidence_pipeline.witness.note import (
@@ -35,6 +36,7 @@ from evidence_pipeline.witness.note import (
     sign_note,
     verifies,
 )
+from evidence_pipeline.witness.policy import MAX_POLICY_BYTES, TlogPolicy, parse_policy
 
 if TYPE_CHECKING:
     from evidence_pipeline.runtime import Runtime
@@ -131,6 +133,12 @@ def _last_cosigned(archive: ArtifactStore, witness: Verifier, below: int) -> int
 
 def cosigned_note(archive: ArtifactStore, size: int) -> bytes | None:
     """The checkpoint's note with every recorded cosignature appended (for a package), or None without a note."""
+    note = archive_note(archive, size)
+    return None if note is None else note.encode()
+
+
+def archive_note(archive: ArtifactStore, size: int) -> Note | None:
+    """The archive's note of the checkpoint of ``size`` with every recorded cosignature, None when it has none."""
     key = note_key(size)
     if not archive.exists(key):
         return None
@@ -141,44 +149,108 @@ def cosigned_note(archive: ArtifactStore, size: int) -> bytes | None:
             extra.extend(parse_signature_lines(archive.get(sig_key, max_bytes=4096).decode()))
         except (NoteError, UnicodeDecodeError):
             continue  # not a signature line: it vouches for nothing, and the policy check counts only valid ones
-    return Note(note.text, note.signatures + tuple(extra)).encode()
+    return Note(note.text, note.signatures + tuple(extra))
 
 
 @dataclass(frozen=True)
-class WitnessPolicy:
-    """`--witness VKEY ... --witness-policy N`: N of these witnesses must have co-signed."""
+class NotePins:
+    """What every checkpoint note is checked against: the log's origin (``origin``: the auditor's pin, or None to
+    take the first note's) and the witness policy; ``newest``: the size whose note must meet the policy's quorum
+    (every other note's cosignatures by pinned witnesses must verify, but an older checkpoint may lack some: a
+    witness that was down co-signs a later one, to which the older ones are consistent)."""
 
-    witnesses: tuple[Verifier, ...]
-    required: int
+    origin: str | None
+    policy: TlogPolicy | None
+    newest: int
 
 
-def check_policy(store: ArtifactStore, checkpoint: dict, statement_key: ed25519.Ed25519PublicKey | None,
-                 policy: WitnessPolicy) -> None:
-    """The checkpoint's note (beside its envelope) states the same size and root, carries the statement key's
-    note signature, and valid cosignatures by at least ``policy.required`` of the pinned witnesses."""
+def package_note(store: ArtifactStore, size: int) -> Note | None:
+    """A package's note of the checkpoint of ``size`` (its cosignatures appended), None when it has none."""
+    key = note_key(size)
+    return _read_note(store, key) if store.exists(key) else None
+
+
+POLICY = "witness-policy.tlog-policy"  # a package's c2sp.org/tlog-policy: the logs, witnesses and quorum it meets
+
+
+def package_policy(store: ArtifactStore) -> TlogPolicy | None:
+    """The package's policy file, None when it has none (exported before witnesses were configured)."""
+    if not store.exists(POLICY):
+        return None
+    try:
+        return parse_policy(store.get(POLICY, max_bytes=MAX_POLICY_BYTES))
+    except NoteError as error:
+        raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"{POLICY}: {error}") from None
+
+
+def check_notes(checkpoints: list[dict], read: Callable[[int], Note | None],
+                statement_keys: dict[str, ed25519.Ed25519PublicKey],
+                pins: NotePins) -> Iterator[tuple[int, EvidenceError | None]]:
+    """Each checkpoint's note checked (``checkpoints``: verified envelope bodies, oldest first; ``read``: a size's
+    note): (size, None or the EvidenceError of its note). Every note must be of one origin, the pinned one when
+    given."""
+    origin = pins.origin
+    for checkpoint in checkpoints:
+        try:
+            note = read(checkpoint["size"])
+            body = check_note(note, checkpoint, statement_keys.get(checkpoint["key_id"]), origin, pins)
+            origin = origin or (body.origin if body is not None else None)
+            yield checkpoint["size"], None
+        except EvidenceError as error:
+            if error.code in UNAVAILABLE_CODES:  # the store did not answer: no verdict on the note
+                raise
+            yield checkpoint["size"], error
+
+
+def check_note(note: Note | None, checkpoint: dict, statement_key: ed25519.Ed25519PublicKey | None,
+               origin: str | None, pins: NotePins) -> Checkpoint | None:
+    """The checkpoint's note (beside its envelope), if it has one: of the log ``origin`` (LOG_ORIGIN_MISMATCH),
+    signed by the statement key under that name (CHECKPOINT_INVALID), of the envelope's root (a second signed root
+    for the size: CHECKPOINT_CONFLICT, naming both), every pinned witness's cosignature valid
+    (WITNESS_SIGNATURE_INVALID), and, for the newest, the policy's quorum (WITNESS_POLICY_NOT_MET)."""
     size = checkpoint["size"]
     key = note_key(size)
-    if not store.exists(key):
-        raise EvidenceError(ReasonCode.WITNESS_POLICY_NOT_MET, f"checkpoint {size} has no C2SP note: no witness "
-                            "co-signed it")
-    note = _read_note(store, key)
+    newest = size == pins.newest
+    if note is None:
+        if newest and pins.policy is not None:
+            raise EvidenceError(ReasonCode.WITNESS_POLICY_NOT_MET, f"checkpoint {size} has no C2SP note: no witness "
+                                "co-signed it")
+        if newest and pins.origin is not None:
+            raise EvidenceError(ReasonCode.LOG_ORIGIN_MISMATCH, f"checkpoint {size} has no C2SP note: nothing states "
+                                f"that it is of the log {pins.origin}")
+        return None
     try:
         body = parse_checkpoint(note.text)
     except NoteError as error:
         raise EvidenceError(ReasonCode.CHECKPOINT_INVALID, f"{key}: {error}") from None
-    if (body.size, body.root.hex()) != (size, checkpoint["root_sha256"]) or statement_key is None or \
-            verifies(note, log_verifier(body.origin, statement_key)) is not True:
+    if origin is not None and body.origin != origin:
+        raise EvidenceError(ReasonCode.LOG_ORIGIN_MISMATCH, f"{key} is of the log {body.origin!r}, not of "
+                            f"{origin!r}" + (" (pinned)" if pins.origin else " (the origin of the notes before it)"))
+    logs = pins.policy.logs if pins.policy is not None else ()
+    if logs and body.origin not in {log.name for log in logs}:
+        raise EvidenceError(ReasonCode.LOG_ORIGIN_MISMATCH, f"{key} is of the log {body.origin!r}, which the policy "
+                            "does not list")
+    if body.size != size or statement_key is None or verifies(note, log_verifier(body.origin, statement_key)) \
+            is not True or (logs and not any(verifies(note, log) for log in logs)):
         raise EvidenceError(ReasonCode.CHECKPOINT_INVALID, f"{key} is not the statement key's note of checkpoint "
-                            f"{size}")
-    valid = []
-    for witness in policy.witnesses:
+                            f"{size}" + (", signed by a log key of the policy" if logs else ""))
+    if body.root.hex() != checkpoint["root_sha256"]:
+        raise EvidenceError(ReasonCode.CHECKPOINT_CONFLICT, f"two signed roots for size {size}: "
+                            f"{checkpoint['root_sha256']} ({checkpoint_key(size)}) and {body.root.hex()} ({key})")
+    if pins.policy is not None:
+        _check_cosignatures(note, size, pins.policy, newest)
+    return body
+
+
+def _check_cosignatures(note: Note, size: int, policy: TlogPolicy, newest: bool) -> None:
+    valid = set()
+    for name, witness in policy.witnesses.items():
         verified = verifies(note, witness)
         if verified is False:
             raise EvidenceError(ReasonCode.WITNESS_SIGNATURE_INVALID, f"the cosignature of witness {witness.name} "
                                 f"on checkpoint {size} does not verify")
         if verified:
-            valid.append(witness.name)
-    if len(valid) < policy.required:
+            valid.add(name)
+    if newest and not policy.met(valid):
         raise EvidenceError(ReasonCode.WITNESS_POLICY_NOT_MET, f"checkpoint {size} is co-signed by {len(valid)} of "
-                            f"the {len(policy.witnesses)} pinned witnesses; the policy needs {policy.required}")
-
+                            f"the {len(policy.witnesses)} pinned witnesses; the policy: {policy.describe()}")

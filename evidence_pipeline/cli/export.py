@@ -46,8 +46,8 @@ def export(tenant_id: str, first: str | None, last: str | None, with_uploads: bo
     if exported.unproved:
         click.echo(f"left out {exported.unproved} authorization event(s) recorded after the newest checkpoint: run "
                    "`evidence ledger checkpoint` and export again to include them")
-    click.echo(f"verify it:  evidence verify --package {out} [--key-id …] [--root-id …] "
-               "[--witness VKEY … --witness-policy N]")
+    click.echo(f"verify it:  evidence verify --package {out} [--key-id …] [--root-id …] [--origin ORIGIN] "
+               "[--policy FILE | --witness VKEY … --witness-policy N]")
 
 
 def _months(first: str | None, last: str | None) -> str:

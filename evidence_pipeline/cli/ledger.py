@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from evidence_pipeline.cli.options import witness_options, witness_policy
 from evidence_pipeline.cli.resources import load_settings, open_archive, open_audit, open_runtime
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 
@@ -59,17 +60,24 @@ def ledger_vkey() -> None:
 @ledger.command("verify")
 @click.option("--require-witness", "witness", metavar="PUB.pem", type=click.Path(dir_okay=False, path_type=Path),
               help="Every checkpoint must carry a valid signature by this witness key (its public key PEM).")
-def ledger_verify(witness: Path | None) -> None:
-    """Recompute the hash chain, every checkpoint's Merkle root and the consistency between checkpoints, and
-    re-check who authorized each privileged action (its signed request, against the actor registry as it stood)."""
+@witness_options("")
+@click.option("--origin", metavar="ORIGIN", help="The log's origin every checkpoint note must state "
+              "[default: the first note's].")
+def ledger_verify(witness: Path | None, witnesses: tuple[str, ...], policy: int | None, policy_file: str | None,
+                  origin: str | None) -> None:
+    """Recompute the hash chain, every checkpoint's Merkle root and the consistency between checkpoints, check
+    every checkpoint's C2SP note (its origin, its root against the envelope's, its cosignatures by the --witness
+    keys, the policy met by the newest), and re-check who authorized each privileged action (its signed request,
+    against the actor registry as it stood)."""
     from evidence_pipeline.audit.authorizations import recheck_ledger
     from evidence_pipeline.audit.checkpoints import verify_ledger
     from evidence_pipeline.signing.keys import pinned_public_key
 
     pinned = None if witness is None else pinned_public_key(witness, "--require-witness")
+    pins = witness_policy(witnesses, policy, policy_file)
     settings = load_settings(reads_only=True)
     ledger, archive = open_audit(settings)
-    report = verify_ledger(ledger, archive, pinned)
+    report = verify_ledger(ledger, archive, pinned, origin, pins)
     authorized = recheck_ledger(ledger, settings.action_max_age_seconds)
     click.echo(
         f"ledger verified: {report['events']} events, {len(report['checkpoints'])} checkpoints consistent "

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from evidence_pipeline.cli.lineage import is_artifact_id, walk_lineage
-from evidence_pipeline.cli.options import json_option, parse_moment
+from evidence_pipeline.cli.options import json_option, parse_moment, witness_options, witness_policy
 from evidence_pipeline.cli.resources import load_settings, open_archive
 from evidence_pipeline.errors import EXIT_CHECK_FAILED, EXIT_OK, EvidenceError, ReasonCode
 
@@ -28,11 +28,9 @@ if TYPE_CHECKING:
               "archive locations: every bundle, checkpoint and proof in it, with nothing else.")
 @click.option("--require-witness", "witness", metavar="PUB.pem|KEY_ID", help="With --package: every checkpoint must "
               "carry a valid signature by this witness key (a PEM file, or the id of the copy in the package).")
-@click.option("--witness", "witnesses", multiple=True, metavar="VKEY", help="With --package: a witness whose "
-              "cosignature counts towards --witness-policy (its vkey, `evidence witness vkey`; repeatable).")
-@click.option("--witness-policy", "policy", type=click.IntRange(min=1), metavar="N", help="With --witness: the "
-              "package's newest checkpoint must carry valid cosignatures of N of the given witnesses "
-              "[default: all of them].")
+@witness_options("With --package: ")
+@click.option("--origin", metavar="ORIGIN", help="With --package: the log's origin (`evidence ledger vkey` names it "
+              "before its first '+'): every checkpoint note must state it [default: the first note's].")
 @click.option("--allow-unsigned-index", is_flag=True, help="With --package: accept a package of format version 1, "
               "whose package.json is unsigned (a removed bundle and its index entry then go unnoticed).")
 @json_option
@@ -43,8 +41,9 @@ if TYPE_CHECKING:
 @click.option("--at", "at", callback=parse_moment, metavar="TIME",
               help="Validate the PAdES signatures at this ISO 8601 time (UTC unless it says) instead of now.")
 def verify(locations: tuple[str, ...], package: str | None, witness: str | None, witnesses: tuple[str, ...],
-           policy: int | None, allow_unsigned_index: bool, as_json: bool, key_ids: tuple[str, ...],
-           root_ids: tuple[str, ...], workers: int | None, at: datetime | None) -> None:
+           policy: int | None, policy_file: str | None, allow_unsigned_index: bool, as_json: bool,
+           key_ids: tuple[str, ...], root_ids: tuple[str, ...], workers: int | None, at: datetime | None,
+           origin: str | None) -> None:
     """Verify bundles offline. Exit 0 only if every check of every bundle passes.
 
     A LOCATION is one bundle, <archive>/bundles/<tenant>/<period>/<identity>, or a prefix whose bundles are all
@@ -73,14 +72,16 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
         raise click.UsageError("give either LOCATION... or --package, not both")
     if package is None and not locations:
         raise click.UsageError("Missing argument 'LOCATION...' (or --package FOLDER).")
-    if (witness is not None or allow_unsigned_index) and package is None:
-        raise click.UsageError("--require-witness and --allow-unsigned-index check a package: use them with --package")
+    if (witness is not None or allow_unsigned_index or origin is not None) and package is None:
+        raise click.UsageError("--require-witness, --origin and --allow-unsigned-index check a package: use them "
+                               "with --package")
     if package is not None:  # reads no setting but EVIDENCE_WORKERS, and only when --workers is not given
-        _verify_package(package, witness, _witness_policy(witnesses, policy), allow_unsigned_index, as_json,
-                        frozenset(key_ids), frozenset(root_ids), workers or load_settings().worker_processes(), at)
-    if witnesses or policy:
-        raise click.UsageError("--witness and --witness-policy check the checkpoints of a package: use them with "
-                               "--package")
+        _verify_package(package, witness, witness_policy(witnesses, policy, policy_file), allow_unsigned_index, as_json,
+                        frozenset(key_ids), frozenset(root_ids), workers or load_settings().worker_processes(), at,
+                        origin)
+    if witnesses or policy or policy_file:
+        raise click.UsageError("--witness, --witness-policy and --policy check the checkpoints of a package: use "
+                               "them with --package")
     from evidence_pipeline.audit.locations import locate  # with verify_many: pyHanko, which only verify needs
 
     settings = load_settings()
@@ -160,37 +161,23 @@ def _chain_lines(result) -> list[str]:
     return lines
 
 
-def _witness_policy(witnesses: tuple[str, ...], required: int | None):
-    """--witness VKEY... --witness-policy N as a WitnessPolicy (None without --witness)."""
-    if not witnesses:
-        if required is not None:
-            raise click.UsageError("--witness-policy N counts the witnesses given with --witness VKEY")
-        return None
-    from evidence_pipeline.audit.witnessing import WitnessPolicy
-    from evidence_pipeline.witness.note import COSIGNATURE_V1, NoteError, parse_vkey
-
-    try:
-        parsed = [parse_vkey(vkey, COSIGNATURE_V1) for vkey in witnesses]
-        keys = tuple({key.vkey(): key for key in parsed}.values())  # a witness given twice counts once
-    except NoteError as error:
-        raise click.UsageError(f"--witness: {error}") from None
-    if (required or len(keys)) > len(keys):
-        raise click.UsageError(f"--witness-policy {required} needs at least {required} different --witness keys")
-    return WitnessPolicy(keys, required or len(keys))
-
-
 def _verify_package(argument: str, witness: str | None, policy, allow_unsigned_index: bool, as_json: bool,
-                    key_ids: frozenset[str], root_ids: frozenset[str], workers: int, at: datetime | None) -> None:
+                    key_ids: frozenset[str], root_ids: frozenset[str], workers: int, at: datetime | None,
+                    origin: str | None) -> None:
     """`evidence verify --package`: the package-level checks, who authorized what and each document artifact's
     lineage, then every bundle in worker processes."""
     from evidence_pipeline.audit.package import check_package, open_package, verify_bundles, witness_public_key
     from evidence_pipeline.audit.package_authorizations import check_authorizations
     from evidence_pipeline.audit.package_documents import check_documents
     from evidence_pipeline.audit.verify_many import overall_exit_code
+    from evidence_pipeline.audit.witnessing import package_policy
 
     store, index = open_package(argument)
+    pinned_policy = policy is not None
+    policy = policy or package_policy(store)  # the package's own: checked, though the operator wrote it
     pinned_witness = None if witness is None else witness_public_key(store, witness)
-    checks = check_package(store, index, key_ids, root_ids, pinned_witness, policy, allow_unsigned_index)
+    checks = check_package(store, index, key_ids, root_ids, pinned_witness, policy, allow_unsigned_index,
+                           origin)
     authorizations = check_authorizations(store, index, checks)
     lineages = check_documents(store, index, checks, key_ids, root_ids)
     artifacts = len((index.documents or {}).get("artifacts", []))
@@ -229,8 +216,9 @@ def _verify_package(argument: str, witness: str | None, policy, allow_unsigned_i
             "codes": sorted(set(checks.codes) | {c for v in verified for c in v.codes}
                             | {o.error.code for o in outcomes if o.error is not None}),
             "checkpoint_key_ids": sorted(checks.checkpoint_key_ids), "witness_key_id": checks.witness_id,
-            "witness_policy": None if policy is None else {
-                "required": policy.required, "witnesses": [key.vkey() for key in policy.witnesses]},
+            "origin": origin, "witness_policy": None if policy is None else {
+                "quorum": policy.describe(), "witnesses": [key.vkey() for key in policy.witnesses.values()],
+                "logs": [key.vkey() for key in policy.logs], "pinned": pinned_policy},
             "format_version": index.version, "index_signed": index.signed is not None,
             "checks": [c.__dict__ for c in checks.checks], "authorizations": authorizations, "documents": lineages,
             "bundles": [o.as_dict() for o in outcomes],
@@ -239,8 +227,10 @@ def _verify_package(argument: str, witness: str | None, policy, allow_unsigned_i
         _print_summary(outcomes, key_ids, root_ids, package_codes=checks.codes)
         click.echo(f"checkpoints signed by {', '.join(sorted(checks.checkpoint_key_ids)) or '-'}; "
                    + (f"witness {checks.witness_id} required" if checks.witness_id
-                      else f"{policy.required} of {len(policy.witnesses)} witnesses required" if policy
-                      else "witness not checked (pass --witness VKEY --witness-policy N)"))
+                      else policy.describe() + ("" if pinned_policy else " by the package's policy (not pinned: pass "
+                                                "--policy FILE or --witness VKEY)") if policy
+                      else "witness not checked (pass --policy FILE or --witness VKEY --witness-policy N)")
+                   + (f"; log origin {origin}" if origin else "; log origin not pinned (pass --origin)"))
     sys.exit(code)
 
 

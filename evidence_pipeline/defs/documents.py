@@ -69,8 +69,8 @@ class PageConfig(Config):
 @op(out={}, retry_policy=RetryPolicy(max_retries=3, delay=2, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS))
 def document_page(context: OpExecutionContext, config: PageConfig, evidence: EvidenceResource):
     """Work one page of document jobs, each under its own fenced lease. A gate refusal or a review decision is the
-    job's outcome, not the run's failure; every other failure of a job counts against its budget: a transient or
-    unclassified one (PROCESSOR_FAILED, ...) puts it in retry_wait, and the sensor dispatches its page again once
+    job's outcome, not the run's failure; every other failure of a job counts against its budget: a transient one
+    (PROCESSOR_FAILED, ...) puts it in retry_wait, and the sensor dispatches its page again once
     its next_attempt_at has come; a job that ends dead or rejected by a failure fails the run for good. A
     transient failure of the page itself (the ledger did not answer) retries the step."""
     outcomes = run_page(documents_of(evidence), config.page_id, RunInfo(context.run_id, context.retry_number + 1))

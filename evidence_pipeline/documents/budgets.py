@@ -11,7 +11,9 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 
 MAX_PAGES = 1_000  # pages found in the page tree, and what any node's /Count may claim
 MAX_OBJECTS = 50_000  # objects the cross-reference names
-MAX_DECODED_BYTES = 64 * 1024 * 1024  # all streams of the document together, decoded
+MAX_DECODED_BYTES = 512_000_000  # all streams of the document together, decoded: 19 A4 pages at 300 dpi in colour
+# stored lossless (26 MB each), 58 in grey (8.7 MB); a JPEG page counts its encoded bytes (pypdf leaves it encoded)
+MAX_STREAM_BYTES = 64_000_000  # one stream, declared and decoded: an A3 page at 300 dpi in colour, lossless, is 52 MB
 MAX_GLYPH_CODES = 65_536  # codes one font's /W array or ToUnicode CMap may map in total: every two-byte code
 MAX_OPERATORS = 1_000_000  # instructions in one content stream (a page's contents, a form XObject)
 MAX_TEXT_BYTES = 1_000_000  # bytes of all string operands of one content stream (the gate counts them as written)

@@ -1,11 +1,12 @@
 """The worker-side document gate: admission is distrusted, every input is checked again before any processor.
 
 Re-sniff the bytes, refuse polyglots (a file another format's reader accepts too) and data after the last %%EOF,
-parse strictly under tightened pypdf limits, refuse encrypted documents (the empty user password included),
-malformed ones, page-tree loops, decompression bombs and anything over the budgets of ``budgets.py`` (which the
-processors' own walk keeps too), and find active content (JavaScript, Launch actions, embedded files, XFA). Each
-refusal has its own terminal reason code. Every object of the file is loaded and every stream decoded, within
-budgets, so a bomb hidden in an unreferenced object or an object stream is found here and not later by a processor.
+parse strictly under tightened pypdf limits (and with pyHanko's strict reader), refuse documents encrypted with a
+password (one only an empty user password opens is read and marked: operations that write refuse it), malformed
+ones, page-tree loops, decompression bombs and anything over the budgets of ``budgets.py`` (which the processors'
+own walk keeps too), and find active content (JavaScript, Launch actions, embedded files, XFA). Each refusal has
+its own terminal reason code. Every object of the file is loaded and every stream decoded, within budgets, so a
+bomb hidden in an unreferenced object or an object stream is found here and not later by a processor.
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ import io
 import itertools
 import re
 import zipfile
+import zlib
 from dataclasses import dataclass
 from typing import BinaryIO
 
 from PIL import Image, UnidentifiedImageError
+from pyhanko.pdf_utils.misc import PdfError
+from pyhanko.pdf_utils.reader import PdfFileReader
 from pypdf import PdfReader, apply_configuration
 from pypdf.errors import DependencyError, LimitReachedError, PyPdfError
 from pypdf.generic import ArrayObject, DictionaryObject, IndirectObject, NameObject, StreamObject
@@ -31,13 +35,13 @@ from evidence_pipeline.monthly.validate import _read_at, _xref_points_at_objects
 
 # The report gate's limits, tightened for documents from outside and extended to every decoder pypdf has.
 LIMITS = _REPORT_LIMITS | dict(
-    maximum_declared_stream_length=16_000_000,
-    zlib_maximum_output_length=16_000_000,
-    lzw_maximum_output_length=16_000_000,
-    run_length_maximum_output_length=16_000_000,
-    array_based_stream_maximum_output_length=16_000_000,
-    brotli_maximum_output_length=16_000_000,
-    jbig2_maximum_output_length=16_000_000,
+    maximum_declared_stream_length=budgets.MAX_STREAM_BYTES,
+    zlib_maximum_output_length=budgets.MAX_STREAM_BYTES,
+    lzw_maximum_output_length=budgets.MAX_STREAM_BYTES,
+    run_length_maximum_output_length=budgets.MAX_STREAM_BYTES,
+    array_based_stream_maximum_output_length=budgets.MAX_STREAM_BYTES,
+    brotli_maximum_output_length=budgets.MAX_STREAM_BYTES,
+    jbig2_maximum_output_length=budgets.MAX_STREAM_BYTES,
     dictionary_maximum_element_count=5_000,
     page_tree_maximum_page_entries=MAX_PAGES * 16,
     form_fields_maximum_depth=16,
@@ -55,6 +59,7 @@ GATE_CODES = frozenset(
         ReasonCode.DOCUMENT_NOT_PDF,
         ReasonCode.DOCUMENT_MALFORMED,
         ReasonCode.DOCUMENT_ENCRYPTED,
+        ReasonCode.DOCUMENT_PERMISSIONS_ONLY,
         ReasonCode.DOCUMENT_PAGE_TREE_LOOP,
         ReasonCode.DOCUMENT_LIMIT_EXCEEDED,
         ReasonCode.DOCUMENT_POLYGLOT,
@@ -63,7 +68,9 @@ GATE_CODES = frozenset(
     }
 )
 MAX_FONTS = 200
-_PARSE_ERRORS = (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, AssertionError)
+# What pypdf and pyHanko raise on a document they cannot parse (pyHanko's inflate raises zlib's own error)
+_PARSE_ERRORS = (PyPdfError, PdfError, zlib.error, ValueError, KeyError, TypeError, AttributeError, IndexError,
+                 AssertionError)
 _WHITESPACE = b"\0\t\n\f\r "  # PDF's white-space characters: all that may follow the last %%EOF
 # Where content sniffers look for markup anywhere (Internet Explorer's FindMimeFromData reads 256 bytes; WHATWG's
 # algorithm only at the very start): wider, and rich-text annotations (XHTML, /RC) early in a small PDF are refused.
@@ -91,6 +98,8 @@ class GatedDocument:
     signatures_present: bool
     fonts: tuple[str, ...]
     active_content: tuple[str, ...]  # reason codes of the active content found (when the policy flags it)
+    # encrypted with an empty user password (permissions only): read-only operations read it, writing ones refuse
+    permissions_only: bool = False
 
 
 def gate(file: BinaryIO, active_content: str = "refuse") -> GatedDocument:
@@ -102,18 +111,40 @@ def gate(file: BinaryIO, active_content: str = "refuse") -> GatedDocument:
     try:
         with apply_configuration(**LIMITS):
             return _inspect(file, active_content)
-    except LimitReachedError:
-        raise EvidenceError(ReasonCode.DOCUMENT_LIMIT_EXCEEDED, "the document exceeds the parser's limits") from None
-    except DependencyError:  # pypdf lacks a decoder (jbig2dec for JBIG2): what is not decoded cannot be checked
-        raise EvidenceError(
-            ReasonCode.DOCUMENT_UNSUPPORTED, "a stream uses an encoding the service has no decoder for"
-        ) from None
+    except LimitReachedError as error:
+        raise exceeded(_parser_limit(str(error))) from None
+    except DependencyError as error:  # what is not decoded cannot be checked
+        # A stated choice: JBIG2 is not decoded (pypdf would run the jbig2dec binary, which the image does not ship)
+        what = "a JBIG2 image (the service does not decode JBIG2)" if "jbig2" in str(error).lower() else (
+            "an encoding the service has no decoder for")
+        raise EvidenceError(ReasonCode.DOCUMENT_UNSUPPORTED, f"a stream uses {what}") from None
     except RecursionError:
         raise EvidenceError(ReasonCode.DOCUMENT_LIMIT_EXCEEDED, "the document nests objects too deeply") from None
     except _PARSE_ERRORS as error:
         raise EvidenceError(
             ReasonCode.DOCUMENT_MALFORMED, f"the document does not parse strictly ({type(error).__name__})"
         ) from None
+
+
+# pypdf's refusals by what its message says (its own words hold values from the file, never repeated)
+_PARSER_LIMITS = (
+    ("decompressing", f"a stream decoding to more than {budgets.MAX_STREAM_BYTES:,} bytes"),
+    ("Declared size", f"a stream declaring more than {budgets.MAX_STREAM_BYTES:,} bytes"),
+    ("Row length", "a predictor row longer than the parser's limit (pypdf's flate_maximum_row_length)"),
+    ("columns", "a predictor with more columns than the parser's limit (pypdf's flate_maximum_columns)"),
+    ("Color value", "a predictor with more than 16 colour components"),
+    ("loop", "an object that refers to itself"),
+    ("cyclic", "an outline or article that loops"),
+    ("/N", "an object stream claiming more objects than the document names"),
+)
+
+
+def _parser_limit(message: str) -> str:
+    for words, limit in _PARSER_LIMITS:
+        if words in message:
+            return limit
+    return ("a limit of the PDF parser (entries of an array or dictionary, filters of a stream, depth or entries of "
+            "the page tree, outline, form fields or names; docs: Document limits)")
 
 
 def _refuse_polyglots(data: bytes) -> None:
@@ -148,15 +179,22 @@ def _outside_streams(data: bytes) -> bytes:
 
 
 def _inspect(file: BinaryIO, active_content: str) -> GatedDocument:
-    reader = PdfReader(file, strict=True)
-    if reader.is_encrypted:  # checked before anything is decrypted: an empty user password opens silently
-        raise EvidenceError(ReasonCode.DOCUMENT_ENCRYPTED, "encrypted documents are not accepted")
+    try:
+        reader = PdfReader(file, strict=True)
+    except NotImplementedError:  # pypdf opens only the standard (password) security handler
+        raise EvidenceError(ReasonCode.DOCUMENT_ENCRYPTED, "encrypted documents are not accepted (the document is "
+                            "encrypted for certificates, not with a password)") from None
+    # Only an empty user password is tried: what it opens, any reader opens silently (restrictions on printing,
+    # copying or changing are the author's wish, which only writing operations must respect)
+    if reader.is_encrypted and not reader.decrypt(""):
+        raise EvidenceError(ReasonCode.DOCUMENT_ENCRYPTED, "documents encrypted with a password are not accepted")
     if not _xref_points_at_objects(reader, file):
         raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED, "the cross-reference table does not point at its objects")
+    _read_by_pyhanko(file, reader.is_encrypted)
     root = reader.trailer["/Root"]
     pages = _count_pages(root["/Pages"])
     _check_trees(root)  # before anything walks them: a processor following a loop never ends
-    scan = _Scan()
+    scan = _Scan({number for entries in reader.xref.values() for number in entries} | set(reader.xref_objStm))
     for obj in _every_object(reader):
         scan.visit(obj)
     for page in pages:  # decoded again, but the scan has bounded what all streams decode to
@@ -172,7 +210,22 @@ def _inspect(file: BinaryIO, active_content: str) -> GatedDocument:
         signatures_present=scan.signatures,
         fonts=tuple(sorted(scan.fonts))[:MAX_FONTS],
         active_content=found,
+        permissions_only=reader.is_encrypted,
     )
+
+
+def _read_by_pyhanko(file: BinaryIO, encrypted: bool) -> None:
+    """The signature check, contract review and the approval signature read the file with pyHanko's strict reader:
+    what it cannot read is refused here, so a document the gate accepts is one every operation reads."""
+    file.seek(0)
+    try:
+        reader = PdfFileReader(file, strict=True)
+        if encrypted:
+            reader.decrypt("")
+        reader.embedded_signatures
+    except PdfError as error:
+        raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED,
+                            f"the document does not parse strictly (pyHanko: {type(error).__name__})") from None
 
 
 def _count_pages(root) -> list[DictionaryObject]:
@@ -295,7 +348,8 @@ def _every_object(reader: PdfReader):
 class _Scan:
     """Looks at every dictionary once: active content, signatures, fonts; decodes streams within a total budget."""
 
-    def __init__(self):
+    def __init__(self, defined: set[int]):
+        self.defined = defined  # the object numbers the cross-reference names
         self.active: set[str] = set()
         self.fonts: set[str] = set()
         self.signatures = False
@@ -319,6 +373,8 @@ class _Scan:
             for child in obj.values() if isinstance(obj, DictionaryObject) else obj:
                 if not isinstance(child, IndirectObject):
                     self.visit(child)
+                elif child.idnum not in self.defined:  # pypdf's writer fails on it: split and merge would
+                    raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED, "the document refers to an object it lacks")
 
     def _dictionary(self, d: DictionaryObject) -> None:
         action = d.get("/S")

@@ -26,6 +26,7 @@ def inspect_document(inputs: list[ProcessorInput], options: dict[str, str], pinn
         "signatures_present": gated.signatures_present,
         "fonts": list(gated.fonts),
         "active_content": list(gated.active_content),
+        "permissions_only_encryption": gated.permissions_only,
         "options": options,
     }
     summary = {"pages": gated.pages, "active_content": list(gated.active_content)}
@@ -37,5 +38,6 @@ INSPECT = register(
         name="inspect",
         processor=inspect_document,
         options=ACTIVE_CONTENT_OPTION,
+        writes=False,
     )
 )

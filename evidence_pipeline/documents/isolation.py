@@ -3,8 +3,9 @@
 The document worker forks one child per piece of work (the gate, the signature check, the processor, the second
 pass): the child's address space may grow by at most the memory limit beyond what it inherited (RLIMIT_AS), and it
 is killed when it outlives the time limit. Whatever happens in it ends as a value, the child's own EvidenceError,
-or a coded failure of that one job: PROCESSOR_RESOURCE_EXHAUSTED, PROCESSOR_TIMED_OUT or PROCESSOR_FAILED (an
-unclassified exception, named by its type only: its text may quote the input; or a death by signal). The parent
+or a coded failure of that one job: PROCESSOR_RESOURCE_EXHAUSTED, PROCESSOR_TIMED_OUT, PROCESSOR_INPUT_FAILED (an
+unclassified exception, named by its type only: its text may quote the input; terminal, as the same bytes fail the
+same way) or PROCESSOR_FAILED (an I/O error, or a death by signal). The parent
 holds no ledger transaction while it waits, and its lease heartbeat runs in a process the child's CPU cannot
 starve.
 
@@ -52,6 +53,17 @@ def unclassified(error: BaseException) -> EvidenceError:
     return EvidenceError(ReasonCode.PROCESSOR_FAILED, f"the work failed unexpectedly ({type(error).__name__})")
 
 
+def deterministic(error: Exception) -> EvidenceError:
+    """The coded failure of work on a document's bytes: the child reads only its files and fetches nothing, so an
+    exception other than running out of memory or an I/O error is the same on the same bytes, every attempt
+    (PROCESSOR_INPUT_FAILED, terminal: retrying it spends the budget for nothing)."""
+    coded = unclassified(error)
+    if coded.code != ReasonCode.PROCESSOR_FAILED or isinstance(error, OSError):
+        return coded
+    return EvidenceError(ReasonCode.PROCESSOR_INPUT_FAILED,
+                         f"the work failed on this document ({type(error).__name__}); retrying cannot change that")
+
+
 def isolated(limits: Limits, work: Callable, *args):
     """``work(*args)`` in a forked child under ``limits``: its value, or its failure raised as an EvidenceError."""
     receive, send = _FORK.Pipe(duplex=False)
@@ -95,7 +107,7 @@ def _child(send, parent: int, memory_bytes: int, work: Callable, args: tuple) ->
     except EvidenceError as error:
         answer = (False, error)
     except Exception as error:  # MemoryError included: every failure is an answer
-        answer = (False, unclassified(error))
+        answer = (False, deterministic(error))
     try:
         send.send(answer)
     except Exception as error:  # the value would not pickle, or memory ran out while pickling it

@@ -1,27 +1,44 @@
-"""Text inside images, read by Tesseract (Debian's `tesseract-ocr` with its English data, through pytesseract).
+"""Text as a reader sees it, read by Tesseract (Debian's `tesseract-ocr` with its English data, through pytesseract):
+in images, and on whole pages rendered by pdfium.
 
-Both passes of a redaction read images with it, each decoding the pixels with its own library (pikepdf in the
-first, pypdf in the second). ``read`` returns the words with their boxes in the image's own pixel coordinates, in
-the orientation that reads best (an image scanned sideways or upside down is read turned), and whether the image
-could be read with confidence: words that look like text but that the engine doubts outnumber the words it trusts.
-An image too small to hold legible text is not read. Tesseract runs single-threaded (the worker's parallelism is
-Dagster's), one process per image, and its temporary files are pytesseract's own (0600, deleted after each call).
+Both passes of a redaction read every page as rendered (``rendered_pages``, ``read_page``) and every image as
+decoded (``read``), each decoding the image pixels with its own library (pikepdf in the first, pypdf in the
+second). A reading holds the words with their boxes in the image's own pixel coordinates and says whether the
+image could be read with confidence: words that look like text but that the engine doubts must not outnumber one in
+ten of the words. An image is read upright, or in the right-angle turn that reads best; a page is read so, and
+then the ink that reading left (text at any other angle, text it could not make out) is found region by region and
+read turned by the angle its lines run at. No size or angle of an object is judged: only the page's pixels.
+Tesseract runs single-threaded (the worker's parallelism is Dagster's), one process per reading, and its temporary
+files are pytesseract's own (0600, deleted after each call).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy
+import pypdfium2
 import pytesseract
-from PIL import Image
+from PIL import Image, ImageDraw
+
+from evidence_pipeline.monthly.validate import _PDFIUM
 
 os.environ.setdefault("OMP_THREAD_LIMIT", "1")
 
-MIN_SIDE = 16  # pixels: below this on either side an image cannot hold a legible line of text
 CONFIDENT = 60  # Tesseract's word confidence (0-100) at and above which a word is trusted
+PAGE_DPI = 300  # pages are rendered and read at this resolution: 10-point text is 40 pixels tall
+MIN_GLYPH = 8  # pixels at PAGE_DPI (under 2 points): ink smaller on both sides is no glyph a reader reads
 _ROTATIONS = (0, 90, 180, 270)
+_CELL = 8  # pixels of the page per cell of the grid in which the ink an upright reading left is grouped
+_JOIN = 3  # cells: ink this close belongs to one region (the gaps between glyphs, words and lines of a block)
+_SKEW_SIDE = 200  # pixels: the longer side a region is shrunk to while the angle of its lines is estimated
+_JOINERS = frozenset("-@._/")  # a word ending or beginning with one continues into its neighbour
+_SOLID = 25  # pixels at PAGE_DPI: dark throughout a square this wide is a box, not a stroke of a glyph
+_GAP = 40  # white pixels between the regions laid out for one reading
 
 
 @dataclass(frozen=True)
@@ -45,6 +62,23 @@ class Reading:
             lines.setdefault(word.line, []).append(word.text)
         return "\n".join(" ".join(words) for words in lines.values())
 
+    @property
+    def views(self) -> tuple[str, ...]:
+        """The text as a rule reads it: line by line; the lines joined (a value wrapped at a line's end); and with
+        the words a reader sees as one written together: on a line less than a third of their height apart, or
+        joined by a separator that ends or begins one of them (a value drawn in two neighbouring objects)."""
+        tight, previous = [], None
+        for word in self.words:
+            if previous is not None:
+                same = previous.line == word.line
+                gap = word.box[0] - previous.box[2]
+                height = min(word.box[3] - word.box[1], previous.box[3] - previous.box[1])
+                joined = gap < height / 3 or previous.text[-1] in _JOINERS or word.text[0] in _JOINERS
+                tight.append("" if same and joined else " " if same else "\n")
+            tight.append(word.text)
+            previous = word
+        return self.lines, " ".join(self.lines.split("\n")), "".join(tight)
+
 
 @functools.cache
 def engine() -> str:
@@ -52,55 +86,247 @@ def engine() -> str:
     return f"tesseract {pytesseract.get_tesseract_version()}"
 
 
+def rendered_pages(data: bytes, only: set[int] | None = None,
+                   colour: bool = False) -> Iterator[tuple[int, Image.Image]]:
+    """(index, image) of each page (or of the pages ``only`` names) as a reader sees it: rendered by pdfium at
+    PAGE_DPI, in grey unless ``colour``, with its annotations and its form fields' appearances, turned as its
+    /Rotate says. One page in memory at a time."""
+    with _PDFIUM:
+        document = pypdfium2.PdfDocument(data)
+        try:
+            document.init_forms()
+            for index in range(len(document)):
+                if only is not None and index not in only:
+                    continue
+                page = document[index]
+                try:
+                    bitmap = page.render(scale=PAGE_DPI / 72, may_draw_forms=True, draw_annots=True,
+                                         grayscale=not colour)
+                    image = bitmap.to_pil().convert("RGB" if colour else "L")
+                    bitmap.close()
+                finally:
+                    page.close()
+                yield index, image
+        finally:
+            document.close()
+
+
 def read(image: Image.Image) -> Reading:
-    if min(image.size) < MIN_SIDE:
-        return Reading((), True)
+    """An image's words, read upright or, when upright does not read, in the right-angle turn that reads best."""
     gray = image.convert("L")
-    best = _words(gray, 0)
-    if not _legible(best):  # perhaps scanned sideways or upside down: the turn that reads best
+    best = _turned(gray, gray, _words(gray, 0))
+    return Reading(tuple(best), _legible(best, gray))
+
+
+def _turned(gray: Image.Image, shown: Image.Image, upright: list[Word], explained=()) -> list[Word]:
+    """The upright words, or, when they are not legible, those of the right-angle turn that reads best (a scan
+    made sideways or upside down)."""
+    best = upright
+    if not _legible(upright, shown, explained):
         for angle in _ROTATIONS[1:]:
             turned = _words(gray, angle)
             if _score(turned) > _score(best):
                 best = turned
-    return Reading(tuple(best), _legible(best))
+    return best
 
 
-def _legible(words: list[Word]) -> bool:
-    """A word that looks like text but is doubted may be a value misread: more than one in ten is not legible."""
-    doubted = sum(word.confidence < CONFIDENT and sum(c.isalnum() for c in word.text) >= 2 for word in words)
+def read_page(image: Image.Image) -> Reading:
+    """A rendered page's words: the page read upright; then the ink that reading did not read with confidence,
+    region by region, each region turned so that its lines run level (and upside down, in case they ran the other
+    way), all laid out in one image and read at once. The inside of solid dark areas (black boxes) is cleared
+    before it is read. Legible unless the upright reading's doubted words, less those the regions' reading read
+    with confidence, are more than one in ten; then the page is read turned as ``read`` turns an image."""
+    shown = image.convert("L")
+    gray = _cleared(shown)
+    upright = _words(gray, 0)
+    regions = _regions_read(gray, upright)
+    if _legible(upright, shown, regions):
+        return Reading(tuple(upright + regions), True)
+    page = _turned(gray, shown, upright, regions)
+    if page is upright:
+        return Reading(tuple(upright + regions), False)
+    return Reading(tuple(page), _legible(page, shown))
+
+
+def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
+    """The words of the ink ``page`` did not read with confidence, read region by region at their own angle."""
+    residue = gray.copy()
+    draw = ImageDraw.Draw(residue)
+    for word in page:
+        if word.confidence >= CONFIDENT:
+            draw.rectangle(word.box, fill=255)
+    pieces = []  # (region, turn, the region's size, the piece as laid out)
+    for region in _ink_regions(residue):
+        crop = residue.crop(region)
+        angle = _skew(crop)
+        pieces += [(region, turn, crop.size, crop.rotate(turn, expand=True, fillcolor=255))
+                   for turn in (angle, angle + 180)]
+    if not pieces:
+        return []
+    width = max(piece.width for *_, piece in pieces) + 2 * _GAP
+    sheet = Image.new("L", (width, sum(piece.height + _GAP for *_, piece in pieces) + _GAP), 255)
+    tops = []
+    top = _GAP
+    for *_, piece in pieces:
+        sheet.paste(piece, (_GAP, top))
+        tops.append(top)
+        top += piece.height + _GAP
+    words = []
+    base = max((word.line for word in page), default=-1) + 1
+    for word in _words(sheet, 0):
+        centre = (word.box[1] + word.box[3]) / 2
+        index = max(i for i, t in enumerate(tops) if t <= centre) if centre >= tops[0] else 0
+        region, turn, size, piece = pieces[index]
+        local = (word.box[0] - _GAP, word.box[1] - tops[index], word.box[2] - _GAP, word.box[3] - tops[index])
+        box = _unturn(local, turn, size, piece.size)
+        words.append(Word(word.text, (box[0] + region[0], box[1] + region[1], box[2] + region[0],
+                                      box[3] + region[1]), word.confidence, base + word.line))
+    return words
+
+
+def _cleared(gray: Image.Image) -> Image.Image:
+    """The image with its solid dark areas (a redaction's black box: dark throughout a square of _SOLID pixels)
+    made white: the engine reads a black box as a word and doubts the words beside it. Strokes thinner than
+    _SOLID (glyphs, rules, the ground between light letters) stay."""
+    if min(gray.size) < _SOLID or numpy.asarray(gray.reduce(_SOLID // 2)).min() >= 64:
+        return gray  # no square of _SOLID pixels holds a dark cell of half its side: nothing is solid
+    dark = numpy.asarray(gray) < 64
+    solid = _spread(_spread(_within(_within(dark, 0), 1), 0), 1)
+    if not solid.any():
+        return gray
+    pixels = numpy.asarray(gray).copy()
+    pixels[solid] = 255
+    return Image.fromarray(pixels)
+
+
+def _within(mask: numpy.ndarray, axis: int) -> numpy.ndarray:
+    """Where a run of _SOLID set pixels along ``axis`` starts (its first pixel): erosion, by sums over windows."""
+    counts = numpy.cumsum(mask, axis=axis, dtype=numpy.int32)
+    counts = numpy.concatenate([numpy.zeros_like(counts.take([0], axis=axis)), counts], axis=axis)
+    length = mask.shape[axis]
+    windows = counts.take(range(_SOLID, length + 1), axis=axis) - counts.take(range(0, length - _SOLID + 1), axis=axis)
+    full = numpy.zeros_like(mask)
+    index = [slice(None)] * mask.ndim
+    index[axis] = slice(0, max(0, length - _SOLID + 1))
+    full[tuple(index)] = windows == _SOLID
+    return full
+
+
+def _spread(starts: numpy.ndarray, axis: int) -> numpy.ndarray:
+    """Every pixel of the _SOLID-long runs that ``_within`` found the starts of: dilation, by sums over windows."""
+    counts = numpy.cumsum(starts, axis=axis, dtype=numpy.int32)
+    shifted = numpy.concatenate([numpy.zeros_like(counts.take(range(_SOLID), axis=axis)),
+                                 counts.take(range(counts.shape[axis] - _SOLID), axis=axis)], axis=axis)
+    return (counts - shifted) > 0
+
+
+def _grown(mask: numpy.ndarray, by: int) -> numpy.ndarray:
+    """The mask grown by ``by`` cells in every direction."""
+    tall = mask.copy()
+    for shift in range(1, by + 1):
+        tall[shift:, :] |= mask[:-shift, :]
+        tall[:-shift, :] |= mask[shift:, :]
+    grown = tall.copy()
+    for shift in range(1, by + 1):
+        grown[:, shift:] |= tall[:, :-shift]
+        grown[:, :-shift] |= tall[:, shift:]
+    return grown
+
+
+def _ink_regions(gray: Image.Image) -> list[tuple[int, int, int, int]]:
+    """Boxes (in the image's pixels) of the groups of ink in ``gray``: cells of _CELL pixels holding a dark pixel,
+    joined across _JOIN cells; a group that no glyph fits in (MIN_GLYPH on both sides) is left out."""
+    width, height = gray.size
+    cells = gray.reduce(_CELL) if min(gray.size) >= _CELL else gray
+    ink = numpy.asarray(cells.point(lambda v: 255 if v < 128 else 0).convert("L")) > 0
+    ink |= numpy.asarray(gray.resize(cells.size, Image.Resampling.BOX).point(lambda v: 255 if v < 200 else 0)) > 0
+    grown = _grown(ink, _JOIN)  # a cell joins ink within _JOIN cells in any direction
+    rows, columns = grown.shape
+    seen = numpy.zeros_like(grown)
+    regions = []
+    for start in zip(*numpy.nonzero(grown & ~seen)):
+        if seen[start]:
+            continue
+        seen[start] = True
+        stack, top, left, bottom, right = [start], start[0], start[1], start[0], start[1]
+        while stack:
+            r, c = stack.pop()
+            top, bottom, left, right = min(top, r), max(bottom, r), min(left, c), max(right, c)
+            for nr, nc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
+                if 0 <= nr < rows and 0 <= nc < columns and grown[nr, nc] and not seen[nr, nc]:
+                    seen[nr, nc] = True
+                    stack.append((nr, nc))
+        box = (int(left) * _CELL, int(top) * _CELL, min(width, (int(right) + 1) * _CELL),
+               min(height, (int(bottom) + 1) * _CELL))
+        if box[2] - box[0] >= MIN_GLYPH and box[3] - box[1] >= MIN_GLYPH and ink[top:bottom + 1, left:right + 1].any():
+            regions.append(box)
+    return regions
+
+
+def _skew(region: Image.Image) -> float:
+    """The angle (degrees, counter-clockwise, -90 to 90) that turns the region's lines level: the turn whose rows
+    of ink are most sharply separated (projection profile)."""
+    scale = _SKEW_SIDE / max(region.size)
+    small = region.resize((max(1, round(region.width * scale)), max(1, round(region.height * scale))))
+    ink = small.point(lambda v: 255 if v < 160 else 0)
+    best, best_score = 0.0, -1.0
+    for angle in range(-88, 92, 2):
+        rows = numpy.asarray(ink.rotate(angle, expand=True, fillcolor=0), dtype=numpy.float64).sum(axis=1)
+        score = float(numpy.square(numpy.diff(rows)).sum())
+        if score > best_score:
+            best, best_score = float(angle), score
+    return best
+
+
+def _legible(words: list[Word], shown: Image.Image, explained=()) -> bool:
+    """A word that looks like text but is doubted may be a value misread: more than one in ten is not legible. A
+    box of solid ink in ``shown`` (a redaction's black box, which the engine reads as a word) is no text, and a
+    doubted word where an ``explained`` word was read with confidence (text at an angle, read at it) is read."""
+    trusted = [word.box for word in explained if word.confidence >= CONFIDENT]
+    doubted = sum(word.confidence < CONFIDENT and sum(c.isalnum() for c in word.text) >= 2
+                  and not _solid(word, shown) and not any(_overlap(word.box, box) for box in trusted)
+                  for word in words)
     return doubted <= len(words) // 10
 
 
-def _words(gray: Image.Image, angle: int) -> list[Word]:
+def _overlap(a, b) -> bool:
+    return max(a[0], b[0]) < min(a[2], b[2]) and max(a[1], b[1]) < min(a[3], b[3])
+
+
+def _solid(word: Word, shown: Image.Image) -> bool:
+    return bool((numpy.asarray(shown.crop(word.box)) < 64).mean() >= 0.5)
+
+
+def _words(gray: Image.Image, angle: float) -> list[Word]:
     """Words of the image turned by ``angle`` degrees counter-clockwise, boxes mapped back to the unturned image."""
-    turned = gray.rotate(angle, expand=True) if angle else gray
+    turned = gray.rotate(angle, expand=True, fillcolor=255) if angle else gray
     data = pytesseract.image_to_data(turned, config="--psm 3", output_type=pytesseract.Output.DICT)
-    width, height = gray.size
     words, lines = [], {}
     for i, text in enumerate(data["text"]):
         text = text.strip()
         if not text or float(data["conf"][i]) < 0:
             continue
         left, top = data["left"][i], data["top"][i]
-        right, bottom = left + data["width"][i], top + data["height"][i]
+        box = (left, top, left + data["width"][i], top + data["height"][i])
         line = lines.setdefault((data["block_num"][i], data["par_num"][i], data["line_num"][i]), len(lines))
-        words.append(Word(text, _unturn((left, top, right, bottom), angle, width, height), float(data["conf"][i]),
-                          line))
+        words.append(Word(text, _unturn(box, angle, gray.size, turned.size), float(data["conf"][i]), line))
     return words
 
 
-def _unturn(box, angle: int, width: int, height: int) -> tuple[int, int, int, int]:
-    """A box found in the image turned ``angle`` degrees counter-clockwise, in the unturned image's pixels."""
-    left, top, right, bottom = box
-    if angle == 90:  # turned (x, y) came from (width - 1 - y, x)
-        return width - bottom, left, width - top, right
-    if angle == 180:
-        return width - right, height - bottom, width - left, height - top
-    if angle == 270:
-        return top, height - right, bottom, height - left
-    return box
+def _unturn(box, angle: float, size: tuple[int, int], turned: tuple[int, int]) -> tuple[int, int, int, int]:
+    """A box found in an image of ``size`` turned ``angle`` degrees counter-clockwise about its centre (into an
+    image of size ``turned``): the box around its corners in the unturned image's pixels."""
+    if not angle:
+        return box
+    cos, sin = math.cos(math.radians(angle)), math.sin(math.radians(angle))
+    xs, ys = [], []
+    for x, y in ((box[0], box[1]), (box[2], box[1]), (box[0], box[3]), (box[2], box[3])):
+        dx, dy = x - turned[0] / 2, y - turned[1] / 2
+        xs.append(dx * cos - dy * sin + size[0] / 2)
+        ys.append(dx * sin + dy * cos + size[1] / 2)
+    return (max(0, math.floor(min(xs))), max(0, math.floor(min(ys))), min(size[0], math.ceil(max(xs))),
+            min(size[1], math.ceil(max(ys))))
 
 
 def _score(words: list[Word]) -> float:
     return sum(word.confidence * len(word.text) for word in words if word.confidence >= CONFIDENT)
-

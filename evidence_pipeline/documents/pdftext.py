@@ -3,9 +3,10 @@
 A walk over a content stream yields every glyph a text-showing operator draws: its text (from the font's ToUnicode
 map, else its single-byte encoding), its box in default user space, and where it sits in the operator's operands.
 ``rewrite`` then drops chosen glyphs from the operators and puts a kerning adjustment of their width in their place,
-so the text that stays does not move. Form XObjects are walked with their matrix. A font the walk cannot decode
-(a composite font without a ToUnicode map, a Type3 font) is REDACTION_UNSUPPORTED_CONTENT: text it cannot read it
-cannot promise to remove.
+so the text that stays does not move. Form XObjects are walked with their matrix. A glyph whose font does not say
+what it spells (no ToUnicode map, a glyph name outside the Adobe glyph list, a Type3 glyph) is walked as U+FFFD:
+what it shows is read from the rendered page, where the redactor finds it and burns it in (redact.py). A composite
+font with a CMap other than Identity-H/V cannot even be split into glyphs and is REDACTION_UNSUPPORTED_CONTENT.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 import pikepdf
+from pypdf._codecs import adobe_glyphs
 from reportlab.pdfbase import pdfmetrics
 
 from evidence_pipeline.documents import budgets
@@ -220,18 +222,14 @@ def _decode_font(font) -> _Font:
     subtype = font.get("/Subtype")
     unicode = _to_unicode(font["/ToUnicode"].read_bytes()) if "/ToUnicode" in font else None
     if subtype == "/Type0":
-        if unicode is None or font.get("/Encoding") != "/Identity-H":
+        if font.get("/Encoding") not in ("/Identity-H", "/Identity-V") or not font.get("/DescendantFonts"):
             raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
-                                "a composite font without Identity-H and a ToUnicode map")
+                                "a composite font whose CMap is not Identity-H or Identity-V")
         descendant = font["/DescendantFonts"][0]
-        return _Font(2, unicode, _cid_widths(descendant.get("/W", [])), float(descendant.get("/DW", 1000)), False)
-    if subtype == "/Type3":
-        raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT, "a Type3 font")
+        return _Font(2, unicode or {}, _cid_widths(descendant.get("/W", [])), float(descendant.get("/DW", 1000)),
+                     False)
     if unicode is None:
-        if isinstance(font.get("/Encoding"), pikepdf.Dictionary) and "/Differences" in font["/Encoding"]:
-            raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
-                                "a font with a custom encoding and no ToUnicode map")
-        unicode = {code: bytes([code]).decode("cp1252", errors="replace") for code in range(256)}
+        unicode = _single_byte_encoding(font)
     widths: dict[int, float] = {}
     if "/Widths" in font:
         first = int(font.get("/FirstChar", 0))
@@ -241,6 +239,24 @@ def _decode_font(font) -> _Font:
         if base in _STANDARD_14:
             widths = dict(enumerate(pdfmetrics.getFont(base).widths))
     return _Font(1, unicode, widths, 500.0, True)
+
+
+def _single_byte_encoding(font) -> dict[int, str]:
+    """A simple font's codes as its encoding names them: WinAnsi (cp1252) by default (a Type3 font has no default:
+    its codes spell nothing), /Differences by the Adobe glyph list; a name the list does not know spells U+FFFD."""
+    encoding = font.get("/Encoding")
+    unknown = font.get("/Subtype") == "/Type3"
+    unicode = {code: "\ufffd" if unknown else bytes([code]).decode("cp1252", errors="replace") for code in range(256)}
+    if isinstance(encoding, pikepdf.Dictionary):
+        code = 0
+        for item in encoding.get("/Differences", []):
+            if isinstance(item, pikepdf.Name):
+                if 0 <= code < 256:
+                    unicode[code] = adobe_glyphs.get(str(item), "\ufffd")
+                code += 1
+            else:
+                code = int(item)
+    return unicode
 
 
 _HEX = re.compile(rb"<([0-9A-Fa-f]+)>")

@@ -14,10 +14,14 @@ every XMP packet, JavaScript). Then remove each found value everywhere it occurs
 - any other string or text stream still holding one: an action holding one is removed whole (a link is dropped,
   never rewritten to point elsewhere), a name-tree entry is removed, a metadata stream or information entry is
   removed, a bookmark title becomes `[redacted]`, any other string `[redacted]`, any other text stream empty;
-- always: embedded and associated files, and page thumbnails (pictures of the original page).
+- always: embedded and associated files, and page thumbnails (pictures of the original page);
+- last, what the page still shows: each page of the result is rendered (pdfium, annotations and form appearances
+  drawn) and read whole by OCR at any angle (ocr.read_page); where a found value or a rule's match shows, the page
+  is burned in: replaced by its rendering with those regions painted black, so no object under a box holds the
+  value (the page's text layer goes with it).
 
-An image the OCR engine cannot read with confidence, on a page no region rule covers, is refused: what cannot be
-read cannot be promised removed. Each removed area on a page gets a black mark drawn in the page content. The
+A page that, rendered, the OCR engine cannot read with confidence, and that no region rule covers, is refused: what
+cannot be read cannot be promised removed. Each removed area on a page gets a black mark drawn in the page content. The
 derivative is written whole, as one revision (qpdf writes only the objects still referenced: earlier revisions are
 gone), with a deterministic /ID, so the same input, template version and OCR engine give the same bytes.
 
@@ -38,6 +42,7 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 
+import numpy
 import pikepdf
 from PIL import Image, ImageDraw
 
@@ -94,6 +99,7 @@ class Finding:
     counts: Counter = field(default_factory=Counter)  # label or place -> removed items
     marks: dict[int, list[tuple[float, float, float, float]]] = field(default_factory=dict)  # page index -> boxes
     readings: dict[tuple[int, int], ocr.Reading] = field(default_factory=dict)  # image objgen -> its OCR
+    pages_read: int = 0  # rendered pages read by OCR
 
     def add(self, label: str, value: str) -> None:
         value = " ".join(normalize_glyphs(value).split())
@@ -144,26 +150,39 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
         if remove:
             _remove_elsewhere(pdf, rules, search, occurrences, finding, painted)
         _draw_marks(pdf, finding)
-        out = io.BytesIO()
-        # fix_metadata_version would re-serialize the XMP that stays (its character references become literals)
-        pdf.save(out, deterministic_id=True, compress_streams=True, fix_metadata_version=False,
-                 object_stream_mode=pikepdf.ObjectStreamMode.generate)
+        written = _saved(pdf)
+    burned = _shown(written, rules, finding) if remove else {}  # the marking-only double burns nothing
+    if burned:
+        with readable(), pikepdf.open(io.BytesIO(written)) as pdf:
+            _burn(pdf, written, burned, Search(rules, sorted(finding.values)), finding)
+            finding.counts["burned_page"] += len(burned)
+            written = _saved(pdf)
     key = output_key(document.document_id, document.sha256, vid)
     summary = {
-        "outcome": "redacted" if +finding.counts else "no_matches",
+        "outcome": "redacted" if +finding.counts or burned else "no_matches",
         "output_key": key,
         "template_version": vid,
         "removed": dict(sorted((+finding.counts).items())),
         "marks": sum(len(boxes) for boxes in finding.marks.values()),
-        "ocr": {"engine": ocr.engine(), "images": len(finding.readings)},
+        "burned_regions": {str(index + 1): len(boxes) for index, boxes in sorted(burned.items())},
+        "ocr": {"engine": ocr.engine(), "images": len(finding.readings), "pages": finding.pages_read,
+                "dpi": ocr.PAGE_DPI},
     }
     derivative = f"redacted-{key}.pdf"
     report = {"input": {"document_id": document.document_id, "sha256": document.sha256}, "derivative": derivative}
     return ProcessorResult(
-        {derivative: out.getvalue(), REPORT: canonical_json(report | summary) + b"\n"},
+        {derivative: written, REPORT: canonical_json(report | summary) + b"\n"},
         summary,
         {"derivative": derivative, "values": sorted(finding.values), "rules": rules},
     )
+
+
+def _saved(pdf: pikepdf.Pdf) -> bytes:
+    out = io.BytesIO()
+    # fix_metadata_version would re-serialize the XMP that stays (its character references become literals)
+    pdf.save(out, deterministic_id=True, compress_streams=True, fix_metadata_version=False,
+             object_stream_mode=pikepdf.ObjectStreamMode.generate)
+    return out.getvalue()
 
 
 @contextlib.contextmanager
@@ -183,13 +202,8 @@ def find(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
         walked = pdftext.walk_page(page)
         for label, value in _page_matches(_page_views(walked), rules):
             finding.add(label, value)
-        for image, _ in walked.images:
-            reading = _read(image, finding)
-            if not reading.legible and number not in rules.regions:
-                raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
-                                    f"page {number} draws an image the OCR engine cannot read with confidence; "
-                                    "only a region rule can redact it")
-            _match(rules, normalize(reading.lines), finding)
+        for image, _ in walked.images:  # legibility is the rendered page's (a logo or photo reads as nothing)
+            _match(rules, normalize(_read(image, finding).lines), finding)
         for _, _, properties in walked.properties:
             for value in properties.values():
                 if isinstance(value, pikepdf.String):
@@ -480,9 +494,19 @@ def _paint(image: pikepdf.Stream, boxes) -> None:
     draw = ImageDraw.Draw(pixels)
     for box in boxes:
         draw.rectangle((box[0], box[1], box[2] - 1, box[3] - 1), fill=0)
+    _encode(image, pixels, jpeg=image.get("/Filter") == pikepdf.Name.DCTDecode)
+
+
+def _grey(image: Image.Image) -> bool:
+    red, green, blue = (numpy.asarray(band) for band in image.split())
+    return bool((red == green).all() and (green == blue).all())
+
+
+def _encode(image: pikepdf.Stream, pixels: Image.Image, jpeg: bool = False) -> None:
+    """The image stream's data replaced by ``pixels`` (grey or RGB): a JPEG when asked or when its raw pixels would
+    pass the readers' per-stream limit, else Flate at 8 bits per component."""
     raw = pixels.tobytes()
-    filters = image.get("/Filter")
-    if filters == pikepdf.Name.DCTDecode or len(raw) > LIMITS["zlib_maximum_output_length"]:
+    if jpeg or len(raw) > LIMITS["zlib_maximum_output_length"]:
         encoded = io.BytesIO()
         pixels.save(encoded, "JPEG", quality=90)
         image.write(encoded.getvalue(), filter=pikepdf.Name.DCTDecode)
@@ -495,23 +519,79 @@ def _paint(image: pikepdf.Stream, boxes) -> None:
             del image[key]
 
 
+# -- the rendered page -------------------------------------------------------------------------------------------
+
+def _shown(data: bytes, rules: Rules, finding: Finding) -> dict[int, list[tuple[int, int, int, int]]]:
+    """What the object-level pass left visible: each page of its output rendered and read whole by OCR (ocr.py);
+    every rule's match and every found value in what it reads becomes a region to burn in, in the rendering's
+    pixels, by page index. A page OCR cannot read with confidence, unless a region rule covers it, is refused."""
+    regions = {}
+    for index, image in ocr.rendered_pages(data):
+        reading = ocr.read_page(image)
+        finding.pages_read += 1
+        if not reading.legible and index + 1 not in rules.regions:
+            raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
+                                f"page {index + 1} as rendered cannot be read with confidence by OCR; "
+                                "only a region rule can redact it")
+        for text in reading.views:
+            _match(rules, normalize(text), finding)
+        words = _words_holding(reading, [_occurrence(value) for value in sorted(finding.values)])
+        if words:
+            regions[index] = [_padded(word.box, *image.size) for word in words]
+    return regions
+
+
+def _burn(pdf: pikepdf.Pdf, data: bytes, regions: dict[int, list], search: Search, finding: Finding) -> None:
+    """Each page with a region to burn becomes its own rendering (annotations and form appearances drawn) with the
+    regions painted black, drawn as one image over the page: nothing under a box holds a value, and the page's
+    annotations and widgets, now pixels, go (their fields' values with them). A widget elsewhere whose appearance
+    still holds a value as bytes (drawn where OCR did not read it) loses its field whole."""
+    on_burned = {annot.objgen for index in regions for annot in pdf.pages[index].obj.get("/Annots", [])}
+    for index, image in ocr.rendered_pages(data, only=set(regions), colour=True):
+        draw = ImageDraw.Draw(image)
+        for box in regions[index]:
+            draw.rectangle((box[0], box[1], box[2] - 1, box[3] - 1), fill=0)
+        if _grey(image):  # a third of the bytes, and lossless where a colour page would need a JPEG
+            image = image.convert("L")
+        page = pdf.pages[index].obj
+        width, height = image.width * 72 / ocr.PAGE_DPI, image.height * 72 / ocr.PAGE_DPI
+        picture = pdf.make_stream(b"", Type=pikepdf.Name.XObject, Subtype=pikepdf.Name.Image, Width=image.width,
+                                  Height=image.height)
+        _encode(picture, image)
+        for key in ("/CropBox", "/BleedBox", "/TrimBox", "/ArtBox", "/Rotate", "/UserUnit", "/Group", "/Annots",
+                    "/StructParents", "/Tabs"):
+            if key in page:
+                del page[key]
+        page.MediaBox = [0, 0, width, height]
+        page.Resources = pikepdf.Dictionary(XObject=pikepdf.Dictionary(Burned=picture))
+        page.Contents = pdf.make_stream(f"q {width:.4f} 0 0 {height:.4f} 0 0 cm /Burned Do Q\n".encode())
+    leftover = Finding()
+    for _, fld in _fields(pdf):
+        widgets = _widgets(fld)
+        if any(widget.objgen in on_burned for widget in widgets):  # drawn in the burned pixels
+            for holder, key in [(fld, "/V"), (fld, "/DV"), *((widget, "/AP") for widget in widgets)]:
+                if key in holder:
+                    del holder[key]
+        elif any(_holds_anywhere(widget.AP, search) for widget in widgets if "/AP" in widget):
+            _remove_field(pdf, fld, leftover)
+    _draw_marks(pdf, leftover)
+    finding.counts.update(leftover.counts)
+    for index, boxes in leftover.marks.items():
+        finding.marks.setdefault(index, []).extend(boxes)
+
+
 # -- everything else ---------------------------------------------------------------------------------------------
 
 def _remove_elsewhere(pdf: pikepdf.Pdf, rules: Rules, search: Search, occurrences, finding: Finding,
                       painted: set) -> None:
     for name, fld in _fields(pdf):
-        if name in rules.fields or any(_string_holds(fld.get(key), search) for key in ("/V", "/DV")) or any(
-                _holds_anywhere(widget.AP, search) for widget in _widgets(fld) if "/AP" in widget):
-            for key in ("/V", "/DV"):
+        if name in rules.fields:
+            _remove_field(pdf, fld, finding)
+        elif any(_string_holds(fld.get(key), search) for key in ("/V", "/DV")):
+            for key in ("/V", "/DV"):  # the value goes; what its appearance shows is burned in where it shows
                 if key in fld:
                     del fld[key]
             finding.counts["field"] += 1
-            for widget in _widgets(fld):
-                if "/AP" in widget:
-                    del widget["/AP"]
-                widget.F = 2  # hidden: a viewer drawing the empty field would paint over its mark
-                if "/Rect" in widget:
-                    finding.mark(_page_of(pdf, widget), widget.Rect)
     content = _content_streams(pdf)
     for number, page in enumerate(pdf.pages):
         if "/Thumb" in page.obj:  # a picture of the original page
@@ -549,6 +629,20 @@ def _remove_elsewhere(pdf: pikepdf.Pdf, rules: Rules, search: Search, occurrence
             _paint(image, [_padded(w.box, int(image.Width), int(image.Height)) for w in words])
             finding.counts["image_text"] += len(words)
     _sweep(pdf, search, finding, content)
+
+
+def _remove_field(pdf: pikepdf.Pdf, fld, finding: Finding) -> None:
+    """A field removed whole: value, default value and appearance; its widgets hidden and marked."""
+    for key in ("/V", "/DV"):
+        if key in fld:
+            del fld[key]
+    finding.counts["field"] += 1
+    for widget in _widgets(fld):
+        if "/AP" in widget:
+            del widget["/AP"]
+        widget.F = 2  # hidden: a viewer drawing the empty field would paint over its mark
+        if "/Rect" in widget:
+            finding.mark(_page_of(pdf, widget), widget.Rect)
 
 
 def _sweep(pdf: pikepdf.Pdf, search: Search, finding: Finding, content: set) -> None:

@@ -1,13 +1,16 @@
 """The second pass of a redaction: the written derivative, read back and searched by code that shares nothing with
 the redactor's reading and removal (which use pikepdf and its own content-stream walk); only the rules' matcher and
-its normalization (matching.py) and the OCR engine (ocr.py) are common.
+its normalization (matching.py) and the OCR engine with pdfium's rendering (ocr.py) are common.
 
 Everything is searched for the values the first pass removed and for every rule of the template, after the same
-normalization: page text extracted by pypdf and by pdfium (pypdfium2); the OCR text of every image, decoded by
-pypdf; and every object of the file as pypdf loads it: each string (content streams' strings included: marked-content
-properties, text operands), each name, each decoded stream (XMP, JavaScript and any other data; fonts and colour
-profiles for the values only). No embedded file may remain. Any finding fails the job with
-REDACTION_VERIFICATION_FAILED; the message counts findings by place, never the values.
+normalization: every page as a reader sees it, rendered by pdfium with its annotations and form appearances and
+read whole by OCR at any angle (ocr.read_page), its lines read apart and joined; page text extracted by pypdf and
+by pdfium (pypdfium2); the OCR text of every image, decoded by pypdf; and every object of the file as pypdf loads
+it: each string (content streams' strings included: marked-content properties, text operands), each name, each
+decoded stream (XMP, JavaScript and any other data; fonts and colour profiles for the values only). No embedded
+file may remain. Any finding fails the job with REDACTION_VERIFICATION_FAILED; the message counts findings by
+place, never the values. A page OCR cannot read with confidence, unless a region rule covers it, is
+REDACTION_UNSUPPORTED_CONTENT.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ def verify_derivative(written: dict[str, BinaryIO], result: ProcessorResult) -> 
     texts = {"pypdf": _pypdf_text(data), "pdfium": pdfium_text(data)}
     for extractor, pages in texts.items():
         found[f"{extractor}_text"] = sum(search.holds(page) for page in pages)
+    found["rendered_page"] = _rendered_holding(data, search, secret["rules"])
     scanned = _scan_objects(data, search, found)
     if +found:
         raise EvidenceError(
@@ -66,6 +70,21 @@ def verify_derivative(written: dict[str, BinaryIO], result: ProcessorResult) -> 
         "objects_scanned": scanned["objects"],
         "images_read": scanned["images"],
     }
+
+
+def _rendered_holding(data: bytes, search: Search, rules: Rules) -> int:
+    """Pages whose rendering, read by OCR, holds a value or a rule's match in any of its views; a page OCR cannot
+    read with confidence, unless a region rule covers it, is refused, as the first pass refuses it."""
+    holding = 0
+    for index, image in ocr.rendered_pages(data):
+        number = index + 1
+        reading = ocr.read_page(image)
+        if not reading.legible and number not in rules.regions:
+            raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
+                                f"page {number} as rendered cannot be read with confidence by OCR; "
+                                "only a region rule can redact it")
+        holding += any(search.holds(view) for view in reading.views)
+    return holding
 
 
 def _pypdf_text(data: bytes) -> list[str]:

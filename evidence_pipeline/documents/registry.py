@@ -100,6 +100,8 @@ class Operation:
     # run the signature check stage on the input before the processor (its record id is in every derivative's
     # lineage)
     signature_check: bool = False
+    # writes a new PDF from its input or signs it: an input encrypted for its permissions only is refused
+    writes: bool = True
 
     def normalize(self, options) -> dict:
         """Every option with its value (defaults filled in), or OPTIONS_INVALID."""

@@ -28,7 +28,7 @@ from pyhanko.pdf_utils.misc import PdfError
 from pyhanko.pdf_utils.reader import PdfFileReader
 from pyhanko.sign import fields
 from pyhanko.sign.diff_analysis import ModificationLevel
-from pyhanko.sign.validation import SignatureCoverageLevel, validate_pdf_signature
+from pyhanko.sign.validation import SignatureCoverageLevel, validate_pdf_signature, validate_pdf_timestamp
 from pyhanko_certvalidator import ValidationContext
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
@@ -118,10 +118,12 @@ def check_signatures(file: BinaryIO, document_sha256: str, policy: TrustPolicy, 
 
 
 def _one(signature, context: ValidationContext, revisions: int, pages: dict) -> dict:
-    where = {"field": signature.field_name, "page": pages.get(signature.field_name),
+    stamp = signature.sig_object_type == "/DocTimeStamp"  # a document time stamp (PAdES B-LTA), not a signature
+    where = {"field": signature.field_name, "kind": "document_timestamp" if stamp else "signature",
+             "page": pages.get(signature.field_name),
              "signed_revision": signature.signed_revision + 1}  # 1-based, of `revisions`
     try:
-        status = validate_pdf_signature(signature, context)
+        status = validate_pdf_timestamp(signature, context) if stamp else validate_pdf_signature(signature, context)
     except (ValueError, PdfError) as error:  # pyHanko's validation errors are ValueErrors: a finding, not a crash
         return where | {"unreadable": type(error).__name__, "findings": ["signature_unreadable"]}
     level = status.modification_level
@@ -135,7 +137,7 @@ def _one(signature, context: ValidationContext, revisions: int, pages: dict) -> 
         findings.append("coverage_unclear")
     if level is None or level not in ACCEPTED_MODIFICATIONS:
         findings.append("modified_after_signing")
-    if not status.docmdp_ok:
+    if status.docmdp_ok is False or (status.docmdp_ok is None and not stamp):  # a time stamp has no DocMDP to keep
         findings.append("docmdp_violated")
     # Trust is judged only on intact bytes: pyHanko reports a broken digest as untrusted too, which is not a fact
     # about the signer's certificate.
@@ -143,7 +145,11 @@ def _one(signature, context: ValidationContext, revisions: int, pages: dict) -> 
     if trusted is False:
         findings.append("untrusted")
     cert = x509.load_der_x509_certificate(status.signing_cert.dump())
-    claimed = status.signer_reported_dt or signature.self_reported_timestamp
+    claimed = None if stamp else status.signer_reported_dt or signature.self_reported_timestamp
+    # a document time stamp's own time; a signature's from its signature time stamp, if any
+    stamped = status.timestamp if stamp else (
+        status.timestamp_validity.timestamp if status.timestamp_validity is not None
+        and status.timestamp_validity.trusted else None)
     return where | {
         "coverage": coverage.name.lower(),  # entire_file, entire_revision, contiguous_block_from_start, unclear
         "covers_whole_document": coverage == SignatureCoverageLevel.ENTIRE_FILE,
@@ -152,10 +158,7 @@ def _one(signature, context: ValidationContext, revisions: int, pages: dict) -> 
         "trusted": trusted,  # None: not evaluated (integrity failed)
         "trust_problem": "not_evaluated" if trusted is None else None if trusted else _trust_problem(status),
         "signing_time_claimed": claimed.astimezone(timezone.utc).isoformat() if claimed else None,
-        "signing_time_stamped": (
-            status.timestamp_validity.timestamp.astimezone(timezone.utc).isoformat()
-            if status.timestamp_validity is not None and status.timestamp_validity.trusted else None
-        ),
+        "signing_time_stamped": stamped.astimezone(timezone.utc).isoformat() if stamped else None,
         "modifications_after_signing": level.name.lower() if level is not None else "unknown",
         "signer": {
             "subject": cert.subject.rfc4514_string()[:300],
@@ -175,12 +178,12 @@ def _field_pages(reader: PdfFileReader) -> dict[str, int]:
     widgets: dict[int, str] = {}  # object number of a field or of one of its widgets -> the field's name
     for name, _, field_ref in fields.enumerate_sig_fields(reader, filled_status=True):
         widgets[field_ref.idnum] = name
-        for kid in field_ref.get_object().get("/Kids", ()):
+        for kid in _array(field_ref.get_object(), "/Kids"):
             if isinstance(kid, IndirectObject):
                 widgets[kid.idnum] = name
     pages: dict[str, int] = {}
     for number, page in enumerate(_walk_pages(reader.root["/Pages"]), start=1):
-        for annotation in page.get("/Annots", ()):
+        for annotation in _array(page, "/Annots"):
             if isinstance(annotation, IndirectObject) and annotation.idnum in widgets:
                 pages.setdefault(widgets[annotation.idnum], number)
     return pages
@@ -194,4 +197,10 @@ def _walk_pages(node):
         if node.get("/Type") == "/Page":
             yield node
         else:
-            stack.extend(reversed(list(node.get("/Kids", ()))))
+            stack.extend(reversed(list(_array(node, "/Kids"))))
+
+
+def _array(dictionary, key: str):
+    """An array entry, which the PDF may give as an indirect reference (``get`` would not follow it)."""
+    value = dictionary.get(key)
+    return value.get_object() if value is not None else ()

@@ -38,7 +38,7 @@ from evidence_pipeline.document_formats import (
 )
 from evidence_pipeline.documents import Documents, signature_check
 from evidence_pipeline.documents.decisions import pin_holds
-from evidence_pipeline.documents.gate import gate
+from evidence_pipeline.documents.gate import ACTIVE_CONTENT, gate
 from evidence_pipeline.documents.isolation import Limits, isolated, reopened, unclassified
 from evidence_pipeline.documents.registry import Derivative, Operation, ProcessorInput, ProcessorResult, operation
 from evidence_pipeline.errors import EvidenceError, ReasonCode
@@ -93,6 +93,19 @@ def _verified(op, result: ProcessorResult, scratch, limits: Limits) -> Processor
             written[name].flush()
         verification = isolated(limits, _verification, op.verify, written, result)
     return ProcessorResult(result.artifacts, result.summary | {"verification": verification})
+
+
+@contextlib.contextmanager
+def _active_content_remedy(op: Operation):
+    """An active-content refusal names the option that accepts it, when the operation takes it (the gate does not
+    know which operation asks)."""
+    try:
+        yield
+    except EvidenceError as error:
+        if error.code not in ACTIVE_CONTENT or "active_content" not in op.options:
+            raise
+        raise EvidenceError(error.code, f'{error.message}; the option {{"active_content": "flag"}} of {op.name} '
+                            "accepts it and lists what was found") from None
 
 
 # What runs in a job's worker process (documents/isolation.py), each on files of its own over the parent's.
@@ -220,7 +233,12 @@ def _process(documents: Documents, job: dict, lease: Lease, stages: _Stages, scr
                 source = _source(documents, job["tenant"], input_id)
                 source.store.get_file(source.key, file, expected_sha256=source.sha256)
                 file.flush()  # the worker processes read it through descriptors of their own
-                gated = isolated(limits, _gated, file, options.get("active_content", "refuse"))
+                with _active_content_remedy(op):
+                    gated = isolated(limits, _gated, file, options.get("active_content", "refuse"))
+            if gated.permissions_only and op.writes:  # the author's restrictions, kept by what writes
+                raise EvidenceError(ReasonCode.DOCUMENT_PERMISSIONS_ONLY,
+                                    f"{op.name} writes from its input, which is encrypted (permissions only); "
+                                    "inspect reads it, or send an unencrypted copy")
             inputs.append(ProcessorInput(input_id, source.sha256, file.seek(0, io.SEEK_END), gated, file))
             rows.append(source)
         check = None
