@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytesseract
+
 from evidence_pipeline.documents import ocr, redact, templates
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.redaction_check import verify_derivative
@@ -101,6 +103,38 @@ def large(pages: int, scanned: bool) -> dict:
     return json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
 
 
+def _cpu_seconds() -> float:
+    """This process's CPU seconds and its waited-for children's (Tesseract runs as a child): the load moves them
+    far less than wall time."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def ocr_floor() -> dict:
+    """CPU seconds of one typed page: rendered by pdfium, and read once by Tesseract at 300, 200 and 150 dpi (the
+    least a design that OCRs every page pays, per pass); beside both passes' CPU per typed page."""
+    data = long_application(2)
+    started = _cpu_seconds()
+    [(_, page), _] = list(ocr.rendered_pages(data))
+    floor = {"render_s": round((_cpu_seconds() - started) / 2, 3)}
+    for dpi in (300, 200, 150):
+        image = page if dpi == ocr.PAGE_DPI else page.resize((page.width * dpi // ocr.PAGE_DPI,
+                                                              page.height * dpi // ocr.PAGE_DPI))
+        started = _cpu_seconds()
+        pytesseract.image_to_data(image, config="--psm 3")
+        floor[f"tesseract_{dpi}_dpi_s"] = round(_cpu_seconds() - started, 3)
+    return floor | {"both_passes_per_page_s": passes_cpu()}
+
+
+def passes_cpu(pages: int = 2) -> float:
+    """CPU seconds per page of both passes over a typed application (after one warm-up run)."""
+    data, pin = long_application(pages), pinned()
+    passes(data, pin)
+    started = _cpu_seconds()
+    passes(data, pin)
+    return round((_cpu_seconds() - started) / pages, 3)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--applications", type=int, default=20)
@@ -109,12 +143,16 @@ def main() -> None:
     parser.add_argument("--large-only", action="store_true", help=argparse.SUPPRESS)  # the child process
     parser.add_argument("--scanned", action="store_true", help=argparse.SUPPRESS)  # the child: every page scanned
     parser.add_argument("--rates-only", action="store_true", help=argparse.SUPPRESS)  # the child: the loops
+    parser.add_argument("--cpu-only", action="store_true", help=argparse.SUPPRESS)  # the child: CPU per typed page
     parser.add_argument("--baseline", help="a checkout of the code before, measured in the same run")
     parser.add_argument("--no-dagster", action="store_true", help="skip the front door and Dagster")
     args = parser.parse_args()
     pin = pinned()
     if args.rates_only:
         print(json.dumps(rates(args.applications, args.pages)))
+        return
+    if args.cpu_only:
+        print(json.dumps(passes_cpu()))
         return
     if args.large_only:
         data = scanned_application(args.large_pages) if args.scanned else long_application(args.large_pages)
@@ -138,6 +176,7 @@ def main() -> None:
         "typed": {key: value for key, value in typed.items() if key != "seconds"},
         f"with_{len(SCANNED)}_scanned_pages": {key: value for key, value in with_scans.items() if key != "seconds"},
         "ocr_seconds_per_scanned_page": round(ocr_seconds, 2),
+        "cpu_per_typed_page": ocr_floor(),
         **({} if dagster_seconds is None else {
             "through_intake_and_dagster_per_second": round(args.applications / dagster_seconds, 2),
             "ratio_dagster_to_loop": round(typed["seconds"] / dagster_seconds, 2)}),
@@ -145,6 +184,9 @@ def main() -> None:
             "typed": {key: value for key, value in before["typed"].items() if key != "seconds"},
             f"with_{len(SCANNED)}_scanned_pages": {k: v for k, v in before["scanned"].items() if k != "seconds"},
             "typed_seconds_after_over_before": round(typed["seconds"] / before["typed"]["seconds"], 1),
+            "both_passes_cpu_per_typed_page_s": json.loads(subprocess.run(
+                [sys.executable, __file__, "--cpu-only"], capture_output=True, text=True, check=True,
+                env={**os.environ, "PYTHONPATH": str(Path(args.baseline).resolve())}).stdout),
             "scanned_seconds_after_over_before": round(with_scans["seconds"] / before["scanned"]["seconds"], 1)}}),
         f"typed_{args.large_pages}_pages": large_typed,
         f"scanned_{args.large_pages}_pages": large_scanned,
