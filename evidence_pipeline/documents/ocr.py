@@ -25,7 +25,7 @@ import pypdfium2
 import pytesseract
 from PIL import Image, ImageDraw
 
-from evidence_pipeline.monthly.validate import _PDFIUM
+from evidence_pipeline.monthly.validate import PDFIUM_LOCK
 
 os.environ.setdefault("OMP_THREAD_LIMIT", "1")
 
@@ -91,7 +91,7 @@ def rendered_pages(data: bytes, only: set[int] | None = None,
     """(index, image) of each page (or of the pages ``only`` names) as a reader sees it: rendered by pdfium at
     PAGE_DPI, in grey unless ``colour``, with its annotations and its form fields' appearances, turned as its
     /Rotate says. One page in memory at a time."""
-    with _PDFIUM:
+    with PDFIUM_LOCK:
         document = pypdfium2.PdfDocument(data)
         try:
             document.init_forms()

@@ -118,12 +118,12 @@ def _decode_every_stream(reader: PdfReader) -> None:
                 obj.get_data()
 
 
-_PDFIUM = threading.Lock()  # pdfium is not thread-safe: one call into it at a time per process
+PDFIUM_LOCK = threading.Lock()  # pdfium is not thread-safe: one call into it at a time per process
 
 
 def pdfium_text(pdf: bytes | BinaryIO) -> list[str]:
     """Each page's text within its bounds, as pdfium extracts it. A file is read in place."""
-    with _PDFIUM:
+    with PDFIUM_LOCK:
         document = pypdfium2.PdfDocument(pdf)
         try:
             texts = []
