@@ -47,7 +47,7 @@ def _newly_published(stdout: str) -> int:
 
 
 def test_two_concurrent_demos_on_one_home_count_each_publication_once(tmp_path):
-    env = _environment(tmp_path / "home", EVIDENCE_LEASE_SECONDS="5")
+    env = _environment(tmp_path / "home", EVIDENCE_LEASE_SECONDS="20")
     demos = [_demo(env, umask=0) for _ in range(2)]  # started from a shell with umask 000
     outputs = [demo.communicate(timeout=900) for demo in demos]
     for demo, (stdout, stderr) in zip(demos, outputs):

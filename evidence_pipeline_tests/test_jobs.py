@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import select
 
 from evidence_pipeline.actors.roles import Action
-from evidence_pipeline.errors import EvidenceError
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.jobs import JobKey, RetryBudget
 from evidence_pipeline.operations.replay import replay_job
@@ -68,6 +68,23 @@ def test_a_heartbeat_keeps_a_working_attempts_lease(ledger):
         time.sleep(2.0)  # more than three lease lifetimes of work
         assert _code(lambda: ledger.acquire_lease(KEY.job_id, "run-b", 60)) == "LEASE_BUSY"
     assert ledger.publish(ROW, lease, "run-a")[1]
+
+
+def test_a_heartbeat_outlives_a_renewal_the_database_could_not_take(ledger, monkeypatch):
+    renew, failed = ledger.renew_lease, []
+
+    def renew_after_one_outage(lease, ttl_seconds):
+        if not failed:
+            failed.append(lease.token)
+            raise EvidenceError(ReasonCode.LEDGER_UNAVAILABLE, "ledger database unavailable (OperationalError)")
+        return renew(lease, ttl_seconds)
+
+    monkeypatch.setattr(ledger, "renew_lease", renew_after_one_outage)
+    lease = ledger.acquire_lease(KEY.job_id, "run-a", 1.5)
+    with ledger.keep_alive(lease, 1.5):
+        time.sleep(4.0)  # the first renewal failed; the lease has lived on for two more lifetimes
+        assert _code(lambda: ledger.acquire_lease(KEY.job_id, "run-b", 60)) == "LEASE_BUSY"
+    assert failed == [lease.token] and ledger.publish(ROW, lease, "run-a")[1]
 
 
 def test_racing_acquisitions_have_one_winner(ledger):

@@ -179,16 +179,19 @@ class JobTransitions:
 
     @contextlib.contextmanager
     def keep_alive(self, lease: Lease, ttl_seconds: float) -> Iterator[None]:
-        """Renew ``lease`` every third of its lifetime while the block runs. A renewal that fails means the lease
-        was lost; the heartbeat stops and the attempt's commit will be fenced."""
+        """Renew ``lease`` every third of its lifetime while the block runs. A renewal fenced out means the lease
+        was lost: the heartbeat stops and the attempt's commit will be fenced. A renewal the database could not take
+        (an outage, a lock held past its wait) is tried again at the next beat: the lease is still the attempt's
+        until it expires."""
         stop = threading.Event()
 
         def beat() -> None:
             while not stop.wait(ttl_seconds / 3):
                 try:
                     self.renew_lease(lease, ttl_seconds)
-                except EvidenceError:
-                    return
+                except EvidenceError as error:
+                    if error.code == ReasonCode.LEASE_FENCED:
+                        return
 
         heart = threading.Thread(target=beat, name=f"lease-{lease.token}", daemon=True)
         heart.start()
