@@ -24,6 +24,7 @@ from sqlalchemy import func, select
 from evidence_pipeline.config import Settings
 from evidence_pipeline.metrics import ledger_reads
 from evidence_pipeline.metrics.http import registry_for
+from evidence_pipeline.models import EventType
 from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline.synthetic.ledger_history import fill
 
@@ -64,7 +65,8 @@ def _queries(ledger) -> list[tuple[str, object]]:
     return [("live jobs", ledger_reads._live_jobs(ledger, now)),
             ("ended in window", ledger_reads._ended_jobs(ledger, now - ledger_reads.WINDOW_SECONDS)),
             ("dead", live_dead), ("rejected by failure", failed),
-            ("newest seq", select(func.max(events.seq))), ("append lag", ledger_reads._append_lag)]
+            ("newest seq", select(func.max(events.seq))),
+            ("append lag", lambda ledger, conn: ledger_reads._newest(ledger, conn, EventType.BUNDLE_PUBLISHED))]
 
 
 def _run(ledger, query) -> None:
