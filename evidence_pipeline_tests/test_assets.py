@@ -9,7 +9,7 @@ from urllib.parse import quote
 import dagster
 import pytest
 import sqlalchemy as sa
-from dagster import AssetKey, AssetRecordsFilter, materialize
+from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter, materialize
 from pypdf import PdfReader
 
 from evidence_pipeline.audit.verify import verify_bundle
@@ -17,6 +17,7 @@ from evidence_pipeline.defs import provenance
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, report_preview, source_revision
 from evidence_pipeline.defs.demo import complete_months, run_demo
 from evidence_pipeline.defs.partitions import partition_key_for, range_tags
+from evidence_pipeline.defs.verdicts import CHECK_NAME
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.models import EventType, TenantMonth
@@ -24,7 +25,7 @@ from evidence_pipeline.monthly import pipeline, publication
 from evidence_pipeline.monthly.document_outcomes import counts, outcome
 from evidence_pipeline.monthly.validate import validate_report
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS, demo_transactions
-from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, SMALL
+from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, SMALL, overwrite
 from evidence_pipeline_tests.fixture_sources import FIXTURE, publish_revision
 from evidence_pipeline_tests.signers import Signers
 
@@ -299,42 +300,150 @@ def test_a_range_run_records_every_partition_in_dagster_and_in_the_ledger(instan
     )
 
 
-def test_a_failed_partition_fails_the_range_with_its_reason_and_keeps_the_others(instance, evidence, runtime):
+def _observed(result) -> dict:
+    """(asset, partition) -> the observation a run recorded there."""
+    return {(o.asset_key.to_user_string(), o.partition): o
+            for o in (e.event_specific_data.asset_observation for e in result.all_events
+                      if e.event_type_value == "ASSET_OBSERVATION")}
+
+
+def test_a_failed_tenant_month_is_its_own_and_the_rest_of_the_range_publishes(instance, evidence, runtime):
     # 2026-08 has no source revision; 2026-09 and 2026-10 (fixtures) do.
     result = _materialize_range(instance, evidence, TenantMonth("acme-books", "2026-08"), SMALL, raise_on_error=False)
-    assert not result.success
-    # EVIDENCE_WORKERS unset: a run in process runs alone, on every CPU (a queued run's share: test_launch_paths.py)
-    cpus = len(os.sched_getaffinity(0))
-    [lane] = _lane_lines(instance, result.run_id)  # only source_revision ran: its failure stops the rest
-    assert lane == f"archive lane: 3 partition(s), up to {cpus} worker process(es) at once"
+    assert result.success and not [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    keys = ["2026-08-01|acme-books", "2026-09-01|acme-books", "2026-10-01|acme-books"]
+    materialized = {(e.asset_key.to_user_string(), e.partition) for e in result.get_asset_materialization_events()}
+    assert materialized == {(asset, key) for asset in ASSET_NAMES for key in keys[1:]}  # the others published
+    for tenant_month in (TenantMonth("acme-books", "2026-09"), SMALL):
+        assert verify_bundle(runtime.archive, _metadata(instance, "evidence_bundle", tenant_month)["bundle_key"]).ok
+    verdicts = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+    assert sorted((v.partition, v.passed) for v in verdicts) == [(keys[1], True), (keys[2], True)]
+    # Its check did not run and the run did not fail: no execution of it reads failed (the UI: not executed).
+    history = instance.event_log_storage.get_asset_check_execution_history(
+        AssetCheckKey(evidence_bundle.key, CHECK_NAME), limit=10)
+    assert sorted((h.partition, h.status.value) for h in history) == [(keys[1], "SUCCEEDED"), (keys[2], "SUCCEEDED")]
+    # The failed one says why on its own partition of every asset of the run, with its code and one-line message.
+    observed = _observed(result)
+    assert set(observed) == {(asset, keys[0]) for asset in ASSET_NAMES}
+    assert observed[("source_revision", keys[0])].description.startswith("not materialized: SOURCE_NOT_FOUND: ")
+    because = (f"not materialized: run {result.run_id[:8]} stopped at source_revision: "
+               "acme-books 2026-08 SOURCE_NOT_FOUND")
+    assert [observed[(asset, keys[0])].description for asset in ASSET_NAMES[1:]] == [because, because]
+    for observation in observed.values():
+        assert observation.metadata["reason_code"].value == "SOURCE_NOT_FOUND"
+        table = observation.metadata["failed_partitions"]
+        assert [c.name for c in table.schema.columns] == ["tenant", "month", "code", "message"]
+        assert [r.data for r in table.records] == [{"tenant": "acme-books", "month": "2026-08",
+                                                    "code": "SOURCE_NOT_FOUND", "message": ANY}]
+    warnings = [e.user_message for e in instance.all_logs(result.run_id) if "tenant-months failed" in e.user_message]
+    assert warnings == ["source_revision: 1 of 3 tenant-months failed: acme-books 2026-08 SOURCE_NOT_FOUND; "
+                        "the other 2 go on"]
+    assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]  # terminal: not retried
+
+
+def test_a_range_that_failed_whole_fails_with_each_reason_and_no_stack_trace(instance, evidence):
+    first, last = TenantMonth("acme-books", "2025-01"), TenantMonth("acme-books", "2025-02")  # no sources
+    result = _materialize_range(instance, evidence, first, last, raise_on_error=False)
+    assert not result.success and not result.get_asset_materialization_events()
+    cpus = len(os.sched_getaffinity(0))  # EVIDENCE_WORKERS unset: a run in process runs alone, on every CPU
+    [lane] = _lane_lines(instance, result.run_id)  # only source_revision ran: nothing was left to go on
+    assert lane == f"archive lane: 2 partition(s), up to {cpus} worker process(es) at once"
     [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     failure_metadata = failure.event_specific_data.user_failure_data.metadata
     assert failure.step_key == "source_revision" and failure_metadata["reason_code"].value == "SOURCE_NOT_FOUND"
-    # One line naming the tenant-month and its code; a table that survives the `|` in partition keys.
-    assert failure.event_specific_data.user_failure_data.description == (
-        "source_revision: 1 of 3 tenant-months failed: acme-books 2026-08 SOURCE_NOT_FOUND")
+    line = ("source_revision: 2 of 2 tenant-months failed: acme-books 2025-01 SOURCE_NOT_FOUND, "
+            "acme-books 2025-02 SOURCE_NOT_FOUND")
+    assert failure.event_specific_data.user_failure_data.description == line
     # No stack trace (Dagster's frames, install paths): the step failure and the run failure read as that line.
-    assert failure.event_specific_data.error.to_string() == (
-        "source_revision: 1 of 3 tenant-months failed: acme-books 2026-08 SOURCE_NOT_FOUND\n")
+    assert failure.event_specific_data.error.to_string() == line + "\n"
     [run_failure] = instance.all_logs(result.run_id, of_type=dagster.DagsterEventType.RUN_FAILURE)
     assert "Stack Trace" not in run_failure.message and ".py" not in run_failure.message, run_failure.message
-    table = failure_metadata["failed_partitions"]
-    assert [c.name for c in table.schema.columns] == ["tenant", "month", "code", "message"]
-    assert [r.data for r in table.records] == [{"tenant": "acme-books", "month": "2026-08",
-                                                "code": "SOURCE_NOT_FOUND", "message": ANY}]
-    pinned = {e.partition for e in result.get_asset_materialization_events()}
-    assert pinned == {"2026-09-01|acme-books", "2026-10-01|acme-books"}  # what succeeded stays recorded
-    # Every partition the run did not materialize says why: the failed one, and all of the later assets' range.
-    observed = {(e.asset_key.to_user_string(), e.partition): e.description
-                for e in (o.event_specific_data.asset_observation for o in result.all_events
-                          if o.event_type_value == "ASSET_OBSERVATION")}
-    because = (f"not materialized: run {result.run_id[:8]} stopped at source_revision: "
-               "acme-books 2026-08 SOURCE_NOT_FOUND")
-    keys = ["2026-08-01|acme-books", "2026-09-01|acme-books", "2026-10-01|acme-books"]
-    assert observed == {("source_revision", keys[0]): ANY} | {(asset, key): because for asset in
-                                                             ("monthly_report", "evidence_bundle") for key in keys}
-    assert observed[("source_revision", keys[0])].startswith("not materialized: SOURCE_NOT_FOUND: ")
-    assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]  # terminal: not retried
+    assert [r.data["code"] for r in failure_metadata["failed_partitions"].records] == ["SOURCE_NOT_FOUND"] * 2
+    # Every partition the run did not materialize says why: all of the later assets' range too.
+    keys = ["2025-01-01|acme-books", "2025-02-01|acme-books"]
+    assert set(_observed(result)) == {(asset, key) for asset in ASSET_NAMES for key in keys}
+    assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
+
+
+RANGE_TENANTS = [f"t-{n:03d}" for n in range(100)]
+# month -> the tenants that fail, by how: no source for the month, a stored source that changed since publication
+# (both at source_revision), a report the gate rejects (at monthly_report), the archive down for them (at
+# evidence_bundle: transient, it outlasts the step's retries)
+FAILING = {
+    "2026-04": {"SOURCE_NOT_FOUND": RANGE_TENANTS[:1]},
+    "2026-05": {"SOURCE_NOT_FOUND": RANGE_TENANTS[:3], "SOURCE_DIGEST_MISMATCH": RANGE_TENANTS[3:6],
+                "REPORT_INVALID": RANGE_TENANTS[6:9], "STORE_UNAVAILABLE": RANGE_TENANTS[9:10]},
+    "2026-06": {"SOURCE_NOT_FOUND": RANGE_TENANTS[:40], "SOURCE_DIGEST_MISMATCH": RANGE_TENANTS[40:70],
+                "REPORT_INVALID": RANGE_TENANTS[70:99]},
+}
+FAILED_AT = {"SOURCE_NOT_FOUND": 0, "SOURCE_DIGEST_MISMATCH": 0, "REPORT_INVALID": 1, "STORE_UNAVAILABLE": 2}
+
+
+def _failing(period: str, code: str) -> list[str]:
+    return FAILING[period].get(code, [])
+
+
+@pytest.mark.slow
+def test_in_a_range_of_100_each_failing_tenant_month_fails_alone_and_exactly_the_others_publish(
+        instance, evidence, runtime, monkeypatch):
+    monkeypatch.setenv("EVIDENCE_WORKERS", "1")  # one worker process per step: the CPU stays modest
+    instance.add_dynamic_partitions("tenant", RANGE_TENANTS)
+    known = demo_transactions(TenantMonth("acme-books", "2026-03")).head(4)
+    for tenant in RANGE_TENANTS:  # known to the service: a source of another month
+        publish_revision(runtime, TenantMonth(tenant, "2026-03"), known.copy())
+    for period in FAILING:
+        frame = demo_transactions(TenantMonth("acme-books", period)).head(4)  # a small, valid month
+        for tenant in RANGE_TENANTS:
+            if tenant not in _failing(period, "SOURCE_NOT_FOUND"):
+                revision = publish_revision(runtime, TenantMonth(tenant, period), frame.copy())
+                if tenant in _failing(period, "SOURCE_DIGEST_MISMATCH"):  # its bytes no longer match its digest
+                    overwrite(runtime, revision.key, b"txn_id\n", store=runtime.sources)
+    # The gate finds other totals in these tenants' reports; the archive is down for these (forked workers inherit
+    # both).
+    real_totals, real_publish = pipeline.report_totals, pipeline.publish_and_time
+    bad = {(tenant, period) for period in FAILING for tenant in _failing(period, "REPORT_INVALID")}
+    down = {(tenant, period) for period in FAILING for tenant in _failing(period, "STORE_UNAVAILABLE")}
+
+    def totals(frame, documents):
+        month = documents.tenant_month
+        return ("999,999,999.99 EUR",) if (month.tenant, month.period) in bad else real_totals(frame, documents)
+
+    def publish(rt, item, run):
+        month = item[0].revision.tenant_month
+        if (month.tenant, month.period) in down:
+            raise EvidenceError("STORE_UNAVAILABLE", "the archive did not answer")
+        return real_publish(rt, item, run)
+
+    monkeypatch.setattr(pipeline, "report_totals", totals)
+    monkeypatch.setattr(pipeline, "publish_and_time", publish)
+
+    for period, failing in FAILING.items():
+        result = _materialize_range(instance, evidence, TenantMonth(RANGE_TENANTS[0], period),
+                                    TenantMonth(RANGE_TENANTS[-1], period), raise_on_error=False)
+        assert result.success
+        failed = {tenant for tenants in failing.values() for tenant in tenants}
+        publishable = [t for t in RANGE_TENANTS if t not in failed]
+        published = {e.partition for e in result.get_asset_materialization_events()
+                     if e.asset_key == evidence_bundle.key}
+        assert published == {str(partition_key_for(TenantMonth(t, period))) for t in publishable}
+        assert sorted(e["tenant"] for e in runtime.ledger.events_of_type("bundle.published")
+                      if e["period"] == period) == publishable
+        # Each failed tenant-month is recorded for itself: its code on its partition of the asset where it failed
+        # and of the later ones, and its job in its own state.
+        codes = {(o.asset_key.to_user_string(), o.partition): o.metadata["reason_code"].value
+                 for o in _observed(result).values()}
+        assert codes == {(asset, str(partition_key_for(TenantMonth(tenant, period)))): code
+                         for code, tenants in failing.items() for tenant in tenants
+                         for asset in ASSET_NAMES[FAILED_AT[code]:]}
+        jobs = {j["tenant"]: j for j in runtime.ledger.jobs_in("accepted", "running", "succeeded", "rejected", "dead")
+                if j["period"] == period}
+        assert sorted(t for t, j in jobs.items() if j["state"] == "rejected") == _failing(period, "REPORT_INVALID")
+        assert {jobs[t]["last_reason"] for t in _failing(period, "REPORT_INVALID")} <= {"REPORT_INVALID"}
+        for tenant in _failing(period, "STORE_UNAVAILABLE"):  # retry_wait: the retry sensor runs it when due
+            job = jobs[tenant]
+            assert (job["state"], job["last_reason"], job["attempts"]) == ("accepted", "STORE_UNAVAILABLE", 4)
+            assert job["next_attempt_at"] and job["last_message"] == "the archive did not answer"
+        assert sorted(t for t, j in jobs.items() if j["state"] == "succeeded") == publishable
 
 
 def test_a_bundle_backfilled_alone_fails_saying_what_to_select(instance, evidence):

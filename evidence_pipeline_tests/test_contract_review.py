@@ -189,6 +189,7 @@ def test_an_approved_contract_is_signed_and_a_rejected_one_is_a_decision(documen
     assert approved["options"] == IN_FORCE and approved["findings"]["decision"] == "approved"
     assert (rejected["state"], rejected["stage"]) == ("rejected", "rejected")
     assert rejected["reason"] == "REVIEW_POLICY_REJECTED"
+    assert rejected["message"] == "rejected under lease-review/2026.1: missing landlord; failed rules: none"
     assert rejected["findings"]["missing"] == ["landlord"] and rejected["findings"]["failed_rules"] == []
     assert (invalid["state"], invalid["stage"], invalid["reason"], invalid["outputs"]) == (
         "rejected",
@@ -363,6 +364,7 @@ def test_a_retry_after_an_ambiguous_signing_timeout_adopts_the_stored_approval(d
         done = http.get(f"/v1/jobs/{job_id}").json()
     assert (first.state, first.reason) == ("accepted", "REVIEW_DEPENDENCY_TIMEOUT")
     assert (waiting["state"], waiting["stage"], waiting["outputs"]) == ("accepted", "retry_wait", [])
+    assert waiting["reason"] == "REVIEW_DEPENDENCY_TIMEOUT" and waiting["message"]  # why it waits
     assert (second.state, done["state"], done["attempts"]) == ("succeeded", "succeeded", 2)
     assert documents.runtime.archive.list(prefix) == [f"{prefix}/{n}" for n in sorted((DECISION, SIGNED, STATEMENT))]
     [signed] = [o for o in done["outputs"] if o["artifact_id"].endswith(SIGNED)]

@@ -14,6 +14,7 @@ from sqlalchemy import text
 
 from evidence_pipeline.audit.checkpoints import publish_checkpoint
 from evidence_pipeline.ledger.jobs import RetryBudget
+from evidence_pipeline.ledger.ledger import Deployment
 from evidence_pipeline.metrics import ledger_reads
 from evidence_pipeline.metrics.collector import METRICS
 from evidence_pipeline.models import EventType
@@ -53,15 +54,28 @@ def test_the_intake_servers_metrics_follow_jobs_from_accepted_to_done_and_dead(d
     assert value(accepted, "evidence_ledger_up") == 1
     assert value(accepted, "evidence_jobs", kind="document", state="accepted") == 2
     assert value(accepted, "evidence_oldest_unstarted_job_age_seconds", kind="document", lane="inspect") >= 0
-    assert value(accepted, "evidence_leases_active", kind="document") is None
+    assert value(accepted, "evidence_leases_active", kind="document") == 0
     assert value(accepted, "evidence_ledger_events_total") == _newest_seq(documents)
+    # Every label set of the counts exists at 0 before its first job, delivery or dead letter: an alert on its
+    # increase sees 0 -> 1 (a series that appears at 1 has no increase).
+    for kind in LABEL_VALUES["kind"]:
+        assert value(accepted, "evidence_dead_letters", kind=kind) == 0
+        assert value(accepted, "evidence_leases_expired", kind=kind) == 0
+        assert value(accepted, "evidence_job_retries_per_minute", kind=kind) == 0
+        for state in ("retry_wait", "running", "dead", "rejected"):
+            assert value(accepted, "evidence_jobs", kind=kind, state=state) == 0
+        for state in ("succeeded", "rejected", "dead"):
+            assert value(accepted, "evidence_jobs_ended_per_minute", kind=kind, state=state) == 0
+    assert value(accepted, "evidence_webhook_outbox", state="pending") == 0
+    assert value(accepted, "evidence_webhook_outbox", state="dead") == 0
+    assert value(accepted, "evidence_sweep_failed_directories") == 0
 
     jobs, ledger = documents.jobs, documents.runtime.ledger
     lease = jobs.start(jobs.job("acme", first), "worker-1", 60, None)
     expired = jobs.start(jobs.job("acme", second), "worker-2", -1, None)  # its worker died: the lease ran out
     leased = scrape(f"{intake}/metrics")
     assert value(leased, "evidence_jobs", kind="document", state="running") == 2
-    assert value(leased, "evidence_jobs", kind="document", state="accepted") is None
+    assert value(leased, "evidence_jobs", kind="document", state="accepted") == 0
     assert value(leased, "evidence_oldest_unstarted_job_age_seconds", kind="document", lane="inspect") is None
     assert value(leased, "evidence_leases_active", kind="document") == 1
     assert value(leased, "evidence_leases_expired", kind="document") == 1
@@ -76,8 +90,8 @@ def test_the_intake_servers_metrics_follow_jobs_from_accepted_to_done_and_dead(d
     assert value(ended, "evidence_job_retry_ratio", kind="document") == 0  # each ended on its first attempt
     assert value(ended, "evidence_dead_letters", kind="document") == 1
     assert value(ended, "evidence_jobs", kind="document", state="dead") == 1
-    assert value(ended, "evidence_jobs", kind="document", state="running") is None
-    assert value(ended, "evidence_leases_active", kind="document") is None
+    assert value(ended, "evidence_jobs", kind="document", state="running") == 0
+    assert value(ended, "evidence_leases_active", kind="document") == 0
 
     histogram = "evidence_admission_duration_seconds_count"
     assert value(ended, histogram, endpoint="/v1/documents", code="201") == 1
@@ -107,6 +121,8 @@ def _assert_bounded_labels(samples: dict, secrets: set[str]) -> None:
 @pytest.mark.parametrize("backend", ["local"], indirect=True)
 def test_metrics_serve_alone_with_the_checkpoint_and_the_temporary_volume(backend, documents):
     runtime = documents.runtime
+    runtime.ledger.record(Deployment(), EventType.SWEEP_COMPLETED, "0" * 64, "test", removed=2, kept_live=0,
+                          kept_young=0, failed=1)  # the newest sweep could not remove one directory
     runtime.ledger.record(_tenant_month(), EventType.TENANT_DATA_ERASED, "0" * 64, "test")
     publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring, runtime.witness_key)
     runtime.ledger.record(_tenant_month(), EventType.TENANT_DATA_ERASED, "0" * 64, "test")  # one after it
@@ -125,6 +141,7 @@ def test_metrics_serve_alone_with_the_checkpoint_and_the_temporary_volume(backen
     assert value(samples, "evidence_checkpoint_lag_events") == 1
     assert 0 <= value(samples, "evidence_checkpoint_age_seconds") < 3600
     assert value(samples, "evidence_attempt_directories") == 1
+    assert value(samples, "evidence_sweep_failed_directories") == 1
     volume = {figure: value(samples, "evidence_temp_volume_bytes", figure=figure) for figure in LABEL_VALUES["figure"]}
     assert 0 < volume["available"] <= volume["size"] and 0 < volume["used"] <= volume["size"]
     assert not any(name.startswith("evidence_admission") for name, _ in samples)  # intake's own histogram

@@ -84,7 +84,7 @@ def package(runtime, backend, witness, tmp_path) -> Path:
     out = tmp_path / "audit" / "acme-books"
     result = _export(backend, out)
     assert result.exit_code == 0, result.output
-    assert "2 bundle(s) of acme-books (first..last)" in result.output
+    assert "2 bundle(s) of acme-books (every month)" in result.output
     assert "checkpoints: 2, witnessed: 2" in result.output
     return out
 
@@ -386,7 +386,8 @@ def test_export_never_replaces_and_never_leaves_a_partial_package(runtime, backe
     result = _export(backend, out)
     assert result.exit_code == 2 and "PACKAGE_EXISTS" in result.output and list(out.iterdir()) == []
     out.rmdir()
-    assert _export(backend, out, "--from", "2026-10", "--to", "2026-10").exit_code == 0
+    ranged = _export(backend, out, "--from", "2026-10", "--to", "2026-10")
+    assert ranged.exit_code == 0 and "bundle(s) of acme-books (2026-10 to 2026-10)" in ranged.output
     assert read_index(out)["from"] == "2026-10"
     assert (out / "package.json").stat().st_mode & 0o777 == 0o444 and out.stat().st_mode & 0o777 == 0o755
     again = _export(backend, out)

@@ -176,7 +176,7 @@ def test_dead_letters_are_failures_only_filtered_with_the_next_step_for_each_kin
     assert (document["kind"], document["tenant"], document["state"], document["reason"], document["attempt_id"]) == (
         "document", "globex", "dead", "WORKER_LOST", died)
     assert "document_dispatch_sensor" in document["next_step"] and "materialize" not in document["next_step"]
-    assert f"evidence replay {died}" in document["next_step"]
+    assert f"evidence replay {died} --reason TEXT --key FILE" in document["next_step"]  # a signed action
     assert month["kind"] == "tenant-month" and "partition 2026-01-01|acme" in month["next_step"]
     text = _dead_letters(backend)
     assert text.exit_code == 0 and f"{died}  dead" in text.output and "3 job(s)" in text.output

@@ -37,7 +37,7 @@ def export(tenant_id: str, first: str | None, last: str | None, with_uploads: bo
     exported = export_package(open_documents(settings), tenant_id, first, last, out, settings.action_max_age_seconds,
                               with_uploads)
     index = exported.index
-    click.echo(f"exported {len(index.bundles)} bundle(s) of {tenant_id} ({first or 'first'}..{last or 'last'}), "
+    click.echo(f"exported {len(index.bundles)} bundle(s) of {tenant_id} ({_months(first, last)}), "
                f"{len(index.documents['artifacts'])} document artifact(s)"
                + (" with their uploads" if with_uploads else " (uploads as digests only)")
                + f" and {len(index.authorizations)} authorization event(s) to {out}; checkpoints: "
@@ -48,6 +48,15 @@ def export(tenant_id: str, first: str | None, last: str | None, with_uploads: bo
                    "`evidence ledger checkpoint` and export again to include them")
     click.echo(f"verify it:  evidence verify --package {out} [--key-id …] [--root-id …] [--origin ORIGIN] "
                "[--policy FILE | --witness VKEY … --witness-policy N]")
+
+
+def _months(first: str | None, last: str | None) -> str:
+    """The months the export covers, in words: "every month", "2026-01 to 2026-06", "from 2026-01", "to 2026-06"."""
+    if first and last:
+        return f"{first} to {last}"
+    if first or last:
+        return f"from {first}" if first else f"to {last}"
+    return "every month"
 
 
 def _cosigners(out: Path, index) -> int:

@@ -123,11 +123,17 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
     events the step records after the partitions it materialized (``done``: partition -> outcome), whether or not
     other partitions failed.
 
-    ``failed`` holds partitions that failed before the stage (e.g. no upstream materialization): they fail the
-    step but never move their job, since materializing the upstream again is the remedy. Attempts that failed in
+    ``failed`` holds partitions that failed before the stage (e.g. no upstream materialization): they never move
+    their job, since materializing the upstream again is the remedy. Partitions in neither ``items`` nor ``failed``
+    were stopped by an upstream step of this run, which recorded why: they are left alone. Attempts that failed in
     the stage are recorded on their job. If any failure is transient and its budget left, the step raises it, so
-    the op's RetryPolicy runs the range again (finished partitions converge). Otherwise the successes are materialized
-    and the step fails with each failed partition's reason code; terminal failures are never retried.
+    the op's RetryPolicy runs the range again (finished partitions converge).
+
+    Otherwise a tenant-month's failure is its own: the step materializes the partitions that succeeded and none
+    other (provenance.not_materialized), records on each failed partition, for this asset and the run's later
+    ones, an observation with its reason code, and succeeds, so the later steps publish the rest. Only a step that
+    materialized nothing (a run of one tenant-month, or a range that failed whole) fails, with each partition's
+    code; so does any step with a failure if Dagster is not the version the wrapper was checked against.
     """
     _check_run_partitions(context)
     with _foreseeable():
@@ -166,19 +172,26 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
         key: provenance.provenance_tags(values[version_field], (inputs or {}).get(key, {}))
         for key, values in done.items()
     }
-    if not errors:
-        for key, values in done.items():
-            context.add_asset_metadata(values, partition_key=key)
-            provenance.record(context.run.run_id, context.asset_key, str(key), tags[key])
-        yield MaterializeResult()
-    else:
+    if errors and (not done or not provenance.installed()):
         for key, values in done.items():  # the step fails, but what succeeded stays recorded
             yield AssetMaterialization(asset_key=context.asset_key, partition=key, metadata=values, tags=tags[key])
+        if materialized is not None:
+            yield from materialized({key: outcomes[key] for key in done})
+        # The run fails: say so on every partition it will not materialize, then fail the step (terminal).
+        yield from failures.not_materialized(context, errors, failures.later_assets(context), context.partition_keys)
+        raise failures.failure(context.asset_key, errors, len(outcomes), allow_retries=False)
+    for key, values in done.items():
+        context.add_asset_metadata(values, partition_key=key)
+        provenance.record(context.run.run_id, context.asset_key, str(key), tags[key])
+    provenance.not_materialized(context.run.run_id, context.asset_key,
+                                [key for key in context.partition_keys if key not in done])
+    if errors:  # each failed tenant-month says why on its own partitions; the others go on
+        context.log.warning(f"{failures.describe(context.asset_key, errors, len(outcomes))}; the other "
+                            f"{len(done)} go on")
+        yield from failures.not_materialized(context, errors, failures.later_assets(context), errors)
+    yield MaterializeResult()
     if materialized is not None:
         yield from materialized({key: outcomes[key] for key in done})
-    if errors:  # the run fails: say so on every partition it will not materialize, then fail the step (terminal)
-        yield from failures.not_materialized(context, errors, failures.later_assets(context))
-        raise failures.failure(context.asset_key, errors, len(outcomes), allow_retries=False)
 
 
 @contextlib.contextmanager
@@ -195,17 +208,25 @@ def _foreseeable():
 
 def _latest(context, asset_key: AssetKey) -> tuple[dict[str, dict], dict[str, dict[AssetKey, Upstream]]]:
     """For this run's partitions with a materialization of ``asset_key``: (partition -> metadata of the latest,
-    partition -> {asset_key: that event}), so a downstream partition names the exact event it was made from."""
+    partition -> {asset_key: that event}), so a downstream partition names the exact event it was made from.
+
+    When ``asset_key`` runs in this run, only its materializations by this run count: a partition its step did not
+    materialize failed there (and says why), and an older materialization is not what this run pinned."""
     keys = context.partition_keys
+    this_run_only = asset_key in failures.run_assets(context)
     records_filter = AssetRecordsFilter(asset_key=asset_key, asset_partitions=keys)
-    found, events, cursor = {}, {}, None
-    while len(found) < len(keys):  # newest first: the first record seen for a partition is its latest
+    found, events, seen, cursor = {}, {}, set(), None
+    while len(seen) < len(keys):  # newest first: the first record seen for a partition is its latest
         page = context.instance.fetch_materializations(records_filter, limit=max(len(keys), 100), cursor=cursor)
         for record in page.records:
-            if record.partition_key not in found:
-                metadata = record.asset_materialization.metadata
-                found[record.partition_key] = {name: value.value for name, value in metadata.items()}
-                events[record.partition_key] = {asset_key: provenance.upstream_of(record)}
+            if record.partition_key in seen:
+                continue
+            seen.add(record.partition_key)
+            if this_run_only and record.run_id != context.run.run_id:
+                continue
+            metadata = record.asset_materialization.metadata
+            found[record.partition_key] = {name: value.value for name, value in metadata.items()}
+            events[record.partition_key] = {asset_key: provenance.upstream_of(record)}
         if not page.has_more:
             break
         cursor = page.cursor
@@ -213,6 +234,10 @@ def _latest(context, asset_key: AssetKey) -> tuple[dict[str, dict], dict[str, di
 
 
 def _missing(context, asset_key: AssetKey, found: dict) -> dict:
+    """Partitions with no materialization of ``asset_key`` to work from, unless its step in this run stopped them
+    (they are left alone: that step recorded why)."""
+    if asset_key in failures.run_assets(context):
+        return {}
     error = EvidenceError(
         ReasonCode.UPSTREAM_NOT_MATERIALIZED, f"{asset_key.to_user_string()} has no materialization here; "
         f"{failures.SELECT_UPSTREAM}"
@@ -352,7 +377,7 @@ def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource):
             },
         )
         for key, p in pinned.items()
-        if key not in failed
+        if key in reports and key not in failed
     }
     run_id = context.run.run_id
     with _foreseeable():

@@ -1,16 +1,17 @@
 """What a step that failed for some tenant-months says, in the UI, about them and about the rest of its range.
 
-A range run's step that fails for one tenant-month fails the run, and Dagster 1.13 then marks every partition the
-run planned and did not materialize as failed, for every asset after that step, with nothing on those partition
-pages to say why (and Dagster OSS records no failed-to-materialize events). So before the step raises, it records
-an observation on each of those partitions naming the tenant-months that failed and their codes, and the Failure
-itself carries a one-line description and a table (tenant, month, code, message): partition keys contain `|`,
-which breaks a markdown table.
+Dagster OSS records no failed-to-materialize events, so a partition that a step did not materialize says why in an
+observation with its reason code and message, on its page of this asset and of every later asset of the run. A
+range step that materialized the other partitions goes on (assets.py): only the failed tenant-months get the
+observations. A step that materialized nothing fails the run, and Dagster 1.13 then marks every partition the run
+planned and did not materialize as failed, for every asset after that step: each of those partitions gets the
+observation, and the Failure itself carries a one-line description and a table (tenant, month, code, message):
+partition keys contain `|`, which breaks a markdown table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Set
 
 from dagster import AssetKey, AssetObservation, Failure, MetadataValue, TableColumn, TableRecord, TableSchema
 
@@ -43,14 +44,19 @@ def summary(errors: dict) -> str:
     return ", ".join(named) + more
 
 
+def describe(asset: AssetKey, errors: dict, count: int) -> str:
+    """"monthly_report: 1 of 3 tenant-months failed: acme-books 2026-10 REPORT_INVALID"."""
+    upstream = any(error.code == ReasonCode.UPSTREAM_NOT_MATERIALIZED for error in errors.values())
+    return (f"{asset.to_user_string()}: {len(errors)} of {count} tenant-months failed: {summary(errors)}"
+            + (f"; {SELECT_UPSTREAM}" if upstream else ""))
+
+
 def failure(asset: AssetKey, errors: dict, count: int, allow_retries: bool) -> Failure:
     """A step's failed partitions as a Failure: one line naming them and their codes, the table, and
     ``reason_codes`` (partition -> code), which `evidence demo` reports per tenant-month."""
     first: EvidenceError = next(iter(errors.values()))
-    upstream = any(error.code == ReasonCode.UPSTREAM_NOT_MATERIALIZED for error in errors.values())
     return Failure(
-        description=f"{asset.to_user_string()}: {len(errors)} of {count} tenant-months failed: {summary(errors)}"
-        + (f"; {SELECT_UPSTREAM}" if upstream else ""),
+        description=describe(asset, errors, count),
         metadata={
             "reason_code": first.code,
             "failed_partitions": failure_table(errors),
@@ -60,9 +66,10 @@ def failure(asset: AssetKey, errors: dict, count: int, allow_retries: bool) -> F
     )
 
 
-def not_materialized(context, errors: dict, later: Iterable[AssetKey]) -> Iterator[AssetObservation]:
+def not_materialized(context, errors: dict, later: Iterable[AssetKey], keys: Iterable) -> Iterator[AssetObservation]:
     """One observation per partition this run will not materialize because of ``errors``: the step's own failed
-    partitions, and every partition of the run's ``later`` assets (Dagster skips their steps for the whole range)."""
+    partitions, and the ``keys`` of the run's ``later`` assets (every partition of the range when the step fails,
+    since Dagster skips their steps; the failed ones when it goes on)."""
     step = context.asset_key.to_user_string()
     because = f"run {context.run.run_id[:8]} stopped at {step}: {summary(errors)}"
     table = failure_table(errors)
@@ -72,18 +79,24 @@ def not_materialized(context, errors: dict, later: Iterable[AssetKey]) -> Iterat
                                description=f"not materialized: {error}",
                                metadata={"not_materialized": str(error), "reason_code": error.code,
                                          "failed_partitions": table})
+    keys = list(keys)
     for asset in later:
-        for key in context.partition_keys:
+        for key in keys:
             code = errors[key].code if key in errors else ReasonCode.UPSTREAM_NOT_MATERIALIZED.value
             yield AssetObservation(asset_key=asset, partition=str(key), description=f"not materialized: {because}",
                                    metadata={"not_materialized": because, "reason_code": code,
                                              "failed_partitions": table})
 
 
+def run_assets(context) -> Set[AssetKey]:
+    """The assets this run materializes."""
+    return context.run.asset_selection or context.job_def.asset_layer.asset_graph.executable_asset_keys
+
+
 def later_assets(context) -> list[AssetKey]:
-    """The assets of this run after the current step's asset, which Dagster skips when the step fails."""
+    """The assets of this run after the current step's asset (Dagster skips them when the step fails)."""
     graph = context.job_def.asset_layer.asset_graph
-    selected = context.run.asset_selection or graph.executable_asset_keys
+    selected = run_assets(context)
     found, frontier = [], [context.asset_key]
     while frontier:
         for child in sorted(graph.get(frontier.pop()).child_keys):

@@ -8,6 +8,11 @@ them, hence this wrapper of ``execute_step._get_output_asset_events``: the asset
 version (derived from its own digests) and the exact upstream events they read, and the wrapper writes them into
 that partition's event tags. Everything else in the events is Dagster's.
 
+The same wrapper lets a range step materialize a subset of its partitions (Dagster 1.13 has no per-partition
+`MaterializeResult`; a step that returns one materializes its whole range): the partitions a step names as
+``not_materialized`` get no materialization event, so the step succeeds, its later assets run for the partitions
+it did materialize, and the tenant-months that failed are recorded for themselves alone (assets.py).
+
 It applies only to the exact version and source it was checked against; otherwise it warns and leaves Dagster
 alone (the provenance tags are then Dagster's own, coarse ones). test_provenance.py fails until it is re-checked.
 """
@@ -57,6 +62,7 @@ def provenance_tags(data_version: str, inputs: Mapping[AssetKey, Upstream]) -> d
 
 
 _recorded: dict[tuple[str, AssetKey, str], dict[str, str]] = {}  # (run id, asset, partition) -> tags
+_withheld: set[tuple[str, AssetKey, str]] = set()  # (run id, asset, partition) that the step did not materialize
 
 
 def record(run_id: str, asset_key: AssetKey, partition: str, tags: dict[str, str]) -> None:
@@ -64,12 +70,26 @@ def record(run_id: str, asset_key: AssetKey, partition: str, tags: dict[str, str
     _recorded[(run_id, asset_key, partition)] = tags
 
 
+def not_materialized(run_id: str, asset_key: AssetKey, partitions) -> None:
+    """The partitions of this run's step that must get no materialization when it returns its result."""
+    _withheld.update((run_id, asset_key, str(partition)) for partition in partitions)
+
+
+def installed() -> bool:
+    """True when the wrapper is in force: only then can a range step materialize a subset of its partitions."""
+    return execute_step._get_output_asset_events is _output_asset_events
+
+
 def _output_asset_events(asset_key, asset_partitions, output, output_def, io_manager_metadata, step_context,
                          execution_type):
     for event in _dagster_output_asset_events(asset_key, asset_partitions, output, output_def, io_manager_metadata,
                                               step_context, execution_type):
         if isinstance(event, AssetMaterialization) and event.partition is not None:
-            tags = _recorded.pop((step_context.run_id, asset_key, str(event.partition)), None)
+            key = (step_context.run_id, asset_key, str(event.partition))
+            if key in _withheld:
+                _withheld.discard(key)
+                continue
+            tags = _recorded.pop(key, None)
             if tags is not None:
                 event = event._replace(tags={**event.tags, **tags})
         yield event

@@ -58,6 +58,7 @@ class ProcessorResult:
     secret: dict = field(default_factory=dict)  # what only the verify pass sees (values removed); never published
     signed: str | None = None  # publish the input with the service's approval signature appended, under this name
     rejected: str | None = None  # a decision against the input: the job is rejected with this code, outputs kept
+    message: str | None = None  # what the rejection means for this input: names and counts, never a value
     derived: tuple[Derivative, ...] = ()  # new documents, published with their lineage
 
 

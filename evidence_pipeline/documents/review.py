@@ -66,7 +66,15 @@ def review_contract(inputs: list[ProcessorInput], options: dict[str, str], pinne
         summary,
         signed=SIGNED if approved else None,
         rejected=None if approved else ReasonCode.REVIEW_POLICY_REJECTED.value,
+        message=None if approved else _rejection(summary),
     )
+
+
+def _rejection(summary: dict) -> str:
+    """"rejected under lease-review/2026.1: missing landlord; failed rules: none": field names and rule ids,
+    never a value from the document."""
+    return (f"rejected under {summary['ruleset']}: missing {', '.join(summary['missing']) or 'none'}; "
+            f"failed rules: {', '.join(summary['failed_rules']) or 'none'}")
 
 
 def evaluate(file, ruleset: rulesets.Ruleset) -> tuple[dict[str, dict], dict]:

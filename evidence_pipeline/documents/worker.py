@@ -304,6 +304,7 @@ def _process(documents: Documents, job: dict, lease: Lease, stages: _Stages, scr
         },
         run.run_id,
         rejected=result.rejected,
+        message=result.message,
         derived=derived,
         stage=committing,
     )

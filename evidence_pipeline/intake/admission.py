@@ -300,13 +300,15 @@ def job_view(job: dict, recorded_stage: str | None, attempts: list[dict]) -> dic
         return None if stamp is None else utc_iso(stamp)
 
     outputs = job["outputs"] or {}
+    stage = stage_of(job, recorded_stage)
+    failed = stage in ("retry_wait", "rejected", "dead")  # why it waits, or why it ended
     return {
         "job_id": job["job_id"],
         "operation": job["operation"],
         "state": job["state"],
-        "stage": stage_of(job, recorded_stage),
-        "reason": job["last_reason"] if job["state"] in ("rejected", "dead") else None,
-        "message": job["last_message"] if job["state"] in ("rejected", "dead") else None,  # what the code meant
+        "stage": stage,
+        "reason": job["last_reason"] if failed else None,
+        "message": job["last_message"] if failed else None,  # what the code meant
         "attempts": job["attempts"],
         # retry_wait: when the job may be dispatched again (null otherwise)
         "next_attempt_at": when(job["next_attempt_at"]) if job["state"] == ACCEPTED else None,

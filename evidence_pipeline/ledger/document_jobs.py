@@ -166,17 +166,19 @@ class DocumentJobs:
         rejected: str | None = None,
         derived: tuple[tuple[str, dict], ...] = (),
         stage: StageChange | None = None,
+        message: str | None = None,
     ) -> int:
         """Commit a document job's outputs: its event, the outputs and job -> succeeded in one transaction, fenced
-        by ``lease``; or, for a decision against the input (``rejected``, its reason code), the outputs and then
-        `job.rejected`, job -> rejected. Each of ``derived`` ((output sha256, details naming its ``artifact_id``))
-        gets its `document.derived` event in the same transaction, unless an earlier job of the same content
-        committed it; a staged job's last ``stage`` (committing) comes first. Returns the outputs event's ledger
-        position."""
+        by ``lease``; or, for a decision against the input (``rejected``, its reason code, and ``message``, what it
+        means for this input: the code's meaning when None), the outputs and then `job.rejected`, job -> rejected.
+        Each of ``derived`` ((output sha256, details naming its ``artifact_id``)) gets its `document.derived` event
+        in the same transaction, unless an earlier job of the same content committed it; a staged job's last
+        ``stage`` (committing) comes first. Returns the outputs event's ledger position."""
 
         def commit(conn: Connection) -> int:
             state = states.REJECTED if rejected else states.SUCCEEDED
-            self._fence(conn, lease, state=state, lease_expires_at=None, last_reason=rejected)
+            why = states.failure_message(rejected, message) if rejected else None
+            self._fence(conn, lease, state=state, lease_expires_at=None, last_reason=rejected, last_message=why)
             if stage is not None:
                 self._append_stage(conn, job, lease, stage, actor)
             tenant_month = TenantMonth(job["tenant"], job["period"])
@@ -202,7 +204,7 @@ class DocumentJobs:
                     EventType.JOB_REJECTED,
                     job["request_sha256"],
                     actor,
-                    {"job_id": job["job_id"], "reason": rejected, "attempt": attempt},
+                    {"job_id": job["job_id"], "reason": rejected, "attempt": attempt, "message": why},
                 )
             conn.execute(self._finished_update, {"finished_job_id": job["job_id"], "finished_at": time.time(),
                                                  "outputs": canonical(outputs | {"ledger_seq": event.seq})})

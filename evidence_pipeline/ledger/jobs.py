@@ -36,6 +36,12 @@ from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
 ACCEPTED, RUNNING, SUCCEEDED, REJECTED, DEAD = "accepted", "running", "succeeded", "rejected", "dead"
 CLOSED = (REJECTED, DEAD)
 MESSAGE_CHARS = 500  # a failure's message as the job keeps it (evidence_jobs.last_message, migration 0009)
+
+
+def failure_message(reason: str, message: str | None) -> str:
+    """What a job's failure or rejection says beside its code, as the job keeps it: ``message``, or else what the
+    code means, so a tenant always reads why."""
+    return (message or ReasonCode(reason).meaning)[:MESSAGE_CHARS]
 DOCUMENT = "document"  # the fidelity of a document job (intake): its row in evidence_document_jobs says the rest
 
 
@@ -256,12 +262,11 @@ class JobTransitions:
         state = REJECTED if not retryable else (
             DEAD if budget.exhausted(attempts, now - job["budget_started_at"]) else ACCEPTED)
         retry_at = budget.next_attempt_at(attempts, now) if state == ACCEPTED else None
-        message = message[:MESSAGE_CHARS] if message else None
+        message = failure_message(reason, message)
         self._swap(conn, job, state=state, attempts=attempts, last_reason=str(reason), last_message=message,
                    lease_expires_at=None, next_attempt_at=retry_at)
         event = self._append(conn, self._tenant_month(job), EventType(f"job.{state}"), job["source_sha256"], actor,
-                             {"job_id": job["job_id"], "reason": reason, "attempt": attempts}
-                             | ({"message": message} if message else {})
+                             {"job_id": job["job_id"], "reason": reason, "attempt": attempts, "message": message}
                              | ({"next_attempt_at": utc_iso(retry_at)} if retry_at else {}))
         if state != ACCEPTED and job["fidelity"] == DOCUMENT:
             # Imported here: the outbox is a piece over this core, and a document job's end is announced in the

@@ -4,7 +4,9 @@ temporary volume (a prometheus_client custom collector: nothing is kept between 
 Every metric is in ``METRICS`` with its type and labels: the reference page (docs/gen_reference.py) is that table.
 Labels are bounded vocabularies only: a job's kind (3), its lane (a document operation of the registry, `evidence`
 or `archive`), a job state (5), a delivery state (2), a volume figure (3). No tenant id, no job id, no path: per
-tenant and per job the project's commands answer (`evidence stats --tenant`, `evidence dead-letter list`).
+tenant and per job the project's commands answer (`evidence stats --tenant`, `evidence dead-letter list`). Every
+count over kinds and states is exported for each label set, at 0 before its first job, so that an alert on its
+increase fires on the first one (ledger_reads._zeros).
 """
 
 from __future__ import annotations
@@ -74,6 +76,8 @@ METRICS = (
            "(dead)"),
     Metric("evidence_webhook_outbox_oldest_pending_age_seconds", "gauge", (), "age of the oldest pending webhook "
            "delivery; absent when none waits"),
+    Metric("evidence_sweep_failed_directories", "gauge", (), "attempt directories the newest sweep "
+           "(`sweep.completed`) failed to remove; 0 before the first sweep"),
     Metric("evidence_admission_duration_seconds", "histogram", ("endpoint", "code"), "intake server only: time "
            "from a request's arrival to its answer, by route template and HTTP status"),
     Metric("evidence_intake_uploads_receiving", "gauge", (), "intake server only: uploads whose bodies are being "
@@ -172,6 +176,7 @@ def _ledger_families(reading: ledger_reads.LedgerReading) -> Iterator:
     yield _labelled("evidence_webhook_outbox", reading.outbox)
     yield _labelled("evidence_webhook_outbox_oldest_pending_age_seconds",
                     {} if reading.outbox_oldest_pending is None else {(): reading.outbox_oldest_pending})
+    yield _labelled("evidence_sweep_failed_directories", {(): reading.sweep_failed})
 
 
 def _labelled(name: str, values: dict) -> GaugeMetricFamily | CounterMetricFamily:

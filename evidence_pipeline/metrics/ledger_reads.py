@@ -4,7 +4,8 @@ before), so that a scrape costs in proportion to the work in flight and the dead
 - live jobs (accepted, running): the `state` index; at most the service's queue (`EVIDENCE_INTAKE_MAX_QUEUED`)
 - jobs that ended in the last ``WINDOW_SECONDS``: `(state, updated_at)`
 - dead letters (dead, or rejected by a failure code): `(state, last_reason)`, one seek per failure code
-- the newest `bundle.published` event: `(event_type, seq)`; the ledger's size: the primary key's maximum
+- the newest `bundle.published` and `sweep.completed` events: `(event_type, seq)`; the ledger's size: the primary
+  key's maximum
 - the webhook outbox's pending and dead deliveries: `(state, next_attempt_at)`
 
 A tenant's refused documents and every succeeded job are history: no query here reads them one by one.
@@ -26,11 +27,13 @@ from evidence_pipeline.ledger.ledger import Ledger, event_body
 from evidence_pipeline.ledger.outbox import DEAD as DELIVERY_DEAD
 from evidence_pipeline.ledger.outbox import PENDING, outbox
 from evidence_pipeline.models import EventType
-from evidence_pipeline.operations.dead_letters import TENANT_MONTH, kind_of
+from evidence_pipeline.operations.dead_letters import KINDS, TENANT_MONTH, kind_of
 
 WINDOW_SECONDS = 300.0  # completions, failures and retries are averaged per minute over the last five minutes
 ARCHIVE_LANE = "archive"  # a tenant-month job's lane label: its row does not say archive or oversize
 ENDED = (states.SUCCEEDED, states.REJECTED, states.DEAD)
+RETRY_WAIT = "retry_wait"  # an accepted job with a failed try: the state label a status shows
+JOB_STATES = (states.ACCEPTED, RETRY_WAIT, states.RUNNING, states.DEAD, states.REJECTED)  # evidence_jobs' labels
 
 
 def kind_and_lane(fidelity: str, operation: str | None) -> tuple[str, str]:
@@ -55,15 +58,27 @@ class LedgerReading:
     append_lag: float | None = None  # seconds from the newest bundle's statement to its `bundle.published` event
     outbox: dict[str, int] = field(default_factory=dict)  # delivery state -> rows (pending, dead)
     outbox_oldest_pending: float | None = None  # seconds since the oldest pending delivery was written
+    sweep_failed: int = 0  # attempt directories the newest sweep failed to remove (0 before the first sweep)
+
+
+def _zeros() -> LedgerReading:
+    """Every count of the bounded label sets at 0: a series that exists before its first job, delivery or dead
+    letter lets an alert on its increase see 0 -> 1 (Prometheus cannot see the increase of a series it never had)."""
+    return LedgerReading(
+        jobs={(kind, state): 0 for kind in KINDS for state in JOB_STATES},
+        leases_active=dict.fromkeys(KINDS, 0), leases_expired=dict.fromkeys(KINDS, 0),
+        ended={(kind, state): 0 for kind in KINDS for state in ENDED}, attempts=dict.fromkeys(KINDS, 0),
+        dead_letters=dict.fromkeys(KINDS, 0), outbox=dict.fromkeys((PENDING, DELIVERY_DEAD), 0),
+    )
 
 
 def read(ledger: Ledger, now: float | None = None) -> LedgerReading:
     now = time.time() if now is None else now
-    reading = LedgerReading()
+    reading = _zeros()
     with classified_errors(), ledger.engine.connect() as conn:
         for row in conn.execute(_live_jobs(ledger, now)):
             kind, lane = kind_and_lane(row.fidelity, row.operation)
-            state = states.RUNNING if row.state == states.RUNNING else ("retry_wait" if row.tried else "accepted")
+            state = states.RUNNING if row.state == states.RUNNING else (RETRY_WAIT if row.tried else states.ACCEPTED)
             _add(reading.jobs, (kind, state), row.jobs)
             if row.state == states.RUNNING:
                 _add(reading.leases_expired, kind, row.expired)
@@ -81,7 +96,9 @@ def read(ledger: Ledger, now: float | None = None) -> LedgerReading:
                 _add(reading.dead_letters, kind, row.jobs)
                 _add(reading.jobs, (kind, row.state), row.jobs)
         reading.events = conn.execute(select(func.max(ledger.audit_events.c.seq))).scalar() or 0
-        reading.append_lag = _append_lag(ledger, conn)
+        reading.append_lag = _append_lag(_newest(ledger, conn, EventType.BUNDLE_PUBLISHED))
+        swept = _newest(ledger, conn, EventType.SWEEP_COMPLETED)
+        reading.sweep_failed = int(swept["details"].get("failed", 0)) if swept else 0
         o = outbox.c
         for row in conn.execute(select(o.state, func.count(), func.min(o.created_at))
                                 .where(o.state.in_((PENDING, DELIVERY_DEAD))).group_by(o.state)):
@@ -134,15 +151,19 @@ def _dead_letters(ledger: Ledger) -> tuple:
             count.where(jobs.state == states.REJECTED, jobs.last_reason.in_(failure_codes())).group_by(*group))
 
 
-def _append_lag(ledger: Ledger, conn) -> float | None:
-    """Seconds from the newest bundle's publication (its statement's `completed_at`: the bundle is in the archive)
-    to its `bundle.published` event's `recorded_at`."""
+def _newest(ledger: Ledger, conn, event_type: EventType) -> dict | None:
+    """The body of the newest event of ``event_type`` (one seek of the `(event_type, seq)` index)."""
     events = ledger.audit_events.c
-    text = conn.execute(select(events.body).where(events.event_type == EventType.BUNDLE_PUBLISHED)
+    text = conn.execute(select(events.body).where(events.event_type == event_type)
                         .order_by(events.seq.desc()).limit(1)).scalar()
-    if text is None:
+    return None if text is None else event_body(text)
+
+
+def _append_lag(body: dict | None) -> float | None:
+    """Seconds from the newest bundle's publication (its statement's `completed_at`: the bundle is in the archive)
+    to its `bundle.published` event's `recorded_at` (``body``)."""
+    if body is None:
         return None
-    body = event_body(text)
     completed = body["details"].get("completed_at")
     if not isinstance(completed, str):
         return None

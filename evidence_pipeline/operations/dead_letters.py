@@ -72,7 +72,8 @@ def _letter(job: dict) -> dict:
         "job_id": job["job_id"], "attempt_id": job["attempt_id"], "kind": kind_of(job), "tenant": job["tenant"],
         "period": job["period"], "operation": job["operation"], "state": job["state"], "reason": job["last_reason"],
         "message": job["last_message"], "tries": job["attempts"], "ended": job["updated_at"],
-        "next_step": f"evidence replay {job['job_id']} --reason TEXT; then {after_replay(job)}",
+        # --key: a replay is an operator's signed action (or EVIDENCE_ACTOR_KEY names the key)
+        "next_step": f"evidence replay {job['job_id']} --reason TEXT --key FILE; then {after_replay(job)}",
     }
 
 
