@@ -360,6 +360,10 @@ PAGES = {
     "architecture/modules.md": modules_page,
     "benchmarks.md": benchmarks_page,
 }
+FILES = {  # the OpenAPI documents, as JSON
+    "tenants-api/openapi.json": contract,
+    "operators/operator-api-openapi.json": operator_contract,
+}
 
 
 def write_all() -> None:
@@ -368,10 +372,9 @@ def write_all() -> None:
     for name, page in PAGES.items():
         with mkdocs_gen_files.open(name, "w") as out:
             out.write(page())
-    with mkdocs_gen_files.open("tenants-api/openapi.json", "w") as out:
-        json.dump(contract(), out, indent=2)
-    with mkdocs_gen_files.open("operators/operator-api-openapi.json", "w") as out:
-        json.dump(operator_contract(), out, indent=2)
+    for name, document in FILES.items():
+        with mkdocs_gen_files.open(name, "w") as out:
+            json.dump(document(), out, indent=2)
 
 
 if __name__ == "<run_path>":  # mkdocs-gen-files runs this file with runpy.run_path; a test imports it instead

@@ -18,7 +18,6 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.models import FIRST_PERIOD, PERIOD, TENANT_ID
 
 PADES_LEVELS = ("B-B", "B-T", "B-LT", "B-LTA")  # pyHanko's baseline levels (signing/pades.py)
-DEFAULT_UI_URL = "http://127.0.0.1:3000"  # where `evidence ui` serves by default
 
 
 def setting(env: str | tuple[str, ...], doc: str, default: str | None = None):
@@ -167,10 +166,6 @@ class Settings:
         "EVIDENCE_OPERATOR_API_PORT", "the port `evidence operator-api serve` serves the operator API on (1-65535), "
         "apart from the tenant API; on 127.0.0.1 unless `--host` says otherwise",
         default="unset: the operator API is off")
-    ui_url: str = setting(
-        "EVIDENCE_UI_URL", "the `http(s)://` address browsers open the Dagster UI at: links in asset metadata (to a "
-        "partition, to a run's check result) are absolute under it. `evidence ui` sets it to the address it serves "
-        "when unset; set it behind a proxy or when serving on 0.0.0.0")
     landing_uri: str | None = setting(
         "EVIDENCE_LANDING_URI", "where tenants' source files land for `source_landing_sensor` to publish: a folder "
         "or `s3://bucket/prefix` holding `<tenant>/<YYYY-MM>/*.csv`; the path names the tenant, so each tenant's "
@@ -305,7 +300,6 @@ class Settings:
             action_max_age_seconds=_positive(env, "EVIDENCE_ACTION_MAX_AGE_SECONDS", 300),
             operator_api_port=_port(env, "EVIDENCE_OPERATOR_API_PORT") if env.get("EVIDENCE_OPERATOR_API_PORT")
             else None,
-            ui_url=_ui_url(env),
             actor_key=actor_key,
             actor=_actor_name(env),
             webhook_allowed_networks=_networks(env, "EVIDENCE_WEBHOOK_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128"),
@@ -329,13 +323,6 @@ def _actor_name(env: dict[str, str]) -> str | None:
     if name is not None and not TENANT_ID.fullmatch(name):
         raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_ACTOR must be an actor name (a slug)")
     return name
-
-
-def _ui_url(env: dict[str, str]) -> str:
-    url = (env.get("EVIDENCE_UI_URL") or DEFAULT_UI_URL).rstrip("/")
-    if not url.startswith(("http://", "https://")):
-        raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_UI_URL must be an http(s):// address")
-    return url
 
 
 def _presign_seconds(env: dict[str, str]) -> int | None:

@@ -74,12 +74,11 @@ def test_materializes_lineage_and_metadata_per_partition(instance, evidence, run
             (4, "signed report.pdf", bundle["report_sha256"]),
             (5, f"statement.dsse.json ({bundle['key_id']})", bundle["statement_sha256"]),
             (6, f"manifest.json (ledger #{bundle['ledger_seq']})", bundle["manifest_sha256"])]
-        # Links are absolute under EVIDENCE_UI_URL (unset: where `evidence ui` serves); archive keys are paths.
-        base = "http://127.0.0.1:3000"
+        # Links are root-relative (the UI they are clicked in opens them); archive keys are paths.
         key = quote(str(partition_key_for(tenant_month)))
-        assert bundle["monthly_report partition"] == f"{base}/assets/monthly_report?view=partitions&partition={key}"
-        assert bundle["verification result"].startswith(f"{base}/runs/")
-        assert report["source_revision partition"].startswith(f"{base}/assets/source_revision?")
+        assert bundle["monthly_report partition"] == f"/assets/monthly_report?view=partitions&partition={key}"
+        assert bundle["verification result"].startswith("/runs/")
+        assert report["source_revision partition"].startswith("/assets/source_revision?")
         raw = instance.fetch_materializations(AssetRecordsFilter(
             asset_key=evidence_bundle.key, asset_partitions=[str(partition_key_for(tenant_month))]), limit=1
         ).records[0].asset_materialization.metadata
@@ -519,9 +518,9 @@ def test_each_partition_of_a_range_run_has_its_own_data_version_and_upstream_eve
             == tags["monthly_report"]["dagster/data_version"]
         )
         versions.add(tags["evidence_bundle"]["dagster/data_version"])
-        # One click from the bundle to the same partition of its report and its source revision (absolute links).
+        # One click from the bundle to the same partition of its report and its source revision (root-relative).
         link = f"partition={tenant_month.period}-01%7Cacme-books"
-        ui = "http://127.0.0.1:3000/assets"
+        ui = "/assets"
         assert meta["evidence_bundle"]["monthly_report partition"] == f"{ui}/monthly_report?view=partitions&{link}"
         assert meta["evidence_bundle"]["source_revision partition"] == f"{ui}/source_revision?view=partitions&{link}"
     assert len(versions) == len(months)

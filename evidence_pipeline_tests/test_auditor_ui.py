@@ -6,7 +6,7 @@ then `evidence ui --read-only` starts on a free port. The GraphQL test needs onl
 needs Debian's `chromium` and `chromium-driver` (`make test` installs them when run as root) and is skipped, saying
 so, where they are missing; it saves a PNG of every page it checks under its tmp_path and asserts on the pages' text
 and DOM: the asset graph, a bundle partition's metadata, the verification result of a verified and of a tampered
-partition, and that nothing can be launched.
+partition, that a metadata link opens in the read-only UI itself, and that nothing can be launched.
 """
 
 import contextlib
@@ -72,7 +72,6 @@ def auditor_ui(tmp_path_factory) -> AuditorUI:
     env["EVIDENCE_HOME"] = str(home)
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    env["EVIDENCE_UI_URL"] = url  # the runs' links open the UI started below
     demo = subprocess.run([EVIDENCE, "demo", "--months", "1"], env=env, capture_output=True, text=True, timeout=600)
     assert demo.returncode == 0, demo.stdout + demo.stderr
 
@@ -80,7 +79,6 @@ def auditor_ui(tmp_path_factory) -> AuditorUI:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DAGSTER_HOME", str(home / "dagster"))
         patch.setenv("EVIDENCE_HOME", str(home))
-        patch.setenv("EVIDENCE_UI_URL", url)
         with DagsterInstance.from_config(str(home / "dagster")) as instance:
             records = instance.fetch_materializations(AssetRecordsFilter(asset_key=AssetKey("evidence_bundle")),
                                                       limit=100).records
@@ -243,6 +241,21 @@ class Page:
                 pytest.fail(f"no visible {text!r} on {self.driver.current_url}")
             time.sleep(0.25)
 
+    def follow(self, link: str) -> None:
+        """Click the metadata link whose text is ``link`` (its address) and switch to the tab it opens."""
+        from selenium.webdriver.common.by import By
+
+        tabs = set(self.driver.window_handles)
+        anchors = [a for a in self.driver.find_elements(By.XPATH, f"//a[normalize-space(text())='{link}']")
+                   if a.is_displayed()]
+        assert anchors, f"no link {link!r} on {self.driver.current_url}"
+        anchors[0].click()
+        deadline = time.monotonic() + PAGE_TIMEOUT_S
+        while not (opened := set(self.driver.window_handles) - tabs):
+            assert time.monotonic() < deadline, f"{link} opened no tab"
+            time.sleep(0.25)
+        self.driver.switch_to.window(opened.pop())
+
     def buttons(self, prefix: str) -> list[bool]:
         """Whether each visible button whose text starts with ``prefix`` is enabled."""
         from selenium.webdriver.common.by import By
@@ -285,14 +298,23 @@ def test_an_auditor_sees_the_graph_a_partitions_metadata_and_verification_and_ca
     assert f"verification verified: all {checks} checks passed" in text
     assert f"verification_checks {checks} of {checks} passed" in text and "verification_codes none" in text
     assert page.buttons("Materialize") and not any(page.buttons("Materialize"))
-    # The link, absolute under EVIDENCE_UI_URL, opens the run's log filtered to this partition's evaluation: one
-    # event, its verdict and checks.
-    assert bundle["verification result"].startswith(f"{url}/runs/")
-    text = page.open(bundle["verification result"].removeprefix(url),
-                     f"Check {CHECK_NAME} succeeded for materialization of evidence_bundle", bundle["location"],
-                     "check result code detail", "bundle_complete passed")
+    # The link, clicked in the read-only UI, opens (in a new tab) the run's log in that same UI, filtered to this
+    # partition's evaluation: one event, its verdict and checks; and it is still read-only there.
+    page.follow(bundle["verification result"])
+    assert browser.current_url.startswith(f"{url}/runs/")
+    text = page.wait_for(f"Check {CHECK_NAME} succeeded for materialization of evidence_bundle", bundle["location"],
+                         "check result code detail", "bundle_complete passed")
     saved.append(page.save("2b-partition-verification-result"))
     assert text.count("ASSET_CHECK_EVA") == 1
+    # The way back to the report's partition, from the bundle's, also stays in this UI.
+    browser.close()
+    browser.switch_to.window(browser.window_handles[0])
+    page.follow(bundle["monthly_report partition"])
+    assert browser.current_url.startswith(f"{url}/assets/monthly_report?")
+    page.wait_for("monthly_report", partitions[VERIFIED])
+    assert page.buttons("Materialize") and not any(page.buttons("Materialize"))
+    browser.close()
+    browser.switch_to.window(browser.window_handles[0])
 
     # The partition's verification check: verified, and for the tampered bundle, failed with its reason codes.
     page.open(f"/assets/evidence_bundle?view=checks&checkDetail={CHECK_NAME}", CHECK_NAME, "non-blocking")

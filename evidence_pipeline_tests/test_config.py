@@ -12,7 +12,7 @@ from evidence_pipeline.errors import EvidenceError
     {"EVIDENCE_PADES_LEVEL": "B-T"}, {"EVIDENCE_PADES_LEVEL": "B-X", "EVIDENCE_TSA_URL": "http://127.0.0.1/tsa"},
     {"EVIDENCE_PADES_LEVEL": "B-LT", "EVIDENCE_TSA_URL": "ftp://tsa"}, {"EVIDENCE_S3_OBJECT_LOCK_MODE": "FOREVER"},
     {"EVIDENCE_S3_OBJECT_LOCK_MODE": "COMPLIANCE", "EVIDENCE_S3_OBJECT_LOCK_DAYS": "0"}, {"EVIDENCE_WORKERS": "0"},
-    {"EVIDENCE_WORKERS": "two"}, {"EVIDENCE_UI_URL": "127.0.0.1:3000"},
+    {"EVIDENCE_WORKERS": "two"},
 ])
 def test_bad_settings_are_config_invalid(env):
     with pytest.raises(EvidenceError) as error:
@@ -29,9 +29,3 @@ def test_worker_processes_default_to_a_share_of_the_cpus(monkeypatch):
     default = Settings.from_env({})
     assert default.workers is None and default.worker_processes() == 6
     assert [default.worker_processes(sharing=runs) for runs in (2, 3, 4, 7)] == [3, 2, 2, 1]
-
-
-def test_metadata_links_are_absolute_under_the_ui_url():
-    assert Settings.from_env({}).ui_url == "http://127.0.0.1:3000"  # where `evidence ui` serves by default
-    assert Settings.from_env({"EVIDENCE_UI_URL": "https://dagster.example.com/"}).ui_url == (
-        "https://dagster.example.com")

@@ -1,11 +1,15 @@
 """The docs site says what the code does. `mkdocs build --strict` (make test) checks links, anchors and the nav;
 these check what the build cannot: that each setting's documented variable is the one Settings.from_env reads,
-and that the generated reference pages leave nothing of the code out (a lazy command group, a new endpoint)."""
+that the generated reference pages leave nothing of the code out (a lazy command group, a new endpoint), and that
+every relative link, also read as Markdown in the tree, leads somewhere (the README lists the generated pages)."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -20,7 +24,7 @@ from evidence_pipeline_tests.docs_pages import generated_page, generator
 SAMPLES = {
     "pades_level": "B-T", "tsa_url": "http://tsa.example/", "s3_object_lock_mode": "GOVERNANCE",
     "s3_object_lock_days": "7", "generate_dev_keys": "0", "first_period": "2024-06", "ledger_url": "sqlite:///x",
-    "webhook_allowed_networks": "10.1.0.0/16", "ui_url": "https://dagster.example",
+    "webhook_allowed_networks": "10.1.0.0/16",
     "witnesses": "https://witness.example witness.example/w1+e42b2f2c+BDtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop",
 }
 NEEDS = {"pades_level": {"EVIDENCE_TSA_URL": "http://tsa.example/"}, "s3_object_lock_mode": {
@@ -91,3 +95,81 @@ def test_the_readme_tree_names_every_package():
     tree = (root / "README.md").read_text().split("## The tree at a glance", 1)[1]
     packages = {path.parent.name for path in (root / "evidence_pipeline").glob("*/__init__.py")}
     assert sorted(name for name in packages if f"{name}/" not in tree) == []
+
+
+ROOT = Path(__file__).resolve().parent.parent
+LINK = re.compile(r"!?\[[^\]]*\]\(<?([^)\s>]+)")  # an inline Markdown link or image: its target
+CODE = re.compile(r"^```.*?^```|`[^`\n]*`", re.S | re.M)  # fenced blocks and code spans: not links
+GENERATED_SECTION = "### Pages generated when the site is built"
+
+
+def _generated() -> set[str]:
+    """What docs/gen_reference.py writes at build time, by path under docs/."""
+    return set(generator().PAGES) | set(generator().FILES)
+
+
+def _relative_links() -> list[tuple[str, Path, str]]:
+    """(page, target file, anchor) for each relative link in the README and in every page under docs/, hand-written
+    or generated; a page's links are relative to where it is (a generated page: where the build writes it)."""
+    docs = ROOT / "docs"
+    pages = {ROOT / "README.md": (ROOT / "README.md").read_text()}
+    pages |= {path: path.read_text() for path in docs.rglob("*.md")}
+    pages |= {docs / name: generated_page(name) for name in generator().PAGES}
+    links = []
+    for page, text in pages.items():
+        for target in LINK.findall(CODE.sub("", text)):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith(("/", "#")):
+                continue  # an address, an absolute path (mkdocs --strict refuses those in docs/), or this page
+            path, _, anchor = target.partition("#")
+            links.append((page.relative_to(ROOT).as_posix(), (page.parent / path).resolve(), anchor))
+    return links
+
+
+def _named(target: Path) -> str:
+    return target.relative_to(ROOT).as_posix() if target.is_relative_to(ROOT) else str(target)
+
+
+def test_every_relative_link_names_a_file_in_the_tree_or_a_generated_page_the_readme_lists():
+    """Reading the Markdown the README points to, each link leads to a file, or to a page the README says exists only
+    in the built site (and where to read it)."""
+    generated = _generated()
+    docs = ROOT / "docs"
+    links = _relative_links()
+    assert len(links) > 100  # the pattern finds the docs' links
+    dead = sorted({(page, _named(target)) for page, target, _ in links if not target.exists()
+                   and not (target.is_relative_to(docs) and target.relative_to(docs).as_posix() in generated)})
+    assert dead == []
+    listed = (ROOT / "README.md").read_text().partition(GENERATED_SECTION)[2].partition("\n## ")[0]
+    assert set(re.findall(r"^    docs/(\S+)", listed, re.M)) == generated  # each, and no page no longer generated
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The site, as `make test` builds it (offline, --strict)."""
+    out = tmp_path_factory.mktemp("site")
+    env = os.environ | {"DISABLE_MKDOCS_2_WARNING": "true", "NO_MKDOCS_2_WARNING": "1"}
+    build = subprocess.run([Path(sys.executable).parent / "mkdocs", "build", "--strict", "--quiet", "--site-dir",
+                            str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stdout + build.stderr
+    return out
+
+
+def _built(site: Path, target: Path) -> Path:
+    """Where the site has a file of docs/: a page at its directory URL (use_directory_urls), others as they are."""
+    name = target.relative_to(ROOT / "docs")
+    if name.suffix != ".md":
+        return site / name
+    return site / name.parent / ("index.html" if name.stem in ("index", "README") else f"{name.stem}/index.html")
+
+
+def test_every_relative_link_into_the_docs_resolves_in_the_built_site(site):
+    """The same links, as the site serves them: the page (or file) is built, and the anchor is on it."""
+    docs = ROOT / "docs"
+    broken = []
+    for page, target, anchor in _relative_links():
+        if not target.is_relative_to(docs):
+            continue  # README's links to the tree (bench/, deploy/): the test above
+        built = _built(site, target)
+        if not built.is_file() or (anchor and f'id="{anchor}"' not in built.read_text()):
+            broken.append((page, _named(target), anchor))
+    assert broken == []

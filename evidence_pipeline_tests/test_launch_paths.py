@@ -6,7 +6,9 @@ dagster.production.yaml on PostgreSQL), and the test drives the UI's own GraphQL
 - an asset backfill from the catalog ("Materialize selected": `launchPartitionBackfill` with an asset selection),
 - a job (partition-set) backfill from the Jobs page (`launchPartitionBackfill` with a partition-set selector),
 - a single partition from the launchpad (the partition set's tags, then `launchRun`),
-- the schedule, as "Test schedule" → "Launch all" does (`scheduleDryRun`, then `launchMultipleRuns`).
+- the schedule, as "Test schedule" → "Launch all" does (`scheduleDryRun`, then `launchMultipleRuns`),
+- then the UI's "Execute all" (`launchRun` of the check alone, no partition), which verifies every
+  published partition.
 
 Then, from the instance alone: each launch materialized exactly its partitions (every asset), every run's tags agree
 with what it executed, its `evidence/tenant` names the one tenant it touched, and each backfill reports what was
@@ -60,6 +62,8 @@ DRY_RUN = """mutation($selector: ScheduleSelector!, $timestamp: Float!) {
 LAUNCH_MANY = """mutation($list: [ExecutionParams!]!) { launchMultipleRuns(executionParamsList: $list) {
   __typename ... on LaunchMultipleRunsResult { launchMultipleRunsResult {
     __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } } } }"""
+CHECK_JOBS = """{ assetNodeOrError(assetKey: {path: ["evidence_bundle"]}) { ... on AssetNode {
+  assetChecksOrError { ... on AssetChecks { checks { name jobNames canExecuteIndividually } } } } } }"""
 BACKFILL_STATUS = """query($id: String!) { partitionBackfillOrError(backfillId: $id) {
   __typename ... on PartitionBackfill {
   status isAssetBackfill partitionStatuses { results { partitionName runStatus } }
@@ -237,3 +241,20 @@ def test_every_launch_path_materializes_exactly_the_partitions_it_names(site):
     assert published == {(tm.tenant, tm.period) for tms in expected.values() for tm in tms}
     # The code server forked those runs from its fork server, which it started with the first (defs/run_fork.py).
     assert len(run_fork_servers()) == 1
+
+    # The UI's "Execute all", as ExecuteChecksButton.tsx launches it: the check alone in its first job, no
+    # asset, no partition. It verifies each published partition.
+    [check] = graphql(url, CHECK_JOBS)["assetNodeOrError"]["assetChecksOrError"]["checks"]
+    assert check["canExecuteIndividually"] == "CAN_EXECUTE", check  # so the button is offered
+    result = graphql(url, LAUNCH_RUN, {"params": {"selector": {
+        **LOCATION, "jobName": check["jobNames"][0], "assetSelection": [],
+        "assetCheckSelection": [{"assetKey": {"path": ["evidence_bundle"]}, "name": check["name"]}]}}})
+    assert result["launchRun"]["__typename"] == "LaunchRunSuccess", result
+    execute_all = {"execute all": {"runs": [result["launchRun"]["run"]["runId"]]}}
+    _wait(instance, url, execute_all)
+    [run] = _runs_of(instance, execute_all["execute all"])
+    assert run.status == DagsterRunStatus.SUCCESS, _failures(instance, [run])
+    checked = [entry.dagster_event.event_specific_data for entry in instance.all_logs(
+        run.run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION)]
+    assert sorted(e.partition for e in checked) == sorted(
+        {key(tm) for tms in expected.values() for tm in tms}) and all(e.passed for e in checked)

@@ -11,7 +11,6 @@ from dagster._core.storage.asset_check_execution_record import AssetCheckExecuti
 
 from evidence_pipeline.audit import verify
 from evidence_pipeline.audit.verify import verify_bundle
-from evidence_pipeline.config import DEFAULT_UI_URL
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
 from evidence_pipeline.defs.checks import CHECK_NAME, offline_verification, verify_published
@@ -21,7 +20,7 @@ from evidence_pipeline_tests.conftest import SMALL, overwrite
 
 ASSETS = [source_revision, monthly_report, evidence_bundle, offline_verification]
 CHECK = AssetCheckKey(evidence_bundle.key, CHECK_NAME)
-# A run of the asset job with only the check (Dagster 1.13's UI cannot launch a partitioned check on its own).
+# A run of the asset job with only the check: with a partition, or with none (the UI's "Execute all").
 CHECK_ONLY = defs.resolve_implicit_global_asset_job_def().get_subset(asset_selection=set(),
                                                                      asset_check_selection={CHECK})
 EARLIER = TenantMonth("acme-books", "2026-09")  # with SMALL, a range of one tenant's months
@@ -68,8 +67,8 @@ def test_a_range_run_verifies_each_published_partition_and_records_it(instance, 
         verified = f"verified: all {checks} checks passed"
         assert bundle["verification"] == verified == evaluation.description.split(" (")[0]
         assert bundle["verification_codes"] == "none" and bundle["verification_checks"] == metadata["checks"]
-        assert bundle["verification result"] == (  # absolute, under the UI's address (EVIDENCE_UI_URL)
-            f"{DEFAULT_UI_URL}/runs/{result.run_id}?logs={quote(f'{CHECK_NAME} {partition}')}")
+        assert bundle["verification result"] == (  # root-relative: the UI it is clicked in opens it
+            f"/runs/{result.run_id}?logs={quote(f'{CHECK_NAME} {partition}')}")
         assert evaluation.description.endswith(f"({CHECK_NAME} {partition})")  # what the link's filter finds
     # The statement key is pinned to the one recorded at publication: any other published key is refused.
     assert verify_published(runtime, (bundle["bundle_key"], "ed25519-0000000000000000")).codes == ["KEY_UNKNOWN"]
@@ -96,6 +95,21 @@ def test_a_run_verifies_each_bundle_it_publishes_once_and_the_check_alone_verifi
     record, evaluation, _ = _latest_check(instance, SMALL)
     assert record.run_id == again.run_id and evaluation.passed
 
+
+
+def test_the_check_alone_without_a_partition_verifies_every_published_partition(instance, evidence):
+    """The UI's "Execute all" launches the check alone with no partition (ExecuteChecksButton.tsx: an empty
+    asset selection, no partition tag): it verifies each published partition, never an unpartitioned run's error."""
+    result = materialize(ASSETS, instance=instance, resources={"evidence": evidence}, tags=range_tags(EARLIER, SMALL))
+    assert result.success
+    again = CHECK_ONLY.execute_in_process(instance=instance, resources={"evidence": evidence}, raise_on_error=False)
+    assert again.success
+    evaluations = again.get_asset_check_evaluations()
+    assert sorted(e.partition for e in evaluations) == sorted(str(partition_key_for(tm)) for tm in (EARLIER, SMALL))
+    assert all(e.passed for e in evaluations)
+    for tenant_month in (EARLIER, SMALL):
+        record, evaluation, _ = _latest_check(instance, tenant_month)
+        assert record.run_id == again.run_id and evaluation.passed
 
 def test_a_tampered_bundle_fails_the_check_with_its_codes_and_the_others_still_pass(instance, evidence, runtime):
     for tenant_month in (EARLIER, SMALL):

@@ -21,8 +21,6 @@ def ui(read_only: bool, host: str, port: int) -> None:
     settings = load_settings()
     use_dagster_home(settings)
     workspace = str(REPO_ROOT / "workspace.yaml")
-    # The runs this UI's daemon launches write links to partitions and results under the address it serves.
-    os.environ.setdefault("EVIDENCE_UI_URL", f"http://{f'[{host}]' if ':' in host else host}:{port}")
     # Same interpreter as this command, so it works without an activated virtualenv.
     if read_only:
         argv = ["-m", "dagster_webserver", "--read-only", "-w", workspace, "-h", host, "-p", str(port)]

@@ -164,7 +164,7 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
 
     done = {
         key: {"lane": str(lanes.get(key, Lane.ARCHIVE))} | metadata(outcome)
-        | partition_links(settings.ui_url, key, links)
+        | partition_links(key, links)
         for key, outcome in outcomes.items()
         if key not in errors
     }
@@ -380,8 +380,6 @@ def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource):
         if key in reports and key not in failed
     }
     run_id = context.run.run_id
-    with _foreseeable():
-        base = evidence.settings().ui_url
     yield from _each_partition(
         context,
         evidence,
@@ -391,7 +389,7 @@ def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource):
         job_ids={key: p.job_id for key, p in pinned.items()},
         failed=failed,
         metadata=lambda done: _bundle_metadata(done[0]) | verdicts.bundle_metadata(
-            done[1], run_id, str(partition_key_for(done[0].tenant_month)), base),
+            done[1], run_id, str(partition_key_for(done[0].tenant_month))),
         version_field="identity",
         inputs=report_events,
         links=(monthly_report.key, source_revision.key),

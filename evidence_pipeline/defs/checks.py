@@ -11,8 +11,8 @@ Dagster includes it in every run of `monthly_evidence`, after `evidence_bundle`.
 bundle it published with the same function and recorded this check's evaluation of it (verdicts.py), so here only
 partitions whose latest materialization came from another run are verified: no bundle twice in one run.
 Materializing a published tenant-month again converges on its bundle and verifies the archive as it is then. A run
-that selects only the check verifies every partition it selects, without the assets (Dagster 1.13's UI cannot
-launch a partitioned check alone; the tests do it from Python).
+that selects only the check verifies every partition it selects, without the assets; the UI's "Execute all"
+launches the check alone with no partition, and that run verifies every published partition.
 
 Partitioned asset checks are a preview in Dagster 1.13 (`partitions_def` on the check). Their `AssetCheckResult`
 targets the run's partition only when the run has a single partition key; a range run (a backfill under
@@ -49,12 +49,16 @@ from evidence_pipeline.runtime import Runtime, runtime_for
 )
 def offline_verification(context: AssetCheckExecutionContext, evidence: EvidenceResource):
     op_context = context.op_execution_context
-    published = verdicts.latest_bundles(op_context.instance, op_context.partition_keys)
-    for key in op_context.partition_keys:
+    if op_context.has_partitions:
+        selected = op_context.partition_keys
+    else:  # the UI's "Execute all" launches the check alone, with no partition: every published partition
+        selected = sorted(op_context.instance.get_materialized_partitions(evidence_bundle.key))
+    published = verdicts.latest_bundles(op_context.instance, selected)
+    for key in selected:
         if key not in published:
             context.log.warning(f"{key}: evidence_bundle has no materialization here; nothing to verify")
     # This run's evidence_bundle step verified what it published and recorded this check's evaluation of it.
-    keys = [key for key in op_context.partition_keys
+    keys = [key for key in selected
             if key in published and published[key]["_target"].run_id != op_context.run_id]
     if len(keys) < len(published):
         context.log.info(f"{len(published) - len(keys)} bundle(s) published by this run were verified at "

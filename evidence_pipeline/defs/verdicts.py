@@ -47,18 +47,18 @@ def _passed(verification: Verification) -> str:
     return f"{passed} of {len(verification.checks)} passed"
 
 
-def result_link(base: str, run_id: str, partition: str) -> MetadataValue:
+def result_link(run_id: str, partition: str) -> MetadataValue:
     """The run's log, filtered to this partition's events: its check evaluation names the partition."""
-    return ui_link(base, f"/runs/{run_id}?logs={quote(f'{CHECK_NAME} {partition}')}")
+    return ui_link(f"/runs/{run_id}?logs={quote(f'{CHECK_NAME} {partition}')}")
 
 
-def bundle_metadata(verification: Verification, run_id: str, partition: str, base: str) -> dict:
-    """What the bundle partition shows of its verification at publication (``base``: Settings.ui_url)."""
+def bundle_metadata(verification: Verification, run_id: str, partition: str) -> dict:
+    """What the bundle partition shows of its verification at publication."""
     return {
         "verification": verdict(verification),
         "verification_codes": ", ".join(verification.codes) or "none",
         "verification_checks": _passed(verification),
-        "verification result": result_link(base, run_id, partition),
+        "verification result": result_link(run_id, partition),
     }
 
 
