@@ -58,7 +58,7 @@ def test_token_issue_stores_only_a_hash_and_revoke_locks_the_token_out(backend, 
     assert token not in repr(rows) and rows[0].token_sha256 == hashlib.sha256(token.encode()).hexdigest()
     [issued_event] = documents.runtime.ledger.events_of_type("token.issued")
     assert token not in json.dumps(issued_event) and issued_event["actor"] == "olga"
-    assert issued_event["details"]["authorization"]["request"]  # the signed request is stored with the event
+    assert issued_event["details"]["authorization"]["payload"]  # the signed request is stored with the event
     with client(intake, token) as http:
         assert upload(http, pdf_bytes()).status_code == 201
         revoked = CliRunner().invoke(main, ["tenant", "token", "revoke", token_id], env=env)
