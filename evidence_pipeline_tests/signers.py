@@ -90,9 +90,11 @@ class Signers:
         return register_tenants(self.gate, self.sign(actor, Action.TENANT_REGISTER, {"tenants": tenants}))
 
     def issue_token(self, tenant: str, actor: str = "olga") -> str:
-        """What `evidence tenant token issue` does, signed by ``actor``: the token."""
+        """What `evidence tenant add` (if it was not run before) and `evidence tenant token issue` do, signed by
+        ``actor``: the token."""
         from evidence_pipeline.operations.tenant_access import issue_token
 
+        self.register_tenants([tenant], actor)
         return issue_token(self.gate, self.sign(actor, Action.TOKEN_ISSUE, {}, tenant=tenant))[2]
 
     def key_file(self, name: str) -> str:
