@@ -39,7 +39,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from throughput import publish_sources, run_raw
 
 from evidence_pipeline.audit.checkpoints import publish_checkpoint
-from evidence_pipeline.audit.package import parse_index
+from evidence_pipeline.audit.package import open_package
 from evidence_pipeline.config import Settings
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.runtime import runtime_for
@@ -99,7 +99,7 @@ def package(root: Path, level: str, base: dict[str, str], partitions: list[Tenan
     cpu, wall, result = child_cpu([EVIDENCE, "export", "--tenant", TENANT, str(out)], env)
     if result.returncode != 0:
         sys.exit(f"{level} export: exit {result.returncode}: {result.stderr[-500:]}")
-    index = parse_index((out / "package.json").read_bytes())  # the signed index's predicate
+    index = open_package(str(out))[1]  # the signed index's predicate, its signature verified
     files = [path for path in out.rglob("*") if path.is_file()]
     print(f"{level} export: {wall:.1f} s wall, {cpu:.1f} s CPU: {len(index.bundles)} bundles, "
           f"{len(index.checkpoints)} checkpoints, {len(index.consistency)} consistency proofs, "

@@ -80,6 +80,10 @@ class Settings:
                                                     "`aws:kms`", default="unset: off")
     s3_kms_key_id: str | None = setting("EVIDENCE_S3_KMS_KEY_ID", "the KMS key of `aws:kms` encryption",
                                         default="unset: the bucket's")
+    s3_deadline_seconds: float = setting(
+        "EVIDENCE_S3_DEADLINE_SECONDS", "the whole of one S3 store call, its retries and the object body it reads "
+        "included, whatever the endpoint does (`STORE_UNAVAILABLE` past it); botocore's own timeouts bound each "
+        "read only")
     work_dir: Path = setting("EVIDENCE_WORK_DIR", "private per-attempt scratch directories (local to each worker)")
     lease_seconds: float = setting("EVIDENCE_LEASE_SECONDS", "an attempt that stops renewing loses its lease after "
                                    "this long; also the sweeper's minimum age")
@@ -265,6 +269,7 @@ class Settings:
             s3_object_lock_days=int(lock_days),
             s3_server_side_encryption=env.get("EVIDENCE_S3_SSE") or None,
             s3_kms_key_id=env.get("EVIDENCE_S3_KMS_KEY_ID") or None,
+            s3_deadline_seconds=_positive(env, "EVIDENCE_S3_DEADLINE_SECONDS", 300),
             work_dir=Path(env.get("EVIDENCE_WORK_DIR", home / "work")).absolute(),
             lease_seconds=_positive(env, "EVIDENCE_LEASE_SECONDS", 120),
             max_attempts=_whole(env, "EVIDENCE_MAX_ATTEMPTS", 4),

@@ -7,7 +7,7 @@ of an audit package (audit/lineage.py) reads them and must load no database driv
 
 from __future__ import annotations
 
-from evidence_pipeline.actors.requests import parse_envelope
+from evidence_pipeline.actors.requests import recorded
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.errors import EvidenceError
 
@@ -35,7 +35,7 @@ def decision_problem(event: dict, pin: dict, sha256: str) -> str | None:
     if details.get("decision") != "approved":
         return "it is not an approval"
     try:
-        request = parse_envelope(details.get("authorization"))
+        request = recorded(details.get("authorization"))
     except EvidenceError:
         return "it carries no signed request"
     signed = {name: details.get(name) for name in _DECISION_ARGS}

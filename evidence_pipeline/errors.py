@@ -205,8 +205,8 @@ class ReasonCode(Vocabulary):
     )
     TENANT_UNKNOWN = (
         "TENANT_UNKNOWN",
-        "a tenant the tenant registry does not hold (e.g. a tenant partition added in the UI's launch dialog, or a "
-        "landing folder of a tenant nobody registered): register it with `evidence tenant add`",
+        "a tenant the tenant registry does not hold (e.g. a tenant partition added in the UI's launch dialog, a "
+        "landing folder of a tenant nobody registered, or an API token of one): register it with `evidence tenant add`",
     )
     TENANT_QUOTA_EXCEEDED = "TENANT_QUOTA_EXCEEDED", "too many outstanding jobs or stored bytes: try again later"
     INTAKE_BACKPRESSURE = (

@@ -1,4 +1,4 @@
-"""Outbound HTTP calls with a total deadline (webhooks, witnesses).
+"""Outbound HTTP calls with a total deadline (webhooks, witnesses; S3 calls use its Watchdog, store/s3.py).
 
 A socket timeout bounds each read, not the call: a peer that sends one byte just inside it every time, in its status
 line, its headers or its body, held a webhook attempt open 152 s against a 3 s timeout. Here a watchdog shuts the
@@ -60,30 +60,61 @@ def request(method: str, to: Target, headers: dict[str, str], body: bytes, timeo
     http.client.HTTPException when the peer fails first."""
     deadline = time.monotonic() + timeout
     connection = _Connection(to, address or to.host, deadline)
-    expired = threading.Event()
-    watchdog = threading.Timer(timeout, _cut, (connection, expired))
-    watchdog.daemon = True
-    watchdog.start()
-    try:
-        connection.request(method, to.path, body=body, headers=headers)
-        answer = connection.getresponse()
-        received = Answer(answer.status, answer.getheader("content-type", ""), answer.read(max_body))
-    except (OSError, http.client.HTTPException):
-        if expired.is_set():
-            raise TimeoutError(f"no complete answer within {timeout:g} s") from None
-        raise
-    finally:
-        watchdog.cancel()
-        connection.close()
-    if expired.is_set():  # the watchdog ran as the answer completed: it may have been cut short
+    with Watchdog(timeout) as watchdog:
+        watchdog.watch(connection)
+        try:
+            connection.request(method, to.path, body=body, headers=headers)
+            answer = connection.getresponse()
+            received = Answer(answer.status, answer.getheader("content-type", ""), answer.read(max_body))
+        except (OSError, http.client.HTTPException):
+            if watchdog.expired.is_set():
+                raise TimeoutError(f"no complete answer within {timeout:g} s") from None
+            raise
+        finally:
+            connection.close()
+    if watchdog.expired.is_set():  # the watchdog ran as the answer completed: it may have been cut short
         raise TimeoutError(f"no complete answer within {timeout:g} s")
     return received
 
 
-def _cut(connection: http.client.HTTPConnection, expired: threading.Event) -> None:
-    """At the deadline: shut the socket down, which wakes a blocked send or receive in the calling thread."""
-    expired.set()
-    sock = connection.sock
+class Watchdog:
+    """A call's total deadline: when ``timeout`` seconds have passed since it was entered, it sets ``expired`` and
+    shuts down the socket of every connection it watches (and of any watched later), which wakes a blocked send or
+    receive in the calling thread, whatever phase the call is in. A connection's socket is its ``sock``."""
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+        self.expired = threading.Event()
+        self._connections: list = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(timeout, self._cut)
+        self._timer.daemon = True
+
+    def __enter__(self) -> Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self._timer.cancel()
+        with self._lock:
+            self._connections.clear()
+
+    def watch(self, connection) -> None:
+        with self._lock:
+            self._connections.append(connection)
+        if self.expired.is_set():
+            _shut(connection)
+
+    def _cut(self) -> None:
+        self.expired.set()
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            _shut(connection)
+
+
+def _shut(connection) -> None:
+    sock = getattr(connection, "sock", None)
     if sock is not None:
         with contextlib.suppress(OSError):  # already closed
             socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the descriptor's, under TLS too

@@ -109,14 +109,19 @@ def runtime_for(settings: Settings) -> Runtime:
 
 def s3_client(settings: Settings):
     """A boto3 S3 client for the configured endpoint and region (as dagster-aws's S3Resource builds one: standard
-    retries, 5 attempts); credentials come from the standard AWS environment/chain."""
+    retries, 5 attempts), each store call through it ended by EVIDENCE_S3_DEADLINE_SECONDS; credentials come from
+    the standard AWS environment/chain."""
     import boto3  # only when a store is on S3
     from botocore.config import Config
 
-    return boto3.session.Session().client(
+    from evidence_pipeline.store import s3_deadline
+
+    client = boto3.session.Session().client(
         "s3", endpoint_url=settings.s3_endpoint_url, region_name=settings.s3_region,
         config=Config(retries={"max_attempts": 5, "mode": "standard"}),
     )
+    s3_deadline.install(client, settings.s3_deadline_seconds)  # botocore's timeouts are per read, not per call
+    return client
 
 
 _inherited: list[Runtime] = []

@@ -5,6 +5,7 @@ ledger); command-line tests give a folder, where each actor's key is a file `<na
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import weakref
 from datetime import datetime
@@ -40,8 +41,9 @@ class Signers:
         else:
             self.keys: dict[str, Ed25519PrivateKey] = {}
             self._key("root")
-            self.admin.bootstrap(self.sign("root", Action.ACTOR_BOOTSTRAP,
-                                           {"name": "root", "public_key": public_hex(self.keys["root"])}))
+            public = public_hex(self.keys["root"])
+            self.admin.bootstrap(self.sign("root", Action.ACTOR_BOOTSTRAP, {"name": "root", "public_key": public}),
+                                 public)
             for name, roles in ACTORS.items():
                 self.register(name, roles)
         _registries[ledger] = self  # signers_of(ledger) and admin_key_file find these actors
@@ -88,9 +90,11 @@ class Signers:
         return register_tenants(self.gate, self.sign(actor, Action.TENANT_REGISTER, {"tenants": tenants}))
 
     def issue_token(self, tenant: str, actor: str = "olga") -> str:
-        """What `evidence tenant token issue` does, signed by ``actor``: the token."""
+        """What `evidence tenant add` (if it was not run before) and `evidence tenant token issue` do, signed by
+        ``actor``: the token."""
         from evidence_pipeline.operations.tenant_access import issue_token
 
+        self.register_tenants([tenant], actor)
         return issue_token(self.gate, self.sign(actor, Action.TOKEN_ISSUE, {}, tenant=tenant))[2]
 
     def key_file(self, name: str) -> str:
@@ -140,3 +144,22 @@ def _known(ledger: Ledger) -> Signers | None:
 
 def _database(ledger: Ledger) -> str:
     return ledger.engine.url.render_as_string(hide_password=False)
+
+
+def request_text(envelope: dict) -> str:
+    """The signed request's text inside an envelope (its DSSE payload)."""
+    return base64.b64decode(envelope["payload"]).decode()
+
+
+def with_text(envelope: dict, text: str) -> dict:
+    """The envelope carrying ``text`` in place of what was signed (its signature left as it is)."""
+    return {**envelope, "payload": base64.b64encode(text.encode()).decode()}
+
+
+def with_signature(envelope: dict, signature: str) -> dict:
+    """The envelope with its one signature's ``sig`` replaced (base64 text)."""
+    return {**envelope, "signatures": [{**envelope["signatures"][0], "sig": signature}]}
+
+
+def signature_of(envelope: dict) -> str:
+    return envelope["signatures"][0]["sig"]

@@ -23,7 +23,7 @@ from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.jobs import JobKey, RetryBudget
 from evidence_pipeline.models import EventType, TenantMonth
 from evidence_pipeline.synthetic.rental_applications import organization_template, program_template
-from evidence_pipeline_tests.signers import Signers
+from evidence_pipeline_tests.signers import Signers, request_text, with_text
 
 CANDIDATE = "lease-review/2026.2"
 JOB = JobKey("acme", "2026-10", "a" * 64, "renderer/1", "policy/1")
@@ -183,7 +183,8 @@ def test_ledger_verify_fails_on_a_tampered_authorization(world):
     assert world.run("ledger", "verify").exit_code == 0
     [replayed] = world.ledger.events_of_type(EventType.JOB_REPLAYED, "acme")
     authorization = dict(replayed["details"]["authorization"])
-    authorization["request"] = authorization["request"].replace("S3 outage over", "nothing was wrong")
+    authorization = with_text(authorization, request_text(authorization).replace("S3 outage over",
+                                                                                "nothing was wrong"))
     forged = replayed["details"] | {"authorization": authorization}
     with pytest.raises(EvidenceError, match="UNEXPECTED_ERROR"):  # the ledger's own API appends no such event
         world.ledger.record(TenantMonth("acme", "2026-10"), EventType.JOB_REPLAYED, "a" * 64, "olga", **forged)

@@ -15,6 +15,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from sqlalchemy import select, text
 
+from evidence_pipeline import jsonread
 from evidence_pipeline.actors.admin import ActorAdmin
 from evidence_pipeline.actors.authorize import ActionGate
 from evidence_pipeline.actors.keyfiles import generate_actor_key, load_actor_key, public_hex, service_key_ids
@@ -23,9 +24,11 @@ from evidence_pipeline.actors.registry import Registry
 from evidence_pipeline.actors.requests import (
     ACTION_PAYLOAD_TYPE,
     digest,
+    envelope_of,
     key_id,
-    parse_envelope,
+    recorded,
     request_time,
+    sealed,
     sign_request,
 )
 from evidence_pipeline.actors.roles import PERMISSIONS, Action, Role, permits, roles_table
@@ -39,6 +42,7 @@ from evidence_pipeline.models import EventType
 from evidence_pipeline.signing.dsse import canonical_json, pae
 from evidence_pipeline.signing.keys import STATEMENT_KEY, load_keyring
 from evidence_pipeline_tests.conftest import SMALL, drop_append_only_guards
+from evidence_pipeline_tests.signers import request_text, signature_of, with_signature, with_text
 
 MAX_AGE = 300
 
@@ -57,8 +61,9 @@ class World:
 
     def bootstrap(self, name: str = "root"):
         self.keys[name] = Ed25519PrivateKey.generate()
-        return self.admin.bootstrap(self.sign(name, Action.ACTOR_BOOTSTRAP,
-                                              {"name": name, "public_key": public_hex(self.keys[name])}))
+        public = public_hex(self.keys[name])
+        return self.admin.bootstrap(self.sign(name, Action.ACTOR_BOOTSTRAP, {"name": name, "public_key": public}),
+                                    public)
 
     def register(self, name: str, roles: list[str], by: str = "root", key: Ed25519PrivateKey | None = None):
         self.keys.setdefault(name, key or Ed25519PrivateKey.generate())
@@ -97,8 +102,7 @@ def _forged(signer: Ed25519PrivateKey, named_key_id: str, actor: str, action: Ac
     body = {"action": str(action), "actor": actor, "args": args, "key_id": named_key_id, "nonce": "n" * 24,
             "time": request_time(datetime.now(timezone.utc))}
     text_ = canonical_json(body).decode()
-    return {"request": text_, "signature": base64.b64encode(signer.sign(pae(ACTION_PAYLOAD_TYPE, text_.encode())))
-            .decode()}
+    return envelope_of(text_, named_key_id, signer.sign(pae(ACTION_PAYLOAD_TYPE, text_.encode())))
 
 
 # The request format and the roles table: pure functions
@@ -107,33 +111,50 @@ def _forged(signer: Ed25519PrivateKey, named_key_id: str, actor: str, action: Ac
 def test_a_signed_request_is_canonical_json_signed_over_its_dsse_encoding():
     key = Ed25519PrivateKey.generate()
     envelope = sign_request(key, "alice", Action.JOB_REPLAY, {"job_id": "j1", "reason": "fixed"}, tenant="acme-books")
-    request = parse_envelope(json.dumps(envelope))
-    assert envelope["request"] == canonical_json(json.loads(envelope["request"])).decode()
+    assert envelope.keys() == {"payloadType", "payload", "signatures"}
+    assert envelope["payloadType"] == ACTION_PAYLOAD_TYPE
+    closed = sealed(json.dumps(envelope))
+    assert closed.key_id == envelope["signatures"][0]["keyid"] == key_id(key.public_key())  # outside the text
+    assert closed.verifies(key.public_key()) and not closed.verifies(Ed25519PrivateKey.generate().public_key())
+    request = closed.opened()
+    assert request_text(envelope) == request.text == canonical_json(json.loads(request.text)).decode()
     assert request.body.keys() == {"action", "actor", "args", "key_id", "nonce", "time", "tenant"}
     assert request.key_id == key_id(key.public_key()) and len(request.key_id) == 64
-    assert request.verifies(key.public_key()) and not request.verifies(Ed25519PrivateKey.generate().public_key())
+    assert request.envelope == envelope
     # A signature over the bare text (not the DSSE encoding with the action payload type) does not verify.
-    bare = {**envelope, "signature": base64.b64encode(key.sign(envelope["request"].encode())).decode()}
-    assert not parse_envelope(bare).verifies(key.public_key())
+    bare = with_signature(envelope, base64.b64encode(key.sign(request.text.encode())).decode())
+    assert not sealed(bare).verifies(key.public_key())
+
+
+def _opened(raw: object):
+    return sealed(raw).opened()
 
 
 @pytest.mark.parametrize("change, code", [
     (lambda e: None, "ACTION_UNSIGNED"),
-    (lambda e: {"request": e["request"]}, "ACTION_UNSIGNED"),
-    (lambda e: {**e, "signature": ""}, "ACTION_UNSIGNED"),
-    (lambda e: {**e, "signature": "not base64!"}, "ACTION_SIGNATURE_INVALID"),
-    (lambda e: {**e, "signature": base64.b64encode(b"short").decode()}, "ACTION_SIGNATURE_INVALID"),
+    (lambda e: {"payloadType": e["payloadType"], "payload": e["payload"]}, "ACTION_UNSIGNED"),
+    (lambda e: {**e, "signatures": []}, "ACTION_UNSIGNED"),
+    (lambda e: with_signature(e, "not base64!"), "ACTION_SIGNATURE_INVALID"),
+    (lambda e: with_signature(e, base64.b64encode(b"short").decode()), "ACTION_SIGNATURE_INVALID"),
     (lambda e: "{not json", "ACTION_REQUEST_INVALID"),
     (lambda e: {**e, "extra": 1}, "ACTION_REQUEST_INVALID"),
-    (lambda e: {**e, "request": e["request"].replace(",", ", ")}, "ACTION_REQUEST_INVALID"),  # not canonical
-    (lambda e: {**e, "request": e["request"].replace('"time"', '"when"')}, "ACTION_REQUEST_INVALID"),
-    (lambda e: {**e, "request": e["request"].replace("alice", "Alice!")}, "ACTION_REQUEST_INVALID"),
-], ids=["none", "no-signature", "empty-signature", "signature-not-base64", "signature-short", "not-json",
-        "extra-field", "not-canonical", "field-renamed", "actor-not-a-slug"])
+    (lambda e: {**e, "payloadType": "application/vnd.in-toto+json"}, "ACTION_REQUEST_INVALID"),
+    (lambda e: {**e, "signatures": e["signatures"] * 2}, "ACTION_REQUEST_INVALID"),
+    (lambda e: {**e, "signatures": [{**e["signatures"][0], "keyid": "alice"}]}, "ACTION_REQUEST_INVALID"),
+    (lambda e: {**e, "payload": "not base64!"}, "ACTION_REQUEST_INVALID"),
+    (lambda e: {"request": request_text(e), "signature": signature_of(e)}, "ACTION_REQUEST_INVALID"),  # old form
+    (lambda e: with_text(e, request_text(e).replace(",", ", ")), "ACTION_REQUEST_INVALID"),  # not canonical
+    (lambda e: with_text(e, request_text(e).replace('"time"', '"when"')), "ACTION_REQUEST_INVALID"),
+    (lambda e: with_text(e, request_text(e).replace("alice", "Alice!")), "ACTION_REQUEST_INVALID"),
+    (lambda e: with_text(e, request_text(e).replace(e["signatures"][0]["keyid"], "0" * 64)),
+     "ACTION_REQUEST_INVALID"),  # the text names another key than the envelope
+], ids=["none", "no-signature", "empty-signatures", "signature-not-base64", "signature-short", "not-json",
+        "extra-field", "other-payload-type", "two-signatures", "keyid-not-a-key-id", "payload-not-base64", "old-form",
+        "not-canonical", "field-renamed", "actor-not-a-slug", "other-key-id"])
 def test_a_request_that_breaks_the_format_is_refused_with_its_code(change, code):
     envelope = sign_request(Ed25519PrivateKey.generate(), "alice", Action.JOB_REPLAY, {"job_id": "j1"})
     with pytest.raises(EvidenceError) as error:
-        parse_envelope(change(envelope))
+        _opened(change(envelope))
     assert error.value.code == code
 
 
@@ -184,7 +205,7 @@ def test_the_first_admin_is_bootstrapped_once(backend):
     mallory = Ed25519PrivateKey.generate()
     second = sign_request(mallory, "mallory", Action.ACTOR_BOOTSTRAP, {"name": "mallory", "public_key":
                                                                         public_hex(mallory)})
-    _refused(lambda: world.admin.bootstrap(second), "ACTOR_ALREADY_BOOTSTRAPPED")
+    _refused(lambda: world.admin.bootstrap(second, public_hex(mallory)), "ACTOR_ALREADY_BOOTSTRAPPED")
     refusal = world.last()
     assert refusal["event_type"] == "action.refused" and refusal["actor"] == ""
     assert refusal["details"] == {"code": "ACTOR_ALREADY_BOOTSTRAPPED", "action": "actor.bootstrap",
@@ -208,8 +229,9 @@ def test_registering_changing_roles_adding_and_revoking_keys_are_signed_events(w
         "actor.bootstrapped", "actor.registered", "actor.registered", "actor.roles_changed", "actor.key_added",
         "actor.key_revoked"]
     for body in bodies[1:]:
-        request = parse_envelope(body["details"]["authorization"])
-        assert body["actor"] == request.actor == "root" and request.verifies(world.keys["root"].public_key())
+        request = recorded(body["details"]["authorization"])
+        assert body["actor"] == request.actor == "root"
+        assert sealed(body["details"]["authorization"]).verifies(world.keys["root"].public_key())
     alice = world.registry().snapshot()["alice"]
     assert alice["roles"] == ["approver", "operator"]
     assert alice["keys"][first_id]["revoked_at"] == bodies[-1]["details"]["revoked_at"]
@@ -257,12 +279,12 @@ def _unsigned(world: World) -> object:
 
 def _garbled_signature(world: World) -> object:
     envelope = world.sign("root", Action.ACTOR_REGISTER, _newbie())
-    return {**envelope, "signature": base64.b64encode(os.urandom(64)).decode()}
+    return with_signature(envelope, base64.b64encode(os.urandom(64)).decode())
 
 
 def _garbled_request(world: World) -> object:
     envelope = world.sign("root", Action.ACTOR_REGISTER, _newbie())
-    return {**envelope, "request": envelope["request"].replace('"operator"', '"admin"')}
+    return with_text(envelope, request_text(envelope).replace('"operator"', '"admin"'))
 
 
 def _not_json(world: World) -> object:
@@ -334,7 +356,7 @@ def test_a_refused_request_changes_nothing_and_is_recorded(world, make, code, au
     assert refusal["details"]["code"] == code and refusal["details"]["action"] == "actor.register"
     assert refusal["details"]["request_sha256"] == refusal["subject_sha256"] == digest(raw)
     if authenticated:  # the request is kept as evidence, under its actor, and its nonce can never act later
-        request = parse_envelope(raw)
+        request = recorded(raw)
         assert refusal["actor"] == request.actor and refusal["details"]["authorization"] == raw
         with world.ledger.engine.connect() as conn:
             assert conn.execute(text("SELECT count(*) FROM evidence_action_nonces WHERE nonce = :nonce"),
@@ -443,12 +465,13 @@ def test_the_offline_recheck_finds_who_authorized_each_event_and_any_tampering(w
         change(copies[index])
         return copies
 
-    def request_text(body: dict) -> None:
+    def rewritten(body: dict) -> None:
         authorization = body["details"]["authorization"]
-        authorization["request"] = authorization["request"].replace('"operator"', '"admin"')
+        body["details"]["authorization"] = with_text(authorization,
+                                                     request_text(authorization).replace('"operator"', '"admin"'))
 
     cases = {
-        "request": (tampered(2, request_text), "ACTION_SIGNATURE_INVALID"),
+        "request": (tampered(2, rewritten), "ACTION_SIGNATURE_INVALID"),
         "details": (tampered(2, lambda body: body["details"].update(roles=["admin"])), "ACTION_REQUEST_INVALID"),
         "actor": (tampered(2, lambda body: body.update(actor="olga")), "ACTION_REQUEST_INVALID"),
         "late": (tampered(2, lambda body: body.update(recorded_at="2099-01-01T00:00:00+00:00")), "ACTION_EXPIRED"),
@@ -464,14 +487,67 @@ def test_the_offline_recheck_finds_who_authorized_each_event_and_any_tampering(w
         recheck_events(unsigned)
 
 
+def test_a_request_is_verified_before_its_text_is_parsed(world, monkeypatch):
+    """The key is named outside the signed bytes: a text too deep to read, under a signature that does not verify
+    or by a key nobody registered, is refused for its signature and never handed to the JSON reader; signed
+    properly by a registered key, the same text is the request's problem."""
+    deep = "[" * 20000 + "]" * 20000  # its envelope still within MAX_ENVELOPE_BYTES
+    read = []
+    loads = jsonread.loads
+    monkeypatch.setattr(jsonread, "loads", lambda data, *rest: read.append(data) or loads(data, *rest))
+    root = world.keys["root"]
+    stranger = Ed25519PrivateKey.generate()
+    forged = _signed_text(stranger, deep, key_id(root.public_key()))  # names root's key, signed by another
+    unknown = _signed_text(stranger, deep, key_id(stranger.public_key()))
+    for raw, code in ((forged, "ACTION_SIGNATURE_INVALID"), (unknown, "ACTOR_UNKNOWN")):
+        _refused(lambda: world.admin.register(raw), code)
+        _refused(lambda: world.admin.register(json.dumps(raw)), code)  # as text: only the envelope is read
+    assert read and not any(deep in (data if isinstance(data, str) else data.decode()) for data in read)
+    _refused(lambda: world.admin.register(_signed_text(root, deep, key_id(root.public_key()))),
+             "ACTION_REQUEST_INVALID")
+    assert any(data == deep for data in read)  # authenticated: now it is read, and refused
+
+
+def _signed_text(signer: Ed25519PrivateKey, text_: str, named_key_id: str) -> dict:
+    return envelope_of(text_, named_key_id, signer.sign(pae(ACTION_PAYLOAD_TYPE, text_.encode())))
+
+
+def test_ledgers_keep_verifying_requests_recorded_in_the_old_form(world):
+    """Append-only ledgers hold events recorded before the DSSE envelope, as {request, signature} (the same
+    signature bytes): the re-check (`ledger verify`, packages) still reads them, tampering included; no door
+    accepts that form."""
+    world.register("ada", ["admin"])
+    bodies = world.bodies()
+
+    def old_form(body: dict) -> dict:
+        authorization = body["details"]["authorization"]
+        return {**body, "details": {**body["details"], "authorization": {
+            "request": request_text(authorization), "signature": signature_of(authorization)}}}
+
+    legacy = [old_form(body) for body in bodies]
+    assert [(f.event_type, f.actor) for f in recheck_events(legacy)] == [
+        (f.event_type, f.actor) for f in recheck_events(bodies)]
+    assert [(f.event_type, f.actor) for f in recheck_events(legacy[:2] + bodies[2:])][-1] == (
+        "actor.registered", "root")  # one ledger, both forms: the old up to a moment, the new after it
+    mixed = copy.deepcopy(legacy)
+    authorization = mixed[-1]["details"]["authorization"]
+    authorization["request"] = authorization["request"].replace('"admin"', '"auditor"')
+    with pytest.raises(EvidenceError) as error:
+        recheck_events(mixed)
+    assert "ACTION_SIGNATURE_INVALID" in error.value.message
+    _refused(lambda: world.admin.register(legacy[-1]["details"]["authorization"]), "ACTION_REQUEST_INVALID")
+
+
 def test_the_offline_recheck_reads_the_stored_bodies(world):
     """Tampering in the database itself (guards dropped, a stored request rewritten) fails the re-check."""
     drop_append_only_guards(world.ledger)
-    with world.ledger.engine.begin() as conn:  # inside the stored request, JSON-escaped: olga becomes an admin
+    stored = world.bodies()[1]["details"]["authorization"]
+    forged = with_text(stored, request_text(stored).replace('"operator"', '"admin"'))
+    with world.ledger.engine.begin() as conn:  # the stored request's payload rewritten: olga becomes an admin
         conn.execute(text("UPDATE evidence_audit_events SET body = replace(body, :old, :new) WHERE seq = 2"),
-                     {"old": '\\"operator\\"', "new": '\\"admin\\"'})
+                     {"old": stored["payload"], "new": forged["payload"]})
     body = world.bodies()[1]
-    assert '"admin"' in body["details"]["authorization"]["request"]
+    assert '"admin"' in request_text(body["details"]["authorization"])
     with pytest.raises(EvidenceError) as error:
         recheck_events(world.bodies())
     assert "ACTION_SIGNATURE_INVALID" in error.value.message
@@ -515,7 +591,7 @@ def test_the_service_refuses_to_register_its_own_key(tmp_path):
     admin = ActorAdmin(ActionGate(Ledger(settings.ledger_url), MAX_AGE), service_key_ids(settings))
     with pytest.raises(EvidenceError) as error:
         admin.bootstrap(sign_request(statement, "root", Action.ACTOR_BOOTSTRAP,
-                                     {"name": "root", "public_key": public_hex(statement)}))
+                                     {"name": "root", "public_key": public_hex(statement)}), public_hex(statement))
     assert error.value.code == "KEY_MATERIAL_INVALID"
 
 

@@ -71,7 +71,7 @@ def test_two_concurrent_demos_on_one_home_count_each_publication_once(tmp_path):
     ledger = Ledger(f"sqlite:///{tmp_path / 'home' / 'ledger.sqlite'}")
     published = ledger.events_of_type(EventType.SOURCE_PUBLISHED)
     assert len(published) == 5 * SOURCE_MONTHS and {e["actor"] for e in published} == {"dev-operator"}
-    assert all(e["details"]["authorization"]["signature"] for e in published)
+    assert all(e["details"]["authorization"]["signatures"] for e in published)
     assert Counter(a.action for a in recheck_ledger(ledger, 300))["source.publish"] == len(published)
     reports = "\n".join(stdout for stdout, _ in outputs)  # either demo may have worked the parts and the merge
     assert re.search(r"acme-books +contract-review @ district-agreement/2026\.1 +3  succeeded: approved", reports)

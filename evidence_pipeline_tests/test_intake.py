@@ -37,6 +37,11 @@ def document_rows(documents) -> list:
         return conn.execute(select(documents.runtime.ledger.documents)).all()
 
 
+def event_count(ledger) -> int:
+    with ledger.engine.connect() as conn:
+        return len(conn.execute(select(ledger.audit_events.c.seq)).all())
+
+
 # --- tokens ---------------------------------------------------------------------------------------------------
 
 
@@ -47,6 +52,9 @@ def test_token_issue_stores_only_a_hash_and_revoke_locks_the_token_out(backend, 
                                  env=env)
     assert refused.exit_code != 0 and "ACTION_FORBIDDEN" in refused.output  # an auditor changes nothing
     env["EVIDENCE_ACTOR_KEY"] = signers.key_file("olga")  # the operator
+    unknown = CliRunner().invoke(main, ["tenant", "token", "issue", "acme"], env=env)
+    assert unknown.exit_code != 0 and "TENANT_UNKNOWN" in unknown.output  # `tenant add` comes first
+    assert CliRunner().invoke(main, ["tenant", "add", "acme"], env=env).exit_code == 0
     issued = CliRunner().invoke(main, ["tenant", "token", "issue", "acme"], env=env)
     assert issued.exit_code == 0, issued.output
     token_id = issued.output.split("token id:")[1].split()[0]
@@ -58,7 +66,7 @@ def test_token_issue_stores_only_a_hash_and_revoke_locks_the_token_out(backend, 
     assert token not in repr(rows) and rows[0].token_sha256 == hashlib.sha256(token.encode()).hexdigest()
     [issued_event] = documents.runtime.ledger.events_of_type("token.issued")
     assert token not in json.dumps(issued_event) and issued_event["actor"] == "olga"
-    assert issued_event["details"]["authorization"]["request"]  # the signed request is stored with the event
+    assert issued_event["details"]["authorization"]["payload"]  # the signed request is stored with the event
     with client(intake, token) as http:
         assert upload(http, pdf_bytes()).status_code == 201
         revoked = CliRunner().invoke(main, ["tenant", "token", "revoke", token_id], env=env)
@@ -71,6 +79,33 @@ def test_token_issue_stores_only_a_hash_and_revoke_locks_the_token_out(backend, 
 
 
 # --- the server -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("standing", ["never registered", "offboarded"])
+def test_a_live_token_of_a_tenant_the_registry_does_not_admit_is_refused_at_the_door(documents, intake, standing):
+    """A token issued before issuing required a registered tenant (written here as such a deployment holds it), or
+    one whose tenant's registry row says offboarded (a row written behind the ledger: offboarding revokes the
+    tenant's tokens in its own transaction): every request is 403 with the registry's code, before anything
+    is read, stored or recorded - not accepted here to fail later in the tenant's runs."""
+    ledger, token = documents.runtime.ledger, "evt_" + "l" * 43
+    if standing == "offboarded":
+        Signers(ledger).register_tenants(["initech"])
+    with ledger.engine.begin() as conn:
+        conn.execute(ledger.api_tokens.insert().values(token_id="tok_legacy", tenant="initech", created_at=0.0,
+                                                       token_sha256=hashlib.sha256(token.encode()).hexdigest()))
+        if standing == "offboarded":
+            tenants = ledger.tenants.c
+            conn.execute(ledger.tenants.update().where(tenants.tenant == "initech").values(
+                offboarded_seq=tenants.registered_seq))
+    code = "TENANT_UNKNOWN" if standing == "never registered" else "TENANT_OFFBOARDED"
+    events = event_count(ledger)
+    with client(intake, token) as http:
+        answers = [upload(http, pdf_bytes()), submit(http, "k1", {"operation": "inspect", "inputs": ["doc_x"]}),
+                   http.get("/v1/jobs/job_x"), http.put("/v1/sources/2026-10", content=b"a,b\n",
+                                                         headers={"Content-Type": "text/csv"})]
+    assert [(answer.status_code, error_code(answer)) for answer in answers] == [(403, code)] * len(answers)
+    assert document_rows(documents) == [] and documents.store.list("initech") == []
+    assert event_count(ledger) == events  # nothing recorded
 
 
 def test_healthz_answers_without_auth(intake):

@@ -13,6 +13,7 @@ from evidence_pipeline.ledger.documents import DocumentRecords
 from evidence_pipeline.ledger.jobs import JobKey, Lease
 from evidence_pipeline.ledger.ledger import GENESIS_HASH, canonical, chain_hash, migration_config
 from evidence_pipeline.ledger.submissions import Submissions
+from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.ledger.tokens import Tokens
 from evidence_pipeline_tests.conftest import SMALL, drop_append_only_guards
 
@@ -196,7 +197,12 @@ def test_each_requests_reads_run_outside_a_transaction_on_postgresql(ledger):
     if ledger.engine.dialect.name != "postgresql":
         pytest.skip("SQLite's transactions cost no round trip")
     tokens, records = Tokens(ledger), DocumentRecords(ledger)
-    _, token, _ = ledger._transact(lambda conn: tokens.issue_token(conn, "acme", "test", {}))
+
+    def issued(conn):
+        TenantRegistry(ledger).register(conn, ["acme"], "test", {})  # a token is issued to a registered tenant
+        return tokens.issue_token(conn, "acme", "test", {})
+
+    _, token, _ = ledger._transact(issued)
     in_transaction = []
     event.listen(ledger.engine, "before_cursor_execute",
                  lambda conn, cursor, *args: in_transaction.append(not cursor.connection.autocommit))

@@ -18,7 +18,7 @@ from evidence_pipeline.documents import templates
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.synthetic.rental_applications import organization_template, program_template
-from evidence_pipeline_tests.signers import Signers
+from evidence_pipeline_tests.signers import Signers, signature_of, with_signature
 
 LIMIT = jsonread.MAX_DEPTH
 OPEN = "[" * (LIMIT + 1)  # more opening brackets than the depth limit: the reader has to scan
@@ -108,7 +108,7 @@ def test_a_template_with_a_bad_signature_is_refused_for_it_before_its_text_is_pa
     signed = signers.sign("olga", Action.TEMPLATE_SUBMIT, args, tenant="acme-books")
     forged = signers.sign("olga", Action.TEMPLATE_SUBMIT, args, tenant="acme-books")
     signers.keys["mallory"] = Ed25519PrivateKey.generate()
-    forged["signature"] = signers.sign("mallory", Action.TEMPLATE_SUBMIT, args)["signature"]
+    forged = with_signature(forged, signature_of(signers.sign("mallory", Action.TEMPLATE_SUBMIT, args)))
     for organization, program in ((deep, program_template()), (organization_template(), huge)):
         with pytest.raises(EvidenceError) as refused:
             templates.submit(signers.gate, forged, organization, program)

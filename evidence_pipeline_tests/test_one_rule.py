@@ -29,7 +29,7 @@ from evidence_pipeline.operations.replay import replay_job
 from evidence_pipeline.operator_api.actions import list_dead_letters
 from evidence_pipeline.synthetic.rental_applications import organization_template, program_template
 from evidence_pipeline.webhooks.subscriptions import replay_delivery
-from evidence_pipeline_tests.signers import Signers
+from evidence_pipeline_tests.signers import Signers, signature_of, with_signature
 
 TENANTS = ("acme-books", "baltic-crafts")
 UNREGISTERED = "cedar-lane"
@@ -236,7 +236,7 @@ def test_an_offboarding_is_planned_only_for_a_request_the_gate_lets_through(worl
     world.signers.register_tenants([tenant])
     monkeypatch.setattr(offboarding, "_not_evidence", lambda documents, tenant: planned.append(tenant) or {})
     forged = world.signers.sign("bob", Action.TENANT_OFFBOARD_APPROVE, {"request": "0" * 36}, tenant=tenant)
-    forged["signature"] = world.signers.sign("audrey", Action.JOBS_READ, {})["signature"]
+    forged = with_signature(forged, signature_of(world.signers.sign("audrey", Action.JOBS_READ, {})))
     with pytest.raises(EvidenceError) as refused:
         offboarding.offboard_tenant(world.documents, world.gate, forged)
     assert refused.value.code == "ACTION_SIGNATURE_INVALID" and planned == []

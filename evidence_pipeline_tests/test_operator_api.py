@@ -31,7 +31,7 @@ from evidence_pipeline.operator_api import contract
 from evidence_pipeline.operator_api.app import CONTRACT, STATUS, create_app
 from evidence_pipeline.synthetic.rental_applications import organization_template, program_template
 from evidence_pipeline_tests.intake_server import EVIDENCE, _free_port, intake_environment, running_app, tokens
-from evidence_pipeline_tests.signers import Signers
+from evidence_pipeline_tests.signers import Signers, request_text, with_signature
 from evidence_pipeline_tests.test_intake_contract import conforms
 from evidence_pipeline_tests.test_replay_attempts import _fail
 
@@ -158,8 +158,7 @@ def test_unauthenticated_expired_replayed_and_tenant_requests_are_refused_with_t
     assert _code(_post(url, read, sign_request(stranger, "olga", read, {}))) == "ACTOR_UNKNOWN"
     assert _code(_post(url, read, sign_request(stranger, "mallory", read, {}))) == "ACTOR_UNKNOWN"
 
-    tampered = signers.sign("olga", read, {})
-    tampered["signature"] = base64.b64encode(bytes(64)).decode()
+    tampered = with_signature(signers.sign("olga", read, {}), base64.b64encode(bytes(64)).decode())
     assert _code(_post(url, read, tampered)) == "ACTION_SIGNATURE_INVALID"
     late = sign_request(signers.keys["olga"], "olga", read, {}, now=datetime.now(timezone.utc) - timedelta(hours=1))
     assert _post(url, read, late).status_code == 401 and _code(_post(url, read, late)) == "ACTION_EXPIRED"
@@ -272,7 +271,7 @@ def test_template_approval_over_http_is_four_eyes_between_identities(documents, 
     assert submitted.status_code == 201
     vid = submitted.json()["version_id"]
     again = _post(url, Action.TEMPLATE_SUBMIT, signers.sign("olga", Action.TEMPLATE_SUBMIT, json.loads(
-        envelope["request"])["args"], "acme"), **submission)
+        request_text(envelope))["args"], "acme"), **submission)
     assert again.status_code == 200 and again.json() == submitted.json()  # the same rules: the same version
 
     def approve(actor: str) -> httpx.Response:
@@ -292,7 +291,7 @@ def test_template_approval_over_http_is_four_eyes_between_identities(documents, 
     broken = _post(url, Action.TEMPLATE_SUBMIT, envelope, organization="{}", program=submission["program"])
     assert (broken.status_code, _code(broken)) == (409, "ACTION_REPLAYED")  # the request first, then the texts
     broken = _post(url, Action.TEMPLATE_SUBMIT, signers.sign("olga", Action.TEMPLATE_SUBMIT, json.loads(
-        envelope["request"])["args"], "acme"), organization="{}", program=submission["program"])
+        request_text(envelope))["args"], "acme"), organization="{}", program=submission["program"])
     assert (broken.status_code, _code(broken)) == (422, "TEMPLATE_INVALID")
     no_templates = _post(url, Action.TEMPLATE_SUBMIT, envelope)
     assert (no_templates.status_code, _code(no_templates)) == (400, "REQUEST_INVALID")

@@ -26,7 +26,7 @@ from evidence_pipeline.cli import main
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.monthly.pipeline import run_tenant_month
-from evidence_pipeline.runtime import RunInfo
+from evidence_pipeline.runtime import RunInfo, Runtime
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import load_witness_key, public_key_id
 from evidence_pipeline_tests.conftest import FIXTURE_EVENTS, FIXTURE_MONTHS, SMALL, overwrite
@@ -202,12 +202,17 @@ def read_index(package: Path) -> dict:
     return json.loads(base64.b64decode(json.loads((package / "package.json").read_bytes())["payload"]))["predicate"]
 
 
-def _index_edited(path: Path, change) -> None:
-    """The index changed inside its envelope, the signature kept."""
+def _index_edited(path: Path, change, runtime: Runtime | None = None) -> None:
+    """The index changed inside its envelope, the signature kept (with ``runtime``: signed again with its statement
+    key, as the exporter would have signed it)."""
     def edit(envelope):
         statement = json.loads(base64.b64decode(envelope["payload"]))
         change(statement["predicate"])
         envelope["payload"] = base64.b64encode(dsse.canonical_json(statement)).decode()
+        if runtime is not None:
+            envelope.update(json.loads(dsse.sign_envelope(base64.b64decode(envelope["payload"]),
+                                                          runtime.keyring.statement_key,
+                                                          runtime.keyring.statement_key_id)))
     _edit_json(path, edit)
 
 
@@ -302,6 +307,7 @@ def test_tampering_fails_with_its_code(runtime, backend, package, witness, tampe
     ("version 1, signed", "PACKAGE_INVALID", 1),
     ("another tenant", "PACKAGE_INVALID", 1),
     ("unlisted checkpoint pair", "PACKAGE_INVALID", 1),
+    ("edited, its signature kept", "PACKAGE_INDEX_SIGNATURE_INVALID", 1),  # nothing of it is read
 ])
 def test_a_broken_index_is_refused_before_anything_is_verified(local_runtime, witness, tmp_path, index, code,
                                                                exit_code):
@@ -319,7 +325,8 @@ def test_a_broken_index_is_refused_before_anything_is_verified(local_runtime, wi
             "version 1, signed": lambda d: d.update(version=1),
             "another tenant": lambda d: d.update(tenant="evergreen-market"),
             "unlisted checkpoint pair": lambda d: d.update(consistency=[]),
-        }[index])
+            "edited, its signature kept": lambda d: d.update(version=3),
+        }[index], None if "signature kept" in index else local_runtime)
     result = CliRunner().invoke(main, ["verify", "--package", str(out), "--json"])
     assert result.exit_code == exit_code and json.loads(result.output)["error"]["code"] == code
 

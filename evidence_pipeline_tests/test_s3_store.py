@@ -3,6 +3,7 @@
 import base64
 import hashlib
 import json
+import time
 
 import boto3
 import pytest
@@ -10,12 +11,14 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from evidence_pipeline.audit.verify import verify_bundle
+from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.monthly.bundle import MANIFEST, REPORT
 from evidence_pipeline.monthly.pipeline import run_tenant_month
-from evidence_pipeline.runtime import RunInfo
+from evidence_pipeline.runtime import RunInfo, s3_client
 from evidence_pipeline.store.s3 import S3Store, _classify
 from evidence_pipeline_tests.conftest import SMALL
+from evidence_pipeline_tests.slow_peer import SlowPeer
 
 aws_backend = pytest.mark.parametrize("backend", ["aws"], indirect=True)
 
@@ -97,3 +100,29 @@ def test_error_classification(code, status, expected):
         ClientError({"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "Put"), "k"
     )
     assert error.code == expected and error.retryable == (expected == "STORE_UNAVAILABLE")
+
+
+@pytest.mark.parametrize("phase", ["headers", "body"])
+def test_an_s3_call_ends_at_its_deadline_whatever_the_endpoint_trickles(tmp_path, monkeypatch, phase):
+    """An endpoint on 127.0.0.1 that sends one byte every 0.1 s, of its headers (a HEAD: `exists`) or of an
+    object's body (a GET: `get`): with EVIDENCE_S3_DEADLINE_SECONDS=1 the call fails STORE_UNAVAILABLE after about
+    10 bytes, in one attempt (no retry past the deadline). Before: botocore's read timeout (60 s) bounded each read,
+    not the call, so an attempt took all 300 bytes (30 s), and botocore retried it up to 5 times."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    peer = SlowPeer(phase)
+    try:
+        settings = Settings.from_env({"EVIDENCE_HOME": str(tmp_path / "home"), "EVIDENCE_S3_REGION": "us-east-1",
+                                      "EVIDENCE_S3_ENDPOINT_URL": peer.url.removesuffix("/hook"),
+                                      "EVIDENCE_S3_DEADLINE_SECONDS": "1"})
+        store = S3Store(s3_client(settings), "bucket")
+        with pytest.raises(EvidenceError) as error:
+            store.get("probe/object") if phase == "body" else store.exists("probe/object")
+        assert error.value.code == "STORE_UNAVAILABLE" and "within 1 s" in error.value.message
+        for _ in range(600):  # the peer notices the hang-up at its next byte
+            if peer.sent:
+                break
+            time.sleep(0.05)
+        assert len(peer.sent) == 1 and peer.sent[0] < 100 < peer.limit and peer.open == 0
+    finally:
+        peer.close()

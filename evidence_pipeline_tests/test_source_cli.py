@@ -52,7 +52,7 @@ def test_an_operator_publishes_a_file_signed_and_the_same_file_again_converges(b
     assert result["sha256"] == revision.sha256 and result["rows"] == len(demo_transactions(MONTH))
     [event] = runtime.ledger.events_of_type(EventType.SOURCE_PUBLISHED, MONTH.tenant)
     assert event["actor"] == "olga" and event["subject_sha256"] == revision.sha256
-    assert event["details"]["authorization"]["signature"]  # the signed request, stored with its event
+    assert event["details"]["authorization"]["signatures"]  # the signed request, stored with its event
     assert [(a.actor, a.action) for a in recheck_ledger(runtime.ledger, 300)
             if a.event_type == EventType.SOURCE_PUBLISHED] == [("olga", "source.publish")]
     runtime.ledger.verify_chain()

@@ -13,7 +13,7 @@ from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.tenants import EXISTING, OFFBOARDED, REGISTERED, TenantRegistry
 from evidence_pipeline.models import EventType
 from evidence_pipeline.operations.tenant_file import RejectedLine, read_tenant_file
-from evidence_pipeline_tests.signers import Signers, signers_of
+from evidence_pipeline_tests.signers import Signers, request_text, signers_of
 
 
 def test_tenant_file_keeps_valid_slugs_and_reports_bad_lines_by_number(tmp_path):
@@ -130,7 +130,7 @@ def test_a_file_of_more_tenants_than_one_signed_request_holds_registers_them_all
     assert added.exit_code == 0, added.output
     assert json.loads(added.output) == dict.fromkeys(wanted, REGISTERED)
     assert TenantRegistry(ledger).active() == wanted
-    requests = [e["details"]["authorization"]["request"] for e in ledger.events_of_type(EventType.TENANT_REGISTERED)]
+    requests = [request_text(e["details"]["authorization"]) for e in ledger.events_of_type(EventType.TENANT_REGISTERED)]
     assert len(set(requests)) == -(-len(wanted) // REGISTER_PER_REQUEST)  # 11 requests, each signed on its own
     assert all(len(request) < MAX_ENVELOPE_BYTES // 8 for request in requests)
     rechecked = recheck_ledger(ledger, 300)  # every stored request verifies, each by its signer

@@ -21,8 +21,8 @@ from click.testing import CliRunner
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from evidence_pipeline.audit.checkpoints import publish_checkpoint
-from evidence_pipeline.audit.package import inclusion_path, tlog_proof_path
-from evidence_pipeline.audit.package_index import parse_signed_index, sign_index
+from evidence_pipeline.audit.package import inclusion_path, open_package, tlog_proof_path
+from evidence_pipeline.audit.package_index import sign_index
 from evidence_pipeline.audit.witnessing import (
     POLICY,
     checkpoint_witnessed,
@@ -362,7 +362,7 @@ def _resign(package: Path, runtime: Runtime) -> None:
     files = {path.relative_to(package).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
              for path in package.rglob("*") if path.is_file() and path != index}
     index.chmod(0o644)
-    index.write_bytes(sign_index(parse_signed_index(index.read_bytes()).document, files,
+    index.write_bytes(sign_index(open_package(str(package))[1].signed.document, files,
                                  runtime.keyring.statement_key, runtime.keyring.statement_key_id))
 
 
@@ -418,7 +418,7 @@ def test_every_note_is_checked_against_the_pinned_origin_and_one_root_per_size(l
     assert _verify(package, "--policy", str(own))[0] == 0
     code, report = _verify(package, "--policy", str(stranger))
     assert code == 1 and report["codes"] == ["WITNESS_POLICY_NOT_MET"]
-    bundles = parse_signed_index((package / "package.json").read_bytes()).document["bundles"]
+    bundles = open_package(str(package))[1].signed.document["bundles"]
     proofs = [package / tlog_proof_path(bundle["path"]) for bundle in bundles]
     assert len(proofs) == 2 and all(parse_tlog_proof(p.read_bytes()).checkpoint.encode()
                                     == (package / note_key(newest["size"])).read_bytes() for p in proofs)

@@ -42,13 +42,14 @@ class ActorAdmin:
         self.actors = gate.actors  # the registry's tables and events
         self.service_key_ids = frozenset(service_key_ids)
 
-    def bootstrap(self, envelope: object) -> LedgerEvent:
+    def bootstrap(self, envelope: object, public_key: str) -> LedgerEvent:
+        """The first admin, by the request ``envelope`` signed with ``public_key`` (hex), the key it registers."""
         def perform(conn: Connection, _registry: Registry, authorized: AuthorizedAction) -> LedgerEvent:
             args = _args(authorized)
             return self.actors.register(conn, authorized.actor, args["name"], [Role.ADMIN.value], self._key(args),
                                         authorized.envelope, bootstrap=True)
 
-        return self.gate.bootstrap(envelope, perform)
+        return self.gate.bootstrap(envelope, public_key, perform)
 
     def register(self, envelope: object) -> LedgerEvent:
         def perform(conn: Connection, registry: Registry, authorized: AuthorizedAction) -> LedgerEvent:

@@ -75,18 +75,19 @@ class ActionGate:
 
         return self._refusals_recorded(raw, action, work)
 
-    def bootstrap(self, raw: object, perform: Perform) -> LedgerEvent:
-        """The first admin's request (verify.verify_bootstrap), once: ACTOR_ALREADY_BOOTSTRAPPED after that. Its
-        refusals are recorded without content: a self-signed request authenticates no registered identity."""
+    def bootstrap(self, raw: object, public_key: str, perform: Perform) -> LedgerEvent:
+        """The first admin's request, signed by ``public_key`` (verify.verify_bootstrap), once:
+        ACTOR_ALREADY_BOOTSTRAPPED after that, before the envelope is read. Its refusals are recorded without
+        content: a self-signed request authenticates no registered identity."""
 
         def work(conn: Connection) -> LedgerEvent:
-            try:
-                authorized = verify_bootstrap(raw, self._now(), self.max_age_seconds)
-            except ActionRefused as refused:
-                raise ActionRefused(refused.code, refused.message) from None
             registry = self._registry(conn)
             if registry.bootstrapped:
                 raise ActionRefused(ReasonCode.ACTOR_ALREADY_BOOTSTRAPPED, "the first admin was bootstrapped before")
+            try:
+                authorized = verify_bootstrap(raw, public_key, self._now(), self.max_age_seconds)
+            except ActionRefused as refused:
+                raise ActionRefused(refused.code, refused.message) from None
             self._recheck_appends(conn, registry, authorized)
             event = perform(conn, registry, authorized)
             _check_recorded(event, authorized)

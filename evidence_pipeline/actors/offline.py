@@ -5,9 +5,11 @@ holds every actor event, tenant ""), folds the actor registry as it goes, and fo
 request in details["authorization"] checks, against the registry as it stood just before that event and at the
 event's `recorded_at`:
 
-- the request verifies (verify.py: the actor held the key, the signature, the key not revoked, the request's time
+- the request verifies (verify.py: the signature over the payload bytes with the registered key the envelope
+  names, before the payload is parsed; the actor held the key, the key not revoked, the request's time
   within ``max_age_seconds`` (and RECORDING_GRACE_SECONDS) of `recorded_at`, a role permitting the action) - the
-  first admin's by its own key;
+  first admin's by its own key, the one its event registers. Events recorded before the DSSE envelope hold the
+  older {request, signature} form (requests.py), whose key id is read from the text: it is still read here;
 - it was signed for this event: its action records this event type (roles.RECORDED_AS), its actor is the event's
   actor and its tenant, if any, the event's tenant; an actor event's details repeat the request's args;
 - its nonce authorized no earlier event (but for an action that records one event per tenant,
@@ -114,11 +116,13 @@ def recheck(body: dict, registry: Registry, max_age_seconds: float = DEFAULT_MAX
         at = parse_time(body["recorded_at"])
     except ValueError:
         raise EvidenceError(ReasonCode.LEDGER_INVALID, "the event's recorded_at is not a time") from None
-    authorization = body["details"]["authorization"]
-    if action == Action.ACTOR_BOOTSTRAP:
-        authorized = verify_bootstrap(authorization, at, max_age_seconds + RECORDING_GRACE_SECONDS)
+    authorization, max_age = body["details"]["authorization"], max_age_seconds + RECORDING_GRACE_SECONDS
+    if action == Action.ACTOR_BOOTSTRAP:  # self-signed by the key the event registers
+        key = body["details"].get("key")
+        public = key.get("public_key") if isinstance(key, dict) else None
+        authorized = verify_bootstrap(authorization, public, at, max_age, legacy=True)
     else:
-        authorized = verify(authorization, registry, action, at, max_age_seconds + RECORDING_GRACE_SECONDS)
+        authorized = verify(authorization, registry, action, at, max_age, legacy=True)
     if authorized.actor != body["actor"] or authorized.tenant not in (None, body["tenant"]):
         raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "the event's actor or tenant is not the request's")
     if body["event_type"] in ARGS_RECORDED and not _details_repeat_args(body["details"], authorized):

@@ -72,6 +72,14 @@ class Registry:
         found = self._actors.get(actor, {}).get("keys", {}).get(key_id_)
         return None if found is None else ActorKey(actor, key_id_, **found)
 
+    def public_key(self, key_id_: str) -> ed25519.Ed25519PublicKey | None:
+        """The key of that id, whichever actor holds it, revoked or not (an id names the key's bytes): what a
+        signature is checked with before the request it signs is read."""
+        for found in self._actors.values():
+            if key_id_ in found["keys"]:
+                return public_key_from_hex(found["keys"][key_id_]["public_key"])
+        return None
+
     def keys_of(self, actor: str) -> list[ActorKey]:
         return [ActorKey(actor, kid, **key) for kid, key in self._actors.get(actor, {}).get("keys", {}).items()]
 

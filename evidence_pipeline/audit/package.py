@@ -60,9 +60,9 @@ from evidence_pipeline.audit.package_index import (
     INDEX_MAX_BYTES,
     SignedIndex,
     check_files,
-    check_signature,
+    check_key_validity,
     is_envelope,
-    parse_signed_index,
+    open_signed_index,
 )
 from evidence_pipeline.audit.verify import Check, Verification
 from evidence_pipeline.audit.verify_many import Outcome, verify_all
@@ -163,13 +163,14 @@ class Index:
         } | ({"documents": self.documents} if self.version >= 2 else {})
 
 
-def parse_index(data: bytes) -> Index:
-    """package.json as an Index (its signature not yet checked); PACKAGE_INVALID when it is not exactly what its
-    version of the format says: version 2 signed, version 1 unsigned."""
+def parse_index(data: bytes, keys: CheckpointKeys) -> Index:
+    """package.json as an Index; PACKAGE_INVALID when it is not exactly what its version of the format says:
+    version 2 signed, version 1 unsigned. A version 2 index is read only once its signature by one of ``keys``
+    verified over the statement's bytes (package_index.open_signed_index)."""
     document = jsonread.loads(data, ReasonCode.PACKAGE_INVALID, INDEX, max_bytes=INDEX_MAX_BYTES)
     signed = None
     if is_envelope(document):
-        signed = parse_signed_index(data)
+        signed = open_signed_index(document, keys)
         document = signed.document
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"{INDEX} is not an {FORMAT} index")
@@ -270,8 +271,30 @@ class PackageStore(LocalStore):
         return version if isinstance(version, str) else None
 
 
-def open_package(argument: str) -> tuple[LocalStore, Index]:
-    """The package folder as a store (read like an archive: no symlink followed) and its index."""
+@dataclass(frozen=True)
+class PackageKeys:
+    """The statement keys a package's index and checkpoints are checked with, and why there are none (its keyring
+    did not verify, or under another root than the one pinned), when so."""
+
+    keys: CheckpointKeys
+    problem: EvidenceError | None = None
+
+    @classmethod
+    def of(cls, store: ArtifactStore, key_ids: frozenset[str], root_ids: frozenset[str]) -> PackageKeys:
+        """Those the package's keyring lists (pinned by root), or its keys."""
+        try:
+            return cls(CheckpointKeys.of(store, key_ids, root_ids))
+        except EvidenceError as error:
+            if error.code in UNAVAILABLE_CODES:
+                raise
+            return cls(CheckpointKeys({}, None), error)  # nothing can verify: each check fails on its own line
+
+
+def open_package(argument: str, key_ids: frozenset[str] = frozenset(),
+                 root_ids: frozenset[str] = frozenset()) -> tuple[LocalStore, Index, PackageKeys]:
+    """The package folder as a store (read like an archive: no symlink followed), its index, read once its
+    signature verified (PACKAGE_INDEX_SIGNATURE_INVALID otherwise: nothing of an unauthenticated index is read),
+    and the keys it was checked with."""
     path = Path(argument)
     if not path.is_dir():
         raise EvidenceError(ReasonCode.PACKAGE_NOT_FOUND, f"{argument} is not a folder (a .tar or .zip must be "
@@ -279,7 +302,15 @@ def open_package(argument: str) -> tuple[LocalStore, Index]:
     store = PackageStore(path.resolve())
     if not store.exists(INDEX):
         raise EvidenceError(ReasonCode.PACKAGE_NOT_FOUND, f"{argument} holds no {INDEX}")
-    return store, parse_index(store.get(INDEX, max_bytes=INDEX_MAX_BYTES))
+    keys = PackageKeys.of(store, key_ids, root_ids)
+    try:
+        index = parse_index(store.get(INDEX, max_bytes=INDEX_MAX_BYTES), keys.keys)
+    except EvidenceError as error:
+        if error.code != ReasonCode.PACKAGE_INDEX_SIGNATURE_INVALID or keys.problem is None:
+            raise
+        raise EvidenceError(error.code, f"package.json's signature cannot be checked: the package's keys are "
+                            f"unknown ({keys.problem.code}: {keys.problem.message})") from None
+    return store, index, keys
 
 
 def witness_public_key(store: ArtifactStore, pinned: str) -> ed25519.Ed25519PublicKey | str:
@@ -317,8 +348,7 @@ class PackageChecks:
         return sorted({check.code for check in self.checks if not check.passed and check.code})
 
 
-def check_package(store: LocalStore, index: Index, key_ids: frozenset[str] = frozenset(),
-                  root_ids: frozenset[str] = frozenset(),
+def check_package(store: LocalStore, index: Index, package_keys: PackageKeys,
                   witness: ed25519.Ed25519PublicKey | str | None = None,
                   policy: TlogPolicy | None = None, allow_unsigned_index: bool = False,
                   origin: str | None = None) -> PackageChecks:
@@ -328,13 +358,9 @@ def check_package(store: LocalStore, index: Index, key_ids: frozenset[str] = fro
     whose cosignatures on every checkpoint's note must verify; ``origin``: the log's pinned origin, which every
     note must state (None: the first note's); ``allow_unsigned_index``: accept a version 1 index."""
     result = PackageChecks()
-    try:  # the index's and the checkpoints' keys: those the package's keyring lists (pinned by root), or its keys
-        keys = CheckpointKeys.of(store, key_ids, root_ids)
-    except EvidenceError as error:
-        if error.code in UNAVAILABLE_CODES:
-            raise
-        result.checks.append(Check("keyring", False, error.code, error.message))
-        keys = CheckpointKeys({}, None)  # no checkpoint can verify: each then fails on its own line
+    keys = package_keys.keys
+    if package_keys.problem is not None:
+        result.checks.append(Check("keyring", False, package_keys.problem.code, package_keys.problem.message))
     signed = index.signed
     if signed is None:
         result.checks.append(Check("index_signature", allow_unsigned_index, None if allow_unsigned_index else
@@ -342,7 +368,7 @@ def check_package(store: LocalStore, index: Index, key_ids: frozenset[str] = fro
                                        ", accepted by --allow-unsigned-index" if allow_unsigned_index else "")))
     else:
         result.checks.append(run_check("index_signature",
-                                       lambda: check_signature(store, signed, index.exported_at, keys)))
+                                       lambda: check_key_validity(signed, index.exported_at, keys)))
         result.checks.append(run_check("files", lambda: check_files(store, store.root, INDEX, signed.subjects)))
     result.checks.append(run_check("contents", lambda: _check_contents(store, index)))
     if isinstance(witness, str):

@@ -3,8 +3,9 @@
 is. Its subjects are every other file of the package, each by its path and sha256; its predicate
 (``predicateType`` PREDICATE_TYPE) is the index itself (package.py's ``Index.document``).
 
-Verification checks the signature against the statement keys the package's keys/ folder holds (through its
-keyring, pinned by ``--root-id``, when there is one: the key must be valid when the package was exported), then that
+Verification checks the signature over the payload bytes against the statement keys the package's keys/ folder
+holds (through its keyring, pinned by ``--root-id``, when there is one) before the payload is parsed; once parsed,
+with a keyring, that the key was valid when the package was exported (the time the index states); then that
 the files of the package are exactly the subjects: a file removed is PACKAGE_FILE_MISSING, one added (anything that
 is not a folder, a symlink or a hidden file included) PACKAGE_FILE_UNLISTED, one whose bytes changed
 PACKAGE_FILE_MISMATCH, each naming the files. A version 1 index is unsigned: PACKAGE_INDEX_UNSIGNED, unless the
@@ -36,9 +37,9 @@ _HASH = re.compile(r"[0-9a-f]{64}")
 
 @dataclass(frozen=True)
 class SignedIndex:
-    """A version 2 package.json, parsed, not yet verified."""
+    """A version 2 package.json whose signature verified, then parsed."""
 
-    data: bytes  # the envelope as the package holds it
+    key_ids: tuple[str, ...]  # the statement keys whose signatures verified it
     document: dict  # the predicate: the index
     subjects: dict[str, str]  # path -> sha256 of every other file of the package
 
@@ -62,37 +63,45 @@ def is_envelope(document: object) -> bool:
     return isinstance(document, dict) and document.keys() == {"payload", "payloadType", "signatures"}
 
 
-def parse_signed_index(data: bytes) -> SignedIndex:
-    """The statement inside package.json; PACKAGE_INVALID when it is not one of this format."""
-    envelope = dsse.parse_envelope(data, ReasonCode.PACKAGE_INVALID, INDEX_MAX_BYTES)
-    statement = jsonread.loads(envelope.payload, ReasonCode.PACKAGE_INVALID, "package.json's payload",
+def open_signed_index(envelope: object, keys: CheckpointKeys) -> SignedIndex:
+    """The statement inside package.json (``envelope``, its JSON read), parsed only once the signature over its
+    payload bytes verified with a statement key of the package: PACKAGE_INDEX_SIGNATURE_INVALID before anything of
+    the payload is read; PACKAGE_INVALID when, signed, it is not one of this format."""
+    fields = dsse.envelope_fields(envelope, ReasonCode.PACKAGE_INVALID)
+    if fields.payload_type != dsse.PAYLOAD_TYPE:
+        raise EvidenceError(ReasonCode.PACKAGE_INVALID, "package.json is not a signed package index")
+    try:
+        opened = fields.opened(keys.keys, dsse.PAYLOAD_TYPE, ReasonCode.PACKAGE_INVALID)
+    except EvidenceError as error:
+        raise EvidenceError(ReasonCode.PACKAGE_INDEX_SIGNATURE_INVALID,
+                            f"package.json's signature does not verify ({error.code}: {error.message})") from None
+    statement = jsonread.loads(opened.payload, ReasonCode.PACKAGE_INVALID, "package.json's payload",
                                INDEX_MAX_BYTES)
     try:
         subjects = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]
                     if s.keys() == {"name", "digest"} and s["digest"].keys() == {"sha256"}}
-        valid = (envelope.payload_type == dsse.PAYLOAD_TYPE and statement.keys() == {
-            "_type", "subject", "predicateType", "predicate"} and statement["_type"] == dsse.STATEMENT_TYPE
-            and statement["predicateType"] == PREDICATE_TYPE and isinstance(statement["predicate"], dict)
-            and len(subjects) == len(statement["subject"])
-            and all(isinstance(path, str) and isinstance(sha256, str) and _HASH.fullmatch(sha256)
-                    for path, sha256 in subjects.items()))
+        valid = (statement.keys() == {"_type", "subject", "predicateType", "predicate"}
+                 and statement["_type"] == dsse.STATEMENT_TYPE
+                 and statement["predicateType"] == PREDICATE_TYPE and isinstance(statement["predicate"], dict)
+                 and len(subjects) == len(statement["subject"])
+                 and all(isinstance(path, str) and isinstance(sha256, str) and _HASH.fullmatch(sha256)
+                         for path, sha256 in subjects.items()))
     except (KeyError, TypeError, AttributeError):
         valid = False
     if not valid:
         raise EvidenceError(ReasonCode.PACKAGE_INVALID, "package.json is not a signed package index")
-    return SignedIndex(data, statement["predicate"], subjects)
+    return SignedIndex(opened.key_ids, statement["predicate"], subjects)
 
 
-def check_signature(store: ArtifactStore, signed: SignedIndex, exported_at: str, keys: CheckpointKeys) -> None:
-    """PACKAGE_INDEX_SIGNATURE_INVALID unless a statement key of the package signed the index (with a keyring: one
-    valid, and not revoked, at the export time the index states)."""
+def check_key_validity(signed: SignedIndex, exported_at: str, keys: CheckpointKeys) -> None:
+    """With a keyring, PACKAGE_INDEX_SIGNATURE_INVALID unless the keys that signed the index were valid, and not
+    revoked, at the export time the index states (its signature verified when it was opened)."""
+    if keys.keyring is None:
+        return
     try:
-        opened = dsse.verify_envelope(signed.data, keys.keys, dsse.PAYLOAD_TYPE, ReasonCode.PACKAGE_INVALID,
-                                      INDEX_MAX_BYTES)
-        if keys.keyring is not None:
-            for key_id in opened.key_ids:
-                check_key_at(keys.keyring, key_id, SignatureTimes(made=(parse_time(exported_at, "exported_at"),)),
-                             "package index key")
+        for key_id in signed.key_ids:
+            check_key_at(keys.keyring, key_id, SignatureTimes(made=(parse_time(exported_at, "exported_at"),)),
+                         "package index key")
     except EvidenceError as error:
         if error.code in UNAVAILABLE_CODES:
             raise

@@ -95,8 +95,9 @@ def actor_bootstrap(name: str, key: Path | None, as_json: bool) -> None:
 
     settings = load_settings()
     private = load_actor_key(key, settings)
-    envelope = sign_request(private, name, Action.ACTOR_BOOTSTRAP, {"name": name, "public_key": public_hex(private)})
-    _done(_admin(settings).bootstrap(envelope), as_json, f"{name} is the first admin")
+    public = public_hex(private)
+    envelope = sign_request(private, name, Action.ACTOR_BOOTSTRAP, {"name": name, "public_key": public})
+    _done(_admin(settings).bootstrap(envelope, public), as_json, f"{name} is the first admin")
 
 
 @actor.command("register")

@@ -172,12 +172,11 @@ def _verify_package(argument: str, witness: str | None, policy, allow_unsigned_i
     from evidence_pipeline.audit.verify_many import overall_exit_code
     from evidence_pipeline.audit.witnessing import package_policy
 
-    store, index = open_package(argument)
+    store, index, keys = open_package(argument, key_ids, root_ids)
     pinned_policy = policy is not None
     policy = policy or package_policy(store)  # the package's own: checked, though the operator wrote it
     pinned_witness = None if witness is None else witness_public_key(store, witness)
-    checks = check_package(store, index, key_ids, root_ids, pinned_witness, policy, allow_unsigned_index,
-                           origin)
+    checks = check_package(store, index, keys, pinned_witness, policy, allow_unsigned_index, origin)
     authorizations = check_authorizations(store, index, checks)
     lineages = check_documents(store, index, checks, key_ids, root_ids)
     artifacts = len((index.documents or {}).get("artifacts", []))

@@ -91,6 +91,7 @@ STATUS = {
     ReasonCode.SOURCE_INVALID: 422,
     ReasonCode.SOURCE_TOO_LARGE: 413,
     ReasonCode.TENANT_OFFBOARDED: 403,
+    ReasonCode.TENANT_UNKNOWN: 403,
     ReasonCode.TENANT_MONTH_BUSY: 503,
     ReasonCode.TENANT_QUOTA_EXCEEDED: 429,
     ReasonCode.REQUEST_EXCEEDS_QUOTA: 413,  # never fits: no Retry-After, an obedient client would loop forever

@@ -21,10 +21,11 @@ _ID = {"type": "string", "minLength": 1, "maxLength": 200}
 _TIME = {"type": ["string", "null"], "format": "date-time"}
 _SHA256 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 _IDEMPOTENCY_KEY = {"type": "string", "pattern": admission.IDEMPOTENCY_KEY_PATTERN}
-# what any request may be answered (after the token is checked, or by the connection guard before anything)
-_ALWAYS = (R.AUTH_REQUIRED, R.TOKEN_INVALID, R.HEADER_REPEATED, R.HEADERS_TOO_LARGE, R.REQUEST_TIMEOUT,
-           R.INTAKE_BUSY, R.LEDGER_UNAVAILABLE, R.LEDGER_CONFLICT, R.STORE_UNAVAILABLE, R.REQUEST_TEXT_INVALID,
-           R.REQUEST_INVALID)
+# what any request may be answered (after the token is checked, or by the connection guard before anything); a
+# live token of a tenant the registry does not hold (or no longer does) admits nobody
+_ALWAYS = (R.AUTH_REQUIRED, R.TOKEN_INVALID, R.TENANT_UNKNOWN, R.TENANT_OFFBOARDED, R.HEADER_REPEATED,
+           R.HEADERS_TOO_LARGE, R.REQUEST_TIMEOUT, R.INTAKE_BUSY, R.LEDGER_UNAVAILABLE, R.LEDGER_CONFLICT,
+           R.STORE_UNAVAILABLE, R.REQUEST_TEXT_INVALID, R.REQUEST_INVALID)
 _JSON_BODY = (R.REQUEST_TOO_DEEP,)
 _ACCEPT = (R.IDEMPOTENCY_KEY_INVALID, R.IDEMPOTENCY_CONFLICT, R.TENANT_QUOTA_EXCEEDED, R.REQUEST_EXCEEDS_QUOTA,
            R.INTAKE_BACKPRESSURE)
@@ -182,7 +183,7 @@ OPERATIONS = {
         {201: "SourceRevision", 200: "SourceRevision"},
         (R.PERIOD_INVALID, R.IDEMPOTENCY_KEY_INVALID, R.IDEMPOTENCY_CONFLICT, R.LENGTH_REQUIRED, R.LENGTH_MISMATCH,
          R.SOURCE_TOO_LARGE, R.MEDIA_TYPE_UNSUPPORTED, R.CONTENT_DIGEST_MISMATCH, R.SOURCE_INVALID,
-         R.TENANT_OFFBOARDED, R.TENANT_MONTH_BUSY, R.STORE_FULL, R.STORE_READ_ONLY, R.STORE_ACCESS_DENIED),
+         R.TENANT_MONTH_BUSY, R.STORE_FULL, R.STORE_READ_ONLY, R.STORE_ACCESS_DENIED),
     ),
     ("/v1/batches/{batch_id}", "get"): ("A batch's progress", [_path_id("batch_id")], None, {200: "Batch"},
                                         (R.BATCH_NOT_FOUND,)),

@@ -20,16 +20,23 @@ class Tokens:
     def __init__(self, ledger: Ledger):
         self.ledger = ledger
         self.tokens = ledger.api_tokens
-        tokens = self.tokens.c
-        # every request of the tenant API runs it: built once, no statement construction per request
-        self._live_token = select(tokens.tenant, tokens.token_id).where(tokens.token_sha256 == bindparam("sha256"),
-                                                                        tokens.revoked_at.is_(None))
+        tokens, registry = self.tokens.c, ledger.tenants.c
+        # every request of the tenant API runs it: built once, no statement construction per request; one statement
+        # that also reads the token's tenant's standing in the registry
+        self._live_token = select(
+            tokens.tenant, tokens.token_id, registry.tenant.label("registered"), registry.offboarded_seq,
+        ).select_from(self.tokens.outerjoin(ledger.tenants, registry.tenant == tokens.tenant)).where(
+            tokens.token_sha256 == bindparam("sha256"), tokens.revoked_at.is_(None))
 
     def issue_token(self, conn: Connection, tenant: str, actor: str, details: dict) -> tuple[str, str, LedgerEvent]:
         """A new API token for ``tenant`` in the caller's transaction (the action gate's): (token id, token, its
         `token.issued` event). Only the token's sha256 is stored; the event names the token id."""
         if self.offboarding(conn, tenant) is not None:
             raise EvidenceError(ReasonCode.TENANT_OFFBOARDED, f"tenant {tenant} was offboarded")
+        registry = self.ledger.tenants
+        if conn.execute(select(registry.c.tenant).where(registry.c.tenant == tenant)).first() is None:
+            raise EvidenceError(ReasonCode.TENANT_UNKNOWN, f"tenant {tenant} is not registered: `evidence tenant add` "
+                                                           "it first")
         token_id = "tok_" + secrets.token_hex(12)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)  # 256 bits of randomness
         now = time.time()
@@ -62,10 +69,19 @@ class Tokens:
         return None if caller is None else caller[0]
 
     def caller_of_token(self, token: str) -> tuple[str, str] | None:
-        """(tenant, token id) of a live token, or None (unknown or revoked)."""
+        """(tenant, token id) of a live token, or None (unknown or revoked). A token admits only a tenant the
+        registry holds: TENANT_UNKNOWN when its tenant was never registered (a token issued before issuing
+        required it), TENANT_OFFBOARDED when it was offboarded."""
         with classified_errors(), self.ledger.reading() as conn:
             row = conn.execute(self._live_token, {"sha256": sha256_text(token)}).first()
-        return None if row is None else (row.tenant, row.token_id)
+        if row is None:
+            return None
+        if row.registered is None:
+            raise EvidenceError(ReasonCode.TENANT_UNKNOWN, "the token's tenant is not registered (`evidence tenant "
+                                                           "add`)")
+        if row.offboarded_seq is not None:
+            raise EvidenceError(ReasonCode.TENANT_OFFBOARDED, "the token's tenant was offboarded")
+        return row.tenant, row.token_id
 
     def record_offboarding(self, conn: Connection, tenant: str, actor: str,
                            details: dict) -> tuple[dict, LedgerEvent | None]:

@@ -26,10 +26,16 @@ _SIGNED = {"type": "object", "description": "the actor's signed request (see Who
 SCHEMAS = {
     "Error": _object({"error": _object({"code": {"type": "string"}, "message": {"type": "string"}})}),
     "SignedRequest": _object({
-        "request": {"type": "string", "description": "the request's canonical JSON text, exactly as signed"},
-        "signature": {"type": "string", "contentEncoding": "base64",
-                      "description": f"Ed25519 over the DSSE pre-authentication encoding of the request, payload "
-                                     f"type {ACTION_PAYLOAD_TYPE}"},
+        "payloadType": {"type": "string", "const": ACTION_PAYLOAD_TYPE},
+        "payload": {"type": "string", "contentEncoding": "base64",
+                    "description": "the request's canonical JSON text, exactly as signed"},
+        "signatures": {"type": "array", "minItems": 1, "maxItems": 1, "items": _object({
+            "keyid": _SHA256 | {"description": "the signing key's id (the request's key_id), outside the signed "
+                                               "bytes: the key is chosen, and the signature verified, before the "
+                                               "payload is read"},
+            "sig": {"type": "string", "contentEncoding": "base64",
+                    "description": "Ed25519 over the DSSE pre-authentication encoding of the payload"},
+        })},
     }),
     "Signed": _object(_SIGNED["properties"]),
     "TemplateSubmission": _object({

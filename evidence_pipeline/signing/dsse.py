@@ -88,11 +88,31 @@ class Envelope:
             return False
         return True
 
+    def opened(self, public_keys: dict[str, ed25519.Ed25519PublicKey], payload_type: str,
+               code: str = ReasonCode.STATEMENT_INVALID) -> Opened:
+        """The payload bytes, unparsed, once every signature by a key of ``public_keys`` verified over them
+        (verify_envelope)."""
+        if self.payload_type != payload_type or not self.signatures:
+            raise EvidenceError(code, "DSSE envelope has the wrong payload type or no signature")
+        known = sorted({key_id for key_id, _ in self.signatures if key_id in public_keys})
+        if not known:
+            raise EvidenceError(ReasonCode.KEY_UNKNOWN, "no DSSE signature is by a published key")
+        for key_id in known:
+            if not self.verifies(key_id, public_keys[key_id]):
+                raise EvidenceError(
+                    ReasonCode.STATEMENT_SIGNATURE_INVALID, f"DSSE signature by {key_id} does not verify"
+                )
+        return Opened(self.payload, tuple(known))
+
 
 def parse_envelope(data: bytes, code: str = ReasonCode.STATEMENT_INVALID,
                    max_bytes: int = jsonread.MAX_BYTES) -> Envelope:
     """The fields of a DSSE envelope of at most ``max_bytes``; a malformed one raises ``code``."""
-    envelope = jsonread.loads(data, code, "the DSSE envelope", max_bytes)
+    return envelope_fields(jsonread.loads(data, code, "the DSSE envelope", max_bytes), code)
+
+
+def envelope_fields(envelope: object, code: str = ReasonCode.STATEMENT_INVALID) -> Envelope:
+    """The fields of an envelope already read as JSON (its payload bytes are not parsed)."""
     try:
         if not isinstance(envelope, dict) or envelope.keys() != _ENVELOPE_FIELDS:
             raise ValueError("not an envelope")
@@ -117,18 +137,7 @@ def verify_envelope(
 ) -> Opened:
     """Verify a DSSE envelope of ``payload_type`` (at most ``max_bytes``) against known keys; malformed envelopes
     raise ``code``. Signatures by keys that are not in ``public_keys`` (a checkpoint's witness) are left alone."""
-    envelope = parse_envelope(data, code, max_bytes)
-    if envelope.payload_type != payload_type or not envelope.signatures:
-        raise EvidenceError(code, "DSSE envelope has the wrong payload type or no signature")
-    known = sorted({key_id for key_id, _ in envelope.signatures if key_id in public_keys})
-    if not known:
-        raise EvidenceError(ReasonCode.KEY_UNKNOWN, "no DSSE signature is by a published key")
-    for key_id in known:
-        if not envelope.verifies(key_id, public_keys[key_id]):
-            raise EvidenceError(
-                ReasonCode.STATEMENT_SIGNATURE_INVALID, f"DSSE signature by {key_id} does not verify"
-            )
-    return Opened(envelope.payload, tuple(known))
+    return parse_envelope(data, code, max_bytes).opened(public_keys, payload_type, code)
 
 
 def _signature_fields(signature) -> dict:

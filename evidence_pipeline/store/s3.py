@@ -3,13 +3,15 @@
 The client is any boto3 S3 client (the Dagster layer builds it with dagster-aws's S3Resource). S3 emulators do not
 validate checksums and a real S3 does, so we rely on neither: every read re-hashes the bytes and compares them with
 the digest recorded in the object's metadata at upload (and with the caller's expectation, if any). Puts stream
-from a file and reads stream into one, a chunk at a time, hashing on the way.
+from a file and reads stream into one, a chunk at a time, hashing on the way. Each call ends within the client's
+total deadline, its retries and the body it reads included (s3_deadline.py).
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import io
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,6 +31,7 @@ from evidence_pipeline.store import (
     check_key,
     check_size,
     copy_hashing,
+    s3_deadline,
     sha256_file,
 )
 from evidence_pipeline.tempfiles import scratch_file
@@ -45,6 +48,17 @@ class S3Options:
     object_lock_days: int = 0
     server_side_encryption: str | None = None  # AES256 or aws:kms
     kms_key_id: str | None = None
+
+
+def _bounded(method):
+    """The store call within the client's total deadline (s3_deadline.py)."""
+
+    @functools.wraps(method)
+    def bounded(self: S3Store, key: str, *args, **kwargs):
+        with s3_deadline.call(self.client, key):
+            return method(self, key, *args, **kwargs)
+
+    return bounded
 
 
 class S3Store(StreamingStore):
@@ -69,6 +83,7 @@ class S3Store(StreamingStore):
         spool.seek(0)
         return self._put(key, spool, sha256, size)
 
+    @_bounded
     def _put(self, key: str, file: BinaryIO, sha256: str, size: int) -> StoredObject:
         extra = {}
         if self.options.object_lock_mode:
@@ -115,6 +130,7 @@ class S3Store(StreamingStore):
         _, version = self._read(key, out, None, max_bytes)
         return out.getvalue(), version
 
+    @_bounded
     def _read(self, key: str, out: BinaryIO, expected_sha256: str | None,
               max_bytes: int | None) -> tuple[str, str | None]:
         """(sha256, version id) of the object streamed into ``out``."""
@@ -133,7 +149,11 @@ class S3Store(StreamingStore):
             )
         return check_digest(key, sha256, expected_sha256), response.get("VersionId")
 
+    @_bounded
     def open_read(self, key: str) -> BinaryIO:
+        """The object's body as a stream: the deadline covers the call until its answer's headers; its caller reads
+        the body later, each read bounded by botocore's read timeout only (a download: the intake server bounds
+        the answer to its client)."""
         with _errors(key):
             return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]
 
@@ -144,6 +164,7 @@ class S3Store(StreamingStore):
                 "Bucket": self.bucket, "Key": self._key(key),
                 "ResponseContentDisposition": f'attachment; filename="{filename}"'})
 
+    @_bounded
     def exists(self, key: str) -> bool:
         try:
             self.client.head_object(Bucket=self.bucket, Key=self._key(key))
@@ -155,6 +176,7 @@ class S3Store(StreamingStore):
             raise _unavailable(error, key) from None
         return True
 
+    @_bounded
     def list(self, prefix: str) -> list[str]:
         full = self._key(prefix) + "/"
         strip = len(self.prefix) + 1 if self.prefix else 0
@@ -167,10 +189,12 @@ class S3Store(StreamingStore):
     def uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{self._key(key)}"
 
+    @_bounded
     def version_id(self, key: str) -> str | None:
         with _errors(key):
             return self.client.head_object(Bucket=self.bucket, Key=self._key(key)).get("VersionId")
 
+    @_bounded
     def erase(self, key: str) -> bool:
         full = self._key(check_key(key))
         with _errors(key):
@@ -185,6 +209,7 @@ class S3Store(StreamingStore):
                 self.client.delete_object(Bucket=self.bucket, Key=full, VersionId=version)
         return bool(versions)
 
+    @_bounded
     def retained_until(self, key: str) -> datetime | None:
         with _errors(key):
             return self.client.head_object(Bucket=self.bucket, Key=self._key(key)).get("ObjectLockRetainUntilDate")

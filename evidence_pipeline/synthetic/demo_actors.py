@@ -59,8 +59,8 @@ def ensure_demo_actors(settings: Settings, ledger: Ledger) -> DemoActors:
             if registry.bootstrapped:
                 raise EvidenceError(ReasonCode.ACTOR_ALREADY_BOOTSTRAPPED, "this deployment has its own first "
                                                                            "admin: the demo's actors are not made")
-            admin.bootstrap(actors.sign(ADMIN, Action.ACTOR_BOOTSTRAP, {"name": ADMIN,
-                                                                        "public_key": public_hex(keys[ADMIN])}))
+            public = public_hex(keys[ADMIN])
+            admin.bootstrap(actors.sign(ADMIN, Action.ACTOR_BOOTSTRAP, {"name": ADMIN, "public_key": public}), public)
         for name in (APPROVER, OPERATOR):
             if registry.roles(name) is None:
                 admin.register(actors.sign(ADMIN, Action.ACTOR_REGISTER, {
