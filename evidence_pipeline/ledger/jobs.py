@@ -41,6 +41,7 @@ from evidence_pipeline.ledger.job_states import (
     REJECTED,
     RUNNING,
     SUCCEEDED,
+    RetryBudget,
     lease_live,
     lease_live_clause,
 )
@@ -86,30 +87,6 @@ class Lease:
     token: int
     owner: str
     expires_at: float
-
-
-@dataclass(frozen=True)
-class RetryBudget:
-    """Transient failures are retried until both are spent: ``max_attempts`` failed attempts, and
-    ``max_elapsed_seconds`` since acceptance (or the last replay). Then the job is dead.
-
-    Both, so the budget is spent over time: a quick burst of retries (one run's op retries, one demo on a full
-    disk) cannot kill a job before the outage had time to end, and a job accepted long ago that fails once has
-    still been tried only once.
-    """
-
-    max_attempts: int = 4
-    max_elapsed_seconds: float = 900.0
-    # How long a job waits in retry_wait before its next attempt may be dispatched (its persisted next_attempt_at):
-    # this after the first failure, twice as long after each later one. 0: no wait is recorded (a tenant-month
-    # job's failures that Dagster's RetryPolicy retries within the run; its run's last try waits in retry_wait).
-    retry_delay_seconds: float = 0.0
-
-    def exhausted(self, attempts: int, elapsed_seconds: float) -> bool:
-        return attempts >= self.max_attempts and elapsed_seconds >= self.max_elapsed_seconds
-
-    def next_attempt_at(self, attempts: int, now: float) -> float | None:
-        return now + self.retry_delay_seconds * 2 ** max(attempts - 1, 0) if self.retry_delay_seconds else None
 
 
 class JobTransitions:

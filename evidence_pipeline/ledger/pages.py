@@ -13,7 +13,7 @@ from evidence_pipeline.canonical import canonical, sha256_text
 from evidence_pipeline.ledger import job_states as states
 from evidence_pipeline.ledger.db import classified_errors
 from evidence_pipeline.ledger.document_jobs import EVIDENCE, DocumentJobs, listed_job
-from evidence_pipeline.ledger.jobs import RetryBudget
+from evidence_pipeline.ledger.job_states import RetryBudget
 from evidence_pipeline.ledger.ledger import Ledger
 from evidence_pipeline.ledger.retries import expired_leases, record_lost_attempts
 

@@ -14,7 +14,8 @@ from sqlalchemy import Select, and_, or_, select
 
 from evidence_pipeline.ledger import job_states as states
 from evidence_pipeline.ledger.db import classified_errors
-from evidence_pipeline.ledger.jobs import RetryBudget, attempt_id_of
+from evidence_pipeline.ledger.job_states import RetryBudget
+from evidence_pipeline.ledger.jobs import attempt_id_of
 from evidence_pipeline.ledger.ledger import Ledger
 
 
