@@ -15,7 +15,7 @@ from evidence_pipeline.audit.checkpoints import (
 )
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import GENESIS_HASH
-from evidence_pipeline.ledger.ledger import chain_hash
+from evidence_pipeline.ledger.chain import chain_hash
 from evidence_pipeline.ledger.mirrors import EVENT_COLUMNS
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo

@@ -6,12 +6,14 @@ from alembic import command
 from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.exc import DatabaseError
 
+from evidence_pipeline.canonical import canonical
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.admission import Clock
+from evidence_pipeline.ledger.chain import GENESIS_HASH, chain_hash
 from evidence_pipeline.ledger.documents import DocumentRecords
 from evidence_pipeline.ledger.jobs import JobKey, Lease
-from evidence_pipeline.ledger.ledger import GENESIS_HASH, canonical, chain_hash, migration_config
+from evidence_pipeline.ledger.ledger import migration_config
 from evidence_pipeline.ledger.submissions import Submissions
 from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.ledger.tokens import Tokens

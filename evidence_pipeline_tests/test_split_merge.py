@@ -25,7 +25,7 @@ from evidence_pipeline.documents.registry import ProcessorInput, operation
 from evidence_pipeline.documents.worker import run_page
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake import open_documents
-from evidence_pipeline.ledger.ledger import chain_hash
+from evidence_pipeline.ledger.chain import chain_hash
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly.document_outcomes import close_month, counts, read_outcomes
 from evidence_pipeline.runtime import RunInfo

@@ -28,7 +28,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 import re
 import secrets
 from dataclasses import dataclass
@@ -39,9 +38,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from evidence_pipeline import jsonread
+from evidence_pipeline.canonical import canonical_json, legacy_ascii_json_for_ids
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.models import TENANT_ID
-from evidence_pipeline.signing.dsse import canonical_json, pae
+from evidence_pipeline.signing.dsse import pae
 
 ACTION_PAYLOAD_TYPE = "application/vnd.evidence-pipeline.action.v1+json"
 MAX_ENVELOPE_BYTES = 64 << 10  # a request is a few hundred bytes; its args name ids, never documents
@@ -90,7 +90,7 @@ def digest(raw: object) -> str:
         raw = raw.encode("utf-8", "surrogatepass")
     if not isinstance(raw, bytes):
         try:
-            raw = json.dumps(raw, sort_keys=True, separators=(",", ":")).encode()
+            raw = legacy_ascii_json_for_ids(raw)
         except (TypeError, ValueError):
             raw = repr(type(raw)).encode()  # not JSON at all: nothing of it is worth a digest
     return hashlib.sha256(raw).hexdigest()

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from functools import partial
 from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from evidence_pipeline import jsonread
+from evidence_pipeline.canonical import utc_iso
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import merkle
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
@@ -66,7 +66,7 @@ def publish_checkpoint(ledger: Ledger, archive: ArtifactStore, keyring: Keyring,
     tree = merkle.Tree(leaves)
     body = {
         "origin": ORIGIN, "size": len(leaves), "root_sha256": tree.root(0, len(leaves)).hex(),
-        "issued_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "key_id": keyring.statement_key_id,
+        "issued_at": utc_iso(timespec="seconds"), "key_id": keyring.statement_key_id,
     }
     signers = [(keyring.statement_key, keyring.statement_key_id)]
     if witness is not None:

@@ -27,7 +27,6 @@ import os
 import shutil
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
 from evidence_pipeline import jsonread
@@ -50,6 +49,7 @@ from evidence_pipeline.audit.package_documents import document_proof_path, uploa
 from evidence_pipeline.audit.package_index import package_files, sign_index
 from evidence_pipeline.audit.verify import MAX_REPORT_BYTES, SIGNATURE_ALLOWANCE
 from evidence_pipeline.audit.witnessing import POLICY, archive_note, log_verifier, note_key
+from evidence_pipeline.canonical import utc_iso
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import Ledger, merkle
@@ -259,7 +259,7 @@ def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, cho
                                    }.values():
             _copy(store, key, package, upload_path(contents.tenant, sha256), sha256)
     index = Index(contents.tenant, contents.first, contents.last,
-                  datetime.now(timezone.utc).isoformat(timespec="seconds"), checkpoints,
+                  utc_iso(timespec="seconds"), checkpoints,
                   [consistency_path(old, new) for old, new in zip(checkpoints, checkpoints[1:])],
                   [publication.prefix for publication in contents.publications],
                   [stored.event.seq for stored in contents.authorizations], contents.action_max_age_seconds,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from evidence_pipeline.audit.lineage import DerivedBy, walk
 from evidence_pipeline.documents import Documents
-from evidence_pipeline.ledger.ledger import GENESIS_HASH, chain_hash
+from evidence_pipeline.ledger.chain import GENESIS_HASH, chain_hash
 from evidence_pipeline.signing.keys import published_statement_keys
 from evidence_pipeline.store import ArtifactStore
 

@@ -41,7 +41,6 @@ is package_authorizations.py's.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -69,6 +68,7 @@ from evidence_pipeline.audit.verify_many import Outcome, verify_all
 from evidence_pipeline.audit.witnessing import NotePins, check_notes, note_key, package_note
 from evidence_pipeline.errors import UNAVAILABLE_CODES, EvidenceError, ReasonCode
 from evidence_pipeline.ledger import merkle
+from evidence_pipeline.ledger.chain import chain_hash
 from evidence_pipeline.models import PERIOD, TENANT_ID, LedgerEvent
 from evidence_pipeline.monthly.bundle import MANIFEST, REPORT, STATEMENT
 from evidence_pipeline.signing.keys import (
@@ -562,7 +562,7 @@ def prove_event(store: ArtifactStore, seq: int, text: bytes, proof: dict, roots:
     if proof["event_seq"] != seq:
         raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"the inclusion proof of event {seq} proves another event")
     check_inclusion(store, proof, roots)
-    if hashlib.sha256(bytes.fromhex(proof["prev_hash"]) + text).hexdigest() != proof["event_hash"]:
+    if chain_hash(proof["prev_hash"], text) != proof["event_hash"]:
         raise EvidenceError(ReasonCode.PROOF_INVALID, f"event {seq}'s hash is not sha256(prev_hash || its bytes)")
 
 
@@ -593,7 +593,7 @@ def _check_event(store: ArtifactStore, prefix: str, proof: dict) -> None:
     except EvidenceError as error:
         _missing_is_incomplete(error, f"{prefix}/{MANIFEST}")
         manifest = None
-    event_hash = hashlib.sha256(bytes.fromhex(proof["prev_hash"]) + text).hexdigest()
+    event_hash = chain_hash(proof["prev_hash"], text)
     event = LedgerEvent(proof["event_seq"], body.get("event_type") if isinstance(body, dict) else None,
                         proof["event_hash"], body)
     if event_hash != proof["event_hash"] or not commits_bundle(event, prefix, manifest, files):

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from evidence_pipeline.canonical import canonical, sha256_text
 from evidence_pipeline.documents.gate import GATE_CODES, GatedDocument
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger.ledger import canonical, sha256_text
 
 _BUILTIN = (
     "evidence_pipeline.documents.inspect",

@@ -31,8 +31,8 @@ from pyhanko.sign.diff_analysis import ModificationLevel
 from pyhanko.sign.validation import SignatureCoverageLevel, validate_pdf_signature, validate_pdf_timestamp
 from pyhanko_certvalidator import ValidationContext
 
+from evidence_pipeline.canonical import sha256_text
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger.ledger import sha256_text
 from evidence_pipeline.signing.dsse import canonical_json
 from evidence_pipeline.signing.pades import _der
 

@@ -31,9 +31,10 @@ from evidence_pipeline.actors.authorize import ActionGate
 from evidence_pipeline.actors.registry import Registry
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.actors.verify import AuthorizedAction
+from evidence_pipeline.canonical import canonical
 from evidence_pipeline.documents.matching import compile_pattern
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger.ledger import Ledger, canonical, current_month, event_body
+from evidence_pipeline.ledger.ledger import Ledger, current_month, event_body
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
 
 LABEL = re.compile(r"^[a-z][a-z0-9_]{0,31}$")

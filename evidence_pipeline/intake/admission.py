@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from datetime import date, datetime, timezone
 from typing import BinaryIO
 
+from evidence_pipeline.canonical import canonical, sha256_text, utc_iso
 from evidence_pipeline.documents import Documents, document_key
 from evidence_pipeline.documents.registry import Operation, operation, request_digest
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.admission import Clock, JobLimits
 from evidence_pipeline.ledger.document_jobs import EVIDENCE, stage_of
-from evidence_pipeline.ledger.jobs import ACCEPTED, RUNNING, document_job_id, utc_iso
-from evidence_pipeline.ledger.ledger import canonical, sha256_text
+from evidence_pipeline.ledger.jobs import ACCEPTED, RUNNING, document_job_id
 from evidence_pipeline.models import first_open_period, validate_period
 from evidence_pipeline.store import sha256_hex
 
@@ -94,7 +94,7 @@ def check_idempotency_key(key) -> str:
 
 
 def job_spec(
-    body, routed: Callable[[Operation], dict], fields: set[str] = frozenset({"operation", "inputs", "options"})
+    body, routed: Callable[[Operation], dict], fields: Set[str] = frozenset({"operation", "inputs", "options"})
 ) -> tuple[Operation, list, dict]:
     """A job request's operation, inputs and options (the tenant's ``routed`` values, then defaults, filled in
     where it names none), checked against the operation's schema; whether the inputs exist is the caller's to

@@ -11,23 +11,17 @@ transactions that read the same registry, the second to append loses the race an
 
 from __future__ import annotations
 
-import hashlib
 import json
-from datetime import datetime, timezone
 
 from sqlalchemy import Connection, MetaData, exists, select
 
+from evidence_pipeline.canonical import sha256_text, utc_iso
 from evidence_pipeline.ledger.db import classified_errors
 from evidence_pipeline.ledger.ledger import Deployment, Ledger
 from evidence_pipeline.models import EventType, LedgerEvent
 
 TABLES = ("evidence_actors", "evidence_actor_keys", "evidence_actor_key_revocations", "evidence_actor_roles",
           "evidence_action_nonces")
-
-
-def now_iso() -> str:
-    """A moment as the registry records it (valid_from, revoked_at): ISO 8601 UTC to the microsecond."""
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
 class ActorLedger:
@@ -61,7 +55,7 @@ class ActorLedger:
             return self.snapshot(conn)
 
     def nonce_used(self, conn: Connection, nonce: str) -> bool:
-        return conn.execute(select(exists().where(self.nonces.c.nonce == nonce))).scalar()
+        return conn.execute(select(exists().where(self.nonces.c.nonce == nonce))).scalar_one()
 
     def consume_nonce(self, conn: Connection, nonce: str, actor: str, key_id: str, event: LedgerEvent) -> None:
         """A second use of ``nonce`` fails here, on the primary key, even when both transactions checked first."""
@@ -71,7 +65,7 @@ class ActorLedger:
                  bootstrap: bool = False) -> LedgerEvent:
         """``key``: {key_id, public_key}; it is valid from now."""
         kind = EventType.ACTOR_BOOTSTRAPPED if bootstrap else EventType.ACTOR_REGISTERED
-        key = {**key, "valid_from": now_iso()}
+        key = {**key, "valid_from": utc_iso(timespec="microseconds")}
         event = self._append(conn, kind, name, by, {"name": name, "roles": roles, "key": key}, authorization)
         conn.execute(self.actors.insert().values(actor=name, registered_seq=event.seq))
         self._insert_key(conn, name, key, event)
@@ -85,13 +79,13 @@ class ActorLedger:
         return event
 
     def add_key(self, conn: Connection, by: str, name: str, key: dict, authorization: dict) -> LedgerEvent:
-        key = {**key, "valid_from": now_iso()}
+        key = {**key, "valid_from": utc_iso(timespec="microseconds")}
         event = self._append(conn, EventType.ACTOR_KEY_ADDED, name, by, {"name": name, "key": key}, authorization)
         self._insert_key(conn, name, key, event)
         return event
 
     def revoke_key(self, conn: Connection, by: str, name: str, key_id: str, authorization: dict) -> LedgerEvent:
-        revoked_at = now_iso()
+        revoked_at = utc_iso(timespec="microseconds")
         event = self._append(conn, EventType.ACTOR_KEY_REVOKED, name, by,
                              {"name": name, "key_id": key_id, "revoked_at": revoked_at}, authorization)
         conn.execute(self.revocations.insert().values(actor=name, key_id=key_id, revoked_at=revoked_at,
@@ -110,13 +104,10 @@ class ActorLedger:
 
     def _append(self, conn: Connection, kind: EventType, name: str, by: str, details: dict,
                 authorization: dict) -> LedgerEvent:
-        return self.ledger._append(conn, Deployment(), kind, _sha256(name), by,
+        return self.ledger._append(conn, Deployment(), kind, sha256_text(name), by,
                                    {**details, "authorization": authorization})
 
     def _insert_key(self, conn: Connection, name: str, key: dict, event: LedgerEvent) -> None:
         conn.execute(self.keys.insert().values(actor=name, key_id=key["key_id"], public_key=key["public_key"],
                                                valid_from=key["valid_from"], added_seq=event.seq))
 
-
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()

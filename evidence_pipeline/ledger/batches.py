@@ -9,9 +9,9 @@ import time
 from sqlalchemy import Connection, func, select
 
 from evidence_pipeline.errors import ReasonCode
-from evidence_pipeline.ledger import outbox
+from evidence_pipeline.ledger import announcements
 from evidence_pipeline.ledger.admission import Clock, JobLimits
-from evidence_pipeline.ledger.db import LostRace, classified_errors
+from evidence_pipeline.ledger.db import LostRace, classified_errors, present
 from evidence_pipeline.ledger.ledger import Ledger, current_month
 from evidence_pipeline.ledger.submissions import Submissions
 from evidence_pipeline.models import EventType, TenantMonth
@@ -74,7 +74,7 @@ class Batches:
                 actor,
                 {"batch_id": batch_id, "jobs": jobs, **clock.details()},
             )
-            return self._batch(conn, tenant, batch_id), True
+            return present(self._batch(conn, tenant, batch_id), ReasonCode.BATCH_NOT_FOUND, batch_id), True
 
         return self.ledger._transact(create)
 
@@ -166,7 +166,7 @@ class Batches:
                 {"batch_id": batch_id, "undispatched": batch["jobs"] - batch["dispatched"]},
             )
             if batch["state"] == "open":  # a dispatched batch finished (and was announced) when its last child ended
-                outbox.batch_ended(conn, self.ledger, tenant, batch_id, event, ("cancelled",))
+                announcements.batch_ended(conn, self.ledger, tenant, batch_id, event, ("cancelled",))
             return self._batch(conn, tenant, batch_id)
 
         return self.ledger._transact(stop)
@@ -192,7 +192,7 @@ class Batches:
             .where(docs.batch_id == batch_id, jobs.last_reason == ReasonCode.JOB_CANCELLED)
         )
         with classified_errors(), self.ledger.engine.connect() as conn:
-            return conn.execute(query).scalar()
+            return conn.execute(query).scalar_one()
 
     def batch_children_in(self, batch_id: str, state: str) -> list[str]:
         docs, jobs = self.document_jobs.c, self.ledger.jobs.c

@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import contextlib
+from typing import TypeVar
 
 from sqlalchemy.exc import DatabaseError, IntegrityError, InterfaceError, OperationalError
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 
 READ_ONLY_TRANSACTION = "25006"  # PostgreSQL's SQLSTATE read_only_sql_transaction
+Found = TypeVar("Found")
 
 
 class LostRace(Exception):
     """A compare-and-swap found the row changed since it was read."""
+
+
+def present(row: Found | None, code: ReasonCode, what: str) -> Found:
+    """A row that a query just listed, or that this transaction just wrote: there, or ``code`` saying ``what`` is
+    missing (erased under the reader's feet) rather than a None further on."""
+    if row is None:
+        raise EvidenceError(code, what)
+    return row
 
 
 @contextlib.contextmanager

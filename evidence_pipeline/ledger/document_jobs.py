@@ -16,13 +16,14 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, bindparam, select
 
+from evidence_pipeline.canonical import canonical
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger import jobs as states
-from evidence_pipeline.ledger import outbox
-from evidence_pipeline.ledger.db import classified_errors
+from evidence_pipeline.ledger import announcements
+from evidence_pipeline.ledger import job_states as states
+from evidence_pipeline.ledger.db import classified_errors, present
 from evidence_pipeline.ledger.documents import find_event_in
 from evidence_pipeline.ledger.jobs import Lease
-from evidence_pipeline.ledger.ledger import Ledger, canonical, event_body
+from evidence_pipeline.ledger.ledger import Ledger, event_body
 from evidence_pipeline.models import EventType, TenantMonth
 
 WORKER_VERSION = "documents/1"  # recorded as the job's renderer_version: what processes document jobs
@@ -65,7 +66,7 @@ class DocumentJobs:
             .order_by(docs.job_id)
         )
         with classified_errors(), self.ledger.engine.connect() as conn:
-            return [read_job(conn, self.ledger, tenant, job_id) for job_id in conn.execute(query).scalars()]
+            return [listed_job(conn, self.ledger, tenant, job_id) for job_id in conn.execute(query).scalars()]
 
     def recent_decisions(self, operation: str, limit: int) -> list[dict]:
         """The ``limit`` most recently finished jobs of ``operation`` whose outputs committed, newest first."""
@@ -77,7 +78,7 @@ class DocumentJobs:
             .limit(limit)
         )
         with classified_errors(), self.ledger.engine.connect() as conn:
-            return [read_job(conn, self.ledger, row.tenant, row.job_id) for row in conn.execute(query).all()]
+            return [listed_job(conn, self.ledger, row.tenant, row.job_id) for row in conn.execute(query).all()]
 
     def latest_review(self, tenant: str, input_id: str) -> dict | None:
         """``tenant``'s most recently finished contract review of exactly ``input_id`` whose outputs committed."""
@@ -88,13 +89,13 @@ class DocumentJobs:
                 docs.tenant == tenant,
                 docs.operation == "contract-review",
                 docs.outputs.is_not(None),
-                docs.request.contains(json.dumps(input_id), autoescape=True),
+                docs.request.contains(canonical(input_id), autoescape=True),
             )
             .order_by(docs.finished_at.desc())
         )
         with classified_errors(), self.ledger.engine.connect() as conn:
             for job_id in conn.execute(query).scalars():
-                job = read_job(conn, self.ledger, tenant, job_id)
+                job = listed_job(conn, self.ledger, tenant, job_id)
                 if job["request"]["inputs"] == [input_id]:
                     return job
         return None
@@ -109,7 +110,7 @@ class DocumentJobs:
             .order_by(docs.accepted_at)
         )
         with classified_errors(), self.ledger.engine.connect() as conn:
-            return [read_job(conn, self.ledger, row.tenant, row.job_id) for row in conn.execute(query).all()]
+            return [listed_job(conn, self.ledger, row.tenant, row.job_id) for row in conn.execute(query).all()]
 
     def stage(self, job: dict) -> str | None:
         """The stage the job's current lease last recorded, or None."""
@@ -197,7 +198,7 @@ class DocumentJobs:
             )
             ended = event
             if rejected:
-                attempt = self.ledger._job(conn, job["job_id"])["attempts"]
+                attempt = self.ledger._existing_job(conn, job["job_id"])["attempts"]
                 ended = self.ledger._append(
                     conn,
                     tenant_month,
@@ -208,7 +209,7 @@ class DocumentJobs:
                 )
             conn.execute(self._finished_update, {"finished_job_id": job["job_id"], "finished_at": time.time(),
                                                  "outputs": canonical(outputs | {"ledger_seq": event.seq})})
-            outbox.job_ended(conn, self.ledger, job["job_id"], state, rejected, ended)
+            announcements.job_ended(conn, self.ledger, job["job_id"], state, rejected, ended)
             return event.seq
 
         return self.ledger._transact(commit)
@@ -255,6 +256,11 @@ class DocumentJobs:
             {"job_id": job["job_id"], "lease_token": lease.token, "prior": stage.prior, "stage": stage.stage}
             | stage.details,
         )
+
+
+def listed_job(conn: Connection, ledger: Ledger, tenant: str, job_id: str) -> dict:
+    """``read_job`` of a job a query just found."""
+    return present(read_job(conn, ledger, tenant, job_id), ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
 
 
 def read_job(conn: Connection, ledger: Ledger, tenant: str, job_id: str) -> dict | None:

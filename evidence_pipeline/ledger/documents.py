@@ -9,10 +9,11 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, bindparam, select
 
+from evidence_pipeline.canonical import canonical, sha256_text
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.admission import Clock, serialize_admissions
 from evidence_pipeline.ledger.db import classified_errors
-from evidence_pipeline.ledger.ledger import Ledger, canonical, current_month, event_body, sha256_text
+from evidence_pipeline.ledger.ledger import Ledger, current_month, event_body
 from evidence_pipeline.models import EventType, TenantMonth
 
 

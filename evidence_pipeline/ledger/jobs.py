@@ -19,22 +19,34 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from functools import cached_property
+from typing import Any
 
-from sqlalchemy import Connection, bindparam, select
+from sqlalchemy import Connection, Engine, Table, bindparam, select
 
+from evidence_pipeline.canonical import legacy_ascii_json_for_ids, utc_iso
 from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.ledger import announcements
 from evidence_pipeline.ledger.db import LostRace, classified_errors
+from evidence_pipeline.ledger.job_states import (
+    ACCEPTED,
+    CLOSED,
+    DEAD,
+    DOCUMENT,
+    FAILED_AS,
+    REJECTED,
+    RUNNING,
+    SUCCEEDED,
+    RetryBudget,
+    lease_live,
+    lease_live_clause,
+)
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
 
-ACCEPTED, RUNNING, SUCCEEDED, REJECTED, DEAD = "accepted", "running", "succeeded", "rejected", "dead"
-CLOSED = (REJECTED, DEAD)
 MESSAGE_CHARS = 500  # a failure's message as the job keeps it (evidence_jobs.last_message, migration 0009)
 
 
@@ -42,18 +54,12 @@ def failure_message(reason: str, message: str | None) -> str:
     """What a job's failure or rejection says beside its code, as the job keeps it: ``message``, or else what the
     code means, so a tenant always reads why."""
     return (message or ReasonCode(reason).meaning)[:MESSAGE_CHARS]
-DOCUMENT = "document"  # the fidelity of a document job (intake): its row in evidence_document_jobs says the rest
-
-
-def utc_iso(stamp: float) -> str:
-    """A time as the job status and the ledger show it: UTC ISO 8601, milliseconds."""
-    return datetime.fromtimestamp(stamp, timezone.utc).isoformat(timespec="milliseconds")
 
 
 def document_job_id(tenant: str, idempotency_key: str, batch_id: str = "") -> str:
     """A document job's id: its tenant's idempotency key (within its batch), so identical requests meet on one row."""
     scope = {"tenant": tenant, "idempotency_key": idempotency_key} | ({"batch_id": batch_id} if batch_id else {})
-    return hashlib.sha256(json.dumps(scope, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return hashlib.sha256(legacy_ascii_json_for_ids(scope)).hexdigest()
 
 
 def attempt_id_of(job: dict) -> str:
@@ -64,8 +70,7 @@ def attempt_id_of(job: dict) -> str:
 def replay_attempt_id(job_id: str, replay_of: str) -> str:
     """The id of the attempt that replays ``replay_of``: deterministic, so two replays of one ended attempt meet on
     one id (and the attempts table's primary key), and different from every job id (those hash other fields)."""
-    return hashlib.sha256(json.dumps({"job_id": job_id, "replay_of": replay_of}, sort_keys=True,
-                                     separators=(",", ":")).encode()).hexdigest()
+    return hashlib.sha256(legacy_ascii_json_for_ids({"job_id": job_id, "replay_of": replay_of})).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -79,8 +84,7 @@ class JobKey:
 
     @property
     def job_id(self) -> str:
-        fields = json.dumps(self.__dict__, sort_keys=True, separators=(",", ":")).encode()
-        return hashlib.sha256(fields).hexdigest()
+        return hashlib.sha256(legacy_ascii_json_for_ids(self.__dict__)).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -91,33 +95,19 @@ class Lease:
     expires_at: float
 
 
-@dataclass(frozen=True)
-class RetryBudget:
-    """Transient failures are retried until both are spent: ``max_attempts`` failed attempts, and
-    ``max_elapsed_seconds`` since acceptance (or the last replay). Then the job is dead.
-
-    Both, so the budget is spent over time: a quick burst of retries (one run's op retries, one demo on a full
-    disk) cannot kill a job before the outage had time to end, and a job accepted long ago that fails once has
-    still been tried only once.
-    """
-
-    max_attempts: int = 4
-    max_elapsed_seconds: float = 900.0
-    # How long a job waits in retry_wait before its next attempt may be dispatched (its persisted next_attempt_at):
-    # this after the first failure, twice as long after each later one. 0: no wait is recorded (a tenant-month
-    # job's failures that Dagster's RetryPolicy retries within the run; its run's last try waits in retry_wait).
-    retry_delay_seconds: float = 0.0
-
-    def exhausted(self, attempts: int, elapsed_seconds: float) -> bool:
-        return attempts >= self.max_attempts and elapsed_seconds >= self.max_elapsed_seconds
-
-    def next_attempt_at(self, attempts: int, now: float) -> float | None:
-        return now + self.retry_delay_seconds * 2 ** max(attempts - 1, 0) if self.retry_delay_seconds else None
-
-
 class JobTransitions:
     """The job state machine and its fenced leases, as methods of the Ledger: every transition is one
     compare-and-swap, committed with its audit event in one transaction (``_transact``, ``_append``)."""
+
+    # What the Ledger (ledger.py) gives these methods, declared so that their use is type-checked.
+    engine: Engine
+    jobs: Table
+    ended_attempts: Table
+    document_jobs: Table
+    batches: Table
+    _append: Callable[[Connection, TenantMonth, str, str, str, dict], LedgerEvent]
+    _transact: Callable[..., Any]
+    writing: Callable[..., contextlib.AbstractContextManager[Connection]]
 
     def accept_job(self, key: JobKey, actor: str) -> dict:
         """The job record of an identity, created (state accepted) on first sight."""
@@ -133,16 +123,13 @@ class JobTransitions:
             ))
             self._append(conn, TenantMonth(key.tenant, key.period), EventType.JOB_ACCEPTED, key.source_sha256, actor,
                          {"job_id": key.job_id, "fidelity": key.fidelity})
-            return self._job(conn, key.job_id)
+            return self._existing_job(conn, key.job_id)
 
         return self._transact(accept)
 
     def job(self, job_id: str) -> dict:
         with classified_errors(), self.engine.connect() as conn:
-            job = self._job(conn, job_id)
-        if job is None:
-            raise EvidenceError(ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
-        return job
+            return self._existing_job(conn, job_id)
 
     def acquire_lease(self, job_id: str, owner: str, ttl_seconds: float,
                       then: Callable[[Connection, Lease], None] | None = None) -> Lease | None:
@@ -151,16 +138,14 @@ class JobTransitions:
         commit of its own."""
 
         def acquire(conn: Connection) -> Lease | None:
-            job = self._job(conn, job_id)
+            job = self._existing_job(conn, job_id)
             now = time.time()
-            if job is None:
-                raise EvidenceError(ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
             if job["state"] == SUCCEEDED:
                 return None
             if job["state"] in CLOSED:
                 raise EvidenceError(ReasonCode.JOB_CLOSED,
                                     f"job {job_id[:12]} is {job['state']}; replay it to try again")
-            if job["state"] == RUNNING and job["lease_expires_at"] and job["lease_expires_at"] > now:
+            if job["state"] == RUNNING and lease_live(job["lease_expires_at"], now):
                 raise EvidenceError(ReasonCode.LEASE_BUSY, f"job {job_id[:12]} is leased by another attempt")
             if job["state"] == ACCEPTED and (job["next_attempt_at"] or 0) > now:
                 raise EvidenceError(ReasonCode.RETRY_NOT_DUE, f"job {job_id[:12]} waits to be retried")
@@ -209,9 +194,13 @@ class JobTransitions:
 
     def lease_is_live(self, job_id: str, token: int) -> bool:
         with classified_errors(), self.engine.connect() as conn:
-            job = self._job(conn, job_id)
+            return self._lease_live(conn, job_id, token)
+
+    def _lease_live(self, conn: Connection, job_id: str, token: int) -> bool:
+        """Whether lease ``token`` is the job's newest and still live (the check ``_update_held`` fences with)."""
+        job = self._job(conn, job_id)
         return bool(job and job["state"] == RUNNING and job["lease_token"] == token
-                    and (job["lease_expires_at"] or 0) > time.time())
+                    and lease_live(job["lease_expires_at"], time.time()))
 
     def record_failure(self, job_id: str, reason: str, retryable: bool, actor: str, budget: RetryBudget,
                        attempt: int | None, lease_token: int | None = None, message: str | None = None) -> str | None:
@@ -231,9 +220,8 @@ class JobTransitions:
             job = self._job(conn, job_id)
             if job is None or job["state"] in (SUCCEEDED, *CLOSED):
                 return None
-            now = time.time()
-            if (job["state"] == RUNNING and (job["lease_expires_at"] or 0) > now
-                    and job["lease_token"] != lease_token):
+            live = job["state"] == RUNNING and lease_live(job["lease_expires_at"], time.time())
+            if live and job["lease_token"] != lease_token:
                 return None  # someone else's attempt is in progress: this failure is not the job's
             tries = job["attempts"] + 1 if attempt is None else max(job["attempts"], attempt)
             return self._fail(conn, job, reason, retryable, actor, budget, tries, message)
@@ -249,7 +237,7 @@ class JobTransitions:
         def lost(conn: Connection) -> str | None:
             job = self._job(conn, job_id)
             if (job is None or job["state"] != RUNNING or job["lease_token"] != lease_token
-                    or (job["lease_expires_at"] or 0) >= time.time()):
+                    or lease_live(job["lease_expires_at"], time.time())):
                 return None
             return self._fail(conn, job, ReasonCode.WORKER_LOST, True, actor, budget, job["attempts"],
                               f"the worker of attempt {job['attempts']} died before it recorded an outcome")
@@ -265,15 +253,11 @@ class JobTransitions:
         message = failure_message(reason, message)
         self._swap(conn, job, state=state, attempts=attempts, last_reason=str(reason), last_message=message,
                    lease_expires_at=None, next_attempt_at=retry_at)
-        event = self._append(conn, self._tenant_month(job), EventType(f"job.{state}"), job["source_sha256"], actor,
+        event = self._append(conn, self._tenant_month(job), FAILED_AS[state], job["source_sha256"], actor,
                              {"job_id": job["job_id"], "reason": reason, "attempt": attempts, "message": message}
                              | ({"next_attempt_at": utc_iso(retry_at)} if retry_at else {}))
-        if state != ACCEPTED and job["fidelity"] == DOCUMENT:
-            # Imported here: the outbox is a piece over this core, and a document job's end is announced in the
-            # transaction of its event (ledger/outbox.py).
-            from evidence_pipeline.ledger import outbox
-
-            outbox.job_ended(conn, self, job["job_id"], state, str(reason), event)
+        if state != ACCEPTED and job["fidelity"] == DOCUMENT:  # announced in the transaction of its event
+            announcements.job_ended(conn, self, job["job_id"], state, str(reason), event)
         return state
 
     def replay(self, conn: Connection, job_id: str, requested_by: str, reason: str, authorization: dict,
@@ -287,9 +271,7 @@ class JobTransitions:
         fresh budget, no reason yet, its lease token still growing. One live attempt at a time: a job whose current
         attempt has not ended (replayed already, working, or succeeded) is JOB_CLOSED, naming that attempt.
         Returns the job and the event."""
-        job = self._job(conn, job_id)
-        if job is None:
-            raise EvidenceError(ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
+        job = self._existing_job(conn, job_id)
         ended = attempt_id_of(job)
         if job["state"] not in CLOSED:
             raise EvidenceError(ReasonCode.JOB_CLOSED, f"job {job_id[:12]} is {job['state']}, not rejected or "
@@ -316,16 +298,14 @@ class JobTransitions:
         # A document job's status shows its current attempt: not finished, no outputs yet.
         conn.execute(self.document_jobs.update().where(self.document_jobs.c.job_id == job_id)
                      .values(finished_at=None, outputs=None))
-        return self._job(conn, job_id), event
+        return self._existing_job(conn, job_id), event
 
     def job_attempts(self, job_id: str) -> list[dict]:
         """Every attempt of a job, the first first: the ended ones a replay kept, then the current one (from the
         job's row). Each: attempt_id, replay_of, state, reason, message, tries, policy_version, opened_at,
         ended_at (None while the current attempt has not ended)."""
         with classified_errors(), self.engine.connect() as conn:
-            job = self._job(conn, job_id)
-            if job is None:
-                raise EvidenceError(ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
+            job = self._existing_job(conn, job_id)
             ended = conn.execute(select(self.ended_attempts).where(self.ended_attempts.c.job_id == job_id)
                                  .order_by(self.ended_attempts.c.replay_seq)).all()
         current = {
@@ -358,6 +338,12 @@ class JobTransitions:
         row = conn.execute(self._job_query, {"job_id": job_id}).first()
         return None if row is None else dict(row._mapping)
 
+    def _existing_job(self, conn: Connection, job_id: str) -> dict:
+        job = self._job(conn, job_id)
+        if job is None:
+            raise EvidenceError(ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
+        return job
+
     # Every attempt runs these statements several times: built once, with parameters, they cost no statement
     # construction per call (the WHERE parameters are named apart from the columns an UPDATE sets).
     @cached_property
@@ -369,7 +355,7 @@ class JobTransitions:
         jobs = self.jobs.c
         return self.jobs.update().where(
             jobs.job_id == bindparam("held_job_id"), jobs.lease_token == bindparam("held_token"),
-            jobs.state == RUNNING, jobs.lease_expires_at >= bindparam("held_now"),
+            jobs.state == RUNNING, lease_live_clause(jobs.lease_expires_at, bindparam("held_now")),
         )
 
     @cached_property

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import itertools
-import json
 import os
 import threading
 import time
@@ -23,7 +21,7 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy import URL, Connection, MetaData, create_engine, event, inspect, make_url, select, text
+from sqlalchemy import URL, Connection, MetaData, Select, create_engine, event, inspect, make_url, select, text
 from sqlalchemy.exc import (
     ArgumentError,
     IntegrityError,
@@ -32,15 +30,16 @@ from sqlalchemy.exc import (
 )
 
 from evidence_pipeline import jsonread
+from evidence_pipeline.canonical import canonical, utc_iso
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger import jobs as states
-from evidence_pipeline.ledger import merkle, mirrors
+from evidence_pipeline.ledger import announcements, merkle, mirrors
+from evidence_pipeline.ledger import job_states as states
+from evidence_pipeline.ledger.chain import GENESIS_HASH, chain_hash
 from evidence_pipeline.ledger.db import LostRace, classified_errors
 from evidence_pipeline.ledger.jobs import JobTransitions, Lease
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
 from evidence_pipeline.paths import private_dirs
 
-GENESIS_HASH = "0" * 64
 VERSION_TABLE = "evidence_ledger_version"  # Dagster keeps its own alembic_version in the same database
 
 
@@ -48,14 +47,6 @@ _APPEND_ATTEMPTS = 20
 _CHAIN_HEAD = "evidence_chain_head"  # in a writing transaction's conn.info: the hash of its last appended event
 _APPEND_CHECK = "evidence_append_check"  # in its conn.info: what each event it appends must pass (check_appends)
 _BUSY_SECONDS = 30  # how long a writer waits for the write lock (SQLite's busy_timeout says the same)
-
-
-def canonical(value) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def current_month(now: float | None = None) -> str:
@@ -75,14 +66,10 @@ class Deployment:
     tenant: str = NO_TENANT
 
 
-def chain_hash(prev_hash: str, body: str) -> str:
-    return hashlib.sha256(bytes.fromhex(prev_hash) + body.encode("utf-8")).hexdigest()
-
-
 def event_body(text: str) -> dict:
     """An event body as the ledger stored it: bounded JSON with exactly the fields _append writes."""
     body = jsonread.loads(text, ReasonCode.LEDGER_INVALID, "an audit event body")
-    if not mirrors.is_event_body(body):
+    if not isinstance(body, dict) or not mirrors.is_event_body(body):
         raise EvidenceError(ReasonCode.LEDGER_INVALID, "an audit event body does not have the fields of an event")
     return body
 
@@ -176,7 +163,7 @@ class Ledger(JobTransitions):
             raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_LEDGER_URL is not a database URL") from None
         sqlite = parsed.get_backend_name() == "sqlite"
         if sqlite and parsed.database:
-            parsed = _sqlite_file(parsed, read_only)
+            parsed = _sqlite_file(parsed, parsed.database, read_only)
         try:
             self.engine = create_engine(parsed, **(_read_only_arguments(parsed) if read_only else {}),
                                         **({} if sqlite and not parsed.database else _POOL))  # in memory: one
@@ -190,7 +177,7 @@ class Ledger(JobTransitions):
         # A read of one statement needs no transaction: on PostgreSQL its BEGIN and ROLLBACK were two more round
         # trips for each request's token lookup. (SQLite's read transaction costs no round trip.)
         self._reader = self.engine if sqlite else self.engine.execution_options(isolation_level="AUTOCOMMIT")
-        self._writers = contextlib.nullcontext()  # PostgreSQL's own locks order its writers
+        self._writers: contextlib.AbstractContextManager[None] = contextlib.nullcontext()  # PostgreSQL's locks do
         if sqlite and not read_only:
             self._writers = _SQLiteWriters(Path(parsed.database + ".writers") if parsed.database else None)
         with classified_errors():
@@ -268,12 +255,9 @@ class Ledger(JobTransitions):
                                  details | row | {"job_id": lease.job_id, "lease_token": lease.token})
             conn.execute(self.publications.insert().values(**row, event_seq=event.seq))
             self._release_claim(conn, tenant_month, row["identity"])
-            # Imported here, as in jobs.py: the outbox is a piece over this core. The tenant is told of its bundle
-            # in the transaction that publishes it, whoever asked for it.
-            from evidence_pipeline.ledger import outbox
-
-            outbox.bundle_published(conn, event)
-            return self._publication(conn, row["identity"]), True
+            # The tenant is told of its bundle in the transaction that publishes it, whoever asked for it.
+            announcements.bundle_published(conn, event)
+            return dict(conn.execute(self._publication_query(row["identity"])).one()._mapping), True
 
         return self._transact(commit)
 
@@ -422,59 +406,61 @@ class Ledger(JobTransitions):
                 prev, count = row.event_hash, count + 1
             publications = [dict(row._mapping) for row in conn.execute(select(self.publications))]
             jobs = [dict(row._mapping) for row in conn.execute(select(self.jobs))]
-            document_jobs = {row.job_id: row._mapping for row in conn.execute(select(self.document_jobs))}
+            document_jobs = {row.job_id: dict(row._mapping) for row in conn.execute(select(self.document_jobs))}
             registry = [dict(row._mapping) for row in conn.execute(select(self.tenants))]
             attempts = [dict(row._mapping) for row in conn.execute(select(self.ended_attempts))]
-        if sorted(row["event_seq"] for row in publications) != sorted(published):
+        if sorted(publication["event_seq"] for publication in publications) != sorted(published):
             raise EvidenceError(ReasonCode.LEDGER_INVALID, "publications and bundle.published events do not pair up")
-        for row in publications:
-            if not mirrors.publication_matches(row, published[row["event_seq"]]):
+        for publication in publications:
+            if not mirrors.publication_matches(publication, published[publication["event_seq"]]):
                 raise EvidenceError(ReasonCode.LEDGER_INVALID,
-                                    f"the publication of event {row['event_seq']} differs from it")
+                                    f"the publication of event {publication['event_seq']} differs from it")
         if not mirrors.registry_matches(registry, tenant_events):
             raise EvidenceError(ReasonCode.LEDGER_INVALID, "the tenant registry differs from its tenant events")
-        for row in jobs:
-            if not mirrors.job_matches(row, job_events.get(row["job_id"], []), document_jobs.get(row["job_id"])):
-                raise EvidenceError(ReasonCode.LEDGER_INVALID, f"job {row['job_id'][:12]} differs from its events")
-        if sorted(row["replay_seq"] for row in attempts) != sorted(replays) or not all(
-                mirrors.attempt_matches(row, replays[row["replay_seq"]]) for row in attempts):
+        for job in jobs:
+            if not mirrors.job_matches(job, job_events.get(job["job_id"], []), document_jobs.get(job["job_id"])):
+                raise EvidenceError(ReasonCode.LEDGER_INVALID, f"job {job['job_id'][:12]} differs from its events")
+        if sorted(attempt["replay_seq"] for attempt in attempts) != sorted(replays) or not all(
+                mirrors.attempt_matches(attempt, replays[attempt["replay_seq"]]) for attempt in attempts):
             raise EvidenceError(ReasonCode.LEDGER_INVALID, "ended job attempts differ from their job.replayed events")
         return count
 
-    def _append(self, conn: Connection, tenant_month: TenantMonth, event_type: str, subject_sha256: str,
+    def _append(self, conn: Connection, tenant_month: TenantMonth | Deployment, event_type: str, subject_sha256: str,
                 actor: str, details: dict) -> LedgerEvent:
         return self._append_many(conn, [(tenant_month, event_type, subject_sha256, actor, details)])[0]
 
     def _append_many(self, conn: Connection,
-                     entries: list[tuple[TenantMonth, str, str, str, dict]]) -> list[LedgerEvent]:
+                     entries: list[tuple[TenantMonth | Deployment, str, str, str, dict]]) -> list[LedgerEvent]:
         """Append one event per (tenant_month, event_type, subject_sha256, actor, details), chained in order, in
         one INSERT: on PostgreSQL each statement is a round trip, and admissions make theirs under one lock."""
         # Within one writing transaction the head is the event it appended last: prev_hash is unique, so no other
         # writer can have appended after it before this transaction commits.
         prev = conn.info.get(_CHAIN_HEAD) or conn.execute(self._chain_head).scalar() or GENESIS_HASH
         check = conn.info.get(_APPEND_CHECK, _unauthorized)
-        bodies, rows = [], []
+        bodies: list[dict] = []
+        rows: list[dict[str, str]] = []
         for tenant_month, event_type, subject_sha256, actor, details in entries:
             event_type = str(event_type)  # an EventType is stored as its plain string
+            event_id = str(uuid.uuid4())
             body = {
-                "event_id": str(uuid.uuid4()),
+                "event_id": event_id,
                 "event_type": event_type,
                 "tenant": tenant_month.tenant,
                 "period": tenant_month.period,
                 "subject_sha256": subject_sha256,
                 "actor": actor,
-                "recorded_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+                "recorded_at": utc_iso(timespec="microseconds"),
                 "details": details,
             }
             check(body)
             body_text = canonical(body)
             event_hash = chain_hash(prev, body_text)
             bodies.append(body)
-            rows.append({"event_id": body["event_id"], "event_type": event_type, "tenant": tenant_month.tenant,
+            rows.append({"event_id": event_id, "event_type": event_type, "tenant": tenant_month.tenant,
                          "period": tenant_month.period, "subject_sha256": subject_sha256, "body": body_text,
                          "prev_hash": prev, "event_hash": event_hash})
             prev = event_hash
-        seqs = dict(conn.execute(self._insert_events, rows).all())  # event_hash -> seq, in any order
+        seqs = {event_hash: seq for event_hash, seq in conn.execute(self._insert_events, rows)}  # in any order
         conn.info[_CHAIN_HEAD] = prev
         return [LedgerEvent(seqs[row["event_hash"]], row["event_type"], row["event_hash"], body)
                 for row, body in zip(rows, bodies)]
@@ -491,8 +477,11 @@ class Ledger(JobTransitions):
         conn.info[_CHAIN_HEAD] = conn.execute(self._chain_head).scalar() or GENESIS_HASH
 
     def _publication(self, conn: Connection, identity: str) -> dict | None:
-        row = conn.execute(select(self.publications).where(self.publications.c.identity == identity)).first()
+        row = conn.execute(self._publication_query(identity)).first()
         return None if row is None else dict(row._mapping)
+
+    def _publication_query(self, identity: str) -> Select:
+        return select(self.publications).where(self.publications.c.identity == identity)
 
     def _current(self, conn: Connection, tenant_month: TenantMonth) -> dict | None:
         p = self.publications.c
@@ -509,11 +498,6 @@ class Ledger(JobTransitions):
 
     def _release_claim(self, conn: Connection, tenant_month: TenantMonth, identity: str) -> None:
         conn.execute(self.claims.delete().where(*self._claim_of(tenant_month), self.claims.c.identity == identity))
-
-    def _lease_live(self, conn: Connection, job_id: str, token: int) -> bool:
-        job = self._job(conn, job_id)
-        return bool(job and job["state"] == states.RUNNING and job["lease_token"] == token
-                    and (job["lease_expires_at"] or 0) >= time.time())
 
     def _expect_schema(self) -> None:
         """A read-only ledger must already be at the newest migration: nothing here creates or upgrades it."""
@@ -659,14 +643,14 @@ def _check_supersedes(seq: int, body: dict, current: dict[tuple[str, str], str])
     current[tenant_month] = body["details"].get("identity")
 
 
-def _head_revision() -> str:
+def _head_revision() -> str | None:
     return ScriptDirectory.from_config(migration_config()).get_current_head()
 
 
-def _sqlite_file(url: URL, read_only: bool) -> URL:
+def _sqlite_file(url: URL, database: str, read_only: bool) -> URL:
     """The ledger file, created owner-only (SQLite gives its -wal and -shm files the same mode); read-only
     opens it as an SQLite URI with mode=ro, so not even an empty file is touched."""
-    path = Path(url.database).absolute()
+    path = Path(database).absolute()
     if read_only:
         if not path.is_file():
             raise EvidenceError(ReasonCode.LEDGER_NOT_FOUND, "the ledger database file does not exist")

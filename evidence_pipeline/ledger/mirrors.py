@@ -28,8 +28,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from evidence_pipeline.ledger import jobs as states
-from evidence_pipeline.ledger.jobs import DOCUMENT, JobKey, document_job_id
+from evidence_pipeline.ledger import job_states as states
+from evidence_pipeline.ledger.job_states import DOCUMENT
+from evidence_pipeline.ledger.jobs import JobKey, document_job_id
 from evidence_pipeline.models import EventType
 
 EVENT_COLUMNS = ("event_id", "event_type", "tenant", "period", "subject_sha256")
@@ -37,7 +38,7 @@ BODY_FIELDS = frozenset({*EVENT_COLUMNS, "actor", "recorded_at", "details"})
 JOB_STATE_COLUMNS = ("state", "attempts", "lease_token", "lease_owner", "last_reason", "attempt_id", "replay_of")
 _SUCCESS_EVENTS = (EventType.BUNDLE_PUBLISHED, EventType.DOCUMENT_PUBLISHED, EventType.EVIDENCE_DELIVERED)
 TENANT_EVENTS = (EventType.TENANT_REGISTERED, EventType.TENANT_OFFBOARDED)
-_FAILURE_STATES = {EventType(f"job.{state}"): state for state in (states.ACCEPTED, states.REJECTED, states.DEAD)}
+_FAILURE_STATES = {event: state for state, event in states.FAILED_AS.items()}
 
 
 def is_event_body(body) -> bool:

@@ -9,11 +9,12 @@ from collections import defaultdict
 
 from sqlalchemy import Connection, and_, func, or_, select
 
-from evidence_pipeline.ledger import jobs as states
+from evidence_pipeline.canonical import canonical, sha256_text
+from evidence_pipeline.ledger import job_states as states
 from evidence_pipeline.ledger.db import classified_errors
-from evidence_pipeline.ledger.document_jobs import EVIDENCE, DocumentJobs, read_job
-from evidence_pipeline.ledger.jobs import RetryBudget
-from evidence_pipeline.ledger.ledger import Ledger, canonical, sha256_text
+from evidence_pipeline.ledger.document_jobs import EVIDENCE, DocumentJobs, listed_job
+from evidence_pipeline.ledger.job_states import RetryBudget
+from evidence_pipeline.ledger.ledger import Ledger
 from evidence_pipeline.ledger.retries import expired_leases, record_lost_attempts
 
 
@@ -57,9 +58,8 @@ class Pages:
         docs, jobs = self.document_jobs.c, self.ledger.jobs.c
         now = time.time()
         due = or_(jobs.next_attempt_at.is_(None), jobs.next_attempt_at <= now)  # not waiting in retry_wait
-        workable = or_(
-            and_(jobs.state == states.ACCEPTED, due), and_(jobs.state == states.RUNNING, jobs.lease_expires_at < now)
-        )
+        lost = and_(jobs.state == states.RUNNING, states.lease_expired_clause(jobs.lease_expires_at, now))
+        workable = or_(and_(jobs.state == states.ACCEPTED, due), lost)
         query = (
             select(docs.page_id, docs.tenant, func.sum(jobs.lease_token).label("generation"))
             .join(self.ledger.jobs, jobs.job_id == docs.job_id)
@@ -77,7 +77,7 @@ class Pages:
             rows = conn.execute(
                 select(docs.job_id, docs.tenant).where(docs.page_id == page_id).order_by(docs.accepted_at)
             ).all()
-            return [read_job(conn, self.ledger, row.tenant, row.job_id) for row in rows]
+            return [listed_job(conn, self.ledger, row.tenant, row.job_id) for row in rows]
 
     def record_lost_attempts(self, budget: RetryBudget, actor: str) -> list[tuple[str, str]]:
         """Every document job whose lease expired while it ran is a failed attempt (record_lost_attempt): it waits

@@ -12,17 +12,18 @@ import time
 
 from sqlalchemy import Select, and_, or_, select
 
-from evidence_pipeline.ledger import jobs as states
+from evidence_pipeline.ledger import job_states as states
 from evidence_pipeline.ledger.db import classified_errors
-from evidence_pipeline.ledger.jobs import RetryBudget, attempt_id_of
+from evidence_pipeline.ledger.job_states import RetryBudget
+from evidence_pipeline.ledger.jobs import attempt_id_of
 from evidence_pipeline.ledger.ledger import Ledger
 
 
 def expired_leases(ledger: Ledger) -> Select:
     """(job_id, lease_token) of every job still running under a lease that has expired: its worker is gone."""
     jobs = ledger.jobs.c
-    return select(jobs.job_id, jobs.lease_token).where(jobs.state == states.RUNNING,
-                                                       jobs.lease_expires_at < time.time())
+    return select(jobs.job_id, jobs.lease_token).where(
+        jobs.state == states.RUNNING, states.lease_expired_clause(jobs.lease_expires_at, time.time()))
 
 
 def record_lost_attempts(ledger: Ledger, expired: Select, budget: RetryBudget, actor: str) -> list[tuple[str, str]]:

@@ -8,13 +8,15 @@ import time
 
 from sqlalchemy import Connection, func, select
 
+from evidence_pipeline.canonical import canonical
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger import jobs as states
+from evidence_pipeline.ledger import job_states as states
 from evidence_pipeline.ledger.admission import Clock, JobLimits, serialize_admissions
 from evidence_pipeline.ledger.db import classified_errors
-from evidence_pipeline.ledger.document_jobs import WORKER_VERSION, read_job
-from evidence_pipeline.ledger.jobs import DOCUMENT, document_job_id
-from evidence_pipeline.ledger.ledger import Ledger, canonical, current_month
+from evidence_pipeline.ledger.document_jobs import WORKER_VERSION, listed_job, read_job
+from evidence_pipeline.ledger.job_states import DOCUMENT
+from evidence_pipeline.ledger.jobs import document_job_id
+from evidence_pipeline.ledger.ledger import Ledger, current_month
 from evidence_pipeline.models import EventType, TenantMonth
 
 
@@ -137,7 +139,7 @@ class Submissions:
             {"job_id": job_id, "fidelity": DOCUMENT, "operation": operation, **clock.details()}
             | ({"batch_id": batch_id} if batch_id else {}),
         )
-        return read_job(conn, self.ledger, tenant, job_id), True
+        return listed_job(conn, self.ledger, tenant, job_id), True
 
     def check_load(self, conn: Connection, tenant: str, now: float, limits: JobLimits, adding: int = 1) -> None:
         """Refuse ``adding`` new jobs of ``tenant``, inside the transaction that would accept them: backpressure on
@@ -168,7 +170,7 @@ class Submissions:
         undispatched = select(func.coalesce(func.sum(b.jobs - b.dispatched), 0)).where(b.state == "open")
         if tenant is not None:
             created, undispatched = created.where(docs.tenant == tenant), undispatched.where(b.tenant == tenant)
-        return conn.execute(created).scalar() + conn.execute(undispatched).scalar()
+        return conn.execute(created).scalar_one() + conn.execute(undispatched).scalar_one()
 
     def oldest_unstarted_age(self) -> float | None:
         """Seconds since the oldest accepted, never started document job was accepted (the queue-age objective)."""

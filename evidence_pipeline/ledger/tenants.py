@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from datetime import datetime, timezone
 
 from sqlalchemy import Connection, Row, Select, select
 
+from evidence_pipeline.canonical import sha256_text, utc_iso
 from evidence_pipeline.ledger.db import classified_errors
-from evidence_pipeline.ledger.ledger import Ledger, current_month, sha256_text
+from evidence_pipeline.ledger.ledger import Ledger, current_month
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, validate_tenant_id
 
 REGISTERED, EXISTING, OFFBOARDED = "registered", "existing", "offboarded"
@@ -70,8 +70,8 @@ class TenantRegistry:
         t = self.table.c
         with classified_errors(), self.ledger.engine.connect() as conn:
             rows = conn.execute(select(self.table).order_by(t.registered_seq)).all()
-        return [{"tenant": row.tenant, "registered_at": _iso(row.registered_at), "registered_seq": row.registered_seq,
-                 "offboarded_seq": row.offboarded_seq} for row in rows]
+        return [{"tenant": row.tenant, "registered_at": utc_iso(row.registered_at, timespec="seconds"),
+                 "registered_seq": row.registered_seq, "offboarded_seq": row.offboarded_seq} for row in rows]
 
 
 def _among(conn: Connection, query: Select, column, tenants: list[str]) -> list[Row]:
@@ -81,6 +81,3 @@ def _among(conn: Connection, query: Select, column, tenants: list[str]) -> list[
         found += conn.execute(query.where(column.in_(tenants[start:start + _CHUNK]))).all()
     return found
 
-
-def _iso(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="seconds")

@@ -21,11 +21,11 @@ from sqlalchemy import and_, case, func, select
 
 from evidence_pipeline.documents.registry import outcome_codes
 from evidence_pipeline.errors import ReasonCode
-from evidence_pipeline.ledger import jobs as states
+from evidence_pipeline.ledger import job_states as states
+from evidence_pipeline.ledger.announcements import DEAD as DELIVERY_DEAD
+from evidence_pipeline.ledger.announcements import PENDING, outbox
 from evidence_pipeline.ledger.db import classified_errors
 from evidence_pipeline.ledger.ledger import Ledger, event_body
-from evidence_pipeline.ledger.outbox import DEAD as DELIVERY_DEAD
-from evidence_pipeline.ledger.outbox import PENDING, outbox
 from evidence_pipeline.models import EventType
 from evidence_pipeline.operations.dead_letters import KINDS, TENANT_MONTH, kind_of
 
@@ -121,8 +121,8 @@ def _with_operation(ledger: Ledger, *columns):
 def _live_jobs(ledger: Ledger, now: float):
     jobs = ledger.jobs.c
     tried = (jobs.attempts > 0).label("tried")
-    expired = func.sum(case((and_(jobs.state == states.RUNNING, func.coalesce(jobs.lease_expires_at, 0) < now), 1),
-                            else_=0)).label("expired")
+    lost = and_(jobs.state == states.RUNNING, states.lease_expired_clause(jobs.lease_expires_at, now))
+    expired = func.sum(case((lost, 1), else_=0)).label("expired")
     return (_with_operation(ledger, jobs.state, tried, func.count().label("jobs"), expired,
                             func.min(jobs.budget_started_at).label("oldest"))
             .where(jobs.state.in_((states.ACCEPTED, states.RUNNING)))

@@ -14,13 +14,13 @@ from __future__ import annotations
 import io
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO, Callable, TypeVar
 
 import pandas as pd
 
 from evidence_pipeline import jsonread
+from evidence_pipeline.canonical import utc_iso
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.faults import kill_point
 from evidence_pipeline.ledger.jobs import CLOSED, JobKey, Lease, RetryBudget
@@ -356,7 +356,7 @@ def _sign_and_commit(
         **({"tsa_root_id": keyring.tsa_root_id} if settings.pades_level in TIMESTAMPED else {}),
         "run_id": run.run_id,
         "attempt": run.attempt,
-        "completed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "completed_at": utc_iso(timespec="seconds"),
         **({"supersedes": supersedes} if supersedes is not None else {}),
     }
     envelope = dsse.sign_envelope(

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evidence_pipeline.canonical import utc_iso
 from evidence_pipeline.documents.registry import outcome_codes
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.ledger.document_jobs import EVIDENCE
-from evidence_pipeline.ledger.jobs import utc_iso
 from evidence_pipeline.runtime import Runtime
 
 TENANT_MONTH, EVIDENCE_REQUEST, DOCUMENT = "tenant-month", "evidence-request", "document"

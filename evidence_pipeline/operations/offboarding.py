@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timezone
+from typing import Any
 
 from sqlalchemy import Connection, select
 
@@ -24,11 +25,12 @@ from evidence_pipeline.actors.authorize import ActionGate
 from evidence_pipeline.actors.registry import Registry
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.actors.verify import AuthorizedAction
+from evidence_pipeline.canonical import sha256_text
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.ledger import outbox
-from evidence_pipeline.ledger.ledger import current_month, event_body, sha256_text
+from evidence_pipeline.ledger.ledger import current_month, event_body
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
 from evidence_pipeline.monthly.bundle import staging_key
 from evidence_pipeline.store import ArtifactStore
@@ -75,7 +77,7 @@ def offboard_tenant(documents: Documents, gate: ActionGate, envelope: object) ->
     for name, (store, keys) in stores.items():
         erase[name], kept[name] = _due(store, keys, now)
     evidence = _evidence(rt.archive, tenant)
-    decided = {}
+    decided: dict[str, Any] = {}
 
     def perform(conn: Connection, registry: Registry, authorized: AuthorizedAction) -> LedgerEvent | None:
         args = authorized.args
@@ -125,7 +127,7 @@ def _planned_tenant(gate: ActionGate, envelope: object) -> str:
     """The tenant of a request the gate lets through (checked now, nothing recorded, its nonce left for perform,
     which checks it again): no erasure is planned, no store listed, for a request that is not authenticated and
     authorized; a refusal is recorded as the gate's refusals are."""
-    named = []
+    named: list[str] = []
 
     def check(_conn: Connection, _registry: Registry, authorized: AuthorizedAction) -> None:
         named[:] = [_tenant_of(authorized)]

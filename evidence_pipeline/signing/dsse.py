@@ -11,16 +11,13 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from evidence_pipeline import jsonread
+from evidence_pipeline.canonical import canonical_json as canonical_json  # what a payload is (callers sign it)
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://evidence-pipeline.dev/monthly-evidence/v1"
 _ENVELOPE_FIELDS = {"payload", "payloadType", "signatures"}
-
-
-def canonical_json(value) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def pae(payload_type: str, payload: bytes) -> bytes:

@@ -20,9 +20,9 @@ under the same keys and gets the same jobs back.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 from evidence_pipeline.actors.roles import Action
+from evidence_pipeline.canonical import utc_iso
 from evidence_pipeline.documents import Documents, templates
 from evidence_pipeline.documents.decisions import approving_pin, decide_part
 from evidence_pipeline.errors import EvidenceError, ReasonCode
@@ -61,7 +61,7 @@ def submit_demo_documents(documents: Documents, actors: DemoActors, tenant: str,
     program = program_template(PROGRAMS[index // 2 % 2])
     vid = templates.version_id(templates.merge(templates.parse(organization, "organization"),
                                                templates.parse(program, "program")))
-    effective = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    effective = utc_iso(timespec="seconds")
     templates.submit(actors.gate, actors.sign(OPERATOR, Action.TEMPLATE_SUBMIT, {
         "version_id": vid, "effective_at": effective}, tenant=tenant), organization, program)
     templates.approve(actors.gate, actors.sign(APPROVER, Action.TEMPLATE_APPROVE, {"version_id": vid}, tenant=tenant))

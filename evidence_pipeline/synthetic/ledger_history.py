@@ -15,8 +15,9 @@ import time
 import uuid
 from datetime import datetime, timedelta, timezone
 
+from evidence_pipeline.canonical import canonical
 from evidence_pipeline.ledger import jobs as states
-from evidence_pipeline.ledger.ledger import Ledger, canonical
+from evidence_pipeline.ledger.ledger import Ledger
 from evidence_pipeline.models import EventType
 
 EVENTS_PER_JOB = 10  # accepted, running, stages and the outcome: what one job leaves in the ledger, roughly
@@ -30,7 +31,8 @@ def fill(ledger: Ledger, events: int, seed: int = 7) -> dict:
     rng = random.Random(seed)
     now = time.time()
     year = 365 * 86400
-    job_rows, doc_rows, counts = [], [], {}
+    job_rows, doc_rows = [], []
+    counts: dict[str, int] = {}
     for index in range(events // EVENTS_PER_JOB):
         job_id = hashlib.sha256(f"job-{index}".encode()).hexdigest()
         document = index % 2 == 0

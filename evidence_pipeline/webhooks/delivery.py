@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import RETRYABLE, EvidenceError, ReasonCode
 from evidence_pipeline.ledger import Ledger
-from evidence_pipeline.ledger.outbox import DEAD, DELIVERED, PENDING, Outbox
+from evidence_pipeline.ledger.announcements import DEAD, DELIVERED, PENDING
+from evidence_pipeline.ledger.outbox import Outbox
 from evidence_pipeline.webhooks import sender, signing, targets
 
 CLAIMED_ATTEMPTS = 4  # a claim outlasts one attempt's deadline this many times over (and the recording after it)
@@ -78,7 +79,8 @@ class Deliverer:
 
     def attempt(self, delivery: dict) -> str:
         """One attempt at a claimed delivery, recorded; its new state."""
-        status, code = None, None
+        status: int | None = None
+        code: str | None = None
         try:
             status = self._send(delivery)
             if not 200 <= status < 300:

@@ -12,7 +12,6 @@ the caller to show once; it is stored only in the webhook's row, which no event,
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
 
 from sqlalchemy import Connection, delete, select
 
@@ -20,10 +19,11 @@ from evidence_pipeline.actors.authorize import ActionGate
 from evidence_pipeline.actors.registry import Registry
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.actors.verify import AuthorizedAction
+from evidence_pipeline.canonical import sha256_text, utc_iso
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger import outbox
-from evidence_pipeline.ledger.ledger import current_month, sha256_text
+from evidence_pipeline.ledger import announcements, outbox
+from evidence_pipeline.ledger.ledger import current_month
 from evidence_pipeline.ledger.tokens import Tokens
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
 from evidence_pipeline.webhooks import signing, targets
@@ -37,7 +37,7 @@ def set_webhook(gate: ActionGate, settings: Settings, url: str, envelope: object
     targets.allowed_addresses(targets.parse_url(url), settings.webhook_allowed_networks,
                               settings.webhook_timeout_seconds)
     secret = signing.new_secret()
-    done = {}
+    done: dict[str, str] = {}
 
     def perform(conn: Connection, _registry: Registry, authorized: AuthorizedAction) -> LedgerEvent:
         tenant = _tenant_of(gate, conn, authorized)
@@ -62,19 +62,18 @@ def rotate_secret(gate: ActionGate, settings: Settings, envelope: object) -> dic
     """Give the request's tenant a new secret; the current one signs too until the window ends. Returns {tenant,
     secret, secret_id, previous_secret_id, previous_until}."""
     secret = signing.new_secret()
-    done = {}
+    done: dict[str, str] = {}
 
     def perform(conn: Connection, _registry: Registry, authorized: AuthorizedAction) -> LedgerEvent:
         tenant = _tenant_of(gate, conn, authorized)
         if authorized.args:
             raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "webhook.rotate takes no arguments")
-        current = outbox.subscription_in(conn, tenant)
+        current = announcements.subscription_in(conn, tenant)
         if current is None:
             raise EvidenceError(ReasonCode.WEBHOOK_NOT_SET, f"tenant {tenant} has no webhook to rotate")
         until = time.time() + settings.webhook_rotation_seconds
-        until_iso = datetime.fromtimestamp(until, timezone.utc).isoformat(timespec="seconds")
         details = {"secret_id": signing.secret_id(secret), "previous_secret_id": signing.secret_id(current.secret),
-                   "previous_until": until_iso}
+                   "previous_until": utc_iso(until, timespec="seconds")}
         event = gate.ledger._append(conn, TenantMonth(tenant, current_month()), EventType.WEBHOOK_ROTATED,
                                     sha256_text(current.url), authorized.actor,
                                     details | {"authorization": authorized.envelope})
