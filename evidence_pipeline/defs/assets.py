@@ -24,7 +24,6 @@ from dagster import (
     AssetSpec,
     BackfillPolicy,
     Backoff,
-    DagsterEventType,
     Failure,
     Jitter,
     MaterializeResult,
@@ -214,41 +213,28 @@ def _latest(context, asset_key: AssetKey) -> tuple[dict[str, dict], dict[str, di
     When ``asset_key`` runs in this run, only its materializations by this run count: a partition its step did not
     materialize failed there (and says why), and another materialization, older or a concurrent run's newer one, is
     not what this run pinned."""
-    keys = set(context.partition_keys)
-    if asset_key in failures.run_assets(context):
-        records = _this_runs_materializations(context, asset_key)
-    else:
-        records = _newest_materializations(context, asset_key)
+    this_run = context.run.run_id if asset_key in failures.run_assets(context) else None
     found, events = {}, {}
-    for record in records:
-        if record.partition_key in keys:
-            metadata = record.asset_materialization.metadata
-            found[record.partition_key] = {name: value.value for name, value in metadata.items()}
-            events[record.partition_key] = {asset_key: provenance.upstream_of(record)}
+    for record in _newest_materializations(context, asset_key, this_run):
+        metadata = record.asset_materialization.metadata
+        found[record.partition_key] = {name: value.value for name, value in metadata.items()}
+        events[record.partition_key] = {asset_key: provenance.upstream_of(record)}
     return found, events
 
 
-def _this_runs_materializations(context, asset_key: AssetKey) -> Iterator:
-    """This run's materializations of ``asset_key``, oldest first (a step's retry's later one wins)."""
-    cursor = None
-    while True:
-        page = context.instance.get_records_for_run(context.run.run_id, cursor=cursor,
-                                                    of_type=DagsterEventType.ASSET_MATERIALIZATION, limit=1000)
-        yield from (record for record in page.records if record.asset_key == asset_key)
-        if not page.has_more:
-            return
-        cursor = page.cursor
-
-
-def _newest_materializations(context, asset_key: AssetKey) -> list:
-    """The newest materialization of ``asset_key`` of each of the run's partitions that has one."""
+def _newest_materializations(context, asset_key: AssetKey, run_id: str | None) -> list:
+    """The newest materialization of ``asset_key`` of each of the run's partitions that has one; made by run
+    ``run_id`` when given (then only records since that run started are read)."""
     keys = context.partition_keys
-    records_filter = AssetRecordsFilter(asset_key=asset_key, asset_partitions=keys)
+    started = context.instance.get_run_record_by_id(run_id).start_time if run_id else None
+    since = started - 1 if started else None  # a second of slack for the clocks of the writers of the two records
+    records_filter = AssetRecordsFilter(asset_key=asset_key, asset_partitions=keys, after_timestamp=since)
     newest, cursor = {}, None
     while len(newest) < len(keys):  # newest first: the first record seen for a partition is its latest
         page = context.instance.fetch_materializations(records_filter, limit=max(len(keys), 100), cursor=cursor)
         for record in page.records:
-            newest.setdefault(record.partition_key, record)
+            if run_id is None or record.run_id == run_id:
+                newest.setdefault(record.partition_key, record)
         if not page.has_more:
             break
         cursor = page.cursor
