@@ -628,6 +628,11 @@ UNAVAILABLE_CODES = frozenset(
 )
 
 
+def meaning_of(code: str) -> str:
+    """What the reason code whose stable string is ``code`` means."""
+    return ReasonCode(code).meaning  # type: ignore[call-arg]  # an Enum lookup by value, not a member's __new__
+
+
 def exit_code(code: str) -> int:
     """The command-line exit code of a reason code."""
     if code in UNAVAILABLE_CODES:

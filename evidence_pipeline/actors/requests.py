@@ -174,13 +174,14 @@ def envelope_of(text: str, key_id_: str, signature: bytes) -> dict:
 def sign_request(key: ed25519.Ed25519PrivateKey, actor: str, action: str, args: dict, tenant: str | None = None,
                  now: datetime | None = None, nonce: str | None = None) -> dict:
     """The envelope of ``action`` with ``args``, by ``actor``, signed with ``key`` (a fresh nonce, the time now)."""
-    body = {"action": str(action), "actor": actor, "args": args, "key_id": key_id(key.public_key()),
+    signer = key_id(key.public_key())
+    body = {"action": str(action), "actor": actor, "args": args, "key_id": signer,
             "nonce": nonce or secrets.token_urlsafe(24), "time": request_time(now or datetime.now(timezone.utc))}
     if tenant is not None:
         body["tenant"] = tenant
     text = canonical_json(body).decode("utf-8")
     parse_request(text)  # a client never signs what the service would refuse to read
-    return envelope_of(text, body["key_id"], key.sign(pae(ACTION_PAYLOAD_TYPE, text.encode())))
+    return envelope_of(text, signer, key.sign(pae(ACTION_PAYLOAD_TYPE, text.encode())))
 
 
 def sealed(raw: object, legacy: bool = False) -> Sealed:

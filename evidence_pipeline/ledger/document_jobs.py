@@ -22,7 +22,7 @@ from evidence_pipeline.ledger import announcements
 from evidence_pipeline.ledger import job_states as states
 from evidence_pipeline.ledger.db import classified_errors, present
 from evidence_pipeline.ledger.documents import find_event_in
-from evidence_pipeline.ledger.jobs import Lease
+from evidence_pipeline.ledger.jobs import Lease, failure_message
 from evidence_pipeline.ledger.ledger import Ledger, event_body
 from evidence_pipeline.models import EventType, TenantMonth
 
@@ -178,7 +178,7 @@ class DocumentJobs:
 
         def commit(conn: Connection) -> int:
             state = states.REJECTED if rejected else states.SUCCEEDED
-            why = states.failure_message(rejected, message) if rejected else None
+            why = failure_message(rejected, message) if rejected else None
             self._fence(conn, lease, state=state, lease_expires_at=None, last_reason=rejected, last_message=why)
             if stage is not None:
                 self._append_stage(conn, job, lease, stage, actor)

@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Table, bindparam, select
 
 from evidence_pipeline.canonical import legacy_ascii_json_for_ids, utc_iso
-from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.errors import EvidenceError, ReasonCode, meaning_of
 from evidence_pipeline.ledger import announcements
 from evidence_pipeline.ledger.db import LostRace, classified_errors
 from evidence_pipeline.ledger.job_states import (
@@ -53,7 +53,7 @@ MESSAGE_CHARS = 500  # a failure's message as the job keeps it (evidence_jobs.la
 def failure_message(reason: str, message: str | None) -> str:
     """What a job's failure or rejection says beside its code, as the job keeps it: ``message``, or else what the
     code means, so a tenant always reads why."""
-    return (message or ReasonCode(reason).meaning)[:MESSAGE_CHARS]
+    return (message or meaning_of(reason))[:MESSAGE_CHARS]
 
 
 def document_job_id(tenant: str, idempotency_key: str, batch_id: str = "") -> str:
