@@ -33,6 +33,7 @@ from pathlib import Path
 from evidence_pipeline import jsonread
 from evidence_pipeline.actors.registry import ACTOR_EVENTS
 from evidence_pipeline.actors.roles import RECORDED_AS
+from evidence_pipeline.audit.bundle_proof import export_policy, proved_to
 from evidence_pipeline.audit.checkpoints import WITNESS_PREFIX, checkpoint_keys, commits_bundle, read_checkpoint
 from evidence_pipeline.audit.export_documents import DocumentContents, collect_documents
 from evidence_pipeline.audit.package import (
@@ -60,9 +61,7 @@ from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import MAX_KEY_BYTES, Keyring, published_ed25519_keys, published_statement_keys
 from evidence_pipeline.store import DISCARD, ArtifactStore
 from evidence_pipeline.store.local import LocalStore
-from evidence_pipeline.witness.note import Note, NoteError, Verifier, parse_checkpoint, parse_vkey
-from evidence_pipeline.witness.policy import TlogPolicy
-from evidence_pipeline.witness.proof import TlogProof
+from evidence_pipeline.witness.note import Note, Verifier, parse_checkpoint, parse_vkey
 
 MAX_KEYS_OBJECT_BYTES = 16 << 20  # anything under keys/ (PEMs, a keyring document) is far smaller
 
@@ -236,7 +235,7 @@ def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, cho
                                statement_keys[read_checkpoint(archive, key, statement_keys)["key_id"]])
             logs[log.vkey()] = log
     if logs:  # the requirement the notes were co-signed under: every configured witness (`ledger checkpoint`)
-        package.put_once(POLICY, TlogPolicy.of_count(witnesses, len(witnesses), tuple(logs.values())).encode())
+        package.put_once(POLICY, export_policy(witnesses, tuple(logs.values())))
     for old, new in zip(checkpoints, checkpoints[1:]):
         (old_size, old_root), (new_size, new_root) = signed[old], signed[new]
         proof = tree.consistency_proof(old_size, new_size)
@@ -329,12 +328,7 @@ def _write_proved(package: LocalStore, stored: _Stored, checkpoint: str, signed:
 
 def _write_tlog_proof(package: LocalStore, publication: _Publication, note: Note, tree: merkle.Tree) -> None:
     """The publication event's c2sp.org/tlog-proof@v1 to the co-signed ``note``, verified before it is written."""
-    index = publication.leaf_index
-    proof = TlogProof(index, tuple(tree.inclusion_proof(index, parse_checkpoint(note.text).size)), note)
-    try:
-        proof.reaches(tree.leaves[index])
-    except NoteError as error:
-        raise EvidenceError(ReasonCode.LEDGER_INVALID, f"event {publication.event.seq}: {error}") from None
+    proof = proved_to(tree, publication.leaf_index, note, publication.event.seq)
     package.put_once(tlog_proof_path(publication.prefix), proof.encode())
 
 

@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 @click.option("--require-witness", "witness", metavar="PUB.pem|KEY_ID", help="With --package: every checkpoint must "
               "carry a valid signature by this witness key (a PEM file, or the id of the copy in the package).")
 @witness_options("With --package: ")
-@click.option("--origin", metavar="ORIGIN", help="With --package: the log's origin (`evidence ledger vkey` names it "
-              "before its first '+'): every checkpoint note must state it [default: the first note's].")
+@click.option("--origin", metavar="ORIGIN", help="With --package or a bundle file: the log's origin (`evidence ledger "
+              "vkey` names it before its first '+'): every checkpoint note must state it [default: the one origin "
+              "of the --policy file's, else the package's or bundle file's tlog-policy `log` lines].")
 @click.option("--allow-unsigned-index", is_flag=True, help="With --package: accept a package of format version 1, "
               "whose package.json is unsigned (a removed bundle and its index entry then go unnoticed).")
 @json_option
@@ -72,16 +73,16 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
         raise click.UsageError("give either LOCATION... or --package, not both")
     if package is None and not locations:
         raise click.UsageError("Missing argument 'LOCATION...' (or --package FOLDER).")
-    if (witness is not None or allow_unsigned_index or origin is not None) and package is None:
-        raise click.UsageError("--require-witness, --origin and --allow-unsigned-index check a package: use them "
-                               "with --package")
+    bundle_file = package is None and len(locations) == 1 and Path(locations[0]).is_file()
+    if (witness is not None or allow_unsigned_index) and package is None:
+        raise click.UsageError("--require-witness and --allow-unsigned-index check a package: use them with --package")
     if package is not None:  # reads no setting but EVIDENCE_WORKERS, and only when --workers is not given
         _verify_package(package, witness, witness_policy(witnesses, policy, policy_file), allow_unsigned_index, as_json,
                         frozenset(key_ids), frozenset(root_ids), workers or load_settings().worker_processes(), at,
                         origin)
-    if witnesses or policy or policy_file:
-        raise click.UsageError("--witness, --witness-policy and --policy check the checkpoints of a package: use "
-                               "them with --package")
+    if (witnesses or policy or policy_file or origin is not None) and not bundle_file:
+        raise click.UsageError("--witness, --witness-policy, --policy and --origin check checkpoint notes: use them "
+                               "with --package or a bundle file")
     from evidence_pipeline.audit.locations import locate  # with verify_many: pyHanko, which only verify needs
 
     settings = load_settings()
@@ -91,13 +92,17 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
             raise EvidenceError(ReasonCode.CONFIG_INVALID, "verify either bundles or document artifact ids, not both")
         sys.exit(max(walk_lineage(artifact, as_json) for artifact in artifacts))
 
-    if len(locations) == 1 and Path(locations[0]).is_file():  # a bundle file, as the tenant API serves it
+    if bundle_file:  # as the tenant API serves it: the bundle, the keys, and its tlog proof once checkpointed
+        from evidence_pipeline.audit.bundle_proof import check_bundle_log
         from evidence_pipeline.audit.verify import verify_bundle
         from evidence_pipeline.monthly.bundle_file import open_bundle_file
 
         store, prefix = open_bundle_file(locations[0])
-        _report_bundle(verify_bundle(store, prefix, frozenset(key_ids), frozenset(root_ids), at), as_json, key_ids,
-                       root_ids)
+        result = verify_bundle(store, prefix, frozenset(key_ids), frozenset(root_ids), at)
+        logged = check_bundle_log(store, prefix, frozenset(key_ids), frozenset(root_ids), origin,
+                                  witness_policy(witnesses, policy, policy_file))
+        result.checks.extend([logged] if logged is not None else [])
+        _report_bundle(result, as_json, key_ids, root_ids, logged is not None)
     targets = [locate(location) for location in locations]
     if len(targets) == 1 and targets[0].is_bundle:
         from evidence_pipeline.audit.verify import verify_bundle
@@ -127,8 +132,10 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
     sys.exit(overall_exit_code(outcomes))
 
 
-def _report_bundle(result, as_json: bool, key_ids: tuple[str, ...], root_ids: tuple[str, ...]) -> None:
-    """Print one bundle's verification and exit with its verdict."""
+def _report_bundle(result, as_json: bool, key_ids: tuple[str, ...], root_ids: tuple[str, ...],
+                   in_log: bool | None = None) -> None:
+    """Print one bundle's verification and exit with its verdict (``in_log``: a bundle file's tlog proof was
+    checked; False: the file holds none)."""
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2))
     else:
@@ -139,6 +146,9 @@ def _report_bundle(result, as_json: bool, key_ids: tuple[str, ...], root_ids: tu
                    + _vouched(result.keyring_sequence is not None, key_ids, root_ids))
         for line in _chain_lines(result):
             click.echo(line)
+        if in_log is False:
+            click.echo("NOTICE: the file holds no tlog proof (no co-signed checkpoint covered the bundle when it was "
+                       "downloaded): its place in the log is not checked")
         verdict = "VERIFIED" if result.ok else f"NOT VERIFIED: {', '.join(result.codes)}"
         if result.superseded_by is not None:
             verdict += f" but SUPERSEDED by {result.current_bundle['identity']}: valid, not the current bundle"

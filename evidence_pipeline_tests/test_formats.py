@@ -1,0 +1,102 @@
+"""Evidence in the formats auditors' own tools read (issue 51): the downloadable bundle's C2SP tlog proof, checked by
+`evidence verify` and by Go's golang.org/x/mod/sumdb."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import tarfile
+from pathlib import Path
+
+from click.testing import CliRunner
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from evidence_pipeline.audit.package import tlog_proof_path
+from evidence_pipeline.audit.witnessing import POLICY, log_verifier
+from evidence_pipeline.cli import main
+from evidence_pipeline.documents import Documents
+from evidence_pipeline.intake.downloads import current_evidence
+from evidence_pipeline.monthly.pipeline import run_tenant_month
+from evidence_pipeline.runtime import RunInfo, Runtime
+from evidence_pipeline.witness.note import COSIGNATURE_V1, verifier
+from evidence_pipeline.witness.proof import parse_tlog_proof
+from evidence_pipeline_tests.conftest import FIXTURE_MONTHS
+from evidence_pipeline_tests.test_witness import WITNESS, _cosigned_checkpoint, _go_tlog_proof_check
+
+
+def _download(runtime: Runtime, month, out: Path) -> Path:
+    """The month's bundle file, as GET /v1/evidence/{period}/bundle streams it."""
+    evidence = current_evidence(Documents.open(runtime), month.tenant, month.period)
+    out.write_bytes(b"".join(evidence.file.stream(runtime.archive)))
+    return out
+
+
+def _verify_file(path: Path, home: Path, *args: str) -> tuple[int, dict]:
+    result = CliRunner().invoke(main, ["verify", str(path), "--json", *args], env={"EVIDENCE_HOME": str(home)})
+    assert "Traceback" not in result.output, result.output
+    return result.exit_code, json.loads(result.output)
+
+
+def _failed(report: dict) -> list[tuple[str, str]]:
+    return [(check["name"], check["code"]) for check in report["checks"] if not check["passed"]]
+
+
+def test_the_downloadable_bundle_carries_a_tlog_proof_that_verify_and_go_check(local_runtime, tmp_path):
+    """Before: the bundle file held keys/ and the bundle folder only; no proof of its place in the log."""
+    witness = ed25519.Ed25519PrivateKey.generate()
+    witness_vkey = verifier(WITNESS, COSIGNATURE_V1, witness).vkey()
+    runtime = Runtime.from_settings(dataclasses.replace(local_runtime.settings,
+                                                        witnesses=(("https://witness.invalid", witness_vkey),)))
+    month = FIXTURE_MONTHS[0]
+    published = run_tenant_month(runtime, month, RunInfo("run-1"))
+    home = runtime.settings.home
+    early = _download(runtime, month, tmp_path / "early.tar")  # no checkpoint covers it yet: verified, with a notice
+    result = CliRunner().invoke(main, ["verify", str(early)], env={"EVIDENCE_HOME": str(home)})
+    assert result.exit_code == 0 and "NOTICE: the file holds no tlog proof" in result.output, result.output
+    code, report = _verify_file(early, home, "--origin", runtime.settings.log_origin)  # a pin asks for one
+    assert code == 1 and _failed(report) == [("tlog_proof", "LEDGER_NOT_CHECKPOINTED")]
+
+    _cosigned_checkpoint(runtime, witness)
+    path = _download(runtime, month, tmp_path / "bundle.tar")
+    proof_path = tlog_proof_path(published.bundle_key)
+    with tarfile.open(path) as tar:
+        names = tar.getnames()
+        proof = parse_tlog_proof(tar.extractfile(proof_path).read())
+        event_name = next(name for name in names if name.startswith("events/"))
+        (tmp_path / "event.json").write_bytes(tar.extractfile(event_name).read())
+        (tmp_path / "bundle.tlog-proof").write_bytes(tar.extractfile(proof_path).read())
+        policy = tar.extractfile(POLICY).read().decode()
+    assert proof_path in names and any(name.startswith("ledger/checkpoints/") for name in names)
+    log_vkey = log_verifier(runtime.settings.log_origin, runtime.keyring.statement_public_key).vkey()
+    assert policy == f"log {log_vkey}\nwitness w1 {witness_vkey}\ngroup witnesses 1 w1\nquorum witnesses\n"
+    code, report = _verify_file(path, home)  # the origin: the file's policy names one log
+    assert code == 0 and ("tlog_proof", True) in [(c["name"], c["passed"]) for c in report["checks"]], report
+    checked = subprocess.run([_go_tlog_proof_check(tmp_path), tmp_path / "bundle.tlog-proof", log_vkey,
+                              tmp_path / "event.json"], capture_output=True, text=True)
+    assert checked.stdout.startswith(f"ok {proof.index} "), checked.stdout
+
+    code, report = _verify_file(path, home, "--origin", "other.test/ledger")
+    assert code == 1 and _failed(report) == [("tlog_proof", "LOG_ORIGIN_MISMATCH")]
+    stranger = verifier("witness.test/stranger", COSIGNATURE_V1, ed25519.Ed25519PrivateKey.generate()).vkey()
+    code, report = _verify_file(path, home, "--witness", stranger)
+    assert code == 1 and _failed(report) == [("tlog_proof", "WITNESS_POLICY_NOT_MET")]
+    flipped = dataclasses.replace(proof, hashes=(bytes(32),) + proof.hashes[1:]).encode()
+    code, report = _verify_file(_rewritten(path, tmp_path / "flipped.tar", proof_path, flipped), home)
+    assert code == 1 and _failed(report) == [("tlog_proof", "PROOF_INVALID")]
+
+
+def _rewritten(path: Path, out: Path, name: str, data: bytes) -> Path:
+    """The bundle file with one member's bytes (and its recorded sha256) replaced: a consistent forgery."""
+    import hashlib
+    import io
+
+    with tarfile.open(path) as tar, tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as rewritten:
+        for info in tar.getmembers():
+            content = tar.extractfile(info).read()
+            if info.name == name:
+                content = data
+                info.size = len(data)
+                info.pax_headers = {**info.pax_headers, "EVIDENCE.sha256": hashlib.sha256(data).hexdigest()}
+            rewritten.addfile(info, io.BytesIO(content))
+    return out
