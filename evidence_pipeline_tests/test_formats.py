@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import subprocess
 import tarfile
 from pathlib import Path
@@ -22,7 +23,14 @@ from evidence_pipeline.runtime import RunInfo, Runtime
 from evidence_pipeline.witness.note import COSIGNATURE_V1, verifier
 from evidence_pipeline.witness.proof import parse_tlog_proof
 from evidence_pipeline_tests.conftest import FIXTURE_MONTHS
-from evidence_pipeline_tests.test_witness import WITNESS, _cosigned_checkpoint, _go_tlog_proof_check
+from evidence_pipeline_tests.test_witness import (
+    WITNESS,
+    _cosigned_checkpoint,
+    _export,
+    _go_tlog_proof_check,
+    _resign,
+    _verify,
+)
 
 
 def _download(runtime: Runtime, month, out: Path) -> Path:
@@ -100,3 +108,41 @@ def _rewritten(path: Path, out: Path, name: str, data: bytes) -> Path:
                 info.pax_headers = {**info.pax_headers, "EVIDENCE.sha256": hashlib.sha256(data).hexdigest()}
             rewritten.addfile(info, io.BytesIO(content))
     return out
+
+
+def test_without_origin_the_policy_pins_it_and_nothing_else_does(local_runtime, tmp_path):
+    """Before: without --origin the first note's origin was the pin, so a package whose notes all moved to another
+    origin (its policy file removed, the index re-signed by the statement key) verified with a pinned witness."""
+    witness = ed25519.Ed25519PrivateKey.generate()
+    witness_vkey = verifier(WITNESS, COSIGNATURE_V1, witness).vkey()
+    runtime = local_runtime
+    run_tenant_month(runtime, FIXTURE_MONTHS[0], RunInfo("run-1"))
+    _cosigned_checkpoint(runtime, witness)
+    package = tmp_path / "package"
+    _export(runtime.settings.home, package, 1, f"https://witness.invalid {witness_vkey}")
+    pins = ["--witness", witness_vkey, "--witness-policy", "1"]
+    code, report = _verify(package, *pins)  # the package's tlog-policy names the log: its origin is the pin
+    assert code == 0 and (report["origin"], report["origin_pinned"]) == (runtime.settings.log_origin, False)
+    assert _verify(package, *pins, "--origin", runtime.settings.log_origin)[1]["origin_pinned"] is True
+
+    bare = tmp_path / "no-policy"
+    shutil.copytree(package, bare)
+    (bare / POLICY).unlink()
+    _resign(bare, runtime)
+    code, report = _verify(bare, *pins)
+    assert code == 1 and report["codes"] == ["LOG_ORIGIN_NOT_PINNED"], report["codes"]
+    assert _verify(bare, *pins, "--origin", runtime.settings.log_origin)[0] == 0
+    own = tmp_path / "auditor.tlog-policy"
+    log_vkey = log_verifier(runtime.settings.log_origin, runtime.keyring.statement_public_key).vkey()
+    own.write_text(f"log {log_vkey}\nwitness mine {witness_vkey}\nquorum mine\n")
+    assert _verify(bare, "--policy", str(own))[0] == 0  # the auditor's policy names the log
+
+    def ledger_verify(*args: str) -> tuple[int, str]:
+        result = CliRunner().invoke(main, ["ledger", "verify", *args],
+                                    env={"EVIDENCE_HOME": str(runtime.settings.home)})
+        assert "Traceback" not in result.output, result.output
+        return result.exit_code, result.output
+
+    assert ledger_verify()[0] == 0  # the deployment's EVIDENCE_LOG_ORIGIN
+    code, output = ledger_verify("--origin", "other.test/ledger")
+    assert code == 1 and "LOG_ORIGIN_MISMATCH" in output

@@ -25,6 +25,7 @@ from evidence_pipeline.audit.witnessing import (
     check_note,
     log_verifier,
     package_policy,
+    pinned_origin,
 )
 from evidence_pipeline.errors import UNAVAILABLE_CODES, EvidenceError, ReasonCode
 from evidence_pipeline.ledger import merkle
@@ -82,17 +83,6 @@ def bundle_log_files(runtime, event: LedgerEvent, prefix: str, witnesses: tuple[
     return {}
 
 
-def pinned_origin(origin: str | None, *policies: TlogPolicy | None) -> str | None:
-    """The log origin the notes must state: ``origin`` (--origin), else the one origin the first policy that names
-    any states (the auditor's --policy before the package's own); None when nothing pins one."""
-    if origin is not None:
-        return origin
-    for policy in policies:
-        if policy is not None and policy.origins:
-            return policy.origins[0] if len(policy.origins) == 1 else None
-    return None
-
-
 def check_bundle_log(store: ArtifactStore, prefix: str, key_ids: frozenset[str], root_ids: frozenset[str],
                      origin: str | None, policy: TlogPolicy | None) -> Check | None:
     """The bundle file's tlog proof, checked (None when the file has none and nothing was pinned): the event is
@@ -147,8 +137,4 @@ def _check_bundle_log(store: ArtifactStore, prefix: str, key_ids: frozenset[str]
     own = package_policy(store)
     pinned = pinned_origin(origin, policy, own)
     policy = policy or own
-    if pinned is None:
-        raise EvidenceError(ReasonCode.LOG_ORIGIN_NOT_PINNED, "nothing pins the log's origin: pass --origin (the "
-                            "name `evidence ledger vkey` prints) or --policy FILE")
-    check_note(proof.checkpoint, checkpoint, keys.keys.get(checkpoint["key_id"]), pinned,
-               NotePins(pinned, policy, body.size))
+    check_note(proof.checkpoint, checkpoint, keys.keys.get(checkpoint["key_id"]), NotePins(pinned, policy, body.size))

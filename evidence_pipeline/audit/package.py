@@ -321,12 +321,13 @@ def check_package(store: LocalStore, index: Index, key_ids: frozenset[str] = fro
                   root_ids: frozenset[str] = frozenset(),
                   witness: ed25519.Ed25519PublicKey | str | None = None,
                   policy: TlogPolicy | None = None, allow_unsigned_index: bool = False,
-                  origin: str | None = None) -> PackageChecks:
+                  origin: str | None = None, stated: bool = True) -> PackageChecks:
     """Every package-level check; ``witness``: the pinned in-process witness key of earlier versions (or an id the
     package has no key for), whose valid signature every checkpoint must then carry; ``policy``: the outside
     witnesses, N of which must have co-signed the newest checkpoint (to which every other is consistent), and
     whose cosignatures on every checkpoint's note must verify; ``origin``: the log's pinned origin, which every
-    note must state (None: the first note's); ``allow_unsigned_index``: accept a version 1 index."""
+    note must state (None: nothing pins it, and a note is refused; ``stated``: the auditor named it, and the newest
+    checkpoint must have a note); ``allow_unsigned_index``: accept a version 1 index."""
     result = PackageChecks()
     try:  # the index's and the checkpoints' keys: those the package's keyring lists (pinned by root), or its keys
         keys = CheckpointKeys.of(store, key_ids, root_ids)
@@ -360,7 +361,7 @@ def check_package(store: LocalStore, index: Index, key_ids: frozenset[str] = fro
         if witness is not None:
             result.checks.append(run_check(f"witness {checkpoint_size(key)}",
                                            lambda: _check_witness(store, key, witness)))
-    pins = NotePins(origin, policy, checkpoint_size(index.checkpoints[-1]))
+    pins = NotePins(origin, policy, checkpoint_size(index.checkpoints[-1]), stated)
     for size, error in check_notes(bodies, partial(package_note, store), keys.keys, pins):
         result.checks.append(Check(f"note {size}", True) if error is None else
                              Check(f"note {size}", False, error.code, error.message))

@@ -180,14 +180,16 @@ def _verify_package(argument: str, witness: str | None, policy, allow_unsigned_i
     from evidence_pipeline.audit.package_authorizations import check_authorizations
     from evidence_pipeline.audit.package_documents import check_documents
     from evidence_pipeline.audit.verify_many import overall_exit_code
-    from evidence_pipeline.audit.witnessing import package_policy
+    from evidence_pipeline.audit.witnessing import package_policy, pinned_origin
 
     store, index = open_package(argument)
     pinned_policy = policy is not None
-    policy = policy or package_policy(store)  # the package's own: checked, though the operator wrote it
+    own = package_policy(store)
+    stated, origin = origin is not None, pinned_origin(origin, policy, own)
+    policy = policy or own  # the package's own: checked, though the operator wrote it
     pinned_witness = None if witness is None else witness_public_key(store, witness)
     checks = check_package(store, index, key_ids, root_ids, pinned_witness, policy, allow_unsigned_index,
-                           origin)
+                           origin, stated)
     authorizations = check_authorizations(store, index, checks)
     lineages = check_documents(store, index, checks, key_ids, root_ids)
     artifacts = len((index.documents or {}).get("artifacts", []))
@@ -226,7 +228,7 @@ def _verify_package(argument: str, witness: str | None, policy, allow_unsigned_i
             "codes": sorted(set(checks.codes) | {c for v in verified for c in v.codes}
                             | {o.error.code for o in outcomes if o.error is not None}),
             "checkpoint_key_ids": sorted(checks.checkpoint_key_ids), "witness_key_id": checks.witness_id,
-            "origin": origin, "witness_policy": None if policy is None else {
+            "origin": origin, "origin_pinned": stated, "witness_policy": None if policy is None else {
                 "quorum": policy.describe(), "witnesses": [key.vkey() for key in policy.witnesses.values()],
                 "logs": [key.vkey() for key in policy.logs], "pinned": pinned_policy},
             "format_version": index.version, "index_signed": index.signed is not None,
@@ -240,7 +242,8 @@ def _verify_package(argument: str, witness: str | None, policy, allow_unsigned_i
                       else policy.describe() + ("" if pinned_policy else " by the package's policy (not pinned: pass "
                                                 "--policy FILE or --witness VKEY)") if policy
                       else "witness not checked (pass --policy FILE or --witness VKEY --witness-policy N)")
-                   + (f"; log origin {origin}" if origin else "; log origin not pinned (pass --origin)"))
+                   + (f"; log origin {origin}" + ("" if stated else " by the tlog-policy (pin it: pass --origin)")
+                      if origin else "; log origin not pinned (pass --origin)"))
     sys.exit(code)
 
 
