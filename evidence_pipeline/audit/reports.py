@@ -1,0 +1,51 @@
+"""`evidence verify … --report KIND DIR`: what a verification found, written in a format auditors' own tools read.
+
+    etsi   <DIR>/<tenant>/<YYYY-MM>/<identity>/<signature field>.xml   an ETSI TS 119 102-2 validation report per
+                                                                       signature of the bundle's report (its newest
+                                                                       renewal at B-LTA), at the --at moment
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from evidence_pipeline import jsonread
+from evidence_pipeline.audit.verify import MAX_REPORT_BYTES, SIGNATURE_ALLOWANCE, trust_root
+from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.monthly.bundle import MANIFEST, newest_report
+from evidence_pipeline.paths import make_dirs
+from evidence_pipeline.signing.etsi_report import ValidationReport, validation_reports
+from evidence_pipeline.store import ArtifactStore
+
+ETSI = "etsi"
+KINDS = (ETSI,)
+
+
+def bundle_etsi_reports(store: ArtifactStore, prefix: str, root_ids: frozenset[str],
+                        at: datetime | None) -> list[ValidationReport]:
+    """The reports of the bundle's PDF signatures, against the roots its manifest names (pinned by ``root_ids``)."""
+    manifest = jsonread.loads(store.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES),
+                              ReasonCode.MANIFEST_INVALID, MANIFEST)
+    try:
+        level, keys = manifest["pades_level"], manifest["keys"]
+        root = trust_root(store, str(keys["trust_root_id"]), root_ids)
+        tsa_root = trust_root(store, str(keys["tsa_root_id"]), root_ids) if level != "B-B" else None
+    except (KeyError, TypeError):
+        raise EvidenceError(ReasonCode.MANIFEST_INVALID, "the manifest names no PAdES level or roots") from None
+    key, number = newest_report(store, prefix)
+    pdf = store.get(key, max_bytes=MAX_REPORT_BYTES + (number + 1) * SIGNATURE_ALLOWANCE)
+    return validation_reports(pdf, root, level, tsa_root, at)
+
+
+def write_reports(kind: str, directory: Path, store: ArtifactStore, prefix: str, root_ids: frozenset[str],
+                  at: datetime | None) -> list[tuple[Path, str]]:
+    """Write the bundle's reports of ``kind`` under ``directory``: (path, what it says) of each."""
+    folder = directory / prefix.removeprefix("bundles/")  # tenant, period, identity: validated slugs and digests
+    make_dirs(folder, 0o755)
+    written = []
+    for report in bundle_etsi_reports(store, prefix, root_ids, at):
+        path = folder / f"{report.field_name}.xml"
+        path.write_bytes(report.xml)
+        written.append((path, report.indication))
+    return written
