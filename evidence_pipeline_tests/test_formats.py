@@ -190,3 +190,68 @@ def test_verify_writes_an_etsi_validation_report_per_signature(local_runtime, tm
     assert refused.exit_code == 1 and "PDF_SIGNATURE_INVALID" in refused.output, refused.output
     assert _etsi(tmp_path / "bad" / published.bundle_key.removeprefix("bundles/") / "EvidenceSignature.xml") == (
         "total-failed", ["HASH_FAILURE"])
+
+
+def _assessment(path: Path):
+    """The document validated by compliance-trestle's OSCAL models (code we did not write)."""
+    from trestle.oscal.assessment_results import AssessmentResults
+
+    document = json.loads(path.read_text())
+    AssessmentResults.model_validate(document["assessment-results"])
+    (result,) = document["assessment-results"]["results"]
+    return result
+
+
+def test_oscal_assessment_results_per_tenant_month_deterministic_and_fresh(local_runtime, tmp_path):
+    """`evidence verify … --report oscal DIR`: valid OSCAL (trestle), controls satisfied with the checks they map,
+    the month as the window, the witness's cosignature time as when it was collected, the same bytes twice, stale
+    past a control's max age. Before: no such report (usage error)."""
+    witness = ed25519.Ed25519PrivateKey.generate()
+    witness_vkey = verifier(WITNESS, COSIGNATURE_V1, witness).vkey()
+    runtime = Runtime.from_settings(dataclasses.replace(local_runtime.settings,
+                                                        witnesses=(("https://witness.invalid", witness_vkey),)))
+    month = FIXTURE_MONTHS[0]
+    published = run_tenant_month(runtime, month, RunInfo("run-1"))
+    _cosigned_checkpoint(runtime, witness)  # cosigned at 1_800_000_000: 2027-01-15T08:00:00Z
+    path = _download(runtime, month, tmp_path / "bundle.tar")
+    home = runtime.settings.home
+    folder = published.bundle_key.removeprefix("bundles/")
+
+    def assess(name: str, *args: str, file: Path = path) -> Path:
+        result = CliRunner().invoke(main, ["verify", str(file), "--report", "oscal", str(tmp_path / name), *args],
+                                    env={"EVIDENCE_HOME": str(home)})
+        assert "Traceback" not in result.output, result.output
+        return tmp_path / name / folder / "assessment-results.json"
+
+    first, again = assess("first"), assess("again")
+    assert first.read_bytes() == again.read_bytes()  # content-derived UUIDs, no clock read
+    result = _assessment(first)
+    assert (result["start"], result["end"]) == (f"{month.period}-01T00:00:00Z", result["end"])
+    assert result["end"] > result["start"] and result["end"].endswith("-01T00:00:00Z")
+    (observation,) = result["observations"]
+    props = {p["name"]: p["value"] for p in observation["props"]}
+    assert observation["collected"] == "2027-01-15T08:00:00Z" and props["time-source"] == "witness-cosignature"
+    assert props["check-tlog-proof"] == "passed" and props["tenant"] == month.tenant
+    manifest = json.loads(runtime.archive.get(f"{published.bundle_key}/manifest.json"))
+    assert {e["href"]: e["props"][0]["value"] for e in observation["relevant-evidence"]} == {
+        f"{published.bundle_key}/{name}": a["sha256"] for name, a in manifest["artifacts"].items()}
+    states = {f["target"]["target-id"]: (f["target"]["status"]["state"], {p["name"]: p["value"] for p in f["props"]})
+              for f in result["findings"]}
+    assert {target: state for target, (state, _) in states.items()} == {
+        "au-9_obj": "satisfied", "au-10_obj": "satisfied", "au-11_obj": "satisfied", "si-7_obj": "satisfied"}
+    assert all(props["freshness"] == "fresh" and props["evidence-age-days"] == "0" for _, props in states.values())
+
+    later = _assessment(assess("later", "--at", "2027-04-25T08:00:00Z"))  # 100 days after it was witnessed
+    freshness = {f["target"]["target-id"]: {p["name"]: p["value"] for p in f["props"]}["freshness"]
+                 for f in later["findings"]}
+    assert freshness == {"au-9_obj": "stale", "au-10_obj": "stale", "au-11_obj": "fresh", "si-7_obj": "stale"}
+
+    proof = tlog_proof_path(published.bundle_key)
+    with tarfile.open(path) as tar:
+        parsed = parse_tlog_proof(tar.extractfile(proof).read())
+    flipped = _rewritten(path, tmp_path / "flipped.tar", proof,
+                         dataclasses.replace(parsed, hashes=(bytes(32),) + parsed.hashes[1:]).encode())
+    broken = _assessment(assess("broken", file=flipped))
+    targets = {f["target"]["target-id"]: f["target"]["status"]["state"] for f in broken["findings"]}
+    assert targets["au-9_obj"] == "not-satisfied" and targets["au-10_obj"] == "satisfied"
+    assert {p["name"]: p["value"] for p in broken["observations"][0]["props"]}["time-source"] == "ledger-publication"

@@ -14,6 +14,8 @@ A bundle published after the newest checkpoint with a note has none of them yet:
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 from evidence_pipeline import jsonread
 from evidence_pipeline.audit.checkpoints import CheckpointKeys, checkpoint_key, checkpoint_keys, commits_bundle
 from evidence_pipeline.audit.package import checkpoint_size, event_path, tlog_proof_path
@@ -32,7 +34,7 @@ from evidence_pipeline.ledger import merkle
 from evidence_pipeline.models import EventType, LedgerEvent
 from evidence_pipeline.monthly.bundle import MANIFEST, REPORT, STATEMENT
 from evidence_pipeline.store import DISCARD, ArtifactStore
-from evidence_pipeline.witness.note import Note, NoteError, Verifier, parse_checkpoint
+from evidence_pipeline.witness.note import Note, NoteError, Verifier, cosigned_at, parse_checkpoint
 from evidence_pipeline.witness.policy import TlogPolicy
 from evidence_pipeline.witness.proof import MAX_PROOF_BYTES, TlogProof, parse_tlog_proof
 
@@ -138,3 +140,22 @@ def _check_bundle_log(store: ArtifactStore, prefix: str, key_ids: frozenset[str]
     pinned = pinned_origin(origin, policy, own)
     policy = policy or own
     check_note(proof.checkpoint, checkpoint, keys.keys.get(checkpoint["key_id"]), NotePins(pinned, policy, body.size))
+
+
+def witnessed(store: ArtifactStore, prefix: str, policy: TlogPolicy | None) -> tuple[datetime | None, int | None,
+                                                                                     int | None]:
+    """(the earliest valid cosignature time of a witness of ``policy``, else of the store's own policy, on the note
+    the bundle's tlog proof reaches; the proof's leaf index; the note's tree size), Nones without a proof. Read
+    after its `tlog_proof` check passed: the proof and note are then the verified ones."""
+    path = tlog_proof_path(prefix)
+    if not store.exists(path):
+        return None, None, None
+    try:
+        proof = parse_tlog_proof(store.get(path, max_bytes=MAX_PROOF_BYTES))
+        size = parse_checkpoint(proof.checkpoint.text).size
+    except NoteError:
+        return None, None, None
+    policy = policy or package_policy(store)
+    times = [cosigned_at(proof.checkpoint, key) for key in (policy.witnesses.values() if policy else ())]
+    earliest = min((time for time in times if time is not None), default=None)
+    return (None if earliest is None else datetime.fromtimestamp(earliest, timezone.utc)), proof.index, size

@@ -3,23 +3,40 @@
     etsi   <DIR>/<tenant>/<YYYY-MM>/<identity>/<signature field>.xml   an ETSI TS 119 102-2 validation report per
                                                                        signature of the bundle's report (its newest
                                                                        renewal at B-LTA), at the --at moment
+    oscal  <DIR>/<tenant>/<YYYY-MM>/<identity>/assessment-results.json  the tenant-month's NIST OSCAL Assessment
+                                                                       Results (oscal.py)
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from evidence_pipeline import jsonread
-from evidence_pipeline.audit.verify import MAX_REPORT_BYTES, SIGNATURE_ALLOWANCE, trust_root
+from evidence_pipeline.audit.bundle_proof import TLOG_PROOF, witnessed
+from evidence_pipeline.audit.oscal import Evidence, assessment_results
+from evidence_pipeline.audit.verify import MAX_REPORT_BYTES, SIGNATURE_ALLOWANCE, Verification, trust_root
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.monthly.bundle import MANIFEST, newest_report
 from evidence_pipeline.paths import make_dirs
 from evidence_pipeline.signing.etsi_report import ValidationReport, validation_reports
 from evidence_pipeline.store import ArtifactStore
+from evidence_pipeline.witness.policy import TlogPolicy
 
-ETSI = "etsi"
-KINDS = (ETSI,)
+ETSI, OSCAL = "etsi", "oscal"
+KINDS = (ETSI, OSCAL)
+ASSESSMENT_RESULTS = "assessment-results.json"
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the reports of one run are made with."""
+
+    root_ids: frozenset[str]
+    at: datetime | None
+    policy: TlogPolicy | None  # the pinned witness policy: whose cosignature times count (else the store's own)
+    controls: dict  # the OSCAL controls mapping
 
 
 def bundle_etsi_reports(store: ArtifactStore, prefix: str, root_ids: frozenset[str],
@@ -38,14 +55,30 @@ def bundle_etsi_reports(store: ArtifactStore, prefix: str, root_ids: frozenset[s
     return validation_reports(pdf, root, level, tsa_root, at)
 
 
-def write_reports(kind: str, directory: Path, store: ArtifactStore, prefix: str, root_ids: frozenset[str],
-                  at: datetime | None) -> list[tuple[Path, str]]:
+def write_reports(kind: str, directory: Path, store: ArtifactStore, prefix: str, verification: Verification,
+                  request: Request) -> list[tuple[Path, str]]:
     """Write the bundle's reports of ``kind`` under ``directory``: (path, what it says) of each."""
     folder = directory / prefix.removeprefix("bundles/")  # tenant, period, identity: validated slugs and digests
     make_dirs(folder, 0o755)
+    if kind == OSCAL:
+        path = folder / ASSESSMENT_RESULTS
+        path.write_bytes(_assessment_results(store, prefix, verification, request))
+        return [(path, "assessment results")]
     written = []
-    for report in bundle_etsi_reports(store, prefix, root_ids, at):
+    for report in bundle_etsi_reports(store, prefix, request.root_ids, request.at):
         path = folder / f"{report.field_name}.xml"
         path.write_bytes(report.xml)
         written.append((path, report.indication))
     return written
+
+
+def _assessment_results(store: ArtifactStore, prefix: str, verification: Verification, request: Request) -> bytes:
+    manifest = jsonread.loads(store.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES),
+                              ReasonCode.MANIFEST_INVALID, MANIFEST)
+    proved = any(check.name == TLOG_PROOF and check.passed for check in verification.checks)
+    witnessed_at, leaf_index, size = witnessed(store, prefix, request.policy) if proved else (None, None, None)
+    try:
+        return assessment_results(verification, Evidence(manifest, witnessed_at, leaf_index, size),
+                                  request.controls, request.at)
+    except (KeyError, TypeError, ValueError):
+        raise EvidenceError(ReasonCode.MANIFEST_INVALID, "the manifest lacks a field the assessment states") from None

@@ -42,13 +42,16 @@ if TYPE_CHECKING:
 @click.option("--at", "at", callback=parse_moment, metavar="TIME",
               help="Validate the PAdES signatures at this ISO 8601 time (UTC unless it says) instead of now.")
 @click.option("--report", "reports", nargs=2, multiple=True, metavar="KIND DIR",
-              type=(click.Choice(["etsi"]), click.Path(file_okay=False, path_type=Path)),
+              type=(click.Choice(["etsi", "oscal"]), click.Path(file_okay=False, path_type=Path)),
               help="Also write each bundle's reports of KIND under DIR (repeatable): etsi, an ETSI TS 119 102-2 "
-              "validation report per PDF signature, DIR/<tenant>/<period>/<identity>/<field>.xml.")
+              "validation report per PDF signature, DIR/<tenant>/<period>/<identity>/<field>.xml; oscal, the "
+              "tenant-month's OSCAL Assessment Results, DIR/<tenant>/<period>/<identity>/assessment-results.json.")
+@click.option("--controls", type=click.Path(dir_okay=False, exists=True, path_type=Path), metavar="FILE",
+              help="With --report oscal: the controls mapping (JSON) [default: the documented one].")
 def verify(locations: tuple[str, ...], package: str | None, witness: str | None, witnesses: tuple[str, ...],
            policy: int | None, policy_file: str | None, allow_unsigned_index: bool, as_json: bool,
            key_ids: tuple[str, ...], root_ids: tuple[str, ...], workers: int | None, at: datetime | None,
-           origin: str | None, reports: tuple[tuple[str, Path], ...]) -> None:
+           origin: str | None, reports: tuple[tuple[str, Path], ...], controls: Path | None) -> None:
     """Verify bundles offline. Exit 0 only if every check of every bundle passes.
 
     A LOCATION is one bundle, <archive>/bundles/<tenant>/<period>/<identity>, or a prefix whose bundles are all
@@ -73,6 +76,7 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
     A LOCATION may also be a document artifact id (documents/<tenant>/…, as a job's status lists its outputs):
     it is verified as `evidence lineage` verifies it, back to the upload, with the configured ledger and stores.
     """
+    request = _report_request(reports, controls, root_ids, at, witnesses, policy, policy_file)
     if package is not None and locations:
         raise click.UsageError("give either LOCATION... or --package, not both")
     if package is None and not locations:
@@ -83,7 +87,7 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
     if package is not None:  # reads no setting but EVIDENCE_WORKERS, and only when --workers is not given
         _verify_package(package, witness, witness_policy(witnesses, policy, policy_file), allow_unsigned_index, as_json,
                         frozenset(key_ids), frozenset(root_ids), workers or load_settings().worker_processes(), at,
-                        origin, reports)
+                        origin, reports, request)
     if (witnesses or policy or policy_file or origin is not None) and not bundle_file:
         raise click.UsageError("--witness, --witness-policy, --policy and --origin check checkpoint notes: use them "
                                "with --package or a bundle file")
@@ -106,7 +110,7 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
         logged = check_bundle_log(store, prefix, frozenset(key_ids), frozenset(root_ids), origin,
                                   witness_policy(witnesses, policy, policy_file))
         result.checks.extend([logged] if logged is not None else [])
-        _write_reports(reports, [(store, prefix)], frozenset(root_ids), at, as_json)
+        _write_reports(reports, [(store, prefix, result)], request, as_json)
         _report_bundle(result, as_json, key_ids, root_ids, logged is not None)
     targets = [locate(location) for location in locations]
     if len(targets) == 1 and targets[0].is_bundle:
@@ -115,7 +119,7 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
         target = targets[0]
         store = open_archive(target.archive)
         result = verify_bundle(store, target.prefix, frozenset(key_ids), frozenset(root_ids), at)
-        _write_reports(reports, [(store, target.prefix)], frozenset(root_ids), at, as_json)
+        _write_reports(reports, [(store, target.prefix, result)], request, as_json)
         _report_bundle(result, as_json, key_ids, root_ids)
 
     from evidence_pipeline.audit.verify_many import list_bundles, overall_exit_code, verify_all
@@ -133,25 +137,40 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
             progress.show(outcomes)
     if progress:
         progress.clear()
-    _write_reports(reports, [(open_archive(location.archive), prefix) for location, prefix in bundles],
-                   frozenset(root_ids), at, as_json)
+    _write_reports(reports, [(open_archive(location.archive), prefix, outcome.verification)
+                             for (location, prefix), outcome in zip(bundles, outcomes)], request, as_json)
     if not as_json:
         _print_summary(outcomes, key_ids, root_ids)
     sys.exit(overall_exit_code(outcomes))
 
 
-def _write_reports(reports: tuple[tuple[str, Path], ...], bundles: list, root_ids: frozenset[str],
-                   at: datetime | None, as_json: bool) -> None:
-    """Each (store, prefix) bundle's reports of each --report KIND DIR; a bundle whose report cannot be made (its
-    PDF does not parse) is named on stderr with its reason code, the others are written."""
+def _report_request(reports: tuple[tuple[str, Path], ...], controls: Path | None, root_ids: tuple[str, ...],
+                    at: datetime | None, witnesses: tuple[str, ...], policy: int | None, policy_file: str | None):
+    """What --report's reports are made with; None without --report."""
+    if controls is not None and not any(kind == "oscal" for kind, _ in reports):
+        raise click.UsageError("--controls maps the controls of --report oscal: use them together")
+    if not reports:
+        return None
+    from evidence_pipeline.audit.oscal import load_controls
+    from evidence_pipeline.audit.reports import Request
+
+    return Request(frozenset(root_ids), at, witness_policy(witnesses, policy, policy_file), load_controls(controls))
+
+
+def _write_reports(reports: tuple[tuple[str, Path], ...], bundles: list, request, as_json: bool) -> None:
+    """Each (store, prefix, verification) bundle's reports of each --report KIND DIR; a bundle whose report
+    cannot be made (its PDF does not parse, it could not be read) is named on stderr with its reason code, the
+    others are written."""
     if not reports:
         return
     from evidence_pipeline.audit.reports import write_reports
 
     for kind, directory in reports:
-        for store, prefix in bundles:
+        for store, prefix, verification in bundles:
+            if verification is None:  # the store did not answer: the outcome already says so
+                continue
             try:
-                written = write_reports(kind, directory, store, prefix, root_ids, at)
+                written = write_reports(kind, directory, store, prefix, verification, request)
             except EvidenceError as error:
                 click.echo(f"no {kind} report for {store.uri(prefix)}: {error.code}: {error.message}", err=True)
                 continue
@@ -201,7 +220,7 @@ def _chain_lines(result) -> list[str]:
 
 def _verify_package(argument: str, witness: str | None, policy, allow_unsigned_index: bool, as_json: bool,
                     key_ids: frozenset[str], root_ids: frozenset[str], workers: int, at: datetime | None,
-                    origin: str | None, reports: tuple[tuple[str, Path], ...]) -> None:
+                    origin: str | None, reports: tuple[tuple[str, Path], ...], request) -> None:
     """`evidence verify --package`: the package-level checks, who authorized what and each document artifact's
     lineage, then every bundle in worker processes."""
     from evidence_pipeline.audit.package import check_package, open_package, verify_bundles, witness_public_key
@@ -248,7 +267,8 @@ def _verify_package(argument: str, witness: str | None, policy, allow_unsigned_i
                 progress.show(outcomes)
     if progress:
         progress.clear()
-    _write_reports(reports, [(store, bundle) for bundle in index.bundles], root_ids, at, as_json)
+    _write_reports(reports, [(store, bundle, outcome.verification) for bundle, outcome in zip(index.bundles, outcomes)],
+                   request, as_json)
     code = EXIT_CHECK_FAILED if not checks.ok else overall_exit_code(outcomes)
     if as_json:
         verified = [o.verification for o in outcomes if o.verification is not None]
