@@ -50,12 +50,17 @@ def _failed(report: dict) -> list[tuple[str, str]]:
     return [(check["name"], check["code"]) for check in report["checks"] if not check["passed"]]
 
 
+def _with_witness(runtime: Runtime) -> tuple[Runtime, ed25519.Ed25519PrivateKey, str]:
+    """The runtime with one configured witness (its cosignatures made in-process), the witness's key and vkey."""
+    witness = ed25519.Ed25519PrivateKey.generate()
+    vkey = verifier(WITNESS, COSIGNATURE_V1, witness).vkey()
+    return Runtime.from_settings(dataclasses.replace(runtime.settings, witnesses=(("https://witness.invalid", vkey),))
+                                 ), witness, vkey
+
+
 def test_the_downloadable_bundle_carries_a_tlog_proof_that_verify_and_go_check(local_runtime, tmp_path):
     """Before: the bundle file held keys/ and the bundle folder only; no proof of its place in the log."""
-    witness = ed25519.Ed25519PrivateKey.generate()
-    witness_vkey = verifier(WITNESS, COSIGNATURE_V1, witness).vkey()
-    runtime = Runtime.from_settings(dataclasses.replace(local_runtime.settings,
-                                                        witnesses=(("https://witness.invalid", witness_vkey),)))
+    runtime, witness, witness_vkey = _with_witness(local_runtime)
     month = FIXTURE_MONTHS[0]
     published = run_tenant_month(runtime, month, RunInfo("run-1"))
     home = runtime.settings.home
@@ -206,10 +211,7 @@ def test_oscal_assessment_results_per_tenant_month_deterministic_and_fresh(local
     """`evidence verify … --report oscal DIR`: valid OSCAL (trestle), controls satisfied with the checks they map,
     the month as the window, the witness's cosignature time as when it was collected, the same bytes twice, stale
     past a control's max age. Before: no such report (usage error)."""
-    witness = ed25519.Ed25519PrivateKey.generate()
-    witness_vkey = verifier(WITNESS, COSIGNATURE_V1, witness).vkey()
-    runtime = Runtime.from_settings(dataclasses.replace(local_runtime.settings,
-                                                        witnesses=(("https://witness.invalid", witness_vkey),)))
+    runtime, witness, witness_vkey = _with_witness(local_runtime)
     month = FIXTURE_MONTHS[0]
     published = run_tenant_month(runtime, month, RunInfo("run-1"))
     _cosigned_checkpoint(runtime, witness)  # cosigned at 1_800_000_000: 2027-01-15T08:00:00Z
