@@ -374,6 +374,15 @@ class Ledger(JobTransitions):
         return [(LedgerEvent(row.seq, row.event_type, row.event_hash, event_body(row.body)), row.prev_hash,
                  row.body.encode("utf-8")) for row in rows]
 
+    def published_tenant_months(self) -> list[tuple[int, str, str]]:
+        """(seq, tenant, period) of every `bundle.published` event, oldest first, read from the hashed bodies (not
+        their mirror columns): what an audit sample's population is drawn from."""
+        events = self.audit_events.c
+        query = select(events.seq, events.body).where(events.event_type == EventType.BUNDLE_PUBLISHED)
+        with classified_errors(), self.engine.connect() as conn:
+            rows = conn.execute(query.order_by(events.seq)).all()
+        return [(row.seq, body["tenant"], body["period"]) for row in rows for body in (event_body(row.body),)]
+
     def event_or_none(self, seq: int) -> LedgerEvent | None:
         with classified_errors(), self.engine.connect() as conn:
             row = conn.execute(select(self.audit_events).where(self.audit_events.c.seq == seq)).first()
