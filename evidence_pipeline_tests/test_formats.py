@@ -72,6 +72,10 @@ def test_the_downloadable_bundle_carries_a_tlog_proof_that_verify_and_go_check(l
 
     _cosigned_checkpoint(runtime, witness)
     path = _download(runtime, month, tmp_path / "bundle.tar")
+    reads, leaves = [], runtime.ledger.leaves
+    runtime.ledger.leaves = lambda limit=None: reads.append(limit) or leaves(limit)
+    assert _download(runtime, month, tmp_path / "again.tar").read_bytes() == path.read_bytes()
+    assert reads == []  # the checkpointed tree is read once per process, not per download
     proof_path = tlog_proof_path(published.bundle_key)
     with tarfile.open(path) as tar:
         names = tar.getnames()

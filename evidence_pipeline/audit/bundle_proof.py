@@ -14,6 +14,7 @@ A bundle published after the newest checkpoint with a note has none of them yet:
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timezone
 
 from evidence_pipeline import jsonread
@@ -61,8 +62,7 @@ def bundle_log_files(runtime, event: LedgerEvent, prefix: str, witnesses: tuple[
     """The log's files (by path, see above) for the bundle at ``prefix`` published by ``event``; none before a
     checkpoint with a note covers it."""
     ledger, archive = runtime.ledger, runtime.archive
-    numbered = ledger.leaves()
-    index = next(position for position, (seq, _) in enumerate(numbered) if seq == event.seq)
+    index = ledger.leaf_index(event.seq)
     for key in reversed(checkpoint_keys(archive)):
         size = checkpoint_size(key)
         if size <= index:
@@ -70,7 +70,7 @@ def bundle_log_files(runtime, event: LedgerEvent, prefix: str, witnesses: tuple[
         note = archive_note(archive, size)
         if note is None:
             continue
-        proof = proved_to(merkle.Tree([leaf for _, leaf in numbered]), index, note, event.seq)
+        proof = proved_to(_tree(ledger, size), index, note, event.seq)
         keys = CheckpointKeys.of(archive)
         checkpoint = keys.read(archive, key)
         published = ledger.stored_events(EventType.BUNDLE_PUBLISHED, event.body["tenant"])
@@ -83,6 +83,25 @@ def bundle_log_files(runtime, event: LedgerEvent, prefix: str, witnesses: tuple[
             POLICY: export_policy(witnesses, (log,)),
         }
     return {}
+
+
+_TREES: dict[tuple[str, int], merkle.Tree] = {}  # (ledger, size): a checkpointed prefix never changes
+_KEEP_TREES = 2  # the newest checkpoints' (leaves and the subtree hashes proofs cached: ~150 bytes a leaf)
+_TREES_LOCK = threading.Lock()  # downloads run in a thread pool
+
+
+def _tree(ledger, size: int) -> merkle.Tree:
+    """The tree of the ledger's first ``size`` events, read once per process and checkpoint, not per download."""
+    key = (ledger.engine.url.render_as_string(hide_password=True), size)
+    with _TREES_LOCK:
+        tree = _TREES.get(key)
+    if tree is None:
+        tree = merkle.Tree([leaf for _, leaf in ledger.leaves(size)])
+        with _TREES_LOCK:
+            _TREES[key] = tree
+            for stale in sorted(_TREES, key=lambda k: k[1])[:-_KEEP_TREES]:
+                del _TREES[stale]
+    return tree
 
 
 def check_bundle_log(store: ArtifactStore, prefix: str, key_ids: frozenset[str], root_ids: frozenset[str],
