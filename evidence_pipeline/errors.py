@@ -534,6 +534,11 @@ class ReasonCode(Vocabulary):
         "`verify --package` / `ledger verify`: a checkpoint note is of another log origin than the pinned one "
         "(`--origin`, or the package's tlog-policy file) or than the notes before it",
     )
+    ASSESSMENT_MISMATCH = (
+        "ASSESSMENT_MISMATCH",
+        "`verify --package`: a bundle's OSCAL assessment results are not about its month, identity, ledger position "
+        "and files",
+    )
     LOG_ORIGIN_NOT_PINNED = (
         "LOG_ORIGIN_NOT_PINNED",
         "`verify`: checkpoint notes to check and nothing that names the log's origin (no `--origin`, no `log` line "

@@ -309,3 +309,36 @@ def _documented_draw(root: bytes, population: list, count: int) -> list:
         k = i + h % n
         items[i], items[k] = items[k], items[i]
     return items[:count]
+
+
+def test_an_audit_package_carries_each_tenant_months_assessment_results_signed(local_runtime, tmp_path):
+    """`evidence export`: assessment-results/<tenant>/<period>/<identity>.json per bundle, under the package
+    signature, the same bytes on a re-export, checked by `verify --package` against its bundle. Before: none."""
+    runtime, witness, witness_vkey = _with_witness(local_runtime)
+    month = FIXTURE_MONTHS[0]
+    published = run_tenant_month(runtime, month, RunInfo("run-1"))
+    _cosigned_checkpoint(runtime, witness)
+    first, second = tmp_path / "first", tmp_path / "second"
+    for out in (first, second):
+        _export(runtime.settings.home, out, 1, f"https://witness.invalid {witness_vkey}")
+    path = f"assessment-results/{published.bundle_key.removeprefix('bundles/')}.json"
+    assert (first / path).read_bytes() == (second / path).read_bytes()
+    result = _assessment(first / path)
+    assert {f["target"]["status"]["state"] for f in result["findings"]} == {"satisfied"}
+    assert result["observations"][0]["collected"] == "2027-01-15T08:00:00Z"
+    from evidence_pipeline.audit.package_index import parse_signed_index
+
+    assert path in parse_signed_index((first / "package.json").read_bytes()).subjects
+    pins = ["--witness", witness_vkey, "--workers", "1"]
+    code, report = _verify(first, *pins)
+    (bundle,) = report["bundles"]
+    assert code == 0 and ("assessment_results", True) in [(c["name"], c["passed"]) for c in bundle["checks"]]
+
+    document = json.loads((first / path).read_text())
+    document["assessment-results"]["results"][0]["observations"][0]["relevant-evidence"][0]["props"][0]["value"] = \
+        "0" * 64
+    (first / path).chmod(0o644)
+    (first / path).write_text(json.dumps(document))
+    _resign(first, runtime)  # the operator's own key: only the check against the bundle catches it
+    code, report = _verify(first, *pins)
+    assert code == 1 and report["codes"] == ["ASSESSMENT_MISMATCH"]

@@ -33,14 +33,17 @@ from pathlib import Path
 from evidence_pipeline import jsonread
 from evidence_pipeline.actors.registry import ACTOR_EVENTS
 from evidence_pipeline.actors.roles import RECORDED_AS
-from evidence_pipeline.audit.bundle_proof import export_policy, proved_to
+from evidence_pipeline.audit.bundle_proof import TLOG_PROOF, export_policy, proved_to, witnessed
 from evidence_pipeline.audit.checkpoints import WITNESS_PREFIX, checkpoint_keys, commits_bundle, read_checkpoint
 from evidence_pipeline.audit.export_documents import DocumentContents, collect_documents
+from evidence_pipeline.audit.oscal import DEFAULT_CONTROLS, Evidence, assessment_results
 from evidence_pipeline.audit.package import (
     INDEX,
     WITNESS,
     Index,
+    assessment_path,
     authorization_proof_path,
+    check_in_log,
     checkpoint_size,
     consistency_path,
     event_path,
@@ -49,7 +52,7 @@ from evidence_pipeline.audit.package import (
 )
 from evidence_pipeline.audit.package_documents import document_proof_path, upload_path
 from evidence_pipeline.audit.package_index import package_files, sign_index
-from evidence_pipeline.audit.verify import MAX_REPORT_BYTES, SIGNATURE_ALLOWANCE
+from evidence_pipeline.audit.verify import MAX_REPORT_BYTES, SIGNATURE_ALLOWANCE, verify_bundle
 from evidence_pipeline.audit.witnessing import POLICY, archive_note, log_verifier, note_key
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
@@ -62,6 +65,7 @@ from evidence_pipeline.signing.keys import MAX_KEY_BYTES, Keyring, published_ed2
 from evidence_pipeline.store import DISCARD, ArtifactStore
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.witness.note import Note, Verifier, parse_checkpoint, parse_vkey
+from evidence_pipeline.witness.policy import TlogPolicy
 
 MAX_KEYS_OBJECT_BYTES = 16 << 20  # anything under keys/ (PEMs, a keyring document) is far smaller
 
@@ -250,6 +254,9 @@ def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, cho
             _write_tlog_proof(package, publication, notes[checkpoints[-1]], tree)
     for stored in [*contents.authorizations, *contents.document_events]:
         _write_proved(package, stored, chosen[stored.leaf_index], signed, tree)
+    policy = TlogPolicy.of_count(witnesses, len(witnesses))
+    for publication in contents.publications:  # once its files, proofs and notes are in place
+        _write_assessment(package, publication.prefix, signed, policy)
     found = contents.documents
     for key, sha256 in found.objects.items():
         _copy(archive, key, package, key, sha256)
@@ -268,6 +275,19 @@ def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, cho
     # last: the index names only what is already there, and signs every file's digest
     package.put_once(INDEX, sign_index(index.document(), files, keyring.statement_key, keyring.statement_key_id))
     return index
+
+
+def _write_assessment(package: LocalStore, prefix: str, signed: dict[str, tuple[int, bytes]],
+                      policy: TlogPolicy) -> None:
+    """The tenant-month's OSCAL Assessment Results as the exporter verified it in the package (the default controls;
+    assessed at the time it was witnessed, so a re-export of the same checkpoints writes the same bytes)."""
+    verification = verify_bundle(package, prefix)
+    check_in_log(signed, package, prefix, verification)
+    witnessed_at, leaf_index, size = witnessed(package, prefix, policy) if any(
+        check.name == TLOG_PROOF and check.passed for check in verification.checks) else (None, None, None)
+    manifest = jsonread.loads(package.get(f"{prefix}/{MANIFEST}"), ReasonCode.MANIFEST_INVALID, MANIFEST)
+    package.put_once(assessment_path(prefix), assessment_results(
+        verification, Evidence(manifest, witnessed_at, leaf_index, size), DEFAULT_CONTROLS))
 
 
 def _signed_checkpoint(archive: ArtifactStore, package: LocalStore, key: str, statement_keys: dict,

@@ -149,6 +149,28 @@ def assessment_results(verification: Verification, evidence: Evidence, controls:
     return json.dumps(document, indent=2, sort_keys=True).encode() + b"\n"
 
 
+def check_bound(document: bytes, manifest: dict) -> None:
+    """An Assessment Results document of ours is about this bundle: its window is the bundle's month, and its
+    observation names the bundle's identity and ledger seq and links each of its files by its sha256
+    (ASSESSMENT_MISMATCH otherwise)."""
+    parsed = jsonread.loads(document, ReasonCode.ASSESSMENT_MISMATCH, "the assessment results")
+    try:
+        (result,) = parsed["assessment-results"]["results"]
+        (observation,) = result["observations"]
+        props = {p["name"]: p["value"] for p in observation["props"] if p.get("ns") == NS}
+        linked = {e["href"]: e["props"][0]["value"] for e in observation["relevant-evidence"]}
+        prefix = f"bundles/{manifest['tenant']}/{manifest['period']}/{manifest['identity']}"
+        bound = (result["start"] == f"{manifest['period']}-01T00:00:00Z"
+                 and (props["tenant"], props["period"], props["bundle-identity"], props["ledger-seq"])
+                 == (manifest["tenant"], manifest["period"], manifest["identity"], str(manifest["ledger"]["seq"]))
+                 and linked == {f"{prefix}/{name}": a["sha256"] for name, a in manifest["artifacts"].items()})
+    except (KeyError, TypeError, ValueError, IndexError):
+        bound = False
+    if not bound:
+        raise EvidenceError(ReasonCode.ASSESSMENT_MISMATCH, "the assessment results are not about this bundle's "
+                            "month, identity, ledger position and files")
+
+
 def _uuid(kind: str, seed: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, f"{kind}|{seed}"))
 

@@ -13,6 +13,8 @@ the proofs that tie each bundle to a signed checkpoint:
     proofs/inclusion/<tenant>/<YYYY-MM>/<identity>.json      the event's inclusion proof against one checkpoint
     proofs/authorizations/<seq:012d>.json      an authorization event's inclusion proof (the same format)
     proofs/consistency/<old:012d>-<new:012d>.json            between consecutive checkpoints of the package
+    proofs/tlog/<tenant>/<YYYY-MM>/<identity>.tlog-proof     the event's c2sp.org/tlog-proof@v1 (with notes)
+    assessment-results/<tenant>/<YYYY-MM>/<identity>.json    its OSCAL Assessment Results (oscal.py)
     witness/<key id>.pem                       the witness's public key, if the archive has one: a convenience
                                                that is never trusted unless the auditor pins its id
     documents/<tenant>/…                       the tenant's document artifacts, copied verbatim, with their
@@ -56,6 +58,7 @@ from evidence_pipeline.actors.offline import DEFAULT_MAX_AGE_SECONDS
 from evidence_pipeline.audit.checkpoints import PREFIX as CHECKPOINTS
 from evidence_pipeline.audit.checkpoints import CheckpointKeys, check_witness, checkpoint_key, commits_bundle
 from evidence_pipeline.audit.locations import Location
+from evidence_pipeline.audit.oscal import check_bound
 from evidence_pipeline.audit.package_index import (
     INDEX_MAX_BYTES,
     SignedIndex,
@@ -91,6 +94,7 @@ INCLUSION = "proofs/inclusion"
 AUTHORIZATION_PROOFS = "proofs/authorizations"
 CONSISTENCY = "proofs/consistency"
 TLOG_PROOFS = "proofs/tlog"
+ASSESSMENTS = "assessment-results"
 WITNESS = "witness"
 _HASH = re.compile(r"[0-9a-f]{64}")
 _IDENTITY = _HASH
@@ -114,6 +118,11 @@ def inclusion_path(bundle: str) -> str:
 def tlog_proof_path(bundle: str) -> str:
     """The bundle's c2sp.org/tlog-proof@v1 file (its publication event, to the package's newest checkpoint)."""
     return f"{TLOG_PROOFS}/{bundle.removeprefix('bundles/')}.tlog-proof"
+
+
+def assessment_path(bundle: str) -> str:
+    """The bundle's OSCAL Assessment Results, as the exporter verified it (audit/oscal.py)."""
+    return f"{ASSESSMENTS}/{bundle.removeprefix('bundles/')}.json"
 
 
 def authorization_proof_path(seq: int) -> str:
@@ -469,6 +478,9 @@ def check_in_log(roots: dict[str, tuple[int, bytes]], store: ArtifactStore, pref
         if newest is not None and store.exists(note_key(newest[0])):  # else no note to prove to: no tlog proofs
             verification.checks.append(run_check("tlog_proof", lambda: check_tlog_proof(store, prefix, proof,
                                                                                         newest)))
+    if store.exists(assessment_path(prefix)):  # exported since issue 51
+        verification.checks.append(run_check("assessment_results", lambda: check_bound(
+            store.get(assessment_path(prefix), max_bytes=jsonread.MAX_BYTES), _json(store, f"{prefix}/{MANIFEST}"))))
 
 
 def check_tlog_proof(store: ArtifactStore, prefix: str, proof: dict, newest: tuple[int, bytes]) -> None:
