@@ -28,15 +28,17 @@ import shutil
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 
 from evidence_pipeline import jsonread
 from evidence_pipeline.actors.registry import ACTOR_EVENTS
 from evidence_pipeline.actors.roles import RECORDED_AS
-from evidence_pipeline.audit.bundle_proof import TLOG_PROOF, export_policy, proved_to, witnessed
+from evidence_pipeline.audit.bundle_proof import export_policy, proved_to
 from evidence_pipeline.audit.checkpoints import WITNESS_PREFIX, checkpoint_keys, commits_bundle, read_checkpoint
 from evidence_pipeline.audit.export_documents import DocumentContents, collect_documents
-from evidence_pipeline.audit.oscal import DEFAULT_CONTROLS, Evidence, assessment_results
+from evidence_pipeline.audit.locations import Location
+from evidence_pipeline.audit.oscal import DEFAULT_CONTROLS
 from evidence_pipeline.audit.package import (
     INDEX,
     WITNESS,
@@ -48,11 +50,14 @@ from evidence_pipeline.audit.package import (
     consistency_path,
     event_path,
     inclusion_path,
+    open_package_store,
     tlog_proof_path,
 )
 from evidence_pipeline.audit.package_documents import document_proof_path, upload_path
 from evidence_pipeline.audit.package_index import package_files, sign_index
-from evidence_pipeline.audit.verify import MAX_REPORT_BYTES, SIGNATURE_ALLOWANCE, verify_bundle
+from evidence_pipeline.audit.reports import assessment_document
+from evidence_pipeline.audit.verify import MAX_REPORT_BYTES, SIGNATURE_ALLOWANCE
+from evidence_pipeline.audit.verify_many import verify_all
 from evidence_pipeline.audit.witnessing import POLICY, archive_note, log_verifier, note_key
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
@@ -138,7 +143,8 @@ def export_package(documents: Documents, tenant: str, first: str | None, last: s
         index = _write(archive, package, _Contents(tenant, first, last, publications, authorizations,
                                                    action_max_age_seconds, document_events, document_contents,
                                                    with_uploads), chosen, tree, documents.runtime.keyring,
-                       tuple(parse_vkey(vkey) for _, vkey in documents.runtime.settings.witnesses))
+                       tuple(parse_vkey(vkey) for _, vkey in documents.runtime.settings.witnesses),
+                       documents.runtime.settings.worker_processes())
         os.chmod(staging, 0o755)
         _fsync_dir(staging)
         _rename_noreplace(staging, out)
@@ -221,7 +227,7 @@ class _Contents:
 
 
 def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, chosen: dict[int, str],
-           tree: merkle.Tree, keyring: Keyring, witnesses: tuple[Verifier, ...]) -> Index:
+           tree: merkle.Tree, keyring: Keyring, witnesses: tuple[Verifier, ...], workers: int) -> Index:
     for key in archive.list("keys"):  # verbatim, whatever is there (PEMs, a keyring document)
         _copy(archive, key, package, key, max_bytes=MAX_KEYS_OBJECT_BYTES)
     for key in archive.list(WITNESS_PREFIX):
@@ -255,8 +261,14 @@ def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, cho
     for stored in [*contents.authorizations, *contents.document_events]:
         _write_proved(package, stored, chosen[stored.leaf_index], signed, tree)
     policy = TlogPolicy.of_count(witnesses, len(witnesses))
-    for publication in contents.publications:  # once its files, proofs and notes are in place
-        _write_assessment(package, publication.prefix, signed, policy)
+    here = Location(str(package.root), str(package.root), "bundles", is_archive_root=True)
+    verified = verify_all([(here, publication.prefix) for publication in contents.publications], open_package_store,
+                          frozenset(), frozenset(), workers, also=partial(check_in_log, signed))
+    for publication, outcome in zip(contents.publications, verified):  # its files, proofs and notes are in place
+        if outcome.error is not None:
+            raise outcome.error  # the package could not be read: no assessment to make
+        package.put_once(assessment_path(publication.prefix), assessment_document(  # as the exporter verified it
+            package, publication.prefix, outcome.verification, policy, DEFAULT_CONTROLS))
     found = contents.documents
     for key, sha256 in found.objects.items():
         _copy(archive, key, package, key, sha256)
@@ -275,19 +287,6 @@ def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, cho
     # last: the index names only what is already there, and signs every file's digest
     package.put_once(INDEX, sign_index(index.document(), files, keyring.statement_key, keyring.statement_key_id))
     return index
-
-
-def _write_assessment(package: LocalStore, prefix: str, signed: dict[str, tuple[int, bytes]],
-                      policy: TlogPolicy) -> None:
-    """The tenant-month's OSCAL Assessment Results as the exporter verified it in the package (the default controls;
-    assessed at the time it was witnessed, so a re-export of the same checkpoints writes the same bytes)."""
-    verification = verify_bundle(package, prefix)
-    check_in_log(signed, package, prefix, verification)
-    witnessed_at, leaf_index, size = witnessed(package, prefix, policy) if any(
-        check.name == TLOG_PROOF and check.passed for check in verification.checks) else (None, None, None)
-    manifest = jsonread.loads(package.get(f"{prefix}/{MANIFEST}"), ReasonCode.MANIFEST_INVALID, MANIFEST)
-    package.put_once(assessment_path(prefix), assessment_results(
-        verification, Evidence(manifest, witnessed_at, leaf_index, size), DEFAULT_CONTROLS))
 
 
 def _signed_checkpoint(archive: ArtifactStore, package: LocalStore, key: str, statement_keys: dict,

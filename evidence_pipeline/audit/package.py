@@ -604,8 +604,8 @@ def _missing_is_incomplete(error: EvidenceError, key: str) -> None:
         raise EvidenceError(ReasonCode.PACKAGE_INCOMPLETE, f"{key} is missing") from None
 
 
-def _open_package_store(root: str) -> ArtifactStore:
-    """Each worker opens the package folder itself (verify_many's open_archive)."""
+def open_package_store(root: str) -> ArtifactStore:
+    """Each worker opens the package folder itself (verify_many's open_archive; export's, for its assessments)."""
     return PackageStore(Path(root))
 
 
@@ -615,5 +615,5 @@ def verify_bundles(argument: str, store: LocalStore, index: Index, checks: Packa
     """Every bundle the index lists, verified as `evidence verify` verifies an archive's, plus its ledger checks,
     in ``workers`` processes; one Outcome each, in the index's order."""
     location = Location(argument, str(store.root), "bundles", is_archive_root=True)
-    return verify_all([(location, bundle) for bundle in index.bundles], _open_package_store, key_ids, root_ids,
+    return verify_all([(location, bundle) for bundle in index.bundles], open_package_store, key_ids, root_ids,
                       workers, at, also=partial(check_in_log, checks.roots))

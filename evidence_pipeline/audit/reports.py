@@ -62,7 +62,8 @@ def write_reports(kind: str, directory: Path, store: ArtifactStore, prefix: str,
     make_dirs(folder, 0o755)
     if kind == OSCAL:
         path = folder / ASSESSMENT_RESULTS
-        path.write_bytes(_assessment_results(store, prefix, verification, request))
+        path.write_bytes(assessment_document(store, prefix, verification, request.policy, request.controls,
+                                             request.at))
         return [(path, "assessment results")]
     written = []
     for report in bundle_etsi_reports(store, prefix, request.root_ids, request.at):
@@ -72,13 +73,15 @@ def write_reports(kind: str, directory: Path, store: ArtifactStore, prefix: str,
     return written
 
 
-def _assessment_results(store: ArtifactStore, prefix: str, verification: Verification, request: Request) -> bytes:
+def assessment_document(store: ArtifactStore, prefix: str, verification: Verification, policy: TlogPolicy | None,
+                        controls: dict, at: datetime | None = None) -> bytes:
+    """The bundle's OSCAL Assessment Results from its ``verification`` (the witnessed time read only when its
+    `tlog_proof` check passed)."""
     manifest = jsonread.loads(store.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES),
                               ReasonCode.MANIFEST_INVALID, MANIFEST)
     proved = any(check.name == TLOG_PROOF and check.passed for check in verification.checks)
-    witnessed_at, leaf_index, size = witnessed(store, prefix, request.policy) if proved else (None, None, None)
+    witnessed_at, leaf_index, size = witnessed(store, prefix, policy) if proved else (None, None, None)
     try:
-        return assessment_results(verification, Evidence(manifest, witnessed_at, leaf_index, size),
-                                  request.controls, request.at)
+        return assessment_results(verification, Evidence(manifest, witnessed_at, leaf_index, size), controls, at)
     except (KeyError, TypeError, ValueError):
         raise EvidenceError(ReasonCode.MANIFEST_INVALID, "the manifest lacks a field the assessment states") from None
