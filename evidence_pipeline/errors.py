@@ -534,6 +534,16 @@ class ReasonCode(Vocabulary):
         "`verify --package` / `ledger verify`: a checkpoint note is of another log origin than the pinned one "
         "(`--origin`, or the package's tlog-policy file) or than the notes before it",
     )
+    ASSESSMENT_MISMATCH = (
+        "ASSESSMENT_MISMATCH",
+        "`verify --package`: a bundle's OSCAL assessment results are not about its month, identity, ledger position "
+        "and files",
+    )
+    LOG_ORIGIN_NOT_PINNED = (
+        "LOG_ORIGIN_NOT_PINNED",
+        "`verify`: checkpoint notes to check and nothing that names the log's origin (no `--origin`, no `log` line "
+        "in `--policy` or in the package's or bundle file's tlog-policy)",
+    )
     CHECKPOINT_CONFLICT = (
         "CHECKPOINT_CONFLICT",
         "two properly signed checkpoints of one size have different roots (a split view); the message names both",

@@ -136,10 +136,12 @@ def test_a_package_verifies_with_the_database_and_the_archive_gone(runtime, back
     assert [b["bundle"].rsplit("/", 2)[-2] for b in report["bundles"]] == ["2026-09", "2026-10"]
     first = read_index(package)["bundles"][0]["path"]
     archive_checks = [c.name for c in verify_bundle(PackageStore(package), first).checks]
-    assert all([c["name"] for c in b["checks"]] == [*archive_checks, "inclusion_proof", "ledger_event"]
-               and all(c["passed"] for c in b["checks"]) and b["checks"][-2:] == [
+    assert all([c["name"] for c in b["checks"]] == [*archive_checks, "inclusion_proof", "ledger_event",
+                                                    "assessment_results"]
+               and all(c["passed"] for c in b["checks"]) and b["checks"][-3:] == [
         {"name": "inclusion_proof", "passed": True, "code": None, "detail": ""},
-        {"name": "ledger_event", "passed": True, "code": None, "detail": ""}] for b in report["bundles"])
+        {"name": "ledger_event", "passed": True, "code": None, "detail": ""},
+        {"name": "assessment_results", "passed": True, "code": None, "detail": ""}] for b in report["bundles"])
 
 
 def test_a_package_spanning_a_key_rotation_verifies_pinned_by_its_trust_root(runtime, backend, tmp_path):

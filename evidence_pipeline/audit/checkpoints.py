@@ -165,11 +165,12 @@ def check_witness(envelope: bytes, witness: ed25519.Ed25519PublicKey, key: str) 
 
 
 def verify_ledger(ledger: Ledger, archive: ArtifactStore, witness: ed25519.Ed25519PublicKey | None = None,
-                  origin: str | None = None, policy: TlogPolicy | None = None) -> dict:
+                  origin: str | None = None, policy: TlogPolicy | None = None, stated: bool = True) -> dict:
     """Recompute the chain, every published checkpoint's root and the consistency between checkpoints; with
     ``witness`` (pinned by the caller, never read from the archive), every checkpoint must carry its signature.
-    Every checkpoint's note is checked as a package's are (witnessing.check_notes): of the log ``origin``, of its
-    envelope's root, its cosignatures by ``policy``'s witnesses valid, the policy met by the newest."""
+    Every checkpoint's note is checked as a package's are (witnessing.check_notes): of the log ``origin`` (None:
+    a note is refused, LOG_ORIGIN_NOT_PINNED; ``stated``: the auditor named it, and the newest must have a note),
+    of its envelope's root, its cosignatures by ``policy``'s witnesses valid, the policy met by the newest."""
     from evidence_pipeline.audit.witnessing import NotePins, archive_note, check_notes  # it imports this module
 
     events = ledger.verify_chain()
@@ -199,7 +200,7 @@ def verify_ledger(ledger: Ledger, archive: ArtifactStore, witness: ed25519.Ed255
         previous = (size, signed_root)
         checked.append(size)
         bodies.append(checkpoint)
-    pins = NotePins(origin, policy, checked[-1] if checked else 0)
+    pins = NotePins(origin, policy, checked[-1] if checked else 0, stated)
     for _, error in check_notes(bodies, partial(archive_note, archive), keys.keys, pins):
         if error is not None:
             raise error

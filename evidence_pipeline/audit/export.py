@@ -27,27 +27,36 @@ import os
 import shutil
 import uuid
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from evidence_pipeline import jsonread
 from evidence_pipeline.actors.registry import ACTOR_EVENTS
 from evidence_pipeline.actors.roles import RECORDED_AS
+from evidence_pipeline.audit.bundle_proof import export_policy, proved_to
 from evidence_pipeline.audit.checkpoints import WITNESS_PREFIX, checkpoint_keys, commits_bundle, read_checkpoint
 from evidence_pipeline.audit.export_documents import DocumentContents, collect_documents
+from evidence_pipeline.audit.locations import Location
+from evidence_pipeline.audit.oscal import DEFAULT_CONTROLS
 from evidence_pipeline.audit.package import (
     INDEX,
     WITNESS,
     Index,
+    assessment_path,
     authorization_proof_path,
+    check_in_log,
     checkpoint_size,
     consistency_path,
     event_path,
     inclusion_path,
+    open_package_store,
     tlog_proof_path,
 )
 from evidence_pipeline.audit.package_documents import document_proof_path, upload_path
 from evidence_pipeline.audit.package_index import package_files, sign_index
+from evidence_pipeline.audit.reports import assessment_document
 from evidence_pipeline.audit.verify import MAX_REPORT_BYTES, SIGNATURE_ALLOWANCE
+from evidence_pipeline.audit.verify_many import verify_all
 from evidence_pipeline.audit.witnessing import POLICY, archive_note, log_verifier, note_key
 from evidence_pipeline.canonical import utc_iso
 from evidence_pipeline.documents import Documents
@@ -60,9 +69,8 @@ from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import MAX_KEY_BYTES, Keyring, published_ed25519_keys, published_statement_keys
 from evidence_pipeline.store import DISCARD, ArtifactStore
 from evidence_pipeline.store.local import LocalStore
-from evidence_pipeline.witness.note import Note, NoteError, Verifier, parse_checkpoint, parse_vkey
+from evidence_pipeline.witness.note import Note, Verifier, parse_checkpoint, parse_vkey
 from evidence_pipeline.witness.policy import TlogPolicy
-from evidence_pipeline.witness.proof import TlogProof
 
 MAX_KEYS_OBJECT_BYTES = 16 << 20  # anything under keys/ (PEMs, a keyring document) is far smaller
 
@@ -135,7 +143,8 @@ def export_package(documents: Documents, tenant: str, first: str | None, last: s
         index = _write(archive, package, _Contents(tenant, first, last, publications, authorizations,
                                                    action_max_age_seconds, document_events, document_contents,
                                                    with_uploads), chosen, tree, documents.runtime.keyring,
-                       tuple(parse_vkey(vkey) for _, vkey in documents.runtime.settings.witnesses))
+                       tuple(parse_vkey(vkey) for _, vkey in documents.runtime.settings.witnesses),
+                       documents.runtime.settings.worker_processes())
         os.chmod(staging, 0o755)
         _fsync_dir(staging)
         _rename_noreplace(staging, out)
@@ -218,7 +227,7 @@ class _Contents:
 
 
 def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, chosen: dict[int, str],
-           tree: merkle.Tree, keyring: Keyring, witnesses: tuple[Verifier, ...]) -> Index:
+           tree: merkle.Tree, keyring: Keyring, witnesses: tuple[Verifier, ...], workers: int) -> Index:
     for key in archive.list("keys"):  # verbatim, whatever is there (PEMs, a keyring document)
         _copy(archive, key, package, key, max_bytes=MAX_KEYS_OBJECT_BYTES)
     for key in archive.list(WITNESS_PREFIX):
@@ -236,7 +245,7 @@ def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, cho
                                statement_keys[read_checkpoint(archive, key, statement_keys)["key_id"]])
             logs[log.vkey()] = log
     if logs:  # the requirement the notes were co-signed under: every configured witness (`ledger checkpoint`)
-        package.put_once(POLICY, TlogPolicy.of_count(witnesses, len(witnesses), tuple(logs.values())).encode())
+        package.put_once(POLICY, export_policy(witnesses, tuple(logs.values())))
     for old, new in zip(checkpoints, checkpoints[1:]):
         (old_size, old_root), (new_size, new_root) = signed[old], signed[new]
         proof = tree.consistency_proof(old_size, new_size)
@@ -251,6 +260,15 @@ def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, cho
             _write_tlog_proof(package, publication, notes[checkpoints[-1]], tree)
     for stored in [*contents.authorizations, *contents.document_events]:
         _write_proved(package, stored, chosen[stored.leaf_index], signed, tree)
+    policy = TlogPolicy.of_count(witnesses, len(witnesses))
+    here = Location(str(package.root), str(package.root), "bundles", is_archive_root=True)
+    verified = verify_all([(here, publication.prefix) for publication in contents.publications], open_package_store,
+                          frozenset(), frozenset(), workers, also=partial(check_in_log, signed))
+    for publication, outcome in zip(contents.publications, verified):  # its files, proofs and notes are in place
+        if outcome.error is not None:
+            raise outcome.error  # the package could not be read: no assessment to make
+        package.put_once(assessment_path(publication.prefix), assessment_document(  # as the exporter verified it
+            package, publication.prefix, outcome.verification, policy, DEFAULT_CONTROLS))
     found = contents.documents
     for key, sha256 in found.objects.items():
         _copy(archive, key, package, key, sha256)
@@ -329,12 +347,7 @@ def _write_proved(package: LocalStore, stored: _Stored, checkpoint: str, signed:
 
 def _write_tlog_proof(package: LocalStore, publication: _Publication, note: Note, tree: merkle.Tree) -> None:
     """The publication event's c2sp.org/tlog-proof@v1 to the co-signed ``note``, verified before it is written."""
-    index = publication.leaf_index
-    proof = TlogProof(index, tuple(tree.inclusion_proof(index, parse_checkpoint(note.text).size)), note)
-    try:
-        proof.reaches(tree.leaves[index])
-    except NoteError as error:
-        raise EvidenceError(ReasonCode.LEDGER_INVALID, f"event {publication.event.seq}: {error}") from None
+    proof = proved_to(tree, publication.leaf_index, note, publication.event.seq)
     package.put_once(tlog_proof_path(publication.prefix), proof.encode())
 
 

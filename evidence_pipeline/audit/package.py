@@ -13,6 +13,8 @@ the proofs that tie each bundle to a signed checkpoint:
     proofs/inclusion/<tenant>/<YYYY-MM>/<identity>.json      the event's inclusion proof against one checkpoint
     proofs/authorizations/<seq:012d>.json      an authorization event's inclusion proof (the same format)
     proofs/consistency/<old:012d>-<new:012d>.json            between consecutive checkpoints of the package
+    proofs/tlog/<tenant>/<YYYY-MM>/<identity>.tlog-proof     the event's c2sp.org/tlog-proof@v1 (with notes)
+    assessment-results/<tenant>/<YYYY-MM>/<identity>.json    its OSCAL Assessment Results (oscal.py)
     witness/<key id>.pem                       the witness's public key, if the archive has one: a convenience
                                                that is never trusted unless the auditor pins its id
     documents/<tenant>/…                       the tenant's document artifacts, copied verbatim, with their
@@ -55,6 +57,7 @@ from evidence_pipeline.actors.offline import DEFAULT_MAX_AGE_SECONDS
 from evidence_pipeline.audit.checkpoints import PREFIX as CHECKPOINTS
 from evidence_pipeline.audit.checkpoints import CheckpointKeys, check_witness, checkpoint_key, commits_bundle
 from evidence_pipeline.audit.locations import Location
+from evidence_pipeline.audit.oscal import check_bound
 from evidence_pipeline.audit.package_index import (
     INDEX_MAX_BYTES,
     SignedIndex,
@@ -91,6 +94,7 @@ INCLUSION = "proofs/inclusion"
 AUTHORIZATION_PROOFS = "proofs/authorizations"
 CONSISTENCY = "proofs/consistency"
 TLOG_PROOFS = "proofs/tlog"
+ASSESSMENTS = "assessment-results"
 WITNESS = "witness"
 _HASH = re.compile(r"[0-9a-f]{64}")
 _IDENTITY = _HASH
@@ -114,6 +118,11 @@ def inclusion_path(bundle: str) -> str:
 def tlog_proof_path(bundle: str) -> str:
     """The bundle's c2sp.org/tlog-proof@v1 file (its publication event, to the package's newest checkpoint)."""
     return f"{TLOG_PROOFS}/{bundle.removeprefix('bundles/')}.tlog-proof"
+
+
+def assessment_path(bundle: str) -> str:
+    """The bundle's OSCAL Assessment Results, as the exporter verified it (audit/oscal.py)."""
+    return f"{ASSESSMENTS}/{bundle.removeprefix('bundles/')}.json"
 
 
 def authorization_proof_path(seq: int) -> str:
@@ -351,12 +360,13 @@ class PackageChecks:
 def check_package(store: LocalStore, index: Index, package_keys: PackageKeys,
                   witness: ed25519.Ed25519PublicKey | str | None = None,
                   policy: TlogPolicy | None = None, allow_unsigned_index: bool = False,
-                  origin: str | None = None) -> PackageChecks:
+                  origin: str | None = None, stated: bool = True) -> PackageChecks:
     """Every package-level check; ``witness``: the pinned in-process witness key of earlier versions (or an id the
     package has no key for), whose valid signature every checkpoint must then carry; ``policy``: the outside
     witnesses, N of which must have co-signed the newest checkpoint (to which every other is consistent), and
     whose cosignatures on every checkpoint's note must verify; ``origin``: the log's pinned origin, which every
-    note must state (None: the first note's); ``allow_unsigned_index``: accept a version 1 index."""
+    note must state (None: nothing pins it, and a note is refused; ``stated``: the auditor named it, and the newest
+    checkpoint must have a note); ``allow_unsigned_index``: accept a version 1 index."""
     result = PackageChecks()
     keys = package_keys.keys
     if package_keys.problem is not None:
@@ -386,7 +396,7 @@ def check_package(store: LocalStore, index: Index, package_keys: PackageKeys,
         if witness is not None:
             result.checks.append(run_check(f"witness {checkpoint_size(key)}",
                                            lambda: _check_witness(store, key, witness)))
-    pins = NotePins(origin, policy, checkpoint_size(index.checkpoints[-1]))
+    pins = NotePins(origin, policy, checkpoint_size(index.checkpoints[-1]), stated)
     for size, error in check_notes(bodies, partial(package_note, store), keys.keys, pins):
         result.checks.append(Check(f"note {size}", True) if error is None else
                              Check(f"note {size}", False, error.code, error.message))
@@ -494,6 +504,9 @@ def check_in_log(roots: dict[str, tuple[int, bytes]], store: ArtifactStore, pref
         if newest is not None and store.exists(note_key(newest[0])):  # else no note to prove to: no tlog proofs
             verification.checks.append(run_check("tlog_proof", lambda: check_tlog_proof(store, prefix, proof,
                                                                                         newest)))
+    if store.exists(assessment_path(prefix)):  # exported since issue 51
+        verification.checks.append(run_check("assessment_results", lambda: check_bound(
+            store.get(assessment_path(prefix), max_bytes=jsonread.MAX_BYTES), _json(store, f"{prefix}/{MANIFEST}"))))
 
 
 def check_tlog_proof(store: ArtifactStore, prefix: str, proof: dict, newest: tuple[int, bytes]) -> None:
@@ -617,8 +630,8 @@ def _missing_is_incomplete(error: EvidenceError, key: str) -> None:
         raise EvidenceError(ReasonCode.PACKAGE_INCOMPLETE, f"{key} is missing") from None
 
 
-def _open_package_store(root: str) -> ArtifactStore:
-    """Each worker opens the package folder itself (verify_many's open_archive)."""
+def open_package_store(root: str) -> ArtifactStore:
+    """Each worker opens the package folder itself (verify_many's open_archive; export's, for its assessments)."""
     return PackageStore(Path(root))
 
 
@@ -628,5 +641,5 @@ def verify_bundles(argument: str, store: LocalStore, index: Index, checks: Packa
     """Every bundle the index lists, verified as `evidence verify` verifies an archive's, plus its ledger checks,
     in ``workers`` processes; one Outcome each, in the index's order."""
     location = Location(argument, str(store.root), "bundles", is_archive_root=True)
-    return verify_all([(location, bundle) for bundle in index.bundles], _open_package_store, key_ids, root_ids,
+    return verify_all([(location, bundle) for bundle in index.bundles], open_package_store, key_ids, root_ids,
                       workers, at, also=partial(check_in_log, checks.roots))

@@ -154,14 +154,16 @@ def archive_note(archive: ArtifactStore, size: int) -> Note | None:
 
 @dataclass(frozen=True)
 class NotePins:
-    """What every checkpoint note is checked against: the log's origin (``origin``: the auditor's pin, or None to
-    take the first note's) and the witness policy; ``newest``: the size whose note must meet the policy's quorum
-    (every other note's cosignatures by pinned witnesses must verify, but an older checkpoint may lack some: a
-    witness that was down co-signs a later one, to which the older ones are consistent)."""
+    """What every checkpoint note is checked against: the log's origin (``origin``: the auditor's pin, or the one
+    origin of a policy's `log` lines; None: nothing pins it, and a note is refused) and the witness policy;
+    ``newest``: the size whose note must meet the policy's quorum (every other note's cosignatures by pinned
+    witnesses must verify, but an older checkpoint may lack some: a witness that was down co-signs a later one, to
+    which the older ones are consistent)."""
 
     origin: str | None
     policy: TlogPolicy | None
     newest: int
+    stated: bool = True  # the auditor named the origin (--origin): the newest checkpoint must have a note of it
 
 
 def package_note(store: ArtifactStore, size: int) -> Note | None:
@@ -183,18 +185,25 @@ def package_policy(store: ArtifactStore) -> TlogPolicy | None:
         raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"{POLICY}: {error}") from None
 
 
+def pinned_origin(origin: str | None, *policies: TlogPolicy | None) -> str | None:
+    """The log origin the notes must state: ``origin`` (--origin), else the one origin the first policy that names
+    any states (the auditor's --policy before the package's own); None when nothing pins one."""
+    if origin is not None:
+        return origin
+    for policy in policies:
+        if policy is not None and policy.origins:
+            return policy.origins[0] if len(policy.origins) == 1 else None
+    return None
+
+
 def check_notes(checkpoints: list[dict], read: Callable[[int], Note | None],
                 statement_keys: dict[str, ed25519.Ed25519PublicKey],
                 pins: NotePins) -> Iterator[tuple[int, EvidenceError | None]]:
     """Each checkpoint's note checked (``checkpoints``: verified envelope bodies, oldest first; ``read``: a size's
-    note): (size, None or the EvidenceError of its note). Every note must be of one origin, the pinned one when
-    given."""
-    origin = pins.origin
+    note): (size, None or the EvidenceError of its note). Every note must be of the pinned origin."""
     for checkpoint in checkpoints:
         try:
-            note = read(checkpoint["size"])
-            body = check_note(note, checkpoint, statement_keys.get(checkpoint["key_id"]), origin, pins)
-            origin = origin or (body.origin if body is not None else None)
+            check_note(read(checkpoint["size"]), checkpoint, statement_keys.get(checkpoint["key_id"]), pins)
             yield checkpoint["size"], None
         except EvidenceError as error:
             if error.code in UNAVAILABLE_CODES:  # the store did not answer: no verdict on the note
@@ -203,10 +212,10 @@ def check_notes(checkpoints: list[dict], read: Callable[[int], Note | None],
 
 
 def check_note(note: Note | None, checkpoint: dict, statement_key: ed25519.Ed25519PublicKey | None,
-               origin: str | None, pins: NotePins) -> Checkpoint | None:
-    """The checkpoint's note (beside its envelope), if it has one: of the log ``origin`` (LOG_ORIGIN_MISMATCH),
-    signed by the statement key under that name (CHECKPOINT_INVALID), of the envelope's root (a second signed root
-    for the size: CHECKPOINT_CONFLICT, naming both), every pinned witness's cosignature valid
+               pins: NotePins) -> Checkpoint | None:
+    """The checkpoint's note (beside its envelope), if it has one: of the pinned origin (LOG_ORIGIN_MISMATCH,
+    LOG_ORIGIN_NOT_PINNED), signed by the statement key under that name (CHECKPOINT_INVALID), of the envelope's
+    root (a second signed root for the size: CHECKPOINT_CONFLICT, naming both), every pinned witness's cosignature valid
     (WITNESS_SIGNATURE_INVALID), and, for the newest, the policy's quorum (WITNESS_POLICY_NOT_MET)."""
     size = checkpoint["size"]
     key = note_key(size)
@@ -215,7 +224,7 @@ def check_note(note: Note | None, checkpoint: dict, statement_key: ed25519.Ed255
         if newest and pins.policy is not None:
             raise EvidenceError(ReasonCode.WITNESS_POLICY_NOT_MET, f"checkpoint {size} has no C2SP note: no witness "
                                 "co-signed it")
-        if newest and pins.origin is not None:
+        if newest and pins.origin is not None and pins.stated:
             raise EvidenceError(ReasonCode.LOG_ORIGIN_MISMATCH, f"checkpoint {size} has no C2SP note: nothing states "
                                 f"that it is of the log {pins.origin}")
         return None
@@ -223,9 +232,13 @@ def check_note(note: Note | None, checkpoint: dict, statement_key: ed25519.Ed255
         body = parse_checkpoint(note.text)
     except NoteError as error:
         raise EvidenceError(ReasonCode.CHECKPOINT_INVALID, f"{key}: {error}") from None
-    if origin is not None and body.origin != origin:
-        raise EvidenceError(ReasonCode.LOG_ORIGIN_MISMATCH, f"{key} is of the log {body.origin!r}, not of "
-                            f"{origin!r}" + (" (pinned)" if pins.origin else " (the origin of the notes before it)"))
+    origin = pins.origin
+    if origin is None:  # the first note's origin would be the operator's word for it
+        raise EvidenceError(ReasonCode.LOG_ORIGIN_NOT_PINNED, f"{key}: nothing pins the log's origin: pass --origin "
+                            "(the name `evidence ledger vkey` prints) or a --policy FILE with its `log` line")
+    if body.origin != origin:
+        raise EvidenceError(ReasonCode.LOG_ORIGIN_MISMATCH, f"{key} is of the log {body.origin!r}, not of the "
+                            f"pinned {origin!r}")
     logs = pins.policy.logs if pins.policy is not None else ()
     if logs and body.origin not in {log.name for log in logs}:
         raise EvidenceError(ReasonCode.LOG_ORIGIN_MISMATCH, f"{key} is of the log {body.origin!r}, which the policy "

@@ -16,6 +16,7 @@ import click
 
 from evidence_pipeline.cli import (
     actor,
+    audit,
     demo,
     export,
     intake,
@@ -68,7 +69,7 @@ def _exit_with(ctx: click.Context, error: EvidenceError):
     demo.demo, verify.verify, actor.actor, export.export, lineage.lineage, ledger.ledger, keys.keys, stats.stats,
     jobs.dead_letter, jobs.replay, jobs.sweep, tenant.tenant, template.template, part.part, ruleset.ruleset,
     source.source, intake.intake, metrics.metrics, operator_api.operator_api, webhook.webhook, ui.ui,
-    witness.witness, timestamps.timestamps,
+    witness.witness, timestamps.timestamps, audit.audit,
 ])
 def main() -> None:
     """Signed, tamper-evident monthly compliance evidence.

@@ -62,7 +62,7 @@ def ledger_vkey() -> None:
               help="Every checkpoint must carry a valid signature by this witness key (its public key PEM).")
 @witness_options("")
 @click.option("--origin", metavar="ORIGIN", help="The log's origin every checkpoint note must state "
-              "[default: the first note's].")
+              "[default: the one origin of the --policy file's `log` lines, else EVIDENCE_LOG_ORIGIN].")
 def ledger_verify(witness: Path | None, witnesses: tuple[str, ...], policy: int | None, policy_file: str | None,
                   origin: str | None) -> None:
     """Recompute the hash chain, every checkpoint's Merkle root and the consistency between checkpoints, check
@@ -71,13 +71,15 @@ def ledger_verify(witness: Path | None, witnesses: tuple[str, ...], policy: int 
     against the actor registry as it stood)."""
     from evidence_pipeline.audit.authorizations import recheck_ledger
     from evidence_pipeline.audit.checkpoints import verify_ledger
+    from evidence_pipeline.audit.witnessing import pinned_origin
     from evidence_pipeline.signing.keys import pinned_public_key
 
     pinned = None if witness is None else pinned_public_key(witness, "--require-witness")
     pins = witness_policy(witnesses, policy, policy_file)
     settings = load_settings(reads_only=True)
     ledger, archive = open_audit(settings)
-    report = verify_ledger(ledger, archive, pinned, origin, pins)
+    report = verify_ledger(ledger, archive, pinned, pinned_origin(origin, pins) or settings.log_origin, pins,
+                           stated=origin is not None)
     authorized = recheck_ledger(ledger, settings.action_max_age_seconds)
     click.echo(
         f"ledger verified: {report['events']} events, {len(report['checkpoints'])} checkpoints consistent "

@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 @click.option("--require-witness", "witness", metavar="PUB.pem|KEY_ID", help="With --package: every checkpoint must "
               "carry a valid signature by this witness key (a PEM file, or the id of the copy in the package).")
 @witness_options("With --package: ")
-@click.option("--origin", metavar="ORIGIN", help="With --package: the log's origin (`evidence ledger vkey` names it "
-              "before its first '+'): every checkpoint note must state it [default: the first note's].")
+@click.option("--origin", metavar="ORIGIN", help="With --package or a bundle file: the log's origin (`evidence ledger "
+              "vkey` names it before its first '+'): every checkpoint note must state it [default: the one origin "
+              "of the --policy file's, else the package's or bundle file's tlog-policy `log` lines].")
 @click.option("--allow-unsigned-index", is_flag=True, help="With --package: accept a package of format version 1, "
               "whose package.json is unsigned (a removed bundle and its index entry then go unnoticed).")
 @json_option
@@ -40,10 +41,17 @@ if TYPE_CHECKING:
               "[default: EVIDENCE_WORKERS, one per CPU].")
 @click.option("--at", "at", callback=parse_moment, metavar="TIME",
               help="Validate the PAdES signatures at this ISO 8601 time (UTC unless it says) instead of now.")
+@click.option("--report", "reports", nargs=2, multiple=True, metavar="KIND DIR",
+              type=(click.Choice(["etsi", "oscal"]), click.Path(file_okay=False, path_type=Path)),
+              help="Also write each bundle's reports of KIND under DIR (repeatable): etsi, an ETSI TS 119 102-2 "
+              "validation report per PDF signature, DIR/<tenant>/<period>/<identity>/<field>.xml; oscal, the "
+              "tenant-month's OSCAL Assessment Results, DIR/<tenant>/<period>/<identity>/assessment-results.json.")
+@click.option("--controls", type=click.Path(dir_okay=False, exists=True, path_type=Path), metavar="FILE",
+              help="With --report oscal: the controls mapping (JSON) [default: the documented one].")
 def verify(locations: tuple[str, ...], package: str | None, witness: str | None, witnesses: tuple[str, ...],
            policy: int | None, policy_file: str | None, allow_unsigned_index: bool, as_json: bool,
            key_ids: tuple[str, ...], root_ids: tuple[str, ...], workers: int | None, at: datetime | None,
-           origin: str | None) -> None:
+           origin: str | None, reports: tuple[tuple[str, Path], ...], controls: Path | None) -> None:
     """Verify bundles offline. Exit 0 only if every check of every bundle passes.
 
     A LOCATION is one bundle, <archive>/bundles/<tenant>/<period>/<identity>, or a prefix whose bundles are all
@@ -68,20 +76,21 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
     A LOCATION may also be a document artifact id (documents/<tenant>/…, as a job's status lists its outputs):
     it is verified as `evidence lineage` verifies it, back to the upload, with the configured ledger and stores.
     """
+    request = _report_request(reports, controls, root_ids, at, witnesses, policy, policy_file)
     if package is not None and locations:
         raise click.UsageError("give either LOCATION... or --package, not both")
     if package is None and not locations:
         raise click.UsageError("Missing argument 'LOCATION...' (or --package FOLDER).")
-    if (witness is not None or allow_unsigned_index or origin is not None) and package is None:
-        raise click.UsageError("--require-witness, --origin and --allow-unsigned-index check a package: use them "
-                               "with --package")
+    bundle_file = package is None and len(locations) == 1 and Path(locations[0]).is_file()
+    if (witness is not None or allow_unsigned_index) and package is None:
+        raise click.UsageError("--require-witness and --allow-unsigned-index check a package: use them with --package")
     if package is not None:  # reads no setting but EVIDENCE_WORKERS, and only when --workers is not given
         _verify_package(package, witness, witness_policy(witnesses, policy, policy_file), allow_unsigned_index, as_json,
                         frozenset(key_ids), frozenset(root_ids), workers or load_settings().worker_processes(), at,
-                        origin)
-    if witnesses or policy or policy_file:
-        raise click.UsageError("--witness, --witness-policy and --policy check the checkpoints of a package: use "
-                               "them with --package")
+                        origin, reports, request)
+    if (witnesses or policy or policy_file or origin is not None) and not bundle_file:
+        raise click.UsageError("--witness, --witness-policy, --policy and --origin check checkpoint notes: use them "
+                               "with --package or a bundle file")
     from evidence_pipeline.audit.locations import locate  # with verify_many: pyHanko, which only verify needs
 
     settings = load_settings()
@@ -91,20 +100,26 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
             raise EvidenceError(ReasonCode.CONFIG_INVALID, "verify either bundles or document artifact ids, not both")
         sys.exit(max(walk_lineage(artifact, as_json) for artifact in artifacts))
 
-    if len(locations) == 1 and Path(locations[0]).is_file():  # a bundle file, as the tenant API serves it
+    if bundle_file:  # as the tenant API serves it: the bundle, the keys, and its tlog proof once checkpointed
+        from evidence_pipeline.audit.bundle_proof import check_bundle_log
         from evidence_pipeline.audit.verify import verify_bundle
         from evidence_pipeline.monthly.bundle_file import open_bundle_file
 
         store, prefix = open_bundle_file(locations[0])
-        _report_bundle(verify_bundle(store, prefix, frozenset(key_ids), frozenset(root_ids), at), as_json, key_ids,
-                       root_ids)
+        result = verify_bundle(store, prefix, frozenset(key_ids), frozenset(root_ids), at)
+        logged = check_bundle_log(store, prefix, frozenset(key_ids), frozenset(root_ids), origin,
+                                  witness_policy(witnesses, policy, policy_file))
+        result.checks.extend([logged] if logged is not None else [])
+        _write_reports(reports, [(store, prefix, result)], request, as_json)
+        _report_bundle(result, as_json, key_ids, root_ids, logged is not None)
     targets = [locate(location) for location in locations]
     if len(targets) == 1 and targets[0].is_bundle:
         from evidence_pipeline.audit.verify import verify_bundle
 
         target = targets[0]
-        result = verify_bundle(open_archive(target.archive), target.prefix, frozenset(key_ids), frozenset(root_ids),
-                               at)
+        store = open_archive(target.archive)
+        result = verify_bundle(store, target.prefix, frozenset(key_ids), frozenset(root_ids), at)
+        _write_reports(reports, [(store, target.prefix, result)], request, as_json)
         _report_bundle(result, as_json, key_ids, root_ids)
 
     from evidence_pipeline.audit.verify_many import list_bundles, overall_exit_code, verify_all
@@ -122,13 +137,52 @@ def verify(locations: tuple[str, ...], package: str | None, witness: str | None,
             progress.show(outcomes)
     if progress:
         progress.clear()
+    _write_reports(reports, [(open_archive(location.archive), prefix, outcome.verification)
+                             for (location, prefix), outcome in zip(bundles, outcomes)], request, as_json)
     if not as_json:
         _print_summary(outcomes, key_ids, root_ids)
     sys.exit(overall_exit_code(outcomes))
 
 
-def _report_bundle(result, as_json: bool, key_ids: tuple[str, ...], root_ids: tuple[str, ...]) -> None:
-    """Print one bundle's verification and exit with its verdict."""
+def _report_request(reports: tuple[tuple[str, Path], ...], controls: Path | None, root_ids: tuple[str, ...],
+                    at: datetime | None, witnesses: tuple[str, ...], policy: int | None, policy_file: str | None):
+    """What --report's reports are made with; None without --report."""
+    if controls is not None and not any(kind == "oscal" for kind, _ in reports):
+        raise click.UsageError("--controls maps the controls of --report oscal: use them together")
+    if not reports:
+        return None
+    from evidence_pipeline.audit.oscal import load_controls
+    from evidence_pipeline.audit.reports import Request
+
+    return Request(frozenset(root_ids), at, witness_policy(witnesses, policy, policy_file), load_controls(controls))
+
+
+def _write_reports(reports: tuple[tuple[str, Path], ...], bundles: list, request, as_json: bool) -> None:
+    """Each (store, prefix, verification) bundle's reports of each --report KIND DIR; a bundle whose report
+    cannot be made (its PDF does not parse, it could not be read) is named on stderr with its reason code, the
+    others are written."""
+    if not reports:
+        return
+    from evidence_pipeline.audit.reports import write_reports
+
+    for kind, directory in reports:
+        for store, prefix, verification in bundles:
+            if verification is None:  # the store did not answer: the outcome already says so
+                continue
+            try:
+                written = write_reports(kind, directory, store, prefix, verification, request)
+            except EvidenceError as error:
+                click.echo(f"no {kind} report for {store.uri(prefix)}: {error.code}: {error.message}", err=True)
+                continue
+            if not as_json:
+                for path, says in written:
+                    click.echo(f"{kind} report {path}: {says}")
+
+
+def _report_bundle(result, as_json: bool, key_ids: tuple[str, ...], root_ids: tuple[str, ...],
+                   in_log: bool | None = None) -> None:
+    """Print one bundle's verification and exit with its verdict (``in_log``: a bundle file's tlog proof was
+    checked; False: the file holds none)."""
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2))
     else:
@@ -139,6 +193,9 @@ def _report_bundle(result, as_json: bool, key_ids: tuple[str, ...], root_ids: tu
                    + _vouched(result.keyring_sequence is not None, key_ids, root_ids))
         for line in _chain_lines(result):
             click.echo(line)
+        if in_log is False:
+            click.echo("NOTICE: the file holds no tlog proof (no co-signed checkpoint covered the bundle when it was "
+                       "downloaded): its place in the log is not checked")
         verdict = "VERIFIED" if result.ok else f"NOT VERIFIED: {', '.join(result.codes)}"
         if result.superseded_by is not None:
             verdict += f" but SUPERSEDED by {result.current_bundle['identity']}: valid, not the current bundle"
@@ -163,20 +220,22 @@ def _chain_lines(result) -> list[str]:
 
 def _verify_package(argument: str, witness: str | None, policy, allow_unsigned_index: bool, as_json: bool,
                     key_ids: frozenset[str], root_ids: frozenset[str], workers: int, at: datetime | None,
-                    origin: str | None) -> None:
+                    origin: str | None, reports: tuple[tuple[str, Path], ...], request) -> None:
     """`evidence verify --package`: the package-level checks, who authorized what and each document artifact's
     lineage, then every bundle in worker processes."""
     from evidence_pipeline.audit.package import check_package, open_package, verify_bundles, witness_public_key
     from evidence_pipeline.audit.package_authorizations import check_authorizations
     from evidence_pipeline.audit.package_documents import check_documents
     from evidence_pipeline.audit.verify_many import overall_exit_code
-    from evidence_pipeline.audit.witnessing import package_policy
+    from evidence_pipeline.audit.witnessing import package_policy, pinned_origin
 
     store, index, keys = open_package(argument, key_ids, root_ids)
     pinned_policy = policy is not None
-    policy = policy or package_policy(store)  # the package's own: checked, though the operator wrote it
+    own = package_policy(store)
+    stated, origin = origin is not None, pinned_origin(origin, policy, own)
+    policy = policy or own  # the package's own: checked, though the operator wrote it
     pinned_witness = None if witness is None else witness_public_key(store, witness)
-    checks = check_package(store, index, keys, pinned_witness, policy, allow_unsigned_index, origin)
+    checks = check_package(store, index, keys, pinned_witness, policy, allow_unsigned_index, origin, stated)
     authorizations = check_authorizations(store, index, checks)
     lineages = check_documents(store, index, checks, key_ids, root_ids)
     artifacts = len((index.documents or {}).get("artifacts", []))
@@ -207,6 +266,8 @@ def _verify_package(argument: str, witness: str | None, policy, allow_unsigned_i
                 progress.show(outcomes)
     if progress:
         progress.clear()
+    _write_reports(reports, [(store, bundle, outcome.verification) for bundle, outcome in zip(index.bundles, outcomes)],
+                   request, as_json)
     code = EXIT_CHECK_FAILED if not checks.ok else overall_exit_code(outcomes)
     if as_json:
         verified = [o.verification for o in outcomes if o.verification is not None]
@@ -215,7 +276,7 @@ def _verify_package(argument: str, witness: str | None, policy, allow_unsigned_i
             "codes": sorted(set(checks.codes) | {c for v in verified for c in v.codes}
                             | {o.error.code for o in outcomes if o.error is not None}),
             "checkpoint_key_ids": sorted(checks.checkpoint_key_ids), "witness_key_id": checks.witness_id,
-            "origin": origin, "witness_policy": None if policy is None else {
+            "origin": origin, "origin_pinned": stated, "witness_policy": None if policy is None else {
                 "quorum": policy.describe(), "witnesses": [key.vkey() for key in policy.witnesses.values()],
                 "logs": [key.vkey() for key in policy.logs], "pinned": pinned_policy},
             "format_version": index.version, "index_signed": index.signed is not None,
@@ -229,7 +290,8 @@ def _verify_package(argument: str, witness: str | None, policy, allow_unsigned_i
                       else policy.describe() + ("" if pinned_policy else " by the package's policy (not pinned: pass "
                                                 "--policy FILE or --witness VKEY)") if policy
                       else "witness not checked (pass --policy FILE or --witness VKEY --witness-policy N)")
-                   + (f"; log origin {origin}" if origin else "; log origin not pinned (pass --origin)"))
+                   + (f"; log origin {origin}" + ("" if stated else " by the tlog-policy (pin it: pass --origin)")
+                      if origin else "; log origin not pinned (pass --origin)"))
     sys.exit(code)
 
 

@@ -34,7 +34,7 @@ from pyhanko_certvalidator import ValidationContext
 from evidence_pipeline.canonical import sha256_text
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.signing.dsse import canonical_json
-from evidence_pipeline.signing.pades import _der
+from evidence_pipeline.signing.pades import der_certificate
 
 RECORD_SCHEMA = "evidence-signature-check/v1"
 POLICY_NAME = "signature-check/2026.1"
@@ -52,7 +52,7 @@ class TrustPolicy:
     def document(self) -> dict:
         return {
             "policy": POLICY_NAME,
-            "trust_roots_sha256": sorted(hashlib.sha256(_der(pem).dump()).hexdigest() for pem in self.roots),
+            "trust_roots_sha256": sorted(hashlib.sha256(der_certificate(pem).dump()).hexdigest() for pem in self.roots),
             "accepted_modifications": [level.name.lower() for level in ACCEPTED_MODIFICATIONS],
             "revocation": "soft-fail, offline",
         }
@@ -88,7 +88,8 @@ def check_signatures(file: BinaryIO, document_sha256: str, policy: TrustPolicy, 
     order, and the outcome: ``unsigned``, ``no_findings``, or ``findings`` (some signature has one)."""
     at = at or datetime.now(timezone.utc).replace(microsecond=0)
     context = ValidationContext(
-        trust_roots=[_der(pem) for pem in policy.roots], allow_fetching=False, revocation_mode="soft-fail", moment=at
+        trust_roots=[der_certificate(pem) for pem in policy.roots], allow_fetching=False, revocation_mode="soft-fail",
+        moment=at,
     )
     try:
         file.seek(0)

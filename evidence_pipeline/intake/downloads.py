@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from evidence_pipeline.audit.bundle_proof import bundle_log_files
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.document_jobs import EVIDENCE
@@ -33,6 +34,7 @@ from evidence_pipeline.monthly.bundle_file import BundleFile, Member
 from evidence_pipeline.signing.keys import MAX_KEY_BYTES
 from evidence_pipeline.store import sha256_hex, verified_chunks
 from evidence_pipeline.store.s3 import S3Store
+from evidence_pipeline.witness.note import parse_vkey
 
 BUNDLE_MEDIA_TYPE = "application/x-tar"
 # by how an output's name ends; the first that matches
@@ -171,6 +173,9 @@ def current_evidence(documents: Documents, tenant: str, period: str) -> Evidence
     ]
     for key in rt.archive.list(KEYS):  # public keys and keyring documents: small, read whole
         data = rt.archive.get(key, max_bytes=MAX_KEY_BYTES)
+        members.append(Member(key, sha256_hex(data), len(data), data=data))
+    witnesses = tuple(parse_vkey(vkey) for _, vkey in rt.settings.witnesses)
+    for key, data in bundle_log_files(rt, event, prefix, witnesses).items():  # its tlog proof, once checkpointed
         members.append(Member(key, sha256_hex(data), len(data), data=data))
     published = int(datetime.fromisoformat(event.body["recorded_at"]).timestamp())
     return Evidence(publication, manifest, _chain(rt.ledger, details), BundleFile(tuple(members), published))

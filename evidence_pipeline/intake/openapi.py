@@ -210,7 +210,8 @@ OPERATIONS = {
     ("/v1/evidence/{period}/bundle", "get"): (
         "Download the month's current bundle as one file that `evidence verify` checks", [_PERIOD, _IF_NONE_MATCH],
         None,
-        {200: {"description": "a deterministic, uncompressed tar: keys/ and the bundle folder, as in the archive",
+        {200: {"description": "a deterministic, uncompressed tar: keys/ and the bundle folder, as in the archive, "
+                              "and its c2sp.org/tlog-proof@v1 once a co-signed checkpoint covers it",
                "headers": _ETAG | _DOWNLOAD,
                "content": {"application/x-tar": {"schema": {"type": "string", "format": "binary"}}}},
          304: _NOT_MODIFIED},

@@ -21,7 +21,7 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy import URL, Connection, MetaData, Select, create_engine, event, inspect, make_url, select, text
+from sqlalchemy import URL, Connection, MetaData, Select, create_engine, event, func, inspect, make_url, select, text
 from sqlalchemy.exc import (
     ArgumentError,
     IntegrityError,
@@ -358,6 +358,22 @@ class Ledger(JobTransitions):
         return [(LedgerEvent(row.seq, row.event_type, row.event_hash, event_body(row.body)), row.prev_hash,
                  row.body.encode("utf-8")) for row in rows]
 
+    def leaf_index(self, seq: int) -> int:
+        """Event ``seq``'s position in the Merkle tree: how many events come before it (a sequence may skip)."""
+        events = self.audit_events.c
+        with classified_errors(), self.engine.connect() as conn:
+            query = select(func.count()).select_from(self.audit_events).where(events.seq < seq)
+            return conn.execute(query).scalar_one()
+
+    def published_tenant_months(self) -> list[tuple[int, str, str]]:
+        """(seq, tenant, period) of every `bundle.published` event, oldest first, read from the hashed bodies (not
+        their mirror columns): what an audit sample's population is drawn from."""
+        events = self.audit_events.c
+        query = select(events.seq, events.body).where(events.event_type == EventType.BUNDLE_PUBLISHED)
+        with classified_errors(), self.engine.connect() as conn:
+            rows = conn.execute(query.order_by(events.seq)).all()
+        return [(row.seq, body["tenant"], body["period"]) for row in rows for body in (event_body(row.body),)]
+
     def event_or_none(self, seq: int) -> LedgerEvent | None:
         with classified_errors(), self.engine.connect() as conn:
             row = conn.execute(select(self.audit_events).where(self.audit_events.c.seq == seq)).first()
@@ -369,11 +385,12 @@ class Ledger(JobTransitions):
             raise EvidenceError(ReasonCode.LEDGER_INVALID, f"audit event {seq} does not exist")
         return event
 
-    def leaves(self) -> list[tuple[int, bytes]]:
-        """(seq, RFC 9162 leaf hash of the event's canonical bytes) for every event, in ledger order."""
+    def leaves(self, limit: int | None = None) -> list[tuple[int, bytes]]:
+        """(seq, RFC 9162 leaf hash of the event's canonical bytes) for every event (the first ``limit``), in ledger
+        order."""
         with classified_errors(), self.engine.connect() as conn:
             events = self.audit_events.c
-            rows = conn.execute(select(events.seq, events.body).order_by(events.seq))
+            rows = conn.execute(select(events.seq, events.body).order_by(events.seq).limit(limit))
             return [(row.seq, merkle.leaf_hash(row.body.encode("utf-8"))) for row in rows]
 
     def verify_chain(self) -> int:

@@ -81,7 +81,7 @@ _RESERVED_BYTES = {"B-B": 8192, "B-T": 16384, "B-LT": 16384, "B-LTA": 16384}
 # Offline, the newest document time stamp's TSA certificate can only be judged by the revocation information in the
 # file (its status when the archive was time stamped), however old: an auditor who needs the TSA's current status
 # asks it online; the archive stays verifiable while the TSA certificate is valid (refresh it before then).
-_OFFLINE_TSA_POLICY = CertRevTrustPolicy(REQUIRE_REVINFO, freshness=timedelta(days=36500),
+OFFLINE_TSA_POLICY = CertRevTrustPolicy(REQUIRE_REVINFO, freshness=timedelta(days=36500),
                                          freshness_req_type=FreshnessReqType.MAX_DIFF_REVOCATION_VALIDATION)
 
 # No VRI entries (a relic that PAdES no longer uses, pyHanko's docs say), so at B-LTA the DSS is written in the
@@ -91,7 +91,7 @@ _DSS_SETTINGS = DSSContentSettings(include_vri=False, next_ts_settings=Timestamp
     include_vri=False, update_before_ts=True))
 
 
-def _der(pem: bytes) -> asn1_x509.Certificate:
+def der_certificate(pem: bytes) -> asn1_x509.Certificate:
     return asn1_x509.Certificate.load(x509.load_pem_x509_certificate(pem).public_bytes(serialization.Encoding.DER))
 
 
@@ -214,8 +214,8 @@ def renew_document_timestamp(pdf: bytes, trust_root_pem: bytes, tsa_root_pem: by
 
 def _fetching_context(trust_root_pem: bytes, tsa_root_pem: bytes) -> ValidationContext:
     """Revocation information is required for every certificate below the roots, fetched now, and embedded."""
-    return ValidationContext(trust_roots=[_der(trust_root_pem), _der(tsa_root_pem)], allow_fetching=True,
-                             revocation_mode="require")
+    return ValidationContext(trust_roots=[der_certificate(trust_root_pem), der_certificate(tsa_root_pem)],
+                             allow_fetching=True, revocation_mode="require")
 
 
 async def _add_archive_timestamp(writer: IncrementalPdfFileWriter, context: ValidationContext,
@@ -251,7 +251,7 @@ def verify_pdf_signature(pdf: bytes | BinaryIO, trust_root_pem: bytes, level: st
     default), time stamped by a TSA under ``tsa_root_pem`` at B-T and above, and nothing after it but the DSS and
     document time stamps that its level adds. B-LTA is validated as ETSI long-term validation: it survives the
     expiry of the signer's certificate. Returns the signer's certificate id and the signature's times."""
-    roots = [_der(trust_root_pem)] + ([_der(tsa_root_pem)] if tsa_root_pem else [])
+    roots = [der_certificate(trust_root_pem)] + ([der_certificate(tsa_root_pem)] if tsa_root_pem else [])
     try:
         signature, *stamps = PdfFileReader(readable(pdf), strict=True).embedded_signatures[earlier:]
     except (PdfError, ValueError, KeyError) as error:
@@ -321,7 +321,7 @@ def check_fresh_signature(signed: BinaryIO, unsigned_size: int, trust_root_pem: 
         raise invalid("does not cover the whole file but its /Contents")
     try:
         signed_data = cms.ContentInfo.load(bytes.fromhex(contents[1:-1].decode("ascii")))["content"]
-        context = ValidationContext(trust_roots=[_der(trust_root_pem)], allow_fetching=False,
+        context = ValidationContext(trust_roots=[der_certificate(trust_root_pem)], allow_fetching=False,
                                     revocation_mode="soft-fail")
         status = asyncio.run(async_validate_detached_cms(_Covered(signed, hole, update[end - unsigned_size :]),
                                                          signed_data, context))
@@ -367,19 +367,24 @@ def _validate_long_term(signature: EmbeddedPdfSignature, roots: list, at: dateti
     the status and, when the signature time stamp could only be validated in the past (its TSA certificate has
     expired: the document time stamps prove it existed before), that past validation's verdict, which pyHanko's
     status object does not carry (a TODO in ``_process_signature_ts``); None when the status's own applies."""
-    trust = SimpleTrustManager.build(trust_roots=roots)
-    spec = SignatureValidationSpec(
-        cert_validation_policy=CertValidationPolicySpec(trust, CertRevTrustPolicy(REQUIRE_REVINFO)),
-        ts_cert_validation_policy=CertValidationPolicySpec(trust, _OFFLINE_TSA_POLICY),
-        revinfo_gathering_policy=RevocationInfoGatheringSpec(RevinfoOnlineFetchingRule.LOCAL_ONLY),
-    )
     timing = ValidationTimingInfo(at, at, True) if at else ValidationTimingInfo.now()
-    result = asyncio.run(ades_lta_validation(signature, PdfSignatureValidationSpec(spec), timing_info=timing))
+    result = asyncio.run(ades_lta_validation(signature, PdfSignatureValidationSpec(long_term_spec(roots)),
+                                             timing_info=timing))
     if result.ades_subindic != AdESPassed.OK or result.api_status is None:
         raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED,
                             f"the signature does not validate long-term at {_when(at)} ({result.ades_subindic.name})")
     past = result.signature_timestamp_status
     return result.api_status, None if past is None else past.ades_subindic == AdESPassed.OK
+
+
+def long_term_spec(roots: list) -> SignatureValidationSpec:
+    """Offline long-term validation against ``roots``: revocation information from the file's DSS only."""
+    trust = SimpleTrustManager.build(trust_roots=roots)
+    return SignatureValidationSpec(
+        cert_validation_policy=CertValidationPolicySpec(trust, CertRevTrustPolicy(REQUIRE_REVINFO)),
+        ts_cert_validation_policy=CertValidationPolicySpec(trust, OFFLINE_TSA_POLICY),
+        revinfo_gathering_policy=RevocationInfoGatheringSpec(RevinfoOnlineFetchingRule.LOCAL_ONLY),
+    )
 
 
 def _when(at: datetime | None) -> str:
