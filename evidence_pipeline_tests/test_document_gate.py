@@ -111,6 +111,18 @@ def test_a_limit_refusal_names_the_limit_never_a_value_from_the_file():
         assert "limit" in refused.value.message and value not in refused.value.message.replace(",", "")
 
 
+def test_a_free_list_head_of_generation_65536_is_read_and_a_startxref_loop_is_not():
+    """MuPDF's and some Word versions' cross-reference table (its free-list head of generation 65536, which only
+    pyHanko's strict rules refuse) is accepted; a file no reader can follow stays DOCUMENT_MALFORMED."""
+    page = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents 4 0 R >>"
+    data = simple(b"<< /Length 0 >>\nstream\n\nendstream", page=page, free_generation=65536)
+    assert b"0000000000 65536 f" in data and gate(io.BytesIO(data)).pages == 1
+    looping = data.replace(b"trailer\n<< /Size 5", b"trailer\n<< /Prev %d /Size 5" % data.rindex(b"xref\n0 5"))
+    with pytest.raises(EvidenceError) as refused:
+        gate(io.BytesIO(looping))
+    assert refused.value.code == "DOCUMENT_MALFORMED"
+
+
 def test_a_lossless_colour_scan_at_300_dpi_is_a_document_not_a_limit_breach():
     """An A4 page scanned at 300 dpi in colour and stored with Flate (26 MB decoded) passes; a parser's refusal
     names its limit."""

@@ -24,7 +24,6 @@ from typing import BinaryIO
 
 from PIL import Image, UnidentifiedImageError
 from pyhanko.pdf_utils.misc import PdfError
-from pyhanko.pdf_utils.reader import PdfFileReader
 from pypdf import PdfReader, apply_configuration
 from pypdf.errors import DependencyError, LimitReachedError, PyPdfError
 from pypdf.generic import ArrayObject, DictionaryObject, IndirectObject, NameObject, StreamObject
@@ -35,6 +34,7 @@ from evidence_pipeline.documents.pdftext import _to_unicode
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.monthly.validate import _LIMITS as _REPORT_LIMITS
 from evidence_pipeline.monthly.validate import _read_at, _xref_points_at_objects
+from evidence_pipeline.signing.pades import open_pdf
 
 # The report gate's limits, tightened for documents from outside and extended to every decoder pypdf has.
 LIMITS = _REPORT_LIMITS | dict(
@@ -218,11 +218,10 @@ def _inspect(file: BinaryIO, active_content: str) -> GatedDocument:
 
 
 def _read_by_pyhanko(file: BinaryIO, encrypted: bool) -> None:
-    """The signature check, contract review and the approval signature read the file with pyHanko's strict reader:
-    what it cannot read is refused here, so a document the gate accepts is one every operation reads."""
-    file.seek(0)
+    """The signature check, contract review and the approval signature read the file with pyHanko's reader
+    (``open_pdf``): what it cannot read is refused here, so a document the gate accepts is one every operation reads."""
     try:
-        reader = PdfFileReader(file, strict=True)
+        reader = open_pdf(file)
         if encrypted:
             reader.decrypt("")
         reader.embedded_signatures
