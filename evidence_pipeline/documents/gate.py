@@ -45,7 +45,8 @@ LIMITS = _REPORT_LIMITS | dict(
     array_based_stream_maximum_output_length=budgets.MAX_STREAM_BYTES,
     brotli_maximum_output_length=budgets.MAX_STREAM_BYTES,
     jbig2_maximum_output_length=budgets.MAX_STREAM_BYTES,
-    dictionary_maximum_element_count=5_000,
+    array_maximum_element_count=budgets.MAX_ARRAY_ENTRIES,
+    dictionary_maximum_element_count=budgets.MAX_DICTIONARY_ENTRIES,
     page_tree_maximum_page_entries=MAX_PAGES * 16,
     form_fields_maximum_depth=16,
 )
@@ -131,6 +132,8 @@ def gate(file: BinaryIO, active_content: str = "refuse") -> GatedDocument:
 
 # pypdf's refusals by what its message says (its own words hold values from the file, never repeated)
 _PARSER_LIMITS = (
+    ("array element count", f"an array of more than {budgets.MAX_ARRAY_ENTRIES:,} entries"),
+    ("dictionary entries", f"a dictionary of more than {budgets.MAX_DICTIONARY_ENTRIES:,} entries"),
     ("decompressing", f"a stream decoding to more than {budgets.MAX_STREAM_BYTES:,} bytes"),
     ("Declared size", f"a stream declaring more than {budgets.MAX_STREAM_BYTES:,} bytes"),
     ("Row length", "a predictor row longer than the parser's limit (pypdf's flate_maximum_row_length)"),
@@ -146,8 +149,8 @@ def _parser_limit(message: str) -> str:
     for words, limit in _PARSER_LIMITS:
         if words in message:
             return limit
-    return ("a limit of the PDF parser (entries of an array or dictionary, filters of a stream, depth or entries of "
-            "the page tree, outline, form fields or names; docs: Document limits)")
+    return ("a limit of the PDF parser (filters of a stream, depth or entries of the page tree, outline, form fields "
+            "or names; docs: Document limits)")
 
 
 def _refuse_polyglots(data: bytes) -> None:
