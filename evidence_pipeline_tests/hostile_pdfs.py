@@ -168,9 +168,6 @@ HOSTILE: dict[str, tuple[bytes, str]] = {
     ),
     # a reference to an object the file does not define: pypdf's writer (split, merge) fails on it
     "dangling_reference": (simple(page=PAGE.replace(b" >>", b" /Thumb 9 0 R >>")), "DOCUMENT_MALFORMED"),
-    # the free list's head with a generation beyond 65,535, which pyHanko's strict reader (the signature check,
-    # contract review, the approval signature) refuses
-    "generation_out_of_range": (simple().replace(b"0000000000 65535 f", b"0000000000 65536 f"), "DOCUMENT_MALFORMED"),
     "page_tree_loop_parent": (
         raw_pdf(
             CATALOG,

@@ -1,8 +1,8 @@
 """The worker-side document gate: admission is distrusted, every input is checked again before any processor.
 
 Re-sniff the bytes, refuse polyglots (a file another format's reader accepts too) and data after the last %%EOF,
-parse strictly under tightened pypdf limits (and with pyHanko's strict reader), refuse documents encrypted with a
-password (one only an empty user password opens is read and marked: operations that write refuse it), malformed
+parse strictly under tightened pypdf limits (and with pyHanko's reader, pades.open_pdf), refuse documents encrypted
+with a password (one only an empty user password opens is read and marked: operations that write refuse it), malformed
 ones, page-tree loops, decompression bombs and anything over the budgets of ``budgets.py`` (which the processors'
 own walk keeps too), and find active content (JavaScript, Launch actions, embedded files, XFA). Each refusal has
 its own terminal reason code. Every object of the file is loaded and every stream decoded, within budgets, so a
