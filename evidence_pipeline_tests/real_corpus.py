@@ -7,13 +7,18 @@ asks PyPI's JSON API for the pinned release, downloads the sdist whose digest is
 (``.cache/corpus``, not committed), checks every digest and extracts the PDFs. ``outcomes`` runs every operation
 on one file through the real processors: the gate (``inspect``), the signature check, contract review, split and
 merge; each ends ``accepted`` (or the processor's own answer), ``refused:<CODE>`` or ``crashed:<ExceptionType>``.
-``real_corpus_outcomes.json`` records them; test_real_corpus.py compares. After a change of outcome that is meant::
+``real_corpus_outcomes.json`` records them; test_real_corpus.py compares.
+
+Redaction, whose OCR costs seconds of CPU a page, runs on a subset: one file per producer family (``producer_family``)
+that the gate accepts and whose first page shows a word (pdftotext), up to REDACTION_FILES, first page only. The
+template's one rule is that word; the derivative passes the redactor's own second pass, and is then judged by
+pdftotext and by Tesseract on a poppler rendering: ``redacted``, ``no_matches``, ``leaked:<reader>``,
+``refused:<CODE>`` or ``crashed:<ExceptionType>`` (the entry's ``redact``). After a change of outcome that is meant::
 
     .venv/bin/python -m evidence_pipeline_tests.real_corpus --write   # rewrite real_corpus_outcomes.json
+    .venv/bin/python -m evidence_pipeline_tests.real_corpus --redactions  # only the redaction subset's
     .venv/bin/python -m evidence_pipeline_tests.real_corpus --summary # the table: outcomes per operation
     .venv/bin/python -m evidence_pipeline_tests.real_corpus --pin pikepdf==10.18.0 …  # re-pin the sources
-
-Redaction, whose OCR is expensive, is measured by bench/redaction.py on generated documents, not here.
 """
 
 from __future__ import annotations
@@ -25,8 +30,11 @@ import hashlib
 import io
 import json
 import os
+import re
+import subprocess
 import sys
 import tarfile
+import tempfile
 import urllib.parse
 import urllib.request
 from datetime import datetime, timezone
@@ -41,6 +49,10 @@ CACHE = Path(os.environ.get("EVIDENCE_CORPUS_CACHE", HERE.parent / ".cache" / "c
 SIMPLE = "https://pypi.org/simple"
 MAX_FILE_BYTES = 4_000_000  # larger test files add minutes to the suite and nothing the others lack
 OPERATIONS = ("inspect", "signatures", "contract-review", "split", "merge")
+REDACTION_FILES = 16  # ~10 s of CPU each (the OCR of the redactor, of its second pass and of the judge)
+_WORD = re.compile(r"\b[A-Za-z]{6,}\b")  # a word a rule can name and Tesseract reads back
+# a version or build number, from a word boundary (img2pdf and MX611 stay whole; Skia's m110 goes)
+_VERSION = re.compile(r"[\s,;/_-]*\(?\b(?:version\s*|v|m)?\d[\w.+~-]*\)?", re.IGNORECASE)
 # The signature check's clock, fixed so a certificate's expiry does not change the table with the date
 AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -131,6 +143,12 @@ def producer(path: Path) -> str:
     return str(value).strip()[:80] if value else "(none)"
 
 
+def producer_family(producer: str) -> str:
+    """A /Producer without its version numbers and build details, lower-cased: ``Microsoft® Word 2016`` and
+    ``Microsoft® Word 2019`` are one producer, ``pdfTeX-1.40.21`` and ``pdfTeX-1.40.25`` another."""
+    return " ".join(_VERSION.sub(" ", producer).casefold().split()) or "(none)"
+
+
 def _outcome(work) -> str:
     try:
         answer = work()
@@ -187,27 +205,119 @@ def outcomes(path: Path) -> dict[str, str]:
     return result
 
 
+def first_page(data: bytes) -> bytes:
+    """The file with its first page only (every other object the catalog reaches kept), as pikepdf saves it."""
+    import pikepdf
+
+    with pikepdf.open(io.BytesIO(data)) as pdf:
+        del pdf.pages[1:]
+        out = io.BytesIO()
+        pdf.save(out)
+        return out.getvalue()
+
+
+def _text(pdf: bytes) -> str:
+    return subprocess.run(["pdftotext", "-l", "1", "-", "-"], input=pdf, capture_output=True).stdout.decode(
+        "utf-8", "replace")
+
+
+def _ocr(pdf: bytes) -> str:
+    """Tesseract's reading of poppler's rendering of the first page at 150 dpi."""
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "in.pdf").write_bytes(pdf)
+        subprocess.run(["pdftoppm", "-r", "150", "-l", "1", "-singlefile", "-png", "in.pdf", "page"], cwd=folder,
+                       capture_output=True)
+        page = Path(folder) / "page.png"
+        if not page.is_file():  # poppler renders nothing: nothing for a reader to see
+            return ""
+        return subprocess.run(["tesseract", str(page), "-"], capture_output=True).stdout.decode("utf-8", "replace")
+
+
+def redaction_word(path: Path) -> str | None:
+    """The word a redaction of this file's first page removes: the first of six letters or more that pdftotext
+    reads on it, or None."""
+    try:
+        found = _WORD.search(_text(first_page(path.read_bytes())))
+    except Exception:  # noqa: BLE001 - a file pikepdf cannot open has no page to redact here
+        return None
+    return found.group() if found else None
+
+
+def redaction(path: Path, word: str) -> str:
+    """The redaction of ``word`` on the file's first page, judged by pdftotext and Tesseract."""
+    from evidence_pipeline.documents import gate, redact, templates
+    from evidence_pipeline.documents.redaction_check import verify_derivative
+    from evidence_pipeline.documents.registry import ProcessorInput
+
+    data = first_page(path.read_bytes())
+    rule = {"id": "word", "label": "word", "pattern": rf"\b{word}\b"}
+    organization = json.dumps({"kind": "organization", "name": "corpus", "rules": [rule]}).encode()
+    program = json.dumps({"kind": "program", "name": "first-page", "rules": []}).encode()
+    merged = templates.merge(templates.parse(organization, "organization"), templates.parse(program, "program"))
+    derivative = {}
+
+    def work() -> str:
+        document = ProcessorInput("doc", hashlib.sha256(data).hexdigest(), len(data),
+                                  gate.gate(io.BytesIO(data), "flag"), io.BytesIO(data))
+        result = redact.run([document], {"template": merged, "template_version": templates.version_id(merged)}, True)
+        derivative["pdf"] = result.artifacts[result.secret["derivative"]]
+        verify_derivative({name: io.BytesIO(body) for name, body in result.artifacts.items()}, result)
+        return result.summary["outcome"]
+
+    answer = _outcome(work)
+    if "pdf" not in derivative:
+        return answer
+    pattern = re.compile(rf"\b{word}\b")
+    for reader, read in (("pdftotext", _text), ("tesseract", _ocr)):
+        if pattern.search(read(derivative["pdf"])):
+            return f"leaked:{reader}" if answer in ("redacted", "no_matches") else f"{answer}+leaked:{reader}"
+    return answer
+
+
 def summary(table: dict[str, dict]) -> str:
     """Files, producers, and per operation how many ended accepted, refused (by code) or crashed."""
-    lines = [f"{len(table)} files, {len({entry['producer'] for entry in table.values()})} producers"]
+    families = {producer_family(entry["producer"]) for entry in table.values()}
+    lines = [f"{len(table)} files, {len({entry['producer'] for entry in table.values()})} producer strings, "
+             f"{len(families)} producers without versions"]
     for op in OPERATIONS:
         counts = collections.Counter(entry["outcomes"][op] for entry in table.values())
         lines.append(f"{op}: " + ", ".join(f"{outcome} {n}" for outcome, n in sorted(counts.items())))
+    counts = collections.Counter(entry["redact"]["outcome"] for entry in table.values() if "redact" in entry)
+    lines.append("redact (first page): " + ", ".join(f"{outcome} {n}" for outcome, n in sorted(counts.items())))
     return "\n".join(lines)
+
+
+def add_redactions(table: dict[str, dict], paths: dict[str, Path]) -> None:
+    """The redaction subset's outcomes, into ``table``: one file per producer family, up to REDACTION_FILES."""
+    families: set[str] = set()
+    for key in sorted(table):
+        entry = table[key]
+        entry.pop("redact", None)
+        family = producer_family(entry["producer"])
+        if len(families) == REDACTION_FILES or family in families or entry["outcomes"]["inspect"] != "accepted":
+            continue
+        if (word := redaction_word(paths[key])) is not None:
+            families.add(family)
+            entry["redact"] = {"word": word, "outcome": redaction(paths[key], word)}
+            print(f"redact {len(families)}/{REDACTION_FILES} {key}: {entry['redact']['outcome']}", file=sys.stderr)
 
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help="rewrite the outcomes table from this code")
+    parser.add_argument("--redactions", action="store_true", help="rewrite only the redaction subset's outcomes")
     parser.add_argument("--summary", action="store_true", help="summarize the committed outcomes table")
     parser.add_argument("--pin", nargs="+", metavar="PACKAGE==VERSION", help="rewrite the pin list")
     args = parser.parse_args(argv)
     if args.pin:
         PINS.write_text(json.dumps(pin(args.pin), indent=1) + "\n")
-    if args.write:
-        table = {key: {"producer": producer(path), "outcomes": outcomes(path)} for key, path in sorted(fetch().items())}
+    if args.write or args.redactions:
+        paths = fetch()
+        table = {key: {"producer": producer(path), "outcomes": outcomes(path)} for key, path in sorted(paths.items())
+                 } if args.write else json.loads(OUTCOMES.read_text())
+        add_redactions(table, paths)
         OUTCOMES.write_text(json.dumps(table, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
-    if args.summary or args.write:
+    if args.summary or args.write or args.redactions:
         print(summary(json.loads(OUTCOMES.read_text())))
 
 

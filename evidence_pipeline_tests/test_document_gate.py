@@ -7,7 +7,7 @@ import zlib
 import pikepdf
 import pytest
 
-from evidence_pipeline.documents.budgets import MAX_ANNOTATIONS, MAX_OPERATORS, MAX_STREAM_BYTES
+from evidence_pipeline.documents.budgets import MAX_ANNOTATIONS, MAX_ARRAY_ENTRIES, MAX_OPERATORS, MAX_STREAM_BYTES
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.synthetic.lease_contracts import lease_contract
@@ -109,6 +109,35 @@ def test_a_limit_refusal_names_the_limit_never_a_value_from_the_file():
         with pytest.raises(EvidenceError) as refused:
             gate(io.BytesIO(HOSTILE[name][0]))
         assert "limit" in refused.value.message and value not in refused.value.message.replace(",", "")
+
+
+def test_a_font_declaring_every_two_byte_code_passes_and_a_longer_array_is_refused_by_its_named_limit():
+    """A composite font's /W giving each of 65,536 codes its own range (c c w: 196,608 numbers), as a full CJK
+    font embedded whole has; one array longer than MAX_ARRAY_ENTRIES is refused naming that limit."""
+    def with_array(entries: bytes) -> bytes:
+        font = (b"<< /Type /Font /Subtype /Type0 /BaseFont /F /Encoding /Identity-H /DescendantFonts [<< /Type /Font "
+                b"/Subtype /CIDFontType2 /BaseFont /F /CIDSystemInfo << /Registry (Adobe) /Ordering (Identity) "
+                b"/Supplement 0 >> /W [" + entries + b"] >>] >>")
+        page = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Resources << /Font << /F1 4 0 R >> >> >>"
+        return simple(font, page=page)
+
+    every_code = b" ".join(b"%d %d 500" % (code, code) for code in range(65_536))
+    assert gate(io.BytesIO(with_array(every_code))).pages == 1
+    with pytest.raises(EvidenceError) as refused:
+        gate(io.BytesIO(with_array(b"0 [" + b"500 " * (MAX_ARRAY_ENTRIES + 1) + b"]")))
+    assert refused.value.message.endswith(f"an array of more than {MAX_ARRAY_ENTRIES:,} entries")
+
+
+def test_a_free_list_head_of_generation_65536_is_read_and_a_startxref_loop_is_not():
+    """MuPDF's and some Word versions' cross-reference table (its free-list head of generation 65536, which only
+    pyHanko's strict rules refuse) is accepted; a file no reader can follow stays DOCUMENT_MALFORMED."""
+    page = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents 4 0 R >>"
+    data = simple(b"<< /Length 0 >>\nstream\n\nendstream", page=page, free_generation=65536)
+    assert b"0000000000 65536 f" in data and gate(io.BytesIO(data)).pages == 1
+    looping = data.replace(b"trailer\n<< /Size 5", b"trailer\n<< /Prev %d /Size 5" % data.rindex(b"xref\n0 5"))
+    with pytest.raises(EvidenceError) as refused:
+        gate(io.BytesIO(looping))
+    assert refused.value.code == "DOCUMENT_MALFORMED"
 
 
 def test_a_lossless_colour_scan_at_300_dpi_is_a_document_not_a_limit_breach():

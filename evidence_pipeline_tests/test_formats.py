@@ -13,7 +13,7 @@ from pathlib import Path
 from click.testing import CliRunner
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from evidence_pipeline.audit.package import tlog_proof_path
+from evidence_pipeline.audit.package import open_package, tlog_proof_path
 from evidence_pipeline.audit.witnessing import POLICY, log_verifier
 from evidence_pipeline.cli import main
 from evidence_pipeline.documents import Documents
@@ -326,9 +326,7 @@ def test_an_audit_package_carries_each_tenant_months_assessment_results_signed(l
     result = _assessment(first / path)
     assert {f["target"]["status"]["state"] for f in result["findings"]} == {"satisfied"}
     assert result["observations"][0]["collected"] == "2027-01-15T08:00:00Z"
-    from evidence_pipeline.audit.package_index import parse_signed_index
-
-    assert path in parse_signed_index((first / "package.json").read_bytes()).subjects
+    assert path in open_package(str(first))[1].signed.subjects
     pins = ["--witness", witness_vkey, "--workers", "1"]
     code, report = _verify(first, *pins)
     (bundle,) = report["bundles"]

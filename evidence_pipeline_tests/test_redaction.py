@@ -477,6 +477,35 @@ def test_unbalanced_graphics_state_still_redacts():
     assert result.summary["removed"] == {"national_id": 1} and not any(found_in(derivative, "123-45-6789").values())
 
 
+def _checkbox_form(fields: bytes) -> bytes:
+    """One page of text (a national id) with a checkbox whose "on" appearance state is named /S, as a real tax
+    form's is, in the AcroForm's ``fields`` entry."""
+    appearance = hostile_pdfs.stream(b"0 g 2 2 16 16 re f", b"/Type /XObject /Subtype /Form /BBox [0 0 20 20]")
+    page = (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents 4 0 R /Annots [6 0 R] "
+            b"/Resources << /Font << /F1 5 0 R >> >> >>")
+    return hostile_pdfs.raw_pdf(
+        b"<< /Type /Catalog /Pages 2 0 R /AcroForm << /Fields " + fields + b" >> >>", hostile_pdfs.PAGES, page,
+        hostile_pdfs.stream(b"BT /F1 12 Tf 10 100 Td (SSN 123-45-6789) Tj ET"),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Type /Annot /Subtype /Widget /FT /Btn /T (agreed) /V /S /AS /S /Rect [10 10 30 30] /P 3 0 R "
+        b"/AP << /N << /S 7 0 R /Off 8 0 R >> /D << /S 7 0 R /Off 8 0 R >> >> >>",
+        appearance, appearance)
+
+
+@pytest.mark.parametrize("fields", [
+    b"[6 0 R]",  # the checkbox state /S alone (a dictionary's /S is no action type unless it is a name)
+    b"6 0 R",  # /Fields the field itself, not an array of fields (LibreOffice)
+    b"[6 0 R null 7]",  # entries that are no field
+    b"<< /Kids 6 0 R >>",  # a dictionary where the array belongs, its /Kids one field
+])
+def test_a_form_with_objects_of_unexpected_type_is_redacted(fields):
+    data = _checkbox_form(fields)
+    result = _redact_pure(data)
+    derivative = result.artifacts[result.secret["derivative"]]
+    assert result.summary["removed"] == {"national_id": 1}
+    assert "123-45-6789" in pdftotext(data) and not any(found_in(derivative, "123-45-6789").values())
+
+
 def test_an_input_gone_from_the_store_is_redaction_input_missing(documents, intake):
     acme, _ = tokens(documents)
     approved(documents)

@@ -3,6 +3,7 @@ import io
 import json
 import shutil
 import stat
+import subprocess
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -10,11 +11,13 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from securesystemslib.signer import Key
 from securesystemslib.signer import Signature as SslSignature
 
+from evidence_pipeline.documents import signature_check
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import SIGNER_CERT, SIGNER_KEY, load_keyring
 from evidence_pipeline.signing.pades import check_fresh_signature, sign_pdf, verify_pdf_signature
-from evidence_pipeline_tests.conftest import SMALL
+from evidence_pipeline_tests import hostile_pdfs
+from evidence_pipeline_tests.conftest import SMALL, require_tool
 from evidence_pipeline_tests.test_render import _render
 
 
@@ -141,3 +144,26 @@ def test_the_self_check_of_a_fresh_signature_refuses_what_verification_refuses(l
     contents = signed.index(b"/Contents <") + len(b"/Contents <")
     forged = signed[:contents] + b"0" * 64 + signed[contents + 64 :]  # the CMS itself broken
     assert refused(forged) == "PDF_SIGNATURE_INVALID"
+
+
+def test_an_approval_appended_to_a_file_of_lenient_cross_reference_keeps_every_reader(keyring, tmp_path):
+    """A file whose free-list head has generation 65536 (MuPDF's, some Word versions'), which pyHanko's strict
+    reader refuses: the approval signature appended to it validates for pyHanko and for pdfsig and covers the whole
+    file; once another signature follows, the signature check says that what changed after the first was judged
+    over a cross-reference read leniently."""
+    page = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents 4 0 R >>"
+    lenient = hostile_pdfs.simple(hostile_pdfs.stream(b"0 g 10 10 50 50 re f"), page=page, free_generation=65536)
+    signed = sign_pdf(lenient, keyring, field_name="EvidenceApproval").getvalue()
+    assert signed.startswith(lenient)
+    verify_pdf_signature(signed, keyring.root_pem, field_name="EvidenceApproval")
+    path = tmp_path / "approved.pdf"
+    path.write_bytes(signed)
+    pdfsig = subprocess.run([require_tool("pdfsig"), str(path)], capture_output=True, text=True).stdout
+    assert "Signature is Valid" in pdfsig and "Total document signed" in pdfsig
+
+    policy = signature_check.trust_policy(keyring.root_pem, None)
+    check = signature_check.check_signatures(io.BytesIO(signed), "0" * 64, policy, "sgc")
+    assert [s["findings"] for s in check["signatures"]] == [[]]
+    twice = sign_pdf(signed, keyring, field_name="Another").getvalue()
+    check = signature_check.check_signatures(io.BytesIO(twice), "0" * 64, policy, "sgc")
+    assert [s["findings"] for s in check["signatures"]] == [["cross_reference_lenient"], []]

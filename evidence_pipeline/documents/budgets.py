@@ -15,6 +15,10 @@ MAX_DECODED_BYTES = 512_000_000  # all streams of the document together, decoded
 # stored lossless (26 MB each), 58 in grey (8.7 MB); a JPEG page counts its encoded bytes (pypdf leaves it encoded)
 MAX_STREAM_BYTES = 64_000_000  # one stream, declared and decoded: an A3 page at 300 dpi in colour, lossless, is 52 MB
 MAX_GLYPH_CODES = 65_536  # codes one font's /W array or ToUnicode CMap may map in total: every two-byte code
+# entries of one array as parsed: a composite font's /W giving every two-byte code its own range (3 numbers each,
+# 196,608 entries) passes; 20,000 (the service's own reports' limit) refused a LibreOffice-signed contract
+MAX_ARRAY_ENTRIES = 200_000
+MAX_DICTIONARY_ENTRIES = 5_000  # entries of one dictionary (a Type 3 font's glyphs, an old-style /Dests)
 MAX_OPERATORS = 1_000_000  # instructions in one content stream (a page's contents, a form XObject)
 MAX_TEXT_BYTES = 1_000_000  # bytes of all string operands of one content stream (the gate counts them as written)
 MAX_IMAGE_PIXELS = 80_000_000  # width x height of one image, declared or encoded; A3 at 600 dpi is 70 million

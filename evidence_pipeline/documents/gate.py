@@ -1,8 +1,8 @@
 """The worker-side document gate: admission is distrusted, every input is checked again before any processor.
 
 Re-sniff the bytes, refuse polyglots (a file another format's reader accepts too) and data after the last %%EOF,
-parse strictly under tightened pypdf limits (and with pyHanko's strict reader), refuse documents encrypted with a
-password (one only an empty user password opens is read and marked: operations that write refuse it), malformed
+parse strictly under tightened pypdf limits (and with pyHanko's reader, pades.open_pdf), refuse documents encrypted
+with a password (one only an empty user password opens is read and marked: operations that write refuse it), malformed
 ones, page-tree loops, decompression bombs and anything over the budgets of ``budgets.py`` (which the processors'
 own walk keeps too), and find active content (JavaScript, Launch actions, embedded files, XFA). Each refusal has
 its own terminal reason code. Every object of the file is loaded and every stream decoded, within budgets, so a
@@ -24,7 +24,6 @@ from typing import BinaryIO
 
 from PIL import Image, UnidentifiedImageError
 from pyhanko.pdf_utils.misc import PdfError
-from pyhanko.pdf_utils.reader import PdfFileReader
 from pypdf import PdfReader, apply_configuration
 from pypdf.errors import DependencyError, LimitReachedError, PyPdfError
 from pypdf.generic import ArrayObject, DictionaryObject, IndirectObject, NameObject, StreamObject
@@ -35,6 +34,7 @@ from evidence_pipeline.documents.pdftext import _to_unicode
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.monthly.validate import _LIMITS as _REPORT_LIMITS
 from evidence_pipeline.monthly.validate import _read_at, _xref_points_at_objects
+from evidence_pipeline.signing.pades import open_pdf
 
 # The report gate's limits, tightened for documents from outside and extended to every decoder pypdf has.
 LIMITS = _REPORT_LIMITS | dict(
@@ -45,7 +45,8 @@ LIMITS = _REPORT_LIMITS | dict(
     array_based_stream_maximum_output_length=budgets.MAX_STREAM_BYTES,
     brotli_maximum_output_length=budgets.MAX_STREAM_BYTES,
     jbig2_maximum_output_length=budgets.MAX_STREAM_BYTES,
-    dictionary_maximum_element_count=5_000,
+    array_maximum_element_count=budgets.MAX_ARRAY_ENTRIES,
+    dictionary_maximum_element_count=budgets.MAX_DICTIONARY_ENTRIES,
     page_tree_maximum_page_entries=MAX_PAGES * 16,
     form_fields_maximum_depth=16,
 )
@@ -131,6 +132,8 @@ def gate(file: BinaryIO, active_content: str = "refuse") -> GatedDocument:
 
 # pypdf's refusals by what its message says (its own words hold values from the file, never repeated)
 _PARSER_LIMITS = (
+    ("array element count", f"an array of more than {budgets.MAX_ARRAY_ENTRIES:,} entries"),
+    ("dictionary entries", f"a dictionary of more than {budgets.MAX_DICTIONARY_ENTRIES:,} entries"),
     ("decompressing", f"a stream decoding to more than {budgets.MAX_STREAM_BYTES:,} bytes"),
     ("Declared size", f"a stream declaring more than {budgets.MAX_STREAM_BYTES:,} bytes"),
     ("Row length", "a predictor row longer than the parser's limit (pypdf's flate_maximum_row_length)"),
@@ -146,8 +149,8 @@ def _parser_limit(message: str) -> str:
     for words, limit in _PARSER_LIMITS:
         if words in message:
             return limit
-    return ("a limit of the PDF parser (entries of an array or dictionary, filters of a stream, depth or entries of "
-            "the page tree, outline, form fields or names; docs: Document limits)")
+    return ("a limit of the PDF parser (filters of a stream, depth or entries of the page tree, outline, form fields "
+            "or names; docs: Document limits)")
 
 
 def _refuse_polyglots(data: bytes) -> None:
@@ -218,11 +221,10 @@ def _inspect(file: BinaryIO, active_content: str) -> GatedDocument:
 
 
 def _read_by_pyhanko(file: BinaryIO, encrypted: bool) -> None:
-    """The signature check, contract review and the approval signature read the file with pyHanko's strict reader:
-    what it cannot read is refused here, so a document the gate accepts is one every operation reads."""
-    file.seek(0)
+    """The signature check, contract review and the approval signature read the file with pyHanko's reader
+    (``open_pdf``): what it cannot read is refused here, so a document the gate accepts is one every operation reads."""
     try:
-        reader = PdfFileReader(file, strict=True)
+        reader = open_pdf(file)
         if encrypted:
             reader.decrypt("")
         reader.embedded_signatures

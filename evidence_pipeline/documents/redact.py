@@ -546,7 +546,7 @@ def _burn(pdf: pikepdf.Pdf, data: bytes, regions: dict[int, list], search: Searc
     regions painted black, drawn as one image over the page: nothing under a box holds a value, and the page's
     annotations and widgets, now pixels, go (their fields' values with them). A widget elsewhere whose appearance
     still holds a value as bytes (drawn where OCR did not read it) loses its field whole."""
-    on_burned = {annot.objgen for index in regions for annot in pdf.pages[index].obj.get("/Annots", [])}
+    on_burned = {annot.objgen for index in regions for annot in _dictionaries(pdf.pages[index].obj, "/Annots")}
     for index, image in ocr.rendered_pages(data, only=set(regions), colour=True):
         draw = ImageDraw.Draw(image)
         for box in regions[index]:
@@ -597,11 +597,10 @@ def _remove_elsewhere(pdf: pikepdf.Pdf, rules: Rules, search: Search, occurrence
         if "/Thumb" in page.obj:  # a picture of the original page
             del page.obj["/Thumb"]
             finding.counts["thumbnail"] += 1
-        annots = page.obj.get("/Annots")
-        if annots is None:
+        if "/Annots" not in page.obj:
             continue
         kept, dropped = [], set()
-        for annot in annots:
+        for annot in _dictionaries(page.obj, "/Annots"):
             attachment = annot.get("/Subtype") == "/FileAttachment"
             if attachment or (annot.get("/Subtype") != "/Widget" and _holds_anywhere(annot, search)):
                 finding.counts["attachment" if attachment else "annotation"] += 1
@@ -612,7 +611,8 @@ def _remove_elsewhere(pdf: pikepdf.Pdf, rules: Rules, search: Search, occurrence
             kept.append(annot)
         # a removed annotation's popup goes with it (the popup shows the parent's text)
         page.obj.Annots = pikepdf.Array([annot for annot in kept if annot.get("/Subtype") != "/Popup"
-                                         or annot.get("/Parent", pikepdf.Dictionary()).objgen not in dropped])
+                                         or not _dictionaries(annot, "/Parent")
+                                         or annot.Parent.objgen not in dropped])
     specifications = []  # the file specifications of embedded and associated (PDF 2.0) files, counted once each
     names = pdf.Root.get("/Names")
     if names is not None and "/EmbeddedFiles" in names:
@@ -620,7 +620,7 @@ def _remove_elsewhere(pdf: pikepdf.Pdf, rules: Rules, search: Search, occurrence
         del names["/EmbeddedFiles"]
     for holder in [pdf.Root, *(page.obj for page in pdf.pages)]:
         if "/AF" in holder:
-            specifications += list(holder.AF) if isinstance(holder.AF, pikepdf.Array) else [holder.AF]
+            specifications += _dictionaries(holder, "/AF")
             del holder["/AF"]
     finding.counts["attachment"] += len({spec.objgen if spec.is_indirect else id(spec) for spec in specifications})
     for image_key, reading in finding.readings.items():  # images outside the page content (appearances ...)
@@ -722,7 +722,7 @@ def _reachable(pdf: pikepdf.Pdf):
             if isinstance(value, pikepdf.Array):
                 stack.extend((value, i, item, key, action) for i, item in enumerate(value))
             else:
-                if value.get("/S") in ACTIONS:  # in a name tree (JavaScript, say) its entry goes with it
+                if _is_action(value):  # in a name tree (JavaScript, say) its entry goes with it
                     action = ((container, key - key % 2, "name") if container_key == "/Names" and isinstance(key, int)
                               else (container, key, "action"))
                 stack.extend((value, k, item, key, action) for k, item in value.items())
@@ -794,8 +794,7 @@ def _draw_marks(pdf: pikepdf.Pdf, finding: Finding) -> None:
 
 def _fields(pdf: pikepdf.Pdf):
     """(fully qualified name, field dictionary) of every terminal form field."""
-    acroform = pdf.Root.get("/AcroForm")
-    stack = [(item, "") for item in (acroform.get("/Fields", []) if acroform is not None else [])]
+    stack = [(item, "") for form in _dictionaries(pdf.Root, "/AcroForm") for item in _dictionaries(form, "/Fields")]
     seen = set()
     while stack:
         node, parent = stack.pop()
@@ -803,7 +802,7 @@ def _fields(pdf: pikepdf.Pdf):
             continue
         seen.add(node.objgen)
         name = f"{parent}.{_text(node.get('/T'))}" if parent and "/T" in node else _text(node.get("/T")) or parent
-        kids = [kid for kid in node.get("/Kids", []) if "/T" in kid]
+        kids = [kid for kid in _dictionaries(node, "/Kids") if "/T" in kid]
         if kids:
             stack.extend((kid, name) for kid in kids)
         else:
@@ -811,13 +810,13 @@ def _fields(pdf: pikepdf.Pdf):
 
 
 def _widgets(fld):
-    kids = [kid for kid in fld.get("/Kids", []) if "/T" not in kid]
+    kids = [kid for kid in _dictionaries(fld, "/Kids") if "/T" not in kid]
     return kids or [fld]
 
 
 def _page_of(pdf: pikepdf.Pdf, widget) -> int:
     for number, page in enumerate(pdf.pages):
-        if any(annot.objgen == widget.objgen for annot in page.get("/Annots", [])):
+        if any(annot.objgen == widget.objgen for annot in _dictionaries(page.obj, "/Annots")):
             return number
     return 0
 
@@ -830,9 +829,25 @@ def _name_tree_leaves(tree) -> list:
             if node.objgen in seen:  # a tree whose /Kids holds itself
                 continue
             seen.add(node.objgen)
-        leaves += list(node.get("/Names", []))[1::2]
-        stack.extend(node.get("/Kids", []))
+        names = node.get("/Names")
+        leaves += list(names)[1::2] if isinstance(names, pikepdf.Array) else []
+        stack.extend(_dictionaries(node, "/Kids"))
     return leaves
+
+
+def _is_action(value) -> bool:
+    """An action dictionary: its /S names an action type. A checkbox's appearance state or a Type 3 glyph may be
+    named /S too, and is then a stream, not a type."""
+    return isinstance(value.get("/S"), pikepdf.Name) and value.S in ACTIONS
+
+
+def _dictionaries(holder, key: str) -> list:
+    """The dictionaries of an entry that is meant to be an array of them (/Fields, /Kids, /Annots, /AF), or one
+    dictionary. Writers put a lone dictionary where the array belongs (LibreOffice's /Fields), and nulls or numbers
+    in it; a dictionary is read as one entry, anything else as none, as viewers read them."""
+    value = holder.get(key) if isinstance(holder, (pikepdf.Dictionary, pikepdf.Stream)) else None
+    return [item for item in (value if isinstance(value, pikepdf.Array) else [value])
+            if isinstance(item, (pikepdf.Dictionary, pikepdf.Stream))]
 
 
 def _text(value) -> str | None:

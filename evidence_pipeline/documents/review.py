@@ -15,7 +15,6 @@ from datetime import date, timedelta
 from decimal import Decimal, InvalidOperation
 
 from pyhanko.pdf_utils.misc import PdfError
-from pyhanko.pdf_utils.reader import PdfFileReader
 from pypdf import PdfReader, apply_configuration
 from pypdf.errors import LimitReachedError
 
@@ -27,6 +26,7 @@ from evidence_pipeline.documents.registry import Operation, ProcessorInput, Proc
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.document_jobs import WORKER_VERSION
 from evidence_pipeline.signing.dsse import canonical_json
+from evidence_pipeline.signing.pades import open_pdf
 
 SIGNED = "approved.pdf"  # the contract as uploaded, plus the service's approval signature (an incremental update)
 DECISION_SCHEMA = "evidence-review-decision/v1"
@@ -97,8 +97,7 @@ def extract(file, ruleset: rulesets.Ruleset) -> tuple[dict[str, dict], str]:
                 size += len(text[-1])
                 if size > MAX_TEXT_CHARS:
                     raise EvidenceError(ReasonCode.REVIEW_INPUT_INVALID, "the text is too long to review")
-        file.seek(0)
-        PdfFileReader(file, strict=True)  # the approval signature is appended with pyHanko: it must read it too
+        open_pdf(file)  # the approval signature is appended with pyHanko: it must read it too
     except _EXTRACTION_ERRORS as error:
         raise EvidenceError(
             ReasonCode.REVIEW_INPUT_INVALID, f"the contract's fields and text do not extract ({type(error).__name__})"

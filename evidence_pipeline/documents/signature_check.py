@@ -25,7 +25,6 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from pyhanko.pdf_utils.generic import IndirectObject
 from pyhanko.pdf_utils.misc import PdfError
-from pyhanko.pdf_utils.reader import PdfFileReader
 from pyhanko.sign import fields
 from pyhanko.sign.diff_analysis import ModificationLevel
 from pyhanko.sign.validation import SignatureCoverageLevel, validate_pdf_signature, validate_pdf_timestamp
@@ -34,7 +33,7 @@ from pyhanko_certvalidator import ValidationContext
 from evidence_pipeline.canonical import sha256_text
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.signing.dsse import canonical_json
-from evidence_pipeline.signing.pades import der_certificate
+from evidence_pipeline.signing.pades import Reader, der_certificate, open_pdf
 
 RECORD_SCHEMA = "evidence-signature-check/v1"
 POLICY_NAME = "signature-check/2026.1"
@@ -92,14 +91,13 @@ def check_signatures(file: BinaryIO, document_sha256: str, policy: TrustPolicy, 
         moment=at,
     )
     try:
-        file.seek(0)
-        reader = PdfFileReader(file, strict=True)
+        reader = open_pdf(file)
         embedded = reader.embedded_signatures
         if len(embedded) > MAX_SIGNATURES:
             raise EvidenceError(ReasonCode.DOCUMENT_LIMIT_EXCEEDED, f"more than {MAX_SIGNATURES} signatures")
         revisions = reader.xrefs.total_revisions
         pages = _field_pages(reader)
-        signatures = [_one(signature, context, revisions, pages) for signature in embedded]
+        signatures = [_one(signature, context, revisions, pages, reader.lenient_xref) for signature in embedded]
     except (PdfError, ValueError, KeyError, TypeError, AttributeError, IndexError) as error:
         raise EvidenceError(
             ReasonCode.DOCUMENT_MALFORMED, f"the signatures cannot be read ({type(error).__name__})"
@@ -118,7 +116,7 @@ def check_signatures(file: BinaryIO, document_sha256: str, policy: TrustPolicy, 
     }
 
 
-def _one(signature, context: ValidationContext, revisions: int, pages: dict) -> dict:
+def _one(signature, context: ValidationContext, revisions: int, pages: dict, lenient_xref: bool) -> dict:
     stamp = signature.sig_object_type == "/DocTimeStamp"  # a document time stamp (PAdES B-LTA), not a signature
     where = {"field": signature.field_name, "kind": "document_timestamp" if stamp else "signature",
              "page": pages.get(signature.field_name),
@@ -138,6 +136,10 @@ def _one(signature, context: ValidationContext, revisions: int, pages: dict) -> 
         findings.append("coverage_unclear")
     if level is None or level not in ACCEPTED_MODIFICATIONS:
         findings.append("modified_after_signing")
+    elif lenient_xref and coverage != SignatureCoverageLevel.ENTIRE_FILE:
+        # what changed after signing was judged over cross-reference sections that break pyHanko's strict rules,
+        # which its difference analysis relies on
+        findings.append("cross_reference_lenient")
     if status.docmdp_ok is False or (status.docmdp_ok is None and not stamp):  # a time stamp has no DocMDP to keep
         findings.append("docmdp_violated")
     # Trust is judged only on intact bytes: pyHanko reports a broken digest as untrusted too, which is not a fact
@@ -174,7 +176,7 @@ def _trust_problem(status) -> str:
     return indication.name.lower() if indication is not None else "no_path_to_a_trusted_root"
 
 
-def _field_pages(reader: PdfFileReader) -> dict[str, int]:
+def _field_pages(reader: Reader) -> dict[str, int]:
     """Each signature field's name -> the 1-based page whose annotations hold its widget (None: no widget)."""
     widgets: dict[int, str] = {}  # object number of a field or of one of its widgets -> the field's name
     for name, _, field_ref in fields.enumerate_sig_fields(reader, filled_status=True):

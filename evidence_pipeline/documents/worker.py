@@ -24,8 +24,6 @@ import json
 import time
 from dataclasses import dataclass
 
-from pyhanko.pdf_utils.reader import PdfFileReader
-
 from evidence_pipeline import jsonread
 from evidence_pipeline.document_formats import (
     DERIVATIVE_MANIFEST_SCHEMA,
@@ -50,7 +48,7 @@ from evidence_pipeline.models import EventType
 from evidence_pipeline.monthly.pipeline import our_statement_keys, put_or_adopt, record_failure
 from evidence_pipeline.runtime import RunInfo, Runtime
 from evidence_pipeline.signing import dsse
-from evidence_pipeline.signing.pades import TIMESTAMPED, sign_pdf, verify_pdf_signature
+from evidence_pipeline.signing.pades import TIMESTAMPED, open_pdf, sign_pdf, verify_pdf_signature
 from evidence_pipeline.store import StoredObject, sha256_file, sha256_hex
 from evidence_pipeline.tempfiles import attempt_dir, scratch_file
 
@@ -538,8 +536,7 @@ def _signed_copy(rt: Runtime, key: str, file, sha256: str, size: int, scratch, f
     def adopt(stored, stored_sha256: str) -> tuple[str, int] | None:
         if sha256_file(stored, size) != (sha256, size):
             return None
-        file.seek(0)
-        earlier = len(PdfFileReader(file, strict=True).embedded_signatures)  # the document's own, before ours
+        earlier = len(open_pdf(file).embedded_signatures)  # the document's own, before ours
         tsa_root = keyring.tsa_root_pem if level in TIMESTAMPED else None
         verify_pdf_signature(stored, keyring.root_pem, level, tsa_root, field_name=field, earlier=earlier)
         return stored_sha256, stored.seek(0, io.SEEK_END)

@@ -30,7 +30,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
-from pyhanko.pdf_utils.misc import PdfError
+from pyhanko.pdf_utils.misc import PdfError, PdfStrictReadError
 from pyhanko.pdf_utils.reader import PdfFileReader
 from pyhanko.sign import fields, signers, timestamps
 from pyhanko.sign.ades.report import AdESPassed
@@ -91,6 +91,31 @@ _DSS_SETTINGS = DSSContentSettings(include_vri=False, next_ts_settings=Timestamp
     include_vri=False, update_before_ts=True))
 
 
+class Reader(PdfFileReader):
+    """pyHanko's reader, knowing whether its cross-reference sections were read leniently (see ``open_pdf``)."""
+
+    lenient_xref = False
+
+
+def open_pdf(pdf: bytes | BinaryIO) -> Reader:
+    """pyHanko's reader of a PDF, the one every reading and signing of a file uses (gate, signature check, review,
+    approval and verification). Strict, except for the cross-reference sections that only pyHanko's strict rules
+    refuse and every viewer reads (a free-list head of generation 65536 as MuPDF and Word write, space-padded or
+    out-of-order sections, orphaned generations, trailing bytes in an xref stream): those are read leniently, and
+    the reader is then strict again, so every object is still parsed strictly and strictness's rules for signing
+    and validation hold (no hybrid-reference files). The signature check says where pyHanko's difference analysis
+    ran over leniently read sections (signature_check.py)."""
+    stream = readable(pdf)
+    stream.seek(0)
+    try:
+        return Reader(stream, strict=True)
+    except PdfStrictReadError:
+        stream.seek(0)
+        reader = Reader(stream, strict=False)  # reads the cross-reference sections and the trailer, no object yet
+        reader.strict, reader.lenient_xref = True, True
+        return reader
+
+
 def der_certificate(pem: bytes) -> asn1_x509.Certificate:
     return asn1_x509.Certificate.load(x509.load_pem_x509_certificate(pem).public_bytes(serialization.Encoding.DER))
 
@@ -140,7 +165,7 @@ def sign_pdf(pdf: bytes | BinaryIO, keyring: Keyring, level: str = "B-B", tsa_ur
         validation_context=_fetching_context(keyring.root_pem, keyring.tsa_root_pem) if long_term else None,
     )
     with _signing_errors("PAdES signing"):
-        writer = IncrementalPdfFileWriter(readable(pdf), strict=True)
+        writer = IncrementalPdfFileWriter.from_reader(open_pdf(pdf))
         return signers.sign_pdf(
             writer, metadata, signer=_signer(keyring), bytes_reserved=_RESERVED_BYTES[level], output=out,
             timestamper=timestamps.HTTPTimeStamper(tsa_url) if level in TIMESTAMPED else None,
@@ -177,7 +202,7 @@ class DocumentTimestamp:
 
 def newest_document_timestamp(pdf: bytes) -> DocumentTimestamp:
     try:
-        stamps = PdfFileReader(readable(pdf), strict=True).embedded_timestamp_signatures
+        stamps = open_pdf(pdf).embedded_timestamp_signatures
         if not stamps:
             raise ValueError("no document time stamp")
         stamp = stamps[-1]
@@ -206,7 +231,7 @@ def renew_document_timestamp(pdf: bytes, trust_root_pem: bytes, tsa_root_pem: by
     ``update_archival_timestamp_chain`` does, here in the B-LTA layout of ``_DSS_SETTINGS``: no VRI, one revision)."""
     out = io.BytesIO(pdf)
     with _signing_errors("the document time stamp renewal"):
-        asyncio.run(_add_archive_timestamp(IncrementalPdfFileWriter(out, strict=True),
+        asyncio.run(_add_archive_timestamp(IncrementalPdfFileWriter.from_reader(open_pdf(out)),
                                            _fetching_context(trust_root_pem, tsa_root_pem),
                                            timestamps.HTTPTimeStamper(tsa_url)))
     return out.getvalue()
@@ -253,7 +278,7 @@ def verify_pdf_signature(pdf: bytes | BinaryIO, trust_root_pem: bytes, level: st
     expiry of the signer's certificate. Returns the signer's certificate id and the signature's times."""
     roots = [der_certificate(trust_root_pem)] + ([der_certificate(tsa_root_pem)] if tsa_root_pem else [])
     try:
-        signature, *stamps = PdfFileReader(readable(pdf), strict=True).embedded_signatures[earlier:]
+        signature, *stamps = open_pdf(pdf).embedded_signatures[earlier:]
     except (PdfError, ValueError, KeyError) as error:
         raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
                             f"signed PDF does not parse or holds no signature ({type(error).__name__})") from None
