@@ -1,7 +1,7 @@
 """The worker-side document gate: admission is distrusted, every input is checked again before any processor.
 
 Re-sniff the bytes, refuse polyglots (a file another format's reader accepts too) and data after the last %%EOF,
-parse strictly under tightened pypdf limits (and with pyHanko's reader, pades.open_pdf), refuse documents encrypted
+parse strictly under tightened pypdf limits (and with pyHanko's reader, pdf_reader.open_pdf), refuse documents encrypted
 with a password (one only an empty user password opens is read and marked: operations that write refuse it), malformed
 ones, page-tree loops, decompression bombs and anything over the budgets of ``budgets.py`` (which the processors'
 own walk keeps too), and find active content (JavaScript, Launch actions, embedded files, XFA). Each refusal has
@@ -34,7 +34,7 @@ from evidence_pipeline.documents.pdftext import _to_unicode
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.monthly.validate import _LIMITS as _REPORT_LIMITS
 from evidence_pipeline.monthly.validate import _read_at, _xref_points_at_objects
-from evidence_pipeline.signing.pades import open_pdf
+from evidence_pipeline.signing.pdf_reader import open_pdf
 
 # The report gate's limits, tightened for documents from outside and extended to every decoder pypdf has.
 LIMITS = _REPORT_LIMITS | dict(

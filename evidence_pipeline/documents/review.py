@@ -26,7 +26,7 @@ from evidence_pipeline.documents.registry import Operation, ProcessorInput, Proc
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.document_jobs import WORKER_VERSION
 from evidence_pipeline.signing.dsse import canonical_json
-from evidence_pipeline.signing.pades import open_pdf
+from evidence_pipeline.signing.pdf_reader import open_pdf
 
 SIGNED = "approved.pdf"  # the contract as uploaded, plus the service's approval signature (an incremental update)
 DECISION_SCHEMA = "evidence-review-decision/v1"

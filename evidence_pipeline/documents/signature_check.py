@@ -33,7 +33,8 @@ from pyhanko_certvalidator import ValidationContext
 from evidence_pipeline.canonical import sha256_text
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.signing.dsse import canonical_json
-from evidence_pipeline.signing.pades import Reader, der_certificate, open_pdf
+from evidence_pipeline.signing.pades import der_certificate
+from evidence_pipeline.signing.pdf_reader import Reader, open_pdf
 
 RECORD_SCHEMA = "evidence-signature-check/v1"
 POLICY_NAME = "signature-check/2026.1"

@@ -48,7 +48,8 @@ from evidence_pipeline.models import EventType
 from evidence_pipeline.monthly.pipeline import our_statement_keys, put_or_adopt, record_failure
 from evidence_pipeline.runtime import RunInfo, Runtime
 from evidence_pipeline.signing import dsse
-from evidence_pipeline.signing.pades import TIMESTAMPED, open_pdf, sign_pdf, verify_pdf_signature
+from evidence_pipeline.signing.pades import TIMESTAMPED, sign_pdf, verify_pdf_signature
+from evidence_pipeline.signing.pdf_reader import open_pdf
 from evidence_pipeline.store import StoredObject, sha256_file, sha256_hex
 from evidence_pipeline.tempfiles import attempt_dir, scratch_file
 

@@ -30,8 +30,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
-from pyhanko.pdf_utils.misc import PdfError, PdfStrictReadError
-from pyhanko.pdf_utils.reader import PdfFileReader
+from pyhanko.pdf_utils.misc import PdfError
 from pyhanko.sign import fields, signers, timestamps
 from pyhanko.sign.ades.report import AdESPassed
 from pyhanko.sign.diff_analysis import ModificationLevel
@@ -64,7 +63,7 @@ from pyhanko_certvalidator.registry import SimpleTrustManager
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.signing import hexstrings
 from evidence_pipeline.signing.keys import Keyring, signer_certificate_id
-from evidence_pipeline.store import readable
+from evidence_pipeline.signing.pdf_reader import open_pdf
 
 # pyHanko logs every failed path with its traceback; without a handler, Python would print them on stderr (local
 # paths included). Operators who configure logging still see them; users see reason codes.
@@ -89,31 +88,6 @@ OFFLINE_TSA_POLICY = CertRevTrustPolicy(REQUIRE_REVINFO, freshness=timedelta(day
 # signature against one later revision instead of two. (B-LT: the DSS in its own revision after the signature.)
 _DSS_SETTINGS = DSSContentSettings(include_vri=False, next_ts_settings=TimestampDSSContentSettings(
     include_vri=False, update_before_ts=True))
-
-
-class Reader(PdfFileReader):
-    """pyHanko's reader, knowing whether its cross-reference sections were read leniently (see ``open_pdf``)."""
-
-    lenient_xref = False
-
-
-def open_pdf(pdf: bytes | BinaryIO) -> Reader:
-    """pyHanko's reader of a PDF, the one every reading and signing of a file uses (gate, signature check, review,
-    approval and verification). Strict, except for the cross-reference sections that only pyHanko's strict rules
-    refuse and every viewer reads (a free-list head of generation 65536 as MuPDF and Word write, space-padded or
-    out-of-order sections, orphaned generations, trailing bytes in an xref stream): those are read leniently, and
-    the reader is then strict again, so every object is still parsed strictly and strictness's rules for signing
-    and validation hold (no hybrid-reference files). The signature check says where pyHanko's difference analysis
-    ran over leniently read sections (signature_check.py)."""
-    stream = readable(pdf)
-    stream.seek(0)
-    try:
-        return Reader(stream, strict=True)
-    except PdfStrictReadError:
-        stream.seek(0)
-        reader = Reader(stream, strict=False)  # reads the cross-reference sections and the trailer, no object yet
-        reader.strict, reader.lenient_xref = True, True
-        return reader
 
 
 def der_certificate(pem: bytes) -> asn1_x509.Certificate:
