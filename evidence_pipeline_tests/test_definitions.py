@@ -229,6 +229,11 @@ def test_the_catalog_names_group_owners_kinds_and_tags_and_every_sensor_schedule
                                                                      "evidence_bundle"}  # what the schedule makes
     assert freshness["evidence_bundle"].deadline_cron == "0 2 2 * *"  # the deadline of evidence_tenant_months_overdue
     assert freshness["evidence_bundle"].lower_bound_delta == timedelta(days=1)  # since the schedule's tick
+    # The asset page's Materialize runs the asset alone: its description, above the button, says what to select.
+    for name in ("monthly_report", "evidence_bundle"):
+        assert graph.get(AssetKey(name)).description.endswith(
+            "select source_revision, monthly_report and evidence_bundle together (or launch the monthly_evidence "
+            "job).")
     jobs = [job for job in repo.get_all_jobs() if not job.name.startswith("__")]
     described = [*repo.sensor_defs, *repo.schedule_defs, *jobs]
     assert len(described) == 12 and all(d.description for d in described), [d.name for d in described

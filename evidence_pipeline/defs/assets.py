@@ -346,7 +346,8 @@ def source_revision(context: AssetExecutionContext, evidence: EvidenceResource):
     code_version=RENDERER_VERSION,
     pool="render",
     description="Deterministic, unsigned PDF report rendered from the pinned revision; materialized only once it "
-    "passed the gate (strict parse under limits, not encrypted, metadata and totals match the revision).",
+    "passed the gate (strict parse under limits, not encrypted, metadata and totals match the revision). "
+    + failures.MATERIALIZE_ALONE,
 )
 def monthly_report(context: AssetExecutionContext, evidence: EvidenceResource):
     pinned, failed, sources = _pinned(context)
@@ -383,7 +384,7 @@ def monthly_report(context: AssetExecutionContext, evidence: EvidenceResource):
     code_version=RENDERER_VERSION,
     pool="publish",
     description="PAdES-signed report + DSSE/in-toto statement + manifest, published once and committed to the "
-    "ledger with the tenant-month's stage clocks.",
+    "ledger with the tenant-month's stage clocks. " + failures.MATERIALIZE_ALONE,
 )
 def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource):
     pinned, failed, _ = _pinned(context)

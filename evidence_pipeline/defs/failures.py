@@ -21,6 +21,10 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 # What an analyst who backfilled evidence_bundle (or monthly_report) alone is told to select instead.
 SELECT_UPSTREAM = ("select source_revision, monthly_report and evidence_bundle together "
                    "(or launch the monthly_evidence job)")
+# Said before launch, on the asset's page above its Materialize button (its description): Dagster 1.13's launch
+# dialog warns of missing upstream partitions only for one-dimensional partitions, and ours are tenant x month.
+MATERIALIZE_ALONE = ("Materialize… on this page runs this asset alone, which fails UPSTREAM_NOT_MATERIALIZED for "
+                     f"tenant-months whose upstream was never materialized: {SELECT_UPSTREAM}.")
 NAMED = 5  # tenant-months named in a one-line description; the table holds them all
 FAILURE_COLUMNS = TableSchema(columns=[TableColumn("tenant"), TableColumn("month"), TableColumn("code"),
                                        TableColumn("message")])
