@@ -338,7 +338,7 @@ def source_format_page() -> str:
         "Rows may come in any order: the published revision is the rows sorted by `txn_id`, so the same rows "
         "are the same revision whatever their order or layout. How to publish one: "
         "[publishing source data](../operators/sources.md); a sample: "
-        "[acme-books/2026-07.csv](../samples/acme-books/2026-07.csv).\n\n"
+        "[sample-shop/2026-07/transactions.csv](../samples/sample-shop/2026-07/transactions.csv).\n\n"
         + f.format_table() +
         f"\nA file that breaks any rule is refused whole (`SOURCE_INVALID`) and nothing is published; its report "
         f"lists the first {f.MAX_REPORTED} problems in file order (line, column, code) and the total. Each "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime, timedelta, timezone
 from enum import StrEnum
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode, Vocabulary
@@ -162,6 +162,27 @@ def first_open_period(today: date, open_months: int, first_period: str) -> str:
     prove`, `evidence stats`), and nothing runs for them again."""
     index = today.year * 12 + today.month - 1 - open_months
     return max(first_period, f"{index // 12:04d}-{index % 12 + 1:02d}")
+
+
+# A tenant-month is overdue when its bundle is not published this long after its month closed: the schedule runs at
+# 02:00 UTC on the 1st, and the day after leaves room for its retries (the retry sensor). The monthly assets'
+# freshness policy (defs/assets.py) and the metric evidence_tenant_months_overdue keep this one deadline.
+OVERDUE_AFTER = timedelta(days=1, hours=2)
+
+
+def overdue_deadline_cron() -> str:
+    """OVERDUE_AFTER as the cron of Dagster's freshness deadline: 02:00 UTC on the 2nd of every month."""
+    return f"0 {OVERDUE_AFTER.seconds // 3600} {OVERDUE_AFTER.days + 1} * *"
+
+
+def overdue_period(now: datetime) -> tuple[str, datetime]:
+    """The newest month whose deadline has passed at ``now`` (UTC), and the moment it closed: a tenant registered
+    before that moment and without the month's bundle is overdue."""
+    index = now.year * 12 + now.month - 1
+    month_start = datetime(now.year, now.month, 1, tzinfo=timezone.utc)
+    closes = 1 if now >= month_start + OVERDUE_AFTER else 2  # months back from now's: the period, then its close
+    period, close = index - closes, index - closes + 1
+    return f"{period // 12:04d}-{period % 12 + 1:02d}", datetime(close // 12, close % 12 + 1, 1, tzinfo=timezone.utc)
 
 
 def validate_tenant_id(tenant: str) -> str:

@@ -325,8 +325,9 @@ def test_a_failed_tenant_month_is_its_own_and_the_rest_of_the_range_publishes(in
     observed = _observed(result)
     assert set(observed) == {(asset, keys[0]) for asset in ASSET_NAMES}
     assert observed[("source_revision", keys[0])].description.startswith("not materialized: SOURCE_NOT_FOUND: ")
-    because = (f"not materialized: run {result.run_id[:8]} stopped at source_revision: "
-               "acme-books 2026-08 SOURCE_NOT_FOUND")
+    because = (f"not materialized: run {result.run_id[:8]} stopped at source_revision: acme-books 2026-08 "
+               f"{observed[('source_revision', keys[0])].description.removeprefix('not materialized: ')}")
+    assert because.count("SOURCE_NOT_FOUND: ") == 1  # the code and its one-line message, on the later assets too
     assert [observed[(asset, keys[0])].description for asset in ASSET_NAMES[1:]] == [because, because]
     for observation in observed.values():
         assert observation.metadata["reason_code"].value == "SOURCE_NOT_FOUND"

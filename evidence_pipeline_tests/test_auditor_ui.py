@@ -283,6 +283,17 @@ def test_an_auditor_sees_the_graph_a_partitions_metadata_and_verification_and_ca
     saved.append(page.save("1-asset-graph"))
     assert page.buttons("Materialize") and not any(page.buttons("Materialize"))
 
+    # The asset's page says, above its Materialize button, what to select with it (Dagster's launch dialog warns of
+    # missing upstream partitions only for one-dimensional partitions).
+    page.open("/assets/evidence_bundle", "runs this asset alone, which fails UPSTREAM_NOT_MATERIALIZED",
+              "select source_revision, monthly_report and evidence_bundle together (or launch the monthly_evidence "
+              "job)")
+    saved.append(page.save("1b-asset-page-says-what-to-select"))
+    assert page.buttons("Materialize")
+    # Its freshness policy, beside it: due by the month's deadline (evaluated by the daemon, which the read-only UI
+    # does not run: "Not evaluated" here).
+    page.wait_for("Freshness policy", "Deadline: At 02:00 AM UTC, on day 2 of the month")
+
     # A bundle partition's page: digests, renderer version, key id and the lineage table.
     bundle = bundles[VERIFIED]
     text = page.open(f"/assets/evidence_bundle?view=partitions&partition={quote(partitions[VERIFIED])}",
@@ -341,19 +352,28 @@ def test_an_auditor_sees_the_graph_a_partitions_metadata_and_verification_and_ca
     assert page.buttons("Materialize") and not any(page.buttons("Materialize"))
     saved.append(page.save("5-no-launchpad"))
 
-    # The tenant-month that failed in a range run says why in an observation on its own partition, one of its
-    # historical events (Dagster 1.13's panel of a partition never materialized shows no observation's metadata);
-    # the others of the run went on.
+    # The tenant-month that failed in a range run says why in an observation on its own partition: its latest event,
+    # one click from its panel (Dagster 1.13's panel shows the metadata of the latest materialization, and of the
+    # observations after it; a partition never materialized shows "Latest materialization None"); the others of the
+    # run went on.
     failed = f"{month}|{NO_SOURCE}"
     page.open(f"/assets/evidence_bundle?view=partitions&partition={quote(failed)}", failed,
-              "View all historical events (1)")
+              "Latest materialization None", "View all historical events (1)")
     saved.append(page.save("6-bundle-partition-not-materialized"))
+    page.click("View all historical events (1)")
+    page.wait_for(f"Historical events for {failed}", "Observation")
+    page.click(failed)  # the dialog's row (after the panel's title): it opens to the event's line and metadata
+    page.wait_for(f"not materialized: run {auditor_ui.range_run[:8]} stopped at source_revision: {NO_SOURCE} "
+                  f"{month[:7]} TENANT_UNKNOWN: tenant {NO_SOURCE} is not in the tenant registry",
+                  "reason_code TENANT_UNKNOWN")
+    saved.append(page.save("6b-bundle-partition-why"))
+    browser.get(url)  # away from the dialog
     observations = _graphql(url, '{ assetOrError(assetKey: {path: ["evidence_bundle"]}) { ... on Asset { '
                                  'assetObservations(partitions: ["%s"]) { description metadataEntries { label '
                                  '... on TextMetadataEntry { text } } } } } }' % failed)
     [observation] = observations["assetOrError"]["assetObservations"]
-    assert observation["description"] == (f"not materialized: run {auditor_ui.range_run[:8]} stopped at "
-                                          f"source_revision: {NO_SOURCE} {month[:7]} TENANT_UNKNOWN")
+    assert observation["description"].startswith(f"not materialized: run {auditor_ui.range_run[:8]} stopped at "
+                                                 f"source_revision: {NO_SOURCE} {month[:7]} TENANT_UNKNOWN: ")
     assert {"label": "reason_code", "text": "TENANT_UNKNOWN"} in observation["metadataEntries"]
     # The run succeeded, with one line in its log naming the tenant-month that failed and its code.
     text = page.open(f"/runs/{auditor_ui.range_run}", "Success", "Errored (0)")

@@ -224,6 +224,16 @@ def test_the_catalog_names_group_owners_kinds_and_tags_and_every_sensor_schedule
     }
     for key in graph.get_all_asset_keys():
         assert graph.get(key).owners == ["team:evidence"] and graph.get(key).tags["grain"] == "tenant-month"
+    freshness = {key.to_user_string(): graph.get(key).freshness_policy for key in graph.get_all_asset_keys()}
+    assert {key for key, policy in freshness.items() if policy} == {"source_revision", "monthly_report",
+                                                                     "evidence_bundle"}  # what the schedule makes
+    assert freshness["evidence_bundle"].deadline_cron == "0 2 2 * *"  # the deadline of evidence_tenant_months_overdue
+    assert freshness["evidence_bundle"].lower_bound_delta == timedelta(days=1)  # since the schedule's tick
+    # The asset page's Materialize runs the asset alone: its description, above the button, says what to select.
+    for name in ("monthly_report", "evidence_bundle"):
+        assert graph.get(AssetKey(name)).description.endswith(
+            "select source_revision, monthly_report and evidence_bundle together (or launch the monthly_evidence "
+            "job).")
     jobs = [job for job in repo.get_all_jobs() if not job.name.startswith("__")]
     described = [*repo.sensor_defs, *repo.schedule_defs, *jobs]
     assert len(described) == 12 and all(d.description for d in described), [d.name for d in described
@@ -240,6 +250,17 @@ def test_dagster_cli_works_from_the_repository_root_without_dagster_home(tmp_pat
     assert validate.returncode == 0, validate.stderr[-3000:]
     assert "All code locations passed validation" in validate.stdout + validate.stderr
     assert not list(REPO.glob(".tmp_dagster_home_*"))  # Dagster removed its temporary instance
+
+
+def test_dg_checks_the_definitions_from_the_repository_root():
+    """`dg check defs` (the dg CLI, pyproject's [tool.dg]) loads the code location `dagster dev` loads."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DAGSTER_", "EVIDENCE_", "VIRTUAL_ENV"))}
+    check = subprocess.run([Path(sys.executable).parent / "dg", "check", "defs"], cwd=REPO, env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-3000:]
+    assert "All definitions loaded successfully" in check.stdout + check.stderr
+    assert "does not match the virtual environment" not in check.stdout + check.stderr  # .venv/bin/dg as is
+    assert not list(REPO.glob(".tmp_dagster_home_*"))
 
 
 def test_loading_the_definitions_prints_no_warning(tmp_path):

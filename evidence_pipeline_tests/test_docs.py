@@ -173,3 +173,23 @@ def test_every_relative_link_into_the_docs_resolves_in_the_built_site(site):
         if not built.is_file() or (anchor and f'id="{anchor}"' not in built.read_text()):
             broken.append((page, _named(target), anchor))
     assert broken == []
+
+
+ACTOR_KEY = re.compile(r"(?:--key |load_actor_key\(Path\(\")([^\s\")`]+\.pem)")
+
+
+def test_every_actor_key_a_sample_names_exists_after_make_demo_or_is_made_on_its_page():
+    """A sample's `--key` is the demo's operator (`make demo` creates .evidence/actors/dev-*.pem), a placeholder in
+    capitals, or a key a `keygen` on the same page creates (before: samples named olga.pem, which nothing made)."""
+    from evidence_pipeline.synthetic.demo_actors import DEV_ROLES
+
+    demo_keys = {f".evidence/actors/{name}.pem" for name in DEV_ROLES}
+    unmade = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        text = page.read_text()
+        made = set(re.findall(r"keygen (\S+\.pem)", text))
+        for key in ACTOR_KEY.findall(text):
+            name = key.rsplit("/", 1)[-1]
+            if key not in demo_keys and not name[:-4].isupper() and not any(m.endswith(name) for m in made):
+                unmade.append(f"{page.relative_to(ROOT)}: {key}")
+    assert not unmade, unmade

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from datetime import datetime, timezone
 from pathlib import Path
 
 import httpx
@@ -17,7 +18,10 @@ from evidence_pipeline.ledger.jobs import RetryBudget
 from evidence_pipeline.ledger.ledger import Deployment
 from evidence_pipeline.metrics import ledger_reads
 from evidence_pipeline.metrics.collector import METRICS
-from evidence_pipeline.models import EventType
+from evidence_pipeline.models import EventType, overdue_deadline_cron, overdue_period
+from evidence_pipeline.monthly.pipeline import run_tenant_month
+from evidence_pipeline.runtime import RunInfo
+from evidence_pipeline_tests.conftest import LARGE, SMALL
 from evidence_pipeline_tests.intake_server import (
     EVIDENCE,
     _free_port,
@@ -196,6 +200,42 @@ def test_every_ledger_query_is_a_range_of_an_index(documents):
             assert not scans, plan
             assert any("USING INDEX ix_evidence_jobs_state" in step or "USING COVERING INDEX" in step
                        for step in plan), plan
+        # overdue tenant-months: the registry once, each tenant one seek of its publications
+        overdue = ledger_reads._overdue(ledger, "2026-10", 0.0).compile(conn, compile_kwargs={"literal_binds": True})
+        plan = [row[-1] for row in conn.execute(text(f"EXPLAIN QUERY PLAN {overdue}"))]
+        assert any("evidence_publications USING" in step and "INDEX ix_evidence_publications_tenant_period" in step
+                   for step in plan), plan
+
+
+def test_a_month_is_overdue_from_02_00_utc_on_the_second_of_the_next():
+    assert overdue_deadline_cron() == "0 2 2 * *"  # the monthly assets' freshness deadline (defs/assets.py)
+    october_closed = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    assert overdue_period(datetime(2026, 11, 2, 1, 59, tzinfo=timezone.utc)) == ("2026-09", datetime(
+        2026, 10, 1, tzinfo=timezone.utc))
+    assert overdue_period(datetime(2026, 11, 2, 2, tzinfo=timezone.utc)) == ("2026-10", october_closed)
+    assert overdue_period(datetime(2027, 1, 1, tzinfo=timezone.utc))[0] == "2026-11"  # across the year
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
+def test_a_registered_tenants_month_without_its_bundle_past_the_deadline_is_overdue(runtime):
+    """acme-books's 2026-10 is published, evergreen-market's is not: from the deadline on, one tenant-month is
+    overdue; a tenant registered after the month closed owes none, and a month before the first none either."""
+    from prometheus_client import generate_latest
+
+    from evidence_pipeline.metrics.http import registry_for
+
+    ledger = runtime.ledger
+    assert "evidence_tenant_months_overdue 0.0" in generate_latest(registry_for(runtime)).decode()  # at zero
+    registered = datetime(2026, 10, 15, tzinfo=timezone.utc).timestamp()
+    with ledger.engine.begin() as conn:  # as if both had been registered in October
+        conn.execute(ledger.tenants.update().values(registered_at=registered))
+    run_tenant_month(runtime, SMALL, RunInfo("overdue"))
+    deadline = datetime(2026, 11, 2, 2, tzinfo=timezone.utc).timestamp()
+    assert ledger_reads.read(ledger, deadline - 1).overdue == 0  # September: closed before either registered
+    assert ledger_reads.read(ledger, deadline).overdue == 1  # evergreen-market's October
+    assert ledger_reads.read(ledger, deadline, first_period="2026-11").overdue == 0
+    run_tenant_month(runtime, LARGE, RunInfo("overdue"))
+    assert ledger_reads.read(ledger, deadline).overdue == 0
 
 
 @pytest.mark.skipif(not shutil.which("promtool"), reason="promtool (Debian's prometheus) is not installed")

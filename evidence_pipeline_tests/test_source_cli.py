@@ -14,8 +14,9 @@ from evidence_pipeline.cli import main
 from evidence_pipeline.config import Settings
 from evidence_pipeline.models import EventType, TenantMonth
 from evidence_pipeline.monthly import sources
+from evidence_pipeline.monthly.landing import MARKER
 from evidence_pipeline.runtime import runtime_for
-from evidence_pipeline.synthetic.demo_data import demo_transactions
+from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS, demo_transactions
 from evidence_pipeline_tests.signers import Signers
 
 MONTH = TenantMonth("acme-books", "2026-07")
@@ -97,7 +98,25 @@ def test_from_dir_publishes_each_file_and_reports_each_refusal(backend, tmp_path
     stray = tmp_path / "landing" / "notes.txt"
     stray.write_text("x")
     refused = _run(backend, "--from-dir", str(tmp_path / "landing"), "--key", signers.key_file("olga"))
-    assert refused.exit_code == 2 and "not <tenant>/<YYYY-MM>.csv" in refused.output
+    assert refused.exit_code == 2 and "not <tenant>/<YYYY-MM>.csv or <tenant>/<YYYY-MM>/<name>.csv" in refused.output
+
+
+def test_from_dir_takes_the_landing_layout_as_the_sensor_does(backend, tmp_path):
+    """A landing location's <tenant>/<YYYY-MM>/<name>.csv: each file a revision, in name order; markers and names
+    beginning with "." passed over (before: the whole folder refused, exit 2)."""
+    runtime, signers = _setup(backend, tmp_path)
+    month = tmp_path / "landing" / MONTH.tenant / MONTH.period
+    month.mkdir(parents=True)
+    rows = demo_transactions(MONTH)
+    rows.to_csv(month / "a-first.csv", index=False)
+    rows.head(3).to_csv(month / "b-correction.csv", index=False)
+    (month / ("a-first.csv" + MARKER)).write_text("{}")  # the sensor's marker beside a file it took
+    (month / ".c-being-written.csv").write_text("txn_id\n")
+    done = _run(backend, "--from-dir", str(tmp_path / "landing"), "--key", signers.key_file("olga"), "--json")
+    assert done.exit_code == 0, done.output
+    assert [(r["tenant"], r["period"], r["sequence"], r["rows"]) for r in json.loads(done.output)] == [
+        (MONTH.tenant, MONTH.period, 1, len(rows)), (MONTH.tenant, MONTH.period, 2, 3)]
+    assert sources.pin_latest(runtime.sources, MONTH).sequence == 2
 
 
 def test_the_documented_sample_folder_publishes_as_the_docs_say(backend, tmp_path):
@@ -105,9 +124,10 @@ def test_the_documented_sample_folder_publishes_as_the_docs_say(backend, tmp_pat
     samples = Path(__file__).resolve().parent.parent / "docs" / "samples"
     done = _run(backend, "--from-dir", str(samples), "--key", signers.key_file("olga"))
     assert done.exit_code == 0, done.output
-    sample = TenantMonth("acme-books", "2026-07")
+    sample = TenantMonth("sample-shop", "2026-07")
+    assert sample.tenant not in DEMO_TENANTS  # the example adds a month beside the demo's, never a revision of one
     revision = sources.pin_latest(runtime.sources, sample)
-    assert f"acme-books 2026-07: revision 1 published: sha256 {revision.sha256}, 8 rows, {revision.size} bytes" in (
+    assert f"sample-shop 2026-07: revision 1 published: sha256 {revision.sha256}, 8 rows, {revision.size} bytes" in (
         done.output)
     documented = (samples.parent / "operators" / "sources.md").read_text()
     assert f"sha256 {revision.sha256[:8]}…, 8 rows, {revision.size} bytes" in documented

@@ -29,7 +29,8 @@ def source() -> None:
 @click.argument("period", metavar="PERIOD", required=False, callback=check_period)
 @click.argument("file", metavar="FILE", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--from-dir", "from_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Publish every DIR/<tenant>/<YYYY-MM>.csv instead, each on its own.")
+              help="Publish every DIR/<tenant>/<YYYY-MM>.csv, and every DIR/<tenant>/<YYYY-MM>/<name>.csv (the "
+                   "landing location's layout), instead, each on its own.")
 @signer_options
 @json_option
 def source_publish(tenant_id: str | None, period: str | None, file: Path | None, from_dir: Path | None,
@@ -61,22 +62,28 @@ def source_publish(tenant_id: str | None, period: str | None, file: Path | None,
 
 
 def _listed_files(folder: Path) -> list[tuple[TenantMonth, Path]]:
-    """DIR/<tenant>/<YYYY-MM>.csv, sorted; any other file refuses the whole command before anything is read."""
+    """DIR/<tenant>/<YYYY-MM>.csv and the landing layout DIR/<tenant>/<YYYY-MM>/<name>.csv (the landing sensor's
+    markers and names beginning with "." are passed over, as the sensor passes them over), sorted by path; any
+    other file refuses the whole command before anything is read."""
+    from evidence_pipeline.monthly.landing import MARKER, layout_tenant_month
+
     found, stray = [], []
     for path in sorted(folder.rglob("*")):
-        if path.is_dir():
-            continue
         relative = path.relative_to(folder).parts
-        month = _PERIOD_FILE.fullmatch(relative[-1])
-        if len(relative) != 2 or not TENANT_ID.fullmatch(relative[0]) or month is None:
-            stray.append("/".join(relative))
+        if path.is_dir() or relative[-1].startswith(".") or relative[-1].endswith(".csv" + MARKER):
             continue
-        found.append((TenantMonth(relative[0], month.group(1)), path))
+        month = _PERIOD_FILE.fullmatch(relative[-1])
+        if len(relative) == 2 and TENANT_ID.fullmatch(relative[0]) and month is not None:
+            found.append((TenantMonth(relative[0], month.group(1)), path))
+        elif (landed := layout_tenant_month(relative)) is not None:
+            found.append((landed, path))
+        else:
+            stray.append("/".join(relative))
     if stray:
-        raise click.UsageError(f"{len(stray)} files are not <tenant>/<YYYY-MM>.csv (first: {stray[0]}): "
-                               "nothing published")
+        raise click.UsageError(f"{len(stray)} files are not <tenant>/<YYYY-MM>.csv or <tenant>/<YYYY-MM>/<name>.csv "
+                               f"(first: {stray[0]}): nothing published")
     if not found:
-        raise click.UsageError("no <tenant>/<YYYY-MM>.csv file in the folder")
+        raise click.UsageError("no <tenant>/<YYYY-MM>.csv or <tenant>/<YYYY-MM>/<name>.csv file in the folder")
     return found
 
 

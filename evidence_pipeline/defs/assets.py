@@ -13,6 +13,7 @@ top to bottom in one place.
 
 import contextlib
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from functools import partial
 
 from dagster import (
@@ -25,6 +26,7 @@ from dagster import (
     BackfillPolicy,
     Backoff,
     Failure,
+    FreshnessPolicy,
     Jitter,
     MaterializeResult,
     MetadataValue,
@@ -45,7 +47,7 @@ from evidence_pipeline.defs.provenance import Upstream
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.jobs import CLOSED
-from evidence_pipeline.models import Lane, SourceRevision, Stage
+from evidence_pipeline.models import Lane, SourceRevision, Stage, overdue_deadline_cron
 from evidence_pipeline.monthly import pipeline
 from evidence_pipeline.monthly.document_outcomes import OutcomesRevision
 from evidence_pipeline.monthly.render import RENDERER_VERSION
@@ -65,6 +67,11 @@ LINEAGE_COLUMNS = TableSchema(columns=[
 ])
 PARTITIONED = dict(partitions_def=tenant_month_partitions, backfill_policy=RANGES, retry_policy=TRANSIENT_RETRIES,
                    group_name=GROUP, owners=OWNERS, tags=TAGS)
+# The scheduled assets are due by the month's deadline (models.OVERDUE_AFTER: 02:00 UTC on the 2nd): Dagster's
+# freshness daemon marks an asset Failed in the UI when it was not materialized since the 1st's schedule tick. It
+# judges an asset as a whole; per tenant-month, evidence_tenant_months_overdue counts the missing bundles.
+MONTHLY = PARTITIONED | dict(freshness_policy=FreshnessPolicy.cron(
+    deadline_cron=overdue_deadline_cron(), lower_bound_delta=timedelta(days=1)))  # since the 1st's 02:00 tick
 
 # Document work in the UI's grid, beside the tenant-month's report: materialized by the page runs
 # (defs/documents.py); upstream of the month's report, whose "Document jobs" section closes the month's outcomes.
@@ -288,7 +295,7 @@ def _queue_wait_ms(context) -> float | None:
 
 
 @asset(
-    **PARTITIONED,
+    **MONTHLY,
     kinds={"sql"},
     code_version="pin/2",
     description="Pins the tenant-month's latest immutable source revision "
@@ -319,13 +326,14 @@ def source_revision(context: AssetExecutionContext, evidence: EvidenceResource):
 
 
 @asset(
-    **PARTITIONED,
+    **MONTHLY,
     deps=[source_revision, document_jobs],
     kinds={"pdf"},
     code_version=RENDERER_VERSION,
     pool="render",
     description="Deterministic, unsigned PDF report rendered from the pinned revision; materialized only once it "
-    "passed the gate (strict parse under limits, not encrypted, metadata and totals match the revision).",
+    "passed the gate (strict parse under limits, not encrypted, metadata and totals match the revision). "
+    + failures.MATERIALIZE_ALONE,
 )
 def monthly_report(context: AssetExecutionContext, evidence: EvidenceResource):
     pinned, failed, sources = _pinned(context)
@@ -356,13 +364,13 @@ def monthly_report(context: AssetExecutionContext, evidence: EvidenceResource):
 
 
 @asset(
-    **PARTITIONED,
+    **MONTHLY,
     deps=[monthly_report],
     kinds={"pdf", "s3", "pades"},
     code_version=RENDERER_VERSION,
     pool="publish",
     description="PAdES-signed report + DSSE/in-toto statement + manifest, published once and committed to the "
-    "ledger with the tenant-month's stage clocks.",
+    "ledger with the tenant-month's stage clocks. " + failures.MATERIALIZE_ALONE,
 )
 def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource):
     pinned, failed, _ = _pinned(context)

@@ -21,6 +21,10 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 # What an analyst who backfilled evidence_bundle (or monthly_report) alone is told to select instead.
 SELECT_UPSTREAM = ("select source_revision, monthly_report and evidence_bundle together "
                    "(or launch the monthly_evidence job)")
+# Said before launch, on the asset's page above its Materialize button (its description): Dagster 1.13's launch
+# dialog warns of missing upstream partitions only for one-dimensional partitions, and ours are tenant x month.
+MATERIALIZE_ALONE = ("Materialize… on this page runs this asset alone, which fails UPSTREAM_NOT_MATERIALIZED for "
+                     f"tenant-months whose upstream was never materialized: {SELECT_UPSTREAM}.")
 NAMED = 5  # tenant-months named in a one-line description; the table holds them all
 FAILURE_COLUMNS = TableSchema(columns=[TableColumn("tenant"), TableColumn("month"), TableColumn("code"),
                                        TableColumn("message")])
@@ -70,8 +74,8 @@ def not_materialized(context, errors: dict, later: Iterable[AssetKey], keys: Ite
     """One observation per partition this run will not materialize because of ``errors``: the step's own failed
     partitions, and the ``keys`` of the run's ``later`` assets (every partition of the range when the step fails,
     since Dagster skips their steps; the failed ones when it goes on)."""
-    step = context.asset_key.to_user_string()
-    because = f"run {context.run.run_id[:8]} stopped at {step}: {summary(errors)}"
+    stopped = f"run {context.run.run_id[:8]} stopped at {context.asset_key.to_user_string()}"
+    because = f"{stopped}: {summary(errors)}"
     table = failure_table(errors)
     # The reason is in the metadata as well as the description: the partition page shows an event's metadata.
     for key, error in errors.items():
@@ -82,9 +86,12 @@ def not_materialized(context, errors: dict, later: Iterable[AssetKey], keys: Ite
     keys = list(keys)
     for asset in later:
         for key in keys:
-            code = errors[key].code if key in errors else ReasonCode.UPSTREAM_NOT_MATERIALIZED.value
-            yield AssetObservation(asset_key=asset, partition=str(key), description=f"not materialized: {because}",
-                                   metadata={"not_materialized": because, "reason_code": code,
+            # A failed tenant-month's own code and message on one line; one skipped with its range, the range's.
+            own = errors.get(key)
+            line = f"{stopped}: {tenant_month_of(key).tenant} {tenant_month_of(key).period} {own}" if own else because
+            code = own.code if own else ReasonCode.UPSTREAM_NOT_MATERIALIZED.value
+            yield AssetObservation(asset_key=asset, partition=str(key), description=f"not materialized: {line}",
+                                   metadata={"not_materialized": line, "reason_code": code,
                                              "failed_partitions": table})
 
 

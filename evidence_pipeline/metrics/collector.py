@@ -78,6 +78,9 @@ METRICS = (
            "delivery; absent when none waits"),
     Metric("evidence_sweep_failed_directories", "gauge", (), "attempt directories the newest sweep "
            "(`sweep.completed`) failed to remove; 0 before the first sweep"),
+    Metric("evidence_tenant_months_overdue", "gauge", (), "registered tenants whose newest month past its deadline "
+           "(02:00 UTC on the 2nd of the next month) has no published bundle; 0 when every one has (Dagster's "
+           "freshness policy on the monthly assets shows the same deadline in the UI)"),
     Metric("evidence_admission_duration_seconds", "histogram", ("endpoint", "code"), "intake server only: time "
            "from a request's arrival to its answer, by route template and HTTP status"),
     Metric("evidence_intake_uploads_receiving", "gauge", (), "intake server only: uploads whose bodies are being "
@@ -106,7 +109,7 @@ class EvidenceCollector(Collector):
         now = time.time()
         up = family("evidence_ledger_up")
         try:
-            reading = ledger_reads.read(self.runtime.ledger, now)
+            reading = ledger_reads.read(self.runtime.ledger, now, self.runtime.settings.first_period)
         except EvidenceError as error:
             log.warning("metrics: the ledger could not be read (%s)", error.code)
             up.add_metric([], 0)
@@ -177,6 +180,7 @@ def _ledger_families(reading: ledger_reads.LedgerReading) -> Iterator:
     yield _labelled("evidence_webhook_outbox_oldest_pending_age_seconds",
                     {} if reading.outbox_oldest_pending is None else {(): reading.outbox_oldest_pending})
     yield _labelled("evidence_sweep_failed_directories", {(): reading.sweep_failed})
+    yield _labelled("evidence_tenant_months_overdue", {(): reading.overdue})
 
 
 def _labelled(name: str, values: dict) -> GaugeMetricFamily | CounterMetricFamily:

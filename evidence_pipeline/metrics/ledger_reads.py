@@ -7,6 +7,8 @@ before), so that a scrape costs in proportion to the work in flight and the dead
 - the newest `bundle.published` and `sweep.completed` events: `(event_type, seq)`; the ledger's size: the primary
   key's maximum
 - the webhook outbox's pending and dead deliveries: `(state, next_attempt_at)`
+- overdue tenant-months: the active tenants, each with one seek of the publications' `(tenant, period)` index (in
+  proportion to the registry, not to the history)
 
 A tenant's refused documents and every succeeded job are history: no query here reads them one by one.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 
 from sqlalchemy import and_, case, func, select
 
@@ -26,7 +28,7 @@ from evidence_pipeline.ledger.announcements import DEAD as DELIVERY_DEAD
 from evidence_pipeline.ledger.announcements import PENDING, outbox
 from evidence_pipeline.ledger.db import classified_errors
 from evidence_pipeline.ledger.ledger import Ledger, event_body
-from evidence_pipeline.models import EventType
+from evidence_pipeline.models import FIRST_PERIOD, EventType, overdue_period
 from evidence_pipeline.operations.dead_letters import KINDS, TENANT_MONTH, kind_of
 
 WINDOW_SECONDS = 300.0  # completions, failures and retries are averaged per minute over the last five minutes
@@ -59,6 +61,7 @@ class LedgerReading:
     outbox: dict[str, int] = field(default_factory=dict)  # delivery state -> rows (pending, dead)
     outbox_oldest_pending: float | None = None  # seconds since the oldest pending delivery was written
     sweep_failed: int = 0  # attempt directories the newest sweep failed to remove (0 before the first sweep)
+    overdue: int = 0  # tenant-months past their deadline (models.OVERDUE_AFTER) without a published bundle
 
 
 def _zeros() -> LedgerReading:
@@ -72,7 +75,7 @@ def _zeros() -> LedgerReading:
     )
 
 
-def read(ledger: Ledger, now: float | None = None) -> LedgerReading:
+def read(ledger: Ledger, now: float | None = None, first_period: str = FIRST_PERIOD) -> LedgerReading:
     now = time.time() if now is None else now
     reading = _zeros()
     with classified_errors(), ledger.engine.connect() as conn:
@@ -105,7 +108,18 @@ def read(ledger: Ledger, now: float | None = None) -> LedgerReading:
             reading.outbox[row[0]] = row[1]
             if row[0] == PENDING:
                 reading.outbox_oldest_pending = now - row[2]
+        period, closed = overdue_period(datetime.fromtimestamp(now, timezone.utc))
+        if period >= first_period:  # a month before the deployment's first has nothing to publish
+            reading.overdue = conn.execute(_overdue(ledger, period, closed.timestamp())).scalar()
     return reading
+
+
+def _overdue(ledger: Ledger, period: str, closed: float):
+    """The active tenants registered before ``period`` closed that have no bundle for it."""
+    t, p = ledger.tenants.c, ledger.publications.c
+    published = select(p.tenant).where(p.tenant == t.tenant, p.period == period).exists()
+    return (select(func.count()).select_from(ledger.tenants)
+            .where(t.offboarded_seq.is_(None), t.registered_at < closed, ~published))
 
 
 def _add(counts: dict, key, value: int) -> None:

@@ -60,6 +60,14 @@ def _source_name(name: str) -> bool:
 _LAYOUT = (TENANT_ID.fullmatch, _PERIOD.fullmatch, _source_name)
 
 
+def layout_tenant_month(parts: tuple[str, ...]) -> TenantMonth | None:
+    """The tenant-month of a path ``<tenant>/<YYYY-MM>/<name>.csv`` (its parts, relative to the location); None for
+    a path outside the layout (a marker, a name beginning with ``.``, another level)."""
+    if len(parts) != len(_LAYOUT) or not all(fits(part) for fits, part in zip(_LAYOUT, parts)):
+        return None
+    return TenantMonth(parts[0], parts[1])
+
+
 @dataclass(frozen=True)
 class Landed:
     """An entry of the layout, not marked yet."""
