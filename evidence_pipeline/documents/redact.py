@@ -526,9 +526,9 @@ def _shown(data: bytes, rules: Rules, finding: Finding) -> dict[int, list[tuple[
     every rule's match and every found value in what it reads becomes a region to burn in, in the rendering's
     pixels, by page index. A page OCR cannot read with confidence, unless a region rule covers it, is refused."""
     regions = {}
-    for index, image in ocr.rendered_pages(data):
-        reading = ocr.read_page(image)
-        finding.pages_read += 1
+    for index, shown in ocr.shown_pages(data):
+        reading = shown.reading
+        finding.pages_read += shown.bands > 0
         if not reading.legible and index + 1 not in rules.regions:
             raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
                                 f"page {index + 1} as rendered cannot be read with confidence by OCR; "
@@ -537,7 +537,7 @@ def _shown(data: bytes, rules: Rules, finding: Finding) -> dict[int, list[tuple[
             _match(rules, normalize(text), finding)
         words = _words_holding(reading, [_occurrence(value) for value in sorted(finding.values)])
         if words:
-            regions[index] = [_padded(word.box, *image.size) for word in words]
+            regions[index] = [_padded(word.box, *shown.size) for word in words]
     return regions
 
 

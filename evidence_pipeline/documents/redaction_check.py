@@ -76,9 +76,9 @@ def _rendered_holding(data: bytes, search: Search, rules: Rules) -> int:
     """Pages whose rendering, read by OCR, holds a value or a rule's match in any of its views; a page OCR cannot
     read with confidence, unless a region rule covers it, is refused, as the first pass refuses it."""
     holding = 0
-    for index, image in ocr.rendered_pages(data):
+    for index, shown in ocr.shown_pages(data):
         number = index + 1
-        reading = ocr.read_page(image)
+        reading = shown.reading
         if not reading.legible and number not in rules.regions:
             raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
                                 f"page {number} as rendered cannot be read with confidence by OCR; "
