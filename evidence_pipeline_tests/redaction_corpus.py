@@ -449,6 +449,22 @@ def _widget_cipher_appearance(pdf, page):
            AP=pikepdf.Dictionary(N=_appearance(pdf, _ciphered(SHOWN), _cipher_font(pdf), 200)))(pdf, page)
 
 
+def _lying_to_unicode(base_font: str):
+    """Page text in a base-14 font, not embedded, whose ToUnicode map says each digit is a letter: the text layer
+    spells no number while the page draws the value (named Helvetica, it shares its name with the heading's font)."""
+    lies = b"".join(b"<%02X> <%04X>\n" % (ord(digit), ord("a") + i) for i, digit in enumerate("0123456789"))
+    cmap = (b"/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /Lies def\n"
+            b"1 begincodespacerange <00> <FF> endcodespacerange\n10 beginbfchar\n" + lies +
+            b"endbfchar endcmap CMapName currentdict /CMap defineresource pop end end\n")
+
+    def change(pdf, page):
+        page.obj.Resources.Font.L1 = pdf.make_indirect(pikepdf.Dictionary(
+            Type=pikepdf.Name.Font, Subtype=pikepdf.Name.Type1, BaseFont=pikepdf.Name(base_font),
+            Encoding=pikepdf.Name.WinAnsiEncoding, ToUnicode=pdf.make_stream(cmap)))
+        page.obj.Contents = pdf.make_stream(HEADING + b"BT /L1 14 Tf 72 600 Td (" + SHOWN.encode() + b") Tj ET\n")
+    return change
+
+
 FIELD_WORDS = "Tenant agrees to the house rules"
 
 
@@ -469,5 +485,7 @@ DRAWN = {
     "text_at_45_degrees_in_an_image": (_turned(45), SSN, (-45,)),
     "text_at_20_degrees_in_an_image": (_turned(20), SSN, (-20,)),
     "widget_appearance_with_custom_encoded_font": (_widget_cipher_appearance, SSN, (0,)),
+    "base14_font_with_a_lying_tounicode_map": (_lying_to_unicode("/Courier"), SSN, (0,)),
+    "base14_font_sharing_a_trusted_name_with_a_lying_map": (_lying_to_unicode("/Helvetica"), SSN, (0,)),
 }
 

@@ -24,6 +24,7 @@ from evidence_pipeline.documents.redaction_check import _pypdf_text, verify_deri
 from evidence_pipeline.documents.registry import ProcessorInput
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.monthly.validate import pdfium_text
+from evidence_pipeline.synthetic.rental_applications import long_application
 from evidence_pipeline_tests import hostile_pdfs
 from evidence_pipeline_tests import redaction_corpus as corpus
 from evidence_pipeline_tests.test_redaction import _redact_pure, pdftotext, pinned_template
@@ -286,6 +287,20 @@ def test_a_value_drawn_any_way_is_gone_from_the_page_a_reader_sees(case):
     after = seen(derivative, {0, *angles})
     assert flat(value) not in after and leaks(derivative, value) == []
     assert flat("Harbor Housing") in after
+
+
+@READERS
+def test_typed_pages_in_trusted_fonts_are_not_read_by_ocr_and_their_values_still_go():
+    """Text in a base-14 font with a standard encoding spells what it draws: neither pass OCRs it (what keeps a
+    typed application's cost near the text layer's), and the rules still remove its values; a page with an image
+    is read in the band around the image only."""
+    data = long_application(2)
+    summary, derivative, verification = redacted(data)
+    assert verification["passed"] and summary["ocr"]["pages"] == 0 and summary["removed"]["national_id"] == 8
+    assert [shown.bands for _, shown in ocr.shown_pages(derivative)] == [0, 0]
+    assert flat("123-10-1003") not in seen(derivative) and flat("employment history") in seen(derivative)
+    [(_, shown)] = ocr.shown_pages(corpus.build(corpus.DRAWN["value_split_across_two_images"][0]))
+    assert shown.bands == 1 and "Harbor" not in shown.reading.lines  # the heading's band is not read
 
 
 @READERS

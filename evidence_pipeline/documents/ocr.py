@@ -27,7 +27,7 @@ import pikepdf
 import pypdfium2
 import pypdfium2.raw as pdfium_c
 import pytesseract
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFilter
 from pypdf._codecs import adobe_glyphs
 
 from evidence_pipeline.monthly.validate import PDFIUM_LOCK
@@ -44,15 +44,16 @@ _SKEW_SIDE = 200  # pixels: the longer side a region is shrunk to while the angl
 _JOINERS = frozenset("-@._/")  # a word ending or beginning with one continues into its neighbour
 _SOLID = 25  # pixels at PAGE_DPI: dark throughout a square this wide is a box, not a stroke of a glyph
 _GAP = 40  # white pixels between the regions laid out for one reading
-INK_DPI = 150  # the page with its trusted text hidden is rendered at this resolution to find the ink left to read
+INK_DPI = 100  # the page with its trusted text hidden is rendered at this resolution to find the ink left to read
 _INK = 245  # grey level under which a pixel is ink (faint grey and light colour included)
-_GROUP = 6  # pixels at INK_DPI per cell of the grid in which ink is grouped (ink a cell apart is one group)
+_GROUP = 4  # pixels at INK_DPI per cell of the grid in which ink is grouped (ink a cell apart is one group)
 _MARGIN = 96  # pixels at PAGE_DPI read above and below a group: the lines before and after it (a value wrapped)
 # The base-14 fonts whose glyphs every renderer draws from its own copy (Symbol and ZapfDingbats draw no letters)
 _STANDARD = frozenset(f"{family}{style}" for family, styles in (
     ("Helvetica", ("", "-Bold", "-Oblique", "-BoldOblique")), ("Courier", ("", "-Bold", "-Oblique", "-BoldOblique")),
     ("Times", ("-Roman", "-Bold", "-Italic", "-BoldItalic"))) for style in styles)
 _FONT = object()  # an entry of a /Font resource dictionary
+_PATTERN = pikepdf.Dictionary()  # a resource dictionary's patterns, among the fonts
 _ENCODINGS = frozenset({"/StandardEncoding", "/WinAnsiEncoding", "/MacRomanEncoding"})
 
 
@@ -165,21 +166,20 @@ def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes]) -> Shown:
     if page.get_rotation() % 180:
         width, height = height, width
     size = (round(width * PAGE_DPI / 72), round(height * PAGE_DPI / 72))
-    hidden, known = [], 0
-    textpage = page.get_textpage()
-    try:
-        for obj in page.get_objects():
-            if obj.type != pdfium_c.FPDF_PAGEOBJ_TEXT or not _trusted_object(obj, trusted):
-                continue
-            mode = pdfium_c.FPDFTextObj_GetTextRenderMode(obj.raw)
-            if mode in (pdfium_c.FPDF_TEXTRENDERMODE_FILL, pdfium_c.FPDF_TEXTRENDERMODE_STROKE,
-                        pdfium_c.FPDF_TEXTRENDERMODE_FILL_STROKE):  # clipping text changes what else shows
-                hidden.append((obj, mode))
-                known += len(_object_text(obj, textpage).split())
-                pdfium_c.FPDFTextObj_SetTextRenderMode(obj.raw, pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE)
-    finally:
-        textpage.close()
-    ink = numpy.asarray(_render(page, INK_DPI)) < _INK
+    hidden, fonts = [], {}  # (object, its rendering mode); font handle -> trusted
+    for obj in page.get_objects():
+        if obj.type != pdfium_c.FPDF_PAGEOBJ_TEXT:
+            continue
+        font = pdfium_c.FPDFTextObj_GetFont(obj.raw)
+        key = ctypes.cast(font, ctypes.c_void_p).value
+        if key not in fonts:
+            fonts[key] = _trusted_font(font, trusted)
+        mode = pdfium_c.FPDFTextObj_GetTextRenderMode(obj.raw)
+        if fonts[key] and mode in (pdfium_c.FPDF_TEXTRENDERMODE_FILL, pdfium_c.FPDF_TEXTRENDERMODE_STROKE,
+                                   pdfium_c.FPDF_TEXTRENDERMODE_FILL_STROKE):  # clipping text changes what else shows
+            hidden.append((obj, mode))
+            pdfium_c.FPDFTextObj_SetTextRenderMode(obj.raw, pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE)
+    ink = _render(page, INK_DPI)
     for obj, mode in hidden:
         pdfium_c.FPDFTextObj_SetTextRenderMode(obj.raw, mode)
     bands = _bands(ink, size[1])
@@ -193,6 +193,11 @@ def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes]) -> Shown:
     pixels = numpy.asarray(strip).copy()
     for (_, above), (below, _) in zip(bands, bands[1:]):  # the rows between bands are not read
         pixels[above - top:below - top] = 255
+    textpage = page.get_textpage()
+    try:
+        known = sum(len(_object_text(obj, textpage).split()) for obj, _ in hidden)
+    finally:
+        textpage.close()
     reading = read_page(Image.fromarray(pixels), known)
     words = tuple(Word(w.text, (w.box[0], w.box[1] + top, w.box[2], w.box[3] + top), w.confidence, w.line)
                   for w in reading.words)
@@ -207,19 +212,31 @@ def _render(page: pypdfium2.PdfPage, dpi: int, crop=(0, 0, 0, 0)) -> Image.Image
         bitmap.close()
 
 
-def _bands(mask: numpy.ndarray, height: int) -> list[tuple[int, int]]:
-    """(top, bottom) rows at PAGE_DPI of the bands to read: around each group of ink in ``mask`` (at INK_DPI) that
-    is MIN_GLYPH or more on both sides at PAGE_DPI, _MARGIN above and below; overlapping bands merged."""
-    if not mask.any():
+def _bands(gray: Image.Image, height: int) -> list[tuple[int, int]]:
+    """(top, bottom) rows at PAGE_DPI of the bands to read: around each group of ink in ``gray`` (at INK_DPI)
+    that is MIN_GLYPH or more on both sides at PAGE_DPI, _MARGIN above and below; overlapping bands merged. A
+    solid dark area (a black box: 2 x 2 cells dark throughout, _SOLID pixels at PAGE_DPI) and the cells around it
+    are no ink to read (``_cleared`` whitens the same before a reading)."""
+    pixels = numpy.asarray(gray)
+    if pixels.min() >= _INK:
         return []
-    rows, columns = -(-mask.shape[0] // _GROUP), -(-mask.shape[1] // _GROUP)
-    padded = numpy.zeros((rows * _GROUP, columns * _GROUP), dtype=bool)
-    padded[:mask.shape[0], :mask.shape[1]] = mask
-    cells = padded.reshape(rows, _GROUP, columns, _GROUP).any(axis=(1, 3))
     scale = PAGE_DPI / INK_DPI
+    rows, columns = -(-pixels.shape[0] // _GROUP), -(-pixels.shape[1] // _GROUP)
+    pixels = numpy.pad(pixels, ((0, rows * _GROUP - pixels.shape[0]), (0, columns * _GROUP - pixels.shape[1])),
+                       constant_values=255)
+    cells, dark = _per_cell(pixels, numpy.minimum) < _INK, _per_cell(pixels, numpy.maximum) < 64
+    corner = dark[:-1, :-1] & dark[1:, :-1] & dark[:-1, 1:] & dark[1:, 1:]  # 2 x 2 dark cells: _SOLID pixels
+    solid = numpy.zeros_like(dark)
+    for down in (0, 1):
+        for right in (0, 1):
+            solid[down:rows - 1 + down, right:columns - 1 + right] |= corner
+    solid = _grown(solid, 1)  # and the cells its edge runs through
+    cells &= ~solid
     bands = []
     for top, left, bottom, right in _components(_grown(cells, 1)):
-        group = padded[top * _GROUP:(bottom + 1) * _GROUP, left * _GROUP:(right + 1) * _GROUP]
+        area = (slice(top * _GROUP, (bottom + 1) * _GROUP), slice(left * _GROUP, (right + 1) * _GROUP))
+        kept = numpy.repeat(numpy.repeat(~solid[top:bottom + 1, left:right + 1], _GROUP, axis=0), _GROUP, axis=1)
+        group = (pixels[area] < _INK) & kept
         inked_rows, inked_columns = numpy.flatnonzero(group.any(axis=1)), numpy.flatnonzero(group.any(axis=0))
         if not len(inked_rows) or (inked_rows[-1] - inked_rows[0] + 1) * scale < MIN_GLYPH or \
                 (inked_columns[-1] - inked_columns[0] + 1) * scale < MIN_GLYPH:
@@ -227,6 +244,12 @@ def _bands(mask: numpy.ndarray, height: int) -> list[tuple[int, int]]:
         first, last = top * _GROUP + inked_rows[0], top * _GROUP + inked_rows[-1] + 1
         bands.append((max(0, math.floor(first * scale) - _MARGIN), min(height, math.ceil(last * scale) + _MARGIN)))
     return _merged(bands)
+
+
+def _per_cell(pixels: numpy.ndarray, pick) -> numpy.ndarray:
+    """``pick`` (numpy.minimum or numpy.maximum) over each _GROUP x _GROUP cell, by strided slices (fast)."""
+    across = functools.reduce(pick, (pixels[:, k::_GROUP] for k in range(_GROUP)))
+    return functools.reduce(pick, (across[k::_GROUP] for k in range(_GROUP)))
 
 
 def _widened(band: tuple[int, int], blank: numpy.ndarray, height: int) -> tuple[int, int]:
@@ -250,9 +273,8 @@ def _merged(bands: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-def _trusted_object(obj, trusted: frozenset[bytes]) -> bool:
-    """Whether a text object draws with a trusted font that pdfium draws from its own copy (not embedded)."""
-    font = pdfium_c.FPDFTextObj_GetFont(obj.raw)
+def _trusted_font(font, trusted: frozenset[bytes]) -> bool:
+    """Whether a text object's font is trusted and pdfium draws it from its own copy (not embedded)."""
     if not font or pdfium_c.FPDFFont_GetIsEmbedded(font):
         return False
     length = pdfium_c.FPDFFont_GetBaseFontName(font, None, 0)
@@ -272,10 +294,13 @@ def trusted_fonts(data: bytes) -> frozenset[bytes]:
     """The names of the fonts whose text layer spells what they draw, so that their text needs no OCR: a base-14
     font of letters (not embedded: every renderer draws it from its own copy), with a standard encoding whose
     differences name only glyphs of the Adobe glyph list, and no ToUnicode map (which could say anything). A name
-    that any other font in the file also bears is not trusted (a renderer tells fonts apart by name only)."""
+    that any other font in the file also bears is not trusted (a renderer tells fonts apart by name only). In a
+    file with a pattern no font is trusted: text filled or stroked with a pattern shows the pattern's content."""
     good, bad = set(), set()
     with pikepdf.open(io.BytesIO(data)) as pdf:
         for font in _fonts(pdf):
+            if font is _PATTERN:
+                return frozenset()
             name = font.get("/BaseFont")
             name = str(name)[1:].encode() if isinstance(name, pikepdf.Name) else b""
             (good if _spells_what_it_draws(font) else bad).add(name)
@@ -284,7 +309,7 @@ def trusted_fonts(data: bytes) -> frozenset[bytes]:
 
 def _fonts(pdf: pikepdf.Pdf) -> Iterator[pikepdf.Dictionary]:
     """Every font dictionary reachable from the trailer (an entry of a /Font resource dictionary, or /Type /Font),
-    each indirect object entered once."""
+    each indirect object entered once; _PATTERN for a resource dictionary's patterns."""
     seen: set[tuple[int, int]] = set()
     stack: list = [(None, pdf.trailer)]  # (the key it is the value of, or _FONT for an entry of a font map; value)
     while stack:
@@ -298,6 +323,8 @@ def _fonts(pdf: pikepdf.Pdf) -> Iterator[pikepdf.Dictionary]:
         if isinstance(value, pikepdf.Array):
             stack.extend((None, item) for item in value)
             continue
+        if key == "/Pattern" and isinstance(value, pikepdf.Dictionary) and len(value):
+            yield _PATTERN
         font_map = key == "/Font" and value.get("/Type") != "/Font"  # a resource dictionary's fonts, by name
         if key is _FONT or value.get("/Type") == "/Font":
             yield value
@@ -404,8 +431,7 @@ def _cleared(gray: Image.Image) -> Image.Image:
     _SOLID (glyphs, rules, the ground between light letters) stay."""
     if min(gray.size) < _SOLID or numpy.asarray(gray.reduce(_SOLID // 2)).min() >= 64:
         return gray  # no square of _SOLID pixels holds a dark cell of half its side: nothing is solid
-    dark = numpy.asarray(gray) < 64
-    solid = _spread(_spread(_within(_within(dark, 0), 1), 0), 1)
+    solid = _solid_area(gray, _SOLID // 2)
     if not solid.any():
         return gray
     pixels = numpy.asarray(gray).copy()
@@ -413,25 +439,12 @@ def _cleared(gray: Image.Image) -> Image.Image:
     return Image.fromarray(pixels)
 
 
-def _within(mask: numpy.ndarray, axis: int) -> numpy.ndarray:
-    """Where a run of _SOLID set pixels along ``axis`` starts (its first pixel): erosion, by sums over windows."""
-    counts = numpy.cumsum(mask, axis=axis, dtype=numpy.int32)
-    counts = numpy.concatenate([numpy.zeros_like(counts.take([0], axis=axis)), counts], axis=axis)
-    length = mask.shape[axis]
-    windows = counts.take(range(_SOLID, length + 1), axis=axis) - counts.take(range(0, length - _SOLID + 1), axis=axis)
-    full = numpy.zeros_like(mask)
-    index = [slice(None)] * mask.ndim
-    index[axis] = slice(0, max(0, length - _SOLID + 1))
-    full[tuple(index)] = windows == _SOLID
-    return full
-
-
-def _spread(starts: numpy.ndarray, axis: int) -> numpy.ndarray:
-    """Every pixel of the _SOLID-long runs that ``_within`` found the starts of: dilation, by sums over windows."""
-    counts = numpy.cumsum(starts, axis=axis, dtype=numpy.int32)
-    shifted = numpy.concatenate([numpy.zeros_like(counts.take(range(_SOLID), axis=axis)),
-                                 counts.take(range(counts.shape[axis] - _SOLID), axis=axis)], axis=axis)
-    return (counts - shifted) > 0
+def _solid_area(gray: Image.Image, radius: int) -> numpy.ndarray:
+    """The pixels of ``gray`` in a square of 2 * ``radius`` + 1 dark pixels (under 64): an erosion then a
+    dilation, each one box mean (Pillow's box blur, linear in the pixels)."""
+    dark = gray.point(lambda v: 255 if v < 64 else 0)
+    inside = dark.filter(ImageFilter.BoxBlur(radius)).point(lambda v: 255 if v == 255 else 0)
+    return numpy.asarray(inside.filter(ImageFilter.BoxBlur(radius))) > 0
 
 
 def _grown(mask: numpy.ndarray, by: int) -> numpy.ndarray:
