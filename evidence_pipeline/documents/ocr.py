@@ -1,7 +1,8 @@
 """Text as a reader sees it, read by Tesseract (Debian's `tesseract-ocr` with its English data, through pytesseract):
 in images, and on whole pages rendered by pdfium.
 
-Both passes of a redaction read every page as rendered (``rendered_pages``, ``read_page``) and every image as
+Both passes of a redaction read every page as rendered, OCR reading only what its trusted text layer does not
+explain (``shown_pages``, ``read_page``), and every image as
 decoded (``read``), each decoding the image pixels with its own library (pikepdf in the first, pypdf in the
 second). A reading holds the words with their boxes in the image's own pixel coordinates and says whether the
 image could be read with confidence: words that look like text but that the engine doubts must not outnumber one in

@@ -16,9 +16,9 @@ every XMP packet, JavaScript). Then remove each found value everywhere it occurs
   removed, a bookmark title becomes `[redacted]`, any other string `[redacted]`, any other text stream empty;
 - always: embedded and associated files, and page thumbnails (pictures of the original page);
 - last, what the page still shows: each page of the result is rendered (pdfium, annotations and form appearances
-  drawn) and read whole by OCR at any angle (ocr.read_page); where a found value or a rule's match shows, the page
-  is burned in: replaced by its rendering with those regions painted black, so no object under a box holds the
-  value (the page's text layer goes with it).
+  drawn) and what its trusted text layer does not explain is read by OCR at any angle (ocr.shown_pages); where a
+  found value or a rule's match shows, the page is burned in: replaced by its rendering with those regions painted
+  black, so no object under a box holds the value (the page's text layer goes with it).
 
 A page that, rendered, the OCR engine cannot read with confidence, and that no region rule covers, is refused: what
 cannot be read cannot be promised removed. Each removed area on a page gets a black mark drawn in the page content. The

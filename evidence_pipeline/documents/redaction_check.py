@@ -3,8 +3,9 @@ the redactor's reading and removal (which use pikepdf and its own content-stream
 its normalization (matching.py) and the OCR engine with pdfium's rendering (ocr.py) are common.
 
 Everything is searched for the values the first pass removed and for every rule of the template, after the same
-normalization: every page as a reader sees it, rendered by pdfium with its annotations and form appearances and
-read whole by OCR at any angle (ocr.read_page), its lines read apart and joined; page text extracted by pypdf and
+normalization: every page as a reader sees it, rendered by pdfium with its annotations and form appearances, all
+it shows that its trusted text layer does not explain read by OCR at any angle (ocr.shown_pages), its lines read
+apart and joined; page text extracted by pypdf and
 by pdfium (pypdfium2); the OCR text of every image, decoded by pypdf; and every object of the file as pypdf loads
 it: each string (content streams' strings included: marked-content properties, text operands), each name, each
 decoded stream (XMP, JavaScript and any other data; fonts and colour profiles for the values only). No embedded
