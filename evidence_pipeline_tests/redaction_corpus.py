@@ -465,6 +465,14 @@ def _lying_to_unicode(base_font: str):
     return change
 
 
+def _on_a_turned_page(change):
+    """``change`` on a page whose /Rotate turns it 90 degrees clockwise for display."""
+    def turned(pdf, page):
+        change(pdf, page)
+        page.obj.Rotate = 90
+    return turned
+
+
 FIELD_WORDS = "Tenant agrees to the house rules"
 
 
@@ -487,5 +495,6 @@ DRAWN = {
     "widget_appearance_with_custom_encoded_font": (_widget_cipher_appearance, SSN, (0,)),
     "base14_font_with_a_lying_tounicode_map": (_lying_to_unicode("/Courier"), SSN, (0,)),
     "base14_font_sharing_a_trusted_name_with_a_lying_map": (_lying_to_unicode("/Helvetica"), SSN, (0,)),
+    "value_split_across_two_images_on_a_turned_page": (_on_a_turned_page(_split_across_images), SSN, (90,)),
 }
 

@@ -163,9 +163,7 @@ def shown_pages(data: bytes) -> Iterator[tuple[int, Shown]]:
 
 
 def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes]) -> Shown:
-    width, height = page.get_size()
-    if page.get_rotation() % 180:
-        width, height = height, width
+    width, height = page.get_size()  # as shown: turned as the page's /Rotate says
     size = (round(width * PAGE_DPI / 72), round(height * PAGE_DPI / 72))
     hidden, fonts = [], {}  # (object, its rendering mode); font handle -> trusted
     for obj in page.get_objects():
@@ -190,8 +188,8 @@ def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes]) -> Shown:
     if not bands:
         return Shown(size, Reading((), True), 0)
     top, bottom = bands[0][0], bands[-1][1]
-    strip = _render(page, PAGE_DPI, crop=(0, (size[1] - bottom) * 72 / PAGE_DPI, 0, top * 72 / PAGE_DPI))
-    pixels = numpy.asarray(strip).copy()
+    rendered = _render(page, PAGE_DPI)  # whole (pdfium's crop is in the unrotated page's frame)
+    pixels = numpy.asarray(rendered.crop((0, top, rendered.width, bottom))).copy()
     for (_, above), (below, _) in zip(bands, bands[1:]):  # the rows between bands are not read
         pixels[above - top:below - top] = 255
     textpage = page.get_textpage()
@@ -205,8 +203,8 @@ def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes]) -> Shown:
     return Shown(size, Reading(words, reading.legible), len(bands))
 
 
-def _render(page: pypdfium2.PdfPage, dpi: int, crop=(0, 0, 0, 0)) -> Image.Image:
-    bitmap = page.render(scale=dpi / 72, crop=crop, may_draw_forms=True, draw_annots=True, grayscale=True)
+def _render(page: pypdfium2.PdfPage, dpi: int) -> Image.Image:
+    bitmap = page.render(scale=dpi / 72, may_draw_forms=True, draw_annots=True, grayscale=True)
     try:
         return bitmap.to_pil().convert("L")
     finally:
