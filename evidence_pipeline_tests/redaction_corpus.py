@@ -157,6 +157,16 @@ def _reversed_glyphs(pdf, page):
     page.obj.Contents = pdf.make_stream(b"BT /F1 12 Tf 72 740 Td (Rental application) Tj ET\n" + ops)
 
 
+def _line_finished_after_another(pdf, page):
+    """An e-mail address's line begun, another line drawn below it, then the address's line finished: text in
+    drawing order reads the other line between the address's halves."""
+    head, tail = f"Email: {EMAIL[:11]}", EMAIL[11:]
+    x = 72 + pdfmetrics.stringWidth(head, "Helvetica", 12)
+    page.obj.Contents = pdf.make_stream(
+        b"BT /F1 12 Tf 72 700 Td (%s) Tj ET\nBT /F1 12 Tf 72 650 Td (Reference 42) Tj ET\n"
+        b"BT /F1 12 Tf %.2f 700 Td (%s) Tj ET\n" % (head.encode(), x, tail.encode()))
+
+
 def _literal(char: str) -> bytes:
     data = char.encode("cp1252")
     return b"\\" + data if data in (b"(", b")", b"\\") else data
@@ -270,6 +280,7 @@ PLACES = {
         pikepdf.Dictionary(Type=pikepdf.Name.Filespec, F=pikepdf.String("a.txt"), EF=pikepdf.Dictionary(
             F=pdf.make_stream(EMAIL.encode(), Type=pikepdf.Name.EmbeddedFile))))])), EMAIL),
     "reversed_drawing_order": (_reversed_glyphs, EMAIL),
+    "line_finished_after_another": (_line_finished_after_another, EMAIL),
     "name_as_a_key": (_catalog(Dests=pikepdf.Dictionary({"/" + EMAIL: pikepdf.Array([0, pikepdf.Name.Fit])})), EMAIL),
     "name_as_a_value": (lambda pdf, page: page.obj.__setattr__("Tag", pikepdf.Name("/" + EMAIL)), EMAIL),
     "content_comment": (_page_text(b"% contact " + EMAIL.encode() + b"\n"), EMAIL),

@@ -328,3 +328,15 @@ def test_a_match_in_a_form_field_removes_its_region_and_the_value_not_every_word
     assert flat(corpus.SSN) not in after and flat(corpus.FIELD_WORDS) in after and leaks(derivative, corpus.SSN) == []
     with pikepdf.open(io.BytesIO(derivative)) as pdf:
         assert all("/V" not in field for field in pdf.Root.AcroForm.Fields)
+
+
+def test_the_second_pass_reads_text_in_reading_order_whatever_order_it_was_drawn_in():
+    """A derivative whose text, in a font the rendered page's OCR trusts (and so skips), finishes an e-mail
+    address's line after drawing another: the text in reading order fails it, naming the view, not the value."""
+    data = corpus.build(corpus.PLACES["line_finished_after_another"][0])
+    result = _redact_pure(corpus.build(lambda pdf, page: None), remove=False)
+    name = result.secret["derivative"]
+    with pytest.raises(EvidenceError) as caught:
+        verify_derivative({name: io.BytesIO(data)}, result)
+    assert caught.value.code == ReasonCode.REDACTION_VERIFICATION_FAILED
+    assert "pdfium_reading_order_text 1" in caught.value.message and corpus.EMAIL not in caught.value.message
