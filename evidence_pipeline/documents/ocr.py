@@ -1,7 +1,8 @@
 """Text as a reader sees it, read by Tesseract (Debian's `tesseract-ocr` with its English data, through pytesseract):
 in images, and on whole pages rendered by pdfium.
 
-Both passes of a redaction read every page as rendered (``rendered_pages``, ``read_page``) and every image as
+Both passes of a redaction read every page as rendered, OCR reading only what its trusted text layer does not
+explain (``shown_pages``, ``read_page``), and every image as
 decoded (``read``), each decoding the image pixels with its own library (pikepdf in the first, pypdf in the
 second). A reading holds the words with their boxes in the image's own pixel coordinates and says whether the
 image could be read with confidence: words that look like text but that the engine doubts must not outnumber one in
@@ -14,16 +15,21 @@ files are pytesseract's own (0600, deleted after each call).
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import io
 import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy
+import pikepdf
 import pypdfium2
+import pypdfium2.raw as pdfium_c
 import pytesseract
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFilter
+from pypdf._codecs import adobe_glyphs
 
 from evidence_pipeline.monthly.validate import PDFIUM_LOCK
 
@@ -39,6 +45,17 @@ _SKEW_SIDE = 200  # pixels: the longer side a region is shrunk to while the angl
 _JOINERS = frozenset("-@._/")  # a word ending or beginning with one continues into its neighbour
 _SOLID = 25  # pixels at PAGE_DPI: dark throughout a square this wide is a box, not a stroke of a glyph
 _GAP = 40  # white pixels between the regions laid out for one reading
+INK_DPI = 100  # the page with its trusted text hidden is rendered at this resolution to find the ink left to read
+_INK = 245  # grey level under which a pixel is ink (faint grey and light colour included)
+_GROUP = 4  # pixels at INK_DPI per cell of the grid in which ink is grouped (ink a cell apart is one group)
+_MARGIN = 96  # pixels at PAGE_DPI read above and below a group: the lines before and after it (a value wrapped)
+# The base-14 fonts whose glyphs every renderer draws from its own copy (Symbol and ZapfDingbats draw no letters)
+_STANDARD = frozenset(f"{family}{style}" for family, styles in (
+    ("Helvetica", ("", "-Bold", "-Oblique", "-BoldOblique")), ("Courier", ("", "-Bold", "-Oblique", "-BoldOblique")),
+    ("Times", ("-Roman", "-Bold", "-Italic", "-BoldItalic"))) for style in styles)
+_FONT = object()  # an entry of a /Font resource dictionary
+_PATTERN = pikepdf.Dictionary()  # a resource dictionary's patterns, among the fonts
+_ENCODINGS = frozenset({"/StandardEncoding", "/WinAnsiEncoding", "/MacRomanEncoding"})
 
 
 @dataclass(frozen=True)
@@ -111,6 +128,228 @@ def rendered_pages(data: bytes, only: set[int] | None = None,
             document.close()
 
 
+@dataclass(frozen=True)
+class Shown:
+    """What of a rendered page its text layer does not explain, read by OCR."""
+
+    size: tuple[int, int]  # the page rendered at PAGE_DPI, in pixels (the words' boxes are in them)
+    reading: Reading
+    bands: int  # bands of the page read (none: every glyph the page shows is its text layer's)
+
+
+def shown_pages(data: bytes) -> Iterator[tuple[int, Shown]]:
+    """(index, Shown) of each page: the ink its verified text layer does not explain, read as a reader reads it.
+
+    The page is rendered by pdfium at INK_DPI, annotations and form appearances drawn, with the text of trusted
+    fonts (``trusted_fonts``) hidden: that text's layer spells what it draws, and the passes match rules on it.
+    What ink remains (images, vector paths, patterns, shadings, annotations, text of any other font) is grouped;
+    a group that cannot hold a glyph at its drawn size (under MIN_GLYPH at PAGE_DPI on a side: a rule line) is
+    skipped; every other group is read by OCR (``read_page``: any angle) in a band across the page from _MARGIN
+    above it to _MARGIN below, rendered at PAGE_DPI with everything drawn, so a value split between the text
+    layer and ink beside it, or wrapped onto the next line, is read whole. One page in memory at a time."""
+    trusted = trusted_fonts(data)
+    with PDFIUM_LOCK:
+        document = pypdfium2.PdfDocument(data)
+        try:
+            document.init_forms()
+            for index in range(len(document)):
+                page = document[index]
+                try:
+                    yield index, _shown(page, trusted)
+                finally:
+                    page.close()
+        finally:
+            document.close()
+
+
+def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes]) -> Shown:
+    width, height = page.get_size()  # as shown: turned as the page's /Rotate says
+    size = (round(width * PAGE_DPI / 72), round(height * PAGE_DPI / 72))
+    hidden, fonts = [], {}  # (object, its rendering mode); font handle -> trusted
+    for obj in page.get_objects():
+        if obj.type != pdfium_c.FPDF_PAGEOBJ_TEXT:
+            continue
+        font = pdfium_c.FPDFTextObj_GetFont(obj.raw)
+        key = ctypes.cast(font, ctypes.c_void_p).value
+        if key not in fonts:
+            fonts[key] = _trusted_font(font, trusted)
+        mode = pdfium_c.FPDFTextObj_GetTextRenderMode(obj.raw)
+        if fonts[key] and mode in (pdfium_c.FPDF_TEXTRENDERMODE_FILL, pdfium_c.FPDF_TEXTRENDERMODE_STROKE,
+                                   pdfium_c.FPDF_TEXTRENDERMODE_FILL_STROKE):  # clipping text changes what else shows
+            hidden.append((obj, mode))
+            pdfium_c.FPDFTextObj_SetTextRenderMode(obj.raw, pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE)
+    ink = _render(page, INK_DPI)
+    for obj, mode in hidden:
+        pdfium_c.FPDFTextObj_SetTextRenderMode(obj.raw, mode)
+    bands = _bands(ink, size[1])
+    if bands:  # each band widened to the blank rows around it: no line of text is read cut in half
+        blank = ~(numpy.asarray(_render(page, INK_DPI)) < _INK).any(axis=1)
+        bands = _merged([_widened(band, blank, size[1]) for band in bands])
+    if not bands:
+        return Shown(size, Reading((), True), 0)
+    top, bottom = bands[0][0], bands[-1][1]
+    rendered = _render(page, PAGE_DPI)  # whole (pdfium's crop is in the unrotated page's frame)
+    pixels = numpy.asarray(rendered.crop((0, top, rendered.width, bottom))).copy()
+    for (_, above), (below, _) in zip(bands, bands[1:]):  # the rows between bands are not read
+        pixels[above - top:below - top] = 255
+    textpage = page.get_textpage()
+    try:
+        known = sum(len(_object_text(obj, textpage).split()) for obj, _ in hidden)
+    finally:
+        textpage.close()
+    reading = read_page(Image.fromarray(pixels), known)
+    words = tuple(Word(w.text, (w.box[0], w.box[1] + top, w.box[2], w.box[3] + top), w.confidence, w.line)
+                  for w in reading.words)
+    return Shown(size, Reading(words, reading.legible), len(bands))
+
+
+def _render(page: pypdfium2.PdfPage, dpi: int) -> Image.Image:
+    bitmap = page.render(scale=dpi / 72, may_draw_forms=True, draw_annots=True, grayscale=True)
+    try:
+        return bitmap.to_pil().convert("L")
+    finally:
+        bitmap.close()
+
+
+def _bands(gray: Image.Image, height: int) -> list[tuple[int, int]]:
+    """(top, bottom) rows at PAGE_DPI of the bands to read: around each group of ink in ``gray`` (at INK_DPI)
+    that is MIN_GLYPH or more on both sides at PAGE_DPI, _MARGIN above and below; overlapping bands merged. A
+    solid dark area (a black box: 2 x 2 cells dark throughout, _SOLID pixels at PAGE_DPI) and the cells around it
+    are no ink to read (``_cleared`` whitens the same before a reading)."""
+    pixels = numpy.asarray(gray)
+    if pixels.min() >= _INK:
+        return []
+    scale = PAGE_DPI / INK_DPI
+    rows, columns = -(-pixels.shape[0] // _GROUP), -(-pixels.shape[1] // _GROUP)
+    pixels = numpy.pad(pixels, ((0, rows * _GROUP - pixels.shape[0]), (0, columns * _GROUP - pixels.shape[1])),
+                       constant_values=255)
+    cells, dark = _per_cell(pixels, numpy.minimum) < _INK, _per_cell(pixels, numpy.maximum) < 64
+    corner = dark[:-1, :-1] & dark[1:, :-1] & dark[:-1, 1:] & dark[1:, 1:]  # 2 x 2 dark cells: _SOLID pixels
+    solid = numpy.zeros_like(dark)
+    for down in (0, 1):
+        for right in (0, 1):
+            solid[down:rows - 1 + down, right:columns - 1 + right] |= corner
+    solid = _grown(solid, 1)  # and the cells its edge runs through
+    cells &= ~solid
+    bands = []
+    for top, left, bottom, right in _components(_grown(cells, 1)):
+        area = (slice(top * _GROUP, (bottom + 1) * _GROUP), slice(left * _GROUP, (right + 1) * _GROUP))
+        kept = numpy.repeat(numpy.repeat(~solid[top:bottom + 1, left:right + 1], _GROUP, axis=0), _GROUP, axis=1)
+        group = (pixels[area] < _INK) & kept
+        inked_rows, inked_columns = numpy.flatnonzero(group.any(axis=1)), numpy.flatnonzero(group.any(axis=0))
+        if not len(inked_rows) or (inked_rows[-1] - inked_rows[0] + 1) * scale < MIN_GLYPH or \
+                (inked_columns[-1] - inked_columns[0] + 1) * scale < MIN_GLYPH:
+            continue  # no glyph fits in it at its drawn size
+        first, last = top * _GROUP + inked_rows[0], top * _GROUP + inked_rows[-1] + 1
+        bands.append((max(0, math.floor(first * scale) - _MARGIN), min(height, math.ceil(last * scale) + _MARGIN)))
+    return _merged(bands)
+
+
+def _per_cell(pixels: numpy.ndarray, pick) -> numpy.ndarray:
+    """``pick`` (numpy.minimum or numpy.maximum) over each _GROUP x _GROUP cell, by strided slices (fast)."""
+    across = functools.reduce(pick, (pixels[:, k::_GROUP] for k in range(_GROUP)))
+    return functools.reduce(pick, (across[k::_GROUP] for k in range(_GROUP)))
+
+
+def _widened(band: tuple[int, int], blank: numpy.ndarray, height: int) -> tuple[int, int]:
+    """The band (rows at PAGE_DPI) grown to the nearest blank row (at INK_DPI) above and below it."""
+    scale = PAGE_DPI / INK_DPI
+    top, bottom = min(len(blank) - 1, int(band[0] / scale)), min(len(blank), math.ceil(band[1] / scale))
+    while top > 0 and not blank[top]:
+        top -= 1
+    while bottom < len(blank) and not blank[bottom - 1]:
+        bottom += 1
+    return math.floor(top * scale), min(height, math.ceil(bottom * scale))
+
+
+def _merged(bands: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for top, bottom in sorted(bands):
+        if merged and top <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], bottom))
+        else:
+            merged.append((top, bottom))
+    return merged
+
+
+def _trusted_font(font, trusted: frozenset[bytes]) -> bool:
+    """Whether a text object's font is trusted and pdfium draws it from its own copy (not embedded)."""
+    if not font or pdfium_c.FPDFFont_GetIsEmbedded(font):
+        return False
+    length = pdfium_c.FPDFFont_GetBaseFontName(font, None, 0)
+    name = ctypes.create_string_buffer(length)
+    pdfium_c.FPDFFont_GetBaseFontName(font, name, length)
+    return name.value in trusted
+
+
+def _object_text(obj, textpage) -> str:
+    length = pdfium_c.FPDFTextObj_GetText(obj.raw, textpage.raw, None, 0)
+    buffer = ctypes.create_string_buffer(length)
+    pdfium_c.FPDFTextObj_GetText(obj.raw, textpage.raw, ctypes.cast(buffer, ctypes.POINTER(ctypes.c_ushort)), length)
+    return buffer.raw.decode("utf-16-le", errors="ignore").rstrip("\x00")
+
+
+def trusted_fonts(data: bytes) -> frozenset[bytes]:
+    """The names of the fonts whose text layer spells what they draw, so that their text needs no OCR: a base-14
+    font of letters (not embedded: every renderer draws it from its own copy), with a standard encoding whose
+    differences name only glyphs of the Adobe glyph list, and no ToUnicode map (which could say anything). A name
+    that any other font in the file also bears is not trusted (a renderer tells fonts apart by name only). In a
+    file with a pattern no font is trusted: text filled or stroked with a pattern shows the pattern's content."""
+    good, bad = set(), set()
+    with pikepdf.open(io.BytesIO(data)) as pdf:
+        for font in _fonts(pdf):
+            if font is _PATTERN:
+                return frozenset()
+            name = font.get("/BaseFont")
+            name = str(name)[1:].encode() if isinstance(name, pikepdf.Name) else b""
+            (good if _spells_what_it_draws(font) else bad).add(name)
+    return frozenset(good - bad)
+
+
+def _fonts(pdf: pikepdf.Pdf) -> Iterator[pikepdf.Dictionary]:
+    """Every font dictionary reachable from the trailer (an entry of a /Font resource dictionary, or /Type /Font),
+    each indirect object entered once; _PATTERN for a resource dictionary's patterns."""
+    seen: set[tuple[int, int]] = set()
+    stack: list = [(None, pdf.trailer)]  # (the key it is the value of, or _FONT for an entry of a font map; value)
+    while stack:
+        key, value = stack.pop()
+        if not isinstance(value, (pikepdf.Dictionary, pikepdf.Stream, pikepdf.Array)):
+            continue
+        if value.is_indirect:
+            if value.objgen in seen:
+                continue
+            seen.add(value.objgen)
+        if isinstance(value, pikepdf.Array):
+            stack.extend((None, item) for item in value)
+            continue
+        if key == "/Pattern" and isinstance(value, pikepdf.Dictionary) and len(value):
+            yield _PATTERN
+        font_map = key == "/Font" and value.get("/Type") != "/Font"  # a resource dictionary's fonts, by name
+        if key is _FONT or value.get("/Type") == "/Font":
+            yield value
+        stack.extend((_FONT if font_map else k, value[k]) for k in value.keys())
+
+
+def _spells_what_it_draws(font: pikepdf.Dictionary) -> bool:
+    if font.get("/Subtype") not in ("/Type1", "/MMType1", "/TrueType") or "/ToUnicode" in font:
+        return False
+    if not isinstance(font.get("/BaseFont"), pikepdf.Name) or str(font.BaseFont)[1:] not in _STANDARD:
+        return False
+    descriptor = font.get("/FontDescriptor")
+    if isinstance(descriptor, pikepdf.Dictionary) and any(k in descriptor for k in ("/FontFile", "/FontFile2",
+                                                                                    "/FontFile3")):
+        return False
+    encoding = font.get("/Encoding")
+    if encoding is None or isinstance(encoding, pikepdf.Name):
+        return encoding is None or str(encoding) in _ENCODINGS
+    if not isinstance(encoding, pikepdf.Dictionary) or str(encoding.get("/BaseEncoding", "/StandardEncoding")) \
+            not in _ENCODINGS:
+        return False
+    differences = encoding.get("/Differences", pikepdf.Array())
+    return isinstance(differences, pikepdf.Array) and all(
+        isinstance(item, int) or isinstance(item, pikepdf.Name) and str(item) in adobe_glyphs for item in differences)
+
+
 def read(image: Image.Image) -> Reading:
     """An image's words, read upright or, when upright does not read, in the right-angle turn that reads best."""
     gray = image.convert("L")
@@ -118,11 +357,11 @@ def read(image: Image.Image) -> Reading:
     return Reading(tuple(best), _legible(best, gray))
 
 
-def _turned(gray: Image.Image, shown: Image.Image, upright: list[Word], explained=()) -> list[Word]:
+def _turned(gray: Image.Image, shown: Image.Image, upright: list[Word], explained=(), known: int = 0) -> list[Word]:
     """The upright words, or, when they are not legible, those of the right-angle turn that reads best (a scan
     made sideways or upside down)."""
     best = upright
-    if not _legible(upright, shown, explained):
+    if not _legible(upright, shown, explained, known):
         for angle in _ROTATIONS[1:]:
             turned = _words(gray, angle)
             if _score(turned) > _score(best):
@@ -130,22 +369,23 @@ def _turned(gray: Image.Image, shown: Image.Image, upright: list[Word], explaine
     return best
 
 
-def read_page(image: Image.Image) -> Reading:
+def read_page(image: Image.Image, known: int = 0) -> Reading:
     """A rendered page's words: the page read upright; then the ink that reading did not read with confidence,
     region by region, each region turned so that its lines run level (and upside down, in case they ran the other
     way), all laid out in one image and read at once. The inside of solid dark areas (black boxes) is cleared
     before it is read. Legible unless the upright reading's doubted words, less those the regions' reading read
-    with confidence, are more than one in ten; then the page is read turned as ``read`` turns an image."""
+    with confidence, are more than one in ten of the words (with the ``known`` words of the page's trusted text
+    layer, which is not read); then the page is read turned as ``read`` turns an image."""
     shown = image.convert("L")
     gray = _cleared(shown)
     upright = _words(gray, 0)
     regions = _regions_read(gray, upright)
-    if _legible(upright, shown, regions):
+    if _legible(upright, shown, regions, known):
         return Reading(tuple(upright + regions), True)
-    page = _turned(gray, shown, upright, regions)
+    page = _turned(gray, shown, upright, regions, known)
     if page is upright:
         return Reading(tuple(upright + regions), False)
-    return Reading(tuple(page), _legible(page, shown))
+    return Reading(tuple(page), _legible(page, shown, known=known))
 
 
 def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
@@ -190,8 +430,7 @@ def _cleared(gray: Image.Image) -> Image.Image:
     _SOLID (glyphs, rules, the ground between light letters) stay."""
     if min(gray.size) < _SOLID or numpy.asarray(gray.reduce(_SOLID // 2)).min() >= 64:
         return gray  # no square of _SOLID pixels holds a dark cell of half its side: nothing is solid
-    dark = numpy.asarray(gray) < 64
-    solid = _spread(_spread(_within(_within(dark, 0), 1), 0), 1)
+    solid = _solid_area(gray, _SOLID // 2)
     if not solid.any():
         return gray
     pixels = numpy.asarray(gray).copy()
@@ -199,25 +438,12 @@ def _cleared(gray: Image.Image) -> Image.Image:
     return Image.fromarray(pixels)
 
 
-def _within(mask: numpy.ndarray, axis: int) -> numpy.ndarray:
-    """Where a run of _SOLID set pixels along ``axis`` starts (its first pixel): erosion, by sums over windows."""
-    counts = numpy.cumsum(mask, axis=axis, dtype=numpy.int32)
-    counts = numpy.concatenate([numpy.zeros_like(counts.take([0], axis=axis)), counts], axis=axis)
-    length = mask.shape[axis]
-    windows = counts.take(range(_SOLID, length + 1), axis=axis) - counts.take(range(0, length - _SOLID + 1), axis=axis)
-    full = numpy.zeros_like(mask)
-    index = [slice(None)] * mask.ndim
-    index[axis] = slice(0, max(0, length - _SOLID + 1))
-    full[tuple(index)] = windows == _SOLID
-    return full
-
-
-def _spread(starts: numpy.ndarray, axis: int) -> numpy.ndarray:
-    """Every pixel of the _SOLID-long runs that ``_within`` found the starts of: dilation, by sums over windows."""
-    counts = numpy.cumsum(starts, axis=axis, dtype=numpy.int32)
-    shifted = numpy.concatenate([numpy.zeros_like(counts.take(range(_SOLID), axis=axis)),
-                                 counts.take(range(counts.shape[axis] - _SOLID), axis=axis)], axis=axis)
-    return (counts - shifted) > 0
+def _solid_area(gray: Image.Image, radius: int) -> numpy.ndarray:
+    """The pixels of ``gray`` in a square of 2 * ``radius`` + 1 dark pixels (under 64): an erosion then a
+    dilation, each one box mean (Pillow's box blur, linear in the pixels)."""
+    dark = gray.point(lambda v: 255 if v < 64 else 0)
+    inside = dark.filter(ImageFilter.BoxBlur(radius)).point(lambda v: 255 if v == 255 else 0)
+    return numpy.asarray(inside.filter(ImageFilter.BoxBlur(radius))) > 0
 
 
 def _grown(mask: numpy.ndarray, by: int) -> numpy.ndarray:
@@ -240,11 +466,19 @@ def _ink_regions(gray: Image.Image) -> list[tuple[int, int, int, int]]:
     cells = gray.reduce(_CELL) if min(gray.size) >= _CELL else gray
     ink = numpy.asarray(cells.point(lambda v: 255 if v < 128 else 0).convert("L")) > 0
     ink |= numpy.asarray(gray.resize(cells.size, Image.Resampling.BOX).point(lambda v: 255 if v < 200 else 0)) > 0
-    grown = _grown(ink, _JOIN)  # a cell joins ink within _JOIN cells in any direction
+    regions = []
+    for top, left, bottom, right in _components(_grown(ink, _JOIN)):  # a cell joins ink within _JOIN cells
+        box = (left * _CELL, top * _CELL, min(width, (right + 1) * _CELL), min(height, (bottom + 1) * _CELL))
+        if box[2] - box[0] >= MIN_GLYPH and box[3] - box[1] >= MIN_GLYPH and ink[top:bottom + 1, left:right + 1].any():
+            regions.append(box)
+    return regions
+
+
+def _components(grown: numpy.ndarray) -> Iterator[tuple[int, int, int, int]]:
+    """(top, left, bottom, right) cells of each 4-connected group of set cells."""
     rows, columns = grown.shape
     seen = numpy.zeros_like(grown)
-    regions = []
-    for start in zip(*numpy.nonzero(grown & ~seen)):
+    for start in zip(*numpy.nonzero(grown)):
         if seen[start]:
             continue
         seen[start] = True
@@ -256,11 +490,7 @@ def _ink_regions(gray: Image.Image) -> list[tuple[int, int, int, int]]:
                 if 0 <= nr < rows and 0 <= nc < columns and grown[nr, nc] and not seen[nr, nc]:
                     seen[nr, nc] = True
                     stack.append((nr, nc))
-        box = (int(left) * _CELL, int(top) * _CELL, min(width, (int(right) + 1) * _CELL),
-               min(height, (int(bottom) + 1) * _CELL))
-        if box[2] - box[0] >= MIN_GLYPH and box[3] - box[1] >= MIN_GLYPH and ink[top:bottom + 1, left:right + 1].any():
-            regions.append(box)
-    return regions
+        yield int(top), int(left), int(bottom), int(right)
 
 
 def _skew(region: Image.Image) -> float:
@@ -278,7 +508,7 @@ def _skew(region: Image.Image) -> float:
     return best
 
 
-def _legible(words: list[Word], shown: Image.Image, explained=()) -> bool:
+def _legible(words: list[Word], shown: Image.Image, explained=(), known: int = 0) -> bool:
     """A word that looks like text but is doubted may be a value misread: more than one in ten is not legible. A
     box of solid ink in ``shown`` (a redaction's black box, which the engine reads as a word) is no text, and a
     doubted word where an ``explained`` word was read with confidence (text at an angle, read at it) is read."""
@@ -286,7 +516,7 @@ def _legible(words: list[Word], shown: Image.Image, explained=()) -> bool:
     doubted = sum(word.confidence < CONFIDENT and sum(c.isalnum() for c in word.text) >= 2
                   and not _solid(word, shown) and not any(_overlap(word.box, box) for box in trusted)
                   for word in words)
-    return doubted <= len(words) // 10
+    return doubted <= (len(words) + known) // 10
 
 
 def _overlap(a, b) -> bool:

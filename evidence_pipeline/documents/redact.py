@@ -16,9 +16,9 @@ every XMP packet, JavaScript). Then remove each found value everywhere it occurs
   removed, a bookmark title becomes `[redacted]`, any other string `[redacted]`, any other text stream empty;
 - always: embedded and associated files, and page thumbnails (pictures of the original page);
 - last, what the page still shows: each page of the result is rendered (pdfium, annotations and form appearances
-  drawn) and read whole by OCR at any angle (ocr.read_page); where a found value or a rule's match shows, the page
-  is burned in: replaced by its rendering with those regions painted black, so no object under a box holds the
-  value (the page's text layer goes with it).
+  drawn) and what its trusted text layer does not explain is read by OCR at any angle (ocr.shown_pages); where a
+  found value or a rule's match shows, the page is burned in: replaced by its rendering with those regions painted
+  black, so no object under a box holds the value (the page's text layer goes with it).
 
 A page that, rendered, the OCR engine cannot read with confidence, and that no region rule covers, is refused: what
 cannot be read cannot be promised removed. Each removed area on a page gets a black mark drawn in the page content. The
@@ -526,9 +526,9 @@ def _shown(data: bytes, rules: Rules, finding: Finding) -> dict[int, list[tuple[
     every rule's match and every found value in what it reads becomes a region to burn in, in the rendering's
     pixels, by page index. A page OCR cannot read with confidence, unless a region rule covers it, is refused."""
     regions = {}
-    for index, image in ocr.rendered_pages(data):
-        reading = ocr.read_page(image)
-        finding.pages_read += 1
+    for index, shown in ocr.shown_pages(data):
+        reading = shown.reading
+        finding.pages_read += shown.bands > 0
         if not reading.legible and index + 1 not in rules.regions:
             raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
                                 f"page {index + 1} as rendered cannot be read with confidence by OCR; "
@@ -537,7 +537,7 @@ def _shown(data: bytes, rules: Rules, finding: Finding) -> dict[int, list[tuple[
             _match(rules, normalize(text), finding)
         words = _words_holding(reading, [_occurrence(value) for value in sorted(finding.values)])
         if words:
-            regions[index] = [_padded(word.box, *image.size) for word in words]
+            regions[index] = [_padded(word.box, *shown.size) for word in words]
     return regions
 
 

@@ -3,8 +3,9 @@ the redactor's reading and removal (which use pikepdf and its own content-stream
 its normalization (matching.py) and the OCR engine with pdfium's rendering (ocr.py) are common.
 
 Everything is searched for the values the first pass removed and for every rule of the template, after the same
-normalization: every page as a reader sees it, rendered by pdfium with its annotations and form appearances and
-read whole by OCR at any angle (ocr.read_page), its lines read apart and joined; page text extracted by pypdf and
+normalization: every page as a reader sees it, rendered by pdfium with its annotations and form appearances, all
+it shows that its trusted text layer does not explain read by OCR at any angle (ocr.shown_pages), its lines read
+apart and joined; page text extracted by pypdf and
 by pdfium (pypdfium2); the OCR text of every image, decoded by pypdf; and every object of the file as pypdf loads
 it: each string (content streams' strings included: marked-content properties, text operands), each name, each
 decoded stream (XMP, JavaScript and any other data; fonts and colour profiles for the values only). No embedded
@@ -19,6 +20,7 @@ import io
 from collections import Counter
 from typing import BinaryIO
 
+import pypdfium2
 from pypdf import PdfReader, apply_configuration
 from pypdf.errors import PyPdfError
 from pypdf.generic import (
@@ -37,7 +39,7 @@ from evidence_pipeline.documents.gate import LIMITS, _every_object
 from evidence_pipeline.documents.matching import Rules, Search, decodings, name_text
 from evidence_pipeline.documents.registry import ProcessorResult
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.monthly.validate import pdfium_text
+from evidence_pipeline.monthly.validate import PDFIUM_LOCK, pdfium_text
 
 _BINARY = ("/FontFile", "/FontFile2", "/FontFile3", "/Length1", "/Length2", "/Length3", "/N", "/FunctionType")
 
@@ -51,7 +53,7 @@ def verify_derivative(written: dict[str, BinaryIO], result: ProcessorResult) -> 
     data = file.read()
     search = Search(secret["rules"], secret["values"])
     found: Counter = Counter()
-    texts = {"pypdf": _pypdf_text(data), "pdfium": pdfium_text(data)}
+    texts = {"pypdf": _pypdf_text(data), "pdfium": pdfium_text(data), "pdfium_reading_order": _reading_order(data)}
     for extractor, pages in texts.items():
         found[f"{extractor}_text"] = sum(search.holds(page) for page in pages)
     found["rendered_page"] = _rendered_holding(data, search, secret["rules"])
@@ -76,15 +78,58 @@ def _rendered_holding(data: bytes, search: Search, rules: Rules) -> int:
     """Pages whose rendering, read by OCR, holds a value or a rule's match in any of its views; a page OCR cannot
     read with confidence, unless a region rule covers it, is refused, as the first pass refuses it."""
     holding = 0
-    for index, image in ocr.rendered_pages(data):
+    for index, shown in ocr.shown_pages(data):
         number = index + 1
-        reading = ocr.read_page(image)
+        reading = shown.reading
         if not reading.legible and number not in rules.regions:
             raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
                                 f"page {number} as rendered cannot be read with confidence by OCR; "
                                 "only a region rule can redact it")
         holding += any(search.holds(view) for view in reading.views)
     return holding
+
+
+def _reading_order(data: bytes) -> list[str]:
+    """Each page's characters as a reader reads them, whatever order the content drew them in: lines by baseline,
+    top to bottom, each left to right, a space where the gap is one. The rendered page's OCR skips text in fonts
+    it trusts (ocr.py), so this is where a value drawn glyph by glyph out of order in such a font is read whole. An
+    order of its own, from pdfium's boxes: the first pass orders its own glyph model (redact.py)."""
+    with PDFIUM_LOCK:
+        document = pypdfium2.PdfDocument(data)
+        try:
+            return [_page_in_reading_order(page) for page in document]
+        finally:
+            document.close()
+
+
+def _page_in_reading_order(page) -> str:
+    textpage = page.get_textpage()
+    try:
+        count = textpage.count_chars()
+        text = textpage.get_text_range(0, count)
+        boxes = [(*textpage.get_charbox(index, loose=True), char)  # loose: the line's ascent and descent
+                 for index, char in enumerate(text[:count]) if not char.isspace()]
+    finally:
+        textpage.close()
+        page.close()
+    lines: list[list[tuple]] = []
+    for box in sorted(boxes, key=lambda box: (-box[1], box[0])):  # top to bottom, then left to right
+        _, bottom, _, top, _ = box
+        if lines and abs(lines[-1][0][1] - bottom) < 0.5 * max(top - bottom, 1e-6):
+            lines[-1].append(box)
+        else:
+            lines.append([box])
+    return "\n".join(_line_text(sorted(line)) for line in lines)
+
+
+def _line_text(line: list[tuple]) -> str:
+    pieces, end = [], None
+    for left, bottom, right, top, char in line:
+        if end is not None and left - end > 0.2 * (top - bottom):
+            pieces.append(" ")
+        pieces.append(char)
+        end = right
+    return "".join(pieces)
 
 
 def _pypdf_text(data: bytes) -> list[str]:
