@@ -31,6 +31,7 @@ import pytesseract
 from PIL import Image, ImageDraw, ImageFilter
 from pypdf._codecs import adobe_glyphs
 
+from evidence_pipeline.documents.pdfwalk import first_visit
 from evidence_pipeline.monthly.validate import PDFIUM_LOCK
 
 os.environ.setdefault("OMP_THREAD_LIMIT", "1")
@@ -313,12 +314,8 @@ def _fonts(pdf: pikepdf.Pdf) -> Iterator[pikepdf.Dictionary]:
     stack: list = [(None, pdf.trailer)]  # (the key it is the value of, or _FONT for an entry of a font map; value)
     while stack:
         key, value = stack.pop()
-        if not isinstance(value, (pikepdf.Dictionary, pikepdf.Stream, pikepdf.Array)):
+        if not first_visit(value, seen):
             continue
-        if value.is_indirect:
-            if value.objgen in seen:
-                continue
-            seen.add(value.objgen)
         if isinstance(value, pikepdf.Array):
             stack.extend((None, item) for item in value)
             continue

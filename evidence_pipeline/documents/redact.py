@@ -57,6 +57,7 @@ from evidence_pipeline.documents.matching import (
     normalize,
     normalize_glyphs,
 )
+from evidence_pipeline.documents.pdfwalk import first_visit
 from evidence_pipeline.documents.redaction_check import verify_derivative
 from evidence_pipeline.documents.registry import (
     ACTIVE_CONTENT_OPTION,
@@ -735,12 +736,8 @@ def _holds_anywhere(annot, search: Search) -> bool:
         value = stack.pop()
         if isinstance(value, pikepdf.String) and _string_holds(value, search):
             return True
-        if not isinstance(value, (pikepdf.Dictionary, pikepdf.Stream, pikepdf.Array)):
+        if not first_visit(value, seen):
             continue
-        if value.is_indirect:
-            if value.objgen in seen:
-                continue
-            seen.add(value.objgen)
         if isinstance(value, pikepdf.Stream) and value.get("/Subtype") != "/Image" and \
                 search.holds_bytes(_stream_bytes(value)):
             return True
