@@ -37,7 +37,7 @@ from pypdf import PdfWriter
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from intake import EVIDENCE, acting_operator, free_port, wait_healthy  # noqa: E402  (bench/intake.py: the front door's helpers)
+from intake import EVIDENCE, acting_operator, free_port, tenant_token, wait_healthy  # noqa: E402  (bench/intake.py: the front door's helpers)
 
 from evidence_pipeline.config import Settings  # noqa: E402
 from evidence_pipeline.intake import open_documents  # noqa: E402
@@ -74,9 +74,7 @@ def committed_output(env: dict[str, str], data: bytes) -> tuple[str, str, str, P
                             {"operation": "inspect", "artifacts": artifacts, "summary": {}}, "bench")
     full_env = os.environ | env
     full_env["EVIDENCE_ACTOR_KEY"] = acting_operator(full_env, Path(env["EVIDENCE_HOME"]).parent / "actors")
-    issued = subprocess.run([EVIDENCE, "tenant", "token", "issue", TENANT], env=full_env, check=True,
-                            capture_output=True, text=True).stdout
-    token = issued.split("token:")[1].split()[0]
+    token = tenant_token(full_env, TENANT)
     return job["job_id"], name, stored.sha256, Path(env["EVIDENCE_HOME"]) / "archive" / stored.key, token
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from intake import EVIDENCE, acting_operator, free_port, wait_healthy  # noqa: E402  (bench/intake.py: the front door's helpers)
+from intake import EVIDENCE, acting_operator, free_port, tenant_token, wait_healthy  # noqa: E402  (bench/intake.py: the front door's helpers)
 
 
 @dataclass
@@ -122,7 +122,7 @@ def front_door(prefix: str, jobs: int, parallelism: int, **settings: str) -> Ite
         env = os.environ | {"EVIDENCE_HOME": str(root / "home"), "EVIDENCE_INTAKE_MAX_BYTES": str(64 << 20),
                             "EVIDENCE_DOCUMENT_PAGE_SIZE": str(max(math.ceil(jobs / parallelism), 1))} | settings
         env["EVIDENCE_ACTOR_KEY"] = acting_operator(env, root / "actors")  # token issue and template submit sign
-        token = evidence(env, "tenant", "token", "issue", "bench").stdout.split("token:")[1].split()[0]
+        token = tenant_token(env, "bench")
         port = free_port()
         server = subprocess.Popen([EVIDENCE, "intake", "serve", "--port", str(port), "--workers", "1"], env=env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

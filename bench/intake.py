@@ -86,20 +86,28 @@ uvicorn.run(Starlette(routes=routes), host="127.0.0.1", port=int(sys.argv[1]), l
 """
 
 
+def _evidence(env: dict[str, str], *args: str) -> str:
+    return subprocess.run([EVIDENCE, *args], env=env, check=True, capture_output=True, text=True).stdout
+
+
 def acting_operator(env: dict[str, str], folder: Path) -> str:
     """On a fresh home, what a deployment does once at install: an admin `bench-admin` bootstrapped, who registers
     the operator `bench-operator`. Returns the operator's key file, which `evidence tenant token issue` signs with;
     the admin's is `bench-admin.pem` beside it."""
-
-    def evidence(*args: str) -> str:
-        return subprocess.run([EVIDENCE, *args], env=env, check=True, capture_output=True, text=True).stdout
-
     admin, operator = folder / "bench-admin.pem", folder / "bench-operator.pem"
-    evidence("actor", "keygen", str(admin))
-    public = json.loads(evidence("actor", "keygen", str(operator), "--json"))["public_key"]
-    evidence("actor", "bootstrap", "bench-admin", "--key", str(admin))
-    evidence("actor", "register", "bench-operator", "--role", "operator", "--public-key", public, "--key", str(admin))
+    _evidence(env, "actor", "keygen", str(admin))
+    public = json.loads(_evidence(env, "actor", "keygen", str(operator), "--json"))["public_key"]
+    _evidence(env, "actor", "bootstrap", "bench-admin", "--key", str(admin))
+    _evidence(env, "actor", "register", "bench-operator", "--role", "operator", "--public-key", public, "--key",
+              str(admin))
     return str(operator)
+
+
+def tenant_token(env: dict[str, str], tenant: str) -> str:
+    """``tenant`` registered and its API token issued, as an operator does (both signed with the operator's key in
+    EVIDENCE_ACTOR_KEY): intake answers only registered tenants."""
+    _evidence(env, "tenant", "add", tenant)
+    return _evidence(env, "tenant", "token", "issue", tenant).split("token:")[1].split()[0]
 
 
 def free_port() -> int:
@@ -340,8 +348,7 @@ def main() -> None:
         } | ({"EVIDENCE_LEDGER_URL": ledger} if ledger else {})
         full_env = os.environ | env
         full_env["EVIDENCE_ACTOR_KEY"] = acting_operator(full_env, Path(env["EVIDENCE_HOME"]).parent / "actors")
-        token = subprocess.run([EVIDENCE, "tenant", "token", "issue", "bench"], env=full_env, check=True,
-                               capture_output=True, text=True).stdout.split("token:")[1].split()[0]
+        token = tenant_token(full_env, "bench")
         port, floor_port = free_port(), free_port()
         (root / "floor").mkdir()
         server = stack.enter_context(running(start_intake(full_env, port, args.workers)))

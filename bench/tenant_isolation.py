@@ -19,6 +19,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from frontdoor import front_door  # noqa: E402
+from intake import tenant_token  # noqa: E402  (bench/intake.py: the front door's helpers)
 
 from evidence_pipeline.operations.stats import percentile  # noqa: E402
 from evidence_pipeline.synthetic.rental_applications import (  # noqa: E402
@@ -62,7 +63,7 @@ def main() -> None:
     worst = scanned_application(args.scanned_pages)
     with front_door("bench-isolation-", 1, 1) as door:
         door.approved_template(organization_template(), program_template(scanned_page=None))
-        token = door.evidence("tenant", "token", "issue", "other").stdout.split("token:")[1].split()[0]
+        token = tenant_token(door.env, "other")
         other = httpx.Client(base_url=str(door.http.base_url), headers={"Authorization": f"Bearer {token}"},
                              timeout=120)
         deadline = time.monotonic() + args.seconds

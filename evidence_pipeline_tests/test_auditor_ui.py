@@ -258,10 +258,17 @@ class Page:
 
     def buttons(self, prefix: str) -> list[bool]:
         """Whether each visible button whose text starts with ``prefix`` is enabled."""
+        from selenium.common.exceptions import StaleElementReferenceException
         from selenium.webdriver.common.by import By
 
-        return [b.is_enabled() for b in self.driver.find_elements(By.TAG_NAME, "button")
-                if b.is_displayed() and b.text.strip().startswith(prefix)]
+        def read() -> list[bool]:
+            return [b.is_enabled() for b in self.driver.find_elements(By.TAG_NAME, "button")
+                    if b.is_displayed() and b.text.strip().startswith(prefix)]
+
+        for _ in range(4):  # the UI may render again between finding the buttons and reading them
+            with contextlib.suppress(StaleElementReferenceException):
+                return read()
+        return read()
 
     def save(self, name: str) -> Path:
         path = self.shots / f"{name}.png"

@@ -110,7 +110,7 @@ def read(ledger: Ledger, now: float | None = None, first_period: str = FIRST_PER
                 reading.outbox_oldest_pending = now - row[2]
         period, closed = overdue_period(datetime.fromtimestamp(now, timezone.utc))
         if period >= first_period:  # a month before the deployment's first has nothing to publish
-            reading.overdue = conn.execute(_overdue(ledger, period, closed.timestamp())).scalar()
+            reading.overdue = conn.execute(_overdue(ledger, period, closed.timestamp())).scalar_one()
     return reading
 
 
