@@ -11,6 +11,10 @@ then the ink that reading left (text at any other angle, text it could not make 
 read turned by the angle its lines run at. No size or angle of an object is judged: only the page's pixels.
 Tesseract runs single-threaded (the worker's parallelism is Dagster's), one process per reading, and its temporary
 files are pytesseract's own (0600, deleted after each call).
+
+Over 400 lines because finding the ink a page's trusted text layer leaves to read (``shown_pages``: trusted fonts,
+ink bands) and reading that ink (turns, regions, legibility) share one pixel grid, one set of thresholds and one
+word model; apart, each would restate the other's.
 """
 
 from __future__ import annotations
