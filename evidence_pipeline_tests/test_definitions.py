@@ -1,8 +1,10 @@
 """A snapshot of what the code location exposes, and the schedule, sensor and instance settings in action."""
 
+import fcntl
 import os
 import subprocess
 import sys
+import tempfile
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -240,7 +242,7 @@ def test_the_catalog_names_group_owners_kinds_and_tags_and_every_sensor_schedule
                                                                              if not d.description]
 
 
-def test_dagster_cli_works_from_the_repository_root_without_dagster_home(tmp_path):
+def test_dagster_cli_works_from_the_repository_root_without_dagster_home(tmp_path, repository_root):
     """A fresh clone: `dagster definitions validate` reads workspace.yaml and dagster.yaml with no DAGSTER_HOME
     (Dagster makes a temporary instance directory, and the event log storage takes it)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAGSTER_", "EVIDENCE_"))}
@@ -252,7 +254,16 @@ def test_dagster_cli_works_from_the_repository_root_without_dagster_home(tmp_pat
     assert not list(REPO.glob(".tmp_dagster_home_*"))  # Dagster removed its temporary instance
 
 
-def test_dg_checks_the_definitions_from_the_repository_root():
+@pytest.fixture
+def repository_root():
+    """The repository root to this test alone: the tests that run Dagster's CLI there without DAGSTER_HOME take turns
+    (on any xdist worker), since each then looks for a temporary instance the CLI left there."""
+    with open(Path(tempfile.gettempdir()) / "evidence-repository-root.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield REPO
+
+
+def test_dg_checks_the_definitions_from_the_repository_root(repository_root):
     """`dg check defs` (the dg CLI, pyproject's [tool.dg]) loads the code location `dagster dev` loads."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAGSTER_", "EVIDENCE_", "VIRTUAL_ENV"))}
     check = subprocess.run([Path(sys.executable).parent / "dg", "check", "defs"], cwd=REPO, env=env,
