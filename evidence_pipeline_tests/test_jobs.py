@@ -1,6 +1,7 @@
 """Job state machine: compare-and-swap transitions, fenced leases, retry budgets, replay."""
 
 import json
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -62,29 +63,41 @@ def test_a_lease_that_expired_while_working_cannot_commit(ledger):
     assert ledger.acquire_lease(KEY.job_id, "run-c", 60) is None  # succeeded: nothing left to do
 
 
-def test_a_heartbeat_keeps_a_working_attempts_lease(ledger):
-    lease = ledger.acquire_lease(KEY.job_id, "run-a", 0.6)
-    with ledger.keep_alive(lease, 0.6):
-        time.sleep(2.0)  # more than three lease lifetimes of work
+class Renewals:
+    """Counts the heartbeat's renewals (failing the first ``outages`` of them with LEDGER_UNAVAILABLE), so that a
+    test waits for beats rather than for the clock: a loaded machine delays beats, it does not remove them."""
+
+    def __init__(self, ledger, monkeypatch, outages=0):
+        self.renew, self.outages, self.failed, self.renewed = ledger.renew_lease, outages, [], threading.Semaphore(0)
+        monkeypatch.setattr(ledger, "renew_lease", self)
+
+    def __call__(self, lease, ttl_seconds):
+        if len(self.failed) < self.outages:
+            self.failed.append(lease.token)
+            raise EvidenceError(ReasonCode.LEDGER_UNAVAILABLE, "ledger database unavailable (OperationalError)")
+        renewed = self.renew(lease, ttl_seconds)
+        self.renewed.release()
+        return renewed
+
+    def wait(self, count):
+        return all(self.renewed.acquire(timeout=30) for _ in range(count))
+
+
+def test_a_heartbeat_keeps_a_working_attempts_lease(ledger, monkeypatch):
+    renewals = Renewals(ledger, monkeypatch)
+    lease = ledger.acquire_lease(KEY.job_id, "run-a", 3)
+    with ledger.keep_alive(lease, 3):
+        assert renewals.wait(4)  # four beats of a third each: the work outlived the lease's first lifetime
         assert _code(lambda: ledger.acquire_lease(KEY.job_id, "run-b", 60)) == "LEASE_BUSY"
     assert ledger.publish(ROW, lease, "run-a")[1]
 
 
 def test_a_heartbeat_outlives_a_renewal_the_database_could_not_take(ledger, monkeypatch):
-    renew, failed = ledger.renew_lease, []
-
-    def renew_after_one_outage(lease, ttl_seconds):
-        if not failed:
-            failed.append(lease.token)
-            raise EvidenceError(ReasonCode.LEDGER_UNAVAILABLE, "ledger database unavailable (OperationalError)")
-        return renew(lease, ttl_seconds)
-
-    monkeypatch.setattr(ledger, "renew_lease", renew_after_one_outage)
-    lease = ledger.acquire_lease(KEY.job_id, "run-a", 1.5)
-    with ledger.keep_alive(lease, 1.5):
-        time.sleep(4.0)  # the first renewal failed; the lease has lived on for two more lifetimes
-        assert _code(lambda: ledger.acquire_lease(KEY.job_id, "run-b", 60)) == "LEASE_BUSY"
-    assert failed == [lease.token] and ledger.publish(ROW, lease, "run-a")[1]
+    renewals = Renewals(ledger, monkeypatch, outages=1)
+    lease = ledger.acquire_lease(KEY.job_id, "run-a", 60)
+    with ledger.keep_alive(lease, 0.3):  # a beat every 0.1 s; the lease itself cannot expire during the test
+        assert renewals.wait(2), "the heartbeat stopped at the failed renewal"
+    assert renewals.failed == [lease.token]  # and the renewals after it found the lease still the attempt's
 
 
 def test_racing_acquisitions_have_one_winner(ledger):
