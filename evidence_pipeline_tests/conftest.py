@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -50,6 +51,26 @@ def pytest_collection_modifyitems(items):
     """The tests marked slow first: parallel workers then take them on at the start and end together, rather than
     one of them starting a minutes-long test when the others are nearly done."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.fixture(autouse=True)
+def _no_none_in_command_output(monkeypatch):
+    """What a command prints is read by people: a value it does not have is said in words, never printed as
+    Python's ``None`` (every test that runs the command line checks what it printed)."""
+    from click.testing import CliRunner
+
+    invoke = CliRunner.invoke
+
+    def checked(self, *args, **kwargs):
+        result = invoke(self, *args, **kwargs)
+        shown = [line for line in result.output.splitlines() if NONE_SHOWN.search(line)]
+        assert not shown, f"the command printed Python's None: {shown[:3]}"
+        return result
+
+    monkeypatch.setattr(CliRunner, "invoke", checked)
+
+
+NONE_SHOWN = re.compile(r"(?<![\w\"'])None(?![\w\"']| [a-z])")  # a value; not "None of …", not 'None'
 
 
 SMALL = TenantMonth("acme-books", "2026-10")

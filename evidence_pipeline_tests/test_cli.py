@@ -2,6 +2,7 @@
 
 import json
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -113,3 +114,17 @@ def test_the_instance_file_is_the_repositorys_until_someone_edits_it(tmp_path, c
     foreign.write_text("telemetry:\n  enabled: true\n")
     seed_instance_file(template, foreign)
     assert foreign.read_text() == "telemetry:\n  enabled: true\n" and "Keeping" in capsys.readouterr().err
+
+
+def test_a_command_that_prints_none_fails_the_test_that_ran_it():
+    @click.command()
+    def says_none():
+        click.echo("next attempt: None")
+
+    @click.command()
+    def says_none_in_words():
+        click.echo("None of the months is overdue; key 'None' is a name, not a value")
+
+    with pytest.raises(AssertionError, match="printed Python's None"):
+        CliRunner().invoke(says_none)
+    assert CliRunner().invoke(says_none_in_words).exit_code == 0
