@@ -1,7 +1,8 @@
-"""Any bench of this folder before and after a change, in one run: the bench is run alternately on a checkout of
-``--before`` (a git ref) and on this checkout, ``--rounds`` times each (before, after, before, after, …), and the
-figures it prints are tabled side by side with their median. Alternating spreads a shared machine's drift over
-both sides, so the ratio of medians is the change's, not the hour's.
+"""Any bench of this folder before and after a change, in one run: the bench is run alternately on the code
+before (``--before``: a git ref, or a folder holding a copy of the code) and on this checkout, ``--rounds`` times
+each (before, after, before, after, …), and the figures it prints are tabled side by side with their median.
+Alternating spreads a shared machine's drift over both sides, so the ratio of medians is the change's, not the
+hour's.
 
 Both sides run with this checkout's virtual environment (the dependencies are this checkout's: a ref whose lock
 file differs is compared with today's libraries, which the table's header says). A figure is any line of the
@@ -15,12 +16,14 @@ Usage: `uv run python bench/before_after.py --before 9bcb900 --rounds 2 --figure
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -28,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--before", required=True, help="git ref of the code before the change")
+    parser.add_argument("--before", required=True, help="git ref of the code before the change, or its folder")
     parser.add_argument("--rounds", type=int, default=2, help="runs of each side, alternating")
     parser.add_argument("--figure", action="append", required=True, help="regex whose first group is a number")
     parser.add_argument("bench", nargs=argparse.REMAINDER, help="-- the bench script and its arguments")
@@ -37,21 +40,15 @@ def main() -> None:
     if not bench:
         parser.error("name the bench after --, e.g. -- bench/throughput.py --tenants 20 --months 3")
     figures = [re.compile(pattern) for pattern in args.figure]
-    with tempfile.TemporaryDirectory(prefix="bench-before-") as parent:
-        before = Path(parent) / "checkout"
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--quiet", str(before), args.before],
-                       check=True)
-        try:
-            readings = {"before": [], "after": []}
-            for round_number in range(1, args.rounds + 1):
-                for side, root in (("before", before), ("after", REPO)):
-                    print(f"== round {round_number}, {side} ({_commit(root)}): {' '.join(bench)}", flush=True)
-                    readings[side].append(_run(root, bench, figures))
-        finally:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(before)], check=True)
-    lock_differs = subprocess.run(["git", "-C", str(REPO), "diff", "--quiet", args.before, "--", "uv.lock"]).returncode
-    print(f"\nbefore {args.before}, after {_commit(REPO)} (working tree); {args.rounds} alternating rounds; "
-          f"{'the lock file differs: both sides ran with the after side' if lock_differs else 'the same lock file'}"
+    readings = {"before": [], "after": []}
+    with _checkout(args.before) as before:
+        for round_number in range(1, args.rounds + 1):
+            for side, root in (("before", before), ("after", REPO)):
+                print(f"== round {round_number}, {side}: {' '.join(bench)}", flush=True)
+                readings[side].append(_run(root, bench, figures))
+        same_lock = (before / "uv.lock").read_bytes() == (REPO / "uv.lock").read_bytes()
+    print(f"\nbefore {args.before}, after this checkout; {args.rounds} alternating rounds; "
+          f"{'the same lock file' if same_lock else 'the lock file differs: both sides ran with the after side'}"
           "'s dependencies")
     print(f"{'figure':<64} {'before (runs; median)':>28} {'after (runs; median)':>28} {'after/before':>12}")
     for index, figure in enumerate(figures):
@@ -78,9 +75,20 @@ def _run(root: Path, bench: list[str], figures: list[re.Pattern]) -> list[float 
     return found
 
 
-def _commit(root: Path) -> str:
-    return subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+@contextlib.contextmanager
+def _checkout(before: str) -> Iterator[Path]:
+    """The code before the change: the folder named, or a temporary git worktree of the ref named."""
+    if Path(before).is_dir():
+        yield Path(before).resolve()
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-before-") as parent:
+        checkout = Path(parent) / "checkout"
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--quiet", str(checkout), before],
+                       check=True)
+        try:
+            yield checkout
+        finally:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(checkout)], check=True)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ its figures."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,8 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 HELPERS = {"frontdoor.py", "download_floor.py"}  # started or imported by the benches below, not run alone
 # script[:variant] -> (its smoke arguments, a line its figures print)
 SMOKE = {
+    "before_after.py": (["--before", "COPY", "--rounds", "1", "--figure", "B-B signature: ([0-9.]+)", "--",
+                         "bench/keyring_select.py", "--reps", "2"], "after/before"),
     "cli_verify.py": (["--tenants", "1", "--months", "2", "--reps", "1", "--archive-reps", "1"],
                       "evidence verify ARCHIVE/bundles --workers 1"),
     "connection_limits.py": (["--slow", "20", "--requests", "5", "--header-mb", "1"], "server still running: True"),
@@ -54,6 +57,12 @@ def test_the_bench_runs_to_its_figures(script, tmp_path):
     script = script.split(":")[0]
     if script == "scale.py":
         args = [*args, "--results", str(tmp_path / "results")]  # not into the checkout
+    if script == "before_after.py":  # "before" is this checkout's code, copied (a checkout need not be a git clone)
+        before = tmp_path / "results"
+        for folder in ("evidence_pipeline", "evidence_pipeline_tests", "bench"):
+            shutil.copytree(BENCH.parent / folder, before / folder, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy(BENCH.parent / "uv.lock", before)
+        args = [str(before) if arg == "COPY" else arg for arg in args]
     # Each bench makes its roots with tempfile, named after it: under this test's own folder, where it must remove
     # them (one default run of intake.py left 13 GB behind). Servers it stops may leave anonymous folders of their
     # own there (tmp*, multiprocessing's pymp-*), under a loaded machine's timing: those are not a bench's roots.
