@@ -32,6 +32,7 @@ from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.synthetic import district_agreements as bundles
 from evidence_pipeline_tests.conftest import drop_append_only_guards, overwrite, require_tool
+from evidence_pipeline_tests.etsi_schema import indications
 from evidence_pipeline_tests.intake_server import client, error_code, intake_environment, submit, tokens, upload
 from evidence_pipeline_tests.signed_bundles import modified, updated
 from evidence_pipeline_tests.signers import admin_key_file
@@ -267,7 +268,8 @@ def test_the_four_part_agreement_end_to_end(documents, intake, pki, environment,
     [checked] = ledger.events_of_type("signature.checked")
     check = checked["details"]
     assert check["outcome"] == "no_findings" and check["signatures"] == [
-        {"field": "DistrictSignature", "page": 5, "signed_revision": 3, "findings": []}]
+        {"field": "DistrictSignature", "page": 5, "signed_revision": 3, "findings": [],
+         "etsi_indication": "total-passed"}]
     assert checked["subject_sha256"] == done["upload"]["sha256"]
     record = json.loads(archive.get(check["record"]))
     assert record["signature_check_id"] == check["signature_check_id"] and record["policy_version"] == check[
@@ -352,6 +354,40 @@ def test_the_four_part_agreement_end_to_end(documents, intake, pki, environment,
 def _walk(environment, artifact_id: str) -> tuple[int, dict]:
     result = _invoke(["lineage", artifact_id, "--json"], environment)
     return result.exit_code, json.loads(result.output)
+
+
+def test_a_split_attaches_the_etsi_report_of_each_incoming_signature(documents, intake, pki):
+    """The signature check's record carries, per signature, the ETSI TS 119 102-2 report `evidence verify` writes
+    (valid against the standard's schema), with the indication the check reached: intact and trusted, intact and
+    untrusted (the stranger's root is not in the policy), not intact. The tenant downloads record and reports as
+    the split's outputs; the same bytes split again give the same report bytes."""
+    district, stranger = pki
+    signed = bundles.sign(bundles.district_agreement(), district)
+    broken = signed.replace(b"/Producer (pypdf)", b"/Producer (pypdg)", 1)  # a byte inside the signed range
+    cases = {"trusted": (signed, "total-passed", ["OK"], []),
+             "untrusted": (bundles.sign(bundles.district_agreement(), stranger), "indeterminate",
+                           ["CERTIFICATE_CHAIN_GENERAL_FAILURE"], ["untrusted"]),
+             "tampered": (broken, "total-failed", ["HASH_FAILURE"], ["digest_mismatch"])}
+    acme, _ = tokens(documents)
+    reports = {}
+    with client(intake, acme) as http:
+        for name, (pdf, indication, sub, findings) in cases.items():
+            _, split = _split(http, documents, pdf, key=f"split-{name}", parts=[{"name": "all", "pages": "1-7"}])
+            assert split["state"] == "succeeded", (name, split["reason"], split.get("message"))
+            [signature] = split["findings"]["signature_check"]["signatures"]
+            assert (signature["findings"], signature["etsi_indication"]) == (findings, indication), name
+            outputs = {o["name"]: o for o in http.get(f"/v1/jobs/{split['job_id']}/outputs").json()["outputs"]}
+            report = http.get(outputs["signature_check.1.etsi.xml"]["url"])
+            assert report.headers["content-type"] == "application/xml"
+            assert indications(report.content) == (indication, sub), name
+            record = http.get(outputs["signature_check.json"]["url"]).json()
+            assert record["signatures"][0]["findings"] == findings
+            reports[name] = outputs["signature_check.1.etsi.xml"]
+        _, again = _split(http, documents, signed, key="split-trusted-again", parts=[{"name": "p1", "pages": "1"}])
+        outputs = {o["name"]: o for o in http.get(f"/v1/jobs/{again['job_id']}/outputs").json()["outputs"]}
+    assert outputs["signature_check.1.etsi.xml"] == reports["trusted"] | {"url": outputs[
+        "signature_check.1.etsi.xml"]["url"]}  # the same object, put once
+    assert len(documents.runtime.ledger.events_of_type("signature.checked")) == 3  # one per check
 
 
 @pytest.mark.slow
