@@ -12,7 +12,10 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from cryptography.hazmat.primitives.asymmetric import ed25519
+from trestle.oscal.assessment_results import AssessmentResults
 
+from evidence_pipeline.audit.checkpoints import publish_checkpoint
+from evidence_pipeline.audit.oscal import DEFAULT_CONTROLS
 from evidence_pipeline.audit.package import open_package, tlog_proof_path
 from evidence_pipeline.audit.witnessing import POLICY, log_verifier
 from evidence_pipeline.cli import main
@@ -248,6 +251,82 @@ def test_oscal_assessment_results_per_tenant_month_deterministic_and_fresh(local
     targets = {f["target"]["target-id"]: f["target"]["status"]["state"] for f in broken["findings"]}
     assert targets["au-9_obj"] == "not-satisfied" and targets["au-10_obj"] == "satisfied"
     assert {p["name"]: p["value"] for p in broken["observations"][0]["props"]}["time-source"] == "ledger-publication"
+
+
+def test_an_audit_package_carries_one_assessment_results_of_all_its_tenant_months(local_runtime, tmp_path):
+    """`evidence export`: assessment-results/package.json, valid OSCAL (trestle) with one result per tenant-month,
+    each the tenant-month's own document's, the same bytes on a re-export, under the package signature, checked by
+    `verify --package` against them. Before: one document per tenant-month only."""
+    runtime, witness, witness_vkey = _with_witness(local_runtime)
+    months = [m for m in FIXTURE_MONTHS if m.tenant == "acme-books"]
+    assert len(months) > 1
+    for number, month in enumerate(months):
+        run_tenant_month(runtime, month, RunInfo(f"run-{number}"))
+    _cosigned_checkpoint(runtime, witness)
+    first, second = tmp_path / "first", tmp_path / "second"
+    for out in (first, second):
+        _export(runtime.settings.home, out, 1, f"https://witness.invalid {witness_vkey}")
+    path = "assessment-results/package.json"
+    assert (first / path).read_bytes() == (second / path).read_bytes()
+    document = json.loads((first / path).read_text())
+    AssessmentResults.model_validate(document["assessment-results"])
+    index = open_package(str(first))[1]
+    monthly = [json.loads((first / f"assessment-results/{b.removeprefix('bundles/')}.json").read_text())
+               for b in index.bundles]
+    assert [r["start"][:7] for r in document["assessment-results"]["results"]] == sorted(m.period for m in months)
+    assert document["assessment-results"]["results"] == [m["assessment-results"]["results"][0] for m in monthly]
+    assert path in index.signed.subjects
+    pins = ["--witness", witness_vkey, "--workers", "1"]
+    code, report = _verify(first, *pins)
+    assert code == 0 and ("assessment_results", True) in [(c["name"], c["passed"]) for c in report["checks"]]
+
+    document["assessment-results"]["results"].pop()  # a month left out, re-signed with the operator's own key
+    (first / path).chmod(0o644)
+    (first / path).write_text(json.dumps(document))
+    _resign(first, runtime)
+    code, report = _verify(first, *pins)
+    assert code == 1 and report["codes"] == ["ASSESSMENT_MISMATCH"]
+
+
+def test_the_operators_controls_mapping_is_a_setting_of_export(local_runtime, tmp_path):
+    """EVIDENCE_OSCAL_CONTROLS (or `export --controls FILE`) names the mapping the package's assessment results
+    use; a malformed one is refused, CONFIG_INVALID with what the form is, before anything is written. Before:
+    export used the default mapping, whatever the operator owned."""
+    runtime = local_runtime
+    run_tenant_month(runtime, FIXTURE_MONTHS[0], RunInfo("run-1"))
+    publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
+    mapping = tmp_path / "controls.json"
+    mapping.write_text(json.dumps({"catalog": "https://example.test/catalog.json", "controls": [
+        {"control_id": "cc7-2", "title": "Monitoring", "max_age_days": 31, "checks": ["statement_signature"]}]}))
+    env = {"EVIDENCE_HOME": str(runtime.settings.home)}
+
+    def export(out: str, *args: str, **extra: str):
+        result = CliRunner().invoke(main, ["export", "--tenant", "acme-books", *args, str(tmp_path / out)],
+                                    env=env | extra)
+        assert "Traceback" not in result.output, result.output
+        return result
+
+    def controls(out: str) -> list[str]:
+        document = json.loads((tmp_path / out / "assessment-results/package.json").read_text())
+        AssessmentResults.model_validate(document["assessment-results"])
+        assert document["assessment-results"]["import-ap"]["href"] == (
+            "https://example.test/catalog.json" if out != "default" else DEFAULT_CONTROLS["catalog"])
+        return [f["target"]["target-id"] for r in document["assessment-results"]["results"] for f in r["findings"]]
+
+    assert export("default").exit_code == 0
+    assert controls("default") == [f"{c['control_id']}_obj" for c in DEFAULT_CONTROLS["controls"]]
+    assert export("setting", EVIDENCE_OSCAL_CONTROLS=str(mapping)).exit_code == 0
+    assert controls("setting") == ["cc7-2_obj"]
+    assert export("flag", "--controls", str(mapping)).exit_code == 0
+    assert controls("flag") == ["cc7-2_obj"]
+
+    malformed = tmp_path / "malformed.json"
+    malformed.write_text(json.dumps({"catalog": "x", "controls": [{"control_id": "au-9", "checks": []}]}))
+    refused = export("refused", EVIDENCE_OSCAL_CONTROLS=str(malformed))
+    assert refused.exit_code != 0 and "CONFIG_INVALID" in refused.output
+    assert "malformed.json is not a controls mapping" in refused.output and not (tmp_path / "refused").exists()
+    unreadable = export("unreadable", "--controls", str(tmp_path / "absent.json"))
+    assert unreadable.exit_code != 0 and "CONFIG_INVALID" in unreadable.output
 
 
 def test_an_audit_sample_is_drawn_from_a_witnessed_root(local_runtime, tmp_path):

@@ -33,6 +33,7 @@ from evidence_pipeline.document_formats import (
     DERIVED_BY_FIELD,
     PREDICATE_TYPE,
     SIGNATURE_CHECK_PREDICATE_TYPE,
+    SIGNATURE_CHECKS,
     STATEMENT,
 )
 from evidence_pipeline.documents import Documents, signature_check
@@ -375,7 +376,7 @@ def _unsigned(statement) -> object:
 
 
 def signature_check_prefix(tenant: str, check: str) -> str:
-    return f"documents/{tenant}/signature-checks/{check}"
+    return f"documents/{tenant}/{SIGNATURE_CHECKS}/{check}"
 
 
 def _check_signatures(documents: Documents, job: dict, lease: Lease, document: ProcessorInput, scratch,
