@@ -407,6 +407,7 @@ def test_tampering_with_any_link_fails_the_walk_naming_it(documents, intake, pki
                         for a in a["details"]["artifacts"] if a["name"] == "decision.json")
     [checked] = rt.ledger.events_of_type("signature.checked")
     record_key, check_id = checked["details"]["record"], checked["details"]["signature_check_id"]
+    [report_key] = [report["key"] for report in checked["details"]["etsi_reports"]]
     original = rt.archive.get(exhibits)
     assert original.endswith(b"%%EOF\n")
     archive, store = rt.archive, documents.store
@@ -422,6 +423,8 @@ def test_tampering_with_any_link_fails_the_walk_naming_it(documents, intake, pki
          "LINEAGE_DIGEST_MISMATCH", f"review {review['review_job_id']} of {master}"),
         (record_key, archive.get(record_key).replace(b'"no_findings"', b'"findings"'), archive, master,
          "LINEAGE_DIGEST_MISMATCH", f"signature check {check_id}"),
+        (report_key, archive.get(report_key).replace(b"total-passed", b"total-failed"), archive, master,
+         "LINEAGE_DIGEST_MISMATCH", f"signature check {check_id}"),  # the check's ETSI report
         (f"acme/{done['upload']['sha256']}", done["signed"] + b"\n", store, master,  # the upload's bytes
          "LINEAGE_DIGEST_MISMATCH", f"upload {done['upload']['document_id']}"),
     ]

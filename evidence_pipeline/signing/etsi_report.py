@@ -37,7 +37,7 @@ from xsdata.formats.dataclass.serializers import XmlSerializer
 from xsdata.formats.dataclass.serializers.config import SerializerConfig
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.signing.pades import OFFLINE_TSA_POLICY, TIMESTAMPED, der_certificate, long_term_spec
+from evidence_pipeline.signing.pades import TIMESTAMPED, der_certificate, long_term_spec
 
 MAIN_INDICATION = re.compile(r"<vr:MainIndication>urn:etsi:019102:mainindication:([a-z-]+)</vr:MainIndication>")
 _SOFT_FAIL = CertRevTrustPolicy(LEGACY_POLICY_MAP["soft-fail"])  # as `evidence verify` checks B-B to B-LT
@@ -83,7 +83,9 @@ async def _validate(signature: EmbeddedPdfSignature, roots: list, level: str, ti
     trust = SimpleTrustManager.build(trust_roots=roots)
     spec = SignatureValidationSpec(
         cert_validation_policy=CertValidationPolicySpec(trust, _SOFT_FAIL),
-        ts_cert_validation_policy=CertValidationPolicySpec(trust, OFFLINE_TSA_POLICY),
+        # the time stamp's certificate as the signer's: at B-T no revocation data of the TSA is in the file, and
+        # requiring it made a signature `evidence verify` accepts indeterminate
+        ts_cert_validation_policy=CertValidationPolicySpec(trust, _SOFT_FAIL),
         revinfo_gathering_policy=RevocationInfoGatheringSpec(RevinfoOnlineFetchingRule.LOCAL_ONLY),
     )
     if level not in TIMESTAMPED:  # pyHanko 0.38's basic process reports in its CMS status class, whatever asked
