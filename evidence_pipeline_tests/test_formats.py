@@ -278,7 +278,7 @@ def test_an_audit_package_carries_one_assessment_results_of_all_its_tenant_month
     assert path in index.signed.subjects
     pins = ["--witness", witness_vkey, "--workers", "1"]
     code, report = _verify(first, *pins)
-    assert code == 0 and ("assessment_results", True) in [(c["name"], c["passed"]) for c in report["checks"]]
+    assert code == 0 and ("package_assessment_results", True) in [(c["name"], c["passed"]) for c in report["checks"]]
 
     document["assessment-results"]["results"].pop()  # a month left out, re-signed with the operator's own key
     (first / path).chmod(0o644)

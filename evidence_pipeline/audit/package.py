@@ -408,7 +408,7 @@ def check_package(store: LocalStore, index: Index, package_keys: PackageKeys,
         result.checks.append(run_check(f"consistency {checkpoint_size(old)} -> {checkpoint_size(new)}",
                                        lambda: _check_consistency(store, old, new, result.roots)))
     if store.exists(PACKAGE_ASSESSMENT):  # exported since issue 51's package-wide document
-        result.checks.append(run_check("assessment_results", lambda: check_package_bound(
+        result.checks.append(run_check("package_assessment_results", lambda: check_package_bound(
             _read(store, PACKAGE_ASSESSMENT), [_read(store, assessment_path(b)) for b in index.bundles])))
     return result
 
