@@ -18,7 +18,7 @@ from pypdf.generic import ArrayObject, DictionaryObject, IndirectObject, NameObj
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.definitions import defs
-from evidence_pipeline.documents import signature_check
+from evidence_pipeline.documents import signature_check, worker
 from evidence_pipeline.documents.derive import parse_parts, split_document
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.registry import ProcessorInput, operation
@@ -388,6 +388,26 @@ def test_a_split_attaches_the_etsi_report_of_each_incoming_signature(documents, 
     assert outputs["signature_check.1.etsi.xml"] == reports["trusted"] | {"url": outputs[
         "signature_check.1.etsi.xml"]["url"]}  # the same object, put once
     assert len(documents.runtime.ledger.events_of_type("signature.checked")) == 3  # one per check
+
+
+def test_a_signature_check_stated_before_etsi_reports_is_adopted_by_a_later_split(documents, intake, pki,
+                                                                                   monkeypatch):
+    """A deployment that checked a signature before the check's statement listed ETSI reports splits the same bytes
+    again: the stored statement is adopted as it is (stored data is never rewritten), and the new job still
+    serves the report."""
+    signed = bundles.sign(bundles.district_agreement(), pki[0])
+    put = worker._put_statement
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        with monkeypatch.context() as before_reports:  # what the previous version wrote: no reports, none stated
+            before_reports.setattr(worker, "_etsi_reports", lambda *args: {})
+            before_reports.setattr(worker, "_put_statement", lambda rt, key, name, sha256, predicate, kind, **_: put(
+                rt, key, name, sha256, {k: v for k, v in predicate.items() if k != "etsi_reports"}, kind))
+            _, first = _split(http, documents, signed, key="split-before", parts=[{"name": "all", "pages": "1-7"}])
+        _, again = _split(http, documents, signed, key="split-after", parts=[{"name": "p1", "pages": "1"}])
+        outputs = {o["name"] for o in http.get(f"/v1/jobs/{again['job_id']}/outputs").json()["outputs"]}
+    assert (first["state"], again["state"]) == ("succeeded", "succeeded"), (again["reason"], again.get("message"))
+    assert "signature_check.1.etsi.xml" in outputs
 
 
 @pytest.mark.slow

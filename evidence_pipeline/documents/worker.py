@@ -345,12 +345,14 @@ def _source(documents: Documents, tenant: str, input_id: str) -> _Source:
 
 
 def _put_statement(rt: Runtime, key: str, name: str, sha256: str, predicate: dict,
-                   predicate_type: str) -> tuple[StoredObject, bytes]:
+                   predicate_type: str, added: tuple[str, ...] = ()) -> tuple[StoredObject, bytes]:
     """Put our DSSE statement about ``name`` once under ``key``; returns the stored object and its bytes.
 
     Where one is already there (an earlier attempt's, or another job's of the same content), it is adopted when a
     key of ours, of any generation, signed it and it states the same, apart from which key signed: a rotation in
-    between must not turn a retry into a conflict."""
+    between must not turn a retry into a conflict. ``added`` names the predicate's entries a later version of this
+    code added: a statement written before them, the same without them, is adopted as it is (stored data is never
+    rewritten; what it does not state, it does not sign)."""
     keyring = rt.keyring
     payload = dsse.canonical_json(dsse.statement(name, sha256, predicate, predicate_type))
     envelope = dsse.sign_envelope(payload, keyring.statement_key, keyring.statement_key_id)
@@ -361,8 +363,10 @@ def _put_statement(rt: Runtime, key: str, name: str, sha256: str, predicate: dic
             raise
     stored = rt.archive.get(key, max_bytes=jsonread.MAX_BYTES)
     opened = dsse.verify_envelope(stored, our_statement_keys(rt), dsse.PAYLOAD_TYPE, code=ReasonCode.STORE_CONFLICT)
-    same = _unsigned(jsonread.loads(opened.payload, ReasonCode.STORE_CONFLICT, key)) == _unsigned(json.loads(payload))
-    if not same:
+    theirs = _unsigned(jsonread.loads(opened.payload, ReasonCode.STORE_CONFLICT, key))
+    ours = _unsigned(json.loads(payload))
+    earlier = ours | {"predicate": {k: v for k, v in ours["predicate"].items() if k not in added}}
+    if theirs not in (ours, earlier):
         raise EvidenceError(ReasonCode.STORE_CONFLICT, f"{key} holds a statement that is not this one")
     adopted = StoredObject(key, sha256_hex(stored), len(stored), created=False, version_id=rt.archive.version_id(key))
     return adopted, stored
@@ -406,16 +410,14 @@ def _check_signatures(documents: Documents, job: dict, lease: Lease, document: P
     summary = {
         "outcome": record["outcome"],
         "signatures": [
-            {k: s[k] for k in ("field", "page", "signed_revision", "findings")}
-            | ({"etsi_indication": reports[n]["indication"]} if n in reports else {})
-            for n, s in enumerate(record["signatures"], start=1)
+            {k: s[k] for k in ("field", "page", "signed_revision", "findings")} for s in record["signatures"]
         ],
     }
     predicate = {"signature_check_id": check, "policy_version": policy.version, "record_sha256": record_sha256,
                  "etsi_reports": [{k: r[k] for k in ("key", "sha256", "indication")} for r in reports.values()],
                  "key_id": rt.keyring.statement_key_id} | summary
     _, envelope = _put_statement(rt, f"{base}.dsse.json", f"document/{document.document_id}", document.sha256,
-                                 predicate, SIGNATURE_CHECK_PREDICATE_TYPE)
+                                 predicate, SIGNATURE_CHECK_PREDICATE_TYPE, added=("etsi_reports",))
     details = {
         "signature_check_id": check,
         "policy_version": policy.version,
@@ -427,7 +429,10 @@ def _check_signatures(documents: Documents, job: dict, lease: Lease, document: P
         "statement_sha256": sha256_hex(envelope),
         "etsi_reports": list(reports.values()),
         "job_id": job["job_id"],
-    } | summary
+        "outcome": summary["outcome"],
+        "signatures": [s | ({"etsi_indication": reports[n]["indication"]} if n in reports else {})
+                       for n, s in enumerate(summary["signatures"], start=1)],
+    }
     documents.jobs.record_once(job, lease, EventType.SIGNATURE_CHECKED, document.sha256, "signature_check_id",
                                  details, run.run_id)
     return details
