@@ -64,6 +64,11 @@ class Settings:
         "EVIDENCE_SIGNATURE_TRUST_ROOTS",
         "a PEM file of CA certificates the signature check of uploaded bundles trusts beside the service's signing "
         "root; part of the trust policy's version", default="unset: the service's own root only")
+    oscal_controls: Path | None = setting(
+        "EVIDENCE_OSCAL_CONTROLS",
+        "the operator's controls mapping (JSON) of the OSCAL Assessment Results `evidence export` writes; "
+        "`evidence export --controls FILE` overrides it (see OSCAL assessment results)",
+        default="unset: the documented default mapping")
     policy_version: str = setting("EVIDENCE_POLICY_VERSION",
                                   "part of the bundle identity: change it to publish new bundles")
     s3_endpoint_url: str | None = setting("EVIDENCE_S3_ENDPOINT_URL", "S3 endpoint; credentials come from the "
@@ -261,6 +266,9 @@ class Settings:
             signature_trust_roots=(
                 Path(env["EVIDENCE_SIGNATURE_TRUST_ROOTS"]).absolute() if env.get("EVIDENCE_SIGNATURE_TRUST_ROOTS")
                 else None
+            ),
+            oscal_controls=(
+                Path(env["EVIDENCE_OSCAL_CONTROLS"]).absolute() if env.get("EVIDENCE_OSCAL_CONTROLS") else None
             ),
             policy_version=env.get("EVIDENCE_POLICY_VERSION", "policy-2026.1"),
             s3_endpoint_url=env.get("EVIDENCE_S3_ENDPOINT_URL") or None,

@@ -14,6 +14,7 @@ from evidence_pipeline.errors import EvidenceError
 STATEMENT = "statement.dsse.json"
 PREDICATE_TYPE = "https://evidence-pipeline.dev/document-job/v1"
 SIGNATURE_CHECK_PREDICATE_TYPE = "https://evidence-pipeline.dev/signature-check/v1"
+SIGNATURE_CHECKS = "signature-checks"  # documents/<tenant>/signature-checks/<check>: records, statements, reports
 DERIVATIVE_PREDICATE_TYPE = "https://evidence-pipeline.dev/derivative/v1"
 DERIVATIVE_MANIFEST_SCHEMA = "evidence-derivative/v1"
 DERIVED_BY_FIELD = "EvidenceDerivedBy"  # the signature field of the service's signature on a derivative's copy

@@ -12,7 +12,10 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from cryptography.hazmat.primitives.asymmetric import ed25519
+from trestle.oscal.assessment_results import AssessmentResults
 
+from evidence_pipeline.audit.checkpoints import publish_checkpoint
+from evidence_pipeline.audit.oscal import DEFAULT_CONTROLS
 from evidence_pipeline.audit.package import open_package, tlog_proof_path
 from evidence_pipeline.audit.witnessing import POLICY, log_verifier
 from evidence_pipeline.cli import main
@@ -23,6 +26,7 @@ from evidence_pipeline.runtime import RunInfo, Runtime
 from evidence_pipeline.witness.note import COSIGNATURE_V1, verifier
 from evidence_pipeline.witness.proof import parse_tlog_proof
 from evidence_pipeline_tests.conftest import FIXTURE_MONTHS
+from evidence_pipeline_tests.etsi_schema import indications
 from evidence_pipeline_tests.test_witness import (
     WITNESS,
     _cosigned_checkpoint,
@@ -157,21 +161,6 @@ def test_without_origin_the_policy_pins_it_and_nothing_else_does(local_runtime, 
     assert code == 1 and "LOG_ORIGIN_MISMATCH" in output
 
 
-def _etsi(path: Path):
-    """The report parsed by xsdata into pyHanko's bindings of the ETSI TS 119 102-2 schema, strictly: an element or
-    attribute the schema does not define fails."""
-    from pyhanko.generated.etsi import ts_11910202
-    from xsdata.formats.dataclass.parsers import XmlParser
-    from xsdata.formats.dataclass.parsers.config import ParserConfig
-
-    config = ParserConfig(fail_on_unknown_properties=True, fail_on_unknown_attributes=True,
-                          fail_on_converter_warnings=True)
-    report = XmlParser(config=config).from_bytes(path.read_bytes(), ts_11910202.ValidationReport)
-    (single,) = report.signature_validation_report
-    status = single.signature_validation_status
-    return status.main_indication.rsplit(":", 1)[1], [s.rsplit(":", 1)[1] for s in status.sub_indication]
-
-
 def test_verify_writes_an_etsi_validation_report_per_signature(local_runtime, tmp_path):
     """`evidence verify … --report etsi DIR`: TOTAL-PASSED for the signed report, TOTAL-FAILED (HASH_FAILURE) for
     one whose signed bytes changed. Before: no such option (usage error)."""
@@ -186,7 +175,7 @@ def test_verify_writes_an_etsi_validation_report_per_signature(local_runtime, tm
     assert result.exit_code == 0, result.output
     written = out / published.bundle_key.removeprefix("bundles/") / "EvidenceSignature.xml"
     assert f"etsi report {written}: total-passed" in result.output
-    assert _etsi(written) == ("total-passed", ["OK"])
+    assert indications(written.read_bytes()) == ("total-passed", ["OK"])
 
     path = _download(runtime, month, tmp_path / "bundle.tar")
     with tarfile.open(path) as tar:
@@ -197,7 +186,8 @@ def test_verify_writes_an_etsi_validation_report_per_signature(local_runtime, tm
     refused = CliRunner().invoke(main, ["verify", str(tampered), "--report", "etsi", str(tmp_path / "bad")],
                                  env={"EVIDENCE_HOME": str(home)})
     assert refused.exit_code == 1 and "PDF_SIGNATURE_INVALID" in refused.output, refused.output
-    assert _etsi(tmp_path / "bad" / published.bundle_key.removeprefix("bundles/") / "EvidenceSignature.xml") == (
+    bad = tmp_path / "bad" / published.bundle_key.removeprefix("bundles/") / "EvidenceSignature.xml"
+    assert indications(bad.read_bytes()) == (
         "total-failed", ["HASH_FAILURE"])
 
 
@@ -261,6 +251,82 @@ def test_oscal_assessment_results_per_tenant_month_deterministic_and_fresh(local
     targets = {f["target"]["target-id"]: f["target"]["status"]["state"] for f in broken["findings"]}
     assert targets["au-9_obj"] == "not-satisfied" and targets["au-10_obj"] == "satisfied"
     assert {p["name"]: p["value"] for p in broken["observations"][0]["props"]}["time-source"] == "ledger-publication"
+
+
+def test_an_audit_package_carries_one_assessment_results_of_all_its_tenant_months(local_runtime, tmp_path):
+    """`evidence export`: assessment-results/package.json, valid OSCAL (trestle) with one result per tenant-month,
+    each the tenant-month's own document's, the same bytes on a re-export, under the package signature, checked by
+    `verify --package` against them. Before: one document per tenant-month only."""
+    runtime, witness, witness_vkey = _with_witness(local_runtime)
+    months = [m for m in FIXTURE_MONTHS if m.tenant == "acme-books"]
+    assert len(months) > 1
+    for number, month in enumerate(months):
+        run_tenant_month(runtime, month, RunInfo(f"run-{number}"))
+    _cosigned_checkpoint(runtime, witness)
+    first, second = tmp_path / "first", tmp_path / "second"
+    for out in (first, second):
+        _export(runtime.settings.home, out, 1, f"https://witness.invalid {witness_vkey}")
+    path = "assessment-results/package.json"
+    assert (first / path).read_bytes() == (second / path).read_bytes()
+    document = json.loads((first / path).read_text())
+    AssessmentResults.model_validate(document["assessment-results"])
+    index = open_package(str(first))[1]
+    monthly = [json.loads((first / f"assessment-results/{b.removeprefix('bundles/')}.json").read_text())
+               for b in index.bundles]
+    assert [r["start"][:7] for r in document["assessment-results"]["results"]] == sorted(m.period for m in months)
+    assert document["assessment-results"]["results"] == [m["assessment-results"]["results"][0] for m in monthly]
+    assert path in index.signed.subjects
+    pins = ["--witness", witness_vkey, "--workers", "1"]
+    code, report = _verify(first, *pins)
+    assert code == 0 and ("package_assessment_results", True) in [(c["name"], c["passed"]) for c in report["checks"]]
+
+    document["assessment-results"]["results"].pop()  # a month left out, re-signed with the operator's own key
+    (first / path).chmod(0o644)
+    (first / path).write_text(json.dumps(document))
+    _resign(first, runtime)
+    code, report = _verify(first, *pins)
+    assert code == 1 and report["codes"] == ["ASSESSMENT_MISMATCH"]
+
+
+def test_the_operators_controls_mapping_is_a_setting_of_export(local_runtime, tmp_path):
+    """EVIDENCE_OSCAL_CONTROLS (or `export --controls FILE`) names the mapping the package's assessment results
+    use; a malformed one is refused, CONFIG_INVALID with what the form is, before anything is written. Before:
+    export used the default mapping, whatever the operator owned."""
+    runtime = local_runtime
+    run_tenant_month(runtime, FIXTURE_MONTHS[0], RunInfo("run-1"))
+    publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
+    mapping = tmp_path / "controls.json"
+    mapping.write_text(json.dumps({"catalog": "https://example.test/catalog.json", "controls": [
+        {"control_id": "cc7-2", "title": "Monitoring", "max_age_days": 31, "checks": ["statement_signature"]}]}))
+    env = {"EVIDENCE_HOME": str(runtime.settings.home)}
+
+    def export(out: str, *args: str, **extra: str):
+        result = CliRunner().invoke(main, ["export", "--tenant", "acme-books", *args, str(tmp_path / out)],
+                                    env=env | extra)
+        assert "Traceback" not in result.output, result.output
+        return result
+
+    def controls(out: str) -> list[str]:
+        document = json.loads((tmp_path / out / "assessment-results/package.json").read_text())
+        AssessmentResults.model_validate(document["assessment-results"])
+        assert document["assessment-results"]["import-ap"]["href"] == (
+            "https://example.test/catalog.json" if out != "default" else DEFAULT_CONTROLS["catalog"])
+        return [f["target"]["target-id"] for r in document["assessment-results"]["results"] for f in r["findings"]]
+
+    assert export("default").exit_code == 0
+    assert controls("default") == [f"{c['control_id']}_obj" for c in DEFAULT_CONTROLS["controls"]]
+    assert export("setting", EVIDENCE_OSCAL_CONTROLS=str(mapping)).exit_code == 0
+    assert controls("setting") == ["cc7-2_obj"]
+    assert export("flag", "--controls", str(mapping)).exit_code == 0
+    assert controls("flag") == ["cc7-2_obj"]
+
+    malformed = tmp_path / "malformed.json"
+    malformed.write_text(json.dumps({"catalog": "x", "controls": [{"control_id": "au-9", "checks": []}]}))
+    refused = export("refused", EVIDENCE_OSCAL_CONTROLS=str(malformed))
+    assert refused.exit_code != 0 and "CONFIG_INVALID" in refused.output
+    assert "malformed.json is not a controls mapping" in refused.output and not (tmp_path / "refused").exists()
+    unreadable = export("unreadable", "--controls", str(tmp_path / "absent.json"))
+    assert unreadable.exit_code != 0 and "CONFIG_INVALID" in unreadable.output
 
 
 def test_an_audit_sample_is_drawn_from_a_witnessed_root(local_runtime, tmp_path):

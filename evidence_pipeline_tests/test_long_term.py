@@ -19,9 +19,11 @@ from evidence_pipeline.monthly.bundle import REPORT
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo, runtime_for
 from evidence_pipeline.signing import pades
+from evidence_pipeline.signing.etsi_report import validation_reports
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.signing.pades import sign_pdf, verify_pdf_signature
 from evidence_pipeline_tests.conftest import SMALL, _with_fixture_sources, require_tool
+from evidence_pipeline_tests.etsi_schema import indications
 from evidence_pipeline_tests.local_pki import LocalPki
 from evidence_pipeline_tests.signed_bundles import modified
 from evidence_pipeline_tests.test_render import _render
@@ -55,6 +57,8 @@ def test_each_level_signs_through_the_local_tsa_and_verifies_now(pki, keyring, r
     signed = sign_pdf(report, keyring, level, pki.tsa_url).getvalue()
     assert signed.startswith(report)
     _verify(signed, keyring, level)
+    [etsi] = validation_reports(signed, [keyring.root_pem, keyring.tsa_root_pem], level)  # valid at every level
+    assert indications(etsi.xml) == ("total-passed", ["OK"])
     fetched = pki.requests[served:]
     assert "POST /tsa 200" in fetched
     assert ("GET /crl/signing.crl 200" in fetched) == (level != "B-T")  # the DSS is filled from the CA's CRL

@@ -132,7 +132,8 @@ def test_a_package_verifies_with_the_database_and_the_archive_gone(runtime, back
     assert report["witness_key_id"] == public_key_id(witness[0].public_key())
     assert [c["name"] for c in report["checks"]] == [
         "index_signature", "files", "contents", f"checkpoint {FIRST}", f"witness {FIRST}", f"checkpoint {SECOND}",
-        f"witness {SECOND}", f"note {FIRST}", f"note {SECOND}", f"consistency {FIRST} -> {SECOND}"]
+        f"witness {SECOND}", f"note {FIRST}", f"note {SECOND}", f"consistency {FIRST} -> {SECOND}",
+        "package_assessment_results"]
     assert [b["bundle"].rsplit("/", 2)[-2] for b in report["bundles"]] == ["2026-09", "2026-10"]
     first = read_index(package)["bundles"][0]["path"]
     archive_checks = [c.name for c in verify_bundle(PackageStore(package), first).checks]

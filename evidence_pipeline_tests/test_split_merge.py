@@ -18,7 +18,7 @@ from pypdf.generic import ArrayObject, DictionaryObject, IndirectObject, NameObj
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.definitions import defs
-from evidence_pipeline.documents import signature_check
+from evidence_pipeline.documents import signature_check, worker
 from evidence_pipeline.documents.derive import parse_parts, split_document
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.registry import ProcessorInput, operation
@@ -32,6 +32,7 @@ from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.synthetic import district_agreements as bundles
 from evidence_pipeline_tests.conftest import drop_append_only_guards, overwrite, require_tool
+from evidence_pipeline_tests.etsi_schema import indications
 from evidence_pipeline_tests.intake_server import client, error_code, intake_environment, submit, tokens, upload
 from evidence_pipeline_tests.signed_bundles import modified, updated
 from evidence_pipeline_tests.signers import admin_key_file
@@ -267,7 +268,8 @@ def test_the_four_part_agreement_end_to_end(documents, intake, pki, environment,
     [checked] = ledger.events_of_type("signature.checked")
     check = checked["details"]
     assert check["outcome"] == "no_findings" and check["signatures"] == [
-        {"field": "DistrictSignature", "page": 5, "signed_revision": 3, "findings": []}]
+        {"field": "DistrictSignature", "page": 5, "signed_revision": 3, "findings": [],
+         "etsi_indication": "total-passed"}]
     assert checked["subject_sha256"] == done["upload"]["sha256"]
     record = json.loads(archive.get(check["record"]))
     assert record["signature_check_id"] == check["signature_check_id"] and record["policy_version"] == check[
@@ -354,6 +356,60 @@ def _walk(environment, artifact_id: str) -> tuple[int, dict]:
     return result.exit_code, json.loads(result.output)
 
 
+def test_a_split_attaches_the_etsi_report_of_each_incoming_signature(documents, intake, pki):
+    """The signature check's record carries, per signature, the ETSI TS 119 102-2 report `evidence verify` writes
+    (valid against the standard's schema), with the indication the check reached: intact and trusted, intact and
+    untrusted (the stranger's root is not in the policy), not intact. The tenant downloads record and reports as
+    the split's outputs; the same bytes split again give the same report bytes."""
+    district, stranger = pki
+    signed = bundles.sign(bundles.district_agreement(), district)
+    broken = signed.replace(b"/Producer (pypdf)", b"/Producer (pypdg)", 1)  # a byte inside the signed range
+    cases = {"trusted": (signed, "total-passed", ["OK"], []),
+             "untrusted": (bundles.sign(bundles.district_agreement(), stranger), "indeterminate",
+                           ["CERTIFICATE_CHAIN_GENERAL_FAILURE"], ["untrusted"]),
+             "tampered": (broken, "total-failed", ["HASH_FAILURE"], ["digest_mismatch"])}
+    acme, _ = tokens(documents)
+    reports = {}
+    with client(intake, acme) as http:
+        for name, (pdf, indication, sub, findings) in cases.items():
+            _, split = _split(http, documents, pdf, key=f"split-{name}", parts=[{"name": "all", "pages": "1-7"}])
+            assert split["state"] == "succeeded", (name, split["reason"], split.get("message"))
+            [signature] = split["findings"]["signature_check"]["signatures"]
+            assert (signature["findings"], signature["etsi_indication"]) == (findings, indication), name
+            outputs = {o["name"]: o for o in http.get(f"/v1/jobs/{split['job_id']}/outputs").json()["outputs"]}
+            report = http.get(outputs["signature_check.1.etsi.xml"]["url"])
+            assert report.headers["content-type"] == "application/xml"
+            assert indications(report.content) == (indication, sub), name
+            record = http.get(outputs["signature_check.json"]["url"]).json()
+            assert record["signatures"][0]["findings"] == findings
+            reports[name] = outputs["signature_check.1.etsi.xml"]
+        _, again = _split(http, documents, signed, key="split-trusted-again", parts=[{"name": "p1", "pages": "1"}])
+        outputs = {o["name"]: o for o in http.get(f"/v1/jobs/{again['job_id']}/outputs").json()["outputs"]}
+    assert outputs["signature_check.1.etsi.xml"] == reports["trusted"] | {"url": outputs[
+        "signature_check.1.etsi.xml"]["url"]}  # the same object, put once
+    assert len(documents.runtime.ledger.events_of_type("signature.checked")) == 3  # one per check
+
+
+def test_a_signature_check_stated_before_etsi_reports_is_adopted_by_a_later_split(documents, intake, pki,
+                                                                                   monkeypatch):
+    """A deployment that checked a signature before the check's statement listed ETSI reports splits the same bytes
+    again: the stored statement is adopted as it is (stored data is never rewritten), and the new job still
+    serves the report."""
+    signed = bundles.sign(bundles.district_agreement(), pki[0])
+    put = worker._put_statement
+    acme, _ = tokens(documents)
+    with client(intake, acme) as http:
+        with monkeypatch.context() as before_reports:  # what the previous version wrote: no reports, none stated
+            before_reports.setattr(worker, "_etsi_reports", lambda *args: {})
+            before_reports.setattr(worker, "_put_statement", lambda rt, key, name, sha256, predicate, kind, **_: put(
+                rt, key, name, sha256, {k: v for k, v in predicate.items() if k != "etsi_reports"}, kind))
+            _, first = _split(http, documents, signed, key="split-before", parts=[{"name": "all", "pages": "1-7"}])
+        _, again = _split(http, documents, signed, key="split-after", parts=[{"name": "p1", "pages": "1"}])
+        outputs = {o["name"] for o in http.get(f"/v1/jobs/{again['job_id']}/outputs").json()["outputs"]}
+    assert (first["state"], again["state"]) == ("succeeded", "succeeded"), (again["reason"], again.get("message"))
+    assert "signature_check.1.etsi.xml" in outputs
+
+
 @pytest.mark.slow
 def test_tampering_with_any_link_fails_the_walk_naming_it(documents, intake, pki, environment):
     acme, _ = tokens(documents)
@@ -371,6 +427,7 @@ def test_tampering_with_any_link_fails_the_walk_naming_it(documents, intake, pki
                         for a in a["details"]["artifacts"] if a["name"] == "decision.json")
     [checked] = rt.ledger.events_of_type("signature.checked")
     record_key, check_id = checked["details"]["record"], checked["details"]["signature_check_id"]
+    [report_key] = [report["key"] for report in checked["details"]["etsi_reports"]]
     original = rt.archive.get(exhibits)
     assert original.endswith(b"%%EOF\n")
     archive, store = rt.archive, documents.store
@@ -386,6 +443,8 @@ def test_tampering_with_any_link_fails_the_walk_naming_it(documents, intake, pki
          "LINEAGE_DIGEST_MISMATCH", f"review {review['review_job_id']} of {master}"),
         (record_key, archive.get(record_key).replace(b'"no_findings"', b'"findings"'), archive, master,
          "LINEAGE_DIGEST_MISMATCH", f"signature check {check_id}"),
+        (report_key, archive.get(report_key).replace(b"total-passed", b"total-failed"), archive, master,
+         "LINEAGE_DIGEST_MISMATCH", f"signature check {check_id}"),  # the check's ETSI report
         (f"acme/{done['upload']['sha256']}", done["signed"] + b"\n", store, master,  # the upload's bytes
          "LINEAGE_DIGEST_MISMATCH", f"upload {done['upload']['document_id']}"),
     ]

@@ -37,9 +37,10 @@ from evidence_pipeline.audit.bundle_proof import export_policy, proved_to
 from evidence_pipeline.audit.checkpoints import WITNESS_PREFIX, checkpoint_keys, commits_bundle, read_checkpoint
 from evidence_pipeline.audit.export_documents import DocumentContents, collect_documents
 from evidence_pipeline.audit.locations import Location
-from evidence_pipeline.audit.oscal import DEFAULT_CONTROLS
+from evidence_pipeline.audit.oscal import DEFAULT_CONTROLS, package_assessment_results
 from evidence_pipeline.audit.package import (
     INDEX,
+    PACKAGE_ASSESSMENT,
     WITNESS,
     Index,
     assessment_path,
@@ -99,11 +100,13 @@ class _Publication(_Stored):
 
 
 def export_package(documents: Documents, tenant: str, first: str | None, last: str | None, out: Path,
-                   action_max_age_seconds: float, with_uploads: bool = False) -> Exported:
+                   action_max_age_seconds: float, with_uploads: bool = False,
+                   controls: dict = DEFAULT_CONTROLS) -> Exported:
     """Write the audit package of ``tenant``'s bundles published for periods ``first``..``last`` (inclusive; None is
     unbounded), of its document jobs of those periods (``with_uploads``: the uploads' bytes too) and of its
     authorization events to the folder ``out``, which must not exist (PACKAGE_EXISTS).
-    ``action_max_age_seconds``: the deployment's EVIDENCE_ACTION_MAX_AGE_SECONDS, which the re-check uses."""
+    ``action_max_age_seconds``: the deployment's EVIDENCE_ACTION_MAX_AGE_SECONDS, which the re-check uses;
+    ``controls``: the OSCAL controls mapping of its assessment results."""
     ledger, archive = documents.runtime.ledger, documents.runtime.archive
     validate_tenant_id(tenant)
     for period in (first, last):
@@ -142,7 +145,7 @@ def export_package(documents: Documents, tenant: str, first: str | None, last: s
         package = LocalStore(staging, scheme="package")
         index = _write(archive, package, _Contents(tenant, first, last, publications, authorizations,
                                                    action_max_age_seconds, document_events, document_contents,
-                                                   with_uploads), chosen, tree, documents.runtime.keyring,
+                                                   with_uploads, controls), chosen, tree, documents.runtime.keyring,
                        tuple(parse_vkey(vkey) for _, vkey in documents.runtime.settings.witnesses),
                        documents.runtime.settings.worker_processes())
         os.chmod(staging, 0o755)
@@ -224,6 +227,7 @@ class _Contents:
     document_events: list[_Stored]  # those that are not authorization events
     documents: DocumentContents
     with_uploads: bool
+    controls: dict  # the OSCAL controls mapping (oscal.py)
 
 
 def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, chosen: dict[int, str],
@@ -264,11 +268,15 @@ def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, cho
     here = Location(str(package.root), str(package.root), "bundles", is_archive_root=True)
     verified = verify_all([(here, publication.prefix) for publication in contents.publications], open_package_store,
                           frozenset(), frozenset(), workers, also=partial(check_in_log, signed))
+    assessments = []
     for publication, outcome in zip(contents.publications, verified):  # its files, proofs and notes are in place
         if outcome.error is not None:
             raise outcome.error  # the package could not be read: no assessment to make
-        package.put_once(assessment_path(publication.prefix), assessment_document(  # as the exporter verified it
-            package, publication.prefix, outcome.verification, policy, DEFAULT_CONTROLS))
+        assessments.append(assessment_document(  # as the exporter verified it
+            package, publication.prefix, outcome.verification, policy, contents.controls))
+        package.put_once(assessment_path(publication.prefix), assessments[-1])
+    if assessments:
+        package.put_once(PACKAGE_ASSESSMENT, package_assessment_results(contents.tenant, assessments))
     found = contents.documents
     for key, sha256 in found.objects.items():
         _copy(archive, key, package, key, sha256)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from evidence_pipeline.audit.lineage import DerivedBy, walk
 from evidence_pipeline.audit.lineage_ledger import LedgerSource
-from evidence_pipeline.document_formats import DERIVED_BY, STATEMENT
+from evidence_pipeline.document_formats import DERIVED_BY, SIGNATURE_CHECKS, STATEMENT
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.models import EventType
@@ -75,9 +75,11 @@ class _Recording:
 
 
 def _starts_a_walk(key: str) -> bool:
-    """A job output the walk starts from: not a statement, manifest or signed copy, which it reaches from there."""
+    """A job output the walk starts from: not a statement, manifest, signed copy or a split's signature check
+    record or ETSI report, which it reaches from there."""
     name = key.rsplit("/", 1)[-1]
-    return name != STATEMENT and not name.endswith((f".{STATEMENT}", ".manifest.json", f".{DERIVED_BY}"))
+    return name != STATEMENT and not name.endswith((f".{STATEMENT}", ".manifest.json", f".{DERIVED_BY}")) and \
+        key.split("/")[2] != SIGNATURE_CHECKS
 
 
 def collect_documents(documents: Documents, tenant: str, first: str | None, last: str | None) -> DocumentContents:

@@ -32,6 +32,7 @@ from evidence_pipeline.document_formats import (
     DERIVED_BY_FIELD,
     PREDICATE_TYPE,
     SIGNATURE_CHECK_PREDICATE_TYPE,
+    SIGNATURE_CHECKS,
     STATEMENT,
     decision_problem,
 )
@@ -117,7 +118,7 @@ class _Walker:
         if derived is not None:
             return self.derivative(artifact_id, derived)
         segments = artifact_id.split("/")
-        if len(segments) == 5 and segments[2] not in ("derived", "signature-checks"):
+        if len(segments) == 5 and segments[2] not in ("derived", SIGNATURE_CHECKS):
             return self.job_output(artifact_id, segments[3])
         if not self.links and not self.archive.exists(artifact_id):
             raise EvidenceError(ReasonCode.LINEAGE_NOT_FOUND, "no committed artifact has this id")
@@ -226,6 +227,11 @@ class _Walker:
                                    SIGNATURE_CHECK_PREDICATE_TYPE, link)
         if predicate.get("record_sha256") != details["record_sha256"]:
             raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement names another record")
+        reports = details.get("etsi_reports", [])  # each signature's ETSI report, recorded since issue 51
+        if predicate.get("etsi_reports", []) != [{k: r[k] for k in ("key", "sha256", "indication")} for r in reports]:
+            raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement names other ETSI reports")
+        for report in reports:
+            self.bytes_of(self.archive, report["key"], report["sha256"], link)
         self.links.append({"link": "signature_check", "signature_check_id": check,
                            "policy_version": details["policy_version"], "outcome": record["outcome"],
                            "signatures": details["signatures"]})

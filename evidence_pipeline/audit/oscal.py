@@ -10,11 +10,13 @@ evidence's age at the assessment time (``--at``, else that same witnessed or pub
 control's ``max_age_days``: ``fresh`` or ``stale``. Every UUID is derived from the content (uuid5) and no clock is
 read, so the same bundle, mapping and assessment time give the same bytes.
 
-The mapping is a JSON file the operator owns (``--controls FILE``); DEFAULT_CONTROLS is the documented default.
+The mapping is a JSON file the operator owns (``--controls FILE``, or ``EVIDENCE_OSCAL_CONTROLS`` for `evidence
+export`); DEFAULT_CONTROLS is the documented default.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from dataclasses import dataclass
@@ -60,7 +62,11 @@ def load_controls(path: Path | None) -> dict:
     """The operator's mapping (CONFIG_INVALID when it is not of the format), or the default."""
     if path is None:
         return DEFAULT_CONTROLS
-    mapping = jsonread.loads(path.read_bytes(), ReasonCode.CONFIG_INVALID, path.name)
+    try:
+        data = path.read_bytes()
+    except OSError:
+        raise EvidenceError(ReasonCode.CONFIG_INVALID, f"the controls mapping {path.name} cannot be read") from None
+    mapping = jsonread.loads(data, ReasonCode.CONFIG_INVALID, path.name)
     try:
         valid = isinstance(mapping["catalog"], str) and mapping["controls"] and all(
             isinstance(c["control_id"], str) and isinstance(c["title"], str) and type(c["max_age_days"]) is int
@@ -147,6 +153,39 @@ def assessment_results(verification: Verification, evidence: Evidence, controls:
         }],
     }}
     return json.dumps(document, indent=2, sort_keys=True).encode() + b"\n"
+
+
+def package_assessment_results(tenant: str, documents: list[bytes]) -> bytes:
+    """One Assessment Results document of a whole package: the result of each tenant-month's document, in the
+    index's order, byte for byte the same object as in that document (so a compliance platform that imports both
+    sees one result, not two). Its UUID and version derive from theirs; last-modified is the latest of theirs."""
+    parsed = [json.loads(document)["assessment-results"] for document in documents]
+    periods = [{p["name"]: p["value"] for p in one["results"][0]["observations"][0]["props"]}["period"]
+               for one in parsed]
+    seed = "|".join(one["uuid"] for one in parsed)
+    document = {"assessment-results": {
+        "uuid": _uuid("package-assessment-results", seed),
+        "metadata": {"title": f"Monthly evidence of {tenant}, {min(periods)} to {max(periods)}",
+                     "last-modified": max(one["metadata"]["last-modified"] for one in parsed),
+                     "version": hashlib.sha256(seed.encode()).hexdigest()[:12], "oscal-version": OSCAL_VERSION},
+        "import-ap": parsed[0]["import-ap"],
+        "results": [result for one in parsed for result in one["results"]],
+    }}
+    return json.dumps(document, indent=2, sort_keys=True).encode() + b"\n"
+
+
+def check_package_bound(document: bytes, documents: list[bytes]) -> None:
+    """The package's Assessment Results are exactly the tenant-months' (each bound to its bundle by
+    check_bound), in order (ASSESSMENT_MISMATCH otherwise)."""
+    parsed = jsonread.loads(document, ReasonCode.ASSESSMENT_MISMATCH, "the package's assessment results")
+    try:
+        bound = parsed["assessment-results"]["results"] == [
+            result for one in documents for result in json.loads(one)["assessment-results"]["results"]]
+    except (KeyError, TypeError, ValueError):
+        bound = False
+    if not bound:
+        raise EvidenceError(ReasonCode.ASSESSMENT_MISMATCH, "the package's assessment results are not the results "
+                            "of its tenant-months' assessment results, in the index's order")
 
 
 def check_bound(document: bytes, manifest: dict) -> None:

@@ -15,6 +15,7 @@ the proofs that tie each bundle to a signed checkpoint:
     proofs/consistency/<old:012d>-<new:012d>.json            between consecutive checkpoints of the package
     proofs/tlog/<tenant>/<YYYY-MM>/<identity>.tlog-proof     the event's c2sp.org/tlog-proof@v1 (with notes)
     assessment-results/<tenant>/<YYYY-MM>/<identity>.json    its OSCAL Assessment Results (oscal.py)
+    assessment-results/package.json            one OSCAL Assessment Results of every tenant-month: theirs, in order
     witness/<key id>.pem                       the witness's public key, if the archive has one: a convenience
                                                that is never trusted unless the auditor pins its id
     documents/<tenant>/…                       the tenant's document artifacts, copied verbatim, with their
@@ -57,7 +58,7 @@ from evidence_pipeline.actors.offline import DEFAULT_MAX_AGE_SECONDS
 from evidence_pipeline.audit.checkpoints import PREFIX as CHECKPOINTS
 from evidence_pipeline.audit.checkpoints import CheckpointKeys, check_witness, checkpoint_key, commits_bundle
 from evidence_pipeline.audit.locations import Location
-from evidence_pipeline.audit.oscal import check_bound
+from evidence_pipeline.audit.oscal import check_bound, check_package_bound
 from evidence_pipeline.audit.package_index import (
     INDEX_MAX_BYTES,
     SignedIndex,
@@ -118,6 +119,9 @@ def inclusion_path(bundle: str) -> str:
 def tlog_proof_path(bundle: str) -> str:
     """The bundle's c2sp.org/tlog-proof@v1 file (its publication event, to the package's newest checkpoint)."""
     return f"{TLOG_PROOFS}/{bundle.removeprefix('bundles/')}.tlog-proof"
+
+
+PACKAGE_ASSESSMENT = f"{ASSESSMENTS}/package.json"  # no tenant's folder: a tenant id has no dot
 
 
 def assessment_path(bundle: str) -> str:
@@ -403,7 +407,18 @@ def check_package(store: LocalStore, index: Index, package_keys: PackageKeys,
     for old, new in zip(index.checkpoints, index.checkpoints[1:]):
         result.checks.append(run_check(f"consistency {checkpoint_size(old)} -> {checkpoint_size(new)}",
                                        lambda: _check_consistency(store, old, new, result.roots)))
+    if store.exists(PACKAGE_ASSESSMENT):  # exported since issue 51's package-wide document
+        result.checks.append(run_check("package_assessment_results", lambda: check_package_bound(
+            _read(store, PACKAGE_ASSESSMENT), [_read(store, assessment_path(b)) for b in index.bundles])))
     return result
+
+
+def _read(store: ArtifactStore, key: str) -> bytes:
+    try:
+        return store.get(key, max_bytes=jsonread.MAX_BYTES)
+    except EvidenceError as error:
+        _missing_is_incomplete(error, key)
+        raise
 
 
 def run_check(name: str, check) -> Check:

@@ -52,7 +52,7 @@ def bundle_etsi_reports(store: ArtifactStore, prefix: str, root_ids: frozenset[s
         raise EvidenceError(ReasonCode.MANIFEST_INVALID, "the manifest names no PAdES level or roots") from None
     key, number = newest_report(store, prefix)
     pdf = store.get(key, max_bytes=MAX_REPORT_BYTES + (number + 1) * SIGNATURE_ALLOWANCE)
-    return validation_reports(pdf, root, level, tsa_root, at)
+    return validation_reports(pdf, [root] + ([tsa_root] if tsa_root else []), level, at)
 
 
 def write_reports(kind: str, directory: Path, store: ArtifactStore, prefix: str, verification: Verification,

@@ -16,8 +16,12 @@ from evidence_pipeline.cli.resources import load_settings
 @click.option("--to", "last", callback=check_period, metavar="YYYY-MM", help="Last period (inclusive).")
 @click.option("--with-uploads", is_flag=True, help="Also pack the uploaded documents' bytes (private: by default "
               "the package holds only their digests).")
+@click.option("--controls", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="The controls mapping (JSON) of the package's OSCAL assessment results [default: "
+              "EVIDENCE_OSCAL_CONTROLS, else the documented one].")
 @click.argument("out", type=click.Path(path_type=Path))
-def export(tenant_id: str, first: str | None, last: str | None, with_uploads: bool, out: Path) -> None:
+def export(tenant_id: str, first: str | None, last: str | None, with_uploads: bool, controls: Path | None,
+           out: Path) -> None:
     """Write an offline audit package of a tenant's bundles and document artifacts to the folder OUT (which must not
     exist).
 
@@ -31,11 +35,13 @@ def export(tenant_id: str, first: str | None, last: str | None, with_uploads: bo
     --package OUT` checks it with no database and no network. Reads the ledger and the archive; writes neither.
     """
     from evidence_pipeline.audit.export import export_package
+    from evidence_pipeline.audit.oscal import load_controls
     from evidence_pipeline.intake import open_documents
 
     settings = load_settings(reads_only=True)
+    mapping = load_controls(controls or settings.oscal_controls)  # before any work: a bad mapping refuses at once
     exported = export_package(open_documents(settings), tenant_id, first, last, out, settings.action_max_age_seconds,
-                              with_uploads)
+                              with_uploads, mapping)
     index = exported.index
     click.echo(f"exported {len(index.bundles)} bundle(s) of {tenant_id} ({_months(first, last)}), "
                f"{len(index.documents['artifacts'])} document artifact(s)"

@@ -23,6 +23,7 @@ import io
 import json
 import time
 from dataclasses import dataclass
+from datetime import datetime
 
 from evidence_pipeline import jsonread
 from evidence_pipeline.document_formats import (
@@ -32,6 +33,7 @@ from evidence_pipeline.document_formats import (
     DERIVED_BY_FIELD,
     PREDICATE_TYPE,
     SIGNATURE_CHECK_PREDICATE_TYPE,
+    SIGNATURE_CHECKS,
     STATEMENT,
 )
 from evidence_pipeline.documents import Documents, signature_check
@@ -48,6 +50,7 @@ from evidence_pipeline.models import EventType
 from evidence_pipeline.monthly.pipeline import our_statement_keys, put_or_adopt, record_failure
 from evidence_pipeline.runtime import RunInfo, Runtime
 from evidence_pipeline.signing import dsse
+from evidence_pipeline.signing.etsi_report import ValidationReport, validation_reports
 from evidence_pipeline.signing.pades import TIMESTAMPED, sign_pdf, verify_pdf_signature
 from evidence_pipeline.signing.pdf_reader import open_pdf
 from evidence_pipeline.store import StoredObject, sha256_file, sha256_hex
@@ -124,6 +127,10 @@ def _verification(verify, written: dict, result: ProcessorResult) -> dict:
 def _signatures_checked(file, sha256: str, policy, check: str) -> bytes:
     # its canonical JSON: the record's strings may be pyHanko's, which refer to the parsed file
     return dsse.canonical_json(signature_check.check_signatures(reopened(file), sha256, policy, check))
+
+
+def _etsi_reported(file, roots: tuple[bytes, ...], at: datetime) -> list[ValidationReport]:
+    return validation_reports(reopened(file).read(), roots, "B-B", at)
 
 
 def job_prefix(job: dict) -> str:
@@ -244,6 +251,9 @@ def _process(documents: Documents, job: dict, lease: Lease, stages: _Stages, scr
         if op.signature_check:
             stages.enter(lease, "signature_check", input_sha256=[i.sha256 for i in inputs])
             check = _check_signatures(documents, job, lease, inputs[0], scratch, run, limits)
+            artifacts += [{"name": "signature_check.json", "key": check["record"], "sha256": check["record_sha256"],
+                           "bytes": check["record_bytes"]}] + [
+                {k: r[k] for k in ("name", "key", "sha256", "bytes")} for r in check["etsi_reports"]]
         if op.admit_inputs is not None:  # what admission pinned must still hold
             digests = {i.document_id: i.sha256 for i in inputs}
             for pin in pinned["reviews"]:
@@ -335,12 +345,14 @@ def _source(documents: Documents, tenant: str, input_id: str) -> _Source:
 
 
 def _put_statement(rt: Runtime, key: str, name: str, sha256: str, predicate: dict,
-                   predicate_type: str) -> tuple[StoredObject, bytes]:
+                   predicate_type: str, added: tuple[str, ...] = ()) -> tuple[StoredObject, bytes]:
     """Put our DSSE statement about ``name`` once under ``key``; returns the stored object and its bytes.
 
     Where one is already there (an earlier attempt's, or another job's of the same content), it is adopted when a
     key of ours, of any generation, signed it and it states the same, apart from which key signed: a rotation in
-    between must not turn a retry into a conflict."""
+    between must not turn a retry into a conflict. ``added`` names the predicate's entries a later version of this
+    code added: a statement written before them, the same without them, is adopted as it is (stored data is never
+    rewritten; what it does not state, it does not sign)."""
     keyring = rt.keyring
     payload = dsse.canonical_json(dsse.statement(name, sha256, predicate, predicate_type))
     envelope = dsse.sign_envelope(payload, keyring.statement_key, keyring.statement_key_id)
@@ -351,8 +363,10 @@ def _put_statement(rt: Runtime, key: str, name: str, sha256: str, predicate: dic
             raise
     stored = rt.archive.get(key, max_bytes=jsonread.MAX_BYTES)
     opened = dsse.verify_envelope(stored, our_statement_keys(rt), dsse.PAYLOAD_TYPE, code=ReasonCode.STORE_CONFLICT)
-    same = _unsigned(jsonread.loads(opened.payload, ReasonCode.STORE_CONFLICT, key)) == _unsigned(json.loads(payload))
-    if not same:
+    theirs = _unsigned(jsonread.loads(opened.payload, ReasonCode.STORE_CONFLICT, key))
+    ours = _unsigned(json.loads(payload))
+    earlier = ours | {"predicate": {k: v for k, v in ours["predicate"].items() if k not in added}}
+    if theirs not in (ours, earlier):
         raise EvidenceError(ReasonCode.STORE_CONFLICT, f"{key} holds a statement that is not this one")
     adopted = StoredObject(key, sha256_hex(stored), len(stored), created=False, version_id=rt.archive.version_id(key))
     return adopted, stored
@@ -366,7 +380,7 @@ def _unsigned(statement) -> object:
 
 
 def signature_check_prefix(tenant: str, check: str) -> str:
-    return f"documents/{tenant}/signature-checks/{check}"
+    return f"documents/{tenant}/{SIGNATURE_CHECKS}/{check}"
 
 
 def _check_signatures(documents: Documents, job: dict, lease: Lease, document: ProcessorInput, scratch,
@@ -385,12 +399,14 @@ def _check_signatures(documents: Documents, job: dict, lease: Lease, document: P
         out.seek(0)
         return out
 
-    def adopt(stored, sha256: str) -> tuple[dict, str] | None:
-        record = jsonread.loads(stored.read(), ReasonCode.STORE_CONFLICT, "a signature check record")
+    def adopt(stored, sha256: str) -> tuple[dict, str, int] | None:
+        data = stored.read()
+        record = jsonread.loads(data, ReasonCode.STORE_CONFLICT, "a signature check record")
         ours = (record.get("signature_check_id"), record.get("document_sha256")) == (check, document.sha256)
-        return (record, sha256) if ours else None
+        return (record, sha256, len(data)) if ours else None
 
-    (record, record_sha256), _ = put_or_adopt(rt.archive, f"{base}.json", scratch, make, adopt)
+    (record, record_sha256, record_bytes), _ = put_or_adopt(rt.archive, f"{base}.json", scratch, make, adopt)
+    reports = _etsi_reports(rt, base, document, policy, record, limits)
     summary = {
         "outcome": record["outcome"],
         "signatures": [
@@ -398,22 +414,46 @@ def _check_signatures(documents: Documents, job: dict, lease: Lease, document: P
         ],
     }
     predicate = {"signature_check_id": check, "policy_version": policy.version, "record_sha256": record_sha256,
+                 "etsi_reports": [{k: r[k] for k in ("key", "sha256", "indication")} for r in reports.values()],
                  "key_id": rt.keyring.statement_key_id} | summary
     _, envelope = _put_statement(rt, f"{base}.dsse.json", f"document/{document.document_id}", document.sha256,
-                                 predicate, SIGNATURE_CHECK_PREDICATE_TYPE)
+                                 predicate, SIGNATURE_CHECK_PREDICATE_TYPE, added=("etsi_reports",))
     details = {
         "signature_check_id": check,
         "policy_version": policy.version,
         "document_id": document.document_id,
         "record": f"{base}.json",
         "record_sha256": record_sha256,
+        "record_bytes": record_bytes,
         "statement": f"{base}.dsse.json",
         "statement_sha256": sha256_hex(envelope),
+        "etsi_reports": list(reports.values()),
         "job_id": job["job_id"],
-    } | summary
+        "outcome": summary["outcome"],
+        "signatures": [s | ({"etsi_indication": reports[n]["indication"]} if n in reports else {})
+                       for n, s in enumerate(summary["signatures"], start=1)],
+    }
     documents.jobs.record_once(job, lease, EventType.SIGNATURE_CHECKED, document.sha256, "signature_check_id",
                                  details, run.run_id)
     return details
+
+
+def _etsi_reports(rt: Runtime, base: str, document: ProcessorInput, policy: signature_check.TrustPolicy,
+                  record: dict, limits: Limits) -> dict[int, dict]:
+    """The ETSI TS 119 102-2 report of each signature of the record (by its 1-based position there), from the
+    basic validation process under the check's roots at the record's moment: deterministic bytes, so a retry or
+    a later job of the same check puts the same objects. Each is an artifact of the job: name, key, digest, size,
+    and the indication the report states."""
+    at = datetime.fromisoformat(record["validated_at"])
+    made = {r.field_name: r for r in isolated(limits, _etsi_reported, document.file, policy.roots, at)}
+    reports = {}
+    for n, entry in enumerate(record["signatures"], start=1):
+        report = made.get(entry["field"]) if entry["kind"] == "signature" else None
+        if report is not None:
+            stored = rt.archive.put_once(f"{base}.etsi-{n}.xml", report.xml)  # the field's name is the signer's
+            reports[n] = {"name": f"signature_check.{n}.etsi.xml", "key": stored.key, "sha256": stored.sha256,
+                          "bytes": stored.size, "indication": report.indication}
+    return reports
 
 
 def _extra_roots(path) -> bytes | None:

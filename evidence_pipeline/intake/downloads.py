@@ -38,7 +38,7 @@ from evidence_pipeline.witness.note import parse_vkey
 
 BUNDLE_MEDIA_TYPE = "application/x-tar"
 # by how an output's name ends; the first that matches
-MEDIA_TYPES = ((".pdf", "application/pdf"), (".json", "application/json"))
+MEDIA_TYPES = ((".pdf", "application/pdf"), (".json", "application/json"), (".xml", "application/xml"))
 OCTET_STREAM = "application/octet-stream"
 KEYS = "keys"
 

@@ -198,7 +198,8 @@ OPERATIONS = {
                "headers": _ETAG | _DOWNLOAD | {"Repr-Digest": {
                    "required": True, **_STRING, "description": "RFC 9530: sha-256=:<base64 of the sha256>:"}},
                "content": {media: {"schema": {"type": "string", "format": "binary"}}
-                           for media in ("application/pdf", "application/json", "application/octet-stream")}},
+                           for media in ("application/pdf", "application/json", "application/xml",
+                                         "application/octet-stream")}},
          303: {"description": "with an S3 archive and EVIDENCE_DOWNLOAD_PRESIGN_SECONDS set: fetch the bytes from "
                               "Location, a presigned URL valid that long (send no Authorization header there)",
                "headers": {"Location": {"required": True, **_STRING}, "Cache-Control": {"required": True, **_STRING}}},

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 
+from pyhanko.generated.etsi import ts_11910202
 from pyhanko.pdf_utils.misc import PdfError
 from pyhanko.pdf_utils.reader import PdfFileReader
 from pyhanko.sign.validation import EmbeddedPdfSignature
@@ -24,15 +26,18 @@ from pyhanko.sign.validation.policy_decl import (
     RevocationInfoGatheringSpec,
     SignatureValidationSpec,
 )
-from pyhanko.sign.validation.report.tools import generate_report
+from pyhanko.sign.validation.report.tools import NAMESPACES, generate_report
 from pyhanko.sign.validation.status import PdfSignatureStatus
 from pyhanko_certvalidator.context import CertValidationPolicySpec
 from pyhanko_certvalidator.ltv.types import ValidationTimingInfo
 from pyhanko_certvalidator.policy_decl import LEGACY_POLICY_MAP, CertRevTrustPolicy
 from pyhanko_certvalidator.registry import SimpleTrustManager
+from xsdata.formats.dataclass.parsers import XmlParser
+from xsdata.formats.dataclass.serializers import XmlSerializer
+from xsdata.formats.dataclass.serializers.config import SerializerConfig
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.signing.pades import OFFLINE_TSA_POLICY, TIMESTAMPED, der_certificate, long_term_spec
+from evidence_pipeline.signing.pades import TIMESTAMPED, der_certificate, long_term_spec
 
 MAIN_INDICATION = re.compile(r"<vr:MainIndication>urn:etsi:019102:mainindication:([a-z-]+)</vr:MainIndication>")
 _SOFT_FAIL = CertRevTrustPolicy(LEGACY_POLICY_MAP["soft-fail"])  # as `evidence verify` checks B-B to B-LT
@@ -45,11 +50,13 @@ class ValidationReport:
     xml: bytes
 
 
-def validation_reports(pdf: bytes, trust_root_pem: bytes, level: str, tsa_root_pem: bytes | None = None,
+def validation_reports(pdf: bytes, roots_pem: Sequence[bytes], level: str,
                        at: datetime | None = None) -> list[ValidationReport]:
-    """One report per signature of the PDF (document time stamps are reported inside the LTA process, not apart);
-    PDF_SIGNATURE_INVALID when the file does not parse as a signed PDF."""
-    roots = [der_certificate(trust_root_pem)] + ([der_certificate(tsa_root_pem)] if tsa_root_pem else [])
+    """One report per signature of the PDF that pyHanko can validate at all, in file order (document time stamps
+    are reported inside the LTA process, not apart), against the trust roots ``roots_pem`` (signers' and time
+    stamp authorities'); PDF_SIGNATURE_INVALID when the file does not parse as a signed PDF. Given ``at``, the
+    bytes are deterministic: the same PDF, roots and moment give the same report."""
+    roots = [der_certificate(pem) for pem in roots_pem]
     try:
         signatures = [s for s in PdfFileReader(_stream(pdf), strict=True).embedded_signatures
                       if s.sig_object_type != "/DocTimeStamp"]
@@ -59,8 +66,11 @@ def validation_reports(pdf: bytes, trust_root_pem: bytes, level: str, tsa_root_p
     timing = ValidationTimingInfo(at, at, True) if at else ValidationTimingInfo.now()
     reports = []
     for signature in signatures:
-        result = asyncio.run(_validate(signature, roots, level, timing))
-        xml = generate_report(signature, result).encode()
+        try:
+            result = asyncio.run(_validate(signature, roots, level, timing))
+        except (ValueError, PdfError):  # a signature pyHanko cannot validate at all (a disallowed algorithm, say)
+            continue
+        xml = _schema_valid(generate_report(signature, result))
         found = MAIN_INDICATION.search(xml.decode())
         reports.append(ValidationReport(signature.field_name, found.group(1) if found else "", xml))
     return reports
@@ -73,7 +83,9 @@ async def _validate(signature: EmbeddedPdfSignature, roots: list, level: str, ti
     trust = SimpleTrustManager.build(trust_roots=roots)
     spec = SignatureValidationSpec(
         cert_validation_policy=CertValidationPolicySpec(trust, _SOFT_FAIL),
-        ts_cert_validation_policy=CertValidationPolicySpec(trust, OFFLINE_TSA_POLICY),
+        # the time stamp's certificate as the signer's: at B-T no revocation data of the TSA is in the file, and
+        # requiring it made a signature `evidence verify` accepts indeterminate
+        ts_cert_validation_policy=CertValidationPolicySpec(trust, _SOFT_FAIL),
         revinfo_gathering_policy=RevocationInfoGatheringSpec(RevinfoOnlineFetchingRule.LOCAL_ONLY),
     )
     if level not in TIMESTAMPED:  # pyHanko 0.38's basic process reports in its CMS status class, whatever asked
@@ -83,6 +95,27 @@ async def _validate(signature: EmbeddedPdfSignature, roots: list, level: str, ti
     return await ades_with_time_validation(signature.signed_data, spec, timing_info=timing,
                                            raw_digest=signature.compute_digest(), status_cls=PdfSignatureStatus,
                                            extra_status_kwargs=signature.summarise_integrity_info())
+
+
+def _schema_valid(xml: str) -> bytes:
+    """The report made valid against the standard's schema where pyHanko 0.38's is not: the schema requires a
+    best signature time, which pyHanko leaves out after the basic process (that process has no proof of existence
+    before the validation time, EN 319 102-1 5.3, so that time is the best signature time, as a proof the
+    validation gives); and a list of validation objects holds at least one (pyHanko writes an empty one when the
+    signature failed before any object was validated)."""
+    report = XmlParser().from_string(xml, ts_11910202.ValidationReport)
+    (single,) = report.signature_validation_report
+    times = single.validation_time_info
+    if times is not None and times.best_signature_time is None:
+        best = ts_11910202.POEType(poetime=times.validation_time, type_of_proof="urn:etsi:019102:poetype:validation")
+        single = replace(single, validation_time_info=replace(times, best_signature_time=best))
+    objects = report.signature_validation_objects
+    if objects is not None and not objects.validation_object:
+        objects = None
+    valid = replace(report, signature_validation_report=(single,), signature_validation_objects=objects)
+    if valid == report:
+        return xml.encode()
+    return XmlSerializer(config=SerializerConfig(indent="  ")).render(valid, ns_map=NAMESPACES).encode()
 
 
 def _stream(pdf: bytes):
