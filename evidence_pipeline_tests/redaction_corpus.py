@@ -405,21 +405,26 @@ def _turned(angle: float):
     return change
 
 
+def _dark_runs(image: Image.Image):
+    """(start, end, row) of each run of dark pixels in each row of ``image``."""
+    pixels = image.load()
+    for y in range(image.height):
+        x = 0
+        while x < image.width:
+            if pixels[x, y] < 128:
+                start = x
+                while x < image.width and pixels[x, y] < 128:
+                    x += 1
+                yield start, x, y
+            x += 1
+
+
 def _vector_outlines(pdf, page):
     """The glyphs as filled paths, no text and no image: each row of a 24-pixel rendering, run by run."""
     picture = text_picture(SHOWN, 60)
-    pixels, scale = picture.load(), 0.3
-    paths = []
-    for y in range(picture.height):
-        x = 0
-        while x < picture.width:
-            if pixels[x, y] < 128:
-                start = x
-                while x < picture.width and pixels[x, y] < 128:
-                    x += 1
-                paths.append(b"%.2f %.2f %.2f %.2f re" % (72 + start * scale, 600 + (picture.height - y - 1) * scale,
-                                                          (x - start) * scale, scale))
-            x += 1
+    scale = 0.3
+    paths = [b"%.2f %.2f %.2f %.2f re" % (72 + start * scale, 600 + (picture.height - y - 1) * scale,
+                                          (end - start) * scale, scale) for start, end, y in _dark_runs(picture)]
     page.obj.Contents = pdf.make_stream(HEADING + b"0 g\n" + b"\n".join(paths) + b"\nf\n")
 
 
@@ -564,16 +569,7 @@ def _type3_font(pdf) -> pikepdf.Object:
         width = round(font.getlength(char))
         image = Image.new("L", (max(1, width), 120), 255)
         ImageDraw.Draw(image).text((0, 96), char, fill=0, font=font, anchor="ls")  # baseline 24 pixels up
-        pixels, runs = image.load(), []
-        for y in range(image.height):
-            x = 0
-            while x < image.width:
-                if pixels[x, y] < 128:
-                    start = x
-                    while x < image.width and pixels[x, y] < 128:
-                        x += 1
-                    runs.append(b"%d %d %d 1 re" % (start, 95 - y, x - start))
-                x += 1
+        runs = [b"%d %d %d 1 re" % (start, 95 - y, end - start) for start, end, y in _dark_runs(image)]
         procs[f"/g{index}"] = pdf.make_stream(b"%d 0 d0\n" % width + b"\n".join(runs) + b"\nf\n")
         widths.append(width)
     return pdf.make_indirect(pikepdf.Dictionary(
