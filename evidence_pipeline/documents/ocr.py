@@ -88,18 +88,34 @@ class Reading:
     def views(self) -> tuple[str, ...]:
         """The text as a rule reads it: line by line; the lines joined (a value wrapped at a line's end); and with
         the words a reader sees as one written together: on a line less than a third of their height apart, or
-        joined by a separator that ends or begins one of them (a value drawn in two neighbouring objects)."""
+        joined by a separator that ends or begins one of them (a value drawn in two neighbouring objects). Gaps and
+        heights are measured along the line, from one word towards the next: on a page read turned (by the engine or
+        here), a line runs down or up the image, not across it."""
         tight, previous = [], None
         for word in self.words:
             if previous is not None:
                 same = previous.line == word.line
-                gap = word.box[0] - previous.box[2]
-                height = min(word.box[3] - word.box[1], previous.box[3] - previous.box[1])
+                gap, height = _along(previous, word)
                 joined = gap < height / 3 or previous.text[-1] in _JOINERS or word.text[0] in _JOINERS
                 tight.append("" if same and joined else " " if same else "\n")
             tight.append(word.text)
             previous = word
         return self.lines, " ".join(self.lines.split("\n")), "".join(tight)
+
+
+def _along(first: Word, second: Word) -> tuple[float, float]:
+    """(gap, height) of two words of one line, measured along the line (the direction from the first's centre to
+    the second's) and across it (the smaller of the two)."""
+    dx = (second.box[0] + second.box[2] - first.box[0] - first.box[2]) / 2
+    dy = (second.box[1] + second.box[3] - first.box[1] - first.box[3]) / 2
+    length = math.hypot(dx, dy) or 1.0
+    ux, uy = dx / length, dy / length
+    spans = []
+    for word in (first, second):
+        corners = [(x, y) for x in (word.box[0], word.box[2]) for y in (word.box[1], word.box[3])]
+        along, across = [x * ux + y * uy for x, y in corners], [y * ux - x * uy for x, y in corners]
+        spans.append((min(along), max(along), max(across) - min(across)))
+    return spans[1][0] - spans[0][1], min(spans[0][2], spans[1][2])
 
 
 @functools.cache
@@ -428,15 +444,35 @@ def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
 def _cleared(gray: Image.Image) -> Image.Image:
     """The image with its solid dark areas (a redaction's black box: dark throughout a square of _SOLID pixels)
     made white: the engine reads a black box as a word and doubts the words beside it. Strokes thinner than
-    _SOLID (glyphs, rules, the ground between light letters) stay."""
+    _SOLID (glyphs, rules, the ground between light letters) stay. A dark panel with light text in it (solid
+    all round its edge, not inside) is turned negative instead: its text read dark on light, as a reader reads it."""
     if min(gray.size) < _SOLID or numpy.asarray(gray.reduce(_SOLID // 2)).min() >= 64:
         return gray  # no square of _SOLID pixels holds a dark cell of half its side: nothing is solid
     solid = _solid_area(gray, _SOLID // 2)
     if not solid.any():
         return gray
-    pixels = numpy.asarray(gray).copy()
+    shown = numpy.asarray(gray)
+    pixels = shown.copy()
     pixels[solid] = 255
+    for panel in _panels(solid):
+        pixels[panel] = 255 - shown[panel]
     return Image.fromarray(pixels)
+
+
+def _panels(solid: numpy.ndarray) -> Iterator[tuple[slice, slice]]:
+    """The boxes (rows, columns) of the solid areas that are solid along the edge of their box but not
+    throughout it: a dark panel holding light glyphs. A black box is solid throughout; boxes that touch (marks on
+    neighbouring lines) leave their union's edge open."""
+    step = _SOLID // 2
+    cells = numpy.asarray(Image.fromarray(solid.astype(numpy.uint8) * 255).reduce(step)) > 0
+    for top, left, bottom, right in _components(cells):
+        area = solid[top * step:(bottom + 1) * step, left * step:(right + 1) * step]
+        rows, columns = numpy.flatnonzero(area.any(axis=1)), numpy.flatnonzero(area.any(axis=0))
+        inside = area[rows[0]:rows[-1] + 1, columns[0]:columns[-1] + 1]
+        edge = min(inside[0].mean(), inside[-1].mean(), inside[:, 0].mean(), inside[:, -1].mean())
+        if edge >= 0.95 and not inside.all():  # (the opening rounds a box's corners off by a pixel or two)
+            yield (slice(top * step + rows[0], top * step + rows[-1] + 1),
+                   slice(left * step + columns[0], left * step + columns[-1] + 1))
 
 
 def _solid_area(gray: Image.Image, radius: int) -> numpy.ndarray:
