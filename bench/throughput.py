@@ -47,8 +47,8 @@ import psutil
 import sqlalchemy as sa
 
 from evidence_pipeline import parallel
-from evidence_pipeline.config import Settings
-from evidence_pipeline.models import FIRST_PERIOD, TenantMonth, first_open_period
+from evidence_pipeline.config import Settings, first_period, open_months
+from evidence_pipeline.models import TenantMonth, first_open_period
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo, runtime_for, s3_client
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS, demo_transactions
@@ -468,10 +468,10 @@ def main() -> None:
     if args.launch == "schedule" and args.months != 1:
         parser.error("--launch schedule runs one month (the last complete one): use --months 1")
     # Every bench month must be an open month of the code location (a partition), here and in every process the
-    # bench starts: the window is read when the partitions are first imported.
-    os.environ["EVIDENCE_OPEN_MONTHS"] = str(max(args.months, int(os.environ.get("EVIDENCE_OPEN_MONTHS", "12"))))
+    # bench starts: the window is read when the partitions are first imported. It opens at least a year.
+    os.environ["EVIDENCE_OPEN_MONTHS"] = str(max(args.months, 12, open_months()))
     oldest = first_open_period(date.today(), args.months, "0001-01")  # the bench's oldest month, even before 2025
-    os.environ["EVIDENCE_FIRST_PERIOD"] = min(oldest, os.environ.get("EVIDENCE_FIRST_PERIOD", FIRST_PERIOD))
+    os.environ["EVIDENCE_FIRST_PERIOD"] = min(oldest, first_period())
 
     root = Path(tempfile.mkdtemp(prefix="evidence-bench-"))
     print(f"working in {root} (removed when the benchmark succeeds); {args.backend} backend; "

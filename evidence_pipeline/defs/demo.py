@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -73,15 +72,16 @@ def run_demo(months: int, today: date, evidence: EvidenceResource | None = None,
              instance: DagsterInstance | None = None, say: Callable[[str], None] = print) -> Demo:
     """Runs on ``instance``, or on the one DAGSTER_HOME names. ``say`` reports what a wait is waiting for."""
     evidence = evidence or EvidenceResource()
-    with contextlib.nullcontext(instance) if instance else _instance_of_dagster_home() as dagster_instance:
+    home = evidence.settings().dagster_home
+    with contextlib.nullcontext(instance) if instance else _instance_of_dagster_home(home) as dagster_instance:
         return _run_demo(dagster_instance, evidence, months, today, say)
 
 
-def _instance_of_dagster_home() -> DagsterInstance:
+def _instance_of_dagster_home(dagster_home: Path) -> DagsterInstance:
     """DagsterInstance.get(), one process at a time. On a fresh DAGSTER_HOME, Dagster creates and stamps its SQLite
     schemas without a guard, so two demos that start together can fail with "table … already exists"."""
-    # DagsterInstance.get() reads the same variable; `evidence demo` sets it (cli.resources.use_dagster_home).
-    with open(Path(os.environ["DAGSTER_HOME"]) / ".instance.lock", "a") as lock:
+    # DagsterInstance.get() reads DAGSTER_HOME itself; `evidence demo` sets it (cli.resources.use_dagster_home).
+    with open(dagster_home / ".instance.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         return DagsterInstance.get()
 
