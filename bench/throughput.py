@@ -16,10 +16,10 @@ On one fresh temporary root, with the same backend kind and the same shared sour
 3. stock   one run per tenant-month, as without a backfill policy: a sample of single-partition runs launched
            through the same webserver and daemon, and extrapolated to all tenant-months (labelled as such).
 
-Prints partitions/s for each, the ratio analyst / raw (counted from the backfill's launch, and from the moment
-its first run was created: the backfill daemon's pick-up delay, a 0-30 s tick in Dagster 1.13, under a second with
-defs/backfill_wake.py), the orchestration overhead per partition ((analyst - raw) / partitions), where the CPU went
-(per kind of process), and the peak RSS of any one process and of all processes together, sampled every 0.2 s.
+Prints partitions/s for each, the ratio analyst / raw (counted from the backfill's launch, and from the moment its first
+run was created: the backfill daemon's pick-up delay, a 0-30 s tick in Dagster 1.13, under a second with
+dagster_extensions/backfill_wake.py), the orchestration overhead per partition ((analyst - raw) / partitions), where the
+CPU went (per kind of process), and the peak RSS of any one process and of all processes together, sampled every 0.2 s.
 
 `--backend postgres` runs every mode on embedded PostgreSQL (Dagster's storage: dagster.production.yaml; the
 ledger) and a moto S3 server (archive, staging, sources), as bench/scale.py and the tests' aws backend do.
@@ -47,8 +47,8 @@ import psutil
 import sqlalchemy as sa
 
 from evidence_pipeline import parallel
-from evidence_pipeline.config import Settings
-from evidence_pipeline.models import FIRST_PERIOD, TenantMonth, first_open_period
+from evidence_pipeline.config import Settings, first_period, open_months
+from evidence_pipeline.models import TenantMonth, first_open_period
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo, runtime_for, s3_client
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS, demo_transactions
@@ -147,10 +147,10 @@ class ProcessMeter:
             elif "api grpc" in command or "code-server" in command:
                 role = "code servers"
             elif "multiprocessing.forkserver" in command:  # a forked run keeps its fork server's command line
-                role = "run processes" if parent == "fork server" else "fork server"  # defs/run_fork.py
+                role = "run processes" if parent == "fork server" else "fork server"  # dagster_extensions/run_fork.py
             elif "postgres" in process.name():
                 role = "postgres"
-            else:  # a run process spawned by a code server (without defs/run_fork.py)
+            else:  # a run process spawned by a code server (without dagster_extensions/run_fork.py)
                 role = "run processes"
             self._roles[process.pid] = role
         return self._roles[process.pid]
@@ -468,10 +468,10 @@ def main() -> None:
     if args.launch == "schedule" and args.months != 1:
         parser.error("--launch schedule runs one month (the last complete one): use --months 1")
     # Every bench month must be an open month of the code location (a partition), here and in every process the
-    # bench starts: the window is read when the partitions are first imported.
-    os.environ["EVIDENCE_OPEN_MONTHS"] = str(max(args.months, int(os.environ.get("EVIDENCE_OPEN_MONTHS", "12"))))
+    # bench starts: the window is read when the partitions are first imported. It opens at least a year.
+    os.environ["EVIDENCE_OPEN_MONTHS"] = str(max(args.months, 12, open_months()))
     oldest = first_open_period(date.today(), args.months, "0001-01")  # the bench's oldest month, even before 2025
-    os.environ["EVIDENCE_FIRST_PERIOD"] = min(oldest, os.environ.get("EVIDENCE_FIRST_PERIOD", FIRST_PERIOD))
+    os.environ["EVIDENCE_FIRST_PERIOD"] = min(oldest, first_period())
 
     root = Path(tempfile.mkdtemp(prefix="evidence-bench-"))
     print(f"working in {root} (removed when the benchmark succeeds); {args.backend} backend; "

@@ -1,6 +1,6 @@
 """The docs pages that are the code: generated at build time by mkdocs-gen-files (mkdocs.yml), never written by hand.
 
-Settings from ``config.Settings`` (each field's variable and meaning, the defaults ``from_env`` computes), reason
+Settings from ``config.Settings`` (each field's variable, default and meaning, as declared), reason
 codes from ``errors.ReasonCode`` (meaning, retried, exit code, HTTP status), ledger event types from
 ``models.EventType``, the metrics from ``metrics.collector.METRICS``, the actors' roles and what each may do
 from ``actors.roles``, every command of the click group ``evidence_pipeline.cli:main``, the tenant API's and the
@@ -38,28 +38,13 @@ def _table(header: tuple[str, ...], rows: list[tuple]) -> str:
 # ------------------------------------------------------------------------------------------------------- settings
 
 
-def _default(value: object, home: Path) -> str:
-    """A computed default as the operator would write it: paths under the default home as $EVIDENCE_HOME/…."""
-    if value is None:
-        return "unset"
-    if isinstance(value, bool):
-        return "`1`" if value else "`0`"
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    text = str(value)
-    if text == str(home):
-        return f"`./{home.relative_to(Path.cwd())}`"
-    return f"`{text.replace(str(home), '$EVIDENCE_HOME')}`"
-
-
 def settings_page() -> str:
     from evidence_pipeline.config import Settings
 
-    computed = Settings.from_env({})  # nothing set: every default, as from_env computes it
     rows = []
     for field in dataclasses.fields(Settings):
         meta = field.metadata
-        default = meta["default"] or _default(getattr(computed, field.name), computed.home)
+        default = meta["shown"] or ("unset" if meta["default"] is None else f"`{meta['default']}`")
         rows.append((", ".join(f"`{name}`" for name in meta["env"]), default, meta["doc"], f"`{field.name}`"))
     return (
         GENERATED + "# Settings\n\n"

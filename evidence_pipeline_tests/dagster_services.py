@@ -134,8 +134,8 @@ def code_server(command: list[str], port: int, env: dict[str, str], log: Path, s
 
 
 def run_fork_servers() -> list[psutil.Process]:
-    """The fork servers (defs/run_fork.py) of the code servers this process started: a code server starts its own
-    with the first run it launches."""
+    """The fork servers (dagster_extensions/run_fork.py) of the code servers this process started: a code server
+    starts its own with the first run it launches."""
     servers = []
     for process in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):  # it ended meanwhile

@@ -13,7 +13,8 @@ from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter, materialize
 from pypdf import PdfReader
 
 from evidence_pipeline.audit.verify import verify_bundle
-from evidence_pipeline.defs import provenance
+from evidence_pipeline.dagster_extensions import provenance
+from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, report_preview, source_revision
 from evidence_pipeline.defs.demo import complete_months, run_demo
 from evidence_pipeline.defs.partitions import partition_key_for, range_tags
@@ -183,8 +184,8 @@ def test_a_tenant_with_events_but_no_registration_gets_no_bundle(instance, evide
 @pytest.mark.slow
 def test_demo_publishes_every_tenant_and_a_second_run_adds_nothing(instance, evidence, runtime):
     assert complete_months(date(2026, 1, 15), 3) == ["2025-10", "2025-11", "2025-12"]
-    first = run_demo(1, date(2026, 11, 30), evidence=evidence, instance=instance)
-    second = run_demo(1, date(2026, 11, 30), evidence=evidence, instance=instance)
+    first = run_demo(1, date(2026, 11, 30), evidence=evidence, instance=instance, code_location=defs)
+    second = run_demo(1, date(2026, 11, 30), evidence=evidence, instance=instance, code_location=defs)
     assert sorted(b.tenant_month.tenant for b in first.months) == sorted(DEMO_TENANTS)
     assert all(b.newly_published for b in first.months) and not any(b.newly_published for b in second.months)
     assert [b.report_sha256 for b in first.months] == [b.report_sha256 for b in second.months]
@@ -560,7 +561,7 @@ def _lane_lines(instance, run_id: str) -> list[str]:
 def test_the_quiet_failures_wrapper_is_installed_and_guarded(monkeypatch):
     from dagster._core.execution.plan import execute_plan
 
-    from evidence_pipeline.defs import quiet_failures
+    from evidence_pipeline.dagster_extensions import quiet_failures
     from evidence_pipeline_tests.guarded_patch import assert_patched_only_on_the_checked_dagster
 
     assert execute_plan.step_failure_event_from_exc_info is quiet_failures._step_failure_event

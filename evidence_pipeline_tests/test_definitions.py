@@ -314,10 +314,10 @@ def test_project_files_exist(path):
 
 
 def test_production_yaml_is_dagster_yaml_with_postgres_storage():
-    """Both name our pooled storage classes (evidence_pipeline/defs/storage.py) per storage, so the storage blocks
-    differ in shape: dagster.yaml only replaces the event log (runs and schedules keep SQLite defaults). Both run 4
-    runs at once (the embedded default on one machine, each run on its share of the cores; a deployment on the
-    EVIDENCE_WORKERS it sets); each caps a tenant below every slot, the embedded default at 1."""
+    """Both name our pooled storage classes (evidence_pipeline/dagster_extensions/storage.py) per storage, so the
+    storage blocks differ in shape: dagster.yaml only replaces the event log (runs and schedules keep SQLite
+    defaults). Both run 4 runs at once (the embedded default on one machine, each run on its share of the cores; a
+    deployment on the EVIDENCE_WORKERS it sets); each caps a tenant below every slot, the embedded default at 1."""
     production, embedded = _yaml(REPO / "dagster.production.yaml"), _yaml(REPO / "dagster.yaml")
     tenant_cap = {"key": "evidence/tenant", "value": {"applyLimitPerUniqueValue": True}}
     assert embedded["concurrency"].pop("runs") == {
@@ -328,12 +328,12 @@ def test_production_yaml_is_dagster_yaml_with_postgres_storage():
     }
     pg = {"postgres_url": {"env": "DAGSTER_PG_URL"}}
     assert production.pop("run_storage") == {
-        "module": "evidence_pipeline.defs.storage",
+        "module": "evidence_pipeline.dagster_extensions.storage",
         "class": "PooledPostgresRunStorage",
         "config": pg,
     }
     assert production.pop("event_log_storage") == {
-        "module": "evidence_pipeline.defs.storage",
+        "module": "evidence_pipeline.dagster_extensions.storage",
         "class": "PooledPostgresEventLogStorage",
         "config": pg,
     }
@@ -343,7 +343,7 @@ def test_production_yaml_is_dagster_yaml_with_postgres_storage():
         "config": pg,
     }
     assert embedded.pop("event_log_storage") == {
-        "module": "evidence_pipeline.defs.storage",
+        "module": "evidence_pipeline.dagster_extensions.storage",
         "class": "PooledSqliteEventLogStorage",
         "config": {},  # the instance's own directory: no DAGSTER_HOME needed to read this file
     }
@@ -355,5 +355,5 @@ def test_a_demo_refuses_closed_months():
     from evidence_pipeline.errors import EvidenceError
 
     with DagsterInstance.ephemeral() as instance, pytest.raises(EvidenceError) as closed:
-        run_demo(30, date(2026, 12, 1), instance=instance)  # back to 2024-07: before any open month
+        run_demo(30, date(2026, 12, 1), instance=instance, code_location=defs)  # back to 2024-07: before any open month
     assert closed.value.code == "PERIOD_CLOSED"

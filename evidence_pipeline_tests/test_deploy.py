@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import glob
 import json
 import os
@@ -37,9 +38,9 @@ from dagster._config import process_config, resolve_to_config_type
 from dagster._core.instance.config import dagster_instance_config
 from dagster._serdes.config_class import ConfigurableClassData
 
-from evidence_pipeline import config as settings_module
+from evidence_pipeline.config import Settings
+from evidence_pipeline.dagster_extensions.storage import PooledPostgresEventLogStorage, PooledPostgresRunStorage
 from evidence_pipeline.defs.coordinator import TenantFairRunCoordinator
-from evidence_pipeline.defs.storage import PooledPostgresEventLogStorage, PooledPostgresRunStorage
 from evidence_pipeline.signing import keys as keys_module
 from evidence_pipeline_tests.conftest import new_database
 from evidence_pipeline_tests.helm_chart import UnsupportedValues, render_instance_yaml
@@ -48,8 +49,8 @@ REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy"
 DOCKERFILE = DEPLOY / "Dockerfile"
 RELEASE = {"release_namespace": "evidence", "fullname": "evidence-dagster"}
-# Every setting Settings.from_env reads (its source names each variable once as a string literal).
-KNOWN_SETTINGS = set(re.findall(r'"(EVIDENCE_[A-Z0-9_]+|DAGSTER_[A-Z_]+)"', Path(settings_module.__file__).read_text()))
+# Every variable Settings.from_env reads: each is declared once, as a field of Settings.
+KNOWN_SETTINGS = {name for field in dataclasses.fields(Settings) for name in field.metadata["env"]}
 KEY_FILES = {keys_module.STATEMENT_KEY, keys_module.SIGNER_KEY, keys_module.SIGNER_CERT, keys_module.ROOT_CERT}
 PROVISIONED_KEYS = "/run/secrets/evidence-keys"  # where keys-init (compose) and the init container find the key files
 

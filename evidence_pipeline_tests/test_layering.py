@@ -1,12 +1,14 @@
-"""The layering: the domain is plain Python (only defs/ and definitions.py import dagster), production code never
-imports synthetic data, the packages import one way, and so do the ledger's pieces over its shared core."""
+"""The layering: the domain is plain Python (only defs/, dagster_extensions/ and definitions.py import dagster, and
+only dagster_extensions/ reaches into Dagster's internals), production code never imports synthetic data, the
+packages import one way, and so do the ledger's pieces over its shared core."""
 
 import ast
 import graphlib
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "evidence_pipeline"
-DAGSTER_ALLOWED = {PACKAGE / "definitions.py", PACKAGE / "defs"}
+EXTENSIONS = PACKAGE / "dagster_extensions"
+DAGSTER_ALLOWED = {PACKAGE / "definitions.py", PACKAGE / "defs", EXTENSIONS}
 
 
 def _imported(path: Path) -> set[str]:
@@ -34,6 +36,26 @@ def test_no_dagster_import_outside_defs():
     ]
     assert offenders == []
     assert "dagster" in _imports(PACKAGE / "defs" / "assets.py")  # the scan itself sees imports
+
+
+def test_only_the_extensions_reach_into_dagsters_internals():
+    """``dagster._…`` (and ``dagster_shared``, its internals' serdes) is Dagster's private code: the guarded patches
+    and extensions hold every use of it, each module with its reason, so defs/ reads as plain definitions."""
+    offenders = sorted(
+        f"{path.relative_to(PACKAGE)}: {name}"
+        for path in PACKAGE.rglob("*.py") if EXTENSIONS not in path.parents
+        for name in _imported(path) if name.startswith(("dagster._", "dagster_shared"))
+    )
+    assert offenders == []
+    assert any(name.startswith("dagster._") for name in _imported(EXTENSIONS / "storage.py"))  # the scan sees them
+
+
+def test_the_definitions_never_import_the_code_location():
+    """definitions.py assembles defs/; a module of defs/ that needs the assembled jobs is handed them."""
+    importers = [str(path.relative_to(PACKAGE)) for path in (PACKAGE / "defs").rglob("*.py")
+                 if "evidence_pipeline.definitions" in _imported(path)]
+    assert importers == []
+    assert "evidence_pipeline.defs.assets" in _imported(PACKAGE / "definitions.py")  # the scan sees imports
 
 
 # The demo's Dagster job (which `evidence demo` runs) is the only production path to synthetic data.
@@ -77,6 +99,7 @@ def test_the_packages_import_one_way():
     order = list(graphlib.TopologicalSorter(graph).static_order())  # CycleError names the cycle
     assert order.index("store") < order.index("monthly") < order.index("documents") < order.index("intake")
     assert order.index("defs") > order.index("documents") and "intake" not in graph["defs"]
+    assert order.index("dagster_extensions") < order.index("defs")  # the definitions use the extensions, not back
     assert order.index("ledger") < order.index("actors")  # the ledger stores actors' events, never checks them
 
 

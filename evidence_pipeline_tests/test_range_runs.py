@@ -1,7 +1,7 @@
 """Range runs (BackfillPolicy.multi_run) on the instance YAMLs as committed, on real SQLite and PostgreSQL.
 
-The storage classes of evidence_pipeline/defs/storage.py must load from the YAML, reuse their connections, and
-store exactly what Dagster's own storages store; the range_runs patch must be in force and keep Dagster's errors.
+The storage classes of evidence_pipeline/dagster_extensions/storage.py must load from the YAML, reuse their connections,
+and store exactly what Dagster's own storages store; the range_runs patch must be in force and keep Dagster's errors.
 """
 
 from pathlib import Path
@@ -29,13 +29,13 @@ from dagster._core.execution.context.system import StepExecutionContext
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from sqlalchemy.pool import Pool
 
-from evidence_pipeline.defs import range_runs, storage
-from evidence_pipeline.defs.partitions import tenant_month_partitions
-from evidence_pipeline.defs.storage import (
+from evidence_pipeline.dagster_extensions import range_runs, storage
+from evidence_pipeline.dagster_extensions.storage import (
     PooledPostgresEventLogStorage,
     PooledPostgresRunStorage,
     PooledSqliteEventLogStorage,
 )
+from evidence_pipeline.defs.partitions import tenant_month_partitions
 from evidence_pipeline_tests.conftest import new_database
 
 REPO = Path(__file__).resolve().parent.parent

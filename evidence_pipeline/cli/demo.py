@@ -15,12 +15,14 @@ from evidence_pipeline.cli.resources import load_settings, use_dagster_home
 def demo(months: int) -> None:
     """Submit the demo tenants' documents and work them, then materialize their last complete months through
     Dagster."""
-    from evidence_pipeline.defs.demo import run_demo  # imports Dagster: only when asked for
+    from evidence_pipeline.definitions import defs  # imports Dagster: only when asked for
+    from evidence_pipeline.defs.demo import run_demo
     from evidence_pipeline.monthly import document_outcomes
 
     settings = load_settings()
     use_dagster_home(settings)
-    demo = run_demo(months, datetime.now(timezone.utc).date(), say=lambda line: click.echo(line, err=True))
+    demo = run_demo(months, datetime.now(timezone.utc).date(), say=lambda line: click.echo(line, err=True),
+                    code_location=defs)
     if demo.documents:
         click.echo(f"document jobs, filed under {demo.documents_period} (its report lists them):")
         click.echo(f"{'tenant':<18} {'operation':<46} {'jobs':>4}  outcome")

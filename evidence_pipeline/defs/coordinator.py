@@ -3,42 +3,21 @@
 1. Dagster 1.13 launches each range run of a job (partition-set) backfill with the first partition's per-dimension
    tags beside the range tags (`_core/execution/job_backfill.py`; upstream dagster-io/dagster#28861, #30786), and
    at run time those tags win: every run would execute one partition and report its whole range done. Before a run
-   is queued, tags that contradict its range are removed (`partitions.stray_dimension_tags`). The assets refuse a
-   run whose partitions still disagree with its range (RUN_PARTITIONS_MISMATCH), so an upgrade that breaks this
-   rewrite fails loudly instead of materializing the wrong partitions.
+   is queued, tags that contradict its range are removed (`partitions.stray_dimension_tags`, removed by
+   `dagster_extensions.run_tags`). The assets refuse a run whose partitions still disagree with its range
+   (RUN_PARTITIONS_MISMATCH), so an upgrade that breaks this rewrite fails loudly instead of materializing the
+   wrong partitions.
 2. Fairness: runs that touch one tenant carry `evidence/tenant`, which dagster.yaml caps per unique value, so one
    tenant's backfill cannot take every run slot. A range across tenants (one month of many tenants) has no single
    tenant to charge and is bounded by max_concurrent_runs and the pools instead.
 """
 
-import dagster
 from dagster import DagsterRun, QueuedRunCoordinator, SubmitRunContext
-from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
-from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
-from dagster_shared.serdes import serialize_value
 
-from evidence_pipeline.defs.guard import still_checked
+from evidence_pipeline.dagster_extensions.run_tags import remove_run_tags
 from evidence_pipeline.defs.partitions import run_tenant, stray_dimension_tags
 
 TENANT_TAG = "evidence/tenant"
-# Dagster has no API that removes a run tag; the rewrite below writes the run row and its tag rows the way
-# SqlRunStorage.add_run_tags does (checked: test_fairness.py), for SQL run storages only.
-CHECKED_ADD_RUN_TAGS_SHA256 = "a681180ccedf1f37890e3bba003b0b45997911cb33caa9a38cb2520d82cde629"
-
-
-def remove_run_tags(instance: dagster.DagsterInstance, run: DagsterRun, keys: list[str]) -> DagsterRun:
-    """``run`` stored without the tags ``keys``, before it is queued (so nothing else writes it meanwhile)."""
-    storage = instance.run_storage
-    if not isinstance(storage, SqlRunStorage) or not still_checked(
-            "evidence_pipeline.defs.coordinator", "not removing contradicting partition tags; such runs fail "
-            "RUN_PARTITIONS_MISMATCH", {SqlRunStorage.add_run_tags: CHECKED_ADD_RUN_TAGS_SHA256}):
-        return run
-    stripped = run.with_tags({key: value for key, value in run.tags.items() if key not in keys})
-    with storage.connect() as conn:
-        conn.execute(RunsTable.update().where(RunsTable.c.run_id == run.run_id)
-                     .values(run_body=serialize_value(stripped)))
-        conn.execute(RunTagsTable.delete().where(RunTagsTable.c.run_id == run.run_id, RunTagsTable.c.key.in_(keys)))
-    return instance.get_run_by_id(run.run_id)
 
 
 class TenantFairRunCoordinator(QueuedRunCoordinator):

@@ -5,24 +5,22 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from dagster import DagsterInstance, build_sensor_context
-from dagster._core.utils import make_new_run_id
+from dagster import DagsterInstance, Definitions, build_sensor_context
 
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.audit.checkpoints import publish_checkpoint
+from evidence_pipeline.dagster_extensions.slots import SlotWatch, free_dead_holders, owner_tags
 from evidence_pipeline.defs.automation import monthly_evidence_job
 from evidence_pipeline.defs.coordinator import TENANT_TAG
 from evidence_pipeline.defs.documents import document_dispatch_sensor, document_page_job
 from evidence_pipeline.defs.partitions import OPEN_FROM, partition_key_for, range_tags, run_tenant, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
-from evidence_pipeline.defs.slots import SlotWatch, free_dead_holders, owner_tags
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.models import TenantMonth
@@ -70,23 +68,27 @@ def complete_months(today: date, count: int) -> list[str]:
 
 
 def run_demo(months: int, today: date, evidence: EvidenceResource | None = None,
-             instance: DagsterInstance | None = None, say: Callable[[str], None] = print) -> Demo:
-    """Runs on ``instance``, or on the one DAGSTER_HOME names. ``say`` reports what a wait is waiting for."""
+             instance: DagsterInstance | None = None, say: Callable[[str], None] = print, *,
+             code_location: Definitions) -> Demo:
+    """Runs the jobs of ``code_location`` (the caller's, evidence_pipeline.definitions: the code location is built
+    from defs/, never imported by it) on ``instance``, or on the one DAGSTER_HOME names. ``say`` reports what a wait
+    is waiting for."""
     evidence = evidence or EvidenceResource()
-    with contextlib.nullcontext(instance) if instance else _instance_of_dagster_home() as dagster_instance:
-        return _run_demo(dagster_instance, evidence, months, today, say)
+    home = evidence.settings().dagster_home
+    with contextlib.nullcontext(instance) if instance else _instance_of_dagster_home(home) as dagster_instance:
+        return _run_demo(dagster_instance, code_location, evidence, months, today, say)
 
 
-def _instance_of_dagster_home() -> DagsterInstance:
+def _instance_of_dagster_home(dagster_home: Path) -> DagsterInstance:
     """DagsterInstance.get(), one process at a time. On a fresh DAGSTER_HOME, Dagster creates and stamps its SQLite
     schemas without a guard, so two demos that start together can fail with "table … already exists"."""
-    # DagsterInstance.get() reads the same variable; `evidence demo` sets it (cli.resources.use_dagster_home).
-    with open(Path(os.environ["DAGSTER_HOME"]) / ".instance.lock", "a") as lock:
+    # DagsterInstance.get() reads DAGSTER_HOME itself; `evidence demo` sets it (cli.resources.use_dagster_home).
+    with open(dagster_home / ".instance.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         return DagsterInstance.get()
 
 
-def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int, today: date,
+def _run_demo(instance: DagsterInstance, defs: Definitions, evidence: EvidenceResource, months: int, today: date,
               say: Callable[[str], None]) -> Demo:
     periods = complete_months(today, months)
     if periods and periods[0] < OPEN_FROM:
@@ -105,8 +107,6 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
             envelope = actors.sign(OPERATOR, Action.SOURCE_PUBLISH, publication.signed_args(prepared), tenant)
             publication.publish(runtime, prepared, publisher, publication.signed_by(actors.gate, envelope, prepared))
 
-    from evidence_pipeline.definitions import defs
-
     documents = _document_jobs(defs, instance, evidence, actors, periods[-1]) if periods else []
     job = defs.resolve_job_def(monthly_evidence_job.name)
     pools = tuple(sorted({node.definition.pool for node in job.graph.node_dict.values() if node.definition.pool}))
@@ -120,7 +120,7 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
             outcomes += [DemoOutcome(tm, stopped.code) for tm in tenant_months]
             continue
         tags = range_tags(tenant_months[0], tenant_months[-1])
-        run_id = make_new_run_id()
+        run_id = str(uuid.uuid4())  # as Dagster makes a run id
         with SlotWatch(instance, run_id, pools, runtime.settings.pool_wait_seconds, say) as watch:
             result = job.execute_in_process(
                 instance=instance, resources={"evidence": evidence}, run_id=run_id, raise_on_error=False,
@@ -146,7 +146,7 @@ def _run_demo(instance: DagsterInstance, evidence: EvidenceResource, months: int
                  for name, role in DEV_ROLES.items()})
 
 
-def _document_jobs(defs, instance: DagsterInstance, evidence: EvidenceResource, actors: DemoActors,
+def _document_jobs(defs: Definitions, instance: DagsterInstance, evidence: EvidenceResource, actors: DemoActors,
                    period: str) -> list[dict]:
     """Submit every demo tenant's documents (filed under ``period``), then dispatch them as the daemon would: one
     tick of the dispatch sensor, and its page runs, here in process; then, in two more rounds, the reviews of the

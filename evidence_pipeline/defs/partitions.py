@@ -11,15 +11,15 @@ from dagster import (
     MultiPartitionKey,
     MultiPartitionsDefinition,
     PartitionKeyRange,
+    partition_loading_context,
 )
-from dagster._core.definitions.partitions.context import partition_loading_context
-from dagster._core.storage.tags import (
+
+from evidence_pipeline.config import first_period, open_months
+from evidence_pipeline.dagster_extensions.unexported import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
     MULTIDIMENSIONAL_PARTITION_PREFIX,
 )
-
-from evidence_pipeline.config import first_period, open_months
 from evidence_pipeline.models import TenantMonth, first_open_period
 
 tenant_partitions = DynamicPartitionsDefinition(name="tenant")

@@ -24,10 +24,8 @@ from dagster import (
     TableSchema,
 )
 
-# Not exported by `dagster`: the pointer to the materialization a check evaluated (a serialized record type, no patch).
-from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
-
 from evidence_pipeline.audit.verify import Verification
+from evidence_pipeline.dagster_extensions.unexported import AssetCheckEvaluationTargetMaterializationData
 from evidence_pipeline.defs.links import ui_link
 
 CHECK_NAME = "offline_verification"

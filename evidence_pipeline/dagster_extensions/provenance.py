@@ -31,7 +31,7 @@ from dagster._core.definitions.data_version import (
 )
 from dagster._core.execution.plan import execute_step
 
-from evidence_pipeline.defs.guard import patch
+from evidence_pipeline.dagster_extensions.guard import patch
 
 # sha256 of inspect.getsource(execute_step._get_output_asset_events) in dagster==1.13.27.
 CHECKED_SOURCE_SHA256 = "0ac11bd7e5d1f977a6b9c2ce657835a684f678b952dd62d450a93dcee0f1b642"
@@ -97,6 +97,6 @@ def _output_asset_events(asset_key, asset_partitions, output, output_def, io_man
 
 def install() -> bool:
     """Wrap Dagster's event builder if Dagster is the checked version; True when installed."""
-    return patch(execute_step, "_get_output_asset_events", _output_asset_events, "evidence_pipeline.defs.provenance",
+    return patch(execute_step, "_get_output_asset_events", _output_asset_events, __name__,
                  "range runs keep Dagster's per-step provenance tags",
                  {_dagster_output_asset_events: CHECKED_SOURCE_SHA256})

@@ -20,7 +20,7 @@ import multiprocessing
 
 from dagster._grpc.server import DagsterApiServer
 
-from evidence_pipeline.defs.guard import patch
+from evidence_pipeline.dagster_extensions.guard import patch
 
 CODE_LOCATION_MODULE = "evidence_pipeline.definitions"
 # sha256 of inspect.getsource(DagsterApiServer.StartRun) in dagster==1.13.27: it starts the run's process, its
@@ -39,7 +39,7 @@ def start_run(self: DagsterApiServer, request, context):
 
 def install() -> bool:
     """Patch StartRun if Dagster is the checked version; True when patched."""
-    if not patch(DagsterApiServer, "StartRun", start_run, "evidence_pipeline.defs.run_fork",
+    if not patch(DagsterApiServer, "StartRun", start_run, __name__,
                  "each run process imports Dagster and the code location again",
                  {_dagster_start_run: CHECKED_SOURCE_SHA256}):
         return False

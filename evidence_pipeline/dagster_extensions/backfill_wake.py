@@ -39,7 +39,7 @@ from dagster._core.storage.dagster_run import FINISHED_STATUSES
 from dagster._core.storage.tags import BACKFILL_ID_TAG
 from dagster._time import datetime_from_timestamp
 
-from evidence_pipeline.defs.guard import patch
+from evidence_pipeline.dagster_extensions.guard import patch
 
 POLL_SECONDS = 1.0
 # A finished backfill run wakes the loop once this long has passed since the last iteration started.
@@ -124,5 +124,5 @@ def execute_backfill_iteration_loop(workspace_process_context, logger, shutdown_
 def install() -> bool:
     """Patch the backfill daemon's loop if Dagster is the checked version; True when patched."""
     return patch(dagster_daemon, "execute_backfill_iteration_loop", execute_backfill_iteration_loop,
-                 "evidence_pipeline.defs.backfill_wake",
+                 __name__,
                  "a new backfill waits for the backfill daemon's next 30 s tick", CHECKED_SOURCES)

@@ -16,7 +16,7 @@ from dagster._core.definitions.events import AssetKey
 from dagster._core.definitions.partitions.context import partition_loading_context
 from dagster._core.execution.context.system import StepExecutionContext
 
-from evidence_pipeline.defs.guard import patch
+from evidence_pipeline.dagster_extensions.guard import patch
 
 # sha256 of inspect.getsource(StepExecutionContext.add_asset_metadata) in dagster==1.13.27.
 CHECKED_SOURCE_SHA256 = "6dff312134cdce21b8831a8093fcea9090b7a650b4db4ded5d1d4600a085447e"
@@ -55,6 +55,6 @@ def add_asset_metadata(self: StepExecutionContext, metadata, asset_key=None, par
 
 def install() -> bool:
     """Patch StepExecutionContext.add_asset_metadata if Dagster is the checked version; True when patched."""
-    return patch(StepExecutionContext, "add_asset_metadata", add_asset_metadata, "evidence_pipeline.defs.range_runs",
+    return patch(StepExecutionContext, "add_asset_metadata", add_asset_metadata, __name__,
                  "not patching add_asset_metadata (range runs stay O(range²))",
                  {_dagster_add_asset_metadata: CHECKED_SOURCE_SHA256})

@@ -18,7 +18,7 @@ import time
 
 from dagster._core.execution.plan.instance_concurrency_context import InstanceConcurrencyContext
 
-from evidence_pipeline.defs.guard import patch
+from evidence_pipeline.dagster_extensions.guard import patch
 
 # sha256 of inspect.getsource(InstanceConcurrencyContext.interval_to_next_pending_claim_check) in dagster==1.13.27.
 CHECKED_SOURCE_SHA256 = "d9b44ab68eb41a99a2991cb72bdd4103cf91dec98fd3f12adf60f03941c1cc37"
@@ -37,5 +37,5 @@ def interval_to_next_pending_claim_check(self: InstanceConcurrencyContext) -> fl
 def install() -> bool:
     """Patch the interval if Dagster is the checked version; True when patched."""
     return patch(InstanceConcurrencyContext, "interval_to_next_pending_claim_check",
-                 interval_to_next_pending_claim_check, "evidence_pipeline.defs.pool_wait",
+                 interval_to_next_pending_claim_check, __name__,
                  "a run waiting for a pool slot spins instead of sleeping", {_dagster_interval: CHECKED_SOURCE_SHA256})
