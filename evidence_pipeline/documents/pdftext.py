@@ -311,9 +311,12 @@ def _cid_widths(w) -> dict[int, float]:
     return widths
 
 
-def rewrite(found: Page, removed: set[int], scrubbed: frozenset[tuple[int, int]] = frozenset()) -> None:
+def rewrite(found: Page, removed: set[int], scrubbed: frozenset[tuple[int, int]] = frozenset(),
+            replaced: dict[tuple[int, int], list] | None = None) -> None:
     """Drop the glyphs whose indices are in ``removed`` from their streams, keeping the rest where it was, and the
-    strings of the inline marked-content properties at the (stream, op) positions in ``scrubbed``."""
+    strings of the inline marked-content properties at the (stream, op) positions in ``scrubbed``; the instructions
+    at the (stream, op) positions ``replaced`` names become the instructions it gives (none: dropped)."""
+    replaced = replaced or {}
     by_op: dict[tuple[int, int], list[Glyph]] = {}
     for index in sorted(removed):
         glyph = found.glyphs[index]
@@ -321,11 +324,14 @@ def rewrite(found: Page, removed: set[int], scrubbed: frozenset[tuple[int, int]]
     for stream, (owner, instructions) in enumerate(found.streams):
         touched = {op: glyphs for (s, op), glyphs in by_op.items() if s == stream}
         scrub = {op for s, op in scrubbed if s == stream}
-        if not touched and not scrub:
+        swap = {op: instead for (s, op), instead in replaced.items() if s == stream}
+        if not touched and not scrub and not swap:
             continue
         rewritten = []
         for index, (operands, operator) in enumerate(instructions):
-            if index in scrub:
+            if index in swap:
+                rewritten.extend(swap[index])
+            elif index in scrub:
                 tag, properties = operands
                 kept = {k: v for k, v in properties.items() if not isinstance(v, pikepdf.String)}
                 rewritten.append(([tag, pikepdf.Dictionary(kept)], operator))
