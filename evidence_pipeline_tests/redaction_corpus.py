@@ -514,3 +514,15 @@ KNOWN_LEAKS = {
         "words read at a right angle are joined by their gaps across the page's x axis, not along their line: "
         "'SSN' and '123-45-' join as 'SSN123-45-6789', which the rule's word boundary refuses (main reads the same)",
 }
+
+
+def pages(*changes) -> bytes:
+    """A document of one page per change, each the typed application's page changed as it says."""
+    pdf = pikepdf.new()
+    sources = [pikepdf.open(io.BytesIO(build(change))) for change in changes]
+    for source in sources:
+        pdf.pages.append(source.pages[0])
+    data = _saved(pdf)
+    for source in sources:
+        source.close()
+    return data

@@ -27,16 +27,19 @@ Box = tuple[float, float, float, float]
 _PATH = {"m": 2, "l": 2, "c": 6, "v": 4, "y": 4, "h": 0, "re": 4}  # construction operator -> operands
 _PAINT = {"S", "s", "f", "F", "f*", "B", "B*", "b", "b*", "n"}
 _STROKE = {"S", "s", "B", "B*", "b", "b*"}
+_FILL_COLOUR = {"g", "rg", "k", "sc", "scn", "cs"}
+_STROKE_COLOUR = {"G", "RG", "K", "SC", "SCN", "CS"}
 
 
 @dataclass
 class Cut:
     """What to take out of a page's content: glyphs (pdftext indices), instructions of the page stream (index ->
-    what replaces it) and the bounds of everything taken."""
+    what replaces it), the bounds of everything taken, and the patterns that what stays still paints with."""
 
     glyphs: set[int] = field(default_factory=set)
     instructions: dict[tuple[int, int], list] = field(default_factory=dict)
     areas: list[Box] = field(default_factory=list)
+    patterns: set[str] = field(default_factory=set)
 
 
 def across(walked: pdftext.Page, resources, regions: list[Box], page: Box) -> Cut:
@@ -48,14 +51,21 @@ def across(walked: pdftext.Page, resources, regions: list[Box], page: Box) -> Cu
             cut.glyphs.add(index)
             cut.areas.append(glyph.box)
     _, instructions = walked.streams[0]
+    shown: dict[int, set[int]] = {}  # text-showing instruction -> its glyphs
+    for index, glyph in enumerate(walked.glyphs):
+        if glyph.stream == 0:
+            shown.setdefault(glyph.op, set()).add(index)
     ctm, clip, width = pdftext.IDENTITY, page, 1.0
+    fill = stroke = None  # the pattern the fill and the stroke colour name, if any
+    chosen: dict[int, str] = {}  # instruction -> the pattern it chooses
     stack: list[tuple] = []
     start, points, clipping = None, [], False
     xobjects = resources.get("/XObject", {}) if isinstance(resources, pikepdf.Dictionary) else {}
 
-    def take(first: int, last: int, bounds: Box | None, keep_clip: bool = False) -> None:
+    def take(first: int, last: int, bounds: Box | None, keep_clip: bool = False, paints=()) -> None:
         bounds = _within(bounds, clip) if bounds is not None else None
         if bounds is None or not meets(bounds, regions):
+            cut.patterns.update(name for name in paints if name is not None)
             return
         for index in range(first, last + 1):
             cut.instructions[(0, index)] = []
@@ -68,11 +78,18 @@ def across(walked: pdftext.Page, resources, regions: list[Box], page: Box) -> Cu
     for index, (operands, operator) in enumerate(instructions):
         op = str(operator)
         if isinstance(operands, pikepdf.PdfInlineImage) or op == "INLINE IMAGE":
-            take(index, index, pdftext.box(ctm, 0, 0, 1, 1))
+            take(index, index, pdftext.box(ctm, 0, 0, 1, 1), paints=(fill,))  # a stencil mask paints the fill
         elif op == "q":
-            stack.append((ctm, clip, width))
+            stack.append((ctm, clip, width, fill, stroke))
         elif op == "Q" and stack:
-            ctm, clip, width = stack.pop()
+            ctm, clip, width, fill, stroke = stack.pop()
+        elif op in _FILL_COLOUR:
+            fill = _pattern(op, operands, index, chosen)
+        elif op in _STROKE_COLOUR:
+            stroke = _pattern(op, operands, index, chosen)
+        elif op in pdftext.SHOW:
+            if not shown.get(index, set()) <= cut.glyphs:  # text that stays paints with both colours
+                cut.patterns.update(name for name in (fill, stroke) if name is not None)
         elif op == "cm":
             ctm = pdftext.multiply(tuple(float(v) for v in operands), ctm)
         elif op == "w":
@@ -89,7 +106,8 @@ def across(walked: pdftext.Page, resources, regions: list[Box], page: Box) -> Cu
                     grow = width * max(abs(v) for v in ctm[:4]) or 1.0
                     bounds = (bounds[0] - grow, bounds[1] - grow, bounds[2] + grow, bounds[3] + grow)
                 if op != "n":
-                    take(start if start is not None else index, index, bounds, keep_clip=clipping)
+                    take(start if start is not None else index, index, bounds, keep_clip=clipping,
+                         paints=(stroke if op in _STROKE else None, fill if op not in ("S", "s") else None))
                 if clipping:
                     clip = _within(_bounds(points), clip) or (0.0, 0.0, 0.0, 0.0)
             start, points, clipping = None, [], False
@@ -100,12 +118,23 @@ def across(walked: pdftext.Page, resources, regions: list[Box], page: Box) -> Cu
             if not isinstance(xobject, pikepdf.Stream):
                 continue
             if xobject.get("/Subtype") == "/Image":
-                take(index, index, pdftext.box(ctm, 0, 0, 1, 1))
+                take(index, index, pdftext.box(ctm, 0, 0, 1, 1), paints=(fill,))
             elif xobject.get("/Subtype") == "/Form":
                 matrix = tuple(float(v) for v in xobject.get("/Matrix", pdftext.IDENTITY))
                 x0, y0, x1, y1 = (float(v) for v in xobject.get("/BBox", [0, 0, 0, 0]))
-                take(index, index, pdftext.box(pdftext.multiply(matrix, ctm), x0, y0, x1, y1))
+                take(index, index, pdftext.box(pdftext.multiply(matrix, ctm), x0, y0, x1, y1), paints=(fill, stroke))
+    for index, name in chosen.items():  # a pattern nothing that stays paints with is not chosen either
+        if name not in cut.patterns:
+            cut.instructions[(0, index)] = []
     return cut
+
+
+def _pattern(op: str, operands, index: int, chosen: dict[int, str]) -> str | None:
+    """The pattern a colour operator chooses (``scn`` or ``SCN`` naming one), noted in ``chosen``, or None."""
+    if op in ("scn", "SCN") and operands and isinstance(operands[-1], pikepdf.Name):
+        chosen[index] = str(operands[-1])
+        return chosen[index]
+    return None
 
 
 def meets(box: Box, regions: list[Box]) -> bool:

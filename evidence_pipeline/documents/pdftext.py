@@ -24,7 +24,7 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 
 Matrix = tuple[float, float, float, float, float, float]
 IDENTITY: Matrix = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
-_SHOW = {"Tj", "TJ", "'", '"'}
+SHOW = {"Tj", "TJ", "'", '"'}  # the text-showing operators
 _LINE = {"Td", "TD", "T*", "Tm", "'", '"', "BT"}
 _MAX_FORM_DEPTH = 8
 _STANDARD_14 = frozenset(pdfmetrics.standardFonts)
@@ -163,7 +163,7 @@ def _walk(found: Page, pieces: list[str], owner, resources, ctm: Matrix, depth: 
             _draw(found, pieces, resources, str(operands[0]), ctm, depth, seen)
         if op in _LINE and pieces and pieces[-1] != "\n":
             pieces.append("\n")
-        if op not in _SHOW:
+        if op not in SHOW:
             continue
         if font is None:
             raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT, "text is shown without a font")

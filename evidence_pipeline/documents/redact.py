@@ -641,6 +641,7 @@ def _cut(pdf: pikepdf.Pdf, page: pikepdf.Page, regions: list, box) -> tuple[list
     walked = pdftext.walk_page(page)
     taken = cut.across(walked, page.obj.get("/Resources", pikepdf.Dictionary()), regions, box)
     pdftext.rewrite(walked, taken.glyphs, replaced=taken.instructions)
+    _prune(page, taken.patterns)
     kept, dropped = [], set()
     for annot in _dictionaries(page.obj, "/Annots"):
         rect = _normal(annot.Rect) if isinstance(annot.get("/Rect"), pikepdf.Array) and len(annot.Rect) == 4 else None
@@ -656,6 +657,19 @@ def _cut(pdf: pikepdf.Pdf, page: pikepdf.Page, regions: list, box) -> tuple[list
         page.obj.Annots = pikepdf.Array([annot for annot in kept if not _dictionaries(annot, "/Parent")
                                          or annot.Parent.objgen not in dropped])
     return taken.areas + regions, dropped
+
+
+def _prune(page: pikepdf.Page, patterns: set[str]) -> None:
+    """The page given its own resources, without the images, forms and shadings its content no longer names, nor
+    the patterns nothing it still draws paints with: what was cut is not reachable from the page."""
+    named = {str(operand) for operands, _ in pikepdf.parse_content_stream(page)
+             if not isinstance(operands, pikepdf.PdfInlineImage) for operand in operands
+             if isinstance(operand, pikepdf.Name)}
+    resources = pikepdf.Dictionary(dict(_resources(page.obj).items()))
+    for kind, kept in (("/XObject", named), ("/Shading", named), ("/Pattern", patterns)):
+        if isinstance(resources.get(kind), pikepdf.Dictionary):
+            resources[kind] = pikepdf.Dictionary({k: v for k, v in resources[kind].items() if k in kept})
+    page.obj.Resources = resources
 
 
 def _normal(rect) -> tuple[float, float, float, float]:
@@ -676,7 +690,7 @@ def _burn_areas(pdf: pikepdf.Pdf, page: pikepdf.Page, image: Image.Image, frame:
     """The rendering ``image`` of each cluster of ``areas`` (overlapping boxes joined) drawn over the page where it
     was, turned back into the page's own orientation: an image per cluster, in the page's own resources."""
     clusters = _clusters([box for box in (frame.pixels(area, image.size) for area in areas) if box is not None])
-    resources = pikepdf.Dictionary(dict(_resources(page.obj).items()))
+    resources = page.obj.Resources  # the page's own (``_prune``)
     xobjects = pikepdf.Dictionary(dict(resources.get("/XObject", pikepdf.Dictionary()).items()))
     drawn = []
     for number, pixels in enumerate(clusters):
@@ -689,7 +703,6 @@ def _burn_areas(pdf: pikepdf.Pdf, page: pikepdf.Page, image: Image.Image, frame:
         x0, y0, x1, y1 = frame.user(pixels)
         drawn.append(f"q {x1 - x0:.4f} 0 0 {y1 - y0:.4f} {x0:.4f} {y0:.4f} cm {name} Do Q\n".encode())
     resources.XObject = xobjects
-    page.obj.Resources = resources
     page.obj.Contents = pdf.make_stream(b"q\n" + _content_bytes(page) + b"\nQ\n" + b"".join(drawn))
 
 
