@@ -17,8 +17,11 @@ every XMP packet, JavaScript). Then remove each found value everywhere it occurs
 - always: embedded and associated files, and page thumbnails (pictures of the original page);
 - last, what the page still shows: each page of the result is rendered (pdfium, annotations and form appearances
   drawn) and what its trusted text layer does not explain is read by OCR at any angle (ocr.shown_pages); where a
-  found value or a rule's match shows, the page is burned in: replaced by its rendering with those regions painted
-  black, so no object under a box holds the value (the page's text layer goes with it).
+  found value or a rule's match shows, the region is burned in, not covered (``_burn``): what the page draws across
+  it (glyphs, paths, images, form placements, shadings, annotations and widgets; cut.py) is cut out and the
+  rendering of the area they covered, the regions painted black, is drawn in their place, so no object under a box
+  holds the value; the rest of the page keeps its objects and its text layer. A page whose cut still shows ink in
+  a region is burned whole (replaced by its rendering; its text layer goes).
 
 A page that, rendered, the OCR engine cannot read with confidence, and that no region rule covers, is refused: what
 cannot be read cannot be promised removed. Each removed area on a page gets a black mark drawn in the page content. The
