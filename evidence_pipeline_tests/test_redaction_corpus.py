@@ -13,6 +13,7 @@ import tempfile
 import zlib
 from pathlib import Path
 
+import numpy
 import pikepdf
 import pytest
 from PIL import Image
@@ -375,6 +376,31 @@ def test_the_summary_counts_the_burned_regions_per_page_and_only_their_pages_cha
     assert "burned_page" not in summary["removed"] and leaks(derivative, corpus.SSN) == []
     assert [page.count("Harbor Housing") for page in pdftotext(derivative).split("\f")[:3]] == [1, 1, 1]
     assert redacted(data)[1] == derivative
+
+
+@READERS
+@pytest.mark.parametrize("turn", [90, 180, 270])
+def test_a_region_on_a_turned_page_is_burned_in_where_it_shows(turn):
+    """The page is rendered turned as its /Rotate says: the region is cut in the page's own space and the burned
+    image, turned back, lands where the outlines were drawn, in their orientation (the black box after 'SSN')."""
+    def change(pdf, page):
+        corpus.DRAWN["vector_outlines_of_glyphs"][0](pdf, page)
+        page.obj.Rotate = turn
+    summary, derivative, verification = redacted(corpus.build(change))
+    assert verification["passed"] and summary["burned_regions"] == {"1": 1} and "burned_page" not in summary["removed"]
+    assert flat(corpus.SSN) not in seen(derivative, (turn,)) and leaks(derivative, corpus.SSN) == []
+    assert flat("Harbor Housing") in flat(pdftotext(derivative))
+    outlines = corpus.text_picture(corpus.SHOWN, 60)  # drawn at (72, 600), 0.3 point a pixel
+    with pikepdf.open(io.BytesIO(derivative)) as pdf:
+        page = pdf.pages[0]
+        [(name, image)] = page.Resources.XObject.items()
+        placed = [[float(v) for v in operands] for operands, operator in pikepdf.parse_content_stream(page)
+                  if str(operator) == "cm" and len(operands) == 6][-1]
+        solid = numpy.asarray(pikepdf.PdfImage(image).as_pil_image().convert("L")) < 64
+    left, top, right, bottom = outlines.point(lambda v: 255 if v < 128 else 0).getbbox()  # the outlines' ink
+    assert placed == pytest.approx([(right - left) * 0.3, 0, 0, (bottom - top) * 0.3, 72 + left * 0.3,
+                                    600 + (outlines.height - bottom) * 0.3], abs=2)  # and the padded region
+    assert solid[:, solid.shape[1] // 2:].mean() > 3 * solid[:, :solid.shape[1] // 4].mean()
 
 
 @READERS
