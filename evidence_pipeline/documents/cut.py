@@ -8,7 +8,9 @@ is cut whole:
 - a glyph (pdftext's walk; the text beside it stays, the line does not move): only its glyph, not its line;
 - a path (its construction and painting instructions; a path that also clips keeps its clip, painted by ``n``);
 - an image (``Do``, or inline), a form XObject (``Do``: the form is left as it is, for wherever else it is drawn,
-  and its placement here is cut whole with its bounding box), a shading (``sh``: the clip's bounds).
+  and its placement here is cut whole with its bounding box), a shading (``sh``: the clip's bounds);
+- the choice of a pattern (``scn``, ``SCN``) that nothing left paints with (redact.py then drops it, and every
+  image, form and shading the content no longer names, from the page's own resources).
 
 Bounds are conservative (a curve's control points, a stroke's width at its widest), so a cut may take more than
 the region, never less; redact.py renders the cut page and falls back to burning the whole page if any ink is left
