@@ -748,3 +748,15 @@ HIDDEN = {
         SSN),
     "soft_mask_of_zero": (_under_soft_mask(0.0, _helvetica_value), SSN),
 }
+
+
+def pages(*changes) -> bytes:
+    """A document of one page per change, each the typed application's page changed as it says."""
+    pdf = pikepdf.new()
+    sources = [pikepdf.open(io.BytesIO(build(change))) for change in changes]
+    for source in sources:
+        pdf.pages.append(source.pages[0])
+    data = _saved(pdf)
+    for source in sources:
+        source.close()
+    return data

@@ -51,7 +51,7 @@ _JOINERS = frozenset("-@._/")  # a word ending or beginning with one continues i
 _SOLID = 25  # pixels at PAGE_DPI: dark throughout a square this wide is a box, not a stroke of a glyph
 _GAP = 40  # white pixels between the regions laid out for one reading
 INK_DPI = 100  # the page with its trusted text hidden is rendered at this resolution to find the ink left to read
-_INK = 245  # grey level under which a pixel is ink (faint grey and light colour included)
+INK = 245  # grey level under which a pixel is ink (faint grey and light colour included)
 _GROUP = 4  # pixels at INK_DPI per cell of the grid in which ink is grouped (ink a cell apart is one group)
 _MARGIN = 96  # pixels at PAGE_DPI read above and below a group: the lines before and after it (a value wrapped)
 # The base-14 fonts whose glyphs every renderer draws from its own copy (Symbol and ZapfDingbats draw no letters)
@@ -204,7 +204,7 @@ def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes]) -> Shown:
         pdfium_c.FPDFTextObj_SetTextRenderMode(obj.raw, mode)
     bands = _bands(ink, size[1])
     if bands:  # each band widened to the blank rows around it: no line of text is read cut in half
-        blank = ~(numpy.asarray(_render(page, INK_DPI)) < _INK).any(axis=1)
+        blank = ~(numpy.asarray(_render(page, INK_DPI)) < INK).any(axis=1)
         bands = _merged([_widened(band, blank, size[1]) for band in bands])
     if not bands:
         return Shown(size, Reading((), True), 0)
@@ -238,13 +238,13 @@ def _bands(gray: Image.Image, height: int) -> list[tuple[int, int]]:
     solid dark area (a black box: 2 x 2 cells dark throughout, _SOLID pixels at PAGE_DPI) and the cells around it
     are no ink to read (``_cleared`` whitens the same before a reading)."""
     pixels = numpy.asarray(gray)
-    if pixels.min() >= _INK:
+    if pixels.min() >= INK:
         return []
     scale = PAGE_DPI / INK_DPI
     rows, columns = -(-pixels.shape[0] // _GROUP), -(-pixels.shape[1] // _GROUP)
     pixels = numpy.pad(pixels, ((0, rows * _GROUP - pixels.shape[0]), (0, columns * _GROUP - pixels.shape[1])),
                        constant_values=255)
-    cells, dark = _per_cell(pixels, numpy.minimum) < _INK, _per_cell(pixels, numpy.maximum) < 64
+    cells, dark = _per_cell(pixels, numpy.minimum) < INK, _per_cell(pixels, numpy.maximum) < 64
     corner = dark[:-1, :-1] & dark[1:, :-1] & dark[:-1, 1:] & dark[1:, 1:]  # 2 x 2 dark cells: _SOLID pixels
     solid = numpy.zeros_like(dark)
     for down in (0, 1):
@@ -256,7 +256,7 @@ def _bands(gray: Image.Image, height: int) -> list[tuple[int, int]]:
     for top, left, bottom, right in _components(_grown(cells, 1)):
         area = (slice(top * _GROUP, (bottom + 1) * _GROUP), slice(left * _GROUP, (right + 1) * _GROUP))
         kept = numpy.repeat(numpy.repeat(~solid[top:bottom + 1, left:right + 1], _GROUP, axis=0), _GROUP, axis=1)
-        group = (pixels[area] < _INK) & kept
+        group = (pixels[area] < INK) & kept
         inked_rows, inked_columns = numpy.flatnonzero(group.any(axis=1)), numpy.flatnonzero(group.any(axis=0))
         if not len(inked_rows) or (inked_rows[-1] - inked_rows[0] + 1) * scale < MIN_GLYPH or \
                 (inked_columns[-1] - inked_columns[0] + 1) * scale < MIN_GLYPH:

@@ -24,7 +24,7 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 
 Matrix = tuple[float, float, float, float, float, float]
 IDENTITY: Matrix = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
-_SHOW = {"Tj", "TJ", "'", '"'}
+SHOW = {"Tj", "TJ", "'", '"'}  # the text-showing operators
 _LINE = {"Td", "TD", "T*", "Tm", "'", '"', "BT"}
 _MAX_FORM_DEPTH = 8
 _STANDARD_14 = frozenset(pdfmetrics.standardFonts)
@@ -163,7 +163,7 @@ def _walk(found: Page, pieces: list[str], owner, resources, ctm: Matrix, depth: 
             _draw(found, pieces, resources, str(operands[0]), ctm, depth, seen)
         if op in _LINE and pieces and pieces[-1] != "\n":
             pieces.append("\n")
-        if op not in _SHOW:
+        if op not in SHOW:
             continue
         if font is None:
             raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT, "text is shown without a font")
@@ -311,9 +311,12 @@ def _cid_widths(w) -> dict[int, float]:
     return widths
 
 
-def rewrite(found: Page, removed: set[int], scrubbed: frozenset[tuple[int, int]] = frozenset()) -> None:
+def rewrite(found: Page, removed: set[int], scrubbed: frozenset[tuple[int, int]] = frozenset(),
+            replaced: dict[tuple[int, int], list] | None = None) -> None:
     """Drop the glyphs whose indices are in ``removed`` from their streams, keeping the rest where it was, and the
-    strings of the inline marked-content properties at the (stream, op) positions in ``scrubbed``."""
+    strings of the inline marked-content properties at the (stream, op) positions in ``scrubbed``; the instructions
+    at the (stream, op) positions ``replaced`` names become the instructions it gives (none: dropped)."""
+    replaced = replaced or {}
     by_op: dict[tuple[int, int], list[Glyph]] = {}
     for index in sorted(removed):
         glyph = found.glyphs[index]
@@ -321,11 +324,14 @@ def rewrite(found: Page, removed: set[int], scrubbed: frozenset[tuple[int, int]]
     for stream, (owner, instructions) in enumerate(found.streams):
         touched = {op: glyphs for (s, op), glyphs in by_op.items() if s == stream}
         scrub = {op for s, op in scrubbed if s == stream}
-        if not touched and not scrub:
+        swap = {op: instead for (s, op), instead in replaced.items() if s == stream}
+        if not touched and not scrub and not swap:
             continue
         rewritten = []
         for index, (operands, operator) in enumerate(instructions):
-            if index in scrub:
+            if index in swap:
+                rewritten.extend(swap[index])
+            elif index in scrub:
                 tag, properties = operands
                 kept = {k: v for k, v in properties.items() if not isinstance(v, pikepdf.String)}
                 rewritten.append(([tag, pikepdf.Dictionary(kept)], operator))

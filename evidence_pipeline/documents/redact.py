@@ -17,8 +17,11 @@ every XMP packet, JavaScript). Then remove each found value everywhere it occurs
 - always: embedded and associated files, and page thumbnails (pictures of the original page);
 - last, what the page still shows: each page of the result is rendered (pdfium, annotations and form appearances
   drawn) and what its trusted text layer does not explain is read by OCR at any angle (ocr.shown_pages); where a
-  found value or a rule's match shows, the page is burned in: replaced by its rendering with those regions painted
-  black, so no object under a box holds the value (the page's text layer goes with it).
+  found value or a rule's match shows, the region is burned in, not covered (``_burn``): what the page draws across
+  it (glyphs, paths, images, form placements, shadings, annotations and widgets; cut.py) is cut out and the
+  rendering of the area they covered, the regions painted black, is drawn in their place, so no object under a box
+  holds the value; the rest of the page keeps its objects and its text layer. A page whose cut still shows ink in
+  a region is burned whole (replaced by its rendering; its text layer goes).
 
 A page that, rendered, the OCR engine cannot read with confidence, and that no region rule covers, is refused: what
 cannot be read cannot be promised removed. Each removed area on a page gets a black mark drawn in the page content. The
@@ -46,7 +49,7 @@ import numpy
 import pikepdf
 from PIL import Image, ImageDraw
 
-from evidence_pipeline.documents import budgets, ocr, pdftext, templates
+from evidence_pipeline.documents import budgets, cut, ocr, pdftext, templates
 from evidence_pipeline.documents.gate import LIMITS
 from evidence_pipeline.documents.matching import (
     Rules,
@@ -156,7 +159,6 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
     if burned:
         with readable(), pikepdf.open(io.BytesIO(written)) as pdf:
             _burn(pdf, written, burned, Search(rules, sorted(finding.values)), finding)
-            finding.counts["burned_page"] += len(burned)
             written = _saved(pdf)
     key = output_key(document.document_id, document.sha256, vid)
     summary = {
@@ -543,29 +545,36 @@ def _shown(data: bytes, rules: Rules, finding: Finding) -> dict[int, list[tuple[
 
 
 def _burn(pdf: pikepdf.Pdf, data: bytes, regions: dict[int, list], search: Search, finding: Finding) -> None:
-    """Each page with a region to burn becomes its own rendering (annotations and form appearances drawn) with the
-    regions painted black, drawn as one image over the page: nothing under a box holds a value, and the page's
-    annotations and widgets, now pixels, go (their fields' values with them). A widget elsewhere whose appearance
-    still holds a value as bytes (drawn where OCR did not read it) loses its field whole."""
-    on_burned = {annot.objgen for index in regions for annot in _dictionaries(pdf.pages[index].obj, "/Annots")}
+    """The regions destroyed, not covered: on each page, everything drawn across a region (``cut.across``: glyphs,
+    paths, images, inline images, form XObject placements, shadings; annotations and widgets whose rectangle meets
+    one) is taken out, and the page's rendering (annotations and form appearances drawn) of the area those objects
+    covered is drawn in their place, the regions painted black (``_burn_areas``). The rest of the page keeps its
+    objects and its text layer. The cut page is rendered again: if any ink is left in a region (an object whose
+    bounds the walk did not see, a glyph in a form XObject's text drawn where its box says it is not), or the
+    page's geometry is one the rendering cannot be placed back on, the whole page becomes its rendering
+    (``_burn_page``). A widget taken out, or on a page burned whole, loses its field's value and appearance; a
+    widget elsewhere whose appearance still holds a value as bytes (drawn where OCR did not read it) loses its
+    field whole."""
+    frames = {index: _Frame.of(pdf.pages[index]) for index in regions}
+    annotations = {index: {a.objgen for a in _dictionaries(pdf.pages[index].obj, "/Annots")} for index in regions}
+    areas, on_burned = {}, set()
+    for index, boxes in sorted(regions.items()):
+        if frames[index] is not None:
+            areas[index], dropped = _cut(pdf, pdf.pages[index], [frames[index].user(box) for box in boxes],
+                                         frames[index].box)
+            on_burned |= dropped
+    clean = {index for index, image in ocr.rendered_pages(_saved(pdf), only=set(areas))
+             if _blank(image, regions[index])} if areas else set()
     for index, image in ocr.rendered_pages(data, only=set(regions), colour=True):
         draw = ImageDraw.Draw(image)
         for box in regions[index]:
             draw.rectangle((box[0], box[1], box[2] - 1, box[3] - 1), fill=0)
-        if _grey(image):  # a third of the bytes, and lossless where a colour page would need a JPEG
-            image = image.convert("L")
-        page = pdf.pages[index].obj
-        width, height = image.width * 72 / ocr.PAGE_DPI, image.height * 72 / ocr.PAGE_DPI
-        picture = pdf.make_stream(b"", Type=pikepdf.Name.XObject, Subtype=pikepdf.Name.Image, Width=image.width,
-                                  Height=image.height)
-        _encode(picture, image)
-        for key in ("/CropBox", "/BleedBox", "/TrimBox", "/ArtBox", "/Rotate", "/UserUnit", "/Group", "/Annots",
-                    "/StructParents", "/Tabs"):
-            if key in page:
-                del page[key]
-        page.MediaBox = [0, 0, width, height]
-        page.Resources = pikepdf.Dictionary(XObject=pikepdf.Dictionary(Burned=picture))
-        page.Contents = pdf.make_stream(f"q {width:.4f} 0 0 {height:.4f} 0 0 cm /Burned Do Q\n".encode())
+        if index in clean and frames[index].fits(image):
+            _burn_areas(pdf, pdf.pages[index], image, frames[index], areas[index])
+        else:
+            _burn_page(pdf, pdf.pages[index].obj, image)
+            on_burned |= annotations[index]
+            finding.counts["burned_page"] += 1
     leftover = Finding()
     for _, fld in _fields(pdf):
         widgets = _widgets(fld)
@@ -579,6 +588,171 @@ def _burn(pdf: pikepdf.Pdf, data: bytes, regions: dict[int, list], search: Searc
     finding.counts.update(leftover.counts)
     for index, boxes in leftover.marks.items():
         finding.marks.setdefault(index, []).extend(boxes)
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """Where a page's rendering (ocr.rendered_pages: its crop box within its media box at PAGE_DPI, turned as
+    /Rotate says) lies in default user space."""
+
+    box: tuple[float, float, float, float]
+    turn: int
+
+    @classmethod
+    def of(cls, page: pikepdf.Page) -> _Frame | None:
+        """None for a page whose rendering this frame cannot place (a /UserUnit, a /Rotate not a right angle)."""
+        turn = int(page.rotation) % 360
+        if float(page.obj.get("/UserUnit", 1)) != 1 or turn % 90:
+            return None
+        crop, media = _normal(page.cropbox), _normal(page.mediabox)
+        box = (max(crop[0], media[0]), max(crop[1], media[1]), min(crop[2], media[2]), min(crop[3], media[3]))
+        return cls(box, turn) if box[0] < box[2] and box[1] < box[3] else None
+
+    def fits(self, image: Image.Image) -> bool:
+        """Whether ``image`` is this frame's rendering (pdfium agreed on the page's size and turn)."""
+        width, height = self.box[2] - self.box[0], self.box[3] - self.box[1]
+        width, height = (height, width) if self.turn in (90, 270) else (width, height)
+        scale = ocr.PAGE_DPI / 72
+        return abs(image.width - width * scale) <= 2 and abs(image.height - height * scale) <= 2
+
+    def _point(self, px: float, py: float) -> tuple[float, float]:
+        (x0, y0, x1, y1), s = self.box, ocr.PAGE_DPI / 72
+        return {0: (x0 + px / s, y1 - py / s), 90: (x0 + py / s, y0 + px / s), 180: (x1 - px / s, y0 + py / s),
+                270: (x1 - py / s, y1 - px / s)}[self.turn]
+
+    def user(self, pixels) -> tuple[float, float, float, float]:
+        """A box of the rendering's pixels in default user space."""
+        (ax, ay), (bx, by) = self._point(pixels[0], pixels[1]), self._point(pixels[2], pixels[3])
+        return min(ax, bx), min(ay, by), max(ax, bx), max(ay, by)
+
+    def pixels(self, area, size: tuple[int, int]) -> tuple[int, int, int, int] | None:
+        """The rendering's pixels (of ``size``) that a box in default user space covers, or None."""
+        (x0, y0, x1, y1), s = self.box, ocr.PAGE_DPI / 72
+        corners = [{0: ((x - x0) * s, (y1 - y) * s), 90: ((y - y0) * s, (x - x0) * s),
+                    180: ((x1 - x) * s, (y - y0) * s), 270: ((y1 - y) * s, (x1 - x) * s)}[self.turn]
+                   for x, y in ((area[0], area[1]), (area[2], area[3]))]
+        left, top = max(0, math.floor(min(c[0] for c in corners))), max(0, math.floor(min(c[1] for c in corners)))
+        right = min(size[0], math.ceil(max(c[0] for c in corners)))
+        bottom = min(size[1], math.ceil(max(c[1] for c in corners)))
+        return (left, top, right, bottom) if left < right and top < bottom else None
+
+
+def _cut(pdf: pikepdf.Pdf, page: pikepdf.Page, regions: list, box) -> tuple[list, set]:
+    """Everything the page draws across ``regions`` (default user space) taken out of it: (the bounds of what was
+    taken, the regions included; the annotations taken)."""
+    page.obj.Contents = pdf.make_stream(_content_bytes(page))  # its own: a stream another page shares stays there
+    walked = pdftext.walk_page(page)
+    taken = cut.across(walked, page.obj.get("/Resources", pikepdf.Dictionary()), regions, box)
+    pdftext.rewrite(walked, taken.glyphs, replaced=taken.instructions)
+    _prune(page, taken.patterns)
+    kept, dropped = [], set()
+    for annot in _dictionaries(page.obj, "/Annots"):
+        rect = _normal(annot.Rect) if isinstance(annot.get("/Rect"), pikepdf.Array) and len(annot.Rect) == 4 else None
+        if rect is not None and cut.meets(rect, regions):
+            dropped.add(annot.objgen)
+            taken.areas.append(rect)
+            for key in ("/AP", "/Contents", "/RC"):  # what it showed is pixels now, wherever else it is reached
+                if key in annot:
+                    del annot[key]
+        else:
+            kept.append(annot)
+    if dropped:  # with their popups (a popup shows its parent's text)
+        page.obj.Annots = pikepdf.Array([annot for annot in kept if not _dictionaries(annot, "/Parent")
+                                         or annot.Parent.objgen not in dropped])
+    return taken.areas + regions, dropped
+
+
+def _prune(page: pikepdf.Page, patterns: set[str]) -> None:
+    """The page given its own resources, without the images, forms and shadings its content no longer names, nor
+    the patterns nothing it still draws paints with: what was cut is not reachable from the page."""
+    named = {str(operand) for operands, _ in pikepdf.parse_content_stream(page)
+             if not isinstance(operands, pikepdf.PdfInlineImage) for operand in operands
+             if isinstance(operand, pikepdf.Name)}
+    resources = pikepdf.Dictionary(dict(_resources(page.obj).items()))
+    for kind, kept in (("/XObject", named), ("/Shading", named), ("/Pattern", patterns)):
+        if isinstance(resources.get(kind), pikepdf.Dictionary):
+            resources[kind] = pikepdf.Dictionary({k: v for k, v in resources[kind].items() if k in kept})
+    page.obj.Resources = resources
+
+
+def _normal(rect) -> tuple[float, float, float, float]:
+    """A rectangle's (left, bottom, right, top), whichever corners it names."""
+    x0, y0, x1, y1 = (float(v) for v in rect)
+    return min(x0, x1), min(y0, y1), max(x0, x1), max(y0, y1)
+
+
+def _blank(image: Image.Image, regions: list) -> bool:
+    """Whether a rendering shows no ink inside any region (its padding left out: a glyph beside a word may reach
+    into it)."""
+    pixels = numpy.asarray(image)
+    return all(pixels[box[1] + WORD_PADDING:box[3] - WORD_PADDING, box[0] + WORD_PADDING:box[2] - WORD_PADDING]
+               .min(initial=255) >= ocr.INK for box in regions)
+
+
+def _burn_areas(pdf: pikepdf.Pdf, page: pikepdf.Page, image: Image.Image, frame: _Frame, areas: list) -> None:
+    """The rendering ``image`` of each cluster of ``areas`` (overlapping boxes joined) drawn over the page where it
+    was, turned back into the page's own orientation: an image per cluster, in the page's own resources."""
+    clusters = _clusters([box for box in (frame.pixels(area, image.size) for area in areas) if box is not None])
+    resources = page.obj.Resources  # the page's own (``_prune``)
+    xobjects = pikepdf.Dictionary(dict(resources.get("/XObject", pikepdf.Dictionary()).items()))
+    drawn = []
+    for number, pixels in enumerate(clusters):
+        piece = image.crop(pixels)
+        if frame.turn:  # pixels of the turned page, back in the page's own orientation
+            piece = piece.transpose({90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180,
+                                     270: Image.Transpose.ROTATE_270}[frame.turn])
+        name = next(f"/Burned{number}.{n}" for n in range(len(xobjects) + 1) if f"/Burned{number}.{n}" not in xobjects)
+        xobjects[name] = _picture(pdf, piece)
+        x0, y0, x1, y1 = frame.user(pixels)
+        drawn.append(f"q {x1 - x0:.4f} 0 0 {y1 - y0:.4f} {x0:.4f} {y0:.4f} cm {name} Do Q\n".encode())
+    resources.XObject = xobjects
+    page.obj.Contents = pdf.make_stream(b"q\n" + _content_bytes(page) + b"\nQ\n" + b"".join(drawn))
+
+
+def _clusters(boxes: list) -> list[tuple[int, int, int, int]]:
+    """The boxes, those that overlap or touch joined into their union, in order."""
+    clusters: list[tuple[int, int, int, int]] = []
+    for box in sorted(boxes):
+        while (near := next((c for c in clusters if max(c[0], box[0]) <= min(c[2], box[2])
+                             and max(c[1], box[1]) <= min(c[3], box[3])), None)) is not None:
+            clusters.remove(near)
+            box = _union([near, box])
+        clusters.append(box)
+    return sorted(clusters)
+
+
+def _resources(page: pikepdf.Dictionary) -> pikepdf.Dictionary:
+    """A page's resources, its own or inherited from the page tree."""
+    node, depth = page, 0
+    while isinstance(node, pikepdf.Dictionary) and depth < 64:
+        if isinstance(node.get("/Resources"), pikepdf.Dictionary):
+            return node.Resources
+        node, depth = node.get("/Parent"), depth + 1
+    return pikepdf.Dictionary()
+
+
+def _picture(pdf: pikepdf.Pdf, image: Image.Image) -> pikepdf.Stream:
+    """An image XObject of ``image`` (in grey when it has no colour: a third of the bytes, and lossless where a
+    colour page would need a JPEG)."""
+    if _grey(image):
+        image = image.convert("L")
+    picture = pdf.make_stream(b"", Type=pikepdf.Name.XObject, Subtype=pikepdf.Name.Image, Width=image.width,
+                              Height=image.height)
+    _encode(picture, image)
+    return picture
+
+
+def _burn_page(pdf: pikepdf.Pdf, page: pikepdf.Dictionary, image: Image.Image) -> None:
+    """The page replaced by its rendering ``image``, drawn as one image: its objects, annotations and text layer
+    go."""
+    width, height = image.width * 72 / ocr.PAGE_DPI, image.height * 72 / ocr.PAGE_DPI
+    for key in ("/CropBox", "/BleedBox", "/TrimBox", "/ArtBox", "/Rotate", "/UserUnit", "/Group", "/Annots",
+                "/StructParents", "/Tabs"):
+        if key in page:
+            del page[key]
+    page.MediaBox = [0, 0, width, height]
+    page.Resources = pikepdf.Dictionary(XObject=pikepdf.Dictionary(Burned=_picture(pdf, image)))
+    page.Contents = pdf.make_stream(f"q {width:.4f} 0 0 {height:.4f} 0 0 cm /Burned Do Q\n".encode())
 
 
 # -- everything else ---------------------------------------------------------------------------------------------
@@ -780,13 +954,15 @@ def _content_streams(pdf: pikepdf.Pdf) -> set[tuple[int, int]]:
 
 
 def _draw_marks(pdf: pikepdf.Pdf, finding: Finding) -> None:
-    """Black boxes over what was removed, drawn after the page's own content in default user space."""
+    """Black boxes over what was removed, drawn after the page's own content in default user space, each its own
+    path (a region burned in later cuts only the boxes it meets)."""
     for index, boxes in sorted(finding.marks.items()):
         page = pdf.pages[index]
         page.contents_coalesce()
-        drawing = b"".join(f"{x0:.2f} {y0:.2f} {x1 - x0:.2f} {y1 - y0:.2f} re\n".encode() for x0, y0, x1, y1 in boxes)
+        drawing = b"".join(f"{x0:.2f} {y0:.2f} {x1 - x0:.2f} {y1 - y0:.2f} re f\n".encode()
+                           for x0, y0, x1, y1 in boxes)
         content = page.obj.Contents.read_bytes() if "/Contents" in page.obj else b""
-        page.obj.Contents = pdf.make_stream(b"q\n" + content + b"\nQ\nq 0 g\n" + drawing + b"f\nQ\n")
+        page.obj.Contents = pdf.make_stream(b"q\n" + content + b"\nQ\nq 0 g\n" + drawing + b"Q\n")
 
 
 def _fields(pdf: pikepdf.Pdf):
