@@ -233,7 +233,9 @@ def _decode_font(font) -> _Font:
     widths: dict[int, float] = {}
     if "/Widths" in font:
         first = int(font.get("/FirstChar", 0))
-        widths = {first + i: float(w) for i, w in enumerate(font["/Widths"])}
+        # In thousandths of text space; a Type3 font's are in its glyph space, which its /FontMatrix scales
+        scale = float(font.get("/FontMatrix", [0.001])[0]) * 1000 if subtype == "/Type3" else 1.0
+        widths = {first + i: float(w) * scale for i, w in enumerate(font["/Widths"])}
     else:
         base = str(font.get("/BaseFont", ""))[1:]
         if base in _STANDARD_14:
