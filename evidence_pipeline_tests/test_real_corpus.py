@@ -19,7 +19,7 @@ from pyhanko.pdf_utils.reader import PdfFileReader
 from pyhanko.sign.validation import validate_pdf_signature, validate_pdf_timestamp
 from pyhanko_certvalidator import ValidationContext
 
-from evidence_pipeline.documents import signature_check
+from evidence_pipeline.documents import gate, signature_check
 from evidence_pipeline_tests import real_corpus
 from evidence_pipeline_tests.conftest import require_tool
 
@@ -35,8 +35,7 @@ def corpus() -> dict:
 
 
 def test_the_table_covers_the_pinned_corpus():
-    pinned = {f"{s['package']}/{f['path']}" for s in json.loads(real_corpus.PINS.read_text()) for f in s["files"]}
-    assert set(TABLE) == pinned
+    assert set(TABLE) == real_corpus.pinned_keys()
     assert len(TABLE) >= 300
     assert len({entry["producer"] for entry in TABLE.values()}) >= 50
 
@@ -75,21 +74,62 @@ def test_at_least_300_public_pdfs_from_at_least_50_producers():
     assert len(families - {"(none)", "(unreadable)", "none"}) >= 50
 
 
+REFUSALS = {key: entry["outcomes"]["refusal"] for key, entry in TABLE.items() if "refusal" in entry["outcomes"]}
+# A path on this machine or another (/home/..., /tmp/..., C:\\...), or an offset into the file (the parsers' words)
+_LOCAL = re.compile(r"(?:^|[\s(])/(?:home|tmp|work|var|usr|root|Users)/|[A-Za-z]:\\|0x[0-9a-f]+|\bbyte \d")
+
+
+def test_every_refusal_names_the_defect_or_limit_and_what_the_sender_can_do():
+    """Each file the gate refuses: the message the sender reads is recorded, names one of the gate's actions (re-save
+    it, send it without encryption or in parts, ...) and no local path or offset."""
+    assert set(REFUSALS) == {key for key, entry in TABLE.items() if entry["outcomes"]["inspect"].startswith("refused:")}
+    for key, message in REFUSALS.items():
+        assert message.strip() and any(action in message for action in gate.SENDER_ACTIONS), (key, message)
+        assert not _LOCAL.search(message), (key, message)
+
+
 REDACTED = sorted(key for key, entry in TABLE.items() if "redact" in entry)
+SUITE_REDACTIONS = real_corpus.suite_redactions(TABLE)
 
 
-def test_redaction_runs_on_a_subset_of_many_producers():
-    assert len(REDACTED) == real_corpus.REDACTION_FILES
-    assert len({real_corpus.producer_family(TABLE[key]["producer"]) for key in REDACTED}) == len(REDACTED)
+# Redaction crashes the corpus found, recorded until fixed: the first four in ocr.py, which issue 46's work is
+# rewriting; the last two not yet located
+KNOWN_CRASHES = {
+    "PyPDF3/PyPDF3-1.0.6/Resources/includeSJISfontname.pdf":
+        "ocr.trusted_fonts reads a Shift-JIS /BaseFont with str() (UnicodeDecodeError); matching.name_str reads it",
+    "pdf2docx/pdf2docx-0.5.13/test/samples/demo-image-overlap.pdf":
+        "ocr._regions_read stacks the regions into a sheet taller than Tesseract's 32,767 pixels (TesseractError)",
+    "pymupdf/pymupdf-2.1/tests/resources/test_4017.pdf": "TesseractError, as above",
+    "pymupdf/pymupdf-2.1/tests/resources/test_5001.pdf": "TesseractError, as above",
+    "pymupdf/pymupdf-2.1/tests/resources/has-bad-fonts.pdf": "UnicodeDecodeError (not located yet)",
+    "tabula-py/tabula_py-2.10.0/tests/resources/data_dtype.pdf": "StopIteration (not located yet; 9bcb900 too)",
+}
+
+
+def test_redactions_are_recorded_for_accepted_files_by_this_rule_and_crash_only_where_known():
+    """The bench's run (bench/real_corpus_redaction.py) recorded its targets for every file it redacted, only files
+    the gate accepts; a crash is one of the known ones."""
+    accepted = {key for key, entry in TABLE.items() if entry["outcomes"]["inspect"] == "accepted"}
+    assert set(REDACTED) <= accepted
+    assert all({"targets", "read_by", "outcome"} == set(TABLE[key]["redact"]) for key in REDACTED)
+    crashed = {key for key in REDACTED if TABLE[key]["redact"]["outcome"].startswith("crashed:")}
+    assert crashed == set(KNOWN_CRASHES) & set(REDACTED)
+
+
+def test_the_suite_repeats_one_redaction_per_producer():
+    with_targets = [key for key in REDACTED if TABLE[key]["redact"]["targets"]]
+    families = {real_corpus.producer_family(TABLE[key]["producer"]) for key in with_targets}
+    assert len(SUITE_REDACTIONS) == len(families)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("key", REDACTED)
+@pytest.mark.parametrize("key", SUITE_REDACTIONS)
 def test_redaction_outcomes_are_the_recorded_ones(corpus, key):
-    """The first page redacted of the word the table names, judged by pdftotext and Tesseract (real_corpus.py)."""
+    """The first page redacted of the targets the table names, judged by pdftotext and Tesseract (real_corpus.py):
+    one file per producer; the bench repeats every file."""
     entry = TABLE[key]["redact"]
-    assert real_corpus.redaction_word(corpus[key]) == entry["word"]
-    assert real_corpus.redaction(corpus[key], entry["word"]) == entry["outcome"]
+    assert real_corpus.redaction_targets(corpus[key]) == (entry["targets"], entry["read_by"])
+    assert real_corpus.redaction(corpus[key], entry["targets"]) == entry["outcome"]
 
 
 # Where the two verifiers themselves disagree, the record follows pyHanko's validator (its reason)

@@ -1,8 +1,9 @@
 """The work one document may cost: budgets that the worker gate checks before any processor runs, and that the
 processors' own walks (``pdftext``) enforce again, from these constants only.
 
-Exceeding one is DOCUMENT_LIMIT_EXCEEDED, whose message names the limit, never a value read from the file. The
-docs' "Document limits" table (docs/tenants-api/gate.md) lists each with why it is where it is.
+Exceeding one is DOCUMENT_LIMIT_EXCEEDED, whose message names the limit (never a value read from the file) and
+what the sender can do. The docs' "Document limits" table (docs/tenants-api/gate.md) lists each with why it is
+where it is.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ MAX_ANNOTATIONS = 1_000  # annotations of one page
 MAX_TREE_DEPTH = 32  # levels of a name or number tree, or of the outline; a node met twice is refused too
 
 
-def exceeded(limit: str) -> EvidenceError:
-    """The refusal for a document over ``limit`` (a description of the limit, with its value)."""
-    return EvidenceError(ReasonCode.DOCUMENT_LIMIT_EXCEEDED, f"the document exceeds a limit: {limit}")
+# What a sender can do about a limit that counts the document's size
+SPLIT = "send it in smaller parts, or re-saved with simpler pages or smaller images (docs: Document limits)"
+
+
+def exceeded(limit: str, action: str = SPLIT) -> EvidenceError:
+    """The refusal for a document over ``limit`` (a description of the limit, with its value), naming ``action``."""
+    return EvidenceError(ReasonCode.DOCUMENT_LIMIT_EXCEEDED, f"the document exceeds a limit: {limit}; {action}")

@@ -90,6 +90,32 @@ _FOREIGN = {b"PK\x03\x04": "a ZIP local file header", b"PK\x01\x02": "a ZIP cent
 _NOT_OPERATORS = re.compile(rb"\((?:[^()\\]|\\.)*\)|<[^<>]*>|%[^\r\n]*")
 _OPERATOR = re.compile(rb"(?<![^\s\[\]<>(){}%])[A-Za-z'\"*][^\s()<>\[\]{}/%]*")
 _READ_BY_PILLOW = {"/DCTDecode", "/JPXDecode"}  # encodings whose own header states the pixels Pillow will decode
+# What a sender can do: every refusal names the defect or the limit, then one of these (or budgets.SPLIT)
+RESAVE = "re-save it with a PDF writer (qpdf, or a viewer's Save As or Print to PDF) and send that copy"
+DECRYPT = "send a copy without encryption (or with permission restrictions only: an empty open password)"
+SEND_PDF = "send the PDF itself (other formats converted to PDF first)"
+REMOVE_ACTIVE = "send a copy without it (Print to PDF drops scripts, attachments and XFA forms)"
+REENCODE = "re-save its images with another compression (JPEG, CCITT or Flate; ocrmypdf or Acrobat convert JBIG2)"
+SENDER_ACTIONS = (RESAVE, DECRYPT, SEND_PDF, REMOVE_ACTIVE, REENCODE, budgets.SPLIT)
+# The parsers' words for a defect (their messages hold offsets and values from the file, never repeated), and ours
+_DEFECTS = (
+    ("Multiple definitions in dictionary", "a dictionary repeats a key (readers disagree on which value holds)"),
+    ("object stream", "an object stream does not hold the objects it lists"),
+    ("Circular reference in form tree", "the form's field tree refers back to itself"),
+    ("encryption dictionary", "the encryption dictionary is malformed"),
+    ("/Encrypt", "the encryption dictionary is malformed"),
+    ("endstream", "a stream does not end where its length says"),
+    ("decompressing", "a stream's compressed data is damaged"),
+    ("padding", "an encrypted stream's data is damaged"),
+    ("block length", "an encrypted stream's data is damaged"),
+    ("EOF marker", "no %%EOF marker (truncated?)"),
+    ("header", "the PDF header is malformed"),
+    ("xref", "the cross-reference table (the index of the file's objects) is broken"),
+    ("object ID", "the cross-reference table (the index of the file's objects) is broken"),
+    ("find object", "the cross-reference table (the index of the file's objects) is broken"),
+    ("/Prev", "the cross-reference table (the index of the file's objects) is broken"),
+    ("indirect object reference", "an object reference is malformed"),
+)
 
 
 @dataclass(frozen=True)
@@ -110,64 +136,71 @@ def gate(file: BinaryIO, active_content: str = "refuse") -> GatedDocument:
     """Check one document; ``active_content`` is ``refuse`` (its reason code) or ``flag`` (listed in the result)."""
     size = file.seek(0, io.SEEK_END)
     if _read_at(file, 0, 5) != b"%PDF-":  # no allowance for bytes before the header: that is where polyglots begin
-        raise EvidenceError(ReasonCode.DOCUMENT_NOT_PDF, "the bytes do not begin with a PDF header")
+        raise EvidenceError(ReasonCode.DOCUMENT_NOT_PDF, f"the bytes do not begin with a PDF header; {SEND_PDF}")
     _refuse_polyglots(_read_at(file, 0, size))
     try:
         with apply_configuration(**LIMITS):
             return _inspect(file, active_content)
     except LimitReachedError as error:
-        raise exceeded(_parser_limit(str(error))) from None
+        raise exceeded(*_parser_limit(str(error))) from None
     except DependencyError as error:  # what is not decoded cannot be checked
         # A stated choice: JBIG2 is not decoded (pypdf would run the jbig2dec binary, which the image does not ship)
         what = "a JBIG2 image (the service does not decode JBIG2)" if "jbig2" in str(error).lower() else (
             "an encoding the service has no decoder for")
-        raise EvidenceError(ReasonCode.DOCUMENT_UNSUPPORTED, f"a stream uses {what}") from None
+        raise EvidenceError(ReasonCode.DOCUMENT_UNSUPPORTED, f"a stream uses {what}; {REENCODE}") from None
     except RecursionError:
-        raise EvidenceError(ReasonCode.DOCUMENT_LIMIT_EXCEEDED, "the document nests objects too deeply") from None
+        raise exceeded("objects nested too deeply for the parser", RESAVE) from None
     except _PARSE_ERRORS as error:
-        raise EvidenceError(
-            ReasonCode.DOCUMENT_MALFORMED, f"the document does not parse strictly ({type(error).__name__})"
-        ) from None
+        raise malformed(error) from None
 
 
-# pypdf's refusals by what its message says (its own words hold values from the file, never repeated)
+def malformed(error: Exception, reader: str = "") -> EvidenceError:
+    """DOCUMENT_MALFORMED for what a parser raised: the defect in our words (by the parser's), and what to do."""
+    said = str(error)
+    defect = next((ours for words, ours in _DEFECTS if words in said),
+                  "the document does not follow PDF's syntax where a strict reader requires it")
+    return EvidenceError(ReasonCode.DOCUMENT_MALFORMED, f"{defect} ({reader}{type(error).__name__}); {RESAVE}")
+
+
+# pypdf's refusals by what its message says (its own words hold values from the file, never repeated): the limit,
+# and what to do (a defect that only looks like size is re-saved)
 _PARSER_LIMITS = (
-    ("array element count", f"an array of more than {budgets.MAX_ARRAY_ENTRIES:,} entries"),
-    ("dictionary entries", f"a dictionary of more than {budgets.MAX_DICTIONARY_ENTRIES:,} entries"),
-    ("decompressing", f"a stream decoding to more than {budgets.MAX_STREAM_BYTES:,} bytes"),
-    ("Declared size", f"a stream declaring more than {budgets.MAX_STREAM_BYTES:,} bytes"),
-    ("Row length", "a predictor row longer than the parser's limit (pypdf's flate_maximum_row_length)"),
-    ("columns", "a predictor with more columns than the parser's limit (pypdf's flate_maximum_columns)"),
-    ("Color value", "a predictor with more than 16 colour components"),
-    ("loop", "an object that refers to itself"),
-    ("cyclic", "an outline or article that loops"),
-    ("/N", "an object stream claiming more objects than the document names"),
+    ("array element count", f"an array of more than {budgets.MAX_ARRAY_ENTRIES:,} entries", budgets.SPLIT),
+    ("dictionary entries", f"a dictionary of more than {budgets.MAX_DICTIONARY_ENTRIES:,} entries", budgets.SPLIT),
+    ("decompressing", f"a stream decoding to more than {budgets.MAX_STREAM_BYTES:,} bytes", budgets.SPLIT),
+    ("Declared size", f"a stream declaring more than {budgets.MAX_STREAM_BYTES:,} bytes", budgets.SPLIT),
+    ("Row length", "a predictor row longer than the parser's limit (pypdf's flate_maximum_row_length)", RESAVE),
+    ("columns", "a predictor with more columns than the parser's limit (pypdf's flate_maximum_columns)", RESAVE),
+    ("Color value", "a predictor with more than 16 colour components", RESAVE),
+    ("loop", "an object that refers to itself", RESAVE),
+    ("cyclic", "an outline or article that loops", RESAVE),
+    ("/N", "an object stream claiming more objects than the document names", RESAVE),
 )
 
 
-def _parser_limit(message: str) -> str:
-    for words, limit in _PARSER_LIMITS:
+def _parser_limit(message: str) -> tuple[str, str]:
+    for words, limit, action in _PARSER_LIMITS:
         if words in message:
-            return limit
+            return limit, action
     return ("a limit of the PDF parser (filters of a stream, depth or entries of the page tree, outline, form fields "
-            "or names; docs: Document limits)")
+            "or names; docs: Document limits)", budgets.SPLIT)
 
 
 def _refuse_polyglots(data: bytes) -> None:
     """A PDF that another format's reader also accepts is refused: whatever the service signs must be one PDF."""
     end = data.rfind(b"%%EOF")
     if end < 0:
-        raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED, "no %%EOF marker (truncated?)")
+        raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED, f"no %%EOF marker (truncated?); {RESAVE}")
     if data[end + 5:].strip(_WHITESPACE):
-        raise EvidenceError(ReasonCode.DOCUMENT_POLYGLOT, "data follows the last %%EOF marker")
+        raise EvidenceError(ReasonCode.DOCUMENT_POLYGLOT, f"data follows the last %%EOF marker; {RESAVE}")
     if _MARKUP.search(data, 0, _HEADER_WINDOW):
-        raise EvidenceError(ReasonCode.DOCUMENT_POLYGLOT, "HTML markup near the start of the file")
+        raise EvidenceError(ReasonCode.DOCUMENT_POLYGLOT, f"HTML markup near the start of the file; {RESAVE}")
     outside = _outside_streams(data)
     for signature, what in _FOREIGN.items():
         if signature in outside:
-            raise EvidenceError(ReasonCode.DOCUMENT_POLYGLOT, f"{what} outside the PDF's streams")
+            raise EvidenceError(ReasonCode.DOCUMENT_POLYGLOT, f"{what} outside the PDF's streams; {RESAVE}")
     if zipfile.is_zipfile(io.BytesIO(data)):  # a ZIP reader finds its end record in the last 64 KiB, streams or not
-        raise EvidenceError(ReasonCode.DOCUMENT_POLYGLOT, "the file also opens as a ZIP archive")
+        raise EvidenceError(ReasonCode.DOCUMENT_POLYGLOT, f"the file also opens as a ZIP archive; {RESAVE}")
 
 
 def _outside_streams(data: bytes) -> bytes:
@@ -189,13 +222,15 @@ def _inspect(file: BinaryIO, active_content: str) -> GatedDocument:
         reader = PdfReader(file, strict=True)
     except NotImplementedError:  # pypdf opens only the standard (password) security handler
         raise EvidenceError(ReasonCode.DOCUMENT_ENCRYPTED, "encrypted documents are not accepted (the document is "
-                            "encrypted for certificates, not with a password)") from None
+                            f"encrypted for certificates, not with a password); {DECRYPT}") from None
     # Only an empty user password is tried: what it opens, any reader opens silently (restrictions on printing,
     # copying or changing are the author's wish, which only writing operations must respect)
     if reader.is_encrypted and not reader.decrypt(""):
-        raise EvidenceError(ReasonCode.DOCUMENT_ENCRYPTED, "documents encrypted with a password are not accepted")
+        raise EvidenceError(ReasonCode.DOCUMENT_ENCRYPTED,
+                            f"documents encrypted with a password are not accepted; {DECRYPT}")
     if not _xref_points_at_objects(reader, file):
-        raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED, "the cross-reference table does not point at its objects")
+        raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED,
+                            f"the cross-reference table does not point at its objects; {RESAVE}")
     _read_by_pyhanko(file, reader.is_encrypted)
     root = reader.trailer["/Root"]
     pages = _count_pages(root["/Pages"])
@@ -207,7 +242,7 @@ def _inspect(file: BinaryIO, active_content: str) -> GatedDocument:
         _check_contents(page)
     found = tuple(code for code in ACTIVE_CONTENT if code in scan.active)
     if found and active_content == "refuse":
-        raise EvidenceError(found[0], "the document carries active content: " + ", ".join(found))
+        raise EvidenceError(found[0], f"the document carries active content: {', '.join(found)}; {REMOVE_ACTIVE}")
     producer = (reader.metadata or {}).get("/Producer")
     return GatedDocument(
         pages=len(pages),
@@ -229,8 +264,7 @@ def _read_by_pyhanko(file: BinaryIO, encrypted: bool) -> None:
             reader.decrypt("")
         reader.embedded_signatures
     except PdfError as error:
-        raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED,
-                            f"the document does not parse strictly (pyHanko: {type(error).__name__})") from None
+        raise malformed(error, "pyHanko: ") from None
 
 
 def _count_pages(root) -> list[DictionaryObject]:
@@ -242,11 +276,11 @@ def _count_pages(root) -> list[DictionaryObject]:
         ref = node if isinstance(node, IndirectObject) else getattr(node, "indirect_reference", None)
         key = id(node) if ref is None else ref.idnum
         if key in seen:
-            raise EvidenceError(ReasonCode.DOCUMENT_PAGE_TREE_LOOP, "the page tree contains a loop")
+            raise EvidenceError(ReasonCode.DOCUMENT_PAGE_TREE_LOOP, f"the page tree contains a loop; {RESAVE}")
         seen.add(key)
         node = node.get_object()
         if not isinstance(node, DictionaryObject):
-            raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED, "a page tree node is not a dictionary")
+            raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED, f"a page tree node is not a dictionary; {RESAVE}")
         if node.get("/Type") == "/Page":
             pages.append(node)
             if len(pages) > MAX_PAGES:
@@ -256,13 +290,13 @@ def _count_pages(root) -> list[DictionaryObject]:
                 raise exceeded(f"a page has more than {budgets.MAX_ANNOTATIONS:,} annotations")
             continue
         if "/Count" in node and not 0 <= int(node["/Count"]) <= MAX_PAGES:  # readers size work by what it claims
-            raise exceeded(f"a page tree node claims more than {MAX_PAGES:,} pages")
+            raise exceeded(f"a page tree node claims more than {MAX_PAGES:,} pages", RESAVE)
         kids = node.get("/Kids")
         if not isinstance(kids, ArrayObject):
-            raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED, "a page tree node has no /Kids array")
+            raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED, f"a page tree node has no /Kids array; {RESAVE}")
         stack.extend(kids)
     if not pages:
-        raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED, "the document has no pages")
+        raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED, f"the document has no pages; {RESAVE}")
     return pages
 
 
@@ -331,10 +365,10 @@ def _walk_tree(top, children) -> None:
         node, depth = stack.pop()
         if isinstance(node, IndirectObject):  # only references can make a loop
             if node.idnum in seen:
-                raise exceeded("a name tree, number tree or outline refers back to itself")
+                raise exceeded("a name tree, number tree or outline refers back to itself", RESAVE)
             seen.add(node.idnum)
         if depth > budgets.MAX_TREE_DEPTH:
-            raise exceeded(f"a name tree, number tree or outline deeper than {budgets.MAX_TREE_DEPTH} levels")
+            raise exceeded(f"a name tree, number tree or outline deeper than {budgets.MAX_TREE_DEPTH} levels", RESAVE)
         node = node.get_object()
         if isinstance(node, DictionaryObject):
             stack.extend((child, depth + step) for child, step in children(node))
@@ -379,7 +413,8 @@ class _Scan:
                 if not isinstance(child, IndirectObject):
                     self.visit(child)
                 elif child.idnum not in self.defined:  # pypdf's writer fails on it: split and merge would
-                    raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED, "the document refers to an object it lacks")
+                    raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED,
+                                        f"the document refers to an object it lacks; {RESAVE}")
 
     def _dictionary(self, d: DictionaryObject) -> None:
         action = d.get("/S")
@@ -420,4 +455,4 @@ def _check_encoded_pixels(data: bytes) -> None:
     except Image.DecompressionBombError:
         raise exceeded(f"an image of more than {budgets.MAX_IMAGE_PIXELS:,} pixels") from None
     except UnidentifiedImageError:
-        raise EvidenceError(ReasonCode.DOCUMENT_UNSUPPORTED, "an image's data cannot be decoded") from None
+        raise EvidenceError(ReasonCode.DOCUMENT_UNSUPPORTED, f"an image's data cannot be decoded; {REENCODE}") from None

@@ -68,9 +68,19 @@ def decodings(data: bytes) -> list[str]:
     return forms
 
 
+def _unescaped(name: bytes) -> bytes:
+    return re.sub(rb"#([0-9A-Fa-f]{2})", lambda m: bytes([int(m[1], 16)]), name)
+
+
+def name_str(name) -> str:
+    """A pikepdf Name as pikepdf gives a dictionary's keys: its bytes read as UTF-8, a byte that is not kept as a lone
+    surrogate. ``str()`` of a Name raises on such bytes, which real files hold (a Shift-JIS font name)."""
+    return _unescaped(name.unparse()).decode("utf-8", "surrogateescape")
+
+
 def name_text(name: str) -> str:
     """What a PDF name spells: without its slash, #xx escapes decoded (as bytes, UTF-8 where they are)."""
-    raw = re.sub(rb"#([0-9A-Fa-f]{2})", lambda m: bytes([int(m[1], 16)]), name.removeprefix("/").encode("utf-8"))
+    raw = _unescaped(name.removeprefix("/").encode("utf-8", "surrogateescape"))
     return raw.decode("utf-8", errors="replace")
 
 

@@ -20,6 +20,7 @@ from pypdf._codecs import adobe_glyphs
 from reportlab.pdfbase import pdfmetrics
 
 from evidence_pipeline.documents import budgets
+from evidence_pipeline.documents.matching import name_str
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 
 Matrix = tuple[float, float, float, float, float, float]
@@ -254,7 +255,7 @@ def _single_byte_encoding(font) -> dict[int, str]:
         for item in encoding.get("/Differences", []):
             if isinstance(item, pikepdf.Name):
                 if 0 <= code < 256:
-                    unicode[code] = adobe_glyphs.get(str(item), "\ufffd")
+                    unicode[code] = adobe_glyphs.get(name_str(item), "\ufffd")
                 code += 1
             else:
                 code = int(item)

@@ -56,6 +56,7 @@ from evidence_pipeline.documents.matching import (
     Search,
     compile_pattern,
     decodings,
+    name_str,
     name_text,
     normalize,
     normalize_glyphs,
@@ -835,7 +836,7 @@ def _sweep(pdf: pikepdf.Pdf, search: Search, finding: Finding, content: set) -> 
     for container, key, value, container_key, action in _reachable(pdf):
         if isinstance(key, str) and holding(key):
             deletions.append((container, key, "name"))  # a key that spells a value: its entry goes
-        if isinstance(value, pikepdf.Name) and holding(str(value)):
+        if isinstance(value, pikepdf.Name) and holding(name_str(value)):
             if isinstance(key, int):
                 container[key] = pikepdf.Name("/redacted")
                 finding.counts["name"] += 1
