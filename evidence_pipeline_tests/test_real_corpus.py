@@ -94,16 +94,7 @@ SUITE_REDACTIONS = real_corpus.suite_redactions(TABLE)
 
 # Redaction crashes the corpus found, recorded until fixed: the first four in ocr.py, which issue 46's work is
 # rewriting; the last two not yet located
-KNOWN_CRASHES = {
-    "PyPDF3/PyPDF3-1.0.6/Resources/includeSJISfontname.pdf":
-        "ocr.trusted_fonts reads a Shift-JIS /BaseFont with str() (UnicodeDecodeError); matching.name_str reads it",
-    "pdf2docx/pdf2docx-0.5.13/test/samples/demo-image-overlap.pdf":
-        "ocr._regions_read stacks the regions into a sheet taller than Tesseract's 32,767 pixels (TesseractError)",
-    "pymupdf/pymupdf-2.1/tests/resources/test_4017.pdf": "TesseractError, as above",
-    "pymupdf/pymupdf-2.1/tests/resources/test_5001.pdf": "TesseractError, as above",
-    "pymupdf/pymupdf-2.1/tests/resources/has-bad-fonts.pdf": "UnicodeDecodeError (not located yet)",
-    "tabula-py/tabula_py-2.10.0/tests/resources/data_dtype.pdf": "StopIteration (not located yet; 9bcb900 too)",
-}
+KNOWN_CRASHES: dict[str, str] = {}  # file -> why its redaction crashes, while it is being fixed
 
 
 def test_redactions_are_recorded_for_accepted_files_by_this_rule_and_crash_only_where_known():

@@ -22,7 +22,7 @@ from pypdf import PdfReader
 from evidence_pipeline.audit.lineage_ledger import lineage
 from evidence_pipeline.cli import main
 from evidence_pipeline.config import Settings
-from evidence_pipeline.documents import matching, redact, templates
+from evidence_pipeline.documents import matching, ocr, redact, templates
 from evidence_pipeline.documents.dispatch import dispatch_batches
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.redaction_check import _pypdf_text, verify_derivative
@@ -581,3 +581,16 @@ def test_a_redacted_derivative_walks_back_to_the_uploaded_application(documents,
     broken = lineage(documents, derivative)
     assert (broken["ok"], broken["code"]) == (False, "LINEAGE_DIGEST_MISMATCH")
     assert derivative in broken["link"]
+
+
+def test_the_regions_of_a_page_are_read_on_sheets_the_engine_takes():
+    """Regions laid out one under another for one reading: never a sheet taller than Tesseract reads (32,767
+    pixels; a 1972 x 54,732 sheet crashed a real file's redaction); one region larger than that is refused."""
+    pieces = [((0, 0, 100, 9000), 0, (100, 9000), Image.new("L", (100, 9000), 255)) for _ in range(8)]
+    sheets = list(ocr._sheets(pieces))
+    assert [len(sheet) for sheet in sheets] == [3, 3, 2]
+    assert all(sum(piece[3].height + ocr._GAP for piece in sheet) + ocr._GAP <= 32_767 for sheet in sheets)
+    huge = [((0, 0, 100, 40_000), 0, (100, 40_000), Image.new("L", (100, 40_000), 255))]
+    with pytest.raises(EvidenceError) as refused:
+        list(ocr._sheets(huge))
+    assert refused.value.code == ReasonCode.REDACTION_UNSUPPORTED_CONTENT

@@ -35,7 +35,9 @@ import pytesseract
 from PIL import Image, ImageDraw, ImageFilter
 from pypdf._codecs import adobe_glyphs
 
+from evidence_pipeline.documents.matching import name_str
 from evidence_pipeline.documents.pdfwalk import first_visit
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.monthly.validate import PDFIUM_LOCK
 
 os.environ.setdefault("OMP_THREAD_LIMIT", "1")
@@ -50,6 +52,7 @@ _SKEW_SIDE = 200  # pixels: the longer side a region is shrunk to while the angl
 _JOINERS = frozenset("-@._/")  # a word ending or beginning with one continues into its neighbour
 _SOLID = 25  # pixels at PAGE_DPI: dark throughout a square this wide is a box, not a stroke of a glyph
 _GAP = 40  # white pixels between the regions laid out for one reading
+_SHEET = 32_000  # pixels on a side of what the regions are laid out on: the engine reads up to 32,767
 INK_DPI = 100  # the page with its trusted text hidden is rendered at this resolution to find the ink left to read
 INK = 245  # grey level under which a pixel is ink (faint grey and light colour included)
 _GROUP = 4  # pixels at INK_DPI per cell of the grid in which ink is grouped (ink a cell apart is one group)
@@ -322,7 +325,7 @@ def trusted_fonts(data: bytes) -> frozenset[bytes]:
             if font is _PATTERN:
                 return frozenset()
             name = font.get("/BaseFont")
-            name = str(name)[1:].encode() if isinstance(name, pikepdf.Name) else b""
+            name = name_str(name)[1:].encode("utf-8", "surrogateescape") if isinstance(name, pikepdf.Name) else b""
             (good if _spells_what_it_draws(font) else bad).add(name)
     return frozenset(good - bad)
 
@@ -350,7 +353,7 @@ def _fonts(pdf: pikepdf.Pdf) -> Iterator[pikepdf.Dictionary]:
 def _spells_what_it_draws(font: pikepdf.Dictionary) -> bool:
     if font.get("/Subtype") not in ("/Type1", "/MMType1", "/TrueType") or "/ToUnicode" in font:
         return False
-    if not isinstance(font.get("/BaseFont"), pikepdf.Name) or str(font.BaseFont)[1:] not in _STANDARD:
+    if not isinstance(font.get("/BaseFont"), pikepdf.Name) or name_str(font.BaseFont)[1:] not in _STANDARD:
         return False
     descriptor = font.get("/FontDescriptor")
     if isinstance(descriptor, pikepdf.Dictionary) and any(k in descriptor for k in ("/FontFile", "/FontFile2",
@@ -358,13 +361,15 @@ def _spells_what_it_draws(font: pikepdf.Dictionary) -> bool:
         return False
     encoding = font.get("/Encoding")
     if encoding is None or isinstance(encoding, pikepdf.Name):
-        return encoding is None or str(encoding) in _ENCODINGS
-    if not isinstance(encoding, pikepdf.Dictionary) or str(encoding.get("/BaseEncoding", "/StandardEncoding")) \
-            not in _ENCODINGS:
+        return encoding is None or name_str(encoding) in _ENCODINGS
+    if not isinstance(encoding, pikepdf.Dictionary):
+        return False
+    if name_str(encoding.get("/BaseEncoding", pikepdf.Name.StandardEncoding)) not in _ENCODINGS:
         return False
     differences = encoding.get("/Differences", pikepdf.Array())
     return isinstance(differences, pikepdf.Array) and all(
-        isinstance(item, int) or isinstance(item, pikepdf.Name) and str(item) in adobe_glyphs for item in differences)
+        isinstance(item, int) or isinstance(item, pikepdf.Name) and name_str(item) in adobe_glyphs
+        for item in differences)
 
 
 def read(image: Image.Image) -> Reading:
@@ -418,8 +423,36 @@ def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
         angle = _skew(crop)
         pieces += [(region, turn, crop.size, crop.rotate(turn, expand=True, fillcolor=255))
                    for turn in (angle, angle + 180)]
-    if not pieces:
-        return []
+    words: list[Word] = []
+    base = max((word.line for word in page), default=-1) + 1
+    for sheet in _sheets(pieces):
+        read = _sheet_read(sheet)
+        words += [Word(word.text, word.box, word.confidence, base + word.line) for word in read]
+        base += max((word.line for word in read), default=-1) + 1
+    return words
+
+
+def _sheets(pieces: list) -> Iterator[list]:
+    """The pieces in runs whose sheet (stacked, _GAP apart) stays within what the engine reads on a side."""
+    run: list = []
+    height = _GAP
+    for piece in pieces:
+        size = piece[3].height + _GAP
+        if max(piece[3].width + 2 * _GAP, size + _GAP) > _SHEET:
+            raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
+                                f"a region of ink larger than OCR reads ({_SHEET:,} pixels on a side at "
+                                f"{PAGE_DPI} dpi); only a region rule can redact it")
+        if run and height + size > _SHEET:
+            yield run
+            run, height = [], _GAP
+        run.append(piece)
+        height += size
+    if run:
+        yield run
+
+
+def _sheet_read(pieces: list) -> list[Word]:
+    """The pieces laid out one under another on one sheet, read at once; each word in its region's pixels."""
     width = max(piece.width for *_, piece in pieces) + 2 * _GAP
     sheet = Image.new("L", (width, sum(piece.height + _GAP for *_, piece in pieces) + _GAP), 255)
     tops = []
@@ -429,7 +462,6 @@ def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
         tops.append(top)
         top += piece.height + _GAP
     words = []
-    base = max((word.line for word in page), default=-1) + 1
     for word in _words(sheet, 0):
         centre = (word.box[1] + word.box[3]) / 2
         index = max(i for i, t in enumerate(tops) if t <= centre) if centre >= tops[0] else 0
@@ -437,7 +469,7 @@ def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
         local = (word.box[0] - _GAP, word.box[1] - tops[index], word.box[2] - _GAP, word.box[3] - tops[index])
         box = _unturn(local, turn, size, piece.size)
         words.append(Word(word.text, (box[0] + region[0], box[1] + region[1], box[2] + region[0],
-                                      box[3] + region[1]), word.confidence, base + word.line))
+                                      box[3] + region[1]), word.confidence, word.line))
     return words
 
 

@@ -418,7 +418,10 @@ def _pixels(image) -> Image.Image:
         if picture.width * picture.height > budgets.MAX_IMAGE_PIXELS:  # inline images too, which the gate skips
             raise budgets.exceeded(f"an image of more than {budgets.MAX_IMAGE_PIXELS:,} pixels")
         return picture.as_pil_image()
-    except (pikepdf.PikepdfError, NotImplementedError, ValueError, OSError, Image.DecompressionBombError) as error:
+    # StopIteration: pikepdf converts an inline image by writing it into a page of its own, and finds none there
+    # when the image's dictionary is one it cannot write (tabula-py's data_dtype.pdf)
+    except (pikepdf.PikepdfError, NotImplementedError, ValueError, OSError, Image.DecompressionBombError,
+            StopIteration) as error:
         raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
                             f"an image the redactor cannot decode ({type(error).__name__})") from None
 
