@@ -35,6 +35,7 @@ SMOKE = {
     "package_verify.py": (["--bundles", "8", "--checkpoints", "2", "--reps", "1"], "bundles/s"),
     "pades_levels.py": (["--reps", "2"], "B-LTA"),
     "range_overhead.py": (["--partitions", "2"], "sqlite    fixed"),
+    "real_corpus_redaction.py": (["--only", "pdfannots/pdfannots-0.5/tests/caret.pdf"], "this tree: 1 files"),
     "redaction.py": (["--applications", "1", "--pages", "2", "--large-pages", "3"], '"second_pass_s"'),
     "scale.py": (["--tenants", "10", "--materializations", "10", "--ledger-months", "1", "--schedule-sample", "2",
                   "--reps", "1"], "evidence stats --tenant scale-t00000"),
