@@ -7,7 +7,7 @@
    `execute_in_process`, the step inside it. That is the work's own floor, without a daemon.
 2. A real `dagster-daemon`, code server and webserver on the repository's dagster.yaml
    (evidence_pipeline_tests/dagster_services.py), and one warm-up job to done: the daemon's first tick, the code
-   server's first load and its fork server's start (dagster_extensions/run_fork.py).
+   server's first load and its fork server's start (defs/extensions/run_fork.py).
 3. `--jobs` jobs, one every `--interval` s whatever the answers (open loop), each timed from its 202 to
    `succeeded` by its own `accepted_at` and `finished_at` (the ledger's clock, ms), and broken down by its page's
    Dagster run: the sensor (202 to the run's creation), the queue (to RUN_STARTING), the run's start (to RUN_START:

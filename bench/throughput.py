@@ -18,7 +18,7 @@ On one fresh temporary root, with the same backend kind and the same shared sour
 
 Prints partitions/s for each, the ratio analyst / raw (counted from the backfill's launch, and from the moment its first
 run was created: the backfill daemon's pick-up delay, a 0-30 s tick in Dagster 1.13, under a second with
-dagster_extensions/backfill_wake.py), the orchestration overhead per partition ((analyst - raw) / partitions), where the
+defs/extensions/backfill_wake.py), the orchestration overhead per partition ((analyst - raw) / partitions), where the
 CPU went (per kind of process), and the peak RSS of any one process and of all processes together, sampled every 0.2 s.
 
 `--backend postgres` runs every mode on embedded PostgreSQL (Dagster's storage: dagster.production.yaml; the
@@ -147,10 +147,10 @@ class ProcessMeter:
             elif "api grpc" in command or "code-server" in command:
                 role = "code servers"
             elif "multiprocessing.forkserver" in command:  # a forked run keeps its fork server's command line
-                role = "run processes" if parent == "fork server" else "fork server"  # dagster_extensions/run_fork.py
+                role = "run processes" if parent == "fork server" else "fork server"  # defs/extensions/run_fork.py
             elif "postgres" in process.name():
                 role = "postgres"
-            else:  # a run process spawned by a code server (without dagster_extensions/run_fork.py)
+            else:  # a run process spawned by a code server (without defs/extensions/run_fork.py)
                 role = "run processes"
             self._roles[process.pid] = role
         return self._roles[process.pid]

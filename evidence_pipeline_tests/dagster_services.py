@@ -134,7 +134,7 @@ def code_server(command: list[str], port: int, env: dict[str, str], log: Path, s
 
 
 def run_fork_servers() -> list[psutil.Process]:
-    """The fork servers (dagster_extensions/run_fork.py) of the code servers this process started: a code server
+    """The fork servers (defs/extensions/run_fork.py) of the code servers this process started: a code server
     starts its own with the first run it launches."""
     servers = []
     for process in psutil.Process().children(recursive=True):

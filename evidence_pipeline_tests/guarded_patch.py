@@ -1,4 +1,4 @@
-"""What every test of a version-guarded patch of Dagster checks (dagster_extensions/guard.py)."""
+"""What every test of a version-guarded patch of Dagster checks (defs/extensions/guard.py)."""
 
 from collections.abc import Callable
 

@@ -13,10 +13,10 @@ from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter, materialize
 from pypdf import PdfReader
 
 from evidence_pipeline.audit.verify import verify_bundle
-from evidence_pipeline.dagster_extensions import provenance
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, report_preview, source_revision
 from evidence_pipeline.defs.demo import complete_months, run_demo
+from evidence_pipeline.defs.extensions import provenance
 from evidence_pipeline.defs.partitions import partition_key_for, range_tags
 from evidence_pipeline.defs.verdicts import CHECK_NAME
 from evidence_pipeline.errors import EvidenceError
@@ -561,7 +561,7 @@ def _lane_lines(instance, run_id: str) -> list[str]:
 def test_the_quiet_failures_wrapper_is_installed_and_guarded(monkeypatch):
     from dagster._core.execution.plan import execute_plan
 
-    from evidence_pipeline.dagster_extensions import quiet_failures
+    from evidence_pipeline.defs.extensions import quiet_failures
     from evidence_pipeline_tests.guarded_patch import assert_patched_only_on_the_checked_dagster
 
     assert execute_plan.step_failure_event_from_exc_info is quiet_failures._step_failure_event

@@ -1,5 +1,5 @@
 """The backfill daemon starts a newly requested backfill when it is requested, not at its 30 s tick
-(dagster_extensions/backfill_wake.py), records a backfill's progress within seconds of its runs finishing, and iterates
+(defs/extensions/backfill_wake.py), records a backfill's progress within seconds of its runs finishing, and iterates
 backfills in progress no more often than before while none of their runs finishes."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 from dagster._core.storage.tags import BACKFILL_ID_TAG
 from dagster._core.test_utils import create_run_for_test
 
-from evidence_pipeline.dagster_extensions import backfill_wake
 from evidence_pipeline.definitions import defs
+from evidence_pipeline.defs.extensions import backfill_wake
 from evidence_pipeline_tests.conftest import new_database
 from evidence_pipeline_tests.dagster_services import ASSETS, REPO, launch_backfill, one_tenant_site, wait_for
 from evidence_pipeline_tests.guarded_patch import assert_patched_only_on_the_checked_dagster

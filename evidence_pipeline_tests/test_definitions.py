@@ -314,7 +314,7 @@ def test_project_files_exist(path):
 
 
 def test_production_yaml_is_dagster_yaml_with_postgres_storage():
-    """Both name our pooled storage classes (evidence_pipeline/dagster_extensions/storage.py) per storage, so the
+    """Both name our pooled storage classes (evidence_pipeline/defs/extensions/storage.py) per storage, so the
     storage blocks differ in shape: dagster.yaml only replaces the event log (runs and schedules keep SQLite
     defaults). Both run 4 runs at once (the embedded default on one machine, each run on its share of the cores; a
     deployment on the EVIDENCE_WORKERS it sets); each caps a tenant below every slot, the embedded default at 1."""
@@ -328,12 +328,12 @@ def test_production_yaml_is_dagster_yaml_with_postgres_storage():
     }
     pg = {"postgres_url": {"env": "DAGSTER_PG_URL"}}
     assert production.pop("run_storage") == {
-        "module": "evidence_pipeline.dagster_extensions.storage",
+        "module": "evidence_pipeline.defs.extensions.storage",
         "class": "PooledPostgresRunStorage",
         "config": pg,
     }
     assert production.pop("event_log_storage") == {
-        "module": "evidence_pipeline.dagster_extensions.storage",
+        "module": "evidence_pipeline.defs.extensions.storage",
         "class": "PooledPostgresEventLogStorage",
         "config": pg,
     }
@@ -343,7 +343,7 @@ def test_production_yaml_is_dagster_yaml_with_postgres_storage():
         "config": pg,
     }
     assert embedded.pop("event_log_storage") == {
-        "module": "evidence_pipeline.dagster_extensions.storage",
+        "module": "evidence_pipeline.defs.extensions.storage",
         "class": "PooledSqliteEventLogStorage",
         "config": {},  # the instance's own directory: no DAGSTER_HOME needed to read this file
     }

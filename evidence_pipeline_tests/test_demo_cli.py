@@ -160,7 +160,7 @@ def _held_by_a_live_run(home: Path) -> subprocess.Popen:
     """Both `publish` slots, held by a run whose process is alive (it is only sleeping)."""
     from dagster import DagsterRun, DagsterRunStatus
 
-    from evidence_pipeline.dagster_extensions.slots import HOST_TAG, PID_TAG, STARTED_TAG, _started
+    from evidence_pipeline.defs.extensions.slots import HOST_TAG, PID_TAG, STARTED_TAG, _started
 
     holder = subprocess.Popen(["sleep", "600"])
     with _instance(home) as instance:

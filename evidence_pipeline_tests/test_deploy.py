@@ -39,8 +39,8 @@ from dagster._core.instance.config import dagster_instance_config
 from dagster._serdes.config_class import ConfigurableClassData
 
 from evidence_pipeline.config import Settings
-from evidence_pipeline.dagster_extensions.storage import PooledPostgresEventLogStorage, PooledPostgresRunStorage
 from evidence_pipeline.defs.coordinator import TenantFairRunCoordinator
+from evidence_pipeline.defs.extensions.storage import PooledPostgresEventLogStorage, PooledPostgresRunStorage
 from evidence_pipeline.signing import keys as keys_module
 from evidence_pipeline_tests.conftest import new_database
 from evidence_pipeline_tests.helm_chart import UnsupportedValues, render_instance_yaml

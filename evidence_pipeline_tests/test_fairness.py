@@ -30,9 +30,9 @@ from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
 from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
-from evidence_pipeline.dagster_extensions.guard import source_sha256
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs.coordinator import TENANT_TAG, TenantFairRunCoordinator
+from evidence_pipeline.defs.extensions.guard import source_sha256
 from evidence_pipeline.defs.partitions import run_tenant, stray_dimension_tags
 
 REPO = Path(__file__).resolve().parent.parent

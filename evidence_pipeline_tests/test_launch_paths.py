@@ -240,7 +240,7 @@ def test_every_launch_path_materializes_exactly_the_partitions_it_names(site):
     published = {(e["tenant"], e["period"]) for e in runtime.ledger.events_of_type("bundle.published")}
     assert published == {(tm.tenant, tm.period) for tms in expected.values() for tm in tms}
     # The code server forked those runs from its fork server, which it started with the first
-    # (dagster_extensions/run_fork.py).
+    # (defs/extensions/run_fork.py).
     assert len(run_fork_servers()) == 1
 
     # The UI's "Execute all", as ExecuteChecksButton.tsx launches it: the check alone in its first job, no

@@ -1,5 +1,5 @@
-"""The layering: the domain is plain Python (only defs/, dagster_extensions/ and definitions.py import dagster, and
-only dagster_extensions/ reaches into Dagster's internals), production code never imports synthetic data, the
+"""The layering: the domain is plain Python (only defs/ and definitions.py import dagster, and only defs/extensions/
+reaches into Dagster's internals), production code never imports synthetic data, the
 packages import one way, and so do the ledger's pieces over its shared core."""
 
 import ast
@@ -7,8 +7,8 @@ import graphlib
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "evidence_pipeline"
-EXTENSIONS = PACKAGE / "dagster_extensions"
-DAGSTER_ALLOWED = {PACKAGE / "definitions.py", PACKAGE / "defs", EXTENSIONS}
+EXTENSIONS = PACKAGE / "defs" / "extensions"
+DAGSTER_ALLOWED = {PACKAGE / "definitions.py", PACKAGE / "defs"}
 
 
 def _imported(path: Path) -> set[str]:
@@ -99,8 +99,16 @@ def test_the_packages_import_one_way():
     order = list(graphlib.TopologicalSorter(graph).static_order())  # CycleError names the cycle
     assert order.index("store") < order.index("monthly") < order.index("documents") < order.index("intake")
     assert order.index("defs") > order.index("documents") and "intake" not in graph["defs"]
-    assert order.index("dagster_extensions") < order.index("defs")  # the definitions use the extensions, not back
     assert order.index("ledger") < order.index("actors")  # the ledger stores actors' events, never checks them
+
+
+def test_the_extensions_import_nothing_of_the_definitions():
+    """defs/extensions/ (Dagster's extensions and guarded patches) sits under the definitions: they use it, never
+    the other way."""
+    for path in EXTENSIONS.rglob("*.py"):
+        upward = {name for name in _imported(path) if name.startswith("evidence_pipeline.defs.")
+                  and not name.startswith("evidence_pipeline.defs.extensions")}
+        assert not upward, f"{path.relative_to(PACKAGE)} imports {sorted(upward)}"
 
 
 # What an auditor re-checks offline, from events alone, needs no database: these modules of actors/ import only

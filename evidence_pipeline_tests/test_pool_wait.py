@@ -1,5 +1,5 @@
 """A run whose step waits for a pool slot sleeps until its next claim instead of spinning
-(dagster_extensions/pool_wait.py)."""
+(defs/extensions/pool_wait.py)."""
 
 from pathlib import Path
 
@@ -9,7 +9,7 @@ from dagster import instance_for_test
 from dagster._core.execution.plan.instance_concurrency_context import InstanceConcurrencyContext
 from dagster._core.storage.dagster_run import DagsterRun
 
-from evidence_pipeline.dagster_extensions import pool_wait
+from evidence_pipeline.defs.extensions import pool_wait
 from evidence_pipeline_tests.guarded_patch import assert_patched_only_on_the_checked_dagster
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,6 +1,6 @@
 """Range runs (BackfillPolicy.multi_run) on the instance YAMLs as committed, on real SQLite and PostgreSQL.
 
-The storage classes of evidence_pipeline/dagster_extensions/storage.py must load from the YAML, reuse their connections,
+The storage classes of evidence_pipeline/defs/extensions/storage.py must load from the YAML, reuse their connections,
 and store exactly what Dagster's own storages store; the range_runs patch must be in force and keep Dagster's errors.
 """
 
@@ -29,8 +29,8 @@ from dagster._core.execution.context.system import StepExecutionContext
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from sqlalchemy.pool import Pool
 
-from evidence_pipeline.dagster_extensions import range_runs, storage
-from evidence_pipeline.dagster_extensions.storage import (
+from evidence_pipeline.defs.extensions import range_runs, storage
+from evidence_pipeline.defs.extensions.storage import (
     PooledPostgresEventLogStorage,
     PooledPostgresRunStorage,
     PooledSqliteEventLogStorage,

@@ -1,4 +1,4 @@
-"""The code server forks runs from a fork server that has imported the code location (dagster_extensions/run_fork.py).
+"""The code server forks runs from a fork server that has imported the code location (defs/extensions/run_fork.py).
 
 That a real code server does so, and that the runs it forks succeed, is checked where the launch paths run through
 one (test_launch_paths.py); here, that the patch applies only to the Dagster it was checked against, and what the
@@ -9,7 +9,7 @@ import tomllib
 
 from dagster._grpc.server import DagsterApiServer
 
-from evidence_pipeline.dagster_extensions import run_fork
+from evidence_pipeline.defs.extensions import run_fork
 from evidence_pipeline_tests.dagster_services import REPO
 from evidence_pipeline_tests.guarded_patch import assert_patched_only_on_the_checked_dagster
 

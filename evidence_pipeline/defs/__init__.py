@@ -1,12 +1,12 @@
 """The only Dagster definitions: partitions, resources, assets, checks, schedules, sensors and the run queue's
-policy. Dagster's extensions and the guarded patches of its internals are evidence_pipeline.dagster_extensions,
+policy. Dagster's extensions and the guarded patches of its internals are evidence_pipeline.defs.extensions,
 imported (so installed) here."""
 
 import warnings
 
 from dagster import BetaWarning, PreviewWarning
 
-import evidence_pipeline.dagster_extensions  # noqa: F401  (installs the guarded patches)
+import evidence_pipeline.defs.extensions  # noqa: F401  (installs the guarded patches)
 
 # Backfill policies are beta in Dagster 1.13; we pin 1.13.27 and test range runs, so the warning says nothing new.
 warnings.filterwarnings("ignore", category=BetaWarning, message="Parameter `backfill_policy`")

@@ -40,9 +40,9 @@ from dagster import (
 from evidence_pipeline import parallel
 from evidence_pipeline.audit.verify import Verification, verify_published
 from evidence_pipeline.config import Settings
-from evidence_pipeline.dagster_extensions import provenance
-from evidence_pipeline.dagster_extensions.provenance import Upstream
 from evidence_pipeline.defs import failures, verdicts
+from evidence_pipeline.defs.extensions import provenance
+from evidence_pipeline.defs.extensions.provenance import Upstream
 from evidence_pipeline.defs.links import archive_key, partition_links
 from evidence_pipeline.defs.partitions import partition_key_for, run_range, tenant_month_of, tenant_month_partitions
 from evidence_pipeline.defs.resources import EvidenceResource

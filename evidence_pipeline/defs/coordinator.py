@@ -4,7 +4,7 @@
    tags beside the range tags (`_core/execution/job_backfill.py`; upstream dagster-io/dagster#28861, #30786), and
    at run time those tags win: every run would execute one partition and report its whole range done. Before a run
    is queued, tags that contradict its range are removed (`partitions.stray_dimension_tags`, removed by
-   `dagster_extensions.run_tags`). The assets refuse a run whose partitions still disagree with its range
+   `defs/extensions/run_tags.py`). The assets refuse a run whose partitions still disagree with its range
    (RUN_PARTITIONS_MISMATCH), so an upgrade that breaks this rewrite fails loudly instead of materializing the
    wrong partitions.
 2. Fairness: runs that touch one tenant carry `evidence/tenant`, which dagster.yaml caps per unique value, so one
@@ -14,7 +14,7 @@
 
 from dagster import DagsterRun, QueuedRunCoordinator, SubmitRunContext
 
-from evidence_pipeline.dagster_extensions.run_tags import remove_run_tags
+from evidence_pipeline.defs.extensions.run_tags import remove_run_tags
 from evidence_pipeline.defs.partitions import run_tenant, stray_dimension_tags
 
 TENANT_TAG = "evidence/tenant"

@@ -15,10 +15,10 @@ from dagster import DagsterInstance, Definitions, build_sensor_context
 
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.audit.checkpoints import publish_checkpoint
-from evidence_pipeline.dagster_extensions.slots import SlotWatch, free_dead_holders, owner_tags
 from evidence_pipeline.defs.automation import monthly_evidence_job
 from evidence_pipeline.defs.coordinator import TENANT_TAG
 from evidence_pipeline.defs.documents import document_dispatch_sensor, document_page_job
+from evidence_pipeline.defs.extensions.slots import SlotWatch, free_dead_holders, owner_tags
 from evidence_pipeline.defs.partitions import OPEN_FROM, partition_key_for, range_tags, run_tenant, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.documents import Documents

@@ -15,7 +15,7 @@ from dagster import (
 )
 
 from evidence_pipeline.config import first_period, open_months
-from evidence_pipeline.dagster_extensions.unexported import (
+from evidence_pipeline.defs.extensions.unexported import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
     MULTIDIMENSIONAL_PARTITION_PREFIX,

@@ -25,7 +25,7 @@ from dagster import (
 )
 
 from evidence_pipeline.audit.verify import Verification
-from evidence_pipeline.dagster_extensions.unexported import AssetCheckEvaluationTargetMaterializationData
+from evidence_pipeline.defs.extensions.unexported import AssetCheckEvaluationTargetMaterializationData
 from evidence_pipeline.defs.links import ui_link
 
 CHECK_NAME = "offline_verification"

@@ -17,7 +17,7 @@ dagster.yaml's storage classes (the daemon, the webserver), whether or not it lo
 
 import os
 
-from evidence_pipeline.dagster_extensions import (
+from evidence_pipeline.defs.extensions import (
     backfill_wake,
     pool_wait,
     provenance,

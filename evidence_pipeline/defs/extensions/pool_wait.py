@@ -18,7 +18,7 @@ import time
 
 from dagster._core.execution.plan.instance_concurrency_context import InstanceConcurrencyContext
 
-from evidence_pipeline.dagster_extensions.guard import patch
+from evidence_pipeline.defs.extensions.guard import patch
 
 # sha256 of inspect.getsource(InstanceConcurrencyContext.interval_to_next_pending_claim_check) in dagster==1.13.27.
 CHECKED_SOURCE_SHA256 = "d9b44ab68eb41a99a2991cb72bdd4103cf91dec98fd3f12adf60f03941c1cc37"

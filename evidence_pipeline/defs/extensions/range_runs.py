@@ -16,7 +16,7 @@ from dagster._core.definitions.events import AssetKey
 from dagster._core.definitions.partitions.context import partition_loading_context
 from dagster._core.execution.context.system import StepExecutionContext
 
-from evidence_pipeline.dagster_extensions.guard import patch
+from evidence_pipeline.defs.extensions.guard import patch
 
 # sha256 of inspect.getsource(StepExecutionContext.add_asset_metadata) in dagster==1.13.27.
 CHECKED_SOURCE_SHA256 = "6dff312134cdce21b8831a8093fcea9090b7a650b4db4ded5d1d4600a085447e"

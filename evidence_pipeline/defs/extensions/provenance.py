@@ -31,7 +31,7 @@ from dagster._core.definitions.data_version import (
 )
 from dagster._core.execution.plan import execute_step
 
-from evidence_pipeline.dagster_extensions.guard import patch
+from evidence_pipeline.defs.extensions.guard import patch
 
 # sha256 of inspect.getsource(execute_step._get_output_asset_events) in dagster==1.13.27.
 CHECKED_SOURCE_SHA256 = "0ac11bd7e5d1f977a6b9c2ce657835a684f678b952dd62d450a93dcee0f1b642"

@@ -20,7 +20,7 @@ import multiprocessing
 
 from dagster._grpc.server import DagsterApiServer
 
-from evidence_pipeline.dagster_extensions.guard import patch
+from evidence_pipeline.defs.extensions.guard import patch
 
 CODE_LOCATION_MODULE = "evidence_pipeline.definitions"
 # sha256 of inspect.getsource(DagsterApiServer.StartRun) in dagster==1.13.27: it starts the run's process, its

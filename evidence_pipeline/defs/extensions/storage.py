@@ -37,7 +37,7 @@ from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage
 from dagster_postgres.utils import create_pg_engine, get_token_provider_from_config, pg_url_from_config
 
-from evidence_pipeline.dagster_extensions.guard import still_checked
+from evidence_pipeline.defs.extensions.guard import still_checked
 
 # Run shards whose engine stays open: the index shard and the runs this process is writing or reading.
 OPEN_SHARDS = 8

@@ -15,7 +15,7 @@ from dagster import Failure
 from dagster._core.execution.plan import execute_plan, objects
 from dagster._utils.error import SerializableErrorInfo
 
-from evidence_pipeline.dagster_extensions.guard import patch
+from evidence_pipeline.defs.extensions.guard import patch
 
 # sha256 of inspect.getsource(objects.step_failure_event_from_exc_info) in dagster==1.13.27.
 CHECKED_SOURCE_SHA256 = "25df05880deb98668b9f9066553695a8d3e0e86d7184f64356e921ca6e2b2991"

@@ -12,7 +12,7 @@ from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
 from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
 from dagster_shared.serdes import serialize_value
 
-from evidence_pipeline.dagster_extensions.guard import still_checked
+from evidence_pipeline.defs.extensions.guard import still_checked
 
 CHECKED_ADD_RUN_TAGS_SHA256 = "a681180ccedf1f37890e3bba003b0b45997911cb33caa9a38cb2520d82cde629"
 

@@ -39,7 +39,7 @@ from dagster._core.storage.dagster_run import FINISHED_STATUSES
 from dagster._core.storage.tags import BACKFILL_ID_TAG
 from dagster._time import datetime_from_timestamp
 
-from evidence_pipeline.dagster_extensions.guard import patch
+from evidence_pipeline.defs.extensions.guard import patch
 
 POLL_SECONDS = 1.0
 # A finished backfill run wakes the loop once this long has passed since the last iteration started.
