@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import graphlib
 import inspect
 import json
 from pathlib import Path
@@ -256,8 +257,52 @@ def _first_paragraph(path: Path) -> str:
     return " ".join((docstring or "(no docstring)").split("\n\n")[0].split())
 
 
+def package_imports() -> dict[str, set[str]]:
+    """For each package and top-level module of evidence_pipeline, the others it imports, anywhere in its files: a
+    function's own import is a dependency too, only a later one (test_layering.py checks this graph has no cycle)."""
+    units = {path.stem if path.suffix == ".py" else path.name for path in PACKAGE.iterdir()
+             if path.suffix == ".py" or (path / "__init__.py").exists()} - {"__init__"}
+    graph: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if path == PACKAGE / "__init__.py":
+            continue  # the package's own docstring
+        relative = path.relative_to(PACKAGE)
+        unit = relative.parts[0] if len(relative.parts) > 1 else relative.stem
+        imported = graph.setdefault(unit, set())
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "evidence_pipeline":
+                parts = node.module.split(".")
+                imported.update([alias.name for alias in node.names] if len(parts) == 1 else [parts[1]])
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name.split(".")[1] for alias in node.names
+                                if alias.name.startswith("evidence_pipeline."))
+        imported &= units - {unit}
+    return graph
+
+
+def _imports_drawing() -> str:
+    """The import graph in layers: each package or module sits one layer above the highest one it imports."""
+    graph = package_imports()
+    layers: dict[str, int] = {}
+    for unit in graphlib.TopologicalSorter(graph).static_order():
+        layers[unit] = 1 + max((layers[below] for below in graph[unit]), default=-1)
+    lines = [f"{layer:>5}   " + "  ".join(sorted(unit for unit in layers if layers[unit] == layer))
+             for layer in range(max(layers.values()), -1, -1)]
+    rows = [(f"`{unit}`", layers[unit], ", ".join(f"`{below}`" for below in sorted(graph[unit])) or "nothing")
+            for unit in sorted(graph, key=lambda unit: (-layers[unit], unit))]
+    return (
+        "## How they import each other\n\n"
+        "Each package or top-level module sits one layer above the highest one it imports, so every import points "
+        "down the drawing (a function's own, lazy import included; `test_layering.py` fails on any cycle). At the top, "
+        "the command line and the code location; at the ground, the vocabulary and the formats everyone reads.\n\n"
+        "    layer   packages and modules\n" + "\n".join(lines) + "\n\n"
+        + _table(("package or module", "layer", "imports"), rows)
+    )
+
+
 def modules_page() -> str:
-    """Every package (its __init__ docstring) and module (its docstring's first paragraph), in tree order."""
+    """Every package (its __init__ docstring) and module (its docstring's first paragraph), in tree order, after the
+    drawing of their imports."""
     rows = []
     for path in sorted(PACKAGE.rglob("*.py"), key=lambda p: p.relative_to(PACKAGE).parts):
         relative = path.relative_to(ROOT)
@@ -270,7 +315,8 @@ def modules_page() -> str:
         GENERATED + "# Packages and modules\n\n"
         "Each package and module as its own docstring describes it (the first paragraph), in tree order: when a "
         "module moves, this page moves with it. How they fit together: [flows](flows.md), "
-        "[contracts](contracts.md).\n\n" + _table(("package or module", "what it owns"), rows)
+        "[contracts](contracts.md).\n\n" + _imports_drawing() + "\n## What each owns\n\n"
+        + _table(("package or module", "what it owns"), rows)
     )
 
 

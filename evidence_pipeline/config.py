@@ -134,7 +134,7 @@ def actor_name(text: str) -> str:
 
 
 def key_name(text: str) -> str:
-    from evidence_pipeline.witness.note import is_key_name  # lazily: the CLI loads config at import
+    from evidence_pipeline.signed_note import is_key_name  # lazily: the CLI loads config at import
 
     if not is_key_name(text):
         raise Invalid("is a key name: no spaces, no '+'")
@@ -142,7 +142,7 @@ def key_name(text: str) -> str:
 
 
 def witness_list(text: str) -> tuple[tuple[str, str], ...]:
-    from evidence_pipeline.witness.note import NoteError, witness_pairs
+    from evidence_pipeline.signed_note import NoteError, witness_pairs
 
     try:
         return witness_pairs(text)

@@ -23,7 +23,7 @@ from evidence_pipeline.documents import Documents
 from evidence_pipeline.intake.downloads import current_evidence
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo, Runtime
-from evidence_pipeline.witness.note import COSIGNATURE_V1, verifier
+from evidence_pipeline.signed_note import COSIGNATURE_V1, verifier
 from evidence_pipeline.witness.proof import parse_tlog_proof
 from evidence_pipeline_tests.conftest import FIXTURE_MONTHS
 from evidence_pipeline_tests.etsi_schema import indications

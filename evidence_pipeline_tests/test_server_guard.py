@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.intake import open_documents
-from evidence_pipeline.witness.note import ED25519, verifier
+from evidence_pipeline.signed_note import ED25519, verifier
 from evidence_pipeline_tests.intake_server import EVIDENCE, _free_port
 from evidence_pipeline_tests.test_intake_limits import answer
 

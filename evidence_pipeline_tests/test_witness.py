@@ -36,8 +36,7 @@ from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import merkle
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo, Runtime
-from evidence_pipeline.witness.client import Endpoint, submit
-from evidence_pipeline.witness.note import (
+from evidence_pipeline.signed_note import (
     COSIGNATURE_V1,
     ED25519,
     Checkpoint,
@@ -50,6 +49,7 @@ from evidence_pipeline.witness.note import (
     verifier,
     verifies,
 )
+from evidence_pipeline.witness.client import Endpoint, submit
 from evidence_pipeline.witness.policy import parse_policy
 from evidence_pipeline.witness.proof import parse_tlog_proof
 from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, require_tool

@@ -34,8 +34,8 @@ from evidence_pipeline.errors import UNAVAILABLE_CODES, EvidenceError, ReasonCod
 from evidence_pipeline.ledger import merkle
 from evidence_pipeline.models import EventType, LedgerEvent
 from evidence_pipeline.monthly.bundle import MANIFEST, REPORT, STATEMENT
+from evidence_pipeline.signed_note import Note, NoteError, Verifier, cosigned_at, parse_checkpoint
 from evidence_pipeline.store import DISCARD, ArtifactStore
-from evidence_pipeline.witness.note import Note, NoteError, Verifier, cosigned_at, parse_checkpoint
 from evidence_pipeline.witness.policy import TlogPolicy
 from evidence_pipeline.witness.proof import MAX_PROOF_BYTES, TlogProof, parse_tlog_proof
 

@@ -66,11 +66,11 @@ from evidence_pipeline.ledger import Ledger, merkle
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, validate_period, validate_tenant_id
 from evidence_pipeline.monthly.bundle import MANIFEST, RENEWALS, REPORT, STATEMENT, bundle_prefix
 from evidence_pipeline.paths import make_dirs
+from evidence_pipeline.signed_note import Note, Verifier, parse_checkpoint, parse_vkey
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import MAX_KEY_BYTES, Keyring, published_ed25519_keys, published_statement_keys
 from evidence_pipeline.store import DISCARD, ArtifactStore
 from evidence_pipeline.store.local import LocalStore
-from evidence_pipeline.witness.note import Note, Verifier, parse_checkpoint, parse_vkey
 from evidence_pipeline.witness.policy import TlogPolicy
 
 MAX_KEYS_OBJECT_BYTES = 16 << 20  # anything under keys/ (PEMs, a keyring document) is far smaller

@@ -75,6 +75,7 @@ from evidence_pipeline.ledger import merkle
 from evidence_pipeline.ledger.chain import chain_hash
 from evidence_pipeline.models import PERIOD, TENANT_ID, LedgerEvent
 from evidence_pipeline.monthly.bundle import MANIFEST, REPORT, STATEMENT
+from evidence_pipeline.signed_note import MAX_NOTE_BYTES, NoteError
 from evidence_pipeline.signing.keys import (
     MAX_KEY_BYTES,
     ed25519_public,
@@ -83,7 +84,6 @@ from evidence_pipeline.signing.keys import (
 )
 from evidence_pipeline.store import DISCARD, ArtifactStore
 from evidence_pipeline.store.local import LocalStore
-from evidence_pipeline.witness.note import MAX_NOTE_BYTES, NoteError
 from evidence_pipeline.witness.policy import TlogPolicy
 from evidence_pipeline.witness.proof import MAX_PROOF_BYTES, parse_tlog_proof
 

@@ -22,8 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from evidence_pipeline.audit.checkpoints import checkpoint_key, publish_checkpoint
 from evidence_pipeline.errors import UNAVAILABLE_CODES, EvidenceError, ReasonCode
 from evidence_pipeline.ledger import merkle
-from evidence_pipeline.store import ArtifactStore
-from evidence_pipeline.witness.note import (
+from evidence_pipeline.signed_note import (
     ED25519,
     MAX_NOTE_BYTES,
     Checkpoint,
@@ -36,6 +35,7 @@ from evidence_pipeline.witness.note import (
     sign_note,
     verifies,
 )
+from evidence_pipeline.store import ArtifactStore
 from evidence_pipeline.witness.policy import MAX_POLICY_BYTES, TlogPolicy, parse_policy
 
 if TYPE_CHECKING:

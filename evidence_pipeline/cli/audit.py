@@ -32,7 +32,7 @@ def audit_sample(size: int, count: int, witnesses: tuple[str, ...], policy: int 
     EVIDENCE_WITNESSES); with neither, the sample says it is drawn from an unwitnessed root."""
     from evidence_pipeline.audit.sample import sample_archive
     from evidence_pipeline.audit.witnessing import pinned_origin
-    from evidence_pipeline.witness.note import parse_vkey
+    from evidence_pipeline.signed_note import parse_vkey
     from evidence_pipeline.witness.policy import TlogPolicy
 
     settings = load_settings(reads_only=True)

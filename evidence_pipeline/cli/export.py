@@ -69,7 +69,7 @@ def _cosigners(out: Path, index) -> int:
     """How many cosignature lines the package's newest checkpoint note carries (the statement key's line aside)."""
     from evidence_pipeline.audit.package import checkpoint_size
     from evidence_pipeline.audit.witnessing import note_key
-    from evidence_pipeline.witness.note import parse_note
+    from evidence_pipeline.signed_note import parse_note
 
     note = out / note_key(checkpoint_size(index.checkpoints[-1]))
     return len(parse_note(note.read_bytes()).signatures) - 1 if note.exists() else 0

@@ -68,7 +68,7 @@ def witness_options(scope: str):
 
 def witness_policy(witnesses: tuple[str, ...], required: int | None, policy_file: str | None = None):
     """--witness VKEY... --witness-policy N, or --policy FILE, as a TlogPolicy (None without either)."""
-    from evidence_pipeline.witness.note import COSIGNATURE_V1, NoteError, parse_vkey
+    from evidence_pipeline.signed_note import COSIGNATURE_V1, NoteError, parse_vkey
     from evidence_pipeline.witness.policy import MAX_POLICY_BYTES, TlogPolicy, parse_policy
 
     if policy_file is not None:

@@ -21,8 +21,8 @@ def witness() -> None:
 
 
 def _verifier(name: str, key_path: Path):
+    from evidence_pipeline.signed_note import COSIGNATURE_V1, NoteError, verifier
     from evidence_pipeline.signing.keys import load_private_ed25519
-    from evidence_pipeline.witness.note import COSIGNATURE_V1, NoteError, verifier
 
     try:
         return verifier(name, COSIGNATURE_V1, load_private_ed25519(key_path, "the witness key"))
@@ -63,7 +63,7 @@ def witness_vkey(name: str, key_path: Path) -> None:
 def witness_serve(name: str, key_path: Path, state: Path, logs: tuple[str, ...], host: str, port: int) -> None:
     """Serve POST /add-checkpoint (C2SP tlog-witness)."""
     from evidence_pipeline.cli.resources import load_settings
-    from evidence_pipeline.witness.note import NoteError
+    from evidence_pipeline.signed_note import NoteError
     from evidence_pipeline.witness.server import load_witness, serve
 
     try:

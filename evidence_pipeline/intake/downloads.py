@@ -31,10 +31,10 @@ from evidence_pipeline.ledger.document_jobs import EVIDENCE
 from evidence_pipeline.models import TenantMonth, validate_period
 from evidence_pipeline.monthly.bundle import MANIFEST, REPORT, STATEMENT, build_manifest
 from evidence_pipeline.monthly.bundle_file import BundleFile, Member
+from evidence_pipeline.signed_note import parse_vkey
 from evidence_pipeline.signing.keys import MAX_KEY_BYTES
 from evidence_pipeline.store import sha256_hex, verified_chunks
 from evidence_pipeline.store.s3 import S3Store
-from evidence_pipeline.witness.note import parse_vkey
 
 BUNDLE_MEDIA_TYPE = "application/x-tar"
 # by how an output's name ends; the first that matches

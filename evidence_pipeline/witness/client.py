@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from evidence_pipeline import outbound
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.witness.note import (
+from evidence_pipeline.signed_note import (
     COSIGNATURE_V1,
     MAX_NOTE_BYTES,
     SIZE_TYPE,

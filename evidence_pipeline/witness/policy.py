@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from evidence_pipeline.witness.note import COSIGNATURE_V1, ED25519, NoteError, Verifier, parse_vkey, raw_public
+from evidence_pipeline.signed_note import COSIGNATURE_V1, ED25519, NoteError, Verifier, parse_vkey, raw_public
 
 NONE = "none"
 MAX_ENTRIES = 32  # of each kind: the limits the specification recommends supporting, and no more

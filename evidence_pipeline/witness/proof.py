@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 
 from evidence_pipeline.ledger import merkle
-from evidence_pipeline.witness.note import MAX_NOTE_BYTES, Checkpoint, Note, NoteError, parse_checkpoint, parse_note
+from evidence_pipeline.signed_note import MAX_NOTE_BYTES, Checkpoint, Note, NoteError, parse_checkpoint, parse_note
 
 HEADER = "c2sp.org/tlog-proof@v1"
 MAX_HASHES = 64  # a tree of 2^64 entries needs no more

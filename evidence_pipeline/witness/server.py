@@ -27,7 +27,7 @@ from starlette.routing import Route
 from evidence_pipeline.config import Settings
 from evidence_pipeline.http_guard import guarded, server_config
 from evidence_pipeline.ledger import merkle
-from evidence_pipeline.witness.note import (
+from evidence_pipeline.signed_note import (
     COSIGNATURE_V1,
     MAX_NOTE_BYTES,
     SIZE_TYPE,
@@ -140,8 +140,8 @@ def serve(witness: Witness, settings: Settings, host: str, port: int) -> None:
 
 
 def load_witness(name: str, key_path: Path, state: Path, log_vkeys: list[str]) -> Witness:
+    from evidence_pipeline.signed_note import ED25519, parse_vkey
     from evidence_pipeline.signing.keys import load_private_ed25519
-    from evidence_pipeline.witness.note import ED25519, parse_vkey
 
     logs: dict[str, list[Verifier]] = {}
     for text in log_vkeys:

@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from evidence_pipeline.witness.note import Checkpoint, NoteError, parse_checkpoint
+from evidence_pipeline.signed_note import Checkpoint, NoteError, parse_checkpoint
 
 LOCK = ".lock"
 
