@@ -211,5 +211,5 @@ def cosigned_at(note: Note, key: Verifier) -> int | None:
     """The timestamp (POSIX seconds) of ``key``'s cosignature on ``note``, None unless one carries it and verifies."""
     if verifies(note, key) is not True:
         return None
-    return min(struct.unpack(">Q", sig[4:12])[0] for name, sig in note.signatures
+    return min(int.from_bytes(sig[4:12], "big") for name, sig in note.signatures
                if name == key.name and sig[:4] == key.key_id)

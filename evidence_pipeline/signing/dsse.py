@@ -5,10 +5,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from evidence_pipeline import jsonread
 from evidence_pipeline.canonical import canonical_json as canonical_json  # what a payload is (callers sign it)
@@ -26,11 +27,13 @@ def pae(payload_type: str, payload: bytes) -> bytes:
     return b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
 
 
-def subject(name: str, sha256: str) -> list[dict]:
+def subject(name: str, sha256: str) -> list[dict[str, Any]]:
     return [{"name": name, "digest": {"sha256": sha256}}]
 
 
-def statement(subject_name: str, subject_sha256: str, predicate: dict, predicate_type: str = PREDICATE_TYPE) -> dict:
+def statement(
+    subject_name: str, subject_sha256: str, predicate: dict[str, Any], predicate_type: str = PREDICATE_TYPE
+) -> dict[str, Any]:
     return {
         "_type": STATEMENT_TYPE,
         "subject": subject(subject_name, subject_sha256),
@@ -39,13 +42,25 @@ def statement(subject_name: str, subject_sha256: str, predicate: dict, predicate
     }
 
 
+class SigningKey(Protocol):
+    """What signs an envelope: an Ed25519 private key, or another key behind the same method (the trust root's)."""
+
+    def sign(self, data: bytes, /) -> bytes: ...
+
+
+class VerifyingKey(Protocol):
+    """What verifies an envelope's signature: an Ed25519 public key, or another key behind the same method."""
+
+    def verify(self, signature: bytes, data: bytes, /) -> None: ...
+
+
 def sign_envelope(
-    payload: bytes, key: ed25519.Ed25519PrivateKey, key_id: str, payload_type: str = PAYLOAD_TYPE
+    payload: bytes, key: SigningKey, key_id: str, payload_type: str = PAYLOAD_TYPE
 ) -> bytes:
     return sign_envelope_by(payload, [(key, key_id)], payload_type)
 
 
-def sign_envelope_by(payload: bytes, signers: list[tuple[ed25519.Ed25519PrivateKey, str]], payload_type: str) -> bytes:
+def sign_envelope_by(payload: bytes, signers: list[tuple[SigningKey, str]], payload_type: str) -> bytes:
     """One envelope signed by every (key, key id) of ``signers``, in that order (a checkpoint and its witness)."""
     signed = pae(payload_type, payload)
     envelope = {
@@ -73,7 +88,7 @@ class Envelope:
     payload: bytes
     signatures: list[tuple[str, bytes]]  # (keyid, signature), as the envelope lists them
 
-    def verifies(self, key_id: str, public_key: ed25519.Ed25519PublicKey) -> bool | None:
+    def verifies(self, key_id: str, public_key: VerifyingKey) -> bool | None:
         """Whether the signatures that name ``key_id`` verify with ``public_key``: None when none names it."""
         named = [sig for signer, sig in self.signatures if signer == key_id]
         if not named:
@@ -85,7 +100,7 @@ class Envelope:
             return False
         return True
 
-    def opened(self, public_keys: dict[str, ed25519.Ed25519PublicKey], payload_type: str,
+    def opened(self, public_keys: Mapping[str, VerifyingKey], payload_type: str,
                code: str = ReasonCode.STATEMENT_INVALID) -> Opened:
         """The payload bytes, unparsed, once every signature by a key of ``public_keys`` verified over them
         (verify_envelope)."""
@@ -127,7 +142,7 @@ def envelope_fields(envelope: object, code: str = ReasonCode.STATEMENT_INVALID) 
 
 def verify_envelope(
     data: bytes,
-    public_keys: dict[str, ed25519.Ed25519PublicKey],
+    public_keys: Mapping[str, VerifyingKey],
     payload_type: str,
     code: str = ReasonCode.STATEMENT_INVALID,
     max_bytes: int = jsonread.MAX_BYTES,
@@ -137,7 +152,7 @@ def verify_envelope(
     return parse_envelope(data, code, max_bytes).opened(public_keys, payload_type, code)
 
 
-def _signature_fields(signature) -> dict:
+def _signature_fields(signature: object) -> dict[str, Any]:
     if (
         not isinstance(signature, dict)
         or signature.keys() != {"keyid", "sig"}
@@ -147,7 +162,9 @@ def _signature_fields(signature) -> dict:
     return signature
 
 
-def open_statement(data: bytes, public_keys: dict[str, ed25519.Ed25519PublicKey]) -> tuple[dict, tuple[str, ...]]:
+def open_statement(
+    data: bytes, public_keys: Mapping[str, VerifyingKey]
+) -> tuple[dict[str, Any], tuple[str, ...]]:
     """Verify a DSSE envelope against known keys; return its in-toto statement and the ids of the verifying keys."""
     opened = verify_envelope(data, public_keys, PAYLOAD_TYPE)
     body = jsonread.loads(opened.payload, ReasonCode.STATEMENT_INVALID, "the DSSE payload")

@@ -10,16 +10,23 @@ signature's field, what may follow it), so a bundle's verdict and its report can
 from __future__ import annotations
 
 import asyncio
+import io
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from pyhanko.generated.etsi import ts_11910202
 from pyhanko.pdf_utils.misc import PdfError
 from pyhanko.pdf_utils.reader import PdfFileReader
 from pyhanko.sign.validation import EmbeddedPdfSignature
-from pyhanko.sign.validation.ades import ades_basic_validation, ades_lta_validation, ades_with_time_validation
+from pyhanko.sign.validation.ades import (
+    AdESBasicValidationResult,
+    ades_basic_validation,
+    ades_lta_validation,
+    ades_with_time_validation,
+)
 from pyhanko.sign.validation.policy_decl import (
     PdfSignatureValidationSpec,
     RevinfoOnlineFetchingRule,
@@ -58,7 +65,7 @@ def validation_reports(pdf: bytes, roots_pem: Sequence[bytes], level: str,
     bytes are deterministic: the same PDF, roots and moment give the same report."""
     roots = [der_certificate(pem) for pem in roots_pem]
     try:
-        signatures = [s for s in PdfFileReader(_stream(pdf), strict=True).embedded_signatures
+        signatures = [s for s in PdfFileReader(io.BytesIO(pdf), strict=True).embedded_signatures
                       if s.sig_object_type != "/DocTimeStamp"]
     except (PdfError, ValueError, KeyError) as error:
         raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
@@ -76,7 +83,8 @@ def validation_reports(pdf: bytes, roots_pem: Sequence[bytes], level: str,
     return reports
 
 
-async def _validate(signature: EmbeddedPdfSignature, roots: list, level: str, timing: ValidationTimingInfo):
+async def _validate(signature: EmbeddedPdfSignature, roots: list[Any], level: str,
+                    timing: ValidationTimingInfo) -> AdESBasicValidationResult[Any]:
     if level == "B-LTA":
         return await ades_lta_validation(signature, PdfSignatureValidationSpec(long_term_spec(roots)),
                                          timing_info=timing)
@@ -116,9 +124,3 @@ def _schema_valid(xml: str) -> bytes:
     if valid == report:
         return xml.encode()
     return XmlSerializer(config=SerializerConfig(indent="  ")).render(valid, ns_map=NAMESPACES).encode()
-
-
-def _stream(pdf: bytes):
-    import io
-
-    return io.BytesIO(pdf)

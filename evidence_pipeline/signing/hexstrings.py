@@ -14,6 +14,7 @@ from __future__ import annotations
 import binascii
 import os
 import re
+from typing import BinaryIO
 
 from pyhanko.pdf_utils import generic
 from pyhanko.pdf_utils.misc import PDF_WHITESPACE
@@ -23,7 +24,10 @@ _RUN = re.compile(rb"[0-9A-Fa-f" + re.escape(PDF_WHITESPACE) + rb"]*")
 FIRST_READ, MAX_READ = 256, 1 << 16  # each read doubles: a short string (an /ID) costs no more than it did
 
 
-def read_hex_string_from_stream(stream, first_read: int = FIRST_READ) -> generic.PdfObject:
+PdfString = generic.ByteStringObject | generic.TextStringObject
+
+
+def read_hex_string_from_stream(stream: BinaryIO, first_read: int = FIRST_READ) -> PdfString:
     """Read ``<...>`` at the stream's position into a PDF string object, and leave the stream after the ``>``."""
     start = stream.tell()
     stream.read(1)  # the "<", as pyHanko's reader skips it
@@ -31,7 +35,7 @@ def read_hex_string_from_stream(stream, first_read: int = FIRST_READ) -> generic
     while True:
         chunk = stream.read(size)
         size = min(2 * size, MAX_READ)
-        end = _RUN.match(chunk).end()
+        end = _RUN.match(chunk).end()  # type: ignore[union-attr]  # a pattern of `*` matches every input
         runs.append(chunk[:end])
         if end < len(chunk):
             break
@@ -44,7 +48,7 @@ def read_hex_string_from_stream(stream, first_read: int = FIRST_READ) -> generic
     return generic.pdf_string(binascii.unhexlify(digits + b"0" * (len(digits) % 2)))
 
 
-def _rewound(stream, start: int):
+def _rewound(stream: BinaryIO, start: int) -> PdfString:
     stream.seek(start)
     return _PYHANKO_READER(stream)
 

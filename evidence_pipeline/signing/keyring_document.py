@@ -26,11 +26,13 @@ import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
+from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
+from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes, CertificatePublicKeyTypes
 
 from evidence_pipeline import jsonread
 from evidence_pipeline.errors import EvidenceError, ReasonCode
@@ -61,7 +63,7 @@ def timestamp(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def parse_time(value, what: str = "a time") -> datetime:
+def parse_time(value: object, what: str = "a time") -> datetime:
     if not isinstance(value, str):
         raise ValueError(f"{what} is not a time")
     moment = datetime.fromisoformat(value)
@@ -91,7 +93,7 @@ class Generation:
     def public_key(self) -> ed25519.Ed25519PublicKey:
         return ed25519.Ed25519PublicKey.from_public_bytes(bytes.fromhex(self.statement_public_key))
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "generation": self.generation, "statement_key_id": self.statement_key_id,
             "statement_public_key": self.statement_public_key, "signer_certificate_id": self.signer_certificate_id,
@@ -102,7 +104,7 @@ class Generation:
         }
 
     @classmethod
-    def from_dict(cls, entry) -> Generation:
+    def from_dict(cls, entry: object) -> Generation:
         if not isinstance(entry, dict) or entry.keys() != _GENERATION_FIELDS:
             raise ValueError("a generation has other fields than the schema's")
         generation = cls(
@@ -161,7 +163,7 @@ class KeyringDocument:
             "generations": [g.as_dict() for g in self.generations],
         })
 
-    def sign(self, root_key) -> bytes:
+    def sign(self, root_key: CertificateIssuerPrivateKeyTypes) -> bytes:
         """The DSSE envelope of this document, signed with the trust root's private key."""
         return dsse.sign_envelope(self.payload(), _RootKey(root_key), self.trust_root_id, PAYLOAD_TYPE)
 
@@ -198,23 +200,37 @@ class _RootKey:
     """The trust root's private or public key behind the one-method interface dsse.py uses for Ed25519 keys: EC
     (ECDSA with SHA-256, or SHA-384 on curves of 384 bits and more), RSA (PKCS#1 v1.5, SHA-256) or Ed25519."""
 
-    def __init__(self, key):
+    def __init__(self, key: CertificateIssuerPrivateKeyTypes | CertificatePublicKeyTypes):
         self._key = key
 
-    def _args(self) -> tuple:
-        if isinstance(self._key, (ec.EllipticCurvePrivateKey, ec.EllipticCurvePublicKey)):
-            return (ec.ECDSA(hashes.SHA384() if self._key.curve.key_size >= 384 else hashes.SHA256()),)
-        if isinstance(self._key, (rsa.RSAPrivateKey, rsa.RSAPublicKey)):
-            return padding.PKCS1v15(), hashes.SHA256()
-        if isinstance(self._key, (ed25519.Ed25519PrivateKey, ed25519.Ed25519PublicKey)):
-            return ()
-        raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the trust root's key type cannot sign keyrings")
-
     def sign(self, data: bytes) -> bytes:
-        return self._key.sign(data, *self._args())
+        key = self._key
+        if isinstance(key, ec.EllipticCurvePrivateKey):
+            return key.sign(data, _ecdsa(key.curve))
+        if isinstance(key, rsa.RSAPrivateKey):
+            return key.sign(data, padding.PKCS1v15(), hashes.SHA256())
+        if isinstance(key, ed25519.Ed25519PrivateKey):
+            return key.sign(data)
+        raise _unsupported()
 
     def verify(self, signature: bytes, data: bytes) -> None:
-        self._key.verify(signature, data, *self._args())
+        key = self._key
+        if isinstance(key, ec.EllipticCurvePublicKey):
+            key.verify(signature, data, _ecdsa(key.curve))
+        elif isinstance(key, rsa.RSAPublicKey):
+            key.verify(signature, data, padding.PKCS1v15(), hashes.SHA256())
+        elif isinstance(key, ed25519.Ed25519PublicKey):
+            key.verify(signature, data)
+        else:
+            raise _unsupported()
+
+
+def _unsupported() -> EvidenceError:
+    return EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the trust root's key type cannot sign keyrings")
+
+
+def _ecdsa(curve: ec.EllipticCurve) -> ec.ECDSA:
+    return ec.ECDSA(hashes.SHA384() if curve.key_size >= 384 else hashes.SHA256())
 
 
 def open_keyring(envelope: bytes, root: x509.Certificate, sequence: int | None = None) -> KeyringDocument:
@@ -290,6 +306,8 @@ def _signature_key_ids(envelope: bytes) -> list[str]:
     """The key ids an envelope's signatures claim (unverified: they only say which root certificate to try)."""
     document = jsonread.loads(envelope, ReasonCode.KEYRING_INVALID, "the keyring document")
     try:
+        if not isinstance(document, dict):
+            raise TypeError("not an object")
         return [s["keyid"] for s in document["signatures"] if isinstance(s.get("keyid"), str)]
     except (KeyError, TypeError, AttributeError):
         raise EvidenceError(ReasonCode.KEYRING_INVALID, "the keyring document is not a DSSE envelope") from None

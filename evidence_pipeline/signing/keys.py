@@ -21,10 +21,16 @@ import uuid
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import cast, get_args
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+from cryptography.hazmat.primitives.asymmetric.types import (
+    CertificateIssuerPrivateKeyTypes,
+    CertificatePublicKeyTypes,
+    PrivateKeyTypes,
+)
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
@@ -282,8 +288,8 @@ def _generate_dev_keys(directory: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def write_generation(directory: Path, root_key, root: x509.Certificate, now: dt.datetime,
-                     template: x509.Certificate | None = None) -> None:
+def write_generation(directory: Path, root_key: CertificateIssuerPrivateKeyTypes, root: x509.Certificate,
+                     now: dt.datetime, template: x509.Certificate | None = None) -> None:
     """Write a new statement key, PAdES signer key and signer certificate (issued by ``root``) into ``directory``.
 
     With ``template`` (the previous generation's signer certificate) the new certificate keeps its subject, its
@@ -291,6 +297,7 @@ def write_generation(directory: Path, root_key, root: x509.Certificate, now: dt.
     serialNumber attribute in the subject, so that long-term signatures find revocation information for it too.
     Files are created exclusively, private keys 0600."""
     signer_key = ec.generate_private_key(ec.SECP256R1())
+    subject: list[x509.NameAttribute[str | bytes]]
     if template is None:
         subject = [x509.NameAttribute(NameOID.COMMON_NAME, "evidence_pipeline development signer")]
         lifetime = _VALIDITY
@@ -320,7 +327,7 @@ def write_generation(directory: Path, root_key, root: x509.Certificate, now: dt.
         handle.write(signer.public_bytes(_PEM))
 
 
-def load_root_key(path: Path, root: x509.Certificate):
+def load_root_key(path: Path, root: x509.Certificate) -> CertificateIssuerPrivateKeyTypes:
     """The trust root's private key from ``path``; it must be the key of the ``root`` certificate."""
     try:
         key = serialization.load_pem_private_key(path.read_bytes(), password=None)
@@ -332,10 +339,12 @@ def load_root_key(path: Path, root: x509.Certificate):
     public = serialization.PublicFormat.SubjectPublicKeyInfo
     if key.public_key().public_bytes(_PEM, public) != root.public_key().public_bytes(_PEM, public):
         raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the private key given is not the trust root's key")
-    return key
+    if not isinstance(key, get_args(CertificateIssuerPrivateKeyTypes)):
+        raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the trust root's key cannot sign certificates")
+    return cast(CertificateIssuerPrivateKeyTypes, key)  # the union, checked at run time just above
 
 
-def certificate_builder(subject: x509.Name, issuer: x509.Name, public_key, now: dt.datetime,
+def certificate_builder(subject: x509.Name, issuer: x509.Name, public_key: CertificatePublicKeyTypes, now: dt.datetime,
                         until: dt.datetime | None = None) -> x509.CertificateBuilder:
     return (
         x509.CertificateBuilder()
@@ -363,7 +372,7 @@ def _usage(cert_sign: bool) -> x509.KeyUsage:
     )
 
 
-def _write_private(path: Path, key) -> None:
+def _write_private(path: Path, key: PrivateKeyTypes) -> None:
     pem = key.private_bytes(_PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as handle:

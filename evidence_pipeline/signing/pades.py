@@ -22,13 +22,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from asn1crypto import cms
 from asn1crypto import x509 as asn1_x509
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.types import PublicKeyTypes
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 from pyhanko.pdf_utils.misc import PdfError
 from pyhanko.sign import fields, signers, timestamps
@@ -65,6 +66,9 @@ from evidence_pipeline.signing import hexstrings
 from evidence_pipeline.signing.keys import Keyring, signer_certificate_id
 from evidence_pipeline.signing.pdf_reader import open_pdf
 
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
+
 # pyHanko logs every failed path with its traceback; without a handler, Python would print them on stderr (local
 # paths included). Operators who configure logging still see them; users see reason codes.
 for _library in ("pyhanko", "pyhanko_certvalidator"):
@@ -96,7 +100,7 @@ def der_certificate(pem: bytes) -> asn1_x509.Certificate:
 
 @lru_cache(maxsize=4)
 def _signer(keyring: Keyring) -> signers.SimpleSigner:
-    signer = signers.SimpleSigner.load(
+    signer: signers.SimpleSigner | None = signers.SimpleSigner.load(
         key_file=str(keyring.signer_key_path),
         cert_file=str(keyring.signer_cert_path),
         ca_chain_files=(str(keyring.root_cert_path),),
@@ -117,7 +121,7 @@ def _signer(keyring: Keyring) -> signers.SimpleSigner:
     return signer
 
 
-def _spki(public_key) -> bytes:
+def _spki(public_key: PublicKeyTypes) -> bytes:
     return public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
@@ -140,10 +144,11 @@ def sign_pdf(pdf: bytes | BinaryIO, keyring: Keyring, level: str = "B-B", tsa_ur
     )
     with _signing_errors("PAdES signing"):
         writer = IncrementalPdfFileWriter.from_reader(open_pdf(pdf))
-        return signers.sign_pdf(
+        signed: BinaryIO = signers.sign_pdf(
             writer, metadata, signer=_signer(keyring), bytes_reserved=_RESERVED_BYTES[level], output=out,
             timestamper=timestamps.HTTPTimeStamper(tsa_url) if level in TIMESTAMPED else None,
         )
+    return signed
 
 
 @contextmanager
@@ -230,7 +235,7 @@ async def _add_archive_timestamp(writer: IncrementalPdfFileWriter, context: Vali
                                                validation_context=context)
     await signers.PdfTimeStamper(timestamper).async_timestamp_pdf(
         writer, status.md_algorithm, context, bytes_reserved=_RESERVED_BYTES["B-LTA"], in_place=True,
-        dss_settings=_DSS_SETTINGS.next_ts_settings)
+        dss_settings=_DSS_SETTINGS.get_settings_for_ts())
 
 
 @dataclass(frozen=True)
@@ -288,14 +293,14 @@ def verify_pdf_signature(pdf: bytes | BinaryIO, trust_root_pem: bytes, level: st
     return SignatureFacts(
         signer_certificate_id(x509.load_der_x509_certificate(status.signing_cert.dump())),
         status.signer_reported_dt or signature.self_reported_timestamp,
-        stamp.timestamp if trusted else None,
+        stamp.timestamp if stamp is not None and trusted else None,
     )
 
 
 _BYTE_RANGE = re.compile(rb"/ByteRange\s*\[\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\]")
 
 
-def check_fresh_signature(signed: BinaryIO, unsigned_size: int, trust_root_pem: bytes) -> None:
+def check_fresh_signature(signed: io.BufferedIOBase, unsigned_size: int, trust_root_pem: bytes) -> None:
     """The self-check of a B-B signature that ``sign_pdf`` has just appended to ``unsigned_size`` bytes, before
     anything is archived. Raise unless the appended update holds the file's one /ByteRange, covering the whole
     file but the signature's own /Contents, and the CMS signature over those bytes validates by pyHanko's CMS
@@ -335,7 +340,7 @@ def check_fresh_signature(signed: BinaryIO, unsigned_size: int, trust_root_pem: 
 class _Covered(io.RawIOBase):
     """The bytes a byte range covers, streamed: ``file`` up to the hole, then the ``tail`` after it."""
 
-    def __init__(self, file: BinaryIO, hole: int, tail: bytes):
+    def __init__(self, file: io.BufferedIOBase, hole: int, tail: bytes):
         super().__init__()
         self.file, self.left, self.tail = file, hole, tail
         file.seek(0)
@@ -343,24 +348,25 @@ class _Covered(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:
+    def readinto(self, buffer: WriteableBuffer, /) -> int:
+        view = memoryview(buffer).cast("B")
         if self.left:
-            read = self.file.readinto(memoryview(buffer)[: self.left])
+            read = self.file.readinto(view[: self.left])
             self.left -= read
             return read  # 0 before the hole (a truncated file) ends the stream: the digest will not match
-        read = min(len(buffer), len(self.tail))
-        buffer[:read], self.tail = self.tail[:read], self.tail[read:]
+        read = min(len(view), len(self.tail))
+        view[:read], self.tail = self.tail[:read], self.tail[read:]
         return read
 
 
-def _validate(signature: EmbeddedPdfSignature, roots: list, level: str, at: datetime | None) -> PdfSignatureStatus:
+def _validate(signature: EmbeddedPdfSignature, roots: list[Any], level: str, at: datetime | None) -> PdfSignatureStatus:
     context = ValidationContext(trust_roots=roots, allow_fetching=False, revocation_mode="soft-fail", moment=at)
     if level in _LONG_TERM:
         DocumentSecurityStore.read_dss(signature.reader)  # raises NoDSSFoundError (a ValueError)
     return validate_pdf_signature(signature, context)
 
 
-def _validate_long_term(signature: EmbeddedPdfSignature, roots: list, at: datetime | None
+def _validate_long_term(signature: EmbeddedPdfSignature, roots: list[Any], at: datetime | None
                         ) -> tuple[PdfSignatureStatus, bool | None]:
     """ETSI EN 319 102-1 validation with long-term availability, offline: everything from the file's DSS. Returns
     the status and, when the signature time stamp could only be validated in the past (its TSA certificate has
@@ -370,13 +376,13 @@ def _validate_long_term(signature: EmbeddedPdfSignature, roots: list, at: dateti
     result = asyncio.run(ades_lta_validation(signature, PdfSignatureValidationSpec(long_term_spec(roots)),
                                              timing_info=timing))
     if result.ades_subindic != AdESPassed.OK or result.api_status is None:
-        raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED,
-                            f"the signature does not validate long-term at {_when(at)} ({result.ades_subindic.name})")
+        raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED, "the signature does not validate long-term at "
+                            f"{_when(at)} ({result.ades_subindic.standard_name})")
     past = result.signature_timestamp_status
     return result.api_status, None if past is None else past.ades_subindic == AdESPassed.OK
 
 
-def long_term_spec(roots: list) -> SignatureValidationSpec:
+def long_term_spec(roots: list[Any]) -> SignatureValidationSpec:
     """Offline long-term validation against ``roots``: revocation information from the file's DSS only."""
     trust = SimpleTrustManager.build(trust_roots=roots)
     return SignatureValidationSpec(

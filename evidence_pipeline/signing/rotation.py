@@ -28,12 +28,15 @@ import fcntl
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.signing.keyring_document import (
@@ -74,7 +77,7 @@ class KeyDirectory:
     def __init__(self, home: Path, archive: ArtifactStore | None = None):
         self.home = home
         self.archive = archive
-        self._stamp: tuple | None | bool = False  # False: never read
+        self._stamp: tuple[int, int, int] | None | bool = False  # False: never read
         self._document: KeyringDocument | None = None
         self._envelope: bytes | None = None
         self._keyrings: dict[int, Keyring] = {}
@@ -119,7 +122,7 @@ class KeyDirectory:
             return
         for keyring in self._generations():
             keyring.publish_public_keys(self.archive)
-        if self._envelope is not None:
+        if self._document is not None and self._envelope is not None:
             self.archive.put_once(keyring_key(self._document.sequence), self._envelope)
 
     def ensure_keyring(self, root_key_path: Path | None = None) -> KeyringDocument:
@@ -129,7 +132,7 @@ class KeyDirectory:
             self._refresh()
             if self._document is None:
                 self._write(self._genesis(), self._root_key(root_key_path))
-            return self._document
+            return self._current()[0]
 
     def rotate(self, root_key_path: Path | None = None, revoke_active: str | None = None,
                revoked_at: datetime | None = None) -> KeyringDocument:
@@ -142,7 +145,7 @@ class KeyDirectory:
             self._refresh()
             if self._document is None:
                 self._write(self._genesis(), root_key)
-            document = self._document
+            document, envelope = self._current()
             number = len(document.generations) + 1
             template = self.keyring(document.active.generation).signer_certificate
             keyring = self._new_generation(number, root_key, template)
@@ -155,8 +158,8 @@ class KeyDirectory:
                 for g in document.generations
             ]
             generations.append(_generation(keyring, switch))
-            self._write(document.next(switch, self._envelope, generations), root_key)
-            return self._document
+            self._write(document.next(switch, envelope, generations), root_key)
+            return self._current()[0]
 
     def revoke(self, key_id: str, reason: str, at: datetime | None = None,
                root_key_path: Path | None = None) -> tuple[KeyringDocument, bool]:
@@ -175,7 +178,7 @@ class KeyDirectory:
         with self._locked(fcntl.LOCK_EX):
             root_key = self._root_key(root_key_path)
             self._refresh()
-            document = self._document
+            document, envelope = self._current()
             moment = at or now()
             if moment > now():
                 raise EvidenceError(ReasonCode.CONFIG_INVALID, "a revocation time cannot be in the future")
@@ -184,13 +187,19 @@ class KeyDirectory:
                 if g.generation == generation.generation else g
                 for g in document.generations
             ]
-            self._write(document.next(now(), self._envelope, generations), root_key)
-            return self._document, False
+            self._write(document.next(now(), envelope, generations), root_key)
+            return self._current()[0], False
 
     # -- internals ---------------------------------------------------------------------------------------------
 
+    def _current(self) -> tuple[KeyringDocument, bytes]:
+        """The keyring document read last and its envelope, once there is one (found or just written)."""
+        if self._document is None or self._envelope is None:
+            raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the keys directory has no keyring document")
+        return self._document, self._envelope
+
     @contextmanager
-    def _locked(self, mode: int):
+    def _locked(self, mode: int) -> Iterator[None]:
         fd = os.open(self.home / LOCK, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, mode)
@@ -217,7 +226,7 @@ class KeyDirectory:
         self._publish()
         self._stamp = stamp  # only once published: a failed publication is tried again by the next signature
 
-    def _root_key(self, path: Path | None):
+    def _root_key(self, path: Path | None) -> CertificateIssuerPrivateKeyTypes:
         return load_root_key(path or self.home / ROOT_KEY, self.keyring(1).root_certificate)
 
     def _genesis(self) -> KeyringDocument:
@@ -227,7 +236,8 @@ class KeyDirectory:
             generations=(_generation(first, first.signer_certificate.not_valid_before_utc),),
         )
 
-    def _new_generation(self, number: int, root_key, template) -> Keyring:
+    def _new_generation(self, number: int, root_key: CertificateIssuerPrivateKeyTypes,
+                        template: x509.Certificate) -> Keyring:
         """Write generation ``number``'s keys into a private staging folder, then rename it into place."""
         target = generation_directory(self.home, number)
         parent = self.home / GENERATIONS
@@ -247,7 +257,7 @@ class KeyDirectory:
         self._keyrings.pop(number, None)
         return self.keyring(number)
 
-    def _write(self, document: KeyringDocument, root_key) -> None:
+    def _write(self, document: KeyringDocument, root_key: CertificateIssuerPrivateKeyTypes) -> None:
         """Sign ``document``, make it keyring.json (atomically, 0600) and publish it: the caller holds the lock."""
         envelope = document.sign(root_key)
         staging = self.home / f".{STATE}.{uuid.uuid4().hex}"

@@ -27,7 +27,15 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def chunks(file: BinaryIO, limit: int | None = None) -> Iterator[bytes]:
+class Reader(Protocol):
+    """What streamed bytes come from: a binary file, or an S3 object's body."""
+
+    def read(self, size: int, /) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+def chunks(file: Reader, limit: int | None = None) -> Iterator[bytes]:
     """The rest of ``file`` (at most ``limit`` bytes), CHUNK bytes at a time."""
     while limit is None or limit > 0:
         chunk = file.read(CHUNK if limit is None else min(CHUNK, limit))
@@ -37,7 +45,13 @@ def chunks(file: BinaryIO, limit: int | None = None) -> Iterator[bytes]:
         yield chunk
 
 
-def copy_hashing(source: Iterable[bytes], out: BinaryIO) -> tuple[str, int]:
+class Sink(Protocol):
+    """Where streamed bytes go: a binary file, or DISCARD when they only need hashing."""
+
+    def write(self, chunk: bytes, /) -> int: ...
+
+
+def copy_hashing(source: Iterable[bytes], out: Sink) -> tuple[str, int]:
     """Write ``source`` to ``out``, hashing on the way; returns (sha256, size)."""
     digest, size = hashlib.sha256(), 0
     for chunk in source:
@@ -127,13 +141,13 @@ class ArtifactStore(Protocol):
         can: asked for later, the version could be one written since."""
         ...
 
-    def get_file(self, key: str, out: BinaryIO, expected_sha256: str | None = None,
+    def get_file(self, key: str, out: Sink, expected_sha256: str | None = None,
                  max_bytes: int | None = None) -> str:
         """Stream an object into ``out``, hashing while writing, and return its sha256. Digests and sizes are
         checked as by ``get``; on a mismatch ``out`` holds unverified bytes, which the caller must discard."""
         ...
 
-    def open_read(self, key: str) -> BinaryIO:
+    def open_read(self, key: str) -> Reader:
         """A reader of the object's bytes, for a caller that streams them on (a download) and closes it; nothing is
         hashed here: the caller checks what it read against the digest it recorded."""
         ...
@@ -162,7 +176,7 @@ class ArtifactStore(Protocol):
         ...
 
 
-class StreamingStore:
+class StreamingStore(ArtifactStore):
     """The bytes methods of an ArtifactStore, for stores that implement put_file and get_file."""
 
     def put_once(self, key: str, data: bytes) -> StoredObject:

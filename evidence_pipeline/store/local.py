@@ -17,6 +17,7 @@ import errno
 import os
 import stat
 import uuid
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO
@@ -25,6 +26,7 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.faults import io_fault
 from evidence_pipeline.paths import make_dirs
 from evidence_pipeline.store import (
+    Sink,
     StoredObject,
     StreamingStore,
     check_digest,
@@ -124,7 +126,7 @@ class LocalStore(StreamingStore):
                 raise EvidenceError(ReasonCode.STORE_CONFLICT, f"object {key} already exists with different bytes")
         return StoredObject(key=key, sha256=digest, size=size, created=False)
 
-    def get_file(self, key: str, out: BinaryIO, expected_sha256: str | None = None,
+    def get_file(self, key: str, out: Sink, expected_sha256: str | None = None,
                  max_bytes: int | None = None) -> str:
         # Hash what is copied, not the stored file: the caller uses exactly the bytes that were checked.
         *folders, name = check_key(key).split("/")
@@ -165,19 +167,6 @@ class LocalStore(StreamingStore):
     def version_id(self, key: str) -> str | None:
         return None  # a put-once file has exactly one version
 
-    def list(self, prefix: str) -> list[str]:
-        """Every entry under ``prefix`` that is not a real folder, so that a symlink is listed, then refused."""
-        folders = check_key(prefix).split("/")
-        with io_errors(prefix):
-            directory = self._existing_directory(prefix, folders)
-            if directory is None:
-                return []
-            try:
-                keys = self._walk(prefix, directory)
-            finally:
-                os.close(directory)
-        return sorted(key for key in keys if not key.rsplit("/", 1)[-1].startswith("."))
-
     def uri(self, key: str) -> str:
         return f"{self.scheme}://{check_key(key)}"
 
@@ -202,8 +191,7 @@ class LocalStore(StreamingStore):
     def _directory(self, key: str, folders: list[str], created: list[str] | None = None) -> int:
         """A descriptor of root/folders..., each component opened without following symlinks. With ``created``,
         missing folders are made and the ones made here are appended to it (as paths below the root)."""
-        create = created is not None
-        if create:
+        if created is not None:
             make_dirs(self.root, self.dir_mode)
         try:
             fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
@@ -212,7 +200,7 @@ class LocalStore(StreamingStore):
         try:
             for depth, folder in enumerate(folders, start=1):
                 made = False
-                if create:
+                if created is not None:
                     with contextlib.suppress(FileExistsError):
                         os.mkdir(folder, 0o700, dir_fd=fd)
                         made = True
@@ -229,7 +217,7 @@ class LocalStore(StreamingStore):
                     os.fchmod(fd, self.dir_mode)  # explicit, whatever the umask
         except BaseException:
             os.close(fd)
-            if create:
+            if created is not None:
                 self._remove_empty(created)
             raise
         return fd
@@ -266,15 +254,29 @@ class LocalStore(StreamingStore):
         return mode
 
     def _walk(self, prefix: str, directory: int) -> list[str]:
-        keys = []
+        keys: list[str] = []
         for path, folders, files, _ in os.fwalk(".", dir_fd=directory):  # never descends into a symlink
             links = [f for f in folders if stat.S_ISLNK(os.lstat(os.path.join(path, f), dir_fd=directory).st_mode)]
             keys += [f"{prefix}/{os.path.normpath(os.path.join(path, name))}" for name in files + links]
         return keys
 
+    # Last in the class: from here on, ``list`` in the class body names this method, not the builtin.
+    def list(self, prefix: str) -> list[str]:
+        """Every entry under ``prefix`` that is not a real folder, so that a symlink is listed, then refused."""
+        folders = check_key(prefix).split("/")
+        with io_errors(prefix):
+            directory = self._existing_directory(prefix, folders)
+            if directory is None:
+                return []
+            try:
+                keys = self._walk(prefix, directory)
+            finally:
+                os.close(directory)
+        return sorted(key for key in keys if not key.rsplit("/", 1)[-1].startswith("."))
+
 
 @contextlib.contextmanager
-def io_errors(key: str):
+def io_errors(key: str) -> Iterator[None]:
     try:
         yield
     except OSError as error:
@@ -291,5 +293,5 @@ _ERRNO_CODES = {
 def _classified(key: str, error: OSError) -> EvidenceError:
     """An OSError as its reason code (other I/O errors are STORE_UNAVAILABLE, retried), without the local path."""
     reason = errno.errorcode.get(error.errno or 0, type(error).__name__)
-    code = _ERRNO_CODES.get(error.errno, ReasonCode.STORE_UNAVAILABLE)
+    code = _ERRNO_CODES.get(error.errno or 0, ReasonCode.STORE_UNAVAILABLE)
     return EvidenceError(code, f"local store cannot write or read {key} ({reason})")

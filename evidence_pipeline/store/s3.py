@@ -13,11 +13,11 @@ import base64
 import contextlib
 import functools
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Concatenate, ParamSpec, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -25,6 +25,8 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.store import (
     CHUNK,
     DISCARD,
+    Reader,
+    Sink,
     StoredObject,
     StreamingStore,
     check_digest,
@@ -35,6 +37,9 @@ from evidence_pipeline.store import (
     sha256_file,
 )
 from evidence_pipeline.tempfiles import scratch_file
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 _TRANSIENT_CODES = {
     "InternalError", "ServiceUnavailable", "SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",
@@ -50,11 +55,17 @@ class S3Options:
     kms_key_id: str | None = None
 
 
-def _bounded(method):
+Params = ParamSpec("Params")
+Result = TypeVar("Result")
+
+
+def _bounded(
+    method: Callable[Concatenate[S3Store, str, Params], Result],
+) -> Callable[Concatenate[S3Store, str, Params], Result]:
     """The store call within the client's total deadline (s3_deadline.py)."""
 
     @functools.wraps(method)
-    def bounded(self: S3Store, key: str, *args, **kwargs):
+    def bounded(self: S3Store, key: str, /, *args: Params.args, **kwargs: Params.kwargs) -> Result:
         with s3_deadline.call(self.client, key):
             return method(self, key, *args, **kwargs)
 
@@ -62,7 +73,7 @@ def _bounded(method):
 
 
 class S3Store(StreamingStore):
-    def __init__(self, client, bucket: str, prefix: str = "", options: S3Options = S3Options()):
+    def __init__(self, client: S3Client, bucket: str, prefix: str = "", options: S3Options = S3Options()):
         self.client = client
         self.bucket = bucket
         self.prefix = prefix.strip("/")
@@ -85,7 +96,7 @@ class S3Store(StreamingStore):
 
     @_bounded
     def _put(self, key: str, file: BinaryIO, sha256: str, size: int) -> StoredObject:
-        extra = {}
+        extra: dict[str, Any] = {}  # put_object's optional arguments
         if self.options.object_lock_mode:
             extra["ObjectLockMode"] = self.options.object_lock_mode
             extra["ObjectLockRetainUntilDate"] = datetime.now(timezone.utc) + timedelta(
@@ -121,7 +132,7 @@ class S3Store(StreamingStore):
         return StoredObject(key, sha256, size, created=True, version_id=response.get("VersionId"))
 
     def get_file(
-        self, key: str, out: BinaryIO, expected_sha256: str | None = None, max_bytes: int | None = None
+        self, key: str, out: Sink, expected_sha256: str | None = None, max_bytes: int | None = None
     ) -> str:
         return self._read(key, out, expected_sha256, max_bytes)[0]
 
@@ -131,7 +142,7 @@ class S3Store(StreamingStore):
         return out.getvalue(), version
 
     @_bounded
-    def _read(self, key: str, out: BinaryIO, expected_sha256: str | None,
+    def _read(self, key: str, out: Sink, expected_sha256: str | None,
               max_bytes: int | None) -> tuple[str, str | None]:
         """(sha256, version id) of the object streamed into ``out``."""
         with _errors(key):
@@ -150,7 +161,7 @@ class S3Store(StreamingStore):
         return check_digest(key, sha256, expected_sha256), response.get("VersionId")
 
     @_bounded
-    def open_read(self, key: str) -> BinaryIO:
+    def open_read(self, key: str) -> Reader:
         """The object's body as a stream: the deadline covers the call until its answer's headers; its caller reads
         the body later, each read bounded by botocore's read timeout only (a download: the intake server bounds
         the answer to its client)."""

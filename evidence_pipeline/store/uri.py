@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.store import ArtifactStore
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.store.s3 import S3Options, S3Store
 
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
 
 def open_store(
-    uri: str, s3_client=None, options: S3Options = S3Options(), scheme: str = "archive", private: bool = False
+    uri: str, s3_client: S3Client | None = None, options: S3Options = S3Options(), scheme: str = "archive",
+    private: bool = False,
 ) -> ArtifactStore:
     """``private`` stores (tenant sources, staged reports) keep local files owner-readable only."""
     if uri.startswith("s3://"):
