@@ -16,7 +16,7 @@ from evidence_pipeline.cli.resources import load_settings, open_runtime
 from evidence_pipeline.errors import EvidenceError, exit_code
 from evidence_pipeline.models import TENANT_ID, TenantMonth
 
-_PERIOD_FILE = re.compile(r"^(\d{4}-\d{2})\.csv$")
+_PERIOD_FILE = re.compile(r"^([0-9]{4}-[0-9]{2})\.csv$")
 
 
 @click.group()

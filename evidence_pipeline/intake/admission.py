@@ -23,7 +23,7 @@ SNIFF_BYTES = 8
 IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"
 _IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_PERIOD = re.compile(r"^\d{4}-\d{2}$")
+_PERIOD = re.compile(r"^[0-9]{4}-[0-9]{2}$")
 MAX_INPUTS = 100
 MAX_BATCH_JOBS = 5_000
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -35,13 +34,12 @@ from botocore.exceptions import ClientError
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.tenants import ACTIVE, OFFBOARDED, TenantRegistry
-from evidence_pipeline.models import TENANT_ID, TenantMonth
+from evidence_pipeline.models import PERIOD, TENANT_ID, TenantMonth
 from evidence_pipeline.monthly import publication, source_format
 from evidence_pipeline.runtime import Runtime
 
 MARKER = ".published"
 ACTOR = "landing"
-_PERIOD = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
 # The refusals a take marks: none of them heals by waiting, so they are never taken again.
 REFUSED = frozenset({ReasonCode.SOURCE_INVALID, ReasonCode.SOURCE_TOO_LARGE, ReasonCode.TENANT_UNKNOWN,
                      ReasonCode.TENANT_OFFBOARDED, ReasonCode.LANDING_SYMLINK, ReasonCode.LANDING_HARD_LINK,
@@ -57,7 +55,7 @@ def _source_name(name: str) -> bool:
 
 
 # What each level of <tenant>/<YYYY-MM>/<name>.csv must be called to be taken
-_LAYOUT = (TENANT_ID.fullmatch, _PERIOD.fullmatch, _source_name)
+_LAYOUT = (TENANT_ID.fullmatch, PERIOD.fullmatch, _source_name)
 
 
 def layout_tenant_month(parts: tuple[str, ...]) -> TenantMonth | None:
