@@ -1,8 +1,8 @@
 """Parsers are linear by construction (issue 47): the shared JSON reader's depth gate is one forward scan, shown by
 counting its steps on adversarial inputs at n and 2n bytes and up to the reader's limit (no clock), and a signed
 body's content is parsed only after its signature verified. The same for what reads an uploaded document's text: a
-font's ToUnicode CMap (its blocks found in one forward pass, counted) and a contract's signer line (split, not
-backtracked)."""
+font's ToUnicode CMap (its blocks found in one forward pass, counted), a contract's signer line (split, not
+backtracked) and the content-stream lexer of the budget gate, at the size of its own limit."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from evidence_pipeline import jsonread
 from evidence_pipeline.actors.roles import Action
-from evidence_pipeline.documents import pdftext, review, templates
+from evidence_pipeline.documents import budgets, gate, pdftext, review, templates
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.synthetic.rental_applications import organization_template, program_template
@@ -161,3 +161,19 @@ def test_a_signer_value_of_spaces_is_one_pass():
     # the regex backtracked over every split of the spaces: 40,000 took 4 s; a megabyte is read once
     assert review.signer(" " * 1_000_000 + "x") is None and review.signer(" " * 1_000_000 + "(p)") == ("", "p")
 
+
+@pytest.mark.parametrize("tail", [b"", b"(", b"\\\n"], ids=["unterminated", "nested-open", "continued-line"])
+def test_the_content_budget_gate_lexes_escaped_parentheses_in_one_pass(tail):
+    # A string that could fail to close was scanned again from every escaped "(" inside it: 40 KB took 64 s, and
+    # this, just under the text budget, would have taken days. Now it is text, counted once.
+    stream = b"(" + b"\\(" * ((budgets.MAX_TEXT_BYTES - 8) // 2) + tail
+    gate._check_content(stream)
+    with pytest.raises(EvidenceError) as over:
+        gate._check_content(stream + b"\\(" * 8)
+    assert over.value.code == "DOCUMENT_LIMIT_EXCEEDED"
+
+
+def test_the_content_budget_gate_still_counts_what_strings_and_comments_hide():
+    stripped = gate._NOT_OPERATORS.sub(b" ", b"BT (a(b)c) Tj (x\\)y) Tj <41> Tj % q Q\n(\\\n) ET")
+    assert [token.group() for token in gate._OPERATOR.finditer(stripped)] == [b"BT", b"c", b"Tj", b"Tj", b"Tj",
+                                                                               b"ET"]
