@@ -183,8 +183,9 @@ class ReasonCode(Vocabulary):
     BATCH_NOT_FOUND = "BATCH_NOT_FOUND", "no such batch of this tenant"
     REQUEST_EXCEEDS_QUOTA = (
         "REQUEST_EXCEEDS_QUOTA",
-        "the request alone is more than the tenant's quota (jobs, or stored bytes) or than the service queues: it can "
-        "never be accepted as it is, so it is not retried; split it",
+        "the request can never fit: alone it is more than the tenant's job quota or than the service queues (split "
+        "it), or the document would take the tenant past its stored-bytes quota (documents are kept, so stored bytes "
+        "never go down: an operator raises `EVIDENCE_TENANT_MAX_BYTES`); it is not retried",
     )
     OUTPUT_NOT_FOUND = (
         "OUTPUT_NOT_FOUND",
@@ -208,7 +209,7 @@ class ReasonCode(Vocabulary):
         "a tenant the tenant registry does not hold (e.g. a tenant partition added in the UI's launch dialog, a "
         "landing folder of a tenant nobody registered, or an API token of one): register it with `evidence tenant add`",
     )
-    TENANT_QUOTA_EXCEEDED = "TENANT_QUOTA_EXCEEDED", "too many outstanding jobs or stored bytes: try again later"
+    TENANT_QUOTA_EXCEEDED = "TENANT_QUOTA_EXCEEDED", "too many outstanding jobs: try again later"
     INTAKE_BACKPRESSURE = (
         "INTAKE_BACKPRESSURE",
         "the tenant's queue is older than its objective, or every tenant's outstanding jobs reach their limit: try "

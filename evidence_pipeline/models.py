@@ -151,7 +151,8 @@ class LedgerEvent:
 
 
 TENANT_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-PERIOD = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
+# [0-9], never \d: \d matches every script's digits (and int() reads them), so "٢٠٢٦-07" passed for 2026-07
+PERIOD = re.compile(r"^([0-9]{4})-(0[1-9]|1[0-2])$")
 FIRST_PERIOD = "2025-01"  # the first month a deployment publishes evidence for, unless EVIDENCE_FIRST_PERIOD says
 
 

@@ -1,5 +1,7 @@
-"""Load control at intake: per-tenant quotas (429), exact under concurrency, and backpressure (503) on a tenant's
-own queue age and on every tenant's outstanding jobs together, all with Retry-After."""
+"""Load control at intake: per-tenant quotas, exact under concurrency, and backpressure (503) on a tenant's own
+queue age and on every tenant's outstanding jobs together. What waiting can heal (outstanding jobs finish) is answered
+with Retry-After; what it cannot (stored bytes: documents are kept, so a tenant's total never goes down) is 413
+REQUEST_EXCEEDS_QUOTA without it."""
 
 from __future__ import annotations
 
@@ -29,9 +31,9 @@ def test_quotas_refuse_new_work_with_retry_after_but_answer_known_keys(documents
     acme, globex = tokens(documents)
     with client(intake, acme) as http, client(intake, globex) as other:
         ids = [upload(http, pdf_bytes(n)).json()["document_id"] for n in (1, 2)]  # 431 and 551 bytes
-        too_many_bytes = upload(http, pdf_bytes(6))
-        assert (too_many_bytes.status_code, error_code(too_many_bytes)) == (429, "TENANT_QUOTA_EXCEEDED")
-        assert too_many_bytes.headers["Retry-After"] == "30"
+        too_many_bytes = upload(http, pdf_bytes(6))  # fits the quota alone, not beside what is stored: ever
+        assert (too_many_bytes.status_code, error_code(too_many_bytes)) == (413, "REQUEST_EXCEEDS_QUOTA")
+        assert "Retry-After" not in too_many_bytes.headers and "1500" in too_many_bytes.json()["error"]["message"]
         first = [submit(http, f"k{n}", {"operation": "inspect", "inputs": [i]}) for n, i in enumerate(ids)]
         third = submit(http, "k2", {"operation": "inspect", "inputs": [ids[0]]})
         replay = submit(http, "k0", {"operation": "inspect", "inputs": [ids[0]]})
@@ -91,7 +93,7 @@ def test_50_parallel_uploads_never_pass_the_byte_quota(documents, intake):
     admitted = [len(body) for body, r in zip(bodies, responses, strict=True) if r.status_code == 201]
     refused = [len(body) for body, r in zip(bodies, responses, strict=True) if r.status_code != 201]
     assert {(r.status_code, error_code(r)) for r in responses if r.status_code != 201} == {
-        (429, "TENANT_QUOTA_EXCEEDED")}
+        (413, "REQUEST_EXCEEDS_QUOTA")}
     assert sum(admitted) <= 1500 < sum(admitted) + min(refused)  # exact: no room for one more
     assert len(documents.store.list("acme")) == len(admitted)  # refused bytes do not stay in the store
 
@@ -159,4 +161,4 @@ def test_two_server_processes_admitting_at_once_never_pass_the_byte_quota(docume
             outcomes = {first.result(), second}
     finally:
         sqlalchemy.event.remove(engine, "after_cursor_execute", pause_after_the_check)
-    assert outcomes == {True, "TENANT_QUOTA_EXCEEDED"}  # one admitted (created), one refused
+    assert outcomes == {True, "REQUEST_EXCEEDS_QUOTA"}  # one admitted (created), one refused

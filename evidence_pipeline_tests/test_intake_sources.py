@@ -72,6 +72,16 @@ def test_idempotency_key_answers_the_same_revision_and_refuses_another_body_or_p
     assert len(rt.ledger.events_of_type(EventType.SOURCE_PUBLISHED, "acme")) == 1
 
 
+def test_a_period_in_other_digits_than_ascii_is_period_invalid_and_stores_nothing(documents, intake):
+    # \d matches Arabic-Indic digits and int() reads them: the month passed as 2026-07 under another name
+    acme, _ = tokens(documents)
+    period = "\u0662\u0660\u0662\u0666-07"
+    with client(intake, acme) as http:
+        refused = _put(http, _csv().decode().replace(PERIOD, period).encode(), period=period)
+    assert (refused.status_code, error_code(refused)) == (422, "PERIOD_INVALID")
+    assert documents.runtime.sources.list("acme") == []
+
+
 def test_a_file_that_breaks_the_format_answers_its_report_and_stores_nothing(documents, intake):
     acme, _ = tokens(documents)
     bad = (b"txn_id,booked_on,kind,currency,amount_minor,channel\n"

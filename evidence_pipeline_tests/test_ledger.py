@@ -249,7 +249,7 @@ def test_each_tenants_stored_bytes_are_the_sum_of_its_documents_and_revision_001
         admit(tenant, digit, size)  # the last is acme's first document again: admitted once, counted once
     with pytest.raises(EvidenceError) as refused:
         admit("acme", "c", 301)  # 2,200 + 301 > 2,500
-    assert refused.value.code == "TENANT_QUOTA_EXCEEDED"
+    assert refused.value.code == "REQUEST_EXCEEDS_QUOTA"  # documents are kept: it never fits
     sums = "SELECT tenant, SUM(size) FROM evidence_documents GROUP BY tenant ORDER BY tenant"
     totals = "SELECT tenant, stored_bytes FROM evidence_tenant_storage ORDER BY tenant"
     with ledger.engine.connect() as conn:
@@ -318,7 +318,7 @@ def test_a_turns_admissions_share_a_few_statements_and_each_caller_gets_its_own_
     # acme has 2,300 stored: its 200 more fit (2,500, the quota), its 1 more then does not; that caller alone is refused
     outcomes, _ = one_turn([("acme", "c", 200), ("acme", "d", 1), ("globex", "c", 100)])
     assert [outcome if isinstance(outcome, str) else outcome[1] for outcome in outcomes] == [
-        True, "TENANT_QUOTA_EXCEEDED", True]
+        True, "REQUEST_EXCEEDS_QUOTA", True]
     sums = "SELECT tenant, SUM(size) FROM evidence_documents GROUP BY tenant ORDER BY tenant"
     totals = "SELECT tenant, stored_bytes FROM evidence_tenant_storage ORDER BY tenant"
     with ledger.engine.connect() as conn:

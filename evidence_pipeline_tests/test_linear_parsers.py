@@ -1,10 +1,13 @@
 """Parsers are linear by construction (issue 47): the shared JSON reader's depth gate is one forward scan, shown by
 counting its steps on adversarial inputs at n and 2n bytes and up to the reader's limit (no clock), and a signed
-body's content is parsed only after its signature verified."""
+body's content is parsed only after its signature verified. The same for what reads an uploaded document's text: a
+font's ToUnicode CMap (its blocks found in one forward pass, counted), a contract's signer line (split, not
+backtracked) and the content-stream lexer of the budget gate, at the size of its own limit."""
 
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 
 import pytest
@@ -14,7 +17,7 @@ from hypothesis import strategies as st
 
 from evidence_pipeline import jsonread
 from evidence_pipeline.actors.roles import Action
-from evidence_pipeline.documents import templates
+from evidence_pipeline.documents import budgets, gate, pdftext, review, templates
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.synthetic.rental_applications import organization_template, program_template
@@ -116,3 +119,61 @@ def test_a_template_with_a_bad_signature_is_refused_for_it_before_its_text_is_pa
     with pytest.raises(EvidenceError) as invalid:
         templates.submit(signers.gate, signed, deep, program_template())
     assert invalid.value.code == "TEMPLATE_INVALID"
+
+
+class _Scanned(bytes):
+    """Bytes that count how far each ``find`` reads (to what it found, or to the end)."""
+
+    scanned = 0
+
+    def find(self, sub, start=0, *args):
+        found = super().find(sub, start, *args)
+        type(self).scanned += (len(self) if found == -1 else found + len(sub)) - start
+        return found
+
+
+@pytest.mark.parametrize("cmap", [b"beginbfchar" * 9_000, b"beginbfrange" + b"<0><0>[" * 9_000 + b"endbfrange",
+                                  b"beginbfchar<41><0041>endbfchar" * 3_000 + b"beginbfchar" * 3_000],
+                         ids=["begins-without-end", "arrays-without-end", "blocks-then-begins"])
+def test_a_cmaps_blocks_are_found_in_one_forward_pass(cmap):
+    # The lazy regex it replaces (begin(.*?)end) read from every begin to the end: 88 KB took 7.5 s, quadratic.
+    _Scanned.scanned = 0
+    found = list(pdftext.blocks(_Scanned(cmap), b"beginbfchar", b"endbfchar"))
+    assert found == re.findall(rb"beginbfchar(.*?)endbfchar", cmap, re.DOTALL)
+    assert _Scanned.scanned <= 2 * len(cmap)  # each byte read at most twice (a begin's search, then its end's)
+    pdftext._to_unicode(cmap)  # the whole map: arrays end at the next bracket, so no candidate reads past it
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=40).map(lambda data: data.translate(bytes.maketrans(b"abcdef", b"BEBExx"))))
+def test_blocks_finds_what_the_lazy_regex_found(data):
+    assert list(pdftext.blocks(data, b"B", b"E")) == re.findall(rb"B(.*?)E", data, re.DOTALL)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="ab ()\t", max_size=20))
+def test_a_signer_value_splits_as_the_regex_it_replaces_matched(value):
+    matched = re.fullmatch(r"^(?P<name>[^()]*?)\s*\((?P<party>[^()]+)\)$", value)
+    assert review.signer(value) == ((matched["name"].strip(), matched["party"].strip()) if matched else None)
+
+
+def test_a_signer_value_of_spaces_is_one_pass():
+    # the regex backtracked over every split of the spaces: 40,000 took 4 s; a megabyte is read once
+    assert review.signer(" " * 1_000_000 + "x") is None and review.signer(" " * 1_000_000 + "(p)") == ("", "p")
+
+
+@pytest.mark.parametrize("tail", [b"", b"(", b"\\\n"], ids=["unterminated", "nested-open", "continued-line"])
+def test_the_content_budget_gate_lexes_escaped_parentheses_in_one_pass(tail):
+    # A string that could fail to close was scanned again from every escaped "(" inside it: 40 KB took 64 s, and
+    # this, just under the text budget, would have taken days. Now it is text, counted once.
+    stream = b"(" + b"\\(" * ((budgets.MAX_TEXT_BYTES - 8) // 2) + tail
+    gate._check_content(stream)
+    with pytest.raises(EvidenceError) as over:
+        gate._check_content(stream + b"\\(" * 8)
+    assert over.value.code == "DOCUMENT_LIMIT_EXCEEDED"
+
+
+def test_the_content_budget_gate_still_counts_what_strings_and_comments_hide():
+    stripped = gate._NOT_OPERATORS.sub(b" ", b"BT (a(b)c) Tj (x\\)y) Tj <41> Tj % q Q\n(\\\n) ET")
+    assert [token.group() for token in gate._OPERATOR.finditer(stripped)] == [b"BT", b"c", b"Tj", b"Tj", b"Tj",
+                                                                               b"ET"]

@@ -5,6 +5,7 @@ or a signer without the operator role, publishes nothing."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -117,6 +118,27 @@ def test_from_dir_takes_the_landing_layout_as_the_sensor_does(backend, tmp_path)
     assert [(r["tenant"], r["period"], r["sequence"], r["rows"]) for r in json.loads(done.output)] == [
         (MONTH.tenant, MONTH.period, 1, len(rows)), (MONTH.tenant, MONTH.period, 2, 3)]
     assert sources.pin_latest(runtime.sources, MONTH).sequence == 2
+
+
+def test_from_dir_reads_no_link_and_no_hard_link_as_the_sensor_does(backend, tmp_path):
+    """Pointed at a landing location, --from-dir read what a tenant's links pointed to (another tenant's file, or
+    any file the operator can read) and published it under the folder's tenant, as the sensor did before issue 47;
+    now each such entry is refused with the sensor's code and never read, and the others are published."""
+    runtime, signers = _setup(backend, tmp_path)
+    theirs = Path(_file(tmp_path, OTHER, "landing"))  # cobalt-cycles/2026-07.csv, a real file: published
+    month = tmp_path / "landing" / MONTH.tenant / MONTH.period
+    month.mkdir(parents=True)
+    (month / "linked.csv").symlink_to(theirs)
+    (tmp_path / "landing" / MONTH.tenant / "2026-08.csv").symlink_to(theirs)
+    outside = tmp_path / "outside.csv"
+    demo_transactions(MONTH).to_csv(outside, index=False)
+    (month / "hard.csv").hardlink_to(outside)
+    os.mkfifo(month / "pipe.csv")  # read, it would wait for a writer forever
+    done = _run(backend, "--from-dir", str(tmp_path / "landing"), "--key", signers.key_file("olga"), "--json")
+    assert done.exit_code == 1, done.output
+    codes = sorted(result["error"]["code"] for result in json.loads(done.output) if "error" in result)
+    assert codes == ["LANDING_HARD_LINK", "LANDING_NOT_REGULAR", "LANDING_SYMLINK", "LANDING_SYMLINK"]
+    assert runtime.sources.list(MONTH.tenant) == [] and sources.pin_latest(runtime.sources, OTHER).sequence == 1
 
 
 def test_the_documented_sample_folder_publishes_as_the_docs_say(backend, tmp_path):

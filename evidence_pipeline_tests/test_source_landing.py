@@ -166,6 +166,21 @@ def test_a_file_of_a_tenant_nobody_registered_is_refused_unread_and_marked(lande
     assert "no new file" in sensor.tick().skip_message
 
 
+def test_a_month_folder_named_in_other_digits_than_ascii_is_passed_over(landed, ticks):
+    # Arabic-Indic digits: a regex's \d matches them and int() reads them as 2026, so the folder passed for July
+    # and its file was taken, tick after tick, for a period no partition, key or comparison of months expects.
+    drop, read = landed
+    sensor, rt = ticks
+    period = "\u0662\u0660\u0662\u0666-07"
+    drop(f"acme-books/{period}/export.csv", _rows().decode().replace("2026-07", period).encode())
+    location = landing.open_landing(os.environ["EVIDENCE_LANDING_URI"],
+                                    s3_client(rt.settings) if "EVIDENCE_ARCHIVE_URI" in os.environ else None)
+    assert list(location.walk()) == []
+    sensor.tick()
+    sensor.tick()
+    assert _published(rt, MONTH.tenant) == [] and rt.sources.list(MONTH.tenant) == []
+
+
 def test_an_offboarded_tenants_file_is_marked_once_and_not_retried(landed, ticks):
     drop, read = landed
     sensor, rt = ticks

@@ -51,7 +51,7 @@ _ENVELOPE_FIELDS = frozenset({"payloadType", "payload", "signatures"})
 _LEGACY_FIELDS = frozenset({"request", "signature"})
 _KEY_ID = re.compile(r"^[0-9a-f]{64}$")
 _NONCE = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
-_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+_TIME = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$")
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 

@@ -271,4 +271,4 @@ def prove_inclusion(ledger: Ledger, archive: ArtifactStore, seq: int) -> dict:
 
 def checkpoint_keys(archive: ArtifactStore) -> list[str]:
     """Published checkpoint keys, oldest first; anything else in the folder is not a checkpoint."""
-    return [key for key in archive.list(PREFIX) if re.fullmatch(rf"{PREFIX}/\d{{12}}\.json", key)]
+    return [key for key in archive.list(PREFIX) if re.fullmatch(rf"{PREFIX}/[0-9]{{12}}\.json", key)]

@@ -104,7 +104,7 @@ _INDEX_FIELDS = {"format", "version", "tenant", "from", "to", "exported_at", "ch
 # Added within version 1, both or neither: a package exported before them lists no authorizations, and still verifies.
 _AUTHORIZATION_FIELDS = {"authorizations", "action_max_age_seconds"}
 _VERSION_2_FIELDS = _INDEX_FIELDS | _AUTHORIZATION_FIELDS | {"documents"}
-_EVENT_PATH = re.compile(rf"{EVENTS}/(\d{{12}})\.json")
+_EVENT_PATH = re.compile(rf"{EVENTS}/([0-9]{{12}})\.json")
 _INCLUSION_FIELDS = {"event", "event_seq", "prev_hash", "event_hash", "leaf_index", "tree_size", "checkpoint", "proof"}
 
 
@@ -228,7 +228,7 @@ def _index_problem(document: dict, index: Index) -> str | None:
     if len(index.bundles) != len(document["bundles"]) or not (index.bundles or index.documents
                                                               and index.documents["artifacts"]):
         return "lists no bundle and no document artifact, or a bundle whose inclusion proof is not at its place"
-    pattern = re.compile(rf"bundles/{re.escape(index.tenant)}/(\d{{4}}-\d{{2}})/[0-9a-f]{{64}}")
+    pattern = re.compile(rf"bundles/{re.escape(index.tenant)}/([0-9]{{4}}-[0-9]{{2}})/[0-9a-f]{{64}}")
     for bundle in index.bundles:
         matched = isinstance(bundle, str) and pattern.fullmatch(bundle)
         if not matched or not _in_range(matched.group(1), index.first, index.last):
@@ -242,7 +242,7 @@ def _index_problem(document: dict, index: Index) -> str | None:
     if type(maximum) not in (int, float) or not maximum > 0:
         return "has no positive action_max_age_seconds"
     checkpoints = index.checkpoints
-    if not checkpoints or not all(isinstance(key, str) and re.fullmatch(rf"{CHECKPOINTS}/\d{{12}}\.json", key)
+    if not checkpoints or not all(isinstance(key, str) and re.fullmatch(rf"{CHECKPOINTS}/[0-9]{{12}}\.json", key)
                                   for key in checkpoints):
         return "lists no checkpoint, or a checkpoint that is not at its place"
     sizes = [checkpoint_size(key) for key in checkpoints]

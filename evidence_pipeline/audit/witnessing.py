@@ -127,7 +127,7 @@ def witness_checkpoint(archive: ArtifactStore, note: Note, tree: merkle.Tree,
 def _last_cosigned(archive: ArtifactStore, witness: Verifier, below: int) -> int:
     name = cosignature_key(0, witness).rsplit("/", 1)[-1]
     sizes = [int(key.split("/")[-2]) for key in archive.list(COSIGNATURES)
-             if key.endswith(f"/{name}") and re.fullmatch(r"\d{12}", key.split("/")[-2])]
+             if key.endswith(f"/{name}") and re.fullmatch(r"[0-9]{12}", key.split("/")[-2])]
     return max((size for size in sizes if size < below), default=0)
 
 

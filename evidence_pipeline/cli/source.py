@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -16,7 +18,7 @@ from evidence_pipeline.cli.resources import load_settings, open_runtime
 from evidence_pipeline.errors import EvidenceError, exit_code
 from evidence_pipeline.models import TENANT_ID, TenantMonth
 
-_PERIOD_FILE = re.compile(r"^(\d{4}-\d{2})\.csv$")
+_PERIOD_FILE = re.compile(r"^([0-9]{4}-[0-9]{2})\.csv$")
 
 
 @click.group()
@@ -43,14 +45,18 @@ def source_publish(tenant_id: str | None, period: str | None, file: Path | None,
     (an operator) and recorded as a `source.published` event under your name. Exit 1 when any file is refused."""
     if (from_dir is None) == (file is None) or (file is not None and period is None):
         raise click.UsageError("give TENANT PERIOD FILE, or --from-dir DIR")
-    files = [(TenantMonth(tenant_id, period), file)] if file is not None else _listed_files(from_dir)
+    from evidence_pipeline.monthly.landing import DirectoryLanding
+
+    files = [(TenantMonth(tenant_id, period), functools.partial(_read_named, file))] if file is not None else [
+        (tenant_month, functools.partial(DirectoryLanding(from_dir).read_file, name))
+        for tenant_month, name in _listed_files(from_dir)]
     settings = load_settings()
     rt = open_runtime(settings)
     correlation_id = f"cli-{uuid.uuid4().hex}"
     results, failed = [], None
-    for tenant_month, path in files:
+    for tenant_month, read in files:
         try:
-            results.append(_publish_one(settings, rt, tenant_month, path, key, actor, correlation_id))
+            results.append(_publish_one(settings, rt, tenant_month, read, key, actor, correlation_id))
         except EvidenceError as error:
             results.append({"tenant": tenant_month.tenant, "period": tenant_month.period, "error": _error(error)})
             failed = failed or error.code
@@ -61,10 +67,11 @@ def source_publish(tenant_id: str | None, period: str | None, file: Path | None,
         sys.exit(exit_code(failed))
 
 
-def _listed_files(folder: Path) -> list[tuple[TenantMonth, Path]]:
+def _listed_files(folder: Path) -> list[tuple[TenantMonth, str]]:
     """DIR/<tenant>/<YYYY-MM>.csv and the landing layout DIR/<tenant>/<YYYY-MM>/<name>.csv (the landing sensor's
-    markers and names beginning with "." are passed over, as the sensor passes them over), sorted by path; any
-    other file refuses the whole command before anything is read."""
+    markers and names beginning with "." are passed over, as the sensor passes them over), sorted by path, each
+    with its name relative to DIR; any other file refuses the whole command before anything is read. A folder may
+    be a landing location, which its tenants write: each file is read as the sensor reads it, through no link."""
     from evidence_pipeline.monthly.landing import MARKER, layout_tenant_month
 
     found, stray = [], []
@@ -74,9 +81,9 @@ def _listed_files(folder: Path) -> list[tuple[TenantMonth, Path]]:
             continue
         month = _PERIOD_FILE.fullmatch(relative[-1])
         if len(relative) == 2 and TENANT_ID.fullmatch(relative[0]) and month is not None:
-            found.append((TenantMonth(relative[0], month.group(1)), path))
+            found.append((TenantMonth(relative[0], month.group(1)), "/".join(relative)))
         elif (landed := layout_tenant_month(relative)) is not None:
-            found.append((landed, path))
+            found.append((landed, "/".join(relative)))
         else:
             stray.append("/".join(relative))
     if stray:
@@ -87,13 +94,20 @@ def _listed_files(folder: Path) -> list[tuple[TenantMonth, Path]]:
     return found
 
 
-def _publish_one(settings, rt, tenant_month: TenantMonth, path: Path, key: Path | None, actor: str | None,
-                 correlation_id: str) -> dict:
-    from evidence_pipeline.actors.roles import Action
-    from evidence_pipeline.monthly import publication, source_format
+def _read_named(path: Path) -> bytes:
+    """A file the operator named: the size checked before it is read."""
+    from evidence_pipeline.monthly import source_format
 
     source_format.check_size(path.stat().st_size)
-    prepared = publication.prepare(tenant_month, path.read_bytes())
+    return path.read_bytes()
+
+
+def _publish_one(settings, rt, tenant_month: TenantMonth, read: Callable[[], bytes], key: Path | None,
+                 actor: str | None, correlation_id: str) -> dict:
+    from evidence_pipeline.actors.roles import Action
+    from evidence_pipeline.monthly import publication
+
+    prepared = publication.prepare(tenant_month, read())
     envelope = signed(settings, key, actor, Action.SOURCE_PUBLISH, publication.signed_args(prepared),
                       tenant=tenant_month.tenant)
     record = publication.signed_by(gate(settings, rt.ledger), envelope, prepared)

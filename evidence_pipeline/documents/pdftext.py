@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pikepdf
@@ -263,18 +264,20 @@ def _single_byte_encoding(font) -> dict[int, str]:
 
 
 _HEX = re.compile(rb"<([0-9A-Fa-f]+)>")
+# An array's items are hex strings: it ends at the next bracket of either kind, so no candidate scans past it
+_BFRANGE_LINE = re.compile(rb"<([0-9A-Fa-f]+)>\s*<([0-9A-Fa-f]+)>\s*(<[0-9A-Fa-f]+>|\[[^\[\]]*\])")
 
 
 def _to_unicode(cmap: bytes) -> dict[int, str]:
     """The bfchar and bfrange entries of a ToUnicode CMap."""
     mapping: dict[int, str] = {}
     declared = 0  # every code a range declares counts, overlapping or not: the work is per declared code
-    for block in re.findall(rb"beginbfchar(.*?)endbfchar", cmap, re.DOTALL):
+    for block in blocks(cmap, b"beginbfchar", b"endbfchar"):
         codes = _HEX.findall(block)
         for src, dst in zip(codes[0::2], codes[1::2]):
             mapping[int(src, 16)] = _utf16(dst)
-    for block in re.findall(rb"beginbfrange(.*?)endbfrange", cmap, re.DOTALL):
-        for line in re.findall(rb"<([0-9A-Fa-f]+)>\s*<([0-9A-Fa-f]+)>\s*(<[0-9A-Fa-f]+>|\[[^\]]*\])", block):
+    for block in blocks(cmap, b"beginbfrange", b"endbfrange"):
+        for line in _BFRANGE_LINE.findall(block):
             lo, hi, dst = int(line[0], 16), int(line[1], 16), line[2]
             if hi - lo > 0xFFFF:
                 continue
@@ -289,6 +292,19 @@ def _to_unicode(cmap: bytes) -> dict[int, str]:
                 for offset in range(hi - lo + 1):
                     mapping[lo + offset] = base[:-1] + chr(ord(base[-1]) + offset) if base else ""
     return mapping
+
+
+def blocks(data: bytes, begin: bytes, end: bytes) -> Iterator[bytes]:
+    """What lies between each ``begin`` and the first ``end`` after it, in one forward pass: a lazy regex
+    (``begin(.*?)end``) scanned from every ``begin`` to the end of the data when no ``end`` follows, quadratic in a
+    CMap of repeated ``begin``s (88 KB took 7.5 s, each doubling four times as long)."""
+    at = 0
+    while (start := data.find(begin, at)) != -1:
+        stop = data.find(end, start + len(begin))
+        if stop == -1:  # no end after this begin, so after no later one either
+            return
+        yield data[start + len(begin):stop]
+        at = stop + len(end)
 
 
 def _utf16(hexdigits: bytes) -> str:

@@ -13,6 +13,7 @@ from evidence_pipeline.documents.registry import Operation, operation, request_d
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.admission import Clock, JobLimits
 from evidence_pipeline.ledger.document_jobs import EVIDENCE, stage_of
+from evidence_pipeline.ledger.documents import stored_bytes_exceeded
 from evidence_pipeline.ledger.jobs import ACCEPTED, RUNNING, document_job_id
 from evidence_pipeline.models import first_open_period, validate_period
 from evidence_pipeline.store import sha256_hex
@@ -23,7 +24,7 @@ SNIFF_BYTES = 8
 IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"
 _IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_PERIOD = re.compile(r"^\d{4}-\d{2}$")
+_PERIOD = re.compile(r"^[0-9]{4}-[0-9]{2}$")
 MAX_INPUTS = 100
 MAX_BATCH_JOBS = 5_000
 
@@ -71,7 +72,7 @@ def store_document(
             tenant, sha256, size, media_type, key, actor, clock, documents.runtime.settings.tenant_max_bytes
         )
     except EvidenceError as error:
-        if error.code == ReasonCode.TENANT_QUOTA_EXCEEDED:
+        if error.code == ReasonCode.REQUEST_EXCEEDS_QUOTA:
             documents.store.erase(key)
         raise
 
@@ -276,11 +277,8 @@ def check_byte_quota(documents: Documents, tenant: str, declared: int) -> None:
     """Refuse an upload that would take the tenant past its stored-bytes quota, before reading it (the exact
     check is admit_document's, which counts the uploads admitted meanwhile)."""
     quota = documents.runtime.settings.tenant_max_bytes
-    if declared > quota:
-        raise EvidenceError(ReasonCode.REQUEST_EXCEEDS_QUOTA, f"{declared} bytes can never fit the tenant's quota of "
-                            f"{quota} stored document bytes")
     if documents.records.stored_bytes(tenant) + declared > quota:
-        raise EvidenceError(ReasonCode.TENANT_QUOTA_EXCEEDED, f"at most {quota} stored document bytes")
+        raise stored_bytes_exceeded(quota)
 
 
 def job_status(documents: Documents, tenant: str, job_id: str) -> dict:

@@ -155,7 +155,7 @@ OPERATIONS = {
                                        for media in sorted(admission.ALLOWED_MEDIA_TYPES)}},
         {201: "Document", 200: "Document"},
         (R.LENGTH_REQUIRED, R.LENGTH_MISMATCH, R.DOCUMENT_TOO_LARGE, R.MEDIA_TYPE_UNSUPPORTED,
-         R.CONTENT_DIGEST_MISMATCH, R.TENANT_QUOTA_EXCEEDED, R.REQUEST_EXCEEDS_QUOTA, R.STORE_FULL, R.STORE_READ_ONLY,
+         R.CONTENT_DIGEST_MISMATCH, R.REQUEST_EXCEEDS_QUOTA, R.STORE_FULL, R.STORE_READ_ONLY,
          R.STORE_ACCESS_DENIED),
     ),
     ("/v1/jobs", "post"): ("Ask for an operation on documents", [_IDEMPOTENCY], {"required": True, **_json("JobSpec")},

@@ -36,8 +36,8 @@ class DocumentRecords:
     ) -> tuple[dict, bool]:
         """Record an admitted document and its `document.admitted` event (with the request's ``admission_ms`` so
         far); the same bytes again return the first record. Returns (row, created). A new document that takes the
-        tenant past ``max_bytes`` stored is TENANT_QUOTA_EXCEEDED, checked in the transaction that admits it (admissions
-        that check a quota commit one after another, so each sees the last: serialize_admissions)."""
+        tenant past ``max_bytes`` stored is REQUEST_EXCEEDS_QUOTA, checked in the transaction that admits it
+        (admissions that check a quota commit one after another, so each sees the last: serialize_admissions)."""
         document_id = "doc_" + sha256_text(f"{tenant}/{sha256}")[:40]
         admission = _Admission(tenant, document_id, sha256, size, media_type, store_key, actor, clock, max_bytes)
         return self.ledger._transact_together(admission, self._admit_all)
@@ -61,7 +61,7 @@ class DocumentRecords:
 
     def _insert_new(self, conn: Connection, admissions: list[_Admission]) -> dict[tuple[str, str], tuple[dict, bool]]:
         """The new documents' rows and events, one statement each, and one per tenant for its running total;
-        TENANT_QUOTA_EXCEEDED when a document takes its tenant past its quota."""
+        REQUEST_EXCEEDS_QUOTA when a document takes its tenant past its quota."""
         storage = self.ledger.tenant_storage.c
         stored = dict(conn.execute(select(storage.tenant, storage.stored_bytes).where(
             storage.tenant.in_({a.tenant for a in admissions}))).all())  # absent: no document yet
@@ -69,7 +69,7 @@ class DocumentRecords:
         for a in admissions:
             totals[a.tenant] = totals.get(a.tenant, 0) + a.size
             if totals[a.tenant] > a.max_bytes:
-                raise EvidenceError(ReasonCode.TENANT_QUOTA_EXCEEDED, f"at most {a.max_bytes} stored document bytes")
+                raise stored_bytes_exceeded(a.max_bytes)
         now = time.time()
         events = self.ledger._append_many(conn, [
             (TenantMonth(a.tenant, current_month(now)), EventType.DOCUMENT_ADMITTED, a.sha256, a.actor,
@@ -181,3 +181,10 @@ class _Admission:
     @property
     def key(self) -> tuple[str, str]:
         return self.tenant, self.document_id
+
+
+def stored_bytes_exceeded(quota: int) -> EvidenceError:
+    """A document past its tenant's stored-bytes quota. Documents are kept (only offboarding erases them), so a
+    tenant's stored bytes never go down: the upload will never fit, and "try again later" would loop forever."""
+    return EvidenceError(ReasonCode.REQUEST_EXCEEDS_QUOTA, f"this document would take the tenant past its quota of "
+                         f"{quota} stored document bytes, and stored documents are kept: it can never fit")

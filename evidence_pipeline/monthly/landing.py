@@ -23,9 +23,9 @@ tenant or period is not a slug or a month is passed over, and nothing of its nam
 
 from __future__ import annotations
 
+import errno
 import json
 import os
-import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -35,13 +35,12 @@ from botocore.exceptions import ClientError
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.tenants import ACTIVE, OFFBOARDED, TenantRegistry
-from evidence_pipeline.models import TENANT_ID, TenantMonth
+from evidence_pipeline.models import PERIOD, TENANT_ID, TenantMonth
 from evidence_pipeline.monthly import publication, source_format
 from evidence_pipeline.runtime import Runtime
 
 MARKER = ".published"
 ACTOR = "landing"
-_PERIOD = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
 # The refusals a take marks: none of them heals by waiting, so they are never taken again.
 REFUSED = frozenset({ReasonCode.SOURCE_INVALID, ReasonCode.SOURCE_TOO_LARGE, ReasonCode.TENANT_UNKNOWN,
                      ReasonCode.TENANT_OFFBOARDED, ReasonCode.LANDING_SYMLINK, ReasonCode.LANDING_HARD_LINK,
@@ -57,7 +56,7 @@ def _source_name(name: str) -> bool:
 
 
 # What each level of <tenant>/<YYYY-MM>/<name>.csv must be called to be taken
-_LAYOUT = (TENANT_ID.fullmatch, _PERIOD.fullmatch, _source_name)
+_LAYOUT = (TENANT_ID.fullmatch, PERIOD.fullmatch, _source_name)
 
 
 def layout_tenant_month(parts: tuple[str, ...]) -> TenantMonth | None:
@@ -111,21 +110,32 @@ class DirectoryLanding:
 
     def read(self, landed: Landed) -> bytes:
         """The file's bytes, read from a descriptor whose status is checked: still the version the walk saw."""
+        return self.read_file(landed.name, tuple(landed.version))
+
+    def read_file(self, name: str, version: tuple | None = None) -> bytes:
+        """The bytes of ``name`` (relative to the root), reached through no link and read from a descriptor whose
+        status is checked: a regular file with one hard link (else its LANDING_* refusal), still ``version`` when
+        one is given (else LANDING_FILE_CHANGED). `source publish --from-dir` reads the layout with it too."""
         try:
-            fd = self._open(landed.name, _FILE)
-        except OSError:  # it became a link or went away since the walk: the next walk sees what it is now
-            raise _changed() from None
+            fd = self._open(name, _FILE)
+        except OSError as error:
+            if version is not None:  # it became a link or went away since the walk: the next walk sees what it is now
+                raise _changed() from None
+            if error.errno in (errno.ELOOP, errno.ENOTDIR):  # O_NOFOLLOW met a link (ENOTDIR: one to a folder)
+                raise EvidenceError(ReasonCode.LANDING_SYMLINK, ReasonCode.LANDING_SYMLINK.meaning) from None
+            raise EvidenceError(ReasonCode.LOCAL_IO_FAILED, f"cannot open a source file: {error.strerror}") from None
         try:
             status = os.fstat(fd)
             refusal = _file_refusal(status)
             if refusal is not None:
                 raise EvidenceError(refusal, refusal.meaning)
-            if _version(status) != tuple(landed.version):
+            version = version or _version(status)
+            if _version(status) != version:
                 raise _changed()
             source_format.check_size(status.st_size)
             with os.fdopen(os.dup(fd), "rb") as file:
                 data = file.read(status.st_size + 1)
-            if len(data) != status.st_size or _version(os.fstat(fd)) != tuple(landed.version):
+            if len(data) != status.st_size or _version(os.fstat(fd)) != version:
                 raise _changed()
             return data
         finally:

@@ -100,7 +100,7 @@ def check_frame(frame: pd.DataFrame, tenant_month: TenantMonth, lines: np.ndarra
     amount_text = text["amount_minor"].str.fullmatch(_AMOUNT)
     amounts = text["amount_minor"].where(amount_text, "1").astype("int64")  # at most 10 digits: fits int64
     days = calendar.monthrange(tenant_month.year, tenant_month.month)[1]
-    date = text["booked_on"].str.fullmatch(r"\d{4}-\d{2}-\d{2}") & pd.to_datetime(
+    date = text["booked_on"].str.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}") & pd.to_datetime(
         text["booked_on"], format="%Y-%m-%d", errors="coerce").notna()
     in_month = text["booked_on"].isin([f"{tenant_month.period}-{day:02d}" for day in range(1, days + 1)])
     # column -> [(rows that break a rule, its code)], the first rule a cell breaks is the one reported

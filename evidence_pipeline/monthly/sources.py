@@ -21,8 +21,8 @@ from evidence_pipeline.models import SourceRevision, TenantMonth
 from evidence_pipeline.monthly.source_format import check_frame
 from evidence_pipeline.store import ArtifactStore, sha256_hex
 
-_REVISION_KEY = re.compile(r"^(\d{6})-([0-9a-f]{64})\.csv$")
-_CLAIM_KEY = re.compile(r"^(\d{6})\.claim$")
+_REVISION_KEY = re.compile(r"^([0-9]{6})-([0-9a-f]{64})\.csv$")
+_CLAIM_KEY = re.compile(r"^([0-9]{6})\.claim$")
 _CLAIM_ATTEMPTS = 1000  # each lost claim means another publication took that sequence: progress, not a spin
 
 

@@ -43,7 +43,7 @@ from evidence_pipeline.store import ArtifactStore
 PAYLOAD_TYPE = "application/vnd.evidence-pipeline.keyring+json"
 SCHEMA = "evidence-keyring/v1"
 ACTIVE, RETIRED, REVOKED = "active", "retired", "revoked"
-_NAME = re.compile(r"keys/keyring-(\d{6,})\.json")
+_NAME = re.compile(r"keys/keyring-([0-9]{6,})\.json")
 # A time stamp is taken after the signature it stamps: a signature made just before its key was retired gets a time
 # stamp a little later. Retirement (not revocation) tolerates that much between the two.
 RETIREMENT_GRACE = timedelta(minutes=10)
