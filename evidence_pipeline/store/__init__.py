@@ -27,6 +27,12 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+class Sink(Protocol):
+    """Where a stream is copied: a binary file, or DISCARD."""
+
+    def write(self, chunk: bytes, /) -> int: ...
+
+
 def chunks(file: BinaryIO, limit: int | None = None) -> Iterator[bytes]:
     """The rest of ``file`` (at most ``limit`` bytes), CHUNK bytes at a time."""
     while limit is None or limit > 0:
@@ -37,7 +43,7 @@ def chunks(file: BinaryIO, limit: int | None = None) -> Iterator[bytes]:
         yield chunk
 
 
-def copy_hashing(source: Iterable[bytes], out: BinaryIO) -> tuple[str, int]:
+def copy_hashing(source: Iterable[bytes], out: Sink) -> tuple[str, int]:
     """Write ``source`` to ``out``, hashing on the way; returns (sha256, size)."""
     digest, size = hashlib.sha256(), 0
     for chunk in source:
@@ -127,7 +133,7 @@ class ArtifactStore(Protocol):
         can: asked for later, the version could be one written since."""
         ...
 
-    def get_file(self, key: str, out: BinaryIO, expected_sha256: str | None = None,
+    def get_file(self, key: str, out: Sink, expected_sha256: str | None = None,
                  max_bytes: int | None = None) -> str:
         """Stream an object into ``out``, hashing while writing, and return its sha256. Digests and sizes are
         checked as by ``get``; on a mismatch ``out`` holds unverified bytes, which the caller must discard."""

@@ -25,6 +25,7 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.faults import io_fault
 from evidence_pipeline.paths import make_dirs
 from evidence_pipeline.store import (
+    Sink,
     StoredObject,
     StreamingStore,
     check_digest,
@@ -124,7 +125,7 @@ class LocalStore(StreamingStore):
                 raise EvidenceError(ReasonCode.STORE_CONFLICT, f"object {key} already exists with different bytes")
         return StoredObject(key=key, sha256=digest, size=size, created=False)
 
-    def get_file(self, key: str, out: BinaryIO, expected_sha256: str | None = None,
+    def get_file(self, key: str, out: Sink, expected_sha256: str | None = None,
                  max_bytes: int | None = None) -> str:
         # Hash what is copied, not the stored file: the caller uses exactly the bytes that were checked.
         *folders, name = check_key(key).split("/")

@@ -25,6 +25,7 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.store import (
     CHUNK,
     DISCARD,
+    Sink,
     StoredObject,
     StreamingStore,
     check_digest,
@@ -121,7 +122,7 @@ class S3Store(StreamingStore):
         return StoredObject(key, sha256, size, created=True, version_id=response.get("VersionId"))
 
     def get_file(
-        self, key: str, out: BinaryIO, expected_sha256: str | None = None, max_bytes: int | None = None
+        self, key: str, out: Sink, expected_sha256: str | None = None, max_bytes: int | None = None
     ) -> str:
         return self._read(key, out, expected_sha256, max_bytes)[0]
 
@@ -131,7 +132,7 @@ class S3Store(StreamingStore):
         return out.getvalue(), version
 
     @_bounded
-    def _read(self, key: str, out: BinaryIO, expected_sha256: str | None,
+    def _read(self, key: str, out: Sink, expected_sha256: str | None,
               max_bytes: int | None) -> tuple[str, str | None]:
         """(sha256, version id) of the object streamed into ``out``."""
         with _errors(key):
