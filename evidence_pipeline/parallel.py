@@ -28,6 +28,7 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 
 T = TypeVar("T")
 R = TypeVar("R")
+Built = TypeVar("Built")  # what make_runtime builds in a worker, for each of its stage calls
 
 _pools: dict[int, ProcessPoolExecutor] = {}
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -35,7 +36,7 @@ _PARENT_CHECK_SECONDS = 1.0
 
 
 def map_stage(
-    make_runtime: Callable[[], object], stage: Callable[[object, T], R], items: Sequence[T], workers: int
+    make_runtime: Callable[[], Built], stage: Callable[[Built, T], R], items: Sequence[T], workers: int
 ) -> list[R | EvidenceError]:
     """``stage(runtime, item)`` for every item, in order; an item's EvidenceError is returned in its place.
 
@@ -46,7 +47,7 @@ def map_stage(
 
 
 def iter_stage(
-    make_runtime: Callable[[], object], stage: Callable[[object, T], R], items: Sequence[T], workers: int
+    make_runtime: Callable[[], Built], stage: Callable[[Built, T], R], items: Sequence[T], workers: int
 ) -> Iterator[R | EvidenceError]:
     """map_stage, yielding each item's outcome, in order, as soon as it and those before it are done."""
     if workers <= 1 or len(items) <= 1:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, cast
 
 from evidence_pipeline import jsonread
 from evidence_pipeline.audit.checkpoints import CheckpointKeys, checkpoint_key, checkpoint_keys, commits_bundle
@@ -39,6 +40,10 @@ from evidence_pipeline.store import DISCARD, ArtifactStore
 from evidence_pipeline.witness.policy import TlogPolicy
 from evidence_pipeline.witness.proof import MAX_PROOF_BYTES, TlogProof, parse_tlog_proof
 
+if TYPE_CHECKING:
+    from evidence_pipeline.ledger import Ledger
+    from evidence_pipeline.runtime import Runtime
+
 TLOG_PROOF = "tlog_proof"  # the check's name
 
 
@@ -58,7 +63,8 @@ def export_policy(witnesses: tuple[Verifier, ...], logs: tuple[Verifier, ...]) -
     return TlogPolicy.of_count(witnesses, len(witnesses), logs).encode()
 
 
-def bundle_log_files(runtime, event: LedgerEvent, prefix: str, witnesses: tuple[Verifier, ...]) -> dict[str, bytes]:
+def bundle_log_files(runtime: Runtime, event: LedgerEvent, prefix: str,
+                     witnesses: tuple[Verifier, ...]) -> dict[str, bytes]:
     """The log's files (by path, see above) for the bundle at ``prefix`` published by ``event``; none before a
     checkpoint with a note covers it."""
     ledger, archive = runtime.ledger, runtime.archive
@@ -90,7 +96,7 @@ _KEEP_TREES = 2  # the newest checkpoints' (leaves and the subtree hashes proofs
 _TREES_LOCK = threading.Lock()  # downloads run in a thread pool
 
 
-def _tree(ledger, size: int) -> merkle.Tree:
+def _tree(ledger: Ledger, size: int) -> merkle.Tree:
     """The tree of the ledger's first ``size`` events, read once per process and checkpoint, not per download."""
     key = (ledger.engine.url.render_as_string(hide_password=True), size)
     with _TREES_LOCK:
@@ -132,16 +138,16 @@ def _check_bundle_log(store: ArtifactStore, prefix: str, key_ids: frozenset[str]
         body = parse_checkpoint(proof.checkpoint.text)
     except NoteError as error:
         raise EvidenceError(ReasonCode.PROOF_INVALID, f"{path}: {error}") from None
-    manifest = jsonread.loads(store.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES),
-                              ReasonCode.MANIFEST_INVALID, MANIFEST)
+    manifest: Any = jsonread.loads(store.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES),
+                                   ReasonCode.MANIFEST_INVALID, MANIFEST)
     seq = manifest.get("ledger", {}).get("seq") if isinstance(manifest, dict) else None
     if type(seq) is not int or not store.exists(event_path(seq)):
         raise EvidenceError(ReasonCode.LEDGER_EVENT_MISMATCH, "the file holds no event at the manifest's ledger seq")
     text = store.get(event_path(seq), max_bytes=jsonread.MAX_BYTES)
     parsed = jsonread.loads(text, ReasonCode.LEDGER_EVENT_MISMATCH, event_path(seq))
     # the chain hash is the manifest's: the Merkle proof, not the hash chain, is what puts the bytes in the log
-    event = LedgerEvent(seq, parsed.get("event_type") if isinstance(parsed, dict) else None,
-                        manifest["ledger"].get("event_hash"), parsed)
+    event = LedgerEvent(seq, cast(str, parsed.get("event_type") if isinstance(parsed, dict) else None),
+                        manifest["ledger"].get("event_hash"), cast(dict[str, Any], parsed))  # commits_bundle checks it
     files = {"report_sha256": store.get_file(f"{prefix}/{REPORT}", DISCARD),
              "statement_sha256": store.get_file(f"{prefix}/{STATEMENT}", DISCARD)}
     if not commits_bundle(event, prefix, manifest, files):

@@ -12,9 +12,10 @@ the same code and loads no SQLAlchemy.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
@@ -51,7 +52,7 @@ def checkpoint_key(size: int) -> str:
 
 
 def publish_checkpoint(ledger: Ledger, archive: ArtifactStore, keyring: Keyring,
-                       witness: ed25519.Ed25519PrivateKey | None = None) -> dict:
+                       witness: ed25519.Ed25519PrivateKey | None = None) -> dict[str, Any]:
     """Sign and publish the current tree head; a head that is already checkpointed is returned as it is (put-once:
     a checkpoint published before a witness was configured never gets its signature).
 
@@ -98,11 +99,12 @@ def _witness_id(archive: ArtifactStore, tree: merkle.Tree, keyring: Keyring,
     return witness_id
 
 
-def read_checkpoint(archive: ArtifactStore, key: str, keys: dict[str, ed25519.Ed25519PublicKey]) -> dict:
+def read_checkpoint(archive: ArtifactStore, key: str,
+                    keys: dict[str, ed25519.Ed25519PublicKey]) -> dict[str, Any]:
     opened = dsse.verify_envelope(
         archive.get(key, max_bytes=jsonread.MAX_BYTES), keys, PAYLOAD_TYPE, code=ReasonCode.LEDGER_INVALID
     )
-    body = jsonread.loads(opened.payload, ReasonCode.LEDGER_INVALID, f"checkpoint {key}")
+    body: Any = jsonread.loads(opened.payload, ReasonCode.LEDGER_INVALID, f"checkpoint {key}")
     try:
         described = (
             isinstance(body, dict)
@@ -116,7 +118,7 @@ def read_checkpoint(archive: ArtifactStore, key: str, keys: dict[str, ed25519.Ed
         described = False
     if not described:
         raise EvidenceError(ReasonCode.LEDGER_INVALID, f"checkpoint {key} does not describe this ledger at its size")
-    return body
+    return cast(dict[str, Any], body)  # described above: a checkpoint's body
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,7 @@ class CheckpointKeys:
         keyring = read_published_keyring(archive, root_ids, documents)
         return cls(keyring.statement_keys(key_ids), keyring)
 
-    def read(self, archive: ArtifactStore, key: str) -> dict:
+    def read(self, archive: ArtifactStore, key: str) -> dict[str, Any]:
         """The checkpoint's body, once its signature and (with a keyring) its key's validity are checked."""
         checkpoint = read_checkpoint(archive, key, self.keys)
         if self.keyring is not None:
@@ -165,7 +167,7 @@ def check_witness(envelope: bytes, witness: ed25519.Ed25519PublicKey, key: str) 
 
 
 def verify_ledger(ledger: Ledger, archive: ArtifactStore, witness: ed25519.Ed25519PublicKey | None = None,
-                  origin: str | None = None, policy: TlogPolicy | None = None, stated: bool = True) -> dict:
+                  origin: str | None = None, policy: TlogPolicy | None = None, stated: bool = True) -> dict[str, Any]:
     """Recompute the chain, every published checkpoint's root and the consistency between checkpoints; with
     ``witness`` (pinned by the caller, never read from the archive), every checkpoint must carry its signature.
     Every checkpoint's note is checked as a package's are (witnessing.check_notes): of the log ``origin`` (None:
@@ -201,16 +203,16 @@ def verify_ledger(ledger: Ledger, archive: ArtifactStore, witness: ed25519.Ed255
         checked.append(size)
         bodies.append(checkpoint)
     pins = NotePins(origin, policy, checked[-1] if checked else 0, stated)
-    for _, error in check_notes(bodies, partial(archive_note, archive), keys.keys, pins):
-        if error is not None:
-            raise error
+    for _, failure in check_notes(bodies, partial(archive_note, archive), keys.keys, pins):
+        if failure is not None:
+            raise failure
     return {"events": events, "checkpoints": checked, "unchecked_tail": len(leaves) - (checked[-1] if checked else 0)}
 
 
-def prove_bundle(ledger: Ledger, archive: ArtifactStore, prefix: str) -> dict:
+def prove_bundle(ledger: Ledger, archive: ArtifactStore, prefix: str) -> dict[str, Any]:
     """The inclusion proof of the `bundle.published` event of the bundle at ``prefix``. The ledger vouches for the
     whole manifest: it must be exactly the manifest that event derives, and the files the ones it committed."""
-    manifest = jsonread.loads(
+    manifest: Any = jsonread.loads(
         archive.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES), ReasonCode.MANIFEST_INVALID, "manifest.json"
     )
     try:
@@ -227,7 +229,7 @@ def prove_bundle(ledger: Ledger, archive: ArtifactStore, prefix: str) -> dict:
     return prove_inclusion(ledger, archive, seq)
 
 
-def commits_bundle(event: LedgerEvent, prefix: str, manifest: object, files: dict[str, str]) -> bool:
+def commits_bundle(event: LedgerEvent, prefix: str, manifest: object, files: Mapping[str, str | None]) -> bool:
     """Whether ``event`` is the `bundle.published` event of the bundle at ``prefix``, committing exactly these files
     (``report_sha256``, ``statement_sha256``) and exactly this manifest (parsed): the ledger vouches for all of it."""
     try:
@@ -242,7 +244,7 @@ def commits_bundle(event: LedgerEvent, prefix: str, manifest: object, files: dic
         return False
 
 
-def prove_inclusion(ledger: Ledger, archive: ArtifactStore, seq: int) -> dict:
+def prove_inclusion(ledger: Ledger, archive: ArtifactStore, seq: int) -> dict[str, Any]:
     """The inclusion proof of event ``seq`` in the newest checkpoint that covers it, verified before returning."""
     numbered = ledger.leaves()
     order, leaves = [s for s, _ in numbered], [leaf for _, leaf in numbered]

@@ -15,6 +15,9 @@ index is signed with the statement key, its subjects every file written (package
 in a hidden temporary folder beside OUT and renamed into place only when it is complete (renameat2 with
 RENAME_NOREPLACE: an OUT that appears meanwhile is never replaced); a failed export leaves nothing behind. The
 format is described in `package.py`.
+
+Over 400 lines because the export is one sequence over one package folder (collect, copy, prove, verify, assess,
+sign, rename into place), each step a function of this module.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ import uuid
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any, cast
+
+from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from evidence_pipeline import jsonread
 from evidence_pipeline.actors.registry import ACTOR_EVENTS
@@ -56,7 +62,7 @@ from evidence_pipeline.audit.package import (
 from evidence_pipeline.audit.package_documents import document_proof_path, upload_path
 from evidence_pipeline.audit.package_index import package_files, sign_index
 from evidence_pipeline.audit.reports import assessment_document
-from evidence_pipeline.audit.verify import MAX_REPORT_BYTES, SIGNATURE_ALLOWANCE
+from evidence_pipeline.audit.verify import MAX_REPORT_BYTES, SIGNATURE_ALLOWANCE, Verification
 from evidence_pipeline.audit.verify_many import verify_all
 from evidence_pipeline.audit.witnessing import POLICY, archive_note, log_verifier, note_key
 from evidence_pipeline.canonical import utc_iso
@@ -101,7 +107,7 @@ class _Publication(_Stored):
 
 def export_package(documents: Documents, tenant: str, first: str | None, last: str | None, out: Path,
                    action_max_age_seconds: float, with_uploads: bool = False,
-                   controls: dict = DEFAULT_CONTROLS) -> Exported:
+                   controls: dict[str, Any] = DEFAULT_CONTROLS) -> Exported:
     """Write the audit package of ``tenant``'s bundles published for periods ``first``..``last`` (inclusive; None is
     unbounded), of its document jobs of those periods (``with_uploads``: the uploads' bytes too) and of its
     authorization events to the folder ``out``, which must not exist (PACKAGE_EXISTS).
@@ -227,7 +233,7 @@ class _Contents:
     document_events: list[_Stored]  # those that are not authorization events
     documents: DocumentContents
     with_uploads: bool
-    controls: dict  # the OSCAL controls mapping (oscal.py)
+    controls: dict[str, Any]  # the OSCAL controls mapping (oscal.py)
 
 
 def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, chosen: dict[int, str],
@@ -261,7 +267,7 @@ def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, cho
         _write_bundle(archive, package, publication)
         _write_proved(package, publication, chosen[publication.leaf_index], signed, tree)
         if notes[checkpoints[-1]] is not None:  # the bundle's C2SP proof, to the newest (co-signed) checkpoint
-            _write_tlog_proof(package, publication, notes[checkpoints[-1]], tree)
+            _write_tlog_proof(package, publication, cast(Note, notes[checkpoints[-1]]), tree)
     for stored in [*contents.authorizations, *contents.document_events]:
         _write_proved(package, stored, chosen[stored.leaf_index], signed, tree)
     policy = TlogPolicy.of_count(witnesses, len(witnesses))
@@ -272,8 +278,8 @@ def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, cho
     for publication, outcome in zip(contents.publications, verified):  # its files, proofs and notes are in place
         if outcome.error is not None:
             raise outcome.error  # the package could not be read: no assessment to make
-        assessments.append(assessment_document(  # as the exporter verified it
-            package, publication.prefix, outcome.verification, policy, contents.controls))
+        assessments.append(assessment_document(  # as the exporter verified it (no error: a verification)
+            package, publication.prefix, cast(Verification, outcome.verification), policy, contents.controls))
         package.put_once(assessment_path(publication.prefix), assessments[-1])
     if assessments:
         package.put_once(PACKAGE_ASSESSMENT, package_assessment_results(contents.tenant, assessments))
@@ -297,8 +303,8 @@ def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, cho
     return index
 
 
-def _signed_checkpoint(archive: ArtifactStore, package: LocalStore, key: str, statement_keys: dict,
-                       tree: merkle.Tree) -> tuple[int, bytes]:
+def _signed_checkpoint(archive: ArtifactStore, package: LocalStore, key: str,
+                       statement_keys: dict[str, ed25519.Ed25519PublicKey], tree: merkle.Tree) -> tuple[int, bytes]:
     """Copy a checkpoint verbatim once its signature verifies and its root is the ledger's at its size."""
     checkpoint = read_checkpoint(archive, key, statement_keys)
     size, root = checkpoint["size"], bytes.fromhex(checkpoint["root_sha256"])
@@ -368,7 +374,7 @@ def _copy(archive: ArtifactStore, key: str, package: LocalStore, target: str, ex
     return sha256
 
 
-def _json(document: dict) -> bytes:
+def _json(document: dict[str, Any]) -> bytes:
     return json.dumps(document, indent=2, sort_keys=True).encode() + b"\n"
 
 

@@ -6,6 +6,7 @@ a package never carries evidence that its own verifier would refuse."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from evidence_pipeline.audit.lineage import DerivedBy, walk
 from evidence_pipeline.audit.lineage_ledger import LedgerSource
@@ -21,10 +22,11 @@ class DocumentContents:
     """What the walks read: the package holds exactly this of the tenant's documents."""
 
     artifacts: list[str] = field(default_factory=list)  # where the walks start
-    events: dict[int, dict] = field(default_factory=dict)  # seq -> the event as the ledger source returns it
+    # seq -> the event as the ledger source returns it
+    events: dict[int, dict[str, Any]] = field(default_factory=dict)
     objects: dict[str, str] = field(default_factory=dict)  # archive key -> sha256 of the bytes the walk checked
     uploads: dict[str, tuple[ArtifactStore, str, str]] = field(default_factory=dict)  # id -> (store, key, sha256)
-    derived_by: dict = field(default_factory=dict)
+    derived_by: dict[str, Any] = field(default_factory=dict)
 
 
 class _RecordingArchive:
@@ -50,23 +52,24 @@ class _Recording:
         self.archive = _RecordingArchive(source.archive, contents.objects)
         self.statement_keys = source.statement_keys
 
-    def _noted(self, event: dict | None) -> dict | None:
+    def _noted(self, event: dict[str, Any] | None) -> dict[str, Any] | None:
         if event is not None:
             self.contents.events[event["seq"]] = event
         return event
 
-    def find_event(self, tenant: str, event_type: str, name: str, value: str) -> dict | None:
+    def find_event(self, tenant: str, event_type: str, name: str, value: str) -> dict[str, Any] | None:
         return self._noted(self.source.find_event(tenant, event_type, name, value))
 
-    def event(self, tenant: str, event_type: str, event_id: str) -> dict | None:
+    def event(self, tenant: str, event_type: str, event_id: str) -> dict[str, Any] | None:
         return self._noted(self.source.event(tenant, event_type, event_id))
 
-    def chained(self, event: dict) -> str | None:
+    def chained(self, event: dict[str, Any]) -> str | None:
         return self.source.chained(event)
 
     def upload(self, tenant: str, document_id: str) -> tuple[ArtifactStore, str] | None:
         store, key = self.source.upload(tenant, document_id)
-        admitted = self.source.find_event(tenant, EventType.DOCUMENT_ADMITTED, "document_id", document_id)
+        admitted = cast(dict[str, Any],  # the walk found the upload's admission before it asks for the bytes
+                        self.source.find_event(tenant, EventType.DOCUMENT_ADMITTED, "document_id", document_id))
         self.contents.uploads[document_id] = (store, key, admitted["parsed"]["subject_sha256"])
         return store, key
 
@@ -95,7 +98,8 @@ def collect_documents(documents: Documents, tenant: str, first: str | None, last
     for artifact in starts:
         report = walk(source, artifact)
         if not report["ok"]:
-            raise EvidenceError(ReasonCode(report["code"]), f"{artifact} cannot be exported: its lineage does not "
+            raise EvidenceError(ReasonCode(report["code"]),  # type: ignore[call-arg]  # an Enum lookup by value
+                                f"{artifact} cannot be exported: its lineage does not "
                                 f"hold ({report['link']}: {report['message']})")
     contents.artifacts = list(starts)
     rt = documents.runtime

@@ -22,7 +22,9 @@ link; ok only when every link holds.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
+
+from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from evidence_pipeline import jsonread
 from evidence_pipeline.document_formats import (
@@ -52,18 +54,28 @@ class DerivedBy:
     tsa_root_pem: bytes | None
 
 
+class Archive(Protocol):
+    """What the walk reads of an archive (an ArtifactStore, or export_documents.py's recording of one)."""
+
+    def get(self, key: str) -> bytes: ...
+
+    def exists(self, key: str) -> bool: ...
+
+
 class Source(Protocol):
     """Where the walk reads: events are dicts {seq, prev_hash, event_hash, body (the stored text), parsed}."""
 
-    archive: ArtifactStore
-    statement_keys: dict
+    @property
+    def archive(self) -> Archive: ...
 
-    def find_event(self, tenant: str, event_type: str, name: str, value: str) -> dict | None:
+    statement_keys: dict[str, ed25519.Ed25519PublicKey]
+
+    def find_event(self, tenant: str, event_type: str, name: str, value: str) -> dict[str, Any] | None:
         """The oldest of ``tenant``'s events of ``event_type`` whose details[``name``] is ``value``."""
 
-    def event(self, tenant: str, event_type: str, event_id: str) -> dict | None: ...
+    def event(self, tenant: str, event_type: str, event_id: str) -> dict[str, Any] | None: ...
 
-    def chained(self, event: dict) -> str | None:
+    def chained(self, event: dict[str, Any]) -> str | None:
         """What is wrong with the event's place in the log, or None."""
 
     def upload(self, tenant: str, document_id: str) -> tuple[ArtifactStore, str] | None:
@@ -78,7 +90,7 @@ class _Broken(Exception):
         self.code, self.link, self.message = code.value, link, message
 
 
-def walk(source: Source, artifact_id: str) -> dict:
+def walk(source: Source, artifact_id: str) -> dict[str, Any]:
     """The walk's report: ``ok``, and on failure ``code``, ``link`` and ``message``; ``links`` lists every link
     checked, from the artifact back to the upload."""
     walker = _Walker(source, artifact_id)
@@ -96,14 +108,14 @@ def walk(source: Source, artifact_id: str) -> dict:
 class _Walker:
     def __init__(self, source: Source, artifact_id: str):
         self.source, self.artifact_id = source, artifact_id
-        self.links: list[dict] = []
+        self.links: list[dict[str, Any]] = []
         parts = artifact_id.split("/") if isinstance(artifact_id, str) else []
         if len(parts) < 4 or parts[0] != "documents" or not TENANT_ID.fullmatch(parts[1]):
             raise EvidenceError(ReasonCode.LINEAGE_NOT_FOUND, "an artifact id is documents/<tenant>/…")
         self.tenant = parts[1]
         self.archive = source.archive
 
-    def report(self, code: str | None = None, link: str | None = None, message: str | None = None) -> dict:
+    def report(self, code: str | None = None, link: str | None = None, message: str | None = None) -> dict[str, Any]:
         return {"artifact_id": self.artifact_id, "ok": code is None, "code": code, "link": link, "message": message,
                 "links": self.links}
 
@@ -132,7 +144,7 @@ class _Walker:
             return digest, digest
         return self.artifact(parent)
 
-    def derivative(self, artifact_id: str, event: dict) -> tuple[str, str]:
+    def derivative(self, artifact_id: str, event: dict[str, Any]) -> tuple[str, str]:
         details = event["parsed"]["details"]
         recorded = details["lineage"]
         link = f"{recorded['operation']} {artifact_id}"
@@ -166,7 +178,7 @@ class _Walker:
                 raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, f"parent {parent} is not of the original")
         return digest, recorded["original_digest"]
 
-    def derived_by(self, details: dict, data: bytes, link: str) -> None:
+    def derived_by(self, details: dict[str, Any], data: bytes, link: str) -> None:
         """The derivative's copy signed by the service: the recorded bytes, beginning with the derivative's, and
         our valid PAdES signature after them."""
         signed = self.bytes_of(self.archive, details["derived_by"], details["derived_by_sha256"], link)
@@ -180,7 +192,7 @@ class _Walker:
             raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link,
                           f"the derived-by signature does not verify ({error.code})") from None
 
-    def review(self, review: dict, parent: str, parent_digest: str) -> None:
+    def review(self, review: dict[str, Any], parent: str, parent_digest: str) -> None:
         link = f"review {review['review_job_id']} of {parent}"
         event = self.published(review["review_job_id"], link)
         decision = [a for a in event["details"]["artifacts"] if a["name"] == DECISION]
@@ -196,7 +208,7 @@ class _Walker:
         self.links.append({"link": "review", "job_id": review["review_job_id"], "artifact_id": parent,
                            "decision": "approved", "decision_sha256": review["decision_sha256"]})
 
-    def decision(self, pin: dict, parent: str, parent_digest: str) -> None:
+    def decision(self, pin: dict[str, Any], parent: str, parent_digest: str) -> None:
         link = f"decision {pin['decision_event_id']} on {parent}"
         event = self.in_log(self.source.event(self.tenant, EventType.PART_DECIDED, pin["decision_event_id"]), link,
                             "no part.decided event")
@@ -258,7 +270,7 @@ class _Walker:
         link = f"upload {document_id}"
         event = self.in_log(self.source.find_event(self.tenant, EventType.DOCUMENT_ADMITTED, "document_id",
                                                    document_id), link, "no document.admitted event for the upload")
-        digest = event["parsed"]["subject_sha256"]
+        digest: str = event["parsed"]["subject_sha256"]
         stored = self.source.upload(self.tenant, document_id)
         if stored is not None:
             self.bytes_of(*stored, digest, link)
@@ -268,12 +280,13 @@ class _Walker:
 
     # --- checks --------------------------------------------------------------------------------------------
 
-    def published(self, job_id: str, link: str) -> dict:
+    def published(self, job_id: str, link: str) -> dict[str, Any]:
         event = self.in_log(self.source.find_event(self.tenant, EventType.DOCUMENT_PUBLISHED, "job_id", job_id), link,
                             "no document.published event for the job")
-        return event["parsed"]
+        parsed: dict[str, Any] = event["parsed"]
+        return parsed
 
-    def job_statement(self, event: dict, subject_digest: str | None, link: str) -> dict:
+    def job_statement(self, event: dict[str, Any], subject_digest: str | None, link: str) -> dict[str, Any]:
         """The predicate of a job's statement, which must list the event's artifacts with their digests."""
         details = event["details"]
         [entry] = [a for a in details["artifacts"] if a["name"] == STATEMENT] or [None]
@@ -287,11 +300,11 @@ class _Walker:
         return predicate
 
     def statement(self, key: str, sha256: str, name: str | None, subject_digest: str, predicate_type: str,
-                  link: str) -> dict:
+                  link: str) -> dict[str, Any]:
         data = self.get(self.archive, key, link, ReasonCode.LINEAGE_STATEMENT_INVALID)
         try:
             opened = dsse.verify_envelope(data, self.source.statement_keys, dsse.PAYLOAD_TYPE)
-            body = jsonread.loads(opened.payload, ReasonCode.LINEAGE_STATEMENT_INVALID, "the statement")
+            body: Any = jsonread.loads(opened.payload, ReasonCode.LINEAGE_STATEMENT_INVALID, "the statement")
         except EvidenceError:
             raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link,
                           "the statement's signature does not verify") from None
@@ -304,10 +317,12 @@ class _Walker:
             or not isinstance(body.get("predicate"), dict)
         ):
             raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement is not about this link")
-        return body["predicate"]
+        predicate: dict[str, Any] = body["predicate"]
+        return predicate
 
     def json_of(self, key: str, sha256: str, link: str, what: str,
-                code: ReasonCode = ReasonCode.LINEAGE_STATEMENT_INVALID) -> dict:
+                code: ReasonCode = ReasonCode.LINEAGE_STATEMENT_INVALID) -> Any:
+        """The JSON document at ``key`` as read (its shape is the caller's to check)."""
         data = self.get(self.archive, key, link, code)
         if sha256_hex(data) != sha256:
             raise _Broken(code, link, f"the {what} is not the one its event recorded")
@@ -316,13 +331,13 @@ class _Walker:
         except EvidenceError as error:
             raise _Broken(code, link, error.message) from None
 
-    def bytes_of(self, store, key: str, sha256: str, link: str) -> bytes:
+    def bytes_of(self, store: Archive, key: str, sha256: str, link: str) -> bytes:
         data = self.get(store, key, link, ReasonCode.LINEAGE_DIGEST_MISMATCH)
         if sha256_hex(data) != sha256:
             raise _Broken(ReasonCode.LINEAGE_DIGEST_MISMATCH, link, "the bytes are not the ones its event recorded")
         return data
 
-    def get(self, store, key: str, link: str, code: ReasonCode) -> bytes:
+    def get(self, store: Archive, key: str, link: str, code: ReasonCode) -> bytes:
         try:
             return store.get(key)
         except EvidenceError as error:
@@ -330,14 +345,14 @@ class _Walker:
                 raise
             raise _Broken(code, link, f"cannot read it ({error.code})") from None
 
-    def in_log(self, event: dict | None, link: str, missing: str) -> dict:
+    def in_log(self, event: dict[str, Any] | None, link: str, missing: str) -> dict[str, Any]:
         """The event, once the source has placed it in the log; the link breaks when there is none."""
         if event is None:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, missing)
         self.chained(event, link)
         return event
 
-    def chained(self, event: dict, link: str) -> None:
+    def chained(self, event: dict[str, Any], link: str) -> None:
         problem = self.source.chained(event)
         if problem is not None:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, problem)

@@ -7,6 +7,8 @@ signatures are checked against the deployment's trust root at its PAdES level.
 
 from __future__ import annotations
 
+from typing import Any
+
 from evidence_pipeline.audit.lineage import DerivedBy, walk
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.ledger.chain import GENESIS_HASH, chain_hash
@@ -14,7 +16,7 @@ from evidence_pipeline.signing.keys import published_statement_keys
 from evidence_pipeline.store import ArtifactStore
 
 
-def lineage(documents: Documents, artifact_id: str) -> dict:
+def lineage(documents: Documents, artifact_id: str) -> dict[str, Any]:
     """The walk's report (audit/lineage.py's ``walk``) over the ledger and the stores."""
     return walk(LedgerSource(documents), artifact_id)
 
@@ -27,13 +29,13 @@ class LedgerSource:
         self.archive: ArtifactStore = documents.runtime.archive
         self.statement_keys = published_statement_keys(self.archive)
 
-    def find_event(self, tenant: str, event_type: str, name: str, value: str) -> dict | None:
+    def find_event(self, tenant: str, event_type: str, name: str, value: str) -> dict[str, Any] | None:
         return self.documents.records.find_event(tenant, event_type, name, value)
 
-    def event(self, tenant: str, event_type: str, event_id: str) -> dict | None:
+    def event(self, tenant: str, event_type: str, event_id: str) -> dict[str, Any] | None:
         return self.documents.records.event(tenant, event_type, event_id)
 
-    def chained(self, event: dict) -> str | None:
+    def chained(self, event: dict[str, Any]) -> str | None:
         """The event's row hashes to its event_hash from its prev_hash, which is the hash of the event before, and
         the event after it (if any) chains from it."""
         before, after = self.documents.records.neighbour_hashes(event["seq"])
@@ -43,7 +45,7 @@ class LedgerSource:
             return f"ledger event {event['seq']} breaks the hash chain"
         return None
 
-    def upload(self, tenant: str, document_id: str) -> tuple[ArtifactStore, str] | None:
+    def upload(self, tenant: str, document_id: str) -> tuple[ArtifactStore, str]:
         row = self.documents.records.document(tenant, document_id)
         return self.documents.store, (row["store_key"] if row else f"{tenant}/missing/{document_id}")
 

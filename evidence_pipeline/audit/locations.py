@@ -52,13 +52,13 @@ def locate(argument: str) -> Location:
     elif "://" in argument:
         raise EvidenceError(ReasonCode.BUNDLE_NOT_FOUND, f"expected {_FORMS}")
     else:
-        path = Path(argument).resolve()
-        if not path.is_dir():
+        folder = Path(argument).resolve()
+        if not folder.is_dir():
             raise EvidenceError(ReasonCode.BUNDLE_NOT_FOUND, f"{argument} is not a folder: expected {_FORMS}")
         # A folder holding bundles/ is an archive root, even below a folder that happens to be named bundles.
-        parts = list(path.parts[1:])
-        root, below = (parts, []) if (path / BUNDLES).is_dir() else _split(parts)
-        archive = str(Path(path.anchor, *root))
+        parts = list(folder.parts[1:])
+        root, below = (parts, []) if (folder / BUNDLES).is_dir() else _split(parts)
+        archive = str(Path(folder.anchor, *root))
     return Location(argument, archive, "/".join([BUNDLES, *below]), is_archive_root=root == parts)
 
 

@@ -22,6 +22,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any, cast
 
 from evidence_pipeline import jsonread
 from evidence_pipeline.audit.verify import Verification
@@ -52,13 +53,13 @@ DEFAULT_CONTROLS = {
 class Evidence:
     """What the document states of one bundle, besides its verification."""
 
-    manifest: dict
+    manifest: dict[str, Any]
     witnessed_at: datetime | None  # the witness's time, None when the bundle carries no co-signed proof
     leaf_index: int | None
     checkpoint_size: int | None
 
 
-def load_controls(path: Path | None) -> dict:
+def load_controls(path: Path | None) -> dict[str, Any]:
     """The operator's mapping (CONFIG_INVALID when it is not of the format), or the default."""
     if path is None:
         return DEFAULT_CONTROLS
@@ -66,7 +67,7 @@ def load_controls(path: Path | None) -> dict:
         data = path.read_bytes()
     except OSError:
         raise EvidenceError(ReasonCode.CONFIG_INVALID, f"the controls mapping {path.name} cannot be read") from None
-    mapping = jsonread.loads(data, ReasonCode.CONFIG_INVALID, path.name)
+    mapping: Any = jsonread.loads(data, ReasonCode.CONFIG_INVALID, path.name)
     try:
         valid = isinstance(mapping["catalog"], str) and mapping["controls"] and all(
             isinstance(c["control_id"], str) and isinstance(c["title"], str) and type(c["max_age_days"]) is int
@@ -77,10 +78,10 @@ def load_controls(path: Path | None) -> dict:
     if not valid:
         raise EvidenceError(ReasonCode.CONFIG_INVALID, f"{path.name} is not a controls mapping: {{\"catalog\": URL, "
                             "\"controls\": [{\"control_id\", \"title\", \"max_age_days\", \"checks\": [...]}]}")
-    return mapping
+    return cast(dict[str, Any], mapping)  # checked above: a controls mapping
 
 
-def assessment_results(verification: Verification, evidence: Evidence, controls: dict,
+def assessment_results(verification: Verification, evidence: Evidence, controls: dict[str, Any],
                        at: datetime | None = None) -> bytes:
     """The OSCAL Assessment Results document of one bundle, as canonical JSON bytes."""
     manifest = evidence.manifest
@@ -177,7 +178,7 @@ def package_assessment_results(tenant: str, documents: list[bytes]) -> bytes:
 def check_package_bound(document: bytes, documents: list[bytes]) -> None:
     """The package's Assessment Results are exactly the tenant-months' (each bound to its bundle by
     check_bound), in order (ASSESSMENT_MISMATCH otherwise)."""
-    parsed = jsonread.loads(document, ReasonCode.ASSESSMENT_MISMATCH, "the package's assessment results")
+    parsed: Any = jsonread.loads(document, ReasonCode.ASSESSMENT_MISMATCH, "the package's assessment results")
     try:
         bound = parsed["assessment-results"]["results"] == [
             result for one in documents for result in json.loads(one)["assessment-results"]["results"]]
@@ -188,11 +189,11 @@ def check_package_bound(document: bytes, documents: list[bytes]) -> None:
                             "of its tenant-months' assessment results, in the index's order")
 
 
-def check_bound(document: bytes, manifest: dict) -> None:
+def check_bound(document: bytes, manifest: Any) -> None:
     """An Assessment Results document of ours is about this bundle: its window is the bundle's month, and its
     observation names the bundle's identity and ledger seq and links each of its files by its sha256
     (ASSESSMENT_MISMATCH otherwise)."""
-    parsed = jsonread.loads(document, ReasonCode.ASSESSMENT_MISMATCH, "the assessment results")
+    parsed: Any = jsonread.loads(document, ReasonCode.ASSESSMENT_MISMATCH, "the assessment results")
     try:
         (result,) = parsed["assessment-results"]["results"]
         (observation,) = result["observations"]
@@ -214,7 +215,7 @@ def _uuid(kind: str, seed: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, f"{kind}|{seed}"))
 
 
-def _prop(name: str, value: str) -> dict:
+def _prop(name: str, value: str) -> dict[str, Any]:
     return {"name": name, "ns": NS, "value": value}
 
 

@@ -45,11 +45,12 @@ is package_authorizations.py's.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from pathlib import Path
+from typing import Any, TypeGuard, cast
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
@@ -133,7 +134,7 @@ def authorization_proof_path(seq: int) -> str:
     return f"{AUTHORIZATION_PROOFS}/{seq:012d}.json"
 
 
-def _authorization_seq(entry: dict) -> int | None:
+def _authorization_seq(entry: dict[str, Any]) -> int | None:
     """The seq of an index's authorization entry, if both its paths are the ones the format gives that seq."""
     matched = _EVENT_PATH.fullmatch(entry["event"]) if isinstance(entry["event"], str) else None
     seq = int(matched.group(1)) if matched else None
@@ -161,11 +162,11 @@ class Index:
     bundles: list[str]  # bundle prefixes, bundles/<tenant>/<YYYY-MM>/<identity>
     authorizations: list[int]  # seqs of the authorization events, in ledger order
     action_max_age_seconds: float  # the exporting deployment's, which the re-check of the signed requests uses
-    documents: dict | None = None  # version 2: the document artifacts (package_documents.py checks the section)
+    documents: dict[str, Any] | None = None  # version 2: the document artifacts (package_documents.py checks them)
     version: int = VERSION
     signed: SignedIndex | None = field(default=None, compare=False)  # version 2: the envelope it came in
 
-    def document(self) -> dict:
+    def document(self) -> dict[str, Any]:
         return {
             "format": FORMAT, "version": self.version, "tenant": self.tenant, "from": self.first, "to": self.last,
             "exported_at": self.exported_at, "checkpoints": self.checkpoints, "consistency": self.consistency,
@@ -198,7 +199,8 @@ def parse_index(data: bytes, keys: CheckpointKeys) -> Index:
             document["checkpoints"], document["consistency"],
             [entry["path"] for entry in document["bundles"] if entry == {"path": entry["path"],
                                                                           "inclusion": inclusion_path(entry["path"])}],
-            [_authorization_seq(entry) for entry in document.get("authorizations", [])],
+            # a None (an entry not of the format) is refused by _index_problem below
+            cast(list[int], [_authorization_seq(entry) for entry in document.get("authorizations", [])]),
             document.get("action_max_age_seconds", DEFAULT_MAX_AGE_SECONDS),
             document.get("documents"), version, signed,
         )
@@ -210,7 +212,7 @@ def parse_index(data: bytes, keys: CheckpointKeys) -> Index:
     return index
 
 
-def _index_problem(document: dict, index: Index) -> str | None:
+def _index_problem(document: dict[str, Any], index: Index) -> str | None:
     """What is wrong with a parsed index, or None."""
     allowed = [_VERSION_2_FIELDS] if index.version == VERSION else [
         _INDEX_FIELDS, _INDEX_FIELDS | _AUTHORIZATION_FIELDS]
@@ -272,8 +274,8 @@ class PackageStore(LocalStore):
         if name not in (REPORT, STATEMENT):
             return None
         try:
-            manifest = jsonread.loads(self.get(f"{folder}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES),
-                                      ReasonCode.MANIFEST_INVALID, MANIFEST)
+            manifest: Any = jsonread.loads(self.get(f"{folder}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES),
+                                           ReasonCode.MANIFEST_INVALID, MANIFEST)
             version = manifest["artifacts"][name].get("version_id")
         except EvidenceError as error:
             if error.code in UNAVAILABLE_CODES:
@@ -421,7 +423,7 @@ def _read(store: ArtifactStore, key: str) -> bytes:
         raise
 
 
-def run_check(name: str, check) -> Check:
+def run_check(name: str, check: Callable[[], object]) -> Check:
     try:
         outcome = check()
         if isinstance(outcome, EvidenceError):
@@ -452,7 +454,7 @@ def _check_contents(store: ArtifactStore, index: Index) -> None:
                             + ", ".join(unlisted[:5]) + (", …" if len(unlisted) > 5 else ""))
 
 
-def _checkpoint(store: ArtifactStore, key: str, keys: CheckpointKeys) -> dict | EvidenceError:
+def _checkpoint(store: ArtifactStore, key: str, keys: CheckpointKeys) -> dict[str, Any] | EvidenceError:
     try:
         return keys.read(store, key)
     except EvidenceError as error:
@@ -495,7 +497,7 @@ def _json(store: ArtifactStore, key: str) -> object:
     return jsonread.loads(data, ReasonCode.PACKAGE_INVALID, key)
 
 
-def _hashes(value) -> bool:
+def _hashes(value: object) -> TypeGuard[list[str]]:
     return isinstance(value, list) and all(isinstance(h, str) and _HASH.fullmatch(h) for h in value)
 
 
@@ -506,7 +508,7 @@ def check_in_log(roots: dict[str, tuple[int, bytes]], store: ArtifactStore, pref
     (``ledger_event``)."""
     proof = None
 
-    def read_proof() -> dict:
+    def read_proof() -> dict[str, Any]:
         nonlocal proof
         proof = read_inclusion(store, inclusion_path(prefix))
         return proof
@@ -524,7 +526,7 @@ def check_in_log(roots: dict[str, tuple[int, bytes]], store: ArtifactStore, pref
             store.get(assessment_path(prefix), max_bytes=jsonread.MAX_BYTES), _json(store, f"{prefix}/{MANIFEST}"))))
 
 
-def check_tlog_proof(store: ArtifactStore, prefix: str, proof: dict, newest: tuple[int, bytes]) -> None:
+def check_tlog_proof(store: ArtifactStore, prefix: str, proof: dict[str, Any], newest: tuple[int, bytes]) -> None:
     """The bundle's c2sp.org/tlog-proof@v1 file: the event's index and an inclusion proof reaching the root of the
     note of the ``newest`` (size, root) verified checkpoint, that note byte for byte the package's (whose
     signatures and cosignatures check_notes verifies)."""
@@ -543,9 +545,9 @@ def check_tlog_proof(store: ArtifactStore, prefix: str, proof: dict, newest: tup
                             "newest checkpoint note")
 
 
-def read_inclusion(store: ArtifactStore, path: str) -> dict:
+def read_inclusion(store: ArtifactStore, path: str) -> dict[str, Any]:
     """An inclusion proof file, checked for shape (a bundle's or an authorization event's: the same format)."""
-    document = _json(store, path)
+    document: Any = _json(store, path)
     try:
         valid = (
             document.keys() == _INCLUSION_FIELDS
@@ -561,7 +563,7 @@ def read_inclusion(store: ArtifactStore, path: str) -> dict:
         valid = False
     if not valid:
         raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"{path} is not an inclusion proof")
-    return document
+    return cast(dict[str, Any], document)  # checked above: an inclusion proof
 
 
 def event_bytes(store: ArtifactStore, path: str) -> bytes:
@@ -573,7 +575,7 @@ def event_bytes(store: ArtifactStore, path: str) -> bytes:
         raise
 
 
-def read_event(store: ArtifactStore, seq: int, tenants: tuple[str, ...]) -> tuple[bytes, dict]:
+def read_event(store: ArtifactStore, seq: int, tenants: tuple[str, ...]) -> tuple[bytes, dict[str, Any]]:
     """An event of the package's (its bytes and body), which must be of one of ``tenants`` (PACKAGE_INVALID)."""
     text = event_bytes(store, event_path(seq))
     body = jsonread.loads(text, ReasonCode.PACKAGE_INVALID, event_path(seq))
@@ -583,7 +585,7 @@ def read_event(store: ArtifactStore, seq: int, tenants: tuple[str, ...]) -> tupl
     return text, body
 
 
-def prove_event(store: ArtifactStore, seq: int, text: bytes, proof: dict, roots: dict[str, tuple[int, bytes]]
+def prove_event(store: ArtifactStore, seq: int, text: bytes, proof: dict[str, Any], roots: dict[str, tuple[int, bytes]]
                 ) -> None:
     """An event's bytes are in the log: its inclusion proof (read_inclusion's) is about it and reaches a verified
     checkpoint (PROOF_INVALID), and its chain hash is sha256(prev_hash || bytes)."""
@@ -594,7 +596,7 @@ def prove_event(store: ArtifactStore, seq: int, text: bytes, proof: dict, roots:
         raise EvidenceError(ReasonCode.PROOF_INVALID, f"event {seq}'s hash is not sha256(prev_hash || its bytes)")
 
 
-def check_inclusion(store: ArtifactStore, proof: dict, roots: dict[str, tuple[int, bytes]]) -> None:
+def check_inclusion(store: ArtifactStore, proof: dict[str, Any], roots: dict[str, tuple[int, bytes]]) -> None:
     """RFC 9162: the event's leaf hash and the audit path reach the signed root of the checkpoint it names."""
     checkpoint = proof["checkpoint"]
     if checkpoint not in roots:
@@ -608,7 +610,7 @@ def check_inclusion(store: ArtifactStore, proof: dict, roots: dict[str, tuple[in
                             f"the event's inclusion proof does not reach the signed root of {checkpoint}")
 
 
-def _check_event(store: ArtifactStore, prefix: str, proof: dict) -> None:
+def _check_event(store: ArtifactStore, prefix: str, proof: dict[str, Any]) -> None:
     """The event describes this bundle: its files' digests, and the manifest it derives is the bundle's, with the
     event's chain hash (the ledger's chain_hash: sha256(prev_hash || body)) in the manifest's ledger position."""
     text = event_bytes(store, proof["event"])
@@ -622,8 +624,9 @@ def _check_event(store: ArtifactStore, prefix: str, proof: dict) -> None:
         _missing_is_incomplete(error, f"{prefix}/{MANIFEST}")
         manifest = None
     event_hash = chain_hash(proof["prev_hash"], text)
-    event = LedgerEvent(proof["event_seq"], body.get("event_type") if isinstance(body, dict) else None,
-                        proof["event_hash"], body)
+    event = LedgerEvent(proof["event_seq"],  # as the package has it: commits_bundle checks it
+                        cast(str, body.get("event_type") if isinstance(body, dict) else None),
+                        proof["event_hash"], cast(dict[str, Any], body))
     if event_hash != proof["event_hash"] or not commits_bundle(event, prefix, manifest, files):
         raise EvidenceError(ReasonCode.LEDGER_EVENT_MISMATCH,
                             f"the bundle's files or manifest are not what event {proof['event_seq']} committed")

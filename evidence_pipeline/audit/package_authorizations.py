@@ -14,6 +14,7 @@ the check that failed. Only when every check passed does the package say who aut
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from evidence_pipeline.actors.offline import recheck_events
 from evidence_pipeline.audit.package import (
@@ -29,17 +30,17 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.store import ArtifactStore
 
 
-def check_authorizations(store: ArtifactStore, index: Index, checks: PackageChecks) -> list[dict]:
+def check_authorizations(store: ArtifactStore, index: Index, checks: PackageChecks) -> list[dict[str, Any]]:
     """Adds one check per authorization event and one, ``authorizations``, for the re-check (none when the index
     lists no authorization event) to ``checks``; returns who authorized each event (its seq, event id and type,
     actor, key id, action and the request's time), in ledger order, or nothing when a check failed."""
     if not index.authorizations:
         return []
-    bodies: dict[int, dict] = {}
+    bodies: dict[int, dict[str, Any]] = {}
     for seq in index.authorizations:
         checks.checks.append(run_check(f"event {seq}", lambda: _prove(store, index, seq, checks.roots, bodies)))
     seqs = {body.get("event_id"): seq for seq, body in bodies.items()}
-    found = []
+    found: list[dict[str, Any]] = []
 
     def recheck() -> None:
         try:
@@ -53,7 +54,7 @@ def check_authorizations(store: ArtifactStore, index: Index, checks: PackageChec
 
 
 def _prove(store: ArtifactStore, index: Index, seq: int, roots: dict[str, tuple[int, bytes]],
-           bodies: dict[int, dict]) -> None:
+           bodies: dict[int, dict[str, Any]]) -> None:
     """Adds the event's body to ``bodies`` if it is of the package's tenant (or of none), then proves it: an event
     whose proof fails is still re-checked, so that a tampered request is also named for what it breaks."""
     text, bodies[seq] = read_event(store, seq, (index.tenant, ""))

@@ -24,6 +24,10 @@ database or a network connection.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any, cast
+
+from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from evidence_pipeline.audit.checkpoints import CheckpointKeys
 from evidence_pipeline.audit.lineage import DerivedBy, walk
@@ -56,7 +60,7 @@ def upload_path(tenant: str, sha256: str) -> str:
     return f"{UPLOADS}/{tenant}/{sha256}"
 
 
-def section_problem(section: dict, tenant: str) -> str | None:
+def section_problem(section: dict[str, Any], tenant: str) -> str | None:
     """What is wrong with an index's documents section, or None."""
     prefix = f"documents/{tenant}/"
     try:
@@ -78,11 +82,12 @@ def section_problem(section: dict, tenant: str) -> str | None:
 class PackageSource:
     """audit/lineage.py's Source over a package: its events, proved by their inclusion proofs."""
 
-    def __init__(self, store: ArtifactStore, index: Index, statement_keys: dict, root_ids: frozenset[str]):
+    def __init__(self, store: ArtifactStore, index: Index, statement_keys: dict[str, ed25519.Ed25519PublicKey],
+                 root_ids: frozenset[str]):
         self.archive, self.index, self.statement_keys, self.root_ids = store, index, statement_keys, root_ids
-        self.events: dict[int, dict] = {}  # seq -> the event, as the walk reads it
+        self.events: dict[int, dict[str, Any]] = {}  # seq -> the event, as the walk reads it
         self.problems: dict[int, str] = {}  # seq -> why the event is not proved
-        self._lookups: dict[tuple[str, str, str], dict] = {}  # built once every event is read (see _by)
+        self._lookups: dict[tuple[str, str, str], dict[str, Any]] = {}  # built once every event is read (see _by)
 
     def prove(self, seq: int, roots: dict[str, tuple[int, bytes]]) -> None:
         """Read event ``seq`` and its proof; the event is kept (and walked) even when the proof fails, which the
@@ -96,18 +101,19 @@ class PackageSource:
         prove_event(self.archive, seq, text, proof, roots)
         del self.problems[seq]
 
-    def find_event(self, tenant: str, event_type: str, name: str, value: str) -> dict | None:
+    def find_event(self, tenant: str, event_type: str, name: str, value: str) -> dict[str, Any] | None:
         return self._by(tenant, event_type, lambda parsed: parsed["details"].get(name), name).get(value)
 
-    def event(self, tenant: str, event_type: str, event_id: str) -> dict | None:
+    def event(self, tenant: str, event_type: str, event_id: str) -> dict[str, Any] | None:
         return self._by(tenant, event_type, lambda parsed: parsed.get("event_id"), "(event_id)").get(event_id)
 
-    def _by(self, tenant: str, event_type: str, field, name: str) -> dict:
+    def _by(self, tenant: str, event_type: str, field: Callable[[dict[str, Any]], object],
+            name: str) -> dict[str, Any]:
         """The oldest event of each value of ``field`` among the tenant's events of a type, looked up once: a walk
         asks for many."""
         key = (tenant, str(event_type), name)
         if key not in self._lookups:
-            found: dict = {}
+            found: dict[str, Any] = {}
             for _, event in sorted(self.events.items()):
                 parsed = event["parsed"]
                 if parsed.get("tenant") == tenant and parsed.get("event_type") == str(event_type):
@@ -117,25 +123,25 @@ class PackageSource:
             self._lookups[key] = found
         return self._lookups[key]
 
-    def chained(self, event: dict) -> str | None:
+    def chained(self, event: dict[str, Any]) -> str | None:
         return self.problems.get(event["seq"])
 
     def upload(self, tenant: str, document_id: str) -> tuple[ArtifactStore, str] | None:
-        if not self.index.documents["with_uploads"]:
+        if not cast(dict[str, Any], self.index.documents)["with_uploads"]:  # a version 2 index: it has them
             return None
         admitted = self.find_event(tenant, EventType.DOCUMENT_ADMITTED, "document_id", document_id)
         digest = admitted["parsed"]["subject_sha256"] if admitted else ""
         return self.archive, upload_path(tenant, digest if re.fullmatch(r"[0-9a-f]{64}", str(digest)) else "none")
 
     def derived_by(self) -> DerivedBy:
-        named = self.index.documents["derived_by"]
+        named = cast(dict[str, Any], self.index.documents)["derived_by"]  # a version 2 index: it has them
         level = named["pades_level"]
         tsa = trust_root(self.archive, str(named["tsa_root_id"]), self.root_ids) if level != "B-B" else None
         return DerivedBy(trust_root(self.archive, str(named["trust_root_id"]), self.root_ids), level, tsa)
 
 
 def check_documents(store: ArtifactStore, index: Index, checks: PackageChecks, key_ids: frozenset[str],
-                    root_ids: frozenset[str]) -> list[dict]:
+                    root_ids: frozenset[str]) -> list[dict[str, Any]]:
     """Adds one check per document event and one per walked artifact to ``checks``; returns the walks' reports."""
     section = index.documents
     if not section or not section.get("artifacts"):

@@ -20,6 +20,9 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from evidence_pipeline import jsonread
 from evidence_pipeline.audit.checkpoints import CheckpointKeys
@@ -40,11 +43,11 @@ class SignedIndex:
     """A version 2 package.json whose signature verified, then parsed."""
 
     key_ids: tuple[str, ...]  # the statement keys whose signatures verified it
-    document: dict  # the predicate: the index
+    document: dict[str, Any]  # the predicate: the index
     subjects: dict[str, str]  # path -> sha256 of every other file of the package
 
 
-def sign_index(document: dict, files: dict[str, str], key, key_id: str) -> bytes:
+def sign_index(document: dict[str, Any], files: dict[str, str], key: ed25519.Ed25519PrivateKey, key_id: str) -> bytes:
     """package.json for the index ``document`` and the package's ``files`` (path -> sha256)."""
     statement = {
         "_type": dsse.STATEMENT_TYPE,
@@ -75,8 +78,8 @@ def open_signed_index(envelope: object, keys: CheckpointKeys) -> SignedIndex:
     except EvidenceError as error:
         raise EvidenceError(ReasonCode.PACKAGE_INDEX_SIGNATURE_INVALID,
                             f"package.json's signature does not verify ({error.code}: {error.message})") from None
-    statement = jsonread.loads(opened.payload, ReasonCode.PACKAGE_INVALID, "package.json's payload",
-                               INDEX_MAX_BYTES)
+    statement: Any = jsonread.loads(opened.payload, ReasonCode.PACKAGE_INVALID, "package.json's payload",
+                                    INDEX_MAX_BYTES)
     try:
         subjects = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]
                     if s.keys() == {"name", "digest"} and s["digest"].keys() == {"sha256"}}

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from evidence_pipeline import jsonread
 from evidence_pipeline.audit.bundle_proof import TLOG_PROOF, witnessed
@@ -36,14 +37,14 @@ class Request:
     root_ids: frozenset[str]
     at: datetime | None
     policy: TlogPolicy | None  # the pinned witness policy: whose cosignature times count (else the store's own)
-    controls: dict  # the OSCAL controls mapping
+    controls: dict[str, Any]  # the OSCAL controls mapping
 
 
 def bundle_etsi_reports(store: ArtifactStore, prefix: str, root_ids: frozenset[str],
                         at: datetime | None) -> list[ValidationReport]:
     """The reports of the bundle's PDF signatures, against the roots its manifest names (pinned by ``root_ids``)."""
-    manifest = jsonread.loads(store.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES),
-                              ReasonCode.MANIFEST_INVALID, MANIFEST)
+    manifest: Any = jsonread.loads(store.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES),
+                                   ReasonCode.MANIFEST_INVALID, MANIFEST)
     try:
         level, keys = manifest["pades_level"], manifest["keys"]
         root = trust_root(store, str(keys["trust_root_id"]), root_ids)
@@ -74,11 +75,11 @@ def write_reports(kind: str, directory: Path, store: ArtifactStore, prefix: str,
 
 
 def assessment_document(store: ArtifactStore, prefix: str, verification: Verification, policy: TlogPolicy | None,
-                        controls: dict, at: datetime | None = None) -> bytes:
+                        controls: dict[str, Any], at: datetime | None = None) -> bytes:
     """The bundle's OSCAL Assessment Results from its ``verification`` (the witnessed time read only when its
     `tlog_proof` check passed)."""
-    manifest = jsonread.loads(store.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES),
-                              ReasonCode.MANIFEST_INVALID, MANIFEST)
+    manifest: Any = jsonread.loads(store.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES),
+                                   ReasonCode.MANIFEST_INVALID, MANIFEST)
     proved = any(check.name == TLOG_PROOF and check.passed for check in verification.checks)
     witnessed_at, leaf_index, size = witnessed(store, prefix, policy) if proved else (None, None, None)
     try:

@@ -12,8 +12,10 @@ Anyone holding the root and the population re-draws the same sample by hand.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
+from typing import TypeVar
 
 from evidence_pipeline.audit.checkpoints import CheckpointKeys, checkpoint_key
 from evidence_pipeline.audit.witnessing import NotePins, archive_note, check_notes
@@ -23,9 +25,10 @@ from evidence_pipeline.store import ArtifactStore
 from evidence_pipeline.witness.policy import TlogPolicy
 
 DOMAIN = b"evidence-pipeline/audit-sample/v1\n"
+Drawn = TypeVar("Drawn")  # a member of the population
 
 
-def draw(root: bytes, population: list, count: int) -> list:
+def draw(root: bytes, population: list[Drawn], count: int) -> list[Drawn]:
     """The first ``count`` of ``population`` (all of it, when smaller) after the shuffle described above."""
     chosen, stream = list(population), _stream(root)
     for i in range(min(count, len(chosen))):
@@ -37,7 +40,7 @@ def draw(root: bytes, population: list, count: int) -> list:
     return chosen[:count]
 
 
-def _stream(root: bytes):
+def _stream(root: bytes) -> Iterator[int]:
     counter = 0
     while True:
         yield int.from_bytes(hashlib.sha256(DOMAIN + root + counter.to_bytes(8, "big")).digest(), "big")

@@ -23,10 +23,13 @@ what "verified" means in one file.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from evidence_pipeline import jsonread
 from evidence_pipeline.config import PADES_LEVELS
@@ -56,9 +59,13 @@ from evidence_pipeline.signing.keys import MAX_KEY_BYTES, certificate_id, publis
 from evidence_pipeline.signing.pades import SignatureFacts, extends_with_timestamp, verify_pdf_signature
 from evidence_pipeline.store import ArtifactStore, sha256_hex
 
+if TYPE_CHECKING:
+    from evidence_pipeline.runtime import Runtime
+
 _IDENTITY = re.compile(r"[0-9a-f]{64}")
 MAX_REPORT_BYTES = 1 << 30  # no unsigned report is larger (the 500-page benchmark report is far below)
 SIGNATURE_ALLOWANCE = 1 << 20  # PAdES appends one signature: 8-16 KB reserved, plus an incremental update
+Checked = TypeVar("Checked")  # what one check of verify_bundle returns
 
 
 @dataclass(frozen=True)
@@ -75,9 +82,10 @@ class Verification:
     checks: list[Check] = field(default_factory=list)
     statement_key_id: str | None = None  # who vouched: pin these with --key-id / --root-id
     trust_root_id: str | None = None
-    supersedes: dict | None = None  # {identity, prefix, reason, in_archive}: the bundle this one corrects
-    superseded_by: dict | None = None  # {identity, prefix}: the published bundle that corrects this one
-    current_bundle: dict | None = None  # {identity, prefix}: the newest bundle of the chain (this one if current)
+    supersedes: dict[str, Any] | None = None  # {identity, prefix, reason, in_archive}: the bundle this one corrects
+    superseded_by: dict[str, Any] | None = None  # {identity, prefix}: the published bundle that corrects this one
+    # {identity, prefix}: the newest bundle of the chain (this one if current)
+    current_bundle: dict[str, Any] | None = None
     keyring_sequence: int | None = None  # the keyring document that vouched for the keys (None: no keyring)
 
     @property
@@ -93,7 +101,7 @@ class Verification:
     def codes(self) -> list[str]:
         return [check.code for check in self.checks if not check.passed and check.code]
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "bundle": self.bundle, "ok": self.ok, "codes": self.codes, "statement_key_id": self.statement_key_id,
             "trust_root_id": self.trust_root_id, "keyring_sequence": self.keyring_sequence, "current": self.current,
@@ -102,7 +110,7 @@ class Verification:
         }
 
 
-def verify_published(rt, published: tuple[str, str]) -> Verification:
+def verify_published(rt: Runtime, published: tuple[str, str]) -> Verification:
     """One bundle of ``rt``'s archive, (bundle key, key id), with the statement key pinned to the one recorded at
     publication: what the verification check and the bundle step record for a tenant-month."""
     bundle_key, key_id = published
@@ -117,7 +125,7 @@ def verify_bundle(
     result = Verification(bundle=store.uri(prefix))
     store = _KeysReadOnce(store)
 
-    def run(name: str, check) -> object:
+    def run(name: str, check: Callable[[], Checked]) -> Checked | None:
         try:
             value = check()
         except EvidenceError as error:
@@ -180,7 +188,7 @@ def verify_bundle(
     signed, (renewal, number) = report, (newest_report(store, prefix) if predicate.get("pades_level") == "B-LTA"
                                          else (None, 0))  # only a document time stamp is renewed
     if number:  # a renewed B-LTA report: its newest renewal's signatures are validated
-        signed = run("renewal", lambda: _read_renewal(store, renewal, number, report))
+        signed = run("renewal", lambda: _read_renewal(store, cast(str, renewal), number, report))  # renewed: a key
     pdf = run("pdf_signature", lambda: _verify_pades(store, signed, predicate, expected_root_ids, at)) \
         if signed is not None else None
     if keyring is not None:
@@ -213,7 +221,8 @@ class _KeysReadOnce:
     and the PDF check both read the trust root. Those objects are put-once; nothing outlives the verification."""
 
     def __init__(self, store: ArtifactStore):
-        self._store, self._keys = store, {}
+        self._store = store
+        self._keys: dict[tuple[str, int | None], bytes] = {}
 
     def get(self, key: str, expected_sha256: str | None = None, max_bytes: int | None = None) -> bytes:
         if not key.startswith("keys/") or expected_sha256 is not None:
@@ -222,7 +231,7 @@ class _KeysReadOnce:
             self._keys[key, max_bytes] = self._store.get(key, max_bytes=max_bytes)
         return self._keys[key, max_bytes]
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
 
@@ -254,14 +263,14 @@ def _read_renewal(store: ArtifactStore, key: str, number: int, report: bytes) ->
     return renewed
 
 
-def _report_limit(predicate: dict) -> int:
+def _report_limit(predicate: dict[str, Any]) -> int:
     unsigned_size = predicate.get("unsigned_size")
     if type(unsigned_size) is not int or not 0 < unsigned_size <= MAX_REPORT_BYTES:
         raise EvidenceError(ReasonCode.STATEMENT_INVALID, "the statement records no plausible unsigned report size")
     return unsigned_size + SIGNATURE_ALLOWANCE
 
 
-def _verify_pades(store: ArtifactStore, report: bytes, predicate: dict, expected_root_ids: frozenset[str],
+def _verify_pades(store: ArtifactStore, report: bytes, predicate: dict[str, Any], expected_root_ids: frozenset[str],
                   at: datetime | None) -> SignatureFacts:
     """At the PAdES level the signed statement names; time stamps must chain to the TSA root it names."""
     level = predicate.get("pades_level")
@@ -272,7 +281,7 @@ def _verify_pades(store: ArtifactStore, report: bytes, predicate: dict, expected
     return verify_pdf_signature(report, root, level, tsa_root, at)
 
 
-def _check_signing_keys(keyring: KeyringDocument, signed_by: tuple[str, ...], predicate: dict,
+def _check_signing_keys(keyring: KeyringDocument, signed_by: tuple[str, ...], predicate: dict[str, Any],
                         pdf: SignatureFacts | None) -> None:
     """The statement key and the PDF's signer certificate are listed in the keyring, and each signed inside its
     generation's validity window and before any revocation of it.
@@ -312,7 +321,7 @@ def trust_root(store: ArtifactStore, root_id: str, expected: frozenset[str]) -> 
     return pem
 
 
-def _parse_manifest(data: bytes) -> dict:
+def _parse_manifest(data: bytes) -> dict[str, Any]:
     manifest = jsonread.loads(data, ReasonCode.MANIFEST_INVALID, "manifest.json")
     if not isinstance(manifest, dict) or manifest.get("schema") != MANIFEST_SCHEMA:
         raise EvidenceError(ReasonCode.MANIFEST_INVALID, f"manifest.json is not {MANIFEST_SCHEMA}")
@@ -324,7 +333,7 @@ def _parse_manifest(data: bytes) -> dict:
     return manifest
 
 
-def _is_ledger_position(ledger) -> bool:
+def _is_ledger_position(ledger: object) -> bool:
     """Only the ledger vouches for the position (`evidence ledger prove` checks it); offline, its shape is checked."""
     if not isinstance(ledger, dict) or ledger.keys() != {"seq", "event_hash", "published_at"}:
         return False
@@ -341,7 +350,7 @@ def _is_ledger_position(ledger) -> bool:
     )
 
 
-def _check_identity(prefix: str, predicate: dict) -> None:
+def _check_identity(prefix: str, predicate: dict[str, Any]) -> None:
     try:
         identity = bundle_identity(predicate)
         expected_prefix = bundle_prefix(TenantMonth(predicate["tenant"], predicate["period"]), identity)
@@ -354,7 +363,7 @@ def _check_identity(prefix: str, predicate: dict) -> None:
     )
 
 
-def _supersedes(store: ArtifactStore, predicate: dict) -> dict:
+def _supersedes(store: ArtifactStore, predicate: dict[str, Any]) -> dict[str, Any]:
     """The signed `supersedes`: a well-formed link to another bundle of the same tenant-month, and whether this
     archive holds that bundle. Its absence is reported, not a failure: the link is signed evidence of the
     correction whatever the archive holds, and a partial copy of an archive cannot be told from a deletion (the
@@ -377,13 +386,14 @@ def _supersedes(store: ArtifactStore, predicate: dict) -> dict:
     return {"identity": link["identity"], "prefix": link["prefix"], "reason": reason, "in_archive": in_archive}
 
 
-def _place_in_chain(store: ArtifactStore, prefix: str, keys: dict) -> tuple[dict | None, dict]:
+def _place_in_chain(store: ArtifactStore, prefix: str,
+                    keys: dict[str, ed25519.Ed25519PublicKey]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """(the bundle that supersedes this one or None, the newest bundle of its chain) among the published bundles
     of its tenant-month in this archive. Only a complete bundle (its manifest is written after the ledger commit)
     whose statement verifies counts: an unsigned or uncommitted claim cannot make a bundle look superseded. Two
     that supersede the same bundle break the chain: SUPERSEDES_FORKED."""
     month = prefix.rsplit("/", 1)[0]
-    successors: dict[str, list[dict]] = {}
+    successors: dict[str, list[dict[str, Any]]] = {}
     depth = prefix.count("/") + 1  # the files of a bundle folder
     for other in sorted({key.rsplit("/", 1)[0] for key in store.list(month) if key.count("/") == depth}):
         link = _signed_link(store, other, keys) if other != prefix else None
@@ -401,7 +411,8 @@ def _place_in_chain(store: ArtifactStore, prefix: str, keys: dict) -> tuple[dict
     return (chain[1] if len(chain) > 1 else None), chain[-1]
 
 
-def _signed_link(store: ArtifactStore, prefix: str, keys: dict) -> dict | None:
+def _signed_link(store: ArtifactStore, prefix: str,
+                 keys: dict[str, ed25519.Ed25519PublicKey]) -> dict[str, Any] | None:
     """{identity, supersedes} of the published bundle at ``prefix`` if its statement verifies, belongs there
     and supersedes a bundle; None otherwise (it is verified, and reported, on its own)."""
     try:
@@ -422,7 +433,7 @@ def _signed_link(store: ArtifactStore, prefix: str, keys: dict) -> dict | None:
         return None
 
 
-def _file_facts(report: tuple[bytes, str | None], statement: tuple[bytes, str | None]) -> dict:
+def _file_facts(report: tuple[bytes, str | None], statement: tuple[bytes, str | None]) -> dict[str, Any]:
     """What the files themselves say, (bytes, version id) as read, in the publication's field names."""
     return {
         "report_sha256": sha256_hex(report[0]),
@@ -434,7 +445,7 @@ def _file_facts(report: tuple[bytes, str | None], statement: tuple[bytes, str | 
     }
 
 
-def _check_manifest(manifest: dict, predicate: dict, files: dict) -> None:
+def _check_manifest(manifest: dict[str, Any], predicate: dict[str, Any], files: dict[str, Any]) -> None:
     """Every manifest field must be what the signed statement and the files say, except the ledger position
     (shape-checked by _parse_manifest, vouched for by the ledger); a field nothing vouches for is refused."""
     expected = manifest_document(predicate | files, manifest["ledger"])
@@ -444,6 +455,6 @@ def _check_manifest(manifest: dict, predicate: dict, files: dict) -> None:
     _expect(not differing, ReasonCode.MANIFEST_STATEMENT_MISMATCH, f"manifest disagrees on {', '.join(differing)}")
 
 
-def _expect(condition: bool, code: str, message: str) -> None:
+def _expect(condition: object, code: str, message: str) -> None:
     if not condition:
         raise EvidenceError(code, message)

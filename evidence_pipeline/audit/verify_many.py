@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
+from typing import Any, cast
 
 from evidence_pipeline import parallel
 from evidence_pipeline.audit.locations import Location, bundles_below
@@ -33,12 +34,13 @@ class Outcome:
     def exit_code(self) -> int:
         if self.verification is not None:
             return EXIT_OK if self.verification.ok else EXIT_CHECK_FAILED
-        return exit_code(self.error.code)
+        return exit_code(cast(EvidenceError, self.error).code)  # no verification: the error that kept it
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         if self.verification is not None:
             return self.verification.as_dict() | {"bundle": self.bundle}
-        return {"bundle": self.bundle, "ok": False, "error": {"code": self.error.code, "message": self.error.message}}
+        error = cast(EvidenceError, self.error)  # no verification: the error that kept the bundle from it
+        return {"bundle": self.bundle, "ok": False, "error": {"code": error.code, "message": error.message}}
 
 
 def overall_exit_code(outcomes: list[Outcome]) -> int:

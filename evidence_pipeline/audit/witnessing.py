@@ -15,7 +15,7 @@ import hashlib
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
@@ -59,7 +59,7 @@ def log_verifier(origin: str, statement_key: ed25519.Ed25519PublicKey) -> Verifi
 
 
 def publish_note(archive: ArtifactStore, origin: str, statement_key: ed25519.Ed25519PrivateKey,
-                 checkpoint: dict) -> Note:
+                 checkpoint: dict[str, Any]) -> Note:
     """The checkpoint's C2SP note (put-once; a note already there, of the same size and root, is returned)."""
     key = note_key(checkpoint["size"])
     body = Checkpoint(origin, checkpoint["size"], bytes.fromhex(checkpoint["root_sha256"]))
@@ -75,7 +75,7 @@ def publish_note(archive: ArtifactStore, origin: str, statement_key: ed25519.Ed2
     return note
 
 
-def checkpoint_witnessed(runtime: Runtime) -> tuple[dict, dict[str, str]]:
+def checkpoint_witnessed(runtime: Runtime) -> tuple[dict[str, Any], dict[str, str]]:
     """Publish the current tree head (checkpoints.publish_checkpoint), its note, and submit it to the configured
     witnesses (EVIDENCE_WITNESSES): (the checkpoint, each witness's outcome). A checkpoint signed by a statement
     key since rotated out gets no note: the next one does, and the witnesses catch up with it."""
@@ -143,7 +143,7 @@ def archive_note(archive: ArtifactStore, size: int) -> Note | None:
     if not archive.exists(key):
         return None
     note = _read_note(archive, key)
-    extra = []
+    extra: list[tuple[str, bytes]] = []  # (key name, signature) of each recorded cosignature
     for sig_key in archive.list(f"{COSIGNATURES}/{size:012d}"):
         try:
             extra.extend(parse_signature_lines(archive.get(sig_key, max_bytes=4096).decode()))
@@ -196,7 +196,7 @@ def pinned_origin(origin: str | None, *policies: TlogPolicy | None) -> str | Non
     return None
 
 
-def check_notes(checkpoints: list[dict], read: Callable[[int], Note | None],
+def check_notes(checkpoints: list[dict[str, Any]], read: Callable[[int], Note | None],
                 statement_keys: dict[str, ed25519.Ed25519PublicKey],
                 pins: NotePins) -> Iterator[tuple[int, EvidenceError | None]]:
     """Each checkpoint's note checked (``checkpoints``: verified envelope bodies, oldest first; ``read``: a size's
@@ -211,7 +211,7 @@ def check_notes(checkpoints: list[dict], read: Callable[[int], Note | None],
             yield checkpoint["size"], error
 
 
-def check_note(note: Note | None, checkpoint: dict, statement_key: ed25519.Ed25519PublicKey | None,
+def check_note(note: Note | None, checkpoint: dict[str, Any], statement_key: ed25519.Ed25519PublicKey | None,
                pins: NotePins) -> Checkpoint | None:
     """The checkpoint's note (beside its envelope), if it has one: of the pinned origin (LOG_ORIGIN_MISMATCH,
     LOG_ORIGIN_NOT_PINNED), signed by the statement key under that name (CHECKPOINT_INVALID), of the envelope's

@@ -14,7 +14,8 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.admission import Clock, JobLimits
 from evidence_pipeline.ledger.document_jobs import EVIDENCE, stage_of
 from evidence_pipeline.ledger.documents import stored_bytes_exceeded
-from evidence_pipeline.ledger.jobs import ACCEPTED, RUNNING, document_job_id
+from evidence_pipeline.ledger.job_states import ACCEPTED, RUNNING
+from evidence_pipeline.ledger.jobs import document_job_id
 from evidence_pipeline.models import first_open_period, validate_period
 from evidence_pipeline.store import sha256_hex
 

@@ -19,12 +19,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from evidence_pipeline.ledger.ledger import GENESIS_HASH, Ledger, LedgerEvent
+    from evidence_pipeline.ledger.chain import GENESIS_HASH
+    from evidence_pipeline.ledger.ledger import Ledger
+    from evidence_pipeline.models import LedgerEvent
 
 __all__ = ["GENESIS_HASH", "Ledger", "LedgerEvent"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     if name in __all__:
         from evidence_pipeline.ledger import ledger
 

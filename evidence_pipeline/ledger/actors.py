@@ -12,6 +12,7 @@ transactions that read the same registry, the second to append loses the race an
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from sqlalchemy import Connection, MetaData, exists, select
 
@@ -32,14 +33,15 @@ class ActorLedger:
             tables.reflect(ledger.engine, only=TABLES)
         self.actors, self.keys, self.revocations, self.roles, self.nonces = (tables.tables[name] for name in TABLES)
 
-    def snapshot(self, conn: Connection) -> dict:
+    def snapshot(self, conn: Connection) -> dict[str, Any]:
         """The registry as the tables hold it (the shape of actors.registry.Registry.snapshot).
 
         In a writing transaction, call Ledger.pin_chain_head first: the queries below may each see a later commit
         (PostgreSQL reads committed data statement by statement), so rows of an actor registered after the first
         query are passed over, and a decision taken on such a mixed view never commits: its append loses the race
         to the commit it half saw."""
-        registry: dict[str, dict] = {row.actor: {"roles": [], "keys": {}} for row in conn.execute(select(self.actors))}
+        registry: dict[str, dict[str, Any]] = {row.actor: {"roles": [], "keys": {}}
+                                               for row in conn.execute(select(self.actors))}
         for row in conn.execute(select(self.roles).order_by(self.roles.c.event_seq)):  # the newest row is in force
             if row.actor in registry:
                 registry[row.actor]["roles"] = json.loads(row.roles)
@@ -50,7 +52,7 @@ class ActorLedger:
                                                            "revoked_at": revoked.get((row.actor, row.key_id))}
         return registry
 
-    def read_snapshot(self) -> dict:
+    def read_snapshot(self) -> dict[str, Any]:
         with classified_errors(), self.ledger.engine.connect() as conn:
             return self.snapshot(conn)
 
@@ -61,8 +63,8 @@ class ActorLedger:
         """A second use of ``nonce`` fails here, on the primary key, even when both transactions checked first."""
         conn.execute(self.nonces.insert().values(nonce=nonce, actor=actor, key_id=key_id, event_seq=event.seq))
 
-    def register(self, conn: Connection, by: str, name: str, roles: list[str], key: dict, authorization: dict,
-                 bootstrap: bool = False) -> LedgerEvent:
+    def register(self, conn: Connection, by: str, name: str, roles: list[str], key: dict[str, Any],
+                 authorization: dict[str, Any], bootstrap: bool = False) -> LedgerEvent:
         """``key``: {key_id, public_key}; it is valid from now."""
         kind = EventType.ACTOR_BOOTSTRAPPED if bootstrap else EventType.ACTOR_REGISTERED
         key = {**key, "valid_from": utc_iso(timespec="microseconds")}
@@ -72,19 +74,22 @@ class ActorLedger:
         conn.execute(self.roles.insert().values(event_seq=event.seq, actor=name, roles=json.dumps(roles)))
         return event
 
-    def change_roles(self, conn: Connection, by: str, name: str, roles: list[str], authorization: dict) -> LedgerEvent:
+    def change_roles(self, conn: Connection, by: str, name: str, roles: list[str],
+                     authorization: dict[str, Any]) -> LedgerEvent:
         event = self._append(conn, EventType.ACTOR_ROLES_CHANGED, name, by, {"name": name, "roles": roles},
                              authorization)
         conn.execute(self.roles.insert().values(event_seq=event.seq, actor=name, roles=json.dumps(roles)))
         return event
 
-    def add_key(self, conn: Connection, by: str, name: str, key: dict, authorization: dict) -> LedgerEvent:
+    def add_key(self, conn: Connection, by: str, name: str, key: dict[str, Any],
+                authorization: dict[str, Any]) -> LedgerEvent:
         key = {**key, "valid_from": utc_iso(timespec="microseconds")}
         event = self._append(conn, EventType.ACTOR_KEY_ADDED, name, by, {"name": name, "key": key}, authorization)
         self._insert_key(conn, name, key, event)
         return event
 
-    def revoke_key(self, conn: Connection, by: str, name: str, key_id: str, authorization: dict) -> LedgerEvent:
+    def revoke_key(self, conn: Connection, by: str, name: str, key_id: str,
+                   authorization: dict[str, Any]) -> LedgerEvent:
         revoked_at = utc_iso(timespec="microseconds")
         event = self._append(conn, EventType.ACTOR_KEY_REVOKED, name, by,
                              {"name": name, "key_id": key_id, "revoked_at": revoked_at}, authorization)
@@ -92,22 +97,22 @@ class ActorLedger:
                                                       revoked_seq=event.seq))
         return event
 
-    def record_action(self, conn: Connection, kind: EventType, subject_sha256: str, by: str, details: dict,
-                      authorization: dict) -> LedgerEvent:
+    def record_action(self, conn: Connection, kind: EventType, subject_sha256: str, by: str, details: dict[str, Any],
+                      authorization: dict[str, Any]) -> LedgerEvent:
         """The event of an authorized action on the deployment as a whole (the service's keys): tenant ""."""
         return self.ledger._append(conn, Deployment(), kind, subject_sha256, by,
                                    {**details, "authorization": authorization})
 
-    def refuse(self, conn: Connection, by: str, subject_sha256: str, details: dict) -> LedgerEvent:
+    def refuse(self, conn: Connection, by: str, subject_sha256: str, details: dict[str, Any]) -> LedgerEvent:
         """An `action.refused` event: ``details`` holds the request only when it was authenticated (authorize.py)."""
         return self.ledger._append(conn, Deployment(), EventType.ACTION_REFUSED, subject_sha256, by, details)
 
-    def _append(self, conn: Connection, kind: EventType, name: str, by: str, details: dict,
-                authorization: dict) -> LedgerEvent:
+    def _append(self, conn: Connection, kind: EventType, name: str, by: str, details: dict[str, Any],
+                authorization: dict[str, Any]) -> LedgerEvent:
         return self.ledger._append(conn, Deployment(), kind, sha256_text(name), by,
                                    {**details, "authorization": authorization})
 
-    def _insert_key(self, conn: Connection, name: str, key: dict, event: LedgerEvent) -> None:
+    def _insert_key(self, conn: Connection, name: str, key: dict[str, Any], event: LedgerEvent) -> None:
         conn.execute(self.keys.insert().values(actor=name, key_id=key["key_id"], public_key=key["public_key"],
                                                valid_from=key["valid_from"], added_seq=event.seq))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Connection, text
 
@@ -20,7 +21,7 @@ class Clock:
     started: float | None
     period: str | None = None
 
-    def details(self) -> dict:
+    def details(self) -> dict[str, Any]:
         return {} if self.started is None else {"admission_ms": round((time.perf_counter() - self.started) * 1000, 3)}
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlalchemy import Connection, Float, Integer, Row, String, Table, Text, column, func, select, table
 
@@ -104,7 +104,7 @@ def _batch_finished(conn: Connection, ledger: JobTables, tenant: str, batch_id: 
               {"batch_id": batch_id, "jobs": batch.jobs, "cancelled": batch.state == "cancelled", "counts": counts})
 
 
-def _announce(conn: Connection, tenant: str, event_type: str, event: LedgerEvent, data: dict) -> None:
+def _announce(conn: Connection, tenant: str, event_type: str, event: LedgerEvent, data: dict[str, Any]) -> None:
     delivery_id = "msg_" + uuid.uuid5(_DELIVERY_IDS, f"{event.body['event_id']}/{event_type}").hex
     if conn.execute(select(outbox.c.delivery_id).where(outbox.c.delivery_id == delivery_id)).first() is not None:
         return
@@ -116,6 +116,6 @@ def _announce(conn: Connection, tenant: str, event_type: str, event: LedgerEvent
         payload=canonical(payload), state=PENDING, attempts=0, next_attempt_at=now, created_at=now, updated_at=now))
 
 
-def subscription_in(conn: Connection, tenant: str) -> Row | None:
+def subscription_in(conn: Connection, tenant: str) -> Row[*tuple[Any, ...]] | None:
     """The tenant's webhook row as this transaction sees it, or None."""
     return conn.execute(select(webhooks).where(webhooks.c.tenant == tenant)).first()

@@ -5,6 +5,7 @@ a batch; its children's counts."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from sqlalchemy import Connection, func, select
 
@@ -43,11 +44,11 @@ class Batches:
         actor: str,
         limits: JobLimits,
         clock: Clock,
-    ) -> tuple[dict, bool]:
+    ) -> tuple[dict[str, Any], bool]:
         """Record a batch (its manifest is already stored); no child job is created here. The same manifest again
         returns the first record. Returns (row, created)."""
 
-        def create(conn: Connection) -> tuple[dict, bool]:
+        def create(conn: Connection) -> tuple[dict[str, Any], bool]:
             existing = self._batch(conn, tenant, batch_id)
             if existing is not None:
                 return existing, False
@@ -78,17 +79,17 @@ class Batches:
 
         return self.ledger._transact(create)
 
-    def batch(self, tenant: str, batch_id: str) -> dict | None:
+    def batch(self, tenant: str, batch_id: str) -> dict[str, Any] | None:
         with classified_errors(), self.ledger.engine.connect() as conn:
             return self._batch(conn, tenant, batch_id)
 
-    def _batch(self, conn: Connection, tenant: str, batch_id: str) -> dict | None:
+    def _batch(self, conn: Connection, tenant: str, batch_id: str) -> dict[str, Any] | None:
         """``tenant``'s batch, or None (another tenant's does not exist)."""
         b = self.batches.c
         row = conn.execute(select(self.batches).where(b.batch_id == batch_id, b.tenant == tenant)).first()
         return None if row is None else dict(row._mapping)
 
-    def open_batches(self) -> list[dict]:
+    def open_batches(self) -> list[dict[str, Any]]:
         """Batches with children still to create, oldest first."""
         b = self.batches.c
         with classified_errors(), self.ledger.engine.connect() as conn:
@@ -96,7 +97,8 @@ class Batches:
             return [dict(row._mapping) for row in rows]
 
     def dispatch_batch_page(
-        self, batch: dict, children: list[tuple[str, str, str, dict]], policy_version: str, actor: str
+        self, batch: dict[str, Any], children: list[tuple[str, str, str, dict[str, Any]]], policy_version: str,
+        actor: str
     ) -> bool:
         """Create the next children of a batch, (idempotency key, request digest, operation, request) each, and
         advance its cursor, in one transaction: False when the batch moved meanwhile (cancelled, or another
@@ -138,10 +140,10 @@ class Batches:
 
         return self.ledger._transact(dispatch)
 
-    def stop_batch(self, tenant: str, batch_id: str, actor: str) -> dict | None:
+    def stop_batch(self, tenant: str, batch_id: str, actor: str) -> dict[str, Any] | None:
         """Stop dispatching a batch (idempotent); returns the batch as stopped, or None if it is not the tenant's."""
 
-        def stop(conn: Connection) -> dict | None:
+        def stop(conn: Connection) -> dict[str, Any] | None:
             batch = self._batch(conn, tenant, batch_id)
             if batch is None or batch["state"] == "cancelled":
                 return batch

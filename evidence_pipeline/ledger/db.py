@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from typing import TypeVar
 
 from sqlalchemy.exc import DatabaseError, IntegrityError, InterfaceError, OperationalError
@@ -11,6 +12,7 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 
 READ_ONLY_TRANSACTION = "25006"  # PostgreSQL's SQLSTATE read_only_sql_transaction
 Found = TypeVar("Found")
+Done = TypeVar("Done")  # what a transaction's work returns
 
 
 class LostRace(Exception):
@@ -26,7 +28,7 @@ def present(row: Found | None, code: ReasonCode, what: str) -> Found:
 
 
 @contextlib.contextmanager
-def classified_errors():
+def classified_errors() -> Iterator[None]:
     """Database outages are a classified, retryable failure, never a driver traceback."""
     try:
         yield

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Connection, bindparam, select
 
@@ -36,7 +37,7 @@ class StageChange:
 
     prior: str
     stage: str
-    details: dict
+    details: dict[str, Any]
 
 
 class DocumentJobs:
@@ -51,12 +52,12 @@ class DocumentJobs:
 
     # --- reading ----------------------------------------------------------------------------------------------
 
-    def job(self, tenant: str, job_id: str) -> dict | None:
+    def job(self, tenant: str, job_id: str) -> dict[str, Any] | None:
         """``tenant``'s document job with its state, or None."""
         with classified_errors(), self.ledger.engine.connect() as conn:
             return read_job(conn, self.ledger, tenant, job_id)
 
-    def month_jobs(self, tenant: str, period: str) -> list[dict]:
+    def month_jobs(self, tenant: str, period: str) -> list[dict[str, Any]]:
         """``tenant``'s document jobs accepted in ``period`` (not its evidence requests), by job id."""
         docs, jobs = self.document_jobs.c, self.ledger.jobs.c
         query = (
@@ -68,7 +69,7 @@ class DocumentJobs:
         with classified_errors(), self.ledger.engine.connect() as conn:
             return [listed_job(conn, self.ledger, tenant, job_id) for job_id in conn.execute(query).scalars()]
 
-    def recent_decisions(self, operation: str, limit: int) -> list[dict]:
+    def recent_decisions(self, operation: str, limit: int) -> list[dict[str, Any]]:
         """The ``limit`` most recently finished jobs of ``operation`` whose outputs committed, newest first."""
         docs = self.document_jobs.c
         query = (
@@ -80,7 +81,7 @@ class DocumentJobs:
         with classified_errors(), self.ledger.engine.connect() as conn:
             return [listed_job(conn, self.ledger, row.tenant, row.job_id) for row in conn.execute(query).all()]
 
-    def latest_review(self, tenant: str, input_id: str) -> dict | None:
+    def latest_review(self, tenant: str, input_id: str) -> dict[str, Any] | None:
         """``tenant``'s most recently finished contract review of exactly ``input_id`` whose outputs committed."""
         docs = self.document_jobs.c
         query = (
@@ -100,7 +101,7 @@ class DocumentJobs:
                     return job
         return None
 
-    def waiting_evidence_jobs(self) -> list[dict]:
+    def waiting_evidence_jobs(self) -> list[dict[str, Any]]:
         """Accepted evidence jobs, oldest first: each needs (or has) its Dagster run."""
         docs, jobs = self.document_jobs.c, self.ledger.jobs.c
         query = (
@@ -112,7 +113,7 @@ class DocumentJobs:
         with classified_errors(), self.ledger.engine.connect() as conn:
             return [listed_job(conn, self.ledger, row.tenant, row.job_id) for row in conn.execute(query).all()]
 
-    def stage(self, job: dict) -> str | None:
+    def stage(self, job: dict[str, Any]) -> str | None:
         """The stage the job's current lease last recorded, or None."""
         events = self.ledger.audit_events.c
         query = (
@@ -128,7 +129,8 @@ class DocumentJobs:
             for body in conn.execute(query).scalars():  # jobs with the same request share the subject
                 details = event_body(body)["details"]
                 if (details["job_id"], details["lease_token"]) == (job["job_id"], job["lease_token"]):
-                    return details["stage"]
+                    stage: str | None = details["stage"]
+                    return stage
         return None
 
     # --- working ----------------------------------------------------------------------------------------------
@@ -140,7 +142,7 @@ class DocumentJobs:
     def _mark_started(self, conn: Connection, job_id: str) -> None:
         conn.execute(self._started_update, {"started_job_id": job_id, "started_at": time.time()})
 
-    def start(self, job: dict, owner: str, ttl_seconds: float, stage: StageChange | None) -> Lease | None:
+    def start(self, job: dict[str, Any], owner: str, ttl_seconds: float, stage: StageChange | None) -> Lease | None:
         """Lease a document job for an attempt, committed with its start time and, for a staged operation, its
         first stage: one transaction, not three. None when the job already succeeded; acquire_lease's errors."""
 
@@ -158,14 +160,14 @@ class DocumentJobs:
 
     def complete(
         self,
-        job: dict,
+        job: dict[str, Any],
         lease: Lease,
         event_type: str,
         subject_sha256: str,
-        outputs: dict,
+        outputs: dict[str, Any],
         actor: str,
         rejected: str | None = None,
-        derived: tuple[tuple[str, dict], ...] = (),
+        derived: tuple[tuple[str, dict[str, Any]], ...] = (),
         stage: StageChange | None = None,
         message: str | None = None,
     ) -> int:
@@ -214,8 +216,8 @@ class DocumentJobs:
 
         return self.ledger._transact(commit)
 
-    def record_once(self, job: dict, lease: Lease, event_type: str, subject_sha256: str, name: str,
-                    details: dict, actor: str) -> None:
+    def record_once(self, job: dict[str, Any], lease: Lease, event_type: str, subject_sha256: str, name: str,
+                    details: dict[str, Any], actor: str) -> None:
         """Append the job's tenant's event of ``event_type`` identified by details[``name``], fenced by ``lease``,
         unless one is already committed."""
 
@@ -227,7 +229,7 @@ class DocumentJobs:
 
         self.ledger._transact(record)
 
-    def record_stage(self, job: dict, lease: Lease, stage: StageChange, actor: str) -> None:
+    def record_stage(self, job: dict[str, Any], lease: Lease, stage: StageChange, actor: str) -> None:
         """A staged job's `document.stage` event, fenced by ``lease`` like every transition (the job's state stays
         running; the stage is what its status shows). Committed without waiting for the disk: the job's outcome,
         durable, covers it; a power loss before then may undo the stages of an attempt that then never ends,
@@ -239,14 +241,15 @@ class DocumentJobs:
 
         self.ledger._transact(record, durable=False)
 
-    def _fence(self, conn: Connection, lease: Lease, **values) -> None:
+    def _fence(self, conn: Connection, lease: Lease, **values: Any) -> None:
         """Update the job only while ``lease`` is its newest, unexpired lease; LEASE_FENCED otherwise."""
         if not self.ledger._update_held(conn, lease, **values):
             raise EvidenceError(
                 ReasonCode.LEASE_FENCED, f"lease {lease.token} of job {lease.job_id[:12]} is no longer held"
             )
 
-    def _append_stage(self, conn: Connection, job: dict, lease: Lease, stage: StageChange, actor: str) -> None:
+    def _append_stage(self, conn: Connection, job: dict[str, Any], lease: Lease, stage: StageChange,
+                      actor: str) -> None:
         self.ledger._append(
             conn,
             TenantMonth(job["tenant"], job["period"]),
@@ -258,12 +261,12 @@ class DocumentJobs:
         )
 
 
-def listed_job(conn: Connection, ledger: Ledger, tenant: str, job_id: str) -> dict:
+def listed_job(conn: Connection, ledger: Ledger, tenant: str, job_id: str) -> dict[str, Any]:
     """``read_job`` of a job a query just found."""
     return present(read_job(conn, ledger, tenant, job_id), ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
 
 
-def read_job(conn: Connection, ledger: Ledger, tenant: str, job_id: str) -> dict | None:
+def read_job(conn: Connection, ledger: Ledger, tenant: str, job_id: str) -> dict[str, Any] | None:
     """``tenant``'s document job with its state, read on ``conn`` (inside a caller's transaction, or not)."""
     docs, jobs = ledger.document_jobs.c, ledger.jobs.c
     query = (
@@ -290,7 +293,7 @@ def read_job(conn: Connection, ledger: Ledger, tenant: str, job_id: str) -> dict
     return job
 
 
-def stage_of(job: dict, recorded: str | None) -> str:
+def stage_of(job: dict[str, Any], recorded: str | None) -> str:
     """What a job's status shows as its stage: accepted (retry_wait after a transient failure, until its
     next_attempt_at and then until a page run leases it), the stage a running
     job last ``recorded`` (running when it records none), completed, rejected or dead."""

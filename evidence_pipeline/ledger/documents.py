@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Connection, bindparam, select
 
@@ -33,7 +34,7 @@ class DocumentRecords:
     def admit_document(
         self, tenant: str, sha256: str, size: int, media_type: str, store_key: str, actor: str, clock: Clock,
         max_bytes: int,
-    ) -> tuple[dict, bool]:
+    ) -> tuple[dict[str, Any], bool]:
         """Record an admitted document and its `document.admitted` event (with the request's ``admission_ms`` so
         far); the same bytes again return the first record. Returns (row, created). A new document that takes the
         tenant past ``max_bytes`` stored is REQUEST_EXCEEDS_QUOTA, checked in the transaction that admits it
@@ -42,7 +43,7 @@ class DocumentRecords:
         admission = _Admission(tenant, document_id, sha256, size, media_type, store_key, actor, clock, max_bytes)
         return self.ledger._transact_together(admission, self._admit_all)
 
-    def _admit_all(self, conn: Connection, admissions: list[_Admission]) -> list[tuple[dict, bool]]:
+    def _admit_all(self, conn: Connection, admissions: list[_Admission]) -> list[tuple[dict[str, Any], bool]]:
         """Admit a turn's documents (ledger._transact_together) in a few statements for all of them: on PostgreSQL
         each statement is a round trip made under the admissions' lock, and six per upload serialized a burst."""
         docs = self.documents.c
@@ -59,7 +60,8 @@ class DocumentRecords:
         # created only for the first upload of a new document: the same bytes again in this turn get its row
         return [(records[a.key][0], records[a.key][1] and new[a.key] is a) for a in admissions]
 
-    def _insert_new(self, conn: Connection, admissions: list[_Admission]) -> dict[tuple[str, str], tuple[dict, bool]]:
+    def _insert_new(self, conn: Connection,
+                    admissions: list[_Admission]) -> dict[tuple[str, str], tuple[dict[str, Any], bool]]:
         """The new documents' rows and events, one statement each, and one per tenant for its running total;
         REQUEST_EXCEEDS_QUOTA when a document takes its tenant past its quota."""
         storage = self.ledger.tenant_storage.c
@@ -86,12 +88,12 @@ class DocumentRecords:
                 conn.execute(self._first_stored, {"tenant": tenant, "stored_bytes": total})
         return {a.key: (row, True) for a, row in zip(admissions, rows)}
 
-    def document(self, tenant: str, document_id: str) -> dict | None:
+    def document(self, tenant: str, document_id: str) -> dict[str, Any] | None:
         """``tenant``'s document, or None: another tenant's document does not exist for this one."""
         with classified_errors(), self.ledger.reading() as conn:
             return self._document(conn, tenant, document_id)
 
-    def _document(self, conn: Connection, tenant: str, document_id: str) -> dict | None:
+    def _document(self, conn: Connection, tenant: str, document_id: str) -> dict[str, Any] | None:
         row = conn.execute(self._document_query, {"document_id": document_id, "tenant": tenant}).first()
         return None if row is None else dict(row._mapping)
 
@@ -118,14 +120,15 @@ class DocumentRecords:
         return documents | {i for i in ids - documents if self.find_event(tenant, EventType.DOCUMENT_DERIVED,
                                                                           "artifact_id", i) is not None}
 
-    def find_event(self, tenant: str, event_type: str, name: str, value: str, newest: bool = False) -> dict | None:
+    def find_event(self, tenant: str, event_type: str, name: str, value: str,
+                   newest: bool = False) -> dict[str, Any] | None:
         """The oldest (``newest``: the latest) of ``tenant``'s events of ``event_type`` whose details[``name``] is
         ``value``: its row (seq, prev_hash, event_hash, the stored body text) and ``parsed``, the body; None when
         there is none."""
         with classified_errors(), self.ledger.engine.connect() as conn:
             return find_event_in(conn, self.ledger, tenant, event_type, name, value, newest)
 
-    def event(self, tenant: str, event_type: str, event_id: str) -> dict | None:
+    def event(self, tenant: str, event_type: str, event_id: str) -> dict[str, Any] | None:
         """``tenant``'s event of ``event_type`` with ``event_id``, as find_event returns it; None when there is none
         (another tenant's event does not exist for this one)."""
         events = self.ledger.audit_events.c
@@ -146,7 +149,7 @@ class DocumentRecords:
 
 
 def find_event_in(conn: Connection, ledger: Ledger, tenant: str, event_type: str, name: str,
-                  value: str, newest: bool = False) -> dict | None:
+                  value: str, newest: bool = False) -> dict[str, Any] | None:
     """DocumentRecords.find_event on ``conn``: inside a caller's transaction, which may have appended it."""
     events = ledger.audit_events.c
     # Bodies are canonical JSON, so the pair appears verbatim: the database narrows, the parse decides.

@@ -24,14 +24,14 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol
 
-from sqlalchemy import Connection, Engine, Table, bindparam, select
+from sqlalchemy import Connection, Engine, Select, Table, Update, bindparam, select
 
 from evidence_pipeline.canonical import legacy_ascii_json_for_ids, utc_iso
 from evidence_pipeline.errors import EvidenceError, ReasonCode, meaning_of
 from evidence_pipeline.ledger import announcements
-from evidence_pipeline.ledger.db import LostRace, classified_errors
+from evidence_pipeline.ledger.db import Done, LostRace, classified_errors
 from evidence_pipeline.ledger.job_states import (
     ACCEPTED,
     CLOSED,
@@ -62,9 +62,10 @@ def document_job_id(tenant: str, idempotency_key: str, batch_id: str = "") -> st
     return hashlib.sha256(legacy_ascii_json_for_ids(scope)).hexdigest()
 
 
-def attempt_id_of(job: dict) -> str:
+def attempt_id_of(job: dict[str, Any]) -> str:
     """The id of a job's current attempt: its first attempt's is the job id; a replay's is replay_attempt_id."""
-    return job["attempt_id"] or job["job_id"]
+    attempt_id: str = job["attempt_id"] or job["job_id"]
+    return attempt_id
 
 
 def replay_attempt_id(job_id: str, replay_of: str) -> str:
@@ -95,6 +96,12 @@ class Lease:
     expires_at: float
 
 
+class _Transact(Protocol):
+    """Ledger._transact: ``work`` in one transaction, and what it returns."""
+
+    def __call__(self, work: Callable[[Connection], Done], durable: bool = ...) -> Done: ...
+
+
 class JobTransitions:
     """The job state machine and its fenced leases, as methods of the Ledger: every transition is one
     compare-and-swap, committed with its audit event in one transaction (``_transact``, ``_append``)."""
@@ -105,15 +112,15 @@ class JobTransitions:
     ended_attempts: Table
     document_jobs: Table
     batches: Table
-    _append: Callable[[Connection, TenantMonth, str, str, str, dict], LedgerEvent]
-    _transact: Callable[..., Any]
+    _append: Callable[[Connection, TenantMonth, str, str, str, dict[str, Any]], LedgerEvent]
+    _transact: _Transact
     writing: Callable[..., contextlib.AbstractContextManager[Connection]]
 
-    def accept_job(self, key: JobKey, actor: str) -> dict:
+    def accept_job(self, key: JobKey, actor: str) -> dict[str, Any]:
         """The job record of an identity, created (state accepted) on first sight."""
         now = time.time()
 
-        def accept(conn: Connection) -> dict:
+        def accept(conn: Connection) -> dict[str, Any]:
             existing = self._job(conn, key.job_id)
             if existing is not None:
                 return existing
@@ -127,7 +134,7 @@ class JobTransitions:
 
         return self._transact(accept)
 
-    def job(self, job_id: str) -> dict:
+    def job(self, job_id: str) -> dict[str, Any]:
         with classified_errors(), self.engine.connect() as conn:
             return self._existing_job(conn, job_id)
 
@@ -244,8 +251,8 @@ class JobTransitions:
 
         return self._transact(lost)
 
-    def _fail(self, conn: Connection, job: dict, reason: str, retryable: bool, actor: str, budget: RetryBudget,
-              attempts: int, message: str | None) -> str:
+    def _fail(self, conn: Connection, job: dict[str, Any], reason: str, retryable: bool, actor: str,
+              budget: RetryBudget, attempts: int, message: str | None) -> str:
         now = time.time()
         state = REJECTED if not retryable else (
             DEAD if budget.exhausted(attempts, now - job["budget_started_at"]) else ACCEPTED)
@@ -260,8 +267,8 @@ class JobTransitions:
             announcements.job_ended(conn, self, job["job_id"], state, str(reason), event)
         return state
 
-    def replay(self, conn: Connection, job_id: str, requested_by: str, reason: str, authorization: dict,
-               policy_version: str | None = None) -> tuple[dict, LedgerEvent]:
+    def replay(self, conn: Connection, job_id: str, requested_by: str, reason: str, authorization: dict[str, Any],
+               policy_version: str | None = None) -> tuple[dict[str, Any], LedgerEvent]:
         """Open a new attempt of a rejected or dead job, on the same immutable input under its pinned policy
         (``policy_version``, when the request names one, must be that one: REPLAY_POLICY_MISMATCH otherwise).
 
@@ -300,7 +307,7 @@ class JobTransitions:
                      .values(finished_at=None, outputs=None))
         return self._existing_job(conn, job_id), event
 
-    def job_attempts(self, job_id: str) -> list[dict]:
+    def job_attempts(self, job_id: str) -> list[dict[str, Any]]:
         """Every attempt of a job, the first first: the ended ones a replay kept, then the current one (from the
         job's row). Each: attempt_id, replay_of, state, reason, message, tries, policy_version, opened_at,
         ended_at (None while the current attempt has not ended)."""
@@ -316,12 +323,12 @@ class JobTransitions:
         }
         return [{name: row._mapping[name] for name in current} for row in ended] + [current]
 
-    def jobs_in(self, *job_states: str) -> list[dict]:
+    def jobs_in(self, *job_states: str) -> list[dict[str, Any]]:
         with classified_errors(), self.engine.connect() as conn:
             query = select(self.jobs).where(self.jobs.c.state.in_(job_states)).order_by(self.jobs.c.updated_at)
             return [dict(row._mapping) for row in conn.execute(query)]
 
-    def listed_jobs(self, job_states: tuple[str, ...] = CLOSED, job_id: str | None = None) -> list[dict]:
+    def listed_jobs(self, job_states: tuple[str, ...] = CLOSED, job_id: str | None = None) -> list[dict[str, Any]]:
         """The jobs in ``job_states`` (rejected or dead: what dead letters are chosen from), or only ``job_id``,
         oldest change first, with their document operation (None for a tenant-month job) and their current
         attempt's id (attempt_id_of)."""
@@ -334,11 +341,11 @@ class JobTransitions:
             rows = [dict(row._mapping) for row in conn.execute(query)]
         return [row | {"attempt_id": attempt_id_of(row)} for row in rows]
 
-    def _job(self, conn: Connection, job_id: str) -> dict | None:
+    def _job(self, conn: Connection, job_id: str) -> dict[str, Any] | None:
         row = conn.execute(self._job_query, {"job_id": job_id}).first()
         return None if row is None else dict(row._mapping)
 
-    def _existing_job(self, conn: Connection, job_id: str) -> dict:
+    def _existing_job(self, conn: Connection, job_id: str) -> dict[str, Any]:
         job = self._job(conn, job_id)
         if job is None:
             raise EvidenceError(ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
@@ -347,11 +354,11 @@ class JobTransitions:
     # Every attempt runs these statements several times: built once, with parameters, they cost no statement
     # construction per call (the WHERE parameters are named apart from the columns an UPDATE sets).
     @cached_property
-    def _job_query(self):
+    def _job_query(self) -> Select[*tuple[Any, ...]]:
         return select(self.jobs).where(self.jobs.c.job_id == bindparam("job_id"))
 
     @cached_property
-    def _held_update(self):
+    def _held_update(self) -> Update:
         jobs = self.jobs.c
         return self.jobs.update().where(
             jobs.job_id == bindparam("held_job_id"), jobs.lease_token == bindparam("held_token"),
@@ -359,7 +366,7 @@ class JobTransitions:
         )
 
     @cached_property
-    def _swap_update(self):
+    def _swap_update(self) -> Update:
         jobs = self.jobs.c
         return self.jobs.update().where(
             jobs.job_id == bindparam("seen_job_id"), jobs.state == bindparam("seen_state"),
@@ -367,17 +374,17 @@ class JobTransitions:
         )
 
     @staticmethod
-    def _tenant_month(job: dict) -> TenantMonth:
+    def _tenant_month(job: dict[str, Any]) -> TenantMonth:
         return TenantMonth(job["tenant"], job["period"])
 
-    def _update_held(self, conn: Connection, lease: Lease, **values) -> bool:
+    def _update_held(self, conn: Connection, lease: Lease, **values: Any) -> bool:
         """Set ``values`` on the job only while ``lease`` is its newest, unexpired lease (the fence); whether it
         was."""
         now = time.time()
         fence = {"held_job_id": lease.job_id, "held_token": lease.token, "held_now": now}
         return conn.execute(self._held_update, fence | values | {"updated_at": now}).rowcount > 0
 
-    def _swap(self, conn: Connection, seen: dict, **values) -> None:
+    def _swap(self, conn: Connection, seen: dict[str, Any], **values: Any) -> None:
         """Compare-and-swap: apply ``values`` only if the job is still exactly as it was read."""
         expected = {"seen_job_id": seen["job_id"], "seen_state": seen["state"], "seen_token": seen["lease_token"],
                     "seen_updated_at": seen["updated_at"]}

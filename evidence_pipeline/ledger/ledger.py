@@ -17,17 +17,34 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, TypeVar, cast
 
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy import URL, Connection, MetaData, Select, create_engine, event, func, inspect, make_url, select, text
+from sqlalchemy import (
+    URL,
+    ColumnElement,
+    Connection,
+    Engine,
+    MetaData,
+    Select,
+    create_engine,
+    event,
+    func,
+    inspect,
+    make_url,
+    select,
+    text,
+)
+from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import (
     ArgumentError,
     IntegrityError,
     OperationalError,
     ProgrammingError,
 )
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from evidence_pipeline import jsonread
 from evidence_pipeline.canonical import canonical, utc_iso
@@ -35,7 +52,7 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import announcements, merkle, mirrors
 from evidence_pipeline.ledger import job_states as states
 from evidence_pipeline.ledger.chain import GENESIS_HASH, chain_hash
-from evidence_pipeline.ledger.db import LostRace, classified_errors
+from evidence_pipeline.ledger.db import Done, LostRace, classified_errors
 from evidence_pipeline.ledger.jobs import JobTransitions, Lease
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
 from evidence_pipeline.paths import private_dirs
@@ -47,6 +64,7 @@ _APPEND_ATTEMPTS = 20
 _CHAIN_HEAD = "evidence_chain_head"  # in a writing transaction's conn.info: the hash of its last appended event
 _APPEND_CHECK = "evidence_append_check"  # in its conn.info: what each event it appends must pass (check_appends)
 _BUSY_SECONDS = 30  # how long a writer waits for the write lock (SQLite's busy_timeout says the same)
+Item = TypeVar("Item")  # one caller's item of work in _transact_together
 
 
 def current_month(now: float | None = None) -> str:
@@ -66,7 +84,7 @@ class Deployment:
     tenant: str = NO_TENANT
 
 
-def event_body(text: str) -> dict:
+def event_body(text: str) -> dict[str, Any]:
     """An event body as the ledger stored it: bounded JSON with exactly the fields _append writes."""
     body = jsonread.loads(text, ReasonCode.LEDGER_INVALID, "an audit event body")
     if not isinstance(body, dict) or not mirrors.is_event_body(body):
@@ -74,23 +92,25 @@ def event_body(text: str) -> dict:
     return body
 
 
-def _serialize_sqlite_writers(engine, read_only: bool) -> None:
+def _serialize_sqlite_writers(engine: Engine, read_only: bool) -> None:
     """Parallel workers share the embedded SQLite ledger: a writing transaction takes the write lock when it
     begins (a deferred read-then-write would fail with SQLITE_BUSY instead of waiting) and waits up to 30 s for
     it; reads begin deferred, and WAL lets them run alongside the writer. A read-only ledger changes no mode."""
 
     @event.listens_for(engine, "connect")
-    def connect(dbapi_connection, _record):
+    def connect(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
         dbapi_connection.isolation_level = None  # SQLAlchemy, not the driver, issues BEGIN
         dbapi_connection.execute(f"PRAGMA busy_timeout = {_BUSY_SECONDS * 1000}")
         if not read_only:
             dbapi_connection.execute("PRAGMA journal_mode = WAL")
 
     @event.listens_for(engine, "begin")
-    def begin(connection):
+    def begin(connection: Connection) -> None:
         # Straight to the driver: two statements on every transaction, and SQLAlchemy's execution path for each
         # cost more than SQLite's work (about 0.1 ms).
-        options, driver = connection.get_execution_options(), connection.connection.driver_connection
+        # A connection that begins is live: it has its driver connection (None only once invalidated).
+        options = connection.get_execution_options()
+        driver = cast(DBAPIConnection, connection.connection.driver_connection)
         if not options.get("ledger_writes"):
             driver.execute("BEGIN")
             return
@@ -124,7 +144,7 @@ class _SQLiteWriters:
             self.__exit__()
             raise
 
-    def __exit__(self, *_exc) -> None:
+    def __exit__(self, *_exc: object) -> None:
         if self._fd is not None:
             os.close(self._fd)  # releases the flock
             self._fd = None
@@ -213,14 +233,14 @@ class Ledger(JobTransitions):
         self._waiting_mutex = threading.Lock()
 
     def record(self, tenant_month: TenantMonth | Deployment, event_type: str, subject_sha256: str, actor: str,
-               **details) -> LedgerEvent:
+               **details: Any) -> LedgerEvent:
         """Append one event in its own transaction (of the deployment, no tenant, when ``tenant_month`` is a
         Deployment)."""
         return self._transact(
             lambda conn: self._append(conn, tenant_month, event_type, subject_sha256, actor, details)
         )
 
-    def publish(self, row: dict, lease: Lease, actor: str, **details) -> tuple[dict, bool]:
+    def publish(self, row: dict[str, Any], lease: Lease, actor: str, **details: Any) -> tuple[dict[str, Any], bool]:
         """Commit the publication row, its `bundle.published` event, job -> succeeded and the tenant's
         `evidence.delivered` webhook (ledger/outbox.py) in one transaction.
 
@@ -233,7 +253,7 @@ class Ledger(JobTransitions):
         tenant_month = TenantMonth(row["tenant"], row["period"])
         supersedes = details.get("supersedes")
 
-        def commit(conn: Connection) -> tuple[dict, bool]:
+        def commit(conn: Connection) -> tuple[dict[str, Any], bool]:
             existing = self._publication(conn, row["identity"])
             if existing is not None:
                 self._release_claim(conn, tenant_month, row["identity"])
@@ -298,16 +318,16 @@ class Ledger(JobTransitions):
 
         return self._transact(claim)
 
-    def current_publication(self, tenant_month: TenantMonth) -> dict | None:
+    def current_publication(self, tenant_month: TenantMonth) -> dict[str, Any] | None:
         """The tenant-month's current bundle: its newest publication (the head of its corrections chain)."""
         with classified_errors(), self.engine.connect() as conn:
             return self._current(conn, tenant_month)
 
-    def publication(self, identity: str) -> dict | None:
+    def publication(self, identity: str) -> dict[str, Any] | None:
         with classified_errors(), self.engine.connect() as conn:
             return self._publication(conn, identity)
 
-    def events_about(self, event_type: str, subject_sha256: str) -> list[dict]:
+    def events_about(self, event_type: str, subject_sha256: str) -> list[dict[str, Any]]:
         """Bodies of the events of ``event_type`` about ``subject_sha256``, oldest first."""
         query = select(self.audit_events.c.body).where(
             self.audit_events.c.event_type == event_type, self.audit_events.c.subject_sha256 == subject_sha256
@@ -315,12 +335,12 @@ class Ledger(JobTransitions):
         with classified_errors(), self.engine.connect() as conn:
             return [event_body(body) for body in conn.execute(query.order_by(self.audit_events.c.seq)).scalars()]
 
-    def events_of_type(self, event_type: str, tenant: str | None = None) -> list[dict]:
+    def events_of_type(self, event_type: str, tenant: str | None = None) -> list[dict[str, Any]]:
         """Bodies of every event of ``event_type`` (only ``tenant``'s when given), oldest first."""
         return list(self.iter_events_of_type(event_type, tenant))
 
     def iter_events_of_type(self, event_type: str, tenant: str | None = None,
-                            detail: str | None = None) -> Iterator[dict]:
+                            detail: str | None = None) -> Iterator[dict[str, Any]]:
         """``events_of_type``, one body at a time (a year of 10,000 tenants holds 120,000 of one type), and only
         the events whose details have the field ``detail``, when given. That filter runs in the database on the
         stored text, which is canonical JSON (the key reads ``"detail":``); each body it passes is still parsed and
@@ -398,11 +418,11 @@ class Ledger(JobTransitions):
         of events. A rewritten, deleted or reordered row fails, and so does an edited column that mirrors one."""
         prev = GENESIS_HASH
         count = 0
-        published: dict[int, dict] = {}  # seq -> details of each bundle.published event
+        published: dict[int, dict[str, Any]] = {}  # seq -> details of each bundle.published event
         current: dict[tuple[str, str], str] = {}  # (tenant, period) -> identity of its newest bundle so far
-        job_events: dict[str, list[dict]] = {}  # job_id -> bodies of the events that name it, oldest first
+        job_events: dict[str, list[dict[str, Any]]] = {}  # job_id -> bodies of the events that name it, oldest first
         tenant_events: dict[str, dict[str, int]] = {}  # tenant -> {tenant event type: seq of its first}
-        replays: dict[int, dict] = {}  # seq -> body of each job.replayed event that opened a new attempt (0011)
+        replays: dict[int, dict[str, Any]] = {}  # seq -> body of each job.replayed event opening a new attempt (0011)
         with classified_errors(), self.engine.connect() as conn:
             for row in conn.execute(select(self.audit_events).order_by(self.audit_events.c.seq)):
                 if row.prev_hash != prev or chain_hash(prev, row.body) != row.event_hash:
@@ -443,18 +463,19 @@ class Ledger(JobTransitions):
         return count
 
     def _append(self, conn: Connection, tenant_month: TenantMonth | Deployment, event_type: str, subject_sha256: str,
-                actor: str, details: dict) -> LedgerEvent:
+                actor: str, details: dict[str, Any]) -> LedgerEvent:
         return self._append_many(conn, [(tenant_month, event_type, subject_sha256, actor, details)])[0]
 
-    def _append_many(self, conn: Connection,
-                     entries: list[tuple[TenantMonth | Deployment, str, str, str, dict]]) -> list[LedgerEvent]:
+    def _append_many(
+        self, conn: Connection, entries: list[tuple[TenantMonth | Deployment, str, str, str, dict[str, Any]]]
+    ) -> list[LedgerEvent]:
         """Append one event per (tenant_month, event_type, subject_sha256, actor, details), chained in order, in
         one INSERT: on PostgreSQL each statement is a round trip, and admissions make theirs under one lock."""
         # Within one writing transaction the head is the event it appended last: prev_hash is unique, so no other
         # writer can have appended after it before this transaction commits.
         prev = conn.info.get(_CHAIN_HEAD) or conn.execute(self._chain_head).scalar() or GENESIS_HASH
         check = conn.info.get(_APPEND_CHECK, _unauthorized)
-        bodies: list[dict] = []
+        bodies: list[dict[str, Any]] = []
         rows: list[dict[str, str]] = []
         for tenant_month, event_type, subject_sha256, actor, details in entries:
             event_type = str(event_type)  # an EventType is stored as its plain string
@@ -482,7 +503,7 @@ class Ledger(JobTransitions):
         return [LedgerEvent(seqs[row["event_hash"]], row["event_type"], row["event_hash"], body)
                 for row, body in zip(rows, bodies)]
 
-    def check_appends(self, conn: Connection, check: Callable[[dict], None]) -> None:
+    def check_appends(self, conn: Connection, check: Callable[[dict[str, Any]], None]) -> None:
         """Every event this writing transaction appends from now on is first given to ``check`` (its body, exactly
         as it will be stored), which raises to refuse it: the action gate's re-check, the one the auditor runs."""
         conn.info[_APPEND_CHECK] = check
@@ -493,23 +514,23 @@ class Ledger(JobTransitions):
         on fresh reads (``_transact``). Without it, a writer committing between a read and the append goes unseen."""
         conn.info[_CHAIN_HEAD] = conn.execute(self._chain_head).scalar() or GENESIS_HASH
 
-    def _publication(self, conn: Connection, identity: str) -> dict | None:
+    def _publication(self, conn: Connection, identity: str) -> dict[str, Any] | None:
         row = conn.execute(self._publication_query(identity)).first()
         return None if row is None else dict(row._mapping)
 
-    def _publication_query(self, identity: str) -> Select:
+    def _publication_query(self, identity: str) -> Select[*tuple[Any, ...]]:
         return select(self.publications).where(self.publications.c.identity == identity)
 
-    def _current(self, conn: Connection, tenant_month: TenantMonth) -> dict | None:
+    def _current(self, conn: Connection, tenant_month: TenantMonth) -> dict[str, Any] | None:
         p = self.publications.c
         query = select(self.publications).where(p.tenant == tenant_month.tenant, p.period == tenant_month.period)
         row = conn.execute(query.order_by(p.event_seq.desc()).limit(1)).first()
         return None if row is None else dict(row._mapping)
 
-    def _claim_of(self, tenant_month: TenantMonth) -> tuple:
+    def _claim_of(self, tenant_month: TenantMonth) -> tuple[ColumnElement[bool], ColumnElement[bool]]:
         return self.claims.c.tenant == tenant_month.tenant, self.claims.c.period == tenant_month.period
 
-    def _claim(self, conn: Connection, tenant_month: TenantMonth) -> dict | None:
+    def _claim(self, conn: Connection, tenant_month: TenantMonth) -> dict[str, Any] | None:
         row = conn.execute(select(self.claims).where(*self._claim_of(tenant_month))).first()
         return None if row is None else dict(row._mapping)
 
@@ -562,7 +583,7 @@ class Ledger(JobTransitions):
                 conn.info.pop(_CHAIN_HEAD, None)
                 conn.info.pop(_APPEND_CHECK, None)
 
-    def _transact(self, work, durable: bool = True):
+    def _transact(self, work: Callable[[Connection], Done], durable: bool = True) -> Done:
         """Run ``work`` in one transaction, retrying when a concurrent writer took the chain head first."""
         for _ in range(_APPEND_ATTEMPTS):
             try:
@@ -573,7 +594,7 @@ class Ledger(JobTransitions):
         raise EvidenceError(ReasonCode.LEDGER_CONFLICT,
                             "could not append to the audit ledger under contention") from lost_race
 
-    def _transact_together(self, item, work_all: Callable[[Connection, list], list]):
+    def _transact_together(self, item: Item, work_all: Callable[[Connection, list[Item]], list[Done]]) -> Done:
         """``_transact`` for bursts of callers in this process: whoever gets the turn commits the work of every
         caller waiting by then in one transaction, so a burst pays one commit (one fsync) per turn instead of one
         per caller. ``work_all(conn, items)`` does the work of several callers' items and returns each one's result,
@@ -596,10 +617,10 @@ class Ledger(JobTransitions):
                         each.result, each.done = result, True
         if waiting.error is not None:
             raise waiting.error
-        return waiting.result
+        return cast(Done, waiting.result)  # the result of work_all for this caller's item
 
 
-def _unauthorized(body: dict) -> None:
+def _unauthorized(body: dict[str, Any]) -> None:
     """An event outside the action gate: it may not claim a signed request (refusals keep theirs), which nothing
     would have checked before it was appended."""
     if "authorization" in body["details"] and body["event_type"] != EventType.ACTION_REFUSED:
@@ -609,8 +630,8 @@ def _unauthorized(body: dict) -> None:
 
 @dataclass
 class _Waiting:
-    item: object
-    work_all: Callable[[Connection, list], list]
+    item: Any
+    work_all: Callable[[Connection, list[Any]], list[Any]]
     result: object = None
     error: Exception | None = None
     done: bool = False
@@ -624,10 +645,10 @@ class _Waiting:
         self.done = True
 
 
-def _work_of_each(conn: Connection, batch: list[_Waiting]) -> list:
+def _work_of_each(conn: Connection, batch: list[_Waiting]) -> list[object]:
     """The results of one turn's callers, in order: each run of consecutive callers with the same work_all is one
     call of it."""
-    results = []
+    results: list[object] = []
     for work_all, group in itertools.groupby(batch, key=lambda each: each.work_all):
         results += work_all(conn, [each.item for each in group])
     return results
@@ -638,16 +659,16 @@ class Claim:
     """The answer to a publication claim: granted (with the bundle to supersede), or held by another attempt."""
 
     claimed: bool
-    head: dict | None  # the tenant-month's current publication: the bundle a new one supersedes
-    holder: dict | None = None  # when not granted: the claim row of the attempt that holds it
+    head: dict[str, Any] | None  # the tenant-month's current publication: the bundle a new one supersedes
+    holder: dict[str, Any] | None = None  # when not granted: the claim row of the attempt that holds it
     holder_live: bool = False  # ... and whether that attempt's lease is still live
 
 
-def _short(named: dict | None) -> str:
+def _short(named: dict[str, Any] | None) -> str:
     return "nothing" if not named else str(named.get("identity"))[:12]
 
 
-def _check_supersedes(seq: int, body: dict, current: dict[tuple[str, str], str]) -> None:
+def _check_supersedes(seq: int, body: dict[str, Any], current: dict[tuple[str, str], str]) -> None:
     """The corrections chain is linear: a `bundle.published` event that names `supersedes` names the bundle
     published last for its tenant-month, so no two bundles supersede the same one. (A second bundle without
     `supersedes` was published before the link existed.)"""
@@ -687,7 +708,7 @@ def _sqlite_file(url: URL, database: str, read_only: bool) -> URL:
 _POOL = {"pool_size": 15, "max_overflow": 0}
 
 
-def _read_only_arguments(url: URL) -> dict:
+def _read_only_arguments(url: URL) -> dict[str, Any]:
     if url.get_backend_name() == "postgresql":
         return {"connect_args": {"options": "-c default_transaction_read_only=on"}}
     return {}

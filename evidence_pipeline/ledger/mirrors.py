@@ -27,6 +27,7 @@ hashed `bundle.published` events, and `Ledger.verify_chain` checks it there.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from evidence_pipeline.ledger import job_states as states
 from evidence_pipeline.ledger.job_states import DOCUMENT
@@ -41,7 +42,7 @@ TENANT_EVENTS = (EventType.TENANT_REGISTERED, EventType.TENANT_OFFBOARDED)
 _FAILURE_STATES = {event: state for state, event in states.FAILED_AS.items()}
 
 
-def is_event_body(body) -> bool:
+def is_event_body(body: object) -> bool:
     return (
         isinstance(body, dict)
         and body.keys() == BODY_FIELDS
@@ -50,12 +51,13 @@ def is_event_body(body) -> bool:
     )
 
 
-def publication_matches(row: dict, details: dict) -> bool:
+def publication_matches(row: dict[str, Any], details: dict[str, Any]) -> bool:
     """A publications row is a projection of its `bundle.published` event's details."""
     return all(details.get(column) == value for column, value in row.items() if column != "event_seq")
 
 
-def job_matches(row: dict, events: Iterable[dict], document_job: dict | None = None) -> bool:
+def job_matches(row: dict[str, Any], events: Iterable[dict[str, Any]],
+                document_job: dict[str, Any] | None = None) -> bool:
     """A jobs row is derived from its identity and from the events that name its job_id, oldest first;
     ``document_job`` is its evidence_document_jobs row, if it has one."""
     if row["fidelity"] == DOCUMENT:
@@ -65,7 +67,7 @@ def job_matches(row: dict, events: Iterable[dict], document_job: dict | None = N
             return False
     elif JobKey(**{name: row[name] for name in JobKey.__dataclass_fields__}).job_id != row["job_id"]:
         return False
-    derived: dict = {"state": None, "attempts": 0, "lease_token": 0, "lease_owner": None, "last_reason": None,
+    derived: dict[str, Any] = {"state": None, "attempts": 0, "lease_token": 0, "lease_owner": None, "last_reason": None,
                      "attempt_id": None, "replay_of": None}
     for body in events:
         kind, details = body["event_type"], body["details"]
@@ -98,7 +100,7 @@ def job_matches(row: dict, events: Iterable[dict], document_job: dict | None = N
     return all(row[column] == derived[column] for column in JOB_STATE_COLUMNS)
 
 
-def attempt_matches(row: dict, replay: dict) -> bool:
+def attempt_matches(row: dict[str, Any], replay: dict[str, Any]) -> bool:
     """An evidence_job_attempts row is the ended attempt its `job.replayed` event (``replay``) names, as it ended."""
     details = replay["details"]
     return replay["event_type"] == EventType.JOB_REPLAYED and (
@@ -108,7 +110,7 @@ def attempt_matches(row: dict, replay: dict) -> bool:
                                    details["policy_version"])
 
 
-def registry_matches(rows: Iterable[dict], tenant_events: dict[str, dict[str, int]]) -> bool:
+def registry_matches(rows: Iterable[dict[str, Any]], tenant_events: dict[str, dict[str, int]]) -> bool:
     """The registry rows are exactly the registered tenants, each naming its first `tenant.registered` event and
     its first `tenant.offboarded` event (None while it has none). ``tenant_events``: tenant -> {type: seq}."""
     derived = {tenant: (seqs[EventType.TENANT_REGISTERED], seqs.get(EventType.TENANT_OFFBOARDED))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection
+from typing import Any
 
 from sqlalchemy import Connection, RowMapping, func, or_, select
 
@@ -20,7 +21,7 @@ from evidence_pipeline.ledger.db import classified_errors
 from evidence_pipeline.ledger.ledger import Ledger
 
 
-def remove_tenant(conn: Connection, tenant: str, now: float) -> dict:
+def remove_tenant(conn: Connection, tenant: str, now: float) -> dict[str, Any]:
     """Remove the tenant's webhook and cancel its deliveries not delivered (pending or dead: none is sent or
     replayed again), in the caller's transaction (the offboarding's); what its event records of this. A delivery
     already being sent when this commits may still arrive: its outcome is no longer recorded."""
@@ -42,12 +43,13 @@ class Outbox:
     def __init__(self, ledger: Ledger):
         self.ledger = ledger
 
-    def subscription(self, tenant: str) -> dict | None:
+    def subscription(self, tenant: str) -> dict[str, Any] | None:
         with classified_errors(), self.ledger.engine.connect() as conn:
             row = subscription_in(conn, tenant)
         return None if row is None else dict(row._mapping)
 
-    def claim_due(self, now: float, claim_seconds: float, limit: int, busy: Collection[str] = ()) -> list[dict]:
+    def claim_due(self, now: float, claim_seconds: float, limit: int,
+                  busy: Collection[str] = ()) -> list[dict[str, Any]]:
         """Up to ``limit`` pending deliveries due by ``now``, one per tenant and none of a ``busy`` tenant's (one
         with an attempt in flight): each tenant's oldest, the tenants whose oldest is oldest first. Each is claimed
         until now + claim_seconds (a row another deliverer claimed meanwhile is left to it)."""
@@ -67,7 +69,7 @@ class Outbox:
                     claimed.append(dict(row._mapping))
         return claimed
 
-    def record_attempt(self, delivery: dict, state: str, code: str | None, status: int | None,
+    def record_attempt(self, delivery: dict[str, Any], state: str, code: str | None, status: int | None,
                        next_attempt_at: float) -> None:
         """The outcome of one attempt at ``delivery`` (as claimed): its new state, why it failed, when next."""
         o = outbox.c
@@ -77,7 +79,7 @@ class Outbox:
                 next_attempt_at=next_attempt_at, claimed_until=None, updated_at=time.time()))
 
     def deliveries(self, tenant: str | None = None, states: tuple[str, ...] = (),
-                   delivery_id: str | None = None) -> list[dict]:
+                   delivery_id: str | None = None) -> list[dict[str, Any]]:
         """Deliveries (without their secrets' use: a row holds none), oldest first, filtered."""
         o = outbox.c
         query = select(outbox).order_by(o.created_at, o.delivery_id)
@@ -91,7 +93,7 @@ class Outbox:
             return [_listed(row._mapping) for row in conn.execute(query)]
 
 
-def reopen(conn: Connection, delivery_id: str, now: float) -> dict | None:
+def reopen(conn: Connection, delivery_id: str, now: float) -> dict[str, Any] | None:
     """Make a dead delivery pending again with a fresh budget, in the caller's transaction (the replay's); the
     delivery as it was, or None when there is no dead delivery of that id."""
     o = outbox.c
@@ -103,7 +105,7 @@ def reopen(conn: Connection, delivery_id: str, now: float) -> dict | None:
     return _listed(row._mapping)
 
 
-def _listed(row: RowMapping) -> dict:
+def _listed(row: RowMapping) -> dict[str, Any]:
     listed = {name: row[name] for name in ("delivery_id", "tenant", "event_type", "event_seq", "state", "attempts",
                                            "last_code", "last_status")}
     return listed | {"payload": row["payload"], "created_at": utc_iso(row["created_at"]),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from typing import Any
 
 from sqlalchemy import Connection, and_, func, or_, select
 
@@ -70,7 +71,7 @@ class Pages:
         with classified_errors(), self.ledger.engine.connect() as conn:
             return [(row.page_id, row.tenant, int(row.generation)) for row in conn.execute(query)]
 
-    def page_jobs(self, page_id: str) -> list[dict]:
+    def page_jobs(self, page_id: str) -> list[dict[str, Any]]:
         """The jobs of a page (any state), in acceptance order."""
         docs = self.document_jobs.c
         with classified_errors(), self.ledger.engine.connect() as conn:

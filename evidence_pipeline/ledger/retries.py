@@ -9,6 +9,7 @@ ran lost its worker: that attempt is recorded (WORKER_LOST) and the job waits in
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from sqlalchemy import Select, and_, or_, select
 
@@ -19,14 +20,15 @@ from evidence_pipeline.ledger.jobs import attempt_id_of
 from evidence_pipeline.ledger.ledger import Ledger
 
 
-def expired_leases(ledger: Ledger) -> Select:
+def expired_leases(ledger: Ledger) -> Select[Any, Any]:
     """(job_id, lease_token) of every job still running under a lease that has expired: its worker is gone."""
     jobs = ledger.jobs.c
     return select(jobs.job_id, jobs.lease_token).where(
         jobs.state == states.RUNNING, states.lease_expired_clause(jobs.lease_expires_at, time.time()))
 
 
-def record_lost_attempts(ledger: Ledger, expired: Select, budget: RetryBudget, actor: str) -> list[tuple[str, str]]:
+def record_lost_attempts(ledger: Ledger, expired: Select[Any, Any], budget: RetryBudget,
+                         actor: str) -> list[tuple[str, str]]:
     """Record the attempt of each job ``expired`` selects (a narrowing of expired_leases) as lost (WORKER_LOST):
     it waits in retry_wait or is dead. Returns (job id, new state) of the jobs it moved."""
     with classified_errors(), ledger.engine.connect() as conn:
@@ -46,7 +48,7 @@ class TenantMonthRetries:
         return record_lost_attempts(self.ledger, expired_leases(self.ledger).where(jobs.fidelity != states.DOCUMENT),
                                     budget, actor)
 
-    def due(self, idle_seconds: float) -> list[dict]:
+    def due(self, idle_seconds: float) -> list[dict[str, Any]]:
         """The tenant-month jobs to run now, oldest change first: those in retry_wait whose next_attempt_at has come,
         those an operator replayed (accepted, no attempt yet), and those left between two tries of a run that died
         (a failed try, no wait, no lease, untouched for ``idle_seconds``; also what runs before retry_wait existed

@@ -5,8 +5,9 @@ queue's age, every tenant's jobs together), each committed with its `job.accepte
 from __future__ import annotations
 
 import time
+from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, Select, func, select
 
 from evidence_pipeline.canonical import canonical
 from evidence_pipeline.errors import EvidenceError, ReasonCode
@@ -31,12 +32,12 @@ class Submissions:
         idempotency_key: str,
         request_sha256: str,
         operation: str,
-        request: dict,
+        request: dict[str, Any],
         policy_version: str,
         actor: str,
         limits: JobLimits | None,
         clock: Clock,
-    ) -> tuple[dict, bool]:
+    ) -> tuple[dict[str, Any], bool]:
         """Accept a job once per (tenant, batch, idempotency key). Returns (job, created). The same key with another
         request digest is IDEMPOTENCY_CONFLICT, recorded in the ledger with both digests and nothing else. A new
         key is refused while the queue is older than its objective (INTAKE_BACKPRESSURE) or the tenant has its
@@ -70,13 +71,13 @@ class Submissions:
         idempotency_key: str,
         request_sha256: str,
         operation: str,
-        request: dict,
+        request: dict[str, Any],
         policy_version: str,
         actor: str,
         limits: JobLimits | None,
         batch_id: str,
         clock: Clock,
-    ) -> tuple[dict, bool | None]:
+    ) -> tuple[dict[str, Any], bool | None]:
         """submit_job inside the caller's transaction (a batch's dispatch creates its children in its own):
         (job, created), created None for an idempotency conflict."""
         job_id = document_job_id(tenant, idempotency_key, batch_id)
@@ -167,7 +168,7 @@ class Submissions:
         created = (select(func.count()).select_from(self.document_jobs)
                    .join(self.ledger.jobs, jobs.job_id == docs.job_id)
                    .where(jobs.state.in_((states.ACCEPTED, states.RUNNING))))
-        undispatched = select(func.coalesce(func.sum(b.jobs - b.dispatched), 0)).where(b.state == "open")
+        undispatched: Select[int] = select(func.coalesce(func.sum(b.jobs - b.dispatched), 0)).where(b.state == "open")
         if tenant is not None:
             created, undispatched = created.where(docs.tenant == tenant), undispatched.where(b.tenant == tenant)
         return conn.execute(created).scalar_one() + conn.execute(undispatched).scalar_one()
@@ -178,7 +179,7 @@ class Submissions:
             oldest = conn.execute(self._oldest_unstarted()).scalar()
         return None if oldest is None else time.time() - oldest
 
-    def _oldest_unstarted(self):
+    def _oldest_unstarted(self) -> Select[float]:
         docs, jobs = self.document_jobs.c, self.ledger.jobs.c
         return (
             select(func.min(docs.accepted_at))

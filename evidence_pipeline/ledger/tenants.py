@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from typing import Any
 
-from sqlalchemy import Connection, Row, Select, select
+from sqlalchemy import ColumnElement, Connection, Row, Select, select
 
 from evidence_pipeline.canonical import sha256_text, utc_iso
 from evidence_pipeline.ledger.db import classified_errors
@@ -29,7 +30,7 @@ class TenantRegistry:
         self.table = ledger.tenants
 
     def register(self, conn: Connection, tenants: Iterable[str], actor: str,
-                 details: dict) -> tuple[dict[str, str], LedgerEvent | None]:
+                 details: dict[str, Any]) -> tuple[dict[str, str], LedgerEvent | None]:
         """Register ``tenants`` (validated slugs) in the caller's transaction (the action gate's), each event with
         ``details``: (tenant -> REGISTERED (this call), EXISTING (registered before) or OFFBOARDED (refused: an
         offboarded tenant never comes back), the last event appended or None)."""
@@ -65,7 +66,7 @@ class TenantRegistry:
             rows = _among(conn, select(t.tenant, t.offboarded_seq), t.tenant, list(set(tenants)))
         return {row.tenant: ACTIVE if row.offboarded_seq is None else OFFBOARDED for row in rows}
 
-    def listing(self) -> list[dict]:
+    def listing(self) -> list[dict[str, Any]]:
         """Every registered tenant, offboarded ones included, in registration order, with its ledger positions."""
         t = self.table.c
         with classified_errors(), self.ledger.engine.connect() as conn:
@@ -74,9 +75,10 @@ class TenantRegistry:
                  "registered_seq": row.registered_seq, "offboarded_seq": row.offboarded_seq} for row in rows]
 
 
-def _among(conn: Connection, query: Select, column, tenants: list[str]) -> list[Row]:
+def _among(conn: Connection, query: Select[*tuple[Any, ...]], column: ColumnElement[Any],
+           tenants: list[str]) -> list[Row[*tuple[Any, ...]]]:
     """The rows of ``query`` whose ``column`` is one of ``tenants``, looked up a chunk at a time."""
-    found: list[Row] = []
+    found: list[Row[*tuple[Any, ...]]] = []
     for start in range(0, len(tenants), _CHUNK):
         found += conn.execute(query.where(column.in_(tenants[start:start + _CHUNK]))).all()
     return found

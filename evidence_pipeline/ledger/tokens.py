@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from typing import Any
 
 from sqlalchemy import Connection, bindparam, select
 
@@ -29,7 +30,8 @@ class Tokens:
         ).select_from(self.tokens.outerjoin(ledger.tenants, registry.tenant == tokens.tenant)).where(
             tokens.token_sha256 == bindparam("sha256"), tokens.revoked_at.is_(None))
 
-    def issue_token(self, conn: Connection, tenant: str, actor: str, details: dict) -> tuple[str, str, LedgerEvent]:
+    def issue_token(self, conn: Connection, tenant: str, actor: str,
+                    details: dict[str, Any]) -> tuple[str, str, LedgerEvent]:
         """A new API token for ``tenant`` in the caller's transaction (the action gate's): (token id, token, its
         `token.issued` event). Only the token's sha256 is stored; the event names the token id."""
         if self.offboarding(conn, tenant) is not None:
@@ -48,7 +50,7 @@ class Tokens:
         return token_id, token, event
 
     def revoke_token(self, conn: Connection, token_id: str, actor: str,
-                     details: dict) -> tuple[str, LedgerEvent | None]:
+                     details: dict[str, Any]) -> tuple[str, LedgerEvent | None]:
         """Revoke a token in the caller's transaction: (its tenant, its `token.revoked` event; None when it was
         revoked before)."""
         row = conn.execute(select(self.tokens).where(self.tokens.c.token_id == token_id)).first()
@@ -59,7 +61,7 @@ class Tokens:
         return row.tenant, self._revoke(conn, row.tenant, token_id, actor, time.time(), details)
 
     def _revoke(self, conn: Connection, tenant: str, token_id: str, actor: str, now: float,
-                details: dict) -> LedgerEvent:
+                details: dict[str, Any]) -> LedgerEvent:
         conn.execute(self.tokens.update().where(self.tokens.c.token_id == token_id).values(revoked_at=now))
         return self.ledger._append(conn, TenantMonth(tenant, current_month(now)), EventType.TOKEN_REVOKED,
                                    sha256_text(token_id), actor, details | {"token_id": token_id})
@@ -85,7 +87,7 @@ class Tokens:
         return row.tenant, row.token_id
 
     def record_offboarding(self, conn: Connection, tenant: str, actor: str,
-                           details: dict) -> tuple[dict, LedgerEvent | None]:
+                           details: dict[str, Any]) -> tuple[dict[str, Any], LedgerEvent | None]:
         """Revoke the tenant's live tokens, append `tenant.offboarded` and mark the tenant offboarded in the registry,
         in the caller's transaction (the action gate's). Once per tenant: an offboarded tenant gets its first
         event's body back, and no event. Returns (the event's body, the event)."""
@@ -104,7 +106,7 @@ class Tokens:
         conn.execute(registry.update().where(registry.c.tenant == tenant).values(offboarded_seq=event.seq))
         return event.body, event
 
-    def offboarding(self, conn: Connection, tenant: str) -> dict | None:
+    def offboarding(self, conn: Connection, tenant: str) -> dict[str, Any] | None:
         """The body of the tenant's `tenant.offboarded` event, or None."""
         events = self.ledger.audit_events.c
         body = conn.execute(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from evidence_pipeline.canonical import utc_iso
 from evidence_pipeline.documents.registry import outcome_codes
-from evidence_pipeline.ledger import jobs as states
+from evidence_pipeline.ledger import job_states as states
 from evidence_pipeline.ledger.document_jobs import EVIDENCE
 from evidence_pipeline.runtime import Runtime
 

@@ -28,7 +28,7 @@ from evidence_pipeline.actors.verify import AuthorizedAction
 from evidence_pipeline.canonical import sha256_text
 from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger import jobs as states
+from evidence_pipeline.ledger import job_states as states
 from evidence_pipeline.ledger import outbox
 from evidence_pipeline.ledger.ledger import current_month, event_body
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth

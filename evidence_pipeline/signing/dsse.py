@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -60,7 +60,7 @@ def sign_envelope(
     return sign_envelope_by(payload, [(key, key_id)], payload_type)
 
 
-def sign_envelope_by(payload: bytes, signers: list[tuple[SigningKey, str]], payload_type: str) -> bytes:
+def sign_envelope_by(payload: bytes, signers: Sequence[tuple[SigningKey, str]], payload_type: str) -> bytes:
     """One envelope signed by every (key, key id) of ``signers``, in that order (a checkpoint and its witness)."""
     signed = pae(payload_type, payload)
     envelope = {

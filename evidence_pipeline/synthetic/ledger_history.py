@@ -16,7 +16,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 from evidence_pipeline.canonical import canonical
-from evidence_pipeline.ledger import jobs as states
+from evidence_pipeline.ledger import job_states as states
 from evidence_pipeline.ledger.ledger import Ledger
 from evidence_pipeline.models import EventType
 

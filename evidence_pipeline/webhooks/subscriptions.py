@@ -47,10 +47,10 @@ def set_webhook(gate: ActionGate, settings: Settings, url: str, envelope: object
                                     sha256_text(url), authorized.actor,
                                     {"url_sha256": sha256_text(url), "secret_id": signing.secret_id(secret),
                                      "authorization": authorized.envelope})
-        conn.execute(delete(outbox.webhooks).where(outbox.webhooks.c.tenant == tenant))
-        conn.execute(outbox.webhooks.insert().values(tenant=tenant, url=url, secret=secret, previous_secret=None,
-                                                     previous_until=None, config_seq=event.seq,
-                                                     updated_at=time.time()))
+        conn.execute(delete(announcements.webhooks).where(announcements.webhooks.c.tenant == tenant))
+        conn.execute(announcements.webhooks.insert().values(tenant=tenant, url=url, secret=secret,
+                                                            previous_secret=None, previous_until=None,
+                                                            config_seq=event.seq, updated_at=time.time()))
         done.update(tenant=tenant, event_id=event.body["event_id"])
         return event
 
@@ -77,7 +77,7 @@ def rotate_secret(gate: ActionGate, settings: Settings, envelope: object) -> dic
         event = gate.ledger._append(conn, TenantMonth(tenant, current_month()), EventType.WEBHOOK_ROTATED,
                                     sha256_text(current.url), authorized.actor,
                                     details | {"authorization": authorized.envelope})
-        conn.execute(outbox.webhooks.update().where(outbox.webhooks.c.tenant == tenant).values(
+        conn.execute(announcements.webhooks.update().where(announcements.webhooks.c.tenant == tenant).values(
             secret=secret, previous_secret=current.secret, previous_until=until, config_seq=event.seq,
             updated_at=time.time()))
         done.update(details, tenant=tenant)

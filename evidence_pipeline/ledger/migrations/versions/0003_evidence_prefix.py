@@ -6,6 +6,8 @@ back under the new names.
 Revision ID: 0003
 """
 
+from typing import cast
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -46,7 +48,7 @@ def _renamed(name: str, old: str, new: str) -> str | None:
     return None
 
 
-def _rename_postgres_relations(bind, old: str, new: str) -> None:
+def _rename_postgres_relations(bind: sa.Connection, old: str, new: str) -> None:
     """Indexes (renaming a constraint's index renames the constraint), owned sequences, and foreign keys."""
     relations = bind.execute(sa.text(
         "SELECT c.relname, c.relkind FROM pg_class c WHERE c.oid IN ("
@@ -58,16 +60,18 @@ def _rename_postgres_relations(bind, old: str, new: str) -> None:
         if (renamed := _renamed(name, old, new)) is not None:
             op.execute(f'ALTER {"SEQUENCE" if kind == "S" else "INDEX"} "{name}" RENAME TO "{renamed}"')
     for foreign_key in sa.inspect(bind).get_foreign_keys(new):
-        if (renamed := _renamed(foreign_key["name"], old, new)) is not None:
+        if (renamed := _renamed(cast(str, foreign_key["name"]), old, new)) is not None:  # PostgreSQL names each
             op.execute(f'ALTER TABLE {new} RENAME CONSTRAINT "{foreign_key["name"]}" TO "{renamed}"')
 
 
-def _rename_sqlite_indexes(bind, old: str, new: str) -> None:
+def _rename_sqlite_indexes(bind: sa.Connection, old: str, new: str) -> None:
     """SQLite cannot rename an index: create it again under the new name (its automatic indexes follow the table)."""
     for index in sa.inspect(bind).get_indexes(new):
-        if (renamed := _renamed(index["name"], old, new)) is not None:
-            op.drop_index(index["name"], table_name=new)
-            op.create_index(renamed, new, index["column_names"], unique=bool(index["unique"]))
+        # SQLite lists named indexes only, and the ledger's were on plain columns (no expression's None)
+        name, columns = cast(str, index["name"]), cast(list[str], index["column_names"])
+        if (renamed := _renamed(name, old, new)) is not None:
+            op.drop_index(name, table_name=new)
+            op.create_index(renamed, new, columns, unique=bool(index["unique"]))
 
 
 def downgrade() -> None:
