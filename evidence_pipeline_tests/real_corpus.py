@@ -15,10 +15,12 @@ or ``crashed:<ExceptionType>``, and a gate's refusal is recorded with its messag
 Redaction runs on every file the gate accepts, first page only, with targets chosen from the page's own text
 (``redaction_targets``: the first and last word of six letters or more and the first number of three digits or more
 that pdftotext reads, or Tesseract where pdftotext reads none); one rule per target. The derivative must pass the
-redactor's own second pass, and is then judged by pdftotext and by Tesseract on a poppler rendering: ``redacted``,
-``no_matches``, ``leaked:<reader>``, ``refused:<CODE>``, ``crashed:<ExceptionType>`` or ``no_targets`` (the entry's
-``redact``). Its OCR costs seconds a file, so the full run is a bench (``bench/real_corpus_redaction.py``, which
-compares or rewrites these entries) and the suite repeats one file per producer (``suite_redactions``).
+redactor's own second pass, and is then judged by pdftotext and by Tesseract on a poppler rendering at 150 dpi (a
+target it reads there counted only when it reads it at LEGIBLE_DPI too: its misreadings are no word shown):
+``redacted``, ``no_matches``, ``leaked:<reader>``, ``refused:<CODE>``, ``crashed:<ExceptionType>`` or
+``no_targets`` (the entry's ``redact``). Its OCR costs seconds a file, so the full run is a bench
+(``bench/real_corpus_redaction.py``, which compares or rewrites these entries) and the suite repeats one file per
+producer (``suite_redactions``).
 
 After a change of outcome that is meant::
 
@@ -294,7 +296,7 @@ def redaction_targets(path: Path) -> tuple[list[str], str]:
 
 def redaction(path: Path, targets: list[str]) -> str:
     """The redaction of ``targets`` (one rule each) on the file's first page, judged by pdftotext and Tesseract:
-    any target either still reads is a leak."""
+    any target either still reads is a leak (Tesseract's, read at 150 dpi and at LEGIBLE_DPI both)."""
     from evidence_pipeline.documents import gate, redact, templates
     from evidence_pipeline.documents.redaction_check import verify_derivative
     from evidence_pipeline.documents.registry import ProcessorInput

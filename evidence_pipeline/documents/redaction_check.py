@@ -119,7 +119,8 @@ def _pdfium_orders(data: bytes) -> dict[str, list[str]]:
 def _page_boxes(page) -> list[tuple]:
     """(left, bottom, right, top, character, drawn) of each character pdfium finds on the page, but whitespace:
     its loose box (the line's ascent and descent) and where the page (forms entered) draws its text object."""
-    drawn = {ctypes.cast(obj.raw, ctypes.c_void_p).value: n for n, obj in enumerate(page.get_objects())}
+    drawn = {ctypes.cast(obj.raw, ctypes.c_void_p).value: n
+             for n, obj in enumerate(page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_TEXT]))}
     textpage = page.get_textpage()
     try:
         count = textpage.count_chars()
