@@ -15,10 +15,12 @@ or ``crashed:<ExceptionType>``, and a gate's refusal is recorded with its messag
 Redaction runs on every file the gate accepts, first page only, with targets chosen from the page's own text
 (``redaction_targets``: the first and last word of six letters or more and the first number of three digits or more
 that pdftotext reads, or Tesseract where pdftotext reads none); one rule per target. The derivative must pass the
-redactor's own second pass, and is then judged by pdftotext and by Tesseract on a poppler rendering: ``redacted``,
-``no_matches``, ``leaked:<reader>``, ``refused:<CODE>``, ``crashed:<ExceptionType>`` or ``no_targets`` (the entry's
-``redact``). Its OCR costs seconds a file, so the full run is a bench (``bench/real_corpus_redaction.py``, which
-compares or rewrites these entries) and the suite repeats one file per producer (``suite_redactions``).
+redactor's own second pass, and is then judged by pdftotext and by Tesseract on a poppler rendering at 150 dpi (a
+target it reads there counted only when it reads it at LEGIBLE_DPI too: its misreadings are no word shown):
+``redacted``, ``no_matches``, ``leaked:<reader>``, ``refused:<CODE>``, ``crashed:<ExceptionType>`` or
+``no_targets`` (the entry's ``redact``). Its OCR costs seconds a file, so the full run is a bench
+(``bench/real_corpus_redaction.py``, which compares or rewrites these entries) and the suite repeats one file per
+producer (``suite_redactions``).
 
 After a change of outcome that is meant::
 
@@ -62,6 +64,9 @@ _NUMBER = re.compile(r"\b[1-9][0-9]{2,}\b")  # a number, not a run of zeros from
 _VERSION = re.compile(r"[\s,;/_-]*\(?\b(?:version\s*|v|m)?\d[\w.+~-]*\)?", re.IGNORECASE)
 # The signature check's clock, fixed so a certificate's expiry does not change the table with the date
 AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
+# Where a page's body text is legible (the redactor reads pages at it): a word Tesseract reads at 150 dpi and not
+# at this resolution is its misreading of another word (Waterman read "aterman", œuvre "ceuvre"), no word shown
+LEGIBLE_DPI = 300
 
 
 class CorpusUnavailable(Exception):
@@ -260,11 +265,11 @@ def _text(pdf: bytes) -> str:
         "utf-8", "replace")
 
 
-def _ocr(pdf: bytes) -> str:
-    """Tesseract's reading of poppler's rendering of the first page at 150 dpi."""
+def _ocr(pdf: bytes, dpi: int = 150) -> str:
+    """Tesseract's reading of poppler's rendering of the first page at ``dpi``."""
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "in.pdf").write_bytes(pdf)
-        subprocess.run(["pdftoppm", "-r", "150", "-l", "1", "-singlefile", "-png", "in.pdf", "page"], cwd=folder,
+        subprocess.run(["pdftoppm", "-r", str(dpi), "-l", "1", "-singlefile", "-png", "in.pdf", "page"], cwd=folder,
                        capture_output=True)
         page = Path(folder) / "page.png"
         if not page.is_file():  # poppler renders nothing: nothing for a reader to see
@@ -291,7 +296,7 @@ def redaction_targets(path: Path) -> tuple[list[str], str]:
 
 def redaction(path: Path, targets: list[str]) -> str:
     """The redaction of ``targets`` (one rule each) on the file's first page, judged by pdftotext and Tesseract:
-    any target either still reads is a leak."""
+    any target either still reads is a leak (Tesseract's, read at 150 dpi and at LEGIBLE_DPI both)."""
     from evidence_pipeline.documents import gate, redact, templates
     from evidence_pipeline.documents.redaction_check import verify_derivative
     from evidence_pipeline.documents.registry import ProcessorInput
@@ -319,7 +324,10 @@ def redaction(path: Path, targets: list[str]) -> str:
         return answer
     pattern = re.compile("|".join(rf"\b{value}\b" for value in targets))
     for reader, read in (("pdftotext", _text), ("tesseract", _ocr)):
-        if pattern.search(read(derivative["pdf"])):
+        read_back = set(pattern.findall(read(derivative["pdf"])))
+        if reader == "tesseract" and read_back:  # a word the page shows reads the same where text is legible
+            read_back &= set(pattern.findall(_ocr(derivative["pdf"], LEGIBLE_DPI)))
+        if read_back:
             return f"leaked:{reader}" if answer in ("redacted", "no_matches") else f"{answer}+leaked:{reader}"
     return answer
 

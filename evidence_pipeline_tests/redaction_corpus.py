@@ -499,6 +499,37 @@ def field_with_words(pdf, page):
            AP=pikepdf.Dictionary(N=_appearance(pdf, text, pdf.make_indirect(_helvetica()), 400)))(pdf, page)
 
 
+def _glyph_by_glyph(text: str, x: float, y: float) -> bytes:
+    """``text`` in Helvetica 12, each glyph its own text object placed where the one before it ends (as Skia
+    writes a page: content that starts a line at every glyph)."""
+    ops = []
+    for char in text:
+        ops.append(b"BT /F1 12 Tf 1 0 0 1 %.2f %.2f Tm (%s) Tj ET\n" % (x, y, _literal(char)))
+        x += pdfmetrics.stringWidth(char, "Helvetica", 12)
+    return b"".join(ops)
+
+
+def _drawn_among_another_word(pdf, page):
+    """The value drawn glyph by glyph, then another word drawn glyph by glyph over its digits a point lower: in
+    reading order the two words' glyphs interleave, with the lines joined the value runs into the word; pdftotext
+    reads each word whole, as a reader does (a web page printed by Chromium, bug1945.pdf of PyMuPDF's tests)."""
+    x = 72 + pdfmetrics.stringWidth("SSN 1", "Helvetica", 12)
+    page.obj.Contents = pdf.make_stream(HEADING + _glyph_by_glyph(SHOWN, 72, 600) + _glyph_by_glyph("Unit", x, 599))
+
+
+def _multiline_field(*lines: str):
+    """A multiline text field whose value and appearance break the value over two lines, as a viewer wraps it
+    (PyMuPDF's widgettest.pdf)."""
+    def change(pdf, page):
+        shown = b"".join(b"0 -14 Td (%s) Tj " % line.encode() for line in lines)
+        appearance = pdf.make_stream(b"BT /A1 12 Tf 2 40 Td " + shown + b"ET", Type=pikepdf.Name.XObject,
+                                     Subtype=pikepdf.Name.Form, BBox=[0, 0, 200, 48], Resources=pikepdf.Dictionary(
+                                         Font=pikepdf.Dictionary(A1=pdf.make_indirect(_helvetica()))))
+        _field(Rect=[72, 560, 272, 608], Ff=4096, V=pikepdf.String("\r".join(lines)),
+               AP=pikepdf.Dictionary(N=appearance))(pdf, page)
+    return change
+
+
 # each: (change, the value, the angles a reader turns the page by to read it)
 DRAWN = {
     "tiny_image_drawn_four_times_larger": (_tiny_image_drawn_large, SSN, (0,)),
@@ -512,6 +543,10 @@ DRAWN = {
     "base14_font_with_a_lying_tounicode_map": (_lying_to_unicode("/Courier"), SSN, (0,)),
     "base14_font_sharing_a_trusted_name_with_a_lying_map": (_lying_to_unicode("/Helvetica"), SSN, (0,)),
     "value_split_across_two_images_on_a_turned_page": (_on_a_turned_page(_split_across_images), SSN, (90,)),
+    "drawn_glyph_by_glyph_among_another_words_glyphs": (_drawn_among_another_word, SSN, (0,)),
+    "wrapped_after_its_own_hyphen_in_a_field": (_multiline_field(f"SSN {SSN[:7]}", SSN[7:]), SSN, (0,)),
+    "hyphenated_where_its_line_wraps_in_a_field": (_multiline_field(f"Email: {EMAIL[:15]}-", EMAIL[15:]),
+                                                   EMAIL, (0,)),
 }
 # DRAWN cases that leak today, with why (each test of them is an expected failure until it is fixed)
 KNOWN_LEAKS = {

@@ -415,16 +415,24 @@ def test_a_cut_that_leaves_ink_in_a_region_burns_the_whole_page(monkeypatch):
     assert "Harbor" not in pdftotext(derivative)  # the page is its rendering now
 
 
-def test_the_second_pass_reads_text_in_reading_order_whatever_order_it_was_drawn_in():
-    """A derivative whose text, in a font the rendered page's OCR trusts (and so skips), finishes an e-mail
-    address's line after drawing another: the text in reading order fails it, naming the view, not the value."""
-    data = corpus.build(corpus.PLACES["line_finished_after_another"][0])
+@pytest.mark.parametrize(("change", "value", "view"), [
+    (corpus.PLACES["line_finished_after_another"][0], corpus.EMAIL, "pdfium_reading_order_text"),
+    (corpus.DRAWN["drawn_glyph_by_glyph_among_another_words_glyphs"][0], corpus.SSN, "pdfium_drawing_order_text"),
+    (corpus.DRAWN["hyphenated_where_its_line_wraps_in_a_field"][0], corpus.EMAIL, "rendered_page")])
+def test_the_second_pass_reads_text_as_a_reader_joins_it_whatever_order_it_was_drawn_in(change, value, view):
+    """A derivative whose text is in a font the rendered page's OCR trusts (and so skips): an e-mail address's
+    line finished after another line is drawn, read whole in reading order; a national id drawn glyph by glyph
+    with another word over its digits a point lower (in reading order the two interleave, with the lines joined
+    the id runs into the word), read whole in drawing order joined where the glyphs meet. And an e-mail address
+    hyphenated where a field's appearance wraps it, read on the rendered page with the hyphen dropped. Each fails
+    the derivative, naming the view, not the value."""
+    data = corpus.build(change)
     result = _redact_pure(corpus.build(lambda pdf, page: None), remove=False)
     name = result.secret["derivative"]
     with pytest.raises(EvidenceError) as caught:
         verify_derivative({name: io.BytesIO(data)}, result)
     assert caught.value.code == ReasonCode.REDACTION_VERIFICATION_FAILED
-    assert "pdfium_reading_order_text 1" in caught.value.message and corpus.EMAIL not in caught.value.message
+    assert f"{view} 1" in caught.value.message and value not in caught.value.message
 
 
 @READERS

@@ -28,6 +28,8 @@ _RE2 = re2.Options()
 _RE2.log_errors = False  # a refused template's pattern is the caller's error, not a log line
 _INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u180e\u200b\u200c\u200d\u2060\ufeff"), None)
 _SPACE = re.compile(r"\s+")
+# A line that ends in a hyphen, and the line break after it (one pass over the text: no nested repetition)
+_WRAP = re.compile(r"([-\u2010\u2011])[ \t]*(?:\r\n?|\n)[ \t]*")
 _PDFDOC = str.maketrans({i: c for i, c in enumerate(_pdfdoc_encoding) if c != "\x00"})
 
 
@@ -84,6 +86,15 @@ def name_text(name: str) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
+def wrapped(text: str) -> tuple[str, ...]:
+    """The text with each line that ends in a hyphen joined to the next, as a reader reads a wrapped line: the
+    hyphen kept (a value wrapped after its own hyphen: ``123-45-`` then ``6789``) and dropped (a word hyphenated
+    where it wraps: ``exam-`` then ``ple.net``); none when no line ends in one."""
+    if not _WRAP.search(text):
+        return ()
+    return _WRAP.sub(r"\1", text), _WRAP.sub("", text)
+
+
 def flat(text: str) -> str:
     return _SPACE.sub("", text).casefold()
 
@@ -129,7 +140,8 @@ class Search:
 
     def holds(self, text: str) -> bool:
         """Whether the text, in any of its views, holds a value or a rule's match."""
-        for view in {text, normalize(text)}:
+        normalized = normalize(text)
+        for view in {text, normalized, *wrapped(normalized)}:
             squeezed = flat(view)
             if any(value in squeezed for value in self._flat) or any(True for _ in self.rules.matches(view)):
                 return True

@@ -35,7 +35,7 @@ import pytesseract
 from PIL import Image, ImageDraw, ImageFilter
 from pypdf._codecs import adobe_glyphs
 
-from evidence_pipeline.documents.matching import name_str
+from evidence_pipeline.documents.matching import name_str, wrapped
 from evidence_pipeline.documents.pdfwalk import first_visit
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.monthly.validate import PDFIUM_LOCK
@@ -89,11 +89,12 @@ class Reading:
 
     @property
     def views(self) -> tuple[str, ...]:
-        """The text as a rule reads it: line by line; the lines joined (a value wrapped at a line's end); and with
+        """The text as a rule reads it: line by line; the lines joined (a value wrapped at a line's end); with
         the words a reader sees as one written together: on a line less than a third of their height apart, or
         joined by a separator that ends or begins one of them (a value drawn in two neighbouring objects). Gaps and
         heights are measured along the line, from one word towards the next: on a page read turned (by the engine or
-        here), a line runs down or up the image, not across it."""
+        here), a line runs down or up the image, not across it. And the first and the last with each line that ends
+        in a hyphen joined to the next, the hyphen kept and dropped (matching.wrapped)."""
         tight, previous = [], None
         for word in self.words:
             if previous is not None:
@@ -103,7 +104,8 @@ class Reading:
                 tight.append("" if same and joined else " " if same else "\n")
             tight.append(word.text)
             previous = word
-        return self.lines, " ".join(self.lines.split("\n")), "".join(tight)
+        tight = "".join(tight)
+        return self.lines, " ".join(self.lines.split("\n")), tight, *wrapped(self.lines), *wrapped(tight)
 
 
 def _along(first: Word, second: Word) -> tuple[float, float]:

@@ -60,6 +60,7 @@ from evidence_pipeline.documents.matching import (
     name_text,
     normalize,
     normalize_glyphs,
+    wrapped,
 )
 from evidence_pipeline.documents.pdfwalk import first_visit
 from evidence_pipeline.documents.redaction_check import verify_derivative
@@ -248,9 +249,11 @@ def _match(rules: Rules, text: str, finding: Finding) -> None:
 
 
 def _texts(data: bytes, *known: str) -> set[str]:
-    """A string's or stream's text in every spelling, normalized and as written."""
+    """A string's or stream's text in every spelling, normalized and as written, and its lines that end in a
+    hyphen joined to the next (a field's value as its appearance wraps it; matching.wrapped)."""
     forms = {*known, *decodings(data)}
-    return forms | {normalize(form) for form in forms}
+    normalized = {normalize(form) for form in forms}
+    return forms | normalized | {text for form in normalized for text in wrapped(form)}
 
 
 # -- page text ---------------------------------------------------------------------------------------------------
@@ -279,14 +282,21 @@ class _View:
 
 
 def _occurrence(value: str):
-    """A found value wherever it is written: any whitespace (or none) between its characters, any case."""
-    return compile_pattern("(?i)" + r"\s*".join(re.escape(c) for c in value if not c.isspace()))
+    """A found value wherever it is written: any whitespace (or none) between its characters, or a hyphen where a
+    line wraps (matching.wrapped), any case."""
+    return compile_pattern("(?i)" + _WRAPPED.join(re.escape(c) for c in value if not c.isspace()))
+
+
+_WRAPPED = r"(?:\s*|[-\x{2010}\x{2011}][ \t]*[\r\n]\s*)"
 
 
 def _page_views(page: pdftext.Page) -> list[_View]:
     """The page's glyphs as text: in drawing order, with a line break where the content starts a line and with
-    lines joined (a value wrapped at the end of a line); and, when it differs, in reading order (lines top to
-    bottom, glyphs left to right: content may draw a line backwards)."""
+    lines joined (a value wrapped at the end of a line); in drawing order joined by where the glyphs sit (each
+    glyph that starts where the one drawn before it ends continues its word, as pdftotext reads: content may start
+    a line at every glyph, and draw another word over or among it); and, when it differs, in reading order (lines
+    top to bottom, glyphs left to right: content may draw a line backwards). Each view of lines is read again with
+    a hyphen at a line's end dropped and the lines joined (a word hyphenated where it wraps, as a reader reads it)."""
     drawing, previous_end = [], None
     for index, glyph in enumerate(page.glyphs):
         if previous_end is not None and page.offsets[index] != previous_end:
@@ -294,6 +304,13 @@ def _page_views(page: pdftext.Page) -> list[_View]:
         previous_end = page.offsets[index] + len(glyph.text)
         drawing.append((index, normalize_glyphs(glyph.text)))
     views = [_View.of(drawing), _View.of(piece for piece in drawing if piece[0] is not None)]
+    placed = [_placement(glyph) for glyph in page.glyphs]
+    geometry = []
+    for index, glyph in enumerate(page.glyphs):
+        if index:
+            geometry.append((None, _between(placed[index - 1], placed[index])))
+        geometry.append((index, normalize_glyphs(glyph.text)))
+    lined = [drawing, geometry]
     points = [_origin(glyph) for glyph in page.glyphs]
     order = _reading_order(points)
     if order is not None:
@@ -306,8 +323,49 @@ def _page_views(page: pdftext.Page) -> list[_View]:
                     reading.append((None, " "))
             reading.append((index, normalize_glyphs(page.glyphs[index].text)))
             last = index
-        views.append(_View.of(reading))
-    return views
+        lined.append(reading)
+    views += [_View.of(pieces) for pieces in lined[1:]]
+    return views + [_View.of(joined) for joined in map(_dehyphenated, lined) if joined is not None]
+
+
+def _dehyphenated(pieces: list) -> list | None:
+    """The pieces with each line break after a hyphen dropped, and the hyphen with it; None when no line ends in
+    one."""
+    out, dropped = [], False
+    for owner, piece in pieces:
+        if piece == "\n" and out and out[-1][1] in _HYPHENS:
+            out.pop()
+            dropped = True
+            continue
+        out.append((owner, piece))
+    return out if dropped else None
+
+
+_HYPHENS = frozenset("-\u2010\u2011")
+
+
+def _placement(glyph: pdftext.Glyph) -> tuple[float, float, float, float, float, float, float] | None:
+    """Where a glyph starts and ends on its baseline in default user space, its baseline's direction there and
+    its height; None for a glyph drawn with no extent."""
+    trm = pdftext.multiply(glyph.tm, glyph.ctm)
+    length, height = math.hypot(trm[0], trm[1]), glyph.size * math.hypot(trm[2], trm[3])
+    if not length or not height:
+        return None
+    return (trm[4], trm[5], trm[4] + glyph.width * trm[0], trm[5] + glyph.width * trm[1], trm[0] / length,
+            trm[1] / length, height)
+
+
+def _between(a, b) -> str:
+    """What a reader reads between two glyphs drawn one after the other: nothing when the second starts where the
+    first ends on its baseline (up to a fifth of its height apart, or overlapping it by a third), a space when it
+    starts further on along that baseline, else a line break."""
+    if a is None or b is None or a[4] * b[4] + a[5] * b[5] < 0.99:
+        return "\n"
+    dx, dy = b[0] - a[2], b[1] - a[3]
+    along, across = dx * a[4] + dy * a[5], dy * a[4] - dx * a[5]
+    if abs(across) >= 0.5 * a[6] or along < -a[6] / 3:
+        return "\n"
+    return "" if along <= 0.2 * a[6] else " "
 
 
 def _page_matches(views: list[_View], rules: Rules):

@@ -16,11 +16,13 @@ REDACTION_UNSUPPORTED_CONTENT.
 
 from __future__ import annotations
 
+import ctypes
 import io
 from collections import Counter
 from typing import BinaryIO
 
 import pypdfium2
+import pypdfium2.raw as pdfium_c
 from pypdf import PdfReader, apply_configuration
 from pypdf.errors import PyPdfError
 from pypdf.generic import (
@@ -53,7 +55,7 @@ def verify_derivative(written: dict[str, BinaryIO], result: ProcessorResult) -> 
     data = file.read()
     search = Search(secret["rules"], secret["values"])
     found: Counter = Counter()
-    texts = {"pypdf": _pypdf_text(data), "pdfium": pdfium_text(data), "pdfium_reading_order": _reading_order(data)}
+    texts = {"pypdf": _pypdf_text(data), "pdfium": pdfium_text(data), **_pdfium_orders(data)}
     for extractor, pages in texts.items():
         found[f"{extractor}_text"] = sum(search.holds(page) for page in pages)
     found["rendered_page"] = _rendered_holding(data, search, secret["rules"])
@@ -89,32 +91,55 @@ def _rendered_holding(data: bytes, search: Search, rules: Rules) -> int:
     return holding
 
 
-def _reading_order(data: bytes) -> list[str]:
-    """Each page's characters as a reader reads them, whatever order the content drew them in: lines by baseline,
-    top to bottom, each left to right, a space where the gap is one. The rendered page's OCR skips text in fonts
-    it trusts (ocr.py), so this is where a value drawn glyph by glyph out of order in such a font is read whole. An
-    order of its own, from pdfium's boxes: the first pass orders its own glyph model (redact.py)."""
+def _pdfium_orders(data: bytes) -> dict[str, list[str]]:
+    """Each page's characters as pdfium boxes them, in two orders of their own (the first pass orders its own
+    glyph model, redact.py): ``pdfium_reading_order``, as a reader reads them whatever order the content drew them
+    in (lines by baseline, top to bottom, each left to right, a space where the gap is one); and
+    ``pdfium_drawing_order``, in the order the content draws them, a character that starts where the one before it
+    ends on its line continuing its word, as pdftotext reads (content may start a line at every glyph, and draw
+    another word over or among it). The rendered page's OCR skips text in fonts it trusts (ocr.py), so this is
+    where a value drawn glyph by glyph out of order, or among another word's glyphs, in such a font is read
+    whole."""
+    orders: dict[str, list[str]] = {"pdfium_reading_order": [], "pdfium_drawing_order": []}
     with PDFIUM_LOCK:
         document = pypdfium2.PdfDocument(data)
         try:
-            return [_page_in_reading_order(page) for page in document]
+            for page in document:
+                try:
+                    boxes = _page_boxes(page)
+                finally:
+                    page.close()
+                orders["pdfium_reading_order"].append(_in_reading_order(boxes))
+                orders["pdfium_drawing_order"].append(_in_drawing_order(boxes))
         finally:
             document.close()
+    return orders
 
 
-def _page_in_reading_order(page) -> str:
+def _page_boxes(page) -> list[tuple]:
+    """(left, bottom, right, top, character, drawn) of each character pdfium finds on the page, but whitespace:
+    its loose box (the line's ascent and descent) and where the page (forms entered) draws its text object."""
+    drawn = {ctypes.cast(obj.raw, ctypes.c_void_p).value: n
+             for n, obj in enumerate(page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_TEXT]))}
     textpage = page.get_textpage()
     try:
         count = textpage.count_chars()
         text = textpage.get_text_range(0, count)
-        boxes = [(*textpage.get_charbox(index, loose=True), char)  # loose: the line's ascent and descent
-                 for index, char in enumerate(text[:count]) if not char.isspace()]
+        boxes = []
+        for index, char in enumerate(text[:count]):
+            if char.isspace():
+                continue
+            obj = ctypes.cast(pdfium_c.FPDFText_GetTextObject(textpage.raw, index), ctypes.c_void_p).value
+            boxes.append((*textpage.get_charbox(index, loose=True), char, (drawn.get(obj, len(drawn)), index)))
+        return boxes
     finally:
         textpage.close()
-        page.close()
+
+
+def _in_reading_order(boxes: list[tuple]) -> str:
     lines: list[list[tuple]] = []
     for box in sorted(boxes, key=lambda box: (-box[1], box[0])):  # top to bottom, then left to right
-        _, bottom, _, top, _ = box
+        _, bottom, _, top, *_ = box
         if lines and abs(lines[-1][0][1] - bottom) < 0.5 * max(top - bottom, 1e-6):
             lines[-1].append(box)
         else:
@@ -124,11 +149,27 @@ def _page_in_reading_order(page) -> str:
 
 def _line_text(line: list[tuple]) -> str:
     pieces, end = [], None
-    for left, bottom, right, top, char in line:
+    for left, bottom, right, top, char, _ in line:
         if end is not None and left - end > 0.2 * (top - bottom):
             pieces.append(" ")
         pieces.append(char)
         end = right
+    return "".join(pieces)
+
+
+def _in_drawing_order(boxes: list[tuple]) -> str:
+    """Nothing between two characters drawn one after the other when the second starts where the first ends on
+    its line (up to a fifth of the line's height apart, or overlapping it by a third), a space when it starts
+    further on along the line, else a line break."""
+    pieces, previous = [], None
+    for left, bottom, right, top, char, _ in sorted(boxes, key=lambda box: box[5]):
+        if previous is not None:
+            height = max(previous[3] - previous[1], top - bottom, 1e-6)
+            gap = left - previous[2]
+            pieces.append("\n" if abs(bottom - previous[1]) >= 0.5 * height or gap < -height / 3
+                          else "" if gap <= 0.2 * height else " ")
+        pieces.append(char)
+        previous = (left, bottom, right, top)
     return "".join(pieces)
 
 
