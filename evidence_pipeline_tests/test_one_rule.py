@@ -21,12 +21,12 @@ from evidence_pipeline.audit.authorizations import recheck_ledger
 from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import canary, decisions, templates
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.intake import open_documents
 from evidence_pipeline.ledger.jobs import CLOSED, JobKey, RetryBudget
 from evidence_pipeline.ledger.ledger import event_body
 from evidence_pipeline.operations import offboarding, tenant_access
 from evidence_pipeline.operations.replay import replay_job
 from evidence_pipeline.operator_api.actions import list_dead_letters
+from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline.synthetic.rental_applications import organization_template, program_template
 from evidence_pipeline.webhooks.subscriptions import replay_delivery
 from evidence_pipeline_tests.signers import Signers, signature_of, with_signature
@@ -48,8 +48,8 @@ class World:
     """One deployment: the test actors, two registered tenants with a job each, a token each."""
 
     def __init__(self, home):
-        self.documents = open_documents(Settings.from_env({"EVIDENCE_HOME": str(home)}))
-        self.ledger = self.documents.runtime.ledger
+        self.documents = runtime_for(Settings.from_env({"EVIDENCE_HOME": str(home)}))
+        self.ledger = self.documents.ledger
         self.signers = Signers(self.ledger, max_age_seconds=MAX_AGE)
         self.gate = self.signers.gate
         self.keys = {**self.signers.keys, "mallory": Ed25519PrivateKey.generate()}
@@ -139,7 +139,7 @@ DOORS = {
         {"delivery_id": st.just("d" * 32), "reason": _reason}),
         lambda world, envelope: replay_delivery(world.gate, envelope)),
     "jobs.read": Door(Action.JOBS_READ, st.fixed_dictionaries({}, optional={"tenant": _tenant}),
-                      lambda world, envelope: list_dead_letters(world.documents.runtime, world.gate, envelope)),
+                      lambda world, envelope: list_dead_letters(world.documents, world.gate, envelope)),
     "actor.register": Door(Action.ACTOR_REGISTER, st.fixed_dictionaries(
         {"name": st.sampled_from(["nina", "olga"]), "roles": st.sampled_from([["operator"], ["admin", "admin"]]),
          "public_key": st.builds(lambda: public_hex(Ed25519PrivateKey.generate()))}),

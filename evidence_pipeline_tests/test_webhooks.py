@@ -362,7 +362,7 @@ def test_offboarding_removes_the_webhook_and_cancels_what_was_not_delivered(docu
     """Each first attempt fails: a delivery delivered, one pending (waiting a minute for its retry), one dead, and
     a job not started; offboarding leaves the first as it was and nothing to send."""
     retries = {"EVIDENCE_WEBHOOK_RETRY_SECONDS": "60", "EVIDENCE_WEBHOOK_RETRY_MAX_SECONDS": "60"}
-    ledger, settings = documents.runtime.ledger, _settings(tmp_path, **retries)
+    ledger, settings = documents.ledger, _settings(tmp_path, **retries)
     hook = receiver(fail_first=1)
     hook.secrets.append(_set(ledger, settings, hook.url)["secret"])
     _succeed(ledger, _job(ledger, TENANT, "delivered"))

@@ -147,26 +147,25 @@ def tenant_offboard(tenant_id: str, reason: str | None, approve: bool, key: Path
     Four-eyes: an operator asks (`--reason`), an approver of another identity approves (`--approve`), which
     offboards. Safe to approve again: it converges, and erases what retention kept once that retention has ended."""
     from evidence_pipeline.actors.roles import Action
-    from evidence_pipeline.intake import open_documents
     from evidence_pipeline.operations.offboarding import offboard_tenant, pending_request, request_offboarding
 
     if (reason is None) == (not approve):
         raise click.UsageError("give either --reason (ask) or --approve (decide)")
     settings = load_settings()
-    documents = open_documents(settings)
+    rt = open_runtime(settings)
     if reason is not None:
         envelope = signed(settings, key, actor, Action.TENANT_OFFBOARD, {"reason": reason}, tenant=tenant_id)
-        requested = request_offboarding(documents, gate(settings, documents.runtime.ledger), envelope)
+        requested = request_offboarding(rt, gate(settings, rt.ledger), envelope)
         if as_json:
             click.echo(json.dumps({"tenant": tenant_id, "request": requested["event_id"], "reason": reason}, indent=2))
             return
         click.echo(f"offboarding of {tenant_id} requested ({requested['event_id']}); an approver of another identity "
                    f"runs `evidence tenant offboard {tenant_id} --approve`")
         return
-    pending = pending_request(documents, tenant_id)
+    pending = pending_request(rt, tenant_id)
     envelope = signed(settings, key, actor, Action.TENANT_OFFBOARD_APPROVE,
                       {"request": pending["event_id"] if pending else ""}, tenant=tenant_id)
-    result = offboard_tenant(documents, gate(settings, documents.runtime.ledger), envelope)
+    result = offboard_tenant(rt, gate(settings, rt.ledger), envelope)
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
