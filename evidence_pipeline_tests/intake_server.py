@@ -27,9 +27,9 @@ from evidence_pipeline.runtime import Runtime, runtime_for
 from evidence_pipeline_tests.signers import signers_of
 
 
-def running_server(documents: Runtime) -> contextlib.AbstractContextManager[str]:
-    """Serve intake for ``documents``; yields its base URL."""
-    return running_app(create_app(documents), documents.settings)
+def running_server(rt: Runtime) -> contextlib.AbstractContextManager[str]:
+    """Serve intake on the runtime ``rt``; yields its base URL."""
+    return running_app(create_app(rt), rt.settings)
 
 
 @contextlib.contextmanager

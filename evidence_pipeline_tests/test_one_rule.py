@@ -56,7 +56,7 @@ class World:
         self.signers.register_tenants(list(TENANTS))
         for key in JOBS.values():
             self.ledger.accept_job(key, "pin")
-        self.tokens = {tenant: tenant_access.issue_token(self.gate, self.signers.sign(
+        self.tokens = {tenant: tenant_access.issue_token(self.gate, self.documents.tokens, self.signers.sign(
             "olga", Action.TOKEN_ISSUE, {}, tenant=tenant))[1] for tenant in TENANTS}
 
     def resolve(self, value):
@@ -108,12 +108,13 @@ DOORS = {
         lambda world, envelope: replay_job(world.gate, envelope)),
     "tenant.register": Door(Action.TENANT_REGISTER, st.fixed_dictionaries(
         {"tenants": st.lists(_tenant, max_size=3)}),
-        lambda world, envelope: tenant_access.register_tenants(world.gate, envelope)),
+        lambda world, envelope: tenant_access.register_tenants(world.gate, world.documents.tenants, envelope)),
     "token.issue": Door(Action.TOKEN_ISSUE, st.just({}),
-                        lambda world, envelope: tenant_access.issue_token(world.gate, envelope)),
+                        lambda world, envelope: tenant_access.issue_token(world.gate, world.documents.tokens,
+                                                                          envelope)),
     "token.revoke": Door(Action.TOKEN_REVOKE, st.fixed_dictionaries(
         {"token_id": st.sampled_from([f"<token:{tenant}>" for tenant in TENANTS] + ["tok_unknown"])}),
-        lambda world, envelope: tenant_access.revoke_token(world.gate, envelope)),
+        lambda world, envelope: tenant_access.revoke_token(world.gate, world.documents.tokens, envelope)),
     "template.submit": Door(Action.TEMPLATE_SUBMIT, st.fixed_dictionaries(
         {"version_id": st.sampled_from([TEMPLATE, "0" * 64]), "effective_at": st.sampled_from([_now(), "soon"])}),
         lambda world, envelope: templates.submit(world.gate, envelope, ORGANIZATION, PROGRAM)),

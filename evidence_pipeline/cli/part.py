@@ -39,7 +39,7 @@ def part_decide(tenant_id: str, artifact_id: str, approve: bool | None, reason: 
     envelope = signed(settings, key, actor, Action.PART_DECIDE, {
         "artifact_id": artifact_id, "decision": "approved" if approve else "rejected", "reason": reason},
         tenant=tenant_id)
-    details = decide_part(gate(settings, rt.ledger), rt, envelope)
+    details = decide_part(gate(settings), rt, envelope)
     shown = {k: details[k] for k in ("artifact_id", "sha256", "decision", "reason")}
     if as_json:
         click.echo(json.dumps(shown | {"tenant": tenant_id}, indent=2))

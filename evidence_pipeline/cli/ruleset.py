@@ -42,7 +42,7 @@ def ruleset_canary(candidate: str, tenants: tuple[str, ...], key: Path | None, a
 
     settings = load_settings()
     envelope = signed(settings, key, actor, Action.RULESET_CANARY, {"candidate": candidate, "tenants": list(tenants)})
-    _print_routes(rulesets.IN_FORCE, canary.start(gate(settings, intake_ledger()), envelope), as_json)
+    _print_routes(rulesets.IN_FORCE, canary.start(gate(settings), envelope), as_json)
 
 
 @ruleset.command("rollback")
@@ -58,7 +58,7 @@ def ruleset_rollback(key: Path | None, actor: str | None, as_json: bool) -> None
 
     settings = load_settings()
     envelope = signed(settings, key, actor, Action.RULESET_ROLLBACK, {})
-    stopped = canary.rollback(gate(settings, intake_ledger()), envelope)
+    stopped = canary.rollback(gate(settings), envelope)
     if as_json:
         click.echo(json.dumps({"in_force": rulesets.IN_FORCE, "rolled_back": stopped}, indent=2))
         return

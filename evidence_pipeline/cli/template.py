@@ -56,7 +56,7 @@ def template_submit(tenant_id: str, organization, program, effective_at: datetim
     settings = load_settings()
     envelope = signed(settings, key, actor, Action.TEMPLATE_SUBMIT, {"version_id": vid, "effective_at": effective},
                       tenant=tenant_id)
-    found, created = templates.submit(gate(settings, intake_ledger()), envelope, organization, program)
+    found, created = templates.submit(gate(settings), envelope, organization, program)
     if not as_json:
         click.echo("submitted" if created else "already submitted")
     _print_version(found, as_json)
@@ -75,7 +75,7 @@ def template_approve(tenant_id: str, version_id: str, key: Path | None, actor: s
 
     settings = load_settings()
     envelope = signed(settings, key, actor, Action.TEMPLATE_APPROVE, {"version_id": version_id}, tenant=tenant_id)
-    found, created = templates.approve(gate(settings, intake_ledger()), envelope)
+    found, created = templates.approve(gate(settings), envelope)
     if not as_json:
         click.echo("approved" if created else "already approved")
     _print_version(found, as_json)

@@ -94,8 +94,9 @@ def _run_demo(instance: DagsterInstance, defs: Definitions, evidence: EvidenceRe
         raise EvidenceError(ReasonCode.PERIOD_CLOSED, f"{periods[0]} is closed: only months from {OPEN_FROM} are "
                                                       "open (EVIDENCE_OPEN_MONTHS)")
     runtime = evidence.runtime()
-    actors = ensure_demo_actors(runtime.settings, runtime.ledger)
-    register_tenants(actors.gate, actors.sign(OPERATOR, Action.TENANT_REGISTER, {"tenants": list(DEMO_TENANTS)}))
+    actors = ensure_demo_actors(runtime.settings, runtime.actors)
+    register_tenants(actors.gate, runtime.tenants,
+                     actors.sign(OPERATOR, Action.TENANT_REGISTER, {"tenants": list(DEMO_TENANTS)}))
     instance.add_dynamic_partitions(tenant_partitions.name, list(DEMO_TENANTS))
     # Published as `evidence source publish` publishes: each month signed by the operator, through the action gate.
     publisher = publication.Publisher(OPERATOR, correlation_id=f"demo-{uuid.uuid4().hex}")

@@ -79,7 +79,7 @@ def error_response(code: str, message: str) -> Response:
 
 
 def create_app(runtime: Runtime) -> BoundedRequests:
-    gate = ActionGate(runtime.ledger, runtime.settings.action_max_age_seconds)
+    gate = ActionGate(runtime.actors, runtime.settings.action_max_age_seconds)
 
     async def list_dead_letters(request: Request) -> JSONResponse:
         signed = await _body(request)
