@@ -38,7 +38,7 @@ from evidence_pipeline_tests.test_witness import (
 
 def _download(runtime: Runtime, month, out: Path) -> Path:
     """The month's bundle file, as GET /v1/evidence/{period}/bundle streams it."""
-    evidence = current_evidence(Runtime.open(runtime), month.tenant, month.period)
+    evidence = current_evidence(runtime, month.tenant, month.period)
     out.write_bytes(b"".join(evidence.file.stream(runtime.archive)))
     return out
 
