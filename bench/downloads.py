@@ -40,9 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from intake import EVIDENCE, acting_operator, free_port, tenant_token, wait_healthy  # noqa: E402  (bench/intake.py: the front door's helpers)
 
 from evidence_pipeline.config import Settings  # noqa: E402
-from evidence_pipeline.intake import open_documents  # noqa: E402
 from evidence_pipeline.ledger.admission import Clock  # noqa: E402
 from evidence_pipeline.models import EventType  # noqa: E402
+from evidence_pipeline.runtime import runtime_for  # noqa: E402
 from evidence_pipeline.store import CHUNK  # noqa: E402
 
 TENANT = "bench-downloads"
@@ -62,16 +62,16 @@ def pdf_of(size: int) -> bytes:
 def committed_output(env: dict[str, str], data: bytes) -> tuple[str, str, str, Path, str]:
     """(job id, output name, sha256, archived file, tenant token): a job whose commit recorded ``data`` as its
     output, and a token its tenant's client downloads with (issued by an operator, as a deployment does)."""
-    documents = open_documents(Settings.from_env(env))
-    job, _ = documents.submissions.submit_job(TENANT, "bench-1", "0" * 64, "inspect", {"inputs": [], "options": {}},
-                                              "policy-2026.1", "bench", None, Clock(time.perf_counter()))
-    job = documents.jobs.job(TENANT, job["job_id"])
-    lease = documents.jobs.start(job, "bench", 60, None)
+    rt = runtime_for(Settings.from_env(env))
+    job, _ = rt.submissions.submit_job(TENANT, "bench-1", "0" * 64, "inspect", {"inputs": [], "options": {}},
+                                       "policy-2026.1", "bench", None, Clock(time.perf_counter()))
+    job = rt.document_jobs.job(TENANT, job["job_id"])
+    lease = rt.document_jobs.start(job, "bench", 60, None)
     name = "derivative.pdf"
-    stored = documents.runtime.archive.put_once(f"documents/{TENANT}/{job['period']}/{job['job_id']}/{name}", data)
+    stored = rt.archive.put_once(f"documents/{TENANT}/{job['period']}/{job['job_id']}/{name}", data)
     artifacts = [{"name": name, "key": stored.key, "sha256": stored.sha256, "bytes": stored.size}]
-    documents.jobs.complete(job, lease, EventType.DOCUMENT_PUBLISHED, stored.sha256,
-                            {"operation": "inspect", "artifacts": artifacts, "summary": {}}, "bench")
+    rt.document_jobs.complete(job, lease, EventType.DOCUMENT_PUBLISHED, stored.sha256,
+                              {"operation": "inspect", "artifacts": artifacts, "summary": {}}, "bench")
     full_env = os.environ | env
     full_env["EVIDENCE_ACTOR_KEY"] = acting_operator(full_env, Path(env["EVIDENCE_HOME"]).parent / "actors")
     token = tenant_token(full_env, TENANT)

@@ -102,7 +102,7 @@ def through_daemon(door: FrontDoor, document_id: str, count: int, interval: floa
 
     from evidence_pipeline.config import Settings
     from evidence_pipeline.defs.documents import PAGE_TAG
-    from evidence_pipeline.intake import open_documents
+    from evidence_pipeline.runtime import runtime_for
     from evidence_pipeline_tests.dagster_services import dagster_services, run_fork_servers
 
     home = door.root / "dagster"
@@ -119,7 +119,7 @@ def through_daemon(door: FrontDoor, document_id: str, count: int, interval: floa
             time.sleep(max(0.0, started + n * interval - time.monotonic()))
             jobs.append(inspect_job(door, document_id, f"daemon-{n}"))
         states = wait_all(door, jobs)
-        pages = open_documents(Settings.from_env(env)).pages
+        pages = runtime_for(Settings.from_env(env)).pages
         while True:  # a job finishes inside its run: the run ends a moment later
             records = instance.get_run_records(RunsFilter(job_name="document_page_job"), ascending=True)
             if all(record.end_time is not None for record in records):

@@ -234,13 +234,12 @@ def evaluate_sensor(env: dict[str, str]) -> dict:
 
     from evidence_pipeline.defs.automation import tenant_registry_sensor
     from evidence_pipeline.defs.resources import EvidenceResource
-    from evidence_pipeline.ledger.tenants import TenantRegistry
 
     with DagsterInstance.get() as instance:
-        ledger = EvidenceResource().runtime().ledger  # the ledger's first open (migrations) is not the sensor's cost
+        known = EvidenceResource().runtime().tenants  # the ledger's first open (migrations) is not the sensor's cost
         baseline = rss_mb()
         with Clock() as registry:
-            tenants = TenantRegistry(ledger).active()
+            tenants = known.active()
         with Clock() as tick:
             result = tenant_registry_sensor(
                 build_sensor_context(instance=instance, resources={"evidence": EvidenceResource()})

@@ -1,20 +1,34 @@
 """The domain runtime: everything a stage needs (stores, ledger, keys), built once per process from Settings.
 
-The CLI, the Dagster resource, the benchmarks and the tests all get their Runtime here (`runtime_for`), so a
-process reuses one set of connections and loaded keys per Settings, and a forked worker builds its own.
+The CLI, the Dagster resource, the intake server, the benchmarks and the tests all get their Runtime here
+(`runtime_for`), so a process reuses one set of connections and loaded keys per Settings, and a forked worker
+builds its own. It is the one door into the ledger: each piece of it (ledger/: tokens, tenants, document jobs,
+batches, …) is built here once, over the one core ``Ledger``, and nowhere else (test_layering.py checks it).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.ledger import Ledger
+from evidence_pipeline.ledger.actors import ActorLedger
+from evidence_pipeline.ledger.batches import Batches
+from evidence_pipeline.ledger.document_jobs import DocumentJobs
+from evidence_pipeline.ledger.documents import DocumentRecords
 from evidence_pipeline.ledger.jobs import RetryBudget
+from evidence_pipeline.ledger.outbox import Outbox
+from evidence_pipeline.ledger.pages import Pages
+from evidence_pipeline.ledger.retries import TenantMonthRetries
+from evidence_pipeline.ledger.source_events import SourceEvents
+from evidence_pipeline.ledger.submissions import Submissions
+from evidence_pipeline.ledger.tenants import TenantRegistry
+from evidence_pipeline.ledger.tokens import Tokens
 from evidence_pipeline.signing.keys import ROOT_KEY, Keyring, load_keyring, load_witness_key
 from evidence_pipeline.signing.rotation import KeyDirectory
 from evidence_pipeline.store import ArtifactStore
@@ -32,6 +46,7 @@ class Runtime:
     previews: ArtifactStore
     archive: ArtifactStore
     ledger: Ledger
+    s3: Any = field(default=None, repr=False)  # the boto3 S3 client of this process's s3:// stores, or None
 
     @classmethod
     def from_settings(cls, settings: Settings, s3_client=None) -> Runtime:
@@ -47,7 +62,75 @@ class Runtime:
             previews=open_store(settings.preview_uri, s3_client, S3Options(), scheme="previews", private=True),
             archive=open_store(settings.archive_uri, s3_client, options),
             ledger=Ledger(settings.ledger_url),
+            s3=s3_client,
         )
+
+    @cached_property
+    def document_store(self) -> ArtifactStore:
+        """Tenants' uploaded documents and their derivatives (private, put-once); opened on first use."""
+        settings = self.settings
+        # Tenants' documents are encrypted at rest in S3 always; no Object Lock, so retention stays a decision.
+        options = S3Options(
+            server_side_encryption=settings.s3_server_side_encryption or "AES256", kms_key_id=settings.s3_kms_key_id
+        )
+        return open_store(settings.documents_uri, self.s3, options, scheme="documents", private=True)
+
+    # The ledger's pieces, each over the one core ``Ledger`` (ask the one that owns what you need).
+
+    @cached_property
+    def tenants(self) -> TenantRegistry:
+        """The tenant registry."""
+        return TenantRegistry(self.ledger)
+
+    @cached_property
+    def tokens(self) -> Tokens:
+        """API tokens, offboarding records."""
+        return Tokens(self.ledger)
+
+    @cached_property
+    def actors(self) -> ActorLedger:
+        """Registered identities, their keys, roles and used nonces."""
+        return ActorLedger(self.ledger)
+
+    @cached_property
+    def source_events(self) -> SourceEvents:
+        """The `source.published` events of source revisions."""
+        return SourceEvents(self.ledger)
+
+    @cached_property
+    def retries(self) -> TenantMonthRetries:
+        """Tenant-month jobs waiting for a retry run (the monthly transitions themselves are ``ledger``'s)."""
+        return TenantMonthRetries(self.ledger)
+
+    @cached_property
+    def document_records(self) -> DocumentRecords:
+        """Admitted documents, the events that name them."""
+        return DocumentRecords(self.ledger)
+
+    @cached_property
+    def submissions(self) -> Submissions:
+        """Accepting document jobs: idempotency, quotas, backpressure."""
+        return Submissions(self.ledger)
+
+    @cached_property
+    def document_jobs(self) -> DocumentJobs:
+        """Accepted document jobs: reads, leases, stages, the commit of their outputs."""
+        return DocumentJobs(self.ledger)
+
+    @cached_property
+    def batches(self) -> Batches:
+        """Batches and their dispatch into child jobs."""
+        return Batches(self.ledger, self.submissions)
+
+    @cached_property
+    def pages(self) -> Pages:
+        """Pages of document jobs for the Dagster runs."""
+        return Pages(self.ledger, self.document_jobs)
+
+    @cached_property
+    def outbox(self) -> Outbox:
+        """Webhook subscriptions and the deliveries announced with events."""
+        return Outbox(self.ledger)
 
     @property
     def retry_budget(self) -> RetryBudget:

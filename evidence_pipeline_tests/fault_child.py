@@ -11,10 +11,9 @@ from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, sourc
 from evidence_pipeline.defs.partitions import partition_key_for
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.documents.worker import run_page
-from evidence_pipeline.intake import open_documents
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.operations.maintenance import sweep_attempts
-from evidence_pipeline.runtime import RunInfo
+from evidence_pipeline.runtime import RunInfo, runtime_for
 
 
 def main(argv: list[str]) -> int:
@@ -22,7 +21,7 @@ def main(argv: list[str]) -> int:
         sweep_attempts(EvidenceResource().runtime(), "test")
         return 0
     if argv[0] == "documents":
-        run_page(open_documents(Settings.from_env()), argv[1], RunInfo("fault-child"))
+        run_page(runtime_for(Settings.from_env()), argv[1], RunInfo("fault-child"))
         return 0
     with DagsterInstance.get() as instance:
         result = materialize(

@@ -21,16 +21,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from pypdf import PdfWriter
 
 from evidence_pipeline.config import Settings
-from evidence_pipeline.documents import Documents
 from evidence_pipeline.http_guard import server_config
-from evidence_pipeline.intake import open_documents
 from evidence_pipeline.intake.app import create_app
+from evidence_pipeline.runtime import Runtime, runtime_for
 from evidence_pipeline_tests.signers import signers_of
 
 
-def running_server(documents: Documents) -> contextlib.AbstractContextManager[str]:
-    """Serve intake for ``documents``; yields its base URL."""
-    return running_app(create_app(documents), documents.runtime.settings)
+def running_server(rt: Runtime) -> contextlib.AbstractContextManager[str]:
+    """Serve intake on the runtime ``rt``; yields its base URL."""
+    return running_app(create_app(rt), rt.settings)
 
 
 @contextlib.contextmanager
@@ -139,9 +138,10 @@ def intake_environment(backend: dict[str, str]) -> dict[str, str]:
 
 @pytest.fixture
 def documents(backend, request):
-    """Documents on the backend; a test module may set INTAKE_OVERRIDES (settings as environment variables)."""
+    """The runtime on the backend with intake's settings; a test module may set INTAKE_OVERRIDES (settings as
+    environment variables)."""
     overrides = getattr(request.module, "INTAKE_OVERRIDES", {})
-    return open_documents(Settings.from_env(intake_environment(backend) | overrides))
+    return runtime_for(Settings.from_env(intake_environment(backend) | overrides))
 
 
 @pytest.fixture
@@ -156,7 +156,7 @@ def client(url: str, token: str | None = None) -> httpx.Client:
 
 def tokens(documents) -> tuple[str, str]:
     """Tokens of two tenants."""
-    signers = signers_of(documents.runtime.ledger)
+    signers = signers_of(documents.ledger)
     return signers.issue_token("acme"), signers.issue_token("globex")
 
 

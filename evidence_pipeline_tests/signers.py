@@ -22,6 +22,9 @@ from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import templates
 from evidence_pipeline.ledger import Ledger
+from evidence_pipeline.ledger.actors import ActorLedger
+from evidence_pipeline.ledger.tenants import TenantRegistry
+from evidence_pipeline.ledger.tokens import Tokens
 from evidence_pipeline.paths import private_dirs
 from evidence_pipeline.tempfiles import write_private
 
@@ -30,7 +33,7 @@ ACTORS = {"olga": ["operator"], "bob": ["approver"], "audrey": ["auditor"]}
 
 class Signers:
     def __init__(self, ledger: Ledger, folder: Path | None = None, max_age_seconds: float = 300):
-        self.gate = ActionGate(ledger, max_age_seconds)
+        self.gate = ActionGate(ActorLedger(ledger), max_age_seconds)  # a bare ledger's: tests of the ledger alone
         self.admin = ActorAdmin(self.gate)
         self.folder = folder
         known = _known(ledger)
@@ -87,7 +90,8 @@ class Signers:
         """What `evidence tenant add` does, signed by ``actor``."""
         from evidence_pipeline.operations.tenant_access import register_tenants
 
-        return register_tenants(self.gate, self.sign(actor, Action.TENANT_REGISTER, {"tenants": tenants}))
+        return register_tenants(self.gate, TenantRegistry(self.gate.ledger),
+                                self.sign(actor, Action.TENANT_REGISTER, {"tenants": tenants}))
 
     def issue_token(self, tenant: str, actor: str = "olga") -> str:
         """What `evidence tenant add` (if it was not run before) and `evidence tenant token issue` do, signed by
@@ -95,7 +99,8 @@ class Signers:
         from evidence_pipeline.operations.tenant_access import issue_token
 
         self.register_tenants([tenant], actor)
-        return issue_token(self.gate, self.sign(actor, Action.TOKEN_ISSUE, {}, tenant=tenant))[2]
+        return issue_token(self.gate, Tokens(self.gate.ledger),
+                           self.sign(actor, Action.TOKEN_ISSUE, {}, tenant=tenant))[2]
 
     def key_file(self, name: str) -> str:
         return str(self.folder / f"{name}.pem")

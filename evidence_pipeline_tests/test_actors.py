@@ -39,6 +39,7 @@ from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.actors import TABLES, ActorLedger
 from evidence_pipeline.ledger.ledger import event_body
 from evidence_pipeline.models import EventType
+from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline.signing.dsse import canonical_json, pae
 from evidence_pipeline.signing.keys import STATEMENT_KEY, load_keyring
 from evidence_pipeline_tests.conftest import SMALL, drop_append_only_guards
@@ -52,7 +53,7 @@ class World:
 
     def __init__(self, backend: dict[str, str]):
         self.ledger = Ledger(Settings.from_env(backend).ledger_url)
-        self.gate = ActionGate(self.ledger, MAX_AGE)
+        self.gate = ActionGate(ActorLedger(self.ledger), MAX_AGE)
         self.admin = ActorAdmin(self.gate)
         self.keys: dict[str, Ed25519PrivateKey] = {}
 
@@ -588,7 +589,7 @@ def test_an_actor_key_file_is_private_and_never_a_service_key(tmp_path):
 def test_the_service_refuses_to_register_its_own_key(tmp_path):
     settings = Settings.from_env({"EVIDENCE_HOME": str(tmp_path / "home")})
     statement = load_keyring(settings.keys_dir, generate=True).statement_key
-    admin = ActorAdmin(ActionGate(Ledger(settings.ledger_url), MAX_AGE), service_key_ids(settings))
+    admin = ActorAdmin(ActionGate(runtime_for(settings).actors, MAX_AGE), service_key_ids(settings))
     with pytest.raises(EvidenceError) as error:
         admin.bootstrap(sign_request(statement, "root", Action.ACTOR_BOOTSTRAP,
                                      {"name": "root", "public_key": public_hex(statement)}), public_hex(statement))

@@ -27,7 +27,6 @@ from pyhanko_certvalidator import ValidationContext
 from sqlalchemy import event
 
 from evidence_pipeline.definitions import defs
-from evidence_pipeline.documents import Documents
 from evidence_pipeline.documents import ruleset as rulesets
 from evidence_pipeline.documents.dispatch import dispatch_batches
 from evidence_pipeline.documents.gate import gate
@@ -155,7 +154,7 @@ def test_review_decisions_are_job_outcomes_not_run_failures():
 def _stages(documents, job_id: str) -> list[tuple[str, str, int]]:
     return [
         (e["details"]["prior"], e["details"]["stage"], e["details"]["lease_token"])
-        for e in documents.runtime.ledger.events_of_type("document.stage")
+        for e in documents.ledger.events_of_type("document.stage")
         if e["details"]["job_id"] == job_id
     ]
 
@@ -197,7 +196,7 @@ def test_an_approved_contract_is_signed_and_a_rejected_one_is_a_decision(documen
         "REVIEW_INPUT_INVALID",
         [],
     )
-    archive, keyring = documents.runtime.archive, documents.runtime.keyring
+    archive, keyring = documents.archive, documents.keyring
     for status, names in ((approved, [DECISION, SIGNED, STATEMENT]), (rejected, [DECISION, STATEMENT])):
         prefix = status["outputs"][0]["artifact_id"].rsplit("/", 1)[0]
         assert archive.list(prefix) == [f"{prefix}/{name}" for name in sorted(names)]
@@ -229,19 +228,19 @@ def test_an_approved_contract_is_signed_and_a_rejected_one_is_a_decision(documen
     assert _stages(documents, rejected_id) == [(a, b, 1) for a, b in zip(walk, walk[1:])]
     assert [s for _, s, _ in _stages(documents, invalid_id)] == ["validating", "reviewing"]
     [stage] = [
-        e for e in documents.runtime.ledger.events_of_type("document.stage") if e["details"]["job_id"] == approved_id
+        e for e in documents.ledger.events_of_type("document.stage") if e["details"]["job_id"] == approved_id
     ][-1:]
     assert stage["details"]["policy"] == IN_FORCE and stage["details"]["inputs"] == [approved_doc["document_id"]]
     assert {o["name"] for o in stage["details"]["outputs"]} == {DECISION, SIGNED, STATEMENT}
     assert stage["details"]["correlation_id"] and stage["subject_sha256"] == stage["details"]["correlation_id"]
     [published] = [
         e
-        for e in documents.runtime.ledger.events_of_type("document.published")
+        for e in documents.ledger.events_of_type("document.published")
         if e["details"]["job_id"] == rejected_id
     ]
     assert published["details"]["summary"]["decision"] == "rejected"
     assert rejected_doc["sha256"] == published["subject_sha256"]
-    assert documents.runtime.ledger.verify_chain() > 0  # the jobs' rows are still the fold of their events
+    assert documents.ledger.verify_chain() > 0  # the jobs' rows are still the fold of their events
 
 
 def test_a_review_commits_four_ledger_transactions_one_per_stage_with_work_in_it(documents, intake):
@@ -250,7 +249,7 @@ def test_a_review_commits_four_ledger_transactions_one_per_stage_with_work_in_it
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
         jobs = [_submit_contract(http, f"lease-{n}", lease_contract(n).pdf)[0] for n in (0, 3)]  # approved, rejected
-    commits, engine = [], documents.runtime.ledger.engine
+    commits, engine = [], documents.ledger.engine
 
     def count(connection) -> None:
         commits.append(connection)
@@ -265,7 +264,7 @@ def test_a_review_commits_four_ledger_transactions_one_per_stage_with_work_in_it
     walk = ["accepted", "validating", "reviewing", "signing", "committing"]
     for job_id in jobs:
         assert _stages(documents, job_id) == [(a, b, 1) for a, b in zip(walk, walk[1:])]
-        assert documents.jobs.job("acme", job_id)["started_at"] is not None
+        assert documents.document_jobs.job("acme", job_id)["started_at"] is not None
 
 
 def test_a_batchs_reviews_are_pinned_when_the_batch_is_accepted(documents, intake):
@@ -277,7 +276,8 @@ def test_a_batchs_reviews_are_pinned_when_the_batch_is_accepted(documents, intak
         assert dispatch_batches(documents, 10, "test") == 2
         outcomes = sorted((o.state, o.reason or "") for o in dispatch(documents))
         states = http.get(f"/v1/batches/{batch['batch_id']}").json()["states"]
-    jobs = [documents.jobs.job("acme", j) for j in documents.batches.batch_children_in(batch["batch_id"], "rejected")]
+    jobs = [documents.document_jobs.job("acme", j)
+            for j in documents.batches.batch_children_in(batch["batch_id"], "rejected")]
     assert outcomes == [("rejected", "REVIEW_POLICY_REJECTED"), ("succeeded", "")] and states == {
         "rejected": 1,
         "succeeded": 1,
@@ -285,7 +285,7 @@ def test_a_batchs_reviews_are_pinned_when_the_batch_is_accepted(documents, intak
     assert [job["request"]["options"] for job in jobs] == [IN_FORCE]
     correlations = {
         e["details"]["correlation_id"]
-        for e in documents.runtime.ledger.events_of_type("document.stage")
+        for e in documents.ledger.events_of_type("document.stage")
         if e["details"]["job_id"] == jobs[0]["job_id"]
     }
     assert correlations == {batch["batch_id"]}
@@ -300,7 +300,7 @@ def test_pdfsig_reads_the_approval_signature(documents, intake, tmp_path):
         status = http.get(f"/v1/jobs/{job_id}").json()
     [signed_key] = [o["artifact_id"] for o in status["outputs"] if o["artifact_id"].endswith(SIGNED)]
     path = tmp_path / SIGNED
-    path.write_bytes(documents.runtime.archive.get(signed_key))
+    path.write_bytes(documents.archive.get(signed_key))
     out = subprocess.run([pdfsig, str(path)], capture_output=True, text=True).stdout
     assert "Signature #1" in out and "Signature is Valid" in out and "Signature #2" not in out
 
@@ -315,9 +315,9 @@ def test_the_approval_leaves_the_parties_own_signatures_intact(documents, intake
         status = http.get(f"/v1/jobs/{job_id}").json()
     assert outcome.state == "succeeded"
     [approved_key] = [o["artifact_id"] for o in status["outputs"] if o["artifact_id"].endswith(SIGNED)]
-    approved = documents.runtime.archive.get(approved_key)
+    approved = documents.archive.get(approved_key)
     assert approved.startswith(signed_by_party)
-    verify_pdf_signature(approved, documents.runtime.keyring.root_pem, field_name=APPROVAL_FIELD, earlier=1)
+    verify_pdf_signature(approved, documents.keyring.root_pem, field_name=APPROVAL_FIELD, earlier=1)
     [theirs, ours] = PdfFileReader(io.BytesIO(approved), strict=True).embedded_signatures
     root = asn1_x509.Certificate.load(
         x509.load_pem_x509_certificate(party.root_pem).public_bytes(serialization.Encoding.DER)
@@ -354,11 +354,11 @@ def test_a_retry_after_an_ambiguous_signing_timeout_adopts_the_stored_approval(d
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
         job_id, _ = _submit_contract(http, "lease-14", lease_contract(14).pdf)
-        flaky = dataclasses.replace(documents.runtime, archive=_AmbiguousArchive(documents.runtime.archive))
-        [first] = dispatch(Documents(flaky, documents.store))
+        flaky = dataclasses.replace(documents, archive=_AmbiguousArchive(documents.archive))
+        [first] = dispatch(flaky)
         waiting = http.get(f"/v1/jobs/{job_id}").json()
-        prefix = f"documents/acme/{documents.jobs.job('acme', job_id)['period']}/{job_id}"
-        stored = documents.runtime.archive.get(f"{prefix}/{SIGNED}")
+        prefix = f"documents/acme/{documents.document_jobs.job('acme', job_id)['period']}/{job_id}"
+        stored = documents.archive.get(f"{prefix}/{SIGNED}")
         make_due(documents, job_id)
         [second] = dispatch(documents, "run-2")
         done = http.get(f"/v1/jobs/{job_id}").json()
@@ -366,10 +366,10 @@ def test_a_retry_after_an_ambiguous_signing_timeout_adopts_the_stored_approval(d
     assert (waiting["state"], waiting["stage"], waiting["outputs"]) == ("accepted", "retry_wait", [])
     assert waiting["reason"] == "REVIEW_DEPENDENCY_TIMEOUT" and waiting["message"]  # why it waits
     assert (second.state, done["state"], done["attempts"]) == ("succeeded", "succeeded", 2)
-    assert documents.runtime.archive.list(prefix) == [f"{prefix}/{n}" for n in sorted((DECISION, SIGNED, STATEMENT))]
+    assert documents.archive.list(prefix) == [f"{prefix}/{n}" for n in sorted((DECISION, SIGNED, STATEMENT))]
     [signed] = [o for o in done["outputs"] if o["artifact_id"].endswith(SIGNED)]
-    assert signed["sha256"] == sha256_hex(stored) == sha256_hex(documents.runtime.archive.get(f"{prefix}/{SIGNED}"))
-    assert len(documents.runtime.ledger.events_of_type("document.published")) == 1
+    assert signed["sha256"] == sha256_hex(stored) == sha256_hex(documents.archive.get(f"{prefix}/{SIGNED}"))
+    assert len(documents.ledger.events_of_type("document.published")) == 1
     assert [(s, t) for _, s, t in _stages(documents, job_id)] == [
         ("validating", 1), ("reviewing", 1), ("signing", 1),
         ("validating", 2), ("reviewing", 2), ("signing", 2), ("committing", 2),
@@ -393,8 +393,8 @@ def test_sigkill_after_the_approval_is_stored_then_the_retry_adopts_it(documents
         )
         assert child.wait(timeout=180) == -signal.SIGKILL, child.stderr.read().decode()[-2000:]
         killed = http.get(f"/v1/jobs/{job_id}").json()
-        prefix = f"documents/acme/{documents.jobs.job('acme', job_id)['period']}/{job_id}"
-        stored = documents.runtime.archive.get(f"{prefix}/{SIGNED}")
+        prefix = f"documents/acme/{documents.document_jobs.job('acme', job_id)['period']}/{job_id}"
+        stored = documents.archive.get(f"{prefix}/{SIGNED}")
         time.sleep(2.5)  # the dead worker's lease expires
         [lost] = dispatch(documents, "run-2")  # its attempt counts against the budget: retry_wait
         make_due(documents, job_id)
@@ -405,8 +405,8 @@ def test_sigkill_after_the_approval_is_stored_then_the_retry_adopts_it(documents
     assert outcome.state == "succeeded" and done["attempts"] == 2
     [signed] = [o for o in done["outputs"] if o["artifact_id"].endswith(SIGNED)]
     assert signed["sha256"] == sha256_hex(stored)  # adopted: exactly one signed artifact, never signed again
-    assert documents.runtime.archive.list(prefix) == [f"{prefix}/{n}" for n in sorted((DECISION, SIGNED, STATEMENT))]
-    assert len(documents.runtime.ledger.events_of_type("document.published")) == 1
+    assert documents.archive.list(prefix) == [f"{prefix}/{n}" for n in sorted((DECISION, SIGNED, STATEMENT))]
+    assert len(documents.ledger.events_of_type("document.published")) == 1
     # the dead attempt's last stage stays on record; the retry starts from retry_wait
     assert _stages(documents, job_id)[2:4] == [("reviewing", "signing", 1), ("retry_wait", "validating", 2)]
 
@@ -415,13 +415,13 @@ def test_a_changed_approval_under_the_key_is_never_adopted(documents, intake):
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
         job_id, _ = _submit_contract(http, "lease-42", lease_contract(42).pdf)
-        prefix = f"documents/acme/{documents.jobs.job('acme', job_id)['period']}/{job_id}"
-        documents.runtime.archive.put_once(f"{prefix}/{SIGNED}", lease_contract(0).pdf)  # not this contract's
+        prefix = f"documents/acme/{documents.document_jobs.job('acme', job_id)['period']}/{job_id}"
+        documents.archive.put_once(f"{prefix}/{SIGNED}", lease_contract(0).pdf)  # not this contract's
         [outcome] = dispatch(documents)
         status = http.get(f"/v1/jobs/{job_id}").json()
     assert (outcome.state, outcome.reason) == ("rejected", "STORE_CONFLICT")
     assert (status["state"], status["outputs"]) == ("rejected", [])
-    assert documents.runtime.ledger.events_of_type("document.published") == []
+    assert documents.ledger.events_of_type("document.published") == []
 
 
 def test_a_page_run_records_review_decisions_as_outcomes_not_failures(backend, documents, intake, monkeypatch):
@@ -455,30 +455,30 @@ def test_two_runs_of_one_page_at_once_make_one_signed_output(documents, intake):
         runs = list(pool.map(lambda run: run_page(documents, page_id, RunInfo(run)), ("run-a", "run-b")))
     outcomes = sorted((o.state, o.reason or "") for [o] in runs)
     assert outcomes in ([("running", "LEASE_BUSY"), ("succeeded", "")], [("succeeded", ""), ("succeeded", "")])
-    prefix = f"documents/acme/{documents.jobs.job('acme', job_id)['period']}/{job_id}"
-    assert documents.runtime.archive.list(prefix) == [f"{prefix}/{n}" for n in sorted((DECISION, SIGNED, STATEMENT))]
-    assert len(documents.runtime.ledger.events_of_type("document.published")) == 1
+    prefix = f"documents/acme/{documents.document_jobs.job('acme', job_id)['period']}/{job_id}"
+    assert documents.archive.list(prefix) == [f"{prefix}/{n}" for n in sorted((DECISION, SIGNED, STATEMENT))]
+    assert len(documents.ledger.events_of_type("document.published")) == 1
 
 
 def test_an_expired_lease_can_neither_record_a_stage_nor_commit_a_decision(documents, intake):
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
         job_id, _ = _submit_contract(http, "lease-3", lease_contract(3).pdf)
-    ledger = documents.runtime.ledger
+    ledger = documents.ledger
     lease = ledger.acquire_lease(job_id, "zombie", 0.2)
     time.sleep(0.3)
-    job = documents.jobs.job("acme", job_id)
+    job = documents.document_jobs.job("acme", job_id)
     before = ledger.verify_chain()
     for attempt in (
-        lambda: documents.jobs.record_stage(job, lease, StageChange("accepted", "validating", {}), "zombie"),
-        lambda: documents.jobs.complete(
+        lambda: documents.document_jobs.record_stage(job, lease, StageChange("accepted", "validating", {}), "zombie"),
+        lambda: documents.document_jobs.complete(
             job, lease, "document.published", "0" * 64, {}, "zombie", rejected="REVIEW_POLICY_REJECTED"
         ),
     ):
         with pytest.raises(EvidenceError) as fenced:
             attempt()
         assert fenced.value.code == "LEASE_FENCED"
-    assert ledger.verify_chain() == before and documents.jobs.job("acme", job_id)["state"] == "running"
+    assert ledger.verify_chain() == before and documents.document_jobs.job("acme", job_id)["state"] == "running"
 
 
 def test_a_shadow_run_prints_what_a_candidate_ruleset_would_change_and_writes_nothing(
@@ -494,7 +494,7 @@ def test_a_shadow_run_prints_what_a_candidate_ruleset_would_change_and_writes_no
     candidate.write_text(json.dumps(document | {"ruleset": "lease-review/2027.1-rc1"}))
     silent_edit = tmp_path / "edit.json"
     silent_edit.write_text(json.dumps(document))  # still calls itself lease-review/2026.1
-    ledger, archive = documents.runtime.ledger, documents.runtime.archive
+    ledger, archive = documents.ledger, documents.archive
     events, objects = ledger.verify_chain(), archive.list("documents")
     env = intake_environment(backend)
     shadowed = _invoke(["ruleset", "shadow", str(candidate), "--sample", "10", "--json"], env)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, build_sensor_context
 
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs.coordinator import TENANT_TAG
 from evidence_pipeline.defs.documents import PAGE_TAG
+from evidence_pipeline.store.local import LocalStore
+from evidence_pipeline.store.s3 import S3Store
 from evidence_pipeline_tests.hostile_pdfs import HOSTILE
 from evidence_pipeline_tests.intake_server import client, intake_environment, pdf_bytes, submit, tokens, upload
 
@@ -15,6 +19,25 @@ def tick(instance):
     sensor = defs.get_sensor_def("document_dispatch_sensor")
     context = build_sensor_context(instance=instance, resources={"evidence": defs.resources["evidence"]})
     return sensor.evaluate_tick(context)
+
+
+def test_a_sensor_tick_opens_no_store_the_process_opened_before(backend, documents, monkeypatch):
+    """The S3 client and the document store are the runtime's, built once per process, not once per tick."""
+    for name, value in intake_environment(backend).items():
+        monkeypatch.setenv(name, value)  # the Dagster resource reads the same environment
+    opened = []
+    with DagsterInstance.ephemeral() as instance:
+        tick(instance)
+        for store in (LocalStore, S3Store):
+            monkeypatch.setattr(store, "__init__", functools.partialmethod(_counted, store.__init__, opened))
+        tick(instance)
+        tick(instance)
+    assert opened == []
+
+
+def _counted(self, init, opened: list, *args, **kwargs) -> None:
+    opened.append(type(self).__name__)
+    init(self, *args, **kwargs)
 
 
 def test_sensor_pages_jobs_into_runs_that_work_them(backend, documents, intake, monkeypatch):
@@ -46,7 +69,7 @@ def test_sensor_pages_jobs_into_runs_that_work_them(backend, documents, intake, 
                 )
                 assert result.success
             assert tick(instance).skip_message == "no document jobs waiting"
-            period = documents.jobs.job("acme", good.json()["job_id"])["period"]
+            period = documents.document_jobs.job("acme", good.json()["job_id"])["period"]
             [activity] = instance.fetch_materializations(
                 AssetRecordsFilter(asset_key=AssetKey("document_jobs"), asset_partitions=[f"{period}-01|acme"]),
                 limit=10,
@@ -88,5 +111,5 @@ def test_a_poison_job_ends_dead_through_page_runs_and_is_never_dispatched_again(
             make_due(documents, job_id)
         assert [r.success for r in results] == [True, False]  # the first waits, the second fails for good
         assert tick(instance).skip_message == "no document jobs waiting"
-    job = documents.jobs.job("acme", job_id)
+    job = documents.document_jobs.job("acme", job_id)
     assert (job["state"], job["attempts"], job["last_reason"]) == ("dead", 2, "PROCESSOR_FAILED")

@@ -32,7 +32,7 @@ def poison_job(documents, intake, trigger: str) -> str:
 
 
 def failure_events(documents, job_id: str) -> list[dict]:
-    ledger = documents.runtime.ledger
+    ledger = documents.ledger
     return [event["details"] for kind in ("job.accepted", "job.dead") for event in ledger.events_of_type(kind)
             if event["details"]["job_id"] == job_id and "reason" in event["details"]]
 
@@ -53,27 +53,27 @@ def test_a_processor_failure_counts_against_the_budget_until_the_job_is_dead(doc
     job_id = poison_job(documents, intake, trigger)
     [first] = dispatch(documents)
     assert (first.job_id, first.state, first.reason) == (job_id, "accepted", code)  # retry_wait, budget left
-    assert documents.jobs.job("acme", job_id)["state"] == "accepted"
+    assert documents.document_jobs.job("acme", job_id)["state"] == "accepted"
     make_due(documents, job_id)
     [second] = dispatch(documents, "run-2")
     assert (second.state, second.reason) == ("dead", code)
     assert dispatch(documents, "run-3") == []  # no page is dispatched again for a job whose budget is spent
-    job = documents.jobs.job("acme", job_id)
+    job = documents.document_jobs.job("acme", job_id)
     assert (job["state"], job["attempts"], job["last_reason"]) == ("dead", 2, code) and job["finished_at"]
     assert [(e["reason"], e["attempt"]) for e in failure_events(documents, job_id)] == [(code, 1), (code, 2)]
     listed = dead_letters(backend)
     assert job_id in listed and f"reason={code}" in listed
-    message = documents.jobs.job("acme", job_id)["last_message"]
+    message = documents.document_jobs.job("acme", job_id)["last_message"]
     assert message and f"message={message}" in listed and failure_events(documents, job_id)[-1]["message"] == message
     assert poison_operation.PLANTED not in listed + message  # the exception's text never leaves the worker
-    assert documents.runtime.ledger.events_of_type("document.published") == []
+    assert documents.ledger.events_of_type("document.published") == []
 
 
 def test_an_unclassified_exception_on_the_documents_bytes_ends_the_job_at_once(documents, intake, backend):
     job_id = poison_job(documents, intake, "raise")
     [outcome] = dispatch(documents)
     assert (outcome.job_id, outcome.state, outcome.reason) == (job_id, "rejected", "PROCESSOR_INPUT_FAILED")
-    job = documents.jobs.job("acme", job_id)
+    job = documents.document_jobs.job("acme", job_id)
     assert (job["state"], job["attempts"], job["next_attempt_at"]) == ("rejected", 1, None)  # no budget spent
     assert dispatch(documents, "run-2") == []
     listed = dead_letters(backend)  # the service's failure, not a decision about the input: an operator's to see
@@ -88,18 +88,18 @@ def test_a_processor_past_its_wall_time_is_killed_and_the_job_retried(documents,
 
 
 def test_the_processor_runs_in_a_process_of_its_own_holding_no_ledger_lock(documents, intake, monkeypatch):
-    monkeypatch.setattr(poison_operation, "LEDGER_URL", documents.runtime.settings.ledger_url)
+    monkeypatch.setattr(poison_operation, "LEDGER_URL", documents.settings.ledger_url)
     job_id = poison_job(documents, intake, "probe")
     [outcome] = dispatch(documents)
     assert (outcome.job_id, outcome.state) == (job_id, "succeeded")
-    findings = documents.jobs.job("acme", job_id)["outputs"]["summary"]
+    findings = documents.document_jobs.job("acme", job_id)["outputs"]["summary"]
     assert findings["pid"] != os.getpid()  # the heartbeat thread in this process cannot be starved by it
     assert findings["ledger_lockable"] is True  # no transaction of ours is open while it works
 
 
 def test_a_worker_that_died_holding_the_lease_is_recognised_and_the_job_ends_dead(documents, intake, backend):
     job_id = poison_job(documents, intake, "probe")
-    ledger = documents.runtime.ledger
+    ledger = documents.ledger
     documents.pages.assign_pages(10)
     for attempt in (1, 2):
         # What a run SIGKILLed (or OOM-killed) mid-job leaves: a lease taken, its attempt counted, nothing recorded.
@@ -110,7 +110,7 @@ def test_a_worker_that_died_holding_the_lease_is_recognised_and_the_job_ends_dea
         assert outcome.state == ("accepted" if attempt == 1 else "dead")
         make_due(documents, job_id)
     assert dispatch(documents, "run-3") == [] and documents.pages.open_pages() == []
-    job = documents.jobs.job("acme", job_id)
+    job = documents.document_jobs.job("acme", job_id)
     assert (job["state"], job["attempts"], job["last_reason"]) == ("dead", 2, "WORKER_LOST")
     assert [(e["reason"], e["attempt"]) for e in failure_events(documents, job_id)] == [
         ("WORKER_LOST", 1), ("WORKER_LOST", 2)]
@@ -121,18 +121,18 @@ def test_the_dispatcher_records_a_dead_attempt_before_paging(documents, intake):
     """The sweep the dispatch sensor runs first: a page whose job's run died is not dispatched again while the job
     waits in retry_wait, and never once its budget is spent."""
     job_id = poison_job(documents, intake, "probe")
-    ledger = documents.runtime.ledger
+    ledger = documents.ledger
     documents.pages.assign_pages(10)
     ledger.acquire_lease(job_id, "doomed", 0.05)
     time.sleep(0.1)
-    assert documents.pages.record_lost_attempts(documents.runtime.retry_wait_budget, "sensor") == [
+    assert documents.pages.record_lost_attempts(documents.retry_wait_budget, "sensor") == [
         (job_id, "accepted")]
     assert documents.pages.open_pages() == []  # retry_wait: not due yet
     make_due(documents, job_id)
     assert len(documents.pages.open_pages()) == 1
     ledger.acquire_lease(job_id, "doomed-again", 0.05)
     time.sleep(0.1)
-    assert documents.pages.record_lost_attempts(documents.runtime.retry_wait_budget, "sensor") == [
+    assert documents.pages.record_lost_attempts(documents.retry_wait_budget, "sensor") == [
         (job_id, "dead")]
     assert documents.pages.open_pages() == []
-    assert documents.jobs.job("acme", job_id)["finished_at"] is not None
+    assert documents.document_jobs.job("acme", job_id)["finished_at"] is not None

@@ -37,7 +37,7 @@ IN_THE_WORKER_CASES = {name: HOSTILE[name] for name in IN_THE_WORKER} | {
 
 def dispatch(documents, run_id: str = "run-1") -> list:
     """What the sensor and the document job do, without Dagster: page the accepted jobs and work every page."""
-    documents.pages.assign_pages(documents.runtime.settings.document_page_size)
+    documents.pages.assign_pages(documents.settings.document_page_size)
     return [
         outcome
         for page_id, _, _ in documents.pages.open_pages()
@@ -47,8 +47,8 @@ def dispatch(documents, run_id: str = "run-1") -> list:
 
 def make_due(documents, job_id: str) -> None:
     """The clock reaches a job's next_attempt_at (its retry_wait ends now), without waiting for it."""
-    jobs = documents.runtime.ledger.jobs
-    with documents.runtime.ledger.writing() as conn:
+    jobs = documents.ledger.jobs
+    with documents.ledger.writing() as conn:
         conn.execute(jobs.update().where(jobs.c.job_id == job_id).values(next_attempt_at=time.time()))
 
 
@@ -68,9 +68,9 @@ def test_inspect_publishes_a_signed_inspection_whose_subject_is_the_input(docume
     assert again.status_code == 200 and again.json()["state"] == "succeeded"
     assert status["state"] == "succeeded" and status["attempts"] == 1 and status["reason"] is None
     assert status["started_at"] and status["finished_at"] and status["findings"] == {"pages": 3, "active_content": []}
-    job = documents.jobs.job("acme", job_id)
+    job = documents.document_jobs.job("acme", job_id)
     prefix = f"documents/acme/{job['period']}/{job_id}"
-    archive = documents.runtime.archive
+    archive = documents.archive
     assert archive.list(prefix) == [f"{prefix}/inspection.json", f"{prefix}/statement.dsse.json"]
     assert {o["artifact_id"] for o in status["outputs"]} == set(archive.list(prefix))
     inspection = json.loads(archive.get(f"{prefix}/inspection.json"))
@@ -80,7 +80,7 @@ def test_inspect_publishes_a_signed_inspection_whose_subject_is_the_input(docume
         "bytes": len(data),
     }
     assert (inspection["pages"], inspection["producer"], inspection["active_content"]) == (3, "intake tests", [])
-    keyring = documents.runtime.keyring
+    keyring = documents.keyring
     opened = dsse.verify_envelope(
         archive.get(f"{prefix}/statement.dsse.json"),
         {keyring.statement_key_id: keyring.statement_key.public_key()},
@@ -96,9 +96,9 @@ def test_inspect_publishes_a_signed_inspection_whose_subject_is_the_input(docume
     assert outputs == {
         "inspection.json": next(o["sha256"] for o in status["outputs"] if o["artifact_id"].endswith("inspection.json"))
     }
-    [published] = documents.runtime.ledger.events_of_type("document.published", tenant="acme")
+    [published] = documents.ledger.events_of_type("document.published", tenant="acme")
     assert published["subject_sha256"] == document["sha256"] and published["details"]["job_id"] == job_id
-    assert documents.runtime.ledger.verify_chain() > 0
+    assert documents.ledger.verify_chain() > 0
 
 
 def test_active_content_is_flagged_when_asked(documents, intake):
@@ -123,9 +123,9 @@ def test_permission_only_encryption_is_read_by_inspect_and_refused_by_what_write
         outcomes = {o.job_id: (o.state, o.reason) for o in dispatch(documents)}
     assert outcomes[jobs["inspect"]] == ("succeeded", None)
     assert outcomes[jobs["contract-review"]] == ("rejected", "DOCUMENT_PERMISSIONS_ONLY")  # a decision, not a defect
-    assert "send an unencrypted copy" in documents.jobs.job("acme", jobs["contract-review"])["last_message"]
-    job = documents.jobs.job("acme", jobs["inspect"])
-    inspection = json.loads(documents.runtime.archive.get(
+    assert "send an unencrypted copy" in documents.document_jobs.job("acme", jobs["contract-review"])["last_message"]
+    job = documents.document_jobs.job("acme", jobs["inspect"])
+    inspection = json.loads(documents.archive.get(
         f"documents/acme/{job['period']}/{jobs['inspect']}/inspection.json"))
     assert inspection["permissions_only_encryption"] is True
 
@@ -148,13 +148,14 @@ def test_hostile_documents_are_refused_with_their_code_and_nothing_published(doc
             assert (outcomes[accepted["job_id"]].state, outcomes[accepted["job_id"]].reason) == ("rejected", expected)
             assert (status["state"], status["reason"], status["outputs"]) == ("rejected", expected, []), name
             assert status["finished_at"] is not None
-    messages = {name: documents.jobs.job("acme", accepted["job_id"])["last_message"] for name, accepted in jobs.items()}
+    messages = {name: documents.document_jobs.job("acme", accepted["job_id"])["last_message"]
+                for name, accepted in jobs.items()}
     for name in ("javascript_open_action", "launch_action", "embedded_file", "xfa_form"):  # what to do about it
         assert 'the option {"active_content": "flag"} of inspect accepts it' in messages[name], name
     assert "a JBIG2 image (the service does not decode JBIG2)" in messages["jbig2_image"]  # a stated choice, named
-    assert documents.runtime.archive.list("documents/acme") == []
-    assert documents.runtime.ledger.events_of_type("document.published") == []
-    assert len(documents.runtime.ledger.events_of_type("job.rejected", tenant="acme")) == len(IN_THE_WORKER_CASES)
+    assert documents.archive.list("documents/acme") == []
+    assert documents.ledger.events_of_type("document.published") == []
+    assert len(documents.ledger.events_of_type("job.rejected", tenant="acme")) == len(IN_THE_WORKER_CASES)
 
 
 def test_a_replayed_job_is_dispatched_again_under_a_new_run_key(documents, intake, tmp_path):
@@ -166,7 +167,7 @@ def test_a_replayed_job_is_dispatched_again_under_a_new_run_key(documents, intak
     [(page_id, _, first)] = documents.pages.open_pages()
     [rejected] = run_page(documents, page_id, RunInfo("run-1"))
     assert (rejected.state, rejected.reason) == ("rejected", "DOCUMENT_XFA") and documents.pages.open_pages() == []
-    Signers(documents.runtime.ledger, tmp_path / "actors").replay(job_id, "policy now allows XFA")  # attempts: 0
+    Signers(documents.ledger, tmp_path / "actors").replay(job_id, "policy now allows XFA")  # attempts: 0
     [(same_page, _, again)] = documents.pages.open_pages()
     assert same_page == page_id and again != first
 
@@ -176,7 +177,7 @@ def test_a_dead_runs_job_is_paged_again_and_its_zombie_cannot_commit(documents, 
     with client(intake, acme) as http:
         document_id = upload(http, pdf_bytes()).json()["document_id"]
         job_id = submit(http, "lease", {"operation": "inspect", "inputs": [document_id]}).json()["job_id"]
-    ledger = documents.runtime.ledger
+    ledger = documents.ledger
     documents.pages.assign_pages(10)
     [(page_id, _, generation)] = documents.pages.open_pages()
     live = ledger.acquire_lease(job_id, "other-run", 60)  # another run is working the job: not a failure of ours
@@ -192,9 +193,9 @@ def test_a_dead_runs_job_is_paged_again_and_its_zombie_cannot_commit(documents, 
     make_due(documents, job_id)
     [outcome] = run_page(documents, page_id, RunInfo("run-3"))
     assert outcome.state == "succeeded"
-    job = documents.jobs.job("acme", job_id)
+    job = documents.document_jobs.job("acme", job_id)
     with pytest.raises(EvidenceError) as fenced:
-        documents.jobs.complete(job, live, "document.published", "0" * 64, {}, "other-run")
+        documents.document_jobs.complete(job, live, "document.published", "0" * 64, {}, "other-run")
     assert fenced.value.code == "LEASE_FENCED"
     assert len(ledger.events_of_type("document.published")) == 1 and job["attempts"] == 2
 

@@ -19,7 +19,6 @@ from evidence_pipeline.audit.oscal import DEFAULT_CONTROLS
 from evidence_pipeline.audit.package import open_package, tlog_proof_path
 from evidence_pipeline.audit.witnessing import POLICY, log_verifier
 from evidence_pipeline.cli import main
-from evidence_pipeline.documents import Documents
 from evidence_pipeline.intake.downloads import current_evidence
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo, Runtime
@@ -39,7 +38,7 @@ from evidence_pipeline_tests.test_witness import (
 
 def _download(runtime: Runtime, month, out: Path) -> Path:
     """The month's bundle file, as GET /v1/evidence/{period}/bundle streams it."""
-    evidence = current_evidence(Documents.open(runtime), month.tenant, month.period)
+    evidence = current_evidence(runtime, month.tenant, month.period)
     out.write_bytes(b"".join(evidence.file.stream(runtime.archive)))
     return out
 

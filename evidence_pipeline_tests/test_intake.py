@@ -29,12 +29,12 @@ from evidence_pipeline_tests.signers import Signers
 
 
 def stored_documents(documents) -> list[str]:
-    return documents.store.list("acme")
+    return documents.document_store.list("acme")
 
 
 def document_rows(documents) -> list:
-    with documents.runtime.ledger.engine.connect() as conn:
-        return conn.execute(select(documents.runtime.ledger.documents)).all()
+    with documents.ledger.engine.connect() as conn:
+        return conn.execute(select(documents.ledger.documents)).all()
 
 
 def event_count(ledger) -> int:
@@ -47,7 +47,7 @@ def event_count(ledger) -> int:
 
 def test_token_issue_stores_only_a_hash_and_revoke_locks_the_token_out(backend, documents, intake, tmp_path):
     env = intake_environment(backend)
-    signers = Signers(documents.runtime.ledger, tmp_path / "actors")
+    signers = Signers(documents.ledger, tmp_path / "actors")
     refused = CliRunner().invoke(main, ["tenant", "token", "issue", "acme", "--key", signers.key_file("audrey")],
                                  env=env)
     assert refused.exit_code != 0 and "ACTION_FORBIDDEN" in refused.output  # an auditor changes nothing
@@ -60,11 +60,11 @@ def test_token_issue_stores_only_a_hash_and_revoke_locks_the_token_out(backend, 
     token_id = issued.output.split("token id:")[1].split()[0]
     token = issued.output.split("token:")[1].split()[0]
     assert len(token.removeprefix("evt_")) >= 43  # 32 random bytes, base64url: 256 bits
-    with documents.runtime.ledger.engine.connect() as conn:
-        rows = conn.execute(select(documents.runtime.ledger.api_tokens)).all()
+    with documents.ledger.engine.connect() as conn:
+        rows = conn.execute(select(documents.ledger.api_tokens)).all()
     assert [row.token_id for row in rows] == [token_id]
     assert token not in repr(rows) and rows[0].token_sha256 == hashlib.sha256(token.encode()).hexdigest()
-    [issued_event] = documents.runtime.ledger.events_of_type("token.issued")
+    [issued_event] = documents.ledger.events_of_type("token.issued")
     assert token not in json.dumps(issued_event) and issued_event["actor"] == "olga"
     assert issued_event["details"]["authorization"]["payload"]  # the signed request is stored with the event
     with client(intake, token) as http:
@@ -87,7 +87,7 @@ def test_a_live_token_of_a_tenant_the_registry_does_not_admit_is_refused_at_the_
     one whose tenant's registry row says offboarded (a row written behind the ledger: offboarding revokes the
     tenant's tokens in its own transaction): every request is 403 with the registry's code, before anything
     is read, stored or recorded - not accepted here to fail later in the tenant's runs."""
-    ledger, token = documents.runtime.ledger, "evt_" + "l" * 43
+    ledger, token = documents.ledger, "evt_" + "l" * 43
     if standing == "offboarded":
         Signers(ledger).register_tenants(["initech"])
     with ledger.engine.begin() as conn:
@@ -104,7 +104,7 @@ def test_a_live_token_of_a_tenant_the_registry_does_not_admit_is_refused_at_the_
                    http.get("/v1/jobs/job_x"), http.put("/v1/sources/2026-10", content=b"a,b\n",
                                                          headers={"Content-Type": "text/csv"})]
     assert [(answer.status_code, error_code(answer)) for answer in answers] == [(403, code)] * len(answers)
-    assert document_rows(documents) == [] and documents.store.list("initech") == []
+    assert document_rows(documents) == [] and documents.document_store.list("initech") == []
     assert event_count(ledger) == events  # nothing recorded
 
 
@@ -153,13 +153,13 @@ def test_upload_is_put_once_content_addressed_and_admitted_in_the_ledger(documen
     )
     assert theirs.json()["document_id"] != first.json()["document_id"]  # ids never reveal another tenant's upload
     assert stored_documents(documents) == [f"acme/{sha256}"]
-    assert documents.store.get(f"acme/{sha256}", expected_sha256=sha256) == data
-    events = documents.runtime.ledger.events_of_type("document.admitted", tenant="acme")
+    assert documents.document_store.get(f"acme/{sha256}", expected_sha256=sha256) == data
+    events = documents.ledger.events_of_type("document.admitted", tenant="acme")
     assert [e["subject_sha256"] for e in events] == [sha256]
     details = events[0]["details"]
     assert details.pop("admission_ms") > 0
     assert details == {"document_id": first.json()["document_id"], "bytes": len(data), "media_type": "application/pdf"}
-    assert documents.runtime.ledger.verify_chain() >= 3
+    assert documents.ledger.verify_chain() >= 3
 
 
 def test_admission_gates_answer_their_codes_and_store_nothing(documents, intake):
@@ -221,7 +221,7 @@ def test_ceiling_plus_one_bytes_with_a_lying_content_length_store_nothing(docume
     answer = _raw_request(intake, smuggled, b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n")
     assert answer.startswith(b"HTTP/1.1 400")
     assert stored_documents(documents) == [] and document_rows(documents) == []
-    work_dir = documents.runtime.settings.work_dir
+    work_dir = documents.settings.work_dir
     assert not work_dir.exists() or list(work_dir.iterdir()) == []  # no temp file left behind
 
 
@@ -290,7 +290,7 @@ def test_jobs_are_idempotent_per_key_and_conflicts_are_recorded(documents, intak
     assert status.status_code == 200 and view["state"] == "accepted" and view["attempts"] == 0
     assert view["inputs"] == [document_id] and view["options"] == {"active_content": "refuse"}
     assert view["accepted_at"] and view["started_at"] is None and view["outputs"] == [] and view["reason"] is None
-    conflicts = documents.runtime.ledger.events_of_type("job.idempotency_conflict")
+    conflicts = documents.ledger.events_of_type("job.idempotency_conflict")
     assert len(conflicts) == 1
     details = conflicts[0]["details"]
     assert set(details) == {"job_id", "request_sha256", "accepted_request_sha256"}
@@ -320,7 +320,7 @@ def test_job_requests_are_validated(documents, intake):
         ]
     for response, status, code in cases:
         assert (response.status_code, error_code(response)) == (status, code), response.text
-    assert documents.runtime.ledger.events_of_type("job.accepted") == []
+    assert documents.ledger.events_of_type("job.accepted") == []
 
 
 def test_24_concurrent_identical_job_requests_get_one_job(documents, intake, tmp_path):
@@ -335,7 +335,7 @@ def test_24_concurrent_identical_job_requests_get_one_job(documents, intake, tmp
     assert len({r.json()["job_id"] for r in responses}) == 1
     for response in responses:
         assert "\\" not in response.text and str(tmp_path) not in response.text and "/tmp" not in response.text
-    assert len(documents.runtime.ledger.events_of_type("job.accepted")) == 1
+    assert len(documents.ledger.events_of_type("job.accepted")) == 1
 
 
 def test_other_tenants_resources_do_not_exist(documents, intake):

@@ -7,8 +7,7 @@ import pytest
 from evidence_pipeline.config import Settings
 from evidence_pipeline.documents.dispatch import dispatch_batches
 from evidence_pipeline.documents.worker import run_page
-from evidence_pipeline.intake import open_documents
-from evidence_pipeline.runtime import RunInfo
+from evidence_pipeline.runtime import RunInfo, runtime_for
 from evidence_pipeline_tests.intake_server import (
     client,
     error_code,
@@ -38,7 +37,7 @@ def test_a_batch_of_1000_is_admitted_at_once_dispatched_in_pages_and_cancelled_h
         assert admitted.status_code == 202, admitted.text
         batch_id = admitted.json()["batch_id"]
         assert http.post("/v1/batches", json={"jobs": specs(ids, 1000)}).json()["batch_id"] == batch_id
-        assert documents.runtime.ledger.events_of_type("job.accepted") == []  # the request created no child
+        assert documents.ledger.events_of_type("job.accepted") == []  # the request created no child
         fresh = http.get(f"/v1/batches/{batch_id}").json()
         assert (fresh["jobs"], fresh["undispatched"], fresh["states"], fresh["state"]) == (1000, 1000, {}, "open")
         theirs = other.post("/v1/batches", json={"jobs": specs([upload(other, pdf_bytes()).json()["document_id"]], 50)})
@@ -53,7 +52,7 @@ def test_a_batch_of_1000_is_admitted_at_once_dispatched_in_pages_and_cancelled_h
         first_page = next(page for page, tenant, _ in documents.pages.open_pages() if tenant == "acme")
         assert {o.state for o in run_page(documents, first_page, RunInfo("run-1"))} == {"succeeded"}
         leased = documents.batches.batch_children_in(batch_id, "accepted")[0]
-        documents.runtime.ledger.acquire_lease(leased, "run-2", 60)  # a child someone is working on right now
+        documents.ledger.acquire_lease(leased, "run-2", 60)  # a child someone is working on right now
 
         cancelled = http.post(f"/v1/batches/{batch_id}/cancel")
         assert cancelled.status_code == 200
@@ -65,7 +64,7 @@ def test_a_batch_of_1000_is_admitted_at_once_dispatched_in_pages_and_cancelled_h
         assert after["state"] == "cancelled" and after["states"] == {"succeeded": 10, "rejected": 189, "running": 1}
         assert other.get(f"/v1/batches/{batch_id}").status_code == 404
         assert error_code(other.post(f"/v1/batches/{batch_id}/cancel")) == "BATCH_NOT_FOUND"
-    assert {e["details"]["reason"] for e in documents.runtime.ledger.events_of_type("job.rejected")} == {
+    assert {e["details"]["reason"] for e in documents.ledger.events_of_type("job.rejected")} == {
         "JOB_CANCELLED"
     }
 
@@ -95,8 +94,8 @@ def test_batch_manifests_are_checked_whole_before_anything_is_stored(documents, 
             response = http.post("/v1/batches", json=body)
             assert (response.status_code, error_code(response)) == (status, code)
             assert where in response.json()["error"]["message"]
-    assert documents.store.list("acme/batches") == []
-    assert documents.runtime.ledger.events_of_type("batch.accepted") == []
+    assert documents.document_store.list("acme/batches") == []
+    assert documents.ledger.events_of_type("batch.accepted") == []
 
 
 def test_a_batch_that_cannot_be_paged_is_skipped_and_every_other_tenant_is_dispatched(documents, intake, caplog):
@@ -105,7 +104,7 @@ def test_a_batch_that_cannot_be_paged_is_skipped_and_every_other_tenant_is_dispa
         ours = http.post("/v1/batches", json={"jobs": specs([upload(http, pdf_bytes()).json()["document_id"]], 3)})
         theirs = other.post("/v1/batches", json={"jobs": specs([upload(other, pdf_bytes()).json()["document_id"]], 2)})
         [broken] = [b for b in documents.batches.open_batches() if b["batch_id"] == ours.json()["batch_id"]]
-        assert documents.store.erase(broken["store_key"])  # its manifest is gone from the document store
+        assert documents.document_store.erase(broken["store_key"])  # its manifest is gone from the document store
         assert dispatch_batches(documents, 100, "test") == 2  # globex's children are created all the same
         assert other.get(theirs.json()["status_url"]).json()["states"] == {"accepted": 2}
         assert http.get(ours.json()["status_url"]).json()["undispatched"] == 3
@@ -117,7 +116,7 @@ def test_a_batch_that_can_never_fit_the_job_quota_is_413_never_retry_later(backe
     """1,001 specs against a quota of 1,000 outstanding jobs: 413 REQUEST_EXCEEDS_QUOTA naming the quota, without
     Retry-After; 1,000 while one job is outstanding can fit later: 429 with Retry-After. Before: 429 and
     `Retry-After: 30` for both, so an obedient client retried the first forever."""
-    documents = open_documents(Settings.from_env(intake_environment(backend) | {"EVIDENCE_TENANT_MAX_JOBS": "1000"}))
+    documents = runtime_for(Settings.from_env(intake_environment(backend) | {"EVIDENCE_TENANT_MAX_JOBS": "1000"}))
     acme, _ = tokens(documents)
     with running_server(documents) as url, client(url, acme) as http:
         ids = [upload(http, pdf_bytes()).json()["document_id"]]
@@ -128,4 +127,4 @@ def test_a_batch_that_can_never_fit_the_job_quota_is_413_never_retry_later(backe
         later = http.post("/v1/batches", json={"jobs": specs(ids, 1000)})
         assert (later.status_code, error_code(later), later.headers["retry-after"]) == (
             429, "TENANT_QUOTA_EXCEEDED", "30")
-    assert documents.runtime.ledger.events_of_type("batch.accepted") == []
+    assert documents.ledger.events_of_type("batch.accepted") == []

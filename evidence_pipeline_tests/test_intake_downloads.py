@@ -16,11 +16,10 @@ from click.testing import CliRunner
 from evidence_pipeline.cli import main
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.intake import open_documents
 from evidence_pipeline.intake.app import CONTRACT
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly.pipeline import run_tenant_month
-from evidence_pipeline.runtime import RunInfo
+from evidence_pipeline.runtime import RunInfo, runtime_for
 from evidence_pipeline.store import CHUNK, verified_chunks
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.synthetic.demo_data import demo_transactions
@@ -52,8 +51,8 @@ def sha256_of(response: httpx.Response) -> str:
 
 
 def test_a_redactions_outputs_download_with_the_digest_its_status_shows(documents, intake):
-    acme = signers_of(documents.runtime.ledger).issue_token("acme")
-    globex = signers_of(documents.runtime.ledger).issue_token("globex")
+    acme = signers_of(documents.ledger).issue_token("acme")
+    globex = signers_of(documents.ledger).issue_token("globex")
     approved(documents)
     with client(intake, acme) as http, client(intake, globex) as other:
         document_id = upload(http, application(scanned_page=False)).json()["document_id"]
@@ -105,7 +104,7 @@ def test_a_redactions_outputs_download_with_the_digest_its_status_shows(document
     assert head.status_code == 200 and head.content == b"" and head.headers["content-length"] == str(recorded["bytes"])
 
     # someone with write access to the archive changes one byte: an output of one chunk is refused before any byte
-    overwrite(documents.runtime, recorded["artifact_id"], download.content[:-1] + bytes([download.content[-1] ^ 1]))
+    overwrite(documents, recorded["artifact_id"], download.content[:-1] + bytes([download.content[-1] ^ 1]))
     with client(intake, acme) as http:
         tampered = http.get(url)
     conforms("get", "/v1/jobs/{job_id}/outputs/{name}", tampered)
@@ -126,9 +125,9 @@ def test_a_stream_stops_before_its_last_chunk_when_the_bytes_are_not_the_committ
 
 
 def test_presigned_downloads_on_s3_when_asked_and_the_local_store_always_proxies(documents, backend):
-    presigning = open_documents(Settings.from_env(
+    presigning = runtime_for(Settings.from_env(
         intake_environment(backend) | INTAKE_OVERRIDES | {"EVIDENCE_DOWNLOAD_PRESIGN_SECONDS": "60"}))
-    acme = signers_of(presigning.runtime.ledger).issue_token("acme")
+    acme = signers_of(presigning.ledger).issue_token("acme")
     approved(presigning)
     with running_server(presigning) as url, client(url, acme) as http:
         job_id = redact_job(http, "r-1", upload(http, application(scanned_page=False)).json()["document_id"]
@@ -157,9 +156,9 @@ def _invoke(args: list[str], env: dict[str, str]):
 
 
 def test_the_months_bundle_downloads_as_one_file_that_verify_accepts_as_it_is(documents, intake, backend, tmp_path):
-    rt = documents.runtime
-    acme = signers_of(documents.runtime.ledger).issue_token(MONTH.tenant)
-    globex = signers_of(documents.runtime.ledger).issue_token("globex")
+    rt = documents
+    acme = signers_of(documents.ledger).issue_token(MONTH.tenant)
+    globex = signers_of(documents.ledger).issue_token("globex")
     with client(intake, acme) as http, client(intake, globex) as other:
         none_yet = http.get(f"/v1/evidence/{MONTH.period}")
         publish_revision(rt, MONTH, demo_transactions(TenantMonth("acme-books", MONTH.period)))

@@ -31,8 +31,8 @@ def test_an_evidence_job_runs_its_tenant_month_through_dagster_and_records_the_b
 ):
     for name, value in intake_environment(backend).items():
         monkeypatch.setenv(name, value)
-    token = signers_of(documents.runtime.ledger).issue_token(SMALL.tenant)  # its sources: 2026-09 and 2026-10
-    stranger = signers_of(documents.runtime.ledger).issue_token("globex")  # no data at all
+    token = signers_of(documents.ledger).issue_token(SMALL.tenant)  # its sources: 2026-09 and 2026-10
+    stranger = signers_of(documents.ledger).issue_token("globex")  # no data at all
     with client(intake, token) as http, client(intake, stranger) as other:
         refusals = [
             (evidence_job(http, "a", "2026-13"), 422, "PERIOD_INVALID"),
@@ -87,7 +87,7 @@ def test_an_evidence_job_runs_its_tenant_month_through_dagster_and_records_the_b
             )
         status = http.get(f"/v1/jobs/{job_id}").json()
         assert other.get(f"/v1/jobs/{job_id}").status_code == 404
-    publication = documents.runtime.ledger.current_publication(SMALL)
+    publication = documents.ledger.current_publication(SMALL)
     assert status["state"] == "succeeded" and status["period"] == SMALL.period and status["run_id"] == run.run_id
     assert status["bundle"]["identity"] == publication["identity"]
     assert status["bundle"]["report_sha256"] == publication["report_sha256"]
@@ -96,16 +96,16 @@ def test_an_evidence_job_runs_its_tenant_month_through_dagster_and_records_the_b
 
 def test_a_failed_evidence_run_rejects_the_job_and_a_replay_gets_a_new_run_key(runtime, documents, intake,
                                                                               tmp_path):
-    token = signers_of(documents.runtime.ledger).issue_token(SMALL.tenant)
+    token = signers_of(documents.ledger).issue_token(SMALL.tenant)
     with client(intake, token) as http:
         job_id = evidence_job(http, "october", SMALL.period).json()["job_id"]
-        [waiting] = documents.jobs.waiting_evidence_jobs()
+        [waiting] = documents.document_jobs.waiting_evidence_jobs()
         assert finish_evidence_job(documents, SMALL.tenant, job_id, "run-1", succeeded=False) == "rejected"
         assert finish_evidence_job(documents, SMALL.tenant, job_id, "run-1", succeeded=False) is None  # once
         status = http.get(f"/v1/jobs/{job_id}").json()
     assert (status["state"], status["reason"], status["bundle"]) == ("rejected", "EVIDENCE_RUN_FAILED", None)
-    Signers(documents.runtime.ledger, tmp_path / "actors").replay(job_id, "source fixed")
-    [again] = documents.jobs.waiting_evidence_jobs()
+    Signers(documents.ledger, tmp_path / "actors").replay(job_id, "source fixed")
+    [again] = documents.document_jobs.waiting_evidence_jobs()
     assert again["lease_token"] > waiting["lease_token"]  # the dispatcher's run key changes with it
 
 
@@ -122,7 +122,7 @@ def test_a_closed_month_is_refused_at_admission_and_when_it_closed_while_waiting
         submit_evidence_job(documents, SMALL.tenant, "k", {"period": SMALL.period}, "test", time.time,
                             today=date(2200, 1, 15))
     assert closed.value.code == "PERIOD_CLOSED"
-    token = signers_of(documents.runtime.ledger).issue_token(SMALL.tenant)
+    token = signers_of(documents.ledger).issue_token(SMALL.tenant)
     with client(intake, token) as http:
         job_id = evidence_job(http, "october", SMALL.period).json()["job_id"]
         # The code location reloads after the month closed: its window starts later than the waiting job's month.
@@ -133,7 +133,7 @@ def test_a_closed_month_is_refused_at_admission_and_when_it_closed_while_waiting
         status = http.get(f"/v1/jobs/{job_id}").json()
     assert not getattr(tick, "run_requests", None)  # no run for a partition that no longer exists
     assert (status["state"], status["reason"]) == ("rejected", "PERIOD_CLOSED") and status["finished_at"]
-    assert documents.jobs.waiting_evidence_jobs() == []
+    assert documents.document_jobs.waiting_evidence_jobs() == []
 
 
 def test_an_evidence_job_for_a_month_that_is_not_a_partition_is_refused_and_the_tick_dispatches_the_rest(
@@ -158,7 +158,7 @@ def test_an_evidence_job_for_a_month_that_is_not_a_partition_is_refused_and_the_
     with pytest.raises(EvidenceError) as refused:  # on the server's own clock the month is refused at admission
         submit_evidence_job(documents, SMALL.tenant, "now", {"period": this_month}, "test", Clock(None))
     assert refused.value.code == "PERIOD_NOT_AVAILABLE"
-    other = signers_of(documents.runtime.ledger).issue_token("globex")
+    other = signers_of(documents.ledger).issue_token("globex")
     with client(intake, other) as http:
         document_id = upload(http, pdf_bytes()).json()["document_id"]
         theirs = submit(http, "x", {"operation": "inspect", "inputs": [document_id]})
@@ -169,6 +169,6 @@ def test_an_evidence_job_for_a_month_that_is_not_a_partition_is_refused_and_the_
                 tick = sensor.evaluate_tick(build_sensor_context(
                     instance=instance, resources=defs.resources, repository_def=defs.get_repository_def()))
     assert [r.tags[TENANT_TAG] for r in tick.run_requests] == ["globex"]  # the other tenant's page is dispatched
-    status = documents.jobs.job(SMALL.tenant, job["job_id"])
+    status = documents.document_jobs.job(SMALL.tenant, job["job_id"])
     assert (status["state"], status["last_reason"]) == ("rejected", "PERIOD_NOT_AVAILABLE")
-    assert documents.jobs.waiting_evidence_jobs() == [] and theirs.status_code == 202
+    assert documents.document_jobs.waiting_evidence_jobs() == [] and theirs.status_code == 202

@@ -20,7 +20,7 @@ import pytest
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.http_guard import BoundedRequests, Limits
-from evidence_pipeline.intake import open_documents
+from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline_tests.intake_server import (
     client,
     error_code,
@@ -75,13 +75,13 @@ def test_a_body_slower_than_the_minimum_rate_is_408_and_stores_nothing(documents
                  + b"\r\nContent-Type: application/pdf\r\nContent-Length: 60000\r\n\r\n%PDF-")
     status, _, body = answer(sock)  # 5 bytes, then nothing: behind 1,000 bytes/s after the 1 s grace
     assert (status, body["error"]["code"]) == (408, "REQUEST_TIMEOUT")
-    assert documents.store.list("acme") == []
+    assert documents.document_store.list("acme") == []
 
 
 @LOCAL
 def test_a_request_longer_than_the_total_time_is_408(backend):
     """A body that keeps the minimum rate still ends when the request's total time is up."""
-    documents = open_documents(Settings.from_env(
+    documents = runtime_for(Settings.from_env(
         intake_environment(backend) | INTAKE_OVERRIDES | {"EVIDENCE_INTAKE_REQUEST_TIMEOUT_SECONDS": "3"}))
     acme, _ = tokens(documents)
     with running_server(documents) as url:
@@ -95,7 +95,7 @@ def test_a_request_longer_than_the_total_time_is_408(backend):
             time.sleep(0.1)
         status, _, body = answer(sock)
     assert (status, body["error"]["code"]) == (408, "REQUEST_TIMEOUT")
-    assert documents.store.list("acme") == []
+    assert documents.document_store.list("acme") == []
 
 
 def _paced_read(app_delay: float, body_arrives: bool) -> bytes:
@@ -135,7 +135,7 @@ def upload_head(token: str, length: int) -> bytes:
 def holding_server(backend, **overrides: str):
     """Documents and a server whose stalled uploads keep their slots for a minute, however loaded the machine: with
     the module's 1 s grace, an upload held longer is refused 408 and frees its slots."""
-    documents = open_documents(Settings.from_env(intake_environment(backend) | INTAKE_OVERRIDES | overrides | {
+    documents = runtime_for(Settings.from_env(intake_environment(backend) | INTAKE_OVERRIDES | overrides | {
         "EVIDENCE_INTAKE_HEADER_TIMEOUT_SECONDS": "60"}))
     return documents, running_server(documents)
 
@@ -194,7 +194,7 @@ def test_an_upload_past_the_bound_is_answered_before_its_body_and_its_token_and_
             sock.close()
             assert (status, body["error"]["code"], headers["retry-after"]) == (503, "INTAKE_BUSY", "30")
         finish_uploads(held)
-    assert len(documents.store.list("globex")) == 1  # the held one alone
+    assert len(documents.document_store.list("globex")) == 1  # the held one alone
 
 
 def answer_status(sock: socket.socket) -> int:
@@ -220,7 +220,7 @@ def test_a_repeated_security_header_is_400(documents, intake):
             ("Authorization", f"Bearer {acme}"), ("Content-Type", "application/pdf"),
             ("X-Content-SHA256", digest), ("X-Content-SHA256", "0" * 64)])
         assert (twice.status_code, error_code(twice)) == (400, "HEADER_REPEATED")
-    assert documents.store.list("acme") == []
+    assert documents.document_store.list("acme") == []
 
 
 def test_paths_are_normalized_in_place_never_redirected(documents, intake):
@@ -235,7 +235,7 @@ def test_paths_are_normalized_in_place_never_redirected(documents, intake):
 
 @LOCAL
 def test_at_the_connection_limit_an_idle_connection_makes_room_and_busy_ones_are_kept(backend):
-    documents = open_documents(Settings.from_env(
+    documents = runtime_for(Settings.from_env(
         intake_environment(backend) | INTAKE_OVERRIDES | {"EVIDENCE_INTAKE_MAX_CONNECTIONS": "4"}))
     acme, _ = tokens(documents)
     with running_server(documents) as url:
@@ -361,7 +361,7 @@ def small_disk(tmp_path):
 
 
 def _documents_on(backend, disk):
-    return open_documents(Settings.from_env(intake_environment(backend) | {"EVIDENCE_DOCUMENTS_URI": str(disk)}))
+    return runtime_for(Settings.from_env(intake_environment(backend) | {"EVIDENCE_DOCUMENTS_URI": str(disk)}))
 
 
 @LOCAL
@@ -394,12 +394,12 @@ def test_a_read_only_document_store_is_503_and_fails_healthz(backend, small_disk
 @pytest.mark.parametrize("backend", ["aws"], indirect=True)
 def test_healthz_fails_when_the_ledger_takes_no_writes(documents, intake):
     """Before: /healthz read from the ledger and answered ok while every write failed."""
-    ledger = documents.runtime.ledger
+    ledger = documents.ledger
     database = ledger.engine.url.database
     with ledger.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.exec_driver_sql(f'ALTER DATABASE "{database}" SET default_transaction_read_only = on')
     ledger.engine.dispose()  # new connections are read-only; reads still answer
     with client(intake) as http:
-        assert documents.jobs.job("acme", "job_x") is None
+        assert documents.document_jobs.job("acme", "job_x") is None
         health = http.get("/healthz")
     assert health.status_code == 503 and health.json()["checks"]["ledger"] == "LEDGER_UNAVAILABLE"

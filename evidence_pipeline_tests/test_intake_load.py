@@ -43,7 +43,7 @@ def test_quotas_refuse_new_work_with_retry_after_but_answer_known_keys(documents
     assert [r.status_code for r in first] == [202, 202]
     assert (third.status_code, error_code(third), third.headers["Retry-After"]) == (429, "TENANT_QUOTA_EXCEEDED", "30")
     assert replay.status_code == 200 and theirs.status_code == 202  # known keys and other tenants are unaffected
-    assert documents.store.list("acme") and len(documents.store.list("acme")) == 2
+    assert documents.document_store.list("acme") and len(documents.document_store.list("acme")) == 2
 
 
 def test_backpressure_is_per_tenant_while_status_reads_keep_working(documents, intake):
@@ -71,7 +71,7 @@ def test_backpressure_is_per_tenant_while_status_reads_keep_working(documents, i
 
 def test_every_tenants_outstanding_jobs_together_are_the_global_limit(documents, intake):
     acme, globex = tokens(documents)
-    initech = signers_of(documents.runtime.ledger).issue_token("initech")
+    initech = signers_of(documents.ledger).issue_token("initech")
     accepted = []
     for token, keys in ((acme, ["a", "b"]), (globex, ["c"])):
         with client(intake, token) as http:
@@ -95,7 +95,7 @@ def test_50_parallel_uploads_never_pass_the_byte_quota(documents, intake):
     assert {(r.status_code, error_code(r)) for r in responses if r.status_code != 201} == {
         (413, "REQUEST_EXCEEDS_QUOTA")}
     assert sum(admitted) <= 1500 < sum(admitted) + min(refused)  # exact: no room for one more
-    assert len(documents.store.list("acme")) == len(admitted)  # refused bytes do not stay in the store
+    assert len(documents.document_store.list("acme")) == len(admitted)  # refused bytes do not stay in the store
 
 
 def _batch(key: str, document_id: str) -> dict:
@@ -133,7 +133,7 @@ def test_two_server_processes_admitting_at_once_never_pass_the_byte_quota(docume
     """One Ledger (engine, pool, locks) per process. A's admission pauses right after its quota check until B's
     is done, or 3 s: on PostgreSQL, before, B committed in that pause and both were admitted past the quota (on
     SQLite B waits for A's writer lock)."""
-    other = DocumentRecords(Ledger(documents.runtime.settings.ledger_url))
+    other = DocumentRecords(Ledger(documents.settings.ledger_url))
     checked, b_done = threading.Event(), threading.Event()
 
     def pause_after_the_check(conn, cursor, statement, *args):
@@ -148,11 +148,11 @@ def test_two_server_processes_admitting_at_once_never_pass_the_byte_quota(docume
         except EvidenceError as error:
             return error.code
 
-    engine = documents.runtime.ledger.engine
+    engine = documents.ledger.engine
     sqlalchemy.event.listen(engine, "after_cursor_execute", pause_after_the_check)
     try:
         with ThreadPoolExecutor(1) as pool:
-            first = pool.submit(admit, documents.records, "a")
+            first = pool.submit(admit, documents.document_records, "a")
             assert checked.wait(timeout=30)
             try:
                 second = admit(other, "b")

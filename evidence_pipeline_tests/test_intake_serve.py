@@ -40,9 +40,9 @@ def test_uploads_spread_over_workers_are_all_admitted_in_one_chain(backend, docu
             client(f"http://127.0.0.1:{port}", acme) as http:
         statuses = list(ThreadPoolExecutor(12).map(lambda body: upload(http, body).status_code, bodies))
     assert statuses == [201] * len(bodies)
-    assert len(documents.store.list("acme")) == len(bodies)
-    assert len(documents.runtime.ledger.events_of_type("document.admitted")) == len(bodies)
-    documents.runtime.ledger.verify_chain()
+    assert len(documents.document_store.list("acme")) == len(bodies)
+    assert len(documents.ledger.events_of_type("document.admitted")) == len(bodies)
+    documents.ledger.verify_chain()
 
 
 def test_a_server_killed_mid_upload_leaves_no_document_and_no_temp_file(backend, documents):
@@ -67,12 +67,12 @@ def test_a_server_killed_mid_upload_leaves_no_document_and_no_temp_file(backend,
             time.sleep(0.2)
     sweep = subprocess.run([EVIDENCE, "sweep"], env=env, capture_output=True, text=True, timeout=300)
     assert sweep.returncode == 0, sweep.stderr
-    work_dir = documents.runtime.settings.work_dir
+    work_dir = documents.settings.work_dir
     assert not work_dir.exists() or [p for p in work_dir.rglob("*") if p.is_file()] == []
-    assert documents.store.list("acme") == []
-    settings = documents.runtime.settings
+    assert documents.document_store.list("acme") == []
+    settings = documents.settings
     if not settings.uses_s3:  # the upload's spool in the store's root was nameless: nothing is left there either
         assert [p for p in Path(settings.documents_uri).rglob("*") if p.is_file()] == []
-    with documents.runtime.ledger.engine.connect() as conn:
-        assert conn.execute(select(documents.runtime.ledger.documents)).all() == []
-    assert documents.runtime.ledger.events_of_type("document.admitted") == []
+    with documents.ledger.engine.connect() as conn:
+        assert conn.execute(select(documents.ledger.documents)).all() == []
+    assert documents.ledger.events_of_type("document.admitted") == []

@@ -32,7 +32,7 @@ def _put(http, data: bytes, period: str = PERIOD, key: str | None = None, **head
 
 def test_a_tenant_publishes_its_month_and_the_same_rows_again_are_the_same_revision(documents, intake):
     acme, globex = tokens(documents)
-    rt = documents.runtime
+    rt = documents
     with client(intake, acme) as http, client(intake, globex) as other:
         first = _put(http, _csv())
         again = _put(http, _csv())
@@ -54,7 +54,7 @@ def test_a_tenant_publishes_its_month_and_the_same_rows_again_are_the_same_revis
 
 def test_idempotency_key_answers_the_same_revision_and_refuses_another_body_or_period(documents, intake):
     acme, _ = tokens(documents)
-    rt = documents.runtime
+    rt = documents
     with client(intake, acme) as http:
         first = _put(http, _csv(1), key="month-1")
         again = _put(http, _csv(1), key="month-1")
@@ -79,7 +79,7 @@ def test_a_period_in_other_digits_than_ascii_is_period_invalid_and_stores_nothin
     with client(intake, acme) as http:
         refused = _put(http, _csv().decode().replace(PERIOD, period).encode(), period=period)
     assert (refused.status_code, error_code(refused)) == (422, "PERIOD_INVALID")
-    assert documents.runtime.sources.list("acme") == []
+    assert documents.sources.list("acme") == []
 
 
 def test_a_file_that_breaks_the_format_answers_its_report_and_stores_nothing(documents, intake):
@@ -102,7 +102,7 @@ def test_a_file_that_breaks_the_format_answers_its_report_and_stores_nothing(doc
         {"line": 3, "column": "amount_minor", "code": "SOURCE_VALUE_INVALID"}]
     assert refused.json()["error"]["problems_total"] == 2
     assert (wrong_type.status_code, wrong_digest.status_code, bad_period.status_code) == (415, 400, 422)
-    assert documents.runtime.sources.list("acme") == []
+    assert documents.sources.list("acme") == []
 
 
 def test_a_file_above_the_limit_is_refused_before_it_is_read(documents, intake, monkeypatch):
@@ -112,7 +112,7 @@ def test_a_file_above_the_limit_is_refused_before_it_is_read(documents, intake, 
         declared = _put(http, _csv())
         conforms("put", TEMPLATE, declared)
     assert declared.status_code == 413 and error_code(declared) == "SOURCE_TOO_LARGE"
-    assert documents.runtime.sources.list("acme") == []
+    assert documents.sources.list("acme") == []
 
 
 def test_racing_publications_of_one_month_get_distinct_sequences(documents, intake):
@@ -126,7 +126,7 @@ def test_racing_publications_of_one_month_get_distinct_sequences(documents, inta
         answers = list(pool.map(put, range(4)))
     assert [answer.status_code for answer in answers] == [201] * 4
     assert sorted(answer.json()["sequence"] for answer in answers) == [1, 2, 3, 4]
-    events = documents.runtime.ledger.events_of_type(EventType.SOURCE_PUBLISHED, "acme")
+    events = documents.ledger.events_of_type(EventType.SOURCE_PUBLISHED, "acme")
     assert sorted(event["details"]["sequence"] for event in events) == [1, 2, 3, 4]
 
 
@@ -139,7 +139,7 @@ def test_a_correction_published_by_the_tenant_is_superseding_evidence_when_next_
     from evidence_pipeline_tests.conftest import SMALL
 
     first = run_tenant_month(runtime, SMALL, RunInfo("before"))
-    token = signers_of(documents.runtime.ledger).issue_token(SMALL.tenant)
+    token = signers_of(documents.ledger).issue_token(SMALL.tenant)
     corrected = demo_transactions(SMALL)
     corrected.loc[0, "amount_minor"] += 100
     with client(intake, token) as http:

@@ -247,3 +247,45 @@ def test_no_new_private_name_is_imported_across_modules():
         if alias.name.startswith("_") and not alias.name.startswith("__")
     }
     assert imported - STILL_IMPORTED_PRIVATE == set()
+
+
+RUNTIME = PACKAGE / "runtime.py"
+BENCH = PACKAGE.parent / "bench"
+
+
+def _ledger_pieces() -> set[str]:
+    """The classes of ledger/ built over the core: their ``__init__`` takes the ``Ledger``."""
+    return {
+        node.name
+        for path in LEDGER.glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef)
+        for init in node.body
+        if isinstance(init, ast.FunctionDef) and init.name == "__init__"
+        and any(isinstance(arg.annotation, ast.Name) and arg.annotation.id == "Ledger" for arg in init.args.args)
+    }
+
+
+def _constructed(path: Path, classes: set[str]) -> set[str]:
+    """The classes of ``classes`` that a module calls (``Tokens(…)``, ``tokens.Tokens(…)``)."""
+    return {
+        name
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        for name in [getattr(node.func, "id", None) or getattr(node.func, "attr", None)]
+        if name in classes
+    }
+
+
+def test_only_the_runtime_builds_the_ledgers_pieces():
+    """One door into the ledger: the runtime builds each piece once (``rt.tokens``, ``rt.batches``, …) over its one
+    core, and production code and the benches ask it for them; none builds its own."""
+    pieces = _ledger_pieces()
+    assert {"Tokens", "TenantRegistry", "ActorLedger", "Batches", "Pages", "DocumentJobs", "Outbox"} <= pieces
+    offenders = sorted(
+        f"{path.relative_to(PACKAGE.parent)}: {name}"
+        for path in [*PACKAGE.rglob("*.py"), *BENCH.rglob("*.py")] if path != RUNTIME
+        for name in _constructed(path, pieces)
+    )
+    assert offenders == []
+    assert _constructed(RUNTIME, pieces) == pieces  # the runtime builds every one, and the scan sees calls

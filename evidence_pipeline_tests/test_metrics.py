@@ -74,7 +74,7 @@ def test_the_intake_servers_metrics_follow_jobs_from_accepted_to_done_and_dead(d
     assert value(accepted, "evidence_webhook_outbox", state="dead") == 0
     assert value(accepted, "evidence_sweep_failed_directories") == 0
 
-    jobs, ledger = documents.jobs, documents.runtime.ledger
+    jobs, ledger = documents.document_jobs, documents.ledger
     lease = jobs.start(jobs.job("acme", first), "worker-1", 60, None)
     expired = jobs.start(jobs.job("acme", second), "worker-2", -1, None)  # its worker died: the lease ran out
     leased = scrape(f"{intake}/metrics")
@@ -107,7 +107,7 @@ def test_the_intake_servers_metrics_follow_jobs_from_accepted_to_done_and_dead(d
 
 
 def _newest_seq(documents) -> int:
-    with documents.runtime.ledger.engine.connect() as conn:
+    with documents.ledger.engine.connect() as conn:
         return conn.execute(text("SELECT max(seq) FROM evidence_audit_events")).scalar()
 
 
@@ -124,7 +124,7 @@ def _assert_bounded_labels(samples: dict, secrets: set[str]) -> None:
 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)
 def test_metrics_serve_alone_with_the_checkpoint_and_the_temporary_volume(backend, documents):
-    runtime = documents.runtime
+    runtime = documents
     runtime.ledger.record(Deployment(), EventType.SWEEP_COMPLETED, "0" * 64, "test", removed=2, kept_live=0,
                           kept_young=0, failed=1)  # the newest sweep could not remove one directory
     runtime.ledger.record(_tenant_month(), EventType.TENANT_DATA_ERASED, "0" * 64, "test")
@@ -189,7 +189,7 @@ def test_a_ledger_it_cannot_read_is_a_zero_not_an_error(tmp_path):
 def test_every_ledger_query_is_a_range_of_an_index(documents):
     """The queries' plans (SQLite's EXPLAIN QUERY PLAN): no query reads a table or an index from end to end, so
     a scrape's cost follows the work in flight and the dead letters, not the history (bench/metrics_scrape.py)."""
-    ledger = documents.runtime.ledger
+    ledger = documents.ledger
     queries = [ledger_reads._live_jobs(ledger, 0.0), ledger_reads._ended_jobs(ledger, 0.0),
                *ledger_reads._dead_letters(ledger)]
     with ledger.engine.connect() as conn:

@@ -26,14 +26,14 @@ ACME, GLOBEX = TenantMonth("acme", "2026-10"), TenantMonth("globex", "2026-10")
 
 
 def _ask(documents, tenant: str, reason: str, operator: str = "olga") -> dict:
-    signers = signers_of(documents.runtime.ledger)
+    signers = signers_of(documents.ledger)
     return request_offboarding(documents, signers.gate, signers.sign(operator, Action.TENANT_OFFBOARD,
                                                                      {"reason": reason}, tenant=tenant))
 
 
 def _approve(documents, tenant: str, approver: str = "bob") -> dict:
     """What `evidence tenant offboard TENANT --approve` does: approve the pending request, or converge."""
-    signers = signers_of(documents.runtime.ledger)
+    signers = signers_of(documents.ledger)
     pending = pending_request(documents, tenant)
     return offboard_tenant(documents, signers.gate, signers.sign(
         approver, Action.TENANT_OFFBOARD_APPROVE, {"request": pending["event_id"] if pending else ""}, tenant=tenant))
@@ -46,7 +46,7 @@ def _month_of_evidence(rt, tenant_month: TenantMonth):
 
 
 def test_offboarding_stops_new_work_erases_what_is_not_evidence_and_keeps_the_bundles(documents, intake):
-    rt = documents.runtime
+    rt = documents
     acme_token, globex_token = tokens(documents)
     registry, signers = TenantRegistry(rt.ledger), signers_of(rt.ledger)
     signers.register_tenants(["acme", "globex"])
@@ -61,7 +61,7 @@ def test_offboarding_stops_new_work_erases_what_is_not_evidence_and_keeps_the_bu
         "sources": rt.sources.list("acme"),
         "previews": rt.previews.list("previews/acme"),
         "staging": [staging_key(acme_bundle.unsigned_sha256)],
-        "documents": documents.store.list("acme"),
+        "documents": documents.document_store.list("acme"),
     }
     assert all(acme_objects.values()) and rt.staging.exists(acme_objects["staging"][0])
 
@@ -76,13 +76,13 @@ def test_offboarding_stops_new_work_erases_what_is_not_evidence_and_keeps_the_bu
                                 for name, keys in acme_objects.items()}
     # erased from every private store, and only acme's
     assert rt.sources.list("acme") == (acme_objects["sources"] if locked else [])
-    assert rt.previews.list("previews/acme") == [] and documents.store.list("acme") == []
+    assert rt.previews.list("previews/acme") == [] and documents.document_store.list("acme") == []
     if locked:  # erased means every version is gone from the versioned bucket, not hidden by a delete marker
-        store = documents.store
+        store = documents.document_store
         listed = store.client.list_object_versions(Bucket=store.bucket, Prefix=store._key("acme") + "/")
         assert not listed.get("Versions") and not listed.get("DeleteMarkers")
     assert not rt.staging.exists(acme_objects["staging"][0])
-    assert rt.staging.exists(staging_key(globex_bundle.unsigned_sha256)) and documents.store.list("globex")
+    assert rt.staging.exists(staging_key(globex_bundle.unsigned_sha256)) and documents.document_store.list("globex")
     assert rt.previews.list("previews/globex") and rt.sources.list("globex")
     # the evidence stays and verifies; the ledger records the decision and stays verifiable
     assert verify_bundle(rt.archive, acme_bundle.bundle_key).ok
@@ -98,7 +98,7 @@ def test_offboarding_stops_new_work_erases_what_is_not_evidence_and_keeps_the_bu
     assert signers.register_tenants(["acme", "initech"]) == {"acme": "offboarded", "initech": "registered"}
     with client(intake, acme_token) as http:
         assert error_code(upload(http, pdf_bytes(3))) == ReasonCode.TOKEN_INVALID
-    assert documents.jobs.job("acme", waiting["job_id"])["state"] == states.REJECTED
+    assert documents.document_jobs.job("acme", waiting["job_id"])["state"] == states.REJECTED
     with pytest.raises(EvidenceError) as refused:
         run_tenant_month(rt, ACME, RunInfo("after-offboarding"))
     assert refused.value.code == ReasonCode.TENANT_OFFBOARDED

@@ -22,7 +22,6 @@ from evidence_pipeline.audit.authorizations import recheck_ledger
 from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import canary, decisions, templates
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.intake import open_documents
 from evidence_pipeline.ledger.jobs import CLOSED, JobKey, RetryBudget
 from evidence_pipeline.ledger.ledger import event_body
 from evidence_pipeline.models import TenantMonth
@@ -30,6 +29,7 @@ from evidence_pipeline.monthly import publication
 from evidence_pipeline.operations import offboarding, signing_keys, tenant_access
 from evidence_pipeline.operations.replay import replay_job
 from evidence_pipeline.operator_api.actions import list_dead_letters
+from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline.synthetic.rental_applications import organization_template, program_template
 from evidence_pipeline.webhooks.subscriptions import replay_delivery, rotate_secret, set_webhook
@@ -55,15 +55,15 @@ class World:
     """One deployment: the test actors, two registered tenants with a job each, a token each."""
 
     def __init__(self, home):
-        self.documents = open_documents(Settings.from_env({"EVIDENCE_HOME": str(home)}))
-        self.ledger = self.documents.runtime.ledger
+        self.documents = runtime_for(Settings.from_env({"EVIDENCE_HOME": str(home)}))
+        self.ledger = self.documents.ledger
         self.signers = Signers(self.ledger, max_age_seconds=MAX_AGE)
         self.gate = self.signers.gate
         self.keys = {**self.signers.keys, "mallory": Ed25519PrivateKey.generate()}
         self.signers.register_tenants(list(TENANTS))
         for key in JOBS.values():
             self.ledger.accept_job(key, "pin")
-        self.tokens = {tenant: tenant_access.issue_token(self.gate, self.signers.sign(
+        self.tokens = {tenant: tenant_access.issue_token(self.gate, self.documents.tokens, self.signers.sign(
             "olga", Action.TOKEN_ISSUE, {}, tenant=tenant))[1] for tenant in TENANTS}
 
     def resolve(self, value):
@@ -71,7 +71,7 @@ class World:
         if isinstance(value, str) and value.startswith("<token:"):
             return self.tokens.get(value[7:-1], "tok_" + "0" * 24)
         if value == "<generation:1>":
-            return self.documents.runtime.keys.ensure_keyring().generations[0].statement_key_id
+            return self.documents.keys.ensure_keyring().generations[0].statement_key_id
         if isinstance(value, str) and value.startswith("<offboard-request:"):
             pending = offboarding.pending_request(self.documents, value[18:-1])
             return "0" * 36 if pending is None else pending["event_id"]
@@ -88,7 +88,7 @@ class World:
 
     def keyring(self) -> int | None:
         """The sequence of the keys directory's keyring document: keys.* actions change it outside the ledger."""
-        document = self.documents.runtime.keys.document
+        document = self.documents.keys.document
         return None if document is None else document.sequence
 
     def last_seq(self) -> int:
@@ -122,12 +122,13 @@ DOORS = {
         lambda world, envelope: replay_job(world.gate, envelope)),
     "tenant.register": Door(Action.TENANT_REGISTER, st.fixed_dictionaries(
         {"tenants": st.lists(_tenant, max_size=3)}),
-        lambda world, envelope: tenant_access.register_tenants(world.gate, envelope)),
+        lambda world, envelope: tenant_access.register_tenants(world.gate, world.documents.tenants, envelope)),
     "token.issue": Door(Action.TOKEN_ISSUE, st.just({}),
-                        lambda world, envelope: tenant_access.issue_token(world.gate, envelope)),
+                        lambda world, envelope: tenant_access.issue_token(world.gate, world.documents.tokens,
+                                                                          envelope)),
     "token.revoke": Door(Action.TOKEN_REVOKE, st.fixed_dictionaries(
         {"token_id": st.sampled_from([f"<token:{tenant}>" for tenant in TENANTS] + ["tok_unknown"])}),
-        lambda world, envelope: tenant_access.revoke_token(world.gate, envelope)),
+        lambda world, envelope: tenant_access.revoke_token(world.gate, world.documents.tokens, envelope)),
     "template.submit": Door(Action.TEMPLATE_SUBMIT, st.fixed_dictionaries(
         {"version_id": st.sampled_from([TEMPLATE, "0" * 64]), "effective_at": st.sampled_from([_now(), "soon"])}),
         lambda world, envelope: templates.submit(world.gate, envelope, ORGANIZATION, PROGRAM)),
@@ -153,25 +154,24 @@ DOORS = {
         {"delivery_id": st.just("d" * 32), "reason": _reason}),
         lambda world, envelope: replay_delivery(world.gate, envelope)),
     "webhook.set": Door(Action.WEBHOOK_SET, st.fixed_dictionaries({"url": st.sampled_from([HOOK, HOOK + "2"])}),
-                        lambda world, envelope: set_webhook(world.gate, world.documents.runtime.settings, HOOK,
-                                                            envelope)),
+                        lambda world, envelope: set_webhook(world.gate, world.documents.tokens,
+                                                            world.documents.settings, HOOK, envelope)),
     "webhook.rotate": Door(Action.WEBHOOK_ROTATE, st.just({}),
-                           lambda world, envelope: rotate_secret(world.gate, world.documents.runtime.settings,
-                                                                 envelope)),
+                           lambda world, envelope: rotate_secret(world.gate, world.documents.tokens,
+                                                                 world.documents.settings, envelope)),
     "source.publish": Door(Action.SOURCE_PUBLISH, st.sampled_from(
         [publication.signed_args(PREPARED), publication.signed_args(PREPARED) | {"rows": 1}]),
         lambda world, envelope: publication.publish(
-            world.documents.runtime, PREPARED, publication.Publisher("olga", "one-rule"),
+            world.documents, PREPARED, publication.Publisher("olga", "one-rule"),
             publication.signed_by(world.gate, envelope, PREPARED))),
     "keys.rotate": Door(Action.KEYS_ROTATE, st.just({}),
-                        lambda world, envelope: signing_keys.rotate_keys(world.gate, world.documents.runtime.keys,
-                                                                         envelope)),
+                        lambda world, envelope: signing_keys.rotate_keys(world.gate, world.documents.keys, envelope)),
     "keys.revoke": Door(Action.KEYS_REVOKE, st.fixed_dictionaries(
         {"key_id": st.sampled_from(["<generation:1>", "ed25519-" + "0" * 16]), "reason": _reason,
          "at": st.sampled_from([None, "yesterday"])}),
-        lambda world, envelope: signing_keys.revoke_keys(world.gate, world.documents.runtime.keys, envelope)),
+        lambda world, envelope: signing_keys.revoke_keys(world.gate, world.documents.keys, envelope)),
     "jobs.read": Door(Action.JOBS_READ, st.fixed_dictionaries({}, optional={"tenant": _tenant}),
-                      lambda world, envelope: list_dead_letters(world.documents.runtime, world.gate, envelope)),
+                      lambda world, envelope: list_dead_letters(world.documents, world.gate, envelope)),
     "actor.register": Door(Action.ACTOR_REGISTER, st.fixed_dictionaries(
         {"name": st.sampled_from(["nina", "olga"]), "roles": st.sampled_from([["operator"], ["admin", "admin"]]),
          "public_key": st.builds(lambda: public_hex(Ed25519PrivateKey.generate()))}),

@@ -43,9 +43,9 @@ PATH = {action: path for path, action in contract.OPERATIONS}
 @pytest.fixture
 def operator_api(documents):
     """(base URL, the test actors: root admin, olga operator, bob approver, audrey auditor, rita reviewer)."""
-    signers = Signers(documents.runtime.ledger)
+    signers = Signers(documents.ledger)
     signers.register("rita", ["reviewer"])
-    with running_app(create_app(documents.runtime), documents.runtime.settings) as url:
+    with running_app(create_app(documents), documents.settings) as url:
         yield url, signers
 
 
@@ -101,7 +101,7 @@ def test_the_contract_is_valid_openapi_3_1_served_and_names_every_code(operator_
 
 def test_every_role_is_allowed_and_refused_what_the_roles_table_says(documents, operator_api):
     url, signers = operator_api
-    ledger = documents.runtime.ledger
+    ledger = documents.ledger
     ledger.accept_job(DEAD, "pin")
     _fail(ledger, DEAD)
     everyone = ("root", "olga", "bob", "audrey", "rita")
@@ -150,7 +150,7 @@ def _act(url: str, signers: Signers, actor: str, action: Action, version_id: str
 
 def test_unauthenticated_expired_replayed_and_tenant_requests_are_refused_with_their_codes(documents, operator_api):
     url, signers = operator_api
-    ledger = documents.runtime.ledger
+    ledger = documents.ledger
     ledger.accept_job(DEAD, "pin")
     _fail(ledger, DEAD)
     read = Action.JOBS_READ
@@ -217,7 +217,7 @@ def test_unauthenticated_expired_replayed_and_tenant_requests_are_refused_with_t
 
 def test_replay_over_http_opens_the_linked_attempt_the_command_line_would(documents, operator_api, backend):
     url, signers = operator_api
-    ledger = documents.runtime.ledger
+    ledger = documents.ledger
     for key in (DEAD, OTHER_DEAD):
         ledger.accept_job(key, "pin")
         _fail(ledger, key)
@@ -263,7 +263,7 @@ def test_replay_over_http_opens_the_linked_attempt_the_command_line_would(docume
 
 def test_template_approval_over_http_is_four_eyes_between_identities(documents, operator_api):
     url, signers = operator_api
-    ledger = documents.runtime.ledger
+    ledger = documents.ledger
     signers.register("olga-approves", ["approver"], key=signers.keys["olga"])  # a second name on olga's key
     submission = _submission(signers, "olga")
     envelope = submission.pop("envelope")

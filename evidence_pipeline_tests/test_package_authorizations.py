@@ -17,11 +17,10 @@ from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.audit.checkpoints import publish_checkpoint
 from evidence_pipeline.cli import main
 from evidence_pipeline.config import Settings
-from evidence_pipeline.intake import open_documents
 from evidence_pipeline.ledger.jobs import JobKey
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.operations.offboarding import request_offboarding
-from evidence_pipeline.runtime import RunInfo, Runtime
+from evidence_pipeline.runtime import RunInfo, Runtime, runtime_for
 from evidence_pipeline.signing.dsse import canonical_json
 from evidence_pipeline.synthetic.rental_applications import organization_template, program_template
 from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, LARGE, SMALL, _with_fixture_sources
@@ -56,7 +55,7 @@ def exported(tmp_path_factory) -> Path:
     runtime.ledger.accept_job(DEAD_JOB, "pin")
     assert _fail(runtime.ledger, DEAD_JOB) == "dead"
     signers.replay(DEAD_JOB.job_id, "S3 outage over")
-    request_offboarding(open_documents(Settings.from_env(env)), signers.gate, signers.sign(
+    request_offboarding(runtime_for(Settings.from_env(env)), signers.gate, signers.sign(
         "olga", Action.TENANT_OFFBOARD, {"reason": "contract ended"}, tenant=TENANT))
     publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
     signers.register("carol", ["reviewer"])  # after the newest checkpoint: not provable yet, left out

@@ -20,8 +20,8 @@ from click.testing import CliRunner
 from evidence_pipeline.audit.checkpoints import publish_checkpoint
 from evidence_pipeline.cli import main
 from evidence_pipeline.config import Settings
-from evidence_pipeline.intake import open_documents
 from evidence_pipeline.models import EventType
+from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline.synthetic import district_agreements as bundles
 from evidence_pipeline.synthetic.rental_applications import application
 from evidence_pipeline_tests import test_split_merge
@@ -45,7 +45,7 @@ def environment(backend, pki) -> dict[str, str]:
 
 @pytest.fixture
 def documents(environment):
-    return open_documents(Settings.from_env(environment))
+    return runtime_for(Settings.from_env(environment))
 
 
 @pytest.fixture
@@ -63,7 +63,7 @@ def jobs(documents, intake, pki) -> dict:
         dispatch(documents, "run-merge")
         statuses = {name: _status(http, job_id) for name, job_id in (("redaction", redaction), ("merge", merge))}
     assert all(status["state"] == "succeeded" for status in statuses.values()), statuses
-    rt = documents.runtime
+    rt = documents
     publish_checkpoint(rt.ledger, rt.archive, rt.keyring)
     uploads = {e["subject_sha256"] for e in rt.ledger.events_of_type(EventType.DOCUMENT_ADMITTED, TENANT)}
     return {"uploads": uploads, "redacted": _pdfs(statuses["redaction"]), "merged": _pdfs(statuses["merge"]),
@@ -103,14 +103,14 @@ def test_every_document_artifact_verifies_offline_with_the_database_gone(documen
     assert set(jobs["parts"].values()) <= set(index["artifacts"])  # each split part, and each review's outputs
     assert not (private / "uploads").exists() and not jobs["uploads"] & _digests(private)  # digests only
     assert index["with_uploads"] is False and read_index(with_uploads)["documents"]["with_uploads"] is True
-    [decided] = documents.runtime.ledger.stored_events(EventType.PART_DECIDED, TENANT)
+    [decided] = documents.ledger.stored_events(EventType.PART_DECIDED, TENANT)
     authorizations = [entry["event"] for entry in read_index(private)["authorizations"]]
     assert decided[0].seq in index["events"] and f"events/{decided[0].seq:012d}.json" in authorizations
     held = {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
             for path in (with_uploads / "uploads" / TENANT).iterdir()}
     assert set(held) == jobs["uploads"] and all(name == digest for name, digest in held.items())
 
-    rt = documents.runtime
+    rt = documents
     _unreachable(rt, backend, tmp_path)  # the database (and the local home) deleted
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("EVIDENCE_", "AWS_", "DAGSTER_"))}
     for package in (private, with_uploads):

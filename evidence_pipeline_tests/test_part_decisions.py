@@ -55,7 +55,7 @@ def _reviewed(documents, http, pki) -> dict[str, str]:
 
 
 def _decide(documents, actor: str, tenant: str, artifact_id: str, decision: str, reason: str) -> dict:
-    signers = signers_of(documents.runtime.ledger)
+    signers = signers_of(documents.ledger)
     signers.ensure("rita", ["reviewer"])
     envelope = signers.sign(actor, Action.PART_DECIDE, {"artifact_id": artifact_id, "decision": decision,
                                                         "reason": reason}, tenant=tenant)
@@ -64,7 +64,7 @@ def _decide(documents, actor: str, tenant: str, artifact_id: str, decision: str,
 
 def test_a_reviewer_approves_the_rejected_part_and_all_four_merge(documents, intake, pki, environment, tmp_path):
     acme, _ = tokens(documents)
-    signers = signers_of(documents.runtime.ledger)
+    signers = signers_of(documents.ledger)
     key = tmp_path / "rita.pem"
     signers.register("rita", ["reviewer"], key=generate_actor_key(key))
     with client(intake, acme) as http:
@@ -82,14 +82,14 @@ def test_a_reviewer_approves_the_rejected_part_and_all_four_merge(documents, int
     assert json.loads(decided.output) == {
         "tenant": "acme", "artifact_id": parts[ADDENDUM], "decision": "approved",
         "reason": "no end date: it runs while student records are held",
-        "sha256": sha256_hex(documents.runtime.archive.get(parts[ADDENDUM]))}
+        "sha256": sha256_hex(documents.archive.get(parts[ADDENDUM]))}
     assert (merge["state"], merge["stage"]) == ("succeeded", "completed"), merge
 
-    ledger = documents.runtime.ledger
+    ledger = documents.ledger
     [event] = ledger.events_of_type(EventType.PART_DECIDED, "acme")
     assert (event["actor"], event["subject_sha256"]) == ("rita", event["details"]["sha256"])
     [merged_id] = _pdfs(merge).values()
-    pages = [p.extract_text() for p in PdfReader(io.BytesIO(documents.runtime.archive.get(merged_id))).pages]
+    pages = [p.extract_text() for p in PdfReader(io.BytesIO(documents.archive.get(merged_id))).pages]
     assert len(pages) == 7 and "Data processing addendum" in pages[2]  # the addendum is in, by the decision
     [derived] = [e for e in ledger.events_of_type(EventType.DOCUMENT_DERIVED) if e["details"]["artifact_id"] ==
                  merged_id]
@@ -150,7 +150,7 @@ def test_a_reviewers_rejection_of_an_approved_part_blocks_the_merge(documents, i
     assert (rejected.status_code, error_code(rejected)) == (422, "MERGE_INPUT_NOT_APPROVED")
     assert approved.status_code == 202, approved.text
     assert (again.status_code, error_code(again)) == (422, "MERGE_INPUT_NOT_APPROVED")
-    decisions = documents.runtime.ledger.events_of_type(EventType.PART_DECIDED, "acme")
+    decisions = documents.ledger.events_of_type(EventType.PART_DECIDED, "acme")
     assert [(e["actor"], e["details"]["decision"]) for e in decisions] == [
         ("rita", "rejected"), ("bob", "approved"), ("rita", "rejected")]
 
@@ -162,7 +162,7 @@ def test_who_may_decide_and_on_what(documents, intake, pki):
         addendum = _pdfs(split)[ADDENDUM]
         no_route = http.post("/v1/parts/decisions", json={"artifact_id": addendum, "decision": "approved"})
     approve = {"artifact_id": addendum, "decision": "approved", "reason": "fine"}
-    signers = signers_of(documents.runtime.ledger)
+    signers = signers_of(documents.ledger)
     for actor in ("audrey", "olga"):  # an auditor, an operator
         with pytest.raises(ActionRefused) as forbidden:
             decide_part(signers.gate, documents, signers.sign(actor, Action.PART_DECIDE, approve, tenant="acme"))
@@ -182,7 +182,7 @@ def test_who_may_decide_and_on_what(documents, intake, pki):
     with pytest.raises(EvidenceError) as untenanted:
         decide_part(signers.gate, documents, signers.sign("bob", Action.PART_DECIDE, approve))
     assert untenanted.value.code == "ACTION_REQUEST_INVALID"
-    ledger = documents.runtime.ledger
+    ledger = documents.ledger
     assert ledger.events_of_type(EventType.PART_DECIDED) == []
     refused = [(e["actor"], e["details"]["code"]) for e in ledger.events_of_type(EventType.ACTION_REFUSED)
                if e["details"]["action"] == "part.decide"]
@@ -193,13 +193,13 @@ def test_who_may_decide_and_on_what(documents, intake, pki):
 
 def test_a_reviewer_decides_over_the_operator_api_as_on_the_command_line(documents, intake, pki, environment):
     acme, _ = tokens(documents)
-    signers = signers_of(documents.runtime.ledger)
+    signers = signers_of(documents.ledger)
     signers.ensure("rita", ["reviewer"])
     with client(intake, acme) as http:
         parts = _reviewed(documents, http, pki)
     args = {"artifact_id": parts[ADDENDUM], "decision": "approved", "reason": "counsel read it"}
     answers = []
-    with running_app(create_app(documents.runtime), documents.runtime.settings) as url:
+    with running_app(create_app(documents), documents.settings) as url:
         for tenant in ("acme", "globex"):  # its own part, and the same id named for another tenant
             answers.append(httpx.post(url + "/v1/parts/decide", timeout=30, json={
                 "authorization": signers.sign("rita", Action.PART_DECIDE, args, tenant=tenant)}))
@@ -207,7 +207,7 @@ def test_a_reviewer_decides_over_the_operator_api_as_on_the_command_line(documen
     decided, elsewhere = answers
     assert decided.status_code == 201, decided.text
     assert decided.json() | {"authorization": None} == args | {
-        "sha256": sha256_hex(documents.runtime.archive.get(parts[ADDENDUM])), "authorization": None}
+        "sha256": sha256_hex(documents.archive.get(parts[ADDENDUM])), "authorization": None}
     assert (elsewhere.status_code, elsewhere.json()["error"]["code"]) == (404, "DOCUMENT_NOT_FOUND")
-    [event] = documents.runtime.ledger.events_of_type(EventType.PART_DECIDED, "acme")
+    [event] = documents.ledger.events_of_type(EventType.PART_DECIDED, "acme")
     assert event["actor"] == "rita" and event["details"]["authorization"] == decided.json()["authorization"]

@@ -88,7 +88,7 @@ def approved(documents, organization: bytes | None = None, program: bytes | None
 
 def _signers(documents):
     """The test actors, and `alice`, an operator who also approves (so that she may try to approve her own)."""
-    signers = signers_of(documents.runtime.ledger)
+    signers = signers_of(documents.ledger)
     signers.ensure("alice", ["operator", "approver"])
     return signers
 
@@ -136,11 +136,11 @@ def test_every_planted_value_is_removed_and_the_original_is_untouched(documents,
         [outcome] = dispatch(documents)
         assert (outcome.state, outcome.reason) == ("succeeded", None)
         status = http.get(f"/v1/jobs/{job_id}").json()
-    job = documents.jobs.job("acme", job_id)
+    job = documents.document_jobs.job("acme", job_id)
     assert job["request"]["template_version"] == version
     key = redact.output_key(document["document_id"], document["sha256"], version)
     prefix = job_prefix(job)
-    archive = documents.runtime.archive
+    archive = documents.archive
     assert archive.list(prefix) == sorted(
         [f"{prefix}/redacted-{key}.pdf", f"{prefix}/redaction.json", f"{prefix}/statement.dsse.json"]
     )
@@ -165,20 +165,20 @@ def test_every_planted_value_is_removed_and_the_original_is_untouched(documents,
     assert sorted(annots, key=str) == sorted([("/Widget", None), ("/Widget", None), ("/Text", NOTE), ("/Popup", None)],
                                              key=str)  # the removed note's popup went with it
     # the original: stored apart, byte for byte what was uploaded
-    original = documents.store.get(f"acme/{document['sha256']}", expected_sha256=document["sha256"])
+    original = documents.document_store.get(f"acme/{document['sha256']}", expected_sha256=document["sha256"])
     assert original == data
     summary = status["findings"]
     assert summary["outcome"] == "redacted" and summary["template_version"] == version
     assert summary["removed"]["national_id"] == 2 and summary["removed"]["attachment"] == 1
     assert summary["removed"]["scanned_page"] == 1 and summary["marks"] >= 10
     assert summary["verification"]["passed"] and summary["verification"]["values_checked"] == 8
-    keyring = documents.runtime.keyring
+    keyring = documents.keyring
     opened = dsse.verify_envelope(archive.get(f"{prefix}/statement.dsse.json"),
                                   {keyring.statement_key_id: keyring.statement_key.public_key()}, dsse.PAYLOAD_TYPE)
     predicate = json.loads(opened.payload)["predicate"]
     assert predicate["inputs"] == [{"document_id": document["document_id"], "sha256": document["sha256"]}]
     assert predicate["summary"] == summary
-    [published] = documents.runtime.ledger.events_of_type("document.published", tenant="acme")
+    [published] = documents.ledger.events_of_type("document.published", tenant="acme")
     assert published["details"]["summary"]["verification"]["passed"]
     for value in PLANTED.values():  # nothing removed leaks into the ledger, the statement or the status
         assert value not in json.dumps(published) and value not in opened.payload.decode()
@@ -197,18 +197,18 @@ def test_the_same_application_and_template_converge_and_a_new_version_leaves_old
             b"income", b"earnings", 1))
         three = redact_job(http, "c", document["document_id"]).json()["job_id"]
         assert dispatch(documents, "run-2")[0].state == "succeeded"
-    archive = documents.runtime.archive
+    archive = documents.archive
 
     def derivative(job_id: str) -> tuple[str, bytes]:
-        job = documents.jobs.job("acme", job_id)
+        job = documents.document_jobs.job("acme", job_id)
         [name] = [k for k in archive.list(job_prefix(job)) if k.endswith(".pdf")]
         return name.rsplit("/", 1)[1], archive.get(name)
 
     assert second != first
     assert derivative(one) == derivative(two)  # same name (the output key) and the same bytes
     assert derivative(three)[0] != derivative(one)[0]
-    assert documents.jobs.job("acme", three)["request"]["template_version"] == second
-    assert documents.jobs.job("acme", one)["request"]["template_version"] == first
+    assert documents.document_jobs.job("acme", three)["request"]["template_version"] == second
+    assert documents.document_jobs.job("acme", one)["request"]["template_version"] == first
 
 
 def test_the_overlay_only_redactor_is_caught_and_nothing_is_published(documents, intake):
@@ -221,8 +221,8 @@ def test_the_overlay_only_redactor_is_caught_and_nothing_is_published(documents,
         status = http.get(f"/v1/jobs/{job_id}").json()
     assert (outcome.state, outcome.reason) == ("rejected", ReasonCode.REDACTION_VERIFICATION_FAILED)
     assert status["reason"] == ReasonCode.REDACTION_VERIFICATION_FAILED
-    assert documents.runtime.archive.list(job_prefix(documents.jobs.job("acme", job_id))) == []
-    assert documents.runtime.ledger.events_of_type("document.published", tenant="acme") == []
+    assert documents.archive.list(job_prefix(documents.document_jobs.job("acme", job_id))) == []
+    assert documents.ledger.events_of_type("document.published", tenant="acme") == []
 
 
 def test_a_scanned_page_without_a_region_is_refused(documents, intake):
@@ -254,7 +254,7 @@ def test_a_template_that_matches_nothing_is_an_explicit_outcome(documents, intak
 
 def test_only_an_approved_effective_version_is_pinned(documents, intake):
     acme, _ = tokens(documents)
-    ledger = documents.runtime.ledger
+    ledger = documents.ledger
     with client(intake, acme) as http:
         document = upload(http, application()).json()
         refused = redact_job(http, "early", document["document_id"])
@@ -275,7 +275,7 @@ def test_only_an_approved_effective_version_is_pinned(documents, intake):
         signers.approve_template("acme", version["version_id"], "bob")
         accepted = redact_job(http, "now", document["document_id"])
     assert accepted.status_code == 202
-    assert documents.jobs.job("acme", accepted.json()["job_id"])["request"]["template_version"] == version[
+    assert documents.document_jobs.job("acme", accepted.json()["job_id"])["request"]["template_version"] == version[
         "version_id"]
     events = [e["event_type"] for e in ledger.events_of_type("template.approved", tenant="acme")]
     assert len(events) == 2
@@ -350,14 +350,14 @@ def test_sigkill_between_the_derivative_and_the_commit_leaves_nothing_visible_an
         job_id = redact_job(http, "killed", document["document_id"]).json()["job_id"]
         env = os.environ | intake_environment(backend) | INTAKE_OVERRIDES | {
             "EVIDENCE_LEASE_SECONDS": "1", "EVIDENCE_KILL_POINT": point}
-        documents.pages.assign_pages(documents.runtime.settings.document_page_size)
+        documents.pages.assign_pages(documents.settings.document_page_size)
         [(page_id, _, _)] = documents.pages.open_pages()
         child = subprocess.run([sys.executable, "-m", "evidence_pipeline_tests.fault_child", "documents", page_id],
                                env=env, cwd=REPO, capture_output=True, timeout=300)
         assert child.returncode == -signal.SIGKILL, child.stderr.decode()[-2000:]
         status = http.get(f"/v1/jobs/{job_id}").json()
         assert status["state"] == "running" and status["outputs"] == []  # nothing visible
-        assert documents.runtime.ledger.events_of_type("document.published", tenant="acme") == []
+        assert documents.ledger.events_of_type("document.published", tenant="acme") == []
         time.sleep(1.5)  # the dead worker's lease expires
         [lost] = dispatch(documents, "run-2")  # its attempt counts against the budget: retry_wait
         assert (lost.state, lost.reason) == ("accepted", "WORKER_LOST")
@@ -365,9 +365,9 @@ def test_sigkill_between_the_derivative_and_the_commit_leaves_nothing_visible_an
         [outcome] = dispatch(documents, "run-3")
         status = http.get(f"/v1/jobs/{job_id}").json()
     assert (outcome.state, status["state"]) == ("succeeded", "succeeded")
-    prefix = job_prefix(documents.jobs.job("acme", job_id))
-    assert len(documents.runtime.archive.list(prefix)) == 3  # put-once objects of the dead attempt converged
-    assert len(documents.runtime.ledger.events_of_type("document.published", tenant="acme")) == 1
+    prefix = job_prefix(documents.document_jobs.job("acme", job_id))
+    assert len(documents.archive.list(prefix)) == 3  # put-once objects of the dead attempt converged
+    assert len(documents.ledger.events_of_type("document.published", tenant="acme")) == 1
 
 
 def test_a_batch_pins_the_version_in_effect_when_the_batch_is_accepted(documents, intake):
@@ -381,12 +381,12 @@ def test_a_batch_pins_the_version_in_effect_when_the_batch_is_accepted(documents
         assert dispatch_batches(documents, 10, "test") == 1
         [outcome] = dispatch(documents)
     assert outcome.state == "succeeded"
-    assert documents.jobs.job("acme", outcome.job_id)["request"]["template_version"] == first
+    assert documents.document_jobs.job("acme", outcome.job_id)["request"]["template_version"] == first
 
 
 def test_the_monthly_report_counts_redactions_per_template_version_and_outcome(documents, intake):
     acme, _ = tokens(documents)
-    rt = documents.runtime
+    rt = documents
     version = approved(documents)
     with client(intake, acme) as http:
         redacted = upload(http, application(scanned_page=False)).json()["document_id"]
@@ -394,7 +394,7 @@ def test_the_monthly_report_counts_redactions_per_template_version_and_outcome(d
         job_id = redact_job(http, "r-1", redacted).json()["job_id"]
         redact_job(http, "r-2", blank)
         dispatch(documents)
-    month = TenantMonth("acme", documents.jobs.job("acme", job_id)["period"])
+    month = TenantMonth("acme", documents.document_jobs.job("acme", job_id)["period"])
     publish_revision(rt, month, demo_transactions(TenantMonth("acme-books", month.period)))
     publication = run_tenant_month(rt, month, RunInfo("month-close"))
     report = PdfReader(io.BytesIO(rt.archive.get(f"{publication.bundle_key}/report.pdf")))
@@ -413,12 +413,12 @@ def test_shadow_compares_a_candidate_per_label_and_publishes_nothing(documents, 
     with client(intake, acme) as http:
         document = upload(http, application(scanned_page=False)).json()
         redact_job(http, "s-1", document["document_id"])
-    before = documents.runtime.archive.list("documents")
+    before = documents.archive.list("documents")
     result = shadow(documents, "acme", candidate["version_id"], 5)  # an unapproved candidate may be shadowed
     assert [d["document_id"] for d in result["documents"]] == [document["document_id"]]
     assert result["totals"]["only_current"] == {"income": 1} and result["totals"]["only_candidate"] == {"address": 1}
     assert result["totals"]["both"]["national_id"] == 2
-    assert documents.runtime.archive.list("documents") == before == []  # nothing published
+    assert documents.archive.list("documents") == before == []  # nothing published
     assert PLANTED["income"] not in json.dumps(result) and "Springfield" not in json.dumps(result)
     shown = CliRunner().invoke(main, ["template", "shadow", "acme", candidate["version_id"]],
                                env=intake_environment(backend) | INTAKE_OVERRIDES)
@@ -512,12 +512,12 @@ def test_an_input_gone_from_the_store_is_redaction_input_missing(documents, inta
     with client(intake, acme) as http:
         document = upload(http, application(scanned_page=False)).json()
         job_id = redact_job(http, "gone", document["document_id"]).json()["job_id"]
-        assert documents.store.erase(f"acme/{document['sha256']}")
+        assert documents.document_store.erase(f"acme/{document['sha256']}")
         [outcome] = dispatch(documents)
         status = http.get(f"/v1/jobs/{job_id}").json()
     assert (outcome.state, status["reason"]) == ("rejected", ReasonCode.REDACTION_INPUT_MISSING)
     assert status["message"] == "an input is missing or not the bytes admitted (STORE_NOT_FOUND)"
-    assert documents.runtime.archive.list(job_prefix(documents.jobs.job("acme", job_id))) == []
+    assert documents.archive.list(job_prefix(documents.document_jobs.job("acme", job_id))) == []
 
 
 def test_an_input_the_gate_refuses_names_the_gates_code_and_keeps_its_message(documents, intake, backend):
@@ -532,7 +532,7 @@ def test_an_input_the_gate_refuses_names_the_gates_code_and_keeps_its_message(do
     assert (outcome.state, status["reason"]) == ("rejected", "DOCUMENT_EMBEDDED_FILES")
     message = status["message"]
     assert "active content: DOCUMENT_EMBEDDED_FILES" in message  # what the gate found: codes, never a value
-    [event] = [e["details"] for e in documents.runtime.ledger.events_of_type("job.rejected", tenant="acme")
+    [event] = [e["details"] for e in documents.ledger.events_of_type("job.rejected", tenant="acme")
                if e["details"]["job_id"] == job_id]
     assert (event["reason"], event["message"]) == ("DOCUMENT_EMBEDDED_FILES", message)
     listed = CliRunner().invoke(main, ["dead-letter", "list"], env=intake_environment(backend) | INTAKE_OVERRIDES)
@@ -554,13 +554,13 @@ def test_an_original_changed_during_the_job_stops_publication(documents, intake,
     approved(documents)
     data = application(scanned_page=False)
     monkeypatch.setitem(ORIGINAL_TAMPERER, "tamper", lambda: overwrite(
-        documents.runtime, f"acme/{sha256_hex(data)}", data + b"\n% changed\n", documents.store))
+        documents, f"acme/{sha256_hex(data)}", data + b"\n% changed\n", documents.document_store))
     with client(intake, acme) as http:
         document = upload(http, data).json()
         job_id = redact_job(http, "tampered", document["document_id"], TAMPERED.name).json()["job_id"]
         [outcome] = dispatch(documents)
     assert (outcome.state, outcome.reason) == ("rejected", ReasonCode.STORE_DIGEST_MISMATCH)
-    assert documents.runtime.archive.list(job_prefix(documents.jobs.job("acme", job_id))) == []
+    assert documents.archive.list(job_prefix(documents.document_jobs.job("acme", job_id))) == []
 
 
 def test_a_redacted_derivative_walks_back_to_the_uploaded_application(documents, intake):
@@ -577,7 +577,7 @@ def test_a_redacted_derivative_walks_back_to_the_uploaded_application(documents,
     walked = lineage(documents, derivative)
     assert walked["ok"], walked
     assert walked["links"][-1]["document_id"] == document["document_id"]  # it ends at the uploaded bytes
-    overwrite(documents.runtime, derivative, documents.runtime.archive.get(derivative) + b"%")
+    overwrite(documents, derivative, documents.archive.get(derivative) + b"%")
     broken = lineage(documents, derivative)
     assert (broken["ok"], broken["code"]) == (False, "LINEAGE_DIGEST_MISMATCH")
     assert derivative in broken["link"]

@@ -100,7 +100,7 @@ def test_an_ended_attempt_cannot_be_changed_and_an_edit_fails_verification(ledge
 
 def test_a_replayed_document_job_is_picked_up_finishes_and_its_status_lists_its_attempts(documents, intake):
     acme, _ = tokens(documents)
-    ledger = documents.runtime.ledger
+    ledger = documents.ledger
     with client(intake, acme) as http:
         document_id = upload(http, pdf_bytes()).json()["document_id"]
         job_id = submit(http, "inspect", {"operation": "inspect", "inputs": [document_id]}).json()["job_id"]
@@ -138,7 +138,7 @@ def _listed(backend, *args: str) -> list[str]:
 
 def test_dead_letters_are_failures_only_filtered_with_the_next_step_for_each_kind(documents, intake, backend, tmp_path):
     acme, globex = tokens(documents)
-    ledger = documents.runtime.ledger
+    ledger = documents.ledger
     with client(intake, acme) as http:
         xfa = upload(http, HOSTILE["xfa_form"][0]).json()["document_id"]
         refused = submit(http, "xfa", {"operation": "inspect", "inputs": [xfa]}).json()["job_id"]

@@ -15,7 +15,8 @@ from sqlalchemy import select
 
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.definitions import defs
-from evidence_pipeline.documents import Documents, canary
+from evidence_pipeline.defs.resources import EvidenceResource
+from evidence_pipeline.documents import canary
 from evidence_pipeline.documents import ruleset as rulesets
 from evidence_pipeline.documents.dispatch import dispatch_batches
 from evidence_pipeline.documents.review import DECISION
@@ -50,12 +51,12 @@ def _review(http, key: str, options: dict | None = None, pdf: bytes = NO_PETS) -
 
 def _decision(documents, status: dict) -> dict:
     [key] = [o["artifact_id"] for o in status["outputs"] if o["artifact_id"].endswith(f"/{DECISION}")]
-    return json.loads(documents.runtime.archive.get(key))
+    return json.loads(documents.archive.get(key))
 
 
 def _rows(documents) -> tuple[list, list]:
     """Every job row and every event id, in order."""
-    ledger = documents.runtime.ledger
+    ledger = documents.ledger
     with ledger.engine.connect() as conn:
         jobs = [tuple(row) for row in conn.execute(select(ledger.jobs).order_by(ledger.jobs.c.job_id))]
         events = list(conn.execute(select(ledger.audit_events.c.event_id).order_by(ledger.audit_events.c.seq))
@@ -80,7 +81,7 @@ def _unsigned(details: dict) -> dict:
 
 
 def test_a_canary_routes_the_chosen_tenants_new_reviews_and_rollback_routes_them_back(documents, intake):
-    ledger = documents.runtime.ledger
+    ledger = documents.ledger
     signers = signers_of(ledger)
     acme, globex = tokens(documents)
     assert rulesets.IN_FORCE != CANDIDATE and CANDIDATE in rulesets.REGISTERED
@@ -122,7 +123,7 @@ def test_a_canary_routes_the_chosen_tenants_new_reviews_and_rollback_routes_them
     candidate_pin, in_force_pin = rulesets.pin(CANDIDATE), rulesets.pin(rulesets.IN_FORCE)
     assert {name: s["options"] for name, s in statuses.items()} == {
         "routed": candidate_pin, "named": in_force_pin, "back": in_force_pin, "other": in_force_pin}
-    assert documents.jobs.job("acme", child)["request"]["options"] == candidate_pin
+    assert documents.document_jobs.job("acme", child)["request"]["options"] == candidate_pin
     assert again["job_id"] == routed["job_id"]
     # Accepted under the canary, worked after the rollback: it finishes under the candidate it pinned.
     assert outcomes[routed["job_id"]] == ("rejected", "REVIEW_POLICY_REJECTED")
@@ -142,7 +143,7 @@ def test_a_canary_routes_the_chosen_tenants_new_reviews_and_rollback_routes_them
 
 def test_the_ruleset_commands_start_show_and_roll_back_a_canary(backend, documents, tmp_path):
     env = intake_environment(backend)
-    signers = Signers(documents.runtime.ledger, tmp_path / "actors")
+    signers = Signers(documents.ledger, tmp_path / "actors")
     signers.register("rm", ["operator"])
     rm = ["--key", signers.key_file("rm")]
     started = _invoke(["ruleset", "canary", CANDIDATE, "--tenant", "acme", "--tenant", "globex", *rm,
@@ -157,7 +158,7 @@ def test_the_ruleset_commands_start_show_and_roll_back_a_canary(backend, documen
     rolled = _invoke(["ruleset", "rollback", *rm], env)
     assert rolled.exit_code == 0 and f"rolled back 2 tenant(s) to {rulesets.IN_FORCE}" in rolled.output
     assert json.loads(_invoke(["ruleset", "status", "--json"], env).output)["routed"] == {}
-    actors = {e["actor"] for e in documents.runtime.ledger.events_of_type("ruleset.rolled_back")}
+    actors = {e["actor"] for e in documents.ledger.events_of_type("ruleset.rolled_back")}
     assert actors == {"rm"}
 
 
@@ -181,17 +182,17 @@ def test_a_transient_failure_waits_in_retry_wait_until_next_attempt_at_then_dies
     with client(intake, acme) as http:
         signing = _review(http, "signing")["job_id"]  # the approval's store answers after storing it
         fetching = _review(http, "fetching", pdf=lease_contract(1).pdf)["job_id"]  # its input does not come back
-        [unreachable] = documents.jobs.job("acme", fetching)["request"]["inputs"]
-        flaky = Documents(dataclasses.replace(documents.runtime, archive=_AmbiguousArchive(documents.runtime.archive)),
-                          _UnreachableDocument(documents.store, documents.records.document("acme", unreachable)[
-                              "store_key"]))
+        [unreachable] = documents.document_jobs.job("acme", fetching)["request"]["inputs"]
+        flaky = dataclasses.replace(documents, archive=_AmbiguousArchive(documents.archive))
+        flaky.document_store = _UnreachableDocument(documents.document_store, documents.document_records.document(
+            "acme", unreachable)["store_key"])
         first = {o.job_id: (o.state, o.reason) for o in dispatch(flaky)}
-        page = documents.jobs.job("acme", signing)["page_id"]
+        page = documents.document_jobs.job("acme", signing)["page_id"]
         waiting = {job_id: http.get(f"/v1/jobs/{job_id}").json() for job_id in (signing, fetching)}
         assert documents.pages.open_pages() == []  # not before next_attempt_at: no page is dispatched
         assert run_page(documents, page, RunInfo("eager-run")) == []  # and a page run leaves them waiting
         with pytest.raises(EvidenceError) as early:
-            documents.runtime.ledger.acquire_lease(signing, "eager-run", 60)
+            documents.ledger.acquire_lease(signing, "eager-run", 60)
         for job_id in (signing, fetching):
             make_due(documents, job_id)
         assert [p for p, _, _ in documents.pages.open_pages()] == [page]
@@ -199,7 +200,7 @@ def test_a_transient_failure_waits_in_retry_wait_until_next_attempt_at_then_dies
         dead = {job_id: http.get(f"/v1/jobs/{job_id}").json() for job_id in (signing, fetching)}
     assert early.value.code == ReasonCode.RETRY_NOT_DUE and early.value.retryable
     assert first == {signing: ("accepted", "REVIEW_DEPENDENCY_TIMEOUT"), fetching: ("accepted", "STORE_UNAVAILABLE")}
-    retries = {e["details"]["job_id"]: e for e in documents.runtime.ledger.events_of_type("job.accepted")
+    retries = {e["details"]["job_id"]: e for e in documents.ledger.events_of_type("job.accepted")
                if "next_attempt_at" in e["details"]}
     for job_id, status in waiting.items():
         assert (status["state"], status["stage"], status["attempts"], status["outputs"]) == (
@@ -216,7 +217,7 @@ def test_a_transient_failure_waits_in_retry_wait_until_next_attempt_at_then_dies
     assert (dead[fetching]["state"], dead[fetching]["stage"], dead[fetching]["reason"],
             dead[fetching]["attempts"], dead[fetching]["next_attempt_at"]) == ("dead", "dead", "STORE_UNAVAILABLE",
                                                                                2, None)
-    assert documents.runtime.ledger.verify_chain() > 0  # the rows are still the fold of their events
+    assert documents.ledger.verify_chain() > 0  # the rows are still the fold of their events
 
 
 def test_a_page_run_leaves_retry_wait_to_the_sensor_which_dispatches_it_when_due(
@@ -227,8 +228,8 @@ def test_a_page_run_leaves_retry_wait_to_the_sensor_which_dispatches_it_when_due
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
         job_id = _review(http, "late")["job_id"]
-    monkeypatch.setattr(Documents, "open", classmethod(lambda cls, runtime: Documents(
-        dataclasses.replace(runtime, archive=_AmbiguousArchive(runtime.archive)), documents.store)))
+    flaky = dataclasses.replace(documents, archive=_AmbiguousArchive(documents.archive))
+    monkeypatch.setattr(EvidenceResource, "runtime", lambda self: flaky)
     with DagsterInstance.ephemeral() as instance:
         [request] = tick(instance).run_requests
         result = defs.get_job_def("document_page_job").execute_in_process(
@@ -238,4 +239,4 @@ def test_a_page_run_leaves_retry_wait_to_the_sensor_which_dispatches_it_when_due
         make_due(documents, job_id)
         [again] = tick(instance).run_requests
     assert again.run_key != request.run_key and again.tags == request.tags
-    assert documents.jobs.job("acme", job_id)["state"] == "accepted"
+    assert documents.document_jobs.job("acme", job_id)["state"] == "accepted"

@@ -21,7 +21,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from evidence_pipeline.config import Settings
-from evidence_pipeline.intake import open_documents
+from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline.signed_note import ED25519, verifier
 from evidence_pipeline_tests.intake_server import EVIDENCE, _free_port
 from evidence_pipeline_tests.test_intake_limits import answer
@@ -79,7 +79,7 @@ def server(request, tmp_path_factory) -> Iterator[Server]:
     home = tmp_path_factory.mktemp(request.param)
     port = _free_port()
     env = os.environ | LIMITS | {"EVIDENCE_HOME": str(home / "home"), "EVIDENCE_OPERATOR_API_PORT": str(port)}
-    open_documents(Settings.from_env(env))  # a home with a migrated ledger, which the metrics read
+    runtime_for(Settings.from_env(env))  # a home with a migrated ledger, which the metrics read
     process = subprocess.Popen([EVIDENCE, *command(home, port)], env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, start_new_session=True)
     served = Server(f"http://127.0.0.1:{port}", probe, probe_status, slow_body, slow_body_status)

@@ -24,11 +24,10 @@ from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.registry import ProcessorInput, operation
 from evidence_pipeline.documents.worker import run_page
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.intake import open_documents
 from evidence_pipeline.ledger.chain import chain_hash
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly.document_outcomes import close_month, counts, read_outcomes
-from evidence_pipeline.runtime import RunInfo
+from evidence_pipeline.runtime import RunInfo, runtime_for
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.synthetic import district_agreements as bundles
 from evidence_pipeline_tests.conftest import drop_append_only_guards, overwrite, require_tool
@@ -59,7 +58,7 @@ def environment(backend, pki) -> dict[str, str]:
 
 @pytest.fixture
 def documents(environment):
-    return open_documents(Settings.from_env(environment))
+    return runtime_for(Settings.from_env(environment))
 
 
 # --- the parts option ------------------------------------------------------------------------------------------
@@ -254,14 +253,14 @@ def test_the_four_part_agreement_end_to_end(documents, intake, pki, environment,
     assert (unknown.status_code, error_code(unknown)) == (404, "DOCUMENT_NOT_FOUND")
     merge = done["merge"]
     assert (merge["state"], merge["stage"]) == ("succeeded", "completed"), merge
-    archive, ledger = documents.runtime.archive, documents.runtime.ledger
+    archive, ledger = documents.archive, documents.ledger
     [merged_id] = _pdfs(merge).values()
     merged = archive.get(merged_id)
     pages = [p.extract_text() for p in PdfReader(io.BytesIO(merged)).pages]
     assert len(pages) == 5 and "Master agreement, continued" in pages[1] and "Exhibits, continued" in pages[4]
     assert not any("Data processing addendum" in text for text in pages)  # the rejected part stays out
     # The upload is never modified; the rejected branch is kept.
-    assert documents.store.get(f"acme/{done['upload']['sha256']}") == done["signed"]
+    assert documents.document_store.get(f"acme/{done['upload']['sha256']}") == done["signed"]
     assert archive.exists(done["parts"]["data-processing-addendum"])
 
     # The signature check: its own stage, record, statement and event; the page that holds the signature.
@@ -288,7 +287,7 @@ def test_the_four_part_agreement_end_to_end(documents, intake, pki, environment,
         "original_digest": done["upload"]["sha256"],
         "parent_artifact_ids": [done["upload"]["document_id"]],
         "operation": "split",
-        "policy_version": documents.runtime.settings.policy_version,
+        "policy_version": documents.settings.policy_version,
         "output_digest": derived[done["parts"]["signature-page"]]["subject_sha256"],
         "signature_check_id": check["signature_check_id"],
         "derivation_id": part["derivation_id"],
@@ -342,10 +341,11 @@ def test_the_four_part_agreement_end_to_end(documents, intake, pki, environment,
     assert nothing.exit_code == 2 and json.loads(nothing.output)["error"]["code"] == "LINEAGE_NOT_FOUND"
 
     # The month's document outcomes, which the monthly report prints, list the split, the reviews and the merge.
-    period = documents.jobs.job("acme", merge["job_id"])["period"]
-    revision, _ = close_month(documents.runtime.sources, ledger, TenantMonth("acme", period))
-    listed = {(o, state) for o, state, _ in counts(read_outcomes(documents.runtime.sources, revision))}
-    ruleset = documents.jobs.job("acme", done["reviews"]["signature-page"]["job_id"])["request"]["options"]["ruleset"]
+    period = documents.document_jobs.job("acme", merge["job_id"])["period"]
+    revision, _ = close_month(documents.sources, documents.document_jobs, TenantMonth("acme", period))
+    listed = {(o, state) for o, state, _ in counts(read_outcomes(documents.sources, revision))}
+    review = documents.document_jobs.job("acme", done["reviews"]["signature-page"]["job_id"])
+    ruleset = review["request"]["options"]["ruleset"]
     assert listed >= {("split", "succeeded"), (f"contract-review @ {ruleset}", "succeeded: approved"),
                       (f"contract-review @ {ruleset}", "rejected: rejected (REVIEW_POLICY_REJECTED)"),
                       ("merge", "succeeded")}
@@ -387,7 +387,7 @@ def test_a_split_attaches_the_etsi_report_of_each_incoming_signature(documents, 
         outputs = {o["name"]: o for o in http.get(f"/v1/jobs/{again['job_id']}/outputs").json()["outputs"]}
     assert outputs["signature_check.1.etsi.xml"] == reports["trusted"] | {"url": outputs[
         "signature_check.1.etsi.xml"]["url"]}  # the same object, put once
-    assert len(documents.runtime.ledger.events_of_type("signature.checked")) == 3  # one per check
+    assert len(documents.ledger.events_of_type("signature.checked")) == 3  # one per check
 
 
 def test_a_signature_check_stated_before_etsi_reports_is_adopted_by_a_later_split(documents, intake, pki,
@@ -415,7 +415,7 @@ def test_tampering_with_any_link_fails_the_walk_naming_it(documents, intake, pki
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
         done = _agreement_merged(documents, http, pki)
-    rt = documents.runtime
+    rt = documents
     [merged_id] = _pdfs(done["merge"]).values()
     exhibits, master = done["parts"]["exhibits"], done["parts"]["master-agreement"]
     assert _walk(environment, merged_id)[0] == 0
@@ -430,7 +430,7 @@ def test_tampering_with_any_link_fails_the_walk_naming_it(documents, intake, pki
     [report_key] = [report["key"] for report in checked["details"]["etsi_reports"]]
     original = rt.archive.get(exhibits)
     assert original.endswith(b"%%EOF\n")
-    archive, store = rt.archive, documents.store
+    archive, store = rt.archive, documents.document_store
     cases = [  # (the object, what replaces it, in which store, where the walk starts, the code, the link it names)
         (exhibits, original[:-6] + b"%%EOF\n%\n", archive, merged_id,  # an intermediate artifact's bytes
          "LINEAGE_DIGEST_MISMATCH", f"split {exhibits}"),
@@ -526,7 +526,7 @@ def test_the_same_request_twice_converges_on_the_same_output(documents, intake, 
     derived = [(o["artifact_id"], o["sha256"]) for o in first["outputs"] if "/derived/" in o["artifact_id"]]
     assert derived == [(o["artifact_id"], o["sha256"]) for o in again["outputs"] if "/derived/" in o["artifact_id"]]
     assert len(derived) == 16  # a PDF, statement, manifest and signed copy per part (the same copy: adopted)
-    ledger = documents.runtime.ledger
+    ledger = documents.ledger
     assert len(ledger.events_of_type("document.derived")) == 4 + 1  # once per artifact, whichever job
     assert len(ledger.events_of_type("signature.checked")) == 1  # once per bytes and policy
     assert _pdfs(other)["all"] not in dict(derived)
@@ -569,11 +569,11 @@ def test_two_runs_of_one_split_at_once_make_one_set_of_outputs(documents, intake
     outcomes = sorted((o.state, o.reason or "") for [o] in runs)
     assert outcomes in ([("running", "LEASE_BUSY"), ("succeeded", "")], [("succeeded", ""), ("succeeded", "")])
     assert status["state"] == "succeeded" and len(_pdfs(status)) == 4
-    ledger = documents.runtime.ledger
+    ledger = documents.ledger
     assert len(ledger.events_of_type("document.published")) == 1
     assert len(ledger.events_of_type("document.derived")) == 4 and len(ledger.events_of_type("signature.checked")) == 1
     [prefix] = {o["artifact_id"].rsplit("/", 1)[0] for o in status["outputs"] if "/derived/" in o["artifact_id"]}
-    assert len(documents.runtime.archive.list(prefix)) == 16
+    assert len(documents.archive.list(prefix)) == 16
 
 
 def test_the_same_request_after_a_key_rotation_adopts_what_the_earlier_key_signed(documents, intake, pki,

@@ -33,7 +33,7 @@ def test_tenant_file_keeps_valid_slugs_and_reports_bad_lines_by_number(tmp_path)
 def test_registry_records_each_tenant_once_in_order_and_never_brings_back_an_offboarded_one(runtime):
     """On both backends: registration order is the registry's order; registering again changes nothing; the rows
     are projections of the hashed events, so `ledger verify` catches an edited row."""
-    from evidence_pipeline.intake import open_documents
+    from evidence_pipeline.runtime import runtime_for
 
     registry, signers = TenantRegistry(runtime.ledger), signers_of(runtime.ledger)
     actor_events = runtime.ledger.verify_chain()
@@ -49,7 +49,7 @@ def test_registry_records_each_tenant_once_in_order_and_never_brings_back_an_off
     assert refused.value.code == ReasonCode.TENANT_ID_INVALID
     assert registry.active() == [*fixtures, "zeta", "acme", "beta"]
 
-    documents = open_documents(runtime.settings)
+    documents = runtime_for(runtime.settings)
     with runtime.ledger.writing() as conn:  # what the approved offboarding records, in the action gate's transaction
         documents.tokens.record_offboarding(conn, "acme", "operator", {"reason": "left"})
     assert registry.active() == [*fixtures, "zeta", "beta"]

@@ -25,6 +25,7 @@ from evidence_pipeline.ledger.document_jobs import EVIDENCE, DocumentJobs
 from evidence_pipeline.ledger.jobs import Lease, RetryBudget
 from evidence_pipeline.ledger.outbox import Outbox
 from evidence_pipeline.ledger.submissions import Submissions
+from evidence_pipeline.ledger.tokens import Tokens
 from evidence_pipeline.models import EventType
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo
@@ -71,7 +72,8 @@ def _settings(tmp_path, **overrides) -> Settings:
 def _set(ledger: Ledger, settings: Settings, url: str, tenant: str = TENANT) -> dict:
     signers = signers_of(ledger)
     signers.register_tenants([tenant])
-    return set_webhook(signers.gate, settings, url, signers.sign("olga", Action.WEBHOOK_SET, {"url": url}, tenant))
+    return set_webhook(signers.gate, Tokens(ledger), settings, url,
+                       signers.sign("olga", Action.WEBHOOK_SET, {"url": url}, tenant))
 
 
 class FakeClock:
@@ -149,13 +151,13 @@ def test_exactly_one_delivery_per_event_across_a_new_deliverer_and_a_receiver_th
         assert "/private" not in row["payload"] and "a message" not in row["payload"]
 
     clock = FakeClock()
-    first = Deliverer(ledger, settings, clock, jitter=lambda: 0.0)
+    first = Deliverer(Outbox(ledger), settings, clock, jitter=lambda: 0.0)
     assert first.drain() == Counter({"pending": 7})  # every first attempt answered 500
     assert first.drain() == Counter()  # nothing is due before its backoff
     crashed = outbox.claim_due(clock.now + 1, first.claim_seconds, 1)  # a deliverer that claimed one and died
 
     clock.now += 1
-    restarted = Deliverer(Ledger(ledger.engine.url.render_as_string(hide_password=False)), settings, clock,
+    restarted = Deliverer(Outbox(Ledger(ledger.engine.url.render_as_string(hide_password=False))), settings, clock,
                           jitter=lambda: 0.0)
     assert restarted.drain() == Counter({"pending": 6})  # second attempts, but for the claimed one
     clock.now += 2
@@ -199,10 +201,11 @@ def test_a_tampered_message_is_refused_by_the_specification_receiver_and_rotatio
 
     signers = signers_of(ledger)
     old = hook.secrets[0]
-    rotated = rotate_secret(signers.gate, settings, signers.sign("olga", Action.WEBHOOK_ROTATE, {}, TENANT))
+    rotated = rotate_secret(signers.gate, Tokens(ledger), settings,
+                            signers.sign("olga", Action.WEBHOOK_ROTATE, {}, TENANT))
     assert rotated["previous_secret_id"] == signing.secret_id(old) != rotated["secret_id"]
     clock = FakeClock()
-    deliverer = Deliverer(ledger, settings, clock, jitter=lambda: 0.0)
+    deliverer = Deliverer(Outbox(ledger), settings, clock, jitter=lambda: 0.0)
     for secret in (old, rotated["secret"]):  # within the window both sign: a receiver holding either accepts
         hook.secrets = [secret]
         _succeed(ledger, _job(ledger, TENANT, f"signed-by-{secret[-8:]}"))
@@ -251,7 +254,7 @@ def test_a_host_refused_at_delivery_is_dead_at_once_without_a_connection(tmp_pat
     ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
     _set(ledger, _settings(tmp_path, EVIDENCE_WEBHOOK_ALLOWED_NETWORKS="10.0.0.0/8"), "http://10.0.0.1/hook")
     _succeed(ledger, _job(ledger, TENANT, "ok"))
-    assert Deliverer(ledger, _settings(tmp_path)).drain() == Counter({"dead": 1})
+    assert Deliverer(Outbox(ledger), _settings(tmp_path)).drain() == Counter({"dead": 1})
     [dead] = Outbox(ledger).deliveries(TENANT, ("dead",))
     assert (dead["attempts"], dead["last_code"], dead["last_status"]) == (1, "WEBHOOK_HOST_REFUSED", None)
 
@@ -262,7 +265,7 @@ def test_the_budget_ends_in_a_dead_delivery_that_is_listed_and_replayed(ledger, 
     hook.secrets.append(_set(ledger, settings, hook.url)["secret"])
     _succeed(ledger, _job(ledger, TENANT, "ok"))
     clock, waits = FakeClock(), []
-    deliverer = Deliverer(ledger, settings, clock, jitter=lambda: 1.0)
+    deliverer = Deliverer(Outbox(ledger), settings, clock, jitter=lambda: 1.0)
     for _ in range(3):
         outcomes = deliverer.drain()
         [row] = Outbox(ledger).deliveries(TENANT)
@@ -272,7 +275,7 @@ def test_the_budget_ends_in_a_dead_delivery_that_is_listed_and_replayed(ledger, 
     [dead] = Outbox(ledger).deliveries(TENANT, ("dead",))
     assert (dead["attempts"], dead["last_code"], dead["last_status"]) == (3, "WEBHOOK_RECEIVER_FAILED", 500)
     assert deliverer.drain() == Counter()  # dead: never attempted again by itself
-    half = Deliverer(ledger, settings, clock, jitter=lambda: 0.0)
+    half = Deliverer(Outbox(ledger), settings, clock, jitter=lambda: 0.0)
     assert [half.backoff(n) for n in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 2.0]  # doubled, capped at 4 s, half jittered
     assert [deliverer.backoff(n) for n in (1, 2, 3, 4)] == [1.0, 2.0, 4.0, 4.0]
 
@@ -350,7 +353,7 @@ def test_a_tenant_month_run_announces_its_bundle_in_the_transaction_that_publish
     assert ledger.event(published["event_seq"]).body == event  # the row names the bundle's own event
     run_tenant_month(runtime, SMALL, RunInfo("again"))  # converges on the published bundle: nothing new
     assert len(Outbox(ledger).deliveries(SMALL.tenant)) == 1
-    assert Deliverer(ledger, settings).drain() == Counter({"delivered": 1})
+    assert Deliverer(Outbox(ledger), settings).drain() == Counter({"delivered": 1})
     [(message_id, body)] = hook.accepted
     assert message_id == row["delivery_id"] and body["type"] == "evidence.delivered"
     assert body["data"] == {"tenant": SMALL.tenant, "period": SMALL.period, "ledger_seq": published["event_seq"],
@@ -362,20 +365,20 @@ def test_offboarding_removes_the_webhook_and_cancels_what_was_not_delivered(docu
     """Each first attempt fails: a delivery delivered, one pending (waiting a minute for its retry), one dead, and
     a job not started; offboarding leaves the first as it was and nothing to send."""
     retries = {"EVIDENCE_WEBHOOK_RETRY_SECONDS": "60", "EVIDENCE_WEBHOOK_RETRY_MAX_SECONDS": "60"}
-    ledger, settings = documents.runtime.ledger, _settings(tmp_path, **retries)
+    ledger, settings = documents.ledger, _settings(tmp_path, **retries)
     hook = receiver(fail_first=1)
     hook.secrets.append(_set(ledger, settings, hook.url)["secret"])
     _succeed(ledger, _job(ledger, TENANT, "delivered"))
     clock = FakeClock()
-    deliverer = Deliverer(ledger, settings, clock, jitter=lambda: 0.0)
+    deliverer = Deliverer(Outbox(ledger), settings, clock, jitter=lambda: 0.0)
     assert deliverer.drain() == Counter({"pending": 1})
     clock.now += 60
     assert deliverer.drain() == Counter({"delivered": 1})
     _succeed(ledger, _job(ledger, TENANT, "pending"))
     assert deliverer.drain() == Counter({"pending": 1})  # its retry is due in 30 s of the clock
     _succeed(ledger, _job(ledger, TENANT, "dead"))
-    assert Deliverer(ledger, _settings(tmp_path, EVIDENCE_WEBHOOK_MAX_ATTEMPTS="1", **retries)).drain() == Counter(
-        {"dead": 1})
+    one_try = _settings(tmp_path, EVIDENCE_WEBHOOK_MAX_ATTEMPTS="1", **retries)
+    assert Deliverer(Outbox(ledger), one_try).drain() == Counter({"dead": 1})
     waiting = _job(ledger, TENANT, "waiting")  # not started: offboarding rejects it
     undelivered = [row["delivery_id"] for row in Outbox(ledger).deliveries(TENANT, ("pending", "dead"))]
     assert len(undelivered) == 2
@@ -434,7 +437,7 @@ def test_an_attempt_ends_at_its_deadline_whatever_the_receiver_trickles(ledger, 
     peer = slow_peer(phase)
     _set(ledger, settings, peer.url)
     _succeed(ledger, _job(ledger, TENANT, "ok"))
-    assert Deliverer(ledger, settings).drain() == Counter({"pending": 1})
+    assert Deliverer(Outbox(ledger), settings).drain() == Counter({"pending": 1})
     [row] = Outbox(ledger).deliveries(TENANT)
     assert row["last_code"] == "WEBHOOK_UNREACHABLE"
     for _ in range(600):  # the peer notices the hang-up at its next byte
@@ -464,6 +467,6 @@ def test_a_slow_receiver_delays_no_other_tenants_delivery_and_keeps_its_claim(le
         seen.append((slow.open, Outbox(ledger).claim_due(time.time(), 60, 10)))
 
     hook.before_accepting = while_accepting
-    assert Deliverer(ledger, settings).drain() == Counter({"delivered": 1, "pending": 1})
+    assert Deliverer(Outbox(ledger), settings).drain() == Counter({"delivered": 1, "pending": 1})
     assert seen == [(1, [])]  # globex's attempt open, its row still claimed
 

@@ -34,7 +34,6 @@ from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.actors.verify import ActionRefused, AuthorizedAction, verify, verify_bootstrap
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.actors import ActorLedger
-from evidence_pipeline.ledger.ledger import Ledger
 from evidence_pipeline.models import LedgerEvent
 
 RECORDED_DOMAIN_REFUSALS = frozenset({ReasonCode.FOUR_EYES_REQUIRED, ReasonCode.TEMPLATE_SELF_APPROVAL})
@@ -43,9 +42,9 @@ Perform = Callable[[Connection, Registry, AuthorizedAction], LedgerEvent | None]
 
 
 class ActionGate:
-    def __init__(self, ledger: Ledger, max_age_seconds: float, clock: Callable[[], float] = time.time):
-        self.ledger = ledger
-        self.actors = ActorLedger(ledger)
+    def __init__(self, actors: ActorLedger, max_age_seconds: float, clock: Callable[[], float] = time.time):
+        self.ledger = actors.ledger  # the transactions the actions run in
+        self.actors = actors
         self.max_age_seconds = max_age_seconds
         self._clock = clock
 

@@ -66,12 +66,12 @@ from evidence_pipeline.audit.verify import MAX_REPORT_BYTES, SIGNATURE_ALLOWANCE
 from evidence_pipeline.audit.verify_many import verify_all
 from evidence_pipeline.audit.witnessing import POLICY, archive_note, log_verifier, note_key
 from evidence_pipeline.canonical import utc_iso
-from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import Ledger, merkle
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, validate_period, validate_tenant_id
 from evidence_pipeline.monthly.bundle import MANIFEST, RENEWALS, REPORT, STATEMENT, bundle_prefix
 from evidence_pipeline.paths import make_dirs
+from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.signed_note import Note, Verifier, parse_checkpoint, parse_vkey
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import MAX_KEY_BYTES, Keyring, published_ed25519_keys, published_statement_keys
@@ -105,7 +105,7 @@ class _Publication(_Stored):
     prefix: str = ""
 
 
-def export_package(documents: Documents, tenant: str, first: str | None, last: str | None, out: Path,
+def export_package(rt: Runtime, tenant: str, first: str | None, last: str | None, out: Path,
                    action_max_age_seconds: float, with_uploads: bool = False,
                    controls: dict[str, Any] = DEFAULT_CONTROLS) -> Exported:
     """Write the audit package of ``tenant``'s bundles published for periods ``first``..``last`` (inclusive; None is
@@ -113,7 +113,7 @@ def export_package(documents: Documents, tenant: str, first: str | None, last: s
     authorization events to the folder ``out``, which must not exist (PACKAGE_EXISTS).
     ``action_max_age_seconds``: the deployment's EVIDENCE_ACTION_MAX_AGE_SECONDS, which the re-check uses;
     ``controls``: the OSCAL controls mapping of its assessment results."""
-    ledger, archive = documents.runtime.ledger, documents.runtime.archive
+    ledger, archive = rt.ledger, rt.archive
     validate_tenant_id(tenant)
     for period in (first, last):
         if period is not None:
@@ -123,7 +123,7 @@ def export_package(documents: Documents, tenant: str, first: str | None, last: s
     if os.path.lexists(out):
         raise EvidenceError(ReasonCode.PACKAGE_EXISTS, f"{out.name} already exists: export never replaces anything")
     found = _published(ledger, tenant, first, last)
-    document_contents = collect_documents(documents, tenant, first, last)
+    document_contents = collect_documents(rt, tenant, first, last)
     if not found and not document_contents.artifacts:
         raise EvidenceError(ReasonCode.BUNDLE_NOT_FOUND, f"the ledger records no bundle and no document job of "
                             f"{tenant} in {first or 'the first period'}..{last or 'the last period'}")
@@ -151,9 +151,9 @@ def export_package(documents: Documents, tenant: str, first: str | None, last: s
         package = LocalStore(staging, scheme="package")
         index = _write(archive, package, _Contents(tenant, first, last, publications, authorizations,
                                                    action_max_age_seconds, document_events, document_contents,
-                                                   with_uploads, controls), chosen, tree, documents.runtime.keyring,
-                       tuple(parse_vkey(vkey) for _, vkey in documents.runtime.settings.witnesses),
-                       documents.runtime.settings.worker_processes())
+                                                   with_uploads, controls), chosen, tree, rt.keyring,
+                       tuple(parse_vkey(vkey) for _, vkey in rt.settings.witnesses),
+                       rt.settings.worker_processes())
         os.chmod(staging, 0o755)
         _fsync_dir(staging)
         _rename_noreplace(staging, out)

@@ -11,9 +11,9 @@ from typing import Any, cast
 from evidence_pipeline.audit.lineage import DerivedBy, walk
 from evidence_pipeline.audit.lineage_ledger import LedgerSource
 from evidence_pipeline.document_formats import DERIVED_BY, SIGNATURE_CHECKS, STATEMENT
-from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.models import EventType
+from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.store import ArtifactStore, sha256_hex
 
 
@@ -85,12 +85,12 @@ def _starts_a_walk(key: str) -> bool:
         key.split("/")[2] != SIGNATURE_CHECKS
 
 
-def collect_documents(documents: Documents, tenant: str, first: str | None, last: str | None) -> DocumentContents:
+def collect_documents(rt: Runtime, tenant: str, first: str | None, last: str | None) -> DocumentContents:
     """Walk every output of ``tenant``'s document jobs of the periods ``first``..``last``; what the walks read."""
     contents = DocumentContents()
-    source = _Recording(LedgerSource(documents), contents)
+    source = _Recording(LedgerSource(rt), contents)
     starts: dict[str, None] = {}  # in ledger order, once each (jobs of the same content share derivatives)
-    for event, _, _ in documents.runtime.ledger.stored_events(EventType.DOCUMENT_PUBLISHED, tenant):
+    for event, _, _ in rt.ledger.stored_events(EventType.DOCUMENT_PUBLISHED, tenant):
         details = event.body["details"]
         period = details["prefix"].split("/")[2]
         if (first or period) <= period <= (last or period):
@@ -102,7 +102,6 @@ def collect_documents(documents: Documents, tenant: str, first: str | None, last
                                 f"{artifact} cannot be exported: its lineage does not "
                                 f"hold ({report['link']}: {report['message']})")
     contents.artifacts = list(starts)
-    rt = documents.runtime
     level = rt.settings.pades_level
     contents.derived_by = {"pades_level": level, "trust_root_id": rt.keyring.root_id,
                            "tsa_root_id": rt.keyring.tsa_root_id if level != "B-B" else None}

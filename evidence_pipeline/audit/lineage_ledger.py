@@ -10,35 +10,35 @@ from __future__ import annotations
 from typing import Any
 
 from evidence_pipeline.audit.lineage import DerivedBy, walk
-from evidence_pipeline.documents import Documents
 from evidence_pipeline.ledger.chain import GENESIS_HASH, chain_hash
+from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.signing.keys import published_statement_keys
 from evidence_pipeline.store import ArtifactStore
 
 
-def lineage(documents: Documents, artifact_id: str) -> dict[str, Any]:
+def lineage(rt: Runtime, artifact_id: str) -> dict[str, Any]:
     """The walk's report (audit/lineage.py's ``walk``) over the ledger and the stores."""
-    return walk(LedgerSource(documents), artifact_id)
+    return walk(LedgerSource(rt), artifact_id)
 
 
 class LedgerSource:
     """audit/lineage.py's Source over the database and the stores."""
 
-    def __init__(self, documents: Documents):
-        self.documents = documents
-        self.archive: ArtifactStore = documents.runtime.archive
+    def __init__(self, rt: Runtime):
+        self.rt = rt
+        self.archive: ArtifactStore = rt.archive
         self.statement_keys = published_statement_keys(self.archive)
 
     def find_event(self, tenant: str, event_type: str, name: str, value: str) -> dict[str, Any] | None:
-        return self.documents.records.find_event(tenant, event_type, name, value)
+        return self.rt.document_records.find_event(tenant, event_type, name, value)
 
     def event(self, tenant: str, event_type: str, event_id: str) -> dict[str, Any] | None:
-        return self.documents.records.event(tenant, event_type, event_id)
+        return self.rt.document_records.event(tenant, event_type, event_id)
 
     def chained(self, event: dict[str, Any]) -> str | None:
         """The event's row hashes to its event_hash from its prev_hash, which is the hash of the event before, and
         the event after it (if any) chains from it."""
-        before, after = self.documents.records.neighbour_hashes(event["seq"])
+        before, after = self.rt.document_records.neighbour_hashes(event["seq"])
         if chain_hash(event["prev_hash"], event["body"]) != event["event_hash"] or event["prev_hash"] != (
             before or GENESIS_HASH
         ) or after not in (None, event["event_hash"]):
@@ -46,10 +46,10 @@ class LedgerSource:
         return None
 
     def upload(self, tenant: str, document_id: str) -> tuple[ArtifactStore, str]:
-        row = self.documents.records.document(tenant, document_id)
-        return self.documents.store, (row["store_key"] if row else f"{tenant}/missing/{document_id}")
+        row = self.rt.document_records.document(tenant, document_id)
+        return self.rt.document_store, (row["store_key"] if row else f"{tenant}/missing/{document_id}")
 
     def derived_by(self) -> DerivedBy:
-        rt = self.documents.runtime
+        rt = self.rt
         return DerivedBy(rt.keyring.root_pem, rt.settings.pades_level, rt.keyring.tsa_root_pem
                          if rt.settings.pades_level != "B-B" else None)

@@ -45,9 +45,9 @@ def actor_name(settings: Settings, key: Path | None, actor: str | None) -> str:
     return name
 
 
-def gate(settings: Settings, ledger=None):
-    """The gate of the service's ledger (or of ``ledger``, the intake's, which is the same database)."""
+def gate(settings: Settings):
+    """The gate of the service's ledger (the intake's is the same database)."""
     from evidence_pipeline.actors.authorize import ActionGate
     from evidence_pipeline.runtime import runtime_for
 
-    return ActionGate(ledger or runtime_for(settings).ledger, settings.action_max_age_seconds)
+    return ActionGate(runtime_for(settings).actors, settings.action_max_age_seconds)

@@ -169,10 +169,9 @@ def actor_key_revoke(name: str, key_id: str, key: Path | None, actor: str | None
 @json_option
 def actor_list(as_json: bool) -> None:
     """The registered actors, their roles and keys (revoked keys with the time of their revocation)."""
-    from evidence_pipeline.ledger.actors import ActorLedger
     from evidence_pipeline.runtime import runtime_for
 
-    registry = ActorLedger(runtime_for(load_settings(reads_only=True)).ledger).read_snapshot()
+    registry = runtime_for(load_settings(reads_only=True)).actors.read_snapshot()
     if as_json:
         click.echo(json.dumps(registry, indent=2, sort_keys=True))
         return

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from evidence_pipeline.cli.options import check_period, check_tenant_id
-from evidence_pipeline.cli.resources import load_settings
+from evidence_pipeline.cli.resources import load_settings, open_runtime
 
 
 @click.command()
@@ -36,11 +36,10 @@ def export(tenant_id: str, first: str | None, last: str | None, with_uploads: bo
     """
     from evidence_pipeline.audit.export import export_package
     from evidence_pipeline.audit.oscal import load_controls
-    from evidence_pipeline.intake import open_documents
 
     settings = load_settings(reads_only=True)
     mapping = load_controls(controls or settings.oscal_controls)  # before any work: a bad mapping refuses at once
-    exported = export_package(open_documents(settings), tenant_id, first, last, out, settings.action_max_age_seconds,
+    exported = export_package(open_runtime(settings), tenant_id, first, last, out, settings.action_max_age_seconds,
                               with_uploads, mapping)
     index = exported.index
     click.echo(f"exported {len(index.bundles)} bundle(s) of {tenant_id} ({_months(first, last)}), "

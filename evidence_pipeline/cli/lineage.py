@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from evidence_pipeline.cli.options import json_option
-from evidence_pipeline.cli.resources import load_settings
+from evidence_pipeline.cli.resources import load_settings, open_runtime
 from evidence_pipeline.errors import EXIT_OK, exit_code
 
 
@@ -31,9 +31,8 @@ def is_artifact_id(location: str) -> bool:
 def walk_lineage(artifact_id: str, as_json: bool) -> int:
     """Walk one artifact's lineage, print the report; its exit code."""
     from evidence_pipeline.audit.lineage_ledger import lineage as walk
-    from evidence_pipeline.intake import open_documents
 
-    report = walk(open_documents(load_settings(reads_only=True)), artifact_id)
+    report = walk(open_runtime(load_settings(reads_only=True)), artifact_id)
     if as_json:
         click.echo(json.dumps(report, indent=2))
     else:

@@ -9,7 +9,7 @@ import click
 
 from evidence_pipeline.cli.acting import gate, signed, signer_options
 from evidence_pipeline.cli.options import check_tenant_id, json_option
-from evidence_pipeline.cli.resources import load_settings
+from evidence_pipeline.cli.resources import load_settings, open_runtime
 
 
 @click.group()
@@ -31,16 +31,15 @@ def part_decide(tenant_id: str, artifact_id: str, approve: bool | None, reason: 
     admits a part whose latest decision, this one or its contract review's, approves it."""
     from evidence_pipeline.actors.roles import Action
     from evidence_pipeline.documents.decisions import decide_part
-    from evidence_pipeline.intake import open_documents
 
     if approve is None:
         raise click.UsageError("decide with --approve or --reject")
     settings = load_settings()
-    documents = open_documents(settings)
+    rt = open_runtime(settings)
     envelope = signed(settings, key, actor, Action.PART_DECIDE, {
         "artifact_id": artifact_id, "decision": "approved" if approve else "rejected", "reason": reason},
         tenant=tenant_id)
-    details = decide_part(gate(settings, documents.runtime.ledger), documents, envelope)
+    details = decide_part(gate(settings), rt, envelope)
     shown = {k: details[k] for k in ("artifact_id", "sha256", "decision", "reason")}
     if as_json:
         click.echo(json.dumps(shown | {"tenant": tenant_id}, indent=2))

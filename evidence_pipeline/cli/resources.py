@@ -108,6 +108,4 @@ def open_audit(settings: Settings) -> tuple[Ledger, ArtifactStore]:
 
 
 def intake_ledger():
-    from evidence_pipeline.intake import open_documents
-
-    return open_documents(load_settings()).runtime.ledger
+    return open_runtime(load_settings()).ledger

@@ -9,7 +9,7 @@ import click
 
 from evidence_pipeline.cli.acting import gate, signed, signer_options
 from evidence_pipeline.cli.options import json_option
-from evidence_pipeline.cli.resources import intake_ledger, load_settings
+from evidence_pipeline.cli.resources import intake_ledger, load_settings, open_runtime
 
 
 @click.group()
@@ -42,7 +42,7 @@ def ruleset_canary(candidate: str, tenants: tuple[str, ...], key: Path | None, a
 
     settings = load_settings()
     envelope = signed(settings, key, actor, Action.RULESET_CANARY, {"candidate": candidate, "tenants": list(tenants)})
-    _print_routes(rulesets.IN_FORCE, canary.start(gate(settings, intake_ledger()), envelope), as_json)
+    _print_routes(rulesets.IN_FORCE, canary.start(gate(settings), envelope), as_json)
 
 
 @ruleset.command("rollback")
@@ -58,7 +58,7 @@ def ruleset_rollback(key: Path | None, actor: str | None, as_json: bool) -> None
 
     settings = load_settings()
     envelope = signed(settings, key, actor, Action.RULESET_ROLLBACK, {})
-    stopped = canary.rollback(gate(settings, intake_ledger()), envelope)
+    stopped = canary.rollback(gate(settings), envelope)
     if as_json:
         click.echo(json.dumps({"in_force": rulesets.IN_FORCE, "rolled_back": stopped}, indent=2))
         return
@@ -85,13 +85,12 @@ def ruleset_shadow(candidate: str, sample: int, as_json: bool) -> None:
     where its decision differs from the committed one. Reads only: nothing is signed, stored or recorded."""
     from evidence_pipeline.documents import ruleset as rulesets
     from evidence_pipeline.documents.shadow import shadow
-    from evidence_pipeline.intake import open_documents
 
     if candidate in rulesets.REGISTERED:
         chosen = rulesets.load(candidate, rulesets.REGISTERED[candidate])
     else:
         chosen = rulesets.load_candidate(Path(candidate))
-    results = shadow(open_documents(load_settings()), chosen, sample)
+    results = shadow(open_runtime(load_settings()), chosen, sample)
     changed = [r for r in results if r.changed]
     if as_json:
         jobs = [{"job_id": r.job_id, "tenant": r.tenant, "current": r.current, "candidate": r.candidate,

@@ -110,7 +110,7 @@ def _publish_one(settings, rt, tenant_month: TenantMonth, read: Callable[[], byt
     prepared = publication.prepare(tenant_month, read())
     envelope = signed(settings, key, actor, Action.SOURCE_PUBLISH, publication.signed_args(prepared),
                       tenant=tenant_month.tenant)
-    record = publication.signed_by(gate(settings, rt.ledger), envelope, prepared)
+    record = publication.signed_by(gate(settings), envelope, prepared)
     publisher = publication.Publisher(actor_name(settings, key, actor), correlation_id)
     published = publication.publish(rt, prepared, publisher, record)
     return published.view() | {"published": published.created}

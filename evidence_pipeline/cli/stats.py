@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from evidence_pipeline.cli.options import check_tenant_id, json_option
-from evidence_pipeline.cli.resources import load_settings, use_dagster_home
+from evidence_pipeline.cli.resources import load_settings, open_runtime, use_dagster_home
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 
@@ -52,15 +52,13 @@ def _oldest_queued_run_age(settings: Settings) -> float | None:
 def stats(tenant: str | None, since: datetime | None, as_json: bool) -> None:
     """Stage latency percentiles (ms, nearest-rank) from the ledger's stages.timed events, and the age of the
     oldest queued Dagster run (any tenant)."""
-    from evidence_pipeline.ledger import Ledger
-    from evidence_pipeline.ledger.submissions import Submissions
     from evidence_pipeline.operations.stats import PERCENTILES, admission_stats, stage_stats
 
     settings = load_settings(reads_only=True)
-    ledger = Ledger(settings.ledger_url)
-    result = stage_stats(ledger, tenant, since)
-    admission = admission_stats(ledger, tenant, since)
-    unstarted_age = Submissions(ledger).oldest_unstarted_age()
+    rt = open_runtime(settings)
+    result = stage_stats(rt.ledger, tenant, since)
+    admission = admission_stats(rt.ledger, tenant, since)
+    unstarted_age = rt.submissions.oldest_unstarted_age()
     queued_age = _oldest_queued_run_age(settings)
     if as_json:
         click.echo(json.dumps({

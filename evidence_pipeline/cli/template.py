@@ -10,7 +10,7 @@ import click
 
 from evidence_pipeline.cli.acting import gate, signed, signer_options
 from evidence_pipeline.cli.options import check_tenant_id, json_option, parse_moment
-from evidence_pipeline.cli.resources import intake_ledger, load_settings
+from evidence_pipeline.cli.resources import intake_ledger, load_settings, open_runtime
 from evidence_pipeline.errors import EvidenceError
 
 
@@ -56,7 +56,7 @@ def template_submit(tenant_id: str, organization, program, effective_at: datetim
     settings = load_settings()
     envelope = signed(settings, key, actor, Action.TEMPLATE_SUBMIT, {"version_id": vid, "effective_at": effective},
                       tenant=tenant_id)
-    found, created = templates.submit(gate(settings, intake_ledger()), envelope, organization, program)
+    found, created = templates.submit(gate(settings), envelope, organization, program)
     if not as_json:
         click.echo("submitted" if created else "already submitted")
     _print_version(found, as_json)
@@ -75,7 +75,7 @@ def template_approve(tenant_id: str, version_id: str, key: Path | None, actor: s
 
     settings = load_settings()
     envelope = signed(settings, key, actor, Action.TEMPLATE_APPROVE, {"version_id": version_id}, tenant=tenant_id)
-    found, created = templates.approve(gate(settings, intake_ledger()), envelope)
+    found, created = templates.approve(gate(settings), envelope)
     if not as_json:
         click.echo("approved" if created else "already approved")
     _print_version(found, as_json)
@@ -126,9 +126,8 @@ def template_shadow(tenant_id: str, candidate: str, sample: int, as_json: bool) 
     """What CANDIDATE would remove beside the version in effect, per label, on a sample of TENANT's latest
     redaction inputs. Counts only; nothing is written or published."""
     from evidence_pipeline.documents.template_shadow import shadow
-    from evidence_pipeline.intake import open_documents
 
-    result = shadow(open_documents(load_settings()), tenant_id, candidate, sample)
+    result = shadow(open_runtime(load_settings()), tenant_id, candidate, sample)
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return

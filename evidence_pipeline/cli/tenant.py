@@ -60,7 +60,8 @@ def tenant_add(tenant_ids: list[str], from_file: Path | None, key: Path | None, 
     tenant_ids, outcome, acting = list(dict.fromkeys(tenant_ids)), {}, gate(settings)
     for start in range(0, len(tenant_ids), REGISTER_PER_REQUEST):
         chunk = tenant_ids[start:start + REGISTER_PER_REQUEST]
-        outcome |= register_tenants(acting, signed(settings, key, actor, Action.TENANT_REGISTER, {"tenants": chunk}))
+        outcome |= register_tenants(acting, open_runtime(settings).tenants,
+                                    signed(settings, key, actor, Action.TENANT_REGISTER, {"tenants": chunk}))
     if as_json:
         click.echo(json.dumps(outcome, indent=2))
     else:
@@ -77,9 +78,8 @@ def tenant_add(tenant_ids: list[str], from_file: Path | None, key: Path | None, 
 @json_option
 def tenant_list(everyone: bool, as_json: bool) -> None:
     """The registered tenants in registration order (the order they become partitions)."""
-    from evidence_pipeline.ledger.tenants import TenantRegistry
 
-    rows = [row for row in TenantRegistry(open_runtime(load_settings(reads_only=True)).ledger).listing()
+    rows = [row for row in open_runtime(load_settings(reads_only=True)).tenants.listing()
             if everyone or row["offboarded_seq"] is None]
     if as_json:
         click.echo(json.dumps(rows, indent=2))
@@ -103,8 +103,8 @@ def tenant_token_issue(tenant_id: str, key: Path | None, actor: str | None) -> N
     from evidence_pipeline.operations.tenant_access import issue_token
 
     settings = load_settings()
-    _, token_id, token = issue_token(gate(settings), signed(settings, key, actor, Action.TOKEN_ISSUE, {},
-                                                            tenant=tenant_id))
+    _, token_id, token = issue_token(gate(settings), open_runtime(settings).tokens,
+                                     signed(settings, key, actor, Action.TOKEN_ISSUE, {}, tenant=tenant_id))
     click.echo(f"token id: {token_id}")
     click.echo(f"token:    {token}")
     click.echo("The token is shown only this once; store it now. Send it as `Authorization: Bearer <token>`.")
@@ -120,7 +120,8 @@ def tenant_token_revoke(token_id: str, key: Path | None, actor: str | None) -> N
     from evidence_pipeline.operations.tenant_access import revoke_token
 
     settings = load_settings()
-    tenant_id = revoke_token(gate(settings), signed(settings, key, actor, Action.TOKEN_REVOKE, {"token_id": token_id}))
+    tenant_id = revoke_token(gate(settings), open_runtime(settings).tokens,
+                             signed(settings, key, actor, Action.TOKEN_REVOKE, {"token_id": token_id}))
     click.echo(f"token {token_id} of tenant {tenant_id} revoked")
 
 
@@ -147,26 +148,25 @@ def tenant_offboard(tenant_id: str, reason: str | None, approve: bool, key: Path
     Four-eyes: an operator asks (`--reason`), an approver of another identity approves (`--approve`), which
     offboards. Safe to approve again: it converges, and erases what retention kept once that retention has ended."""
     from evidence_pipeline.actors.roles import Action
-    from evidence_pipeline.intake import open_documents
     from evidence_pipeline.operations.offboarding import offboard_tenant, pending_request, request_offboarding
 
     if (reason is None) == (not approve):
         raise click.UsageError("give either --reason (ask) or --approve (decide)")
     settings = load_settings()
-    documents = open_documents(settings)
+    rt = open_runtime(settings)
     if reason is not None:
         envelope = signed(settings, key, actor, Action.TENANT_OFFBOARD, {"reason": reason}, tenant=tenant_id)
-        requested = request_offboarding(documents, gate(settings, documents.runtime.ledger), envelope)
+        requested = request_offboarding(rt, gate(settings), envelope)
         if as_json:
             click.echo(json.dumps({"tenant": tenant_id, "request": requested["event_id"], "reason": reason}, indent=2))
             return
         click.echo(f"offboarding of {tenant_id} requested ({requested['event_id']}); an approver of another identity "
                    f"runs `evidence tenant offboard {tenant_id} --approve`")
         return
-    pending = pending_request(documents, tenant_id)
+    pending = pending_request(rt, tenant_id)
     envelope = signed(settings, key, actor, Action.TENANT_OFFBOARD_APPROVE,
                       {"request": pending["event_id"] if pending else ""}, tenant=tenant_id)
-    result = offboard_tenant(documents, gate(settings, documents.runtime.ledger), envelope)
+    result = offboard_tenant(rt, gate(settings), envelope)
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return

@@ -34,7 +34,7 @@ def webhook_set(tenant_id: str, url: str, key: Path | None, actor: str | None, a
 
     settings = load_settings()
     envelope = signed(settings, key, actor, Action.WEBHOOK_SET, {"url": url}, tenant=tenant_id)
-    done = set_webhook(gate(settings), settings, url, envelope)
+    done = set_webhook(gate(settings), open_runtime(settings).tokens, settings, url, envelope)
     if as_json:
         click.echo(json.dumps(done, indent=2))
         return
@@ -55,7 +55,7 @@ def webhook_rotate(tenant_id: str, key: Path | None, actor: str | None, as_json:
     from evidence_pipeline.webhooks.subscriptions import rotate_secret
 
     settings = load_settings()
-    done = rotate_secret(gate(settings), settings,
+    done = rotate_secret(gate(settings), open_runtime(settings).tokens, settings,
                          signed(settings, key, actor, Action.WEBHOOK_ROTATE, {}, tenant=tenant_id))
     if as_json:
         click.echo(json.dumps(done, indent=2))
@@ -78,9 +78,7 @@ def webhook() -> None:
 @json_option
 def webhook_deliveries(tenant: str | None, states: tuple[str, ...], as_json: bool) -> None:
     """Deliveries, oldest first: id, tenant, event, state, attempts and the last failure's code."""
-    from evidence_pipeline.ledger.outbox import Outbox
-
-    rows = Outbox(open_runtime(load_settings()).ledger).deliveries(tenant, states)
+    rows = open_runtime(load_settings()).outbox.deliveries(tenant, states)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -118,7 +116,7 @@ def webhook_deliver(max_deliveries: int, as_json: bool) -> None:
     from evidence_pipeline.webhooks.delivery import Deliverer
 
     settings = load_settings()
-    outcomes = Deliverer(open_runtime(settings).ledger, settings).drain(max_deliveries)
+    outcomes = Deliverer(open_runtime(settings).outbox, settings).drain(max_deliveries)
     counts = {state: outcomes.get(state, 0) for state in ("delivered", "pending", "dead")}
     click.echo(json.dumps(counts, indent=2) if as_json else
                f"delivered {counts['delivered']}, to retry {counts['pending']}, dead {counts['dead']}")

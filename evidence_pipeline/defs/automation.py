@@ -25,7 +25,6 @@ from evidence_pipeline.config import PARTITIONS_GUIDANCE
 from evidence_pipeline.defs.assets import PARTITIONS_PER_RUN, evidence_bundle, monthly_report, source_revision
 from evidence_pipeline.defs.partitions import last_complete_period, month_partitions, range_tags, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
-from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.operations.maintenance import run_maintenance
 
@@ -66,9 +65,9 @@ def tenant_registry_sensor(context: SensorEvaluationContext, evidence: EvidenceR
     """Adds the tenants of the registry (in the ledger's database: `evidence tenant add`) as partitions, in
     registration order, and removes offboarded tenants' partitions (their materializations stay in the event
     log). One indexed query each for the registry and the offboarded tenants, and set lookups: O(n) a tick."""
-    ledger = evidence.runtime().ledger
-    tenants = TenantRegistry(ledger).active()
-    offboarded = ledger.offboarded_tenants()
+    runtime = evidence.runtime()
+    tenants = runtime.tenants.active()
+    offboarded = runtime.ledger.offboarded_tenants()
     known = set(context.instance.get_dynamic_partitions(tenant_partitions.name))
     new = [tenant for tenant in tenants if tenant not in known and tenant not in offboarded]
     gone = sorted(known & offboarded)

@@ -21,7 +21,6 @@ from evidence_pipeline.defs.documents import document_dispatch_sensor, document_
 from evidence_pipeline.defs.extensions.slots import SlotWatch, free_dead_holders, owner_tags
 from evidence_pipeline.defs.partitions import OPEN_FROM, partition_key_for, range_tags, run_tenant, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
-from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly import publication
@@ -95,8 +94,9 @@ def _run_demo(instance: DagsterInstance, defs: Definitions, evidence: EvidenceRe
         raise EvidenceError(ReasonCode.PERIOD_CLOSED, f"{periods[0]} is closed: only months from {OPEN_FROM} are "
                                                       "open (EVIDENCE_OPEN_MONTHS)")
     runtime = evidence.runtime()
-    actors = ensure_demo_actors(runtime.settings, runtime.ledger)
-    register_tenants(actors.gate, actors.sign(OPERATOR, Action.TENANT_REGISTER, {"tenants": list(DEMO_TENANTS)}))
+    actors = ensure_demo_actors(runtime.settings, runtime.actors)
+    register_tenants(actors.gate, runtime.tenants,
+                     actors.sign(OPERATOR, Action.TENANT_REGISTER, {"tenants": list(DEMO_TENANTS)}))
     instance.add_dynamic_partitions(tenant_partitions.name, list(DEMO_TENANTS))
     # Published as `evidence source publish` publishes: each month signed by the operator, through the action gate.
     publisher = publication.Publisher(OPERATOR, correlation_id=f"demo-{uuid.uuid4().hex}")
@@ -152,15 +152,15 @@ def _document_jobs(defs: Definitions, instance: DagsterInstance, evidence: Evide
     tick of the dispatch sensor, and its page runs, here in process; then, in two more rounds, the reviews of the
     agreement's parts and, after the approver's decision, their merge. Returns the jobs as the ledger then holds
     them (a job's failure is its state and reason code, never the demo's)."""
-    documents = Documents.open(evidence.runtime())
+    rt = evidence.runtime()
     jobs = [job for index, tenant in enumerate(DEMO_TENANTS)
-            for job in submit_demo_documents(documents, actors, tenant, index, period)]
+            for job in submit_demo_documents(rt, actors, tenant, index, period)]
     _dispatch(defs, instance, evidence)
-    reviews = submit_part_reviews(documents, jobs, period)
+    reviews = submit_part_reviews(rt, jobs, period)
     _dispatch(defs, instance, evidence)
-    merges = merge_agreements(documents, actors, jobs, period)
+    merges = merge_agreements(rt, actors, jobs, period)
     _dispatch(defs, instance, evidence)
-    return [documents.jobs.job(job.tenant, job.job_id) for job in jobs + reviews + merges]
+    return [rt.document_jobs.job(job.tenant, job.job_id) for job in jobs + reviews + merges]
 
 
 def _dispatch(defs, instance: DagsterInstance, evidence: EvidenceResource) -> None:

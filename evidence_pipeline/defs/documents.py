@@ -45,7 +45,6 @@ from evidence_pipeline.defs.partitions import (
     tenant_partitions,
 )
 from evidence_pipeline.defs.resources import EvidenceResource
-from evidence_pipeline.documents import Documents
 from evidence_pipeline.documents.dispatch import dispatch_batches, finish_evidence_job, refuse_evidence_job
 from evidence_pipeline.documents.registry import outcome_codes
 from evidence_pipeline.documents.worker import run_page
@@ -56,10 +55,6 @@ from evidence_pipeline.runtime import RunInfo
 
 PAGE_TAG = "evidence/document_page"
 EVIDENCE_JOB_TAG = "evidence/request_job"  # the intake job an evidence run was requested for
-
-
-def documents_of(evidence: EvidenceResource) -> Documents:
-    return Documents.open(evidence.runtime())
 
 
 class PageConfig(Config):
@@ -73,7 +68,7 @@ def document_page(context: OpExecutionContext, config: PageConfig, evidence: Evi
     (PROCESSOR_FAILED, ...) puts it in retry_wait, and the sensor dispatches its page again once
     its next_attempt_at has come; a job that ends dead or rejected by a failure fails the run for good. A
     transient failure of the page itself (the ledger did not answer) retries the step."""
-    outcomes = run_page(documents_of(evidence), config.page_id, RunInfo(context.run_id, context.retry_number + 1))
+    outcomes = run_page(evidence.runtime(), config.page_id, RunInfo(context.run_id, context.retry_number + 1))
     counts = Counter(f"{o.operation}/{o.state}" + (f"/{o.reason}" if o.reason else "") for o in outcomes)
     context.log.info(f"page {config.page_id[:12]}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
     yield from _document_activity(context, config.page_id, outcomes)
@@ -134,13 +129,13 @@ def document_dispatch_sensor(context: SensorEvaluationContext, evidence: Evidenc
     holding a lease (retry_wait or dead), page accepted document jobs, request one run per open page, and one run
     of monthly_evidence per accepted evidence job (its tenant registered as a partition if it was not). No one
     row fails the tick: a row that cannot be dispatched is rejected with its code or skipped and logged."""
-    documents = documents_of(evidence)
-    page_size = documents.runtime.settings.document_page_size
-    dispatch_batches(documents, page_size, "document_dispatch_sensor")
-    lost = documents.pages.record_lost_attempts(documents.runtime.retry_wait_budget, "document_dispatch_sensor")
+    rt = evidence.runtime()
+    page_size = rt.settings.document_page_size
+    dispatch_batches(rt, page_size, "document_dispatch_sensor")
+    lost = rt.pages.record_lost_attempts(rt.retry_wait_budget, "document_dispatch_sensor")
     for job_id, state in lost:
         context.log.warning(f"job {job_id[:12]}: its run died holding the lease (WORKER_LOST); now {state}")
-    documents.pages.assign_pages(page_size)
+    rt.pages.assign_pages(page_size)
     requests = [
         RunRequest(
             run_key=f"{page_id}.{generation}",
@@ -148,16 +143,16 @@ def document_dispatch_sensor(context: SensorEvaluationContext, evidence: Evidenc
             run_config=RunConfig(ops={"document_page": PageConfig(page_id=page_id)}),
             tags={TENANT_TAG: tenant, PAGE_TAG: page_id},
         )
-        for page_id, tenant, generation in documents.pages.open_pages()
+        for page_id, tenant, generation in rt.pages.open_pages()
     ]
     waiting = []
-    for request in documents.jobs.waiting_evidence_jobs():
+    for request in rt.document_jobs.waiting_evidence_jobs():
         try:  # one job that cannot be dispatched must not fail the tick for every other
             refusal = _not_a_partition(request["request"]["period"])
             if refusal is not None:
-                refuse_evidence_job(documents, request, refusal, "document_dispatch_sensor")
+                refuse_evidence_job(rt, request, refusal, "document_dispatch_sensor")
                 continue
-            documents.jobs.mark_started(request["job_id"])
+            rt.document_jobs.mark_started(request["job_id"])
         except EvidenceError as error:
             context.log.warning(f"evidence job {request['job_id'][:12]} not dispatched this tick ({error.code})")
             continue
@@ -196,7 +191,7 @@ def _finish(context: RunStatusSensorContext, evidence: EvidenceResource, succeed
     run = context.dagster_run
     if EVIDENCE_JOB_TAG in run.tags and run.tags.get("dagster/will_retry") != "true":
         finish_evidence_job(
-            documents_of(evidence), run.tags[TENANT_TAG], run.tags[EVIDENCE_JOB_TAG], run.run_id, succeeded
+            evidence.runtime(), run.tags[TENANT_TAG], run.tags[EVIDENCE_JOB_TAG], run.run_id, succeeded
         )
 
 

@@ -26,7 +26,6 @@ from evidence_pipeline.defs.coordinator import TENANT_TAG
 from evidence_pipeline.defs.partitions import partition_key_for, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.errors import ReasonCode
-from evidence_pipeline.ledger.retries import TenantMonthRetries
 from evidence_pipeline.models import TenantMonth
 
 RETRY_TAG = "evidence/retry_job"  # the tenant-month job a retry run was requested for
@@ -47,7 +46,7 @@ IDLE_LEASES = 5
 )
 def tenant_month_retry_sensor(context: SensorEvaluationContext, evidence: EvidenceResource):
     runtime = evidence.runtime()
-    retries = TenantMonthRetries(runtime.ledger)
+    retries = runtime.retries
     for job_id, state in retries.record_lost_attempts(runtime.retry_wait_budget, SENSOR):
         context.log.warning(f"job {job_id[:12]}: its worker died holding the lease (WORKER_LOST); now {state}")
     partitions = set(context.instance.get_dynamic_partitions(tenant_partitions.name))

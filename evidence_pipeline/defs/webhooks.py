@@ -22,7 +22,7 @@ def webhook_delivery_sensor(context: SensorEvaluationContext, evidence: Evidence
     """Attempt the webhook deliveries that are due: signed, to the tenant's checked address, retried with backoff
     until delivered or dead (`evidence webhook deliveries` lists them)."""
     runtime = evidence.runtime()
-    outcomes = Deliverer(runtime.ledger, runtime.settings).drain(TICK_DELIVERIES, TICK_SECONDS)
+    outcomes = Deliverer(runtime.outbox, runtime.settings).drain(TICK_DELIVERIES, TICK_SECONDS)
     if outcomes.get("dead"):
         context.log.warning(f"{outcomes['dead']} webhook deliveries are dead: `evidence webhook deliveries --state "
                             "dead` lists them")

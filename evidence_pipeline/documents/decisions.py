@@ -27,20 +27,20 @@ from evidence_pipeline.actors.registry import Registry
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.actors.verify import AuthorizedAction
 from evidence_pipeline.document_formats import DECISION, decision_problem
-from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.documents import find_event_in
 from evidence_pipeline.ledger.ledger import current_month
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
+from evidence_pipeline.runtime import Runtime
 
 DECISIONS = ("approved", "rejected")
 MAX_REASON_CHARS = 500
 _ARGS = frozenset({"artifact_id", "decision", "reason"})
 
 
-def decide_part(gate: ActionGate, documents: Documents, envelope: object) -> dict:
+def decide_part(gate: ActionGate, rt: Runtime, envelope: object) -> dict:
     """Record a reviewer's signed decision on one of the request tenant's parts; returns the event's details."""
-    ledger = documents.records.ledger
+    ledger = rt.document_records.ledger
     recorded: list[dict] = []
 
     def perform(conn: Connection, _registry: Registry, authorized: AuthorizedAction) -> LedgerEvent:
@@ -79,28 +79,28 @@ def _check_request(tenant: str | None, args: dict) -> None:
 # --- a merge's admission ---------------------------------------------------------------------------------------
 
 
-def approved_inputs(documents: Documents, tenant: str, inputs: list[str]) -> dict:
+def approved_inputs(rt: Runtime, tenant: str, inputs: list[str]) -> dict:
     """A merge's admission: every input is a derivative whose latest decision approves it, and all derive from one
     original. Pins each input's approving decision in the request (module docstring)."""
     pins, originals = [], set()
     for artifact_id in inputs:
-        derived = documents.records.find_event(tenant, EventType.DOCUMENT_DERIVED, "artifact_id", artifact_id)
+        derived = rt.document_records.find_event(tenant, EventType.DOCUMENT_DERIVED, "artifact_id", artifact_id)
         if derived is None:
             raise EvidenceError(ReasonCode.MERGE_INPUT_NOT_APPROVED, "a merge input is not a derived artifact")
         originals.add(derived["parsed"]["details"]["lineage"]["original_digest"])
-        pins.append(approving_pin(documents, tenant, artifact_id))
+        pins.append(approving_pin(rt, tenant, artifact_id))
     if len(originals) > 1:
         raise EvidenceError(ReasonCode.INPUTS_INVALID, "a merge's inputs must derive from one original")
     return {"reviews": pins}
 
 
-def approving_pin(documents: Documents, tenant: str, artifact_id: str) -> dict:
+def approving_pin(rt: Runtime, tenant: str, artifact_id: str) -> dict:
     """The pin of the part's latest decision, a review's or a reviewer's; MERGE_INPUT_NOT_APPROVED unless it
     approves the part."""
-    review = documents.jobs.latest_review(tenant, artifact_id)
-    published = None if review is None else documents.records.find_event(
+    review = rt.document_jobs.latest_review(tenant, artifact_id)
+    published = None if review is None else rt.document_records.find_event(
         tenant, EventType.DOCUMENT_PUBLISHED, "job_id", review["job_id"], newest=True)
-    decided = documents.records.find_event(tenant, EventType.PART_DECIDED, "artifact_id", artifact_id, newest=True)
+    decided = rt.document_records.find_event(tenant, EventType.PART_DECIDED, "artifact_id", artifact_id, newest=True)
     if decided is None or (published is not None and published["seq"] > decided["seq"]):
         return review_pin(review, artifact_id)
     event = decided["parsed"]
@@ -125,13 +125,13 @@ def review_pin(review: dict | None, artifact_id: str) -> dict:
     return {"artifact_id": artifact_id, "review_job_id": review["job_id"], "decision_sha256": decision[0]["sha256"]}
 
 
-def pin_holds(documents: Documents, tenant: str, pin: dict, sha256: str) -> None:
+def pin_holds(rt: Runtime, tenant: str, pin: dict, sha256: str) -> None:
     """The worker's re-check of what admission pinned, before it merges the input of digest ``sha256``:
     MERGE_INPUT_NOT_APPROVED unless the pinned review or reviewer's decision still approves exactly those bytes."""
     if "review_job_id" in pin:
-        review_pin(documents.jobs.job(tenant, pin["review_job_id"]), pin["artifact_id"])
+        review_pin(rt.document_jobs.job(tenant, pin["review_job_id"]), pin["artifact_id"])
         return
-    event = documents.records.event(tenant, EventType.PART_DECIDED, pin["decision_event_id"])
+    event = rt.document_records.event(tenant, EventType.PART_DECIDED, pin["decision_event_id"])
     problem = "no such decision" if event is None else decision_problem(event["parsed"], pin, sha256)
     if problem is not None:
         raise EvidenceError(ReasonCode.MERGE_INPUT_NOT_APPROVED, f"a merge input's pinned decision: {problem}")

@@ -12,34 +12,34 @@ from __future__ import annotations
 import json
 import logging
 
-from evidence_pipeline.documents import Documents
 from evidence_pipeline.documents.registry import operation, request_digest
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.models import EventType, TenantMonth
+from evidence_pipeline.runtime import Runtime
 
 _log = logging.getLogger(__name__)
 
 
-def dispatch_batches(documents: Documents, page_size: int, actor: str) -> int:
+def dispatch_batches(rt: Runtime, page_size: int, actor: str) -> int:
     """Create up to one page of child jobs per tenant; returns how many were created. A batch that cannot be paged
     now (its manifest unreadable, an operation no longer registered) is skipped and logged by its code: it must
     not stop every other tenant's dispatch."""
-    policy = documents.runtime.settings.policy_version
+    policy = rt.settings.policy_version
     created, served = 0, set()
-    for batch in documents.batches.open_batches():
+    for batch in rt.batches.open_batches():
         if batch["tenant"] in served:
             continue  # one page per tenant per call: a tenant's big batch cannot starve another's
         served.add(batch["tenant"])
         try:
-            created += _dispatch_page(documents, batch, page_size, policy, actor)
+            created += _dispatch_page(rt, batch, page_size, policy, actor)
         except EvidenceError as error:
             _log.warning("batch %s not dispatched this time (%s)", batch["batch_id"][:16], error.code)
     return created
 
 
-def _dispatch_page(documents: Documents, batch: dict, page_size: int, policy: str, actor: str) -> int:
-    manifest = json.loads(documents.store.get(batch["store_key"], expected_sha256=batch["manifest_sha256"]))
+def _dispatch_page(rt: Runtime, batch: dict, page_size: int, policy: str, actor: str) -> int:
+    manifest = json.loads(rt.document_store.get(batch["store_key"], expected_sha256=batch["manifest_sha256"]))
     children = [
         (
             spec["idempotency_key"],
@@ -49,41 +49,39 @@ def _dispatch_page(documents: Documents, batch: dict, page_size: int, policy: st
         )
         for spec in manifest[batch["dispatched"] : batch["dispatched"] + page_size]
     ]
-    return len(children) if documents.batches.dispatch_batch_page(batch, children, policy, actor) else 0
+    return len(children) if rt.batches.dispatch_batch_page(batch, children, policy, actor) else 0
 
 
-def refuse_evidence_job(documents: Documents, job: dict, code: str, actor: str) -> str | None:
+def refuse_evidence_job(rt: Runtime, job: dict, code: str, actor: str) -> str | None:
     """Reject an accepted evidence job that must not run (``code``, terminal), before it has a run. Returns the job's
     new state, None if it did not move (another evaluation holds it)."""
     try:
-        lease = documents.runtime.ledger.acquire_lease(job["job_id"], actor, documents.runtime.settings.lease_seconds)
+        lease = rt.ledger.acquire_lease(job["job_id"], actor, rt.settings.lease_seconds)
     except EvidenceError:
         return None
-    return _close(documents, job["job_id"], code, actor, lease)
+    return _close(rt, job["job_id"], code, actor, lease)
 
 
-def _close(documents: Documents, job_id: str, code: str, actor: str, lease) -> str | None:
-    rt = documents.runtime
+def _close(rt: Runtime, job_id: str, code: str, actor: str, lease) -> str | None:
     state = rt.ledger.record_failure(job_id, code, False, actor, rt.retry_budget, 1, lease.token)
-    documents.jobs.mark_finished(job_id)
+    rt.document_jobs.mark_finished(job_id)
     return state
 
 
-def finish_evidence_job(documents: Documents, tenant: str, job_id: str, run_id: str, succeeded: bool) -> str | None:
+def finish_evidence_job(rt: Runtime, tenant: str, job_id: str, run_id: str, succeeded: bool) -> str | None:
     """Record the end of an evidence job's Dagster run: the bundle the run published for the tenant-month (under a
     fenced lease, like every commit), or EVIDENCE_RUN_FAILED. Returns the job's new state, None if it did not
     move (already finished, or not an evidence job of ``tenant``)."""
-    job = documents.jobs.job(tenant, job_id)
+    job = rt.document_jobs.job(tenant, job_id)
     if job is None or job["state"] != states.ACCEPTED:
         return None
-    rt = documents.runtime
     try:  # a lease first, so even a failure moves the lease token (a replayed job then gets a new run key)
         lease = rt.ledger.acquire_lease(job_id, run_id, rt.settings.lease_seconds)
     except EvidenceError:
         return None  # another evaluation is finishing it
     publication = rt.ledger.current_publication(TenantMonth(tenant, job["request"]["period"])) if succeeded else None
     if publication is None:
-        return _close(documents, job_id, ReasonCode.EVIDENCE_RUN_FAILED, run_id, lease)
+        return _close(rt, job_id, ReasonCode.EVIDENCE_RUN_FAILED, run_id, lease)
     bundle = {
         "location": rt.archive.uri(publication["bundle_key"]),
         "identity": publication["identity"],
@@ -91,7 +89,7 @@ def finish_evidence_job(documents: Documents, tenant: str, job_id: str, run_id: 
         "statement_sha256": publication["statement_sha256"],
         "ledger_seq": publication["event_seq"],
     }
-    documents.jobs.complete(
+    rt.document_jobs.complete(
         job,
         lease,
         EventType.EVIDENCE_DELIVERED,

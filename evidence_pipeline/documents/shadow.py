@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evidence_pipeline.documents import Documents
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.registry import outcome_codes
 from evidence_pipeline.documents.review import CONTRACT_REVIEW, evaluate
 from evidence_pipeline.documents.ruleset import Ruleset
 from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.tempfiles import scratch_file
 
 
@@ -30,17 +30,17 @@ class Difference:
         return any(self.current.get(key) != self.candidate.get(key) for key in ("decision", "missing", "failed_rules"))
 
 
-def shadow(documents: Documents, candidate: Ruleset, sample: int) -> list[Difference]:
+def shadow(rt: Runtime, candidate: Ruleset, sample: int) -> list[Difference]:
     """The candidate's decision beside the committed one, for the ``sample`` most recent reviews."""
-    work_dir = documents.runtime.settings.work_dir
+    work_dir = rt.settings.work_dir
     results = []
-    for job in documents.jobs.recent_decisions(CONTRACT_REVIEW.name, sample):
+    for job in rt.document_jobs.recent_decisions(CONTRACT_REVIEW.name, sample):
         summary = job["outputs"]["summary"]
         current = {key: summary[key] for key in ("decision", "ruleset", "missing", "failed_rules")}
-        row = documents.records.document(job["tenant"], job["request"]["inputs"][0])
+        row = rt.document_records.document(job["tenant"], job["request"]["inputs"][0])
         with scratch_file(work_dir) as file:
             try:
-                documents.store.get_file(row["store_key"], file, expected_sha256=row["sha256"])
+                rt.document_store.get_file(row["store_key"], file, expected_sha256=row["sha256"])
             except EvidenceError as error:
                 if error.code != ReasonCode.STORE_NOT_FOUND:
                     raise

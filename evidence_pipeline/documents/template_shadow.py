@@ -11,28 +11,29 @@ import pikepdf
 from sqlalchemy import select
 
 from evidence_pipeline import jsonread
-from evidence_pipeline.documents import Documents, templates
+from evidence_pipeline.documents import templates
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.matching import Rules
 from evidence_pipeline.documents.redact import Finding, find, readable
 from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.tempfiles import attempt_dir, scratch_file
 
 MAX_SAMPLE = 200
 
 
-def shadow(documents: Documents, tenant: str, candidate: str, sample: int) -> dict:
-    ledger = documents.runtime.ledger
+def shadow(rt: Runtime, tenant: str, candidate: str, sample: int) -> dict:
+    ledger = rt.ledger
     current = templates.in_effect(ledger, tenant)
     proposed = templates.version(ledger, tenant, candidate)
     rules = {"current": Rules.of(current["template"]), "candidate": Rules.of(proposed["template"])}
     totals: dict[str, Counter] = {"both": Counter(), "only_current": Counter(), "only_candidate": Counter()}
     compared, refused = [], Counter()
-    with attempt_dir(documents.runtime.settings.work_dir, "shadow", 0) as scratch:
-        for document_id in _latest_inputs(documents, tenant, min(sample, MAX_SAMPLE)):
-            row = documents.records.document(tenant, document_id)
+    with attempt_dir(rt.settings.work_dir, "shadow", 0) as scratch:
+        for document_id in _latest_inputs(rt, tenant, min(sample, MAX_SAMPLE)):
+            row = rt.document_records.document(tenant, document_id)
             with scratch_file(scratch) as file:
-                documents.store.get_file(row["store_key"], file, expected_sha256=row["sha256"])
+                rt.document_store.get_file(row["store_key"], file, expected_sha256=row["sha256"])
                 try:
                     gate(file, "flag")
                     found = {name: _values(file, r) for name, r in rules.items()}
@@ -64,12 +65,12 @@ def _values(file, rules: Rules) -> dict[str, str]:
     return finding.values
 
 
-def _latest_inputs(documents: Documents, tenant: str, sample: int) -> list[str]:
+def _latest_inputs(rt: Runtime, tenant: str, sample: int) -> list[str]:
     """The inputs of the tenant's latest redaction jobs, newest first, each once."""
-    jobs = documents.runtime.ledger.document_jobs.c
+    jobs = rt.ledger.document_jobs.c
     query = (select(jobs.request).where(jobs.tenant == tenant, jobs.operation == "redact")
              .order_by(jobs.accepted_at.desc()).limit(sample * 4))
-    with contextlib.closing(documents.runtime.ledger.engine.connect()) as conn:
+    with contextlib.closing(rt.ledger.engine.connect()) as conn:
         requests = conn.execute(query).scalars().all()
     seen: dict[str, None] = {}
     for request in requests:

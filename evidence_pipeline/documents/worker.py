@@ -36,7 +36,7 @@ from evidence_pipeline.document_formats import (
     SIGNATURE_CHECKS,
     STATEMENT,
 )
-from evidence_pipeline.documents import Documents, signature_check
+from evidence_pipeline.documents import signature_check
 from evidence_pipeline.documents.decisions import pin_holds
 from evidence_pipeline.documents.gate import ACTIVE_CONTENT, gate
 from evidence_pipeline.documents.isolation import Limits, isolated, reopened, unclassified
@@ -137,29 +137,28 @@ def job_prefix(job: dict) -> str:
     return f"documents/{job['tenant']}/{job['period']}/{job['job_id']}"
 
 
-def run_page(documents: Documents, page_id: str, run: RunInfo) -> list[Outcome]:
+def run_page(rt: Runtime, page_id: str, run: RunInfo) -> list[Outcome]:
     """Work every open job of a page (accepted and due, or running under a lease that may have expired:
     acquiring the lease decides); one job's failure never stops the others. A job in retry_wait whose
     next_attempt_at has not come is left for a later dispatch."""
     now = time.time()
     return [
-        run_job(documents, job, run)
-        for job in documents.pages.page_jobs(page_id)
+        run_job(rt, job, run)
+        for job in rt.pages.page_jobs(page_id)
         if job["state"] == states.RUNNING or (job["state"] == states.ACCEPTED and (job["next_attempt_at"] or 0) <= now)
     ]
 
 
-def run_job(documents: Documents, job: dict, run: RunInfo) -> Outcome:
-    rt = documents.runtime
+def run_job(rt: Runtime, job: dict, run: RunInfo) -> Outcome:
     if job["state"] == states.RUNNING:  # an expired lease is an attempt that died: it counts against the budget
         lost = rt.ledger.record_lost_attempt(job["job_id"], job["lease_token"], run.run_id, rt.retry_wait_budget)
         if lost is not None:
-            return _failed(documents, job, lost, ReasonCode.WORKER_LOST)
-    stages = _Stages(documents, job, operation(job["operation"]), run)
+            return _failed(rt, job, lost, ReasonCode.WORKER_LOST)
+    stages = _Stages(rt, job, operation(job["operation"]), run)
     try:
-        lease = documents.jobs.start(job, run.run_id, rt.settings.lease_seconds, stages.change("validating"))
+        lease = rt.document_jobs.start(job, run.run_id, rt.settings.lease_seconds, stages.change("validating"))
     except EvidenceError as error:  # LEASE_BUSY: another attempt works it; JOB_CLOSED: nothing to do
-        return _outcome(job, documents.jobs.job(job["tenant"], job["job_id"])["state"], error.code)
+        return _outcome(job, rt.document_jobs.job(job["tenant"], job["job_id"])["state"], error.code)
     if lease is None:
         return _outcome(job, states.SUCCEEDED)
     try:
@@ -167,19 +166,19 @@ def run_job(documents: Documents, job: dict, run: RunInfo) -> Outcome:
             attempt_dir(rt.settings.work_dir, job["job_id"], lease.token) as scratch,
             rt.ledger.keep_alive(lease, rt.settings.lease_seconds),
         ):
-            state, reason = _process(documents, job, lease, stages, scratch, run)
+            state, reason = _process(rt, job, lease, stages, scratch, run)
     except Exception as raised:  # every failure of an attempt is recorded: none leaves the job leased and open
         error = raised if isinstance(raised, EvidenceError) else unclassified(raised)
         error.lease_token = lease.token
         state = record_failure(rt, job["job_id"], error, run, rt.retry_wait_budget)
-        return _failed(documents, job, state or states.RUNNING, error.code)
+        return _failed(rt, job, state or states.RUNNING, error.code)
     return _outcome(job, state, reason)
 
 
-def _failed(documents: Documents, job: dict, state: str, reason: str) -> Outcome:
+def _failed(rt: Runtime, job: dict, state: str, reason: str) -> Outcome:
     """The outcome of a failed attempt that moved the job to ``state``: a closed job has finished too."""
     if state in states.CLOSED:
-        documents.jobs.mark_finished(job["job_id"])
+        rt.document_jobs.mark_finished(job["job_id"])
     return _outcome(job, state, reason)
 
 
@@ -193,11 +192,11 @@ class _Stages:
     (validating) is committed with the lease and the last (committing) with the outputs: no work lies between
     them, so they need no transaction of their own."""
 
-    def __init__(self, documents: Documents, job: dict, op: Operation, run: RunInfo):
-        self.documents, self.job, self.op, self.run = documents, job, op, run
+    def __init__(self, rt: Runtime, job: dict, op: Operation, run: RunInfo):
+        self.rt, self.job, self.op, self.run = rt, job, op, run
         # What the status showed before this attempt: accepted, retry_wait, or a dead attempt's last stage (the
         # job read before this lease was taken still names that attempt's lease).
-        self.current = stage_of(job, documents.jobs.stage(job) if job["state"] == states.RUNNING else None)
+        self.current = stage_of(job, rt.document_jobs.stage(job) if job["state"] == states.RUNNING else None)
 
     def change(self, stage: str, **details) -> StageChange | None:
         """The move to ``stage``, for the caller to commit (None for an operation without stages)."""
@@ -217,14 +216,13 @@ class _Stages:
         """Commit the move to ``stage`` on its own, before the work it names."""
         change = self.change(stage, **details)
         if change is not None:
-            self.documents.jobs.record_stage(self.job, lease, change, self.run.run_id)
+            self.rt.document_jobs.record_stage(self.job, lease, change, self.run.run_id)
 
 
-def _process(documents: Documents, job: dict, lease: Lease, stages: _Stages, scratch,
+def _process(rt: Runtime, job: dict, lease: Lease, stages: _Stages, scratch,
              run: RunInfo) -> tuple[str, str | None]:
     """Work one leased job, its validating stage recorded with the lease; returns its new state and reason
     (rejected: a decision against the input)."""
-    rt = documents.runtime
     op = stages.op
     limits = Limits(rt.settings.processor_memory_mb * 1024 * 1024, rt.settings.processor_seconds)
     options = job["request"]["options"]
@@ -236,7 +234,7 @@ def _process(documents: Documents, job: dict, lease: Lease, stages: _Stages, scr
         for input_id in job["request"]["inputs"]:
             file = files.enter_context(scratch_file(scratch))
             with _input_refused(op.input_refused):
-                source = _source(documents, job["tenant"], input_id)
+                source = _source(rt, job["tenant"], input_id)
                 source.store.get_file(source.key, file, expected_sha256=source.sha256)
                 file.flush()  # the worker processes read it through descriptors of their own
                 with _active_content_remedy(op):
@@ -250,14 +248,14 @@ def _process(documents: Documents, job: dict, lease: Lease, stages: _Stages, scr
         check = None
         if op.signature_check:
             stages.enter(lease, "signature_check", input_sha256=[i.sha256 for i in inputs])
-            check = _check_signatures(documents, job, lease, inputs[0], scratch, run, limits)
+            check = _check_signatures(rt, job, lease, inputs[0], scratch, run, limits)
             artifacts += [{"name": "signature_check.json", "key": check["record"], "sha256": check["record_sha256"],
                            "bytes": check["record_bytes"]}] + [
                 {k: r[k] for k in ("name", "key", "sha256", "bytes")} for r in check["etsi_reports"]]
         if op.admit_inputs is not None:  # what admission pinned must still hold
             digests = {i.document_id: i.sha256 for i in inputs}
             for pin in pinned["reviews"]:
-                pin_holds(documents, job["tenant"], pin, digests[pin["artifact_id"]])
+                pin_holds(rt, job["tenant"], pin, digests[pin["artifact_id"]])
         stages.enter(lease, op.processing_stage, input_sha256=[i.sha256 for i in inputs])
         result = isolated(limits, _processed, op.processor, inputs, options, pinned)
         if check is not None:  # the job's status shows the check beside the processor's findings
@@ -298,7 +296,7 @@ def _process(documents: Documents, job: dict, lease: Lease, stages: _Stages, scr
     artifacts.append({"name": STATEMENT, "key": statement.key, "sha256": sha256_hex(envelope), "bytes": statement.size})
     kill_point("after_document_put")
     committing = stages.change("committing", outputs=[{k: a[k] for k in ("name", "sha256")} for a in artifacts])
-    documents.jobs.complete(  # fenced: commits only while the lease is still ours and unexpired
+    rt.document_jobs.complete(  # fenced: commits only while the lease is still ours and unexpired
         job,
         lease,
         EventType.DOCUMENT_PUBLISHED,
@@ -331,16 +329,16 @@ class _Source:
     lineage: dict | None  # a derivative's; None for an upload
 
 
-def _source(documents: Documents, tenant: str, input_id: str) -> _Source:
+def _source(rt: Runtime, tenant: str, input_id: str) -> _Source:
     if input_id.startswith("doc_"):
-        row = documents.records.document(tenant, input_id)
+        row = rt.document_records.document(tenant, input_id)
         if row is not None:
-            return _Source(documents.store, row["store_key"], row["sha256"], None)
+            return _Source(rt.document_store, row["store_key"], row["sha256"], None)
     else:
-        event = documents.records.find_event(tenant, EventType.DOCUMENT_DERIVED, "artifact_id", input_id)
+        event = rt.document_records.find_event(tenant, EventType.DOCUMENT_DERIVED, "artifact_id", input_id)
         if event is not None:
             lineage = event["parsed"]["details"]["lineage"]
-            return _Source(documents.runtime.archive, input_id, lineage["output_digest"], lineage)
+            return _Source(rt.archive, input_id, lineage["output_digest"], lineage)
     raise EvidenceError(ReasonCode.DOCUMENT_NOT_FOUND, "an input document of this job does not exist")
 
 
@@ -383,12 +381,11 @@ def signature_check_prefix(tenant: str, check: str) -> str:
     return f"documents/{tenant}/{SIGNATURE_CHECKS}/{check}"
 
 
-def _check_signatures(documents: Documents, job: dict, lease: Lease, document: ProcessorInput, scratch,
+def _check_signatures(rt: Runtime, job: dict, lease: Lease, document: ProcessorInput, scratch,
                       run: RunInfo, limits: Limits) -> dict:
     """The signature check stage: the input's signature check record under the configured trust policy, put once
     (a retry, or another job of the same bytes, adopts the record already stored), its DSSE statement (subject:
     the input's digest), and its `signature.checked` event, committed once. Returns the event's details."""
-    rt = documents.runtime
     policy = signature_check.trust_policy(rt.keyring.root_pem, _extra_roots(rt.settings.signature_trust_roots))
     check = signature_check.check_id(job["tenant"], document.sha256, policy)
     base = signature_check_prefix(job["tenant"], check)
@@ -433,7 +430,7 @@ def _check_signatures(documents: Documents, job: dict, lease: Lease, document: P
         "signatures": [s | ({"etsi_indication": reports[n]["indication"]} if n in reports else {})
                        for n, s in enumerate(summary["signatures"], start=1)],
     }
-    documents.jobs.record_once(job, lease, EventType.SIGNATURE_CHECKED, document.sha256, "signature_check_id",
+    rt.document_jobs.record_once(job, lease, EventType.SIGNATURE_CHECKED, document.sha256, "signature_check_id",
                                  details, run.run_id)
     return details
 

@@ -8,7 +8,7 @@ from datetime import date, datetime, timezone
 from typing import BinaryIO
 
 from evidence_pipeline.canonical import canonical, sha256_text, utc_iso
-from evidence_pipeline.documents import Documents, document_key
+from evidence_pipeline.documents import document_key
 from evidence_pipeline.documents.registry import Operation, operation, request_digest
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.admission import Clock, JobLimits
@@ -17,6 +17,7 @@ from evidence_pipeline.ledger.documents import stored_bytes_exceeded
 from evidence_pipeline.ledger.job_states import ACCEPTED, RUNNING
 from evidence_pipeline.ledger.jobs import document_job_id
 from evidence_pipeline.models import first_open_period, validate_period
+from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.store import sha256_hex
 
 PDF = "application/pdf"
@@ -54,7 +55,7 @@ def expected_digest(header: str | None) -> str | None:
 
 
 def store_document(
-    documents: Documents,
+    rt: Runtime,
     tenant: str,
     spool: BinaryIO,
     sha256: str,
@@ -67,14 +68,14 @@ def store_document(
     then commit `document.admitted`. Returns (row, created). Bytes that the quota refuses are erased again: no
     document of the tenant has them (it would have been answered instead)."""
     key = document_key(tenant, sha256)
-    documents.store.put_spooled(key, spool, sha256, size)
+    rt.document_store.put_spooled(key, spool, sha256, size)
     try:
-        return documents.records.admit_document(
-            tenant, sha256, size, media_type, key, actor, clock, documents.runtime.settings.tenant_max_bytes
+        return rt.document_records.admit_document(
+            tenant, sha256, size, media_type, key, actor, clock, rt.settings.tenant_max_bytes
         )
     except EvidenceError as error:
         if error.code == ReasonCode.REQUEST_EXCEEDS_QUOTA:
-            documents.store.erase(key)
+            rt.document_store.erase(key)
         raise
 
 
@@ -121,21 +122,21 @@ def job_spec(
     return op, inputs, options
 
 
-def _pinned(documents: Documents, op: Operation, tenant: str, inputs: list[str]) -> dict:
+def _pinned(rt: Runtime, op: Operation, tenant: str, inputs: list[str]) -> dict:
     """What the operation fixes when a job is accepted (a redaction's template version, a merge's approving
     reviews), kept in its request but not in its digest: the same idempotency key answers the same job after the
     policy moves on."""
-    pinned = op.pin_policy(documents.runtime.ledger, tenant) if op.pin_policy else {}
-    return pinned | (op.admit_inputs(documents, tenant, inputs) if op.admit_inputs else {})
+    pinned = op.pin_policy(rt.ledger, tenant) if op.pin_policy else {}
+    return pinned | (op.admit_inputs(rt, tenant, inputs) if op.admit_inputs else {})
 
 
-def _router(documents: Documents, tenant: str, repeated: dict | None = None) -> Callable[[Operation], dict]:
+def _router(rt: Runtime, tenant: str, repeated: dict | None = None) -> Callable[[Operation], dict]:
     """The option values an operation routes ``tenant``'s new jobs to (a ruleset canary). A request repeated under
     an accepted idempotency key keeps the values it was accepted with, so it still answers the same job after the
     route changed."""
 
     def routed(op: Operation) -> dict:
-        values = op.route(documents.runtime.ledger, tenant) if op.route else {}
+        values = op.route(rt.ledger, tenant) if op.route else {}
         if repeated is not None and repeated["operation"] == op.name:
             return {name: repeated["request"]["options"][name] for name in values}
         return values
@@ -143,35 +144,35 @@ def _router(documents: Documents, tenant: str, repeated: dict | None = None) -> 
     return routed
 
 
-def _limits(documents: Documents) -> JobLimits:
-    settings = documents.runtime.settings
+def _limits(rt: Runtime) -> JobLimits:
+    settings = rt.settings
     return JobLimits(settings.tenant_max_jobs, settings.intake_max_queue_age_seconds, settings.intake_max_queued_jobs)
 
 
 def submit_job(
-    documents: Documents, tenant: str, idempotency_key: str, body, actor: str, clock: Clock
+    rt: Runtime, tenant: str, idempotency_key: str, body, actor: str, clock: Clock
 ) -> tuple[dict, bool]:
     """Validate a job request and accept it once per idempotency key. Returns (job, created)."""
-    repeated = documents.jobs.job(tenant, document_job_id(tenant, idempotency_key))
-    op, inputs, options = job_spec(body, _router(documents, tenant, repeated))
-    if documents.records.existing_inputs(tenant, set(inputs)) != set(inputs):
+    repeated = rt.document_jobs.job(tenant, document_job_id(tenant, idempotency_key))
+    op, inputs, options = job_spec(body, _router(rt, tenant, repeated))
+    if rt.document_records.existing_inputs(tenant, set(inputs)) != set(inputs):
         raise EvidenceError(ReasonCode.DOCUMENT_NOT_FOUND, "no such document")
-    policy = documents.runtime.settings.policy_version
-    return documents.submissions.submit_job(
+    policy = rt.settings.policy_version
+    return rt.submissions.submit_job(
         tenant,
         idempotency_key,
         request_digest(tenant, op, inputs, options, policy),
         op.name,
-        {"inputs": inputs, "options": options} | _pinned(documents, op, tenant, inputs),
+        {"inputs": inputs, "options": options} | _pinned(rt, op, tenant, inputs),
         policy,
         actor,
-        _limits(documents),
+        _limits(rt),
         clock,
     )
 
 
 def submit_evidence_job(
-    documents: Documents, tenant: str, idempotency_key: str, body, actor: str, clock: Clock, today: date | None = None
+    rt: Runtime, tenant: str, idempotency_key: str, body, actor: str, clock: Clock, today: date | None = None
 ) -> tuple[dict, bool]:
     """Ask for a tenant-month's evidence bundle: a complete, open month, not before the tenant's first source data."""
     if not isinstance(body, dict) or set(body) != {"period"}:
@@ -180,10 +181,10 @@ def submit_evidence_job(
     today = today or datetime.now(timezone.utc).date()
     if period >= f"{today.year:04d}-{today.month:02d}":
         raise EvidenceError(ReasonCode.PERIOD_NOT_AVAILABLE, "only complete months have evidence")
-    settings = documents.runtime.settings
+    settings = rt.settings
     if period < first_open_period(today, settings.open_months, settings.first_period):
         raise EvidenceError(ReasonCode.PERIOD_CLOSED, "the month is closed: its evidence is in the archive")
-    folders = {key.split("/")[1] for key in documents.runtime.sources.list(tenant)}
+    folders = {key.split("/")[1] for key in rt.sources.list(tenant)}
     periods = sorted(folder for folder in folders if _PERIOD.fullmatch(folder))  # not the tenant's requests/
     if not periods or period < periods[0]:
         raise EvidenceError(ReasonCode.PERIOD_NOT_AVAILABLE, "the period is before the tenant's first data")
@@ -191,7 +192,7 @@ def submit_evidence_job(
     digest = sha256_text(
         canonical({"tenant": tenant, "operation": EVIDENCE, "period": period, "policy_version": policy})
     )
-    return documents.submissions.submit_job(
+    return rt.submissions.submit_job(
         tenant,
         idempotency_key,
         digest,
@@ -199,20 +200,20 @@ def submit_evidence_job(
         {"inputs": [], "options": {}, "period": period},
         policy,
         actor,
-        _limits(documents),
+        _limits(rt),
         clock,
     )
 
 
-def submit_batch(documents: Documents, tenant: str, body, actor: str, clock: Clock) -> tuple[dict, bool]:
+def submit_batch(rt: Runtime, tenant: str, body, actor: str, clock: Clock) -> tuple[dict, bool]:
     """Admit a manifest of job specs: every spec is checked, the manifest is stored once and one batch row
     committed; no child job is created here (the dispatcher does, in pages). Returns (batch, created)."""
     if not isinstance(body, dict) or set(body) != {"jobs"} or not isinstance(body["jobs"], list):
         raise EvidenceError(ReasonCode.REQUEST_INVALID, 'a batch is {"jobs": [job specs]}')
     if not 1 <= len(body["jobs"]) <= MAX_BATCH_JOBS:
         raise EvidenceError(ReasonCode.REQUEST_INVALID, f"a batch holds 1..{MAX_BATCH_JOBS} job specs")
-    documents.batches.check_batch_load(tenant, len(body["jobs"]), _limits(documents))
-    manifest, keys, inputs, routed = [], set(), set(), _router(documents, tenant)
+    rt.batches.check_batch_load(tenant, len(body["jobs"]), _limits(rt))
+    manifest, keys, inputs, routed = [], set(), set(), _router(rt, tenant)
     for index, spec in enumerate(body["jobs"]):
         try:
             key = check_idempotency_key(spec.get("idempotency_key") if isinstance(spec, dict) else None)
@@ -223,38 +224,37 @@ def submit_batch(documents: Documents, tenant: str, body, actor: str, clock: Clo
             raise EvidenceError(error.code, f"jobs[{index}]: {error.message}") from None
         keys.add(key)
         inputs.update(spec_inputs)
-        pinned = _pinned(documents, op, tenant, spec_inputs)
+        pinned = _pinned(rt, op, tenant, spec_inputs)
         manifest.append({"idempotency_key": key, "operation": op.name, "inputs": spec_inputs, "options": options}
                         | ({"pinned": pinned} if pinned else {}))
-    if documents.records.existing_inputs(tenant, inputs) != inputs:
+    if rt.document_records.existing_inputs(tenant, inputs) != inputs:
         raise EvidenceError(ReasonCode.DOCUMENT_NOT_FOUND, "a job spec names a document that does not exist")
     data = canonical(manifest).encode("utf-8")
     manifest_sha256 = sha256_hex(data)
-    stored = documents.store.put_once(f"{tenant}/batches/{manifest_sha256}.json", data)
+    stored = rt.document_store.put_once(f"{tenant}/batches/{manifest_sha256}.json", data)
     batch_id = "bat_" + sha256_text(f"{tenant}/{manifest_sha256}")[:40]
-    return documents.batches.create_batch(
-        tenant, batch_id, manifest_sha256, stored.key, len(manifest), actor, _limits(documents), clock
+    return rt.batches.create_batch(
+        tenant, batch_id, manifest_sha256, stored.key, len(manifest), actor, _limits(rt), clock
     )
 
 
-def cancel_batch(documents: Documents, tenant: str, batch_id: str, actor: str) -> dict[str, int]:
+def cancel_batch(rt: Runtime, tenant: str, batch_id: str, actor: str) -> dict[str, int]:
     """Stop a batch: undispatched children are never created, dispatched ones not yet started are rejected with
     JOB_CANCELLED, leased ones finish. Counts add up to the batch's size."""
-    batch = documents.batches.stop_batch(tenant, batch_id, actor)
+    batch = rt.batches.stop_batch(tenant, batch_id, actor)
     if batch is None:
         raise EvidenceError(ReasonCode.BATCH_NOT_FOUND, "no such batch")
-    rt = documents.runtime
-    for job_id in documents.batches.batch_children_in(batch_id, ACCEPTED):
+    for job_id in rt.batches.batch_children_in(batch_id, ACCEPTED):
         if rt.ledger.record_failure(job_id, ReasonCode.JOB_CANCELLED, False, actor, rt.retry_budget, 0) is not None:
-            documents.jobs.mark_finished(job_id)
-    return batch_outcome(documents, batch)
+            rt.document_jobs.mark_finished(job_id)
+    return batch_outcome(rt, batch)
 
 
-def batch_outcome(documents: Documents, batch: dict) -> dict[str, int]:
+def batch_outcome(rt: Runtime, batch: dict) -> dict[str, int]:
     """{"cancelled", "running", "finished"} of a cancelled batch: never-created children count as cancelled."""
-    counts = documents.batches.batch_counts(batch["batch_id"])
+    counts = rt.batches.batch_counts(batch["batch_id"])
     created = sum(counts.values())
-    cancelled = documents.batches.cancelled_children(batch["batch_id"])
+    cancelled = rt.batches.cancelled_children(batch["batch_id"])
     running = counts.get(RUNNING, 0) + counts.get(ACCEPTED, 0)
     return {
         "cancelled": batch["jobs"] - created + cancelled,
@@ -263,8 +263,8 @@ def batch_outcome(documents: Documents, batch: dict) -> dict[str, int]:
     }
 
 
-def batch_view(documents: Documents, batch: dict) -> dict:
-    counts = documents.batches.batch_counts(batch["batch_id"])
+def batch_view(rt: Runtime, batch: dict) -> dict:
+    counts = rt.batches.batch_counts(batch["batch_id"])
     return {
         "batch_id": batch["batch_id"],
         "jobs": batch["jobs"],
@@ -274,21 +274,21 @@ def batch_view(documents: Documents, batch: dict) -> dict:
     }
 
 
-def check_byte_quota(documents: Documents, tenant: str, declared: int) -> None:
+def check_byte_quota(rt: Runtime, tenant: str, declared: int) -> None:
     """Refuse an upload that would take the tenant past its stored-bytes quota, before reading it (the exact
     check is admit_document's, which counts the uploads admitted meanwhile)."""
-    quota = documents.runtime.settings.tenant_max_bytes
-    if documents.records.stored_bytes(tenant) + declared > quota:
+    quota = rt.settings.tenant_max_bytes
+    if rt.document_records.stored_bytes(tenant) + declared > quota:
         raise stored_bytes_exceeded(quota)
 
 
-def job_status(documents: Documents, tenant: str, job_id: str) -> dict:
+def job_status(rt: Runtime, tenant: str, job_id: str) -> dict:
     """``tenant``'s job as its status resource shows it, with its stage (JOB_NOT_FOUND for anyone else's)."""
-    job = documents.jobs.job(tenant, job_id)
+    job = rt.document_jobs.job(tenant, job_id)
     if job is None:
         raise EvidenceError(ReasonCode.JOB_NOT_FOUND, "no such job")
-    attempts = documents.runtime.ledger.job_attempts(job_id)
-    return job_view(job, documents.jobs.stage(job) if job["state"] == RUNNING else None, attempts)
+    attempts = rt.ledger.job_attempts(job_id)
+    return job_view(job, rt.document_jobs.stage(job) if job["state"] == RUNNING else None, attempts)
 
 
 def job_view(job: dict, recorded_stage: str | None, attempts: list[dict]) -> dict:

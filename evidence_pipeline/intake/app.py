@@ -27,7 +27,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from evidence_pipeline.config import Settings
-from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.http_guard import (
     RETRY_AFTER_SECONDS,
@@ -37,7 +36,7 @@ from evidence_pipeline.http_guard import (
     exception_handlers,
     server_config,
 )
-from evidence_pipeline.intake import admission, downloads, open_documents, openapi, receive, sources_api
+from evidence_pipeline.intake import admission, downloads, openapi, receive, sources_api
 from evidence_pipeline.intake.uploads import UploadsInFlight
 from evidence_pipeline.ledger.admission import Clock
 from evidence_pipeline.metrics.http import (
@@ -49,6 +48,7 @@ from evidence_pipeline.metrics.http import (
     uploads_receiving,
 )
 from evidence_pipeline.monthly.source_format import SourceRejected
+from evidence_pipeline.runtime import Runtime, runtime_for
 from evidence_pipeline.store.local import io_errors
 
 log = logging.getLogger(__name__)
@@ -122,12 +122,12 @@ def error_response(code: str, message: str, close: bool = False, report: dict | 
     return Response(body, status_code=status, headers=headers, media_type="application/json")
 
 
-def create_app(documents: Documents) -> AdmissionTimer:
+def create_app(rt: Runtime) -> AdmissionTimer:
     """The tenant API, `/healthz`, `/openapi.json` and `/metrics` (unauthenticated, no tenant data: metrics/http.py),
     behind the request guard; every request's time is observed, the guard's own refusals included."""
-    settings = documents.runtime.settings
-    registry = registry_for(documents.runtime)
-    tokens = documents.tokens
+    settings = rt.settings
+    registry = registry_for(rt)
+    tokens = rt.tokens
     limits = Limits.of(settings, RETRY_AFTER_SECONDS)
     uploads = UploadsInFlight(limits, uploads_receiving(registry))
 
@@ -150,15 +150,15 @@ def create_app(documents: Documents) -> AdmissionTimer:
         declared = receive.declared_length(request, settings.intake_max_bytes, ReasonCode.DOCUMENT_TOO_LARGE,
                                            "documents")
         media_type = admission.declared_media_type(request.headers.get("content-type"))
-        await run_in_threadpool(admission.check_byte_quota, documents, tenant, declared)
+        await run_in_threadpool(admission.check_byte_quota, rt, tenant, declared)
         # 0600 and nameless: gone on every exit path (SIGKILL too) unless stored; storing it neither copies nor hashes
-        with uploads.slot(tenant), documents.store.spool(settings.work_dir) as received:
+        with uploads.slot(tenant), rt.document_store.spool(settings.work_dir) as received:
             sha256, size, head = await receive.receive(request, received, declared, settings.intake_max_bytes,
                                                        ReasonCode.DOCUMENT_TOO_LARGE, "documents")
             if admission.sniff(head) != media_type:
                 raise EvidenceError(ReasonCode.MEDIA_TYPE_UNSUPPORTED, f"the bytes are not {media_type}")
             row, created = await run_in_threadpool(
-                admission.store_document, documents, tenant, received, sha256, size, media_type, ACTOR, clock
+                admission.store_document, rt, tenant, received, sha256, size, media_type, ACTOR, clock
             )
         return JSONResponse(admission.document_view(row), status_code=201 if created else 200)
 
@@ -167,7 +167,7 @@ def create_app(documents: Documents) -> AdmissionTimer:
         tenant = await tenant_of(request)
         key = admission.check_idempotency_key(request.headers.get("idempotency-key"))
         body = await _json_body(request)
-        job, created = await run_in_threadpool(submit, documents, tenant, key, body, ACTOR, clock)
+        job, created = await run_in_threadpool(submit, rt, tenant, key, body, ACTOR, clock)
         view = {"job_id": job["job_id"], "state": job["state"], "status_url": f"/v1/jobs/{job['job_id']}"}
         return JSONResponse(view, status_code=202 if created else 200)
 
@@ -180,14 +180,14 @@ def create_app(documents: Documents) -> AdmissionTimer:
     async def get_job(request: Request) -> JSONResponse:
         tenant = await tenant_of(request)
         job_id = _check_text(request.path_params["job_id"])
-        view = await run_in_threadpool(admission.job_status, documents, tenant, job_id)
+        view = await run_in_threadpool(admission.job_status, rt, tenant, job_id)
         return JSONResponse(view)
 
     async def post_batch(request: Request) -> JSONResponse:
         clock = Clock(time.perf_counter())
         tenant = await tenant_of(request)
         body = await _json_body(request, MAX_BATCH_BYTES)
-        batch, created = await run_in_threadpool(admission.submit_batch, documents, tenant, body, ACTOR, clock)
+        batch, created = await run_in_threadpool(admission.submit_batch, rt, tenant, body, ACTOR, clock)
         return JSONResponse(
             {"batch_id": batch["batch_id"], "status_url": f"/v1/batches/{batch['batch_id']}"},
             status_code=202 if created else 200,
@@ -195,13 +195,13 @@ def create_app(documents: Documents) -> AdmissionTimer:
 
     async def get_batch(request: Request) -> JSONResponse:
         tenant = await tenant_of(request)
-        view = await run_in_threadpool(_batch_view, documents, tenant, _check_text(request.path_params["batch_id"]))
+        view = await run_in_threadpool(_batch_view, rt, tenant, _check_text(request.path_params["batch_id"]))
         return JSONResponse(view)
 
     async def cancel_batch(request: Request) -> JSONResponse:
         tenant = await tenant_of(request)
         counts = await run_in_threadpool(
-            admission.cancel_batch, documents, tenant, _check_text(request.path_params["batch_id"]), ACTOR
+            admission.cancel_batch, rt, tenant, _check_text(request.path_params["batch_id"]), ACTOR
         )
         return JSONResponse(counts)
 
@@ -209,7 +209,7 @@ def create_app(documents: Documents) -> AdmissionTimer:
         return JSONResponse(CONTRACT)
 
     async def healthz(request: Request) -> JSONResponse:
-        checks = await run_in_threadpool(_health, documents)
+        checks = await run_in_threadpool(_health, rt)
         healthy = all(value == "ok" for value in checks.values())
         return JSONResponse({"ok": healthy, "checks": checks}, status_code=200 if healthy else 503)
 
@@ -230,8 +230,8 @@ def create_app(documents: Documents) -> AdmissionTimer:
             Route("/v1/batches", post_batch, methods=["POST"]),
             Route("/v1/batches/{batch_id}", get_batch, methods=["GET"]),
             Route("/v1/batches/{batch_id}/cancel", cancel_batch, methods=["POST"]),
-            *downloads.routes(documents, tenant_of, _check_text),
-            Route("/v1/sources/{period}", uploads.bounded(sources_api.put_source(documents, caller_of, uploads)),
+            *downloads.routes(rt, tenant_of, _check_text),
+            Route("/v1/sources/{period}", uploads.bounded(sources_api.put_source(rt, caller_of, uploads)),
                   methods=["PUT"]),
         ],
         exception_handlers=exception_handlers(answer, log),
@@ -285,20 +285,20 @@ def _encodable(text: str) -> bool:
     return True
 
 
-def _batch_view(documents: Documents, tenant: str, batch_id: str) -> dict:
-    batch = documents.batches.batch(tenant, batch_id)
+def _batch_view(rt: Runtime, tenant: str, batch_id: str) -> dict:
+    batch = rt.batches.batch(tenant, batch_id)
     if batch is None:
         raise EvidenceError(ReasonCode.BATCH_NOT_FOUND, "no such batch")
-    return admission.batch_view(documents, batch)
+    return admission.batch_view(rt, batch)
 
 
-def _health(documents: Documents) -> dict[str, str]:
+def _health(rt: Runtime) -> dict[str, str]:
     checks = {}
-    scratch = documents.runtime.settings.work_dir
+    scratch = rt.settings.work_dir
     probes = {
-        "ledger": documents.tokens.ping,
-        "documents": lambda: _write_probe(documents.store, scratch),
-        "archive": lambda: _write_probe(documents.runtime.archive, scratch),
+        "ledger": rt.tokens.ping,
+        "documents": lambda: _write_probe(rt.document_store, scratch),
+        "archive": lambda: _write_probe(rt.archive, scratch),
     }
     for name, probe in probes.items():
         try:
@@ -321,13 +321,13 @@ def _write_probe(store, scratch) -> None:
 
 def app_from_env() -> AdmissionTimer:
     """The app of one server process, on the environment's settings: every worker of ``serve`` builds its own."""
-    return create_app(open_documents(Settings.from_env()))
+    return create_app(runtime_for(Settings.from_env()))
 
 
 def serve(settings: Settings, host: str, port: int, workers: int) -> None:
     """Serve intake until interrupted, in ``workers`` processes: one receives and hashes every body on its one
     event loop thread, so it uses one core whatever the machine has."""
-    open_documents(settings)  # fail here, once, on a bad configuration; the ledger is migrated before any worker
+    runtime_for(settings).document_store  # fail here, once, on a bad configuration; the ledger migrated before workers
     if workers == 1:
         _serve_process(host, port)
         return

@@ -25,12 +25,12 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from evidence_pipeline.audit.bundle_proof import bundle_log_files
-from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.document_jobs import EVIDENCE
 from evidence_pipeline.models import TenantMonth, validate_period
 from evidence_pipeline.monthly.bundle import MANIFEST, REPORT, STATEMENT, build_manifest
 from evidence_pipeline.monthly.bundle_file import BundleFile, Member
+from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.signed_note import parse_vkey
 from evidence_pipeline.signing.keys import MAX_KEY_BYTES
 from evidence_pipeline.store import sha256_hex, verified_chunks
@@ -47,8 +47,8 @@ def media_type(name: str) -> str:
     return next((media for suffix, media in MEDIA_TYPES if name.endswith(suffix)), OCTET_STREAM)
 
 
-def _committed_job(documents: Documents, tenant: str, job_id: str) -> dict:
-    job = documents.jobs.job(tenant, job_id)
+def _committed_job(rt: Runtime, tenant: str, job_id: str) -> dict:
+    job = rt.document_jobs.job(tenant, job_id)
     if job is None:
         raise EvidenceError(ReasonCode.JOB_NOT_FOUND, "no such job")
     return job
@@ -60,8 +60,8 @@ def _artifacts(job: dict) -> list[dict]:
     return (job["outputs"] or {}).get("artifacts", []) if job["operation"] != EVIDENCE else []
 
 
-def outputs_view(documents: Documents, tenant: str, job_id: str) -> dict:
-    job = _committed_job(documents, tenant, job_id)
+def outputs_view(rt: Runtime, tenant: str, job_id: str) -> dict:
+    job = _committed_job(rt, tenant, job_id)
     return {
         "job_id": job_id,
         "state": job["state"],
@@ -74,20 +74,20 @@ def outputs_view(documents: Documents, tenant: str, job_id: str) -> dict:
     }
 
 
-def committed_output(documents: Documents, tenant: str, job_id: str, name: str) -> dict:
+def committed_output(rt: Runtime, tenant: str, job_id: str, name: str) -> dict:
     """The artifact named ``name`` of ``tenant``'s committed job (OUTPUT_NOT_FOUND otherwise); the name is looked
     up among what the commit recorded, never made into a key."""
-    job = _committed_job(documents, tenant, job_id)
+    job = _committed_job(rt, tenant, job_id)
     found = next((a for a in _artifacts(job) if a["name"] == name), None)
     if found is None:
         raise EvidenceError(ReasonCode.OUTPUT_NOT_FOUND, "the job has no committed output of that name")
     return found
 
 
-def opened(documents: Documents, artifact: dict) -> Iterator[bytes]:
+def opened(rt: Runtime, artifact: dict) -> Iterator[bytes]:
     """The artifact's verified stream, its first chunk read here: a store that cannot open it answers with its
     own error before a status line is sent."""
-    stream = verified_chunks(documents.runtime.archive, artifact["key"], artifact["sha256"], artifact["bytes"])
+    stream = verified_chunks(rt.archive, artifact["key"], artifact["sha256"], artifact["bytes"])
     first = next(stream, b"")
     return _prepend(first, stream)
 
@@ -155,9 +155,8 @@ class Evidence:
         }
 
 
-def current_evidence(documents: Documents, tenant: str, period: str) -> Evidence:
+def current_evidence(rt: Runtime, tenant: str, period: str) -> Evidence:
     """``tenant``'s current bundle of ``period`` (EVIDENCE_NOT_FOUND when none is committed)."""
-    rt = documents.runtime
     publication = rt.ledger.current_publication(TenantMonth(tenant, validate_period(period)))
     if publication is None:
         raise EvidenceError(ReasonCode.EVIDENCE_NOT_FOUND, "the month has no published evidence bundle")
@@ -209,21 +208,21 @@ def _validators(tag: str) -> dict[str, str]:
     return {"ETag": tag, "Cache-Control": "private, no-cache"}
 
 
-def routes(documents: Documents, tenant_of, checked) -> list[Route]:
+def routes(rt: Runtime, tenant_of, checked) -> list[Route]:
     """The download routes, over the app's bearer-token check (``tenant_of``) and its check of text from the
     client (``checked``: no NUL, no lone surrogate)."""
-    settings = documents.runtime.settings
-    archive = documents.runtime.archive
+    settings = rt.settings
+    archive = rt.archive
     presign = settings.download_presign_seconds if isinstance(archive, S3Store) else None
 
     async def list_outputs(request: Request) -> JSONResponse:
         tenant = await tenant_of(request)
-        view = await run_in_threadpool(outputs_view, documents, tenant, checked(request.path_params["job_id"]))
+        view = await run_in_threadpool(outputs_view, rt, tenant, checked(request.path_params["job_id"]))
         return JSONResponse(view)
 
     async def get_output(request: Request) -> Response:
         tenant = await tenant_of(request)
-        artifact = await run_in_threadpool(committed_output, documents, tenant,
+        artifact = await run_in_threadpool(committed_output, rt, tenant,
                                            checked(request.path_params["job_id"]), checked(request.path_params["name"]))
         tag = _entity_tag(artifact["sha256"])
         if _unchanged(request, tag):
@@ -239,18 +238,18 @@ def routes(documents: Documents, tenant_of, checked) -> list[Route]:
         }
         if request.method == "HEAD":
             return Response(headers=headers, media_type=media_type(artifact["name"]))
-        body = await run_in_threadpool(opened, documents, artifact)
+        body = await run_in_threadpool(opened, rt, artifact)
         return StreamingResponse(read_ahead(body), headers=headers, media_type=media_type(artifact["name"]))
 
     async def get_evidence(request: Request) -> JSONResponse:
         tenant = await tenant_of(request)
-        evidence = await run_in_threadpool(current_evidence, documents, tenant,
+        evidence = await run_in_threadpool(current_evidence, rt, tenant,
                                            checked(request.path_params["period"]))
         return JSONResponse(evidence.view(), headers={"Cache-Control": "private, no-cache"})
 
     async def get_bundle(request: Request) -> Response:
         tenant = await tenant_of(request)
-        evidence = await run_in_threadpool(current_evidence, documents, tenant,
+        evidence = await run_in_threadpool(current_evidence, rt, tenant,
                                            checked(request.path_params["period"]))
         tag = _entity_tag(evidence.etag)
         if _unchanged(request, tag):

@@ -23,7 +23,6 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake import admission, receive
 from evidence_pipeline.intake.uploads import UploadsInFlight
@@ -35,11 +34,10 @@ ACTOR = "intake"
 MEDIA_TYPE = "text/csv"
 
 
-def put_source(documents: Documents, caller_of: Callable[[Request], Awaitable[tuple[str, str]]],
+def put_source(rt: Runtime, caller_of: Callable[[Request], Awaitable[tuple[str, str]]],
                uploads: UploadsInFlight):
     """The endpoint, over the app's authentication (``caller_of``) and its uploads in flight (the tenant's slot;
     the app bounds the process's around the endpoint)."""
-    rt = documents.runtime
 
     async def endpoint(request: Request) -> JSONResponse:
         tenant, token_id = await caller_of(request)

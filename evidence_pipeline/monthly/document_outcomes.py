@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from evidence_pipeline import jsonread
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.document_jobs import DocumentJobs
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.signing.dsse import canonical_json
@@ -34,12 +33,14 @@ class OutcomesRevision:
     key: str  # key in the source store
 
 
-def close_month(store: ArtifactStore, ledger: Ledger, tenant_month: TenantMonth) -> tuple[OutcomesRevision, bool]:
+def close_month(
+    store: ArtifactStore, document_jobs: DocumentJobs, tenant_month: TenantMonth
+) -> tuple[OutcomesRevision, bool]:
     """The month's closed revision, and whether this call closed it (wrote it)."""
     closed = _closed(store, tenant_month)
     if closed is not None:
         return closed, False
-    jobs = DocumentJobs(ledger).month_jobs(tenant_month.tenant, tenant_month.period)
+    jobs = document_jobs.month_jobs(tenant_month.tenant, tenant_month.period)
     data = canonical_json({"schema": SCHEMA, "tenant": tenant_month.tenant, "period": tenant_month.period,
                            "jobs": [outcome(job) for job in jobs]})
     store.put_once(f"{_prefix(tenant_month)}/documents-000001-{sha256_hex(data)}.json", data)

@@ -34,7 +34,7 @@ from pathlib import Path
 from botocore.exceptions import ClientError
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger.tenants import ACTIVE, OFFBOARDED, TenantRegistry
+from evidence_pipeline.ledger.tenants import ACTIVE, OFFBOARDED
 from evidence_pipeline.models import PERIOD, TENANT_ID, TenantMonth
 from evidence_pipeline.monthly import publication, source_format
 from evidence_pipeline.runtime import Runtime
@@ -249,7 +249,7 @@ def pending(rt: Runtime, landing: DirectoryLanding | S3Landing,
     tick). A refused entry is taken at once, to be marked, never read; a file only once its version is the one the
     previous tick saw (``seen_before``)."""
     found = list(landing.walk())
-    standing = TenantRegistry(rt.ledger).standing({landed.tenant for landed in found}) if found else {}
+    standing = rt.tenants.standing({landed.tenant for landed in found}) if found else {}
     ready, seen = [], {}
     for landed in found:
         refusal = landed.refusal or _standing_refusal(standing.get(landed.tenant))

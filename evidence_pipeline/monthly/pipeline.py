@@ -24,7 +24,6 @@ from evidence_pipeline.canonical import utc_iso
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.faults import kill_point
 from evidence_pipeline.ledger.jobs import CLOSED, JobKey, Lease, RetryBudget
-from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.models import EventType, Lane, SourceRevision, Stage, TenantMonth
 from evidence_pipeline.monthly import document_outcomes, sources
 from evidence_pipeline.monthly.bundle import (
@@ -142,11 +141,11 @@ def pin_source(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> PinnedSo
     if rt.ledger.offboarded_tenants(tenant_month.tenant):
         raise EvidenceError(ReasonCode.TENANT_OFFBOARDED, f"tenant {tenant_month.tenant} was offboarded")
     # the registry, not any event: a partition added in the UI, a token or a landed file is no registration
-    if tenant_month.tenant not in TenantRegistry(rt.ledger).standing([tenant_month.tenant]):
+    if tenant_month.tenant not in rt.tenants.standing([tenant_month.tenant]):
         raise EvidenceError(ReasonCode.TENANT_UNKNOWN, f"tenant {tenant_month.tenant} is not in the tenant registry: "
                             "register it (`evidence tenant add`)")
     revision = sources.pin_latest(rt.sources, tenant_month)
-    documents, closed_now = document_outcomes.close_month(rt.sources, rt.ledger, tenant_month)
+    documents, closed_now = document_outcomes.close_month(rt.sources, rt.document_jobs, tenant_month)
     if closed_now:
         rt.ledger.record(tenant_month, EventType.DOCUMENTS_CLOSED, documents.sha256, run.run_id)
     lane = lane_for(rt, revision)

@@ -23,7 +23,6 @@ from sqlalchemy import Connection
 from evidence_pipeline.actors.authorize import ActionGate
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger.source_events import SourceEvents
 from evidence_pipeline.models import LedgerEvent, SourceRevision, TenantMonth
 from evidence_pipeline.monthly import source_format, sources
 from evidence_pipeline.runtime import Runtime
@@ -91,7 +90,7 @@ def publish(rt: Runtime, prepared: Prepared, publisher: Publisher, record: Recor
     if rt.ledger.offboarded_tenants(tenant_month.tenant):
         raise EvidenceError(ReasonCode.TENANT_OFFBOARDED, f"tenant {tenant_month.tenant} was offboarded")
     revision = sources._store_revision(rt.sources, tenant_month, prepared.data)  # this module is its one caller
-    events = SourceEvents(rt.ledger)
+    events = rt.source_events
     details = {"sequence": revision.sequence, "bytes": revision.size, "rows": prepared.rows,
                "correlation_id": publisher.correlation_id}
     if publisher.token_id is not None:

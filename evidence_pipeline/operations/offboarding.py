@@ -26,19 +26,19 @@ from evidence_pipeline.actors.registry import Registry
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.actors.verify import AuthorizedAction
 from evidence_pipeline.canonical import sha256_text
-from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import job_states as states
 from evidence_pipeline.ledger import outbox
 from evidence_pipeline.ledger.ledger import current_month, event_body
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
 from evidence_pipeline.monthly.bundle import staging_key
+from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.store import ArtifactStore
 
 MAX_REASON = 500
 
 
-def request_offboarding(documents: Documents, gate: ActionGate, envelope: object) -> dict:
+def request_offboarding(rt: Runtime, gate: ActionGate, envelope: object) -> dict:
     """Record an operator's signed request to offboard its tenant; returns the `tenant.offboard_requested` body."""
     requested = {}
 
@@ -48,7 +48,7 @@ def request_offboarding(documents: Documents, gate: ActionGate, envelope: object
         if args.keys() != {"reason"} or not isinstance(reason, str) or not _fair_reason(reason):
             raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, f"tenant.offboard takes {{reason}}: 1-{MAX_REASON} "
                                                                    "printable characters")
-        if documents.tokens.offboarding(conn, tenant) is not None:
+        if rt.tokens.offboarding(conn, tenant) is not None:
             raise EvidenceError(ReasonCode.TENANT_OFFBOARDED, f"tenant {tenant} is offboarded already")
         event = gate.ledger._append(conn, TenantMonth(tenant, current_month()), EventType.TENANT_OFFBOARD_REQUESTED,
                                     sha256_text(tenant), authorized.actor,
@@ -60,19 +60,18 @@ def request_offboarding(documents: Documents, gate: ActionGate, envelope: object
     return requested
 
 
-def pending_request(documents: Documents, tenant: str) -> dict | None:
+def pending_request(rt: Runtime, tenant: str) -> dict | None:
     """The tenant's latest offboarding request, while the tenant is not offboarded (what an approver approves)."""
-    with documents.runtime.ledger.engine.connect() as conn:
-        return None if documents.tokens.offboarding(conn, tenant) else _latest_request(documents, conn, tenant)
+    with rt.ledger.engine.connect() as conn:
+        return None if rt.tokens.offboarding(conn, tenant) else _latest_request(rt, conn, tenant)
 
 
-def offboard_tenant(documents: Documents, gate: ActionGate, envelope: object) -> dict:
+def offboard_tenant(rt: Runtime, gate: ActionGate, envelope: object) -> dict:
     """Offboard the tenant of an approver's signed request; safe to run again with a new one (it converges).
     Returns what this run did and what stays."""
     tenant = _planned_tenant(gate, envelope)
-    rt = documents.runtime
     now = datetime.now(timezone.utc)
-    stores = _not_evidence(documents, tenant)
+    stores = _not_evidence(rt, tenant)
     erase, kept = {}, {}
     for name, (store, keys) in stores.items():
         erase[name], kept[name] = _due(store, keys, now)
@@ -83,11 +82,11 @@ def offboard_tenant(documents: Documents, gate: ActionGate, envelope: object) ->
         args = authorized.args
         if _tenant_of(authorized) != tenant or args.keys() != {"request"}:
             raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "tenant.offboard.approve takes {request}")
-        offboarded = documents.tokens.offboarding(conn, tenant)
+        offboarded = rt.tokens.offboarding(conn, tenant)
         if offboarded is not None:  # a later run: it converges under the first decision
             decided.update(record=offboarded, first=False, actor=authorized.actor)
             return None
-        request = _latest_request(documents, conn, tenant)
+        request = _latest_request(rt, conn, tenant)
         if request is None or request["event_id"] != args["request"]:
             raise EvidenceError(ReasonCode.OFFBOARDING_NOT_REQUESTED, f"tenant {tenant} has no pending offboarding "
                                                                       "request of that id")
@@ -97,7 +96,7 @@ def offboard_tenant(documents: Documents, gate: ActionGate, envelope: object) ->
                    "erase": erase, "kept_until_retention": kept, "evidence": evidence,
                    "authorization": authorized.envelope}
         details |= outbox.remove_tenant(conn, tenant, time.time())  # nothing is sent for it from now on
-        record, event = documents.tokens.record_offboarding(conn, tenant, authorized.actor, details)
+        record, event = rt.tokens.record_offboarding(conn, tenant, authorized.actor, details)
         decided.update(record=record, first=True, actor=authorized.actor)
         return event
 
@@ -109,7 +108,7 @@ def offboard_tenant(documents: Documents, gate: ActionGate, envelope: object) ->
         if any(later.values()):  # objects the first run kept (retention) or that appeared since
             rt.ledger.record(TenantMonth(tenant, current_month()), EventType.TENANT_DATA_ERASED, sha256_text(tenant),
                              actor, erase=later)
-    stopped = _stop_work(documents, tenant, actor)
+    stopped = _stop_work(rt, tenant, actor)
     erased = {name: sum(stores[name][0].erase(key) for key in keys) for name, keys in erase.items()}
     return {
         "tenant": tenant,
@@ -146,8 +145,8 @@ def _fair_reason(reason: str) -> bool:
     return 0 < len(reason.strip()) <= MAX_REASON and reason.isprintable()
 
 
-def _latest_request(documents: Documents, conn: Connection, tenant: str) -> dict | None:
-    events = documents.runtime.ledger.audit_events.c
+def _latest_request(rt: Runtime, conn: Connection, tenant: str) -> dict | None:
+    events = rt.ledger.audit_events.c
     body = conn.execute(
         select(events.body).where(events.tenant == tenant,
                                   events.event_type == str(EventType.TENANT_OFFBOARD_REQUESTED))
@@ -156,13 +155,12 @@ def _latest_request(documents: Documents, conn: Connection, tenant: str) -> dict
     return None if body is None else event_body(body)
 
 
-def _stop_work(documents: Documents, tenant: str, actor: str) -> dict[str, int]:
+def _stop_work(rt: Runtime, tenant: str, actor: str) -> dict[str, int]:
     """Cancel the tenant's open batches and reject its jobs that have not started: nothing of it is dispatched
     again. A job running under a live lease is left to fail on its own (its next pin is TENANT_OFFBOARDED)."""
-    batches = [b for b in documents.batches.open_batches() if b["tenant"] == tenant]
+    batches = [b for b in rt.batches.open_batches() if b["tenant"] == tenant]
     for batch in batches:
-        documents.batches.stop_batch(tenant, batch["batch_id"], actor)
-    rt = documents.runtime
+        rt.batches.stop_batch(tenant, batch["batch_id"], actor)
     rejected = [
         job["job_id"] for job in rt.ledger.jobs_in(states.ACCEPTED) if job["tenant"] == tenant
         if rt.ledger.record_failure(job["job_id"], ReasonCode.TENANT_OFFBOARDED, False, actor, rt.retry_budget, 0)
@@ -170,16 +168,15 @@ def _stop_work(documents: Documents, tenant: str, actor: str) -> dict[str, int]:
     return {"batches_cancelled": len(batches), "jobs_rejected": len(rejected)}
 
 
-def _not_evidence(documents: Documents, tenant: str) -> dict[str, tuple[ArtifactStore, list[str]]]:
+def _not_evidence(rt: Runtime, tenant: str) -> dict[str, tuple[ArtifactStore, list[str]]]:
     """The tenant's objects in each private store: its source revisions and closed document outcomes, previews,
     unsigned reports (found by the ledger's `report.rendered` events: staging is content-addressed) and uploads."""
-    rt = documents.runtime
     rendered = sorted({e["subject_sha256"] for e in rt.ledger.events_of_type(EventType.REPORT_RENDERED, tenant)})
     return {
         "sources": (rt.sources, rt.sources.list(tenant)),
         "previews": (rt.previews, rt.previews.list(f"previews/{tenant}")),
         "staging": (rt.staging, [key for key in map(staging_key, rendered) if rt.staging.exists(key)]),
-        "documents": (documents.store, documents.store.list(tenant)),
+        "documents": (rt.document_store, rt.document_store.list(tenant)),
     }
 
 

@@ -23,16 +23,15 @@ from evidence_pipeline.ledger.tokens import Tokens
 from evidence_pipeline.models import LedgerEvent
 
 
-def register_tenants(gate: ActionGate, envelope: object) -> dict[str, str]:
+def register_tenants(gate: ActionGate, tenants: TenantRegistry, envelope: object) -> dict[str, str]:
     """Every tenant of args.tenants -> registered, existing or offboarded (TenantRegistry.register)."""
     outcome: dict[str, str] = {}
 
     def perform(conn: Connection, _registry: Registry, authorized: AuthorizedAction) -> LedgerEvent | None:
-        tenants = authorized.args.get("tenants")
-        if authorized.args.keys() != {"tenants"} or not isinstance(tenants, list) or not tenants:
+        asked = authorized.args.get("tenants")
+        if authorized.args.keys() != {"tenants"} or not isinstance(asked, list) or not asked:
             raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "tenant.register takes {tenants: [one or more]}")
-        registered, event = TenantRegistry(gate.ledger).register(conn, tenants, authorized.actor,
-                                                                 {"authorization": authorized.envelope})
+        registered, event = tenants.register(conn, asked, authorized.actor, {"authorization": authorized.envelope})
         outcome.clear()
         outcome.update(registered)
         return event
@@ -41,15 +40,15 @@ def register_tenants(gate: ActionGate, envelope: object) -> dict[str, str]:
     return outcome
 
 
-def issue_token(gate: ActionGate, envelope: object) -> tuple[str, str, str]:
+def issue_token(gate: ActionGate, tokens: Tokens, envelope: object) -> tuple[str, str, str]:
     """A new API token for the request's tenant: (tenant, token id, token). The token is shown once."""
     issued: list[tuple[str, str, str]] = []
 
     def perform(conn: Connection, _registry: Registry, authorized: AuthorizedAction) -> LedgerEvent:
         if authorized.args or authorized.tenant is None:
             raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "token.issue names its tenant and takes no args")
-        token_id, token, event = Tokens(gate.ledger).issue_token(conn, authorized.tenant, authorized.actor,
-                                                                 {"authorization": authorized.envelope})
+        token_id, token, event = tokens.issue_token(conn, authorized.tenant, authorized.actor,
+                                                    {"authorization": authorized.envelope})
         issued[:] = [(authorized.tenant, token_id, token)]  # the last run of the transaction is the one committed
         return event
 
@@ -57,7 +56,7 @@ def issue_token(gate: ActionGate, envelope: object) -> tuple[str, str, str]:
     return issued[0]
 
 
-def revoke_token(gate: ActionGate, envelope: object) -> str:
+def revoke_token(gate: ActionGate, tokens: Tokens, envelope: object) -> str:
     """Revoke args.token_id; returns its tenant."""
     tenant = []
 
@@ -65,8 +64,7 @@ def revoke_token(gate: ActionGate, envelope: object) -> str:
         token_id = authorized.args.get("token_id")
         if authorized.args.keys() != {"token_id"} or not isinstance(token_id, str):
             raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "token.revoke takes {token_id}")
-        owner, event = Tokens(gate.ledger).revoke_token(conn, token_id, authorized.actor,
-                                                        {"authorization": authorized.envelope})
+        owner, event = tokens.revoke_token(conn, token_id, authorized.actor, {"authorization": authorized.envelope})
         tenant[:] = [owner]
         return event
 

@@ -17,7 +17,7 @@ from evidence_pipeline.actors.authorize import ActionGate
 from evidence_pipeline.actors.registry import Registry
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.actors.verify import AuthorizedAction
-from evidence_pipeline.documents import Documents, decisions, templates
+from evidence_pipeline.documents import decisions, templates
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.models import TENANT_ID
 from evidence_pipeline.operations.dead_letters import KINDS, DeadLetterFilter, dead_letters, replayed
@@ -79,9 +79,9 @@ def approve_template(gate: ActionGate, envelope: object) -> tuple[dict, bool]:
     return version_view(version), created
 
 
-def decide_part(documents: Documents, gate: ActionGate, envelope: object) -> dict:
+def decide_part(rt: Runtime, gate: ActionGate, envelope: object) -> dict:
     """`evidence part decide`: the recorded decision (its event's details)."""
-    return decisions.decide_part(gate, documents, envelope)
+    return decisions.decide_part(gate, rt, envelope)
 
 
 def version_view(version: dict) -> dict:

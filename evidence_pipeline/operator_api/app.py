@@ -23,7 +23,6 @@ from evidence_pipeline import jsonread
 from evidence_pipeline.actors.authorize import ActionGate
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.config import Settings
-from evidence_pipeline.documents import Documents
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.errors import ReasonCode as R
 from evidence_pipeline.http_guard import (
@@ -80,8 +79,7 @@ def error_response(code: str, message: str) -> Response:
 
 
 def create_app(runtime: Runtime) -> BoundedRequests:
-    gate = ActionGate(runtime.ledger, runtime.settings.action_max_age_seconds)
-    documents = Documents.open(runtime)  # the parts a reviewer decides on
+    gate = ActionGate(runtime.actors, runtime.settings.action_max_age_seconds)
 
     async def list_dead_letters(request: Request) -> JSONResponse:
         signed = await _body(request)
@@ -106,7 +104,7 @@ def create_app(runtime: Runtime) -> BoundedRequests:
 
     async def decide_part(request: Request) -> JSONResponse:
         signed = await _body(request)
-        return JSONResponse(await run_in_threadpool(actions.decide_part, documents, gate,
+        return JSONResponse(await run_in_threadpool(actions.decide_part, runtime, gate,
                                                     signed.get("authorization")), status_code=201)
 
     async def served_contract(request: Request) -> JSONResponse:

@@ -26,7 +26,7 @@ from evidence_pipeline.actors.requests import sign_request
 from evidence_pipeline.actors.roles import Action, Role
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger.ledger import Ledger
+from evidence_pipeline.ledger.actors import ActorLedger
 from evidence_pipeline.paths import private_dirs
 
 ADMIN, APPROVER, OPERATOR = "dev-admin", "dev-approver", "dev-operator"
@@ -46,10 +46,10 @@ class DemoActors:
         return sign_request(self.keys[name], name, action, args, tenant=tenant)
 
 
-def ensure_demo_actors(settings: Settings, ledger: Ledger) -> DemoActors:
+def ensure_demo_actors(settings: Settings, actors: ActorLedger) -> DemoActors:
     """The dev actors, their keys generated and registered the first time (module docstring). Concurrent demos
     on one home take turns (a lock file beside the keys)."""
-    gate = ActionGate(ledger, settings.action_max_age_seconds)
+    gate = ActionGate(actors, settings.action_max_age_seconds)
     with _locked(settings.home / "actors"):
         keys = {name: _key(settings, name) for name in DEV_ROLES}
         actors = DemoActors(gate, keys)

@@ -23,11 +23,12 @@ from dataclasses import dataclass
 
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.canonical import utc_iso
-from evidence_pipeline.documents import Documents, templates
+from evidence_pipeline.documents import templates
 from evidence_pipeline.documents.decisions import approving_pin, decide_part
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake.admission import PDF, store_document, submit_job
 from evidence_pipeline.ledger.admission import Clock
+from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.store import sha256_hex
 from evidence_pipeline.store.local import LocalStore
@@ -54,7 +55,7 @@ class DemoJob:
     job_id: str
 
 
-def submit_demo_documents(documents: Documents, actors: DemoActors, tenant: str, index: int,
+def submit_demo_documents(rt: Runtime, actors: DemoActors, tenant: str, index: int,
                           period: str) -> list[DemoJob]:
     """Upload and submit the demo tenant ``index``'s documents, filed under ``period``; returns its jobs."""
     organization = organization_template(ORGANIZATIONS[index % 2])
@@ -72,47 +73,47 @@ def submit_demo_documents(documents: Documents, actors: DemoActors, tenant: str,
         # an application with every kind of planted value; a lease, where the template finds nothing (no_matches)
         ("demo-redact-application", "redact", application(), {"active_content": "flag"}),
         ("demo-redact-lease", "redact", lease_contract(index * 14).pdf, {}),
-        (SPLIT_KEY, "split", _signed_agreement(documents), {"parts": [
+        (SPLIT_KEY, "split", _signed_agreement(rt), {"parts": [
             {"name": part.name, "pages": part.pages} for part in district_agreements.PARTS]}),
     ]
-    return [_submit(documents, tenant, key, {"operation": operation, "options": options,
-                                             "inputs": [_upload(documents, tenant, pdf)["document_id"]]}, period)
+    return [_submit(rt, tenant, key, {"operation": operation, "options": options,
+                                      "inputs": [_upload(rt, tenant, pdf)["document_id"]]}, period)
             for key, operation, pdf, options in requests]
 
 
-def submit_part_reviews(documents: Documents, jobs: list[DemoJob], period: str) -> list[DemoJob]:
+def submit_part_reviews(rt: Runtime, jobs: list[DemoJob], period: str) -> list[DemoJob]:
     """After the splits have run: a contract review of each part of each tenant's agreement, under the district
     ruleset. A split that did not succeed gets none (its state and reason are the demo's report)."""
     reviews = []
-    for tenant, parts in _agreement_parts(documents, jobs).items():
+    for tenant, parts in _agreement_parts(rt, jobs).items():
         for name, artifact_id in parts.items():
-            reviews.append(_submit(documents, tenant, f"demo-review-{name}", {
+            reviews.append(_submit(rt, tenant, f"demo-review-{name}", {
                 "operation": "contract-review", "inputs": [artifact_id],
                 "options": {"ruleset": district_agreements.RULESET}}, period))
     return reviews
 
 
-def merge_agreements(documents: Documents, actors: DemoActors, jobs: list[DemoJob], period: str) -> list[DemoJob]:
+def merge_agreements(rt: Runtime, actors: DemoActors, jobs: list[DemoJob], period: str) -> list[DemoJob]:
     """After the reviews have run: the dev approver approves each part the ruleset rejected (the addendum), by a
     signed `part.decide` with its reason, unless an earlier demo did; then the four parts are merged. A tenant whose
     reviews have not all finished (a concurrent demo still works one) is left to the demo that works it."""
     merges = []
-    for tenant, parts in _agreement_parts(documents, jobs).items():
-        reviews = {artifact_id: documents.jobs.latest_review(tenant, artifact_id) for artifact_id in parts.values()}
+    for tenant, parts in _agreement_parts(rt, jobs).items():
+        reviews = {artifact_id: rt.document_jobs.latest_review(tenant, artifact_id) for artifact_id in parts.values()}
         if None in reviews.values():
             continue
         for artifact_id, review in reviews.items():
-            if review["state"] == "rejected" and not _approved(documents, tenant, artifact_id):
-                decide_part(actors.gate, documents, actors.sign(APPROVER, Action.PART_DECIDE, {
+            if review["state"] == "rejected" and not _approved(rt, tenant, artifact_id):
+                decide_part(actors.gate, rt, actors.sign(APPROVER, Action.PART_DECIDE, {
                     "artifact_id": artifact_id, "decision": "approved", "reason": ADDENDUM_REASON}, tenant=tenant))
-        merges.append(_submit(documents, tenant, "demo-merge-agreement",
+        merges.append(_submit(rt, tenant, "demo-merge-agreement",
                               {"operation": "merge", "inputs": list(parts.values())}, period))
     return merges
 
 
-def _approved(documents: Documents, tenant: str, artifact_id: str) -> bool:
+def _approved(rt: Runtime, tenant: str, artifact_id: str) -> bool:
     try:
-        approving_pin(documents, tenant, artifact_id)
+        approving_pin(rt, tenant, artifact_id)
     except EvidenceError as error:
         if error.code != ReasonCode.MERGE_INPUT_NOT_APPROVED:
             raise
@@ -120,11 +121,11 @@ def _approved(documents: Documents, tenant: str, artifact_id: str) -> bool:
     return True
 
 
-def _agreement_parts(documents: Documents, jobs: list[DemoJob]) -> dict[str, dict[str, str]]:
+def _agreement_parts(rt: Runtime, jobs: list[DemoJob]) -> dict[str, dict[str, str]]:
     """Each tenant whose agreement split succeeded -> its parts' artifact ids by name, in the agreement's order."""
     found = {}
     for demo_job in jobs:
-        job = documents.jobs.job(demo_job.tenant, demo_job.job_id)
+        job = rt.document_jobs.job(demo_job.tenant, demo_job.job_id)
         if demo_job.key != SPLIT_KEY or job["state"] != "succeeded":
             continue
         keys = [artifact["key"] for artifact in job["outputs"]["artifacts"]]
@@ -133,15 +134,15 @@ def _agreement_parts(documents: Documents, jobs: list[DemoJob]) -> dict[str, dic
     return found
 
 
-def _submit(documents: Documents, tenant: str, key: str, body: dict, period: str) -> DemoJob:
-    job, _ = submit_job(documents, tenant, key, body, ACTOR, Clock(None, period))
+def _submit(rt: Runtime, tenant: str, key: str, body: dict, period: str) -> DemoJob:
+    job, _ = submit_job(rt, tenant, key, body, ACTOR, Clock(None, period))
     return DemoJob(tenant, key, job["job_id"])
 
 
-def _signed_agreement(documents: Documents) -> bytes:
+def _signed_agreement(rt: Runtime) -> bytes:
     """Signed once per home and kept: a signature carries its signing time, so signing again would make another
     upload under the same idempotency key (concurrent demos converge on whichever copy was stored first)."""
-    folder = documents.runtime.settings.home / "demo-district"
+    folder = rt.settings.home / "demo-district"
     kept = LocalStore(folder / "agreement", scheme="demo", file_mode=0o400)
     if not kept.exists(AGREEMENT):
         signed = district_agreements.sign(district_agreements.district_agreement(),
@@ -154,10 +155,10 @@ def _signed_agreement(documents: Documents) -> bytes:
     return kept.get(AGREEMENT)
 
 
-def _upload(documents: Documents, tenant: str, pdf: bytes) -> dict:
+def _upload(rt: Runtime, tenant: str, pdf: bytes) -> dict:
     """What `POST /v1/documents` stores: the bytes in a spool of the document store, then put once and admitted."""
-    with documents.store.spool(documents.runtime.settings.work_dir) as spool:
+    with rt.document_store.spool(rt.settings.work_dir) as spool:
         spool.write(pdf)
         spool.flush()
-        row, _ = store_document(documents, tenant, spool, sha256_hex(pdf), len(pdf), PDF, ACTOR, Clock(None))
+        row, _ = store_document(rt, tenant, spool, sha256_hex(pdf), len(pdf), PDF, ACTOR, Clock(None))
     return row

@@ -26,11 +26,10 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import RETRYABLE, EvidenceError, ReasonCode
-from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.announcements import DEAD, DELIVERED, PENDING
 from evidence_pipeline.ledger.outbox import Outbox
 from evidence_pipeline.webhooks import sender, signing, targets
@@ -41,14 +40,10 @@ SENDERS = 8  # attempts in flight at once, each of another tenant
 
 @dataclass
 class Deliverer:
-    ledger: Ledger
+    outbox: Outbox
     settings: Settings
     clock: Callable[[], float] = time.time
     jitter: Callable[[], float] = random.random  # in [0, 1)
-    outbox: Outbox = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.outbox = Outbox(self.ledger)
 
     def drain(self, max_deliveries: int = 100, max_seconds: float = 30.0) -> Counter:
         """Attempt due deliveries until none is due, ``max_deliveries`` were attempted or another attempt could not

@@ -31,7 +31,7 @@ from evidence_pipeline.webhooks import signing, targets
 MAX_REASON = 500
 
 
-def set_webhook(gate: ActionGate, settings: Settings, url: str, envelope: object) -> dict:
+def set_webhook(gate: ActionGate, tokens: Tokens, settings: Settings, url: str, envelope: object) -> dict:
     """Set the webhook of the request's tenant to ``url`` (which the request's args name); returns {tenant,
     secret, secret_id, event_id}. The URL is checked first: WEBHOOK_URL_INVALID, WEBHOOK_HOST_REFUSED."""
     targets.allowed_addresses(targets.parse_url(url), settings.webhook_allowed_networks,
@@ -40,7 +40,7 @@ def set_webhook(gate: ActionGate, settings: Settings, url: str, envelope: object
     done: dict[str, str] = {}
 
     def perform(conn: Connection, _registry: Registry, authorized: AuthorizedAction) -> LedgerEvent:
-        tenant = _tenant_of(gate, conn, authorized)
+        tenant = _tenant_of(gate, tokens, conn, authorized)
         if authorized.args != {"url": url}:
             raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "webhook.set takes {url}: the URL checked")
         event = gate.ledger._append(conn, TenantMonth(tenant, current_month()), EventType.WEBHOOK_CONFIGURED,
@@ -58,14 +58,14 @@ def set_webhook(gate: ActionGate, settings: Settings, url: str, envelope: object
     return done | {"secret": secret, "secret_id": signing.secret_id(secret)}
 
 
-def rotate_secret(gate: ActionGate, settings: Settings, envelope: object) -> dict:
+def rotate_secret(gate: ActionGate, tokens: Tokens, settings: Settings, envelope: object) -> dict:
     """Give the request's tenant a new secret; the current one signs too until the window ends. Returns {tenant,
     secret, secret_id, previous_secret_id, previous_until}."""
     secret = signing.new_secret()
     done: dict[str, str] = {}
 
     def perform(conn: Connection, _registry: Registry, authorized: AuthorizedAction) -> LedgerEvent:
-        tenant = _tenant_of(gate, conn, authorized)
+        tenant = _tenant_of(gate, tokens, conn, authorized)
         if authorized.args:
             raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "webhook.rotate takes no arguments")
         current = announcements.subscription_in(conn, tenant)
@@ -111,10 +111,10 @@ def replay_delivery(gate: ActionGate, envelope: object) -> dict:
     return replayed
 
 
-def _tenant_of(gate: ActionGate, conn: Connection, authorized: AuthorizedAction) -> str:
+def _tenant_of(gate: ActionGate, tokens: Tokens, conn: Connection, authorized: AuthorizedAction) -> str:
     if authorized.tenant is None:
         raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "a webhook action names its tenant")
-    if Tokens(gate.ledger).offboarding(conn, authorized.tenant) is not None:
+    if tokens.offboarding(conn, authorized.tenant) is not None:
         raise EvidenceError(ReasonCode.TENANT_OFFBOARDED, f"tenant {authorized.tenant} is offboarded")
     registry = gate.ledger.tenants.c  # the registry's own row, in this transaction: no other event registers
     if conn.execute(select(registry.tenant).where(registry.tenant == authorized.tenant)).first() is None:
