@@ -518,10 +518,6 @@ KNOWN_LEAKS = {
     "text_scaled_250_percent_horizontally":
         "refused, not leaked: Tesseract doubts glyphs stretched 2.5 times wide (it reads 200% with confidence), so "
         "the page is REDACTION_UNSUPPORTED_CONTENT; reading a doubted region squeezed back is not done",
-    "white_text_on_a_tight_dark_panel":
-        "a dark panel whose light text comes within _SOLID pixels (6 points) of its edge is not solid all round, so "
-        "it is not read negative: its solid parts are whitened as black boxes are, its text is lost to OCR, and a "
-        "doubted word on dark ink is excused as a box's (a reader reads it; neither pass does)",
 }
 
 

@@ -334,10 +334,12 @@ def test_typed_pages_in_trusted_fonts_are_not_read_by_ocr_and_their_values_still
 
 
 @READERS
-def test_the_second_pass_fails_a_derivative_that_shows_a_value_only_on_its_rendered_page():
+@pytest.mark.parametrize("case", ["vector_outlines_of_glyphs", "white_text_on_a_tight_dark_panel"])
+def test_the_second_pass_fails_a_derivative_that_shows_a_value_only_on_its_rendered_page(case):
     """A derivative whose objects spell nothing a rule matches, whose page shows a national id drawn as glyph
-    outlines: the rendered page's OCR fails it, and the message names the place, not the value."""
-    data = corpus.build(corpus.DRAWN["vector_outlines_of_glyphs"][0])
+    outlines, or light on a dark panel that fits its text tightly (read negative): the rendered page's OCR fails
+    it, and the message names the place, not the value."""
+    data = corpus.build(corpus.DRAWN[case][0])
     result = _redact_pure(corpus.build(lambda pdf, page: None), remove=False)
     name = result.secret["derivative"]
     assert leaks(data, corpus.SSN) == []  # no text layer, string, stream or image holds it

@@ -51,6 +51,7 @@ _JOIN = 3  # cells: ink this close belongs to one region (the gaps between glyph
 _SKEW_SIDE = 200  # pixels: the longer side a region is shrunk to while the angle of its lines is estimated
 _JOINERS = frozenset("-@._/")  # a word ending or beginning with one continues into its neighbour
 _SOLID = 25  # pixels at PAGE_DPI: dark throughout a square this wide is a box, not a stroke of a glyph
+_PANEL = 0.4  # a dark area holding light ink is a panel (read negative) when dark over this much of its box
 _GAP = 40  # white pixels between the regions laid out for one reading
 _SHEET = 32_000  # pixels on a side of what the regions are laid out on: the engine reads up to 32,767
 INK_DPI = 100  # the page with its trusted text hidden is rendered at this resolution to find the ink left to read
@@ -474,37 +475,41 @@ def _sheet_read(pieces: list) -> list[Word]:
 
 
 def _cleared(gray: Image.Image) -> Image.Image:
-    """The image with its solid dark areas (a redaction's black box: dark throughout a square of _SOLID pixels)
-    made white: the engine reads a black box as a word and doubts the words beside it. Strokes thinner than
-    _SOLID (glyphs, rules, the ground between light letters) stay. A dark panel with light text in it (solid
-    all round its edge, not inside) is turned negative instead: its text read dark on light, as a reader reads it."""
-    if min(gray.size) < _SOLID or numpy.asarray(gray.reduce(_SOLID // 2)).min() >= 64:
-        return gray  # no square of _SOLID pixels holds a dark cell of half its side: nothing is solid
-    solid = _solid_area(gray, _SOLID // 2)
-    if not solid.any():
-        return gray
-    shown = numpy.asarray(gray)
-    pixels = shown.copy()
+    """The image as a reader reads it, dark on light: each dark panel holding light ink (``_panels``, however
+    tightly it fits its text) turned negative, then the solid dark areas left (a redaction's black box: dark
+    throughout a square of _SOLID pixels) made white: the engine reads a black box as a word and doubts the words
+    beside it. Strokes thinner than _SOLID (glyphs, rules, the ground between light letters) stay."""
+    pixels = numpy.asarray(gray).copy()
+    for panel in _panels(pixels):
+        pixels[panel] = 255 - pixels[panel]
+    turned = Image.fromarray(pixels)
+    if min(turned.size) < _SOLID or numpy.asarray(turned.reduce(_SOLID // 2)).min() >= 64:
+        return turned  # no square of _SOLID pixels holds a dark cell of half its side: nothing is solid
+    solid = _solid_area(turned, _SOLID // 2)
     pixels[solid] = 255
-    for panel in _panels(solid):
-        pixels[panel] = 255 - shown[panel]
     return Image.fromarray(pixels)
 
 
-def _panels(solid: numpy.ndarray) -> Iterator[tuple[slice, slice]]:
-    """The boxes (rows, columns) of the solid areas that are solid along the edge of their box but not
-    throughout it: a dark panel holding light glyphs. A black box is solid throughout; boxes that touch (marks on
-    neighbouring lines) leave their union's edge open."""
-    step = _SOLID // 2
-    cells = numpy.asarray(Image.fromarray(solid.astype(numpy.uint8) * 255).reduce(step)) > 0
-    for top, left, bottom, right in _components(cells):
-        area = solid[top * step:(bottom + 1) * step, left * step:(right + 1) * step]
-        rows, columns = numpy.flatnonzero(area.any(axis=1)), numpy.flatnonzero(area.any(axis=0))
-        inside = area[rows[0]:rows[-1] + 1, columns[0]:columns[-1] + 1]
-        edge = min(inside[0].mean(), inside[-1].mean(), inside[:, 0].mean(), inside[:, -1].mean())
-        if edge >= 0.95 and not inside.all():  # (the opening rounds a box's corners off by a pixel or two)
-            yield (slice(top * step + rows[0], top * step + rows[-1] + 1),
-                   slice(left * step + columns[0], left * step + columns[-1] + 1))
+def _panels(pixels: numpy.ndarray) -> Iterator[tuple[slice, slice]]:
+    """The boxes (rows, columns) of the dark panels holding light ink, found by local contrast: groups of cells
+    (_GROUP pixels) darker than mid-grey throughout, whose box is dark along most of its edge (light glyphs may
+    come near it anywhere) and over at least _PANEL of its area, with cells of light pixels inside. A black box
+    holds no light ink; a frame, a rule or a glyph of dark text is dark over little of its box; boxes that touch
+    (marks on neighbouring lines) leave their union's edge open."""
+    rows, columns = -(-pixels.shape[0] // _GROUP), -(-pixels.shape[1] // _GROUP)
+    padded = numpy.pad(pixels, ((0, rows * _GROUP - pixels.shape[0]), (0, columns * _GROUP - pixels.shape[1])),
+                       constant_values=255)
+    dark = _per_cell(padded, numpy.maximum) < 128
+    if not dark.any():
+        return
+    light = _per_cell(padded, numpy.maximum) > 192
+    for top, left, bottom, right in _components(dark):
+        if bottom - top < 2 or right - left < 2:
+            continue
+        area = dark[top:bottom + 1, left:right + 1]
+        edge = min(area[0].mean(), area[-1].mean(), area[:, 0].mean(), area[:, -1].mean())
+        if edge >= 0.75 and area.mean() >= _PANEL and light[top:bottom + 1, left:right + 1].any():
+            yield (slice(top * _GROUP, (bottom + 1) * _GROUP), slice(left * _GROUP, (right + 1) * _GROUP))
 
 
 def _solid_area(gray: Image.Image, radius: int) -> numpy.ndarray:
@@ -593,7 +598,14 @@ def _overlap(a, b) -> bool:
 
 
 def _solid(word: Word, shown: Image.Image) -> bool:
-    return bool((numpy.asarray(shown.crop(word.box)) < 64).mean() >= 0.5)
+    """Whether the word is a black box's: its box at least half dark, with no light pixel among the dark (light
+    ink on a dark ground is text to read, not a box)."""
+    pixels = numpy.asarray(shown.crop(word.box))
+    dark = pixels < 64
+    if dark.mean() < 0.5:
+        return False
+    rows, columns = numpy.flatnonzero(dark.any(axis=1)), numpy.flatnonzero(dark.any(axis=0))
+    return not (pixels[rows[0]:rows[-1] + 1, columns[0]:columns[-1] + 1] > 192).any()
 
 
 def _words(gray: Image.Image, angle: float) -> list[Word]:
