@@ -514,11 +514,7 @@ DRAWN = {
     "value_split_across_two_images_on_a_turned_page": (_on_a_turned_page(_split_across_images), SSN, (90,)),
 }
 # DRAWN cases that leak today, with why (each test of them is an expected failure until it is fixed)
-KNOWN_LEAKS = {
-    "text_scaled_250_percent_horizontally":
-        "refused, not leaked: Tesseract doubts glyphs stretched 2.5 times wide (it reads 200% with confidence), so "
-        "the page is REDACTION_UNSUPPORTED_CONTENT; reading a doubted region squeezed back is not done",
-}
+KNOWN_LEAKS: dict[str, str] = {}
 
 
 # -- more ways of drawing: fonts that say nothing, shadings, masks, optional content, clipping, render modes -------

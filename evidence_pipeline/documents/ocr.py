@@ -49,6 +49,9 @@ _ROTATIONS = (0, 90, 180, 270)
 _CELL = 8  # pixels of the page per cell of the grid in which the ink an upright reading left is grouped
 _JOIN = 3  # cells: ink this close belongs to one region (the gaps between glyphs, words and lines of a block)
 _SKEW_SIDE = 200  # pixels: the longer side a region is shrunk to while the angle of its lines is estimated
+_PEAKS = 2  # angles a region's lines may run at: the likeliest read first, the others where it reads doubted
+_SQUEEZES = (1 / 2, 1 / 3)  # widths along its lines at which a doubted region is read again (glyphs drawn 1.5 to
+# 6 times wide read at a reader's proportions; the engine reads twice as wide with confidence)
 _JOINERS = frozenset("-@._/")  # a word ending or beginning with one continues into its neighbour
 _SOLID = 25  # pixels at PAGE_DPI: dark throughout a square this wide is a box, not a stroke of a glyph
 _PANEL = 0.4  # a dark area holding light ink is a panel (read negative) when dark over this much of its box
@@ -412,25 +415,60 @@ def read_page(image: Image.Image, known: int = 0) -> Reading:
 
 
 def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
-    """The words of the ink ``page`` did not read with confidence, read region by region at their own angle."""
+    """The words of the ink ``page`` did not read with confidence, read region by region at their own angle (and
+    upside down). A region whose reading is still doubted (a doubted word there that no confident word explains)
+    is read again, in the same sheets: at the other angles its lines may run at (``_skews``: a short word's glyphs
+    stand in columns that compete with its line) and, at the angle that read it best, squeezed or stretched along
+    its lines (_SQUEEZES: text drawn stretched by its matrix or Tz, which the engine doubts, read at a reader's
+    proportions)."""
     residue = gray.copy()
     draw = ImageDraw.Draw(residue)
     for word in page:
         if word.confidence >= CONFIDENT:
             draw.rectangle(word.box, fill=255)
-    pieces = []  # (region, turn, the region's size, the piece as laid out)
-    for region in _ink_regions(residue):
-        crop = residue.crop(region)
-        angle = _skew(crop)
-        pieces += [(region, turn, crop.size, crop.rotate(turn, expand=True, fillcolor=255))
-                   for turn in (angle, angle + 180)]
-    words: list[Word] = []
+    found = [(region, residue.crop(region)) for region in _ink_regions(residue)]
+    angles = [_skews(crop) for _, crop in found]
     base = max((word.line for word in page), default=-1) + 1
-    for sheet in _sheets(pieces):
-        read = _sheet_read(sheet)
-        words += [Word(word.text, word.box, word.confidence, base + word.line) for word in read]
-        base += max((word.line for word in read), default=-1) + 1
+    read, base = _pieces_read([_piece(region, crop, turn) for (region, crop), skews in zip(found, angles)
+                               for turn in (skews[0], skews[0] + 180)], base)
+    words = [word for piece in read for word in piece]
+    trusted = [word.box for word in page + words if word.confidence >= CONFIDENT]
+    again = []
+    for index, ((region, crop), skews) in enumerate(zip(found, angles)):
+        upright, upside_down = read[2 * index], read[2 * index + 1]
+        if not any(_doubted(word) and _overlap(word.box, region) and not any(_overlap(word.box, box) for box in trusted)
+                   for word in page + upright + upside_down):
+            continue
+        best = skews[0] + 180 if _score(upside_down) > _score(upright) else skews[0]
+        again += [_piece(region, crop, best, squeeze) for squeeze in _SQUEEZES]
+        again += [_piece(region, crop, turn) for angle in skews[1:] for turn in (angle, angle + 180)]
+    if again:
+        read, _ = _pieces_read(again, base)
+        words += [word for piece in read for word in piece]
     return words
+
+
+def _piece(region: tuple[int, int, int, int], crop: Image.Image, turn: float, squeeze: float = 1.0) -> tuple:
+    """(region, turn, squeeze, the region's size, its size turned, the piece as laid out): the region's pixels
+    turned ``turn`` degrees counter-clockwise, then scaled ``squeeze`` along its (now level) lines."""
+    turned = crop.rotate(turn, expand=True, fillcolor=255)
+    piece = turned if squeeze == 1 else turned.resize((max(1, round(turned.width * squeeze)), turned.height),
+                                                      Image.Resampling.LANCZOS)
+    return region, turn, squeeze, crop.size, turned.size, piece
+
+
+def _pieces_read(pieces: list, base: int) -> tuple[list[list[Word]], int]:
+    """The words of each piece, in its region's pixels, their lines numbered from ``base``; and the next line
+    number. The pieces are read on as few sheets as the engine takes."""
+    read: list[list[Word]] = [[] for _ in pieces]
+    first = 0
+    for sheet in _sheets(pieces):
+        words = _sheet_read(sheet)
+        for index, word in words:
+            read[first + index].append(Word(word.text, word.box, word.confidence, base + word.line))
+        base += max((word.line for _, word in words), default=-1) + 1
+        first += len(sheet)
+    return read, base
 
 
 def _sheets(pieces: list) -> Iterator[list]:
@@ -438,8 +476,8 @@ def _sheets(pieces: list) -> Iterator[list]:
     run: list = []
     height = _GAP
     for piece in pieces:
-        size = piece[3].height + _GAP
-        if max(piece[3].width + 2 * _GAP, size + _GAP) > _SHEET:
+        size = piece[-1].height + _GAP
+        if max(piece[-1].width + 2 * _GAP, size + _GAP) > _SHEET:
             raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
                                 f"a region of ink larger than OCR reads ({_SHEET:,} pixels on a side at "
                                 f"{PAGE_DPI} dpi); only a region rule can redact it")
@@ -452,8 +490,9 @@ def _sheets(pieces: list) -> Iterator[list]:
         yield run
 
 
-def _sheet_read(pieces: list) -> list[Word]:
-    """The pieces laid out one under another on one sheet, read at once; each word in its region's pixels."""
+def _sheet_read(pieces: list) -> list[tuple[int, Word]]:
+    """The pieces laid out one under another on one sheet, read at once: each word with the index of its piece,
+    in its region's pixels."""
     width = max(piece.width for *_, piece in pieces) + 2 * _GAP
     sheet = Image.new("L", (width, sum(piece.height + _GAP for *_, piece in pieces) + _GAP), 255)
     tops = []
@@ -466,11 +505,12 @@ def _sheet_read(pieces: list) -> list[Word]:
     for word in _words(sheet, 0):
         centre = (word.box[1] + word.box[3]) / 2
         index = max(i for i, t in enumerate(tops) if t <= centre) if centre >= tops[0] else 0
-        region, turn, size, piece = pieces[index]
-        local = (word.box[0] - _GAP, word.box[1] - tops[index], word.box[2] - _GAP, word.box[3] - tops[index])
-        box = _unturn(local, turn, size, piece.size)
-        words.append(Word(word.text, (box[0] + region[0], box[1] + region[1], box[2] + region[0],
-                                      box[3] + region[1]), word.confidence, word.line))
+        region, turn, squeeze, size, turned, _ = pieces[index]
+        local = ((word.box[0] - _GAP) / squeeze, word.box[1] - tops[index], (word.box[2] - _GAP) / squeeze,
+                 word.box[3] - tops[index])
+        box = _unturn(tuple(round(v) for v in local), turn, size, turned)
+        words.append((index, Word(word.text, (box[0] + region[0], box[1] + region[1], box[2] + region[0],
+                                              box[3] + region[1]), word.confidence, word.line)))
     return words
 
 
@@ -567,19 +607,19 @@ def _components(grown: numpy.ndarray) -> Iterator[tuple[int, int, int, int]]:
         yield int(top), int(left), int(bottom), int(right)
 
 
-def _skew(region: Image.Image) -> float:
-    """The angle (degrees, counter-clockwise, -90 to 90) that turns the region's lines level: the turn whose rows
-    of ink are most sharply separated (projection profile)."""
+def _skews(region: Image.Image) -> list[float]:
+    """The angles (degrees, counter-clockwise, -90 to 90) that may turn the region's lines level, the likeliest
+    first: the turns whose rows of ink are most sharply separated (projection profile), each a peak of that
+    sharpness over the angles (a line of a few glyphs has two: its line, and the columns its glyphs stand in)."""
     scale = _SKEW_SIDE / max(region.size)
     small = region.resize((max(1, round(region.width * scale)), max(1, round(region.height * scale))))
     ink = small.point(lambda v: 255 if v < 160 else 0)
-    best, best_score = 0.0, -1.0
-    for angle in range(-88, 92, 2):
-        rows = numpy.asarray(ink.rotate(angle, expand=True, fillcolor=0), dtype=numpy.float64).sum(axis=1)
-        score = float(numpy.square(numpy.diff(rows)).sum())
-        if score > best_score:
-            best, best_score = float(angle), score
-    return best
+    angles = range(-88, 92, 2)
+    scores = [float(numpy.square(numpy.diff(numpy.asarray(ink.rotate(angle, expand=True, fillcolor=0),
+                                                          dtype=numpy.float64).sum(axis=1))).sum())
+              for angle in angles]
+    peaks = [i for i in range(len(scores)) if scores[i] >= max(scores[i - 1], scores[(i + 1) % len(scores)])]
+    return [float(angles[i]) for i in sorted(peaks, key=lambda i: -scores[i])[:_PEAKS]]
 
 
 def _legible(words: list[Word], shown: Image.Image, explained=(), known: int = 0) -> bool:
@@ -587,10 +627,14 @@ def _legible(words: list[Word], shown: Image.Image, explained=(), known: int = 0
     box of solid ink in ``shown`` (a redaction's black box, which the engine reads as a word) is no text, and a
     doubted word where an ``explained`` word was read with confidence (text at an angle, read at it) is read."""
     trusted = [word.box for word in explained if word.confidence >= CONFIDENT]
-    doubted = sum(word.confidence < CONFIDENT and sum(c.isalnum() for c in word.text) >= 2
-                  and not _solid(word, shown) and not any(_overlap(word.box, box) for box in trusted)
+    doubted = sum(_doubted(word) and not _solid(word, shown) and not any(_overlap(word.box, box) for box in trusted)
                   for word in words)
     return doubted <= (len(words) + known) // 10
+
+
+def _doubted(word: Word) -> bool:
+    """A word that looks like text (two letters or digits) but that the engine doubts."""
+    return word.confidence < CONFIDENT and sum(c.isalnum() for c in word.text) >= 2
 
 
 def _overlap(a, b) -> bool:
