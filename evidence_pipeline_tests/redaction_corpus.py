@@ -720,6 +720,8 @@ DRAWN.update({
                                        SSN, (0,)),
     "white_text_on_a_tight_dark_panel": (_silent_text(before=b"0.15 g 66 596 180 18 re f ", text_state=b"1 g"),
                                          SSN, (0,)),
+    "white_text_on_a_tight_dark_blue_panel": (_silent_text(before=b"0 0 0.45 rg 66 596 180 18 re f ",
+                                                           text_state=b"1 g"), SSN, (0,)),
     "text_turned_30_degrees_by_its_matrix": (_silent_text(at=b"%.4f %.4f %.4f %.4f 120 500 Tm" % (
         _COS30, _SIN30, -_SIN30, _COS30)), SSN, (-30,)),
 })

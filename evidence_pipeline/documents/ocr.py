@@ -8,7 +8,9 @@ second). A reading holds the words with their boxes in the image's own pixel coo
 image could be read with confidence: words that look like text but that the engine doubts must not outnumber one in
 ten of the words. An image is read upright, or in the right-angle turn that reads best; a page is read so, and
 then the ink that reading left (text at any other angle, text it could not make out) is found region by region and
-read turned by the angle its lines run at. No size or angle of an object is judged: only the page's pixels.
+read turned by the angle its lines run at, a region still doubted again at its other likely angle and squeezed along
+its lines; light text on a dark panel is read negative. No size or angle of an object is judged: only the page's
+pixels.
 Tesseract runs single-threaded (the worker's parallelism is Dagster's), one process per reading, and its temporary
 files are pytesseract's own (0600, deleted after each call).
 
@@ -398,10 +400,11 @@ def _turned(gray: Image.Image, shown: Image.Image, upright: list[Word], explaine
 def read_page(image: Image.Image, known: int = 0) -> Reading:
     """A rendered page's words: the page read upright; then the ink that reading did not read with confidence,
     region by region, each region turned so that its lines run level (and upside down, in case they ran the other
-    way), all laid out in one image and read at once. The inside of solid dark areas (black boxes) is cleared
-    before it is read. Legible unless the upright reading's doubted words, less those the regions' reading read
-    with confidence, are more than one in ten of the words (with the ``known`` words of the page's trusted text
-    layer, which is not read); then the page is read turned as ``read`` turns an image."""
+    way), all laid out in one image and read at once (``_regions_read``). Dark panels are read negative and the
+    inside of solid dark areas (black boxes) is cleared before it is read (``_cleared``). Legible unless the
+    upright reading's doubted words, less those the regions' reading read with confidence, are more than one in ten
+    of the words (with the ``known`` words of the page's trusted text layer, which is not read); then the page is
+    read turned as ``read`` turns an image."""
     shown = image.convert("L")
     gray = _cleared(shown)
     upright = _words(gray, 0)
