@@ -379,10 +379,12 @@ def _spells_what_it_draws(font: pikepdf.Dictionary) -> bool:
 
 
 def read(image: Image.Image) -> Reading:
-    """An image's words, read upright or, when upright does not read, in the right-angle turn that reads best."""
-    gray = image.convert("L")
-    best = _turned(gray, gray, _words(gray, 0))
-    return Reading(tuple(best), _legible(best, gray))
+    """An image's words, read upright or, when upright does not read, in the right-angle turn that reads best;
+    dark on light, as a page is (``_cleared``: a mask's white text on black is read negative)."""
+    shown = image.convert("L")
+    gray = _cleared(shown)
+    best = _turned(gray, shown, _words(gray, 0))
+    return Reading(tuple(best), _legible(best, shown))
 
 
 def _turned(gray: Image.Image, shown: Image.Image, upright: list[Word], explained=(), known: int = 0) -> list[Word]:
