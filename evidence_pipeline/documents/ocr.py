@@ -52,6 +52,7 @@ _CELL = 8  # pixels of the page per cell of the grid in which the ink an upright
 _JOIN = 3  # cells: ink this close belongs to one region (the gaps between glyphs, words and lines of a block)
 _SKEW_SIDE = 200  # pixels: the longer side a region is shrunk to while the angle of its lines is estimated
 _PEAKS = 2  # angles a region's lines may run at: the likeliest read first, the others where it reads doubted
+_APART = 10  # degrees between two of those angles (a peak's shoulder is the same angle)
 _SQUEEZES = (1 / 2, 1 / 3)  # widths along its lines at which a doubted region is read again (glyphs drawn 1.5 to
 # 6 times wide read at a reader's proportions; the engine reads twice as wide with confidence)
 _JOINERS = frozenset("-@._/")  # a word ending or beginning with one continues into its neighbour
@@ -623,8 +624,12 @@ def _skews(region: Image.Image) -> list[float]:
     scores = [float(numpy.square(numpy.diff(numpy.asarray(ink.rotate(angle, expand=True, fillcolor=0),
                                                           dtype=numpy.float64).sum(axis=1))).sum())
               for angle in angles]
-    peaks = [i for i in range(len(scores)) if scores[i] >= max(scores[i - 1], scores[(i + 1) % len(scores)])]
-    return [float(angles[i]) for i in sorted(peaks, key=lambda i: -scores[i])[:_PEAKS]]
+    peaks: list[float] = []
+    for i in sorted(range(len(scores)), key=lambda i: -scores[i]):
+        apart = all(min(abs(angles[i] - peak), 180 - abs(angles[i] - peak)) >= _APART for peak in peaks)
+        if apart and scores[i] >= max(scores[i - 1], scores[(i + 1) % len(scores)]):
+            peaks.append(float(angles[i]))
+    return peaks[:_PEAKS]
 
 
 def _legible(words: list[Word], shown: Image.Image, explained=(), known: int = 0) -> bool:
