@@ -549,15 +549,7 @@ DRAWN = {
                                                    EMAIL, (0,)),
 }
 # DRAWN cases that leak today, with why (each test of them is an expected failure until it is fixed)
-KNOWN_LEAKS = {
-    "text_scaled_250_percent_horizontally":
-        "refused, not leaked: Tesseract doubts glyphs stretched 2.5 times wide (it reads 200% with confidence), so "
-        "the page is REDACTION_UNSUPPORTED_CONTENT; reading a doubted region squeezed back is not done",
-    "white_text_on_a_tight_dark_panel":
-        "a dark panel whose light text comes within _SOLID pixels (6 points) of its edge is not solid all round, so "
-        "it is not read negative: its solid parts are whitened as black boxes are, its text is lost to OCR, and a "
-        "doubted word on dark ink is excused as a box's (a reader reads it; neither pass does)",
-}
+KNOWN_LEAKS: dict[str, str] = {}
 
 
 # -- more ways of drawing: fonts that say nothing, shadings, masks, optional content, clipping, render modes -------
@@ -763,6 +755,8 @@ DRAWN.update({
                                        SSN, (0,)),
     "white_text_on_a_tight_dark_panel": (_silent_text(before=b"0.15 g 66 596 180 18 re f ", text_state=b"1 g"),
                                          SSN, (0,)),
+    "white_text_on_a_tight_dark_blue_panel": (_silent_text(before=b"0 0 0.45 rg 66 596 180 18 re f ",
+                                                           text_state=b"1 g"), SSN, (0,)),
     "text_turned_30_degrees_by_its_matrix": (_silent_text(at=b"%.4f %.4f %.4f %.4f 120 500 Tm" % (
         _COS30, _SIN30, -_SIN30, _COS30)), SSN, (-30,)),
 })

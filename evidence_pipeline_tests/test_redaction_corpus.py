@@ -274,19 +274,9 @@ READERS = pytest.mark.skipif(not all(map(shutil.which, ("tesseract", "pdftoppm",
                              reason="tesseract and poppler-utils are not installed (make test installs them)")
 
 
-# DRAWN cases whose derivative the second pass refuses today (REDACTION_UNSUPPORTED_CONTENT: no leak, nothing
-# published), with why
-REFUSED = {
-    "text_at_20_degrees_in_an_image":
-        "after the value's region is burned in, 'SSN' is left alone at 20 degrees; with the heading now text (not "
-        "read) the band starts elsewhere, the region reader estimates that word's skew at 90 degrees and reads it as "
-        "doubted words, so the page is illegible (main burned the whole page and read it at 70 degrees by luck)",
-}
-
-
 @READERS
-@pytest.mark.parametrize("case", [case if case not in {**corpus.KNOWN_LEAKS, **REFUSED} else pytest.param(
-    case, marks=pytest.mark.xfail(strict=True, reason={**corpus.KNOWN_LEAKS, **REFUSED}[case]))
+@pytest.mark.parametrize("case", [case if case not in corpus.KNOWN_LEAKS else pytest.param(
+    case, marks=pytest.mark.xfail(strict=True, reason=corpus.KNOWN_LEAKS[case]))
     for case in sorted(corpus.DRAWN)])
 def test_a_value_drawn_any_way_is_gone_from_the_page_a_reader_sees(case):
     """Drawn so that no text layer spells it (an image drawn larger than its pixels, halves in two objects, glyph
@@ -334,10 +324,12 @@ def test_typed_pages_in_trusted_fonts_are_not_read_by_ocr_and_their_values_still
 
 
 @READERS
-def test_the_second_pass_fails_a_derivative_that_shows_a_value_only_on_its_rendered_page():
+@pytest.mark.parametrize("case", ["vector_outlines_of_glyphs", "white_text_on_a_tight_dark_panel"])
+def test_the_second_pass_fails_a_derivative_that_shows_a_value_only_on_its_rendered_page(case):
     """A derivative whose objects spell nothing a rule matches, whose page shows a national id drawn as glyph
-    outlines: the rendered page's OCR fails it, and the message names the place, not the value."""
-    data = corpus.build(corpus.DRAWN["vector_outlines_of_glyphs"][0])
+    outlines, or light on a dark panel that fits its text tightly (read negative): the rendered page's OCR fails
+    it, and the message names the place, not the value."""
+    data = corpus.build(corpus.DRAWN[case][0])
     result = _redact_pure(corpus.build(lambda pdf, page: None), remove=False)
     name = result.secret["derivative"]
     assert leaks(data, corpus.SSN) == []  # no text layer, string, stream or image holds it

@@ -8,7 +8,9 @@ second). A reading holds the words with their boxes in the image's own pixel coo
 image could be read with confidence: words that look like text but that the engine doubts must not outnumber one in
 ten of the words. An image is read upright, or in the right-angle turn that reads best; a page is read so, and
 then the ink that reading left (text at any other angle, text it could not make out) is found region by region and
-read turned by the angle its lines run at. No size or angle of an object is judged: only the page's pixels.
+read turned by the angle its lines run at, a region still doubted again at its other likely angle and squeezed along
+its lines; light text on a dark panel is read negative. No size or angle of an object is judged: only the page's
+pixels.
 Tesseract runs single-threaded (the worker's parallelism is Dagster's), one process per reading, and its temporary
 files are pytesseract's own (0600, deleted after each call).
 
@@ -49,8 +51,13 @@ _ROTATIONS = (0, 90, 180, 270)
 _CELL = 8  # pixels of the page per cell of the grid in which the ink an upright reading left is grouped
 _JOIN = 3  # cells: ink this close belongs to one region (the gaps between glyphs, words and lines of a block)
 _SKEW_SIDE = 200  # pixels: the longer side a region is shrunk to while the angle of its lines is estimated
+_PEAKS = 2  # angles a region's lines may run at: the likeliest read first, the others where it reads doubted
+_APART = 10  # degrees between two of those angles (a peak's shoulder is the same angle)
+_SQUEEZES = (1 / 2, 1 / 3)  # widths along its lines at which a doubted region is read again (glyphs drawn 1.5 to
+# 6 times wide read at a reader's proportions; the engine reads twice as wide with confidence)
 _JOINERS = frozenset("-@._/")  # a word ending or beginning with one continues into its neighbour
 _SOLID = 25  # pixels at PAGE_DPI: dark throughout a square this wide is a box, not a stroke of a glyph
+_PANEL = 0.4  # a dark area holding light ink is a panel (read negative) when dark over this much of its box
 _GAP = 40  # white pixels between the regions laid out for one reading
 _SHEET = 32_000  # pixels on a side of what the regions are laid out on: the engine reads up to 32,767
 INK_DPI = 100  # the page with its trusted text hidden is rendered at this resolution to find the ink left to read
@@ -375,10 +382,12 @@ def _spells_what_it_draws(font: pikepdf.Dictionary) -> bool:
 
 
 def read(image: Image.Image) -> Reading:
-    """An image's words, read upright or, when upright does not read, in the right-angle turn that reads best."""
-    gray = image.convert("L")
-    best = _turned(gray, gray, _words(gray, 0))
-    return Reading(tuple(best), _legible(best, gray))
+    """An image's words, read upright or, when upright does not read, in the right-angle turn that reads best;
+    dark on light, as a page is (``_cleared``: a mask's white text on black is read negative)."""
+    shown = image.convert("L")
+    gray = _cleared(shown)
+    best = _turned(gray, shown, _words(gray, 0))
+    return Reading(tuple(best), _legible(best, shown))
 
 
 def _turned(gray: Image.Image, shown: Image.Image, upright: list[Word], explained=(), known: int = 0) -> list[Word]:
@@ -396,10 +405,11 @@ def _turned(gray: Image.Image, shown: Image.Image, upright: list[Word], explaine
 def read_page(image: Image.Image, known: int = 0) -> Reading:
     """A rendered page's words: the page read upright; then the ink that reading did not read with confidence,
     region by region, each region turned so that its lines run level (and upside down, in case they ran the other
-    way), all laid out in one image and read at once. The inside of solid dark areas (black boxes) is cleared
-    before it is read. Legible unless the upright reading's doubted words, less those the regions' reading read
-    with confidence, are more than one in ten of the words (with the ``known`` words of the page's trusted text
-    layer, which is not read); then the page is read turned as ``read`` turns an image."""
+    way), all laid out in one image and read at once (``_regions_read``). Dark panels are read negative and the
+    inside of solid dark areas (black boxes) is cleared before it is read (``_cleared``). Legible unless the
+    upright reading's doubted words, less those the regions' reading read with confidence, are more than one in ten
+    of the words (with the ``known`` words of the page's trusted text layer, which is not read); then the page is
+    read turned as ``read`` turns an image."""
     shown = image.convert("L")
     gray = _cleared(shown)
     upright = _words(gray, 0)
@@ -413,25 +423,60 @@ def read_page(image: Image.Image, known: int = 0) -> Reading:
 
 
 def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
-    """The words of the ink ``page`` did not read with confidence, read region by region at their own angle."""
+    """The words of the ink ``page`` did not read with confidence, read region by region at their own angle (and
+    upside down). A region whose reading is still doubted (a doubted word there that no confident word explains)
+    is read again, in the same sheets: at the other angles its lines may run at (``_skews``: a short word's glyphs
+    stand in columns that compete with its line) and, at the angle that read it best, squeezed or stretched along
+    its lines (_SQUEEZES: text drawn stretched by its matrix or Tz, which the engine doubts, read at a reader's
+    proportions)."""
     residue = gray.copy()
     draw = ImageDraw.Draw(residue)
     for word in page:
         if word.confidence >= CONFIDENT:
             draw.rectangle(word.box, fill=255)
-    pieces = []  # (region, turn, the region's size, the piece as laid out)
-    for region in _ink_regions(residue):
-        crop = residue.crop(region)
-        angle = _skew(crop)
-        pieces += [(region, turn, crop.size, crop.rotate(turn, expand=True, fillcolor=255))
-                   for turn in (angle, angle + 180)]
-    words: list[Word] = []
+    found = [(region, residue.crop(region)) for region in _ink_regions(residue)]
+    angles = [_skews(crop) for _, crop in found]
     base = max((word.line for word in page), default=-1) + 1
-    for sheet in _sheets(pieces):
-        read = _sheet_read(sheet)
-        words += [Word(word.text, word.box, word.confidence, base + word.line) for word in read]
-        base += max((word.line for word in read), default=-1) + 1
+    read, base = _pieces_read([_piece(region, crop, turn) for (region, crop), skews in zip(found, angles)
+                               for turn in (skews[0], skews[0] + 180)], base)
+    words = [word for piece in read for word in piece]
+    trusted = [word.box for word in page + words if word.confidence >= CONFIDENT]
+    again = []
+    for index, ((region, crop), skews) in enumerate(zip(found, angles)):
+        upright, upside_down = read[2 * index], read[2 * index + 1]
+        if not any(_doubted(word) and _overlap(word.box, region) and not any(_overlap(word.box, box) for box in trusted)
+                   for word in page + upright + upside_down):
+            continue
+        best = skews[0] + 180 if _score(upside_down) > _score(upright) else skews[0]
+        again += [_piece(region, crop, best, squeeze) for squeeze in _SQUEEZES]
+        again += [_piece(region, crop, turn) for angle in skews[1:] for turn in (angle, angle + 180)]
+    if again:
+        read, _ = _pieces_read(again, base)
+        words += [word for piece in read for word in piece]
     return words
+
+
+def _piece(region: tuple[int, int, int, int], crop: Image.Image, turn: float, squeeze: float = 1.0) -> tuple:
+    """(region, turn, squeeze, the region's size, its size turned, the piece as laid out): the region's pixels
+    turned ``turn`` degrees counter-clockwise, then scaled ``squeeze`` along its (now level) lines."""
+    turned = crop.rotate(turn, expand=True, fillcolor=255)
+    piece = turned if squeeze == 1 else turned.resize((max(1, round(turned.width * squeeze)), turned.height),
+                                                      Image.Resampling.LANCZOS)
+    return region, turn, squeeze, crop.size, turned.size, piece
+
+
+def _pieces_read(pieces: list, base: int) -> tuple[list[list[Word]], int]:
+    """The words of each piece, in its region's pixels, their lines numbered from ``base``; and the next line
+    number. The pieces are read on as few sheets as the engine takes."""
+    read: list[list[Word]] = [[] for _ in pieces]
+    first = 0
+    for sheet in _sheets(pieces):
+        words = _sheet_read(sheet)
+        for index, word in words:
+            read[first + index].append(Word(word.text, word.box, word.confidence, base + word.line))
+        base += max((word.line for _, word in words), default=-1) + 1
+        first += len(sheet)
+    return read, base
 
 
 def _sheets(pieces: list) -> Iterator[list]:
@@ -439,8 +484,8 @@ def _sheets(pieces: list) -> Iterator[list]:
     run: list = []
     height = _GAP
     for piece in pieces:
-        size = piece[3].height + _GAP
-        if max(piece[3].width + 2 * _GAP, size + _GAP) > _SHEET:
+        size = piece[-1].height + _GAP
+        if max(piece[-1].width + 2 * _GAP, size + _GAP) > _SHEET:
             raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
                                 f"a region of ink larger than OCR reads ({_SHEET:,} pixels on a side at "
                                 f"{PAGE_DPI} dpi); only a region rule can redact it")
@@ -453,8 +498,9 @@ def _sheets(pieces: list) -> Iterator[list]:
         yield run
 
 
-def _sheet_read(pieces: list) -> list[Word]:
-    """The pieces laid out one under another on one sheet, read at once; each word in its region's pixels."""
+def _sheet_read(pieces: list) -> list[tuple[int, Word]]:
+    """The pieces laid out one under another on one sheet, read at once: each word with the index of its piece,
+    in its region's pixels."""
     width = max(piece.width for *_, piece in pieces) + 2 * _GAP
     sheet = Image.new("L", (width, sum(piece.height + _GAP for *_, piece in pieces) + _GAP), 255)
     tops = []
@@ -467,46 +513,51 @@ def _sheet_read(pieces: list) -> list[Word]:
     for word in _words(sheet, 0):
         centre = (word.box[1] + word.box[3]) / 2
         index = max(i for i, t in enumerate(tops) if t <= centre) if centre >= tops[0] else 0
-        region, turn, size, piece = pieces[index]
-        local = (word.box[0] - _GAP, word.box[1] - tops[index], word.box[2] - _GAP, word.box[3] - tops[index])
-        box = _unturn(local, turn, size, piece.size)
-        words.append(Word(word.text, (box[0] + region[0], box[1] + region[1], box[2] + region[0],
-                                      box[3] + region[1]), word.confidence, word.line))
+        region, turn, squeeze, size, turned, _ = pieces[index]
+        local = ((word.box[0] - _GAP) / squeeze, word.box[1] - tops[index], (word.box[2] - _GAP) / squeeze,
+                 word.box[3] - tops[index])
+        box = _unturn(tuple(round(v) for v in local), turn, size, turned)
+        words.append((index, Word(word.text, (box[0] + region[0], box[1] + region[1], box[2] + region[0],
+                                              box[3] + region[1]), word.confidence, word.line)))
     return words
 
 
 def _cleared(gray: Image.Image) -> Image.Image:
-    """The image with its solid dark areas (a redaction's black box: dark throughout a square of _SOLID pixels)
-    made white: the engine reads a black box as a word and doubts the words beside it. Strokes thinner than
-    _SOLID (glyphs, rules, the ground between light letters) stay. A dark panel with light text in it (solid
-    all round its edge, not inside) is turned negative instead: its text read dark on light, as a reader reads it."""
-    if min(gray.size) < _SOLID or numpy.asarray(gray.reduce(_SOLID // 2)).min() >= 64:
-        return gray  # no square of _SOLID pixels holds a dark cell of half its side: nothing is solid
-    solid = _solid_area(gray, _SOLID // 2)
-    if not solid.any():
-        return gray
-    shown = numpy.asarray(gray)
-    pixels = shown.copy()
+    """The image as a reader reads it, dark on light: each dark panel holding light ink (``_panels``, however
+    tightly it fits its text) turned negative, then the solid dark areas left (a redaction's black box: dark
+    throughout a square of _SOLID pixels) made white: the engine reads a black box as a word and doubts the words
+    beside it. Strokes thinner than _SOLID (glyphs, rules, the ground between light letters) stay."""
+    pixels = numpy.asarray(gray).copy()
+    for panel in _panels(pixels):
+        pixels[panel] = 255 - pixels[panel]
+    turned = Image.fromarray(pixels)
+    if min(turned.size) < _SOLID or numpy.asarray(turned.reduce(_SOLID // 2)).min() >= 64:
+        return turned  # no square of _SOLID pixels holds a dark cell of half its side: nothing is solid
+    solid = _solid_area(turned, _SOLID // 2)
     pixels[solid] = 255
-    for panel in _panels(solid):
-        pixels[panel] = 255 - shown[panel]
     return Image.fromarray(pixels)
 
 
-def _panels(solid: numpy.ndarray) -> Iterator[tuple[slice, slice]]:
-    """The boxes (rows, columns) of the solid areas that are solid along the edge of their box but not
-    throughout it: a dark panel holding light glyphs. A black box is solid throughout; boxes that touch (marks on
-    neighbouring lines) leave their union's edge open."""
-    step = _SOLID // 2
-    cells = numpy.asarray(Image.fromarray(solid.astype(numpy.uint8) * 255).reduce(step)) > 0
-    for top, left, bottom, right in _components(cells):
-        area = solid[top * step:(bottom + 1) * step, left * step:(right + 1) * step]
-        rows, columns = numpy.flatnonzero(area.any(axis=1)), numpy.flatnonzero(area.any(axis=0))
-        inside = area[rows[0]:rows[-1] + 1, columns[0]:columns[-1] + 1]
-        edge = min(inside[0].mean(), inside[-1].mean(), inside[:, 0].mean(), inside[:, -1].mean())
-        if edge >= 0.95 and not inside.all():  # (the opening rounds a box's corners off by a pixel or two)
-            yield (slice(top * step + rows[0], top * step + rows[-1] + 1),
-                   slice(left * step + columns[0], left * step + columns[-1] + 1))
+def _panels(pixels: numpy.ndarray) -> Iterator[tuple[slice, slice]]:
+    """The boxes (rows, columns) of the dark panels holding light ink, found by local contrast: groups of cells
+    (_GROUP pixels) darker than mid-grey throughout, whose box is dark along most of its edge (light glyphs may
+    come near it anywhere) and over at least _PANEL of its area, with cells of light pixels inside. A black box
+    holds no light ink; a frame, a rule or a glyph of dark text is dark over little of its box; boxes that touch
+    (marks on neighbouring lines) leave their union's edge open."""
+    rows, columns = -(-pixels.shape[0] // _GROUP), -(-pixels.shape[1] // _GROUP)
+    padded = numpy.pad(pixels, ((0, rows * _GROUP - pixels.shape[0]), (0, columns * _GROUP - pixels.shape[1])),
+                       constant_values=255)
+    dark = _per_cell(padded, numpy.maximum) < 128
+    if not dark.any():
+        return
+    light = _per_cell(padded, numpy.maximum) > 192
+    for top, left, bottom, right in _components(dark):
+        if bottom - top < 2 or right - left < 2:
+            continue
+        area = dark[top:bottom + 1, left:right + 1]
+        edge = min(area[0].mean(), area[-1].mean(), area[:, 0].mean(), area[:, -1].mean())
+        if edge >= 0.75 and area.mean() >= _PANEL and light[top:bottom + 1, left:right + 1].any():
+            yield (slice(top * _GROUP, (bottom + 1) * _GROUP), slice(left * _GROUP, (right + 1) * _GROUP))
 
 
 def _solid_area(gray: Image.Image, radius: int) -> numpy.ndarray:
@@ -564,19 +615,23 @@ def _components(grown: numpy.ndarray) -> Iterator[tuple[int, int, int, int]]:
         yield int(top), int(left), int(bottom), int(right)
 
 
-def _skew(region: Image.Image) -> float:
-    """The angle (degrees, counter-clockwise, -90 to 90) that turns the region's lines level: the turn whose rows
-    of ink are most sharply separated (projection profile)."""
+def _skews(region: Image.Image) -> list[float]:
+    """The angles (degrees, counter-clockwise, -90 to 90) that may turn the region's lines level, the likeliest
+    first: the turns whose rows of ink are most sharply separated (projection profile), each a peak of that
+    sharpness over the angles (a line of a few glyphs has two: its line, and the columns its glyphs stand in)."""
     scale = _SKEW_SIDE / max(region.size)
     small = region.resize((max(1, round(region.width * scale)), max(1, round(region.height * scale))))
     ink = small.point(lambda v: 255 if v < 160 else 0)
-    best, best_score = 0.0, -1.0
-    for angle in range(-88, 92, 2):
-        rows = numpy.asarray(ink.rotate(angle, expand=True, fillcolor=0), dtype=numpy.float64).sum(axis=1)
-        score = float(numpy.square(numpy.diff(rows)).sum())
-        if score > best_score:
-            best, best_score = float(angle), score
-    return best
+    angles = range(-88, 92, 2)
+    scores = [float(numpy.square(numpy.diff(numpy.asarray(ink.rotate(angle, expand=True, fillcolor=0),
+                                                          dtype=numpy.float64).sum(axis=1))).sum())
+              for angle in angles]
+    peaks: list[float] = []
+    for i in sorted(range(len(scores)), key=lambda i: -scores[i]):
+        apart = all(min(abs(angles[i] - peak), 180 - abs(angles[i] - peak)) >= _APART for peak in peaks)
+        if apart and scores[i] >= max(scores[i - 1], scores[(i + 1) % len(scores)]):
+            peaks.append(float(angles[i]))
+    return peaks[:_PEAKS]
 
 
 def _legible(words: list[Word], shown: Image.Image, explained=(), known: int = 0) -> bool:
@@ -584,10 +639,14 @@ def _legible(words: list[Word], shown: Image.Image, explained=(), known: int = 0
     box of solid ink in ``shown`` (a redaction's black box, which the engine reads as a word) is no text, and a
     doubted word where an ``explained`` word was read with confidence (text at an angle, read at it) is read."""
     trusted = [word.box for word in explained if word.confidence >= CONFIDENT]
-    doubted = sum(word.confidence < CONFIDENT and sum(c.isalnum() for c in word.text) >= 2
-                  and not _solid(word, shown) and not any(_overlap(word.box, box) for box in trusted)
+    doubted = sum(_doubted(word) and not _solid(word, shown) and not any(_overlap(word.box, box) for box in trusted)
                   for word in words)
     return doubted <= (len(words) + known) // 10
+
+
+def _doubted(word: Word) -> bool:
+    """A word that looks like text (two letters or digits) but that the engine doubts."""
+    return word.confidence < CONFIDENT and sum(c.isalnum() for c in word.text) >= 2
 
 
 def _overlap(a, b) -> bool:
@@ -595,7 +654,14 @@ def _overlap(a, b) -> bool:
 
 
 def _solid(word: Word, shown: Image.Image) -> bool:
-    return bool((numpy.asarray(shown.crop(word.box)) < 64).mean() >= 0.5)
+    """Whether the word is a black box's: its box at least half dark, with no light pixel among the dark (light
+    ink on a dark ground is text to read, not a box)."""
+    pixels = numpy.asarray(shown.crop(word.box))
+    dark = pixels < 64
+    if dark.mean() < 0.5:
+        return False
+    rows, columns = numpy.flatnonzero(dark.any(axis=1)), numpy.flatnonzero(dark.any(axis=0))
+    return not (pixels[rows[0]:rows[-1] + 1, columns[0]:columns[-1] + 1] > 192).any()
 
 
 def _words(gray: Image.Image, angle: float) -> list[Word]:
