@@ -24,6 +24,7 @@ import json
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from evidence_pipeline import jsonread
 from evidence_pipeline.document_formats import (
@@ -50,11 +51,13 @@ from evidence_pipeline.models import EventType
 from evidence_pipeline.monthly.pipeline import our_statement_keys, put_or_adopt, record_failure
 from evidence_pipeline.runtime import RunInfo, Runtime
 from evidence_pipeline.signing import dsse
-from evidence_pipeline.signing.etsi_report import ValidationReport, validation_reports
 from evidence_pipeline.signing.pades import TIMESTAMPED, sign_pdf, verify_pdf_signature
 from evidence_pipeline.signing.pdf_reader import open_pdf
 from evidence_pipeline.store import StoredObject, sha256_file, sha256_hex
 from evidence_pipeline.tempfiles import attempt_dir, scratch_file
+
+if TYPE_CHECKING:
+    from evidence_pipeline.signing.etsi_report import ValidationReport
 
 APPROVAL_FIELD = "EvidenceApproval"  # the signature field of the service's approval
 _MISSING = frozenset({ReasonCode.DOCUMENT_NOT_FOUND, ReasonCode.STORE_NOT_FOUND, ReasonCode.STORE_DIGEST_MISMATCH})
@@ -130,6 +133,8 @@ def _signatures_checked(file, sha256: str, policy, check: str) -> bytes:
 
 
 def _etsi_reported(file, roots: tuple[bytes, ...], at: datetime) -> list[ValidationReport]:
+    from evidence_pipeline.signing.etsi_report import validation_reports  # imported by _etsi_reports, before the fork
+
     return validation_reports(reopened(file).read(), roots, "B-B", at)
 
 
@@ -441,6 +446,11 @@ def _etsi_reports(rt: Runtime, base: str, document: ProcessorInput, policy: sign
     basic validation process under the check's roots at the record's moment: deterministic bytes, so a retry or
     a later job of the same check puts the same objects. Each is an artifact of the job: name, key, digest, size,
     and the indication the report states."""
+    # Imported here, in the worker, once per process: pyHanko's ETSI report model (xsdata, lxml, the generated
+    # ETSI classes) costs ~0.3 s of CPU, which every process that loads the code location paid at import, and
+    # only a signature check's reports use it; the forked child below inherits it.
+    import evidence_pipeline.signing.etsi_report  # noqa: F401
+
     at = datetime.fromisoformat(record["validated_at"])
     made = {r.field_name: r for r in isolated(limits, _etsi_reported, document.file, policy.roots, at)}
     reports = {}

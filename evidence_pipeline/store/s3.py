@@ -33,7 +33,6 @@ from evidence_pipeline.store import (
     check_key,
     check_size,
     copy_hashing,
-    s3_deadline,
     sha256_file,
 )
 from evidence_pipeline.tempfiles import scratch_file
@@ -66,6 +65,10 @@ def _bounded(
 
     @functools.wraps(method)
     def bounded(self: S3Store, key: str, /, *args: Params.args, **kwargs: Params.kwargs) -> Result:
+        # imported here: botocore's HTTP stack costs every process that loads the code location ~0.1 s of CPU,
+        # and only S3 needs it (runtime.s3_client has already imported it for this client)
+        from evidence_pipeline.store import s3_deadline
+
         with s3_deadline.call(self.client, key):
             return method(self, key, *args, **kwargs)
 
