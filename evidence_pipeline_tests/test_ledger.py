@@ -1,4 +1,6 @@
 import re
+import socket
+import threading
 import time
 
 import pytest
@@ -9,6 +11,7 @@ from sqlalchemy.exc import DatabaseError
 from evidence_pipeline.canonical import canonical
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import Ledger
+from evidence_pipeline.ledger import ledger as ledger_module
 from evidence_pipeline.ledger.admission import Clock
 from evidence_pipeline.ledger.chain import GENESIS_HASH, chain_hash
 from evidence_pipeline.ledger.documents import DocumentRecords
@@ -481,3 +484,25 @@ def test_read_only_open_verifies_an_existing_ledger_without_changing_it(ledger, 
     reader.engine.dispose()
     # (SQLite may create its -wal/-shm coordination files to read a WAL database; the database is untouched.)
     assert before is None or database.read_bytes() == before
+
+
+def test_a_postgresql_server_that_never_answers_is_ledger_unavailable_not_a_wait(monkeypatch):
+    """A server that accepts the connection and never speaks (a half-dead host, a stuck proxy): libpq gives up after
+    the ledger's connect timeout and the caller gets LEDGER_UNAVAILABLE, a retried failure (before, it waited
+    forever)."""
+    monkeypatch.setattr(ledger_module, "CONNECT_TIMEOUT_SECONDS", 1)
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+    threading.Thread(target=lambda: [accepted.append(server.accept()) for _ in range(20)], daemon=True).start()
+    codes = []
+
+    def open_ledger():
+        try:
+            Ledger(f"postgresql+psycopg2://evidence@127.0.0.1:{server.getsockname()[1]}/evidence")
+        except EvidenceError as error:
+            codes.append(error.code)
+
+    opener = threading.Thread(target=open_ledger, daemon=True)
+    opener.start()
+    opener.join(120)  # turns the old endless wait into a failure instead of a stuck suite
+    assert codes == ["LEDGER_UNAVAILABLE"] and accepted

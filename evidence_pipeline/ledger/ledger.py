@@ -185,7 +185,7 @@ class Ledger(JobTransitions):
         if sqlite and parsed.database:
             parsed = _sqlite_file(parsed, parsed.database, read_only)
         try:
-            self.engine = create_engine(parsed, **(_read_only_arguments(parsed) if read_only else {}),
+            self.engine = create_engine(parsed, **_connect_arguments(parsed, read_only),
                                         **({} if sqlite and not parsed.database else _POOL))  # in memory: one
         except (ArgumentError, ImportError):
             raise EvidenceError(ReasonCode.CONFIG_INVALID,
@@ -708,7 +708,15 @@ def _sqlite_file(url: URL, database: str, read_only: bool) -> URL:
 _POOL = {"pool_size": 15, "max_overflow": 0}
 
 
-def _read_only_arguments(url: URL) -> dict[str, Any]:
-    if url.get_backend_name() == "postgresql":
-        return {"connect_args": {"options": "-c default_transaction_read_only=on"}}
-    return {}
+# A PostgreSQL server that accepts a connection and never answers would hold every caller: libpq gives up after
+# this many seconds and the call is LEDGER_UNAVAILABLE (retried). A `?connect_timeout=` in EVIDENCE_LEDGER_URL wins.
+CONNECT_TIMEOUT_SECONDS = 10
+
+
+def _connect_arguments(url: URL, read_only: bool) -> dict[str, Any]:
+    if url.get_backend_name() != "postgresql":
+        return {}
+    arguments: dict[str, Any] = {} if "connect_timeout" in url.query else {"connect_timeout": CONNECT_TIMEOUT_SECONDS}
+    if read_only:
+        arguments["options"] = "-c default_transaction_read_only=on"
+    return {"connect_args": arguments} if arguments else {}
