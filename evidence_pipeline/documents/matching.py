@@ -28,8 +28,9 @@ _RE2 = re2.Options()
 _RE2.log_errors = False  # a refused template's pattern is the caller's error, not a log line
 _INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u180e\u200b\u200c\u200d\u2060\ufeff"), None)
 _SPACE = re.compile(r"\s+")
+HYPHENS = "-\u2010\u2011"  # what a line may end in where a word or value wraps: hyphen-minus, hyphen, non-breaking
 # A line that ends in a hyphen, and the line break after it (one pass over the text: no nested repetition)
-_WRAP = re.compile(r"([-\u2010\u2011])[ \t]*(?:\r\n?|\n)[ \t]*")
+_WRAP = re.compile(rf"([{re.escape(HYPHENS)}])[ \t]*(?:\r\n?|\n)[ \t]*")
 _PDFDOC = str.maketrans({i: c for i, c in enumerate(_pdfdoc_encoding) if c != "\x00"})
 
 

@@ -52,6 +52,7 @@ from PIL import Image, ImageDraw
 from evidence_pipeline.documents import budgets, cut, ocr, pdftext, templates
 from evidence_pipeline.documents.gate import LIMITS
 from evidence_pipeline.documents.matching import (
+    HYPHENS,
     Rules,
     Search,
     compile_pattern,
@@ -287,7 +288,7 @@ def _occurrence(value: str):
     return compile_pattern("(?i)" + _WRAPPED.join(re.escape(c) for c in value if not c.isspace()))
 
 
-_WRAPPED = r"(?:\s*|[-\x{2010}\x{2011}][ \t]*[\r\n]\s*)"
+_WRAPPED = rf"(?:\s*|[{re.escape(HYPHENS)}][ \t]*[\r\n]\s*)"
 
 
 def _page_views(page: pdftext.Page) -> list[_View]:
@@ -341,7 +342,7 @@ def _dehyphenated(pieces: list) -> list | None:
     return out if dropped else None
 
 
-_HYPHENS = frozenset("-\u2010\u2011")
+_HYPHENS = frozenset(HYPHENS)  # a piece that is one of them
 
 
 def _placement(glyph: pdftext.Glyph) -> tuple[float, float, float, float, float, float, float] | None:
