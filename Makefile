@@ -13,6 +13,7 @@ demo: install pdf-tools
 # target. The two variables only quiet banners that MkDocs plugins print about MkDocs 2.
 test: install pdf-tools browser promtool go-tlog
 	$(UV) run --locked ruff check .
+	$(UV) run --locked ruff format --check .
 	DISABLE_MKDOCS_2_WARNING=true NO_MKDOCS_2_WARNING=1 $(UV) run --locked mkdocs build --strict --quiet --site-dir build/site
 	$(UV) run --locked pytest
 

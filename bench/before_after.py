@@ -47,15 +47,19 @@ def main() -> None:
                 print(f"== round {round_number}, {side}: {' '.join(bench)}", flush=True)
                 readings[side].append(_run(root, bench, figures))
         same_lock = (before / "uv.lock").read_bytes() == (REPO / "uv.lock").read_bytes()
-    print(f"\nbefore {args.before}, after this checkout; {args.rounds} alternating rounds; "
-          f"{'the same lock file' if same_lock else 'the lock file differs: both sides ran with the after side'}"
-          "'s dependencies")
+    print(
+        f"\nbefore {args.before}, after this checkout; {args.rounds} alternating rounds; "
+        f"{'the same lock file' if same_lock else 'the lock file differs: both sides ran with the after side'}"
+        "'s dependencies"
+    )
     print(f"{'figure':<64} {'before (runs; median)':>28} {'after (runs; median)':>28} {'after/before':>12}")
     for index, figure in enumerate(figures):
         sides = [[run[index] for run in readings[side] if run[index] is not None] for side in ("before", "after")]
         medians = [statistics.median(values) if values else None for values in sides]
-        cells = [f"{' '.join(f'{v:g}' for v in values)}; {m:g}" if m is not None else "not printed"
-                 for values, m in zip(sides, medians, strict=True)]
+        cells = [
+            f"{' '.join(f'{v:g}' for v in values)}; {m:g}" if m is not None else "not printed"
+            for values, m in zip(sides, medians, strict=True)
+        ]
         change = f"{medians[1] / medians[0]:.2f}" if None not in medians and medians[0] else "-"
         print(f"{figure.pattern[:64]:<64} {cells[0]:>28} {cells[1]:>28} {change:>12}")
 
@@ -83,8 +87,9 @@ def _checkout(before: str) -> Iterator[Path]:
         return
     with tempfile.TemporaryDirectory(prefix="bench-before-") as parent:
         checkout = Path(parent) / "checkout"
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--quiet", str(checkout), before],
-                       check=True)
+        subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "add", "--detach", "--quiet", str(checkout), before], check=True
+        )
         try:
             yield checkout
         finally:

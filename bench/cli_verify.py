@@ -60,8 +60,11 @@ def archive_row(label: str, command: list[str], env: dict[str, str], bundles: in
         walls.append(wall)
         cpus.append(cpu)
     wall = statistics.median(walls)
-    print(f"{label:<44} {wall:>8.2f} {bundles / wall:>10.1f} {statistics.median(cpus):>8.2f} "
-          f"{min(walls):>8.2f} {max(walls):>8.2f}", flush=True)
+    print(
+        f"{label:<44} {wall:>8.2f} {bundles / wall:>10.1f} {statistics.median(cpus):>8.2f} "
+        f"{min(walls):>8.2f} {max(walls):>8.2f}",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -90,20 +93,36 @@ def main() -> None:
     print(f"start-up, CPU s (user+sys) over {args.reps} runs{'':<18} {'median':>8} {'min':>8} {'max':>8}")
     startup_row("python -c pass (the interpreter alone)", [*python, "pass"], env, args.reps)
     startup_row("import evidence_pipeline.cli", [*python, "import evidence_pipeline.cli"], env, args.reps)
-    startup_row("import pyhanko.sign.validation (pyHanko's own import)",
-                [*python, "import pyhanko.sign.validation, pyhanko.pdf_utils.reader"], env, args.reps)
-    startup_row("import evidence_pipeline.cli, evidence_pipeline.audit.verify",
-                [*python, "import evidence_pipeline.cli, evidence_pipeline.audit.verify"], env, args.reps)
+    startup_row(
+        "import pyhanko.sign.validation (pyHanko's own import)",
+        [*python, "import pyhanko.sign.validation, pyhanko.pdf_utils.reader"],
+        env,
+        args.reps,
+    )
+    startup_row(
+        "import evidence_pipeline.cli, evidence_pipeline.audit.verify",
+        [*python, "import evidence_pipeline.cli, evidence_pipeline.audit.verify"],
+        env,
+        args.reps,
+    )
     startup_row("evidence --help", [EVIDENCE, "--help"], env, args.reps)
     startup_row("evidence verify BUNDLE (one local bundle)", [EVIDENCE, "verify", str(bundles[0])], env, args.reps)
 
-    print(f"\narchive of {len(bundles)} bundles, median of {args.archive_reps} runs{'':<6} "
-          f"{'wall s':>8} {'bundles/s':>10} {'CPU s':>8} {'min':>8} {'max':>8}")
+    print(
+        f"\narchive of {len(bundles)} bundles, median of {args.archive_reps} runs{'':<6} "
+        f"{'wall s':>8} {'bundles/s':>10} {'CPU s':>8} {'min':>8} {'max':>8}"
+    )
     whole = [EVIDENCE, "verify", str(archive / "bundles"), "--json"]
-    archive_row(f"evidence verify ARCHIVE/bundles --workers {args.workers}", [*whole, "--workers", str(args.workers)],
-                env, len(bundles), args.archive_reps)
-    archive_row("evidence verify ARCHIVE/bundles --workers 1", [*whole, "--workers", "1"], env, len(bundles),
-                args.archive_reps)
+    archive_row(
+        f"evidence verify ARCHIVE/bundles --workers {args.workers}",
+        [*whole, "--workers", str(args.workers)],
+        env,
+        len(bundles),
+        args.archive_reps,
+    )
+    archive_row(
+        "evidence verify ARCHIVE/bundles --workers 1", [*whole, "--workers", "1"], env, len(bundles), args.archive_reps
+    )
     shutil.rmtree(root, ignore_errors=True)
 
 

@@ -59,8 +59,10 @@ def huge_header(port: int, pid: int, megabytes: int) -> None:
     except OSError as error:
         answer = f"({type(error).__name__})"
     sock.close()
-    print(f"huge header: {sent / 2**20:.1f} MB sent before the server stopped reading; answer {answer!r}; "
-          f"server RSS {before / 1024:.0f} MB -> peak {peak / 1024:.0f} MB")
+    print(
+        f"huge header: {sent / 2**20:.1f} MB sent before the server stopped reading; answer {answer!r}; "
+        f"server RSS {before / 1024:.0f} MB -> peak {peak / 1024:.0f} MB"
+    )
 
 
 def slow_clients(port: int, slow: int, requests: int) -> None:
@@ -88,8 +90,10 @@ def slow_clients(port: int, slow: int, requests: int) -> None:
     def pct(q: float) -> str:
         return f"{latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000:.0f} ms" if latencies else "-"
 
-    print(f"slow clients: {slow} opened ({refused} connects refused or timed out); other client served "
-          f"{len(latencies)} of {len(latencies) + failed}; latency p50 {pct(0.5)}, p99 {pct(0.99)}, max {pct(1.0)}")
+    print(
+        f"slow clients: {slow} opened ({refused} connects refused or timed out); other client served "
+        f"{len(latencies)} of {len(latencies) + failed}; latency p50 {pct(0.5)}, p99 {pct(0.99)}, max {pct(1.0)}"
+    )
     for sock in held:
         sock.close()
 
@@ -113,7 +117,9 @@ def main() -> None:
         server = subprocess.Popen(
             [EVIDENCE, "intake", "serve", "--port", str(port), "--workers", "1"],
             env=os.environ | {"EVIDENCE_HOME": root},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=lower,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=lower,
         )
         try:
             wait_healthy(url, server)

@@ -103,9 +103,15 @@ def outcome_of(status: dict) -> str:
 
 def latencies(pairs: list[tuple[str, float]]) -> dict[str, dict[str, float]]:
     classes = sorted({kind for kind, _ in pairs})
-    return {kind: {"n": len(values), "p50_ms": round(percentile(values, 50) * 1000, 1),
-                   "p95_ms": round(percentile(values, 95) * 1000, 1)}
-            for kind in classes for values in [[seconds for k, seconds in pairs if k == kind]]}
+    return {
+        kind: {
+            "n": len(values),
+            "p50_ms": round(percentile(values, 50) * 1000, 1),
+            "p95_ms": round(percentile(values, 95) * 1000, 1),
+        }
+        for kind in classes
+        for values in [[seconds for k, seconds in pairs if k == kind]]
+    }
 
 
 def main() -> None:
@@ -114,18 +120,24 @@ def main() -> None:
     parser.add_argument("--long-every", type=int, default=10, help="every n-th contract is a long lease")
     parser.add_argument("--long-pages", type=int, default=40)
     parser.add_argument("--parallelism", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=4,
-                        help="the contracts in this many chunks, the loop and dispatch taking turns to go first")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=4,
+        help="the contracts in this many chunks, the loop and dispatch taking turns to go first",
+    )
     args = parser.parse_args()
     load_before = os.getloadavg()
     items = workload(args.contracts, args.long_every, args.long_pages)
     expected = [item[2] for item in items]
     size = math.ceil(len(items) / args.rounds)
-    chunks = [items[start:start + size] for start in range(0, len(items), size)]
+    chunks = [items[start : start + size] for start in range(0, len(items), size)]
 
     loop, jobs, rounds = [], [], []
-    with tempfile.TemporaryDirectory(prefix="bench-review-loop-") as loop_home, \
-            front_door("bench-review-", size, args.parallelism) as door:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-review-loop-") as loop_home,
+        front_door("bench-review-", size, args.parallelism) as door,
+    ):
         _KEYRING.append(Runtime.from_settings(Settings.from_env({"EVIDENCE_HOME": loop_home})).keyring)
         for number, chunk in enumerate(chunks):
             loop_first = number % 2 == 0  # ABBA: a drift of the machine's speed weighs on both alike
@@ -142,30 +154,43 @@ def main() -> None:
         raise SystemExit("the jobs' outcomes differ from the contracts' known ones")
     loop_seconds, loop_cpu = (sum(looped[k] for looped, _ in rounds) for k in (0, 1))
     admission_seconds, dispatch_seconds, dispatch_cpu = (
-        sum(dispatched[k] for _, dispatched in rounds) for k in (0, 1, 2))
-    worked = [(kind, (datetime.fromisoformat(s["finished_at"]) - datetime.fromisoformat(s["started_at"]))
-               .total_seconds()) for (kind, _, _), s in zip(items, statuses)]
-    print(json.dumps({
-        "contracts": args.contracts,
-        "long_leases": sum(kind == LONG for kind, _, _ in items),
-        "long_pages": args.long_pages,
-        "parallelism": args.parallelism,
-        "loop_per_second": round(args.contracts / loop_seconds, 2),
-        "admitted_per_second": round(args.contracts / admission_seconds, 2),
-        "dispatch_per_second": round(args.contracts / dispatch_seconds, 2),
-        "ratio_dispatch_to_loop": round(loop_seconds / dispatch_seconds, 2),
-        "loop_review": latencies([(kind, seconds) for kind, seconds, _ in loop]),
-        "dispatch_lease_to_commit": latencies(worked),
-        "seconds": {"loop": round(loop_seconds, 1), "admission": round(admission_seconds, 1),
-                    "dispatch": round(dispatch_seconds, 1)},
-        "cpu_seconds": {"loop": round(loop_cpu, 1), "dispatch": round(dispatch_cpu, 1)},
-        "cpu_ratio_dispatch_to_loop": round(loop_cpu / dispatch_cpu, 2),
-        "rounds": len(rounds),
-        "ratio_per_round_wall_cpu": [[round(looped[0] / dispatched[1], 2), round(looped[1] / dispatched[2], 2)]
-                                     for looped, dispatched in rounds],
-        "load_average_before": [round(x, 2) for x in load_before],
-        "load_average_after": [round(x, 2) for x in os.getloadavg()],
-    }, indent=2))
+        sum(dispatched[k] for _, dispatched in rounds) for k in (0, 1, 2)
+    )
+    worked = [
+        (kind, (datetime.fromisoformat(s["finished_at"]) - datetime.fromisoformat(s["started_at"])).total_seconds())
+        for (kind, _, _), s in zip(items, statuses)
+    ]
+    print(
+        json.dumps(
+            {
+                "contracts": args.contracts,
+                "long_leases": sum(kind == LONG for kind, _, _ in items),
+                "long_pages": args.long_pages,
+                "parallelism": args.parallelism,
+                "loop_per_second": round(args.contracts / loop_seconds, 2),
+                "admitted_per_second": round(args.contracts / admission_seconds, 2),
+                "dispatch_per_second": round(args.contracts / dispatch_seconds, 2),
+                "ratio_dispatch_to_loop": round(loop_seconds / dispatch_seconds, 2),
+                "loop_review": latencies([(kind, seconds) for kind, seconds, _ in loop]),
+                "dispatch_lease_to_commit": latencies(worked),
+                "seconds": {
+                    "loop": round(loop_seconds, 1),
+                    "admission": round(admission_seconds, 1),
+                    "dispatch": round(dispatch_seconds, 1),
+                },
+                "cpu_seconds": {"loop": round(loop_cpu, 1), "dispatch": round(dispatch_cpu, 1)},
+                "cpu_ratio_dispatch_to_loop": round(loop_cpu / dispatch_cpu, 2),
+                "rounds": len(rounds),
+                "ratio_per_round_wall_cpu": [
+                    [round(looped[0] / dispatched[1], 2), round(looped[1] / dispatched[2], 2)]
+                    for looped, dispatched in rounds
+                ],
+                "load_average_before": [round(x, 2) for x in load_before],
+                "load_average_after": [round(x, 2) for x in os.getloadavg()],
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

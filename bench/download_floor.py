@@ -24,10 +24,12 @@ from evidence_pipeline.store import CHUNK  # noqa: E402
 def headers_of(sha256: str, size: int, name: str) -> bytes:
     """The status line and headers of the API's answer to GET /v1/jobs/{id}/outputs/{name} (downloads.get_output)."""
     repr_digest = base64.b64encode(bytes.fromhex(sha256)).decode()
-    return (f"HTTP/1.1 200 OK\r\netag: \"{sha256}\"\r\ncache-control: private, no-cache\r\n"
-            f"content-length: {size}\r\nrepr-digest: sha-256=:{repr_digest}:\r\n"
-            f"content-disposition: attachment; filename=\"{name}\"\r\nx-content-type-options: nosniff\r\n"
-            f"content-type: application/pdf\r\n\r\n").encode()
+    return (
+        f"HTTP/1.1 200 OK\r\netag: \"{sha256}\"\r\ncache-control: private, no-cache\r\n"
+        f"content-length: {size}\r\nrepr-digest: sha-256=:{repr_digest}:\r\n"
+        f"content-disposition: attachment; filename=\"{name}\"\r\nx-content-type-options: nosniff\r\n"
+        f"content-type: application/pdf\r\n\r\n"
+    ).encode()
 
 
 def send_verified(conn: socket.socket, path: Path, sha256: str, size: int) -> None:

@@ -63,15 +63,30 @@ def committed_output(env: dict[str, str], data: bytes) -> tuple[str, str, str, P
     """(job id, output name, sha256, archived file, tenant token): a job whose commit recorded ``data`` as its
     output, and a token its tenant's client downloads with (issued by an operator, as a deployment does)."""
     rt = runtime_for(Settings.from_env(env))
-    job, _ = rt.submissions.submit_job(TENANT, "bench-1", "0" * 64, "inspect", {"inputs": [], "options": {}},
-                                       "policy-2026.1", "bench", None, Clock(time.perf_counter()))
+    job, _ = rt.submissions.submit_job(
+        TENANT,
+        "bench-1",
+        "0" * 64,
+        "inspect",
+        {"inputs": [], "options": {}},
+        "policy-2026.1",
+        "bench",
+        None,
+        Clock(time.perf_counter()),
+    )
     job = rt.document_jobs.job(TENANT, job["job_id"])
     lease = rt.document_jobs.start(job, "bench", 60, None)
     name = "derivative.pdf"
     stored = rt.archive.put_once(f"documents/{TENANT}/{job['period']}/{job['job_id']}/{name}", data)
     artifacts = [{"name": name, "key": stored.key, "sha256": stored.sha256, "bytes": stored.size}]
-    rt.document_jobs.complete(job, lease, EventType.DOCUMENT_PUBLISHED, stored.sha256,
-                              {"operation": "inspect", "artifacts": artifacts, "summary": {}}, "bench")
+    rt.document_jobs.complete(
+        job,
+        lease,
+        EventType.DOCUMENT_PUBLISHED,
+        stored.sha256,
+        {"operation": "inspect", "artifacts": artifacts, "summary": {}},
+        "bench",
+    )
     full_env = os.environ | env
     full_env["EVIDENCE_ACTOR_KEY"] = acting_operator(full_env, Path(env["EVIDENCE_HOME"]).parent / "actors")
     token = tenant_token(full_env, TENANT)
@@ -98,8 +113,9 @@ class Client:
         self.buffer = bytearray(CHUNK)
 
     def download(self, path: str) -> str:
-        self.sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {self.token}\r\n\r\n"
-                          .encode())
+        self.sock.sendall(
+            f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {self.token}\r\n\r\n".encode()
+        )
         head = b""
         while b"\r\n\r\n" not in head:
             head += self.sock.recv(4096)
@@ -138,11 +154,17 @@ def main() -> None:
         data = pdf_of(int(args.size_mb * 1024 * 1024))
         job_id, name, sha256, path, token = committed_output(env, data)
         port = free_port()
-        server = subprocess.Popen([EVIDENCE, "intake", "serve", "--port", str(port), "--workers", "1"],
-                                  env=os.environ | env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = subprocess.Popen(
+            [EVIDENCE, "intake", "serve", "--port", str(port), "--workers", "1"],
+            env=os.environ | env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         listener = socket.create_server(("127.0.0.1", 0))
-        floor = subprocess.Popen([sys.executable, str(FLOOR), str(listener.fileno()), str(path), sha256,
-                                  str(len(data))], pass_fds=[listener.fileno()])
+        floor = subprocess.Popen(
+            [sys.executable, str(FLOOR), str(listener.fileno()), str(path), sha256, str(len(data))],
+            pass_fds=[listener.fileno()],
+        )
         try:
             url = f"http://127.0.0.1:{port}"
             wait_healthy(url, server)
@@ -173,10 +195,14 @@ def main() -> None:
     print(f"  GET through the API       {rate(api):8.0f} MB/s  (server reads + hashes + sends, client hashes)")
     print(f"  GET from the floor        {rate(bare):8.0f} MB/s  (the same work, no app: download_floor.py)")
     print(f"  direct read, no hash      {rate(plain):8.0f} MB/s  (context)")
-    print(f"ratios: API / direct {rate(api) / rate(direct):.2f} (target >= 0.8), floor / direct "
-          f"{rate(bare) / rate(direct):.2f} (the machine's), API / floor {rate(api) / rate(bare):.2f} (the app's)")
-    print("load average (1/5/15 min): " + " → ".join(" ".join(f"{load:.2f}" for load in loads)
-                                                      for loads in (load_before, os.getloadavg())))
+    print(
+        f"ratios: API / direct {rate(api) / rate(direct):.2f} (target >= 0.8), floor / direct "
+        f"{rate(bare) / rate(direct):.2f} (the machine's), API / floor {rate(api) / rate(bare):.2f} (the app's)"
+    )
+    print(
+        "load average (1/5/15 min): "
+        + " → ".join(" ".join(f"{load:.2f}" for load in loads) for loads in (load_before, os.getloadavg()))
+    )
 
 
 if __name__ == "__main__":

@@ -41,12 +41,29 @@ class FrontDoor:
         (registered here by the admin); returns its version id."""
         keys = self.root / "actors"
         public = json.loads(self.evidence("actor", "keygen", str(keys / "approver.pem"), "--json").stdout)["public_key"]
-        self.evidence("actor", "register", "approver", "--role", "approver", "--public-key", public,
-                      "--key", str(keys / "bench-admin.pem"))
+        self.evidence(
+            "actor",
+            "register",
+            "approver",
+            "--role",
+            "approver",
+            "--public-key",
+            public,
+            "--key",
+            str(keys / "bench-admin.pem"),
+        )
         (self.root / "org.json").write_bytes(organization)
         (self.root / "program.json").write_bytes(program)
-        submitted = self.evidence("template", "submit", "bench", "--organization", str(self.root / "org.json"),
-                                  "--program", str(self.root / "program.json"), "--json")
+        submitted = self.evidence(
+            "template",
+            "submit",
+            "bench",
+            "--organization",
+            str(self.root / "org.json"),
+            "--program",
+            str(self.root / "program.json"),
+            "--json",
+        )
         version = json.loads(submitted.stdout)["version_id"]
         self.evidence("template", "approve", "bench", version, "--key", str(keys / "approver.pem"))
         return version
@@ -76,9 +93,9 @@ class FrontDoor:
         with DagsterInstance.ephemeral() as instance:
             started, cpu = time.perf_counter(), cpu_seconds()
             tick = defs.resolve_sensor_def("document_dispatch_sensor").evaluate_tick(
-                build_sensor_context(instance=instance, resources=defs.resources))
-            in_parallel(_page_run, [(request.run_config, request.tags) for request in tick.run_requests],
-                        parallelism)
+                build_sensor_context(instance=instance, resources=defs.resources)
+            )
+            in_parallel(_page_run, [(request.run_config, request.tags) for request in tick.run_requests], parallelism)
             return time.perf_counter() - started, cpu_seconds() - cpu
 
 
@@ -90,7 +107,8 @@ def _page_run(request: tuple[dict, dict]) -> None:
     run_config, tags = request
     with DagsterInstance.ephemeral() as instance:
         result = defs.get_job_def("document_page_job").execute_in_process(
-            run_config=run_config, instance=instance, tags=tags, raise_on_error=False)
+            run_config=run_config, instance=instance, tags=tags, raise_on_error=False
+        )
     if not result.success:
         raise SystemExit("a page run failed")
 
@@ -119,13 +137,24 @@ def front_door(prefix: str, jobs: int, parallelism: int, **settings: str) -> Ite
     and `evidence intake serve` answering for it."""
     with tempfile.TemporaryDirectory(prefix=prefix) as home:
         root = Path(home)
-        env = os.environ | {"EVIDENCE_HOME": str(root / "home"), "EVIDENCE_INTAKE_MAX_BYTES": str(64 << 20),
-                            "EVIDENCE_DOCUMENT_PAGE_SIZE": str(max(math.ceil(jobs / parallelism), 1))} | settings
+        env = (
+            os.environ
+            | {
+                "EVIDENCE_HOME": str(root / "home"),
+                "EVIDENCE_INTAKE_MAX_BYTES": str(64 << 20),
+                "EVIDENCE_DOCUMENT_PAGE_SIZE": str(max(math.ceil(jobs / parallelism), 1)),
+            }
+            | settings
+        )
         env["EVIDENCE_ACTOR_KEY"] = acting_operator(env, root / "actors")  # token issue and template submit sign
         token = tenant_token(env, "bench")
         port = free_port()
-        server = subprocess.Popen([EVIDENCE, "intake", "serve", "--port", str(port), "--workers", "1"], env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = subprocess.Popen(
+            [EVIDENCE, "intake", "serve", "--port", str(port), "--workers", "1"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             url = f"http://127.0.0.1:{port}"
             wait_healthy(url, server)

@@ -98,8 +98,9 @@ def acting_operator(env: dict[str, str], folder: Path) -> str:
     _evidence(env, "actor", "keygen", str(admin))
     public = json.loads(_evidence(env, "actor", "keygen", str(operator), "--json"))["public_key"]
     _evidence(env, "actor", "bootstrap", "bench-admin", "--key", str(admin))
-    _evidence(env, "actor", "register", "bench-operator", "--role", "operator", "--public-key", public, "--key",
-              str(admin))
+    _evidence(
+        env, "actor", "register", "bench-operator", "--role", "operator", "--public-key", public, "--key", str(admin)
+    )
     return str(operator)
 
 
@@ -170,8 +171,9 @@ async def burst(port: int, token: str, payloads: list[bytes]) -> list[float]:
     return await asyncio.gather(*(one(p) for p in payloads))
 
 
-def timed_burst(port: int, token: str, payloads: list[bytes], server: subprocess.Popen
-                ) -> tuple[list[float], float, float]:
+def timed_burst(
+    port: int, token: str, payloads: list[bytes], server: subprocess.Popen
+) -> tuple[list[float], float, float]:
     """The burst's client latencies, its wall time and the CPU seconds the server (with its workers) spent."""
     before, start = server_cpu(server), time.perf_counter()
     latencies = asyncio.run(burst(port, token, payloads))
@@ -219,8 +221,10 @@ def sustained_line(name: str, port: int, token: str, count: int, size: int, per_
     latencies, statuses = asyncio.run(sustained(port, token, count, size, per_second))
     wall = time.perf_counter() - started
     admitted = statuses.get(201, 0) / wall
-    print(f"  {name}: {admitted:.1f} admitted uploads/s over {wall:.1f} s, statuses {statuses}; "
-          f"client latency {figures(latencies) if latencies else 'none admitted'}")
+    print(
+        f"  {name}: {admitted:.1f} admitted uploads/s over {wall:.1f} s, statuses {statuses}; "
+        f"client latency {figures(latencies) if latencies else 'none admitted'}"
+    )
     return admitted
 
 
@@ -228,8 +232,9 @@ def distinct(base: bytes) -> bytes:
     return base[:-32] + secrets.token_bytes(25) + b"\n%%EOF\n"
 
 
-async def overload(port: int, token: str, count: int, size: int, path: str = "/v1/documents"
-                   ) -> tuple[dict[str, list[float]], int, float]:
+async def overload(
+    port: int, token: str, count: int, size: int, path: str = "/v1/documents"
+) -> tuple[dict[str, list[float]], int, float]:
     """``count`` uploads at once, past the server's bound. Returns the ms to each answer by outcome ("201",
     "503", "503 without Retry-After", another status, "no answer"), how many answers the server followed with a
     reset rather than an orderly close, and the wall time."""
@@ -256,18 +261,24 @@ async def overload(port: int, token: str, count: int, size: int, path: str = "/v
 
 
 def overload_lines(port: int, floor_port: int, token: str, count: int, size: int, capacity: str) -> None:
-    print(f"past capacity: {count} uploads of {size / 2**20:g} MB at once, {capacity}; "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"past capacity: {count} uploads of {size / 2**20:g} MB at once, {capacity}; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     for name, at, path in (("floor, 503 at once", floor_port, "/v1/busy"), ("intake serve", port, "/v1/documents")):
         outcomes, resets, wall = asyncio.run(overload(at, token, count, size, path))
-        print(f"  {name}: {wall:.2f} s; {', '.join(f'{o} {len(v)}' for o, v in sorted(outcomes.items()))}; "
-              f"answers followed by a reset: {resets}")
+        print(
+            f"  {name}: {wall:.2f} s; {', '.join(f'{o} {len(v)}' for o, v in sorted(outcomes.items()))}; "
+            f"answers followed by a reset: {resets}"
+        )
         for outcome in ("503", "201"):
             if outcomes.get(outcome):
                 values = sorted(outcomes[outcome])
                 within = sum(1 for value in values if value <= 100)
-                print(f"    {outcome} client latency {figures(values)} max={values[-1]:.0f}ms, "
-                      f"within 100 ms: {within} of {len(values)}")
+                print(
+                    f"    {outcome} client latency {figures(values)} max={values[-1]:.0f}ms, "
+                    f"within 100 ms: {within} of {len(values)}"
+                )
     print(f"    503 in the server (headers in to answer out, evidence_admission_duration_seconds): {busy_times(port)}")
 
 
@@ -279,8 +290,11 @@ def busy_times(port: int) -> str:
     for family in text_string_to_metric_families(httpx.get(f"http://127.0.0.1:{port}/metrics").text):
         for sample in family.samples:
             labels = sample.labels
-            if (sample.name == "evidence_admission_duration_seconds_bucket" and labels["code"] == "503"
-                    and labels["endpoint"] == "/v1/documents"):
+            if (
+                sample.name == "evidence_admission_duration_seconds_bucket"
+                and labels["code"] == "503"
+                and labels["endpoint"] == "/v1/documents"
+            ):
                 buckets[float(labels["le"])] = int(sample.value)
     total = buckets.get(float("inf"), 0)
     return ", ".join(f"<= {le * 1000:g} ms {buckets[le]}" for le in (0.01, 0.025, 0.1, 0.25)) + f" of {total}"
@@ -352,14 +366,22 @@ def main() -> None:
         port, floor_port = free_port(), free_port()
         (root / "floor").mkdir()
         server = stack.enter_context(running(start_intake(full_env, port, args.workers)))
-        floor = stack.enter_context(running(subprocess.Popen(
-            [sys.executable, "-c", FLOOR_SERVER, str(floor_port), str(root / "floor")], stderr=subprocess.DEVNULL)))
+        floor = stack.enter_context(
+            running(
+                subprocess.Popen(
+                    [sys.executable, "-c", FLOOR_SERVER, str(floor_port), str(root / "floor")],
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        )
         wait_healthy(f"http://127.0.0.1:{port}", server)
         wait_healthy(f"http://127.0.0.1:{floor_port}", floor)
         print(f"ledger: {args.backend}; intake serve --workers {args.workers or 'default'}")
         backfill = stack.enter_context(running(started_backfill(root, args.backfill_months)))
-        print(f"burst: {args.uploads} concurrent uploads of {args.size_mb} MB, {args.bursts} times to each server, "
-              f"alternated, {'without a backfill' if backfill is None else 'during a backfill'}")
+        print(
+            f"burst: {args.uploads} concurrent uploads of {args.size_mb} MB, {args.bursts} times to each server, "
+            f"alternated, {'without a backfill' if backfill is None else 'during a backfill'}"
+        )
         floor_latencies, latencies, ratios = [], [], []
         for number in range(1, args.bursts + 1):
             payloads = [document(int(args.size_mb * 2**20)) for _ in range(args.uploads)]
@@ -368,36 +390,55 @@ def main() -> None:
             floor_latencies += floor_burst
             latencies += burst_latencies
             ratios.append(floor_wall / wall)
-            print(f"  {number}: floor (hash, write, fsync) {rate(args.uploads, floor_wall)}, server CPU "
-                  f"{floor_cpu / args.uploads * 1000:.1f} ms per upload; intake serve {rate(args.uploads, wall)}, "
-                  f"{cpu / args.uploads * 1000:.1f} ms per upload; ratio {ratios[-1]:.2f}")
+            print(
+                f"  {number}: floor (hash, write, fsync) {rate(args.uploads, floor_wall)}, server CPU "
+                f"{floor_cpu / args.uploads * 1000:.1f} ms per upload; intake serve {rate(args.uploads, wall)}, "
+                f"{cpu / args.uploads * 1000:.1f} ms per upload; ratio {ratios[-1]:.2f}"
+            )
         if backfill is not None and backfill.poll() is not None:
             print("  (the backfill ended during the bursts)")
-        stats = json.loads(subprocess.run([EVIDENCE, "stats", "--json"], env=full_env, check=True,
-                                          capture_output=True, text=True).stdout)["admission"]
-        print(f"  ratio intake serve / floor, admitted uploads/s: median {statistics.median(ratios):.2f} "
-              f"({min(ratios):.2f}-{max(ratios):.2f})")
+        stats = json.loads(
+            subprocess.run(
+                [EVIDENCE, "stats", "--json"], env=full_env, check=True, capture_output=True, text=True
+            ).stdout
+        )["admission"]
+        print(
+            f"  ratio intake serve / floor, admitted uploads/s: median {statistics.median(ratios):.2f} "
+            f"({min(ratios):.2f}-{max(ratios):.2f})"
+        )
         print(f"  client latency, floor {figures(floor_latencies)}; intake serve {figures(latencies)}")
-        print(f"  admission_ms p50={stats['p50']:.0f}ms p95={stats['p95']:.0f}ms p99={stats['p99']:.0f}ms "
-              f"(intake serve: request start to ledger commit)")
+        print(
+            f"  admission_ms p50={stats['p50']:.0f}ms p95={stats['p95']:.0f}ms p99={stats['p99']:.0f}ms "
+            f"(intake serve: request start to ledger commit)"
+        )
         if backfill is not None:
             backfill.wait()
         size = int(args.size_mb * 2**20)
         if args.rate:
             count = round(args.rate * args.duration)
-            print(f"sustained: {count} uploads of {args.size_mb} MB at {args.rate:g}/s (open loop), "
-                  f"load average {os.getloadavg()[0]:.1f}")
+            print(
+                f"sustained: {count} uploads of {args.size_mb} MB at {args.rate:g}/s (open loop), "
+                f"load average {os.getloadavg()[0]:.1f}"
+            )
             floor_rate = sustained_line("floor", floor_port, token, count, size, args.rate)
             intake_rate = sustained_line("intake serve", port, token, count, size, args.rate)
             print(f"  ratio intake serve / floor, admitted uploads/s: {intake_rate / floor_rate:.2f}")
         if args.overload:
             bounded_port = free_port()
-            bound = {"EVIDENCE_INTAKE_MAX_UPLOADS": str(args.capacity),
-                     "EVIDENCE_INTAKE_TENANT_MAX_UPLOADS": str(args.capacity)}
+            bound = {
+                "EVIDENCE_INTAKE_MAX_UPLOADS": str(args.capacity),
+                "EVIDENCE_INTAKE_TENANT_MAX_UPLOADS": str(args.capacity),
+            }
             with running(start_intake(full_env | bound, bounded_port, args.workers)) as bounded:
                 wait_healthy(f"http://127.0.0.1:{bounded_port}", bounded)
-                overload_lines(bounded_port, floor_port, token, args.overload, size,
-                               f"EVIDENCE_INTAKE_MAX_UPLOADS={args.capacity} per worker")
+                overload_lines(
+                    bounded_port,
+                    floor_port,
+                    token,
+                    args.overload,
+                    size,
+                    f"EVIDENCE_INTAKE_MAX_UPLOADS={args.capacity} per worker",
+                )
 
 
 def started_backfill(root: Path, months: int) -> subprocess.Popen | None:
@@ -409,12 +450,18 @@ def started_backfill(root: Path, months: int) -> subprocess.Popen | None:
     # the months it asks for must be open: the default window (EVIDENCE_OPEN_MONTHS) is 6
     opened = {"EVIDENCE_HOME": str(root / "backfill"), "EVIDENCE_OPEN_MONTHS": str(max(months, 6))}
     with open(root / "backfill.log", "wb") as log:
-        backfill = subprocess.Popen([EVIDENCE, "demo", "--months", str(months)], env=backfill_env | opened,
-                                    stdout=subprocess.DEVNULL, stderr=log)
+        backfill = subprocess.Popen(
+            [EVIDENCE, "demo", "--months", str(months)],
+            env=backfill_env | opened,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
     while not (root / "backfill" / "archive" / "bundles").exists():  # its first bundle: it is signing
         if backfill.poll() is not None:
-            sys.exit("the backfill ended before its first bundle:\n"
-                     + (root / "backfill.log").read_text(errors="replace")[-2000:])
+            sys.exit(
+                "the backfill ended before its first bundle:\n"
+                + (root / "backfill.log").read_text(errors="replace")[-2000:]
+            )
         time.sleep(0.1)
     assert backfill.poll() is None, "the backfill finished before the burst: raise --backfill-months"
     return backfill

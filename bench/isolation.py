@@ -37,7 +37,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=200)
     calls = parser.parse_args().calls
-    limits = Limits(1024 ** 3, 60)
+    limits = Limits(1024**3, 60)
     with tempfile.TemporaryDirectory(prefix="evidence-bench-isolation-") as home, scratch_file(Path(home)) as file:
         file.write(pdf_bytes(3))
         file.flush()

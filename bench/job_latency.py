@@ -64,17 +64,21 @@ def in_process(door: FrontDoor, document_id: str) -> None:
     with DagsterInstance.ephemeral() as instance:
         start = time.perf_counter()
         tick = defs.resolve_sensor_def("document_dispatch_sensor").evaluate_tick(
-            build_sensor_context(instance=instance, resources=defs.resources))
+            build_sensor_context(instance=instance, resources=defs.resources)
+        )
         tick_ms = (time.perf_counter() - start) * 1000
         [request] = tick.run_requests
         start = time.perf_counter()
         result = defs.get_job_def("document_page_job").execute_in_process(
-            run_config=request.run_config, instance=instance, tags=request.tags)
+            run_config=request.run_config, instance=instance, tags=request.tags
+        )
         run_ms = (time.perf_counter() - start) * 1000
     step = next(e for e in result.all_events if e.event_type_value == "STEP_SUCCESS")
     [status] = door.states([job])
-    print(f"in-process: {status['state']}, 202->finished {span(status) * 1000:.0f} ms (sensor tick {tick_ms:.0f} ms, "
-          f"run {run_ms:.0f} ms of which the step {step.event_specific_data.duration_ms:.0f} ms)")
+    print(
+        f"in-process: {status['state']}, 202->finished {span(status) * 1000:.0f} ms (sensor tick {tick_ms:.0f} ms, "
+        f"run {run_ms:.0f} ms of which the step {step.event_specific_data.duration_ms:.0f} ms)"
+    )
 
 
 def span(status: dict) -> float:
@@ -140,15 +144,19 @@ def through_daemon(door: FrontDoor, document_id: str, count: int, interval: floa
             run_id, created = record.dagster_run.run_id, record.create_timestamp.timestamp()
             starting = event_time(run_id, DagsterEventType.RUN_STARTING)
             begun = event_time(run_id, DagsterEventType.RUN_START)
-            for name, value in zip(parts, (created - stamp(status["accepted_at"]), starting - created,
-                                           begun - starting, record.end_time - begun)):
+            for name, value in zip(
+                parts,
+                (created - stamp(status["accepted_at"]), starting - created, begun - starting, record.end_time - begun),
+            ):
                 parts[name].append(value * 1000)
     totals = [span(status) * 1000 for status in states]
     outcomes = dict(Counter(status["state"] for status in states))
     page_runs = len({runs[status["job_id"]].dagster_run.run_id for status in states})
     start = "forked from the code server's fork server" if forked else "spawned (no fork server)"
-    print(f"through a daemon: {count} jobs, one every {interval:g} s: {outcomes} in {page_runs} page runs, each run's "
-          f"process {start}; load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"through a daemon: {count} jobs, one every {interval:g} s: {outcomes} in {page_runs} page runs, each run's "
+        f"process {start}; load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"  202->succeeded {figures(totals)} max={max(totals):.0f}ms")
     for name, values in parts.items():
         print(f"  {name:9} median {statistics.median(values):.0f} ms, p95 {percentile(values, 95):.0f} ms")

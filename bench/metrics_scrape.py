@@ -50,23 +50,34 @@ def measure(events: int, scrapes: int) -> None:
         scrape = _times_ms(lambda: generate_latest(registry), scrapes)
         reads = _times_ms(lambda: ledger_reads.read(runtime.ledger), scrapes)
         size = len(generate_latest(registry))
-        print(f"{events:>9,} events {written['jobs']:>7,} jobs, {written.get('dead', 0):,} dead letters (filled in "
-              f"{filled:5.1f} s): scrape median {scrape[0]:6.2f} ms p95 {scrape[1]:6.2f} ms; ledger reads median "
-              f"{reads[0]:6.2f} ms p95 {reads[1]:6.2f} ms; exposition {size:,} bytes", flush=True)
-        print("    per query, median ms: " + ", ".join(
-            f"{name} {_times_ms(lambda q=query: _run(runtime.ledger, q), scrapes)[0]:.2f}"
-            for name, query in _queries(runtime.ledger)), flush=True)
+        print(
+            f"{events:>9,} events {written['jobs']:>7,} jobs, {written.get('dead', 0):,} dead letters (filled in "
+            f"{filled:5.1f} s): scrape median {scrape[0]:6.2f} ms p95 {scrape[1]:6.2f} ms; ledger reads median "
+            f"{reads[0]:6.2f} ms p95 {reads[1]:6.2f} ms; exposition {size:,} bytes",
+            flush=True,
+        )
+        print(
+            "    per query, median ms: "
+            + ", ".join(
+                f"{name} {_times_ms(lambda q=query: _run(runtime.ledger, q), scrapes)[0]:.2f}"
+                for name, query in _queries(runtime.ledger)
+            ),
+            flush=True,
+        )
 
 
 def _queries(ledger) -> list[tuple[str, object]]:
     now = time.time()
     live_dead, failed = ledger_reads._dead_letters(ledger)
     events = ledger.audit_events.c
-    return [("live jobs", ledger_reads._live_jobs(ledger, now)),
-            ("ended in window", ledger_reads._ended_jobs(ledger, now - ledger_reads.WINDOW_SECONDS)),
-            ("dead", live_dead), ("rejected by failure", failed),
-            ("newest seq", select(func.max(events.seq))),
-            ("append lag", lambda ledger, conn: ledger_reads._newest(ledger, conn, EventType.BUNDLE_PUBLISHED))]
+    return [
+        ("live jobs", ledger_reads._live_jobs(ledger, now)),
+        ("ended in window", ledger_reads._ended_jobs(ledger, now - ledger_reads.WINDOW_SECONDS)),
+        ("dead", live_dead),
+        ("rejected by failure", failed),
+        ("newest seq", select(func.max(events.seq))),
+        ("append lag", lambda ledger, conn: ledger_reads._newest(ledger, conn, EventType.BUNDLE_PUBLISHED)),
+    ]
 
 
 def _run(ledger, query) -> None:

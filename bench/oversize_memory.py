@@ -44,8 +44,11 @@ def _runtime(env: dict[str, str]):
     from evidence_pipeline.runtime import Runtime
 
     settings = Settings.from_env(env)
-    client = boto3.client("s3", endpoint_url=settings.s3_endpoint_url, region_name=settings.s3_region) \
-        if settings.uses_s3 else None
+    client = (
+        boto3.client("s3", endpoint_url=settings.s3_endpoint_url, region_name=settings.s3_region)
+        if settings.uses_s3
+        else None
+    )
     return Runtime.from_settings(settings, client)
 
 
@@ -82,14 +85,19 @@ def child(mode: str) -> None:
         peaks["sign+publish"] = _peak_mb()
         result = {"stage_peak_mb": peaks}
     events = rt.ledger.events_about("report.validated", publication.unsigned_sha256)
-    result |= {"peak_mb": _peak_mb(), "pages": events[-1]["details"]["pages"], "report_bytes": publication.report_size,
-               "bundle": publication.bundle_key}
+    result |= {
+        "peak_mb": _peak_mb(),
+        "pages": events[-1]["details"]["pages"],
+        "report_bytes": publication.report_size,
+        "bundle": publication.bundle_key,
+    }
     print(json.dumps(result))
 
 
 def _measure(mode: str, env: dict[str, str]) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", mode], env=os.environ | env, check=True,
-                         stdout=subprocess.PIPE, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", mode], env=os.environ | env, check=True, stdout=subprocess.PIPE, text=True
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -112,8 +120,10 @@ def _s3_env(home: Path, stack: list) -> dict[str, str]:
     boto3.client("s3", endpoint_url=f"http://{host}:{port}", region_name="us-east-1").create_bucket(Bucket=bucket)
     return {
         "EVIDENCE_LEDGER_URL": postgres.get_uri().replace("postgresql://", "postgresql+psycopg2://", 1),
-        "EVIDENCE_ARCHIVE_URI": f"s3://{bucket}/archive", "EVIDENCE_SOURCES_URI": f"s3://{bucket}/sources",
-        "EVIDENCE_STAGING_URI": f"s3://{bucket}/staging", "EVIDENCE_S3_ENDPOINT_URL": f"http://{host}:{port}",
+        "EVIDENCE_ARCHIVE_URI": f"s3://{bucket}/archive",
+        "EVIDENCE_SOURCES_URI": f"s3://{bucket}/sources",
+        "EVIDENCE_STAGING_URI": f"s3://{bucket}/staging",
+        "EVIDENCE_S3_ENDPOINT_URL": f"http://{host}:{port}",
         "EVIDENCE_S3_REGION": "us-east-1",
     }
 
@@ -139,16 +149,19 @@ def main() -> None:
             rt = _runtime(env)
             rt.keyring  # key generation is a one-off, not part of the measured run
             tenant_month = TenantMonth(TENANT, PERIOD)
-            revision = publish_revision(rt, tenant_month,
-                                        oversize_transactions(tenant_month, args.refunds or OVERSIZE_REFUNDS))
+            revision = publish_revision(
+                rt, tenant_month, oversize_transactions(tenant_month, args.refunds or OVERSIZE_REFUNDS)
+            )
             rt.ledger.engine.dispose()
             baseline = _measure("import", env)
             run = _measure("stages" if args.stage_peaks else "run", env)
         finally:
             for stop in reversed(stack):
                 stop()
-    print(f"backend {args.backend}: source {revision.size:,} bytes -> {run['pages']} pages, "
-          f"signed report {run['report_bytes']:,} bytes")
+    print(
+        f"backend {args.backend}: source {revision.size:,} bytes -> {run['pages']} pages, "
+        f"signed report {run['report_bytes']:,} bytes"
+    )
     print(f"peak RSS, import only      {baseline['peak_mb']:8.1f} MB")
     print(f"peak RSS, oversize report  {run['peak_mb']:8.1f} MB  (+{run['peak_mb'] - baseline['peak_mb']:.1f} MB)")
     for stage, ms in run.get("timings_ms", {}).items():

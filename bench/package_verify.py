@@ -59,10 +59,14 @@ def witness_key(folder: Path) -> tuple[Path, Path]:
     private, public = folder / "witness.key", folder / "witness.pub.pem"
     fd = os.open(private, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as handle:
-        handle.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                       serialization.NoEncryption()))
-    public.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                     serialization.PublicFormat.SubjectPublicKeyInfo))
+        handle.write(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
+    public.write_bytes(
+        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
     return private, public
 
 
@@ -72,7 +76,7 @@ def publish(env: dict[str, str], partitions: list[TenantMonth], batches: int, wo
     size = -(-len(partitions) // batches)
     seconds = 0.0
     for start in range(0, len(partitions), size):
-        seconds += run_raw(env, partitions[start:start + size], workers)[0]
+        seconds += run_raw(env, partitions[start : start + size], workers)[0]
         started = time.perf_counter()
         publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring, runtime.witness_key)
         seconds += time.perf_counter() - started
@@ -87,11 +91,17 @@ def package(root: Path, level: str, base: dict[str, str], partitions: list[Tenan
             from evidence_pipeline_tests.local_pki import LocalPki  # the tests' TSA and CRLs
 
             pki = stack.enter_context(LocalPki())
-            env |= {"EVIDENCE_KEYS_DIR": str(pki.provision(root / "keys")), "EVIDENCE_PADES_LEVEL": level,
-                    "EVIDENCE_TSA_URL": pki.tsa_url, "EVIDENCE_GENERATE_DEV_KEYS": "0"}
-        print(f"{level}: publishing {len(partitions)} source revisions and their bundles "
-              f"({partitions[0].period}..{partitions[-1].period}) with {args.checkpoints} witnessed checkpoints ...",
-              flush=True)
+            env |= {
+                "EVIDENCE_KEYS_DIR": str(pki.provision(root / "keys")),
+                "EVIDENCE_PADES_LEVEL": level,
+                "EVIDENCE_TSA_URL": pki.tsa_url,
+                "EVIDENCE_GENERATE_DEV_KEYS": "0",
+            }
+        print(
+            f"{level}: publishing {len(partitions)} source revisions and their bundles "
+            f"({partitions[0].period}..{partitions[-1].period}) with {args.checkpoints} witnessed checkpoints ...",
+            flush=True,
+        )
         publish_sources(env, partitions, args.workers)
         made_s = publish(env, partitions, args.checkpoints, args.workers)
     print(f"{level}: {len(partitions)} bundles published in {made_s:.1f} s", flush=True)
@@ -101,14 +111,18 @@ def package(root: Path, level: str, base: dict[str, str], partitions: list[Tenan
         sys.exit(f"{level} export: exit {result.returncode}: {result.stderr[-500:]}")
     index = open_package(str(out))[1]  # the signed index's predicate, its signature verified
     files = [path for path in out.rglob("*") if path.is_file()]
-    print(f"{level} export: {wall:.1f} s wall, {cpu:.1f} s CPU: {len(index.bundles)} bundles, "
-          f"{len(index.checkpoints)} checkpoints, {len(index.consistency)} consistency proofs, "
-          f"{len(files):,} files, {sum(p.stat().st_size for p in files) / 2**20:.1f} MB\n", flush=True)
+    print(
+        f"{level} export: {wall:.1f} s wall, {cpu:.1f} s CPU: {len(index.bundles)} bundles, "
+        f"{len(index.checkpoints)} checkpoints, {len(index.consistency)} consistency proofs, "
+        f"{len(files):,} files, {sum(p.stat().st_size for p in files) / 2**20:.1f} MB\n",
+        flush=True,
+    )
     return out
 
 
-def verify_row(label: str, command: list[str], env: dict[str, str], bundles: int, walls: list[float],
-               cpus: list[float]) -> None:
+def verify_row(
+    label: str, command: list[str], env: dict[str, str], bundles: int, walls: list[float], cpus: list[float]
+) -> None:
     cpu, wall, result = child_cpu(command, env)
     report = json.loads(result.stdout) if result.stdout.startswith("{") else {}
     good = result.returncode == 0 and report.get("ok") and len(report.get("bundles", [])) == bundles
@@ -124,8 +138,13 @@ def main() -> None:
     parser.add_argument("--checkpoints", type=int, default=12, help="witnessed checkpoints published on the way")
     parser.add_argument("--reps", type=int, default=3, help="runs of each verification")
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
-    parser.add_argument("--levels", nargs="+", default=["B-B", "B-LTA"], choices=["B-B", "B-LTA"],
-                        help="PAdES levels of the packages, each verified in the same run")
+    parser.add_argument(
+        "--levels",
+        nargs="+",
+        default=["B-B", "B-LTA"],
+        choices=["B-B", "B-LTA"],
+        help="PAdES levels of the packages, each verified in the same run",
+    )
     parser.add_argument("--smoke", action="store_true", help="48 bundles, 4 checkpoints, one run of each")
     args = parser.parse_args()
     if args.smoke:
@@ -140,20 +159,35 @@ def main() -> None:
 
     # The verifier gets nothing but the package: no EVIDENCE_* settings, and a home that does not exist.
     clean = {k: v for k, v in os.environ.items() if not k.startswith("EVIDENCE_")} | {
-        "EVIDENCE_HOME": str(root / "nothing-here")}
+        "EVIDENCE_HOME": str(root / "nothing-here")
+    }
     rows = {(level, workers): ([], []) for level in packages for workers in dict.fromkeys([args.workers, 1])}
     for _ in range(args.reps):  # alternating, so that noise from other processes hits every row alike
         for (level, workers), (walls, cpus) in rows.items():
-            command = [EVIDENCE, "verify", "--package", str(packages[level]), "--json", "--require-witness",
-                       str(public), "--workers", str(workers)]
+            command = [
+                EVIDENCE,
+                "verify",
+                "--package",
+                str(packages[level]),
+                "--json",
+                "--require-witness",
+                str(public),
+                "--workers",
+                str(workers),
+            ]
             verify_row(f"{level} --workers {workers}", command, clean, len(partitions), walls, cpus)
-    print(f"verify --package of {len(partitions)} bundles, median of {args.reps} runs "
-          f"{'wall s':>8} {'bundles/s':>10} {'CPU s':>8} {'CPU ms/bundle':>14} {'min':>8} {'max':>8}")
+    print(
+        f"verify --package of {len(partitions)} bundles, median of {args.reps} runs "
+        f"{'wall s':>8} {'bundles/s':>10} {'CPU s':>8} {'CPU ms/bundle':>14} {'min':>8} {'max':>8}"
+    )
     for (level, workers), (walls, cpus) in rows.items():
         wall, cpu = statistics.median(walls), statistics.median(cpus)
-        print(f"{f'{level}, evidence verify --package --workers {workers}':<52} {wall:>8.2f} "
-              f"{len(partitions) / wall:>10.1f} {cpu:>8.2f} {cpu / len(partitions) * 1000:>14.1f} "
-              f"{min(walls):>8.2f} {max(walls):>8.2f}", flush=True)
+        print(
+            f"{f'{level}, evidence verify --package --workers {workers}':<52} {wall:>8.2f} "
+            f"{len(partitions) / wall:>10.1f} {cpu:>8.2f} {cpu / len(partitions) * 1000:>14.1f} "
+            f"{min(walls):>8.2f} {max(walls):>8.2f}",
+            flush=True,
+        )
     shutil.rmtree(root, ignore_errors=True)
 
 

@@ -38,8 +38,9 @@ def main() -> None:
         report = render_report(revision, read_revision(runtime.sources, revision)).pdf
         keyring = load_keyring(pki.provision(Path(home) / "keys"), generate=False)
         for level in PADES_LEVELS:  # warm up: imports, key loading, connections; and check what is measured
-            verify_pdf_signature(sign_pdf(report, keyring, level, pki.tsa_url), keyring.root_pem, level,
-                                 keyring.tsa_root_pem)
+            verify_pdf_signature(
+                sign_pdf(report, keyring, level, pki.tsa_url), keyring.root_pem, level, keyring.tsa_root_pem
+            )
         timings: dict[str, list[float]] = {level: [] for level in PADES_LEVELS}
         for _ in range(args.reps):
             for level in PADES_LEVELS:

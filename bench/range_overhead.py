@@ -91,8 +91,12 @@ def build_assets():
         # one AssetCheckEvaluation per partition, then the check's output so the downstream step runs.
         for pk in context.partition_keys:
             yield AssetCheckEvaluation(
-                asset_key=monthly_report.key, check_name="report_passes_gate", passed=pk != os.environ.get("FAIL_PK"),
-                metadata={"pages": 3, "validate_ms": 0.5}, partition=pk, blocking=True,
+                asset_key=monthly_report.key,
+                check_name="report_passes_gate",
+                passed=pk != os.environ.get("FAIL_PK"),
+                metadata={"pages": 3, "validate_ms": 0.5},
+                partition=pk,
+                blocking=True,
             )
         yield Output(None, output_name=context.op_execution_context.op_def.output_defs[0].name)
 

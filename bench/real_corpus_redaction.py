@@ -38,8 +38,9 @@ def figures(table: dict[str, dict], outcomes: dict[str, str]) -> str:
     families = {real_corpus.producer_family(table[key]["producer"]) for key in outcomes}
     # a refused job publishes nothing: what its unpublished derivative shows ("refused:X+leaked:...") is no leak
     counts = collections.Counter(outcome.split("+")[0] for outcome in outcomes.values())
-    return (f"{len(outcomes)} files, {len(families)} producers: "
-            + ", ".join(f"{outcome} {n}" for outcome, n in sorted(counts.items())))
+    return f"{len(outcomes)} files, {len(families)} producers: " + ", ".join(
+        f"{outcome} {n}" for outcome, n in sorted(counts.items())
+    )
 
 
 def round_robin(table: dict[str, dict], keys: list[str]) -> list[str]:
@@ -56,8 +57,11 @@ def _judge(baseline: Path) -> None:
     table = json.loads(real_corpus.OUTCOMES.read_text())
     done = json.loads(baseline.read_text()) if baseline.is_file() else {}
     paths = real_corpus.fetch()
-    keys = [key for key in round_robin(table, [k for k in table if table[k].get("redact", {}).get("targets")])
-            if key not in done]
+    keys = [
+        key
+        for key in round_robin(table, [k for k in table if table[k].get("redact", {}).get("targets")])
+        if key not in done
+    ]
     for n, key in enumerate(keys, 1):
         done[key] = real_corpus.redaction(paths[key], table[key]["redact"]["targets"])
         baseline.write_text(json.dumps(done, indent=1, sort_keys=True) + "\n")
@@ -77,8 +81,11 @@ def main(argv: list[str]) -> int:
         return 0
     if args.baseline:
         BASELINE.parent.mkdir(exist_ok=True)
-        subprocess.run([sys.executable, __file__, "--judge", str(BASELINE)], check=True,
-                       env=os.environ | {"PYTHONPATH": str(args.baseline.resolve())})
+        subprocess.run(
+            [sys.executable, __file__, "--judge", str(BASELINE)],
+            check=True,
+            env=os.environ | {"PYTHONPATH": str(args.baseline.resolve())},
+        )
         table, theirs = json.loads(real_corpus.OUTCOMES.read_text()), json.loads(BASELINE.read_text())
         print(f"baseline {args.baseline.name}: {figures(table, theirs)}")
         print(f"this tree's table: {figures(table, {key: table[key]['redact']['outcome'] for key in theirs})}")
@@ -102,8 +109,10 @@ def main(argv: list[str]) -> int:
     total = sum(seconds.values())
     ours = {key: table[key]["redact"]["outcome"] for key in seconds}
     print(f"this tree: {figures(table, ours)}")
-    print(f"time: {total:.0f} s for {len(seconds)} files, {total / max(len(seconds), 1):.1f} s a file "
-          f"(slowest {max(seconds.values(), default=0):.1f} s)")
+    print(
+        f"time: {total:.0f} s for {len(seconds)} files, {total / max(len(seconds), 1):.1f} s a file "
+        f"(slowest {max(seconds.values(), default=0):.1f} s)"
+    )
     changed = [key for key in seconds if committed[key].get("redact") != table[key].get("redact")]
     for key in changed:
         print(f"changed {key}: {committed[key].get('redact')} -> {table[key]['redact']}")

@@ -44,8 +44,10 @@ from frontdoor import front_door  # noqa: E402  (bench/frontdoor.py: the front d
 
 
 def pinned() -> dict:
-    merged = templates.merge(templates.parse(organization_template(), "organization"),
-                             templates.parse(program_template(scanned_page=None), "program"))
+    merged = templates.merge(
+        templates.parse(organization_template(), "organization"),
+        templates.parse(program_template(scanned_page=None), "program"),
+    )
     return {"template": merged, "template_version": templates.version_id(merged)}
 
 
@@ -67,8 +69,12 @@ def through_dagster(data: bytes, count: int) -> float:
     with front_door("bench-redaction-", count, 1) as door:
         door.approved_template(organization_template(), program_template(scanned_page=None))
         document_id = door.upload(data)
-        jobs = [door.submit(f"bench-{i}", {"operation": "redact", "inputs": [document_id],
-                                           "options": {"active_content": "flag"}}) for i in range(count)]
+        jobs = [
+            door.submit(
+                f"bench-{i}", {"operation": "redact", "inputs": [document_id], "options": {"active_content": "flag"}}
+            )
+            for i in range(count)
+        ]
         elapsed, _ = door.dispatch(1)
         states = {status["state"] for status in door.states(jobs)}
     if states != {"succeeded"}:
@@ -79,15 +85,21 @@ def through_dagster(data: bytes, count: int) -> float:
 def rate(data: bytes, pin: dict, count: int) -> dict:
     times = [passes(data, pin) for _ in range(count)]
     first, second = sum(t[0] for t in times), sum(t[1] for t in times)
-    return {"removed_per_application": times[0][2]["removed"], "first_pass_per_second": round(count / first, 2),
-            "second_pass_per_second": round(count / second, 2), "both_per_second": round(count / (first + second), 2),
-            "seconds": first + second}
+    return {
+        "removed_per_application": times[0][2]["removed"],
+        "first_pass_per_second": round(count / first, 2),
+        "second_pass_per_second": round(count / second, 2),
+        "both_per_second": round(count / (first + second), 2),
+        "seconds": first + second,
+    }
 
 
 def rates(applications: int, pages: int) -> dict:
     pin = pinned()
-    return {"typed": rate(long_application(pages), pin, applications),
-            "scanned": rate(scanned_application(pages, SCANNED), pin, max(1, applications // 4))}
+    return {
+        "typed": rate(long_application(pages), pin, applications),
+        "scanned": rate(scanned_application(pages, SCANNED), pin, max(1, applications // 4)),
+    }
 
 
 def rates_on(code: str | None, applications: int, pages: int) -> dict:
@@ -118,8 +130,11 @@ def ocr_floor() -> dict:
     [(_, page), _] = list(ocr.rendered_pages(data))
     floor = {"render_s": round((_cpu_seconds() - started) / 2, 3)}
     for dpi in (300, 200, 150):
-        image = page if dpi == ocr.PAGE_DPI else page.resize((page.width * dpi // ocr.PAGE_DPI,
-                                                              page.height * dpi // ocr.PAGE_DPI))
+        image = (
+            page
+            if dpi == ocr.PAGE_DPI
+            else page.resize((page.width * dpi // ocr.PAGE_DPI, page.height * dpi // ocr.PAGE_DPI))
+        )
         started = _cpu_seconds()
         pytesseract.image_to_data(image, config="--psm 3")
         floor[f"tesseract_{dpi}_dpi_s"] = round(_cpu_seconds() - started, 3)
@@ -157,8 +172,15 @@ def main() -> None:
     if args.large_only:
         data = scanned_application(args.large_pages) if args.scanned else long_application(args.large_pages)
         first, second, _ = passes(data, pin)
-        print(json.dumps({"peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-                          "first_pass_s": round(first, 1), "second_pass_s": round(second, 1)}))
+        print(
+            json.dumps(
+                {
+                    "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+                    "first_pass_s": round(first, 1),
+                    "second_pass_s": round(second, 1),
+                }
+            )
+        )
         return
     before = rates_on(str(Path(args.baseline).resolve()), args.applications, args.pages) if args.baseline else None
     after = rates_on(None, args.applications, args.pages)
@@ -169,28 +191,57 @@ def main() -> None:
     ocr_seconds = (time.perf_counter() - started) / 5
     large_typed, large_scanned = large(args.large_pages, False), large(args.large_pages, True)
     dagster_seconds = None if args.no_dagster else through_dagster(long_application(args.pages), args.applications)
-    print(json.dumps({
-        "pages": args.pages,
-        "applications": args.applications,
-        "ocr_engine": ocr.engine(),
-        "typed": {key: value for key, value in typed.items() if key != "seconds"},
-        f"with_{len(SCANNED)}_scanned_pages": {key: value for key, value in with_scans.items() if key != "seconds"},
-        "ocr_seconds_per_scanned_page": round(ocr_seconds, 2),
-        "cpu_per_typed_page": ocr_floor(),
-        **({} if dagster_seconds is None else {
-            "through_intake_and_dagster_per_second": round(args.applications / dagster_seconds, 2),
-            "ratio_dagster_to_loop": round(typed["seconds"] / dagster_seconds, 2)}),
-        **({} if before is None else {"before": {
-            "typed": {key: value for key, value in before["typed"].items() if key != "seconds"},
-            f"with_{len(SCANNED)}_scanned_pages": {k: v for k, v in before["scanned"].items() if k != "seconds"},
-            "typed_seconds_after_over_before": round(typed["seconds"] / before["typed"]["seconds"], 1),
-            "both_passes_cpu_per_typed_page_s": json.loads(subprocess.run(
-                [sys.executable, __file__, "--cpu-only"], capture_output=True, text=True, check=True,
-                env={**os.environ, "PYTHONPATH": str(Path(args.baseline).resolve())}).stdout),
-            "scanned_seconds_after_over_before": round(with_scans["seconds"] / before["scanned"]["seconds"], 1)}}),
-        f"typed_{args.large_pages}_pages": large_typed,
-        f"scanned_{args.large_pages}_pages": large_scanned,
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "pages": args.pages,
+                "applications": args.applications,
+                "ocr_engine": ocr.engine(),
+                "typed": {key: value for key, value in typed.items() if key != "seconds"},
+                f"with_{len(SCANNED)}_scanned_pages": {
+                    key: value for key, value in with_scans.items() if key != "seconds"
+                },
+                "ocr_seconds_per_scanned_page": round(ocr_seconds, 2),
+                "cpu_per_typed_page": ocr_floor(),
+                **(
+                    {}
+                    if dagster_seconds is None
+                    else {
+                        "through_intake_and_dagster_per_second": round(args.applications / dagster_seconds, 2),
+                        "ratio_dagster_to_loop": round(typed["seconds"] / dagster_seconds, 2),
+                    }
+                ),
+                **(
+                    {}
+                    if before is None
+                    else {
+                        "before": {
+                            "typed": {key: value for key, value in before["typed"].items() if key != "seconds"},
+                            f"with_{len(SCANNED)}_scanned_pages": {
+                                k: v for k, v in before["scanned"].items() if k != "seconds"
+                            },
+                            "typed_seconds_after_over_before": round(typed["seconds"] / before["typed"]["seconds"], 1),
+                            "both_passes_cpu_per_typed_page_s": json.loads(
+                                subprocess.run(
+                                    [sys.executable, __file__, "--cpu-only"],
+                                    capture_output=True,
+                                    text=True,
+                                    check=True,
+                                    env={**os.environ, "PYTHONPATH": str(Path(args.baseline).resolve())},
+                                ).stdout
+                            ),
+                            "scanned_seconds_after_over_before": round(
+                                with_scans["seconds"] / before["scanned"]["seconds"], 1
+                            ),
+                        }
+                    }
+                ),
+                f"typed_{args.large_pages}_pages": large_typed,
+                f"scanned_{args.large_pages}_pages": large_scanned,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -112,8 +112,16 @@ DRY_RUN = """mutation($selector: ScheduleSelector!, $timestamp: Float!) {
 LAUNCH_MANY = """mutation($list: [ExecutionParams!]!) { launchMultipleRuns(executionParamsList: $list) {
   __typename ... on LaunchMultipleRunsResult { launchMultipleRunsResult {
     __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } } } }"""
-EVENTS_PER_TENANT_MONTH = ("documents.closed", "source.pinned", "job.accepted", "job.running", "report.rendered",
-                           "report.validated", "bundle.published", "stages.timed")
+EVENTS_PER_TENANT_MONTH = (
+    "documents.closed",
+    "source.pinned",
+    "job.accepted",
+    "job.running",
+    "report.rendered",
+    "report.validated",
+    "bundle.published",
+    "stages.timed",
+)
 
 
 def tenant_ids(count: int) -> list[str]:
@@ -130,6 +138,7 @@ def closed_months(now: datetime, count: int) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------------- measuring
+
 
 def rss_mb() -> float:
     return psutil.Process().memory_info().rss / 2**20
@@ -226,6 +235,7 @@ def _role(process: psutil.Process) -> str | None:
 
 # ---------------------------------------------------------------------------------------------------- phases
 
+
 def evaluate_sensor(env: dict[str, str]) -> dict:
     """The registry sensor's evaluation, as the code server runs it: read the registry table, ask the ledger which
     tenants were offboarded, compare with the registered tenants, build the add request."""
@@ -245,8 +255,14 @@ def evaluate_sensor(env: dict[str, str]) -> dict:
                 build_sensor_context(instance=instance, resources={"evidence": EvidenceResource()})
             )
     added = sum(len(request.partition_keys) for request in result.dynamic_partitions_requests)
-    return {"wall_s": tick.wall, "cpu_s": tick.cpu, "registry_wall_s": registry.wall, "tenants": len(tenants),
-            "added": added, "baseline_mb": baseline}
+    return {
+        "wall_s": tick.wall,
+        "cpu_s": tick.cpu,
+        "registry_wall_s": registry.wall,
+        "tenants": len(tenants),
+        "added": added,
+        "baseline_mb": baseline,
+    }
 
 
 def evaluate_schedule(env: dict[str, str], tick_time: float) -> dict:
@@ -267,8 +283,15 @@ def evaluate_schedule(env: dict[str, str], tick_time: float) -> dict:
             data = schedule.evaluate_tick(context)
     requests_ = data.run_requests or []
     partitions = sum(_partitions_of(request.tags) for request in requests_)
-    return {"wall_s": tick.wall, "cpu_s": tick.cpu, "run_requests": len(requests_), "partitions": partitions,
-            "tenants": tenants, "baseline_mb": baseline, "skip": data.skip_message}
+    return {
+        "wall_s": tick.wall,
+        "cpu_s": tick.cpu,
+        "run_requests": len(requests_),
+        "partitions": partitions,
+        "tenants": tenants,
+        "baseline_mb": baseline,
+        "skip": data.skip_message,
+    }
 
 
 def _partitions_of(tags: dict[str, str]) -> int:
@@ -276,7 +299,7 @@ def _partitions_of(tags: dict[str, str]) -> int:
     start, end = tags.get("dagster/asset_partition_range_start"), tags.get("dagster/asset_partition_range_end")
     if not (start and end):
         return 1
-    return int(end.split("|")[1][len("scale-t"):]) - int(start.split("|")[1][len("scale-t"):]) + 1
+    return int(end.split("|")[1][len("scale-t") :]) - int(start.split("|")[1][len("scale-t") :]) + 1
 
 
 def record_materializations(env: dict[str, str], keys: list[tuple[str, str]]) -> dict:
@@ -288,9 +311,12 @@ def record_materializations(env: dict[str, str], keys: list[tuple[str, str]]) ->
     with DagsterInstance.get() as instance, Clock() as clock:
         baseline = rss_mb()
         for month, tenant in keys:
-            instance.report_runless_asset_event(AssetMaterialization(
-                asset_key=ASSET, partition=MultiPartitionKey({"tenant": tenant, "month": f"{month}-01"}),
-            ))
+            instance.report_runless_asset_event(
+                AssetMaterialization(
+                    asset_key=ASSET,
+                    partition=MultiPartitionKey({"tenant": tenant, "month": f"{month}-01"}),
+                )
+            )
     return {"wall_s": clock.wall, "cpu_s": clock.cpu, "baseline_mb": baseline}
 
 
@@ -332,27 +358,48 @@ def generate_ledger(env: dict[str, str], tenants: list[str], months: list[str], 
             flush()
     database = Settings.from_env().ledger_url
     size = Path(database.removeprefix("sqlite:///")).stat().st_size if database.startswith("sqlite") else None
-    return {"wall_s": clock.wall, "cpu_s": clock.cpu, "events": count, "bytes": size, "baseline_mb": baseline,
-            "newest_month_from": newest_from}
+    return {
+        "wall_s": clock.wall,
+        "cpu_s": clock.cpu,
+        "events": count,
+        "bytes": size,
+        "baseline_mb": baseline,
+        "newest_month_from": newest_from,
+    }
 
 
 def _details(event_type: str, rng) -> dict:
     """Details shaped like the pipeline's (field names and sizes), with plausible stage clocks."""
     digest = "cd" * 32
     if event_type == "stages.timed":
-        return {"lane": "archive" if rng.random() < 0.98 else "oversize", "queue_wait_ms": rng.uniform(50, 90000),
-                "render_ms": rng.lognormvariate(4.4, 0.5), "validate_ms": rng.lognormvariate(3, 0.5),
-                "sign_ms": rng.lognormvariate(3.9, 0.3), "publish_ms": rng.lognormvariate(2, 0.5)}
+        return {
+            "lane": "archive" if rng.random() < 0.98 else "oversize",
+            "queue_wait_ms": rng.uniform(50, 90000),
+            "render_ms": rng.lognormvariate(4.4, 0.5),
+            "validate_ms": rng.lognormvariate(3, 0.5),
+            "sign_ms": rng.lognormvariate(3.9, 0.3),
+            "publish_ms": rng.lognormvariate(2, 0.5),
+        }
     if event_type == "bundle.published":
-        return {"identity": digest, "bundle_key": "bundles/t/2026-01/" + digest, "source_sha256": digest,
-                "unsigned_sha256": digest, "report_sha256": digest, "statement_sha256": digest,
-                "renderer_version": "renderer/1.1.0", "key_id": "k" * 16, "job_id": digest, "lease_token": 1}
+        return {
+            "identity": digest,
+            "bundle_key": "bundles/t/2026-01/" + digest,
+            "source_sha256": digest,
+            "unsigned_sha256": digest,
+            "report_sha256": digest,
+            "statement_sha256": digest,
+            "renderer_version": "renderer/1.1.0",
+            "key_id": "k" * 16,
+            "job_id": digest,
+            "lease_token": 1,
+        }
     if event_type in ("job.accepted", "job.running"):
         return {"job_id": digest, "fidelity": "evidence", "lease_token": 1, "attempt": 1}
     return {"source_sha256": digest, "documents_sha256": digest, "pages": 3, "sequence": 1}
 
 
 # ---------------------------------------------------------------------------------------------------- the bench
+
 
 def timed_query(url: str, query: str, variables: dict) -> tuple[float, int, dict]:
     started = time.perf_counter()
@@ -395,14 +442,19 @@ def main() -> None:
     parser.add_argument("--tenants", type=int, default=10_000)
     parser.add_argument("--materializations", type=int, default=12_000)
     parser.add_argument("--ledger-months", type=int, default=12, help="months of every tenant's ledger events")
-    parser.add_argument("--schedule-sample", type=int, default=100,
-                        help="run requests of the schedule's tick to launch, timed per run")
+    parser.add_argument(
+        "--schedule-sample", type=int, default=100, help="run requests of the schedule's tick to launch, timed per run"
+    )
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--phases", nargs="+", default=["sensor", "status", "backfill", "schedule", "stats"])
     parser.add_argument("--keep", action="store_true", help="keep the temporary root (and print where it is)")
-    parser.add_argument("--results", type=Path, default=REPO / "bench" / "results",
-                        help="the folder the measurements are written to, as JSON")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=REPO / "bench" / "results",
+        help="the folder the measurements are written to, as JSON",
+    )
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))  # so that the services and the root go too
 
@@ -423,8 +475,7 @@ def main() -> None:
 def _backend(backend: str, root: Path):
     """The bench's environment: a fresh EVIDENCE_HOME and DAGSTER_HOME with the repo's instance settings, except
     max_concurrent_runs 0 (nothing the bench submits ever starts)."""
-    env = dict(os.environ, EVIDENCE_HOME=str(root / "home"), DAGSTER_HOME=str(root / "dagster"),
-               EVIDENCE_WORKERS="1")
+    env = dict(os.environ, EVIDENCE_HOME=str(root / "home"), DAGSTER_HOME=str(root / "dagster"), EVIDENCE_WORKERS="1")
     config_file = "dagster.yaml"
     server = None
     if backend == "postgres":
@@ -467,8 +518,12 @@ def _run(args, root: Path, env: dict[str, str], results: dict) -> None:
     env["EVIDENCE_ACTOR_KEY"] = acting_operator(env, root / "actors")  # `tenant add` is an operator's signed action
     registered = run_cli(env, "tenant", "add", "--from-file", str(listed), "--json")
     name = "registry: evidence tenant add --from-file (the ledger's first open included)"
-    results[name] = {"wall_s": registered["wall_s"], "cpu_s": registered["cpu_s"], "peak_mb": registered["peak_mb"],
-                     "registered": sum(state == "registered" for state in json.loads(registered["output"]).values())}
+    results[name] = {
+        "wall_s": registered["wall_s"],
+        "cpu_s": registered["cpu_s"],
+        "peak_mb": registered["peak_mb"],
+        "registered": sum(state == "registered" for state in json.loads(registered["output"]).values()),
+    }
     print(f"{name}: {results[name]}", flush=True)
 
     with DagsterInstance.get():  # storages created (and migrated) once, before three processes race to do it
@@ -508,8 +563,11 @@ def _wait_for_tenants(url: str, instance, count: int, results: dict) -> None:
     ticks = graphql(url, SENSOR_TICKS, {"selector": selector})["sensorOrError"]["sensorState"]["ticks"]
     tick = next(t for t in ticks if t["dynamicPartitionsRequestResults"])
     added = sum(len(r["partitionKeys"] or []) for r in tick["dynamicPartitionsRequestResults"])
-    results["sensor (daemon tick)"] = {"wall_s": tick["endTimestamp"] - tick["timestamp"], "added": added,
-                                       "status": tick["status"]}
+    results["sensor (daemon tick)"] = {
+        "wall_s": tick["endTimestamp"] - tick["timestamp"],
+        "added": added,
+        "status": tick["status"],
+    }
     print(f"sensor tick: {results['sensor (daemon tick)']}", flush=True)
 
 
@@ -523,12 +581,17 @@ def _status(args, url, env, instance, tenants, now: datetime, rss: ServiceRss, r
     months = [m for m in closed_months(now, 120) if m >= "2025-01"]
     keys = [(month, tenant) for month in months for tenant in tenants][: args.materializations]
     results["materializations recorded (setup)"] = in_child(record_materializations, env, keys) | {
-        "count": len(keys), "months": sorted({month for month, _ in keys})}
+        "count": len(keys),
+        "months": sorted({month for month, _ in keys}),
+    }
     print(f"recorded {len(keys)} materializations", flush=True)
     for name, query, variables in (
         ("PartitionHealthQuery (partitions page)", PARTITION_HEALTH_QUERY, {"assetKey": {"path": [ASSET]}}),
-        ("AssetGraphLiveQuery (graph, catalog: partitionStats)", ASSET_GRAPH_LIVE_QUERY,
-         {"assetKeys": [{"path": [ASSET]}]}),
+        (
+            "AssetGraphLiveQuery (graph, catalog: partitionStats)",
+            ASSET_GRAPH_LIVE_QUERY,
+            {"assetKeys": [{"path": [ASSET]}]},
+        ),
     ):
         rss.reset()
         times, size = [], 0
@@ -541,8 +604,11 @@ def _status(args, url, env, instance, tenants, now: datetime, rss: ServiceRss, r
     instance.add_dynamic_partitions("tenant", ["scale-late-tenant"])
     for name, query, variables in (
         ("PartitionHealthQuery (partitions page)", PARTITION_HEALTH_QUERY, {"assetKey": {"path": [ASSET]}}),
-        ("AssetGraphLiveQuery (graph, catalog: partitionStats)", ASSET_GRAPH_LIVE_QUERY,
-         {"assetKeys": [{"path": [ASSET]}]}),
+        (
+            "AssetGraphLiveQuery (graph, catalog: partitionStats)",
+            ASSET_GRAPH_LIVE_QUERY,
+            {"assetKeys": [{"path": [ASSET]}]},
+        ),
     ):
         results[name]["after_one_more_tenant_s"] = timed_query(url, query, variables)[0]
     instance.delete_dynamic_partition("tenant", "scale-late-tenant")  # the other phases count N tenants
@@ -552,8 +618,11 @@ def _status(args, url, env, instance, tenants, now: datetime, rss: ServiceRss, r
         "materialized_subset_bytes": len(cached.serialized_materialized_partition_subset or ""),
         "partitions_in_definition": _partition_count(instance),
     }
-    print(f"after one more tenant: {results['PartitionHealthQuery (partitions page)']}; "
-          f"{results['status cache (asset_keys.cached_status_data)']}", flush=True)
+    print(
+        f"after one more tenant: {results['PartitionHealthQuery (partitions page)']}; "
+        f"{results['status cache (asset_keys.cached_status_data)']}",
+        flush=True,
+    )
 
 
 def _partition_count(instance) -> int:
@@ -571,8 +640,9 @@ def _backfill(url, instance, root: Path, tenants, month, rss: ServiceRss, result
     names = [f"{month}-01|{tenant}" for tenant in tenants]
     rss.reset()
     launched_at = time.time()
-    elapsed, _, data = timed_query(url, LAUNCH_BACKFILL, {"params": {
-        "assetSelection": ASSETS, "partitionNames": names, "title": "bench-scale"}})
+    elapsed, _, data = timed_query(
+        url, LAUNCH_BACKFILL, {"params": {"assetSelection": ASSETS, "partitionNames": names, "title": "bench-scale"}}
+    )
     answer = data["launchPartitionBackfill"]
     if answer["__typename"] != "LaunchBackfillSuccess":
         sys.exit(f"backfill not launched: {answer}")
@@ -582,8 +652,11 @@ def _backfill(url, instance, root: Path, tenants, month, rss: ServiceRss, result
     runs = instance.get_run_records(filters=RunsFilter(tags={"dagster/backfill": backfill_id}))
     created = sorted(record.create_timestamp.timestamp() for record in runs)
     results["backfill, one month x all tenants"] = {
-        "answer_s": elapsed, "partitions": len(names), "webserver_peak_mb": rss.peaks.get("webserver", 0.0),
-        "first_iteration_s": iteration, "runs_created": len(runs),
+        "answer_s": elapsed,
+        "partitions": len(names),
+        "webserver_peak_mb": rss.peaks.get("webserver", 0.0),
+        "first_iteration_s": iteration,
+        "runs_created": len(runs),
         "first_run_after_launch_s": created[0] - launched_at if created else None,
         "last_run_after_launch_s": created[-1] - launched_at if created else None,
         "daemon_peak_mb": rss.peaks.get("daemon", 0.0),
@@ -627,7 +700,9 @@ def _schedule(args, url, env, instance, now: datetime, rss: ServiceRss, results:
         sys.exit(f"scheduleDryRun failed: {tick}")
     run_requests = tick["evaluationResult"]["runRequests"]
     results["schedule tick through the code server (scheduleDryRun)"] = {
-        "wall_s": elapsed, "run_requests": len(run_requests), "bytes": size,
+        "wall_s": elapsed,
+        "run_requests": len(run_requests),
+        "bytes": size,
         "webserver_peak_mb": rss.peaks.get("webserver", 0.0),
         "code_server_peak_mb": max((v for k, v in rss.peaks.items() if k.startswith("code server")), default=0.0),
     }
@@ -644,7 +719,10 @@ def _schedule(args, url, env, instance, now: datetime, rss: ServiceRss, results:
     per_run = elapsed / len(sample)
     name = "schedule's runs launched (launchMultipleRuns)"
     results[name] = {
-        "launched": len(sample), "of": len(run_requests), "wall_s": elapsed, "per_run_s": per_run,
+        "launched": len(sample),
+        "of": len(run_requests),
+        "wall_s": elapsed,
+        "per_run_s": per_run,
         **({} if len(sample) == len(run_requests) else {"all_s_EXTRAPOLATED": per_run * len(run_requests)}),
         "webserver_peak_mb": rss.peaks.get("webserver", 0.0),
     }
@@ -658,19 +736,28 @@ def _stats(args, env, tenants, now: datetime, results: dict) -> None:
     # Every event is recorded today; the newest month's were appended after this moment, so --since selects them,
     # as "since the 1st" would in a ledger written month by month.
     since = results["ledger generated (setup)"]["newest_month_from"]
-    for name, command in (("evidence stats", ["stats"]), ("evidence stats --json", ["stats", "--json"]),
-                          ("evidence stats --since (the newest month)", ["stats", "--since", since]),
-                          (f"evidence stats --tenant {tenants[0]}", ["stats", "--tenant", tenants[0]])):
+    for name, command in (
+        ("evidence stats", ["stats"]),
+        ("evidence stats --json", ["stats", "--json"]),
+        ("evidence stats --since (the newest month)", ["stats", "--since", since]),
+        (f"evidence stats --tenant {tenants[0]}", ["stats", "--tenant", tenants[0]]),
+    ):
         runs = [run_cli(env, *command) for _ in range(args.reps)]
-        results[name] = {"wall_s": [r["wall_s"] for r in runs], "cpu_s": [r["cpu_s"] for r in runs],
-                         "peak_mb": max(r["peak_mb"] for r in runs), "first_line": runs[0]["output"].splitlines()[0]}
+        results[name] = {
+            "wall_s": [r["wall_s"] for r in runs],
+            "cpu_s": [r["cpu_s"] for r in runs],
+            "peak_mb": max(r["peak_mb"] for r in runs),
+            "first_line": runs[0]["output"].splitlines()[0],
+        }
         print(f"{name}: {results[name]}", flush=True)
 
 
 def _report(args, results: dict) -> None:
     """The figures as table rows (bench/README.md's), then every measurement as JSON under --results."""
-    print(f"\n{args.tenants} tenants, {args.backend} backend; wall times on a shared machine "
-          f"({len(os.sched_getaffinity(0))} CPUs), peak RSS is VmHWM\n")
+    print(
+        f"\n{args.tenants} tenants, {args.backend} backend; wall times on a shared machine "
+        f"({len(os.sched_getaffinity(0))} CPUs), peak RSS is VmHWM\n"
+    )
     for name, row in results.items():
         print(f"| {name} | {_cells(row)} |")
     out = args.results

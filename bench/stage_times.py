@@ -72,15 +72,19 @@ def _p95(values: list[float]) -> float:
 def report(result: dict) -> None:
     timings, cpu = result["stages"], result["cpu_ms"]
     reports = sum(len(values) for values in cpu.values())
-    print(f"{reports} reports in {result['wall_s']:.1f} s ({reports / result['wall_s']:.2f} reports/s, one process)"
-          f"; load average {os.getloadavg()[0]:.1f}\n")
+    print(
+        f"{reports} reports in {result['wall_s']:.1f} s ({reports / result['wall_s']:.2f} reports/s, one process)"
+        f"; load average {os.getloadavg()[0]:.1f}\n"
+    )
     print(f"{'stage':<12} {'tenant':<18} {'median ms':>10} {'p95 ms':>8}")
     for stage in (*STAGES, "cpu"):
         for tenant, values in (cpu if stage == "cpu" else timings[stage]).items():
             print(f"{stage:<12} {tenant:<18} {statistics.median(values):>10.1f} {_p95(values):>8.1f}")
     everything = [v for vs in cpu.values() for v in vs]
-    print(f"\nCPU per report (user + system): median {statistics.median(everything):.1f} ms, "
-          f"mean {statistics.mean(everything):.1f} ms")
+    print(
+        f"\nCPU per report (user + system): median {statistics.median(everything):.1f} ms, "
+        f"mean {statistics.mean(everything):.1f} ms"
+    )
     render_all = statistics.median([v for vs in timings["render_ms"].values() for v in vs])
     print("median stage cost relative to render (all tenants):")
     for stage in STAGES[1:]:
@@ -91,20 +95,31 @@ def report(result: dict) -> None:
 def compare(args) -> None:
     """Both checkouts, alternating, in child processes; CPU per report per tenant, side by side."""
     other = Path(args.against).resolve()
-    sides = {"this": (REPO, Path(sys.executable)),
-             "against": (other, other / ".venv/bin/python" if (other / ".venv/bin/python").exists()
-                         else Path(sys.executable))}
+    sides = {
+        "this": (REPO, Path(sys.executable)),
+        "against": (
+            other,
+            other / ".venv/bin/python" if (other / ".venv/bin/python").exists() else Path(sys.executable),
+        ),
+    }
     cpu: dict[str, dict[str, list[float]]] = {side: {} for side in sides}
     for round_ in range(args.rounds):
-        for side, (root, python) in (sides.items() if round_ % 2 == 0 else reversed(sides.items())):
+        for side, (root, python) in sides.items() if round_ % 2 == 0 else reversed(sides.items()):
             env = dict(os.environ, PYTHONPATH=str(root))
-            child = subprocess.run([str(python), __file__, "--months", str(args.months), "--json"], env=env,
-                                   cwd=root, check=True, capture_output=True, text=True)
+            child = subprocess.run(
+                [str(python), __file__, "--months", str(args.months), "--json"],
+                env=env,
+                cwd=root,
+                check=True,
+                capture_output=True,
+                text=True,
+            )
             for tenant, values in json.loads(child.stdout)["cpu_ms"].items():
                 cpu[side].setdefault(tenant, []).extend(values)
             print(f"round {round_ + 1}, {side} done; load average {os.getloadavg()[0]:.1f}", flush=True)
-    print(f"\nCPU ms per report (median; {args.rounds} rounds x {args.months} months), this = {REPO}, "
-          f"against = {other}")
+    print(
+        f"\nCPU ms per report (median; {args.rounds} rounds x {args.months} months), this = {REPO}, against = {other}"
+    )
     print(f"{'tenant':<18} {'against':>9} {'this':>9} {'ratio':>7}")
     for tenant in cpu["against"]:
         theirs, ours = statistics.median(cpu["against"][tenant]), statistics.median(cpu["this"][tenant])

@@ -51,8 +51,13 @@ def uploads(http: httpx.Client, until, tag: str) -> tuple[list[float], int]:
 
 
 def summary(latencies: list[float], failures: int) -> dict:
-    return {"uploads": len(latencies), "failures": failures, "p50_ms": round(percentile(latencies, 50), 1),
-            "p99_ms": round(percentile(latencies, 99), 1), "max_ms": round(max(latencies), 1)}
+    return {
+        "uploads": len(latencies),
+        "failures": failures,
+        "p50_ms": round(percentile(latencies, 50), 1),
+        "p99_ms": round(percentile(latencies, 99), 1),
+        "max_ms": round(max(latencies), 1),
+    }
 
 
 def main() -> None:
@@ -64,13 +69,15 @@ def main() -> None:
     with front_door("bench-isolation-", 1, 1) as door:
         door.approved_template(organization_template(), program_template(scanned_page=None))
         token = tenant_token(door.env, "other")
-        other = httpx.Client(base_url=str(door.http.base_url), headers={"Authorization": f"Bearer {token}"},
-                             timeout=120)
+        other = httpx.Client(
+            base_url=str(door.http.base_url), headers={"Authorization": f"Bearer {token}"}, timeout=120
+        )
         deadline = time.monotonic() + args.seconds
         baseline = uploads(other, lambda: time.monotonic() > deadline, "baseline")
         document_id = door.upload(worst)
-        job = door.submit("worst", {"operation": "redact", "inputs": [document_id],
-                                    "options": {"active_content": "flag"}})
+        job = door.submit(
+            "worst", {"operation": "redact", "inputs": [document_id], "options": {"active_content": "flag"}}
+        )
         finished = threading.Event()
         timing: dict[str, float] = {}
 
@@ -86,14 +93,19 @@ def main() -> None:
         worker.join()
         [state] = door.states([job])
     base, loaded = summary(*baseline), summary(*beside)
-    print(json.dumps({
-        "worst_case": f"a {args.scanned_pages}-page scanned application, redacted (OCR in both passes)",
-        "worst_case_state": state["state"],
-        "dispatch_s": round(timing["dispatch_s"], 1),
-        "other_tenant_alone": base,
-        "other_tenant_beside_the_worst_case": loaded,
-        "p99_ratio": round(loaded["p99_ms"] / base["p99_ms"], 2),
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "worst_case": f"a {args.scanned_pages}-page scanned application, redacted (OCR in both passes)",
+                "worst_case_state": state["state"],
+                "dispatch_s": round(timing["dispatch_s"], 1),
+                "other_tenant_alone": base,
+                "other_tenant_beside_the_worst_case": loaded,
+                "p99_ratio": round(loaded["p99_ms"] / base["p99_ms"], 2),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -93,8 +93,7 @@ mutation($list: [ExecutionParams!]!) {
 ASSETS = [{"path": ["source_revision"]}, {"path": ["monthly_report"]}, {"path": ["evidence_bundle"]}]
 
 
-ROLES = ("bench", "webserver", "daemon", "code servers", "fork server", "run processes", "worker processes",
-         "postgres")
+ROLES = ("bench", "webserver", "daemon", "code servers", "fork server", "run processes", "worker processes", "postgres")
 
 
 class ProcessMeter:
@@ -181,8 +180,11 @@ def tenant_months(tenants: int, months: int, prefix: str) -> list[TenantMonth]:
 
 def publish_sources(env: dict[str, str], partitions: list[TenantMonth], workers: int) -> None:
     settings = Settings.from_env(env)
-    failed = [o for o in parallel.map_stage(partial(runtime_for, settings), _publish_stage, partitions, workers)
-              if isinstance(o, Exception)]
+    failed = [
+        o
+        for o in parallel.map_stage(partial(runtime_for, settings), _publish_stage, partitions, workers)
+        if isinstance(o, Exception)
+    ]
     if failed:
         sys.exit(f"publishing sources: {len(failed)} failed, first: {failed[0]}")
 
@@ -196,8 +198,9 @@ def run_raw(env: dict[str, str], partitions: list[TenantMonth], workers: int) ->
     """Seconds, and the publications."""
     settings = Settings.from_env(env)
     started = time.perf_counter()
-    outcomes = parallel.map_stage(partial(runtime_for, settings), partial(run_tenant_month, run=RunInfo("bench-raw")),
-                                  partitions, workers)
+    outcomes = parallel.map_stage(
+        partial(runtime_for, settings), partial(run_tenant_month, run=RunInfo("bench-raw")), partitions, workers
+    )
     elapsed = time.perf_counter() - started
     failed = [o for o in outcomes if isinstance(o, Exception)]
     if failed:
@@ -205,8 +208,9 @@ def run_raw(env: dict[str, str], partitions: list[TenantMonth], workers: int) ->
     return elapsed, outcomes
 
 
-def run_metered_raw(env: dict[str, str], partitions: list[TenantMonth],
-                    workers: int) -> tuple[float, list, ProcessMeter]:
+def run_metered_raw(
+    env: dict[str, str], partitions: list[TenantMonth], workers: int
+) -> tuple[float, list, ProcessMeter]:
     """run_raw under a meter: seconds, publications and the meter. The bench runs raw before the analyst's backfill
     and again after it, each on its own root, and counts their mean: a shared machine's speed drifts within
     minutes, and a raw run on one side only would weigh that drift on one side."""
@@ -223,8 +227,9 @@ def verify_raw(env: dict[str, str], publications: list, workers: int) -> float:
 
     settings = Settings.from_env(env)
     started = time.perf_counter()
-    outcomes = parallel.map_stage(partial(runtime_for, settings), verify_published,
-                                  [(p.bundle_key, p.key_id) for p in publications], workers)
+    outcomes = parallel.map_stage(
+        partial(runtime_for, settings), verify_published, [(p.bundle_key, p.key_id) for p in publications], workers
+    )
     elapsed = time.perf_counter() - started
     failed = [o for o in outcomes if isinstance(o, Exception) or not o.ok]
     if failed:
@@ -254,7 +259,8 @@ def run_one_range_in_process(env: dict[str, str], partitions: list[TenantMonth],
         instance.add_dynamic_partitions("tenant", sorted({tm.tenant for tm in partitions}))
         started = time.perf_counter()
         result = materialize(
-            [source_revision, monthly_report, evidence_bundle], instance=instance,
+            [source_revision, monthly_report, evidence_bundle],
+            instance=instance,
             resources={"evidence": EvidenceResource(home=env["EVIDENCE_HOME"])},
             tags=range_tags(partitions[0], partitions[-1]),
             run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
@@ -291,9 +297,17 @@ def run_analyst_backfill(url: str, instance, partitions: list[TenantMonth]) -> d
     from dagster._core.execution.backfill import BulkActionStatus  # the backfill status has no public export
 
     started, launched_at = time.perf_counter(), time.time()
-    data = graphql(url, LAUNCH_BACKFILL, {"params": {
-        "assetSelection": ASSETS, "partitionNames": [partition_key(tm) for tm in partitions], "title": "bench",
-    }})["launchPartitionBackfill"]
+    data = graphql(
+        url,
+        LAUNCH_BACKFILL,
+        {
+            "params": {
+                "assetSelection": ASSETS,
+                "partitionNames": [partition_key(tm) for tm in partitions],
+                "title": "bench",
+            }
+        },
+    )["launchPartitionBackfill"]
     if data["__typename"] != "LaunchBackfillSuccess":
         sys.exit(f"backfill not launched: {data}")
     backfill_id = data["backfillId"]
@@ -315,23 +329,36 @@ def run_schedule_tick(url: str, instance, partitions: list[TenantMonth]) -> dict
 
     tick_time = datetime.now(timezone.utc).replace(day=1, hour=2, minute=0, second=0, microsecond=0)
     started, launched_at = time.perf_counter(), time.time()
-    tick = graphql(url, DRY_RUN, {"selector": {**LOCATION, "scheduleName": "monthly_evidence_schedule"},
-                                  "timestamp": tick_time.timestamp()})["scheduleDryRun"]
+    tick = graphql(
+        url,
+        DRY_RUN,
+        {"selector": {**LOCATION, "scheduleName": "monthly_evidence_schedule"}, "timestamp": tick_time.timestamp()},
+    )["scheduleDryRun"]
     if tick["__typename"] != "DryRunInstigationTick" or tick["evaluationResult"]["error"]:
         sys.exit(f"the schedule's tick failed: {tick}")
     requests = tick["evaluationResult"]["runRequests"]
-    params = [{"selector": {**LOCATION, "jobName": "monthly_evidence"},
-               "executionMetadata": {"tags": [*request["tags"], {"key": "bench", "value": "schedule"}]}}
-              for request in requests]
+    params = [
+        {
+            "selector": {**LOCATION, "jobName": "monthly_evidence"},
+            "executionMetadata": {"tags": [*request["tags"], {"key": "bench", "value": "schedule"}]},
+        }
+        for request in requests
+    ]
     # "Launch all" sends them in one call; ten at a time keeps each call within the client's 120 s timeout
     # while the first runs already work.
-    launched = [run for first in range(0, len(params), 10) for run in graphql(
-        url, LAUNCH_MANY, {"list": params[first:first + 10]})["launchMultipleRuns"]["launchMultipleRunsResult"]]
+    launched = [
+        run
+        for first in range(0, len(params), 10)
+        for run in graphql(url, LAUNCH_MANY, {"list": params[first : first + 10]})["launchMultipleRuns"][
+            "launchMultipleRunsResult"
+        ]
+    ]
     refused = [run for run in launched if run["__typename"] != "LaunchRunSuccess"]
     if refused:
         sys.exit(f"{len(refused)} of the tick's {len(requests)} runs not launched, first: {refused[0]}")
-    print(f"the schedule's tick: {len(requests)} range runs launched in {time.perf_counter() - started:.1f} s",
-          flush=True)
+    print(
+        f"the schedule's tick: {len(requests)} range runs launched in {time.perf_counter() - started:.1f} s", flush=True
+    )
     runs_filter = RunsFilter(tags={"bench": "schedule"})
 
     def failed() -> str | None:
@@ -350,13 +377,15 @@ def run_failures(instance, runs_filter) -> list[str]:
         f"{record.step_key}: {record.dagster_event.event_specific_data.error.message.splitlines()[0]}"
         for run in instance.get_runs(filters=failed)
         for record in instance.all_logs(run.run_id)
-        if record.dagster_event and record.dagster_event.event_type_value in ("STEP_FAILURE", "RUN_FAILURE")
+        if record.dagster_event
+        and record.dagster_event.event_type_value in ("STEP_FAILURE", "RUN_FAILURE")
         and getattr(record.dagster_event.event_specific_data, "error", None)
     ][:5]
 
 
-def await_bundles(instance, runs_filter, partitions: list[TenantMonth], failed, started: float,
-                  launched_at: float) -> dict[str, float]:
+def await_bundles(
+    instance, runs_filter, partitions: list[TenantMonth], failed, started: float, launched_at: float
+) -> dict[str, float]:
     """Waits until every tenant-month's bundle is materialized and every run has finished (a backfill is marked
     complete on the daemon's next tick, which no analyst waits for); then the wall time and the runs' timeline.
     Polled once a second, the materialized partitions only while no run is working: the bench's own queries share
@@ -364,8 +393,10 @@ def await_bundles(instance, runs_filter, partitions: list[TenantMonth], failed, 
     from dagster import AssetKey
 
     bundles, expected = AssetKey("evidence_bundle"), {partition_key(tm) for tm in partitions}
-    while not (all(run.is_finished for run in instance.get_runs(filters=runs_filter))
-               and instance.get_materialized_partitions(bundles) >= expected):
+    while not (
+        all(run.is_finished for run in instance.get_runs(filters=runs_filter))
+        and instance.get_materialized_partitions(bundles) >= expected
+    ):
         if (failure := failed()) is not None:
             sys.exit(failure)
         time.sleep(1.0)
@@ -376,11 +407,15 @@ def await_bundles(instance, runs_filter, partitions: list[TenantMonth], failed, 
     waits = [r.start_time - r.create_timestamp.timestamp() for r in records]
     spans = [r.end_time - r.start_time for r in records]
     return {
-        "wall_s": elapsed, "runs": len(records), "pickup_s": created[0] - launched_at,
+        "wall_s": elapsed,
+        "runs": len(records),
+        "pickup_s": created[0] - launched_at,
         "last_created_s": created[-1] - launched_at,
         "last_end_s": max(r.end_time for r in records) - launched_at,
-        "wait_mean_s": sum(waits) / len(waits), "wait_max_s": max(waits),
-        "run_mean_s": sum(spans) / len(spans), "run_max_s": max(spans),
+        "wait_mean_s": sum(waits) / len(waits),
+        "wait_max_s": max(waits),
+        "run_mean_s": sum(spans) / len(spans),
+        "run_max_s": max(spans),
     }
 
 
@@ -389,13 +424,26 @@ def run_stock_sample(url: str, instance, partitions: list[TenantMonth]) -> float
 
     started = time.perf_counter()
     for tm in partitions:
-        tags = {"dagster/partition": partition_key(tm), "dagster/partition/tenant": tm.tenant,
-                "dagster/partition/month": f"{tm.period}-01", "bench": "stock"}
-        data = graphql(url, LAUNCH_RUN, {"params": {
-            "selector": {"repositoryLocationName": "evidence_pipeline", "repositoryName": "__repository__",
-                         "jobName": "monthly_evidence"},
-            "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in tags.items()]},
-        }})["launchRun"]
+        tags = {
+            "dagster/partition": partition_key(tm),
+            "dagster/partition/tenant": tm.tenant,
+            "dagster/partition/month": f"{tm.period}-01",
+            "bench": "stock",
+        }
+        data = graphql(
+            url,
+            LAUNCH_RUN,
+            {
+                "params": {
+                    "selector": {
+                        "repositoryLocationName": "evidence_pipeline",
+                        "repositoryName": "__repository__",
+                        "jobName": "monthly_evidence",
+                    },
+                    "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in tags.items()]},
+                }
+            },
+        )["launchRun"]
         if data["__typename"] != "LaunchRunSuccess":
             sys.exit(f"run not launched: {data}")
     wait_for_runs(instance, RunsFilter(tags={"bench": "stock"}), len(partitions))
@@ -408,8 +456,11 @@ def backend_services(backend: str, root: Path):
     server with a Dagster and a ledger database per mode; S3: one moto server with a bucket per mode (Object Lock,
     as the tests' aws backend) and one for the shared sources."""
     if backend == "sqlite":
-        yield lambda name: {"EVIDENCE_HOME": str(root / name), "EVIDENCE_SOURCES_URI": str(root / "sources"),
-                            "DAGSTER_HOME": str(root / name / "dagster")}
+        yield lambda name: {
+            "EVIDENCE_HOME": str(root / name),
+            "EVIDENCE_SOURCES_URI": str(root / "sources"),
+            "DAGSTER_HOME": str(root / name / "dagster"),
+        }
         return
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="evidence-pg-"))  # must precede the import
@@ -422,9 +473,14 @@ def backend_services(backend: str, root: Path):
     host, port = moto.get_host_and_port()
     os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_REGION="us-east-1")
     url = server.get_uri().replace("postgresql://", "postgresql+psycopg2://", 1)
-    s3 = {"EVIDENCE_S3_ENDPOINT_URL": f"http://{host}:{port}", "EVIDENCE_S3_REGION": "us-east-1",
-          "EVIDENCE_S3_OBJECT_LOCK_MODE": "COMPLIANCE", "EVIDENCE_S3_OBJECT_LOCK_DAYS": "1",
-          "EVIDENCE_S3_SSE": "AES256", "EVIDENCE_SOURCES_URI": "s3://bench-sources/sources"}
+    s3 = {
+        "EVIDENCE_S3_ENDPOINT_URL": f"http://{host}:{port}",
+        "EVIDENCE_S3_REGION": "us-east-1",
+        "EVIDENCE_S3_OBJECT_LOCK_MODE": "COMPLIANCE",
+        "EVIDENCE_S3_OBJECT_LOCK_DAYS": "1",
+        "EVIDENCE_S3_SSE": "AES256",
+        "EVIDENCE_SOURCES_URI": "s3://bench-sources/sources",
+    }
     client = s3_client(Settings.from_env(s3))
     client.create_bucket(Bucket="bench-sources", ObjectLockEnabledForBucket=True)
 
@@ -438,9 +494,15 @@ def backend_services(backend: str, root: Path):
     def environment(name: str) -> dict[str, str]:
         bucket = f"bench-{name}"
         client.create_bucket(Bucket=bucket, ObjectLockEnabledForBucket=True)
-        return {**s3, "EVIDENCE_HOME": str(root / name), "DAGSTER_HOME": str(root / name / "dagster"),
-                "EVIDENCE_ARCHIVE_URI": f"s3://{bucket}/archive", "EVIDENCE_STAGING_URI": f"s3://{bucket}/staging",
-                "EVIDENCE_LEDGER_URL": database(f"{name}_ledger"), "DAGSTER_PG_URL": database(f"{name}_dagster")}
+        return {
+            **s3,
+            "EVIDENCE_HOME": str(root / name),
+            "DAGSTER_HOME": str(root / name / "dagster"),
+            "EVIDENCE_ARCHIVE_URI": f"s3://{bucket}/archive",
+            "EVIDENCE_STAGING_URI": f"s3://{bucket}/staging",
+            "EVIDENCE_LEDGER_URL": database(f"{name}_ledger"),
+            "DAGSTER_PG_URL": database(f"{name}_dagster"),
+        }
 
     try:
         yield environment
@@ -455,15 +517,26 @@ def main() -> None:
     parser.add_argument("--months", type=int, default=12)
     parser.add_argument("--stock-sample", type=int, default=8, help="single-partition runs to time for (3); 0: none")
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
-    parser.add_argument("--run-workers", type=int,
-                        help="EVIDENCE_WORKERS of the backfill's runs (default: sqlite unset, each run takes its "
-                             "share of the cores; postgres --workers, as the docs' production sizing sets it)")
+    parser.add_argument(
+        "--run-workers",
+        type=int,
+        help="EVIDENCE_WORKERS of the backfill's runs (default: sqlite unset, each run takes its "
+        "share of the cores; postgres --workers, as the docs' production sizing sets it)",
+    )
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
-    parser.add_argument("--launch", choices=("backfill", "schedule"), default="backfill",
-                        help="(2) as an analyst's UI backfill, or as the monthly schedule's tick of range runs "
-                             "(--months 1: the schedule runs the last complete month)")
-    parser.add_argument("--only", choices=("raw",), help="raw: the plain-Python pipeline alone, once, with its CPU "
-                                                          "per partition (no Dagster; seconds, not minutes)")
+    parser.add_argument(
+        "--launch",
+        choices=("backfill", "schedule"),
+        default="backfill",
+        help="(2) as an analyst's UI backfill, or as the monthly schedule's tick of range runs "
+        "(--months 1: the schedule runs the last complete month)",
+    )
+    parser.add_argument(
+        "--only",
+        choices=("raw",),
+        help="raw: the plain-Python pipeline alone, once, with its CPU "
+        "per partition (no Dagster; seconds, not minutes)",
+    )
     args = parser.parse_args()
     if args.launch == "schedule" and args.months != 1:
         parser.error("--launch schedule runs one month (the last complete one): use --months 1")
@@ -474,9 +547,13 @@ def main() -> None:
     os.environ["EVIDENCE_FIRST_PERIOD"] = min(oldest, first_period())
 
     root = Path(tempfile.mkdtemp(prefix="evidence-bench-"))
-    print(f"working in {root} (removed when the benchmark succeeds); {args.backend} backend; "
-          f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    print(
+        f"working in {root} (removed when the benchmark succeeds); {args.backend} backend; "
+        f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}",
+        flush=True,
+    )
     with backend_services(args.backend, root) as mode_env:
+
         def environment(name: str) -> dict[str, str]:
             return dict(os.environ, EVIDENCE_WORKERS=str(args.workers), **mode_env(name))
 
@@ -494,6 +571,7 @@ def phases(environment, partitions: list[TenantMonth], workers: int):
     """Each phase's environment: its own ledger, over the sources all phases share. Each ledger records the
     publication of every source (the shared store converges on the same revisions) and registers its tenants (a run
     fails TENANT_UNKNOWN for a tenant its ledger's registry does not hold). Publishing is not timed."""
+
     def phase(name: str) -> dict[str, str]:
         env = environment(name)
         publish_sources(env, partitions, workers)
@@ -505,13 +583,14 @@ def phases(environment, partitions: list[TenantMonth], workers: int):
 def measure_raw(args, environment) -> None:
     """--only raw: what a report costs in the plain-Python pipeline at this parallelism, wall and CPU."""
     partitions = tenant_months(args.tenants, args.months, "bench-t")
-    seconds, _, meter = run_metered_raw(phases(environment, partitions, args.workers)("raw"), partitions,
-                                        args.workers)
+    seconds, _, meter = run_metered_raw(phases(environment, partitions, args.workers)("raw"), partitions, args.workers)
     cpu, n = sum(meter.cpu_by_role().values()), len(partitions)
-    print(f"raw, {args.tenants} tenants x {args.months} months = {n} tenant-months on {args.workers} workers, "
-          f"{args.backend} backend: {seconds:.1f} s, {n / seconds:.2f} partitions/s; CPU {cpu:.1f} s "
-          f"({cpu / n * 1000:.0f} ms per partition, {cpu / (seconds * len(os.sched_getaffinity(0))):.0%} of the "
-          f"cores); load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"raw, {args.tenants} tenants x {args.months} months = {n} tenant-months on {args.workers} workers, "
+        f"{args.backend} backend: {seconds:.1f} s, {n / seconds:.2f} partitions/s; CPU {cpu:.1f} s "
+        f"({cpu / n * 1000:.0f} ms per partition, {cpu / (seconds * len(os.sched_getaffinity(0))):.0%} of the "
+        f"cores); load average {os.getloadavg()[0]:.1f}"
+    )
 
 
 def measure(args, root: Path, environment) -> dict:
@@ -552,14 +631,24 @@ def measure(args, root: Path, environment) -> dict:
         stock_s = run_stock_sample(url, instance, sample) if sample else None
     # Once the Dagster services have stopped, as the first ran before they started.
     raws.append(run_metered_raw(phase("raw2"), partitions, args.workers))
-    return {"partitions": partitions, "raws": [(seconds, meter) for seconds, _, meter in raws], "verify_s": verify_s,
-            "verify_meter": verify_meter, "in_run_s": in_run_s,
-            "one_month": len(one_month), "analyst": analyst, "dagster_meter": dagster_meter, "stock_s": stock_s,
-            "sample": len(sample), "loads": loads}
+    return {
+        "partitions": partitions,
+        "raws": [(seconds, meter) for seconds, _, meter in raws],
+        "verify_s": verify_s,
+        "verify_meter": verify_meter,
+        "in_run_s": in_run_s,
+        "one_month": len(one_month),
+        "analyst": analyst,
+        "dagster_meter": dagster_meter,
+        "stock_s": stock_s,
+        "sample": len(sample),
+        "loads": loads,
+    }
 
 
-def report(args, partitions, raws, verify_s, verify_meter, in_run_s, one_month, analyst, dagster_meter, stock_s,
-           sample, loads) -> None:
+def report(
+    args, partitions, raws, verify_s, verify_meter, in_run_s, one_month, analyst, dagster_meter, stock_s, sample, loads
+) -> None:
     n = len(partitions)
     raw_s = sum(seconds for seconds, _ in raws) / len(raws)
     raw_cpu = sum(sum(meter.cpu_by_role().values()) for _, meter in raws) / len(raws)
@@ -567,47 +656,68 @@ def report(args, partitions, raws, verify_s, verify_meter, in_run_s, one_month, 
     who = "analyst" if args.launch == "backfill" else "schedule"
     from_first_run_s = analyst_s - analyst["pickup_s"]
     run_workers = args.run_workers or (args.workers if args.backend == "postgres" else "a share of the cores")
-    print(f"\n{args.tenants} tenants x {args.months} months = {n} tenant-months, raw on {args.workers} workers, "
-          f"each run of the backfill on {run_workers} (EVIDENCE_WORKERS), "
-          f"{args.backend} backend; load average (1 min) {loads[0]:.1f} before the backfill, {loads[1]:.1f} after\n")
+    print(
+        f"\n{args.tenants} tenants x {args.months} months = {n} tenant-months, raw on {args.workers} workers, "
+        f"each run of the backfill on {run_workers} (EVIDENCE_WORKERS), "
+        f"{args.backend} backend; load average (1 min) {loads[0]:.1f} before the backfill, {loads[1]:.1f} after\n"
+    )
     print(f"{'path':<52} {'wall s':>9} {'partitions/s':>13}")
     print(f"{'1 raw: pipeline.py, no Dagster (mean of 2 runs)':<52} {raw_s:>9.1f} {n / raw_s:>13.2f}")
     print(f"{'  before the backfill, after it':<52} {' / '.join(f'{seconds:.1f}' for seconds, _ in raws):>9}")
-    print(f"{'  + verifying every bundle (as the backfill checks)':<52} {raw_s + verify_s:>9.1f} "
-          f"{n / (raw_s + verify_s):>13.2f}")
-    path = "2 schedule: the tick's range runs via the daemon" if args.launch == "schedule" else \
-        "2 analyst: one UI backfill via the daemon"
+    print(
+        f"{'  + verifying every bundle (as the backfill checks)':<52} {raw_s + verify_s:>9.1f} "
+        f"{n / (raw_s + verify_s):>13.2f}"
+    )
+    path = (
+        "2 schedule: the tick's range runs via the daemon"
+        if args.launch == "schedule"
+        else "2 analyst: one UI backfill via the daemon"
+    )
     print(f"{path:<52} {analyst_s:>9.1f} {n / analyst_s:>13.2f}")
-    print(f"{'  from its first run created (pick-up excluded)':<52} {from_first_run_s:>9.1f} "
-          f"{n / from_first_run_s:>13.2f}")
+    print(
+        f"{'  from its first run created (pick-up excluded)':<52} {from_first_run_s:>9.1f} "
+        f"{n / from_first_run_s:>13.2f}"
+    )
     if stock_s is not None:
         stock_per_partition = stock_s / sample
-        print(f"{'3 stock: one run per partition (EXTRAPOLATED':<52} {stock_per_partition * n:>9.1f} "
-              f"{1 / stock_per_partition:>13.2f}")
+        print(
+            f"{'3 stock: one run per partition (EXTRAPOLATED':<52} {stock_per_partition * n:>9.1f} "
+            f"{1 / stock_per_partition:>13.2f}"
+        )
         print(f"{'  from ' + str(sample) + ' runs in ' + format(stock_s, '.1f') + ' s)':<52}")
     print(f"\nratio {who} / raw throughput, everything counted: {raw_s / analyst_s:.2f}")
     print(f"ratio {who} / raw throughput, from the first run created: {raw_s / from_first_run_s:.2f}")
     print(f"the same work (raw + verification) / {who}, everything counted: {(raw_s + verify_s) / analyst_s:.2f}")
     print(f"pick-up delay (launch or tick -> first run created): {analyst['pickup_s']:.1f} s")
-    print(f"orchestration overhead: {(analyst_s - raw_s) / n * 1000:.1f} ms per partition "
-          f"({(from_first_run_s - raw_s) / n * 1000:.1f} from the first run created)")
+    print(
+        f"orchestration overhead: {(analyst_s - raw_s) / n * 1000:.1f} ms per partition "
+        f"({(from_first_run_s - raw_s) / n * 1000:.1f} from the first run created)"
+    )
     in_run_overhead_ms = (in_run_s / one_month - raw_s / n) * 1000
-    print(f"  of which inside a run (one in-process range run of {one_month}, {in_run_s:.1f} s): "
-          f"{in_run_overhead_ms:.1f} ms per partition")
-    print(f"timeline: {analyst['runs']} runs, the last created {analyst['last_created_s']:.1f} s after launch, "
-          f"the last ended {analyst['last_end_s']:.1f} s after launch; queue wait mean {analyst['wait_mean_s']:.1f} s,"
-          f" max {analyst['wait_max_s']:.1f} s; run duration mean {analyst['run_mean_s']:.1f} s, "
-          f"max {analyst['run_max_s']:.1f} s")
+    print(
+        f"  of which inside a run (one in-process range run of {one_month}, {in_run_s:.1f} s): "
+        f"{in_run_overhead_ms:.1f} ms per partition"
+    )
+    print(
+        f"timeline: {analyst['runs']} runs, the last created {analyst['last_created_s']:.1f} s after launch, "
+        f"the last ended {analyst['last_end_s']:.1f} s after launch; queue wait mean {analyst['wait_mean_s']:.1f} s,"
+        f" max {analyst['wait_max_s']:.1f} s; run duration mean {analyst['run_mean_s']:.1f} s, "
+        f"max {analyst['run_max_s']:.1f} s"
+    )
     dagster_cpu = dagster_meter.cpu_by_role()
     analyst_cpu, cores = sum(dagster_cpu.values()), len(os.sched_getaffinity(0))
     # The share of the cores' time each mode got: well below 100% means something outside it took the rest.
-    print(f"\nCPU s (user + system), sampled: raw {raw_cpu:.1f} ({raw_cpu / n * 1000:.0f} ms per partition, "
-          f"{raw_cpu / (raw_s * cores):.0%} of {cores} cores); {who} {analyst_cpu:.1f} "
-          f"({analyst_cpu / n * 1000:.0f} ms per partition, {analyst_cpu / (analyst_s * cores):.0%}; "
-          + (f"{analyst_cpu / raw_cpu:.2f}x raw's)" if raw_cpu else "raw too short for the sampler)"))
+    print(
+        f"\nCPU s (user + system), sampled: raw {raw_cpu:.1f} ({raw_cpu / n * 1000:.0f} ms per partition, "
+        f"{raw_cpu / (raw_s * cores):.0%} of {cores} cores); {who} {analyst_cpu:.1f} "
+        f"({analyst_cpu / n * 1000:.0f} ms per partition, {analyst_cpu / (analyst_s * cores):.0%}; "
+        + (f"{analyst_cpu / raw_cpu:.2f}x raw's)" if raw_cpu else "raw too short for the sampler)")
+    )
     verify_cpu = sum(verify_meter.cpu_by_role().values())
-    print(f"  raw's verification: {verify_cpu:.1f} s ({verify_cpu / n * 1000:.0f} ms per partition); {who} CPU "
-          + (f"{analyst_cpu / (raw_cpu + verify_cpu):.2f}x the same work's" if raw_cpu + verify_cpu else "n/a"))
+    print(
+        f"  raw's verification: {verify_cpu:.1f} s ({verify_cpu / n * 1000:.0f} ms per partition); {who} CPU "
+        + (f"{analyst_cpu / (raw_cpu + verify_cpu):.2f}x the same work's" if raw_cpu + verify_cpu else "n/a")
+    )
     for role, cpu in dagster_cpu.items():
         if cpu:
             print(f"  {role:<18} {cpu:>8.1f} s  {cpu / n * 1000:>6.1f} ms per partition")

@@ -53,8 +53,7 @@ def settings_page() -> str:
         "invalid value is `CONFIG_INVALID` (exit 2). By default all state lives under `$EVIDENCE_HOME` "
         "(`./.evidence`, git-ignored). Each store is either a filesystem path or `s3://bucket/prefix`. How to set "
         "them for production: [PostgreSQL and S3](../operators/production.md), "
-        "[deployment](../operators/deploy.md).\n\n"
-        + _table(("variable", "default", "meaning", "field"), rows)
+        "[deployment](../operators/deploy.md).\n\n" + _table(("variable", "default", "meaning", "field"), rows)
     )
 
 
@@ -76,8 +75,17 @@ def reason_codes_page() -> str:
     exits = {EXIT_CHECK_FAILED: [], EXIT_USAGE: [], EXIT_UNAVAILABLE: []}
     for code in ReasonCode:
         exits[exit_code(code)].append(f"`{code}`")
-    rows = [(f"`{code}`", "yes" if code in RETRYABLE else "no", exit_code(code), STATUS.get(code, ""),
-             OPERATOR_STATUS.get(code, ""), code.meaning) for code in ReasonCode]
+    rows = [
+        (
+            f"`{code}`",
+            "yes" if code in RETRYABLE else "no",
+            exit_code(code),
+            STATUS.get(code, ""),
+            OPERATOR_STATUS.get(code, ""),
+            code.meaning,
+        )
+        for code in ReasonCode
+    ]
     return (
         GENERATED + "# Reason codes\n\n"
         "Every foreseeable failure is an `EvidenceError` with one of these codes, declared once in "
@@ -88,13 +96,17 @@ def reason_codes_page() -> str:
         "maps failures to exit codes in one place (the CLI's error boundary, `errors.exit_code`); with `--json` an "
         'error prints `{"error": {"code": "…", "message": "…"}}`.\n\n'
         "## Exit codes\n\n"
-        + _table(("exit", "meaning", "reason codes"), [
-            (0, "verified / done", "—"),
-            (EXIT_CHECK_FAILED, "a check failed: tampering, invalid input or state", "every code not listed below"),
-            (EXIT_USAGE, "usage or not found", ", ".join(exits[EXIT_USAGE]) + ", and click's own usage errors"),
-            (EXIT_UNAVAILABLE, "infrastructure unavailable", ", ".join(exits[EXIT_UNAVAILABLE])),
-        ])
-        + "\n## Every code\n\n" + _table(("code", "retried", "exit", "HTTP", "operator API", "meaning"), rows)
+        + _table(
+            ("exit", "meaning", "reason codes"),
+            [
+                (0, "verified / done", "—"),
+                (EXIT_CHECK_FAILED, "a check failed: tampering, invalid input or state", "every code not listed below"),
+                (EXIT_USAGE, "usage or not found", ", ".join(exits[EXIT_USAGE]) + ", and click's own usage errors"),
+                (EXIT_UNAVAILABLE, "infrastructure unavailable", ", ".join(exits[EXIT_UNAVAILABLE])),
+            ],
+        )
+        + "\n## Every code\n\n"
+        + _table(("code", "retried", "exit", "HTTP", "operator API", "meaning"), rows)
     )
 
 
@@ -106,8 +118,10 @@ def events_page() -> str:
         "Every event the audit ledger appends has one of these types (`evidence_pipeline.models.EventType`); the "
         "type is part of the hashed event body. How the events chain and what checks them: "
         "[the ledger](../architecture/flows.md#the-ledger-and-its-checkpoints).\n\n"
-        + _table(("event type", "what it records", "member"),
-                 [(f"`{event}`", event.meaning, f"`{event.name}`") for event in EventType])
+        + _table(
+            ("event type", "what it records", "member"),
+            [(f"`{event}`", event.meaning, f"`{event.name}`") for event in EventType],
+        )
     )
 
 
@@ -127,25 +141,35 @@ def _commands(command: click.Command, ctx: click.Context):
 def cli_page() -> str:
     from evidence_pipeline.cli import main
 
-    parts = [GENERATED + "# Command line: `evidence`\n\n"
-             "Every command of the `evidence` command line (`.venv/bin/evidence`, or `uv run evidence`), from its "
-             "own help. Exit codes and `--json` errors: [reason codes](reason-codes.md#exit-codes).\n"]
+    parts = [
+        GENERATED + "# Command line: `evidence`\n\n"
+        "Every command of the `evidence` command line (`.venv/bin/evidence`, or `uv run evidence`), from its "
+        "own help. Exit codes and `--json` errors: [reason codes](reason-codes.md#exit-codes).\n"
+    ]
     for command, ctx in _commands(main, click.Context(main, info_name="evidence")):
         path = ctx.command_path
         parts.append(f"\n## `{path}`\n")
         help_text = _plain(inspect.cleandoc(command.help or "").split("\f")[0].replace("\b\n", ""))
         parts.append("\n" + help_text + "\n" if help_text else "")
         parts.append(f"\n    {path} {' '.join(command.collect_usage_pieces(ctx))}\n")
-        options = [param.get_help_record(ctx) for param in command.get_params(ctx)
-                   if isinstance(param, click.Option) and param is not command.get_help_option(ctx)]
+        options = [
+            param.get_help_record(ctx)
+            for param in command.get_params(ctx)
+            if isinstance(param, click.Option) and param is not command.get_help_option(ctx)
+        ]
         options = [record for record in options if record is not None]
         if options:
-            parts.append("\n" + _table(("option", "what it does"),
-                                       [(f"`{names}`", _plain(text)) for names, text in options]))
+            parts.append(
+                "\n" + _table(("option", "what it does"), [(f"`{names}`", _plain(text)) for names, text in options])
+            )
         if isinstance(command, click.Group):
-            subs = [(f"[`{path} {name}`](#{_anchor(f'{path} {name}')})",
-                     _plain(command.get_command(ctx, name).get_short_help_str(limit=200)))
-                    for name in command.list_commands(ctx)]
+            subs = [
+                (
+                    f"[`{path} {name}`](#{_anchor(f'{path} {name}')})",
+                    _plain(command.get_command(ctx, name).get_short_help_str(limit=200)),
+                )
+                for name in command.list_commands(ctx)
+            ]
             parts.append("\n" + _table(("command", "what it does"), subs))
     return "".join(parts)
 
@@ -154,8 +178,9 @@ def _plain(text: str) -> str:
     """click's help is plain text: outside its `code spans`, <, > and * must not become HTML or emphasis."""
     pieces = text.split("`")
     for index in range(0, len(pieces), 2):  # even pieces are outside code spans
-        pieces[index] = pieces[index].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace(
-            "*", "\\*")
+        pieces[index] = (
+            pieces[index].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("*", "\\*")
+        )
     return "`".join(pieces)
 
 
@@ -175,8 +200,9 @@ def _schema_text(schema: dict) -> str:
     kind = " or ".join(kind) if isinstance(kind, list) else kind
     if kind == "array" and "items" in schema:
         kind = f"array of {_schema_text(schema['items'])}"
-    facts = [f"{key} {schema[key]}" for key in ("minLength", "maxLength", "minimum", "minItems", "maxItems")
-             if key in schema]
+    facts = [
+        f"{key} {schema[key]}" for key in ("minLength", "maxLength", "minimum", "minItems", "maxItems") if key in schema
+    ]
     facts += [f"pattern `{schema['pattern']}`"] if "pattern" in schema else []
     facts += [f"one of {', '.join(f'`{v}`' for v in schema['enum'])}"] if "enum" in schema else []
     facts += [f"format {schema['format']}"] if "format" in schema else []
@@ -200,8 +226,12 @@ def endpoints_page() -> str:
 
 
 def operator_endpoints_page() -> str:
-    return _endpoints(operator_contract(), "Operator API endpoints", "evidence_pipeline/operator_api/contract.py",
-                      "operator-api-openapi.json")
+    return _endpoints(
+        operator_contract(),
+        "Operator API endpoints",
+        "evidence_pipeline/operator_api/contract.py",
+        "operator-api-openapi.json",
+    )
 
 
 def _authentication(operation: dict) -> str:
@@ -212,21 +242,36 @@ def _authentication(operation: dict) -> str:
 
 def _endpoints(document: dict, title: str, source: str, served_as: str) -> str:
     """The endpoint reference of an OpenAPI document the code builds (the tenant API's or the operator API's)."""
-    parts = [GENERATED + f"# {title}\n\n"
-             f"Generated from the OpenAPI {document['openapi']} document the server builds and serves at "
-             f"`GET /openapi.json` (`{source}`, version "
-             f"{document['info']['version']}); the same document is [{served_as}]({served_as}) beside this page. "
-             f"{document['info']['description']} Every error body is `{{\"error\": {{\"code\", \"message\"}}}}`; "
-             "what each code means: [reason codes](../reference/reason-codes.md).\n"]
+    parts = [
+        GENERATED + f"# {title}\n\n"
+        f"Generated from the OpenAPI {document['openapi']} document the server builds and serves at "
+        f"`GET /openapi.json` (`{source}`, version "
+        f"{document['info']['version']}); the same document is [{served_as}]({served_as}) beside this page. "
+        f"{document['info']['description']} Every error body is `{{\"error\": {{\"code\", \"message\"}}}}`; "
+        "what each code means: [reason codes](../reference/reason-codes.md).\n"
+    ]
     for path, methods in document["paths"].items():
         for method, operation in methods.items():
             parts.append(f"\n## `{method.upper()} {path}`\n\n{operation['summary']}.\n\n")
             parts.append(f"Authentication: {_authentication(operation)}.\n")
             parameters = operation.get("parameters", [])
             if parameters:
-                parts.append("\n" + _table(("parameter", "in", "required", "schema", "meaning"), [
-                    (f"`{p['name']}`", p["in"], "yes" if p.get("required") else "no", _schema_text(p["schema"]),
-                     p.get("description", "")) for p in parameters]))
+                parts.append(
+                    "\n"
+                    + _table(
+                        ("parameter", "in", "required", "schema", "meaning"),
+                        [
+                            (
+                                f"`{p['name']}`",
+                                p["in"],
+                                "yes" if p.get("required") else "no",
+                                _schema_text(p["schema"]),
+                                p.get("description", ""),
+                            )
+                            for p in parameters
+                        ],
+                    )
+                )
             body = operation.get("requestBody")
             if body:
                 media = ", ".join(f"`{m}` {_schema_text(c['schema'])}" for m, c in body["content"].items())
@@ -235,17 +280,31 @@ def _endpoints(document: dict, title: str, source: str, served_as: str) -> str:
             for status, response in operation["responses"].items():
                 content = response.get("content", {}).get("application/json", {}).get("schema", {})
                 codes = content.get("properties", {}).get("error", {}).get("properties", {}).get("code", {})
-                headers = ", ".join(f"`{name}: {h['schema'].get('const', '')}`"
-                                    for name, h in response.get("headers", {}).items())
-                rows.append((status, _schema_text(content) if "$ref" in content else "[Error](#error)",
-                             ", ".join(f"`{c}`" for c in codes.get("enum", [])) or response["description"], headers))
+                headers = ", ".join(
+                    f"`{name}: {h['schema'].get('const', '')}`" for name, h in response.get("headers", {}).items()
+                )
+                rows.append(
+                    (
+                        status,
+                        _schema_text(content) if "$ref" in content else "[Error](#error)",
+                        ", ".join(f"`{c}`" for c in codes.get("enum", [])) or response["description"],
+                        headers,
+                    )
+                )
             parts.append("\n" + _table(("status", "body", "reason codes", "headers"), rows))
     parts.append("\n## Schemas\n")
     for name, schema in document["components"]["schemas"].items():
         required = set(schema.get("required", []))
-        parts.append(f"\n### {name}\n\n" + _table(("field", "type", "required"), [
-            (f"`{field}`", _schema_text(sub), "yes" if field in required else "no")
-            for field, sub in schema.get("properties", {}).items()]))
+        parts.append(
+            f"\n### {name}\n\n"
+            + _table(
+                ("field", "type", "required"),
+                [
+                    (f"`{field}`", _schema_text(sub), "yes" if field in required else "no")
+                    for field, sub in schema.get("properties", {}).items()
+                ],
+            )
+        )
     return "".join(parts)
 
 
@@ -260,8 +319,11 @@ def _first_paragraph(path: Path) -> str:
 def package_imports() -> dict[str, set[str]]:
     """For each package and top-level module of evidence_pipeline, the others it imports, anywhere in its files: a
     function's own import is a dependency too, only a later one (test_layering.py checks this graph has no cycle)."""
-    units = {path.stem if path.suffix == ".py" else path.name for path in PACKAGE.iterdir()
-             if path.suffix == ".py" or (path / "__init__.py").exists()} - {"__init__"}
+    units = {
+        path.stem if path.suffix == ".py" else path.name
+        for path in PACKAGE.iterdir()
+        if path.suffix == ".py" or (path / "__init__.py").exists()
+    } - {"__init__"}
     graph: dict[str, set[str]] = {}
     for path in PACKAGE.rglob("*.py"):
         if path == PACKAGE / "__init__.py":
@@ -274,8 +336,9 @@ def package_imports() -> dict[str, set[str]]:
                 parts = node.module.split(".")
                 imported.update([alias.name for alias in node.names] if len(parts) == 1 else [parts[1]])
             elif isinstance(node, ast.Import):
-                imported.update(alias.name.split(".")[1] for alias in node.names
-                                if alias.name.startswith("evidence_pipeline."))
+                imported.update(
+                    alias.name.split(".")[1] for alias in node.names if alias.name.startswith("evidence_pipeline.")
+                )
         imported &= units - {unit}
     return graph
 
@@ -286,16 +349,22 @@ def _imports_drawing() -> str:
     layers: dict[str, int] = {}
     for unit in graphlib.TopologicalSorter(graph).static_order():
         layers[unit] = 1 + max((layers[below] for below in graph[unit]), default=-1)
-    lines = [f"{layer:>5}   " + "  ".join(sorted(unit for unit in layers if layers[unit] == layer))
-             for layer in range(max(layers.values()), -1, -1)]
-    rows = [(f"`{unit}`", layers[unit], ", ".join(f"`{below}`" for below in sorted(graph[unit])) or "nothing")
-            for unit in sorted(graph, key=lambda unit: (-layers[unit], unit))]
+    lines = [
+        f"{layer:>5}   " + "  ".join(sorted(unit for unit in layers if layers[unit] == layer))
+        for layer in range(max(layers.values()), -1, -1)
+    ]
+    rows = [
+        (f"`{unit}`", layers[unit], ", ".join(f"`{below}`" for below in sorted(graph[unit])) or "nothing")
+        for unit in sorted(graph, key=lambda unit: (-layers[unit], unit))
+    ]
     return (
         "## How they import each other\n\n"
         "Each package or top-level module sits one layer above the highest one it imports, so every import points "
         "down the drawing (a function's own, lazy import included; `test_layering.py` fails on any cycle). At the top, "
         "the command line and the code location; at the ground, the vocabulary and the formats everyone reads.\n\n"
-        "    layer   packages and modules\n" + "\n".join(lines) + "\n\n"
+        "    layer   packages and modules\n"
+        + "\n".join(lines)
+        + "\n\n"
         + _table(("package or module", "layer", "imports"), rows)
     )
 
@@ -315,14 +384,18 @@ def modules_page() -> str:
         GENERATED + "# Packages and modules\n\n"
         "Each package and module as its own docstring describes it (the first paragraph), in tree order: when a "
         "module moves, this page moves with it. How they fit together: [flows](flows.md), "
-        "[contracts](contracts.md).\n\n" + _imports_drawing() + "\n## What each owns\n\n"
+        "[contracts](contracts.md).\n\n"
+        + _imports_drawing()
+        + "\n## What each owns\n\n"
         + _table(("package or module", "what it owns"), rows)
     )
 
 
 def benchmarks_page() -> str:
-    return "<!-- copied from bench/README.md at build time: edit that file -->\n\n" + (
-        ROOT / "bench" / "README.md").read_text()
+    return (
+        "<!-- copied from bench/README.md at build time: edit that file -->\n\n"
+        + (ROOT / "bench" / "README.md").read_text()
+    )
 
 
 def roles_page() -> str:
@@ -353,8 +426,7 @@ def metrics_page() -> str:
         "What `GET /metrics` exposes (`evidence_pipeline.metrics.collector.METRICS`), on the intake server's port and "
         "from `evidence metrics serve`. Gauges are read from the ledger at each scrape; per-minute figures average the "
         f"last {WINDOW_SECONDS / 60:.0f} minutes. How to scrape, the label sets and the alerts: "
-        "[Metrics and alerts](../operators/metrics.md).\n\n"
-        + _table(("name", "type", "labels", "meaning"), rows)
+        "[Metrics and alerts](../operators/metrics.md).\n\n" + _table(("name", "type", "labels", "meaning"), rows)
     )
 
 
@@ -370,8 +442,8 @@ def source_format_page() -> str:
         "are the same revision whatever their order or layout. How to publish one: "
         "[publishing source data](../operators/sources.md); a sample: "
         "[sample-shop/2026-07/transactions.csv](../samples/sample-shop/2026-07/transactions.csv).\n\n"
-        + f.format_table() +
-        f"\nA file that breaks any rule is refused whole (`SOURCE_INVALID`) and nothing is published; its report "
+        + f.format_table()
+        + f"\nA file that breaks any rule is refused whole (`SOURCE_INVALID`) and nothing is published; its report "
         f"lists the first {f.MAX_REPORTED} problems in file order (line, column, code) and the total. Each "
         "problem's code is one of the `SOURCE_` [reason codes](reason-codes.md); a report never holds a cell's "
         "value.\n"

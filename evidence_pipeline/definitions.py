@@ -33,8 +33,15 @@ defs = Definitions(
     asset_checks=[offline_verification],
     jobs=[monthly_evidence_job, ledger_maintenance, document_page_job],
     schedules=[monthly_evidence_schedule, ledger_maintenance_schedule],
-    sensors=[tenant_registry_sensor, document_dispatch_sensor, evidence_job_succeeded, evidence_job_failed,
-             webhook_delivery_sensor, source_landing_sensor, tenant_month_retry_sensor],
+    sensors=[
+        tenant_registry_sensor,
+        document_dispatch_sensor,
+        evidence_job_succeeded,
+        evidence_job_failed,
+        webhook_delivery_sensor,
+        source_landing_sensor,
+        tenant_month_retry_sensor,
+    ],
     resources={"evidence": EvidenceResource()},
     # A run's steps share one process, so its worker pool starts once and serves every stage of the range.
     executor=in_process_executor,

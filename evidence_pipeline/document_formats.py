@@ -27,9 +27,11 @@ def decision_problem(event: dict, pin: dict, sha256: str) -> str | None:
     """What is wrong with a `part.decided` event (its body) as the pinned approval of the part of digest
     ``sha256``: None when nothing is. The signed request must say what the event says."""
     details = event["details"]
-    if details.get("artifact_id") != pin["artifact_id"] or details.get("sha256") != sha256 or event[
-        "subject_sha256"
-    ] != sha256:
+    if (
+        details.get("artifact_id") != pin["artifact_id"]
+        or details.get("sha256") != sha256
+        or event["subject_sha256"] != sha256
+    ):
         return "it is about other bytes"
     if event["actor"] != pin["decided_by"]:
         return "another actor decided"
@@ -41,7 +43,10 @@ def decision_problem(event: dict, pin: dict, sha256: str) -> str | None:
         return "it carries no signed request"
     signed = {name: details.get(name) for name in _DECISION_ARGS}
     if (request.action, request.actor, request.tenant, request.args) != (
-        Action.PART_DECIDE, event["actor"], event["tenant"], signed
+        Action.PART_DECIDE,
+        event["actor"],
+        event["tenant"],
+        signed,
     ):
         return "its signed request says otherwise"
     return None

@@ -17,8 +17,17 @@ import os
 import signal
 
 KILL_POINTS = (
-    "after_pin", "mid_render", "after_staging", "after_validate", "after_sign", "after_archive_put",
-    "after_commit", "during_renew", "during_sweep", "after_approval_put", "after_document_verified",
+    "after_pin",
+    "mid_render",
+    "after_staging",
+    "after_validate",
+    "after_sign",
+    "after_archive_put",
+    "after_commit",
+    "during_renew",
+    "during_sweep",
+    "after_approval_put",
+    "after_document_verified",
     "after_document_put",
 )
 

@@ -7,7 +7,10 @@ bounds the body's rate and the request's total time, and refuses ambiguous reque
 ``server_config`` is how every server is started (the limits
 are the EVIDENCE_INTAKE_* connection settings, whichever server reads them), ``guarded`` how an app that has no
 error vocabulary of its own is put behind the guard; ``error_body`` and ``exception_handlers`` are how an app
-behind the guard answers a failure."""
+behind the guard answers a failure.
+
+Over 400 lines because the header-phase protocol and the ASGI body guard are one set of limits that every
+server starts with together."""
 
 from __future__ import annotations
 
@@ -38,8 +41,9 @@ FD_RESERVE = 64  # descriptors kept for the ledger, the stores, spools and logs 
 # bytes makes the kernel send a reset, and the client never sees the answer.
 LINGER_SECONDS, LINGER_BYTES = 1.0, 1 << 20
 # headers whose second copy would be silently ignored (the first one wins in Starlette)
-SINGLE_HEADERS = frozenset({b"authorization", b"x-content-sha256", b"idempotency-key", b"content-type",
-                            b"content-length", b"host"})
+SINGLE_HEADERS = frozenset(
+    {b"authorization", b"x-content-sha256", b"idempotency-key", b"content-type", b"content-length", b"host"}
+)
 
 
 @dataclass(frozen=True)
@@ -95,16 +99,23 @@ def exception_handlers(answer: Callable[[Request, EvidenceError], Response], log
 
     async def unexpected(request: Request, error: Exception) -> Response:
         log.exception("unexpected error in %s %s", request.method, request.url.path)
-        return answer(request, EvidenceError(ReasonCode.UNEXPECTED_ERROR,
-                                             "internal error; the server log has the details"))
+        return answer(
+            request, EvidenceError(ReasonCode.UNEXPECTED_ERROR, "internal error; the server log has the details")
+        )
 
     return {EvidenceError: evidence_error, HTTPException: http_error, Exception: unexpected}
 
 
 # the statuses of the guard's own refusals and of an app's routing failures
-STATUS = {ReasonCode.REQUEST_INVALID: 400, ReasonCode.HEADER_REPEATED: 400, ReasonCode.ROUTE_NOT_FOUND: 404,
-          ReasonCode.METHOD_NOT_ALLOWED: 405, ReasonCode.REQUEST_TIMEOUT: 408, ReasonCode.HEADERS_TOO_LARGE: 431,
-          ReasonCode.INTAKE_BUSY: 503}
+STATUS = {
+    ReasonCode.REQUEST_INVALID: 400,
+    ReasonCode.HEADER_REPEATED: 400,
+    ReasonCode.ROUTE_NOT_FOUND: 404,
+    ReasonCode.METHOD_NOT_ALLOWED: 405,
+    ReasonCode.REQUEST_TIMEOUT: 408,
+    ReasonCode.HEADERS_TOO_LARGE: 431,
+    ReasonCode.INTAKE_BUSY: 503,
+}
 
 
 def server_config(app, settings: Settings, **options) -> uvicorn.Config:
@@ -122,12 +133,16 @@ def server_config(app, settings: Settings, **options) -> uvicorn.Config:
 def guarded(routes: list, settings: Settings, log: logging.Logger) -> ASGIApp:
     """A Starlette app of ``routes`` behind BoundedRequests, whose failures (a body too slow, an unknown route,
     an unexpected error) are answered in our envelope with STATUS."""
-    def answer(_request: Request, error: EvidenceError) -> Response:
-        return Response(error_body(error.code, error.message), STATUS.get(error.code, 500),
-                        media_type="application/json")
 
-    return BoundedRequests(Starlette(routes=routes, exception_handlers=exception_handlers(answer, log)),
-                           Limits.of(settings, RETRY_AFTER_SECONDS))
+    def answer(_request: Request, error: EvidenceError) -> Response:
+        return Response(
+            error_body(error.code, error.message), STATUS.get(error.code, 500), media_type="application/json"
+        )
+
+    return BoundedRequests(
+        Starlette(routes=routes, exception_handlers=exception_handlers(answer, log)),
+        Limits.of(settings, RETRY_AFTER_SECONDS),
+    )
 
 
 class _Refused(Exception):
@@ -238,8 +253,9 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def _headers_too_slow(self) -> None:
         self._header_timer = None
-        self._refuse(408, ReasonCode.REQUEST_TIMEOUT,
-                     f"the headers took longer than {self.limits.header_timeout:g} seconds")
+        self._refuse(
+            408, ReasonCode.REQUEST_TIMEOUT, f"the headers took longer than {self.limits.header_timeout:g} seconds"
+        )
 
     def _evict_slowest(self) -> bool:
         """Make room by closing the connection that has waited longest for headers, or sat idle between requests
@@ -254,8 +270,9 @@ class GuardedProtocol(HttpToolsProtocol):
             slowest.transport.close()
             return True
         # it is sending next to nothing, so it is closed at once: a lingering descriptor is the room it was evicted for
-        slowest._refuse(408, ReasonCode.REQUEST_TIMEOUT, "the server needed the connection; send headers promptly",
-                        linger=False)
+        slowest._refuse(
+            408, ReasonCode.REQUEST_TIMEOUT, "the server needed the connection; send headers promptly", linger=False
+        )
         return True
 
     def _waiting(self) -> bool:
@@ -273,7 +290,8 @@ class GuardedProtocol(HttpToolsProtocol):
         retry = f"retry-after: {self.limits.retry_after}\r\n".encode() if status == 503 else b""
         self.transport.write(
             b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n%sconnection: close\r\n\r\n"
-            % (status, _REASONS[status], len(body), retry) + body
+            % (status, _REASONS[status], len(body), retry)
+            + body
         )
         if linger:
             self._linger()
@@ -305,8 +323,12 @@ class _LingerOnClose:
         return getattr(self._transport, name)
 
 
-_REASONS = {400: b"Bad Request", 408: b"Request Timeout", 431: b"Request Header Fields Too Large",
-            503: b"Service Unavailable"}
+_REASONS = {
+    400: b"Bad Request",
+    408: b"Request Timeout",
+    431: b"Request Header Fields Too Large",
+    503: b"Service Unavailable",
+}
 
 
 class BoundedRequests:
@@ -336,8 +358,9 @@ class BoundedRequests:
             try:
                 message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
             except TimeoutError:
-                raise EvidenceError(ReasonCode.REQUEST_TIMEOUT,
-                                    f"the body arrived slower than {self.limits.min_body_rate} bytes/s") from None
+                raise EvidenceError(
+                    ReasonCode.REQUEST_TIMEOUT, f"the body arrived slower than {self.limits.min_body_rate} bytes/s"
+                ) from None
             received += len(message.get("body", b""))
             return message
 
@@ -355,14 +378,26 @@ class BoundedRequests:
                 await self.app(scope, paced_receive, tracked_send)
         except TimeoutError:
             if not answered:  # else the answer is cut short: uvicorn closes the connection
-                await self._answer(send, 408, ReasonCode.REQUEST_TIMEOUT,
-                                   f"the request took longer than {self.limits.request_timeout:g} seconds")
+                await self._answer(
+                    send,
+                    408,
+                    ReasonCode.REQUEST_TIMEOUT,
+                    f"the request took longer than {self.limits.request_timeout:g} seconds",
+                )
 
     async def _answer(self, send, status: int, code: str, message: str) -> None:
         body = error_body(code, message)
-        await send({"type": "http.response.start", "status": status, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
 

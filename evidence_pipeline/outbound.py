@@ -53,8 +53,15 @@ def resolve(host: str, port: int, timeout: float) -> list[tuple]:
         pool.shutdown(wait=False)
 
 
-def request(method: str, to: Target, headers: dict[str, str], body: bytes, timeout: float,
-            address: str | None = None, max_body: int = 4096) -> Answer:
+def request(
+    method: str,
+    to: Target,
+    headers: dict[str, str],
+    body: bytes,
+    timeout: float,
+    address: str | None = None,
+    max_body: int = 4096,
+) -> Answer:
     """``method`` ``to`` with ``body``, connecting to ``address`` (already resolved and checked; by default the
     host), over in at most ``timeout`` seconds from now: TimeoutError past it, another OSError or an
     http.client.HTTPException when the peer fails first."""
@@ -125,14 +132,14 @@ class _Connection(http.client.HTTPSConnection):
     must carry), whose socket is in ``self.sock`` from its creation on, so the watchdog can cut a slow handshake."""
 
     def __init__(self, to: Target, address: str, deadline: float):
-        super().__init__(to.host, to.port, timeout=max(0.001, deadline - time.monotonic()),
-                         context=ssl.create_default_context())
+        super().__init__(
+            to.host, to.port, timeout=max(0.001, deadline - time.monotonic()), context=ssl.create_default_context()
+        )
         self._address, self._https = address, to.scheme == "https"
         self.default_port = 443 if self._https else 80  # the Host header names a port only when it is another
 
     def connect(self) -> None:
         self.sock = socket.create_connection((self._address, self.port), self.timeout)
         if self._https:
-            self.sock = self._context.wrap_socket(self.sock, server_hostname=self.host,
-                                                  do_handshake_on_connect=False)
+            self.sock = self._context.wrap_socket(self.sock, server_hostname=self.host, do_handshake_on_connect=False)
             self.sock.do_handshake()

@@ -74,8 +74,9 @@ def _attempt(make_runtime, stage, item, environ=None):
         return error
     except Exception as error:  # a defect, not a foreseen condition: keep the traceback for the run's logs
         traceback.print_exc()
-        return EvidenceError(ReasonCode.UNEXPECTED_ERROR,
-                             f"{type(error).__name__} while running a stage (see the run's logs)")
+        return EvidenceError(
+            ReasonCode.UNEXPECTED_ERROR, f"{type(error).__name__} while running a stage (see the run's logs)"
+        )
 
 
 def _pool(workers: int) -> Executor:
@@ -83,8 +84,10 @@ def _pool(workers: int) -> Executor:
         # fork, not spawn: a spawned worker re-imports pandas, reportlab, pyHanko and Dagster (seconds per run).
         # Workers die with this process: a SIGKILLed run must not leave them computing for nobody.
         _pools[workers] = ProcessPoolExecutor(
-            max_workers=workers, mp_context=multiprocessing.get_context("fork"),
-            initializer=_die_with_parent, initargs=(os.getpid(),),
+            max_workers=workers,
+            mp_context=multiprocessing.get_context("fork"),
+            initializer=_die_with_parent,
+            initargs=(os.getpid(),),
         )
         # Shut the workers down when this process exits. A Dagster run worker is itself a multiprocessing child:
         # it leaves through os._exit (no atexit) after joining its own children, so live workers would keep it

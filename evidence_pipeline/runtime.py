@@ -52,7 +52,9 @@ class Runtime:
     def from_settings(cls, settings: Settings, s3_client=None) -> Runtime:
         """``s3_client`` (a boto3 S3 client) is needed when any store URI is s3://."""
         options = S3Options(
-            settings.s3_object_lock_mode, settings.s3_object_lock_days, settings.s3_server_side_encryption,
+            settings.s3_object_lock_mode,
+            settings.s3_object_lock_days,
+            settings.s3_server_side_encryption,
             settings.s3_kms_key_id,
         )
         return cls(
@@ -200,7 +202,9 @@ def s3_client(settings: Settings):
     from evidence_pipeline.store import s3_deadline
 
     client = boto3.session.Session().client(
-        "s3", endpoint_url=settings.s3_endpoint_url, region_name=settings.s3_region,
+        "s3",
+        endpoint_url=settings.s3_endpoint_url,
+        region_name=settings.s3_region,
         config=Config(retries={"max_attempts": 5, "mode": "standard"}),
     )
     s3_deadline.install(client, settings.s3_deadline_seconds)  # botocore's timeouts are per read, not per call

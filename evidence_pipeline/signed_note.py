@@ -93,8 +93,13 @@ def parse_vkey(text: str, kind: int | None = None) -> Verifier:
         stated = bytes.fromhex(hash_hex)
     except (ValueError, binascii.Error):
         raise NoteError("not a vkey (name+keyid+base64 key)") from None
-    if not is_key_name(name) or len(raw) != 33 or raw[0] not in (ED25519, COSIGNATURE_V1) \
-            or (kind is not None and raw[0] != kind) or len(stated) != 4:
+    if (
+        not is_key_name(name)
+        or len(raw) != 33
+        or raw[0] not in (ED25519, COSIGNATURE_V1)
+        or (kind is not None and raw[0] != kind)
+        or len(stated) != 4
+    ):
         raise NoteError("not an Ed25519 vkey of the expected signature type")
     found = Verifier(name, raw[0], ed25519.Ed25519PublicKey.from_public_bytes(raw[1:]))
     if found.key_id != stated:
@@ -211,5 +216,6 @@ def cosigned_at(note: Note, key: Verifier) -> int | None:
     """The timestamp (POSIX seconds) of ``key``'s cosignature on ``note``, None unless one carries it and verifies."""
     if verifies(note, key) is not True:
         return None
-    return min(int.from_bytes(sig[4:12], "big") for name, sig in note.signatures
-               if name == key.name and sig[:4] == key.key_id)
+    return min(
+        int.from_bytes(sig[4:12], "big") for name, sig in note.signatures if name == key.name and sig[:4] == key.key_id
+    )

@@ -62,8 +62,12 @@ class Swept:
     kept_young: int = 0  # younger than the maximum lease age
 
     def counts(self) -> dict[str, int]:
-        return {"removed": len(self.removed), "kept_live": self.kept_live, "kept_young": self.kept_young,
-                "failed": len(self.failed)}
+        return {
+            "removed": len(self.removed),
+            "kept_live": self.kept_live,
+            "kept_young": self.kept_young,
+            "failed": len(self.failed),
+        }
 
 
 def sweep(work_root: Path, max_age_seconds: float, lease_is_live: Callable[[str, int], bool]) -> Swept:

@@ -38,6 +38,7 @@ pytest_plugins = ["evidence_pipeline_tests.intake_server"]  # the intake fixture
 # itself is tested with its own settings (test_definitions.py).
 os.environ.setdefault("EVIDENCE_OPEN_MONTHS", "1200")
 
+
 def pytest_configure(config):
     """A temporary root of this run's own unless --basetemp names one: two runs on one machine never share
     /tmp/pytest-of-<user>, where one would delete the other's numbered directories (an embedded PostgreSQL's data

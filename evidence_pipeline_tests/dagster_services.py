@@ -55,21 +55,37 @@ def grpc_workspace(path: Path, port: int, host: str = "127.0.0.1") -> Path:
 
 def code_server_command(port: int, host: str = "127.0.0.1") -> list[str]:
     """`dagster code-server start` of the location on ``host``:``port``, as the image's command runs it."""
-    return [str(Path(sys.executable).parent / "dagster"), "code-server", "start", "--host", host,
-            "--port", str(port), "--module-name", "evidence_pipeline.definitions",
-            "--location-name", "evidence_pipeline"]
+    return [
+        str(Path(sys.executable).parent / "dagster"),
+        "code-server",
+        "start",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--module-name",
+        "evidence_pipeline.definitions",
+        "--location-name",
+        "evidence_pipeline",
+    ]
 
 
 @contextlib.contextmanager
-def dagster_services(env: dict[str, str], logs: Path, start_timeout_s: float = 180,
-                     workspace: Path | None = None, daemon_env: dict[str, str] | None = None):
+def dagster_services(
+    env: dict[str, str],
+    logs: Path,
+    start_timeout_s: float = 180,
+    workspace: Path | None = None,
+    daemon_env: dict[str, str] | None = None,
+):
     """Starts the webserver and the daemon (with ``daemon_env`` when given); yields the GraphQL URL; stops both.
     Without ``workspace``, also a code server (with ``env``) that both use, stopped after them."""
     if workspace is None:
         port = _free_port()
         with code_server(code_server_command(port), port, env, logs / "code-server.log", start_timeout_s):
-            with dagster_services(env, logs, start_timeout_s, grpc_workspace(logs / "workspace.yaml", port),
-                                  daemon_env) as url:
+            with dagster_services(
+                env, logs, start_timeout_s, grpc_workspace(logs / "workspace.yaml", port), daemon_env
+            ) as url:
                 yield url
         return
     port = _free_port()
@@ -77,10 +93,18 @@ def dagster_services(env: dict[str, str], logs: Path, start_timeout_s: float = 1
     common = ["-w", str(workspace)]
     with open(logs / "webserver.log", "w") as web_log, open(logs / "daemon.log", "w") as daemon_log:
         processes = [
-            subprocess.Popen([venv_bin / "dagster-webserver", *common, "-h", "127.0.0.1", "-p", str(port)], env=env,
-                             stdout=web_log, stderr=subprocess.STDOUT),
-            subprocess.Popen([venv_bin / "dagster-daemon", "run", *common], env=daemon_env or env,
-                             stdout=daemon_log, stderr=subprocess.STDOUT),
+            subprocess.Popen(
+                [venv_bin / "dagster-webserver", *common, "-h", "127.0.0.1", "-p", str(port)],
+                env=env,
+                stdout=web_log,
+                stderr=subprocess.STDOUT,
+            ),
+            subprocess.Popen(
+                [venv_bin / "dagster-daemon", "run", *common],
+                env=daemon_env or env,
+                stdout=daemon_log,
+                stderr=subprocess.STDOUT,
+            ),
         ]
         try:
             deadline = time.monotonic() + start_timeout_s
@@ -139,8 +163,9 @@ def run_fork_servers() -> list[psutil.Process]:
     servers = []
     for process in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):  # it ended meanwhile
-            if ("multiprocessing.forkserver" in " ".join(process.cmdline())
-                    and "api grpc" in " ".join(process.parent().cmdline())):
+            if "multiprocessing.forkserver" in " ".join(process.cmdline()) and "api grpc" in " ".join(
+                process.parent().cmdline()
+            ):
                 servers.append(process)
     return servers
 
@@ -193,8 +218,11 @@ def one_tenant_site(root: Path, env: dict[str, str], tenant: str, months: list[s
 
 def launch_backfill(url: str, *partitions: str) -> str:
     """A backfill of the three evidence assets for ``partitions``, as the UI's catalog launches it; its id."""
-    result = graphql(url, LAUNCH_BACKFILL, {"params": {"assetSelection": [{"path": [a]} for a in ASSETS],
-                                                       "partitionNames": list(partitions)}})
+    result = graphql(
+        url,
+        LAUNCH_BACKFILL,
+        {"params": {"assetSelection": [{"path": [a]} for a in ASSETS], "partitionNames": list(partitions)}},
+    )
     assert result["launchPartitionBackfill"]["__typename"] == "LaunchBackfillSuccess", result
     return result["launchPartitionBackfill"]["backfillId"]
 
@@ -204,8 +232,11 @@ def backfill_finished(instance: DagsterInstance, backfill_id: str) -> bool:
     from dagster._core.execution.backfill import BulkActionStatus  # no public export
 
     runs = instance.get_runs(RunsFilter(tags={"dagster/backfill": backfill_id}))
-    return (instance.get_backfill(backfill_id).status != BulkActionStatus.REQUESTED and bool(runs)
-            and all(run.is_finished for run in runs))
+    return (
+        instance.get_backfill(backfill_id).status != BulkActionStatus.REQUESTED
+        and bool(runs)
+        and all(run.is_finished for run in runs)
+    )
 
 
 def wait_for(condition, what: str, timeout_s: float = 900):

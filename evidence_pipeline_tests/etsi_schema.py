@@ -45,8 +45,9 @@ def indications(xml: bytes) -> tuple[str, list[str]]:
 
     document = etree.fromstring(xml, etree.XMLParser(no_network=True, resolve_entities=False))
     assert schema().validate(document), schema().error_log
-    config = ParserConfig(fail_on_unknown_properties=True, fail_on_unknown_attributes=True,
-                          fail_on_converter_warnings=True)
+    config = ParserConfig(
+        fail_on_unknown_properties=True, fail_on_unknown_attributes=True, fail_on_converter_warnings=True
+    )
     report = XmlParser(config=config).from_bytes(xml, ts_11910202.ValidationReport)
     (single,) = report.signature_validation_report
     status = single.signature_validation_status

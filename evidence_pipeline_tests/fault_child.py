@@ -25,8 +25,10 @@ def main(argv: list[str]) -> int:
         return 0
     with DagsterInstance.get() as instance:
         result = materialize(
-            [source_revision, monthly_report, evidence_bundle], instance=instance,
-            partition_key=partition_key_for(TenantMonth(argv[1], argv[2])), resources={"evidence": EvidenceResource()},
+            [source_revision, monthly_report, evidence_bundle],
+            instance=instance,
+            partition_key=partition_key_for(TenantMonth(argv[1], argv[2])),
+            resources={"evidence": EvidenceResource()},
             raise_on_error=False,
         )
     return 0 if result.success else 1

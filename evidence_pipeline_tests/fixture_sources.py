@@ -19,6 +19,7 @@ def publish_revision(rt: Runtime, tenant_month: TenantMonth, frame: pd.DataFrame
     """Publish ``frame`` as a revision of ``tenant_month`` (the existing one when it holds the same rows)."""
     registry = TenantRegistry(rt.ledger)
     if tenant_month.tenant not in registry.standing([tenant_month.tenant]):
+
         def register(conn):
             rt.ledger.pin_chain_head(conn)  # registrations racing from other processes converge on one
             return registry.register(conn, [tenant_month.tenant], FIXTURE.actor, {})

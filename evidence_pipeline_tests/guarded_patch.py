@@ -6,8 +6,9 @@ import dagster
 import pytest
 
 
-def assert_patched_only_on_the_checked_dagster(monkeypatch, install: Callable[[], bool], owner: object, name: str,
-                                               dagster_original: object) -> None:
+def assert_patched_only_on_the_checked_dagster(
+    monkeypatch, install: Callable[[], bool], owner: object, name: str, dagster_original: object
+) -> None:
     """On another Dagster version ``install`` warns and leaves ``owner.name`` as Dagster's; on the checked one it
     patches (which fails after a Dagster upgrade until the patch's source digests are re-checked)."""
     monkeypatch.setattr(owner, name, dagster_original)

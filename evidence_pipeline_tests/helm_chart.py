@@ -18,16 +18,45 @@ import yaml
 # Per section, the value keys this mapping reproduces (anything else under them raises UnsupportedValues).
 SUPPORTED = {
     "scheduler": {"type"},
-    "postgresql": {"enabled", "postgresqlHost", "postgresqlUsername", "postgresqlPassword", "postgresqlDatabase",
-                   "postgresqlParams", "postgresqlScheme", "service", "image"},
+    "postgresql": {
+        "enabled",
+        "postgresqlHost",
+        "postgresqlUsername",
+        "postgresqlPassword",
+        "postgresqlDatabase",
+        "postgresqlParams",
+        "postgresqlScheme",
+        "service",
+        "image",
+    },
     "runLauncher": {"type", "config"},
     "runLauncher.config.k8sRunLauncher": {
-        "loadInclusterConfig", "kubeconfigFile", "jobNamespace", "imagePullPolicy", "image", "envConfigMaps",
-        "envSecrets", "envVars", "volumeMounts", "volumes", "labels", "resources", "failPodOnRunFailure",
-        "schedulerName", "securityContext", "runK8sConfig"},
+        "loadInclusterConfig",
+        "kubeconfigFile",
+        "jobNamespace",
+        "imagePullPolicy",
+        "image",
+        "envConfigMaps",
+        "envSecrets",
+        "envVars",
+        "volumeMounts",
+        "volumes",
+        "labels",
+        "resources",
+        "failPodOnRunFailure",
+        "schedulerName",
+        "securityContext",
+        "runK8sConfig",
+    },
     "dagsterDaemon.runCoordinator": {"enabled", "type", "config"},
-    "dagsterDaemon.runMonitoring": {"enabled", "startTimeoutSeconds", "cancelTimeoutSeconds", "maxResumeRunAttempts",
-                                    "pollIntervalSeconds", "freeSlotsAfterRunEndSeconds"},
+    "dagsterDaemon.runMonitoring": {
+        "enabled",
+        "startTimeoutSeconds",
+        "cancelTimeoutSeconds",
+        "maxResumeRunAttempts",
+        "pollIntervalSeconds",
+        "freeSlotsAfterRunEndSeconds",
+    },
     "dagsterDaemon.runRetries": {"enabled", "maxRetries"},
     "computeLogManager": {"type"},
     "telemetry": {"enabled"},
@@ -44,8 +73,9 @@ def render_instance_yaml(values: dict, *, release_namespace: str, fullname: str)
     """The text of the instance ConfigMap's `dagster.yaml` for ``values`` (the release's merged values for the keys
     below; the chart's defaults are not applied, so every key the templates read must be set)."""
     _check_supported(values)
-    text = "".join(yaml.safe_dump({key: value}, sort_keys=False)
-                   for key, value in _sections(values, release_namespace, fullname))
+    text = "".join(
+        yaml.safe_dump({key: value}, sort_keys=False) for key, value in _sections(values, release_namespace, fullname)
+    )
     for key, value in (values.get("additionalInstanceConfig") or {}).items():
         text += yaml.safe_dump({key: value}, sort_keys=False)
     return text
@@ -66,8 +96,10 @@ def _sections(values: dict, namespace: str, fullname: str) -> Iterator[tuple[str
         yield "run_monitoring", _run_monitoring(daemon["runMonitoring"])
     if daemon["enabled"] and daemon["runRetries"]["enabled"]:
         retries = daemon["runRetries"]
-        yield "run_retries", {"enabled": True, **({"max_retries": retries["maxRetries"]}
-                                                  if retries.get("maxRetries") else {})}
+        yield (
+            "run_retries",
+            {"enabled": True, **({"max_retries": retries["maxRetries"]} if retries.get("maxRetries") else {})},
+        )
     yield "telemetry", {"enabled": values["telemetry"]["enabled"]}
     if values["concurrency"]["enabled"]:
         yield "concurrency", _concurrency(values["concurrency"])
@@ -111,8 +143,9 @@ def _run_launcher(values: dict, namespace: str, fullname: str) -> dict:
     config["image_pull_policy"] = k8s["imagePullPolicy"]
     if values.get("imagePullSecrets"):
         config["image_pull_secrets"] = values["imagePullSecrets"]
-    config["service_account_name"] = (values.get("global", {}).get("serviceAccountName")
-                                      or values.get("serviceAccount", {}).get("name") or fullname)
+    config["service_account_name"] = (
+        values.get("global", {}).get("serviceAccountName") or values.get("serviceAccount", {}).get("name") or fullname
+    )
     if "image" in k8s:
         raise UnsupportedValues("runLauncher.config.k8sRunLauncher.image: runs use the code location's image")
     config["dagster_home"] = values["global"]["dagsterHome"]
@@ -122,8 +155,13 @@ def _run_launcher(values: dict, namespace: str, fullname: str) -> dict:
         names = [entry["name"] for entry in k8s.get(source) or [] if "name" in entry]
         if names:
             config[key] = names
-    for key, source in (("env_vars", "envVars"), ("volume_mounts", "volumeMounts"), ("volumes", "volumes"),
-                        ("labels", "labels"), ("resources", "resources")):
+    for key, source in (
+        ("env_vars", "envVars"),
+        ("volume_mounts", "volumeMounts"),
+        ("volumes", "volumes"),
+        ("labels", "labels"),
+        ("resources", "resources"),
+    ):
         if k8s.get(source):
             config[key] = k8s[source]
     if k8s.get("failPodOnRunFailure"):
@@ -133,9 +171,13 @@ def _run_launcher(values: dict, namespace: str, fullname: str) -> dict:
     if k8s.get("securityContext"):
         config["security_context"] = k8s["securityContext"]
     if k8s.get("runK8sConfig"):
-        names = {"containerConfig": "container_config", "podSpecConfig": "pod_spec_config",
-                 "podTemplateSpecMetadata": "pod_template_spec_metadata", "jobSpecConfig": "job_spec_config",
-                 "jobMetadata": "job_metadata"}
+        names = {
+            "containerConfig": "container_config",
+            "podSpecConfig": "pod_spec_config",
+            "podTemplateSpecMetadata": "pod_template_spec_metadata",
+            "jobSpecConfig": "job_spec_config",
+            "jobMetadata": "job_metadata",
+        }
         unknown = set(k8s["runK8sConfig"]) - set(names)
         if unknown:
             raise UnsupportedValues(f"runK8sConfig keys {sorted(unknown)}")
@@ -171,20 +213,29 @@ def _run_monitoring(monitoring: dict) -> dict:
 def _concurrency(concurrency: dict) -> dict:
     rendered: dict[str, Any] = {}
     pools, runs = concurrency.get("pools") or {}, concurrency.get("runs") or {}
-    pool_keys = {"defaultLimit": "default_limit", "granularity": "granularity",
-                 "opGranularityRunBuffer": "op_granularity_run_buffer"}
+    pool_keys = {
+        "defaultLimit": "default_limit",
+        "granularity": "granularity",
+        "opGranularityRunBuffer": "op_granularity_run_buffer",
+    }
     if set(pools) - set(pool_keys) or set(runs) - {"maxConcurrentRuns", "tagConcurrencyLimits"}:
         raise UnsupportedValues("concurrency keys")
     # Numbers are written when set, zero included; the granularity only when it is not empty.
-    rendered_pools = {name: pools[key] for key, name in pool_keys.items()
-                      if (pools.get(key) if key == "granularity" else pools.get(key) is not None)}
+    rendered_pools = {
+        name: pools[key]
+        for key, name in pool_keys.items()
+        if (pools.get(key) if key == "granularity" else pools.get(key) is not None)
+    }
     if rendered_pools:
         rendered["pools"] = rendered_pools
-    limits = [{"key": limit["key"], **({"value": limit["value"]} if limit.get("value") else {}),
-               "limit": limit["limit"]} for limit in runs.get("tagConcurrencyLimits") or []]
-    rendered_runs = {**({"max_concurrent_runs": runs["maxConcurrentRuns"]}
-                        if runs.get("maxConcurrentRuns") is not None else {}),
-                     **({"tag_concurrency_limits": limits} if limits else {})}
+    limits = [
+        {"key": limit["key"], **({"value": limit["value"]} if limit.get("value") else {}), "limit": limit["limit"]}
+        for limit in runs.get("tagConcurrencyLimits") or []
+    ]
+    rendered_runs = {
+        **({"max_concurrent_runs": runs["maxConcurrentRuns"]} if runs.get("maxConcurrentRuns") is not None else {}),
+        **({"tag_concurrency_limits": limits} if limits else {}),
+    }
     if rendered_runs:
         rendered["runs"] = rendered_runs
     return rendered

@@ -16,8 +16,9 @@ PAGES = b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>"
 PAGE = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] >>"
 
 
-def raw_pdf(*objects: bytes, trailer: bytes = b"/Root 1 0 R", header: bytes = b"%PDF-1.7",
-            free_generation: int = 65535) -> bytes:
+def raw_pdf(
+    *objects: bytes, trailer: bytes = b"/Root 1 0 R", header: bytes = b"%PDF-1.7", free_generation: int = 65535
+) -> bytes:
     """Objects 1..n with a correct cross-reference table (so only the defect a test plants is there); the head of
     its free list has ``free_generation`` (MuPDF and some Word versions write 65536)."""
     out = bytearray(header + b"\n%\xe2\xe3\xcf\xd3\n")
@@ -100,8 +101,11 @@ ONE_CODE_CMAP = b"begincmap\n1 beginbfchar\n<0001> <0041>\nendbfchar\nendcmap"
 def image(width: int, height: int, data: bytes, filters: bytes) -> bytes:
     """A page with one image XObject of the declared size and its (already encoded) data."""
     return simple(
-        stream(data, b"/Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceGray"
-                     b" /BitsPerComponent 8 /Filter " % (width, height) + filters),
+        stream(
+            data,
+            b"/Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceGray"
+            b" /BitsPerComponent 8 /Filter " % (width, height) + filters,
+        ),
         page=b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Resources << /XObject << /Im1 4 0 R >> >> >>",
     )
 
@@ -112,15 +116,14 @@ def jpeg_stating(width: int, height: int) -> bytes:
     Image.new("L", (8, 8)).save(out, "JPEG")
     data = out.getvalue()
     at = data.index(b"\xff\xc0") + 5  # SOF0: marker, length, precision, then height and width
-    return data[:at] + height.to_bytes(2, "big") + width.to_bytes(2, "big") + data[at + 4:]
+    return data[:at] + height.to_bytes(2, "big") + width.to_bytes(2, "big") + data[at + 4 :]
 
 
 def many_annotations(count: int) -> bytes:
     """One page whose /Annots lists one link ``count`` times, compressed into an object stream by pikepdf."""
     pdf = pikepdf.new()
     pdf.add_blank_page(page_size=(200, 200))
-    link = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.Annot, Subtype=pikepdf.Name.Link,
-                                                Rect=[0, 0, 9, 9]))
+    link = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.Annot, Subtype=pikepdf.Name.Link, Rect=[0, 0, 9, 9]))
     pdf.pages[0].obj.Annots = pdf.make_indirect(pikepdf.Array([link] * count))
     out = io.BytesIO()
     pdf.save(out, object_stream_mode=pikepdf.ObjectStreamMode.generate, deterministic_id=True)
@@ -158,15 +161,18 @@ HOSTILE: dict[str, tuple[bytes, str]] = {
     "no_kids": (raw_pdf(CATALOG, b"<< /Type /Pages /Count 0 >>"), "DOCUMENT_MALFORMED"),
     "no_pages": (raw_pdf(CATALOG, b"<< /Type /Pages /Kids [] /Count 0 >>"), "DOCUMENT_MALFORMED"),
     # PyMuPDF's test-3143.pdf: viewers keep one of the two values, each its own; a strict reader refuses
-    "catalog_key_twice": (simple(catalog=CATALOG.replace(b" >>", b" /PageMode /UseNone /PageMode /UseOutlines >>")),
-                          "DOCUMENT_MALFORMED"),
+    "catalog_key_twice": (
+        simple(catalog=CATALOG.replace(b" >>", b" /PageMode /UseNone /PageMode /UseOutlines >>")),
+        "DOCUMENT_MALFORMED",
+    ),
     "stream_length_lies": (simple(stream(b"q Q", length=9999)), "DOCUMENT_MALFORMED"),
     "header_not_at_start": (b"junk\n" + simple(), "DOCUMENT_NOT_PDF"),
     "encrypted_with_password": (written(encrypted("secret", "AES-128")), "DOCUMENT_ENCRYPTED"),
     # for recipients' certificates (the public-key handler, which pypdf does not implement)
     "encrypted_for_certificates": (
         simple(b"<< /Filter /Adobe.PubSec /SubFilter /adbe.pkcs7.s5 /V 4 /Recipients [<3000>] >>").replace(
-            b"/Root 1 0 R", b"/Root 1 0 R /Encrypt 4 0 R /ID [<00> <00>]"),
+            b"/Root 1 0 R", b"/Root 1 0 R /Encrypt 4 0 R /ID [<00> <00>]"
+        ),
         "DOCUMENT_ENCRYPTED",
     ),
     # a reference to an object the file does not define: pypdf's writer (split, merge) fails on it
@@ -250,15 +256,20 @@ HOSTILE: dict[str, tuple[bytes, str]] = {
     # the budgets of documents/budgets.py, each refused before the step it protects
     "cid_widths_100_million_glyphs": (type0_font(b"[0 100000000 500]", ONE_CODE_CMAP), "DOCUMENT_LIMIT_EXCEEDED"),
     "cid_widths_negative_range_then_huge": (
-        type0_font(b"[0 -10000000 1 0 9000000 5]", ONE_CODE_CMAP), "DOCUMENT_LIMIT_EXCEEDED"),
+        type0_font(b"[0 -10000000 1 0 9000000 5]", ONE_CODE_CMAP),
+        "DOCUMENT_LIMIT_EXCEEDED",
+    ),
     "to_unicode_2000_full_ranges": (
         type0_font(b"[1 [500]]", b"2000 beginbfrange\n" + b"<0000> <FFFF> <0041>\n" * 2000 + b"endbfrange"),
         "DOCUMENT_LIMIT_EXCEEDED",
     ),
     "a_million_and_one_operators": (content_page(b"n\n" * 1_000_001), "DOCUMENT_LIMIT_EXCEEDED"),
     "operators_over_two_content_streams": (
-        simple(flate(b"n\n" * 600_000), flate(b"n\n" * 600_000),
-               page=b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents [4 0 R 5 0 R] >>"),
+        simple(
+            flate(b"n\n" * 600_000),
+            flate(b"n\n" * 600_000),
+            page=b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents [4 0 R 5 0 R] >>",
+        ),
         "DOCUMENT_LIMIT_EXCEEDED",
     ),
     "operators_in_a_form_xobject": (
@@ -266,38 +277,52 @@ HOSTILE: dict[str, tuple[bytes, str]] = {
         "DOCUMENT_LIMIT_EXCEEDED",
     ),
     "one_tj_of_15_million_characters": (
-        content_page(b"BT /F1 12 Tf (" + b"A" * 15_000_000 + b") Tj ET",
-                     b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-                     resources=b"/Resources << /Font << /F1 5 0 R >> >> "),
+        content_page(
+            b"BT /F1 12 Tf (" + b"A" * 15_000_000 + b") Tj ET",
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+            resources=b"/Resources << /Font << /F1 5 0 R >> >> ",
+        ),
         "DOCUMENT_LIMIT_EXCEEDED",
     ),
     "text_over_21_strings": (
-        content_page(b"BT /F1 12 Tf " + (b"(" + b"A" * 50_000 + b") Tj ") * 21 + b"ET",
-                     b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-                     resources=b"/Resources << /Font << /F1 5 0 R >> >> "),
+        content_page(
+            b"BT /F1 12 Tf " + (b"(" + b"A" * 50_000 + b") Tj ") * 21 + b"ET",
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+            resources=b"/Resources << /Font << /F1 5 0 R >> >> ",
+        ),
         "DOCUMENT_LIMIT_EXCEEDED",
     ),
-    "image_declared_200000_square": (image(200_000, 200_000, zlib.compress(b"\0" * 64), b"/FlateDecode"),
-                                     "DOCUMENT_LIMIT_EXCEEDED"),
-    "jpeg_stating_60000_square": (image(8, 8, jpeg_stating(60_000, 60_000), b"/DCTDecode"),
-                                  "DOCUMENT_LIMIT_EXCEEDED"),
-    "jpeg_stating_10000_square": (image(8, 8, jpeg_stating(10_000, 10_000), b"/DCTDecode"),
-                                  "DOCUMENT_LIMIT_EXCEEDED"),  # under Pillow's own bomb limit, over ours
+    "image_declared_200000_square": (
+        image(200_000, 200_000, zlib.compress(b"\0" * 64), b"/FlateDecode"),
+        "DOCUMENT_LIMIT_EXCEEDED",
+    ),
+    "jpeg_stating_60000_square": (image(8, 8, jpeg_stating(60_000, 60_000), b"/DCTDecode"), "DOCUMENT_LIMIT_EXCEEDED"),
+    "jpeg_stating_10000_square": (
+        image(8, 8, jpeg_stating(10_000, 10_000), b"/DCTDecode"),
+        "DOCUMENT_LIMIT_EXCEEDED",
+    ),  # under Pillow's own bomb limit, over ours
     "jpx_that_is_no_image": (image(8, 8, b"\0\0\0\x0cjP  not really", b"/JPXDecode"), "DOCUMENT_UNSUPPORTED"),
     "jbig2_image": (image(8, 8, b"\0" * 16, b"/JBIG2Decode"), "DOCUMENT_UNSUPPORTED"),  # pypdf: DependencyError
     "page_14400000_points_square": (
-        simple(page=b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 14400000 14400000] >>"), "DOCUMENT_LIMIT_EXCEEDED"),
+        simple(page=b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 14400000 14400000] >>"),
+        "DOCUMENT_LIMIT_EXCEEDED",
+    ),
     "page_size_by_user_unit": (
         simple(page=b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1000 1000] /UserUnit 75000 >>"),
         "DOCUMENT_LIMIT_EXCEEDED",
     ),
     "inherited_media_box_too_large": (
-        raw_pdf(CATALOG, b"<< /Type /Pages /Kids [3 0 R] /Count 1 /MediaBox [0 0 20000 20000] >>",
-                b"<< /Type /Page /Parent 2 0 R >>"),
+        raw_pdf(
+            CATALOG,
+            b"<< /Type /Pages /Kids [3 0 R] /Count 1 /MediaBox [0 0 20000 20000] >>",
+            b"<< /Type /Page /Parent 2 0 R >>",
+        ),
         "DOCUMENT_LIMIT_EXCEEDED",
     ),
-    "page_tree_count_999999999": (raw_pdf(CATALOG, b"<< /Type /Pages /Kids [3 0 R] /Count 999999999 >>", PAGE),
-                                  "DOCUMENT_LIMIT_EXCEEDED"),
+    "page_tree_count_999999999": (
+        raw_pdf(CATALOG, b"<< /Type /Pages /Kids [3 0 R] /Count 999999999 >>", PAGE),
+        "DOCUMENT_LIMIT_EXCEEDED",
+    ),
     "20000_annotations": (many_annotations(20_000), "DOCUMENT_LIMIT_EXCEEDED"),
     "embedded_files_name_tree_loop": (
         simple(b"<< /Kids [4 0 R] >>", catalog=b"<< /Type /Catalog /Pages 2 0 R /Names << /EmbeddedFiles 4 0 R >> >>"),
@@ -305,8 +330,11 @@ HOSTILE: dict[str, tuple[bytes, str]] = {
     ),
     "name_tree_40_deep": (chain(b"/Names << /Dests", b"<< /Kids [%d 0 R] >>", 40, b">>"), "DOCUMENT_LIMIT_EXCEEDED"),
     "outline_next_loop": (
-        simple(b"<< /Type /Outlines /First 5 0 R /Last 5 0 R >>", b"<< /Title (a) /Parent 4 0 R /Next 5 0 R >>",
-               catalog=b"<< /Type /Catalog /Pages 2 0 R /Outlines 4 0 R >>"),
+        simple(
+            b"<< /Type /Outlines /First 5 0 R /Last 5 0 R >>",
+            b"<< /Title (a) /Parent 4 0 R /Next 5 0 R >>",
+            catalog=b"<< /Type /Catalog /Pages 2 0 R /Outlines 4 0 R >>",
+        ),
         "DOCUMENT_LIMIT_EXCEEDED",
     ),
     "outline_40_deep": (chain(b"/Outlines", b"<< /Title (a) /First %d 0 R >>", 40), "DOCUMENT_LIMIT_EXCEEDED"),
@@ -319,8 +347,9 @@ POLYGLOTS: dict[str, bytes] = {
     "zip_appended_whose_comment_ends_in_eof": simple() + zip_archive(b"\n%%EOF\n"),
     "zip_in_an_unreferenced_stream": simple(stream(zip_archive())),
     "trailing_garbage": simple() + b"MZ not a pdf",
-    "html_after_the_header": raw_pdf(CATALOG, PAGES, PAGE,
-                                     header=b"%PDF-1.7\n%<!DOCTYPE html><script>alert(1)</script>"),
+    "html_after_the_header": raw_pdf(
+        CATALOG, PAGES, PAGE, header=b"%PDF-1.7\n%<!DOCTYPE html><script>alert(1)</script>"
+    ),
     "zip_local_header_in_a_string": simple(b"(PK\x03\x04 lease.exe)"),
     "elf_in_a_string": simple(b"(\x7fELF\x02\x01\x01)"),
 }

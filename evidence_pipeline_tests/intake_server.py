@@ -59,8 +59,11 @@ def scrape(url: str) -> dict[tuple[str, tuple], float]:
     """(sample name, sorted labels) -> value of every sample ``url`` exposes, parsed by prometheus_client."""
     response = httpx.get(url, timeout=30)
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
-    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
-            for family in text_string_to_metric_families(response.text) for sample in family.samples}
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
 
 
 def value(samples: dict, name: str, **labels) -> float | None:

@@ -44,8 +44,9 @@ class _Authority:
 class LocalPki:
     """Start with ``with LocalPki(signer_days=...) as pki``; ``pki.tsa_url`` is the TSA's address."""
 
-    def __init__(self, signer_days: float = 365, tsa_days: float = 3650,
-                 revocation: dict[str, tuple[str, ...]] | None = None):
+    def __init__(
+        self, signer_days: float = 365, tsa_days: float = 3650, revocation: dict[str, tuple[str, ...]] | None = None
+    ):
         self.signer_days, self.tsa_days = signer_days, tsa_days
         self.revocation = revocation or {"signing": ("crl",), "tsa": ("crl",)}  # per CA: "crl", "ocsp" or both
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -55,8 +56,15 @@ class LocalPki:
         self.root = self._root("signing", now)
         self.tsa_root = self._root("tsa", now)
         self.signer_key = ec.generate_private_key(ec.SECP256R1())
-        self.signer = self._issue(self.root, "evidence test signer", self.signer_key.public_key(), now, signer_days,
-                                  ExtendedKeyUsageOID.EMAIL_PROTECTION, critical_eku=False)
+        self.signer = self._issue(
+            self.root,
+            "evidence test signer",
+            self.signer_key.public_key(),
+            now,
+            signer_days,
+            ExtendedKeyUsageOID.EMAIL_PROTECTION,
+            critical_eku=False,
+        )
         self._issued: tuple[x509.Certificate, ...] = (self.signer,)  # what the OCSP responders answer for
         self.rotate_tsa(tsa_days, now)
         # Each CA answers OCSP requests through a delegated responder (RFC 6960 4.2.2.2), as public CAs do.
@@ -77,13 +85,23 @@ class LocalPki:
         TSA does before its certificate expires; the old certificate's status is still answered."""
         now = now or dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048)  # DummyTimeStamper is RSA-only
-        self.tsa_certificate = self._issue(self.tsa_root, "evidence test TSA", key.public_key(), now, days,
-                                           ExtendedKeyUsageOID.TIME_STAMPING, critical_eku=True)
+        self.tsa_certificate = self._issue(
+            self.tsa_root,
+            "evidence test TSA",
+            key.public_key(),
+            now,
+            days,
+            ExtendedKeyUsageOID.TIME_STAMPING,
+            critical_eku=True,
+        )
         self._issued += (self.tsa_certificate,)
         self._stamper = DummyTimeStamper(
             tsa_cert=asn1_x509.Certificate.load(self.tsa_certificate.public_bytes(serialization.Encoding.DER)),
-            tsa_key=asn1_keys.PrivateKeyInfo.load(key.private_bytes(
-                serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())),
+            tsa_key=asn1_keys.PrivateKeyInfo.load(
+                key.private_bytes(
+                    serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+                )
+            ),
         )
 
     def __enter__(self) -> LocalPki:
@@ -111,11 +129,26 @@ class LocalPki:
     def _revocation_extensions(self, issuer: str) -> list[x509.ExtensionType]:
         extensions: list[x509.ExtensionType] = []
         if "crl" in self.revocation[issuer]:
-            extensions.append(x509.CRLDistributionPoints([x509.DistributionPoint(
-                [x509.UniformResourceIdentifier(f"{self.base_url}/crl/{issuer}.crl")], None, None, None)]))
+            extensions.append(
+                x509.CRLDistributionPoints(
+                    [
+                        x509.DistributionPoint(
+                            [x509.UniformResourceIdentifier(f"{self.base_url}/crl/{issuer}.crl")], None, None, None
+                        )
+                    ]
+                )
+            )
         if "ocsp" in self.revocation[issuer]:
-            extensions.append(x509.AuthorityInformationAccess([x509.AccessDescription(
-                AuthorityInformationAccessOID.OCSP, x509.UniformResourceIdentifier(f"{self.base_url}/ocsp/{issuer}"))]))
+            extensions.append(
+                x509.AuthorityInformationAccess(
+                    [
+                        x509.AccessDescription(
+                            AuthorityInformationAccessOID.OCSP,
+                            x509.UniformResourceIdentifier(f"{self.base_url}/ocsp/{issuer}"),
+                        )
+                    ]
+                )
+            )
         return extensions
 
     def _root(self, authority: str, now: dt.datetime) -> _Authority:
@@ -129,8 +162,9 @@ class LocalPki:
         )
         return _Authority(authority, key, certificate)
 
-    def _issue(self, issuer: _Authority, common_name: str, public_key, now: dt.datetime, days: float, eku,
-               critical_eku: bool) -> x509.Certificate:
+    def _issue(
+        self, issuer: _Authority, common_name: str, public_key, now: dt.datetime, days: float, eku, critical_eku: bool
+    ) -> x509.Certificate:
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
         until = now + dt.timedelta(days=days)
         builder = (
@@ -138,8 +172,7 @@ class LocalPki:
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.KeyUsage(True, True, False, False, False, False, False, False, False), critical=True)
             .add_extension(x509.ExtendedKeyUsage([eku]), critical=critical_eku)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer.key.public_key()),
-                           critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer.key.public_key()), critical=False)
         )
         for extension in self._revocation_extensions(issuer.name):
             builder = builder.add_extension(extension, critical=False)
@@ -155,8 +188,7 @@ class LocalPki:
             .issuer_name(issuer.certificate.subject)
             .last_update(now - dt.timedelta(minutes=1))
             .next_update(now + dt.timedelta(days=7))
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer.key.public_key()),
-                           critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer.key.public_key()), critical=False)
             .add_extension(x509.CRLNumber(int(now.timestamp() * 1000)), critical=False)
             .sign(issuer.key, hashes.SHA256())
             .public_bytes(serialization.Encoding.DER)
@@ -166,13 +198,13 @@ class LocalPki:
         key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"evidence test {issuer.name} OCSP responder")])
         certificate = (
-            keyfiles.certificate_builder(name, issuer.certificate.subject, key.public_key(), now,
-                                         issuer.certificate.not_valid_after_utc)
+            keyfiles.certificate_builder(
+                name, issuer.certificate.subject, key.public_key(), now, issuer.certificate.not_valid_after_utc
+            )
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.OCSP_SIGNING]), critical=True)
             .add_extension(x509.OCSPNoCheck(), critical=False)  # its own status is not asked (RFC 6960 4.2.2.2.1)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer.key.public_key()),
-                           critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer.key.public_key()), critical=False)
             .sign(issuer.key, hashes.SHA256())
         )
         return _Authority(issuer.name, key, certificate)
@@ -180,19 +212,33 @@ class LocalPki:
     def ocsp(self, authority: str, request: bytes) -> bytes | None:
         """The answer (good, fresh) of ``authority``'s delegated responder about the certificate the request names;
         None if that CA issued no such certificate. A nonce in the request is echoed."""
-        issuer, responder = {self.root.name: self.root, self.tsa_root.name: self.tsa_root}.get(authority), \
-            self._responders.get(authority)
+        issuer, responder = (
+            {self.root.name: self.root, self.tsa_root.name: self.tsa_root}.get(authority),
+            self._responders.get(authority),
+        )
         asked = ocsp.load_der_ocsp_request(request)
-        issued = [cert for cert in self._issued if issuer is not None and cert.serial_number == asked.serial_number
-                  and cert.issuer == issuer.certificate.subject]
+        issued = [
+            cert
+            for cert in self._issued
+            if issuer is not None
+            and cert.serial_number == asked.serial_number
+            and cert.issuer == issuer.certificate.subject
+        ]
         if not issued:
             return None
         now = dt.datetime.now(dt.timezone.utc)
         builder = (
             ocsp.OCSPResponseBuilder()
-            .add_response(cert=issued[0], issuer=issuer.certificate, algorithm=asked.hash_algorithm,
-                          cert_status=ocsp.OCSPCertStatus.GOOD, this_update=now - dt.timedelta(minutes=1),
-                          next_update=now + dt.timedelta(days=7), revocation_time=None, revocation_reason=None)
+            .add_response(
+                cert=issued[0],
+                issuer=issuer.certificate,
+                algorithm=asked.hash_algorithm,
+                cert_status=ocsp.OCSPCertStatus.GOOD,
+                this_update=now - dt.timedelta(minutes=1),
+                next_update=now + dt.timedelta(days=7),
+                revocation_time=None,
+                revocation_reason=None,
+            )
             .responder_id(ocsp.OCSPResponderEncoding.HASH, responder.certificate)
             .certificates([responder.certificate])
         )
@@ -212,8 +258,11 @@ def _handler(pki: LocalPki) -> type[BaseHTTPRequestHandler]:
             kind = self.headers.get("Content-Type")
             if self.path == "/tsa" and kind == "application/timestamp-query":
                 return self._answer(200, pki.time_stamp(body), "application/timestamp-reply")
-            answer = pki.ocsp(self.path.removeprefix("/ocsp/"), body) if (
-                self.path.startswith("/ocsp/") and kind == "application/ocsp-request") else None
+            answer = (
+                pki.ocsp(self.path.removeprefix("/ocsp/"), body)
+                if (self.path.startswith("/ocsp/") and kind == "application/ocsp-request")
+                else None
+            )
             if answer is None:
                 return self._answer(404, b"", "text/plain")
             self._answer(200, answer, "application/ocsp-response")

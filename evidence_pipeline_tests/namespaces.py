@@ -75,8 +75,14 @@ class Network:
         self.machines: list[Machine] = []
         used = _used_subnets()
         start = os.getpid() % 250
-        third = next(((start + step) % 250 + 2 for step in range(250)
-                      if f"{PREFIX}.{(start + step) % 250 + 2}.0/24" not in used), None)
+        third = next(
+            (
+                (start + step) % 250 + 2
+                for step in range(250)
+                if f"{PREFIX}.{(start + step) % 250 + 2}.0/24" not in used
+            ),
+            None,
+        )
         if third is None:
             raise RuntimeError(f"no free /24 in {PREFIX}.0.0/16")
         self.subnet = ipaddress.ip_network(f"{PREFIX}.{third}.0/24")
@@ -104,8 +110,9 @@ class Network:
         """A network namespace on the bridge at the next address (.2, .3, …), with eth0 and lo up."""
         number = len(self.machines) + 2
         outside, inside = f"{self.tag}v{number}", f"{self.tag}p{number}"
-        machine = Machine(self, name, f"{self.tag}-{name}", str(self.subnet[number]), self.root / "machines" / name,
-                          outside)
+        machine = Machine(
+            self, name, f"{self.tag}-{name}", str(self.subnet[number]), self.root / "machines" / name, outside
+        )
         self.machines.append(machine)
         _ip("netns", "add", machine.netns)
         _ip("link", "add", outside, "type", "veth", "peer", "name", inside)
@@ -143,8 +150,9 @@ class Machine:
     veth: str  # the host's end of its veth pair
     process: subprocess.Popen | None = None
 
-    def start(self, command: list[str], env: dict[str, str], volumes: tuple[Volume, ...] = (),
-              user: str | None = None) -> subprocess.Popen:
+    def start(
+        self, command: list[str], env: dict[str, str], volumes: tuple[Volume, ...] = (), user: str | None = None
+    ) -> subprocess.Popen:
         """Run ``command`` (as ``user`` when given) with exactly ``env``, in new mount and PID namespaces in this
         machine's network namespace; its output goes to ``home``/output.log. Sees: its home, ``volumes``, and
         what is outside the scratch places and the test's root."""
@@ -162,17 +170,41 @@ class Machine:
                 script.append(f"mount -o remount,bind,ro /mnt/{number}")
         script += [f"mount -t tmpfs -o mode=1777 hidden {shlex.quote(str(place))}" for place in hidden]
         for number, volume in sorted(enumerate(mounts), key=lambda pair: len(pair[1].at.parts)):
-            script += [f"mkdir -p {shlex.quote(str(volume.at))}",
-                       f"mount --move /mnt/{number} {shlex.quote(str(volume.at))}"]
+            script += [
+                f"mkdir -p {shlex.quote(str(volume.at))}",
+                f"mount --move /mnt/{number} {shlex.quote(str(volume.at))}",
+            ]
         script += ["umount /mnt", 'exec "$@"']
         as_user = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups"] if user else []
         with open(self.home / "output.log", "a") as log:
             self.process = subprocess.Popen(
-                ["ip", "netns", "exec", self.netns,
-                 # --kill-child: SIGKILL to unshare kills its child, the PID namespace's init, and so all in it
-                 "unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--kill-child",
-                 "--mount-proc", "--", "sh", "-c", "\n".join(script), "sh", *as_user, *command],
-                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    self.netns,
+                    # --kill-child: SIGKILL to unshare kills its child, the PID namespace's init, and so all in it
+                    "unshare",
+                    "--mount",
+                    "--propagation",
+                    "private",
+                    "--pid",
+                    "--fork",
+                    "--kill-child",
+                    "--mount-proc",
+                    "--",
+                    "sh",
+                    "-c",
+                    "\n".join(script),
+                    "sh",
+                    *as_user,
+                    *command,
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         return self.process
 
     def kill(self) -> None:

@@ -21,7 +21,7 @@ def _processor(inputs, options, pinned) -> ProcessorResult:
     if trigger == "oserror":
         raise OSError(PLANTED)
     if trigger == "memory":
-        bytearray(1024 ** 3)  # 1 GiB, far past the test's limit
+        bytearray(1024**3)  # 1 GiB, far past the test's limit
     if trigger == "hang":
         time.sleep(3600)
     if trigger == "abort":
@@ -48,8 +48,10 @@ def _ledger_lockable() -> bool:
         engine.dispose()
 
 
-POISON = register(Operation(
-    name="test-poison",
-    processor=_processor,
-    options={"trigger": ("probe", "raise", "oserror", "memory", "hang", "abort")},
-))
+POISON = register(
+    Operation(
+        name="test-poison",
+        processor=_processor,
+        options={"trigger": ("probe", "raise", "oserror", "memory", "hang", "abort")},
+    )
+)

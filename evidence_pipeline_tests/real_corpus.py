@@ -114,8 +114,15 @@ def pin(requirements: list[str]) -> list[dict]:
             if digest not in seen and len(pdf) <= MAX_FILE_BYTES:
                 seen.add(digest)
                 files.append({"path": path, "sha256": digest})
-        pins.append({"package": package, "version": version, "sdist": filename,
-                     "sha256": hashlib.sha256(data).hexdigest(), "files": files})
+        pins.append(
+            {
+                "package": package,
+                "version": version,
+                "sdist": filename,
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "files": files,
+            }
+        )
     return pins
 
 
@@ -201,10 +208,17 @@ def _stranger_root() -> bytes:
     from cryptography.hazmat.primitives.asymmetric import ec
 
     key, name = ec.generate_private_key(ec.SECP256R1()), x509.Name.from_rfc4514_string("CN=corpus root")
-    certificate = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-                   .serial_number(1).not_valid_before(AT.replace(year=2000)).not_valid_after(AT.replace(year=2100))
-                   .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-                   .sign(key, hashes.SHA256()))
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(AT.replace(year=2000))
+        .not_valid_after(AT.replace(year=2100))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
     return certificate.public_bytes(serialization.Encoding.PEM)
 
 
@@ -241,10 +255,12 @@ def outcomes(path: Path) -> dict[str, str]:
     policy = signatures.trust_policy(_stranger_root(), None)  # no corpus file is signed by the service
     ruleset = rulesets.load(rulesets.IN_FORCE, rulesets.REGISTERED[rulesets.IN_FORCE])
     result["signatures"] = _outcome(
-        lambda: signatures.check_signatures(io.BytesIO(data), "0" * 64, policy, "sgc", AT)["outcome"])
+        lambda: signatures.check_signatures(io.BytesIO(data), "0" * 64, policy, "sgc", AT)["outcome"]
+    )
     result["contract-review"] = _outcome(lambda: review.evaluate(io.BytesIO(data), ruleset)[1]["decision"])
-    result["split"] = _outcome(lambda: derive.split_document(
-        [document()], {"parts": [{"name": "first", "pages": "1"}]}, {}) and None)
+    result["split"] = _outcome(
+        lambda: derive.split_document([document()], {"parts": [{"name": "first", "pages": "1"}]}, {}) and None
+    )
     result["merge"] = _outcome(lambda: derive.merge_documents([document(), document(1)], {}, {}) and None)
     return result
 
@@ -262,15 +278,19 @@ def first_page(data: bytes) -> bytes:
 
 def _text(pdf: bytes) -> str:
     return subprocess.run(["pdftotext", "-l", "1", "-", "-"], input=pdf, capture_output=True).stdout.decode(
-        "utf-8", "replace")
+        "utf-8", "replace"
+    )
 
 
 def _ocr(pdf: bytes, dpi: int = 150) -> str:
     """Tesseract's reading of poppler's rendering of the first page at ``dpi``."""
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "in.pdf").write_bytes(pdf)
-        subprocess.run(["pdftoppm", "-r", str(dpi), "-l", "1", "-singlefile", "-png", "in.pdf", "page"], cwd=folder,
-                       capture_output=True)
+        subprocess.run(
+            ["pdftoppm", "-r", str(dpi), "-l", "1", "-singlefile", "-png", "in.pdf", "page"],
+            cwd=folder,
+            capture_output=True,
+        )
         page = Path(folder) / "page.png"
         if not page.is_file():  # poppler renders nothing: nothing for a reader to see
             return ""
@@ -302,8 +322,9 @@ def redaction(path: Path, targets: list[str]) -> str:
     from evidence_pipeline.documents.registry import ProcessorInput
 
     data = first_page(path.read_bytes())
-    rules = [{"id": f"target-{n}", "label": f"target_{n}", "pattern": rf"\b{value}\b"}
-             for n, value in enumerate(targets)]
+    rules = [
+        {"id": f"target-{n}", "label": f"target_{n}", "pattern": rf"\b{value}\b"} for n, value in enumerate(targets)
+    ]
     organization = json.dumps({"kind": "organization", "name": "corpus", "rules": rules}).encode()
     program = json.dumps({"kind": "program", "name": "first-page", "rules": []}).encode()
     merged = templates.merge(templates.parse(organization, "organization"), templates.parse(program, "program"))
@@ -344,30 +365,40 @@ def suite_redactions(table: dict[str, dict]) -> list[str]:
 def summary(table: dict[str, dict]) -> str:
     """Files, producers, and per operation how many ended accepted, refused (by code) or crashed."""
     families = {producer_family(entry["producer"]) for entry in table.values()}
-    lines = [f"{len(table)} files, {len({entry['producer'] for entry in table.values()})} producer strings, "
-             f"{len(families)} producers without versions"]
+    lines = [
+        f"{len(table)} files, {len({entry['producer'] for entry in table.values()})} producer strings, "
+        f"{len(families)} producers without versions"
+    ]
     for op in OPERATIONS:
         counts = collections.Counter(entry["outcomes"][op] for entry in table.values())
         lines.append(f"{op}: " + ", ".join(f"{outcome} {n}" for outcome, n in sorted(counts.items())))
     redacted = [entry for entry in table.values() if "redact" in entry]
     counts = collections.Counter(entry["redact"]["outcome"] for entry in redacted)
-    lines.append(f"redact (first page; {len(redacted)} files, "
-                 f"{len({producer_family(entry['producer']) for entry in redacted})} producers): "
-                 + ", ".join(f"{outcome} {n}" for outcome, n in sorted(counts.items())))
+    lines.append(
+        f"redact (first page; {len(redacted)} files, "
+        f"{len({producer_family(entry['producer']) for entry in redacted})} producers): "
+        + ", ".join(f"{outcome} {n}" for outcome, n in sorted(counts.items()))
+    )
     return "\n".join(lines)
 
 
 def redaction_jobs(table: dict[str, dict], paths: dict[str, Path], keys: list[str] | None = None) -> dict:
     """``{key: (targets, reader)}`` for every file the gate accepts (or those of ``keys``)."""
-    return {key: redaction_targets(paths[key]) for key in sorted(keys if keys is not None else table)
-            if table[key]["outcomes"]["inspect"] == "accepted"}
+    return {
+        key: redaction_targets(paths[key])
+        for key in sorted(keys if keys is not None else table)
+        if table[key]["outcomes"]["inspect"] == "accepted"
+    }
 
 
 def add_redactions(table: dict[str, dict], paths: dict[str, Path], jobs: dict) -> None:
     """The redaction outcome of each of ``jobs`` (``redaction_jobs``), into ``table``."""
     for key, (targets, reader) in sorted(jobs.items()):
-        table[key]["redact"] = {"targets": targets, "read_by": reader,
-                                "outcome": redaction(paths[key], targets) if targets else "no_targets"}
+        table[key]["redact"] = {
+            "targets": targets,
+            "read_by": reader,
+            "outcome": redaction(paths[key], targets) if targets else "no_targets",
+        }
         print(f"redact {key}: {table[key]['redact']['outcome']}", file=sys.stderr)
 
 

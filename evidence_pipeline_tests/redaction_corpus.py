@@ -28,9 +28,18 @@ def _base() -> pikepdf.Pdf:
     pdf = pikepdf.new()
     pdf.add_blank_page(page_size=(612, 792))
     page = pdf.pages[0]
-    page.obj.Resources = pikepdf.Dictionary(Font=pikepdf.Dictionary(F1=pdf.make_indirect(pikepdf.Dictionary(
-        Type=pikepdf.Name.Font, Subtype=pikepdf.Name.Type1, BaseFont=pikepdf.Name.Helvetica,
-        Encoding=pikepdf.Name.WinAnsiEncoding))))
+    page.obj.Resources = pikepdf.Dictionary(
+        Font=pikepdf.Dictionary(
+            F1=pdf.make_indirect(
+                pikepdf.Dictionary(
+                    Type=pikepdf.Name.Font,
+                    Subtype=pikepdf.Name.Type1,
+                    BaseFont=pikepdf.Name.Helvetica,
+                    Encoding=pikepdf.Name.WinAnsiEncoding,
+                )
+            )
+        )
+    )
     page.obj.Contents = pdf.make_stream(b"BT /F1 12 Tf 72 740 Td (Rental application, Harbor Housing) Tj ET\n")
     return pdf
 
@@ -67,16 +76,22 @@ def _uri(uri: str) -> pikepdf.Dictionary:
 
 def _field(**entries):
     def change(pdf, page):
-        widget = _annotation(pdf, page, Subtype=pikepdf.Name.Widget, T=pikepdf.String("contact"),
-                             **{"FT": pikepdf.Name.Tx, **entries})
+        widget = _annotation(
+            pdf, page, Subtype=pikepdf.Name.Widget, T=pikepdf.String("contact"), **{"FT": pikepdf.Name.Tx, **entries}
+        )
         pdf.Root.AcroForm = pikepdf.Dictionary(Fields=[widget])
+
     return change
 
 
 def _field_appearance(pdf, page):
-    appearance = pdf.make_stream(b"BT /F1 10 Tf 2 5 Td (" + EMAIL.encode() + b") Tj ET",
-                                 Type=pikepdf.Name.XObject, Subtype=pikepdf.Name.Form, BBox=[0, 0, 200, 20],
-                                 Resources=page.obj.Resources)
+    appearance = pdf.make_stream(
+        b"BT /F1 10 Tf 2 5 Td (" + EMAIL.encode() + b") Tj ET",
+        Type=pikepdf.Name.XObject,
+        Subtype=pikepdf.Name.Form,
+        BBox=[0, 0, 200, 20],
+        Resources=page.obj.Resources,
+    )
     _field(AP=pikepdf.Dictionary(N=appearance))(pdf, page)
 
 
@@ -84,21 +99,28 @@ def _catalog(**entries):
     def change(pdf, page):
         for key, value in entries.items():
             pdf.Root[f"/{key}"] = value
+
     return change
 
 
 def _xmp(body: str):
-    packet = ('<?xpacket begin="" id="W5M0MpCehiHzreSzNTczkc9d"?><x:xmpmeta xmlns:x="adobe:ns:meta/">'
-              '<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"><rdf:Description rdf:about="" '
-              f'xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:source>{body}</dc:source></rdf:Description>'
-              '</rdf:RDF></x:xmpmeta><?xpacket end="w"?>').encode()
+    packet = (
+        '<?xpacket begin="" id="W5M0MpCehiHzreSzNTczkc9d"?><x:xmpmeta xmlns:x="adobe:ns:meta/">'
+        '<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"><rdf:Description rdf:about="" '
+        f'xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:source>{body}</dc:source></rdf:Description>'
+        '</rdf:RDF></x:xmpmeta><?xpacket end="w"?>'
+    ).encode()
     return lambda pdf, page: pdf.Root.__setattr__(
-        "Metadata", pdf.make_stream(packet, Type=pikepdf.Name.Metadata, Subtype=pikepdf.Name.XML))
+        "Metadata", pdf.make_stream(packet, Type=pikepdf.Name.Metadata, Subtype=pikepdf.Name.XML)
+    )
 
 
 def _page_metadata(pdf, page):
-    page.obj.Metadata = pdf.make_stream(f"<x:xmpmeta><dc:source>{EMAIL}</dc:source></x:xmpmeta>".encode(),
-                                        Type=pikepdf.Name.Metadata, Subtype=pikepdf.Name.XML)
+    page.obj.Metadata = pdf.make_stream(
+        f"<x:xmpmeta><dc:source>{EMAIL}</dc:source></x:xmpmeta>".encode(),
+        Type=pikepdf.Name.Metadata,
+        Subtype=pikepdf.Name.XML,
+    )
 
 
 def _outline(pdf, page):
@@ -111,6 +133,7 @@ def _outline(pdf, page):
 def _name_tree(tree: str, key: pikepdf.String, value):
     def change(pdf, page):
         pdf.Root.Names = pikepdf.Dictionary({f"/{tree}": pikepdf.Dictionary(Names=[key, value])})
+
     return change
 
 
@@ -118,7 +141,9 @@ def _marked_content(key: str):
     def change(pdf, page):
         page.obj.Contents = pdf.make_stream(
             b"/Span << /" + key.encode() + b" (" + EMAIL.encode() + b") >> BDC BT /F1 12 Tf 72 740 Td "
-            b"(Rental application, Harbor Housing) Tj ET EMC\n")
+            b"(Rental application, Harbor Housing) Tj ET EMC\n"
+        )
+
     return change
 
 
@@ -128,8 +153,11 @@ def _property_list(pdf, page):
 
 
 def _structure(pdf, page):
-    element = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.StructElem, S=pikepdf.Name.P, Pg=page.obj,
-                                                   Alt=pikepdf.String(f"Contact {EMAIL}"), K=0))
+    element = pdf.make_indirect(
+        pikepdf.Dictionary(
+            Type=pikepdf.Name.StructElem, S=pikepdf.Name.P, Pg=page.obj, Alt=pikepdf.String(f"Contact {EMAIL}"), K=0
+        )
+    )
     pdf.Root.StructTreeRoot = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.StructTreeRoot, K=[element]))
     element.P = pdf.Root.StructTreeRoot
     pdf.Root.MarkInfo = pikepdf.Dictionary(Marked=True)
@@ -143,6 +171,7 @@ def _optional_content(pdf, page):
 def _page_text(text: bytes):
     def change(pdf, page):
         page.obj.Contents = pdf.make_stream(b"BT /F1 12 Tf 72 740 Td (Rental application) Tj ET\n" + text)
+
     return change
 
 
@@ -164,7 +193,8 @@ def _line_finished_after_another(pdf, page):
     x = 72 + pdfmetrics.stringWidth(head, "Helvetica", 12)
     page.obj.Contents = pdf.make_stream(
         b"BT /F1 12 Tf 72 700 Td (%s) Tj ET\nBT /F1 12 Tf 72 650 Td (Reference 42) Tj ET\n"
-        b"BT /F1 12 Tf %.2f 700 Td (%s) Tj ET\n" % (head.encode(), x, tail.encode()))
+        b"BT /F1 12 Tf %.2f 700 Td (%s) Tj ET\n" % (head.encode(), x, tail.encode())
+    )
 
 
 def _literal(char: str) -> bytes:
@@ -180,13 +210,21 @@ def _appended(first: bytes) -> bytes:
     body = b"%d 0 obj\n<< /Title (Application) >>\nendobj\n" % size
     offset = len(first)
     xref = offset + len(body)
-    tail = (b"xref\n0 1\n0000000000 65535 f \n%d 1\n%010d 00000 n \n" % (size, offset) +
-            b"trailer\n<< /Size %d /Root %d 0 R /Info %d 0 R /Prev %d >>\nstartxref\n%d\n%%%%EOF\n"
-            % (size + 1, root, size, startxref, xref))
+    tail = b"xref\n0 1\n0000000000 65535 f \n%d 1\n%010d 00000 n \n" % (
+        size,
+        offset,
+    ) + b"trailer\n<< /Size %d /Root %d 0 R /Info %d 0 R /Prev %d >>\nstartxref\n%d\n%%%%EOF\n" % (
+        size + 1,
+        root,
+        size,
+        startxref,
+        xref,
+    )
     return first + body + tail
 
 
 # -- pictures ----------------------------------------------------------------------------------------------------
+
 
 def scan_image(lines=SCAN_LINES, size=(1275, 1650), turn: float = 0, blur: float = 0) -> Image.Image:
     """A page photographed or scanned at 150 dpi: lines of 30-pixel text, turned ``turn`` degrees (counter-clockwise)
@@ -205,18 +243,33 @@ def _image_xobject(pdf, image: Image.Image, jpeg: bool = False) -> pikepdf.Strea
     if jpeg:
         data = io.BytesIO()
         image.save(data, "JPEG", quality=85)
-        return pdf.make_stream(data.getvalue(), Type=pikepdf.Name.XObject, Subtype=pikepdf.Name.Image,
-                               Width=image.width, Height=image.height, ColorSpace=pikepdf.Name.DeviceGray,
-                               BitsPerComponent=8, Filter=pikepdf.Name.DCTDecode)
-    return pdf.make_stream(zlib.compress(image.tobytes()), Type=pikepdf.Name.XObject, Subtype=pikepdf.Name.Image,
-                           Width=image.width, Height=image.height, ColorSpace=pikepdf.Name.DeviceGray,
-                           BitsPerComponent=8, Filter=pikepdf.Name.FlateDecode)
+        return pdf.make_stream(
+            data.getvalue(),
+            Type=pikepdf.Name.XObject,
+            Subtype=pikepdf.Name.Image,
+            Width=image.width,
+            Height=image.height,
+            ColorSpace=pikepdf.Name.DeviceGray,
+            BitsPerComponent=8,
+            Filter=pikepdf.Name.DCTDecode,
+        )
+    return pdf.make_stream(
+        zlib.compress(image.tobytes()),
+        Type=pikepdf.Name.XObject,
+        Subtype=pikepdf.Name.Image,
+        Width=image.width,
+        Height=image.height,
+        ColorSpace=pikepdf.Name.DeviceGray,
+        BitsPerComponent=8,
+        Filter=pikepdf.Name.FlateDecode,
+    )
 
 
 def _picture(image: Image.Image, placement: bytes, text: bytes = b"", jpeg: bool = False):
     def change(pdf, page):
         page.obj.Resources.XObject = pikepdf.Dictionary(Im0=_image_xobject(pdf, image, jpeg))
         page.obj.Contents = pdf.make_stream(b"q " + placement + b" cm /Im0 Do Q\n" + text)
+
     return change
 
 
@@ -232,53 +285,130 @@ PLACES = {
     "annotation_rich_text": (_text_annotation("RC", pikepdf.String(f"<body><p>{EMAIL}</p></body>")), EMAIL),
     "annotation_subject": (_text_annotation("Subj", pikepdf.String(EMAIL)), EMAIL),
     "link_uri": (_link(_uri(f"mailto:{EMAIL}")), EMAIL),
-    "link_uri_and_page_text": (lambda pdf, page: (
-        _page_text(b"BT /F1 12 Tf 72 610 Td (" + EMAIL.encode() + b") Tj ET\n")(pdf, page),
-        _link(_uri(f"mailto:{EMAIL}"))(pdf, page)), EMAIL),
-    "link_next_chain": (_link(pikepdf.Dictionary(S=pikepdf.Name.Named, N=pikepdf.Name.NextPage,
-                                                 Next=[_uri("https://example.invalid/"), _uri(f"mailto:{EMAIL}")])),
-                        EMAIL),
+    "link_uri_and_page_text": (
+        lambda pdf, page: (
+            _page_text(b"BT /F1 12 Tf 72 610 Td (" + EMAIL.encode() + b") Tj ET\n")(pdf, page),
+            _link(_uri(f"mailto:{EMAIL}"))(pdf, page),
+        ),
+        EMAIL,
+    ),
+    "link_next_chain": (
+        _link(
+            pikepdf.Dictionary(
+                S=pikepdf.Name.Named,
+                N=pikepdf.Name.NextPage,
+                Next=[_uri("https://example.invalid/"), _uri(f"mailto:{EMAIL}")],
+            )
+        ),
+        EMAIL,
+    ),
     "annotation_additional_actions": (_link(pikepdf.Dictionary(E=_uri(f"mailto:{EMAIL}")), key="AA"), EMAIL),
     "launch_file": (_link(pikepdf.Dictionary(S=pikepdf.Name.Launch, F=pikepdf.String(f"{SSN}.pdf"))), SSN),
-    "goto_remote": (_link(pikepdf.Dictionary(S=pikepdf.Name.GoToR, F=pikepdf.Dictionary(
-        Type=pikepdf.Name.Filespec, F=pikepdf.String(f"records/{SSN}.pdf")), D=[0, pikepdf.Name.Fit])), SSN),
-    "goto_embedded": (_link(pikepdf.Dictionary(S=pikepdf.Name.GoToE, D=pikepdf.String(SSN),
-                                               T=pikepdf.Dictionary(R=pikepdf.Name.C, N=pikepdf.String("a")))), SSN),
-    "submit_form_url": (_link(pikepdf.Dictionary(S=pikepdf.Name.SubmitForm, F=pikepdf.Dictionary(
-        FS=pikepdf.Name.URL, F=pikepdf.String(f"https://example.invalid/submit?to={EMAIL}")))), EMAIL),
-    "javascript_action": (_link(pikepdf.Dictionary(S=pikepdf.Name.JavaScript,
-                                                   JS=pikepdf.String(f"app.alert('{EMAIL}');"))), EMAIL),
-    "open_action_javascript_stream": (lambda pdf, page: pdf.Root.__setattr__("OpenAction", pikepdf.Dictionary(
-        S=pikepdf.Name.JavaScript, JS=pdf.make_stream(f"var contact = '{EMAIL}';".encode()))), EMAIL),
-    "page_additional_actions": (lambda pdf, page: page.obj.__setattr__("AA", pikepdf.Dictionary(
-        O=_uri(f"mailto:{EMAIL}"))), EMAIL),
+    "goto_remote": (
+        _link(
+            pikepdf.Dictionary(
+                S=pikepdf.Name.GoToR,
+                F=pikepdf.Dictionary(Type=pikepdf.Name.Filespec, F=pikepdf.String(f"records/{SSN}.pdf")),
+                D=[0, pikepdf.Name.Fit],
+            )
+        ),
+        SSN,
+    ),
+    "goto_embedded": (
+        _link(
+            pikepdf.Dictionary(
+                S=pikepdf.Name.GoToE,
+                D=pikepdf.String(SSN),
+                T=pikepdf.Dictionary(R=pikepdf.Name.C, N=pikepdf.String("a")),
+            )
+        ),
+        SSN,
+    ),
+    "submit_form_url": (
+        _link(
+            pikepdf.Dictionary(
+                S=pikepdf.Name.SubmitForm,
+                F=pikepdf.Dictionary(
+                    FS=pikepdf.Name.URL, F=pikepdf.String(f"https://example.invalid/submit?to={EMAIL}")
+                ),
+            )
+        ),
+        EMAIL,
+    ),
+    "javascript_action": (
+        _link(pikepdf.Dictionary(S=pikepdf.Name.JavaScript, JS=pikepdf.String(f"app.alert('{EMAIL}');"))),
+        EMAIL,
+    ),
+    "open_action_javascript_stream": (
+        lambda pdf, page: pdf.Root.__setattr__(
+            "OpenAction",
+            pikepdf.Dictionary(S=pikepdf.Name.JavaScript, JS=pdf.make_stream(f"var contact = '{EMAIL}';".encode())),
+        ),
+        EMAIL,
+    ),
+    "page_additional_actions": (
+        lambda pdf, page: page.obj.__setattr__("AA", pikepdf.Dictionary(O=_uri(f"mailto:{EMAIL}"))),
+        EMAIL,
+    ),
     "field_value": (_field(V=pikepdf.String(EMAIL)), EMAIL),
     "field_default_value": (_field(DV=pikepdf.String(EMAIL)), EMAIL),
     "field_tooltip": (_field(TU=pikepdf.String(f"Write to {EMAIL}")), EMAIL),
     "field_mapping_name": (_field(TM=pikepdf.String(EMAIL)), EMAIL),
     "field_options": (_field(FT=pikepdf.Name.Ch, Opt=[pikepdf.String("none"), pikepdf.String(EMAIL)]), EMAIL),
     "field_appearance": (_field_appearance, EMAIL),
-    "document_information": (lambda pdf, page: pdf.trailer.__setattr__("Info", pdf.make_indirect(pikepdf.Dictionary(
-        Author=pikepdf.String(EMAIL)))), EMAIL),
+    "document_information": (
+        lambda pdf, page: pdf.trailer.__setattr__(
+            "Info", pdf.make_indirect(pikepdf.Dictionary(Author=pikepdf.String(EMAIL)))
+        ),
+        EMAIL,
+    ),
     "catalog_xmp": (_xmp(EMAIL), EMAIL),
     "page_xmp": (_page_metadata, EMAIL),
     "outline_action": (_outline, EMAIL),
     "named_destination": (_name_tree("Dests", pikepdf.String(EMAIL), pikepdf.Array([0, pikepdf.Name.Fit])), EMAIL),
-    "javascript_name_tree": (_name_tree("JavaScript", pikepdf.String("init"), pikepdf.Dictionary(
-        S=pikepdf.Name.JavaScript, JS=pikepdf.String(f"var c = '{EMAIL}';"))), EMAIL),
-    "page_label": (_catalog(PageLabels=pikepdf.Dictionary(Nums=[0, pikepdf.Dictionary(
-        S=pikepdf.Name.D, P=pikepdf.String(f"{SSN}-"))])), SSN),
+    "javascript_name_tree": (
+        _name_tree(
+            "JavaScript",
+            pikepdf.String("init"),
+            pikepdf.Dictionary(S=pikepdf.Name.JavaScript, JS=pikepdf.String(f"var c = '{EMAIL}';")),
+        ),
+        EMAIL,
+    ),
+    "page_label": (
+        _catalog(
+            PageLabels=pikepdf.Dictionary(Nums=[0, pikepdf.Dictionary(S=pikepdf.Name.D, P=pikepdf.String(f"{SSN}-"))])
+        ),
+        SSN,
+    ),
     "optional_content_name": (_optional_content, EMAIL),
     "marked_content_actual_text": (_marked_content("ActualText"), EMAIL),
     "marked_content_alt": (_marked_content("Alt"), EMAIL),
     "marked_content_expansion": (_marked_content("E"), EMAIL),
     "marked_content_property_list": (_property_list, EMAIL),
     "structure_tree_alt": (_structure, EMAIL),
-    "attachment": (lambda pdf, page: pdf.attachments.__setitem__("note.txt", pikepdf.AttachedFileSpec(
-        pdf, f"write to {EMAIL}".encode(), mime_type="text/plain")), EMAIL),
-    "associated_file": (lambda pdf, page: pdf.Root.__setattr__("AF", pikepdf.Array([pdf.make_indirect(
-        pikepdf.Dictionary(Type=pikepdf.Name.Filespec, F=pikepdf.String("a.txt"), EF=pikepdf.Dictionary(
-            F=pdf.make_stream(EMAIL.encode(), Type=pikepdf.Name.EmbeddedFile))))])), EMAIL),
+    "attachment": (
+        lambda pdf, page: pdf.attachments.__setitem__(
+            "note.txt", pikepdf.AttachedFileSpec(pdf, f"write to {EMAIL}".encode(), mime_type="text/plain")
+        ),
+        EMAIL,
+    ),
+    "associated_file": (
+        lambda pdf, page: pdf.Root.__setattr__(
+            "AF",
+            pikepdf.Array(
+                [
+                    pdf.make_indirect(
+                        pikepdf.Dictionary(
+                            Type=pikepdf.Name.Filespec,
+                            F=pikepdf.String("a.txt"),
+                            EF=pikepdf.Dictionary(F=pdf.make_stream(EMAIL.encode(), Type=pikepdf.Name.EmbeddedFile)),
+                        )
+                    )
+                ]
+            ),
+        ),
+        EMAIL,
+    ),
     "reversed_drawing_order": (_reversed_glyphs, EMAIL),
     "line_finished_after_another": (_line_finished_after_another, EMAIL),
     "name_as_a_key": (_catalog(Dests=pikepdf.Dictionary({"/" + EMAIL: pikepdf.Array([0, pikepdf.Name.Fit])})), EMAIL),
@@ -293,8 +423,10 @@ def _annotation_bytes(data: bytes):
 
 SPELLINGS = {
     "octal_escapes": (_annotation_bytes(EMAIL.replace("@", "\100").encode()), EMAIL),
-    "hex_string": (lambda pdf, page: _annotation(pdf, page, Subtype=pikepdf.Name.Text,
-                                                 Contents=pikepdf.String(EMAIL.encode())), EMAIL),
+    "hex_string": (
+        lambda pdf, page: _annotation(pdf, page, Subtype=pikepdf.Name.Text, Contents=pikepdf.String(EMAIL.encode())),
+        EMAIL,
+    ),
     "pdfdoc_encoding": (_annotation_bytes(b"Ref \x93 " + SSN.encode()), SSN),  # 0x93 is the fi ligature
     "utf16_be_bom": (_annotation_bytes(b"\xfe\xff" + EMAIL.encode("utf-16-be")), EMAIL),
     "utf16_le_bom": (_annotation_bytes(b"\xff\xfe" + EMAIL.encode("utf-16-le")), EMAIL),
@@ -303,12 +435,15 @@ SPELLINGS = {
     "percent_encoding": (_link(_uri("mailto:" + urllib.parse.quote(EMAIL, safe=""))), EMAIL),
     "nfkc_full_width": (_annotation_bytes(b"\xfe\xff" + "ＳＳＮ １２３-４５-６７８９".encode("utf-16-be")), SSN),
     "ligature": (_annotation_bytes(b"\xfe\xff" + "m.holloway@example.net ﬁle".encode("utf-16-be")), EMAIL),
-    "soft_hyphen": (_annotation_bytes(b"\xfe\xff" + "m.hollo\u00adway@exam\u00adple.net".encode("utf-16-be")),
-                    EMAIL),
-    "zero_width": (_annotation_bytes(b"\xfe\xff" + "m.hol\u200blo\u200dway@example.\u2060net".encode("utf-16-be")),
-                   EMAIL),
-    "across_runs_and_lines": (_page_text(b"BT /F1 12 Tf 72 700 Td (Email: m.hollo) Tj (way@exa) Tj 0 -14 Td "
-                                         b"(mple.net) Tj ET\n"), EMAIL),
+    "soft_hyphen": (_annotation_bytes(b"\xfe\xff" + "m.hollo\u00adway@exam\u00adple.net".encode("utf-16-be")), EMAIL),
+    "zero_width": (
+        _annotation_bytes(b"\xfe\xff" + "m.hol\u200blo\u200dway@example.\u2060net".encode("utf-16-be")),
+        EMAIL,
+    ),
+    "across_runs_and_lines": (
+        _page_text(b"BT /F1 12 Tf 72 700 Td (Email: m.hollo) Tj (way@exa) Tj 0 -14 Td (mple.net) Tj ET\n"),
+        EMAIL,
+    ),
 }
 
 PICTURES = {
@@ -327,8 +462,13 @@ def build(change) -> bytes:
 
 
 def earlier_revision_info() -> tuple[bytes, str]:
-    return _appended(_with(lambda pdf, page: pdf.trailer.__setattr__("Info", pdf.make_indirect(
-        pikepdf.Dictionary(Author=pikepdf.String(EMAIL)))))), EMAIL
+    return _appended(
+        _with(
+            lambda pdf, page: pdf.trailer.__setattr__(
+                "Info", pdf.make_indirect(pikepdf.Dictionary(Author=pikepdf.String(EMAIL)))
+            )
+        )
+    ), EMAIL
 
 
 def illegible_scan() -> bytes:
@@ -343,19 +483,39 @@ HEADING = b"BT /F1 12 Tf 72 740 Td (Rental application, Harbor Housing) Tj ET\n"
 
 
 def _helvetica(**entries) -> pikepdf.Dictionary:
-    return pikepdf.Dictionary(Type=pikepdf.Name.Font, Subtype=pikepdf.Name.Type1, BaseFont=pikepdf.Name.Helvetica,
-                              **entries)
+    return pikepdf.Dictionary(
+        Type=pikepdf.Name.Font, Subtype=pikepdf.Name.Type1, BaseFont=pikepdf.Name.Helvetica, **entries
+    )
 
 
 # codes A, B, C ... drawing "0123456789-SN " through glyph names: the bytes shown spell no digit, no SSN
-_CIPHER_GLYPHS = ["/zero", "/one", "/two", "/three", "/four", "/five", "/six", "/seven", "/eight", "/nine", "/hyphen",
-                  "/S", "/N", "/space"]
+_CIPHER_GLYPHS = [
+    "/zero",
+    "/one",
+    "/two",
+    "/three",
+    "/four",
+    "/five",
+    "/six",
+    "/seven",
+    "/eight",
+    "/nine",
+    "/hyphen",
+    "/S",
+    "/N",
+    "/space",
+]
 _CIPHER_CHARS = "0123456789-SN "
 
 
 def _cipher_font(pdf) -> pikepdf.Object:
-    return pdf.make_indirect(_helvetica(Encoding=pikepdf.Dictionary(
-        Type=pikepdf.Name.Encoding, Differences=[65, *map(pikepdf.Name, _CIPHER_GLYPHS)])))
+    return pdf.make_indirect(
+        _helvetica(
+            Encoding=pikepdf.Dictionary(
+                Type=pikepdf.Name.Encoding, Differences=[65, *map(pikepdf.Name, _CIPHER_GLYPHS)]
+            )
+        )
+    )
 
 
 def _ciphered(text: str) -> bytes:
@@ -373,11 +533,14 @@ def text_picture(text: str, height: int, turn: float = 0) -> Image.Image:
 
 def _pictures(*placed: tuple[Image.Image, bytes]):
     """Images drawn where each placement (a cm matrix) says, under the typed heading."""
+
     def change(pdf, page):
         page.obj.Resources.XObject = pikepdf.Dictionary(
-            {f"/Im{i}": _image_xobject(pdf, image) for i, (image, _) in enumerate(placed)})
+            {f"/Im{i}": _image_xobject(pdf, image) for i, (image, _) in enumerate(placed)}
+        )
         drawn = b"".join(b"q %s cm /Im%d Do Q\n" % (matrix, i) for i, (_, matrix) in enumerate(placed))
         page.obj.Contents = pdf.make_stream(HEADING + drawn)
+
     return change
 
 
@@ -394,14 +557,17 @@ def _split_across_images(pdf, page):
     """Each half in its own image, the second's white margin over the first's."""
     first, second = text_picture("SSN 123-45-", 40), text_picture("6789", 40)
     scale = 72 / 150
-    _pictures((first, _placement(first, 72, 600, scale)),
-              (second, _placement(second, 72 + (first.width - 10) * scale, 600, scale)))(pdf, page)
+    _pictures(
+        (first, _placement(first, 72, 600, scale)),
+        (second, _placement(second, 72 + (first.width - 10) * scale, 600, scale)),
+    )(pdf, page)
 
 
 def _turned(angle: float):
     def change(pdf, page):
         image = text_picture(SHOWN, 50, angle)
         _pictures((image, _placement(image, 100, 400, 72 / 150)))(pdf, page)
+
     return change
 
 
@@ -423,17 +589,28 @@ def _vector_outlines(pdf, page):
     """The glyphs as filled paths, no text and no image: each row of a 24-pixel rendering, run by run."""
     picture = text_picture(SHOWN, 60)
     scale = 0.3
-    paths = [b"%.2f %.2f %.2f %.2f re" % (72 + start * scale, 600 + (picture.height - y - 1) * scale,
-                                          (end - start) * scale, scale) for start, end, y in _dark_runs(picture)]
+    paths = [
+        b"%.2f %.2f %.2f %.2f re"
+        % (72 + start * scale, 600 + (picture.height - y - 1) * scale, (end - start) * scale, scale)
+        for start, end, y in _dark_runs(picture)
+    ]
     page.obj.Contents = pdf.make_stream(HEADING + b"0 g\n" + b"\n".join(paths) + b"\nf\n")
 
 
 def _tiling_pattern(pdf, page):
     """A tiling pattern whose cell shows the value through a font whose /Differences make its bytes spell none."""
-    cell = pdf.make_stream(b"BT /C1 14 Tf 4 12 Td (" + _ciphered(SHOWN) + b") Tj ET",
-                           Type=pikepdf.Name.Pattern, PatternType=1, PaintType=1, TilingType=1,
-                           BBox=[0, 0, 200, 40], XStep=200, YStep=40, Matrix=[1, 0, 0, 1, 72, 600],
-                           Resources=pikepdf.Dictionary(Font=pikepdf.Dictionary(C1=_cipher_font(pdf))))
+    cell = pdf.make_stream(
+        b"BT /C1 14 Tf 4 12 Td (" + _ciphered(SHOWN) + b") Tj ET",
+        Type=pikepdf.Name.Pattern,
+        PatternType=1,
+        PaintType=1,
+        TilingType=1,
+        BBox=[0, 0, 200, 40],
+        XStep=200,
+        YStep=40,
+        Matrix=[1, 0, 0, 1, 72, 600],
+        Resources=pikepdf.Dictionary(Font=pikepdf.Dictionary(C1=_cipher_font(pdf))),
+    )
     page.obj.Resources.Pattern = pikepdf.Dictionary(P0=cell)
     page.obj.Contents = pdf.make_stream(HEADING + b"/Pattern cs /P0 scn 72 600 200 40 re f\n")
 
@@ -445,47 +622,72 @@ def page_text_through_cipher(pdf, page):
 
 
 def _appearance(pdf, text: bytes, font, width: float) -> pikepdf.Stream:
-    return pdf.make_stream(b"BT /A1 14 Tf 2 6 Td (" + text + b") Tj ET", Type=pikepdf.Name.XObject,
-                           Subtype=pikepdf.Name.Form, BBox=[0, 0, width, 24],
-                           Resources=pikepdf.Dictionary(Font=pikepdf.Dictionary(A1=font)))
+    return pdf.make_stream(
+        b"BT /A1 14 Tf 2 6 Td (" + text + b") Tj ET",
+        Type=pikepdf.Name.XObject,
+        Subtype=pikepdf.Name.Form,
+        BBox=[0, 0, width, 24],
+        Resources=pikepdf.Dictionary(Font=pikepdf.Dictionary(A1=font)),
+    )
 
 
 def _free_text_halves(pdf, page):
     """Two FreeText annotations side by side, each with half the value in its contents and its appearance."""
     font = pdf.make_indirect(_helvetica())
     for text, x, width in ((b"SSN 123-45-", 72, 86), (b"6789", 157, 40)):
-        annot = _annotation(pdf, page, Subtype=pikepdf.Name.FreeText, Contents=pikepdf.String(text.decode()),
-                            DA=pikepdf.String("/Helv 14 Tf 0 g"), Rect=[x, 600, x + width, 624])
+        annot = _annotation(
+            pdf,
+            page,
+            Subtype=pikepdf.Name.FreeText,
+            Contents=pikepdf.String(text.decode()),
+            DA=pikepdf.String("/Helv 14 Tf 0 g"),
+            Rect=[x, 600, x + width, 624],
+        )
         annot.AP = pikepdf.Dictionary(N=_appearance(pdf, text, font, width))
 
 
 def _widget_cipher_appearance(pdf, page):
     """A text field whose value says nothing, and whose appearance shows the value through a custom encoding."""
-    _field(Rect=[72, 600, 272, 624], V=pikepdf.String("see appearance"),
-           AP=pikepdf.Dictionary(N=_appearance(pdf, _ciphered(SHOWN), _cipher_font(pdf), 200)))(pdf, page)
+    _field(
+        Rect=[72, 600, 272, 624],
+        V=pikepdf.String("see appearance"),
+        AP=pikepdf.Dictionary(N=_appearance(pdf, _ciphered(SHOWN), _cipher_font(pdf), 200)),
+    )(pdf, page)
 
 
 def _lying_to_unicode(base_font: str):
     """Page text in a base-14 font, not embedded, whose ToUnicode map says each digit is a letter: the text layer
     spells no number while the page draws the value (named Helvetica, it shares its name with the heading's font)."""
     lies = b"".join(b"<%02X> <%04X>\n" % (ord(digit), ord("a") + i) for i, digit in enumerate("0123456789"))
-    cmap = (b"/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /Lies def\n"
-            b"1 begincodespacerange <00> <FF> endcodespacerange\n10 beginbfchar\n" + lies +
-            b"endbfchar endcmap CMapName currentdict /CMap defineresource pop end end\n")
+    cmap = (
+        b"/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /Lies def\n"
+        b"1 begincodespacerange <00> <FF> endcodespacerange\n10 beginbfchar\n"
+        + lies
+        + b"endbfchar endcmap CMapName currentdict /CMap defineresource pop end end\n"
+    )
 
     def change(pdf, page):
-        page.obj.Resources.Font.L1 = pdf.make_indirect(pikepdf.Dictionary(
-            Type=pikepdf.Name.Font, Subtype=pikepdf.Name.Type1, BaseFont=pikepdf.Name(base_font),
-            Encoding=pikepdf.Name.WinAnsiEncoding, ToUnicode=pdf.make_stream(cmap)))
+        page.obj.Resources.Font.L1 = pdf.make_indirect(
+            pikepdf.Dictionary(
+                Type=pikepdf.Name.Font,
+                Subtype=pikepdf.Name.Type1,
+                BaseFont=pikepdf.Name(base_font),
+                Encoding=pikepdf.Name.WinAnsiEncoding,
+                ToUnicode=pdf.make_stream(cmap),
+            )
+        )
         page.obj.Contents = pdf.make_stream(HEADING + b"BT /L1 14 Tf 72 600 Td (" + SHOWN.encode() + b") Tj ET\n")
+
     return change
 
 
 def _on_a_turned_page(change):
     """``change`` on a page whose /Rotate turns it 90 degrees clockwise for display."""
+
     def turned(pdf, page):
         change(pdf, page)
         page.obj.Rotate = 90
+
     return turned
 
 
@@ -495,8 +697,11 @@ FIELD_WORDS = "Tenant agrees to the house rules"
 def field_with_words(pdf, page):
     """A text field whose value and appearance hold the value among other words."""
     text = f"{FIELD_WORDS}, SSN {SSN}".encode()
-    _field(Rect=[72, 600, 472, 624], V=pikepdf.String(text.decode()),
-           AP=pikepdf.Dictionary(N=_appearance(pdf, text, pdf.make_indirect(_helvetica()), 400)))(pdf, page)
+    _field(
+        Rect=[72, 600, 472, 624],
+        V=pikepdf.String(text.decode()),
+        AP=pikepdf.Dictionary(N=_appearance(pdf, text, pdf.make_indirect(_helvetica()), 400)),
+    )(pdf, page)
 
 
 def _glyph_by_glyph(text: str, x: float, y: float) -> bytes:
@@ -520,13 +725,20 @@ def _drawn_among_another_word(pdf, page):
 def _multiline_field(*lines: str):
     """A multiline text field whose value and appearance break the value over two lines, as a viewer wraps it
     (PyMuPDF's widgettest.pdf)."""
+
     def change(pdf, page):
         shown = b"".join(b"0 -14 Td (%s) Tj " % line.encode() for line in lines)
-        appearance = pdf.make_stream(b"BT /A1 12 Tf 2 40 Td " + shown + b"ET", Type=pikepdf.Name.XObject,
-                                     Subtype=pikepdf.Name.Form, BBox=[0, 0, 200, 48], Resources=pikepdf.Dictionary(
-                                         Font=pikepdf.Dictionary(A1=pdf.make_indirect(_helvetica()))))
-        _field(Rect=[72, 560, 272, 608], Ff=4096, V=pikepdf.String("\r".join(lines)),
-               AP=pikepdf.Dictionary(N=appearance))(pdf, page)
+        appearance = pdf.make_stream(
+            b"BT /A1 12 Tf 2 40 Td " + shown + b"ET",
+            Type=pikepdf.Name.XObject,
+            Subtype=pikepdf.Name.Form,
+            BBox=[0, 0, 200, 48],
+            Resources=pikepdf.Dictionary(Font=pikepdf.Dictionary(A1=pdf.make_indirect(_helvetica()))),
+        )
+        _field(
+            Rect=[72, 560, 272, 608], Ff=4096, V=pikepdf.String("\r".join(lines)), AP=pikepdf.Dictionary(N=appearance)
+        )(pdf, page)
+
     return change
 
 
@@ -545,8 +757,7 @@ DRAWN = {
     "value_split_across_two_images_on_a_turned_page": (_on_a_turned_page(_split_across_images), SSN, (90,)),
     "drawn_glyph_by_glyph_among_another_words_glyphs": (_drawn_among_another_word, SSN, (0,)),
     "wrapped_after_its_own_hyphen_in_a_field": (_multiline_field(f"SSN {SSN[:7]}", SSN[7:]), SSN, (0,)),
-    "hyphenated_where_its_line_wraps_in_a_field": (_multiline_field(f"Email: {EMAIL[:15]}-", EMAIL[15:]),
-                                                   EMAIL, (0,)),
+    "hyphenated_where_its_line_wraps_in_a_field": (_multiline_field(f"Email: {EMAIL[:15]}-", EMAIL[15:]), EMAIL, (0,)),
 }
 # DRAWN cases that leak today, with why (each test of them is an expected failure until it is fixed)
 KNOWN_LEAKS: dict[str, str] = {}
@@ -554,35 +765,60 @@ KNOWN_LEAKS: dict[str, str] = {}
 
 # -- more ways of drawing: fonts that say nothing, shadings, masks, optional content, clipping, render modes -------
 
+
 def _vera_glyphs() -> tuple[dict[str, int], dict[str, float]]:
     from reportlab.pdfbase.ttfonts import TTFontFile
+
     vera = TTFontFile(str(FONTS / "Vera.ttf"))
-    return ({char: vera.charToGlyph[ord(char)] for char in _CIPHER_CHARS},
-            {char: vera.charWidths[ord(char)] for char in _CIPHER_CHARS})
+    return (
+        {char: vera.charToGlyph[ord(char)] for char in _CIPHER_CHARS},
+        {char: vera.charWidths[ord(char)] for char in _CIPHER_CHARS},
+    )
 
 
 def _cid_font(pdf, to_unicode: bool) -> pikepdf.Object:
     """Vera embedded whole as a CID font (Type0, Identity-H, codes are glyph ids), with or without a ToUnicode
     map: without one, no text layer says what the codes spell."""
     glyphs, widths = _vera_glyphs()
-    descriptor = pikepdf.Dictionary(Type=pikepdf.Name.FontDescriptor, FontName=pikepdf.Name.Vera, Flags=32,
-                                    FontBBox=[-183, -236, 1287, 928], ItalicAngle=0, Ascent=760, Descent=-240,
-                                    CapHeight=729, StemV=80,
-                                    FontFile2=pdf.make_stream((FONTS / "Vera.ttf").read_bytes()))
+    descriptor = pikepdf.Dictionary(
+        Type=pikepdf.Name.FontDescriptor,
+        FontName=pikepdf.Name.Vera,
+        Flags=32,
+        FontBBox=[-183, -236, 1287, 928],
+        ItalicAngle=0,
+        Ascent=760,
+        Descent=-240,
+        CapHeight=729,
+        StemV=80,
+        FontFile2=pdf.make_stream((FONTS / "Vera.ttf").read_bytes()),
+    )
     descendant = pikepdf.Dictionary(
-        Type=pikepdf.Name.Font, Subtype=pikepdf.Name.CIDFontType2, BaseFont=pikepdf.Name.Vera,
-        CIDSystemInfo=pikepdf.Dictionary(Registry=pikepdf.String("Adobe"), Ordering=pikepdf.String("Identity"),
-                                         Supplement=0),
-        FontDescriptor=pdf.make_indirect(descriptor), CIDToGIDMap=pikepdf.Name.Identity,
-        W=[item for char in _CIPHER_CHARS for item in (glyphs[char], [round(widths[char])])])
-    font = pikepdf.Dictionary(Type=pikepdf.Name.Font, Subtype=pikepdf.Name.Type0, BaseFont=pikepdf.Name.Vera,
-                              Encoding=pikepdf.Name("/Identity-H"), DescendantFonts=[pdf.make_indirect(descendant)])
+        Type=pikepdf.Name.Font,
+        Subtype=pikepdf.Name.CIDFontType2,
+        BaseFont=pikepdf.Name.Vera,
+        CIDSystemInfo=pikepdf.Dictionary(
+            Registry=pikepdf.String("Adobe"), Ordering=pikepdf.String("Identity"), Supplement=0
+        ),
+        FontDescriptor=pdf.make_indirect(descriptor),
+        CIDToGIDMap=pikepdf.Name.Identity,
+        W=[item for char in _CIPHER_CHARS for item in (glyphs[char], [round(widths[char])])],
+    )
+    font = pikepdf.Dictionary(
+        Type=pikepdf.Name.Font,
+        Subtype=pikepdf.Name.Type0,
+        BaseFont=pikepdf.Name.Vera,
+        Encoding=pikepdf.Name("/Identity-H"),
+        DescendantFonts=[pdf.make_indirect(descendant)],
+    )
     if to_unicode:
         pairs = b"".join(b"<%04X> <%04X>\n" % (glyphs[char], ord(char)) for char in _CIPHER_CHARS)
         font.ToUnicode = pdf.make_stream(
             b"/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /V def\n"
-            b"1 begincodespacerange <0000> <FFFF> endcodespacerange\n%d beginbfchar\n" % len(_CIPHER_CHARS) + pairs +
-            b"endbfchar endcmap CMapName currentdict /CMap defineresource pop end end\n")
+            b"1 begincodespacerange <0000> <FFFF> endcodespacerange\n%d beginbfchar\n"
+            % len(_CIPHER_CHARS)
+            + pairs
+            + b"endbfchar endcmap CMapName currentdict /CMap defineresource pop end end\n"
+        )
     return pdf.make_indirect(font)
 
 
@@ -603,21 +839,50 @@ def _type3_font(pdf) -> pikepdf.Object:
         runs = [b"%d %d %d 1 re" % (start, 95 - y, end - start) for start, end, y in _dark_runs(image)]
         procs[f"/g{index}"] = pdf.make_stream(b"%d 0 d0\n" % width + b"\n".join(runs) + b"\nf\n")
         widths.append(width)
-    return pdf.make_indirect(pikepdf.Dictionary(
-        Type=pikepdf.Name.Font, Subtype=pikepdf.Name.Type3, FontBBox=[0, -30, 100, 100],
-        FontMatrix=[0.01, 0, 0, 0.01, 0, 0], CharProcs=pikepdf.Dictionary(procs), FirstChar=65,
-        LastChar=65 + len(_CIPHER_CHARS) - 1, Widths=widths, Resources=pikepdf.Dictionary(),
-        Encoding=pikepdf.Dictionary(Type=pikepdf.Name.Encoding,
-                                    Differences=[65, *(pikepdf.Name(f"/g{i}") for i in range(len(_CIPHER_CHARS)))])))
+    return pdf.make_indirect(
+        pikepdf.Dictionary(
+            Type=pikepdf.Name.Font,
+            Subtype=pikepdf.Name.Type3,
+            FontBBox=[0, -30, 100, 100],
+            FontMatrix=[0.01, 0, 0, 0.01, 0, 0],
+            CharProcs=pikepdf.Dictionary(procs),
+            FirstChar=65,
+            LastChar=65 + len(_CIPHER_CHARS) - 1,
+            Widths=widths,
+            Resources=pikepdf.Dictionary(),
+            Encoding=pikepdf.Dictionary(
+                Type=pikepdf.Name.Encoding,
+                Differences=[65, *(pikepdf.Name(f"/g{i}") for i in range(len(_CIPHER_CHARS)))],
+            ),
+        )
+    )
 
 
-def _silent_text(before: bytes = b"", text_state: bytes = b"", after: bytes = b"", at: bytes = b"72 600 Td",
-                 size: int = 16, to_unicode: bool = False):
+def _silent_text(
+    before: bytes = b"",
+    text_state: bytes = b"",
+    after: bytes = b"",
+    at: bytes = b"72 600 Td",
+    size: int = 16,
+    to_unicode: bool = False,
+):
     """SHOWN in the CID font without a ToUnicode map (unless ``to_unicode``), between ``before`` and ``after``."""
+
     def change(pdf, page):
         page.obj.Resources.Font.V1 = _cid_font(pdf, to_unicode)
-        page.obj.Contents = pdf.make_stream(HEADING + before + b"BT /V1 %d Tf " % size + text_state + b" " + at +
-                                            b" <" + _cid_codes(SHOWN).hex().encode() + b"> Tj ET\n" + after)
+        page.obj.Contents = pdf.make_stream(
+            HEADING
+            + before
+            + b"BT /V1 %d Tf " % size
+            + text_state
+            + b" "
+            + at
+            + b" <"
+            + _cid_codes(SHOWN).hex().encode()
+            + b"> Tj ET\n"
+            + after
+        )
+
     return change
 
 
@@ -628,9 +893,13 @@ def _type3_text(pdf, page):
 
 def _axial(pdf, dark: float = 0.0) -> pikepdf.Dictionary:
     """An axial shading from black to a dark grey across the value's line."""
-    return pikepdf.Dictionary(ShadingType=2, ColorSpace=pikepdf.Name.DeviceGray, Coords=[72, 600, 300, 600],
-                              Function=pikepdf.Dictionary(FunctionType=2, Domain=[0, 1], C0=[dark], C1=[0.3], N=1),
-                              Extend=[True, True])
+    return pikepdf.Dictionary(
+        ShadingType=2,
+        ColorSpace=pikepdf.Name.DeviceGray,
+        Coords=[72, 600, 300, 600],
+        Function=pikepdf.Dictionary(FunctionType=2, Domain=[0, 1], C0=[dark], C1=[0.3], N=1),
+        Extend=[True, True],
+    )
 
 
 def _shading_through_glyphs(pdf, page):
@@ -642,8 +911,9 @@ def _shading_through_glyphs(pdf, page):
 def _shading_pattern_outlines(pdf, page):
     """The glyph outlines (as in vector_outlines_of_glyphs) filled with a shading pattern instead of a colour."""
     _vector_outlines(pdf, page)
-    page.obj.Resources.Pattern = pikepdf.Dictionary(P0=pdf.make_indirect(pikepdf.Dictionary(
-        Type=pikepdf.Name.Pattern, PatternType=2, Shading=_axial(pdf))))
+    page.obj.Resources.Pattern = pikepdf.Dictionary(
+        P0=pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.Pattern, PatternType=2, Shading=_axial(pdf)))
+    )
     data = page.obj.Contents.read_bytes().replace(b"0 g\n", b"/Pattern cs /P0 scn\n")
     page.obj.Contents = pdf.make_stream(data)
 
@@ -661,52 +931,73 @@ def _shown_through_soft_mask(pdf, page):
 
 def _luminosity_mask(pdf, grey: float) -> pikepdf.Dictionary:
     """An ExtGState whose soft mask is the luminosity of a page-sized rectangle of ``grey`` (1 shows, 0 hides)."""
-    group = pdf.make_stream(b"%.1f g 0 0 612 792 re f" % grey, Type=pikepdf.Name.XObject, Subtype=pikepdf.Name.Form,
-                            BBox=[0, 0, 612, 792], Group=pikepdf.Dictionary(
-                                S=pikepdf.Name.Transparency, CS=pikepdf.Name.DeviceGray))
-    return pikepdf.Dictionary(Type=pikepdf.Name.ExtGState, SMask=pikepdf.Dictionary(
-        Type=pikepdf.Name.Mask, S=pikepdf.Name.Luminosity, G=group))
+    group = pdf.make_stream(
+        b"%.1f g 0 0 612 792 re f" % grey,
+        Type=pikepdf.Name.XObject,
+        Subtype=pikepdf.Name.Form,
+        BBox=[0, 0, 612, 792],
+        Group=pikepdf.Dictionary(S=pikepdf.Name.Transparency, CS=pikepdf.Name.DeviceGray),
+    )
+    return pikepdf.Dictionary(
+        Type=pikepdf.Name.ExtGState,
+        SMask=pikepdf.Dictionary(Type=pikepdf.Name.Mask, S=pikepdf.Name.Luminosity, G=group),
+    )
 
 
 def _under_soft_mask(grey: float, text):
     def change(pdf, page):
         text(pdf, page)
         page.obj.Resources.ExtGState = pikepdf.Dictionary(GS0=_luminosity_mask(pdf, grey))
-        body = page.obj.Contents.read_bytes()[len(HEADING):]
+        body = page.obj.Contents.read_bytes()[len(HEADING) :]
         page.obj.Contents = pdf.make_stream(HEADING + b"q /GS0 gs\n" + body + b"Q\n")
+
     return change
 
 
 def _in_optional_content(on: bool, text):
     """``text``'s content inside marked content of an optional content group, ON or OFF by default."""
+
     def change(pdf, page):
         text(pdf, page)
         group = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.OCG, Name=pikepdf.String("Layer")))
         page.obj.Resources.Properties = pikepdf.Dictionary(L1=group)
-        pdf.Root.OCProperties = pikepdf.Dictionary(OCGs=[group], D=pikepdf.Dictionary(
-            **{"ON" if on else "OFF": [group], "Order": [group]}))
-        body = page.obj.Contents.read_bytes()[len(HEADING):]
+        pdf.Root.OCProperties = pikepdf.Dictionary(
+            OCGs=[group], D=pikepdf.Dictionary(**{"ON" if on else "OFF": [group], "Order": [group]})
+        )
+        body = page.obj.Contents.read_bytes()[len(HEADING) :]
         page.obj.Contents = pdf.make_stream(HEADING + b"/OC /L1 BDC\n" + body + b"EMC\n")
+
     return change
 
 
 def _inverted_image(mask: bool):
     """The value's picture whose raw samples are inverted (text 1 or white) and read back by /Decode [1 0]: as an
     image mask (1 bit, painted in the fill colour) or as a grey image."""
+
     def change(pdf, page):
         picture = text_picture(SHOWN, 50)
         inverted = Image.eval(picture, lambda v: 255 - v)
         if mask:
             bits = inverted.point(lambda v: 255 if v >= 128 else 0).convert("1")
-            image = pdf.make_stream(zlib.compress(bits.tobytes()), Type=pikepdf.Name.XObject,
-                                    Subtype=pikepdf.Name.Image, Width=picture.width, Height=picture.height,
-                                    ImageMask=True, BitsPerComponent=1, Decode=[1, 0], Filter=pikepdf.Name.FlateDecode)
+            image = pdf.make_stream(
+                zlib.compress(bits.tobytes()),
+                Type=pikepdf.Name.XObject,
+                Subtype=pikepdf.Name.Image,
+                Width=picture.width,
+                Height=picture.height,
+                ImageMask=True,
+                BitsPerComponent=1,
+                Decode=[1, 0],
+                Filter=pikepdf.Name.FlateDecode,
+            )
         else:
             image = _image_xobject(pdf, inverted)
             image.Decode = [1, 0]
         page.obj.Resources.XObject = pikepdf.Dictionary(Im0=image)
-        page.obj.Contents = pdf.make_stream(HEADING + b"q 0 g " + _placement(picture, 72, 600, 72 / 150) +
-                                            b" cm /Im0 Do Q\n")
+        page.obj.Contents = pdf.make_stream(
+            HEADING + b"q 0 g " + _placement(picture, 72, 600, 72 / 150) + b" cm /Im0 Do Q\n"
+        )
+
     return change
 
 
@@ -721,45 +1012,66 @@ def _invisible_text_over_its_picture(pdf, page):
 def _form_drawn_twice(pdf, page):
     """A form XObject holding the value, drawn at two places of the page."""
     font = _cid_font(pdf, False)
-    form = pdf.make_stream(b"BT /V1 16 Tf 0 4 Td <" + _cid_codes(SHOWN).hex().encode() + b"> Tj ET",
-                           Type=pikepdf.Name.XObject, Subtype=pikepdf.Name.Form, BBox=[0, 0, 200, 24],
-                           Resources=pikepdf.Dictionary(Font=pikepdf.Dictionary(V1=font)))
+    form = pdf.make_stream(
+        b"BT /V1 16 Tf 0 4 Td <" + _cid_codes(SHOWN).hex().encode() + b"> Tj ET",
+        Type=pikepdf.Name.XObject,
+        Subtype=pikepdf.Name.Form,
+        BBox=[0, 0, 200, 24],
+        Resources=pikepdf.Dictionary(Font=pikepdf.Dictionary(V1=font)),
+    )
     page.obj.Resources.XObject = pikepdf.Dictionary(Fm0=form)
     page.obj.Contents = pdf.make_stream(HEADING + b"q 1 0 0 1 72 600 cm /Fm0 Do Q\nq 1 0 0 1 300 450 cm /Fm0 Do Q\n")
 
 
 _COS30, _SIN30 = 0.8660, 0.5
 
-DRAWN.update({
-    "shading_painted_through_glyphs_used_as_a_clip": (_shading_through_glyphs, SSN, (0,)),
-    "glyph_outlines_filled_with_a_shading_pattern": (_shading_pattern_outlines, SSN, (0,)),
-    "image_shown_only_through_its_soft_mask": (_shown_through_soft_mask, SSN, (0,)),
-    "text_under_a_soft_mask_that_shows_it": (_under_soft_mask(1.0, _silent_text()), SSN, (0,)),
-    "optional_content_on_by_default": (_in_optional_content(True, _silent_text()), SSN, (0,)),
-    "text_as_a_clipping_path_then_painted": (_silent_text(before=b"q ", text_state=b"7 Tr",
-                                                          after=b"0 g 0 0 612 792 re f Q\n"), SSN, (0,)),
-    "value_partly_clipped": (_silent_text(before=b"q 0 601.2 612 189 re W n ", after=b"Q\n"), SSN, (0,)),
-    "type3_font_of_glyph_procedures": (_type3_text, SSN, (0,)),
-    "cid_font_identity_h_with_tounicode": (_silent_text(to_unicode=True), SSN, (0,)),
-    "cid_font_identity_h_without_tounicode": (_silent_text(), SSN, (0,)),
-    "image_mask_with_inverted_decode": (_inverted_image(mask=True), SSN, (0,)),
-    "grey_image_with_inverted_decode": (_inverted_image(mask=False), SSN, (0,)),
-    "invisible_text_over_a_picture_of_it": (_invisible_text_over_its_picture, SSN, (0,)),
-    "stroke_only_text": (_silent_text(text_state=b"1 Tr 0.6 w"), SSN, (0,)),
-    "fill_and_stroke_text": (_silent_text(text_state=b"2 Tr 0.4 w"), SSN, (0,)),
-    "form_xobject_drawn_twice": (_form_drawn_twice, SSN, (0,)),
-    "text_scaled_200_percent_horizontally": (_silent_text(text_state=b"200 Tz", size=12), SSN, (0,)),
-    "text_scaled_250_percent_horizontally": (_silent_text(text_state=b"250 Tz", size=12), SSN, (0,)),
-    "text_with_wide_character_spacing": (_silent_text(text_state=b"6 Tc", size=12), SSN, (0,)),
-    "white_text_on_a_dark_rectangle": (_silent_text(before=b"0.15 g 60 590 260 36 re f ", text_state=b"1 g"),
-                                       SSN, (0,)),
-    "white_text_on_a_tight_dark_panel": (_silent_text(before=b"0.15 g 66 596 180 18 re f ", text_state=b"1 g"),
-                                         SSN, (0,)),
-    "white_text_on_a_tight_dark_blue_panel": (_silent_text(before=b"0 0 0.45 rg 66 596 180 18 re f ",
-                                                           text_state=b"1 g"), SSN, (0,)),
-    "text_turned_30_degrees_by_its_matrix": (_silent_text(at=b"%.4f %.4f %.4f %.4f 120 500 Tm" % (
-        _COS30, _SIN30, -_SIN30, _COS30)), SSN, (-30,)),
-})
+DRAWN.update(
+    {
+        "shading_painted_through_glyphs_used_as_a_clip": (_shading_through_glyphs, SSN, (0,)),
+        "glyph_outlines_filled_with_a_shading_pattern": (_shading_pattern_outlines, SSN, (0,)),
+        "image_shown_only_through_its_soft_mask": (_shown_through_soft_mask, SSN, (0,)),
+        "text_under_a_soft_mask_that_shows_it": (_under_soft_mask(1.0, _silent_text()), SSN, (0,)),
+        "optional_content_on_by_default": (_in_optional_content(True, _silent_text()), SSN, (0,)),
+        "text_as_a_clipping_path_then_painted": (
+            _silent_text(before=b"q ", text_state=b"7 Tr", after=b"0 g 0 0 612 792 re f Q\n"),
+            SSN,
+            (0,),
+        ),
+        "value_partly_clipped": (_silent_text(before=b"q 0 601.2 612 189 re W n ", after=b"Q\n"), SSN, (0,)),
+        "type3_font_of_glyph_procedures": (_type3_text, SSN, (0,)),
+        "cid_font_identity_h_with_tounicode": (_silent_text(to_unicode=True), SSN, (0,)),
+        "cid_font_identity_h_without_tounicode": (_silent_text(), SSN, (0,)),
+        "image_mask_with_inverted_decode": (_inverted_image(mask=True), SSN, (0,)),
+        "grey_image_with_inverted_decode": (_inverted_image(mask=False), SSN, (0,)),
+        "invisible_text_over_a_picture_of_it": (_invisible_text_over_its_picture, SSN, (0,)),
+        "stroke_only_text": (_silent_text(text_state=b"1 Tr 0.6 w"), SSN, (0,)),
+        "fill_and_stroke_text": (_silent_text(text_state=b"2 Tr 0.4 w"), SSN, (0,)),
+        "form_xobject_drawn_twice": (_form_drawn_twice, SSN, (0,)),
+        "text_scaled_200_percent_horizontally": (_silent_text(text_state=b"200 Tz", size=12), SSN, (0,)),
+        "text_scaled_250_percent_horizontally": (_silent_text(text_state=b"250 Tz", size=12), SSN, (0,)),
+        "text_with_wide_character_spacing": (_silent_text(text_state=b"6 Tc", size=12), SSN, (0,)),
+        "white_text_on_a_dark_rectangle": (
+            _silent_text(before=b"0.15 g 60 590 260 36 re f ", text_state=b"1 g"),
+            SSN,
+            (0,),
+        ),
+        "white_text_on_a_tight_dark_panel": (
+            _silent_text(before=b"0.15 g 66 596 180 18 re f ", text_state=b"1 g"),
+            SSN,
+            (0,),
+        ),
+        "white_text_on_a_tight_dark_blue_panel": (
+            _silent_text(before=b"0 0 0.45 rg 66 596 180 18 re f ", text_state=b"1 g"),
+            SSN,
+            (0,),
+        ),
+        "text_turned_30_degrees_by_its_matrix": (
+            _silent_text(at=b"%.4f %.4f %.4f %.4f 120 500 Tm" % (_COS30, _SIN30, -_SIN30, _COS30)),
+            SSN,
+            (-30,),
+        ),
+    }
+)
 
 
 def _helvetica_value(pdf, page):
@@ -769,12 +1081,24 @@ def _helvetica_value(pdf, page):
 # each: (change, the value) for a value in the file's objects that no reader sees on the page
 HIDDEN = {
     "optional_content_off_by_default": (_in_optional_content(False, _helvetica_value), SSN),
-    "clipped_away_entirely": (lambda pdf, page: (_helvetica_value(pdf, page), page.obj.__setattr__(
-        "Contents", pdf.make_stream(HEADING + b"q 500 100 4 4 re W n\n" +
-                                    page.obj.Contents.read_bytes()[len(HEADING):] + b"Q\n"))), SSN),
-    "rendering_mode_invisible_with_nothing_drawn": (lambda pdf, page: page.obj.__setattr__(
-        "Contents", pdf.make_stream(HEADING + b"BT 3 Tr /F1 14 Tf 72 600 Td (" + SHOWN.encode() + b") Tj ET\n")),
-        SSN),
+    "clipped_away_entirely": (
+        lambda pdf, page: (
+            _helvetica_value(pdf, page),
+            page.obj.__setattr__(
+                "Contents",
+                pdf.make_stream(
+                    HEADING + b"q 500 100 4 4 re W n\n" + page.obj.Contents.read_bytes()[len(HEADING) :] + b"Q\n"
+                ),
+            ),
+        ),
+        SSN,
+    ),
+    "rendering_mode_invisible_with_nothing_drawn": (
+        lambda pdf, page: page.obj.__setattr__(
+            "Contents", pdf.make_stream(HEADING + b"BT 3 Tr /F1 14 Tf 72 600 Td (" + SHOWN.encode() + b") Tj ET\n")
+        ),
+        SSN,
+    ),
     "soft_mask_of_zero": (_under_soft_mask(0.0, _helvetica_value), SSN),
 }
 

@@ -45,8 +45,9 @@ class Signers:
             self.keys: dict[str, Ed25519PrivateKey] = {}
             self._key("root")
             public = public_hex(self.keys["root"])
-            self.admin.bootstrap(self.sign("root", Action.ACTOR_BOOTSTRAP, {"name": "root", "public_key": public}),
-                                 public)
+            self.admin.bootstrap(
+                self.sign("root", Action.ACTOR_BOOTSTRAP, {"name": "root", "public_key": public}), public
+            )
             for name, roles in ACTORS.items():
                 self.register(name, roles)
         _registries[ledger] = self  # signers_of(ledger) and admin_key_file find these actors
@@ -56,8 +57,9 @@ class Signers:
         if key is None:
             key = self._key(name)
         self.keys[name] = key
-        self.admin.register(self.sign("root", Action.ACTOR_REGISTER, {"name": name, "roles": roles,
-                                                                      "public_key": public_hex(key)}))
+        self.admin.register(
+            self.sign("root", Action.ACTOR_REGISTER, {"name": name, "roles": roles, "public_key": public_hex(key)})
+        )
 
     def ensure(self, name: str, roles: list[str]) -> None:
         if name not in self.keys:
@@ -73,25 +75,38 @@ class Signers:
         args = {"job_id": job_id, "reason": reason} | ({"policy_version": policy_version} if policy_version else {})
         return replay_job(self.gate, self.sign(actor, Action.JOB_REPLAY, args))
 
-    def submit_template(self, tenant: str, organization: bytes, program: bytes, actor: str = "olga",
-                        effective_at: datetime | None = None) -> tuple[dict, bool]:
+    def submit_template(
+        self,
+        tenant: str,
+        organization: bytes,
+        program: bytes,
+        actor: str = "olga",
+        effective_at: datetime | None = None,
+    ) -> tuple[dict, bool]:
         """What `evidence template submit` does, signed by ``actor``."""
-        vid = templates.version_id(templates.merge(templates.parse(organization, "organization"),
-                                                   templates.parse(program, "program")))
+        vid = templates.version_id(
+            templates.merge(templates.parse(organization, "organization"), templates.parse(program, "program"))
+        )
         effective = (effective_at or datetime.now().astimezone()).isoformat(timespec="seconds")
-        return templates.submit(self.gate, self.sign(actor, Action.TEMPLATE_SUBMIT, {
-            "version_id": vid, "effective_at": effective}, tenant=tenant), organization, program)
+        return templates.submit(
+            self.gate,
+            self.sign(actor, Action.TEMPLATE_SUBMIT, {"version_id": vid, "effective_at": effective}, tenant=tenant),
+            organization,
+            program,
+        )
 
     def approve_template(self, tenant: str, version_id: str, actor: str = "bob") -> tuple[dict, bool]:
-        return templates.approve(self.gate, self.sign(actor, Action.TEMPLATE_APPROVE, {"version_id": version_id},
-                                                      tenant=tenant))
+        return templates.approve(
+            self.gate, self.sign(actor, Action.TEMPLATE_APPROVE, {"version_id": version_id}, tenant=tenant)
+        )
 
     def register_tenants(self, tenants: list[str], actor: str = "olga") -> dict[str, str]:
         """What `evidence tenant add` does, signed by ``actor``."""
         from evidence_pipeline.operations.tenant_access import register_tenants
 
-        return register_tenants(self.gate, TenantRegistry(self.gate.ledger),
-                                self.sign(actor, Action.TENANT_REGISTER, {"tenants": tenants}))
+        return register_tenants(
+            self.gate, TenantRegistry(self.gate.ledger), self.sign(actor, Action.TENANT_REGISTER, {"tenants": tenants})
+        )
 
     def issue_token(self, tenant: str, actor: str = "olga") -> str:
         """What `evidence tenant add` (if it was not run before) and `evidence tenant token issue` do, signed by
@@ -99,8 +114,9 @@ class Signers:
         from evidence_pipeline.operations.tenant_access import issue_token
 
         self.register_tenants([tenant], actor)
-        return issue_token(self.gate, Tokens(self.gate.ledger),
-                           self.sign(actor, Action.TOKEN_ISSUE, {}, tenant=tenant))[2]
+        return issue_token(
+            self.gate, Tokens(self.gate.ledger), self.sign(actor, Action.TOKEN_ISSUE, {}, tenant=tenant)
+        )[2]
 
     def key_file(self, name: str) -> str:
         return str(self.folder / f"{name}.pem")
@@ -110,14 +126,18 @@ class Signers:
         path = folder / f"{name}.pem"
         if not path.exists():
             private_dirs(folder)
-            write_private(path, self.keys[name].private_bytes(serialization.Encoding.PEM,
-                                                              serialization.PrivateFormat.PKCS8,
-                                                              serialization.NoEncryption()))
+            write_private(
+                path,
+                self.keys[name].private_bytes(
+                    serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+                ),
+            )
         return str(path)
 
     def _key(self, name: str) -> Ed25519PrivateKey:
-        self.keys[name] = (Ed25519PrivateKey.generate() if self.folder is None
-                           else generate_actor_key(self.folder / f"{name}.pem"))
+        self.keys[name] = (
+            Ed25519PrivateKey.generate() if self.folder is None else generate_actor_key(self.folder / f"{name}.pem")
+        )
         return self.keys[name]
 
 

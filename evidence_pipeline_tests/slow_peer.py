@@ -40,7 +40,7 @@ class SlowPeer:
             sent = 0
             try:
                 while sent < self.limit:
-                    conn.sendall(trickled[sent:sent + 1])
+                    conn.sendall(trickled[sent : sent + 1])
                     sent += 1
                     time.sleep(self.interval)
             except OSError:

@@ -38,7 +38,8 @@ class World:
         self.signers = Signers(self.ledger, tmp_path / "actors")
         self.ledger.accept_job(JOB, "pin")
         assert self.ledger.record_failure(JOB.job_id, "STORE_CONFLICT", False, "test", RetryBudget(3, 60), 1) == (
-            "rejected")
+            "rejected"
+        )
         self.files = tmp_path
 
     def run(self, *args: str, actor: str | None = None, name: str | None = None):
@@ -48,8 +49,10 @@ class World:
         return result
 
     def refusals(self) -> list[tuple[str, str, str]]:
-        return [(e["actor"], e["details"]["action"], e["details"]["code"])
-                for e in self.ledger.events_of_type(EventType.ACTION_REFUSED, tenant="")]
+        return [
+            (e["actor"], e["details"]["action"], e["details"]["code"])
+            for e in self.ledger.events_of_type(EventType.ACTION_REFUSED, tenant="")
+        ]
 
     def template_files(self) -> list[str]:
         (self.files / "org.json").write_bytes(organization_template())
@@ -75,17 +78,25 @@ def test_the_actor_commands_keygen_bootstrap_register_change_and_list(tmp_path):
         return result
 
     keys = tmp_path / "actors"
-    made = {name: json.loads(run("actor", "keygen", str(keys / f"{name}.pem"), "--json").output)
-            for name in ("ada", "olga", "olga-new")}
+    made = {
+        name: json.loads(run("actor", "keygen", str(keys / f"{name}.pem"), "--json").output)
+        for name in ("ada", "olga", "olga-new")
+    }
     assert stat.S_IMODE((keys / "ada.pem").stat().st_mode) == 0o600
     _refused(run("actor", "keygen", str(keys / "ada.pem")), "KEY_MATERIAL_INVALID")  # never overwritten
     ada, olga = ["--key", str(keys / "ada.pem")], ["--key", str(keys / "olga.pem")]
     assert run("actor", "bootstrap", "ada", *ada).exit_code == 0
     _refused(run("actor", "bootstrap", "olga", *olga), "ACTOR_ALREADY_BOOTSTRAPPED")
-    assert run("actor", "register", "olga", "--role", "operator", "--public-key", made["olga"]["public_key"],
-               *ada).exit_code == 0
-    _refused(run("actor", "register", "eve", "--role", "admin", "--public-key", made["olga-new"]["public_key"],
-                 *olga), "ACTION_FORBIDDEN")
+    assert (
+        run(
+            "actor", "register", "olga", "--role", "operator", "--public-key", made["olga"]["public_key"], *ada
+        ).exit_code
+        == 0
+    )
+    _refused(
+        run("actor", "register", "eve", "--role", "admin", "--public-key", made["olga-new"]["public_key"], *olga),
+        "ACTION_FORBIDDEN",
+    )
     assert run("actor", "roles", "olga", "--role", "operator", "--role", "auditor", *ada).exit_code == 0
     # rotating an actor's key: add the new one, then revoke the old
     assert run("actor", "key", "add", "olga", "--public-key", made["olga-new"]["public_key"], *ada).exit_code == 0
@@ -134,11 +145,17 @@ def test_each_role_may_do_what_the_table_says_and_nothing_else(world):
     _refused(world.run("keys", "rotate"), "ACTION_UNSIGNED")  # no key at all
 
     assert world.refusals() == [
-        ("bob", "job.replay", "ACTION_FORBIDDEN"), ("audrey", "job.replay", "ACTION_FORBIDDEN"),
-        ("root", "job.replay", "ACTION_FORBIDDEN"), ("bob", "ruleset.canary", "ACTION_FORBIDDEN"),
-        ("audrey", "ruleset.rollback", "ACTION_FORBIDDEN"), ("bob", "template.submit", "ACTION_FORBIDDEN"),
-        ("olga", "template.approve", "ACTION_FORBIDDEN"), ("bob", "tenant.offboard", "ACTION_FORBIDDEN"),
-        ("olga", "tenant.offboard.approve", "ACTION_FORBIDDEN"), ("olga", "keys.rotate", "ACTION_FORBIDDEN")]
+        ("bob", "job.replay", "ACTION_FORBIDDEN"),
+        ("audrey", "job.replay", "ACTION_FORBIDDEN"),
+        ("root", "job.replay", "ACTION_FORBIDDEN"),
+        ("bob", "ruleset.canary", "ACTION_FORBIDDEN"),
+        ("audrey", "ruleset.rollback", "ACTION_FORBIDDEN"),
+        ("bob", "template.submit", "ACTION_FORBIDDEN"),
+        ("olga", "template.approve", "ACTION_FORBIDDEN"),
+        ("bob", "tenant.offboard", "ACTION_FORBIDDEN"),
+        ("olga", "tenant.offboard.approve", "ACTION_FORBIDDEN"),
+        ("olga", "keys.rotate", "ACTION_FORBIDDEN"),
+    ]
     who = {(e["event_type"], e["actor"]) for e in world.ledger.events_of_type(EventType.JOB_REPLAYED, "acme")}
     assert who == {("job.replayed", "olga")}
     verified = world.run("ledger", "verify")
@@ -150,15 +167,16 @@ def test_each_role_may_do_what_the_table_says_and_nothing_else(world):
 
 def test_four_eyes_is_between_identities_not_names(world):
     world.signers.register("bob-ops", ["operator"], key=world.signers.keys["bob"])  # bob's key, a second name
-    submitted = world.run("template", "submit", "acme", *world.template_files(), "--json", actor="bob",
-                          name="bob-ops")
+    submitted = world.run("template", "submit", "acme", *world.template_files(), "--json", actor="bob", name="bob-ops")
     assert submitted.exit_code == 0, submitted.output
     version = json.loads(submitted.output)["version_id"]
     _refused(world.run("template", "approve", "acme", version, actor="bob"), "TEMPLATE_SELF_APPROVAL")
     assert world.run("tenant", "offboard", "acme", "--reason", "left", actor="bob", name="bob-ops").exit_code == 0
     _refused(world.run("tenant", "offboard", "acme", "--approve", actor="bob"), "FOUR_EYES_REQUIRED")
-    assert world.refusals() == [("bob", "template.approve", "TEMPLATE_SELF_APPROVAL"),
-                                ("bob", "tenant.offboard.approve", "FOUR_EYES_REQUIRED")]
+    assert world.refusals() == [
+        ("bob", "template.approve", "TEMPLATE_SELF_APPROVAL"),
+        ("bob", "tenant.offboard.approve", "FOUR_EYES_REQUIRED"),
+    ]
     world.signers.register("carla", ["approver"])
     assert world.run("template", "approve", "acme", version, actor="carla").exit_code == 0
     assert world.run("tenant", "offboard", "acme", "--approve", actor="carla").exit_code == 0
@@ -183,8 +201,7 @@ def test_ledger_verify_fails_on_a_tampered_authorization(world):
     assert world.run("ledger", "verify").exit_code == 0
     [replayed] = world.ledger.events_of_type(EventType.JOB_REPLAYED, "acme")
     authorization = dict(replayed["details"]["authorization"])
-    authorization = with_text(authorization, request_text(authorization).replace("S3 outage over",
-                                                                                "nothing was wrong"))
+    authorization = with_text(authorization, request_text(authorization).replace("S3 outage over", "nothing was wrong"))
     forged = replayed["details"] | {"authorization": authorization}
     with pytest.raises(EvidenceError, match="UNEXPECTED_ERROR"):  # the ledger's own API appends no such event
         world.ledger.record(TenantMonth("acme", "2026-10"), EventType.JOB_REPLAYED, "a" * 64, "olga", **forged)

@@ -63,13 +63,17 @@ class World:
     def bootstrap(self, name: str = "root"):
         self.keys[name] = Ed25519PrivateKey.generate()
         public = public_hex(self.keys[name])
-        return self.admin.bootstrap(self.sign(name, Action.ACTOR_BOOTSTRAP, {"name": name, "public_key": public}),
-                                    public)
+        return self.admin.bootstrap(
+            self.sign(name, Action.ACTOR_BOOTSTRAP, {"name": name, "public_key": public}), public
+        )
 
     def register(self, name: str, roles: list[str], by: str = "root", key: Ed25519PrivateKey | None = None):
         self.keys.setdefault(name, key or Ed25519PrivateKey.generate())
-        return self.admin.register(self.sign(by, Action.ACTOR_REGISTER, {
-            "name": name, "roles": roles, "public_key": public_hex(self.keys[name])}))
+        return self.admin.register(
+            self.sign(
+                by, Action.ACTOR_REGISTER, {"name": name, "roles": roles, "public_key": public_hex(self.keys[name])}
+            )
+        )
 
     def registry(self) -> Registry:
         return Registry(ActorLedger(self.ledger).read_snapshot())
@@ -100,8 +104,14 @@ def _refused(call, code: str) -> ActionRefused:
 
 def _forged(signer: Ed25519PrivateKey, named_key_id: str, actor: str, action: Action, args: dict) -> dict:
     """A request that names one key and is signed by another."""
-    body = {"action": str(action), "actor": actor, "args": args, "key_id": named_key_id, "nonce": "n" * 24,
-            "time": request_time(datetime.now(timezone.utc))}
+    body = {
+        "action": str(action),
+        "actor": actor,
+        "args": args,
+        "key_id": named_key_id,
+        "nonce": "n" * 24,
+        "time": request_time(datetime.now(timezone.utc)),
+    }
     text_ = canonical_json(body).decode()
     return envelope_of(text_, named_key_id, signer.sign(pae(ACTION_PAYLOAD_TYPE, text_.encode())))
 
@@ -131,27 +141,48 @@ def _opened(raw: object):
     return sealed(raw).opened()
 
 
-@pytest.mark.parametrize("change, code", [
-    (lambda e: None, "ACTION_UNSIGNED"),
-    (lambda e: {"payloadType": e["payloadType"], "payload": e["payload"]}, "ACTION_UNSIGNED"),
-    (lambda e: {**e, "signatures": []}, "ACTION_UNSIGNED"),
-    (lambda e: with_signature(e, "not base64!"), "ACTION_SIGNATURE_INVALID"),
-    (lambda e: with_signature(e, base64.b64encode(b"short").decode()), "ACTION_SIGNATURE_INVALID"),
-    (lambda e: "{not json", "ACTION_REQUEST_INVALID"),
-    (lambda e: {**e, "extra": 1}, "ACTION_REQUEST_INVALID"),
-    (lambda e: {**e, "payloadType": "application/vnd.in-toto+json"}, "ACTION_REQUEST_INVALID"),
-    (lambda e: {**e, "signatures": e["signatures"] * 2}, "ACTION_REQUEST_INVALID"),
-    (lambda e: {**e, "signatures": [{**e["signatures"][0], "keyid": "alice"}]}, "ACTION_REQUEST_INVALID"),
-    (lambda e: {**e, "payload": "not base64!"}, "ACTION_REQUEST_INVALID"),
-    (lambda e: {"request": request_text(e), "signature": signature_of(e)}, "ACTION_REQUEST_INVALID"),  # old form
-    (lambda e: with_text(e, request_text(e).replace(",", ", ")), "ACTION_REQUEST_INVALID"),  # not canonical
-    (lambda e: with_text(e, request_text(e).replace('"time"', '"when"')), "ACTION_REQUEST_INVALID"),
-    (lambda e: with_text(e, request_text(e).replace("alice", "Alice!")), "ACTION_REQUEST_INVALID"),
-    (lambda e: with_text(e, request_text(e).replace(e["signatures"][0]["keyid"], "0" * 64)),
-     "ACTION_REQUEST_INVALID"),  # the text names another key than the envelope
-], ids=["none", "no-signature", "empty-signatures", "signature-not-base64", "signature-short", "not-json",
-        "extra-field", "other-payload-type", "two-signatures", "keyid-not-a-key-id", "payload-not-base64", "old-form",
-        "not-canonical", "field-renamed", "actor-not-a-slug", "other-key-id"])
+@pytest.mark.parametrize(
+    "change, code",
+    [
+        (lambda e: None, "ACTION_UNSIGNED"),
+        (lambda e: {"payloadType": e["payloadType"], "payload": e["payload"]}, "ACTION_UNSIGNED"),
+        (lambda e: {**e, "signatures": []}, "ACTION_UNSIGNED"),
+        (lambda e: with_signature(e, "not base64!"), "ACTION_SIGNATURE_INVALID"),
+        (lambda e: with_signature(e, base64.b64encode(b"short").decode()), "ACTION_SIGNATURE_INVALID"),
+        (lambda e: "{not json", "ACTION_REQUEST_INVALID"),
+        (lambda e: {**e, "extra": 1}, "ACTION_REQUEST_INVALID"),
+        (lambda e: {**e, "payloadType": "application/vnd.in-toto+json"}, "ACTION_REQUEST_INVALID"),
+        (lambda e: {**e, "signatures": e["signatures"] * 2}, "ACTION_REQUEST_INVALID"),
+        (lambda e: {**e, "signatures": [{**e["signatures"][0], "keyid": "alice"}]}, "ACTION_REQUEST_INVALID"),
+        (lambda e: {**e, "payload": "not base64!"}, "ACTION_REQUEST_INVALID"),
+        (lambda e: {"request": request_text(e), "signature": signature_of(e)}, "ACTION_REQUEST_INVALID"),  # old form
+        (lambda e: with_text(e, request_text(e).replace(",", ", ")), "ACTION_REQUEST_INVALID"),  # not canonical
+        (lambda e: with_text(e, request_text(e).replace('"time"', '"when"')), "ACTION_REQUEST_INVALID"),
+        (lambda e: with_text(e, request_text(e).replace("alice", "Alice!")), "ACTION_REQUEST_INVALID"),
+        (
+            lambda e: with_text(e, request_text(e).replace(e["signatures"][0]["keyid"], "0" * 64)),
+            "ACTION_REQUEST_INVALID",
+        ),  # the text names another key than the envelope
+    ],
+    ids=[
+        "none",
+        "no-signature",
+        "empty-signatures",
+        "signature-not-base64",
+        "signature-short",
+        "not-json",
+        "extra-field",
+        "other-payload-type",
+        "two-signatures",
+        "keyid-not-a-key-id",
+        "payload-not-base64",
+        "old-form",
+        "not-canonical",
+        "field-renamed",
+        "actor-not-a-slug",
+        "other-key-id",
+    ],
+)
 def test_a_request_that_breaks_the_format_is_refused_with_its_code(change, code):
     envelope = sign_request(Ed25519PrivateKey.generate(), "alice", Action.JOB_REPLAY, {"job_id": "j1"})
     with pytest.raises(EvidenceError) as error:
@@ -178,12 +209,17 @@ def test_two_names_on_one_key_are_one_identity():
     shared, other = public_hex(Ed25519PrivateKey.generate()), public_hex(Ed25519PrivateKey.generate())
 
     def key(public: str) -> dict:
-        return {_key_id_of(public): {"public_key": public, "valid_from": "2026-01-01T00:00:00+00:00",
-                                    "revoked_at": None}}
+        return {
+            _key_id_of(public): {"public_key": public, "valid_from": "2026-01-01T00:00:00+00:00", "revoked_at": None}
+        }
 
-    registry = Registry({"bob": {"roles": ["approver"], "keys": key(shared)},
-                         "bob-ops": {"roles": ["operator"], "keys": key(shared)},
-                         "olga": {"roles": ["operator"], "keys": key(other)}})
+    registry = Registry(
+        {
+            "bob": {"roles": ["approver"], "keys": key(shared)},
+            "bob-ops": {"roles": ["operator"], "keys": key(shared)},
+            "olga": {"roles": ["operator"], "keys": key(other)},
+        }
+    )
     assert registry.same_identity("bob", "bob-ops") and registry.same_identity("olga", "olga")
     assert not registry.same_identity("bob", "olga")
     with pytest.raises(EvidenceError) as error:
@@ -204,13 +240,17 @@ def test_the_first_admin_is_bootstrapped_once(backend):
     assert event.body["tenant"] == "" and event.body["details"]["roles"] == ["admin"]
     assert event.body["details"]["key"]["key_id"] == key_id(world.keys["root"].public_key())
     mallory = Ed25519PrivateKey.generate()
-    second = sign_request(mallory, "mallory", Action.ACTOR_BOOTSTRAP, {"name": "mallory", "public_key":
-                                                                        public_hex(mallory)})
+    second = sign_request(
+        mallory, "mallory", Action.ACTOR_BOOTSTRAP, {"name": "mallory", "public_key": public_hex(mallory)}
+    )
     _refused(lambda: world.admin.bootstrap(second, public_hex(mallory)), "ACTOR_ALREADY_BOOTSTRAPPED")
     refusal = world.last()
     assert refusal["event_type"] == "action.refused" and refusal["actor"] == ""
-    assert refusal["details"] == {"code": "ACTOR_ALREADY_BOOTSTRAPPED", "action": "actor.bootstrap",
-                                  "request_sha256": digest(second)}  # self-signed: not an identity, no content
+    assert refusal["details"] == {
+        "code": "ACTOR_ALREADY_BOOTSTRAPPED",
+        "action": "actor.bootstrap",
+        "request_sha256": digest(second),
+    }  # self-signed: not an identity, no content
     assert "mallory" not in json.dumps(refusal)
     assert set(world.registry().snapshot()) == {"root"}
     assert world.ledger.verify_chain() == len(world.bodies())
@@ -218,8 +258,9 @@ def test_the_first_admin_is_bootstrapped_once(backend):
 
 def test_registering_changing_roles_adding_and_revoking_keys_are_signed_events(world):
     world.register("alice", ["operator"])
-    world.admin.change_roles(world.sign("root", Action.ACTOR_ROLES, {"name": "alice",
-                                                                      "roles": ["approver", "operator"]}))
+    world.admin.change_roles(
+        world.sign("root", Action.ACTOR_ROLES, {"name": "alice", "roles": ["approver", "operator"]})
+    )
     second = Ed25519PrivateKey.generate()
     world.admin.add_key(world.sign("root", Action.ACTOR_KEY_ADD, {"name": "alice", "public_key": public_hex(second)}))
     first_id = key_id(world.keys["alice"].public_key())
@@ -227,8 +268,13 @@ def test_registering_changing_roles_adding_and_revoking_keys_are_signed_events(w
 
     bodies = world.bodies()
     assert [body["event_type"] for body in bodies] == [
-        "actor.bootstrapped", "actor.registered", "actor.registered", "actor.roles_changed", "actor.key_added",
-        "actor.key_revoked"]
+        "actor.bootstrapped",
+        "actor.registered",
+        "actor.registered",
+        "actor.roles_changed",
+        "actor.key_added",
+        "actor.key_revoked",
+    ]
     for body in bodies[1:]:
         request = recorded(body["details"]["authorization"])
         assert body["actor"] == request.actor == "root"
@@ -257,10 +303,12 @@ def test_the_actor_tables_are_append_only(world):
 def test_no_change_leaves_the_deployment_without_an_admin(world):
     root_key = key_id(world.keys["root"].public_key())
     _refused_domain = [
-        lambda: world.admin.revoke_key(world.sign("root", Action.ACTOR_KEY_REVOKE, {"name": "root",
-                                                                                     "key_id": root_key})),
-        lambda: world.admin.change_roles(world.sign("root", Action.ACTOR_ROLES, {"name": "root",
-                                                                                  "roles": ["operator"]})),
+        lambda: world.admin.revoke_key(
+            world.sign("root", Action.ACTOR_KEY_REVOKE, {"name": "root", "key_id": root_key})
+        ),
+        lambda: world.admin.change_roles(
+            world.sign("root", Action.ACTOR_ROLES, {"name": "root", "roles": ["operator"]})
+        ),
     ]
     for call in _refused_domain:
         with pytest.raises(EvidenceError) as error:
@@ -293,8 +341,9 @@ def _not_json(world: World) -> object:
 
 
 def _wrong_key(world: World) -> object:
-    return _forged(Ed25519PrivateKey.generate(), key_id(world.keys["root"].public_key()), "root",
-                   Action.ACTOR_REGISTER, _newbie())
+    return _forged(
+        Ed25519PrivateKey.generate(), key_id(world.keys["root"].public_key()), "root", Action.ACTOR_REGISTER, _newbie()
+    )
 
 
 def _unknown_actor(world: World) -> object:
@@ -310,13 +359,15 @@ def _wrong_role(world: World) -> object:
 
 
 def _too_old(world: World) -> object:
-    return world.sign("root", Action.ACTOR_REGISTER, _newbie(),
-                      now=datetime.now(timezone.utc) - timedelta(seconds=MAX_AGE + 60))
+    return world.sign(
+        "root", Action.ACTOR_REGISTER, _newbie(), now=datetime.now(timezone.utc) - timedelta(seconds=MAX_AGE + 60)
+    )
 
 
 def _from_the_future(world: World) -> object:
-    return world.sign("root", Action.ACTOR_REGISTER, _newbie(),
-                      now=datetime.now(timezone.utc) + timedelta(seconds=MAX_AGE + 60))
+    return world.sign(
+        "root", Action.ACTOR_REGISTER, _newbie(), now=datetime.now(timezone.utc) + timedelta(seconds=MAX_AGE + 60)
+    )
 
 
 def _for_another_action(world: World) -> object:
@@ -333,20 +384,24 @@ def _newbie() -> dict:
     return {"name": "newbie", "roles": ["operator"], "public_key": public_hex(Ed25519PrivateKey.generate())}
 
 
-@pytest.mark.parametrize("make, code, authenticated", [
-    (_unsigned, "ACTION_UNSIGNED", False),
-    (_garbled_signature, "ACTION_SIGNATURE_INVALID", False),
-    (_garbled_request, "ACTION_SIGNATURE_INVALID", False),
-    (_not_json, "ACTION_REQUEST_INVALID", False),
-    (_wrong_key, "ACTION_SIGNATURE_INVALID", False),
-    (_unknown_actor, "ACTOR_UNKNOWN", False),
-    (_another_actors_key, "ACTOR_UNKNOWN", False),
-    (_wrong_role, "ACTION_FORBIDDEN", True),
-    (_too_old, "ACTION_EXPIRED", True),
-    (_from_the_future, "ACTION_EXPIRED", True),
-    (_for_another_action, "ACTION_REQUEST_INVALID", True),
-    (_replayed, "ACTION_REPLAYED", True),
-], ids=lambda value: value.__name__.strip("_") if callable(value) else None)
+@pytest.mark.parametrize(
+    "make, code, authenticated",
+    [
+        (_unsigned, "ACTION_UNSIGNED", False),
+        (_garbled_signature, "ACTION_SIGNATURE_INVALID", False),
+        (_garbled_request, "ACTION_SIGNATURE_INVALID", False),
+        (_not_json, "ACTION_REQUEST_INVALID", False),
+        (_wrong_key, "ACTION_SIGNATURE_INVALID", False),
+        (_unknown_actor, "ACTOR_UNKNOWN", False),
+        (_another_actors_key, "ACTOR_UNKNOWN", False),
+        (_wrong_role, "ACTION_FORBIDDEN", True),
+        (_too_old, "ACTION_EXPIRED", True),
+        (_from_the_future, "ACTION_EXPIRED", True),
+        (_for_another_action, "ACTION_REQUEST_INVALID", True),
+        (_replayed, "ACTION_REPLAYED", True),
+    ],
+    ids=lambda value: value.__name__.strip("_") if callable(value) else None,
+)
 def test_a_refused_request_changes_nothing_and_is_recorded(world, make, code, authenticated):
     raw = make(world)
     before = world.registry().snapshot()
@@ -360,8 +415,12 @@ def test_a_refused_request_changes_nothing_and_is_recorded(world, make, code, au
         request = recorded(raw)
         assert refusal["actor"] == request.actor and refusal["details"]["authorization"] == raw
         with world.ledger.engine.connect() as conn:
-            assert conn.execute(text("SELECT count(*) FROM evidence_action_nonces WHERE nonce = :nonce"),
-                                {"nonce": request.nonce}).scalar() == 1
+            assert (
+                conn.execute(
+                    text("SELECT count(*) FROM evidence_action_nonces WHERE nonce = :nonce"), {"nonce": request.nonce}
+                ).scalar()
+                == 1
+            )
     else:  # nothing of an unauthenticated request is written, only its digest
         assert refusal["actor"] == "" and refusal["details"].keys() == {"code", "action", "request_sha256"}
         assert "newbie" not in json.dumps(refusal)
@@ -382,21 +441,52 @@ def test_a_revoked_key_authorized_what_came_before_its_revocation_and_nothing_af
     first = world.keys["ada"]
     second = Ed25519PrivateKey.generate()
     world.admin.add_key(world.sign("root", Action.ACTOR_KEY_ADD, {"name": "ada", "public_key": public_hex(second)}))
-    before = world.admin.register(world.sign("ada", Action.ACTOR_REGISTER, {
-        "name": "bea", "roles": ["auditor"], "public_key": public_hex(Ed25519PrivateKey.generate())}))
-    signed_early = world.sign("ada", Action.ACTOR_REGISTER, {  # signed before the revocation, sent after it
-        "name": "cid", "roles": ["auditor"], "public_key": public_hex(Ed25519PrivateKey.generate())})
-    world.admin.revoke_key(world.sign("root", Action.ACTOR_KEY_REVOKE, {"name": "ada",
-                                                                         "key_id": key_id(first.public_key())}))
+    before = world.admin.register(
+        world.sign(
+            "ada",
+            Action.ACTOR_REGISTER,
+            {"name": "bea", "roles": ["auditor"], "public_key": public_hex(Ed25519PrivateKey.generate())},
+        )
+    )
+    signed_early = world.sign(
+        "ada",
+        Action.ACTOR_REGISTER,
+        {  # signed before the revocation, sent after it
+            "name": "cid",
+            "roles": ["auditor"],
+            "public_key": public_hex(Ed25519PrivateKey.generate()),
+        },
+    )
+    world.admin.revoke_key(
+        world.sign("root", Action.ACTOR_KEY_REVOKE, {"name": "ada", "key_id": key_id(first.public_key())})
+    )
     _refused(lambda: world.admin.register(signed_early), "ACTOR_KEY_REVOKED")
-    _refused(lambda: world.admin.register(world.sign("ada", Action.ACTOR_REGISTER, {
-        "name": "cid", "roles": ["auditor"], "public_key": public_hex(Ed25519PrivateKey.generate())})),
-        "ACTOR_KEY_REVOKED")
-    world.admin.register(world.sign("ada", Action.ACTOR_REGISTER, {  # her other key still acts
-        "name": "cid", "roles": ["auditor"], "public_key": public_hex(Ed25519PrivateKey.generate())}, key=second))
+    _refused(
+        lambda: world.admin.register(
+            world.sign(
+                "ada",
+                Action.ACTOR_REGISTER,
+                {"name": "cid", "roles": ["auditor"], "public_key": public_hex(Ed25519PrivateKey.generate())},
+            )
+        ),
+        "ACTOR_KEY_REVOKED",
+    )
+    world.admin.register(
+        world.sign(
+            "ada",
+            Action.ACTOR_REGISTER,
+            {  # her other key still acts
+                "name": "cid",
+                "roles": ["auditor"],
+                "public_key": public_hex(Ed25519PrivateKey.generate()),
+            },
+            key=second,
+        )
+    )
     with pytest.raises(EvidenceError) as again:
-        world.admin.revoke_key(world.sign("root", Action.ACTOR_KEY_REVOKE, {"name": "ada",
-                                                                             "key_id": key_id(first.public_key())}))
+        world.admin.revoke_key(
+            world.sign("root", Action.ACTOR_KEY_REVOKE, {"name": "ada", "key_id": key_id(first.public_key())})
+        )
     assert again.value.code == "ACTOR_KEY_REVOKED"
     # Offline, the event the first key authorized before its revocation still checks.
     authorized = {found.event_id: found for found in recheck_events(world.bodies())}
@@ -434,11 +524,20 @@ def test_four_eyes_is_between_identities_and_its_refusal_is_recorded(world):
     def approve(author: str):
         def perform(conn, registry, authorized):
             registry.require_other_identity(author, authorized.actor)
-            return world.ledger._append(conn, SMALL, EventType.TEMPLATE_APPROVED, "0" * 64, authorized.actor,
-                                        {"author": author, "authorization": authorized.envelope})
+            return world.ledger._append(
+                conn,
+                SMALL,
+                EventType.TEMPLATE_APPROVED,
+                "0" * 64,
+                authorized.actor,
+                {"author": author, "authorization": authorized.envelope},
+            )
 
-        return lambda: world.gate.run(world.sign("bob", Action.TEMPLATE_APPROVE, {"version": "v1"},
-                                                 tenant=SMALL.tenant), Action.TEMPLATE_APPROVE, perform)
+        return lambda: world.gate.run(
+            world.sign("bob", Action.TEMPLATE_APPROVE, {"version": "v1"}, tenant=SMALL.tenant),
+            Action.TEMPLATE_APPROVE,
+            perform,
+        )
 
     _refused(approve("bob-ops"), "FOUR_EYES_REQUIRED")
     refusal = world.last()
@@ -457,8 +556,10 @@ def test_the_offline_recheck_finds_who_authorized_each_event_and_any_tampering(w
     bodies = world.bodies()
     found = recheck_events(bodies)
     assert [(f.event_type, f.actor, f.action) for f in found] == [
-        ("actor.bootstrapped", "root", "actor.bootstrap"), ("actor.registered", "root", "actor.register"),
-        ("actor.registered", "root", "actor.register")]
+        ("actor.bootstrapped", "root", "actor.bootstrap"),
+        ("actor.registered", "root", "actor.register"),
+        ("actor.registered", "root", "actor.register"),
+    ]
     assert found[-1].key_id == key_id(world.keys["root"].public_key())
 
     def tampered(index: int, change) -> list[dict]:
@@ -468,8 +569,9 @@ def test_the_offline_recheck_finds_who_authorized_each_event_and_any_tampering(w
 
     def rewritten(body: dict) -> None:
         authorization = body["details"]["authorization"]
-        body["details"]["authorization"] = with_text(authorization,
-                                                     request_text(authorization).replace('"operator"', '"admin"'))
+        body["details"]["authorization"] = with_text(
+            authorization, request_text(authorization).replace('"operator"', '"admin"')
+        )
 
     cases = {
         "request": (tampered(2, rewritten), "ACTION_SIGNATURE_INVALID"),
@@ -504,8 +606,9 @@ def test_a_request_is_verified_before_its_text_is_parsed(world, monkeypatch):
         _refused(lambda: world.admin.register(raw), code)
         _refused(lambda: world.admin.register(json.dumps(raw)), code)  # as text: only the envelope is read
     assert read and not any(deep in (data if isinstance(data, str) else data.decode()) for data in read)
-    _refused(lambda: world.admin.register(_signed_text(root, deep, key_id(root.public_key()))),
-             "ACTION_REQUEST_INVALID")
+    _refused(
+        lambda: world.admin.register(_signed_text(root, deep, key_id(root.public_key()))), "ACTION_REQUEST_INVALID"
+    )
     assert any(data == deep for data in read)  # authenticated: now it is read, and refused
 
 
@@ -522,14 +625,22 @@ def test_ledgers_keep_verifying_requests_recorded_in_the_old_form(world):
 
     def old_form(body: dict) -> dict:
         authorization = body["details"]["authorization"]
-        return {**body, "details": {**body["details"], "authorization": {
-            "request": request_text(authorization), "signature": signature_of(authorization)}}}
+        return {
+            **body,
+            "details": {
+                **body["details"],
+                "authorization": {"request": request_text(authorization), "signature": signature_of(authorization)},
+            },
+        }
 
     legacy = [old_form(body) for body in bodies]
     assert [(f.event_type, f.actor) for f in recheck_events(legacy)] == [
-        (f.event_type, f.actor) for f in recheck_events(bodies)]
+        (f.event_type, f.actor) for f in recheck_events(bodies)
+    ]
     assert [(f.event_type, f.actor) for f in recheck_events(legacy[:2] + bodies[2:])][-1] == (
-        "actor.registered", "root")  # one ledger, both forms: the old up to a moment, the new after it
+        "actor.registered",
+        "root",
+    )  # one ledger, both forms: the old up to a moment, the new after it
     mixed = copy.deepcopy(legacy)
     authorization = mixed[-1]["details"]["authorization"]
     authorization["request"] = authorization["request"].replace('"admin"', '"auditor"')
@@ -545,8 +656,10 @@ def test_the_offline_recheck_reads_the_stored_bodies(world):
     stored = world.bodies()[1]["details"]["authorization"]
     forged = with_text(stored, request_text(stored).replace('"operator"', '"admin"'))
     with world.ledger.engine.begin() as conn:  # the stored request's payload rewritten: olga becomes an admin
-        conn.execute(text("UPDATE evidence_audit_events SET body = replace(body, :old, :new) WHERE seq = 2"),
-                     {"old": stored["payload"], "new": forged["payload"]})
+        conn.execute(
+            text("UPDATE evidence_audit_events SET body = replace(body, :old, :new) WHERE seq = 2"),
+            {"old": stored["payload"], "new": forged["payload"]},
+        )
     body = world.bodies()[1]
     assert '"admin"' in request_text(body["details"]["authorization"])
     with pytest.raises(EvidenceError) as error:
@@ -591,15 +704,23 @@ def test_the_service_refuses_to_register_its_own_key(tmp_path):
     statement = load_keyring(settings.keys_dir, generate=True).statement_key
     admin = ActorAdmin(ActionGate(runtime_for(settings).actors, MAX_AGE), service_key_ids(settings))
     with pytest.raises(EvidenceError) as error:
-        admin.bootstrap(sign_request(statement, "root", Action.ACTOR_BOOTSTRAP,
-                                     {"name": "root", "public_key": public_hex(statement)}), public_hex(statement))
+        admin.bootstrap(
+            sign_request(
+                statement, "root", Action.ACTOR_BOOTSTRAP, {"name": "root", "public_key": public_hex(statement)}
+            ),
+            public_hex(statement),
+        )
     assert error.value.code == "KEY_MATERIAL_INVALID"
 
 
-@pytest.mark.parametrize("env", [
-    {"EVIDENCE_ACTION_MAX_AGE_SECONDS": "0"}, {"EVIDENCE_ACTION_MAX_AGE_SECONDS": "soon"},
-    {"EVIDENCE_KEYS_DIR": "/srv/keys", "EVIDENCE_ACTOR_KEY": "/srv/keys/alice.key"},
-])
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"EVIDENCE_ACTION_MAX_AGE_SECONDS": "0"},
+        {"EVIDENCE_ACTION_MAX_AGE_SECONDS": "soon"},
+        {"EVIDENCE_KEYS_DIR": "/srv/keys", "EVIDENCE_ACTOR_KEY": "/srv/keys/alice.key"},
+    ],
+)
 def test_actor_settings_are_checked(env):
     with pytest.raises(EvidenceError) as error:
         Settings.from_env(env)

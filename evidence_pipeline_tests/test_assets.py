@@ -37,7 +37,10 @@ PARTITIONS = FIXTURE_MONTHS
 
 def _materialize(instance, evidence, tenant_month, **kwargs):
     return materialize(
-        ASSETS, instance=instance, partition_key=partition_key_for(tenant_month), resources={"evidence": evidence},
+        ASSETS,
+        instance=instance,
+        partition_key=partition_key_for(tenant_month),
+        resources={"evidence": evidence},
         **kwargs,
     )
 
@@ -68,21 +71,33 @@ def test_materializes_lineage_and_metadata_per_partition(instance, evidence, run
         assert bundle["key_id"].startswith("ed25519-")
         # The lineage: a table with typed columns (sortable in the UI, digests whole), source to manifest.
         assert [(c.name, c.type) for c in bundle["lineage"].schema.columns] == [
-            ("order", "int"), ("step", "string"), ("sha256", "string")]
+            ("order", "int"),
+            ("step", "string"),
+            ("sha256", "string"),
+        ]
         assert _lineage(bundle) == [
-            (1, "source revision", bundle["source_sha256"]), (2, "document outcomes", bundle["documents_sha256"]),
+            (1, "source revision", bundle["source_sha256"]),
+            (2, "document outcomes", bundle["documents_sha256"]),
             (3, f"unsigned report ({report['renderer_version']})", bundle["unsigned_sha256"]),
             (4, "signed report.pdf", bundle["report_sha256"]),
             (5, f"statement.dsse.json ({bundle['key_id']})", bundle["statement_sha256"]),
-            (6, f"manifest.json (ledger #{bundle['ledger_seq']})", bundle["manifest_sha256"])]
+            (6, f"manifest.json (ledger #{bundle['ledger_seq']})", bundle["manifest_sha256"]),
+        ]
         # Links are root-relative (the UI they are clicked in opens them); archive keys are paths.
         key = quote(str(partition_key_for(tenant_month)))
         assert bundle["monthly_report partition"] == f"/assets/monthly_report?view=partitions&partition={key}"
         assert bundle["verification result"].startswith("/runs/")
         assert report["source_revision partition"].startswith("/assets/source_revision?")
-        raw = instance.fetch_materializations(AssetRecordsFilter(
-            asset_key=evidence_bundle.key, asset_partitions=[str(partition_key_for(tenant_month))]), limit=1
-        ).records[0].asset_materialization.metadata
+        raw = (
+            instance.fetch_materializations(
+                AssetRecordsFilter(
+                    asset_key=evidence_bundle.key, asset_partitions=[str(partition_key_for(tenant_month))]
+                ),
+                limit=1,
+            )
+            .records[0]
+            .asset_materialization.metadata
+        )
         assert isinstance(raw["bundle_key"], dagster.PathMetadataValue)
         assert str(runtime.settings.home) not in str(bundle)  # no local paths in metadata
         assert verify_bundle(runtime.archive, bundle["bundle_key"]).ok
@@ -112,8 +127,10 @@ def test_a_correction_supersedes_and_the_latest_materialization_shows_the_curren
     assert latest["current"] is True and latest["current_bundle"] == latest["identity"]
     assert latest["supersedes"] == first["identity"] and latest["supersedes_reason"] == "source_revision"
     assert latest["supersedes_location"] == first["bundle_key"]
-    assert _lineage(latest)[:2] == [(1, "supersedes (source_revision)", first["identity"]),
-                                    (2, "source revision", latest["source_sha256"])]
+    assert _lineage(latest)[:2] == [
+        (1, "supersedes (source_revision)", first["identity"]),
+        (2, "source revision", latest["source_sha256"]),
+    ]
 
 
 def test_failed_gate_blocks_signing(instance, evidence, runtime, monkeypatch, tmp_path):
@@ -212,16 +229,26 @@ def test_demo_publishes_every_tenant_and_a_second_run_adds_nothing(instance, evi
     ]
     for tenant in DEMO_TENANTS:
         jobs = [outcome(job) for job in second.documents if job["tenant"] == tenant]
-        assert [(op.split(" @ ")[0] if op.startswith("redact") else op, result, n)
-                for op, result, n in counts(jobs)] == expected
+        assert [
+            (op.split(" @ ")[0] if op.startswith("redact") else op, result, n) for op, result, n in counts(jobs)
+        ] == expected
     # The month's report lists them, reviews by decision and redactions per template version and outcome.
     [key] = [k for k in runtime.archive.list("bundles/acme-books/2026-10") if k.endswith("/report.pdf")]
     report = runtime.archive.get(key)
     text = " ".join(page.extract_text() for page in PdfReader(io.BytesIO(report)).pages)
-    [version] = {job["request"]["template_version"] for job in second.documents
-                 if job["tenant"] == "acme-books" and job["operation"] == "redact"}
-    for line in ("contract-review @ lease-review/2026.1", "succeeded: approved", "REVIEW_POLICY_REJECTED",
-                 f"redact @ {version[:12]}", "succeeded: no_matches", "succeeded: redacted"):
+    [version] = {
+        job["request"]["template_version"]
+        for job in second.documents
+        if job["tenant"] == "acme-books" and job["operation"] == "redact"
+    }
+    for line in (
+        "contract-review @ lease-review/2026.1",
+        "succeeded: approved",
+        "REVIEW_POLICY_REJECTED",
+        f"redact @ {version[:12]}",
+        "succeeded: no_matches",
+        "succeeded: redacted",
+    ):
         assert line in text
 
 
@@ -302,9 +329,14 @@ def test_a_range_run_records_every_partition_in_dagster_and_in_the_ledger(instan
 
 def _observed(result) -> dict:
     """(asset, partition) -> the observation a run recorded there."""
-    return {(o.asset_key.to_user_string(), o.partition): o
-            for o in (e.event_specific_data.asset_observation for e in result.all_events
-                      if e.event_type_value == "ASSET_OBSERVATION")}
+    return {
+        (o.asset_key.to_user_string(), o.partition): o
+        for o in (
+            e.event_specific_data.asset_observation
+            for e in result.all_events
+            if e.event_type_value == "ASSET_OBSERVATION"
+        )
+    }
 
 
 def test_a_failed_tenant_month_is_its_own_and_the_rest_of_the_range_publishes(instance, evidence, runtime):
@@ -320,25 +352,30 @@ def test_a_failed_tenant_month_is_its_own_and_the_rest_of_the_range_publishes(in
     assert sorted((v.partition, v.passed) for v in verdicts) == [(keys[1], True), (keys[2], True)]
     # Its check did not run and the run did not fail: no execution of it reads failed (the UI: not executed).
     history = instance.event_log_storage.get_asset_check_execution_history(
-        AssetCheckKey(evidence_bundle.key, CHECK_NAME), limit=10)
+        AssetCheckKey(evidence_bundle.key, CHECK_NAME), limit=10
+    )
     assert sorted((h.partition, h.status.value) for h in history) == [(keys[1], "SUCCEEDED"), (keys[2], "SUCCEEDED")]
     # The failed one says why on its own partition of every asset of the run, with its code and one-line message.
     observed = _observed(result)
     assert set(observed) == {(asset, keys[0]) for asset in ASSET_NAMES}
     assert observed[("source_revision", keys[0])].description.startswith("not materialized: SOURCE_NOT_FOUND: ")
-    because = (f"not materialized: run {result.run_id[:8]} stopped at source_revision: acme-books 2026-08 "
-               f"{observed[('source_revision', keys[0])].description.removeprefix('not materialized: ')}")
+    because = (
+        f"not materialized: run {result.run_id[:8]} stopped at source_revision: acme-books 2026-08 "
+        f"{observed[('source_revision', keys[0])].description.removeprefix('not materialized: ')}"
+    )
     assert because.count("SOURCE_NOT_FOUND: ") == 1  # the code and its one-line message, on the later assets too
     assert [observed[(asset, keys[0])].description for asset in ASSET_NAMES[1:]] == [because, because]
     for observation in observed.values():
         assert observation.metadata["reason_code"].value == "SOURCE_NOT_FOUND"
         table = observation.metadata["failed_partitions"]
         assert [c.name for c in table.schema.columns] == ["tenant", "month", "code", "message"]
-        assert [r.data for r in table.records] == [{"tenant": "acme-books", "month": "2026-08",
-                                                    "code": "SOURCE_NOT_FOUND", "message": ANY}]
+        assert [r.data for r in table.records] == [
+            {"tenant": "acme-books", "month": "2026-08", "code": "SOURCE_NOT_FOUND", "message": ANY}
+        ]
     warnings = [e.user_message for e in instance.all_logs(result.run_id) if "tenant-months failed" in e.user_message]
-    assert warnings == ["source_revision: 1 of 3 tenant-months failed: acme-books 2026-08 SOURCE_NOT_FOUND; "
-                        "the other 2 go on"]
+    assert warnings == [
+        "source_revision: 1 of 3 tenant-months failed: acme-books 2026-08 SOURCE_NOT_FOUND; the other 2 go on"
+    ]
     assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]  # terminal: not retried
 
 
@@ -352,8 +389,10 @@ def test_a_range_that_failed_whole_fails_with_each_reason_and_no_stack_trace(ins
     [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     failure_metadata = failure.event_specific_data.user_failure_data.metadata
     assert failure.step_key == "source_revision" and failure_metadata["reason_code"].value == "SOURCE_NOT_FOUND"
-    line = ("source_revision: 2 of 2 tenant-months failed: acme-books 2025-01 SOURCE_NOT_FOUND, "
-            "acme-books 2025-02 SOURCE_NOT_FOUND")
+    line = (
+        "source_revision: 2 of 2 tenant-months failed: acme-books 2025-01 SOURCE_NOT_FOUND, "
+        "acme-books 2025-02 SOURCE_NOT_FOUND"
+    )
     assert failure.event_specific_data.user_failure_data.description == line
     # No stack trace (Dagster's frames, install paths): the step failure and the run failure read as that line.
     assert failure.event_specific_data.error.to_string() == line + "\n"
@@ -372,10 +411,17 @@ RANGE_TENANTS = [f"t-{n:03d}" for n in range(100)]
 # evidence_bundle: transient, it outlasts the step's retries)
 FAILING = {
     "2026-04": {"SOURCE_NOT_FOUND": RANGE_TENANTS[:1]},
-    "2026-05": {"SOURCE_NOT_FOUND": RANGE_TENANTS[:3], "SOURCE_DIGEST_MISMATCH": RANGE_TENANTS[3:6],
-                "REPORT_INVALID": RANGE_TENANTS[6:9], "STORE_UNAVAILABLE": RANGE_TENANTS[9:10]},
-    "2026-06": {"SOURCE_NOT_FOUND": RANGE_TENANTS[:40], "SOURCE_DIGEST_MISMATCH": RANGE_TENANTS[40:70],
-                "REPORT_INVALID": RANGE_TENANTS[70:99]},
+    "2026-05": {
+        "SOURCE_NOT_FOUND": RANGE_TENANTS[:3],
+        "SOURCE_DIGEST_MISMATCH": RANGE_TENANTS[3:6],
+        "REPORT_INVALID": RANGE_TENANTS[6:9],
+        "STORE_UNAVAILABLE": RANGE_TENANTS[9:10],
+    },
+    "2026-06": {
+        "SOURCE_NOT_FOUND": RANGE_TENANTS[:40],
+        "SOURCE_DIGEST_MISMATCH": RANGE_TENANTS[40:70],
+        "REPORT_INVALID": RANGE_TENANTS[70:99],
+    },
 }
 FAILED_AT = {"SOURCE_NOT_FOUND": 0, "SOURCE_DIGEST_MISMATCH": 0, "REPORT_INVALID": 1, "STORE_UNAVAILABLE": 2}
 
@@ -386,7 +432,8 @@ def _failing(period: str, code: str) -> list[str]:
 
 @pytest.mark.slow
 def test_in_a_range_of_100_each_failing_tenant_month_fails_alone_and_exactly_the_others_publish(
-        instance, evidence, runtime, monkeypatch):
+    instance, evidence, runtime, monkeypatch
+):
     monkeypatch.setenv("EVIDENCE_WORKERS", "1")  # one worker process per step: the CPU stays modest
     instance.add_dynamic_partitions("tenant", RANGE_TENANTS)
     known = demo_transactions(TenantMonth("acme-books", "2026-03")).head(4)
@@ -419,25 +466,41 @@ def test_in_a_range_of_100_each_failing_tenant_month_fails_alone_and_exactly_the
     monkeypatch.setattr(pipeline, "publish_and_time", publish)
 
     for period, failing in FAILING.items():
-        result = _materialize_range(instance, evidence, TenantMonth(RANGE_TENANTS[0], period),
-                                    TenantMonth(RANGE_TENANTS[-1], period), raise_on_error=False)
+        result = _materialize_range(
+            instance,
+            evidence,
+            TenantMonth(RANGE_TENANTS[0], period),
+            TenantMonth(RANGE_TENANTS[-1], period),
+            raise_on_error=False,
+        )
         assert result.success
         failed = {tenant for tenants in failing.values() for tenant in tenants}
         publishable = [t for t in RANGE_TENANTS if t not in failed]
-        published = {e.partition for e in result.get_asset_materialization_events()
-                     if e.asset_key == evidence_bundle.key}
+        published = {
+            e.partition for e in result.get_asset_materialization_events() if e.asset_key == evidence_bundle.key
+        }
         assert published == {str(partition_key_for(TenantMonth(t, period))) for t in publishable}
-        assert sorted(e["tenant"] for e in runtime.ledger.events_of_type("bundle.published")
-                      if e["period"] == period) == publishable
+        assert (
+            sorted(e["tenant"] for e in runtime.ledger.events_of_type("bundle.published") if e["period"] == period)
+            == publishable
+        )
         # Each failed tenant-month is recorded for itself: its code on its partition of the asset where it failed
         # and of the later ones, and its job in its own state.
-        codes = {(o.asset_key.to_user_string(), o.partition): o.metadata["reason_code"].value
-                 for o in _observed(result).values()}
-        assert codes == {(asset, str(partition_key_for(TenantMonth(tenant, period)))): code
-                         for code, tenants in failing.items() for tenant in tenants
-                         for asset in ASSET_NAMES[FAILED_AT[code]:]}
-        jobs = {j["tenant"]: j for j in runtime.ledger.jobs_in("accepted", "running", "succeeded", "rejected", "dead")
-                if j["period"] == period}
+        codes = {
+            (o.asset_key.to_user_string(), o.partition): o.metadata["reason_code"].value
+            for o in _observed(result).values()
+        }
+        assert codes == {
+            (asset, str(partition_key_for(TenantMonth(tenant, period)))): code
+            for code, tenants in failing.items()
+            for tenant in tenants
+            for asset in ASSET_NAMES[FAILED_AT[code] :]
+        }
+        jobs = {
+            j["tenant"]: j
+            for j in runtime.ledger.jobs_in("accepted", "running", "succeeded", "rejected", "dead")
+            if j["period"] == period
+        }
         assert sorted(t for t, j in jobs.items() if j["state"] == "rejected") == _failing(period, "REPORT_INVALID")
         assert {jobs[t]["last_reason"] for t in _failing(period, "REPORT_INVALID")} <= {"REPORT_INVALID"}
         for tenant in _failing(period, "STORE_UNAVAILABLE"):  # retry_wait: the retry sensor runs it when due
@@ -448,13 +511,19 @@ def test_in_a_range_of_100_each_failing_tenant_month_fails_alone_and_exactly_the
 
 
 def test_a_bundle_backfilled_alone_fails_saying_what_to_select(instance, evidence):
-    result = materialize([evidence_bundle], instance=instance, partition_key=partition_key_for(SMALL),
-                         resources={"evidence": evidence}, raise_on_error=False)
+    result = materialize(
+        [evidence_bundle],
+        instance=instance,
+        partition_key=partition_key_for(SMALL),
+        resources={"evidence": evidence},
+        raise_on_error=False,
+    )
     assert not result.success
     [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     assert failure.event_specific_data.user_failure_data.description == (
         "evidence_bundle: 1 of 1 tenant-months failed: acme-books 2026-10 UPSTREAM_NOT_MATERIALIZED; select "
-        "source_revision, monthly_report and evidence_bundle together (or launch the monthly_evidence job)")
+        "source_revision, monthly_report and evidence_bundle together (or launch the monthly_evidence job)"
+    )
 
 
 def test_oversize_tenant_months_take_their_own_lane_with_the_same_checks(instance, evidence, runtime, monkeypatch):
@@ -565,6 +634,10 @@ def test_the_quiet_failures_wrapper_is_installed_and_guarded(monkeypatch):
     from evidence_pipeline_tests.guarded_patch import assert_patched_only_on_the_checked_dagster
 
     assert execute_plan.step_failure_event_from_exc_info is quiet_failures._step_failure_event
-    assert_patched_only_on_the_checked_dagster(monkeypatch, quiet_failures.install, execute_plan,
-                                               "step_failure_event_from_exc_info",
-                                               quiet_failures._dagster_step_failure_event)
+    assert_patched_only_on_the_checked_dagster(
+        monkeypatch,
+        quiet_failures.install,
+        execute_plan,
+        "step_failure_event_from_exc_info",
+        quiet_failures._dagster_step_failure_event,
+    )

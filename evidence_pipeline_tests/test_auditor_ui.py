@@ -80,8 +80,9 @@ def auditor_ui(tmp_path_factory) -> AuditorUI:
         patch.setenv("DAGSTER_HOME", str(home / "dagster"))
         patch.setenv("EVIDENCE_HOME", str(home))
         with DagsterInstance.from_config(str(home / "dagster")) as instance:
-            records = instance.fetch_materializations(AssetRecordsFilter(asset_key=AssetKey("evidence_bundle")),
-                                                      limit=100).records
+            records = instance.fetch_materializations(
+                AssetRecordsFilter(asset_key=AssetKey("evidence_bundle")), limit=100
+            ).records
             bundles = {}
             for record in records:
                 metadata = {k: v.value for k, v in record.asset_materialization.metadata.items()}
@@ -93,22 +94,32 @@ def auditor_ui(tmp_path_factory) -> AuditorUI:
             archive = LocalStore(home / "archive")
             overwrite(None, key, archive.get(key)[:-64] + b"%% tampered".ljust(64, b" "), store=archive)
             evidence = EvidenceResource(home=str(home))
-            result = CHECK_ONLY.execute_in_process(instance=instance, partition_key=bundles[TAMPERED][0],
-                                                   resources={"evidence": evidence})
+            result = CHECK_ONLY.execute_in_process(
+                instance=instance, partition_key=bundles[TAMPERED][0], resources={"evidence": evidence}
+            )
             assert result.success and not result.get_asset_check_evaluations()[0].passed
             # A range run of the demo month over the last demo tenants and one the service never knew (a partition
             # added in the launch dialog): that one fails at source_revision, alone; the others are materialized.
             instance.add_dynamic_partitions("tenant", [NO_SOURCE])
             month = bundles[VERIFIED][0].split("|")[0][:7]
-            ranged = materialize(ASSETS, instance=instance, resources={"evidence": evidence}, raise_on_error=False,
-                                 tags=range_tags(TenantMonth(LAST_TENANTS[0], month), TenantMonth(NO_SOURCE, month)))
-            assert ranged.success and {e.partition.split("|")[1] for e in ranged.get_asset_materialization_events()
-                                       if e.asset_key.to_user_string() == "evidence_bundle"} == set(LAST_TENANTS)
+            ranged = materialize(
+                ASSETS,
+                instance=instance,
+                resources={"evidence": evidence},
+                raise_on_error=False,
+                tags=range_tags(TenantMonth(LAST_TENANTS[0], month), TenantMonth(NO_SOURCE, month)),
+            )
+            assert ranged.success and {
+                e.partition.split("|")[1]
+                for e in ranged.get_asset_materialization_events()
+                if e.asset_key.to_user_string() == "evidence_bundle"
+            } == set(LAST_TENANTS)
             runs = len(instance.get_run_records())
 
     with open(root / "ui.log", "w") as log:
-        server = subprocess.Popen([EVIDENCE, "ui", "--read-only", "--port", str(port)], env=env, stdout=log,
-                                  stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            [EVIDENCE, "ui", "--read-only", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
@@ -117,8 +128,14 @@ def auditor_ui(tmp_path_factory) -> AuditorUI:
                     break
             assert server.poll() is None and time.monotonic() < deadline, (root / "ui.log").read_text()[-4000:]
             time.sleep(0.5)
-        yield AuditorUI(url, {t: pk for t, (pk, _) in bundles.items()}, {t: m for t, (_, m) in bundles.items()}, runs,
-                        ranged.run_id, archive)
+        yield AuditorUI(
+            url,
+            {t: pk for t, (pk, _) in bundles.items()},
+            {t: m for t, (_, m) in bundles.items()},
+            runs,
+            ranged.run_id,
+            archive,
+        )
     finally:
         stop(server)
 
@@ -137,33 +154,58 @@ LOCATION = {"repositoryLocationName": "evidence_pipeline", "repositoryName": "__
 
 def test_read_only_webserver_refuses_launches_and_wipes_and_serves_each_partitions_verification(auditor_ui):
     url, partitions, runs = auditor_ui.url, auditor_ui.partitions, auditor_ui.runs
-    permissions = {p["permission"]: p["value"] for p in _graphql(url, "{ permissions { permission value } }")[
-        "permissions"]}
+    permissions = {
+        p["permission"]: p["value"] for p in _graphql(url, "{ permissions { permission value } }")["permissions"]
+    }
     assert permissions["launch_pipeline_execution"] is False and permissions["wipe_assets"] is False
     assert not any(permissions.values())
 
-    backfill = _graphql(url, f"mutation($p: LaunchBackfillParams!) {{ launchPartitionBackfill(backfillParams: $p) "
-                             f"{{ {REFUSED} }} }}", {"p": {
-                                 "partitionNames": [partitions[VERIFIED]], "fromFailure": False,
-                                 "assetSelection": [{"path": ["evidence_bundle"]}]}})
-    launch = _graphql(url, f"mutation($e: ExecutionParams!) {{ launchRun(executionParams: $e) {{ {REFUSED} }} }}", {
-        "e": {"selector": LOCATION | {"jobName": "monthly_evidence"},
-              "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partitions[VERIFIED]}]}}})
-    wipe = _graphql(url, f'mutation {{ wipeAssets(assetPartitionRanges: [{{assetKey: {{path: ["evidence_bundle"]}}}}])'
-                         f" {{ {REFUSED} }} }}")
+    backfill = _graphql(
+        url,
+        f"mutation($p: LaunchBackfillParams!) {{ launchPartitionBackfill(backfillParams: $p) {{ {REFUSED} }} }}",
+        {
+            "p": {
+                "partitionNames": [partitions[VERIFIED]],
+                "fromFailure": False,
+                "assetSelection": [{"path": ["evidence_bundle"]}],
+            }
+        },
+    )
+    launch = _graphql(
+        url,
+        f"mutation($e: ExecutionParams!) {{ launchRun(executionParams: $e) {{ {REFUSED} }} }}",
+        {
+            "e": {
+                "selector": LOCATION | {"jobName": "monthly_evidence"},
+                "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partitions[VERIFIED]}]},
+            }
+        },
+    )
+    wipe = _graphql(
+        url,
+        f'mutation {{ wipeAssets(assetPartitionRanges: [{{assetKey: {{path: ["evidence_bundle"]}}}}])'
+        f" {{ {REFUSED} }} }}",
+    )
     for answer in (backfill["launchPartitionBackfill"], launch["launchRun"], wipe["wipeAssets"]):
         assert answer == {"__typename": "UnauthorizedError", "message": "Authorization failed"}
     # Nothing was launched and nothing was wiped.
     assert _graphql(url, "{ runsOrError { ... on Runs { count } } }")["runsOrError"]["count"] == runs
-    materializations = _graphql(url, '{ assetOrError(assetKey: {path: ["evidence_bundle"]}) { ... on Asset { '
-                                     "assetMaterializations(limit: 100) { partition } } } }")
+    materializations = _graphql(
+        url,
+        '{ assetOrError(assetKey: {path: ["evidence_bundle"]}) { ... on Asset { '
+        "assetMaterializations(limit: 100) { partition } } } }",
+    )
     # The demo's bundles; the range run re-materialized (converged on) its tenants', and none of NO_SOURCE.
     assert sorted(m["partition"] for m in materializations["assetOrError"]["assetMaterializations"]) == sorted(
-        [*partitions.values(), *(partitions[tenant] for tenant in LAST_TENANTS)])
+        [*partitions.values(), *(partitions[tenant] for tenant in LAST_TENANTS)]
+    )
 
     # What the UI shows for each partition's check: verified, or not verified with its reason codes.
-    query = """query($p: String!) { assetCheckExecutions(assetKey: {path: ["evidence_bundle"]}, checkName: "%s",
-        partition: $p, limit: 1) { status evaluation { success partition description } } }""" % CHECK_NAME
+    query = (
+        """query($p: String!) { assetCheckExecutions(assetKey: {path: ["evidence_bundle"]}, checkName: "%s",
+        partition: $p, limit: 1) { status evaluation { success partition description } } }"""
+        % CHECK_NAME
+    )
     [verified] = _graphql(url, query, {"p": partitions[VERIFIED]})["assetCheckExecutions"]
     [tampered] = _graphql(url, query, {"p": partitions[TAMPERED]})["assetCheckExecutions"]
     assert verified["status"] == "SUCCEEDED" and verified["evaluation"]["success"] is True
@@ -177,16 +219,24 @@ def browser(tmp_path):
     """Headless Chromium through chromium-driver (Debian's packages), or a skip that says how to get them."""
     chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
     if not (chromium and chromedriver):
-        pytest.skip("the browser test needs Debian's chromium and chromium-driver (/usr/bin/chromium, "
-                    "/usr/bin/chromedriver); `make test` installs them when run as root: "
-                    "apt-get install chromium chromium-driver")
+        pytest.skip(
+            "the browser test needs Debian's chromium and chromium-driver (/usr/bin/chromium, "
+            "/usr/bin/chromedriver); `make test` installs them when run as root: "
+            "apt-get install chromium chromium-driver"
+        )
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                     "--window-size=1600,1200", f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1600,1200",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+    ):
         options.add_argument(argument)
     driver = webdriver.Chrome(service=Service(chromedriver), options=options)
     driver.set_page_load_timeout(PAGE_TIMEOUT_S)
@@ -232,8 +282,11 @@ class Page:
 
         deadline = time.monotonic() + PAGE_TIMEOUT_S
         while True:
-            found = [e for e in self.driver.find_elements(By.XPATH, f"//*[normalize-space(text())='{text}']")
-                     if e.is_displayed()]
+            found = [
+                e
+                for e in self.driver.find_elements(By.XPATH, f"//*[normalize-space(text())='{text}']")
+                if e.is_displayed()
+            ]
             if found:
                 found[-1].click()
                 return
@@ -246,8 +299,9 @@ class Page:
         from selenium.webdriver.common.by import By
 
         tabs = set(self.driver.window_handles)
-        anchors = [a for a in self.driver.find_elements(By.XPATH, f"//a[normalize-space(text())='{link}']")
-                   if a.is_displayed()]
+        anchors = [
+            a for a in self.driver.find_elements(By.XPATH, f"//a[normalize-space(text())='{link}']") if a.is_displayed()
+        ]
         assert anchors, f"no link {link!r} on {self.driver.current_url}"
         anchors[0].click()
         deadline = time.monotonic() + PAGE_TIMEOUT_S
@@ -262,8 +316,11 @@ class Page:
         from selenium.webdriver.common.by import By
 
         def read() -> list[bool]:
-            return [b.is_enabled() for b in self.driver.find_elements(By.TAG_NAME, "button")
-                    if b.is_displayed() and b.text.strip().startswith(prefix)]
+            return [
+                b.is_enabled()
+                for b in self.driver.find_elements(By.TAG_NAME, "button")
+                if b.is_displayed() and b.text.strip().startswith(prefix)
+            ]
 
         for _ in range(4):  # the UI may render again between finding the buttons and reading them
             with contextlib.suppress(StaleElementReferenceException):
@@ -284,17 +341,25 @@ def test_an_auditor_sees_the_graph_a_partitions_metadata_and_verification_and_ca
     saved = []
 
     # The asset graph: the evidence lineage, with the check on the bundle; nothing can be materialized.
-    page.open("/locations/evidence_pipeline/asset-groups/evidence/lineage",
-              "source_revision", "monthly_report", "evidence_bundle", "report_preview", "Asset checks",
-              "document_jobs")  # upstream of the report, from its own group
+    page.open(
+        "/locations/evidence_pipeline/asset-groups/evidence/lineage",
+        "source_revision",
+        "monthly_report",
+        "evidence_bundle",
+        "report_preview",
+        "Asset checks",
+        "document_jobs",
+    )  # upstream of the report, from its own group
     saved.append(page.save("1-asset-graph"))
     assert page.buttons("Materialize") and not any(page.buttons("Materialize"))
 
     # The asset's page says, above its Materialize button, what to select with it (Dagster's launch dialog warns of
     # missing upstream partitions only for one-dimensional partitions).
-    page.open("/assets/evidence_bundle", "runs this asset alone, which fails UPSTREAM_NOT_MATERIALIZED",
-              "select source_revision, monthly_report and evidence_bundle together (or launch the monthly_evidence "
-              "job)")
+    page.open(
+        "/assets/evidence_bundle",
+        "runs this asset alone, which fails UPSTREAM_NOT_MATERIALIZED",
+        "select source_revision, monthly_report and evidence_bundle together (or launch the monthly_evidence job)",
+    )
     saved.append(page.save("1b-asset-page-says-what-to-select"))
     assert page.buttons("Materialize")
     # Its freshness policy, beside it: due by the month's deadline (evaluated by the daemon, which the read-only UI
@@ -303,8 +368,12 @@ def test_an_auditor_sees_the_graph_a_partitions_metadata_and_verification_and_ca
 
     # A bundle partition's page: digests, renderer version, key id and the lineage table.
     bundle = bundles[VERIFIED]
-    text = page.open(f"/assets/evidence_bundle?view=partitions&partition={quote(partitions[VERIFIED])}",
-                     partitions[VERIFIED], bundle["manifest_sha256"], "lineage")
+    text = page.open(
+        f"/assets/evidence_bundle?view=partitions&partition={quote(partitions[VERIFIED])}",
+        partitions[VERIFIED],
+        bundle["manifest_sha256"],
+        "lineage",
+    )
     saved.append(page.save("2-bundle-partition-metadata"))
     for name in ("report_sha256", "unsigned_sha256", "statement_sha256", "manifest_sha256", "source_sha256"):
         assert f"{name} {bundle[name]}" in text
@@ -320,8 +389,12 @@ def test_an_auditor_sees_the_graph_a_partitions_metadata_and_verification_and_ca
     # partition's evaluation: one event, its verdict and checks; and it is still read-only there.
     page.follow(bundle["verification result"])
     assert browser.current_url.startswith(f"{url}/runs/")
-    text = page.wait_for(f"Check {CHECK_NAME} succeeded for materialization of evidence_bundle", bundle["location"],
-                         "check result code detail", "bundle_complete passed")
+    text = page.wait_for(
+        f"Check {CHECK_NAME} succeeded for materialization of evidence_bundle",
+        bundle["location"],
+        "check result code detail",
+        "bundle_complete passed",
+    )
     saved.append(page.save("2b-partition-verification-result"))
     assert text.count("ASSET_CHECK_EVA") == 1
     # The way back to the report's partition, from the bundle's, also stays in this UI.
@@ -342,12 +415,17 @@ def test_an_auditor_sees_the_graph_a_partitions_metadata_and_verification_and_ca
     page.wait_for(month, VERIFIED, TAMPERED)
     page.click(month)
     page.click(VERIFIED)
-    page.wait_for(partitions[VERIFIED], "Passed", f"verified: all {checks} checks passed", "codes none",
-                  f"pinned_key_id {bundle['key_id']}", f"checks {checks} of {checks} passed")
+    page.wait_for(
+        partitions[VERIFIED],
+        "Passed",
+        f"verified: all {checks} checks passed",
+        "codes none",
+        f"pinned_key_id {bundle['key_id']}",
+        f"checks {checks} of {checks} passed",
+    )
     saved.append(page.save("3-check-verified"))
     page.click(TAMPERED)
-    text = page.wait_for(partitions[TAMPERED], "Failed", "not verified: ", "SUBJECT_DIGEST_MISMATCH",
-                         "NOT VERIFIED")
+    text = page.wait_for(partitions[TAMPERED], "Failed", "not verified: ", "SUBJECT_DIGEST_MISMATCH", "NOT VERIFIED")
     saved.append(page.save("4-check-not-verified"))
     assert "subject_digest: SUBJECT_DIGEST_MISMATCH: statement subject is not the sha256 of report.pdf" in text
     assert page.buttons("Execute") and not any(page.buttons("Execute"))
@@ -364,32 +442,49 @@ def test_an_auditor_sees_the_graph_a_partitions_metadata_and_verification_and_ca
     # observations after it; a partition never materialized shows "Latest materialization None"); the others of the
     # run went on.
     failed = f"{month}|{NO_SOURCE}"
-    page.open(f"/assets/evidence_bundle?view=partitions&partition={quote(failed)}", failed,
-              "Latest materialization None", "View all historical events (1)")
+    page.open(
+        f"/assets/evidence_bundle?view=partitions&partition={quote(failed)}",
+        failed,
+        "Latest materialization None",
+        "View all historical events (1)",
+    )
     saved.append(page.save("6-bundle-partition-not-materialized"))
     page.click("View all historical events (1)")
     page.wait_for(f"Historical events for {failed}", "Observation")
     page.click(failed)  # the dialog's row (after the panel's title): it opens to the event's line and metadata
-    page.wait_for(f"not materialized: run {auditor_ui.range_run[:8]} stopped at source_revision: {NO_SOURCE} "
-                  f"{month[:7]} TENANT_UNKNOWN: tenant {NO_SOURCE} is not in the tenant registry",
-                  "reason_code TENANT_UNKNOWN")
+    page.wait_for(
+        f"not materialized: run {auditor_ui.range_run[:8]} stopped at source_revision: {NO_SOURCE} "
+        f"{month[:7]} TENANT_UNKNOWN: tenant {NO_SOURCE} is not in the tenant registry",
+        "reason_code TENANT_UNKNOWN",
+    )
     saved.append(page.save("6b-bundle-partition-why"))
     browser.get(url)  # away from the dialog
-    observations = _graphql(url, '{ assetOrError(assetKey: {path: ["evidence_bundle"]}) { ... on Asset { '
-                                 'assetObservations(partitions: ["%s"]) { description metadataEntries { label '
-                                 '... on TextMetadataEntry { text } } } } } }' % failed)
+    observations = _graphql(
+        url,
+        '{ assetOrError(assetKey: {path: ["evidence_bundle"]}) { ... on Asset { '
+        'assetObservations(partitions: ["%s"]) { description metadataEntries { label '
+        '... on TextMetadataEntry { text } } } } } }' % failed,
+    )
     [observation] = observations["assetOrError"]["assetObservations"]
-    assert observation["description"].startswith(f"not materialized: run {auditor_ui.range_run[:8]} stopped at "
-                                                 f"source_revision: {NO_SOURCE} {month[:7]} TENANT_UNKNOWN: ")
+    assert observation["description"].startswith(
+        f"not materialized: run {auditor_ui.range_run[:8]} stopped at "
+        f"source_revision: {NO_SOURCE} {month[:7]} TENANT_UNKNOWN: "
+    )
     assert {"label": "reason_code", "text": "TENANT_UNKNOWN"} in observation["metadataEntries"]
     # The run succeeded, with one line in its log naming the tenant-month that failed and its code.
     text = page.open(f"/runs/{auditor_ui.range_run}", "Success", "Errored (0)")
     saved.append(page.save("7-range-run"))
     assert "RUN_FAILURE" not in text and "Stack Trace" not in text and "site-packages" not in text
-    logs = _graphql(url, 'query($r: ID!) { logsForRun(runId: $r) { ... on EventConnection { events { '
-                         "... on MessageEvent { message level } } } } }", {"r": auditor_ui.range_run})
-    assert {"message": f"source_revision: 1 of {len(LAST_TENANTS) + 1} tenant-months failed: {NO_SOURCE} "
-                       f"{month[:7]} TENANT_UNKNOWN; the other {len(LAST_TENANTS)} go on", "level": "WARNING"} in [
-        event for event in logs["logsForRun"]["events"] if event]
+    logs = _graphql(
+        url,
+        'query($r: ID!) { logsForRun(runId: $r) { ... on EventConnection { events { '
+        "... on MessageEvent { message level } } } } }",
+        {"r": auditor_ui.range_run},
+    )
+    assert {
+        "message": f"source_revision: 1 of {len(LAST_TENANTS) + 1} tenant-months failed: {NO_SOURCE} "
+        f"{month[:7]} TENANT_UNKNOWN; the other {len(LAST_TENANTS)} go on",
+        "level": "WARNING",
+    } in [event for event in logs["logsForRun"]["events"] if event]
 
     assert all(path.stat().st_size > 10_000 and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in saved)

@@ -38,10 +38,21 @@ def instance(request, tmp_path, monkeypatch):
 
 def _request_backfill(instance: DagsterInstance, backfill_id: str, month: str) -> None:
     """A backfill of the three evidence assets for one tenant-month, as the UI stores it (status REQUESTED)."""
-    instance.add_backfill(PartitionBackfill.from_asset_partitions(
-        backfill_id=backfill_id, asset_graph=defs.resolve_asset_graph(), partition_names=[f"{month}-01|{TENANT}"],
-        asset_selection=[AssetKey(a) for a in ASSETS], backfill_timestamp=time.time(), tags={},
-        dynamic_partitions_store=instance, all_partitions=False, title=None, description=None, run_config=None))
+    instance.add_backfill(
+        PartitionBackfill.from_asset_partitions(
+            backfill_id=backfill_id,
+            asset_graph=defs.resolve_asset_graph(),
+            partition_names=[f"{month}-01|{TENANT}"],
+            asset_selection=[AssetKey(a) for a in ASSETS],
+            backfill_timestamp=time.time(),
+            tags={},
+            dynamic_partitions_store=instance,
+            all_partitions=False,
+            title=None,
+            description=None,
+            run_config=None,
+        )
+    )
 
 
 def test_only_a_newly_requested_backfill_ends_the_loops_sleep(instance, caplog):
@@ -76,8 +87,9 @@ def test_a_finished_backfill_run_ends_the_loops_sleep_after_the_progress_interva
     assert caplog.messages == []
 
     # A backfill's run finishes: the loop iterates (recording the backfill's progress) before its tick.
-    run = create_run_for_test(instance, "monthly_evidence", status=DagsterRunStatus.STARTED,
-                              tags={BACKFILL_ID_TAG: "in-progress"})
+    run = create_run_for_test(
+        instance, "monthly_evidence", status=DagsterRunStatus.STARTED, tags={BACKFILL_ID_TAG: "in-progress"}
+    )
     instance.report_run_failed(run)
     assert wake.wait(600) is False  # without the wake, this sleeps the full 600 s before the assertion below fails
     assert [m.split(": iterating now")[0] for m in caplog.messages] == ["A run of backfill in-progress finished"]
@@ -88,8 +100,13 @@ def test_a_finished_backfill_run_ends_the_loops_sleep_after_the_progress_interva
 
 
 def test_the_patch_applies_only_to_the_checked_dagster(monkeypatch):
-    assert_patched_only_on_the_checked_dagster(monkeypatch, backfill_wake.install, dagster_daemon,
-                                               "execute_backfill_iteration_loop", backfill_wake._dagster_loop)
+    assert_patched_only_on_the_checked_dagster(
+        monkeypatch,
+        backfill_wake.install,
+        dagster_daemon,
+        "execute_backfill_iteration_loop",
+        backfill_wake._dagster_loop,
+    )
 
 
 @pytest.mark.slow
@@ -103,10 +120,14 @@ def test_the_daemon_starts_a_backfill_when_it_is_requested(tmp_path):
         backfills = []
         for month in months:
             backfills.append(launch_backfill(url, f"{month}-01|{TENANT}"))
-            wait_for(lambda: instance.get_runs(RunsFilter(tags={"dagster/backfill": backfills[-1]})),
-                     f"a run of backfill {backfills[-1]}")
-        wait_for(lambda: all(instance.get_backfill(b).status != BulkActionStatus.REQUESTED for b in backfills),
-                 "the end of both backfills")
+            wait_for(
+                lambda: instance.get_runs(RunsFilter(tags={"dagster/backfill": backfills[-1]})),
+                f"a run of backfill {backfills[-1]}",
+            )
+        wait_for(
+            lambda: all(instance.get_backfill(b).status != BulkActionStatus.REQUESTED for b in backfills),
+            "the end of both backfills",
+        )
         runs = instance.get_runs(RunsFilter(tags={"dagster/backfill": backfills}))
     assert {run.status for run in runs} == {DagsterRunStatus.SUCCESS}
     daemon_log = (tmp_path / "daemon.log").read_text()

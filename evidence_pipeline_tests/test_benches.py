@@ -17,16 +17,48 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 HELPERS = {"frontdoor.py", "download_floor.py"}  # started or imported by the benches below, not run alone
 # script[:variant] -> (its smoke arguments, a line its figures print)
 SMOKE = {
-    "before_after.py": (["--before", "COPY", "--rounds", "1", "--figure", "B-B signature: ([0-9.]+)", "--",
-                         "bench/keyring_select.py", "--reps", "2"], "after/before"),
-    "cli_verify.py": (["--tenants", "1", "--months", "2", "--reps", "1", "--archive-reps", "1"],
-                      "evidence verify ARCHIVE/bundles --workers 1"),
+    "before_after.py": (
+        [
+            "--before",
+            "COPY",
+            "--rounds",
+            "1",
+            "--figure",
+            "B-B signature: ([0-9.]+)",
+            "--",
+            "bench/keyring_select.py",
+            "--reps",
+            "2",
+        ],
+        "after/before",
+    ),
+    "cli_verify.py": (
+        ["--tenants", "1", "--months", "2", "--reps", "1", "--archive-reps", "1"],
+        "evidence verify ARCHIVE/bundles --workers 1",
+    ),
     "connection_limits.py": (["--slow", "20", "--requests", "5", "--header-mb", "1"], "server still running: True"),
-    "contract_review.py": (["--contracts", "4", "--long-every", "2", "--long-pages", "2", "--rounds", "1"],
-                           '"contracts": 4'),
+    "contract_review.py": (
+        ["--contracts", "4", "--long-every", "2", "--long-pages", "2", "--rounds", "1"],
+        '"contracts": 4',
+    ),
     "downloads.py": (["--size-mb", "1", "--rounds", "1"], "ratios: API / direct"),
-    "intake.py": (["--uploads", "4", "--backfill-months", "0", "--rate", "4", "--duration", "1", "--overload", "8",
-                   "--capacity", "2"], "503 in the server"),
+    "intake.py": (
+        [
+            "--uploads",
+            "4",
+            "--backfill-months",
+            "0",
+            "--rate",
+            "4",
+            "--duration",
+            "1",
+            "--overload",
+            "8",
+            "--capacity",
+            "2",
+        ],
+        "503 in the server",
+    ),
     "isolation.py": (["--calls", "5"], "gate, in a worker process"),
     "job_latency.py": (["--smoke"], "202->succeeded"),
     "keyring_select.py": (["--reps", "10"], "per-bundle re-read / B-B signature"),
@@ -37,13 +69,28 @@ SMOKE = {
     "range_overhead.py": (["--partitions", "2"], "sqlite    fixed"),
     "real_corpus_redaction.py": (["--only", "pdfannots/pdfannots-0.5/tests/caret.pdf"], "this tree: 1 files"),
     "redaction.py": (["--applications", "1", "--pages", "2", "--large-pages", "3"], '"second_pass_s"'),
-    "scale.py": (["--tenants", "10", "--materializations", "10", "--ledger-months", "1", "--schedule-sample", "2",
-                  "--reps", "1"], "evidence stats --tenant scale-t00000"),
+    "scale.py": (
+        [
+            "--tenants",
+            "10",
+            "--materializations",
+            "10",
+            "--ledger-months",
+            "1",
+            "--schedule-sample",
+            "2",
+            "--reps",
+            "1",
+        ],
+        "evidence stats --tenant scale-t00000",
+    ),
     "stage_times.py": (["--months", "1", "--rounds", "1"], "median stage cost relative to render"),
     "tenant_isolation.py": (["--seconds", "1", "--scanned-pages", "2"], '"p99_ratio"'),
     "throughput.py": (["--tenants", "1", "--months", "1", "--stock-sample", "1"], "peak RSS, all processes"),
-    "throughput.py:schedule": (["--tenants", "2", "--months", "1", "--stock-sample", "0", "--launch", "schedule"],
-                               "ratio schedule / raw throughput"),
+    "throughput.py:schedule": (
+        ["--tenants", "2", "--months", "1", "--stock-sample", "0", "--launch", "schedule"],
+        "ratio schedule / raw throughput",
+    ),
 }
 
 
@@ -68,10 +115,19 @@ def test_the_bench_runs_to_its_figures(script, tmp_path):
     # them (one default run of intake.py left 13 GB behind). Servers it stops may leave anonymous folders of their
     # own there (tmp*, multiprocessing's pymp-*), under a loaded machine's timing: those are not a bench's roots.
     env = {key: value for key, value in os.environ.items() if not key.startswith(("EVIDENCE_", "DAGSTER_"))}
-    result = subprocess.run([sys.executable, str(BENCH / script), *args], cwd=BENCH.parent, capture_output=True,
-                            text=True, timeout=600, env=env | {"TMPDIR": str(tmp_path)})
+    result = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        cwd=BENCH.parent,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env | {"TMPDIR": str(tmp_path)},
+    )
     assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     assert figures in result.stdout, result.stdout[-3000:]
-    left_behind = [path.name for path in tmp_path.iterdir()
-                   if path.name != "results" and not path.name.startswith(("tmp", "pymp-"))]
+    left_behind = [
+        path.name
+        for path in tmp_path.iterdir()
+        if path.name != "results" and not path.name.startswith(("tmp", "pymp-"))
+    ]
     assert not left_behind, f"the bench left {left_behind} in its TMPDIR"

@@ -30,9 +30,14 @@ def test_every_reason_code_has_an_exit_code():
 
 
 def test_verify_on_an_unreachable_store_is_3_not_tampering(tmp_path):
-    env = {"EVIDENCE_HOME": str(tmp_path / "home"), "EVIDENCE_S3_ENDPOINT_URL": "http://127.0.0.1:9",
-           "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_REGION": "us-east-1",
-           "AWS_MAX_ATTEMPTS": "1"}
+    env = {
+        "EVIDENCE_HOME": str(tmp_path / "home"),
+        "EVIDENCE_S3_ENDPOINT_URL": "http://127.0.0.1:9",
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "AWS_REGION": "us-east-1",
+        "AWS_MAX_ATTEMPTS": "1",
+    }
     result = _invoke(["verify", "s3://bucket/archive/bundles/acme-books/2026-10/" + "0" * 64, "--json"], env)
     assert result.exit_code == 3 and _error(result) == "STORE_UNAVAILABLE"
 
@@ -40,15 +45,24 @@ def test_verify_on_an_unreachable_store_is_3_not_tampering(tmp_path):
 def test_verify_usage_and_not_found_is_2(tmp_path):
     """A folder with no bundle below it is not found; the message names what the user passed, nothing else."""
     result = _invoke(["verify", str(tmp_path), "--json"], {"EVIDENCE_HOME": str(tmp_path / "home")})
-    assert result.exit_code == 2 and json.loads(result.output) == {"error": {
-        "code": "BUNDLE_NOT_FOUND", "message": f"no bundle below {tmp_path}: expected an archive or "
-        "<archive>/bundles[/<tenant>[/<period>[/<identity>]]], as a folder or s3://bucket/prefix"}}
+    assert result.exit_code == 2 and json.loads(result.output) == {
+        "error": {
+            "code": "BUNDLE_NOT_FOUND",
+            "message": f"no bundle below {tmp_path}: expected an archive or "
+            "<archive>/bundles[/<tenant>[/<period>[/<identity>]]], as a folder or s3://bucket/prefix",
+        }
+    }
     assert _invoke(["verify"], {}).exit_code == 2  # no location at all: click's usage error
 
 
-@pytest.mark.parametrize("content, code, status", [
-    (None, "LEDGER_NOT_FOUND", 2), (b"", "LEDGER_INVALID", 1), (bytes(range(256)) * 64, "LEDGER_INVALID", 1),
-])
+@pytest.mark.parametrize(
+    "content, code, status",
+    [
+        (None, "LEDGER_NOT_FOUND", 2),
+        (b"", "LEDGER_INVALID", 1),
+        (bytes(range(256)) * 64, "LEDGER_INVALID", 1),
+    ],
+)
 def test_ledger_verify_classifies_and_writes_nothing(tmp_path, content, code, status):
     path = tmp_path / "ledger.sqlite"
     if content is not None:
@@ -59,8 +73,18 @@ def test_ledger_verify_classifies_and_writes_nothing(tmp_path, content, code, st
     assert not (tmp_path / "home").exists() and (content is None or path.read_bytes() == content)
 
 
-@pytest.mark.parametrize("command", [["tenant", "list"], ["stats"], ["ledger", "verify"], ["dead-letter", "list"],
-                                     ["keys", "list"], ["actor", "list"], ["export", "--tenant", "acme", "package"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["tenant", "list"],
+        ["stats"],
+        ["ledger", "verify"],
+        ["dead-letter", "list"],
+        ["keys", "list"],
+        ["actor", "list"],
+        ["export", "--tenant", "acme", "package"],
+    ],
+)
 def test_a_read_command_where_there_is_no_home_creates_nothing_and_says_so(tmp_path, monkeypatch, command):
     monkeypatch.chdir(tmp_path)  # outside the repository: EVIDENCE_HOME unset means ./.evidence
     result = _invoke(command, {"EVIDENCE_HOME": None})
@@ -69,8 +93,10 @@ def test_a_read_command_where_there_is_no_home_creates_nothing_and_says_so(tmp_p
 
 
 def test_ledger_commands_on_an_unreachable_database_are_3(tmp_path):
-    env = {"EVIDENCE_HOME": str(tmp_path / "home"),
-           "EVIDENCE_LEDGER_URL": "postgresql+psycopg2://nobody@127.0.0.1:9/ledger?connect_timeout=2"}
+    env = {
+        "EVIDENCE_HOME": str(tmp_path / "home"),
+        "EVIDENCE_LEDGER_URL": "postgresql+psycopg2://nobody@127.0.0.1:9/ledger?connect_timeout=2",
+    }
     assert _invoke(["ledger", "verify"], env).exit_code == 3
     stats = _invoke(["stats", "--json"], env)
     assert stats.exit_code == 3 and _error(stats) == "LEDGER_UNAVAILABLE"

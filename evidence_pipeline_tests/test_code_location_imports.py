@@ -21,9 +21,16 @@ ONLY_OTHER_PATHS = [
 
 
 def test_loading_the_code_location_leaves_out_what_only_other_paths_use():
-    probe = ("import json, sys; import evidence_pipeline.definitions; "
-             f"print(json.dumps([name for name in {ONLY_OTHER_PATHS!r} if name in sys.modules]))")
-    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True,
-                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"})
+    probe = (
+        "import json, sys; import evidence_pipeline.definitions; "
+        f"print(json.dumps([name for name in {ONLY_OTHER_PATHS!r} if name in sys.modules]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"},
+    )
     assert json.loads(out.stdout.splitlines()[-1]) == []
-

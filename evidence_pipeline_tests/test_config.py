@@ -9,14 +9,24 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
 
 
-@pytest.mark.parametrize("env", [
-    {"EVIDENCE_LEASE_SECONDS": "nan"}, {"EVIDENCE_LEASE_SECONDS": "inf"}, {"EVIDENCE_LEASE_SECONDS": "-1"},
-    {"EVIDENCE_MAX_ATTEMPTS": "0.5"}, {"EVIDENCE_MAX_ATTEMPTS": "0"}, {"EVIDENCE_PADES_LEVEL": "B-LTA"},
-    {"EVIDENCE_PADES_LEVEL": "B-T"}, {"EVIDENCE_PADES_LEVEL": "B-X", "EVIDENCE_TSA_URL": "http://127.0.0.1/tsa"},
-    {"EVIDENCE_PADES_LEVEL": "B-LT", "EVIDENCE_TSA_URL": "ftp://tsa"}, {"EVIDENCE_S3_OBJECT_LOCK_MODE": "FOREVER"},
-    {"EVIDENCE_S3_OBJECT_LOCK_MODE": "COMPLIANCE", "EVIDENCE_S3_OBJECT_LOCK_DAYS": "0"}, {"EVIDENCE_WORKERS": "0"},
-    {"EVIDENCE_WORKERS": "two"},
-])
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"EVIDENCE_LEASE_SECONDS": "nan"},
+        {"EVIDENCE_LEASE_SECONDS": "inf"},
+        {"EVIDENCE_LEASE_SECONDS": "-1"},
+        {"EVIDENCE_MAX_ATTEMPTS": "0.5"},
+        {"EVIDENCE_MAX_ATTEMPTS": "0"},
+        {"EVIDENCE_PADES_LEVEL": "B-LTA"},
+        {"EVIDENCE_PADES_LEVEL": "B-T"},
+        {"EVIDENCE_PADES_LEVEL": "B-X", "EVIDENCE_TSA_URL": "http://127.0.0.1/tsa"},
+        {"EVIDENCE_PADES_LEVEL": "B-LT", "EVIDENCE_TSA_URL": "ftp://tsa"},
+        {"EVIDENCE_S3_OBJECT_LOCK_MODE": "FOREVER"},
+        {"EVIDENCE_S3_OBJECT_LOCK_MODE": "COMPLIANCE", "EVIDENCE_S3_OBJECT_LOCK_DAYS": "0"},
+        {"EVIDENCE_WORKERS": "0"},
+        {"EVIDENCE_WORKERS": "two"},
+    ],
+)
 def test_bad_settings_are_config_invalid(env):
     with pytest.raises(EvidenceError) as error:
         Settings.from_env(env)
@@ -49,17 +59,29 @@ def _environment_reads(path: Path) -> list[str]:
     ``os.environ.get(…)``, ``os.environ[…]``, ``… in os.environ``, ``os.getenv(…)``. Writes (a child's environment,
     ``setdefault`` of a library's own variable) are not reads of a setting."""
     tree = ast.parse(path.read_text())
-    constants = {target.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
-                 and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-                 for target in node.targets if isinstance(target, ast.Name)}
+    constants = {
+        target.id: node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
 
     def environ(node: ast.AST) -> bool:
-        return isinstance(node, ast.Attribute) and node.attr == "environ" or isinstance(node, ast.Name) \
+        return (
+            isinstance(node, ast.Attribute)
+            and node.attr == "environ"
+            or isinstance(node, ast.Name)
             and node.id == "environ"
+        )
 
     def getenv(node: ast.AST) -> bool:
-        return isinstance(node, ast.Attribute) and node.attr == "getenv" or isinstance(node, ast.Name) \
+        return (
+            isinstance(node, ast.Attribute)
+            and node.attr == "getenv"
+            or isinstance(node, ast.Name)
             and node.id == "getenv"
+        )
 
     def name(key: ast.AST) -> str | None:
         if isinstance(key, ast.Constant) and isinstance(key.value, str):
@@ -68,14 +90,24 @@ def _environment_reads(path: Path) -> list[str]:
 
     keys = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and node.args and (
+        if (
+            isinstance(node, ast.Call)
+            and node.args
+            and (
                 getenv(node.func)
-                or isinstance(node.func, ast.Attribute) and node.func.attr == "get" and environ(node.func.value)):
+                or isinstance(node.func, ast.Attribute)
+                and node.func.attr == "get"
+                and environ(node.func.value)
+            )
+        ):
             keys.append(node.args[0])
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and environ(node.value):
             keys.append(node.slice)
-        elif isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) \
-                and any(environ(right) for right in node.comparators):
+        elif (
+            isinstance(node, ast.Compare)
+            and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops)
+            and any(environ(right) for right in node.comparators)
+        ):
             keys.append(node.left)
     return [found for found in map(name, keys) if found]
 
@@ -85,17 +117,26 @@ def test_every_setting_is_read_through_its_declaration():
     and its line in the reference page. Only config.py's reader reads settings, and it names none by hand."""
     root = Path(__file__).resolve().parent.parent
     declared = {name for field in dataclasses.fields(Settings) for name in field.metadata["env"]}
-    reads = {(str(path.relative_to(root)), variable) for folder in ("evidence_pipeline", "bench")
-             for path in (root / folder).rglob("*.py") for variable in _environment_reads(path)}
-    ours = {(path, variable) for path, variable in reads
-            if variable in declared or variable.startswith(("EVIDENCE_", "DAGSTER_"))}
+    reads = {
+        (str(path.relative_to(root)), variable)
+        for folder in ("evidence_pipeline", "bench")
+        for path in (root / folder).rglob("*.py")
+        for variable in _environment_reads(path)
+    }
+    ours = {
+        (path, variable)
+        for path, variable in reads
+        if variable in declared or variable.startswith(("EVIDENCE_", "DAGSTER_"))
+    }
     assert ours == set(UNDECLARED), "read outside config.Settings: " + repr(sorted(ours - set(UNDECLARED)))
     assert not declared & {variable for _, variable in UNDECLARED}
 
 
 def test_the_scan_sees_each_kind_of_read(tmp_path):
     source = tmp_path / "reads.py"
-    source.write_text('import os\nNAME = "EVIDENCE_C"\nos.environ.get("EVIDENCE_A")\nos.environ["EVIDENCE_B"]\n'
-                      'NAME in os.environ\nos.getenv("DAGSTER_D")\nos.environ["EVIDENCE_E"] = "1"\n'
-                      'os.environ.setdefault("DAGSTER_F", "1")\n')
+    source.write_text(
+        'import os\nNAME = "EVIDENCE_C"\nos.environ.get("EVIDENCE_A")\nos.environ["EVIDENCE_B"]\n'
+        'NAME in os.environ\nos.getenv("DAGSTER_D")\nos.environ["EVIDENCE_E"] = "1"\n'
+        'os.environ.setdefault("DAGSTER_F", "1")\n'
+    )
     assert sorted(_environment_reads(source)) == ["DAGSTER_D", "EVIDENCE_A", "EVIDENCE_B", "EVIDENCE_C"]

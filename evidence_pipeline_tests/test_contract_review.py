@@ -227,16 +227,14 @@ def test_an_approved_contract_is_signed_and_a_rejected_one_is_a_decision(documen
     assert _stages(documents, approved_id) == [(a, b, 1) for a, b in zip(walk, walk[1:])]
     assert _stages(documents, rejected_id) == [(a, b, 1) for a, b in zip(walk, walk[1:])]
     assert [s for _, s, _ in _stages(documents, invalid_id)] == ["validating", "reviewing"]
-    [stage] = [
-        e for e in documents.ledger.events_of_type("document.stage") if e["details"]["job_id"] == approved_id
-    ][-1:]
+    [stage] = [e for e in documents.ledger.events_of_type("document.stage") if e["details"]["job_id"] == approved_id][
+        -1:
+    ]
     assert stage["details"]["policy"] == IN_FORCE and stage["details"]["inputs"] == [approved_doc["document_id"]]
     assert {o["name"] for o in stage["details"]["outputs"]} == {DECISION, SIGNED, STATEMENT}
     assert stage["details"]["correlation_id"] and stage["subject_sha256"] == stage["details"]["correlation_id"]
     [published] = [
-        e
-        for e in documents.ledger.events_of_type("document.published")
-        if e["details"]["job_id"] == rejected_id
+        e for e in documents.ledger.events_of_type("document.published") if e["details"]["job_id"] == rejected_id
     ]
     assert published["details"]["summary"]["decision"] == "rejected"
     assert rejected_doc["sha256"] == published["subject_sha256"]
@@ -276,8 +274,10 @@ def test_a_batchs_reviews_are_pinned_when_the_batch_is_accepted(documents, intak
         assert dispatch_batches(documents, 10, "test") == 2
         outcomes = sorted((o.state, o.reason or "") for o in dispatch(documents))
         states = http.get(f"/v1/batches/{batch['batch_id']}").json()["states"]
-    jobs = [documents.document_jobs.job("acme", j)
-            for j in documents.batches.batch_children_in(batch["batch_id"], "rejected")]
+    jobs = [
+        documents.document_jobs.job("acme", j)
+        for j in documents.batches.batch_children_in(batch["batch_id"], "rejected")
+    ]
     assert outcomes == [("rejected", "REVIEW_POLICY_REJECTED"), ("succeeded", "")] and states == {
         "rejected": 1,
         "succeeded": 1,
@@ -371,8 +371,13 @@ def test_a_retry_after_an_ambiguous_signing_timeout_adopts_the_stored_approval(d
     assert signed["sha256"] == sha256_hex(stored) == sha256_hex(documents.archive.get(f"{prefix}/{SIGNED}"))
     assert len(documents.ledger.events_of_type("document.published")) == 1
     assert [(s, t) for _, s, t in _stages(documents, job_id)] == [
-        ("validating", 1), ("reviewing", 1), ("signing", 1),
-        ("validating", 2), ("reviewing", 2), ("signing", 2), ("committing", 2),
+        ("validating", 1),
+        ("reviewing", 1),
+        ("signing", 1),
+        ("validating", 2),
+        ("reviewing", 2),
+        ("signing", 2),
+        ("committing", 2),
     ]
     assert _stages(documents, job_id)[3][0] == "retry_wait"
 

@@ -39,7 +39,11 @@ def test_snapshot_of_assets_checks_jobs_schedules_sensors():
     repo = defs.get_repository_def()
     graph = repo.asset_graph
     assert sorted(k.to_user_string() for k in graph.get_all_asset_keys()) == [
-        "document_jobs", "evidence_bundle", "monthly_report", "report_preview", "source_revision",
+        "document_jobs",
+        "evidence_bundle",
+        "monthly_report",
+        "report_preview",
+        "source_revision",
     ]
     documents = graph.get(AssetKey("document_jobs"))  # recorded by document page runs, never materialized itself
     assert not documents.is_executable
@@ -84,8 +88,13 @@ def test_snapshot_of_assets_checks_jobs_schedules_sensors():
         "ledger_maintenance_schedule": ("17 * * * *", "ledger_maintenance"),
     }
     assert sorted(s.name for s in repo.sensor_defs) == [
-        "document_dispatch_sensor", "evidence_job_failed", "evidence_job_succeeded", "source_landing_sensor",
-        "tenant_month_retry_sensor", "tenant_registry_sensor", "webhook_delivery_sensor",
+        "document_dispatch_sensor",
+        "evidence_job_failed",
+        "evidence_job_succeeded",
+        "source_landing_sensor",
+        "tenant_month_retry_sensor",
+        "tenant_registry_sensor",
+        "webhook_delivery_sensor",
     ]
 
 
@@ -109,23 +118,28 @@ def test_schedule_requests_last_complete_month_for_every_tenant_in_range_runs():
 def test_schedule_skips_without_tenants_or_complete_months():
     schedule = defs.resolve_schedule_def("monthly_evidence_schedule")
     with DagsterInstance.local_temp() as instance:
-        nobody = schedule.evaluate_tick(build_schedule_context(instance=instance,
-                                                               scheduled_execution_time=datetime(2026, 12, 1, 2)))
+        nobody = schedule.evaluate_tick(
+            build_schedule_context(instance=instance, scheduled_execution_time=datetime(2026, 12, 1, 2))
+        )
         instance.add_dynamic_partitions("tenant", ["acme-books"])
-        too_early = schedule.evaluate_tick(build_schedule_context(instance=instance,
-                                                                  scheduled_execution_time=datetime(2025, 1, 1, 2)))
+        too_early = schedule.evaluate_tick(
+            build_schedule_context(instance=instance, scheduled_execution_time=datetime(2025, 1, 1, 2))
+        )
     assert not nobody.run_requests and "0 tenants" in nobody.skip_message
     assert not too_early.run_requests and "2025-01" in too_early.skip_message
 
 
-@pytest.mark.parametrize(("today", "open_months", "first_period", "first"), [
-    (date(2026, 12, 1), 12, FIRST_PERIOD, "2025-12"),  # the last 12 complete months: 2025-12 .. 2026-11
-    (date(2027, 1, 31), 12, FIRST_PERIOD, "2026-01"),
-    (date(2027, 3, 15), 1, FIRST_PERIOD, "2027-02"),
-    (date(2025, 6, 1), 12, FIRST_PERIOD, "2025-01"),  # never before the first month the deployment covers
-    (date(2026, 12, 1), 48, "2023-06", "2023-06"),
-    (date(2026, 12, 1), 36, "2023-06", "2023-12"),
-])
+@pytest.mark.parametrize(
+    ("today", "open_months", "first_period", "first"),
+    [
+        (date(2026, 12, 1), 12, FIRST_PERIOD, "2025-12"),  # the last 12 complete months: 2025-12 .. 2026-11
+        (date(2027, 1, 31), 12, FIRST_PERIOD, "2026-01"),
+        (date(2027, 3, 15), 1, FIRST_PERIOD, "2027-02"),
+        (date(2025, 6, 1), 12, FIRST_PERIOD, "2025-01"),  # never before the first month the deployment covers
+        (date(2026, 12, 1), 48, "2023-06", "2023-06"),
+        (date(2026, 12, 1), 36, "2023-06", "2023-12"),
+    ],
+)
 def test_the_open_window_holds_the_last_complete_months(today, open_months, first_period, first):
     assert first_open_period(today, open_months, first_period) == first
 
@@ -133,14 +147,16 @@ def test_the_open_window_holds_the_last_complete_months(today, open_months, firs
 def test_the_month_dimension_starts_at_the_open_window(tmp_path):
     """The code location, loaded with EVIDENCE_OPEN_MONTHS=3, has exactly the last 3 complete months as partitions;
     a bad value stops it loading with CONFIG_INVALID."""
-    script = ("from evidence_pipeline.defs.partitions import month_partitions as m\n"
-              "print(','.join(m.get_partition_keys()))")
+    script = (
+        "from evidence_pipeline.defs.partitions import month_partitions as m\nprint(','.join(m.get_partition_keys()))"
+    )
     env = dict(os.environ, EVIDENCE_OPEN_MONTHS="3")
     today = datetime.now(timezone.utc).date()
     keys = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
     assert keys.stdout.split() == [",".join(f"{p}-01" for p in _complete_months(today, 3))]
-    bad = subprocess.run([sys.executable, "-c", script], env=env | {"EVIDENCE_OPEN_MONTHS": "0"}, capture_output=True,
-                         text=True)
+    bad = subprocess.run(
+        [sys.executable, "-c", script], env=env | {"EVIDENCE_OPEN_MONTHS": "0"}, capture_output=True, text=True
+    )
     assert bad.returncode != 0 and "CONFIG_INVALID" in bad.stderr and "EVIDENCE_OPEN_MONTHS" in bad.stderr
 
 
@@ -148,14 +164,17 @@ def test_the_month_dimension_starts_at_the_open_window(tmp_path):
 def test_a_deployment_may_open_months_before_2025(tmp_path):
     """EVIDENCE_FIRST_PERIOD moves the first month a deployment covers: with 2023-01 and a window wider than the time
     since, the month dimension starts at 2023-01; a value that is not a month stops the location loading."""
-    script = ("from evidence_pipeline.defs.partitions import month_partitions as m\n"
-              "print(m.get_partition_keys()[0])")
+    script = "from evidence_pipeline.defs.partitions import month_partitions as m\nprint(m.get_partition_keys()[0])"
     env = dict(os.environ, EVIDENCE_OPEN_MONTHS="120", EVIDENCE_FIRST_PERIOD="2023-01")
     first = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
     assert first.stdout.split() == ["2023-01-01"]
     for bad_value in ("2023-13", "2023", "01-2023"):
-        bad = subprocess.run([sys.executable, "-c", script], env=env | {"EVIDENCE_FIRST_PERIOD": bad_value},
-                             capture_output=True, text=True)
+        bad = subprocess.run(
+            [sys.executable, "-c", script],
+            env=env | {"EVIDENCE_FIRST_PERIOD": bad_value},
+            capture_output=True,
+            text=True,
+        )
         assert bad.returncode != 0 and "CONFIG_INVALID" in bad.stderr and "EVIDENCE_FIRST_PERIOD" in bad.stderr
 
 
@@ -172,8 +191,9 @@ def _tick_sensor(tmp_path, monkeypatch, registered: list[str], offboarded: tuple
     ledger = runtime_for(Settings.from_env()).ledger
     signers_of(ledger).register_tenants(registered)
     for tenant in offboarded:
-        ledger._transact(lambda conn, tenant=tenant: Tokens(ledger).record_offboarding(conn, tenant, "test",
-                                                                                        {"reason": "test"}))
+        ledger._transact(
+            lambda conn, tenant=tenant: Tokens(ledger).record_offboarding(conn, tenant, "test", {"reason": "test"})
+        )
     sensor = defs.get_sensor_def("tenant_registry_sensor")
     with DagsterInstance.local_temp() as instance:
         instance.add_dynamic_partitions("tenant", ["acme-books"])
@@ -184,8 +204,9 @@ def _tick_sensor(tmp_path, monkeypatch, registered: list[str], offboarded: tuple
 
 
 def test_sensor_adds_the_registered_tenants_in_registration_order(tmp_path, monkeypatch):
-    [request] = _tick_sensor(tmp_path, monkeypatch, ["zeta-foods", "acme-books", "delta-foods"]
-                             ).dynamic_partitions_requests
+    [request] = _tick_sensor(
+        tmp_path, monkeypatch, ["zeta-foods", "acme-books", "delta-foods"]
+    ).dynamic_partitions_requests
     assert list(request.partition_keys) == ["zeta-foods", "delta-foods"]
 
 
@@ -196,9 +217,14 @@ def test_sensor_warns_when_the_partitions_pass_dagsters_guidance(tmp_path, monke
     _tick_sensor(tmp_path, monkeypatch, ["zeta-foods", "acme-books", "delta-foods"], log_handler=caplog.handler)
     months = len(automation.month_partitions.get_partition_keys())
     warned = [r.getMessage() for r in caplog.records if "past Dagster's guidance" in r.getMessage()]
-    assert months > 1 and warned == ([f"{3 * months} partitions per asset once these tenants are added, past "
-                                      f"Dagster's guidance of 5: lower EVIDENCE_OPEN_MONTHS (docs: Open months)"]
-                                     if guidance == 5 else [])
+    assert months > 1 and warned == (
+        [
+            f"{3 * months} partitions per asset once these tenants are added, past "
+            f"Dagster's guidance of 5: lower EVIDENCE_OPEN_MONTHS (docs: Open months)"
+        ]
+        if guidance == 5
+        else []
+    )
 
 
 def test_sensor_removes_offboarded_tenants_and_never_adds_them_back(tmp_path, monkeypatch):
@@ -216,30 +242,40 @@ def test_sensor_skips_when_nothing_is_new(tmp_path, monkeypatch):
 def test_the_catalog_names_group_owners_kinds_and_tags_and_every_sensor_schedule_and_job_is_described():
     repo = defs.get_repository_def()
     graph = repo.asset_graph
-    kinds = {k.to_user_string(): ({t.removeprefix("dagster/kind/") for t in graph.get(k).tags
-                                   if t.startswith("dagster/kind/")}, graph.get(k).group_name)
-             for k in graph.get_all_asset_keys()}
+    kinds = {
+        k.to_user_string(): (
+            {t.removeprefix("dagster/kind/") for t in graph.get(k).tags if t.startswith("dagster/kind/")},
+            graph.get(k).group_name,
+        )
+        for k in graph.get_all_asset_keys()
+    }
     assert kinds == {
-        "source_revision": ({"sql"}, "evidence"), "monthly_report": ({"pdf"}, "evidence"),
-        "evidence_bundle": ({"pdf", "s3", "pades"}, "evidence"), "report_preview": ({"pdf"}, "evidence"),
+        "source_revision": ({"sql"}, "evidence"),
+        "monthly_report": ({"pdf"}, "evidence"),
+        "evidence_bundle": ({"pdf", "s3", "pades"}, "evidence"),
+        "report_preview": ({"pdf"}, "evidence"),
         "document_jobs": ({"pdf"}, "documents"),
     }
     for key in graph.get_all_asset_keys():
         assert graph.get(key).owners == ["team:evidence"] and graph.get(key).tags["grain"] == "tenant-month"
     freshness = {key.to_user_string(): graph.get(key).freshness_policy for key in graph.get_all_asset_keys()}
-    assert {key for key, policy in freshness.items() if policy} == {"source_revision", "monthly_report",
-                                                                     "evidence_bundle"}  # what the schedule makes
+    assert {key for key, policy in freshness.items() if policy} == {
+        "source_revision",
+        "monthly_report",
+        "evidence_bundle",
+    }  # what the schedule makes
     assert freshness["evidence_bundle"].deadline_cron == "0 2 2 * *"  # the deadline of evidence_tenant_months_overdue
     assert freshness["evidence_bundle"].lower_bound_delta == timedelta(days=1)  # since the schedule's tick
     # The asset page's Materialize runs the asset alone: its description, above the button, says what to select.
     for name in ("monthly_report", "evidence_bundle"):
         assert graph.get(AssetKey(name)).description.endswith(
-            "select source_revision, monthly_report and evidence_bundle together (or launch the monthly_evidence "
-            "job).")
+            "select source_revision, monthly_report and evidence_bundle together (or launch the monthly_evidence job)."
+        )
     jobs = [job for job in repo.get_all_jobs() if not job.name.startswith("__")]
     described = [*repo.sensor_defs, *repo.schedule_defs, *jobs]
-    assert len(described) == 12 and all(d.description for d in described), [d.name for d in described
-                                                                             if not d.description]
+    assert len(described) == 12 and all(d.description for d in described), [
+        d.name for d in described if not d.description
+    ]
 
 
 def test_dagster_cli_works_from_the_repository_root_without_dagster_home(tmp_path, repository_root):
@@ -247,8 +283,14 @@ def test_dagster_cli_works_from_the_repository_root_without_dagster_home(tmp_pat
     (Dagster makes a temporary instance directory, and the event log storage takes it)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAGSTER_", "EVIDENCE_"))}
     env["EVIDENCE_OPEN_MONTHS"] = "12"
-    validate = subprocess.run([Path(sys.executable).parent / "dagster", "definitions", "validate"], cwd=REPO,
-                              env=env, capture_output=True, text=True, timeout=600)
+    validate = subprocess.run(
+        [Path(sys.executable).parent / "dagster", "definitions", "validate"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert validate.returncode == 0, validate.stderr[-3000:]
     assert "All code locations passed validation" in validate.stdout + validate.stderr
     assert not list(REPO.glob(".tmp_dagster_home_*"))  # Dagster removed its temporary instance
@@ -266,8 +308,14 @@ def repository_root():
 def test_dg_checks_the_definitions_from_the_repository_root(repository_root):
     """`dg check defs` (the dg CLI, pyproject's [tool.dg]) loads the code location `dagster dev` loads."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAGSTER_", "EVIDENCE_", "VIRTUAL_ENV"))}
-    check = subprocess.run([Path(sys.executable).parent / "dg", "check", "defs"], cwd=REPO, env=env,
-                           capture_output=True, text=True, timeout=600)
+    check = subprocess.run(
+        [Path(sys.executable).parent / "dg", "check", "defs"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-3000:]
     assert "All definitions loaded successfully" in check.stdout + check.stderr
     assert "does not match the virtual environment" not in check.stdout + check.stderr  # .venv/bin/dg as is
@@ -278,9 +326,18 @@ def test_loading_the_definitions_prints_no_warning(tmp_path):
     """What `evidence demo` and `evidence ui` load: no Dagster warning precedes a command's own output (the
     sensors Dagster builds from the assets' automation once printed a BetaWarning for the assets' owners)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAGSTER_", "EVIDENCE_"))}
-    load = subprocess.run([sys.executable, "-c", "from evidence_pipeline.definitions import defs; "
-                           "defs.get_repository_def().get_all_jobs()"], cwd=tmp_path, env=env | {
-                               "EVIDENCE_HOME": str(tmp_path / "home")}, capture_output=True, text=True, timeout=300)
+    load = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from evidence_pipeline.definitions import defs; defs.get_repository_def().get_all_jobs()",
+        ],
+        cwd=tmp_path,
+        env=env | {"EVIDENCE_HOME": str(tmp_path / "home")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert load.returncode == 0, load.stderr[-3000:]
     assert "Warning" not in load.stderr, load.stderr[-3000:]
 
@@ -321,10 +378,12 @@ def test_production_yaml_is_dagster_yaml_with_postgres_storage():
     production, embedded = _yaml(REPO / "dagster.production.yaml"), _yaml(REPO / "dagster.yaml")
     tenant_cap = {"key": "evidence/tenant", "value": {"applyLimitPerUniqueValue": True}}
     assert embedded["concurrency"].pop("runs") == {
-        "max_concurrent_runs": 4, "tag_concurrency_limits": [tenant_cap | {"limit": 1}]
+        "max_concurrent_runs": 4,
+        "tag_concurrency_limits": [tenant_cap | {"limit": 1}],
     }
     assert production["concurrency"].pop("runs") == {
-        "max_concurrent_runs": 4, "tag_concurrency_limits": [tenant_cap | {"limit": 2}]
+        "max_concurrent_runs": 4,
+        "tag_concurrency_limits": [tenant_cap | {"limit": 2}],
     }
     pg = {"postgres_url": {"env": "DAGSTER_PG_URL"}}
     assert production.pop("run_storage") == {

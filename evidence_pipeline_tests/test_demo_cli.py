@@ -38,8 +38,15 @@ def _environment(home: Path, **extra: str) -> dict[str, str]:
 
 def _demo(env: dict, **kwargs) -> subprocess.Popen:
     # One month per tenant: what these tests prove holds for any number of months, and each month costs a run.
-    return subprocess.Popen([*EVIDENCE, "demo", "--months", "1"], env=env, cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kwargs)
+    return subprocess.Popen(
+        [*EVIDENCE, "demo", "--months", "1"],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
 
 
 def _newly_published(stdout: str) -> int:
@@ -81,16 +88,23 @@ def test_two_concurrent_demos_on_one_home_count_each_publication_once(tmp_path):
         with contextlib.suppress(FileNotFoundError):  # SQLite's -wal and -shm come and go
             modes[path] = path.lstat().st_mode
     assert {path.name for path in modes} >= {"dagster.yaml", "pades-root.pem", "ledger.sqlite", "runs.db"}
-    loose = {str(path.relative_to(tmp_path)) for path, mode in modes.items()
-             if (stat.S_ISREG(mode) or stat.S_ISDIR(mode)) and mode & 0o022}
+    loose = {
+        str(path.relative_to(tmp_path))
+        for path, mode in modes.items()
+        if (stat.S_ISREG(mode) or stat.S_ISDIR(mode)) and mode & 0o022
+    }
     assert not loose, sorted(loose)[:20]  # nothing group- or world-writable, Dagster's own files included
 
 
 def _document_jobs(home: Path) -> dict[tuple, int]:
     with sqlite3.connect(home / "ledger.sqlite") as db:
-        return {(operation, state, reason): n for operation, state, reason, n in db.execute(
-            "SELECT operation, state, last_reason, count(*) FROM evidence_jobs JOIN evidence_document_jobs"
-            " USING (job_id) GROUP BY operation, state, last_reason")}
+        return {
+            (operation, state, reason): n
+            for operation, state, reason, n in db.execute(
+                "SELECT operation, state, last_reason, count(*) FROM evidence_jobs JOIN evidence_document_jobs"
+                " USING (job_id) GROUP BY operation, state, last_reason"
+            )
+        }
 
 
 def _job_states(home: Path) -> set[str]:
@@ -98,10 +112,13 @@ def _job_states(home: Path) -> set[str]:
         return {state for (state,) in db.execute("SELECT state FROM evidence_jobs")}
 
 
-@pytest.mark.parametrize("errno_name, code, job_state", [
-    ("EROFS", "STORE_READ_ONLY", "rejected"),  # terminal: an operator fixes the mount, then replays
-    ("ENOSPC", "STORE_FULL", "accepted"),  # transient: one invocation's retries do not spend the job's budget
-])
+@pytest.mark.parametrize(
+    "errno_name, code, job_state",
+    [
+        ("EROFS", "STORE_READ_ONLY", "rejected"),  # terminal: an operator fixes the mount, then replays
+        ("ENOSPC", "STORE_FULL", "accepted"),  # transient: one invocation's retries do not spend the job's budget
+    ],
+)
 def test_a_read_only_or_full_archive_fails_each_tenant_month_on_its_own(tmp_path, errno_name, code, job_state):
     home = tmp_path / "home"
     demo = _demo(_environment(home, EVIDENCE_IO_FAULT=f"archive_write:{errno_name}"))
@@ -164,9 +181,12 @@ def _held_by_a_live_run(home: Path) -> subprocess.Popen:
 
     holder = subprocess.Popen(["sleep", "600"])
     with _instance(home) as instance:
-        run = DagsterRun(job_name="monthly_evidence", run_id=str(uuid.uuid4()), status=DagsterRunStatus.STARTED,
-                         tags={HOST_TAG: socket.gethostname(), PID_TAG: str(holder.pid),
-                               STARTED_TAG: _started(holder.pid)})
+        run = DagsterRun(
+            job_name="monthly_evidence",
+            run_id=str(uuid.uuid4()),
+            status=DagsterRunStatus.STARTED,
+            tags={HOST_TAG: socket.gethostname(), PID_TAG: str(holder.pid), STARTED_TAG: _started(holder.pid)},
+        )
         instance.add_run(run)
         storage = instance.event_log_storage
         storage.initialize_concurrency_limit_to_default("publish")

@@ -113,8 +113,12 @@ def dockerfile_problems(text: str, dockerignore: str) -> list[str]:
     *builds, final = stages
     if final["base"] != builds[0]["base"]:
         problems.append("the final stage is not on the build stage's base (the venv's interpreter path)")
-    syncs = [rest for stage in builds for instruction, rest in stage["instructions"]
-             if instruction == "RUN" and "uv sync" in rest]
+    syncs = [
+        rest
+        for stage in builds
+        for instruction, rest in stage["instructions"]
+        if instruction == "RUN" and "uv sync" in rest
+    ]
     if not syncs:
         problems.append("no `uv sync` in a build stage")
     for rest in syncs:
@@ -126,8 +130,9 @@ def dockerfile_problems(text: str, dockerignore: str) -> list[str]:
     if not user.isdigit() or int(user) == 0:
         problems.append(f"the final stage runs as {user!r}, not a numeric non-root user")
     for instruction, rest in final["instructions"]:
-        if instruction == "RUN" and re.search(r"apt(-get)? install|pip install|\buv\b|gcc|build-essential|\bmake\b",
-                                              rest):
+        if instruction == "RUN" and re.search(
+            r"apt(-get)? install|pip install|\buv\b|gcc|build-essential|\bmake\b", rest
+        ):
             problems.append(f"the final stage installs or builds: RUN {rest[:60]}")
         if instruction in ("COPY", "ADD") and "--from=" in rest and "/venv" not in rest:
             problems.append(f"the final stage copies more than the virtual environment: {rest}")
@@ -150,24 +155,45 @@ def test_dockerfile_meets_our_rules():
     assert dockerfile_problems(DOCKERFILE.read_text(), (REPO / ".dockerignore").read_text()) == []
 
 
-@pytest.mark.parametrize("change, problem", [
-    (lambda text: text.replace("USER 10001:10001", "USER root"), "not a numeric non-root user"),
-    (lambda text: text.replace("USER 10001:10001\n", ""), "not a numeric non-root user"),
-    (lambda text: text.replace("--no-install-project --compile-bytecode", "--no-install-project"),
-     "without --compile-bytecode"),
-    (lambda text: text.replace("uv sync --locked --no-dev --group k8s --no-editable", "uv sync --no-dev --group k8s "
-                               "--no-editable"), "without --locked"),
-    (lambda text: text.replace("COPY --from=build /opt/evidence/venv /opt/evidence/venv",
-                               "COPY --from=build /opt/evidence/venv /opt/evidence/venv\n"
-                               "RUN apt-get install -y gcc"), "installs or builds"),
-    (lambda text: text.replace("COPY evidence_pipeline ./evidence_pipeline",
-                               "COPY evidence_pipeline ./evidence_pipeline\nCOPY deploy/secrets /keys"),
-     "outside the .dockerignore allowlist"),
-    (lambda text: text.replace("    EVIDENCE_GENERATE_DEV_KEYS=0\n", "    EVIDENCE_GENERATE_DEV_KEYS=1\n"),
-     "development keys"),
-    (lambda text: re.sub(r"FROM os AS runtime", "FROM debian:bookworm-slim AS runtime", text),
-     "not on the build stage's base"),
-])
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        (lambda text: text.replace("USER 10001:10001", "USER root"), "not a numeric non-root user"),
+        (lambda text: text.replace("USER 10001:10001\n", ""), "not a numeric non-root user"),
+        (
+            lambda text: text.replace("--no-install-project --compile-bytecode", "--no-install-project"),
+            "without --compile-bytecode",
+        ),
+        (
+            lambda text: text.replace(
+                "uv sync --locked --no-dev --group k8s --no-editable", "uv sync --no-dev --group k8s --no-editable"
+            ),
+            "without --locked",
+        ),
+        (
+            lambda text: text.replace(
+                "COPY --from=build /opt/evidence/venv /opt/evidence/venv",
+                "COPY --from=build /opt/evidence/venv /opt/evidence/venv\nRUN apt-get install -y gcc",
+            ),
+            "installs or builds",
+        ),
+        (
+            lambda text: text.replace(
+                "COPY evidence_pipeline ./evidence_pipeline",
+                "COPY evidence_pipeline ./evidence_pipeline\nCOPY deploy/secrets /keys",
+            ),
+            "outside the .dockerignore allowlist",
+        ),
+        (
+            lambda text: text.replace("    EVIDENCE_GENERATE_DEV_KEYS=0\n", "    EVIDENCE_GENERATE_DEV_KEYS=1\n"),
+            "development keys",
+        ),
+        (
+            lambda text: re.sub(r"FROM os AS runtime", "FROM debian:bookworm-slim AS runtime", text),
+            "not on the build stage's base",
+        ),
+    ],
+)
 def test_dockerfile_rules_catch_what_they_are_for(change, problem):
     text = DOCKERFILE.read_text()
     changed = change(text)
@@ -190,9 +216,13 @@ def test_hadolint_passes_the_dockerfile_and_fails_a_root_one(tmp_path):
 
 def test_the_image_copies_what_the_package_needs_and_no_tests():
     """The Dockerfile's COPY lines against the files a non-editable install and the image's defaults need."""
-    copied = {source.rstrip("/") for stage in dockerfile_stages(DOCKERFILE.read_text())
-              for instruction, rest in stage["instructions"] if instruction == "COPY" and "--from=" not in rest
-              for source in [word for word in shlex.split(rest) if not word.startswith("--")][:-1]}
+    copied = {
+        source.rstrip("/")
+        for stage in dockerfile_stages(DOCKERFILE.read_text())
+        for instruction, rest in stage["instructions"]
+        if instruction == "COPY" and "--from=" not in rest
+        for source in [word for word in shlex.split(rest) if not word.startswith("--")][:-1]
+    }
     assert {"pyproject.toml", "uv.lock", "README.md", "evidence_pipeline", "dagster.production.yaml"} == copied
     final = dockerfile_stages(DOCKERFILE.read_text())[-1]
     env = stage_env(final)
@@ -227,15 +257,20 @@ def _option(command: list[str], *names: str) -> str | None:
 
 
 def compose_problems(doc: dict, image_env: dict[str, str], base: Path = DEPLOY) -> list[str]:
-    problems = [f"schema: {error.message}" for error in
-                jsonschema.validators.validator_for(compose_schema())(compose_schema()).iter_errors(doc)]
+    problems = [
+        f"schema: {error.message}"
+        for error in jsonschema.validators.validator_for(compose_schema())(compose_schema()).iter_errors(doc)
+    ]
     services = doc.get("services", {})
     missing = {"postgres", "s3", "code", "webserver", "daemon"} - set(services)
     if missing:
         return problems + [f"no service {sorted(missing)}"]
     code = services["code"]["command"]
-    if code[:3] != ["dagster", "code-server", "start"] or _option(code, "--module-name", "-m") != \
-            "evidence_pipeline.definitions" or _option(code, "--host", "-h") != "0.0.0.0":
+    if (
+        code[:3] != ["dagster", "code-server", "start"]
+        or _option(code, "--module-name", "-m") != "evidence_pipeline.definitions"
+        or _option(code, "--host", "-h") != "0.0.0.0"
+    ):
         problems.append("the code service is not `dagster code-server start` of evidence_pipeline.definitions")
     port = int(_option(code, "--port", "-p") or 0)
     for name, program in (("webserver", "dagster-webserver"), ("daemon", "dagster-daemon")):
@@ -278,19 +313,35 @@ def compose_problems(doc: dict, image_env: dict[str, str], base: Path = DEPLOY) 
             problems.append(f"keys-init has no secret file {key_file} in {PROVISIONED_KEYS}")
         elif not str(source.get("file", "")).startswith("./secrets/"):
             problems.append(f"{key_file} does not come from a file under deploy/secrets/")
-    keys_volumes = {name: {mount.split(":")[0] for mount in services.get(name, {}).get("volumes", [])
-                           if mount.split(":")[1] == code_env["EVIDENCE_KEYS_DIR"]} for name in ("keys-init", "code")}
-    if len(keys_volumes["code"]) != 1 or keys_volumes["code"] != keys_volumes["keys-init"] or \
-            next(iter(keys_volumes["code"])) not in (doc.get("volumes") or {}):
+    keys_volumes = {
+        name: {
+            mount.split(":")[0]
+            for mount in services.get(name, {}).get("volumes", [])
+            if mount.split(":")[1] == code_env["EVIDENCE_KEYS_DIR"]
+        }
+        for name in ("keys-init", "code")
+    }
+    if (
+        len(keys_volumes["code"]) != 1
+        or keys_volumes["code"] != keys_volumes["keys-init"]
+        or next(iter(keys_volumes["code"])) not in (doc.get("volumes") or {})
+    ):
         problems.append(f"code and keys-init do not share one named volume at EVIDENCE_KEYS_DIR: {keys_volumes}")
     if services["code"].get("secrets"):
         problems.append("the code service mounts the provisioning secrets: it signs from the keys volume")
     for key in ("DAGSTER_PG_URL", "EVIDENCE_LEDGER_URL"):
         if not code_env.get(key, "").startswith("postgresql+psycopg2://"):
             problems.append(f"the code service's {key} is not PostgreSQL")
-    if not all(code_env.get(key, "").startswith("s3://") for key in (
-            "EVIDENCE_ARCHIVE_URI", "EVIDENCE_SOURCES_URI", "EVIDENCE_STAGING_URI", "EVIDENCE_PREVIEW_URI",
-            "EVIDENCE_DOCUMENTS_URI")):
+    if not all(
+        code_env.get(key, "").startswith("s3://")
+        for key in (
+            "EVIDENCE_ARCHIVE_URI",
+            "EVIDENCE_SOURCES_URI",
+            "EVIDENCE_STAGING_URI",
+            "EVIDENCE_PREVIEW_URI",
+            "EVIDENCE_DOCUMENTS_URI",
+        )
+    ):
         problems.append("a store of the code service is not on S3")
     if urlsplit(code_env.get("EVIDENCE_S3_ENDPOINT_URL", "")).hostname not in services:
         problems.append("EVIDENCE_S3_ENDPOINT_URL is not the compose S3 server")
@@ -317,23 +368,35 @@ def _mutated(change) -> dict:
     return doc
 
 
-@pytest.mark.parametrize("change, problem", [
-    (lambda doc: doc["services"]["code"].update(bogus=1), "schema"),
-    (lambda doc: doc["services"].pop("daemon"), "no service"),
-    (lambda doc: doc["services"]["code"].update(command=["dagster", "api", "grpc", "-m", "x"]), "code-server start"),
-    (lambda doc: doc["services"]["webserver"].update(configs=[]), "is not mounted"),
-    (lambda doc: doc["configs"]["workspace"].update(file="../workspace.yaml"), "does not name the code server"),
-    (lambda doc: doc["services"]["postgres"]["environment"].update(POSTGRES_PASSWORD="hunter2"),
-     "POSTGRES_PASSWORD is written in the file"),
-    (lambda doc: doc["services"]["migrate"].update(environment={
-        "DAGSTER_PG_URL": "postgresql+psycopg2://evidence:hunter2@postgres:5432/evidence"}), "password written"),
-    (lambda doc: doc["services"]["code"]["environment"].update(EVIDENCE_ARCHIVE_URL="s3://x"), "is no setting"),
-    (lambda doc: doc["services"]["keys-init"]["secrets"].pop(), "has no secret file"),
-    (lambda doc: doc["services"]["code"]["volumes"].pop(0), "do not share one named volume"),
-    (lambda doc: doc["services"]["code"].update(secrets=["statement-key"]), "mounts the provisioning secrets"),
-    (lambda doc: doc["services"]["daemon"].update(secrets=["statement-key"]), "keys it does not use"),
-    (lambda doc: doc["services"]["code"]["environment"].update(EVIDENCE_GENERATE_DEV_KEYS="1"), "development keys"),
-])
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        (lambda doc: doc["services"]["code"].update(bogus=1), "schema"),
+        (lambda doc: doc["services"].pop("daemon"), "no service"),
+        (
+            lambda doc: doc["services"]["code"].update(command=["dagster", "api", "grpc", "-m", "x"]),
+            "code-server start",
+        ),
+        (lambda doc: doc["services"]["webserver"].update(configs=[]), "is not mounted"),
+        (lambda doc: doc["configs"]["workspace"].update(file="../workspace.yaml"), "does not name the code server"),
+        (
+            lambda doc: doc["services"]["postgres"]["environment"].update(POSTGRES_PASSWORD="hunter2"),
+            "POSTGRES_PASSWORD is written in the file",
+        ),
+        (
+            lambda doc: doc["services"]["migrate"].update(
+                environment={"DAGSTER_PG_URL": "postgresql+psycopg2://evidence:hunter2@postgres:5432/evidence"}
+            ),
+            "password written",
+        ),
+        (lambda doc: doc["services"]["code"]["environment"].update(EVIDENCE_ARCHIVE_URL="s3://x"), "is no setting"),
+        (lambda doc: doc["services"]["keys-init"]["secrets"].pop(), "has no secret file"),
+        (lambda doc: doc["services"]["code"]["volumes"].pop(0), "do not share one named volume"),
+        (lambda doc: doc["services"]["code"].update(secrets=["statement-key"]), "mounts the provisioning secrets"),
+        (lambda doc: doc["services"]["daemon"].update(secrets=["statement-key"]), "keys it does not use"),
+        (lambda doc: doc["services"]["code"]["environment"].update(EVIDENCE_GENERATE_DEV_KEYS="1"), "development keys"),
+    ],
+)
 def test_compose_rules_catch_what_they_are_for(change, problem):
     problems = compose_problems(_mutated(change), _image_env())
     assert any(problem in found for found in problems), problems
@@ -344,11 +407,15 @@ def test_compose_secrets_stay_out_of_git_and_the_build_context():
     assert "deploy/.env" in ignored and "deploy/secrets/" in ignored
     for source in _yaml(COMPOSE)["secrets"].values():
         assert source["file"].startswith("./secrets/")
-    assert all(not name.startswith(("deploy", ".env")) for name in
-               dockerignore_allowlist((REPO / ".dockerignore").read_text()))
+    assert all(
+        not name.startswith(("deploy", ".env")) for name in dockerignore_allowlist((REPO / ".dockerignore").read_text())
+    )
     used = set(re.findall(r"\$\{([A-Z0-9_]+)", COMPOSE.read_text()))
-    example = {line.split("=", 1)[0] for line in (DEPLOY / ".env.example").read_text().splitlines()
-               if line and not line.startswith("#")}
+    example = {
+        line.split("=", 1)[0]
+        for line in (DEPLOY / ".env.example").read_text().splitlines()
+        if line and not line.startswith("#")
+    }
     required = set(re.findall(r"\$\{([A-Z0-9_]+):\?", COMPOSE.read_text()))
     assert required <= example <= used  # every required variable has an example, and every example is used
 
@@ -395,8 +462,9 @@ def test_chart_instance_mirrors_dagster_production_yaml(tmp_path):
 
 def test_chart_instance_storages_all_reach_the_same_database(tmp_path):
     config = _rendered_config(tmp_path)
-    databases = [config[key]["config"]["postgres_db"] for key in ("run_storage", "event_log_storage",
-                                                                  "schedule_storage")]
+    databases = [
+        config[key]["config"]["postgres_db"] for key in ("run_storage", "event_log_storage", "schedule_storage")
+    ]
     assert databases[0] == databases[1] == databases[2]
     assert databases[0]["scheme"] == "postgresql+psycopg2"  # plain postgresql:// would need psycopg 3
     assert databases[0]["password"] == {"env": "DAGSTER_PG_PASSWORD"}  # the chart's Secret, never a value
@@ -415,9 +483,17 @@ def test_every_configurable_class_of_the_chart_instance_accepts_its_config(tmp_p
             result = process_config(resolve_to_config_type(klass.config_type()), data.config_dict)
             assert result.success, (key, result.errors)
             validated.append(klass.__name__)
-    assert sorted(validated) == sorted([
-        "DagsterDaemonScheduler", "PostgresScheduleStorage", "K8sRunLauncher", "PooledPostgresRunStorage",
-        "PooledPostgresEventLogStorage", "TenantFairRunCoordinator", "NoOpComputeLogManager"])
+    assert sorted(validated) == sorted(
+        [
+            "DagsterDaemonScheduler",
+            "PostgresScheduleStorage",
+            "K8sRunLauncher",
+            "PooledPostgresRunStorage",
+            "PooledPostgresEventLogStorage",
+            "TenantFairRunCoordinator",
+            "NoOpComputeLogManager",
+        ]
+    )
 
 
 def test_k8s_run_launcher_schema_rejects_a_misspelt_key(tmp_path):
@@ -430,9 +506,9 @@ def test_k8s_run_launcher_schema_rejects_a_misspelt_key(tmp_path):
 
 
 def _memory_mib(quantity: str) -> float:
-    units = {"Mi": 1, "Gi": 1024, "M": 1e6 / 2 ** 20, "G": 1e9 / 2 ** 20}
+    units = {"Mi": 1, "Gi": 1024, "M": 1e6 / 2**20, "G": 1e9 / 2**20}
     number, unit = re.fullmatch(r"([\d.]+)([A-Za-z]*)", quantity).groups()
-    return float(number) * units[unit] if unit else float(number) / 2 ** 20
+    return float(number) * units[unit] if unit else float(number) / 2**20
 
 
 def test_run_pods_are_sized_for_their_workers(tmp_path):
@@ -454,8 +530,10 @@ def test_pods_mount_keys_where_the_image_reads_them_and_run_as_its_user():
     final = dockerfile_stages(DOCKERFILE.read_text())[-1]
     [user] = [rest.split(":")[0] for instruction, rest in final["instructions"] if instruction == "USER"]
     claims = set()
-    for volumes, mounts in ((launcher["volumes"], launcher["volumeMounts"]),
-                            (deployment["volumes"], deployment["volumeMounts"])):
+    for volumes, mounts in (
+        (launcher["volumes"], launcher["volumeMounts"]),
+        (deployment["volumes"], deployment["volumeMounts"]),
+    ):
         by_name = {volume["name"]: volume for volume in volumes}
         paths = {mount["mountPath"]: by_name[mount["name"]] for mount in mounts}
         claims.add(paths[image_env["EVIDENCE_KEYS_DIR"]]["persistentVolumeClaim"]["claimName"])
@@ -469,18 +547,24 @@ def test_pods_mount_keys_where_the_image_reads_them_and_run_as_its_user():
     assert paths[PROVISIONED_KEYS]["secret"]["defaultMode"] == 0o440  # group-readable: fsGroup is the image's group
     assert paths[image_env["EVIDENCE_KEYS_DIR"]]["persistentVolumeClaim"]["claimName"] == "evidence-keys"
     assert init["image"] == f"{deployment['image']['repository']}:{deployment['image']['tag']}"
-    for context in (values["dagsterWebserver"]["podSecurityContext"], deployment["podSecurityContext"],
-                    launcher["runK8sConfig"]["podSpecConfig"]["securityContext"]):
+    for context in (
+        values["dagsterWebserver"]["podSecurityContext"],
+        deployment["podSecurityContext"],
+        launcher["runK8sConfig"]["podSpecConfig"]["securityContext"],
+    ):
         assert context["runAsNonRoot"] and str(context["runAsUser"]) == user == str(context["fsGroup"])
-    config_maps = {doc["metadata"]["name"]: doc["data"] for doc in
-                   yaml.safe_load_all((DEPLOY / "helm" / "evidence-config.yaml").read_text())
-                   if doc["kind"] == "ConfigMap"}
+    config_maps = {
+        doc["metadata"]["name"]: doc["data"]
+        for doc in yaml.safe_load_all((DEPLOY / "helm" / "evidence-config.yaml").read_text())
+        if doc["kind"] == "ConfigMap"
+    }
     for env_config_maps in (launcher["envConfigMaps"], deployment["envConfigMaps"]):
         for entry in env_config_maps:
             settings = config_maps[entry["name"]]
             assert set(settings) <= KNOWN_SETTINGS
-            assert not any(SECRET_NAME.search(name) or name.endswith("_URL") and "LEDGER" in name
-                           for name in settings)  # the ledger URL and credentials are Secrets
+            assert not any(
+                SECRET_NAME.search(name) or name.endswith("_URL") and "LEDGER" in name for name in settings
+            )  # the ledger URL and credentials are Secrets
     assert launcher["envSecrets"] == deployment["envSecrets"]  # runs and sensors reach the same ledger and S3
 
 
@@ -494,12 +578,14 @@ def test_all_components_run_the_one_image():
 
 
 def test_chart_mapping_refuses_what_it_does_not_reproduce():
-    for change in (lambda v: v["retention"].update(enabled=True),
-                   lambda v: v["dagsterDaemon"]["runRetries"].update(retryOnAssetOrOpFailure=False),
-                   lambda v: v["dagsterDaemon"]["sensors"].update(useThreads=True),
-                   lambda v: v["computeLogManager"].update(type="S3ComputeLogManager"),
-                   lambda v: v["postgresql"].update(enabled=True),
-                   lambda v: v["runLauncher"]["config"]["k8sRunLauncher"].update(imagePullSecretz=[])):
+    for change in (
+        lambda v: v["retention"].update(enabled=True),
+        lambda v: v["dagsterDaemon"]["runRetries"].update(retryOnAssetOrOpFailure=False),
+        lambda v: v["dagsterDaemon"]["sensors"].update(useThreads=True),
+        lambda v: v["computeLogManager"].update(type="S3ComputeLogManager"),
+        lambda v: v["postgresql"].update(enabled=True),
+        lambda v: v["runLauncher"]["config"]["k8sRunLauncher"].update(imagePullSecretz=[]),
+    ):
         values = _values()
         change(values)
         with pytest.raises(UnsupportedValues):
@@ -508,13 +594,17 @@ def test_chart_mapping_refuses_what_it_does_not_reproduce():
 
 def test_chart_mapping_writes_zero_and_omits_unset(tmp_path):
     values = _values()
-    values["concurrency"] = {"enabled": True, "pools": {"defaultLimit": 0},
-                             "runs": {"maxConcurrentRuns": 0, "tagConcurrencyLimits": [{"key": "team", "limit": 1}]}}
+    values["concurrency"] = {
+        "enabled": True,
+        "pools": {"defaultLimit": 0},
+        "runs": {"maxConcurrentRuns": 0, "tagConcurrencyLimits": [{"key": "team", "limit": 1}]},
+    }
     values["dagsterDaemon"]["runMonitoring"].pop("maxResumeRunAttempts")
     config = _rendered_config(tmp_path, values)
-    assert config["concurrency"] == {"pools": {"default_limit": 0},
-                                     "runs": {"max_concurrent_runs": 0,
-                                              "tag_concurrency_limits": [{"key": "team", "limit": 1}]}}
+    assert config["concurrency"] == {
+        "pools": {"default_limit": 0},
+        "runs": {"max_concurrent_runs": 0, "tag_concurrency_limits": [{"key": "team", "limit": 1}]},
+    }
     assert "max_resume_run_attempts" not in config["run_monitoring"]
 
 
@@ -531,11 +621,18 @@ def test_chart_instance_opens_on_postgresql_with_our_classes_and_limits(tmp_path
     database = urlsplit(new_database(postgres_url)).path.lstrip("/")
     values = _values()
     db = {"hostname": "", "port": port, "db_name": database, "username": "postgres", "params": {"host": directory}}
-    values["postgresql"].update(postgresqlHost="", postgresqlDatabase=database, postgresqlUsername="postgres",
-                                postgresqlParams={"host": directory}, service={"port": port})
+    values["postgresql"].update(
+        postgresqlHost="",
+        postgresqlDatabase=database,
+        postgresqlUsername="postgres",
+        postgresqlParams={"host": directory},
+        service={"port": port},
+    )
     for key in ("run_storage", "event_log_storage"):
         values["additionalInstanceConfig"][key]["config"]["postgres_db"] = {
-            **values["additionalInstanceConfig"][key]["config"]["postgres_db"], **db}
+            **values["additionalInstanceConfig"][key]["config"]["postgres_db"],
+            **db,
+        }
     (tmp_path / "dagster.yaml").write_text(render_instance_yaml(values, **RELEASE))
     monkeypatch.setenv("DAGSTER_PG_PASSWORD", "unused")  # the embedded server trusts local connections
     instance = DagsterInstance.from_config(str(tmp_path))
@@ -591,10 +688,15 @@ def test_provisioning_copies_the_key_files_once_and_never_over_a_rotated_keyring
     keys.mkdir(mode=0o700)
     files = {name: f"{name} bytes".encode() for name in sorted(KEY_FILES)}
     _kubernetes_secret_volume(secret, files)
-    run = lambda: subprocess.run(  # noqa: E731
-        ["sh", "-c", script.replace(PROVISIONED_KEYS, str(secret))], env={"EVIDENCE_KEYS_DIR": str(keys),
-                                                                           "PATH": os.environ["PATH"]},
-        capture_output=True, text=True, check=True).stdout
+    run = lambda: (  # noqa: E731
+        subprocess.run(
+            ["sh", "-c", script.replace(PROVISIONED_KEYS, str(secret))],
+            env={"EVIDENCE_KEYS_DIR": str(keys), "PATH": os.environ["PATH"]},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
     assert run().strip() == "keys provisioned"
     assert {path.name: path.read_bytes() for path in keys.iterdir()} == files  # no `..data`, no symlinks
     assert all(not path.is_symlink() and path.stat().st_mode & 0o077 == 0 for path in keys.iterdir())
@@ -658,18 +760,26 @@ def test_k8s_run_launcher_builds_the_run_pod_from_the_chart_instance(tmp_path):
     assert processed.success, processed.errors
     (tmp_path / "kubeconfig").write_text(KUBECONFIG)
     batch = RecordingBatchApi()
-    launcher = K8sRunLauncher(**{**processed.value, "load_incluster_config": False,
-                                 "kubeconfig_file": str(tmp_path / "kubeconfig")},
-                              k8s_client_batch_api=batch, k8s_client_core_api=object())
+    launcher = K8sRunLauncher(
+        **{**processed.value, "load_incluster_config": False, "kubeconfig_file": str(tmp_path / "kubeconfig")},
+        k8s_client_batch_api=batch,
+        k8s_client_core_api=object(),
+    )
     [deployment] = _values()["dagster-user-deployments"]["deployments"]
     image = f"{deployment['image']['repository']}:{deployment['image']['tag']}"
-    origin = JobPythonOrigin("monthly_evidence", RepositoryPythonOrigin(
-        "/opt/evidence/venv/bin/python", ModuleCodePointer("evidence_pipeline.definitions", "defs", None),
-        container_image=image))
+    origin = JobPythonOrigin(
+        "monthly_evidence",
+        RepositoryPythonOrigin(
+            "/opt/evidence/venv/bin/python",
+            ModuleCodePointer("evidence_pipeline.definitions", "defs", None),
+            container_image=image,
+        ),
+    )
     with instance_for_test() as instance:
         launcher.register_instance(instance)
-        run = DagsterRun(job_name="monthly_evidence", run_id="0f1e2d3c-0000-4000-8000-000000000001",
-                         job_code_origin=origin)
+        run = DagsterRun(
+            job_name="monthly_evidence", run_id="0f1e2d3c-0000-4000-8000-000000000001", job_code_origin=origin
+        )
         instance.add_run(run)
         launcher.launch_run(LaunchRunContext(dagster_run=run, workspace=None))
     [(namespace, job)] = batch.jobs
@@ -715,8 +825,11 @@ def test_webserver_and_daemon_workspace_reaches_a_code_server(tmp_path):
     grpc_workspace(tmp_path / "workspace.yaml", port)
     (tmp_path / "home").mkdir()
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"), "EVIDENCE_HOME": str(tmp_path / "evidence")}
-    with code_server(command, port, env, tmp_path / "code-server.log"), instance_for_test() as instance, \
-            WorkspaceProcessContext(instance, WorkspaceFileTarget(paths=[str(tmp_path / "workspace.yaml")])) as context:
+    with (
+        code_server(command, port, env, tmp_path / "code-server.log"),
+        instance_for_test() as instance,
+        WorkspaceProcessContext(instance, WorkspaceFileTarget(paths=[str(tmp_path / "workspace.yaml")])) as context,
+    ):
         location = context.create_request_context().get_code_location("evidence_pipeline")
         assert type(location).__name__ == "GrpcServerCodeLocation"
         [repository] = location.get_repositories().values()

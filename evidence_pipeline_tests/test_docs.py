@@ -22,13 +22,20 @@ from evidence_pipeline_tests.docs_pages import generated_page, generator
 
 # a valid value for every field whose type alone does not give one
 SAMPLES = {
-    "pades_level": "B-T", "tsa_url": "http://tsa.example/", "s3_object_lock_mode": "GOVERNANCE",
-    "s3_object_lock_days": "7", "generate_dev_keys": "0", "first_period": "2024-06", "ledger_url": "sqlite:///x",
+    "pades_level": "B-T",
+    "tsa_url": "http://tsa.example/",
+    "s3_object_lock_mode": "GOVERNANCE",
+    "s3_object_lock_days": "7",
+    "generate_dev_keys": "0",
+    "first_period": "2024-06",
+    "ledger_url": "sqlite:///x",
     "webhook_allowed_networks": "10.1.0.0/16",
     "witnesses": "https://witness.example witness.example/w1+e42b2f2c+BDtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop",
 }
-NEEDS = {"pades_level": {"EVIDENCE_TSA_URL": "http://tsa.example/"}, "s3_object_lock_mode": {
-    "EVIDENCE_S3_OBJECT_LOCK_DAYS": "7"}}
+NEEDS = {
+    "pades_level": {"EVIDENCE_TSA_URL": "http://tsa.example/"},
+    "s3_object_lock_mode": {"EVIDENCE_S3_OBJECT_LOCK_DAYS": "7"},
+}
 
 
 def _sample(field: dataclasses.Field) -> str:
@@ -69,8 +76,10 @@ def test_the_reference_pages_leave_nothing_out():
     paths = [ctx.command_path for _, ctx in generator()._commands(main, click.Context(main, info_name="evidence"))]
     assert len(paths) > 30 and all(f"\n## `{path}`\n" in cli for path in paths)
 
-    for page, contract in (("tenants-api/endpoints.md", generator().contract()),
-                           ("operators/operator-api-endpoints.md", generator().operator_contract())):
+    for page, contract in (
+        ("tenants-api/endpoints.md", generator().contract()),
+        ("operators/operator-api-endpoints.md", generator().operator_contract()),
+    ):
         endpoints = generated_page(page)
         for path, methods in contract["paths"].items():
             for method, operation in methods.items():
@@ -85,7 +94,7 @@ def test_the_reference_pages_leave_nothing_out():
     for source in package.rglob("*.py"):
         if "versions" not in source.parts:
             name = source.relative_to(package.parent).as_posix()
-            assert (f"`{name.removesuffix('__init__.py')}`" in modules), name
+            assert f"`{name.removesuffix('__init__.py')}`" in modules, name
     assert "(no docstring)" not in modules
 
 
@@ -136,8 +145,14 @@ def test_every_relative_link_names_a_file_in_the_tree_or_a_generated_page_the_re
     docs = ROOT / "docs"
     links = _relative_links()
     assert len(links) > 100  # the pattern finds the docs' links
-    dead = sorted({(page, _named(target)) for page, target, _ in links if not target.exists()
-                   and not (target.is_relative_to(docs) and target.relative_to(docs).as_posix() in generated)})
+    dead = sorted(
+        {
+            (page, _named(target))
+            for page, target, _ in links
+            if not target.exists()
+            and not (target.is_relative_to(docs) and target.relative_to(docs).as_posix() in generated)
+        }
+    )
     assert dead == []
     listed = (ROOT / "README.md").read_text().partition(GENERATED_SECTION)[2].partition("\n## ")[0]
     assert set(re.findall(r"^    docs/(\S+)", listed, re.M)) == generated  # each, and no page no longer generated
@@ -148,8 +163,14 @@ def site(tmp_path_factory) -> Path:
     """The site, as `make test` builds it (offline, --strict)."""
     out = tmp_path_factory.mktemp("site")
     env = os.environ | {"DISABLE_MKDOCS_2_WARNING": "true", "NO_MKDOCS_2_WARNING": "1"}
-    build = subprocess.run([Path(sys.executable).parent / "mkdocs", "build", "--strict", "--quiet", "--site-dir",
-                            str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    build = subprocess.run(
+        [Path(sys.executable).parent / "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert build.returncode == 0, build.stdout + build.stderr
     return out
 

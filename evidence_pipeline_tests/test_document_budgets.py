@@ -31,8 +31,9 @@ def test_font_widths_within_the_glyph_budget_are_read():
 
 def test_a_to_unicode_map_over_the_glyph_budget_is_refused():
     full = b"<0000> <FFFF> <0041>\n"
-    assert "ToUnicode" in _refused(lambda: pdftext._to_unicode(b"beginbfrange\n" + full + b"<0000> <0000> <0041>\n"
-                                                                 b"endbfrange"))
+    assert "ToUnicode" in _refused(
+        lambda: pdftext._to_unicode(b"beginbfrange\n" + full + b"<0000> <0000> <0041>\nendbfrange")
+    )
     assert len(pdftext._to_unicode(b"beginbfrange\n" + full + b"endbfrange")) == budgets.MAX_GLYPH_CODES
 
 

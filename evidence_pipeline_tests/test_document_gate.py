@@ -44,8 +44,10 @@ def test_each_hostile_document_gets_its_code(name):
 def test_a_repeated_key_is_named_as_the_defect_with_what_to_do():
     with pytest.raises(EvidenceError) as refused:
         gate(io.BytesIO(HOSTILE["catalog_key_twice"][0]))
-    assert refused.value.message == f"a dictionary repeats a key (readers disagree on which value holds) " \
-                                    f"(pyHanko: PdfStrictReadError); {RESAVE}"
+    assert (
+        refused.value.message == f"a dictionary repeats a key (readers disagree on which value holds) "
+        f"(pyHanko: PdfStrictReadError); {RESAVE}"
+    )
 
 
 def test_at_least_30_hostile_documents():
@@ -118,8 +120,12 @@ def test_a_name_tree_loop_is_refused_when_attachments_are_only_flagged():
 
 
 def test_a_limit_refusal_names_the_limit_never_a_value_from_the_file():
-    for name, value in (("cid_widths_100_million_glyphs", "100000000"), ("page_tree_count_999999999", "999999999"),
-                        ("image_declared_200000_square", "200000"), ("page_14400000_points_square", "14400000")):
+    for name, value in (
+        ("cid_widths_100_million_glyphs", "100000000"),
+        ("page_tree_count_999999999", "999999999"),
+        ("image_declared_200000_square", "200000"),
+        ("page_14400000_points_square", "14400000"),
+    ):
         with pytest.raises(EvidenceError) as refused:
             gate(io.BytesIO(HOSTILE[name][0]))
         assert "limit" in refused.value.message and value not in refused.value.message.replace(",", "")
@@ -128,10 +134,13 @@ def test_a_limit_refusal_names_the_limit_never_a_value_from_the_file():
 def test_a_font_declaring_every_two_byte_code_passes_and_a_longer_array_is_refused_by_its_named_limit():
     """A composite font's /W giving each of 65,536 codes its own range (c c w: 196,608 numbers), as a full CJK
     font embedded whole has; one array longer than MAX_ARRAY_ENTRIES is refused naming that limit."""
+
     def with_array(entries: bytes) -> bytes:
-        font = (b"<< /Type /Font /Subtype /Type0 /BaseFont /F /Encoding /Identity-H /DescendantFonts [<< /Type /Font "
-                b"/Subtype /CIDFontType2 /BaseFont /F /CIDSystemInfo << /Registry (Adobe) /Ordering (Identity) "
-                b"/Supplement 0 >> /W [" + entries + b"] >>] >>")
+        font = (
+            b"<< /Type /Font /Subtype /Type0 /BaseFont /F /Encoding /Identity-H /DescendantFonts [<< /Type /Font "
+            b"/Subtype /CIDFontType2 /BaseFont /F /CIDSystemInfo << /Registry (Adobe) /Ordering (Identity) "
+            b"/Supplement 0 >> /W [" + entries + b"] >>] >>"
+        )
         page = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Resources << /Font << /F1 4 0 R >> >> >>"
         return simple(font, page=page)
 

@@ -85,8 +85,9 @@ def test_sensor_pages_jobs_into_runs_that_work_them(backend, documents, intake, 
     assert (states["bad"]["state"], states["bad"]["reason"]) == ("rejected", "DOCUMENT_LAUNCH_ACTION")
 
 
-def test_a_poison_job_ends_dead_through_page_runs_and_is_never_dispatched_again(backend, documents, intake,
-                                                                              monkeypatch):
+def test_a_poison_job_ends_dead_through_page_runs_and_is_never_dispatched_again(
+    backend, documents, intake, monkeypatch
+):
     """The page step with a processor that raises what no code classifies: the first run ends (the job waits in
     retry_wait), the second spends the budget and fails for good, and the sensor asks for no third."""
     from evidence_pipeline_tests import poison_operation  # noqa: F401  (registers test-poison)
@@ -98,16 +99,20 @@ def test_a_poison_job_ends_dead_through_page_runs_and_is_never_dispatched_again(
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
         document_id = upload(http, pdf_bytes()).json()["document_id"]
-        job_id = submit(http, "poison", {"operation": "test-poison", "inputs": [document_id],
-                                         "options": {"trigger": "oserror"}}).json()["job_id"]
+        job_id = submit(
+            http, "poison", {"operation": "test-poison", "inputs": [document_id], "options": {"trigger": "oserror"}}
+        ).json()["job_id"]
     with DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions("tenant", ["acme"])
         page_job = defs.get_job_def("document_page_job")
         results = []
         for _ in range(2):
             [request] = tick(instance).run_requests
-            results.append(page_job.execute_in_process(run_config=request.run_config, instance=instance,
-                                                       tags=request.tags, raise_on_error=False))
+            results.append(
+                page_job.execute_in_process(
+                    run_config=request.run_config, instance=instance, tags=request.tags, raise_on_error=False
+                )
+            )
             make_due(documents, job_id)
         assert [r.success for r in results] == [True, False]  # the first waits, the second fails for good
         assert tick(instance).skip_message == "no document jobs waiting"

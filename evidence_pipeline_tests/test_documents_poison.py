@@ -33,8 +33,12 @@ def poison_job(documents, intake, trigger: str) -> str:
 
 def failure_events(documents, job_id: str) -> list[dict]:
     ledger = documents.ledger
-    return [event["details"] for kind in ("job.accepted", "job.dead") for event in ledger.events_of_type(kind)
-            if event["details"]["job_id"] == job_id and "reason" in event["details"]]
+    return [
+        event["details"]
+        for kind in ("job.accepted", "job.dead")
+        for event in ledger.events_of_type(kind)
+        if event["details"]["job_id"] == job_id and "reason" in event["details"]
+    ]
 
 
 def dead_letters(backend) -> str:
@@ -43,13 +47,15 @@ def dead_letters(backend) -> str:
     return result.output
 
 
-@pytest.mark.parametrize("trigger, code", [
-    ("oserror", "PROCESSOR_FAILED"),  # an I/O error: another attempt may succeed
-    ("memory", "PROCESSOR_RESOURCE_EXHAUSTED"),  # the worker process reaches its memory limit
-    ("abort", "PROCESSOR_FAILED"),  # a C-level abort kills the worker process, not the run
-])
-def test_a_processor_failure_counts_against_the_budget_until_the_job_is_dead(documents, intake, backend, trigger,
-                                                                            code):
+@pytest.mark.parametrize(
+    "trigger, code",
+    [
+        ("oserror", "PROCESSOR_FAILED"),  # an I/O error: another attempt may succeed
+        ("memory", "PROCESSOR_RESOURCE_EXHAUSTED"),  # the worker process reaches its memory limit
+        ("abort", "PROCESSOR_FAILED"),  # a C-level abort kills the worker process, not the run
+    ],
+)
+def test_a_processor_failure_counts_against_the_budget_until_the_job_is_dead(documents, intake, backend, trigger, code):
     job_id = poison_job(documents, intake, trigger)
     [first] = dispatch(documents)
     assert (first.job_id, first.state, first.reason) == (job_id, "accepted", code)  # retry_wait, budget left
@@ -113,7 +119,9 @@ def test_a_worker_that_died_holding_the_lease_is_recognised_and_the_job_ends_dea
     job = documents.document_jobs.job("acme", job_id)
     assert (job["state"], job["attempts"], job["last_reason"]) == ("dead", 2, "WORKER_LOST")
     assert [(e["reason"], e["attempt"]) for e in failure_events(documents, job_id)] == [
-        ("WORKER_LOST", 1), ("WORKER_LOST", 2)]
+        ("WORKER_LOST", 1),
+        ("WORKER_LOST", 2),
+    ]
     assert f"{job_id}  dead" in dead_letters(backend)
 
 
@@ -125,14 +133,12 @@ def test_the_dispatcher_records_a_dead_attempt_before_paging(documents, intake):
     documents.pages.assign_pages(10)
     ledger.acquire_lease(job_id, "doomed", 0.05)
     time.sleep(0.1)
-    assert documents.pages.record_lost_attempts(documents.retry_wait_budget, "sensor") == [
-        (job_id, "accepted")]
+    assert documents.pages.record_lost_attempts(documents.retry_wait_budget, "sensor") == [(job_id, "accepted")]
     assert documents.pages.open_pages() == []  # retry_wait: not due yet
     make_due(documents, job_id)
     assert len(documents.pages.open_pages()) == 1
     ledger.acquire_lease(job_id, "doomed-again", 0.05)
     time.sleep(0.1)
-    assert documents.pages.record_lost_attempts(documents.retry_wait_budget, "sensor") == [
-        (job_id, "dead")]
+    assert documents.pages.record_lost_attempts(documents.retry_wait_budget, "sensor") == [(job_id, "dead")]
     assert documents.pages.open_pages() == []
     assert documents.document_jobs.job("acme", job_id)["finished_at"] is not None

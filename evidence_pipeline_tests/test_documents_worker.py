@@ -32,7 +32,8 @@ IN_THE_WORKER = (
 )
 # name -> (bytes, the code the worker answers)
 IN_THE_WORKER_CASES = {name: HOSTILE[name] for name in IN_THE_WORKER} | {
-    "zip_appended": (POLYGLOTS["zip_appended"], "DOCUMENT_POLYGLOT")}
+    "zip_appended": (POLYGLOTS["zip_appended"], "DOCUMENT_POLYGLOT")
+}
 
 
 def dispatch(documents, run_id: str = "run-1") -> list:
@@ -118,15 +119,16 @@ def test_permission_only_encryption_is_read_by_inspect_and_refused_by_what_write
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
         document_id = upload(http, written(encrypted("", "AES-256"))).json()["document_id"]
-        jobs = {op: submit(http, op, {"operation": op, "inputs": [document_id]}).json()["job_id"]
-                for op in ("inspect", "contract-review")}
+        jobs = {
+            op: submit(http, op, {"operation": op, "inputs": [document_id]}).json()["job_id"]
+            for op in ("inspect", "contract-review")
+        }
         outcomes = {o.job_id: (o.state, o.reason) for o in dispatch(documents)}
     assert outcomes[jobs["inspect"]] == ("succeeded", None)
     assert outcomes[jobs["contract-review"]] == ("rejected", "DOCUMENT_PERMISSIONS_ONLY")  # a decision, not a defect
     assert "send an unencrypted copy" in documents.document_jobs.job("acme", jobs["contract-review"])["last_message"]
     job = documents.document_jobs.job("acme", jobs["inspect"])
-    inspection = json.loads(documents.archive.get(
-        f"documents/acme/{job['period']}/{jobs['inspect']}/inspection.json"))
+    inspection = json.loads(documents.archive.get(f"documents/acme/{job['period']}/{jobs['inspect']}/inspection.json"))
     assert inspection["permissions_only_encryption"] is True
 
 
@@ -148,8 +150,9 @@ def test_hostile_documents_are_refused_with_their_code_and_nothing_published(doc
             assert (outcomes[accepted["job_id"]].state, outcomes[accepted["job_id"]].reason) == ("rejected", expected)
             assert (status["state"], status["reason"], status["outputs"]) == ("rejected", expected, []), name
             assert status["finished_at"] is not None
-    messages = {name: documents.document_jobs.job("acme", accepted["job_id"])["last_message"]
-                for name, accepted in jobs.items()}
+    messages = {
+        name: documents.document_jobs.job("acme", accepted["job_id"])["last_message"] for name, accepted in jobs.items()
+    }
     for name in ("javascript_open_action", "launch_action", "embedded_file", "xfa_form"):  # what to do about it
         assert 'the option {"active_content": "flag"} of inspect accepts it' in messages[name], name
     assert "a JBIG2 image (the service does not decode JBIG2)" in messages["jbig2_image"]  # a stated choice, named

@@ -47,10 +47,14 @@ def _dagster_yaml() -> dict:
 
 # --- 1. run_tenant -------------------------------------------------------------------------------------------------
 
+
 def test_run_tenant_single_partition_run():
     # What Dagster puts on a run of one tenant-month (multi-partition dimensions become partition/<dim> tags).
-    tags = {"dagster/partition": "2026-10-01|acme-books", "dagster/partition/tenant": "acme-books",
-            "dagster/partition/month": "2026-10-01"}
+    tags = {
+        "dagster/partition": "2026-10-01|acme-books",
+        "dagster/partition/tenant": "acme-books",
+        "dagster/partition/month": "2026-10-01",
+    }
     assert run_tenant(tags) == "acme-books"
 
 
@@ -70,13 +74,22 @@ def test_run_tenant_without_partition_tags_is_none(tags):
 
 
 # What dagster 1.13.27's job backfill puts on a range run: the range, plus the first partition's dimensions.
-JOB_BACKFILL_RANGE = {RANGE_START: "2026-05-01|acme-books", RANGE_END: "2026-05-01|baltic-crafts",
-                      "dagster/partition/month": "2026-05-01", "dagster/partition/tenant": "acme-books"}
+JOB_BACKFILL_RANGE = {
+    RANGE_START: "2026-05-01|acme-books",
+    RANGE_END: "2026-05-01|baltic-crafts",
+    "dagster/partition/month": "2026-05-01",
+    "dagster/partition/tenant": "acme-books",
+}
 
 
 # A job backfill's range run over one month of two registered tenants, as the fixture instance knows them.
-CROSS_TENANT_JOB_BACKFILL_RUN = {"dagster/backfill": "bf", **JOB_BACKFILL_RANGE, RANGE_START: "2026-10-01|big-tenant",
-                                 RANGE_END: "2026-10-01|small-b", "dagster/partition/tenant": "big-tenant"}
+CROSS_TENANT_JOB_BACKFILL_RUN = {
+    "dagster/backfill": "bf",
+    **JOB_BACKFILL_RANGE,
+    RANGE_START: "2026-10-01|big-tenant",
+    RANGE_END: "2026-10-01|small-b",
+    "dagster/partition/tenant": "big-tenant",
+}
 
 
 def test_dimension_tags_that_contradict_the_range_are_stray_and_do_not_name_the_tenant():
@@ -85,8 +98,12 @@ def test_dimension_tags_that_contradict_the_range_are_stray_and_do_not_name_the_
 
 
 def test_dimension_tags_that_name_a_single_partition_range_are_kept():
-    tags = {RANGE_START: "2026-05-01|acme-books", RANGE_END: "2026-05-01|acme-books",
-            "dagster/partition/month": "2026-05-01", "dagster/partition/tenant": "acme-books"}
+    tags = {
+        RANGE_START: "2026-05-01|acme-books",
+        RANGE_END: "2026-05-01|acme-books",
+        "dagster/partition/month": "2026-05-01",
+        "dagster/partition/tenant": "acme-books",
+    }
     assert stray_dimension_tags(tags) == [] and run_tenant(tags) == "acme-books"
     assert (
         stray_dimension_tags({"dagster/partition/month": "2026-05-01", "dagster/partition/tenant": "acme-books"}) == []

@@ -34,8 +34,11 @@ def worker_env(runtime, backend, tmp_path, monkeypatch):
     home = tmp_path / "dagster_home"
     home.mkdir()
     shutil.copyfile(REPO / "dagster.production.yaml", home / "dagster.yaml")
-    env = backend | {"DAGSTER_HOME": str(home), "DAGSTER_PG_URL": backend["EVIDENCE_LEDGER_URL"],
-                     "EVIDENCE_LEASE_SECONDS": str(LEASE_SECONDS)}
+    env = backend | {
+        "DAGSTER_HOME": str(home),
+        "DAGSTER_PG_URL": backend["EVIDENCE_LEDGER_URL"],
+        "EVIDENCE_LEASE_SECONDS": str(LEASE_SECONDS),
+    }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     with DagsterInstance.get() as instance:
@@ -45,14 +48,23 @@ def worker_env(runtime, backend, tmp_path, monkeypatch):
 
 def _worker(env: dict, *args: str, kill_point: str | None = None) -> subprocess.Popen:
     env = env | ({"EVIDENCE_KILL_POINT": kill_point} if kill_point else {})
-    return subprocess.Popen([sys.executable, "-m", "evidence_pipeline_tests.fault_child", *args], env=env,
-                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "evidence_pipeline_tests.fault_child", *args],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _operator_rematerializes():
     with DagsterInstance.get() as instance:
-        return materialize([source_revision, monthly_report, evidence_bundle], instance=instance,
-                           partition_key=partition_key_for(SMALL), resources={"evidence": EvidenceResource()})
+        return materialize(
+            [source_revision, monthly_report, evidence_bundle],
+            instance=instance,
+            partition_key=partition_key_for(SMALL),
+            resources={"evidence": EvidenceResource()},
+        )
 
 
 def _bundle_prefixes(runtime) -> set[str]:
@@ -72,8 +84,14 @@ def _assert_invariants(runtime):
 # What a worker killed at each point leaves behind: (archive objects of the bundle, committed publications,
 # attempt directories). None of it is a visible bundle.
 LEFTOVERS = {
-    "after_pin": (0, 0, 0), "mid_render": (0, 0, 0), "after_staging": (0, 0, 0), "after_validate": (0, 0, 0),
-    "after_sign": (0, 0, 1), "after_archive_put": (2, 0, 1), "during_renew": (2, 0, 1), "after_commit": (2, 1, 1),
+    "after_pin": (0, 0, 0),
+    "mid_render": (0, 0, 0),
+    "after_staging": (0, 0, 0),
+    "after_validate": (0, 0, 0),
+    "after_sign": (0, 0, 1),
+    "after_archive_put": (2, 0, 1),
+    "during_renew": (2, 0, 1),
+    "after_commit": (2, 1, 1),
 }
 
 
@@ -85,8 +103,10 @@ def test_every_kill_point_is_exercised():
 
 def _publications(runtime) -> int:
     with runtime.ledger.engine.connect() as conn:
-        return conn.execute(sa.text("SELECT count(*) FROM evidence_publications WHERE tenant = :t AND period = :p"),
-                            {"t": SMALL.tenant, "p": SMALL.period}).scalar()
+        return conn.execute(
+            sa.text("SELECT count(*) FROM evidence_publications WHERE tenant = :t AND period = :p"),
+            {"t": SMALL.tenant, "p": SMALL.period},
+        ).scalar()
 
 
 def _attempt_dirs(runtime) -> list[Path]:
@@ -107,8 +127,11 @@ def test_sigkill_then_rematerialize_publishes_exactly_once(worker_env, runtime, 
     time.sleep(LEASE_SECONDS + 0.5)  # the dead worker's lease expires
     result = _operator_rematerializes()
     assert result.success
-    [bundle] = [e.materialization.metadata for e in result.get_asset_materialization_events()
-                if e.asset_key.to_user_string() == "evidence_bundle"]
+    [bundle] = [
+        e.materialization.metadata
+        for e in result.get_asset_materialization_events()
+        if e.asset_key.to_user_string() == "evidence_bundle"
+    ]
     assert bundle["newly_published"].value == (kill_point != "after_commit")  # after the commit: converge on it
     _assert_invariants(runtime)
 

@@ -57,8 +57,11 @@ def _with_witness(runtime: Runtime) -> tuple[Runtime, ed25519.Ed25519PrivateKey,
     """The runtime with one configured witness (its cosignatures made in-process), the witness's key and vkey."""
     witness = ed25519.Ed25519PrivateKey.generate()
     vkey = verifier(WITNESS, COSIGNATURE_V1, witness).vkey()
-    return Runtime.from_settings(dataclasses.replace(runtime.settings, witnesses=(("https://witness.invalid", vkey),))
-                                 ), witness, vkey
+    return (
+        Runtime.from_settings(dataclasses.replace(runtime.settings, witnesses=(("https://witness.invalid", vkey),))),
+        witness,
+        vkey,
+    )
 
 
 def test_the_downloadable_bundle_carries_a_tlog_proof_that_verify_and_go_check(local_runtime, tmp_path):
@@ -92,8 +95,11 @@ def test_the_downloadable_bundle_carries_a_tlog_proof_that_verify_and_go_check(l
     assert policy == f"log {log_vkey}\nwitness w1 {witness_vkey}\ngroup witnesses 1 w1\nquorum witnesses\n"
     code, report = _verify_file(path, home)  # the origin: the file's policy names one log
     assert code == 0 and ("tlog_proof", True) in [(c["name"], c["passed"]) for c in report["checks"]], report
-    checked = subprocess.run([_go_tlog_proof_check(tmp_path), tmp_path / "bundle.tlog-proof", log_vkey,
-                              tmp_path / "event.json"], capture_output=True, text=True)
+    checked = subprocess.run(
+        [_go_tlog_proof_check(tmp_path), tmp_path / "bundle.tlog-proof", log_vkey, tmp_path / "event.json"],
+        capture_output=True,
+        text=True,
+    )
     assert checked.stdout.startswith(f"ok {proof.index} "), checked.stdout
 
     code, report = _verify_file(path, home, "--origin", "other.test/ledger")
@@ -150,8 +156,9 @@ def test_without_origin_the_policy_pins_it_and_nothing_else_does(local_runtime, 
     assert _verify(bare, "--policy", str(own))[0] == 0  # the auditor's policy names the log
 
     def ledger_verify(*args: str) -> tuple[int, str]:
-        result = CliRunner().invoke(main, ["ledger", "verify", *args],
-                                    env={"EVIDENCE_HOME": str(runtime.settings.home)})
+        result = CliRunner().invoke(
+            main, ["ledger", "verify", *args], env={"EVIDENCE_HOME": str(runtime.settings.home)}
+        )
         assert "Traceback" not in result.output, result.output
         return result.exit_code, result.output
 
@@ -169,8 +176,9 @@ def test_verify_writes_an_etsi_validation_report_per_signature(local_runtime, tm
     bundle = runtime.archive.root / published.bundle_key
     home = runtime.settings.home
     out = tmp_path / "etsi"
-    result = CliRunner().invoke(main, ["verify", str(bundle), "--report", "etsi", str(out)],
-                                env={"EVIDENCE_HOME": str(home)})
+    result = CliRunner().invoke(
+        main, ["verify", str(bundle), "--report", "etsi", str(out)], env={"EVIDENCE_HOME": str(home)}
+    )
     assert result.exit_code == 0, result.output
     written = out / published.bundle_key.removeprefix("bundles/") / "EvidenceSignature.xml"
     assert f"etsi report {written}: total-passed" in result.output
@@ -180,14 +188,18 @@ def test_verify_writes_an_etsi_validation_report_per_signature(local_runtime, tm
     with tarfile.open(path) as tar:
         report = tar.extractfile(f"{published.bundle_key}/report.pdf").read()
     at = report.index(b"stream") + 20  # a byte of the first content stream, inside the signed range
-    tampered = _rewritten(path, tmp_path / "tampered.tar", f"{published.bundle_key}/report.pdf",
-                          report[:at] + bytes([report[at] ^ 1]) + report[at + 1:])
-    refused = CliRunner().invoke(main, ["verify", str(tampered), "--report", "etsi", str(tmp_path / "bad")],
-                                 env={"EVIDENCE_HOME": str(home)})
+    tampered = _rewritten(
+        path,
+        tmp_path / "tampered.tar",
+        f"{published.bundle_key}/report.pdf",
+        report[:at] + bytes([report[at] ^ 1]) + report[at + 1 :],
+    )
+    refused = CliRunner().invoke(
+        main, ["verify", str(tampered), "--report", "etsi", str(tmp_path / "bad")], env={"EVIDENCE_HOME": str(home)}
+    )
     assert refused.exit_code == 1 and "PDF_SIGNATURE_INVALID" in refused.output, refused.output
     bad = tmp_path / "bad" / published.bundle_key.removeprefix("bundles/") / "EvidenceSignature.xml"
-    assert indications(bad.read_bytes()) == (
-        "total-failed", ["HASH_FAILURE"])
+    assert indications(bad.read_bytes()) == ("total-failed", ["HASH_FAILURE"])
 
 
 def _assessment(path: Path):
@@ -213,8 +225,11 @@ def test_oscal_assessment_results_per_tenant_month_deterministic_and_fresh(local
     folder = published.bundle_key.removeprefix("bundles/")
 
     def assess(name: str, *args: str, file: Path = path) -> Path:
-        result = CliRunner().invoke(main, ["verify", str(file), "--report", "oscal", str(tmp_path / name), *args],
-                                    env={"EVIDENCE_HOME": str(home)})
+        result = CliRunner().invoke(
+            main,
+            ["verify", str(file), "--report", "oscal", str(tmp_path / name), *args],
+            env={"EVIDENCE_HOME": str(home)},
+        )
         assert "Traceback" not in result.output, result.output
         return tmp_path / name / folder / "assessment-results.json"
 
@@ -229,23 +244,35 @@ def test_oscal_assessment_results_per_tenant_month_deterministic_and_fresh(local
     assert props["check-tlog-proof"] == "passed" and props["tenant"] == month.tenant
     manifest = json.loads(runtime.archive.get(f"{published.bundle_key}/manifest.json"))
     assert {e["href"]: e["props"][0]["value"] for e in observation["relevant-evidence"]} == {
-        f"{published.bundle_key}/{name}": a["sha256"] for name, a in manifest["artifacts"].items()}
-    states = {f["target"]["target-id"]: (f["target"]["status"]["state"], {p["name"]: p["value"] for p in f["props"]})
-              for f in result["findings"]}
+        f"{published.bundle_key}/{name}": a["sha256"] for name, a in manifest["artifacts"].items()
+    }
+    states = {
+        f["target"]["target-id"]: (f["target"]["status"]["state"], {p["name"]: p["value"] for p in f["props"]})
+        for f in result["findings"]
+    }
     assert {target: state for target, (state, _) in states.items()} == {
-        "au-9_obj": "satisfied", "au-10_obj": "satisfied", "au-11_obj": "satisfied", "si-7_obj": "satisfied"}
+        "au-9_obj": "satisfied",
+        "au-10_obj": "satisfied",
+        "au-11_obj": "satisfied",
+        "si-7_obj": "satisfied",
+    }
     assert all(props["freshness"] == "fresh" and props["evidence-age-days"] == "0" for _, props in states.values())
 
     later = _assessment(assess("later", "--at", "2027-04-25T08:00:00Z"))  # 100 days after it was witnessed
-    freshness = {f["target"]["target-id"]: {p["name"]: p["value"] for p in f["props"]}["freshness"]
-                 for f in later["findings"]}
+    freshness = {
+        f["target"]["target-id"]: {p["name"]: p["value"] for p in f["props"]}["freshness"] for f in later["findings"]
+    }
     assert freshness == {"au-9_obj": "stale", "au-10_obj": "stale", "au-11_obj": "fresh", "si-7_obj": "stale"}
 
     proof = tlog_proof_path(published.bundle_key)
     with tarfile.open(path) as tar:
         parsed = parse_tlog_proof(tar.extractfile(proof).read())
-    flipped = _rewritten(path, tmp_path / "flipped.tar", proof,
-                         dataclasses.replace(parsed, hashes=(bytes(32),) + parsed.hashes[1:]).encode())
+    flipped = _rewritten(
+        path,
+        tmp_path / "flipped.tar",
+        proof,
+        dataclasses.replace(parsed, hashes=(bytes(32),) + parsed.hashes[1:]).encode(),
+    )
     broken = _assessment(assess("broken", file=flipped))
     targets = {f["target"]["target-id"]: f["target"]["status"]["state"] for f in broken["findings"]}
     assert targets["au-9_obj"] == "not-satisfied" and targets["au-10_obj"] == "satisfied"
@@ -270,8 +297,9 @@ def test_an_audit_package_carries_one_assessment_results_of_all_its_tenant_month
     document = json.loads((first / path).read_text())
     AssessmentResults.model_validate(document["assessment-results"])
     index = open_package(str(first))[1]
-    monthly = [json.loads((first / f"assessment-results/{b.removeprefix('bundles/')}.json").read_text())
-               for b in index.bundles]
+    monthly = [
+        json.loads((first / f"assessment-results/{b.removeprefix('bundles/')}.json").read_text()) for b in index.bundles
+    ]
     assert [r["start"][:7] for r in document["assessment-results"]["results"]] == sorted(m.period for m in months)
     assert document["assessment-results"]["results"] == [m["assessment-results"]["results"][0] for m in monthly]
     assert path in index.signed.subjects
@@ -295,13 +323,27 @@ def test_the_operators_controls_mapping_is_a_setting_of_export(local_runtime, tm
     run_tenant_month(runtime, FIXTURE_MONTHS[0], RunInfo("run-1"))
     publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
     mapping = tmp_path / "controls.json"
-    mapping.write_text(json.dumps({"catalog": "https://example.test/catalog.json", "controls": [
-        {"control_id": "cc7-2", "title": "Monitoring", "max_age_days": 31, "checks": ["statement_signature"]}]}))
+    mapping.write_text(
+        json.dumps(
+            {
+                "catalog": "https://example.test/catalog.json",
+                "controls": [
+                    {
+                        "control_id": "cc7-2",
+                        "title": "Monitoring",
+                        "max_age_days": 31,
+                        "checks": ["statement_signature"],
+                    }
+                ],
+            }
+        )
+    )
     env = {"EVIDENCE_HOME": str(runtime.settings.home)}
 
     def export(out: str, *args: str, **extra: str):
-        result = CliRunner().invoke(main, ["export", "--tenant", "acme-books", *args, str(tmp_path / out)],
-                                    env=env | extra)
+        result = CliRunner().invoke(
+            main, ["export", "--tenant", "acme-books", *args, str(tmp_path / out)], env=env | extra
+        )
         assert "Traceback" not in result.output, result.output
         return result
 
@@ -309,7 +351,8 @@ def test_the_operators_controls_mapping_is_a_setting_of_export(local_runtime, tm
         document = json.loads((tmp_path / out / "assessment-results/package.json").read_text())
         AssessmentResults.model_validate(document["assessment-results"])
         assert document["assessment-results"]["import-ap"]["href"] == (
-            "https://example.test/catalog.json" if out != "default" else DEFAULT_CONTROLS["catalog"])
+            "https://example.test/catalog.json" if out != "default" else DEFAULT_CONTROLS["catalog"]
+        )
         return [f["target"]["target-id"] for r in document["assessment-results"]["results"] for f in r["findings"]]
 
     assert export("default").exit_code == 0
@@ -339,8 +382,9 @@ def test_an_audit_sample_is_drawn_from_a_witnessed_root(local_runtime, tmp_path)
     env = {"EVIDENCE_HOME": str(runtime.settings.home)}
 
     def sample(*args: str) -> tuple[int, dict]:
-        result = CliRunner().invoke(main, ["audit", "sample", "--checkpoint", str(checkpoint["size"]), "--json",
-                                           *args], env=env)
+        result = CliRunner().invoke(
+            main, ["audit", "sample", "--checkpoint", str(checkpoint["size"]), "--json", *args], env=env
+        )
         assert "Traceback" not in result.output, result.output
         return result.exit_code, json.loads(result.output)
 
@@ -350,7 +394,8 @@ def test_an_audit_sample_is_drawn_from_a_witnessed_root(local_runtime, tmp_path)
     population = sorted({(m.tenant, m.period) for m in FIXTURE_MONTHS})
     assert drawn["population"] == len(population)
     assert [(s["tenant"], s["period"]) for s in drawn["sample"]] == _documented_draw(
-        bytes.fromhex(checkpoint["root_sha256"]), population, 2)
+        bytes.fromhex(checkpoint["root_sha256"]), population, 2
+    )
     assert len(sample("--count", "99", "--witness", witness_vkey)[1]["sample"]) == len(population)
     stranger = verifier("witness.test/stranger", COSIGNATURE_V1, ed25519.Ed25519PrivateKey.generate()).vkey()
     code, refused = sample("--count", "2", "--witness", stranger)
@@ -366,8 +411,9 @@ def _documented_draw(root: bytes, population: list, count: int) -> list:
     for i in range(min(count, len(items))):
         n = len(items) - i
         while True:
-            h = int.from_bytes(hashlib.sha256(b"evidence-pipeline/audit-sample/v1\n" + root + j.to_bytes(8, "big"))
-                               .digest(), "big")
+            h = int.from_bytes(
+                hashlib.sha256(b"evidence-pipeline/audit-sample/v1\n" + root + j.to_bytes(8, "big")).digest(), "big"
+            )
             j += 1
             if h < 2**256 - 2**256 % n:
                 break
@@ -398,8 +444,9 @@ def test_an_audit_package_carries_each_tenant_months_assessment_results_signed(l
     assert code == 0 and ("assessment_results", True) in [(c["name"], c["passed"]) for c in bundle["checks"]]
 
     document = json.loads((first / path).read_text())
-    document["assessment-results"]["results"][0]["observations"][0]["relevant-evidence"][0]["props"][0]["value"] = \
+    document["assessment-results"]["results"][0]["observations"][0]["relevant-evidence"][0]["props"][0]["value"] = (
         "0" * 64
+    )
     (first / path).chmod(0o644)
     (first / path).write_text(json.dumps(document))
     _resign(first, runtime)  # the operator's own key: only the check against the bundle catches it

@@ -23,12 +23,16 @@ def _outcome(reader, data: bytes, **options):
 
 
 @settings(max_examples=400, deadline=None)
-@given(body=st.lists(_BYTES, max_size=40).map(bytes), first_read=st.integers(1, 9),
-       trailer=st.sampled_from([b"", b">", b"> /Length 3 >>"]))
+@given(
+    body=st.lists(_BYTES, max_size=40).map(bytes),
+    first_read=st.integers(1, 9),
+    trailer=st.sampled_from([b"", b">", b"> /Length 3 >>"]),
+)
 def test_every_input_reads_as_pyhankos_reader_reads_it(body, first_read, trailer):
     data = b"<" + body + trailer
     assert _outcome(hexstrings.read_hex_string_from_stream, data, first_read=first_read) == _outcome(
-        hexstrings._PYHANKO_READER, data)
+        hexstrings._PYHANKO_READER, data
+    )
 
 
 def test_a_signature_sized_string_spanning_many_reads():

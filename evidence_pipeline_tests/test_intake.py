@@ -48,8 +48,9 @@ def event_count(ledger) -> int:
 def test_token_issue_stores_only_a_hash_and_revoke_locks_the_token_out(backend, documents, intake, tmp_path):
     env = intake_environment(backend)
     signers = Signers(documents.ledger, tmp_path / "actors")
-    refused = CliRunner().invoke(main, ["tenant", "token", "issue", "acme", "--key", signers.key_file("audrey")],
-                                 env=env)
+    refused = CliRunner().invoke(
+        main, ["tenant", "token", "issue", "acme", "--key", signers.key_file("audrey")], env=env
+    )
     assert refused.exit_code != 0 and "ACTION_FORBIDDEN" in refused.output  # an auditor changes nothing
     env["EVIDENCE_ACTOR_KEY"] = signers.key_file("olga")  # the operator
     unknown = CliRunner().invoke(main, ["tenant", "token", "issue", "acme"], env=env)
@@ -91,18 +92,28 @@ def test_a_live_token_of_a_tenant_the_registry_does_not_admit_is_refused_at_the_
     if standing == "offboarded":
         Signers(ledger).register_tenants(["initech"])
     with ledger.engine.begin() as conn:
-        conn.execute(ledger.api_tokens.insert().values(token_id="tok_legacy", tenant="initech", created_at=0.0,
-                                                       token_sha256=hashlib.sha256(token.encode()).hexdigest()))
+        conn.execute(
+            ledger.api_tokens.insert().values(
+                token_id="tok_legacy",
+                tenant="initech",
+                created_at=0.0,
+                token_sha256=hashlib.sha256(token.encode()).hexdigest(),
+            )
+        )
         if standing == "offboarded":
             tenants = ledger.tenants.c
-            conn.execute(ledger.tenants.update().where(tenants.tenant == "initech").values(
-                offboarded_seq=tenants.registered_seq))
+            conn.execute(
+                ledger.tenants.update().where(tenants.tenant == "initech").values(offboarded_seq=tenants.registered_seq)
+            )
     code = "TENANT_UNKNOWN" if standing == "never registered" else "TENANT_OFFBOARDED"
     events = event_count(ledger)
     with client(intake, token) as http:
-        answers = [upload(http, pdf_bytes()), submit(http, "k1", {"operation": "inspect", "inputs": ["doc_x"]}),
-                   http.get("/v1/jobs/job_x"), http.put("/v1/sources/2026-10", content=b"a,b\n",
-                                                         headers={"Content-Type": "text/csv"})]
+        answers = [
+            upload(http, pdf_bytes()),
+            submit(http, "k1", {"operation": "inspect", "inputs": ["doc_x"]}),
+            http.get("/v1/jobs/job_x"),
+            http.put("/v1/sources/2026-10", content=b"a,b\n", headers={"Content-Type": "text/csv"}),
+        ]
     assert [(answer.status_code, error_code(answer)) for answer in answers] == [(403, code)] * len(answers)
     assert document_rows(documents) == [] and documents.document_store.list("initech") == []
     assert event_count(ledger) == events  # nothing recorded

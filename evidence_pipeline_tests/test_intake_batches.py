@@ -64,9 +64,7 @@ def test_a_batch_of_1000_is_admitted_at_once_dispatched_in_pages_and_cancelled_h
         assert after["state"] == "cancelled" and after["states"] == {"succeeded": 10, "rejected": 189, "running": 1}
         assert other.get(f"/v1/batches/{batch_id}").status_code == 404
         assert error_code(other.post(f"/v1/batches/{batch_id}/cancel")) == "BATCH_NOT_FOUND"
-    assert {e["details"]["reason"] for e in documents.ledger.events_of_type("job.rejected")} == {
-        "JOB_CANCELLED"
-    }
+    assert {e["details"]["reason"] for e in documents.ledger.events_of_type("job.rejected")} == {"JOB_CANCELLED"}
 
 
 def test_batch_manifests_are_checked_whole_before_anything_is_stored(documents, intake):
@@ -126,5 +124,8 @@ def test_a_batch_that_can_never_fit_the_job_quota_is_413_never_retry_later(backe
         assert submit(http, "one", {"operation": "inspect", "inputs": ids}).status_code == 202
         later = http.post("/v1/batches", json={"jobs": specs(ids, 1000)})
         assert (later.status_code, error_code(later), later.headers["retry-after"]) == (
-            429, "TENANT_QUOTA_EXCEEDED", "30")
+            429,
+            "TENANT_QUOTA_EXCEEDED",
+            "30",
+        )
     assert documents.ledger.events_of_type("batch.accepted") == []

@@ -48,8 +48,7 @@ def conforms(method: str, template: str, response: httpx.Response, contract: dic
     declared = contract["paths"][template][method]["responses"]
     answer = declared.get(str(response.status_code))
     assert answer is not None, f"{method.upper()} {template} answered {response.status_code}: {response.text}"
-    Draft202012Validator(_inline(answer["content"]["application/json"]["schema"], contract)).validate(
-        response.json())
+    Draft202012Validator(_inline(answer["content"]["application/json"]["schema"], contract)).validate(response.json())
     for header in answer.get("headers", {}):
         assert header in response.headers
 
@@ -89,14 +88,27 @@ def test_real_responses_conform_to_the_contract(documents, intake):
             ("post", "/v1/jobs", submit(http, None, inspect)),
             ("post", "/v1/jobs", submit(http, "k2", {"operation": "nope", "inputs": [document_id]})),
             ("post", "/v1/jobs", submit(other, "k3", inspect)),  # another tenant's document
-            ("post", "/v1/jobs", http.post("/v1/jobs", content=b"[" * 40 + b"]" * 40,
-                                           headers={"Idempotency-Key": "k4", "Content-Type": "application/json"})),
+            (
+                "post",
+                "/v1/jobs",
+                http.post(
+                    "/v1/jobs",
+                    content=b"[" * 40 + b"]" * 40,
+                    headers={"Idempotency-Key": "k4", "Content-Type": "application/json"},
+                ),
+            ),
             ("get", "/v1/jobs/{job_id}", http.get(f"/v1/jobs/{job}")),
             ("get", "/v1/jobs/{job_id}", other.get(f"/v1/jobs/{job}")),
-            ("post", "/v1/evidence-jobs", http.post("/v1/evidence-jobs", json={"period": "13-2020"},
-                                                    headers={"Idempotency-Key": "e1"})),
-            ("post", "/v1/evidence-jobs", http.post("/v1/evidence-jobs", json={"period": "2999-01"},
-                                                    headers={"Idempotency-Key": "e2"})),
+            (
+                "post",
+                "/v1/evidence-jobs",
+                http.post("/v1/evidence-jobs", json={"period": "13-2020"}, headers={"Idempotency-Key": "e1"}),
+            ),
+            (
+                "post",
+                "/v1/evidence-jobs",
+                http.post("/v1/evidence-jobs", json={"period": "2999-01"}, headers={"Idempotency-Key": "e2"}),
+            ),
         ]
         batch = http.post("/v1/batches", json={"jobs": [{"idempotency_key": "b1", **inspect}]})
         batch_id = batch.json()["batch_id"]
@@ -119,8 +131,9 @@ def test_real_responses_conform_to_the_contract(documents, intake):
 
 
 # Upload bodies: real PDFs (admitted once, then the same bytes again) and arbitrary bytes (refused).
-schemathesis.openapi.media_type("application/pdf", st.one_of(st.sampled_from([pdf_bytes(1), pdf_bytes(2)]),
-                                                            st.binary(max_size=4096)))
+schemathesis.openapi.media_type(
+    "application/pdf", st.one_of(st.sampled_from([pdf_bytes(1), pdf_bytes(2)]), st.binary(max_size=4096))
+)
 SCHEMA = schemathesis.openapi.from_dict(CONTRACT)
 
 
@@ -134,14 +147,25 @@ def live(documents, intake):
 
 
 @SCHEMA.parametrize()
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                 HealthCheck.filter_too_much])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 def test_generated_requests_find_no_server_error_and_nothing_outside_the_contract(case, live):
     url, token = live
     if case.path != "/healthz":
         case.headers = {**(case.headers or {}), "Authorization": f"Bearer {token}"}
     response = case.call(base_url=url)
-    case.validate_response(response, checks=[not_a_server_error, status_code_conformance, content_type_conformance,
-                                             response_headers_conformance, response_schema_conformance])
+    case.validate_response(
+        response,
+        checks=[
+            not_a_server_error,
+            status_code_conformance,
+            content_type_conformance,
+            response_headers_conformance,
+            response_schema_conformance,
+        ],
+    )
     assert "Traceback" not in response.text

@@ -87,14 +87,19 @@ def test_a_redactions_outputs_download_with_the_digest_its_status_shows(document
     for response in (download, again, weakly, changed, statement):
         declares("get", "/v1/jobs/{job_id}/outputs/{name}", response)
     assert [(r.status_code, error_code(r)) for _, _, r in answers[2:]] == [
-        (404, "JOB_NOT_FOUND"), (404, "JOB_NOT_FOUND"), (404, "OUTPUT_NOT_FOUND")]
+        (404, "JOB_NOT_FOUND"),
+        (404, "JOB_NOT_FOUND"),
+        (404, "OUTPUT_NOT_FOUND"),
+    ]
     assert (uncommitted.status_code, error_code(uncommitted)) == (404, "OUTPUT_NOT_FOUND")
     [recorded] = [o for o in status["outputs"] if o["artifact_id"] == outputs[derivative]["artifact_id"]]
     assert download.status_code == 200 and download.content.startswith(b"%PDF-")
     assert sha256_of(download) == recorded["sha256"] == outputs[derivative]["sha256"]
     assert etag == f'"{recorded["sha256"]}"' and int(download.headers["content-length"]) == recorded["bytes"]
-    assert download.headers["repr-digest"] == "sha-256=:" + base64.b64encode(
-        hashlib.sha256(download.content).digest()).decode() + ":"
+    assert (
+        download.headers["repr-digest"]
+        == "sha-256=:" + base64.b64encode(hashlib.sha256(download.content).digest()).decode() + ":"
+    )
     assert download.headers["content-type"] == "application/pdf"
     assert download.headers["content-disposition"] == f'attachment; filename="{derivative}"'
     assert (again.status_code, again.content, again.headers["etag"]) == (304, b"", etag)
@@ -119,22 +124,25 @@ def test_a_stream_stops_before_its_last_chunk_when_the_bytes_are_not_the_committ
     received = []
     with pytest.raises(EvidenceError) as refused:
         received.extend(verified_chunks(store, stored.key, "0" * 64, stored.size))
-    assert refused.value.code == "STORE_DIGEST_MISMATCH" and b"".join(received) == data[:2 * CHUNK]
+    assert refused.value.code == "STORE_DIGEST_MISMATCH" and b"".join(received) == data[: 2 * CHUNK]
     with pytest.raises(EvidenceError):
         received.extend(verified_chunks(store, stored.key, stored.sha256, stored.size - 1))  # a longer object
 
 
 def test_presigned_downloads_on_s3_when_asked_and_the_local_store_always_proxies(documents, backend):
-    presigning = runtime_for(Settings.from_env(
-        intake_environment(backend) | INTAKE_OVERRIDES | {"EVIDENCE_DOWNLOAD_PRESIGN_SECONDS": "60"}))
+    presigning = runtime_for(
+        Settings.from_env(intake_environment(backend) | INTAKE_OVERRIDES | {"EVIDENCE_DOWNLOAD_PRESIGN_SECONDS": "60"})
+    )
     acme = signers_of(presigning.ledger).issue_token("acme")
     approved(presigning)
     with running_server(presigning) as url, client(url, acme) as http:
-        job_id = redact_job(http, "r-1", upload(http, application(scanned_page=False)).json()["document_id"]
-                            ).json()["job_id"]
+        job_id = redact_job(http, "r-1", upload(http, application(scanned_page=False)).json()["document_id"]).json()[
+            "job_id"
+        ]
         dispatch(presigning)
-        [output] = [o for o in http.get(f"/v1/jobs/{job_id}/outputs").json()["outputs"]
-                    if o["name"].startswith("redacted-")]
+        [output] = [
+            o for o in http.get(f"/v1/jobs/{job_id}/outputs").json()["outputs"] if o["name"].startswith("redacted-")
+        ]
         answer = http.get(output["url"])
         unchanged = http.get(output["url"], headers={"If-None-Match": f'"{output["sha256"]}"'})
     declares("get", "/v1/jobs/{job_id}/outputs/{name}", answer)
@@ -186,12 +194,17 @@ def test_the_months_bundle_downloads_as_one_file_that_verify_accepts_as_it_is(do
     for response in (first_file, bundle, unchanged, stale):
         declares("get", "/v1/evidence/{period}/bundle", response)
     assert [(r.status_code, error_code(r)) for r in (none_yet, answers[3][2], answers[4][2], answers[5][2])] == [
-        (404, "EVIDENCE_NOT_FOUND"), (404, "EVIDENCE_NOT_FOUND"), (422, "PERIOD_INVALID"), (404, "EVIDENCE_NOT_FOUND")]
+        (404, "EVIDENCE_NOT_FOUND"),
+        (404, "EVIDENCE_NOT_FOUND"),
+        (422, "PERIOD_INVALID"),
+        (404, "EVIDENCE_NOT_FOUND"),
+    ]
     view = evidence.json()
     assert view["identity"] == second.identity != first.identity == before.json()["identity"]
     assert view["manifest"]["identity"] == second.identity and view["manifest"]["source"]["sequence"] == 2
-    assert [(link["identity"], link["reason"]) for link in view["supersedes"]] == [(first.identity,
-                                                                                     ["source_revision"])]
+    assert [(link["identity"], link["reason"]) for link in view["supersedes"]] == [
+        (first.identity, ["source_revision"])
+    ]
     assert before.json()["supersedes"] == []
     assert bundle.content == repeated.content and len(bundle.content) == int(bundle.headers["content-length"])
     assert view["bundle"]["bytes"] == len(bundle.content) and view["bundle"]["etag"] == bundle.headers["etag"]
@@ -215,8 +228,9 @@ def test_the_months_bundle_downloads_as_one_file_that_verify_accepts_as_it_is(do
 
     report = bundle.content.index(b"%PDF-")  # one byte of the report changed: the file no longer verifies
     tampered = tmp_path / "tampered.tar"
-    tampered.write_bytes(bundle.content[:report + 100] + bytes([bundle.content[report + 100] ^ 1])
-                         + bundle.content[report + 101:])
+    tampered.write_bytes(
+        bundle.content[: report + 100] + bytes([bundle.content[report + 100] ^ 1]) + bundle.content[report + 101 :]
+    )
     refused = _invoke(["verify", str(tampered)], intake_environment(backend))
     assert refused.exit_code == 1 and "STORE_DIGEST_MISMATCH" in refused.output
     not_a_bundle = tmp_path / "notes.txt"

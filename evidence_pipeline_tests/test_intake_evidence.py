@@ -94,8 +94,7 @@ def test_an_evidence_job_runs_its_tenant_month_through_dagster_and_records_the_b
     assert status["bundle"]["location"].endswith(publication["bundle_key"]) and status["finished_at"]
 
 
-def test_a_failed_evidence_run_rejects_the_job_and_a_replay_gets_a_new_run_key(runtime, documents, intake,
-                                                                              tmp_path):
+def test_a_failed_evidence_run_rejects_the_job_and_a_replay_gets_a_new_run_key(runtime, documents, intake, tmp_path):
     token = signers_of(documents.ledger).issue_token(SMALL.tenant)
     with client(intake, token) as http:
         job_id = evidence_job(http, "october", SMALL.period).json()["job_id"]
@@ -119,8 +118,9 @@ def test_a_closed_month_is_refused_at_admission_and_when_it_closed_while_waiting
     from evidence_pipeline.intake.admission import submit_evidence_job
 
     with pytest.raises(EvidenceError) as closed:  # long after it, 2026-10 is out of any window of open months
-        submit_evidence_job(documents, SMALL.tenant, "k", {"period": SMALL.period}, "test", time.time,
-                            today=date(2200, 1, 15))
+        submit_evidence_job(
+            documents, SMALL.tenant, "k", {"period": SMALL.period}, "test", time.time, today=date(2200, 1, 15)
+        )
     assert closed.value.code == "PERIOD_CLOSED"
     token = signers_of(documents.ledger).issue_token(SMALL.tenant)
     with client(intake, token) as http:
@@ -153,8 +153,9 @@ def test_an_evidence_job_for_a_month_that_is_not_a_partition_is_refused_and_the_
     this_month = f"{now.year:04d}-{now.month:02d}"
     # The server's clock, on the 1st of next month: this month looks complete, and open in any window.
     ahead = (now.replace(day=28) + timedelta(days=4)).replace(day=1)
-    job, _ = submit_evidence_job(documents, SMALL.tenant, "ahead", {"period": this_month}, "test", Clock(None),
-                                 today=ahead)
+    job, _ = submit_evidence_job(
+        documents, SMALL.tenant, "ahead", {"period": this_month}, "test", Clock(None), today=ahead
+    )
     with pytest.raises(EvidenceError) as refused:  # on the server's own clock the month is refused at admission
         submit_evidence_job(documents, SMALL.tenant, "now", {"period": this_month}, "test", Clock(None))
     assert refused.value.code == "PERIOD_NOT_AVAILABLE"
@@ -166,8 +167,11 @@ def test_an_evidence_job_for_a_month_that_is_not_a_partition_is_refused_and_the_
             instance.add_dynamic_partitions("tenant", [SMALL.tenant, "globex"])
             sensor = defs.get_sensor_def("document_dispatch_sensor")
             with partition_loading_context(dynamic_partitions_store=instance):  # as the daemon evaluates it
-                tick = sensor.evaluate_tick(build_sensor_context(
-                    instance=instance, resources=defs.resources, repository_def=defs.get_repository_def()))
+                tick = sensor.evaluate_tick(
+                    build_sensor_context(
+                        instance=instance, resources=defs.resources, repository_def=defs.get_repository_def()
+                    )
+                )
     assert [r.tags[TENANT_TAG] for r in tick.run_requests] == ["globex"]  # the other tenant's page is dispatched
     status = documents.document_jobs.job(SMALL.tenant, job["job_id"])
     assert (status["state"], status["last_reason"]) == ("rejected", "PERIOD_NOT_AVAILABLE")

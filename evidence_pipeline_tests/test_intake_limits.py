@@ -71,8 +71,11 @@ def test_64_headers_within_the_size_limit_are_served(intake):
 def test_a_body_slower_than_the_minimum_rate_is_408_and_stores_nothing(documents, intake):
     acme, _ = tokens(documents)
     sock = connect(intake)
-    sock.sendall(b"POST /v1/documents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + acme.encode()
-                 + b"\r\nContent-Type: application/pdf\r\nContent-Length: 60000\r\n\r\n%PDF-")
+    sock.sendall(
+        b"POST /v1/documents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+        + acme.encode()
+        + b"\r\nContent-Type: application/pdf\r\nContent-Length: 60000\r\n\r\n%PDF-"
+    )
     status, _, body = answer(sock)  # 5 bytes, then nothing: behind 1,000 bytes/s after the 1 s grace
     assert (status, body["error"]["code"]) == (408, "REQUEST_TIMEOUT")
     assert documents.document_store.list("acme") == []
@@ -81,13 +84,19 @@ def test_a_body_slower_than_the_minimum_rate_is_408_and_stores_nothing(documents
 @LOCAL
 def test_a_request_longer_than_the_total_time_is_408(backend):
     """A body that keeps the minimum rate still ends when the request's total time is up."""
-    documents = runtime_for(Settings.from_env(
-        intake_environment(backend) | INTAKE_OVERRIDES | {"EVIDENCE_INTAKE_REQUEST_TIMEOUT_SECONDS": "3"}))
+    documents = runtime_for(
+        Settings.from_env(
+            intake_environment(backend) | INTAKE_OVERRIDES | {"EVIDENCE_INTAKE_REQUEST_TIMEOUT_SECONDS": "3"}
+        )
+    )
     acme, _ = tokens(documents)
     with running_server(documents) as url:
         sock = connect(url)
-        sock.sendall(b"POST /v1/documents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + acme.encode()
-                     + b"\r\nContent-Type: application/pdf\r\nContent-Length: 60000\r\n\r\n%PDF-")
+        sock.sendall(
+            b"POST /v1/documents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            + acme.encode()
+            + b"\r\nContent-Type: application/pdf\r\nContent-Length: 60000\r\n\r\n%PDF-"
+        )
         for _ in range(200):  # 5,000 bytes/s: five times the minimum rate, for up to 12 s (the total is 3 s)
             if select.select([sock], [], [], 0)[0]:
                 break
@@ -101,8 +110,17 @@ def test_a_request_longer_than_the_total_time_is_408(backend):
 def _paced_read(app_delay: float, body_arrives: bool) -> bytes:
     """The body as an app behind BoundedRequests reads it, ``app_delay`` s after it is called (a slow token lookup),
     the body already arrived or never arriving; the grace is 1 s."""
-    limits = Limits(max_headers=64, max_header_bytes=8192, header_timeout=1, min_body_rate=1000, request_timeout=30,
-                    max_connections=10, max_uploads=1, tenant_max_uploads=1, retry_after=1)
+    limits = Limits(
+        max_headers=64,
+        max_header_bytes=8192,
+        header_timeout=1,
+        min_body_rate=1000,
+        request_timeout=30,
+        max_connections=10,
+        max_uploads=1,
+        tenant_max_uploads=1,
+        retry_after=1,
+    )
     read = []
 
     async def app(scope, receive, send):
@@ -128,15 +146,24 @@ def test_a_body_read_late_by_the_app_is_not_late_and_one_never_sent_is():
 
 
 def upload_head(token: str, length: int) -> bytes:
-    return (b"POST /v1/documents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token.encode()
-            + b"\r\nContent-Type: application/pdf\r\nContent-Length: %d\r\n\r\n" % length)
+    return (
+        b"POST /v1/documents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+        + token.encode()
+        + b"\r\nContent-Type: application/pdf\r\nContent-Length: %d\r\n\r\n" % length
+    )
 
 
 def holding_server(backend, **overrides: str):
     """Documents and a server whose stalled uploads keep their slots for a minute, however loaded the machine: with
     the module's 1 s grace, an upload held longer is refused 408 and frees its slots."""
-    documents = runtime_for(Settings.from_env(intake_environment(backend) | INTAKE_OVERRIDES | overrides | {
-        "EVIDENCE_INTAKE_HEADER_TIMEOUT_SECONDS": "60"}))
+    documents = runtime_for(
+        Settings.from_env(
+            intake_environment(backend)
+            | INTAKE_OVERRIDES
+            | overrides
+            | {"EVIDENCE_INTAKE_HEADER_TIMEOUT_SECONDS": "60"}
+        )
+    )
     return documents, running_server(documents)
 
 
@@ -211,14 +238,22 @@ def test_a_repeated_security_header_is_400(documents, intake):
     """Before: the first of two Authorization or X-Content-SHA256 headers won, silently."""
     acme, globex = tokens(documents)
     with client(intake) as http:
-        twice = http.get("/v1/jobs/job_x", headers=[("Authorization", f"Bearer {acme}"),
-                                                    ("Authorization", f"Bearer {globex}")])
+        twice = http.get(
+            "/v1/jobs/job_x", headers=[("Authorization", f"Bearer {acme}"), ("Authorization", f"Bearer {globex}")]
+        )
         assert (twice.status_code, error_code(twice)) == (400, "HEADER_REPEATED")
         data = pdf_bytes()
         digest = hashlib.sha256(data).hexdigest()
-        twice = http.post("/v1/documents", content=data, headers=[
-            ("Authorization", f"Bearer {acme}"), ("Content-Type", "application/pdf"),
-            ("X-Content-SHA256", digest), ("X-Content-SHA256", "0" * 64)])
+        twice = http.post(
+            "/v1/documents",
+            content=data,
+            headers=[
+                ("Authorization", f"Bearer {acme}"),
+                ("Content-Type", "application/pdf"),
+                ("X-Content-SHA256", digest),
+                ("X-Content-SHA256", "0" * 64),
+            ],
+        )
         assert (twice.status_code, error_code(twice)) == (400, "HEADER_REPEATED")
     assert documents.document_store.list("acme") == []
 
@@ -235,8 +270,9 @@ def test_paths_are_normalized_in_place_never_redirected(documents, intake):
 
 @LOCAL
 def test_at_the_connection_limit_an_idle_connection_makes_room_and_busy_ones_are_kept(backend):
-    documents = runtime_for(Settings.from_env(
-        intake_environment(backend) | INTAKE_OVERRIDES | {"EVIDENCE_INTAKE_MAX_CONNECTIONS": "4"}))
+    documents = runtime_for(
+        Settings.from_env(intake_environment(backend) | INTAKE_OVERRIDES | {"EVIDENCE_INTAKE_MAX_CONNECTIONS": "4"})
+    )
     acme, _ = tokens(documents)
     with running_server(documents) as url:
         idle = connect(url)  # one request answered, then kept alive
@@ -245,8 +281,11 @@ def test_at_the_connection_limit_an_idle_connection_makes_room_and_busy_ones_are
 
         def busy(n: int) -> socket.socket:  # a job whose body is still coming: the app is reading it
             sock = connect(url)
-            sock.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + acme.encode()
-                         + b"\r\nIdempotency-Key: k%d\r\nContent-Length: 100\r\n\r\n{" % n)
+            sock.sendall(
+                b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                + acme.encode()
+                + b"\r\nIdempotency-Key: k%d\r\nContent-Length: 100\r\n\r\n{" % n
+            )
             return sock
 
         held = [busy(n) for n in range(4)]  # the fourth makes four of four: the idle one is closed for it
@@ -311,16 +350,22 @@ def _raw_json(http, path: str, text: str, key: str | None = "k1"):
     return http.post(path, content=text.encode(), headers=headers)
 
 
-@pytest.mark.parametrize("path, text", [
-    ("/v1/jobs", '{"operation": "inspect", "inputs": ["doc_\\ud800"]}'),
-    ("/v1/jobs", '{"operation": "\\udfff", "inputs": []}'),
-    ("/v1/jobs", '{"operation": "inspect", "inputs": ["doc_x"], "options": {"\\ud800": 1}}'),
-    ("/v1/jobs", '{"operation": "inspect", "inputs": ["doc_\\u0000"]}'),
-    ("/v1/evidence-jobs", '{"period": "2025-0\\ud800"}'),
-    ("/v1/batches", '{"jobs": [{"idempotency_key": "a", "operation": "inspect", "inputs": ["doc_\\ud800"]}]}'),
-    ("/v1/batches", '{"jobs": [{"idempotency_key": "a", "operation": "inspect", "inputs": ["d"], '
-                    '"options": {"x": "\\udc00"}}]}'),
-])
+@pytest.mark.parametrize(
+    "path, text",
+    [
+        ("/v1/jobs", '{"operation": "inspect", "inputs": ["doc_\\ud800"]}'),
+        ("/v1/jobs", '{"operation": "\\udfff", "inputs": []}'),
+        ("/v1/jobs", '{"operation": "inspect", "inputs": ["doc_x"], "options": {"\\ud800": 1}}'),
+        ("/v1/jobs", '{"operation": "inspect", "inputs": ["doc_\\u0000"]}'),
+        ("/v1/evidence-jobs", '{"period": "2025-0\\ud800"}'),
+        ("/v1/batches", '{"jobs": [{"idempotency_key": "a", "operation": "inspect", "inputs": ["doc_\\ud800"]}]}'),
+        (
+            "/v1/batches",
+            '{"jobs": [{"idempotency_key": "a", "operation": "inspect", "inputs": ["d"], '
+            '"options": {"x": "\\udc00"}}]}',
+        ),
+    ],
+)
 def test_lone_surrogates_and_nul_in_json_are_400(documents, intake, path, text):
     """Before: these reached the ledger's canonical encoding (or PostgreSQL) and answered 500."""
     acme, _ = tokens(documents)
@@ -339,8 +384,13 @@ def test_a_nul_in_a_path_id_is_400(documents, intake, path):
 
 
 @LOCAL
-@pytest.mark.parametrize("text", ["[" * 30_000 + "]" * 30_000, '{"operation": "inspect", "inputs": [], "options": '
-                                  + '{"a": ' * 40 + "1" + "}" * 40 + "}"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 30_000 + "]" * 30_000,
+        '{"operation": "inspect", "inputs": [], "options": ' + '{"a": ' * 40 + "1" + "}" * 40 + "}",
+    ],
+)
 def test_json_nested_past_the_documented_depth_is_400(documents, intake, text):
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
@@ -353,8 +403,12 @@ def small_disk(tmp_path):
     """A 256 KiB tmpfs (root only): a document store that fills up, or is remounted read-only."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(mount)],
-                      capture_output=True).returncode != 0:
+    if (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(mount)], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("needs to mount a tmpfs")
     yield mount
     subprocess.run(["umount", "-l", str(mount)], check=True)

@@ -93,7 +93,8 @@ def test_50_parallel_uploads_never_pass_the_byte_quota(documents, intake):
     admitted = [len(body) for body, r in zip(bodies, responses, strict=True) if r.status_code == 201]
     refused = [len(body) for body, r in zip(bodies, responses, strict=True) if r.status_code != 201]
     assert {(r.status_code, error_code(r)) for r in responses if r.status_code != 201} == {
-        (413, "REQUEST_EXCEEDS_QUOTA")}
+        (413, "REQUEST_EXCEEDS_QUOTA")
+    }
     assert sum(admitted) <= 1500 < sum(admitted) + min(refused)  # exact: no room for one more
     assert len(documents.document_store.list("acme")) == len(admitted)  # refused bytes do not stay in the store
 
@@ -108,8 +109,7 @@ def test_50_parallel_batches_never_pass_the_job_quota(documents, intake):
     with client(intake, acme) as http:
         document_id = upload(http, pdf_bytes()).json()["document_id"]
         with ThreadPoolExecutor(50) as pool:
-            responses = list(pool.map(lambda n: http.post("/v1/batches", json=_batch(f"k{n}", document_id)),
-                                      range(50)))
+            responses = list(pool.map(lambda n: http.post("/v1/batches", json=_batch(f"k{n}", document_id)), range(50)))
         single = submit(http, "single", {"operation": "inspect", "inputs": [document_id]})
     assert sorted(r.status_code for r in responses) == [202, 202] + [429] * 48
     assert (single.status_code, error_code(single)) == (429, "TENANT_QUOTA_EXCEEDED")
@@ -128,7 +128,6 @@ def test_a_batch_over_quota_is_refused_before_its_specs_are_checked(documents, i
     assert (never.status_code, error_code(never)) == (413, "REQUEST_EXCEEDS_QUOTA")
 
 
-
 def test_two_server_processes_admitting_at_once_never_pass_the_byte_quota(documents):
     """One Ledger (engine, pool, locks) per process. A's admission pauses right after its quota check until B's
     is done, or 3 s: on PostgreSQL, before, B committed in that pause and both were admitted past the quota (on
@@ -143,8 +142,9 @@ def test_two_server_processes_admitting_at_once_never_pass_the_byte_quota(docume
 
     def admit(records, name: str):
         try:
-            return records.admit_document("acme", name * 64, 1000, "application/pdf", f"acme/{name * 64}", "test",
-                                         Clock(None), 1500)[1]
+            return records.admit_document(
+                "acme", name * 64, 1000, "application/pdf", f"acme/{name * 64}", "test", Clock(None), 1500
+            )[1]
         except EvidenceError as error:
             return error.code
 

@@ -36,8 +36,10 @@ def test_uploads_spread_over_workers_are_all_admitted_in_one_chain(backend, docu
     acme, _ = tokens(documents)
     bodies = [pdf_bytes(producer=f"upload {i}") for i in range(24)]
     # 12 at once from one tenant: above its in-flight cap if the kernel gives one worker most of them
-    with serving(backend, workers=2, EVIDENCE_INTAKE_TENANT_MAX_UPLOADS="12") as (port, _), \
-            client(f"http://127.0.0.1:{port}", acme) as http:
+    with (
+        serving(backend, workers=2, EVIDENCE_INTAKE_TENANT_MAX_UPLOADS="12") as (port, _),
+        client(f"http://127.0.0.1:{port}", acme) as http,
+    ):
         statuses = list(ThreadPoolExecutor(12).map(lambda body: upload(http, body).status_code, bodies))
     assert statuses == [201] * len(bodies)
     assert len(documents.document_store.list("acme")) == len(bodies)

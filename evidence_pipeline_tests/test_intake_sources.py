@@ -68,7 +68,8 @@ def test_idempotency_key_answers_the_same_revision_and_refuses_another_body_or_p
     assert error_code(other_body) == "IDEMPOTENCY_CONFLICT" and error_code(other_period) == "IDEMPOTENCY_CONFLICT"
     assert bad_key.status_code == 400
     assert [key for key in rt.sources.list("acme") if key.endswith(".csv")] == [
-        sources.pin_latest(rt.sources, TenantMonth("acme", PERIOD)).key]  # the refused bodies stored nothing
+        sources.pin_latest(rt.sources, TenantMonth("acme", PERIOD)).key
+    ]  # the refused bodies stored nothing
     assert len(rt.ledger.events_of_type(EventType.SOURCE_PUBLISHED, "acme")) == 1
 
 
@@ -84,8 +85,10 @@ def test_a_period_in_other_digits_than_ascii_is_period_invalid_and_stores_nothin
 
 def test_a_file_that_breaks_the_format_answers_its_report_and_stores_nothing(documents, intake):
     acme, _ = tokens(documents)
-    bad = (b"txn_id,booked_on,kind,currency,amount_minor,channel\n"
-           b"T1,2026-07-01,order,EUR,12,web\nT2,2026-07-01,x,EUR,0,web\n")
+    bad = (
+        b"txn_id,booked_on,kind,currency,amount_minor,channel\n"
+        b"T1,2026-07-01,order,EUR,12,web\nT2,2026-07-01,x,EUR,0,web\n"
+    )
     with client(intake, acme) as http:
         refused = _put(http, bad)
         conforms("put", TEMPLATE, refused)
@@ -99,7 +102,8 @@ def test_a_file_that_breaks_the_format_answers_its_report_and_stores_nothing(doc
     assert refused.json()["error"]["code"] == "SOURCE_INVALID"
     assert refused.json()["error"]["problems"] == [
         {"line": 3, "column": "kind", "code": "SOURCE_VALUE_INVALID"},
-        {"line": 3, "column": "amount_minor", "code": "SOURCE_VALUE_INVALID"}]
+        {"line": 3, "column": "amount_minor", "code": "SOURCE_VALUE_INVALID"},
+    ]
     assert refused.json()["error"]["problems_total"] == 2
     assert (wrong_type.status_code, wrong_digest.status_code, bad_period.status_code) == (415, 400, 422)
     assert documents.sources.list("acme") == []

@@ -18,9 +18,16 @@ from evidence_pipeline_tests.signers import Signers
 
 KEY = JobKey(SMALL.tenant, SMALL.period, "a" * 64, "renderer/1", "policy/1")
 ROW = {
-    "identity": "f" * 64, "tenant": SMALL.tenant, "period": SMALL.period, "bundle_key": "bundles/x",
-    "source_sha256": "a" * 64, "unsigned_sha256": "2" * 64, "report_sha256": "3" * 64,
-    "statement_sha256": "4" * 64, "renderer_version": "renderer/1", "key_id": "k",
+    "identity": "f" * 64,
+    "tenant": SMALL.tenant,
+    "period": SMALL.period,
+    "bundle_key": "bundles/x",
+    "source_sha256": "a" * 64,
+    "unsigned_sha256": "2" * 64,
+    "report_sha256": "3" * 64,
+    "statement_sha256": "4" * 64,
+    "renderer_version": "renderer/1",
+    "key_id": "k",
 }
 
 
@@ -116,8 +123,9 @@ def test_failures_follow_the_retry_budget_and_replay_reopens(ledger, tmp_path):
     signers.register("alice", ["operator"])
 
     def replay(actor: str, reason: str) -> dict:
-        return replay_job(signers.gate, signers.sign(actor, Action.JOB_REPLAY, {"job_id": KEY.job_id,
-                                                                                "reason": reason}))
+        return replay_job(
+            signers.gate, signers.sign(actor, Action.JOB_REPLAY, {"job_id": KEY.job_id, "reason": reason})
+        )
 
     budget = RetryBudget(max_attempts=2, max_elapsed_seconds=0.0)  # the time budget is spent: attempts decide
     lease = ledger.acquire_lease(KEY.job_id, "run-a", 60)
@@ -140,8 +148,12 @@ def test_failures_of_other_attempts_do_not_move_a_leased_job(ledger):
     stale = ledger.acquire_lease(KEY.job_id, "run-a", 0.1)
     time.sleep(0.2)
     live = ledger.acquire_lease(KEY.job_id, "run-b", 60)
-    for reason, retryable, token in [("LEASE_BUSY", True, None), ("LEASE_FENCED", False, stale.token),
-                                     ("STORE_UNAVAILABLE", True, stale.token), ("SOURCE_INVALID", False, None)]:
+    for reason, retryable, token in [
+        ("LEASE_BUSY", True, None),
+        ("LEASE_FENCED", False, stale.token),
+        ("STORE_UNAVAILABLE", True, stale.token),
+        ("SOURCE_INVALID", False, None),
+    ]:
         assert ledger.record_failure(KEY.job_id, reason, retryable, "other", RetryBudget(), 1, token) is None
     job = ledger.job(KEY.job_id)
     assert (job["state"], job["lease_token"]) == ("running", live.token) and ledger.lease_is_live(

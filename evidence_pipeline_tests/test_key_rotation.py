@@ -96,8 +96,9 @@ def test_rotate_then_new_bundles_use_the_new_key_and_old_ones_still_verify(runti
     assert new.key_id == active["statement_key_id"] != old.key_id
     assert runtime.keyring.signer_certificate_id == active["signer_certificate_id"]
     for publication in (old, new):
-        result = verify_bundle(runtime.archive, publication.bundle_key,
-                               expected_root_ids=frozenset({first_keys.root_id}))
+        result = verify_bundle(
+            runtime.archive, publication.bundle_key, expected_root_ids=frozenset({first_keys.root_id})
+        )
         assert result.ok, result.checks
         assert result.keyring_sequence == 2 and result.statement_key_id == publication.key_id
     predicate = _predicate(runtime, new)
@@ -125,8 +126,13 @@ def test_key_files_are_private_and_the_layout_keeps_generation_one_where_it_was(
     assert (home / "statement-ed25519.key").exists() and (generation / "statement-ed25519.key").exists()
     for folder in (home, home / "generations", generation):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700
-    for path in (home / "pades-root.key", home / "keyring.json", home / "keyring.lock",
-                 generation / "statement-ed25519.key", generation / "pades-signer.key"):
+    for path in (
+        home / "pades-root.key",
+        home / "keyring.json",
+        home / "keyring.lock",
+        generation / "statement-ed25519.key",
+        generation / "pades-signer.key",
+    ):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
     assert (home / "keyring.json").read_bytes() == local.archive.get(keyring_key(2))
     listed = _cli("keys", "list")
@@ -151,19 +157,26 @@ def test_a_range_run_across_a_rotation_signs_each_bundle_with_the_key_active_the
         return publication
 
     monkeypatch.setattr(pipeline, "publish_and_time", publish_then_rotate_once)
-    with instance_for_test(overrides=yaml.safe_load((REPO / "dagster.yaml").read_text()),
-                           temp_dir=str(tmp_path)) as instance:
+    with instance_for_test(
+        overrides=yaml.safe_load((REPO / "dagster.yaml").read_text()), temp_dir=str(tmp_path)
+    ) as instance:
         instance.add_dynamic_partitions(tenant_partitions.name, ["delta-foods"])
-        result = materialize([source_revision, monthly_report, evidence_bundle], instance=instance,
-                             resources={"evidence": EvidenceResource(home=str(local.settings.home))},
-                             tags=range_tags(months[0], months[-1]))
+        result = materialize(
+            [source_revision, monthly_report, evidence_bundle],
+            instance=instance,
+            resources={"evidence": EvidenceResource(home=str(local.settings.home))},
+            tags=range_tags(months[0], months[-1]),
+        )
     assert result.success and len(published) == 3
     document = _keyring(local, 2)
     first, second = (g.statement_key_id for g in document.generations)
     assert [p.key_id for p in published] == [first, second, second]
     events = {e["period"]: e["details"] for e in local.ledger.events_of_type("bundle.published")}
-    metadata = {e.partition.split("|")[0][:7]: e.materialization.metadata["key_id"].value
-                for e in result.get_asset_materialization_events() if e.asset_key.to_user_string() == "evidence_bundle"}
+    metadata = {
+        e.partition.split("|")[0][:7]: e.materialization.metadata["key_id"].value
+        for e in result.get_asset_materialization_events()
+        if e.asset_key.to_user_string() == "evidence_bundle"
+    }
     for publication in published:
         period = publication.tenant_month.period
         assert events[period]["key_id"] == metadata[period] == publication.key_id  # recorded in the ledger and Dagster
@@ -191,13 +204,23 @@ def test_revocation_fails_bundles_signed_after_it_and_keeps_those_before(local):
     after = run_tenant_month(local, LARGE, RunInfo("after"))
     assert before.key_id == after.key_id
     assert _cli("keys", "rotate").exit_code == 0
-    revoked = _cli("keys", "revoke", before.key_id, "--reason", "key file copied to a laptop",
-                   "--at", compromised_since.isoformat())
+    revoked = _cli(
+        "keys",
+        "revoke",
+        before.key_id,
+        "--reason",
+        "key file copied to a laptop",
+        "--at",
+        compromised_since.isoformat(),
+    )
     assert revoked.exit_code == 0, revoked.output
     document = _keyring(local, 3)
     generation = document.find(before.key_id)
     assert (generation.status, generation.revoked_at, generation.revocation_reason) == (
-        "revoked", compromised_since, "key file copied to a laptop")
+        "revoked",
+        compromised_since,
+        "key file copied to a laptop",
+    )
     assert verify_bundle(local.archive, before.bundle_key).ok
     assert _codes(local, after) == ["KEY_REVOKED"]
     shown = _cli("verify", str(local.archive.root / after.bundle_key))
@@ -225,8 +248,11 @@ def test_keys_command_errors(local, tmp_path):
     blank = _cli("keys", "revoke", local.keyring.statement_key_id, "--reason", " ")
     assert blank.exit_code == 2 and "CONFIG_INVALID" in blank.output
     other = tmp_path / "other.key"
-    other.write_bytes(ec.generate_private_key(ec.SECP384R1()).private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    other.write_bytes(
+        ec.generate_private_key(ec.SECP384R1()).private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
     wrong = _cli("keys", "rotate", "--root-key", str(other))
     assert wrong.exit_code == 1 and "KEY_MATERIAL_INVALID" in wrong.output and "Traceback" not in wrong.output
     assert _cli("keys", "list", "--json").exit_code == 0 and len(local.keys.document.generations) == 1
@@ -269,9 +295,16 @@ def test_a_keyring_of_another_root_is_refused_when_the_root_is_pinned(local):
     key = ec.generate_private_key(ec.SECP384R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "someone else's root")])
     moment = now()
-    certificate = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-                   .serial_number(1).not_valid_before(moment - timedelta(days=1))
-                   .not_valid_after(moment + timedelta(days=1)).sign(key, hashes.SHA256()))
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(moment - timedelta(days=1))
+        .not_valid_after(moment + timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
     pem = certificate.public_bytes(serialization.Encoding.PEM)
     local.archive.put_once(f"keys/{certificate_id(certificate)}.pem", pem)
     _forge(local, key, certificate_id(certificate), 2)
@@ -292,8 +325,10 @@ def test_a_statement_signed_by_a_key_not_in_the_keyring_fails(local):
     publication = run_tenant_month(local, SMALL, RunInfo("r"))
     outsider = ed25519.Ed25519PrivateKey.generate()  # published under keys/, never listed in a keyring
     outsider_id = public_key_id(outsider.public_key())
-    local.archive.put_once(f"keys/{outsider_id}.pem", outsider.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    local.archive.put_once(
+        f"keys/{outsider_id}.pem",
+        outsider.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo),
+    )
     key = f"{publication.bundle_key}/{STATEMENT}"
     payload = base64.b64decode(json.loads(local.archive.get(key))["payload"])
     overwrite(local, key, dsse.sign_envelope(payload, outsider, outsider_id))
@@ -382,9 +417,13 @@ def test_production_keys_rotate_with_an_offline_root_and_time_stamps_decide(pki,
     the TSA's time decides: a bundle from before it verifies, and one made with the revoked key afterwards fails
     even though its statement claims an earlier signing time."""
     offline = tmp_path / "offline-root.key"
-    env = {"EVIDENCE_HOME": str(tmp_path / "home"),
-           "EVIDENCE_KEYS_DIR": str(pki.provision(tmp_path / "keys", root_key=offline)),
-           "EVIDENCE_GENERATE_DEV_KEYS": "0", "EVIDENCE_PADES_LEVEL": "B-T", "EVIDENCE_TSA_URL": pki.tsa_url}
+    env = {
+        "EVIDENCE_HOME": str(tmp_path / "home"),
+        "EVIDENCE_KEYS_DIR": str(pki.provision(tmp_path / "keys", root_key=offline)),
+        "EVIDENCE_GENERATE_DEV_KEYS": "0",
+        "EVIDENCE_PADES_LEVEL": "B-T",
+        "EVIDENCE_TSA_URL": pki.tsa_url,
+    }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     runtime = _with_fixture_sources(runtime_for(Settings.from_env(env)))
@@ -397,13 +436,17 @@ def test_production_keys_rotate_with_an_offline_root_and_time_stamps_decide(pki,
     current = run_tenant_month(runtime, LARGE, RunInfo("current"))
     assert current.key_id != legacy.key_id and _predicate(runtime, current)["pades_level"] == "B-T"
     for publication in (legacy, current):
-        result = verify_bundle(runtime.archive, publication.bundle_key,
-                               expected_root_ids=frozenset({runtime.keyring.root_id, runtime.keyring.tsa_root_id}))
+        result = verify_bundle(
+            runtime.archive,
+            publication.bundle_key,
+            expected_root_ids=frozenset({runtime.keyring.root_id, runtime.keyring.tsa_root_id}),
+        )
         assert result.ok and result.keyring_sequence == 2, result.checks
     # the rotated signer certificate kept the CRL address, so B-LT finds revocation information for it
     signer = runtime.keyring.signer_certificate
     assert signer.extensions.get_extension_for_class(x509.CRLDistributionPoints).value == (
-        pki.signer.extensions.get_extension_for_class(x509.CRLDistributionPoints).value)
+        pki.signer.extensions.get_extension_for_class(x509.CRLDistributionPoints).value
+    )
 
     revoked_at = now()
     assert _cli("keys", "revoke", current.key_id, "--reason", "HSM lost", "--root-key", str(offline)).exit_code == 0
@@ -428,4 +471,3 @@ def test_a_keyring_document_round_trips_and_refuses_inconsistent_generations(loc
     with pytest.raises(EvidenceError) as error:
         KeyringDocument.from_payload(json.dumps(payload).encode())
     assert error.value.code == "KEYRING_INVALID"
-

@@ -247,15 +247,29 @@ def test_every_launch_path_materializes_exactly_the_partitions_it_names(site):
     # asset, no partition. It verifies each published partition.
     [check] = graphql(url, CHECK_JOBS)["assetNodeOrError"]["assetChecksOrError"]["checks"]
     assert check["canExecuteIndividually"] == "CAN_EXECUTE", check  # so the button is offered
-    result = graphql(url, LAUNCH_RUN, {"params": {"selector": {
-        **LOCATION, "jobName": check["jobNames"][0], "assetSelection": [],
-        "assetCheckSelection": [{"assetKey": {"path": ["evidence_bundle"]}, "name": check["name"]}]}}})
+    result = graphql(
+        url,
+        LAUNCH_RUN,
+        {
+            "params": {
+                "selector": {
+                    **LOCATION,
+                    "jobName": check["jobNames"][0],
+                    "assetSelection": [],
+                    "assetCheckSelection": [{"assetKey": {"path": ["evidence_bundle"]}, "name": check["name"]}],
+                }
+            }
+        },
+    )
     assert result["launchRun"]["__typename"] == "LaunchRunSuccess", result
     execute_all = {"execute all": {"runs": [result["launchRun"]["run"]["runId"]]}}
     _wait(instance, url, execute_all)
     [run] = _runs_of(instance, execute_all["execute all"])
     assert run.status == DagsterRunStatus.SUCCESS, _failures(instance, [run])
-    checked = [entry.dagster_event.event_specific_data for entry in instance.all_logs(
-        run.run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION)]
-    assert sorted(e.partition for e in checked) == sorted(
-        {key(tm) for tms in expected.values() for tm in tms}) and all(e.passed for e in checked)
+    checked = [
+        entry.dagster_event.event_specific_data
+        for entry in instance.all_logs(run.run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION)
+    ]
+    assert sorted(e.partition for e in checked) == sorted({key(tm) for tms in expected.values() for tm in tms}) and all(
+        e.passed for e in checked
+    )

@@ -45,8 +45,10 @@ def test_only_the_extensions_reach_into_dagsters_internals():
     and extensions hold every use of it, each module with its reason, so defs/ reads as plain definitions."""
     offenders = sorted(
         f"{path.relative_to(PACKAGE)}: {name}"
-        for path in PACKAGE.rglob("*.py") if EXTENSIONS not in path.parents
-        for name in _imported(path) if name.startswith(("dagster._", "dagster_shared"))
+        for path in PACKAGE.rglob("*.py")
+        if EXTENSIONS not in path.parents
+        for name in _imported(path)
+        if name.startswith(("dagster._", "dagster_shared"))
     )
     assert offenders == []
     assert any(name.startswith("dagster._") for name in _imported(EXTENSIONS / "storage.py"))  # the scan sees them
@@ -54,8 +56,11 @@ def test_only_the_extensions_reach_into_dagsters_internals():
 
 def test_the_definitions_never_import_the_code_location():
     """definitions.py assembles defs/; a module of defs/ that needs the assembled jobs is handed them."""
-    importers = [str(path.relative_to(PACKAGE)) for path in (PACKAGE / "defs").rglob("*.py")
-                 if "evidence_pipeline.definitions" in _imported(path)]
+    importers = [
+        str(path.relative_to(PACKAGE))
+        for path in (PACKAGE / "defs").rglob("*.py")
+        if "evidence_pipeline.definitions" in _imported(path)
+    ]
     assert importers == []
     assert "evidence_pipeline.defs.assets" in _imported(PACKAGE / "definitions.py")  # the scan sees imports
 
@@ -90,8 +95,11 @@ def test_the_extensions_import_nothing_of_the_definitions():
     """defs/extensions/ (Dagster's extensions and guarded patches) sits under the definitions: they use it, never
     the other way."""
     for path in EXTENSIONS.rglob("*.py"):
-        upward = {name for name in _imported(path) if name.startswith("evidence_pipeline.defs.")
-                  and not name.startswith("evidence_pipeline.defs.extensions")}
+        upward = {
+            name
+            for name in _imported(path)
+            if name.startswith("evidence_pipeline.defs.") and not name.startswith("evidence_pipeline.defs.extensions")
+        }
         assert not upward, f"{path.relative_to(PACKAGE)} imports {sorted(upward)}"
 
 
@@ -99,8 +107,13 @@ def test_the_extensions_import_nothing_of_the_definitions():
 # each other, the vocabulary and the DSSE encoding (never the ledger, SQLAlchemy or the configuration).
 OFFLINE_ACTORS = {"requests", "roles", "registry", "verify", "offline"}
 OFFLINE_ALLOWED = {f"evidence_pipeline.actors.{name}" for name in OFFLINE_ACTORS} | {
-    "evidence_pipeline", "evidence_pipeline.errors", "evidence_pipeline.models", "evidence_pipeline.jsonread",
-    "evidence_pipeline.canonical", "evidence_pipeline.signing.dsse"}
+    "evidence_pipeline",
+    "evidence_pipeline.errors",
+    "evidence_pipeline.models",
+    "evidence_pipeline.jsonread",
+    "evidence_pipeline.canonical",
+    "evidence_pipeline.signing.dsse",
+}
 
 
 def test_the_offline_actor_checks_need_no_database():
@@ -138,12 +151,14 @@ def test_cli_is_on_top_and_imports_its_commands_lazily():
     importers = [
         str(path.relative_to(PACKAGE))
         for path in PACKAGE.rglob("*.py")
-        if CLI not in path.parents and any(name.split(".")[:2] == ["evidence_pipeline", "cli"]
-                                           for name in _imported(path))
+        if CLI not in path.parents
+        and any(name.split(".")[:2] == ["evidence_pipeline", "cli"] for name in _imported(path))
     ]
     assert importers == []
-    eager = {str(path.relative_to(PACKAGE)): sorted(_units_imported_at_module_level(path) - CLI_LOADS_AT_IMPORT)
-             for path in CLI.glob("*.py")}
+    eager = {
+        str(path.relative_to(PACKAGE)): sorted(_units_imported_at_module_level(path) - CLI_LOADS_AT_IMPORT)
+        for path in CLI.glob("*.py")
+    }
     assert {module: units for module, units in eager.items() if units} == {}
     assert {"config", "paths"} <= _units_imported_at_module_level(CLI / "resources.py")  # the scan sees cli's imports
 
@@ -164,8 +179,9 @@ def _ledger_modules_imported(path: Path) -> set[str]:
             parts = node.module.split(".")
             modules |= {parts[2]} if len(parts) > 2 else {alias.name for alias in node.names}
         elif isinstance(node, ast.Import):
-            modules |= {alias.name.split(".")[2] for alias in node.names
-                        if alias.name.startswith("evidence_pipeline.ledger.")}
+            modules |= {
+                alias.name.split(".")[2] for alias in node.names if alias.name.startswith("evidence_pipeline.ledger.")
+            }
     return {name for name in modules if (LEDGER / f"{name}.py").exists()}
 
 
@@ -174,8 +190,11 @@ def _function_level_imports(path: Path) -> list[str]:
     found = []
     for function in ast.walk(ast.parse(path.read_text())):
         if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
-            found += [f"{function.name}: {getattr(node, 'module', None) or node.names[0].name}"
-                      for node in ast.walk(function) if isinstance(node, ast.Import | ast.ImportFrom)]
+            found += [
+                f"{function.name}: {getattr(node, 'module', None) or node.names[0].name}"
+                for node in ast.walk(function)
+                if isinstance(node, ast.Import | ast.ImportFrom)
+            ]
     return found
 
 
@@ -261,7 +280,8 @@ def _ledger_pieces() -> set[str]:
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.ClassDef)
         for init in node.body
-        if isinstance(init, ast.FunctionDef) and init.name == "__init__"
+        if isinstance(init, ast.FunctionDef)
+        and init.name == "__init__"
         and any(isinstance(arg.annotation, ast.Name) and arg.annotation.id == "Ledger" for arg in init.args.args)
     }
 
@@ -284,7 +304,8 @@ def test_only_the_runtime_builds_the_ledgers_pieces():
     assert {"Tokens", "TenantRegistry", "ActorLedger", "Batches", "Pages", "DocumentJobs", "Outbox"} <= pieces
     offenders = sorted(
         f"{path.relative_to(PACKAGE.parent)}: {name}"
-        for path in [*PACKAGE.rglob("*.py"), *BENCH.rglob("*.py")] if path != RUNTIME
+        for path in [*PACKAGE.rglob("*.py"), *BENCH.rglob("*.py")]
+        if path != RUNTIME
         for name in _constructed(path, pieces)
     )
     assert offenders == []

@@ -39,8 +39,12 @@ def test_chain_verifies(ledger):
 
 @pytest.mark.parametrize(
     "statement",
-    ["UPDATE evidence_audit_events SET event_type = 'x'", "DELETE FROM evidence_audit_events",
-     "DELETE FROM evidence_publications", "TRUNCATE evidence_audit_events CASCADE"],
+    [
+        "UPDATE evidence_audit_events SET event_type = 'x'",
+        "DELETE FROM evidence_audit_events",
+        "DELETE FROM evidence_publications",
+        "TRUNCATE evidence_audit_events CASCADE",
+    ],
 )
 def test_database_refuses_to_rewrite_history(ledger, statement):
     if statement.startswith("TRUNCATE") and ledger.engine.dialect.name != "postgresql":
@@ -72,9 +76,16 @@ def test_tampering_past_the_triggers_is_detected(ledger, tamper):
 
 def _row() -> dict:
     return {
-        "identity": "f" * 64, "tenant": SMALL.tenant, "period": SMALL.period, "bundle_key": "bundles/x",
-        "source_sha256": "1" * 64, "unsigned_sha256": "2" * 64, "report_sha256": "3" * 64,
-        "statement_sha256": "4" * 64, "renderer_version": "r", "key_id": "k",
+        "identity": "f" * 64,
+        "tenant": SMALL.tenant,
+        "period": SMALL.period,
+        "bundle_key": "bundles/x",
+        "source_sha256": "1" * 64,
+        "unsigned_sha256": "2" * 64,
+        "report_sha256": "3" * 64,
+        "statement_sha256": "4" * 64,
+        "renderer_version": "r",
+        "key_id": "k",
     }
 
 
@@ -124,8 +135,11 @@ def test_a_transaction_reads_the_chain_head_once_and_a_rolled_back_one_leaves_no
 
     event.listen(ledger.engine, "before_cursor_execute", count)
     try:
-        ledger._transact(lambda conn: [ledger._append(conn, SMALL, "report.rendered", f"{i + 10:064x}", "run-2",
-                                                      {}) for i in range(3)])
+        ledger._transact(
+            lambda conn: [
+                ledger._append(conn, SMALL, "report.rendered", f"{i + 10:064x}", "run-2", {}) for i in range(3)
+            ]
+        )
         assert len(heads) == 1
         with pytest.raises(RuntimeError), ledger.writing() as conn:
             ledger._append(conn, SMALL, "report.rendered", f"{20:064x}", "run-3", {})
@@ -209,8 +223,11 @@ def test_each_requests_reads_run_outside_a_transaction_on_postgresql(ledger):
 
     _, token, _ = ledger._transact(issued)
     in_transaction = []
-    event.listen(ledger.engine, "before_cursor_execute",
-                 lambda conn, cursor, *args: in_transaction.append(not cursor.connection.autocommit))
+    event.listen(
+        ledger.engine,
+        "before_cursor_execute",
+        lambda conn, cursor, *args: in_transaction.append(not cursor.connection.autocommit),
+    )
     assert tokens.caller_of_token(token)[0] == "acme"
     assert records.stored_bytes("acme") == 0 and records.document("acme", "doc_none") is None
     assert in_transaction == [False, False, False]
@@ -245,8 +262,9 @@ def test_each_tenants_stored_bytes_are_the_sum_of_its_documents_and_revision_001
     records = DocumentRecords(ledger)
 
     def admit(tenant: str, digit: str, size: int):
-        return records.admit_document(tenant, digit * 64, size, "application/pdf", f"{tenant}/{digit}", "test",
-                                      Clock(None), 2500)
+        return records.admit_document(
+            tenant, digit * 64, size, "application/pdf", f"{tenant}/{digit}", "test", Clock(None), 2500
+        )
 
     for tenant, digit, size in (("acme", "a", 1000), ("acme", "b", 1200), ("globex", "a", 700), ("acme", "a", 1000)):
         admit(tenant, digit, size)  # the last is acme's first document again: admitted once, counted once
@@ -280,8 +298,9 @@ def test_a_turns_admissions_share_a_few_statements_and_each_caller_gets_its_own_
 
     def admit(tenant: str, digit: str, size: int):
         try:
-            row, created = records.admit_document(tenant, digit * 64, size, "application/pdf", f"{tenant}/{digit}",
-                                                  "test", Clock(None), 2500)
+            row, created = records.admit_document(
+                tenant, digit * 64, size, "application/pdf", f"{tenant}/{digit}", "test", Clock(None), 2500
+            )
             return row["document_id"], created
         except EvidenceError as error:
             return error.code
@@ -305,36 +324,58 @@ def test_a_turns_admissions_share_a_few_statements_and_each_caller_gets_its_own_
         return outcomes, statements
 
     admit("acme", "0", 100)  # acme has a running total before the turn, globex and initech do not
-    uploads = [("acme", "a", 1000), ("globex", "a", 700), ("acme", "b", 1200), ("acme", "a", 1000),
-               ("globex", "b", 500), ("initech", "a", 2500), ("acme", "0", 100)]
+    uploads = [
+        ("acme", "a", 1000),
+        ("globex", "a", 700),
+        ("acme", "b", 1200),
+        ("acme", "a", 1000),
+        ("globex", "b", 500),
+        ("initech", "a", 2500),
+        ("acme", "0", 100),
+    ]
     outcomes, statements = one_turn(uploads)
     assert [created for _, created in outcomes] == [True, True, True, False, True, True, False]
     assert outcomes[0][0] == outcomes[3][0] and len({document_id for document_id, _ in outcomes}) == 6
     lock = 1 if ledger.engine.dialect.name == "postgresql" else 0
     writes = [re.match(r"(INSERT|UPDATE)(?: INTO)? (\w+)", statement) for statement in statements]
     written = [f"{write[1]} {write[2]}" for write in writes if write]
-    assert sorted(written) == ["INSERT evidence_audit_events", "INSERT evidence_documents",
-                               "INSERT evidence_tenant_storage", "INSERT evidence_tenant_storage",
-                               "UPDATE evidence_tenant_storage"], statements
+    assert sorted(written) == [
+        "INSERT evidence_audit_events",
+        "INSERT evidence_documents",
+        "INSERT evidence_tenant_storage",
+        "INSERT evidence_tenant_storage",
+        "UPDATE evidence_tenant_storage",
+    ], statements
     assert len(statements) == 3 + lock + len(written), statements  # + the lookup, the totals, the chain head
 
     # acme has 2,300 stored: its 200 more fit (2,500, the quota), its 1 more then does not; that caller alone is refused
     outcomes, _ = one_turn([("acme", "c", 200), ("acme", "d", 1), ("globex", "c", 100)])
     assert [outcome if isinstance(outcome, str) else outcome[1] for outcome in outcomes] == [
-        True, "REQUEST_EXCEEDS_QUOTA", True]
+        True,
+        "REQUEST_EXCEEDS_QUOTA",
+        True,
+    ]
     sums = "SELECT tenant, SUM(size) FROM evidence_documents GROUP BY tenant ORDER BY tenant"
     totals = "SELECT tenant, stored_bytes FROM evidence_tenant_storage ORDER BY tenant"
     with ledger.engine.connect() as conn:
-        assert conn.execute(text(totals)).all() == conn.execute(text(sums)).all() == [
-            ("acme", 2500), ("globex", 1300), ("initech", 2500)]
+        assert (
+            conn.execute(text(totals)).all()
+            == conn.execute(text(sums)).all()
+            == [("acme", 2500), ("globex", 1300), ("initech", 2500)]
+        )
     assert ledger.verify_chain() == 3 + 1 + 5 + 2
 
 
 # Issue 16, finding 12: the ledger's tables move under the evidence_ prefix (Dagster owns `jobs` in a shared
 # database). A ledger that revision 0002 created must upgrade in place: same chain, same rows, guards still on.
 LEGACY_TABLES = {"audit_events", "publications", "jobs"}
-LEDGER_TABLES = {"evidence_audit_events", "evidence_publications", "evidence_jobs", "evidence_publication_claims",
-                 "evidence_tenants"}
+LEDGER_TABLES = {
+    "evidence_audit_events",
+    "evidence_publications",
+    "evidence_jobs",
+    "evidence_publication_claims",
+    "evidence_tenants",
+}
 
 
 def _ledger_at_revision_0002(url: str) -> int:
@@ -346,29 +387,68 @@ def _ledger_at_revision_0002(url: str) -> int:
         prev = GENESIS_HASH
         row = _row()
         job = {"job_id": KEY.job_id}
-        events = (("job.accepted", KEY.source_sha256, job | {"fidelity": KEY.fidelity}),
-                  ("job.running", KEY.source_sha256, job | {"lease_token": 1, "attempt": 1}),
-                  ("bundle.published", row["report_sha256"], job | row))
+        events = (
+            ("job.accepted", KEY.source_sha256, job | {"fidelity": KEY.fidelity}),
+            ("job.running", KEY.source_sha256, job | {"lease_token": 1, "attempt": 1}),
+            ("bundle.published", row["report_sha256"], job | row),
+        )
         for i, (event_type, subject, details) in enumerate(events):
-            body = canonical({"event_id": f"00000000-0000-0000-0000-{i:012d}", "event_type": event_type,
-                              "tenant": SMALL.tenant, "period": SMALL.period, "subject_sha256": subject,
-                              "actor": "run-0", "recorded_at": "2026-11-01T00:00:00.000000+00:00", "details": details})
+            body = canonical(
+                {
+                    "event_id": f"00000000-0000-0000-0000-{i:012d}",
+                    "event_type": event_type,
+                    "tenant": SMALL.tenant,
+                    "period": SMALL.period,
+                    "subject_sha256": subject,
+                    "actor": "run-0",
+                    "recorded_at": "2026-11-01T00:00:00.000000+00:00",
+                    "details": details,
+                }
+            )
             event_hash = chain_hash(prev, body)
-            conn.execute(text(
-                "INSERT INTO audit_events (event_id, event_type, tenant, period, subject_sha256, body, prev_hash,"
-                " event_hash) VALUES (:id, :type, :tenant, :period, :subject, :body, :prev, :hash)"),
-                {"id": f"00000000-0000-0000-0000-{i:012d}", "type": event_type, "tenant": SMALL.tenant,
-                 "period": SMALL.period, "subject": subject, "body": body, "prev": prev, "hash": event_hash})
+            conn.execute(
+                text(
+                    "INSERT INTO audit_events (event_id, event_type, tenant, period, subject_sha256, body, prev_hash,"
+                    " event_hash) VALUES (:id, :type, :tenant, :period, :subject, :body, :prev, :hash)"
+                ),
+                {
+                    "id": f"00000000-0000-0000-0000-{i:012d}",
+                    "type": event_type,
+                    "tenant": SMALL.tenant,
+                    "period": SMALL.period,
+                    "subject": subject,
+                    "body": body,
+                    "prev": prev,
+                    "hash": event_hash,
+                },
+            )
             prev = event_hash
         now = time.time()
-        conn.execute(text(
-            "INSERT INTO jobs (job_id, tenant, period, source_sha256, renderer_version, policy_version, fidelity,"
-            " state, attempts, lease_token, lease_owner, budget_started_at, created_at, updated_at) VALUES (:job_id,"
-            " :tenant, :period, :source, :renderer, :policy, :fidelity, 'succeeded', 1, 1, 'run-0', :now, :now, :now)"),
-            {"job_id": KEY.job_id, "tenant": KEY.tenant, "period": KEY.period, "source": KEY.source_sha256,
-             "renderer": KEY.renderer_version, "policy": KEY.policy_version, "fidelity": KEY.fidelity, "now": now})
-        conn.execute(text(f"INSERT INTO publications ({', '.join(row)}, event_seq) VALUES "
-                          f"({', '.join(':' + name for name in row)}, 3)"), row)
+        conn.execute(
+            text(
+                "INSERT INTO jobs (job_id, tenant, period, source_sha256, renderer_version, policy_version,"
+                " fidelity, state, attempts, lease_token, lease_owner, budget_started_at, created_at, updated_at)"
+                " VALUES (:job_id, :tenant, :period, :source, :renderer, :policy, :fidelity, 'succeeded', 1, 1,"
+                " 'run-0', :now, :now, :now)"
+            ),
+            {
+                "job_id": KEY.job_id,
+                "tenant": KEY.tenant,
+                "period": KEY.period,
+                "source": KEY.source_sha256,
+                "renderer": KEY.renderer_version,
+                "policy": KEY.policy_version,
+                "fidelity": KEY.fidelity,
+                "now": now,
+            },
+        )
+        conn.execute(
+            text(
+                f"INSERT INTO publications ({', '.join(row)}, event_seq) VALUES "
+                f"({', '.join(':' + name for name in row)}, 3)"
+            ),
+            row,
+        )
     engine.dispose()
     return 3
 
@@ -386,8 +466,12 @@ def test_a_ledger_at_revision_0002_upgrades_in_place_and_keeps_its_chain_and_gua
     assert ledger.job(KEY.job_id)["state"] == "succeeded" and ledger.publication("f" * 64)["event_seq"] == 3
     ledger.record(SMALL, "report.rendered", "9" * 64, "run-1")  # the chain goes on from the migrated head
     assert ledger.verify_chain() == events + 1
-    statements = ["UPDATE evidence_audit_events SET event_type = 'x'", "DELETE FROM evidence_audit_events",
-                  "UPDATE evidence_publications SET key_id = 'x'", "DELETE FROM evidence_publications"]
+    statements = [
+        "UPDATE evidence_audit_events SET event_type = 'x'",
+        "DELETE FROM evidence_audit_events",
+        "UPDATE evidence_publications SET key_id = 'x'",
+        "DELETE FROM evidence_publications",
+    ]
     if ledger.engine.dialect.name == "postgresql":
         statements += ["TRUNCATE evidence_audit_events CASCADE", "TRUNCATE evidence_publications"]
     for statement in statements:
@@ -396,11 +480,14 @@ def test_a_ledger_at_revision_0002_upgrades_in_place_and_keeps_its_chain_and_gua
                 conn.execute(text(statement))
     assert ledger.verify_chain() == events + 1
 
+
 @pytest.mark.parametrize(
     "table, tamper",
     [
-        ("evidence_audit_events",
-         "UPDATE evidence_audit_events SET event_id = '00000000-0000-0000-0000-000000000000' WHERE seq = 2"),
+        (
+            "evidence_audit_events",
+            "UPDATE evidence_audit_events SET event_id = '00000000-0000-0000-0000-000000000000' WHERE seq = 2",
+        ),
         ("evidence_audit_events", "UPDATE evidence_audit_events SET period = '1999-01' WHERE seq = 2"),
         ("evidence_publications", "UPDATE evidence_publications SET report_sha256 = '{}'".format("9" * 64)),
         ("evidence_publications", "DELETE FROM evidence_publications"),
@@ -408,8 +495,15 @@ def test_a_ledger_at_revision_0002_upgrades_in_place_and_keeps_its_chain_and_gua
         ("evidence_jobs", "UPDATE evidence_jobs SET lease_token = 7"),
         ("evidence_jobs", "UPDATE evidence_jobs SET renderer_version = 'other'"),
     ],
-    ids=["event-id", "event-period", "publication-report", "publication-deleted", "job-state", "job-lease",
-         "job-identity"],
+    ids=[
+        "event-id",
+        "event-period",
+        "publication-report",
+        "publication-deleted",
+        "job-state",
+        "job-lease",
+        "job-identity",
+    ],
 )
 def test_every_column_that_mirrors_an_event_is_checked(ledger, table, tamper):
     _publish(ledger, _row())
@@ -436,8 +530,9 @@ def test_every_column_that_mirrors_an_event_is_checked(ledger, table, tamper):
 def test_a_document_job_row_is_checked_against_its_identity_and_events(ledger, tamper):
     """A document job's id is its tenant's idempotency key, not a JobKey: ledger verify checks that, too."""
     events = ledger.verify_chain()
-    Submissions(ledger).submit_job("acme", "key-1", "a" * 64, "inspect", {"inputs": []}, "policy/1", "test", None,
-                                   Clock(None))
+    Submissions(ledger).submit_job(
+        "acme", "key-1", "a" * 64, "inspect", {"inputs": []}, "policy/1", "test", None, Clock(None)
+    )
     assert ledger.verify_chain() == events + 1
     with ledger.engine.begin() as conn:
         conn.exec_driver_sql(tamper)
@@ -452,8 +547,10 @@ def test_a_rechained_body_that_is_not_an_event_is_invalid(ledger, body):
     drop_append_only_guards(ledger)
     with ledger.engine.begin() as conn:
         prev = conn.execute(text("SELECT prev_hash FROM evidence_audit_events WHERE seq = 3")).scalar()
-        conn.execute(text("UPDATE evidence_audit_events SET body = :body, event_hash = :hash WHERE seq = 3"),
-                     {"body": body, "hash": chain_hash(prev, body)})
+        conn.execute(
+            text("UPDATE evidence_audit_events SET body = :body, event_hash = :hash WHERE seq = 3"),
+            {"body": body, "hash": chain_hash(prev, body)},
+        )
     with pytest.raises(EvidenceError) as error:
         ledger.verify_chain()
     assert error.value.code == "LEDGER_INVALID"

@@ -87,9 +87,11 @@ def _depth(value) -> int:
 
 
 _text = st.text(alphabet=st.sampled_from('[]{}"\\ab\n\u00e9'), max_size=8)
-_values = st.recursive(st.none() | st.integers() | _text,
-                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
-                       max_leaves=20)
+_values = st.recursive(
+    st.none() | st.integers() | _text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
+    max_leaves=20,
+)
 
 
 @settings(max_examples=100, deadline=None, derandomize=True)
@@ -132,9 +134,15 @@ class _Scanned(bytes):
         return found
 
 
-@pytest.mark.parametrize("cmap", [b"beginbfchar" * 9_000, b"beginbfrange" + b"<0><0>[" * 9_000 + b"endbfrange",
-                                  b"beginbfchar<41><0041>endbfchar" * 3_000 + b"beginbfchar" * 3_000],
-                         ids=["begins-without-end", "arrays-without-end", "blocks-then-begins"])
+@pytest.mark.parametrize(
+    "cmap",
+    [
+        b"beginbfchar" * 9_000,
+        b"beginbfrange" + b"<0><0>[" * 9_000 + b"endbfrange",
+        b"beginbfchar<41><0041>endbfchar" * 3_000 + b"beginbfchar" * 3_000,
+    ],
+    ids=["begins-without-end", "arrays-without-end", "blocks-then-begins"],
+)
 def test_a_cmaps_blocks_are_found_in_one_forward_pass(cmap):
     # The lazy regex it replaces (begin(.*?)end) read from every begin to the end: 88 KB took 7.5 s, quadratic.
     _Scanned.scanned = 0
@@ -175,5 +183,4 @@ def test_the_content_budget_gate_lexes_escaped_parentheses_in_one_pass(tail):
 
 def test_the_content_budget_gate_still_counts_what_strings_and_comments_hide():
     stripped = gate._NOT_OPERATORS.sub(b" ", b"BT (a(b)c) Tj (x\\)y) Tj <41> Tj % q Q\n(\\\n) ET")
-    assert [token.group() for token in gate._OPERATOR.finditer(stripped)] == [b"BT", b"c", b"Tj", b"Tj", b"Tj",
-                                                                               b"ET"]
+    assert [token.group() for token in gate._OPERATOR.finditer(stripped)] == [b"BT", b"c", b"Tj", b"Tj", b"Tj", b"ET"]

@@ -92,8 +92,11 @@ def test_after_the_signer_certificate_expired_only_b_lta_still_validates(pki, ke
 def _layout(pdf: bytes) -> tuple[int, bool, SignatureCoverageLevel]:
     """(revisions, whether the DSS has VRI entries, what the newest document time stamp covers)."""
     reader = PdfFileReader(io.BytesIO(pdf), strict=True)
-    return (reader.xrefs.total_revisions, "/VRI" in reader.root["/DSS"],
-            reader.embedded_signatures[-1].evaluate_signature_coverage())
+    return (
+        reader.xrefs.total_revisions,
+        "/VRI" in reader.root["/DSS"],
+        reader.embedded_signatures[-1].evaluate_signature_coverage(),
+    )
 
 
 @pytest.mark.parametrize("layout", ["current", "old"])
@@ -105,8 +108,11 @@ def test_b_lta_in_either_layout_keeps_its_verdicts(pki, keyring, report, monkeyp
     if layout != "current":
         monkeypatch.setattr(pades, "_DSS_SETTINGS", DSSContentSettings())
     signed = sign_pdf(report, keyring, "B-LTA", pki.tsa_url).getvalue()
-    assert _layout(signed) == ((3, False, SignatureCoverageLevel.ENTIRE_FILE) if layout == "current" else
-                               (4, True, SignatureCoverageLevel.ENTIRE_REVISION))
+    assert _layout(signed) == (
+        (3, False, SignatureCoverageLevel.ENTIRE_FILE)
+        if layout == "current"
+        else (4, True, SignatureCoverageLevel.ENTIRE_REVISION)
+    )
     _verify(signed, keyring, "B-LTA")
     _verify(signed, keyring, "B-LTA", pki.signer_not_after + dt.timedelta(days=1))
     with pytest.raises(EvidenceError) as error:
@@ -146,8 +152,13 @@ def test_signing_without_the_tsa_or_its_root_has_reason_codes(pki, keyring, repo
 
 
 def test_b_lta_bundle_passes_evidence_verify_and_pdfsig(pki, tmp_path):
-    env = {"EVIDENCE_HOME": str(tmp_path / "home"), "EVIDENCE_KEYS_DIR": str(pki.provision(tmp_path / "keys")),
-           "EVIDENCE_GENERATE_DEV_KEYS": "0", "EVIDENCE_PADES_LEVEL": "B-LTA", "EVIDENCE_TSA_URL": pki.tsa_url}
+    env = {
+        "EVIDENCE_HOME": str(tmp_path / "home"),
+        "EVIDENCE_KEYS_DIR": str(pki.provision(tmp_path / "keys")),
+        "EVIDENCE_GENERATE_DEV_KEYS": "0",
+        "EVIDENCE_PADES_LEVEL": "B-LTA",
+        "EVIDENCE_TSA_URL": pki.tsa_url,
+    }
     runtime = _with_fixture_sources(runtime_for(Settings.from_env(env)))
     published = run_tenant_month(runtime, SMALL, RunInfo("lta-run"))
     bundle = f"{runtime.settings.archive_uri}/{published.bundle_key}"

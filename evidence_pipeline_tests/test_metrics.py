@@ -85,8 +85,10 @@ def test_the_intake_servers_metrics_follow_jobs_from_accepted_to_done_and_dead(d
     assert value(leased, "evidence_leases_expired", kind="document") == 1
 
     jobs.complete(jobs.job("acme", first), lease, EventType.DOCUMENT_PUBLISHED, "0" * 64, {}, "worker-1")
-    assert ledger.record_failure(second, "STORE_UNAVAILABLE", True, "worker-2", RetryBudget(1, 0), 1,
-                                 expired.token) == "dead"
+    assert (
+        ledger.record_failure(second, "STORE_UNAVAILABLE", True, "worker-2", RetryBudget(1, 0), 1, expired.token)
+        == "dead"
+    )
     ended = scrape(f"{intake}/metrics")
     per_minute = 1 / (ledger_reads.WINDOW_SECONDS / 60)
     assert value(ended, "evidence_jobs_ended_per_minute", kind="document", state="succeeded") == per_minute
@@ -125,16 +127,21 @@ def _assert_bounded_labels(samples: dict, secrets: set[str]) -> None:
 @pytest.mark.parametrize("backend", ["local"], indirect=True)
 def test_metrics_serve_alone_with_the_checkpoint_and_the_temporary_volume(backend, documents):
     runtime = documents
-    runtime.ledger.record(Deployment(), EventType.SWEEP_COMPLETED, "0" * 64, "test", removed=2, kept_live=0,
-                          kept_young=0, failed=1)  # the newest sweep could not remove one directory
+    runtime.ledger.record(
+        Deployment(), EventType.SWEEP_COMPLETED, "0" * 64, "test", removed=2, kept_live=0, kept_young=0, failed=1
+    )  # the newest sweep could not remove one directory
     runtime.ledger.record(_tenant_month(), EventType.TENANT_DATA_ERASED, "0" * 64, "test")
     publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring, runtime.witness_key)
     runtime.ledger.record(_tenant_month(), EventType.TENANT_DATA_ERASED, "0" * 64, "test")  # one after it
     (runtime.settings.work_dir / "evidence-attempt-0123").mkdir(parents=True)
     port = _free_port()
-    server = subprocess.Popen([EVIDENCE, "metrics", "serve", "--port", str(port)],
-                              env=os.environ | intake_environment(backend), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen(
+        [EVIDENCE, "metrics", "serve", "--port", str(port)],
+        env=os.environ | intake_environment(backend),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         samples = _scrape_when_up(f"http://127.0.0.1:{port}/metrics", server)
     finally:
@@ -190,28 +197,36 @@ def test_every_ledger_query_is_a_range_of_an_index(documents):
     """The queries' plans (SQLite's EXPLAIN QUERY PLAN): no query reads a table or an index from end to end, so
     a scrape's cost follows the work in flight and the dead letters, not the history (bench/metrics_scrape.py)."""
     ledger = documents.ledger
-    queries = [ledger_reads._live_jobs(ledger, 0.0), ledger_reads._ended_jobs(ledger, 0.0),
-               *ledger_reads._dead_letters(ledger)]
+    queries = [
+        ledger_reads._live_jobs(ledger, 0.0),
+        ledger_reads._ended_jobs(ledger, 0.0),
+        *ledger_reads._dead_letters(ledger),
+    ]
     with ledger.engine.connect() as conn:
         for query in queries:
             compiled = query.compile(conn, compile_kwargs={"literal_binds": True})
             plan = [row[-1] for row in conn.execute(text(f"EXPLAIN QUERY PLAN {compiled}"))]
             scans = [step for step in plan if step.startswith("SCAN ") and "evidence_jobs" in step]
             assert not scans, plan
-            assert any("USING INDEX ix_evidence_jobs_state" in step or "USING COVERING INDEX" in step
-                       for step in plan), plan
+            assert any(
+                "USING INDEX ix_evidence_jobs_state" in step or "USING COVERING INDEX" in step for step in plan
+            ), plan
         # overdue tenant-months: the registry once, each tenant one seek of its publications
         overdue = ledger_reads._overdue(ledger, "2026-10", 0.0).compile(conn, compile_kwargs={"literal_binds": True})
         plan = [row[-1] for row in conn.execute(text(f"EXPLAIN QUERY PLAN {overdue}"))]
-        assert any("evidence_publications USING" in step and "INDEX ix_evidence_publications_tenant_period" in step
-                   for step in plan), plan
+        assert any(
+            "evidence_publications USING" in step and "INDEX ix_evidence_publications_tenant_period" in step
+            for step in plan
+        ), plan
 
 
 def test_a_month_is_overdue_from_02_00_utc_on_the_second_of_the_next():
     assert overdue_deadline_cron() == "0 2 2 * *"  # the monthly assets' freshness deadline (defs/assets.py)
     october_closed = datetime(2026, 11, 1, tzinfo=timezone.utc)
-    assert overdue_period(datetime(2026, 11, 2, 1, 59, tzinfo=timezone.utc)) == ("2026-09", datetime(
-        2026, 10, 1, tzinfo=timezone.utc))
+    assert overdue_period(datetime(2026, 11, 2, 1, 59, tzinfo=timezone.utc)) == (
+        "2026-09",
+        datetime(2026, 10, 1, tzinfo=timezone.utc),
+    )
     assert overdue_period(datetime(2026, 11, 2, 2, tzinfo=timezone.utc)) == ("2026-10", october_closed)
     assert overdue_period(datetime(2027, 1, 1, tzinfo=timezone.utc))[0] == "2026-11"  # across the year
 
@@ -241,11 +256,11 @@ def test_a_registered_tenants_month_without_its_bundle_past_the_deadline_is_over
 @pytest.mark.skipif(not shutil.which("promtool"), reason="promtool (Debian's prometheus) is not installed")
 def test_the_alert_rules_pass_promtool():
     rules = ROOT / "deploy" / "prometheus"
-    checked = subprocess.run(["promtool", "check", "rules", str(rules / "alerts.yaml")], capture_output=True,
-                             text=True)
+    checked = subprocess.run(["promtool", "check", "rules", str(rules / "alerts.yaml")], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    tested = subprocess.run(["promtool", "test", "rules", "alerts_test.yaml"], cwd=rules, capture_output=True,
-                            text=True)
+    tested = subprocess.run(
+        ["promtool", "test", "rules", "alerts_test.yaml"], cwd=rules, capture_output=True, text=True
+    )
     assert tested.returncode == 0, tested.stdout + tested.stderr
 
 
@@ -273,7 +288,9 @@ def test_every_worker_of_a_server_reports_every_workers_admissions(backend, docu
         for _ in range(20):  # new connections each: both workers answer some
             assert httpx.get(f"{base}/openapi.json", timeout=30).status_code == 200
         scrapes = [scrape(f"{base}/metrics") for _ in range(6)]
-    counts = {value(samples, "evidence_admission_duration_seconds_count", endpoint="/openapi.json", code="200")
-              for samples in scrapes}
+    counts = {
+        value(samples, "evidence_admission_duration_seconds_count", endpoint="/openapi.json", code="200")
+        for samples in scrapes
+    }
     assert counts == {20}
     assert {value(samples, "evidence_intake_uploads_receiving") for samples in scrapes} == {0}  # the live workers'

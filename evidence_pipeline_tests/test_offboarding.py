@@ -27,16 +27,22 @@ ACME, GLOBEX = TenantMonth("acme", "2026-10"), TenantMonth("globex", "2026-10")
 
 def _ask(documents, tenant: str, reason: str, operator: str = "olga") -> dict:
     signers = signers_of(documents.ledger)
-    return request_offboarding(documents, signers.gate, signers.sign(operator, Action.TENANT_OFFBOARD,
-                                                                     {"reason": reason}, tenant=tenant))
+    return request_offboarding(
+        documents, signers.gate, signers.sign(operator, Action.TENANT_OFFBOARD, {"reason": reason}, tenant=tenant)
+    )
 
 
 def _approve(documents, tenant: str, approver: str = "bob") -> dict:
     """What `evidence tenant offboard TENANT --approve` does: approve the pending request, or converge."""
     signers = signers_of(documents.ledger)
     pending = pending_request(documents, tenant)
-    return offboard_tenant(documents, signers.gate, signers.sign(
-        approver, Action.TENANT_OFFBOARD_APPROVE, {"request": pending["event_id"] if pending else ""}, tenant=tenant))
+    return offboard_tenant(
+        documents,
+        signers.gate,
+        signers.sign(
+            approver, Action.TENANT_OFFBOARD_APPROVE, {"request": pending["event_id"] if pending else ""}, tenant=tenant
+        ),
+    )
 
 
 def _month_of_evidence(rt, tenant_month: TenantMonth):
@@ -72,8 +78,9 @@ def test_offboarding_stops_new_work_erases_what_is_not_evidence_and_keeps_the_bu
     locked = rt.settings.s3_object_lock_mode is not None  # aws backend: sources and the archive are under retention
     kept = result["kept_until_retention"]
     assert sorted(kept["sources"]) == (acme_objects["sources"] if locked else [])
-    assert result["erased"] == {name: 0 if locked and name == "sources" else len(keys)
-                                for name, keys in acme_objects.items()}
+    assert result["erased"] == {
+        name: 0 if locked and name == "sources" else len(keys) for name, keys in acme_objects.items()
+    }
     # erased from every private store, and only acme's
     assert rt.sources.list("acme") == (acme_objects["sources"] if locked else [])
     assert rt.previews.list("previews/acme") == [] and documents.document_store.list("acme") == []
@@ -90,8 +97,9 @@ def test_offboarding_stops_new_work_erases_what_is_not_evidence_and_keeps_the_bu
     [event] = rt.ledger.events_of_type(EventType.TENANT_OFFBOARDED, "acme")
     assert event["actor"] == "bob" and event["details"]["reason"] == "contract ended"  # the approver decides
     assert event["details"]["requested"]["actor"] == "olga"  # on the operator's request
-    assert event["details"]["erase"] == {name: [] if locked and name == "sources" else keys
-                                         for name, keys in acme_objects.items()}
+    assert event["details"]["erase"] == {
+        name: [] if locked and name == "sources" else keys for name, keys in acme_objects.items()
+    }
     rt.ledger.verify_chain()
     # no new work: registry, tokens, jobs, runs
     assert registry.active() == ["globex"]

@@ -41,8 +41,9 @@ ROLES = {"root": {"admin"}, "olga": {"operator"}, "bob": {"approver"}, "audrey":
 ACTORS = (*ROLES, "mallory")  # mallory is nobody the registry knows
 JOBS = {tenant: JobKey(tenant, "2026-01", "b" * 64, "renderer/1", "policy/1") for tenant in TENANTS}
 ORGANIZATION, PROGRAM = organization_template(), program_template()
-TEMPLATE = templates.version_id(templates.merge(templates.parse(ORGANIZATION, "organization"),
-                                                templates.parse(PROGRAM, "program")))
+TEMPLATE = templates.version_id(
+    templates.merge(templates.parse(ORGANIZATION, "organization"), templates.parse(PROGRAM, "program"))
+)
 ONE_TRY = RetryBudget(max_attempts=1, max_elapsed_seconds=0.0)
 MAX_AGE = 300.0
 SPARE = Ed25519PrivateKey.generate()  # a second key of audrey's, added and revoked (her first one keeps acting)
@@ -63,8 +64,12 @@ class World:
         self.signers.register_tenants(list(TENANTS))
         for key in JOBS.values():
             self.ledger.accept_job(key, "pin")
-        self.tokens = {tenant: tenant_access.issue_token(self.gate, self.documents.tokens, self.signers.sign(
-            "olga", Action.TOKEN_ISSUE, {}, tenant=tenant))[1] for tenant in TENANTS}
+        self.tokens = {
+            tenant: tenant_access.issue_token(
+                self.gate, self.documents.tokens, self.signers.sign("olga", Action.TOKEN_ISSUE, {}, tenant=tenant)
+            )[1]
+            for tenant in TENANTS
+        }
 
     def resolve(self, value):
         """A drawn arg: "<token:T>" is T's token id, "<offboard-request:T>" T's pending request's event id."""
@@ -98,8 +103,10 @@ class World:
     def bodies_after(self, seq: int) -> list[dict]:
         events = self.ledger.audit_events.c
         with self.ledger.engine.connect() as conn:
-            return [event_body(body) for body in conn.execute(
-                select(events.body).where(events.seq > seq).order_by(events.seq)).scalars()]
+            return [
+                event_body(body)
+                for body in conn.execute(select(events.body).where(events.seq > seq).order_by(events.seq)).scalars()
+            ]
 
 
 @dataclass(frozen=True)
@@ -116,81 +123,168 @@ def _now() -> str:
 _tenant = st.sampled_from([*TENANTS, UNREGISTERED])
 _reason = st.sampled_from(["outage over", "store remounted", "", "x" * 600])
 DOORS = {
-    "job.replay": Door(Action.JOB_REPLAY, st.fixed_dictionaries(
-        {"job_id": st.sampled_from([key.job_id for key in JOBS.values()] + ["f" * 64]), "reason": _reason},
-        optional={"policy_version": st.sampled_from(["policy/1", "policy/2"])}),
-        lambda world, envelope: replay_job(world.gate, envelope)),
-    "tenant.register": Door(Action.TENANT_REGISTER, st.fixed_dictionaries(
-        {"tenants": st.lists(_tenant, max_size=3)}),
-        lambda world, envelope: tenant_access.register_tenants(world.gate, world.documents.tenants, envelope)),
-    "token.issue": Door(Action.TOKEN_ISSUE, st.just({}),
-                        lambda world, envelope: tenant_access.issue_token(world.gate, world.documents.tokens,
-                                                                          envelope)),
-    "token.revoke": Door(Action.TOKEN_REVOKE, st.fixed_dictionaries(
-        {"token_id": st.sampled_from([f"<token:{tenant}>" for tenant in TENANTS] + ["tok_unknown"])}),
-        lambda world, envelope: tenant_access.revoke_token(world.gate, world.documents.tokens, envelope)),
-    "template.submit": Door(Action.TEMPLATE_SUBMIT, st.fixed_dictionaries(
-        {"version_id": st.sampled_from([TEMPLATE, "0" * 64]), "effective_at": st.sampled_from([_now(), "soon"])}),
-        lambda world, envelope: templates.submit(world.gate, envelope, ORGANIZATION, PROGRAM)),
-    "template.approve": Door(Action.TEMPLATE_APPROVE, st.fixed_dictionaries(
-        {"version_id": st.sampled_from([TEMPLATE, "0" * 64])}),
-        lambda world, envelope: templates.approve(world.gate, envelope)),
-    "ruleset.canary": Door(Action.RULESET_CANARY, st.fixed_dictionaries(
-        {"candidate": st.sampled_from(["lease-review/2026.2", "lease-review/2026.1"]),
-         "tenants": st.lists(_tenant, min_size=1, max_size=3)}),
-        lambda world, envelope: canary.start(world.gate, envelope)),
-    "ruleset.rollback": Door(Action.RULESET_ROLLBACK, st.just({}),
-                             lambda world, envelope: canary.rollback(world.gate, envelope)),
-    "tenant.offboard": Door(Action.TENANT_OFFBOARD, st.fixed_dictionaries({"reason": _reason}),
-                            lambda world, envelope: offboarding.request_offboarding(world.documents, world.gate,
-                                                                                    envelope)),
-    "tenant.offboard.approve": Door(Action.TENANT_OFFBOARD_APPROVE, st.fixed_dictionaries(
-        {"request": st.sampled_from([f"<offboard-request:{tenant}>" for tenant in TENANTS])}),
-        lambda world, envelope: offboarding.offboard_tenant(world.documents, world.gate, envelope)),
-    "part.decide": Door(Action.PART_DECIDE, st.fixed_dictionaries(
-        {"artifact_id": st.just("a" * 64), "decision": st.sampled_from(["approved", "maybe"]), "reason": _reason}),
-        lambda world, envelope: decisions.decide_part(world.gate, world.documents, envelope)),
-    "webhook.replay": Door(Action.WEBHOOK_REPLAY, st.fixed_dictionaries(
-        {"delivery_id": st.just("d" * 32), "reason": _reason}),
-        lambda world, envelope: replay_delivery(world.gate, envelope)),
-    "webhook.set": Door(Action.WEBHOOK_SET, st.fixed_dictionaries({"url": st.sampled_from([HOOK, HOOK + "2"])}),
-                        lambda world, envelope: set_webhook(world.gate, world.documents.tokens,
-                                                            world.documents.settings, HOOK, envelope)),
-    "webhook.rotate": Door(Action.WEBHOOK_ROTATE, st.just({}),
-                           lambda world, envelope: rotate_secret(world.gate, world.documents.tokens,
-                                                                 world.documents.settings, envelope)),
-    "source.publish": Door(Action.SOURCE_PUBLISH, st.sampled_from(
-        [publication.signed_args(PREPARED), publication.signed_args(PREPARED) | {"rows": 1}]),
+    "job.replay": Door(
+        Action.JOB_REPLAY,
+        st.fixed_dictionaries(
+            {"job_id": st.sampled_from([key.job_id for key in JOBS.values()] + ["f" * 64]), "reason": _reason},
+            optional={"policy_version": st.sampled_from(["policy/1", "policy/2"])},
+        ),
+        lambda world, envelope: replay_job(world.gate, envelope),
+    ),
+    "tenant.register": Door(
+        Action.TENANT_REGISTER,
+        st.fixed_dictionaries({"tenants": st.lists(_tenant, max_size=3)}),
+        lambda world, envelope: tenant_access.register_tenants(world.gate, world.documents.tenants, envelope),
+    ),
+    "token.issue": Door(
+        Action.TOKEN_ISSUE,
+        st.just({}),
+        lambda world, envelope: tenant_access.issue_token(world.gate, world.documents.tokens, envelope),
+    ),
+    "token.revoke": Door(
+        Action.TOKEN_REVOKE,
+        st.fixed_dictionaries(
+            {"token_id": st.sampled_from([f"<token:{tenant}>" for tenant in TENANTS] + ["tok_unknown"])}
+        ),
+        lambda world, envelope: tenant_access.revoke_token(world.gate, world.documents.tokens, envelope),
+    ),
+    "template.submit": Door(
+        Action.TEMPLATE_SUBMIT,
+        st.fixed_dictionaries(
+            {"version_id": st.sampled_from([TEMPLATE, "0" * 64]), "effective_at": st.sampled_from([_now(), "soon"])}
+        ),
+        lambda world, envelope: templates.submit(world.gate, envelope, ORGANIZATION, PROGRAM),
+    ),
+    "template.approve": Door(
+        Action.TEMPLATE_APPROVE,
+        st.fixed_dictionaries({"version_id": st.sampled_from([TEMPLATE, "0" * 64])}),
+        lambda world, envelope: templates.approve(world.gate, envelope),
+    ),
+    "ruleset.canary": Door(
+        Action.RULESET_CANARY,
+        st.fixed_dictionaries(
+            {
+                "candidate": st.sampled_from(["lease-review/2026.2", "lease-review/2026.1"]),
+                "tenants": st.lists(_tenant, min_size=1, max_size=3),
+            }
+        ),
+        lambda world, envelope: canary.start(world.gate, envelope),
+    ),
+    "ruleset.rollback": Door(
+        Action.RULESET_ROLLBACK, st.just({}), lambda world, envelope: canary.rollback(world.gate, envelope)
+    ),
+    "tenant.offboard": Door(
+        Action.TENANT_OFFBOARD,
+        st.fixed_dictionaries({"reason": _reason}),
+        lambda world, envelope: offboarding.request_offboarding(world.documents, world.gate, envelope),
+    ),
+    "tenant.offboard.approve": Door(
+        Action.TENANT_OFFBOARD_APPROVE,
+        st.fixed_dictionaries({"request": st.sampled_from([f"<offboard-request:{tenant}>" for tenant in TENANTS])}),
+        lambda world, envelope: offboarding.offboard_tenant(world.documents, world.gate, envelope),
+    ),
+    "part.decide": Door(
+        Action.PART_DECIDE,
+        st.fixed_dictionaries(
+            {"artifact_id": st.just("a" * 64), "decision": st.sampled_from(["approved", "maybe"]), "reason": _reason}
+        ),
+        lambda world, envelope: decisions.decide_part(world.gate, world.documents, envelope),
+    ),
+    "webhook.replay": Door(
+        Action.WEBHOOK_REPLAY,
+        st.fixed_dictionaries({"delivery_id": st.just("d" * 32), "reason": _reason}),
+        lambda world, envelope: replay_delivery(world.gate, envelope),
+    ),
+    "webhook.set": Door(
+        Action.WEBHOOK_SET,
+        st.fixed_dictionaries({"url": st.sampled_from([HOOK, HOOK + "2"])}),
+        lambda world, envelope: set_webhook(
+            world.gate, world.documents.tokens, world.documents.settings, HOOK, envelope
+        ),
+    ),
+    "webhook.rotate": Door(
+        Action.WEBHOOK_ROTATE,
+        st.just({}),
+        lambda world, envelope: rotate_secret(world.gate, world.documents.tokens, world.documents.settings, envelope),
+    ),
+    "source.publish": Door(
+        Action.SOURCE_PUBLISH,
+        st.sampled_from([publication.signed_args(PREPARED), publication.signed_args(PREPARED) | {"rows": 1}]),
         lambda world, envelope: publication.publish(
-            world.documents, PREPARED, publication.Publisher("olga", "one-rule"),
-            publication.signed_by(world.gate, envelope, PREPARED))),
-    "keys.rotate": Door(Action.KEYS_ROTATE, st.just({}),
-                        lambda world, envelope: signing_keys.rotate_keys(world.gate, world.documents.keys, envelope)),
-    "keys.revoke": Door(Action.KEYS_REVOKE, st.fixed_dictionaries(
-        {"key_id": st.sampled_from(["<generation:1>", "ed25519-" + "0" * 16]), "reason": _reason,
-         "at": st.sampled_from([None, "yesterday"])}),
-        lambda world, envelope: signing_keys.revoke_keys(world.gate, world.documents.keys, envelope)),
-    "jobs.read": Door(Action.JOBS_READ, st.fixed_dictionaries({}, optional={"tenant": _tenant}),
-                      lambda world, envelope: list_dead_letters(world.documents, world.gate, envelope)),
-    "actor.register": Door(Action.ACTOR_REGISTER, st.fixed_dictionaries(
-        {"name": st.sampled_from(["nina", "olga"]), "roles": st.sampled_from([["operator"], ["admin", "admin"]]),
-         "public_key": st.builds(lambda: public_hex(Ed25519PrivateKey.generate()))}),
-        lambda world, envelope: world.signers.admin.register(envelope)),
-    "actor.roles": Door(Action.ACTOR_ROLES, st.fixed_dictionaries(
-        {"name": st.sampled_from(["audrey", "nobody"]),
-         "roles": st.sampled_from([["auditor"], ["auditor", "reviewer"]])}),
-        lambda world, envelope: world.signers.admin.change_roles(envelope)),
-    "actor.key.add": Door(Action.ACTOR_KEY_ADD, st.fixed_dictionaries(
-        {"name": st.sampled_from(["audrey", "nobody"]), "public_key": st.just(public_hex(SPARE))}),
-        lambda world, envelope: world.signers.admin.add_key(envelope)),
-    "actor.key.revoke": Door(Action.ACTOR_KEY_REVOKE, st.fixed_dictionaries(
-        {"name": st.sampled_from(["audrey", "nobody"]), "key_id": st.just(key_id(SPARE.public_key()))}),
-        lambda world, envelope: world.signers.admin.revoke_key(envelope)),
+            world.documents,
+            PREPARED,
+            publication.Publisher("olga", "one-rule"),
+            publication.signed_by(world.gate, envelope, PREPARED),
+        ),
+    ),
+    "keys.rotate": Door(
+        Action.KEYS_ROTATE,
+        st.just({}),
+        lambda world, envelope: signing_keys.rotate_keys(world.gate, world.documents.keys, envelope),
+    ),
+    "keys.revoke": Door(
+        Action.KEYS_REVOKE,
+        st.fixed_dictionaries(
+            {
+                "key_id": st.sampled_from(["<generation:1>", "ed25519-" + "0" * 16]),
+                "reason": _reason,
+                "at": st.sampled_from([None, "yesterday"]),
+            }
+        ),
+        lambda world, envelope: signing_keys.revoke_keys(world.gate, world.documents.keys, envelope),
+    ),
+    "jobs.read": Door(
+        Action.JOBS_READ,
+        st.fixed_dictionaries({}, optional={"tenant": _tenant}),
+        lambda world, envelope: list_dead_letters(world.documents, world.gate, envelope),
+    ),
+    "actor.register": Door(
+        Action.ACTOR_REGISTER,
+        st.fixed_dictionaries(
+            {
+                "name": st.sampled_from(["nina", "olga"]),
+                "roles": st.sampled_from([["operator"], ["admin", "admin"]]),
+                "public_key": st.builds(lambda: public_hex(Ed25519PrivateKey.generate())),
+            }
+        ),
+        lambda world, envelope: world.signers.admin.register(envelope),
+    ),
+    "actor.roles": Door(
+        Action.ACTOR_ROLES,
+        st.fixed_dictionaries(
+            {
+                "name": st.sampled_from(["audrey", "nobody"]),
+                "roles": st.sampled_from([["auditor"], ["auditor", "reviewer"]]),
+            }
+        ),
+        lambda world, envelope: world.signers.admin.change_roles(envelope),
+    ),
+    "actor.key.add": Door(
+        Action.ACTOR_KEY_ADD,
+        st.fixed_dictionaries(
+            {"name": st.sampled_from(["audrey", "nobody"]), "public_key": st.just(public_hex(SPARE))}
+        ),
+        lambda world, envelope: world.signers.admin.add_key(envelope),
+    ),
+    "actor.key.revoke": Door(
+        Action.ACTOR_KEY_REVOKE,
+        st.fixed_dictionaries(
+            {"name": st.sampled_from(["audrey", "nobody"]), "key_id": st.just(key_id(SPARE.public_key()))}
+        ),
+        lambda world, envelope: world.signers.admin.revoke_key(envelope),
+    ),
 }
 
 
-NAMES_A_TENANT = {"token.issue", "template.submit", "template.approve", "tenant.offboard", "part.decide",
-                  "webhook.set", "webhook.rotate"}
+NAMES_A_TENANT = {
+    "token.issue",
+    "template.submit",
+    "template.approve",
+    "tenant.offboard",
+    "part.decide",
+    "webhook.set",
+    "webhook.rotate",
+}
 
 
 def _subject_tenant(args: dict) -> str | None:
@@ -200,7 +294,7 @@ def _subject_tenant(args: dict) -> str | None:
         if job is not None:
             return job.tenant
         if isinstance(value, str) and value.startswith(("<token:", "<offboard-request:")):
-            return value[value.index(":") + 1:-1]
+            return value[value.index(":") + 1 : -1]
     return None
 
 
@@ -217,8 +311,13 @@ def requests(draw) -> tuple[str, str, str, str | None, dict]:
     args = draw(DOORS[door].args) | ({"extra": "1"} if "extra" in changed else {})
     allowed = [actor for actor, roles in ROLES.items() if permits(roles, action)]
     actor = draw(st.sampled_from(allowed if allowed and "actor" not in changed else ACTORS))
-    own = (draw(st.sampled_from(TENANTS)) if door in NAMES_A_TENANT
-           else SOURCE.tenant if door == "source.publish" else _subject_tenant(args))
+    own = (
+        draw(st.sampled_from(TENANTS))
+        if door in NAMES_A_TENANT
+        else SOURCE.tenant
+        if door == "source.publish"
+        else _subject_tenant(args)
+    )
     if "tenant" in changed:  # mostly another registered tenant than the one of what it names
         others = [tenant for tenant in TENANTS if tenant != own]
         tenant = draw(st.sampled_from([*others, *others, *others, None, UNREGISTERED]))
@@ -232,14 +331,36 @@ def world(tmp_path_factory) -> World:
     return World(tmp_path_factory.mktemp("one-rule") / "home")
 
 
-@settings(max_examples=220, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
-@example(("job.replay", "job.replay", "olga", "acme-books",  # issue 47: baltic's job, the request says acme's
-          {"job_id": JOBS["baltic-crafts"].job_id, "reason": "outage over"}))
-@example(("actor.register", "actor.register", "root", "acme-books",  # an actor event belongs to no tenant
-          {"name": "nina", "roles": ["operator"], "public_key": public_hex(Ed25519PrivateKey.generate())}))
-@example(("ruleset.canary", "ruleset.canary", "olga", "acme-books",  # one event per tenant: baltic's is not acme's
-          {"candidate": "lease-review/2026.2", "tenants": list(TENANTS)}))
+@settings(
+    max_examples=220, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
+@example(
+    (
+        "job.replay",
+        "job.replay",
+        "olga",
+        "acme-books",  # issue 47: baltic's job, the request says acme's
+        {"job_id": JOBS["baltic-crafts"].job_id, "reason": "outage over"},
+    )
+)
+@example(
+    (
+        "actor.register",
+        "actor.register",
+        "root",
+        "acme-books",  # an actor event belongs to no tenant
+        {"name": "nina", "roles": ["operator"], "public_key": public_hex(Ed25519PrivateKey.generate())},
+    )
+)
+@example(
+    (
+        "ruleset.canary",
+        "ruleset.canary",
+        "olga",
+        "acme-books",  # one event per tenant: baltic's is not acme's
+        {"candidate": "lease-review/2026.2", "tenants": list(TENANTS)},
+    )
+)
 @given(requests())
 def test_accepted_keeps_the_ledger_verifiable_and_refused_appends_nothing(world, drawn):
     door, action, actor, tenant, args = drawn

@@ -66,8 +66,10 @@ def _code(response: httpx.Response) -> str:
 
 def _refusals(ledger) -> list[tuple[str, str, str, bool]]:
     """Each `action.refused` event: (actor, code, action, whether it kept the request)."""
-    return [(event["actor"], event["details"]["code"], event["details"]["action"],
-             "authorization" in event["details"]) for event in ledger.events_of_type("action.refused")]
+    return [
+        (event["actor"], event["details"]["code"], event["details"]["action"], "authorization" in event["details"])
+        for event in ledger.events_of_type("action.refused")
+    ]
 
 
 def _templates() -> dict[str, str]:
@@ -78,10 +80,18 @@ def _submission(signers: Signers, actor: str) -> dict:
     from evidence_pipeline.documents import templates
 
     texts = _templates()
-    vid = templates.version_id(templates.merge(templates.parse(texts["organization"].encode(), "organization"),
-                                               templates.parse(texts["program"].encode(), "program")))
-    envelope = signers.sign(actor, Action.TEMPLATE_SUBMIT, {
-        "version_id": vid, "effective_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}, tenant="acme")
+    vid = templates.version_id(
+        templates.merge(
+            templates.parse(texts["organization"].encode(), "organization"),
+            templates.parse(texts["program"].encode(), "program"),
+        )
+    )
+    envelope = signers.sign(
+        actor,
+        Action.TEMPLATE_SUBMIT,
+        {"version_id": vid, "effective_at": datetime.now(timezone.utc).isoformat(timespec="seconds")},
+        tenant="acme",
+    )
     return {"envelope": envelope, **texts}
 
 
@@ -105,8 +115,13 @@ def test_every_role_is_allowed_and_refused_what_the_roles_table_says(documents, 
     ledger.accept_job(DEAD, "pin")
     _fail(ledger, DEAD)
     everyone = ("root", "olga", "bob", "audrey", "rita")
-    allowed = {Action.JOBS_READ: {"olga", "audrey"}, Action.JOB_REPLAY: {"olga"},
-               Action.TEMPLATE_SUBMIT: {"olga"}, Action.TEMPLATE_APPROVE: {"bob"}, Action.PART_DECIDE: {"bob", "rita"}}
+    allowed = {
+        Action.JOBS_READ: {"olga", "audrey"},
+        Action.JOB_REPLAY: {"olga"},
+        Action.TEMPLATE_SUBMIT: {"olga"},
+        Action.TEMPLATE_APPROVE: {"bob"},
+        Action.PART_DECIDE: {"bob", "rita"},
+    }
     # every refused role first: nothing changes, and each refusal is recorded with its signed request
     for action, actors in allowed.items():
         for actor in set(everyone) - actors:
@@ -116,12 +131,16 @@ def test_every_role_is_allowed_and_refused_what_the_roles_table_says(documents, 
     assert not ledger.events_of_type("template.submitted")
     assert sorted(_refusals(ledger)) == sorted(
         (actor, "ACTION_FORBIDDEN", str(action), True)
-        for action, actors in allowed.items() for actor in everyone if actor not in actors)
+        for action, actors in allowed.items()
+        for actor in everyone
+        if actor not in actors
+    )
 
     for actor in ("olga", "audrey"):  # reads record nothing
         listed = _act(url, signers, actor, Action.JOBS_READ)
         assert listed.status_code == 200 and [letter["job_id"] for letter in listed.json()["dead_letters"]] == [
-            DEAD.job_id]
+            DEAD.job_id
+        ]
     replayed = _act(url, signers, "olga", Action.JOB_REPLAY)
     assert replayed.status_code == 201 and replayed.json()["replay_of"] == DEAD.job_id
     submitted = _act(url, signers, "olga", Action.TEMPLATE_SUBMIT)
@@ -140,10 +159,16 @@ def _act(url: str, signers: Signers, actor: str, action: Action, version_id: str
     if action == Action.TEMPLATE_SUBMIT:
         submission = _submission(signers, actor)
         return _post(url, action, submission.pop("envelope"), **submission)
-    args = {Action.JOBS_READ: {}, Action.JOB_REPLAY: {"job_id": DEAD.job_id, "reason": "store remounted"},
-            Action.TEMPLATE_APPROVE: {"version_id": version_id},
-            Action.PART_DECIDE: {"artifact_id": "documents/acme/" + "0" * 64 + "/derived/part.pdf",
-                                 "decision": "approved", "reason": "read it"}}[action]
+    args = {
+        Action.JOBS_READ: {},
+        Action.JOB_REPLAY: {"job_id": DEAD.job_id, "reason": "store remounted"},
+        Action.TEMPLATE_APPROVE: {"version_id": version_id},
+        Action.PART_DECIDE: {
+            "artifact_id": "documents/acme/" + "0" * 64 + "/derived/part.pdf",
+            "decision": "approved",
+            "reason": "read it",
+        },
+    }[action]
     tenant = "acme" if action in (Action.TEMPLATE_APPROVE, Action.PART_DECIDE) else None
     return _post(url, action, signers.sign(actor, action, args, tenant))
 
@@ -170,20 +195,31 @@ def test_unauthenticated_expired_replayed_and_tenant_requests_are_refused_with_t
     # a tenant's bearer token is no credential here, with or without a body
     tenant_token, _ = tokens(documents)
     for body in ({}, None):
-        response = httpx.post(url + PATH[Action.JOB_REPLAY], json=body, timeout=30,
-                              headers={"Authorization": f"Bearer {tenant_token}"})
+        response = httpx.post(
+            url + PATH[Action.JOB_REPLAY], json=body, timeout=30, headers={"Authorization": f"Bearer {tenant_token}"}
+        )
         conforms("post", PATH[Action.JOB_REPLAY], response, CONTRACT)
-        assert (response.status_code, _code(response)) == ((401, "ACTION_UNSIGNED") if body == {} else
-                                                           (400, "REQUEST_INVALID"))
+        assert (response.status_code, _code(response)) == (
+            (401, "ACTION_UNSIGNED") if body == {} else (400, "REQUEST_INVALID")
+        )
     assert _code(_post(url, read, "not an envelope")) == "ACTION_REQUEST_INVALID"
     # issue 47: a body the old reader took minutes on (an unterminated string of escaped quotes after more brackets
     # than the depth limit) is refused at once
-    crafted = httpx.post(url + PATH[read], content=b'{"a": "' + b"[" * 17 + b'\\"' * 32_000, timeout=30,
-                         headers={"Content-Type": "application/json"})
+    crafted = httpx.post(
+        url + PATH[read],
+        content=b'{"a": "' + b"[" * 17 + b'\\"' * 32_000,
+        timeout=30,
+        headers={"Content-Type": "application/json"},
+    )
     assert (crafted.status_code, _code(crafted)) == (400, "REQUEST_INVALID")
     # issue 47: a replay naming another tenant than its job's is refused: `ledger verify` would not accept its event
-    elsewhere = _post(url, Action.JOB_REPLAY, signers.sign("olga", Action.JOB_REPLAY, {
-        "job_id": DEAD.job_id, "reason": "store remounted"}, tenant=OTHER_DEAD.tenant))
+    elsewhere = _post(
+        url,
+        Action.JOB_REPLAY,
+        signers.sign(
+            "olga", Action.JOB_REPLAY, {"job_id": DEAD.job_id, "reason": "store remounted"}, tenant=OTHER_DEAD.tenant
+        ),
+    )
     assert (elsewhere.status_code, _code(elsewhere)) == (422, "ACTION_REQUEST_INVALID")
     assert not ledger.events_of_type("job.replayed")
 
@@ -195,10 +231,12 @@ def test_unauthenticated_expired_replayed_and_tenant_requests_are_refused_with_t
 
     old_key = signers.keys["olga"]
     new_key = Ed25519PrivateKey.generate()
-    signers.admin.add_key(signers.sign("root", Action.ACTOR_KEY_ADD, {"name": "olga", "public_key": public_hex(
-        new_key)}))
-    signers.admin.revoke_key(signers.sign("root", Action.ACTOR_KEY_REVOKE, {"name": "olga", "key_id": key_id(
-        old_key.public_key())}))
+    signers.admin.add_key(
+        signers.sign("root", Action.ACTOR_KEY_ADD, {"name": "olga", "public_key": public_hex(new_key)})
+    )
+    signers.admin.revoke_key(
+        signers.sign("root", Action.ACTOR_KEY_REVOKE, {"name": "olga", "key_id": key_id(old_key.public_key())})
+    )
     revoked = _post(url, read, sign_request(old_key, "olga", read, {}))
     assert (revoked.status_code, _code(revoked)) == (401, "ACTOR_KEY_REVOKED")
     assert _post(url, read, sign_request(new_key, "olga", read, {})).status_code == 200
@@ -206,11 +244,16 @@ def test_unauthenticated_expired_replayed_and_tenant_requests_are_refused_with_t
     refusals = _refusals(ledger)
     # unauthenticated: no actor, nothing of the request kept; authenticated: the actor and the signed request
     assert ("", "ACTOR_UNKNOWN", "jobs.read", False) in refusals and ("", "ACTION_UNSIGNED", "job.replay", False) in (
-        refusals)
+        refusals
+    )
     assert ("", "ACTION_SIGNATURE_INVALID", "jobs.read", False) in refusals
-    assert {("olga", "ACTION_EXPIRED", "jobs.read", True), ("olga", "ACTION_REQUEST_INVALID", "jobs.read", True),
-            ("olga", "ACTION_REPLAYED", "job.replay", True), ("olga", "ACTOR_KEY_REVOKED", "jobs.read", True),
-            ("olga", "ACTION_REQUEST_INVALID", "job.replay", True)} <= set(refusals)
+    assert {
+        ("olga", "ACTION_EXPIRED", "jobs.read", True),
+        ("olga", "ACTION_REQUEST_INVALID", "jobs.read", True),
+        ("olga", "ACTION_REPLAYED", "job.replay", True),
+        ("olga", "ACTOR_KEY_REVOKED", "jobs.read", True),
+        ("olga", "ACTION_REQUEST_INVALID", "job.replay", True),
+    } <= set(refusals)
     assert ledger.verify_chain()
     recheck_ledger(ledger, 300)  # and what `evidence ledger verify` re-checks holds
 
@@ -222,12 +265,17 @@ def test_replay_over_http_opens_the_linked_attempt_the_command_line_would(docume
         ledger.accept_job(key, "pin")
         _fail(ledger, key)
     env = intake_environment(backend)
-    for filters, options in (({}, []), ({"tenant": "globex"}, ["--tenant", "globex"]),
-                             ({"kinds": ["tenant-month"], "codes": ["STORE_UNAVAILABLE"]},
-                              ["--kind", "tenant-month", "--code", "STORE_UNAVAILABLE"]),
-                             ({"kinds": ["document"]}, ["--kind", "document"]),
-                             ({"older_than_seconds": 86400}, ["--older-than", "1d"]),
-                             ({"since": "2020-01-01T00:00:00+00:00"}, ["--since", "2020-01-01T00:00:00+00:00"])):
+    for filters, options in (
+        ({}, []),
+        ({"tenant": "globex"}, ["--tenant", "globex"]),
+        (
+            {"kinds": ["tenant-month"], "codes": ["STORE_UNAVAILABLE"]},
+            ["--kind", "tenant-month", "--code", "STORE_UNAVAILABLE"],
+        ),
+        ({"kinds": ["document"]}, ["--kind", "document"]),
+        ({"older_than_seconds": 86400}, ["--older-than", "1d"]),
+        ({"since": "2020-01-01T00:00:00+00:00"}, ["--since", "2020-01-01T00:00:00+00:00"]),
+    ):
         listed = _post(url, Action.JOBS_READ, signers.sign("audrey", Action.JOBS_READ, filters))
         command = CliRunner().invoke(main, ["dead-letter", "list", "--json", *options], env=env)
         assert listed.status_code == 200 and command.exit_code == 0, command.output
@@ -235,26 +283,40 @@ def test_replay_over_http_opens_the_linked_attempt_the_command_line_would(docume
     assert len(listed.json()["dead_letters"]) == 2
 
     [dead] = ledger.job_attempts(DEAD.job_id)
-    envelope = signers.sign("olga", Action.JOB_REPLAY, {"job_id": DEAD.job_id, "reason": "store remounted",
-                                                        "policy_version": "policy/1"})
+    envelope = signers.sign(
+        "olga", Action.JOB_REPLAY, {"job_id": DEAD.job_id, "reason": "store remounted", "policy_version": "policy/1"}
+    )
     replayed = _post(url, Action.JOB_REPLAY, envelope).json()
     ended, current = ledger.job_attempts(DEAD.job_id)
     assert ended == dead  # the dead attempt stays as it ended
     assert (replayed["job_id"], replayed["replay_of"], replayed["attempt_id"], replayed["state"]) == (
-        DEAD.job_id, DEAD.job_id, current["attempt_id"], "accepted") and current["replay_of"] == DEAD.job_id
-    assert ("tenant_month_retry_sensor requests a monthly_evidence run of partition 2026-01-01|acme"
-            in replayed["next_step"])
+        DEAD.job_id,
+        DEAD.job_id,
+        current["attempt_id"],
+        "accepted",
+    ) and current["replay_of"] == DEAD.job_id
+    assert (
+        "tenant_month_retry_sensor requests a monthly_evidence run of partition 2026-01-01|acme"
+        in replayed["next_step"]
+    )
     [event] = ledger.events_of_type("job.replayed")
     assert event["actor"] == "olga" and event["details"]["authorization"] == envelope  # stored exactly as signed
     assert (event["details"]["attempt_id"], event["details"]["replay_of"]) == (current["attempt_id"], DEAD.job_id)
-    mismatch = _post(url, Action.JOB_REPLAY, signers.sign("olga", Action.JOB_REPLAY, {
-        "job_id": OTHER_DEAD.job_id, "reason": "x", "policy_version": "policy/2"}))
+    mismatch = _post(
+        url,
+        Action.JOB_REPLAY,
+        signers.sign(
+            "olga", Action.JOB_REPLAY, {"job_id": OTHER_DEAD.job_id, "reason": "x", "policy_version": "policy/2"}
+        ),
+    )
     assert (mismatch.status_code, _code(mismatch)) == (422, "REPLAY_POLICY_MISMATCH")
-    closed = _post(url, Action.JOB_REPLAY, signers.sign("olga", Action.JOB_REPLAY, {"job_id": DEAD.job_id,
-                                                                                    "reason": "again"}))
+    closed = _post(
+        url, Action.JOB_REPLAY, signers.sign("olga", Action.JOB_REPLAY, {"job_id": DEAD.job_id, "reason": "again"})
+    )
     assert (closed.status_code, _code(closed)) == (409, "JOB_CLOSED")
-    unknown = _post(url, Action.JOB_REPLAY, signers.sign("olga", Action.JOB_REPLAY, {"job_id": "f" * 64,
-                                                                                     "reason": "x"}))
+    unknown = _post(
+        url, Action.JOB_REPLAY, signers.sign("olga", Action.JOB_REPLAY, {"job_id": "f" * 64, "reason": "x"})
+    )
     assert (unknown.status_code, _code(unknown)) == (404, "JOB_NOT_FOUND")
     after = _post(url, Action.JOBS_READ, signers.sign("olga", Action.JOBS_READ, {}))
     assert [letter["job_id"] for letter in after.json()["dead_letters"]] == [OTHER_DEAD.job_id]
@@ -270,13 +332,18 @@ def test_template_approval_over_http_is_four_eyes_between_identities(documents, 
     submitted = _post(url, Action.TEMPLATE_SUBMIT, envelope, **submission)
     assert submitted.status_code == 201
     vid = submitted.json()["version_id"]
-    again = _post(url, Action.TEMPLATE_SUBMIT, signers.sign("olga", Action.TEMPLATE_SUBMIT, json.loads(
-        request_text(envelope))["args"], "acme"), **submission)
+    again = _post(
+        url,
+        Action.TEMPLATE_SUBMIT,
+        signers.sign("olga", Action.TEMPLATE_SUBMIT, json.loads(request_text(envelope))["args"], "acme"),
+        **submission,
+    )
     assert again.status_code == 200 and again.json() == submitted.json()  # the same rules: the same version
 
     def approve(actor: str) -> httpx.Response:
-        return _post(url, Action.TEMPLATE_APPROVE, signers.sign(actor, Action.TEMPLATE_APPROVE, {"version_id": vid},
-                                                                "acme"))
+        return _post(
+            url, Action.TEMPLATE_APPROVE, signers.sign(actor, Action.TEMPLATE_APPROVE, {"version_id": vid}, "acme")
+        )
 
     self_approval = approve("olga-approves")
     assert (self_approval.status_code, _code(self_approval)) == (403, "TEMPLATE_SELF_APPROVAL")
@@ -285,13 +352,19 @@ def test_template_approval_over_http_is_four_eyes_between_identities(documents, 
     assert approved.status_code == 201 and approved.json()["approved_by"] == "bob"
     assert approve("bob").status_code == 200  # approved already: nothing more is recorded
     assert len(ledger.events_of_type("template.approved")) == 1
-    missing = _post(url, Action.TEMPLATE_APPROVE, signers.sign("bob", Action.TEMPLATE_APPROVE,
-                                                               {"version_id": "0" * 64}, "acme"))
+    missing = _post(
+        url, Action.TEMPLATE_APPROVE, signers.sign("bob", Action.TEMPLATE_APPROVE, {"version_id": "0" * 64}, "acme")
+    )
     assert (missing.status_code, _code(missing)) == (404, "TEMPLATE_NOT_FOUND")
     broken = _post(url, Action.TEMPLATE_SUBMIT, envelope, organization="{}", program=submission["program"])
     assert (broken.status_code, _code(broken)) == (409, "ACTION_REPLAYED")  # the request first, then the texts
-    broken = _post(url, Action.TEMPLATE_SUBMIT, signers.sign("olga", Action.TEMPLATE_SUBMIT, json.loads(
-        request_text(envelope))["args"], "acme"), organization="{}", program=submission["program"])
+    broken = _post(
+        url,
+        Action.TEMPLATE_SUBMIT,
+        signers.sign("olga", Action.TEMPLATE_SUBMIT, json.loads(request_text(envelope))["args"], "acme"),
+        organization="{}",
+        program=submission["program"],
+    )
     assert (broken.status_code, _code(broken)) == (422, "TEMPLATE_INVALID")
     no_templates = _post(url, Action.TEMPLATE_SUBMIT, envelope)
     assert (no_templates.status_code, _code(no_templates)) == (400, "REQUEST_INVALID")
@@ -301,12 +374,18 @@ def test_the_operator_api_is_off_by_default_and_served_on_loopback_when_its_port
     env = {"EVIDENCE_HOME": str(tmp_path / "home")}
     off = CliRunner().invoke(main, ["operator-api", "serve"], env=env)
     assert off.exit_code == 2 and "CONFIG_INVALID" in off.output and "EVIDENCE_OPERATOR_API_PORT" in off.output
-    assert CliRunner().invoke(main, ["operator-api", "serve"], env=env | {
-        "EVIDENCE_OPERATOR_API_PORT": "70000"}).exit_code == 2
+    assert (
+        CliRunner().invoke(main, ["operator-api", "serve"], env=env | {"EVIDENCE_OPERATOR_API_PORT": "70000"}).exit_code
+        == 2
+    )
     port = _free_port()
-    server = subprocess.Popen([EVIDENCE, "operator-api", "serve"], env=os.environ | env | {
-        "EVIDENCE_OPERATOR_API_PORT": str(port)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True)
+    server = subprocess.Popen(
+        [EVIDENCE, "operator-api", "serve"],
+        env=os.environ | env | {"EVIDENCE_OPERATOR_API_PORT": str(port)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:

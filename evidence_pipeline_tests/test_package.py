@@ -118,9 +118,24 @@ def test_a_package_verifies_with_the_database_and_the_archive_gone(runtime, back
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("EVIDENCE_", "AWS_", "DAGSTER_"))}
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    run = subprocess.run([sys.executable, "-c", _LOADED, "verify", "--package", str(package), "--require-witness",
-                          str(witness[2]), "--workers", "2"], capture_output=True, text=True, cwd=elsewhere,
-                         env=clean | {"EVIDENCE_HOME": str(tmp_path / "nothing-here")})
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _LOADED,
+            "verify",
+            "--package",
+            str(package),
+            "--require-witness",
+            str(witness[2]),
+            "--workers",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=elsewhere,
+        env=clean | {"EVIDENCE_HOME": str(tmp_path / "nothing-here")},
+    )
     *lines, last = run.stdout.splitlines()
     result = json.loads(last)
     assert result["exit"] == 0, run.stdout + run.stderr
@@ -131,18 +146,32 @@ def test_a_package_verifies_with_the_database_and_the_archive_gone(runtime, back
     assert code == 0 and report["ok"] and report["codes"] == []
     assert report["witness_key_id"] == public_key_id(witness[0].public_key())
     assert [c["name"] for c in report["checks"]] == [
-        "index_signature", "files", "contents", f"checkpoint {FIRST}", f"witness {FIRST}", f"checkpoint {SECOND}",
-        f"witness {SECOND}", f"note {FIRST}", f"note {SECOND}", f"consistency {FIRST} -> {SECOND}",
-        "package_assessment_results"]
+        "index_signature",
+        "files",
+        "contents",
+        f"checkpoint {FIRST}",
+        f"witness {FIRST}",
+        f"checkpoint {SECOND}",
+        f"witness {SECOND}",
+        f"note {FIRST}",
+        f"note {SECOND}",
+        f"consistency {FIRST} -> {SECOND}",
+        "package_assessment_results",
+    ]
     assert [b["bundle"].rsplit("/", 2)[-2] for b in report["bundles"]] == ["2026-09", "2026-10"]
     first = read_index(package)["bundles"][0]["path"]
     archive_checks = [c.name for c in verify_bundle(PackageStore(package), first).checks]
-    assert all([c["name"] for c in b["checks"]] == [*archive_checks, "inclusion_proof", "ledger_event",
-                                                    "assessment_results"]
-               and all(c["passed"] for c in b["checks"]) and b["checks"][-3:] == [
-        {"name": "inclusion_proof", "passed": True, "code": None, "detail": ""},
-        {"name": "ledger_event", "passed": True, "code": None, "detail": ""},
-        {"name": "assessment_results", "passed": True, "code": None, "detail": ""}] for b in report["bundles"])
+    assert all(
+        [c["name"] for c in b["checks"]] == [*archive_checks, "inclusion_proof", "ledger_event", "assessment_results"]
+        and all(c["passed"] for c in b["checks"])
+        and b["checks"][-3:]
+        == [
+            {"name": "inclusion_proof", "passed": True, "code": None, "detail": ""},
+            {"name": "ledger_event", "passed": True, "code": None, "detail": ""},
+            {"name": "assessment_results", "passed": True, "code": None, "detail": ""},
+        ]
+        for b in report["bundles"]
+    )
 
 
 def test_a_package_spanning_a_key_rotation_verifies_pinned_by_its_trust_root(runtime, backend, tmp_path):
@@ -208,14 +237,22 @@ def read_index(package: Path) -> dict:
 def _index_edited(path: Path, change, runtime: Runtime | None = None) -> None:
     """The index changed inside its envelope, the signature kept (with ``runtime``: signed again with its statement
     key, as the exporter would have signed it)."""
+
     def edit(envelope):
         statement = json.loads(base64.b64decode(envelope["payload"]))
         change(statement["predicate"])
         envelope["payload"] = base64.b64encode(dsse.canonical_json(statement)).decode()
         if runtime is not None:
-            envelope.update(json.loads(dsse.sign_envelope(base64.b64decode(envelope["payload"]),
-                                                          runtime.keyring.statement_key,
-                                                          runtime.keyring.statement_key_id)))
+            envelope.update(
+                json.loads(
+                    dsse.sign_envelope(
+                        base64.b64decode(envelope["payload"]),
+                        runtime.keyring.statement_key,
+                        runtime.keyring.statement_key_id,
+                    )
+                )
+            )
+
     _edit_json(path, edit)
 
 
@@ -226,10 +263,12 @@ def _first_hash_flipped(document: dict) -> None:
 
 def _checkpoint_root_rewritten(path: Path) -> None:
     """The payload changed, the signatures kept: what an archive writer without the keys can do."""
+
     def change(envelope):
         body = json.loads(base64.b64decode(envelope["payload"]))
         body["root_sha256"] = "00" * 32
         envelope["payload"] = base64.b64encode(dsse.canonical_json(body)).decode()
+
     _edit_json(path, change)
 
 
@@ -265,27 +304,47 @@ def _bundle_added(package: Path) -> None:
 # Each change also fails the signed index's file check (package_index.py), with the code that names its kind.
 CHANGED, REMOVED, ADDED = "PACKAGE_FILE_MISMATCH", "PACKAGE_FILE_MISSING", "PACKAGE_FILE_UNLISTED"
 TAMPERING = {
-    "report byte": (lambda p: _flip(_only(p, "bundles/*/2026-09/*/report.pdf"), 2000),
-                    {"LEDGER_EVENT_MISMATCH", "SUBJECT_DIGEST_MISMATCH", CHANGED}),
-    "statement": (lambda p: _edit_json(_only(p, "bundles/*/2026-09/*/statement.dsse.json"),
-                                       lambda e: e.update(payload=e["payload"][:-8] + "AAAAAAA=")),
-                  {"LEDGER_EVENT_MISMATCH", CHANGED}),
-    "manifest position": (lambda p: _manifest_position_moved(_only(p, "bundles/*/2026-09/*/manifest.json")),
-                          {"LEDGER_EVENT_MISMATCH", CHANGED}),
-    "inclusion proof": (lambda p: _edit_json(_only(p, "proofs/inclusion/*/2026-09/*.json"), _first_hash_flipped),
-                        {"PROOF_INVALID", CHANGED}),
-    "event": (lambda p: _event_edited(_only(p, f"events/{FIXTURES + 23:012d}.json")),
-              {"PROOF_INVALID", "LEDGER_EVENT_MISMATCH", CHANGED}),
-    "consistency proof": (lambda p: _edit_json(_only(p, "proofs/consistency/*.json"), _first_hash_flipped),
-                          {"PROOF_INVALID", CHANGED}),
-    "checkpoint": (lambda p: _checkpoint_root_rewritten(p / checkpoint_key(SECOND)),
-                   {"CHECKPOINT_INVALID", "PROOF_INVALID", CHANGED}),
+    "report byte": (
+        lambda p: _flip(_only(p, "bundles/*/2026-09/*/report.pdf"), 2000),
+        {"LEDGER_EVENT_MISMATCH", "SUBJECT_DIGEST_MISMATCH", CHANGED},
+    ),
+    "statement": (
+        lambda p: _edit_json(
+            _only(p, "bundles/*/2026-09/*/statement.dsse.json"),
+            lambda e: e.update(payload=e["payload"][:-8] + "AAAAAAA="),
+        ),
+        {"LEDGER_EVENT_MISMATCH", CHANGED},
+    ),
+    "manifest position": (
+        lambda p: _manifest_position_moved(_only(p, "bundles/*/2026-09/*/manifest.json")),
+        {"LEDGER_EVENT_MISMATCH", CHANGED},
+    ),
+    "inclusion proof": (
+        lambda p: _edit_json(_only(p, "proofs/inclusion/*/2026-09/*.json"), _first_hash_flipped),
+        {"PROOF_INVALID", CHANGED},
+    ),
+    "event": (
+        lambda p: _event_edited(_only(p, f"events/{FIXTURES + 23:012d}.json")),
+        {"PROOF_INVALID", "LEDGER_EVENT_MISMATCH", CHANGED},
+    ),
+    "consistency proof": (
+        lambda p: _edit_json(_only(p, "proofs/consistency/*.json"), _first_hash_flipped),
+        {"PROOF_INVALID", CHANGED},
+    ),
+    "checkpoint": (
+        lambda p: _checkpoint_root_rewritten(p / checkpoint_key(SECOND)),
+        {"CHECKPOINT_INVALID", "PROOF_INVALID", CHANGED},
+    ),
     "bundle removed": (_bundle_removed, {"PACKAGE_INCOMPLETE", REMOVED}),
-    "event removed": (lambda p: _writable(_only(p, f"events/{FIXTURES + 7:012d}.json")).unlink(),
-                      {"PACKAGE_INCOMPLETE", REMOVED}),
+    "event removed": (
+        lambda p: _writable(_only(p, f"events/{FIXTURES + 7:012d}.json")).unlink(),
+        {"PACKAGE_INCOMPLETE", REMOVED},
+    ),
     "bundle added": (_bundle_added, {"PACKAGE_INVALID", ADDED}),
-    "reports swapped": (lambda p: _swapped(*sorted(p.glob("bundles/*/*/*/report.pdf"))),
-                        {"LEDGER_EVENT_MISMATCH", "SUBJECT_DIGEST_MISMATCH", CHANGED}),
+    "reports swapped": (
+        lambda p: _swapped(*sorted(p.glob("bundles/*/*/*/report.pdf"))),
+        {"LEDGER_EVENT_MISMATCH", "SUBJECT_DIGEST_MISMATCH", CHANGED},
+    ),
 }
 
 
@@ -297,23 +356,33 @@ def test_tampering_fails_with_its_code(runtime, backend, package, witness, tampe
     assert code == 1 and not report["ok"]
     assert codes <= set(report["codes"]), report["codes"]
     assert set(report["codes"]) <= codes | {  # what else a change can break, never anything unrelated
-        "SUBJECT_DIGEST_MISMATCH", "PDF_SIGNATURE_INVALID", "STATEMENT_INVALID", "MANIFEST_STATEMENT_MISMATCH",
-        "BUNDLE_INCOMPLETE", "STATEMENT_SIGNATURE_INVALID", "UNSIGNED_DIGEST_MISMATCH"}, report["codes"]
+        "SUBJECT_DIGEST_MISMATCH",
+        "PDF_SIGNATURE_INVALID",
+        "STATEMENT_INVALID",
+        "MANIFEST_STATEMENT_MISMATCH",
+        "BUNDLE_INCOMPLETE",
+        "STATEMENT_SIGNATURE_INVALID",
+        "UNSIGNED_DIGEST_MISMATCH",
+    }, report["codes"]
     text = CliRunner().invoke(main, ["verify", "--package", str(package), "--workers", "1"])
     assert text.exit_code == 1 and "NOT VERIFIED: " in text.output and "Traceback" not in text.output
 
 
-@pytest.mark.parametrize("index, code, exit_code", [
-    (b"{", "PACKAGE_INVALID", 1),
-    (None, "PACKAGE_NOT_FOUND", 2),
-    ("version 3", "PACKAGE_INVALID", 1),
-    ("version 1, signed", "PACKAGE_INVALID", 1),
-    ("another tenant", "PACKAGE_INVALID", 1),
-    ("unlisted checkpoint pair", "PACKAGE_INVALID", 1),
-    ("edited, its signature kept", "PACKAGE_INDEX_SIGNATURE_INVALID", 1),  # nothing of it is read
-])
-def test_a_broken_index_is_refused_before_anything_is_verified(local_runtime, witness, tmp_path, index, code,
-                                                               exit_code):
+@pytest.mark.parametrize(
+    "index, code, exit_code",
+    [
+        (b"{", "PACKAGE_INVALID", 1),
+        (None, "PACKAGE_NOT_FOUND", 2),
+        ("version 3", "PACKAGE_INVALID", 1),
+        ("version 1, signed", "PACKAGE_INVALID", 1),
+        ("another tenant", "PACKAGE_INVALID", 1),
+        ("unlisted checkpoint pair", "PACKAGE_INVALID", 1),
+        ("edited, its signature kept", "PACKAGE_INDEX_SIGNATURE_INVALID", 1),  # nothing of it is read
+    ],
+)
+def test_a_broken_index_is_refused_before_anything_is_verified(
+    local_runtime, witness, tmp_path, index, code, exit_code
+):
     _publish(local_runtime)
     out = tmp_path / "package"
     assert _export({"EVIDENCE_HOME": str(tmp_path / "home")}, out).exit_code == 0
@@ -323,13 +392,17 @@ def test_a_broken_index_is_refused_before_anything_is_verified(local_runtime, wi
     elif isinstance(index, bytes):
         path.write_bytes(index)
     else:
-        _index_edited(path, {
-            "version 3": lambda d: d.update(version=3),
-            "version 1, signed": lambda d: d.update(version=1),
-            "another tenant": lambda d: d.update(tenant="evergreen-market"),
-            "unlisted checkpoint pair": lambda d: d.update(consistency=[]),
-            "edited, its signature kept": lambda d: d.update(version=3),
-        }[index], None if "signature kept" in index else local_runtime)
+        _index_edited(
+            path,
+            {
+                "version 3": lambda d: d.update(version=3),
+                "version 1, signed": lambda d: d.update(version=1),
+                "another tenant": lambda d: d.update(tenant="evergreen-market"),
+                "unlisted checkpoint pair": lambda d: d.update(consistency=[]),
+                "edited, its signature kept": lambda d: d.update(version=3),
+            }[index],
+            None if "signature kept" in index else local_runtime,
+        )
     result = CliRunner().invoke(main, ["verify", "--package", str(out), "--json"])
     assert result.exit_code == exit_code and json.loads(result.output)["error"]["code"] == code
 
@@ -360,9 +433,11 @@ def test_a_forged_or_foreign_witness_signature_fails(runtime, backend, package, 
 
     def forge(envelope):  # the witness's key id, someone else's signature
         forged = ed25519.Ed25519PrivateKey.generate().sign(b"anything")
-        envelope["signatures"] = [s if s["keyid"] != witness_id else {"keyid": witness_id,
-                                                                       "sig": base64.b64encode(forged).decode()}
-                                  for s in envelope["signatures"]]
+        envelope["signatures"] = [
+            s if s["keyid"] != witness_id else {"keyid": witness_id, "sig": base64.b64encode(forged).decode()}
+            for s in envelope["signatures"]
+        ]
+
     _edit_json(package / checkpoint_key(FIRST), forge)
     code, report = _verify(package, "--require-witness", str(witness[2]))
     # the file is not the one the signed index lists, whatever is changed in it
@@ -427,16 +502,21 @@ def test_export_takes_a_range_of_periods(local_runtime, tmp_path):
     assert [b["path"].split("/")[2] for b in index["bundles"]] == ["2026-09"]
     assert index["checkpoints"] == [checkpoint_key(SECOND)] and index["consistency"] == []
     assert _verify(tmp_path / "sept")[0] == 0
-    for args, code in [(["--from", "2026-11"], "BUNDLE_NOT_FOUND"), (["--from", "2026-10", "--to", "2026-09"],
-                                                                      "PERIOD_INVALID")]:
+    for args, code in [
+        (["--from", "2026-11"], "BUNDLE_NOT_FOUND"),
+        (["--from", "2026-10", "--to", "2026-09"], "PERIOD_INVALID"),
+    ]:
         result = _export(env, tmp_path / "none", *args)
         assert result.exit_code == 2 and code in result.output and not (tmp_path / "none").exists()
     assert CliRunner().invoke(main, ["export", "--tenant", "Not A Slug", str(tmp_path / "x")], env=env).exit_code == 2
 
 
 def test_verify_usage(tmp_path):
-    for args in (["verify"], ["verify", str(tmp_path), "--package", str(tmp_path)],
-                 ["verify", str(tmp_path), "--require-witness", "x"]):
+    for args in (
+        ["verify"],
+        ["verify", str(tmp_path), "--package", str(tmp_path)],
+        ["verify", str(tmp_path), "--require-witness", "x"],
+    ):
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 2 and "Traceback" not in result.output
     (tmp_path / "package.tar").write_bytes(b"not a folder")
@@ -460,8 +540,9 @@ def test_the_witness_key_is_checked_before_it_signs(tmp_path, local_runtime):
         assert error.value.code == "CONFIG_INVALID"
     run_tenant_month(local_runtime, SMALL, RunInfo("run-1"))
     with pytest.raises(EvidenceError) as error:  # the statement key cannot witness itself
-        publish_checkpoint(local_runtime.ledger, local_runtime.archive, local_runtime.keyring,
-                           local_runtime.keyring.statement_key)
+        publish_checkpoint(
+            local_runtime.ledger, local_runtime.archive, local_runtime.keyring, local_runtime.keyring.statement_key
+        )
     assert error.value.code == "KEY_MATERIAL_INVALID"
 
 
@@ -469,10 +550,20 @@ def test_the_witness_refuses_a_head_that_does_not_extend_the_last_checkpoint(loc
     runtime = local_runtime
     run_tenant_month(runtime, SMALL, RunInfo("run-1"))
     publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring, witness[0])
-    forged = {"origin": "evidence_pipeline audit ledger", "size": FIRST, "root_sha256": "00" * 32,
-              "issued_at": "2026-11-30T00:00:00+00:00", "key_id": runtime.keyring.statement_key_id}
-    overwrite(runtime, checkpoint_key(FIRST), dsse.sign_envelope(
-        dsse.canonical_json(forged), runtime.keyring.statement_key, runtime.keyring.statement_key_id, PAYLOAD_TYPE))
+    forged = {
+        "origin": "evidence_pipeline audit ledger",
+        "size": FIRST,
+        "root_sha256": "00" * 32,
+        "issued_at": "2026-11-30T00:00:00+00:00",
+        "key_id": runtime.keyring.statement_key_id,
+    }
+    overwrite(
+        runtime,
+        checkpoint_key(FIRST),
+        dsse.sign_envelope(
+            dsse.canonical_json(forged), runtime.keyring.statement_key, runtime.keyring.statement_key_id, PAYLOAD_TYPE
+        ),
+    )
     run_tenant_month(runtime, FIXTURE_MONTHS[1], RunInfo("run-2"))
     with pytest.raises(EvidenceError) as error:
         publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring, witness[0])
@@ -520,8 +611,12 @@ def test_the_docs_auditor_script_verifies_a_package(runtime, backend, package, w
     statement_keys = [str(p) for p in sorted((package / "keys").glob("ed25519-*.pem"))]
 
     def run(witness_arg: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(script), str(package), witness_arg, *statement_keys],
-                              capture_output=True, text=True, cwd=tmp_path)
+        return subprocess.run(
+            [sys.executable, str(script), str(package), witness_arg, *statement_keys],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
 
     ok = run(str(witness[2]))
     assert ok.returncode == 0 and ok.stdout.strip() == "2 bundles, 2 checkpoints: VERIFIED", ok.stderr

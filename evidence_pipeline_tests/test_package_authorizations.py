@@ -55,8 +55,11 @@ def exported(tmp_path_factory) -> Path:
     runtime.ledger.accept_job(DEAD_JOB, "pin")
     assert _fail(runtime.ledger, DEAD_JOB) == "dead"
     signers.replay(DEAD_JOB.job_id, "S3 outage over")
-    request_offboarding(runtime_for(Settings.from_env(env)), signers.gate, signers.sign(
-        "olga", Action.TENANT_OFFBOARD, {"reason": "contract ended"}, tenant=TENANT))
+    request_offboarding(
+        runtime_for(Settings.from_env(env)),
+        signers.gate,
+        signers.sign("olga", Action.TENANT_OFFBOARD, {"reason": "contract ended"}, tenant=TENANT),
+    )
     publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
     signers.register("carol", ["reviewer"])  # after the newest checkpoint: not provable yet, left out
     out = folder / "package"
@@ -85,13 +88,18 @@ def _verify(package: Path, *args: str) -> tuple[int, dict]:
 
 def _events(package: Path) -> dict[int, dict]:
     index = read_index(package)
-    return {int(entry["event"][7:19]): json.loads((package / entry["event"]).read_bytes())
-            for entry in index["authorizations"]}
+    return {
+        int(entry["event"][7:19]): json.loads((package / entry["event"]).read_bytes())
+        for entry in index["authorizations"]
+    }
 
 
 def _seq_of(package: Path, event_type: str, name: str | None = None) -> int:
-    [seq] = [seq for seq, body in _events(package).items()
-             if body["event_type"] == event_type and name in (None, body["details"].get("name"))]
+    [seq] = [
+        seq
+        for seq, body in _events(package).items()
+        if body["event_type"] == event_type and name in (None, body["details"].get("name"))
+    ]
     return seq
 
 
@@ -99,9 +107,15 @@ def test_a_package_lists_who_authorized_each_action_of_its_tenant(exported):
     code, report = _verify(exported)
     assert code == 0 and report["ok"] and report["codes"] == [], report["codes"]
     assert [(a["action"], a["actor"]) for a in report["authorizations"]] == [
-        ("actor.bootstrap", "root"), *[("actor.register", "root")] * 3, ("tenant.register", "olga"),
-        ("token.issue", "olga"), ("template.submit", "olga"), ("template.approve", "bob"),
-        ("job.replay", "olga"), ("tenant.offboard", "olga")]
+        ("actor.bootstrap", "root"),
+        *[("actor.register", "root")] * 3,
+        ("tenant.register", "olga"),
+        ("token.issue", "olga"),
+        ("template.submit", "olga"),
+        ("template.approve", "bob"),
+        ("job.replay", "olga"),
+        ("tenant.offboard", "olga"),
+    ]
     submission, approval = report["authorizations"][6:8]
     assert approval["event_type"] == "template.approved" and approval["key_id"] != submission["key_id"]  # four eyes
     assert [a["seq"] for a in report["authorizations"]] == sorted(_events(exported))
@@ -152,8 +166,12 @@ def test_a_package_missing_an_actor_event_fails(package):
     assert failed["authorizations"]["code"] == "AUTHORIZATION_INVALID"  # bob approved: nobody gave him a key
     assert "ACTOR_UNKNOWN" in failed["authorizations"]["detail"]
     # dropped from the index as well: its signature no longer holds, and nothing of it is read
-    _index_edited(package / "package.json", lambda index: index.update(authorizations=[
-        e for e in index["authorizations"] if e["event"] != f"events/{seq:012d}.json"]))
+    _index_edited(
+        package / "package.json",
+        lambda index: index.update(
+            authorizations=[e for e in index["authorizations"] if e["event"] != f"events/{seq:012d}.json"]
+        ),
+    )
     code, report = _verify(package)
     assert code == 1 and report["error"]["code"] == "PACKAGE_INDEX_SIGNATURE_INVALID"
 

@@ -39,8 +39,10 @@ TENANT = "acme"
 @pytest.fixture
 def environment(backend, pki) -> dict[str, str]:
     """The split and merge tests' settings, with room for a rental application."""
-    return intake_environment(backend) | {TRUSTED: str(pki[0].root_cert_path),
-                                          "EVIDENCE_INTAKE_MAX_BYTES": str(1 << 20)}
+    return intake_environment(backend) | {
+        TRUSTED: str(pki[0].root_cert_path),
+        "EVIDENCE_INTAKE_MAX_BYTES": str(1 << 20),
+    }
 
 
 @pytest.fixture
@@ -66,8 +68,12 @@ def jobs(documents, intake, pki) -> dict:
     rt = documents
     publish_checkpoint(rt.ledger, rt.archive, rt.keyring)
     uploads = {e["subject_sha256"] for e in rt.ledger.events_of_type(EventType.DOCUMENT_ADMITTED, TENANT)}
-    return {"uploads": uploads, "redacted": _pdfs(statuses["redaction"]), "merged": _pdfs(statuses["merge"]),
-            "parts": parts}
+    return {
+        "uploads": uploads,
+        "redacted": _pdfs(statuses["redaction"]),
+        "merged": _pdfs(statuses["merge"]),
+        "parts": parts,
+    }
 
 
 def _export(environment: dict, out: Path, *args: str) -> None:
@@ -92,8 +98,9 @@ def _copy(package: Path, to: Path) -> Path:
     return to
 
 
-def test_every_document_artifact_verifies_offline_with_the_database_gone(documents, backend, environment, jobs,
-                                                                         tmp_path):
+def test_every_document_artifact_verifies_offline_with_the_database_gone(
+    documents, backend, environment, jobs, tmp_path
+):
     private, with_uploads = tmp_path / "package", tmp_path / "with-uploads"
     _export(environment, private)
     _export(environment, with_uploads, "--with-uploads")
@@ -106,17 +113,23 @@ def test_every_document_artifact_verifies_offline_with_the_database_gone(documen
     [decided] = documents.ledger.stored_events(EventType.PART_DECIDED, TENANT)
     authorizations = [entry["event"] for entry in read_index(private)["authorizations"]]
     assert decided[0].seq in index["events"] and f"events/{decided[0].seq:012d}.json" in authorizations
-    held = {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
-            for path in (with_uploads / "uploads" / TENANT).iterdir()}
+    held = {
+        path.name: hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in (with_uploads / "uploads" / TENANT).iterdir()
+    }
     assert set(held) == jobs["uploads"] and all(name == digest for name, digest in held.items())
 
     rt = documents
     _unreachable(rt, backend, tmp_path)  # the database (and the local home) deleted
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("EVIDENCE_", "AWS_", "DAGSTER_"))}
     for package in (private, with_uploads):
-        run = subprocess.run([sys.executable, "-c", _LOADED, "verify", "--package", str(package), "--workers", "1"],
-                             capture_output=True, text=True, cwd=tmp_path,
-                             env=clean | {"EVIDENCE_HOME": str(tmp_path / "nothing-here")})
+        run = subprocess.run(
+            [sys.executable, "-c", _LOADED, "verify", "--package", str(package), "--workers", "1"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=clean | {"EVIDENCE_HOME": str(tmp_path / "nothing-here")},
+        )
         *lines, last = run.stdout.splitlines()
         loaded = json.loads(last)
         assert loaded["exit"] == 0 and "VERIFIED" in lines, run.stdout + run.stderr
@@ -149,14 +162,18 @@ def _parts_swapped(package: Path) -> None:
 
 # (what is done, what must be among the codes: the file check's, and what the walk finds)
 TAMPERING = {
-    "statement removed": (lambda p: _removed(p, "documents/*/derived/*/*.statement.dsse.json"),
-                          {"PACKAGE_FILE_MISSING", "LINEAGE_STATEMENT_INVALID"}),
+    "statement removed": (
+        lambda p: _removed(p, "documents/*/derived/*/*.statement.dsse.json"),
+        {"PACKAGE_FILE_MISSING", "LINEAGE_STATEMENT_INVALID"},
+    ),
     "upload removed": (lambda p: _removed(p, "uploads/*/*"), {"PACKAGE_FILE_MISSING", "LINEAGE_DIGEST_MISMATCH"}),
     "file added": (_added, {"PACKAGE_FILE_UNLISTED"}),
     "hidden file added": (lambda p: (p / ".extra").write_bytes(b"x"), {"PACKAGE_FILE_UNLISTED"}),
     "parts swapped": (_parts_swapped, {"PACKAGE_FILE_MISMATCH", "LINEAGE_DIGEST_MISMATCH"}),
-    "document event removed": (lambda p: _removed(p, "proofs/documents/*.json"),
-                               {"PACKAGE_FILE_MISSING", "PACKAGE_INCOMPLETE", "LINEAGE_EVENT_INVALID"}),
+    "document event removed": (
+        lambda p: _removed(p, "proofs/documents/*.json"),
+        {"PACKAGE_FILE_MISSING", "PACKAGE_INCOMPLETE", "LINEAGE_EVENT_INVALID"},
+    ),
 }
 
 

@@ -28,8 +28,12 @@ KEY = ed25519.Ed25519PrivateKey.generate()
 
 def _files(count: int) -> dict[str, str]:
     """``count`` bundle files, as a package of count / 3 bundles lists them."""
-    return {f"bundles/acme-books/{n // 3:06d}/{hashlib.sha256(b'%d' % (n // 3)).hexdigest()}/{n % 3}.pdf":
-            hashlib.sha256(b"%d" % n).hexdigest() for n in range(count)}
+    return {
+        f"bundles/acme-books/{n // 3:06d}/{hashlib.sha256(b'%d' % (n // 3)).hexdigest()}/{n % 3}.pdf": hashlib.sha256(
+            b"%d" % n
+        ).hexdigest()
+        for n in range(count)
+    }
 
 
 def test_an_index_larger_than_a_json_document_is_read_and_its_signature_checked_whole():
@@ -62,13 +66,15 @@ def test_an_index_is_verified_before_its_statement_is_parsed(tmp_path, monkeypat
     deep = b"[" * 100_000 + b"]" * 100_000
     read = []
     loads = jsonread.loads
-    monkeypatch.setattr(jsonread, "loads", lambda data, *rest, **named: read.append(data) or loads(data, *rest,
-                                                                                                  **named))
+    monkeypatch.setattr(
+        jsonread, "loads", lambda data, *rest, **named: read.append(data) or loads(data, *rest, **named)
+    )
     package = tmp_path / "package"
     (package / "keys").mkdir(parents=True)
     key_id = public_key_id(KEY.public_key())
-    (package / "keys" / f"{key_id}.pem").write_bytes(KEY.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    (package / "keys" / f"{key_id}.pem").write_bytes(
+        KEY.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
     stranger = ed25519.Ed25519PrivateKey.generate()
 
     def verified(envelope: bytes) -> str:

@@ -46,8 +46,12 @@ def _reviewed(documents, http, pki) -> dict[str, str]:
     its artifact id (the addendum rejected, the others approved)."""
     _, split = _split(http, documents, bundles.sign(bundles.district_agreement(), pki[0]))
     parts = _pdfs(split)
-    reviews = {name: _accept(http, f"review-{name}", {"operation": "contract-review", "inputs": [artifact],
-                                                      "options": DISTRICT}) for name, artifact in parts.items()}
+    reviews = {
+        name: _accept(
+            http, f"review-{name}", {"operation": "contract-review", "inputs": [artifact], "options": DISTRICT}
+        )
+        for name, artifact in parts.items()
+    }
     dispatch(documents, "run-reviews")
     decided = {name: _status(http, job_id)["findings"]["decision"] for name, job_id in reviews.items()}
     assert decided == {p.name: "approved" if p.approved else "rejected" for p in bundles.PARTS}
@@ -57,8 +61,9 @@ def _reviewed(documents, http, pki) -> dict[str, str]:
 def _decide(documents, actor: str, tenant: str, artifact_id: str, decision: str, reason: str) -> dict:
     signers = signers_of(documents.ledger)
     signers.ensure("rita", ["reviewer"])
-    envelope = signers.sign(actor, Action.PART_DECIDE, {"artifact_id": artifact_id, "decision": decision,
-                                                        "reason": reason}, tenant=tenant)
+    envelope = signers.sign(
+        actor, Action.PART_DECIDE, {"artifact_id": artifact_id, "decision": decision, "reason": reason}, tenant=tenant
+    )
     return decide_part(signers.gate, documents, envelope)
 
 
@@ -71,18 +76,33 @@ def test_a_reviewer_approves_the_rejected_part_and_all_four_merge(documents, int
         parts = _reviewed(documents, http, pki)
         everything = [parts[p.name] for p in bundles.PARTS]
         refused = submit(http, "merge-0", {"operation": "merge", "inputs": everything})
-        decided = _invoke(["part", "decide", "acme", parts[ADDENDUM], "--approve", "--reason",
-                           "no end date: it runs while student records are held", "--key", str(key), "--json"],
-                          environment)
+        decided = _invoke(
+            [
+                "part",
+                "decide",
+                "acme",
+                parts[ADDENDUM],
+                "--approve",
+                "--reason",
+                "no end date: it runs while student records are held",
+                "--key",
+                str(key),
+                "--json",
+            ],
+            environment,
+        )
         merge_id = _accept(http, "merge-1", {"operation": "merge", "inputs": everything})
         dispatch(documents, "run-merge")
         merge = _status(http, merge_id)
     assert (refused.status_code, error_code(refused)) == (422, "MERGE_INPUT_NOT_APPROVED")
     assert decided.exit_code == 0, decided.output
     assert json.loads(decided.output) == {
-        "tenant": "acme", "artifact_id": parts[ADDENDUM], "decision": "approved",
+        "tenant": "acme",
+        "artifact_id": parts[ADDENDUM],
+        "decision": "approved",
         "reason": "no end date: it runs while student records are held",
-        "sha256": sha256_hex(documents.archive.get(parts[ADDENDUM]))}
+        "sha256": sha256_hex(documents.archive.get(parts[ADDENDUM])),
+    }
     assert (merge["state"], merge["stage"]) == ("succeeded", "completed"), merge
 
     ledger = documents.ledger
@@ -91,11 +111,15 @@ def test_a_reviewer_approves_the_rejected_part_and_all_four_merge(documents, int
     [merged_id] = _pdfs(merge).values()
     pages = [p.extract_text() for p in PdfReader(io.BytesIO(documents.archive.get(merged_id))).pages]
     assert len(pages) == 7 and "Data processing addendum" in pages[2]  # the addendum is in, by the decision
-    [derived] = [e for e in ledger.events_of_type(EventType.DOCUMENT_DERIVED) if e["details"]["artifact_id"] ==
-                 merged_id]
+    [derived] = [
+        e for e in ledger.events_of_type(EventType.DOCUMENT_DERIVED) if e["details"]["artifact_id"] == merged_id
+    ]
     pins = {pin["artifact_id"]: pin for pin in derived["details"]["lineage"]["reviews"]}
-    assert pins[parts[ADDENDUM]] == {"artifact_id": parts[ADDENDUM], "decision_event_id": event["event_id"],
-                                     "decided_by": "rita"}
+    assert pins[parts[ADDENDUM]] == {
+        "artifact_id": parts[ADDENDUM],
+        "decision_event_id": event["event_id"],
+        "decided_by": "rita",
+    }
     assert all("review_job_id" in pin for artifact_id, pin in pins.items() if artifact_id != parts[ADDENDUM])
 
     # Lineage walks the reviewer's decision beside the three reviews; `ledger verify` re-checks who decided.
@@ -104,13 +128,19 @@ def test_a_reviewer_approves_the_rejected_part_and_all_four_merge(documents, int
     kinds = [link["link"] for link in report["links"]]
     assert kinds.count("review") == 3 and kinds.count("decision") == 1 and kinds.count("upload") == 4
     [walked] = [link for link in report["links"] if link["link"] == "decision"]
-    assert (walked["artifact_id"], walked["decided_by"], walked["event_id"]) == (parts[ADDENDUM], "rita",
-                                                                                  event["event_id"])
+    assert (walked["artifact_id"], walked["decided_by"], walked["event_id"]) == (
+        parts[ADDENDUM],
+        "rita",
+        event["event_id"],
+    )
     verified = _invoke(["ledger", "verify"], environment)
     assert verified.exit_code == 0, verified.output
     [authorization] = [a for a in recheck_ledger(ledger, 300) if a.event_type == EventType.PART_DECIDED]
-    assert (authorization.actor, authorization.action, authorization.event_id) == ("rita", "part.decide",
-                                                                                   event["event_id"])
+    assert (authorization.actor, authorization.action, authorization.event_id) == (
+        "rita",
+        "part.decide",
+        event["event_id"],
+    )
 
     # Offline, an event that says otherwise than its signed request fails the re-check.
     events = ledger.audit_events.c
@@ -132,7 +162,10 @@ def test_a_reviewer_approves_the_rejected_part_and_all_four_merge(documents, int
         conn.execute(ledger.audit_events.update().where(events.event_id == event["event_id"]).values(body=rewritten))
     code, report = _walk(environment, merged_id)
     assert (code, report["code"], report["link"]) == (
-        1, "LINEAGE_EVENT_INVALID", f"decision {event['event_id']} on {parts[ADDENDUM]}")
+        1,
+        "LINEAGE_EVENT_INVALID",
+        f"decision {event['event_id']} on {parts[ADDENDUM]}",
+    )
     assert "breaks the hash chain" in report["message"]
 
 
@@ -152,7 +185,10 @@ def test_a_reviewers_rejection_of_an_approved_part_blocks_the_merge(documents, i
     assert (again.status_code, error_code(again)) == (422, "MERGE_INPUT_NOT_APPROVED")
     decisions = documents.ledger.events_of_type(EventType.PART_DECIDED, "acme")
     assert [(e["actor"], e["details"]["decision"]) for e in decisions] == [
-        ("rita", "rejected"), ("bob", "approved"), ("rita", "rejected")]
+        ("rita", "rejected"),
+        ("bob", "approved"),
+        ("rita", "rejected"),
+    ]
 
 
 def test_who_may_decide_and_on_what(documents, intake, pki):
@@ -174,8 +210,13 @@ def test_who_may_decide_and_on_what(documents, intake, pki):
     with pytest.raises(EvidenceError) as foreign:  # another tenant's part does not exist for this one
         _decide(documents, "rita", "globex", addendum, "approved", "fine")
     assert foreign.value.code == "DOCUMENT_NOT_FOUND"
-    for args in ({**approve, "decision": "maybe"}, {**approve, "reason": ""}, {**approve, "reason": "x" * 501},
-                 {**approve, "reason": "line\nbreak"}, {"artifact_id": addendum, "decision": "approved"}):
+    for args in (
+        {**approve, "decision": "maybe"},
+        {**approve, "reason": ""},
+        {**approve, "reason": "x" * 501},
+        {**approve, "reason": "line\nbreak"},
+        {"artifact_id": addendum, "decision": "approved"},
+    ):
         with pytest.raises(EvidenceError) as invalid:
             decide_part(signers.gate, documents, signers.sign("bob", Action.PART_DECIDE, args, tenant="acme"))
         assert invalid.value.code == "ACTION_REQUEST_INVALID", args
@@ -184,8 +225,11 @@ def test_who_may_decide_and_on_what(documents, intake, pki):
     assert untenanted.value.code == "ACTION_REQUEST_INVALID"
     ledger = documents.ledger
     assert ledger.events_of_type(EventType.PART_DECIDED) == []
-    refused = [(e["actor"], e["details"]["code"]) for e in ledger.events_of_type(EventType.ACTION_REFUSED)
-               if e["details"]["action"] == "part.decide"]
+    refused = [
+        (e["actor"], e["details"]["code"])
+        for e in ledger.events_of_type(EventType.ACTION_REFUSED)
+        if e["details"]["action"] == "part.decide"
+    ]
     # recorded: the refusals of identities, and the token's without its content
     assert refused == [("audrey", "ACTION_FORBIDDEN"), ("olga", "ACTION_FORBIDDEN"), ("", "ACTION_REQUEST_INVALID")]
     assert _decide(documents, "rita", "acme", addendum, "approved", "fine")["decision"] == "approved"
@@ -201,13 +245,20 @@ def test_a_reviewer_decides_over_the_operator_api_as_on_the_command_line(documen
     answers = []
     with running_app(create_app(documents), documents.settings) as url:
         for tenant in ("acme", "globex"):  # its own part, and the same id named for another tenant
-            answers.append(httpx.post(url + "/v1/parts/decide", timeout=30, json={
-                "authorization": signers.sign("rita", Action.PART_DECIDE, args, tenant=tenant)}))
+            answers.append(
+                httpx.post(
+                    url + "/v1/parts/decide",
+                    timeout=30,
+                    json={"authorization": signers.sign("rita", Action.PART_DECIDE, args, tenant=tenant)},
+                )
+            )
             conforms("post", "/v1/parts/decide", answers[-1], CONTRACT)
     decided, elsewhere = answers
     assert decided.status_code == 201, decided.text
     assert decided.json() | {"authorization": None} == args | {
-        "sha256": sha256_hex(documents.archive.get(parts[ADDENDUM])), "authorization": None}
+        "sha256": sha256_hex(documents.archive.get(parts[ADDENDUM])),
+        "authorization": None,
+    }
     assert (elsewhere.status_code, elsewhere.json()["error"]["code"]) == (404, "DOCUMENT_NOT_FOUND")
     [event] = documents.ledger.events_of_type(EventType.PART_DECIDED, "acme")
     assert event["actor"] == "rita" and event["details"]["authorization"] == decided.json()["authorization"]

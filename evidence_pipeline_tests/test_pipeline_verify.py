@@ -60,8 +60,13 @@ def test_bundle_is_published_once_and_verifies(runtime, published):
     assert runtime.ledger.verify_chain() == FIXTURE_EVENTS + 12
     keys = runtime.keyring
     assert runtime.archive.list("keys") == sorted(
-        f"keys/{name}" for name in (f"{keys.statement_key_id}.pem", f"{keys.signer_certificate_id}.pem",
-                                    f"{keys.root_id}.pem", "keyring-000001.json")
+        f"keys/{name}"
+        for name in (
+            f"{keys.statement_key_id}.pem",
+            f"{keys.signer_certificate_id}.pem",
+            f"{keys.root_id}.pem",
+            "keyring-000001.json",
+        )
     )
 
 
@@ -138,6 +143,7 @@ class _Counting:
         def counted(key, *args, **kwargs):
             self.requests.append((name, key))
             return method(key, *args, **kwargs)
+
         return counted
 
 
@@ -354,13 +360,16 @@ def test_manifest_fields_nothing_vouches_for_are_refused(runtime, published, edi
 
 # 1 MiB: an unterminated string of escaped quotes after more brackets than the depth limit (issue 47: the old
 # string-stripping regex took about an hour on it; the reader's scan is linear)
-ESCAPES = (b'["' + b"[" * 17 + b'\\"' * ((1 << 20) // 2 - 10))[:1 << 20]
+ESCAPES = (b'["' + b"[" * 17 + b'\\"' * ((1 << 20) // 2 - 10))[: 1 << 20]
 
 
-@pytest.mark.parametrize("target, crafted", [(MANIFEST, "deep"), (STATEMENT, "deep"), ("payload", "deep"),
-                                             (MANIFEST, "escapes"), (STATEMENT, "escapes")])
-def test_deeply_nested_or_crafted_json_is_a_reason_code_not_a_traceback_nor_a_stall(runtime, published, target,
-                                                                                     crafted):
+@pytest.mark.parametrize(
+    "target, crafted",
+    [(MANIFEST, "deep"), (STATEMENT, "deep"), ("payload", "deep"), (MANIFEST, "escapes"), (STATEMENT, "escapes")],
+)
+def test_deeply_nested_or_crafted_json_is_a_reason_code_not_a_traceback_nor_a_stall(
+    runtime, published, target, crafted
+):
     data = b"[" * 200_000 + b"]" * 200_000 if crafted == "deep" else ESCAPES
     if target == "payload":  # signed by our own key, so the payload itself gets parsed
         data = dsse.sign_envelope(data, runtime.keyring.statement_key, runtime.keyring.statement_key_id)

@@ -17,8 +17,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def instance(tmp_path):
-    with instance_for_test(overrides=yaml.safe_load((REPO / "dagster.yaml").read_text()),
-                           temp_dir=str(tmp_path)) as instance:
+    with instance_for_test(
+        overrides=yaml.safe_load((REPO / "dagster.yaml").read_text()), temp_dir=str(tmp_path)
+    ) as instance:
         yield instance
 
 
@@ -42,5 +43,10 @@ def test_a_step_blocked_on_a_pool_sleeps_until_its_next_claim(instance):
 
 
 def test_the_patch_applies_only_to_the_checked_dagster(monkeypatch):
-    assert_patched_only_on_the_checked_dagster(monkeypatch, pool_wait.install, InstanceConcurrencyContext,
-                                               "interval_to_next_pending_claim_check", pool_wait._dagster_interval)
+    assert_patched_only_on_the_checked_dagster(
+        monkeypatch,
+        pool_wait.install,
+        InstanceConcurrencyContext,
+        "interval_to_next_pending_claim_check",
+        pool_wait._dagster_interval,
+    )

@@ -138,8 +138,12 @@ def test_a_pooled_connection_the_server_dropped_is_replaced(instance, monkeypatc
         pytest.skip("SQLite has no server to drop a connection")
     assert _range_run(instance, _assets()).success  # the pools now hold live connections
     with storage._engine.connect() as conn:  # every other connection of the database, including the pooled one
-        conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                             "WHERE datname = current_database() AND pid <> pg_backend_pid()"))
+        conn.execute(
+            sa.text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        )
     for cls in (PooledPostgresEventLogStorage, PooledPostgresRunStorage):
         monkeypatch.setattr(cls, "IDLE_PING_SECONDS", -1.0)  # what a long idle does: every checkout pings
     assert _range_run(instance, _assets()).success
@@ -186,8 +190,11 @@ def test_storages_are_checked_against_this_dagster_and_fall_back_to_stock_otherw
 
 def _stored(instance, run_id: str) -> dict:
     """What a run left in the event log, with its run id and times left out."""
-    events = [(e.dagster_event_type, e.dagster_event.asset_key, e.dagster_event.partition)
-              for e in instance.all_logs(run_id) if e.dagster_event]
+    events = [
+        (e.dagster_event_type, e.dagster_event.asset_key, e.dagster_event.partition)
+        for e in instance.all_logs(run_id)
+        if e.dagster_event
+    ]
     storage = instance.event_log_storage
     assets = {}
     for record in storage.get_asset_records():
@@ -195,10 +202,16 @@ def _stored(instance, run_id: str) -> dict:
         last = record.asset_entry.last_materialization_record
         materialized = instance.fetch_materializations(AssetRecordsFilter(asset_key=key), limit=100).records
         # Tag values: the partition's; the others (data versions, event pointers) differ from run to run.
-        tags = sorted(sorted((k, v if k.startswith("dagster/partition") else None) for k, v in t.items())
-                      for t in storage.get_event_tags_for_asset(key))
-        assets[key] = (last.partition_key if last else None, record.asset_entry.last_run_id == run_id,
-                       [r.partition_key for r in materialized], tags)
+        tags = sorted(
+            sorted((k, v if k.startswith("dagster/partition") else None) for k, v in t.items())
+            for t in storage.get_event_tags_for_asset(key)
+        )
+        assets[key] = (
+            last.partition_key if last else None,
+            record.asset_entry.last_run_id == run_id,
+            [r.partition_key for r in materialized],
+            tags,
+        )
     return {"events": events, "assets": assets}
 
 
@@ -222,8 +235,10 @@ def test_sqlite_stores_a_batch_of_asset_events_in_one_transaction_per_shard(tmp_
                 sa.event.remove(sa.engine.Engine, "commit", count)
             stored[name], commits[name] = _stored(instance, result.run_id), len(counted)
     assert stored["ours"] == stored["stock"]
-    asset_events = sum(event_type in ("ASSET_MATERIALIZATION", "ASSET_MATERIALIZATION_PLANNED")
-                       for event_type, _, _ in stored["ours"]["events"])
+    asset_events = sum(
+        event_type in ("ASSET_MATERIALIZATION", "ASSET_MATERIALIZATION_PLANNED")
+        for event_type, _, _ in stored["ours"]["events"]
+    )
     assert asset_events == 2 * 2 * len(TENANTS) * len(MONTHS)  # planned and materialized, two assets
     # Stock: two commits per asset event (run shard, index); ours: two per batch (the planned events, each step's
     # materializations). The run's other events commit as before.

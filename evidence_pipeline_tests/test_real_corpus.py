@@ -42,8 +42,11 @@ def test_the_table_covers_the_pinned_corpus():
 
 def test_nothing_crashes():
     crashed = collections.Counter(
-        (op, outcome) for entry in TABLE.values() for op, outcome in entry["outcomes"].items()
-        if outcome.startswith("crashed:"))
+        (op, outcome)
+        for entry in TABLE.values()
+        for op, outcome in entry["outcomes"].items()
+        if outcome.startswith("crashed:")
+    )
     assert not crashed
 
 
@@ -55,12 +58,15 @@ def test_outcomes_are_the_recorded_ones(corpus, key):
 def test_document_time_stamps_are_validated_as_time_stamps(corpus):
     """pyHanko's PAdES B-LTA sample: a signature, then a document time stamp over it, with the DSS (as indirect
     arrays). pyHanko's validate_pdf_timestamp finds the time stamp intact and valid; only its root is not ours."""
-    path = corpus["pyhanko/pyhanko-0.38.0/pyhanko_testing_commons/test_data/data/pdf/"
-                  "pades-lta-dss-indirect-arrs-test.pdf"]
+    path = corpus[
+        "pyhanko/pyhanko-0.38.0/pyhanko_testing_commons/test_data/data/pdf/pades-lta-dss-indirect-arrs-test.pdf"
+    ]
     policy = signature_check.trust_policy(real_corpus._stranger_root(), None)
     record = signature_check.check_signatures(io.BytesIO(path.read_bytes()), "0" * 64, policy, "sgc", real_corpus.AT)
     assert [(s["kind"], s["intact"], s["signature_valid"], s["findings"]) for s in record["signatures"]] == [
-        ("signature", True, True, ["untrusted"]), ("document_timestamp", True, True, ["untrusted"])]
+        ("signature", True, True, ["untrusted"]),
+        ("document_timestamp", True, True, ["untrusted"]),
+    ]
     assert record["signatures"][1]["signing_time_stamped"] and record["signatures"][1]["signing_time_claimed"] is None
 
 
@@ -125,8 +131,9 @@ def test_redaction_outcomes_are_the_recorded_ones(corpus, key):
 
 # Where the two verifiers themselves disagree, the record follows pyHanko's validator (its reason)
 PDFSIG_MORE_LENIENT = {
-    "pyhanko/pyhanko-0.38.0/pyhanko_testing_commons/test_data/data/pdf/pdf-sig-with-econtent.pdf":
-        "a detached signature whose CMS carries the content too: pyHanko refuses the format, poppler checks the digest",
+    "pyhanko/pyhanko-0.38.0/pyhanko_testing_commons/test_data/data/pdf/pdf-sig-with-econtent.pdf": (
+        "a detached signature whose CMS carries the content too: pyHanko refuses the format, poppler checks the digest"
+    ),
 }
 SIGNED = sorted(key for key, entry in TABLE.items() if entry["outcomes"]["signatures"] in ("findings", "no_findings"))
 _PDFSIG_RANGES = re.compile(r"Signed Ranges: \[(\d+) - (\d+)\], \[(\d+) - (\d+)\]")
@@ -142,8 +149,10 @@ def _pdfsig(path) -> dict[tuple[int, int, int, int], dict]:
         key = tuple(int(n) for n in ranges.groups()) if ranges else None
         # poppler prints [a - b] as the offsets of the first and last byte + 1: a ByteRange [a b-a c d-c]
         key = (key[0], key[1] - key[0], key[2], key[3] - key[2]) if key else None
-        verdicts[key] = {"whole": "- Total document signed" in block,
-                         "validation": validation.group(1).strip() if validation else None}
+        verdicts[key] = {
+            "whole": "- Total document signed" in block,
+            "validation": validation.group(1).strip() if validation else None,
+        }
     return verdicts
 
 
@@ -159,19 +168,24 @@ def test_signature_records_agree_with_pdfsig_and_pyhankos_validator(corpus, key)
     embedded = PdfFileReader(io.BytesIO(data), strict=False).embedded_signatures
     pdfsig = _pdfsig(corpus[key])
     assert len(record["signatures"]) == len(embedded) == len(pdfsig)
-    context = ValidationContext(trust_roots=[], allow_fetching=False, revocation_mode="soft-fail",
-                                moment=real_corpus.AT)
+    context = ValidationContext(
+        trust_roots=[], allow_fetching=False, revocation_mode="soft-fail", moment=real_corpus.AT
+    )
     for ours, theirs in zip(record["signatures"], embedded, strict=True):
         poppler = pdfsig.get(tuple(theirs.byte_range), pdfsig.get(None))
         try:
             status = (validate_pdf_timestamp if ours["kind"] == "document_timestamp" else validate_pdf_signature)(
-                theirs, context)
+                theirs, context
+            )
         except (ValueError, PdfError):
             assert ours["findings"] == ["signature_unreadable"]
             assert poppler["validation"] != "Signature is Valid." or key in PDFSIG_MORE_LENIENT
             continue
         assert (ours["intact"], ours["signature_valid"], ours["coverage"]) == (
-            status.intact, status.valid, status.coverage.name.lower())
+            status.intact,
+            status.valid,
+            status.coverage.name.lower(),
+        )
         if ours["coverage"] in ("entire_file", "entire_revision"):  # poppler reports only whether all bytes are
             assert poppler["whole"] == ours["covers_whole_document"]
         if poppler["validation"] == "Signature is Valid.":

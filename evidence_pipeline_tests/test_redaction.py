@@ -77,11 +77,13 @@ OVERLAY_ONLY = register(
 )
 
 
-def approved(documents, organization: bytes | None = None, program: bytes | None = None,
-             effective_at: datetime | None = None) -> str:
+def approved(
+    documents, organization: bytes | None = None, program: bytes | None = None, effective_at: datetime | None = None
+) -> str:
     signers = _signers(documents)
-    version, _ = signers.submit_template("acme", organization or organization_template(),
-                                         program or program_template(), "alice", effective_at)
+    version, _ = signers.submit_template(
+        "acme", organization or organization_template(), program or program_template(), "alice", effective_at
+    )
     signers.approve_template("acme", version["version_id"], "bob")
     return version["version_id"]
 
@@ -106,8 +108,9 @@ def raw_objects(data: bytes) -> bytes:
     installed (`make test` installs it)."""
     if not shutil.which("qpdf"):
         return b""
-    return subprocess.run(["qpdf", "--qdf", "--object-streams=disable", "--decode-level=all", "-", "-"],
-                          input=data, capture_output=True).stdout
+    return subprocess.run(
+        ["qpdf", "--qdf", "--object-streams=disable", "--decode-level=all", "-", "-"], input=data, capture_output=True
+    ).stdout
 
 
 def found_in(data: bytes, value: str) -> dict[str, bool]:
@@ -162,8 +165,9 @@ def test_every_planted_value_is_removed_and_the_original_is_untouched(documents,
     assert darkest < 64 and lightest == 255  # the text was there
     assert "Springfield" in pdftotext(derivative)  # what no rule matches stays
     annots = [(a["/Subtype"], a.get("/Contents")) for a in reader.pages[0]["/Annots"]]
-    assert sorted(annots, key=str) == sorted([("/Widget", None), ("/Widget", None), ("/Text", NOTE), ("/Popup", None)],
-                                             key=str)  # the removed note's popup went with it
+    assert sorted(annots, key=str) == sorted(
+        [("/Widget", None), ("/Widget", None), ("/Text", NOTE), ("/Popup", None)], key=str
+    )  # the removed note's popup went with it
     # the original: stored apart, byte for byte what was uploaded
     original = documents.document_store.get(f"acme/{document['sha256']}", expected_sha256=document["sha256"])
     assert original == data
@@ -173,8 +177,11 @@ def test_every_planted_value_is_removed_and_the_original_is_untouched(documents,
     assert summary["removed"]["scanned_page"] == 1 and summary["marks"] >= 10
     assert summary["verification"]["passed"] and summary["verification"]["values_checked"] == 8
     keyring = documents.keyring
-    opened = dsse.verify_envelope(archive.get(f"{prefix}/statement.dsse.json"),
-                                  {keyring.statement_key_id: keyring.statement_key.public_key()}, dsse.PAYLOAD_TYPE)
+    opened = dsse.verify_envelope(
+        archive.get(f"{prefix}/statement.dsse.json"),
+        {keyring.statement_key_id: keyring.statement_key.public_key()},
+        dsse.PAYLOAD_TYPE,
+    )
     predicate = json.loads(opened.payload)["predicate"]
     assert predicate["inputs"] == [{"document_id": document["document_id"], "sha256": document["sha256"]}]
     assert predicate["summary"] == summary
@@ -193,8 +200,9 @@ def test_the_same_application_and_template_converge_and_a_new_version_leaves_old
         one = redact_job(http, "a", document["document_id"]).json()["job_id"]
         two = redact_job(http, "b", document["document_id"]).json()["job_id"]
         dispatch(documents)
-        second = approved(documents, program=program_template("family-units", scanned_page=None).replace(
-            b"income", b"earnings", 1))
+        second = approved(
+            documents, program=program_template("family-units", scanned_page=None).replace(b"income", b"earnings", 1)
+        )
         three = redact_job(http, "c", document["document_id"]).json()["job_id"]
         assert dispatch(documents, "run-2")[0].state == "succeeded"
     archive = documents.archive
@@ -237,10 +245,16 @@ def test_a_scanned_page_without_a_region_is_refused(documents, intake):
 
 def test_a_template_that_matches_nothing_is_an_explicit_outcome(documents, intake):
     acme, _ = tokens(documents)
-    nothing = json.dumps({"kind": "program", "name": "other", "rules": [
-        {"id": "passport", "label": "passport", "pattern": r"\bP<[A-Z]{3}\d{9}\b"}]}).encode()
-    approved(documents, organization=json.dumps({"kind": "organization", "name": "o", "rules": []}).encode(),
-             program=nothing)
+    nothing = json.dumps(
+        {
+            "kind": "program",
+            "name": "other",
+            "rules": [{"id": "passport", "label": "passport", "pattern": r"\bP<[A-Z]{3}\d{9}\b"}],
+        }
+    ).encode()
+    approved(
+        documents, organization=json.dumps({"kind": "organization", "name": "o", "rules": []}).encode(), program=nothing
+    )
     with client(intake, acme) as http:
         document = upload(http, application(scanned_page=False)).json()
         job_id = redact_job(http, "none", document["document_id"]).json()["job_id"]
@@ -262,7 +276,9 @@ def test_only_an_approved_effective_version_is_pinned(documents, intake):
         signers = _signers(documents)
         version, created = signers.submit_template("acme", organization_template(), program_template(), "alice")
         assert created and signers.submit_template("acme", organization_template(), program_template(), "olga") == (
-            version, False)
+            version,
+            False,
+        )
         refused = redact_job(http, "unapproved", document["document_id"])
         assert error_code(refused) == ReasonCode.TEMPLATE_NOT_IN_EFFECT
         with pytest.raises(EvidenceError) as self_approval:
@@ -275,16 +291,22 @@ def test_only_an_approved_effective_version_is_pinned(documents, intake):
         signers.approve_template("acme", version["version_id"], "bob")
         accepted = redact_job(http, "now", document["document_id"])
     assert accepted.status_code == 202
-    assert documents.document_jobs.job("acme", accepted.json()["job_id"])["request"]["template_version"] == version[
-        "version_id"]
+    assert (
+        documents.document_jobs.job("acme", accepted.json()["job_id"])["request"]["template_version"]
+        == version["version_id"]
+    )
     events = [e["event_type"] for e in ledger.events_of_type("template.approved", tenant="acme")]
     assert len(events) == 2
 
 
 def test_a_template_that_breaks_the_format_is_refused():
-    rules = ([{"id": "a", "label": "l", "pattern": "("}], [{"id": "a", "label": "l", "pattern": "x*"}],
-             [{"id": "a", "label": "l", "field": "f", "pattern": "x"}], [{"id": "a", "label": "Bad", "field": "f"}],
-             [{"id": "a", "label": "l", "region": {"page": 1, "rect": [5, 0, 1, 1]}}])
+    rules = (
+        [{"id": "a", "label": "l", "pattern": "("}],
+        [{"id": "a", "label": "l", "pattern": "x*"}],
+        [{"id": "a", "label": "l", "field": "f", "pattern": "x"}],
+        [{"id": "a", "label": "Bad", "field": "f"}],
+        [{"id": "a", "label": "l", "region": {"page": 1, "rect": [5, 0, 1, 1]}}],
+    )
     for bad in (b"{", *(json.dumps({"kind": "program", "name": "x", "rules": r}).encode() for r in rules)):
         with pytest.raises(EvidenceError) as refused:
             templates.parse(bad, "program")
@@ -335,25 +357,45 @@ def test_template_commands_submit_approve_list_show_with_their_exit_codes(tmp_pa
     assert shown.exit_code == 0 and "applicant-name" in shown.output and "approved by bob" in shown.output
     assert run("template", "show", "acme", "f" * 64).exit_code == 2  # TEMPLATE_NOT_FOUND
     assert run("template", "show", "other", version).exit_code == 2  # another tenant's versions are not seen
-    bad = run("template", "submit", "acme", "--organization", str(tmp_path / "org.json"), "--program",
-              str(tmp_path / "bad.json"), "--key", signers.key_file("alice"), "--json")
+    bad = run(
+        "template",
+        "submit",
+        "acme",
+        "--organization",
+        str(tmp_path / "org.json"),
+        "--program",
+        str(tmp_path / "bad.json"),
+        "--key",
+        signers.key_file("alice"),
+        "--json",
+    )
     assert (bad.exit_code, json.loads(bad.output)["error"]["code"]) == (1, "TEMPLATE_INVALID")
 
 
 @pytest.mark.parametrize("point", ["after_document_verified", "after_document_put"])
 def test_sigkill_between_the_derivative_and_the_commit_leaves_nothing_visible_and_the_retry_converges(
-        documents, intake, backend, point):
+    documents, intake, backend, point
+):
     acme, _ = tokens(documents)
     approved(documents)
     with client(intake, acme) as http:
         document = upload(http, application()).json()
         job_id = redact_job(http, "killed", document["document_id"]).json()["job_id"]
-        env = os.environ | intake_environment(backend) | INTAKE_OVERRIDES | {
-            "EVIDENCE_LEASE_SECONDS": "1", "EVIDENCE_KILL_POINT": point}
+        env = (
+            os.environ
+            | intake_environment(backend)
+            | INTAKE_OVERRIDES
+            | {"EVIDENCE_LEASE_SECONDS": "1", "EVIDENCE_KILL_POINT": point}
+        )
         documents.pages.assign_pages(documents.settings.document_page_size)
         [(page_id, _, _)] = documents.pages.open_pages()
-        child = subprocess.run([sys.executable, "-m", "evidence_pipeline_tests.fault_child", "documents", page_id],
-                               env=env, cwd=REPO, capture_output=True, timeout=300)
+        child = subprocess.run(
+            [sys.executable, "-m", "evidence_pipeline_tests.fault_child", "documents", page_id],
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            timeout=300,
+        )
         assert child.returncode == -signal.SIGKILL, child.stderr.decode()[-2000:]
         status = http.get(f"/v1/jobs/{job_id}").json()
         assert status["state"] == "running" and status["outputs"] == []  # nothing visible
@@ -406,9 +448,16 @@ def test_the_monthly_report_counts_redactions_per_template_version_and_outcome(d
 def test_shadow_compares_a_candidate_per_label_and_publishes_nothing(documents, intake, backend):
     acme, _ = tokens(documents)
     approved(documents)
-    program = json.dumps({"kind": "program", "name": "no-income", "rules": [
-        {"id": "applicant-name", "label": "name", "field": "applicant_name"},
-        {"id": "city", "label": "address", "field": "city"}]}).encode()
+    program = json.dumps(
+        {
+            "kind": "program",
+            "name": "no-income",
+            "rules": [
+                {"id": "applicant-name", "label": "name", "field": "applicant_name"},
+                {"id": "city", "label": "address", "field": "city"},
+            ],
+        }
+    ).encode()
     candidate, _ = _signers(documents).submit_template("acme", organization_template(), program, "olga")
     with client(intake, acme) as http:
         document = upload(http, application(scanned_page=False)).json()
@@ -420,24 +469,34 @@ def test_shadow_compares_a_candidate_per_label_and_publishes_nothing(documents, 
     assert result["totals"]["both"]["national_id"] == 2
     assert documents.archive.list("documents") == before == []  # nothing published
     assert PLANTED["income"] not in json.dumps(result) and "Springfield" not in json.dumps(result)
-    shown = CliRunner().invoke(main, ["template", "shadow", "acme", candidate["version_id"]],
-                               env=intake_environment(backend) | INTAKE_OVERRIDES)
+    shown = CliRunner().invoke(
+        main,
+        ["template", "shadow", "acme", candidate["version_id"]],
+        env=intake_environment(backend) | INTAKE_OVERRIDES,
+    )
     assert shown.exit_code == 0 and "income" in shown.output and "1 documents compared" in shown.output
 
 
 def _one_page(content: bytes) -> bytes:
-    page = (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents 4 0 R "
-            b"/Resources << /Font << /F1 5 0 R /F2 6 0 R /F3 7 0 R >> >> >>")
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R /F2 6 0 R /F3 7 0 R >> >> >>"
+    )
     return hostile_pdfs.simple(
-        hostile_pdfs.stream(content), b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        hostile_pdfs.stream(content),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
         b"<< /Type /Font /Subtype /Type0 /BaseFont /X /Encoding /Identity-H /DescendantFonts [] >>",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Y /Encoding << /Differences [49 /g1 /g2] >> >>", page=page)
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Y /Encoding << /Differences [49 /g1 /g2] >> >>",
+        page=page,
+    )
 
 
 def pinned_template(program: bytes | None = None, organization: bytes | None = None) -> dict:
     """What a job pins: the merged template (the demo's organization and program by default) and its version."""
-    merged = templates.merge(templates.parse(organization or organization_template(), "organization"),
-                             templates.parse(program or program_template(scanned_page=None), "program"))
+    merged = templates.merge(
+        templates.parse(organization or organization_template(), "organization"),
+        templates.parse(program or program_template(scanned_page=None), "program"),
+    )
     return {"template": merged, "template_version": templates.version_id(merged)}
 
 
@@ -447,14 +506,17 @@ def _redact_pure(data: bytes, program: bytes | None = None, organization: bytes 
     return redact.run([document], pinned_template(program, organization), remove)
 
 
-@pytest.mark.parametrize("content", [
-    b"BT /F1 (x) Tf (123-45-6789) Tj ET",  # a string for a size
-    b"BT (123-45-6789) Tj ET",  # no font
-    b"BT /F7 12 Tf (123-45-6789) Tj ET",  # a font the resources do not have
-    b"1 0 0 cm BT ET",  # too few operands
-    b"BT /F1 12 Tf [1 (a) /N] TJ ET",  # a name in a TJ array
-    b"BT /F2 12 Tf <0001> Tj ET",  # a composite font without its descendant font
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"BT /F1 (x) Tf (123-45-6789) Tj ET",  # a string for a size
+        b"BT (123-45-6789) Tj ET",  # no font
+        b"BT /F7 12 Tf (123-45-6789) Tj ET",  # a font the resources do not have
+        b"1 0 0 cm BT ET",  # too few operands
+        b"BT /F1 12 Tf [1 (a) /N] TJ ET",  # a name in a TJ array
+        b"BT /F2 12 Tf <0001> Tj ET",  # a composite font without its descendant font
+    ],
+)
 def test_content_the_redactor_cannot_read_is_refused_not_passed(content):
     with pytest.raises(EvidenceError) as refused:
         _redact_pure(_one_page(content))
@@ -481,23 +543,32 @@ def _checkbox_form(fields: bytes) -> bytes:
     """One page of text (a national id) with a checkbox whose "on" appearance state is named /S, as a real tax
     form's is, in the AcroForm's ``fields`` entry."""
     appearance = hostile_pdfs.stream(b"0 g 2 2 16 16 re f", b"/Type /XObject /Subtype /Form /BBox [0 0 20 20]")
-    page = (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents 4 0 R /Annots [6 0 R] "
-            b"/Resources << /Font << /F1 5 0 R >> >> >>")
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents 4 0 R /Annots [6 0 R] "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>"
+    )
     return hostile_pdfs.raw_pdf(
-        b"<< /Type /Catalog /Pages 2 0 R /AcroForm << /Fields " + fields + b" >> >>", hostile_pdfs.PAGES, page,
+        b"<< /Type /Catalog /Pages 2 0 R /AcroForm << /Fields " + fields + b" >> >>",
+        hostile_pdfs.PAGES,
+        page,
         hostile_pdfs.stream(b"BT /F1 12 Tf 10 100 Td (SSN 123-45-6789) Tj ET"),
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
         b"<< /Type /Annot /Subtype /Widget /FT /Btn /T (agreed) /V /S /AS /S /Rect [10 10 30 30] /P 3 0 R "
         b"/AP << /N << /S 7 0 R /Off 8 0 R >> /D << /S 7 0 R /Off 8 0 R >> >> >>",
-        appearance, appearance)
+        appearance,
+        appearance,
+    )
 
 
-@pytest.mark.parametrize("fields", [
-    b"[6 0 R]",  # the checkbox state /S alone (a dictionary's /S is no action type unless it is a name)
-    b"6 0 R",  # /Fields the field itself, not an array of fields (LibreOffice)
-    b"[6 0 R null 7]",  # entries that are no field
-    b"<< /Kids 6 0 R >>",  # a dictionary where the array belongs, its /Kids one field
-])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        b"[6 0 R]",  # the checkbox state /S alone (a dictionary's /S is no action type unless it is a name)
+        b"6 0 R",  # /Fields the field itself, not an array of fields (LibreOffice)
+        b"[6 0 R null 7]",  # entries that are no field
+        b"<< /Kids 6 0 R >>",  # a dictionary where the array belongs, its /Kids one field
+    ],
+)
 def test_a_form_with_objects_of_unexpected_type_is_redacted(fields):
     data = _checkbox_form(fields)
     result = _redact_pure(data)
@@ -525,15 +596,21 @@ def test_an_input_the_gate_refuses_names_the_gates_code_and_keeps_its_message(do
     approved(documents)
     with client(intake, acme) as http:
         document = upload(http, application(scanned_page=False)).json()  # it carries an attachment
-        job_id = submit(http, "refused", {"operation": "redact", "inputs": [document["document_id"]],
-                                          "options": {"active_content": "refuse"}}).json()["job_id"]
+        job_id = submit(
+            http,
+            "refused",
+            {"operation": "redact", "inputs": [document["document_id"]], "options": {"active_content": "refuse"}},
+        ).json()["job_id"]
         [outcome] = dispatch(documents)
         status = http.get(f"/v1/jobs/{job_id}").json()
     assert (outcome.state, status["reason"]) == ("rejected", "DOCUMENT_EMBEDDED_FILES")
     message = status["message"]
     assert "active content: DOCUMENT_EMBEDDED_FILES" in message  # what the gate found: codes, never a value
-    [event] = [e["details"] for e in documents.ledger.events_of_type("job.rejected", tenant="acme")
-               if e["details"]["job_id"] == job_id]
+    [event] = [
+        e["details"]
+        for e in documents.ledger.events_of_type("job.rejected", tenant="acme")
+        if e["details"]["job_id"] == job_id
+    ]
     assert (event["reason"], event["message"]) == ("DOCUMENT_EMBEDDED_FILES", message)
     listed = CliRunner().invoke(main, ["dead-letter", "list"], env=intake_environment(backend) | INTAKE_OVERRIDES)
     assert job_id not in listed.output  # a gate's refusal is the job's outcome, not a dead letter (issue 30)
@@ -545,16 +622,26 @@ def _tampering(inputs, options, pinned):
 
 
 ORIGINAL_TAMPERER: dict = {}
-TAMPERED = register(Operation(name="redact-original-tampered", processor=_tampering, options=ACTIVE_CONTENT_OPTION,
-                              pin_policy=templates.pin, verify=verify_derivative))
+TAMPERED = register(
+    Operation(
+        name="redact-original-tampered",
+        processor=_tampering,
+        options=ACTIVE_CONTENT_OPTION,
+        pin_policy=templates.pin,
+        verify=verify_derivative,
+    )
+)
 
 
 def test_an_original_changed_during_the_job_stops_publication(documents, intake, monkeypatch):
     acme, _ = tokens(documents)
     approved(documents)
     data = application(scanned_page=False)
-    monkeypatch.setitem(ORIGINAL_TAMPERER, "tamper", lambda: overwrite(
-        documents, f"acme/{sha256_hex(data)}", data + b"\n% changed\n", documents.document_store))
+    monkeypatch.setitem(
+        ORIGINAL_TAMPERER,
+        "tamper",
+        lambda: overwrite(documents, f"acme/{sha256_hex(data)}", data + b"\n% changed\n", documents.document_store),
+    )
     with client(intake, acme) as http:
         document = upload(http, data).json()
         job_id = redact_job(http, "tampered", document["document_id"], TAMPERED.name).json()["job_id"]

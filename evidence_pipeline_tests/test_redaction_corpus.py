@@ -39,8 +39,11 @@ def leaks(data: bytes, value: str) -> list[str]:
     def has(text: str) -> bool:
         return wanted in flat(text) or wanted in flat(normalize(text))
 
-    found = [name for name, pages in (("pypdf", _pypdf_text(data)), ("pdfium", pdfium_text(data)))
-             if any(has(page) for page in pages)]
+    found = [
+        name
+        for name, pages in (("pypdf", _pypdf_text(data)), ("pdfium", pdfium_text(data)))
+        if any(has(page) for page in pages)
+    ]
     if shutil.which("pdftotext") and has(pdftotext(data)):
         found.append("pdftotext")
     if shutil.which("qpdf") and any(has(text) for blob in _qpdf_strings(data) for text in decodings(blob)):
@@ -66,9 +69,14 @@ def seen(data: bytes, angles=(0,), text_layer: bool = True) -> str:
             for angle in angles:
                 turned = page.rotate(angle, expand=True, fillcolor=255) if angle else page
                 turned.save(f"{scratch}/turned.png")
-                texts.append(subprocess.run(["tesseract", f"{scratch}/turned.png", "-", "--psm", "3"], text=True,
-                                            capture_output=True, env={"OMP_THREAD_LIMIT": "1", "PATH": "/usr/bin:/bin"}
-                                            ).stdout)
+                texts.append(
+                    subprocess.run(
+                        ["tesseract", f"{scratch}/turned.png", "-", "--psm", "3"],
+                        text=True,
+                        capture_output=True,
+                        env={"OMP_THREAD_LIMIT": "1", "PATH": "/usr/bin:/bin"},
+                    ).stdout
+                )
     return flat("\n".join(texts))
 
 
@@ -78,10 +86,14 @@ def _qpdf_strings(data: bytes) -> list[bytes]:
     with tempfile.NamedTemporaryFile(suffix=".pdf") as file:
         file.write(data)
         file.flush()
-        dump = subprocess.run(["qpdf", "--qdf", "--object-streams=disable", "--decode-level=all", file.name, "-"],
-                              capture_output=True).stdout
-        view = json.loads(subprocess.run(["qpdf", "--json=2", "--decode-level=all", "--json-stream-data=none",
-                                          file.name], capture_output=True).stdout)
+        dump = subprocess.run(
+            ["qpdf", "--qdf", "--object-streams=disable", "--decode-level=all", file.name, "-"], capture_output=True
+        ).stdout
+        view = json.loads(
+            subprocess.run(
+                ["qpdf", "--json=2", "--decode-level=all", "--json-stream-data=none", file.name], capture_output=True
+            ).stdout
+        )
     found, stack = [dump], [view["qpdf"][1]]
     while stack:
         item = stack.pop()
@@ -171,8 +183,10 @@ def test_an_image_ocr_cannot_read_with_confidence_is_refused_unless_a_region_cov
     with pytest.raises(EvidenceError) as refused:
         _redact_pure(data)
     assert refused.value.code == ReasonCode.REDACTION_UNSUPPORTED_CONTENT and "OCR" in refused.value.message
-    whole_page = ('{"kind": "program", "name": "p", "rules": [{"id": "scan", "label": "scanned_page", '
-                  '"region": {"page": 1, "rect": [0, 0, 612, 792]}}]}').encode()
+    whole_page = (
+        '{"kind": "program", "name": "p", "rules": [{"id": "scan", "label": "scanned_page", '
+        '"region": {"page": 1, "rect": [0, 0, 612, 792]}}]}'
+    ).encode()
     summary = _redact_pure(data, whole_page).summary
     assert summary["removed"]["scanned_page"] == 1
 
@@ -219,21 +233,34 @@ def test_the_second_pass_reads_the_pixels_of_an_unpainted_image():
     assert "image_text 1" in caught.value.message
 
 
-
 def _image_declaring(width: int, height: int, data: bytes, filter_: str):
     def change(pdf, page):
-        image = pdf.make_stream(data, Type=pikepdf.Name.XObject, Subtype=pikepdf.Name.Image, Width=width,
-                                Height=height, ColorSpace=pikepdf.Name.DeviceGray, BitsPerComponent=8,
-                                Filter=pikepdf.Name(filter_))
+        image = pdf.make_stream(
+            data,
+            Type=pikepdf.Name.XObject,
+            Subtype=pikepdf.Name.Image,
+            Width=width,
+            Height=height,
+            ColorSpace=pikepdf.Name.DeviceGray,
+            BitsPerComponent=8,
+            Filter=pikepdf.Name(filter_),
+        )
         page.obj.Resources.XObject = pikepdf.Dictionary(Im0=image)
         page.obj.Contents = pdf.make_stream(b"q 100 0 0 100 72 500 cm /Im0 Do Q\n")
+
     return change
 
 
-@pytest.mark.parametrize("change, code", [
-    (_image_declaring(200_000, 200_000, zlib.compress(b"\0" * 64), "/FlateDecode"), ReasonCode.DOCUMENT_LIMIT_EXCEEDED),
-    (_image_declaring(64, 64, b"\xff\xd8 not a jpeg", "/DCTDecode"), ReasonCode.REDACTION_UNSUPPORTED_CONTENT),
-])
+@pytest.mark.parametrize(
+    "change, code",
+    [
+        (
+            _image_declaring(200_000, 200_000, zlib.compress(b"\0" * 64), "/FlateDecode"),
+            ReasonCode.DOCUMENT_LIMIT_EXCEEDED,
+        ),
+        (_image_declaring(64, 64, b"\xff\xd8 not a jpeg", "/DCTDecode"), ReasonCode.REDACTION_UNSUPPORTED_CONTENT),
+    ],
+)
 def test_an_image_over_the_pixel_budget_or_undecodable_is_refused_before_it_is_read(change, code):
     """The redactor's own check, whatever the gate let through (the gate is passed a clean document here)."""
     clean = corpus.build(lambda pdf, page: None)
@@ -244,8 +271,16 @@ def test_an_image_over_the_pixel_budget_or_undecodable_is_refused_before_it_is_r
     assert refused.value.code == code
 
 
-@pytest.mark.parametrize("name", ["image_declared_200000_square", "jpeg_stating_60000_square",
-                                  "page_14400000_points_square", "page_tree_count_999999999", "20000_annotations"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "image_declared_200000_square",
+        "jpeg_stating_60000_square",
+        "page_14400000_points_square",
+        "page_tree_count_999999999",
+        "20000_annotations",
+    ],
+)
 def test_an_oversized_declaration_is_refused_before_the_redactor_reads_it(name):
     data, code = hostile_pdfs.HOSTILE[name]
     with pytest.raises(EvidenceError) as refused:
@@ -258,11 +293,25 @@ def test_an_application_another_producer_wrote_is_redacted(tmp_path):
     """Chromium's print to PDF (Skia: subset CID fonts, a link annotation, a structure tree), not this project's
     writers."""
     page = tmp_path / "application.html"
-    page.write_text(f"<html><body><h1>Rental application</h1><p>SSN: {corpus.SSN}</p>"
-                    f'<p>Email: <a href="mailto:{corpus.EMAIL}">{corpus.EMAIL}</a></p></body></html>')
+    page.write_text(
+        f"<html><body><h1>Rental application</h1><p>SSN: {corpus.SSN}</p>"
+        f'<p>Email: <a href="mailto:{corpus.EMAIL}">{corpus.EMAIL}</a></p></body></html>'
+    )
     printed = tmp_path / "application.pdf"
-    subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-pdf-header-footer",
-                    f"--print-to-pdf={printed}", page.as_uri()], capture_output=True, timeout=120, check=True)
+    subprocess.run(
+        [
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-pdf-header-footer",
+            f"--print-to-pdf={printed}",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
     data = printed.read_bytes()
     assert leaks(data, corpus.SSN) and leaks(data, corpus.EMAIL)
     summary, derivative, verification = redacted(data)
@@ -270,14 +319,22 @@ def test_an_application_another_producer_wrote_is_redacted(tmp_path):
     assert leaks(derivative, corpus.SSN) == [] and leaks(derivative, corpus.EMAIL) == []
 
 
-READERS = pytest.mark.skipif(not all(map(shutil.which, ("tesseract", "pdftoppm", "pdftotext"))),
-                             reason="tesseract and poppler-utils are not installed (make test installs them)")
+READERS = pytest.mark.skipif(
+    not all(map(shutil.which, ("tesseract", "pdftoppm", "pdftotext"))),
+    reason="tesseract and poppler-utils are not installed (make test installs them)",
+)
 
 
 @READERS
-@pytest.mark.parametrize("case", [case if case not in corpus.KNOWN_LEAKS else pytest.param(
-    case, marks=pytest.mark.xfail(strict=True, reason=corpus.KNOWN_LEAKS[case]))
-    for case in sorted(corpus.DRAWN)])
+@pytest.mark.parametrize(
+    "case",
+    [
+        case
+        if case not in corpus.KNOWN_LEAKS
+        else pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=corpus.KNOWN_LEAKS[case]))
+        for case in sorted(corpus.DRAWN)
+    ],
+)
 def test_a_value_drawn_any_way_is_gone_from_the_page_a_reader_sees(case):
     """Drawn so that no text layer spells it (an image drawn larger than its pixels, halves in two objects, glyph
     outlines, a pattern or an appearance through a custom encoding, text at an angle): the rendered page shows it,
@@ -300,12 +357,20 @@ def unnamed_resources(data: bytes) -> list[str]:
     unnamed = []
     with pikepdf.open(io.BytesIO(data)) as pdf:
         for page in pdf.pages:
-            named = {str(operand) for operands, _ in pikepdf.parse_content_stream(page)
-                     if not isinstance(operands, pikepdf.PdfInlineImage) for operand in operands
-                     if isinstance(operand, pikepdf.Name)}
+            named = {
+                str(operand)
+                for operands, _ in pikepdf.parse_content_stream(page)
+                if not isinstance(operands, pikepdf.PdfInlineImage)
+                for operand in operands
+                if isinstance(operand, pikepdf.Name)
+            }
             resources = page.obj.get("/Resources", pikepdf.Dictionary())
-            unnamed += [name for kind in ("/XObject", "/Pattern", "/Shading")
-                        for name in resources.get(kind, pikepdf.Dictionary()).keys() if name not in named]
+            unnamed += [
+                name
+                for kind in ("/XObject", "/Pattern", "/Shading")
+                for name in resources.get(kind, pikepdf.Dictionary()).keys()
+                if name not in named
+            ]
     return unnamed
 
 
@@ -339,7 +404,6 @@ def test_the_second_pass_fails_a_derivative_that_shows_a_value_only_on_its_rende
     assert caught.value.message.endswith("rendered_page 1") and corpus.SSN not in caught.value.message
 
 
-
 @READERS
 def test_a_match_in_a_form_field_removes_its_region_and_the_value_not_every_word_the_field_shows():
     """The field's value goes and its widget's area is burned in with the match's region black: the other words
@@ -361,8 +425,11 @@ def test_the_summary_counts_the_burned_regions_per_page_and_only_their_pages_cha
     """Three pages: outlines of a national id, nothing, a national id split across two images. The summary counts
     the words burned in per page; each page keeps its typed heading in its text layer; the same input gives the
     same bytes."""
-    data = corpus.pages(corpus.DRAWN["vector_outlines_of_glyphs"][0], lambda pdf, page: None,
-                        corpus.DRAWN["value_split_across_two_images"][0])
+    data = corpus.pages(
+        corpus.DRAWN["vector_outlines_of_glyphs"][0],
+        lambda pdf, page: None,
+        corpus.DRAWN["value_split_across_two_images"][0],
+    )
     summary, derivative, verification = redacted(data)
     assert verification["passed"] and summary["burned_regions"] == {"1": 1, "3": 2}
     assert "burned_page" not in summary["removed"] and leaks(derivative, corpus.SSN) == []
@@ -375,9 +442,11 @@ def test_the_summary_counts_the_burned_regions_per_page_and_only_their_pages_cha
 def test_a_region_on_a_turned_page_is_burned_in_where_it_shows(turn):
     """The page is rendered turned as its /Rotate says: the region is cut in the page's own space and the burned
     image, turned back, lands where the outlines were drawn, in their orientation (the black box after 'SSN')."""
+
     def change(pdf, page):
         corpus.DRAWN["vector_outlines_of_glyphs"][0](pdf, page)
         page.obj.Rotate = turn
+
     summary, derivative, verification = redacted(corpus.build(change))
     assert verification["passed"] and summary["burned_regions"] == {"1": 1} and "burned_page" not in summary["removed"]
     assert flat(corpus.SSN) not in seen(derivative, (turn,)) and leaks(derivative, corpus.SSN) == []
@@ -386,13 +455,18 @@ def test_a_region_on_a_turned_page_is_burned_in_where_it_shows(turn):
     with pikepdf.open(io.BytesIO(derivative)) as pdf:
         page = pdf.pages[0]
         [(name, image)] = page.Resources.XObject.items()
-        placed = [[float(v) for v in operands] for operands, operator in pikepdf.parse_content_stream(page)
-                  if str(operator) == "cm" and len(operands) == 6][-1]
+        placed = [
+            [float(v) for v in operands]
+            for operands, operator in pikepdf.parse_content_stream(page)
+            if str(operator) == "cm" and len(operands) == 6
+        ][-1]
         solid = numpy.asarray(pikepdf.PdfImage(image).as_pil_image().convert("L")) < 64
     left, top, right, bottom = outlines.point(lambda v: 255 if v < 128 else 0).getbbox()  # the outlines' ink
-    assert placed == pytest.approx([(right - left) * 0.3, 0, 0, (bottom - top) * 0.3, 72 + left * 0.3,
-                                    600 + (outlines.height - bottom) * 0.3], abs=2)  # and the padded region
-    assert solid[:, solid.shape[1] // 2:].mean() > 3 * solid[:, :solid.shape[1] // 4].mean()
+    assert placed == pytest.approx(
+        [(right - left) * 0.3, 0, 0, (bottom - top) * 0.3, 72 + left * 0.3, 600 + (outlines.height - bottom) * 0.3],
+        abs=2,
+    )  # and the padded region
+    assert solid[:, solid.shape[1] // 2 :].mean() > 3 * solid[:, : solid.shape[1] // 4].mean()
 
 
 @READERS
@@ -407,10 +481,14 @@ def test_a_cut_that_leaves_ink_in_a_region_burns_the_whole_page(monkeypatch):
     assert "Harbor" not in pdftotext(derivative)  # the page is its rendering now
 
 
-@pytest.mark.parametrize(("change", "value", "view"), [
-    (corpus.PLACES["line_finished_after_another"][0], corpus.EMAIL, "pdfium_reading_order_text"),
-    (corpus.DRAWN["drawn_glyph_by_glyph_among_another_words_glyphs"][0], corpus.SSN, "pdfium_drawing_order_text"),
-    (corpus.DRAWN["hyphenated_where_its_line_wraps_in_a_field"][0], corpus.EMAIL, "rendered_page")])
+@pytest.mark.parametrize(
+    ("change", "value", "view"),
+    [
+        (corpus.PLACES["line_finished_after_another"][0], corpus.EMAIL, "pdfium_reading_order_text"),
+        (corpus.DRAWN["drawn_glyph_by_glyph_among_another_words_glyphs"][0], corpus.SSN, "pdfium_drawing_order_text"),
+        (corpus.DRAWN["hyphenated_where_its_line_wraps_in_a_field"][0], corpus.EMAIL, "rendered_page"),
+    ],
+)
 def test_the_second_pass_reads_text_as_a_reader_joins_it_whatever_order_it_was_drawn_in(change, value, view):
     """A derivative whose text is in a font the rendered page's OCR trusts (and so skips): an e-mail address's
     line finished after another line is drawn, read whole in reading order; a national id drawn glyph by glyph

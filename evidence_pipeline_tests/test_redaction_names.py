@@ -9,15 +9,19 @@ from evidence_pipeline.documents.matching import name_str, name_text
 from evidence_pipeline_tests import real_corpus
 from evidence_pipeline_tests.hostile_pdfs import CATALOG, PAGES, flate, raw_pdf
 
-PAGE = (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 300 100] /Contents 4 0 R "
-        b"/Resources << /Font << /F1 5 0 R >> >> >>")
+PAGE = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 300 100] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>"
 HELVETICA = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>"
 
 
 def shift_jis_named(catalog_entry: bytes) -> bytes:
     """A page showing "Secret value", its catalog carrying ``catalog_entry``."""
-    return raw_pdf(CATALOG.replace(b" >>", b" " + catalog_entry + b" >>"), PAGES, PAGE,
-                   flate(b"BT /F1 24 Tf 20 40 Td (Secret value) Tj ET"), HELVETICA)
+    return raw_pdf(
+        CATALOG.replace(b" >>", b" " + catalog_entry + b" >>"),
+        PAGES,
+        PAGE,
+        flate(b"BT /F1 24 Tf 20 40 Td (Secret value) Tj ET"),
+        HELVETICA,
+    )
 
 
 def test_a_name_that_is_not_utf8_reads_as_pikepdf_reads_keys():

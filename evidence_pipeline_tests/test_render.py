@@ -31,7 +31,10 @@ def test_render_is_byte_identical_across_processes_and_environments(local_runtim
     for extra_env in ({}, {"SOURCE_DATE_EPOCH": "1234567890", "TZ": "Asia/Tokyo"}):
         child = subprocess.run(
             [sys.executable, "-c", _RENDER_IN_CHILD, local_runtime.settings.sources_uri, LARGE.tenant, LARGE.period],
-            env=os.environ | extra_env, capture_output=True, text=True, check=True,
+            env=os.environ | extra_env,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         digests.add(child.stdout)
     assert digests == {report.sha256} == {hashlib.sha256(report.pdf).hexdigest()}

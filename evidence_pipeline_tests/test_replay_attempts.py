@@ -43,20 +43,38 @@ def test_replay_opens_a_new_attempt_linked_to_the_dead_one_which_stays_as_it_end
     assert _fail(ledger, KEY) == "dead"
     [dead] = ledger.job_attempts(KEY.job_id)
     assert (dead["attempt_id"], dead["replay_of"], dead["state"], dead["reason"], dead["tries"]) == (
-        KEY.job_id, None, "dead", "STORE_UNAVAILABLE", 1) and dead["ended_at"]
+        KEY.job_id,
+        None,
+        "dead",
+        "STORE_UNAVAILABLE",
+        1,
+    ) and dead["ended_at"]
     job = _replay(ledger, KEY.job_id, "alice", "S3 outage over")
     assert job["attempt_id"] not in (None, KEY.job_id) and job["replay_of"] == KEY.job_id
     assert (job["state"], job["attempts"], job["last_reason"], job["source_sha256"], job["policy_version"]) == (
-        "accepted", 0, None, KEY.source_sha256, KEY.policy_version)  # the same input, under its pinned policy
+        "accepted",
+        0,
+        None,
+        KEY.source_sha256,
+        KEY.policy_version,
+    )  # the same input, under its pinned policy
     ended, current = ledger.job_attempts(KEY.job_id)
     assert ended == dead  # the dead attempt: state, reason, message, tries and clocks as they were
     assert (current["attempt_id"], current["replay_of"], current["state"], current["ended_at"]) == (
-        job["attempt_id"], KEY.job_id, "accepted", None)
+        job["attempt_id"],
+        KEY.job_id,
+        "accepted",
+        None,
+    )
     [event] = ledger.events_of_type("job.replayed")
     assert event["actor"] == "alice" and event["subject_sha256"] == KEY.source_sha256
     assert {k: event["details"][k] for k in ("job_id", "attempt_id", "replay_of", "policy_version", "reason")} == {
-        "job_id": KEY.job_id, "attempt_id": job["attempt_id"], "replay_of": KEY.job_id,
-        "policy_version": KEY.policy_version, "reason": "S3 outage over"}
+        "job_id": KEY.job_id,
+        "attempt_id": job["attempt_id"],
+        "replay_of": KEY.job_id,
+        "policy_version": KEY.policy_version,
+        "reason": "S3 outage over",
+    }
     assert ledger.verify_chain()
 
 
@@ -121,7 +139,11 @@ def test_a_replayed_document_job_is_picked_up_finishes_and_its_status_lists_its_
     first, second = status["job_attempts"]
     assert first == dead  # the dead attempt is listed as it ended
     assert (second["attempt_id"], second["replay_of"], second["state"], second["tries"]) == (
-        replayed["attempt_id"], job_id, "succeeded", 1) and second["ended_at"]
+        replayed["attempt_id"],
+        job_id,
+        "succeeded",
+        1,
+    ) and second["ended_at"]
     assert ledger.verify_chain()
 
 
@@ -156,8 +178,11 @@ def test_dead_letters_are_failures_only_filtered_with_the_next_step_for_each_kin
     assert _fail(ledger, dead_month) == "dead"
     assert _fail(ledger, failed_month, "STORE_READ_ONLY", retryable=False) == "rejected"  # terminal: a failure
     with ledger.writing() as conn:  # the failed month ended two days ago
-        conn.execute(ledger.jobs.update().where(ledger.jobs.c.job_id == failed_month.job_id)
-                     .values(updated_at=time.time() - 2 * 86400))
+        conn.execute(
+            ledger.jobs.update()
+            .where(ledger.jobs.c.job_id == failed_month.job_id)
+            .values(updated_at=time.time() - 2 * 86400)
+        )
 
     everything = _listed(backend)
     assert everything == [failed_month.job_id, died, dead_month.job_id]  # oldest ending first
@@ -169,12 +194,19 @@ def test_dead_letters_are_failures_only_filtered_with_the_next_step_for_each_kin
     assert _listed(backend, "--code", "WORKER_LOST", "--code", "STORE_READ_ONLY") == [failed_month.job_id, died]
     assert _listed(backend, "--older-than", "1d") == [failed_month.job_id]
     assert _listed(backend, "--since", time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - 86400))) == [
-        died, dead_month.job_id]
+        died,
+        dead_month.job_id,
+    ]
 
     letters = {letter["job_id"]: letter for letter in json.loads(_dead_letters(backend, "--json").output)}
     document, month = letters[died], letters[dead_month.job_id]
     assert (document["kind"], document["tenant"], document["state"], document["reason"], document["attempt_id"]) == (
-        "document", "globex", "dead", "WORKER_LOST", died)
+        "document",
+        "globex",
+        "dead",
+        "WORKER_LOST",
+        died,
+    )
     assert "document_dispatch_sensor" in document["next_step"] and "materialize" not in document["next_step"]
     assert f"evidence replay {died} --reason TEXT --key FILE" in document["next_step"]  # a signed action
     assert month["kind"] == "tenant-month" and "partition 2026-01-01|acme" in month["next_step"]
@@ -183,8 +215,11 @@ def test_dead_letters_are_failures_only_filtered_with_the_next_step_for_each_kin
     assert _dead_letters(backend, "--older-than", "soon").exit_code == 2  # not a duration
 
     operator_key = Signers(ledger, tmp_path / "actors").key_file("olga")
-    replayed = CliRunner().invoke(main, ["replay", died, "--reason", "node replaced", "--key", operator_key],
-                                  env=intake_environment(backend) | INTAKE_OVERRIDES)
+    replayed = CliRunner().invoke(
+        main,
+        ["replay", died, "--reason", "node replaced", "--key", operator_key],
+        env=intake_environment(backend) | INTAKE_OVERRIDES,
+    )
     attempt = ledger.job(died)["attempt_id"]
     assert replayed.exit_code == 0 and f"attempt {attempt} replays {died}" in replayed.output
     assert "document_dispatch_sensor requests a run of its page" in replayed.output

@@ -43,8 +43,12 @@ NO_PETS = lease_contract(0).pdf  # approved under 2026.1; its missing pets claus
 
 def _review(http, key: str, options: dict | None = None, pdf: bytes = NO_PETS) -> dict:
     document_id = upload(http, pdf).json()["document_id"]
-    accepted = submit(http, key, {"operation": "contract-review", "inputs": [document_id]}
-                      | ({"options": options} if options is not None else {}))
+    accepted = submit(
+        http,
+        key,
+        {"operation": "contract-review", "inputs": [document_id]}
+        | ({"options": options} if options is not None else {}),
+    )
     assert accepted.status_code in (200, 202), accepted.text
     return accepted.json()
 
@@ -59,15 +63,17 @@ def _rows(documents) -> tuple[list, list]:
     ledger = documents.ledger
     with ledger.engine.connect() as conn:
         jobs = [tuple(row) for row in conn.execute(select(ledger.jobs).order_by(ledger.jobs.c.job_id))]
-        events = list(conn.execute(select(ledger.audit_events.c.event_id).order_by(ledger.audit_events.c.seq))
-                      .scalars())
+        events = list(
+            conn.execute(select(ledger.audit_events.c.event_id).order_by(ledger.audit_events.c.seq)).scalars()
+        )
     return jobs, events
 
 
 def _canary(signers, actor: str, candidate: str, tenants: list[str]) -> dict[str, str]:
     signers.ensure(actor, ["operator"])
-    return canary.start(signers.gate, signers.sign(actor, Action.RULESET_CANARY,
-                                                   {"candidate": candidate, "tenants": tenants}))
+    return canary.start(
+        signers.gate, signers.sign(actor, Action.RULESET_CANARY, {"candidate": candidate, "tenants": tenants})
+    )
 
 
 def _rollback(signers, actor: str) -> dict[str, str]:
@@ -98,16 +104,32 @@ def test_a_canary_routes_the_chosen_tenants_new_reviews_and_rollback_routes_them
     assert _canary(signers, "someone-else", CANDIDATE, ["acme"]) == {"acme": CANDIDATE}  # already routed
     [started] = ledger.events_of_type("ruleset.canary")
     assert (started["tenant"], started["actor"], started["subject_sha256"]) == (
-        "acme", "release-manager", rulesets.REGISTERED[CANDIDATE])
-    assert _unsigned(started["details"]) == {"candidate": CANDIDATE, "candidate_sha256": rulesets.REGISTERED[CANDIDATE],
-                                       "in_force": rulesets.IN_FORCE, "tenants": ["acme"]}
+        "acme",
+        "release-manager",
+        rulesets.REGISTERED[CANDIDATE],
+    )
+    assert _unsigned(started["details"]) == {
+        "candidate": CANDIDATE,
+        "candidate_sha256": rulesets.REGISTERED[CANDIDATE],
+        "in_force": rulesets.IN_FORCE,
+        "tenants": ["acme"],
+    }
     with client(intake, acme) as ours, client(intake, globex) as theirs:
         routed = _review(ours, "routed")
         named = _review(ours, "named", {"ruleset": rulesets.IN_FORCE})  # a job that names its ruleset keeps it
         other = _review(theirs, "not-chosen")
-        batch = ours.post("/v1/batches", json={"jobs": [
-            {"idempotency_key": "b1", "operation": "contract-review",
-             "inputs": [upload(ours, NO_PETS).json()["document_id"]]}]}).json()
+        batch = ours.post(
+            "/v1/batches",
+            json={
+                "jobs": [
+                    {
+                        "idempotency_key": "b1",
+                        "operation": "contract-review",
+                        "inputs": [upload(ours, NO_PETS).json()["document_id"]],
+                    }
+                ]
+            },
+        ).json()
         assert dispatch_batches(documents, 10, "test") == 1  # the children pin what the batch was accepted under
         before = _rows(documents)
         assert _rollback(signers, "release-manager") == {"acme": CANDIDATE}
@@ -116,28 +138,41 @@ def test_a_canary_routes_the_chosen_tenants_new_reviews_and_rollback_routes_them
         again = _review(ours, "routed")  # the same request under its key still answers the same job
         back = _review(ours, "after-rollback")
         outcomes = {o.job_id: (o.state, o.reason) for o in dispatch(documents)}
-        statuses = {name: ours.get(f"/v1/jobs/{job['job_id']}").json()
-                    for name, job in (("routed", routed), ("named", named), ("back", back))}
+        statuses = {
+            name: ours.get(f"/v1/jobs/{job['job_id']}").json()
+            for name, job in (("routed", routed), ("named", named), ("back", back))
+        }
         statuses["other"] = theirs.get(f"/v1/jobs/{other['job_id']}").json()
     [child] = documents.batches.batch_children_in(batch["batch_id"], "rejected")
     candidate_pin, in_force_pin = rulesets.pin(CANDIDATE), rulesets.pin(rulesets.IN_FORCE)
     assert {name: s["options"] for name, s in statuses.items()} == {
-        "routed": candidate_pin, "named": in_force_pin, "back": in_force_pin, "other": in_force_pin}
+        "routed": candidate_pin,
+        "named": in_force_pin,
+        "back": in_force_pin,
+        "other": in_force_pin,
+    }
     assert documents.document_jobs.job("acme", child)["request"]["options"] == candidate_pin
     assert again["job_id"] == routed["job_id"]
     # Accepted under the canary, worked after the rollback: it finishes under the candidate it pinned.
     assert outcomes[routed["job_id"]] == ("rejected", "REVIEW_POLICY_REJECTED")
     assert statuses["routed"]["findings"]["failed_rules"] == ["required-clauses"]
-    assert _decision(documents, statuses["routed"])["ruleset"] == {"version": CANDIDATE,
-                                                                   "sha256": rulesets.REGISTERED[CANDIDATE]}
+    assert _decision(documents, statuses["routed"])["ruleset"] == {
+        "version": CANDIDATE,
+        "sha256": rulesets.REGISTERED[CANDIDATE],
+    }
     for name in ("named", "back", "other"):
         assert (statuses[name]["state"], _decision(documents, statuses[name])["ruleset"]["version"]) == (
-            "succeeded", rulesets.IN_FORCE)
+            "succeeded",
+            rulesets.IN_FORCE,
+        )
     # The rollback moved no job and deleted nothing: it only appended its events.
     assert after[0] == before[0] and after[1][: len(before[1])] == before[1]
     [stopped] = ledger.events_of_type("ruleset.rolled_back")
     assert (stopped["tenant"], stopped["actor"], _unsigned(stopped["details"])) == (
-        "acme", "release-manager", {"candidate": CANDIDATE, "in_force": rulesets.IN_FORCE})
+        "acme",
+        "release-manager",
+        {"candidate": CANDIDATE, "in_force": rulesets.IN_FORCE},
+    )
     assert canary.routes(ledger) == {} and ledger.verify_chain() == len(_rows(documents)[1])
 
 
@@ -146,11 +181,12 @@ def test_the_ruleset_commands_start_show_and_roll_back_a_canary(backend, documen
     signers = Signers(documents.ledger, tmp_path / "actors")
     signers.register("rm", ["operator"])
     rm = ["--key", signers.key_file("rm")]
-    started = _invoke(["ruleset", "canary", CANDIDATE, "--tenant", "acme", "--tenant", "globex", *rm,
-                       "--json"], env)
+    started = _invoke(["ruleset", "canary", CANDIDATE, "--tenant", "acme", "--tenant", "globex", *rm, "--json"], env)
     assert started.exit_code == 0, started.output
-    assert json.loads(started.output) == {"in_force": rulesets.IN_FORCE,
-                                          "routed": {"acme": CANDIDATE, "globex": CANDIDATE}}
+    assert json.loads(started.output) == {
+        "in_force": rulesets.IN_FORCE,
+        "routed": {"acme": CANDIDATE, "globex": CANDIDATE},
+    }
     status = _invoke(["ruleset", "status"], env)
     assert status.exit_code == 0 and f"acme                     -> {CANDIDATE}" in status.output
     refused = _invoke(["ruleset", "canary", rulesets.IN_FORCE, "--tenant", "acme", *rm, "--json"], env)
@@ -184,8 +220,9 @@ def test_a_transient_failure_waits_in_retry_wait_until_next_attempt_at_then_dies
         fetching = _review(http, "fetching", pdf=lease_contract(1).pdf)["job_id"]  # its input does not come back
         [unreachable] = documents.document_jobs.job("acme", fetching)["request"]["inputs"]
         flaky = dataclasses.replace(documents, archive=_AmbiguousArchive(documents.archive))
-        flaky.document_store = _UnreachableDocument(documents.document_store, documents.document_records.document(
-            "acme", unreachable)["store_key"])
+        flaky.document_store = _UnreachableDocument(
+            documents.document_store, documents.document_records.document("acme", unreachable)["store_key"]
+        )
         first = {o.job_id: (o.state, o.reason) for o in dispatch(flaky)}
         page = documents.document_jobs.job("acme", signing)["page_id"]
         waiting = {job_id: http.get(f"/v1/jobs/{job_id}").json() for job_id in (signing, fetching)}
@@ -200,23 +237,38 @@ def test_a_transient_failure_waits_in_retry_wait_until_next_attempt_at_then_dies
         dead = {job_id: http.get(f"/v1/jobs/{job_id}").json() for job_id in (signing, fetching)}
     assert early.value.code == ReasonCode.RETRY_NOT_DUE and early.value.retryable
     assert first == {signing: ("accepted", "REVIEW_DEPENDENCY_TIMEOUT"), fetching: ("accepted", "STORE_UNAVAILABLE")}
-    retries = {e["details"]["job_id"]: e for e in documents.ledger.events_of_type("job.accepted")
-               if "next_attempt_at" in e["details"]}
+    retries = {
+        e["details"]["job_id"]: e
+        for e in documents.ledger.events_of_type("job.accepted")
+        if "next_attempt_at" in e["details"]
+    }
     for job_id, status in waiting.items():
         assert (status["state"], status["stage"], status["attempts"], status["outputs"]) == (
-            "accepted", "retry_wait", 1, [])
+            "accepted",
+            "retry_wait",
+            1,
+            [],
+        )
         assert status["next_attempt_at"] == retries[job_id]["details"]["next_attempt_at"]  # persisted, and audited
         wait = datetime.fromisoformat(status["next_attempt_at"]) - datetime.fromisoformat(
-            retries[job_id]["recorded_at"])
+            retries[job_id]["recorded_at"]
+        )
         assert 3599 <= wait.total_seconds() <= 3601  # EVIDENCE_RETRY_DELAY_SECONDS after the failure
     # The approval had been stored: its retry adopts it. The input stayed out of reach: two attempts and the
     # budget's time are spent, so the job is dead.
     assert second == {signing: ("succeeded", None), fetching: ("dead", "STORE_UNAVAILABLE")}
     assert (dead[signing]["state"], dead[signing]["attempts"], dead[signing]["next_attempt_at"]) == (
-        "succeeded", 2, None)
-    assert (dead[fetching]["state"], dead[fetching]["stage"], dead[fetching]["reason"],
-            dead[fetching]["attempts"], dead[fetching]["next_attempt_at"]) == ("dead", "dead", "STORE_UNAVAILABLE",
-                                                                               2, None)
+        "succeeded",
+        2,
+        None,
+    )
+    assert (
+        dead[fetching]["state"],
+        dead[fetching]["stage"],
+        dead[fetching]["reason"],
+        dead[fetching]["attempts"],
+        dead[fetching]["next_attempt_at"],
+    ) == ("dead", "dead", "STORE_UNAVAILABLE", 2, None)
     assert documents.ledger.verify_chain() > 0  # the rows are still the fold of their events
 
 
@@ -233,7 +285,8 @@ def test_a_page_run_leaves_retry_wait_to_the_sensor_which_dispatches_it_when_due
     with DagsterInstance.ephemeral() as instance:
         [request] = tick(instance).run_requests
         result = defs.get_job_def("document_page_job").execute_in_process(
-            run_config=request.run_config, instance=instance, tags=request.tags)
+            run_config=request.run_config, instance=instance, tags=request.tags
+        )
         assert result.success  # the job waits; the run is not failed or retried for it
         assert tick(instance).skip_message == "no document jobs waiting"
         make_due(documents, job_id)

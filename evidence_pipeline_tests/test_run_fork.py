@@ -15,8 +15,9 @@ from evidence_pipeline_tests.guarded_patch import assert_patched_only_on_the_che
 
 
 def test_the_patch_applies_only_to_the_checked_dagster(monkeypatch):
-    assert_patched_only_on_the_checked_dagster(monkeypatch, run_fork.install, DagsterApiServer, "StartRun",
-                                               run_fork._dagster_start_run)
+    assert_patched_only_on_the_checked_dagster(
+        monkeypatch, run_fork.install, DagsterApiServer, "StartRun", run_fork._dagster_start_run
+    )
 
 
 def test_the_fork_server_preloads_the_module_the_code_server_loads():

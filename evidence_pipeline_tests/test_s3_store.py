@@ -71,7 +71,9 @@ def test_reads_are_verified_client_side(runtime):
     store = runtime.archive
     store.put_once("probe/rot", b"original")
     store.client.put_object(  # a new version carrying the old digest: what silent corruption would look like
-        Bucket=store.bucket, Key=store._key("probe/rot"), Body=b"corrupted",
+        Bucket=store.bucket,
+        Key=store._key("probe/rot"),
+        Body=b"corrupted",
         Metadata={"sha256": hashlib.sha256(b"original").hexdigest()},
     )
     with pytest.raises(EvidenceError) as error:
@@ -81,8 +83,12 @@ def test_reads_are_verified_client_side(runtime):
 
 def test_unreachable_s3_is_transient():
     client = boto3.client(
-        "s3", endpoint_url="http://127.0.0.1:9", region_name="us-east-1", aws_access_key_id="x",
-        aws_secret_access_key="x", config=Config(retries={"max_attempts": 1}, connect_timeout=1, read_timeout=1),
+        "s3",
+        endpoint_url="http://127.0.0.1:9",
+        region_name="us-east-1",
+        aws_access_key_id="x",
+        aws_secret_access_key="x",
+        config=Config(retries={"max_attempts": 1}, connect_timeout=1, read_timeout=1),
     )
     with pytest.raises(EvidenceError) as error:
         S3Store(client, "bucket").put_once("probe/x", b"x")
@@ -91,9 +97,14 @@ def test_unreachable_s3_is_transient():
 
 @pytest.mark.parametrize(
     ("code", "status", "expected"),
-    [("SlowDown", 503, "STORE_UNAVAILABLE"), ("InternalError", 500, "STORE_UNAVAILABLE"),
-     ("RequestTimeout", 400, "STORE_UNAVAILABLE"), ("AccessDenied", 403, "STORE_ACCESS_DENIED"),
-     ("NoSuchBucket", 404, "STORE_REJECTED"), ("NoSuchKey", 404, "STORE_NOT_FOUND")],
+    [
+        ("SlowDown", 503, "STORE_UNAVAILABLE"),
+        ("InternalError", 500, "STORE_UNAVAILABLE"),
+        ("RequestTimeout", 400, "STORE_UNAVAILABLE"),
+        ("AccessDenied", 403, "STORE_ACCESS_DENIED"),
+        ("NoSuchBucket", 404, "STORE_REJECTED"),
+        ("NoSuchKey", 404, "STORE_NOT_FOUND"),
+    ],
 )
 def test_error_classification(code, status, expected):
     error = _classify(
@@ -112,9 +123,14 @@ def test_an_s3_call_ends_at_its_deadline_whatever_the_endpoint_trickles(tmp_path
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     peer = SlowPeer(phase)
     try:
-        settings = Settings.from_env({"EVIDENCE_HOME": str(tmp_path / "home"), "EVIDENCE_S3_REGION": "us-east-1",
-                                      "EVIDENCE_S3_ENDPOINT_URL": peer.url.removesuffix("/hook"),
-                                      "EVIDENCE_S3_DEADLINE_SECONDS": "1"})
+        settings = Settings.from_env(
+            {
+                "EVIDENCE_HOME": str(tmp_path / "home"),
+                "EVIDENCE_S3_REGION": "us-east-1",
+                "EVIDENCE_S3_ENDPOINT_URL": peer.url.removesuffix("/hook"),
+                "EVIDENCE_S3_DEADLINE_SECONDS": "1",
+            }
+        )
         store = S3Store(s3_client(settings), "bucket")
         with pytest.raises(EvidenceError) as error:
             store.get("probe/object") if phase == "body" else store.exists("probe/object")

@@ -53,23 +53,53 @@ def _head(method: str, path: str, length: int | None = None) -> bytes:
 
 def _witness_args(home: Path) -> list[str]:
     key = home / "witness.key"
-    subprocess.run([EVIDENCE, "witness", "keygen", "--name", "witness.test/w", "--key", str(key)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [EVIDENCE, "witness", "keygen", "--name", "witness.test/w", "--key", str(key)], check=True, capture_output=True
+    )
     log = verifier("log.test/ledger", ED25519, ed25519.Ed25519PrivateKey.generate()).vkey()
-    return ["witness", "serve", "--name", "witness.test/w", "--key", str(key), "--state", str(home / "state"),
-            "--log", log]
+    return [
+        "witness",
+        "serve",
+        "--name",
+        "witness.test/w",
+        "--key",
+        str(key),
+        "--state",
+        str(home / "state"),
+        "--log",
+        log,
+    ]
 
 
 SERVERS = {  # command (with its port), the probe and its answer, the slow body and its answer
-    "intake": (lambda home, port: ["intake", "serve", "--workers", "1", "--port", str(port)],
-               _head("GET", "/healthz") + b"\r\n", 200, _head("POST", "/v1/jobs", 60_000), 401),  # no token: unread
-    "operator-api": (lambda home, port: ["operator-api", "serve"],
-                     _head("GET", "/openapi.json") + b"\r\n", 200, _head("POST", "/v1/jobs/replay", 60_000), 408),
-    "witness": (lambda home, port: [*_witness_args(home), "--port", str(port)],
-                _head("POST", "/add-checkpoint", 7) + b"\r\nold 0\n\n", 400,
-                _head("POST", "/add-checkpoint", 60_000), 408),
-    "metrics": (lambda home, port: ["metrics", "serve", "--port", str(port)],
-                _head("GET", "/metrics") + b"\r\n", 200, _head("GET", "/metrics", 60_000), 200),
+    "intake": (
+        lambda home, port: ["intake", "serve", "--workers", "1", "--port", str(port)],
+        _head("GET", "/healthz") + b"\r\n",
+        200,
+        _head("POST", "/v1/jobs", 60_000),
+        401,
+    ),  # no token: unread
+    "operator-api": (
+        lambda home, port: ["operator-api", "serve"],
+        _head("GET", "/openapi.json") + b"\r\n",
+        200,
+        _head("POST", "/v1/jobs/replay", 60_000),
+        408,
+    ),
+    "witness": (
+        lambda home, port: [*_witness_args(home), "--port", str(port)],
+        _head("POST", "/add-checkpoint", 7) + b"\r\nold 0\n\n",
+        400,
+        _head("POST", "/add-checkpoint", 60_000),
+        408,
+    ),
+    "metrics": (
+        lambda home, port: ["metrics", "serve", "--port", str(port)],
+        _head("GET", "/metrics") + b"\r\n",
+        200,
+        _head("GET", "/metrics", 60_000),
+        200,
+    ),
 }
 
 
@@ -80,8 +110,13 @@ def server(request, tmp_path_factory) -> Iterator[Server]:
     port = _free_port()
     env = os.environ | LIMITS | {"EVIDENCE_HOME": str(home / "home"), "EVIDENCE_OPERATOR_API_PORT": str(port)}
     runtime_for(Settings.from_env(env))  # a home with a migrated ledger, which the metrics read
-    process = subprocess.Popen([EVIDENCE, *command(home, port)], env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, start_new_session=True)
+    process = subprocess.Popen(
+        [EVIDENCE, *command(home, port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     served = Server(f"http://127.0.0.1:{port}", probe, probe_status, slow_body, slow_body_status)
     try:
         for _ in range(1200):  # readiness, not timing: poll until it answers or has exited

@@ -45,8 +45,11 @@ def test_the_documented_production_one_liner_publishes_and_the_ledger_verifies(r
         tables = set(sa.inspect(engine).get_table_names())
         with engine.connect() as conn:
             published = conn.execute(sa.text("SELECT count(*) FROM evidence_publications")).scalar()
-            dagster_runs = dict(conn.execute(sa.text(
-                "SELECT pipeline_name, count(*) FROM runs WHERE status = 'SUCCESS' GROUP BY pipeline_name")).all())
+            dagster_runs = dict(
+                conn.execute(
+                    sa.text("SELECT pipeline_name, count(*) FROM runs WHERE status = 'SUCCESS' GROUP BY pipeline_name")
+                ).all()
+            )
     finally:
         engine.dispose()
     assert {"jobs", "runs", "event_logs", "evidence_jobs", "evidence_audit_events"} <= tables  # side by side

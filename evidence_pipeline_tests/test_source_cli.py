@@ -55,8 +55,9 @@ def test_an_operator_publishes_a_file_signed_and_the_same_file_again_converges(b
     [event] = runtime.ledger.events_of_type(EventType.SOURCE_PUBLISHED, MONTH.tenant)
     assert event["actor"] == "olga" and event["subject_sha256"] == revision.sha256
     assert event["details"]["authorization"]["signatures"]  # the signed request, stored with its event
-    assert [(a.actor, a.action) for a in recheck_ledger(runtime.ledger, 300)
-            if a.event_type == EventType.SOURCE_PUBLISHED] == [("olga", "source.publish")]
+    assert [
+        (a.actor, a.action) for a in recheck_ledger(runtime.ledger, 300) if a.event_type == EventType.SOURCE_PUBLISHED
+    ] == [("olga", "source.publish")]
     runtime.ledger.verify_chain()
 
 
@@ -116,7 +117,9 @@ def test_from_dir_takes_the_landing_layout_as_the_sensor_does(backend, tmp_path)
     done = _run(backend, "--from-dir", str(tmp_path / "landing"), "--key", signers.key_file("olga"), "--json")
     assert done.exit_code == 0, done.output
     assert [(r["tenant"], r["period"], r["sequence"], r["rows"]) for r in json.loads(done.output)] == [
-        (MONTH.tenant, MONTH.period, 1, len(rows)), (MONTH.tenant, MONTH.period, 2, 3)]
+        (MONTH.tenant, MONTH.period, 1, len(rows)),
+        (MONTH.tenant, MONTH.period, 2, 3),
+    ]
     assert sources.pin_latest(runtime.sources, MONTH).sequence == 2
 
 
@@ -150,7 +153,8 @@ def test_the_documented_sample_folder_publishes_as_the_docs_say(backend, tmp_pat
     assert sample.tenant not in DEMO_TENANTS  # the example adds a month beside the demo's, never a revision of one
     revision = sources.pin_latest(runtime.sources, sample)
     assert f"sample-shop 2026-07: revision 1 published: sha256 {revision.sha256}, 8 rows, {revision.size} bytes" in (
-        done.output)
+        done.output
+    )
     documented = (samples.parent / "operators" / "sources.md").read_text()
     assert f"sha256 {revision.sha256[:8]}…, 8 rows, {revision.size} bytes" in documented
     assert len(sources.read_revision(runtime.sources, revision)) == 8

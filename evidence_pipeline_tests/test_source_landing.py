@@ -57,6 +57,7 @@ def landed(backend, monkeypatch, tmp_path):
 
         def read(name: str) -> bytes:
             return (root / name).read_bytes()
+
     for name, value in {**backend, "EVIDENCE_LANDING_URI": uri}.items():
         monkeypatch.setenv(name, value)
     return drop, read
@@ -73,8 +74,12 @@ class Sensor:
         self.cursor: str | None = None
 
     def tick(self):
-        context = build_sensor_context(instance=self.instance, cursor=self.cursor, repository_def=self.repository,
-                                       resources={"evidence": EvidenceResource()})
+        context = build_sensor_context(
+            instance=self.instance,
+            cursor=self.cursor,
+            repository_def=self.repository,
+            resources={"evidence": EvidenceResource()},
+        )
         with partition_loading_context(dynamic_partitions_store=self.instance):  # as the daemon evaluates it
             result = self.sensor.evaluate_tick(context)
         self.cursor = result.cursor
@@ -135,8 +140,10 @@ def test_each_new_file_is_published_once_marked_and_asks_for_its_months_evidence
     sensor.tick()
     [request] = sensor.tick().run_requests
     assert request.run_key == f"acme-books/2026-07:{sources.pin_latest(rt.sources, MONTH).sha256}"
-    assert [(e["actor"], e["details"]["sequence"]) for e in _published(rt, MONTH.tenant)] == [("landing", 1),
-                                                                                              ("landing", 2)]
+    assert [(e["actor"], e["details"]["sequence"]) for e in _published(rt, MONTH.tenant)] == [
+        ("landing", 1),
+        ("landing", 2),
+    ]
 
 
 def test_a_file_still_being_written_is_taken_once_complete_and_only_its_complete_content(landed, ticks):
@@ -173,8 +180,9 @@ def test_a_month_folder_named_in_other_digits_than_ascii_is_passed_over(landed, 
     sensor, rt = ticks
     period = "\u0662\u0660\u0662\u0666-07"
     drop(f"acme-books/{period}/export.csv", _rows().decode().replace("2026-07", period).encode())
-    location = landing.open_landing(os.environ["EVIDENCE_LANDING_URI"],
-                                    s3_client(rt.settings) if "EVIDENCE_ARCHIVE_URI" in os.environ else None)
+    location = landing.open_landing(
+        os.environ["EVIDENCE_LANDING_URI"], s3_client(rt.settings) if "EVIDENCE_ARCHIVE_URI" in os.environ else None
+    )
     assert list(location.walk()) == []
     sensor.tick()
     sensor.tick()
@@ -219,8 +227,7 @@ def test_a_month_folder_linked_to_another_tenants_folder_is_refused_and_never_re
     assert _refusal(read, "acme-co") == "LANDING_SYMLINK" and "no new file" in sensor.tick().skip_message
 
 
-def test_a_file_linked_to_one_outside_the_landing_location_is_refused_and_never_read(landed, ticks, folder,
-                                                                                      tmp_path):
+def test_a_file_linked_to_one_outside_the_landing_location_is_refused_and_never_read(landed, ticks, folder, tmp_path):
     drop, read = landed
     sensor, rt = ticks
     outside = tmp_path / "outside.csv"
@@ -267,8 +274,9 @@ def test_a_file_marked_by_a_concurrent_tick_keeps_its_first_marker(landed, ticks
     drop, read = landed
     sensor, rt = ticks
     drop("initech/2026-07/export.csv", _rows())  # refused at once: TENANT_UNKNOWN
-    location = landing.open_landing(os.environ["EVIDENCE_LANDING_URI"],
-                                    s3_client(rt.settings) if "EVIDENCE_ARCHIVE_URI" in os.environ else None)
+    location = landing.open_landing(
+        os.environ["EVIDENCE_LANDING_URI"], s3_client(rt.settings) if "EVIDENCE_ARCHIVE_URI" in os.environ else None
+    )
     [found], _ = landing.pending(rt, location, {})
     location.mark(found.name, b'{"first": true}')  # another tick marked it since this walk
     assert landing.take(rt, location, found)["error"]["code"] == "TENANT_UNKNOWN"

@@ -51,7 +51,8 @@ def test_concurrent_publications_of_the_same_bytes_converge_on_one_revision(runt
     revisions = _race(lambda index: _publish(runtime, 0, f"run-{index}").revision, RACERS)
     assert len(set(revisions)) == 1 and revisions[0].sequence == 1
     assert [key for key in runtime.sources.list(f"{RACED.tenant}/{RACED.period}") if key.endswith(".csv")] == [
-        revisions[0].key]
+        revisions[0].key
+    ]
 
 
 def test_bytes_claimed_below_another_claim_in_flight_complete_their_claim(runtime):
@@ -87,16 +88,18 @@ def _publish_in_a_process(environment: dict, index: int, barrier, results) -> No
     runtime = runtime_for(Settings.from_env(environment))
     prepared = publication.prepare_frame(RACED, _variant(index))
     barrier.wait()
-    results.put(publication.publish(runtime, prepared, publication.Publisher("racer", f"process-{index}"))
-                .revision.sequence)
+    results.put(
+        publication.publish(runtime, prepared, publication.Publisher("racer", f"process-{index}")).revision.sequence
+    )
 
 
 def test_processes_racing_on_one_tenant_month_get_distinct_sequences(runtime):
     spawn = multiprocessing.get_context("spawn")
     barrier, results = spawn.Barrier(3), spawn.Queue()
     environment = {name: value for name, value in os.environ.items() if name.startswith(("EVIDENCE_", "AWS_"))}
-    processes = [spawn.Process(target=_publish_in_a_process, args=(environment, index, barrier, results))
-                 for index in range(3)]
+    processes = [
+        spawn.Process(target=_publish_in_a_process, args=(environment, index, barrier, results)) for index in range(3)
+    ]
     for process in processes:
         process.start()
     sequences = sorted(results.get(timeout=120) for _ in processes)
@@ -114,14 +117,20 @@ def _publish(runtime, index: int, correlation_id: str) -> publication.Publicatio
 def test_each_published_revision_has_one_event_with_its_sequence_digest_bytes_and_rows(runtime):
     published = _race(lambda index: _publish(runtime, index % 3, f"run-{index}"), RACERS)  # 3 files, twice each
     assert sorted(p.revision.sequence for p in published if p.created) == [1, 2, 3]
-    events = [e for e in runtime.ledger.events_of_type(EventType.SOURCE_PUBLISHED, RACED.tenant)
-              if e["period"] == RACED.period]
+    events = [
+        e
+        for e in runtime.ledger.events_of_type(EventType.SOURCE_PUBLISHED, RACED.tenant)
+        if e["period"] == RACED.period
+    ]
     assert len(events) == 3
     for p in published:
         (event,) = [e for e in events if e["subject_sha256"] == p.revision.sha256]
         assert p.event == event and event["actor"] == "test-operator"
         assert {k: event["details"][k] for k in ("sequence", "bytes", "rows")} == {
-            "sequence": p.revision.sequence, "bytes": p.revision.size, "rows": p.rows}
+            "sequence": p.revision.sequence,
+            "bytes": p.revision.size,
+            "rows": p.rows,
+        }
         assert event["details"]["correlation_id"].startswith("run-")
     assert runtime.ledger.verify_chain() > 0
 
@@ -129,10 +138,10 @@ def test_each_published_revision_has_one_event_with_its_sequence_digest_bytes_an
 BAD_FILE = (
     "txn_id,booked_on,kind,currency,amount_minor,channel\n"
     "T1,2026-07-01,order,EUR,100,web\n"
-    "T2,2026-07-32,order,EUR,100,web\n"      # line 3: not a date
-    "T3,2026-08-01,refund,EUR,100,web\n"     # line 4: another month
-    "T1,2026-07-02,fee,XXX,,app\n"           # line 5: duplicate id, bad currency, empty amount
-    "T5,2026-07-02,fee,EUR,100\n"            # line 6: five fields
+    "T2,2026-07-32,order,EUR,100,web\n"  # line 3: not a date
+    "T3,2026-08-01,refund,EUR,100,web\n"  # line 4: another month
+    "T1,2026-07-02,fee,XXX,,app\n"  # line 5: duplicate id, bad currency, empty amount
+    "T5,2026-07-02,fee,EUR,100\n"  # line 6: five fields
     "\n"
     "T7,2026-07-03,payout,EUR,0012,kiosk\n"  # line 8: leading zero, unknown channel
 )
@@ -142,16 +151,19 @@ def test_a_file_that_breaks_the_format_is_refused_whole_with_each_problem_and_pu
     with pytest.raises(source_format.SourceRejected) as rejected:
         publication.prepare(RACED, BAD_FILE.encode())
     assert rejected.value.code == ReasonCode.SOURCE_INVALID
-    assert rejected.value.report() == {"problems_total": 8, "problems": [
-        {"line": 3, "column": "booked_on", "code": ReasonCode.SOURCE_VALUE_INVALID},
-        {"line": 4, "column": "booked_on", "code": ReasonCode.SOURCE_DATE_OUTSIDE_PERIOD},
-        {"line": 5, "column": "txn_id", "code": ReasonCode.SOURCE_TXN_ID_DUPLICATE},
-        {"line": 5, "column": "currency", "code": ReasonCode.SOURCE_VALUE_INVALID},
-        {"line": 5, "column": "amount_minor", "code": ReasonCode.SOURCE_VALUE_MISSING},
-        {"line": 6, "column": "", "code": ReasonCode.SOURCE_ROW_FIELDS},
-        {"line": 8, "column": "amount_minor", "code": ReasonCode.SOURCE_VALUE_INVALID},
-        {"line": 8, "column": "channel", "code": ReasonCode.SOURCE_VALUE_INVALID},
-    ]}
+    assert rejected.value.report() == {
+        "problems_total": 8,
+        "problems": [
+            {"line": 3, "column": "booked_on", "code": ReasonCode.SOURCE_VALUE_INVALID},
+            {"line": 4, "column": "booked_on", "code": ReasonCode.SOURCE_DATE_OUTSIDE_PERIOD},
+            {"line": 5, "column": "txn_id", "code": ReasonCode.SOURCE_TXN_ID_DUPLICATE},
+            {"line": 5, "column": "currency", "code": ReasonCode.SOURCE_VALUE_INVALID},
+            {"line": 5, "column": "amount_minor", "code": ReasonCode.SOURCE_VALUE_MISSING},
+            {"line": 6, "column": "", "code": ReasonCode.SOURCE_ROW_FIELDS},
+            {"line": 8, "column": "amount_minor", "code": ReasonCode.SOURCE_VALUE_INVALID},
+            {"line": 8, "column": "channel", "code": ReasonCode.SOURCE_VALUE_INVALID},
+        ],
+    }
     assert "kiosk" not in rejected.value.message and "XXX" not in rejected.value.message
     assert runtime.sources.list(f"{RACED.tenant}/{RACED.period}") == []
 
@@ -165,14 +177,17 @@ def test_a_report_lists_the_first_hundred_problems_and_counts_them_all():
     assert [problem["line"] for problem in report["problems"]] == list(range(2, 102))
 
 
-@pytest.mark.parametrize(("data", "code", "line"), [
-    (b"txn_id,booked_on,kind\nT1,2026-07-01,order\n", ReasonCode.SOURCE_COLUMN_MISSING, 1),
-    (b"txn_id,booked_on,kind,currency,amount_minor,channel,note\n", ReasonCode.SOURCE_COLUMN_UNKNOWN, 1),
-    (b"txn_id,booked_on,kind,currency,amount_minor,channel\n", ReasonCode.SOURCE_NO_ROWS, 1),
-    (b"", ReasonCode.SOURCE_NO_ROWS, 1),
-    (b"txn_id,booked_on,kind,currency,amount_minor,channel\nT1,\xff\n", ReasonCode.SOURCE_ENCODING_INVALID, 2),
-    (b'txn_id,booked_on,kind,currency,amount_minor,channel\nT1,"2026\n', ReasonCode.SOURCE_NOT_CSV, 2),
-])
+@pytest.mark.parametrize(
+    ("data", "code", "line"),
+    [
+        (b"txn_id,booked_on,kind\nT1,2026-07-01,order\n", ReasonCode.SOURCE_COLUMN_MISSING, 1),
+        (b"txn_id,booked_on,kind,currency,amount_minor,channel,note\n", ReasonCode.SOURCE_COLUMN_UNKNOWN, 1),
+        (b"txn_id,booked_on,kind,currency,amount_minor,channel\n", ReasonCode.SOURCE_NO_ROWS, 1),
+        (b"", ReasonCode.SOURCE_NO_ROWS, 1),
+        (b"txn_id,booked_on,kind,currency,amount_minor,channel\nT1,\xff\n", ReasonCode.SOURCE_ENCODING_INVALID, 2),
+        (b'txn_id,booked_on,kind,currency,amount_minor,channel\nT1,"2026\n', ReasonCode.SOURCE_NOT_CSV, 2),
+    ],
+)
 def test_a_file_that_is_not_the_format_at_all_names_its_line_and_code(data, code, line):
     with pytest.raises(source_format.SourceRejected) as rejected:
         publication.prepare(RACED, data)

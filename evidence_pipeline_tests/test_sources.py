@@ -40,7 +40,9 @@ def test_revisions_are_content_addressed_and_sequenced_and_each_has_its_event(rt
     # a fixture's revision is published as every other: one `source.published` event each, none for the repeat
     events = rt.ledger.events_of_type(EventType.SOURCE_PUBLISHED, TM.tenant)
     assert [(e["subject_sha256"], e["details"]["sequence"], e["actor"]) for e in events] == [
-        (first.sha256, 1, "fixture"), (second.sha256, 2, "fixture")]
+        (first.sha256, 1, "fixture"),
+        (second.sha256, 2, "fixture"),
+    ]
 
 
 def test_reading_a_changed_revision_fails_with_digest_mismatch(rt):

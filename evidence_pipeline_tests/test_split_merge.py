@@ -66,7 +66,9 @@ def documents(environment):
 
 def test_the_parts_option_is_checked_and_normalized():
     assert parse_parts([{"name": "a", "pages": "1-2, 5"}, {"name": "b", "pages": "3"}]) == [
-        {"name": "a", "pages": "1-2,5"}, {"name": "b", "pages": "3"}]
+        {"name": "a", "pages": "1-2,5"},
+        {"name": "b", "pages": "3"},
+    ]
     split = operation("split")
     assert split.normalize({"parts": PARTS}) == {"parts": PARTS, "active_content": "refuse"}
     for parts in (
@@ -95,13 +97,27 @@ def test_a_part_holds_only_its_own_pages():
         writer.add_blank_page(200, 200)
     writer.add_annotation(0, Link(rect=(10, 10, 50, 50), target_page_index=2))
     for n in (0, 1):  # one text field, a widget on each of the first two pages
-        writer.add_annotation(n, DictionaryObject({
-            NameObject("/Type"): NameObject("/Annot"), NameObject("/Subtype"): NameObject("/Widget"),
-            NameObject("/Rect"): ArrayObject([NumberObject(0), NumberObject(0), NumberObject(9), NumberObject(9)]),
-        }))
-    field = writer._add_object(DictionaryObject({NameObject("/FT"): NameObject("/Tx"), NameObject("/T"):
-                                                 TextStringObject("name"), NameObject("/Kids"): ArrayObject(
-        [page["/Annots"][-1] for page in writer.pages[:2]])}))
+        writer.add_annotation(
+            n,
+            DictionaryObject(
+                {
+                    NameObject("/Type"): NameObject("/Annot"),
+                    NameObject("/Subtype"): NameObject("/Widget"),
+                    NameObject("/Rect"): ArrayObject(
+                        [NumberObject(0), NumberObject(0), NumberObject(9), NumberObject(9)]
+                    ),
+                }
+            ),
+        )
+    field = writer._add_object(
+        DictionaryObject(
+            {
+                NameObject("/FT"): NameObject("/Tx"),
+                NameObject("/T"): TextStringObject("name"),
+                NameObject("/Kids"): ArrayObject([page["/Annots"][-1] for page in writer.pages[:2]]),
+            }
+        )
+    )
     for page in writer.pages[:2]:
         page["/Annots"][-1].get_object()[NameObject("/Parent")] = field
     out = io.BytesIO()
@@ -126,8 +142,19 @@ def _check(pdf: bytes, pki) -> dict:
 
 
 def _facts(record: dict) -> list[tuple]:
-    return [(s["field"], s["page"], s["signed_revision"], s["coverage"], s["modifications_after_signing"],
-             s["trusted"], s["intact"], s["findings"]) for s in record["signatures"]]
+    return [
+        (
+            s["field"],
+            s["page"],
+            s["signed_revision"],
+            s["coverage"],
+            s["modifications_after_signing"],
+            s["trusted"],
+            s["intact"],
+            s["findings"],
+        )
+        for s in record["signatures"]
+    ]
 
 
 def test_a_signature_whose_page_annotations_are_an_indirect_array_is_read(pki):
@@ -142,8 +169,11 @@ def test_a_signature_whose_page_annotations_are_an_indirect_array_is_read(pki):
         pdf.save(out)
     signed = bundles.sign(out.getvalue(), pki[0])
     assert _facts(_check(signed, pki)) == [("DistrictSignature", 5, 2, "entire_file", "none", True, True, [])]
-    [part] = split_document([ProcessorInput("doc_x", "0" * 64, len(signed), gate(io.BytesIO(signed)),
-                                            io.BytesIO(signed))], {"parts": [{"name": "a", "pages": "5"}]}, {}).derived
+    [part] = split_document(
+        [ProcessorInput("doc_x", "0" * 64, len(signed), gate(io.BytesIO(signed)), io.BytesIO(signed))],
+        {"parts": [{"name": "a", "pages": "5"}]},
+        {},
+    ).derived
     assert not gate(io.BytesIO(part.data)).signatures_present
 
 
@@ -159,29 +189,53 @@ def test_signed_bundles_get_their_signature_findings(pki):
 
     changed = _check(modified(signed), pki)  # drawn on page 1 after signing
     assert changed["outcome"] == "findings" and changed["revisions"] == 4
-    assert _facts(changed) == [("DistrictSignature", 5, 3, "entire_revision", "other", True, True,
-                                ["modified_after_signing", "docmdp_violated"])]
+    assert _facts(changed) == [
+        (
+            "DistrictSignature",
+            5,
+            3,
+            "entire_revision",
+            "other",
+            True,
+            True,
+            ["modified_after_signing", "docmdp_violated"],
+        )
+    ]
 
     untrusted = signature_check.check_signatures(io.BytesIO(signed), "0" * 64, untrusted_policy, "sgc_test")
     assert _facts(untrusted) == [("DistrictSignature", 5, 3, "entire_file", "none", False, True, ["untrusted"])]
     assert untrusted["signatures"][0]["trust_problem"] and untrusted["policy_version"] != valid["policy_version"]
 
-    two = _check(bundles.sign(bundles.with_signature_field(signed, "Countersignature", 7), district,
-                              "Countersignature"), pki)
+    two = _check(
+        bundles.sign(bundles.with_signature_field(signed, "Countersignature", 7), district, "Countersignature"), pki
+    )
     assert two["outcome"] == "no_findings"  # a later signature is form filling, which the policy accepts
-    assert _facts(two) == [("DistrictSignature", 5, 3, "entire_revision", "form_filling", True, True, []),
-                           ("Countersignature", 7, 5, "entire_file", "none", True, True, [])]
+    assert _facts(two) == [
+        ("DistrictSignature", 5, 3, "entire_revision", "form_filling", True, True, []),
+        ("Countersignature", 7, 5, "entire_file", "none", True, True, []),
+    ]
 
     later = _check(modified(bundles.sign(updated(base), district)), pki)
     assert later["revisions"] == 5  # signed in the fourth revision (an incremental update), then modified
-    assert _facts(later) == [("DistrictSignature", 5, 4, "entire_revision", "other", True, True,
-                              ["modified_after_signing", "docmdp_violated"])]
+    assert _facts(later) == [
+        (
+            "DistrictSignature",
+            5,
+            4,
+            "entire_revision",
+            "other",
+            True,
+            True,
+            ["modified_after_signing", "docmdp_violated"],
+        )
+    ]
 
     broken = bytearray(signed)  # a byte inside the signed range: integrity, not trust
     at = broken.index(b"Exhibits, continued") if b"Exhibits, continued" in broken else len(base) // 2
     broken[at] ^= 0x01
-    tampered = signature_check.check_signatures(io.BytesIO(bytes(broken)), "0" * 64,
-                                                signature_check.trust_policy(district.root_pem, None), "sgc_test")
+    tampered = signature_check.check_signatures(
+        io.BytesIO(bytes(broken)), "0" * 64, signature_check.trust_policy(district.root_pem, None), "sgc_test"
+    )
     assert not tampered["signatures"][0]["intact"] and "digest_mismatch" in tampered["signatures"][0]["findings"]
     # the same roots trust this signer on the intact file: a broken digest says nothing about trust
     assert (tampered["signatures"][0]["trusted"], tampered["signatures"][0]["trust_problem"]) == (None, "not_evaluated")
@@ -207,16 +261,20 @@ def _accept(http, key: str, body: dict) -> str:
 
 def _split(http, documents, pdf: bytes, key: str = "split-1", parts=PARTS) -> tuple[dict, dict]:
     document = upload(http, pdf).json()
-    job_id = _accept(http, key, {"operation": "split", "inputs": [document["document_id"]],
-                                 "options": {"parts": parts}})
+    job_id = _accept(
+        http, key, {"operation": "split", "inputs": [document["document_id"]], "options": {"parts": parts}}
+    )
     dispatch(documents, f"run-{key}")
     return document, _status(http, job_id)
 
 
 def _pdfs(status: dict) -> dict[str, str]:
     """part name -> the artifact id of its PDF"""
-    return {o["artifact_id"].rsplit("/", 1)[1].removesuffix(".pdf"): o["artifact_id"]
-            for o in status["outputs"] if o["artifact_id"].endswith(".pdf") and ".derived-by." not in o["artifact_id"]}
+    return {
+        o["artifact_id"].rsplit("/", 1)[1].removesuffix(".pdf"): o["artifact_id"]
+        for o in status["outputs"]
+        if o["artifact_id"].endswith(".pdf") and ".derived-by." not in o["artifact_id"]
+    }
 
 
 def _agreement_merged(documents, http, pki) -> dict:
@@ -225,28 +283,47 @@ def _agreement_merged(documents, http, pki) -> dict:
     upload_doc, split = _split(http, documents, signed)
     assert (split["state"], split["stage"], split["reason"]) == ("succeeded", "completed", None), split
     parts = _pdfs(split)
-    reviews = {name: _accept(http, f"review-{name}", {"operation": "contract-review", "inputs": [artifact],
-                                                      "options": DISTRICT})
-               for name, artifact in parts.items()}
+    reviews = {
+        name: _accept(
+            http, f"review-{name}", {"operation": "contract-review", "inputs": [artifact], "options": DISTRICT}
+        )
+        for name, artifact in parts.items()
+    }
     dispatch(documents, "run-reviews")
     statuses = {name: _status(http, job_id) for name, job_id in reviews.items()}
     decided = {name: status["findings"]["decision"] for name, status in statuses.items()}
     approved = [parts[p.name] for p in bundles.PARTS if p.approved]
     merge_id = _accept(http, "merge-1", {"operation": "merge", "inputs": approved})
     dispatch(documents, "run-merge")
-    return {"upload": upload_doc, "split": split, "parts": parts, "decided": decided, "approved": approved,
-            "reviews": statuses,
-            "merge": _status(http, merge_id), "signed": signed}
+    return {
+        "upload": upload_doc,
+        "split": split,
+        "parts": parts,
+        "decided": decided,
+        "approved": approved,
+        "reviews": statuses,
+        "merge": _status(http, merge_id),
+        "signed": signed,
+    }
 
 
 def test_the_four_part_agreement_end_to_end(documents, intake, pki, environment, tmp_path):
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
         done = _agreement_merged(documents, http, pki)
-        refused = submit(http, "merge-unapproved", {"operation": "merge", "inputs": [
-            done["parts"]["data-processing-addendum"], done["parts"]["exhibits"]]})
-        unknown = submit(http, "merge-unknown", {"operation": "merge", "inputs": [
-            done["parts"]["exhibits"].replace("exhibits", "nothing"), done["parts"]["exhibits"]]})
+        refused = submit(
+            http,
+            "merge-unapproved",
+            {"operation": "merge", "inputs": [done["parts"]["data-processing-addendum"], done["parts"]["exhibits"]]},
+        )
+        unknown = submit(
+            http,
+            "merge-unknown",
+            {
+                "operation": "merge",
+                "inputs": [done["parts"]["exhibits"].replace("exhibits", "nothing"), done["parts"]["exhibits"]],
+            },
+        )
     assert list(done["parts"]) == [p.name for p in bundles.PARTS]
     assert done["decided"] == {p.name: "approved" if p.approved else "rejected" for p in bundles.PARTS}
     assert (refused.status_code, error_code(refused)) == (422, "MERGE_INPUT_NOT_APPROVED")
@@ -267,16 +344,29 @@ def test_the_four_part_agreement_end_to_end(documents, intake, pki, environment,
     [checked] = ledger.events_of_type("signature.checked")
     check = checked["details"]
     assert check["outcome"] == "no_findings" and check["signatures"] == [
-        {"field": "DistrictSignature", "page": 5, "signed_revision": 3, "findings": [],
-         "etsi_indication": "total-passed"}]
+        {
+            "field": "DistrictSignature",
+            "page": 5,
+            "signed_revision": 3,
+            "findings": [],
+            "etsi_indication": "total-passed",
+        }
+    ]
     assert checked["subject_sha256"] == done["upload"]["sha256"]
     record = json.loads(archive.get(check["record"]))
-    assert record["signature_check_id"] == check["signature_check_id"] and record["policy_version"] == check[
-        "policy_version"] and record["signatures"][0]["trusted"] is True
-    assert done["split"]["findings"]["signature_check"] == {k: check[k] for k in (
-        "signature_check_id", "policy_version", "outcome", "signatures")}
-    stages = [e["details"]["stage"] for e in ledger.events_of_type("document.stage")
-              if e["details"]["job_id"] == done["split"]["job_id"]]
+    assert (
+        record["signature_check_id"] == check["signature_check_id"]
+        and record["policy_version"] == check["policy_version"]
+        and record["signatures"][0]["trusted"] is True
+    )
+    assert done["split"]["findings"]["signature_check"] == {
+        k: check[k] for k in ("signature_check_id", "policy_version", "outcome", "signatures")
+    }
+    stages = [
+        e["details"]["stage"]
+        for e in ledger.events_of_type("document.stage")
+        if e["details"]["job_id"] == done["split"]["job_id"]
+    ]
     assert stages == ["validating", "signature_check", "splitting", "signing", "committing"]
 
     # Lineage on every derivative: manifest, statement and event agree.
@@ -332,11 +422,18 @@ def test_the_four_part_agreement_end_to_end(documents, intake, pki, environment,
     assert verified.exit_code == 0 and "LINEAGE HOLDS" in verified.output
     for artifact_id in done["parts"].values():  # and from any part, the rejected one included
         assert _invoke(["lineage", artifact_id], environment).exit_code == 0
-    approval = next(o["artifact_id"] for o in done["reviews"]["signature-page"]["outputs"]
-                    if o["artifact_id"].endswith("/approved.pdf"))  # a review's output: job → part → … → upload
+    approval = next(
+        o["artifact_id"]
+        for o in done["reviews"]["signature-page"]["outputs"]
+        if o["artifact_id"].endswith("/approved.pdf")
+    )  # a review's output: job → part → … → upload
     code, report = _walk(environment, approval)
     assert code == 0 and [link["link"] for link in report["links"]] == [
-        "job_output", "derivative", "signature_check", "upload"]
+        "job_output",
+        "derivative",
+        "signature_check",
+        "upload",
+    ]
     nothing = _invoke(["lineage", "documents/acme/derived/nothing.pdf", "--json"], environment)
     assert nothing.exit_code == 2 and json.loads(nothing.output)["error"]["code"] == "LINEAGE_NOT_FOUND"
 
@@ -346,9 +443,12 @@ def test_the_four_part_agreement_end_to_end(documents, intake, pki, environment,
     listed = {(o, state) for o, state, _ in counts(read_outcomes(documents.sources, revision))}
     review = documents.document_jobs.job("acme", done["reviews"]["signature-page"]["job_id"])
     ruleset = review["request"]["options"]["ruleset"]
-    assert listed >= {("split", "succeeded"), (f"contract-review @ {ruleset}", "succeeded: approved"),
-                      (f"contract-review @ {ruleset}", "rejected: rejected (REVIEW_POLICY_REJECTED)"),
-                      ("merge", "succeeded")}
+    assert listed >= {
+        ("split", "succeeded"),
+        (f"contract-review @ {ruleset}", "succeeded: approved"),
+        (f"contract-review @ {ruleset}", "rejected: rejected (REVIEW_POLICY_REJECTED)"),
+        ("merge", "succeeded"),
+    }
 
 
 def _walk(environment, artifact_id: str) -> tuple[int, dict]:
@@ -364,10 +464,16 @@ def test_a_split_attaches_the_etsi_report_of_each_incoming_signature(documents, 
     district, stranger = pki
     signed = bundles.sign(bundles.district_agreement(), district)
     broken = signed.replace(b"/Producer (pypdf)", b"/Producer (pypdg)", 1)  # a byte inside the signed range
-    cases = {"trusted": (signed, "total-passed", ["OK"], []),
-             "untrusted": (bundles.sign(bundles.district_agreement(), stranger), "indeterminate",
-                           ["CERTIFICATE_CHAIN_GENERAL_FAILURE"], ["untrusted"]),
-             "tampered": (broken, "total-failed", ["HASH_FAILURE"], ["digest_mismatch"])}
+    cases = {
+        "trusted": (signed, "total-passed", ["OK"], []),
+        "untrusted": (
+            bundles.sign(bundles.district_agreement(), stranger),
+            "indeterminate",
+            ["CERTIFICATE_CHAIN_GENERAL_FAILURE"],
+            ["untrusted"],
+        ),
+        "tampered": (broken, "total-failed", ["HASH_FAILURE"], ["digest_mismatch"]),
+    }
     acme, _ = tokens(documents)
     reports = {}
     with client(intake, acme) as http:
@@ -385,13 +491,13 @@ def test_a_split_attaches_the_etsi_report_of_each_incoming_signature(documents, 
             reports[name] = outputs["signature_check.1.etsi.xml"]
         _, again = _split(http, documents, signed, key="split-trusted-again", parts=[{"name": "p1", "pages": "1"}])
         outputs = {o["name"]: o for o in http.get(f"/v1/jobs/{again['job_id']}/outputs").json()["outputs"]}
-    assert outputs["signature_check.1.etsi.xml"] == reports["trusted"] | {"url": outputs[
-        "signature_check.1.etsi.xml"]["url"]}  # the same object, put once
+    assert outputs["signature_check.1.etsi.xml"] == reports["trusted"] | {
+        "url": outputs["signature_check.1.etsi.xml"]["url"]
+    }  # the same object, put once
     assert len(documents.ledger.events_of_type("signature.checked")) == 3  # one per check
 
 
-def test_a_signature_check_stated_before_etsi_reports_is_adopted_by_a_later_split(documents, intake, pki,
-                                                                                   monkeypatch):
+def test_a_signature_check_stated_before_etsi_reports_is_adopted_by_a_later_split(documents, intake, pki, monkeypatch):
     """A deployment that checked a signature before the check's statement listed ETSI reports splits the same bytes
     again: the stored statement is adopted as it is (stored data is never rewritten), and the new job still
     serves the report."""
@@ -401,8 +507,13 @@ def test_a_signature_check_stated_before_etsi_reports_is_adopted_by_a_later_spli
     with client(intake, acme) as http:
         with monkeypatch.context() as before_reports:  # what the previous version wrote: no reports, none stated
             before_reports.setattr(worker, "_etsi_reports", lambda *args: {})
-            before_reports.setattr(worker, "_put_statement", lambda rt, key, name, sha256, predicate, kind, **_: put(
-                rt, key, name, sha256, {k: v for k, v in predicate.items() if k != "etsi_reports"}, kind))
+            before_reports.setattr(
+                worker,
+                "_put_statement",
+                lambda rt, key, name, sha256, predicate, kind, **_: put(
+                    rt, key, name, sha256, {k: v for k, v in predicate.items() if k != "etsi_reports"}, kind
+                ),
+            )
             _, first = _split(http, documents, signed, key="split-before", parts=[{"name": "all", "pages": "1-7"}])
         _, again = _split(http, documents, signed, key="split-after", parts=[{"name": "p1", "pages": "1"}])
         outputs = {o["name"] for o in http.get(f"/v1/jobs/{again['job_id']}/outputs").json()["outputs"]}
@@ -420,11 +531,16 @@ def test_tampering_with_any_link_fails_the_walk_naming_it(documents, intake, pki
     exhibits, master = done["parts"]["exhibits"], done["parts"]["master-agreement"]
     assert _walk(environment, merged_id)[0] == 0
 
-    [review] = [r for r in rt.ledger.events_of_type("document.derived")
-                if r["details"]["artifact_id"] == merged_id][0]["details"]["lineage"]["reviews"][:1]
-    decision_key = next(a["key"] for a in rt.ledger.events_of_type("document.published")
-                        if a["details"]["job_id"] == review["review_job_id"]
-                        for a in a["details"]["artifacts"] if a["name"] == "decision.json")
+    [review] = [r for r in rt.ledger.events_of_type("document.derived") if r["details"]["artifact_id"] == merged_id][0][
+        "details"
+    ]["lineage"]["reviews"][:1]
+    decision_key = next(
+        a["key"]
+        for a in rt.ledger.events_of_type("document.published")
+        if a["details"]["job_id"] == review["review_job_id"]
+        for a in a["details"]["artifacts"]
+        if a["name"] == "decision.json"
+    )
     [checked] = rt.ledger.events_of_type("signature.checked")
     record_key, check_id = checked["details"]["record"], checked["details"]["signature_check_id"]
     [report_key] = [report["key"] for report in checked["details"]["etsi_reports"]]
@@ -432,21 +548,62 @@ def test_tampering_with_any_link_fails_the_walk_naming_it(documents, intake, pki
     assert original.endswith(b"%%EOF\n")
     archive, store = rt.archive, documents.document_store
     cases = [  # (the object, what replaces it, in which store, where the walk starts, the code, the link it names)
-        (exhibits, original[:-6] + b"%%EOF\n%\n", archive, merged_id,  # an intermediate artifact's bytes
-         "LINEAGE_DIGEST_MISMATCH", f"split {exhibits}"),
-        (exhibits.replace(".pdf", ".derived-by.pdf"), archive.get(master.replace(".pdf", ".derived-by.pdf")),
-         archive, merged_id, "LINEAGE_DIGEST_MISMATCH", f"split {exhibits}"),  # its signed copy, another part's
-        (master.replace(".pdf", ".statement.dsse.json"),  # a statement: validly signed, about another part
-         archive.get(exhibits.replace(".pdf", ".statement.dsse.json")), archive, merged_id,
-         "LINEAGE_STATEMENT_INVALID", f"split {master}"),
-        (decision_key, archive.get(decision_key).replace(b'"approved"', b'"approved" '), archive, merged_id,
-         "LINEAGE_DIGEST_MISMATCH", f"review {review['review_job_id']} of {master}"),
-        (record_key, archive.get(record_key).replace(b'"no_findings"', b'"findings"'), archive, master,
-         "LINEAGE_DIGEST_MISMATCH", f"signature check {check_id}"),
-        (report_key, archive.get(report_key).replace(b"total-passed", b"total-failed"), archive, master,
-         "LINEAGE_DIGEST_MISMATCH", f"signature check {check_id}"),  # the check's ETSI report
-        (f"acme/{done['upload']['sha256']}", done["signed"] + b"\n", store, master,  # the upload's bytes
-         "LINEAGE_DIGEST_MISMATCH", f"upload {done['upload']['document_id']}"),
+        (
+            exhibits,
+            original[:-6] + b"%%EOF\n%\n",
+            archive,
+            merged_id,  # an intermediate artifact's bytes
+            "LINEAGE_DIGEST_MISMATCH",
+            f"split {exhibits}",
+        ),
+        (
+            exhibits.replace(".pdf", ".derived-by.pdf"),
+            archive.get(master.replace(".pdf", ".derived-by.pdf")),
+            archive,
+            merged_id,
+            "LINEAGE_DIGEST_MISMATCH",
+            f"split {exhibits}",
+        ),  # its signed copy, another part's
+        (
+            master.replace(".pdf", ".statement.dsse.json"),  # a statement: validly signed, about another part
+            archive.get(exhibits.replace(".pdf", ".statement.dsse.json")),
+            archive,
+            merged_id,
+            "LINEAGE_STATEMENT_INVALID",
+            f"split {master}",
+        ),
+        (
+            decision_key,
+            archive.get(decision_key).replace(b'"approved"', b'"approved" '),
+            archive,
+            merged_id,
+            "LINEAGE_DIGEST_MISMATCH",
+            f"review {review['review_job_id']} of {master}",
+        ),
+        (
+            record_key,
+            archive.get(record_key).replace(b'"no_findings"', b'"findings"'),
+            archive,
+            master,
+            "LINEAGE_DIGEST_MISMATCH",
+            f"signature check {check_id}",
+        ),
+        (
+            report_key,
+            archive.get(report_key).replace(b"total-passed", b"total-failed"),
+            archive,
+            master,
+            "LINEAGE_DIGEST_MISMATCH",
+            f"signature check {check_id}",
+        ),  # the check's ETSI report
+        (
+            f"acme/{done['upload']['sha256']}",
+            done["signed"] + b"\n",
+            store,
+            master,  # the upload's bytes
+            "LINEAGE_DIGEST_MISMATCH",
+            f"upload {done['upload']['document_id']}",
+        ),
     ]
     for key, data, where, start, expected_code, expected_link in cases:
         kept = where.get(key)
@@ -462,8 +619,10 @@ def test_tampering_with_any_link_fails_the_walk_naming_it(documents, intake, pki
     events = rt.ledger.audit_events
     with rt.ledger.engine.begin() as conn:
         [(seq, body)] = [
-            (seq, body) for seq, body in conn.execute(
-                sa.select(events.c.seq, events.c.body).where(events.c.event_type == "document.derived"))
+            (seq, body)
+            for seq, body in conn.execute(
+                sa.select(events.c.seq, events.c.body).where(events.c.event_type == "document.derived")
+            )
             if json.loads(body)["details"]["artifact_id"] == exhibits
         ]
         rewritten = body.replace('"name":"exhibits"', '"name":"exhibit-c"')
@@ -490,8 +649,9 @@ def test_unapproved_merge_inputs_are_refused_at_admission(documents, intake, pki
         review_id = _accept(http, "r1", {"operation": "contract-review", "inputs": [addendum], "options": DISTRICT})
         dispatch(documents, "run-r")
         assert _status(http, review_id)["state"] == "rejected"
-        rejected = submit(http, "m2", {"operation": "merge", "inputs": [parts["data-processing-addendum"],
-                                                                        parts["exhibits"]]})
+        rejected = submit(
+            http, "m2", {"operation": "merge", "inputs": [parts["data-processing-addendum"], parts["exhibits"]]}
+        )
         uploads = submit(http, "m3", {"operation": "merge", "inputs": [split["inputs"][0], split["inputs"][0]]})
     with client(intake, globex) as other:  # another tenant's artifacts do not exist for this one
         foreign = submit(other, "m4", {"operation": "merge", "inputs": [parts["exhibits"], parts["master-agreement"]]})
@@ -507,8 +667,7 @@ def test_a_merge_of_parts_of_two_originals_is_refused(documents, intake, pki):
         for n, pdf in enumerate((bundles.district_agreement(), bundles.sign(bundles.district_agreement(), pki[0]))):
             _, split = _split(http, documents, pdf, f"split-{n}", [{"name": "master", "pages": "1"}])
             masters.append(_pdfs(split)["master"])
-            _accept(http, f"review-{n}", {"operation": "contract-review", "inputs": [masters[-1]],
-                                          "options": DISTRICT})
+            _accept(http, f"review-{n}", {"operation": "contract-review", "inputs": [masters[-1]], "options": DISTRICT})
         dispatch(documents, "run-reviews")
         refused = submit(http, "merge", {"operation": "merge", "inputs": masters})
     assert masters[0] != masters[1] and (refused.status_code, error_code(refused)) == (422, "INPUTS_INVALID")
@@ -533,16 +692,18 @@ def test_the_same_request_twice_converges_on_the_same_output(documents, intake, 
     assert (bad["state"], bad["reason"], bad["outputs"]) == ("rejected", "OPTIONS_INVALID", [])
 
 
-def test_a_page_run_splits_and_records_a_bad_range_as_an_outcome(backend, documents, intake, pki, environment,
-                                                                   monkeypatch):
+def test_a_page_run_splits_and_records_a_bad_range_as_an_outcome(
+    backend, documents, intake, pki, environment, monkeypatch
+):
     for name, value in environment.items():
         monkeypatch.setenv(name, value)  # the Dagster resource reads the same environment
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
         document = upload(http, bundles.sign(bundles.district_agreement(), pki[0])).json()
-        jobs = [_accept(http, key, {"operation": "split", "inputs": [document["document_id"]],
-                                    "options": {"parts": parts}})
-                for key, parts in (("good", PARTS), ("beyond", [{"name": "beyond", "pages": "7-9"}]))]
+        jobs = [
+            _accept(http, key, {"operation": "split", "inputs": [document["document_id"]], "options": {"parts": parts}})
+            for key, parts in (("good", PARTS), ("beyond", [{"name": "beyond", "pages": "7-9"}]))
+        ]
         with DagsterInstance.ephemeral() as instance:
             instance.add_dynamic_partitions("tenant", ["acme"])
             [request] = tick(instance).run_requests
@@ -559,8 +720,9 @@ def test_two_runs_of_one_split_at_once_make_one_set_of_outputs(documents, intake
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
         document = upload(http, bundles.sign(bundles.district_agreement(), pki[0])).json()
-        job_id = _accept(http, "split-1", {"operation": "split", "inputs": [document["document_id"]],
-                                           "options": {"parts": PARTS}})
+        job_id = _accept(
+            http, "split-1", {"operation": "split", "inputs": [document["document_id"]], "options": {"parts": PARTS}}
+        )
         documents.pages.assign_pages(10)
         [(page_id, _, _)] = documents.pages.open_pages()
         with ThreadPoolExecutor(2) as pool:
@@ -576,8 +738,7 @@ def test_two_runs_of_one_split_at_once_make_one_set_of_outputs(documents, intake
     assert len(documents.archive.list(prefix)) == 16
 
 
-def test_the_same_request_after_a_key_rotation_adopts_what_the_earlier_key_signed(documents, intake, pki,
-                                                                                   environment):
+def test_the_same_request_after_a_key_rotation_adopts_what_the_earlier_key_signed(documents, intake, pki, environment):
     """Content-addressed statements were signed by the key active then: the new key's job adopts them (they still
     verify), instead of failing put-once on an object of different bytes."""
     acme, _ = tokens(documents)

@@ -26,11 +26,29 @@ ORIGIN = RemoteRepositoryOrigin(RegisteredCodeLocationOrigin("evidence_pipeline"
 )
 
 
-def _timed(ledger: Ledger, tenant_month: TenantMonth, lane: str = "archive", queue_wait_ms=5.0, render_ms=100.0,
-           validate_ms=20.0, sign_ms=30.0, publish_ms=40.0) -> dict:
+def _timed(
+    ledger: Ledger,
+    tenant_month: TenantMonth,
+    lane: str = "archive",
+    queue_wait_ms=5.0,
+    render_ms=100.0,
+    validate_ms=20.0,
+    sign_ms=30.0,
+    publish_ms=40.0,
+) -> dict:
     """One stages.timed event, exactly as the pipeline appends it."""
-    return ledger.record(tenant_month, "stages.timed", "ab" * 32, "run-1", lane=lane, queue_wait_ms=queue_wait_ms,
-                         render_ms=render_ms, validate_ms=validate_ms, sign_ms=sign_ms, publish_ms=publish_ms).body
+    return ledger.record(
+        tenant_month,
+        "stages.timed",
+        "ab" * 32,
+        "run-1",
+        lane=lane,
+        queue_wait_ms=queue_wait_ms,
+        render_ms=render_ms,
+        validate_ms=validate_ms,
+        sign_ms=sign_ms,
+        publish_ms=publish_ms,
+    ).body
 
 
 def _body(lane: str, **ms) -> dict:
@@ -57,11 +75,13 @@ def test_percentile_refuses_what_it_cannot_answer(values, p):
 
 
 def test_summary_skips_stages_that_did_not_happen_and_splits_lanes():
-    stats = summarize([
-        _body("archive", queue_wait=None, render=10, validate=1, sign=None, publish=4),  # CLI tool, converged
-        _body("archive", queue_wait=200, render=30, validate=3, sign=7, publish=5),
-        _body("oversize", queue_wait=100, render=900, validate=9, sign=8, publish=6),
-    ])
+    stats = summarize(
+        [
+            _body("archive", queue_wait=None, render=10, validate=1, sign=None, publish=4),  # CLI tool, converged
+            _body("archive", queue_wait=200, render=30, validate=3, sign=7, publish=5),
+            _body("oversize", queue_wait=100, render=900, validate=9, sign=8, publish=6),
+        ]
+    )
     overall = {s.stage: s for s in stats.stages}
     assert stats.events == 3
     assert (overall["queue_wait"].count, overall["queue_wait"].p50, overall["queue_wait"].p99) == (2, 100, 200)
@@ -82,12 +102,15 @@ def test_no_events_means_zero_counts():
 # --- since -------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("2026-10-01", datetime(2026, 10, 1, tzinfo=UTC)),
-    ("2026-10-01T12:30", datetime(2026, 10, 1, 12, 30, tzinfo=UTC)),
-    ("2026-10-01T12:30:00Z", datetime(2026, 10, 1, 12, 30, tzinfo=UTC)),
-    ("2026-10-01T14:30:00+02:00", datetime(2026, 10, 1, 12, 30, tzinfo=UTC)),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("2026-10-01", datetime(2026, 10, 1, tzinfo=UTC)),
+        ("2026-10-01T12:30", datetime(2026, 10, 1, 12, 30, tzinfo=UTC)),
+        ("2026-10-01T12:30:00Z", datetime(2026, 10, 1, 12, 30, tzinfo=UTC)),
+        ("2026-10-01T14:30:00+02:00", datetime(2026, 10, 1, 12, 30, tzinfo=UTC)),
+    ],
+)
 def test_since_is_a_date_or_datetime_in_utc_unless_told(text, expected):
     parsed = parse_since(text)
     assert parsed == expected and parsed.utcoffset() is not None
@@ -137,8 +160,9 @@ def test_admission_stats_read_only_events_with_the_field(ledger):
     ledger.record(SMALL, "batch.accepted", "ab" * 32, "intake", admission_ms=30.0)
     summary = admission_stats(ledger)
     assert (summary.count, summary.p50, summary.p99) == (3, 30.0, 40.0)
-    assert [b["details"]["admission_ms"] for b in ledger.iter_events_of_type("job.accepted", detail="admission_ms")] \
-        == [40.0]
+    assert [
+        b["details"]["admission_ms"] for b in ledger.iter_events_of_type("job.accepted", detail="admission_ms")
+    ] == [40.0]
     assert len(ledger.events_of_type("job.accepted")) == 3
 
 
@@ -187,12 +211,15 @@ def test_cli_unknown_tenant_is_empty_not_an_error(cli_ledger):
     assert json.loads(result.output)["stages"]["render"]["count"] == 0
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--tenant", "Acme_Books"], "Invalid value for '--tenant': TENANT_ID_INVALID"),
-    (["--tenant", "../etc"], "Invalid value for '--tenant': TENANT_ID_INVALID"),
-    (["--since", "last tuesday"], "Invalid value for '--since': expected an ISO-8601 date"),
-    (["--since", "2026-02-30"], "Invalid value for '--since': expected an ISO-8601 date"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--tenant", "Acme_Books"], "Invalid value for '--tenant': TENANT_ID_INVALID"),
+        (["--tenant", "../etc"], "Invalid value for '--tenant': TENANT_ID_INVALID"),
+        (["--since", "last tuesday"], "Invalid value for '--since': expected an ISO-8601 date"),
+        (["--since", "2026-02-30"], "Invalid value for '--since': expected an ISO-8601 date"),
+    ],
+)
 def test_cli_rejects_bad_input_without_a_traceback(tmp_path, monkeypatch, args, message):
     monkeypatch.setenv("EVIDENCE_HOME", str(tmp_path / "home"))
     result = CliRunner().invoke(main, ["stats", *args])

@@ -130,11 +130,17 @@ def test_a_local_spool_is_linked_into_place_with_the_stores_modes_and_refuses_sy
     assert error.value.code == "STORE_SYMLINK_REFUSED" and list((tmp_path / "elsewhere").iterdir()) == []
 
 
-@pytest.mark.parametrize("errno_name, code, retryable", [
-    ("ENOSPC", "STORE_FULL", True), ("EDQUOT", "STORE_FULL", True), ("EROFS", "STORE_READ_ONLY", False),
-    ("EACCES", "STORE_ACCESS_DENIED", False), ("EPERM", "STORE_ACCESS_DENIED", False),
-    ("EIO", "STORE_UNAVAILABLE", True),
-])
+@pytest.mark.parametrize(
+    "errno_name, code, retryable",
+    [
+        ("ENOSPC", "STORE_FULL", True),
+        ("EDQUOT", "STORE_FULL", True),
+        ("EROFS", "STORE_READ_ONLY", False),
+        ("EACCES", "STORE_ACCESS_DENIED", False),
+        ("EPERM", "STORE_ACCESS_DENIED", False),
+        ("EIO", "STORE_UNAVAILABLE", True),
+    ],
+)
 def test_a_failed_write_is_classified_and_leaves_nothing_half_made(store, monkeypatch, errno_name, code, retryable):
     store.put_once("keys/k.pem", b"key")  # the archive root exists; the bundle's folders do not yet
     monkeypatch.setenv("EVIDENCE_IO_FAULT", f"archive_write:{errno_name}")  # the disk fails mid-write

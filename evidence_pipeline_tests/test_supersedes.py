@@ -106,8 +106,9 @@ def test_verify_reports_a_superseded_bundle_as_valid_but_not_current(runtime):
     human = CliRunner().invoke(main, ["verify", _folder(runtime, first.bundle_key)])
     assert human.exit_code == 0, human.output
     assert f"superseded by {second.identity}" in human.output
-    assert human.output.rstrip().endswith(f"VERIFIED but SUPERSEDED by {second.identity}: valid, not the current "
-                                          "bundle")
+    assert human.output.rstrip().endswith(
+        f"VERIFIED but SUPERSEDED by {second.identity}: valid, not the current bundle"
+    )
     as_json = CliRunner().invoke(main, ["verify", _folder(runtime, first.bundle_key), "--json"])
     document = json.loads(as_json.output)
     assert as_json.exit_code == 0 and document["ok"] is True and document["current"] is False
@@ -187,8 +188,9 @@ def test_two_published_bundles_superseding_the_same_one_are_a_fork(runtime):
     prefix = bundle_prefix(SMALL, forged["identity"])
     keyring = runtime.keyring
     payload = dsse.canonical_json(dsse.statement(REPORT, second.report_sha256, forged))
-    runtime.archive.put_once(f"{prefix}/{STATEMENT}",
-                             dsse.sign_envelope(payload, keyring.statement_key, keyring.statement_key_id))
+    runtime.archive.put_once(
+        f"{prefix}/{STATEMENT}", dsse.sign_envelope(payload, keyring.statement_key, keyring.statement_key_id)
+    )
     runtime.archive.put_once(f"{prefix}/{MANIFEST}", runtime.archive.get(f"{second.bundle_key}/{MANIFEST}"))
     assert "SUPERSEDES_FORKED" in verify_bundle(runtime.archive, first.bundle_key).codes
     assert verify_bundle(runtime.archive, second.bundle_key).ok  # nothing forks after it
@@ -322,8 +324,10 @@ def test_a_statement_of_a_closed_job_cannot_fork_the_chain(runtime, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         publish_stage(dying, stale_pinned, stale_unsigned, RunInfo("stale"))
     time.sleep(1.1)  # its lease expires; an operator rejects the job
-    assert runtime.ledger.record_failure(stale_pinned.job_id, "STORE_CONFLICT", False, "operator",
-                                         runtime.retry_budget, 1) == "rejected"
+    assert (
+        runtime.ledger.record_failure(stale_pinned.job_id, "STORE_CONFLICT", False, "operator", runtime.retry_budget, 1)
+        == "rejected"
+    )
 
     _correct_the_source(runtime, 200)
     live = run_tenant_month(runtime, SMALL, RunInfo("live"))
@@ -342,9 +346,21 @@ def test_the_ledger_refuses_a_commit_that_would_fork_the_chain(runtime):
     second = run_tenant_month(runtime, SMALL, RunInfo("corrected"))
     ledger = runtime.ledger
     details = _published_event(runtime, second)
-    row = {name: details[name] for name in ("identity", "tenant", "period", "bundle_key", "source_sha256",
-                                            "unsigned_sha256", "report_sha256", "statement_sha256",
-                                            "renderer_version", "key_id")}
+    row = {
+        name: details[name]
+        for name in (
+            "identity",
+            "tenant",
+            "period",
+            "bundle_key",
+            "source_sha256",
+            "unsigned_sha256",
+            "report_sha256",
+            "statement_sha256",
+            "renderer_version",
+            "key_id",
+        )
+    }
     forked = row | {"identity": "e" * 64, "bundle_key": bundle_prefix(SMALL, "e" * 64)}
     job = ledger.accept_job(dataclasses.replace(_job_key(details), policy_version="forked"), "test")
     lease = ledger.acquire_lease(job["job_id"], "test", 60)
@@ -364,14 +380,20 @@ def test_the_ledger_refuses_a_commit_that_would_fork_the_chain(runtime):
     assert error.value.code == "LEASE_FENCED"
     assert ledger.current_publication(SMALL)["identity"] == second.identity
     assert _code(lambda: ledger.claim_publication(SMALL, "e" * 64, Lease(job["job_id"], 99, "x", 0))) == (
-        "LEASE_FENCED")
+        "LEASE_FENCED"
+    )
 
 
 def _job_key(details: dict):
     from evidence_pipeline.ledger.jobs import JobKey
 
-    return JobKey(details["tenant"], details["period"], details["source_sha256"], details["renderer_version"],
-                  details["policy_version"])
+    return JobKey(
+        details["tenant"],
+        details["period"],
+        details["source_sha256"],
+        details["renderer_version"],
+        details["policy_version"],
+    )
 
 
 def _code(call) -> str:
@@ -386,8 +408,14 @@ def test_ledger_verify_finds_a_forked_chain(runtime):
     run_tenant_month(runtime, SMALL, RunInfo("corrected"))
     assert runtime.ledger.verify_chain() > 0
     # an event appended behind the commit's back, naming `first` again as the bundle it supersedes
-    runtime.ledger.record(SMALL, EventType.BUNDLE_PUBLISHED, "0" * 64, "intruder", identity="c" * 64,
-                          supersedes={"identity": first.identity, "prefix": first.bundle_key, "reason": ["x"]})
+    runtime.ledger.record(
+        SMALL,
+        EventType.BUNDLE_PUBLISHED,
+        "0" * 64,
+        "intruder",
+        identity="c" * 64,
+        supersedes={"identity": first.identity, "prefix": first.bundle_key, "reason": ["x"]},
+    )
     with pytest.raises(EvidenceError) as error:
         runtime.ledger.verify_chain()
     assert error.value.code == "LEDGER_INVALID" and "corrections chain forks" in error.value.message

@@ -100,5 +100,9 @@ def test_the_sweep_is_recorded_in_the_ledger_and_a_removal_that_failed_is_failed
     _age(stuck, 3600)  # once the file can go, the next sweep removes it and says so
     assert sweep_attempts(local_runtime, "test-sweeper").removed == ["stuck"]
     assert ledger.events_of_type(EventType.SWEEP_COMPLETED)[-1]["details"] == {
-        "removed": 1, "kept_live": 0, "kept_young": 1, "failed": 0}
+        "removed": 1,
+        "kept_live": 0,
+        "kept_young": 1,
+        "failed": 0,
+    }
     assert ledger.verify_chain() > 0

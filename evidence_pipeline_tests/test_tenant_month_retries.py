@@ -42,16 +42,22 @@ def _due_now(ledger, job_id: str) -> None:
 
 
 def _tick(instance):
-    context = build_sensor_context(instance=instance, resources=defs.resources,
-                                   repository_def=defs.get_repository_def())
+    context = build_sensor_context(
+        instance=instance, resources=defs.resources, repository_def=defs.get_repository_def()
+    )
     with partition_loading_context(dynamic_partitions_store=instance):  # as the daemon evaluates it
         return defs.get_sensor_def("tenant_month_retry_sensor").evaluate_tick(context)
 
 
 def test_the_sensor_records_lost_workers_requests_due_and_replayed_jobs_and_the_spent_budget_is_dead(
-        tmp_path, monkeypatch):
-    for name, value in {"EVIDENCE_HOME": str(tmp_path / "home"), "EVIDENCE_MAX_ATTEMPTS": "3",
-                        "EVIDENCE_RETRY_BUDGET_SECONDS": "0.001", "EVIDENCE_RETRY_DELAY_SECONDS": "3600"}.items():
+    tmp_path, monkeypatch
+):
+    for name, value in {
+        "EVIDENCE_HOME": str(tmp_path / "home"),
+        "EVIDENCE_MAX_ATTEMPTS": "3",
+        "EVIDENCE_RETRY_BUDGET_SECONDS": "0.001",
+        "EVIDENCE_RETRY_DELAY_SECONDS": "3600",
+    }.items():
         monkeypatch.setenv(name, value)
     runtime = runtime_for(Settings.from_env())
     ledger = runtime.ledger
@@ -71,12 +77,16 @@ def test_the_sensor_records_lost_workers_requests_due_and_replayed_jobs_and_the_
         _due_now(ledger, stranger)  # due too, but its tenant is no partition: never requested
         [request] = _tick(instance).run_requests
         assert (request.run_key, request.partition_key, request.tags[RETRY_TAG]) == (
-            f"retry.{job_id}.1", f"2026-03-01|{TENANT}", job_id)
+            f"retry.{job_id}.1",
+            f"2026-03-01|{TENANT}",
+            job_id,
+        )
         assert [r.run_key for r in _tick(instance).run_requests] == [request.run_key]  # a retried tick: same key
 
         # The retry run failed before it worked the job (its pin failed): its key is spent, so the try is counted.
-        instance.add_run(DagsterRun(job_name="monthly_evidence", run_id="f" * 36, status=DagsterRunStatus.FAILURE,
-                                    tags=request.tags))
+        instance.add_run(
+            DagsterRun(job_name="monthly_evidence", run_id="f" * 36, status=DagsterRunStatus.FAILURE, tags=request.tags)
+        )
         assert _tick(instance).run_requests == []
         waiting = ledger.job(job_id)
         assert (waiting["state"], waiting["attempts"], waiting["last_reason"]) == ("accepted", 2, "RETRY_RUN_FAILED")
@@ -101,18 +111,25 @@ def test_the_sensor_records_lost_workers_requests_due_and_replayed_jobs_and_the_
         assert ledger.record_failure(between, "STORE_FULL", True, "run-1", runtime.retry_budget, None) == "accepted"
         assert [r.run_key for r in _tick(instance).run_requests] == [request.run_key]  # its run may still retry it
         with ledger.writing() as conn:
-            conn.execute(ledger.jobs.update().where(ledger.jobs.c.job_id == between).values(
-                updated_at=time.time() - runtime.settings.lease_seconds * IDLE_LEASES - 1))
+            conn.execute(
+                ledger.jobs.update()
+                .where(ledger.jobs.c.job_id == between)
+                .values(updated_at=time.time() - runtime.settings.lease_seconds * IDLE_LEASES - 1)
+            )
         assert sorted(r.run_key for r in _tick(instance).run_requests) == sorted(
-            [request.run_key, f"retry.{between}.1"])
+            [request.run_key, f"retry.{between}.1"]
+        )
     lost = [e for e in ledger.events_of_type(EventType.JOB_ACCEPTED) if e["details"].get("reason") == "WORKER_LOST"]
     assert [e["details"]["job_id"] for e in lost] == [job_id] and "next_attempt_at" in lost[0]["details"]
     assert ledger.verify_chain() > 0
 
 
 def _job_of(ledger, period: str) -> dict | None:
-    found = [job for job in ledger.jobs_in(*states.CLOSED, states.ACCEPTED, states.RUNNING, states.SUCCEEDED)
-             if (job["tenant"], job["period"], job["fidelity"]) == (TENANT, period, "archive")]
+    found = [
+        job
+        for job in ledger.jobs_in(*states.CLOSED, states.ACCEPTED, states.RUNNING, states.SUCCEEDED)
+        if (job["tenant"], job["period"], job["fidelity"]) == (TENANT, period, "archive")
+    ]
     return found[0] if found else None
 
 
@@ -122,15 +139,18 @@ def _in_retry_wait(ledger, period: str) -> dict | None:
 
 
 @pytest.mark.slow
-def test_an_archive_outage_longer_than_the_in_run_retries_is_retried_by_the_daemon_until_published_or_dead(
-        tmp_path):
+def test_an_archive_outage_longer_than_the_in_run_retries_is_retried_by_the_daemon_until_published_or_dead(tmp_path):
     outage = tmp_path / "archive-outage"
     env = {
-        "EVIDENCE_HOME": str(tmp_path / "home"), "EVIDENCE_WORKERS": "1",
-        "EVIDENCE_IO_FAULT": "archive_write:ENOSPC", "EVIDENCE_IO_FAULT_WHILE": str(outage),
+        "EVIDENCE_HOME": str(tmp_path / "home"),
+        "EVIDENCE_WORKERS": "1",
+        "EVIDENCE_IO_FAULT": "archive_write:ENOSPC",
+        "EVIDENCE_IO_FAULT_WHILE": str(outage),
         # A run's 4 tries leave the job in retry_wait (0.5 s doubled per failed try: 4 s); the budget's time is
         # spent at once, so its 5th failed try makes it dead.
-        "EVIDENCE_MAX_ATTEMPTS": "5", "EVIDENCE_RETRY_BUDGET_SECONDS": "0.001", "EVIDENCE_RETRY_DELAY_SECONDS": "0.5",
+        "EVIDENCE_MAX_ATTEMPTS": "5",
+        "EVIDENCE_RETRY_BUDGET_SECONDS": "0.001",
+        "EVIDENCE_RETRY_DELAY_SECONDS": "0.5",
     }
     ends, never_ends = "2026-01", "2026-02"
     with one_tenant_site(tmp_path, env, TENANT, [ends, never_ends]) as (runtime, instance, url):
@@ -140,16 +160,23 @@ def test_an_archive_outage_longer_than_the_in_run_retries_is_retried_by_the_daem
         launch_backfill(url, f"{ends}-01|{TENANT}")
         waiting = wait_for(lambda: _in_retry_wait(ledger, ends), "retry_wait after the in-run retries")
         outage.unlink()  # the outage ends while the job waits
-        published = wait_for(lambda: (j := _job_of(ledger, ends))["state"] == states.SUCCEEDED and j,
-                             "the retry's publication")
+        published = wait_for(
+            lambda: (j := _job_of(ledger, ends))["state"] == states.SUCCEEDED and j, "the retry's publication"
+        )
 
         outage.touch()  # an outage that never ends
         launch_backfill(url, f"{never_ends}-01|{TENANT}")
         doomed = wait_for(lambda: _in_retry_wait(ledger, never_ends), "retry_wait of the second month")
         dead = wait_for(lambda: (j := _job_of(ledger, never_ends))["state"] == states.DEAD and j, "the spent budget")
-        retry_runs = {job_id: wait_for(
-            lambda job_id=job_id: [r for r in instance.get_runs(RunsFilter(tags={RETRY_TAG: job_id})) if r.is_finished],
-            f"the end of the retry run of {job_id[:12]}") for job_id in (published["job_id"], dead["job_id"])}
+        retry_runs = {
+            job_id: wait_for(
+                lambda job_id=job_id: [
+                    r for r in instance.get_runs(RunsFilter(tags={RETRY_TAG: job_id})) if r.is_finished
+                ],
+                f"the end of the retry run of {job_id[:12]}",
+            )
+            for job_id in (published["job_id"], dead["job_id"])
+        }
 
     assert (waiting["attempts"], waiting["last_reason"]) == (4, "STORE_FULL")  # Dagster's in-run tries were spent
     assert (doomed["attempts"], doomed["last_reason"]) == (4, "STORE_FULL")
@@ -161,4 +188,8 @@ def test_an_archive_outage_longer_than_the_in_run_retries_is_retried_by_the_daem
     assert [(e["period"], e["details"]["attempt"]) for e in waits] == [(ends, 4), (never_ends, 4)]
     [letter] = dead_letters(runtime)
     assert (letter["job_id"], letter["kind"], letter["state"], letter["reason"]) == (
-        dead["job_id"], "tenant-month", "dead", "STORE_FULL")
+        dead["job_id"],
+        "tenant-month",
+        "dead",
+        "STORE_FULL",
+    )

@@ -41,7 +41,7 @@ def test_registry_records_each_tenant_once_in_order_and_never_brings_back_an_off
     assert signers.register_tenants(["zeta", "acme", "zeta"]) == {"zeta": REGISTERED, "acme": REGISTERED}
     assert signers.register_tenants(["acme", "beta"]) == {"acme": EXISTING, "beta": REGISTERED}
     assert registry.active() == [*fixtures, "zeta", "acme", "beta"]
-    events = runtime.ledger.events_of_type(EventType.TENANT_REGISTERED)[len(fixtures):]
+    events = runtime.ledger.events_of_type(EventType.TENANT_REGISTERED)[len(fixtures) :]
     assert [(e["tenant"], e["actor"]) for e in events] == [("zeta", "olga"), ("acme", "olga"), ("beta", "olga")]
     assert events[0]["details"]["authorization"] == events[1]["details"]["authorization"]  # one request, a run
     with pytest.raises(EvidenceError) as refused:
@@ -62,10 +62,16 @@ def test_registry_records_each_tenant_once_in_order_and_never_brings_back_an_off
 
     table = runtime.ledger.tenants
     for tamper, undo in (
-        (table.update().where(table.c.tenant == "acme").values(offboarded_seq=None),  # acme back, behind the ledger
-         table.update().where(table.c.tenant == "acme").values(offboarded_seq=offboarded.seq)),
-        (table.insert().values(tenant="ghost", registered_seq=offboarded.seq, registered_at=0.0),  # no event of its own
-         table.delete().where(table.c.tenant == "ghost")),
+        (
+            table.update().where(table.c.tenant == "acme").values(offboarded_seq=None),  # acme back, behind the ledger
+            table.update().where(table.c.tenant == "acme").values(offboarded_seq=offboarded.seq),
+        ),
+        (
+            table.insert().values(
+                tenant="ghost", registered_seq=offboarded.seq, registered_at=0.0
+            ),  # no event of its own
+            table.delete().where(table.c.tenant == "ghost"),
+        ),
     ):
         with runtime.ledger.engine.begin() as conn:  # someone with write access to the database
             conn.execute(tamper)
@@ -108,7 +114,11 @@ def test_tenant_commands_register_import_and_list(tmp_path):
     assert [line.split()[0] for line in active.output.splitlines()] == ["acme", "initech", "umbrella"]
     everyone = json.loads(runner.invoke(main, ["tenant", "list", "--all", "--json"], env=env).output)
     assert [(row["tenant"], row["offboarded_seq"] is not None) for row in everyone] == [
-        ("acme", False), ("globex", True), ("initech", False), ("umbrella", False)]
+        ("acme", False),
+        ("globex", True),
+        ("initech", False),
+        ("umbrella", False),
+    ]
     assert runner.invoke(main, ["ledger", "verify"], env=env).exit_code == 0
 
 
@@ -134,4 +144,4 @@ def test_a_file_of_more_tenants_than_one_signed_request_holds_registers_them_all
     assert len(set(requests)) == -(-len(wanted) // REGISTER_PER_REQUEST)  # 11 requests, each signed on its own
     assert all(len(request) < MAX_ENVELOPE_BYTES // 8 for request in requests)
     rechecked = recheck_ledger(ledger, 300)  # every stored request verifies, each by its signer
-    assert {(found.action, found.actor) for found in rechecked[-len(wanted):]} == {("tenant.register", "olga")}
+    assert {(found.action, found.actor) for found in rechecked[-len(wanted) :]} == {("tenant.register", "olga")}

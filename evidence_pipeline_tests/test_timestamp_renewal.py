@@ -27,8 +27,13 @@ def published(tmp_path):
     """Two B-LTA bundles of acme-books: SMALL stamped under a TSA certificate that expires in 60 days, EARLIER
     under the 10-year certificate the TSA rotated to afterwards."""
     with LocalPki(signer_days=30, tsa_days=TSA_DAYS) as pki:
-        env = {"EVIDENCE_HOME": str(tmp_path / "home"), "EVIDENCE_KEYS_DIR": str(pki.provision(tmp_path / "keys")),
-               "EVIDENCE_GENERATE_DEV_KEYS": "0", "EVIDENCE_PADES_LEVEL": "B-LTA", "EVIDENCE_TSA_URL": pki.tsa_url}
+        env = {
+            "EVIDENCE_HOME": str(tmp_path / "home"),
+            "EVIDENCE_KEYS_DIR": str(pki.provision(tmp_path / "keys")),
+            "EVIDENCE_GENERATE_DEV_KEYS": "0",
+            "EVIDENCE_PADES_LEVEL": "B-LTA",
+            "EVIDENCE_TSA_URL": pki.tsa_url,
+        }
         runtime = _with_fixture_sources(runtime_for(Settings.from_env(env)))
         expiring = run_tenant_month(runtime, SMALL, RunInfo("lta-run")).bundle_key
         first_tsa_not_after = pki.tsa_not_after
@@ -78,9 +83,12 @@ def test_renewal_keeps_an_expiring_bundle_verifiable_after_its_tsa_certificate(p
     [event] = _renewals(runtime)
     details = event["details"]
     assert (event["subject_sha256"], event["tenant"], event["period"]) == (sha256_hex(renewed), "acme-books", "2026-10")
-    assert details["previous"] == {"key": f"{expiring}/{REPORT}", "sha256": sha256_hex(published_report),
-                                   "size": len(published_report),
-                                   "tsa_not_after": first_tsa_not_after.isoformat()}
+    assert details["previous"] == {
+        "key": f"{expiring}/{REPORT}",
+        "sha256": sha256_hex(published_report),
+        "size": len(published_report),
+        "tsa_not_after": first_tsa_not_after.isoformat(),
+    }
     assert details["renewed"]["key"] == renewal_key(expiring, 1)
     assert dt.datetime.fromisoformat(details["renewed"]["tsa_not_after"]) == pki.tsa_not_after
     assert dt.datetime.fromisoformat(details["stamped_at"]) < first_tsa_not_after
@@ -106,8 +114,9 @@ def test_renewal_keeps_an_expiring_bundle_verifiable_after_its_tsa_certificate(p
     assert exported.exit_code == 0, exported.output
     assert (out / renewal_key(expiring, 1)).read_bytes() == renewed
     for at in (dt.datetime.now(dt.timezone.utc), after_first_tsa):
-        verified = CliRunner().invoke(main, ["verify", "--package", str(out), "--json", "--workers", "1",
-                                             "--at", at.isoformat()])
+        verified = CliRunner().invoke(
+            main, ["verify", "--package", str(out), "--json", "--workers", "1", "--at", at.isoformat()]
+        )
         assert verified.exit_code == 0, verified.output
     (out / renewal_key(expiring, 1)).unlink()
     verified = CliRunner().invoke(main, ["verify", "--package", str(out), "--json", "--workers", "1"])
@@ -120,10 +129,13 @@ def _altered(report: bytes) -> bytes:
     return bytes(altered)
 
 
-@pytest.mark.parametrize("forge", [
-    pytest.param(lambda report: _altered(report) + b"%% not a renewal\n", id="not-beginning-with-the-report"),
-    pytest.param(lambda report: report + b"%% not a renewal\n", id="no-new-time-stamp"),
-])
+@pytest.mark.parametrize(
+    "forge",
+    [
+        pytest.param(lambda report: _altered(report) + b"%% not a renewal\n", id="not-beginning-with-the-report"),
+        pytest.param(lambda report: report + b"%% not a renewal\n", id="no-new-time-stamp"),
+    ],
+)
 def test_a_renewal_that_does_not_extend_the_published_report_fails_verification(published, forge):
     """A renewal is judged by its bytes: one that does not begin with the published report, or adds no document
     time stamp over the whole file, is RENEWAL_INVALID."""

@@ -69,13 +69,23 @@ def _role_environment(root: Path, shared: dict[str, str], role: str) -> dict[str
     dagster_home = home / "dagster"
     dagster_home.mkdir(parents=True)
     shutil.copyfile(REPO / "dagster.production.yaml", dagster_home / "dagster.yaml")
-    return {**os.environ, **shared, "EVIDENCE_HOME": str(home / "evidence"), "DAGSTER_HOME": str(dagster_home),
-            "EVIDENCE_WORK_DIR": str(home / "work")}
+    return {
+        **os.environ,
+        **shared,
+        "EVIDENCE_HOME": str(home / "evidence"),
+        "DAGSTER_HOME": str(dagster_home),
+        "EVIDENCE_WORK_DIR": str(home / "work"),
+    }
 
 
 def _evidence(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(Path(sys.executable).parent / "evidence"), *args], env=env, capture_output=True,
-                          text=True, timeout=TIMEOUT_S)
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "evidence"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
 
 
 def _wait_until(what: str, done, interval_s: float = 1.0) -> None:
@@ -120,9 +130,11 @@ def test_a_backfill_runs_through_code_server_webserver_daemon_and_run_processes(
     port = _free_port()
     workspace = grpc_workspace(tmp_path / "workspace.yaml", port)
 
-    with (code_server(code_server_command(port), port, envs["code"], tmp_path / "code-server.log", TIMEOUT_S) as server,
-          dagster_services(envs["webserver"], tmp_path, TIMEOUT_S, workspace, envs["daemon"]) as url,
-          DagsterInstance.from_config(operator["DAGSTER_HOME"]) as instance):
+    with (
+        code_server(code_server_command(port), port, envs["code"], tmp_path / "code-server.log", TIMEOUT_S) as server,
+        dagster_services(envs["webserver"], tmp_path, TIMEOUT_S, workspace, envs["daemon"]) as url,
+        DagsterInstance.from_config(operator["DAGSTER_HOME"]) as instance,
+    ):
         # The registry sensor, evaluated in the code server at the daemon's request, makes the tenants partitions.
         _wait_until("the registry sensor's tick", lambda: instance.get_dynamic_partitions("tenant") == TENANTS)
 
@@ -137,28 +149,46 @@ def test_a_backfill_runs_through_code_server_webserver_daemon_and_run_processes(
             # Launched through the code server over gRPC, and executed in processes of their own.
             origin = run.remote_job_origin.repository_origin.code_location_origin
             assert type(origin).__name__ == "GrpcServerCodeLocationOrigin" and origin.port == port
-            steps = {entry.dagster_event.pid for entry in instance.all_logs(run.run_id, of_type={
-                DagsterEventType.STEP_START, DagsterEventType.ASSET_MATERIALIZATION})}
+            steps = {
+                entry.dagster_event.pid
+                for entry in instance.all_logs(
+                    run.run_id, of_type={DagsterEventType.STEP_START, DagsterEventType.ASSET_MATERIALIZATION}
+                )
+            }
             assert steps and not steps & services, (steps, services)
-        materialized = {entry.dagster_event.partition for run in runs for entry in
-                        instance.all_logs(run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)
-                        if entry.dagster_event.asset_key.to_user_string() == "evidence_bundle"}
+        materialized = {
+            entry.dagster_event.partition
+            for run in runs
+            for entry in instance.all_logs(run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)
+            if entry.dagster_event.asset_key.to_user_string() == "evidence_bundle"
+        }
         assert materialized == {key(tm) for tm in BACKFILL}
         assert type(instance.run_launcher).__name__ == "DefaultRunLauncher"
 
         # Offboarding, from the operator's process, reaches the sensor through the database as well.
-        asked = _evidence(operator, "tenant", "offboard", TENANTS[1], "--reason", "contract ended",
-                          "--key", signers.key_file("olga"))
+        asked = _evidence(
+            operator, "tenant", "offboard", TENANTS[1], "--reason", "contract ended", "--key", signers.key_file("olga")
+        )
         assert asked.returncode == 0, asked.stderr
-        offboarded = _evidence(operator, "tenant", "offboard", TENANTS[1], "--approve",
-                               "--key", signers.key_file("bob"))
+        offboarded = _evidence(
+            operator, "tenant", "offboard", TENANTS[1], "--approve", "--key", signers.key_file("bob")
+        )
         assert offboarded.returncode == 0, offboarded.stderr
-        _wait_until("the offboarded tenant's partition to go",
-                    lambda: instance.get_dynamic_partitions("tenant") == TENANTS[:1])
+        _wait_until(
+            "the offboarded tenant's partition to go", lambda: instance.get_dynamic_partitions("tenant") == TENANTS[:1]
+        )
 
     # An auditor's `evidence verify` of the archive in S3, trusting only the mounted keys' statement key and root.
-    verified = _evidence(operator, "verify", f"{operator['EVIDENCE_ARCHIVE_URI']}/bundles", "--json",
-                         "--key-id", keyring.statement_key_id, "--root-id", keyring.root_id)
+    verified = _evidence(
+        operator,
+        "verify",
+        f"{operator['EVIDENCE_ARCHIVE_URI']}/bundles",
+        "--json",
+        "--key-id",
+        keyring.statement_key_id,
+        "--root-id",
+        keyring.root_id,
+    )
     assert verified.returncode == 0, verified.stdout + verified.stderr
     outcomes = [json.loads(line) for line in verified.stdout.splitlines()]
     assert len(outcomes) == len(BACKFILL) and all(outcome["ok"] for outcome in outcomes)
@@ -179,6 +209,8 @@ def test_a_backfill_runs_through_code_server_webserver_daemon_and_run_processes(
     for role, env in envs.items():
         home, work = Path(env["EVIDENCE_HOME"]), Path(env["EVIDENCE_WORK_DIR"])
         left = sorted(p.name for p in home.iterdir()) if home.exists() else []
-        assert not set(left) & {"ledger.sqlite", "archive", "sources", "staging", "previews", "documents", "keys"}, \
-            (role, left)
+        assert not set(left) & {"ledger.sqlite", "archive", "sources", "staging", "previews", "documents", "keys"}, (
+            role,
+            left,
+        )
         assert not list(work.glob(f"{MARKER}*")), role

@@ -125,10 +125,16 @@ def _image_environment(machine: Machine) -> dict[str, str]:
     DAGSTER_HOME, a home and a work directory, all in the machine's own directory (DAGSTER_HOME: `_image`)."""
     (machine.home / "dagster").mkdir()
     shutil.copyfile(REPO / "dagster.production.yaml", machine.home / "dagster" / "dagster.yaml")
-    return {"PATH": f"{BIN}:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(machine.home),
-            "DAGSTER_HOME": str(_dagster_home(machine)), "EVIDENCE_HOME": str(machine.home / "evidence"),
-            "EVIDENCE_WORK_DIR": str(machine.home / "work"), "EVIDENCE_GENERATE_DEV_KEYS": "0",
-            "EVIDENCE_OPEN_MONTHS": os.environ["EVIDENCE_OPEN_MONTHS"]}
+    return {
+        "PATH": f"{BIN}:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "HOME": str(machine.home),
+        "DAGSTER_HOME": str(_dagster_home(machine)),
+        "EVIDENCE_HOME": str(machine.home / "evidence"),
+        "EVIDENCE_WORK_DIR": str(machine.home / "work"),
+        "EVIDENCE_GENERATE_DEV_KEYS": "0",
+        "EVIDENCE_OPEN_MONTHS": os.environ["EVIDENCE_OPEN_MONTHS"],
+    }
 
 
 def _dagster_home(machine: Machine) -> Path:
@@ -154,20 +160,31 @@ def test_the_topology_with_every_component_on_a_machine_of_its_own(tmp_path, mon
         folder.mkdir(parents=True)
     keyring = load_keyring(volumes["keys"], generate=True)  # provisioned before, as keys-init copies them in
     with Network(tmp_path) as network:
-        machines = {name: network.machine(name) for name in
-                    ("postgres", "s3", "witness", "code", "webserver", "daemon", "intake")}
+        machines = {
+            name: network.machine(name)
+            for name in ("postgres", "s3", "witness", "code", "webserver", "daemon", "intake")
+        }
         postgres, s3, witness, code, webserver, daemon, intake = machines.values()
 
         # PostgreSQL listens on its bridge address only (no Unix socket), and trusts the bridge's subnet.
         data = postgres.home / "data"
         shutil.chown(postgres.home, POSTGRES_USER, POSTGRES_USER)
-        postgres.start(["sh", "-c", f"{POSTGRES_BIN}/initdb -D {data} -U postgres --auth=trust -E UTF8 --no-locale "
-                        f"> /dev/null && echo 'host all all {network.subnet} trust' >> {data}/pg_hba.conf && "
-                        f"exec {POSTGRES_BIN}/postgres -D {data} -c listen_addresses={postgres.address} "
-                        f"-p {PORTS['postgres']} -c unix_socket_directories= -c fsync=off"],
-                       {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, user=POSTGRES_USER)
-        s3.start([str(BIN / "moto_server"), "-H", s3.address, "-p", str(PORTS["s3"])],
-                 {"PATH": "/usr/bin:/bin", "HOME": str(s3.home)})
+        postgres.start(
+            [
+                "sh",
+                "-c",
+                f"{POSTGRES_BIN}/initdb -D {data} -U postgres --auth=trust -E UTF8 --no-locale "
+                f"> /dev/null && echo 'host all all {network.subnet} trust' >> {data}/pg_hba.conf && "
+                f"exec {POSTGRES_BIN}/postgres -D {data} -c listen_addresses={postgres.address} "
+                f"-p {PORTS['postgres']} -c unix_socket_directories= -c fsync=off",
+            ],
+            {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+            user=POSTGRES_USER,
+        )
+        s3.start(
+            [str(BIN / "moto_server"), "-H", s3.address, "-p", str(PORTS["s3"])],
+            {"PATH": "/usr/bin:/bin", "HOME": str(s3.home)},
+        )
         _wait_until("PostgreSQL and S3 to listen", lambda: _listening(postgres) and _listening(s3), (postgres, s3))
 
         server = f"postgresql+psycopg2://postgres@{postgres.address}:{PORTS['postgres']}"
@@ -178,16 +195,31 @@ def test_the_topology_with_every_component_on_a_machine_of_its_own(tmp_path, mon
         admin.dispose()
         database = f"{server}/evidence"  # the ledger and Dagster's storage in one database, as compose has them
         aws = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
-        stores = {"EVIDENCE_LEDGER_URL": database, "EVIDENCE_S3_ENDPOINT_URL": s3.url(PORTS["s3"]),
-                  "EVIDENCE_S3_REGION": "us-east-1", "EVIDENCE_S3_OBJECT_LOCK_MODE": "COMPLIANCE",
-                  "EVIDENCE_S3_OBJECT_LOCK_DAYS": "1", "EVIDENCE_S3_SSE": "AES256", "EVIDENCE_WORKERS": "1", **aws,
-                  **{f"EVIDENCE_{name.upper()}_URI": f"s3://evidence/{name}"
-                     for name in ("archive", "sources", "staging", "preview", "documents")}}
+        stores = {
+            "EVIDENCE_LEDGER_URL": database,
+            "EVIDENCE_S3_ENDPOINT_URL": s3.url(PORTS["s3"]),
+            "EVIDENCE_S3_REGION": "us-east-1",
+            "EVIDENCE_S3_OBJECT_LOCK_MODE": "COMPLIANCE",
+            "EVIDENCE_S3_OBJECT_LOCK_DAYS": "1",
+            "EVIDENCE_S3_SSE": "AES256",
+            "EVIDENCE_WORKERS": "1",
+            **aws,
+            **{
+                f"EVIDENCE_{name.upper()}_URI": f"s3://evidence/{name}"
+                for name in ("archive", "sources", "staging", "preview", "documents")
+            },
+        }
         dagster_settings = {"DAGSTER_PG_URL": database}
 
         # The operator's machine (this process): keys, bucket, Dagster's tables (compose's `migrate`), sources.
-        operator = {**os.environ, **stores, **dagster_settings, "EVIDENCE_KEYS_DIR": str(volumes["keys"]),
-                    "EVIDENCE_HOME": str(tmp_path / "operator"), "EVIDENCE_GENERATE_DEV_KEYS": "0"}
+        operator = {
+            **os.environ,
+            **stores,
+            **dagster_settings,
+            "EVIDENCE_KEYS_DIR": str(volumes["keys"]),
+            "EVIDENCE_HOME": str(tmp_path / "operator"),
+            "EVIDENCE_GENERATE_DEV_KEYS": "0",
+        }
         for name in aws:
             monkeypatch.setenv(name, aws[name])
         monkeypatch.setenv("DAGSTER_PG_URL", database)
@@ -206,42 +238,98 @@ def test_the_topology_with_every_component_on_a_machine_of_its_own(tmp_path, mon
         _evidence(operator, "witness", "keygen", "--name", WITNESS, "--key", witness_key)
         witness_vkey = _evidence(operator, "witness", "vkey", "--name", WITNESS, "--key", witness_key).strip()
         log_vkey = _evidence(operator, "ledger", "vkey").strip()
-        witness.start([str(BIN / "evidence"), "witness", "serve", "--name", WITNESS, "--key", witness_key,
-                       "--state", str(witness.home / "state"), "--host", witness.address,
-                       "--port", str(PORTS["witness"]), "--log", log_vkey],
-                      _image_environment(witness), _image(witness))
+        witness.start(
+            [
+                str(BIN / "evidence"),
+                "witness",
+                "serve",
+                "--name",
+                WITNESS,
+                "--key",
+                witness_key,
+                "--state",
+                str(witness.home / "state"),
+                "--host",
+                witness.address,
+                "--port",
+                str(PORTS["witness"]),
+                "--log",
+                log_vkey,
+            ],
+            _image_environment(witness),
+            _image(witness),
+        )
 
         # The code location and its runs: the settings and keys that signing needs.
-        code_env = {**_image_environment(code), **stores, **dagster_settings,
-                    "EVIDENCE_KEYS_DIR": str(volumes["keys"]),
-                    "EVIDENCE_WITNESSES": f"{witness.url(PORTS['witness'])} {witness_vkey}"}
+        code_env = {
+            **_image_environment(code),
+            **stores,
+            **dagster_settings,
+            "EVIDENCE_KEYS_DIR": str(volumes["keys"]),
+            "EVIDENCE_WITNESSES": f"{witness.url(PORTS['witness'])} {witness_vkey}",
+        }
         compute_logs = Volume(volumes["compute-logs"], _dagster_home(code) / "storage")
         code_volumes = _image(code, Volume(volumes["keys"]), compute_logs)
         code.start(code_server_command(PORTS["code"], code.address), code_env, code_volumes)
         # The webserver and the daemon: Dagster's storage only, and a workspace naming the code server's address.
         for machine in (webserver, daemon):
             grpc_workspace(machine.home / "workspace.yaml", PORTS["code"], code.address)
-        webserver.start([str(BIN / "dagster-webserver"), "-w", str(webserver.home / "workspace.yaml"),
-                         "-h", webserver.address, "-p", str(PORTS["webserver"])],
-                        {**_image_environment(webserver), **dagster_settings},
-                        _image(webserver, compute_logs))
-        daemon.start([str(BIN / "dagster-daemon"), "run", "-w", str(daemon.home / "workspace.yaml")],
-                     {**_image_environment(daemon), **dagster_settings}, _image(daemon))
+        webserver.start(
+            [
+                str(BIN / "dagster-webserver"),
+                "-w",
+                str(webserver.home / "workspace.yaml"),
+                "-h",
+                webserver.address,
+                "-p",
+                str(PORTS["webserver"]),
+            ],
+            {**_image_environment(webserver), **dagster_settings},
+            _image(webserver, compute_logs),
+        )
+        daemon.start(
+            [str(BIN / "dagster-daemon"), "run", "-w", str(daemon.home / "workspace.yaml")],
+            {**_image_environment(daemon), **dagster_settings},
+            _image(daemon),
+        )
         # Intake: the stores, no keys.
-        intake.start([str(BIN / "evidence"), "intake", "serve", "--host", intake.address,
-                      "--port", str(PORTS["intake"]), "--workers", "1"],
-                     {**_image_environment(intake), **stores, **dagster_settings,
-                      "EVIDENCE_KEYS_DIR": str(intake.home / "no-keys")}, _image(intake))
+        intake.start(
+            [
+                str(BIN / "evidence"),
+                "intake",
+                "serve",
+                "--host",
+                intake.address,
+                "--port",
+                str(PORTS["intake"]),
+                "--workers",
+                "1",
+            ],
+            {
+                **_image_environment(intake),
+                **stores,
+                **dagster_settings,
+                "EVIDENCE_KEYS_DIR": str(intake.home / "no-keys"),
+            },
+            _image(intake),
+        )
 
         everything = tuple(machines.values())
         url = f"{webserver.url(PORTS['webserver'])}/graphql"
         api = intake.url(PORTS["intake"])
         _wait_until("the code server", lambda: _serving(code), everything)
-        _wait_until("the webserver, intake and witness", lambda: (
-            httpx.get(f"{webserver.url(PORTS['webserver'])}/server_info").is_success
-            and httpx.get(f"{api}/healthz").is_success and _listening(witness)), everything)
-        _wait_until("the registry sensor's tick", lambda: instance.get_dynamic_partitions("tenant") == [TENANT],
-                    everything)
+        _wait_until(
+            "the webserver, intake and witness",
+            lambda: (
+                httpx.get(f"{webserver.url(PORTS['webserver'])}/server_info").is_success
+                and httpx.get(f"{api}/healthz").is_success
+                and _listening(witness)
+            ),
+            everything,
+        )
+        _wait_until(
+            "the registry sensor's tick", lambda: instance.get_dynamic_partitions("tenant") == [TENANT], everything
+        )
 
         # A backfill, as the UI launches it.
         backfill_id = launch_backfill(url, *(key(tm) for tm in BACKFILL))
@@ -257,13 +345,17 @@ def test_the_topology_with_every_component_on_a_machine_of_its_own(tmp_path, mon
         # An evidence job and a document job, over the tenant API; Dagster's sensors dispatch them.
         token = signers.issue_token(TENANT)
         tenant = httpx.Client(base_url=api, headers={"Authorization": f"Bearer {token}"}, timeout=60)
-        evidence_job = tenant.post("/v1/evidence-jobs", json={"period": EVIDENCE_JOBS[0].period},
-                                   headers={"Idempotency-Key": "may"})
+        evidence_job = tenant.post(
+            "/v1/evidence-jobs", json={"period": EVIDENCE_JOBS[0].period}, headers={"Idempotency-Key": "may"}
+        )
         assert evidence_job.status_code == 202, evidence_job.text
         upload = tenant.post("/v1/documents", content=pdf_bytes(), headers={"Content-Type": "application/pdf"})
         assert upload.status_code == 201, upload.text
-        document_job = tenant.post("/v1/jobs", json={"operation": "inspect", "inputs": [upload.json()["document_id"]]},
-                                   headers={"Idempotency-Key": "inspect"})
+        document_job = tenant.post(
+            "/v1/jobs",
+            json={"operation": "inspect", "inputs": [upload.json()["document_id"]]},
+            headers={"Idempotency-Key": "inspect"},
+        )
         assert document_job.status_code == 202, document_job.text
         jobs = [evidence_job.json()["job_id"], document_job.json()["job_id"]]
         for job_id in jobs:
@@ -281,12 +373,15 @@ def test_the_topology_with_every_component_on_a_machine_of_its_own(tmp_path, mon
         code.kill()
         code.start(code_server_command(PORTS["code"], code.address), code_env, code_volumes)
         _wait_until("the code server again", lambda: _serving(code), everything)
-        again = tenant.post("/v1/evidence-jobs", json={"period": EVIDENCE_JOBS[1].period},
-                            headers={"Idempotency-Key": "june"})
+        again = tenant.post(
+            "/v1/evidence-jobs", json={"period": EVIDENCE_JOBS[1].period}, headers={"Idempotency-Key": "june"}
+        )
         assert again.status_code == 202, again.text
         jobs.append(again.json()["job_id"])
-        assert _wait_until("the job after the restart", lambda: _job_state(api, token, jobs[-1]),
-                           everything) == "succeeded"
+        assert (
+            _wait_until("the job after the restart", lambda: _job_state(api, token, jobs[-1]), everything)
+            == "succeeded"
+        )
         assert [_job_state(api, token, job_id) for job_id in jobs] == ["succeeded"] * 3
         tenant.close()
         instance.dispose()
@@ -294,8 +389,16 @@ def test_the_topology_with_every_component_on_a_machine_of_its_own(tmp_path, mon
         # Nothing was lost: an auditor's `evidence verify` of the archive in S3, trusting only the provisioned keys,
         # verifies every bundle; the ledger holds one publication per tenant-month, and verifies.
         months = BACKFILL + EVIDENCE_JOBS
-        verified = _evidence(operator, "verify", "s3://evidence/archive/bundles", "--json",
-                             "--key-id", keyring.statement_key_id, "--root-id", keyring.root_id)
+        verified = _evidence(
+            operator,
+            "verify",
+            "s3://evidence/archive/bundles",
+            "--json",
+            "--key-id",
+            keyring.statement_key_id,
+            "--root-id",
+            keyring.root_id,
+        )
         outcomes = [json.loads(line) for line in verified.splitlines()]
         assert len(outcomes) == len(months) and all(outcome["ok"] for outcome in outcomes), outcomes
         published = runtime.ledger.events_of_type(EventType.BUNDLE_PUBLISHED)
@@ -307,6 +410,8 @@ def test_the_topology_with_every_component_on_a_machine_of_its_own(tmp_path, mon
     for machine in machines.values():
         home = machine.home / "evidence"
         left = sorted(p.name for p in home.iterdir()) if home.exists() else []
-        assert not set(left) & {"ledger.sqlite", "archive", "sources", "staging", "previews", "documents", "keys"}, \
-            (machine.name, left)
+        assert not set(left) & {"ledger.sqlite", "archive", "sources", "staging", "previews", "documents", "keys"}, (
+            machine.name,
+            left,
+        )
         assert not list((machine.home / "work").glob(f"{MARKER}*")), machine.name

@@ -1,7 +1,6 @@
 """The offline_verification asset check: one result per tenant-month, recorded by Dagster, failing with reason codes
 when the published bundle is tampered with. Runs on both backend sets (SQLite + local archive, PostgreSQL + S3)."""
 
-
 from unittest.mock import ANY
 from urllib.parse import quote
 
@@ -21,8 +20,9 @@ from evidence_pipeline_tests.conftest import SMALL, overwrite
 ASSETS = [source_revision, monthly_report, evidence_bundle, offline_verification]
 CHECK = AssetCheckKey(evidence_bundle.key, CHECK_NAME)
 # A run of the asset job with only the check: with a partition, or with none (the UI's "Execute all").
-CHECK_ONLY = defs.resolve_implicit_global_asset_job_def().get_subset(asset_selection=set(),
-                                                                     asset_check_selection={CHECK})
+CHECK_ONLY = defs.resolve_implicit_global_asset_job_def().get_subset(
+    asset_selection=set(), asset_check_selection={CHECK}
+)
 EARLIER = TenantMonth("acme-books", "2026-09")  # with SMALL, a range of one tenant's months
 
 
@@ -68,33 +68,38 @@ def test_a_range_run_verifies_each_published_partition_and_records_it(instance, 
         assert bundle["verification"] == verified == evaluation.description.split(" (")[0]
         assert bundle["verification_codes"] == "none" and bundle["verification_checks"] == metadata["checks"]
         assert bundle["verification result"] == (  # root-relative: the UI it is clicked in opens it
-            f"/runs/{result.run_id}?logs={quote(f'{CHECK_NAME} {partition}')}")
+            f"/runs/{result.run_id}?logs={quote(f'{CHECK_NAME} {partition}')}"
+        )
         assert evaluation.description.endswith(f"({CHECK_NAME} {partition})")  # what the link's filter finds
     # The statement key is pinned to the one recorded at publication: any other published key is refused.
     assert verify_published(runtime, (bundle["bundle_key"], "ed25519-0000000000000000")).codes == ["KEY_UNKNOWN"]
 
 
 def test_a_run_verifies_each_bundle_it_publishes_once_and_the_check_alone_verifies_it_again(
-        instance, evidence, monkeypatch):
+    instance, evidence, monkeypatch
+):
     """The bundle step verifies what it publishes and records the check's evaluation of it: the check step of the
     same run reads nothing again (on S3 a verification is 8 requests). A later run of the check verifies the
     archive as it is then."""
     verified = []
-    monkeypatch.setattr(verify, "verify_bundle", lambda store, prefix, **pins: verified.append(prefix) or verify_bundle(
-        store, prefix, **pins))
+    monkeypatch.setattr(
+        verify,
+        "verify_bundle",
+        lambda store, prefix, **pins: verified.append(prefix) or verify_bundle(store, prefix, **pins),
+    )
     partition = str(partition_key_for(SMALL))
     result = materialize(ASSETS, instance=instance, resources={"evidence": evidence}, partition_key=partition)
     assert result.success and len(verified) == 1
     [evaluation] = [event for event in result.all_events if event.event_type_value == "ASSET_CHECK_EVALUATION"]
     assert evaluation.step_key == "evidence_bundle" and evaluation.event_specific_data.passed
-    assert evaluation.event_specific_data.target_materialization_data.storage_id == _bundle(
-        instance, SMALL)[0].storage_id
+    assert (
+        evaluation.event_specific_data.target_materialization_data.storage_id == _bundle(instance, SMALL)[0].storage_id
+    )
 
     again = CHECK_ONLY.execute_in_process(instance=instance, resources={"evidence": evidence}, partition_key=partition)
     assert again.success and verified == [verified[0]] * 2
     record, evaluation, _ = _latest_check(instance, SMALL)
     assert record.run_id == again.run_id and evaluation.passed
-
 
 
 def test_the_check_alone_without_a_partition_verifies_every_published_partition(instance, evidence):
@@ -111,10 +116,12 @@ def test_the_check_alone_without_a_partition_verifies_every_published_partition(
         record, evaluation, _ = _latest_check(instance, tenant_month)
         assert record.run_id == again.run_id and evaluation.passed
 
+
 def test_a_tampered_bundle_fails_the_check_with_its_codes_and_the_others_still_pass(instance, evidence, runtime):
     for tenant_month in (EARLIER, SMALL):
-        assert materialize(ASSETS, instance=instance, resources={"evidence": evidence},
-                           partition_key=partition_key_for(tenant_month)).success
+        assert materialize(
+            ASSETS, instance=instance, resources={"evidence": evidence}, partition_key=partition_key_for(tenant_month)
+        ).success
         assert _latest_check(instance, tenant_month)[1].passed
     _, bundle = _bundle(instance, SMALL)
     report = runtime.archive.get(f"{bundle['bundle_key']}/report.pdf")
@@ -122,8 +129,9 @@ def test_a_tampered_bundle_fails_the_check_with_its_codes_and_the_others_still_p
 
     # The check alone, on the archive as it is now: nothing is rendered, signed or published again.
     for tenant_month in (EARLIER, SMALL):
-        result = CHECK_ONLY.execute_in_process(instance=instance, resources={"evidence": evidence},
-                                              partition_key=str(partition_key_for(tenant_month)))
+        result = CHECK_ONLY.execute_in_process(
+            instance=instance, resources={"evidence": evidence}, partition_key=str(partition_key_for(tenant_month))
+        )
         assert result.success and not result.get_asset_materialization_events()  # non-blocking: the run succeeds
     record, evaluation, metadata = _latest_check(instance, SMALL)
     assert record.status == AssetCheckExecutionRecordStatus.FAILED and not evaluation.passed
@@ -132,8 +140,9 @@ def test_a_tampered_bundle_fails_the_check_with_its_codes_and_the_others_still_p
     passed, total = metadata["checks"].removesuffix(" passed").split(" of ")
     assert int(passed) < int(total)
     assert "subject_digest: SUBJECT_DIGEST_MISMATCH: statement subject is not" in metadata["failed_checks"]
-    assert {"check": "subject_digest", "result": "FAILED", "code": "SUBJECT_DIGEST_MISMATCH",
-            "detail": ANY} in [row.data for row in metadata["check_table"].records]
+    assert {"check": "subject_digest", "result": "FAILED", "code": "SUBJECT_DIGEST_MISMATCH", "detail": ANY} in [
+        row.data for row in metadata["check_table"].records
+    ]
     record, evaluation, metadata = _latest_check(instance, EARLIER)
     assert record.status == AssetCheckExecutionRecordStatus.SUCCEEDED and metadata["codes"] == "none"
 
@@ -143,18 +152,31 @@ def test_a_range_whose_bundle_step_fails_records_the_verdict_of_what_it_publishe
     the step itself, the check step verifies none of them twice, and the failed month has no evaluation (its check
     reads not executed, never failed)."""
     earliest = TenantMonth("acme-books", "2026-08")  # no source revision
-    assert materialize([source_revision, monthly_report], instance=instance, resources={"evidence": evidence},
-                       tags=range_tags(EARLIER, SMALL)).success
+    assert materialize(
+        [source_revision, monthly_report],
+        instance=instance,
+        resources={"evidence": evidence},
+        tags=range_tags(EARLIER, SMALL),
+    ).success
     # The bundle step alone over a range whose first month has no report: 2026-09 and 2026-10 are published.
-    result = materialize(ASSETS, instance=instance, resources={"evidence": evidence}, raise_on_error=False,
-                         tags=range_tags(earliest, SMALL), selection=[evidence_bundle, offline_verification])
+    result = materialize(
+        ASSETS,
+        instance=instance,
+        resources={"evidence": evidence},
+        raise_on_error=False,
+        tags=range_tags(earliest, SMALL),
+        selection=[evidence_bundle, offline_verification],
+    )
     assert result.success
     assert sorted(e.partition for e in result.get_asset_materialization_events()) == sorted(
-        str(partition_key_for(tm)) for tm in (EARLIER, SMALL))
+        str(partition_key_for(tm)) for tm in (EARLIER, SMALL)
+    )
     assert sorted(e.partition for e in result.get_asset_check_evaluations()) == sorted(
-        str(partition_key_for(tm)) for tm in (EARLIER, SMALL))
+        str(partition_key_for(tm)) for tm in (EARLIER, SMALL)
+    )
     for tenant_month in (EARLIER, SMALL):
         record, evaluation, metadata = _latest_check(instance, tenant_month)
         assert record.run_id == result.run_id and record.status == AssetCheckExecutionRecordStatus.SUCCEEDED
         assert metadata["result"] == "verified" and _bundle(instance, tenant_month)[1]["verification"].startswith(
-            "verified: all")
+            "verified: all"
+        )

@@ -54,7 +54,8 @@ def test_a_prefix_and_several_paths_verify_every_bundle_once(runtime, archive):
     several = _verify(tenant + "/", bundle, f"{tenant}/{SMALL.period}", "--json", "--workers", "2")
     assert several.exit_code == 0
     assert sorted(line["bundle"] for line in _lines(several)) == sorted(
-        [f"{tenant}/{key.split('/', 2)[2]}" for key in keys if key.startswith(f"bundles/{SMALL.tenant}/")] + [bundle])
+        [f"{tenant}/{key.split('/', 2)[2]}" for key in keys if key.startswith(f"bundles/{SMALL.tenant}/")] + [bundle]
+    )
 
     text = _verify(f"{root}/bundles", "--workers", "1")
     assert text.exit_code == 0 and text.output.count("\nok   ") + text.output.startswith("ok   ") == len(keys)
@@ -88,8 +89,14 @@ def test_a_prefix_without_bundles_is_not_found(runtime, archive):
 
 
 def test_an_unreachable_archive_prefix_is_3(tmp_path):
-    env = {"EVIDENCE_HOME": str(tmp_path / "home"), "EVIDENCE_S3_ENDPOINT_URL": "http://127.0.0.1:9",
-           "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_REGION": "us-east-1", "AWS_MAX_ATTEMPTS": "1"}
+    env = {
+        "EVIDENCE_HOME": str(tmp_path / "home"),
+        "EVIDENCE_S3_ENDPOINT_URL": "http://127.0.0.1:9",
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "AWS_REGION": "us-east-1",
+        "AWS_MAX_ATTEMPTS": "1",
+    }
     result = CliRunner().invoke(main, ["verify", "s3://bucket/archive/bundles/acme-books", "--json"], env=env)
     assert result.exit_code == 3 and json.loads(result.output)["error"]["code"] == "STORE_UNAVAILABLE"
 
@@ -101,19 +108,25 @@ def test_a_finding_is_never_hidden_by_an_outage():
     assert overall_exit_code([verified, verified]) == 0
     assert overall_exit_code([verified, unreadable]) == 3
     assert overall_exit_code([unreadable, failed, verified]) == 1
-    assert unreadable.as_dict() == {"bundle": "b3", "ok": False, "error": {
-        "code": "STORE_UNAVAILABLE", "message": "S3 is unreachable"}}
+    assert unreadable.as_dict() == {
+        "bundle": "b3",
+        "ok": False,
+        "error": {"code": "STORE_UNAVAILABLE", "message": "S3 is unreachable"},
+    }
 
 
-@pytest.mark.parametrize("argument, archive, prefix", [
-    ("s3://b/a/bundles/acme/2026-10/" + IDENTITY, "s3://b/a", "bundles/acme/2026-10/" + IDENTITY),
-    ("s3://b/a/bundles/acme/", "s3://b/a", "bundles/acme"),
-    ("s3://b/a", "s3://b/a", "bundles"),
-    ("s3://b", "s3://b", "bundles"),
-    ("s3://b/a/bundles/bundles/2026-10/" + IDENTITY, "s3://b/a", "bundles/bundles/2026-10/" + IDENTITY),
-    ("s3://b/bundles/x/bundles", "s3://b/bundles/x", "bundles"),  # an archive below a folder named bundles
-    ("s3://b/a/bundles/acme/garbage", "s3://b/a/bundles/acme/garbage", "bundles"),  # not below bundles/
-])
+@pytest.mark.parametrize(
+    "argument, archive, prefix",
+    [
+        ("s3://b/a/bundles/acme/2026-10/" + IDENTITY, "s3://b/a", "bundles/acme/2026-10/" + IDENTITY),
+        ("s3://b/a/bundles/acme/", "s3://b/a", "bundles/acme"),
+        ("s3://b/a", "s3://b/a", "bundles"),
+        ("s3://b", "s3://b", "bundles"),
+        ("s3://b/a/bundles/bundles/2026-10/" + IDENTITY, "s3://b/a", "bundles/bundles/2026-10/" + IDENTITY),
+        ("s3://b/bundles/x/bundles", "s3://b/bundles/x", "bundles"),  # an archive below a folder named bundles
+        ("s3://b/a/bundles/acme/garbage", "s3://b/a/bundles/acme/garbage", "bundles"),  # not below bundles/
+    ],
+)
 def test_locations_name_an_archive_and_a_prefix(argument, archive, prefix):
     location = locate(argument)
     assert (location.archive, location.prefix) == (archive, prefix)
@@ -133,8 +146,19 @@ def test_a_local_location_is_an_existing_folder(tmp_path):
         assert error.value.code == "BUNDLE_NOT_FOUND"
 
 
-HEAVY = {"sqlalchemy", "alembic", "pandas", "numpy", "reportlab", "pypdf", "dagster", "dagster_aws", "boto3",
-         "botocore", "aiohttp"}
+HEAVY = {
+    "sqlalchemy",
+    "alembic",
+    "pandas",
+    "numpy",
+    "reportlab",
+    "pypdf",
+    "dagster",
+    "dagster_aws",
+    "boto3",
+    "botocore",
+    "aiohttp",
+}
 _IMPORTED = """
 import json, sys
 from evidence_pipeline.cli import main
@@ -147,8 +171,9 @@ print(json.dumps(sorted({name.split(".")[0] for name in sys.modules})))
 
 
 def _modules_loaded_by(args: list[str], env: dict[str, str]) -> set[str]:
-    run = subprocess.run([sys.executable, "-c", _IMPORTED, *args], capture_output=True, text=True,
-                         env=os.environ | env, check=True)
+    run = subprocess.run(
+        [sys.executable, "-c", _IMPORTED, *args], capture_output=True, text=True, env=os.environ | env, check=True
+    )
     return set(json.loads(run.stdout.splitlines()[-1]))
 
 
@@ -166,9 +191,13 @@ def test_progress_is_shown_on_a_terminal_only(local_runtime, tmp_path):
     root = str(local_runtime.archive.root)
     controller, terminal = pty.openpty()
     try:
-        run = subprocess.run([sys.executable, "-c", _IMPORTED, "verify", root, "--json"],
-                             stdout=subprocess.PIPE, stderr=terminal, text=True,
-                             env=os.environ | {"EVIDENCE_HOME": str(tmp_path / "home")})
+        run = subprocess.run(
+            [sys.executable, "-c", _IMPORTED, "verify", root, "--json"],
+            stdout=subprocess.PIPE,
+            stderr=terminal,
+            text=True,
+            env=os.environ | {"EVIDENCE_HOME": str(tmp_path / "home")},
+        )
         os.close(terminal)
         shown = b""
         while chunk := _read(controller):

@@ -12,8 +12,10 @@ ROW = re.compile(r"^\| `([A-Z_]+)` \| (yes|no) \| ([0-3]) \| (\d{3})? \| (\d{3})
 
 
 def test_the_reason_code_page_is_the_enum():
-    rows = {code: (retried == "yes", int(exit), meaning)
-            for code, retried, exit, _, _, meaning in ROW.findall(generated_page("reference/reason-codes.md"))}
+    rows = {
+        code: (retried == "yes", int(exit), meaning)
+        for code, retried, exit, _, _, meaning in ROW.findall(generated_page("reference/reason-codes.md"))
+    }
     cell = {code: " ".join(code.meaning.split()).replace("|", "\\|") for code in ReasonCode}  # as a table cell
     assert rows == {code.value: (code in RETRYABLE, exit_code(code), cell[code]) for code in ReasonCode}
     assert all(len(code.meaning) > 10 for code in ReasonCode)  # a meaning, not a placeholder

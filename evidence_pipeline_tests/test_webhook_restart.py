@@ -34,8 +34,11 @@ def hook():
 
 
 def test_a_deliverer_process_killed_mid_delivery_and_restarted_sends_each_event_exactly_once(backend, hook):
-    env = backend | {"EVIDENCE_WEBHOOK_RETRY_SECONDS": "0.2", "EVIDENCE_WEBHOOK_RETRY_MAX_SECONDS": "0.4",
-                     "EVIDENCE_WEBHOOK_TIMEOUT_SECONDS": str(TIMEOUT_SECONDS)}
+    env = backend | {
+        "EVIDENCE_WEBHOOK_RETRY_SECONDS": "0.2",
+        "EVIDENCE_WEBHOOK_RETRY_MAX_SECONDS": "0.4",
+        "EVIDENCE_WEBHOOK_TIMEOUT_SECONDS": str(TIMEOUT_SECONDS),
+    }
     settings = Settings.from_env(env)
     ledger = Ledger(settings.ledger_url)
     hook.secrets.append(_set(ledger, settings, hook.url)["secret"])
@@ -62,8 +65,15 @@ def test_a_deliverer_process_killed_mid_delivery_and_restarted_sends_each_event_
     while Outbox(ledger).deliveries(TENANT, ("pending",)):
         assert time.monotonic() < deadline, f"still pending after {len(processes)} deliverers"
         _wait_until_one_is_due(ledger)
-        processes.append(subprocess.Popen([*EVIDENCE, "webhook", "deliver", "--json"], env=child_env,
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        processes.append(
+            subprocess.Popen(
+                [*EVIDENCE, "webhook", "deliver", "--json"],
+                env=child_env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
         _, stderr = processes[-1].communicate(timeout=300)
         assert processes[-1].returncode in (0, -signal.SIGKILL), stderr
 

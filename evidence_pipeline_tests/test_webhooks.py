@@ -42,8 +42,18 @@ TENANT, QUIET = "acme", "quiet"  # QUIET has no webhook
 ONE_TRY = RetryBudget(max_attempts=1, max_elapsed_seconds=0.0)
 SHA = "ab" * 32
 LIMITS = JobLimits(max_outstanding=100, max_queue_age_seconds=3600, max_queued=1000)
-DATA_FIELDS = {"tenant", "ledger_seq", "job_id", "operation", "state", "reason", "batch_id", "jobs", "cancelled",
-               "counts"}
+DATA_FIELDS = {
+    "tenant",
+    "ledger_seq",
+    "job_id",
+    "operation",
+    "state",
+    "reason",
+    "batch_id",
+    "jobs",
+    "cancelled",
+    "counts",
+}
 
 
 @pytest.fixture
@@ -65,15 +75,22 @@ def receiver():
 
 
 def _settings(tmp_path, **overrides) -> Settings:
-    return Settings.from_env({"EVIDENCE_HOME": str(tmp_path / "home"), "EVIDENCE_WEBHOOK_RETRY_SECONDS": "1",
-                              "EVIDENCE_WEBHOOK_RETRY_MAX_SECONDS": "4", **overrides})
+    return Settings.from_env(
+        {
+            "EVIDENCE_HOME": str(tmp_path / "home"),
+            "EVIDENCE_WEBHOOK_RETRY_SECONDS": "1",
+            "EVIDENCE_WEBHOOK_RETRY_MAX_SECONDS": "4",
+            **overrides,
+        }
+    )
 
 
 def _set(ledger: Ledger, settings: Settings, url: str, tenant: str = TENANT) -> dict:
     signers = signers_of(ledger)
     signers.register_tenants([tenant])
-    return set_webhook(signers.gate, Tokens(ledger), settings, url,
-                       signers.sign("olga", Action.WEBHOOK_SET, {"url": url}, tenant))
+    return set_webhook(
+        signers.gate, Tokens(ledger), settings, url, signers.sign("olga", Action.WEBHOOK_SET, {"url": url}, tenant)
+    )
 
 
 class FakeClock:
@@ -87,8 +104,9 @@ class FakeClock:
 
 
 def _job(ledger: Ledger, tenant: str, key: str, operation: str = "inspect", request: dict | None = None) -> dict:
-    job, _ = Submissions(ledger).submit_job(tenant, key, SHA, operation, request or {"inputs": [key]},
-                                            "policy-test", "intake", None, Clock(None))
+    job, _ = Submissions(ledger).submit_job(
+        tenant, key, SHA, operation, request or {"inputs": [key]}, "policy-test", "intake", None, Clock(None)
+    )
     return DocumentJobs(ledger).job(tenant, job["job_id"])
 
 
@@ -109,23 +127,38 @@ def _end_jobs_of_every_kind(ledger: Ledger) -> None:
     _succeed(ledger, _job(ledger, TENANT, "ok"))
     assert _fail(ledger, _job(ledger, TENANT, "bad"), "DOCUMENT_ENCRYPTED", False) == "rejected"
     assert _fail(ledger, _job(ledger, TENANT, "lost"), "STORE_UNAVAILABLE", True) == "dead"
-    bundle = {"location": "/private/archive/acme/2026-04", "identity": "id" * 32, "report_sha256": SHA,
-              "statement_sha256": "cd" * 32, "ledger_seq": 1}
-    _succeed(ledger, _job(ledger, TENANT, "month", EVIDENCE, {"period": "2026-04"}), EventType.EVIDENCE_DELIVERED,
-             {"run_id": "run-1", "bundle": bundle})
+    bundle = {
+        "location": "/private/archive/acme/2026-04",
+        "identity": "id" * 32,
+        "report_sha256": SHA,
+        "statement_sha256": "cd" * 32,
+        "ledger_seq": 1,
+    }
+    _succeed(
+        ledger,
+        _job(ledger, TENANT, "month", EVIDENCE, {"period": "2026-04"}),
+        EventType.EVIDENCE_DELIVERED,
+        {"run_id": "run-1", "bundle": bundle},
+    )
     _succeed(ledger, _job(ledger, QUIET, "ok"))
     fenced = _job(ledger, TENANT, "fenced")
     with pytest.raises(EvidenceError) as error:
-        DocumentJobs(ledger).complete(fenced, Lease(fenced["job_id"], 99, "stale", 0.0), EventType.DOCUMENT_PUBLISHED,
-                                      SHA, {"outputs": []}, "stale")
+        DocumentJobs(ledger).complete(
+            fenced,
+            Lease(fenced["job_id"], 99, "stale", 0.0),
+            EventType.DOCUMENT_PUBLISHED,
+            SHA,
+            {"outputs": []},
+            "stale",
+        )
     assert error.value.code == "LEASE_FENCED"
     batches = Batches(ledger, Submissions(ledger))
-    batch, _ = batches.create_batch(TENANT, "bat_one", SHA, "acme/batches/x.json", 2, "intake", LIMITS,
-                                    Clock(None))
+    batch, _ = batches.create_batch(TENANT, "bat_one", SHA, "acme/batches/x.json", 2, "intake", LIMITS, Clock(None))
     children = [(f"child-{n}", SHA, "inspect", {"inputs": [f"c{n}"]}) for n in range(2)]
     assert batches.dispatch_batch_page(batch, children, "policy-test", "dispatcher")
-    first, second = (DocumentJobs(ledger).job(TENANT, job_id) for job_id in batches.batch_children_in("bat_one",
-                                                                                                       "accepted"))
+    first, second = (
+        DocumentJobs(ledger).job(TENANT, job_id) for job_id in batches.batch_children_in("bat_one", "accepted")
+    )
     _succeed(ledger, first)
     assert not [row for row in Outbox(ledger).deliveries(TENANT) if row["event_type"] == "batch.finished"]
     _fail(ledger, second, "DOCUMENT_ENCRYPTED", False)
@@ -134,8 +167,9 @@ def _end_jobs_of_every_kind(ledger: Ledger) -> None:
 EXPECTED = Counter({"job.succeeded": 3, "job.rejected": 2, "job.dead": 1, "batch.finished": 1})
 
 
-def test_exactly_one_delivery_per_event_across_a_new_deliverer_and_a_receiver_that_fails_twice(ledger, tmp_path,
-                                                                                                 receiver):
+def test_exactly_one_delivery_per_event_across_a_new_deliverer_and_a_receiver_that_fails_twice(
+    ledger, tmp_path, receiver
+):
     """In one process, on a clock of the test's (test_webhook_restart.py kills and restarts real processes)."""
     settings = _settings(tmp_path)
     hook = receiver(fail_first=2)
@@ -157,8 +191,9 @@ def test_exactly_one_delivery_per_event_across_a_new_deliverer_and_a_receiver_th
     crashed = outbox.claim_due(clock.now + 1, first.claim_seconds, 1)  # a deliverer that claimed one and died
 
     clock.now += 1
-    restarted = Deliverer(Outbox(Ledger(ledger.engine.url.render_as_string(hide_password=False))), settings, clock,
-                          jitter=lambda: 0.0)
+    restarted = Deliverer(
+        Outbox(Ledger(ledger.engine.url.render_as_string(hide_password=False))), settings, clock, jitter=lambda: 0.0
+    )
     assert restarted.drain() == Counter({"pending": 6})  # second attempts, but for the claimed one
     clock.now += 2
     assert restarted.drain() == Counter({"delivered": 6})
@@ -181,7 +216,8 @@ def test_exactly_one_delivery_per_event_across_a_new_deliverer_and_a_receiver_th
 
 
 def test_a_tampered_message_is_refused_by_the_specification_receiver_and_rotation_signs_with_both(
-        ledger, tmp_path, receiver):
+    ledger, tmp_path, receiver
+):
     settings = _settings(tmp_path, EVIDENCE_WEBHOOK_ROTATION_SECONDS="60")
     hook = receiver()
     hook.secrets.append(_set(ledger, settings, hook.url)["secret"])
@@ -189,8 +225,9 @@ def test_a_tampered_message_is_refused_by_the_specification_receiver_and_rotatio
     headers = signing.headers(hook.secrets, "msg_1", int(time.time()), body)
     assert Webhook(hook.secrets[0]).verify(body, headers)["data"] == {"job_id": "j"}
     tampered_body = body.replace(b'"j"', b'"k"')
-    forged = headers | {"webhook-signature": signing.signature(signing.new_secret(), "msg_1",
-                                                               int(headers["webhook-timestamp"]), body)}
+    forged = headers | {
+        "webhook-signature": signing.signature(signing.new_secret(), "msg_1", int(headers["webhook-timestamp"]), body)
+    }
     other_id = headers | {"webhook-id": "msg_2"}
     for sent_body, sent_headers in ((tampered_body, headers), (body, forged), (body, other_id)):
         request = urllib.request.Request(hook.url, data=sent_body, headers=sent_headers, method="POST")
@@ -201,8 +238,9 @@ def test_a_tampered_message_is_refused_by_the_specification_receiver_and_rotatio
 
     signers = signers_of(ledger)
     old = hook.secrets[0]
-    rotated = rotate_secret(signers.gate, Tokens(ledger), settings,
-                            signers.sign("olga", Action.WEBHOOK_ROTATE, {}, TENANT))
+    rotated = rotate_secret(
+        signers.gate, Tokens(ledger), settings, signers.sign("olga", Action.WEBHOOK_ROTATE, {}, TENANT)
+    )
     assert rotated["previous_secret_id"] == signing.secret_id(old) != rotated["secret_id"]
     clock = FakeClock()
     deliverer = Deliverer(Outbox(ledger), settings, clock, jitter=lambda: 0.0)
@@ -227,19 +265,24 @@ def _bodies(ledger: Ledger) -> list[dict]:
     from evidence_pipeline.ledger.ledger import event_body
 
     with ledger.engine.connect() as conn:
-        return [event_body(row.body) for row in conn.execute(ledger.audit_events.select()
-                                                             .order_by(ledger.audit_events.c.seq))]
+        return [
+            event_body(row.body)
+            for row in conn.execute(ledger.audit_events.select().order_by(ledger.audit_events.c.seq))
+        ]
 
 
-@pytest.mark.parametrize("url, code", [
-    ("http://10.0.0.1/hook", "WEBHOOK_HOST_REFUSED"),
-    ("http://169.254.169.254/latest", "WEBHOOK_HOST_REFUSED"),
-    ("http://[::ffff:10.0.0.1]/hook", "WEBHOOK_HOST_REFUSED"),
-    ("http://0.0.0.0:8080/", "WEBHOOK_HOST_REFUSED"),
-    ("https://user:pw@127.0.0.1/hook", "WEBHOOK_URL_INVALID"),
-    ("ftp://127.0.0.1/hook", "WEBHOOK_URL_INVALID"),
-    ("http://127.0.0.1/hook#part", "WEBHOOK_URL_INVALID"),
-])
+@pytest.mark.parametrize(
+    "url, code",
+    [
+        ("http://10.0.0.1/hook", "WEBHOOK_HOST_REFUSED"),
+        ("http://169.254.169.254/latest", "WEBHOOK_HOST_REFUSED"),
+        ("http://[::ffff:10.0.0.1]/hook", "WEBHOOK_HOST_REFUSED"),
+        ("http://0.0.0.0:8080/", "WEBHOOK_HOST_REFUSED"),
+        ("https://user:pw@127.0.0.1/hook", "WEBHOOK_URL_INVALID"),
+        ("ftp://127.0.0.1/hook", "WEBHOOK_URL_INVALID"),
+        ("http://127.0.0.1/hook#part", "WEBHOOK_URL_INVALID"),
+    ],
+)
 def test_a_url_outside_loopback_is_refused_and_records_nothing(tmp_path, url, code):
     ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
     with pytest.raises(EvidenceError) as error:
@@ -281,8 +324,10 @@ def test_the_budget_ends_in_a_dead_delivery_that_is_listed_and_replayed(ledger, 
 
     signers = signers_of(ledger)
     sign = signers.sign
-    replayed = replay_delivery(signers.gate, sign("olga", Action.WEBHOOK_REPLAY,
-                                                  {"delivery_id": dead["delivery_id"], "reason": "receiver fixed"}))
+    replayed = replay_delivery(
+        signers.gate,
+        sign("olga", Action.WEBHOOK_REPLAY, {"delivery_id": dead["delivery_id"], "reason": "receiver fixed"}),
+    )
     assert replayed["last_code"] == "WEBHOOK_RECEIVER_FAILED"
     [pending] = Outbox(ledger).deliveries(TENANT, ("pending",))
     assert pending["attempts"] == 0 and pending["payload"] == dead["payload"]
@@ -291,11 +336,11 @@ def test_the_budget_ends_in_a_dead_delivery_that_is_listed_and_replayed(ledger, 
     [event] = ledger.events_of_type("webhook.replayed")
     assert (event["actor"], event["details"]["delivery_id"]) == ("olga", dead["delivery_id"])
     with pytest.raises(EvidenceError) as again:
-        replay_delivery(signers.gate, sign("olga", Action.WEBHOOK_REPLAY,
-                                           {"delivery_id": dead["delivery_id"], "reason": "twice"}))
+        replay_delivery(
+            signers.gate, sign("olga", Action.WEBHOOK_REPLAY, {"delivery_id": dead["delivery_id"], "reason": "twice"})
+        )
     assert again.value.code == "WEBHOOK_DELIVERY_NOT_DEAD"
     assert ledger.verify_chain()
-
 
 
 def test_the_commands_set_print_the_secret_once_list_deliver_and_replay(tmp_path, monkeypatch, receiver):
@@ -327,10 +372,10 @@ def test_the_commands_set_print_the_secret_once_list_deliver_and_replay(tmp_path
     assert json.loads(delivered.output) == {"delivered": 0, "pending": 0, "dead": 1}  # no secret yet: refused
     listed = json.loads(cli.invoke(main, ["webhook", "deliveries", "--state", "dead", "--json"]).output)
     assert [(row["event_type"], row["last_code"], row["last_status"]) for row in listed] == [
-        ("job.succeeded", "WEBHOOK_RECEIVER_FAILED", 400)]
+        ("job.succeeded", "WEBHOOK_RECEIVER_FAILED", 400)
+    ]
     hook.secrets.append(secret)
-    replayed = cli.invoke(main, ["webhook", "replay", listed[0]["delivery_id"], "--reason", "secret installed",
-                                 *olga])
+    replayed = cli.invoke(main, ["webhook", "replay", listed[0]["delivery_id"], "--reason", "secret installed", *olga])
     assert replayed.exit_code == 0, replayed.output
     assert json.loads(cli.invoke(main, ["webhook", "deliver", "--json"]).output)["delivered"] == 1
     assert [message_id for message_id, _ in hook.accepted] == [listed[0]["delivery_id"]]
@@ -356,9 +401,13 @@ def test_a_tenant_month_run_announces_its_bundle_in_the_transaction_that_publish
     assert Deliverer(Outbox(ledger), settings).drain() == Counter({"delivered": 1})
     [(message_id, body)] = hook.accepted
     assert message_id == row["delivery_id"] and body["type"] == "evidence.delivered"
-    assert body["data"] == {"tenant": SMALL.tenant, "period": SMALL.period, "ledger_seq": published["event_seq"],
-                            "supersedes": None, **{name: published[name] for name in (
-                                "identity", "report_sha256", "statement_sha256")}}
+    assert body["data"] == {
+        "tenant": SMALL.tenant,
+        "period": SMALL.period,
+        "ledger_seq": published["event_seq"],
+        "supersedes": None,
+        **{name: published[name] for name in ("identity", "report_sha256", "statement_sha256")},
+    }
 
 
 def test_offboarding_removes_the_webhook_and_cancels_what_was_not_delivered(documents, tmp_path, receiver):
@@ -389,8 +438,10 @@ def test_offboarding_removes_the_webhook_and_cancels_what_was_not_delivered(docu
     assert Outbox(ledger).subscription(TENANT) is None
     [event] = ledger.events_of_type(EventType.TENANT_OFFBOARDED, TENANT)
     [configured] = ledger.events_of_type(EventType.WEBHOOK_CONFIGURED, TENANT)
-    assert event["details"]["webhook_removed"] == {"url_sha256": configured["details"]["url_sha256"],
-                                                   "config_seq": _seq_of(ledger, configured["event_id"])}
+    assert event["details"]["webhook_removed"] == {
+        "url_sha256": configured["details"]["url_sha256"],
+        "config_seq": _seq_of(ledger, configured["event_id"]),
+    }
     assert event["details"]["webhook_deliveries_cancelled"] == undelivered
     assert DocumentJobs(ledger).job(TENANT, waiting["job_id"])["state"] == "rejected"
     rows = {row["delivery_id"]: row for row in Outbox(ledger).deliveries(TENANT)}
@@ -400,8 +451,10 @@ def test_offboarding_removes_the_webhook_and_cancels_what_was_not_delivered(docu
     assert deliverer.drain() == Counter() and len(hook.accepted) == 1  # nothing is sent for the tenant
     signers = signers_of(ledger)
     with pytest.raises(EvidenceError) as refused:
-        replay_delivery(signers.gate, signers.sign("olga", Action.WEBHOOK_REPLAY,
-                                                   {"delivery_id": undelivered[1], "reason": "try again"}))
+        replay_delivery(
+            signers.gate,
+            signers.sign("olga", Action.WEBHOOK_REPLAY, {"delivery_id": undelivered[1], "reason": "try again"}),
+        )
     assert refused.value.code == "WEBHOOK_DELIVERY_NOT_DEAD"
     with pytest.raises(EvidenceError) as refused:
         _set(ledger, settings, hook.url)
@@ -411,8 +464,11 @@ def test_offboarding_removes_the_webhook_and_cancels_what_was_not_delivered(docu
 
 def _seq_of(ledger: Ledger, event_id: str) -> int:
     with ledger.engine.connect() as conn:
-        return conn.execute(ledger.audit_events.select().with_only_columns(ledger.audit_events.c.seq)
-                            .where(ledger.audit_events.c.event_id == event_id)).scalar_one()
+        return conn.execute(
+            ledger.audit_events.select()
+            .with_only_columns(ledger.audit_events.c.seq)
+            .where(ledger.audit_events.c.event_id == event_id)
+        ).scalar_one()
 
 
 @pytest.fixture
@@ -469,4 +525,3 @@ def test_a_slow_receiver_delays_no_other_tenants_delivery_and_keeps_its_claim(le
     hook.before_accepting = while_accepting
     assert Deliverer(Outbox(ledger), settings).drain() == Counter({"delivered": 1, "pending": 1})
     assert seen == [(1, [])]  # globex's attempt open, its row still claimed
-

@@ -61,8 +61,10 @@ EVIDENCE = str(Path(sys.executable).parent / "evidence")
 GO_VKEY = "PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW"
 GO_SEED = base64.b64decode("AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz")[1:]
 GO_TEXT = "If you think cryptography is the answer to your problem,\nthen you don't know what your problem is.\n"
-GO_NOTE = GO_TEXT + ("\n\u2014 PeterNeumann "
-                     "x08go/ZJkuBS9UG/SffcvIAQxVBtiFupLLr8pAcElZInNIuGUgYN1FFYC2pZSNXgKvqfqdngotpRZb6KE6RyyBwJnAM=\n")
+GO_NOTE = GO_TEXT + (
+    "\n\u2014 PeterNeumann "
+    "x08go/ZJkuBS9UG/SffcvIAQxVBtiFupLLr8pAcElZInNIuGUgYN1FFYC2pZSNXgKvqfqdngotpRZb6KE6RyyBwJnAM=\n"
+)
 
 
 def test_notes_and_cosignatures_are_the_c2sp_formats():
@@ -108,8 +110,12 @@ class WitnessProcess:
 
     @property
     def vkey(self) -> str:
-        return subprocess.run([EVIDENCE, "witness", "vkey", "--name", self.name, "--key", str(self.key)],
-                              check=True, capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            [EVIDENCE, "witness", "vkey", "--name", self.name, "--key", str(self.key)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
 
     @property
     def endpoint(self) -> Endpoint:
@@ -117,9 +123,23 @@ class WitnessProcess:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            [EVIDENCE, "witness", "serve", "--name", self.name, "--key", str(self.key), "--state", str(self.state),
-             "--port", str(self.port), *[arg for vkey in self.logs for arg in ("--log", vkey)]],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            [
+                EVIDENCE,
+                "witness",
+                "serve",
+                "--name",
+                self.name,
+                "--key",
+                str(self.key),
+                "--state",
+                str(self.state),
+                "--port",
+                str(self.port),
+                *[arg for vkey in self.logs for arg in ("--log", vkey)],
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
 
     def wait(self) -> None:
         for _ in range(600):  # readiness, not timing: poll until it answers or has exited
@@ -141,11 +161,9 @@ def _witnesses(tmp_path: Path, log_vkeys: list[str], count: int = 2) -> list[Wit
     witnesses = []
     for number in range(1, count + 1):
         key = tmp_path / f"w{number}" / "witness.key"
-        keygen = CliRunner().invoke(main, ["witness", "keygen", "--name", f"witness.test/w{number}",
-                                           "--key", str(key)])
+        keygen = CliRunner().invoke(main, ["witness", "keygen", "--name", f"witness.test/w{number}", "--key", str(key)])
         assert keygen.exit_code == 0, keygen.output
-        witnesses.append(WitnessProcess(f"witness.test/w{number}", key, tmp_path / f"w{number}" / "state",
-                                        log_vkeys))
+        witnesses.append(WitnessProcess(f"witness.test/w{number}", key, tmp_path / f"w{number}" / "state", log_vkeys))
     return witnesses
 
 
@@ -184,8 +202,9 @@ def test_two_witnesses_refuse_a_forked_history(tmp_path, running):
     endpoints = [witness.endpoint for witness in witnesses]
     for endpoint in endpoints:  # both co-sign the honest head at 5, then at 7
         line = submit(endpoint, _signed(log, honest[:5]), 5, 0, lambda old: [])
-        assert verifies(Note(_signed(log, honest[:5]).text, parse_note(b"x\n\n" + line.encode()).signatures),
-                        endpoint.key)
+        assert verifies(
+            Note(_signed(log, honest[:5]).text, parse_note(b"x\n\n" + line.encode()).signatures), endpoint.key
+        )
         submit(endpoint, _signed(log, honest), 7, 5, lambda old: merkle.consistency_proof(old, honest))
     for endpoint in endpoints:
         # the fork at the same size: 409 with the witness's size; with a proof it cannot have: 422
@@ -220,15 +239,17 @@ def test_two_witnesses_refuse_a_forked_history(tmp_path, running):
 
 
 def _export(home: Path, out: Path, cosigners: int, witnesses: str = "") -> None:
-    result = CliRunner().invoke(main, ["export", "--tenant", "acme-books", str(out)],
-                                env={"EVIDENCE_HOME": str(home), "EVIDENCE_WITNESSES": witnesses})
+    result = CliRunner().invoke(
+        main,
+        ["export", "--tenant", "acme-books", str(out)],
+        env={"EVIDENCE_HOME": str(home), "EVIDENCE_WITNESSES": witnesses},
+    )
     assert result.exit_code == 0, result.output
     assert f"the newest co-signed by {cosigners} outside witness(es)" in result.output
 
 
 def _verify(package: Path, *witness_args: str) -> tuple[int, dict]:
-    result = CliRunner().invoke(main, ["verify", "--package", str(package), "--json", "--workers", "1",
-                                       *witness_args])
+    result = CliRunner().invoke(main, ["verify", "--package", str(package), "--json", "--workers", "1", *witness_args])
     assert "Traceback" not in result.output, result.output
     return result.exit_code, json.loads(result.output)
 
@@ -236,12 +257,15 @@ def _verify(package: Path, *witness_args: str) -> tuple[int, dict]:
 def test_a_witness_that_was_down_catches_up_and_the_policy_decides(local_runtime, tmp_path, running):
     settings = local_runtime.settings
     log_vkey = log_verifier(settings.log_origin, local_runtime.keyring.statement_public_key).vkey()
-    assert CliRunner().invoke(main, ["ledger", "vkey"], env={"EVIDENCE_HOME": str(settings.home)}).output.strip() \
+    assert (
+        CliRunner().invoke(main, ["ledger", "vkey"], env={"EVIDENCE_HOME": str(settings.home)}).output.strip()
         == log_vkey
+    )
     first, second, absent = _witnesses(tmp_path, [log_vkey], count=3)
     running(first, second)
-    runtime = Runtime.from_settings(dataclasses.replace(
-        settings, witnesses=tuple((w.url, w.vkey) for w in (first, second))))
+    runtime = Runtime.from_settings(
+        dataclasses.replace(settings, witnesses=tuple((w.url, w.vkey) for w in (first, second)))
+    )
     run_tenant_month(runtime, FIXTURE_MONTHS[0], RunInfo("run-1"))
     checkpoint, outcome = checkpoint_witnessed(runtime)
     assert outcome == {first.name: "cosigned", second.name: "cosigned"}
@@ -279,15 +303,20 @@ def test_a_witness_that_was_down_catches_up_and_the_policy_decides(local_runtime
     note = parse_note(path.read_bytes())
     assert note.signatures[0][0] == settings.log_origin
     assert sorted(name for name, _ in note.signatures[1:]) == [first.name, second.name]
-    forged = tuple((name, sig[:-1] + bytes([sig[-1] ^ 1]) if name == second.name else sig)
-                   for name, sig in note.signatures)
+    forged = tuple(
+        (name, sig[:-1] + bytes([sig[-1] ^ 1]) if name == second.name else sig) for name, sig in note.signatures
+    )
     path.chmod(0o644)
     path.write_bytes(Note(note.text, forged).encode())
     code, report = _verify(both, *pins, "--witness-policy", "1")
-    assert code == 1 and sorted(report["codes"]) == ["PACKAGE_FILE_MISMATCH", "PROOF_INVALID",  # the tlog proofs
-                                                     "WITNESS_SIGNATURE_INVALID"]  # hold the note as it was
-    usage = CliRunner().invoke(main, ["verify", "--package", str(both), "--witness", first.vkey,
-                                      "--witness-policy", "2"])
+    assert code == 1 and sorted(report["codes"]) == [
+        "PACKAGE_FILE_MISMATCH",
+        "PROOF_INVALID",  # the tlog proofs
+        "WITNESS_SIGNATURE_INVALID",
+    ]  # hold the note as it was
+    usage = CliRunner().invoke(
+        main, ["verify", "--package", str(both), "--witness", first.vkey, "--witness-policy", "2"]
+    )
     assert usage.exit_code == 2 and "needs at least 2" in usage.output
 
 
@@ -303,8 +332,10 @@ def test_ledger_checkpoint_exits_1_when_the_witness_policy_is_not_met(local_runt
     run_tenant_month(local_runtime, FIXTURE_MONTHS[0], RunInfo("run-1"))
 
     def checkpoint(*witnesses: WitnessProcess, policy: tuple[str, ...] = ()):
-        env = {"EVIDENCE_HOME": str(settings.home),
-               "EVIDENCE_WITNESSES": ",".join(f"{w.url} {w.vkey}" for w in witnesses)}
+        env = {
+            "EVIDENCE_HOME": str(settings.home),
+            "EVIDENCE_WITNESSES": ",".join(f"{w.url} {w.vkey}" for w in witnesses),
+        }
         result = CliRunner().invoke(main, ["ledger", "checkpoint", *policy], env=env)
         assert "Traceback" not in result.output, result.output
         return result.exit_code, result.output
@@ -341,13 +372,16 @@ def _cosigned_checkpoint(runtime: Runtime, witness: ed25519.Ed25519PrivateKey) -
     """Publish the head, its note and the witness's cosignature (in-process: the formats, not the protocol)."""
     checkpoint = publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
     note = publish_note(runtime.archive, runtime.settings.log_origin, runtime.keyring.statement_key, checkpoint)
-    runtime.archive.put_once(cosignature_key(checkpoint["size"], verifier(WITNESS, COSIGNATURE_V1, witness)),
-                             cosign(note.text, WITNESS, witness, 1_800_000_000).encode())
+    runtime.archive.put_once(
+        cosignature_key(checkpoint["size"], verifier(WITNESS, COSIGNATURE_V1, witness)),
+        cosign(note.text, WITNESS, witness, 1_800_000_000).encode(),
+    )
     return checkpoint
 
 
-def _reissued(runtime: Runtime, witness: ed25519.Ed25519PrivateKey, size: int, root: bytes,
-              origin: str | None = None) -> bytes:
+def _reissued(
+    runtime: Runtime, witness: ed25519.Ed25519PrivateKey, size: int, root: bytes, origin: str | None = None
+) -> bytes:
     """A note the operator can make alone: signed by the statement key, co-signed by a witness that accepts it."""
     origin = origin or runtime.settings.log_origin
     text = Checkpoint(origin, size, root).text()
@@ -359,11 +393,20 @@ def _reissued(runtime: Runtime, witness: ed25519.Ed25519PrivateKey, size: int, r
 def _resign(package: Path, runtime: Runtime) -> None:
     """Re-sign package.json over the package's files as they now are, with the statement key (the operator's own)."""
     index = package / "package.json"
-    files = {path.relative_to(package).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
-             for path in package.rglob("*") if path.is_file() and path != index}
+    files = {
+        path.relative_to(package).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in package.rglob("*")
+        if path.is_file() and path != index
+    }
     index.chmod(0o644)
-    index.write_bytes(sign_index(open_package(str(package))[1].signed.document, files,
-                                 runtime.keyring.statement_key, runtime.keyring.statement_key_id))
+    index.write_bytes(
+        sign_index(
+            open_package(str(package))[1].signed.document,
+            files,
+            runtime.keyring.statement_key,
+            runtime.keyring.statement_key_id,
+        )
+    )
 
 
 def _replace(path: Path, data: bytes) -> None:
@@ -380,9 +423,17 @@ def _go_tlog_proof_check(tmp_path: Path) -> Path:
     if not Path("/usr/share/gocode/src/golang.org/x/mod/sumdb/tlog").is_dir():
         pytest.skip("golang-golang-x-mod-dev is not installed")
     built = tmp_path / "tlog-proof-check"
-    subprocess.run([go, "build", "-o", built, Path(__file__).with_name("tlog_proof_check.go")], check=True,
-                   env={"GOPATH": "/usr/share/gocode", "GO111MODULE": "off", "GOCACHE": str(tmp_path / "gocache"),
-                        "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    subprocess.run(
+        [go, "build", "-o", built, Path(__file__).with_name("tlog_proof_check.go")],
+        check=True,
+        env={
+            "GOPATH": "/usr/share/gocode",
+            "GO111MODULE": "off",
+            "GOCACHE": str(tmp_path / "gocache"),
+            "HOME": str(tmp_path),
+            "PATH": "/usr/bin:/bin",
+        },
+    )
     return built
 
 
@@ -406,22 +457,26 @@ def test_every_note_is_checked_against_the_pinned_origin_and_one_root_per_size(l
     newest, older = checkpoints[-1], checkpoints[0]
     log_vkey = log_verifier(runtime.settings.log_origin, runtime.keyring.statement_public_key).vkey()
     # the package's c2sp.org/tlog-policy: the log, every configured witness; used when the auditor pins none
-    assert (package / POLICY).read_text() == f"log {log_vkey}\nwitness w1 {witness_vkey}\ngroup witnesses 1 w1\n" \
-        "quorum witnesses\n"
+    assert (
+        package / POLICY
+    ).read_text() == f"log {log_vkey}\nwitness w1 {witness_vkey}\ngroup witnesses 1 w1\nquorum witnesses\n"
     code, report = _verify(package)
     assert code == 0 and report["witness_policy"]["pinned"] is False, report["codes"]
     own, stranger = tmp_path / "auditor.tlog-policy", tmp_path / "stranger.tlog-policy"
     own.write_text(f"# mine\nlog {log_vkey}\nwitness mine {witness_vkey}\nquorum mine\n")
     stranger_vkey = verifier("witness.test/stranger", COSIGNATURE_V1, ed25519.Ed25519PrivateKey.generate()).vkey()
-    stranger.write_text(f"log {log_vkey}\nwitness a {witness_vkey}\nwitness b {stranger_vkey}\ngroup g all a b\n"
-                        "quorum g\n")
+    stranger.write_text(
+        f"log {log_vkey}\nwitness a {witness_vkey}\nwitness b {stranger_vkey}\ngroup g all a b\nquorum g\n"
+    )
     assert _verify(package, "--policy", str(own))[0] == 0
     code, report = _verify(package, "--policy", str(stranger))
     assert code == 1 and report["codes"] == ["WITNESS_POLICY_NOT_MET"]
     bundles = open_package(str(package))[1].signed.document["bundles"]
     proofs = [package / tlog_proof_path(bundle["path"]) for bundle in bundles]
-    assert len(proofs) == 2 and all(parse_tlog_proof(p.read_bytes()).checkpoint.encode()
-                                    == (package / note_key(newest["size"])).read_bytes() for p in proofs)
+    assert len(proofs) == 2 and all(
+        parse_tlog_proof(p.read_bytes()).checkpoint.encode() == (package / note_key(newest["size"])).read_bytes()
+        for p in proofs
+    )
     go_check = _go_tlog_proof_check(tmp_path)
     for bundle, proof in zip(bundles, proofs):
         event = package / json.loads((package / inclusion_path(bundle["path"])).read_text())["event"]
@@ -435,8 +490,9 @@ def test_every_note_is_checked_against_the_pinned_origin_and_one_root_per_size(l
     _resign(copy, runtime)
     code, report = _verify(copy, *pins, *origin)
     assert code == 1 and report["codes"] == ["PROOF_INVALID"]
-    checked = subprocess.run([go_check, copy / tlog_proof_path(bundles[0]["path"]), log_vkey, event],
-                             capture_output=True, text=True)
+    checked = subprocess.run(
+        [go_check, copy / tlog_proof_path(bundles[0]["path"]), log_vkey, event], capture_output=True, text=True
+    )
     assert checked.returncode == 1  # and Go refuses it too
 
     def tampered(name: str, size: int, note: bytes) -> tuple[int, dict]:
@@ -445,8 +501,9 @@ def test_every_note_is_checked_against_the_pinned_origin_and_one_root_per_size(l
         _replace(copy / note_key(size), note)
         for path in copy.glob("proofs/tlog/**/*.tlog-proof"):  # the bundles' proofs carry the newest note too
             if size == newest["size"]:
-                _replace(path, dataclasses.replace(parse_tlog_proof(path.read_bytes()),
-                                                   checkpoint=parse_note(note)).encode())
+                _replace(
+                    path, dataclasses.replace(parse_tlog_proof(path.read_bytes()), checkpoint=parse_note(note)).encode()
+                )
         _resign(copy, runtime)
         return _verify(copy, *pins)
 
@@ -476,8 +533,10 @@ def test_every_note_is_checked_against_the_pinned_origin_and_one_root_per_size(l
     second = _reissued(runtime, witness, older["size"], flipped)
     code, report = tampered("second", older["size"], second)
     assert code == 1 and report["codes"] == ["CHECKPOINT_CONFLICT"], failed(report)
-    assert [f"{older['root_sha256']} (ledger/checkpoints/{older['size']:012d}.json) and {flipped.hex()}"
-            in detail for detail in failed(report)] == [True]
+    assert [
+        f"{older['root_sha256']} (ledger/checkpoints/{older['size']:012d}.json) and {flipped.hex()}" in detail
+        for detail in failed(report)
+    ] == [True]
 
     def ledger_verify(*args: str) -> tuple[int, str]:
         result = CliRunner().invoke(main, ["ledger", "verify", *pins, *args], env={"EVIDENCE_HOME": str(home)})
@@ -487,30 +546,41 @@ def test_every_note_is_checked_against_the_pinned_origin_and_one_root_per_size(l
     assert ledger_verify()[0] == 0
     code, output = ledger_verify("--origin", "other.test/ledger")
     assert code != 0 and "LOG_ORIGIN_MISMATCH" in output
-    _replace(runtime.archive.root / note_key(older["size"]), second.split(b"\n\n")[0] + b"\n\n" + second.split(
-        b"\n\n")[1].split(b"\n")[0] + b"\n")  # the archive's note holds the log's line; cosignatures lie apart
+    _replace(
+        runtime.archive.root / note_key(older["size"]),
+        second.split(b"\n\n")[0] + b"\n\n" + second.split(b"\n\n")[1].split(b"\n")[0] + b"\n",
+    )  # the archive's note holds the log's line; cosignatures lie apart
     code, output = ledger_verify()
     assert code != 0 and "CHECKPOINT_CONFLICT" in output and flipped.hex() in output
 
 
 def test_tlog_policy_files_parse_and_decide_as_the_specification_says():
     """c2sp.org/tlog-policy: groups of groups, all/any/k thresholds, `quorum none`; what the format refuses."""
-    keys = {name: verifier(f"witness.test/{name}", COSIGNATURE_V1, ed25519.Ed25519PrivateKey.generate()).vkey()
-            for name in ("x1", "x2", "x3", "y1", "y2")}
+    keys = {
+        name: verifier(f"witness.test/{name}", COSIGNATURE_V1, ed25519.Ed25519PrivateKey.generate()).vkey()
+        for name in ("x1", "x2", "x3", "y1", "y2")
+    }
     log = verifier("log.test/ledger", ED25519, ed25519.Ed25519PrivateKey.generate()).vkey()
-    text = (f"  # the example's shape\nlog {log} https://log.test\n\n"
-            + "".join(f"witness {name}\t{vkey}\n" for name, vkey in keys.items())
-            + "group X 2 x1 x2 x3\ngroup Y any y1 y2\ngroup XY all X Y\nquorum XY\n")
+    text = (
+        f"  # the example's shape\nlog {log} https://log.test\n\n"
+        + "".join(f"witness {name}\t{vkey}\n" for name, vkey in keys.items())
+        + "group X 2 x1 x2 x3\ngroup Y any y1 y2\ngroup XY all X Y\nquorum XY\n"
+    )
     policy = parse_policy(text.encode())
     assert policy.origins == ("log.test/ledger",) and policy.quorum == "XY"
     assert policy.met({"x1", "x3", "y2"}) and not policy.met({"x1", "y1", "y2"}) and not policy.met({"x1", "x2"})
     assert parse_policy(policy.encode()) == policy
     assert parse_policy(b"quorum none\n").met(set())
-    for broken in (b"", b"quorum none\nquorum none\n", f"witness a {keys['x1']}\nquorum b\n".encode(),
-                   f"witness a {keys['x1']}\nwitness b {keys['x1']}\nquorum a\n".encode(),  # one key twice
-                   f"witness a {keys['x1']}\ngroup g 2 a\nquorum g\n".encode(),  # k above n
-                   f"witness a {keys['x1']}\ngroup g any a a\nquorum g\n".encode(),  # a member twice
-                   f"witness none {keys['x1']}\nquorum none\n".encode(), f"log {keys['x1']}\nquorum none\n".encode(),
-                   b"quorum none\r\n"):
+    for broken in (
+        b"",
+        b"quorum none\nquorum none\n",
+        f"witness a {keys['x1']}\nquorum b\n".encode(),
+        f"witness a {keys['x1']}\nwitness b {keys['x1']}\nquorum a\n".encode(),  # one key twice
+        f"witness a {keys['x1']}\ngroup g 2 a\nquorum g\n".encode(),  # k above n
+        f"witness a {keys['x1']}\ngroup g any a a\nquorum g\n".encode(),  # a member twice
+        f"witness none {keys['x1']}\nquorum none\n".encode(),
+        f"log {keys['x1']}\nquorum none\n".encode(),
+        b"quorum none\r\n",
+    ):
         with pytest.raises(NoteError):
             parse_policy(broken)

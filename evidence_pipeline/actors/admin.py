@@ -44,10 +44,18 @@ class ActorAdmin:
 
     def bootstrap(self, envelope: object, public_key: str) -> LedgerEvent:
         """The first admin, by the request ``envelope`` signed with ``public_key`` (hex), the key it registers."""
+
         def perform(conn: Connection, _registry: Registry, authorized: AuthorizedAction) -> LedgerEvent:
             args = _args(authorized)
-            return self.actors.register(conn, authorized.actor, args["name"], [Role.ADMIN.value], self._key(args),
-                                        authorized.envelope, bootstrap=True)
+            return self.actors.register(
+                conn,
+                authorized.actor,
+                args["name"],
+                [Role.ADMIN.value],
+                self._key(args),
+                authorized.envelope,
+                bootstrap=True,
+            )
 
         return self.gate.bootstrap(envelope, public_key, perform)
 
@@ -56,8 +64,9 @@ class ActorAdmin:
             args = _args(authorized)
             if registry.roles(args["name"]) is not None:
                 raise EvidenceError(ReasonCode.ACTOR_EXISTS, f"actor {args['name']} is registered already")
-            return self.actors.register(conn, authorized.actor, args["name"], _roles(args), self._key(args),
-                                        authorized.envelope)
+            return self.actors.register(
+                conn, authorized.actor, args["name"], _roles(args), self._key(args), authorized.envelope
+            )
 
         return self.gate.run(envelope, Action.ACTOR_REGISTER, perform)
 
@@ -109,8 +118,9 @@ class ActorAdmin:
 def _args(authorized: AuthorizedAction) -> dict:
     args = authorized.args
     if args.keys() != ARGS[authorized.action]:
-        raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID,
-                            f"{authorized.action} takes {', '.join(sorted(ARGS[authorized.action]))}")
+        raise EvidenceError(
+            ReasonCode.ACTION_REQUEST_INVALID, f"{authorized.action} takes {', '.join(sorted(ARGS[authorized.action]))}"
+        )
     if not isinstance(args["name"], str) or not ACTOR_NAME.fullmatch(args["name"]):
         raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "an actor's name is a slug, like a tenant id")
     return args

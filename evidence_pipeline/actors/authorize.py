@@ -57,8 +57,7 @@ class ActionGate:
             registry = self._registry(conn)
             authorized = verify(raw, registry, action, self._now(), self.max_age_seconds)
             if self.actors.nonce_used(conn, authorized.nonce):
-                raise ActionRefused(ReasonCode.ACTION_REPLAYED, "the request's nonce was used before",
-                                    authorized)
+                raise ActionRefused(ReasonCode.ACTION_REPLAYED, "the request's nonce was used before", authorized)
             self._recheck_appends(conn, registry, authorized)
             try:
                 event = perform(conn, registry, authorized)
@@ -109,8 +108,12 @@ class ActionGate:
         if request is None:
             self.actors.refuse(conn, "", request_sha256, details)
             return
-        event = self.actors.refuse(conn, request.actor, request_sha256,
-                                   {**details, "message": refused.message, "authorization": request.envelope})
+        event = self.actors.refuse(
+            conn,
+            request.actor,
+            request_sha256,
+            {**details, "message": refused.message, "authorization": request.envelope},
+        )
         if not self.actors.nonce_used(conn, request.nonce):
             self.actors.consume_nonce(conn, request.nonce, request.actor, request.key_id, event)
 
@@ -141,5 +144,7 @@ class ActionGate:
 def _check_recorded(event: LedgerEvent, authorized: AuthorizedAction) -> None:
     """The promise of the gate: what acted is stored with the event that records it, under its actor's name."""
     if event.body["details"].get("authorization") != authorized.envelope or event.body["actor"] != authorized.actor:
-        raise EvidenceError(ReasonCode.UNEXPECTED_ERROR,
-                            f"the event of {authorized.action} does not carry the request that authorized it")
+        raise EvidenceError(
+            ReasonCode.UNEXPECTED_ERROR,
+            f"the event of {authorized.action} does not carry the request that authorized it",
+        )

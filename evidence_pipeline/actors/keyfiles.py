@@ -26,8 +26,7 @@ def generate_actor_key(path: Path, what: str = "an actor key") -> ed25519.Ed2551
     """A new key written to ``path`` (created exclusively, 0600; its missing folders 0700); never overwrites one.
     ``what`` names the key in the message (a witness's key is made the same way)."""
     key = ed25519.Ed25519PrivateKey.generate()
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption())
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     private_dirs(path.parent)
     try:
         write_private(path, pem)
@@ -40,8 +39,9 @@ def load_actor_key(path: Path | None, settings: Settings) -> ed25519.Ed25519Priv
     """The actor's private key from ``path`` (``--key``), else EVIDENCE_ACTOR_KEY; a service key is refused."""
     path = path or settings.actor_key
     if path is None:
-        raise EvidenceError(ReasonCode.ACTION_UNSIGNED, "a privileged action is signed: pass --key FILE or set "
-                                                        "EVIDENCE_ACTOR_KEY")
+        raise EvidenceError(
+            ReasonCode.ACTION_UNSIGNED, "a privileged action is signed: pass --key FILE or set EVIDENCE_ACTOR_KEY"
+        )
     key = load_private_ed25519(path, "the actor key")
     if key_id(key.public_key()) in service_key_ids(settings):
         raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the actor key is one of the service's own keys")

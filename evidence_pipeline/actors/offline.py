@@ -64,8 +64,9 @@ def recheck_events(bodies: Iterable[dict], max_age_seconds: float = DEFAULT_MAX_
         except EvidenceError as error:
             if error.code == ReasonCode.LEDGER_INVALID:
                 raise
-            raise EvidenceError(ReasonCode.LEDGER_INVALID,
-                                f"audit event {body.get('event_id')}: {error.code}: {error.message}") from None
+            raise EvidenceError(
+                ReasonCode.LEDGER_INVALID, f"audit event {body.get('event_id')}: {error.code}: {error.message}"
+            ) from None
         if authorization is not None:
             found.append(authorization)
     return found
@@ -89,19 +90,30 @@ class Recheck:
         if body.get("event_type") != EventType.ACTION_REFUSED and "authorization" in body.get("details", {}):
             authorized = recheck(body, self.registry, self.max_age_seconds)
             nonce, run = authorized.nonce, self._run
-            in_run = (authorized.action in PER_TENANT_ACTIONS and run[:2] == (nonce, body["event_type"])
-                      and body["tenant"] not in run[2])
+            in_run = (
+                authorized.action in PER_TENANT_ACTIONS
+                and run[:2] == (nonce, body["event_type"])
+                and body["tenant"] not in run[2]
+            )
             if nonce in self._nonces and not in_run:
                 raise EvidenceError(ReasonCode.ACTION_REPLAYED, "its request authorized an earlier event")
             self._nonces.add(nonce)
             self._run = (nonce, body["event_type"], (run[2] if in_run else set()) | {body["tenant"]})
-            found = Authorization(body["event_id"], body["event_type"], authorized.actor, authorized.key_id,
-                                  authorized.action, authorized.body["time"])
+            found = Authorization(
+                body["event_id"],
+                body["event_type"],
+                authorized.actor,
+                authorized.key_id,
+                authorized.action,
+                authorized.body["time"],
+            )
         else:
             self._run = ("", "", set())
         if "authorization" not in body.get("details", {}) and body.get("event_type") in ACTOR_EVENTS:
-            raise EvidenceError(ReasonCode.LEDGER_INVALID,
-                                f"audit event {body.get('event_id')}: an actor event without its signed request")
+            raise EvidenceError(
+                ReasonCode.LEDGER_INVALID,
+                f"audit event {body.get('event_id')}: an actor event without its signed request",
+            )
         self.registry.apply(body)
         return found
 

@@ -26,8 +26,15 @@ from evidence_pipeline.actors.roles import Role
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.models import EventType
 
-ACTOR_EVENTS = frozenset({EventType.ACTOR_BOOTSTRAPPED, EventType.ACTOR_REGISTERED, EventType.ACTOR_ROLES_CHANGED,
-                          EventType.ACTOR_KEY_ADDED, EventType.ACTOR_KEY_REVOKED})
+ACTOR_EVENTS = frozenset(
+    {
+        EventType.ACTOR_BOOTSTRAPPED,
+        EventType.ACTOR_REGISTERED,
+        EventType.ACTOR_ROLES_CHANGED,
+        EventType.ACTOR_KEY_ADDED,
+        EventType.ACTOR_KEY_REVOKED,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -92,12 +99,17 @@ class Registry:
 
     def require_other_identity(self, author: str, approver: str) -> None:
         if self.same_identity(author, approver):
-            raise EvidenceError(ReasonCode.FOUR_EYES_REQUIRED,
-                                "the approver must be another identity than the author (another name and key)")
+            raise EvidenceError(
+                ReasonCode.FOUR_EYES_REQUIRED,
+                "the approver must be another identity than the author (another name and key)",
+            )
 
     def admins_with_valid_keys(self) -> set[str]:
-        return {actor for actor, found in self._actors.items() if Role.ADMIN in found["roles"]
-                and any(key["revoked_at"] is None for key in found["keys"].values())}
+        return {
+            actor
+            for actor, found in self._actors.items()
+            if Role.ADMIN in found["roles"] and any(key["revoked_at"] is None for key in found["keys"].values())
+        }
 
     def apply(self, body: dict) -> None:
         """Fold one event (an actor event; any other is passed over). An event that does not fit the registry as it
@@ -108,8 +120,10 @@ class Registry:
         try:
             self._apply(kind, details)
         except (KeyError, TypeError, AttributeError, EvidenceError):
-            raise EvidenceError(ReasonCode.LEDGER_INVALID, f"audit event {body.get('event_id')} ({kind}) does not "
-                                                           "fit the actor registry") from None
+            raise EvidenceError(
+                ReasonCode.LEDGER_INVALID,
+                f"audit event {body.get('event_id')} ({kind}) does not fit the actor registry",
+            ) from None
 
     def _apply(self, kind: str, details: dict) -> None:
         name = details["name"]
@@ -136,8 +150,11 @@ class Registry:
             raise KeyError(key["key_id"])  # a key id names its key's bytes, and an actor holds a key once
         if not isinstance(key["valid_from"], str):
             raise TypeError(key["valid_from"])
-        self._actors[actor]["keys"][key["key_id"]] = {"public_key": public, "valid_from": key["valid_from"],
-                                                      "revoked_at": None}
+        self._actors[actor]["keys"][key["key_id"]] = {
+            "public_key": public,
+            "valid_from": key["valid_from"],
+            "revoked_at": None,
+        }
 
 
 def _roles(roles: list) -> list[str]:

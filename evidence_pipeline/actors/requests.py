@@ -70,8 +70,9 @@ def public_key_from_hex(text: object) -> ed25519.Ed25519PublicKey:
             raise ValueError
         return ed25519.Ed25519PublicKey.from_public_bytes(bytes.fromhex(text))
     except ValueError:
-        raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID,
-                            "a public key is the raw Ed25519 key in 64 hex digits") from None
+        raise EvidenceError(
+            ReasonCode.ACTION_REQUEST_INVALID, "a public key is the raw Ed25519 key in 64 hex digits"
+        ) from None
 
 
 def request_time(moment: datetime) -> str:
@@ -167,16 +168,32 @@ class Sealed:
 
 
 def envelope_of(text: str, key_id_: str, signature: bytes) -> dict:
-    return {"payloadType": ACTION_PAYLOAD_TYPE, "payload": base64.b64encode(text.encode("utf-8")).decode(),
-            "signatures": [{"keyid": key_id_, "sig": base64.b64encode(signature).decode()}]}
+    return {
+        "payloadType": ACTION_PAYLOAD_TYPE,
+        "payload": base64.b64encode(text.encode("utf-8")).decode(),
+        "signatures": [{"keyid": key_id_, "sig": base64.b64encode(signature).decode()}],
+    }
 
 
-def sign_request(key: ed25519.Ed25519PrivateKey, actor: str, action: str, args: dict, tenant: str | None = None,
-                 now: datetime | None = None, nonce: str | None = None) -> dict:
+def sign_request(
+    key: ed25519.Ed25519PrivateKey,
+    actor: str,
+    action: str,
+    args: dict,
+    tenant: str | None = None,
+    now: datetime | None = None,
+    nonce: str | None = None,
+) -> dict:
     """The envelope of ``action`` with ``args``, by ``actor``, signed with ``key`` (a fresh nonce, the time now)."""
     signer = key_id(key.public_key())
-    body = {"action": str(action), "actor": actor, "args": args, "key_id": signer,
-            "nonce": nonce or secrets.token_urlsafe(24), "time": request_time(now or datetime.now(timezone.utc))}
+    body = {
+        "action": str(action),
+        "actor": actor,
+        "args": args,
+        "key_id": signer,
+        "nonce": nonce or secrets.token_urlsafe(24),
+        "time": request_time(now or datetime.now(timezone.utc)),
+    }
     if tenant is not None:
         body["tenant"] = tenant
     text = canonical_json(body).decode("utf-8")
@@ -197,8 +214,10 @@ def sealed(raw: object, legacy: bool = False) -> Sealed:
     if isinstance(raw, dict) and raw.keys() <= _LEGACY_FIELDS and raw:
         if legacy:
             return _legacy(raw)
-        raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "the {request, signature} form is read only from "
-                                                               "ledgers: send the DSSE envelope")
+        raise EvidenceError(
+            ReasonCode.ACTION_REQUEST_INVALID,
+            "the {request, signature} form is read only from ledgers: send the DSSE envelope",
+        )
     if isinstance(raw, dict) and raw.keys() <= _ENVELOPE_FIELDS and not raw.get("signatures"):
         raise EvidenceError(ReasonCode.ACTION_UNSIGNED, "the request carries no signature")
     if not isinstance(raw, dict) or raw.keys() != _ENVELOPE_FIELDS:
@@ -206,11 +225,17 @@ def sealed(raw: object, legacy: bool = False) -> Sealed:
     if raw["payloadType"] != ACTION_PAYLOAD_TYPE:
         raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, f"an envelope's payloadType is {ACTION_PAYLOAD_TYPE}")
     signatures = raw["signatures"]
-    if (not isinstance(signatures, list) or len(signatures) != 1 or not isinstance(signatures[0], dict)
-            or signatures[0].keys() != {"keyid", "sig"} or not isinstance(signatures[0]["keyid"], str)
-            or not _KEY_ID.fullmatch(signatures[0]["keyid"])):
-        raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "an envelope has one signature {keyid: 64 hex digits, "
-                                                               "sig}")
+    if (
+        not isinstance(signatures, list)
+        or len(signatures) != 1
+        or not isinstance(signatures[0], dict)
+        or signatures[0].keys() != {"keyid", "sig"}
+        or not isinstance(signatures[0]["keyid"], str)
+        or not _KEY_ID.fullmatch(signatures[0]["keyid"])
+    ):
+        raise EvidenceError(
+            ReasonCode.ACTION_REQUEST_INVALID, "an envelope has one signature {keyid: 64 hex digits, sig}"
+        )
     payload = _base64(raw["payload"], ReasonCode.ACTION_REQUEST_INVALID, "the payload")
     return Sealed(payload, signatures[0]["keyid"], _signature(signatures[0]["sig"]))
 
@@ -250,8 +275,10 @@ def parse_request(text: str) -> dict:
     """The request's fields, checked against the format (module docstring)."""
     body = jsonread.loads(text, ReasonCode.ACTION_REQUEST_INVALID, "a signed request", MAX_ENVELOPE_BYTES)
     if not isinstance(body, dict) or not (_FIELDS <= body.keys() <= _FIELDS | {"tenant"}):
-        raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID,
-                            f"a request has the fields {', '.join(sorted(_FIELDS))} and, optionally, tenant")
+        raise EvidenceError(
+            ReasonCode.ACTION_REQUEST_INVALID,
+            f"a request has the fields {', '.join(sorted(_FIELDS))} and, optionally, tenant",
+        )
     try:
         canonical = canonical_json(body).decode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: not text that can be signed as UTF-8
@@ -265,8 +292,10 @@ def parse_request(text: str) -> dict:
         (isinstance(body["key_id"], str) and _KEY_ID.fullmatch(body["key_id"]), "key_id is 64 hex digits"),
         (isinstance(body["nonce"], str) and _NONCE.fullmatch(body["nonce"]), "nonce is 16-64 of A-Z a-z 0-9 _ -"),
         (isinstance(body["time"], str) and _TIME.fullmatch(body["time"]), "time is YYYY-MM-DDTHH:MM:SSZ"),
-        ("tenant" not in body or (isinstance(body["tenant"], str) and TENANT_ID.fullmatch(body["tenant"])),
-         "tenant is a tenant id"),
+        (
+            "tenant" not in body or (isinstance(body["tenant"], str) and TENANT_ID.fullmatch(body["tenant"])),
+            "tenant is a tenant id",
+        ),
     )
     for holds, rule in checks:
         if not holds:

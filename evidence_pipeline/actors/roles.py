@@ -53,8 +53,8 @@ class Action(StrEnum):
 ROLE_DESCRIPTIONS = {
     Role.ADMIN: "manages identities (actors, their roles and keys) and the service's signing keys",
     Role.OPERATOR: "runs the service: registers tenants, issues their API tokens and sets their webhooks, publishes "
-                   "source revisions, replays, ruleset canaries and rollbacks, asks for offboarding, submits "
-                   "templates, reads jobs",
+    "source revisions, replays, ruleset canaries and rollbacks, asks for offboarding, submits "
+    "templates, reads jobs",
     Role.APPROVER: "the second pair of eyes: approves templates and offboarding, decides on parts; never its own work",
     Role.REVIEWER: "decides on a document's parts",
     Role.AUDITOR: "reads jobs and dead letters; changes nothing",
@@ -87,12 +87,33 @@ ACTION_DESCRIPTIONS = {
 }
 
 PERMISSIONS: dict[Role, frozenset[Action]] = {
-    Role.ADMIN: frozenset({Action.ACTOR_REGISTER, Action.ACTOR_ROLES, Action.ACTOR_KEY_ADD, Action.ACTOR_KEY_REVOKE,
-                           Action.KEYS_ROTATE, Action.KEYS_REVOKE}),
-    Role.OPERATOR: frozenset({Action.TENANT_REGISTER, Action.TOKEN_ISSUE, Action.TOKEN_REVOKE, Action.SOURCE_PUBLISH,
-                              Action.JOB_REPLAY, Action.RULESET_CANARY, Action.RULESET_ROLLBACK,
-                              Action.TENANT_OFFBOARD, Action.TEMPLATE_SUBMIT, Action.JOBS_READ, Action.WEBHOOK_SET,
-                              Action.WEBHOOK_ROTATE, Action.WEBHOOK_REPLAY}),
+    Role.ADMIN: frozenset(
+        {
+            Action.ACTOR_REGISTER,
+            Action.ACTOR_ROLES,
+            Action.ACTOR_KEY_ADD,
+            Action.ACTOR_KEY_REVOKE,
+            Action.KEYS_ROTATE,
+            Action.KEYS_REVOKE,
+        }
+    ),
+    Role.OPERATOR: frozenset(
+        {
+            Action.TENANT_REGISTER,
+            Action.TOKEN_ISSUE,
+            Action.TOKEN_REVOKE,
+            Action.SOURCE_PUBLISH,
+            Action.JOB_REPLAY,
+            Action.RULESET_CANARY,
+            Action.RULESET_ROLLBACK,
+            Action.TENANT_OFFBOARD,
+            Action.TEMPLATE_SUBMIT,
+            Action.JOBS_READ,
+            Action.WEBHOOK_SET,
+            Action.WEBHOOK_ROTATE,
+            Action.WEBHOOK_REPLAY,
+        }
+    ),
     Role.APPROVER: frozenset({Action.TEMPLATE_APPROVE, Action.TENANT_OFFBOARD_APPROVE, Action.PART_DECIDE}),
     Role.REVIEWER: frozenset({Action.PART_DECIDE}),
     Role.AUDITOR: frozenset({Action.JOBS_READ}),

@@ -43,8 +43,9 @@ class AuthorizedAction(SignedRequest):
         return cls(request.text, request.signature, request.body)
 
 
-def verify(raw: object, registry: Registry, action: Action, now: datetime, max_age_seconds: float,
-           legacy: bool = False) -> AuthorizedAction:
+def verify(
+    raw: object, registry: Registry, action: Action, now: datetime, max_age_seconds: float, legacy: bool = False
+) -> AuthorizedAction:
     """The request in ``raw`` (an envelope) authorizes ``action`` at ``now``, or ActionRefused says why not.
     ``legacy``: also the form recorded before the DSSE envelope (requests.sealed), for the ledger's re-check."""
     envelope = _sealed(raw, legacy)
@@ -63,8 +64,9 @@ def verify(raw: object, registry: Registry, action: Action, now: datetime, max_a
     return AuthorizedAction.of(request)
 
 
-def verify_bootstrap(raw: object, public_key: str, now: datetime, max_age_seconds: float,
-                     legacy: bool = False) -> AuthorizedAction:
+def verify_bootstrap(
+    raw: object, public_key: str, now: datetime, max_age_seconds: float, legacy: bool = False
+) -> AuthorizedAction:
     """The first admin's request, signed by the key it registers, ``public_key`` (64 hex digits; given beside the
     envelope, as the bootstrap event records it: there is no registry to select it from yet): args {name,
     public_key}, the request's actor is that name, its key that key."""
@@ -78,8 +80,10 @@ def verify_bootstrap(raw: object, public_key: str, now: datetime, max_age_second
     request = _opened(envelope, public)
     args = request.args
     if args.keys() != {"name", "public_key"} or args["name"] != request.actor or args["public_key"] != public_key:
-        raise ActionRefused(ReasonCode.ACTION_REQUEST_INVALID, "a bootstrap takes {name, public_key}: its own name "
-                                                               "and the key that signed it")
+        raise ActionRefused(
+            ReasonCode.ACTION_REQUEST_INVALID,
+            "a bootstrap takes {name, public_key}: its own name and the key that signed it",
+        )
     _fresh_and_for(request, Action.ACTOR_BOOTSTRAP, now, max_age_seconds)
     return AuthorizedAction.of(request)
 
@@ -103,8 +107,12 @@ def _opened(envelope: Sealed, public: Ed25519PublicKey) -> SignedRequest:
 
 def _fresh_and_for(request: SignedRequest, action: Action, now: datetime, max_age_seconds: float) -> None:
     if request.action != action:
-        raise ActionRefused(ReasonCode.ACTION_REQUEST_INVALID, f"the request was signed for {request.action}, "
-                                                               f"not {action}", request)
+        raise ActionRefused(
+            ReasonCode.ACTION_REQUEST_INVALID, f"the request was signed for {request.action}, not {action}", request
+        )
     if abs((now - request.time).total_seconds()) > max_age_seconds:
-        raise ActionRefused(ReasonCode.ACTION_EXPIRED, f"the request's time is more than {max_age_seconds:g} s from "
-                                                       "the service's clock", request)
+        raise ActionRefused(
+            ReasonCode.ACTION_EXPIRED,
+            f"the request's time is more than {max_age_seconds:g} s from the service's clock",
+            request,
+        )

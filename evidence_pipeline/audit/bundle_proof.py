@@ -63,8 +63,9 @@ def export_policy(witnesses: tuple[Verifier, ...], logs: tuple[Verifier, ...]) -
     return TlogPolicy.of_count(witnesses, len(witnesses), logs).encode()
 
 
-def bundle_log_files(runtime: Runtime, event: LedgerEvent, prefix: str,
-                     witnesses: tuple[Verifier, ...]) -> dict[str, bytes]:
+def bundle_log_files(
+    runtime: Runtime, event: LedgerEvent, prefix: str, witnesses: tuple[Verifier, ...]
+) -> dict[str, bytes]:
     """The log's files (by path, see above) for the bundle at ``prefix`` published by ``event``; none before a
     checkpoint with a note covers it."""
     ledger, archive = runtime.ledger, runtime.archive
@@ -110,8 +111,14 @@ def _tree(ledger: Ledger, size: int) -> merkle.Tree:
     return tree
 
 
-def check_bundle_log(store: ArtifactStore, prefix: str, key_ids: frozenset[str], root_ids: frozenset[str],
-                     origin: str | None, policy: TlogPolicy | None) -> Check | None:
+def check_bundle_log(
+    store: ArtifactStore,
+    prefix: str,
+    key_ids: frozenset[str],
+    root_ids: frozenset[str],
+    origin: str | None,
+    policy: TlogPolicy | None,
+) -> Check | None:
     """The bundle file's tlog proof, checked (None when the file has none and nothing was pinned): the event is
     this bundle's publication, the proof reaches the root of a checkpoint signed by a statement key, and the note
     is of the pinned origin, signed by that key and co-signed as the policy (``policy``, else the file's) asks."""
@@ -127,32 +134,49 @@ def check_bundle_log(store: ArtifactStore, prefix: str, key_ids: frozenset[str],
     return Check(TLOG_PROOF, True)
 
 
-def _check_bundle_log(store: ArtifactStore, prefix: str, key_ids: frozenset[str], root_ids: frozenset[str],
-                      origin: str | None, policy: TlogPolicy | None) -> None:
+def _check_bundle_log(
+    store: ArtifactStore,
+    prefix: str,
+    key_ids: frozenset[str],
+    root_ids: frozenset[str],
+    origin: str | None,
+    policy: TlogPolicy | None,
+) -> None:
     path = tlog_proof_path(prefix)
     if not store.exists(path):
-        raise EvidenceError(ReasonCode.LEDGER_NOT_CHECKPOINTED, "the file holds no tlog proof: no co-signed "
-                            "checkpoint covered the bundle when it was downloaded (download it again later)")
+        raise EvidenceError(
+            ReasonCode.LEDGER_NOT_CHECKPOINTED,
+            "the file holds no tlog proof: no co-signed "
+            "checkpoint covered the bundle when it was downloaded (download it again later)",
+        )
     try:
         proof = parse_tlog_proof(store.get(path, max_bytes=MAX_PROOF_BYTES))
         body = parse_checkpoint(proof.checkpoint.text)
     except NoteError as error:
         raise EvidenceError(ReasonCode.PROOF_INVALID, f"{path}: {error}") from None
-    manifest: Any = jsonread.loads(store.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES),
-                                   ReasonCode.MANIFEST_INVALID, MANIFEST)
+    manifest: Any = jsonread.loads(
+        store.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES), ReasonCode.MANIFEST_INVALID, MANIFEST
+    )
     seq = manifest.get("ledger", {}).get("seq") if isinstance(manifest, dict) else None
     if type(seq) is not int or not store.exists(event_path(seq)):
         raise EvidenceError(ReasonCode.LEDGER_EVENT_MISMATCH, "the file holds no event at the manifest's ledger seq")
     text = store.get(event_path(seq), max_bytes=jsonread.MAX_BYTES)
     parsed = jsonread.loads(text, ReasonCode.LEDGER_EVENT_MISMATCH, event_path(seq))
     # the chain hash is the manifest's: the Merkle proof, not the hash chain, is what puts the bytes in the log
-    event = LedgerEvent(seq, cast(str, parsed.get("event_type") if isinstance(parsed, dict) else None),
-                        manifest["ledger"].get("event_hash"), cast(dict[str, Any], parsed))  # commits_bundle checks it
-    files = {"report_sha256": store.get_file(f"{prefix}/{REPORT}", DISCARD),
-             "statement_sha256": store.get_file(f"{prefix}/{STATEMENT}", DISCARD)}
+    event = LedgerEvent(
+        seq,
+        cast(str, parsed.get("event_type") if isinstance(parsed, dict) else None),
+        manifest["ledger"].get("event_hash"),
+        cast(dict[str, Any], parsed),
+    )  # commits_bundle checks it
+    files = {
+        "report_sha256": store.get_file(f"{prefix}/{REPORT}", DISCARD),
+        "statement_sha256": store.get_file(f"{prefix}/{STATEMENT}", DISCARD),
+    }
     if not commits_bundle(event, prefix, manifest, files):
-        raise EvidenceError(ReasonCode.LEDGER_EVENT_MISMATCH, f"the bundle's files or manifest are not what event "
-                            f"{seq} committed")
+        raise EvidenceError(
+            ReasonCode.LEDGER_EVENT_MISMATCH, f"the bundle's files or manifest are not what event {seq} committed"
+        )
     try:
         proof.reaches(merkle.leaf_hash(text))
     except NoteError as error:
@@ -167,8 +191,9 @@ def _check_bundle_log(store: ArtifactStore, prefix: str, key_ids: frozenset[str]
     check_note(proof.checkpoint, checkpoint, keys.keys.get(checkpoint["key_id"]), NotePins(pinned, policy, body.size))
 
 
-def witnessed(store: ArtifactStore, prefix: str, policy: TlogPolicy | None) -> tuple[datetime | None, int | None,
-                                                                                     int | None]:
+def witnessed(
+    store: ArtifactStore, prefix: str, policy: TlogPolicy | None
+) -> tuple[datetime | None, int | None, int | None]:
     """(the earliest valid cosignature time of a witness of ``policy``, else of the store's own policy, on the note
     the bundle's tlog proof reaches; the proof's leaf index; the note's tree size), Nones without a proof. Read
     after its `tlog_proof` check passed: the proof and note are then the verified ones."""

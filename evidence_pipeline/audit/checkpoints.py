@@ -51,8 +51,9 @@ def checkpoint_key(size: int) -> str:
     return f"{PREFIX}/{size:012d}.json"
 
 
-def publish_checkpoint(ledger: Ledger, archive: ArtifactStore, keyring: Keyring,
-                       witness: ed25519.Ed25519PrivateKey | None = None) -> dict[str, Any]:
+def publish_checkpoint(
+    ledger: Ledger, archive: ArtifactStore, keyring: Keyring, witness: ed25519.Ed25519PrivateKey | None = None
+) -> dict[str, Any]:
     """Sign and publish the current tree head; a head that is already checkpointed is returned as it is (put-once:
     a checkpoint published before a witness was configured never gets its signature).
 
@@ -66,8 +67,11 @@ def publish_checkpoint(ledger: Ledger, archive: ArtifactStore, keyring: Keyring,
         return read_checkpoint(archive, key, published_statement_keys(archive))
     tree = merkle.Tree(leaves)
     body = {
-        "origin": ORIGIN, "size": len(leaves), "root_sha256": tree.root(0, len(leaves)).hex(),
-        "issued_at": utc_iso(timespec="seconds"), "key_id": keyring.statement_key_id,
+        "origin": ORIGIN,
+        "size": len(leaves),
+        "root_sha256": tree.root(0, len(leaves)).hex(),
+        "issued_at": utc_iso(timespec="seconds"),
+        "key_id": keyring.statement_key_id,
     }
     signers = [(keyring.statement_key, keyring.statement_key_id)]
     if witness is not None:
@@ -81,8 +85,7 @@ def publish_checkpoint(ledger: Ledger, archive: ArtifactStore, keyring: Keyring,
     return read_checkpoint(archive, key, published_statement_keys(archive))
 
 
-def _witness_id(archive: ArtifactStore, tree: merkle.Tree, keyring: Keyring,
-                witness: ed25519.Ed25519PrivateKey) -> str:
+def _witness_id(archive: ArtifactStore, tree: merkle.Tree, keyring: Keyring, witness: ed25519.Ed25519PrivateKey) -> str:
     """The witness's key id, once it has checked that the new head extends the newest checkpoint; its public key is
     published under ledger/witness/ (never keys/: it must not be taken for a statement key, nor trusted unasked)."""
     witness_id = public_key_id(witness.public_key())
@@ -93,14 +96,14 @@ def _witness_id(archive: ArtifactStore, tree: merkle.Tree, keyring: Keyring,
         newest = read_checkpoint(archive, published[-1], published_statement_keys(archive))
         size = newest["size"]
         if size > len(tree.leaves) or tree.root(0, size).hex() != newest["root_sha256"]:
-            raise EvidenceError(ReasonCode.LEDGER_INVALID,
-                                f"the witness refuses: the ledger does not extend checkpoint {published[-1]}")
+            raise EvidenceError(
+                ReasonCode.LEDGER_INVALID, f"the witness refuses: the ledger does not extend checkpoint {published[-1]}"
+            )
     archive.put_once(f"{WITNESS_PREFIX}/{witness_id}.pem", public_pem(witness))
     return witness_id
 
 
-def read_checkpoint(archive: ArtifactStore, key: str,
-                    keys: dict[str, ed25519.Ed25519PublicKey]) -> dict[str, Any]:
+def read_checkpoint(archive: ArtifactStore, key: str, keys: dict[str, ed25519.Ed25519PublicKey]) -> dict[str, Any]:
     opened = dsse.verify_envelope(
         archive.get(key, max_bytes=jsonread.MAX_BYTES), keys, PAYLOAD_TYPE, code=ReasonCode.LEDGER_INVALID
     )
@@ -131,8 +134,9 @@ class CheckpointKeys:
     keyring: KeyringDocument | None
 
     @classmethod
-    def of(cls, archive: ArtifactStore, key_ids: frozenset[str] = frozenset(),
-           root_ids: frozenset[str] = frozenset()) -> CheckpointKeys:
+    def of(
+        cls, archive: ArtifactStore, key_ids: frozenset[str] = frozenset(), root_ids: frozenset[str] = frozenset()
+    ) -> CheckpointKeys:
         """The archive's (or package's) keys; only the pinned ``key_ids`` and ``root_ids``, when given."""
         documents = keyring_documents(archive)
         if not documents:
@@ -158,16 +162,25 @@ def check_witness(envelope: bytes, witness: ed25519.Ed25519PublicKey, key: str) 
     witness_id = public_key_id(witness)
     verified = dsse.parse_envelope(envelope, ReasonCode.CHECKPOINT_INVALID).verifies(witness_id, witness)
     if verified is None:
-        raise EvidenceError(ReasonCode.WITNESS_SIGNATURE_MISSING, f"checkpoint {key} carries no signature by "
-                            f"witness {witness_id}")
+        raise EvidenceError(
+            ReasonCode.WITNESS_SIGNATURE_MISSING, f"checkpoint {key} carries no signature by witness {witness_id}"
+        )
     if not verified:
-        raise EvidenceError(ReasonCode.WITNESS_SIGNATURE_INVALID, f"the signature of witness {witness_id} on "
-                            f"checkpoint {key} does not verify")
+        raise EvidenceError(
+            ReasonCode.WITNESS_SIGNATURE_INVALID,
+            f"the signature of witness {witness_id} on checkpoint {key} does not verify",
+        )
     return witness_id
 
 
-def verify_ledger(ledger: Ledger, archive: ArtifactStore, witness: ed25519.Ed25519PublicKey | None = None,
-                  origin: str | None = None, policy: TlogPolicy | None = None, stated: bool = True) -> dict[str, Any]:
+def verify_ledger(
+    ledger: Ledger,
+    archive: ArtifactStore,
+    witness: ed25519.Ed25519PublicKey | None = None,
+    origin: str | None = None,
+    policy: TlogPolicy | None = None,
+    stated: bool = True,
+) -> dict[str, Any]:
     """Recompute the chain, every published checkpoint's root and the consistency between checkpoints; with
     ``witness`` (pinned by the caller, never read from the archive), every checkpoint must carry its signature.
     Every checkpoint's note is checked as a package's are (witnessing.check_notes): of the log ``origin`` (None:

@@ -105,9 +105,16 @@ class _Publication(_Stored):
     prefix: str = ""
 
 
-def export_package(rt: Runtime, tenant: str, first: str | None, last: str | None, out: Path,
-                   action_max_age_seconds: float, with_uploads: bool = False,
-                   controls: dict[str, Any] = DEFAULT_CONTROLS) -> Exported:
+def export_package(
+    rt: Runtime,
+    tenant: str,
+    first: str | None,
+    last: str | None,
+    out: Path,
+    action_max_age_seconds: float,
+    with_uploads: bool = False,
+    controls: dict[str, Any] = DEFAULT_CONTROLS,
+) -> Exported:
     """Write the audit package of ``tenant``'s bundles published for periods ``first``..``last`` (inclusive; None is
     unbounded), of its document jobs of those periods (``with_uploads``: the uploads' bytes too) and of its
     authorization events to the folder ``out``, which must not exist (PACKAGE_EXISTS).
@@ -125,21 +132,39 @@ def export_package(rt: Runtime, tenant: str, first: str | None, last: str | None
     found = _published(ledger, tenant, first, last)
     document_contents = collect_documents(rt, tenant, first, last)
     if not found and not document_contents.artifacts:
-        raise EvidenceError(ReasonCode.BUNDLE_NOT_FOUND, f"the ledger records no bundle and no document job of "
-                            f"{tenant} in {first or 'the first period'}..{last or 'the last period'}")
+        raise EvidenceError(
+            ReasonCode.BUNDLE_NOT_FOUND,
+            f"the ledger records no bundle and no document job of "
+            f"{tenant} in {first or 'the first period'}..{last or 'the last period'}",
+        )
     authorizing = _authorization_events(ledger, tenant)
     numbered = ledger.leaves()  # read after the events: every event found has its leaf
     position = {seq: index for index, (seq, _) in enumerate(numbered)}
-    publications = sorted((_Publication(event, prev_hash, body, inclusion_path(prefix), position[event.seq], prefix)
-                           for event, prev_hash, body, prefix in found),
-                          key=lambda p: (p.event.body["period"], p.leaf_index))  # the index lists them by period
+    publications = sorted(
+        (
+            _Publication(event, prev_hash, body, inclusion_path(prefix), position[event.seq], prefix)
+            for event, prev_hash, body, prefix in found
+        ),
+        key=lambda p: (p.event.body["period"], p.leaf_index),
+    )  # the index lists them by period
     covered = max(map(checkpoint_size, checkpoint_keys(archive)), default=0)  # what the newest checkpoint signs
-    authorizations = [_Stored(event, prev_hash, body, authorization_proof_path(event.seq), position[event.seq])
-                      for event, prev_hash, body in authorizing if position[event.seq] < covered]
+    authorizations = [
+        _Stored(event, prev_hash, body, authorization_proof_path(event.seq), position[event.seq])
+        for event, prev_hash, body in authorizing
+        if position[event.seq] < covered
+    ]
     proved = {stored.event.seq for stored in authorizations}  # an authorization event keeps its own proof
-    document_events = [_Stored(LedgerEvent(seq, e["parsed"]["event_type"], e["event_hash"], e["parsed"]),
-                               e["prev_hash"], e["body"].encode("utf-8"), document_proof_path(seq), position[seq])
-                       for seq, e in sorted(document_contents.events.items()) if seq not in proved]
+    document_events = [
+        _Stored(
+            LedgerEvent(seq, e["parsed"]["event_type"], e["event_hash"], e["parsed"]),
+            e["prev_hash"],
+            e["body"].encode("utf-8"),
+            document_proof_path(seq),
+            position[seq],
+        )
+        for seq, e in sorted(document_contents.events.items())
+        if seq not in proved
+    ]
     tree = merkle.Tree([leaf for _, leaf in numbered])
     witnessed = _Witnessed(archive)
     chosen = _checkpoints(archive, [*publications, *authorizations, *document_events], witnessed)
@@ -149,11 +174,27 @@ def export_package(rt: Runtime, tenant: str, first: str | None, last: str | None
     staging.mkdir(mode=0o700)
     try:
         package = LocalStore(staging, scheme="package")
-        index = _write(archive, package, _Contents(tenant, first, last, publications, authorizations,
-                                                   action_max_age_seconds, document_events, document_contents,
-                                                   with_uploads, controls), chosen, tree, rt.keyring,
-                       tuple(parse_vkey(vkey) for _, vkey in rt.settings.witnesses),
-                       rt.settings.worker_processes())
+        index = _write(
+            archive,
+            package,
+            _Contents(
+                tenant,
+                first,
+                last,
+                publications,
+                authorizations,
+                action_max_age_seconds,
+                document_events,
+                document_contents,
+                with_uploads,
+                controls,
+            ),
+            chosen,
+            tree,
+            rt.keyring,
+            tuple(parse_vkey(vkey) for _, vkey in rt.settings.witnesses),
+            rt.settings.worker_processes(),
+        )
         os.chmod(staging, 0o755)
         _fsync_dir(staging)
         _rename_noreplace(staging, out)
@@ -161,12 +202,14 @@ def export_package(rt: Runtime, tenant: str, first: str | None, last: str | None
         shutil.rmtree(staging, ignore_errors=True)
         raise
     _fsync_dir(parent)
-    return Exported(index, sum(1 for key in index.checkpoints if witnessed(key)),
-                    len(authorizing) - len(authorizations))
+    return Exported(
+        index, sum(1 for key in index.checkpoints if witnessed(key)), len(authorizing) - len(authorizations)
+    )
 
 
-def _published(ledger: Ledger, tenant: str, first: str | None, last: str | None
-               ) -> list[tuple[LedgerEvent, str, bytes, str]]:
+def _published(
+    ledger: Ledger, tenant: str, first: str | None, last: str | None
+) -> list[tuple[LedgerEvent, str, bytes, str]]:
     """(event, prev_hash, body bytes, bundle prefix) of each `bundle.published` event of the tenant in the range."""
     found = []
     for event, prev_hash, body in ledger.stored_events(EventType.BUNDLE_PUBLISHED, tenant):
@@ -181,9 +224,13 @@ def _authorization_events(ledger: Ledger, tenant: str) -> list[tuple[LedgerEvent
     """(event, prev_hash, body bytes) in ledger order of every event of ``tenant`` or of none (an actor's or the
     signing keys') that stores a signed request, and of every actor event, which the re-check needs whatever it
     stores. Refusals are not authorizations: `action.refused` records no action of RECORDED_AS."""
-    found = [entry for kind in RECORDED_AS.values() for owner in (tenant, "")
-             for entry in ledger.stored_events(kind, owner)
-             if "authorization" in entry[0].body["details"] or kind in ACTOR_EVENTS]
+    found = [
+        entry
+        for kind in RECORDED_AS.values()
+        for owner in (tenant, "")
+        for entry in ledger.stored_events(kind, owner)
+        if "authorization" in entry[0].body["details"] or kind in ACTOR_EVENTS
+    ]
     return sorted(found, key=lambda entry: entry[0].seq)
 
 
@@ -212,10 +259,15 @@ def _checkpoints(archive: ArtifactStore, events: list[_Stored], witnessed: _Witn
     for stored in events:
         start = bisect.bisect_right(sizes, stored.leaf_index)  # the first checkpoint with size > leaf index
         if start == len(keys):
-            what = f"the publication of {stored.prefix}" if isinstance(stored, _Publication) else \
-                f"{stored.event.event_type} event {stored.event.seq}"
-            raise EvidenceError(ReasonCode.LEDGER_NOT_CHECKPOINTED, f"no published checkpoint covers {what} yet: run "
-                                "`evidence ledger checkpoint` first")
+            what = (
+                f"the publication of {stored.prefix}"
+                if isinstance(stored, _Publication)
+                else f"{stored.event.event_type} event {stored.event.seq}"
+            )
+            raise EvidenceError(
+                ReasonCode.LEDGER_NOT_CHECKPOINTED,
+                f"no published checkpoint covers {what} yet: run `evidence ledger checkpoint` first",
+            )
         chosen[stored.leaf_index] = next((key for key in keys[start:] if witnessed(key)), keys[start])
     return chosen
 
@@ -236,23 +288,32 @@ class _Contents:
     controls: dict[str, Any]  # the OSCAL controls mapping (oscal.py)
 
 
-def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, chosen: dict[int, str],
-           tree: merkle.Tree, keyring: Keyring, witnesses: tuple[Verifier, ...], workers: int) -> Index:
+def _write(
+    archive: ArtifactStore,
+    package: LocalStore,
+    contents: _Contents,
+    chosen: dict[int, str],
+    tree: merkle.Tree,
+    keyring: Keyring,
+    witnesses: tuple[Verifier, ...],
+    workers: int,
+) -> Index:
     for key in archive.list("keys"):  # verbatim, whatever is there (PEMs, a keyring document)
         _copy(archive, key, package, key, max_bytes=MAX_KEYS_OBJECT_BYTES)
     for key in archive.list(WITNESS_PREFIX):
         _copy(archive, key, package, f"{WITNESS}/{key.rsplit('/', 1)[-1]}", max_bytes=MAX_KEY_BYTES)
     statement_keys = published_statement_keys(archive)
-    checkpoints = sorted(set(chosen.values()) | {checkpoint_keys(archive)[-1]},
-                         key=checkpoint_size)
+    checkpoints = sorted(set(chosen.values()) | {checkpoint_keys(archive)[-1]}, key=checkpoint_size)
     signed = {key: _signed_checkpoint(archive, package, key, statement_keys, tree) for key in checkpoints}
     notes = {key: archive_note(archive, checkpoint_size(key)) for key in checkpoints}
     logs = {}  # the log keys of the notes: their origin, the statement key of their checkpoint
     for key, note in notes.items():  # each checkpoint's C2SP note with every witness's cosignature, where there is one
         if note is not None:
             package.put_once(note_key(checkpoint_size(key)), note.encode())
-            log = log_verifier(parse_checkpoint(note.text).origin,
-                               statement_keys[read_checkpoint(archive, key, statement_keys)["key_id"]])
+            log = log_verifier(
+                parse_checkpoint(note.text).origin,
+                statement_keys[read_checkpoint(archive, key, statement_keys)["key_id"]],
+            )
             logs[log.vkey()] = log
     if logs:  # the requirement the notes were co-signed under: every configured witness (`ledger checkpoint`)
         package.put_once(POLICY, export_policy(witnesses, tuple(logs.values())))
@@ -261,8 +322,7 @@ def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, cho
         proof = tree.consistency_proof(old_size, new_size)
         if not merkle.verify_consistency(old_size, new_size, proof, old_root, new_root):
             raise EvidenceError(ReasonCode.LEDGER_INVALID, f"checkpoint {new} does not extend {old}")
-        package.put_once(consistency_path(old, new),
-                         _json({"old": old, "new": new, "proof": [h.hex() for h in proof]}))
+        package.put_once(consistency_path(old, new), _json({"old": old, "new": new, "proof": [h.hex() for h in proof]}))
     for publication in contents.publications:
         _write_bundle(archive, package, publication)
         _write_proved(package, publication, chosen[publication.leaf_index], signed, tree)
@@ -272,14 +332,23 @@ def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, cho
         _write_proved(package, stored, chosen[stored.leaf_index], signed, tree)
     policy = TlogPolicy.of_count(witnesses, len(witnesses))
     here = Location(str(package.root), str(package.root), "bundles", is_archive_root=True)
-    verified = verify_all([(here, publication.prefix) for publication in contents.publications], open_package_store,
-                          frozenset(), frozenset(), workers, also=partial(check_in_log, signed))
+    verified = verify_all(
+        [(here, publication.prefix) for publication in contents.publications],
+        open_package_store,
+        frozenset(),
+        frozenset(),
+        workers,
+        also=partial(check_in_log, signed),
+    )
     assessments = []
     for publication, outcome in zip(contents.publications, verified):  # its files, proofs and notes are in place
         if outcome.error is not None:
             raise outcome.error  # the package could not be read: no assessment to make
-        assessments.append(assessment_document(  # as the exporter verified it (no error: a verification)
-            package, publication.prefix, cast(Verification, outcome.verification), policy, contents.controls))
+        assessments.append(
+            assessment_document(  # as the exporter verified it (no error: a verification)
+                package, publication.prefix, cast(Verification, outcome.verification), policy, contents.controls
+            )
+        )
         package.put_once(assessment_path(publication.prefix), assessments[-1])
     if assessments:
         package.put_once(PACKAGE_ASSESSMENT, package_assessment_results(contents.tenant, assessments))
@@ -287,30 +356,48 @@ def _write(archive: ArtifactStore, package: LocalStore, contents: _Contents, cho
     for key, sha256 in found.objects.items():
         _copy(archive, key, package, key, sha256)
     if contents.with_uploads:
-        for store, key, sha256 in {sha256: (store, key, sha256) for store, key, sha256 in found.uploads.values()
-                                   }.values():
+        for store, key, sha256 in {
+            sha256: (store, key, sha256) for store, key, sha256 in found.uploads.values()
+        }.values():
             _copy(store, key, package, upload_path(contents.tenant, sha256), sha256)
-    index = Index(contents.tenant, contents.first, contents.last,
-                  utc_iso(timespec="seconds"), checkpoints,
-                  [consistency_path(old, new) for old, new in zip(checkpoints, checkpoints[1:])],
-                  [publication.prefix for publication in contents.publications],
-                  [stored.event.seq for stored in contents.authorizations], contents.action_max_age_seconds,
-                  {"artifacts": found.artifacts, "events": sorted(found.events), "objects": sorted(found.objects),
-                   "with_uploads": contents.with_uploads, "derived_by": found.derived_by})
+    index = Index(
+        contents.tenant,
+        contents.first,
+        contents.last,
+        utc_iso(timespec="seconds"),
+        checkpoints,
+        [consistency_path(old, new) for old, new in zip(checkpoints, checkpoints[1:])],
+        [publication.prefix for publication in contents.publications],
+        [stored.event.seq for stored in contents.authorizations],
+        contents.action_max_age_seconds,
+        {
+            "artifacts": found.artifacts,
+            "events": sorted(found.events),
+            "objects": sorted(found.objects),
+            "with_uploads": contents.with_uploads,
+            "derived_by": found.derived_by,
+        },
+    )
     files = {path: package.get_file(path, DISCARD) for path in package_files(package.root, INDEX)}
     # last: the index names only what is already there, and signs every file's digest
     package.put_once(INDEX, sign_index(index.document(), files, keyring.statement_key, keyring.statement_key_id))
     return index
 
 
-def _signed_checkpoint(archive: ArtifactStore, package: LocalStore, key: str,
-                       statement_keys: dict[str, ed25519.Ed25519PublicKey], tree: merkle.Tree) -> tuple[int, bytes]:
+def _signed_checkpoint(
+    archive: ArtifactStore,
+    package: LocalStore,
+    key: str,
+    statement_keys: dict[str, ed25519.Ed25519PublicKey],
+    tree: merkle.Tree,
+) -> tuple[int, bytes]:
     """Copy a checkpoint verbatim once its signature verifies and its root is the ledger's at its size."""
     checkpoint = read_checkpoint(archive, key, statement_keys)
     size, root = checkpoint["size"], bytes.fromhex(checkpoint["root_sha256"])
     if size > len(tree.leaves) or tree.root(0, size) != root:
-        raise EvidenceError(ReasonCode.LEDGER_INVALID, f"the ledger's first {size} events differ from signed "
-                            f"checkpoint {key}")
+        raise EvidenceError(
+            ReasonCode.LEDGER_INVALID, f"the ledger's first {size} events differ from signed checkpoint {key}"
+        )
     _copy(archive, key, package, key, max_bytes=jsonread.MAX_BYTES)
     return size, root
 
@@ -319,19 +406,35 @@ def _write_bundle(archive: ArtifactStore, package: LocalStore, publication: _Pub
     """The bundle's files, if they are the ones its event committed."""
     prefix, details = publication.prefix, publication.event.body["details"]
     files = {
-        "report_sha256": _copy(archive, f"{prefix}/{REPORT}", package, f"{prefix}/{REPORT}", details["report_sha256"],
-                               MAX_REPORT_BYTES + SIGNATURE_ALLOWANCE),
-        "statement_sha256": _copy(archive, f"{prefix}/{STATEMENT}", package, f"{prefix}/{STATEMENT}",
-                                  details["statement_sha256"], jsonread.MAX_BYTES),
+        "report_sha256": _copy(
+            archive,
+            f"{prefix}/{REPORT}",
+            package,
+            f"{prefix}/{REPORT}",
+            details["report_sha256"],
+            MAX_REPORT_BYTES + SIGNATURE_ALLOWANCE,
+        ),
+        "statement_sha256": _copy(
+            archive,
+            f"{prefix}/{STATEMENT}",
+            package,
+            f"{prefix}/{STATEMENT}",
+            details["statement_sha256"],
+            jsonread.MAX_BYTES,
+        ),
     }
-    versions = [(archive.version_id(f"{prefix}/{name}"), details.get(f"{field}_version_id"))
-                for name, field in ((REPORT, "report"), (STATEMENT, "statement"))]
+    versions = [
+        (archive.version_id(f"{prefix}/{name}"), details.get(f"{field}_version_id"))
+        for name, field in ((REPORT, "report"), (STATEMENT, "statement"))
+    ]
     if any(current != committed for current, committed in versions):  # a versioned archive (S3) only
-        raise EvidenceError(ReasonCode.LEDGER_INVALID, f"the archive's current version of a file of {prefix} is not "
-                            "the committed one")
+        raise EvidenceError(
+            ReasonCode.LEDGER_INVALID, f"the archive's current version of a file of {prefix} is not the committed one"
+        )
     manifest = archive.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES)
-    if not commits_bundle(publication.event, prefix, jsonread.loads(manifest, ReasonCode.MANIFEST_INVALID, MANIFEST),
-                          files):
+    if not commits_bundle(
+        publication.event, prefix, jsonread.loads(manifest, ReasonCode.MANIFEST_INVALID, MANIFEST), files
+    ):
         raise EvidenceError(ReasonCode.LEDGER_INVALID, f"the archive's {prefix} is not what the ledger committed")
     package.put_once(f"{prefix}/{MANIFEST}", manifest)
     # Its renewed reports (`evidence timestamps renew`), verbatim: each is judged by its bytes (it must extend the
@@ -340,23 +443,36 @@ def _write_bundle(archive: ArtifactStore, package: LocalStore, publication: _Pub
         _copy(archive, key, package, key, max_bytes=MAX_REPORT_BYTES + (number + 1) * SIGNATURE_ALLOWANCE)
 
 
-def _write_proved(package: LocalStore, stored: _Stored, checkpoint: str, signed: dict[str, tuple[int, bytes]],
-                  tree: merkle.Tree) -> None:
+def _write_proved(
+    package: LocalStore, stored: _Stored, checkpoint: str, signed: dict[str, tuple[int, bytes]], tree: merkle.Tree
+) -> None:
     """An event's exact bytes and its inclusion proof against ``checkpoint``, verified before it is written."""
     size, root = signed[checkpoint]
     index = stored.leaf_index
     proof = tree.inclusion_proof(index, size)
     if merkle.leaf_hash(stored.body) != tree.leaves[index] or not merkle.verify_inclusion(
-            index, size, tree.leaves[index], proof, root):
-        raise EvidenceError(ReasonCode.LEDGER_INVALID, f"the inclusion proof of event {stored.event.seq} does not "
-                            f"reach {checkpoint}")
+        index, size, tree.leaves[index], proof, root
+    ):
+        raise EvidenceError(
+            ReasonCode.LEDGER_INVALID, f"the inclusion proof of event {stored.event.seq} does not reach {checkpoint}"
+        )
     seq = stored.event.seq
     package.put_once(event_path(seq), stored.body)
-    package.put_once(stored.proof_path, _json({
-        "event": event_path(seq), "event_seq": seq, "prev_hash": stored.prev_hash,
-        "event_hash": stored.event.event_hash, "leaf_index": index, "tree_size": size, "checkpoint": checkpoint,
-        "proof": [h.hex() for h in proof],
-    }))
+    package.put_once(
+        stored.proof_path,
+        _json(
+            {
+                "event": event_path(seq),
+                "event_seq": seq,
+                "prev_hash": stored.prev_hash,
+                "event_hash": stored.event.event_hash,
+                "leaf_index": index,
+                "tree_size": size,
+                "checkpoint": checkpoint,
+                "proof": [h.hex() for h in proof],
+            }
+        ),
+    )
 
 
 def _write_tlog_proof(package: LocalStore, publication: _Publication, note: Note, tree: merkle.Tree) -> None:
@@ -365,8 +481,14 @@ def _write_tlog_proof(package: LocalStore, publication: _Publication, note: Note
     package.put_once(tlog_proof_path(publication.prefix), proof.encode())
 
 
-def _copy(archive: ArtifactStore, key: str, package: LocalStore, target: str, expected_sha256: str | None = None,
-          max_bytes: int | None = None) -> str:
+def _copy(
+    archive: ArtifactStore,
+    key: str,
+    package: LocalStore,
+    target: str,
+    expected_sha256: str | None = None,
+    max_bytes: int | None = None,
+) -> str:
     """Stream one object from the archive into the package (hashed once, on the way; digest checked when given)."""
     with package.spool(package.root) as spool:
         sha256 = archive.get_file(key, spool, expected_sha256, max_bytes)

@@ -68,8 +68,10 @@ class _Recording:
 
     def upload(self, tenant: str, document_id: str) -> tuple[ArtifactStore, str] | None:
         store, key = self.source.upload(tenant, document_id)
-        admitted = cast(dict[str, Any],  # the walk found the upload's admission before it asks for the bytes
-                        self.source.find_event(tenant, EventType.DOCUMENT_ADMITTED, "document_id", document_id))
+        admitted = cast(
+            dict[str, Any],  # the walk found the upload's admission before it asks for the bytes
+            self.source.find_event(tenant, EventType.DOCUMENT_ADMITTED, "document_id", document_id),
+        )
         self.contents.uploads[document_id] = (store, key, admitted["parsed"]["subject_sha256"])
         return store, key
 
@@ -81,8 +83,11 @@ def _starts_a_walk(key: str) -> bool:
     """A job output the walk starts from: not a statement, manifest, signed copy or a split's signature check
     record or ETSI report, which it reaches from there."""
     name = key.rsplit("/", 1)[-1]
-    return name != STATEMENT and not name.endswith((f".{STATEMENT}", ".manifest.json", f".{DERIVED_BY}")) and \
-        key.split("/")[2] != SIGNATURE_CHECKS
+    return (
+        name != STATEMENT
+        and not name.endswith((f".{STATEMENT}", ".manifest.json", f".{DERIVED_BY}"))
+        and key.split("/")[2] != SIGNATURE_CHECKS
+    )
 
 
 def collect_documents(rt: Runtime, tenant: str, first: str | None, last: str | None) -> DocumentContents:
@@ -98,11 +103,15 @@ def collect_documents(rt: Runtime, tenant: str, first: str | None, last: str | N
     for artifact in starts:
         report = walk(source, artifact)
         if not report["ok"]:
-            raise EvidenceError(ReasonCode(report["code"]),  # type: ignore[call-arg]  # an Enum lookup by value
-                                f"{artifact} cannot be exported: its lineage does not "
-                                f"hold ({report['link']}: {report['message']})")
+            raise EvidenceError(
+                ReasonCode(report["code"]),  # type: ignore[call-arg]  # an Enum lookup by value
+                f"{artifact} cannot be exported: its lineage does not hold ({report['link']}: {report['message']})",
+            )
     contents.artifacts = list(starts)
     level = rt.settings.pades_level
-    contents.derived_by = {"pades_level": level, "trust_root_id": rt.keyring.root_id,
-                           "tsa_root_id": rt.keyring.tsa_root_id if level != "B-B" else None}
+    contents.derived_by = {
+        "pades_level": level,
+        "trust_root_id": rt.keyring.root_id,
+        "tsa_root_id": rt.keyring.tsa_root_id if level != "B-B" else None,
+    }
     return contents

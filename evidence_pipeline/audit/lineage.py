@@ -17,7 +17,9 @@ An artifact id is an archive key, as a job's status lists its outputs. The walk 
 Every event met is checked by the source (``Source.chained``): against the hash chain in the ledger, by its
 inclusion proof in a package. The first link that does not hold ends the walk with a reason code and names the
 link; ok only when every link holds.
-"""
+
+Over 400 lines because every link kind the walk checks is one rule of one walk; split per link, the
+order of the checks would be spread over files."""
 
 from __future__ import annotations
 
@@ -116,8 +118,14 @@ class _Walker:
         self.archive = source.archive
 
     def report(self, code: str | None = None, link: str | None = None, message: str | None = None) -> dict[str, Any]:
-        return {"artifact_id": self.artifact_id, "ok": code is None, "code": code, "link": link, "message": message,
-                "links": self.links}
+        return {
+            "artifact_id": self.artifact_id,
+            "ok": code is None,
+            "code": code,
+            "link": link,
+            "message": message,
+            "links": self.links,
+        }
 
     # --- the kinds of link -----------------------------------------------------------------------------------
 
@@ -134,8 +142,11 @@ class _Walker:
             return self.job_output(artifact_id, segments[3])
         if not self.links and not self.archive.exists(artifact_id):
             raise EvidenceError(ReasonCode.LINEAGE_NOT_FOUND, "no committed artifact has this id")
-        raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, f"derivative {artifact_id}",
-                      "no document.derived event names this artifact")
+        raise _Broken(
+            ReasonCode.LINEAGE_EVENT_INVALID,
+            f"derivative {artifact_id}",
+            "no document.derived event names this artifact",
+        )
 
     def parent(self, parent: str) -> tuple[str, str]:
         """(sha256, original sha256) of a checked parent: an upload is its own original."""
@@ -154,12 +165,14 @@ class _Walker:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the event's subject is not the output digest")
         data = self.bytes_of(self.archive, artifact_id, digest, link)
         manifest = self.json_of(details["manifest"], details["manifest_sha256"], link, "manifest")
-        if manifest.get("lineage") != recorded or manifest.get("statement", {}).get("sha256") != details[
-            "statement_sha256"
-        ]:
+        if (
+            manifest.get("lineage") != recorded
+            or manifest.get("statement", {}).get("sha256") != details["statement_sha256"]
+        ):
             raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the manifest does not carry the event's lineage")
-        predicate = self.statement(details["statement"], details["statement_sha256"], artifact_id, digest,
-                                   DERIVATIVE_PREDICATE_TYPE, link)
+        predicate = self.statement(
+            details["statement"], details["statement_sha256"], artifact_id, digest, DERIVATIVE_PREDICATE_TYPE, link
+        )
         if predicate.get("lineage") != recorded:
             raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement does not carry the lineage")
         self.derived_by(details, data, link)
@@ -186,11 +199,17 @@ class _Walker:
             raise _Broken(ReasonCode.LINEAGE_DIGEST_MISMATCH, link, "the signed copy is not of the derivative")
         try:
             by = self.source.derived_by()
-            verify_pdf_signature(signed, by.root_pem, by.level, by.tsa_root_pem if by.level in TIMESTAMPED else None,
-                                 field_name=DERIVED_BY_FIELD)
+            verify_pdf_signature(
+                signed,
+                by.root_pem,
+                by.level,
+                by.tsa_root_pem if by.level in TIMESTAMPED else None,
+                field_name=DERIVED_BY_FIELD,
+            )
         except EvidenceError as error:
-            raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link,
-                          f"the derived-by signature does not verify ({error.code})") from None
+            raise _Broken(
+                ReasonCode.LINEAGE_STATEMENT_INVALID, link, f"the derived-by signature does not verify ({error.code})"
+            ) from None
 
     def review(self, review: dict[str, Any], parent: str, parent_digest: str) -> None:
         link = f"review {review['review_job_id']} of {parent}"
@@ -198,45 +217,75 @@ class _Walker:
         decision = [a for a in event["details"]["artifacts"] if a["name"] == DECISION]
         if [a["sha256"] for a in decision] != [review["decision_sha256"]]:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the review's event names another decision")
-        body = self.json_of(decision[0]["key"], decision[0]["sha256"], link, "decision",
-                            ReasonCode.LINEAGE_DIGEST_MISMATCH)
+        body = self.json_of(
+            decision[0]["key"], decision[0]["sha256"], link, "decision", ReasonCode.LINEAGE_DIGEST_MISMATCH
+        )
         if body.get("input", {}).get("sha256") != parent_digest or body.get("input", {}).get("document_id") != parent:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the decision is about other bytes")
         if body.get("decision") != "approved":
             raise _Broken(ReasonCode.LINEAGE_NOT_APPROVED, link, "the review decision is not approved")
         self.job_statement(event, parent_digest, link)
-        self.links.append({"link": "review", "job_id": review["review_job_id"], "artifact_id": parent,
-                           "decision": "approved", "decision_sha256": review["decision_sha256"]})
+        self.links.append(
+            {
+                "link": "review",
+                "job_id": review["review_job_id"],
+                "artifact_id": parent,
+                "decision": "approved",
+                "decision_sha256": review["decision_sha256"],
+            }
+        )
 
     def decision(self, pin: dict[str, Any], parent: str, parent_digest: str) -> None:
         link = f"decision {pin['decision_event_id']} on {parent}"
-        event = self.in_log(self.source.event(self.tenant, EventType.PART_DECIDED, pin["decision_event_id"]), link,
-                            "no part.decided event")
+        event = self.in_log(
+            self.source.event(self.tenant, EventType.PART_DECIDED, pin["decision_event_id"]),
+            link,
+            "no part.decided event",
+        )
         body = event["parsed"]
         if body["details"].get("decision") != "approved":
             raise _Broken(ReasonCode.LINEAGE_NOT_APPROVED, link, "the reviewer's decision is not approved")
         problem = decision_problem(body, pin, parent_digest)
         if problem is not None:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, f"the reviewer's decision: {problem}")
-        self.links.append({"link": "decision", "event_id": body["event_id"], "artifact_id": parent,
-                           "decision": "approved", "decided_by": body["actor"], "reason": body["details"]["reason"]})
+        self.links.append(
+            {
+                "link": "decision",
+                "event_id": body["event_id"],
+                "artifact_id": parent,
+                "decision": "approved",
+                "decided_by": body["actor"],
+                "reason": body["details"]["reason"],
+            }
+        )
 
     def signature_check(self, check: str, original_digest: str) -> None:
         link = f"signature check {check}"
-        event = self.in_log(self.source.find_event(self.tenant, EventType.SIGNATURE_CHECKED, "signature_check_id",
-                                                   check), link, "no signature.checked event")
+        event = self.in_log(
+            self.source.find_event(self.tenant, EventType.SIGNATURE_CHECKED, "signature_check_id", check),
+            link,
+            "no signature.checked event",
+        )
         details = event["parsed"]["details"]
         if event["parsed"]["subject_sha256"] != original_digest:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the check is about other bytes")
-        record = self.json_of(details["record"], details["record_sha256"], link, "record",
-                              ReasonCode.LINEAGE_DIGEST_MISMATCH)
+        record = self.json_of(
+            details["record"], details["record_sha256"], link, "record", ReasonCode.LINEAGE_DIGEST_MISMATCH
+        )
         if (record.get("signature_check_id"), record.get("document_sha256"), record.get("policy_version")) != (
-            check, original_digest, details["policy_version"]
+            check,
+            original_digest,
+            details["policy_version"],
         ):
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the record is not the event's check")
-        predicate = self.statement(details["statement"], details["statement_sha256"],
-                                   f"document/{details['document_id']}", original_digest,
-                                   SIGNATURE_CHECK_PREDICATE_TYPE, link)
+        predicate = self.statement(
+            details["statement"],
+            details["statement_sha256"],
+            f"document/{details['document_id']}",
+            original_digest,
+            SIGNATURE_CHECK_PREDICATE_TYPE,
+            link,
+        )
         if predicate.get("record_sha256") != details["record_sha256"]:
             raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement names another record")
         reports = details.get("etsi_reports", [])  # each signature's ETSI report, recorded since issue 51
@@ -244,9 +293,15 @@ class _Walker:
             raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement names other ETSI reports")
         for report in reports:
             self.bytes_of(self.archive, report["key"], report["sha256"], link)
-        self.links.append({"link": "signature_check", "signature_check_id": check,
-                           "policy_version": details["policy_version"], "outcome": record["outcome"],
-                           "signatures": details["signatures"]})
+        self.links.append(
+            {
+                "link": "signature_check",
+                "signature_check_id": check,
+                "policy_version": details["policy_version"],
+                "outcome": record["outcome"],
+                "signatures": details["signatures"],
+            }
+        )
 
     def job_output(self, artifact_id: str, job_id: str) -> tuple[str, str]:
         link = f"job output {artifact_id}"
@@ -256,8 +311,15 @@ class _Walker:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the job's event does not name this output")
         self.bytes_of(self.archive, artifact_id, entry["sha256"], link)
         predicate = self.job_statement(event, None, link)
-        self.links.append({"link": "job_output", "artifact_id": artifact_id, "sha256": entry["sha256"],
-                           "job_id": job_id, "operation": predicate["operation"]})
+        self.links.append(
+            {
+                "link": "job_output",
+                "artifact_id": artifact_id,
+                "sha256": entry["sha256"],
+                "job_id": job_id,
+                "operation": predicate["operation"],
+            }
+        )
         origins = []
         for source in predicate["inputs"]:
             digest, origin = self.parent(source["document_id"])
@@ -268,21 +330,28 @@ class _Walker:
 
     def upload(self, document_id: str) -> str:
         link = f"upload {document_id}"
-        event = self.in_log(self.source.find_event(self.tenant, EventType.DOCUMENT_ADMITTED, "document_id",
-                                                   document_id), link, "no document.admitted event for the upload")
+        event = self.in_log(
+            self.source.find_event(self.tenant, EventType.DOCUMENT_ADMITTED, "document_id", document_id),
+            link,
+            "no document.admitted event for the upload",
+        )
         digest: str = event["parsed"]["subject_sha256"]
         stored = self.source.upload(self.tenant, document_id)
         if stored is not None:
             self.bytes_of(*stored, digest, link)
-        self.links.append({"link": "upload", "document_id": document_id, "sha256": digest,
-                           "bytes_checked": stored is not None})
+        self.links.append(
+            {"link": "upload", "document_id": document_id, "sha256": digest, "bytes_checked": stored is not None}
+        )
         return digest
 
     # --- checks --------------------------------------------------------------------------------------------
 
     def published(self, job_id: str, link: str) -> dict[str, Any]:
-        event = self.in_log(self.source.find_event(self.tenant, EventType.DOCUMENT_PUBLISHED, "job_id", job_id), link,
-                            "no document.published event for the job")
+        event = self.in_log(
+            self.source.find_event(self.tenant, EventType.DOCUMENT_PUBLISHED, "job_id", job_id),
+            link,
+            "no document.published event for the job",
+        )
         parsed: dict[str, Any] = event["parsed"]
         return parsed
 
@@ -292,22 +361,25 @@ class _Walker:
         [entry] = [a for a in details["artifacts"] if a["name"] == STATEMENT] or [None]
         if entry is None:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the job's event names no statement")
-        predicate = self.statement(entry["key"], entry["sha256"], None, subject_digest or event["subject_sha256"],
-                                   PREDICATE_TYPE, link)
+        predicate = self.statement(
+            entry["key"], entry["sha256"], None, subject_digest or event["subject_sha256"], PREDICATE_TYPE, link
+        )
         listed = {a["name"]: a["sha256"] for a in predicate.get("artifacts", [])}
         if any(listed.get(a["name"], a["sha256"]) != a["sha256"] for a in details["artifacts"]):
             raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement lists other outputs")
         return predicate
 
-    def statement(self, key: str, sha256: str, name: str | None, subject_digest: str, predicate_type: str,
-                  link: str) -> dict[str, Any]:
+    def statement(
+        self, key: str, sha256: str, name: str | None, subject_digest: str, predicate_type: str, link: str
+    ) -> dict[str, Any]:
         data = self.get(self.archive, key, link, ReasonCode.LINEAGE_STATEMENT_INVALID)
         try:
             opened = dsse.verify_envelope(data, self.source.statement_keys, dsse.PAYLOAD_TYPE)
             body: Any = jsonread.loads(opened.payload, ReasonCode.LINEAGE_STATEMENT_INVALID, "the statement")
         except EvidenceError:
-            raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link,
-                          "the statement's signature does not verify") from None
+            raise _Broken(
+                ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement's signature does not verify"
+            ) from None
         [subject] = body.get("subject") or [{}]
         if (
             sha256_hex(data) != sha256
@@ -320,8 +392,9 @@ class _Walker:
         predicate: dict[str, Any] = body["predicate"]
         return predicate
 
-    def json_of(self, key: str, sha256: str, link: str, what: str,
-                code: ReasonCode = ReasonCode.LINEAGE_STATEMENT_INVALID) -> Any:
+    def json_of(
+        self, key: str, sha256: str, link: str, what: str, code: ReasonCode = ReasonCode.LINEAGE_STATEMENT_INVALID
+    ) -> Any:
         """The JSON document at ``key`` as read (its shape is the caller's to check)."""
         data = self.get(self.archive, key, link, code)
         if sha256_hex(data) != sha256:

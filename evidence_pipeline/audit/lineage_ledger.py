@@ -39,9 +39,11 @@ class LedgerSource:
         """The event's row hashes to its event_hash from its prev_hash, which is the hash of the event before, and
         the event after it (if any) chains from it."""
         before, after = self.rt.document_records.neighbour_hashes(event["seq"])
-        if chain_hash(event["prev_hash"], event["body"]) != event["event_hash"] or event["prev_hash"] != (
-            before or GENESIS_HASH
-        ) or after not in (None, event["event_hash"]):
+        if (
+            chain_hash(event["prev_hash"], event["body"]) != event["event_hash"]
+            or event["prev_hash"] != (before or GENESIS_HASH)
+            or after not in (None, event["event_hash"])
+        ):
             return f"ledger event {event['seq']} breaks the hash chain"
         return None
 
@@ -51,5 +53,8 @@ class LedgerSource:
 
     def derived_by(self) -> DerivedBy:
         rt = self.rt
-        return DerivedBy(rt.keyring.root_pem, rt.settings.pades_level, rt.keyring.tsa_root_pem
-                         if rt.settings.pades_level != "B-B" else None)
+        return DerivedBy(
+            rt.keyring.root_pem,
+            rt.settings.pades_level,
+            rt.keyring.tsa_root_pem if rt.settings.pades_level != "B-B" else None,
+        )

@@ -65,8 +65,10 @@ def locate(argument: str) -> Location:
 def locate_bundle(argument: str) -> Location:
     location = locate(argument)
     if not location.is_bundle:
-        raise EvidenceError(ReasonCode.BUNDLE_NOT_FOUND, f"{argument} is not one bundle: expected "
-                            "<archive>/bundles/<tenant>/<period>/<identity>")
+        raise EvidenceError(
+            ReasonCode.BUNDLE_NOT_FOUND,
+            f"{argument} is not one bundle: expected <archive>/bundles/<tenant>/<period>/<identity>",
+        )
     return location
 
 
@@ -74,9 +76,12 @@ def _split(parts: list[str]) -> tuple[list[str], list[str]]:
     """(archive root parts, parts below bundles/): the innermost `bundles` followed only by plausible tenant,
     period and identity parts; a path without one is an archive root."""
     for index in reversed(range(len(parts))):
-        below = parts[index + 1:]
-        if parts[index] == BUNDLES and len(below) <= len(_PARTS) and all(
-                pattern.fullmatch(part) for pattern, part in zip(_PARTS, below)):
+        below = parts[index + 1 :]
+        if (
+            parts[index] == BUNDLES
+            and len(below) <= len(_PARTS)
+            and all(pattern.fullmatch(part) for pattern, part in zip(_PARTS, below))
+        ):
             return parts[:index], below
     return parts, []
 
@@ -90,8 +95,9 @@ def bundles_below(store: ArtifactStore, location: Location) -> list[str]:
     if location.is_bundle:
         return [location.prefix]
     depth = len(_PARTS) + 1
-    bundles = sorted({"/".join(key.split("/")[:depth]) for key in store.list(location.prefix)
-                      if key.count("/") >= depth - 1})
+    bundles = sorted(
+        {"/".join(key.split("/")[:depth]) for key in store.list(location.prefix) if key.count("/") >= depth - 1}
+    )
     if not bundles:
         raise EvidenceError(ReasonCode.BUNDLE_NOT_FOUND, f"no bundle below {location.argument}: expected {_FORMS}")
     return bundles

@@ -31,20 +31,42 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 OSCAL_VERSION = "1.1.2"
 NS = "https://evidence-pipeline.dev/ns/oscal"
 _NAMESPACE = uuid.UUID("6f1c1d2e-51a0-5e8b-9c51-0e51de7a51c0")  # of this project's OSCAL UUIDs
-_INTEGRITY = ["bundle_complete", "statement_signature", "subject_digest", "unsigned_report_digest", "identity",
-              "manifest_matches_statement"]
+_INTEGRITY = [
+    "bundle_complete",
+    "statement_signature",
+    "subject_digest",
+    "unsigned_report_digest",
+    "identity",
+    "manifest_matches_statement",
+]
 DEFAULT_CONTROLS = {
     "catalog": "https://raw.githubusercontent.com/usnistgov/oscal-content/main/nist.gov/SP800-53/rev5/json/"
-               "NIST_SP-800-53_rev5_catalog.json",
+    "NIST_SP-800-53_rev5_catalog.json",
     "controls": [
-        {"control_id": "au-9", "title": "Protection of Audit Information", "max_age_days": 45,
-         "checks": [*_INTEGRITY, "inclusion_proof", "ledger_event", "tlog_proof"]},
-        {"control_id": "au-10", "title": "Non-repudiation", "max_age_days": 45,
-         "checks": ["statement_signature", "statement_key", "pdf_signature", "signing_keys"]},
-        {"control_id": "au-11", "title": "Audit Record Retention", "max_age_days": 400,
-         "checks": ["bundle_complete", "inclusion_proof", "tlog_proof", "corrections_chain"]},
-        {"control_id": "si-7", "title": "Software, Firmware, and Information Integrity", "max_age_days": 45,
-         "checks": [*_INTEGRITY, "pdf_signature"]},
+        {
+            "control_id": "au-9",
+            "title": "Protection of Audit Information",
+            "max_age_days": 45,
+            "checks": [*_INTEGRITY, "inclusion_proof", "ledger_event", "tlog_proof"],
+        },
+        {
+            "control_id": "au-10",
+            "title": "Non-repudiation",
+            "max_age_days": 45,
+            "checks": ["statement_signature", "statement_key", "pdf_signature", "signing_keys"],
+        },
+        {
+            "control_id": "au-11",
+            "title": "Audit Record Retention",
+            "max_age_days": 400,
+            "checks": ["bundle_complete", "inclusion_proof", "tlog_proof", "corrections_chain"],
+        },
+        {
+            "control_id": "si-7",
+            "title": "Software, Firmware, and Information Integrity",
+            "max_age_days": 45,
+            "checks": [*_INTEGRITY, "pdf_signature"],
+        },
     ],
 }
 
@@ -69,20 +91,33 @@ def load_controls(path: Path | None) -> dict[str, Any]:
         raise EvidenceError(ReasonCode.CONFIG_INVALID, f"the controls mapping {path.name} cannot be read") from None
     mapping: Any = jsonread.loads(data, ReasonCode.CONFIG_INVALID, path.name)
     try:
-        valid = isinstance(mapping["catalog"], str) and mapping["controls"] and all(
-            isinstance(c["control_id"], str) and isinstance(c["title"], str) and type(c["max_age_days"]) is int
-            and c["max_age_days"] > 0 and c["checks"] and all(isinstance(name, str) for name in c["checks"])
-            for c in mapping["controls"])
+        valid = (
+            isinstance(mapping["catalog"], str)
+            and mapping["controls"]
+            and all(
+                isinstance(c["control_id"], str)
+                and isinstance(c["title"], str)
+                and type(c["max_age_days"]) is int
+                and c["max_age_days"] > 0
+                and c["checks"]
+                and all(isinstance(name, str) for name in c["checks"])
+                for c in mapping["controls"]
+            )
+        )
     except (KeyError, TypeError):
         valid = False
     if not valid:
-        raise EvidenceError(ReasonCode.CONFIG_INVALID, f"{path.name} is not a controls mapping: {{\"catalog\": URL, "
-                            "\"controls\": [{\"control_id\", \"title\", \"max_age_days\", \"checks\": [...]}]}")
+        raise EvidenceError(
+            ReasonCode.CONFIG_INVALID,
+            f"{path.name} is not a controls mapping: {{\"catalog\": URL, "
+            "\"controls\": [{\"control_id\", \"title\", \"max_age_days\", \"checks\": [...]}]}",
+        )
     return cast(dict[str, Any], mapping)  # checked above: a controls mapping
 
 
-def assessment_results(verification: Verification, evidence: Evidence, controls: dict[str, Any],
-                       at: datetime | None = None) -> bytes:
+def assessment_results(
+    verification: Verification, evidence: Evidence, controls: dict[str, Any], at: datetime | None = None
+) -> bytes:
     """The OSCAL Assessment Results document of one bundle, as canonical JSON bytes."""
     manifest = evidence.manifest
     tenant, period, identity = manifest["tenant"], manifest["period"], manifest["identity"]
@@ -92,67 +127,98 @@ def assessment_results(verification: Verification, evidence: Evidence, controls:
     start = datetime.strptime(period, "%Y-%m").replace(tzinfo=timezone.utc)
     end = (start + timedelta(days=32)).replace(day=1)
     outcomes = {check.name: check.passed for check in verification.checks}
-    seed = f"{identity}|{_time(assessed)}|{json.dumps(controls, sort_keys=True)}|" + json.dumps(outcomes,
-                                                                                                  sort_keys=True)
+    seed = f"{identity}|{_time(assessed)}|{json.dumps(controls, sort_keys=True)}|" + json.dumps(
+        outcomes, sort_keys=True
+    )
     observation_uuid = _uuid("observation", seed)
     findings = []
     for control in controls["controls"]:
         ran = [name for name in control["checks"] if name in outcomes]
         satisfied = bool(ran) and all(outcomes[name] for name in ran)
         stale = age > timedelta(days=control["max_age_days"])
-        findings.append({
-            "uuid": _uuid(f"finding {control['control_id']}", seed),
-            "title": f"{control['control_id'].upper()} {control['title']}: {tenant} {period}",
-            "description": f"Checks {', '.join(ran) or 'none'} of the {period} evidence bundle "
-                           + ("all passed." if satisfied else "did not all pass."),
-            "props": [_prop("freshness", "stale" if stale else "fresh"),
-                      _prop("evidence-age-days", str(age.days)),
-                      _prop("max-age-days", str(control["max_age_days"]))],
-            "target": {"type": "objective-id", "target-id": f"{control['control_id']}_obj",
-                       "status": {"state": "satisfied" if satisfied else "not-satisfied"}},
-            "related-observations": [{"observation-uuid": observation_uuid}],
-        })
+        findings.append(
+            {
+                "uuid": _uuid(f"finding {control['control_id']}", seed),
+                "title": f"{control['control_id'].upper()} {control['title']}: {tenant} {period}",
+                "description": f"Checks {', '.join(ran) or 'none'} of the {period} evidence bundle "
+                + ("all passed." if satisfied else "did not all pass."),
+                "props": [
+                    _prop("freshness", "stale" if stale else "fresh"),
+                    _prop("evidence-age-days", str(age.days)),
+                    _prop("max-age-days", str(control["max_age_days"])),
+                ],
+                "target": {
+                    "type": "objective-id",
+                    "target-id": f"{control['control_id']}_obj",
+                    "status": {"state": "satisfied" if satisfied else "not-satisfied"},
+                },
+                "related-observations": [{"observation-uuid": observation_uuid}],
+            }
+        )
     prefix = f"bundles/{tenant}/{period}/{identity}"
     artifacts = manifest["artifacts"]
     observation = {
         "uuid": observation_uuid,
         "title": f"Evidence bundle {tenant} {period}",
         "description": f"`evidence verify` of bundle {identity}: "
-                       + ", ".join(f"{name} {'passed' if passed else 'failed'}" for name, passed in outcomes.items()),
+        + ", ".join(f"{name} {'passed' if passed else 'failed'}" for name, passed in outcomes.items()),
         "props": [
-            _prop("tenant", tenant), _prop("period", period), _prop("bundle-identity", identity),
+            _prop("tenant", tenant),
+            _prop("period", period),
+            _prop("bundle-identity", identity),
             _prop("ledger-seq", str(manifest["ledger"]["seq"])),
             *([_prop("leaf-index", str(evidence.leaf_index))] if evidence.leaf_index is not None else []),
             *([_prop("checkpoint-size", str(evidence.checkpoint_size))] if evidence.checkpoint_size else []),
             _prop("time-source", "witness-cosignature" if evidence.witnessed_at else "ledger-publication"),
-            *[_prop(f"check-{name.replace('_', '-')}", "passed" if passed else "failed")
-              for name, passed in outcomes.items()],
+            *[
+                _prop(f"check-{name.replace('_', '-')}", "passed" if passed else "failed")
+                for name, passed in outcomes.items()
+            ],
         ],
         "methods": ["TEST"],
         "relevant-evidence": [
-            {"href": f"{prefix}/{name}", "description": f"{name} of the bundle, sha256 {artifacts[name]['sha256']}",
-             "props": [_prop("sha256", artifacts[name]["sha256"])]}
+            {
+                "href": f"{prefix}/{name}",
+                "description": f"{name} of the bundle, sha256 {artifacts[name]['sha256']}",
+                "props": [_prop("sha256", artifacts[name]["sha256"])],
+            }
             for name in sorted(artifacts)
         ],
         "collected": _time(collected),
         "expires": _time(collected + timedelta(days=min(c["max_age_days"] for c in controls["controls"]))),
     }
-    document = {"assessment-results": {
-        "uuid": _uuid("assessment-results", seed),
-        "metadata": {"title": f"Monthly evidence of {tenant}, {period}", "last-modified": _time(assessed),
-                     "version": identity[:12], "oscal-version": OSCAL_VERSION},
-        "import-ap": {"href": controls["catalog"]},
-        "results": [{
-            "uuid": _uuid("result", seed),
-            "title": f"Evidence of {tenant} for {period}",
-            "description": f"The signed monthly evidence of {tenant} for {period}, verified offline.",
-            "start": _time(start), "end": _time(end),
-            "reviewed-controls": {"control-selections": [{"include-controls": [
-                {"control-id": control["control_id"]} for control in controls["controls"]]}]},
-            "observations": [observation],
-            "findings": findings,
-        }],
-    }}
+    document = {
+        "assessment-results": {
+            "uuid": _uuid("assessment-results", seed),
+            "metadata": {
+                "title": f"Monthly evidence of {tenant}, {period}",
+                "last-modified": _time(assessed),
+                "version": identity[:12],
+                "oscal-version": OSCAL_VERSION,
+            },
+            "import-ap": {"href": controls["catalog"]},
+            "results": [
+                {
+                    "uuid": _uuid("result", seed),
+                    "title": f"Evidence of {tenant} for {period}",
+                    "description": f"The signed monthly evidence of {tenant} for {period}, verified offline.",
+                    "start": _time(start),
+                    "end": _time(end),
+                    "reviewed-controls": {
+                        "control-selections": [
+                            {
+                                "include-controls": [
+                                    {"control-id": control["control_id"]} for control in controls["controls"]
+                                ]
+                            }
+                        ]
+                    },
+                    "observations": [observation],
+                    "findings": findings,
+                }
+            ],
+        }
+    }
     return json.dumps(document, indent=2, sort_keys=True).encode() + b"\n"
 
 
@@ -161,17 +227,23 @@ def package_assessment_results(tenant: str, documents: list[bytes]) -> bytes:
     index's order, byte for byte the same object as in that document (so a compliance platform that imports both
     sees one result, not two). Its UUID and version derive from theirs; last-modified is the latest of theirs."""
     parsed = [json.loads(document)["assessment-results"] for document in documents]
-    periods = [{p["name"]: p["value"] for p in one["results"][0]["observations"][0]["props"]}["period"]
-               for one in parsed]
+    periods = [
+        {p["name"]: p["value"] for p in one["results"][0]["observations"][0]["props"]}["period"] for one in parsed
+    ]
     seed = "|".join(one["uuid"] for one in parsed)
-    document = {"assessment-results": {
-        "uuid": _uuid("package-assessment-results", seed),
-        "metadata": {"title": f"Monthly evidence of {tenant}, {min(periods)} to {max(periods)}",
-                     "last-modified": max(one["metadata"]["last-modified"] for one in parsed),
-                     "version": hashlib.sha256(seed.encode()).hexdigest()[:12], "oscal-version": OSCAL_VERSION},
-        "import-ap": parsed[0]["import-ap"],
-        "results": [result for one in parsed for result in one["results"]],
-    }}
+    document = {
+        "assessment-results": {
+            "uuid": _uuid("package-assessment-results", seed),
+            "metadata": {
+                "title": f"Monthly evidence of {tenant}, {min(periods)} to {max(periods)}",
+                "last-modified": max(one["metadata"]["last-modified"] for one in parsed),
+                "version": hashlib.sha256(seed.encode()).hexdigest()[:12],
+                "oscal-version": OSCAL_VERSION,
+            },
+            "import-ap": parsed[0]["import-ap"],
+            "results": [result for one in parsed for result in one["results"]],
+        }
+    }
     return json.dumps(document, indent=2, sort_keys=True).encode() + b"\n"
 
 
@@ -181,12 +253,16 @@ def check_package_bound(document: bytes, documents: list[bytes]) -> None:
     parsed: Any = jsonread.loads(document, ReasonCode.ASSESSMENT_MISMATCH, "the package's assessment results")
     try:
         bound = parsed["assessment-results"]["results"] == [
-            result for one in documents for result in json.loads(one)["assessment-results"]["results"]]
+            result for one in documents for result in json.loads(one)["assessment-results"]["results"]
+        ]
     except (KeyError, TypeError, ValueError):
         bound = False
     if not bound:
-        raise EvidenceError(ReasonCode.ASSESSMENT_MISMATCH, "the package's assessment results are not the results "
-                            "of its tenant-months' assessment results, in the index's order")
+        raise EvidenceError(
+            ReasonCode.ASSESSMENT_MISMATCH,
+            "the package's assessment results are not the results "
+            "of its tenant-months' assessment results, in the index's order",
+        )
 
 
 def check_bound(document: bytes, manifest: Any) -> None:
@@ -200,15 +276,19 @@ def check_bound(document: bytes, manifest: Any) -> None:
         props = {p["name"]: p["value"] for p in observation["props"] if p.get("ns") == NS}
         linked = {e["href"]: e["props"][0]["value"] for e in observation["relevant-evidence"]}
         prefix = f"bundles/{manifest['tenant']}/{manifest['period']}/{manifest['identity']}"
-        bound = (result["start"] == f"{manifest['period']}-01T00:00:00Z"
-                 and (props["tenant"], props["period"], props["bundle-identity"], props["ledger-seq"])
-                 == (manifest["tenant"], manifest["period"], manifest["identity"], str(manifest["ledger"]["seq"]))
-                 and linked == {f"{prefix}/{name}": a["sha256"] for name, a in manifest["artifacts"].items()})
+        bound = (
+            result["start"] == f"{manifest['period']}-01T00:00:00Z"
+            and (props["tenant"], props["period"], props["bundle-identity"], props["ledger-seq"])
+            == (manifest["tenant"], manifest["period"], manifest["identity"], str(manifest["ledger"]["seq"]))
+            and linked == {f"{prefix}/{name}": a["sha256"] for name, a in manifest["artifacts"].items()}
+        )
     except (KeyError, TypeError, ValueError, IndexError):
         bound = False
     if not bound:
-        raise EvidenceError(ReasonCode.ASSESSMENT_MISMATCH, "the assessment results are not about this bundle's "
-                            "month, identity, ledger position and files")
+        raise EvidenceError(
+            ReasonCode.ASSESSMENT_MISMATCH,
+            "the assessment results are not about this bundle's month, identity, ledger position and files",
+        )
 
 
 def _uuid(kind: str, seed: str) -> str:

@@ -168,11 +168,18 @@ class Index:
 
     def document(self) -> dict[str, Any]:
         return {
-            "format": FORMAT, "version": self.version, "tenant": self.tenant, "from": self.first, "to": self.last,
-            "exported_at": self.exported_at, "checkpoints": self.checkpoints, "consistency": self.consistency,
+            "format": FORMAT,
+            "version": self.version,
+            "tenant": self.tenant,
+            "from": self.first,
+            "to": self.last,
+            "exported_at": self.exported_at,
+            "checkpoints": self.checkpoints,
+            "consistency": self.consistency,
             "bundles": [{"path": bundle, "inclusion": inclusion_path(bundle)} for bundle in self.bundles],
-            "authorizations": [{"event": event_path(seq), "inclusion": authorization_proof_path(seq)}
-                               for seq in self.authorizations],
+            "authorizations": [
+                {"event": event_path(seq), "inclusion": authorization_proof_path(seq)} for seq in self.authorizations
+            ],
             "action_max_age_seconds": self.action_max_age_seconds,
         } | ({"documents": self.documents} if self.version >= 2 else {})
 
@@ -190,19 +197,32 @@ def parse_index(data: bytes, keys: CheckpointKeys) -> Index:
         raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"{INDEX} is not an {FORMAT} index")
     version = document.get("version")
     if version not in (1, VERSION) or (version == VERSION) != (signed is not None):
-        raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"{INDEX} is format version {version!r}"
-                            + (" unsigned" if signed is None else " signed") + "; this verifier reads a signed "
-                            f"version {VERSION} index and an unsigned version 1 index")
+        raise EvidenceError(
+            ReasonCode.PACKAGE_INVALID,
+            f"{INDEX} is format version {version!r}"
+            + (" unsigned" if signed is None else " signed")
+            + "; this verifier reads a signed "
+            f"version {VERSION} index and an unsigned version 1 index",
+        )
     try:
         index = Index(
-            document["tenant"], document["from"], document["to"], document["exported_at"],
-            document["checkpoints"], document["consistency"],
-            [entry["path"] for entry in document["bundles"] if entry == {"path": entry["path"],
-                                                                          "inclusion": inclusion_path(entry["path"])}],
+            document["tenant"],
+            document["from"],
+            document["to"],
+            document["exported_at"],
+            document["checkpoints"],
+            document["consistency"],
+            [
+                entry["path"]
+                for entry in document["bundles"]
+                if entry == {"path": entry["path"], "inclusion": inclusion_path(entry["path"])}
+            ],
             # a None (an entry not of the format) is refused by _index_problem below
             cast(list[int], [_authorization_seq(entry) for entry in document.get("authorizations", [])]),
             document.get("action_max_age_seconds", DEFAULT_MAX_AGE_SECONDS),
-            document.get("documents"), version, signed,
+            document.get("documents"),
+            version,
+            signed,
         )
         problem = _index_problem(document, index)
     except (KeyError, TypeError, AttributeError, ValueError):
@@ -214,12 +234,14 @@ def parse_index(data: bytes, keys: CheckpointKeys) -> Index:
 
 def _index_problem(document: dict[str, Any], index: Index) -> str | None:
     """What is wrong with a parsed index, or None."""
-    allowed = [_VERSION_2_FIELDS] if index.version == VERSION else [
-        _INDEX_FIELDS, _INDEX_FIELDS | _AUTHORIZATION_FIELDS]
+    allowed = (
+        [_VERSION_2_FIELDS] if index.version == VERSION else [_INDEX_FIELDS, _INDEX_FIELDS | _AUTHORIZATION_FIELDS]
+    )
     if document.keys() not in allowed:
         return f"has other fields than version {index.version} defines"
-    if index.version == VERSION and not (isinstance(index.documents, dict)
-                                         and isinstance(index.documents.get("artifacts"), list)):
+    if index.version == VERSION and not (
+        isinstance(index.documents, dict) and isinstance(index.documents.get("artifacts"), list)
+    ):
         return "has no documents section"
     if not isinstance(index.tenant, str) or not TENANT_ID.fullmatch(index.tenant):
         return "names no valid tenant"
@@ -227,8 +249,9 @@ def _index_problem(document: dict[str, Any], index: Index) -> str | None:
         return "has a range bound that is not YYYY-MM"
     if not isinstance(index.exported_at, str):
         return "has no export time"
-    if len(index.bundles) != len(document["bundles"]) or not (index.bundles or index.documents
-                                                              and index.documents["artifacts"]):
+    if len(index.bundles) != len(document["bundles"]) or not (
+        index.bundles or index.documents and index.documents["artifacts"]
+    ):
         return "lists no bundle and no document artifact, or a bundle whose inclusion proof is not at its place"
     pattern = re.compile(rf"bundles/{re.escape(index.tenant)}/([0-9]{{4}}-[0-9]{{2}})/[0-9a-f]{{64}}")
     for bundle in index.bundles:
@@ -244,8 +267,9 @@ def _index_problem(document: dict[str, Any], index: Index) -> str | None:
     if type(maximum) not in (int, float) or not maximum > 0:
         return "has no positive action_max_age_seconds"
     checkpoints = index.checkpoints
-    if not checkpoints or not all(isinstance(key, str) and re.fullmatch(rf"{CHECKPOINTS}/[0-9]{{12}}\.json", key)
-                                  for key in checkpoints):
+    if not checkpoints or not all(
+        isinstance(key, str) and re.fullmatch(rf"{CHECKPOINTS}/[0-9]{{12}}\.json", key) for key in checkpoints
+    ):
         return "lists no checkpoint, or a checkpoint that is not at its place"
     sizes = [checkpoint_size(key) for key in checkpoints]
     if sizes != sorted(set(sizes)) or sizes[0] < 1:
@@ -274,8 +298,9 @@ class PackageStore(LocalStore):
         if name not in (REPORT, STATEMENT):
             return None
         try:
-            manifest: Any = jsonread.loads(self.get(f"{folder}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES),
-                                           ReasonCode.MANIFEST_INVALID, MANIFEST)
+            manifest: Any = jsonread.loads(
+                self.get(f"{folder}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES), ReasonCode.MANIFEST_INVALID, MANIFEST
+            )
             version = manifest["artifacts"][name].get("version_id")
         except EvidenceError as error:
             if error.code in UNAVAILABLE_CODES:
@@ -305,15 +330,17 @@ class PackageKeys:
             return cls(CheckpointKeys({}, None), error)  # nothing can verify: each check fails on its own line
 
 
-def open_package(argument: str, key_ids: frozenset[str] = frozenset(),
-                 root_ids: frozenset[str] = frozenset()) -> tuple[LocalStore, Index, PackageKeys]:
+def open_package(
+    argument: str, key_ids: frozenset[str] = frozenset(), root_ids: frozenset[str] = frozenset()
+) -> tuple[LocalStore, Index, PackageKeys]:
     """The package folder as a store (read like an archive: no symlink followed), its index, read once its
     signature verified (PACKAGE_INDEX_SIGNATURE_INVALID otherwise: nothing of an unauthenticated index is read),
     and the keys it was checked with."""
     path = Path(argument)
     if not path.is_dir():
-        raise EvidenceError(ReasonCode.PACKAGE_NOT_FOUND, f"{argument} is not a folder (a .tar or .zip must be "
-                            "unpacked first)")
+        raise EvidenceError(
+            ReasonCode.PACKAGE_NOT_FOUND, f"{argument} is not a folder (a .tar or .zip must be unpacked first)"
+        )
     store = PackageStore(path.resolve())
     if not store.exists(INDEX):
         raise EvidenceError(ReasonCode.PACKAGE_NOT_FOUND, f"{argument} holds no {INDEX}")
@@ -323,8 +350,11 @@ def open_package(argument: str, key_ids: frozenset[str] = frozenset(),
     except EvidenceError as error:
         if error.code != ReasonCode.PACKAGE_INDEX_SIGNATURE_INVALID or keys.problem is None:
             raise
-        raise EvidenceError(error.code, f"package.json's signature cannot be checked: the package's keys are "
-                            f"unknown ({keys.problem.code}: {keys.problem.message})") from None
+        raise EvidenceError(
+            error.code,
+            f"package.json's signature cannot be checked: the package's keys are "
+            f"unknown ({keys.problem.code}: {keys.problem.message})",
+        ) from None
     return store, index, keys
 
 
@@ -363,10 +393,16 @@ class PackageChecks:
         return sorted({check.code for check in self.checks if not check.passed and check.code})
 
 
-def check_package(store: LocalStore, index: Index, package_keys: PackageKeys,
-                  witness: ed25519.Ed25519PublicKey | str | None = None,
-                  policy: TlogPolicy | None = None, allow_unsigned_index: bool = False,
-                  origin: str | None = None, stated: bool = True) -> PackageChecks:
+def check_package(
+    store: LocalStore,
+    index: Index,
+    package_keys: PackageKeys,
+    witness: ed25519.Ed25519PublicKey | str | None = None,
+    policy: TlogPolicy | None = None,
+    allow_unsigned_index: bool = False,
+    origin: str | None = None,
+    stated: bool = True,
+) -> PackageChecks:
     """Every package-level check; ``witness``: the pinned in-process witness key of earlier versions (or an id the
     package has no key for), whose valid signature every checkpoint must then carry; ``policy``: the outside
     witnesses, N of which must have co-signed the newest checkpoint (to which every other is consistent), and
@@ -379,12 +415,17 @@ def check_package(store: LocalStore, index: Index, package_keys: PackageKeys,
         result.checks.append(Check("keyring", False, package_keys.problem.code, package_keys.problem.message))
     signed = index.signed
     if signed is None:
-        result.checks.append(Check("index_signature", allow_unsigned_index, None if allow_unsigned_index else
-                                   ReasonCode.PACKAGE_INDEX_UNSIGNED, f"{INDEX} is an unsigned version 1 index" + (
-                                       ", accepted by --allow-unsigned-index" if allow_unsigned_index else "")))
+        result.checks.append(
+            Check(
+                "index_signature",
+                allow_unsigned_index,
+                None if allow_unsigned_index else ReasonCode.PACKAGE_INDEX_UNSIGNED,
+                f"{INDEX} is an unsigned version 1 index"
+                + (", accepted by --allow-unsigned-index" if allow_unsigned_index else ""),
+            )
+        )
     else:
-        result.checks.append(run_check("index_signature",
-                                       lambda: check_key_validity(signed, index.exported_at, keys)))
+        result.checks.append(run_check("index_signature", lambda: check_key_validity(signed, index.exported_at, keys)))
         result.checks.append(run_check("files", lambda: check_files(store, store.root, INDEX, signed.subjects)))
     result.checks.append(run_check("contents", lambda: _check_contents(store, index)))
     if isinstance(witness, str):
@@ -400,18 +441,30 @@ def check_package(store: LocalStore, index: Index, package_keys: PackageKeys,
             result.roots[key] = (checkpoint["size"], bytes.fromhex(checkpoint["root_sha256"]))
             result.checkpoint_key_ids.add(checkpoint["key_id"])
         if witness is not None:
-            result.checks.append(run_check(f"witness {checkpoint_size(key)}",
-                                           lambda: _check_witness(store, key, witness)))
+            result.checks.append(
+                run_check(f"witness {checkpoint_size(key)}", lambda: _check_witness(store, key, witness))
+            )
     pins = NotePins(origin, policy, checkpoint_size(index.checkpoints[-1]), stated)
     for size, error in check_notes(bodies, partial(package_note, store), keys.keys, pins):
-        result.checks.append(Check(f"note {size}", True) if error is None else
-                             Check(f"note {size}", False, error.code, error.message))
+        result.checks.append(
+            Check(f"note {size}", True) if error is None else Check(f"note {size}", False, error.code, error.message)
+        )
     for old, new in zip(index.checkpoints, index.checkpoints[1:]):
-        result.checks.append(run_check(f"consistency {checkpoint_size(old)} -> {checkpoint_size(new)}",
-                                       lambda: _check_consistency(store, old, new, result.roots)))
+        result.checks.append(
+            run_check(
+                f"consistency {checkpoint_size(old)} -> {checkpoint_size(new)}",
+                lambda: _check_consistency(store, old, new, result.roots),
+            )
+        )
     if store.exists(PACKAGE_ASSESSMENT):  # exported since issue 51's package-wide document
-        result.checks.append(run_check("package_assessment_results", lambda: check_package_bound(
-            _read(store, PACKAGE_ASSESSMENT), [_read(store, assessment_path(b)) for b in index.bundles])))
+        result.checks.append(
+            run_check(
+                "package_assessment_results",
+                lambda: check_package_bound(
+                    _read(store, PACKAGE_ASSESSMENT), [_read(store, assessment_path(b)) for b in index.bundles]
+                ),
+            )
+        )
     return result
 
 
@@ -442,16 +495,33 @@ def _check_contents(store: ArtifactStore, index: Index) -> None:
     found = {"/".join(key.split("/")[:4]) for key in bundle_files if key.count("/") >= 3}
     expected = [f"{b}/{name}" for b in index.bundles for name in (REPORT, STATEMENT, MANIFEST)]
     present = bundle_files | set(store.list("proofs")) | set(store.list(CHECKPOINTS)) | set(store.list(EVENTS))
-    missing = [key for key in [*expected, *map(inclusion_path, index.bundles), *index.checkpoints,
-                               *index.consistency, *map(event_path, index.authorizations),
-                               *map(authorization_proof_path, index.authorizations)] if key not in present]
+    missing = [
+        key
+        for key in [
+            *expected,
+            *map(inclusion_path, index.bundles),
+            *index.checkpoints,
+            *index.consistency,
+            *map(event_path, index.authorizations),
+            *map(authorization_proof_path, index.authorizations),
+        ]
+        if key not in present
+    ]
     if missing:
-        raise EvidenceError(ReasonCode.PACKAGE_INCOMPLETE, f"{len(missing)} file(s) the index lists are missing: "
-                            + ", ".join(missing[:5]) + (", …" if len(missing) > 5 else ""))
+        raise EvidenceError(
+            ReasonCode.PACKAGE_INCOMPLETE,
+            f"{len(missing)} file(s) the index lists are missing: "
+            + ", ".join(missing[:5])
+            + (", …" if len(missing) > 5 else ""),
+        )
     unlisted = sorted(found - listed)
     if unlisted:
-        raise EvidenceError(ReasonCode.PACKAGE_INVALID, "the package holds bundles its index does not list: "
-                            + ", ".join(unlisted[:5]) + (", …" if len(unlisted) > 5 else ""))
+        raise EvidenceError(
+            ReasonCode.PACKAGE_INVALID,
+            "the package holds bundles its index does not list: "
+            + ", ".join(unlisted[:5])
+            + (", …" if len(unlisted) > 5 else ""),
+        )
 
 
 def _checkpoint(store: ArtifactStore, key: str, keys: CheckpointKeys) -> dict[str, Any] | EvidenceError:
@@ -460,15 +530,18 @@ def _checkpoint(store: ArtifactStore, key: str, keys: CheckpointKeys) -> dict[st
     except EvidenceError as error:
         if error.code in UNAVAILABLE_CODES:
             raise
-        code = ReasonCode.PACKAGE_INCOMPLETE if error.code == ReasonCode.STORE_NOT_FOUND else \
-            ReasonCode.CHECKPOINT_INVALID
+        code = (
+            ReasonCode.PACKAGE_INCOMPLETE if error.code == ReasonCode.STORE_NOT_FOUND else ReasonCode.CHECKPOINT_INVALID
+        )
         return EvidenceError(code, f"checkpoint {key} does not verify ({error.code}: {error.message})")
 
 
 def _check_witness(store: ArtifactStore, key: str, witness: ed25519.Ed25519PublicKey | str) -> None:
     if isinstance(witness, str):
-        raise EvidenceError(ReasonCode.WITNESS_SIGNATURE_MISSING,
-                            f"the package holds no public key whose id is the pinned {witness}: pass its PEM file")
+        raise EvidenceError(
+            ReasonCode.WITNESS_SIGNATURE_MISSING,
+            f"the package holds no public key whose id is the pinned {witness}: pass its PEM file",
+        )
     check_witness(store.get(key, max_bytes=jsonread.MAX_BYTES), witness, key)
 
 
@@ -483,7 +556,8 @@ def _check_consistency(store: ArtifactStore, old: str, new: str, roots: dict[str
         raise EvidenceError(ReasonCode.PACKAGE_INVALID, f"{path} is not a consistency proof")
     (old_size, old_root), (new_size, new_root) = roots[old], roots[new]
     if (document["old"], document["new"]) != (old, new) or not merkle.verify_consistency(
-            old_size, new_size, [bytes.fromhex(h) for h in hashes], old_root, new_root):
+        old_size, new_size, [bytes.fromhex(h) for h in hashes], old_root, new_root
+    ):
         raise EvidenceError(ReasonCode.PROOF_INVALID, f"checkpoint {new} is not an append-only extension of {old}")
 
 
@@ -501,8 +575,9 @@ def _hashes(value: object) -> TypeGuard[list[str]]:
     return isinstance(value, list) and all(isinstance(h, str) and _HASH.fullmatch(h) for h in value)
 
 
-def check_in_log(roots: dict[str, tuple[int, bytes]], store: ArtifactStore, prefix: str,
-                 verification: Verification) -> None:
+def check_in_log(
+    roots: dict[str, tuple[int, bytes]], store: ArtifactStore, prefix: str, verification: Verification
+) -> None:
     """A bundle's ledger checks, after verify_bundle's (in the same worker): its `bundle.published` event is in
     a verified checkpoint (``inclusion_proof``), and it is exactly this bundle's files and manifest
     (``ledger_event``)."""
@@ -519,11 +594,17 @@ def check_in_log(roots: dict[str, tuple[int, bytes]], store: ArtifactStore, pref
         verification.checks.append(run_check("ledger_event", lambda: _check_event(store, prefix, proof)))
         newest = max(roots.values(), default=None)
         if newest is not None and store.exists(note_key(newest[0])):  # else no note to prove to: no tlog proofs
-            verification.checks.append(run_check("tlog_proof", lambda: check_tlog_proof(store, prefix, proof,
-                                                                                        newest)))
+            verification.checks.append(run_check("tlog_proof", lambda: check_tlog_proof(store, prefix, proof, newest)))
     if store.exists(assessment_path(prefix)):  # exported since issue 51
-        verification.checks.append(run_check("assessment_results", lambda: check_bound(
-            store.get(assessment_path(prefix), max_bytes=jsonread.MAX_BYTES), _json(store, f"{prefix}/{MANIFEST}"))))
+        verification.checks.append(
+            run_check(
+                "assessment_results",
+                lambda: check_bound(
+                    store.get(assessment_path(prefix), max_bytes=jsonread.MAX_BYTES),
+                    _json(store, f"{prefix}/{MANIFEST}"),
+                ),
+            )
+        )
 
 
 def check_tlog_proof(store: ArtifactStore, prefix: str, proof: dict[str, Any], newest: tuple[int, bytes]) -> None:
@@ -539,10 +620,15 @@ def check_tlog_proof(store: ArtifactStore, prefix: str, proof: dict[str, Any], n
         raise
     except NoteError as error:
         raise EvidenceError(ReasonCode.PROOF_INVALID, f"{path}: {error}") from None
-    if tlog.index != proof["leaf_index"] or (body.size, body.root) != newest or \
-            tlog.checkpoint.encode() != store.get(note_key(newest[0]), max_bytes=MAX_NOTE_BYTES):
-        raise EvidenceError(ReasonCode.PROOF_INVALID, f"{path} does not prove this bundle's event to the package's "
-                            "newest checkpoint note")
+    if (
+        tlog.index != proof["leaf_index"]
+        or (body.size, body.root) != newest
+        or tlog.checkpoint.encode() != store.get(note_key(newest[0]), max_bytes=MAX_NOTE_BYTES)
+    ):
+        raise EvidenceError(
+            ReasonCode.PROOF_INVALID,
+            f"{path} does not prove this bundle's event to the package's newest checkpoint note",
+        )
 
 
 def read_inclusion(store: ArtifactStore, path: str) -> dict[str, Any]:
@@ -552,10 +638,13 @@ def read_inclusion(store: ArtifactStore, path: str) -> dict[str, Any]:
         valid = (
             document.keys() == _INCLUSION_FIELDS
             and all(type(document[name]) is int for name in ("event_seq", "leaf_index", "tree_size"))
-            and document["event_seq"] >= 1 and 0 <= document["leaf_index"] < document["tree_size"]
+            and document["event_seq"] >= 1
+            and 0 <= document["leaf_index"] < document["tree_size"]
             and document["event"] == event_path(document["event_seq"])
-            and all(isinstance(document[name], str) and _HASH.fullmatch(document[name])
-                    for name in ("prev_hash", "event_hash"))
+            and all(
+                isinstance(document[name], str) and _HASH.fullmatch(document[name])
+                for name in ("prev_hash", "event_hash")
+            )
             and document["checkpoint"] == checkpoint_key(document["tree_size"])
             and _hashes(document["proof"])
         )
@@ -585,8 +674,9 @@ def read_event(store: ArtifactStore, seq: int, tenants: tuple[str, ...]) -> tupl
     return text, body
 
 
-def prove_event(store: ArtifactStore, seq: int, text: bytes, proof: dict[str, Any], roots: dict[str, tuple[int, bytes]]
-                ) -> None:
+def prove_event(
+    store: ArtifactStore, seq: int, text: bytes, proof: dict[str, Any], roots: dict[str, tuple[int, bytes]]
+) -> None:
     """An event's bytes are in the log: its inclusion proof (read_inclusion's) is about it and reaches a verified
     checkpoint (PROOF_INVALID), and its chain hash is sha256(prev_hash || bytes)."""
     if proof["event_seq"] != seq:
@@ -600,14 +690,18 @@ def check_inclusion(store: ArtifactStore, proof: dict[str, Any], roots: dict[str
     """RFC 9162: the event's leaf hash and the audit path reach the signed root of the checkpoint it names."""
     checkpoint = proof["checkpoint"]
     if checkpoint not in roots:
-        raise EvidenceError(ReasonCode.PROOF_INVALID, f"the proof names checkpoint {checkpoint}, which the package "
-                            "does not hold or which did not verify")
+        raise EvidenceError(
+            ReasonCode.PROOF_INVALID,
+            f"the proof names checkpoint {checkpoint}, which the package does not hold or which did not verify",
+        )
     size, root = roots[checkpoint]
     leaf = merkle.leaf_hash(event_bytes(store, proof["event"]))
     if size != proof["tree_size"] or not merkle.verify_inclusion(
-            proof["leaf_index"], size, leaf, [bytes.fromhex(h) for h in proof["proof"]], root):
-        raise EvidenceError(ReasonCode.PROOF_INVALID,
-                            f"the event's inclusion proof does not reach the signed root of {checkpoint}")
+        proof["leaf_index"], size, leaf, [bytes.fromhex(h) for h in proof["proof"]], root
+    ):
+        raise EvidenceError(
+            ReasonCode.PROOF_INVALID, f"the event's inclusion proof does not reach the signed root of {checkpoint}"
+        )
 
 
 def _check_event(store: ArtifactStore, prefix: str, proof: dict[str, Any]) -> None:
@@ -615,21 +709,29 @@ def _check_event(store: ArtifactStore, prefix: str, proof: dict[str, Any]) -> No
     event's chain hash (the ledger's chain_hash: sha256(prev_hash || body)) in the manifest's ledger position."""
     text = event_bytes(store, proof["event"])
     body = jsonread.loads(text, ReasonCode.LEDGER_EVENT_MISMATCH, proof["event"])
-    files = {"report_sha256": _digest(store, f"{prefix}/{REPORT}"),
-             "statement_sha256": _digest(store, f"{prefix}/{STATEMENT}")}
+    files = {
+        "report_sha256": _digest(store, f"{prefix}/{REPORT}"),
+        "statement_sha256": _digest(store, f"{prefix}/{STATEMENT}"),
+    }
     try:
-        manifest = jsonread.loads(store.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES),
-                                  ReasonCode.MANIFEST_INVALID, MANIFEST)
+        manifest = jsonread.loads(
+            store.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES), ReasonCode.MANIFEST_INVALID, MANIFEST
+        )
     except EvidenceError as error:
         _missing_is_incomplete(error, f"{prefix}/{MANIFEST}")
         manifest = None
     event_hash = chain_hash(proof["prev_hash"], text)
-    event = LedgerEvent(proof["event_seq"],  # as the package has it: commits_bundle checks it
-                        cast(str, body.get("event_type") if isinstance(body, dict) else None),
-                        proof["event_hash"], cast(dict[str, Any], body))
+    event = LedgerEvent(
+        proof["event_seq"],  # as the package has it: commits_bundle checks it
+        cast(str, body.get("event_type") if isinstance(body, dict) else None),
+        proof["event_hash"],
+        cast(dict[str, Any], body),
+    )
     if event_hash != proof["event_hash"] or not commits_bundle(event, prefix, manifest, files):
-        raise EvidenceError(ReasonCode.LEDGER_EVENT_MISMATCH,
-                            f"the bundle's files or manifest are not what event {proof['event_seq']} committed")
+        raise EvidenceError(
+            ReasonCode.LEDGER_EVENT_MISMATCH,
+            f"the bundle's files or manifest are not what event {proof['event_seq']} committed",
+        )
 
 
 def _digest(store: ArtifactStore, key: str) -> str | None:
@@ -653,11 +755,25 @@ def open_package_store(root: str) -> ArtifactStore:
     return PackageStore(Path(root))
 
 
-def verify_bundles(argument: str, store: LocalStore, index: Index, checks: PackageChecks,
-                   key_ids: frozenset[str], root_ids: frozenset[str], workers: int,
-                   at: datetime | None = None) -> Iterator[Outcome]:
+def verify_bundles(
+    argument: str,
+    store: LocalStore,
+    index: Index,
+    checks: PackageChecks,
+    key_ids: frozenset[str],
+    root_ids: frozenset[str],
+    workers: int,
+    at: datetime | None = None,
+) -> Iterator[Outcome]:
     """Every bundle the index lists, verified as `evidence verify` verifies an archive's, plus its ledger checks,
     in ``workers`` processes; one Outcome each, in the index's order."""
     location = Location(argument, str(store.root), "bundles", is_archive_root=True)
-    return verify_all([(location, bundle) for bundle in index.bundles], open_package_store, key_ids, root_ids,
-                      workers, at, also=partial(check_in_log, checks.roots))
+    return verify_all(
+        [(location, bundle) for bundle in index.bundles],
+        open_package_store,
+        key_ids,
+        root_ids,
+        workers,
+        at,
+        also=partial(check_in_log, checks.roots),
+    )

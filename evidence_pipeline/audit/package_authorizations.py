@@ -53,8 +53,9 @@ def check_authorizations(store: ArtifactStore, index: Index, checks: PackageChec
     return found if checks.ok else []
 
 
-def _prove(store: ArtifactStore, index: Index, seq: int, roots: dict[str, tuple[int, bytes]],
-           bodies: dict[int, dict[str, Any]]) -> None:
+def _prove(
+    store: ArtifactStore, index: Index, seq: int, roots: dict[str, tuple[int, bytes]], bodies: dict[int, dict[str, Any]]
+) -> None:
     """Adds the event's body to ``bodies`` if it is of the package's tenant (or of none), then proves it: an event
     whose proof fails is still re-checked, so that a tampered request is also named for what it breaks."""
     text, bodies[seq] = read_event(store, seq, (index.tenant, ""))

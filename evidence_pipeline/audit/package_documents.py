@@ -66,8 +66,9 @@ def section_problem(section: dict[str, Any], tenant: str) -> str | None:
     try:
         if section.keys() != _FIELDS or section["derived_by"].keys() != _DERIVED_BY_FIELDS:
             return "has other fields than version 2 defines"
-        if not all(isinstance(key, str) and key.startswith(prefix) for key in section["artifacts"] + section[
-                "objects"]):
+        if not all(
+            isinstance(key, str) and key.startswith(prefix) for key in section["artifacts"] + section["objects"]
+        ):
             return f"names an artifact or object that is not under {prefix}"
         events = section["events"]
         if not all(type(seq) is int and seq >= 1 for seq in events) or events != sorted(set(events)):
@@ -82,8 +83,13 @@ def section_problem(section: dict[str, Any], tenant: str) -> str | None:
 class PackageSource:
     """audit/lineage.py's Source over a package: its events, proved by their inclusion proofs."""
 
-    def __init__(self, store: ArtifactStore, index: Index, statement_keys: dict[str, ed25519.Ed25519PublicKey],
-                 root_ids: frozenset[str]):
+    def __init__(
+        self,
+        store: ArtifactStore,
+        index: Index,
+        statement_keys: dict[str, ed25519.Ed25519PublicKey],
+        root_ids: frozenset[str],
+    ):
         self.archive, self.index, self.statement_keys, self.root_ids = store, index, statement_keys, root_ids
         self.events: dict[int, dict[str, Any]] = {}  # seq -> the event, as the walk reads it
         self.problems: dict[int, str] = {}  # seq -> why the event is not proved
@@ -96,8 +102,13 @@ class PackageSource:
         path = authorization_proof_path(seq) if seq in self.index.authorizations else document_proof_path(seq)
         self.problems[seq] = f"ledger event {seq} is not proved in a verified checkpoint"
         proof = read_inclusion(self.archive, path)
-        self.events[seq] = {"seq": seq, "prev_hash": proof["prev_hash"], "event_hash": proof["event_hash"],
-                            "body": text.decode(), "parsed": body}
+        self.events[seq] = {
+            "seq": seq,
+            "prev_hash": proof["prev_hash"],
+            "event_hash": proof["event_hash"],
+            "body": text.decode(),
+            "parsed": body,
+        }
         prove_event(self.archive, seq, text, proof, roots)
         del self.problems[seq]
 
@@ -107,8 +118,7 @@ class PackageSource:
     def event(self, tenant: str, event_type: str, event_id: str) -> dict[str, Any] | None:
         return self._by(tenant, event_type, lambda parsed: parsed.get("event_id"), "(event_id)").get(event_id)
 
-    def _by(self, tenant: str, event_type: str, field: Callable[[dict[str, Any]], object],
-            name: str) -> dict[str, Any]:
+    def _by(self, tenant: str, event_type: str, field: Callable[[dict[str, Any]], object], name: str) -> dict[str, Any]:
         """The oldest event of each value of ``field`` among the tenant's events of a type, looked up once: a walk
         asks for many."""
         key = (tenant, str(event_type), name)
@@ -140,8 +150,9 @@ class PackageSource:
         return DerivedBy(trust_root(self.archive, str(named["trust_root_id"]), self.root_ids), level, tsa)
 
 
-def check_documents(store: ArtifactStore, index: Index, checks: PackageChecks, key_ids: frozenset[str],
-                    root_ids: frozenset[str]) -> list[dict[str, Any]]:
+def check_documents(
+    store: ArtifactStore, index: Index, checks: PackageChecks, key_ids: frozenset[str], root_ids: frozenset[str]
+) -> list[dict[str, Any]]:
     """Adds one check per document event and one per walked artifact to ``checks``; returns the walks' reports."""
     section = index.documents
     if not section or not section.get("artifacts"):

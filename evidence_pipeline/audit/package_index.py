@@ -57,8 +57,11 @@ def sign_index(document: dict[str, Any], files: dict[str, str], key: ed25519.Ed2
     }
     envelope = dsse.sign_envelope(dsse.canonical_json(statement), key, key_id)
     if len(envelope) > INDEX_MAX_BYTES:
-        raise EvidenceError(ReasonCode.PACKAGE_TOO_LARGE, f"the package's index would be {len(envelope)} bytes, above "
-                            f"the {INDEX_MAX_BYTES} a verifier reads ({len(files)} files): export fewer periods")
+        raise EvidenceError(
+            ReasonCode.PACKAGE_TOO_LARGE,
+            f"the package's index would be {len(envelope)} bytes, above "
+            f"the {INDEX_MAX_BYTES} a verifier reads ({len(files)} files): export fewer periods",
+        )
     return envelope
 
 
@@ -76,19 +79,30 @@ def open_signed_index(envelope: object, keys: CheckpointKeys) -> SignedIndex:
     try:
         opened = fields.opened(keys.keys, dsse.PAYLOAD_TYPE, ReasonCode.PACKAGE_INVALID)
     except EvidenceError as error:
-        raise EvidenceError(ReasonCode.PACKAGE_INDEX_SIGNATURE_INVALID,
-                            f"package.json's signature does not verify ({error.code}: {error.message})") from None
-    statement: Any = jsonread.loads(opened.payload, ReasonCode.PACKAGE_INVALID, "package.json's payload",
-                                    INDEX_MAX_BYTES)
+        raise EvidenceError(
+            ReasonCode.PACKAGE_INDEX_SIGNATURE_INVALID,
+            f"package.json's signature does not verify ({error.code}: {error.message})",
+        ) from None
+    statement: Any = jsonread.loads(
+        opened.payload, ReasonCode.PACKAGE_INVALID, "package.json's payload", INDEX_MAX_BYTES
+    )
     try:
-        subjects = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]
-                    if s.keys() == {"name", "digest"} and s["digest"].keys() == {"sha256"}}
-        valid = (statement.keys() == {"_type", "subject", "predicateType", "predicate"}
-                 and statement["_type"] == dsse.STATEMENT_TYPE
-                 and statement["predicateType"] == PREDICATE_TYPE and isinstance(statement["predicate"], dict)
-                 and len(subjects) == len(statement["subject"])
-                 and all(isinstance(path, str) and isinstance(sha256, str) and _HASH.fullmatch(sha256)
-                         for path, sha256 in subjects.items()))
+        subjects = {
+            s["name"]: s["digest"]["sha256"]
+            for s in statement["subject"]
+            if s.keys() == {"name", "digest"} and s["digest"].keys() == {"sha256"}
+        }
+        valid = (
+            statement.keys() == {"_type", "subject", "predicateType", "predicate"}
+            and statement["_type"] == dsse.STATEMENT_TYPE
+            and statement["predicateType"] == PREDICATE_TYPE
+            and isinstance(statement["predicate"], dict)
+            and len(subjects) == len(statement["subject"])
+            and all(
+                isinstance(path, str) and isinstance(sha256, str) and _HASH.fullmatch(sha256)
+                for path, sha256 in subjects.items()
+            )
+        )
     except (KeyError, TypeError, AttributeError):
         valid = False
     if not valid:
@@ -103,13 +117,19 @@ def check_key_validity(signed: SignedIndex, exported_at: str, keys: CheckpointKe
         return
     try:
         for key_id in signed.key_ids:
-            check_key_at(keys.keyring, key_id, SignatureTimes(made=(parse_time(exported_at, "exported_at"),)),
-                         "package index key")
+            check_key_at(
+                keys.keyring,
+                key_id,
+                SignatureTimes(made=(parse_time(exported_at, "exported_at"),)),
+                "package index key",
+            )
     except EvidenceError as error:
         if error.code in UNAVAILABLE_CODES:
             raise
-        raise EvidenceError(ReasonCode.PACKAGE_INDEX_SIGNATURE_INVALID,
-                            f"package.json's signature does not verify ({error.code}: {error.message})") from None
+        raise EvidenceError(
+            ReasonCode.PACKAGE_INDEX_SIGNATURE_INVALID,
+            f"package.json's signature does not verify ({error.code}: {error.message})",
+        ) from None
     except ValueError as error:
         raise EvidenceError(ReasonCode.PACKAGE_INDEX_SIGNATURE_INVALID, f"package.json: {error}") from None
 
@@ -132,16 +152,22 @@ def check_files(store: ArtifactStore, root: Path, index_name: str, subjects: dic
     found = package_files(root, index_name)
     missing = sorted(set(subjects) - set(found))
     if missing:
-        raise EvidenceError(ReasonCode.PACKAGE_FILE_MISSING, f"{len(missing)} file(s) the signed index lists are "
-                            "missing: " + _names(missing))
+        raise EvidenceError(
+            ReasonCode.PACKAGE_FILE_MISSING,
+            f"{len(missing)} file(s) the signed index lists are missing: " + _names(missing),
+        )
     unlisted = sorted(set(found) - set(subjects))
     if unlisted:
-        raise EvidenceError(ReasonCode.PACKAGE_FILE_UNLISTED, f"{len(unlisted)} file(s) the signed index does not "
-                            "list: " + _names(unlisted))
+        raise EvidenceError(
+            ReasonCode.PACKAGE_FILE_UNLISTED,
+            f"{len(unlisted)} file(s) the signed index does not list: " + _names(unlisted),
+        )
     mismatched = [path for path in sorted(subjects) if not found[path] or _digest(store, path) != subjects[path]]
     if mismatched:
-        raise EvidenceError(ReasonCode.PACKAGE_FILE_MISMATCH, f"{len(mismatched)} file(s) are not the bytes the "
-                            "signed index lists: " + _names(mismatched))
+        raise EvidenceError(
+            ReasonCode.PACKAGE_FILE_MISMATCH,
+            f"{len(mismatched)} file(s) are not the bytes the signed index lists: " + _names(mismatched),
+        )
 
 
 def _digest(store: ArtifactStore, path: str) -> str | None:

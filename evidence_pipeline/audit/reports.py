@@ -1,10 +1,10 @@
 """`evidence verify … --report KIND DIR`: what a verification found, written in a format auditors' own tools read.
 
-    etsi   <DIR>/<tenant>/<YYYY-MM>/<identity>/<signature field>.xml   an ETSI TS 119 102-2 validation report per
-                                                                       signature of the bundle's report (its newest
-                                                                       renewal at B-LTA), at the --at moment
-    oscal  <DIR>/<tenant>/<YYYY-MM>/<identity>/assessment-results.json  the tenant-month's NIST OSCAL Assessment
-                                                                       Results (oscal.py)
+etsi   <DIR>/<tenant>/<YYYY-MM>/<identity>/<signature field>.xml   an ETSI TS 119 102-2 validation report per
+                                                                   signature of the bundle's report (its newest
+                                                                   renewal at B-LTA), at the --at moment
+oscal  <DIR>/<tenant>/<YYYY-MM>/<identity>/assessment-results.json  the tenant-month's NIST OSCAL Assessment
+                                                                   Results (oscal.py)
 """
 
 from __future__ import annotations
@@ -40,11 +40,13 @@ class Request:
     controls: dict[str, Any]  # the OSCAL controls mapping
 
 
-def bundle_etsi_reports(store: ArtifactStore, prefix: str, root_ids: frozenset[str],
-                        at: datetime | None) -> list[ValidationReport]:
+def bundle_etsi_reports(
+    store: ArtifactStore, prefix: str, root_ids: frozenset[str], at: datetime | None
+) -> list[ValidationReport]:
     """The reports of the bundle's PDF signatures, against the roots its manifest names (pinned by ``root_ids``)."""
-    manifest: Any = jsonread.loads(store.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES),
-                                   ReasonCode.MANIFEST_INVALID, MANIFEST)
+    manifest: Any = jsonread.loads(
+        store.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES), ReasonCode.MANIFEST_INVALID, MANIFEST
+    )
     try:
         level, keys = manifest["pades_level"], manifest["keys"]
         root = trust_root(store, str(keys["trust_root_id"]), root_ids)
@@ -56,15 +58,15 @@ def bundle_etsi_reports(store: ArtifactStore, prefix: str, root_ids: frozenset[s
     return validation_reports(pdf, [root] + ([tsa_root] if tsa_root else []), level, at)
 
 
-def write_reports(kind: str, directory: Path, store: ArtifactStore, prefix: str, verification: Verification,
-                  request: Request) -> list[tuple[Path, str]]:
+def write_reports(
+    kind: str, directory: Path, store: ArtifactStore, prefix: str, verification: Verification, request: Request
+) -> list[tuple[Path, str]]:
     """Write the bundle's reports of ``kind`` under ``directory``: (path, what it says) of each."""
     folder = directory / prefix.removeprefix("bundles/")  # tenant, period, identity: validated slugs and digests
     make_dirs(folder, 0o755)
     if kind == OSCAL:
         path = folder / ASSESSMENT_RESULTS
-        path.write_bytes(assessment_document(store, prefix, verification, request.policy, request.controls,
-                                             request.at))
+        path.write_bytes(assessment_document(store, prefix, verification, request.policy, request.controls, request.at))
         return [(path, "assessment results")]
     written = []
     for report in bundle_etsi_reports(store, prefix, request.root_ids, request.at):
@@ -74,12 +76,19 @@ def write_reports(kind: str, directory: Path, store: ArtifactStore, prefix: str,
     return written
 
 
-def assessment_document(store: ArtifactStore, prefix: str, verification: Verification, policy: TlogPolicy | None,
-                        controls: dict[str, Any], at: datetime | None = None) -> bytes:
+def assessment_document(
+    store: ArtifactStore,
+    prefix: str,
+    verification: Verification,
+    policy: TlogPolicy | None,
+    controls: dict[str, Any],
+    at: datetime | None = None,
+) -> bytes:
     """The bundle's OSCAL Assessment Results from its ``verification`` (the witnessed time read only when its
     `tlog_proof` check passed)."""
-    manifest: Any = jsonread.loads(store.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES),
-                                   ReasonCode.MANIFEST_INVALID, MANIFEST)
+    manifest: Any = jsonread.loads(
+        store.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES), ReasonCode.MANIFEST_INVALID, MANIFEST
+    )
     proved = any(check.name == TLOG_PROOF and check.passed for check in verification.checks)
     witnessed_at, leaf_index, size = witnessed(store, prefix, policy) if proved else (None, None, None)
     try:

@@ -56,8 +56,9 @@ class Sample:
     tenant_months: list[tuple[str, str]]
 
 
-def sample_archive(ledger: Ledger, archive: ArtifactStore, size: int, count: int, origin: str,
-                   policy: TlogPolicy | None) -> Sample:
+def sample_archive(
+    ledger: Ledger, archive: ArtifactStore, size: int, count: int, origin: str, policy: TlogPolicy | None
+) -> Sample:
     """The sample from the deployment's checkpoint of ``size``: its envelope verified by a statement key, its root
     the ledger's over its first ``size`` events, and, with a ``policy`` (the auditor's, or the configured
     witnesses), its note of ``origin`` co-signed as the policy asks (WITNESS_POLICY_NOT_MET otherwise)."""
@@ -71,11 +72,13 @@ def sample_archive(ledger: Ledger, archive: ArtifactStore, size: int, count: int
     if len(numbered) < size or merkle.Tree([leaf for _, leaf in numbered[:size]]).root(0, size) != root:
         raise EvidenceError(ReasonCode.LEDGER_INVALID, f"the ledger's first {size} events are not checkpoint {size}'s")
     if policy is not None:
-        for _, error in check_notes([checkpoint], partial(archive_note, archive), keys.keys,
-                                    NotePins(origin, policy, size)):
+        for _, error in check_notes(
+            [checkpoint], partial(archive_note, archive), keys.keys, NotePins(origin, policy, size)
+        ):
             if error is not None:
                 raise error
     covered = {seq for seq, _ in numbered[:size]}
-    population = sorted({(tenant, period) for seq, tenant, period in ledger.published_tenant_months()
-                         if seq in covered})
+    population = sorted(
+        {(tenant, period) for seq, tenant, period in ledger.published_tenant_months() if seq in covered}
+    )
     return Sample(size, root, policy is not None, len(population), draw(root, population, count))

@@ -103,9 +103,16 @@ class Verification:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "bundle": self.bundle, "ok": self.ok, "codes": self.codes, "statement_key_id": self.statement_key_id,
-            "trust_root_id": self.trust_root_id, "keyring_sequence": self.keyring_sequence, "current": self.current,
-            "supersedes": self.supersedes, "superseded_by": self.superseded_by, "current_bundle": self.current_bundle,
+            "bundle": self.bundle,
+            "ok": self.ok,
+            "codes": self.codes,
+            "statement_key_id": self.statement_key_id,
+            "trust_root_id": self.trust_root_id,
+            "keyring_sequence": self.keyring_sequence,
+            "current": self.current,
+            "supersedes": self.supersedes,
+            "superseded_by": self.superseded_by,
+            "current_bundle": self.current_bundle,
             "checks": [c.__dict__ for c in self.checks],
         }
 
@@ -118,8 +125,11 @@ def verify_published(rt: Runtime, published: tuple[str, str]) -> Verification:
 
 
 def verify_bundle(
-    store: ArtifactStore, prefix: str, expected_key_ids: frozenset[str] = frozenset(),
-    expected_root_ids: frozenset[str] = frozenset(), at: datetime | None = None,
+    store: ArtifactStore,
+    prefix: str,
+    expected_key_ids: frozenset[str] = frozenset(),
+    expected_root_ids: frozenset[str] = frozenset(),
+    at: datetime | None = None,
 ) -> Verification:
     """Every check of the bundle at ``prefix``; the PAdES signature is validated at ``at`` (now by default)."""
     result = Verification(bundle=store.uri(prefix))
@@ -185,12 +195,17 @@ def verify_bundle(
             "statement subject is not the sha256 of report.pdf",
         ),
     )
-    signed, (renewal, number) = report, (newest_report(store, prefix) if predicate.get("pades_level") == "B-LTA"
-                                         else (None, 0))  # only a document time stamp is renewed
+    signed, (renewal, number) = (
+        report,
+        (newest_report(store, prefix) if predicate.get("pades_level") == "B-LTA" else (None, 0)),
+    )  # only a document time stamp is renewed
     if number:  # a renewed B-LTA report: its newest renewal's signatures are validated
         signed = run("renewal", lambda: _read_renewal(store, cast(str, renewal), number, report))  # renewed: a key
-    pdf = run("pdf_signature", lambda: _verify_pades(store, signed, predicate, expected_root_ids, at)) \
-        if signed is not None else None
+    pdf = (
+        run("pdf_signature", lambda: _verify_pades(store, signed, predicate, expected_root_ids, at))
+        if signed is not None
+        else None
+    )
     if keyring is not None:
         run("signing_keys", lambda: _check_signing_keys(keyring, signed_by, predicate, pdf))
     run(
@@ -207,8 +222,9 @@ def verify_bundle(
     if manifest is not None:
         run(
             "manifest_matches_statement",
-            lambda: _check_manifest(manifest, predicate, _file_facts((report, report_version),
-                                                                      (statement_bytes, statement_version))),
+            lambda: _check_manifest(
+                manifest, predicate, _file_facts((report, report_version), (statement_bytes, statement_version))
+            ),
         )
     chain = run("corrections_chain", lambda: _place_in_chain(store, prefix, keys))
     if chain is not None:
@@ -238,9 +254,12 @@ class _KeysReadOnce:
 def _read_documents(store: ArtifactStore, prefix: str) -> tuple[tuple[bytes, str | None], bytes]:
     """((the statement, its version id), the manifest), each capped before it is read, once the report is known to
     be there (it is read once, bounded by the statement). Which files are missing is asked only when one is."""
+
     def read() -> tuple[tuple[bytes, str | None], bytes]:
-        return (store.get_versioned(f"{prefix}/{STATEMENT}", max_bytes=jsonread.MAX_BYTES),
-                store.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES))
+        return (
+            store.get_versioned(f"{prefix}/{STATEMENT}", max_bytes=jsonread.MAX_BYTES),
+            store.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES),
+        )
 
     try:
         if store.exists(f"{prefix}/{REPORT}"):
@@ -258,8 +277,11 @@ def _read_renewal(store: ArtifactStore, key: str, number: int, report: bytes) ->
     """The bundle's newest renewed report: the published report's exact bytes (what the statement signs), then
     incremental updates ending with a new document time stamp, which the PAdES validation judges."""
     renewed = store.get(key, max_bytes=len(report) + number * SIGNATURE_ALLOWANCE)
-    _expect(extends_with_timestamp(renewed, report), ReasonCode.RENEWAL_INVALID,
-            f"renewal {number} does not extend the published report.pdf with a new document time stamp")
+    _expect(
+        extends_with_timestamp(renewed, report),
+        ReasonCode.RENEWAL_INVALID,
+        f"renewal {number} does not extend the published report.pdf with a new document time stamp",
+    )
     return renewed
 
 
@@ -270,8 +292,13 @@ def _report_limit(predicate: dict[str, Any]) -> int:
     return unsigned_size + SIGNATURE_ALLOWANCE
 
 
-def _verify_pades(store: ArtifactStore, report: bytes, predicate: dict[str, Any], expected_root_ids: frozenset[str],
-                  at: datetime | None) -> SignatureFacts:
+def _verify_pades(
+    store: ArtifactStore,
+    report: bytes,
+    predicate: dict[str, Any],
+    expected_root_ids: frozenset[str],
+    at: datetime | None,
+) -> SignatureFacts:
     """At the PAdES level the signed statement names; time stamps must chain to the TSA root it names."""
     level = predicate.get("pades_level")
     if level not in PADES_LEVELS:
@@ -281,8 +308,9 @@ def _verify_pades(store: ArtifactStore, report: bytes, predicate: dict[str, Any]
     return verify_pdf_signature(report, root, level, tsa_root, at)
 
 
-def _check_signing_keys(keyring: KeyringDocument, signed_by: tuple[str, ...], predicate: dict[str, Any],
-                        pdf: SignatureFacts | None) -> None:
+def _check_signing_keys(
+    keyring: KeyringDocument, signed_by: tuple[str, ...], predicate: dict[str, Any], pdf: SignatureFacts | None
+) -> None:
     """The statement key and the PDF's signer certificate are listed in the keyring, and each signed inside its
     generation's validity window and before any revocation of it.
 
@@ -292,8 +320,10 @@ def _check_signing_keys(keyring: KeyringDocument, signed_by: tuple[str, ...], pr
     (which signs the time-stamped report's digest) from below, so a revoked or retired key cannot be made to look
     older than the time stamp authority says."""
     if keyring.trust_root_id != predicate.get("trust_root_id"):
-        raise EvidenceError(ReasonCode.KEY_UNKNOWN, f"the keyring is vouched for by {keyring.trust_root_id}, "
-                            "not by the bundle's trust root")
+        raise EvidenceError(
+            ReasonCode.KEY_UNKNOWN,
+            f"the keyring is vouched for by {keyring.trust_root_id}, not by the bundle's trust root",
+        )
     stamped = (pdf.stamped,) if pdf is not None and pdf.stamped else ()
     if "signed_at" in predicate:
         times = SignatureTimes(selected=parse_time(predicate["signed_at"]), after=stamped)
@@ -378,7 +408,9 @@ def _supersedes(store: ArtifactStore, predicate: dict[str, Any]) -> dict[str, An
         and _IDENTITY.fullmatch(link["identity"]) is not None
         and link["identity"] != predicate.get("identity")
         and link["prefix"] == bundle_prefix(tenant_month, link["identity"])
-        and isinstance(reason, list) and reason and all(isinstance(name, str) for name in reason),
+        and isinstance(reason, list)
+        and reason
+        and all(isinstance(name, str) for name in reason),
         ReasonCode.STATEMENT_INVALID,
         "the statement's supersedes is not a link to another bundle of its tenant-month",
     )
@@ -386,8 +418,9 @@ def _supersedes(store: ArtifactStore, predicate: dict[str, Any]) -> dict[str, An
     return {"identity": link["identity"], "prefix": link["prefix"], "reason": reason, "in_archive": in_archive}
 
 
-def _place_in_chain(store: ArtifactStore, prefix: str,
-                    keys: dict[str, ed25519.Ed25519PublicKey]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+def _place_in_chain(
+    store: ArtifactStore, prefix: str, keys: dict[str, ed25519.Ed25519PublicKey]
+) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """(the bundle that supersedes this one or None, the newest bundle of its chain) among the published bundles
     of its tenant-month in this archive. Only a complete bundle (its manifest is written after the ledger commit)
     whose statement verifies counts: an unsigned or uncommitted claim cannot make a bundle look superseded. Two
@@ -403,16 +436,17 @@ def _place_in_chain(store: ArtifactStore, prefix: str,
     chain, seen = [this], {this["identity"]}
     while (following := successors.get(chain[-1]["identity"], [])) and following[0]["identity"] not in seen:
         if len(following) > 1:
-            raise EvidenceError(ReasonCode.SUPERSEDES_FORKED,
-                                f"{len(following)} bundles supersede {chain[-1]['identity'][:12]}: "
-                                + ", ".join(bundle["identity"][:12] for bundle in following))
+            raise EvidenceError(
+                ReasonCode.SUPERSEDES_FORKED,
+                f"{len(following)} bundles supersede {chain[-1]['identity'][:12]}: "
+                + ", ".join(bundle["identity"][:12] for bundle in following),
+            )
         chain.append(following[0])
         seen.add(following[0]["identity"])
     return (chain[1] if len(chain) > 1 else None), chain[-1]
 
 
-def _signed_link(store: ArtifactStore, prefix: str,
-                 keys: dict[str, ed25519.Ed25519PublicKey]) -> dict[str, Any] | None:
+def _signed_link(store: ArtifactStore, prefix: str, keys: dict[str, ed25519.Ed25519PublicKey]) -> dict[str, Any] | None:
     """{identity, supersedes} of the published bundle at ``prefix`` if its statement verifies, belongs there
     and supersedes a bundle; None otherwise (it is verified, and reported, on its own)."""
     try:

@@ -63,8 +63,7 @@ class _Pins:
     also: Callable[[ArtifactStore, str, Verification], None] | None = None
 
 
-def list_bundles(locations: list[Location], open_archive: Callable[[str], ArtifactStore]
-                 ) -> list[tuple[Location, str]]:
+def list_bundles(locations: list[Location], open_archive: Callable[[str], ArtifactStore]) -> list[tuple[Location, str]]:
     """(location, bundle prefix) for every bundle at or below each location, each bundle once, in order."""
     found: dict[tuple[str, str], Location] = {}
     for location in locations:
@@ -73,16 +72,22 @@ def list_bundles(locations: list[Location], open_archive: Callable[[str], Artifa
     return [(location, prefix) for (_, prefix), location in found.items()]
 
 
-def verify_all(bundles: list[tuple[Location, str]], open_archive: Callable[[str], ArtifactStore],
-               key_ids: frozenset[str], root_ids: frozenset[str], workers: int,
-               at: datetime | None = None,
-               also: Callable[[ArtifactStore, str, Verification], None] | None = None) -> Iterator[Outcome]:
+def verify_all(
+    bundles: list[tuple[Location, str]],
+    open_archive: Callable[[str], ArtifactStore],
+    key_ids: frozenset[str],
+    root_ids: frozenset[str],
+    workers: int,
+    at: datetime | None = None,
+    also: Callable[[ArtifactStore, str, Verification], None] | None = None,
+) -> Iterator[Outcome]:
     """Each bundle's Outcome, in the order given, as soon as it is known. ``open_archive`` (and ``also``) must be
     top-level functions, or partials of them: workers get them by reference."""
     chunks = list(_chunks(bundles, max(1, min(CHUNK, -(-len(bundles) // workers)))))  # every worker gets some
     tasks = [(chunk[0][0].archive, tuple(prefix for _, prefix in chunk)) for chunk in chunks]
-    results = parallel.iter_stage(partial(_Pins, open_archive, key_ids, root_ids, at, also), _verify_chunk, tasks,
-                                  workers)
+    results = parallel.iter_stage(
+        partial(_Pins, open_archive, key_ids, root_ids, at, also), _verify_chunk, tasks, workers
+    )
     for chunk, result in zip(chunks, results):
         for index, (location, prefix) in enumerate(chunk):
             shown = location.shown(prefix)

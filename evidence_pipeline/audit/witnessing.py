@@ -58,8 +58,9 @@ def log_verifier(origin: str, statement_key: ed25519.Ed25519PublicKey) -> Verifi
     return Verifier(origin, ED25519, statement_key)
 
 
-def publish_note(archive: ArtifactStore, origin: str, statement_key: ed25519.Ed25519PrivateKey,
-                 checkpoint: dict[str, Any]) -> Note:
+def publish_note(
+    archive: ArtifactStore, origin: str, statement_key: ed25519.Ed25519PrivateKey, checkpoint: dict[str, Any]
+) -> Note:
     """The checkpoint's C2SP note (put-once; a note already there, of the same size and root, is returned)."""
     key = note_key(checkpoint["size"])
     body = Checkpoint(origin, checkpoint["size"], bytes.fromhex(checkpoint["root_sha256"]))
@@ -97,8 +98,9 @@ def _read_note(store: ArtifactStore, key: str) -> Note:
         raise EvidenceError(ReasonCode.CHECKPOINT_INVALID, f"{key} is not a signed checkpoint note ({error})") from None
 
 
-def witness_checkpoint(archive: ArtifactStore, note: Note, tree: merkle.Tree,
-                       witnesses: tuple[Endpoint, ...]) -> dict[str, str]:
+def witness_checkpoint(
+    archive: ArtifactStore, note: Note, tree: merkle.Tree, witnesses: tuple[Endpoint, ...]
+) -> dict[str, str]:
     """Submit the checkpoint ``note`` to every configured witness that has not co-signed it yet, each from the
     newest size it co-signed (recorded in the archive; the witness corrects a wrong guess with 409). Returns, by
     witness name, "cosigned" or the reason code of its failure: one witness down fails nothing else."""
@@ -112,8 +114,13 @@ def witness_checkpoint(archive: ArtifactStore, note: Note, tree: merkle.Tree,
             outcome[endpoint.key.name] = "cosigned"
             continue
         try:
-            line = submit(endpoint, note, size, _last_cosigned(archive, endpoint.key, size),
-                          lambda old: tree.consistency_proof(old, size))
+            line = submit(
+                endpoint,
+                note,
+                size,
+                _last_cosigned(archive, endpoint.key, size),
+                lambda old: tree.consistency_proof(old, size),
+            )
             archive.put_once(key, line.encode())
             outcome[endpoint.key.name] = "cosigned"
         except EvidenceError as error:
@@ -126,8 +133,11 @@ def witness_checkpoint(archive: ArtifactStore, note: Note, tree: merkle.Tree,
 
 def _last_cosigned(archive: ArtifactStore, witness: Verifier, below: int) -> int:
     name = cosignature_key(0, witness).rsplit("/", 1)[-1]
-    sizes = [int(key.split("/")[-2]) for key in archive.list(COSIGNATURES)
-             if key.endswith(f"/{name}") and re.fullmatch(r"[0-9]{12}", key.split("/")[-2])]
+    sizes = [
+        int(key.split("/")[-2])
+        for key in archive.list(COSIGNATURES)
+        if key.endswith(f"/{name}") and re.fullmatch(r"[0-9]{12}", key.split("/")[-2])
+    ]
     return max((size for size in sizes if size < below), default=0)
 
 
@@ -196,9 +206,12 @@ def pinned_origin(origin: str | None, *policies: TlogPolicy | None) -> str | Non
     return None
 
 
-def check_notes(checkpoints: list[dict[str, Any]], read: Callable[[int], Note | None],
-                statement_keys: dict[str, ed25519.Ed25519PublicKey],
-                pins: NotePins) -> Iterator[tuple[int, EvidenceError | None]]:
+def check_notes(
+    checkpoints: list[dict[str, Any]],
+    read: Callable[[int], Note | None],
+    statement_keys: dict[str, ed25519.Ed25519PublicKey],
+    pins: NotePins,
+) -> Iterator[tuple[int, EvidenceError | None]]:
     """Each checkpoint's note checked (``checkpoints``: verified envelope bodies, oldest first; ``read``: a size's
     note): (size, None or the EvidenceError of its note). Every note must be of the pinned origin."""
     for checkpoint in checkpoints:
@@ -211,8 +224,9 @@ def check_notes(checkpoints: list[dict[str, Any]], read: Callable[[int], Note | 
             yield checkpoint["size"], error
 
 
-def check_note(note: Note | None, checkpoint: dict[str, Any], statement_key: ed25519.Ed25519PublicKey | None,
-               pins: NotePins) -> Checkpoint | None:
+def check_note(
+    note: Note | None, checkpoint: dict[str, Any], statement_key: ed25519.Ed25519PublicKey | None, pins: NotePins
+) -> Checkpoint | None:
     """The checkpoint's note (beside its envelope), if it has one: of the pinned origin (LOG_ORIGIN_MISMATCH,
     LOG_ORIGIN_NOT_PINNED), signed by the statement key under that name (CHECKPOINT_INVALID), of the envelope's
     root (a second signed root for the size: CHECKPOINT_CONFLICT, naming both), every pinned witness's cosignature valid
@@ -222,11 +236,14 @@ def check_note(note: Note | None, checkpoint: dict[str, Any], statement_key: ed2
     newest = size == pins.newest
     if note is None:
         if newest and pins.policy is not None:
-            raise EvidenceError(ReasonCode.WITNESS_POLICY_NOT_MET, f"checkpoint {size} has no C2SP note: no witness "
-                                "co-signed it")
+            raise EvidenceError(
+                ReasonCode.WITNESS_POLICY_NOT_MET, f"checkpoint {size} has no C2SP note: no witness co-signed it"
+            )
         if newest and pins.origin is not None and pins.stated:
-            raise EvidenceError(ReasonCode.LOG_ORIGIN_MISMATCH, f"checkpoint {size} has no C2SP note: nothing states "
-                                f"that it is of the log {pins.origin}")
+            raise EvidenceError(
+                ReasonCode.LOG_ORIGIN_MISMATCH,
+                f"checkpoint {size} has no C2SP note: nothing states that it is of the log {pins.origin}",
+            )
         return None
     try:
         body = parse_checkpoint(note.text)
@@ -234,22 +251,37 @@ def check_note(note: Note | None, checkpoint: dict[str, Any], statement_key: ed2
         raise EvidenceError(ReasonCode.CHECKPOINT_INVALID, f"{key}: {error}") from None
     origin = pins.origin
     if origin is None:  # the first note's origin would be the operator's word for it
-        raise EvidenceError(ReasonCode.LOG_ORIGIN_NOT_PINNED, f"{key}: nothing pins the log's origin: pass --origin "
-                            "(the name `evidence ledger vkey` prints) or a --policy FILE with its `log` line")
+        raise EvidenceError(
+            ReasonCode.LOG_ORIGIN_NOT_PINNED,
+            f"{key}: nothing pins the log's origin: pass --origin "
+            "(the name `evidence ledger vkey` prints) or a --policy FILE with its `log` line",
+        )
     if body.origin != origin:
-        raise EvidenceError(ReasonCode.LOG_ORIGIN_MISMATCH, f"{key} is of the log {body.origin!r}, not of the "
-                            f"pinned {origin!r}")
+        raise EvidenceError(
+            ReasonCode.LOG_ORIGIN_MISMATCH, f"{key} is of the log {body.origin!r}, not of the pinned {origin!r}"
+        )
     logs = pins.policy.logs if pins.policy is not None else ()
     if logs and body.origin not in {log.name for log in logs}:
-        raise EvidenceError(ReasonCode.LOG_ORIGIN_MISMATCH, f"{key} is of the log {body.origin!r}, which the policy "
-                            "does not list")
-    if body.size != size or statement_key is None or verifies(note, log_verifier(body.origin, statement_key)) \
-            is not True or (logs and not any(verifies(note, log) for log in logs)):
-        raise EvidenceError(ReasonCode.CHECKPOINT_INVALID, f"{key} is not the statement key's note of checkpoint "
-                            f"{size}" + (", signed by a log key of the policy" if logs else ""))
+        raise EvidenceError(
+            ReasonCode.LOG_ORIGIN_MISMATCH, f"{key} is of the log {body.origin!r}, which the policy does not list"
+        )
+    if (
+        body.size != size
+        or statement_key is None
+        or verifies(note, log_verifier(body.origin, statement_key)) is not True
+        or (logs and not any(verifies(note, log) for log in logs))
+    ):
+        raise EvidenceError(
+            ReasonCode.CHECKPOINT_INVALID,
+            f"{key} is not the statement key's note of checkpoint "
+            f"{size}" + (", signed by a log key of the policy" if logs else ""),
+        )
     if body.root.hex() != checkpoint["root_sha256"]:
-        raise EvidenceError(ReasonCode.CHECKPOINT_CONFLICT, f"two signed roots for size {size}: "
-                            f"{checkpoint['root_sha256']} ({checkpoint_key(size)}) and {body.root.hex()} ({key})")
+        raise EvidenceError(
+            ReasonCode.CHECKPOINT_CONFLICT,
+            f"two signed roots for size {size}: "
+            f"{checkpoint['root_sha256']} ({checkpoint_key(size)}) and {body.root.hex()} ({key})",
+        )
     if pins.policy is not None:
         _check_cosignatures(note, size, pins.policy, newest)
     return body
@@ -260,10 +292,15 @@ def _check_cosignatures(note: Note, size: int, policy: TlogPolicy, newest: bool)
     for name, witness in policy.witnesses.items():
         verified = verifies(note, witness)
         if verified is False:
-            raise EvidenceError(ReasonCode.WITNESS_SIGNATURE_INVALID, f"the cosignature of witness {witness.name} "
-                                f"on checkpoint {size} does not verify")
+            raise EvidenceError(
+                ReasonCode.WITNESS_SIGNATURE_INVALID,
+                f"the cosignature of witness {witness.name} on checkpoint {size} does not verify",
+            )
         if verified:
             valid.add(name)
     if newest and not policy.met(valid):
-        raise EvidenceError(ReasonCode.WITNESS_POLICY_NOT_MET, f"checkpoint {size} is co-signed by {len(valid)} of "
-                            f"the {len(policy.witnesses)} pinned witnesses; the policy: {policy.describe()}")
+        raise EvidenceError(
+            ReasonCode.WITNESS_POLICY_NOT_MET,
+            f"checkpoint {size} is co-signed by {len(valid)} of "
+            f"the {len(policy.witnesses)} pinned witnesses; the policy: {policy.describe()}",
+        )

@@ -65,12 +65,35 @@ def _exit_with(ctx: click.Context, error: EvidenceError):
     ctx.exit(exit_code(error.code))
 
 
-@click.group(cls=_ErrorBoundary, commands=[
-    demo.demo, verify.verify, actor.actor, export.export, lineage.lineage, ledger.ledger, keys.keys, stats.stats,
-    jobs.dead_letter, jobs.replay, jobs.sweep, tenant.tenant, template.template, part.part, ruleset.ruleset,
-    source.source, intake.intake, metrics.metrics, operator_api.operator_api, webhook.webhook, ui.ui,
-    witness.witness, timestamps.timestamps, audit.audit,
-])
+@click.group(
+    cls=_ErrorBoundary,
+    commands=[
+        demo.demo,
+        verify.verify,
+        actor.actor,
+        export.export,
+        lineage.lineage,
+        ledger.ledger,
+        keys.keys,
+        stats.stats,
+        jobs.dead_letter,
+        jobs.replay,
+        jobs.sweep,
+        tenant.tenant,
+        template.template,
+        part.part,
+        ruleset.ruleset,
+        source.source,
+        intake.intake,
+        metrics.metrics,
+        operator_api.operator_api,
+        webhook.webhook,
+        ui.ui,
+        witness.witness,
+        timestamps.timestamps,
+        audit.audit,
+    ],
+)
 def main() -> None:
     """Signed, tamper-evident monthly compliance evidence.
 

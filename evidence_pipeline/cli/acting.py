@@ -19,15 +19,24 @@ from evidence_pipeline.models import TENANT_ID
 
 def signer_options(command):
     """--key and --actor, passed to the command as ``key`` and ``actor``."""
-    command = click.option("--actor", "actor", metavar="NAME",
-                           help="The actor to act as  [default: EVIDENCE_ACTOR, else the key file's name without "
-                                ".pem]")(command)
-    return click.option("--key", "key", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
-                        help="The actor's own private key (PEM)  [default: EVIDENCE_ACTOR_KEY]")(command)
+    command = click.option(
+        "--actor",
+        "actor",
+        metavar="NAME",
+        help="The actor to act as  [default: EVIDENCE_ACTOR, else the key file's name without .pem]",
+    )(command)
+    return click.option(
+        "--key",
+        "key",
+        type=click.Path(dir_okay=False, path_type=Path),
+        metavar="FILE",
+        help="The actor's own private key (PEM)  [default: EVIDENCE_ACTOR_KEY]",
+    )(command)
 
 
-def signed(settings: Settings, key: Path | None, actor: str | None, action: str, args: dict,
-           tenant: str | None = None) -> dict:
+def signed(
+    settings: Settings, key: Path | None, actor: str | None, action: str, args: dict, tenant: str | None = None
+) -> dict:
     """The envelope of ``action`` with ``args``, signed now with the actor's key under a fresh nonce."""
     from evidence_pipeline.actors.keyfiles import load_actor_key
     from evidence_pipeline.actors.requests import sign_request
@@ -40,8 +49,10 @@ def actor_name(settings: Settings, key: Path | None, actor: str | None) -> str:
     key_file = key or settings.actor_key
     name = actor or settings.actor or (key_file.name.removesuffix(".pem") if key_file else None)
     if not name or not TENANT_ID.fullmatch(name):
-        raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "name the actor: --actor NAME or EVIDENCE_ACTOR (a "
-                                                               "slug), or a key file named <actor>.pem")
+        raise EvidenceError(
+            ReasonCode.ACTION_REQUEST_INVALID,
+            "name the actor: --actor NAME or EVIDENCE_ACTOR (a slug), or a key file named <actor>.pem",
+        )
     return name
 
 

@@ -16,11 +16,21 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 
 ROLES = ("admin", "operator", "approver", "reviewer", "auditor")  # actors/roles.py's Role (test_actor_cli checks)
 
-role_option = click.option("--role", "roles", multiple=True, required=True, type=click.Choice(ROLES),
-                           help="A role of the actor (repeatable); see the roles table in the docs.")
+role_option = click.option(
+    "--role",
+    "roles",
+    multiple=True,
+    required=True,
+    type=click.Choice(ROLES),
+    help="A role of the actor (repeatable); see the roles table in the docs.",
+)
 public_key_option = click.option(
-    "--public-key", "public_key", required=True, metavar="KEY",
-    help="The actor's public key: 64 hex digits (what `actor keygen` prints) or a file holding its PEM.")
+    "--public-key",
+    "public_key",
+    required=True,
+    metavar="KEY",
+    help="The actor's public key: 64 hex digits (what `actor keygen` prints) or a file holding its PEM.",
+)
 
 
 @click.group()
@@ -47,8 +57,10 @@ def _public_key(value: str) -> str:
     try:
         key = serialization.load_pem_public_key(Path(value).read_bytes())
     except (OSError, ValueError):
-        raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID,
-                            "--public-key is 64 hex digits or a file holding an Ed25519 public key PEM") from None
+        raise EvidenceError(
+            ReasonCode.ACTION_REQUEST_INVALID,
+            "--public-key is 64 hex digits or a file holding an Ed25519 public key PEM",
+        ) from None
     if not isinstance(key, ed25519.Ed25519PublicKey):
         raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "an actor's key is an Ed25519 key")
     return raw_public_key(key).hex()
@@ -56,9 +68,16 @@ def _public_key(value: str) -> str:
 
 def _done(event, as_json: bool, headline: str) -> None:
     if as_json:
-        click.echo(json.dumps({"message": headline, "event_id": event.body["event_id"],
-                               "details": {k: v for k, v in event.body["details"].items() if k != "authorization"}},
-                              indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "message": headline,
+                    "event_id": event.body["event_id"],
+                    "details": {k: v for k, v in event.body["details"].items() if k != "authorization"},
+                },
+                indent=2,
+            )
+        )
     else:
         click.echo(headline)
 
@@ -83,8 +102,13 @@ def actor_keygen(path: Path, as_json: bool) -> None:
 
 @actor.command("bootstrap")
 @click.argument("name")
-@click.option("--key", "key", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
-              help="The new admin's own private key (PEM)  [default: EVIDENCE_ACTOR_KEY]")
+@click.option(
+    "--key",
+    "key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="The new admin's own private key (PEM)  [default: EVIDENCE_ACTOR_KEY]",
+)
 @json_option
 def actor_bootstrap(name: str, key: Path | None, as_json: bool) -> None:
     """Register NAME as the first admin, signed by its own key: once per deployment, at install
@@ -106,14 +130,20 @@ def actor_bootstrap(name: str, key: Path | None, as_json: bool) -> None:
 @public_key_option
 @signer_options
 @json_option
-def actor_register(name: str, roles: tuple[str, ...], public_key: str, key: Path | None, actor: str | None,
-                   as_json: bool) -> None:
+def actor_register(
+    name: str, roles: tuple[str, ...], public_key: str, key: Path | None, actor: str | None, as_json: bool
+) -> None:
     """Register NAME with its roles and first public key (an admin's action)."""
     from evidence_pipeline.actors.roles import Action
 
     settings = load_settings()
-    envelope = signed(settings, key, actor, Action.ACTOR_REGISTER,
-                      {"name": name, "roles": sorted(set(roles)), "public_key": _public_key(public_key)})
+    envelope = signed(
+        settings,
+        key,
+        actor,
+        Action.ACTOR_REGISTER,
+        {"name": name, "roles": sorted(set(roles)), "public_key": _public_key(public_key)},
+    )
     _done(_admin(settings).register(envelope), as_json, f"{name} registered as {', '.join(sorted(set(roles)))}")
 
 

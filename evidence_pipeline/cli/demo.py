@@ -21,8 +21,9 @@ def demo(months: int) -> None:
 
     settings = load_settings()
     use_dagster_home(settings)
-    demo = run_demo(months, datetime.now(timezone.utc).date(), say=lambda line: click.echo(line, err=True),
-                    code_location=defs)
+    demo = run_demo(
+        months, datetime.now(timezone.utc).date(), say=lambda line: click.echo(line, err=True), code_location=defs
+    )
     if demo.documents:
         click.echo(f"document jobs, filed under {demo.documents_period} (its report lists them):")
         click.echo(f"{'tenant':<18} {'operation':<46} {'jobs':>4}  outcome")
@@ -42,8 +43,10 @@ def demo(months: int) -> None:
     published = [o for o in outcomes if o.ok]
     created = sum(o.newly_published for o in published)
     failed = len(outcomes) - len(published)
-    click.echo(f"\n{len(published)} bundles ({created} newly published, {len(published) - created} already "
-               f"published), {failed} failed")
+    click.echo(
+        f"\n{len(published)} bundles ({created} newly published, {len(published) - created} already "
+        f"published), {failed} failed"
+    )
     if published:
         example = published[0].location
         if not settings.archive_uri.startswith("s3://"):
@@ -52,11 +55,14 @@ def demo(months: int) -> None:
         click.echo(f"verify a bundle:  .venv/bin/evidence verify {example}")
         click.echo(f"prove it is in the signed ledger:  .venv/bin/evidence ledger prove {example}")
         click.echo("open the UI:      .venv/bin/evidence ui   (then http://127.0.0.1:3000; auditors: --read-only)")
-    click.echo("act as a dev actor: --key FILE on a signed command, or EVIDENCE_ACTOR_KEY=FILE (0600 files under "
-               "$EVIDENCE_HOME, ./.evidence by default; see the roles in the docs' Who acts)")
+    click.echo(
+        "act as a dev actor: --key FILE on a signed command, or EVIDENCE_ACTOR_KEY=FILE (0600 files under "
+        "$EVIDENCE_HOME, ./.evidence by default; see the roles in the docs' Who acts)"
+    )
     for name, (role, key) in demo.actors.items():  # never a local path: the home names it
         click.echo(f"  {name:<13} {role:<9} --key $EVIDENCE_HOME/{key}")
     if failed:
         reasons = sorted({o.reason for o in outcomes if not o.ok})
-        raise click.ClickException(f"{failed} tenant-month(s) failed: {', '.join(reasons)} "
-                                   "(see `evidence dead-letter list`)")
+        raise click.ClickException(
+            f"{failed} tenant-month(s) failed: {', '.join(reasons)} (see `evidence dead-letter list`)"
+        )

@@ -14,14 +14,22 @@ from evidence_pipeline.cli.resources import load_settings, open_runtime
 @click.option("--tenant", "tenant_id", required=True, callback=check_tenant_id, help="Whose bundles to export.")
 @click.option("--from", "first", callback=check_period, metavar="YYYY-MM", help="First period (inclusive).")
 @click.option("--to", "last", callback=check_period, metavar="YYYY-MM", help="Last period (inclusive).")
-@click.option("--with-uploads", is_flag=True, help="Also pack the uploaded documents' bytes (private: by default "
-              "the package holds only their digests).")
-@click.option("--controls", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
-              help="The controls mapping (JSON) of the package's OSCAL assessment results [default: "
-              "EVIDENCE_OSCAL_CONTROLS, else the documented one].")
+@click.option(
+    "--with-uploads",
+    is_flag=True,
+    help="Also pack the uploaded documents' bytes (private: by default the package holds only their digests).",
+)
+@click.option(
+    "--controls",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="The controls mapping (JSON) of the package's OSCAL assessment results [default: "
+    "EVIDENCE_OSCAL_CONTROLS, else the documented one].",
+)
 @click.argument("out", type=click.Path(path_type=Path))
-def export(tenant_id: str, first: str | None, last: str | None, with_uploads: bool, controls: Path | None,
-           out: Path) -> None:
+def export(
+    tenant_id: str, first: str | None, last: str | None, with_uploads: bool, controls: Path | None, out: Path
+) -> None:
     """Write an offline audit package of a tenant's bundles and document artifacts to the folder OUT (which must not
     exist).
 
@@ -39,20 +47,27 @@ def export(tenant_id: str, first: str | None, last: str | None, with_uploads: bo
 
     settings = load_settings(reads_only=True)
     mapping = load_controls(controls or settings.oscal_controls)  # before any work: a bad mapping refuses at once
-    exported = export_package(open_runtime(settings), tenant_id, first, last, out, settings.action_max_age_seconds,
-                              with_uploads, mapping)
+    exported = export_package(
+        open_runtime(settings), tenant_id, first, last, out, settings.action_max_age_seconds, with_uploads, mapping
+    )
     index = exported.index
-    click.echo(f"exported {len(index.bundles)} bundle(s) of {tenant_id} ({_months(first, last)}), "
-               f"{len(index.documents['artifacts'])} document artifact(s)"
-               + (" with their uploads" if with_uploads else " (uploads as digests only)")
-               + f" and {len(index.authorizations)} authorization event(s) to {out}; checkpoints: "
-               f"{len(index.checkpoints)}, witnessed: {exported.witnessed}; the newest co-signed by "
-               f"{_cosigners(out, index)} outside witness(es)")
+    click.echo(
+        f"exported {len(index.bundles)} bundle(s) of {tenant_id} ({_months(first, last)}), "
+        f"{len(index.documents['artifacts'])} document artifact(s)"
+        + (" with their uploads" if with_uploads else " (uploads as digests only)")
+        + f" and {len(index.authorizations)} authorization event(s) to {out}; checkpoints: "
+        f"{len(index.checkpoints)}, witnessed: {exported.witnessed}; the newest co-signed by "
+        f"{_cosigners(out, index)} outside witness(es)"
+    )
     if exported.unproved:
-        click.echo(f"left out {exported.unproved} authorization event(s) recorded after the newest checkpoint: run "
-                   "`evidence ledger checkpoint` and export again to include them")
-    click.echo(f"verify it:  evidence verify --package {out} [--key-id …] [--root-id …] [--origin ORIGIN] "
-               "[--policy FILE | --witness VKEY … --witness-policy N]")
+        click.echo(
+            f"left out {exported.unproved} authorization event(s) recorded after the newest checkpoint: run "
+            "`evidence ledger checkpoint` and export again to include them"
+        )
+    click.echo(
+        f"verify it:  evidence verify --package {out} [--key-id …] [--root-id …] [--origin ORIGIN] "
+        "[--policy FILE | --witness VKEY … --witness-policy N]"
+    )
 
 
 def _months(first: str | None, last: str | None) -> str:

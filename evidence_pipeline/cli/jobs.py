@@ -35,23 +35,39 @@ def _parse_age(_ctx, _param, value: str | None) -> float | None:
 
 @dead_letter.command("list")
 @click.option("--tenant", callback=check_tenant_id, help="Only this tenant's jobs.")
-@click.option("--kind", "kinds", multiple=True, type=click.Choice(["tenant-month", "evidence-request", "document"]),
-              help="Only jobs of this kind (repeatable): a tenant-month's evidence, a tenant's request for a month's "
-                   "evidence, a document operation.")
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    type=click.Choice(["tenant-month", "evidence-request", "document"]),
+    help="Only jobs of this kind (repeatable): a tenant-month's evidence, a tenant's request for a month's "
+    "evidence, a document operation.",
+)
 @click.option("--code", "codes", multiple=True, help="Only jobs that ended with this reason code (repeatable).")
 @click.option("--older-than", callback=_parse_age, help="Only jobs that ended at least this long ago (30m, 12h, 7d).")
 @click.option("--since", callback=parse_moment, help="Only jobs that ended at or after this ISO 8601 time.")
 @json_option
-def dead_letter_list(tenant: str | None, kinds: tuple[str, ...], codes: tuple[str, ...], older_than: float | None,
-                     since: datetime | None, as_json: bool) -> None:
+def dead_letter_list(
+    tenant: str | None,
+    kinds: tuple[str, ...],
+    codes: tuple[str, ...],
+    older_than: float | None,
+    since: datetime | None,
+    as_json: bool,
+) -> None:
     """Failed jobs (dead, or rejected by a terminal failure), with the next step for each; decisions about an
     input (a gate refusal, a contract a ruleset rejected) are outcomes, not listed here."""
     from evidence_pipeline.operations.dead_letters import DeadLetterFilter, dead_letters
 
     settings = load_settings(reads_only=True)
     runtime = open_runtime(settings)
-    which = DeadLetterFilter(tenant, kinds, codes, None if older_than is None else time.time() - older_than,
-                             None if since is None else since.timestamp())
+    which = DeadLetterFilter(
+        tenant,
+        kinds,
+        codes,
+        None if older_than is None else time.time() - older_than,
+        None if since is None else since.timestamp(),
+    )
     letters = dead_letters(runtime, which)
     if as_json:
         click.echo(json.dumps(letters, indent=2))
@@ -70,8 +86,10 @@ def dead_letter_list(tenant: str | None, kinds: tuple[str, ...], codes: tuple[st
 @click.argument("job_id")
 @click.option("--reason", required=True, help="Why this job is retried (recorded in the ledger).")
 @signer_options
-@click.option("--policy-version", help="The policy the new attempt runs under: the one the job was pinned with "
-                                       "(the default); any other is refused.")
+@click.option(
+    "--policy-version",
+    help="The policy the new attempt runs under: the one the job was pinned with (the default); any other is refused.",
+)
 def replay(job_id: str, reason: str, key: Path | None, actor: str | None, policy_version: str | None) -> None:
     """Open a new attempt of a rejected or dead job on the same pinned input; the ended attempt stays as it was.
     An operator's signed action (`job.replay`), stored with its `job.replayed` event."""
@@ -82,8 +100,10 @@ def replay(job_id: str, reason: str, key: Path | None, actor: str | None, policy
     settings = load_settings()
     args = {"job_id": job_id, "reason": reason} | ({"policy_version": policy_version} if policy_version else {})
     job = replay_job(gate(settings), signed(settings, key, actor, Action.JOB_REPLAY, args))
-    click.echo(f"job {job_id} ({job['tenant']} {job['period']}): attempt {job['attempt_id']} replays "
-               f"{job['replay_of']}; next: {replayed(open_runtime(settings), job_id)}")
+    click.echo(
+        f"job {job_id} ({job['tenant']} {job['period']}): attempt {job['attempt_id']} replays "
+        f"{job['replay_of']}; next: {replayed(open_runtime(settings), job_id)}"
+    )
 
 
 @click.command()
@@ -95,5 +115,7 @@ def sweep() -> None:
     settings = load_settings()
     runtime = open_runtime(settings)
     counts = sweep_attempts(runtime, "evidence sweep").counts()
-    click.echo(f"swept {counts['removed']} abandoned attempt directories; kept {counts['kept_live']} with a live "
-               f"lease and {counts['kept_young']} too young; failed to remove {counts['failed']}")
+    click.echo(
+        f"swept {counts['removed']} abandoned attempt directories; kept {counts['kept_live']} with a live "
+        f"lease and {counts['kept_young']} too young; failed to remove {counts['failed']}"
+    )

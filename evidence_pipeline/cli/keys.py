@@ -21,9 +21,12 @@ def keys() -> None:
 
 
 root_key_option = click.option(
-    "--root-key", "root_key", type=click.Path(dir_okay=False, path_type=Path),
+    "--root-key",
+    "root_key",
+    type=click.Path(dir_okay=False, path_type=Path),
     help="The trust root's private key (PEM)  [default: pades-root.key in EVIDENCE_KEYS_DIR, where development "
-         "keys keep it; production keeps it offline]")
+    "keys keep it; production keeps it offline]",
+)
 
 
 def _key_directory(settings: Settings):
@@ -35,8 +38,12 @@ def _show_keyring(document, as_json: bool, headline: str) -> None:
     from evidence_pipeline.signing.rotation import describe
 
     if as_json:
-        click.echo(json.dumps({"message": headline, "published_as": keyring_key(document.sequence),
-                               **json.loads(document.payload())}, indent=2))
+        click.echo(
+            json.dumps(
+                {"message": headline, "published_as": keyring_key(document.sequence), **json.loads(document.payload())},
+                indent=2,
+            )
+        )
         return
     click.echo(headline)
     click.echo(f"keyring {document.sequence} ({keyring_key(document.sequence)}), trust root {document.trust_root_id}")
@@ -50,8 +57,10 @@ def keys_list(as_json: bool) -> None:
     """Show the keyring: every generation's key ids, validity window and status."""
     document = _key_directory(load_settings(reads_only=True)).document
     if document is None:
-        raise EvidenceError(ReasonCode.KEYRING_INVALID, "no keyring document yet: `evidence keys publish --root-key "
-                            "PATH` signs and publishes the first one")
+        raise EvidenceError(
+            ReasonCode.KEYRING_INVALID,
+            "no keyring document yet: `evidence keys publish --root-key PATH` signs and publishes the first one",
+        )
     _show_keyring(document, as_json, "the keyring in force")
 
 
@@ -80,21 +89,36 @@ def keys_rotate(root_key: Path | None, key: Path | None, actor: str | None, as_j
     envelope = signed(settings, key, actor, Action.KEYS_ROTATE, {})
     document = rotate_keys(gate(settings), _key_directory(settings), envelope, root_key)
     active = document.active
-    _show_keyring(document, as_json, f"generation {active.generation} is active since "
-                  f"{active.not_before.isoformat(timespec='milliseconds')}")
+    _show_keyring(
+        document,
+        as_json,
+        f"generation {active.generation} is active since {active.not_before.isoformat(timespec='milliseconds')}",
+    )
 
 
 @keys.command("revoke")
 @click.argument("key_id")
 @click.option("--reason", required=True, help="Why (recorded in the keyring document).")
-@click.option("--at", "at", callback=parse_moment, metavar="TIME",
-              help="Revoked as of this ISO 8601 time, e.g. when the key was compromised  [default: now]. "
-                   "Signatures made at or after it fail verification with KEY_REVOKED.")
+@click.option(
+    "--at",
+    "at",
+    callback=parse_moment,
+    metavar="TIME",
+    help="Revoked as of this ISO 8601 time, e.g. when the key was compromised  [default: now]. "
+    "Signatures made at or after it fail verification with KEY_REVOKED.",
+)
 @root_key_option
 @signer_options
 @json_option
-def keys_revoke(key_id: str, reason: str, at: datetime | None, root_key: Path | None, key: Path | None,
-                actor: str | None, as_json: bool) -> None:
+def keys_revoke(
+    key_id: str,
+    reason: str,
+    at: datetime | None,
+    root_key: Path | None,
+    key: Path | None,
+    actor: str | None,
+    as_json: bool,
+) -> None:
     """Revoke the generation holding KEY_ID (a statement key id or a signer certificate id) and publish the
     keyring document. The active generation is rotated out first, in the same document. An admin's signed action
     (`keys.revoked` event)."""
@@ -102,10 +126,19 @@ def keys_revoke(key_id: str, reason: str, at: datetime | None, root_key: Path | 
     from evidence_pipeline.operations.signing_keys import revoke_keys
 
     settings = load_settings()
-    envelope = signed(settings, key, actor, Action.KEYS_REVOKE,
-                      {"key_id": key_id, "reason": reason, "at": at.isoformat() if at else None})
+    envelope = signed(
+        settings,
+        key,
+        actor,
+        Action.KEYS_REVOKE,
+        {"key_id": key_id, "reason": reason, "at": at.isoformat() if at else None},
+    )
     document, rotated = revoke_keys(gate(settings), _key_directory(settings), envelope, root_key)
     revoked = document.find(key_id)
-    _show_keyring(document, as_json, f"generation {revoked.generation} revoked as of "
-                  f"{revoked.revoked_at.isoformat(timespec='milliseconds')}"
-                  + (f"; generation {document.active.generation} is active" if rotated else ""))
+    _show_keyring(
+        document,
+        as_json,
+        f"generation {revoked.generation} revoked as of "
+        f"{revoked.revoked_at.isoformat(timespec='milliseconds')}"
+        + (f"; generation {document.active.generation} is active" if rotated else ""),
+    )

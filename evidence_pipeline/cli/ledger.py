@@ -18,9 +18,15 @@ def ledger() -> None:
 
 
 @ledger.command("checkpoint")
-@click.option("--witness-policy", "required", type=click.IntRange(min=1), default=None, metavar="N",
-              help="How many witnesses of EVIDENCE_WITNESSES must co-sign (default: all of them); fewer exits 1 "
-                   "with WITNESS_POLICY_NOT_MET, once the checkpoint is published and each outcome printed.")
+@click.option(
+    "--witness-policy",
+    "required",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="How many witnesses of EVIDENCE_WITNESSES must co-sign (default: all of them); fewer exits 1 "
+    "with WITNESS_POLICY_NOT_MET, once the checkpoint is published and each outcome printed.",
+)
 def ledger_checkpoint(required: int | None) -> None:
     """Sign and publish a checkpoint of the current ledger (put-once under ledger/checkpoints/), and submit it to
     the witnesses of EVIDENCE_WITNESSES; a witness that is down catches up at the next checkpoint, but this one
@@ -34,8 +40,11 @@ def ledger_checkpoint(required: int | None) -> None:
         click.echo(f"witness {name}: {outcome}")
     cosigned, needed = sum(o == "cosigned" for o in witnessed.values()), required or len(witnessed)
     if cosigned < needed:
-        raise EvidenceError(ReasonCode.WITNESS_POLICY_NOT_MET, f"checkpoint {checkpoint['size']} is co-signed by "
-                            f"{cosigned} of {len(witnessed)} witnesses; the policy needs {needed}")
+        raise EvidenceError(
+            ReasonCode.WITNESS_POLICY_NOT_MET,
+            f"checkpoint {checkpoint['size']} is co-signed by "
+            f"{cosigned} of {len(witnessed)} witnesses; the policy needs {needed}",
+        )
     if runtime.witness_key is not None:  # the in-process co-signer of earlier versions (EVIDENCE_WITNESS_KEY)
         from evidence_pipeline.audit.checkpoints import check_witness, checkpoint_key
 
@@ -58,13 +67,23 @@ def ledger_vkey() -> None:
 
 
 @ledger.command("verify")
-@click.option("--require-witness", "witness", metavar="PUB.pem", type=click.Path(dir_okay=False, path_type=Path),
-              help="Every checkpoint must carry a valid signature by this witness key (its public key PEM).")
+@click.option(
+    "--require-witness",
+    "witness",
+    metavar="PUB.pem",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Every checkpoint must carry a valid signature by this witness key (its public key PEM).",
+)
 @witness_options("")
-@click.option("--origin", metavar="ORIGIN", help="The log's origin every checkpoint note must state "
-              "[default: the one origin of the --policy file's `log` lines, else EVIDENCE_LOG_ORIGIN].")
-def ledger_verify(witness: Path | None, witnesses: tuple[str, ...], policy: int | None, policy_file: str | None,
-                  origin: str | None) -> None:
+@click.option(
+    "--origin",
+    metavar="ORIGIN",
+    help="The log's origin every checkpoint note must state "
+    "[default: the one origin of the --policy file's `log` lines, else EVIDENCE_LOG_ORIGIN].",
+)
+def ledger_verify(
+    witness: Path | None, witnesses: tuple[str, ...], policy: int | None, policy_file: str | None, origin: str | None
+) -> None:
     """Recompute the hash chain, every checkpoint's Merkle root and the consistency between checkpoints, check
     every checkpoint's C2SP note (its origin, its root against the envelope's, its cosignatures by the --witness
     keys, the policy met by the newest), and re-check who authorized each privileged action (its signed request,
@@ -78,8 +97,9 @@ def ledger_verify(witness: Path | None, witnesses: tuple[str, ...], policy: int 
     pins = witness_policy(witnesses, policy, policy_file)
     settings = load_settings(reads_only=True)
     ledger, archive = open_audit(settings)
-    report = verify_ledger(ledger, archive, pinned, pinned_origin(origin, pins) or settings.log_origin, pins,
-                           stated=origin is not None)
+    report = verify_ledger(
+        ledger, archive, pinned, pinned_origin(origin, pins) or settings.log_origin, pins, stated=origin is not None
+    )
     authorized = recheck_ledger(ledger, settings.action_max_age_seconds)
     click.echo(
         f"ledger verified: {report['events']} events, {len(report['checkpoints'])} checkpoints consistent "

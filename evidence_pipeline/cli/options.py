@@ -17,8 +17,14 @@ def _remember_json(ctx: click.Context, _param, value: bool) -> bool:
     return value
 
 
-json_option = click.option("--json", "as_json", is_flag=True, callback=_remember_json, is_eager=True,
-                           help="Print the result as JSON (errors as {\"error\": {\"code\", \"message\"}}).")
+json_option = click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    callback=_remember_json,
+    is_eager=True,
+    help="Print the result as JSON (errors as {\"error\": {\"code\", \"message\"}}).",
+)
 
 
 def parse_moment(_ctx, _param, value: str | None) -> datetime | None:
@@ -51,18 +57,36 @@ def check_period(ctx, param, value: str | None) -> str | None:
 def witness_options(scope: str):
     """``--witness VKEY...`` and ``--witness-policy N``, or ``--policy FILE`` (read with witness_policy), for
     `verify --package` and `ledger verify`; ``scope`` starts their help ("With --package: ")."""
+
     def decorate(command):
-        command = click.option("--policy", "policy_file", metavar="FILE", type=click.Path(dir_okay=False),
-                               help=f"{scope}a c2sp.org/tlog-policy file (log, witness, group, quorum lines): the "
-                               "logs whose notes count, the witnesses and the quorum the newest checkpoint must "
-                               "meet; instead of --witness.")(command)
-        command = click.option("--witness-policy", "policy", type=click.IntRange(min=1), metavar="N",
-                               help="With --witness: the newest checkpoint must carry valid cosignatures of N of the "
-                               "given witnesses, and every checkpoint's cosignatures by them must verify "
-                               "[default: all of them].")(command)
-        return click.option("--witness", "witnesses", multiple=True, metavar="VKEY", help=f"{scope}a witness whose "
-                            "cosignature counts towards --witness-policy (its vkey, `evidence witness vkey`; "
-                            "repeatable).")(command)
+        command = click.option(
+            "--policy",
+            "policy_file",
+            metavar="FILE",
+            type=click.Path(dir_okay=False),
+            help=f"{scope}a c2sp.org/tlog-policy file (log, witness, group, quorum lines): the "
+            "logs whose notes count, the witnesses and the quorum the newest checkpoint must "
+            "meet; instead of --witness.",
+        )(command)
+        command = click.option(
+            "--witness-policy",
+            "policy",
+            type=click.IntRange(min=1),
+            metavar="N",
+            help="With --witness: the newest checkpoint must carry valid cosignatures of N of the "
+            "given witnesses, and every checkpoint's cosignatures by them must verify "
+            "[default: all of them].",
+        )(command)
+        return click.option(
+            "--witness",
+            "witnesses",
+            multiple=True,
+            metavar="VKEY",
+            help=f"{scope}a witness whose "
+            "cosignature counts towards --witness-policy (its vkey, `evidence witness vkey`; "
+            "repeatable).",
+        )(command)
+
     return decorate
 
 

@@ -24,8 +24,15 @@ def part() -> None:
 @click.option("--reason", required=True, help="Why (1-500 printable characters); recorded with the decision.")
 @signer_options
 @json_option
-def part_decide(tenant_id: str, artifact_id: str, approve: bool | None, reason: str, key: Path | None,
-                actor: str | None, as_json: bool) -> None:
+def part_decide(
+    tenant_id: str,
+    artifact_id: str,
+    approve: bool | None,
+    reason: str,
+    key: Path | None,
+    actor: str | None,
+    as_json: bool,
+) -> None:
     """Approve or reject TENANT's part ARTIFACT_ID (an artifact id, as the split's status lists its outputs): a
     reviewer's or an approver's signed action, recorded as a `part.decided` ledger event with the request. A merge
     admits a part whose latest decision, this one or its contract review's, approves it."""
@@ -36,9 +43,14 @@ def part_decide(tenant_id: str, artifact_id: str, approve: bool | None, reason: 
         raise click.UsageError("decide with --approve or --reject")
     settings = load_settings()
     rt = open_runtime(settings)
-    envelope = signed(settings, key, actor, Action.PART_DECIDE, {
-        "artifact_id": artifact_id, "decision": "approved" if approve else "rejected", "reason": reason},
-        tenant=tenant_id)
+    envelope = signed(
+        settings,
+        key,
+        actor,
+        Action.PART_DECIDE,
+        {"artifact_id": artifact_id, "decision": "approved" if approve else "rejected", "reason": reason},
+        tenant=tenant_id,
+    )
     details = decide_part(gate(settings), rt, envelope)
     shown = {k: details[k] for k in ("artifact_id", "sha256", "decision", "reason")}
     if as_json:

@@ -29,8 +29,11 @@ def load_settings(reads_only: bool = False) -> Settings:
     settings = Settings.from_env()
     embedded = settings.ledger_url == f"sqlite:///{settings.home / 'ledger.sqlite'}"
     if reads_only and embedded and not settings.home.is_dir():
-        raise EvidenceError(ReasonCode.HOME_NOT_FOUND, "EVIDENCE_HOME names no folder (unset, it is ./.evidence): set "
-                                                       "it to your deployment's home, or run `evidence demo` first")
+        raise EvidenceError(
+            ReasonCode.HOME_NOT_FOUND,
+            "EVIDENCE_HOME names no folder (unset, it is ./.evidence): set "
+            "it to your deployment's home, or run `evidence demo` first",
+        )
     return settings
 
 
@@ -63,12 +66,22 @@ def seed_instance_file(template: Path, target: Path) -> None:
         if current == wanted:
             return
         if not written.exists() or written.read_text().strip() != hashlib.sha256(current).hexdigest():
-            difference = list(difflib.unified_diff(wanted.decode().splitlines(), current.decode().splitlines(),
-                                                   f"{template.name} (the repository's)", f"{target.name} (kept)",
-                                                   lineterm="", n=0))
+            difference = list(
+                difflib.unified_diff(
+                    wanted.decode().splitlines(),
+                    current.decode().splitlines(),
+                    f"{template.name} (the repository's)",
+                    f"{target.name} (kept)",
+                    lineterm="",
+                    n=0,
+                )
+            )
             shown = "\n".join(difference[:40]) + ("\n…" if len(difference) > 40 else "")
-            click.echo(f"Keeping the instance's {target.name}: it was edited, and differs from the repository's "
-                       f"{template.name}:\n{shown}", err=True)
+            click.echo(
+                f"Keeping the instance's {target.name}: it was edited, and differs from the repository's "
+                f"{template.name}:\n{shown}",
+                err=True,
+            )
             return
     staged = target.with_name(f".{target.name}.{os.getpid()}")
     staged.unlink(missing_ok=True)

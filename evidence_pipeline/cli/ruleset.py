@@ -31,8 +31,9 @@ def _print_routes(in_force: str, routed: dict[str, str], as_json: bool) -> None:
 @click.option("--tenant", "tenants", multiple=True, required=True, help="A tenant to route (repeatable).")
 @signer_options
 @json_option
-def ruleset_canary(candidate: str, tenants: tuple[str, ...], key: Path | None, actor: str | None,
-                   as_json: bool) -> None:
+def ruleset_canary(
+    candidate: str, tenants: tuple[str, ...], key: Path | None, actor: str | None, as_json: bool
+) -> None:
     """Route the new contract reviews of the chosen tenants to CANDIDATE (a registered version): jobs they submit
     without naming a ruleset pin it from now on. An operator's signed action, recorded as a `ruleset.canary` event
     per tenant."""
@@ -77,8 +78,13 @@ def ruleset_status(as_json: bool) -> None:
 
 @ruleset.command("shadow")
 @click.argument("candidate")
-@click.option("--sample", default=100, show_default=True, type=click.IntRange(1, 10_000),
-              help="How many of the most recent contract reviews to re-evaluate.")
+@click.option(
+    "--sample",
+    default=100,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="How many of the most recent contract reviews to re-evaluate.",
+)
 @json_option
 def ruleset_shadow(candidate: str, sample: int, as_json: bool) -> None:
     """Re-evaluate recent contract reviews under CANDIDATE (a ruleset file, or a registered version) and print
@@ -93,18 +99,37 @@ def ruleset_shadow(candidate: str, sample: int, as_json: bool) -> None:
     results = shadow(open_runtime(load_settings()), chosen, sample)
     changed = [r for r in results if r.changed]
     if as_json:
-        jobs = [{"job_id": r.job_id, "tenant": r.tenant, "current": r.current, "candidate": r.candidate,
-                 "changed": r.changed} for r in results]
-        click.echo(json.dumps({"candidate": {"version": chosen.version, "sha256": chosen.sha256},
-                               "jobs": jobs, "changed": len(changed)}, indent=2))
+        jobs = [
+            {
+                "job_id": r.job_id,
+                "tenant": r.tenant,
+                "current": r.current,
+                "candidate": r.candidate,
+                "changed": r.changed,
+            }
+            for r in results
+        ]
+        click.echo(
+            json.dumps(
+                {
+                    "candidate": {"version": chosen.version, "sha256": chosen.sha256},
+                    "jobs": jobs,
+                    "changed": len(changed),
+                },
+                indent=2,
+            )
+        )
         return
     for r in results:
         line = f"{r.job_id[:12]}  {r.tenant:<20} {r.current['decision']}"
         if r.changed:
             line += f" -> {r.candidate['decision']}" + "".join(
                 f"  {key}: {','.join(r.candidate[key]) or '-'} (was {','.join(r.current[key]) or '-'})"
-                for key in ("missing", "failed_rules") if r.candidate[key] != r.current[key]
+                for key in ("missing", "failed_rules")
+                if r.candidate[key] != r.current[key]
             )
         click.echo(("CHANGED " if r.changed else "same    ") + line)
-    click.echo(f"{len(results)} review(s) under {chosen.version} (sha256 {chosen.sha256[:12]}): "
-               f"{len(changed)} changed; nothing was signed or recorded")
+    click.echo(
+        f"{len(results)} review(s) under {chosen.version} (sha256 {chosen.sha256[:12]}): "
+        f"{len(changed)} changed; nothing was signed or recorded"
+    )

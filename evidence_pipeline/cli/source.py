@@ -30,13 +30,24 @@ def source() -> None:
 @click.argument("tenant_id", metavar="TENANT", required=False, callback=check_tenant_id)
 @click.argument("period", metavar="PERIOD", required=False, callback=check_period)
 @click.argument("file", metavar="FILE", required=False, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--from-dir", "from_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Publish every DIR/<tenant>/<YYYY-MM>.csv, and every DIR/<tenant>/<YYYY-MM>/<name>.csv (the "
-                   "landing location's layout), instead, each on its own.")
+@click.option(
+    "--from-dir",
+    "from_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Publish every DIR/<tenant>/<YYYY-MM>.csv, and every DIR/<tenant>/<YYYY-MM>/<name>.csv (the "
+    "landing location's layout), instead, each on its own.",
+)
 @signer_options
 @json_option
-def source_publish(tenant_id: str | None, period: str | None, file: Path | None, from_dir: Path | None,
-                   key: Path | None, actor: str | None, as_json: bool) -> None:
+def source_publish(
+    tenant_id: str | None,
+    period: str | None,
+    file: Path | None,
+    from_dir: Path | None,
+    key: Path | None,
+    actor: str | None,
+    as_json: bool,
+) -> None:
     """Publish FILE (CSV, the source format) as TENANT's revision for PERIOD (YYYY-MM).
 
     The file is checked whole first: one that breaks the format publishes nothing and its report lists each
@@ -47,9 +58,14 @@ def source_publish(tenant_id: str | None, period: str | None, file: Path | None,
         raise click.UsageError("give TENANT PERIOD FILE, or --from-dir DIR")
     from evidence_pipeline.monthly.landing import DirectoryLanding
 
-    files = [(TenantMonth(tenant_id, period), functools.partial(_read_named, file))] if file is not None else [
-        (tenant_month, functools.partial(DirectoryLanding(from_dir).read_file, name))
-        for tenant_month, name in _listed_files(from_dir)]
+    files = (
+        [(TenantMonth(tenant_id, period), functools.partial(_read_named, file))]
+        if file is not None
+        else [
+            (tenant_month, functools.partial(DirectoryLanding(from_dir).read_file, name))
+            for tenant_month, name in _listed_files(from_dir)
+        ]
+    )
     settings = load_settings()
     rt = open_runtime(settings)
     correlation_id = f"cli-{uuid.uuid4().hex}"
@@ -87,8 +103,10 @@ def _listed_files(folder: Path) -> list[tuple[TenantMonth, str]]:
         else:
             stray.append("/".join(relative))
     if stray:
-        raise click.UsageError(f"{len(stray)} files are not <tenant>/<YYYY-MM>.csv or <tenant>/<YYYY-MM>/<name>.csv "
-                               f"(first: {stray[0]}): nothing published")
+        raise click.UsageError(
+            f"{len(stray)} files are not <tenant>/<YYYY-MM>.csv or <tenant>/<YYYY-MM>/<name>.csv "
+            f"(first: {stray[0]}): nothing published"
+        )
     if not found:
         raise click.UsageError("no <tenant>/<YYYY-MM>.csv or <tenant>/<YYYY-MM>/<name>.csv file in the folder")
     return found
@@ -102,14 +120,22 @@ def _read_named(path: Path) -> bytes:
     return path.read_bytes()
 
 
-def _publish_one(settings, rt, tenant_month: TenantMonth, read: Callable[[], bytes], key: Path | None,
-                 actor: str | None, correlation_id: str) -> dict:
+def _publish_one(
+    settings,
+    rt,
+    tenant_month: TenantMonth,
+    read: Callable[[], bytes],
+    key: Path | None,
+    actor: str | None,
+    correlation_id: str,
+) -> dict:
     from evidence_pipeline.actors.roles import Action
     from evidence_pipeline.monthly import publication
 
     prepared = publication.prepare(tenant_month, read())
-    envelope = signed(settings, key, actor, Action.SOURCE_PUBLISH, publication.signed_args(prepared),
-                      tenant=tenant_month.tenant)
+    envelope = signed(
+        settings, key, actor, Action.SOURCE_PUBLISH, publication.signed_args(prepared), tenant=tenant_month.tenant
+    )
     record = publication.signed_by(gate(settings), envelope, prepared)
     publisher = publication.Publisher(actor_name(settings, key, actor), correlation_id)
     published = publication.publish(rt, prepared, publisher, record)
@@ -127,12 +153,16 @@ def _say(result: dict, as_json: bool) -> None:
     error = result.get("error")
     if error is None:
         state = "published" if result["published"] else "already published (the same rows)"
-        click.echo(f"{name}: revision {result['sequence']} {state}: sha256 {result['sha256']}, {result['rows']} rows, "
-                   f"{result['bytes']} bytes")
+        click.echo(
+            f"{name}: revision {result['sequence']} {state}: sha256 {result['sha256']}, {result['rows']} rows, "
+            f"{result['bytes']} bytes"
+        )
         return
     click.echo(f"{name}: refused: {error['code']}: {error['message']}", err=True)
     for problem in error.get("problems", []):
-        click.echo(f"  line {problem['line']}{', ' + problem['column'] if problem['column'] else ''}: "
-                   f"{problem['code']}", err=True)
+        click.echo(
+            f"  line {problem['line']}{', ' + problem['column'] if problem['column'] else ''}: {problem['code']}",
+            err=True,
+        )
     if error.get("problems_total", 0) > len(error.get("problems", [])):
         click.echo(f"  ... {error['problems_total']} problems in all", err=True)

@@ -61,11 +61,21 @@ def stats(tenant: str | None, since: datetime | None, as_json: bool) -> None:
     unstarted_age = rt.submissions.oldest_unstarted_age()
     queued_age = _oldest_queued_run_age(settings)
     if as_json:
-        click.echo(json.dumps({
-            "tenant": tenant, "since": since.isoformat() if since else None, "unit": "ms",
-            "percentile_method": "nearest-rank", **result.as_dict(), "admission": admission.as_dict(),
-            "oldest_unstarted_document_job_age_seconds": unstarted_age, "oldest_queued_run_age_seconds": queued_age,
-        }, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "tenant": tenant,
+                    "since": since.isoformat() if since else None,
+                    "unit": "ms",
+                    "percentile_method": "nearest-rank",
+                    **result.as_dict(),
+                    "admission": admission.as_dict(),
+                    "oldest_unstarted_document_job_age_seconds": unstarted_age,
+                    "oldest_queued_run_age_seconds": queued_age,
+                },
+                indent=2,
+            )
+        )
         return
     scope = f"tenant {tenant}" if tenant else "all tenants"
     click.echo(f"{result.events} stages.timed events, {scope}" + (f", since {since.isoformat()}" if since else ""))
@@ -74,8 +84,11 @@ def stats(tenant: str | None, since: datetime | None, as_json: bool) -> None:
         for summary in summaries:
             click.echo(f"{lane:<9} {summary.stage:<11} {summary.count:>6}" + _percentile_cells(summary))
     click.echo(f"{'intake':<9} {admission.stage:<11} {admission.count:>6}" + _percentile_cells(admission))
-    click.echo("no unstarted document jobs" if unstarted_age is None
-               else f"oldest unstarted document job: {unstarted_age:.0f} s")
+    click.echo(
+        "no unstarted document jobs"
+        if unstarted_age is None
+        else f"oldest unstarted document job: {unstarted_age:.0f} s"
+    )
     click.echo("no queued runs" if queued_age is None else f"oldest queued run: {queued_age:.0f} s")
 
 

@@ -25,8 +25,10 @@ def _print_version(found: dict, as_json: bool, rules: bool = False) -> None:
         return
     approval = f"approved by {found['approved_by']} at {found['approved_at']}" if found["approved_by"] else "unapproved"
     template = found["template"]
-    click.echo(f"{found['version_id']}  {template['organization']}/{template['program']}  "
-               f"by {found['author']}  effective {found['effective_at']}  {approval}")
+    click.echo(
+        f"{found['version_id']}  {template['organization']}/{template['program']}  "
+        f"by {found['author']}  effective {found['effective_at']}  {approval}"
+    )
     if rules:
         for rule in template["rules"]:
             kind = next(k for k in ("pattern", "field", "region") if k in rule)
@@ -37,12 +39,24 @@ def _print_version(found: dict, as_json: bool, rules: bool = False) -> None:
 @click.argument("tenant_id", metavar="TENANT", callback=check_tenant_id)
 @click.option("--organization", type=click.File("rb"), required=True, help="The organization template (JSON).")
 @click.option("--program", type=click.File("rb"), required=True, help="The program template (JSON).")
-@click.option("--effective-at", "effective_at", callback=parse_moment, metavar="TIME",
-              help="When the version takes effect once approved (ISO 8601)  [default: now]")
+@click.option(
+    "--effective-at",
+    "effective_at",
+    callback=parse_moment,
+    metavar="TIME",
+    help="When the version takes effect once approved (ISO 8601)  [default: now]",
+)
 @signer_options
 @json_option
-def template_submit(tenant_id: str, organization, program, effective_at: datetime | None, key: Path | None,
-                    actor: str | None, as_json: bool) -> None:
+def template_submit(
+    tenant_id: str,
+    organization,
+    program,
+    effective_at: datetime | None,
+    key: Path | None,
+    actor: str | None,
+    as_json: bool,
+) -> None:
     """Merge ORGANIZATION and PROGRAM into a template version of TENANT (the same rules: the same version). An
     operator's signed action: the request names the version (the rules' digest) and its effective time."""
     from evidence_pipeline.actors.roles import Action
@@ -50,12 +64,14 @@ def template_submit(tenant_id: str, organization, program, effective_at: datetim
 
     limit = templates.MAX_TEMPLATE_BYTES + 1  # one byte over the limit is enough to refuse it
     organization, program = organization.read(limit), program.read(limit)
-    vid = templates.version_id(templates.merge(templates.parse(organization, "organization"),
-                                               templates.parse(program, "program")))
+    vid = templates.version_id(
+        templates.merge(templates.parse(organization, "organization"), templates.parse(program, "program"))
+    )
     effective = (effective_at or datetime.now(timezone.utc)).astimezone(timezone.utc).isoformat(timespec="seconds")
     settings = load_settings()
-    envelope = signed(settings, key, actor, Action.TEMPLATE_SUBMIT, {"version_id": vid, "effective_at": effective},
-                      tenant=tenant_id)
+    envelope = signed(
+        settings, key, actor, Action.TEMPLATE_SUBMIT, {"version_id": vid, "effective_at": effective}, tenant=tenant_id
+    )
     found, created = templates.submit(gate(settings), envelope, organization, program)
     if not as_json:
         click.echo("submitted" if created else "already submitted")
@@ -95,8 +111,15 @@ def template_list(tenant_id: str, as_json: bool) -> None:
     except EvidenceError:
         current = None
     if as_json:
-        click.echo(json.dumps({"in_effect": current, "versions": [
-            {k: v for k, v in version.items() if k != "template"} for version in found]}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "in_effect": current,
+                    "versions": [{k: v for k, v in version.items() if k != "template"} for version in found],
+                },
+                indent=2,
+            )
+        )
         return
     for version in found:
         click.echo(("* " if version["version_id"] == current else "  "), nl=False)
@@ -119,8 +142,13 @@ def template_show(tenant_id: str, version_id: str, as_json: bool) -> None:
 @template.command("shadow")
 @click.argument("tenant_id", metavar="TENANT", callback=check_tenant_id)
 @click.argument("candidate", metavar="CANDIDATE")
-@click.option("--sample", default=20, show_default=True, type=click.IntRange(1, 200),
-              help="How many of the tenant's latest redaction inputs to compare on.")
+@click.option(
+    "--sample",
+    default=20,
+    show_default=True,
+    type=click.IntRange(1, 200),
+    help="How many of the tenant's latest redaction inputs to compare on.",
+)
 @json_option
 def template_shadow(tenant_id: str, candidate: str, sample: int, as_json: bool) -> None:
     """What CANDIDATE would remove beside the version in effect, per label, on a sample of TENANT's latest
@@ -131,12 +159,16 @@ def template_shadow(tenant_id: str, candidate: str, sample: int, as_json: bool) 
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
-    click.echo(f"current {result['current'][:12]}, candidate {result['candidate'][:12]}, "
-               f"{len(result['documents'])} documents compared" + (f", refused {result['refused']}"
-                                                                    if result["refused"] else ""))
+    click.echo(
+        f"current {result['current'][:12]}, candidate {result['candidate'][:12]}, "
+        f"{len(result['documents'])} documents compared"
+        + (f", refused {result['refused']}" if result["refused"] else "")
+    )
     labels = sorted({label for counts in result["totals"].values() for label in counts})
     click.echo(f"  {'label':<20} {'both':>8} {'only current':>14} {'only candidate':>16}")
     for label in labels:
         totals = result["totals"]
-        click.echo(f"  {label:<20} {totals['both'].get(label, 0):>8} {totals['only_current'].get(label, 0):>14} "
-                   f"{totals['only_candidate'].get(label, 0):>16}")
+        click.echo(
+            f"  {label:<20} {totals['both'].get(label, 0):>8} {totals['only_current'].get(label, 0):>14} "
+            f"{totals['only_candidate'].get(label, 0):>16}"
+        )

@@ -29,14 +29,23 @@ tenant.add_command(tenant_webhook)
 
 
 @tenant.command("add")
-@click.argument("tenant_ids", nargs=-1, metavar="[TENANT...]",
-                callback=lambda ctx, param, values: [check_tenant_id(ctx, param, value) for value in values])
-@click.option("--from-file", "from_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Also register the tenant ids of this file: one per line, `#` starts a comment.")
+@click.argument(
+    "tenant_ids",
+    nargs=-1,
+    metavar="[TENANT...]",
+    callback=lambda ctx, param, values: [check_tenant_id(ctx, param, value) for value in values],
+)
+@click.option(
+    "--from-file",
+    "from_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Also register the tenant ids of this file: one per line, `#` starts a comment.",
+)
 @signer_options
 @json_option
-def tenant_add(tenant_ids: list[str], from_file: Path | None, key: Path | None, actor: str | None,
-               as_json: bool) -> None:
+def tenant_add(
+    tenant_ids: list[str], from_file: Path | None, key: Path | None, actor: str | None, as_json: bool
+) -> None:
     """Register tenants in the registry (the ledger's database); tenant_registry_sensor makes them partitions.
 
     An operator's signed action: one `tenant.registered` event per new tenant, one signed request per 100 tenants
@@ -59,9 +68,12 @@ def tenant_add(tenant_ids: list[str], from_file: Path | None, key: Path | None, 
     settings = load_settings()
     tenant_ids, outcome, acting = list(dict.fromkeys(tenant_ids)), {}, gate(settings)
     for start in range(0, len(tenant_ids), REGISTER_PER_REQUEST):
-        chunk = tenant_ids[start:start + REGISTER_PER_REQUEST]
-        outcome |= register_tenants(acting, open_runtime(settings).tenants,
-                                    signed(settings, key, actor, Action.TENANT_REGISTER, {"tenants": chunk}))
+        chunk = tenant_ids[start : start + REGISTER_PER_REQUEST]
+        outcome |= register_tenants(
+            acting,
+            open_runtime(settings).tenants,
+            signed(settings, key, actor, Action.TENANT_REGISTER, {"tenants": chunk}),
+        )
     if as_json:
         click.echo(json.dumps(outcome, indent=2))
     else:
@@ -79,8 +91,11 @@ def tenant_add(tenant_ids: list[str], from_file: Path | None, key: Path | None, 
 def tenant_list(everyone: bool, as_json: bool) -> None:
     """The registered tenants in registration order (the order they become partitions)."""
 
-    rows = [row for row in open_runtime(load_settings(reads_only=True)).tenants.listing()
-            if everyone or row["offboarded_seq"] is None]
+    rows = [
+        row
+        for row in open_runtime(load_settings(reads_only=True)).tenants.listing()
+        if everyone or row["offboarded_seq"] is None
+    ]
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -103,8 +118,11 @@ def tenant_token_issue(tenant_id: str, key: Path | None, actor: str | None) -> N
     from evidence_pipeline.operations.tenant_access import issue_token
 
     settings = load_settings()
-    _, token_id, token = issue_token(gate(settings), open_runtime(settings).tokens,
-                                     signed(settings, key, actor, Action.TOKEN_ISSUE, {}, tenant=tenant_id))
+    _, token_id, token = issue_token(
+        gate(settings),
+        open_runtime(settings).tokens,
+        signed(settings, key, actor, Action.TOKEN_ISSUE, {}, tenant=tenant_id),
+    )
     click.echo(f"token id: {token_id}")
     click.echo(f"token:    {token}")
     click.echo("The token is shown only this once; store it now. Send it as `Authorization: Bearer <token>`.")
@@ -120,8 +138,11 @@ def tenant_token_revoke(token_id: str, key: Path | None, actor: str | None) -> N
     from evidence_pipeline.operations.tenant_access import revoke_token
 
     settings = load_settings()
-    tenant_id = revoke_token(gate(settings), open_runtime(settings).tokens,
-                             signed(settings, key, actor, Action.TOKEN_REVOKE, {"token_id": token_id}))
+    tenant_id = revoke_token(
+        gate(settings),
+        open_runtime(settings).tokens,
+        signed(settings, key, actor, Action.TOKEN_REVOKE, {"token_id": token_id}),
+    )
     click.echo(f"token {token_id} of tenant {tenant_id} revoked")
 
 
@@ -137,12 +158,16 @@ def _reason_option(_ctx, _param, value: str | None) -> str | None:
 @tenant.command("offboard")
 @click.argument("tenant_id", metavar="TENANT", callback=check_tenant_id)
 @click.option("--reason", callback=_reason_option, help="Ask for it, and why (an operator; recorded in the ledger).")
-@click.option("--approve", is_flag=True, help="Approve the pending request and offboard (an approver of another "
-                                              "identity than the operator who asked).")
+@click.option(
+    "--approve",
+    is_flag=True,
+    help="Approve the pending request and offboard (an approver of another identity than the operator who asked).",
+)
 @signer_options
 @json_option
-def tenant_offboard(tenant_id: str, reason: str | None, approve: bool, key: Path | None, actor: str | None,
-                    as_json: bool) -> None:
+def tenant_offboard(
+    tenant_id: str, reason: str | None, approve: bool, key: Path | None, actor: str | None, as_json: bool
+) -> None:
     """Offboard TENANT: stop its new work, erase what is not evidence, keep its bundles and the ledger.
 
     Four-eyes: an operator asks (`--reason`), an approver of another identity approves (`--approve`), which
@@ -160,25 +185,39 @@ def tenant_offboard(tenant_id: str, reason: str | None, approve: bool, key: Path
         if as_json:
             click.echo(json.dumps({"tenant": tenant_id, "request": requested["event_id"], "reason": reason}, indent=2))
             return
-        click.echo(f"offboarding of {tenant_id} requested ({requested['event_id']}); an approver of another identity "
-                   f"runs `evidence tenant offboard {tenant_id} --approve`")
+        click.echo(
+            f"offboarding of {tenant_id} requested ({requested['event_id']}); an approver of another identity "
+            f"runs `evidence tenant offboard {tenant_id} --approve`"
+        )
         return
     pending = pending_request(rt, tenant_id)
-    envelope = signed(settings, key, actor, Action.TENANT_OFFBOARD_APPROVE,
-                      {"request": pending["event_id"] if pending else ""}, tenant=tenant_id)
+    envelope = signed(
+        settings,
+        key,
+        actor,
+        Action.TENANT_OFFBOARD_APPROVE,
+        {"request": pending["event_id"] if pending else ""},
+        tenant=tenant_id,
+    )
     result = offboard_tenant(rt, gate(settings), envelope)
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
-    click.echo(f"tenant {tenant_id} offboarded at {result['offboarded_at']}"
-               + ("" if result["first_run"] else " (an earlier run; this one converged)"))
-    click.echo(f"tokens revoked: {result['tokens_revoked']}, batches cancelled: {result['batches_cancelled']}, "
-               f"jobs rejected: {result['jobs_rejected']}")
+    click.echo(
+        f"tenant {tenant_id} offboarded at {result['offboarded_at']}"
+        + ("" if result["first_run"] else " (an earlier run; this one converged)")
+    )
+    click.echo(
+        f"tokens revoked: {result['tokens_revoked']}, batches cancelled: {result['batches_cancelled']}, "
+        f"jobs rejected: {result['jobs_rejected']}"
+    )
     click.echo("erased: " + ", ".join(f"{name} {count}" for name, count in result["erased"].items()))
     kept = sum(len(keys) for keys in result["kept_until_retention"].values())
     if kept:
         click.echo(f"kept under retention: {kept} objects; run again after their retention ends")
     evidence = result["evidence"]
     until = evidence["retained_until"] or "an operator removes them (the archive has no Object Lock)"
-    click.echo(f"evidence kept: {evidence['bundles']} bundles, {evidence['document_job_outputs']} document job "
-               f"outputs, until {until}")
+    click.echo(
+        f"evidence kept: {evidence['bundles']} bundles, {evidence['document_job_outputs']} document job "
+        f"outputs, until {until}"
+    )

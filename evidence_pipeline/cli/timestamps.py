@@ -18,9 +18,14 @@ def timestamps() -> None:
 
 
 @timestamps.command("renew")
-@click.option("--before", "before", callback=parse_moment, metavar="TIME",
-              help="Renew the bundles whose newest document time stamp's TSA certificate expires before this ISO 8601 "
-                   "time (UTC unless it says) [default: a year from now].")
+@click.option(
+    "--before",
+    "before",
+    callback=parse_moment,
+    metavar="TIME",
+    help="Renew the bundles whose newest document time stamp's TSA certificate expires before this ISO 8601 "
+    "time (UTC unless it says) [default: a year from now].",
+)
 @click.option("--tenant", "tenant_id", callback=check_tenant_id, help="Only this tenant's bundles.")
 @json_option
 def renew(before: datetime | None, tenant_id: str | None, as_json: bool) -> None:
@@ -41,7 +46,9 @@ def renew(before: datetime | None, tenant_id: str | None, as_json: bool) -> None
             why = f": {result.code}: {result.message}" if result.code else ""
             click.echo(f"{result.outcome} {result.bundle} renewal {result.renewal}{until}{why}")
         renewed = sum(result.outcome == RENEWED for result in results)
-        click.echo(f"{renewed} renewed, {len(failed)} failed, {len(results) - renewed - len(failed)} left as they "
-                   f"are, of {len(results)} B-LTA bundle(s); horizon {horizon.isoformat()}")
+        click.echo(
+            f"{renewed} renewed, {len(failed)} failed, {len(results) - renewed - len(failed)} left as they "
+            f"are, of {len(results)} B-LTA bundle(s); horizon {horizon.isoformat()}"
+        )
     if failed:  # each failure is named above; the exit code is the first one's
         click.get_current_context().exit(exit_code(failed[0].code))

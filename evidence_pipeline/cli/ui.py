@@ -11,9 +11,12 @@ from evidence_pipeline.cli.resources import REPO_ROOT, load_settings, use_dagste
 
 
 @click.command()
-@click.option("--read-only", is_flag=True,
-              help="Serve the UI alone (dagster-webserver --read-only) for auditors: browse assets, partitions, "
-                   "metadata and check results; nothing can be launched, changed or wiped, and no daemon runs.")
+@click.option(
+    "--read-only",
+    is_flag=True,
+    help="Serve the UI alone (dagster-webserver --read-only) for auditors: browse assets, partitions, "
+    "metadata and check results; nothing can be launched, changed or wiped, and no daemon runs.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=3000, show_default=True, type=click.IntRange(0, 65535))
 def ui(read_only: bool, host: str, port: int) -> None:

@@ -12,8 +12,10 @@ from evidence_pipeline.cli.acting import gate, signed, signer_options
 from evidence_pipeline.cli.options import check_tenant_id, json_option
 from evidence_pipeline.cli.resources import load_settings, open_runtime
 
-_SHOWN_ONCE = ("The secret is shown only this once; give it to the tenant now. Receivers verify `webhook-signature` "
-               "with it (Standard Webhooks).")
+_SHOWN_ONCE = (
+    "The secret is shown only this once; give it to the tenant now. Receivers verify `webhook-signature` "
+    "with it (Standard Webhooks)."
+)
 
 
 @click.group("webhook")
@@ -55,13 +57,19 @@ def webhook_rotate(tenant_id: str, key: Path | None, actor: str | None, as_json:
     from evidence_pipeline.webhooks.subscriptions import rotate_secret
 
     settings = load_settings()
-    done = rotate_secret(gate(settings), open_runtime(settings).tokens, settings,
-                         signed(settings, key, actor, Action.WEBHOOK_ROTATE, {}, tenant=tenant_id))
+    done = rotate_secret(
+        gate(settings),
+        open_runtime(settings).tokens,
+        settings,
+        signed(settings, key, actor, Action.WEBHOOK_ROTATE, {}, tenant=tenant_id),
+    )
     if as_json:
         click.echo(json.dumps(done, indent=2))
         return
-    click.echo(f"secret id: {done['secret_id']}  (the previous, {done['previous_secret_id']}, signs too until "
-               f"{done['previous_until']})")
+    click.echo(
+        f"secret id: {done['secret_id']}  (the previous, {done['previous_secret_id']}, signs too until "
+        f"{done['previous_until']})"
+    )
     click.echo(f"secret:    {done['secret']}")
     click.echo(_SHOWN_ONCE)
 
@@ -73,8 +81,13 @@ def webhook() -> None:
 
 @webhook.command("deliveries")
 @click.option("--tenant", callback=check_tenant_id, help="Only this tenant's deliveries.")
-@click.option("--state", "states", multiple=True, type=click.Choice(["pending", "delivered", "dead", "cancelled"]),
-              help="Only deliveries in this state (repeatable).")
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    type=click.Choice(["pending", "delivered", "dead", "cancelled"]),
+    help="Only deliveries in this state (repeatable).",
+)
 @json_option
 def webhook_deliveries(tenant: str | None, states: tuple[str, ...], as_json: bool) -> None:
     """Deliveries, oldest first: id, tenant, event, state, attempts and the last failure's code."""
@@ -84,9 +97,12 @@ def webhook_deliveries(tenant: str | None, states: tuple[str, ...], as_json: boo
         return
     for row in rows:
         failed = f"  last={row['last_code']}" + (f" ({row['last_status']})" if row["last_status"] else "")
-        click.echo(f"{row['delivery_id']}  {row['state']:<9} {row['tenant']:<20} {row['event_type']:<18} "
-                   f"attempts={row['attempts']}" + (failed if row["last_code"] else "")
-                   + (f"  next={row['next_attempt_at']}" if row["next_attempt_at"] else ""))
+        click.echo(
+            f"{row['delivery_id']}  {row['state']:<9} {row['tenant']:<20} {row['event_type']:<18} "
+            f"attempts={row['attempts']}"
+            + (failed if row["last_code"] else "")
+            + (f"  next={row['next_attempt_at']}" if row["next_attempt_at"] else "")
+        )
     click.echo(f"{len(rows)} delivery(ies)")
 
 
@@ -101,15 +117,25 @@ def webhook_replay(delivery_id: str, reason: str, key: Path | None, actor: str |
     from evidence_pipeline.webhooks.subscriptions import replay_delivery
 
     settings = load_settings()
-    ended = replay_delivery(gate(settings), signed(settings, key, actor, Action.WEBHOOK_REPLAY,
-                                                   {"delivery_id": delivery_id, "reason": reason}))
-    click.echo(f"delivery {delivery_id} ({ended['tenant']} {ended['event_type']}) is pending again; it ended "
-               f"{ended['last_code']}; webhook_delivery_sensor (or `evidence webhook deliver`) sends it")
+    ended = replay_delivery(
+        gate(settings),
+        signed(settings, key, actor, Action.WEBHOOK_REPLAY, {"delivery_id": delivery_id, "reason": reason}),
+    )
+    click.echo(
+        f"delivery {delivery_id} ({ended['tenant']} {ended['event_type']}) is pending again; it ended "
+        f"{ended['last_code']}; webhook_delivery_sensor (or `evidence webhook deliver`) sends it"
+    )
 
 
 @webhook.command("deliver")
-@click.option("--max", "max_deliveries", type=click.IntRange(1), default=100, show_default=True,
-              help="At most this many attempts.")
+@click.option(
+    "--max",
+    "max_deliveries",
+    type=click.IntRange(1),
+    default=100,
+    show_default=True,
+    help="At most this many attempts.",
+)
 @json_option
 def webhook_deliver(max_deliveries: int, as_json: bool) -> None:
     """Attempt the deliveries that are due now, as webhook_delivery_sensor does on each tick."""
@@ -118,5 +144,8 @@ def webhook_deliver(max_deliveries: int, as_json: bool) -> None:
     settings = load_settings()
     outcomes = Deliverer(open_runtime(settings).outbox, settings).drain(max_deliveries)
     counts = {state: outcomes.get(state, 0) for state in ("delivered", "pending", "dead")}
-    click.echo(json.dumps(counts, indent=2) if as_json else
-               f"delivered {counts['delivered']}, to retry {counts['pending']}, dead {counts['dead']}")
+    click.echo(
+        json.dumps(counts, indent=2)
+        if as_json
+        else f"delivered {counts['delivered']}, to retry {counts['pending']}, dead {counts['dead']}"
+    )

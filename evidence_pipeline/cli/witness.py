@@ -9,10 +9,19 @@ import click
 
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 
-_NAME = click.option("--name", required=True, help="The witness's key name, a schema-less URL such as "
-                     "`witness.example.org/auditor-1` (part of its key id: the same name every time).")
-_KEY = click.option("--key", "key_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
-                    help="The witness's Ed25519 private key (PKCS#8 PEM, 0600), from `evidence witness keygen`.")
+_NAME = click.option(
+    "--name",
+    required=True,
+    help="The witness's key name, a schema-less URL such as "
+    "`witness.example.org/auditor-1` (part of its key id: the same name every time).",
+)
+_KEY = click.option(
+    "--key",
+    "key_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The witness's Ed25519 private key (PKCS#8 PEM, 0600), from `evidence witness keygen`.",
+)
 
 
 @click.group()
@@ -53,11 +62,22 @@ def witness_vkey(name: str, key_path: Path) -> None:
 @witness.command("serve")
 @_NAME
 @_KEY
-@click.option("--state", "state", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Folder of the witness's durable state: the newest checkpoint it co-signed, per log.")
-@click.option("--log", "logs", required=True, multiple=True, metavar="VKEY",
-              help="A log key this witness trusts (`evidence ledger vkey`); its name is the log's origin "
-                   "(repeatable: several logs, or a log's keys before and after a rotation).")
+@click.option(
+    "--state",
+    "state",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder of the witness's durable state: the newest checkpoint it co-signed, per log.",
+)
+@click.option(
+    "--log",
+    "logs",
+    required=True,
+    multiple=True,
+    metavar="VKEY",
+    help="A log key this witness trusts (`evidence ledger vkey`); its name is the log's origin "
+    "(repeatable: several logs, or a log's keys before and after a rotation).",
+)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8090, show_default=True, type=click.IntRange(0, 65535))
 def witness_serve(name: str, key_path: Path, state: Path, logs: tuple[str, ...], host: str, port: int) -> None:

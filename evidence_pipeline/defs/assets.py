@@ -61,18 +61,27 @@ PARTITIONS_PER_RUN = 100
 RANGES = BackfillPolicy.multi_run(max_partitions_per_run=PARTITIONS_PER_RUN)
 # What the catalog shows beside each evidence asset: one group, who answers for it, and what it is about.
 GROUP, OWNERS, TAGS = "evidence", ["team:evidence"], {"domain": "compliance", "grain": "tenant-month"}
-LINEAGE_COLUMNS = TableSchema(columns=[
-    TableColumn("order", "int", description="position in the lineage, first to last: sort by it to restore"),
-    TableColumn("step", "string", description="what was made (the renderer version, signing key, ledger position)"),
-    TableColumn("sha256", "string", description="its digest, whole"),
-])
-PARTITIONED = dict(partitions_def=tenant_month_partitions, backfill_policy=RANGES, retry_policy=TRANSIENT_RETRIES,
-                   group_name=GROUP, owners=OWNERS, tags=TAGS)
+LINEAGE_COLUMNS = TableSchema(
+    columns=[
+        TableColumn("order", "int", description="position in the lineage, first to last: sort by it to restore"),
+        TableColumn("step", "string", description="what was made (the renderer version, signing key, ledger position)"),
+        TableColumn("sha256", "string", description="its digest, whole"),
+    ]
+)
+PARTITIONED = dict(
+    partitions_def=tenant_month_partitions,
+    backfill_policy=RANGES,
+    retry_policy=TRANSIENT_RETRIES,
+    group_name=GROUP,
+    owners=OWNERS,
+    tags=TAGS,
+)
 # The scheduled assets are due by the month's deadline (models.OVERDUE_AFTER: 02:00 UTC on the 2nd): Dagster's
 # freshness daemon marks an asset Failed in the UI when it was not materialized since the 1st's schedule tick. It
 # judges an asset as a whole; per tenant-month, evidence_tenant_months_overdue counts the missing bundles.
-MONTHLY = PARTITIONED | dict(freshness_policy=FreshnessPolicy.cron(
-    deadline_cron=overdue_deadline_cron(), lower_bound_delta=timedelta(days=1)))  # since the 1st's 02:00 tick
+MONTHLY = PARTITIONED | dict(
+    freshness_policy=FreshnessPolicy.cron(deadline_cron=overdue_deadline_cron(), lower_bound_delta=timedelta(days=1))
+)  # since the 1st's 02:00 tick
 
 # Document work in the UI's grid, beside the tenant-month's report: materialized by the page runs
 # (defs/documents.py); upstream of the month's report, whose "Document jobs" section closes the month's outcomes.
@@ -114,15 +123,26 @@ def _check_run_partitions(context) -> None:
     if named != set(context.partition_keys):
         raise Failure(
             description=f"RUN_PARTITIONS_MISMATCH: the run would execute {len(context.partition_keys)} partition(s), "
-                        f"its range tags name {len(named)} ({partition_range.start} to {partition_range.end})",
-            metadata={"reason_code": ReasonCode.RUN_PARTITIONS_MISMATCH.value}, allow_retries=False,
+            f"its range tags name {len(named)} ({partition_range.start} to {partition_range.end})",
+            metadata={"reason_code": ReasonCode.RUN_PARTITIONS_MISMATCH.value},
+            allow_retries=False,
         )
 
 
-def _each_partition(context, evidence: EvidenceResource, stage: Callable, items: dict, lanes: dict,
-                    job_ids: dict, metadata: Callable[[object], dict], failed: dict, version_field: str,
-                    inputs: dict[str, dict[AssetKey, Upstream]] | None = None,
-                    links: tuple[AssetKey, ...] = (), materialized: Callable | None = None) -> Iterator:
+def _each_partition(
+    context,
+    evidence: EvidenceResource,
+    stage: Callable,
+    items: dict,
+    lanes: dict,
+    job_ids: dict,
+    metadata: Callable[[object], dict],
+    failed: dict,
+    version_field: str,
+    inputs: dict[str, dict[AssetKey, Upstream]] | None = None,
+    links: tuple[AssetKey, ...] = (),
+    materialized: Callable | None = None,
+) -> Iterator:
     """Run ``stage`` for every partition's item and materialize the partitions that succeeded.
 
     Each partition's materialization carries its own provenance (see provenance.py): its data version is the
@@ -171,8 +191,7 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
         raise failures.failure(context.asset_key, errors, len(outcomes), allow_retries=True)
 
     done = {
-        key: {"lane": str(lanes.get(key, Lane.ARCHIVE))} | metadata(outcome)
-        | partition_links(key, links)
+        key: {"lane": str(lanes.get(key, Lane.ARCHIVE))} | metadata(outcome) | partition_links(key, links)
         for key, outcome in outcomes.items()
         if key not in errors
     }
@@ -191,11 +210,13 @@ def _each_partition(context, evidence: EvidenceResource, stage: Callable, items:
     for key, values in done.items():
         context.add_asset_metadata(values, partition_key=key)
         provenance.record(context.run.run_id, context.asset_key, str(key), tags[key])
-    provenance.not_materialized(context.run.run_id, context.asset_key,
-                                [key for key in context.partition_keys if key not in done])
+    provenance.not_materialized(
+        context.run.run_id, context.asset_key, [key for key in context.partition_keys if key not in done]
+    )
     if errors:  # each failed tenant-month says why on its own partitions; the others go on
-        context.log.warning(f"{failures.describe(context.asset_key, errors, len(outcomes))}; the other "
-                            f"{len(done)} go on")
+        context.log.warning(
+            f"{failures.describe(context.asset_key, errors, len(outcomes))}; the other {len(done)} go on"
+        )
         yield from failures.not_materialized(context, errors, failures.later_assets(context), errors)
     yield MaterializeResult()
     if materialized is not None:
@@ -255,8 +276,8 @@ def _missing(context, asset_key: AssetKey, found: dict) -> dict:
     if asset_key in failures.run_assets(context):
         return {}
     error = EvidenceError(
-        ReasonCode.UPSTREAM_NOT_MATERIALIZED, f"{asset_key.to_user_string()} has no materialization here; "
-        f"{failures.SELECT_UPSTREAM}"
+        ReasonCode.UPSTREAM_NOT_MATERIALIZED,
+        f"{asset_key.to_user_string()} has no materialization here; {failures.SELECT_UPSTREAM}",
     )
     return {key: error for key in context.partition_keys if key not in found}
 
@@ -405,8 +426,10 @@ def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource):
         lanes={key: p.lane for key, p in pinned.items()},
         job_ids={key: p.job_id for key, p in pinned.items()},
         failed=failed,
-        metadata=lambda done: _bundle_metadata(done[0]) | verdicts.bundle_metadata(
-            done[1], run_id, str(partition_key_for(done[0].tenant_month))),
+        metadata=lambda done: (
+            _bundle_metadata(done[0])
+            | verdicts.bundle_metadata(done[1], run_id, str(partition_key_for(done[0].tenant_month)))
+        ),
         version_field="identity",
         inputs=report_events,
         links=(monthly_report.key, source_revision.key),
@@ -420,8 +443,11 @@ def _verdicts(context: AssetExecutionContext, done: dict) -> Iterator[AssetCheck
     verifies nothing twice; when this step fails, Dagster skips that step, and these are the bundles' verdicts."""
     targets = verdicts.latest_bundles(context.instance, list(done))
     for key, (publication, verification) in done.items():
-        recorded = {"location": publication.location, "key_id": publication.key_id,
-                    "bundle_key": publication.bundle_key}
+        recorded = {
+            "location": publication.location,
+            "key_id": publication.key_id,
+            "bundle_key": publication.bundle_key,
+        }
         yield verdicts.evaluation(key, verification, recorded, targets[key]["_target"])
 
 
@@ -479,8 +505,9 @@ def _lineage(publication: pipeline.Publication) -> MetadataValue:
         (f"statement.dsse.json ({publication.key_id})", publication.statement_sha256),
         (f"manifest.json (ledger #{publication.ledger_seq})", publication.manifest_sha256),
     ]
-    rows = [TableRecord({"order": order, "step": step, "sha256": digest})
-            for order, (step, digest) in enumerate(steps, 1)]
+    rows = [
+        TableRecord({"order": order, "step": step, "sha256": digest}) for order, (step, digest) in enumerate(steps, 1)
+    ]
     return MetadataValue.table(rows, schema=LINEAGE_COLUMNS)
 
 
@@ -506,8 +533,15 @@ def _bundle_metadata(publication: pipeline.Publication) -> dict:
         # superseded it), and the bundle this one replaced and why.
         "current": publication.current_identity == publication.identity,
         "current_bundle": publication.current_identity,
-        **({"supersedes": corrects["identity"], "supersedes_reason": ", ".join(corrects["reason"]),
-            "supersedes_location": archive_key(corrects["prefix"])} if corrects else {}),
+        **(
+            {
+                "supersedes": corrects["identity"],
+                "supersedes_reason": ", ".join(corrects["reason"]),
+                "supersedes_location": archive_key(corrects["prefix"]),
+            }
+            if corrects
+            else {}
+        ),
         # Numeric clocks, so the UI plots them per partition; None (no queue: not a queued run) is left out.
         **{stage: ms for stage, ms in publication.timings_ms.items() if ms is not None},
     }

@@ -35,9 +35,13 @@ monthly_evidence_job = define_asset_job(
 )
 
 
-@schedule(job=monthly_evidence_job, cron_schedule="0 2 1 * *", execution_timezone="UTC",
-          default_status=DefaultScheduleStatus.RUNNING,
-          description="On the 1st (02:00 UTC): last month's evidence for every registered tenant, in range runs.")
+@schedule(
+    job=monthly_evidence_job,
+    cron_schedule="0 2 1 * *",
+    execution_timezone="UTC",
+    default_status=DefaultScheduleStatus.RUNNING,
+    description="On the 1st (02:00 UTC): last month's evidence for every registered tenant, in range runs.",
+)
 def monthly_evidence_schedule(context: ScheduleEvaluationContext) -> Iterator[RunRequest | SkipReason]:
     """The last complete month of every registered tenant, on the 1st of every month (UTC), in range runs of up to
     PARTITIONS_PER_RUN tenants: the runs a backfill of that month would make, not one run per tenant.
@@ -54,13 +58,16 @@ def monthly_evidence_schedule(context: ScheduleEvaluationContext) -> Iterator[Ru
         yield SkipReason(f"nothing to run for {when:%Y-%m}: {len(tenants)} tenants registered")
         return
     for start in range(0, len(tenants), PARTITIONS_PER_RUN):
-        chunk = tenants[start:start + PARTITIONS_PER_RUN]
+        chunk = tenants[start : start + PARTITIONS_PER_RUN]
         first, last = TenantMonth(chunk[0], period), TenantMonth(chunk[-1], period)
         yield RunRequest(run_key=f"{period}:{first.tenant}..{last.tenant}", tags=range_tags(first, last))
 
 
-@sensor(minimum_interval_seconds=60, default_status=DefaultSensorStatus.RUNNING,
-        description="Adds registered tenants (`evidence tenant add`) as partitions; removes offboarded ones.")
+@sensor(
+    minimum_interval_seconds=60,
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Adds registered tenants (`evidence tenant add`) as partitions; removes offboarded ones.",
+)
 def tenant_registry_sensor(context: SensorEvaluationContext, evidence: EvidenceResource):
     """Adds the tenants of the registry (in the ledger's database: `evidence tenant add`) as partitions, in
     registration order, and removes offboarded tenants' partitions (their materializations stay in the event
@@ -75,8 +82,10 @@ def tenant_registry_sensor(context: SensorEvaluationContext, evidence: EvidenceR
         return SkipReason(f"no new tenants ({len(known)} registered)")
     partitions = (len(known) + len(new) - len(gone)) * month_partitions.get_num_partitions()
     if new and partitions > PARTITIONS_GUIDANCE:
-        context.log.warning(f"{partitions} partitions per asset once these tenants are added, past Dagster's "
-                            f"guidance of {PARTITIONS_GUIDANCE}: lower EVIDENCE_OPEN_MONTHS (docs: Open months)")
+        context.log.warning(
+            f"{partitions} partitions per asset once these tenants are added, past Dagster's "
+            f"guidance of {PARTITIONS_GUIDANCE}: lower EVIDENCE_OPEN_MONTHS (docs: Open months)"
+        )
     requests = [tenant_partitions.build_add_request(new)] if new else []
     requests += [tenant_partitions.build_delete_request(gone)] if gone else []
     return SensorResult(dynamic_partitions_requests=requests)
@@ -87,8 +96,11 @@ def checkpoint_and_sweep(context: OpExecutionContext, evidence: EvidenceResource
     """Publish a signed checkpoint of the audit ledger and sweep abandoned attempt directories."""
     report = run_maintenance(evidence.runtime(), context.run_id)
     swept = report["sweep"]
-    context.log.info(f"ledger checkpoint at {report['checkpoint_size']} events; attempt directories: "
-                     + ", ".join(f"{name} {count}" for name, count in swept.items()) + " (sweep.completed)")
+    context.log.info(
+        f"ledger checkpoint at {report['checkpoint_size']} events; attempt directories: "
+        + ", ".join(f"{name} {count}" for name, count in swept.items())
+        + " (sweep.completed)"
+    )
     refused = {name: outcome for name, outcome in report["witnesses"].items() if outcome != "cosigned"}
     if refused:  # a refusal may be a fork; a witness that was down catches up at the next run
         context.log.warning(f"witnesses that did not co-sign: {refused}")
@@ -100,6 +112,8 @@ def ledger_maintenance():
 
 
 ledger_maintenance_schedule = ScheduleDefinition(
-    job=ledger_maintenance, cron_schedule="17 * * * *", default_status=DefaultScheduleStatus.RUNNING,
+    job=ledger_maintenance,
+    cron_schedule="17 * * * *",
+    default_status=DefaultScheduleStatus.RUNNING,
     description="Hourly: a signed ledger checkpoint and a sweep of abandoned attempt directories.",
 )

@@ -58,14 +58,16 @@ def offline_verification(context: AssetCheckExecutionContext, evidence: Evidence
         if key not in published:
             context.log.warning(f"{key}: evidence_bundle has no materialization here; nothing to verify")
     # This run's evidence_bundle step verified what it published and recorded this check's evaluation of it.
-    keys = [key for key in selected
-            if key in published and published[key]["_target"].run_id != op_context.run_id]
+    keys = [key for key in selected if key in published and published[key]["_target"].run_id != op_context.run_id]
     if len(keys) < len(published):
-        context.log.info(f"{len(published) - len(keys)} bundle(s) published by this run were verified at "
-                         "publication; their evaluations are recorded")
+        context.log.info(
+            f"{len(published) - len(keys)} bundle(s) published by this run were verified at "
+            "publication; their evaluations are recorded"
+        )
     runtime = _runtime(evidence)
     outcomes = parallel.map_stage(
-        partial(runtime_for, runtime.settings), verify_published,
+        partial(runtime_for, runtime.settings),
+        verify_published,
         [(published[key]["bundle_key"], published[key]["key_id"]) for key in keys],
         run_workers(op_context, runtime.settings),
     )
@@ -79,8 +81,10 @@ def offline_verification(context: AssetCheckExecutionContext, evidence: Evidence
         first = next(iter(errors.values()))
         raise Failure(
             description=f"{len(errors)} of {len(keys)} bundles could not be verified; first: {first}",
-            metadata={"reason_code": first.code,
-                      "reason_codes": MetadataValue.json({key: error.code for key, error in errors.items()})},
+            metadata={
+                "reason_code": first.code,
+                "reason_codes": MetadataValue.json({key: error.code for key, error in errors.items()}),
+            },
             allow_retries=first.retryable,
         )
     yield Output(None)
@@ -90,5 +94,6 @@ def _runtime(evidence: EvidenceResource) -> Runtime:
     try:
         return evidence.runtime()
     except EvidenceError as error:
-        raise Failure(description=str(error), metadata={"reason_code": error.code},
-                      allow_retries=error.retryable) from None
+        raise Failure(
+            description=str(error), metadata={"reason_code": error.code}, allow_retries=error.retryable
+        ) from None

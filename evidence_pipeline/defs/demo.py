@@ -66,9 +66,15 @@ def complete_months(today: date, count: int) -> list[str]:
     return months[::-1]
 
 
-def run_demo(months: int, today: date, evidence: EvidenceResource | None = None,
-             instance: DagsterInstance | None = None, say: Callable[[str], None] = print, *,
-             code_location: Definitions) -> Demo:
+def run_demo(
+    months: int,
+    today: date,
+    evidence: EvidenceResource | None = None,
+    instance: DagsterInstance | None = None,
+    say: Callable[[str], None] = print,
+    *,
+    code_location: Definitions,
+) -> Demo:
     """Runs the jobs of ``code_location`` (the caller's, evidence_pipeline.definitions: the code location is built
     from defs/, never imported by it) on ``instance``, or on the one DAGSTER_HOME names. ``say`` reports what a wait
     is waiting for."""
@@ -87,16 +93,25 @@ def _instance_of_dagster_home(dagster_home: Path) -> DagsterInstance:
         return DagsterInstance.get()
 
 
-def _run_demo(instance: DagsterInstance, defs: Definitions, evidence: EvidenceResource, months: int, today: date,
-              say: Callable[[str], None]) -> Demo:
+def _run_demo(
+    instance: DagsterInstance,
+    defs: Definitions,
+    evidence: EvidenceResource,
+    months: int,
+    today: date,
+    say: Callable[[str], None],
+) -> Demo:
     periods = complete_months(today, months)
     if periods and periods[0] < OPEN_FROM:
-        raise EvidenceError(ReasonCode.PERIOD_CLOSED, f"{periods[0]} is closed: only months from {OPEN_FROM} are "
-                                                      "open (EVIDENCE_OPEN_MONTHS)")
+        raise EvidenceError(
+            ReasonCode.PERIOD_CLOSED,
+            f"{periods[0]} is closed: only months from {OPEN_FROM} are open (EVIDENCE_OPEN_MONTHS)",
+        )
     runtime = evidence.runtime()
     actors = ensure_demo_actors(runtime.settings, runtime.actors)
-    register_tenants(actors.gate, runtime.tenants,
-                     actors.sign(OPERATOR, Action.TENANT_REGISTER, {"tenants": list(DEMO_TENANTS)}))
+    register_tenants(
+        actors.gate, runtime.tenants, actors.sign(OPERATOR, Action.TENANT_REGISTER, {"tenants": list(DEMO_TENANTS)})
+    )
     instance.add_dynamic_partitions(tenant_partitions.name, list(DEMO_TENANTS))
     # Published as `evidence source publish` publishes: each month signed by the operator, through the action gate.
     publisher = publication.Publisher(OPERATOR, correlation_id=f"demo-{uuid.uuid4().hex}")
@@ -123,17 +138,20 @@ def _run_demo(instance: DagsterInstance, defs: Definitions, evidence: EvidenceRe
         run_id = str(uuid.uuid4())  # as Dagster makes a run id
         with SlotWatch(instance, run_id, pools, runtime.settings.pool_wait_seconds, say) as watch:
             result = job.execute_in_process(
-                instance=instance, resources={"evidence": evidence}, run_id=run_id, raise_on_error=False,
+                instance=instance,
+                resources={"evidence": evidence},
+                run_id=run_id,
+                raise_on_error=False,
                 tags=tags | {TENANT_TAG: run_tenant(tags)} | owner_tags(),
                 # Each tenant-month's outcome is reported by reason code; the traceback of a defect is said below.
                 run_config=QUIET,
             )
         instance.event_log_storage.free_concurrency_slots_for_run(run_id)  # a stopped run may have left a claim
         run_outcomes, interrupted = _outcomes(result, tenant_months, say)
-        stopped = watch.stopped or (EvidenceError(ReasonCode.INTERRUPTED,
-                                                  "stopped by SIGINT/SIGTERM") if interrupted else None)
-        outcomes += [o if o.ok or stopped is None else DemoOutcome(o.tenant_month, stopped.code)
-                     for o in run_outcomes]
+        stopped = watch.stopped or (
+            EvidenceError(ReasonCode.INTERRUPTED, "stopped by SIGINT/SIGTERM") if interrupted else None
+        )
+        outcomes += [o if o.ok or stopped is None else DemoOutcome(o.tenant_month, stopped.code) for o in run_outcomes]
     if stopped is None and any(o.ok for o in outcomes):
         try:  # so `evidence ledger prove` works now
             publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring, runtime.witness_key)
@@ -141,20 +159,30 @@ def _run_demo(instance: DagsterInstance, defs: Definitions, evidence: EvidenceRe
             say(f"no ledger checkpoint published: {error}")
     if stopped is not None and stopped.code == ReasonCode.INTERRUPTED:
         raise stopped
-    return Demo(outcomes, documents, periods[-1] if periods else None,
-                {name: (role, key_path(runtime.settings, name).relative_to(runtime.settings.home))
-                 for name, role in DEV_ROLES.items()})
+    return Demo(
+        outcomes,
+        documents,
+        periods[-1] if periods else None,
+        {
+            name: (role, key_path(runtime.settings, name).relative_to(runtime.settings.home))
+            for name, role in DEV_ROLES.items()
+        },
+    )
 
 
-def _document_jobs(defs: Definitions, instance: DagsterInstance, evidence: EvidenceResource, actors: DemoActors,
-                   period: str) -> list[dict]:
+def _document_jobs(
+    defs: Definitions, instance: DagsterInstance, evidence: EvidenceResource, actors: DemoActors, period: str
+) -> list[dict]:
     """Submit every demo tenant's documents (filed under ``period``), then dispatch them as the daemon would: one
     tick of the dispatch sensor, and its page runs, here in process; then, in two more rounds, the reviews of the
     agreement's parts and, after the approver's decision, their merge. Returns the jobs as the ledger then holds
     them (a job's failure is its state and reason code, never the demo's)."""
     rt = evidence.runtime()
-    jobs = [job for index, tenant in enumerate(DEMO_TENANTS)
-            for job in submit_demo_documents(rt, actors, tenant, index, period)]
+    jobs = [
+        job
+        for index, tenant in enumerate(DEMO_TENANTS)
+        for job in submit_demo_documents(rt, actors, tenant, index, period)
+    ]
     _dispatch(defs, instance, evidence)
     reviews = submit_part_reviews(rt, jobs, period)
     _dispatch(defs, instance, evidence)
@@ -166,12 +194,18 @@ def _document_jobs(defs: Definitions, instance: DagsterInstance, evidence: Evide
 def _dispatch(defs, instance: DagsterInstance, evidence: EvidenceResource) -> None:
     """One tick of the dispatch sensor and its page runs, in process."""
     tick = defs.resolve_sensor_def(document_dispatch_sensor.name).evaluate_tick(
-        build_sensor_context(instance=instance, resources={"evidence": evidence}))
+        build_sensor_context(instance=instance, resources={"evidence": evidence})
+    )
     page_job = defs.resolve_job_def(document_page_job.name)
     for request in tick.run_requests:
         if request.job_name == page_job.name:  # an evidence job someone asked for is left to the daemon
-            page_job.execute_in_process(instance=instance, resources={"evidence": evidence}, raise_on_error=False,
-                                        run_config=dict(request.run_config) | QUIET, tags=request.tags)
+            page_job.execute_in_process(
+                instance=instance,
+                resources={"evidence": evidence},
+                raise_on_error=False,
+                run_config=dict(request.run_config) | QUIET,
+                tags=request.tags,
+            )
 
 
 def _outcomes(result, tenant_months: list[TenantMonth], say: Callable[[str], None]) -> tuple[list[DemoOutcome], bool]:
@@ -198,8 +232,16 @@ def _outcomes(result, tenant_months: list[TenantMonth], say: Callable[[str], Non
         key = str(partition_key_for(tenant_month))
         if key in published:
             bundle = published[key]
-            outcomes.append(DemoOutcome(tenant_month, None, bundle["location"], bundle["report_sha256"],
-                                        bundle["newly_published"], reports.get(key, {}).get("pages")))
+            outcomes.append(
+                DemoOutcome(
+                    tenant_month,
+                    None,
+                    bundle["location"],
+                    bundle["report_sha256"],
+                    bundle["newly_published"],
+                    reports.get(key, {}).get("pages"),
+                )
+            )
         else:
             # No code of its own: a step failed for another tenant-month of the run, and Dagster skipped the
             # run's later steps for the whole range.
@@ -211,5 +253,6 @@ def _metadata(result, asset_name: str) -> dict[str, dict]:
     """partition key -> metadata of ``asset_name``'s materializations in this run."""
     return {
         event.partition: {name: value.value for name, value in event.materialization.metadata.items()}
-        for event in result.get_asset_materialization_events() if event.asset_key.to_user_string() == asset_name
+        for event in result.get_asset_materialization_events()
+        if event.asset_key.to_user_string() == asset_name
     }

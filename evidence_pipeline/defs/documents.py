@@ -190,9 +190,7 @@ def _not_a_partition(period: str) -> str | None:
 def _finish(context: RunStatusSensorContext, evidence: EvidenceResource, succeeded: bool) -> None:
     run = context.dagster_run
     if EVIDENCE_JOB_TAG in run.tags and run.tags.get("dagster/will_retry") != "true":
-        finish_evidence_job(
-            evidence.runtime(), run.tags[TENANT_TAG], run.tags[EVIDENCE_JOB_TAG], run.run_id, succeeded
-        )
+        finish_evidence_job(evidence.runtime(), run.tags[TENANT_TAG], run.tags[EVIDENCE_JOB_TAG], run.run_id, succeeded)
 
 
 @run_status_sensor(
@@ -206,8 +204,11 @@ def evidence_job_succeeded(context: RunStatusSensorContext, evidence: EvidenceRe
     _finish(context, evidence, succeeded=True)
 
 
-@run_failure_sensor(monitored_jobs=[monthly_evidence_job], default_status=DefaultSensorStatus.RUNNING,
-                    description="Rejects the intake evidence job whose run failed for good (EVIDENCE_RUN_FAILED).")
+@run_failure_sensor(
+    monitored_jobs=[monthly_evidence_job],
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Rejects the intake evidence job whose run failed for good (EVIDENCE_RUN_FAILED).",
+)
 def evidence_job_failed(context: RunFailureSensorContext, evidence: EvidenceResource):
     """An evidence job's run failed for good (no run retry left): the job is rejected, EVIDENCE_RUN_FAILED."""
     _finish(context, evidence, succeeded=False)

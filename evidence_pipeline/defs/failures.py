@@ -19,15 +19,19 @@ from evidence_pipeline.defs.partitions import tenant_month_of
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 
 # What an analyst who backfilled evidence_bundle (or monthly_report) alone is told to select instead.
-SELECT_UPSTREAM = ("select source_revision, monthly_report and evidence_bundle together "
-                   "(or launch the monthly_evidence job)")
+SELECT_UPSTREAM = (
+    "select source_revision, monthly_report and evidence_bundle together (or launch the monthly_evidence job)"
+)
 # Said before launch, on the asset's page above its Materialize button (its description): Dagster 1.13's launch
 # dialog warns of missing upstream partitions only for one-dimensional partitions, and ours are tenant x month.
-MATERIALIZE_ALONE = ("Materialize… on this page runs this asset alone, which fails UPSTREAM_NOT_MATERIALIZED for "
-                     f"tenant-months whose upstream was never materialized: {SELECT_UPSTREAM}.")
+MATERIALIZE_ALONE = (
+    "Materialize… on this page runs this asset alone, which fails UPSTREAM_NOT_MATERIALIZED for "
+    f"tenant-months whose upstream was never materialized: {SELECT_UPSTREAM}."
+)
 NAMED = 5  # tenant-months named in a one-line description; the table holds them all
-FAILURE_COLUMNS = TableSchema(columns=[TableColumn("tenant"), TableColumn("month"), TableColumn("code"),
-                                       TableColumn("message")])
+FAILURE_COLUMNS = TableSchema(
+    columns=[TableColumn("tenant"), TableColumn("month"), TableColumn("code"), TableColumn("message")]
+)
 
 
 def failure_table(errors: dict) -> MetadataValue:
@@ -35,24 +39,28 @@ def failure_table(errors: dict) -> MetadataValue:
     rows = []
     for key, error in errors.items():
         month = tenant_month_of(key)
-        rows.append(TableRecord({"tenant": month.tenant, "month": month.period, "code": error.code,
-                                 "message": error.message}))
+        rows.append(
+            TableRecord({"tenant": month.tenant, "month": month.period, "code": error.code, "message": error.message})
+        )
     return MetadataValue.table(rows, schema=FAILURE_COLUMNS)
 
 
 def summary(errors: dict) -> str:
-    """"acme-books 2026-10 SOURCE_MISSING, … and 3 more": the tenant-months and their codes, on one line."""
-    named = [f"{tenant_month_of(key).tenant} {tenant_month_of(key).period} {error.code}"
-             for key, error in list(errors.items())[:NAMED]]
+    """ "acme-books 2026-10 SOURCE_MISSING, … and 3 more": the tenant-months and their codes, on one line."""
+    named = [
+        f"{tenant_month_of(key).tenant} {tenant_month_of(key).period} {error.code}"
+        for key, error in list(errors.items())[:NAMED]
+    ]
     more = f" and {len(errors) - NAMED} more" if len(errors) > NAMED else ""
     return ", ".join(named) + more
 
 
 def describe(asset: AssetKey, errors: dict, count: int) -> str:
-    """"monthly_report: 1 of 3 tenant-months failed: acme-books 2026-10 REPORT_INVALID"."""
+    """ "monthly_report: 1 of 3 tenant-months failed: acme-books 2026-10 REPORT_INVALID"."""
     upstream = any(error.code == ReasonCode.UPSTREAM_NOT_MATERIALIZED for error in errors.values())
-    return (f"{asset.to_user_string()}: {len(errors)} of {count} tenant-months failed: {summary(errors)}"
-            + (f"; {SELECT_UPSTREAM}" if upstream else ""))
+    return f"{asset.to_user_string()}: {len(errors)} of {count} tenant-months failed: {summary(errors)}" + (
+        f"; {SELECT_UPSTREAM}" if upstream else ""
+    )
 
 
 def failure(asset: AssetKey, errors: dict, count: int, allow_retries: bool) -> Failure:
@@ -79,10 +87,12 @@ def not_materialized(context, errors: dict, later: Iterable[AssetKey], keys: Ite
     table = failure_table(errors)
     # The reason is in the metadata as well as the description: the partition page shows an event's metadata.
     for key, error in errors.items():
-        yield AssetObservation(asset_key=context.asset_key, partition=str(key),
-                               description=f"not materialized: {error}",
-                               metadata={"not_materialized": str(error), "reason_code": error.code,
-                                         "failed_partitions": table})
+        yield AssetObservation(
+            asset_key=context.asset_key,
+            partition=str(key),
+            description=f"not materialized: {error}",
+            metadata={"not_materialized": str(error), "reason_code": error.code, "failed_partitions": table},
+        )
     keys = list(keys)
     for asset in later:
         for key in keys:
@@ -90,9 +100,12 @@ def not_materialized(context, errors: dict, later: Iterable[AssetKey], keys: Ite
             own = errors.get(key)
             line = f"{stopped}: {tenant_month_of(key).tenant} {tenant_month_of(key).period} {own}" if own else because
             code = own.code if own else ReasonCode.UPSTREAM_NOT_MATERIALIZED.value
-            yield AssetObservation(asset_key=asset, partition=str(key), description=f"not materialized: {line}",
-                                   metadata={"not_materialized": line, "reason_code": code,
-                                             "failed_partitions": table})
+            yield AssetObservation(
+                asset_key=asset,
+                partition=str(key),
+                description=f"not materialized: {line}",
+                metadata={"not_materialized": line, "reason_code": code, "failed_partitions": table},
+            )
 
 
 def run_assets(context) -> Set[AssetKey]:

@@ -26,9 +26,13 @@ from evidence_pipeline.runtime import s3_client
 FILES_PER_TICK = 50  # a burst of files is taken over several ticks, each short
 
 
-@sensor(job=monthly_evidence_job, minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING,
-        description="Publishes each new file of the landing location (EVIDENCE_LANDING_URI) as a source revision "
-        "and asks for its tenant-month's evidence.")
+@sensor(
+    job=monthly_evidence_job,
+    minimum_interval_seconds=30,
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Publishes each new file of the landing location (EVIDENCE_LANDING_URI) as a source revision "
+    "and asks for its tenant-month's evidence.",
+)
 def source_landing_sensor(context: SensorEvaluationContext, evidence: EvidenceResource):
     rt = evidence.runtime()
     uri = rt.settings.landing_uri
@@ -50,18 +54,21 @@ def source_landing_sensor(context: SensorEvaluationContext, evidence: EvidenceRe
         taken += 1
         seen.pop(landed.name, None)
         if "error" in outcome:
-            context.log.warning(f"{landed.tenant}: a landed entry refused ({outcome['error']['code']}); marked, "
-                                "not taken again")
+            context.log.warning(
+                f"{landed.tenant}: a landed entry refused ({outcome['error']['code']}); marked, not taken again"
+            )
             continue
         month = f"{landed.tenant_month.tenant}/{landed.tenant_month.period}"
         if landed.tenant_month.tenant not in tenants:
             context.log.warning(f"{month}: revision {outcome['sequence']} published; the tenant is not a partition")
         elif asked.get(month) != outcome["sha256"]:
             asked[month] = outcome["sha256"]
-            requests.append(RunRequest(run_key=f"{month}:{outcome['sha256']}",
-                                       partition_key=partition_key_for(landed.tenant_month)))
+            requests.append(
+                RunRequest(run_key=f"{month}:{outcome['sha256']}", partition_key=partition_key_for(landed.tenant_month))
+            )
     state = json.dumps({"asked": asked, "seen": seen}, sort_keys=True)
     if not taken:
-        return SensorResult(skip_reason=SkipReason("no new file in the landing location (or none settled yet)"),
-                            cursor=state)
+        return SensorResult(
+            skip_reason=SkipReason("no new file in the landing location (or none settled yet)"), cursor=state
+        )
     return SensorResult(run_requests=requests, cursor=state)

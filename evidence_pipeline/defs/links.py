@@ -19,7 +19,8 @@ def partition_links(partition: str, assets: tuple[AssetKey, ...]) -> dict[str, M
     """Links to the same partition of upstream ``assets`` (the auditor's way back)."""
     return {
         f"{key.to_user_string()} partition": ui_link(
-            f"/assets/{key.to_user_string()}?view=partitions&partition={quote(str(partition))}")
+            f"/assets/{key.to_user_string()}?view=partitions&partition={quote(str(partition))}"
+        )
         for key in assets
     }
 

@@ -54,21 +54,31 @@ def tenant_month_retry_sensor(context: SensorEvaluationContext, evidence: Eviden
     due = {job["job_id"]: job | {"key": f"retry.{job['attempt_id']}.{job['attempts']}"} for job in retries.due(idle)}
     for job_id, run in _ended_without_a_try(context, due).items():
         state = runtime.ledger.record_failure(
-            job_id, ReasonCode.RETRY_RUN_FAILED, True, SENSOR, runtime.retry_wait_budget, None,
-            message=f"retry run {run.run_id[:8]} ended {run.status.value} before it worked the job")
-        context.log.warning(f"job {job_id[:12]}: its retry run {run.run_id[:8]} ended before it worked the job "
-                            f"(RETRY_RUN_FAILED); now {state}")
+            job_id,
+            ReasonCode.RETRY_RUN_FAILED,
+            True,
+            SENSOR,
+            runtime.retry_wait_budget,
+            None,
+            message=f"retry run {run.run_id[:8]} ended {run.status.value} before it worked the job",
+        )
+        context.log.warning(
+            f"job {job_id[:12]}: its retry run {run.run_id[:8]} ended before it worked the job "
+            f"(RETRY_RUN_FAILED); now {state}"
+        )
         due.pop(job_id)
     requests = []
     for job in due.values():
         if job["tenant"] not in partitions:  # offboarded, or not registered yet: nothing to run it in
             context.log.warning(f"job {job['job_id'][:12]}: tenant is not a partition; not retried this tick")
             continue
-        requests.append(RunRequest(
-            run_key=job["key"],
-            partition_key=partition_key_for(TenantMonth(job["tenant"], job["period"])),
-            tags={TENANT_TAG: job["tenant"], RETRY_TAG: job["job_id"], RETRY_KEY_TAG: job["key"]},
-        ))
+        requests.append(
+            RunRequest(
+                run_key=job["key"],
+                partition_key=partition_key_for(TenantMonth(job["tenant"], job["period"])),
+                tags={TENANT_TAG: job["tenant"], RETRY_TAG: job["job_id"], RETRY_KEY_TAG: job["key"]},
+            )
+        )
     if not requests:
         return SkipReason("no tenant-month job is due")
     return SensorResult(run_requests=requests)
@@ -80,8 +90,12 @@ def _ended_without_a_try(context: SensorEvaluationContext, due: dict[str, dict])
     query of the instance's runs per tick, by tag."""
     if not due:
         return {}
-    ended = context.instance.get_runs(RunsFilter(tags={RETRY_TAG: list(due)},
-                                                 statuses=[DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]))
-    return {run.tags[RETRY_TAG]: run for run in ended
-            if run.tags.get(RETRY_KEY_TAG) == due[run.tags[RETRY_TAG]]["key"]
-            and run.tags.get("dagster/will_retry") != "true"}  # a crashed run that Dagster relaunches goes on
+    ended = context.instance.get_runs(
+        RunsFilter(tags={RETRY_TAG: list(due)}, statuses=[DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED])
+    )
+    return {
+        run.tags[RETRY_TAG]: run
+        for run in ended
+        if run.tags.get(RETRY_KEY_TAG) == due[run.tags[RETRY_TAG]]["key"]
+        and run.tags.get("dagster/will_retry") != "true"
+    }  # a crashed run that Dagster relaunches goes on

@@ -30,14 +30,14 @@ from evidence_pipeline.defs.links import ui_link
 
 CHECK_NAME = "offline_verification"
 BUNDLE = AssetKey("evidence_bundle")
-CHECK_COLUMNS = TableSchema(columns=[TableColumn("check"), TableColumn("result"), TableColumn("code"),
-                                     TableColumn("detail")])
+CHECK_COLUMNS = TableSchema(
+    columns=[TableColumn("check"), TableColumn("result"), TableColumn("code"), TableColumn("detail")]
+)
 
 
 def verdict(verification: Verification) -> str:
     codes = ", ".join(verification.codes)
-    return (f"verified: all {len(verification.checks)} checks passed" if verification.ok
-            else f"not verified: {codes}")
+    return f"verified: all {len(verification.checks)} checks passed" if verification.ok else f"not verified: {codes}"
 
 
 def _passed(verification: Verification) -> str:
@@ -64,8 +64,12 @@ def evaluation(partition: str, verification: Verification, recorded: dict, targe
     """What the check's result shows for the partition: the result, its reason codes, which checks failed and why,
     every check. ``recorded`` is the partition's bundle metadata; ``target`` the materialization it checked."""
     failed = [check for check in verification.checks if not check.passed]
-    rows = [TableRecord({"check": c.name, "result": "passed" if c.passed else "FAILED", "code": c.code or "",
-                         "detail": c.detail}) for c in verification.checks]
+    rows = [
+        TableRecord(
+            {"check": c.name, "result": "passed" if c.passed else "FAILED", "code": c.code or "", "detail": c.detail}
+        )
+        for c in verification.checks
+    ]
     return AssetCheckEvaluation(
         asset_key=BUNDLE,
         check_name=CHECK_NAME,

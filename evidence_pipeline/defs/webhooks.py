@@ -16,15 +16,21 @@ from evidence_pipeline.webhooks.delivery import Deliverer
 TICK_DELIVERIES, TICK_SECONDS = 200, 40.0
 
 
-@sensor(minimum_interval_seconds=5, default_status=DefaultSensorStatus.RUNNING,
-        description="Delivers due webhooks from the ledger's outbox, signed, with retries; launches no run.")
+@sensor(
+    minimum_interval_seconds=5,
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Delivers due webhooks from the ledger's outbox, signed, with retries; launches no run.",
+)
 def webhook_delivery_sensor(context: SensorEvaluationContext, evidence: EvidenceResource):
     """Attempt the webhook deliveries that are due: signed, to the tenant's checked address, retried with backoff
     until delivered or dead (`evidence webhook deliveries` lists them)."""
     runtime = evidence.runtime()
     outcomes = Deliverer(runtime.outbox, runtime.settings).drain(TICK_DELIVERIES, TICK_SECONDS)
     if outcomes.get("dead"):
-        context.log.warning(f"{outcomes['dead']} webhook deliveries are dead: `evidence webhook deliveries --state "
-                            "dead` lists them")
-    return SkipReason(f"delivered {outcomes.get('delivered', 0)}, to retry {outcomes.get('pending', 0)}, "
-                      f"dead {outcomes.get('dead', 0)}")
+        context.log.warning(
+            f"{outcomes['dead']} webhook deliveries are dead: `evidence webhook deliveries --state dead` lists them"
+        )
+    return SkipReason(
+        f"delivered {outcomes.get('delivered', 0)}, to retry {outcomes.get('pending', 0)}, "
+        f"dead {outcomes.get('dead', 0)}"
+    )

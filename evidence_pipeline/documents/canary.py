@@ -44,15 +44,27 @@ def start(gate: ActionGate, envelope: object) -> dict[str, str]:
         routed = _routes(ledger, conn)
         other = sorted({version for version in routed.values() if version != candidate})
         if other:
-            raise EvidenceError(ReasonCode.RULESET_CANARY_CONFLICT,
-                                f"tenants are routed to {other[0]}: roll it back first")
-        details = {"candidate": candidate, "candidate_sha256": rulesets.REGISTERED[candidate],
-                   "in_force": rulesets.IN_FORCE, "tenants": chosen, "authorization": authorized.envelope}
+            raise EvidenceError(
+                ReasonCode.RULESET_CANARY_CONFLICT, f"tenants are routed to {other[0]}: roll it back first"
+            )
+        details = {
+            "candidate": candidate,
+            "candidate_sha256": rulesets.REGISTERED[candidate],
+            "in_force": rulesets.IN_FORCE,
+            "tenants": chosen,
+            "authorization": authorized.envelope,
+        }
         event = None
         for tenant in chosen:
             if tenant not in routed:
-                event = ledger._append(conn, TenantMonth(tenant, current_month()), EventType.RULESET_CANARY,
-                                       details["candidate_sha256"], authorized.actor, details)
+                event = ledger._append(
+                    conn,
+                    TenantMonth(tenant, current_month()),
+                    EventType.RULESET_CANARY,
+                    details["candidate_sha256"],
+                    authorized.actor,
+                    details,
+                )
         routes_now.update(_routes(ledger, conn))
         return event
 
@@ -83,8 +95,14 @@ def rollback(gate: ActionGate, envelope: object) -> dict[str, str]:
         event = None
         for tenant, candidate in sorted(routed.items()):
             details = {"candidate": candidate, "in_force": rulesets.IN_FORCE, "authorization": authorized.envelope}
-            event = ledger._append(conn, TenantMonth(tenant, current_month()), EventType.RULESET_ROLLED_BACK,
-                                   rulesets.REGISTERED[rulesets.IN_FORCE], authorized.actor, details)
+            event = ledger._append(
+                conn,
+                TenantMonth(tenant, current_month()),
+                EventType.RULESET_ROLLED_BACK,
+                rulesets.REGISTERED[rulesets.IN_FORCE],
+                authorized.actor,
+                details,
+            )
         stopped.update(routed)
         return event
 
@@ -123,5 +141,8 @@ def _routes(ledger: Ledger, conn: Connection) -> dict[str, str]:
     for body in conn.execute(query).scalars():
         event = event_body(body)
         latest[event["tenant"]] = event
-    return {tenant: event["details"]["candidate"] for tenant, event in latest.items()
-            if event["event_type"] == EventType.RULESET_CANARY}
+    return {
+        tenant: event["details"]["candidate"]
+        for tenant, event in latest.items()
+        if event["event_type"] == EventType.RULESET_CANARY
+    }

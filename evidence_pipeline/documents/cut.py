@@ -98,7 +98,7 @@ def across(walked: pdftext.Page, resources, regions: list[Box], page: Box) -> Cu
             width = float(operands[0])
         elif op in _PATH:
             start = index if start is None else start
-            points += _points(op, [float(v) for v in operands[:_PATH[op]]], ctm)
+            points += _points(op, [float(v) for v in operands[: _PATH[op]]], ctm)
         elif op in ("W", "W*"):
             clipping = True
         elif op in _PAINT:
@@ -108,8 +108,13 @@ def across(walked: pdftext.Page, resources, regions: list[Box], page: Box) -> Cu
                     grow = width * max(abs(v) for v in ctm[:4]) or 1.0
                     bounds = (bounds[0] - grow, bounds[1] - grow, bounds[2] + grow, bounds[3] + grow)
                 if op != "n":
-                    take(start if start is not None else index, index, bounds, keep_clip=clipping,
-                         paints=(stroke if op in _STROKE else None, fill if op not in ("S", "s") else None))
+                    take(
+                        start if start is not None else index,
+                        index,
+                        bounds,
+                        keep_clip=clipping,
+                        paints=(stroke if op in _STROKE else None, fill if op not in ("S", "s") else None),
+                    )
                 if clipping:
                     clip = _within(_bounds(points), clip) or (0.0, 0.0, 0.0, 0.0)
             start, points, clipping = None, [], False
@@ -153,8 +158,9 @@ def _points(op: str, values: list[float], ctm) -> list[tuple[float, float]]:
     if op == "re":
         x, y, w, h = values
         values = [x, y, x + w, y, x, y + h, x + w, y + h]
-    return [(x * ctm[0] + y * ctm[2] + ctm[4], x * ctm[1] + y * ctm[3] + ctm[5])
-            for x, y in zip(values[0::2], values[1::2])]
+    return [
+        (x * ctm[0] + y * ctm[2] + ctm[4], x * ctm[1] + y * ctm[3] + ctm[5]) for x, y in zip(values[0::2], values[1::2])
+    ]
 
 
 def _bounds(points: list[tuple[float, float]]) -> Box:

@@ -50,10 +50,16 @@ def decide_part(gate: ActionGate, rt: Runtime, envelope: object) -> dict:
         if derived is None:
             raise EvidenceError(ReasonCode.DOCUMENT_NOT_FOUND, "no derived artifact of the tenant has this id")
         sha256 = derived["parsed"]["subject_sha256"]
-        details = {"artifact_id": args["artifact_id"], "sha256": sha256, "decision": args["decision"],
-                   "reason": args["reason"], "authorization": authorized.envelope}
-        event = ledger._append(conn, TenantMonth(tenant, current_month()), EventType.PART_DECIDED, sha256,
-                               authorized.actor, details)
+        details = {
+            "artifact_id": args["artifact_id"],
+            "sha256": sha256,
+            "decision": args["decision"],
+            "reason": args["reason"],
+            "authorization": authorized.envelope,
+        }
+        event = ledger._append(
+            conn, TenantMonth(tenant, current_month()), EventType.PART_DECIDED, sha256, authorized.actor, details
+        )
         recorded[:] = [details]  # the last run of the transaction is the one committed
         return event
 
@@ -72,8 +78,11 @@ def _check_request(tenant: str | None, args: dict) -> None:
         or not 1 <= len(reason) <= MAX_REASON_CHARS
         or not reason.isprintable()
     ):
-        raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "part.decide names its tenant and takes {artifact_id, "
-                            f"decision: approved|rejected, reason: 1..{MAX_REASON_CHARS} printable characters}}")
+        raise EvidenceError(
+            ReasonCode.ACTION_REQUEST_INVALID,
+            "part.decide names its tenant and takes {artifact_id, "
+            f"decision: approved|rejected, reason: 1..{MAX_REASON_CHARS} printable characters}}",
+        )
 
 
 # --- a merge's admission ---------------------------------------------------------------------------------------
@@ -98,8 +107,13 @@ def approving_pin(rt: Runtime, tenant: str, artifact_id: str) -> dict:
     """The pin of the part's latest decision, a review's or a reviewer's; MERGE_INPUT_NOT_APPROVED unless it
     approves the part."""
     review = rt.document_jobs.latest_review(tenant, artifact_id)
-    published = None if review is None else rt.document_records.find_event(
-        tenant, EventType.DOCUMENT_PUBLISHED, "job_id", review["job_id"], newest=True)
+    published = (
+        None
+        if review is None
+        else rt.document_records.find_event(
+            tenant, EventType.DOCUMENT_PUBLISHED, "job_id", review["job_id"], newest=True
+        )
+    )
     decided = rt.document_records.find_event(tenant, EventType.PART_DECIDED, "artifact_id", artifact_id, newest=True)
     if decided is None or (published is not None and published["seq"] > decided["seq"]):
         return review_pin(review, artifact_id)

@@ -73,8 +73,17 @@ GATE_CODES = frozenset(
 )
 MAX_FONTS = 200
 # What pypdf and pyHanko raise on a document they cannot parse (pyHanko's inflate raises zlib's own error)
-_PARSE_ERRORS = (PyPdfError, PdfError, zlib.error, ValueError, KeyError, TypeError, AttributeError, IndexError,
-                 AssertionError)
+_PARSE_ERRORS = (
+    PyPdfError,
+    PdfError,
+    zlib.error,
+    ValueError,
+    KeyError,
+    TypeError,
+    AttributeError,
+    IndexError,
+    AssertionError,
+)
 _WHITESPACE = b"\0\t\n\f\r "  # PDF's white-space characters: all that may follow the last %%EOF
 # Where content sniffers look for markup anywhere (Internet Explorer's FindMimeFromData reads 256 bytes; WHATWG's
 # algorithm only at the very start): wider, and rich-text annotations (XHTML, /RC) early in a small PDF are refused.
@@ -83,8 +92,13 @@ _HEADER_WINDOW = 256
 _MARKUP = re.compile(rb"<(?:!doctype|html|head|body|script|iframe|svg)", re.IGNORECASE)
 # Stream data, where any bytes are legitimate; other formats' records anywhere else make the file a polyglot.
 _STREAM_START = re.compile(rb">>\s*stream\r?\n")
-_FOREIGN = {b"PK\x03\x04": "a ZIP local file header", b"PK\x01\x02": "a ZIP central directory",
-            b"PK\x05\x06": "a ZIP end record", b"\x7fELF": "an ELF executable", b"PE\0\0": "a PE executable"}
+_FOREIGN = {
+    b"PK\x03\x04": "a ZIP local file header",
+    b"PK\x01\x02": "a ZIP central directory",
+    b"PK\x05\x06": "a ZIP end record",
+    b"\x7fELF": "an ELF executable",
+    b"PE\0\0": "a PE executable",
+}
 # Content-stream lexing for the budgets, linear in the bytes: strings and comments are not operators. Inline image
 # data is left in (the spec keeps it under 4 KB; pdftext counts again after parsing). A string runs to its first
 # unescaped ")" (a nested one included: more text counted, never less) or to the end, so it never fails: one that
@@ -148,8 +162,11 @@ def gate(file: BinaryIO, active_content: str = "refuse") -> GatedDocument:
         raise exceeded(*_parser_limit(str(error))) from None
     except DependencyError as error:  # what is not decoded cannot be checked
         # A stated choice: JBIG2 is not decoded (pypdf would run the jbig2dec binary, which the image does not ship)
-        what = "a JBIG2 image (the service does not decode JBIG2)" if "jbig2" in str(error).lower() else (
-            "an encoding the service has no decoder for")
+        what = (
+            "a JBIG2 image (the service does not decode JBIG2)"
+            if "jbig2" in str(error).lower()
+            else ("an encoding the service has no decoder for")
+        )
         raise EvidenceError(ReasonCode.DOCUMENT_UNSUPPORTED, f"a stream uses {what}; {REENCODE}") from None
     except RecursionError:
         raise exceeded("objects nested too deeply for the parser", RESAVE) from None
@@ -160,8 +177,10 @@ def gate(file: BinaryIO, active_content: str = "refuse") -> GatedDocument:
 def malformed(error: Exception, reader: str = "") -> EvidenceError:
     """DOCUMENT_MALFORMED for what a parser raised: the defect in our words (by the parser's), and what to do."""
     said = str(error)
-    defect = next((ours for words, ours in _DEFECTS if words in said),
-                  "the document does not follow PDF's syntax where a strict reader requires it")
+    defect = next(
+        (ours for words, ours in _DEFECTS if words in said),
+        "the document does not follow PDF's syntax where a strict reader requires it",
+    )
     return EvidenceError(ReasonCode.DOCUMENT_MALFORMED, f"{defect} ({reader}{type(error).__name__}); {RESAVE}")
 
 
@@ -185,8 +204,11 @@ def _parser_limit(message: str) -> tuple[str, str]:
     for words, limit, action in _PARSER_LIMITS:
         if words in message:
             return limit, action
-    return ("a limit of the PDF parser (filters of a stream, depth or entries of the page tree, outline, form fields "
-            "or names; docs: Document limits)", budgets.SPLIT)
+    return (
+        "a limit of the PDF parser (filters of a stream, depth or entries of the page tree, outline, form fields "
+        "or names; docs: Document limits)",
+        budgets.SPLIT,
+    )
 
 
 def _refuse_polyglots(data: bytes) -> None:
@@ -194,7 +216,7 @@ def _refuse_polyglots(data: bytes) -> None:
     end = data.rfind(b"%%EOF")
     if end < 0:
         raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED, f"no %%EOF marker (truncated?); {RESAVE}")
-    if data[end + 5:].strip(_WHITESPACE):
+    if data[end + 5 :].strip(_WHITESPACE):
         raise EvidenceError(ReasonCode.DOCUMENT_POLYGLOT, f"data follows the last %%EOF marker; {RESAVE}")
     if _MARKUP.search(data, 0, _HEADER_WINDOW):
         raise EvidenceError(ReasonCode.DOCUMENT_POLYGLOT, f"HTML markup near the start of the file; {RESAVE}")
@@ -211,7 +233,7 @@ def _outside_streams(data: bytes) -> bytes:
     lazy ``.*?endstream`` is quadratic on many stream starts without an end)."""
     pieces, at = [], 0
     while (start := _STREAM_START.search(data, at)) is not None:
-        pieces.append(data[at:start.end()])
+        pieces.append(data[at : start.end()])
         end = data.find(b"endstream", start.end())
         at = start.end() if end < 0 else end  # a stream that never ends is no stream: its bytes are looked at
         if end < 0:
@@ -224,16 +246,21 @@ def _inspect(file: BinaryIO, active_content: str) -> GatedDocument:
     try:
         reader = PdfReader(file, strict=True)
     except NotImplementedError:  # pypdf opens only the standard (password) security handler
-        raise EvidenceError(ReasonCode.DOCUMENT_ENCRYPTED, "encrypted documents are not accepted (the document is "
-                            f"encrypted for certificates, not with a password); {DECRYPT}") from None
+        raise EvidenceError(
+            ReasonCode.DOCUMENT_ENCRYPTED,
+            "encrypted documents are not accepted (the document is "
+            f"encrypted for certificates, not with a password); {DECRYPT}",
+        ) from None
     # Only an empty user password is tried: what it opens, any reader opens silently (restrictions on printing,
     # copying or changing are the author's wish, which only writing operations must respect)
     if reader.is_encrypted and not reader.decrypt(""):
-        raise EvidenceError(ReasonCode.DOCUMENT_ENCRYPTED,
-                            f"documents encrypted with a password are not accepted; {DECRYPT}")
+        raise EvidenceError(
+            ReasonCode.DOCUMENT_ENCRYPTED, f"documents encrypted with a password are not accepted; {DECRYPT}"
+        )
     if not _xref_points_at_objects(reader, file):
-        raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED,
-                            f"the cross-reference table does not point at its objects; {RESAVE}")
+        raise EvidenceError(
+            ReasonCode.DOCUMENT_MALFORMED, f"the cross-reference table does not point at its objects; {RESAVE}"
+        )
     _read_by_pyhanko(file, reader.is_encrypted)
     root = reader.trailer["/Root"]
     pages = _count_pages(root["/Pages"])
@@ -357,8 +384,10 @@ def _check_trees(root: DictionaryObject) -> None:
     for tree in trees:
         _walk_tree(tree, lambda node: [(kid, 1) for kid in node.get("/Kids", ArrayObject()).get_object()])
     if "/Outlines" in root:  # an item's children are one level down, its /Next sibling on the same level
-        _walk_tree(root.raw_get("/Outlines"), lambda node: [
-            (node.raw_get(key), step) for key, step in (("/First", 1), ("/Next", 0)) if key in node])
+        _walk_tree(
+            root.raw_get("/Outlines"),
+            lambda node: [(node.raw_get(key), step) for key, step in (("/First", 1), ("/Next", 0)) if key in node],
+        )
 
 
 def _walk_tree(top, children) -> None:
@@ -416,8 +445,9 @@ class _Scan:
                 if not isinstance(child, IndirectObject):
                     self.visit(child)
                 elif child.idnum not in self.defined:  # pypdf's writer fails on it: split and merge would
-                    raise EvidenceError(ReasonCode.DOCUMENT_MALFORMED,
-                                        f"the document refers to an object it lacks; {RESAVE}")
+                    raise EvidenceError(
+                        ReasonCode.DOCUMENT_MALFORMED, f"the document refers to an object it lacks; {RESAVE}"
+                    )
 
     def _dictionary(self, d: DictionaryObject) -> None:
         action = d.get("/S")

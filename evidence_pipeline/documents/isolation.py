@@ -46,8 +46,11 @@ def unclassified(error: BaseException) -> EvidenceError:
     """The coded failure of an exception that is not an EvidenceError; its type only, never its text. The log
     says where it was raised (module and line of each frame) for the operator."""
     frames = traceback.extract_tb(error.__traceback__)
-    _log.warning("unclassified %s at %s", type(error).__name__,
-                 " < ".join(f"{Path(f.filename).name}:{f.lineno}" for f in reversed(frames)))
+    _log.warning(
+        "unclassified %s at %s",
+        type(error).__name__,
+        " < ".join(f"{Path(f.filename).name}:{f.lineno}" for f in reversed(frames)),
+    )
     if isinstance(error, MemoryError):
         return EvidenceError(ReasonCode.PROCESSOR_RESOURCE_EXHAUSTED, "the work reached its memory limit")
     return EvidenceError(ReasonCode.PROCESSOR_FAILED, f"the work failed unexpectedly ({type(error).__name__})")
@@ -60,8 +63,10 @@ def deterministic(error: Exception) -> EvidenceError:
     coded = unclassified(error)
     if coded.code != ReasonCode.PROCESSOR_FAILED or isinstance(error, OSError):
         return coded
-    return EvidenceError(ReasonCode.PROCESSOR_INPUT_FAILED,
-                         f"the work failed on this document ({type(error).__name__}); retrying cannot change that")
+    return EvidenceError(
+        ReasonCode.PROCESSOR_INPUT_FAILED,
+        f"the work failed on this document ({type(error).__name__}); retrying cannot change that",
+    )
 
 
 def isolated(limits: Limits, work: Callable, *args):
@@ -78,8 +83,9 @@ def isolated(limits: Limits, work: Callable, *args):
         child.kill()  # a no-op once it has exited
         child.join()
         if isinstance(error, EOFError):
-            raise EvidenceError(ReasonCode.PROCESSOR_FAILED,
-                                f"the worker process died ({_death(child.exitcode)})") from None
+            raise EvidenceError(
+                ReasonCode.PROCESSOR_FAILED, f"the worker process died ({_death(child.exitcode)})"
+            ) from None
         raise
     finally:
         receive.close()

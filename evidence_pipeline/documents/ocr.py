@@ -65,9 +65,15 @@ INK = 245  # grey level under which a pixel is ink (faint grey and light colour 
 _GROUP = 4  # pixels at INK_DPI per cell of the grid in which ink is grouped (ink a cell apart is one group)
 _MARGIN = 96  # pixels at PAGE_DPI read above and below a group: the lines before and after it (a value wrapped)
 # The base-14 fonts whose glyphs every renderer draws from its own copy (Symbol and ZapfDingbats draw no letters)
-_STANDARD = frozenset(f"{family}{style}" for family, styles in (
-    ("Helvetica", ("", "-Bold", "-Oblique", "-BoldOblique")), ("Courier", ("", "-Bold", "-Oblique", "-BoldOblique")),
-    ("Times", ("-Roman", "-Bold", "-Italic", "-BoldItalic"))) for style in styles)
+_STANDARD = frozenset(
+    f"{family}{style}"
+    for family, styles in (
+        ("Helvetica", ("", "-Bold", "-Oblique", "-BoldOblique")),
+        ("Courier", ("", "-Bold", "-Oblique", "-BoldOblique")),
+        ("Times", ("-Roman", "-Bold", "-Italic", "-BoldItalic")),
+    )
+    for style in styles
+)
 _FONT = object()  # an entry of a /Font resource dictionary
 _PATTERN = pikepdf.Dictionary()  # a resource dictionary's patterns, among the fonts
 _ENCODINGS = frozenset({"/StandardEncoding", "/WinAnsiEncoding", "/MacRomanEncoding"})
@@ -136,8 +142,9 @@ def engine() -> str:
     return f"tesseract {pytesseract.get_tesseract_version()}"
 
 
-def rendered_pages(data: bytes, only: set[int] | None = None,
-                   colour: bool = False) -> Iterator[tuple[int, Image.Image]]:
+def rendered_pages(
+    data: bytes, only: set[int] | None = None, colour: bool = False
+) -> Iterator[tuple[int, Image.Image]]:
     """(index, image) of each page (or of the pages ``only`` names) as a reader sees it: rendered by pdfium at
     PAGE_DPI, in grey unless ``colour``, with its annotations and its form fields' appearances, turned as its
     /Rotate says. One page in memory at a time."""
@@ -150,8 +157,9 @@ def rendered_pages(data: bytes, only: set[int] | None = None,
                     continue
                 page = document[index]
                 try:
-                    bitmap = page.render(scale=PAGE_DPI / 72, may_draw_forms=True, draw_annots=True,
-                                         grayscale=not colour)
+                    bitmap = page.render(
+                        scale=PAGE_DPI / 72, may_draw_forms=True, draw_annots=True, grayscale=not colour
+                    )
                     image = bitmap.to_pil().convert("RGB" if colour else "L")
                     bitmap.close()
                 finally:
@@ -207,8 +215,11 @@ def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes]) -> Shown:
         if key not in fonts:
             fonts[key] = _trusted_font(font, trusted)
         mode = pdfium_c.FPDFTextObj_GetTextRenderMode(obj.raw)
-        if fonts[key] and mode in (pdfium_c.FPDF_TEXTRENDERMODE_FILL, pdfium_c.FPDF_TEXTRENDERMODE_STROKE,
-                                   pdfium_c.FPDF_TEXTRENDERMODE_FILL_STROKE):  # clipping text changes what else shows
+        if fonts[key] and mode in (
+            pdfium_c.FPDF_TEXTRENDERMODE_FILL,
+            pdfium_c.FPDF_TEXTRENDERMODE_STROKE,
+            pdfium_c.FPDF_TEXTRENDERMODE_FILL_STROKE,
+        ):  # clipping text changes what else shows
             hidden.append((obj, mode))
             pdfium_c.FPDFTextObj_SetTextRenderMode(obj.raw, pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE)
     ink = _render(page, INK_DPI)
@@ -224,15 +235,16 @@ def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes]) -> Shown:
     rendered = _render(page, PAGE_DPI)  # whole (pdfium's crop is in the unrotated page's frame)
     pixels = numpy.asarray(rendered.crop((0, top, rendered.width, bottom))).copy()
     for (_, above), (below, _) in zip(bands, bands[1:]):  # the rows between bands are not read
-        pixels[above - top:below - top] = 255
+        pixels[above - top : below - top] = 255
     textpage = page.get_textpage()
     try:
         known = sum(len(_object_text(obj, textpage).split()) for obj, _ in hidden)
     finally:
         textpage.close()
     reading = read_page(Image.fromarray(pixels), known)
-    words = tuple(Word(w.text, (w.box[0], w.box[1] + top, w.box[2], w.box[3] + top), w.confidence, w.line)
-                  for w in reading.words)
+    words = tuple(
+        Word(w.text, (w.box[0], w.box[1] + top, w.box[2], w.box[3] + top), w.confidence, w.line) for w in reading.words
+    )
     return Shown(size, Reading(words, reading.legible), len(bands))
 
 
@@ -254,24 +266,28 @@ def _bands(gray: Image.Image, height: int) -> list[tuple[int, int]]:
         return []
     scale = PAGE_DPI / INK_DPI
     rows, columns = -(-pixels.shape[0] // _GROUP), -(-pixels.shape[1] // _GROUP)
-    pixels = numpy.pad(pixels, ((0, rows * _GROUP - pixels.shape[0]), (0, columns * _GROUP - pixels.shape[1])),
-                       constant_values=255)
+    pixels = numpy.pad(
+        pixels, ((0, rows * _GROUP - pixels.shape[0]), (0, columns * _GROUP - pixels.shape[1])), constant_values=255
+    )
     cells, dark = _per_cell(pixels, numpy.minimum) < INK, _per_cell(pixels, numpy.maximum) < 64
     corner = dark[:-1, :-1] & dark[1:, :-1] & dark[:-1, 1:] & dark[1:, 1:]  # 2 x 2 dark cells: _SOLID pixels
     solid = numpy.zeros_like(dark)
     for down in (0, 1):
         for right in (0, 1):
-            solid[down:rows - 1 + down, right:columns - 1 + right] |= corner
+            solid[down : rows - 1 + down, right : columns - 1 + right] |= corner
     solid = _grown(solid, 1)  # and the cells its edge runs through
     cells &= ~solid
     bands = []
     for top, left, bottom, right in _components(_grown(cells, 1)):
         area = (slice(top * _GROUP, (bottom + 1) * _GROUP), slice(left * _GROUP, (right + 1) * _GROUP))
-        kept = numpy.repeat(numpy.repeat(~solid[top:bottom + 1, left:right + 1], _GROUP, axis=0), _GROUP, axis=1)
+        kept = numpy.repeat(numpy.repeat(~solid[top : bottom + 1, left : right + 1], _GROUP, axis=0), _GROUP, axis=1)
         group = (pixels[area] < INK) & kept
         inked_rows, inked_columns = numpy.flatnonzero(group.any(axis=1)), numpy.flatnonzero(group.any(axis=0))
-        if not len(inked_rows) or (inked_rows[-1] - inked_rows[0] + 1) * scale < MIN_GLYPH or \
-                (inked_columns[-1] - inked_columns[0] + 1) * scale < MIN_GLYPH:
+        if (
+            not len(inked_rows)
+            or (inked_rows[-1] - inked_rows[0] + 1) * scale < MIN_GLYPH
+            or (inked_columns[-1] - inked_columns[0] + 1) * scale < MIN_GLYPH
+        ):
             continue  # no glyph fits in it at its drawn size
         first, last = top * _GROUP + inked_rows[0], top * _GROUP + inked_rows[-1] + 1
         bands.append((max(0, math.floor(first * scale) - _MARGIN), min(height, math.ceil(last * scale) + _MARGIN)))
@@ -365,8 +381,9 @@ def _spells_what_it_draws(font: pikepdf.Dictionary) -> bool:
     if not isinstance(font.get("/BaseFont"), pikepdf.Name) or name_str(font.BaseFont)[1:] not in _STANDARD:
         return False
     descriptor = font.get("/FontDescriptor")
-    if isinstance(descriptor, pikepdf.Dictionary) and any(k in descriptor for k in ("/FontFile", "/FontFile2",
-                                                                                    "/FontFile3")):
+    if isinstance(descriptor, pikepdf.Dictionary) and any(
+        k in descriptor for k in ("/FontFile", "/FontFile2", "/FontFile3")
+    ):
         return False
     encoding = font.get("/Encoding")
     if encoding is None or isinstance(encoding, pikepdf.Name):
@@ -378,7 +395,8 @@ def _spells_what_it_draws(font: pikepdf.Dictionary) -> bool:
     differences = encoding.get("/Differences", pikepdf.Array())
     return isinstance(differences, pikepdf.Array) and all(
         isinstance(item, int) or isinstance(item, pikepdf.Name) and name_str(item) in adobe_glyphs
-        for item in differences)
+        for item in differences
+    )
 
 
 def read(image: Image.Image) -> Reading:
@@ -437,15 +455,23 @@ def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
     found = [(region, residue.crop(region)) for region in _ink_regions(residue)]
     angles = [_skews(crop) for _, crop in found]
     base = max((word.line for word in page), default=-1) + 1
-    read, base = _pieces_read([_piece(region, crop, turn) for (region, crop), skews in zip(found, angles)
-                               for turn in (skews[0], skews[0] + 180)], base)
+    read, base = _pieces_read(
+        [
+            _piece(region, crop, turn)
+            for (region, crop), skews in zip(found, angles)
+            for turn in (skews[0], skews[0] + 180)
+        ],
+        base,
+    )
     words = [word for piece in read for word in piece]
     trusted = [word.box for word in page + words if word.confidence >= CONFIDENT]
     again = []
     for index, ((region, crop), skews) in enumerate(zip(found, angles)):
         upright, upside_down = read[2 * index], read[2 * index + 1]
-        if not any(_doubted(word) and _overlap(word.box, region) and not any(_overlap(word.box, box) for box in trusted)
-                   for word in page + upright + upside_down):
+        if not any(
+            _doubted(word) and _overlap(word.box, region) and not any(_overlap(word.box, box) for box in trusted)
+            for word in page + upright + upside_down
+        ):
             continue
         best = skews[0] + 180 if _score(upside_down) > _score(upright) else skews[0]
         again += [_piece(region, crop, best, squeeze) for squeeze in _SQUEEZES]
@@ -460,8 +486,11 @@ def _piece(region: tuple[int, int, int, int], crop: Image.Image, turn: float, sq
     """(region, turn, squeeze, the region's size, its size turned, the piece as laid out): the region's pixels
     turned ``turn`` degrees counter-clockwise, then scaled ``squeeze`` along its (now level) lines."""
     turned = crop.rotate(turn, expand=True, fillcolor=255)
-    piece = turned if squeeze == 1 else turned.resize((max(1, round(turned.width * squeeze)), turned.height),
-                                                      Image.Resampling.LANCZOS)
+    piece = (
+        turned
+        if squeeze == 1
+        else turned.resize((max(1, round(turned.width * squeeze)), turned.height), Image.Resampling.LANCZOS)
+    )
     return region, turn, squeeze, crop.size, turned.size, piece
 
 
@@ -486,9 +515,11 @@ def _sheets(pieces: list) -> Iterator[list]:
     for piece in pieces:
         size = piece[-1].height + _GAP
         if max(piece[-1].width + 2 * _GAP, size + _GAP) > _SHEET:
-            raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
-                                f"a region of ink larger than OCR reads ({_SHEET:,} pixels on a side at "
-                                f"{PAGE_DPI} dpi); only a region rule can redact it")
+            raise EvidenceError(
+                ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
+                f"a region of ink larger than OCR reads ({_SHEET:,} pixels on a side at "
+                f"{PAGE_DPI} dpi); only a region rule can redact it",
+            )
         if run and height + size > _SHEET:
             yield run
             run, height = [], _GAP
@@ -514,11 +545,24 @@ def _sheet_read(pieces: list) -> list[tuple[int, Word]]:
         centre = (word.box[1] + word.box[3]) / 2
         index = max(i for i, t in enumerate(tops) if t <= centre) if centre >= tops[0] else 0
         region, turn, squeeze, size, turned, _ = pieces[index]
-        local = ((word.box[0] - _GAP) / squeeze, word.box[1] - tops[index], (word.box[2] - _GAP) / squeeze,
-                 word.box[3] - tops[index])
+        local = (
+            (word.box[0] - _GAP) / squeeze,
+            word.box[1] - tops[index],
+            (word.box[2] - _GAP) / squeeze,
+            word.box[3] - tops[index],
+        )
         box = _unturn(tuple(round(v) for v in local), turn, size, turned)
-        words.append((index, Word(word.text, (box[0] + region[0], box[1] + region[1], box[2] + region[0],
-                                              box[3] + region[1]), word.confidence, word.line)))
+        words.append(
+            (
+                index,
+                Word(
+                    word.text,
+                    (box[0] + region[0], box[1] + region[1], box[2] + region[0], box[3] + region[1]),
+                    word.confidence,
+                    word.line,
+                ),
+            )
+        )
     return words
 
 
@@ -545,8 +589,9 @@ def _panels(pixels: numpy.ndarray) -> Iterator[tuple[slice, slice]]:
     holds no light ink; a frame, a rule or a glyph of dark text is dark over little of its box; boxes that touch
     (marks on neighbouring lines) leave their union's edge open."""
     rows, columns = -(-pixels.shape[0] // _GROUP), -(-pixels.shape[1] // _GROUP)
-    padded = numpy.pad(pixels, ((0, rows * _GROUP - pixels.shape[0]), (0, columns * _GROUP - pixels.shape[1])),
-                       constant_values=255)
+    padded = numpy.pad(
+        pixels, ((0, rows * _GROUP - pixels.shape[0]), (0, columns * _GROUP - pixels.shape[1])), constant_values=255
+    )
     dark = _per_cell(padded, numpy.maximum) < 128
     if not dark.any():
         return
@@ -554,9 +599,9 @@ def _panels(pixels: numpy.ndarray) -> Iterator[tuple[slice, slice]]:
     for top, left, bottom, right in _components(dark):
         if bottom - top < 2 or right - left < 2:
             continue
-        area = dark[top:bottom + 1, left:right + 1]
+        area = dark[top : bottom + 1, left : right + 1]
         edge = min(area[0].mean(), area[-1].mean(), area[:, 0].mean(), area[:, -1].mean())
-        if edge >= 0.75 and area.mean() >= _PANEL and light[top:bottom + 1, left:right + 1].any():
+        if edge >= 0.75 and area.mean() >= _PANEL and light[top : bottom + 1, left : right + 1].any():
             yield (slice(top * _GROUP, (bottom + 1) * _GROUP), slice(left * _GROUP, (right + 1) * _GROUP))
 
 
@@ -591,7 +636,11 @@ def _ink_regions(gray: Image.Image) -> list[tuple[int, int, int, int]]:
     regions = []
     for top, left, bottom, right in _components(_grown(ink, _JOIN)):  # a cell joins ink within _JOIN cells
         box = (left * _CELL, top * _CELL, min(width, (right + 1) * _CELL), min(height, (bottom + 1) * _CELL))
-        if box[2] - box[0] >= MIN_GLYPH and box[3] - box[1] >= MIN_GLYPH and ink[top:bottom + 1, left:right + 1].any():
+        if (
+            box[2] - box[0] >= MIN_GLYPH
+            and box[3] - box[1] >= MIN_GLYPH
+            and ink[top : bottom + 1, left : right + 1].any()
+        ):
             regions.append(box)
     return regions
 
@@ -623,9 +672,14 @@ def _skews(region: Image.Image) -> list[float]:
     small = region.resize((max(1, round(region.width * scale)), max(1, round(region.height * scale))))
     ink = small.point(lambda v: 255 if v < 160 else 0)
     angles = range(-88, 92, 2)
-    scores = [float(numpy.square(numpy.diff(numpy.asarray(ink.rotate(angle, expand=True, fillcolor=0),
-                                                          dtype=numpy.float64).sum(axis=1))).sum())
-              for angle in angles]
+    scores = [
+        float(
+            numpy.square(
+                numpy.diff(numpy.asarray(ink.rotate(angle, expand=True, fillcolor=0), dtype=numpy.float64).sum(axis=1))
+            ).sum()
+        )
+        for angle in angles
+    ]
     peaks: list[float] = []
     for i in sorted(range(len(scores)), key=lambda i: -scores[i]):
         apart = all(min(abs(angles[i] - peak), 180 - abs(angles[i] - peak)) >= _APART for peak in peaks)
@@ -639,8 +693,10 @@ def _legible(words: list[Word], shown: Image.Image, explained=(), known: int = 0
     box of solid ink in ``shown`` (a redaction's black box, which the engine reads as a word) is no text, and a
     doubted word where an ``explained`` word was read with confidence (text at an angle, read at it) is read."""
     trusted = [word.box for word in explained if word.confidence >= CONFIDENT]
-    doubted = sum(_doubted(word) and not _solid(word, shown) and not any(_overlap(word.box, box) for box in trusted)
-                  for word in words)
+    doubted = sum(
+        _doubted(word) and not _solid(word, shown) and not any(_overlap(word.box, box) for box in trusted)
+        for word in words
+    )
     return doubted <= (len(words) + known) // 10
 
 
@@ -661,7 +717,7 @@ def _solid(word: Word, shown: Image.Image) -> bool:
     if dark.mean() < 0.5:
         return False
     rows, columns = numpy.flatnonzero(dark.any(axis=1)), numpy.flatnonzero(dark.any(axis=0))
-    return not (pixels[rows[0]:rows[-1] + 1, columns[0]:columns[-1] + 1] > 192).any()
+    return not (pixels[rows[0] : rows[-1] + 1, columns[0] : columns[-1] + 1] > 192).any()
 
 
 def _words(gray: Image.Image, angle: float) -> list[Word]:
@@ -691,8 +747,12 @@ def _unturn(box, angle: float, size: tuple[int, int], turned: tuple[int, int]) -
         dx, dy = x - turned[0] / 2, y - turned[1] / 2
         xs.append(dx * cos - dy * sin + size[0] / 2)
         ys.append(dx * sin + dy * cos + size[1] / 2)
-    return (max(0, math.floor(min(xs))), max(0, math.floor(min(ys))), min(size[0], math.ceil(max(xs))),
-            min(size[1], math.ceil(max(ys))))
+    return (
+        max(0, math.floor(min(xs))),
+        max(0, math.floor(min(ys))),
+        min(size[0], math.ceil(max(xs))),
+        min(size[1], math.ceil(max(ys))),
+    )
 
 
 def _score(words: list[Word]) -> float:

@@ -7,7 +7,9 @@ so the text that stays does not move. Form XObjects are walked with their matrix
 what it spells (no ToUnicode map, a glyph name outside the Adobe glyph list, a Type3 glyph) is walked as U+FFFD:
 what it shows is read from the rendered page, where the redactor finds it and burns it in (redact.py). A composite
 font with a CMap other than Identity-H/V cannot even be split into glyphs and is REDACTION_UNSUPPORTED_CONTENT.
-"""
+
+Over 400 lines because the walk and the rewrite share the glyph positions the walk records; apart, each would
+re-derive the other's arithmetic."""
 
 from __future__ import annotations
 
@@ -35,9 +37,12 @@ _STANDARD_14 = frozenset(pdfmetrics.standardFonts)
 def multiply(a: Matrix, b: Matrix) -> Matrix:
     """a then b, as PDF composes matrices (row vector times matrix)."""
     return (
-        a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3],
-        a[2] * b[0] + a[3] * b[2], a[2] * b[1] + a[3] * b[3],
-        a[4] * b[0] + a[5] * b[2] + b[4], a[4] * b[1] + a[5] * b[3] + b[5],
+        a[0] * b[0] + a[1] * b[2],
+        a[0] * b[1] + a[1] * b[3],
+        a[2] * b[0] + a[3] * b[2],
+        a[2] * b[1] + a[3] * b[3],
+        a[4] * b[0] + a[5] * b[2] + b[4],
+        a[4] * b[1] + a[5] * b[3] + b[5],
     )
 
 
@@ -85,7 +90,7 @@ class _Font:
 
     def split(self, data: bytes) -> list[tuple[int, int, int]]:
         step = self.codes
-        return [(int.from_bytes(data[i:i + step], "big"), i, i + step) for i in range(0, len(data) - step + 1, step)]
+        return [(int.from_bytes(data[i : i + step], "big"), i, i + step) for i in range(0, len(data) - step + 1, step)]
 
 
 @dataclass
@@ -107,8 +112,9 @@ def walk_page(page: pikepdf.Page) -> Page:
         _walk(found, pieces, page, page.obj.get("/Resources", pikepdf.Dictionary()), IDENTITY, 0, set())
     except (pikepdf.PdfError, TypeError, ValueError, IndexError, KeyError, AttributeError) as error:
         # operands of the wrong type or number, broken resources: what cannot be read cannot be promised removed
-        raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
-                            f"page content the redactor cannot read ({type(error).__name__})") from None
+        raise EvidenceError(
+            ReasonCode.REDACTION_UNSUPPORTED_CONTENT, f"page content the redactor cannot read ({type(error).__name__})"
+        ) from None
     found.text = "".join(pieces)
     starts = list(itertools.accumulate((len(piece) for piece in pieces), initial=0))
     found.offsets = [starts[piece] for piece in found.offsets]
@@ -188,10 +194,22 @@ def _walk(found: Page, pieces: list[str], owner, resources, ctm: Matrix, depth: 
                 found.offsets.append(len(pieces))  # a piece index until walk_page makes it an offset
                 text = font.unicode.get(code, "\ufffd")
                 pieces.append(text)
-                found.glyphs.append(Glyph(
-                    text, stream, index, strings, start, end, advance * 1000 / (size * th) if size and th else 0.0,
-                    tm, ctm, size, rise, advance,
-                ))
+                found.glyphs.append(
+                    Glyph(
+                        text,
+                        stream,
+                        index,
+                        strings,
+                        start,
+                        end,
+                        advance * 1000 / (size * th) if size and th else 0.0,
+                        tm,
+                        ctm,
+                        size,
+                        rise,
+                        advance,
+                    )
+                )
                 tm = _advanced(tm, advance)
 
 
@@ -225,11 +243,11 @@ def _decode_font(font) -> _Font:
     unicode = _to_unicode(font["/ToUnicode"].read_bytes()) if "/ToUnicode" in font else None
     if subtype == "/Type0":
         if font.get("/Encoding") not in ("/Identity-H", "/Identity-V") or not font.get("/DescendantFonts"):
-            raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
-                                "a composite font whose CMap is not Identity-H or Identity-V")
+            raise EvidenceError(
+                ReasonCode.REDACTION_UNSUPPORTED_CONTENT, "a composite font whose CMap is not Identity-H or Identity-V"
+            )
         descendant = font["/DescendantFonts"][0]
-        return _Font(2, unicode or {}, _cid_widths(descendant.get("/W", [])), float(descendant.get("/DW", 1000)),
-                     False)
+        return _Font(2, unicode or {}, _cid_widths(descendant.get("/W", [])), float(descendant.get("/DW", 1000)), False)
     if unicode is None:
         unicode = _single_byte_encoding(font)
     widths: dict[int, float] = {}
@@ -303,7 +321,7 @@ def blocks(data: bytes, begin: bytes, end: bytes) -> Iterator[bytes]:
         stop = data.find(end, start + len(begin))
         if stop == -1:  # no end after this begin, so after no later one either
             return
-        yield data[start + len(begin):stop]
+        yield data[start + len(begin) : stop]
         at = stop + len(end)
 
 
@@ -330,8 +348,12 @@ def _cid_widths(w) -> dict[int, float]:
     return widths
 
 
-def rewrite(found: Page, removed: set[int], scrubbed: frozenset[tuple[int, int]] = frozenset(),
-            replaced: dict[tuple[int, int], list] | None = None) -> None:
+def rewrite(
+    found: Page,
+    removed: set[int],
+    scrubbed: frozenset[tuple[int, int]] = frozenset(),
+    replaced: dict[tuple[int, int], list] | None = None,
+) -> None:
     """Drop the glyphs whose indices are in ``removed`` from their streams, keeping the rest where it was, and the
     strings of the inline marked-content properties at the (stream, op) positions in ``scrubbed``; the instructions
     at the (stream, op) positions ``replaced`` names become the instructions it gives (none: dropped)."""
@@ -385,7 +407,7 @@ def _without(operands, op: str, glyphs: list[Glyph]):
         strings += 1
         data, kept, cursor = bytes(element), bytearray(), 0
         for glyph in sorted(gone.get(strings, []), key=lambda g: g.start):
-            kept += data[cursor:glyph.start]
+            kept += data[cursor : glyph.start]
             if kept:
                 out.append(pikepdf.String(bytes(kept)))
                 kept = bytearray()

@@ -80,11 +80,30 @@ MARK_PADDING = 1.0  # points around a removed glyph's box
 WORD_PADDING = 2  # pixels around a word OCR found
 REDACTED = "[redacted]"
 # /S of an action dictionary (PDF 2.0, 12.6.4): a dictionary with one of these is an action, removed whole
-ACTIONS = frozenset({
-    "/GoTo", "/GoToR", "/GoToE", "/GoToDp", "/Launch", "/Thread", "/URI", "/Sound", "/Movie", "/Hide", "/Named",
-    "/SubmitForm", "/ResetForm", "/ImportData", "/SetOCGState", "/Rendition", "/Trans", "/GoTo3DView",
-    "/JavaScript", "/RichMediaExecute",
-})
+ACTIONS = frozenset(
+    {
+        "/GoTo",
+        "/GoToR",
+        "/GoToE",
+        "/GoToDp",
+        "/Launch",
+        "/Thread",
+        "/URI",
+        "/Sound",
+        "/Movie",
+        "/Hide",
+        "/Named",
+        "/SubmitForm",
+        "/ResetForm",
+        "/ImportData",
+        "/SetOCGState",
+        "/Rendition",
+        "/Trans",
+        "/GoTo3DView",
+        "/JavaScript",
+        "/RichMediaExecute",
+    }
+)
 # What links an annotation to the rest of the document rather than to what it says
 _ANNOTATION_LINKS = frozenset({"/P", "/Parent", "/Popup", "/IRT"})
 # Streams whose decoded bytes are not text a rule reads: fonts, colour profiles, functions, CMaps (images are OCR'd,
@@ -117,8 +136,12 @@ class Finding:
     def mark(self, page: int, rect) -> None:
         x0, y0, x1, y1 = (float(v) for v in rect)
         self.marks.setdefault(page, []).append(
-            (min(x0, x1) - MARK_PADDING, min(y0, y1) - MARK_PADDING, max(x0, x1) + MARK_PADDING,
-             max(y0, y1) + MARK_PADDING)
+            (
+                min(x0, x1) - MARK_PADDING,
+                min(y0, y1) - MARK_PADDING,
+                max(x0, x1) + MARK_PADDING,
+                max(y0, y1) + MARK_PADDING,
+            )
         )
 
 
@@ -147,8 +170,11 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
         for number, page in enumerate(pdf.pages, 1):
             walked = pdftext.walk_page(page)
             removed = _page_glyphs(walked, number, occurrences, rules, finding)
-            scrubbed = frozenset((stream, op) for stream, op, properties in walked.properties
-                                 if any(_string_holds(v, search) for v in properties.values()))
+            scrubbed = frozenset(
+                (stream, op)
+                for stream, op, properties in walked.properties
+                if any(_string_holds(v, search) for v in properties.values())
+            )
             if remove:
                 pdftext.rewrite(walked, removed, scrubbed)
                 finding.counts["marked_content"] += len(scrubbed)
@@ -171,8 +197,12 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
         "removed": dict(sorted((+finding.counts).items())),
         "marks": sum(len(boxes) for boxes in finding.marks.values()),
         "burned_regions": {str(index + 1): len(boxes) for index, boxes in sorted(burned.items())},
-        "ocr": {"engine": ocr.engine(), "images": len(finding.readings), "pages": finding.pages_read,
-                "dpi": ocr.PAGE_DPI},
+        "ocr": {
+            "engine": ocr.engine(),
+            "images": len(finding.readings),
+            "pages": finding.pages_read,
+            "dpi": ocr.PAGE_DPI,
+        },
     }
     derivative = f"redacted-{key}.pdf"
     report = {"input": {"document_id": document.document_id, "sha256": document.sha256}, "derivative": derivative}
@@ -186,8 +216,13 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
 def _saved(pdf: pikepdf.Pdf) -> bytes:
     out = io.BytesIO()
     # fix_metadata_version would re-serialize the XMP that stays (its character references become literals)
-    pdf.save(out, deterministic_id=True, compress_streams=True, fix_metadata_version=False,
-             object_stream_mode=pikepdf.ObjectStreamMode.generate)
+    pdf.save(
+        out,
+        deterministic_id=True,
+        compress_streams=True,
+        fix_metadata_version=False,
+        object_stream_mode=pikepdf.ObjectStreamMode.generate,
+    )
     return out.getvalue()
 
 
@@ -197,8 +232,9 @@ def readable():
     try:
         yield
     except pikepdf.PdfError as error:
-        raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
-                            f"qpdf cannot read or write the document ({type(error).__name__})") from None
+        raise EvidenceError(
+            ReasonCode.REDACTION_UNSUPPORTED_CONTENT, f"qpdf cannot read or write the document ({type(error).__name__})"
+        ) from None
 
 
 def find(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
@@ -236,8 +272,10 @@ def find(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
                 continue
             reading = _read(value, finding)
             if not reading.legible:
-                raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
-                                    "an image outside the page content cannot be read with confidence by OCR")
+                raise EvidenceError(
+                    ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
+                    "an image outside the page content cannot be read with confidence by OCR",
+                )
             _match(rules, normalize(reading.lines), finding)
         elif isinstance(value, pikepdf.Stream) and _text_stream(key, value, content):
             for text in _texts(_stream_bytes(value)):
@@ -259,6 +297,7 @@ def _texts(data: bytes, *known: str) -> set[str]:
 
 # -- page text ---------------------------------------------------------------------------------------------------
 
+
 @dataclass
 class _View:
     """Text made of pieces, each owned by a glyph or an OCR word (or by nothing: a line break or a space)."""
@@ -278,7 +317,7 @@ class _View:
         chosen: set[int] = set()
         for occurrence in occurrences:
             for match in occurrence.finditer(self.text):
-                chosen |= {o for o in self.owners[match.start():match.end()] if o is not None}
+                chosen |= {o for o in self.owners[match.start() : match.end()] if o is not None}
         return chosen
 
 
@@ -352,8 +391,15 @@ def _placement(glyph: pdftext.Glyph) -> tuple[float, float, float, float, float,
     length, height = math.hypot(trm[0], trm[1]), glyph.size * math.hypot(trm[2], trm[3])
     if not length or not height:
         return None
-    return (trm[4], trm[5], trm[4] + glyph.width * trm[0], trm[5] + glyph.width * trm[1], trm[0] / length,
-            trm[1] / length, height)
+    return (
+        trm[4],
+        trm[5],
+        trm[4] + glyph.width * trm[0],
+        trm[5] + glyph.width * trm[1],
+        trm[0] / length,
+        trm[1] / length,
+        height,
+    )
 
 
 def _between(a, b) -> str:
@@ -412,14 +458,18 @@ def _content_bytes(owner) -> bytes:
 def _origin(glyph: pdftext.Glyph) -> tuple[float, float, float]:
     """Where a glyph starts on its baseline in default user space, and its height there."""
     tm, ctm = glyph.tm, glyph.ctm
-    return (tm[4] * ctm[0] + tm[5] * ctm[2] + ctm[4], tm[4] * ctm[1] + tm[5] * ctm[3] + ctm[5],
-            abs(glyph.size * (tm[2] * ctm[1] + tm[3] * ctm[3])))
+    return (
+        tm[4] * ctm[0] + tm[5] * ctm[2] + ctm[4],
+        tm[4] * ctm[1] + tm[5] * ctm[3] + ctm[5],
+        abs(glyph.size * (tm[2] * ctm[1] + tm[3] * ctm[3])),
+    )
 
 
 def _reading_order(points: list[tuple[float, float, float]]) -> list[int] | None:
     """Glyph indices in reading order (lines top to bottom, left to right), or None when drawing order is it."""
-    if all(_same_line(a, b) and b[0] >= a[0] or b[1] < a[1] and not _same_line(a, b)
-           for a, b in zip(points, points[1:])):
+    if all(
+        _same_line(a, b) and b[0] >= a[0] or b[1] < a[1] and not _same_line(a, b) for a, b in zip(points, points[1:])
+    ):
         return None
     lines: list[list[int]] = []
     for index in sorted(range(len(points)), key=lambda i: (-points[i][1], points[i][0])):
@@ -459,6 +509,7 @@ def _page_glyphs(page: pdftext.Page, number: int, occurrences, rules: Rules, fin
 
 # -- images ------------------------------------------------------------------------------------------------------
 
+
 def _read(image, finding: Finding) -> ocr.Reading:
     """The image's OCR, once per image object (an image drawn on many pages is read once)."""
     key = image.objgen if isinstance(image, pikepdf.Object) else None
@@ -479,10 +530,17 @@ def _pixels(image) -> Image.Image:
         return picture.as_pil_image()
     # StopIteration: pikepdf converts an inline image by writing it into a page of its own, and finds none there
     # when the image's dictionary is one it cannot write (tabula-py's data_dtype.pdf)
-    except (pikepdf.PikepdfError, NotImplementedError, ValueError, OSError, Image.DecompressionBombError,
-            StopIteration) as error:
-        raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
-                            f"an image the redactor cannot decode ({type(error).__name__})") from None
+    except (
+        pikepdf.PikepdfError,
+        NotImplementedError,
+        ValueError,
+        OSError,
+        Image.DecompressionBombError,
+        StopIteration,
+    ) as error:
+        raise EvidenceError(
+            ReasonCode.REDACTION_UNSUPPORTED_CONTENT, f"an image the redactor cannot decode ({type(error).__name__})"
+        ) from None
 
 
 def _words_holding(reading: ocr.Reading, occurrences) -> list[ocr.Word]:
@@ -495,8 +553,9 @@ def _words_holding(reading: ocr.Reading, occurrences) -> list[ocr.Word]:
     return [reading.words[i] for i in sorted(_View.of(pieces).covered(occurrences))]
 
 
-def _images_on_page(page: pdftext.Page, number: int, rules: Rules, occurrences, finding: Finding, painted: set,
-                    remove: bool) -> None:
+def _images_on_page(
+    page: pdftext.Page, number: int, rules: Rules, occurrences, finding: Finding, painted: set, remove: bool
+) -> None:
     """Paint out, in every image the page draws, the words OCR found that hold a value (once per image: an image
     drawn on several pages is one object) and what the page's regions cover; mark each area where it is drawn."""
     for image, ctm in page.images:
@@ -505,13 +564,16 @@ def _images_on_page(page: pdftext.Page, number: int, rules: Rules, occurrences, 
         if not words and not regions:
             continue
         if not isinstance(image, pikepdf.Object):
-            raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
-                                "an inline image holds text to remove" if words else "an inline image under a region")
+            raise EvidenceError(
+                ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
+                "an inline image holds text to remove" if words else "an inline image under a region",
+            )
         width, height = int(image.Width), int(image.Height)
         boxes = [_padded(word.box, width, height) for word in words]
         for box in boxes:
-            finding.mark(number - 1, pdftext.box(ctm, box[0] / width, 1 - box[3] / height,
-                                                 box[2] / width, 1 - box[1] / height))
+            finding.mark(
+                number - 1, pdftext.box(ctm, box[0] / width, 1 - box[3] / height, box[2] / width, 1 - box[1] / height)
+            )
         if image.objgen in painted:
             boxes = []
         else:
@@ -535,8 +597,12 @@ def _overlap(a, b) -> bool:
 
 
 def _padded(box, width: int, height: int) -> tuple[int, int, int, int]:
-    return (max(0, box[0] - WORD_PADDING), max(0, box[1] - WORD_PADDING),
-            min(width, box[2] + WORD_PADDING), min(height, box[3] + WORD_PADDING))
+    return (
+        max(0, box[0] - WORD_PADDING),
+        max(0, box[1] - WORD_PADDING),
+        min(width, box[2] + WORD_PADDING),
+        min(height, box[3] + WORD_PADDING),
+    )
 
 
 def _region_pixels(ctm, rect, width: int, height: int):
@@ -547,8 +613,12 @@ def _region_pixels(ctm, rect, width: int, height: int):
     area = (max(placed[0], rect[0]), max(placed[1], rect[1]), min(placed[2], rect[2]), min(placed[3], rect[3]))
     us = sorted(((area[0] - ctm[4]) / ctm[0], (area[2] - ctm[4]) / ctm[0]))  # page -> unit square -> pixels
     vs = sorted(((area[1] - ctm[5]) / ctm[3], (area[3] - ctm[5]) / ctm[3]))  # (row 0 is the image's top)
-    return (math.floor(us[0] * width), math.floor((1 - vs[1]) * height),
-            math.ceil(us[1] * width), math.ceil((1 - vs[0]) * height)), area
+    return (
+        math.floor(us[0] * width),
+        math.floor((1 - vs[1]) * height),
+        math.ceil(us[1] * width),
+        math.ceil((1 - vs[0]) * height),
+    ), area
 
 
 def _paint(image: pikepdf.Stream, boxes) -> None:
@@ -587,6 +657,7 @@ def _encode(image: pikepdf.Stream, pixels: Image.Image, jpeg: bool = False) -> N
 
 # -- the rendered page -------------------------------------------------------------------------------------------
 
+
 def _shown(data: bytes, rules: Rules, finding: Finding) -> dict[int, list[tuple[int, int, int, int]]]:
     """What the object-level pass left visible: each page of its output rendered and read whole by OCR (ocr.py);
     every rule's match and every found value in what it reads becomes a region to burn in, in the rendering's
@@ -596,9 +667,10 @@ def _shown(data: bytes, rules: Rules, finding: Finding) -> dict[int, list[tuple[
         reading = shown.reading
         finding.pages_read += shown.bands > 0
         if not reading.legible and index + 1 not in rules.regions:
-            raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
-                                f"page {index + 1} as rendered cannot be read with confidence by OCR; "
-                                "only a region rule can redact it")
+            raise EvidenceError(
+                ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
+                f"page {index + 1} as rendered cannot be read with confidence by OCR; only a region rule can redact it",
+            )
         for text in reading.views:
             _match(rules, normalize(text), finding)
         words = _words_holding(reading, [_occurrence(value) for value in sorted(finding.values)])
@@ -623,11 +695,15 @@ def _burn(pdf: pikepdf.Pdf, data: bytes, regions: dict[int, list], search: Searc
     areas, on_burned = {}, set()
     for index, boxes in sorted(regions.items()):
         if frames[index] is not None:
-            areas[index], dropped = _cut(pdf, pdf.pages[index], [frames[index].user(box) for box in boxes],
-                                         frames[index].box)
+            areas[index], dropped = _cut(
+                pdf, pdf.pages[index], [frames[index].user(box) for box in boxes], frames[index].box
+            )
             on_burned |= dropped
-    clean = {index for index, image in ocr.rendered_pages(_saved(pdf), only=set(areas))
-             if _blank(image, regions[index])} if areas else set()
+    clean = (
+        {index for index, image in ocr.rendered_pages(_saved(pdf), only=set(areas)) if _blank(image, regions[index])}
+        if areas
+        else set()
+    )
     for index, image in ocr.rendered_pages(data, only=set(regions), colour=True):
         draw = ImageDraw.Draw(image)
         for box in regions[index]:
@@ -680,8 +756,12 @@ class _Frame:
 
     def _point(self, px: float, py: float) -> tuple[float, float]:
         (x0, y0, x1, y1), s = self.box, ocr.PAGE_DPI / 72
-        return {0: (x0 + px / s, y1 - py / s), 90: (x0 + py / s, y0 + px / s), 180: (x1 - px / s, y0 + py / s),
-                270: (x1 - py / s, y1 - px / s)}[self.turn]
+        return {
+            0: (x0 + px / s, y1 - py / s),
+            90: (x0 + py / s, y0 + px / s),
+            180: (x1 - px / s, y0 + py / s),
+            270: (x1 - py / s, y1 - px / s),
+        }[self.turn]
 
     def user(self, pixels) -> tuple[float, float, float, float]:
         """A box of the rendering's pixels in default user space."""
@@ -691,9 +771,15 @@ class _Frame:
     def pixels(self, area, size: tuple[int, int]) -> tuple[int, int, int, int] | None:
         """The rendering's pixels (of ``size``) that a box in default user space covers, or None."""
         (x0, y0, x1, y1), s = self.box, ocr.PAGE_DPI / 72
-        corners = [{0: ((x - x0) * s, (y1 - y) * s), 90: ((y - y0) * s, (x - x0) * s),
-                    180: ((x1 - x) * s, (y - y0) * s), 270: ((y1 - y) * s, (x1 - x) * s)}[self.turn]
-                   for x, y in ((area[0], area[1]), (area[2], area[3]))]
+        corners = [
+            {
+                0: ((x - x0) * s, (y1 - y) * s),
+                90: ((y - y0) * s, (x - x0) * s),
+                180: ((x1 - x) * s, (y - y0) * s),
+                270: ((y1 - y) * s, (x1 - x) * s),
+            }[self.turn]
+            for x, y in ((area[0], area[1]), (area[2], area[3]))
+        ]
         left, top = max(0, math.floor(min(c[0] for c in corners))), max(0, math.floor(min(c[1] for c in corners)))
         right = min(size[0], math.ceil(max(c[0] for c in corners)))
         bottom = min(size[1], math.ceil(max(c[1] for c in corners)))
@@ -720,17 +806,22 @@ def _cut(pdf: pikepdf.Pdf, page: pikepdf.Page, regions: list, box) -> tuple[list
         else:
             kept.append(annot)
     if dropped:  # with their popups (a popup shows its parent's text)
-        page.obj.Annots = pikepdf.Array([annot for annot in kept if not _dictionaries(annot, "/Parent")
-                                         or annot.Parent.objgen not in dropped])
+        page.obj.Annots = pikepdf.Array(
+            [annot for annot in kept if not _dictionaries(annot, "/Parent") or annot.Parent.objgen not in dropped]
+        )
     return taken.areas + regions, dropped
 
 
 def _prune(page: pikepdf.Page, patterns: set[str]) -> None:
     """The page given its own resources, without the images, forms and shadings its content no longer names, nor
     the patterns nothing it still draws paints with: what was cut is not reachable from the page."""
-    named = {str(operand) for operands, _ in pikepdf.parse_content_stream(page)
-             if not isinstance(operands, pikepdf.PdfInlineImage) for operand in operands
-             if isinstance(operand, pikepdf.Name)}
+    named = {
+        str(operand)
+        for operands, _ in pikepdf.parse_content_stream(page)
+        if not isinstance(operands, pikepdf.PdfInlineImage)
+        for operand in operands
+        if isinstance(operand, pikepdf.Name)
+    }
     resources = pikepdf.Dictionary(dict(_resources(page.obj).items()))
     for kind, kept in (("/XObject", named), ("/Shading", named), ("/Pattern", patterns)):
         if isinstance(resources.get(kind), pikepdf.Dictionary):
@@ -748,8 +839,13 @@ def _blank(image: Image.Image, regions: list) -> bool:
     """Whether a rendering shows no ink inside any region (its padding left out: a glyph beside a word may reach
     into it)."""
     pixels = numpy.asarray(image)
-    return all(pixels[box[1] + WORD_PADDING:box[3] - WORD_PADDING, box[0] + WORD_PADDING:box[2] - WORD_PADDING]
-               .min(initial=255) >= ocr.INK for box in regions)
+    return all(
+        pixels[box[1] + WORD_PADDING : box[3] - WORD_PADDING, box[0] + WORD_PADDING : box[2] - WORD_PADDING].min(
+            initial=255
+        )
+        >= ocr.INK
+        for box in regions
+    )
 
 
 def _burn_areas(pdf: pikepdf.Pdf, page: pikepdf.Page, image: Image.Image, frame: _Frame, areas: list) -> None:
@@ -762,8 +858,11 @@ def _burn_areas(pdf: pikepdf.Pdf, page: pikepdf.Page, image: Image.Image, frame:
     for number, pixels in enumerate(clusters):
         piece = image.crop(pixels)
         if frame.turn:  # pixels of the turned page, back in the page's own orientation
-            piece = piece.transpose({90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180,
-                                     270: Image.Transpose.ROTATE_270}[frame.turn])
+            piece = piece.transpose(
+                {90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180, 270: Image.Transpose.ROTATE_270}[
+                    frame.turn
+                ]
+            )
         name = next(f"/Burned{number}.{n}" for n in range(len(xobjects) + 1) if f"/Burned{number}.{n}" not in xobjects)
         xobjects[name] = _picture(pdf, piece)
         x0, y0, x1, y1 = frame.user(pixels)
@@ -776,8 +875,16 @@ def _clusters(boxes: list) -> list[tuple[int, int, int, int]]:
     """The boxes, those that overlap or touch joined into their union, in order."""
     clusters: list[tuple[int, int, int, int]] = []
     for box in sorted(boxes):
-        while (near := next((c for c in clusters if max(c[0], box[0]) <= min(c[2], box[2])
-                             and max(c[1], box[1]) <= min(c[3], box[3])), None)) is not None:
+        while (
+            near := next(
+                (
+                    c
+                    for c in clusters
+                    if max(c[0], box[0]) <= min(c[2], box[2]) and max(c[1], box[1]) <= min(c[3], box[3])
+                ),
+                None,
+            )
+        ) is not None:
             clusters.remove(near)
             box = _union([near, box])
         clusters.append(box)
@@ -799,8 +906,9 @@ def _picture(pdf: pikepdf.Pdf, image: Image.Image) -> pikepdf.Stream:
     colour page would need a JPEG)."""
     if _grey(image):
         image = image.convert("L")
-    picture = pdf.make_stream(b"", Type=pikepdf.Name.XObject, Subtype=pikepdf.Name.Image, Width=image.width,
-                              Height=image.height)
+    picture = pdf.make_stream(
+        b"", Type=pikepdf.Name.XObject, Subtype=pikepdf.Name.Image, Width=image.width, Height=image.height
+    )
     _encode(picture, image)
     return picture
 
@@ -809,8 +917,18 @@ def _burn_page(pdf: pikepdf.Pdf, page: pikepdf.Dictionary, image: Image.Image) -
     """The page replaced by its rendering ``image``, drawn as one image: its objects, annotations and text layer
     go."""
     width, height = image.width * 72 / ocr.PAGE_DPI, image.height * 72 / ocr.PAGE_DPI
-    for key in ("/CropBox", "/BleedBox", "/TrimBox", "/ArtBox", "/Rotate", "/UserUnit", "/Group", "/Annots",
-                "/StructParents", "/Tabs"):
+    for key in (
+        "/CropBox",
+        "/BleedBox",
+        "/TrimBox",
+        "/ArtBox",
+        "/Rotate",
+        "/UserUnit",
+        "/Group",
+        "/Annots",
+        "/StructParents",
+        "/Tabs",
+    ):
         if key in page:
             del page[key]
     page.MediaBox = [0, 0, width, height]
@@ -820,8 +938,10 @@ def _burn_page(pdf: pikepdf.Pdf, page: pikepdf.Dictionary, image: Image.Image) -
 
 # -- everything else ---------------------------------------------------------------------------------------------
 
-def _remove_elsewhere(pdf: pikepdf.Pdf, rules: Rules, search: Search, occurrences, finding: Finding,
-                      painted: set) -> None:
+
+def _remove_elsewhere(
+    pdf: pikepdf.Pdf, rules: Rules, search: Search, occurrences, finding: Finding, painted: set
+) -> None:
     for name, fld in _fields(pdf):
         if name in rules.fields:
             _remove_field(pdf, fld, finding)
@@ -848,9 +968,15 @@ def _remove_elsewhere(pdf: pikepdf.Pdf, rules: Rules, search: Search, occurrence
                 continue
             kept.append(annot)
         # a removed annotation's popup goes with it (the popup shows the parent's text)
-        page.obj.Annots = pikepdf.Array([annot for annot in kept if annot.get("/Subtype") != "/Popup"
-                                         or not _dictionaries(annot, "/Parent")
-                                         or annot.Parent.objgen not in dropped])
+        page.obj.Annots = pikepdf.Array(
+            [
+                annot
+                for annot in kept
+                if annot.get("/Subtype") != "/Popup"
+                or not _dictionaries(annot, "/Parent")
+                or annot.Parent.objgen not in dropped
+            ]
+        )
     specifications = []  # the file specifications of embedded and associated (PDF 2.0) files, counted once each
     names = pdf.Root.get("/Names")
     if names is not None and "/EmbeddedFiles" in names:
@@ -961,8 +1087,11 @@ def _reachable(pdf: pikepdf.Pdf):
                 stack.extend((value, i, item, key, action) for i, item in enumerate(value))
             else:
                 if _is_action(value):  # in a name tree (JavaScript, say) its entry goes with it
-                    action = ((container, key - key % 2, "name") if container_key == "/Names" and isinstance(key, int)
-                              else (container, key, "action"))
+                    action = (
+                        (container, key - key % 2, "name")
+                        if container_key == "/Names" and isinstance(key, int)
+                        else (container, key, "action")
+                    )
                 stack.extend((value, k, item, key, action) for k, item in value.items())
 
 
@@ -975,8 +1104,11 @@ def _holds_anywhere(annot, search: Search) -> bool:
             return True
         if not first_visit(value, seen):
             continue
-        if isinstance(value, pikepdf.Stream) and value.get("/Subtype") != "/Image" and \
-                search.holds_bytes(_stream_bytes(value)):
+        if (
+            isinstance(value, pikepdf.Stream)
+            and value.get("/Subtype") != "/Image"
+            and search.holds_bytes(_stream_bytes(value))
+        ):
             return True
         if isinstance(value, pikepdf.Array):
             stack.extend(value)
@@ -986,8 +1118,9 @@ def _holds_anywhere(annot, search: Search) -> bool:
 
 
 def _string_holds(value, search: Search) -> bool:
-    return isinstance(value, pikepdf.String) and any(search.holds(text) for text in {str(value),
-                                                                                      *decodings(bytes(value))})
+    return isinstance(value, pikepdf.String) and any(
+        search.holds(text) for text in {str(value), *decodings(bytes(value))}
+    )
 
 
 def _text_stream(key, stream: pikepdf.Stream, content: set) -> bool:
@@ -1011,7 +1144,7 @@ def _content_streams(pdf: pikepdf.Pdf) -> set[tuple[int, int]]:
     found = set()
     for page in pdf.pages:
         contents = page.obj.get("/Contents")
-        for stream in (contents if isinstance(contents, pikepdf.Array) else [contents] if contents else []):
+        for stream in contents if isinstance(contents, pikepdf.Array) else [contents] if contents else []:
             found.add(stream.objgen)
     return found
 
@@ -1022,8 +1155,7 @@ def _draw_marks(pdf: pikepdf.Pdf, finding: Finding) -> None:
     for index, boxes in sorted(finding.marks.items()):
         page = pdf.pages[index]
         page.contents_coalesce()
-        drawing = b"".join(f"{x0:.2f} {y0:.2f} {x1 - x0:.2f} {y1 - y0:.2f} re f\n".encode()
-                           for x0, y0, x1, y1 in boxes)
+        drawing = b"".join(f"{x0:.2f} {y0:.2f} {x1 - x0:.2f} {y1 - y0:.2f} re f\n".encode() for x0, y0, x1, y1 in boxes)
         content = page.obj.Contents.read_bytes() if "/Contents" in page.obj else b""
         page.obj.Contents = pdf.make_stream(b"q\n" + content + b"\nQ\nq 0 g\n" + drawing + b"Q\n")
 
@@ -1082,8 +1214,11 @@ def _dictionaries(holder, key: str) -> list:
     dictionary. Writers put a lone dictionary where the array belongs (LibreOffice's /Fields), and nulls or numbers
     in it; a dictionary is read as one entry, anything else as none, as viewers read them."""
     value = holder.get(key) if isinstance(holder, (pikepdf.Dictionary, pikepdf.Stream)) else None
-    return [item for item in (value if isinstance(value, pikepdf.Array) else [value])
-            if isinstance(item, (pikepdf.Dictionary, pikepdf.Stream))]
+    return [
+        item
+        for item in (value if isinstance(value, pikepdf.Array) else [value])
+        if isinstance(item, (pikepdf.Dictionary, pikepdf.Stream))
+    ]
 
 
 def _text(value) -> str | None:
@@ -1109,7 +1244,13 @@ REDACT = register(
         pin_policy=templates.pin,
         input_refused=ReasonCode.REDACTION_INPUT_MISSING,
         verify=verify_derivative,
-        outcomes=frozenset({ReasonCode.REDACTION_INPUT_MISSING, ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
-                            ReasonCode.REDACTION_VERIFICATION_FAILED, ReasonCode.TEMPLATE_NOT_IN_EFFECT}),
+        outcomes=frozenset(
+            {
+                ReasonCode.REDACTION_INPUT_MISSING,
+                ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
+                ReasonCode.REDACTION_VERIFICATION_FAILED,
+                ReasonCode.TEMPLATE_NOT_IN_EFFECT,
+            }
+        ),
     )
 )

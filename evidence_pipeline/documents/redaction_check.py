@@ -84,9 +84,10 @@ def _rendered_holding(data: bytes, search: Search, rules: Rules) -> int:
         number = index + 1
         reading = shown.reading
         if not reading.legible and number not in rules.regions:
-            raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
-                                f"page {number} as rendered cannot be read with confidence by OCR; "
-                                "only a region rule can redact it")
+            raise EvidenceError(
+                ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
+                f"page {number} as rendered cannot be read with confidence by OCR; only a region rule can redact it",
+            )
         holding += any(search.holds(view) for view in reading.views)
     return holding
 
@@ -119,8 +120,10 @@ def _pdfium_orders(data: bytes) -> dict[str, list[str]]:
 def _page_boxes(page) -> list[tuple]:
     """(left, bottom, right, top, character, drawn) of each character pdfium finds on the page, but whitespace:
     its loose box (the line's ascent and descent) and where the page (forms entered) draws its text object."""
-    drawn = {ctypes.cast(obj.raw, ctypes.c_void_p).value: n
-             for n, obj in enumerate(page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_TEXT]))}
+    drawn = {
+        ctypes.cast(obj.raw, ctypes.c_void_p).value: n
+        for n, obj in enumerate(page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_TEXT]))
+    }
     textpage = page.get_textpage()
     try:
         count = textpage.count_chars()
@@ -166,8 +169,13 @@ def _in_drawing_order(boxes: list[tuple]) -> str:
         if previous is not None:
             height = max(previous[3] - previous[1], top - bottom, 1e-6)
             gap = left - previous[2]
-            pieces.append("\n" if abs(bottom - previous[1]) >= 0.5 * height or gap < -height / 3
-                          else "" if gap <= 0.2 * height else " ")
+            pieces.append(
+                "\n"
+                if abs(bottom - previous[1]) >= 0.5 * height or gap < -height / 3
+                else ""
+                if gap <= 0.2 * height
+                else " "
+            )
         pieces.append(char)
         previous = (left, bottom, right, top)
     return "".join(pieces)
@@ -201,10 +209,12 @@ def _scan_objects(data: bytes, search: Search, found: Counter) -> dict[str, int]
             elif isinstance(obj, StreamObject):
                 binary = any(key in obj for key in _BINARY)
                 found["streams"] += (values_only if binary else search).holds_bytes(obj.get_data()) or (
-                    not binary and _strings_hold(obj, reader, search))
+                    not binary and _strings_hold(obj, reader, search)
+                )
             if isinstance(obj, DictionaryObject):
-                found["embedded_files"] += obj.get("/Type") == "/EmbeddedFile" or "/EmbeddedFiles" in obj or \
-                    "/EF" in obj
+                found["embedded_files"] += (
+                    obj.get("/Type") == "/EmbeddedFile" or "/EmbeddedFiles" in obj or "/EF" in obj
+                )
                 stack.extend(v for v in obj.values() if not isinstance(v, IndirectObject))
                 found["names"] += sum(holding(key) for key in obj)
             elif isinstance(obj, ArrayObject):

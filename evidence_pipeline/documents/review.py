@@ -70,10 +70,12 @@ def review_contract(inputs: list[ProcessorInput], options: dict[str, str], pinne
 
 
 def _rejection(summary: dict) -> str:
-    """"rejected under lease-review/2026.1: missing landlord; failed rules: none": field names and rule ids,
+    """ "rejected under lease-review/2026.1: missing landlord; failed rules: none": field names and rule ids,
     never a value from the document."""
-    return (f"rejected under {summary['ruleset']}: missing {', '.join(summary['missing']) or 'none'}; "
-            f"failed rules: {', '.join(summary['failed_rules']) or 'none'}")
+    return (
+        f"rejected under {summary['ruleset']}: missing {', '.join(summary['missing']) or 'none'}; "
+        f"failed rules: {', '.join(summary['failed_rules']) or 'none'}"
+    )
 
 
 def evaluate(file, ruleset: rulesets.Ruleset) -> tuple[dict[str, dict], dict]:

@@ -82,13 +82,16 @@ def check_id(tenant: str, sha256: str, policy: TrustPolicy) -> str:
     return "sgc_" + sha256_text(f"{tenant}/{sha256}/{policy.version}")[:40]
 
 
-def check_signatures(file: BinaryIO, document_sha256: str, policy: TrustPolicy, check: str,
-                     at: datetime | None = None) -> dict:
+def check_signatures(
+    file: BinaryIO, document_sha256: str, policy: TrustPolicy, check: str, at: datetime | None = None
+) -> dict:
     """The signature check record of a gated PDF (canonical JSON-able): one entry per embedded signature, in file
     order, and the outcome: ``unsigned``, ``no_findings``, or ``findings`` (some signature has one)."""
     at = at or datetime.now(timezone.utc).replace(microsecond=0)
     context = ValidationContext(
-        trust_roots=[der_certificate(pem) for pem in policy.roots], allow_fetching=False, revocation_mode="soft-fail",
+        trust_roots=[der_certificate(pem) for pem in policy.roots],
+        allow_fetching=False,
+        revocation_mode="soft-fail",
         moment=at,
     )
     try:
@@ -119,9 +122,12 @@ def check_signatures(file: BinaryIO, document_sha256: str, policy: TrustPolicy, 
 
 def _one(signature, context: ValidationContext, revisions: int, pages: dict, lenient_xref: bool) -> dict:
     stamp = signature.sig_object_type == "/DocTimeStamp"  # a document time stamp (PAdES B-LTA), not a signature
-    where = {"field": signature.field_name, "kind": "document_timestamp" if stamp else "signature",
-             "page": pages.get(signature.field_name),
-             "signed_revision": signature.signed_revision + 1}  # 1-based, of `revisions`
+    where = {
+        "field": signature.field_name,
+        "kind": "document_timestamp" if stamp else "signature",
+        "page": pages.get(signature.field_name),
+        "signed_revision": signature.signed_revision + 1,
+    }  # 1-based, of `revisions`
     try:
         status = validate_pdf_timestamp(signature, context) if stamp else validate_pdf_signature(signature, context)
     except (ValueError, PdfError) as error:  # pyHanko's validation errors are ValueErrors: a finding, not a crash
@@ -151,25 +157,34 @@ def _one(signature, context: ValidationContext, revisions: int, pages: dict, len
     cert = x509.load_der_x509_certificate(status.signing_cert.dump())
     claimed = None if stamp else status.signer_reported_dt or signature.self_reported_timestamp
     # a document time stamp's own time; a signature's from its signature time stamp, if any
-    stamped = status.timestamp if stamp else (
-        status.timestamp_validity.timestamp if status.timestamp_validity is not None
-        and status.timestamp_validity.trusted else None)
-    return where | {
-        "coverage": coverage.name.lower(),  # entire_file, entire_revision, contiguous_block_from_start, unclear
-        "covers_whole_document": coverage == SignatureCoverageLevel.ENTIRE_FILE,
-        "intact": status.intact,
-        "signature_valid": status.valid,
-        "trusted": trusted,  # None: not evaluated (integrity failed)
-        "trust_problem": "not_evaluated" if trusted is None else None if trusted else _trust_problem(status),
-        "signing_time_claimed": claimed.astimezone(timezone.utc).isoformat() if claimed else None,
-        "signing_time_stamped": stamped.astimezone(timezone.utc).isoformat() if stamped else None,
-        "modifications_after_signing": level.name.lower() if level is not None else "unknown",
-        "signer": {
-            "subject": cert.subject.rfc4514_string()[:300],
-            "certificate_sha256": hashlib.sha256(status.signing_cert.dump()).hexdigest(),
-        },
-        "findings": findings,
-    }
+    stamped = (
+        status.timestamp
+        if stamp
+        else (
+            status.timestamp_validity.timestamp
+            if status.timestamp_validity is not None and status.timestamp_validity.trusted
+            else None
+        )
+    )
+    return (
+        where
+        | {
+            "coverage": coverage.name.lower(),  # entire_file, entire_revision, contiguous_block_from_start, unclear
+            "covers_whole_document": coverage == SignatureCoverageLevel.ENTIRE_FILE,
+            "intact": status.intact,
+            "signature_valid": status.valid,
+            "trusted": trusted,  # None: not evaluated (integrity failed)
+            "trust_problem": "not_evaluated" if trusted is None else None if trusted else _trust_problem(status),
+            "signing_time_claimed": claimed.astimezone(timezone.utc).isoformat() if claimed else None,
+            "signing_time_stamped": stamped.astimezone(timezone.utc).isoformat() if stamped else None,
+            "modifications_after_signing": level.name.lower() if level is not None else "unknown",
+            "signer": {
+                "subject": cert.subject.rfc4514_string()[:300],
+                "certificate_sha256": hashlib.sha256(status.signing_cert.dump()).hexdigest(),
+            },
+            "findings": findings,
+        }
+    )
 
 
 def _trust_problem(status) -> str:

@@ -42,8 +42,13 @@ def shadow(rt: Runtime, tenant: str, candidate: str, sample: int) -> dict:
                     continue
             per_label = {"both": Counter(), "only_current": Counter(), "only_candidate": Counter()}
             for value in found["current"].keys() | found["candidate"].keys():
-                side = ("both" if value in found["current"] and value in found["candidate"]
-                        else "only_current" if value in found["current"] else "only_candidate")
+                side = (
+                    "both"
+                    if value in found["current"] and value in found["candidate"]
+                    else "only_current"
+                    if value in found["current"]
+                    else "only_candidate"
+                )
                 per_label[side][found["current"].get(value) or found["candidate"][value]] += 1
             for side, counts in per_label.items():
                 totals[side].update(counts)
@@ -68,8 +73,12 @@ def _values(file, rules: Rules) -> dict[str, str]:
 def _latest_inputs(rt: Runtime, tenant: str, sample: int) -> list[str]:
     """The inputs of the tenant's latest redaction jobs, newest first, each once."""
     jobs = rt.ledger.document_jobs.c
-    query = (select(jobs.request).where(jobs.tenant == tenant, jobs.operation == "redact")
-             .order_by(jobs.accepted_at.desc()).limit(sample * 4))
+    query = (
+        select(jobs.request)
+        .where(jobs.tenant == tenant, jobs.operation == "redact")
+        .order_by(jobs.accepted_at.desc())
+        .limit(sample * 4)
+    )
     with contextlib.closing(rt.ledger.engine.connect()) as conn:
         requests = conn.execute(query).scalars().all()
     seen: dict[str, None] = {}

@@ -71,8 +71,9 @@ def _rule(rule) -> str:
     where = f"rule {rule['id']}"
     kinds = [k for k in RULE_KINDS if k in rule]
     if len(kinds) != 1 or set(rule) != {"id", "label", kinds[0]}:
-        raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"{where} has an id, a label and one of pattern, field, "
-                                                         "region")
+        raise EvidenceError(
+            ReasonCode.TEMPLATE_INVALID, f"{where} has an id, a label and one of pattern, field, region"
+        )
     if not isinstance(rule["label"], str) or not LABEL.fullmatch(rule["label"]):
         raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"{where}: a label is ^[a-z][a-z0-9_]{{0,31}}$")
     value = rule[kinds[0]]
@@ -82,8 +83,10 @@ def _rule(rule) -> str:
         try:
             compiled = compile_pattern(value)
         except re2.error:
-            raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"{where}: the pattern is not an RE2 expression "
-                                                             "(no backreferences or lookaround)") from None
+            raise EvidenceError(
+                ReasonCode.TEMPLATE_INVALID,
+                f"{where}: the pattern is not an RE2 expression (no backreferences or lookaround)",
+            ) from None
         if compiled.fullmatch(""):
             raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"{where}: the pattern matches the empty string")
     elif kinds[0] == "field":
@@ -92,10 +95,13 @@ def _rule(rule) -> str:
     elif not (
         isinstance(value, dict)
         and set(value) == {"page", "rect"}
-        and isinstance(value["page"], int) and value["page"] >= 1
-        and isinstance(value["rect"], list) and len(value["rect"]) == 4
+        and isinstance(value["page"], int)
+        and value["page"] >= 1
+        and isinstance(value["rect"], list)
+        and len(value["rect"]) == 4
         and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value["rect"])
-        and value["rect"][0] < value["rect"][2] and value["rect"][1] < value["rect"][3]
+        and value["rect"][0] < value["rect"][2]
+        and value["rect"][1] < value["rect"][3]
     ):
         raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"{where}: a region is {{page >= 1, rect [x0, y0, x1, y1]}}")
     return rule["id"]
@@ -137,10 +143,15 @@ def submit(gate: ActionGate, envelope: object, organization: bytes, program: byt
         if _events(ledger, conn, tenant, EventType.TEMPLATE_SUBMITTED, vid):
             found[:] = [_versions(ledger, conn, tenant, vid)[0], False]
             return None
-        details = {"version_id": vid, "effective_at": effective, "template": merged,
-                   "authorization": authorized.envelope}
-        event = ledger._append(conn, TenantMonth(tenant, current_month()), EventType.TEMPLATE_SUBMITTED, vid,
-                               authorized.actor, details)
+        details = {
+            "version_id": vid,
+            "effective_at": effective,
+            "template": merged,
+            "authorization": authorized.envelope,
+        }
+        event = ledger._append(
+            conn, TenantMonth(tenant, current_month()), EventType.TEMPLATE_SUBMITTED, vid, authorized.actor, details
+        )
         found[:] = [_versions(ledger, conn, tenant, vid)[0], True]
         return event
 
@@ -166,10 +177,18 @@ def approve(gate: ActionGate, envelope: object) -> tuple[dict, bool]:
         if version_found["approved_by"] is not None:
             return None
         if registry.same_identity(version_found["author"], authorized.actor):
-            raise EvidenceError(ReasonCode.TEMPLATE_SELF_APPROVAL, "the author of a template version cannot approve "
-                                                                   "it, under any name of the same key")
-        event = ledger._append(conn, TenantMonth(tenant, current_month()), EventType.TEMPLATE_APPROVED, vid,
-                               authorized.actor, {"version_id": vid, "authorization": authorized.envelope})
+            raise EvidenceError(
+                ReasonCode.TEMPLATE_SELF_APPROVAL,
+                "the author of a template version cannot approve it, under any name of the same key",
+            )
+        event = ledger._append(
+            conn,
+            TenantMonth(tenant, current_month()),
+            EventType.TEMPLATE_APPROVED,
+            vid,
+            authorized.actor,
+            {"version_id": vid, "authorization": authorized.envelope},
+        )
         found[:] = [_versions(ledger, conn, tenant, vid)[0], True]
         return event
 
@@ -219,7 +238,8 @@ def in_effect(ledger: Ledger, tenant: str, at: float | None = None) -> dict:
     """The approved version with the latest effective time not after ``at`` (later approval wins a tie)."""
     moment = datetime.fromtimestamp(time.time() if at is None else at, timezone.utc)
     candidates = [
-        v for v in versions(ledger, tenant)
+        v
+        for v in versions(ledger, tenant)
         if v["approved_by"] is not None and datetime.fromisoformat(v["effective_at"]) <= moment
     ]
     if not candidates:
@@ -249,20 +269,24 @@ def _events(ledger: Ledger, conn: Connection, tenant: str, event_type: str, vid:
 
 
 def _versions(ledger: Ledger, conn: Connection, tenant: str, vid: str | None = None) -> list[dict]:
-    approvals = {body["subject_sha256"]: (seq, body)
-                 for seq, body in _events(ledger, conn, tenant, EventType.TEMPLATE_APPROVED, vid)}
+    approvals = {
+        body["subject_sha256"]: (seq, body)
+        for seq, body in _events(ledger, conn, tenant, EventType.TEMPLATE_APPROVED, vid)
+    }
     found = []
     for _, body in _events(ledger, conn, tenant, EventType.TEMPLATE_SUBMITTED, vid):
         details = body["details"]
         seq, approval = approvals.get(details["version_id"], (None, None))
-        found.append({
-            "version_id": details["version_id"],
-            "author": body["actor"],
-            "submitted_at": body["recorded_at"],
-            "effective_at": details["effective_at"],
-            "approved_by": approval["actor"] if approval else None,
-            "approved_at": approval["recorded_at"] if approval else None,
-            "approval_seq": seq,
-            "template": details["template"],
-        })
+        found.append(
+            {
+                "version_id": details["version_id"],
+                "author": body["actor"],
+                "submitted_at": body["recorded_at"],
+                "effective_at": details["effective_at"],
+                "approved_by": approval["actor"] if approval else None,
+                "approved_at": approval["recorded_at"] if approval else None,
+                "approval_seq": seq,
+                "template": details["template"],
+            }
+        )
     return found

@@ -109,11 +109,15 @@ def _active_content_remedy(op: Operation):
     except EvidenceError as error:
         if error.code not in ACTIVE_CONTENT or "active_content" not in op.options:
             raise
-        raise EvidenceError(error.code, f'{error.message}; the option {{"active_content": "flag"}} of {op.name} '
-                            "accepts it and lists what was found") from None
+        raise EvidenceError(
+            error.code,
+            f'{error.message}; the option {{"active_content": "flag"}} of {op.name} '
+            "accepts it and lists what was found",
+        ) from None
 
 
 # What runs in a job's worker process (documents/isolation.py), each on files of its own over the parent's.
+
 
 def _gated(file, active_content: str):
     return gate(reopened(file), active_content)
@@ -224,8 +228,7 @@ class _Stages:
             self.rt.document_jobs.record_stage(self.job, lease, change, self.run.run_id)
 
 
-def _process(rt: Runtime, job: dict, lease: Lease, stages: _Stages, scratch,
-             run: RunInfo) -> tuple[str, str | None]:
+def _process(rt: Runtime, job: dict, lease: Lease, stages: _Stages, scratch, run: RunInfo) -> tuple[str, str | None]:
     """Work one leased job, its validating stage recorded with the lease; returns its new state and reason
     (rejected: a decision against the input)."""
     op = stages.op
@@ -245,18 +248,25 @@ def _process(rt: Runtime, job: dict, lease: Lease, stages: _Stages, scratch,
                 with _active_content_remedy(op):
                     gated = isolated(limits, _gated, file, options.get("active_content", "refuse"))
             if gated.permissions_only and op.writes:  # the author's restrictions, kept by what writes
-                raise EvidenceError(ReasonCode.DOCUMENT_PERMISSIONS_ONLY,
-                                    f"{op.name} writes from its input, which is encrypted (permissions only); "
-                                    "inspect reads it, or send an unencrypted copy")
+                raise EvidenceError(
+                    ReasonCode.DOCUMENT_PERMISSIONS_ONLY,
+                    f"{op.name} writes from its input, which is encrypted (permissions only); "
+                    "inspect reads it, or send an unencrypted copy",
+                )
             inputs.append(ProcessorInput(input_id, source.sha256, file.seek(0, io.SEEK_END), gated, file))
             rows.append(source)
         check = None
         if op.signature_check:
             stages.enter(lease, "signature_check", input_sha256=[i.sha256 for i in inputs])
             check = _check_signatures(rt, job, lease, inputs[0], scratch, run, limits)
-            artifacts += [{"name": "signature_check.json", "key": check["record"], "sha256": check["record_sha256"],
-                           "bytes": check["record_bytes"]}] + [
-                {k: r[k] for k in ("name", "key", "sha256", "bytes")} for r in check["etsi_reports"]]
+            artifacts += [
+                {
+                    "name": "signature_check.json",
+                    "key": check["record"],
+                    "sha256": check["record_sha256"],
+                    "bytes": check["record_bytes"],
+                }
+            ] + [{k: r[k] for k in ("name", "key", "sha256", "bytes")} for r in check["etsi_reports"]]
         if op.admit_inputs is not None:  # what admission pinned must still hold
             digests = {i.document_id: i.sha256 for i in inputs}
             for pin in pinned["reviews"]:
@@ -264,20 +274,29 @@ def _process(rt: Runtime, job: dict, lease: Lease, stages: _Stages, scratch,
         stages.enter(lease, op.processing_stage, input_sha256=[i.sha256 for i in inputs])
         result = isolated(limits, _processed, op.processor, inputs, options, pinned)
         if check is not None:  # the job's status shows the check beside the processor's findings
-            result = dataclasses.replace(result, summary=result.summary | {"signature_check": {
-                k: check[k] for k in ("signature_check_id", "policy_version", "outcome", "signatures")}})
+            result = dataclasses.replace(
+                result,
+                summary=result.summary
+                | {
+                    "signature_check": {
+                        k: check[k] for k in ("signature_check_id", "policy_version", "outcome", "signatures")
+                    }
+                },
+            )
         if op.verify is not None:
             result = _verified(op, result, scratch, limits)
             for source in rows:  # the originals are never written; prove they are still the bytes we were given
-                source.store.get_file(source.key, files.enter_context(scratch_file(scratch)),
-                                      expected_sha256=source.sha256)
+                source.store.get_file(
+                    source.key, files.enter_context(scratch_file(scratch)), expected_sha256=source.sha256
+                )
             kill_point("after_document_verified")
         for name, data in sorted(result.artifacts.items()):
             stored = rt.archive.put_once(f"{prefix}/{name}", data)
             artifacts.append({"name": name, "key": stored.key, "sha256": stored.sha256, "bytes": stored.size})
         stages.enter(lease, "signing", summary=result.summary)
-        derived = tuple(_publish_derivative(rt, job, op, inputs, rows, check, pinned, d, artifacts, scratch)
-                        for d in result.derived)
+        derived = tuple(
+            _publish_derivative(rt, job, op, inputs, rows, check, pinned, d, artifacts, scratch) for d in result.derived
+        )
         if result.signed:
             artifacts.append(_approve(rt, f"{prefix}/{result.signed}", inputs[0], scratch, op.name))
     keyring = rt.keyring
@@ -296,8 +315,9 @@ def _process(rt: Runtime, job: dict, lease: Lease, stages: _Stages, scratch,
         "key_id": keyring.statement_key_id,
     }
     subject = inputs[0]
-    statement, envelope = _put_statement(rt, f"{prefix}/{STATEMENT}", f"document/{subject.document_id}",
-                                         subject.sha256, predicate, PREDICATE_TYPE)
+    statement, envelope = _put_statement(
+        rt, f"{prefix}/{STATEMENT}", f"document/{subject.document_id}", subject.sha256, predicate, PREDICATE_TYPE
+    )
     artifacts.append({"name": STATEMENT, "key": statement.key, "sha256": sha256_hex(envelope), "bytes": statement.size})
     kill_point("after_document_put")
     committing = stages.change("committing", outputs=[{k: a[k] for k in ("name", "sha256")} for a in artifacts])
@@ -347,8 +367,9 @@ def _source(rt: Runtime, tenant: str, input_id: str) -> _Source:
     raise EvidenceError(ReasonCode.DOCUMENT_NOT_FOUND, "an input document of this job does not exist")
 
 
-def _put_statement(rt: Runtime, key: str, name: str, sha256: str, predicate: dict,
-                   predicate_type: str, added: tuple[str, ...] = ()) -> tuple[StoredObject, bytes]:
+def _put_statement(
+    rt: Runtime, key: str, name: str, sha256: str, predicate: dict, predicate_type: str, added: tuple[str, ...] = ()
+) -> tuple[StoredObject, bytes]:
     """Put our DSSE statement about ``name`` once under ``key``; returns the stored object and its bytes.
 
     Where one is already there (an earlier attempt's, or another job's of the same content), it is adopted when a
@@ -386,8 +407,9 @@ def signature_check_prefix(tenant: str, check: str) -> str:
     return f"documents/{tenant}/{SIGNATURE_CHECKS}/{check}"
 
 
-def _check_signatures(rt: Runtime, job: dict, lease: Lease, document: ProcessorInput, scratch,
-                      run: RunInfo, limits: Limits) -> dict:
+def _check_signatures(
+    rt: Runtime, job: dict, lease: Lease, document: ProcessorInput, scratch, run: RunInfo, limits: Limits
+) -> dict:
     """The signature check stage: the input's signature check record under the configured trust policy, put once
     (a retry, or another job of the same bytes, adopts the record already stored), its DSSE statement (subject:
     the input's digest), and its `signature.checked` event, committed once. Returns the event's details."""
@@ -415,11 +437,22 @@ def _check_signatures(rt: Runtime, job: dict, lease: Lease, document: ProcessorI
             {k: s[k] for k in ("field", "page", "signed_revision", "findings")} for s in record["signatures"]
         ],
     }
-    predicate = {"signature_check_id": check, "policy_version": policy.version, "record_sha256": record_sha256,
-                 "etsi_reports": [{k: r[k] for k in ("key", "sha256", "indication")} for r in reports.values()],
-                 "key_id": rt.keyring.statement_key_id} | summary
-    _, envelope = _put_statement(rt, f"{base}.dsse.json", f"document/{document.document_id}", document.sha256,
-                                 predicate, SIGNATURE_CHECK_PREDICATE_TYPE, added=("etsi_reports",))
+    predicate = {
+        "signature_check_id": check,
+        "policy_version": policy.version,
+        "record_sha256": record_sha256,
+        "etsi_reports": [{k: r[k] for k in ("key", "sha256", "indication")} for r in reports.values()],
+        "key_id": rt.keyring.statement_key_id,
+    } | summary
+    _, envelope = _put_statement(
+        rt,
+        f"{base}.dsse.json",
+        f"document/{document.document_id}",
+        document.sha256,
+        predicate,
+        SIGNATURE_CHECK_PREDICATE_TYPE,
+        added=("etsi_reports",),
+    )
     details = {
         "signature_check_id": check,
         "policy_version": policy.version,
@@ -432,16 +465,20 @@ def _check_signatures(rt: Runtime, job: dict, lease: Lease, document: ProcessorI
         "etsi_reports": list(reports.values()),
         "job_id": job["job_id"],
         "outcome": summary["outcome"],
-        "signatures": [s | ({"etsi_indication": reports[n]["indication"]} if n in reports else {})
-                       for n, s in enumerate(summary["signatures"], start=1)],
+        "signatures": [
+            s | ({"etsi_indication": reports[n]["indication"]} if n in reports else {})
+            for n, s in enumerate(summary["signatures"], start=1)
+        ],
     }
-    rt.document_jobs.record_once(job, lease, EventType.SIGNATURE_CHECKED, document.sha256, "signature_check_id",
-                                 details, run.run_id)
+    rt.document_jobs.record_once(
+        job, lease, EventType.SIGNATURE_CHECKED, document.sha256, "signature_check_id", details, run.run_id
+    )
     return details
 
 
-def _etsi_reports(rt: Runtime, base: str, document: ProcessorInput, policy: signature_check.TrustPolicy,
-                  record: dict, limits: Limits) -> dict[int, dict]:
+def _etsi_reports(
+    rt: Runtime, base: str, document: ProcessorInput, policy: signature_check.TrustPolicy, record: dict, limits: Limits
+) -> dict[int, dict]:
     """The ETSI TS 119 102-2 report of each signature of the record (by its 1-based position there), from the
     basic validation process under the check's roots at the record's moment: deterministic bytes, so a retry or
     a later job of the same check puts the same objects. Each is an artifact of the job: name, key, digest, size,
@@ -458,8 +495,13 @@ def _etsi_reports(rt: Runtime, base: str, document: ProcessorInput, policy: sign
         report = made.get(entry["field"]) if entry["kind"] == "signature" else None
         if report is not None:
             stored = rt.archive.put_once(f"{base}.etsi-{n}.xml", report.xml)  # the field's name is the signer's
-            reports[n] = {"name": f"signature_check.{n}.etsi.xml", "key": stored.key, "sha256": stored.sha256,
-                          "bytes": stored.size, "indication": report.indication}
+            reports[n] = {
+                "name": f"signature_check.{n}.etsi.xml",
+                "key": stored.key,
+                "sha256": stored.sha256,
+                "bytes": stored.size,
+                "indication": report.indication,
+            }
     return reports
 
 
@@ -472,9 +514,18 @@ def _extra_roots(path) -> bytes | None:
         raise EvidenceError(ReasonCode.CONFIG_INVALID, "EVIDENCE_SIGNATURE_TRUST_ROOTS cannot be read") from None
 
 
-def _publish_derivative(rt: Runtime, job: dict, op: Operation, inputs: list[ProcessorInput], sources: list,
-                        check: dict | None, pinned: dict, derivative: Derivative, artifacts: list,
-                        scratch) -> tuple[str, dict]:
+def _publish_derivative(
+    rt: Runtime,
+    job: dict,
+    op: Operation,
+    inputs: list[ProcessorInput],
+    sources: list,
+    check: dict | None,
+    pinned: dict,
+    derivative: Derivative,
+    artifacts: list,
+    scratch,
+) -> tuple[str, dict]:
     """Put a derivative, its DSSE statement and its manifest once under a key named by its content's identity:
     the same tenant, operation, input digests, options, policy version and signature check give the same keys
     and bytes, whichever job (idempotency key) asks. Beside it, a copy signed by the service as "derived by"
@@ -487,15 +538,19 @@ def _publish_derivative(rt: Runtime, job: dict, op: Operation, inputs: list[Proc
     if len(originals) != 1 or len(checks) > 1:
         raise EvidenceError(ReasonCode.INPUTS_INVALID, "a derivative's parents must derive from one original")
     check_id = check["signature_check_id"] if check else next(iter(checks), None)
-    identity = sha256_hex(dsse.canonical_json({
-        "tenant": job["tenant"],
-        "operation": op.name,
-        "inputs": [i.sha256 for i in inputs],
-        "options": job["request"]["options"],
-        "policy_version": job["policy_version"],
-        "signature_check_id": check_id,
-        "reviews": pinned.get("reviews"),
-    }))
+    identity = sha256_hex(
+        dsse.canonical_json(
+            {
+                "tenant": job["tenant"],
+                "operation": op.name,
+                "inputs": [i.sha256 for i in inputs],
+                "options": job["request"]["options"],
+                "policy_version": job["policy_version"],
+                "signature_check_id": check_id,
+                "reviews": pinned.get("reviews"),
+            }
+        )
+    )
     base = f"{derived_prefix(job['tenant'], identity)}/{derivative.name}"
     output_digest = sha256_hex(derivative.data)
     lineage = {
@@ -506,29 +561,49 @@ def _publish_derivative(rt: Runtime, job: dict, op: Operation, inputs: list[Proc
         "output_digest": output_digest,
         "signature_check_id": check_id,
         "derivation_id": identity,
-    } | ({"reviews": [r for r in pinned["reviews"] if r["artifact_id"] in derivative.parents]}
-         if "reviews" in pinned else {})
+    } | (
+        {"reviews": [r for r in pinned["reviews"] if r["artifact_id"] in derivative.parents]}
+        if "reviews" in pinned
+        else {}
+    )
     stored = rt.archive.put_once(f"{base}.pdf", derivative.data)
     predicate = {"artifact_id": stored.key, "lineage": lineage, "facts": derivative.facts}
-    statement, _ = _put_statement(rt, f"{base}.{STATEMENT}", stored.key, output_digest, predicate,
-                                  DERIVATIVE_PREDICATE_TYPE)
-    manifest = dsse.canonical_json({
-        "schema": DERIVATIVE_MANIFEST_SCHEMA,
-        "artifact_id": stored.key,
-        "name": derivative.name,
-        "bytes": stored.size,
-        "facts": derivative.facts,
-        "lineage": lineage,
-        "statement": {"key": statement.key, "sha256": statement.sha256},
-    }) + b"\n"
+    statement, _ = _put_statement(
+        rt, f"{base}.{STATEMENT}", stored.key, output_digest, predicate, DERIVATIVE_PREDICATE_TYPE
+    )
+    manifest = (
+        dsse.canonical_json(
+            {
+                "schema": DERIVATIVE_MANIFEST_SCHEMA,
+                "artifact_id": stored.key,
+                "name": derivative.name,
+                "bytes": stored.size,
+                "facts": derivative.facts,
+                "lineage": lineage,
+                "statement": {"key": statement.key, "sha256": statement.sha256},
+            }
+        )
+        + b"\n"
+    )
     manifest_stored = rt.archive.put_once(f"{base}.manifest.json", manifest)
-    for name, obj in ((f"{derivative.name}.pdf", stored), (f"{derivative.name}.{STATEMENT}", statement),
-                      (f"{derivative.name}.manifest.json", manifest_stored)):
+    for name, obj in (
+        (f"{derivative.name}.pdf", stored),
+        (f"{derivative.name}.{STATEMENT}", statement),
+        (f"{derivative.name}.manifest.json", manifest_stored),
+    ):
         artifacts.append({"name": name, "key": obj.key, "sha256": obj.sha256, "bytes": obj.size})
     with scratch_file(scratch) as file:
         file.write(derivative.data)
-        derived_by = _signed_copy(rt, f"{base}.{DERIVED_BY}", file, output_digest, stored.size, scratch,
-                                  DERIVED_BY_FIELD, f"Derived by {op.name}")
+        derived_by = _signed_copy(
+            rt,
+            f"{base}.{DERIVED_BY}",
+            file,
+            output_digest,
+            stored.size,
+            scratch,
+            DERIVED_BY_FIELD,
+            f"Derived by {op.name}",
+        )
     artifacts.append(derived_by)
     return output_digest, {
         "derived_by": derived_by["key"],
@@ -552,8 +627,16 @@ def _approve(rt: Runtime, key: str, document: ProcessorInput, scratch, operation
     _signed_copy). A store or signing dependency that fails transiently leaves it unknown whether the object was
     stored: REVIEW_DEPENDENCY_TIMEOUT, and the retry adopts."""
     try:
-        stored = _signed_copy(rt, key, document.file, document.sha256, document.size, scratch, APPROVAL_FIELD,
-                              f"Approved by {operation_name}")
+        stored = _signed_copy(
+            rt,
+            key,
+            document.file,
+            document.sha256,
+            document.size,
+            scratch,
+            APPROVAL_FIELD,
+            f"Approved by {operation_name}",
+        )
     except EvidenceError as error:
         if not error.retryable:
             raise
@@ -578,8 +661,9 @@ def _signed_copy(rt: Runtime, key: str, file, sha256: str, size: int, scratch, f
 
     def sign():
         file.seek(0)
-        return sign_pdf(file, keyring, level, rt.settings.tsa_url, out=scratch_file(scratch), field_name=field,
-                        reason=reason)
+        return sign_pdf(
+            file, keyring, level, rt.settings.tsa_url, out=scratch_file(scratch), field_name=field, reason=reason
+        )
 
     def adopt(stored, stored_sha256: str) -> tuple[str, int] | None:
         if sha256_file(stored, size) != (sha256, size):
@@ -589,6 +673,7 @@ def _signed_copy(rt: Runtime, key: str, file, sha256: str, size: int, scratch, f
         verify_pdf_signature(stored, keyring.root_pem, level, tsa_root, field_name=field, earlier=earlier)
         return stored_sha256, stored.seek(0, io.SEEK_END)
 
-    (signed_sha256, signed_size), _ = put_or_adopt(rt.archive, key, scratch, make=sign, accept=adopt,
-                                                   made=lambda stored: (stored.sha256, stored.size))
+    (signed_sha256, signed_size), _ = put_or_adopt(
+        rt.archive, key, scratch, make=sign, accept=adopt, made=lambda stored: (stored.sha256, stored.size)
+    )
     return {"name": key.rsplit("/", 1)[-1], "key": key, "sha256": signed_sha256, "bytes": signed_size}

@@ -149,9 +149,7 @@ def _limits(rt: Runtime) -> JobLimits:
     return JobLimits(settings.tenant_max_jobs, settings.intake_max_queue_age_seconds, settings.intake_max_queued_jobs)
 
 
-def submit_job(
-    rt: Runtime, tenant: str, idempotency_key: str, body, actor: str, clock: Clock
-) -> tuple[dict, bool]:
+def submit_job(rt: Runtime, tenant: str, idempotency_key: str, body, actor: str, clock: Clock) -> tuple[dict, bool]:
     """Validate a job request and accept it once per idempotency key. Returns (job, created)."""
     repeated = rt.document_jobs.job(tenant, document_job_id(tenant, idempotency_key))
     op, inputs, options = job_spec(body, _router(rt, tenant, repeated))
@@ -225,8 +223,10 @@ def submit_batch(rt: Runtime, tenant: str, body, actor: str, clock: Clock) -> tu
         keys.add(key)
         inputs.update(spec_inputs)
         pinned = _pinned(rt, op, tenant, spec_inputs)
-        manifest.append({"idempotency_key": key, "operation": op.name, "inputs": spec_inputs, "options": options}
-                        | ({"pinned": pinned} if pinned else {}))
+        manifest.append(
+            {"idempotency_key": key, "operation": op.name, "inputs": spec_inputs, "options": options}
+            | ({"pinned": pinned} if pinned else {})
+        )
     if rt.document_records.existing_inputs(tenant, inputs) != inputs:
         raise EvidenceError(ReasonCode.DOCUMENT_NOT_FOUND, "a job spec names a document that does not exist")
     data = canonical(manifest).encode("utf-8")
@@ -326,9 +326,17 @@ def job_view(job: dict, recorded_stage: str | None, attempts: list[dict]) -> dic
             else {}
         ),
         "job_attempts": [
-            {"attempt_id": a["attempt_id"], "replay_of": a["replay_of"], "state": a["state"], "reason": a["reason"],
-             "message": a["message"], "tries": a["tries"], "policy_version": a["policy_version"],
-             "opened_at": when(a["opened_at"]), "ended_at": when(a["ended_at"])}
+            {
+                "attempt_id": a["attempt_id"],
+                "replay_of": a["replay_of"],
+                "state": a["state"],
+                "reason": a["reason"],
+                "message": a["message"],
+                "tries": a["tries"],
+                "policy_version": a["policy_version"],
+                "opened_at": when(a["opened_at"]),
+                "ended_at": when(a["ended_at"]),
+            }
             for a in attempts
         ],
         "status_url": f"/v1/jobs/{job['job_id']}",

@@ -117,8 +117,11 @@ def error_response(code: str, message: str, close: bool = False, report: dict | 
     headers = {"Connection": "close"} if close or status == 408 else {}
     if status in (429, 503, 507):
         headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
-    body = error_body(code, message) if report is None else json.dumps(
-        {"error": {"code": code, "message": message, **report}}).encode()
+    body = (
+        error_body(code, message)
+        if report is None
+        else json.dumps({"error": {"code": code, "message": message, **report}}).encode()
+    )
     return Response(body, status_code=status, headers=headers, media_type="application/json")
 
 
@@ -147,14 +150,16 @@ def create_app(rt: Runtime) -> AdmissionTimer:
     async def post_document(request: Request) -> JSONResponse:
         clock = Clock(time.perf_counter())
         tenant = await tenant_of(request)
-        declared = receive.declared_length(request, settings.intake_max_bytes, ReasonCode.DOCUMENT_TOO_LARGE,
-                                           "documents")
+        declared = receive.declared_length(
+            request, settings.intake_max_bytes, ReasonCode.DOCUMENT_TOO_LARGE, "documents"
+        )
         media_type = admission.declared_media_type(request.headers.get("content-type"))
         await run_in_threadpool(admission.check_byte_quota, rt, tenant, declared)
         # 0600 and nameless: gone on every exit path (SIGKILL too) unless stored; storing it neither copies nor hashes
         with uploads.slot(tenant), rt.document_store.spool(settings.work_dir) as received:
-            sha256, size, head = await receive.receive(request, received, declared, settings.intake_max_bytes,
-                                                       ReasonCode.DOCUMENT_TOO_LARGE, "documents")
+            sha256, size, head = await receive.receive(
+                request, received, declared, settings.intake_max_bytes, ReasonCode.DOCUMENT_TOO_LARGE, "documents"
+            )
             if admission.sniff(head) != media_type:
                 raise EvidenceError(ReasonCode.MEDIA_TYPE_UNSUPPORTED, f"the bytes are not {media_type}")
             row, created = await run_in_threadpool(
@@ -218,24 +223,33 @@ def create_app(rt: Runtime) -> AdmissionTimer:
         report = error.report() if isinstance(error, SourceRejected) else None  # each problem's line, column, code
         return error_response(error.code, error.message, close=upload, report=report)
 
-    return AdmissionTimer(BoundedRequests(Starlette(
-        routes=[
-            Route("/healthz", healthz, methods=["GET"]),
-            metrics_route(registry),
-            Route("/openapi.json", contract, methods=["GET"]),
-            Route("/v1/documents", uploads.bounded(post_document), methods=["POST"]),
-            Route("/v1/jobs", post_job, methods=["POST"]),
-            Route("/v1/jobs/{job_id}", get_job, methods=["GET"]),
-            Route("/v1/evidence-jobs", post_evidence_job, methods=["POST"]),
-            Route("/v1/batches", post_batch, methods=["POST"]),
-            Route("/v1/batches/{batch_id}", get_batch, methods=["GET"]),
-            Route("/v1/batches/{batch_id}/cancel", cancel_batch, methods=["POST"]),
-            *downloads.routes(rt, tenant_of, _check_text),
-            Route("/v1/sources/{period}", uploads.bounded(sources_api.put_source(rt, caller_of, uploads)),
-                  methods=["PUT"]),
-        ],
-        exception_handlers=exception_handlers(answer, log),
-    ), limits), admission_histogram(registry))
+    return AdmissionTimer(
+        BoundedRequests(
+            Starlette(
+                routes=[
+                    Route("/healthz", healthz, methods=["GET"]),
+                    metrics_route(registry),
+                    Route("/openapi.json", contract, methods=["GET"]),
+                    Route("/v1/documents", uploads.bounded(post_document), methods=["POST"]),
+                    Route("/v1/jobs", post_job, methods=["POST"]),
+                    Route("/v1/jobs/{job_id}", get_job, methods=["GET"]),
+                    Route("/v1/evidence-jobs", post_evidence_job, methods=["POST"]),
+                    Route("/v1/batches", post_batch, methods=["POST"]),
+                    Route("/v1/batches/{batch_id}", get_batch, methods=["GET"]),
+                    Route("/v1/batches/{batch_id}/cancel", cancel_batch, methods=["POST"]),
+                    *downloads.routes(rt, tenant_of, _check_text),
+                    Route(
+                        "/v1/sources/{period}",
+                        uploads.bounded(sources_api.put_source(rt, caller_of, uploads)),
+                        methods=["PUT"],
+                    ),
+                ],
+                exception_handlers=exception_handlers(answer, log),
+            ),
+            limits,
+        ),
+        admission_histogram(registry),
+    )
 
 
 async def _json_body(request: Request, limit: int = MAX_JSON_BYTES):
@@ -355,8 +369,9 @@ def _serve_process(host: str, port: int, worker_of: int | None = None) -> None:
     """Serve in this process; ``worker_of``: as a worker of that parent process, on a SO_REUSEPORT socket."""
     if worker_of is not None:
         _exit_with_parent(worker_of)
-    config = server_config(f"{__name__}:app_from_env", Settings.from_env(), factory=True, host=host, port=port,
-                           log_level="info")
+    config = server_config(
+        f"{__name__}:app_from_env", Settings.from_env(), factory=True, host=host, port=port, log_level="info"
+    )
     uvicorn.Server(config).run(sockets=None if worker_of is None else [_reuse_port_socket(host, port)])
 
 

@@ -67,8 +67,14 @@ def outputs_view(rt: Runtime, tenant: str, job_id: str) -> dict:
         "state": job["state"],
         "committed": job["outputs"] is not None,
         "outputs": [
-            {"name": a["name"], "artifact_id": a["key"], "sha256": a["sha256"], "bytes": a["bytes"],
-             "media_type": media_type(a["name"]), "url": f"/v1/jobs/{job_id}/outputs/{a['name']}"}
+            {
+                "name": a["name"],
+                "artifact_id": a["key"],
+                "sha256": a["sha256"],
+                "bytes": a["bytes"],
+                "media_type": media_type(a["name"]),
+                "url": f"/v1/jobs/{job_id}/outputs/{a['name']}",
+            }
             for a in _artifacts(job)
         ],
     }
@@ -146,12 +152,18 @@ class Evidence:
     def view(self) -> dict:
         manifest = json.loads(self.manifest)
         return {
-            "tenant": manifest["tenant"], "period": manifest["period"], "identity": manifest["identity"],
+            "tenant": manifest["tenant"],
+            "period": manifest["period"],
+            "identity": manifest["identity"],
             "published_at": manifest["ledger"]["published_at"],
             "manifest": manifest,
             "supersedes": self.chain,
-            "bundle": {"url": f"/v1/evidence/{manifest['period']}/bundle", "bytes": self.file.size,
-                       "media_type": BUNDLE_MEDIA_TYPE, "etag": f'"{self.etag}"'},
+            "bundle": {
+                "url": f"/v1/evidence/{manifest['period']}/bundle",
+                "bytes": self.file.size,
+                "media_type": BUNDLE_MEDIA_TYPE,
+                "etag": f'"{self.etag}"',
+            },
         }
 
 
@@ -164,10 +176,15 @@ def current_evidence(rt: Runtime, tenant: str, period: str) -> Evidence:
     details, manifest = event.body["details"], build_manifest(event)
     prefix = publication["bundle_key"]
     members = [
-        Member(f"{prefix}/{REPORT}", details["report_sha256"], details["report_size"],
-               details.get("report_version_id")),
-        Member(f"{prefix}/{STATEMENT}", details["statement_sha256"], details["statement_size"],
-               details.get("statement_version_id")),
+        Member(
+            f"{prefix}/{REPORT}", details["report_sha256"], details["report_size"], details.get("report_version_id")
+        ),
+        Member(
+            f"{prefix}/{STATEMENT}",
+            details["statement_sha256"],
+            details["statement_size"],
+            details.get("statement_version_id"),
+        ),
         Member(f"{prefix}/{MANIFEST}", sha256_hex(manifest), len(manifest), data=manifest),
     ]
     for key in rt.archive.list(KEYS):  # public keys and keyring documents: small, read whole
@@ -222,8 +239,9 @@ def routes(rt: Runtime, tenant_of, checked) -> list[Route]:
 
     async def get_output(request: Request) -> Response:
         tenant = await tenant_of(request)
-        artifact = await run_in_threadpool(committed_output, rt, tenant,
-                                           checked(request.path_params["job_id"]), checked(request.path_params["name"]))
+        artifact = await run_in_threadpool(
+            committed_output, rt, tenant, checked(request.path_params["job_id"]), checked(request.path_params["name"])
+        )
         tag = _entity_tag(artifact["sha256"])
         if _unchanged(request, tag):
             return Response(status_code=304, headers=_validators(tag))
@@ -243,21 +261,21 @@ def routes(rt: Runtime, tenant_of, checked) -> list[Route]:
 
     async def get_evidence(request: Request) -> JSONResponse:
         tenant = await tenant_of(request)
-        evidence = await run_in_threadpool(current_evidence, rt, tenant,
-                                           checked(request.path_params["period"]))
+        evidence = await run_in_threadpool(current_evidence, rt, tenant, checked(request.path_params["period"]))
         return JSONResponse(evidence.view(), headers={"Cache-Control": "private, no-cache"})
 
     async def get_bundle(request: Request) -> Response:
         tenant = await tenant_of(request)
-        evidence = await run_in_threadpool(current_evidence, rt, tenant,
-                                           checked(request.path_params["period"]))
+        evidence = await run_in_threadpool(current_evidence, rt, tenant, checked(request.path_params["period"]))
         tag = _entity_tag(evidence.etag)
         if _unchanged(request, tag):
             return Response(status_code=304, headers=_validators(tag))
         name = f"evidence-{tenant}-{evidence.publication['period']}-{evidence.publication['identity'][:12]}.tar"
-        headers = _validators(tag) | {"Content-Length": str(evidence.file.size),
-                                      "Content-Disposition": f'attachment; filename="{name}"',
-                                      "X-Content-Type-Options": "nosniff"}
+        headers = _validators(tag) | {
+            "Content-Length": str(evidence.file.size),
+            "Content-Disposition": f'attachment; filename="{name}"',
+            "X-Content-Type-Options": "nosniff",
+        }
         if request.method == "HEAD":
             return Response(headers=headers, media_type=BUNDLE_MEDIA_TYPE)
         body = read_ahead(evidence.file.stream(archive))

@@ -28,8 +28,9 @@ def declared_length(request: Request, ceiling: int, too_large: ReasonCode, what:
     return int(length)
 
 
-async def receive(request: Request, out: BinaryIO, declared: int, ceiling: int, too_large: ReasonCode,
-                  what: str) -> tuple[str, int, bytes]:
+async def receive(
+    request: Request, out: BinaryIO, declared: int, ceiling: int, too_large: ReasonCode, what: str
+) -> tuple[str, int, bytes]:
     """Stream the body into ``out``; returns (sha256, size, its first SNIFF_BYTES bytes)."""
     expected = admission.expected_digest(request.headers.get("x-content-sha256"))
     digest, size, head = hashlib.sha256(), 0, b""

@@ -34,8 +34,7 @@ ACTOR = "intake"
 MEDIA_TYPE = "text/csv"
 
 
-def put_source(rt: Runtime, caller_of: Callable[[Request], Awaitable[tuple[str, str]]],
-               uploads: UploadsInFlight):
+def put_source(rt: Runtime, caller_of: Callable[[Request], Awaitable[tuple[str, str]]], uploads: UploadsInFlight):
     """The endpoint, over the app's authentication (``caller_of``) and its uploads in flight (the tenant's slot;
     the app bounds the process's around the endpoint)."""
 
@@ -44,14 +43,16 @@ def put_source(rt: Runtime, caller_of: Callable[[Request], Awaitable[tuple[str, 
         tenant_month = TenantMonth(tenant, validate_period(request.path_params["period"]))
         key = request.headers.get("idempotency-key")
         key = None if key is None else admission.check_idempotency_key(key)
-        declared = receive.declared_length(request, source_format.MAX_BYTES, ReasonCode.SOURCE_TOO_LARGE,
-                                           "source files")
+        declared = receive.declared_length(
+            request, source_format.MAX_BYTES, ReasonCode.SOURCE_TOO_LARGE, "source files"
+        )
         media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media_type != MEDIA_TYPE:
             raise EvidenceError(ReasonCode.MEDIA_TYPE_UNSUPPORTED, f"a source file is sent as {MEDIA_TYPE}")
         with uploads.slot(tenant), rt.sources.spool(rt.settings.work_dir) as received:
-            body_sha256, _, _ = await receive.receive(request, received, declared, source_format.MAX_BYTES,
-                                                      ReasonCode.SOURCE_TOO_LARGE, "source files")
+            body_sha256, _, _ = await receive.receive(
+                request, received, declared, source_format.MAX_BYTES, ReasonCode.SOURCE_TOO_LARGE, "source files"
+            )
             received.seek(0)
             data = received.read()
         publisher = publication.Publisher(ACTOR, f"intake-{uuid.uuid4().hex}", token_id, key)
@@ -61,8 +62,9 @@ def put_source(rt: Runtime, caller_of: Callable[[Request], Awaitable[tuple[str, 
     return endpoint
 
 
-def _publish(rt: Runtime, tenant_month: TenantMonth, data: bytes, body_sha256: str,
-             publisher: publication.Publisher) -> publication.Publication:
+def _publish(
+    rt: Runtime, tenant_month: TenantMonth, data: bytes, body_sha256: str, publisher: publication.Publisher
+) -> publication.Publication:
     prepared = publication.prepare(tenant_month, data)
     if publisher.idempotency_key is not None:
         _bind_key(rt, tenant_month, publisher.idempotency_key, body_sha256)
@@ -78,5 +80,6 @@ def _bind_key(rt: Runtime, tenant_month: TenantMonth, key: str, body_sha256: str
     except EvidenceError as error:
         if error.code != ReasonCode.STORE_CONFLICT:
             raise
-        raise EvidenceError(ReasonCode.IDEMPOTENCY_CONFLICT,
-                            "the Idempotency-Key was used for another period or body") from None
+        raise EvidenceError(
+            ReasonCode.IDEMPOTENCY_CONFLICT, "the Idempotency-Key was used for another period or body"
+        ) from None

@@ -41,8 +41,10 @@ class UploadsInFlight:
     def slot(self, tenant: str) -> Iterator[None]:
         counts, limits = self.counts, self.limits
         if counts[tenant] >= limits.tenant_max_uploads:
-            raise EvidenceError(ReasonCode.INTAKE_BUSY,
-                                f"at most {limits.tenant_max_uploads} uploads in flight per tenant; try again later")
+            raise EvidenceError(
+                ReasonCode.INTAKE_BUSY,
+                f"at most {limits.tenant_max_uploads} uploads in flight per tenant; try again later",
+            )
         counts[tenant] += 1
         self.receiving.inc()
         try:

@@ -21,8 +21,13 @@ from evidence_pipeline.ledger.db import classified_errors
 from evidence_pipeline.ledger.ledger import Deployment, Ledger
 from evidence_pipeline.models import EventType, LedgerEvent
 
-TABLES = ("evidence_actors", "evidence_actor_keys", "evidence_actor_key_revocations", "evidence_actor_roles",
-          "evidence_action_nonces")
+TABLES = (
+    "evidence_actors",
+    "evidence_actor_keys",
+    "evidence_actor_key_revocations",
+    "evidence_actor_roles",
+    "evidence_action_nonces",
+)
 
 
 class ActorLedger:
@@ -40,16 +45,20 @@ class ActorLedger:
         (PostgreSQL reads committed data statement by statement), so rows of an actor registered after the first
         query are passed over, and a decision taken on such a mixed view never commits: its append loses the race
         to the commit it half saw."""
-        registry: dict[str, dict[str, Any]] = {row.actor: {"roles": [], "keys": {}}
-                                               for row in conn.execute(select(self.actors))}
+        registry: dict[str, dict[str, Any]] = {
+            row.actor: {"roles": [], "keys": {}} for row in conn.execute(select(self.actors))
+        }
         for row in conn.execute(select(self.roles).order_by(self.roles.c.event_seq)):  # the newest row is in force
             if row.actor in registry:
                 registry[row.actor]["roles"] = json.loads(row.roles)
         revoked = {(row.actor, row.key_id): row.revoked_at for row in conn.execute(select(self.revocations))}
         for row in conn.execute(select(self.keys)):
             if row.actor in registry:
-                registry[row.actor]["keys"][row.key_id] = {"public_key": row.public_key, "valid_from": row.valid_from,
-                                                           "revoked_at": revoked.get((row.actor, row.key_id))}
+                registry[row.actor]["keys"][row.key_id] = {
+                    "public_key": row.public_key,
+                    "valid_from": row.valid_from,
+                    "revoked_at": revoked.get((row.actor, row.key_id)),
+                }
         return registry
 
     def read_snapshot(self) -> dict[str, Any]:
@@ -63,8 +72,16 @@ class ActorLedger:
         """A second use of ``nonce`` fails here, on the primary key, even when both transactions checked first."""
         conn.execute(self.nonces.insert().values(nonce=nonce, actor=actor, key_id=key_id, event_seq=event.seq))
 
-    def register(self, conn: Connection, by: str, name: str, roles: list[str], key: dict[str, Any],
-                 authorization: dict[str, Any], bootstrap: bool = False) -> LedgerEvent:
+    def register(
+        self,
+        conn: Connection,
+        by: str,
+        name: str,
+        roles: list[str],
+        key: dict[str, Any],
+        authorization: dict[str, Any],
+        bootstrap: bool = False,
+    ) -> LedgerEvent:
         """``key``: {key_id, public_key}; it is valid from now."""
         kind = EventType.ACTOR_BOOTSTRAPPED if bootstrap else EventType.ACTOR_REGISTERED
         key = {**key, "valid_from": utc_iso(timespec="microseconds")}
@@ -74,45 +91,78 @@ class ActorLedger:
         conn.execute(self.roles.insert().values(event_seq=event.seq, actor=name, roles=json.dumps(roles)))
         return event
 
-    def change_roles(self, conn: Connection, by: str, name: str, roles: list[str],
-                     authorization: dict[str, Any]) -> LedgerEvent:
-        event = self._append(conn, EventType.ACTOR_ROLES_CHANGED, name, by, {"name": name, "roles": roles},
-                             authorization)
+    def change_roles(
+        self, conn: Connection, by: str, name: str, roles: list[str], authorization: dict[str, Any]
+    ) -> LedgerEvent:
+        event = self._append(
+            conn, EventType.ACTOR_ROLES_CHANGED, name, by, {"name": name, "roles": roles}, authorization
+        )
         conn.execute(self.roles.insert().values(event_seq=event.seq, actor=name, roles=json.dumps(roles)))
         return event
 
-    def add_key(self, conn: Connection, by: str, name: str, key: dict[str, Any],
-                authorization: dict[str, Any]) -> LedgerEvent:
+    def add_key(
+        self, conn: Connection, by: str, name: str, key: dict[str, Any], authorization: dict[str, Any]
+    ) -> LedgerEvent:
         key = {**key, "valid_from": utc_iso(timespec="microseconds")}
         event = self._append(conn, EventType.ACTOR_KEY_ADDED, name, by, {"name": name, "key": key}, authorization)
         self._insert_key(conn, name, key, event)
         return event
 
-    def revoke_key(self, conn: Connection, by: str, name: str, key_id: str,
-                   authorization: dict[str, Any]) -> LedgerEvent:
+    def revoke_key(
+        self, conn: Connection, by: str, name: str, key_id: str, authorization: dict[str, Any]
+    ) -> LedgerEvent:
         revoked_at = utc_iso(timespec="microseconds")
-        event = self._append(conn, EventType.ACTOR_KEY_REVOKED, name, by,
-                             {"name": name, "key_id": key_id, "revoked_at": revoked_at}, authorization)
-        conn.execute(self.revocations.insert().values(actor=name, key_id=key_id, revoked_at=revoked_at,
-                                                      revoked_seq=event.seq))
+        event = self._append(
+            conn,
+            EventType.ACTOR_KEY_REVOKED,
+            name,
+            by,
+            {"name": name, "key_id": key_id, "revoked_at": revoked_at},
+            authorization,
+        )
+        conn.execute(
+            self.revocations.insert().values(actor=name, key_id=key_id, revoked_at=revoked_at, revoked_seq=event.seq)
+        )
         return event
 
-    def record_action(self, conn: Connection, kind: EventType, subject_sha256: str, by: str, details: dict[str, Any],
-                      authorization: dict[str, Any]) -> LedgerEvent:
+    def record_action(
+        self,
+        conn: Connection,
+        kind: EventType,
+        subject_sha256: str,
+        by: str,
+        details: dict[str, Any],
+        authorization: dict[str, Any],
+    ) -> LedgerEvent:
         """The event of an authorized action on the deployment as a whole (the service's keys): tenant ""."""
-        return self.ledger._append(conn, Deployment(), kind, subject_sha256, by,
-                                   {**details, "authorization": authorization})
+        return self.ledger._append(
+            conn, Deployment(), kind, subject_sha256, by, {**details, "authorization": authorization}
+        )
 
     def refuse(self, conn: Connection, by: str, subject_sha256: str, details: dict[str, Any]) -> LedgerEvent:
         """An `action.refused` event: ``details`` holds the request only when it was authenticated (authorize.py)."""
         return self.ledger._append(conn, Deployment(), EventType.ACTION_REFUSED, subject_sha256, by, details)
 
-    def _append(self, conn: Connection, kind: EventType, name: str, by: str, details: dict[str, Any],
-                authorization: dict[str, Any]) -> LedgerEvent:
-        return self.ledger._append(conn, Deployment(), kind, sha256_text(name), by,
-                                   {**details, "authorization": authorization})
+    def _append(
+        self,
+        conn: Connection,
+        kind: EventType,
+        name: str,
+        by: str,
+        details: dict[str, Any],
+        authorization: dict[str, Any],
+    ) -> LedgerEvent:
+        return self.ledger._append(
+            conn, Deployment(), kind, sha256_text(name), by, {**details, "authorization": authorization}
+        )
 
     def _insert_key(self, conn: Connection, name: str, key: dict[str, Any], event: LedgerEvent) -> None:
-        conn.execute(self.keys.insert().values(actor=name, key_id=key["key_id"], public_key=key["public_key"],
-                                               valid_from=key["valid_from"], added_seq=event.seq))
-
+        conn.execute(
+            self.keys.insert().values(
+                actor=name,
+                key_id=key["key_id"],
+                public_key=key["public_key"],
+                valid_from=key["valid_from"],
+                added_seq=event.seq,
+            )
+        )

@@ -37,15 +37,29 @@ _DELIVERY_IDS = uuid.UUID("7f0c7a52-5b0e-4d36-9d8e-1f6f5d3c2a10")  # the namespa
 # The tables as migration 0012 creates them (lightweight: no reflection, so opening a ledger costs nothing more).
 webhooks = table(
     "evidence_webhooks",
-    column("tenant", String), column("url", String), column("secret", String), column("previous_secret", String),
-    column("previous_until", Float), column("config_seq", Integer), column("updated_at", Float),
+    column("tenant", String),
+    column("url", String),
+    column("secret", String),
+    column("previous_secret", String),
+    column("previous_until", Float),
+    column("config_seq", Integer),
+    column("updated_at", Float),
 )
 outbox = table(
     "evidence_webhook_outbox",
-    column("delivery_id", String), column("tenant", String), column("event_type", String),
-    column("event_seq", Integer), column("payload", Text), column("state", String), column("attempts", Integer),
-    column("next_attempt_at", Float), column("claimed_until", Float), column("last_code", String),
-    column("last_status", Integer), column("created_at", Float), column("updated_at", Float),
+    column("delivery_id", String),
+    column("tenant", String),
+    column("event_type", String),
+    column("event_seq", Integer),
+    column("payload", Text),
+    column("state", String),
+    column("attempts", Integer),
+    column("next_attempt_at", Float),
+    column("claimed_until", Float),
+    column("last_code", String),
+    column("last_status", Integer),
+    column("created_at", Float),
+    column("updated_at", Float),
 )
 
 
@@ -57,8 +71,9 @@ class JobTables(Protocol):
     batches: Table
 
 
-def job_ended(conn: Connection, ledger: JobTables, job_id: str, state: str, reason: str | None,
-              event: LedgerEvent) -> None:
+def job_ended(
+    conn: Connection, ledger: JobTables, job_id: str, state: str, reason: str | None, event: LedgerEvent
+) -> None:
     """Announce the end of a document job (``state``: succeeded, rejected or dead) committed by ``event``."""
     docs = ledger.document_jobs.c
     job = conn.execute(select(docs.tenant, docs.operation, docs.batch_id).where(docs.job_id == job_id)).first()
@@ -70,8 +85,9 @@ def job_ended(conn: Connection, ledger: JobTables, job_id: str, state: str, reas
         _batch_finished(conn, ledger, job.tenant, job.batch_id, event, ("dispatched", "cancelled"))
 
 
-def batch_ended(conn: Connection, ledger: JobTables, tenant: str, batch_id: str, event: LedgerEvent,
-                states: tuple[str, ...]) -> None:
+def batch_ended(
+    conn: Connection, ledger: JobTables, tenant: str, batch_id: str, event: LedgerEvent, states: tuple[str, ...]
+) -> None:
     """Announce `batch.finished` if the batch is in one of ``states`` and none of its children is still to end."""
     if subscription_in(conn, tenant) is not None:
         _batch_finished(conn, ledger, tenant, batch_id, event, states)
@@ -83,37 +99,68 @@ def bundle_published(conn: Connection, event: LedgerEvent) -> None:
     if subscription_in(conn, body["tenant"]) is None:
         return
     details = body["details"]
-    _announce(conn, body["tenant"], EVIDENCE_DELIVERED, event, {
-        "period": body["period"], "supersedes": (details.get("supersedes") or {}).get("identity"),
-        **{name: details[name] for name in ("identity", "report_sha256", "statement_sha256")},
-    })
+    _announce(
+        conn,
+        body["tenant"],
+        EVIDENCE_DELIVERED,
+        event,
+        {
+            "period": body["period"],
+            "supersedes": (details.get("supersedes") or {}).get("identity"),
+            **{name: details[name] for name in ("identity", "report_sha256", "statement_sha256")},
+        },
+    )
 
 
-def _batch_finished(conn: Connection, ledger: JobTables, tenant: str, batch_id: str, event: LedgerEvent,
-                    states: tuple[str, ...]) -> None:
+def _batch_finished(
+    conn: Connection, ledger: JobTables, tenant: str, batch_id: str, event: LedgerEvent, states: tuple[str, ...]
+) -> None:
     batches, docs, jobs = ledger.batches.c, ledger.document_jobs.c, ledger.jobs.c
     batch = conn.execute(select(batches.state, batches.jobs).where(batches.batch_id == batch_id)).first()
     if batch is None or batch.state not in states:
         return
-    by_state = (select(jobs.state, func.count()).join(ledger.document_jobs, docs.job_id == jobs.job_id)
-                .where(docs.batch_id == batch_id).group_by(jobs.state))
+    by_state = (
+        select(jobs.state, func.count())
+        .join(ledger.document_jobs, docs.job_id == jobs.job_id)
+        .where(docs.batch_id == batch_id)
+        .group_by(jobs.state)
+    )
     counts: dict[str, int] = {state: count for state, count in conn.execute(by_state)}
     if counts.get(ACCEPTED, 0) or counts.get(RUNNING, 0):
         return
-    _announce(conn, tenant, BATCH_FINISHED, event,
-              {"batch_id": batch_id, "jobs": batch.jobs, "cancelled": batch.state == "cancelled", "counts": counts})
+    _announce(
+        conn,
+        tenant,
+        BATCH_FINISHED,
+        event,
+        {"batch_id": batch_id, "jobs": batch.jobs, "cancelled": batch.state == "cancelled", "counts": counts},
+    )
 
 
 def _announce(conn: Connection, tenant: str, event_type: str, event: LedgerEvent, data: dict[str, Any]) -> None:
     delivery_id = "msg_" + uuid.uuid5(_DELIVERY_IDS, f"{event.body['event_id']}/{event_type}").hex
     if conn.execute(select(outbox.c.delivery_id).where(outbox.c.delivery_id == delivery_id)).first() is not None:
         return
-    payload = {"type": event_type, "timestamp": event.body["recorded_at"],
-               "data": data | {"tenant": tenant, "ledger_seq": event.seq}}
+    payload = {
+        "type": event_type,
+        "timestamp": event.body["recorded_at"],
+        "data": data | {"tenant": tenant, "ledger_seq": event.seq},
+    }
     now = time.time()
-    conn.execute(outbox.insert().values(
-        delivery_id=delivery_id, tenant=tenant, event_type=event_type, event_seq=event.seq,
-        payload=canonical(payload), state=PENDING, attempts=0, next_attempt_at=now, created_at=now, updated_at=now))
+    conn.execute(
+        outbox.insert().values(
+            delivery_id=delivery_id,
+            tenant=tenant,
+            event_type=event_type,
+            event_seq=event.seq,
+            payload=canonical(payload),
+            state=PENDING,
+            attempts=0,
+            next_attempt_at=now,
+            created_at=now,
+            updated_at=now,
+        )
+    )
 
 
 def subscription_in(conn: Connection, tenant: str) -> Row[*tuple[Any, ...]] | None:

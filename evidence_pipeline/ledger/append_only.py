@@ -25,8 +25,9 @@ def _guards(dialect: str) -> tuple[tuple[str, str, str], ...]:
 def create_guards(dialect: str, table: str) -> list[str]:
     """The statements that put the append-only triggers on ``table``."""
     template = _POSTGRES_GUARD if dialect == "postgresql" else _SQLITE_GUARD
-    return [template.format(table=table, action=action, verb=verb, level=level)
-            for action, verb, level in _guards(dialect)]
+    return [
+        template.format(table=table, action=action, verb=verb, level=level) for action, verb, level in _guards(dialect)
+    ]
 
 
 def drop_guards(dialect: str, table: str) -> list[str]:

@@ -97,8 +97,11 @@ class Batches:
             return [dict(row._mapping) for row in rows]
 
     def dispatch_batch_page(
-        self, batch: dict[str, Any], children: list[tuple[str, str, str, dict[str, Any]]], policy_version: str,
-        actor: str
+        self,
+        batch: dict[str, Any],
+        children: list[tuple[str, str, str, dict[str, Any]]],
+        policy_version: str,
+        actor: str,
     ) -> bool:
         """Create the next children of a batch, (idempotency key, request digest, operation, request) each, and
         advance its cursor, in one transaction: False when the batch moved meanwhile (cancelled, or another

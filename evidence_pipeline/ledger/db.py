@@ -33,12 +33,14 @@ def classified_errors() -> Iterator[None]:
     try:
         yield
     except (OperationalError, InterfaceError) as error:
-        raise EvidenceError(ReasonCode.LEDGER_UNAVAILABLE,
-                            f"ledger database unavailable ({type(error.orig).__name__})") from None
+        raise EvidenceError(
+            ReasonCode.LEDGER_UNAVAILABLE, f"ledger database unavailable ({type(error.orig).__name__})"
+        ) from None
     except IntegrityError:
         raise  # a concurrent writer won a race: the caller retries
     except DatabaseError as error:  # e.g. a file that is not a database at all
         if getattr(error.orig, "pgcode", None) == READ_ONLY_TRANSACTION:  # a standby, or a database set read-only
             raise EvidenceError(ReasonCode.LEDGER_UNAVAILABLE, "the ledger database is read-only") from None
-        raise EvidenceError(ReasonCode.LEDGER_INVALID,
-                            f"the ledger database is corrupt ({type(error.orig).__name__})") from None
+        raise EvidenceError(
+            ReasonCode.LEDGER_INVALID, f"the ledger database is corrupt ({type(error.orig).__name__})"
+        ) from None

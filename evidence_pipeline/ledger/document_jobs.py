@@ -47,7 +47,8 @@ class DocumentJobs:
         # Run for every job: built once, with parameters (see JobTransitions._job_query).
         docs = self.document_jobs.c
         self._started_update = self.document_jobs.update().where(
-            docs.job_id == bindparam("started_job_id"), docs.started_at.is_(None))
+            docs.job_id == bindparam("started_job_id"), docs.started_at.is_(None)
+        )
         self._finished_update = self.document_jobs.update().where(docs.job_id == bindparam("finished_job_id"))
 
     # --- reading ----------------------------------------------------------------------------------------------
@@ -186,10 +187,25 @@ class DocumentJobs:
                 self._append_stage(conn, job, lease, stage, actor)
             tenant_month = TenantMonth(job["tenant"], job["period"])
             for sha256, details in derived:
-                if find_event_in(conn, self.ledger, job["tenant"], EventType.DOCUMENT_DERIVED, "artifact_id",
-                                 details["artifact_id"]) is None:
-                    self.ledger._append(conn, tenant_month, EventType.DOCUMENT_DERIVED, sha256, actor,
-                                        details | {"job_id": job["job_id"]})
+                if (
+                    find_event_in(
+                        conn,
+                        self.ledger,
+                        job["tenant"],
+                        EventType.DOCUMENT_DERIVED,
+                        "artifact_id",
+                        details["artifact_id"],
+                    )
+                    is None
+                ):
+                    self.ledger._append(
+                        conn,
+                        tenant_month,
+                        EventType.DOCUMENT_DERIVED,
+                        sha256,
+                        actor,
+                        details | {"job_id": job["job_id"]},
+                    )
             event = self.ledger._append(
                 conn,
                 tenant_month,
@@ -209,23 +225,38 @@ class DocumentJobs:
                     actor,
                     {"job_id": job["job_id"], "reason": rejected, "attempt": attempt, "message": why},
                 )
-            conn.execute(self._finished_update, {"finished_job_id": job["job_id"], "finished_at": time.time(),
-                                                 "outputs": canonical(outputs | {"ledger_seq": event.seq})})
+            conn.execute(
+                self._finished_update,
+                {
+                    "finished_job_id": job["job_id"],
+                    "finished_at": time.time(),
+                    "outputs": canonical(outputs | {"ledger_seq": event.seq}),
+                },
+            )
             announcements.job_ended(conn, self.ledger, job["job_id"], state, rejected, ended)
             return event.seq
 
         return self.ledger._transact(commit)
 
-    def record_once(self, job: dict[str, Any], lease: Lease, event_type: str, subject_sha256: str, name: str,
-                    details: dict[str, Any], actor: str) -> None:
+    def record_once(
+        self,
+        job: dict[str, Any],
+        lease: Lease,
+        event_type: str,
+        subject_sha256: str,
+        name: str,
+        details: dict[str, Any],
+        actor: str,
+    ) -> None:
         """Append the job's tenant's event of ``event_type`` identified by details[``name``], fenced by ``lease``,
         unless one is already committed."""
 
         def record(conn: Connection) -> None:
             self._fence(conn, lease)
             if find_event_in(conn, self.ledger, job["tenant"], event_type, name, details[name]) is None:
-                self.ledger._append(conn, TenantMonth(job["tenant"], job["period"]), event_type, subject_sha256,
-                                    actor, details)
+                self.ledger._append(
+                    conn, TenantMonth(job["tenant"], job["period"]), event_type, subject_sha256, actor, details
+                )
 
         self.ledger._transact(record)
 
@@ -248,8 +279,9 @@ class DocumentJobs:
                 ReasonCode.LEASE_FENCED, f"lease {lease.token} of job {lease.job_id[:12]} is no longer held"
             )
 
-    def _append_stage(self, conn: Connection, job: dict[str, Any], lease: Lease, stage: StageChange,
-                      actor: str) -> None:
+    def _append_stage(
+        self, conn: Connection, job: dict[str, Any], lease: Lease, stage: StageChange, actor: str
+    ) -> None:
         self.ledger._append(
             conn,
             TenantMonth(job["tenant"], job["period"]),

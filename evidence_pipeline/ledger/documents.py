@@ -23,16 +23,27 @@ class DocumentRecords:
         self.ledger = ledger
         self.documents = ledger.documents
         self._document_query = select(self.documents).where(
-            self.documents.c.document_id == bindparam("document_id"), self.documents.c.tenant == bindparam("tenant"))
+            self.documents.c.document_id == bindparam("document_id"), self.documents.c.tenant == bindparam("tenant")
+        )
         storage = ledger.tenant_storage
         # the running total of the tenant's document sizes (migration 0015): one row, however long its history
         self._stored_query = select(storage.c.stored_bytes).where(storage.c.tenant == bindparam("tenant"))
         self._first_stored = storage.insert()
-        self._add_stored = storage.update().where(storage.c.tenant == bindparam("for_tenant")).values(
-            stored_bytes=storage.c.stored_bytes + bindparam("size"))
+        self._add_stored = (
+            storage.update()
+            .where(storage.c.tenant == bindparam("for_tenant"))
+            .values(stored_bytes=storage.c.stored_bytes + bindparam("size"))
+        )
 
     def admit_document(
-        self, tenant: str, sha256: str, size: int, media_type: str, store_key: str, actor: str, clock: Clock,
+        self,
+        tenant: str,
+        sha256: str,
+        size: int,
+        media_type: str,
+        store_key: str,
+        actor: str,
+        clock: Clock,
         max_bytes: int,
     ) -> tuple[dict[str, Any], bool]:
         """Record an admitted document and its `document.admitted` event (with the request's ``admission_ms`` so
@@ -47,8 +58,12 @@ class DocumentRecords:
         """Admit a turn's documents (ledger._transact_together) in a few statements for all of them: on PostgreSQL
         each statement is a round trip made under the admissions' lock, and six per upload serialized a burst."""
         docs = self.documents.c
-        found = conn.execute(select(self.documents).where(docs.tenant.in_({a.tenant for a in admissions}),
-                                                          docs.document_id.in_({a.document_id for a in admissions})))
+        found = conn.execute(
+            select(self.documents).where(
+                docs.tenant.in_({a.tenant for a in admissions}),
+                docs.document_id.in_({a.document_id for a in admissions}),
+            )
+        )
         records = {(row.tenant, row.document_id): (dict(row._mapping), False) for row in found}
         new: dict[tuple[str, str], _Admission] = {}  # the first admission of each new document in the turn
         for a in admissions:
@@ -60,26 +75,49 @@ class DocumentRecords:
         # created only for the first upload of a new document: the same bytes again in this turn get its row
         return [(records[a.key][0], records[a.key][1] and new[a.key] is a) for a in admissions]
 
-    def _insert_new(self, conn: Connection,
-                    admissions: list[_Admission]) -> dict[tuple[str, str], tuple[dict[str, Any], bool]]:
+    def _insert_new(
+        self, conn: Connection, admissions: list[_Admission]
+    ) -> dict[tuple[str, str], tuple[dict[str, Any], bool]]:
         """The new documents' rows and events, one statement each, and one per tenant for its running total;
         REQUEST_EXCEEDS_QUOTA when a document takes its tenant past its quota."""
         storage = self.ledger.tenant_storage.c
-        stored = dict(conn.execute(select(storage.tenant, storage.stored_bytes).where(
-            storage.tenant.in_({a.tenant for a in admissions}))).all())  # absent: no document yet
+        stored = dict(
+            conn.execute(
+                select(storage.tenant, storage.stored_bytes).where(storage.tenant.in_({a.tenant for a in admissions}))
+            ).all()
+        )  # absent: no document yet
         totals = dict(stored)
         for a in admissions:
             totals[a.tenant] = totals.get(a.tenant, 0) + a.size
             if totals[a.tenant] > a.max_bytes:
                 raise stored_bytes_exceeded(a.max_bytes)
         now = time.time()
-        events = self.ledger._append_many(conn, [
-            (TenantMonth(a.tenant, current_month(now)), EventType.DOCUMENT_ADMITTED, a.sha256, a.actor,
-             {"document_id": a.document_id, "bytes": a.size, "media_type": a.media_type, **a.clock.details()})
-            for a in admissions])
-        rows = [{"document_id": a.document_id, "tenant": a.tenant, "sha256": a.sha256, "size": a.size,
-                 "media_type": a.media_type, "store_key": a.store_key, "created_at": now, "event_seq": event.seq}
-                for a, event in zip(admissions, events)]
+        events = self.ledger._append_many(
+            conn,
+            [
+                (
+                    TenantMonth(a.tenant, current_month(now)),
+                    EventType.DOCUMENT_ADMITTED,
+                    a.sha256,
+                    a.actor,
+                    {"document_id": a.document_id, "bytes": a.size, "media_type": a.media_type, **a.clock.details()},
+                )
+                for a in admissions
+            ],
+        )
+        rows = [
+            {
+                "document_id": a.document_id,
+                "tenant": a.tenant,
+                "sha256": a.sha256,
+                "size": a.size,
+                "media_type": a.media_type,
+                "store_key": a.store_key,
+                "created_at": now,
+                "event_seq": event.seq,
+            }
+            for a, event in zip(admissions, events)
+        ]
         conn.execute(self.documents.insert(), rows)
         for tenant, total in totals.items():
             if tenant in stored:
@@ -117,11 +155,15 @@ class DocumentRecords:
     def existing_inputs(self, tenant: str, ids: set[str]) -> set[str]:
         """Which of ``ids`` are ``tenant``'s documents or committed derivatives (artifact ids)."""
         documents = self.existing_documents(tenant, {i for i in ids if i.startswith("doc_")})
-        return documents | {i for i in ids - documents if self.find_event(tenant, EventType.DOCUMENT_DERIVED,
-                                                                          "artifact_id", i) is not None}
+        return documents | {
+            i
+            for i in ids - documents
+            if self.find_event(tenant, EventType.DOCUMENT_DERIVED, "artifact_id", i) is not None
+        }
 
-    def find_event(self, tenant: str, event_type: str, name: str, value: str,
-                   newest: bool = False) -> dict[str, Any] | None:
+    def find_event(
+        self, tenant: str, event_type: str, name: str, value: str, newest: bool = False
+    ) -> dict[str, Any] | None:
         """The oldest (``newest``: the latest) of ``tenant``'s events of ``event_type`` whose details[``name``] is
         ``value``: its row (seq, prev_hash, event_hash, the stored body text) and ``parsed``, the body; None when
         there is none."""
@@ -133,7 +175,8 @@ class DocumentRecords:
         (another tenant's event does not exist for this one)."""
         events = self.ledger.audit_events.c
         query = select(events.seq, events.prev_hash, events.event_hash, events.body).where(
-            events.event_id == event_id, events.tenant == tenant, events.event_type == str(event_type))
+            events.event_id == event_id, events.tenant == tenant, events.event_type == str(event_type)
+        )
         with classified_errors(), self.ledger.engine.connect() as conn:
             row = conn.execute(query).first()
         return None if row is None else dict(row._mapping) | {"parsed": event_body(row.body)}
@@ -148,8 +191,9 @@ class DocumentRecords:
             return conn.execute(before).scalar(), conn.execute(after).scalar()
 
 
-def find_event_in(conn: Connection, ledger: Ledger, tenant: str, event_type: str, name: str,
-                  value: str, newest: bool = False) -> dict[str, Any] | None:
+def find_event_in(
+    conn: Connection, ledger: Ledger, tenant: str, event_type: str, name: str, value: str, newest: bool = False
+) -> dict[str, Any] | None:
     """DocumentRecords.find_event on ``conn``: inside a caller's transaction, which may have appended it."""
     events = ledger.audit_events.c
     # Bodies are canonical JSON, so the pair appears verbatim: the database narrows, the parse decides.
@@ -189,5 +233,8 @@ class _Admission:
 def stored_bytes_exceeded(quota: int) -> EvidenceError:
     """A document past its tenant's stored-bytes quota. Documents are kept (only offboarding erases them), so a
     tenant's stored bytes never go down: the upload will never fit, and "try again later" would loop forever."""
-    return EvidenceError(ReasonCode.REQUEST_EXCEEDS_QUOTA, f"this document would take the tenant past its quota of "
-                         f"{quota} stored document bytes, and stored documents are kept: it can never fit")
+    return EvidenceError(
+        ReasonCode.REQUEST_EXCEEDS_QUOTA,
+        f"this document would take the tenant past its quota of "
+        f"{quota} stored document bytes, and stored documents are kept: it can never fit",
+    )

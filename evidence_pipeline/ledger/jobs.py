@@ -13,7 +13,9 @@ replayed job up as before.
 
 Every transition is one compare-and-swap UPDATE. Leases carry a token that only grows; the commit that makes a
 bundle visible succeeds only while the committing attempt still holds the newest, unexpired lease.
-"""
+
+Over 400 lines because every transition of the state machine above is one compare-and-swap here, and reading
+them side by side is how their guards are checked against each other."""
 
 from __future__ import annotations
 
@@ -124,12 +126,26 @@ class JobTransitions:
             existing = self._job(conn, key.job_id)
             if existing is not None:
                 return existing
-            conn.execute(self.jobs.insert().values(
-                job_id=key.job_id, **key.__dict__, state=ACCEPTED, attempts=0, lease_token=0,
-                budget_started_at=now, created_at=now, updated_at=now,
-            ))
-            self._append(conn, TenantMonth(key.tenant, key.period), EventType.JOB_ACCEPTED, key.source_sha256, actor,
-                         {"job_id": key.job_id, "fidelity": key.fidelity})
+            conn.execute(
+                self.jobs.insert().values(
+                    job_id=key.job_id,
+                    **key.__dict__,
+                    state=ACCEPTED,
+                    attempts=0,
+                    lease_token=0,
+                    budget_started_at=now,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            self._append(
+                conn,
+                TenantMonth(key.tenant, key.period),
+                EventType.JOB_ACCEPTED,
+                key.source_sha256,
+                actor,
+                {"job_id": key.job_id, "fidelity": key.fidelity},
+            )
             return self._existing_job(conn, key.job_id)
 
         return self._transact(accept)
@@ -138,8 +154,9 @@ class JobTransitions:
         with classified_errors(), self.engine.connect() as conn:
             return self._existing_job(conn, job_id)
 
-    def acquire_lease(self, job_id: str, owner: str, ttl_seconds: float,
-                      then: Callable[[Connection, Lease], None] | None = None) -> Lease | None:
+    def acquire_lease(
+        self, job_id: str, owner: str, ttl_seconds: float, then: Callable[[Connection, Lease], None] | None = None
+    ) -> Lease | None:
         """Start an attempt: a new lease with the next token, or None when the job already succeeded. ``then``
         runs in the same transaction once the lease is taken: what the attempt records as it starts costs no
         commit of its own."""
@@ -150,17 +167,32 @@ class JobTransitions:
             if job["state"] == SUCCEEDED:
                 return None
             if job["state"] in CLOSED:
-                raise EvidenceError(ReasonCode.JOB_CLOSED,
-                                    f"job {job_id[:12]} is {job['state']}; replay it to try again")
+                raise EvidenceError(
+                    ReasonCode.JOB_CLOSED, f"job {job_id[:12]} is {job['state']}; replay it to try again"
+                )
             if job["state"] == RUNNING and lease_live(job["lease_expires_at"], now):
                 raise EvidenceError(ReasonCode.LEASE_BUSY, f"job {job_id[:12]} is leased by another attempt")
             if job["state"] == ACCEPTED and (job["next_attempt_at"] or 0) > now:
                 raise EvidenceError(ReasonCode.RETRY_NOT_DUE, f"job {job_id[:12]} waits to be retried")
             lease = Lease(job_id, job["lease_token"] + 1, owner, now + ttl_seconds)
-            self._swap(conn, job, state=RUNNING, lease_token=lease.token, lease_owner=owner,
-                       lease_expires_at=lease.expires_at, attempts=job["attempts"] + 1, next_attempt_at=None)
-            self._append(conn, self._tenant_month(job), EventType.JOB_RUNNING, job["source_sha256"], owner,
-                         {"job_id": job_id, "lease_token": lease.token, "attempt": job["attempts"] + 1})
+            self._swap(
+                conn,
+                job,
+                state=RUNNING,
+                lease_token=lease.token,
+                lease_owner=owner,
+                lease_expires_at=lease.expires_at,
+                attempts=job["attempts"] + 1,
+                next_attempt_at=None,
+            )
+            self._append(
+                conn,
+                self._tenant_month(job),
+                EventType.JOB_RUNNING,
+                job["source_sha256"],
+                owner,
+                {"job_id": job_id, "lease_token": lease.token, "attempt": job["attempts"] + 1},
+            )
             if then is not None:
                 then(conn, lease)
             return lease
@@ -206,11 +238,24 @@ class JobTransitions:
     def _lease_live(self, conn: Connection, job_id: str, token: int) -> bool:
         """Whether lease ``token`` is the job's newest and still live (the check ``_update_held`` fences with)."""
         job = self._job(conn, job_id)
-        return bool(job and job["state"] == RUNNING and job["lease_token"] == token
-                    and lease_live(job["lease_expires_at"], time.time()))
+        return bool(
+            job
+            and job["state"] == RUNNING
+            and job["lease_token"] == token
+            and lease_live(job["lease_expires_at"], time.time())
+        )
 
-    def record_failure(self, job_id: str, reason: str, retryable: bool, actor: str, budget: RetryBudget,
-                       attempt: int | None, lease_token: int | None = None, message: str | None = None) -> str | None:
+    def record_failure(
+        self,
+        job_id: str,
+        reason: str,
+        retryable: bool,
+        actor: str,
+        budget: RetryBudget,
+        attempt: int | None,
+        lease_token: int | None = None,
+        message: str | None = None,
+    ) -> str | None:
         """Classify a failed attempt; returns the job's new state (accepted = retry, rejected, dead). A retry
         waits until the budget's next_attempt_at, persisted on the job and named in its event. ``message`` (an
         EvidenceError's: codes and counts, never a value) is kept on the job and in the event beside the code.
@@ -243,32 +288,77 @@ class JobTransitions:
 
         def lost(conn: Connection) -> str | None:
             job = self._job(conn, job_id)
-            if (job is None or job["state"] != RUNNING or job["lease_token"] != lease_token
-                    or lease_live(job["lease_expires_at"], time.time())):
+            if (
+                job is None
+                or job["state"] != RUNNING
+                or job["lease_token"] != lease_token
+                or lease_live(job["lease_expires_at"], time.time())
+            ):
                 return None
-            return self._fail(conn, job, ReasonCode.WORKER_LOST, True, actor, budget, job["attempts"],
-                              f"the worker of attempt {job['attempts']} died before it recorded an outcome")
+            return self._fail(
+                conn,
+                job,
+                ReasonCode.WORKER_LOST,
+                True,
+                actor,
+                budget,
+                job["attempts"],
+                f"the worker of attempt {job['attempts']} died before it recorded an outcome",
+            )
 
         return self._transact(lost)
 
-    def _fail(self, conn: Connection, job: dict[str, Any], reason: str, retryable: bool, actor: str,
-              budget: RetryBudget, attempts: int, message: str | None) -> str:
+    def _fail(
+        self,
+        conn: Connection,
+        job: dict[str, Any],
+        reason: str,
+        retryable: bool,
+        actor: str,
+        budget: RetryBudget,
+        attempts: int,
+        message: str | None,
+    ) -> str:
         now = time.time()
-        state = REJECTED if not retryable else (
-            DEAD if budget.exhausted(attempts, now - job["budget_started_at"]) else ACCEPTED)
+        state = (
+            REJECTED
+            if not retryable
+            else (DEAD if budget.exhausted(attempts, now - job["budget_started_at"]) else ACCEPTED)
+        )
         retry_at = budget.next_attempt_at(attempts, now) if state == ACCEPTED else None
         message = failure_message(reason, message)
-        self._swap(conn, job, state=state, attempts=attempts, last_reason=str(reason), last_message=message,
-                   lease_expires_at=None, next_attempt_at=retry_at)
-        event = self._append(conn, self._tenant_month(job), FAILED_AS[state], job["source_sha256"], actor,
-                             {"job_id": job["job_id"], "reason": reason, "attempt": attempts, "message": message}
-                             | ({"next_attempt_at": utc_iso(retry_at)} if retry_at else {}))
+        self._swap(
+            conn,
+            job,
+            state=state,
+            attempts=attempts,
+            last_reason=str(reason),
+            last_message=message,
+            lease_expires_at=None,
+            next_attempt_at=retry_at,
+        )
+        event = self._append(
+            conn,
+            self._tenant_month(job),
+            FAILED_AS[state],
+            job["source_sha256"],
+            actor,
+            {"job_id": job["job_id"], "reason": reason, "attempt": attempts, "message": message}
+            | ({"next_attempt_at": utc_iso(retry_at)} if retry_at else {}),
+        )
         if state != ACCEPTED and job["fidelity"] == DOCUMENT:  # announced in the transaction of its event
             announcements.job_ended(conn, self, job["job_id"], state, str(reason), event)
         return state
 
-    def replay(self, conn: Connection, job_id: str, requested_by: str, reason: str, authorization: dict[str, Any],
-               policy_version: str | None = None) -> tuple[dict[str, Any], LedgerEvent]:
+    def replay(
+        self,
+        conn: Connection,
+        job_id: str,
+        requested_by: str,
+        reason: str,
+        authorization: dict[str, Any],
+        policy_version: str | None = None,
+    ) -> tuple[dict[str, Any], LedgerEvent]:
         """Open a new attempt of a rejected or dead job, on the same immutable input under its pinned policy
         (``policy_version``, when the request names one, must be that one: REPLAY_POLICY_MISMATCH otherwise).
 
@@ -281,30 +371,69 @@ class JobTransitions:
         job = self._existing_job(conn, job_id)
         ended = attempt_id_of(job)
         if job["state"] not in CLOSED:
-            raise EvidenceError(ReasonCode.JOB_CLOSED, f"job {job_id[:12]} is {job['state']}, not rejected or "
-                                f"dead: its current attempt {ended[:12]} has not ended")
+            raise EvidenceError(
+                ReasonCode.JOB_CLOSED,
+                f"job {job_id[:12]} is {job['state']}, not rejected or "
+                f"dead: its current attempt {ended[:12]} has not ended",
+            )
         if policy_version is not None and policy_version != job["policy_version"]:
-            raise EvidenceError(ReasonCode.REPLAY_POLICY_MISMATCH,
-                                f"job {job_id[:12]} was pinned to policy {job['policy_version']}")
+            raise EvidenceError(
+                ReasonCode.REPLAY_POLICY_MISMATCH, f"job {job_id[:12]} was pinned to policy {job['policy_version']}"
+            )
         attempt = replay_attempt_id(job_id, ended)
         now = time.time()
-        event = self._append(conn, self._tenant_month(job), EventType.JOB_REPLAYED, job["source_sha256"],
-                             requested_by,
-                             {"job_id": job_id, "reason": reason, "attempt_id": attempt, "replay_of": ended,
-                              "policy_version": job["policy_version"], "previous_state": job["state"],
-                              "previous_reason": job["last_reason"], "authorization": authorization})
-        conn.execute(self.ended_attempts.insert().values(
-            attempt_id=ended, job_id=job_id, replay_of=job["replay_of"], input_sha256=job["source_sha256"],
-            policy_version=job["policy_version"], state=job["state"], reason=job["last_reason"],
-            message=job["last_message"], tries=job["attempts"], opened_at=job["budget_started_at"],
-            ended_at=job["updated_at"], replayed_by=attempt, replay_seq=event.seq,
-        ))
-        self._swap(conn, job, state=ACCEPTED, attempts=0, budget_started_at=now,  # a fresh budget
-                   next_attempt_at=None, last_reason=None, last_message=None, attempt_id=attempt,
-                   replay_of=ended)
+        event = self._append(
+            conn,
+            self._tenant_month(job),
+            EventType.JOB_REPLAYED,
+            job["source_sha256"],
+            requested_by,
+            {
+                "job_id": job_id,
+                "reason": reason,
+                "attempt_id": attempt,
+                "replay_of": ended,
+                "policy_version": job["policy_version"],
+                "previous_state": job["state"],
+                "previous_reason": job["last_reason"],
+                "authorization": authorization,
+            },
+        )
+        conn.execute(
+            self.ended_attempts.insert().values(
+                attempt_id=ended,
+                job_id=job_id,
+                replay_of=job["replay_of"],
+                input_sha256=job["source_sha256"],
+                policy_version=job["policy_version"],
+                state=job["state"],
+                reason=job["last_reason"],
+                message=job["last_message"],
+                tries=job["attempts"],
+                opened_at=job["budget_started_at"],
+                ended_at=job["updated_at"],
+                replayed_by=attempt,
+                replay_seq=event.seq,
+            )
+        )
+        self._swap(
+            conn,
+            job,
+            state=ACCEPTED,
+            attempts=0,
+            budget_started_at=now,  # a fresh budget
+            next_attempt_at=None,
+            last_reason=None,
+            last_message=None,
+            attempt_id=attempt,
+            replay_of=ended,
+        )
         # A document job's status shows its current attempt: not finished, no outputs yet.
-        conn.execute(self.document_jobs.update().where(self.document_jobs.c.job_id == job_id)
-                     .values(finished_at=None, outputs=None))
+        conn.execute(
+            self.document_jobs.update()
+            .where(self.document_jobs.c.job_id == job_id)
+            .values(finished_at=None, outputs=None)
+        )
         return self._existing_job(conn, job_id), event
 
     def job_attempts(self, job_id: str) -> list[dict[str, Any]]:
@@ -313,12 +442,20 @@ class JobTransitions:
         ended_at (None while the current attempt has not ended)."""
         with classified_errors(), self.engine.connect() as conn:
             job = self._existing_job(conn, job_id)
-            ended = conn.execute(select(self.ended_attempts).where(self.ended_attempts.c.job_id == job_id)
-                                 .order_by(self.ended_attempts.c.replay_seq)).all()
+            ended = conn.execute(
+                select(self.ended_attempts)
+                .where(self.ended_attempts.c.job_id == job_id)
+                .order_by(self.ended_attempts.c.replay_seq)
+            ).all()
         current = {
-            "attempt_id": attempt_id_of(job), "replay_of": job["replay_of"], "state": job["state"],
-            "reason": job["last_reason"], "message": job["last_message"], "tries": job["attempts"],
-            "policy_version": job["policy_version"], "opened_at": job["budget_started_at"],
+            "attempt_id": attempt_id_of(job),
+            "replay_of": job["replay_of"],
+            "state": job["state"],
+            "reason": job["last_reason"],
+            "message": job["last_message"],
+            "tries": job["attempts"],
+            "policy_version": job["policy_version"],
+            "opened_at": job["budget_started_at"],
             "ended_at": job["updated_at"] if job["state"] in (SUCCEEDED, *CLOSED) else None,
         }
         return [{name: row._mapping[name] for name in current} for row in ended] + [current]
@@ -333,10 +470,12 @@ class JobTransitions:
         oldest change first, with their document operation (None for a tenant-month job) and their current
         attempt's id (attempt_id_of)."""
         jobs, docs = self.jobs.c, self.document_jobs.c
-        query = (select(self.jobs, docs.operation)
-                 .outerjoin(self.document_jobs, docs.job_id == jobs.job_id)
-                 .where(jobs.state.in_(job_states) if job_id is None else jobs.job_id == job_id)
-                 .order_by(jobs.updated_at))
+        query = (
+            select(self.jobs, docs.operation)
+            .outerjoin(self.document_jobs, docs.job_id == jobs.job_id)
+            .where(jobs.state.in_(job_states) if job_id is None else jobs.job_id == job_id)
+            .order_by(jobs.updated_at)
+        )
         with classified_errors(), self.engine.connect() as conn:
             rows = [dict(row._mapping) for row in conn.execute(query)]
         return [row | {"attempt_id": attempt_id_of(row)} for row in rows]
@@ -361,16 +500,20 @@ class JobTransitions:
     def _held_update(self) -> Update:
         jobs = self.jobs.c
         return self.jobs.update().where(
-            jobs.job_id == bindparam("held_job_id"), jobs.lease_token == bindparam("held_token"),
-            jobs.state == RUNNING, lease_live_clause(jobs.lease_expires_at, bindparam("held_now")),
+            jobs.job_id == bindparam("held_job_id"),
+            jobs.lease_token == bindparam("held_token"),
+            jobs.state == RUNNING,
+            lease_live_clause(jobs.lease_expires_at, bindparam("held_now")),
         )
 
     @cached_property
     def _swap_update(self) -> Update:
         jobs = self.jobs.c
         return self.jobs.update().where(
-            jobs.job_id == bindparam("seen_job_id"), jobs.state == bindparam("seen_state"),
-            jobs.lease_token == bindparam("seen_token"), jobs.updated_at == bindparam("seen_updated_at"),
+            jobs.job_id == bindparam("seen_job_id"),
+            jobs.state == bindparam("seen_state"),
+            jobs.lease_token == bindparam("seen_token"),
+            jobs.updated_at == bindparam("seen_updated_at"),
         )
 
     @staticmethod
@@ -386,7 +529,11 @@ class JobTransitions:
 
     def _swap(self, conn: Connection, seen: dict[str, Any], **values: Any) -> None:
         """Compare-and-swap: apply ``values`` only if the job is still exactly as it was read."""
-        expected = {"seen_job_id": seen["job_id"], "seen_state": seen["state"], "seen_token": seen["lease_token"],
-                    "seen_updated_at": seen["updated_at"]}
+        expected = {
+            "seen_job_id": seen["job_id"],
+            "seen_state": seen["state"],
+            "seen_token": seen["lease_token"],
+            "seen_updated_at": seen["updated_at"],
+        }
         if not conn.execute(self._swap_update, expected | values | {"updated_at": time.time()}).rowcount:
             raise LostRace()

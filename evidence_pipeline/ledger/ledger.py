@@ -185,11 +185,13 @@ class Ledger(JobTransitions):
         if sqlite and parsed.database:
             parsed = _sqlite_file(parsed, parsed.database, read_only)
         try:
-            self.engine = create_engine(parsed, **_connect_arguments(parsed, read_only),
-                                        **({} if sqlite and not parsed.database else _POOL))  # in memory: one
+            self.engine = create_engine(
+                parsed, **_connect_arguments(parsed, read_only), **({} if sqlite and not parsed.database else _POOL)
+            )  # in memory: one
         except (ArgumentError, ImportError):
-            raise EvidenceError(ReasonCode.CONFIG_INVALID,
-                                "EVIDENCE_LEDGER_URL names an unsupported database driver") from None
+            raise EvidenceError(
+                ReasonCode.CONFIG_INVALID, "EVIDENCE_LEDGER_URL names an unsupported database driver"
+            ) from None
         if sqlite:
             _serialize_sqlite_writers(self.engine, read_only)
         self._writer = self.engine.execution_options(ledger_writes=True, ledger_durable=True)
@@ -206,11 +208,22 @@ class Ledger(JobTransitions):
         # Every table of the ledger is named evidence_*: it may share its database with Dagster's storage.
         tables = MetaData()
         with classified_errors():
-            tables.reflect(self.engine, only=("evidence_audit_events", "evidence_publications", "evidence_jobs",
-                                              "evidence_document_jobs", "evidence_publication_claims",
-                                              "evidence_tenants", "evidence_api_tokens", "evidence_documents",
-                                              "evidence_batches", "evidence_job_attempts",
-                                              "evidence_tenant_storage"))
+            tables.reflect(
+                self.engine,
+                only=(
+                    "evidence_audit_events",
+                    "evidence_publications",
+                    "evidence_jobs",
+                    "evidence_document_jobs",
+                    "evidence_publication_claims",
+                    "evidence_tenants",
+                    "evidence_api_tokens",
+                    "evidence_documents",
+                    "evidence_batches",
+                    "evidence_job_attempts",
+                    "evidence_tenant_storage",
+                ),
+            )
         self.audit_events = tables.tables["evidence_audit_events"]
         self.publications = tables.tables["evidence_publications"]
         self.claims = tables.tables["evidence_publication_claims"]  # who is publishing a tenant-month (supersedes)
@@ -226,19 +239,19 @@ class Ledger(JobTransitions):
         self.tenant_storage = tables.tables["evidence_tenant_storage"]  # each tenant's stored document bytes
         # Every append runs these two: built once, they cost no statement construction per event.
         self._chain_head = select(self.audit_events.c.event_hash).order_by(self.audit_events.c.seq.desc()).limit(1)
-        self._insert_events = self.audit_events.insert().returning(self.audit_events.c.event_hash,
-                                                                   self.audit_events.c.seq)
+        self._insert_events = self.audit_events.insert().returning(
+            self.audit_events.c.event_hash, self.audit_events.c.seq
+        )
         self._turn = threading.Lock()  # _transact_together: whose transaction commits the waiting callers' work
         self._waiting: list[_Waiting] = []
         self._waiting_mutex = threading.Lock()
 
-    def record(self, tenant_month: TenantMonth | Deployment, event_type: str, subject_sha256: str, actor: str,
-               **details: Any) -> LedgerEvent:
+    def record(
+        self, tenant_month: TenantMonth | Deployment, event_type: str, subject_sha256: str, actor: str, **details: Any
+    ) -> LedgerEvent:
         """Append one event in its own transaction (of the deployment, no tenant, when ``tenant_month`` is a
         Deployment)."""
-        return self._transact(
-            lambda conn: self._append(conn, tenant_month, event_type, subject_sha256, actor, details)
-        )
+        return self._transact(lambda conn: self._append(conn, tenant_month, event_type, subject_sha256, actor, details))
 
     def publish(self, row: dict[str, Any], lease: Lease, actor: str, **details: Any) -> tuple[dict[str, Any], bool]:
         """Commit the publication row, its `bundle.published` event, job -> succeeded and the tenant's
@@ -259,20 +272,33 @@ class Ledger(JobTransitions):
                 self._release_claim(conn, tenant_month, row["identity"])
                 return existing, False
             if not self._update_held(conn, lease, state=states.SUCCEEDED, lease_expires_at=None, last_reason=None):
-                raise EvidenceError(ReasonCode.LEASE_FENCED,
-                                    f"lease {lease.token} of job {lease.job_id[:12]} is no longer held")
+                raise EvidenceError(
+                    ReasonCode.LEASE_FENCED, f"lease {lease.token} of job {lease.job_id[:12]} is no longer held"
+                )
             claim = self._claim(conn, tenant_month)
             if claim is not None and (claim["identity"], claim["job_id"], claim["lease_token"]) != (
-                    row["identity"], lease.job_id, lease.token):
-                raise EvidenceError(ReasonCode.LEASE_FENCED,
-                                    f"another attempt holds the publication claim of {tenant_month}")
+                row["identity"],
+                lease.job_id,
+                lease.token,
+            ):
+                raise EvidenceError(
+                    ReasonCode.LEASE_FENCED, f"another attempt holds the publication claim of {tenant_month}"
+                )
             head = self._current(conn, tenant_month)
             if (head and head["identity"]) != (supersedes and supersedes.get("identity")):
-                raise EvidenceError(ReasonCode.SUPERSEDES_STALE,
-                                    f"the statement supersedes {_short(supersedes)}, but the current bundle of "
-                                    f"{tenant_month} is {_short(head)}")
-            event = self._append(conn, tenant_month, EventType.BUNDLE_PUBLISHED, row["report_sha256"], actor,
-                                 details | row | {"job_id": lease.job_id, "lease_token": lease.token})
+                raise EvidenceError(
+                    ReasonCode.SUPERSEDES_STALE,
+                    f"the statement supersedes {_short(supersedes)}, but the current bundle of "
+                    f"{tenant_month} is {_short(head)}",
+                )
+            event = self._append(
+                conn,
+                tenant_month,
+                EventType.BUNDLE_PUBLISHED,
+                row["report_sha256"],
+                actor,
+                details | row | {"job_id": lease.job_id, "lease_token": lease.token},
+            )
             conn.execute(self.publications.insert().values(**row, event_seq=event.seq))
             self._release_claim(conn, tenant_month, row["identity"])
             # The tenant is told of its bundle in the transaction that publishes it, whoever asked for it.
@@ -281,8 +307,9 @@ class Ledger(JobTransitions):
 
         return self._transact(commit)
 
-    def claim_publication(self, tenant_month: TenantMonth, identity: str, lease: Lease,
-                          take_over: str | None = None) -> Claim:
+    def claim_publication(
+        self, tenant_month: TenantMonth, identity: str, lease: Lease, take_over: str | None = None
+    ) -> Claim:
         """Claim the tenant-month for publishing ``identity`` under ``lease``, naming the bundle it will supersede.
 
         The claim is what keeps the corrections chain linear while a statement is signed: between the claim and the
@@ -296,23 +323,39 @@ class Ledger(JobTransitions):
 
         def claim(conn: Connection) -> Claim:
             if not self._lease_live(conn, lease.job_id, lease.token):
-                raise EvidenceError(ReasonCode.LEASE_FENCED,
-                                    f"lease {lease.token} of job {lease.job_id[:12]} is no longer held")
+                raise EvidenceError(
+                    ReasonCode.LEASE_FENCED, f"lease {lease.token} of job {lease.job_id[:12]} is no longer held"
+                )
             held = self._claim(conn, tenant_month)
             head = self._current(conn, tenant_month)
             if held is not None and held["identity"] != identity and self._publication(conn, held["identity"]) is None:
                 live = self._lease_live(conn, held["job_id"], held["lease_token"])
                 if live or take_over != held["identity"]:
                     return Claim(False, head, held, live)
-            values = {"identity": identity, "job_id": lease.job_id, "lease_token": lease.token,
-                      "supersedes": head and head["identity"], "claimed_at": time.time()}
+            values = {
+                "identity": identity,
+                "job_id": lease.job_id,
+                "lease_token": lease.token,
+                "supersedes": head and head["identity"],
+                "claimed_at": time.time(),
+            }
             if held is None:
-                conn.execute(self.claims.insert().values(tenant=tenant_month.tenant, period=tenant_month.period,
-                                                         **values))
-            elif conn.execute(self.claims.update().where(
-                    *self._claim_of(tenant_month), self.claims.c.identity == held["identity"],
-                    self.claims.c.job_id == held["job_id"], self.claims.c.lease_token == held["lease_token"],
-            ).values(**values)).rowcount == 0:
+                conn.execute(
+                    self.claims.insert().values(tenant=tenant_month.tenant, period=tenant_month.period, **values)
+                )
+            elif (
+                conn.execute(
+                    self.claims.update()
+                    .where(
+                        *self._claim_of(tenant_month),
+                        self.claims.c.identity == held["identity"],
+                        self.claims.c.job_id == held["job_id"],
+                        self.claims.c.lease_token == held["lease_token"],
+                    )
+                    .values(**values)
+                ).rowcount
+                == 0
+            ):
                 raise LostRace()
             return Claim(True, head)
 
@@ -339,8 +382,9 @@ class Ledger(JobTransitions):
         """Bodies of every event of ``event_type`` (only ``tenant``'s when given), oldest first."""
         return list(self.iter_events_of_type(event_type, tenant))
 
-    def iter_events_of_type(self, event_type: str, tenant: str | None = None,
-                            detail: str | None = None) -> Iterator[dict[str, Any]]:
+    def iter_events_of_type(
+        self, event_type: str, tenant: str | None = None, detail: str | None = None
+    ) -> Iterator[dict[str, Any]]:
         """``events_of_type``, one body at a time (a year of 10,000 tenants holds 120,000 of one type), and only
         the events whose details have the field ``detail``, when given. That filter runs in the database on the
         stored text, which is canonical JSON (the key reads ``"detail":``); each body it passes is still parsed and
@@ -371,12 +415,21 @@ class Ledger(JobTransitions):
         """Every event of ``event_type`` of ``tenant``, oldest first, as the ledger stores it: the event, its
         prev_hash and the exact body bytes that the hash chain and the Merkle tree hash (an audit package's)."""
         events = self.audit_events.c
-        query = select(events.seq, events.event_type, events.event_hash, events.prev_hash, events.body).where(
-            events.event_type == event_type, events.tenant == tenant).order_by(events.seq)
+        query = (
+            select(events.seq, events.event_type, events.event_hash, events.prev_hash, events.body)
+            .where(events.event_type == event_type, events.tenant == tenant)
+            .order_by(events.seq)
+        )
         with classified_errors(), self.engine.connect() as conn:
             rows = conn.execute(query).all()
-        return [(LedgerEvent(row.seq, row.event_type, row.event_hash, event_body(row.body)), row.prev_hash,
-                 row.body.encode("utf-8")) for row in rows]
+        return [
+            (
+                LedgerEvent(row.seq, row.event_type, row.event_hash, event_body(row.body)),
+                row.prev_hash,
+                row.body.encode("utf-8"),
+            )
+            for row in rows
+        ]
 
     def leaf_index(self, seq: int) -> int:
         """Event ``seq``'s position in the Merkle tree: how many events come before it (a sequence may skip)."""
@@ -429,8 +482,9 @@ class Ledger(JobTransitions):
                     raise EvidenceError(ReasonCode.LEDGER_INVALID, f"audit event {row.seq} breaks the hash chain")
                 body = event_body(row.body)
                 if any(body[column] != getattr(row, column) for column in mirrors.EVENT_COLUMNS):
-                    raise EvidenceError(ReasonCode.LEDGER_INVALID,
-                                        f"audit event {row.seq} columns differ from its body")
+                    raise EvidenceError(
+                        ReasonCode.LEDGER_INVALID, f"audit event {row.seq} columns differ from its body"
+                    )
                 if body["event_type"] == EventType.BUNDLE_PUBLISHED:
                     published[row.seq] = body["details"]
                     _check_supersedes(row.seq, body, current)
@@ -450,20 +504,29 @@ class Ledger(JobTransitions):
             raise EvidenceError(ReasonCode.LEDGER_INVALID, "publications and bundle.published events do not pair up")
         for publication in publications:
             if not mirrors.publication_matches(publication, published[publication["event_seq"]]):
-                raise EvidenceError(ReasonCode.LEDGER_INVALID,
-                                    f"the publication of event {publication['event_seq']} differs from it")
+                raise EvidenceError(
+                    ReasonCode.LEDGER_INVALID, f"the publication of event {publication['event_seq']} differs from it"
+                )
         if not mirrors.registry_matches(registry, tenant_events):
             raise EvidenceError(ReasonCode.LEDGER_INVALID, "the tenant registry differs from its tenant events")
         for job in jobs:
             if not mirrors.job_matches(job, job_events.get(job["job_id"], []), document_jobs.get(job["job_id"])):
                 raise EvidenceError(ReasonCode.LEDGER_INVALID, f"job {job['job_id'][:12]} differs from its events")
         if sorted(attempt["replay_seq"] for attempt in attempts) != sorted(replays) or not all(
-                mirrors.attempt_matches(attempt, replays[attempt["replay_seq"]]) for attempt in attempts):
+            mirrors.attempt_matches(attempt, replays[attempt["replay_seq"]]) for attempt in attempts
+        ):
             raise EvidenceError(ReasonCode.LEDGER_INVALID, "ended job attempts differ from their job.replayed events")
         return count
 
-    def _append(self, conn: Connection, tenant_month: TenantMonth | Deployment, event_type: str, subject_sha256: str,
-                actor: str, details: dict[str, Any]) -> LedgerEvent:
+    def _append(
+        self,
+        conn: Connection,
+        tenant_month: TenantMonth | Deployment,
+        event_type: str,
+        subject_sha256: str,
+        actor: str,
+        details: dict[str, Any],
+    ) -> LedgerEvent:
         return self._append_many(conn, [(tenant_month, event_type, subject_sha256, actor, details)])[0]
 
     def _append_many(
@@ -494,14 +557,25 @@ class Ledger(JobTransitions):
             body_text = canonical(body)
             event_hash = chain_hash(prev, body_text)
             bodies.append(body)
-            rows.append({"event_id": event_id, "event_type": event_type, "tenant": tenant_month.tenant,
-                         "period": tenant_month.period, "subject_sha256": subject_sha256, "body": body_text,
-                         "prev_hash": prev, "event_hash": event_hash})
+            rows.append(
+                {
+                    "event_id": event_id,
+                    "event_type": event_type,
+                    "tenant": tenant_month.tenant,
+                    "period": tenant_month.period,
+                    "subject_sha256": subject_sha256,
+                    "body": body_text,
+                    "prev_hash": prev,
+                    "event_hash": event_hash,
+                }
+            )
             prev = event_hash
         seqs = {event_hash: seq for event_hash, seq in conn.execute(self._insert_events, rows)}  # in any order
         conn.info[_CHAIN_HEAD] = prev
-        return [LedgerEvent(seqs[row["event_hash"]], row["event_type"], row["event_hash"], body)
-                for row, body in zip(rows, bodies)]
+        return [
+            LedgerEvent(seqs[row["event_hash"]], row["event_type"], row["event_hash"], body)
+            for row, body in zip(rows, bodies)
+        ]
 
     def check_appends(self, conn: Connection, check: Callable[[dict[str, Any]], None]) -> None:
         """Every event this writing transaction appends from now on is first given to ``check`` (its body, exactly
@@ -543,8 +617,9 @@ class Ledger(JobTransitions):
             has_versions = inspect(conn).has_table(VERSION_TABLE)
             version = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar() if has_versions else None
         if version != _head_revision():
-            raise EvidenceError(ReasonCode.LEDGER_INVALID,
-                                "the database holds no evidence ledger at the current schema version")
+            raise EvidenceError(
+                ReasonCode.LEDGER_INVALID, "the database holds no evidence ledger at the current schema version"
+            )
 
     def _migrate(self) -> None:
         """Bring the schema to the newest migration. Concurrent first starts serialize on a lock or retry."""
@@ -591,8 +666,9 @@ class Ledger(JobTransitions):
                     return work(conn)
             except (IntegrityError, LostRace) as error:
                 lost_race = error  # another writer moved the chain head, the identity or the job: re-read, retry
-        raise EvidenceError(ReasonCode.LEDGER_CONFLICT,
-                            "could not append to the audit ledger under contention") from lost_race
+        raise EvidenceError(
+            ReasonCode.LEDGER_CONFLICT, "could not append to the audit ledger under contention"
+        ) from lost_race
 
     def _transact_together(self, item: Item, work_all: Callable[[Connection, list[Item]], list[Done]]) -> Done:
         """``_transact`` for bursts of callers in this process: whoever gets the turn commits the work of every
@@ -624,8 +700,10 @@ def _unauthorized(body: dict[str, Any]) -> None:
     """An event outside the action gate: it may not claim a signed request (refusals keep theirs), which nothing
     would have checked before it was appended."""
     if "authorization" in body["details"] and body["event_type"] != EventType.ACTION_REFUSED:
-        raise EvidenceError(ReasonCode.UNEXPECTED_ERROR,
-                            f"a {body['event_type']} event carries a signed request the action gate did not check")
+        raise EvidenceError(
+            ReasonCode.UNEXPECTED_ERROR,
+            f"a {body['event_type']} event carries a signed request the action gate did not check",
+        )
 
 
 @dataclass
@@ -675,9 +753,13 @@ def _check_supersedes(seq: int, body: dict[str, Any], current: dict[tuple[str, s
     tenant_month = (body["tenant"], body["period"])
     supersedes = body["details"].get("supersedes")
     if supersedes is not None and (
-            not isinstance(supersedes, dict) or supersedes.get("identity") != current.get(tenant_month)):
-        raise EvidenceError(ReasonCode.LEDGER_INVALID, f"audit event {seq} supersedes another bundle than the "
-                                                       "tenant-month's current one: the corrections chain forks")
+        not isinstance(supersedes, dict) or supersedes.get("identity") != current.get(tenant_month)
+    ):
+        raise EvidenceError(
+            ReasonCode.LEDGER_INVALID,
+            f"audit event {seq} supersedes another bundle than the "
+            "tenant-month's current one: the corrections chain forks",
+        )
     current[tenant_month] = body["details"].get("identity")
 
 

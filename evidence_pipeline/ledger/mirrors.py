@@ -56,19 +56,30 @@ def publication_matches(row: dict[str, Any], details: dict[str, Any]) -> bool:
     return all(details.get(column) == value for column, value in row.items() if column != "event_seq")
 
 
-def job_matches(row: dict[str, Any], events: Iterable[dict[str, Any]],
-                document_job: dict[str, Any] | None = None) -> bool:
+def job_matches(
+    row: dict[str, Any], events: Iterable[dict[str, Any]], document_job: dict[str, Any] | None = None
+) -> bool:
     """A jobs row is derived from its identity and from the events that name its job_id, oldest first;
     ``document_job`` is its evidence_document_jobs row, if it has one."""
     if row["fidelity"] == DOCUMENT:
-        if document_job is None or document_job["request_sha256"] != row["source_sha256"] or row["job_id"] != (
-            document_job_id(row["tenant"], document_job["idempotency_key"], document_job["batch_id"])
+        if (
+            document_job is None
+            or document_job["request_sha256"] != row["source_sha256"]
+            or row["job_id"]
+            != (document_job_id(row["tenant"], document_job["idempotency_key"], document_job["batch_id"]))
         ):
             return False
     elif JobKey(**{name: row[name] for name in JobKey.__dataclass_fields__}).job_id != row["job_id"]:
         return False
-    derived: dict[str, Any] = {"state": None, "attempts": 0, "lease_token": 0, "lease_owner": None, "last_reason": None,
-                     "attempt_id": None, "replay_of": None}
+    derived: dict[str, Any] = {
+        "state": None,
+        "attempts": 0,
+        "lease_token": 0,
+        "lease_owner": None,
+        "last_reason": None,
+        "attempt_id": None,
+        "replay_of": None,
+    }
     for body in events:
         kind, details = body["event_type"], body["details"]
         if kind == EventType.JOB_ACCEPTED and "reason" not in details:  # the acceptance that created the row
@@ -104,15 +115,30 @@ def attempt_matches(row: dict[str, Any], replay: dict[str, Any]) -> bool:
     """An evidence_job_attempts row is the ended attempt its `job.replayed` event (``replay``) names, as it ended."""
     details = replay["details"]
     return replay["event_type"] == EventType.JOB_REPLAYED and (
-        row["job_id"], row["attempt_id"], row["replayed_by"], row["state"], row["reason"], row["input_sha256"],
-        row["policy_version"]) == (details["job_id"], details["replay_of"], details["attempt_id"],
-                                   details["previous_state"], details["previous_reason"], replay["subject_sha256"],
-                                   details["policy_version"])
+        row["job_id"],
+        row["attempt_id"],
+        row["replayed_by"],
+        row["state"],
+        row["reason"],
+        row["input_sha256"],
+        row["policy_version"],
+    ) == (
+        details["job_id"],
+        details["replay_of"],
+        details["attempt_id"],
+        details["previous_state"],
+        details["previous_reason"],
+        replay["subject_sha256"],
+        details["policy_version"],
+    )
 
 
 def registry_matches(rows: Iterable[dict[str, Any]], tenant_events: dict[str, dict[str, int]]) -> bool:
     """The registry rows are exactly the registered tenants, each naming its first `tenant.registered` event and
     its first `tenant.offboarded` event (None while it has none). ``tenant_events``: tenant -> {type: seq}."""
-    derived = {tenant: (seqs[EventType.TENANT_REGISTERED], seqs.get(EventType.TENANT_OFFBOARDED))
-               for tenant, seqs in tenant_events.items() if EventType.TENANT_REGISTERED in seqs}
+    derived = {
+        tenant: (seqs[EventType.TENANT_REGISTERED], seqs.get(EventType.TENANT_OFFBOARDED))
+        for tenant, seqs in tenant_events.items()
+        if EventType.TENANT_REGISTERED in seqs
+    }
     return {row["tenant"]: (row["registered_seq"], row["offboarded_seq"]) for row in rows} == derived

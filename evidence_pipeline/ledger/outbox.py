@@ -28,10 +28,14 @@ def remove_tenant(conn: Connection, tenant: str, now: float) -> dict[str, Any]:
     o = outbox.c
     current = subscription_in(conn, tenant)
     undelivered = (o.tenant == tenant, o.state.in_((PENDING, DEAD)))
-    cancelled = conn.execute(select(o.delivery_id).where(*undelivered)
-                             .order_by(o.created_at, o.delivery_id)).scalars().all()
-    conn.execute(outbox.update().where(*undelivered).values(
-        state=CANCELLED, last_code=str(ReasonCode.TENANT_OFFBOARDED), claimed_until=None, updated_at=now))
+    cancelled = (
+        conn.execute(select(o.delivery_id).where(*undelivered).order_by(o.created_at, o.delivery_id)).scalars().all()
+    )
+    conn.execute(
+        outbox.update()
+        .where(*undelivered)
+        .values(state=CANCELLED, last_code=str(ReasonCode.TENANT_OFFBOARDED), claimed_until=None, updated_at=now)
+    )
     conn.execute(webhooks.delete().where(webhooks.c.tenant == tenant))
     removed = None if current is None else {"url_sha256": sha256_text(current.url), "config_seq": current.config_seq}
     return {"webhook_removed": removed, "webhook_deliveries_cancelled": cancelled}
@@ -48,38 +52,63 @@ class Outbox:
             row = subscription_in(conn, tenant)
         return None if row is None else dict(row._mapping)
 
-    def claim_due(self, now: float, claim_seconds: float, limit: int,
-                  busy: Collection[str] = ()) -> list[dict[str, Any]]:
+    def claim_due(
+        self, now: float, claim_seconds: float, limit: int, busy: Collection[str] = ()
+    ) -> list[dict[str, Any]]:
         """Up to ``limit`` pending deliveries due by ``now``, one per tenant and none of a ``busy`` tenant's (one
         with an attempt in flight): each tenant's oldest, the tenants whose oldest is oldest first. Each is claimed
         until now + claim_seconds (a row another deliverer claimed meanwhile is left to it)."""
         o = outbox.c
         free = (o.state == PENDING, o.next_attempt_at <= now, or_(o.claimed_until.is_(None), o.claimed_until < now))
-        ranked = select(outbox, func.row_number().over(partition_by=o.tenant, order_by=(o.next_attempt_at,
-                                                                                       o.delivery_id)).label("nth")
-                        ).where(*free, o.tenant.not_in(list(busy))).subquery()
-        due = (select(*(ranked.c[name] for name in outbox.c.keys())).where(ranked.c.nth == 1)
-               .order_by(ranked.c.next_attempt_at, ranked.c.delivery_id).limit(limit))
+        ranked = (
+            select(
+                outbox,
+                func.row_number().over(partition_by=o.tenant, order_by=(o.next_attempt_at, o.delivery_id)).label("nth"),
+            )
+            .where(*free, o.tenant.not_in(list(busy)))
+            .subquery()
+        )
+        due = (
+            select(*(ranked.c[name] for name in outbox.c.keys()))
+            .where(ranked.c.nth == 1)
+            .order_by(ranked.c.next_attempt_at, ranked.c.delivery_id)
+            .limit(limit)
+        )
         claimed = []
         with classified_errors(), self.ledger.writing(durable=False) as conn:
             for row in conn.execute(due).all():
-                taken = conn.execute(outbox.update().where(o.delivery_id == row.delivery_id, *free)
-                                     .values(claimed_until=now + claim_seconds)).rowcount
+                taken = conn.execute(
+                    outbox.update()
+                    .where(o.delivery_id == row.delivery_id, *free)
+                    .values(claimed_until=now + claim_seconds)
+                ).rowcount
                 if taken:
                     claimed.append(dict(row._mapping))
         return claimed
 
-    def record_attempt(self, delivery: dict[str, Any], state: str, code: str | None, status: int | None,
-                       next_attempt_at: float) -> None:
+    def record_attempt(
+        self, delivery: dict[str, Any], state: str, code: str | None, status: int | None, next_attempt_at: float
+    ) -> None:
         """The outcome of one attempt at ``delivery`` (as claimed): its new state, why it failed, when next."""
         o = outbox.c
         with classified_errors(), self.ledger.writing() as conn:
-            conn.execute(outbox.update().where(o.delivery_id == delivery["delivery_id"], o.state == PENDING).values(
-                state=state, attempts=delivery["attempts"] + 1, last_code=code, last_status=status,
-                next_attempt_at=next_attempt_at, claimed_until=None, updated_at=time.time()))
+            conn.execute(
+                outbox.update()
+                .where(o.delivery_id == delivery["delivery_id"], o.state == PENDING)
+                .values(
+                    state=state,
+                    attempts=delivery["attempts"] + 1,
+                    last_code=code,
+                    last_status=status,
+                    next_attempt_at=next_attempt_at,
+                    claimed_until=None,
+                    updated_at=time.time(),
+                )
+            )
 
-    def deliveries(self, tenant: str | None = None, states: tuple[str, ...] = (),
-                   delivery_id: str | None = None) -> list[dict[str, Any]]:
+    def deliveries(
+        self, tenant: str | None = None, states: tuple[str, ...] = (), delivery_id: str | None = None
+    ) -> list[dict[str, Any]]:
         """Deliveries (without their secrets' use: a row holds none), oldest first, filtered."""
         o = outbox.c
         query = select(outbox).order_by(o.created_at, o.delivery_id)
@@ -100,13 +129,30 @@ def reopen(conn: Connection, delivery_id: str, now: float) -> dict[str, Any] | N
     row = conn.execute(select(outbox).where(o.delivery_id == delivery_id, o.state == DEAD)).first()
     if row is None:
         return None
-    conn.execute(outbox.update().where(o.delivery_id == delivery_id, o.state == DEAD).values(
-        state=PENDING, attempts=0, next_attempt_at=now, claimed_until=None, updated_at=now))
+    conn.execute(
+        outbox.update()
+        .where(o.delivery_id == delivery_id, o.state == DEAD)
+        .values(state=PENDING, attempts=0, next_attempt_at=now, claimed_until=None, updated_at=now)
+    )
     return _listed(row._mapping)
 
 
 def _listed(row: RowMapping) -> dict[str, Any]:
-    listed = {name: row[name] for name in ("delivery_id", "tenant", "event_type", "event_seq", "state", "attempts",
-                                           "last_code", "last_status")}
-    return listed | {"payload": row["payload"], "created_at": utc_iso(row["created_at"]),
-                     "next_attempt_at": utc_iso(row["next_attempt_at"]) if row["state"] == PENDING else None}
+    listed = {
+        name: row[name]
+        for name in (
+            "delivery_id",
+            "tenant",
+            "event_type",
+            "event_seq",
+            "state",
+            "attempts",
+            "last_code",
+            "last_status",
+        )
+    }
+    return listed | {
+        "payload": row["payload"],
+        "created_at": utc_iso(row["created_at"]),
+        "next_attempt_at": utc_iso(row["next_attempt_at"]) if row["state"] == PENDING else None,
+    }

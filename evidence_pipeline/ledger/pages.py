@@ -85,8 +85,11 @@ class Pages:
         in retry_wait or is dead, and no page is dispatched for a job whose budget is spent. Returns (job id, new
         state) of each."""
         docs = self.document_jobs.c
-        expired = (expired_leases(self.ledger).join(self.document_jobs, docs.job_id == self.ledger.jobs.c.job_id)
-                   .where(docs.operation != EVIDENCE))
+        expired = (
+            expired_leases(self.ledger)
+            .join(self.document_jobs, docs.job_id == self.ledger.jobs.c.job_id)
+            .where(docs.operation != EVIDENCE)
+        )
         moved = record_lost_attempts(self.ledger, expired, budget, actor)
         for job_id, state in moved:
             if state in states.CLOSED:

@@ -24,11 +24,13 @@ def expired_leases(ledger: Ledger) -> Select[Any, Any]:
     """(job_id, lease_token) of every job still running under a lease that has expired: its worker is gone."""
     jobs = ledger.jobs.c
     return select(jobs.job_id, jobs.lease_token).where(
-        jobs.state == states.RUNNING, states.lease_expired_clause(jobs.lease_expires_at, time.time()))
+        jobs.state == states.RUNNING, states.lease_expired_clause(jobs.lease_expires_at, time.time())
+    )
 
 
-def record_lost_attempts(ledger: Ledger, expired: Select[Any, Any], budget: RetryBudget,
-                         actor: str) -> list[tuple[str, str]]:
+def record_lost_attempts(
+    ledger: Ledger, expired: Select[Any, Any], budget: RetryBudget, actor: str
+) -> list[tuple[str, str]]:
     """Record the attempt of each job ``expired`` selects (a narrowing of expired_leases) as lost (WORKER_LOST):
     it waits in retry_wait or is dead. Returns (job id, new state) of the jobs it moved."""
     with classified_errors(), ledger.engine.connect() as conn:
@@ -45,8 +47,9 @@ class TenantMonthRetries:
 
     def record_lost_attempts(self, budget: RetryBudget, actor: str) -> list[tuple[str, str]]:
         jobs = self.ledger.jobs.c
-        return record_lost_attempts(self.ledger, expired_leases(self.ledger).where(jobs.fidelity != states.DOCUMENT),
-                                    budget, actor)
+        return record_lost_attempts(
+            self.ledger, expired_leases(self.ledger).where(jobs.fidelity != states.DOCUMENT), budget, actor
+        )
 
     def due(self, idle_seconds: float) -> list[dict[str, Any]]:
         """The tenant-month jobs to run now, oldest change first: those in retry_wait whose next_attempt_at has come,
@@ -58,9 +61,15 @@ class TenantMonthRetries:
         now = time.time()
         query = (
             select(jobs.job_id, jobs.attempt_id, jobs.tenant, jobs.period, jobs.attempts)
-            .where(jobs.state == states.ACCEPTED, jobs.fidelity != states.DOCUMENT,
-                   or_(jobs.next_attempt_at <= now, and_(jobs.attempts == 0, jobs.replay_of.is_not(None)),
-                       and_(jobs.attempts > 0, jobs.next_attempt_at.is_(None), jobs.updated_at < now - idle_seconds)))
+            .where(
+                jobs.state == states.ACCEPTED,
+                jobs.fidelity != states.DOCUMENT,
+                or_(
+                    jobs.next_attempt_at <= now,
+                    and_(jobs.attempts == 0, jobs.replay_of.is_not(None)),
+                    and_(jobs.attempts > 0, jobs.next_attempt_at.is_(None), jobs.updated_at < now - idle_seconds),
+                ),
+            )
             .order_by(jobs.updated_at)
         )
         with classified_errors(), self.ledger.engine.connect() as conn:

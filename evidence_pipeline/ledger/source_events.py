@@ -19,14 +19,22 @@ class SourceEvents:
     def published(self, conn: Connection, tenant_month: TenantMonth, sha256: str) -> dict[str, Any] | None:
         """The body of the `source.published` event of this revision, or None."""
         events = self.ledger.audit_events.c
-        body = conn.execute(select(events.body).where(
-            events.event_type == EventType.SOURCE_PUBLISHED, events.subject_sha256 == sha256,
-            events.tenant == tenant_month.tenant, events.period == tenant_month.period,
-        ).order_by(events.seq).limit(1)).scalar()
+        body = conn.execute(
+            select(events.body)
+            .where(
+                events.event_type == EventType.SOURCE_PUBLISHED,
+                events.subject_sha256 == sha256,
+                events.tenant == tenant_month.tenant,
+                events.period == tenant_month.period,
+            )
+            .order_by(events.seq)
+            .limit(1)
+        ).scalar()
         return None if body is None else event_body(body)
 
-    def record(self, conn: Connection, tenant_month: TenantMonth, sha256: str, actor: str,
-               details: dict[str, Any]) -> LedgerEvent | None:
+    def record(
+        self, conn: Connection, tenant_month: TenantMonth, sha256: str, actor: str, details: dict[str, Any]
+    ) -> LedgerEvent | None:
         """Append the revision's event, unless it has one (None). The caller pinned the chain head before its
         reads, so a concurrent append of the same event makes this transaction run again and find it."""
         if self.published(conn, tenant_month, sha256) is not None:

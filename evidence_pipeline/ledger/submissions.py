@@ -147,11 +147,17 @@ class Submissions:
         its own queue's age (another tenant's backlog never refuses this one) or on every tenant's outstanding jobs
         together, then its quota. Jobs that could never fit are REQUEST_EXCEEDS_QUOTA, never "try again later"."""
         if adding > limits.max_outstanding:
-            raise EvidenceError(ReasonCode.REQUEST_EXCEEDS_QUOTA, f"{adding} jobs at once can never fit the tenant's "
-                                f"job quota of {limits.max_outstanding} outstanding jobs: submit fewer at a time")
+            raise EvidenceError(
+                ReasonCode.REQUEST_EXCEEDS_QUOTA,
+                f"{adding} jobs at once can never fit the tenant's "
+                f"job quota of {limits.max_outstanding} outstanding jobs: submit fewer at a time",
+            )
         if adding > limits.max_queued:
-            raise EvidenceError(ReasonCode.REQUEST_EXCEEDS_QUOTA, f"{adding} jobs at once can never fit the service's "
-                                f"queue of {limits.max_queued} jobs: submit fewer at a time")
+            raise EvidenceError(
+                ReasonCode.REQUEST_EXCEEDS_QUOTA,
+                f"{adding} jobs at once can never fit the service's "
+                f"queue of {limits.max_queued} jobs: submit fewer at a time",
+            )
         serialize_admissions(conn)
         oldest = conn.execute(self._oldest_unstarted().where(self.document_jobs.c.tenant == tenant)).scalar()
         if oldest is not None and now - oldest > limits.max_queue_age_seconds:
@@ -165,9 +171,12 @@ class Submissions:
         """Accepted or running jobs, and the jobs of open batches not dispatched yet (they are accepted work),
         of ``tenant`` or of all."""
         docs, jobs, b = self.document_jobs.c, self.ledger.jobs.c, self.ledger.batches.c
-        created = (select(func.count()).select_from(self.document_jobs)
-                   .join(self.ledger.jobs, jobs.job_id == docs.job_id)
-                   .where(jobs.state.in_((states.ACCEPTED, states.RUNNING))))
+        created = (
+            select(func.count())
+            .select_from(self.document_jobs)
+            .join(self.ledger.jobs, jobs.job_id == docs.job_id)
+            .where(jobs.state.in_((states.ACCEPTED, states.RUNNING)))
+        )
         undispatched: Select[int] = select(func.coalesce(func.sum(b.jobs - b.dispatched), 0)).where(b.state == "open")
         if tenant is not None:
             created, undispatched = created.where(docs.tenant == tenant), undispatched.where(b.tenant == tenant)

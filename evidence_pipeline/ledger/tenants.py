@@ -29,24 +29,38 @@ class TenantRegistry:
         self.ledger = ledger
         self.table = ledger.tenants
 
-    def register(self, conn: Connection, tenants: Iterable[str], actor: str,
-                 details: dict[str, Any]) -> tuple[dict[str, str], LedgerEvent | None]:
+    def register(
+        self, conn: Connection, tenants: Iterable[str], actor: str, details: dict[str, Any]
+    ) -> tuple[dict[str, str], LedgerEvent | None]:
         """Register ``tenants`` (validated slugs) in the caller's transaction (the action gate's), each event with
         ``details``: (tenant -> REGISTERED (this call), EXISTING (registered before) or OFFBOARDED (refused: an
         offboarded tenant never comes back), the last event appended or None)."""
         wanted = list(dict.fromkeys(validate_tenant_id(tenant) for tenant in tenants))
         t, events = self.table.c, self.ledger.audit_events.c
         outcome = dict.fromkeys((row.tenant for row in _among(conn, select(t.tenant), t.tenant, wanted)), EXISTING)
-        offboarded = {row.tenant for row in _among(conn, select(events.tenant).where(
-            events.event_type == EventType.TENANT_OFFBOARDED), events.tenant, wanted)}
+        offboarded = {
+            row.tenant
+            for row in _among(
+                conn,
+                select(events.tenant).where(events.event_type == EventType.TENANT_OFFBOARDED),
+                events.tenant,
+                wanted,
+            )
+        }
         now = time.time()
         outcome |= dict.fromkeys(offboarded, OFFBOARDED)
         event = None
         for tenant in wanted:
             if tenant in outcome:
                 continue
-            event = self.ledger._append(conn, TenantMonth(tenant, current_month(now)), EventType.TENANT_REGISTERED,
-                                        sha256_text(tenant), actor, details)
+            event = self.ledger._append(
+                conn,
+                TenantMonth(tenant, current_month(now)),
+                EventType.TENANT_REGISTERED,
+                sha256_text(tenant),
+                actor,
+                details,
+            )
             conn.execute(self.table.insert().values(tenant=tenant, registered_seq=event.seq, registered_at=now))
             outcome[tenant] = REGISTERED
         return {tenant: outcome[tenant] for tenant in wanted}, event
@@ -71,15 +85,22 @@ class TenantRegistry:
         t = self.table.c
         with classified_errors(), self.ledger.engine.connect() as conn:
             rows = conn.execute(select(self.table).order_by(t.registered_seq)).all()
-        return [{"tenant": row.tenant, "registered_at": utc_iso(row.registered_at, timespec="seconds"),
-                 "registered_seq": row.registered_seq, "offboarded_seq": row.offboarded_seq} for row in rows]
+        return [
+            {
+                "tenant": row.tenant,
+                "registered_at": utc_iso(row.registered_at, timespec="seconds"),
+                "registered_seq": row.registered_seq,
+                "offboarded_seq": row.offboarded_seq,
+            }
+            for row in rows
+        ]
 
 
-def _among(conn: Connection, query: Select[*tuple[Any, ...]], column: ColumnElement[Any],
-           tenants: list[str]) -> list[Row[*tuple[Any, ...]]]:
+def _among(
+    conn: Connection, query: Select[*tuple[Any, ...]], column: ColumnElement[Any], tenants: list[str]
+) -> list[Row[*tuple[Any, ...]]]:
     """The rows of ``query`` whose ``column`` is one of ``tenants``, looked up a chunk at a time."""
     found: list[Row[*tuple[Any, ...]]] = []
     for start in range(0, len(tenants), _CHUNK):
-        found += conn.execute(query.where(column.in_(tenants[start:start + _CHUNK]))).all()
+        found += conn.execute(query.where(column.in_(tenants[start : start + _CHUNK]))).all()
     return found
-

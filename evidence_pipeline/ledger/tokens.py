@@ -25,32 +25,50 @@ class Tokens:
         tokens, registry = self.tokens.c, ledger.tenants.c
         # every request of the tenant API runs it: built once, no statement construction per request; one statement
         # that also reads the token's tenant's standing in the registry
-        self._live_token = select(
-            tokens.tenant, tokens.token_id, registry.tenant.label("registered"), registry.offboarded_seq,
-        ).select_from(self.tokens.outerjoin(ledger.tenants, registry.tenant == tokens.tenant)).where(
-            tokens.token_sha256 == bindparam("sha256"), tokens.revoked_at.is_(None))
+        self._live_token = (
+            select(
+                tokens.tenant,
+                tokens.token_id,
+                registry.tenant.label("registered"),
+                registry.offboarded_seq,
+            )
+            .select_from(self.tokens.outerjoin(ledger.tenants, registry.tenant == tokens.tenant))
+            .where(tokens.token_sha256 == bindparam("sha256"), tokens.revoked_at.is_(None))
+        )
 
-    def issue_token(self, conn: Connection, tenant: str, actor: str,
-                    details: dict[str, Any]) -> tuple[str, str, LedgerEvent]:
+    def issue_token(
+        self, conn: Connection, tenant: str, actor: str, details: dict[str, Any]
+    ) -> tuple[str, str, LedgerEvent]:
         """A new API token for ``tenant`` in the caller's transaction (the action gate's): (token id, token, its
         `token.issued` event). Only the token's sha256 is stored; the event names the token id."""
         if self.offboarding(conn, tenant) is not None:
             raise EvidenceError(ReasonCode.TENANT_OFFBOARDED, f"tenant {tenant} was offboarded")
         registry = self.ledger.tenants
         if conn.execute(select(registry.c.tenant).where(registry.c.tenant == tenant)).first() is None:
-            raise EvidenceError(ReasonCode.TENANT_UNKNOWN, f"tenant {tenant} is not registered: `evidence tenant add` "
-                                                           "it first")
+            raise EvidenceError(
+                ReasonCode.TENANT_UNKNOWN, f"tenant {tenant} is not registered: `evidence tenant add` it first"
+            )
         token_id = "tok_" + secrets.token_hex(12)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)  # 256 bits of randomness
         now = time.time()
-        conn.execute(self.tokens.insert().values(token_id=token_id, tenant=tenant, token_sha256=sha256_text(token),
-                                                 created_at=now))
-        event = self.ledger._append(conn, TenantMonth(tenant, current_month(now)), EventType.TOKEN_ISSUED,
-                                    sha256_text(token_id), actor, details | {"token_id": token_id})
+        conn.execute(
+            self.tokens.insert().values(
+                token_id=token_id, tenant=tenant, token_sha256=sha256_text(token), created_at=now
+            )
+        )
+        event = self.ledger._append(
+            conn,
+            TenantMonth(tenant, current_month(now)),
+            EventType.TOKEN_ISSUED,
+            sha256_text(token_id),
+            actor,
+            details | {"token_id": token_id},
+        )
         return token_id, token, event
 
-    def revoke_token(self, conn: Connection, token_id: str, actor: str,
-                     details: dict[str, Any]) -> tuple[str, LedgerEvent | None]:
+    def revoke_token(
+        self, conn: Connection, token_id: str, actor: str, details: dict[str, Any]
+    ) -> tuple[str, LedgerEvent | None]:
         """Revoke a token in the caller's transaction: (its tenant, its `token.revoked` event; None when it was
         revoked before)."""
         row = conn.execute(select(self.tokens).where(self.tokens.c.token_id == token_id)).first()
@@ -60,11 +78,18 @@ class Tokens:
             return row.tenant, None
         return row.tenant, self._revoke(conn, row.tenant, token_id, actor, time.time(), details)
 
-    def _revoke(self, conn: Connection, tenant: str, token_id: str, actor: str, now: float,
-                details: dict[str, Any]) -> LedgerEvent:
+    def _revoke(
+        self, conn: Connection, tenant: str, token_id: str, actor: str, now: float, details: dict[str, Any]
+    ) -> LedgerEvent:
         conn.execute(self.tokens.update().where(self.tokens.c.token_id == token_id).values(revoked_at=now))
-        return self.ledger._append(conn, TenantMonth(tenant, current_month(now)), EventType.TOKEN_REVOKED,
-                                   sha256_text(token_id), actor, details | {"token_id": token_id})
+        return self.ledger._append(
+            conn,
+            TenantMonth(tenant, current_month(now)),
+            EventType.TOKEN_REVOKED,
+            sha256_text(token_id),
+            actor,
+            details | {"token_id": token_id},
+        )
 
     def tenant_of_token(self, token: str) -> str | None:
         """The tenant a live token belongs to, or None (unknown or revoked)."""
@@ -80,14 +105,16 @@ class Tokens:
         if row is None:
             return None
         if row.registered is None:
-            raise EvidenceError(ReasonCode.TENANT_UNKNOWN, "the token's tenant is not registered (`evidence tenant "
-                                                           "add`)")
+            raise EvidenceError(
+                ReasonCode.TENANT_UNKNOWN, "the token's tenant is not registered (`evidence tenant add`)"
+            )
         if row.offboarded_seq is not None:
             raise EvidenceError(ReasonCode.TENANT_OFFBOARDED, "the token's tenant was offboarded")
         return row.tenant, row.token_id
 
-    def record_offboarding(self, conn: Connection, tenant: str, actor: str,
-                           details: dict[str, Any]) -> tuple[dict[str, Any], LedgerEvent | None]:
+    def record_offboarding(
+        self, conn: Connection, tenant: str, actor: str, details: dict[str, Any]
+    ) -> tuple[dict[str, Any], LedgerEvent | None]:
         """Revoke the tenant's live tokens, append `tenant.offboarded` and mark the tenant offboarded in the registry,
         in the caller's transaction (the action gate's). Once per tenant: an offboarded tenant gets its first
         event's body back, and no event. Returns (the event's body, the event)."""
@@ -95,13 +122,23 @@ class Tokens:
         if first is not None:
             return first, None
         now = time.time()
-        live = conn.execute(
-            select(self.tokens.c.token_id).where(self.tokens.c.tenant == tenant, self.tokens.c.revoked_at.is_(None))
-        ).scalars().all()
+        live = (
+            conn.execute(
+                select(self.tokens.c.token_id).where(self.tokens.c.tenant == tenant, self.tokens.c.revoked_at.is_(None))
+            )
+            .scalars()
+            .all()
+        )
         for token_id in live:
             self._revoke(conn, tenant, token_id, actor, now, {})
-        event = self.ledger._append(conn, TenantMonth(tenant, current_month(now)), EventType.TENANT_OFFBOARDED,
-                                    sha256_text(tenant), actor, details | {"tokens_revoked": len(live)})
+        event = self.ledger._append(
+            conn,
+            TenantMonth(tenant, current_month(now)),
+            EventType.TENANT_OFFBOARDED,
+            sha256_text(tenant),
+            actor,
+            details | {"tokens_revoked": len(live)},
+        )
         registry = self.ledger.tenants
         conn.execute(registry.update().where(registry.c.tenant == tenant).values(offboarded_seq=event.seq))
         return event.body, event

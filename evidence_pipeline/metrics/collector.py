@@ -43,48 +43,124 @@ class Metric:
 
 
 METRICS = (
-    Metric("evidence_ledger_up", "gauge", (), "1 when this scrape read the ledger, 0 when it could not (then no "
-           "ledger metric follows)"),
-    Metric("evidence_jobs", "gauge", ("kind", "state"), "jobs by kind and state: accepted (never tried), "
-           "retry_wait (failed transiently, waiting), running, and the dead letters: dead, rejected (by a failure "
-           "code; a decision about the input is an outcome, not counted)"),
-    Metric("evidence_oldest_unstarted_job_age_seconds", "gauge", ("kind", "lane"), "age of the oldest accepted, "
-           "never started job (since acceptance or its replay); absent when there is none"),
-    Metric("evidence_jobs_ended_per_minute", "gauge", ("kind", "state"), "jobs that ended (succeeded, rejected, "
-           "dead) per minute, over the last five minutes: completions and failures"),
-    Metric("evidence_job_retries_per_minute", "gauge", ("kind",), "attempts beyond the first of the jobs that "
-           "ended in the last five minutes, per minute"),
-    Metric("evidence_job_retry_ratio", "gauge", ("kind",), "retries / attempts of the jobs that ended in the last "
-           "five minutes (0: every job done on its first attempt); absent when none ended"),
+    Metric(
+        "evidence_ledger_up",
+        "gauge",
+        (),
+        "1 when this scrape read the ledger, 0 when it could not (then no ledger metric follows)",
+    ),
+    Metric(
+        "evidence_jobs",
+        "gauge",
+        ("kind", "state"),
+        "jobs by kind and state: accepted (never tried), "
+        "retry_wait (failed transiently, waiting), running, and the dead letters: dead, rejected (by a failure "
+        "code; a decision about the input is an outcome, not counted)",
+    ),
+    Metric(
+        "evidence_oldest_unstarted_job_age_seconds",
+        "gauge",
+        ("kind", "lane"),
+        "age of the oldest accepted, never started job (since acceptance or its replay); absent when there is none",
+    ),
+    Metric(
+        "evidence_jobs_ended_per_minute",
+        "gauge",
+        ("kind", "state"),
+        "jobs that ended (succeeded, rejected, dead) per minute, over the last five minutes: completions and failures",
+    ),
+    Metric(
+        "evidence_job_retries_per_minute",
+        "gauge",
+        ("kind",),
+        "attempts beyond the first of the jobs that ended in the last five minutes, per minute",
+    ),
+    Metric(
+        "evidence_job_retry_ratio",
+        "gauge",
+        ("kind",),
+        "retries / attempts of the jobs that ended in the last "
+        "five minutes (0: every job done on its first attempt); absent when none ended",
+    ),
     Metric("evidence_leases_active", "gauge", ("kind",), "running jobs whose lease is live"),
-    Metric("evidence_leases_expired", "gauge", ("kind",), "running jobs whose lease expired and that nothing has "
-           "recovered yet (the worker died or hangs)"),
-    Metric("evidence_dead_letters", "gauge", ("kind",), "jobs `evidence dead-letter list` shows: dead, or "
-           "rejected by a failure code"),
-    Metric("evidence_ledger_events", "counter", (), "audit events appended to the ledger (its newest seq; "
-           "exposed as `evidence_ledger_events_total`)"),
-    Metric("evidence_ledger_append_lag_seconds", "gauge", (), "the newest bundle: seconds from its statement's "
-           "completion (the bundle is in the archive) to its `bundle.published` event"),
-    Metric("evidence_checkpoint_age_seconds", "gauge", (), "seconds since the newest signed checkpoint was issued; "
-           "absent while there is none"),
+    Metric(
+        "evidence_leases_expired",
+        "gauge",
+        ("kind",),
+        "running jobs whose lease expired and that nothing has recovered yet (the worker died or hangs)",
+    ),
+    Metric(
+        "evidence_dead_letters",
+        "gauge",
+        ("kind",),
+        "jobs `evidence dead-letter list` shows: dead, or rejected by a failure code",
+    ),
+    Metric(
+        "evidence_ledger_events",
+        "counter",
+        (),
+        "audit events appended to the ledger (its newest seq; exposed as `evidence_ledger_events_total`)",
+    ),
+    Metric(
+        "evidence_ledger_append_lag_seconds",
+        "gauge",
+        (),
+        "the newest bundle: seconds from its statement's "
+        "completion (the bundle is in the archive) to its `bundle.published` event",
+    ),
+    Metric(
+        "evidence_checkpoint_age_seconds",
+        "gauge",
+        (),
+        "seconds since the newest signed checkpoint was issued; absent while there is none",
+    ),
     Metric("evidence_checkpoint_lag_events", "gauge", (), "events appended since the newest signed checkpoint"),
-    Metric("evidence_temp_volume_bytes", "gauge", ("figure",), "the volume of EVIDENCE_WORK_DIR: size, used and "
-           "available bytes"),
-    Metric("evidence_attempt_directories", "gauge", (), "attempt directories in EVIDENCE_WORK_DIR (live attempts "
-           "and abandoned ones the sweeper has not removed yet)"),
-    Metric("evidence_webhook_outbox", "gauge", ("state",), "webhook deliveries waiting (pending) or given up "
-           "(dead)"),
-    Metric("evidence_webhook_outbox_oldest_pending_age_seconds", "gauge", (), "age of the oldest pending webhook "
-           "delivery; absent when none waits"),
-    Metric("evidence_sweep_failed_directories", "gauge", (), "attempt directories the newest sweep "
-           "(`sweep.completed`) failed to remove; 0 before the first sweep"),
-    Metric("evidence_tenant_months_overdue", "gauge", (), "registered tenants whose newest month past its deadline "
-           "(02:00 UTC on the 2nd of the next month) has no published bundle; 0 when every one has (Dagster's "
-           "freshness policy on the monthly assets shows the same deadline in the UI)"),
-    Metric("evidence_admission_duration_seconds", "histogram", ("endpoint", "code"), "intake server only: time "
-           "from a request's arrival to its answer, by route template and HTTP status"),
-    Metric("evidence_intake_uploads_receiving", "gauge", (), "intake server only: uploads whose bodies are being "
-           "received now (past their token and quota checks), summed over the server's workers"),
+    Metric(
+        "evidence_temp_volume_bytes",
+        "gauge",
+        ("figure",),
+        "the volume of EVIDENCE_WORK_DIR: size, used and available bytes",
+    ),
+    Metric(
+        "evidence_attempt_directories",
+        "gauge",
+        (),
+        "attempt directories in EVIDENCE_WORK_DIR (live attempts and abandoned ones the sweeper has not removed yet)",
+    ),
+    Metric("evidence_webhook_outbox", "gauge", ("state",), "webhook deliveries waiting (pending) or given up (dead)"),
+    Metric(
+        "evidence_webhook_outbox_oldest_pending_age_seconds",
+        "gauge",
+        (),
+        "age of the oldest pending webhook delivery; absent when none waits",
+    ),
+    Metric(
+        "evidence_sweep_failed_directories",
+        "gauge",
+        (),
+        "attempt directories the newest sweep (`sweep.completed`) failed to remove; 0 before the first sweep",
+    ),
+    Metric(
+        "evidence_tenant_months_overdue",
+        "gauge",
+        (),
+        "registered tenants whose newest month past its deadline "
+        "(02:00 UTC on the 2nd of the next month) has no published bundle; 0 when every one has (Dagster's "
+        "freshness policy on the monthly assets shows the same deadline in the UI)",
+    ),
+    Metric(
+        "evidence_admission_duration_seconds",
+        "histogram",
+        ("endpoint", "code"),
+        "intake server only: time from a request's arrival to its answer, by route template and HTTP status",
+    ),
+    Metric(
+        "evidence_intake_uploads_receiving",
+        "gauge",
+        (),
+        "intake server only: uploads whose bodies are being "
+        "received now (past their token and quota checks), summed over the server's workers",
+    ),
 )
 _BY_NAME = {metric.name: metric for metric in METRICS}
 
@@ -161,24 +237,30 @@ def _ledger_families(reading: ledger_reads.LedgerReading) -> Iterator:
     window_minutes = ledger_reads.WINDOW_SECONDS / 60
     yield _labelled("evidence_jobs", reading.jobs)
     yield _labelled("evidence_oldest_unstarted_job_age_seconds", reading.oldest_unstarted)
-    yield _labelled("evidence_jobs_ended_per_minute",
-                    {key: count / window_minutes for key, count in reading.ended.items()})
+    yield _labelled(
+        "evidence_jobs_ended_per_minute", {key: count / window_minutes for key, count in reading.ended.items()}
+    )
     ended = {}
     for (kind, _), count in reading.ended.items():
         ended[kind] = ended.get(kind, 0) + count
     retries = {kind: reading.attempts[kind] - ended[kind] for kind in ended}
     yield _labelled("evidence_job_retries_per_minute", {k: v / window_minutes for k, v in retries.items()})
-    yield _labelled("evidence_job_retry_ratio",
-                    {kind: retries[kind] / reading.attempts[kind] for kind in ended if reading.attempts[kind]})
+    yield _labelled(
+        "evidence_job_retry_ratio",
+        {kind: retries[kind] / reading.attempts[kind] for kind in ended if reading.attempts[kind]},
+    )
     yield _labelled("evidence_leases_active", reading.leases_active)
     yield _labelled("evidence_leases_expired", reading.leases_expired)
     yield _labelled("evidence_dead_letters", reading.dead_letters)
     yield _labelled("evidence_ledger_events", {(): reading.events})
-    yield _labelled("evidence_ledger_append_lag_seconds",
-                    {} if reading.append_lag is None else {(): reading.append_lag})
+    yield _labelled(
+        "evidence_ledger_append_lag_seconds", {} if reading.append_lag is None else {(): reading.append_lag}
+    )
     yield _labelled("evidence_webhook_outbox", reading.outbox)
-    yield _labelled("evidence_webhook_outbox_oldest_pending_age_seconds",
-                    {} if reading.outbox_oldest_pending is None else {(): reading.outbox_oldest_pending})
+    yield _labelled(
+        "evidence_webhook_outbox_oldest_pending_age_seconds",
+        {} if reading.outbox_oldest_pending is None else {(): reading.outbox_oldest_pending},
+    )
     yield _labelled("evidence_sweep_failed_directories", {(): reading.sweep_failed})
     yield _labelled("evidence_tenant_months_overdue", {(): reading.overdue})
 

@@ -121,5 +121,8 @@ def standalone_app(runtime: Runtime):
 
 def serve(runtime: Runtime, host: str, port: int) -> None:
     """Serve `/metrics` alone until interrupted, behind the guarded protocol."""
-    uvicorn.Server(server_config(standalone_app(runtime), runtime.settings, host=host, port=port,
-                                 log_level="warning", lifespan="off")).run()
+    uvicorn.Server(
+        server_config(
+            standalone_app(runtime), runtime.settings, host=host, port=port, log_level="warning", lifespan="off"
+        )
+    ).run()

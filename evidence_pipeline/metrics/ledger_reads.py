@@ -69,9 +69,12 @@ def _zeros() -> LedgerReading:
     letter lets an alert on its increase see 0 -> 1 (Prometheus cannot see the increase of a series it never had)."""
     return LedgerReading(
         jobs={(kind, state): 0 for kind in KINDS for state in JOB_STATES},
-        leases_active=dict.fromkeys(KINDS, 0), leases_expired=dict.fromkeys(KINDS, 0),
-        ended={(kind, state): 0 for kind in KINDS for state in ENDED}, attempts=dict.fromkeys(KINDS, 0),
-        dead_letters=dict.fromkeys(KINDS, 0), outbox=dict.fromkeys((PENDING, DELIVERY_DEAD), 0),
+        leases_active=dict.fromkeys(KINDS, 0),
+        leases_expired=dict.fromkeys(KINDS, 0),
+        ended={(kind, state): 0 for kind in KINDS for state in ENDED},
+        attempts=dict.fromkeys(KINDS, 0),
+        dead_letters=dict.fromkeys(KINDS, 0),
+        outbox=dict.fromkeys((PENDING, DELIVERY_DEAD), 0),
     )
 
 
@@ -103,8 +106,11 @@ def read(ledger: Ledger, now: float | None = None, first_period: str = FIRST_PER
         swept = _newest(ledger, conn, EventType.SWEEP_COMPLETED)
         reading.sweep_failed = int(swept["details"].get("failed", 0)) if swept else 0
         o = outbox.c
-        for row in conn.execute(select(o.state, func.count(), func.min(o.created_at))
-                                .where(o.state.in_((PENDING, DELIVERY_DEAD))).group_by(o.state)):
+        for row in conn.execute(
+            select(o.state, func.count(), func.min(o.created_at))
+            .where(o.state.in_((PENDING, DELIVERY_DEAD)))
+            .group_by(o.state)
+        ):
             reading.outbox[row[0]] = row[1]
             if row[0] == PENDING:
                 reading.outbox_oldest_pending = now - row[2]
@@ -118,8 +124,11 @@ def _overdue(ledger: Ledger, period: str, closed: float):
     """The active tenants registered before ``period`` closed that have no bundle for it."""
     t, p = ledger.tenants.c, ledger.publications.c
     published = select(p.tenant).where(p.tenant == t.tenant, p.period == period).exists()
-    return (select(func.count()).select_from(ledger.tenants)
-            .where(t.offboarded_seq.is_(None), t.registered_at < closed, ~published))
+    return (
+        select(func.count())
+        .select_from(ledger.tenants)
+        .where(t.offboarded_seq.is_(None), t.registered_at < closed, ~published)
+    )
 
 
 def _add(counts: dict, key, value: int) -> None:
@@ -128,8 +137,9 @@ def _add(counts: dict, key, value: int) -> None:
 
 def _with_operation(ledger: Ledger, *columns):
     jobs, docs = ledger.jobs.c, ledger.document_jobs.c
-    return (select(jobs.fidelity, docs.operation, *columns)
-            .select_from(ledger.jobs.outerjoin(ledger.document_jobs, docs.job_id == jobs.job_id)))
+    return select(jobs.fidelity, docs.operation, *columns).select_from(
+        ledger.jobs.outerjoin(ledger.document_jobs, docs.job_id == jobs.job_id)
+    )
 
 
 def _live_jobs(ledger: Ledger, now: float):
@@ -137,17 +147,27 @@ def _live_jobs(ledger: Ledger, now: float):
     tried = (jobs.attempts > 0).label("tried")
     lost = and_(jobs.state == states.RUNNING, states.lease_expired_clause(jobs.lease_expires_at, now))
     expired = func.sum(case((lost, 1), else_=0)).label("expired")
-    return (_with_operation(ledger, jobs.state, tried, func.count().label("jobs"), expired,
-                            func.min(jobs.budget_started_at).label("oldest"))
-            .where(jobs.state.in_((states.ACCEPTED, states.RUNNING)))
-            .group_by(jobs.fidelity, ledger.document_jobs.c.operation, jobs.state, tried))
+    return (
+        _with_operation(
+            ledger,
+            jobs.state,
+            tried,
+            func.count().label("jobs"),
+            expired,
+            func.min(jobs.budget_started_at).label("oldest"),
+        )
+        .where(jobs.state.in_((states.ACCEPTED, states.RUNNING)))
+        .group_by(jobs.fidelity, ledger.document_jobs.c.operation, jobs.state, tried)
+    )
 
 
 def _ended_jobs(ledger: Ledger, since: float):
     jobs = ledger.jobs.c
-    return (_with_operation(ledger, jobs.state, func.count().label("jobs"), func.sum(jobs.attempts).label("attempts"))
-            .where(jobs.state.in_(ENDED), jobs.updated_at >= since)
-            .group_by(jobs.fidelity, ledger.document_jobs.c.operation, jobs.state))
+    return (
+        _with_operation(ledger, jobs.state, func.count().label("jobs"), func.sum(jobs.attempts).label("attempts"))
+        .where(jobs.state.in_(ENDED), jobs.updated_at >= since)
+        .group_by(jobs.fidelity, ledger.document_jobs.c.operation, jobs.state)
+    )
 
 
 def failure_codes() -> list[str]:
@@ -161,15 +181,18 @@ def _dead_letters(ledger: Ledger) -> tuple:
     jobs = ledger.jobs.c
     count = _with_operation(ledger, jobs.state, func.count().label("jobs"))
     group = (jobs.fidelity, ledger.document_jobs.c.operation, jobs.state)
-    return (count.where(jobs.state == states.DEAD).group_by(*group),
-            count.where(jobs.state == states.REJECTED, jobs.last_reason.in_(failure_codes())).group_by(*group))
+    return (
+        count.where(jobs.state == states.DEAD).group_by(*group),
+        count.where(jobs.state == states.REJECTED, jobs.last_reason.in_(failure_codes())).group_by(*group),
+    )
 
 
 def _newest(ledger: Ledger, conn, event_type: EventType) -> dict | None:
     """The body of the newest event of ``event_type`` (one seek of the `(event_type, seq)` index)."""
     events = ledger.audit_events.c
-    text = conn.execute(select(events.body).where(events.event_type == event_type)
-                        .order_by(events.seq.desc()).limit(1)).scalar()
+    text = conn.execute(
+        select(events.body).where(events.event_type == event_type).order_by(events.seq.desc()).limit(1)
+    ).scalar()
     return None if text is None else event_body(text)
 
 

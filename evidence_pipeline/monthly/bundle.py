@@ -33,11 +33,16 @@ SUPERSEDES_REASONS = {
 UNSIGNED_REPORT_REASON = "unsigned_report"
 
 
-def identity_fields(tenant_month: TenantMonth, source_sha256: str, unsigned_sha256: str, renderer_version: str,
-                    policy_version: str) -> dict:
+def identity_fields(
+    tenant_month: TenantMonth, source_sha256: str, unsigned_sha256: str, renderer_version: str, policy_version: str
+) -> dict:
     return {
-        "tenant": tenant_month.tenant, "period": tenant_month.period, "source_sha256": source_sha256,
-        "unsigned_sha256": unsigned_sha256, "renderer_version": renderer_version, "policy_version": policy_version,
+        "tenant": tenant_month.tenant,
+        "period": tenant_month.period,
+        "source_sha256": source_sha256,
+        "unsigned_sha256": unsigned_sha256,
+        "renderer_version": renderer_version,
+        "policy_version": policy_version,
     }
 
 
@@ -69,8 +74,11 @@ def renewal_key(prefix: str, number: int) -> str:
 
 def newest_report(store: ArtifactStore, prefix: str) -> tuple[str, int]:
     """(key, renewal number) of the bundle's newest report: its newest renewal, or `report.pdf` (0)."""
-    numbers = [int(key.rsplit("/", 1)[1][:4]) for key in store.list(f"{prefix}/{RENEWALS}")
-               if _RENEWAL.fullmatch(key.rsplit("/", 1)[1])]
+    numbers = [
+        int(key.rsplit("/", 1)[1][:4])
+        for key in store.list(f"{prefix}/{RENEWALS}")
+        if _RENEWAL.fullmatch(key.rsplit("/", 1)[1])
+    ]
     newest = max(numbers, default=0)
     return renewal_key(prefix, newest), newest
 
@@ -120,8 +128,11 @@ def lineage(d: dict) -> list[dict]:
     """Source revision and document outcomes -> unsigned report -> signed report -> statement, as the manifest
     records it; a correction begins with the bundle it supersedes and why."""
     corrects = d.get("supersedes")
-    return ([{"step": "supersedes", "identity": corrects["identity"], "reason": corrects["reason"]}]
-            if corrects is not None else []) + [
+    return (
+        [{"step": "supersedes", "identity": corrects["identity"], "reason": corrects["reason"]}]
+        if corrects is not None
+        else []
+    ) + [
         {"step": "source_revision", "sha256": d["source_sha256"]},
         {"step": "document_outcomes", "sha256": d["documents_sha256"]},
         {"step": "monthly_report", "sha256": d["unsigned_sha256"], "renderer_version": d["renderer_version"]},

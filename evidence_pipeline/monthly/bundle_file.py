@@ -45,7 +45,8 @@ def _header(member: Member, mtime: int) -> bytes:
     info.uid = info.gid = 0
     info.uname = info.gname = ""
     info.pax_headers = {SHA256_RECORD: member.sha256} | (
-        {VERSION_RECORD: member.version_id} if member.version_id else {})
+        {VERSION_RECORD: member.version_id} if member.version_id else {}
+    )
     return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "strict")
 
 
@@ -105,8 +106,11 @@ class BundleFileStore:
         for info in self.tar.getmembers():
             if not info.isreg() or info.name in self.entries or not _plain_key(info.name):
                 self.tar.close()
-                raise EvidenceError(ReasonCode.BUNDLE_FILE_INVALID, f"{shown} holds an entry that is not one "
-                                    "regular file under a plain key (a link, a folder, a repeat, an odd name)")
+                raise EvidenceError(
+                    ReasonCode.BUNDLE_FILE_INVALID,
+                    f"{shown} holds an entry that is not one "
+                    "regular file under a plain key (a link, a folder, a repeat, an odd name)",
+                )
             self.entries[info.name] = info
 
     def bundles(self) -> list[str]:
@@ -122,8 +126,9 @@ class BundleFileStore:
             raise EvidenceError(ReasonCode.STORE_NOT_FOUND, f"object {key} does not exist")
         return info
 
-    def get_file(self, key: str, out: BinaryIO, expected_sha256: str | None = None,
-                 max_bytes: int | None = None) -> str:
+    def get_file(
+        self, key: str, out: BinaryIO, expected_sha256: str | None = None, max_bytes: int | None = None
+    ) -> str:
         info = self._entry(key)
         if max_bytes is not None and info.size > max_bytes:
             raise EvidenceError(ReasonCode.STORE_OBJECT_TOO_LARGE, f"object {key} is larger than {max_bytes} bytes")
@@ -164,8 +169,10 @@ def open_bundle_file(path: str) -> tuple[BundleFileStore, str]:
     bundles = store.bundles()
     if len(bundles) != 1 or bundles[0].count("/") != 3:
         store.close()
-        raise EvidenceError(ReasonCode.BUNDLE_FILE_INVALID,
-                            f"{path} holds {len(bundles)} bundle folders: a bundle file holds exactly one")
+        raise EvidenceError(
+            ReasonCode.BUNDLE_FILE_INVALID,
+            f"{path} holds {len(bundles)} bundle folders: a bundle file holds exactly one",
+        )
     return store, bundles[0]
 
 

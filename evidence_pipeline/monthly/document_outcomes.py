@@ -41,8 +41,14 @@ def close_month(
     if closed is not None:
         return closed, False
     jobs = document_jobs.month_jobs(tenant_month.tenant, tenant_month.period)
-    data = canonical_json({"schema": SCHEMA, "tenant": tenant_month.tenant, "period": tenant_month.period,
-                           "jobs": [outcome(job) for job in jobs]})
+    data = canonical_json(
+        {
+            "schema": SCHEMA,
+            "tenant": tenant_month.tenant,
+            "period": tenant_month.period,
+            "jobs": [outcome(job) for job in jobs],
+        }
+    )
     store.put_once(f"{_prefix(tenant_month)}/documents-000001-{sha256_hex(data)}.json", data)
     # Two closes racing with different jobs both write; every pin takes the same one, the first by name.
     return _closed(store, tenant_month), True
@@ -54,8 +60,10 @@ def read_outcomes(store: ArtifactStore, revision: OutcomesRevision) -> list[dict
         data = store.get(revision.key, expected_sha256=revision.sha256)
     except EvidenceError as error:
         if error.code == ReasonCode.STORE_DIGEST_MISMATCH:
-            raise EvidenceError(ReasonCode.SOURCE_DIGEST_MISMATCH,
-                                f"document outcomes {revision.sha256[:12]} changed since the month closed") from None
+            raise EvidenceError(
+                ReasonCode.SOURCE_DIGEST_MISMATCH,
+                f"document outcomes {revision.sha256[:12]} changed since the month closed",
+            ) from None
         raise
     document = jsonread.loads(data, ReasonCode.SOURCE_INVALID, "the document outcomes")
     if not isinstance(document, dict) or document.get("schema") != SCHEMA or not isinstance(document["jobs"], list):
@@ -69,9 +77,11 @@ def counts(jobs: list[dict]) -> list[tuple[str, str, int]]:
     names the policy pinned at acceptance: a redaction's template version, a review's ruleset."""
     outcomes = Counter(
         (
-            job["operation"] + (f" @ {job['template_version'][:12]}" if job.get("template_version") else "")
+            job["operation"]
+            + (f" @ {job['template_version'][:12]}" if job.get("template_version") else "")
             + (f" @ {job['ruleset']}" if job.get("ruleset") else ""),
-            job["state"] + "".join(f": {job[result]}" for result in ("redaction", "decision") if job.get(result))
+            job["state"]
+            + "".join(f": {job[result]}" for result in ("redaction", "decision") if job.get(result))
             + (f" ({job['reason']})" if job["reason"] else ""),
         )
         for job in jobs
@@ -93,7 +103,8 @@ def outcome(job: dict) -> dict:
     }
     if template_version := job["request"].get("template_version"):  # a redaction: its pinned version, its result
         outcome |= {"template_version": template_version} | (
-            {"redaction": summary["outcome"]} if summary.get("outcome") else {})
+            {"redaction": summary["outcome"]} if summary.get("outcome") else {}
+        )
     if ruleset := job["request"]["options"].get("ruleset"):  # a review: its pinned ruleset, its decision
         outcome |= {"ruleset": ruleset} | ({"decision": summary["decision"]} if summary.get("decision") else {})
     return outcome

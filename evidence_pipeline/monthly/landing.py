@@ -42,9 +42,17 @@ from evidence_pipeline.runtime import Runtime
 MARKER = ".published"
 ACTOR = "landing"
 # The refusals a take marks: none of them heals by waiting, so they are never taken again.
-REFUSED = frozenset({ReasonCode.SOURCE_INVALID, ReasonCode.SOURCE_TOO_LARGE, ReasonCode.TENANT_UNKNOWN,
-                     ReasonCode.TENANT_OFFBOARDED, ReasonCode.LANDING_SYMLINK, ReasonCode.LANDING_HARD_LINK,
-                     ReasonCode.LANDING_NOT_REGULAR})
+REFUSED = frozenset(
+    {
+        ReasonCode.SOURCE_INVALID,
+        ReasonCode.SOURCE_TOO_LARGE,
+        ReasonCode.TENANT_UNKNOWN,
+        ReasonCode.TENANT_OFFBOARDED,
+        ReasonCode.LANDING_SYMLINK,
+        ReasonCode.LANDING_HARD_LINK,
+        ReasonCode.LANDING_NOT_REGULAR,
+    }
+)
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO named like a source file must not wait for a writer
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -209,8 +217,11 @@ class S3Landing:
             listed |= {item["Key"].removeprefix(self.prefix): item for item in page.get("Contents", [])}
         for name, item in sorted(listed.items()):
             parts = name.split("/")
-            if (len(parts) == len(_LAYOUT) and all(fits(part) for fits, part in zip(_LAYOUT, parts))
-                    and name + MARKER not in listed):
+            if (
+                len(parts) == len(_LAYOUT)
+                and all(fits(part) for fits, part in zip(_LAYOUT, parts))
+                and name + MARKER not in listed
+            ):
                 yield Landed(name, parts[0], parts[1], (item["Size"], item["ETag"]))
 
     def read(self, landed: Landed) -> bytes:
@@ -218,8 +229,9 @@ class S3Landing:
         size, etag = landed.version
         source_format.check_size(size)
         try:
-            return self.client.get_object(Bucket=self.bucket, Key=self.prefix + landed.name,
-                                          IfMatch=etag)["Body"].read()
+            return self.client.get_object(Bucket=self.bucket, Key=self.prefix + landed.name, IfMatch=etag)[
+                "Body"
+            ].read()
         except ClientError as error:
             if _s3_code(error) not in ("PreconditionFailed", "NoSuchKey"):
                 raise
@@ -227,8 +239,7 @@ class S3Landing:
 
     def mark(self, name: str, outcome: bytes) -> None:
         try:
-            self.client.put_object(Bucket=self.bucket, Key=self.prefix + name + MARKER, Body=outcome,
-                                   IfNoneMatch="*")
+            self.client.put_object(Bucket=self.bucket, Key=self.prefix + name + MARKER, Body=outcome, IfNoneMatch="*")
         except ClientError as error:
             if _s3_code(error) != "PreconditionFailed":
                 raise
@@ -243,8 +254,9 @@ def open_landing(uri: str, s3_client=None) -> DirectoryLanding | S3Landing:
     return S3Landing(s3_client, uri) if uri.startswith("s3://") else DirectoryLanding(Path(uri))
 
 
-def pending(rt: Runtime, landing: DirectoryLanding | S3Landing,
-            seen_before: dict[str, list]) -> tuple[list[Landed], dict[str, list]]:
+def pending(
+    rt: Runtime, landing: DirectoryLanding | S3Landing, seen_before: dict[str, list]
+) -> tuple[list[Landed], dict[str, list]]:
     """(the entries to take now, in name order; what this walk saw of each file it did not refuse, for the next
     tick). A refused entry is taken at once, to be marked, never read; a file only once its version is the one the
     previous tick saw (``seen_before``)."""

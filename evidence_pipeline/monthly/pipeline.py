@@ -142,19 +142,29 @@ def pin_source(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> PinnedSo
         raise EvidenceError(ReasonCode.TENANT_OFFBOARDED, f"tenant {tenant_month.tenant} was offboarded")
     # the registry, not any event: a partition added in the UI, a token or a landed file is no registration
     if tenant_month.tenant not in rt.tenants.standing([tenant_month.tenant]):
-        raise EvidenceError(ReasonCode.TENANT_UNKNOWN, f"tenant {tenant_month.tenant} is not in the tenant registry: "
-                            "register it (`evidence tenant add`)")
+        raise EvidenceError(
+            ReasonCode.TENANT_UNKNOWN,
+            f"tenant {tenant_month.tenant} is not in the tenant registry: register it (`evidence tenant add`)",
+        )
     revision = sources.pin_latest(rt.sources, tenant_month)
     documents, closed_now = document_outcomes.close_month(rt.sources, rt.document_jobs, tenant_month)
     if closed_now:
         rt.ledger.record(tenant_month, EventType.DOCUMENTS_CLOSED, documents.sha256, run.run_id)
     lane = lane_for(rt, revision)
-    rt.ledger.record(tenant_month, EventType.SOURCE_PINNED, revision.sha256, run.run_id, sequence=revision.sequence,
-                     lane=lane, documents_sha256=documents.sha256)
+    rt.ledger.record(
+        tenant_month,
+        EventType.SOURCE_PINNED,
+        revision.sha256,
+        run.run_id,
+        sequence=revision.sequence,
+        lane=lane,
+        documents_sha256=documents.sha256,
+    )
     job = rt.ledger.accept_job(job_key(rt, revision), run.run_id)
     if job["state"] in CLOSED:  # fail fast: a closed job only reopens through `evidence replay`
-        raise EvidenceError(ReasonCode.JOB_CLOSED,
-                            f"job {job['job_id']} is {job['state']} ({job['last_reason']}); replay it")
+        raise EvidenceError(
+            ReasonCode.JOB_CLOSED, f"job {job['job_id']} is {job['state']} ({job['last_reason']}); replay it"
+        )
     kill_point("after_pin")
     return PinnedSource(revision, documents, job["job_id"], lane)
 
@@ -180,21 +190,31 @@ def publish_and_time(rt: Runtime, item: tuple[PinnedSource, str, dict], run: Run
     publication = publish_stage(rt, pinned, unsigned_sha256, run)
     publication.timings_ms.update(clocks)
     rt.ledger.record(
-        pinned.revision.tenant_month, EventType.STAGES_TIMED, publication.report_sha256, run.run_id, lane=pinned.lane,
+        pinned.revision.tenant_month,
+        EventType.STAGES_TIMED,
+        publication.report_sha256,
+        run.run_id,
+        lane=pinned.lane,
         **{stage.clock: publication.timings_ms.get(stage.clock) for stage in Stage},
     )
     return publication
 
 
-
-def record_failure(rt: Runtime, job_id: str, error: EvidenceError, run: RunInfo,
-                   budget: RetryBudget | None = None) -> str | None:
+def record_failure(
+    rt: Runtime, job_id: str, error: EvidenceError, run: RunInfo, budget: RetryBudget | None = None
+) -> str | None:
     """Classify a failed attempt in the job record; returns the job's new state, or None if it did not move. A
     failure under a lease is the attempt that lease counted; one before any lease (render, gate) is one more, so a
     tenant-month's retries in later runs spend its budget too."""
     attempt = run.attempt if error.lease_token is not None else None
     return rt.ledger.record_failure(
-        job_id, error.code, error.retryable, run.run_id, budget or rt.retry_budget, attempt, error.lease_token,
+        job_id,
+        error.code,
+        error.retryable,
+        run.run_id,
+        budget or rt.retry_budget,
+        attempt,
+        error.lease_token,
         error.message,
     )
 
@@ -207,15 +227,21 @@ def render_stage(rt: Runtime, pinned: PinnedSource, run: RunInfo, frame: pd.Data
     if frame is None:
         frame = sources.read_revision(rt.sources, revision)
     with scratch_file(rt.settings.work_dir) as pdf:  # the PDF lives on disk, not in memory, once rendered
-        sha256, pages = write_report(revision, frame, pdf,
-                                     documents=(documents, document_outcomes.read_outcomes(rt.sources, documents)))
+        sha256, pages = write_report(
+            revision, frame, pdf, documents=(documents, document_outcomes.read_outcomes(rt.sources, documents))
+        )
         render_ms = _ms(start)
         kill_point("mid_render")
         staged = rt.staging.put_file(staging_key(sha256), pdf)
     kill_point("after_staging")
     rt.ledger.record(
-        revision.tenant_month, EventType.REPORT_RENDERED, sha256, run.run_id,
-        source_sha256=revision.sha256, documents_sha256=documents.sha256, renderer_version=RENDERER_VERSION,
+        revision.tenant_month,
+        EventType.REPORT_RENDERED,
+        sha256,
+        run.run_id,
+        source_sha256=revision.sha256,
+        documents_sha256=documents.sha256,
+        renderer_version=RENDERER_VERSION,
         pages=pages,
     )
     return StagedReport(revision, documents.sha256, sha256, staged.size, pages, render_ms)
@@ -233,8 +259,9 @@ def preview_stage(rt: Runtime, revision: SourceRevision) -> Preview:
     return Preview(revision, key, sha256, stored.size, pages, render_ms)
 
 
-def validate_stage(rt: Runtime, pinned: PinnedSource, unsigned_sha256: str, run: RunInfo,
-                   totals: tuple[str, ...] | None = None) -> tuple[int, float]:
+def validate_stage(
+    rt: Runtime, pinned: PinnedSource, unsigned_sha256: str, run: RunInfo, totals: tuple[str, ...] | None = None
+) -> tuple[int, float]:
     """The gate before signing, against ``totals`` (recomputed from the pinned revision unless the caller has).
     Returns (pages, validate_ms); a rejection is recorded, then raised."""
     revision = pinned.revision
@@ -299,9 +326,7 @@ def publish_stage(rt: Runtime, pinned: PinnedSource, unsigned_sha256: str, run: 
         raise
 
 
-def _sign_and_commit(
-    rt: Runtime, inputs: _Inputs, fields: dict, lease: Lease, scratch, run: RunInfo
-) -> Publication:
+def _sign_and_commit(rt: Runtime, inputs: _Inputs, fields: dict, lease: Lease, scratch, run: RunInfo) -> Publication:
     tenant_month, identity, settings = inputs.tenant_month, fields["identity"], rt.settings
     prefix = bundle_prefix(tenant_month, identity)
     start = time.perf_counter()
@@ -338,7 +363,11 @@ def _sign_and_commit(
             return sha256, stored.seek(0, io.SEEK_END)
 
         (report_sha256, report_size), report_version = put_or_adopt(
-            rt.archive, f"{prefix}/{REPORT}", scratch, make=sign, accept=adopt,
+            rt.archive,
+            f"{prefix}/{REPORT}",
+            scratch,
+            make=sign,
+            accept=adopt,
             made=lambda stored: (stored.sha256, stored.size),
         )
     # From here to the commit this attempt holds the tenant-month: the bundle it supersedes stays the current one.
@@ -442,8 +471,9 @@ def _claim(rt: Runtime, inputs: _Inputs, fields: dict, lease: Lease, run: RunInf
                 take_over = holder["identity"]
                 continue
         if time.monotonic() > deadline:
-            raise EvidenceError(ReasonCode.TENANT_MONTH_BUSY,
-                                f"bundle {holder['identity'][:12]} of {tenant_month} is being published")
+            raise EvidenceError(
+                ReasonCode.TENANT_MONTH_BUSY, f"bundle {holder['identity'][:12]} of {tenant_month} is being published"
+            )
         time.sleep(pause)
         pause = min(pause * 2, _CLAIM_POLL_SECONDS[1])
 
@@ -454,8 +484,9 @@ def _complete(rt: Runtime, holder: dict, run: RunInfo) -> bool:
     statement is not ours or fails), and the claim may be taken over; True when it was, or when its job is being
     worked on again (look at the claim again)."""
     tenant_month = TenantMonth(holder["tenant"], holder["period"])
-    envelope = rt.archive.get(f"{bundle_prefix(tenant_month, holder['identity'])}/{STATEMENT}",
-                              max_bytes=jsonread.MAX_BYTES)
+    envelope = rt.archive.get(
+        f"{bundle_prefix(tenant_month, holder['identity'])}/{STATEMENT}", max_bytes=jsonread.MAX_BYTES
+    )
     try:
         body, _ = dsse.open_statement(envelope, our_statement_keys(rt))
         predicate = body["predicate"]

@@ -63,9 +63,16 @@ class Publication:
 
     def view(self) -> dict:
         details = self.event["details"]
-        return {"tenant": self.revision.tenant_month.tenant, "period": self.revision.tenant_month.period,
-                "sequence": self.revision.sequence, "sha256": self.revision.sha256, "bytes": self.revision.size,
-                "rows": self.rows, "event_id": self.event["event_id"], "correlation_id": details["correlation_id"]}
+        return {
+            "tenant": self.revision.tenant_month.tenant,
+            "period": self.revision.tenant_month.period,
+            "sequence": self.revision.sequence,
+            "sha256": self.revision.sha256,
+            "bytes": self.revision.size,
+            "rows": self.rows,
+            "event_id": self.event["event_id"],
+            "correlation_id": details["correlation_id"],
+        }
 
 
 def prepare(tenant_month: TenantMonth, data: bytes) -> Prepared:
@@ -91,8 +98,12 @@ def publish(rt: Runtime, prepared: Prepared, publisher: Publisher, record: Recor
         raise EvidenceError(ReasonCode.TENANT_OFFBOARDED, f"tenant {tenant_month.tenant} was offboarded")
     revision = sources._store_revision(rt.sources, tenant_month, prepared.data)  # this module is its one caller
     events = rt.source_events
-    details = {"sequence": revision.sequence, "bytes": revision.size, "rows": prepared.rows,
-               "correlation_id": publisher.correlation_id}
+    details = {
+        "sequence": revision.sequence,
+        "bytes": revision.size,
+        "rows": prepared.rows,
+        "correlation_id": publisher.correlation_id,
+    }
     if publisher.token_id is not None:
         details["token_id"] = publisher.token_id
     if publisher.idempotency_key is not None:
@@ -133,7 +144,10 @@ def signed_by(gate: ActionGate, envelope: dict, prepared: Prepared) -> Record:
     gate.run(envelope, Action.SOURCE_PUBLISH, check)  # nothing to record yet: the nonce stays unused
 
     def record(append: Append) -> LedgerEvent | None:
-        return gate.run(envelope, Action.SOURCE_PUBLISH, lambda conn, _registry, authorized: append(
-            conn, authorized.actor, {"authorization": authorized.envelope}))
+        return gate.run(
+            envelope,
+            Action.SOURCE_PUBLISH,
+            lambda conn, _registry, authorized: append(conn, authorized.actor, {"authorization": authorized.envelope}),
+        )
 
     return record

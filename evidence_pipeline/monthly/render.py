@@ -228,6 +228,8 @@ def _daily(frame: pd.DataFrame, summary: pd.DataFrame) -> list:
             Spacer(1, 5 * mm),
         ]
     return story
+
+
 _FACTS = _TABLE.getCommands()[:1] + [("GRID", (0, 0), (-1, -1), 0.25, colors.grey)]  # label | value, left-aligned
 
 _ROWS_PER_TABLE = 200
@@ -252,22 +254,37 @@ def _refunds(frame: pd.DataFrame) -> list:
 def _document_jobs(documents: OutcomesRevision, jobs: list[dict]) -> list:
     """Counts by operation and outcome, then every output's digest, as the pinned revision records them."""
     facts = [["Document outcomes sha256", documents.sha256], ["Closed revision", documents.key.rsplit("/", 1)[-1]]]
-    story: list = [PageBreak(), Paragraph(f"Document jobs ({len(jobs):,})", _H2),
-                   Table(facts, colWidths=[40 * mm, 134 * mm], style=_FACTS), Spacer(1, 4 * mm)]
+    story: list = [
+        PageBreak(),
+        Paragraph(f"Document jobs ({len(jobs):,})", _H2),
+        Table(facts, colWidths=[40 * mm, 134 * mm], style=_FACTS),
+        Spacer(1, 4 * mm),
+    ]
     if not jobs:
         return story + [Paragraph("No document jobs were accepted for this tenant in this period.", _BODY)]
     summary = [["Operation", "Outcome", "Jobs"]] + [[op, outcome, f"{n:,}"] for op, outcome, n in counts(jobs)]
     story += [Table(summary, colWidths=[40 * mm, 70 * mm, 20 * mm], repeatRows=1, style=_TABLE), Spacer(1, 6 * mm)]
-    rows = [[job["job_id"][:16], output["artifact_id"].rsplit("/", 1)[-1], output["sha256"]]
-            for job in jobs for output in job["outputs"]]
+    rows = [
+        [job["job_id"][:16], output["artifact_id"].rsplit("/", 1)[-1], output["sha256"]]
+        for job in jobs
+        for output in job["outputs"]
+    ]
     if not rows:
         return story + [Paragraph("No document job published an output in this period.", _BODY)]
     widths = [28 * mm, 32 * mm, 114 * mm]
-    return story + [Paragraph("Outputs", _H2)] + [
-        Table([["Job", "Artifact", "sha256"]] + rows[i : i + _ROWS_PER_TABLE], colWidths=widths, repeatRows=1,
-              style=_TABLE)
-        for i in range(0, len(rows), _ROWS_PER_TABLE)
-    ]
+    return (
+        story
+        + [Paragraph("Outputs", _H2)]
+        + [
+            Table(
+                [["Job", "Artifact", "sha256"]] + rows[i : i + _ROWS_PER_TABLE],
+                colWidths=widths,
+                repeatRows=1,
+                style=_TABLE,
+            )
+            for i in range(0, len(rows), _ROWS_PER_TABLE)
+        ]
+    )
 
 
 @contextlib.contextmanager

@@ -45,8 +45,11 @@ FORMAT = (
     Column("booked_on", "date", "`YYYY-MM-DD`, a calendar day of the file's month"),
     Column("kind", "enum", "one of " + ", ".join(f"`{kind}`" for kind in KINDS)),
     Column("currency", "enum", "one of " + ", ".join(f"`{currency}`" for currency in CURRENCIES)),
-    Column("amount_minor", "integer",
-           f"whole minor units (cents), 1..{MAX_AMOUNT_MINOR:,} written in plain digits, no sign, no leading zero"),
+    Column(
+        "amount_minor",
+        "integer",
+        f"whole minor units (cents), 1..{MAX_AMOUNT_MINOR:,} written in plain digits, no sign, no leading zero",
+    ),
     Column("channel", "enum", "one of " + ", ".join(f"`{channel}`" for channel in CHANNELS)),
 )
 COLUMNS = tuple(column.name for column in FORMAT)
@@ -74,8 +77,10 @@ class SourceRejected(EvidenceError):
         first = problems[0]
         where = f"row {first.row}" if first.row else f"line {first.line}"
         where += f", column {first.column}" if first.column else ""
-        super().__init__(ReasonCode.SOURCE_INVALID, f"source for {tenant_month}: {where}: {first.code} "
-                                                    f"({total} problem{'s' if total != 1 else ''})")
+        super().__init__(
+            ReasonCode.SOURCE_INVALID,
+            f"source for {tenant_month}: {where}: {first.code} ({total} problem{'s' if total != 1 else ''})",
+        )
         self.problems = problems
         self.total = total
 
@@ -100,15 +105,18 @@ def check_frame(frame: pd.DataFrame, tenant_month: TenantMonth, lines: np.ndarra
     amount_text = text["amount_minor"].str.fullmatch(_AMOUNT)
     amounts = text["amount_minor"].where(amount_text, "1").astype("int64")  # at most 10 digits: fits int64
     days = calendar.monthrange(tenant_month.year, tenant_month.month)[1]
-    date = text["booked_on"].str.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}") & pd.to_datetime(
-        text["booked_on"], format="%Y-%m-%d", errors="coerce").notna()
+    date = (
+        text["booked_on"].str.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+        & pd.to_datetime(text["booked_on"], format="%Y-%m-%d", errors="coerce").notna()
+    )
     in_month = text["booked_on"].isin([f"{tenant_month.period}-{day:02d}" for day in range(1, days + 1)])
     # column -> [(rows that break a rule, its code)], the first rule a cell breaks is the one reported
     rules = {
-        "txn_id": [(~text["txn_id"].str.fullmatch(_TXN_ID), ReasonCode.SOURCE_VALUE_INVALID),
-                   (text["txn_id"].duplicated(), ReasonCode.SOURCE_TXN_ID_DUPLICATE)],
-        "booked_on": [(~date, ReasonCode.SOURCE_VALUE_INVALID),
-                      (~in_month, ReasonCode.SOURCE_DATE_OUTSIDE_PERIOD)],
+        "txn_id": [
+            (~text["txn_id"].str.fullmatch(_TXN_ID), ReasonCode.SOURCE_VALUE_INVALID),
+            (text["txn_id"].duplicated(), ReasonCode.SOURCE_TXN_ID_DUPLICATE),
+        ],
+        "booked_on": [(~date, ReasonCode.SOURCE_VALUE_INVALID), (~in_month, ReasonCode.SOURCE_DATE_OUTSIDE_PERIOD)],
         "kind": [(~text["kind"].isin(KINDS), ReasonCode.SOURCE_VALUE_INVALID)],
         "currency": [(~text["currency"].isin(CURRENCIES), ReasonCode.SOURCE_VALUE_INVALID)],
         "amount_minor": [(~(amount_text & (amounts <= MAX_AMOUNT_MINOR)), ReasonCode.SOURCE_VALUE_INVALID)],
@@ -132,14 +140,19 @@ def check_frame(frame: pd.DataFrame, tenant_month: TenantMonth, lines: np.ndarra
     return out.sort_values("txn_id", kind="stable").reset_index(drop=True)
 
 
-def _raise_any(tenant_month: TenantMonth, rows: np.ndarray, columns: np.ndarray, codes: list[str],
-               lines: np.ndarray | None) -> None:
+def _raise_any(
+    tenant_month: TenantMonth, rows: np.ndarray, columns: np.ndarray, codes: list[str], lines: np.ndarray | None
+) -> None:
     total = len(rows)
     if not total:
         return
     first = np.lexsort((columns, rows))[:MAX_REPORTED]  # file order: by row, then by column
-    problems = [Problem(int(rows[i]) + 1, int(rows[i]) + 2, COLUMNS[columns[i]], codes[i]) if lines is None
-                else Problem(0, int(lines[rows[i]]), COLUMNS[columns[i]], codes[i]) for i in first]
+    problems = [
+        Problem(int(rows[i]) + 1, int(rows[i]) + 2, COLUMNS[columns[i]], codes[i])
+        if lines is None
+        else Problem(0, int(lines[rows[i]]), COLUMNS[columns[i]], codes[i])
+        for i in first
+    ]
     raise SourceRejected(tenant_month, problems, total)
 
 
@@ -169,8 +182,9 @@ def read_file(data: bytes, tenant_month: TenantMonth) -> pd.DataFrame:
             if record == []:  # a blank line
                 continue
             if len(records) + len(shape) >= MAX_ROWS:
-                raise SourceRejected(tenant_month, [Problem(0, reader.line_num, "", ReasonCode.SOURCE_TOO_MANY_ROWS)],
-                                     1)
+                raise SourceRejected(
+                    tenant_month, [Problem(0, reader.line_num, "", ReasonCode.SOURCE_TOO_MANY_ROWS)], 1
+                )
             if len(record) != len(header):
                 shape.append(Problem(0, reader.line_num, "", ReasonCode.SOURCE_ROW_FIELDS))
                 continue

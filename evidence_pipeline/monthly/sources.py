@@ -94,8 +94,10 @@ def _store_revision(store: ArtifactStore, tenant_month: TenantMonth, data: bytes
         key = f"{_prefix(tenant_month)}/{sequence:06d}-{digest}.csv"
         store.put_once(key, data)
         return SourceRevision(tenant_month, sequence, digest, len(data), key)
-    raise EvidenceError(ReasonCode.TENANT_MONTH_BUSY,
-                        f"{_CLAIM_ATTEMPTS} concurrent publications of {tenant_month} claimed every sequence first")
+    raise EvidenceError(
+        ReasonCode.TENANT_MONTH_BUSY,
+        f"{_CLAIM_ATTEMPTS} concurrent publications of {tenant_month} claimed every sequence first",
+    )
 
 
 def pin_latest(store: ArtifactStore, tenant_month: TenantMonth) -> SourceRevision:
@@ -113,8 +115,9 @@ def _get_checked(store: ArtifactStore, key: str, sha256: str) -> bytes:
         return store.get(key, expected_sha256=sha256)
     except EvidenceError as error:
         if error.code == ReasonCode.STORE_DIGEST_MISMATCH:
-            raise EvidenceError(ReasonCode.SOURCE_DIGEST_MISMATCH,
-                                f"source revision {sha256[:12]} changed since publication") from None
+            raise EvidenceError(
+                ReasonCode.SOURCE_DIGEST_MISMATCH, f"source revision {sha256[:12]} changed since publication"
+            ) from None
         raise
 
 
@@ -124,6 +127,7 @@ def read_revision(store: ArtifactStore, revision: SourceRevision) -> pd.DataFram
     try:
         frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)  # validate_frame converts
     except (ValueError, pd.errors.ParserError) as error:
-        raise EvidenceError(ReasonCode.SOURCE_INVALID,
-                            f"source for {revision.tenant_month} is not CSV: {type(error).__name__}")
+        raise EvidenceError(
+            ReasonCode.SOURCE_INVALID, f"source for {revision.tenant_month} is not CSV: {type(error).__name__}"
+        )
     return validate_frame(frame, revision.tenant_month)

@@ -93,8 +93,9 @@ def validate_report(pdf: bytes | BinaryIO, revision: SourceRevision, totals: tup
     reader = open_pdf(pdf)
     subject = (reader.metadata or {}).get("/Subject")
     if subject != report_subject(revision):
-        raise EvidenceError(ReasonCode.REPORT_INVALID,
-                            "PDF metadata does not name the pinned tenant, period and revision")
+        raise EvidenceError(
+            ReasonCode.REPORT_INVALID, "PDF metadata does not name the pinned tenant, period and revision"
+        )
     try:
         with apply_configuration(**_LIMITS):
             _decode_every_stream(reader)

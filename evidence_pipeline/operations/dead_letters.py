@@ -32,11 +32,13 @@ class DeadLetterFilter:
     ended_after: float | None = None  # --since
 
     def admits(self, letter: dict) -> bool:
-        return ((self.tenant is None or letter["tenant"] == self.tenant)
-                and (not self.kinds or letter["kind"] in self.kinds)
-                and (not self.codes or letter["reason"] in self.codes)
-                and (self.ended_before is None or letter["ended"] < self.ended_before)
-                and (self.ended_after is None or letter["ended"] >= self.ended_after))
+        return (
+            (self.tenant is None or letter["tenant"] == self.tenant)
+            and (not self.kinds or letter["kind"] in self.kinds)
+            and (not self.codes or letter["reason"] in self.codes)
+            and (self.ended_before is None or letter["ended"] < self.ended_before)
+            and (self.ended_after is None or letter["ended"] >= self.ended_after)
+        )
 
 
 def kind_of(job: dict) -> str:
@@ -58,8 +60,10 @@ def after_replay(job: dict) -> str:
         return "document_dispatch_sensor requests a run of its page on its next tick (a document is not a partition)"
     if kind == EVIDENCE_REQUEST:
         return "document_dispatch_sensor launches a monthly_evidence run of the requested month and records its end"
-    return (f"tenant_month_retry_sensor requests a monthly_evidence run of partition {job['period']}-01|"
-            f"{job['tenant']} on its next tick")
+    return (
+        f"tenant_month_retry_sensor requests a monthly_evidence run of partition {job['period']}-01|"
+        f"{job['tenant']} on its next tick"
+    )
 
 
 def replayed(runtime: Runtime, job_id: str) -> str:
@@ -69,9 +73,17 @@ def replayed(runtime: Runtime, job_id: str) -> str:
 
 def _letter(job: dict) -> dict:
     return {
-        "job_id": job["job_id"], "attempt_id": job["attempt_id"], "kind": kind_of(job), "tenant": job["tenant"],
-        "period": job["period"], "operation": job["operation"], "state": job["state"], "reason": job["last_reason"],
-        "message": job["last_message"], "tries": job["attempts"], "ended": job["updated_at"],
+        "job_id": job["job_id"],
+        "attempt_id": job["attempt_id"],
+        "kind": kind_of(job),
+        "tenant": job["tenant"],
+        "period": job["period"],
+        "operation": job["operation"],
+        "state": job["state"],
+        "reason": job["last_reason"],
+        "message": job["last_message"],
+        "tries": job["attempts"],
+        "ended": job["updated_at"],
         # --key: a replay is an operator's signed action (or EVIDENCE_ACTOR_KEY names the key)
         "next_step": f"evidence replay {job['job_id']} --reason TEXT --key FILE; then {after_replay(job)}",
     }

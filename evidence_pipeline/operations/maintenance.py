@@ -23,5 +23,8 @@ def sweep_attempts(runtime: Runtime, actor: str) -> Swept:
 
 def run_maintenance(runtime: Runtime, actor: str) -> dict:
     checkpoint, witnessed = checkpoint_witnessed(runtime)
-    return {"checkpoint_size": checkpoint["size"], "witnesses": witnessed,
-            "sweep": sweep_attempts(runtime, actor).counts()}
+    return {
+        "checkpoint_size": checkpoint["size"],
+        "witnesses": witnessed,
+        "sweep": sweep_attempts(runtime, actor).counts(),
+    }

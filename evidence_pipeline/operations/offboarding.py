@@ -46,13 +46,20 @@ def request_offboarding(rt: Runtime, gate: ActionGate, envelope: object) -> dict
         tenant, args = _tenant_of(authorized), authorized.args
         reason = args.get("reason")
         if args.keys() != {"reason"} or not isinstance(reason, str) or not _fair_reason(reason):
-            raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, f"tenant.offboard takes {{reason}}: 1-{MAX_REASON} "
-                                                                   "printable characters")
+            raise EvidenceError(
+                ReasonCode.ACTION_REQUEST_INVALID,
+                f"tenant.offboard takes {{reason}}: 1-{MAX_REASON} printable characters",
+            )
         if rt.tokens.offboarding(conn, tenant) is not None:
             raise EvidenceError(ReasonCode.TENANT_OFFBOARDED, f"tenant {tenant} is offboarded already")
-        event = gate.ledger._append(conn, TenantMonth(tenant, current_month()), EventType.TENANT_OFFBOARD_REQUESTED,
-                                    sha256_text(tenant), authorized.actor,
-                                    {"reason": reason, "authorization": authorized.envelope})
+        event = gate.ledger._append(
+            conn,
+            TenantMonth(tenant, current_month()),
+            EventType.TENANT_OFFBOARD_REQUESTED,
+            sha256_text(tenant),
+            authorized.actor,
+            {"reason": reason, "authorization": authorized.envelope},
+        )
         requested.update(event.body)
         return event
 
@@ -88,13 +95,18 @@ def offboard_tenant(rt: Runtime, gate: ActionGate, envelope: object) -> dict:
             return None
         request = _latest_request(rt, conn, tenant)
         if request is None or request["event_id"] != args["request"]:
-            raise EvidenceError(ReasonCode.OFFBOARDING_NOT_REQUESTED, f"tenant {tenant} has no pending offboarding "
-                                                                      "request of that id")
+            raise EvidenceError(
+                ReasonCode.OFFBOARDING_NOT_REQUESTED, f"tenant {tenant} has no pending offboarding request of that id"
+            )
         registry.require_other_identity(request["actor"], authorized.actor)
-        details = {"reason": request["details"]["reason"], "requested": {"event_id": request["event_id"],
-                                                                         "actor": request["actor"]},
-                   "erase": erase, "kept_until_retention": kept, "evidence": evidence,
-                   "authorization": authorized.envelope}
+        details = {
+            "reason": request["details"]["reason"],
+            "requested": {"event_id": request["event_id"], "actor": request["actor"]},
+            "erase": erase,
+            "kept_until_retention": kept,
+            "evidence": evidence,
+            "authorization": authorized.envelope,
+        }
         details |= outbox.remove_tenant(conn, tenant, time.time())  # nothing is sent for it from now on
         record, event = rt.tokens.record_offboarding(conn, tenant, authorized.actor, details)
         decided.update(record=record, first=True, actor=authorized.actor)
@@ -106,8 +118,13 @@ def offboard_tenant(rt: Runtime, gate: ActionGate, envelope: object) -> dict:
         recorded = {key for keys in record["details"]["erase"].values() for key in keys}
         later = {name: [key for key in keys if key not in recorded] for name, keys in erase.items()}
         if any(later.values()):  # objects the first run kept (retention) or that appeared since
-            rt.ledger.record(TenantMonth(tenant, current_month()), EventType.TENANT_DATA_ERASED, sha256_text(tenant),
-                             actor, erase=later)
+            rt.ledger.record(
+                TenantMonth(tenant, current_month()),
+                EventType.TENANT_DATA_ERASED,
+                sha256_text(tenant),
+                actor,
+                erase=later,
+            )
     stopped = _stop_work(rt, tenant, actor)
     erased = {name: sum(stores[name][0].erase(key) for key in keys) for name, keys in erase.items()}
     return {
@@ -148,9 +165,10 @@ def _fair_reason(reason: str) -> bool:
 def _latest_request(rt: Runtime, conn: Connection, tenant: str) -> dict | None:
     events = rt.ledger.audit_events.c
     body = conn.execute(
-        select(events.body).where(events.tenant == tenant,
-                                  events.event_type == str(EventType.TENANT_OFFBOARD_REQUESTED))
-        .order_by(events.seq.desc()).limit(1)
+        select(events.body)
+        .where(events.tenant == tenant, events.event_type == str(EventType.TENANT_OFFBOARD_REQUESTED))
+        .order_by(events.seq.desc())
+        .limit(1)
     ).scalar()
     return None if body is None else event_body(body)
 
@@ -162,7 +180,9 @@ def _stop_work(rt: Runtime, tenant: str, actor: str) -> dict[str, int]:
     for batch in batches:
         rt.batches.stop_batch(tenant, batch["batch_id"], actor)
     rejected = [
-        job["job_id"] for job in rt.ledger.jobs_in(states.ACCEPTED) if job["tenant"] == tenant
+        job["job_id"]
+        for job in rt.ledger.jobs_in(states.ACCEPTED)
+        if job["tenant"] == tenant
         if rt.ledger.record_failure(job["job_id"], ReasonCode.TENANT_OFFBOARDED, False, actor, rt.retry_budget, 0)
     ]
     return {"batches_cancelled": len(batches), "jobs_rejected": len(rejected)}

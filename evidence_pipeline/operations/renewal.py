@@ -46,9 +46,14 @@ class Renewal:
     message: str = ""
 
     def as_dict(self) -> dict:
-        return {"bundle": self.bundle, "outcome": self.outcome, "renewal": self.renewal, "code": self.code,
-                "tsa_not_after": self.tsa_not_after.isoformat() if self.tsa_not_after else None,
-                "message": self.message}
+        return {
+            "bundle": self.bundle,
+            "outcome": self.outcome,
+            "renewal": self.renewal,
+            "code": self.code,
+            "tsa_not_after": self.tsa_not_after.isoformat() if self.tsa_not_after else None,
+            "message": self.message,
+        }
 
 
 def renew_timestamps(runtime: Runtime, before: datetime, actor: str, tenant: str | None = None) -> list[Renewal]:
@@ -57,8 +62,9 @@ def renew_timestamps(runtime: Runtime, before: datetime, actor: str, tenant: str
     the others still are."""
     tsa_url = runtime.settings.tsa_url
     if not tsa_url:
-        raise EvidenceError(ReasonCode.CONFIG_INVALID, "renewing time stamps needs a time stamp authority: set "
-                            "EVIDENCE_TSA_URL")
+        raise EvidenceError(
+            ReasonCode.CONFIG_INVALID, "renewing time stamps needs a time stamp authority: set EVIDENCE_TSA_URL"
+        )
     results = []
     for body in runtime.ledger.events_of_type(EventType.BUNDLE_PUBLISHED, tenant):
         details = body["details"]
@@ -68,8 +74,9 @@ def renew_timestamps(runtime: Runtime, before: datetime, actor: str, tenant: str
         try:
             results.append(_renew(runtime, prefix, details, before, tsa_url, actor))
         except EvidenceError as error:
-            results.append(Renewal(prefix, FAILED, newest_report(runtime.archive, prefix)[1], None, error.code,
-                                   error.message))
+            results.append(
+                Renewal(prefix, FAILED, newest_report(runtime.archive, prefix)[1], None, error.code, error.message)
+            )
     return results
 
 
@@ -85,8 +92,11 @@ def _renew(rt: Runtime, prefix: str, details: dict, before: datetime, tsa_url: s
     renewed = renew_document_timestamp(current, root, tsa_root, tsa_url)
     renewed_stamp = newest_document_timestamp(renewed)
     if renewed_stamp.tsa_not_after <= stamp.tsa_not_after:
-        raise EvidenceError(ReasonCode.RENEWAL_FUTILE, "the time stamp authority's certificate expires "
-                            f"{renewed_stamp.tsa_not_after.date()}, no later than the one it would renew")
+        raise EvidenceError(
+            ReasonCode.RENEWAL_FUTILE,
+            "the time stamp authority's certificate expires "
+            f"{renewed_stamp.tsa_not_after.date()}, no later than the one it would renew",
+        )
     # Judged as `evidence verify` will judge it, before anything is stored.
     verify_pdf_signature(renewed, root, "B-LTA", tsa_root)
     rt.archive.put_once(renewal_key(prefix, number + 1), renewed)
@@ -105,20 +115,34 @@ def _newest(rt: Runtime, prefix: str, details: dict) -> tuple[int, bytes | None,
     current = rt.archive.get(key, max_bytes=limit)
     previous = rt.archive.get(renewal_key(prefix, number - 1), max_bytes=limit) if number > 1 else report
     if not (extends_with_timestamp(current, previous) and previous.startswith(report)):
-        raise EvidenceError(ReasonCode.RENEWAL_INVALID, f"renewal {number} does not extend the file it renews "
-                            "and the published report with a new document time stamp")
+        raise EvidenceError(
+            ReasonCode.RENEWAL_INVALID,
+            f"renewal {number} does not extend the file it renews "
+            "and the published report with a new document time stamp",
+        )
     return number, previous, current
 
 
-def _record(rt: Runtime, prefix: str, details: dict, number: int, previous: bytes, renewed: bytes,
-            actor: str) -> None:
+def _record(rt: Runtime, prefix: str, details: dict, number: int, previous: bytes, renewed: bytes, actor: str) -> None:
     stamp, before = newest_document_timestamp(renewed), newest_document_timestamp(previous)
     rt.ledger.record(
-        TenantMonth(details["tenant"], details["period"]), EventType.BUNDLE_TIMESTAMP_RENEWED, sha256_hex(renewed),
-        actor, identity=details["identity"], renewal=number,
-        previous={"key": renewal_key(prefix, number - 1), "sha256": sha256_hex(previous), "size": len(previous),
-                  "tsa_not_after": before.tsa_not_after.isoformat()},
-        renewed={"key": renewal_key(prefix, number), "sha256": sha256_hex(renewed), "size": len(renewed),
-                 "tsa_not_after": stamp.tsa_not_after.isoformat()},
+        TenantMonth(details["tenant"], details["period"]),
+        EventType.BUNDLE_TIMESTAMP_RENEWED,
+        sha256_hex(renewed),
+        actor,
+        identity=details["identity"],
+        renewal=number,
+        previous={
+            "key": renewal_key(prefix, number - 1),
+            "sha256": sha256_hex(previous),
+            "size": len(previous),
+            "tsa_not_after": before.tsa_not_after.isoformat(),
+        },
+        renewed={
+            "key": renewal_key(prefix, number),
+            "sha256": sha256_hex(renewed),
+            "size": len(renewed),
+            "tsa_not_after": stamp.tsa_not_after.isoformat(),
+        },
         stamped_at=stamp.stamped.isoformat(),
     )

@@ -22,11 +22,14 @@ def replay_job(gate: ActionGate, envelope: object) -> dict:
     def perform(conn: Connection, _registry: Registry, authorized: AuthorizedAction) -> LedgerEvent:
         args = authorized.args
         if not {"job_id", "reason"} <= args.keys() <= {"job_id", "reason", "policy_version"} or not all(
-                isinstance(value, str) and value for value in args.values()):
-            raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID,
-                                "job.replay takes {job_id, reason[, policy_version]}")
-        job, event = gate.ledger.replay(conn, args["job_id"], authorized.actor, args["reason"], authorized.envelope,
-                                        args.get("policy_version"))
+            isinstance(value, str) and value for value in args.values()
+        ):
+            raise EvidenceError(
+                ReasonCode.ACTION_REQUEST_INVALID, "job.replay takes {job_id, reason[, policy_version]}"
+            )
+        job, event = gate.ledger.replay(
+            conn, args["job_id"], authorized.actor, args["reason"], authorized.envelope, args.get("policy_version")
+        )
         reopened.update(job)
         return event
 

@@ -28,8 +28,9 @@ from evidence_pipeline.signing.keyring_document import KeyringDocument, keyring_
 from evidence_pipeline.signing.rotation import KeyDirectory
 
 
-def rotate_keys(gate: ActionGate, keys: KeyDirectory, envelope: object,
-                root_key: Path | None = None) -> KeyringDocument:
+def rotate_keys(
+    gate: ActionGate, keys: KeyDirectory, envelope: object, root_key: Path | None = None
+) -> KeyringDocument:
     """A new generation made active now (KeyDirectory.rotate), authorized by the admin's signed request."""
 
     def change(args: dict) -> tuple[KeyringDocument, bool]:
@@ -40,8 +41,9 @@ def rotate_keys(gate: ActionGate, keys: KeyDirectory, envelope: object,
     return _authorized_change(gate, envelope, Action.KEYS_ROTATE, EventType.KEYS_ROTATED, change)[0]
 
 
-def revoke_keys(gate: ActionGate, keys: KeyDirectory, envelope: object,
-                root_key: Path | None = None) -> tuple[KeyringDocument, bool]:
+def revoke_keys(
+    gate: ActionGate, keys: KeyDirectory, envelope: object, root_key: Path | None = None
+) -> tuple[KeyringDocument, bool]:
     """The generation holding args.key_id revoked as of args.at (KeyDirectory.revoke): (the keyring, rotated)."""
 
     def change(args: dict) -> tuple[KeyringDocument, bool]:
@@ -56,8 +58,13 @@ def revoke_keys(gate: ActionGate, keys: KeyDirectory, envelope: object,
     return _authorized_change(gate, envelope, Action.KEYS_REVOKE, EventType.KEYS_REVOKED, change)
 
 
-def _authorized_change(gate: ActionGate, envelope: object, action: Action, kind: EventType,
-                       change: Callable[[dict], tuple[KeyringDocument, bool]]) -> tuple[KeyringDocument, bool]:
+def _authorized_change(
+    gate: ActionGate,
+    envelope: object,
+    action: Action,
+    kind: EventType,
+    change: Callable[[dict], tuple[KeyringDocument, bool]],
+) -> tuple[KeyringDocument, bool]:
     made = []  # the change, made once however often the transaction runs
 
     def perform(conn: Connection, _registry: Registry, authorized: AuthorizedAction) -> LedgerEvent:
@@ -69,10 +76,15 @@ def _authorized_change(gate: ActionGate, envelope: object, action: Action, kind:
             made.append(change(authorized.args))
         document = made[0][0]
         payload = document.payload()
-        details = {"keyring": keyring_key(document.sequence), "sequence": document.sequence,
-                   "active_generation": document.active.generation, **authorized.args}
-        return gate.actors.record_action(conn, kind, hashlib.sha256(payload).hexdigest(), authorized.actor, details,
-                                         authorized.envelope)
+        details = {
+            "keyring": keyring_key(document.sequence),
+            "sequence": document.sequence,
+            "active_generation": document.active.generation,
+            **authorized.args,
+        }
+        return gate.actors.record_action(
+            conn, kind, hashlib.sha256(payload).hexdigest(), authorized.actor, details, authorized.envelope
+        )
 
     gate.run(envelope, action, perform)
     return made[0]

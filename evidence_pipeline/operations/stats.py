@@ -56,8 +56,11 @@ class StageStats:
         def table(summaries: tuple[StageSummary, ...]) -> dict:
             return {summary.stage: summary.as_dict() for summary in summaries}
 
-        return {"events": self.events, "stages": table(self.stages),
-                "lanes": {lane: table(summaries) for lane, summaries in self.lanes.items()}}
+        return {
+            "events": self.events,
+            "stages": table(self.stages),
+            "lanes": {lane: table(summaries) for lane, summaries in self.lanes.items()},
+        }
 
 
 def _summary(stage: str, values: Sequence[float]) -> StageSummary:
@@ -78,8 +81,9 @@ def summarize(bodies: Iterable[dict]) -> StageStats:
             if (value := details.get(clock)) is not None:
                 lane[stage].append(value)
         events += 1
-    lanes = {lane: tuple(_summary(stage, values[stage]) for stage, _ in clocks)
-             for lane, values in sorted(by_lane.items())}
+    lanes = {
+        lane: tuple(_summary(stage, values[stage]) for stage, _ in clocks) for lane, values in sorted(by_lane.items())
+    }
     overall = tuple(_summary(stage, [v for values in by_lane.values() for v in values[stage]]) for stage, _ in clocks)
     return StageStats(events=events, stages=overall, lanes=lanes)
 
@@ -93,8 +97,9 @@ def parse_since(text: str) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
-def _events(ledger: Ledger, event_type: str, tenant: str | None, since: datetime | None,
-            detail: str | None = None) -> Iterator[dict]:
+def _events(
+    ledger: Ledger, event_type: str, tenant: str | None, since: datetime | None, detail: str | None = None
+) -> Iterator[dict]:
     bodies = ledger.iter_events_of_type(event_type, tenant, detail)
     if since is None:
         return bodies
@@ -110,5 +115,11 @@ def stage_stats(ledger: Ledger, tenant: str | None = None, since: datetime | Non
 def admission_stats(ledger: Ledger, tenant: str | None = None, since: datetime | None = None) -> StageSummary:
     """Intake's own clock: ``admission_ms`` (request start to ledger commit) of admitted documents, jobs and
     batches. Only events that carry it are read: the evidence jobs' `job.accepted` (one per tenant-month) do not."""
-    return _summary("admission", [body["details"]["admission_ms"] for event_type in ADMISSION_EVENTS
-                                  for body in _events(ledger, event_type, tenant, since, detail="admission_ms")])
+    return _summary(
+        "admission",
+        [
+            body["details"]["admission_ms"]
+            for event_type in ADMISSION_EVENTS
+            for body in _events(ledger, event_type, tenant, since, detail="admission_ms")
+        ],
+    )

@@ -47,8 +47,9 @@ def issue_token(gate: ActionGate, tokens: Tokens, envelope: object) -> tuple[str
     def perform(conn: Connection, _registry: Registry, authorized: AuthorizedAction) -> LedgerEvent:
         if authorized.args or authorized.tenant is None:
             raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "token.issue names its tenant and takes no args")
-        token_id, token, event = tokens.issue_token(conn, authorized.tenant, authorized.actor,
-                                                    {"authorization": authorized.envelope})
+        token_id, token, event = tokens.issue_token(
+            conn, authorized.tenant, authorized.actor, {"authorization": authorized.envelope}
+        )
         issued[:] = [(authorized.tenant, token_id, token)]  # the last run of the transaction is the one committed
         return event
 

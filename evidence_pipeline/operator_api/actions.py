@@ -45,32 +45,47 @@ def dead_letter_filter(args: dict, now: float) -> DeadLetterFilter:
     valid = (
         args.keys() <= set(READ_FILTERS)
         and (tenant is None or isinstance(tenant, str) and TENANT_ID.fullmatch(tenant))
-        and _strings(kinds) and set(kinds) <= set(KINDS)
+        and _strings(kinds)
+        and set(kinds) <= set(KINDS)
         and _strings(codes)
         and (older_than is None or type(older_than) is int and older_than >= 0)
         and (since is None or _moment(since) is not None)
     )
     if not valid:
-        raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID,
-                            "jobs.read takes {tenant, kinds, codes, older_than_seconds, since}, each optional: a "
-                            f"tenant id, kinds of {', '.join(KINDS)}, reason codes, whole seconds, an ISO 8601 "
-                            "time with its offset")
-    return DeadLetterFilter(tenant, tuple(kinds), tuple(codes), None if older_than is None else now - older_than,
-                            None if since is None else _moment(since).timestamp())
+        raise EvidenceError(
+            ReasonCode.ACTION_REQUEST_INVALID,
+            "jobs.read takes {tenant, kinds, codes, older_than_seconds, since}, each optional: a "
+            f"tenant id, kinds of {', '.join(KINDS)}, reason codes, whole seconds, an ISO 8601 "
+            "time with its offset",
+        )
+    return DeadLetterFilter(
+        tenant,
+        tuple(kinds),
+        tuple(codes),
+        None if older_than is None else now - older_than,
+        None if since is None else _moment(since).timestamp(),
+    )
 
 
 def replay(runtime: Runtime, gate: ActionGate, envelope: object) -> dict:
     """`evidence replay`: the new attempt, the ended one it replays, and what runs it next."""
     job = replay_job(gate, envelope)
-    return {"job_id": job["job_id"], "attempt_id": job["attempt_id"], "replay_of": job["replay_of"],
-            "tenant": job["tenant"], "period": job["period"], "state": job["state"],
-            "next_step": replayed(runtime, job["job_id"])}
+    return {
+        "job_id": job["job_id"],
+        "attempt_id": job["attempt_id"],
+        "replay_of": job["replay_of"],
+        "tenant": job["tenant"],
+        "period": job["period"],
+        "state": job["state"],
+        "next_step": replayed(runtime, job["job_id"]),
+    }
 
 
 def submit_template(gate: ActionGate, envelope: object, organization: object, program: object) -> tuple[dict, bool]:
     """`evidence template submit`: the templates are the files' JSON text, as the command line reads them."""
-    version, created = templates.submit(gate, envelope, _template_bytes(organization, "organization"),
-                                        _template_bytes(program, "program"))
+    version, created = templates.submit(
+        gate, envelope, _template_bytes(organization, "organization"), _template_bytes(program, "program")
+    )
     return version_view(version), created
 
 

@@ -88,13 +88,15 @@ def create_app(runtime: Runtime) -> BoundedRequests:
 
     async def replay(request: Request) -> JSONResponse:
         signed = await _body(request)
-        return JSONResponse(await run_in_threadpool(actions.replay, runtime, gate, signed.get("authorization")),
-                            status_code=201)
+        return JSONResponse(
+            await run_in_threadpool(actions.replay, runtime, gate, signed.get("authorization")), status_code=201
+        )
 
     async def submit_template(request: Request) -> JSONResponse:
         body = await _body(request, "organization", "program")
-        version, created = await run_in_threadpool(actions.submit_template, gate, body.get("authorization"),
-                                                   body["organization"], body["program"])
+        version, created = await run_in_threadpool(
+            actions.submit_template, gate, body.get("authorization"), body["organization"], body["program"]
+        )
         return JSONResponse(version, status_code=201 if created else 200)
 
     async def approve_template(request: Request) -> JSONResponse:
@@ -104,20 +106,32 @@ def create_app(runtime: Runtime) -> BoundedRequests:
 
     async def decide_part(request: Request) -> JSONResponse:
         signed = await _body(request)
-        return JSONResponse(await run_in_threadpool(actions.decide_part, runtime, gate,
-                                                    signed.get("authorization")), status_code=201)
+        return JSONResponse(
+            await run_in_threadpool(actions.decide_part, runtime, gate, signed.get("authorization")), status_code=201
+        )
 
     async def served_contract(request: Request) -> JSONResponse:
         return JSONResponse(CONTRACT)
 
-    endpoints = {Action.JOBS_READ: list_dead_letters, Action.JOB_REPLAY: replay,
-                 Action.TEMPLATE_SUBMIT: submit_template, Action.TEMPLATE_APPROVE: approve_template,
-                 Action.PART_DECIDE: decide_part}
-    return BoundedRequests(Starlette(
-        routes=[Route("/openapi.json", served_contract, methods=["GET"]),  # the routes are the contract's paths
-                *(Route(path, endpoints[action], methods=["POST"]) for path, action in contract.OPERATIONS)],
-        exception_handlers=exception_handlers(lambda _request, error: error_response(error.code, error.message), log),
-    ), Limits.of(runtime.settings, RETRY_AFTER_SECONDS))
+    endpoints = {
+        Action.JOBS_READ: list_dead_letters,
+        Action.JOB_REPLAY: replay,
+        Action.TEMPLATE_SUBMIT: submit_template,
+        Action.TEMPLATE_APPROVE: approve_template,
+        Action.PART_DECIDE: decide_part,
+    }
+    return BoundedRequests(
+        Starlette(
+            routes=[
+                Route("/openapi.json", served_contract, methods=["GET"]),  # the routes are the contract's paths
+                *(Route(path, endpoints[action], methods=["POST"]) for path, action in contract.OPERATIONS),
+            ],
+            exception_handlers=exception_handlers(
+                lambda _request, error: error_response(error.code, error.message), log
+            ),
+        ),
+        Limits.of(runtime.settings, RETRY_AFTER_SECONDS),
+    )
 
 
 async def _body(request: Request, *required: str) -> dict:
@@ -131,8 +145,10 @@ async def _body(request: Request, *required: str) -> dict:
         raise EvidenceError(R.REQUEST_INVALID, "the client disconnected before the body was complete") from None
     body = jsonread.loads(raw, R.REQUEST_INVALID, "the body", MAX_BODY_BYTES)
     if not isinstance(body, dict) or not set(required) <= body.keys() <= {"authorization", *required}:
-        raise EvidenceError(R.REQUEST_INVALID, "the body is an object of " + ", ".join(
-            ["authorization (the signed request)", *required]))
+        raise EvidenceError(
+            R.REQUEST_INVALID,
+            "the body is an object of " + ", ".join(["authorization (the signed request)", *required]),
+        )
     return body
 
 
@@ -146,5 +162,13 @@ def serve(settings: Settings, host: str) -> None:
     if settings.operator_api_port is None:
         raise EvidenceError(R.CONFIG_INVALID, "the operator API is off: set EVIDENCE_OPERATOR_API_PORT to serve it")
     runtime_for(settings)  # fail here, once, on a bad configuration; the ledger is migrated before serving
-    uvicorn.Server(server_config(f"{__name__}:app_from_env", settings, factory=True, host=host,
-                                 port=settings.operator_api_port, log_level="info")).run()
+    uvicorn.Server(
+        server_config(
+            f"{__name__}:app_from_env",
+            settings,
+            factory=True,
+            host=host,
+            port=settings.operator_api_port,
+            log_level="info",
+        )
+    ).run()

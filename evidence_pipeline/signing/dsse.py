@@ -54,9 +54,7 @@ class VerifyingKey(Protocol):
     def verify(self, signature: bytes, data: bytes, /) -> None: ...
 
 
-def sign_envelope(
-    payload: bytes, key: SigningKey, key_id: str, payload_type: str = PAYLOAD_TYPE
-) -> bytes:
+def sign_envelope(payload: bytes, key: SigningKey, key_id: str, payload_type: str = PAYLOAD_TYPE) -> bytes:
     return sign_envelope_by(payload, [(key, key_id)], payload_type)
 
 
@@ -66,8 +64,9 @@ def sign_envelope_by(payload: bytes, signers: Sequence[tuple[SigningKey, str]], 
     envelope = {
         "payload": base64.b64encode(payload).decode(),
         "payloadType": payload_type,
-        "signatures": [{"keyid": key_id, "sig": base64.b64encode(key.sign(signed)).decode()}
-                       for key, key_id in signers],
+        "signatures": [
+            {"keyid": key_id, "sig": base64.b64encode(key.sign(signed)).decode()} for key, key_id in signers
+        ],
     }
     return json.dumps(envelope, indent=2, sort_keys=True).encode() + b"\n"
 
@@ -100,8 +99,9 @@ class Envelope:
             return False
         return True
 
-    def opened(self, public_keys: Mapping[str, VerifyingKey], payload_type: str,
-               code: str = ReasonCode.STATEMENT_INVALID) -> Opened:
+    def opened(
+        self, public_keys: Mapping[str, VerifyingKey], payload_type: str, code: str = ReasonCode.STATEMENT_INVALID
+    ) -> Opened:
         """The payload bytes, unparsed, once every signature by a key of ``public_keys`` verified over them
         (verify_envelope)."""
         if self.payload_type != payload_type or not self.signatures:
@@ -117,8 +117,9 @@ class Envelope:
         return Opened(self.payload, tuple(known))
 
 
-def parse_envelope(data: bytes, code: str = ReasonCode.STATEMENT_INVALID,
-                   max_bytes: int = jsonread.MAX_BYTES) -> Envelope:
+def parse_envelope(
+    data: bytes, code: str = ReasonCode.STATEMENT_INVALID, max_bytes: int = jsonread.MAX_BYTES
+) -> Envelope:
     """The fields of a DSSE envelope of at most ``max_bytes``; a malformed one raises ``code``."""
     return envelope_fields(jsonread.loads(data, code, "the DSSE envelope", max_bytes), code)
 
@@ -162,9 +163,7 @@ def _signature_fields(signature: object) -> dict[str, Any]:
     return signature
 
 
-def open_statement(
-    data: bytes, public_keys: Mapping[str, VerifyingKey]
-) -> tuple[dict[str, Any], tuple[str, ...]]:
+def open_statement(data: bytes, public_keys: Mapping[str, VerifyingKey]) -> tuple[dict[str, Any], tuple[str, ...]]:
     """Verify a DSSE envelope against known keys; return its in-toto statement and the ids of the verifying keys."""
     opened = verify_envelope(data, public_keys, PAYLOAD_TYPE)
     body = jsonread.loads(opened.payload, ReasonCode.STATEMENT_INVALID, "the DSSE payload")

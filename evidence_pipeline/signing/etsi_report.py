@@ -57,19 +57,25 @@ class ValidationReport:
     xml: bytes
 
 
-def validation_reports(pdf: bytes, roots_pem: Sequence[bytes], level: str,
-                       at: datetime | None = None) -> list[ValidationReport]:
+def validation_reports(
+    pdf: bytes, roots_pem: Sequence[bytes], level: str, at: datetime | None = None
+) -> list[ValidationReport]:
     """One report per signature of the PDF that pyHanko can validate at all, in file order (document time stamps
     are reported inside the LTA process, not apart), against the trust roots ``roots_pem`` (signers' and time
     stamp authorities'); PDF_SIGNATURE_INVALID when the file does not parse as a signed PDF. Given ``at``, the
     bytes are deterministic: the same PDF, roots and moment give the same report."""
     roots = [der_certificate(pem) for pem in roots_pem]
     try:
-        signatures = [s for s in PdfFileReader(io.BytesIO(pdf), strict=True).embedded_signatures
-                      if s.sig_object_type != "/DocTimeStamp"]
+        signatures = [
+            s
+            for s in PdfFileReader(io.BytesIO(pdf), strict=True).embedded_signatures
+            if s.sig_object_type != "/DocTimeStamp"
+        ]
     except (PdfError, ValueError, KeyError) as error:
-        raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
-                            f"signed PDF does not parse or holds no signature ({type(error).__name__})") from None
+        raise EvidenceError(
+            ReasonCode.PDF_SIGNATURE_INVALID,
+            f"signed PDF does not parse or holds no signature ({type(error).__name__})",
+        ) from None
     timing = ValidationTimingInfo(at, at, True) if at else ValidationTimingInfo.now()
     reports = []
     for signature in signatures:
@@ -83,11 +89,13 @@ def validation_reports(pdf: bytes, roots_pem: Sequence[bytes], level: str,
     return reports
 
 
-async def _validate(signature: EmbeddedPdfSignature, roots: list[Any], level: str,
-                    timing: ValidationTimingInfo) -> AdESBasicValidationResult[Any]:
+async def _validate(
+    signature: EmbeddedPdfSignature, roots: list[Any], level: str, timing: ValidationTimingInfo
+) -> AdESBasicValidationResult[Any]:
     if level == "B-LTA":
-        return await ades_lta_validation(signature, PdfSignatureValidationSpec(long_term_spec(roots)),
-                                         timing_info=timing)
+        return await ades_lta_validation(
+            signature, PdfSignatureValidationSpec(long_term_spec(roots)), timing_info=timing
+        )
     trust = SimpleTrustManager.build(trust_roots=roots)
     spec = SignatureValidationSpec(
         cert_validation_policy=CertValidationPolicySpec(trust, _SOFT_FAIL),
@@ -97,12 +105,18 @@ async def _validate(signature: EmbeddedPdfSignature, roots: list[Any], level: st
         revinfo_gathering_policy=RevocationInfoGatheringSpec(RevinfoOnlineFetchingRule.LOCAL_ONLY),
     )
     if level not in TIMESTAMPED:  # pyHanko 0.38's basic process reports in its CMS status class, whatever asked
-        return await ades_basic_validation(signature.signed_data, spec, timing_info=timing,
-                                           raw_digest=signature.compute_digest())
+        return await ades_basic_validation(
+            signature.signed_data, spec, timing_info=timing, raw_digest=signature.compute_digest()
+        )
     signature.compute_integrity_info()  # coverage and modifications, which the PDF status carries
-    return await ades_with_time_validation(signature.signed_data, spec, timing_info=timing,
-                                           raw_digest=signature.compute_digest(), status_cls=PdfSignatureStatus,
-                                           extra_status_kwargs=signature.summarise_integrity_info())
+    return await ades_with_time_validation(
+        signature.signed_data,
+        spec,
+        timing_info=timing,
+        raw_digest=signature.compute_digest(),
+        status_cls=PdfSignatureStatus,
+        extra_status_kwargs=signature.summarise_integrity_info(),
+    )
 
 
 def _schema_valid(xml: str) -> bytes:

@@ -41,7 +41,7 @@ def read_hex_string_from_stream(stream: BinaryIO, first_read: int = FIRST_READ) 
             break
         if not chunk:  # no ">" before the end of the stream
             return _rewound(stream, start)
-    if chunk[end:end + 1] != b">":  # a comment, or a byte that has no place in a hex string
+    if chunk[end : end + 1] != b">":  # a comment, or a byte that has no place in a hex string
         return _rewound(stream, start)
     stream.seek(end + 1 - len(chunk), os.SEEK_CUR)
     digits = b"".join(runs).translate(None, PDF_WHITESPACE)

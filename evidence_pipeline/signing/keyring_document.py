@@ -17,7 +17,9 @@ Payload (canonical JSON)::
 Times are UTC, ISO 8601 with milliseconds. A generation's window is [not_before, not_after] (not_after null while it
 is active); exactly one generation is active. This module is what an auditor needs and nothing else: it imports
 neither the ledger nor the pipeline (`evidence verify` loads it).
-"""
+
+Over 400 lines because an auditor loads this one module: the format, its signing and its verification
+travel together."""
 
 from __future__ import annotations
 
@@ -49,8 +51,15 @@ _NAME = re.compile(r"keys/keyring-([0-9]{6,})\.json")
 RETIREMENT_GRACE = timedelta(minutes=10)
 _SECOND = timedelta(seconds=1)
 _GENERATION_FIELDS = {
-    "generation", "statement_key_id", "statement_public_key", "signer_certificate_id", "not_before", "not_after",
-    "status", "revoked_at", "revocation_reason",
+    "generation",
+    "statement_key_id",
+    "statement_public_key",
+    "signer_certificate_id",
+    "not_before",
+    "not_after",
+    "status",
+    "revoked_at",
+    "revocation_reason",
 }
 _FIELDS = {"schema", "sequence", "issued_at", "trust_root_id", "previous_sha256", "generations"}
 
@@ -95,10 +104,13 @@ class Generation:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "generation": self.generation, "statement_key_id": self.statement_key_id,
-            "statement_public_key": self.statement_public_key, "signer_certificate_id": self.signer_certificate_id,
+            "generation": self.generation,
+            "statement_key_id": self.statement_key_id,
+            "statement_public_key": self.statement_public_key,
+            "signer_certificate_id": self.signer_certificate_id,
             "not_before": timestamp(self.not_before),
-            "not_after": timestamp(self.not_after) if self.not_after else None, "status": self.status,
+            "not_after": timestamp(self.not_after) if self.not_after else None,
+            "status": self.status,
             "revoked_at": timestamp(self.revoked_at) if self.revoked_at else None,
             "revocation_reason": self.revocation_reason,
         }
@@ -108,8 +120,10 @@ class Generation:
         if not isinstance(entry, dict) or entry.keys() != _GENERATION_FIELDS:
             raise ValueError("a generation has other fields than the schema's")
         generation = cls(
-            generation=entry["generation"], statement_key_id=entry["statement_key_id"],
-            statement_public_key=entry["statement_public_key"], signer_certificate_id=entry["signer_certificate_id"],
+            generation=entry["generation"],
+            statement_key_id=entry["statement_key_id"],
+            statement_public_key=entry["statement_public_key"],
+            signer_certificate_id=entry["signer_certificate_id"],
             not_before=parse_time(entry["not_before"]),
             not_after=None if entry["not_after"] is None else parse_time(entry["not_after"]),
             status=entry["status"],
@@ -124,7 +138,8 @@ class Generation:
             generation.status in (ACTIVE, RETIRED, REVOKED),
             (generation.not_after is None) == (generation.status == ACTIVE),
             generation.not_after is None or generation.not_after >= generation.not_before,
-            (generation.status == REVOKED) == (generation.revoked_at is not None)
+            (generation.status == REVOKED)
+            == (generation.revoked_at is not None)
             == isinstance(generation.revocation_reason, str),
         )
         if not all(checks):
@@ -153,23 +168,36 @@ class KeyringDocument:
 
     def statement_keys(self, expected: frozenset[str] = frozenset()) -> dict[str, ed25519.Ed25519PublicKey]:
         """Every statement key the keyring lists (revoked ones too: the window check decides), by id."""
-        return {g.statement_key_id: g.public_key() for g in self.generations
-                if not expected or g.statement_key_id in expected}
+        return {
+            g.statement_key_id: g.public_key()
+            for g in self.generations
+            if not expected or g.statement_key_id in expected
+        }
 
     def payload(self) -> bytes:
-        return dsse.canonical_json({
-            "schema": SCHEMA, "sequence": self.sequence, "issued_at": timestamp(self.issued_at),
-            "trust_root_id": self.trust_root_id, "previous_sha256": self.previous_sha256,
-            "generations": [g.as_dict() for g in self.generations],
-        })
+        return dsse.canonical_json(
+            {
+                "schema": SCHEMA,
+                "sequence": self.sequence,
+                "issued_at": timestamp(self.issued_at),
+                "trust_root_id": self.trust_root_id,
+                "previous_sha256": self.previous_sha256,
+                "generations": [g.as_dict() for g in self.generations],
+            }
+        )
 
     def sign(self, root_key: CertificateIssuerPrivateKeyTypes) -> bytes:
         """The DSSE envelope of this document, signed with the trust root's private key."""
         return dsse.sign_envelope(self.payload(), _RootKey(root_key), self.trust_root_id, PAYLOAD_TYPE)
 
     def next(self, issued_at: datetime, previous_envelope: bytes, generations: list[Generation]) -> KeyringDocument:
-        return replace(self, sequence=self.sequence + 1, issued_at=issued_at,
-                       previous_sha256=hashlib.sha256(previous_envelope).hexdigest(), generations=tuple(generations))
+        return replace(
+            self,
+            sequence=self.sequence + 1,
+            issued_at=issued_at,
+            previous_sha256=hashlib.sha256(previous_envelope).hexdigest(),
+            generations=tuple(generations),
+        )
 
     @classmethod
     def from_payload(cls, payload: bytes) -> KeyringDocument:
@@ -178,13 +206,16 @@ class KeyringDocument:
             if not isinstance(body, dict) or body.keys() != _FIELDS or body["schema"] != SCHEMA:
                 raise ValueError(f"not a {SCHEMA} document")
             document = cls(
-                sequence=body["sequence"], issued_at=parse_time(body["issued_at"]),
-                trust_root_id=body["trust_root_id"], previous_sha256=body["previous_sha256"],
+                sequence=body["sequence"],
+                issued_at=parse_time(body["issued_at"]),
+                trust_root_id=body["trust_root_id"],
+                previous_sha256=body["previous_sha256"],
                 generations=tuple(Generation.from_dict(entry) for entry in body["generations"]),
             )
             numbers = [g.generation for g in document.generations]
             if (
-                type(document.sequence) is not int or document.sequence < 1
+                type(document.sequence) is not int
+                or document.sequence < 1
                 or numbers != list(range(1, len(numbers) + 1))
                 or [g.status for g in document.generations].count(ACTIVE) != 1
                 or not isinstance(document.trust_root_id, str)
@@ -238,20 +269,25 @@ def open_keyring(envelope: bytes, root: x509.Certificate, sequence: int | None =
     name says); KEYRING_INVALID otherwise."""
     root_id = certificate_id(root)
     try:
-        opened = dsse.verify_envelope(envelope, {root_id: _RootKey(root.public_key())}, PAYLOAD_TYPE,
-                                      code=ReasonCode.KEYRING_INVALID)
+        opened = dsse.verify_envelope(
+            envelope, {root_id: _RootKey(root.public_key())}, PAYLOAD_TYPE, code=ReasonCode.KEYRING_INVALID
+        )
     except EvidenceError as error:
         if error.code == ReasonCode.KEYRING_INVALID:
             raise
-        raise EvidenceError(ReasonCode.KEYRING_INVALID, "the keyring document is not signed by the trust root "
-                            f"{root_id} ({error.code})") from None
+        raise EvidenceError(
+            ReasonCode.KEYRING_INVALID, f"the keyring document is not signed by the trust root {root_id} ({error.code})"
+        ) from None
     except InvalidSignature:  # a signature that is not even well-formed for the root's algorithm
-        raise EvidenceError(ReasonCode.KEYRING_INVALID, f"the keyring document's signature by {root_id} "
-                            "does not verify") from None
+        raise EvidenceError(
+            ReasonCode.KEYRING_INVALID, f"the keyring document's signature by {root_id} does not verify"
+        ) from None
     document = KeyringDocument.from_payload(opened.payload)
     if document.trust_root_id != root_id or (sequence is not None and document.sequence != sequence):
-        raise EvidenceError(ReasonCode.KEYRING_INVALID,
-                            "the keyring document names another trust root or sequence than its signature and name")
+        raise EvidenceError(
+            ReasonCode.KEYRING_INVALID,
+            "the keyring document names another trust root or sequence than its signature and name",
+        )
     return document
 
 
@@ -269,31 +305,38 @@ def published_root(store: ArtifactStore, root_id: str, expected: frozenset[str])
     try:
         certificate = x509.load_pem_x509_certificate(store.get(f"keys/{root_id}.pem", max_bytes=MAX_KEY_BYTES))
     except (EvidenceError, ValueError) as error:
-        if isinstance(error, EvidenceError) and error.code in (ReasonCode.STORE_UNAVAILABLE,
-                                                                ReasonCode.STORE_ACCESS_DENIED):
+        if isinstance(error, EvidenceError) and error.code in (
+            ReasonCode.STORE_UNAVAILABLE,
+            ReasonCode.STORE_ACCESS_DENIED,
+        ):
             raise
         return None
     return certificate if certificate_id(certificate) == root_id else None
 
 
-def read_published_keyring(store: ArtifactStore, expected_roots: frozenset[str] = frozenset(),
-                           documents: list[tuple[int, str]] | None = None) -> KeyringDocument:
+def read_published_keyring(
+    store: ArtifactStore, expected_roots: frozenset[str] = frozenset(), documents: list[tuple[int, str]] | None = None
+) -> KeyringDocument:
     """The newest keyring document in the archive, which must be signed by a published (pinned) trust root.
 
     Only the newest counts: an older one may list a key as valid that a newer one revoked, so a newest document
     that does not verify is KEYRING_INVALID, never a reason to fall back to an older one."""
     documents = keyring_documents(store) if documents is None else documents
     if not documents:
-        raise EvidenceError(ReasonCode.KEYRING_INVALID, "the archive holds no keyring document (keys/keyring-*.json) "
-                            "to vouch for its statement keys: pin them with --key-id")
+        raise EvidenceError(
+            ReasonCode.KEYRING_INVALID,
+            "the archive holds no keyring document (keys/keyring-*.json) "
+            "to vouch for its statement keys: pin them with --key-id",
+        )
     sequence, key = documents[-1]
     envelope = store.get(key, max_bytes=jsonread.MAX_BYTES)
     for root_id in _signature_key_ids(envelope):
         root = published_root(store, root_id, expected_roots)
         if root is not None:
             return _open_cached(envelope, root, sequence)
-    raise EvidenceError(ReasonCode.KEYRING_INVALID, f"{key} is not signed by a "
-                        f"{'pinned' if expected_roots else 'published'} trust root")
+    raise EvidenceError(
+        ReasonCode.KEYRING_INVALID, f"{key} is not signed by a {'pinned' if expected_roots else 'published'} trust root"
+    )
 
 
 @lru_cache(maxsize=16)
@@ -334,9 +377,10 @@ def check_key_at(document: KeyringDocument, key_id: str, times: SignatureTimes, 
     signature was made before the generation's revocation, if any."""
     generation = document.find(key_id)
     if generation is None:
-        raise EvidenceError(ReasonCode.KEY_UNKNOWN,
-                            f"the {what} {key_id} is not in keyring {document.sequence} of trust root "
-                            f"{document.trust_root_id}")
+        raise EvidenceError(
+            ReasonCode.KEY_UNKNOWN,
+            f"the {what} {key_id} is not in keyring {document.sequence} of trust root {document.trust_root_id}",
+        )
     label = f"the {what} {key_id} (generation {generation.generation})"
     every = ([times.selected] if times.selected else []) + list(times.made) + list(times.after)
     if generation.revoked_at is not None:

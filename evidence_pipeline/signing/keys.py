@@ -153,8 +153,9 @@ class Keyring:
         try:
             return ((self._home if shared else self.directory) / name).read_bytes()
         except FileNotFoundError:
-            raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID,
-                                f"key file {name} is missing from the keys directory") from None
+            raise EvidenceError(
+                ReasonCode.KEY_MATERIAL_INVALID, f"key file {name} is missing from the keys directory"
+            ) from None
 
     def publish_public_keys(self, store: ArtifactStore) -> list[StoredObject]:
         """Put-once the statement public key, the PAdES signer certificate, the trust root and the time stamp
@@ -209,8 +210,9 @@ def load_private_ed25519(path: Path, what: str) -> ed25519.Ed25519PrivateKey:
     with os.fdopen(fd, "rb") as handle:
         mode = os.fstat(handle.fileno()).st_mode
         if not stat.S_ISREG(mode) or mode & 0o077:
-            raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID,
-                                f"{what} must be a regular file of mode 0600 (or stricter)")
+            raise EvidenceError(
+                ReasonCode.KEY_MATERIAL_INVALID, f"{what} must be a regular file of mode 0600 (or stricter)"
+            )
         pem = handle.read(MAX_KEY_BYTES)
     try:
         key = serialization.load_pem_private_key(pem, password=None)
@@ -288,8 +290,13 @@ def _generate_dev_keys(directory: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def write_generation(directory: Path, root_key: CertificateIssuerPrivateKeyTypes, root: x509.Certificate,
-                     now: dt.datetime, template: x509.Certificate | None = None) -> None:
+def write_generation(
+    directory: Path,
+    root_key: CertificateIssuerPrivateKeyTypes,
+    root: x509.Certificate,
+    now: dt.datetime,
+    template: x509.Certificate | None = None,
+) -> None:
     """Write a new statement key, PAdES signer key and signer certificate (issued by ``root``) into ``directory``.
 
     With ``template`` (the previous generation's signer certificate) the new certificate keeps its subject, its
@@ -332,8 +339,9 @@ def load_root_key(path: Path, root: x509.Certificate) -> CertificateIssuerPrivat
     try:
         key = serialization.load_pem_private_key(path.read_bytes(), password=None)
     except FileNotFoundError:
-        raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID,
-                            "the trust root's private key is not available (pass --root-key)") from None
+        raise EvidenceError(
+            ReasonCode.KEY_MATERIAL_INVALID, "the trust root's private key is not available (pass --root-key)"
+        ) from None
     except (ValueError, TypeError):
         raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID, "the trust root's private key does not load") from None
     public = serialization.PublicFormat.SubjectPublicKeyInfo
@@ -344,8 +352,13 @@ def load_root_key(path: Path, root: x509.Certificate) -> CertificateIssuerPrivat
     return cast(CertificateIssuerPrivateKeyTypes, key)  # the union, checked at run time just above
 
 
-def certificate_builder(subject: x509.Name, issuer: x509.Name, public_key: CertificatePublicKeyTypes, now: dt.datetime,
-                        until: dt.datetime | None = None) -> x509.CertificateBuilder:
+def certificate_builder(
+    subject: x509.Name,
+    issuer: x509.Name,
+    public_key: CertificatePublicKeyTypes,
+    now: dt.datetime,
+    until: dt.datetime | None = None,
+) -> x509.CertificateBuilder:
     return (
         x509.CertificateBuilder()
         .subject_name(subject)

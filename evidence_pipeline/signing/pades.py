@@ -9,7 +9,8 @@ certificates and the revocation information (CRLs, OCSP responses) that validate
 fetched while signing. B-LTA then adds a document time stamp over all of it, so the signature can still be
 validated after the signer's certificate has expired, for as long as the time stamp authority's certificate is
 valid (ETSI EN 319 102-1 long-term validation).
-"""
+
+Over 400 lines because the four baseline levels build on each other's signing setup and validation context."""
 
 from __future__ import annotations
 
@@ -84,14 +85,16 @@ _RESERVED_BYTES = {"B-B": 8192, "B-T": 16384, "B-LT": 16384, "B-LTA": 16384}
 # Offline, the newest document time stamp's TSA certificate can only be judged by the revocation information in the
 # file (its status when the archive was time stamped), however old: an auditor who needs the TSA's current status
 # asks it online; the archive stays verifiable while the TSA certificate is valid (refresh it before then).
-OFFLINE_TSA_POLICY = CertRevTrustPolicy(REQUIRE_REVINFO, freshness=timedelta(days=36500),
-                                         freshness_req_type=FreshnessReqType.MAX_DIFF_REVOCATION_VALIDATION)
+OFFLINE_TSA_POLICY = CertRevTrustPolicy(
+    REQUIRE_REVINFO, freshness=timedelta(days=36500), freshness_req_type=FreshnessReqType.MAX_DIFF_REVOCATION_VALIDATION
+)
 
 # No VRI entries (a relic that PAdES no longer uses, pyHanko's docs say), so at B-LTA the DSS is written in the
 # document time stamp's revision, before the stamp: the stamp covers the whole file, and a validator diffs the
 # signature against one later revision instead of two. (B-LT: the DSS in its own revision after the signature.)
-_DSS_SETTINGS = DSSContentSettings(include_vri=False, next_ts_settings=TimestampDSSContentSettings(
-    include_vri=False, update_before_ts=True))
+_DSS_SETTINGS = DSSContentSettings(
+    include_vri=False, next_ts_settings=TimestampDSSContentSettings(include_vri=False, update_before_ts=True)
+)
 
 
 def der_certificate(pem: bytes) -> asn1_x509.Certificate:
@@ -116,8 +119,9 @@ def _signer(keyring: Keyring) -> signers.SimpleSigner:
     try:
         certificate.verify_directly_issued_by(keyring.root_certificate)
     except (ValueError, TypeError, InvalidSignature):
-        raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID,
-                            "the PAdES signer certificate is not issued by the trust root") from None
+        raise EvidenceError(
+            ReasonCode.KEY_MATERIAL_INVALID, "the PAdES signer certificate is not issued by the trust root"
+        ) from None
     return signer
 
 
@@ -125,9 +129,15 @@ def _spki(public_key: PublicKeyTypes) -> bytes:
     return public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
-def sign_pdf(pdf: bytes | BinaryIO, keyring: Keyring, level: str = "B-B", tsa_url: str | None = None,
-             out: BinaryIO | None = None, field_name: str = FIELD_NAME,
-             reason: str = "Monthly compliance evidence") -> BinaryIO:
+def sign_pdf(
+    pdf: bytes | BinaryIO,
+    keyring: Keyring,
+    level: str = "B-B",
+    tsa_url: str | None = None,
+    out: BinaryIO | None = None,
+    field_name: str = FIELD_NAME,
+    reason: str = "Monthly compliance evidence",
+) -> BinaryIO:
     """Write ``pdf`` with an embedded PAdES signature at ``level`` (B-T and above time stamped by ``tsa_url``) in
     the signature field ``field_name`` to ``out`` (readable and writable; a new BytesIO by default) and return it.
     Files are streamed, not loaded."""
@@ -145,7 +155,11 @@ def sign_pdf(pdf: bytes | BinaryIO, keyring: Keyring, level: str = "B-B", tsa_ur
     with _signing_errors("PAdES signing"):
         writer = IncrementalPdfFileWriter.from_reader(open_pdf(pdf))
         signed: BinaryIO = signers.sign_pdf(
-            writer, metadata, signer=_signer(keyring), bytes_reserved=_RESERVED_BYTES[level], output=out,
+            writer,
+            metadata,
+            signer=_signer(keyring),
+            bytes_reserved=_RESERVED_BYTES[level],
+            output=out,
             timestamper=timestamps.HTTPTimeStamper(tsa_url) if level in TIMESTAMPED else None,
         )
     return signed
@@ -159,11 +173,14 @@ def _signing_errors(what: str) -> Iterator[None]:
     except TimestampRequestError:
         raise EvidenceError(ReasonCode.TSA_UNAVAILABLE, "the time stamp authority did not grant a time stamp") from None
     except InsufficientRevinfoError:
-        raise EvidenceError(ReasonCode.REVOCATION_UNAVAILABLE,
-                            "no current revocation information for the signer or the time stamp authority") from None
+        raise EvidenceError(
+            ReasonCode.REVOCATION_UNAVAILABLE,
+            "no current revocation information for the signer or the time stamp authority",
+        ) from None
     except (PathBuildingError, PathValidationError) as error:
-        raise EvidenceError(ReasonCode.SIGNING_FAILED,
-                            f"the signer or TSA certificate does not validate ({type(error).__name__})") from None
+        raise EvidenceError(
+            ReasonCode.SIGNING_FAILED, f"the signer or TSA certificate does not validate ({type(error).__name__})"
+        ) from None
     except (SigningError, PdfError, OSError) as error:
         raise EvidenceError(ReasonCode.SIGNING_FAILED, f"{what} failed ({type(error).__name__})") from None
 
@@ -186,12 +203,17 @@ def newest_document_timestamp(pdf: bytes) -> DocumentTimestamp:
             raise ValueError("no document time stamp")
         stamp = stamps[-1]
         info = stamp.signed_data["encap_content_info"]["content"].parsed
-        return DocumentTimestamp(info["gen_time"].native,
-                                 stamp.signer_cert["tbs_certificate"]["validity"]["not_after"].native, len(stamps),
-                                 stamp.evaluate_signature_coverage() == SignatureCoverageLevel.ENTIRE_FILE)
+        return DocumentTimestamp(
+            info["gen_time"].native,
+            stamp.signer_cert["tbs_certificate"]["validity"]["not_after"].native,
+            len(stamps),
+            stamp.evaluate_signature_coverage() == SignatureCoverageLevel.ENTIRE_FILE,
+        )
     except (PdfError, ValueError, KeyError, TypeError) as error:
-        raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
-                            f"the report holds no readable document time stamp ({type(error).__name__})") from None
+        raise EvidenceError(
+            ReasonCode.PDF_SIGNATURE_INVALID,
+            f"the report holds no readable document time stamp ({type(error).__name__})",
+        ) from None
 
 
 def extends_with_timestamp(renewed: bytes, base: bytes) -> bool:
@@ -210,32 +232,53 @@ def renew_document_timestamp(pdf: bytes, trust_root_pem: bytes, tsa_root_pem: by
     ``update_archival_timestamp_chain`` does, here in the B-LTA layout of ``_DSS_SETTINGS``: no VRI, one revision)."""
     out = io.BytesIO(pdf)
     with _signing_errors("the document time stamp renewal"):
-        asyncio.run(_add_archive_timestamp(IncrementalPdfFileWriter.from_reader(open_pdf(out)),
-                                           _fetching_context(trust_root_pem, tsa_root_pem),
-                                           timestamps.HTTPTimeStamper(tsa_url)))
+        asyncio.run(
+            _add_archive_timestamp(
+                IncrementalPdfFileWriter.from_reader(open_pdf(out)),
+                _fetching_context(trust_root_pem, tsa_root_pem),
+                timestamps.HTTPTimeStamper(tsa_url),
+            )
+        )
     return out.getvalue()
 
 
 def _fetching_context(trust_root_pem: bytes, tsa_root_pem: bytes) -> ValidationContext:
     """Revocation information is required for every certificate below the roots, fetched now, and embedded."""
-    return ValidationContext(trust_roots=[der_certificate(trust_root_pem), der_certificate(tsa_root_pem)],
-                             allow_fetching=True, revocation_mode="require")
+    return ValidationContext(
+        trust_roots=[der_certificate(trust_root_pem), der_certificate(tsa_root_pem)],
+        allow_fetching=True,
+        revocation_mode="require",
+    )
 
 
-async def _add_archive_timestamp(writer: IncrementalPdfFileWriter, context: ValidationContext,
-                                 timestamper: timestamps.TimeStamper) -> None:
+async def _add_archive_timestamp(
+    writer: IncrementalPdfFileWriter, context: ValidationContext, timestamper: timestamps.TimeStamper
+) -> None:
     last = writer.prev.embedded_timestamp_signatures[-1]
-    status = (await ades_timestamp_validation_internal(
-        last.signed_data, validation_context=context, expected_tst_imprint=last.compute_digest,
-        ts_qualification_requirements=None)).api_status
+    status = (
+        await ades_timestamp_validation_internal(
+            last.signed_data,
+            validation_context=context,
+            expected_tst_imprint=last.compute_digest,
+            ts_qualification_requirements=None,
+        )
+    ).api_status
     if status is None or not (status.intact and status.valid and status.trusted):
-        raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED,
-                            "the newest document time stamp no longer validates now: too late to renew it")
-    DocumentSecurityStore.supply_dss_in_writer(writer, None, paths=(status.validation_path,),
-                                               validation_context=context)
+        raise EvidenceError(
+            ReasonCode.PDF_SIGNATURE_UNTRUSTED,
+            "the newest document time stamp no longer validates now: too late to renew it",
+        )
+    DocumentSecurityStore.supply_dss_in_writer(
+        writer, None, paths=(status.validation_path,), validation_context=context
+    )
     await signers.PdfTimeStamper(timestamper).async_timestamp_pdf(
-        writer, status.md_algorithm, context, bytes_reserved=_RESERVED_BYTES["B-LTA"], in_place=True,
-        dss_settings=_DSS_SETTINGS.get_settings_for_ts())
+        writer,
+        status.md_algorithm,
+        context,
+        bytes_reserved=_RESERVED_BYTES["B-LTA"],
+        in_place=True,
+        dss_settings=_DSS_SETTINGS.get_settings_for_ts(),
+    )
 
 
 @dataclass(frozen=True)
@@ -247,9 +290,15 @@ class SignatureFacts:
     stamped: datetime | None  # the RFC 3161 signature time stamp's time (B-T and above): the trustworthy one
 
 
-def verify_pdf_signature(pdf: bytes | BinaryIO, trust_root_pem: bytes, level: str = "B-B",
-                         tsa_root_pem: bytes | None = None, at: datetime | None = None,
-                         field_name: str = FIELD_NAME, earlier: int = 0) -> SignatureFacts:
+def verify_pdf_signature(
+    pdf: bytes | BinaryIO,
+    trust_root_pem: bytes,
+    level: str = "B-B",
+    tsa_root_pem: bytes | None = None,
+    at: datetime | None = None,
+    field_name: str = FIELD_NAME,
+    earlier: int = 0,
+) -> SignatureFacts:
     """Raise unless the PDF holds our signature in ``field_name`` after exactly ``earlier`` others (a contract's own
     signatures, which ours leaves intact), intact, valid and chaining to the trust root at ``at`` (now by
     default), time stamped by a TSA under ``tsa_root_pem`` at B-T and above, and nothing after it but the DSS and
@@ -259,37 +308,53 @@ def verify_pdf_signature(pdf: bytes | BinaryIO, trust_root_pem: bytes, level: st
     try:
         signature, *stamps = open_pdf(pdf).embedded_signatures[earlier:]
     except (PdfError, ValueError, KeyError) as error:
-        raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
-                            f"signed PDF does not parse or holds no signature ({type(error).__name__})") from None
-    if signature.field_name != field_name or (level == "B-LTA") != bool(stamps) or any(
-        stamp.sig_object_type != "/DocTimeStamp" for stamp in stamps
+        raise EvidenceError(
+            ReasonCode.PDF_SIGNATURE_INVALID,
+            f"signed PDF does not parse or holds no signature ({type(error).__name__})",
+        ) from None
+    if (
+        signature.field_name != field_name
+        or (level == "B-LTA") != bool(stamps)
+        or any(stamp.sig_object_type != "/DocTimeStamp" for stamp in stamps)
     ):
-        raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
-                            f"expected one evidence signature, followed by document time stamps only at B-LTA "
-                            f"(found {1 + len(stamps)} signatures)")
+        raise EvidenceError(
+            ReasonCode.PDF_SIGNATURE_INVALID,
+            f"expected one evidence signature, followed by document time stamps only at B-LTA "
+            f"(found {1 + len(stamps)} signatures)",
+        )
     try:
-        status, stamp_trusted = _validate_long_term(signature, roots, at) if stamps else (
-            _validate(signature, roots, level, at), None)
+        status, stamp_trusted = (
+            _validate_long_term(signature, roots, at) if stamps else (_validate(signature, roots, level, at), None)
+        )
     except (PdfError, ValueError, KeyError) as error:
-        raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
-                            f"PDF signature does not validate ({type(error).__name__})") from None
+        raise EvidenceError(
+            ReasonCode.PDF_SIGNATURE_INVALID, f"PDF signature does not validate ({type(error).__name__})"
+        ) from None
     if not (status.intact and status.valid):
-        raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
-                            "PDF signature is broken or the document changed after signing")
-    covered = (status.coverage == SignatureCoverageLevel.ENTIRE_FILE if level not in _LONG_TERM else
-               status.modification_level in (ModificationLevel.NONE, ModificationLevel.LTA_UPDATES)
-               and (stamps or [signature])[-1].evaluate_signature_coverage() >= SignatureCoverageLevel.ENTIRE_REVISION)
+        raise EvidenceError(
+            ReasonCode.PDF_SIGNATURE_INVALID, "PDF signature is broken or the document changed after signing"
+        )
+    covered = (
+        status.coverage == SignatureCoverageLevel.ENTIRE_FILE
+        if level not in _LONG_TERM
+        else status.modification_level in (ModificationLevel.NONE, ModificationLevel.LTA_UPDATES)
+        and (stamps or [signature])[-1].evaluate_signature_coverage() >= SignatureCoverageLevel.ENTIRE_REVISION
+    )
     if not covered:
-        raise EvidenceError(ReasonCode.PDF_SIGNATURE_INVALID,
-                            "the document changed after signing beyond what its PAdES level adds")
+        raise EvidenceError(
+            ReasonCode.PDF_SIGNATURE_INVALID, "the document changed after signing beyond what its PAdES level adds"
+        )
     if not status.trusted:
-        raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED,
-                            f"PDF signer does not chain to the published trust root at {_when(at)}")
+        raise EvidenceError(
+            ReasonCode.PDF_SIGNATURE_UNTRUSTED, f"PDF signer does not chain to the published trust root at {_when(at)}"
+        )
     stamp = status.timestamp_validity
     trusted = stamp is not None and (stamp.trusted if stamp_trusted is None else stamp_trusted)
     if level in TIMESTAMPED and not trusted:
-        raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED,
-                            "the signature time stamp is missing or not from the published time stamp authority")
+        raise EvidenceError(
+            ReasonCode.PDF_SIGNATURE_UNTRUSTED,
+            "the signature time stamp is missing or not from the published time stamp authority",
+        )
     return SignatureFacts(
         signer_certificate_id(x509.load_der_x509_certificate(status.signing_cert.dump())),
         status.signer_reported_dt or signature.self_reported_timestamp,
@@ -320,15 +385,22 @@ def check_fresh_signature(signed: io.BufferedIOBase, unsigned_size: int, trust_r
         raise invalid(f"is not the one byte range of the update ({len(ranges)} found)")
     start, hole, end, tail = (int(n) for n in ranges[0])
     contents = update[hole - unsigned_size : end - unsigned_size]
-    if not (start == 0 and unsigned_size < hole < end and end + tail == size and contents[:1] == b"<"
-            and contents[-1:] == b">"):
+    if not (
+        start == 0
+        and unsigned_size < hole < end
+        and end + tail == size
+        and contents[:1] == b"<"
+        and contents[-1:] == b">"
+    ):
         raise invalid("does not cover the whole file but its /Contents")
     try:
         signed_data = cms.ContentInfo.load(bytes.fromhex(contents[1:-1].decode("ascii")))["content"]
-        context = ValidationContext(trust_roots=[der_certificate(trust_root_pem)], allow_fetching=False,
-                                    revocation_mode="soft-fail")
-        status = asyncio.run(async_validate_detached_cms(_Covered(signed, hole, update[end - unsigned_size :]),
-                                                         signed_data, context))
+        context = ValidationContext(
+            trust_roots=[der_certificate(trust_root_pem)], allow_fetching=False, revocation_mode="soft-fail"
+        )
+        status = asyncio.run(
+            async_validate_detached_cms(_Covered(signed, hole, update[end - unsigned_size :]), signed_data, context)
+        )
     except (ValueError, TypeError, KeyError, SignatureValidationError) as error:
         raise invalid(f"does not validate ({type(error).__name__})") from None
     if not (status.intact and status.valid):
@@ -366,18 +438,22 @@ def _validate(signature: EmbeddedPdfSignature, roots: list[Any], level: str, at:
     return validate_pdf_signature(signature, context)
 
 
-def _validate_long_term(signature: EmbeddedPdfSignature, roots: list[Any], at: datetime | None
-                        ) -> tuple[PdfSignatureStatus, bool | None]:
+def _validate_long_term(
+    signature: EmbeddedPdfSignature, roots: list[Any], at: datetime | None
+) -> tuple[PdfSignatureStatus, bool | None]:
     """ETSI EN 319 102-1 validation with long-term availability, offline: everything from the file's DSS. Returns
     the status and, when the signature time stamp could only be validated in the past (its TSA certificate has
     expired: the document time stamps prove it existed before), that past validation's verdict, which pyHanko's
     status object does not carry (a TODO in ``_process_signature_ts``); None when the status's own applies."""
     timing = ValidationTimingInfo(at, at, True) if at else ValidationTimingInfo.now()
-    result = asyncio.run(ades_lta_validation(signature, PdfSignatureValidationSpec(long_term_spec(roots)),
-                                             timing_info=timing))
+    result = asyncio.run(
+        ades_lta_validation(signature, PdfSignatureValidationSpec(long_term_spec(roots)), timing_info=timing)
+    )
     if result.ades_subindic != AdESPassed.OK or result.api_status is None:
-        raise EvidenceError(ReasonCode.PDF_SIGNATURE_UNTRUSTED, "the signature does not validate long-term at "
-                            f"{_when(at)} ({result.ades_subindic.standard_name})")
+        raise EvidenceError(
+            ReasonCode.PDF_SIGNATURE_UNTRUSTED,
+            f"the signature does not validate long-term at {_when(at)} ({result.ades_subindic.standard_name})",
+        )
     past = result.signature_timestamp_status
     return result.api_status, None if past is None else past.ades_subindic == AdESPassed.OK
 

@@ -134,8 +134,9 @@ class KeyDirectory:
                 self._write(self._genesis(), self._root_key(root_key_path))
             return self._current()[0]
 
-    def rotate(self, root_key_path: Path | None = None, revoke_active: str | None = None,
-               revoked_at: datetime | None = None) -> KeyringDocument:
+    def rotate(
+        self, root_key_path: Path | None = None, revoke_active: str | None = None, revoked_at: datetime | None = None
+    ) -> KeyringDocument:
         """Create generation n+1, make it active and retire generation n at the same instant; publish the keyring.
         With ``revoke_active`` (a reason), generation n is revoked instead of retired."""
         if revoked_at is not None and revoked_at > now():
@@ -151,9 +152,14 @@ class KeyDirectory:
             keyring = self._new_generation(number, root_key, template)
             switch = now()
             generations = [
-                g if g.status != ACTIVE else replace(
-                    g, status=REVOKED if revoke_active else RETIRED, not_after=switch,
-                    revoked_at=(revoked_at or switch) if revoke_active else None, revocation_reason=revoke_active,
+                g
+                if g.status != ACTIVE
+                else replace(
+                    g,
+                    status=REVOKED if revoke_active else RETIRED,
+                    not_after=switch,
+                    revoked_at=(revoked_at or switch) if revoke_active else None,
+                    revocation_reason=revoke_active,
                 )
                 for g in document.generations
             ]
@@ -161,13 +167,15 @@ class KeyDirectory:
             self._write(document.next(switch, envelope, generations), root_key)
             return self._current()[0]
 
-    def revoke(self, key_id: str, reason: str, at: datetime | None = None,
-               root_key_path: Path | None = None) -> tuple[KeyringDocument, bool]:
+    def revoke(
+        self, key_id: str, reason: str, at: datetime | None = None, root_key_path: Path | None = None
+    ) -> tuple[KeyringDocument, bool]:
         """Revoke the generation that holds ``key_id`` as of ``at`` (now by default). Revoking the active generation
         rotates first, in the same keyring document. Returns (the new keyring, whether it rotated)."""
         if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_REASON or not reason.isprintable():
-            raise EvidenceError(ReasonCode.CONFIG_INVALID,
-                                f"a revocation reason is 1-{MAX_REASON} printable characters")
+            raise EvidenceError(
+                ReasonCode.CONFIG_INVALID, f"a revocation reason is 1-{MAX_REASON} printable characters"
+            )
         reason = reason.strip()
         document = self.ensure_keyring(root_key_path)
         generation = document.find(key_id)
@@ -184,7 +192,8 @@ class KeyDirectory:
                 raise EvidenceError(ReasonCode.CONFIG_INVALID, "a revocation time cannot be in the future")
             generations = [
                 replace(g, status=REVOKED, revoked_at=moment, revocation_reason=reason)
-                if g.generation == generation.generation else g
+                if g.generation == generation.generation
+                else g
                 for g in document.generations
             ]
             self._write(document.next(now(), envelope, generations), root_key)
@@ -232,21 +241,27 @@ class KeyDirectory:
     def _genesis(self) -> KeyringDocument:
         first = self.keyring(1)
         return KeyringDocument(
-            sequence=1, issued_at=now(), trust_root_id=first.root_id, previous_sha256=None,
+            sequence=1,
+            issued_at=now(),
+            trust_root_id=first.root_id,
+            previous_sha256=None,
             generations=(_generation(first, first.signer_certificate.not_valid_before_utc),),
         )
 
-    def _new_generation(self, number: int, root_key: CertificateIssuerPrivateKeyTypes,
-                        template: x509.Certificate) -> Keyring:
+    def _new_generation(
+        self, number: int, root_key: CertificateIssuerPrivateKeyTypes, template: x509.Certificate
+    ) -> Keyring:
         """Write generation ``number``'s keys into a private staging folder, then rename it into place."""
         target = generation_directory(self.home, number)
         parent = self.home / GENERATIONS
         parent.mkdir(mode=0o700, exist_ok=True)
         os.chmod(parent, 0o700)
         if target.exists():  # a rotation that stopped before writing its keyring, or a keyring.json gone missing
-            raise EvidenceError(ReasonCode.KEY_MATERIAL_INVALID,
-                                f"{GENERATIONS}/{number:06d} exists but the keyring does not list it: check "
-                                "keyring.json against the archive's newest keys/keyring-*.json, then move it away")
+            raise EvidenceError(
+                ReasonCode.KEY_MATERIAL_INVALID,
+                f"{GENERATIONS}/{number:06d} exists but the keyring does not list it: check "
+                "keyring.json against the archive's newest keys/keyring-*.json, then move it away",
+            )
         staging = parent / f".staging-{uuid.uuid4().hex}"
         staging.mkdir(mode=0o700)
         try:
@@ -281,8 +296,11 @@ class KeyDirectory:
 def _generation(keyring: Keyring, not_before: datetime) -> Generation:
     raw = keyring.statement_public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     return Generation(
-        generation=keyring.generation, statement_key_id=keyring.statement_key_id, statement_public_key=raw.hex(),
-        signer_certificate_id=keyring.signer_certificate_id, not_before=not_before,
+        generation=keyring.generation,
+        statement_key_id=keyring.statement_key_id,
+        statement_public_key=raw.hex(),
+        signer_certificate_id=keyring.signer_certificate_id,
+        not_before=not_before,
     )
 
 
@@ -291,9 +309,13 @@ def describe(document: KeyringDocument) -> list[str]:
     lines = []
     for g in reversed(document.generations):
         window = f"{g.not_before.isoformat(timespec='seconds')} .. " + (
-            g.not_after.isoformat(timespec="seconds") if g.not_after else "now")
-        revoked = (f", revoked at {g.revoked_at.isoformat(timespec='seconds')}: {g.revocation_reason}"
-                   if g.revoked_at else "")
-        lines.append(f"generation {g.generation}  {g.status:<8} {g.statement_key_id}  {g.signer_certificate_id}  "
-                     f"{window}{revoked}")
+            g.not_after.isoformat(timespec="seconds") if g.not_after else "now"
+        )
+        revoked = (
+            f", revoked at {g.revoked_at.isoformat(timespec='seconds')}: {g.revocation_reason}" if g.revoked_at else ""
+        )
+        lines.append(
+            f"generation {g.generation}  {g.status:<8} {g.statement_key_id}  {g.signer_certificate_id}  "
+            f"{window}{revoked}"
+        )
     return lines

@@ -141,8 +141,7 @@ class ArtifactStore(Protocol):
         can: asked for later, the version could be one written since."""
         ...
 
-    def get_file(self, key: str, out: Sink, expected_sha256: str | None = None,
-                 max_bytes: int | None = None) -> str:
+    def get_file(self, key: str, out: Sink, expected_sha256: str | None = None, max_bytes: int | None = None) -> str:
         """Stream an object into ``out``, hashing while writing, and return its sha256. Digests and sizes are
         checked as by ``get``; on a mismatch ``out`` holds unverified bytes, which the caller must discard."""
         ...

@@ -126,8 +126,7 @@ class LocalStore(StreamingStore):
                 raise EvidenceError(ReasonCode.STORE_CONFLICT, f"object {key} already exists with different bytes")
         return StoredObject(key=key, sha256=digest, size=size, created=False)
 
-    def get_file(self, key: str, out: Sink, expected_sha256: str | None = None,
-                 max_bytes: int | None = None) -> str:
+    def get_file(self, key: str, out: Sink, expected_sha256: str | None = None, max_bytes: int | None = None) -> str:
         # Hash what is copied, not the stored file: the caller uses exactly the bytes that were checked.
         *folders, name = check_key(key).split("/")
         with io_errors(key):
@@ -249,8 +248,9 @@ class LocalStore(StreamingStore):
         except FileNotFoundError:
             return None
         if stat.S_ISLNK(mode):
-            raise EvidenceError(ReasonCode.STORE_SYMLINK_REFUSED,
-                                f"{key} passes through a symlink; stores never follow one")
+            raise EvidenceError(
+                ReasonCode.STORE_SYMLINK_REFUSED, f"{key} passes through a symlink; stores never follow one"
+            )
         return mode
 
     def _walk(self, prefix: str, directory: int) -> list[str]:
@@ -285,8 +285,11 @@ def io_errors(key: str) -> Iterator[None]:
 
 # errno -> reason code. Space can come back; a read-only mount or missing permissions need an operator.
 _ERRNO_CODES = {
-    errno.ENOSPC: ReasonCode.STORE_FULL, errno.EDQUOT: ReasonCode.STORE_FULL, errno.EROFS: ReasonCode.STORE_READ_ONLY,
-    errno.EACCES: ReasonCode.STORE_ACCESS_DENIED, errno.EPERM: ReasonCode.STORE_ACCESS_DENIED,
+    errno.ENOSPC: ReasonCode.STORE_FULL,
+    errno.EDQUOT: ReasonCode.STORE_FULL,
+    errno.EROFS: ReasonCode.STORE_READ_ONLY,
+    errno.EACCES: ReasonCode.STORE_ACCESS_DENIED,
+    errno.EPERM: ReasonCode.STORE_ACCESS_DENIED,
 }
 
 

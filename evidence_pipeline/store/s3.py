@@ -41,8 +41,15 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 _TRANSIENT_CODES = {
-    "InternalError", "ServiceUnavailable", "SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",
-    "RequestTimeTooSkewed", "ConditionalRequestConflict", "OperationAborted",
+    "InternalError",
+    "ServiceUnavailable",
+    "SlowDown",
+    "Throttling",
+    "ThrottlingException",
+    "RequestTimeout",
+    "RequestTimeTooSkewed",
+    "ConditionalRequestConflict",
+    "OperationAborted",
 }
 
 
@@ -134,9 +141,7 @@ class S3Store(StreamingStore):
             raise _unavailable(error, key) from None
         return StoredObject(key, sha256, size, created=True, version_id=response.get("VersionId"))
 
-    def get_file(
-        self, key: str, out: Sink, expected_sha256: str | None = None, max_bytes: int | None = None
-    ) -> str:
+    def get_file(self, key: str, out: Sink, expected_sha256: str | None = None, max_bytes: int | None = None) -> str:
         return self._read(key, out, expected_sha256, max_bytes)[0]
 
     def get_versioned(self, key: str, max_bytes: int | None = None) -> tuple[bytes, str | None]:
@@ -145,8 +150,7 @@ class S3Store(StreamingStore):
         return out.getvalue(), version
 
     @_bounded
-    def _read(self, key: str, out: Sink, expected_sha256: str | None,
-              max_bytes: int | None) -> tuple[str, str | None]:
+    def _read(self, key: str, out: Sink, expected_sha256: str | None, max_bytes: int | None) -> tuple[str, str | None]:
         """(sha256, version id) of the object streamed into ``out``."""
         with _errors(key):
             response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
@@ -174,9 +178,15 @@ class S3Store(StreamingStore):
     def presigned_url(self, key: str, seconds: int, filename: str) -> str:
         """A URL that reads the object, without credentials, for ``seconds``; downloaded as ``filename``."""
         with _errors(key):
-            return self.client.generate_presigned_url("get_object", ExpiresIn=seconds, Params={
-                "Bucket": self.bucket, "Key": self._key(key),
-                "ResponseContentDisposition": f'attachment; filename="{filename}"'})
+            return self.client.generate_presigned_url(
+                "get_object",
+                ExpiresIn=seconds,
+                Params={
+                    "Bucket": self.bucket,
+                    "Key": self._key(key),
+                    "ResponseContentDisposition": f'attachment; filename="{filename}"',
+                },
+            )
 
     @_bounded
     def exists(self, key: str) -> bool:

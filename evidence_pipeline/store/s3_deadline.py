@@ -69,9 +69,9 @@ def install(client: S3Client, seconds: float) -> None:
     # (a test against a trickling endpoint holds this to botocore's internals).
     # (the stubs type neither the private endpoint nor a needs-retry handler's answer, which botocore reads)
     client._endpoint.http_session._pool_classes_by_scheme.update(  # type: ignore[attr-defined]
-        http=_HTTPPool, https=_HTTPSPool)
-    client.meta.events.register_first(
-        "needs-retry.s3", _no_retry_past_deadline, unique_id="evidence-deadline")  # type: ignore[arg-type]
+        http=_HTTPPool, https=_HTTPSPool
+    )
+    client.meta.events.register_first("needs-retry.s3", _no_retry_past_deadline, unique_id="evidence-deadline")  # type: ignore[arg-type]
     _deadlines[client] = seconds
 
 
@@ -90,8 +90,9 @@ def call(client: S3Client, key: str) -> Iterator[None]:
         except Exception:  # whatever a cut socket raised, in botocore, urllib3 or the body's reader
             if not watchdog.expired.is_set():
                 raise
-            raise EvidenceError(ReasonCode.STORE_UNAVAILABLE,
-                                f"S3 did not complete the call for {key} within {seconds:g} s") from None
+            raise EvidenceError(
+                ReasonCode.STORE_UNAVAILABLE, f"S3 did not complete the call for {key} within {seconds:g} s"
+            ) from None
         finally:
             _current.reset(token)
 

@@ -15,7 +15,10 @@ if TYPE_CHECKING:
 
 
 def open_store(
-    uri: str, s3_client: S3Client | None = None, options: S3Options = S3Options(), scheme: str = "archive",
+    uri: str,
+    s3_client: S3Client | None = None,
+    options: S3Options = S3Options(),
+    scheme: str = "archive",
     private: bool = False,
 ) -> ArtifactStore:
     """``private`` stores (tenant sources, staged reports) keep local files owner-readable only."""

@@ -57,14 +57,21 @@ def ensure_demo_actors(settings: Settings, actors: ActorLedger) -> DemoActors:
         registry = Registry(gate.actors.read_snapshot())
         if registry.roles(ADMIN) is None:
             if registry.bootstrapped:
-                raise EvidenceError(ReasonCode.ACTOR_ALREADY_BOOTSTRAPPED, "this deployment has its own first "
-                                                                           "admin: the demo's actors are not made")
+                raise EvidenceError(
+                    ReasonCode.ACTOR_ALREADY_BOOTSTRAPPED,
+                    "this deployment has its own first admin: the demo's actors are not made",
+                )
             public = public_hex(keys[ADMIN])
             admin.bootstrap(actors.sign(ADMIN, Action.ACTOR_BOOTSTRAP, {"name": ADMIN, "public_key": public}), public)
         for name in (APPROVER, OPERATOR):
             if registry.roles(name) is None:
-                admin.register(actors.sign(ADMIN, Action.ACTOR_REGISTER, {
-                    "name": name, "roles": [DEV_ROLES[name]], "public_key": public_hex(keys[name])}))
+                admin.register(
+                    actors.sign(
+                        ADMIN,
+                        Action.ACTOR_REGISTER,
+                        {"name": name, "roles": [DEV_ROLES[name]], "public_key": public_hex(keys[name])},
+                    )
+                )
     return actors
 
 

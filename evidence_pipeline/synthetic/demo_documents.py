@@ -55,16 +55,20 @@ class DemoJob:
     job_id: str
 
 
-def submit_demo_documents(rt: Runtime, actors: DemoActors, tenant: str, index: int,
-                          period: str) -> list[DemoJob]:
+def submit_demo_documents(rt: Runtime, actors: DemoActors, tenant: str, index: int, period: str) -> list[DemoJob]:
     """Upload and submit the demo tenant ``index``'s documents, filed under ``period``; returns its jobs."""
     organization = organization_template(ORGANIZATIONS[index % 2])
     program = program_template(PROGRAMS[index // 2 % 2])
-    vid = templates.version_id(templates.merge(templates.parse(organization, "organization"),
-                                               templates.parse(program, "program")))
+    vid = templates.version_id(
+        templates.merge(templates.parse(organization, "organization"), templates.parse(program, "program"))
+    )
     effective = utc_iso(timespec="seconds")
-    templates.submit(actors.gate, actors.sign(OPERATOR, Action.TEMPLATE_SUBMIT, {
-        "version_id": vid, "effective_at": effective}, tenant=tenant), organization, program)
+    templates.submit(
+        actors.gate,
+        actors.sign(OPERATOR, Action.TEMPLATE_SUBMIT, {"version_id": vid, "effective_at": effective}, tenant=tenant),
+        organization,
+        program,
+    )
     templates.approve(actors.gate, actors.sign(APPROVER, Action.TEMPLATE_APPROVE, {"version_id": vid}, tenant=tenant))
     requests = [
         (f"demo-review-{n}", "contract-review", lease_contract(n).pdf, {})
@@ -73,12 +77,23 @@ def submit_demo_documents(rt: Runtime, actors: DemoActors, tenant: str, index: i
         # an application with every kind of planted value; a lease, where the template finds nothing (no_matches)
         ("demo-redact-application", "redact", application(), {"active_content": "flag"}),
         ("demo-redact-lease", "redact", lease_contract(index * 14).pdf, {}),
-        (SPLIT_KEY, "split", _signed_agreement(rt), {"parts": [
-            {"name": part.name, "pages": part.pages} for part in district_agreements.PARTS]}),
+        (
+            SPLIT_KEY,
+            "split",
+            _signed_agreement(rt),
+            {"parts": [{"name": part.name, "pages": part.pages} for part in district_agreements.PARTS]},
+        ),
     ]
-    return [_submit(rt, tenant, key, {"operation": operation, "options": options,
-                                      "inputs": [_upload(rt, tenant, pdf)["document_id"]]}, period)
-            for key, operation, pdf, options in requests]
+    return [
+        _submit(
+            rt,
+            tenant,
+            key,
+            {"operation": operation, "options": options, "inputs": [_upload(rt, tenant, pdf)["document_id"]]},
+            period,
+        )
+        for key, operation, pdf, options in requests
+    ]
 
 
 def submit_part_reviews(rt: Runtime, jobs: list[DemoJob], period: str) -> list[DemoJob]:
@@ -87,9 +102,19 @@ def submit_part_reviews(rt: Runtime, jobs: list[DemoJob], period: str) -> list[D
     reviews = []
     for tenant, parts in _agreement_parts(rt, jobs).items():
         for name, artifact_id in parts.items():
-            reviews.append(_submit(rt, tenant, f"demo-review-{name}", {
-                "operation": "contract-review", "inputs": [artifact_id],
-                "options": {"ruleset": district_agreements.RULESET}}, period))
+            reviews.append(
+                _submit(
+                    rt,
+                    tenant,
+                    f"demo-review-{name}",
+                    {
+                        "operation": "contract-review",
+                        "inputs": [artifact_id],
+                        "options": {"ruleset": district_agreements.RULESET},
+                    },
+                    period,
+                )
+            )
     return reviews
 
 
@@ -104,10 +129,19 @@ def merge_agreements(rt: Runtime, actors: DemoActors, jobs: list[DemoJob], perio
             continue
         for artifact_id, review in reviews.items():
             if review["state"] == "rejected" and not _approved(rt, tenant, artifact_id):
-                decide_part(actors.gate, rt, actors.sign(APPROVER, Action.PART_DECIDE, {
-                    "artifact_id": artifact_id, "decision": "approved", "reason": ADDENDUM_REASON}, tenant=tenant))
-        merges.append(_submit(rt, tenant, "demo-merge-agreement",
-                              {"operation": "merge", "inputs": list(parts.values())}, period))
+                decide_part(
+                    actors.gate,
+                    rt,
+                    actors.sign(
+                        APPROVER,
+                        Action.PART_DECIDE,
+                        {"artifact_id": artifact_id, "decision": "approved", "reason": ADDENDUM_REASON},
+                        tenant=tenant,
+                    ),
+                )
+        merges.append(
+            _submit(rt, tenant, "demo-merge-agreement", {"operation": "merge", "inputs": list(parts.values())}, period)
+        )
     return merges
 
 
@@ -129,8 +163,10 @@ def _agreement_parts(rt: Runtime, jobs: list[DemoJob]) -> dict[str, dict[str, st
         if demo_job.key != SPLIT_KEY or job["state"] != "succeeded":
             continue
         keys = [artifact["key"] for artifact in job["outputs"]["artifacts"]]
-        found[demo_job.tenant] = {part.name: next(key for key in keys if key.endswith(f"/{part.name}.pdf"))
-                                  for part in district_agreements.PARTS}
+        found[demo_job.tenant] = {
+            part.name: next(key for key in keys if key.endswith(f"/{part.name}.pdf"))
+            for part in district_agreements.PARTS
+        }
     return found
 
 
@@ -145,8 +181,9 @@ def _signed_agreement(rt: Runtime) -> bytes:
     folder = rt.settings.home / "demo-district"
     kept = LocalStore(folder / "agreement", scheme="demo", file_mode=0o400)
     if not kept.exists(AGREEMENT):
-        signed = district_agreements.sign(district_agreements.district_agreement(),
-                                          load_keyring(folder / "keys", generate=True))
+        signed = district_agreements.sign(
+            district_agreements.district_agreement(), load_keyring(folder / "keys", generate=True)
+        )
         try:
             kept.put_once(AGREEMENT, signed)
         except EvidenceError as error:

@@ -27,8 +27,22 @@ CLAUSES = {
 }
 STREETS = ("Maple Avenue", "Harbor Road", "Elm Street", "Cedar Lane", "Lakeview Drive", "Station Square")
 LANDLORDS = ("Maple Homes LLC", "Harborview Properties Inc", "Northgate Rentals LLC", "Cedar Realty Trust")
-PEOPLE = ("Ana Ortiz", "Ben Carter", "Chloe Nguyen", "David Okafor", "Emma Schulz", "Farid Haddad", "Grace Kim",
-          "Hugo Lambert", "Ines Duarte", "Jonas Berg", "Kira Ivanova", "Liam Walsh", "Maya Rossi", "Noah Patel")
+PEOPLE = (
+    "Ana Ortiz",
+    "Ben Carter",
+    "Chloe Nguyen",
+    "David Okafor",
+    "Emma Schulz",
+    "Farid Haddad",
+    "Grace Kim",
+    "Hugo Lambert",
+    "Ines Duarte",
+    "Jonas Berg",
+    "Kira Ivanova",
+    "Liam Walsh",
+    "Maya Rossi",
+    "Noah Patel",
+)
 
 
 @dataclass(frozen=True)
@@ -122,8 +136,12 @@ def _add_months(day: date, months: int) -> date:
 
 
 LABELS = {
-    "property_id": "Property ID", "property_address": "Property address", "landlord": "Landlord",
-    "term_start": "Term start", "term_end": "Term end", "monthly_rent": "Monthly rent",
+    "property_id": "Property ID",
+    "property_address": "Property address",
+    "landlord": "Landlord",
+    "term_start": "Term start",
+    "term_end": "Term end",
+    "monthly_rent": "Monthly rent",
     "signature_date": "Signature date",
 }
 
@@ -157,8 +175,17 @@ def _render(number: int, defect: str, values: dict[str, str], clauses: list[str]
                 y -= 22
                 if form:
                     pdf.drawString(60, y, f"{_label(name)}:")
-                    pdf.acroForm.textfield(name=name, value=value, x=200, y=y - 4, width=320, height=16,
-                                           fontName="Helvetica", fontSize=9, borderWidth=0)
+                    pdf.acroForm.textfield(
+                        name=name,
+                        value=value,
+                        x=200,
+                        y=y - 4,
+                        width=320,
+                        height=16,
+                        fontName="Helvetica",
+                        fontSize=9,
+                        borderWidth=0,
+                    )
                 else:
                     pdf.drawString(60, y, f"{_label(name)}: {value}")
             if defect == "form_overrides_text":

@@ -84,10 +84,16 @@ def application(scanned_page: bool = True, revision: bool = True) -> bytes:
     pdf = pikepdf.open(io.BytesIO(out.getvalue()))
     _raw_text(pdf, pdf.pages[1])
     for rect, text in (([400, 700, 420, 720], f"Call {NAME} at {PLANTED['phone']}"), ([400, 600, 420, 620], NOTE)):
-        note = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.Annot, Subtype=pikepdf.Name.Text, Rect=rect,
-                                                    Contents=pikepdf.String(text)))
-        popup = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.Annot, Subtype=pikepdf.Name.Popup,
-                                                     Rect=[430, rect[1] - 60, 560, rect[1]], Parent=note))
+        note = pdf.make_indirect(
+            pikepdf.Dictionary(
+                Type=pikepdf.Name.Annot, Subtype=pikepdf.Name.Text, Rect=rect, Contents=pikepdf.String(text)
+            )
+        )
+        popup = pdf.make_indirect(
+            pikepdf.Dictionary(
+                Type=pikepdf.Name.Annot, Subtype=pikepdf.Name.Popup, Rect=[430, rect[1] - 60, 560, rect[1]], Parent=note
+            )
+        )
         note.Popup = popup
         pdf.pages[0].Annots.extend([note, popup])
     pdf.attachments["paystub.txt"] = pikepdf.AttachedFileSpec(
@@ -106,16 +112,22 @@ def application(scanned_page: bool = True, revision: bool = True) -> bytes:
 def _raw_text(pdf: pikepdf.Pdf, page: pikepdf.Page) -> None:
     """A kerned TJ array and a hex string, which reportlab's canvas does not write, and a line that the next
     revision takes out again."""
-    font = pdf.make_indirect(pikepdf.Dictionary(
-        Type=pikepdf.Name.Font, Subtype=pikepdf.Name.Type1, BaseFont=pikepdf.Name.Helvetica,
-        Encoding=pikepdf.Name.WinAnsiEncoding,
-    ))
+    font = pdf.make_indirect(
+        pikepdf.Dictionary(
+            Type=pikepdf.Name.Font,
+            Subtype=pikepdf.Name.Type1,
+            BaseFont=pikepdf.Name.Helvetica,
+            Encoding=pikepdf.Name.WinAnsiEncoding,
+        )
+    )
     page.Resources.Font.FRaw = font
     hexed = PLANTED["national_id_hex"].encode().hex().upper().encode()
-    page.contents_add(pdf.make_stream(
-        b"BT /FRaw 12 Tf 72 700 Td [(Phone: \\(55) -20 (5\\) 01) 35 (0-44) -10 (77)] TJ ET\n"
-        b"BT /FRaw 12 Tf 72 680 Td (Second id: ) Tj <" + hexed + b"> Tj ET\n"
-    ))
+    page.contents_add(
+        pdf.make_stream(
+            b"BT /FRaw 12 Tf 72 700 Td [(Phone: \\(55) -20 (5\\) 01) 35 (0-44) -10 (77)] TJ ET\n"
+            b"BT /FRaw 12 Tf 72 680 Td (Second id: ) Tj <" + hexed + b"> Tj ET\n"
+        )
+    )
     page.contents_add(pdf.make_stream(b"BT /FRaw 10 Tf 72 650 Td (Earlier income: $3,900) Tj ET\n"))
 
 
@@ -138,8 +150,11 @@ def _scan() -> Image.Image:
 def organization_template(name: str = "harbor-housing", **extra_rules: str) -> bytes:
     rules = [
         {"id": "national-id", "label": "national_id", "pattern": r"\b\d{3}-\d{2}-\d{4}\b"},
-        {"id": "date-of-birth", "label": "date_of_birth",
-         "pattern": r"(?i)(?:date of birth:|born)\s*(?P<value>\d{4}-\d{2}-\d{2})"},
+        {
+            "id": "date-of-birth",
+            "label": "date_of_birth",
+            "pattern": r"(?i)(?:date of birth:|born)\s*(?P<value>\d{4}-\d{2}-\d{2})",
+        },
         {"id": "bank-account", "label": "bank_account", "pattern": r"\b[A-Z]{2}\d{2}(?:\s*\d{4}){4}\s*\d{2}\b"},
         {"id": "phone", "label": "phone", "pattern": r"\(\d{3}\)\s*\d{3}-\d{4}"},
         {"id": "email", "label": "email", "pattern": r"[\w.+-]+@[\w-]+\.[\w.]+"},
@@ -153,8 +168,9 @@ def program_template(name: str = "family-units", scanned_page: int | None = 3) -
         {"id": "income", "label": "income", "pattern": r"(?i)income:\s*(?P<value>\$[\d,]+)"},
     ]
     if scanned_page:
-        rules.append({"id": "scanned-page", "label": "scanned_page",
-                      "region": {"page": scanned_page, "rect": SCAN_BAND}})
+        rules.append(
+            {"id": "scanned-page", "label": "scanned_page", "region": {"page": scanned_page, "rect": SCAN_BAND}}
+        )
     return json.dumps({"kind": "program", "name": name, "rules": rules}).encode()
 
 
@@ -163,8 +179,12 @@ def scanned_page(number: int, size: tuple[int, int] = (1275, 1650)) -> Image.Ima
     image = Image.new("L", size, 255)
     draw = ImageDraw.Draw(image)
     font = ImageFont.truetype(str(FONTS / "Vera.ttf"), 30)
-    lines = [f"Scanned page {number}: employment and landlord references", f"SSN 123-{number % 90 + 10:02d}-4567",
-             "Previous address: 12 Harbor Street, Springfield", "Signed by the applicant on arrival"]
+    lines = [
+        f"Scanned page {number}: employment and landlord references",
+        f"SSN 123-{number % 90 + 10:02d}-4567",
+        "Previous address: 12 Harbor Street, Springfield",
+        "Signed by the applicant on arrival",
+    ]
     for index, line in enumerate(lines):
         draw.text((110, 140 + 60 * index), line, fill=0, font=font)
     return image
@@ -180,9 +200,16 @@ def scanned_application(pages: int, scanned: frozenset[int] | None = None) -> by
         jpeg = io.BytesIO()
         scan = scanned_page(number)
         scan.save(jpeg, "JPEG", quality=80)
-        image = typed.make_stream(jpeg.getvalue(), Type=pikepdf.Name.XObject, Subtype=pikepdf.Name.Image,
-                                  Width=scan.width, Height=scan.height, ColorSpace=pikepdf.Name.DeviceGray,
-                                  BitsPerComponent=8, Filter=pikepdf.Name.DCTDecode)
+        image = typed.make_stream(
+            jpeg.getvalue(),
+            Type=pikepdf.Name.XObject,
+            Subtype=pikepdf.Name.Image,
+            Width=scan.width,
+            Height=scan.height,
+            ColorSpace=pikepdf.Name.DeviceGray,
+            BitsPerComponent=8,
+            Filter=pikepdf.Name.DCTDecode,
+        )
         page.obj.Resources = pikepdf.Dictionary(XObject=pikepdf.Dictionary(Scan=image))
         page.obj.Contents = typed.make_stream(b"q 612 0 0 792 0 0 cm /Scan Do Q\n")
     out = io.BytesIO()
@@ -200,8 +227,12 @@ def long_application(pages: int) -> bytes:
         for line in range(40):
             y = 760 - line * 18
             if line % 10 == 3:
-                c.drawString(72, y, f"Reference {number}-{line}: SSN 123-{number % 90 + 10:02d}-{line + 1000:04d}, "
-                                    f"phone (555) 010-{line + 4000:04d}")
+                c.drawString(
+                    72,
+                    y,
+                    f"Reference {number}-{line}: SSN 123-{number % 90 + 10:02d}-{line + 1000:04d}, "
+                    f"phone (555) 010-{line + 4000:04d}",
+                )
             elif line % 10 == 7:
                 c.drawString(72, y, f"Monthly income: ${line * 100 + 1000:,}")
             else:

@@ -57,8 +57,9 @@ class Deliverer:
                 room = min(SENDERS - len(in_flight), max_deliveries - attempted)
                 ends_in_time = time.monotonic() - started + self.settings.webhook_timeout_seconds <= max_seconds
                 if room > 0 and (ends_in_time or not attempted):
-                    for delivery in self.outbox.claim_due(self.clock(), self.claim_seconds, room,
-                                                          busy=set(in_flight.values())):
+                    for delivery in self.outbox.claim_due(
+                        self.clock(), self.claim_seconds, room, busy=set(in_flight.values())
+                    ):
                         in_flight[senders.submit(self.attempt, delivery)] = delivery["tenant"]
                         attempted += 1
                 if not in_flight:
@@ -90,8 +91,9 @@ class Deliverer:
             state = PENDING
         else:
             state = DEAD
-        self.outbox.record_attempt(delivery, state, code and str(code), status,
-                                   now + self.backoff(tries) if state == PENDING else now)
+        self.outbox.record_attempt(
+            delivery, state, code and str(code), status, now + self.backoff(tries) if state == PENDING else now
+        )
         return state
 
     def backoff(self, tries: int) -> float:
@@ -105,8 +107,9 @@ class Deliverer:
             raise EvidenceError(ReasonCode.WEBHOOK_NOT_SET, "the tenant's webhook was removed")
         deadline = time.monotonic() + self.settings.webhook_timeout_seconds  # the whole attempt's
         target = targets.parse_url(subscription["url"])
-        addresses = targets.allowed_addresses(target, self.settings.webhook_allowed_networks,
-                                              self.settings.webhook_timeout_seconds)
+        addresses = targets.allowed_addresses(
+            target, self.settings.webhook_allowed_networks, self.settings.webhook_timeout_seconds
+        )
         now = self.clock()
         secrets = [subscription["secret"]]
         if subscription["previous_secret"] and (subscription["previous_until"] or 0) > now:

@@ -20,10 +20,20 @@ def post(target: Target, address: str, headers: dict[str, str], body: bytes, tim
     host = target.host if ":" not in target.host else f"[{target.host}]"
     default_port = 443 if target.scheme == "https" else 80
     try:
-        return outbound.request("POST", target, {
-            **headers, "Host": host if target.port == default_port else f"{host}:{target.port}",
-            "Content-Type": "application/json", "User-Agent": "evidence-pipeline-webhooks/1",
-        }, body, timeout, address).status
+        return outbound.request(
+            "POST",
+            target,
+            {
+                **headers,
+                "Host": host if target.port == default_port else f"{host}:{target.port}",
+                "Content-Type": "application/json",
+                "User-Agent": "evidence-pipeline-webhooks/1",
+            },
+            body,
+            timeout,
+            address,
+        ).status
     except (OSError, http.client.HTTPException) as error:
-        raise EvidenceError(ReasonCode.WEBHOOK_UNREACHABLE,
-                            f"the webhook receiver did not answer ({type(error).__name__})") from None
+        raise EvidenceError(
+            ReasonCode.WEBHOOK_UNREACHABLE, f"the webhook receiver did not answer ({type(error).__name__})"
+        ) from None

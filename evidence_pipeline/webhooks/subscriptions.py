@@ -34,8 +34,9 @@ MAX_REASON = 500
 def set_webhook(gate: ActionGate, tokens: Tokens, settings: Settings, url: str, envelope: object) -> dict:
     """Set the webhook of the request's tenant to ``url`` (which the request's args name); returns {tenant,
     secret, secret_id, event_id}. The URL is checked first: WEBHOOK_URL_INVALID, WEBHOOK_HOST_REFUSED."""
-    targets.allowed_addresses(targets.parse_url(url), settings.webhook_allowed_networks,
-                              settings.webhook_timeout_seconds)
+    targets.allowed_addresses(
+        targets.parse_url(url), settings.webhook_allowed_networks, settings.webhook_timeout_seconds
+    )
     secret = signing.new_secret()
     done: dict[str, str] = {}
 
@@ -43,14 +44,30 @@ def set_webhook(gate: ActionGate, tokens: Tokens, settings: Settings, url: str, 
         tenant = _tenant_of(gate, tokens, conn, authorized)
         if authorized.args != {"url": url}:
             raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "webhook.set takes {url}: the URL checked")
-        event = gate.ledger._append(conn, TenantMonth(tenant, current_month()), EventType.WEBHOOK_CONFIGURED,
-                                    sha256_text(url), authorized.actor,
-                                    {"url_sha256": sha256_text(url), "secret_id": signing.secret_id(secret),
-                                     "authorization": authorized.envelope})
+        event = gate.ledger._append(
+            conn,
+            TenantMonth(tenant, current_month()),
+            EventType.WEBHOOK_CONFIGURED,
+            sha256_text(url),
+            authorized.actor,
+            {
+                "url_sha256": sha256_text(url),
+                "secret_id": signing.secret_id(secret),
+                "authorization": authorized.envelope,
+            },
+        )
         conn.execute(delete(announcements.webhooks).where(announcements.webhooks.c.tenant == tenant))
-        conn.execute(announcements.webhooks.insert().values(tenant=tenant, url=url, secret=secret,
-                                                            previous_secret=None, previous_until=None,
-                                                            config_seq=event.seq, updated_at=time.time()))
+        conn.execute(
+            announcements.webhooks.insert().values(
+                tenant=tenant,
+                url=url,
+                secret=secret,
+                previous_secret=None,
+                previous_until=None,
+                config_seq=event.seq,
+                updated_at=time.time(),
+            )
+        )
         done.update(tenant=tenant, event_id=event.body["event_id"])
         return event
 
@@ -72,14 +89,30 @@ def rotate_secret(gate: ActionGate, tokens: Tokens, settings: Settings, envelope
         if current is None:
             raise EvidenceError(ReasonCode.WEBHOOK_NOT_SET, f"tenant {tenant} has no webhook to rotate")
         until = time.time() + settings.webhook_rotation_seconds
-        details = {"secret_id": signing.secret_id(secret), "previous_secret_id": signing.secret_id(current.secret),
-                   "previous_until": utc_iso(until, timespec="seconds")}
-        event = gate.ledger._append(conn, TenantMonth(tenant, current_month()), EventType.WEBHOOK_ROTATED,
-                                    sha256_text(current.url), authorized.actor,
-                                    details | {"authorization": authorized.envelope})
-        conn.execute(announcements.webhooks.update().where(announcements.webhooks.c.tenant == tenant).values(
-            secret=secret, previous_secret=current.secret, previous_until=until, config_seq=event.seq,
-            updated_at=time.time()))
+        details = {
+            "secret_id": signing.secret_id(secret),
+            "previous_secret_id": signing.secret_id(current.secret),
+            "previous_until": utc_iso(until, timespec="seconds"),
+        }
+        event = gate.ledger._append(
+            conn,
+            TenantMonth(tenant, current_month()),
+            EventType.WEBHOOK_ROTATED,
+            sha256_text(current.url),
+            authorized.actor,
+            details | {"authorization": authorized.envelope},
+        )
+        conn.execute(
+            announcements.webhooks.update()
+            .where(announcements.webhooks.c.tenant == tenant)
+            .values(
+                secret=secret,
+                previous_secret=current.secret,
+                previous_until=until,
+                config_seq=event.seq,
+                updated_at=time.time(),
+            )
+        )
         done.update(details, tenant=tenant)
         return event
 
@@ -94,16 +127,26 @@ def replay_delivery(gate: ActionGate, envelope: object) -> dict:
     def perform(conn: Connection, _registry: Registry, authorized: AuthorizedAction) -> LedgerEvent:
         args = authorized.args
         if args.keys() != {"delivery_id", "reason"} or not all(
-                isinstance(value, str) and 0 < len(value.strip()) <= MAX_REASON and value.isprintable()
-                for value in args.values()):
+            isinstance(value, str) and 0 < len(value.strip()) <= MAX_REASON and value.isprintable()
+            for value in args.values()
+        ):
             raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "webhook.replay takes {delivery_id, reason}")
         ended = outbox.reopen(conn, args["delivery_id"], time.time())
         if ended is None or authorized.tenant not in (None, ended["tenant"]):
             raise EvidenceError(ReasonCode.WEBHOOK_DELIVERY_NOT_DEAD, "no dead webhook delivery has that id")
-        event = gate.ledger._append(conn, TenantMonth(ended["tenant"], current_month()), EventType.WEBHOOK_REPLAYED,
-                                    sha256_text(args["delivery_id"]), authorized.actor,
-                                    {"delivery_id": args["delivery_id"], "reason": args["reason"],
-                                     "previous_code": ended["last_code"], "authorization": authorized.envelope})
+        event = gate.ledger._append(
+            conn,
+            TenantMonth(ended["tenant"], current_month()),
+            EventType.WEBHOOK_REPLAYED,
+            sha256_text(args["delivery_id"]),
+            authorized.actor,
+            {
+                "delivery_id": args["delivery_id"],
+                "reason": args["reason"],
+                "previous_code": ended["last_code"],
+                "authorization": authorized.envelope,
+            },
+        )
         replayed.update(ended)
         return event
 
@@ -118,6 +161,8 @@ def _tenant_of(gate: ActionGate, tokens: Tokens, conn: Connection, authorized: A
         raise EvidenceError(ReasonCode.TENANT_OFFBOARDED, f"tenant {authorized.tenant} is offboarded")
     registry = gate.ledger.tenants.c  # the registry's own row, in this transaction: no other event registers
     if conn.execute(select(registry.tenant).where(registry.tenant == authorized.tenant)).first() is None:
-        raise EvidenceError(ReasonCode.TENANT_UNKNOWN, f"tenant {authorized.tenant} is not in the tenant registry: "
-                            "register it (`evidence tenant add`) first")
+        raise EvidenceError(
+            ReasonCode.TENANT_UNKNOWN,
+            f"tenant {authorized.tenant} is not in the tenant registry: register it (`evidence tenant add`) first",
+        )
     return authorized.tenant

@@ -22,11 +22,20 @@ def parse_url(url: str) -> Target:
         port = parts.port
     except ValueError:
         parts = port = None
-    if (parts is None or len(url) > MAX_URL or not url.isprintable() or " " in url
-            or parts.scheme not in ("http", "https") or not parts.hostname or parts.username is not None
-            or parts.password is not None or parts.fragment):
-        raise EvidenceError(ReasonCode.WEBHOOK_URL_INVALID, "a webhook URL is http(s)://host[:port]/path, without "
-                                                            "user info or fragment")
+    if (
+        parts is None
+        or len(url) > MAX_URL
+        or not url.isprintable()
+        or " " in url
+        or parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.username is not None
+        or parts.password is not None
+        or parts.fragment
+    ):
+        raise EvidenceError(
+            ReasonCode.WEBHOOK_URL_INVALID, "a webhook URL is http(s)://host[:port]/path, without user info or fragment"
+        )
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return Target(parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80), path)
 
@@ -44,6 +53,8 @@ def allowed_addresses(target: Target, networks: tuple[str, ...], timeout: float)
         ip = ipaddress.ip_address(address.split("%")[0])
         ip = ip.ipv4_mapped or ip if isinstance(ip, ipaddress.IPv6Address) else ip
         if not any(ip.version == network.version and ip in network for network in allowed):
-            raise EvidenceError(ReasonCode.WEBHOOK_HOST_REFUSED, "the webhook's host resolves to an address outside "
-                                                                 "EVIDENCE_WEBHOOK_ALLOWED_NETWORKS")
+            raise EvidenceError(
+                ReasonCode.WEBHOOK_HOST_REFUSED,
+                "the webhook's host resolves to an address outside EVIDENCE_WEBHOOK_ALLOWED_NETWORKS",
+            )
     return addresses

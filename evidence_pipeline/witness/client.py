@@ -38,8 +38,9 @@ def endpoints(pairs: tuple[tuple[str, str], ...]) -> tuple[Endpoint, ...]:
     return tuple(Endpoint(url.rstrip("/"), parse_vkey(vkey, COSIGNATURE_V1)) for url, vkey in pairs)
 
 
-def submit(endpoint: Endpoint, note: Note, size: int, old: int, proof: Callable[[int], list[bytes]],
-           timeout: float = 10.0) -> str:
+def submit(
+    endpoint: Endpoint, note: Note, size: int, old: int, proof: Callable[[int], list[bytes]], timeout: float = 10.0
+) -> str:
     """The witness's verified cosignature line on ``note`` (a checkpoint of ``size``), submitted as extending
     ``old``, with ``proof(old)`` (called only for 0 < old < size); on 409, once more from the size the witness
     answers. WITNESS_UNAVAILABLE or WITNESS_REFUSED."""
@@ -48,19 +49,23 @@ def submit(endpoint: Endpoint, note: Note, size: int, old: int, proof: Callable[
         lines = "".join(base64.b64encode(h).decode() + "\n" for h in hashes)
         body = f"old {old}\n{lines}\n".encode() + note.encode()
         try:
-            response = outbound.request("POST", outbound.target(f"{endpoint.url}/add-checkpoint"), {}, body,
-                                        timeout, max_body=MAX_NOTE_BYTES)
+            response = outbound.request(
+                "POST", outbound.target(f"{endpoint.url}/add-checkpoint"), {}, body, timeout, max_body=MAX_NOTE_BYTES
+            )
         except (OSError, http.client.HTTPException) as error:
-            raise EvidenceError(ReasonCode.WITNESS_UNAVAILABLE, f"witness {endpoint.key.name} did not answer "
-                                f"({type(error).__name__})") from None
+            raise EvidenceError(
+                ReasonCode.WITNESS_UNAVAILABLE, f"witness {endpoint.key.name} did not answer ({type(error).__name__})"
+            ) from None
         text = response.body.decode("utf-8", "replace")
         known = _known_size(response.status, response.content_type, text)
         if known is not None and known != old and known <= size:
             old = known  # the witness co-signed another size than we recorded: prove from its size
             continue
         if response.status != 200:
-            raise EvidenceError(ReasonCode.WITNESS_REFUSED, f"witness {endpoint.key.name} answered "
-                                f"{response.status}: {text[:200].strip()}")
+            raise EvidenceError(
+                ReasonCode.WITNESS_REFUSED,
+                f"witness {endpoint.key.name} answered {response.status}: {text[:200].strip()}",
+            )
         return _cosignature(endpoint, note, text)
     raise EvidenceError(ReasonCode.WITNESS_REFUSED, f"witness {endpoint.key.name} keeps answering 409")
 

@@ -43,11 +43,13 @@ class TlogPolicy:
 
     def met(self, cosigned: set[str]) -> bool:
         """Whether the witnesses named ``cosigned`` (by their names in the policy) satisfy the quorum."""
+
         def witnessed(name: str) -> bool:
             if name in self.groups:
                 k, members = self.groups[name]
                 return sum(witnessed(member) for member in members) >= k
             return name in cosigned
+
         return self.quorum == NONE or witnessed(self.quorum)
 
     def describe(self) -> str:
@@ -86,8 +88,12 @@ def parse_policy(data: bytes) -> TlogPolicy:
                 witnesses[rest[0]] = parse_vkey(rest[1], COSIGNATURE_V1)
             elif keyword == "group" and len(rest) >= 3 and _new(rest[0], witnesses, groups):
                 groups[rest[0]] = _group(rest[1], rest[2:], witnesses, groups)
-            elif keyword == "quorum" and len(rest) == 1 and quorum is None and (
-                    rest[0] == NONE or rest[0] in witnesses or rest[0] in groups):
+            elif (
+                keyword == "quorum"
+                and len(rest) == 1
+                and quorum is None
+                and (rest[0] == NONE or rest[0] in witnesses or rest[0] in groups)
+            ):
                 quorum = rest[0]
             else:
                 raise NoteError("not a log, witness, group or quorum line of the format")

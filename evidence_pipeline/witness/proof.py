@@ -32,8 +32,12 @@ class TlogProof:
     extra: bytes | None = None
 
     def encode(self) -> bytes:
-        lines = [HEADER, *([f"extra {base64.b64encode(self.extra).decode()}"] if self.extra is not None else []),
-                 f"index {self.index}", *(base64.b64encode(h).decode() for h in self.hashes)]
+        lines = [
+            HEADER,
+            *([f"extra {base64.b64encode(self.extra).decode()}"] if self.extra is not None else []),
+            f"index {self.index}",
+            *(base64.b64encode(h).decode() for h in self.hashes),
+        ]
         return ("\n".join(lines) + "\n\n").encode() + self.checkpoint.encode()
 
     def reaches(self, leaf: bytes) -> Checkpoint:
@@ -60,7 +64,7 @@ def parse_tlog_proof(data: bytes) -> TlogProof:
     if len(lines) > 1 and lines[1].startswith("extra "):
         extra, position = _base64(lines[1].removeprefix("extra ")), 2
     index = re.fullmatch(r"index (0|[1-9][0-9]{0,18})", lines[position]) if len(lines) > position else None
-    hashes = tuple(_base64(line) for line in lines[position + 1:])
+    hashes = tuple(_base64(line) for line in lines[position + 1 :])
     if index is None or len(hashes) > MAX_HASHES or any(len(h) != 32 for h in hashes):
         raise NoteError("a proof states `index N`, then its inclusion proof: one base64 SHA-256 hash a line")
     return TlogProof(int(index.group(1)), hashes, parse_note(note), extra)

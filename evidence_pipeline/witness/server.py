@@ -90,10 +90,14 @@ class Witness:
                 return Answer(409, f"{known}\n", SIZE_TYPE)
             if latest is not None and old == checkpoint.size and latest.root != checkpoint.root:
                 return Answer(409, f"{known}\n", SIZE_TYPE)  # same size, another root: a fork
-            if latest is not None and old < checkpoint.size and not merkle.verify_consistency(
-                    old, checkpoint.size, proof, latest.root, checkpoint.root):
-                return Answer(422, "WITNESS_PROOF_INVALID: the checkpoint does not extend the one this witness "
-                              "co-signed\n")
+            if (
+                latest is not None
+                and old < checkpoint.size
+                and not merkle.verify_consistency(old, checkpoint.size, proof, latest.root, checkpoint.root)
+            ):
+                return Answer(
+                    422, "WITNESS_PROOF_INVALID: the checkpoint does not extend the one this witness co-signed\n"
+                )
             self.state.record(checkpoint)
             return Answer(200, cosign(note.text, self.name, self.key, int(time.time())))
 
@@ -116,6 +120,7 @@ def _parse_request(body: bytes):
 
 def build_app(witness: Witness, settings: Settings):
     """The witness's one route behind the guard every server of ours shares (http_guard.py)."""
+
     async def add_checkpoint(request: Request) -> Response:
         body = bytearray()
         async for chunk in request.stream():
@@ -135,8 +140,17 @@ def serve(witness: Witness, settings: Settings, host: str, port: int) -> None:
     headers, so slow clients cannot turn a real checkpoint away."""
     import uvicorn
 
-    uvicorn.Server(server_config(build_app(witness, settings), settings, host=host, port=port,
-                                 log_level="warning", lifespan="off", timeout_keep_alive=5)).run()
+    uvicorn.Server(
+        server_config(
+            build_app(witness, settings),
+            settings,
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="off",
+            timeout_keep_alive=5,
+        )
+    ).run()
 
 
 def load_witness(name: str, key_path: Path, state: Path, log_vkeys: list[str]) -> Witness:

@@ -52,8 +52,7 @@ STAMP_TO_STORE_SECONDS = 10.0
 # sha256 of inspect.getsource(...) of the objects this relies on, in dagster==1.13.27: the loop uses its shutdown
 # event only to sleep between iterations, and the backfill daemon calls the loop through daemon.py's name for it.
 CHECKED_SOURCES = {
-    dagster_backfill.execute_backfill_iteration_loop:
-        "2cd2b6119e4561f746485bf9e2a23e8224c4e1a78e1edcd8060d1e04cff4d7f7",
+    dagster_backfill.execute_backfill_iteration_loop: "2cd2b6119e4561f746485bf9e2a23e8224c4e1a78e1edcd8060d1e04cff4d7f7",  # noqa: E501 (a pinned digest)
     dagster_daemon.BackfillDaemon.core_loop: "060dff14cea965d22a2bcd470e1c09e5917bd2db31a1a8f1825eabe1ed53b4c8",
 }
 
@@ -76,8 +75,10 @@ class WakeOnNewBackfill:
         """Remembers the backfills requested now. Only those stamped in the last STAMP_TO_STORE_SECONDS are asked
         for, now and by the polls until the next call: a backfill in progress is older, so a poll reads no
         backfill's body (tens to hundreds of KB of JSON for thousands of partitions) until a new one comes."""
-        self._recent = BulkActionsFilter(statuses=[BulkActionStatus.REQUESTED],
-                                         created_after=datetime_from_timestamp(time.time() - STAMP_TO_STORE_SECONDS))
+        self._recent = BulkActionsFilter(
+            statuses=[BulkActionStatus.REQUESTED],
+            created_after=datetime_from_timestamp(time.time() - STAMP_TO_STORE_SECONDS),
+        )
         self._seen = {backfill.backfill_id for backfill in self._instance.get_backfills(filters=self._recent)}
         self._started = time.monotonic()
         self._finished_after = time.time()  # the iteration about to start sees the runs finished before now
@@ -91,7 +92,8 @@ class WakeOnNewBackfill:
         polled = time.time()
         records = self._instance.get_run_records(
             filters=RunsFilter(statuses=FINISHED_STATUSES, updated_after=datetime_from_timestamp(self._finished_after)),
-            limit=RUNS_PER_POLL)
+            limit=RUNS_PER_POLL,
+        )
         self._finished_after = polled
         backfills = [r.dagster_run.tags[BACKFILL_ID_TAG] for r in records if BACKFILL_ID_TAG in r.dagster_run.tags]
         return backfills[0] if backfills else ("(many runs)" if len(records) == RUNS_PER_POLL else None)
@@ -102,13 +104,21 @@ class WakeOnNewBackfill:
             if self._shutdown.wait(min(POLL_SECONDS, left)):
                 return True
             if (backfill_id := self._newest_unseen()) is not None:
-                self._logger.info("Backfill %s was requested: iterating now, %.0f s before the daemon's tick",
-                                  backfill_id, max(0.0, deadline - time.monotonic()))
+                self._logger.info(
+                    "Backfill %s was requested: iterating now, %.0f s before the daemon's tick",
+                    backfill_id,
+                    max(0.0, deadline - time.monotonic()),
+                )
                 break
-            if time.monotonic() - self._started >= PROGRESS_SECONDS and (
-                    backfill_id := self._finished_backfill_run()) is not None:
-                self._logger.info("A run of backfill %s finished: iterating now, %.0f s before the daemon's tick",
-                                  backfill_id, max(0.0, deadline - time.monotonic()))
+            if (
+                time.monotonic() - self._started >= PROGRESS_SECONDS
+                and (backfill_id := self._finished_backfill_run()) is not None
+            ):
+                self._logger.info(
+                    "A run of backfill %s finished: iterating now, %.0f s before the daemon's tick",
+                    backfill_id,
+                    max(0.0, deadline - time.monotonic()),
+                )
                 break
         # What is requested now, the iteration that starts when this returns sees.
         self._note_requested()
@@ -123,6 +133,11 @@ def execute_backfill_iteration_loop(workspace_process_context, logger, shutdown_
 
 def install() -> bool:
     """Patch the backfill daemon's loop if Dagster is the checked version; True when patched."""
-    return patch(dagster_daemon, "execute_backfill_iteration_loop", execute_backfill_iteration_loop,
-                 __name__,
-                 "a new backfill waits for the backfill daemon's next 30 s tick", CHECKED_SOURCES)
+    return patch(
+        dagster_daemon,
+        "execute_backfill_iteration_loop",
+        execute_backfill_iteration_loop,
+        __name__,
+        "a new backfill waits for the backfill daemon's next 30 s tick",
+        CHECKED_SOURCES,
+    )

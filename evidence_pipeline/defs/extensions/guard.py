@@ -22,13 +22,17 @@ def still_checked(what: str, consequence: str, sources: dict[object, str] | None
     """True when Dagster is CHECKED_VERSION and every object in ``sources`` has its checked source digest."""
     if dagster.__version__ == CHECKED_VERSION and all(source_sha256(o) == d for o, d in (sources or {}).items()):
         return True
-    warnings.warn(f"{what} was checked against dagster=={CHECKED_VERSION}, found {dagster.__version__} (or changed "
-                  f"source): {consequence}", stacklevel=3)
+    warnings.warn(
+        f"{what} was checked against dagster=={CHECKED_VERSION}, found {dagster.__version__} (or changed "
+        f"source): {consequence}",
+        stacklevel=3,
+    )
     return False
 
 
-def patch(owner: object, name: str, replacement: object, what: str, consequence: str,
-          sources: dict[object, str]) -> bool:
+def patch(
+    owner: object, name: str, replacement: object, what: str, consequence: str, sources: dict[object, str]
+) -> bool:
     """Set ``owner.name`` to ``replacement`` if Dagster is still as checked (``sources``, see still_checked);
     True when it is in place, at once when it already was."""
     if getattr(owner, name) is replacement:

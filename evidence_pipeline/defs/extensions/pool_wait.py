@@ -36,6 +36,11 @@ def interval_to_next_pending_claim_check(self: InstanceConcurrencyContext) -> fl
 
 def install() -> bool:
     """Patch the interval if Dagster is the checked version; True when patched."""
-    return patch(InstanceConcurrencyContext, "interval_to_next_pending_claim_check",
-                 interval_to_next_pending_claim_check, __name__,
-                 "a run waiting for a pool slot spins instead of sleeping", {_dagster_interval: CHECKED_SOURCE_SHA256})
+    return patch(
+        InstanceConcurrencyContext,
+        "interval_to_next_pending_claim_check",
+        interval_to_next_pending_claim_check,
+        __name__,
+        "a run waiting for a pool slot spins instead of sleeping",
+        {_dagster_interval: CHECKED_SOURCE_SHA256},
+    )

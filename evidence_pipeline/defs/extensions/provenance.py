@@ -80,10 +80,12 @@ def installed() -> bool:
     return execute_step._get_output_asset_events is _output_asset_events
 
 
-def _output_asset_events(asset_key, asset_partitions, output, output_def, io_manager_metadata, step_context,
-                         execution_type):
-    for event in _dagster_output_asset_events(asset_key, asset_partitions, output, output_def, io_manager_metadata,
-                                              step_context, execution_type):
+def _output_asset_events(
+    asset_key, asset_partitions, output, output_def, io_manager_metadata, step_context, execution_type
+):
+    for event in _dagster_output_asset_events(
+        asset_key, asset_partitions, output, output_def, io_manager_metadata, step_context, execution_type
+    ):
         if isinstance(event, AssetMaterialization) and event.partition is not None:
             key = (step_context.run_id, asset_key, str(event.partition))
             if key in _withheld:
@@ -97,6 +99,11 @@ def _output_asset_events(asset_key, asset_partitions, output, output_def, io_man
 
 def install() -> bool:
     """Wrap Dagster's event builder if Dagster is the checked version; True when installed."""
-    return patch(execute_step, "_get_output_asset_events", _output_asset_events, __name__,
-                 "range runs keep Dagster's per-step provenance tags",
-                 {_dagster_output_asset_events: CHECKED_SOURCE_SHA256})
+    return patch(
+        execute_step,
+        "_get_output_asset_events",
+        _output_asset_events,
+        __name__,
+        "range runs keep Dagster's per-step provenance tags",
+        {_dagster_output_asset_events: CHECKED_SOURCE_SHA256},
+    )

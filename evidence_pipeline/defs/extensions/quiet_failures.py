@@ -31,14 +31,20 @@ def _step_failure_event(step_context, exc_info, user_failure_data=None, error_so
         error = SerializableErrorInfo(message=f"{failure.description}\n", stack=[], cls_name=type(failure).__name__)
         return DagsterEvent.step_failure_event(
             step_context=step_context,
-            step_failure_data=objects.StepFailureData(error=error, user_failure_data=user_failure_data,
-                                                      error_source=error_source),
+            step_failure_data=objects.StepFailureData(
+                error=error, user_failure_data=user_failure_data, error_source=error_source
+            ),
         )
     return _dagster_step_failure_event(step_context, exc_info, user_failure_data, error_source)
 
 
 def install() -> bool:
     """Wrap the step failure event builder if Dagster is the checked version; True when installed."""
-    return patch(execute_plan, "step_failure_event_from_exc_info", _step_failure_event,
-                 __name__, "foreseeable step failures keep Dagster's stack traces",
-                 {objects.step_failure_event_from_exc_info: CHECKED_SOURCE_SHA256})
+    return patch(
+        execute_plan,
+        "step_failure_event_from_exc_info",
+        _step_failure_event,
+        __name__,
+        "foreseeable step failures keep Dagster's stack traces",
+        {objects.step_failure_event_from_exc_info: CHECKED_SOURCE_SHA256},
+    )

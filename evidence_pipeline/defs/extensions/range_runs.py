@@ -55,6 +55,11 @@ def add_asset_metadata(self: StepExecutionContext, metadata, asset_key=None, par
 
 def install() -> bool:
     """Patch StepExecutionContext.add_asset_metadata if Dagster is the checked version; True when patched."""
-    return patch(StepExecutionContext, "add_asset_metadata", add_asset_metadata, __name__,
-                 "not patching add_asset_metadata (range runs stay O(range²))",
-                 {_dagster_add_asset_metadata: CHECKED_SOURCE_SHA256})
+    return patch(
+        StepExecutionContext,
+        "add_asset_metadata",
+        add_asset_metadata,
+        __name__,
+        "not patching add_asset_metadata (range runs stay O(range²))",
+        {_dagster_add_asset_metadata: CHECKED_SOURCE_SHA256},
+    )

@@ -39,9 +39,14 @@ def start_run(self: DagsterApiServer, request, context):
 
 def install() -> bool:
     """Patch StartRun if Dagster is the checked version; True when patched."""
-    if not patch(DagsterApiServer, "StartRun", start_run, __name__,
-                 "each run process imports Dagster and the code location again",
-                 {_dagster_start_run: CHECKED_SOURCE_SHA256}):
+    if not patch(
+        DagsterApiServer,
+        "StartRun",
+        start_run,
+        __name__,
+        "each run process imports Dagster and the code location again",
+        {_dagster_start_run: CHECKED_SOURCE_SHA256},
+    ):
         return False
     FORK_SERVER.set_forkserver_preload([CODE_LOCATION_MODULE])
     return True

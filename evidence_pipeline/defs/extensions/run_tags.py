@@ -21,12 +21,15 @@ def remove_run_tags(instance: dagster.DagsterInstance, run: DagsterRun, keys: li
     """``run`` stored without the tags ``keys``, before it is queued (so nothing else writes it meanwhile)."""
     storage = instance.run_storage
     if not isinstance(storage, SqlRunStorage) or not still_checked(
-            __name__, "not removing contradicting partition tags; such runs fail RUN_PARTITIONS_MISMATCH",
-            {SqlRunStorage.add_run_tags: CHECKED_ADD_RUN_TAGS_SHA256}):
+        __name__,
+        "not removing contradicting partition tags; such runs fail RUN_PARTITIONS_MISMATCH",
+        {SqlRunStorage.add_run_tags: CHECKED_ADD_RUN_TAGS_SHA256},
+    ):
         return run
     stripped = run.with_tags({key: value for key, value in run.tags.items() if key not in keys})
     with storage.connect() as conn:
-        conn.execute(RunsTable.update().where(RunsTable.c.run_id == run.run_id)
-                     .values(run_body=serialize_value(stripped)))
+        conn.execute(
+            RunsTable.update().where(RunsTable.c.run_id == run.run_id).values(run_body=serialize_value(stripped))
+        )
         conn.execute(RunTagsTable.delete().where(RunTagsTable.c.run_id == run.run_id, RunTagsTable.c.key.in_(keys)))
     return instance.get_run_by_id(run.run_id)

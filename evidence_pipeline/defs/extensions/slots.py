@@ -76,10 +76,13 @@ def free_dead_holders(instance: DagsterInstance, pools: tuple[str, ...], own_run
         if run is None or not _owner_gone(run.tags):
             continue
         if not run.is_finished:
-            instance.report_run_failed(run, message=(
-                f"RUN_WORKER_LOST: process {run.tags[PID_TAG]} that executed this run is gone; its pool slots were "
-                "freed by a later evidence command"
-            ))
+            instance.report_run_failed(
+                run,
+                message=(
+                    f"RUN_WORKER_LOST: process {run.tags[PID_TAG]} that executed this run is gone; its pool slots were "
+                    "freed by a later evidence command"
+                ),
+            )
         storage.free_concurrency_slots_for_run(run_id)
         freed.append(run_id)
     return freed
@@ -108,8 +111,14 @@ class SlotWatch:
     """Watches one in-process run executing in the main thread (see the module docstring). ``stopped`` is the
     reason the watch ended the run, or None."""
 
-    def __init__(self, instance: DagsterInstance, run_id: str, pools: tuple[str, ...], wait_seconds: float,
-                 say: Callable[[str], None]):
+    def __init__(
+        self,
+        instance: DagsterInstance,
+        run_id: str,
+        pools: tuple[str, ...],
+        wait_seconds: float,
+        say: Callable[[str], None],
+    ):
         self.instance, self.run_id, self.pools, self.wait_seconds, self.say = instance, run_id, pools, wait_seconds, say
         self.stopped: EvidenceError | None = None
         self._done = threading.Event()

@@ -42,22 +42,25 @@ from evidence_pipeline.defs.extensions.guard import still_checked
 # Run shards whose engine stays open: the index shard and the runs this process is writing or reading.
 OPEN_SHARDS = 8
 # Asset events that SqliteEventLogStorage.store_event stores in the run's shard and the index and nothing else.
-_STORED_TOGETHER = frozenset({DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.ASSET_OBSERVATION,
-                              DagsterEventType.ASSET_MATERIALIZATION_PLANNED})
+_STORED_TOGETHER = frozenset(
+    {
+        DagsterEventType.ASSET_MATERIALIZATION,
+        DagsterEventType.ASSET_OBSERVATION,
+        DagsterEventType.ASSET_MATERIALIZATION_PLANNED,
+    }
+)
 # The Dagster methods whose internals (attributes, locks, transactions) the classes below rely on, as checked.
 CHECKED_SOURCES = {
     SqliteEventLogStorage._connect: "b8435f2665689760a1e1d98e17b78ceef5a48256dc11b562a20c840abc37d170",
     SqliteEventLogStorage.__init__: "264c15baa761a7bb4fd59f529de849ffd483fa20494c0898448891460b47ea60",
     PostgresEventLogStorage.__init__: "647dff00b58c122294a362d38fed84b5064aa0f4520a64e6febb167120f2b5b2",
     PostgresRunStorage.__init__: "c20e1fcd1ee52b39579bdab98f9fefa3a94acda1abf015bce303d82c78c3072a",
-    SqlEventLogStorage.initialize_concurrency_limit_to_default:
-        "6d44fe17c895aa2967a08ba788d0ba6b35d7c2488e31dbab20dbcfcb2d2c0d7d",
+    SqlEventLogStorage.initialize_concurrency_limit_to_default: "6d44fe17c895aa2967a08ba788d0ba6b35d7c2488e31dbab20dbcfcb2d2c0d7d",  # noqa: E501 (a pinned digest)
     # What store_event_batch stores together, and how the asset key table's columns are probed.
     SqliteEventLogStorage.store_event: "f89aed40602438b9bbbc885d4dca38ef3fcf6f067db70fca22dd40eca8a6e03c",
     SqlEventLogStorage._store_asset_event: "fdb9340b9eef1c9bdbf159bcc9aaa334a029167764bc74d9cfd57c0a7d7a36af",
     SqlEventLogStorage._get_asset_entry_values: "bb3b9df2c6c371fea1c6537e35a65d8836d4e16c5094c79df357c11d57bae1c3",
-    SqlEventLogStorage._has_asset_key_col_on_connection:
-        "981049dfa81d2e475f18e9135151c284f87bea9d4e48067125081619c5e232c4",
+    SqlEventLogStorage._has_asset_key_col_on_connection: "981049dfa81d2e475f18e9135151c284f87bea9d4e48067125081619c5e232c4",  # noqa: E501 (a pinned digest)
 }
 
 
@@ -112,8 +115,11 @@ class _RememberedTables:
         return self._remembered("_tables_seen", table_name, functools.partial(super().has_table, table_name))
 
     def _has_asset_key_col_on_connection(self, conn: sa.Connection, column_name: str) -> bool:
-        return self._remembered("_asset_key_columns_seen", column_name,
-                                functools.partial(super()._has_asset_key_col_on_connection, conn, column_name))
+        return self._remembered(
+            "_asset_key_columns_seen",
+            column_name,
+            functools.partial(super()._has_asset_key_col_on_connection, conn, column_name),
+        )
 
 
 class PooledSqliteEventLogStorage(_RememberedTables, SqliteEventLogStorage):
@@ -205,8 +211,9 @@ class PooledSqliteEventLogStorage(_RememberedTables, SqliteEventLogStorage):
         with self.run_connection(events[0].run_id) as conn:
             conn.execute(SqlEventLogStorageTable.insert(), rows)
         with self.index_transaction() as conn:
-            event_ids = [conn.execute(SqlEventLogStorageTable.insert().values(**row)).inserted_primary_key[0]
-                         for row in rows]
+            event_ids = [
+                conn.execute(SqlEventLogStorageTable.insert().values(**row)).inserted_primary_key[0] for row in rows
+            ]
             self._store_asset_event_tags(conn, events, event_ids)
             last = {(event.dagster_event.asset_key, event.dagster_event_type): i for i, event in enumerate(events)}
             for i in sorted(last.values()):
@@ -246,7 +253,9 @@ class _PooledPostgres:
     def from_config_value(cls, inst_data, config_value):
         token_provider = get_token_provider_from_config(config_value)
         storage = cls(
-            inst_data=inst_data, postgres_url=pg_url_from_config(config_value), token_provider=token_provider,
+            inst_data=inst_data,
+            postgres_url=pg_url_from_config(config_value),
+            token_provider=token_provider,
             should_autocreate_tables=config_value.get("should_autocreate_tables", True),
         )
         if checked():
@@ -272,8 +281,13 @@ class PooledPostgresEventLogStorage(_RememberedTables, _PooledPostgres, Postgres
         default_limit = self._instance.global_op_concurrency_default_limit
         limits = ConcurrencyLimitsTable.c
         with self.index_transaction() as conn:
-            conn.execute(ConcurrencyLimitsTable.update().values(limit=default_limit).where(
-                limits.concurrency_key == concurrency_key, limits.using_default_limit, limits.limit != default_limit))
+            conn.execute(
+                ConcurrencyLimitsTable.update()
+                .values(limit=default_limit)
+                .where(
+                    limits.concurrency_key == concurrency_key, limits.using_default_limit, limits.limit != default_limit
+                )
+            )
             self._allocate_concurrency_slots(conn, concurrency_key, default_limit)
         return True
 

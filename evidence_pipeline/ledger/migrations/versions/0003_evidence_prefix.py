@@ -44,18 +44,21 @@ def _renamed(name: str, old: str, new: str) -> str | None:
     """`audit_events_pkey` -> `evidence_audit_events_pkey`, `ix_jobs_state` -> `ix_evidence_jobs_state`."""
     for prefix in ("", "ix_"):
         if name.startswith(prefix + old + "_"):
-            return prefix + new + name[len(prefix + old):]
+            return prefix + new + name[len(prefix + old) :]
     return None
 
 
 def _rename_postgres_relations(bind: sa.Connection, old: str, new: str) -> None:
     """Indexes (renaming a constraint's index renames the constraint), owned sequences, and foreign keys."""
-    relations = bind.execute(sa.text(
-        "SELECT c.relname, c.relkind FROM pg_class c WHERE c.oid IN ("
-        " SELECT indexrelid FROM pg_index WHERE indrelid = CAST(:table AS regclass)"
-        " UNION SELECT objid FROM pg_depend WHERE refobjid = CAST(:table AS regclass) AND deptype = 'a'"
-        "  AND classid = 'pg_class'::regclass)"
-    ), {"table": new}).all()
+    relations = bind.execute(
+        sa.text(
+            "SELECT c.relname, c.relkind FROM pg_class c WHERE c.oid IN ("
+            " SELECT indexrelid FROM pg_index WHERE indrelid = CAST(:table AS regclass)"
+            " UNION SELECT objid FROM pg_depend WHERE refobjid = CAST(:table AS regclass) AND deptype = 'a'"
+            "  AND classid = 'pg_class'::regclass)"
+        ),
+        {"table": new},
+    ).all()
     for name, kind in relations:
         if (renamed := _renamed(name, old, new)) is not None:
             op.execute(f'ALTER {"SEQUENCE" if kind == "S" else "INDEX"} "{name}" RENAME TO "{renamed}"')

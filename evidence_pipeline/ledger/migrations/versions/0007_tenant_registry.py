@@ -18,8 +18,9 @@ def upgrade() -> None:
     op.create_table(
         "evidence_tenants",
         sa.Column("tenant", sa.String(63), primary_key=True),
-        sa.Column("registered_seq", sa.Integer, sa.ForeignKey("evidence_audit_events.seq"), nullable=False,
-                  unique=True),
+        sa.Column(
+            "registered_seq", sa.Integer, sa.ForeignKey("evidence_audit_events.seq"), nullable=False, unique=True
+        ),
         sa.Column("registered_at", sa.Float, nullable=False),
         sa.Column("offboarded_seq", sa.Integer, sa.ForeignKey("evidence_audit_events.seq"), unique=True),
     )

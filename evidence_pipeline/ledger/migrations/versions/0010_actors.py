@@ -26,8 +26,13 @@ from evidence_pipeline.ledger import append_only
 revision = "0010"
 down_revision = "0009"
 
-TABLES = ("evidence_actors", "evidence_actor_keys", "evidence_actor_key_revocations", "evidence_actor_roles",
-          "evidence_action_nonces")
+TABLES = (
+    "evidence_actors",
+    "evidence_actor_keys",
+    "evidence_actor_key_revocations",
+    "evidence_actor_roles",
+    "evidence_action_nonces",
+)
 _EVENT = "evidence_audit_events.seq"
 
 

@@ -22,8 +22,10 @@ def upgrade() -> None:
         sa.Column("tenant", sa.String(63), primary_key=True),
         sa.Column("stored_bytes", sa.BigInteger, nullable=False),
     )
-    op.execute("INSERT INTO evidence_tenant_storage (tenant, stored_bytes) "
-               "SELECT tenant, SUM(size) FROM evidence_documents GROUP BY tenant")
+    op.execute(
+        "INSERT INTO evidence_tenant_storage (tenant, stored_bytes) "
+        "SELECT tenant, SUM(size) FROM evidence_documents GROUP BY tenant"
+    )
 
 
 def downgrade() -> None:
