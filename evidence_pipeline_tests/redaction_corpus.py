@@ -776,9 +776,10 @@ def _vera_glyphs() -> tuple[dict[str, int], dict[str, float]]:
     )
 
 
-def _cid_font(pdf, to_unicode: bool) -> pikepdf.Object:
+def _cid_font(pdf, to_unicode: bool | str) -> pikepdf.Object:
     """Vera embedded whole as a CID font (Type0, Identity-H, codes are glyph ids), with or without a ToUnicode
-    map: without one, no text layer says what the codes spell."""
+    map (``to_unicode`` a character: one that maps every glyph to it): without one, no text layer says what the codes
+    spell."""
     glyphs, widths = _vera_glyphs()
     descriptor = pikepdf.Dictionary(
         Type=pikepdf.Name.FontDescriptor,
@@ -811,7 +812,8 @@ def _cid_font(pdf, to_unicode: bool) -> pikepdf.Object:
         DescendantFonts=[pdf.make_indirect(descendant)],
     )
     if to_unicode:
-        pairs = b"".join(b"<%04X> <%04X>\n" % (glyphs[char], ord(char)) for char in _CIPHER_CHARS)
+        spelled = {char: to_unicode if isinstance(to_unicode, str) else char for char in _CIPHER_CHARS}
+        pairs = b"".join(b"<%04X> <%04X>\n" % (glyphs[char], ord(spelled[char])) for char in _CIPHER_CHARS)
         font.ToUnicode = pdf.make_stream(
             b"/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /V def\n"
             b"1 begincodespacerange <0000> <FFFF> endcodespacerange\n%d beginbfchar\n"
@@ -864,7 +866,7 @@ def _silent_text(
     after: bytes = b"",
     at: bytes = b"72 600 Td",
     size: int = 16,
-    to_unicode: bool = False,
+    to_unicode: bool | str = False,
 ):
     """SHOWN in the CID font without a ToUnicode map (unless ``to_unicode``), between ``before`` and ``after``."""
 
@@ -1060,11 +1062,17 @@ DRAWN.update(
             SSN,
             (0,),
         ),
+        "small_white_text_on_a_black_area": (  # no cell of its ink is more than one from solid black
+            _silent_text(before=b"0 g 60 560 320 80 re f ", text_state=b"1 g", size=6),
+            SSN,
+            (0,),
+        ),
         "white_text_on_a_tight_dark_blue_panel": (
             _silent_text(before=b"0 0 0.45 rg 66 596 180 18 re f ", text_state=b"1 g"),
             SSN,
             (0,),
         ),
+        "cid_font_whose_tounicode_maps_every_glyph_to_a_space": (_silent_text(to_unicode=" "), SSN, (0,)),
         "text_turned_30_degrees_by_its_matrix": (
             _silent_text(at=b"%.4f %.4f %.4f %.4f 120 500 Tm" % (_COS30, _SIN30, -_SIN30, _COS30)),
             SSN,
@@ -1072,6 +1080,10 @@ DRAWN.update(
         ),
     }
 )
+
+
+# glyphs four times taller than wide, in the CID font without a ToUnicode map (the engine reads no word of it as drawn)
+condensed_text = _silent_text(at=b"1 0 0 4 72 560 Tm", size=12)
 
 
 def _helvetica_value(pdf, page):

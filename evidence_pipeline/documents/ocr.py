@@ -178,7 +178,7 @@ class Shown:
     bands: int  # bands of the page read (none: every glyph the page shows is its text layer's)
 
 
-def shown_pages(data: bytes) -> Iterator[tuple[int, Shown]]:
+def shown_pages(data: bytes, painted: dict[int, list] | None = None) -> Iterator[tuple[int, Shown]]:
     """(index, Shown) of each page: the ink its verified text layer does not explain, read as a reader reads it.
 
     The page is rendered by pdfium at INK_DPI, annotations and form appearances drawn, with the text of trusted
@@ -187,7 +187,9 @@ def shown_pages(data: bytes) -> Iterator[tuple[int, Shown]]:
     a group that cannot hold a glyph at its drawn size (under MIN_GLYPH at PAGE_DPI on a side: a rule line) is
     skipped; every other group is read by OCR (``read_page``: any angle) in a band across the page from _MARGIN
     above it to _MARGIN below, rendered at PAGE_DPI with everything drawn, so a value split between the text
-    layer and ink beside it, or wrapped onto the next line, is read whole. One page in memory at a time."""
+    layer and ink beside it, or wrapped onto the next line, is read whole. The boxes the first pass painted black
+    (``painted``: page index -> boxes in the rendering's pixels at PAGE_DPI, as it recorded them) are the only dark
+    areas not read: never a dark area the page itself draws. One page in memory at a time."""
     trusted = trusted_fonts(data)
     with PDFIUM_LOCK:
         document = pypdfium2.PdfDocument(data)
@@ -196,14 +198,14 @@ def shown_pages(data: bytes) -> Iterator[tuple[int, Shown]]:
             for index in range(len(document)):
                 page = document[index]
                 try:
-                    yield index, _shown(page, trusted)
+                    yield index, _shown(page, trusted, (painted or {}).get(index, ()))
                 finally:
                     page.close()
         finally:
             document.close()
 
 
-def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes]) -> Shown:
+def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes], painted) -> Shown:
     width, height = page.get_size()  # as shown: turned as the page's /Rotate says
     size = (round(width * PAGE_DPI / 72), round(height * PAGE_DPI / 72))
     hidden, fonts = [], {}  # (object, its rendering mode); font handle -> trusted
@@ -225,7 +227,7 @@ def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes]) -> Shown:
     ink = _render(page, INK_DPI)
     for obj, mode in hidden:
         pdfium_c.FPDFTextObj_SetTextRenderMode(obj.raw, mode)
-    bands = _bands(ink, size[1])
+    bands = _bands(ink, size[1], painted)
     if bands:  # each band widened to the blank rows around it: no line of text is read cut in half
         blank = ~(numpy.asarray(_render(page, INK_DPI)) < INK).any(axis=1)
         bands = _merged([_widened(band, blank, size[1]) for band in bands])
@@ -256,32 +258,23 @@ def _render(page: pypdfium2.PdfPage, dpi: int) -> Image.Image:
         bitmap.close()
 
 
-def _bands(gray: Image.Image, height: int) -> list[tuple[int, int]]:
+def _bands(gray: Image.Image, height: int, painted=()) -> list[tuple[int, int]]:
     """(top, bottom) rows at PAGE_DPI of the bands to read: around each group of ink in ``gray`` (at INK_DPI)
-    that is MIN_GLYPH or more on both sides at PAGE_DPI, _MARGIN above and below; overlapping bands merged. A
-    solid dark area (a black box: 2 x 2 cells dark throughout, _SOLID pixels at PAGE_DPI) and the cells around it
-    are no ink to read (``_cleared`` whitens the same before a reading)."""
+    that is MIN_GLYPH or more on both sides at PAGE_DPI, _MARGIN above and below; overlapping bands merged. Only
+    the boxes the first pass painted black (``painted``, in pixels at PAGE_DPI) are no ink to read, and only their
+    dark pixels: light ink drawn on one still is (``_unpainted``); a dark area the document draws is read like any
+    other ink (it may hold light text, or sit against text a reader reads)."""
     pixels = numpy.asarray(gray)
-    if pixels.min() >= INK:
+    ink = _unpainted(pixels < INK, pixels, painted)
+    if not ink.any():
         return []
     scale = PAGE_DPI / INK_DPI
-    rows, columns = -(-pixels.shape[0] // _GROUP), -(-pixels.shape[1] // _GROUP)
-    pixels = numpy.pad(
-        pixels, ((0, rows * _GROUP - pixels.shape[0]), (0, columns * _GROUP - pixels.shape[1])), constant_values=255
-    )
-    cells, dark = _per_cell(pixels, numpy.minimum) < INK, _per_cell(pixels, numpy.maximum) < 64
-    corner = dark[:-1, :-1] & dark[1:, :-1] & dark[:-1, 1:] & dark[1:, 1:]  # 2 x 2 dark cells: _SOLID pixels
-    solid = numpy.zeros_like(dark)
-    for down in (0, 1):
-        for right in (0, 1):
-            solid[down : rows - 1 + down, right : columns - 1 + right] |= corner
-    solid = _grown(solid, 1)  # and the cells its edge runs through
-    cells &= ~solid
+    rows, columns = -(-ink.shape[0] // _GROUP), -(-ink.shape[1] // _GROUP)
+    ink = numpy.pad(ink, ((0, rows * _GROUP - ink.shape[0]), (0, columns * _GROUP - ink.shape[1])))
+    cells = _per_cell(ink, numpy.maximum)
     bands = []
     for top, left, bottom, right in _components(_grown(cells, 1)):
-        area = (slice(top * _GROUP, (bottom + 1) * _GROUP), slice(left * _GROUP, (right + 1) * _GROUP))
-        kept = numpy.repeat(numpy.repeat(~solid[top : bottom + 1, left : right + 1], _GROUP, axis=0), _GROUP, axis=1)
-        group = (pixels[area] < INK) & kept
+        group = ink[top * _GROUP : (bottom + 1) * _GROUP, left * _GROUP : (right + 1) * _GROUP]
         inked_rows, inked_columns = numpy.flatnonzero(group.any(axis=1)), numpy.flatnonzero(group.any(axis=0))
         if (
             not len(inked_rows)
@@ -292,6 +285,28 @@ def _bands(gray: Image.Image, height: int) -> list[tuple[int, int]]:
         first, last = top * _GROUP + inked_rows[0], top * _GROUP + inked_rows[-1] + 1
         bands.append((max(0, math.floor(first * scale) - _MARGIN), min(height, math.ceil(last * scale) + _MARGIN)))
     return _merged(bands)
+
+
+def _unpainted(ink: numpy.ndarray, pixels: numpy.ndarray, painted) -> numpy.ndarray:
+    """The ink less each painted box (a box at PAGE_DPI, here at INK_DPI) and the pixel around it (its
+    anti-aliased edge); inside it, a pixel lighter than the box (under 64) is ink: drawn on it after it."""
+    ink = ink.copy()
+    scale = INK_DPI / PAGE_DPI
+    inside = []
+    for left, top, right, bottom in painted:
+        ink[
+            max(0, math.floor(top * scale) - 1) : math.ceil(bottom * scale) + 1,
+            max(0, math.floor(left * scale) - 1) : math.ceil(right * scale) + 1,
+        ] = False
+        inside.append(
+            (
+                slice(math.ceil(top * scale) + 1, math.floor(bottom * scale) - 1),
+                slice(math.ceil(left * scale) + 1, math.floor(right * scale) - 1),
+            )
+        )
+    for area in inside:  # after every box is taken out: boxes may overlap
+        ink[area] |= pixels[area] >= 64
+    return ink
 
 
 def _per_cell(pixels: numpy.ndarray, pick) -> numpy.ndarray:
@@ -446,7 +461,9 @@ def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
     is read again, in the same sheets: at the other angles its lines may run at (``_skews``: a short word's glyphs
     stand in columns that compete with its line) and, at the angle that read it best, squeezed or stretched along
     its lines (_SQUEEZES: text drawn stretched by its matrix or Tz, which the engine doubts, read at a reader's
-    proportions)."""
+    proportions); and at each angle, both ways, scaled along its lines to the proportions of its strokes
+    (``_proportion``: stretched or condensed by any factor). A region where nothing was read with confidence is
+    read again so too: ink the engine reads as no word at all is not legible by default."""
     residue = gray.copy()
     draw = ImageDraw.Draw(residue)
     for word in page:
@@ -464,22 +481,44 @@ def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
         base,
     )
     words = [word for piece in read for word in piece]
-    trusted = [word.box for word in page + words if word.confidence >= CONFIDENT]
+    trusted = _trusted(page + words)
     again = []
     for index, ((region, crop), skews) in enumerate(zip(found, angles)):
         upright, upside_down = read[2 * index], read[2 * index + 1]
-        if not any(
-            _doubted(word) and _overlap(word.box, region) and not any(_overlap(word.box, box) for box in trusted)
-            for word in page + upright + upside_down
+        inside = [word for word in page + upright + upside_down if _overlap(word.box, region)]
+        if any(word.confidence >= CONFIDENT for word in inside) and not any(
+            _doubted(word) and not _explained(word, trusted) for word in inside
         ):
-            continue
+            continue  # read with confidence (ink of which nothing was read with confidence is read again)
         best = skews[0] + 180 if _score(upside_down) > _score(upright) else skews[0]
         again += [_piece(region, crop, best, squeeze) for squeeze in _SQUEEZES]
         again += [_piece(region, crop, turn) for angle in skews[1:] for turn in (angle, angle + 180)]
+        for angle in skews:  # at each angle, both ways: the turn that read best may be the wrong one
+            scale = _proportion(crop, angle)
+            again += [_piece(region, crop, turn, scale) for turn in (angle, angle + 180) if scale != 1]
     if again:
         read, _ = _pieces_read(again, base)
         words += [word for piece in read for word in piece]
     return words
+
+
+def _proportion(crop: Image.Image, turn: float) -> float:
+    """The scale along its lines that gives the region turned ``turn`` a reader's proportions: its strokes' runs
+    of ink as long along its lines as across them (text drawn stretched or condensed by its matrix or Tz, at any
+    factor, which the engine reads as nothing or doubts); 1 when they are within half again of each other."""
+    turned = crop.rotate(turn, expand=True, fillcolor=255)
+    ink = numpy.asarray(turned) < 128
+    along, across = _median_run(ink), _median_run(ink.T)
+    if not along or not across or 2 / 3 <= along / across <= 3 / 2:
+        return 1.0
+    return min(across / along, (_SHEET - 2 * _GAP) / turned.width)  # a sheet's width at most
+
+
+def _median_run(ink: numpy.ndarray) -> float:
+    """The median length of the runs of ink along the rows of ``ink``."""
+    steps = numpy.diff(numpy.pad(ink, ((0, 0), (1, 1))).astype(numpy.int8), axis=1)
+    starts, ends = numpy.nonzero(steps == 1)[1], numpy.nonzero(steps == -1)[1]
+    return float(numpy.median(ends - starts)) if len(starts) else 0.0
 
 
 def _piece(region: tuple[int, int, int, int], crop: Image.Image, turn: float, squeeze: float = 1.0) -> tuple:
@@ -692,12 +731,25 @@ def _legible(words: list[Word], shown: Image.Image, explained=(), known: int = 0
     """A word that looks like text but is doubted may be a value misread: more than one in ten is not legible. A
     box of solid ink in ``shown`` (a redaction's black box, which the engine reads as a word) is no text, and a
     doubted word where an ``explained`` word was read with confidence (text at an angle, read at it) is read."""
-    trusted = [word.box for word in explained if word.confidence >= CONFIDENT]
-    doubted = sum(
-        _doubted(word) and not _solid(word, shown) and not any(_overlap(word.box, box) for box in trusted)
-        for word in words
-    )
+    trusted = _trusted(explained)
+    doubted = sum(_doubted(word) and not _solid(word, shown) and not _explained(word, trusted) for word in words)
     return doubted <= (len(words) + known) // 10
+
+
+def _trusted(words) -> list[tuple[int, int, int, int]]:
+    """The boxes of the words read with confidence that look like text (two letters or digits, as ``_doubted``)."""
+    return [word.box for word in words if word.confidence >= CONFIDENT and sum(c.isalnum() for c in word.text) >= 2]
+
+
+def _explained(word: Word, trusted: list) -> bool:
+    """Whether words read with confidence (``_trusted``) cover at least half of a doubted word's box: a stray
+    mark read with confidence across or beside it (a '>', an 'S', a word of another reading) explains nothing."""
+    left, top, right, bottom = word.box
+    covered = numpy.zeros((max(1, bottom - top), max(1, right - left)), dtype=bool)
+    for box in trusted:
+        if _overlap(word.box, box):
+            covered[max(0, box[1] - top) : box[3] - top, max(0, box[0] - left) : box[2] - left] = True
+    return covered.mean() >= 0.5
 
 
 def _doubted(word: Word) -> bool:

@@ -183,8 +183,10 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
         if remove:
             _remove_elsewhere(pdf, rules, search, occurrences, finding, painted)
         _draw_marks(pdf, finding)
+        frames = [_Frame.of(page) for page in pdf.pages]
         written = _saved(pdf)
-    burned = _shown(written, rules, finding) if remove else {}  # the marking-only double burns nothing
+    # the marking-only double burns nothing
+    burned = _shown(written, rules, finding, _painted(frames, finding.marks, {})) if remove else {}
     if burned:
         with readable(), pikepdf.open(io.BytesIO(written)) as pdf:
             _burn(pdf, written, burned, Search(rules, sorted(finding.values)), finding)
@@ -209,7 +211,12 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
     return ProcessorResult(
         {derivative: written, REPORT: canonical_json(report | summary) + b"\n"},
         summary,
-        {"derivative": derivative, "values": sorted(finding.values), "rules": rules},
+        {
+            "derivative": derivative,
+            "values": sorted(finding.values),
+            "rules": rules,
+            "painted": _painted(frames, finding.marks, burned),
+        },
     )
 
 
@@ -658,12 +665,25 @@ def _encode(image: pikepdf.Stream, pixels: Image.Image, jpeg: bool = False) -> N
 # -- the rendered page -------------------------------------------------------------------------------------------
 
 
-def _shown(data: bytes, rules: Rules, finding: Finding) -> dict[int, list[tuple[int, int, int, int]]]:
+def _painted(frames: list, marks: dict[int, list], burned: dict[int, list]) -> dict[int, list]:
+    """The boxes this pass painted black on each page, in its rendering's pixels (ocr.shown_pages excuses their
+    dark pixels, and no other dark area, in both passes): the regions burned in, and the marks where the page's
+    rendering can be placed (elsewhere a mark's box is read as any ink is)."""
+    painted = {index: list(boxes) for index, boxes in burned.items()}
+    for index, boxes in marks.items():
+        frame = frames[index]
+        if frame is not None:
+            placed = (frame.pixels(box, frame.size()) for box in boxes)
+            painted.setdefault(index, []).extend(box for box in placed if box is not None)
+    return painted
+
+
+def _shown(data: bytes, rules: Rules, finding: Finding, painted: dict[int, list]) -> dict[int, list]:
     """What the object-level pass left visible: each page of its output rendered and read whole by OCR (ocr.py);
     every rule's match and every found value in what it reads becomes a region to burn in, in the rendering's
     pixels, by page index. A page OCR cannot read with confidence, unless a region rule covers it, is refused."""
     regions = {}
-    for index, shown in ocr.shown_pages(data):
+    for index, shown in ocr.shown_pages(data, painted):
         reading = shown.reading
         finding.pages_read += shown.bands > 0
         if not reading.legible and index + 1 not in rules.regions:
@@ -747,12 +767,17 @@ class _Frame:
         box = (max(crop[0], media[0]), max(crop[1], media[1]), min(crop[2], media[2]), min(crop[3], media[3]))
         return cls(box, turn) if box[0] < box[2] and box[1] < box[3] else None
 
-    def fits(self, image: Image.Image) -> bool:
-        """Whether ``image`` is this frame's rendering (pdfium agreed on the page's size and turn)."""
+    def size(self) -> tuple[int, int]:
+        """The rendering's size in pixels."""
         width, height = self.box[2] - self.box[0], self.box[3] - self.box[1]
         width, height = (height, width) if self.turn in (90, 270) else (width, height)
         scale = ocr.PAGE_DPI / 72
-        return abs(image.width - width * scale) <= 2 and abs(image.height - height * scale) <= 2
+        return round(width * scale), round(height * scale)
+
+    def fits(self, image: Image.Image) -> bool:
+        """Whether ``image`` is this frame's rendering (pdfium agreed on the page's size and turn)."""
+        width, height = self.size()
+        return abs(image.width - width) <= 2 and abs(image.height - height) <= 2
 
     def _point(self, px: float, py: float) -> tuple[float, float]:
         (x0, y0, x1, y1), s = self.box, ocr.PAGE_DPI / 72

@@ -58,7 +58,7 @@ def verify_derivative(written: dict[str, BinaryIO], result: ProcessorResult) -> 
     texts = {"pypdf": _pypdf_text(data), "pdfium": pdfium_text(data), **_pdfium_orders(data)}
     for extractor, pages in texts.items():
         found[f"{extractor}_text"] = sum(search.holds(page) for page in pages)
-    found["rendered_page"] = _rendered_holding(data, search, secret["rules"])
+    found["rendered_page"] = _rendered_holding(data, search, secret["rules"], secret["painted"])
     scanned = _scan_objects(data, search, found)
     if +found:
         raise EvidenceError(
@@ -76,11 +76,13 @@ def verify_derivative(written: dict[str, BinaryIO], result: ProcessorResult) -> 
     }
 
 
-def _rendered_holding(data: bytes, search: Search, rules: Rules) -> int:
+def _rendered_holding(data: bytes, search: Search, rules: Rules, painted: dict[int, list]) -> int:
     """Pages whose rendering, read by OCR, holds a value or a rule's match in any of its views; a page OCR cannot
-    read with confidence, unless a region rule covers it, is refused, as the first pass refuses it."""
+    read with confidence, unless a region rule covers it, is refused, as the first pass refuses it. Only the boxes
+    the first pass recorded painting black are excused as dark areas, never dark pixels as such (a document's own
+    dark panel may hold a value)."""
     holding = 0
-    for index, shown in ocr.shown_pages(data):
+    for index, shown in ocr.shown_pages(data, painted):
         number = index + 1
         reading = shown.reading
         if not reading.legible and number not in rules.regions:
