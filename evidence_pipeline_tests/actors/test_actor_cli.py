@@ -23,7 +23,7 @@ from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.jobs import JobKey, RetryBudget
 from evidence_pipeline.models import EventType, TenantMonth
 from evidence_pipeline.synthetic.rental_applications import organization_template, program_template
-from evidence_pipeline_tests.signers import Signers, request_text, with_text
+from evidence_pipeline_tests.support.signers import Signers, request_text, with_text
 
 CANDIDATE = "lease-review/2026.2"
 JOB = JobKey("acme", "2026-10", "a" * 64, "renderer/1", "policy/1")

@@ -42,8 +42,9 @@ from evidence_pipeline.models import EventType
 from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline.signing.dsse import canonical_json, pae
 from evidence_pipeline.signing.keys import STATEMENT_KEY, load_keyring
-from evidence_pipeline_tests.conftest import SMALL, drop_append_only_guards
-from evidence_pipeline_tests.signers import request_text, signature_of, with_signature, with_text
+from evidence_pipeline_tests.support.fixture_sources import SMALL
+from evidence_pipeline_tests.support.signers import request_text, signature_of, with_signature, with_text
+from evidence_pipeline_tests.support.tampering import drop_append_only_guards
 
 MAX_AGE = 300
 

@@ -33,7 +33,7 @@ from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline.synthetic.rental_applications import organization_template, program_template
 from evidence_pipeline.webhooks.subscriptions import replay_delivery, rotate_secret, set_webhook
-from evidence_pipeline_tests.signers import Signers, signature_of, with_signature
+from evidence_pipeline_tests.support.signers import Signers, signature_of, with_signature
 
 TENANTS = ("acme-books", "baltic-crafts")
 UNREGISTERED = "cedar-lane"

@@ -24,16 +24,14 @@ from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo, Runtime
 from evidence_pipeline.signed_note import COSIGNATURE_V1, verifier
 from evidence_pipeline.witness.proof import parse_tlog_proof
-from evidence_pipeline_tests.conftest import FIXTURE_MONTHS
-from evidence_pipeline_tests.etsi_schema import indications
-from evidence_pipeline_tests.test_witness import (
-    WITNESS,
-    _cosigned_checkpoint,
-    _export,
-    _go_tlog_proof_check,
-    _resign,
-    _verify,
-)
+from evidence_pipeline_tests.support.etsi_schema import indications
+from evidence_pipeline_tests.support.fixture_sources import FIXTURE_MONTHS
+from evidence_pipeline_tests.support.witness import WITNESS
+from evidence_pipeline_tests.support.witness import cosigned_checkpoint as _cosigned_checkpoint
+from evidence_pipeline_tests.support.witness import export as _export
+from evidence_pipeline_tests.support.witness import go_tlog_proof_check as _go_tlog_proof_check
+from evidence_pipeline_tests.support.witness import resign as _resign
+from evidence_pipeline_tests.support.witness import verify as _verify
 
 
 def _download(runtime: Runtime, month, out: Path) -> Path:

@@ -14,7 +14,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 from click.testing import CliRunner
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
@@ -26,12 +25,20 @@ from evidence_pipeline.cli import main
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.monthly.pipeline import run_tenant_month
-from evidence_pipeline.runtime import RunInfo, Runtime
+from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import load_witness_key, public_key_id
-from evidence_pipeline_tests.conftest import FIXTURE_EVENTS, FIXTURE_MONTHS, SMALL, overwrite
-from evidence_pipeline_tests.docs_pages import page
-from evidence_pipeline_tests.signers import admin_key_file
+from evidence_pipeline_tests.support.docs_pages import page
+from evidence_pipeline_tests.support.fixture_sources import FIXTURE_EVENTS, FIXTURE_MONTHS, SMALL
+from evidence_pipeline_tests.support.packages import LOADED as _LOADED
+from evidence_pipeline_tests.support.packages import edit_json as _edit_json
+from evidence_pipeline_tests.support.packages import index_edited as _index_edited
+from evidence_pipeline_tests.support.packages import read_index
+from evidence_pipeline_tests.support.packages import swapped as _swapped
+from evidence_pipeline_tests.support.packages import unreachable as _unreachable
+from evidence_pipeline_tests.support.packages import writable as _writable
+from evidence_pipeline_tests.support.signers import admin_key_file
+from evidence_pipeline_tests.support.tampering import overwrite
 
 PEM = serialization.Encoding.PEM
 FIXTURES = FIXTURE_EVENTS  # the events before a test's own
@@ -87,30 +94,6 @@ def package(runtime, backend, witness, tmp_path) -> Path:
     assert "2 bundle(s) of acme-books (every month)" in result.output
     assert "checkpoints: 2, witnessed: 2" in result.output
     return out
-
-
-def _unreachable(runtime, backend: dict, tmp_path: Path) -> None:
-    """Make the ledger and the archive go away: the local home is deleted; the PostgreSQL database is dropped (the
-    S3 bucket cannot be emptied under Object Lock: the verifying process gets no S3 settings or credentials and
-    must not even import boto3)."""
-    runtime.ledger.engine.dispose()
-    if "EVIDENCE_LEDGER_URL" in backend:
-        url = sa.make_url(backend["EVIDENCE_LEDGER_URL"])
-        admin = sa.create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE "{url.database}" WITH (FORCE)'))
-        admin.dispose()
-    shutil.rmtree(backend["EVIDENCE_HOME"])
-
-
-_LOADED = """
-import json, sys
-from evidence_pipeline.cli import main
-try:
-    main(sys.argv[1:])
-except SystemExit as exit:
-    print(json.dumps({"exit": exit.code, "modules": sorted({name.split(".")[0] for name in sys.modules})}))
-"""
 
 
 def test_a_package_verifies_with_the_database_and_the_archive_gone(runtime, backend, package, witness, tmp_path):
@@ -207,53 +190,15 @@ def test_a_package_spanning_a_key_rotation_verifies_pinned_by_its_trust_root(run
     assert "KEY_REVOKED" in report["codes"]  # the bundle signed by that key fails too
 
 
-def _writable(path: Path) -> Path:
-    os.chmod(path, 0o644)
-    return path
-
-
 def _flip(path: Path, at: int) -> None:
     data = bytearray(_writable(path).read_bytes())
     data[at] ^= 0x01
     path.write_bytes(bytes(data))
 
 
-def _edit_json(path: Path, change) -> None:
-    document = json.loads(_writable(path).read_bytes())
-    change(document)
-    path.write_text(json.dumps(document, indent=2, sort_keys=True))
-
-
 def _only(package: Path, pattern: str) -> Path:
     [match] = sorted(package.glob(pattern))
     return match
-
-
-def read_index(package: Path) -> dict:
-    """The index inside package.json's signed statement."""
-    return json.loads(base64.b64decode(json.loads((package / "package.json").read_bytes())["payload"]))["predicate"]
-
-
-def _index_edited(path: Path, change, runtime: Runtime | None = None) -> None:
-    """The index changed inside its envelope, the signature kept (with ``runtime``: signed again with its statement
-    key, as the exporter would have signed it)."""
-
-    def edit(envelope):
-        statement = json.loads(base64.b64decode(envelope["payload"]))
-        change(statement["predicate"])
-        envelope["payload"] = base64.b64encode(dsse.canonical_json(statement)).decode()
-        if runtime is not None:
-            envelope.update(
-                json.loads(
-                    dsse.sign_envelope(
-                        base64.b64decode(envelope["payload"]),
-                        runtime.keyring.statement_key,
-                        runtime.keyring.statement_key_id,
-                    )
-                )
-            )
-
-    _edit_json(path, edit)
 
 
 def _first_hash_flipped(document: dict) -> None:
@@ -287,13 +232,6 @@ def _bundle_removed(package: Path) -> None:
     for file in folder.iterdir():
         _writable(file)
     shutil.rmtree(folder)
-
-
-def _swapped(one: Path, other: Path) -> None:
-    """Two files of the package trade places: each is a genuine file of the export, at the other's path."""
-    first = _writable(one).read_bytes()
-    one.write_bytes(_writable(other).read_bytes())
-    other.write_bytes(first)
 
 
 def _bundle_added(package: Path) -> None:
@@ -574,7 +512,7 @@ def test_the_witness_refuses_a_head_that_does_not_extend_the_last_checkpoint(loc
 def test_the_ledger_commands_co_sign_and_still_verify(tmp_path, witness):
     env = {"EVIDENCE_HOME": str(tmp_path / "home"), "EVIDENCE_WITNESS_KEY": str(witness[1])}
     from evidence_pipeline.runtime import runtime_for
-    from evidence_pipeline_tests.conftest import _with_fixture_sources
+    from evidence_pipeline_tests.support.fixture_sources import with_fixture_sources as _with_fixture_sources
 
     runtime = _with_fixture_sources(runtime_for(Settings.from_env(env)))
     run_tenant_month(runtime, SMALL, RunInfo("run-1"))

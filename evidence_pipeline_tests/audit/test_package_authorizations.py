@@ -23,10 +23,12 @@ from evidence_pipeline.operations.offboarding import request_offboarding
 from evidence_pipeline.runtime import RunInfo, Runtime, runtime_for
 from evidence_pipeline.signing.dsse import canonical_json
 from evidence_pipeline.synthetic.rental_applications import organization_template, program_template
-from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, LARGE, SMALL, _with_fixture_sources
-from evidence_pipeline_tests.signers import request_text, signers_of, with_text
-from evidence_pipeline_tests.test_package import _index_edited, read_index
-from evidence_pipeline_tests.test_replay_attempts import _fail
+from evidence_pipeline_tests.support.fixture_sources import FIXTURE_MONTHS, LARGE, SMALL
+from evidence_pipeline_tests.support.fixture_sources import with_fixture_sources as _with_fixture_sources
+from evidence_pipeline_tests.support.jobs import fail as _fail
+from evidence_pipeline_tests.support.packages import index_edited as _index_edited
+from evidence_pipeline_tests.support.packages import read_index
+from evidence_pipeline_tests.support.signers import request_text, signers_of, with_text
 
 TENANT, OTHER = SMALL.tenant, LARGE.tenant
 DEAD_JOB = JobKey(TENANT, "2026-08", "a" * 64, "renderer/1", "policy/1")

@@ -24,15 +24,23 @@ from evidence_pipeline.models import EventType
 from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline.synthetic import district_agreements as bundles
 from evidence_pipeline.synthetic.rental_applications import application
-from evidence_pipeline_tests import test_split_merge
-from evidence_pipeline_tests.intake_server import client, intake_environment, tokens, upload
-from evidence_pipeline_tests.test_documents_worker import dispatch
-from evidence_pipeline_tests.test_package import _LOADED, _swapped, _unreachable, _writable, read_index
-from evidence_pipeline_tests.test_part_decisions import ADDENDUM, _decide, _reviewed
-from evidence_pipeline_tests.test_redaction import approved, redact_job
-from evidence_pipeline_tests.test_split_merge import TRUSTED, _accept, _pdfs, _status
+from evidence_pipeline_tests.support import split_merge
+from evidence_pipeline_tests.support.document_jobs import dispatch
+from evidence_pipeline_tests.support.intake_server import client, intake_environment, tokens, upload
+from evidence_pipeline_tests.support.packages import LOADED as _LOADED
+from evidence_pipeline_tests.support.packages import read_index
+from evidence_pipeline_tests.support.packages import swapped as _swapped
+from evidence_pipeline_tests.support.packages import unreachable as _unreachable
+from evidence_pipeline_tests.support.packages import writable as _writable
+from evidence_pipeline_tests.support.redaction import approved, redact_job
+from evidence_pipeline_tests.support.split_merge import ADDENDUM, TRUSTED
+from evidence_pipeline_tests.support.split_merge import accept as _accept
+from evidence_pipeline_tests.support.split_merge import decide as _decide
+from evidence_pipeline_tests.support.split_merge import pdfs as _pdfs
+from evidence_pipeline_tests.support.split_merge import reviewed as _reviewed
+from evidence_pipeline_tests.support.split_merge import status as _status
 
-pki = test_split_merge.pki  # the district's signing certificate, trusted by the documents' policy
+pki = split_merge.pki  # the district's signing certificate, trusted by the documents' policy
 TENANT = "acme"
 
 

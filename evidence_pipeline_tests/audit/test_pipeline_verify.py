@@ -32,7 +32,9 @@ from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import load_keyring, public_key_id
 from evidence_pipeline.signing.pades import sign_pdf
-from evidence_pipeline_tests.conftest import FIXTURE_EVENTS, SMALL, overwrite, require_tool
+from evidence_pipeline_tests.support.fixture_sources import FIXTURE_EVENTS, SMALL
+from evidence_pipeline_tests.support.tampering import overwrite
+from evidence_pipeline_tests.support.tools import require_tool
 
 RUN = RunInfo("test-run")
 

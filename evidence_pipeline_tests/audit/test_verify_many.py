@@ -16,7 +16,8 @@ from evidence_pipeline.cli import main
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.monthly.bundle import MANIFEST, REPORT
 from evidence_pipeline.monthly.pipeline import RunInfo, run_tenant_month
-from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, SMALL, overwrite
+from evidence_pipeline_tests.support.fixture_sources import FIXTURE_MONTHS, SMALL
+from evidence_pipeline_tests.support.tampering import overwrite
 
 IDENTITY = "0" * 64
 

@@ -7,18 +7,13 @@ import pytest
 from click.testing import CliRunner
 
 from evidence_pipeline.audit.checkpoints import publish_checkpoint
-from evidence_pipeline.cli import main
 from evidence_pipeline.errors import ReasonCode, exit_code
 from evidence_pipeline.monthly.bundle import MANIFEST
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo
-from evidence_pipeline_tests.conftest import SMALL, overwrite
-
-
-def _invoke(args: list[str], env: dict[str, str]):
-    result = CliRunner().invoke(main, args, env=env)
-    assert "Traceback" not in result.output and not isinstance(result.exception, (AttributeError, KeyError))
-    return result
+from evidence_pipeline_tests.support.cli import invoke as _invoke
+from evidence_pipeline_tests.support.fixture_sources import SMALL
+from evidence_pipeline_tests.support.tampering import overwrite
 
 
 def _error(result) -> str:

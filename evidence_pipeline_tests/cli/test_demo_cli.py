@@ -26,7 +26,7 @@ from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS
 
 pytestmark = pytest.mark.slow  # whole demos in subprocesses
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TENANTS = len(DEMO_TENANTS)  # one month each: one bundle, one run
 EVIDENCE = [sys.executable, "-c", "from evidence_pipeline.cli import main; main()"]
 

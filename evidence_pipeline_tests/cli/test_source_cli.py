@@ -18,7 +18,7 @@ from evidence_pipeline.monthly import sources
 from evidence_pipeline.monthly.landing import MARKER
 from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS, demo_transactions
-from evidence_pipeline_tests.signers import Signers
+from evidence_pipeline_tests.support.signers import Signers
 
 MONTH = TenantMonth("acme-books", "2026-07")
 OTHER = TenantMonth("cobalt-cycles", "2026-07")
@@ -146,7 +146,7 @@ def test_from_dir_reads_no_link_and_no_hard_link_as_the_sensor_does(backend, tmp
 
 def test_the_documented_sample_folder_publishes_as_the_docs_say(backend, tmp_path):
     runtime, signers = _setup(backend, tmp_path)
-    samples = Path(__file__).resolve().parent.parent / "docs" / "samples"
+    samples = Path(__file__).resolve().parents[2] / "docs" / "samples"
     done = _run(backend, "--from-dir", str(samples), "--key", signers.key_file("olga"))
     assert done.exit_code == 0, done.output
     sample = TenantMonth("sample-shop", "2026-07")

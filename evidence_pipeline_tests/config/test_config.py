@@ -115,7 +115,7 @@ def _environment_reads(path: Path) -> list[str]:
 def test_every_setting_is_read_through_its_declaration():
     """A setting read from the environment by hand skips its declaration: its default, its check, its reason code
     and its line in the reference page. Only config.py's reader reads settings, and it names none by hand."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     declared = {name for field in dataclasses.fields(Settings) for name in field.metadata["env"]}
     reads = {
         (str(path.relative_to(root)), variable)

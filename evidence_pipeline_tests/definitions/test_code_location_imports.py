@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 ONLY_OTHER_PATHS = [
     "botocore.awsrequest",
     "evidence_pipeline.signing.etsi_report",

@@ -30,9 +30,9 @@ from evidence_pipeline.ledger.tokens import Tokens
 from evidence_pipeline.models import FIRST_PERIOD, first_open_period
 from evidence_pipeline.monthly.render import RENDERER_VERSION
 from evidence_pipeline.runtime import runtime_for
-from evidence_pipeline_tests.signers import signers_of
+from evidence_pipeline_tests.support.signers import signers_of
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_snapshot_of_assets_checks_jobs_schedules_sensors():

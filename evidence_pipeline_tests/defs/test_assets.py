@@ -26,9 +26,9 @@ from evidence_pipeline.monthly import pipeline, publication
 from evidence_pipeline.monthly.document_outcomes import counts, outcome
 from evidence_pipeline.monthly.validate import validate_report
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS, demo_transactions
-from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, SMALL, overwrite
-from evidence_pipeline_tests.fixture_sources import FIXTURE, publish_revision
-from evidence_pipeline_tests.signers import Signers
+from evidence_pipeline_tests.support.fixture_sources import FIXTURE, FIXTURE_MONTHS, SMALL, publish_revision
+from evidence_pipeline_tests.support.signers import Signers
+from evidence_pipeline_tests.support.tampering import overwrite
 
 ASSETS = [source_revision, monthly_report, evidence_bundle]
 ASSET_NAMES = [a.key.to_user_string() for a in ASSETS]
@@ -631,7 +631,7 @@ def test_the_quiet_failures_wrapper_is_installed_and_guarded(monkeypatch):
     from dagster._core.execution.plan import execute_plan
 
     from evidence_pipeline.defs.extensions import quiet_failures
-    from evidence_pipeline_tests.guarded_patch import assert_patched_only_on_the_checked_dagster
+    from evidence_pipeline_tests.support.guarded_patch import assert_patched_only_on_the_checked_dagster
 
     assert execute_plan.step_failure_event_from_exc_info is quiet_failures._step_failure_event
     assert_patched_only_on_the_checked_dagster(

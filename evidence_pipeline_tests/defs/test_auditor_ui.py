@@ -33,9 +33,9 @@ from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly.render import RENDERER_VERSION
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS
-from evidence_pipeline_tests.conftest import overwrite
-from evidence_pipeline_tests.dagster_services import stop
-from evidence_pipeline_tests.test_verification_check import CHECK_ONLY
+from evidence_pipeline_tests.support.dagster_services import stop
+from evidence_pipeline_tests.support.tampering import overwrite
+from evidence_pipeline_tests.support.verification_check import CHECK_ONLY
 
 # One demo, webserver and browser for both tests: one worker runs them, the slow ones first.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("auditor_ui")]

@@ -18,9 +18,9 @@ from dagster._core.test_utils import create_run_for_test
 
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs.extensions import backfill_wake
-from evidence_pipeline_tests.conftest import new_database
-from evidence_pipeline_tests.dagster_services import ASSETS, REPO, launch_backfill, one_tenant_site, wait_for
-from evidence_pipeline_tests.guarded_patch import assert_patched_only_on_the_checked_dagster
+from evidence_pipeline_tests.support.backends import new_database
+from evidence_pipeline_tests.support.dagster_services import ASSETS, REPO, launch_backfill, one_tenant_site, wait_for
+from evidence_pipeline_tests.support.guarded_patch import assert_patched_only_on_the_checked_dagster
 
 TENANT = "acme-books"
 

@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import functools
 
-from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, build_sensor_context
+from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
 
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs.coordinator import TENANT_TAG
 from evidence_pipeline.defs.documents import PAGE_TAG
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.store.s3 import S3Store
-from evidence_pipeline_tests.hostile_pdfs import HOSTILE
-from evidence_pipeline_tests.intake_server import client, intake_environment, pdf_bytes, submit, tokens, upload
-
-
-def tick(instance):
-    sensor = defs.get_sensor_def("document_dispatch_sensor")
-    context = build_sensor_context(instance=instance, resources={"evidence": defs.resources["evidence"]})
-    return sensor.evaluate_tick(context)
+from evidence_pipeline_tests.support.document_sensor import tick
+from evidence_pipeline_tests.support.hostile_pdfs import HOSTILE
+from evidence_pipeline_tests.support.intake_server import client, intake_environment, pdf_bytes, submit, tokens, upload
 
 
 def test_a_sensor_tick_opens_no_store_the_process_opened_before(backend, documents, monkeypatch):
@@ -90,8 +85,8 @@ def test_a_poison_job_ends_dead_through_page_runs_and_is_never_dispatched_again(
 ):
     """The page step with a processor that raises what no code classifies: the first run ends (the job waits in
     retry_wait), the second spends the budget and fails for good, and the sensor asks for no third."""
-    from evidence_pipeline_tests import poison_operation  # noqa: F401  (registers test-poison)
-    from evidence_pipeline_tests.test_documents_worker import make_due
+    from evidence_pipeline_tests.support import poison_operation  # noqa: F401  (registers test-poison)
+    from evidence_pipeline_tests.support.document_jobs import make_due
 
     overrides = {"EVIDENCE_MAX_ATTEMPTS": "2", "EVIDENCE_RETRY_BUDGET_SECONDS": "0.001"}
     for name, value in (intake_environment(backend) | overrides).items():

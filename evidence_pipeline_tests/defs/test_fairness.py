@@ -35,7 +35,7 @@ from evidence_pipeline.defs.coordinator import TENANT_TAG, TenantFairRunCoordina
 from evidence_pipeline.defs.extensions.guard import source_sha256
 from evidence_pipeline.defs.partitions import run_tenant, stray_dimension_tags
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 LOCATION = "evidence_pipeline"
 JOB = "monthly_evidence"
 RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"

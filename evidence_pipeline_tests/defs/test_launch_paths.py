@@ -33,9 +33,17 @@ from evidence_pipeline.defs.partitions import run_range, run_tenant, stray_dimen
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline.synthetic.demo_data import demo_transactions
-from evidence_pipeline_tests.conftest import aws_environment, new_database
-from evidence_pipeline_tests.dagster_services import LOCATION, REPO, dagster_services, graphql, run_fork_servers
-from evidence_pipeline_tests.fixture_sources import publish_revision
+from evidence_pipeline_tests.support.backends import aws_environment, new_database
+from evidence_pipeline_tests.support.dagster_services import (
+    LAUNCH_RUN,
+    LOCATION,
+    REPO,
+    dagster_services,
+    graphql,
+    key,
+    run_fork_servers,
+)
+from evidence_pipeline_tests.support.fixture_sources import publish_revision
 
 pytestmark = pytest.mark.slow
 
@@ -54,8 +62,6 @@ PARTITION_TAGS = """query($repo: RepositorySelector!, $set: String!, $name: Stri
   partitionSetOrError(repositorySelector: $repo, partitionSetName: $set) { __typename ... on PartitionSet {
     partition(partitionName: $name) { tagsOrError { __typename ... on PartitionTags { results { key value } } } }
   } } }"""
-LAUNCH_RUN = """mutation($params: ExecutionParams!) { launchRun(executionParams: $params) {
-  __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
 DRY_RUN = """mutation($selector: ScheduleSelector!, $timestamp: Float!) {
   scheduleDryRun(selectorData: $selector, timestamp: $timestamp) { __typename ... on DryRunInstigationTick {
     evaluationResult { runRequests { runKey jobName tags { key value } } skipReason error { message } } } } }"""
@@ -69,10 +75,6 @@ BACKFILL_STATUS = """query($id: String!) { partitionBackfillOrError(backfillId: 
   status isAssetBackfill partitionStatuses { results { partitionName runStatus } }
   assetBackfillData { assetBackfillStatuses { __typename ... on AssetPartitionsStatusCounts {
     assetKey { path } numPartitionsTargeted numPartitionsMaterialized numPartitionsFailed } } } } } }"""
-
-
-def key(tm: TenantMonth) -> str:
-    return f"{tm.period}-01|{tm.tenant}"
 
 
 @pytest.fixture(scope="module", params=["local", "aws"])

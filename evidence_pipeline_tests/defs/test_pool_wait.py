@@ -10,9 +10,9 @@ from dagster._core.execution.plan.instance_concurrency_context import InstanceCo
 from dagster._core.storage.dagster_run import DagsterRun
 
 from evidence_pipeline.defs.extensions import pool_wait
-from evidence_pipeline_tests.guarded_patch import assert_patched_only_on_the_checked_dagster
+from evidence_pipeline_tests.support.guarded_patch import assert_patched_only_on_the_checked_dagster
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -36,9 +36,9 @@ from evidence_pipeline.defs.extensions.storage import (
     PooledSqliteEventLogStorage,
 )
 from evidence_pipeline.defs.partitions import tenant_month_partitions
-from evidence_pipeline_tests.conftest import new_database
+from evidence_pipeline_tests.support.backends import new_database
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TENANTS = ["acme-books", "delta-foods", "evergreen-market"]
 MONTHS = ["2026-07-01", "2026-08-01", "2026-09-01", "2026-10-01"]
 

@@ -10,8 +10,8 @@ import tomllib
 from dagster._grpc.server import DagsterApiServer
 
 from evidence_pipeline.defs.extensions import run_fork
-from evidence_pipeline_tests.dagster_services import REPO
-from evidence_pipeline_tests.guarded_patch import assert_patched_only_on_the_checked_dagster
+from evidence_pipeline_tests.support.dagster_services import REPO
+from evidence_pipeline_tests.support.guarded_patch import assert_patched_only_on_the_checked_dagster
 
 
 def test_the_patch_applies_only_to_the_checked_dagster(monkeypatch):

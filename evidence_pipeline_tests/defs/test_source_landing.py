@@ -21,7 +21,7 @@ from evidence_pipeline.models import EventType, TenantMonth
 from evidence_pipeline.monthly import landing, publication, sources
 from evidence_pipeline.runtime import runtime_for, s3_client
 from evidence_pipeline.synthetic.demo_data import demo_transactions
-from evidence_pipeline_tests.signers import signers_of
+from evidence_pipeline_tests.support.signers import signers_of
 
 MONTH = TenantMonth("acme-books", "2026-07")
 OTHER = TenantMonth("globex", "2026-07")

@@ -29,8 +29,8 @@ from evidence_pipeline.ledger.jobs import JobKey
 from evidence_pipeline.models import EventType
 from evidence_pipeline.operations.dead_letters import dead_letters
 from evidence_pipeline.runtime import runtime_for
-from evidence_pipeline_tests.dagster_services import launch_backfill, one_tenant_site, wait_for
-from evidence_pipeline_tests.signers import Signers
+from evidence_pipeline_tests.support.dagster_services import launch_backfill, one_tenant_site, wait_for
+from evidence_pipeline_tests.support.signers import Signers
 
 TENANT = "acme-books"
 

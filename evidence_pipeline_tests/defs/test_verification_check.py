@@ -4,25 +4,21 @@ when the published bundle is tampered with. Runs on both backend sets (SQLite + 
 from unittest.mock import ANY
 from urllib.parse import quote
 
-from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter, materialize
+from dagster import AssetKey, AssetRecordsFilter, materialize
 from dagster._core.event_api import PartitionKeyFilter
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
 from evidence_pipeline.audit import verify
 from evidence_pipeline.audit.verify import verify_bundle
-from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs.assets import evidence_bundle, monthly_report, source_revision
 from evidence_pipeline.defs.checks import CHECK_NAME, offline_verification, verify_published
 from evidence_pipeline.defs.partitions import partition_key_for, range_tags
 from evidence_pipeline.models import TenantMonth
-from evidence_pipeline_tests.conftest import SMALL, overwrite
+from evidence_pipeline_tests.support.fixture_sources import SMALL
+from evidence_pipeline_tests.support.tampering import overwrite
+from evidence_pipeline_tests.support.verification_check import CHECK, CHECK_ONLY
 
 ASSETS = [source_revision, monthly_report, evidence_bundle, offline_verification]
-CHECK = AssetCheckKey(evidence_bundle.key, CHECK_NAME)
-# A run of the asset job with only the check: with a partition, or with none (the UI's "Execute all").
-CHECK_ONLY = defs.resolve_implicit_global_asset_job_def().get_subset(
-    asset_selection=set(), asset_check_selection={CHECK}
-)
 EARLIER = TenantMonth("acme-books", "2026-09")  # with SMALL, a range of one tenant's months
 
 

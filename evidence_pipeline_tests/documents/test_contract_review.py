@@ -41,13 +41,14 @@ from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.signing.pades import sign_pdf, verify_pdf_signature
 from evidence_pipeline.store import sha256_hex
 from evidence_pipeline.synthetic.lease_contracts import DEFECTS, lease_contract
-from evidence_pipeline_tests.conftest import require_tool
-from evidence_pipeline_tests.intake_server import client, error_code, intake_environment, submit, tokens, upload
-from evidence_pipeline_tests.test_cli import _invoke
-from evidence_pipeline_tests.test_documents_dagster import tick
-from evidence_pipeline_tests.test_documents_worker import dispatch, make_due
+from evidence_pipeline_tests.support.cli import invoke as _invoke
+from evidence_pipeline_tests.support.document_jobs import AmbiguousArchive as _AmbiguousArchive
+from evidence_pipeline_tests.support.document_jobs import dispatch, make_due
+from evidence_pipeline_tests.support.document_sensor import tick
+from evidence_pipeline_tests.support.intake_server import client, error_code, intake_environment, submit, tokens, upload
+from evidence_pipeline_tests.support.tools import require_tool
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 IN_FORCE = rulesets.pin(rulesets.IN_FORCE)
 REVIEW = {"operation": "contract-review"}
 
@@ -333,23 +334,6 @@ def test_the_approval_leaves_the_parties_own_signatures_intact(documents, intake
     )
 
 
-class _AmbiguousArchive:
-    """The archive, except that storing the approval reports a timeout after the object was stored (an S3 answer
-    lost on the way back): the same protocol as the real store, which does all the work."""
-
-    def __init__(self, archive):
-        self.archive = archive
-
-    def __getattr__(self, name):
-        return getattr(self.archive, name)
-
-    def put_file(self, key, file, *args, **kwargs):
-        stored = self.archive.put_file(key, file, *args, **kwargs)
-        if key.endswith(f"/{SIGNED}"):
-            raise EvidenceError(ReasonCode.STORE_UNAVAILABLE, "read timeout")
-        return stored
-
-
 def test_a_retry_after_an_ambiguous_signing_timeout_adopts_the_stored_approval(documents, intake):
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
@@ -390,7 +374,7 @@ def test_sigkill_after_the_approval_is_stored_then_the_retry_adopts_it(documents
         [(page_id, _, _)] = documents.pages.open_pages()
         env = os.environ | intake_environment(backend) | {"EVIDENCE_LEASE_SECONDS": "2"}
         child = subprocess.Popen(
-            [sys.executable, "-m", "evidence_pipeline_tests.fault_child", "documents", page_id],
+            [sys.executable, "-m", "evidence_pipeline_tests.support.fault_child", "documents", page_id],
             env=env | {"EVIDENCE_KILL_POINT": "after_approval_put"},
             cwd=REPO,
             stdout=subprocess.DEVNULL,

@@ -8,7 +8,7 @@ import pytest
 
 from evidence_pipeline.documents import budgets, pdftext
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline_tests.hostile_pdfs import type0_font
+from evidence_pipeline_tests.support.hostile_pdfs import type0_font
 
 OVER = budgets.MAX_GLYPH_CODES  # a range first..OVER holds one code more than the budget
 

@@ -18,7 +18,7 @@ from evidence_pipeline.documents.gate import RESAVE, SENDER_ACTIONS, gate
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.synthetic.lease_contracts import lease_contract
 from evidence_pipeline.synthetic.rental_applications import application
-from evidence_pipeline_tests.hostile_pdfs import (
+from evidence_pipeline_tests.support.hostile_pdfs import (
     HOSTILE,
     POLYGLOTS,
     content_page,

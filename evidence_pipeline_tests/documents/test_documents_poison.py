@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from evidence_pipeline.cli import main
-from evidence_pipeline_tests import poison_operation
-from evidence_pipeline_tests.intake_server import client, intake_environment, pdf_bytes, submit, tokens, upload
-from evidence_pipeline_tests.test_documents_worker import dispatch, make_due
+from evidence_pipeline_tests.support import poison_operation
+from evidence_pipeline_tests.support.document_jobs import dispatch, make_due
+from evidence_pipeline_tests.support.intake_server import client, intake_environment, pdf_bytes, submit, tokens, upload
 
 # Two failed attempts spend the budget (its time part is spent at once); the limits are small enough to reach.
 INTAKE_OVERRIDES = {

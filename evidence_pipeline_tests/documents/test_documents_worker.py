@@ -11,9 +11,10 @@ from evidence_pipeline.documents.worker import PREDICATE_TYPE, run_page
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
-from evidence_pipeline_tests.hostile_pdfs import HOSTILE, NOT_PDF_AT_ADMISSION, POLYGLOTS, encrypted, written
-from evidence_pipeline_tests.intake_server import client, error_code, pdf_bytes, submit, tokens, upload
-from evidence_pipeline_tests.signers import Signers
+from evidence_pipeline_tests.support.document_jobs import dispatch, make_due
+from evidence_pipeline_tests.support.hostile_pdfs import HOSTILE, NOT_PDF_AT_ADMISSION, POLYGLOTS, encrypted, written
+from evidence_pipeline_tests.support.intake_server import client, error_code, pdf_bytes, submit, tokens, upload
+from evidence_pipeline_tests.support.signers import Signers
 
 # One of each code the worker-side gate answers (the whole set runs against the gate in test_document_gate.py).
 IN_THE_WORKER = (
@@ -34,23 +35,6 @@ IN_THE_WORKER = (
 IN_THE_WORKER_CASES = {name: HOSTILE[name] for name in IN_THE_WORKER} | {
     "zip_appended": (POLYGLOTS["zip_appended"], "DOCUMENT_POLYGLOT")
 }
-
-
-def dispatch(documents, run_id: str = "run-1") -> list:
-    """What the sensor and the document job do, without Dagster: page the accepted jobs and work every page."""
-    documents.pages.assign_pages(documents.settings.document_page_size)
-    return [
-        outcome
-        for page_id, _, _ in documents.pages.open_pages()
-        for outcome in run_page(documents, page_id, RunInfo(run_id))
-    ]
-
-
-def make_due(documents, job_id: str) -> None:
-    """The clock reaches a job's next_attempt_at (its retry_wait ends now), without waiting for it."""
-    jobs = documents.ledger.jobs
-    with documents.ledger.writing() as conn:
-        conn.execute(jobs.update().where(jobs.c.job_id == job_id).values(next_attempt_at=time.time()))
 
 
 def test_inspect_publishes_a_signed_inspection_whose_subject_is_the_input(documents, intake):

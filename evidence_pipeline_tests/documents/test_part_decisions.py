@@ -26,45 +26,24 @@ from evidence_pipeline.models import EventType
 from evidence_pipeline.operator_api.app import CONTRACT, create_app
 from evidence_pipeline.store import sha256_hex
 from evidence_pipeline.synthetic import district_agreements as bundles
-from evidence_pipeline_tests import test_split_merge
-from evidence_pipeline_tests.conftest import drop_append_only_guards
-from evidence_pipeline_tests.intake_server import client, error_code, running_app, submit, tokens
-from evidence_pipeline_tests.signers import signers_of
-from evidence_pipeline_tests.test_cli import _invoke
-from evidence_pipeline_tests.test_documents_worker import dispatch
-from evidence_pipeline_tests.test_intake_contract import conforms
-from evidence_pipeline_tests.test_split_merge import DISTRICT, _accept, _pdfs, _split, _status, _walk
+from evidence_pipeline_tests.support import split_merge
+from evidence_pipeline_tests.support.cli import invoke as _invoke
+from evidence_pipeline_tests.support.contract import conforms
+from evidence_pipeline_tests.support.document_jobs import dispatch
+from evidence_pipeline_tests.support.intake_server import client, error_code, running_app, submit, tokens
+from evidence_pipeline_tests.support.signers import signers_of
+from evidence_pipeline_tests.support.split_merge import ADDENDUM
+from evidence_pipeline_tests.support.split_merge import accept as _accept
+from evidence_pipeline_tests.support.split_merge import decide as _decide
+from evidence_pipeline_tests.support.split_merge import pdfs as _pdfs
+from evidence_pipeline_tests.support.split_merge import reviewed as _reviewed
+from evidence_pipeline_tests.support.split_merge import split_agreement as _split
+from evidence_pipeline_tests.support.split_merge import status as _status
+from evidence_pipeline_tests.support.split_merge import walk as _walk
+from evidence_pipeline_tests.support.tampering import drop_append_only_guards
 
 # the fixtures of the split and merge tests: the district's signing certificate, trusted by the documents' policy
-pki, environment, documents = test_split_merge.pki, test_split_merge.environment, test_split_merge.documents
-
-ADDENDUM = "data-processing-addendum"
-
-
-def _reviewed(documents, http, pki) -> dict[str, str]:
-    """The signed agreement uploaded, split in four and each part reviewed under the district ruleset: part name ->
-    its artifact id (the addendum rejected, the others approved)."""
-    _, split = _split(http, documents, bundles.sign(bundles.district_agreement(), pki[0]))
-    parts = _pdfs(split)
-    reviews = {
-        name: _accept(
-            http, f"review-{name}", {"operation": "contract-review", "inputs": [artifact], "options": DISTRICT}
-        )
-        for name, artifact in parts.items()
-    }
-    dispatch(documents, "run-reviews")
-    decided = {name: _status(http, job_id)["findings"]["decision"] for name, job_id in reviews.items()}
-    assert decided == {p.name: "approved" if p.approved else "rejected" for p in bundles.PARTS}
-    return parts
-
-
-def _decide(documents, actor: str, tenant: str, artifact_id: str, decision: str, reason: str) -> dict:
-    signers = signers_of(documents.ledger)
-    signers.ensure("rita", ["reviewer"])
-    envelope = signers.sign(
-        actor, Action.PART_DECIDE, {"artifact_id": artifact_id, "decision": decision, "reason": reason}, tenant=tenant
-    )
-    return decide_part(signers.gate, documents, envelope)
+pki, environment, documents = split_merge.pki, split_merge.environment, split_merge.documents
 
 
 def test_a_reviewer_approves_the_rejected_part_and_all_four_merge(documents, intake, pki, environment, tmp_path):

@@ -1,7 +1,7 @@
 """Every operation on every file of the real-world corpus (real_corpus.py) ends as the committed table says.
 
 A change of outcome fails here until the table is rewritten on purpose (``python -m
-evidence_pipeline_tests.real_corpus --write``, then review the diff). Without the registry the corpus cannot be
+evidence_pipeline_tests.support.real_corpus --write``, then review the diff). Without the registry the corpus cannot be
 fetched and these tests skip, saying so.
 """
 
@@ -20,8 +20,8 @@ from pyhanko.sign.validation import validate_pdf_signature, validate_pdf_timesta
 from pyhanko_certvalidator import ValidationContext
 
 from evidence_pipeline.documents import gate, signature_check
-from evidence_pipeline_tests import real_corpus
-from evidence_pipeline_tests.conftest import require_tool
+from evidence_pipeline_tests.support import real_corpus
+from evidence_pipeline_tests.support.tools import require_tool
 
 TABLE = json.loads(real_corpus.OUTCOMES.read_text())
 

@@ -24,9 +24,8 @@ from evidence_pipeline.cli import main
 from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import matching, ocr, redact, templates
 from evidence_pipeline.documents.dispatch import dispatch_batches
-from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.redaction_check import _pypdf_text, verify_derivative
-from evidence_pipeline.documents.registry import ACTIVE_CONTENT_OPTION, Operation, ProcessorInput, register
+from evidence_pipeline.documents.registry import ACTIVE_CONTENT_OPTION, Operation, register
 from evidence_pipeline.documents.template_shadow import shadow
 from evidence_pipeline.documents.worker import job_prefix
 from evidence_pipeline.errors import EvidenceError, ReasonCode
@@ -45,23 +44,18 @@ from evidence_pipeline.synthetic.rental_applications import (
     organization_template,
     program_template,
 )
-from evidence_pipeline_tests import hostile_pdfs, intake_server, redaction_corpus
-from evidence_pipeline_tests.conftest import overwrite
-from evidence_pipeline_tests.fixture_sources import publish_revision
-from evidence_pipeline_tests.intake_server import (
-    client,
-    error_code,
-    intake_environment,
-    submit,
-    tokens,
-    upload,
-)
-from evidence_pipeline_tests.signers import Signers, signers_of
-from evidence_pipeline_tests.test_documents_worker import dispatch, make_due
+from evidence_pipeline_tests.support import hostile_pdfs, intake_server, redaction_corpus
+from evidence_pipeline_tests.support.document_jobs import dispatch, make_due
+from evidence_pipeline_tests.support.fixture_sources import publish_revision
+from evidence_pipeline_tests.support.intake_server import client, error_code, intake_environment, submit, tokens, upload
+from evidence_pipeline_tests.support.redaction import FLAG, approved, pdftotext, redact_job
+from evidence_pipeline_tests.support.redaction import actors as _signers
+from evidence_pipeline_tests.support.redaction import redact_pure as _redact_pure
+from evidence_pipeline_tests.support.signers import Signers
+from evidence_pipeline_tests.support.tampering import overwrite
 
 INTAKE_OVERRIDES = {"EVIDENCE_INTAKE_MAX_BYTES": str(1 << 20)}
-REPO = Path(__file__).resolve().parent.parent
-FLAG = {"active_content": "flag"}  # the applications carry an attachment, which the gate refuses by default
+REPO = Path(__file__).resolve().parents[2]
 
 # The overlay-only redactor: finds what the real one finds and draws the same marks, but removes nothing. Kept as a
 # test double: the second pass must catch it.
@@ -75,32 +69,6 @@ OVERLAY_ONLY = register(
         verify=verify_derivative,
     )
 )
-
-
-def approved(
-    documents, organization: bytes | None = None, program: bytes | None = None, effective_at: datetime | None = None
-) -> str:
-    signers = _signers(documents)
-    version, _ = signers.submit_template(
-        "acme", organization or organization_template(), program or program_template(), "alice", effective_at
-    )
-    signers.approve_template("acme", version["version_id"], "bob")
-    return version["version_id"]
-
-
-def _signers(documents):
-    """The test actors, and `alice`, an operator who also approves (so that she may try to approve her own)."""
-    signers = signers_of(documents.ledger)
-    signers.ensure("alice", ["operator", "approver"])
-    return signers
-
-
-def redact_job(http, key: str, document_id: str, operation: str = "redact"):
-    return submit(http, key, {"operation": operation, "inputs": [document_id], "options": FLAG})
-
-
-def pdftotext(data: bytes) -> str:
-    return subprocess.run(["pdftotext", "-", "-"], input=data, capture_output=True, check=True).stdout.decode()
 
 
 def raw_objects(data: bytes) -> bytes:
@@ -390,7 +358,7 @@ def test_sigkill_between_the_derivative_and_the_commit_leaves_nothing_visible_an
         documents.pages.assign_pages(documents.settings.document_page_size)
         [(page_id, _, _)] = documents.pages.open_pages()
         child = subprocess.run(
-            [sys.executable, "-m", "evidence_pipeline_tests.fault_child", "documents", page_id],
+            [sys.executable, "-m", "evidence_pipeline_tests.support.fault_child", "documents", page_id],
             env=env,
             cwd=REPO,
             capture_output=True,
@@ -489,21 +457,6 @@ def _one_page(content: bytes) -> bytes:
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Y /Encoding << /Differences [49 /g1 /g2] >> >>",
         page=page,
     )
-
-
-def pinned_template(program: bytes | None = None, organization: bytes | None = None) -> dict:
-    """What a job pins: the merged template (the demo's organization and program by default) and its version."""
-    merged = templates.merge(
-        templates.parse(organization or organization_template(), "organization"),
-        templates.parse(program or program_template(scanned_page=None), "program"),
-    )
-    return {"template": merged, "template_version": templates.version_id(merged)}
-
-
-def _redact_pure(data: bytes, program: bytes | None = None, organization: bytes | None = None, remove: bool = True):
-    file = io.BytesIO(data)
-    document = ProcessorInput("doc_pure", "0" * 64, len(data), gate(file, "flag"), file)
-    return redact.run([document], pinned_template(program, organization), remove)
 
 
 @pytest.mark.parametrize(

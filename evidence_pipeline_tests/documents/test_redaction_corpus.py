@@ -26,9 +26,10 @@ from evidence_pipeline.documents.registry import ProcessorInput
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.monthly.validate import pdfium_text
 from evidence_pipeline.synthetic.rental_applications import long_application
-from evidence_pipeline_tests import hostile_pdfs
-from evidence_pipeline_tests import redaction_corpus as corpus
-from evidence_pipeline_tests.test_redaction import _redact_pure, pdftotext, pinned_template
+from evidence_pipeline_tests.support import hostile_pdfs
+from evidence_pipeline_tests.support import redaction_corpus as corpus
+from evidence_pipeline_tests.support.redaction import pdftotext, pinned_template
+from evidence_pipeline_tests.support.redaction import redact_pure as _redact_pure
 
 
 def leaks(data: bytes, value: str) -> list[str]:

@@ -6,8 +6,8 @@ import io
 import pikepdf
 
 from evidence_pipeline.documents.matching import name_str, name_text
-from evidence_pipeline_tests import real_corpus
-from evidence_pipeline_tests.hostile_pdfs import CATALOG, PAGES, flate, raw_pdf
+from evidence_pipeline_tests.support import real_corpus
+from evidence_pipeline_tests.support.hostile_pdfs import CATALOG, PAGES, flate, raw_pdf
 
 PAGE = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 300 100] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>"
 HELVETICA = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>"

@@ -24,12 +24,12 @@ from evidence_pipeline.documents.worker import run_page
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.synthetic.lease_contracts import lease_contract
-from evidence_pipeline_tests.intake_server import client, intake_environment, submit, tokens, upload
-from evidence_pipeline_tests.signers import Signers, signers_of
-from evidence_pipeline_tests.test_cli import _invoke
-from evidence_pipeline_tests.test_contract_review import _AmbiguousArchive
-from evidence_pipeline_tests.test_documents_dagster import tick
-from evidence_pipeline_tests.test_documents_worker import dispatch, make_due
+from evidence_pipeline_tests.support.cli import invoke as _invoke
+from evidence_pipeline_tests.support.document_jobs import AmbiguousArchive as _AmbiguousArchive
+from evidence_pipeline_tests.support.document_jobs import dispatch, make_due
+from evidence_pipeline_tests.support.document_sensor import tick
+from evidence_pipeline_tests.support.intake_server import client, intake_environment, submit, tokens, upload
+from evidence_pipeline_tests.support.signers import Signers, signers_of
 
 # A retry waits an hour (the tests move the clock with make_due); two failed attempts spend the budget.
 INTAKE_OVERRIDES = {

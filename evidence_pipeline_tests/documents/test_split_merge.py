@@ -16,7 +16,6 @@ from pypdf import PdfReader, PdfWriter
 from pypdf.annotations import Link
 from pypdf.generic import ArrayObject, DictionaryObject, IndirectObject, NameObject, NumberObject, TextStringObject
 
-from evidence_pipeline.config import Settings
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.documents import signature_check, worker
 from evidence_pipeline.documents.derive import parse_parts, split_document
@@ -27,38 +26,26 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.chain import chain_hash
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly.document_outcomes import close_month, counts, read_outcomes
-from evidence_pipeline.runtime import RunInfo, runtime_for
-from evidence_pipeline.signing.keys import load_keyring
+from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.synthetic import district_agreements as bundles
-from evidence_pipeline_tests.conftest import drop_append_only_guards, overwrite, require_tool
-from evidence_pipeline_tests.etsi_schema import indications
-from evidence_pipeline_tests.intake_server import client, error_code, intake_environment, submit, tokens, upload
-from evidence_pipeline_tests.signed_bundles import modified, updated
-from evidence_pipeline_tests.signers import admin_key_file
-from evidence_pipeline_tests.test_cli import _invoke
-from evidence_pipeline_tests.test_documents_dagster import tick
-from evidence_pipeline_tests.test_documents_worker import dispatch
+from evidence_pipeline_tests.support import split_merge
+from evidence_pipeline_tests.support.cli import invoke as _invoke
+from evidence_pipeline_tests.support.document_jobs import dispatch
+from evidence_pipeline_tests.support.document_sensor import tick
+from evidence_pipeline_tests.support.etsi_schema import indications
+from evidence_pipeline_tests.support.intake_server import client, error_code, submit, tokens, upload
+from evidence_pipeline_tests.support.signed_bundles import modified, updated
+from evidence_pipeline_tests.support.signers import admin_key_file
+from evidence_pipeline_tests.support.split_merge import DISTRICT, PARTS
+from evidence_pipeline_tests.support.split_merge import accept as _accept
+from evidence_pipeline_tests.support.split_merge import pdfs as _pdfs
+from evidence_pipeline_tests.support.split_merge import split_agreement as _split
+from evidence_pipeline_tests.support.split_merge import status as _status
+from evidence_pipeline_tests.support.split_merge import walk as _walk
+from evidence_pipeline_tests.support.tampering import drop_append_only_guards, overwrite
+from evidence_pipeline_tests.support.tools import require_tool
 
-PARTS = [{"name": part.name, "pages": part.pages} for part in bundles.PARTS]
-DISTRICT = {"ruleset": bundles.RULESET}  # what reviews the agreement's parts
-TRUSTED = "EVIDENCE_SIGNATURE_TRUST_ROOTS"
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    """The district's signing certificate (the policy trusts its root) and a stranger's (not trusted)."""
-    home = tmp_path_factory.mktemp("pki")
-    return load_keyring(home / "district", generate=True), load_keyring(home / "stranger", generate=True)
-
-
-@pytest.fixture
-def environment(backend, pki) -> dict[str, str]:
-    return intake_environment(backend) | {TRUSTED: str(pki[0].root_cert_path)}
-
-
-@pytest.fixture
-def documents(environment):
-    return runtime_for(Settings.from_env(environment))
+documents, environment, pki = split_merge.documents, split_merge.environment, split_merge.pki  # the fixtures
 
 
 # --- the parts option ------------------------------------------------------------------------------------------
@@ -249,34 +236,6 @@ def test_signed_bundles_get_their_signature_findings(pki):
 # --- through the front door ------------------------------------------------------------------------------------
 
 
-def _status(http, job_id: str) -> dict:
-    return http.get(f"/v1/jobs/{job_id}").json()
-
-
-def _accept(http, key: str, body: dict) -> str:
-    accepted = submit(http, key, body)
-    assert accepted.status_code in (200, 202), accepted.text
-    return accepted.json()["job_id"]
-
-
-def _split(http, documents, pdf: bytes, key: str = "split-1", parts=PARTS) -> tuple[dict, dict]:
-    document = upload(http, pdf).json()
-    job_id = _accept(
-        http, key, {"operation": "split", "inputs": [document["document_id"]], "options": {"parts": parts}}
-    )
-    dispatch(documents, f"run-{key}")
-    return document, _status(http, job_id)
-
-
-def _pdfs(status: dict) -> dict[str, str]:
-    """part name -> the artifact id of its PDF"""
-    return {
-        o["artifact_id"].rsplit("/", 1)[1].removesuffix(".pdf"): o["artifact_id"]
-        for o in status["outputs"]
-        if o["artifact_id"].endswith(".pdf") and ".derived-by." not in o["artifact_id"]
-    }
-
-
 def _agreement_merged(documents, http, pki) -> dict:
     """Upload the signed agreement, split it into four, review each part, merge the approved ones."""
     signed = bundles.sign(bundles.district_agreement(), pki[0])
@@ -449,11 +408,6 @@ def test_the_four_part_agreement_end_to_end(documents, intake, pki, environment,
         (f"contract-review @ {ruleset}", "rejected: rejected (REVIEW_POLICY_REJECTED)"),
         ("merge", "succeeded"),
     }
-
-
-def _walk(environment, artifact_id: str) -> tuple[int, dict]:
-    result = _invoke(["lineage", artifact_id, "--json"], environment)
-    return result.exit_code, json.loads(result.output)
 
 
 def test_a_split_attaches_the_etsi_report_of_each_incoming_signature(documents, intake, pki):

@@ -21,9 +21,9 @@ from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.faults import KILL_POINTS
 from evidence_pipeline.operations.maintenance import sweep_attempts
 from evidence_pipeline.tempfiles import MARKER
-from evidence_pipeline_tests.conftest import SMALL
+from evidence_pipeline_tests.support.fixture_sources import SMALL
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 LEASE_SECONDS = 2
 on_postgres_and_s3 = pytest.mark.parametrize("backend", ["aws"], indirect=True)
 
@@ -49,7 +49,7 @@ def worker_env(runtime, backend, tmp_path, monkeypatch):
 def _worker(env: dict, *args: str, kill_point: str | None = None) -> subprocess.Popen:
     env = env | ({"EVIDENCE_KILL_POINT": kill_point} if kill_point else {})
     return subprocess.Popen(
-        [sys.executable, "-m", "evidence_pipeline_tests.fault_child", *args],
+        [sys.executable, "-m", "evidence_pipeline_tests.support.fault_child", *args],
         env=env,
         cwd=REPO,
         stdout=subprocess.DEVNULL,

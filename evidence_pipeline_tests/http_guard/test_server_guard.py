@@ -23,8 +23,8 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from evidence_pipeline.config import Settings
 from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline.signed_note import ED25519, verifier
-from evidence_pipeline_tests.intake_server import EVIDENCE, _free_port
-from evidence_pipeline_tests.test_intake_limits import answer
+from evidence_pipeline_tests.support.intake_server import EVIDENCE, _free_port
+from evidence_pipeline_tests.support.raw_http import answer
 
 LIMITS = {
     "EVIDENCE_INTAKE_HEADER_TIMEOUT_SECONDS": "1",

@@ -15,7 +15,7 @@ from sqlalchemy import select
 
 from evidence_pipeline.cli import main
 from evidence_pipeline.intake.app import create_app
-from evidence_pipeline_tests.intake_server import (
+from evidence_pipeline_tests.support.intake_server import (
     CEILING,
     client,
     error_code,
@@ -25,7 +25,7 @@ from evidence_pipeline_tests.intake_server import (
     tokens,
     upload,
 )
-from evidence_pipeline_tests.signers import Signers
+from evidence_pipeline_tests.support.signers import Signers
 
 
 def stored_documents(documents) -> list[str]:

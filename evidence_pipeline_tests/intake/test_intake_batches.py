@@ -8,7 +8,7 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.documents.dispatch import dispatch_batches
 from evidence_pipeline.documents.worker import run_page
 from evidence_pipeline.runtime import RunInfo, runtime_for
-from evidence_pipeline_tests.intake_server import (
+from evidence_pipeline_tests.support.intake_server import (
     client,
     error_code,
     intake_environment,

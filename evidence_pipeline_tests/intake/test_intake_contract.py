@@ -12,7 +12,6 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
@@ -25,32 +24,11 @@ from schemathesis.specs.openapi.checks import (
 from evidence_pipeline.errors import ReasonCode
 from evidence_pipeline.intake import openapi
 from evidence_pipeline.intake.app import CONTRACT, STATUS
-from evidence_pipeline_tests.intake_server import client, pdf_bytes, submit, tokens, upload
+from evidence_pipeline_tests.support.contract import conforms
+from evidence_pipeline_tests.support.intake_server import client, pdf_bytes, submit, tokens, upload
 
 # Examples per operation: enough to reach every branch the schema describes, bounded so the run stays short.
 EXAMPLES = 30
-
-
-def _inline(schema, contract: dict = CONTRACT):
-    """The schema with the contract's component references replaced by the components (none is recursive)."""
-    if isinstance(schema, dict):
-        if set(schema) == {"$ref"}:
-            return _inline(contract["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]], contract)
-        return {key: _inline(value, contract) for key, value in schema.items()}
-    if isinstance(schema, list):
-        return [_inline(item, contract) for item in schema]
-    return schema
-
-
-def conforms(method: str, template: str, response: httpx.Response, contract: dict = CONTRACT) -> None:
-    """The response is one ``contract`` (the tenant API's by default) declares for the operation: its status, its
-    body and its headers."""
-    declared = contract["paths"][template][method]["responses"]
-    answer = declared.get(str(response.status_code))
-    assert answer is not None, f"{method.upper()} {template} answered {response.status_code}: {response.text}"
-    Draft202012Validator(_inline(answer["content"]["application/json"]["schema"], contract)).validate(response.json())
-    for header in answer.get("headers", {}):
-        assert header in response.headers
 
 
 def test_the_contract_is_valid_openapi_3_1_and_served(intake):

@@ -24,13 +24,13 @@ from evidence_pipeline.store import CHUNK, verified_chunks
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline.synthetic.rental_applications import application
-from evidence_pipeline_tests.conftest import overwrite
-from evidence_pipeline_tests.fixture_sources import publish_revision
-from evidence_pipeline_tests.intake_server import client, error_code, intake_environment, running_server, upload
-from evidence_pipeline_tests.signers import signers_of
-from evidence_pipeline_tests.test_documents_worker import dispatch
-from evidence_pipeline_tests.test_intake_contract import conforms
-from evidence_pipeline_tests.test_redaction import approved, redact_job
+from evidence_pipeline_tests.support.contract import conforms
+from evidence_pipeline_tests.support.document_jobs import dispatch
+from evidence_pipeline_tests.support.fixture_sources import publish_revision
+from evidence_pipeline_tests.support.intake_server import client, error_code, intake_environment, running_server, upload
+from evidence_pipeline_tests.support.redaction import approved, redact_job
+from evidence_pipeline_tests.support.signers import signers_of
+from evidence_pipeline_tests.support.tampering import overwrite
 
 INTAKE_OVERRIDES = {"EVIDENCE_INTAKE_MAX_BYTES": str(1 << 20)}  # the rental applications are larger than 64 KB
 MONTH = TenantMonth("acme", "2026-10")

@@ -17,9 +17,9 @@ from evidence_pipeline.defs.coordinator import TENANT_TAG
 from evidence_pipeline.defs.documents import EVIDENCE_JOB_TAG
 from evidence_pipeline.documents.dispatch import finish_evidence_job
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline_tests.conftest import SMALL
-from evidence_pipeline_tests.intake_server import client, error_code, intake_environment
-from evidence_pipeline_tests.signers import Signers, signers_of
+from evidence_pipeline_tests.support.fixture_sources import SMALL
+from evidence_pipeline_tests.support.intake_server import client, error_code, intake_environment
+from evidence_pipeline_tests.support.signers import Signers, signers_of
 
 
 def evidence_job(http, key: str, period) -> object:
@@ -145,7 +145,7 @@ def test_an_evidence_job_for_a_month_that_is_not_a_partition_is_refused_and_the_
 
     from evidence_pipeline.intake.admission import submit_evidence_job
     from evidence_pipeline.ledger.admission import Clock
-    from evidence_pipeline_tests.intake_server import pdf_bytes, submit, upload
+    from evidence_pipeline_tests.support.intake_server import pdf_bytes, submit, upload
 
     for name, value in intake_environment(backend).items():
         monkeypatch.setenv(name, value)  # the Dagster resource reads the same environment

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import resource
 import select
 import socket
@@ -21,7 +20,7 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.http_guard import BoundedRequests, Limits
 from evidence_pipeline.runtime import runtime_for
-from evidence_pipeline_tests.intake_server import (
+from evidence_pipeline_tests.support.intake_server import (
     client,
     error_code,
     intake_environment,
@@ -32,6 +31,7 @@ from evidence_pipeline_tests.intake_server import (
     upload,
     wait_until_receiving,
 )
+from evidence_pipeline_tests.support.raw_http import answer
 
 LOCAL = pytest.mark.parametrize("backend", ["local"], indirect=True)  # connection handling is the same on both
 INTAKE_OVERRIDES = {
@@ -48,17 +48,6 @@ INTAKE_OVERRIDES = {
 def connect(url: str) -> socket.socket:
     parts = urlsplit(url)
     return socket.create_connection((parts.hostname, parts.port), timeout=30)
-
-
-def answer(sock: socket.socket) -> tuple[int, dict, dict]:
-    """Status, headers and JSON body of the one response on ``sock`` (the server closes after it)."""
-    data = b""
-    while chunk := sock.recv(65536):
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    headers = dict(line.lower().split(": ", 1) for line in lines[1:])
-    return int(lines[0].split()[1]), headers, json.loads(body)
 
 
 @LOCAL

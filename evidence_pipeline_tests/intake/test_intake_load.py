@@ -15,8 +15,8 @@ from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger.admission import Clock
 from evidence_pipeline.ledger.documents import DocumentRecords
 from evidence_pipeline.ledger.ledger import Ledger
-from evidence_pipeline_tests.intake_server import client, error_code, pdf_bytes, submit, tokens, upload
-from evidence_pipeline_tests.signers import signers_of
+from evidence_pipeline_tests.support.intake_server import client, error_code, pdf_bytes, submit, tokens, upload
+from evidence_pipeline_tests.support.signers import signers_of
 
 INTAKE_OVERRIDES = {
     "EVIDENCE_TENANT_MAX_JOBS": "2",

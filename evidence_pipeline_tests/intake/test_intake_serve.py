@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from evidence_pipeline_tests.intake_server import (
+from evidence_pipeline_tests.support.intake_server import (
     EVIDENCE,
     client,
     intake_environment,

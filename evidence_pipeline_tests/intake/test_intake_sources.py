@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 from evidence_pipeline.models import EventType, TenantMonth
 from evidence_pipeline.monthly import source_format, sources
 from evidence_pipeline.synthetic.demo_data import demo_transactions
-from evidence_pipeline_tests.intake_server import client, error_code, tokens
-from evidence_pipeline_tests.signers import signers_of
-from evidence_pipeline_tests.test_intake_contract import conforms
+from evidence_pipeline_tests.support.contract import conforms
+from evidence_pipeline_tests.support.intake_server import client, error_code, tokens
+from evidence_pipeline_tests.support.signers import signers_of
 
 TEMPLATE = "/v1/sources/{period}"
 PERIOD = "2026-07"
@@ -140,7 +140,7 @@ def test_a_correction_published_by_the_tenant_is_superseding_evidence_when_next_
     from evidence_pipeline.audit.verify import verify_bundle
     from evidence_pipeline.monthly.pipeline import run_tenant_month
     from evidence_pipeline.runtime import RunInfo
-    from evidence_pipeline_tests.conftest import SMALL
+    from evidence_pipeline_tests.support.fixture_sources import SMALL
 
     first = run_tenant_month(runtime, SMALL, RunInfo("before"))
     token = signers_of(documents.ledger).issue_token(SMALL.tenant)

@@ -20,7 +20,8 @@ from evidence_pipeline.ledger.mirrors import EVENT_COLUMNS
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
-from evidence_pipeline_tests.conftest import FIXTURE_EVENTS, LARGE, SMALL, drop_append_only_guards, overwrite
+from evidence_pipeline_tests.support.fixture_sources import FIXTURE_EVENTS, LARGE, SMALL
+from evidence_pipeline_tests.support.tampering import drop_append_only_guards, overwrite
 
 FIXTURES = FIXTURE_EVENTS  # the events before the test's
 SIZE = FIXTURES + 16  # after the two tenant-months of ``checkpointed``

@@ -5,18 +5,19 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
 from sqlalchemy import select
 
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.jobs import JobKey, RetryBudget
 from evidence_pipeline.operations.replay import replay_job
-from evidence_pipeline_tests.conftest import SMALL
-from evidence_pipeline_tests.signers import Signers
+from evidence_pipeline_tests.support import jobs
+from evidence_pipeline_tests.support.fixture_sources import SMALL
+from evidence_pipeline_tests.support.jobs import KEY
+from evidence_pipeline_tests.support.jobs import code as _code
+from evidence_pipeline_tests.support.signers import Signers
 
-KEY = JobKey(SMALL.tenant, SMALL.period, "a" * 64, "renderer/1", "policy/1")
+ledger = jobs.ledger  # the fixture: a ledger on the backend with KEY accepted
 ROW = {
     "identity": "f" * 64,
     "tenant": SMALL.tenant,
@@ -29,19 +30,6 @@ ROW = {
     "renderer_version": "renderer/1",
     "key_id": "k",
 }
-
-
-@pytest.fixture
-def ledger(backend, tmp_path):
-    ledger = Ledger(backend.get("EVIDENCE_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.sqlite'}"))
-    ledger.accept_job(KEY, "pin")
-    return ledger
-
-
-def _code(call) -> str:
-    with pytest.raises(EvidenceError) as error:
-        call()
-    return error.value.code
 
 
 def test_accept_is_idempotent_and_identity_is_deterministic(ledger):

@@ -7,7 +7,7 @@ from sqlalchemy import select
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.job_states import lease_expired_clause, lease_live, lease_live_clause
 from evidence_pipeline.ledger.jobs import JobKey
-from evidence_pipeline_tests.conftest import SMALL
+from evidence_pipeline_tests.support.fixture_sources import SMALL
 
 KEY = JobKey(SMALL.tenant, SMALL.period, "a" * 64, "renderer/1", "policy/1")
 EXPIRES = 1_900_000_000.25  # exactly representable, so the database compares the very instant

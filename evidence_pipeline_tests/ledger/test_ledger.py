@@ -20,7 +20,8 @@ from evidence_pipeline.ledger.ledger import migration_config
 from evidence_pipeline.ledger.submissions import Submissions
 from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.ledger.tokens import Tokens
-from evidence_pipeline_tests.conftest import SMALL, drop_append_only_guards
+from evidence_pipeline_tests.support.fixture_sources import SMALL
+from evidence_pipeline_tests.support.tampering import drop_append_only_guards
 
 
 @pytest.fixture

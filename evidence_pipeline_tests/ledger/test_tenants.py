@@ -13,7 +13,7 @@ from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.tenants import EXISTING, OFFBOARDED, REGISTERED, TenantRegistry
 from evidence_pipeline.models import EventType
 from evidence_pipeline.operations.tenant_file import RejectedLine, read_tenant_file
-from evidence_pipeline_tests.signers import Signers, request_text, signers_of
+from evidence_pipeline_tests.support.signers import Signers, request_text, signers_of
 
 
 def test_tenant_file_keeps_valid_slugs_and_reports_bad_lines_by_number(tmp_path):

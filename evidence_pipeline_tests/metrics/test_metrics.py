@@ -21,8 +21,8 @@ from evidence_pipeline.metrics.collector import METRICS
 from evidence_pipeline.models import EventType, overdue_deadline_cron, overdue_period
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo
-from evidence_pipeline_tests.conftest import LARGE, SMALL
-from evidence_pipeline_tests.intake_server import (
+from evidence_pipeline_tests.support.fixture_sources import LARGE, SMALL
+from evidence_pipeline_tests.support.intake_server import (
     EVIDENCE,
     _free_port,
     client,
@@ -36,7 +36,7 @@ from evidence_pipeline_tests.intake_server import (
     value,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LABEL_VALUES = {  # every label's vocabulary: bounded, and nothing of a tenant's
     "kind": {"tenant-month", "evidence-request", "document"},
     "state": {"accepted", "retry_wait", "running", "succeeded", "rejected", "dead", "pending"},
@@ -267,7 +267,7 @@ def test_the_alert_rules_pass_promtool():
 def test_every_alert_links_a_runbook_page_in_the_nav_and_every_metric_is_in_the_reference():
     import yaml
 
-    from evidence_pipeline_tests.docs_pages import generated_page
+    from evidence_pipeline_tests.support.docs_pages import generated_page
 
     rules = yaml.safe_load((ROOT / "deploy" / "prometheus" / "alerts.yaml").read_text())["groups"][0]["rules"]
     navigation = (ROOT / "mkdocs.yml").read_text()

@@ -15,10 +15,10 @@ from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.store import readable
 from evidence_pipeline.synthetic.demo_data import demo_transactions
-from evidence_pipeline_tests.conftest import overwrite
-from evidence_pipeline_tests.fixture_sources import publish_revision
-from evidence_pipeline_tests.intake_server import client, pdf_bytes, submit, tokens, upload
-from evidence_pipeline_tests.test_documents_worker import dispatch
+from evidence_pipeline_tests.support.document_jobs import dispatch
+from evidence_pipeline_tests.support.fixture_sources import publish_revision
+from evidence_pipeline_tests.support.intake_server import client, pdf_bytes, submit, tokens, upload
+from evidence_pipeline_tests.support.tampering import overwrite
 
 RUN = RunInfo("month-close")
 

@@ -9,7 +9,7 @@ from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.synthetic.demo_data import oversize_transactions
-from evidence_pipeline_tests.fixture_sources import publish_revision
+from evidence_pipeline_tests.support.fixture_sources import publish_revision
 
 OVERSIZE = TenantMonth("oversize-books", "2026-10")
 

@@ -3,9 +3,9 @@ import os
 import subprocess
 import sys
 
-from evidence_pipeline.monthly import sources
-from evidence_pipeline.monthly.render import RENDERER_VERSION, render_report
-from evidence_pipeline_tests.conftest import LARGE, SMALL
+from evidence_pipeline.monthly.render import RENDERER_VERSION
+from evidence_pipeline_tests.support.fixture_sources import LARGE, SMALL
+from evidence_pipeline_tests.support.render import render as _render
 
 _RENDER_IN_CHILD = """
 import sys
@@ -18,11 +18,6 @@ store = LocalStore(Path(sys.argv[1]))
 revision = sources.pin_latest(store, TenantMonth(sys.argv[2], sys.argv[3]))
 sys.stdout.write(render_report(revision, sources.read_revision(store, revision)).sha256)
 """
-
-
-def _render(local_runtime, tenant_month):
-    revision = sources.pin_latest(local_runtime.sources, tenant_month)
-    return revision, render_report(revision, sources.read_revision(local_runtime.sources, revision))
 
 
 def test_render_is_byte_identical_across_processes_and_environments(local_runtime):

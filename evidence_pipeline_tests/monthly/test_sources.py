@@ -11,7 +11,7 @@ from evidence_pipeline.monthly import publication, render, source_format, source
 from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.synthetic.demo_data import demo_transactions
-from evidence_pipeline_tests.fixture_sources import publish_revision
+from evidence_pipeline_tests.support.fixture_sources import publish_revision
 
 TM = TenantMonth("acme-books", "2026-10")
 

@@ -25,9 +25,9 @@ from evidence_pipeline.monthly.pipeline import pin_source, publish_stage, render
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.synthetic.demo_data import demo_transactions
-from evidence_pipeline_tests.conftest import SMALL, overwrite
-from evidence_pipeline_tests.fixture_sources import publish_revision
-from evidence_pipeline_tests.signers import Signers
+from evidence_pipeline_tests.support.fixture_sources import SMALL, publish_revision
+from evidence_pipeline_tests.support.signers import Signers
+from evidence_pipeline_tests.support.tampering import overwrite
 
 RUN = RunInfo("supersedes")
 

@@ -9,7 +9,7 @@ from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.monthly import sources
 from evidence_pipeline.monthly.render import render_report, report_totals
 from evidence_pipeline.monthly.validate import validate_report
-from evidence_pipeline_tests.conftest import SMALL
+from evidence_pipeline_tests.support.fixture_sources import SMALL
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.audit.verify import verify_bundle
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError, ReasonCode
@@ -15,34 +14,15 @@ from evidence_pipeline.models import EventType, TenantMonth
 from evidence_pipeline.monthly.bundle import staging_key
 from evidence_pipeline.monthly.pipeline import preview_stage, run_tenant_month
 from evidence_pipeline.monthly.sources import pin_latest
-from evidence_pipeline.operations.offboarding import offboard_tenant, pending_request, request_offboarding
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.synthetic.demo_data import demo_transactions
-from evidence_pipeline_tests.fixture_sources import publish_revision
-from evidence_pipeline_tests.intake_server import client, error_code, pdf_bytes, submit, tokens, upload
-from evidence_pipeline_tests.signers import Signers, signers_of
+from evidence_pipeline_tests.support.fixture_sources import publish_revision
+from evidence_pipeline_tests.support.intake_server import client, error_code, pdf_bytes, submit, tokens, upload
+from evidence_pipeline_tests.support.offboarding import approve as _approve
+from evidence_pipeline_tests.support.offboarding import ask as _ask
+from evidence_pipeline_tests.support.signers import Signers, signers_of
 
 ACME, GLOBEX = TenantMonth("acme", "2026-10"), TenantMonth("globex", "2026-10")
-
-
-def _ask(documents, tenant: str, reason: str, operator: str = "olga") -> dict:
-    signers = signers_of(documents.ledger)
-    return request_offboarding(
-        documents, signers.gate, signers.sign(operator, Action.TENANT_OFFBOARD, {"reason": reason}, tenant=tenant)
-    )
-
-
-def _approve(documents, tenant: str, approver: str = "bob") -> dict:
-    """What `evidence tenant offboard TENANT --approve` does: approve the pending request, or converge."""
-    signers = signers_of(documents.ledger)
-    pending = pending_request(documents, tenant)
-    return offboard_tenant(
-        documents,
-        signers.gate,
-        signers.sign(
-            approver, Action.TENANT_OFFBOARD_APPROVE, {"request": pending["event_id"] if pending else ""}, tenant=tenant
-        ),
-    )
 
 
 def _month_of_evidence(rt, tenant_month: TenantMonth):

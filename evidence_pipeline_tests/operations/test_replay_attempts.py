@@ -11,20 +11,21 @@ from click.testing import CliRunner
 
 from evidence_pipeline.cli import main
 from evidence_pipeline.ledger import Ledger, append_only
-from evidence_pipeline.ledger.jobs import JobKey, RetryBudget
-from evidence_pipeline_tests import test_jobs
-from evidence_pipeline_tests.hostile_pdfs import HOSTILE
-from evidence_pipeline_tests.intake_server import client, intake_environment, pdf_bytes, submit, tokens, upload
-from evidence_pipeline_tests.signers import Signers, signers_of
-from evidence_pipeline_tests.test_documents_worker import dispatch
-from evidence_pipeline_tests.test_jobs import KEY, _code
+from evidence_pipeline.ledger.jobs import JobKey
+from evidence_pipeline_tests.support import jobs
+from evidence_pipeline_tests.support.document_jobs import dispatch
+from evidence_pipeline_tests.support.hostile_pdfs import HOSTILE
+from evidence_pipeline_tests.support.intake_server import client, intake_environment, pdf_bytes, submit, tokens, upload
+from evidence_pipeline_tests.support.jobs import KEY
+from evidence_pipeline_tests.support.jobs import code as _code
+from evidence_pipeline_tests.support.jobs import fail as _fail
+from evidence_pipeline_tests.support.signers import Signers, signers_of
 
-ONE_TRY = RetryBudget(max_attempts=1, max_elapsed_seconds=0.0)  # the first transient failure makes a job dead
 # A document job is dead after one failed attempt (its time budget is spent at once).
 INTAKE_OVERRIDES = {"EVIDENCE_MAX_ATTEMPTS": "1", "EVIDENCE_RETRY_BUDGET_SECONDS": "0.001"}
 
 
-ledger = test_jobs.ledger  # the same fixture: a ledger on the backend with KEY accepted
+ledger = jobs.ledger  # the same fixture: a ledger on the backend with KEY accepted
 
 
 def _replay(ledger: Ledger, job_id: str, actor: str, reason: str, policy_version: str | None = None) -> dict:
@@ -32,11 +33,6 @@ def _replay(ledger: Ledger, job_id: str, actor: str, reason: str, policy_version
     signers = signers_of(ledger)
     signers.ensure(actor, ["operator"])
     return signers.replay(job_id, reason, actor, policy_version)
-
-
-def _fail(ledger: Ledger, key: JobKey, reason: str = "STORE_UNAVAILABLE", retryable: bool = True) -> str:
-    lease = ledger.acquire_lease(key.job_id, "run-a", 60)
-    return ledger.record_failure(key.job_id, reason, retryable, "run-a", ONE_TRY, 1, lease.token, f"{reason} seen")
 
 
 def test_replay_opens_a_new_attempt_linked_to_the_dead_one_which_stays_as_it_ended(ledger):

@@ -17,7 +17,7 @@ from evidence_pipeline.defs.queue import oldest_queued_run_age_seconds
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.models import Stage, TenantMonth
 from evidence_pipeline.operations.stats import admission_stats, parse_since, percentile, stage_stats, summarize
-from evidence_pipeline_tests.conftest import LARGE, SMALL
+from evidence_pipeline_tests.support.fixture_sources import LARGE, SMALL
 
 UTC = timezone.utc
 # A QUEUED DagsterRun must name the code location the daemon would launch it from.

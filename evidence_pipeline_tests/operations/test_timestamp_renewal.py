@@ -15,8 +15,9 @@ from evidence_pipeline.monthly.bundle import REPORT, renewal_key
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo, runtime_for
 from evidence_pipeline.store import sha256_hex
-from evidence_pipeline_tests.conftest import SMALL, _with_fixture_sources
-from evidence_pipeline_tests.local_pki import LocalPki
+from evidence_pipeline_tests.support.fixture_sources import SMALL
+from evidence_pipeline_tests.support.fixture_sources import with_fixture_sources as _with_fixture_sources
+from evidence_pipeline_tests.support.local_pki import LocalPki
 
 EARLIER = TenantMonth("acme-books", "2026-09")
 TSA_DAYS = 60  # the first TSA certificate: renewed well inside a year's horizon

@@ -30,10 +30,10 @@ from evidence_pipeline.ledger.jobs import JobKey
 from evidence_pipeline.operator_api import contract
 from evidence_pipeline.operator_api.app import CONTRACT, STATUS, create_app
 from evidence_pipeline.synthetic.rental_applications import organization_template, program_template
-from evidence_pipeline_tests.intake_server import EVIDENCE, _free_port, intake_environment, running_app, tokens
-from evidence_pipeline_tests.signers import Signers, request_text, with_signature
-from evidence_pipeline_tests.test_intake_contract import conforms
-from evidence_pipeline_tests.test_replay_attempts import _fail
+from evidence_pipeline_tests.support.contract import conforms
+from evidence_pipeline_tests.support.intake_server import EVIDENCE, _free_port, intake_environment, running_app, tokens
+from evidence_pipeline_tests.support.jobs import fail as _fail
+from evidence_pipeline_tests.support.signers import Signers, request_text, with_signature
 
 DEAD = JobKey("acme", "2026-01", "b" * 64, "renderer/1", "policy/1")
 OTHER_DEAD = JobKey("globex", "2026-02", "c" * 64, "renderer/1", "policy/1")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 HELPERS = {"frontdoor.py", "download_floor.py"}  # started or imported by the benches below, not run alone
 # script[:variant] -> (its smoke arguments, a line its figures print)
 SMOKE = {

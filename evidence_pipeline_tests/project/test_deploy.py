@@ -42,10 +42,10 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.defs.coordinator import TenantFairRunCoordinator
 from evidence_pipeline.defs.extensions.storage import PooledPostgresEventLogStorage, PooledPostgresRunStorage
 from evidence_pipeline.signing import keys as keys_module
-from evidence_pipeline_tests.conftest import new_database
-from evidence_pipeline_tests.helm_chart import UnsupportedValues, render_instance_yaml
+from evidence_pipeline_tests.support.backends import new_database
+from evidence_pipeline_tests.support.helm_chart import UnsupportedValues, render_instance_yaml
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 DOCKERFILE = DEPLOY / "Dockerfile"
 RELEASE = {"release_namespace": "evidence", "fullname": "evidence-dagster"}
@@ -815,7 +815,7 @@ def test_webserver_and_daemon_workspace_reaches_a_code_server(tmp_path):
     from dagster._core.workspace.context import WorkspaceProcessContext
     from dagster._core.workspace.load_target import WorkspaceFileTarget
 
-    from evidence_pipeline_tests.dagster_services import _free_port, code_server, grpc_workspace
+    from evidence_pipeline_tests.support.dagster_services import _free_port, code_server, grpc_workspace
 
     final = dockerfile_stages(DOCKERFILE.read_text())[-1]
     [command] = [json.loads(rest) for instruction, rest in final["instructions"] if instruction == "CMD"]

@@ -18,7 +18,7 @@ import pytest
 from evidence_pipeline import config
 from evidence_pipeline.config import Settings
 from evidence_pipeline.models import EventType
-from evidence_pipeline_tests.docs_pages import generated_page, generator
+from evidence_pipeline_tests.support.docs_pages import generated_page, generator
 
 # a valid value for every field whose type alone does not give one
 SAMPLES = {
@@ -100,13 +100,13 @@ def test_the_reference_pages_leave_nothing_out():
 
 def test_the_readme_tree_names_every_package():
     """The front page's tree at a glance names each package of the product (a newcomer's map of it)."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     tree = (root / "README.md").read_text().split("## The tree at a glance", 1)[1]
     packages = {path.parent.name for path in (root / "evidence_pipeline").glob("*/__init__.py")}
     assert sorted(name for name in packages if f"{name}/" not in tree) == []
 
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LINK = re.compile(r"!?\[[^\]]*\]\(<?([^)\s>]+)")  # an inline Markdown link or image: its target
 CODE = re.compile(r"^```.*?^```|`[^`\n]*`", re.S | re.M)  # fenced blocks and code spans: not links
 GENERATED_SECTION = "### Pages generated when the site is built"

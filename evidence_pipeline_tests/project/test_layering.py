@@ -6,9 +6,9 @@ import ast
 import graphlib
 from pathlib import Path
 
-from evidence_pipeline_tests.docs_pages import generator
+from evidence_pipeline_tests.support.docs_pages import generator
 
-PACKAGE = Path(__file__).resolve().parent.parent / "evidence_pipeline"
+PACKAGE = Path(__file__).resolve().parents[2] / "evidence_pipeline"
 EXTENSIONS = PACKAGE / "defs" / "extensions"
 DAGSTER_ALLOWED = {PACKAGE / "definitions.py", PACKAGE / "defs"}
 

@@ -21,7 +21,7 @@ from evidence_pipeline.documents import budgets, gate, pdftext, review, template
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.synthetic.rental_applications import organization_template, program_template
-from evidence_pipeline_tests.signers import Signers, signature_of, with_signature
+from evidence_pipeline_tests.support.signers import Signers, signature_of, with_signature
 
 LIMIT = jsonread.MAX_DEPTH
 OPEN = "[" * (LIMIT + 1)  # more opening brackets than the depth limit: the reader has to scan

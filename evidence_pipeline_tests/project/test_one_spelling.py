@@ -7,7 +7,7 @@ from pathlib import Path
 from evidence_pipeline.actors.requests import digest
 from evidence_pipeline.ledger.jobs import JobKey, document_job_id, replay_attempt_id
 
-PACKAGE = Path(__file__).resolve().parent.parent / "evidence_pipeline"
+PACKAGE = Path(__file__).resolve().parents[2] / "evidence_pipeline"
 CANONICAL, CHAIN = PACKAGE / "canonical.py", PACKAGE / "ledger" / "chain.py"
 
 

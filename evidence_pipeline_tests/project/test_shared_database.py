@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS
-from evidence_pipeline_tests.conftest import aws_environment
+from evidence_pipeline_tests.support.backends import aws_environment
 
 EVIDENCE = str(Path(sys.executable).parent / "evidence")
 

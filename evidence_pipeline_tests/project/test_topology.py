@@ -38,8 +38,8 @@ from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline.tempfiles import MARKER
-from evidence_pipeline_tests.conftest import aws_environment, new_database
-from evidence_pipeline_tests.dagster_services import (
+from evidence_pipeline_tests.support.backends import aws_environment, new_database
+from evidence_pipeline_tests.support.dagster_services import (
     REPO,
     _free_port,
     backfill_finished,
@@ -47,11 +47,11 @@ from evidence_pipeline_tests.dagster_services import (
     code_server_command,
     dagster_services,
     grpc_workspace,
+    key,
     launch_backfill,
 )
-from evidence_pipeline_tests.fixture_sources import publish_revision
-from evidence_pipeline_tests.signers import Signers
-from evidence_pipeline_tests.test_launch_paths import key
+from evidence_pipeline_tests.support.fixture_sources import publish_revision
+from evidence_pipeline_tests.support.signers import Signers
 
 pytestmark = pytest.mark.slow
 

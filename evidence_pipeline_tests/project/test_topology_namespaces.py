@@ -54,20 +54,21 @@ from evidence_pipeline.runtime import runtime_for, s3_client
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline.tempfiles import MARKER
-from evidence_pipeline_tests.dagster_services import (
+from evidence_pipeline_tests.support.dagster_services import (
+    LAUNCH_RUN,
     LOCATION,
     REPO,
     backfill_finished,
     code_server_command,
     graphql,
     grpc_workspace,
+    key,
     launch_backfill,
 )
-from evidence_pipeline_tests.fixture_sources import publish_revision
-from evidence_pipeline_tests.intake_server import pdf_bytes
-from evidence_pipeline_tests.namespaces import Machine, Network, Volume
-from evidence_pipeline_tests.signers import Signers
-from evidence_pipeline_tests.test_launch_paths import LAUNCH_RUN, key
+from evidence_pipeline_tests.support.fixture_sources import publish_revision
+from evidence_pipeline_tests.support.intake_server import pdf_bytes
+from evidence_pipeline_tests.support.namespaces import Machine, Network, Volume
+from evidence_pipeline_tests.support.signers import Signers
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from evidence_pipeline.errors import RETRYABLE, EvidenceError, ReasonCode, exit_code
-from evidence_pipeline_tests.docs_pages import generated_page
+from evidence_pipeline_tests.support.docs_pages import generated_page
 
 ROW = re.compile(r"^\| `([A-Z_]+)` \| (yes|no) \| ([0-3]) \| (\d{3})? \| (\d{3})? \| (.+) \|$", re.M)
 

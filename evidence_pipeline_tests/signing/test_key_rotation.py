@@ -44,13 +44,14 @@ from evidence_pipeline.signing.keyring_document import (
 from evidence_pipeline.signing.keys import certificate_id, public_key_id
 from evidence_pipeline.signing.rotation import KeyDirectory, now
 from evidence_pipeline.synthetic.demo_data import demo_transactions
-from evidence_pipeline_tests.conftest import LARGE, SMALL, _with_fixture_sources, overwrite
-from evidence_pipeline_tests.fixture_sources import publish_revision
-from evidence_pipeline_tests.local_pki import LocalPki
-from evidence_pipeline_tests.signers import admin_key_file
+from evidence_pipeline_tests.support.fixture_sources import LARGE, SMALL, publish_revision
+from evidence_pipeline_tests.support.fixture_sources import with_fixture_sources as _with_fixture_sources
+from evidence_pipeline_tests.support.local_pki import LocalPki
+from evidence_pipeline_tests.support.signers import admin_key_file
+from evidence_pipeline_tests.support.tampering import overwrite
 
 OTHER = TenantMonth("acme-books", "2026-09")
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

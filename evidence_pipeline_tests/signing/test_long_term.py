@@ -22,11 +22,13 @@ from evidence_pipeline.signing import pades
 from evidence_pipeline.signing.etsi_report import validation_reports
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.signing.pades import sign_pdf, verify_pdf_signature
-from evidence_pipeline_tests.conftest import SMALL, _with_fixture_sources, require_tool
-from evidence_pipeline_tests.etsi_schema import indications
-from evidence_pipeline_tests.local_pki import LocalPki
-from evidence_pipeline_tests.signed_bundles import modified
-from evidence_pipeline_tests.test_render import _render
+from evidence_pipeline_tests.support.etsi_schema import indications
+from evidence_pipeline_tests.support.fixture_sources import SMALL
+from evidence_pipeline_tests.support.fixture_sources import with_fixture_sources as _with_fixture_sources
+from evidence_pipeline_tests.support.local_pki import LocalPki
+from evidence_pipeline_tests.support.render import render as _render
+from evidence_pipeline_tests.support.signed_bundles import modified
+from evidence_pipeline_tests.support.tools import require_tool
 
 SIGNER_DAYS = 30  # the signer's certificate expires long before the TSA's (10 years)
 

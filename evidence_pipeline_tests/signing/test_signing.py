@@ -16,9 +16,10 @@ from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import SIGNER_CERT, SIGNER_KEY, load_keyring
 from evidence_pipeline.signing.pades import check_fresh_signature, sign_pdf, verify_pdf_signature
-from evidence_pipeline_tests import hostile_pdfs
-from evidence_pipeline_tests.conftest import SMALL, require_tool
-from evidence_pipeline_tests.test_render import _render
+from evidence_pipeline_tests.support import hostile_pdfs
+from evidence_pipeline_tests.support.fixture_sources import SMALL
+from evidence_pipeline_tests.support.render import render as _render
+from evidence_pipeline_tests.support.tools import require_tool
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from evidence_pipeline.monthly.bundle import MANIFEST, REPORT
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo, s3_client
 from evidence_pipeline.store.s3 import S3Store, _classify
-from evidence_pipeline_tests.conftest import SMALL
-from evidence_pipeline_tests.slow_peer import SlowPeer
+from evidence_pipeline_tests.support.fixture_sources import SMALL
+from evidence_pipeline_tests.support.slow_peer import SlowPeer
 
 aws_backend = pytest.mark.parametrize("backend", ["aws"], indirect=True)
 

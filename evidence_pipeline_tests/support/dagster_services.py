@@ -29,9 +29,9 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline.synthetic.demo_data import demo_transactions
-from evidence_pipeline_tests.fixture_sources import publish_revision
+from evidence_pipeline_tests.support.fixture_sources import publish_revision
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 LOCATION = {"repositoryLocationName": "evidence_pipeline", "repositoryName": "__repository__"}
 
 
@@ -247,3 +247,13 @@ def wait_for(condition, what: str, timeout_s: float = 900):
             return result
         time.sleep(0.5)
     pytest.fail(f"{what} did not happen in {timeout_s} s")
+
+
+# Launch one run of a job, as the webserver's launchpad does.
+LAUNCH_RUN = """mutation($params: ExecutionParams!) { launchRun(executionParams: $params) {
+  __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
+
+
+def key(tm: TenantMonth) -> str:
+    """The partition key of a tenant-month (its month's first day and its tenant) as the GraphQL API names it."""
+    return f"{tm.period}-01|{tm.tenant}"

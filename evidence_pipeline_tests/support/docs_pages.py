@@ -7,7 +7,7 @@ import functools
 import importlib.util
 from pathlib import Path
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 @functools.cache

@@ -24,7 +24,7 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.http_guard import server_config
 from evidence_pipeline.intake.app import create_app
 from evidence_pipeline.runtime import Runtime, runtime_for
-from evidence_pipeline_tests.signers import signers_of
+from evidence_pipeline_tests.support.signers import signers_of
 
 
 def running_server(rt: Runtime) -> contextlib.AbstractContextManager[str]:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PREFIX = "10.213"  # a /16 of RFC 1918 space that this machine's other networks do not use
 SCRATCH = (Path("/tmp"), Path("/dev/shm"), Path("/var/tmp"))  # hidden in every machine: a tmpfs of its own each
 

@@ -24,10 +24,10 @@ producer (``suite_redactions``).
 
 After a change of outcome that is meant::
 
-    .venv/bin/python -m evidence_pipeline_tests.real_corpus --write   # rewrite real_corpus_outcomes.json
+    .venv/bin/python -m evidence_pipeline_tests.support.real_corpus --write   # rewrite real_corpus_outcomes.json
     .venv/bin/python bench/real_corpus_redaction.py --write          # rewrite every file's redaction outcome
-    .venv/bin/python -m evidence_pipeline_tests.real_corpus --summary # the table: outcomes per operation
-    .venv/bin/python -m evidence_pipeline_tests.real_corpus --pin pikepdf==10.18.0 …  # re-pin the sources
+    .venv/bin/python -m evidence_pipeline_tests.support.real_corpus --summary # the table: outcomes per operation
+    .venv/bin/python -m evidence_pipeline_tests.support.real_corpus --pin pikepdf==10.18.0 …  # re-pin the sources
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 HERE = Path(__file__).resolve().parent
 PINS = HERE / "real_corpus.json"
 OUTCOMES = HERE / "real_corpus_outcomes.json"
-CACHE = Path(os.environ.get("EVIDENCE_CORPUS_CACHE", HERE.parent / ".cache" / "corpus"))
+CACHE = Path(os.environ.get("EVIDENCE_CORPUS_CACHE", HERE.parents[1] / ".cache" / "corpus"))
 SIMPLE = "https://pypi.org/simple"
 MAX_FILE_BYTES = 4_000_000  # larger test files add minutes to the suite and nothing the others lack
 OPERATIONS = ("inspect", "signatures", "contract-review", "split", "merge")

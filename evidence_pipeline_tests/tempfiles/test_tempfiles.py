@@ -9,7 +9,7 @@ import pytest
 from evidence_pipeline.models import EventType
 from evidence_pipeline.operations.maintenance import sweep_attempts
 from evidence_pipeline.tempfiles import MARKER, attempt_dir, scratch_file, sweep, write_private
-from evidence_pipeline_tests.conftest import require_tool
+from evidence_pipeline_tests.support.tools import require_tool
 
 
 def _age(path, seconds):

@@ -19,8 +19,10 @@ from sqlalchemy import select
 from evidence_pipeline.config import Settings
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.outbox import Outbox, outbox
-from evidence_pipeline_tests.test_webhooks import EXPECTED, TENANT, _end_jobs_of_every_kind, _set
-from evidence_pipeline_tests.webhook_receiver import Receiver
+from evidence_pipeline_tests.support.webhook_receiver import Receiver
+from evidence_pipeline_tests.support.webhooks import EXPECTED, TENANT
+from evidence_pipeline_tests.support.webhooks import end_jobs_of_every_kind as _end_jobs_of_every_kind
+from evidence_pipeline_tests.support.webhooks import subscribe as _set
 
 EVIDENCE = [sys.executable, "-c", "from evidence_pipeline.cli import main; main()"]
 TIMEOUT_SECONDS = 3  # of an attempt: a claim lasts four times it, the wait for the killed attempt's message

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import hashlib
 import json
 import shutil
 import socket
@@ -20,16 +19,12 @@ import pytest
 from click.testing import CliRunner
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from evidence_pipeline.audit.checkpoints import publish_checkpoint
 from evidence_pipeline.audit.package import inclusion_path, open_package, tlog_proof_path
-from evidence_pipeline.audit.package_index import sign_index
 from evidence_pipeline.audit.witnessing import (
     POLICY,
     checkpoint_witnessed,
-    cosignature_key,
     log_verifier,
     note_key,
-    publish_note,
 )
 from evidence_pipeline.cli import main
 from evidence_pipeline.errors import EvidenceError
@@ -52,8 +47,14 @@ from evidence_pipeline.signed_note import (
 from evidence_pipeline.witness.client import Endpoint, submit
 from evidence_pipeline.witness.policy import parse_policy
 from evidence_pipeline.witness.proof import parse_tlog_proof
-from evidence_pipeline_tests.conftest import FIXTURE_MONTHS, require_tool
-from evidence_pipeline_tests.slow_peer import SlowPeer
+from evidence_pipeline_tests.support.fixture_sources import FIXTURE_MONTHS
+from evidence_pipeline_tests.support.slow_peer import SlowPeer
+from evidence_pipeline_tests.support.witness import WITNESS
+from evidence_pipeline_tests.support.witness import cosigned_checkpoint as _cosigned_checkpoint
+from evidence_pipeline_tests.support.witness import export as _export
+from evidence_pipeline_tests.support.witness import go_tlog_proof_check as _go_tlog_proof_check
+from evidence_pipeline_tests.support.witness import resign as _resign
+from evidence_pipeline_tests.support.witness import verify as _verify
 
 EVIDENCE = str(Path(sys.executable).parent / "evidence")
 
@@ -238,22 +239,6 @@ def test_two_witnesses_refuse_a_forked_history(tmp_path, running):
     assert post(b"old 0\n\n" + _signed(log, fork).encode()) == 500
 
 
-def _export(home: Path, out: Path, cosigners: int, witnesses: str = "") -> None:
-    result = CliRunner().invoke(
-        main,
-        ["export", "--tenant", "acme-books", str(out)],
-        env={"EVIDENCE_HOME": str(home), "EVIDENCE_WITNESSES": witnesses},
-    )
-    assert result.exit_code == 0, result.output
-    assert f"the newest co-signed by {cosigners} outside witness(es)" in result.output
-
-
-def _verify(package: Path, *witness_args: str) -> tuple[int, dict]:
-    result = CliRunner().invoke(main, ["verify", "--package", str(package), "--json", "--workers", "1", *witness_args])
-    assert "Traceback" not in result.output, result.output
-    return result.exit_code, json.loads(result.output)
-
-
 def test_a_witness_that_was_down_catches_up_and_the_policy_decides(local_runtime, tmp_path, running):
     settings = local_runtime.settings
     log_vkey = log_verifier(settings.log_origin, local_runtime.keyring.statement_public_key).vkey()
@@ -368,17 +353,6 @@ def test_a_submission_ends_at_its_deadline_whatever_the_witness_trickles(phase):
     assert peer.sent and peer.sent[0] < 100 < peer.limit
 
 
-def _cosigned_checkpoint(runtime: Runtime, witness: ed25519.Ed25519PrivateKey) -> dict:
-    """Publish the head, its note and the witness's cosignature (in-process: the formats, not the protocol)."""
-    checkpoint = publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
-    note = publish_note(runtime.archive, runtime.settings.log_origin, runtime.keyring.statement_key, checkpoint)
-    runtime.archive.put_once(
-        cosignature_key(checkpoint["size"], verifier(WITNESS, COSIGNATURE_V1, witness)),
-        cosign(note.text, WITNESS, witness, 1_800_000_000).encode(),
-    )
-    return checkpoint
-
-
 def _reissued(
     runtime: Runtime, witness: ed25519.Ed25519PrivateKey, size: int, root: bytes, origin: str | None = None
 ) -> bytes:
@@ -390,51 +364,9 @@ def _reissued(
     return Note(text, note.signatures + parse_note(b"x\n\n" + line.encode()).signatures).encode()
 
 
-def _resign(package: Path, runtime: Runtime) -> None:
-    """Re-sign package.json over the package's files as they now are, with the statement key (the operator's own)."""
-    index = package / "package.json"
-    files = {
-        path.relative_to(package).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
-        for path in package.rglob("*")
-        if path.is_file() and path != index
-    }
-    index.chmod(0o644)
-    index.write_bytes(
-        sign_index(
-            open_package(str(package))[1].signed.document,
-            files,
-            runtime.keyring.statement_key,
-            runtime.keyring.statement_key_id,
-        )
-    )
-
-
 def _replace(path: Path, data: bytes) -> None:
     path.chmod(0o644)
     path.write_bytes(data)
-
-
-WITNESS = "witness.test/pinned"
-
-
-def _go_tlog_proof_check(tmp_path: Path) -> Path:
-    """tlog_proof_check.go built with Debian's golang-go and golang-golang-x-mod-dev (code we did not write)."""
-    go = require_tool("go")
-    if not Path("/usr/share/gocode/src/golang.org/x/mod/sumdb/tlog").is_dir():
-        pytest.skip("golang-golang-x-mod-dev is not installed")
-    built = tmp_path / "tlog-proof-check"
-    subprocess.run(
-        [go, "build", "-o", built, Path(__file__).with_name("tlog_proof_check.go")],
-        check=True,
-        env={
-            "GOPATH": "/usr/share/gocode",
-            "GO111MODULE": "off",
-            "GOCACHE": str(tmp_path / "gocache"),
-            "HOME": str(tmp_path),
-            "PATH": "/usr/bin:/bin",
-        },
-    )
-    return built
 
 
 def test_every_note_is_checked_against_the_pinned_origin_and_one_root_per_size(local_runtime, tmp_path):
