@@ -17,7 +17,7 @@ import evidence_pipeline.definitions  # noqa: F401  (a run worker's imports, and
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.isolation import Limits, isolated, reopened
 from evidence_pipeline.tempfiles import scratch_file
-from evidence_pipeline_tests.intake_server import pdf_bytes
+from evidence_pipeline_tests.support.intake_server import pdf_bytes
 
 
 def _gated(file):

@@ -6,7 +6,7 @@
    PDF, and one `inspect` job worked in-process: the dispatch sensor's tick evaluated, its page run through
    `execute_in_process`, the step inside it. That is the work's own floor, without a daemon.
 2. A real `dagster-daemon`, code server and webserver on the repository's dagster.yaml
-   (evidence_pipeline_tests/dagster_services.py), and one warm-up job to done: the daemon's first tick, the code
+   (evidence_pipeline_tests/support/dagster_services.py), and one warm-up job to done: the daemon's first tick, the code
    server's first load and its fork server's start (defs/extensions/run_fork.py).
 3. `--jobs` jobs, one every `--interval` s whatever the answers (open loop), each timed from its 202 to
    `succeeded` by its own `accepted_at` and `finished_at` (the ledger's clock, ms), and broken down by its page's
@@ -107,7 +107,7 @@ def through_daemon(door: FrontDoor, document_id: str, count: int, interval: floa
     from evidence_pipeline.config import Settings
     from evidence_pipeline.defs.documents import PAGE_TAG
     from evidence_pipeline.runtime import runtime_for
-    from evidence_pipeline_tests.dagster_services import dagster_services, run_fork_servers
+    from evidence_pipeline_tests.support.dagster_services import dagster_services, run_fork_servers
 
     home = door.root / "dagster"
     home.mkdir()

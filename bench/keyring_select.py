@@ -26,7 +26,7 @@ from evidence_pipeline.signing.pades import sign_pdf
 from evidence_pipeline.signing.rotation import STATE
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.synthetic.demo_data import demo_transactions
-from evidence_pipeline_tests.fixture_sources import publish_revision
+from evidence_pipeline_tests.support.fixture_sources import publish_revision
 
 
 def _timed(call, reps: int) -> list[float]:

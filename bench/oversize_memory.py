@@ -140,7 +140,7 @@ def main() -> None:
 
     from evidence_pipeline.models import TenantMonth
     from evidence_pipeline.synthetic.demo_data import OVERSIZE_REFUNDS, oversize_transactions
-    from evidence_pipeline_tests.fixture_sources import publish_revision
+    from evidence_pipeline_tests.support.fixture_sources import publish_revision
 
     stack: list = []
     with tempfile.TemporaryDirectory() as home:

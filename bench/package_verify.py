@@ -7,7 +7,7 @@ On one fresh temporary root, for each of --levels (B-B and B-LTA by default), in
    the plain-Python pipeline in --workers processes (throughput.py's sources and raw path, no Dagster), with a
    witness key configured and a checkpoint published after each of --checkpoints equal batches, so the package
    holds that many witnessed checkpoints and their consistency proofs. B-LTA signs with the tests' local TSA and
-   CRLs on 127.0.0.1 (evidence_pipeline_tests/local_pki.py); B-B with development keys;
+   CRLs on 127.0.0.1 (evidence_pipeline_tests/support/local_pki.py); B-B with development keys;
 2. export: `evidence export --tenant T OUT`, once, as a child process (wall and CPU);
 3. verify: `evidence verify --package OUT --json --require-witness WITNESS.pub.pem` with --workers processes and
    with one, --reps times each, alternating between the levels and the worker counts so that noise from other
@@ -88,7 +88,7 @@ def package(root: Path, level: str, base: dict[str, str], partitions: list[Tenan
     env = base | {"EVIDENCE_HOME": str(root / "home"), "EVIDENCE_SOURCES_URI": str(root / "sources")}
     with contextlib.ExitStack() as stack:
         if level != "B-B":
-            from evidence_pipeline_tests.local_pki import LocalPki  # the tests' TSA and CRLs
+            from evidence_pipeline_tests.support.local_pki import LocalPki  # the tests' TSA and CRLs
 
             pki = stack.enter_context(LocalPki())
             env |= {

@@ -23,8 +23,8 @@ from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.signing.pades import sign_pdf, verify_pdf_signature
 from evidence_pipeline.synthetic.demo_data import demo_transactions
-from evidence_pipeline_tests.fixture_sources import publish_revision
-from evidence_pipeline_tests.local_pki import LocalPki
+from evidence_pipeline_tests.support.fixture_sources import publish_revision
+from evidence_pipeline_tests.support.local_pki import LocalPki
 
 
 def main() -> None:

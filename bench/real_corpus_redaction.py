@@ -1,7 +1,8 @@
-"""Redaction on every file of the real-world corpus the gate accepts (evidence_pipeline_tests/real_corpus.py): the
-first page, with targets chosen from its own text, judged by pdftotext and Tesseract. Compares each file's outcome
-with the committed table (``real_corpus_outcomes.json``, its ``redact`` entries) and reports the figures: files,
-producers, redacted / refused by code / leaked / crashed, seconds per file and in all.
+"""Redaction on every file of the real-world corpus the gate accepts
+(evidence_pipeline_tests/support/real_corpus.py): the first page, with targets chosen from its own text, judged by
+pdftotext and Tesseract. Compares each file's outcome with the committed table (``real_corpus_outcomes.json``, its
+``redact`` entries) and reports the figures: files, producers, redacted / refused by code / leaked / crashed, seconds
+per file and in all.
 
     .venv/bin/python bench/real_corpus_redaction.py [--write [--resume]] [--only KEY ...]
     .venv/bin/python bench/real_corpus_redaction.py --baseline DIR
@@ -28,7 +29,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # by its path: with --baseline the package evidence_pipeline (and evidence_pipeline_tests) come from DIR
-_spec = importlib.util.spec_from_file_location("real_corpus", ROOT / "evidence_pipeline_tests" / "real_corpus.py")
+_spec = importlib.util.spec_from_file_location(
+    "real_corpus", ROOT / "evidence_pipeline_tests" / "support" / "real_corpus.py"
+)
 real_corpus = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(real_corpus)
 BASELINE = ROOT / "bench" / "results" / "real_corpus_redaction_baseline.json"

@@ -52,7 +52,7 @@ sys.path.insert(0, str(REPO))  # a spawned child imports this file as a module
 
 from intake import acting_operator  # noqa: E402  (bench/intake.py)
 
-from evidence_pipeline_tests.dagster_services import LOCATION, dagster_services, graphql  # noqa: E402
+from evidence_pipeline_tests.support.dagster_services import LOCATION, dagster_services, graphql  # noqa: E402
 
 ASSET = "evidence_bundle"
 ASSETS = [{"path": ["source_revision"]}, {"path": ["monthly_report"]}, {"path": ["evidence_bundle"]}]

@@ -42,7 +42,7 @@ def measure(months: int) -> dict:
     from evidence_pipeline.monthly.pipeline import run_tenant_month
     from evidence_pipeline.runtime import RunInfo, Runtime
     from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS, demo_transactions
-    from evidence_pipeline_tests.fixture_sources import publish_revision
+    from evidence_pipeline_tests.support.fixture_sources import publish_revision
 
     result: dict = {"stages": {}, "cpu_ms": {}, "wall_s": 0.0}
     with tempfile.TemporaryDirectory() as home:

@@ -52,8 +52,8 @@ from evidence_pipeline.models import TenantMonth, first_open_period
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo, runtime_for, s3_client
 from evidence_pipeline.synthetic.demo_data import DEMO_TENANTS, demo_transactions
-from evidence_pipeline_tests.dagster_services import LOCATION, dagster_services, graphql
-from evidence_pipeline_tests.fixture_sources import publish_revision
+from evidence_pipeline_tests.support.dagster_services import LOCATION, dagster_services, graphql
+from evidence_pipeline_tests.support.fixture_sources import publish_revision
 
 REPO = Path(__file__).resolve().parent.parent
 PROFILES = list(DEMO_TENANTS)  # bench tenant i has the volume and currencies of demo tenant i mod 5

@@ -6,7 +6,7 @@ codes from ``errors.ReasonCode`` (meaning, retried, exit code, HTTP status), led
 from ``actors.roles``, every command of the click group ``evidence_pipeline.cli:main``, the tenant API's and the
 operator API's endpoints from the OpenAPI documents their servers serve (and those documents themselves, as JSON
 files), the package and module map from their docstrings, and the benchmarks page from bench/README.md. A test
-imports this file for its page functions (evidence_pipeline_tests/test_docs.py).
+imports this file for its page functions (evidence_pipeline_tests/project/test_docs.py).
 """
 
 from __future__ import annotations

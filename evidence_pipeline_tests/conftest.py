@@ -6,32 +6,25 @@ started here once per session and only when a test asks for the "aws" backend.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import re
 import shutil
 import signal
 import tempfile
-import uuid
 from pathlib import Path
 
-import pandas as pd
 import psutil
 import pytest
 import sqlalchemy as sa
 
 from evidence_pipeline.config import Settings
-from evidence_pipeline.ledger.append_only import drop_guards
-from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.runtime import Runtime
-from evidence_pipeline.store import ArtifactStore
-from evidence_pipeline.store.local import LocalStore
-from evidence_pipeline.synthetic.demo_data import demo_transactions
-from evidence_pipeline_tests.fixture_sources import publish_revision
+from evidence_pipeline_tests.support.backends import aws_environment, new_database
+from evidence_pipeline_tests.support.fixture_sources import FIXTURE_MONTHS, with_fixture_sources
 
 REPO = Path(__file__).resolve().parent.parent
-pytest_plugins = ["evidence_pipeline_tests.intake_server"]  # the intake fixtures: documents, intake
+pytest_plugins = ["evidence_pipeline_tests.support.intake_server"]  # the intake fixtures: documents, intake
 
 # The tests name fixed months since 2025-01, which a window of the last 12 open months would close as the calendar
 # moves on: every month is open here (and in the webserver, daemon and run workers the tests start). The window
@@ -72,21 +65,6 @@ def _no_none_in_command_output(monkeypatch):
 
 
 NONE_SHOWN = re.compile(r"(?<![\w\"'])None(?![\w\"']| [a-z])")  # a value; not "None of …", not 'None'
-
-
-SMALL = TenantMonth("acme-books", "2026-10")
-LARGE = TenantMonth("evergreen-market", "2026-10")
-FIXTURE_MONTHS = (SMALL, LARGE, TenantMonth("acme-books", "2026-09"))
-# The events the fixture sources append before a test's own: one `tenant.registered` per fixture tenant (the
-# fixture registers it), one `source.published` per fixture month.
-FIXTURE_EVENTS = len({tenant_month.tenant for tenant_month in FIXTURE_MONTHS}) + len(FIXTURE_MONTHS)
-
-
-def require_tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        pytest.skip(f"{name} is not installed (make test installs it)")
-    return path
 
 
 MEMORY = Path("/dev/shm")
@@ -177,50 +155,6 @@ def _share_botocore_data(patch: pytest.MonkeyPatch) -> None:
     patch.setattr(botocore.session, "create_loader", shared_loader)
 
 
-def new_database(postgres_url: str, template: str | None = None) -> str:
-    """A database of its own for one test: empty, or a copy of ``template``."""
-    name = "t_" + uuid.uuid4().hex[:16]
-    admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else "")))
-    admin.dispose()
-    return sa.make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
-
-
-def drop_database(postgres_url: str, url: str) -> None:
-    """Drop a test's database, ending any session a test left open on it."""
-    admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{sa.make_url(url).database}" WITH (FORCE)'))
-    admin.dispose()
-
-
-def aws_environment(request, tmp_path, migrated: bool = False) -> dict[str, str]:
-    """Settings for the production backends: a fresh database (``migrated``: already holding the ledger's and
-    Dagster's schemas) and a fresh Object Lock bucket."""
-    from evidence_pipeline.runtime import s3_client
-
-    endpoint = request.getfixturevalue("s3_endpoint")
-    bucket = "evidence-" + uuid.uuid4().hex[:12]
-    postgres_url = request.getfixturevalue("postgres_url")
-    database = new_database(postgres_url, request.getfixturevalue("migrated_template") if migrated else None)
-    request.addfinalizer(lambda: drop_database(postgres_url, database))
-    env = {
-        "EVIDENCE_HOME": str(tmp_path / "home"),
-        "EVIDENCE_LEDGER_URL": database,
-        "EVIDENCE_ARCHIVE_URI": f"s3://{bucket}/archive",
-        "EVIDENCE_SOURCES_URI": f"s3://{bucket}/sources",
-        "EVIDENCE_STAGING_URI": f"s3://{bucket}/staging",
-        "EVIDENCE_S3_ENDPOINT_URL": endpoint,
-        "EVIDENCE_S3_REGION": "us-east-1",
-        "EVIDENCE_S3_OBJECT_LOCK_MODE": "COMPLIANCE",
-        "EVIDENCE_S3_OBJECT_LOCK_DAYS": "1",
-        "EVIDENCE_S3_SSE": "AES256",
-    }
-    s3_client(Settings.from_env(env)).create_bucket(Bucket=bucket, ObjectLockEnabledForBucket=True)
-    return env
-
-
 @pytest.fixture(params=["local", "aws"])
 def backend(request, tmp_path) -> dict[str, str]:
     """The environment of one backend set: "local" (SQLite + filesystem) or "aws" (PostgreSQL + S3). The aws
@@ -230,17 +164,6 @@ def backend(request, tmp_path) -> dict[str, str]:
     return aws_environment(request, tmp_path, migrated=request.node.get_closest_marker("empty_database") is None)
 
 
-@functools.cache
-def _fixture_transactions(tenant_month: TenantMonth) -> pd.DataFrame:
-    return demo_transactions(tenant_month)  # deterministic: generated once per process, not once per test
-
-
-def _with_fixture_sources(runtime: Runtime) -> Runtime:
-    for tenant_month in FIXTURE_MONTHS:
-        publish_revision(runtime, tenant_month, _fixture_transactions(tenant_month).copy())
-    return runtime
-
-
 @pytest.fixture
 def runtime(backend, monkeypatch) -> Runtime:
     """A Runtime on the parametrized backend, with demo sources published for FIXTURE_MONTHS."""
@@ -248,13 +171,13 @@ def runtime(backend, monkeypatch) -> Runtime:
 
     for name, value in backend.items():
         monkeypatch.setenv(name, value)  # the Dagster resource reads the same environment
-    return _with_fixture_sources(runtime_for(Settings.from_env(backend)))
+    return with_fixture_sources(runtime_for(Settings.from_env(backend)))
 
 
 @pytest.fixture
 def local_runtime(tmp_path) -> Runtime:
     """A Runtime on the embedded default, for tests of pure functions."""
-    return _with_fixture_sources(Runtime.from_settings(Settings.from_env({"EVIDENCE_HOME": str(tmp_path / "home")})))
+    return with_fixture_sources(Runtime.from_settings(Settings.from_env({"EVIDENCE_HOME": str(tmp_path / "home")})))
 
 
 @pytest.fixture
@@ -282,23 +205,3 @@ def evidence(runtime):
     from evidence_pipeline.defs.resources import EvidenceResource
 
     return EvidenceResource(home=str(runtime.settings.home))
-
-
-def overwrite(runtime: Runtime, key: str, data: bytes | None, store: ArtifactStore | None = None) -> None:
-    """Tamper with the archive (or ``store``) as someone with write access would (``None`` deletes)."""
-    store = store or runtime.archive
-    if isinstance(store, LocalStore):
-        path = store.root / key
-        os.chmod(path, 0o644)
-        path.unlink() if data is None else path.write_bytes(data)
-    elif data is None:
-        store.client.delete_object(Bucket=store.bucket, Key=store._key(key))  # a delete marker
-    else:
-        store.client.put_object(Bucket=store.bucket, Key=store._key(key), Body=data)  # a new version
-
-
-def drop_append_only_guards(ledger, table: str = "evidence_audit_events") -> None:
-    """What an attacker with DDL rights would do first: remove the triggers that refuse UPDATE and DELETE."""
-    with ledger.engine.begin() as conn:
-        for statement in drop_guards(ledger.engine.dialect.name, table):
-            conn.execute(sa.text(statement))

@@ -3,7 +3,7 @@ fences a job.
 
 A lease is live strictly before its expiry instant; at ``lease_expires_at`` it has expired. The Python check and
 the SQL clauses below are the same rule, so a fenced UPDATE, a takeover, the lost-worker sweep and the metrics never
-disagree about a lease at the boundary (evidence_pipeline_tests/test_leases.py checks them at that instant).
+disagree about a lease at the boundary (evidence_pipeline_tests/ledger/test_leases.py checks them at that instant).
 """
 
 from __future__ import annotations

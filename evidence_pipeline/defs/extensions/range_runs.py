@@ -9,7 +9,7 @@ computed once per step. Anything it does not recognise as a valid call (no parti
 goes to Dagster's original, which raises Dagster's own error.
 
 It applies only to the exact version and source it was checked against; otherwise it warns and leaves Dagster
-alone (correct, only slower). evidence_pipeline_tests/test_range_runs.py fails until it is re-checked.
+alone (correct, only slower). evidence_pipeline_tests/defs/test_range_runs.py fails until it is re-checked.
 """
 
 from dagster._core.definitions.events import AssetKey
