@@ -476,6 +476,26 @@ def illegible_scan() -> bytes:
     return build(_picture(scan_image(blur=3.0), FULL_PAGE))
 
 
+def page_outside_the_tree() -> bytes:
+    """The typed page, and a bookmark whose destination is a page the page tree no longer holds (its page deleted,
+    the bookmark left), drawing that illegible scan: no reader shows it, yet its content is in the file."""
+    pdf = _base()
+    scan = pdf.make_indirect(
+        pikepdf.Dictionary(
+            Type=pikepdf.Name.Page,
+            MediaBox=[0, 0, 612, 792],
+            Resources=pikepdf.Dictionary(XObject=pikepdf.Dictionary(Im0=_image_xobject(pdf, scan_image(blur=3.0)))),
+            Contents=pdf.make_stream(b"q " + FULL_PAGE + b" cm /Im0 Do Q\n"),
+        )
+    )
+    item = pdf.make_indirect(pikepdf.Dictionary(Title=pikepdf.String("Scan"), Dest=[scan, pikepdf.Name.Fit]))
+    pdf.Root.Outlines = pdf.make_indirect(
+        pikepdf.Dictionary(Type=pikepdf.Name.Outlines, First=item, Last=item, Count=1)
+    )
+    item.Parent = pdf.Root.Outlines
+    return _saved(pdf)
+
+
 # -- drawings: the value shown on the rendered page by any means of drawing, none of which spells it as text -------
 
 SHOWN = f"SSN {SSN}"
