@@ -609,16 +609,35 @@ def _cleared(gray: Image.Image) -> Image.Image:
     """The image as a reader reads it, dark on light: each dark panel holding light ink (``_panels``, however
     tightly it fits its text) turned negative, then the solid dark areas left (a redaction's black box: dark
     throughout a square of _SOLID pixels) made white: the engine reads a black box as a word and doubts the words
-    beside it. Strokes thinner than _SOLID (glyphs, rules, the ground between light letters) stay."""
+    beside it. Strokes thinner than _SOLID (glyphs, rules, the ground between light letters) stay, and so does a
+    solid area whose box holds light pixels (``_boxes``: a dark photograph behind a headline's white letters is no
+    black box; whitened, it would leave the letters as outlines no one reads)."""
     pixels = numpy.asarray(gray).copy()
     for panel in _panels(pixels):
         pixels[panel] = 255 - pixels[panel]
     turned = Image.fromarray(pixels)
     if min(turned.size) < _SOLID or numpy.asarray(turned.reduce(_SOLID // 2)).min() >= 64:
         return turned  # no square of _SOLID pixels holds a dark cell of half its side: nothing is solid
-    solid = _solid_area(turned, _SOLID // 2)
-    pixels[solid] = 255
+    pixels[_boxes(_solid_area(turned, _SOLID // 2), pixels)] = 255
     return Image.fromarray(pixels)
+
+
+def _boxes(solid: numpy.ndarray, pixels: numpy.ndarray) -> numpy.ndarray:
+    """The pixels of ``solid`` in its groups (cells of _GROUP pixels that touch) whose tight box holds no light
+    pixel (over 192): a black box is dark throughout its box; a dark area around light ink is not."""
+    rows, columns = -(-solid.shape[0] // _GROUP), -(-solid.shape[1] // _GROUP)
+    padded = numpy.pad(solid, ((0, rows * _GROUP - solid.shape[0]), (0, columns * _GROUP - solid.shape[1])))
+    boxes = numpy.zeros_like(solid)
+    for top, left, bottom, right in _components(_per_cell(padded, numpy.maximum)):
+        area = solid[top * _GROUP : (bottom + 1) * _GROUP, left * _GROUP : (right + 1) * _GROUP]
+        inked_rows, inked_columns = numpy.flatnonzero(area.any(axis=1)), numpy.flatnonzero(area.any(axis=0))
+        tight = (
+            slice(top * _GROUP + inked_rows[0], top * _GROUP + inked_rows[-1] + 1),
+            slice(left * _GROUP + inked_columns[0], left * _GROUP + inked_columns[-1] + 1),
+        )
+        if not (pixels[tight] > 192).any():
+            boxes[tight] |= solid[tight]
+    return boxes
 
 
 def _panels(pixels: numpy.ndarray) -> Iterator[tuple[slice, slice]]:

@@ -14,7 +14,8 @@ every XMP packet, JavaScript). Then remove each found value everywhere it occurs
 - any other string or text stream still holding one: an action holding one is removed whole (a link is dropped,
   never rewritten to point elsewhere), a name-tree entry is removed, a metadata stream or information entry is
   removed, a bookmark title becomes `[redacted]`, any other string `[redacted]`, any other text stream empty;
-- always: embedded and associated files, and page thumbnails (pictures of the original page);
+- always: embedded and associated files, page thumbnails (pictures of the original page), and pages outside the
+  page tree (a destination's page after its page was deleted: no reader shows it, its content stays in the file);
 - last, what the page still shows: each page of the result is rendered (pdfium, annotations and form appearances
   drawn) and what its trusted text layer does not explain is read by OCR at any angle (ocr.shown_pages); where a
   found value or a rule's match shows, the region is burned in, not covered (``_burn``): what the page draws across
@@ -161,6 +162,7 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
     document.file.seek(0)
     finding = Finding()
     with readable(), pikepdf.open(document.file) as pdf:
+        finding.counts["page_outside_the_tree"] += _detach_pages_outside_the_tree(pdf)
         # Pages are walked one at a time, twice (find, then remove): memory stays that of one page's glyphs, and
         # every value is known before anything is rewritten.
         find(pdf, rules, finding)
@@ -1118,6 +1120,27 @@ def _reachable(pdf: pikepdf.Pdf):
                         else (container, key, "action")
                     )
                 stack.extend((value, k, item, key, action) for k, item in value.items())
+
+
+def _detach_pages_outside_the_tree(pdf: pikepdf.Pdf) -> int:
+    """Every reference to a page the page tree does not hold (an outline's or a link's destination, an
+    annotation's /P) made null or removed, so that qpdf, which writes what is referenced, drops the page and what
+    only it draws; the count of such pages."""
+    tree = {page.obj.objgen for page in pdf.pages}
+    detached = set()
+    for container, key, value, _, _ in _reachable(pdf):  # a container's entries are listed before it is changed
+        if (
+            isinstance(value, pikepdf.Dictionary)
+            and value.is_indirect
+            and value.get("/Type") == "/Page"
+            and value.objgen not in tree
+        ):
+            detached.add(value.objgen)
+            if isinstance(container, pikepdf.Array):
+                container[key] = None
+            else:
+                del container[key]
+    return len(detached)
 
 
 def _holds_anywhere(annot, search: Search) -> bool:

@@ -194,6 +194,16 @@ def test_an_image_ocr_cannot_read_with_confidence_is_refused_unless_a_region_cov
     assert summary["removed"]["scanned_page"] == 1
 
 
+def test_a_page_outside_the_page_tree_goes_and_does_not_refuse_the_document():
+    """A bookmark's page that the page tree no longer holds is shown by no reader: the derivative drops it and what
+    only it draws (an image OCR cannot read), instead of refusing the document over it."""
+    summary, derivative, verification = redacted(corpus.page_outside_the_tree())
+    assert summary["removed"] == {"page_outside_the_tree": 1} and verification["passed"]
+    with pikepdf.open(io.BytesIO(derivative)) as pdf:
+        assert not [o for o in pdf.objects if isinstance(o, pikepdf.Stream) and o.get("/Subtype") == "/Image"]
+        assert list(pdf.Root.Outlines.First.Dest) == [None, pikepdf.Name.Fit]
+
+
 def _annotations_left_alone(data: bytes):
     """A weakened redactor: the real first pass, then the original's annotations put back."""
     result = _redact_pure(data)

@@ -14,7 +14,7 @@ import urllib.parse
 import zlib
 
 import pikepdf
-from PIL import Image, ImageDraw, ImageFilter, ImageFont
+from PIL import Image, ImageChops, ImageDraw, ImageFilter, ImageFont
 from reportlab.pdfbase import pdfmetrics
 
 from evidence_pipeline.synthetic.rental_applications import FONTS
@@ -474,6 +474,26 @@ def earlier_revision_info() -> tuple[bytes, str]:
 def illegible_scan() -> bytes:
     """A scan whose text a reader can make out but the engine cannot: a blurred photograph."""
     return build(_picture(scan_image(blur=3.0), FULL_PAGE))
+
+
+def page_outside_the_tree() -> bytes:
+    """The typed page, and a bookmark whose destination is a page the page tree no longer holds (its page deleted,
+    the bookmark left), drawing that illegible scan: no reader shows it, yet its content is in the file."""
+    pdf = _base()
+    scan = pdf.make_indirect(
+        pikepdf.Dictionary(
+            Type=pikepdf.Name.Page,
+            MediaBox=[0, 0, 612, 792],
+            Resources=pikepdf.Dictionary(XObject=pikepdf.Dictionary(Im0=_image_xobject(pdf, scan_image(blur=3.0)))),
+            Contents=pdf.make_stream(b"q " + FULL_PAGE + b" cm /Im0 Do Q\n"),
+        )
+    )
+    item = pdf.make_indirect(pikepdf.Dictionary(Title=pikepdf.String("Scan"), Dest=[scan, pikepdf.Name.Fit]))
+    pdf.Root.Outlines = pdf.make_indirect(
+        pikepdf.Dictionary(Type=pikepdf.Name.Outlines, First=item, Last=item, Count=1)
+    )
+    item.Parent = pdf.Root.Outlines
+    return _saved(pdf)
 
 
 # -- drawings: the value shown on the rendered page by any means of drawing, none of which spells it as text -------
@@ -1025,6 +1045,20 @@ def _form_drawn_twice(pdf, page):
     page.obj.Contents = pdf.make_stream(HEADING + b"q 1 0 0 1 72 600 cm /Fm0 Do Q\nq 1 0 0 1 300 450 cm /Fm0 Do Q\n")
 
 
+def _over_a_dark_photograph(pdf, page):
+    """The value in white over a photograph whose dark part rises across it, grain over all (a news page's
+    headline on its picture): no panel (the dark part's box is light along its top), and its dark is solid enough
+    to be taken for a black box."""
+    width, height = 720, 300
+    photo = Image.new("L", (width, height), 215)
+    ImageDraw.Draw(photo).polygon(
+        [(0, round(height * 0.9)), (width, round(height * 0.1)), (width, height), (0, height)], fill=45
+    )
+    photo = ImageChops.add(photo, Image.effect_noise((width, height), 10), offset=-128)
+    _silent_text(before=b"q 345.6 0 0 144 60 560 cm /Im0 Do Q ", text_state=b"1 g", at=b"150 572 Td")(pdf, page)
+    page.obj.Resources.XObject = pikepdf.Dictionary(Im0=_image_xobject(pdf, photo))
+
+
 _COS30, _SIN30 = 0.8660, 0.5
 
 DRAWN.update(
@@ -1073,6 +1107,7 @@ DRAWN.update(
             (0,),
         ),
         "cid_font_whose_tounicode_maps_every_glyph_to_a_space": (_silent_text(to_unicode=" "), SSN, (0,)),
+        "white_text_over_a_dark_photograph": (_over_a_dark_photograph, SSN, (0,)),
         "text_turned_30_degrees_by_its_matrix": (
             _silent_text(at=b"%.4f %.4f %.4f %.4f 120 500 Tm" % (_COS30, _SIN30, -_SIN30, _COS30)),
             SSN,
