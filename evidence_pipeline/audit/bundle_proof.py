@@ -159,7 +159,7 @@ def _check_bundle_log(
     manifest: Any = jsonread.loads(
         store.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES), ReasonCode.MANIFEST_INVALID, MANIFEST
     )
-    seq = manifest.get("ledger", {}).get("seq") if isinstance(manifest, dict) else None
+    seq = jsonread.at(manifest, "ledger", "seq")
     if type(seq) is not int or not store.exists(event_path(seq)):
         raise EvidenceError(ReasonCode.LEDGER_EVENT_MISMATCH, "the file holds no event at the manifest's ledger seq")
     text = store.get(event_path(seq), max_bytes=jsonread.MAX_BYTES)

@@ -167,7 +167,7 @@ class _Walker:
         manifest = self.json_of(details["manifest"], sha256=details["manifest_sha256"], link=link, what="manifest")
         if (
             manifest.get("lineage") != recorded
-            or manifest.get("statement", {}).get("sha256") != details["statement_sha256"]
+            or jsonread.at(manifest, "statement", "sha256") != details["statement_sha256"]
         ):
             raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the manifest does not carry the event's lineage")
         predicate = self.statement(
@@ -229,7 +229,7 @@ class _Walker:
             what="decision",
             code=ReasonCode.LINEAGE_DIGEST_MISMATCH,
         )
-        if body.get("input", {}).get("sha256") != parent_digest or body.get("input", {}).get("document_id") != parent:
+        if jsonread.at(body, "input", "sha256") != parent_digest or jsonread.at(body, "input", "document_id") != parent:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the decision is about other bytes")
         if body.get("decision") != "approved":
             raise _Broken(ReasonCode.LINEAGE_NOT_APPROVED, link, "the review decision is not approved")
@@ -311,7 +311,7 @@ class _Walker:
                 "link": "signature_check",
                 "signature_check_id": check,
                 "policy_version": details["policy_version"],
-                "outcome": record["outcome"],
+                "outcome": record.get("outcome"),
                 "signatures": details["signatures"],
             }
         )
@@ -330,11 +330,18 @@ class _Walker:
                 "artifact_id": artifact_id,
                 "sha256": entry["sha256"],
                 "job_id": job_id,
-                "operation": predicate["operation"],
+                "operation": predicate.get("operation"),
             }
         )
+        inputs = predicate.get("inputs")
+        if (
+            not isinstance(inputs, list)
+            or not inputs
+            or not all(isinstance(jsonread.at(i, "document_id"), str) for i in inputs)
+        ):
+            raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement names no input documents")
         origins = []
-        for source in predicate["inputs"]:
+        for source in inputs:
             digest, origin = self.parent(source["document_id"])
             if digest != source["sha256"]:
                 raise _Broken(ReasonCode.LINEAGE_DIGEST_MISMATCH, link, "an input is not the bytes the job used")
@@ -382,7 +389,10 @@ class _Walker:
             predicate_type=PREDICATE_TYPE,
             link=link,
         )
-        listed = {a["name"]: a["sha256"] for a in predicate.get("artifacts", [])}
+        artifacts = predicate.get("artifacts", [])
+        if not isinstance(artifacts, list):
+            raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement's artifacts are not a list")
+        listed = {jsonread.at(a, "name"): jsonread.at(a, "sha256") for a in artifacts}
         if any(listed.get(a["name"], a["sha256"]) != a["sha256"] for a in details["artifacts"]):
             raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement lists other outputs")
         return predicate
@@ -398,12 +408,14 @@ class _Walker:
             raise _Broken(
                 ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement's signature does not verify"
             ) from None
-        [subject] = body.get("subject") or [{}]
+        subjects = jsonread.at(body, "subject")
+        subject = subjects[0] if isinstance(subjects, list) and len(subjects) == 1 else None
         if (
             sha256_hex(data) != sha256
+            or not isinstance(body, dict)
             or body.get("predicateType") != predicate_type
-            or subject.get("digest") != {"sha256": subject_digest}
-            or (name is not None and subject.get("name") != name)
+            or jsonread.at(subject, "digest") != {"sha256": subject_digest}
+            or (name is not None and jsonread.at(subject, "name") != name)
             or not isinstance(body.get("predicate"), dict)
         ):
             raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement is not about this link")
@@ -412,15 +424,18 @@ class _Walker:
 
     def json_of(
         self, key: str, *, sha256: str, link: str, what: str, code: ReasonCode = ReasonCode.LINEAGE_STATEMENT_INVALID
-    ) -> Any:
-        """The JSON document at ``key`` as read (its shape is the caller's to check)."""
+    ) -> dict[str, Any]:
+        """The JSON object at ``key`` (what is in it is the caller's to check, through ``_at``)."""
         data = self.get(self.archive, key, link, code)
         if sha256_hex(data) != sha256:
             raise _Broken(code, link, f"the {what} is not the one its event recorded")
         try:  # its digest is the one its event recorded: only the reading is bounded, not the size
-            return jsonread.loads(data, code, f"the {what}", max_bytes=len(data))
+            document = jsonread.loads(data, code, f"the {what}", max_bytes=len(data))
         except EvidenceError as error:
             raise _Broken(code, link, error.message) from None
+        if not isinstance(document, dict):
+            raise _Broken(code, link, f"the {what} is not a JSON object")
+        return document
 
     def bytes_of(self, store: Archive, key: str, sha256: str, link: str) -> bytes:
         data = self.get(store, key, link, ReasonCode.LINEAGE_DIGEST_MISMATCH)
