@@ -39,13 +39,16 @@ def main() -> None:
         keyring = load_keyring(pki.provision(Path(home) / "keys"), generate=False)
         for level in PADES_LEVELS:  # warm up: imports, key loading, connections; and check what is measured
             verify_pdf_signature(
-                sign_pdf(report, keyring, level, pki.tsa_url), keyring.root_pem, level, keyring.tsa_root_pem
+                sign_pdf(report, keyring, level=level, tsa_url=pki.tsa_url),
+                keyring.root_pem,
+                level=level,
+                tsa_root_pem=keyring.tsa_root_pem,
             )
         timings: dict[str, list[float]] = {level: [] for level in PADES_LEVELS}
         for _ in range(args.reps):
             for level in PADES_LEVELS:
                 start = time.perf_counter()
-                sign_pdf(report, keyring, level, pki.tsa_url)
+                sign_pdf(report, keyring, level=level, tsa_url=pki.tsa_url)
                 timings[level].append((time.perf_counter() - start) * 1000)
     base = statistics.median(timings["B-B"])
     print(f"report: {len(report):,} bytes unsigned; {args.reps} signatures per level, interleaved")

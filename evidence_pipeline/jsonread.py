@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from evidence_pipeline.errors import EvidenceError
 
@@ -45,6 +46,16 @@ def loads(data: bytes | str, code: str, what: str, max_bytes: int = MAX_BYTES) -
         raise EvidenceError(code, f"{what} {refused}") from None
     except ValueError:
         raise EvidenceError(code, f"{what} is not JSON") from None
+
+
+def at(document: object, *path: str) -> Any:
+    """The value at ``path`` through nested JSON objects, or None where a step is not an object or lacks the name:
+    a read document is judged by comparing what is there with what is expected, whatever its shape."""
+    for name in path:
+        if not isinstance(document, dict):
+            return None
+        document = document.get(name)
+    return document
 
 
 def _scan(text: str, limit: int = MAX_DEPTH) -> tuple[int, int]:

@@ -56,6 +56,7 @@ def resolve(host: str, port: int, timeout: float) -> list[tuple]:
 def request(
     method: str,
     to: Target,
+    *,
     headers: dict[str, str],
     body: bytes,
     timeout: float,

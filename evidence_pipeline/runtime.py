@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
@@ -21,7 +21,7 @@ from evidence_pipeline.ledger.actors import ActorLedger
 from evidence_pipeline.ledger.batches import Batches
 from evidence_pipeline.ledger.document_jobs import DocumentJobs
 from evidence_pipeline.ledger.documents import DocumentRecords
-from evidence_pipeline.ledger.jobs import RetryBudget
+from evidence_pipeline.ledger.job_states import RetryBudget
 from evidence_pipeline.ledger.outbox import Outbox
 from evidence_pipeline.ledger.pages import Pages
 from evidence_pipeline.ledger.retries import TenantMonthRetries
@@ -35,6 +35,9 @@ from evidence_pipeline.store import ArtifactStore
 from evidence_pipeline.store.s3 import S3Options
 from evidence_pipeline.store.uri import open_store
 
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
 
 @dataclass
 class Runtime:
@@ -46,10 +49,10 @@ class Runtime:
     previews: ArtifactStore
     archive: ArtifactStore
     ledger: Ledger
-    s3: Any = field(default=None, repr=False)  # the boto3 S3 client of this process's s3:// stores, or None
+    s3: S3Client | None = field(default=None, repr=False)  # the client of this process's s3:// stores, or None
 
     @classmethod
-    def from_settings(cls, settings: Settings, s3_client=None) -> Runtime:
+    def from_settings(cls, settings: Settings, s3_client: S3Client | None = None) -> Runtime:
         """``s3_client`` (a boto3 S3 client) is needed when any store URI is s3://."""
         options = S3Options(
             settings.s3_object_lock_mode,
@@ -192,7 +195,7 @@ def runtime_for(settings: Settings) -> Runtime:
     return _runtimes[settings]
 
 
-def s3_client(settings: Settings):
+def s3_client(settings: Settings) -> S3Client:
     """A boto3 S3 client for the configured endpoint and region (as dagster-aws's S3Resource builds one: standard
     retries, 5 attempts), each store call through it ended by EVIDENCE_S3_DEADLINE_SECONDS; credentials come from
     the standard AWS environment/chain."""
@@ -201,7 +204,7 @@ def s3_client(settings: Settings):
 
     from evidence_pipeline.store import s3_deadline
 
-    client = boto3.session.Session().client(
+    client: S3Client = boto3.session.Session().client(
         "s3",
         endpoint_url=settings.s3_endpoint_url,
         region_name=settings.s3_region,

@@ -55,7 +55,7 @@ class ActionGate:
 
         def work(conn: Connection) -> LedgerEvent | None:
             registry = self._registry(conn)
-            authorized = verify(raw, registry, action, self._now(), self.max_age_seconds)
+            authorized = verify(raw, registry, action=action, now=self._now(), max_age_seconds=self.max_age_seconds)
             if self.actors.nonce_used(conn, authorized.nonce):
                 raise ActionRefused(ReasonCode.ACTION_REPLAYED, "the request's nonce was used before", authorized)
             self._recheck_appends(conn, registry, authorized)

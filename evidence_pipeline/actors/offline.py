@@ -134,7 +134,7 @@ def recheck(body: dict, registry: Registry, max_age_seconds: float = DEFAULT_MAX
         public = key.get("public_key") if isinstance(key, dict) else None
         authorized = verify_bootstrap(authorization, public, at, max_age, legacy=True)
     else:
-        authorized = verify(authorization, registry, action, at, max_age, legacy=True)
+        authorized = verify(authorization, registry, action=action, now=at, max_age_seconds=max_age, legacy=True)
     if authorized.actor != body["actor"] or authorized.tenant not in (None, body["tenant"]):
         raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "the event's actor or tenant is not the request's")
     if body["event_type"] in ARGS_RECORDED and not _details_repeat_args(body["details"], authorized):

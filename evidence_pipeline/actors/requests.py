@@ -179,6 +179,7 @@ def sign_request(
     key: ed25519.Ed25519PrivateKey,
     actor: str,
     action: str,
+    *,
     args: dict,
     tenant: str | None = None,
     now: datetime | None = None,

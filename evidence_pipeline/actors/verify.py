@@ -44,7 +44,7 @@ class AuthorizedAction(SignedRequest):
 
 
 def verify(
-    raw: object, registry: Registry, action: Action, now: datetime, max_age_seconds: float, legacy: bool = False
+    raw: object, registry: Registry, *, action: Action, now: datetime, max_age_seconds: float, legacy: bool = False
 ) -> AuthorizedAction:
     """The request in ``raw`` (an envelope) authorizes ``action`` at ``now``, or ActionRefused says why not.
     ``legacy``: also the form recorded before the DSSE envelope (requests.sealed), for the ledger's re-check."""

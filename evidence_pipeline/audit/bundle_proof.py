@@ -114,6 +114,7 @@ def _tree(ledger: Ledger, size: int) -> merkle.Tree:
 def check_bundle_log(
     store: ArtifactStore,
     prefix: str,
+    *,
     key_ids: frozenset[str],
     root_ids: frozenset[str],
     origin: str | None,
@@ -126,7 +127,7 @@ def check_bundle_log(
     if not store.exists(tlog_proof_path(prefix)) and not pinned:
         return None
     try:
-        _check_bundle_log(store, prefix, key_ids, root_ids, origin, policy)
+        _check_bundle_log(store, prefix, key_ids=key_ids, root_ids=root_ids, origin=origin, policy=policy)
     except EvidenceError as error:
         if error.code in UNAVAILABLE_CODES:
             raise
@@ -137,6 +138,7 @@ def check_bundle_log(
 def _check_bundle_log(
     store: ArtifactStore,
     prefix: str,
+    *,
     key_ids: frozenset[str],
     root_ids: frozenset[str],
     origin: str | None,
@@ -157,7 +159,7 @@ def _check_bundle_log(
     manifest: Any = jsonread.loads(
         store.get(f"{prefix}/{MANIFEST}", max_bytes=jsonread.MAX_BYTES), ReasonCode.MANIFEST_INVALID, MANIFEST
     )
-    seq = manifest.get("ledger", {}).get("seq") if isinstance(manifest, dict) else None
+    seq = jsonread.at(manifest, "ledger", "seq")
     if type(seq) is not int or not store.exists(event_path(seq)):
         raise EvidenceError(ReasonCode.LEDGER_EVENT_MISMATCH, "the file holds no event at the manifest's ledger seq")
     text = store.get(event_path(seq), max_bytes=jsonread.MAX_BYTES)

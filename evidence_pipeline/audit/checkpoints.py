@@ -176,6 +176,7 @@ def check_witness(envelope: bytes, witness: ed25519.Ed25519PublicKey, key: str) 
 def verify_ledger(
     ledger: Ledger,
     archive: ArtifactStore,
+    *,
     witness: ed25519.Ed25519PublicKey | None = None,
     origin: str | None = None,
     policy: TlogPolicy | None = None,

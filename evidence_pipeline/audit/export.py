@@ -108,6 +108,7 @@ class _Publication(_Stored):
 def export_package(
     rt: Runtime,
     tenant: str,
+    *,
     first: str | None,
     last: str | None,
     out: Path,
@@ -177,7 +178,7 @@ def export_package(
         index = _write(
             archive,
             package,
-            _Contents(
+            contents=_Contents(
                 tenant,
                 first,
                 last,
@@ -189,11 +190,11 @@ def export_package(
                 with_uploads,
                 controls,
             ),
-            chosen,
-            tree,
-            rt.keyring,
-            tuple(parse_vkey(vkey) for _, vkey in rt.settings.witnesses),
-            rt.settings.worker_processes(),
+            chosen=chosen,
+            tree=tree,
+            keyring=rt.keyring,
+            witnesses=tuple(parse_vkey(vkey) for _, vkey in rt.settings.witnesses),
+            workers=rt.settings.worker_processes(),
         )
         os.chmod(staging, 0o755)
         _fsync_dir(staging)
@@ -291,6 +292,7 @@ class _Contents:
 def _write(
     archive: ArtifactStore,
     package: LocalStore,
+    *,
     contents: _Contents,
     chosen: dict[int, str],
     tree: merkle.Tree,
@@ -299,9 +301,9 @@ def _write(
     workers: int,
 ) -> Index:
     for key in archive.list("keys"):  # verbatim, whatever is there (PEMs, a keyring document)
-        _copy(archive, key, package, key, max_bytes=MAX_KEYS_OBJECT_BYTES)
+        _copy(archive, key, package=package, target=key, max_bytes=MAX_KEYS_OBJECT_BYTES)
     for key in archive.list(WITNESS_PREFIX):
-        _copy(archive, key, package, f"{WITNESS}/{key.rsplit('/', 1)[-1]}", max_bytes=MAX_KEY_BYTES)
+        _copy(archive, key, package=package, target=f"{WITNESS}/{key.rsplit('/', 1)[-1]}", max_bytes=MAX_KEY_BYTES)
     statement_keys = published_statement_keys(archive)
     checkpoints = sorted(set(chosen.values()) | {checkpoint_keys(archive)[-1]}, key=checkpoint_size)
     signed = {key: _signed_checkpoint(archive, package, key, statement_keys, tree) for key in checkpoints}
@@ -335,9 +337,9 @@ def _write(
     verified = verify_all(
         [(here, publication.prefix) for publication in contents.publications],
         open_package_store,
-        frozenset(),
-        frozenset(),
-        workers,
+        key_ids=frozenset(),
+        root_ids=frozenset(),
+        workers=workers,
         also=partial(check_in_log, signed),
     )
     assessments = []
@@ -346,7 +348,11 @@ def _write(
             raise outcome.error  # the package could not be read: no assessment to make
         assessments.append(
             assessment_document(  # as the exporter verified it (no error: a verification)
-                package, publication.prefix, cast(Verification, outcome.verification), policy, contents.controls
+                package,
+                publication.prefix,
+                verification=cast(Verification, outcome.verification),
+                policy=policy,
+                controls=contents.controls,
             )
         )
         package.put_once(assessment_path(publication.prefix), assessments[-1])
@@ -354,12 +360,12 @@ def _write(
         package.put_once(PACKAGE_ASSESSMENT, package_assessment_results(contents.tenant, assessments))
     found = contents.documents
     for key, sha256 in found.objects.items():
-        _copy(archive, key, package, key, sha256)
+        _copy(archive, key, package=package, target=key, expected_sha256=sha256)
     if contents.with_uploads:
         for store, key, sha256 in {
             sha256: (store, key, sha256) for store, key, sha256 in found.uploads.values()
         }.values():
-            _copy(store, key, package, upload_path(contents.tenant, sha256), sha256)
+            _copy(store, key, package=package, target=upload_path(contents.tenant, sha256), expected_sha256=sha256)
     index = Index(
         contents.tenant,
         contents.first,
@@ -398,7 +404,7 @@ def _signed_checkpoint(
         raise EvidenceError(
             ReasonCode.LEDGER_INVALID, f"the ledger's first {size} events differ from signed checkpoint {key}"
         )
-    _copy(archive, key, package, key, max_bytes=jsonread.MAX_BYTES)
+    _copy(archive, key, package=package, target=key, max_bytes=jsonread.MAX_BYTES)
     return size, root
 
 
@@ -409,18 +415,18 @@ def _write_bundle(archive: ArtifactStore, package: LocalStore, publication: _Pub
         "report_sha256": _copy(
             archive,
             f"{prefix}/{REPORT}",
-            package,
-            f"{prefix}/{REPORT}",
-            details["report_sha256"],
-            MAX_REPORT_BYTES + SIGNATURE_ALLOWANCE,
+            package=package,
+            target=f"{prefix}/{REPORT}",
+            expected_sha256=details["report_sha256"],
+            max_bytes=MAX_REPORT_BYTES + SIGNATURE_ALLOWANCE,
         ),
         "statement_sha256": _copy(
             archive,
             f"{prefix}/{STATEMENT}",
-            package,
-            f"{prefix}/{STATEMENT}",
-            details["statement_sha256"],
-            jsonread.MAX_BYTES,
+            package=package,
+            target=f"{prefix}/{STATEMENT}",
+            expected_sha256=details["statement_sha256"],
+            max_bytes=jsonread.MAX_BYTES,
         ),
     }
     versions = [
@@ -440,7 +446,9 @@ def _write_bundle(archive: ArtifactStore, package: LocalStore, publication: _Pub
     # Its renewed reports (`evidence timestamps renew`), verbatim: each is judged by its bytes (it must extend the
     # published report with a document time stamp), so the package verifies after the first TSA certificate's expiry.
     for number, key in enumerate(archive.list(f"{prefix}/{RENEWALS}"), start=1):
-        _copy(archive, key, package, key, max_bytes=MAX_REPORT_BYTES + (number + 1) * SIGNATURE_ALLOWANCE)
+        _copy(
+            archive, key, package=package, target=key, max_bytes=MAX_REPORT_BYTES + (number + 1) * SIGNATURE_ALLOWANCE
+        )
 
 
 def _write_proved(
@@ -484,6 +492,7 @@ def _write_tlog_proof(package: LocalStore, publication: _Publication, note: Note
 def _copy(
     archive: ArtifactStore,
     key: str,
+    *,
     package: LocalStore,
     target: str,
     expected_sha256: str | None = None,

@@ -164,14 +164,19 @@ class _Walker:
         if event["parsed"]["subject_sha256"] != digest:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the event's subject is not the output digest")
         data = self.bytes_of(self.archive, artifact_id, digest, link)
-        manifest = self.json_of(details["manifest"], details["manifest_sha256"], link, "manifest")
+        manifest = self.json_of(details["manifest"], sha256=details["manifest_sha256"], link=link, what="manifest")
         if (
             manifest.get("lineage") != recorded
-            or manifest.get("statement", {}).get("sha256") != details["statement_sha256"]
+            or jsonread.at(manifest, "statement", "sha256") != details["statement_sha256"]
         ):
             raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the manifest does not carry the event's lineage")
         predicate = self.statement(
-            details["statement"], details["statement_sha256"], artifact_id, digest, DERIVATIVE_PREDICATE_TYPE, link
+            details["statement"],
+            sha256=details["statement_sha256"],
+            name=artifact_id,
+            subject_digest=digest,
+            predicate_type=DERIVATIVE_PREDICATE_TYPE,
+            link=link,
         )
         if predicate.get("lineage") != recorded:
             raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement does not carry the lineage")
@@ -202,8 +207,8 @@ class _Walker:
             verify_pdf_signature(
                 signed,
                 by.root_pem,
-                by.level,
-                by.tsa_root_pem if by.level in TIMESTAMPED else None,
+                level=by.level,
+                tsa_root_pem=by.tsa_root_pem if by.level in TIMESTAMPED else None,
                 field_name=DERIVED_BY_FIELD,
             )
         except EvidenceError as error:
@@ -218,9 +223,13 @@ class _Walker:
         if [a["sha256"] for a in decision] != [review["decision_sha256"]]:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the review's event names another decision")
         body = self.json_of(
-            decision[0]["key"], decision[0]["sha256"], link, "decision", ReasonCode.LINEAGE_DIGEST_MISMATCH
+            decision[0]["key"],
+            sha256=decision[0]["sha256"],
+            link=link,
+            what="decision",
+            code=ReasonCode.LINEAGE_DIGEST_MISMATCH,
         )
-        if body.get("input", {}).get("sha256") != parent_digest or body.get("input", {}).get("document_id") != parent:
+        if jsonread.at(body, "input", "sha256") != parent_digest or jsonread.at(body, "input", "document_id") != parent:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the decision is about other bytes")
         if body.get("decision") != "approved":
             raise _Broken(ReasonCode.LINEAGE_NOT_APPROVED, link, "the review decision is not approved")
@@ -270,7 +279,11 @@ class _Walker:
         if event["parsed"]["subject_sha256"] != original_digest:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the check is about other bytes")
         record = self.json_of(
-            details["record"], details["record_sha256"], link, "record", ReasonCode.LINEAGE_DIGEST_MISMATCH
+            details["record"],
+            sha256=details["record_sha256"],
+            link=link,
+            what="record",
+            code=ReasonCode.LINEAGE_DIGEST_MISMATCH,
         )
         if (record.get("signature_check_id"), record.get("document_sha256"), record.get("policy_version")) != (
             check,
@@ -280,11 +293,11 @@ class _Walker:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the record is not the event's check")
         predicate = self.statement(
             details["statement"],
-            details["statement_sha256"],
-            f"document/{details['document_id']}",
-            original_digest,
-            SIGNATURE_CHECK_PREDICATE_TYPE,
-            link,
+            sha256=details["statement_sha256"],
+            name=f"document/{details['document_id']}",
+            subject_digest=original_digest,
+            predicate_type=SIGNATURE_CHECK_PREDICATE_TYPE,
+            link=link,
         )
         if predicate.get("record_sha256") != details["record_sha256"]:
             raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement names another record")
@@ -298,7 +311,7 @@ class _Walker:
                 "link": "signature_check",
                 "signature_check_id": check,
                 "policy_version": details["policy_version"],
-                "outcome": record["outcome"],
+                "outcome": record.get("outcome"),
                 "signatures": details["signatures"],
             }
         )
@@ -317,11 +330,18 @@ class _Walker:
                 "artifact_id": artifact_id,
                 "sha256": entry["sha256"],
                 "job_id": job_id,
-                "operation": predicate["operation"],
+                "operation": predicate.get("operation"),
             }
         )
+        inputs = predicate.get("inputs")
+        if (
+            not isinstance(inputs, list)
+            or not inputs
+            or not all(isinstance(jsonread.at(i, "document_id"), str) for i in inputs)
+        ):
+            raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement names no input documents")
         origins = []
-        for source in predicate["inputs"]:
+        for source in inputs:
             digest, origin = self.parent(source["document_id"])
             if digest != source["sha256"]:
                 raise _Broken(ReasonCode.LINEAGE_DIGEST_MISMATCH, link, "an input is not the bytes the job used")
@@ -362,15 +382,23 @@ class _Walker:
         if entry is None:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the job's event names no statement")
         predicate = self.statement(
-            entry["key"], entry["sha256"], None, subject_digest or event["subject_sha256"], PREDICATE_TYPE, link
+            entry["key"],
+            sha256=entry["sha256"],
+            name=None,
+            subject_digest=subject_digest or event["subject_sha256"],
+            predicate_type=PREDICATE_TYPE,
+            link=link,
         )
-        listed = {a["name"]: a["sha256"] for a in predicate.get("artifacts", [])}
+        artifacts = predicate.get("artifacts", [])
+        if not isinstance(artifacts, list):
+            raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement's artifacts are not a list")
+        listed = {jsonread.at(a, "name"): jsonread.at(a, "sha256") for a in artifacts}
         if any(listed.get(a["name"], a["sha256"]) != a["sha256"] for a in details["artifacts"]):
             raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement lists other outputs")
         return predicate
 
     def statement(
-        self, key: str, sha256: str, name: str | None, subject_digest: str, predicate_type: str, link: str
+        self, key: str, *, sha256: str, name: str | None, subject_digest: str, predicate_type: str, link: str
     ) -> dict[str, Any]:
         data = self.get(self.archive, key, link, ReasonCode.LINEAGE_STATEMENT_INVALID)
         try:
@@ -380,12 +408,14 @@ class _Walker:
             raise _Broken(
                 ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement's signature does not verify"
             ) from None
-        [subject] = body.get("subject") or [{}]
+        subjects = jsonread.at(body, "subject")
+        subject = subjects[0] if isinstance(subjects, list) and len(subjects) == 1 else None
         if (
             sha256_hex(data) != sha256
+            or not isinstance(body, dict)
             or body.get("predicateType") != predicate_type
-            or subject.get("digest") != {"sha256": subject_digest}
-            or (name is not None and subject.get("name") != name)
+            or jsonread.at(subject, "digest") != {"sha256": subject_digest}
+            or (name is not None and jsonread.at(subject, "name") != name)
             or not isinstance(body.get("predicate"), dict)
         ):
             raise _Broken(ReasonCode.LINEAGE_STATEMENT_INVALID, link, "the statement is not about this link")
@@ -393,16 +423,19 @@ class _Walker:
         return predicate
 
     def json_of(
-        self, key: str, sha256: str, link: str, what: str, code: ReasonCode = ReasonCode.LINEAGE_STATEMENT_INVALID
-    ) -> Any:
-        """The JSON document at ``key`` as read (its shape is the caller's to check)."""
+        self, key: str, *, sha256: str, link: str, what: str, code: ReasonCode = ReasonCode.LINEAGE_STATEMENT_INVALID
+    ) -> dict[str, Any]:
+        """The JSON object at ``key`` (what is in it is the caller's to check, through ``_at``)."""
         data = self.get(self.archive, key, link, code)
         if sha256_hex(data) != sha256:
             raise _Broken(code, link, f"the {what} is not the one its event recorded")
         try:  # its digest is the one its event recorded: only the reading is bounded, not the size
-            return jsonread.loads(data, code, f"the {what}", max_bytes=len(data))
+            document = jsonread.loads(data, code, f"the {what}", max_bytes=len(data))
         except EvidenceError as error:
             raise _Broken(code, link, error.message) from None
+        if not isinstance(document, dict):
+            raise _Broken(code, link, f"the {what} is not a JSON object")
+        return document
 
     def bytes_of(self, store: Archive, key: str, sha256: str, link: str) -> bytes:
         data = self.get(store, key, link, ReasonCode.LINEAGE_DIGEST_MISMATCH)

@@ -282,7 +282,7 @@ def check_bound(document: bytes, manifest: Any) -> None:
             == (manifest["tenant"], manifest["period"], manifest["identity"], str(manifest["ledger"]["seq"]))
             and linked == {f"{prefix}/{name}": a["sha256"] for name, a in manifest["artifacts"].items()}
         )
-    except (KeyError, TypeError, ValueError, IndexError):
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError):  # whatever its shape
         bound = False
     if not bound:
         raise EvidenceError(

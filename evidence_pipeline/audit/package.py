@@ -396,6 +396,7 @@ class PackageChecks:
 def check_package(
     store: LocalStore,
     index: Index,
+    *,
     package_keys: PackageKeys,
     witness: ed25519.Ed25519PublicKey | str | None = None,
     policy: TlogPolicy | None = None,
@@ -758,6 +759,7 @@ def open_package_store(root: str) -> ArtifactStore:
 def verify_bundles(
     argument: str,
     store: LocalStore,
+    *,
     index: Index,
     checks: PackageChecks,
     key_ids: frozenset[str],
@@ -771,9 +773,9 @@ def verify_bundles(
     return verify_all(
         [(location, bundle) for bundle in index.bundles],
         open_package_store,
-        key_ids,
-        root_ids,
-        workers,
-        at,
+        key_ids=key_ids,
+        root_ids=root_ids,
+        workers=workers,
+        at=at,
         also=partial(check_in_log, checks.roots),
     )

@@ -59,14 +59,23 @@ def bundle_etsi_reports(
 
 
 def write_reports(
-    kind: str, directory: Path, store: ArtifactStore, prefix: str, verification: Verification, request: Request
+    kind: str, directory: Path, *, store: ArtifactStore, prefix: str, verification: Verification, request: Request
 ) -> list[tuple[Path, str]]:
     """Write the bundle's reports of ``kind`` under ``directory``: (path, what it says) of each."""
     folder = directory / prefix.removeprefix("bundles/")  # tenant, period, identity: validated slugs and digests
     make_dirs(folder, 0o755)
     if kind == OSCAL:
         path = folder / ASSESSMENT_RESULTS
-        path.write_bytes(assessment_document(store, prefix, verification, request.policy, request.controls, request.at))
+        path.write_bytes(
+            assessment_document(
+                store,
+                prefix,
+                verification=verification,
+                policy=request.policy,
+                controls=request.controls,
+                at=request.at,
+            )
+        )
         return [(path, "assessment results")]
     written = []
     for report in bundle_etsi_reports(store, prefix, request.root_ids, request.at):
@@ -79,6 +88,7 @@ def write_reports(
 def assessment_document(
     store: ArtifactStore,
     prefix: str,
+    *,
     verification: Verification,
     policy: TlogPolicy | None,
     controls: dict[str, Any],

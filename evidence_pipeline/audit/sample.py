@@ -57,7 +57,7 @@ class Sample:
 
 
 def sample_archive(
-    ledger: Ledger, archive: ArtifactStore, size: int, count: int, origin: str, policy: TlogPolicy | None
+    ledger: Ledger, archive: ArtifactStore, *, size: int, count: int, origin: str, policy: TlogPolicy | None
 ) -> Sample:
     """The sample from the deployment's checkpoint of ``size``: its envelope verified by a statement key, its root
     the ledger's over its first ``size`` events, and, with a ``policy`` (the auditor's, or the configured

@@ -305,7 +305,7 @@ def _verify_pades(
         raise EvidenceError(ReasonCode.STATEMENT_INVALID, "the statement names no known PAdES level")
     tsa_root = trust_root(store, str(predicate.get("tsa_root_id", "")), expected_root_ids) if level != "B-B" else None
     root = trust_root(store, str(predicate.get("trust_root_id", "")), expected_root_ids)
-    return verify_pdf_signature(report, root, level, tsa_root, at)
+    return verify_pdf_signature(report, root, level=level, tsa_root_pem=tsa_root, at=at)
 
 
 def _check_signing_keys(

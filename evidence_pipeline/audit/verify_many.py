@@ -75,6 +75,7 @@ def list_bundles(locations: list[Location], open_archive: Callable[[str], Artifa
 def verify_all(
     bundles: list[tuple[Location, str]],
     open_archive: Callable[[str], ArtifactStore],
+    *,
     key_ids: frozenset[str],
     root_ids: frozenset[str],
     workers: int,

@@ -117,9 +117,9 @@ def witness_checkpoint(
             line = submit(
                 endpoint,
                 note,
-                size,
-                _last_cosigned(archive, endpoint.key, size),
-                lambda old: tree.consistency_proof(old, size),
+                size=size,
+                old=_last_cosigned(archive, endpoint.key, size),
+                proof=lambda old: tree.consistency_proof(old, size),
             )
             archive.put_once(key, line.encode())
             outcome[endpoint.key.name] = "cosigned"

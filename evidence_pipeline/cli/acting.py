@@ -35,14 +35,14 @@ def signer_options(command):
 
 
 def signed(
-    settings: Settings, key: Path | None, actor: str | None, action: str, args: dict, tenant: str | None = None
+    settings: Settings, *, key: Path | None, actor: str | None, action: str, args: dict, tenant: str | None = None
 ) -> dict:
     """The envelope of ``action`` with ``args``, signed now with the actor's key under a fresh nonce."""
     from evidence_pipeline.actors.keyfiles import load_actor_key
     from evidence_pipeline.actors.requests import sign_request
 
     private = load_actor_key(key, settings)
-    return sign_request(private, actor_name(settings, key, actor), action, args, tenant=tenant)
+    return sign_request(private, actor_name(settings, key, actor), action, args=args, tenant=tenant)
 
 
 def actor_name(settings: Settings, key: Path | None, actor: str | None) -> str:

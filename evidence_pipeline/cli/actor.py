@@ -120,7 +120,7 @@ def actor_bootstrap(name: str, key: Path | None, as_json: bool) -> None:
     settings = load_settings()
     private = load_actor_key(key, settings)
     public = public_hex(private)
-    envelope = sign_request(private, name, Action.ACTOR_BOOTSTRAP, {"name": name, "public_key": public})
+    envelope = sign_request(private, name, Action.ACTOR_BOOTSTRAP, args={"name": name, "public_key": public})
     _done(_admin(settings).bootstrap(envelope, public), as_json, f"{name} is the first admin")
 
 
@@ -139,10 +139,10 @@ def actor_register(
     settings = load_settings()
     envelope = signed(
         settings,
-        key,
-        actor,
-        Action.ACTOR_REGISTER,
-        {"name": name, "roles": sorted(set(roles)), "public_key": _public_key(public_key)},
+        key=key,
+        actor=actor,
+        action=Action.ACTOR_REGISTER,
+        args={"name": name, "roles": sorted(set(roles)), "public_key": _public_key(public_key)},
     )
     _done(_admin(settings).register(envelope), as_json, f"{name} registered as {', '.join(sorted(set(roles)))}")
 
@@ -157,7 +157,9 @@ def actor_roles(name: str, roles: tuple[str, ...], key: Path | None, actor: str 
     from evidence_pipeline.actors.roles import Action
 
     settings = load_settings()
-    envelope = signed(settings, key, actor, Action.ACTOR_ROLES, {"name": name, "roles": sorted(set(roles))})
+    envelope = signed(
+        settings, key=key, actor=actor, action=Action.ACTOR_ROLES, args={"name": name, "roles": sorted(set(roles))}
+    )
     _done(_admin(settings).change_roles(envelope), as_json, f"{name} holds {', '.join(sorted(set(roles)))}")
 
 
@@ -176,7 +178,13 @@ def actor_key_add(name: str, public_key: str, key: Path | None, actor: str | Non
     from evidence_pipeline.actors.roles import Action
 
     settings = load_settings()
-    envelope = signed(settings, key, actor, Action.ACTOR_KEY_ADD, {"name": name, "public_key": _public_key(public_key)})
+    envelope = signed(
+        settings,
+        key=key,
+        actor=actor,
+        action=Action.ACTOR_KEY_ADD,
+        args={"name": name, "public_key": _public_key(public_key)},
+    )
     event = _admin(settings).add_key(envelope)
     _done(event, as_json, f"key {event.body['details']['key']['key_id']} added to {name}")
 
@@ -191,7 +199,9 @@ def actor_key_revoke(name: str, key_id: str, key: Path | None, actor: str | None
     from evidence_pipeline.actors.roles import Action
 
     settings = load_settings()
-    envelope = signed(settings, key, actor, Action.ACTOR_KEY_REVOKE, {"name": name, "key_id": key_id})
+    envelope = signed(
+        settings, key=key, actor=actor, action=Action.ACTOR_KEY_REVOKE, args={"name": name, "key_id": key_id}
+    )
     _done(_admin(settings).revoke_key(envelope), as_json, f"key {key_id} of {name} revoked")
 
 

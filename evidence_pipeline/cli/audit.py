@@ -57,7 +57,9 @@ def audit_sample(
         configured = tuple(parse_vkey(vkey) for _, vkey in settings.witnesses)
         pins = TlogPolicy.of_count(configured, len(configured))
     ledger, archive = open_audit(settings)
-    drawn = sample_archive(ledger, archive, size, count, pinned_origin(origin, pins) or settings.log_origin, pins)
+    drawn = sample_archive(
+        ledger, archive, size=size, count=count, origin=pinned_origin(origin, pins) or settings.log_origin, policy=pins
+    )
     if as_json:
         click.echo(
             json.dumps(

@@ -48,7 +48,14 @@ def export(
     settings = load_settings(reads_only=True)
     mapping = load_controls(controls or settings.oscal_controls)  # before any work: a bad mapping refuses at once
     exported = export_package(
-        open_runtime(settings), tenant_id, first, last, out, settings.action_max_age_seconds, with_uploads, mapping
+        open_runtime(settings),
+        tenant_id,
+        first=first,
+        last=last,
+        out=out,
+        action_max_age_seconds=settings.action_max_age_seconds,
+        with_uploads=with_uploads,
+        controls=mapping,
     )
     index = exported.index
     click.echo(

@@ -99,7 +99,7 @@ def replay(job_id: str, reason: str, key: Path | None, actor: str | None, policy
 
     settings = load_settings()
     args = {"job_id": job_id, "reason": reason} | ({"policy_version": policy_version} if policy_version else {})
-    job = replay_job(gate(settings), signed(settings, key, actor, Action.JOB_REPLAY, args))
+    job = replay_job(gate(settings), signed(settings, key=key, actor=actor, action=Action.JOB_REPLAY, args=args))
     click.echo(
         f"job {job_id} ({job['tenant']} {job['period']}): attempt {job['attempt_id']} replays "
         f"{job['replay_of']}; next: {replayed(open_runtime(settings), job_id)}"

@@ -86,7 +86,7 @@ def keys_rotate(root_key: Path | None, key: Path | None, actor: str | None, as_j
     from evidence_pipeline.operations.signing_keys import rotate_keys
 
     settings = load_settings()
-    envelope = signed(settings, key, actor, Action.KEYS_ROTATE, {})
+    envelope = signed(settings, key=key, actor=actor, action=Action.KEYS_ROTATE, args={})
     document = rotate_keys(gate(settings), _key_directory(settings), envelope, root_key)
     active = document.active
     _show_keyring(
@@ -128,10 +128,10 @@ def keys_revoke(
     settings = load_settings()
     envelope = signed(
         settings,
-        key,
-        actor,
-        Action.KEYS_REVOKE,
-        {"key_id": key_id, "reason": reason, "at": at.isoformat() if at else None},
+        key=key,
+        actor=actor,
+        action=Action.KEYS_REVOKE,
+        args={"key_id": key_id, "reason": reason, "at": at.isoformat() if at else None},
     )
     document, rotated = revoke_keys(gate(settings), _key_directory(settings), envelope, root_key)
     revoked = document.find(key_id)

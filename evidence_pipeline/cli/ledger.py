@@ -98,7 +98,12 @@ def ledger_verify(
     settings = load_settings(reads_only=True)
     ledger, archive = open_audit(settings)
     report = verify_ledger(
-        ledger, archive, pinned, pinned_origin(origin, pins) or settings.log_origin, pins, stated=origin is not None
+        ledger,
+        archive,
+        witness=pinned,
+        origin=pinned_origin(origin, pins) or settings.log_origin,
+        policy=pins,
+        stated=origin is not None,
     )
     authorized = recheck_ledger(ledger, settings.action_max_age_seconds)
     click.echo(

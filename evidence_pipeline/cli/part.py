@@ -45,10 +45,10 @@ def part_decide(
     rt = open_runtime(settings)
     envelope = signed(
         settings,
-        key,
-        actor,
-        Action.PART_DECIDE,
-        {"artifact_id": artifact_id, "decision": "approved" if approve else "rejected", "reason": reason},
+        key=key,
+        actor=actor,
+        action=Action.PART_DECIDE,
+        args={"artifact_id": artifact_id, "decision": "approved" if approve else "rejected", "reason": reason},
         tenant=tenant_id,
     )
     details = decide_part(gate(settings), rt, envelope)

@@ -42,7 +42,13 @@ def ruleset_canary(
     from evidence_pipeline.documents import ruleset as rulesets
 
     settings = load_settings()
-    envelope = signed(settings, key, actor, Action.RULESET_CANARY, {"candidate": candidate, "tenants": list(tenants)})
+    envelope = signed(
+        settings,
+        key=key,
+        actor=actor,
+        action=Action.RULESET_CANARY,
+        args={"candidate": candidate, "tenants": list(tenants)},
+    )
     _print_routes(rulesets.IN_FORCE, canary.start(gate(settings), envelope), as_json)
 
 
@@ -58,7 +64,7 @@ def ruleset_rollback(key: Path | None, actor: str | None, as_json: bool) -> None
     from evidence_pipeline.documents import ruleset as rulesets
 
     settings = load_settings()
-    envelope = signed(settings, key, actor, Action.RULESET_ROLLBACK, {})
+    envelope = signed(settings, key=key, actor=actor, action=Action.RULESET_ROLLBACK, args={})
     stopped = canary.rollback(gate(settings), envelope)
     if as_json:
         click.echo(json.dumps({"in_force": rulesets.IN_FORCE, "rolled_back": stopped}, indent=2))

@@ -72,7 +72,9 @@ def source_publish(
     results, failed = [], None
     for tenant_month, read in files:
         try:
-            results.append(_publish_one(settings, rt, tenant_month, read, key, actor, correlation_id))
+            results.append(
+                _publish_one(settings, rt, tenant_month, read=read, key=key, actor=actor, correlation_id=correlation_id)
+            )
         except EvidenceError as error:
             results.append({"tenant": tenant_month.tenant, "period": tenant_month.period, "error": _error(error)})
             failed = failed or error.code
@@ -124,6 +126,7 @@ def _publish_one(
     settings,
     rt,
     tenant_month: TenantMonth,
+    *,
     read: Callable[[], bytes],
     key: Path | None,
     actor: str | None,
@@ -134,7 +137,12 @@ def _publish_one(
 
     prepared = publication.prepare(tenant_month, read())
     envelope = signed(
-        settings, key, actor, Action.SOURCE_PUBLISH, publication.signed_args(prepared), tenant=tenant_month.tenant
+        settings,
+        key=key,
+        actor=actor,
+        action=Action.SOURCE_PUBLISH,
+        args=publication.signed_args(prepared),
+        tenant=tenant_month.tenant,
     )
     record = publication.signed_by(gate(settings), envelope, prepared)
     publisher = publication.Publisher(actor_name(settings, key, actor), correlation_id)

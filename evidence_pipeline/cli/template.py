@@ -70,7 +70,12 @@ def template_submit(
     effective = (effective_at or datetime.now(timezone.utc)).astimezone(timezone.utc).isoformat(timespec="seconds")
     settings = load_settings()
     envelope = signed(
-        settings, key, actor, Action.TEMPLATE_SUBMIT, {"version_id": vid, "effective_at": effective}, tenant=tenant_id
+        settings,
+        key=key,
+        actor=actor,
+        action=Action.TEMPLATE_SUBMIT,
+        args={"version_id": vid, "effective_at": effective},
+        tenant=tenant_id,
     )
     found, created = templates.submit(gate(settings), envelope, organization, program)
     if not as_json:
@@ -90,7 +95,14 @@ def template_approve(tenant_id: str, version_id: str, key: Path | None, actor: s
     from evidence_pipeline.documents import templates
 
     settings = load_settings()
-    envelope = signed(settings, key, actor, Action.TEMPLATE_APPROVE, {"version_id": version_id}, tenant=tenant_id)
+    envelope = signed(
+        settings,
+        key=key,
+        actor=actor,
+        action=Action.TEMPLATE_APPROVE,
+        args={"version_id": version_id},
+        tenant=tenant_id,
+    )
     found, created = templates.approve(gate(settings), envelope)
     if not as_json:
         click.echo("approved" if created else "already approved")

@@ -72,7 +72,7 @@ def tenant_add(
         outcome |= register_tenants(
             acting,
             open_runtime(settings).tenants,
-            signed(settings, key, actor, Action.TENANT_REGISTER, {"tenants": chunk}),
+            signed(settings, key=key, actor=actor, action=Action.TENANT_REGISTER, args={"tenants": chunk}),
         )
     if as_json:
         click.echo(json.dumps(outcome, indent=2))
@@ -121,7 +121,7 @@ def tenant_token_issue(tenant_id: str, key: Path | None, actor: str | None) -> N
     _, token_id, token = issue_token(
         gate(settings),
         open_runtime(settings).tokens,
-        signed(settings, key, actor, Action.TOKEN_ISSUE, {}, tenant=tenant_id),
+        signed(settings, key=key, actor=actor, action=Action.TOKEN_ISSUE, args={}, tenant=tenant_id),
     )
     click.echo(f"token id: {token_id}")
     click.echo(f"token:    {token}")
@@ -141,7 +141,7 @@ def tenant_token_revoke(token_id: str, key: Path | None, actor: str | None) -> N
     tenant_id = revoke_token(
         gate(settings),
         open_runtime(settings).tokens,
-        signed(settings, key, actor, Action.TOKEN_REVOKE, {"token_id": token_id}),
+        signed(settings, key=key, actor=actor, action=Action.TOKEN_REVOKE, args={"token_id": token_id}),
     )
     click.echo(f"token {token_id} of tenant {tenant_id} revoked")
 
@@ -180,7 +180,9 @@ def tenant_offboard(
     settings = load_settings()
     rt = open_runtime(settings)
     if reason is not None:
-        envelope = signed(settings, key, actor, Action.TENANT_OFFBOARD, {"reason": reason}, tenant=tenant_id)
+        envelope = signed(
+            settings, key=key, actor=actor, action=Action.TENANT_OFFBOARD, args={"reason": reason}, tenant=tenant_id
+        )
         requested = request_offboarding(rt, gate(settings), envelope)
         if as_json:
             click.echo(json.dumps({"tenant": tenant_id, "request": requested["event_id"], "reason": reason}, indent=2))
@@ -193,10 +195,10 @@ def tenant_offboard(
     pending = pending_request(rt, tenant_id)
     envelope = signed(
         settings,
-        key,
-        actor,
-        Action.TENANT_OFFBOARD_APPROVE,
-        {"request": pending["event_id"] if pending else ""},
+        key=key,
+        actor=actor,
+        action=Action.TENANT_OFFBOARD_APPROVE,
+        args={"request": pending["event_id"] if pending else ""},
         tenant=tenant_id,
     )
     result = offboard_tenant(rt, gate(settings), envelope)

@@ -128,7 +128,15 @@ def verify(
     A LOCATION may also be a document artifact id (documents/<tenant>/…, as a job's status lists its outputs):
     it is verified as `evidence lineage` verifies it, back to the upload, with the configured ledger and stores.
     """
-    request = _report_request(reports, controls, root_ids, at, witnesses, policy, policy_file)
+    request = _report_request(
+        reports,
+        controls=controls,
+        root_ids=root_ids,
+        at=at,
+        witnesses=witnesses,
+        policy=policy,
+        policy_file=policy_file,
+    )
     if package is not None and locations:
         raise click.UsageError("give either LOCATION... or --package, not both")
     if package is None and not locations:
@@ -139,17 +147,17 @@ def verify(
     if package is not None:  # reads no setting but EVIDENCE_WORKERS, and only when --workers is not given
         _verify_package(
             package,
-            witness,
-            witness_policy(witnesses, policy, policy_file),
-            allow_unsigned_index,
-            as_json,
-            frozenset(key_ids),
-            frozenset(root_ids),
-            workers or load_settings().worker_processes(),
-            at,
-            origin,
-            reports,
-            request,
+            witness=witness,
+            policy=witness_policy(witnesses, policy, policy_file),
+            allow_unsigned_index=allow_unsigned_index,
+            as_json=as_json,
+            key_ids=frozenset(key_ids),
+            root_ids=frozenset(root_ids),
+            workers=workers or load_settings().worker_processes(),
+            at=at,
+            origin=origin,
+            reports=reports,
+            request=request,
         )
     if (witnesses or policy or policy_file or origin is not None) and not bundle_file:
         raise click.UsageError(
@@ -175,10 +183,10 @@ def verify(
         logged = check_bundle_log(
             store,
             prefix,
-            frozenset(key_ids),
-            frozenset(root_ids),
-            origin,
-            witness_policy(witnesses, policy, policy_file),
+            key_ids=frozenset(key_ids),
+            root_ids=frozenset(root_ids),
+            origin=origin,
+            policy=witness_policy(witnesses, policy, policy_file),
         )
         result.checks.extend([logged] if logged is not None else [])
         _write_reports(reports, [(store, prefix, result)], request, as_json)
@@ -199,7 +207,12 @@ def verify(
     progress = _Progress(len(bundles)) if sys.stderr.isatty() else None
     outcomes = []
     for outcome in verify_all(
-        bundles, open_archive, frozenset(key_ids), frozenset(root_ids), workers or settings.worker_processes(), at
+        bundles,
+        open_archive,
+        key_ids=frozenset(key_ids),
+        root_ids=frozenset(root_ids),
+        workers=workers or settings.worker_processes(),
+        at=at,
     ):
         outcomes.append(outcome)
         if progress:
@@ -225,6 +238,7 @@ def verify(
 
 def _report_request(
     reports: tuple[tuple[str, Path], ...],
+    *,
     controls: Path | None,
     root_ids: tuple[str, ...],
     at: datetime | None,
@@ -256,7 +270,9 @@ def _write_reports(reports: tuple[tuple[str, Path], ...], bundles: list, request
             if verification is None:  # the store did not answer: the outcome already says so
                 continue
             try:
-                written = write_reports(kind, directory, store, prefix, verification, request)
+                written = write_reports(
+                    kind, directory, store=store, prefix=prefix, verification=verification, request=request
+                )
             except EvidenceError as error:
                 click.echo(f"no {kind} report for {store.uri(prefix)}: {error.code}: {error.message}", err=True)
                 continue
@@ -315,6 +331,7 @@ def _chain_lines(result) -> list[str]:
 
 def _verify_package(
     argument: str,
+    *,
     witness: str | None,
     policy,
     allow_unsigned_index: bool,
@@ -341,7 +358,16 @@ def _verify_package(
     stated, origin = origin is not None, pinned_origin(origin, policy, own)
     policy = policy or own  # the package's own: checked, though the operator wrote it
     pinned_witness = None if witness is None else witness_public_key(store, witness)
-    checks = check_package(store, index, keys, pinned_witness, policy, allow_unsigned_index, origin, stated)
+    checks = check_package(
+        store,
+        index,
+        package_keys=keys,
+        witness=pinned_witness,
+        policy=policy,
+        allow_unsigned_index=allow_unsigned_index,
+        origin=origin,
+        stated=stated,
+    )
     authorizations = check_authorizations(store, index, checks)
     lineages = check_documents(store, index, checks, key_ids, root_ids)
     artifacts = len((index.documents or {}).get("artifacts", []))
@@ -369,7 +395,9 @@ def _verify_package(
             )
     progress = _Progress(len(index.bundles)) if sys.stderr.isatty() and not as_json else None
     outcomes = []
-    for outcome in verify_bundles(argument, store, index, checks, key_ids, root_ids, workers, at):
+    for outcome in verify_bundles(
+        argument, store, index=index, checks=checks, key_ids=key_ids, root_ids=root_ids, workers=workers, at=at
+    ):
         outcomes.append(outcome)
         if not as_json:
             if progress:

@@ -35,7 +35,7 @@ def webhook_set(tenant_id: str, url: str, key: Path | None, actor: str | None, a
     from evidence_pipeline.webhooks.subscriptions import set_webhook
 
     settings = load_settings()
-    envelope = signed(settings, key, actor, Action.WEBHOOK_SET, {"url": url}, tenant=tenant_id)
+    envelope = signed(settings, key=key, actor=actor, action=Action.WEBHOOK_SET, args={"url": url}, tenant=tenant_id)
     done = set_webhook(gate(settings), open_runtime(settings).tokens, settings, url, envelope)
     if as_json:
         click.echo(json.dumps(done, indent=2))
@@ -61,7 +61,7 @@ def webhook_rotate(tenant_id: str, key: Path | None, actor: str | None, as_json:
         gate(settings),
         open_runtime(settings).tokens,
         settings,
-        signed(settings, key, actor, Action.WEBHOOK_ROTATE, {}, tenant=tenant_id),
+        signed(settings, key=key, actor=actor, action=Action.WEBHOOK_ROTATE, args={}, tenant=tenant_id),
     )
     if as_json:
         click.echo(json.dumps(done, indent=2))
@@ -119,7 +119,13 @@ def webhook_replay(delivery_id: str, reason: str, key: Path | None, actor: str |
     settings = load_settings()
     ended = replay_delivery(
         gate(settings),
-        signed(settings, key, actor, Action.WEBHOOK_REPLAY, {"delivery_id": delivery_id, "reason": reason}),
+        signed(
+            settings,
+            key=key,
+            actor=actor,
+            action=Action.WEBHOOK_REPLAY,
+            args={"delivery_id": delivery_id, "reason": reason},
+        ),
     )
     click.echo(
         f"delivery {delivery_id} ({ended['tenant']} {ended['event_type']}) is pending again; it ended "

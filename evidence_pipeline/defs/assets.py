@@ -132,6 +132,7 @@ def _check_run_partitions(context) -> None:
 def _each_partition(
     context,
     evidence: EvidenceResource,
+    *,
     stage: Callable,
     items: dict,
     lanes: dict,
@@ -328,8 +329,8 @@ def source_revision(context: AssetExecutionContext, evidence: EvidenceResource):
     yield from _each_partition(
         context,
         evidence,
-        partial(pipeline.pin_source, run=_run(context)),
-        items,
+        stage=partial(pipeline.pin_source, run=_run(context)),
+        items=items,
         lanes={},
         job_ids={},
         failed={},
@@ -362,7 +363,7 @@ def monthly_report(context: AssetExecutionContext, evidence: EvidenceResource):
     yield from _each_partition(
         context,
         evidence,
-        partial(pipeline.render_and_gate, run=_run(context)),
+        stage=partial(pipeline.render_and_gate, run=_run(context)),
         version_field="unsigned_sha256",
         inputs=sources,
         links=(source_revision.key,),
@@ -421,8 +422,8 @@ def evidence_bundle(context: AssetExecutionContext, evidence: EvidenceResource):
     yield from _each_partition(
         context,
         evidence,
-        partial(publish_and_verify, run=_run(context)),
-        items,
+        stage=partial(publish_and_verify, run=_run(context)),
+        items=items,
         lanes={key: p.lane for key, p in pinned.items()},
         job_ids={key: p.job_id for key, p in pinned.items()},
         failed=failed,
@@ -473,7 +474,7 @@ def report_preview(context: AssetExecutionContext, evidence: EvidenceResource):
     yield from _each_partition(
         context,
         evidence,
-        pipeline.preview_stage,
+        stage=pipeline.preview_stage,
         items={key: p.revision for key, p in pinned.items()},
         lanes={},
         job_ids={},

@@ -81,7 +81,7 @@ def run_demo(
     evidence = evidence or EvidenceResource()
     home = evidence.settings().dagster_home
     with contextlib.nullcontext(instance) if instance else _instance_of_dagster_home(home) as dagster_instance:
-        return _run_demo(dagster_instance, code_location, evidence, months, today, say)
+        return _run_demo(dagster_instance, code_location, evidence=evidence, months=months, today=today, say=say)
 
 
 def _instance_of_dagster_home(dagster_home: Path) -> DagsterInstance:
@@ -96,6 +96,7 @@ def _instance_of_dagster_home(dagster_home: Path) -> DagsterInstance:
 def _run_demo(
     instance: DagsterInstance,
     defs: Definitions,
+    *,
     evidence: EvidenceResource,
     months: int,
     today: date,
@@ -136,7 +137,9 @@ def _run_demo(
             continue
         tags = range_tags(tenant_months[0], tenant_months[-1])
         run_id = str(uuid.uuid4())  # as Dagster makes a run id
-        with SlotWatch(instance, run_id, pools, runtime.settings.pool_wait_seconds, say) as watch:
+        with SlotWatch(
+            instance, run_id=run_id, pools=pools, wait_seconds=runtime.settings.pool_wait_seconds, say=say
+        ) as watch:
             result = job.execute_in_process(
                 instance=instance,
                 resources={"evidence": evidence},

@@ -32,12 +32,11 @@ from evidence_pipeline.documents import budgets
 from evidence_pipeline.documents.budgets import MAX_DECODED_BYTES, MAX_OBJECTS, MAX_PAGES, exceeded
 from evidence_pipeline.documents.pdftext import _to_unicode
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.monthly.validate import _LIMITS as _REPORT_LIMITS
-from evidence_pipeline.monthly.validate import _read_at, _xref_points_at_objects
+from evidence_pipeline.monthly.validate import REPORT_LIMITS, read_at, xref_points_at_objects
 from evidence_pipeline.signing.pdf_reader import open_pdf
 
 # The report gate's limits, tightened for documents from outside and extended to every decoder pypdf has.
-LIMITS = _REPORT_LIMITS | dict(
+LIMITS = REPORT_LIMITS | dict(
     maximum_declared_stream_length=budgets.MAX_STREAM_BYTES,
     zlib_maximum_output_length=budgets.MAX_STREAM_BYTES,
     lzw_maximum_output_length=budgets.MAX_STREAM_BYTES,
@@ -73,7 +72,7 @@ GATE_CODES = frozenset(
 )
 MAX_FONTS = 200
 # What pypdf and pyHanko raise on a document they cannot parse (pyHanko's inflate raises zlib's own error)
-_PARSE_ERRORS = (
+PARSE_ERRORS = (
     PyPdfError,
     PdfError,
     zlib.error,
@@ -152,9 +151,9 @@ class GatedDocument:
 def gate(file: BinaryIO, active_content: str = "refuse") -> GatedDocument:
     """Check one document; ``active_content`` is ``refuse`` (its reason code) or ``flag`` (listed in the result)."""
     size = file.seek(0, io.SEEK_END)
-    if _read_at(file, 0, 5) != b"%PDF-":  # no allowance for bytes before the header: that is where polyglots begin
+    if read_at(file, 0, 5) != b"%PDF-":  # no allowance for bytes before the header: that is where polyglots begin
         raise EvidenceError(ReasonCode.DOCUMENT_NOT_PDF, f"the bytes do not begin with a PDF header; {SEND_PDF}")
-    _refuse_polyglots(_read_at(file, 0, size))
+    _refuse_polyglots(read_at(file, 0, size))
     try:
         with apply_configuration(**LIMITS):
             return _inspect(file, active_content)
@@ -170,7 +169,7 @@ def gate(file: BinaryIO, active_content: str = "refuse") -> GatedDocument:
         raise EvidenceError(ReasonCode.DOCUMENT_UNSUPPORTED, f"a stream uses {what}; {REENCODE}") from None
     except RecursionError:
         raise exceeded("objects nested too deeply for the parser", RESAVE) from None
-    except _PARSE_ERRORS as error:
+    except PARSE_ERRORS as error:
         raise malformed(error) from None
 
 
@@ -257,7 +256,7 @@ def _inspect(file: BinaryIO, active_content: str) -> GatedDocument:
         raise EvidenceError(
             ReasonCode.DOCUMENT_ENCRYPTED, f"documents encrypted with a password are not accepted; {DECRYPT}"
         )
-    if not _xref_points_at_objects(reader, file):
+    if not xref_points_at_objects(reader, file):
         raise EvidenceError(
             ReasonCode.DOCUMENT_MALFORMED, f"the cross-reference table does not point at its objects; {RESAVE}"
         )

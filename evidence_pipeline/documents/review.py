@@ -21,7 +21,7 @@ from pypdf.errors import LimitReachedError
 from evidence_pipeline.document_formats import DECISION
 from evidence_pipeline.documents import canary
 from evidence_pipeline.documents import ruleset as rulesets
-from evidence_pipeline.documents.gate import _PARSE_ERRORS, LIMITS
+from evidence_pipeline.documents.gate import LIMITS, PARSE_ERRORS
 from evidence_pipeline.documents.registry import Operation, ProcessorInput, ProcessorResult, register
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.document_jobs import WORKER_VERSION
@@ -35,7 +35,7 @@ MAX_REPEATED = 20  # tenant_1 … tenant_20
 MAX_VALUE_CHARS = 500  # a field's value as the decision records it
 _MONEY = re.compile(r"^(?:[A-Z]{3} ?|\$)?(\d{1,9}(?:,\d{3})*|\d+)(\.\d{2})?$")
 # What pypdf's and pyHanko's readers raise on a hostile (if gated) document; font maps can divide by zero, too.
-_EXTRACTION_ERRORS = (LimitReachedError, RecursionError, ArithmeticError, PdfError, *_PARSE_ERRORS)
+_EXTRACTION_ERRORS = (LimitReachedError, RecursionError, ArithmeticError, PdfError, *PARSE_ERRORS)
 
 
 def review_contract(inputs: list[ProcessorInput], options: dict[str, str], pinned: dict) -> ProcessorResult:

@@ -175,7 +175,7 @@ def run_job(rt: Runtime, job: dict, run: RunInfo) -> Outcome:
             attempt_dir(rt.settings.work_dir, job["job_id"], lease.token) as scratch,
             rt.ledger.keep_alive(lease, rt.settings.lease_seconds),
         ):
-            state, reason = _process(rt, job, lease, stages, scratch, run)
+            state, reason = _process(rt, job, lease=lease, stages=stages, scratch=scratch, run=run)
     except Exception as raised:  # every failure of an attempt is recorded: none leaves the job leased and open
         error = raised if isinstance(raised, EvidenceError) else unclassified(raised)
         error.lease_token = lease.token
@@ -228,7 +228,7 @@ class _Stages:
             self.rt.document_jobs.record_stage(self.job, lease, change, self.run.run_id)
 
 
-def _process(rt: Runtime, job: dict, lease: Lease, stages: _Stages, scratch, run: RunInfo) -> tuple[str, str | None]:
+def _process(rt: Runtime, job: dict, *, lease: Lease, stages: _Stages, scratch, run: RunInfo) -> tuple[str, str | None]:
     """Work one leased job, its validating stage recorded with the lease; returns its new state and reason
     (rejected: a decision against the input)."""
     op = stages.op
@@ -258,7 +258,7 @@ def _process(rt: Runtime, job: dict, lease: Lease, stages: _Stages, scratch, run
         check = None
         if op.signature_check:
             stages.enter(lease, "signature_check", input_sha256=[i.sha256 for i in inputs])
-            check = _check_signatures(rt, job, lease, inputs[0], scratch, run, limits)
+            check = _check_signatures(rt, job, lease=lease, document=inputs[0], scratch=scratch, run=run, limits=limits)
             artifacts += [
                 {
                     "name": "signature_check.json",
@@ -295,7 +295,19 @@ def _process(rt: Runtime, job: dict, lease: Lease, stages: _Stages, scratch, run
             artifacts.append({"name": name, "key": stored.key, "sha256": stored.sha256, "bytes": stored.size})
         stages.enter(lease, "signing", summary=result.summary)
         derived = tuple(
-            _publish_derivative(rt, job, op, inputs, rows, check, pinned, d, artifacts, scratch) for d in result.derived
+            _publish_derivative(
+                rt,
+                job,
+                op=op,
+                inputs=inputs,
+                sources=rows,
+                check=check,
+                pinned=pinned,
+                derivative=d,
+                artifacts=artifacts,
+                scratch=scratch,
+            )
+            for d in result.derived
         )
         if result.signed:
             artifacts.append(_approve(rt, f"{prefix}/{result.signed}", inputs[0], scratch, op.name))
@@ -316,7 +328,12 @@ def _process(rt: Runtime, job: dict, lease: Lease, stages: _Stages, scratch, run
     }
     subject = inputs[0]
     statement, envelope = _put_statement(
-        rt, f"{prefix}/{STATEMENT}", f"document/{subject.document_id}", subject.sha256, predicate, PREDICATE_TYPE
+        rt,
+        f"{prefix}/{STATEMENT}",
+        name=f"document/{subject.document_id}",
+        sha256=subject.sha256,
+        predicate=predicate,
+        predicate_type=PREDICATE_TYPE,
     )
     artifacts.append({"name": STATEMENT, "key": statement.key, "sha256": sha256_hex(envelope), "bytes": statement.size})
     kill_point("after_document_put")
@@ -368,7 +385,7 @@ def _source(rt: Runtime, tenant: str, input_id: str) -> _Source:
 
 
 def _put_statement(
-    rt: Runtime, key: str, name: str, sha256: str, predicate: dict, predicate_type: str, added: tuple[str, ...] = ()
+    rt: Runtime, key: str, *, name: str, sha256: str, predicate: dict, predicate_type: str, added: tuple[str, ...] = ()
 ) -> tuple[StoredObject, bytes]:
     """Put our DSSE statement about ``name`` once under ``key``; returns the stored object and its bytes.
 
@@ -408,7 +425,7 @@ def signature_check_prefix(tenant: str, check: str) -> str:
 
 
 def _check_signatures(
-    rt: Runtime, job: dict, lease: Lease, document: ProcessorInput, scratch, run: RunInfo, limits: Limits
+    rt: Runtime, job: dict, *, lease: Lease, document: ProcessorInput, scratch, run: RunInfo, limits: Limits
 ) -> dict:
     """The signature check stage: the input's signature check record under the configured trust policy, put once
     (a retry, or another job of the same bytes, adopts the record already stored), its DSSE statement (subject:
@@ -429,8 +446,10 @@ def _check_signatures(
         ours = (record.get("signature_check_id"), record.get("document_sha256")) == (check, document.sha256)
         return (record, sha256, len(data)) if ours else None
 
-    (record, record_sha256, record_bytes), _ = put_or_adopt(rt.archive, f"{base}.json", scratch, make, adopt)
-    reports = _etsi_reports(rt, base, document, policy, record, limits)
+    (record, record_sha256, record_bytes), _ = put_or_adopt(
+        rt.archive, f"{base}.json", scratch=scratch, make=make, accept=adopt
+    )
+    reports = _etsi_reports(rt, base, document=document, policy=policy, record=record, limits=limits)
     summary = {
         "outcome": record["outcome"],
         "signatures": [
@@ -447,10 +466,10 @@ def _check_signatures(
     _, envelope = _put_statement(
         rt,
         f"{base}.dsse.json",
-        f"document/{document.document_id}",
-        document.sha256,
-        predicate,
-        SIGNATURE_CHECK_PREDICATE_TYPE,
+        name=f"document/{document.document_id}",
+        sha256=document.sha256,
+        predicate=predicate,
+        predicate_type=SIGNATURE_CHECK_PREDICATE_TYPE,
         added=("etsi_reports",),
     )
     details = {
@@ -477,7 +496,13 @@ def _check_signatures(
 
 
 def _etsi_reports(
-    rt: Runtime, base: str, document: ProcessorInput, policy: signature_check.TrustPolicy, record: dict, limits: Limits
+    rt: Runtime,
+    base: str,
+    *,
+    document: ProcessorInput,
+    policy: signature_check.TrustPolicy,
+    record: dict,
+    limits: Limits,
 ) -> dict[int, dict]:
     """The ETSI TS 119 102-2 report of each signature of the record (by its 1-based position there), from the
     basic validation process under the check's roots at the record's moment: deterministic bytes, so a retry or
@@ -517,6 +542,7 @@ def _extra_roots(path) -> bytes | None:
 def _publish_derivative(
     rt: Runtime,
     job: dict,
+    *,
     op: Operation,
     inputs: list[ProcessorInput],
     sources: list,
@@ -569,7 +595,12 @@ def _publish_derivative(
     stored = rt.archive.put_once(f"{base}.pdf", derivative.data)
     predicate = {"artifact_id": stored.key, "lineage": lineage, "facts": derivative.facts}
     statement, _ = _put_statement(
-        rt, f"{base}.{STATEMENT}", stored.key, output_digest, predicate, DERIVATIVE_PREDICATE_TYPE
+        rt,
+        f"{base}.{STATEMENT}",
+        name=stored.key,
+        sha256=output_digest,
+        predicate=predicate,
+        predicate_type=DERIVATIVE_PREDICATE_TYPE,
     )
     manifest = (
         dsse.canonical_json(
@@ -597,12 +628,12 @@ def _publish_derivative(
         derived_by = _signed_copy(
             rt,
             f"{base}.{DERIVED_BY}",
-            file,
-            output_digest,
-            stored.size,
-            scratch,
-            DERIVED_BY_FIELD,
-            f"Derived by {op.name}",
+            file=file,
+            sha256=output_digest,
+            size=stored.size,
+            scratch=scratch,
+            field=DERIVED_BY_FIELD,
+            reason=f"Derived by {op.name}",
         )
     artifacts.append(derived_by)
     return output_digest, {
@@ -630,12 +661,12 @@ def _approve(rt: Runtime, key: str, document: ProcessorInput, scratch, operation
         stored = _signed_copy(
             rt,
             key,
-            document.file,
-            document.sha256,
-            document.size,
-            scratch,
-            APPROVAL_FIELD,
-            f"Approved by {operation_name}",
+            file=document.file,
+            sha256=document.sha256,
+            size=document.size,
+            scratch=scratch,
+            field=APPROVAL_FIELD,
+            reason=f"Approved by {operation_name}",
         )
     except EvidenceError as error:
         if not error.retryable:
@@ -648,7 +679,7 @@ def _approve(rt: Runtime, key: str, document: ProcessorInput, scratch, operation
     return stored
 
 
-def _signed_copy(rt: Runtime, key: str, file, sha256: str, size: int, scratch, field: str, reason: str) -> dict:
+def _signed_copy(rt: Runtime, key: str, *, file, sha256: str, size: int, scratch, field: str, reason: str) -> dict:
     """``file`` (of ``sha256`` and ``size``) with the service's PAdES signature appended in ``field``, put once
     under ``key``; its artifact entry.
 
@@ -662,7 +693,13 @@ def _signed_copy(rt: Runtime, key: str, file, sha256: str, size: int, scratch, f
     def sign():
         file.seek(0)
         return sign_pdf(
-            file, keyring, level, rt.settings.tsa_url, out=scratch_file(scratch), field_name=field, reason=reason
+            file,
+            keyring,
+            level=level,
+            tsa_url=rt.settings.tsa_url,
+            out=scratch_file(scratch),
+            field_name=field,
+            reason=reason,
         )
 
     def adopt(stored, stored_sha256: str) -> tuple[str, int] | None:
@@ -670,10 +707,12 @@ def _signed_copy(rt: Runtime, key: str, file, sha256: str, size: int, scratch, f
             return None
         earlier = len(open_pdf(file).embedded_signatures)  # the document's own, before ours
         tsa_root = keyring.tsa_root_pem if level in TIMESTAMPED else None
-        verify_pdf_signature(stored, keyring.root_pem, level, tsa_root, field_name=field, earlier=earlier)
+        verify_pdf_signature(
+            stored, keyring.root_pem, level=level, tsa_root_pem=tsa_root, field_name=field, earlier=earlier
+        )
         return stored_sha256, stored.seek(0, io.SEEK_END)
 
     (signed_sha256, signed_size), _ = put_or_adopt(
-        rt.archive, key, scratch, make=sign, accept=adopt, made=lambda stored: (stored.sha256, stored.size)
+        rt.archive, key, scratch=scratch, make=sign, accept=adopt, made=lambda stored: (stored.sha256, stored.size)
     )
     return {"name": key.rsplit("/", 1)[-1], "key": key, "sha256": signed_sha256, "bytes": signed_size}

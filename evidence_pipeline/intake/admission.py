@@ -57,6 +57,7 @@ def expected_digest(header: str | None) -> str | None:
 def store_document(
     rt: Runtime,
     tenant: str,
+    *,
     spool: BinaryIO,
     sha256: str,
     size: int,
@@ -149,7 +150,7 @@ def _limits(rt: Runtime) -> JobLimits:
     return JobLimits(settings.tenant_max_jobs, settings.intake_max_queue_age_seconds, settings.intake_max_queued_jobs)
 
 
-def submit_job(rt: Runtime, tenant: str, idempotency_key: str, body, actor: str, clock: Clock) -> tuple[dict, bool]:
+def submit_job(rt: Runtime, tenant: str, *, idempotency_key: str, body, actor: str, clock: Clock) -> tuple[dict, bool]:
     """Validate a job request and accept it once per idempotency key. Returns (job, created)."""
     repeated = rt.document_jobs.job(tenant, document_job_id(tenant, idempotency_key))
     op, inputs, options = job_spec(body, _router(rt, tenant, repeated))
@@ -170,7 +171,7 @@ def submit_job(rt: Runtime, tenant: str, idempotency_key: str, body, actor: str,
 
 
 def submit_evidence_job(
-    rt: Runtime, tenant: str, idempotency_key: str, body, actor: str, clock: Clock, today: date | None = None
+    rt: Runtime, tenant: str, *, idempotency_key: str, body, actor: str, clock: Clock, today: date | None = None
 ) -> tuple[dict, bool]:
     """Ask for a tenant-month's evidence bundle: a complete, open month, not before the tenant's first source data."""
     if not isinstance(body, dict) or set(body) != {"period"}:

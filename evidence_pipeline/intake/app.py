@@ -4,6 +4,9 @@ Every non-2xx answer is ``{"error": {"code", "message"}}`` with a stable reason 
 EvidenceError messages, which never carry local paths, and an unexpected exception answers UNEXPECTED_ERROR with
 a generic message (its traceback goes to the server's log). The tenant comes only from the bearer token;
 anything of another tenant answers 404 as if it did not exist.
+
+Over 400 lines because the routes and the server that runs them (its worker processes, shared port and
+parent watch) are one unit: each route is a few lines over admission.py, called with its arguments named.
 """
 
 from __future__ import annotations
@@ -158,12 +161,25 @@ def create_app(rt: Runtime) -> AdmissionTimer:
         # 0600 and nameless: gone on every exit path (SIGKILL too) unless stored; storing it neither copies nor hashes
         with uploads.slot(tenant), rt.document_store.spool(settings.work_dir) as received:
             sha256, size, head = await receive.receive(
-                request, received, declared, settings.intake_max_bytes, ReasonCode.DOCUMENT_TOO_LARGE, "documents"
+                request,
+                received,
+                declared=declared,
+                ceiling=settings.intake_max_bytes,
+                too_large=ReasonCode.DOCUMENT_TOO_LARGE,
+                what="documents",
             )
             if admission.sniff(head) != media_type:
                 raise EvidenceError(ReasonCode.MEDIA_TYPE_UNSUPPORTED, f"the bytes are not {media_type}")
             row, created = await run_in_threadpool(
-                admission.store_document, rt, tenant, received, sha256, size, media_type, ACTOR, clock
+                admission.store_document,
+                rt,
+                tenant,
+                spool=received,
+                sha256=sha256,
+                size=size,
+                media_type=media_type,
+                actor=ACTOR,
+                clock=clock,
             )
         return JSONResponse(admission.document_view(row), status_code=201 if created else 200)
 
@@ -172,7 +188,9 @@ def create_app(rt: Runtime) -> AdmissionTimer:
         tenant = await tenant_of(request)
         key = admission.check_idempotency_key(request.headers.get("idempotency-key"))
         body = await _json_body(request)
-        job, created = await run_in_threadpool(submit, rt, tenant, key, body, ACTOR, clock)
+        job, created = await run_in_threadpool(
+            submit, rt, tenant, idempotency_key=key, body=body, actor=ACTOR, clock=clock
+        )
         view = {"job_id": job["job_id"], "state": job["state"], "status_url": f"/v1/jobs/{job['job_id']}"}
         return JSONResponse(view, status_code=202 if created else 200)
 

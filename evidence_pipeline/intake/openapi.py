@@ -58,11 +58,11 @@ _JOB_SPEC = (
 )
 
 
-def _ref(name: str) -> dict:
+def schema_ref(name: str) -> dict:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def _object(properties: dict, required: list[str] | None = None, extra: bool = False) -> dict:
+def object_schema(properties: dict, required: list[str] | None = None, extra: bool = False) -> dict:
     return {
         "type": "object",
         "properties": properties,
@@ -72,16 +72,16 @@ def _object(properties: dict, required: list[str] | None = None, extra: bool = F
 
 
 SCHEMAS = {
-    "Error": _object(
+    "Error": object_schema(
         {
-            "error": _object(
+            "error": object_schema(
                 {
                     "code": {"type": "string"},
                     "message": {"type": "string"},
                     "problems": {
                         "type": "array",
                         "maxItems": source_format.MAX_REPORTED,
-                        "items": _object(
+                        "items": object_schema(
                             {
                                 "line": {"type": "integer", "minimum": 1},
                                 "column": {"type": "string"},
@@ -96,7 +96,7 @@ SCHEMAS = {
             )
         }
     ),
-    "SourceRevision": _object(
+    "SourceRevision": object_schema(
         {
             "tenant": {"type": "string"},
             "period": {"type": "string", "pattern": r"^\d{4}-\d{2}$"},
@@ -108,7 +108,7 @@ SCHEMAS = {
             "correlation_id": {"type": "string"},
         }
     ),
-    "Document": _object(
+    "Document": object_schema(
         {
             "document_id": _ID,
             "sha256": _SHA256,
@@ -116,8 +116,8 @@ SCHEMAS = {
             "media_type": {"type": "string", "enum": sorted(admission.ALLOWED_MEDIA_TYPES)},
         }
     ),
-    "JobAccepted": _object({"job_id": _ID, "state": {"type": "string"}, "status_url": {"type": "string"}}),
-    "JobSpec": _object(
+    "JobAccepted": object_schema({"job_id": _ID, "state": {"type": "string"}, "status_url": {"type": "string"}}),
+    "JobSpec": object_schema(
         {
             "operation": {"type": "string"},
             "inputs": {"type": "array", "items": _ID, "maxItems": admission.MAX_INPUTS},
@@ -125,8 +125,8 @@ SCHEMAS = {
         },
         required=["operation", "inputs"],
     ),
-    "EvidenceJobSpec": _object({"period": {"type": "string", "pattern": r"^\d{4}-\d{2}$"}}),
-    "Job": _object(
+    "EvidenceJobSpec": object_schema({"period": {"type": "string", "pattern": r"^\d{4}-\d{2}$"}}),
+    "Job": object_schema(
         {
             "job_id": _ID,
             "operation": {"type": "string"},
@@ -143,7 +143,9 @@ SCHEMAS = {
             "finished_at": _TIME,
             "outputs": {
                 "type": "array",
-                "items": _object({"artifact_id": {"type": "string"}, "sha256": _SHA256, "bytes": {"type": "integer"}}),
+                "items": object_schema(
+                    {"artifact_id": {"type": "string"}, "sha256": _SHA256, "bytes": {"type": "integer"}}
+                ),
             },
             "findings": {"type": ["object", "null"]},
             "period": {"type": "string"},
@@ -153,7 +155,7 @@ SCHEMAS = {
             "job_attempts": {
                 "type": "array",
                 "minItems": 1,
-                "items": _ref("JobAttempt"),
+                "items": schema_ref("JobAttempt"),
                 "description": "every attempt of the job, the first first; the last is the current one "
                 "(whose state is the job's); each replay adds one",
             },
@@ -178,7 +180,7 @@ SCHEMAS = {
             "status_url",
         ],
     ),
-    "JobAttempt": _object(
+    "JobAttempt": object_schema(
         {
             "attempt_id": _SHA256,
             "replay_of": {"type": ["string", "null"], "pattern": "^[0-9a-f]{64}$"},
@@ -191,10 +193,17 @@ SCHEMAS = {
             "ended_at": _TIME,
         }
     ),
-    "BatchSpec": _object(
-        {"jobs": {"type": "array", "minItems": 1, "maxItems": admission.MAX_BATCH_JOBS, "items": _ref("BatchJobSpec")}}
+    "BatchSpec": object_schema(
+        {
+            "jobs": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": admission.MAX_BATCH_JOBS,
+                "items": schema_ref("BatchJobSpec"),
+            }
+        }
     ),
-    "BatchJobSpec": _object(
+    "BatchJobSpec": object_schema(
         {
             "idempotency_key": _IDEMPOTENCY_KEY,
             "operation": {"type": "string"},
@@ -203,8 +212,8 @@ SCHEMAS = {
         },
         required=["idempotency_key", "operation", "inputs"],
     ),
-    "BatchAccepted": _object({"batch_id": _ID, "status_url": {"type": "string"}}),
-    "Batch": _object(
+    "BatchAccepted": object_schema({"batch_id": _ID, "status_url": {"type": "string"}}),
+    "Batch": object_schema(
         {
             "batch_id": _ID,
             "jobs": {"type": "integer"},
@@ -213,10 +222,10 @@ SCHEMAS = {
             "states": {"type": "object", "additionalProperties": {"type": "integer"}},
         }
     ),
-    "BatchCancelled": _object(
+    "BatchCancelled": object_schema(
         {"cancelled": {"type": "integer"}, "running": {"type": "integer"}, "finished": {"type": "integer"}}
     ),
-    "Outputs": _object(
+    "Outputs": object_schema(
         {
             "job_id": _ID,
             "state": {"type": "string"},
@@ -224,10 +233,10 @@ SCHEMAS = {
                 "type": "boolean",
                 "description": "whether the job's outputs are committed; nothing is listed or served before",
             },
-            "outputs": {"type": "array", "items": _ref("Output")},
+            "outputs": {"type": "array", "items": schema_ref("Output")},
         }
     ),
-    "Output": _object(
+    "Output": object_schema(
         {
             "name": {"type": "string"},
             "artifact_id": {"type": "string"},
@@ -237,7 +246,7 @@ SCHEMAS = {
             "url": {"type": "string"},
         }
     ),
-    "Evidence": _object(
+    "Evidence": object_schema(
         {
             "tenant": {"type": "string"},
             "period": {"type": "string", "pattern": r"^\d{4}-\d{2}$"},
@@ -247,7 +256,7 @@ SCHEMAS = {
             "supersedes": {
                 "type": "array",
                 "description": "the bundles this one supersedes, the newest first",
-                "items": _object(
+                "items": object_schema(
                     {
                         "identity": _SHA256,
                         "reason": {"type": "array", "items": {"type": "string"}},
@@ -255,7 +264,7 @@ SCHEMAS = {
                     }
                 ),
             },
-            "bundle": _object(
+            "bundle": object_schema(
                 {
                     "url": {"type": "string"},
                     "bytes": {"type": "integer", "minimum": 0},
@@ -265,7 +274,7 @@ SCHEMAS = {
             ),
         }
     ),
-    "Health": _object(
+    "Health": object_schema(
         {"ok": {"type": "boolean"}, "checks": {"type": "object", "additionalProperties": {"type": "string"}}}
     ),
 }
@@ -309,8 +318,8 @@ def _path_id(name: str) -> dict:
     return {"name": name, "in": "path", "required": True, "schema": _ID}
 
 
-def _json(schema: str) -> dict:
-    return {"content": {"application/json": {"schema": _ref(schema)}}}
+def json_content(schema: str) -> dict:
+    return {"content": {"application/json": {"schema": schema_ref(schema)}}}
 
 
 # (path, method) -> summary, parameters, request body, {status: response schema}, reason codes
@@ -350,7 +359,7 @@ OPERATIONS = {
     ("/v1/jobs", "post"): (
         "Ask for an operation on documents",
         [_IDEMPOTENCY],
-        {"required": True, **_json("JobSpec")},
+        {"required": True, **json_content("JobSpec")},
         {202: "JobAccepted", 200: "JobAccepted"},
         _JSON_BODY + _ACCEPT + _JOB_SPEC,
     ),
@@ -358,14 +367,14 @@ OPERATIONS = {
     ("/v1/evidence-jobs", "post"): (
         "Ask for a complete month's evidence bundle",
         [_IDEMPOTENCY],
-        {"required": True, **_json("EvidenceJobSpec")},
+        {"required": True, **json_content("EvidenceJobSpec")},
         {202: "JobAccepted", 200: "JobAccepted"},
         _JSON_BODY + _ACCEPT + (R.PERIOD_INVALID, R.PERIOD_NOT_AVAILABLE, R.PERIOD_CLOSED),
     ),
     ("/v1/batches", "post"): (
         "Submit up to 5,000 job specs at once",
         [],
-        {"required": True, **_json("BatchSpec")},
+        {"required": True, **json_content("BatchSpec")},
         {202: "BatchAccepted", 200: "BatchAccepted"},
         _JSON_BODY + _ACCEPT + _JOB_SPEC + (R.STORE_FULL,),
     ),
@@ -494,7 +503,7 @@ def error_responses(codes: set[str], status: dict[str, int], retry_after: int) -
             "content": {
                 "application/json": {
                     "schema": {
-                        "allOf": [_ref("Error")],
+                        "allOf": [schema_ref("Error")],
                         "properties": {"error": {"properties": {"code": {"enum": sorted(named)}}}},
                     }
                 }
@@ -514,7 +523,7 @@ def document(status: dict[str, int], retry_after: int) -> dict:
     paths: dict[str, dict] = defaultdict(dict)
     for (path, method), (summary, parameters, body, successes, codes) in OPERATIONS.items():
         responses = {
-            str(status): {"description": "success", **_json(schema)} if isinstance(schema, str) else schema
+            str(status): {"description": "success", **json_content(schema)} if isinstance(schema, str) else schema
             for status, schema in successes.items()
         }
         responses |= error_responses({*codes, *_ALWAYS}, status, retry_after)
@@ -533,8 +542,8 @@ def document(status: dict[str, int], retry_after: int) -> dict:
         "operationId": "get_healthz",
         "security": [],
         "responses": {
-            "200": {"description": "healthy", **_json("Health")},
-            "503": {"description": "a check failed", **_json("Health")},
+            "200": {"description": "healthy", **json_content("Health")},
+            "503": {"description": "a check failed", **json_content("Health")},
         },
     }
     return {

@@ -29,7 +29,7 @@ def declared_length(request: Request, ceiling: int, too_large: ReasonCode, what:
 
 
 async def receive(
-    request: Request, out: BinaryIO, declared: int, ceiling: int, too_large: ReasonCode, what: str
+    request: Request, out: BinaryIO, *, declared: int, ceiling: int, too_large: ReasonCode, what: str
 ) -> tuple[str, int, bytes]:
     """Stream the body into ``out``; returns (sha256, size, its first SNIFF_BYTES bytes)."""
     expected = admission.expected_digest(request.headers.get("x-content-sha256"))

@@ -51,7 +51,12 @@ def put_source(rt: Runtime, caller_of: Callable[[Request], Awaitable[tuple[str, 
             raise EvidenceError(ReasonCode.MEDIA_TYPE_UNSUPPORTED, f"a source file is sent as {MEDIA_TYPE}")
         with uploads.slot(tenant), rt.sources.spool(rt.settings.work_dir) as received:
             body_sha256, _, _ = await receive.receive(
-                request, received, declared, source_format.MAX_BYTES, ReasonCode.SOURCE_TOO_LARGE, "source files"
+                request,
+                received,
+                declared=declared,
+                ceiling=source_format.MAX_BYTES,
+                too_large=ReasonCode.SOURCE_TOO_LARGE,
+                what="source files",
             )
             received.seek(0)
             data = received.read()

@@ -320,13 +320,15 @@ def publish_stage(rt: Runtime, pinned: PinnedSource, unsigned_sha256: str, run: 
             rt.ledger.keep_alive(lease, rt.settings.lease_seconds),
         ):
             inputs = _Inputs(revision.tenant_month, revision.sequence, pinned.documents.sha256, pinned.job_id)
-            return _sign_and_commit(rt, inputs, fields | {"identity": identity}, lease, scratch, run)
+            return _sign_and_commit(
+                rt, inputs, fields=fields | {"identity": identity}, lease=lease, scratch=scratch, run=run
+            )
     except EvidenceError as error:
         error.lease_token = lease.token  # recording this failure is fenced by the lease it happened under
         raise
 
 
-def _sign_and_commit(rt: Runtime, inputs: _Inputs, fields: dict, lease: Lease, scratch, run: RunInfo) -> Publication:
+def _sign_and_commit(rt: Runtime, inputs: _Inputs, *, fields: dict, lease: Lease, scratch, run: RunInfo) -> Publication:
     tenant_month, identity, settings = inputs.tenant_month, fields["identity"], rt.settings
     prefix = bundle_prefix(tenant_month, identity)
     start = time.perf_counter()
@@ -340,10 +342,12 @@ def _sign_and_commit(rt: Runtime, inputs: _Inputs, fields: dict, lease: Lease, s
         def check_signature(signed: BinaryIO) -> None:
             level = settings.pades_level
             tsa_root = keyring.tsa_root_pem if level in TIMESTAMPED else None
-            verify_pdf_signature(signed, keyring.root_pem, level, tsa_root)
+            verify_pdf_signature(signed, keyring.root_pem, level=level, tsa_root_pem=tsa_root)
 
         def sign() -> BinaryIO:
-            signed = sign_pdf(unsigned, keyring, settings.pades_level, settings.tsa_url, out=scratch_file(scratch))
+            signed = sign_pdf(
+                unsigned, keyring, level=settings.pades_level, tsa_url=settings.tsa_url, out=scratch_file(scratch)
+            )
             kill_point("after_sign")
             # Checked before the put, in the file the put reads: a signature that does not verify is never
             # archived, and the stored object (hashed by the store as it is written) needs no read-back. At B-B
@@ -365,7 +369,7 @@ def _sign_and_commit(rt: Runtime, inputs: _Inputs, fields: dict, lease: Lease, s
         (report_sha256, report_size), report_version = put_or_adopt(
             rt.archive,
             f"{prefix}/{REPORT}",
-            scratch,
+            scratch=scratch,
             make=sign,
             accept=adopt,
             made=lambda stored: (stored.sha256, stored.size),
@@ -397,7 +401,7 @@ def _sign_and_commit(rt: Runtime, inputs: _Inputs, fields: dict, lease: Lease, s
     (statement, predicate), statement_version = put_or_adopt(
         rt.archive,
         f"{prefix}/{STATEMENT}",
-        scratch,
+        scratch=scratch,
         make=lambda: io.BytesIO(envelope),
         accept=lambda stored, _: _statement_for(stored.read(), ours, report_sha256, identity),
         made=lambda stored: (envelope, predicate),
@@ -511,7 +515,9 @@ def _complete(rt: Runtime, holder: dict, run: RunInfo) -> bool:
             attempt_dir(rt.settings.work_dir, holder["job_id"], lease.token) as scratch,
             rt.ledger.keep_alive(lease, rt.settings.lease_seconds),
         ):
-            _sign_and_commit(rt, inputs, fields | {"identity": holder["identity"]}, lease, scratch, run)
+            _sign_and_commit(
+                rt, inputs, fields=fields | {"identity": holder["identity"]}, lease=lease, scratch=scratch, run=run
+            )
     except EvidenceError as error:
         if error.retryable or error.code in (ReasonCode.LEASE_BUSY, ReasonCode.LEASE_FENCED):
             raise
@@ -577,6 +583,7 @@ def _converge(rt: Runtime, row: dict, timings: dict[str, float], run: RunInfo) -
 def put_or_adopt(
     store: ArtifactStore,
     key: str,
+    *,
     scratch: Path,
     make: Callable[[], BinaryIO],
     accept: Callable[[BinaryIO, str], T | None],

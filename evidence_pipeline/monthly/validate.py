@@ -28,7 +28,7 @@ from evidence_pipeline.store import readable
 
 MAX_PAGES = 2_000
 MAX_BYTES = 200 * 1024 * 1024
-_LIMITS = dict(
+REPORT_LIMITS = dict(
     maximum_declared_stream_length=20_000_000,
     zlib_maximum_output_length=20_000_000,
     array_maximum_element_count=20_000,
@@ -50,17 +50,17 @@ def open_pdf(pdf: bytes | BinaryIO, code: str = ReasonCode.REPORT_INVALID) -> Pd
     size = file.seek(0, io.SEEK_END)
     if size > MAX_BYTES:
         raise reject(f"PDF larger than {MAX_BYTES} bytes")
-    if not _read_at(file, 0, 5) == b"%PDF-":
+    if not read_at(file, 0, 5) == b"%PDF-":
         raise reject("missing %PDF- header")
-    if b"%%EOF" not in _read_at(file, max(0, size - 1024), 1024):
+    if b"%%EOF" not in read_at(file, max(0, size - 1024), 1024):
         raise reject("missing %%EOF trailer (truncated?)")
     try:
-        with apply_configuration(**_LIMITS):
+        with apply_configuration(**REPORT_LIMITS):
             reader = PdfReader(file, strict=True)
             if reader.is_encrypted:
                 raise reject("encrypted PDFs are not accepted")
             pages = len(reader.pages)
-            if not _xref_points_at_objects(reader, file):
+            if not xref_points_at_objects(reader, file):
                 raise reject("cross-reference table does not point at the objects it names")
     except LimitReachedError:
         raise reject("PDF exceeds parser limits") from None
@@ -71,16 +71,16 @@ def open_pdf(pdf: bytes | BinaryIO, code: str = ReasonCode.REPORT_INVALID) -> Pd
     return reader
 
 
-def _read_at(file: BinaryIO, offset: int, length: int) -> bytes:
+def read_at(file: BinaryIO, offset: int, length: int) -> bytes:
     file.seek(offset)
     return file.read(length)
 
 
-def _xref_points_at_objects(reader: PdfReader, file: BinaryIO) -> bool:
+def xref_points_at_objects(reader: PdfReader, file: BinaryIO) -> bool:
     """pypdf's strict mode trusts xref offsets; a damaged file can still parse. Check each entry lands on its object."""
     for generation, entries in reader.xref.items():
         for number, offset in entries.items():
-            if offset and not re.match(rb"\s*%d\s+%d\s+obj\b" % (number, generation), _read_at(file, offset, 40)):
+            if offset and not re.match(rb"\s*%d\s+%d\s+obj\b" % (number, generation), read_at(file, offset, 40)):
                 return False
     return True
 
@@ -97,7 +97,7 @@ def validate_report(pdf: bytes | BinaryIO, revision: SourceRevision, totals: tup
             ReasonCode.REPORT_INVALID, "PDF metadata does not name the pinned tenant, period and revision"
         )
     try:
-        with apply_configuration(**_LIMITS):
+        with apply_configuration(**REPORT_LIMITS):
             _decode_every_stream(reader)
         pages = pdfium_text(readable(pdf))
     except (PyPdfError, LimitReachedError, ValueError, KeyError, pypdfium2.PdfiumError) as error:

@@ -72,7 +72,7 @@ def renew_timestamps(runtime: Runtime, before: datetime, actor: str, tenant: str
             continue  # below B-LTA there is no document time stamp to renew
         prefix = bundle_prefix(TenantMonth(details["tenant"], details["period"]), details["identity"])
         try:
-            results.append(_renew(runtime, prefix, details, before, tsa_url, actor))
+            results.append(_renew(runtime, prefix, details=details, before=before, tsa_url=tsa_url, actor=actor))
         except EvidenceError as error:
             results.append(
                 Renewal(prefix, FAILED, newest_report(runtime.archive, prefix)[1], None, error.code, error.message)
@@ -80,10 +80,12 @@ def renew_timestamps(runtime: Runtime, before: datetime, actor: str, tenant: str
     return results
 
 
-def _renew(rt: Runtime, prefix: str, details: dict, before: datetime, tsa_url: str, actor: str) -> Renewal:
+def _renew(rt: Runtime, prefix: str, *, details: dict, before: datetime, tsa_url: str, actor: str) -> Renewal:
     number, previous, current = _newest(rt, prefix, details)
     if number and not rt.ledger.events_about(EventType.BUNDLE_TIMESTAMP_RENEWED, sha256_hex(current)):
-        _record(rt, prefix, details, number, previous, current, actor)  # stored by a run that stopped before this
+        _record(
+            rt, prefix, details=details, number=number, previous=previous, renewed=current, actor=actor
+        )  # stored by a run that stopped before this
     stamp = newest_document_timestamp(current)
     if stamp.tsa_not_after >= before:
         return Renewal(prefix, CURRENT, number, stamp.tsa_not_after)
@@ -98,9 +100,9 @@ def _renew(rt: Runtime, prefix: str, details: dict, before: datetime, tsa_url: s
             f"{renewed_stamp.tsa_not_after.date()}, no later than the one it would renew",
         )
     # Judged as `evidence verify` will judge it, before anything is stored.
-    verify_pdf_signature(renewed, root, "B-LTA", tsa_root)
+    verify_pdf_signature(renewed, root, level="B-LTA", tsa_root_pem=tsa_root)
     rt.archive.put_once(renewal_key(prefix, number + 1), renewed)
-    _record(rt, prefix, details, number + 1, current, renewed, actor)
+    _record(rt, prefix, details=details, number=number + 1, previous=current, renewed=renewed, actor=actor)
     return Renewal(prefix, RENEWED, number + 1, renewed_stamp.tsa_not_after)
 
 
@@ -123,7 +125,9 @@ def _newest(rt: Runtime, prefix: str, details: dict) -> tuple[int, bytes | None,
     return number, previous, current
 
 
-def _record(rt: Runtime, prefix: str, details: dict, number: int, previous: bytes, renewed: bytes, actor: str) -> None:
+def _record(
+    rt: Runtime, prefix: str, *, details: dict, number: int, previous: bytes, renewed: bytes, actor: str
+) -> None:
     stamp, before = newest_document_timestamp(renewed), newest_document_timestamp(previous)
     rt.ledger.record(
         TenantMonth(details["tenant"], details["period"]),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from evidence_pipeline.actors.requests import ACTION_PAYLOAD_TYPE
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.errors import ReasonCode as R
-from evidence_pipeline.intake.openapi import _json, _object, _ref, error_responses
+from evidence_pipeline.intake.openapi import error_responses, json_content, object_schema, schema_ref
 from evidence_pipeline.operations.dead_letters import KINDS
 
 VERSION = "1.0.0"
@@ -37,12 +37,12 @@ _ALWAYS = (
 _SIGNED = {
     "type": "object",
     "description": "the actor's signed request (see Who acts), whose action is the operation's",
-    "properties": {"authorization": _ref("SignedRequest")},
+    "properties": {"authorization": schema_ref("SignedRequest")},
 }
 
 SCHEMAS = {
-    "Error": _object({"error": _object({"code": {"type": "string"}, "message": {"type": "string"}})}),
-    "SignedRequest": _object(
+    "Error": object_schema({"error": object_schema({"code": {"type": "string"}, "message": {"type": "string"}})}),
+    "SignedRequest": object_schema(
         {
             "payloadType": {"type": "string", "const": ACTION_PAYLOAD_TYPE},
             "payload": {
@@ -54,7 +54,7 @@ SCHEMAS = {
                 "type": "array",
                 "minItems": 1,
                 "maxItems": 1,
-                "items": _object(
+                "items": object_schema(
                     {
                         "keyid": _SHA256
                         | {
@@ -72,18 +72,18 @@ SCHEMAS = {
             },
         }
     ),
-    "Signed": _object(_SIGNED["properties"]),
-    "TemplateSubmission": _object(
+    "Signed": object_schema(_SIGNED["properties"]),
+    "TemplateSubmission": object_schema(
         {
             **_SIGNED["properties"],
             "organization": {"type": "string", "description": "the organization template's JSON text"},
             "program": {"type": "string", "description": "the program template's JSON text"},
         }
     ),
-    "DeadLetters": _object(
-        {"dead_letters": {"type": "array", "items": _ref("DeadLetter"), "description": "oldest ending first"}}
+    "DeadLetters": object_schema(
+        {"dead_letters": {"type": "array", "items": schema_ref("DeadLetter"), "description": "oldest ending first"}}
     ),
-    "DeadLetter": _object(
+    "DeadLetter": object_schema(
         {
             "job_id": {"type": "string"},
             "attempt_id": _SHA256,
@@ -99,7 +99,7 @@ SCHEMAS = {
             "ended_at": {"type": "string", "format": "date-time"},
         }
     ),
-    "Replayed": _object(
+    "Replayed": object_schema(
         {
             "job_id": {"type": "string"},
             "attempt_id": _SHA256,
@@ -110,16 +110,16 @@ SCHEMAS = {
             "next_step": {"type": "string"},
         }
     ),
-    "PartDecision": _object(
+    "PartDecision": object_schema(
         {
             "artifact_id": {"type": "string"},
             "sha256": _SHA256,
             "decision": {"type": "string", "enum": ["approved", "rejected"]},
             "reason": {"type": "string"},
-            "authorization": _ref("SignedRequest"),
+            "authorization": schema_ref("SignedRequest"),
         }
     ),
-    "TemplateVersion": _object(
+    "TemplateVersion": object_schema(
         {
             "version_id": _SHA256,
             "author": {"type": "string"},
@@ -178,7 +178,7 @@ def document(status: dict[str, int], retry_after: int) -> dict:
     paths = {}
     for (path, action), (summary, body, successes, codes) in OPERATIONS.items():
         responses = {
-            str(answered): {"description": "success", **_json(schema)} for answered, schema in successes.items()
+            str(answered): {"description": "success", **json_content(schema)} for answered, schema in successes.items()
         }
         responses |= error_responses({*codes, *_ALWAYS}, status, retry_after)
         paths[path] = {
@@ -187,7 +187,7 @@ def document(status: dict[str, int], retry_after: int) -> dict:
                 "operationId": f"post_{path}".replace("/", "_").replace("-", "_").strip("_"),
                 "x-action": str(action),
                 "security": [],
-                "requestBody": {"required": True, **_json(body)},
+                "requestBody": {"required": True, **json_content(body)},
                 "responses": responses,
             }
         }

@@ -132,6 +132,7 @@ def _spki(public_key: PublicKeyTypes) -> bytes:
 def sign_pdf(
     pdf: bytes | BinaryIO,
     keyring: Keyring,
+    *,
     level: str = "B-B",
     tsa_url: str | None = None,
     out: BinaryIO | None = None,
@@ -293,6 +294,7 @@ class SignatureFacts:
 def verify_pdf_signature(
     pdf: bytes | BinaryIO,
     trust_root_pem: bytes,
+    *,
     level: str = "B-B",
     tsa_root_pem: bytes | None = None,
     at: datetime | None = None,

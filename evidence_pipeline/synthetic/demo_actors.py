@@ -43,7 +43,7 @@ class DemoActors:
     keys: dict[str, ed25519.Ed25519PrivateKey]
 
     def sign(self, name: str, action: Action, args: dict, tenant: str | None = None) -> dict:
-        return sign_request(self.keys[name], name, action, args, tenant=tenant)
+        return sign_request(self.keys[name], name, action, args=args, tenant=tenant)
 
 
 def ensure_demo_actors(settings: Settings, actors: ActorLedger) -> DemoActors:

@@ -171,7 +171,7 @@ def _agreement_parts(rt: Runtime, jobs: list[DemoJob]) -> dict[str, dict[str, st
 
 
 def _submit(rt: Runtime, tenant: str, key: str, body: dict, period: str) -> DemoJob:
-    job, _ = submit_job(rt, tenant, key, body, ACTOR, Clock(None, period))
+    job, _ = submit_job(rt, tenant, idempotency_key=key, body=body, actor=ACTOR, clock=Clock(None, period))
     return DemoJob(tenant, key, job["job_id"])
 
 
@@ -197,5 +197,14 @@ def _upload(rt: Runtime, tenant: str, pdf: bytes) -> dict:
     with rt.document_store.spool(rt.settings.work_dir) as spool:
         spool.write(pdf)
         spool.flush()
-        row, _ = store_document(rt, tenant, spool, sha256_hex(pdf), len(pdf), PDF, ACTOR, Clock(None))
+        row, _ = store_document(
+            rt,
+            tenant,
+            spool=spool,
+            sha256=sha256_hex(pdf),
+            size=len(pdf),
+            media_type=PDF,
+            actor=ACTOR,
+            clock=Clock(None),
+        )
     return row

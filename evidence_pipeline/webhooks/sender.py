@@ -23,15 +23,15 @@ def post(target: Target, address: str, headers: dict[str, str], body: bytes, tim
         return outbound.request(
             "POST",
             target,
-            {
+            headers={
                 **headers,
                 "Host": host if target.port == default_port else f"{host}:{target.port}",
                 "Content-Type": "application/json",
                 "User-Agent": "evidence-pipeline-webhooks/1",
             },
-            body,
-            timeout,
-            address,
+            body=body,
+            timeout=timeout,
+            address=address,
         ).status
     except (OSError, http.client.HTTPException) as error:
         raise EvidenceError(

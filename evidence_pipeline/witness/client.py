@@ -39,7 +39,7 @@ def endpoints(pairs: tuple[tuple[str, str], ...]) -> tuple[Endpoint, ...]:
 
 
 def submit(
-    endpoint: Endpoint, note: Note, size: int, old: int, proof: Callable[[int], list[bytes]], timeout: float = 10.0
+    endpoint: Endpoint, note: Note, *, size: int, old: int, proof: Callable[[int], list[bytes]], timeout: float = 10.0
 ) -> str:
     """The witness's verified cosignature line on ``note`` (a checkpoint of ``size``), submitted as extending
     ``old``, with ``proof(old)`` (called only for 0 < old < size); on 409, once more from the size the witness
@@ -50,7 +50,12 @@ def submit(
         body = f"old {old}\n{lines}\n".encode() + note.encode()
         try:
             response = outbound.request(
-                "POST", outbound.target(f"{endpoint.url}/add-checkpoint"), {}, body, timeout, max_body=MAX_NOTE_BYTES
+                "POST",
+                outbound.target(f"{endpoint.url}/add-checkpoint"),
+                headers={},
+                body=body,
+                timeout=timeout,
+                max_body=MAX_NOTE_BYTES,
             )
         except (OSError, http.client.HTTPException) as error:
             raise EvidenceError(

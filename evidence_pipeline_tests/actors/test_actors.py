@@ -59,7 +59,7 @@ class World:
         self.keys: dict[str, Ed25519PrivateKey] = {}
 
     def sign(self, actor: str, action: Action, args: dict, key: Ed25519PrivateKey | None = None, **options) -> dict:
-        return sign_request(key or self.keys[actor], actor, action, args, **options)
+        return sign_request(key or self.keys[actor], actor, action, args=args, **options)
 
     def bootstrap(self, name: str = "root"):
         self.keys[name] = Ed25519PrivateKey.generate()
@@ -122,7 +122,9 @@ def _forged(signer: Ed25519PrivateKey, named_key_id: str, actor: str, action: Ac
 
 def test_a_signed_request_is_canonical_json_signed_over_its_dsse_encoding():
     key = Ed25519PrivateKey.generate()
-    envelope = sign_request(key, "alice", Action.JOB_REPLAY, {"job_id": "j1", "reason": "fixed"}, tenant="acme-books")
+    envelope = sign_request(
+        key, "alice", Action.JOB_REPLAY, args={"job_id": "j1", "reason": "fixed"}, tenant="acme-books"
+    )
     assert envelope.keys() == {"payloadType", "payload", "signatures"}
     assert envelope["payloadType"] == ACTION_PAYLOAD_TYPE
     closed = sealed(json.dumps(envelope))
@@ -185,7 +187,7 @@ def _opened(raw: object):
     ],
 )
 def test_a_request_that_breaks_the_format_is_refused_with_its_code(change, code):
-    envelope = sign_request(Ed25519PrivateKey.generate(), "alice", Action.JOB_REPLAY, {"job_id": "j1"})
+    envelope = sign_request(Ed25519PrivateKey.generate(), "alice", Action.JOB_REPLAY, args={"job_id": "j1"})
     with pytest.raises(EvidenceError) as error:
         _opened(change(envelope))
     assert error.value.code == code
@@ -242,7 +244,7 @@ def test_the_first_admin_is_bootstrapped_once(backend):
     assert event.body["details"]["key"]["key_id"] == key_id(world.keys["root"].public_key())
     mallory = Ed25519PrivateKey.generate()
     second = sign_request(
-        mallory, "mallory", Action.ACTOR_BOOTSTRAP, {"name": "mallory", "public_key": public_hex(mallory)}
+        mallory, "mallory", Action.ACTOR_BOOTSTRAP, args={"name": "mallory", "public_key": public_hex(mallory)}
     )
     _refused(lambda: world.admin.bootstrap(second, public_hex(mallory)), "ACTOR_ALREADY_BOOTSTRAPPED")
     refusal = world.last()
@@ -348,11 +350,11 @@ def _wrong_key(world: World) -> object:
 
 
 def _unknown_actor(world: World) -> object:
-    return sign_request(Ed25519PrivateKey.generate(), "nobody", Action.ACTOR_REGISTER, _newbie())
+    return sign_request(Ed25519PrivateKey.generate(), "nobody", Action.ACTOR_REGISTER, args=_newbie())
 
 
 def _another_actors_key(world: World) -> object:
-    return sign_request(world.keys["olga"], "root", Action.ACTOR_REGISTER, _newbie())  # olga claims to be root
+    return sign_request(world.keys["olga"], "root", Action.ACTOR_REGISTER, args=_newbie())  # olga claims to be root
 
 
 def _wrong_role(world: World) -> object:
@@ -707,7 +709,7 @@ def test_the_service_refuses_to_register_its_own_key(tmp_path):
     with pytest.raises(EvidenceError) as error:
         admin.bootstrap(
             sign_request(
-                statement, "root", Action.ACTOR_BOOTSTRAP, {"name": "root", "public_key": public_hex(statement)}
+                statement, "root", Action.ACTOR_BOOTSTRAP, args={"name": "root", "public_key": public_hex(statement)}
             ),
             public_hex(statement),
         )

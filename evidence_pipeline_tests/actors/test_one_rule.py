@@ -366,7 +366,7 @@ def test_accepted_keeps_the_ledger_verifiable_and_refused_appends_nothing(world,
     door, action, actor, tenant, args = drawn
     if door == "job.replay" and args["job_id"] in {key.job_id for key in JOBS.values()}:
         world.job_ended(args["job_id"])
-    envelope = sign_request(world.keys[actor], actor, action, world.resolve(args), tenant=tenant)
+    envelope = sign_request(world.keys[actor], actor, action, args=world.resolve(args), tenant=tenant)
     before, keyring = world.last_seq(), world.keyring()
     try:
         DOORS[door].call(world, envelope)

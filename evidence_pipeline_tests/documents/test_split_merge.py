@@ -460,12 +460,12 @@ def test_a_signature_check_stated_before_etsi_reports_is_adopted_by_a_later_spli
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
         with monkeypatch.context() as before_reports:  # what the previous version wrote: no reports, none stated
-            before_reports.setattr(worker, "_etsi_reports", lambda *args: {})
+            before_reports.setattr(worker, "_etsi_reports", lambda *args, **kwargs: {})
             before_reports.setattr(
                 worker,
                 "_put_statement",
-                lambda rt, key, name, sha256, predicate, kind, **_: put(
-                    rt, key, name, sha256, {k: v for k, v in predicate.items() if k != "etsi_reports"}, kind
+                lambda rt, key, *, predicate, **kwargs: put(
+                    rt, key, predicate={k: v for k, v in predicate.items() if k != "etsi_reports"}, **kwargs
                 ),
             )
             _, first = _split(http, documents, signed, key="split-before", parts=[{"name": "all", "pages": "1-7"}])

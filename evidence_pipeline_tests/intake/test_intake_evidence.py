@@ -119,7 +119,13 @@ def test_a_closed_month_is_refused_at_admission_and_when_it_closed_while_waiting
 
     with pytest.raises(EvidenceError) as closed:  # long after it, 2026-10 is out of any window of open months
         submit_evidence_job(
-            documents, SMALL.tenant, "k", {"period": SMALL.period}, "test", time.time, today=date(2200, 1, 15)
+            documents,
+            SMALL.tenant,
+            idempotency_key="k",
+            body={"period": SMALL.period},
+            actor="test",
+            clock=time.time,
+            today=date(2200, 1, 15),
         )
     assert closed.value.code == "PERIOD_CLOSED"
     token = signers_of(documents.ledger).issue_token(SMALL.tenant)
@@ -154,10 +160,18 @@ def test_an_evidence_job_for_a_month_that_is_not_a_partition_is_refused_and_the_
     # The server's clock, on the 1st of next month: this month looks complete, and open in any window.
     ahead = (now.replace(day=28) + timedelta(days=4)).replace(day=1)
     job, _ = submit_evidence_job(
-        documents, SMALL.tenant, "ahead", {"period": this_month}, "test", Clock(None), today=ahead
+        documents,
+        SMALL.tenant,
+        idempotency_key="ahead",
+        body={"period": this_month},
+        actor="test",
+        clock=Clock(None),
+        today=ahead,
     )
     with pytest.raises(EvidenceError) as refused:  # on the server's own clock the month is refused at admission
-        submit_evidence_job(documents, SMALL.tenant, "now", {"period": this_month}, "test", Clock(None))
+        submit_evidence_job(
+            documents, SMALL.tenant, idempotency_key="now", body={"period": this_month}, actor="test", clock=Clock(None)
+        )
     assert refused.value.code == "PERIOD_NOT_AVAILABLE"
     other = signers_of(documents.ledger).issue_token("globex")
     with client(intake, other) as http:

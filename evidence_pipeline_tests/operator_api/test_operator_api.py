@@ -180,12 +180,14 @@ def test_unauthenticated_expired_replayed_and_tenant_requests_are_refused_with_t
     _fail(ledger, DEAD)
     read = Action.JOBS_READ
     stranger = Ed25519PrivateKey.generate()  # a key no admin registered
-    assert _code(_post(url, read, sign_request(stranger, "olga", read, {}))) == "ACTOR_UNKNOWN"
-    assert _code(_post(url, read, sign_request(stranger, "mallory", read, {}))) == "ACTOR_UNKNOWN"
+    assert _code(_post(url, read, sign_request(stranger, "olga", read, args={}))) == "ACTOR_UNKNOWN"
+    assert _code(_post(url, read, sign_request(stranger, "mallory", read, args={}))) == "ACTOR_UNKNOWN"
 
     tampered = with_signature(signers.sign("olga", read, {}), base64.b64encode(bytes(64)).decode())
     assert _code(_post(url, read, tampered)) == "ACTION_SIGNATURE_INVALID"
-    late = sign_request(signers.keys["olga"], "olga", read, {}, now=datetime.now(timezone.utc) - timedelta(hours=1))
+    late = sign_request(
+        signers.keys["olga"], "olga", read, args={}, now=datetime.now(timezone.utc) - timedelta(hours=1)
+    )
     assert _post(url, read, late).status_code == 401 and _code(_post(url, read, late)) == "ACTION_EXPIRED"
     wrong = _post(url, read, signers.sign("olga", Action.JOB_REPLAY, {"job_id": DEAD.job_id, "reason": "x"}))
     assert (wrong.status_code, _code(wrong)) == (422, "ACTION_REQUEST_INVALID")  # signed for another action
@@ -237,9 +239,9 @@ def test_unauthenticated_expired_replayed_and_tenant_requests_are_refused_with_t
     signers.admin.revoke_key(
         signers.sign("root", Action.ACTOR_KEY_REVOKE, {"name": "olga", "key_id": key_id(old_key.public_key())})
     )
-    revoked = _post(url, read, sign_request(old_key, "olga", read, {}))
+    revoked = _post(url, read, sign_request(old_key, "olga", read, args={}))
     assert (revoked.status_code, _code(revoked)) == (401, "ACTOR_KEY_REVOKED")
-    assert _post(url, read, sign_request(new_key, "olga", read, {})).status_code == 200
+    assert _post(url, read, sign_request(new_key, "olga", read, args={})).status_code == 200
 
     refusals = _refusals(ledger)
     # unauthenticated: no actor, nothing of the request kept; authenticated: the actor and the signed request

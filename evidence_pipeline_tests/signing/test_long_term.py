@@ -50,13 +50,13 @@ def report(local_runtime):
 
 
 def _verify(signed: bytes, keyring, level: str, at: dt.datetime | None = None) -> None:
-    verify_pdf_signature(signed, keyring.root_pem, level, keyring.tsa_root_pem, at)
+    verify_pdf_signature(signed, keyring.root_pem, level=level, tsa_root_pem=keyring.tsa_root_pem, at=at)
 
 
 @pytest.mark.parametrize("level", ["B-T", "B-LT", "B-LTA"])
 def test_each_level_signs_through_the_local_tsa_and_verifies_now(pki, keyring, report, level):
     served = len(pki.requests)
-    signed = sign_pdf(report, keyring, level, pki.tsa_url).getvalue()
+    signed = sign_pdf(report, keyring, level=level, tsa_url=pki.tsa_url).getvalue()
     assert signed.startswith(report)
     _verify(signed, keyring, level)
     [etsi] = validation_reports(signed, [keyring.root_pem, keyring.tsa_root_pem], level)  # valid at every level
@@ -65,7 +65,7 @@ def test_each_level_signs_through_the_local_tsa_and_verifies_now(pki, keyring, r
     assert "POST /tsa 200" in fetched
     assert ("GET /crl/signing.crl 200" in fetched) == (level != "B-T")  # the DSS is filled from the CA's CRL
     with pytest.raises(EvidenceError) as error:  # a time stamp from a TSA that is not the published one
-        verify_pdf_signature(signed, keyring.root_pem, level, keyring.root_pem)
+        verify_pdf_signature(signed, keyring.root_pem, level=level, tsa_root_pem=keyring.root_pem)
     assert error.value.code == "PDF_SIGNATURE_UNTRUSTED"
     tampered = bytearray(signed)
     tampered[len(report) // 2] ^= 0x01
@@ -78,7 +78,7 @@ def test_after_the_signer_certificate_expired_only_b_lta_still_validates(pki, ke
     """B-B is the demo default: `evidence verify --at` after the signer's expiry fails it (PDF_SIGNATURE_UNTRUSTED)."""
     after_expiry = pki.signer_not_after + dt.timedelta(days=1)
     levels = ("B-B", "B-T", "B-LT", "B-LTA")
-    signed = {level: sign_pdf(report, keyring, level, pki.tsa_url).getvalue() for level in levels}
+    signed = {level: sign_pdf(report, keyring, level=level, tsa_url=pki.tsa_url).getvalue() for level in levels}
     for level, pdf in signed.items():
         _verify(pdf, keyring, level)  # everything validates today
     _verify(signed["B-LTA"], keyring, "B-LTA", after_expiry)
@@ -109,7 +109,7 @@ def test_b_lta_in_either_layout_keeps_its_verdicts(pki, keyring, report, monkeyp
     certificate expired, not after the TSA's, and neither when the document was changed or drawn on later."""
     if layout != "current":
         monkeypatch.setattr(pades, "_DSS_SETTINGS", DSSContentSettings())
-    signed = sign_pdf(report, keyring, "B-LTA", pki.tsa_url).getvalue()
+    signed = sign_pdf(report, keyring, level="B-LTA", tsa_url=pki.tsa_url).getvalue()
     assert _layout(signed) == (
         (3, False, SignatureCoverageLevel.ENTIRE_FILE)
         if layout == "current"
@@ -134,7 +134,7 @@ def test_ocsp_responses_are_fetched_into_the_dss_beside_crls(report, tmp_path):
     signer's certificate expired."""
     with LocalPki(signer_days=SIGNER_DAYS, revocation={"signing": ("ocsp",), "tsa": ("crl",)}) as pki:
         keyring = load_keyring(pki.provision(tmp_path / "keys"), generate=False)
-        signed = sign_pdf(report, keyring, "B-LTA", pki.tsa_url).getvalue()
+        signed = sign_pdf(report, keyring, level="B-LTA", tsa_url=pki.tsa_url).getvalue()
     assert {"POST /ocsp/signing 200", "GET /crl/tsa.crl 200"} <= set(pki.requests)
     assert not any(request.startswith(("GET /crl/signing", "POST /ocsp/tsa")) for request in pki.requests)
     dss = PdfFileReader(io.BytesIO(signed), strict=True).root["/DSS"]
@@ -145,11 +145,11 @@ def test_ocsp_responses_are_fetched_into_the_dss_beside_crls(report, tmp_path):
 
 def test_signing_without_the_tsa_or_its_root_has_reason_codes(pki, keyring, report, tmp_path):
     with pytest.raises(EvidenceError) as error:
-        sign_pdf(report, keyring, "B-T", pki.base_url + "/no-tsa-here")
+        sign_pdf(report, keyring, level="B-T", tsa_url=pki.base_url + "/no-tsa-here")
     assert (error.value.code, error.value.retryable) == ("TSA_UNAVAILABLE", True)
     dev = load_keyring(tmp_path / "dev", generate=True)  # dev keys: no TSA root, no revocation information
     with pytest.raises(EvidenceError) as error:
-        sign_pdf(report, dev, "B-LTA", pki.tsa_url)
+        sign_pdf(report, dev, level="B-LTA", tsa_url=pki.tsa_url)
     assert error.value.code == "KEY_MATERIAL_INVALID"
 
 

@@ -66,7 +66,7 @@ class Signers:
             self.register(name, roles)
 
     def sign(self, actor: str, action: Action, args: dict, tenant: str | None = None) -> dict:
-        return sign_request(self.keys[actor], actor, action, args, tenant=tenant)
+        return sign_request(self.keys[actor], actor, action, args=args, tenant=tenant)
 
     def replay(self, job_id: str, reason: str, actor: str = "olga", policy_version: str | None = None) -> dict:
         """What `evidence replay` does, signed by ``actor``."""

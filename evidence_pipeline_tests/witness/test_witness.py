@@ -202,19 +202,21 @@ def test_two_witnesses_refuse_a_forked_history(tmp_path, running):
     fork[3] = merkle.leaf_hash(b"rewritten")  # ... and rewrites event 3
     endpoints = [witness.endpoint for witness in witnesses]
     for endpoint in endpoints:  # both co-sign the honest head at 5, then at 7
-        line = submit(endpoint, _signed(log, honest[:5]), 5, 0, lambda old: [])
+        line = submit(endpoint, _signed(log, honest[:5]), size=5, old=0, proof=lambda old: [])
         assert verifies(
             Note(_signed(log, honest[:5]).text, parse_note(b"x\n\n" + line.encode()).signatures), endpoint.key
         )
-        submit(endpoint, _signed(log, honest), 7, 5, lambda old: merkle.consistency_proof(old, honest))
+        submit(endpoint, _signed(log, honest), size=7, old=5, proof=lambda old: merkle.consistency_proof(old, honest))
     for endpoint in endpoints:
         # the fork at the same size: 409 with the witness's size; with a proof it cannot have: 422
         with pytest.raises(EvidenceError) as error:
-            submit(endpoint, _signed(log, fork), 7, 7, lambda old: [])
+            submit(endpoint, _signed(log, fork), size=7, old=7, proof=lambda old: [])
         assert error.value.code == "WITNESS_REFUSED" and "answered 409" in error.value.message
         longer = fork + _leaves(3, b"more")
         with pytest.raises(EvidenceError) as error:
-            submit(endpoint, _signed(log, longer), 10, 7, lambda old: merkle.consistency_proof(old, longer))
+            submit(
+                endpoint, _signed(log, longer), size=10, old=7, proof=lambda old: merkle.consistency_proof(old, longer)
+            )
         assert error.value.code == "WITNESS_REFUSED" and "answered 422" in error.value.message
     # the state is durable: restarted, the witnesses still know size 7 and still refuse the fork
     for witness in witnesses:
@@ -224,7 +226,13 @@ def test_two_witnesses_refuse_a_forked_history(tmp_path, running):
     raw = httpx.post(f"{witnesses[0].url}/add-checkpoint", content=b"old 0\n\n" + _signed(log, longer).encode())
     assert (raw.status_code, raw.text, raw.headers["content-type"]) == (409, "7\n", "text/x.tlog.size")
     with pytest.raises(EvidenceError) as error:
-        submit(witnesses[1].endpoint, _signed(log, longer), 10, 0, lambda old: merkle.consistency_proof(old, longer))
+        submit(
+            witnesses[1].endpoint,
+            _signed(log, longer),
+            size=10,
+            old=0,
+            proof=lambda old: merkle.consistency_proof(old, longer),
+        )
     assert "answered 422" in error.value.message  # caught up to 7 on the 409, then the proof fails
     # the protocol's other answers
     stranger = ed25519.Ed25519PrivateKey.generate()
@@ -342,7 +350,7 @@ def test_a_submission_ends_at_its_deadline_whatever_the_witness_trickles(phase):
     endpoint = Endpoint(peer.url, verifier("witness.test/slow", COSIGNATURE_V1, log))
     try:
         with pytest.raises(EvidenceError) as error:
-            submit(endpoint, _signed(log, _leaves(2)), 2, 0, lambda old: [], timeout=1)
+            submit(endpoint, _signed(log, _leaves(2)), size=2, old=0, proof=lambda old: [], timeout=1)
         for _ in range(600):  # the peer notices the hang-up at its next byte
             if peer.sent:
                 break

@@ -137,7 +137,7 @@ def install() -> bool:
         dagster_daemon,
         "execute_backfill_iteration_loop",
         execute_backfill_iteration_loop,
-        __name__,
-        "a new backfill waits for the backfill daemon's next 30 s tick",
-        CHECKED_SOURCES,
+        what=__name__,
+        consequence="a new backfill waits for the backfill daemon's next 30 s tick",
+        sources=CHECKED_SOURCES,
     )

@@ -31,7 +31,7 @@ def still_checked(what: str, consequence: str, sources: dict[object, str] | None
 
 
 def patch(
-    owner: object, name: str, replacement: object, what: str, consequence: str, sources: dict[object, str]
+    owner: object, name: str, replacement: object, *, what: str, consequence: str, sources: dict[object, str]
 ) -> bool:
     """Set ``owner.name`` to ``replacement`` if Dagster is still as checked (``sources``, see still_checked);
     True when it is in place, at once when it already was."""

@@ -40,7 +40,7 @@ def install() -> bool:
         InstanceConcurrencyContext,
         "interval_to_next_pending_claim_check",
         interval_to_next_pending_claim_check,
-        __name__,
-        "a run waiting for a pool slot spins instead of sleeping",
-        {_dagster_interval: CHECKED_SOURCE_SHA256},
+        what=__name__,
+        consequence="a run waiting for a pool slot spins instead of sleeping",
+        sources={_dagster_interval: CHECKED_SOURCE_SHA256},
     )

@@ -103,7 +103,7 @@ def install() -> bool:
         execute_step,
         "_get_output_asset_events",
         _output_asset_events,
-        __name__,
-        "range runs keep Dagster's per-step provenance tags",
-        {_dagster_output_asset_events: CHECKED_SOURCE_SHA256},
+        what=__name__,
+        consequence="range runs keep Dagster's per-step provenance tags",
+        sources={_dagster_output_asset_events: CHECKED_SOURCE_SHA256},
     )

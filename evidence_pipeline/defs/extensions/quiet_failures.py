@@ -44,7 +44,7 @@ def install() -> bool:
         execute_plan,
         "step_failure_event_from_exc_info",
         _step_failure_event,
-        __name__,
-        "foreseeable step failures keep Dagster's stack traces",
-        {objects.step_failure_event_from_exc_info: CHECKED_SOURCE_SHA256},
+        what=__name__,
+        consequence="foreseeable step failures keep Dagster's stack traces",
+        sources={objects.step_failure_event_from_exc_info: CHECKED_SOURCE_SHA256},
     )

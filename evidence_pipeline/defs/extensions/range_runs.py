@@ -59,7 +59,7 @@ def install() -> bool:
         StepExecutionContext,
         "add_asset_metadata",
         add_asset_metadata,
-        __name__,
-        "not patching add_asset_metadata (range runs stay O(range²))",
-        {_dagster_add_asset_metadata: CHECKED_SOURCE_SHA256},
+        what=__name__,
+        consequence="not patching add_asset_metadata (range runs stay O(range²))",
+        sources={_dagster_add_asset_metadata: CHECKED_SOURCE_SHA256},
     )

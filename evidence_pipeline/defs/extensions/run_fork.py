@@ -43,9 +43,9 @@ def install() -> bool:
         DagsterApiServer,
         "StartRun",
         start_run,
-        __name__,
-        "each run process imports Dagster and the code location again",
-        {_dagster_start_run: CHECKED_SOURCE_SHA256},
+        what=__name__,
+        consequence="each run process imports Dagster and the code location again",
+        sources={_dagster_start_run: CHECKED_SOURCE_SHA256},
     ):
         return False
     FORK_SERVER.set_forkserver_preload([CODE_LOCATION_MODULE])

@@ -114,6 +114,7 @@ class SlotWatch:
     def __init__(
         self,
         instance: DagsterInstance,
+        *,
         run_id: str,
         pools: tuple[str, ...],
         wait_seconds: float,
