@@ -16,7 +16,8 @@ the loops and the long scan run (``--large-pages 0``: no long scan), through the
 (9bcb900) shares, so this file, given by its absolute path, measures that code too:
 
     uv run python bench/before_after.py --before 9bcb900 --rounds 3 --figure 'typed.*: ([0-9.]+) s/page' \
-        --figure 'typed.* ([0-9.]+) pages/s' --figure 'scanned pages.* ([0-9.]+) pages/s' \
+        --figure 'typed.* ([0-9.]+) pages/s' --figure 'scanned pages.*: ([0-9.]+) s/page' \
+        --figure 'scanned pages.* ([0-9.]+) pages/s' \
         -- "$PWD/bench/redaction.py" --figures-only --applications 5 --large-pages 0
 """
 
