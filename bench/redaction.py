@@ -9,6 +9,17 @@ tick and the page run, in process) against that loop; and the peak RSS and time 
 With ``--baseline DIR`` (a checkout of the code before a change, e.g. `git worktree add DIR main`), the loops over
 typed and scanned applications run in the same run twice, each in a fresh process: once on DIR's code, once on
 this tree's, and both are reported.
+
+The last lines are the cost's figures in plain words (seconds and pages per second of both passes, typed and with
+scanned pages; the long scan's pages per second and peak RSS), for `before_after.py`. With ``--figures-only`` only
+the loops and the long scan run (``--large-pages 0``: no long scan), through the API the code before issue 46
+(9bcb900) shares, so this file, given by its absolute path, measures that code too:
+
+    uv run python bench/before_after.py --before 9bcb900 --rounds 3 --figure 'typed.*: ([0-9.]+) s/page' \
+        --figure 'typed.* ([0-9.]+) pages/s' --figure 'scanned pages.*: ([0-9.]+) s/page' \
+        --figure 'scanned pages.* ([0-9.]+) pages/s' --figure 'typed.*CPU ([0-9.]+)' \
+        --figure 'scanned pages.*CPU ([0-9.]+)' \
+        -- "$PWD/bench/redaction.py" --figures-only --applications 5 --large-pages 0
 """
 
 from __future__ import annotations
@@ -83,7 +94,10 @@ def through_dagster(data: bytes, count: int) -> float:
 
 
 def rate(data: bytes, pin: dict, count: int) -> dict:
+    passes(data, pin)  # a warm-up, not timed: the first run loads fonts and Tesseract's models
+    cpu = _cpu_seconds()
     times = [passes(data, pin) for _ in range(count)]
+    cpu = _cpu_seconds() - cpu  # the gate's included: small beside both passes
     first, second = sum(t[0] for t in times), sum(t[1] for t in times)
     return {
         "removed_per_application": times[0][2]["removed"],
@@ -91,6 +105,8 @@ def rate(data: bytes, pin: dict, count: int) -> dict:
         "second_pass_per_second": round(count / second, 2),
         "both_per_second": round(count / (first + second), 2),
         "seconds": first + second,
+        "cpu_seconds": cpu,
+        "applications": count,
     }
 
 
@@ -107,6 +123,20 @@ def rates_on(code: str | None, applications: int, pages: int) -> dict:
     command = [sys.executable, __file__, "--rates-only", "--applications", str(applications), "--pages", str(pages)]
     environment = {**os.environ, "PYTHONPATH": code} if code else None
     return json.loads(subprocess.run(command, capture_output=True, text=True, check=True, env=environment).stdout)
+
+
+def figures(rated: dict, pages: int, scan: dict | None) -> None:
+    """The cost in plain lines: both passes' seconds per page and pages per second."""
+    for kind, name in (
+        ("typed", f"typed {pages}-page application"),
+        ("scanned", f"{pages}-page application with scanned pages {sorted(SCANNED)}"),
+    ):
+        per_page = rated[kind]["seconds"] / (rated[kind]["applications"] * pages)
+        cpu = rated[kind]["cpu_seconds"] / (rated[kind]["applications"] * pages)
+        print(f"{name}, both passes: {per_page:.4f} s/page, {1 / per_page:.2f} pages/s, CPU {cpu:.4f} s/page")
+    if scan is not None:
+        rate = scan["pages"] / (scan["first_pass_s"] + scan["second_pass_s"])
+        print(f"{scan['pages']}-page scan, both passes: {rate:.3f} pages/s, peak RSS {scan['peak_rss_mb']} MB")
 
 
 def large(pages: int, scanned: bool) -> dict:
@@ -161,8 +191,16 @@ def main() -> None:
     parser.add_argument("--cpu-only", action="store_true", help=argparse.SUPPRESS)  # the child: CPU per typed page
     parser.add_argument("--baseline", help="a checkout of the code before, measured in the same run")
     parser.add_argument("--no-dagster", action="store_true", help="skip the front door and Dagster")
+    parser.add_argument("--figures-only", action="store_true", help="only the loops and the long scan's figures")
     args = parser.parse_args()
     pin = pinned()
+    if args.figures_only:
+        figures(
+            rates(args.applications, args.pages),
+            args.pages,
+            large(args.large_pages, True) if args.large_pages else None,
+        )
+        return
     if args.rates_only:
         print(json.dumps(rates(args.applications, args.pages)))
         return
@@ -175,6 +213,7 @@ def main() -> None:
         print(
             json.dumps(
                 {
+                    "pages": args.large_pages,
                     "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
                     "first_pass_s": round(first, 1),
                     "second_pass_s": round(second, 1),
@@ -242,6 +281,7 @@ def main() -> None:
             indent=2,
         )
     )
+    figures(after, args.pages, large_scanned)
 
 
 if __name__ == "__main__":

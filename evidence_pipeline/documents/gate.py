@@ -24,7 +24,7 @@ from typing import BinaryIO
 
 from PIL import Image, UnidentifiedImageError
 from pyhanko.pdf_utils.misc import PdfError
-from pypdf import PdfReader, apply_configuration
+from pypdf import Configuration, PdfReader, apply_configuration
 from pypdf.errors import DependencyError, LimitReachedError, PyPdfError
 from pypdf.generic import ArrayObject, DictionaryObject, IndirectObject, NameObject, StreamObject
 
@@ -183,12 +183,49 @@ def malformed(error: Exception, reader: str = "") -> EvidenceError:
     return EvidenceError(ReasonCode.DOCUMENT_MALFORMED, f"{defect} ({reader}{type(error).__name__}); {RESAVE}")
 
 
+_PYPDF = Configuration().with_overwrites(**LIMITS)  # every pypdf limit in effect in the gate, ours or its own
 # pypdf's refusals by what its message says (its own words hold values from the file, never repeated): the limit,
-# and what to do (a defect that only looks like size is re-saved)
+# and what to do (a defect that only looks like size is re-saved); the first whose words the message holds
 _PARSER_LIMITS = (
     ("array element count", f"an array of more than {budgets.MAX_ARRAY_ENTRIES:,} entries", budgets.SPLIT),
     ("dictionary entries", f"a dictionary of more than {budgets.MAX_DICTIONARY_ENTRIES:,} entries", budgets.SPLIT),
+    (
+        "Recovery limit",
+        f"a damaged compressed stream of more than {_PYPDF.zlib_maximum_recovery_input_length:,} bytes to recover",
+        RESAVE,
+    ),
     ("decompressing", f"a stream decoding to more than {budgets.MAX_STREAM_BYTES:,} bytes", budgets.SPLIT),
+    ("filter count", f"a stream with more than {_PYPDF.stream_filters_maximum_length} filters", RESAVE),
+    (
+        "decoding work",
+        f"a stream or XFA form taking more than {_PYPDF.stream_decoding_work_maximum_length:,} bytes of decoding work",
+        budgets.SPLIT,
+    ),
+    ("page tree depth", f"a page tree deeper than {_PYPDF.page_tree_maximum_depth} levels", RESAVE),
+    ("page tree entry", f"a page tree of more than {_PYPDF.page_tree_maximum_entries:,} nodes", RESAVE),
+    ("page tree page entry", f"a page tree of more than {_PYPDF.page_tree_maximum_page_entries:,} pages", RESAVE),
+    ("outline depth", f"an outline deeper than {_PYPDF.outline_maximum_depth} levels", RESAVE),
+    ("outline entry", f"an outline of more than {_PYPDF.outline_maximum_entries:,} entries", RESAVE),
+    ("form field depth", f"form fields nested deeper than {_PYPDF.form_fields_maximum_depth} levels", RESAVE),
+    ("number of fields", f"more than {_PYPDF.form_fields_maximum_entries:,} form fields", budgets.SPLIT),
+    (
+        "named destination depth",
+        f"a tree of named destinations deeper than {_PYPDF.named_destinations_maximum_depth} levels",
+        RESAVE,
+    ),
+    (
+        "named destination entry",
+        f"more than {_PYPDF.named_destinations_maximum_entries:,} named destinations",
+        budgets.SPLIT,
+    ),
+    ("XMP metadata exceeds", f"XMP metadata of more than {_PYPDF.xmp_maximum_element_count:,} elements", RESAVE),
+    ("XMP stream size", f"XMP metadata of more than {_PYPDF.xmp_maximum_input_length:,} bytes", RESAVE),
+    ("XRef", "a cross-reference stream with more entries than the document has objects", RESAVE),
+    ("Root object recovery", "a document catalog that cannot be found without searching the whole file", RESAVE),
+    ("CID width", "a composite font's widths (/W) wider than the parser's limit", RESAVE),
+    ("character widths", "a font with more character widths than the parser's limit", RESAVE),
+    ("cycle in /Pages", "a page tree that refers back to itself", RESAVE),
+    ("cycle in /Parent", "a form field whose parents refer back to it", RESAVE),
     ("Declared size", f"a stream declaring more than {budgets.MAX_STREAM_BYTES:,} bytes", budgets.SPLIT),
     ("Row length", "a predictor row longer than the parser's limit (pypdf's flate_maximum_row_length)", RESAVE),
     ("columns", "a predictor with more columns than the parser's limit (pypdf's flate_maximum_columns)", RESAVE),
@@ -203,11 +240,7 @@ def _parser_limit(message: str) -> tuple[str, str]:
     for words, limit, action in _PARSER_LIMITS:
         if words in message:
             return limit, action
-    return (
-        "a limit of the PDF parser (filters of a stream, depth or entries of the page tree, outline, form fields "
-        "or names; docs: Document limits)",
-        budgets.SPLIT,
-    )
+    return "a limit of the PDF parser that this service does not name yet (docs: Document limits)", budgets.SPLIT
 
 
 def _refuse_polyglots(data: bytes) -> None:

@@ -43,6 +43,7 @@ import io
 import math
 import re
 import zlib
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -127,6 +128,14 @@ class Finding:
     marks: dict[int, list[tuple[float, float, float, float]]] = field(default_factory=dict)  # page index -> boxes
     readings: dict[tuple[int, int], ocr.Reading] = field(default_factory=dict)  # image objgen -> its OCR
     pages_read: int = 0  # rendered pages read by OCR
+    # page number -> (its walk's text and glyph count, its views) from the finding walk, for the removal walk
+    views: dict[int, tuple[tuple[str, int], list[_View]]] = field(default_factory=dict)
+
+    def page_views(self, number: int, page: pdftext.Page) -> list[_View]:
+        """The page's views as the finding walk built them, when the removal walk reads the same glyphs (a form
+        XObject it shares with a page rewritten before it may have lost some); else built again."""
+        walked, views = self.views.pop(number, (None, None))
+        return views if walked == (page.text, len(page.glyphs)) else _page_views(page)
 
     def add(self, label: str, value: str) -> None:
         value = " ".join(normalize_glyphs(value).split())
@@ -251,7 +260,9 @@ def find(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
     and text stream reachable in the file."""
     for number, page in enumerate(pdf.pages, 1):
         walked = pdftext.walk_page(page)
-        for label, value in _page_matches(_page_views(walked), rules):
+        views = _page_views(walked)
+        finding.views[number] = ((walked.text, len(walked.glyphs)), views)
+        for label, value in _page_matches(views, rules):
             finding.add(label, value)
         for image, _ in walked.images:  # legibility is the rendered page's (a logo or photo reads as nothing)
             _match(rules, normalize(_read(image, finding).lines), finding)
@@ -307,26 +318,27 @@ def _texts(data: bytes, *known: str) -> set[str]:
 # -- page text ---------------------------------------------------------------------------------------------------
 
 
+NOBODY = -1  # the owner of a line break or a space in a view
+
+
 @dataclass
 class _View:
     """Text made of pieces, each owned by a glyph or an OCR word (or by nothing: a line break or a space)."""
 
     text: str
-    owners: list[int | None]
+    owners: array  # each character's owner, NOBODY for none: compact, as the removal walk keeps every page's views
 
     @classmethod
     def of(cls, pieces) -> _View:
-        text, owners = [], []
-        for owner, piece in pieces:
-            text.append(piece)
-            owners += [owner] * len(piece)
-        return cls("".join(text), owners)
+        pieces = list(pieces)
+        owners = array("i", [NOBODY if owner is None else owner for owner, piece in pieces for _ in piece])
+        return cls("".join([piece for _, piece in pieces]), owners)
 
     def covered(self, occurrences) -> set[int]:
         chosen: set[int] = set()
         for occurrence in occurrences:
             for match in occurrence.finditer(self.text):
-                chosen |= {o for o in self.owners[match.start() : match.end()] if o is not None}
+                chosen |= {o for o in self.owners[match.start() : match.end()] if o != NOBODY}
         return chosen
 
 
@@ -346,20 +358,24 @@ def _page_views(page: pdftext.Page) -> list[_View]:
     a line at every glyph, and draw another word over or among it); and, when it differs, in reading order (lines
     top to bottom, glyphs left to right: content may draw a line backwards). Each view of lines is read again with
     a hyphen at a line's end dropped and the lines joined (a word hyphenated where it wraps, as a reader reads it)."""
-    drawing, previous_end = [], None
+    texts = [normalize_glyphs(glyph.text) for glyph in page.glyphs]
+    drawing, breaks, previous_end = [], [], None  # breaks: what drawing order puts before each glyph
     for index, glyph in enumerate(page.glyphs):
-        if previous_end is not None and page.offsets[index] != previous_end:
+        breaks.append("\n" if previous_end is not None and page.offsets[index] != previous_end else "")
+        if breaks[-1]:
             drawing.append((None, "\n"))
         previous_end = page.offsets[index] + len(glyph.text)
-        drawing.append((index, normalize_glyphs(glyph.text)))
+        drawing.append((index, texts[index]))
     views = [_View.of(drawing), _View.of(piece for piece in drawing if piece[0] is not None)]
     placed = [_placement(glyph) for glyph in page.glyphs]
-    geometry = []
-    for index, glyph in enumerate(page.glyphs):
+    geometry, same = [], True
+    for index, text in enumerate(texts):
         if index:
-            geometry.append((None, _between(placed[index - 1], placed[index])))
-        geometry.append((index, normalize_glyphs(glyph.text)))
-    lined = [drawing, geometry]
+            between = _between(placed[index - 1], placed[index])
+            same = same and between == breaks[index]
+            geometry.append((None, between))
+        geometry.append((index, text))
+    lined = [drawing] if same else [drawing, geometry]  # the same text read twice finds nothing more
     points = [_origin(glyph) for glyph in page.glyphs]
     order = _reading_order(points)
     if order is not None:
@@ -370,7 +386,7 @@ def _page_views(page: pdftext.Page) -> list[_View]:
                     reading.append((None, "\n"))
                 elif points[index][0] - points[last][0] - page.glyphs[last].width > 0.2 * points[last][2]:
                     reading.append((None, " "))
-            reading.append((index, normalize_glyphs(page.glyphs[index].text)))
+            reading.append((index, texts[index]))
             last = index
         lined.append(reading)
     views += [_View.of(pieces) for pieces in lined[1:]]
@@ -497,7 +513,7 @@ def _page_glyphs(page: pdftext.Page, number: int, occurrences, rules: Rules, fin
     """The page's glyphs to remove: every occurrence of every found value in either view, and what its regions
     cover. Marks one box per run of removed glyphs on a line."""
     chosen: set[int] = set()
-    for view in _page_views(page):
+    for view in finding.page_views(number, page):
         chosen |= view.covered(occurrences)
     for label, rect in rules.regions.get(number, []):
         inside = {i for i, g in enumerate(page.glyphs) if _centre_in(g.box, rect)}

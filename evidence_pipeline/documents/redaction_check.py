@@ -130,12 +130,15 @@ def _page_boxes(page) -> list[tuple]:
     try:
         count = textpage.count_chars()
         text = textpage.get_text_range(0, count)
-        boxes = []
+        # pdfium's own calls with one rectangle for every character: pypdfium2's wrapper costs more than the call
+        raw, rect, unknown, boxes = textpage.raw, pdfium_c.FS_RECTF(), len(drawn), []
         for index, char in enumerate(text[:count]):
             if char.isspace():
                 continue
-            obj = ctypes.cast(pdfium_c.FPDFText_GetTextObject(textpage.raw, index), ctypes.c_void_p).value
-            boxes.append((*textpage.get_charbox(index, loose=True), char, (drawn.get(obj, len(drawn)), index)))
+            obj = ctypes.cast(pdfium_c.FPDFText_GetTextObject(raw, index), ctypes.c_void_p).value
+            if not pdfium_c.FPDFText_GetLooseCharBox(raw, index, rect):
+                raise pypdfium2.PdfiumError("Failed to get charbox.")  # as the wrapper would
+            boxes.append((rect.left, rect.bottom, rect.right, rect.top, char, (drawn.get(obj, unknown), index)))
         return boxes
     finally:
         textpage.close()

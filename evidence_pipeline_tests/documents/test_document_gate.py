@@ -14,7 +14,7 @@ from evidence_pipeline.documents.budgets import (
     MAX_STREAM_BYTES,
     SPLIT,
 )
-from evidence_pipeline.documents.gate import RESAVE, SENDER_ACTIONS, gate
+from evidence_pipeline.documents.gate import RESAVE, SENDER_ACTIONS, _parser_limit, gate
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.synthetic.lease_contracts import lease_contract
 from evidence_pipeline.synthetic.rental_applications import application
@@ -188,3 +188,37 @@ def test_documents_this_project_writes_pass():
     assert gate(io.BytesIO(application()), active_content="flag").pages == 3  # pikepdf, with an earlier revision
     assert gate(io.BytesIO(lease_contract(1, pages=3).pdf)).pages == 3  # reportlab
     # pyHanko's signed incremental updates pass the gate in test_split_merge.py (the signature check gates them)
+
+
+@pytest.mark.parametrize(
+    "said",
+    [  # pypdf 6's LimitReachedError messages, values as the file would give them
+        "Limit reached while decompressing. 10 bytes remaining.",
+        "Recovery limit reached while decompressing. 10 bytes remaining.",
+        "Maximum filter count 4 exceeded: 5",
+        "Stream decoding exceeded the maximum accumulated decoding work of 300000000 bytes.",
+        "XFA decoding exceeded the maximum accumulated decoding work of 300000000 bytes.",
+        "Maximum page tree depth reached: 33 > 32.",
+        "Maximum page tree entry limit reached: 100001 > 100000.",
+        "Maximum page tree page entry limit exceeded!",
+        "Maximum outline depth reached: 17 > 16.",
+        "Maximum outline entry limit reached: 100001 > 100000.",
+        "Reached maximum allowed form field depth.",
+        "Exceeded maximum number of fields allowed.",
+        "Maximum named destination depth exceeded: 101 > 100.",
+        "Maximum named destination entry limit exceeded: 100001 > 100000.",
+        "XMP metadata exceeds limit of 100000 elements.",
+        "XMP stream size 6000000 exceeds limit of 5000000.",
+        "Total XRef entries 70000 exceed maximum allowed value 60000.",
+        "Maximum Root object recovery limit reached.",
+        "Detected cycle in /Pages hierarchy when retrieving page.",
+        "Detected cycle in /Parent hierarchy when retrieving qualified field name.",
+        "Declared size 70000000 exceeds allowed limit of 64000000!",
+        "Number of columns 300000 exceeds defined limit of 250000.",
+    ],
+)
+def test_every_parser_limit_is_named(said):
+    """A refusal by pypdf's limits names which limit, and its value where the gate sets one (issue 46)."""
+    limit, action = _parser_limit(said)
+    assert limit != _parser_limit("a message no entry knows")[0] and action in SENDER_ACTIONS
+    assert not any(number in limit for number in ("10 bytes", "33", "100001", "70000 ", "6000000"))

@@ -14,8 +14,10 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pikepdf
 import pytest
 from click.testing import CliRunner
+from pikepdf import Name
 from PIL import Image
 from pypdf import PdfReader
 
@@ -457,6 +459,37 @@ def _one_page(content: bytes) -> bytes:
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Y /Encoding << /Differences [49 /g1 /g2] >> >>",
         page=page,
     )
+
+
+def test_each_page_is_read_into_views_once_unless_a_page_before_it_changed_what_it_draws(monkeypatch):
+    """The removal walk takes the finding walk's views of a page; a form XObject shared with a page rewritten
+    before it has lost the value's glyphs there, so that page's views are built again from what it now draws (the
+    cost criterion of issue 46: each page's views were built twice)."""
+    pdf = pikepdf.new()
+    font = pdf.make_indirect(pikepdf.Dictionary(Type=Name.Font, Subtype=Name.Type1, BaseFont=Name.Helvetica))
+    resources = pikepdf.Dictionary(Font=pikepdf.Dictionary(F1=font))
+    form = pdf.make_stream(
+        b"BT /F1 12 Tf 72 700 Td (Applicant national id: 987-65-4321 on file) Tj ET",
+        Type=Name.XObject,
+        Subtype=Name.Form,
+        BBox=[0, 0, 612, 792],
+        Resources=resources,
+    )
+    for contents in (b"q /X Do Q", b"q /X Do Q", b"BT /F1 12 Tf 72 600 Td (a page of its own) Tj ET"):
+        pdf.add_blank_page(page_size=(612, 792))
+        pdf.pages[-1].obj.Resources = pikepdf.Dictionary(XObject=pikepdf.Dictionary(X=form), Font=resources.Font)
+        pdf.pages[-1].obj.Contents = pdf.make_stream(contents)
+    out = io.BytesIO()
+    pdf.save(out)
+    built = []
+    views = redact._page_views
+    monkeypatch.setattr(redact, "_page_views", lambda page: built.append(page.text) or views(page))
+    result = _redact_pure(out.getvalue())
+    assert result.summary["removed"] == {"national_id": 1}
+    # finding: the three pages; removing: only the second page, whose form lost the value on the first
+    assert len(built) == 4 and "987-65-4321" not in built[3] and built[1] == built[0]
+    written = result.artifacts[result.secret["derivative"]]
+    verify_derivative({result.secret["derivative"]: io.BytesIO(written)}, result)
 
 
 @pytest.mark.parametrize(
