@@ -25,7 +25,7 @@ from evidence_pipeline.documents.redaction_check import _pypdf_text, verify_deri
 from evidence_pipeline.documents.registry import ProcessorInput
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.monthly.validate import pdfium_text
-from evidence_pipeline.synthetic.rental_applications import long_application
+from evidence_pipeline.synthetic.rental_applications import long_application, organization_template
 from evidence_pipeline_tests import hostile_pdfs
 from evidence_pipeline_tests import redaction_corpus as corpus
 from evidence_pipeline_tests.test_redaction import _redact_pure, pdftotext, pinned_template
@@ -517,3 +517,36 @@ def test_a_value_in_the_file_that_no_reader_sees_is_removed_and_passes(case):
     summary, derivative, verification = redacted(data)
     assert verification["passed"] and summary["outcome"] == "redacted"
     assert leaks(derivative, value) == [] and flat("Harbor Housing") in seen(derivative)
+
+
+@READERS
+def test_a_value_only_the_rendered_page_shows_is_removed_from_the_objects_too():
+    """The page draws a national id as glyph outlines: only the rendered page's OCR finds it, after the objects
+    were searched. The document information holds the same value glued to a word (no rule matches there, the
+    value's spelling does): the first pass removes it from there too, and the second pass passes."""
+
+    def change(pdf, page):
+        corpus.DRAWN["vector_outlines_of_glyphs"][0](pdf, page)
+        pdf.trailer.Info = pdf.make_indirect(pikepdf.Dictionary(Keywords=pikepdf.String(f"ref{corpus.SSN}x")))
+
+    summary, derivative, verification = redacted(corpus.build(change))
+    assert verification["passed"] and summary["removed"]["metadata"] == 1 and summary["burned_regions"] == {"1": 1}
+    assert leaks(derivative, corpus.SSN) == []
+
+
+def test_the_derivative_holds_no_object_stream_whose_syntax_spells_a_value():
+    """A value (a year the page shows) that no object of the derivative holds, but that an object stream's text
+    would spell: the hex digits of a UTF-16 string (" 2019" is <0020003200300031...>, which holds "2000"). Objects
+    are written outside streams, so the second pass reads them as objects and passes."""
+
+    def change(pdf, page):
+        page.obj.Contents = pdf.make_stream(corpus.HEADING + b"BT /F1 12 Tf 72 700 Td (Budget 2000) Tj ET\n")
+        pdf.trailer.Info = pdf.make_indirect(pikepdf.Dictionary(Producer=pikepdf.String("Writer \u2713 2019")))
+
+    data = corpus.build(change)
+    assert b"<feff" in data.lower()  # the producer is written in hex, as UTF-16
+    result = _redact_pure(data, organization=organization_template(year=r"\b2000\b"))
+    derivative = result.artifacts[result.secret["derivative"]]
+    verification = verify_derivative({result.secret["derivative"]: io.BytesIO(derivative)}, result)
+    assert verification["passed"] and result.summary["removed"]["custom"] == 1
+    assert b"/ObjStm" not in derivative and "2000" not in pdftotext(derivative)

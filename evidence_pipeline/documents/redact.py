@@ -122,7 +122,7 @@ class Finding:
     """What a first pass found: the values to remove (label each), what was removed where, and per page the marks."""
 
     values: dict[str, str] = field(default_factory=dict)  # value -> label
-    counts: Counter = field(default_factory=Counter)  # label or place -> removed items
+    counts: Counter = field(default_factory=Counter)  # place (or a region rule's label) -> removed items
     marks: dict[int, list[tuple[float, float, float, float]]] = field(default_factory=dict)  # page index -> boxes
     readings: dict[tuple[int, int], ocr.Reading] = field(default_factory=dict)  # image objgen -> its OCR
     pages_read: int = 0  # rendered pages read by OCR
@@ -131,7 +131,11 @@ class Finding:
         value = " ".join(normalize_glyphs(value).split())
         if value and value not in self.values:
             self.values[value] = label
-            self.counts[label] += 1
+
+    @property
+    def removed(self) -> Counter:
+        """Values found by label, and what was removed by place."""
+        return Counter(self.values.values()) + self.counts
 
     def mark(self, page: int, rect) -> None:
         x0, y0, x1, y1 = (float(v) for v in rect)
@@ -161,40 +165,27 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
     document.file.seek(0)
     finding = Finding()
     with readable(), pikepdf.open(document.file) as pdf:
-        # Pages are walked one at a time, twice (find, then remove): memory stays that of one page's glyphs, and
-        # every value is known before anything is rewritten.
         find(pdf, rules, finding)
-        search = Search(rules, sorted(finding.values))
-        occurrences = [_occurrence(value) for value in sorted(finding.values)]
-        painted: set[tuple[int, int]] = set()  # images whose OCR words are painted out (or, marking only, counted)
-        for number, page in enumerate(pdf.pages, 1):
-            walked = pdftext.walk_page(page)
-            removed = _page_glyphs(walked, number, occurrences, rules, finding)
-            scrubbed = frozenset(
-                (stream, op)
-                for stream, op, properties in walked.properties
-                if any(_string_holds(v, search) for v in properties.values())
-            )
-            if remove:
-                pdftext.rewrite(walked, removed, scrubbed)
-                finding.counts["marked_content"] += len(scrubbed)
-                finding.counts["content"] += _rewrite_holding(walked, search)
-            _images_on_page(walked, number, rules, occurrences, finding, painted, remove)
-        if remove:
-            _remove_elsewhere(pdf, rules, search, occurrences, finding, painted)
-        _draw_marks(pdf, finding)
-        written = _saved(pdf)
+        written = _removed(pdf, rules, finding, remove)
+    known = len(finding.values)
     burned = _shown(written, rules, finding) if remove else {}  # the marking-only double burns nothing
+    if len(finding.values) > known:
+        # values only the rendered page showed (text whose font does not say what it spells) may also sit in the
+        # objects (a date in the metadata, a string): the removal is done again, from the input, with every value
+        finding.counts, finding.marks = Counter(), {}
+        document.file.seek(0)
+        with readable(), pikepdf.open(document.file) as pdf:
+            written = _removed(pdf, rules, finding, remove)
     if burned:
         with readable(), pikepdf.open(io.BytesIO(written)) as pdf:
             _burn(pdf, written, burned, Search(rules, sorted(finding.values)), finding)
             written = _saved(pdf)
     key = output_key(document.document_id, document.sha256, vid)
     summary = {
-        "outcome": "redacted" if +finding.counts or burned else "no_matches",
+        "outcome": "redacted" if +finding.removed or burned else "no_matches",
         "output_key": key,
         "template_version": vid,
-        "removed": dict(sorted((+finding.counts).items())),
+        "removed": dict(sorted((+finding.removed).items())),
         "marks": sum(len(boxes) for boxes in finding.marks.values()),
         "burned_regions": {str(index + 1): len(boxes) for index, boxes in sorted(burned.items())},
         "ocr": {
@@ -213,15 +204,42 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
     )
 
 
+def _removed(pdf: pikepdf.Pdf, rules: Rules, finding: Finding, remove: bool) -> bytes:
+    """The document with every value ``finding`` holds removed (unless ``remove`` is False) and marked, written.
+    Pages are walked one at a time: memory stays that of one page's glyphs."""
+    search = Search(rules, sorted(finding.values))
+    occurrences = [_occurrence(value) for value in sorted(finding.values)]
+    painted: set[tuple[int, int]] = set()  # images whose OCR words are painted out (or, marking only, counted)
+    for number, page in enumerate(pdf.pages, 1):
+        walked = pdftext.walk_page(page)
+        removed = _page_glyphs(walked, number, occurrences, rules, finding)
+        scrubbed = frozenset(
+            (stream, op)
+            for stream, op, properties in walked.properties
+            if any(_string_holds(v, search) for v in properties.values())
+        )
+        if remove:
+            pdftext.rewrite(walked, removed, scrubbed)
+            finding.counts["marked_content"] += len(scrubbed)
+            finding.counts["content"] += _rewrite_holding(walked, search)
+        _images_on_page(walked, number, rules, occurrences, finding, painted, remove)
+    if remove:
+        _remove_elsewhere(pdf, rules, search, occurrences, finding, painted)
+    _draw_marks(pdf, finding)
+    return _saved(pdf)
+
+
 def _saved(pdf: pikepdf.Pdf) -> bytes:
     out = io.BytesIO()
-    # fix_metadata_version would re-serialize the XMP that stays (its character references become literals)
+    # fix_metadata_version would re-serialize the XMP that stays (its character references become literals). No
+    # object streams: one would hold the objects' syntax (numbers, references, keys, strings hex-encoded) as
+    # stream text, where a value (a year, a word such as "Contents") is found that no object holds
     pdf.save(
         out,
         deterministic_id=True,
         compress_streams=True,
         fix_metadata_version=False,
-        object_stream_mode=pikepdf.ObjectStreamMode.generate,
+        object_stream_mode=pikepdf.ObjectStreamMode.disable,
     )
     return out.getvalue()
 
