@@ -4,7 +4,8 @@ First pass (this module, pikepdf). Find every value the template's rules match, 
 in each page's text, read in drawing order and in reading order; in the text of every image, read by OCR (ocr.py);
 in every string and every text stream reachable in the file (annotations and their actions, form fields, outlines,
 the names tree, page labels, optional-content names, marked-content and structure-tree text, document information,
-every XMP packet, JavaScript). Then remove each found value everywhere it occurs:
+every XMP packet, JavaScript); in the glyphs of every annotation's and widget's appearance streams. Then remove each
+found value everywhere it occurs:
 
 - page content (form XObjects included): the glyphs, from the text-showing operators; the strings of inline
   marked-content properties (/ActualText, /Alt, /E) that hold one;
@@ -21,7 +22,9 @@ every XMP packet, JavaScript). Then remove each found value everywhere it occurs
   it (glyphs, paths, images, form placements, shadings, annotations and widgets; cut.py) is cut out and the
   rendering of the area they covered, the regions painted black, is drawn in their place, so no object under a box
   holds the value; the rest of the page keeps its objects and its text layer. A page whose cut still shows ink in
-  a region is burned whole (replaced by its rendering; its text layer goes).
+  a region is burned whole (replaced by its rendering; its text layer goes). A value found only there is removed
+  from the objects too (the removal above is done again, from the input, with every value); a widget whose
+  appearance still holds a value as bytes (drawn clipped, or where OCR did not read it) loses its field.
 
 A page that, rendered, the OCR engine cannot read with confidence, and that no region rule covers, is refused: what
 cannot be read cannot be promised removed. Each removed area on a page gets a black mark drawn in the page content. The
@@ -176,10 +179,11 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
         document.file.seek(0)
         with readable(), pikepdf.open(document.file) as pdf:
             written = _removed(pdf, rules, finding, remove)
-    if burned:
+    if remove and finding.values:
         with readable(), pikepdf.open(io.BytesIO(written)) as pdf:
-            _burn(pdf, written, burned, Search(rules, sorted(finding.values)), finding)
-            written = _saved(pdf)
+            on_burned = _burn(pdf, written, burned, finding) if burned else set()
+            if _strip_fields(pdf, on_burned, Search(rules, sorted(finding.values)), finding) or burned:
+                written = _saved(pdf)
     key = output_key(document.document_id, document.sha256, vid)
     summary = {
         "outcome": "redacted" if +finding.removed or burned else "no_matches",
@@ -272,6 +276,9 @@ def find(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
         for owner, _ in walked.streams:  # the content as written: a comment is not drawn, but it is there
             for text in _texts(_content_bytes(owner)):
                 _match(rules, text, finding)
+        for appearance in _appearances(page):  # drawn by a viewer, not by the content: its glyphs are read here
+            for label, value in _page_matches(_page_views(appearance), rules):
+                finding.add(label, value)
     for name, fld in _fields(pdf):
         if name in rules.fields and isinstance(fld.get("/V"), pikepdf.String):
             finding.add(rules.fields[name], str(fld.V))
@@ -298,6 +305,25 @@ def find(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
         elif isinstance(value, pikepdf.Stream) and _text_stream(key, value, content):
             for text in _texts(_stream_bytes(value)):
                 _match(rules, text, finding)
+
+
+def _appearances(page: pikepdf.Page):
+    """The glyphs of each appearance stream (every state's) of the page's annotations and widgets; an appearance the
+    walk cannot read is left to the rendered page's reading, as any ink is."""
+    for annot in _dictionaries(page.obj, "/Annots"):
+        appearances = annot.get("/AP")
+        for kind in appearances.values() if isinstance(appearances, pikepdf.Dictionary) else ():
+            states = (
+                [kind]
+                if isinstance(kind, pikepdf.Stream)
+                else kind.values()
+                if isinstance(kind, pikepdf.Dictionary)
+                else ()
+            )
+            for stream in states:
+                if isinstance(stream, pikepdf.Stream):
+                    with contextlib.suppress(EvidenceError):
+                        yield pdftext.walk_form(stream)
 
 
 def _match(rules: Rules, text: str, finding: Finding) -> None:
@@ -697,7 +723,7 @@ def _shown(data: bytes, rules: Rules, finding: Finding) -> dict[int, list[tuple[
     return regions
 
 
-def _burn(pdf: pikepdf.Pdf, data: bytes, regions: dict[int, list], search: Search, finding: Finding) -> None:
+def _burn(pdf: pikepdf.Pdf, data: bytes, regions: dict[int, list], finding: Finding) -> set[tuple[int, int]]:
     """The regions destroyed, not covered: on each page, everything drawn across a region (``cut.across``: glyphs,
     paths, images, inline images, form XObject placements, shadings; annotations and widgets whose rectangle meets
     one) is taken out, and the page's rendering (annotations and form appearances drawn) of the area those objects
@@ -705,9 +731,7 @@ def _burn(pdf: pikepdf.Pdf, data: bytes, regions: dict[int, list], search: Searc
     objects and its text layer. The cut page is rendered again: if any ink is left in a region (an object whose
     bounds the walk did not see, a glyph in a form XObject's text drawn where its box says it is not), or the
     page's geometry is one the rendering cannot be placed back on, the whole page becomes its rendering
-    (``_burn_page``). A widget taken out, or on a page burned whole, loses its field's value and appearance; a
-    widget elsewhere whose appearance still holds a value as bytes (drawn where OCR did not read it) loses its
-    field whole."""
+    (``_burn_page``). The annotations and widgets taken out, or on a page burned whole (``_strip_fields``)."""
     frames = {index: _Frame.of(pdf.pages[index]) for index in regions}
     annotations = {index: {a.objgen for a in _dictionaries(pdf.pages[index].obj, "/Annots")} for index in regions}
     areas, on_burned = {}, set()
@@ -732,19 +756,29 @@ def _burn(pdf: pikepdf.Pdf, data: bytes, regions: dict[int, list], search: Searc
             _burn_page(pdf, pdf.pages[index].obj, image)
             on_burned |= annotations[index]
             finding.counts["burned_page"] += 1
-    leftover = Finding()
+    return on_burned
+
+
+def _strip_fields(pdf: pikepdf.Pdf, on_burned: set, search: Search, finding: Finding) -> bool:
+    """A field whose widget was burned in (``on_burned``) loses its value and appearance; a field whose widget's
+    appearance still holds a value as bytes (drawn clipped, or where OCR did not read it) is removed whole. Whether
+    any field changed."""
+    leftover, changed = Finding(), False
     for _, fld in _fields(pdf):
         widgets = _widgets(fld)
         if any(widget.objgen in on_burned for widget in widgets):  # drawn in the burned pixels
             for holder, key in [(fld, "/V"), (fld, "/DV"), *((widget, "/AP") for widget in widgets)]:
                 if key in holder:
                     del holder[key]
+                    changed = True
         elif any(_holds_anywhere(widget.AP, search) for widget in widgets if "/AP" in widget):
             _remove_field(pdf, fld, leftover)
+            changed = True
     _draw_marks(pdf, leftover)
     finding.counts.update(leftover.counts)
     for index, boxes in leftover.marks.items():
         finding.marks.setdefault(index, []).extend(boxes)
+    return changed
 
 
 @dataclass(frozen=True)
