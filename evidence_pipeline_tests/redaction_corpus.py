@@ -1083,7 +1083,6 @@ def _helvetica_value(pdf, page):
     page.obj.Contents = pdf.make_stream(HEADING + b"BT /F1 14 Tf 72 600 Td (" + SHOWN.encode() + b") Tj ET\n")
 
 
-# each: (change, the value) for a value in the file's objects that no reader sees on the page
 def _signature_appearance_clipped(pdf, page):
     """A signature widget (no value a rule reads) whose appearance draws the value outside its own box: a viewer
     clips it away; the appearance's text still spells it (pdftotext reads it)."""
@@ -1093,6 +1092,7 @@ def _signature_appearance_clipped(pdf, page):
     _field(FT=pikepdf.Name.Sig, Rect=[72, 600, 132, 620], AP=appearance)(pdf, page)
 
 
+# each: (change, the value) for a value in the file's objects that no reader sees on the page
 HIDDEN = {
     "optional_content_off_by_default": (_in_optional_content(False, _helvetica_value), SSN),
     "signature_appearance_clipped_by_its_box": (_signature_appearance_clipped, SSN),

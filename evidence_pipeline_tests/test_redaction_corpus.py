@@ -20,7 +20,7 @@ from PIL import Image
 
 from evidence_pipeline.documents import ocr, redact
 from evidence_pipeline.documents.gate import gate
-from evidence_pipeline.documents.matching import decodings, flat, normalize
+from evidence_pipeline.documents.matching import Rules, decodings, flat, normalize
 from evidence_pipeline.documents.redaction_check import _pypdf_text, verify_derivative
 from evidence_pipeline.documents.registry import ProcessorInput
 from evidence_pipeline.errors import EvidenceError, ReasonCode
@@ -550,3 +550,28 @@ def test_the_derivative_holds_no_object_stream_whose_syntax_spells_a_value():
     verification = verify_derivative({result.secret["derivative"]: io.BytesIO(derivative)}, result)
     assert verification["passed"] and result.summary["removed"]["custom"] == 1
     assert b"/ObjStm" not in derivative and "2000" not in pdftotext(derivative)
+
+
+@READERS
+@pytest.mark.parametrize("turn", [0, 90])
+def test_a_match_in_the_text_layer_pdfium_reads_is_a_region_where_the_page_shows_it(turn):
+    """What pdfium's text layer still spells after the object-level pass (a font the walk reads as U+FFFD that
+    pdfium decodes, small print OCR missed) is burned in where it is drawn: each match's characters are a region
+    of the rendering's pixels, on a turned page too; painted white there, the rendering shows no value, and the
+    heading still reads."""
+    change = corpus._helvetica_value if not turn else corpus._on_a_turned_page(corpus._helvetica_value)
+    data = corpus.build(change)
+    finding = redact.Finding()
+    regions = redact._text_layer_regions(data, pinned_rules(), finding)
+    assert corpus.SSN in finding.values and list(regions) == [0]
+    [(_, image)] = list(ocr.rendered_pages(data))
+    ink = numpy.asarray(image) < ocr.INK
+    assert all(ink[top:bottom, left:right].any() for left, top, right, bottom in regions[0])
+    for left, top, right, bottom in regions[0]:
+        image.paste(255, (left, top, right, bottom))
+    read = flat(ocr.read(image).lines)
+    assert flat(corpus.SSN) not in read and flat("Harbor Housing") in read
+
+
+def pinned_rules():
+    return Rules.of(pinned_template()["template"])

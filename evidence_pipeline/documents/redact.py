@@ -17,8 +17,9 @@ found value everywhere it occurs:
   removed, a bookmark title becomes `[redacted]`, any other string `[redacted]`, any other text stream empty;
 - always: embedded and associated files, and page thumbnails (pictures of the original page);
 - last, what the page still shows: each page of the result is rendered (pdfium, annotations and form appearances
-  drawn) and what its trusted text layer does not explain is read by OCR at any angle (ocr.shown_pages); where a
-  found value or a rule's match shows, the region is burned in, not covered (``_burn``): what the page draws across
+  drawn) and what its trusted text layer does not explain is read by OCR at any angle (ocr.shown_pages), and its
+  text as pdfium reads it from its fonts (what the walk reads as U+FFFD) is matched too; where a found value or a
+  rule's match shows, the region is burned in, not covered (``_burn``): what the page draws across
   it (glyphs, paths, images, form placements, shadings, annotations and widgets; cut.py) is cut out and the
   rendering of the area they covered, the regions painted black, is drawn in their place, so no object under a box
   holds the value; the rest of the page keeps its objects and its text layer. A page whose cut still shows ink in
@@ -40,6 +41,7 @@ splitting it would hide a place.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import io
 import math
@@ -50,6 +52,8 @@ from dataclasses import dataclass, field
 
 import numpy
 import pikepdf
+import pypdfium2
+import pypdfium2.raw as pdfium_c
 from PIL import Image, ImageDraw
 
 from evidence_pipeline.documents import budgets, cut, ocr, pdftext, templates
@@ -76,6 +80,7 @@ from evidence_pipeline.documents.registry import (
     register,
 )
 from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.monthly.validate import PDFIUM_LOCK
 from evidence_pipeline.signing.dsse import canonical_json
 
 REPORT = "redaction.json"
@@ -720,7 +725,55 @@ def _shown(data: bytes, rules: Rules, finding: Finding) -> dict[int, list[tuple[
         words = _words_holding(reading, [_occurrence(value) for value in sorted(finding.values)])
         if words:
             regions[index] = [_padded(word.box, *shown.size) for word in words]
+    for index, boxes in _text_layer_regions(data, rules, finding).items():
+        regions.setdefault(index, []).extend(boxes)
     return regions
+
+
+def _text_layer_regions(data: bytes, rules: Rules, finding: Finding) -> dict[int, list[tuple[int, int, int, int]]]:
+    """The characters of every rule's match and every found value in each page's text as pdfium reads it from its
+    fonts, as regions of the rendering's pixels, by page index: text the object-level walk reads as U+FFFD (an
+    embedded font's own encoding, which pdfium decodes) that OCR did not read (small print), or that its views
+    join otherwise."""
+    regions: dict[int, list[tuple[int, int, int, int]]] = {}
+    with PDFIUM_LOCK:
+        document = pypdfium2.PdfDocument(data)
+        try:
+            for index in range(len(document)):
+                page = document[index]
+                textpage = page.get_textpage()
+                try:
+                    # a character per index (the range's text may expand a ligature, and shift the indices); half
+                    # of a surrogate pair (a letter outside the basic plane) is read as U+FFFD
+                    codes = [pdfium_c.FPDFText_GetUnicode(textpage.raw, i) for i in range(textpage.count_chars())]
+                    text = "".join("\ufffd" if 0xD800 <= code < 0xE000 else chr(code) for code in codes)
+                    _match(rules, normalize(text), finding)
+                    chosen = _View.of(enumerate(map(normalize_glyphs, text))).covered(
+                        [_occurrence(value) for value in sorted(finding.values)]
+                    )
+                    width, height = page.get_size()
+                    size = (round(width * ocr.PAGE_DPI / 72), round(height * ocr.PAGE_DPI / 72))
+                    boxes = [_device(page, size, textpage.get_charbox(i, loose=True)) for i in sorted(chosen)]
+                    if boxes := [_padded(box, *size) for box in boxes if box[0] < box[2] and box[1] < box[3]]:
+                        regions[index] = boxes
+                finally:
+                    textpage.close()
+                    page.close()
+        finally:
+            document.close()
+    return regions
+
+
+def _device(page, size: tuple[int, int], charbox) -> tuple[int, int, int, int]:
+    """A box of the page (left, bottom, right, top) in the pixels of its rendering at ``size``, as pdfium places
+    it (crop box, /Rotate)."""
+    corners = []
+    for x, y in ((charbox[0], charbox[1]), (charbox[2], charbox[3])):
+        px, py = ctypes.c_int(), ctypes.c_int()
+        pdfium_c.FPDF_PageToDevice(page.raw, 0, 0, size[0], size[1], 0, x, y, ctypes.byref(px), ctypes.byref(py))
+        corners.append((px.value, py.value))
+    (ax, ay), (bx, by) = corners
+    return min(ax, bx), min(ay, by), max(ax, bx), max(ay, by)
 
 
 def _burn(pdf: pikepdf.Pdf, data: bytes, regions: dict[int, list], finding: Finding) -> set[tuple[int, int]]:
