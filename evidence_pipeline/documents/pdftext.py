@@ -106,10 +106,20 @@ class Page:
 
 
 def walk_page(page: pikepdf.Page) -> Page:
+    return _walked(page, page.obj.get("/Resources", pikepdf.Dictionary()), IDENTITY)
+
+
+def walk_form(form: pikepdf.Stream) -> Page:
+    """A form XObject no page content draws (an annotation's appearance), in its own space."""
+    matrix = tuple(float(v) for v in form.get("/Matrix", IDENTITY))
+    return _walked(form, form.get("/Resources", pikepdf.Dictionary()), matrix)
+
+
+def _walked(owner, resources, ctm: Matrix) -> Page:
     found = Page()
     pieces: list[str] = []
     try:
-        _walk(found, pieces, page, page.obj.get("/Resources", pikepdf.Dictionary()), IDENTITY, 0, set())
+        _walk(found, pieces, owner, resources, ctm, 0, set())
     except (pikepdf.PdfError, TypeError, ValueError, IndexError, KeyError, AttributeError) as error:
         # operands of the wrong type or number, broken resources: what cannot be read cannot be promised removed
         raise EvidenceError(

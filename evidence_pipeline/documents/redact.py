@@ -4,7 +4,8 @@ First pass (this module, pikepdf). Find every value the template's rules match, 
 in each page's text, read in drawing order and in reading order; in the text of every image, read by OCR (ocr.py);
 in every string and every text stream reachable in the file (annotations and their actions, form fields, outlines,
 the names tree, page labels, optional-content names, marked-content and structure-tree text, document information,
-every XMP packet, JavaScript). Then remove each found value everywhere it occurs:
+every XMP packet, JavaScript); in the glyphs of every annotation's and widget's appearance streams. Then remove each
+found value everywhere it occurs:
 
 - page content (form XObjects included): the glyphs, from the text-showing operators; the strings of inline
   marked-content properties (/ActualText, /Alt, /E) that hold one;
@@ -17,12 +18,15 @@ every XMP packet, JavaScript). Then remove each found value everywhere it occurs
 - always: embedded and associated files, page thumbnails (pictures of the original page), and pages outside the
   page tree (a destination's page after its page was deleted: no reader shows it, its content stays in the file);
 - last, what the page still shows: each page of the result is rendered (pdfium, annotations and form appearances
-  drawn) and what its trusted text layer does not explain is read by OCR at any angle (ocr.shown_pages); where a
-  found value or a rule's match shows, the region is burned in, not covered (``_burn``): what the page draws across
+  drawn) and what its trusted text layer does not explain is read by OCR at any angle (ocr.shown_pages), and its
+  text as pdfium reads it from its fonts (what the walk reads as U+FFFD) is matched too; where a found value or a
+  rule's match shows, the region is burned in, not covered (``_burn``): what the page draws across
   it (glyphs, paths, images, form placements, shadings, annotations and widgets; cut.py) is cut out and the
   rendering of the area they covered, the regions painted black, is drawn in their place, so no object under a box
   holds the value; the rest of the page keeps its objects and its text layer. A page whose cut still shows ink in
-  a region is burned whole (replaced by its rendering; its text layer goes).
+  a region is burned whole (replaced by its rendering; its text layer goes). A value found only there is removed
+  from the objects too (the removal above is done again, from the input, with every value); a widget whose
+  appearance still holds a value as bytes (drawn clipped, or where OCR did not read it) loses its field.
 
 A page that, rendered, the OCR engine cannot read with confidence, and that no region rule covers, is refused: what
 cannot be read cannot be promised removed. Each removed area on a page gets a black mark drawn in the page content. The
@@ -38,6 +42,7 @@ splitting it would hide a place.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import io
 import math
@@ -49,6 +54,8 @@ from dataclasses import dataclass, field
 
 import numpy
 import pikepdf
+import pypdfium2
+import pypdfium2.raw as pdfium_c
 from PIL import Image, ImageDraw
 
 from evidence_pipeline.documents import budgets, cut, ocr, pdftext, templates
@@ -75,6 +82,7 @@ from evidence_pipeline.documents.registry import (
     register,
 )
 from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.monthly.validate import PDFIUM_LOCK
 from evidence_pipeline.signing.dsse import canonical_json
 
 REPORT = "redaction.json"
@@ -124,7 +132,7 @@ class Finding:
     """What a first pass found: the values to remove (label each), what was removed where, and per page the marks."""
 
     values: dict[str, str] = field(default_factory=dict)  # value -> label
-    counts: Counter = field(default_factory=Counter)  # label or place -> removed items
+    counts: Counter = field(default_factory=Counter)  # place (or a region rule's label) -> removed items
     marks: dict[int, list[tuple[float, float, float, float]]] = field(default_factory=dict)  # page index -> boxes
     readings: dict[tuple[int, int], ocr.Reading] = field(default_factory=dict)  # image objgen -> its OCR
     pages_read: int = 0  # rendered pages read by OCR
@@ -141,7 +149,11 @@ class Finding:
         value = " ".join(normalize_glyphs(value).split())
         if value and value not in self.values:
             self.values[value] = label
-            self.counts[label] += 1
+
+    @property
+    def removed(self) -> Counter:
+        """Values found by label, and what was removed by place."""
+        return Counter(self.values.values()) + self.counts
 
     def mark(self, page: int, rect) -> None:
         x0, y0, x1, y1 = (float(v) for v in rect)
@@ -171,43 +183,32 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
     document.file.seek(0)
     finding = Finding()
     with readable(), pikepdf.open(document.file) as pdf:
-        finding.counts["page_outside_the_tree"] += _detach_pages_outside_the_tree(pdf)
-        # Pages are walked one at a time, twice (find, then remove): memory stays that of one page's glyphs, and
-        # every value is known before anything is rewritten.
+        detached = _detach_pages_outside_the_tree(pdf)
         find(pdf, rules, finding)
-        search = Search(rules, sorted(finding.values))
-        occurrences = [_occurrence(value) for value in sorted(finding.values)]
-        painted: set[tuple[int, int]] = set()  # images whose OCR words are painted out (or, marking only, counted)
-        for number, page in enumerate(pdf.pages, 1):
-            walked = pdftext.walk_page(page)
-            removed = _page_glyphs(walked, number, occurrences, rules, finding)
-            scrubbed = frozenset(
-                (stream, op)
-                for stream, op, properties in walked.properties
-                if any(_string_holds(v, search) for v in properties.values())
-            )
-            if remove:
-                pdftext.rewrite(walked, removed, scrubbed)
-                finding.counts["marked_content"] += len(scrubbed)
-                finding.counts["content"] += _rewrite_holding(walked, search)
-            _images_on_page(walked, number, rules, occurrences, finding, painted, remove)
-        if remove:
-            _remove_elsewhere(pdf, rules, search, occurrences, finding, painted)
-        _draw_marks(pdf, finding)
-        frames = [_Frame.of(page) for page in pdf.pages]
-        written = _saved(pdf)
+        written, frames = _removed(pdf, rules, finding, remove)
+    known = len(finding.values)
     # the marking-only double burns nothing
     burned = _shown(written, rules, finding, _painted(frames, finding.marks, {})) if remove else {}
-    if burned:
+    if len(finding.values) > known:
+        # values only the rendered page showed (text whose font does not say what it spells) may also sit in the
+        # objects (a date in the metadata, a string): the removal is done again, from the input, with every value
+        finding.counts, finding.marks = Counter(), {}
+        document.file.seek(0)
+        with readable(), pikepdf.open(document.file) as pdf:
+            _detach_pages_outside_the_tree(pdf)
+            written, frames = _removed(pdf, rules, finding, remove)
+    finding.counts["page_outside_the_tree"] += detached
+    if remove and finding.values:
         with readable(), pikepdf.open(io.BytesIO(written)) as pdf:
-            _burn(pdf, written, burned, Search(rules, sorted(finding.values)), finding)
-            written = _saved(pdf)
+            on_burned = _burn(pdf, written, burned, finding) if burned else set()
+            if _strip_fields(pdf, on_burned, Search(rules, sorted(finding.values)), finding) or burned:
+                written = _saved(pdf)
     key = output_key(document.document_id, document.sha256, vid)
     summary = {
-        "outcome": "redacted" if +finding.counts or burned else "no_matches",
+        "outcome": "redacted" if +finding.removed or burned else "no_matches",
         "output_key": key,
         "template_version": vid,
-        "removed": dict(sorted((+finding.counts).items())),
+        "removed": dict(sorted((+finding.removed).items())),
         "marks": sum(len(boxes) for boxes in finding.marks.values()),
         "burned_regions": {str(index + 1): len(boxes) for index, boxes in sorted(burned.items())},
         "ocr": {
@@ -231,15 +232,44 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
     )
 
 
+def _removed(pdf: pikepdf.Pdf, rules: Rules, finding: Finding, remove: bool) -> tuple[bytes, list]:
+    """The document with every value ``finding`` holds removed (unless ``remove`` is False) and marked, written, and
+    each page's frame (how its rendering is placed). Pages are walked one at a time: memory stays that of one
+    page's glyphs."""
+    search = Search(rules, sorted(finding.values))
+    occurrences = [_occurrence(value) for value in sorted(finding.values)]
+    painted: set[tuple[int, int]] = set()  # images whose OCR words are painted out (or, marking only, counted)
+    for number, page in enumerate(pdf.pages, 1):
+        walked = pdftext.walk_page(page)
+        removed = _page_glyphs(walked, number, occurrences, rules, finding)
+        scrubbed = frozenset(
+            (stream, op)
+            for stream, op, properties in walked.properties
+            if any(_string_holds(v, search) for v in properties.values())
+        )
+        if remove:
+            pdftext.rewrite(walked, removed, scrubbed)
+            finding.counts["marked_content"] += len(scrubbed)
+            finding.counts["content"] += _rewrite_holding(walked, search)
+        _images_on_page(walked, number, rules, occurrences, finding, painted, remove)
+    if remove:
+        _remove_elsewhere(pdf, rules, search, occurrences, finding, painted)
+    _draw_marks(pdf, finding)
+    frames = [_Frame.of(page) for page in pdf.pages]
+    return _saved(pdf), frames
+
+
 def _saved(pdf: pikepdf.Pdf) -> bytes:
     out = io.BytesIO()
-    # fix_metadata_version would re-serialize the XMP that stays (its character references become literals)
+    # fix_metadata_version would re-serialize the XMP that stays (its character references become literals). No
+    # object streams: one would hold the objects' syntax (numbers, references, keys, strings hex-encoded) as
+    # stream text, where a value (a year, a word such as "Contents") is found that no object holds
     pdf.save(
         out,
         deterministic_id=True,
         compress_streams=True,
         fix_metadata_version=False,
-        object_stream_mode=pikepdf.ObjectStreamMode.generate,
+        object_stream_mode=pikepdf.ObjectStreamMode.disable,
     )
     return out.getvalue()
 
@@ -274,6 +304,9 @@ def find(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
         for owner, _ in walked.streams:  # the content as written: a comment is not drawn, but it is there
             for text in _texts(_content_bytes(owner)):
                 _match(rules, text, finding)
+        for appearance in _appearances(page):  # drawn by a viewer, not by the content: its glyphs are read here
+            for label, value in _page_matches(_page_views(appearance), rules):
+                finding.add(label, value)
     for name, fld in _fields(pdf):
         if name in rules.fields and isinstance(fld.get("/V"), pikepdf.String):
             finding.add(rules.fields[name], str(fld.V))
@@ -300,6 +333,25 @@ def find(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
         elif isinstance(value, pikepdf.Stream) and _text_stream(key, value, content):
             for text in _texts(_stream_bytes(value)):
                 _match(rules, text, finding)
+
+
+def _appearances(page: pikepdf.Page):
+    """The glyphs of each appearance stream (every state's) of the page's annotations and widgets; an appearance the
+    walk cannot read is left to the rendered page's reading, as any ink is."""
+    for annot in _dictionaries(page.obj, "/Annots"):
+        appearances = annot.get("/AP")
+        for kind in appearances.values() if isinstance(appearances, pikepdf.Dictionary) else ():
+            states = (
+                [kind]
+                if isinstance(kind, pikepdf.Stream)
+                else kind.values()
+                if isinstance(kind, pikepdf.Dictionary)
+                else ()
+            )
+            for stream in states:
+                if isinstance(stream, pikepdf.Stream):
+                    with contextlib.suppress(EvidenceError):
+                        yield pdftext.walk_form(stream)
 
 
 def _match(rules: Rules, text: str, finding: Finding) -> None:
@@ -714,10 +766,58 @@ def _shown(data: bytes, rules: Rules, finding: Finding, painted: dict[int, list]
         words = _words_holding(reading, [_occurrence(value) for value in sorted(finding.values)])
         if words:
             regions[index] = [_padded(word.box, *shown.size) for word in words]
+    for index, boxes in _text_layer_regions(data, rules, finding).items():
+        regions.setdefault(index, []).extend(boxes)
     return regions
 
 
-def _burn(pdf: pikepdf.Pdf, data: bytes, regions: dict[int, list], search: Search, finding: Finding) -> None:
+def _text_layer_regions(data: bytes, rules: Rules, finding: Finding) -> dict[int, list[tuple[int, int, int, int]]]:
+    """The characters of every rule's match and every found value in each page's text as pdfium reads it from its
+    fonts, as regions of the rendering's pixels, by page index: text the object-level walk reads as U+FFFD (an
+    embedded font's own encoding, which pdfium decodes) that OCR did not read (small print), or that its views
+    join otherwise."""
+    regions: dict[int, list[tuple[int, int, int, int]]] = {}
+    with PDFIUM_LOCK:
+        document = pypdfium2.PdfDocument(data)
+        try:
+            for index in range(len(document)):
+                page = document[index]
+                textpage = page.get_textpage()
+                try:
+                    # a character per index (the range's text may expand a ligature, and shift the indices); half
+                    # of a surrogate pair (a letter outside the basic plane) is read as U+FFFD
+                    codes = [pdfium_c.FPDFText_GetUnicode(textpage.raw, i) for i in range(textpage.count_chars())]
+                    text = "".join("\ufffd" if 0xD800 <= code < 0xE000 else chr(code) for code in codes)
+                    _match(rules, normalize(text), finding)
+                    chosen = _View.of(enumerate(map(normalize_glyphs, text))).covered(
+                        [_occurrence(value) for value in sorted(finding.values)]
+                    )
+                    width, height = page.get_size()
+                    size = (round(width * ocr.PAGE_DPI / 72), round(height * ocr.PAGE_DPI / 72))
+                    boxes = [_device(page, size, textpage.get_charbox(i, loose=True)) for i in sorted(chosen)]
+                    if boxes := [_padded(box, *size) for box in boxes if box[0] < box[2] and box[1] < box[3]]:
+                        regions[index] = boxes
+                finally:
+                    textpage.close()
+                    page.close()
+        finally:
+            document.close()
+    return regions
+
+
+def _device(page, size: tuple[int, int], charbox) -> tuple[int, int, int, int]:
+    """A box of the page (left, bottom, right, top) in the pixels of its rendering at ``size``, as pdfium places
+    it (crop box, /Rotate)."""
+    corners = []
+    for x, y in ((charbox[0], charbox[1]), (charbox[2], charbox[3])):
+        px, py = ctypes.c_int(), ctypes.c_int()
+        pdfium_c.FPDF_PageToDevice(page.raw, 0, 0, size[0], size[1], 0, x, y, ctypes.byref(px), ctypes.byref(py))
+        corners.append((px.value, py.value))
+    (ax, ay), (bx, by) = corners
+    return min(ax, bx), min(ay, by), max(ax, bx), max(ay, by)
+
+
+def _burn(pdf: pikepdf.Pdf, data: bytes, regions: dict[int, list], finding: Finding) -> set[tuple[int, int]]:
     """The regions destroyed, not covered: on each page, everything drawn across a region (``cut.across``: glyphs,
     paths, images, inline images, form XObject placements, shadings; annotations and widgets whose rectangle meets
     one) is taken out, and the page's rendering (annotations and form appearances drawn) of the area those objects
@@ -725,9 +825,7 @@ def _burn(pdf: pikepdf.Pdf, data: bytes, regions: dict[int, list], search: Searc
     objects and its text layer. The cut page is rendered again: if any ink is left in a region (an object whose
     bounds the walk did not see, a glyph in a form XObject's text drawn where its box says it is not), or the
     page's geometry is one the rendering cannot be placed back on, the whole page becomes its rendering
-    (``_burn_page``). A widget taken out, or on a page burned whole, loses its field's value and appearance; a
-    widget elsewhere whose appearance still holds a value as bytes (drawn where OCR did not read it) loses its
-    field whole."""
+    (``_burn_page``). The annotations and widgets taken out, or on a page burned whole (``_strip_fields``)."""
     frames = {index: _Frame.of(pdf.pages[index]) for index in regions}
     annotations = {index: {a.objgen for a in _dictionaries(pdf.pages[index].obj, "/Annots")} for index in regions}
     areas, on_burned = {}, set()
@@ -752,19 +850,29 @@ def _burn(pdf: pikepdf.Pdf, data: bytes, regions: dict[int, list], search: Searc
             _burn_page(pdf, pdf.pages[index].obj, image)
             on_burned |= annotations[index]
             finding.counts["burned_page"] += 1
-    leftover = Finding()
+    return on_burned
+
+
+def _strip_fields(pdf: pikepdf.Pdf, on_burned: set, search: Search, finding: Finding) -> bool:
+    """A field whose widget was burned in (``on_burned``) loses its value and appearance; a field whose widget's
+    appearance still holds a value as bytes (drawn clipped, or where OCR did not read it) is removed whole. Whether
+    any field changed."""
+    leftover, changed = Finding(), False
     for _, fld in _fields(pdf):
         widgets = _widgets(fld)
         if any(widget.objgen in on_burned for widget in widgets):  # drawn in the burned pixels
             for holder, key in [(fld, "/V"), (fld, "/DV"), *((widget, "/AP") for widget in widgets)]:
                 if key in holder:
                     del holder[key]
+                    changed = True
         elif any(_holds_anywhere(widget.AP, search) for widget in widgets if "/AP" in widget):
             _remove_field(pdf, fld, leftover)
+            changed = True
     _draw_marks(pdf, leftover)
     finding.counts.update(leftover.counts)
     for index, boxes in leftover.marks.items():
         finding.marks.setdefault(index, []).extend(boxes)
+    return changed
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,12 @@ from PIL import Image
 
 from evidence_pipeline.documents import ocr, redact
 from evidence_pipeline.documents.gate import gate
-from evidence_pipeline.documents.matching import decodings, flat, normalize
+from evidence_pipeline.documents.matching import Rules, decodings, flat, normalize
 from evidence_pipeline.documents.redaction_check import _pypdf_text, verify_derivative
 from evidence_pipeline.documents.registry import ProcessorInput
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.monthly.validate import pdfium_text
-from evidence_pipeline.synthetic.rental_applications import long_application
+from evidence_pipeline.synthetic.rental_applications import long_application, organization_template
 from evidence_pipeline_tests.support import hostile_pdfs
 from evidence_pipeline_tests.support import redaction_corpus as corpus
 from evidence_pipeline_tests.support.redaction import pdftotext, pinned_template
@@ -564,3 +564,60 @@ def test_a_doubted_word_is_explained_only_by_confident_words_that_cover_it():
     for stray in ("S", ">", "Se"):
         assert not ocr._legible([doubted], shown, [ocr.Word(stray, (150, 12, 180, 48), 90.0, 1)])
     assert ocr._legible([doubted], shown, [ocr.Word("123-45-6789", (98, 8, 402, 52), 90.0, 1)])
+
+
+def test_a_value_only_the_rendered_page_shows_is_removed_from_the_objects_too():
+    """The page draws a national id as glyph outlines: only the rendered page's OCR finds it, after the objects
+    were searched. The document information holds the same value glued to a word (no rule matches there, the
+    value's spelling does): the first pass removes it from there too, and the second pass passes."""
+
+    def change(pdf, page):
+        corpus.DRAWN["vector_outlines_of_glyphs"][0](pdf, page)
+        pdf.trailer.Info = pdf.make_indirect(pikepdf.Dictionary(Keywords=pikepdf.String(f"ref{corpus.SSN}x")))
+
+    summary, derivative, verification = redacted(corpus.build(change))
+    assert verification["passed"] and summary["removed"]["metadata"] == 1 and summary["burned_regions"] == {"1": 1}
+    assert leaks(derivative, corpus.SSN) == []
+
+
+def test_the_derivative_holds_no_object_stream_whose_syntax_spells_a_value():
+    """A value (a year the page shows) that no object of the derivative holds, but that an object stream's text
+    would spell: the hex digits of a UTF-16 string (" 2019" is <0020003200300031...>, which holds "2000"). Objects
+    are written outside streams, so the second pass reads them as objects and passes."""
+
+    def change(pdf, page):
+        page.obj.Contents = pdf.make_stream(corpus.HEADING + b"BT /F1 12 Tf 72 700 Td (Budget 2000) Tj ET\n")
+        pdf.trailer.Info = pdf.make_indirect(pikepdf.Dictionary(Producer=pikepdf.String("Writer \u2713 2019")))
+
+    data = corpus.build(change)
+    assert b"<feff" in data.lower()  # the producer is written in hex, as UTF-16
+    result = _redact_pure(data, organization=organization_template(year=r"\b2000\b"))
+    derivative = result.artifacts[result.secret["derivative"]]
+    verification = verify_derivative({result.secret["derivative"]: io.BytesIO(derivative)}, result)
+    assert verification["passed"] and result.summary["removed"]["custom"] == 1
+    assert b"/ObjStm" not in derivative and "2000" not in pdftotext(derivative)
+
+
+@READERS
+@pytest.mark.parametrize("turn", [0, 90])
+def test_a_match_in_the_text_layer_pdfium_reads_is_a_region_where_the_page_shows_it(turn):
+    """What pdfium's text layer still spells after the object-level pass (a font the walk reads as U+FFFD that
+    pdfium decodes, small print OCR missed) is burned in where it is drawn: each match's characters are a region
+    of the rendering's pixels, on a turned page too; painted white there, the rendering shows no value, and the
+    heading still reads."""
+    change = corpus._helvetica_value if not turn else corpus._on_a_turned_page(corpus._helvetica_value)
+    data = corpus.build(change)
+    finding = redact.Finding()
+    regions = redact._text_layer_regions(data, pinned_rules(), finding)
+    assert corpus.SSN in finding.values and list(regions) == [0]
+    [(_, image)] = list(ocr.rendered_pages(data))
+    ink = numpy.asarray(image) < ocr.INK
+    assert all(ink[top:bottom, left:right].any() for left, top, right, bottom in regions[0])
+    for left, top, right, bottom in regions[0]:
+        image.paste(255, (left, top, right, bottom))
+    read = flat(ocr.read(image).lines)
+    assert flat(corpus.SSN) not in read and flat("Harbor Housing") in read
+
+
+def pinned_rules():
+    return Rules.of(pinned_template()["template"])

@@ -84,15 +84,20 @@ def _field(**entries):
     return change
 
 
-def _field_appearance(pdf, page):
+def _page_font_appearance(pdf, page, content: bytes, width: float) -> pikepdf.Dictionary:
+    """An /AP of one normal appearance, ``width`` by 20, drawing ``content`` with the page's fonts."""
     appearance = pdf.make_stream(
-        b"BT /F1 10 Tf 2 5 Td (" + EMAIL.encode() + b") Tj ET",
+        content,
         Type=pikepdf.Name.XObject,
         Subtype=pikepdf.Name.Form,
-        BBox=[0, 0, 200, 20],
+        BBox=[0, 0, width, 20],
         Resources=page.obj.Resources,
     )
-    _field(AP=pikepdf.Dictionary(N=appearance))(pdf, page)
+    return pikepdf.Dictionary(N=appearance)
+
+
+def _field_appearance(pdf, page):
+    _field(AP=_page_font_appearance(pdf, page, b"BT /F1 10 Tf 2 5 Td (" + EMAIL.encode() + b") Tj ET", 200))(pdf, page)
 
 
 def _catalog(**entries):
@@ -1125,9 +1130,19 @@ def _helvetica_value(pdf, page):
     page.obj.Contents = pdf.make_stream(HEADING + b"BT /F1 14 Tf 72 600 Td (" + SHOWN.encode() + b") Tj ET\n")
 
 
+def _signature_appearance_clipped(pdf, page):
+    """A signature widget (no value a rule reads) whose appearance draws the value outside its own box: a viewer
+    clips it away; the appearance's text still spells it (pdftotext reads it)."""
+    appearance = _page_font_appearance(
+        pdf, page, b"BT /F1 10 Tf 2 30 Td (Signed by SSN " + SSN.encode() + b") Tj ET", 60
+    )
+    _field(FT=pikepdf.Name.Sig, Rect=[72, 600, 132, 620], AP=appearance)(pdf, page)
+
+
 # each: (change, the value) for a value in the file's objects that no reader sees on the page
 HIDDEN = {
     "optional_content_off_by_default": (_in_optional_content(False, _helvetica_value), SSN),
+    "signature_appearance_clipped_by_its_box": (_signature_appearance_clipped, SSN),
     "clipped_away_entirely": (
         lambda pdf, page: (
             _helvetica_value(pdf, page),
