@@ -42,13 +42,13 @@ def _fail(ledger: Ledger, key: JobKey, reason: str = "STORE_UNAVAILABLE", retrya
 def test_replay_opens_a_new_attempt_linked_to_the_dead_one_which_stays_as_it_ended(ledger):
     assert _fail(ledger, KEY) == "dead"
     [dead] = ledger.job_attempts(KEY.job_id)
-    assert (dead["attempt_id"], dead["replay_of"], dead["state"], dead["reason"], dead["tries"]) == (
+    assert (dead.attempt_id, dead.replay_of, dead.state, dead.reason, dead.tries) == (
         KEY.job_id,
         None,
         "dead",
         "STORE_UNAVAILABLE",
         1,
-    ) and dead["ended_at"]
+    ) and dead.ended_at
     job = _replay(ledger, KEY.job_id, "alice", "S3 outage over")
     assert job["attempt_id"] not in (None, KEY.job_id) and job["replay_of"] == KEY.job_id
     assert (job["state"], job["attempts"], job["last_reason"], job["source_sha256"], job["policy_version"]) == (
@@ -60,7 +60,7 @@ def test_replay_opens_a_new_attempt_linked_to_the_dead_one_which_stays_as_it_end
     )  # the same input, under its pinned policy
     ended, current = ledger.job_attempts(KEY.job_id)
     assert ended == dead  # the dead attempt: state, reason, message, tries and clocks as they were
-    assert (current["attempt_id"], current["replay_of"], current["state"], current["ended_at"]) == (
+    assert (current.attempt_id, current.replay_of, current.state, current.ended_at) == (
         job["attempt_id"],
         KEY.job_id,
         "accepted",
@@ -88,7 +88,7 @@ def test_one_live_attempt_at_a_time_and_each_replay_links_to_the_attempt_before(
     third = _replay(ledger, KEY.job_id, "carol", "source fixed")
     assert third["replay_of"] == second["attempt_id"] != third["attempt_id"]
     attempts = ledger.job_attempts(KEY.job_id)
-    assert [(a["attempt_id"], a["replay_of"], a["state"], a["reason"]) for a in attempts] == [
+    assert [(a.attempt_id, a.replay_of, a.state, a.reason) for a in attempts] == [
         (KEY.job_id, None, "dead", "STORE_UNAVAILABLE"),
         (second["attempt_id"], KEY.job_id, "rejected", "SOURCE_INVALID"),
         (third["attempt_id"], second["attempt_id"], "accepted", None),
@@ -99,7 +99,7 @@ def test_one_live_attempt_at_a_time_and_each_replay_links_to_the_attempt_before(
 def test_a_replay_runs_under_the_pinned_policy_only(ledger):
     _fail(ledger, KEY)
     assert _code(lambda: _replay(ledger, KEY.job_id, "alice", "newer policy", "policy/2")) == "REPLAY_POLICY_MISMATCH"
-    assert ledger.job(KEY.job_id)["state"] == "dead" and len(ledger.job_attempts(KEY.job_id)) == 1
+    assert ledger.job(KEY.job_id).state == "dead" and len(ledger.job_attempts(KEY.job_id)) == 1
     assert _replay(ledger, KEY.job_id, "alice", "named", KEY.policy_version)["policy_version"] == KEY.policy_version
 
 
@@ -220,7 +220,7 @@ def test_dead_letters_are_failures_only_filtered_with_the_next_step_for_each_kin
         ["replay", died, "--reason", "node replaced", "--key", operator_key],
         env=intake_environment(backend) | INTAKE_OVERRIDES,
     )
-    attempt = ledger.job(died)["attempt_id"]
+    attempt = ledger.job(died).attempt_id
     assert replayed.exit_code == 0 and f"attempt {attempt} replays {died}" in replayed.output
     assert "document_dispatch_sensor requests a run of its page" in replayed.output
     assert _listed(backend, "--kind", "document") == []  # a replayed job is no longer a dead letter

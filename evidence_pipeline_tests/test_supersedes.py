@@ -293,7 +293,7 @@ def test_a_publisher_that_died_holding_the_tenant_month_does_not_block_or_fork_i
     if died == "after-statement":
         # its signed statement names `first`: it is committed first (by the live run), then superseded
         dead = runtime.ledger.publication(dead_identity)
-        assert dead is not None and runtime.ledger.job(dead_pinned.job_id)["state"] == "succeeded"
+        assert dead is not None and runtime.ledger.job(dead_pinned.job_id).state == "succeeded"
         assert live.supersedes["identity"] == dead["identity"]
         assert runtime.ledger.event(dead["event_seq"]).body["actor"] == "live"
         assert verify_bundle(runtime.archive, dead["bundle_key"]).superseded_by == _link(live)
@@ -363,7 +363,7 @@ def test_the_ledger_refuses_a_commit_that_would_fork_the_chain(runtime):
     }
     forked = row | {"identity": "e" * 64, "bundle_key": bundle_prefix(SMALL, "e" * 64)}
     job = ledger.accept_job(dataclasses.replace(_job_key(details), policy_version="forked"), "test")
-    lease = ledger.acquire_lease(job["job_id"], "test", 60)
+    lease = ledger.acquire_lease(job.job_id, "test", 60)
     # a statement that supersedes `first` again, or names nothing, is stale: `second` is current
     for supersedes in ({"identity": first.identity, "prefix": first.bundle_key, "reason": ["source_revision"]}, None):
         with pytest.raises(EvidenceError) as error:
@@ -371,7 +371,7 @@ def test_the_ledger_refuses_a_commit_that_would_fork_the_chain(runtime):
         assert error.value.code == "SUPERSEDES_STALE"
     # while another attempt holds the tenant-month's claim, nobody else commits
     other = ledger.accept_job(dataclasses.replace(_job_key(details), policy_version="other"), "test")
-    other_lease = ledger.acquire_lease(other["job_id"], "test", 60)
+    other_lease = ledger.acquire_lease(other.job_id, "test", 60)
     assert ledger.claim_publication(SMALL, "d" * 64, other_lease).claimed
     refused = ledger.claim_publication(SMALL, "e" * 64, lease)
     assert not refused.claimed and refused.holder_live and refused.holder["identity"] == "d" * 64

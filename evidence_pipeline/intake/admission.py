@@ -16,6 +16,7 @@ from evidence_pipeline.ledger.document_jobs import EVIDENCE, stage_of
 from evidence_pipeline.ledger.documents import stored_bytes_exceeded
 from evidence_pipeline.ledger.job_states import ACCEPTED, RUNNING
 from evidence_pipeline.ledger.jobs import document_job_id
+from evidence_pipeline.ledger.rows import JobAttempt
 from evidence_pipeline.models import first_open_period, validate_period
 from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.store import sha256_hex
@@ -291,7 +292,7 @@ def job_status(rt: Runtime, tenant: str, job_id: str) -> dict:
     return job_view(job, rt.document_jobs.stage(job) if job["state"] == RUNNING else None, attempts)
 
 
-def job_view(job: dict, recorded_stage: str | None, attempts: list[dict]) -> dict:
+def job_view(job: dict, recorded_stage: str | None, attempts: list[JobAttempt]) -> dict:
     """A job as its tenant sees it: its current attempt's state, and every attempt (``attempts``, the first
     first: each replay adds one, linked to the ended attempt it replays, which stays as it ended)."""
 
@@ -327,15 +328,15 @@ def job_view(job: dict, recorded_stage: str | None, attempts: list[dict]) -> dic
         ),
         "job_attempts": [
             {
-                "attempt_id": a["attempt_id"],
-                "replay_of": a["replay_of"],
-                "state": a["state"],
-                "reason": a["reason"],
-                "message": a["message"],
-                "tries": a["tries"],
-                "policy_version": a["policy_version"],
-                "opened_at": when(a["opened_at"]),
-                "ended_at": when(a["ended_at"]),
+                "attempt_id": a.attempt_id,
+                "replay_of": a.replay_of,
+                "state": a.state,
+                "reason": a.reason,
+                "message": a.message,
+                "tries": a.tries,
+                "policy_version": a.policy_version,
+                "opened_at": when(a.opened_at),
+                "ended_at": when(a.ended_at),
             }
             for a in attempts
         ],

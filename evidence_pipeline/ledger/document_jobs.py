@@ -216,7 +216,7 @@ class DocumentJobs:
             )
             ended = event
             if rejected:
-                attempt = self.ledger._existing_job(conn, job["job_id"])["attempts"]
+                attempt = self.ledger._existing_job(conn, job["job_id"]).attempts
                 ended = self.ledger._append(
                     conn,
                     tenant_month,

@@ -54,6 +54,7 @@ from evidence_pipeline.ledger import job_states as states
 from evidence_pipeline.ledger.chain import GENESIS_HASH, chain_hash
 from evidence_pipeline.ledger.db import Done, LostRace, classified_errors
 from evidence_pipeline.ledger.jobs import JobTransitions, Lease
+from evidence_pipeline.ledger.rows import Job
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
 from evidence_pipeline.paths import private_dirs
 
@@ -496,8 +497,8 @@ class Ledger(JobTransitions):
                     job_events.setdefault(body["details"]["job_id"], []).append(body)
                 prev, count = row.event_hash, count + 1
             publications = [dict(row._mapping) for row in conn.execute(select(self.publications))]
-            jobs = [dict(row._mapping) for row in conn.execute(select(self.jobs))]
-            document_jobs = {row.job_id: dict(row._mapping) for row in conn.execute(select(self.document_jobs))}
+            jobs = [Job.of(row) for row in conn.execute(select(self.jobs))]
+            document_jobs = {row.job_id: row for row in conn.execute(select(self.document_jobs))}
             registry = [dict(row._mapping) for row in conn.execute(select(self.tenants))]
             attempts = [dict(row._mapping) for row in conn.execute(select(self.ended_attempts))]
         if sorted(publication["event_seq"] for publication in publications) != sorted(published):
@@ -510,8 +511,8 @@ class Ledger(JobTransitions):
         if not mirrors.registry_matches(registry, tenant_events):
             raise EvidenceError(ReasonCode.LEDGER_INVALID, "the tenant registry differs from its tenant events")
         for job in jobs:
-            if not mirrors.job_matches(job, job_events.get(job["job_id"], []), document_jobs.get(job["job_id"])):
-                raise EvidenceError(ReasonCode.LEDGER_INVALID, f"job {job['job_id'][:12]} differs from its events")
+            if not mirrors.job_matches(job, job_events.get(job.job_id, []), document_jobs.get(job.job_id)):
+                raise EvidenceError(ReasonCode.LEDGER_INVALID, f"job {job.job_id[:12]} differs from its events")
         if sorted(attempt["replay_seq"] for attempt in attempts) != sorted(replays) or not all(
             mirrors.attempt_matches(attempt, replays[attempt["replay_seq"]]) for attempt in attempts
         ):

@@ -161,12 +161,10 @@ def pin_source(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> PinnedSo
         documents_sha256=documents.sha256,
     )
     job = rt.ledger.accept_job(job_key(rt, revision), run.run_id)
-    if job["state"] in CLOSED:  # fail fast: a closed job only reopens through `evidence replay`
-        raise EvidenceError(
-            ReasonCode.JOB_CLOSED, f"job {job['job_id']} is {job['state']} ({job['last_reason']}); replay it"
-        )
+    if job.state in CLOSED:  # fail fast: a closed job only reopens through `evidence replay`
+        raise EvidenceError(ReasonCode.JOB_CLOSED, f"job {job.job_id} is {job.state} ({job.last_reason}); replay it")
     kill_point("after_pin")
-    return PinnedSource(revision, documents, job["job_id"], lane)
+    return PinnedSource(revision, documents, job.job_id, lane)
 
 
 def render_and_gate(rt: Runtime, pinned: PinnedSource, run: RunInfo) -> GatedReport:

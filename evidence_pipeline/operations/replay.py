@@ -30,7 +30,7 @@ def replay_job(gate: ActionGate, envelope: object) -> dict:
         job, event = gate.ledger.replay(
             conn, args["job_id"], authorized.actor, args["reason"], authorized.envelope, args.get("policy_version")
         )
-        reopened.update(job)
+        reopened.update(job.to_json())
         return event
 
     gate.run(envelope, Action.JOB_REPLAY, perform)
