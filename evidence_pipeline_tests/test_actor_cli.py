@@ -186,7 +186,7 @@ def test_a_signed_request_acts_once(world):
     from evidence_pipeline.operations.replay import replay_job
 
     envelope = world.signers.sign("olga", Action.JOB_REPLAY, {"job_id": JOB.job_id, "reason": "once"})
-    assert replay_job(world.signers.gate, envelope)["state"] == "accepted"
+    assert replay_job(world.signers.gate, envelope).state == "accepted"
     world.ledger.record_failure(JOB.job_id, "STORE_CONFLICT", False, "test", RetryBudget(3, 60), 1)
     with pytest.raises(ActionRefused) as refused:
         replay_job(world.signers.gate, envelope)

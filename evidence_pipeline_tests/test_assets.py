@@ -215,8 +215,8 @@ def test_demo_publishes_every_tenant_and_a_second_run_adds_nothing(instance, evi
     # The documents: one page run per tenant the first time; the second demo finds the same jobs, all done.
     # three dispatch rounds per tenant: its documents, its agreement's part reviews, the merge of the parts
     assert sorted(run.tags["evidence/tenant"] for run in page_runs) == sorted([*DEMO_TENANTS] * 3)
-    assert [job["job_id"] for job in first.documents] == [job["job_id"] for job in second.documents]
-    assert first.documents_period == "2026-10" and {job["period"] for job in first.documents} == {"2026-10"}
+    assert [job.job_id for job in first.documents] == [job.job_id for job in second.documents]
+    assert first.documents_period == "2026-10" and {job.period for job in first.documents} == {"2026-10"}
     expected = [  # the agreement's parts reviewed under the district ruleset (the addendum rejected), then merged
         ("contract-review @ district-agreement/2026.1", "rejected: rejected (REVIEW_POLICY_REJECTED)", 1),
         ("contract-review @ district-agreement/2026.1", "succeeded: approved", 3),
@@ -228,7 +228,7 @@ def test_demo_publishes_every_tenant_and_a_second_run_adds_nothing(instance, evi
         ("split", "succeeded", 1),
     ]
     for tenant in DEMO_TENANTS:
-        jobs = [outcome(job) for job in second.documents if job["tenant"] == tenant]
+        jobs = [outcome(job) for job in second.documents if job.tenant == tenant]
         assert [
             (op.split(" @ ")[0] if op.startswith("redact") else op, result, n) for op, result, n in counts(jobs)
         ] == expected
@@ -237,9 +237,9 @@ def test_demo_publishes_every_tenant_and_a_second_run_adds_nothing(instance, evi
     report = runtime.archive.get(key)
     text = " ".join(page.extract_text() for page in PdfReader(io.BytesIO(report)).pages)
     [version] = {
-        job["request"]["template_version"]
+        job.request["template_version"]
         for job in second.documents
-        if job["tenant"] == "acme-books" and job["operation"] == "redact"
+        if job.tenant == "acme-books" and job.operation == "redact"
     }
     for line in (
         "contract-review @ lease-review/2026.1",
@@ -505,8 +505,8 @@ def test_in_a_range_of_100_each_failing_tenant_month_fails_alone_and_exactly_the
         assert {jobs[t].last_reason for t in _failing(period, "REPORT_INVALID")} <= {"REPORT_INVALID"}
         for tenant in _failing(period, "STORE_UNAVAILABLE"):  # retry_wait: the retry sensor runs it when due
             job = jobs[tenant]
-            assert (job["state"], job["last_reason"], job["attempts"]) == ("accepted", "STORE_UNAVAILABLE", 4)
-            assert job["next_attempt_at"] and job["last_message"] == "the archive did not answer"
+            assert (job.state, job.last_reason, job.attempts) == ("accepted", "STORE_UNAVAILABLE", 4)
+            assert job.next_attempt_at and job.last_message == "the archive did not answer"
         assert sorted(t for t, j in jobs.items() if j.state == "succeeded") == publishable
 
 

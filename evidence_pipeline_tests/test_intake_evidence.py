@@ -105,7 +105,7 @@ def test_a_failed_evidence_run_rejects_the_job_and_a_replay_gets_a_new_run_key(r
     assert (status["state"], status["reason"], status["bundle"]) == ("rejected", "EVIDENCE_RUN_FAILED", None)
     Signers(documents.ledger, tmp_path / "actors").replay(job_id, "source fixed")
     [again] = documents.document_jobs.waiting_evidence_jobs()
-    assert again["lease_token"] > waiting["lease_token"]  # the dispatcher's run key changes with it
+    assert again.lease_token > waiting.lease_token  # the dispatcher's run key changes with it
 
 
 def test_a_closed_month_is_refused_at_admission_and_when_it_closed_while_waiting(
@@ -173,6 +173,6 @@ def test_an_evidence_job_for_a_month_that_is_not_a_partition_is_refused_and_the_
                     )
                 )
     assert [r.tags[TENANT_TAG] for r in tick.run_requests] == ["globex"]  # the other tenant's page is dispatched
-    status = documents.document_jobs.job(SMALL.tenant, job["job_id"])
-    assert (status["state"], status["last_reason"]) == ("rejected", "PERIOD_NOT_AVAILABLE")
+    status = documents.document_jobs.job(SMALL.tenant, job.job_id)
+    assert (status.state, status.last_reason) == ("rejected", "PERIOD_NOT_AVAILABLE")
     assert documents.document_jobs.waiting_evidence_jobs() == [] and theirs.status_code == 202

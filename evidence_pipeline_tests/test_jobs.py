@@ -12,6 +12,7 @@ from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.jobs import JobKey, RetryBudget
+from evidence_pipeline.ledger.rows import Job
 from evidence_pipeline.operations.replay import replay_job
 from evidence_pipeline_tests.conftest import SMALL
 from evidence_pipeline_tests.signers import Signers
@@ -122,7 +123,7 @@ def test_failures_follow_the_retry_budget_and_replay_reopens(ledger, tmp_path):
     signers = Signers(ledger, tmp_path / "actors")
     signers.register("alice", ["operator"])
 
-    def replay(actor: str, reason: str) -> dict:
+    def replay(actor: str, reason: str) -> Job:
         return replay_job(
             signers.gate, signers.sign(actor, Action.JOB_REPLAY, {"job_id": KEY.job_id, "reason": reason})
         )
@@ -135,7 +136,7 @@ def test_failures_follow_the_retry_budget_and_replay_reopens(ledger, tmp_path):
     assert [j.job_id for j in ledger.jobs_in("dead")] == [KEY.job_id]
     assert _code(lambda: ledger.acquire_lease(KEY.job_id, "run-b", 60)) == "JOB_CLOSED"
     reopened = replay("alice", "S3 outage over")
-    assert reopened["state"] == "accepted" and reopened["attempts"] == 0  # a fresh budget; history keeps the rest
+    assert reopened.state == "accepted" and reopened.attempts == 0  # a fresh budget; history keeps the rest
     lease = ledger.acquire_lease(KEY.job_id, "run-b", 60)
     assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-b", budget, 1, lease.token) == "accepted"
     replayed = [e for e in _events(ledger) if e["event_type"] == "job.replayed"]

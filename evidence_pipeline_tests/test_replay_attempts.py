@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from evidence_pipeline.cli import main
 from evidence_pipeline.ledger import Ledger, append_only
 from evidence_pipeline.ledger.jobs import JobKey, RetryBudget
+from evidence_pipeline.ledger.rows import Job
 from evidence_pipeline_tests import test_jobs
 from evidence_pipeline_tests.hostile_pdfs import HOSTILE
 from evidence_pipeline_tests.intake_server import client, intake_environment, pdf_bytes, submit, tokens, upload
@@ -27,7 +28,7 @@ INTAKE_OVERRIDES = {"EVIDENCE_MAX_ATTEMPTS": "1", "EVIDENCE_RETRY_BUDGET_SECONDS
 ledger = test_jobs.ledger  # the same fixture: a ledger on the backend with KEY accepted
 
 
-def _replay(ledger: Ledger, job_id: str, actor: str, reason: str, policy_version: str | None = None) -> dict:
+def _replay(ledger: Ledger, job_id: str, actor: str, reason: str, policy_version: str | None = None) -> Job:
     """`evidence replay` of ``job_id``, signed by ``actor`` (an operator)."""
     signers = signers_of(ledger)
     signers.ensure(actor, ["operator"])
@@ -50,8 +51,8 @@ def test_replay_opens_a_new_attempt_linked_to_the_dead_one_which_stays_as_it_end
         1,
     ) and dead.ended_at
     job = _replay(ledger, KEY.job_id, "alice", "S3 outage over")
-    assert job["attempt_id"] not in (None, KEY.job_id) and job["replay_of"] == KEY.job_id
-    assert (job["state"], job["attempts"], job["last_reason"], job["source_sha256"], job["policy_version"]) == (
+    assert job.attempt_id not in (None, KEY.job_id) and job.replay_of == KEY.job_id
+    assert (job.state, job.attempts, job.last_reason, job.source_sha256, job.policy_version) == (
         "accepted",
         0,
         None,
@@ -61,7 +62,7 @@ def test_replay_opens_a_new_attempt_linked_to_the_dead_one_which_stays_as_it_end
     ended, current = ledger.job_attempts(KEY.job_id)
     assert ended == dead  # the dead attempt: state, reason, message, tries and clocks as they were
     assert (current.attempt_id, current.replay_of, current.state, current.ended_at) == (
-        job["attempt_id"],
+        job.attempt_id,
         KEY.job_id,
         "accepted",
         None,
@@ -70,7 +71,7 @@ def test_replay_opens_a_new_attempt_linked_to_the_dead_one_which_stays_as_it_end
     assert event["actor"] == "alice" and event["subject_sha256"] == KEY.source_sha256
     assert {k: event["details"][k] for k in ("job_id", "attempt_id", "replay_of", "policy_version", "reason")} == {
         "job_id": KEY.job_id,
-        "attempt_id": job["attempt_id"],
+        "attempt_id": job.attempt_id,
         "replay_of": KEY.job_id,
         "policy_version": KEY.policy_version,
         "reason": "S3 outage over",
@@ -86,12 +87,12 @@ def test_one_live_attempt_at_a_time_and_each_replay_links_to_the_attempt_before(
     assert len(ledger.events_of_type("job.replayed")) == 1  # the refused replay wrote nothing
     assert _fail(ledger, KEY, "SOURCE_INVALID", retryable=False) == "rejected"
     third = _replay(ledger, KEY.job_id, "carol", "source fixed")
-    assert third["replay_of"] == second["attempt_id"] != third["attempt_id"]
+    assert third.replay_of == second.attempt_id != third.attempt_id
     attempts = ledger.job_attempts(KEY.job_id)
     assert [(a.attempt_id, a.replay_of, a.state, a.reason) for a in attempts] == [
         (KEY.job_id, None, "dead", "STORE_UNAVAILABLE"),
-        (second["attempt_id"], KEY.job_id, "rejected", "SOURCE_INVALID"),
-        (third["attempt_id"], second["attempt_id"], "accepted", None),
+        (second.attempt_id, KEY.job_id, "rejected", "SOURCE_INVALID"),
+        (third.attempt_id, second.attempt_id, "accepted", None),
     ]
     assert ledger.verify_chain()
 
@@ -100,7 +101,7 @@ def test_a_replay_runs_under_the_pinned_policy_only(ledger):
     _fail(ledger, KEY)
     assert _code(lambda: _replay(ledger, KEY.job_id, "alice", "newer policy", "policy/2")) == "REPLAY_POLICY_MISMATCH"
     assert ledger.job(KEY.job_id).state == "dead" and len(ledger.job_attempts(KEY.job_id)) == 1
-    assert _replay(ledger, KEY.job_id, "alice", "named", KEY.policy_version)["policy_version"] == KEY.policy_version
+    assert _replay(ledger, KEY.job_id, "alice", "named", KEY.policy_version).policy_version == KEY.policy_version
 
 
 def test_an_ended_attempt_cannot_be_changed_and_an_edit_fails_verification(ledger):
@@ -139,7 +140,7 @@ def test_a_replayed_document_job_is_picked_up_finishes_and_its_status_lists_its_
     first, second = status["job_attempts"]
     assert first == dead  # the dead attempt is listed as it ended
     assert (second["attempt_id"], second["replay_of"], second["state"], second["tries"]) == (
-        replayed["attempt_id"],
+        replayed.attempt_id,
         job_id,
         "succeeded",
         1,

@@ -379,9 +379,7 @@ def test_the_ledger_refuses_a_commit_that_would_fork_the_chain(runtime):
         ledger.publish(forked, lease, "test", **(details | {"supersedes": {"identity": second.identity}}))
     assert error.value.code == "LEASE_FENCED"
     assert ledger.current_publication(SMALL)["identity"] == second.identity
-    assert _code(lambda: ledger.claim_publication(SMALL, "e" * 64, Lease(job["job_id"], 99, "x", 0))) == (
-        "LEASE_FENCED"
-    )
+    assert _code(lambda: ledger.claim_publication(SMALL, "e" * 64, Lease(job.job_id, 99, "x", 0))) == ("LEASE_FENCED")
 
 
 def _job_key(details: dict):

@@ -104,7 +104,7 @@ def test_the_sensor_records_lost_workers_requests_due_and_replayed_jobs_and_the_
 
         replayed = Signers(ledger, tmp_path / "actors").replay(job_id, "archive fixed")  # what `evidence replay` does
         [request] = _tick(instance).run_requests  # a replayed job is due at once
-        assert request.run_key == f"retry.{replayed['attempt_id']}.0"
+        assert request.run_key == f"retry.{replayed.attempt_id}.0"
 
         # A run that died between two in-run tries leaves its job accepted with a failed try and no wait: once it
         # has been idle for IDLE_LEASES lease lifetimes, it is due too.

@@ -24,6 +24,7 @@ from evidence_pipeline.ledger.batches import Batches
 from evidence_pipeline.ledger.document_jobs import EVIDENCE, DocumentJobs
 from evidence_pipeline.ledger.jobs import Lease, RetryBudget
 from evidence_pipeline.ledger.outbox import Outbox
+from evidence_pipeline.ledger.rows import DocumentJob
 from evidence_pipeline.ledger.submissions import Submissions
 from evidence_pipeline.ledger.tokens import Tokens
 from evidence_pipeline.models import EventType
@@ -103,21 +104,23 @@ class FakeClock:
         return self.now
 
 
-def _job(ledger: Ledger, tenant: str, key: str, operation: str = "inspect", request: dict | None = None) -> dict:
+def _job(ledger: Ledger, tenant: str, key: str, operation: str = "inspect", request: dict | None = None) -> DocumentJob:
     job, _ = Submissions(ledger).submit_job(
         tenant, key, SHA, operation, request or {"inputs": [key]}, "policy-test", "intake", None, Clock(None)
     )
-    return DocumentJobs(ledger).job(tenant, job["job_id"])
+    return DocumentJobs(ledger).job(tenant, job.job_id)
 
 
-def _succeed(ledger: Ledger, job: dict, event_type: str = EventType.DOCUMENT_PUBLISHED, outputs: dict | None = None):
-    lease = ledger.acquire_lease(job["job_id"], "worker", 60)
+def _succeed(
+    ledger: Ledger, job: DocumentJob, event_type: str = EventType.DOCUMENT_PUBLISHED, outputs: dict | None = None
+):
+    lease = ledger.acquire_lease(job.job_id, "worker", 60)
     DocumentJobs(ledger).complete(job, lease, event_type, SHA, outputs or {"outputs": []}, "worker")
 
 
-def _fail(ledger: Ledger, job: dict, reason: str, retryable: bool) -> str:
-    lease = ledger.acquire_lease(job["job_id"], "worker", 60)
-    return ledger.record_failure(job["job_id"], reason, retryable, "worker", ONE_TRY, 1, lease.token, "a message")
+def _fail(ledger: Ledger, job: DocumentJob, reason: str, retryable: bool) -> str:
+    lease = ledger.acquire_lease(job.job_id, "worker", 60)
+    return ledger.record_failure(job.job_id, reason, retryable, "worker", ONE_TRY, 1, lease.token, "a message")
 
 
 def _end_jobs_of_every_kind(ledger: Ledger) -> None:
@@ -145,7 +148,7 @@ def _end_jobs_of_every_kind(ledger: Ledger) -> None:
     with pytest.raises(EvidenceError) as error:
         DocumentJobs(ledger).complete(
             fenced,
-            Lease(fenced["job_id"], 99, "stale", 0.0),
+            Lease(fenced.job_id, 99, "stale", 0.0),
             EventType.DOCUMENT_PUBLISHED,
             SHA,
             {"outputs": []},
@@ -443,7 +446,7 @@ def test_offboarding_removes_the_webhook_and_cancels_what_was_not_delivered(docu
         "config_seq": _seq_of(ledger, configured["event_id"]),
     }
     assert event["details"]["webhook_deliveries_cancelled"] == undelivered
-    assert DocumentJobs(ledger).job(TENANT, waiting["job_id"])["state"] == "rejected"
+    assert DocumentJobs(ledger).job(TENANT, waiting.job_id).state == "rejected"
     rows = {row["delivery_id"]: row for row in Outbox(ledger).deliveries(TENANT)}
     assert len(rows) == 3  # nothing announced the rejected job: the tenant has no webhook any more
     assert [(rows[i]["state"], rows[i]["last_code"]) for i in undelivered] == [("cancelled", "TENANT_OFFBOARDED")] * 2

@@ -27,6 +27,7 @@ from starlette.routing import Route
 from evidence_pipeline.audit.bundle_proof import bundle_log_files
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.document_jobs import EVIDENCE
+from evidence_pipeline.ledger.rows import DocumentJob
 from evidence_pipeline.models import TenantMonth, validate_period
 from evidence_pipeline.monthly.bundle import MANIFEST, REPORT, STATEMENT, build_manifest
 from evidence_pipeline.monthly.bundle_file import BundleFile, Member
@@ -47,25 +48,25 @@ def media_type(name: str) -> str:
     return next((media for suffix, media in MEDIA_TYPES if name.endswith(suffix)), OCTET_STREAM)
 
 
-def _committed_job(rt: Runtime, tenant: str, job_id: str) -> dict:
+def _committed_job(rt: Runtime, tenant: str, job_id: str) -> DocumentJob:
     job = rt.document_jobs.job(tenant, job_id)
     if job is None:
         raise EvidenceError(ReasonCode.JOB_NOT_FOUND, "no such job")
     return job
 
 
-def _artifacts(job: dict) -> list[dict]:
+def _artifacts(job: DocumentJob) -> list[dict]:
     """The artifacts the job's commit recorded; none before it committed (or for an evidence job, whose bundle is
     the tenant-month's evidence)."""
-    return (job["outputs"] or {}).get("artifacts", []) if job["operation"] != EVIDENCE else []
+    return (job.outputs or {}).get("artifacts", []) if job.operation != EVIDENCE else []
 
 
 def outputs_view(rt: Runtime, tenant: str, job_id: str) -> dict:
     job = _committed_job(rt, tenant, job_id)
     return {
         "job_id": job_id,
-        "state": job["state"],
-        "committed": job["outputs"] is not None,
+        "state": job.state,
+        "committed": job.outputs is not None,
         "outputs": [
             {
                 "name": a["name"],

@@ -1,31 +1,33 @@
-"""The rows the ledger hands out: frozen dataclasses, each built from a SQLAlchemy row in one place (``of``), read
-by attribute, and turned into JSON by ``to_json`` where a caller serialises one (the same keys the row's columns
-have, so the shapes the API and the CLI print are the columns as before).
+"""The rows the ledger hands out: frozen dataclasses, each built from a SQLAlchemy row in one place (``of``) and
+read by attribute. What the API and the CLI print of one is built field by field where it is printed (a job's
+status, a dead letter, a replay), so a column added to a table changes no output.
 
 A row is what the ledger read in one transaction: it is never written back (every write is a compare-and-swap
 on what was read, jobs.py)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Self
 
 from sqlalchemy import Row
 
 
 class _Row:
-    """What every row type shares: built from the columns it names, and its JSON."""
+    """What every row type shares: it is built from the columns it names."""
 
     __dataclass_fields__: ClassVar[dict[str, Any]]
 
     @classmethod
     def of(cls, row: Row[Any]) -> Self:
         """The row a query read (the columns the type does not name are not read)."""
-        columns = row._mapping
-        return cls(**{field.name: columns[field.name] for field in fields(cls)})
+        return cls._of(row._mapping)
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    @classmethod
+    def _of(cls, columns: Mapping[Any, Any]) -> Self:
+        return cls(**{field.name: columns[field.name] for field in fields(cls)})
 
 
 @dataclass(frozen=True)
@@ -80,3 +82,38 @@ class JobAttempt(_Row):
     policy_version: str
     opened_at: float
     ended_at: float | None
+
+
+@dataclass(frozen=True)
+class DocumentJob(_Row):
+    """A document job (document_jobs.py): its `evidence_document_jobs` row, its request and outputs decoded, with
+    its `evidence_jobs` state."""
+
+    job_id: str
+    tenant: str
+    batch_id: str  # "" for a job asked for on its own
+    idempotency_key: str
+    request_sha256: str
+    operation: str
+    request: dict[str, Any]  # inputs and options (and what the operation pinned at acceptance)
+    accepted_at: float
+    started_at: float | None
+    finished_at: float | None
+    page_id: str | None
+    outputs: dict[str, Any] | None  # once committed
+    state: str
+    attempts: int
+    last_reason: str | None
+    last_message: str | None
+    period: str
+    lease_token: int
+    policy_version: str
+    next_attempt_at: float | None
+
+    @classmethod
+    def of(cls, row: Row[Any]) -> Self:
+        columns = row._mapping
+        outputs = columns["outputs"]
+        return cls._of(
+            {**columns, "request": json.loads(columns["request"]), "outputs": json.loads(outputs) if outputs else None}
+        )
