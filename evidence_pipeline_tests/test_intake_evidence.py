@@ -89,9 +89,9 @@ def test_an_evidence_job_runs_its_tenant_month_through_dagster_and_records_the_b
         assert other.get(f"/v1/jobs/{job_id}").status_code == 404
     publication = documents.ledger.current_publication(SMALL)
     assert status["state"] == "succeeded" and status["period"] == SMALL.period and status["run_id"] == run.run_id
-    assert status["bundle"]["identity"] == publication["identity"]
-    assert status["bundle"]["report_sha256"] == publication["report_sha256"]
-    assert status["bundle"]["location"].endswith(publication["bundle_key"]) and status["finished_at"]
+    assert status["bundle"]["identity"] == publication.identity
+    assert status["bundle"]["report_sha256"] == publication.report_sha256
+    assert status["bundle"]["location"].endswith(publication.bundle_key) and status["finished_at"]
 
 
 def test_a_failed_evidence_run_rejects_the_job_and_a_replay_gets_a_new_run_key(runtime, documents, intake, tmp_path):

@@ -10,7 +10,7 @@ import pytest
 
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.jobs import JobKey
-from evidence_pipeline.ledger.rows import DocumentJob, Job, JobAttempt, ListedJob
+from evidence_pipeline.ledger.rows import DocumentJob, Job, JobAttempt, ListedJob, PublicationClaim, PublicationRecord
 
 PACKAGE = Path(__file__).resolve().parent.parent / "evidence_pipeline"
 LEDGER = PACKAGE / "ledger"
@@ -67,6 +67,8 @@ def test_each_row_type_names_the_columns_of_its_table_and_is_frozen(tmp_path):
         "next_attempt_at",
     }
     assert named(JobAttempt) <= set(ended)
+    assert named(PublicationRecord) == set(ledger.publications.c.keys())
+    assert named(PublicationClaim) == set(ledger.claims.c.keys())
     job = ledger.accept_job(JobKey("acme", "2026-01", "a" * 64, "renderer/1", "policy/1"), "pin")
     assert isinstance(job, Job) and job.current_attempt_id == job.job_id and ledger.job(job.job_id) == job
     with pytest.raises(dataclasses.FrozenInstanceError):

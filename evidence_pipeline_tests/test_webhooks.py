@@ -396,9 +396,9 @@ def test_a_tenant_month_run_announces_its_bundle_in_the_transaction_that_publish
     run_tenant_month(runtime, SMALL, RunInfo("month-run"))
     published = ledger.current_publication(SMALL)
     [row] = Outbox(ledger).deliveries(SMALL.tenant)
-    assert (row["event_type"], row["event_seq"]) == ("evidence.delivered", published["event_seq"])
+    assert (row["event_type"], row["event_seq"]) == ("evidence.delivered", published.event_seq)
     [event] = ledger.events_of_type(EventType.BUNDLE_PUBLISHED, SMALL.tenant)
-    assert ledger.event(published["event_seq"]).body == event  # the row names the bundle's own event
+    assert ledger.event(published.event_seq).body == event  # the row names the bundle's own event
     run_tenant_month(runtime, SMALL, RunInfo("again"))  # converges on the published bundle: nothing new
     assert len(Outbox(ledger).deliveries(SMALL.tenant)) == 1
     assert Deliverer(Outbox(ledger), settings).drain() == Counter({"delivered": 1})
@@ -407,9 +407,9 @@ def test_a_tenant_month_run_announces_its_bundle_in_the_transaction_that_publish
     assert body["data"] == {
         "tenant": SMALL.tenant,
         "period": SMALL.period,
-        "ledger_seq": published["event_seq"],
+        "ledger_seq": published.event_seq,
         "supersedes": None,
-        **{name: published[name] for name in ("identity", "report_sha256", "statement_sha256")},
+        **{name: getattr(published, name) for name in ("identity", "report_sha256", "statement_sha256")},
     }
 
 

@@ -84,17 +84,17 @@ def finish_evidence_job(rt: Runtime, tenant: str, job_id: str, run_id: str, succ
     if publication is None:
         return _close(rt, job_id, ReasonCode.EVIDENCE_RUN_FAILED, run_id, lease)
     bundle = {
-        "location": rt.archive.uri(publication["bundle_key"]),
-        "identity": publication["identity"],
-        "report_sha256": publication["report_sha256"],
-        "statement_sha256": publication["statement_sha256"],
-        "ledger_seq": publication["event_seq"],
+        "location": rt.archive.uri(publication.bundle_key),
+        "identity": publication.identity,
+        "report_sha256": publication.report_sha256,
+        "statement_sha256": publication.statement_sha256,
+        "ledger_seq": publication.event_seq,
     }
     rt.document_jobs.complete(
         job,
         lease,
         EventType.EVIDENCE_DELIVERED,
-        publication["report_sha256"],
+        publication.report_sha256,
         {"run_id": run_id, "bundle": bundle},
         run_id,
     )

@@ -27,7 +27,7 @@ from starlette.routing import Route
 from evidence_pipeline.audit.bundle_proof import bundle_log_files
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.document_jobs import EVIDENCE
-from evidence_pipeline.ledger.rows import DocumentJob
+from evidence_pipeline.ledger.rows import DocumentJob, PublicationRecord
 from evidence_pipeline.models import TenantMonth, validate_period
 from evidence_pipeline.monthly.bundle import MANIFEST, REPORT, STATEMENT, build_manifest
 from evidence_pipeline.monthly.bundle_file import BundleFile, Member
@@ -138,7 +138,7 @@ async def read_ahead(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
 class Evidence:
     """A tenant-month's current bundle, as its committed publication records it."""
 
-    publication: dict
+    publication: PublicationRecord
     manifest: bytes
     chain: list[dict]  # the bundles it supersedes, the newest first: {identity, reason, published_at}
     file: BundleFile
@@ -173,9 +173,9 @@ def current_evidence(rt: Runtime, tenant: str, period: str) -> Evidence:
     publication = rt.ledger.current_publication(TenantMonth(tenant, validate_period(period)))
     if publication is None:
         raise EvidenceError(ReasonCode.EVIDENCE_NOT_FOUND, "the month has no published evidence bundle")
-    event = rt.ledger.event(publication["event_seq"])
+    event = rt.ledger.event(publication.event_seq)
     details, manifest = event.body["details"], build_manifest(event)
-    prefix = publication["bundle_key"]
+    prefix = publication.bundle_key
     members = [
         Member(
             f"{prefix}/{REPORT}", details["report_sha256"], details["report_size"], details.get("report_version_id")
@@ -203,7 +203,7 @@ def _chain(ledger, details: dict) -> list[dict]:
     chain, link = [], details.get("supersedes")
     while link is not None:
         earlier = ledger.publication(link["identity"])
-        body = ledger.event(earlier["event_seq"]).body
+        body = ledger.event(earlier.event_seq).body
         chain.append({"identity": link["identity"], "reason": link["reason"], "published_at": body["recorded_at"]})
         link = body["details"].get("supersedes")
     return chain
@@ -271,7 +271,7 @@ def routes(rt: Runtime, tenant_of, checked) -> list[Route]:
         tag = _entity_tag(evidence.etag)
         if _unchanged(request, tag):
             return Response(status_code=304, headers=_validators(tag))
-        name = f"evidence-{tenant}-{evidence.publication['period']}-{evidence.publication['identity'][:12]}.tar"
+        name = f"evidence-{tenant}-{evidence.publication.period}-{evidence.publication.identity[:12]}.tar"
         headers = _validators(tag) | {
             "Content-Length": str(evidence.file.size),
             "Content-Disposition": f'attachment; filename="{name}"',

@@ -27,6 +27,7 @@ hashed `bundle.published` events, and `Ledger.verify_chain` checks it there.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import asdict
 from typing import Any
 
 from sqlalchemy import Row
@@ -34,7 +35,7 @@ from sqlalchemy import Row
 from evidence_pipeline.ledger import job_states as states
 from evidence_pipeline.ledger.job_states import DOCUMENT
 from evidence_pipeline.ledger.jobs import JobKey, document_job_id
-from evidence_pipeline.ledger.rows import Job
+from evidence_pipeline.ledger.rows import Job, PublicationRecord
 from evidence_pipeline.models import EventType
 
 EVENT_COLUMNS = ("event_id", "event_type", "tenant", "period", "subject_sha256")
@@ -54,9 +55,9 @@ def is_event_body(body: object) -> bool:
     )
 
 
-def publication_matches(row: dict[str, Any], details: dict[str, Any]) -> bool:
+def publication_matches(row: PublicationRecord, details: dict[str, Any]) -> bool:
     """A publications row is a projection of its `bundle.published` event's details."""
-    return all(details.get(column) == value for column, value in row.items() if column != "event_seq")
+    return all(details.get(column) == value for column, value in asdict(row).items() if column != "event_seq")
 
 
 def job_matches(row: Job, events: Iterable[dict[str, Any]], document_job: Row[Any] | None = None) -> bool:

@@ -117,3 +117,34 @@ class DocumentJob(_Row):
         return cls._of(
             {**columns, "request": json.loads(columns["request"]), "outputs": json.loads(outputs) if outputs else None}
         )
+
+
+@dataclass(frozen=True)
+class PublicationRecord(_Row):
+    """An `evidence_publications` row: a committed bundle, a projection of its `bundle.published` event (at
+    ``event_seq``)."""
+
+    identity: str
+    tenant: str
+    period: str
+    bundle_key: str
+    source_sha256: str
+    unsigned_sha256: str
+    report_sha256: str
+    statement_sha256: str
+    renderer_version: str
+    key_id: str
+    event_seq: int
+
+
+@dataclass(frozen=True)
+class PublicationClaim(_Row):
+    """An `evidence_publication_claims` row: the attempt (job, lease) publishing a tenant-month right now."""
+
+    tenant: str
+    period: str
+    identity: str
+    job_id: str
+    lease_token: int
+    supersedes: str | None  # the tenant-month's current identity when claimed, if any
+    claimed_at: float
