@@ -125,7 +125,7 @@ def approving_pin(rt: Runtime, tenant: str, artifact_id: str) -> dict:
 def review_pin(review: DocumentJob | None, artifact_id: str) -> dict:
     """What a merge records of an input's review: its job and decision digest; MERGE_INPUT_NOT_APPROVED unless the
     review committed an approval of exactly that input."""
-    outputs = (review or {}).get("outputs") or {}
+    outputs = (review.outputs if review is not None else None) or {}
     decision = [a for a in outputs.get("artifacts", []) if a["name"] == DECISION]
     if (
         review is None
