@@ -286,7 +286,7 @@ def test_a_batchs_reviews_are_pinned_when_the_batch_is_accepted(documents, intak
     correlations = {
         e["details"]["correlation_id"]
         for e in documents.ledger.events_of_type("document.stage")
-        if e["details"]["job_id"] == jobs[0]["job_id"]
+        if e["details"]["job_id"] == jobs[0].job_id
     }
     assert correlations == {batch["batch_id"]}
 
