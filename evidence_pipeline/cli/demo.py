@@ -27,8 +27,8 @@ def demo(months: int) -> None:
     if demo.documents:
         click.echo(f"document jobs, filed under {demo.documents_period} (its report lists them):")
         click.echo(f"{'tenant':<18} {'operation':<46} {'jobs':>4}  outcome")
-        for tenant in sorted({job["tenant"] for job in demo.documents}):
-            jobs = [document_outcomes.outcome(job) for job in demo.documents if job["tenant"] == tenant]
+        for tenant in sorted({job.tenant for job in demo.documents}):
+            jobs = [document_outcomes.outcome(job) for job in demo.documents if job.tenant == tenant]
             for operation, result, n in document_outcomes.counts(jobs):
                 click.echo(f"{tenant:<18} {operation:<46} {n:>4}  {result}")
         click.echo("")

@@ -101,8 +101,8 @@ def replay(job_id: str, reason: str, key: Path | None, actor: str | None, policy
     args = {"job_id": job_id, "reason": reason} | ({"policy_version": policy_version} if policy_version else {})
     job = replay_job(gate(settings), signed(settings, key=key, actor=actor, action=Action.JOB_REPLAY, args=args))
     click.echo(
-        f"job {job_id} ({job['tenant']} {job['period']}): attempt {job['attempt_id']} replays "
-        f"{job['replay_of']}; next: {replayed(open_runtime(settings), job_id)}"
+        f"job {job_id} ({job.tenant} {job.period}): attempt {job.attempt_id} replays "
+        f"{job.replay_of}; next: {replayed(open_runtime(settings), job_id)}"
     )
 
 

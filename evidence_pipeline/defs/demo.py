@@ -22,6 +22,7 @@ from evidence_pipeline.defs.extensions.slots import SlotWatch, free_dead_holders
 from evidence_pipeline.defs.partitions import OPEN_FROM, partition_key_for, range_tags, run_tenant, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.ledger.rows import DocumentJob
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.monthly import publication
 from evidence_pipeline.operations.tenant_access import register_tenants
@@ -52,7 +53,7 @@ class DemoOutcome:
 @dataclass(frozen=True)
 class Demo:
     months: list[DemoOutcome]  # one per tenant-month
-    documents: list[dict]  # the demo's document jobs as the ledger holds them after their page runs
+    documents: list[DocumentJob]  # the demo's document jobs as the ledger holds them after their page runs
     documents_period: str | None  # the month they are filed under (the last one materialized)
     actors: dict[str, tuple[str, Path]]  # the dev actors: name -> (their role, their key file under the home)
 

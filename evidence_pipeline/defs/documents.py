@@ -148,25 +148,25 @@ def document_dispatch_sensor(context: SensorEvaluationContext, evidence: Evidenc
     waiting = []
     for request in rt.document_jobs.waiting_evidence_jobs():
         try:  # one job that cannot be dispatched must not fail the tick for every other
-            refusal = _not_a_partition(request["request"]["period"])
+            refusal = _not_a_partition(request.request["period"])
             if refusal is not None:
                 refuse_evidence_job(rt, request, refusal, "document_dispatch_sensor")
                 continue
-            rt.document_jobs.mark_started(request["job_id"])
+            rt.document_jobs.mark_started(request.job_id)
         except EvidenceError as error:
-            context.log.warning(f"evidence job {request['job_id'][:12]} not dispatched this tick ({error.code})")
+            context.log.warning(f"evidence job {request.job_id[:12]} not dispatched this tick ({error.code})")
             continue
         waiting.append(request)
         requests.append(
             RunRequest(
-                run_key=f"evidence.{request['job_id']}.{request['lease_token']}",
+                run_key=f"evidence.{request.job_id}.{request.lease_token}",
                 job_name=monthly_evidence_job.name,
-                partition_key=partition_key_for(TenantMonth(request["tenant"], request["request"]["period"])),
-                tags={TENANT_TAG: request["tenant"], EVIDENCE_JOB_TAG: request["job_id"]},
+                partition_key=partition_key_for(TenantMonth(request.tenant, request.request["period"])),
+                tags={TENANT_TAG: request.tenant, EVIDENCE_JOB_TAG: request.job_id},
             )
         )
     known = set(context.instance.get_dynamic_partitions(tenant_partitions.name))
-    new_tenants = sorted({request["tenant"] for request in waiting} - known)
+    new_tenants = sorted({request.tenant for request in waiting} - known)
     if not requests:
         return SkipReason("no document jobs waiting")
     return SensorResult(

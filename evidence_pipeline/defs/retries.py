@@ -26,6 +26,7 @@ from evidence_pipeline.defs.coordinator import TENANT_TAG
 from evidence_pipeline.defs.partitions import partition_key_for, tenant_partitions
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.errors import ReasonCode
+from evidence_pipeline.ledger.rows import Job
 from evidence_pipeline.models import TenantMonth
 
 RETRY_TAG = "evidence/retry_job"  # the tenant-month job a retry run was requested for
@@ -51,7 +52,7 @@ def tenant_month_retry_sensor(context: SensorEvaluationContext, evidence: Eviden
         context.log.warning(f"job {job_id[:12]}: its worker died holding the lease (WORKER_LOST); now {state}")
     partitions = set(context.instance.get_dynamic_partitions(tenant_partitions.name))
     idle = runtime.settings.lease_seconds * IDLE_LEASES
-    due = {job["job_id"]: job | {"key": f"retry.{job['attempt_id']}.{job['attempts']}"} for job in retries.due(idle)}
+    due = {job.job_id: job for job in retries.due(idle)}
     for job_id, run in _ended_without_a_try(context, due).items():
         state = runtime.ledger.record_failure(
             job_id,
@@ -69,14 +70,14 @@ def tenant_month_retry_sensor(context: SensorEvaluationContext, evidence: Eviden
         due.pop(job_id)
     requests = []
     for job in due.values():
-        if job["tenant"] not in partitions:  # offboarded, or not registered yet: nothing to run it in
-            context.log.warning(f"job {job['job_id'][:12]}: tenant is not a partition; not retried this tick")
+        if job.tenant not in partitions:  # offboarded, or not registered yet: nothing to run it in
+            context.log.warning(f"job {job.job_id[:12]}: tenant is not a partition; not retried this tick")
             continue
         requests.append(
             RunRequest(
-                run_key=job["key"],
-                partition_key=partition_key_for(TenantMonth(job["tenant"], job["period"])),
-                tags={TENANT_TAG: job["tenant"], RETRY_TAG: job["job_id"], RETRY_KEY_TAG: job["key"]},
+                run_key=_retry_key(job),
+                partition_key=partition_key_for(TenantMonth(job.tenant, job.period)),
+                tags={TENANT_TAG: job.tenant, RETRY_TAG: job.job_id, RETRY_KEY_TAG: _retry_key(job)},
             )
         )
     if not requests:
@@ -84,7 +85,12 @@ def tenant_month_retry_sensor(context: SensorEvaluationContext, evidence: Eviden
     return SensorResult(run_requests=requests)
 
 
-def _ended_without_a_try(context: SensorEvaluationContext, due: dict[str, dict]) -> dict:
+def _retry_key(job: Job) -> str:
+    """The run key of the job's retry as it is now: one run per attempt and try."""
+    return f"retry.{job.current_attempt_id}.{job.attempts}"
+
+
+def _ended_without_a_try(context: SensorEvaluationContext, due: dict[str, Job]) -> dict:
     """Job id -> the retry run that was requested for the job as it is now (its key), and failed or was cancelled
     without moving it: its key is spent, so unless that try is counted the job would wait for a run forever. One
     query of the instance's runs per tick, by tag."""
@@ -96,6 +102,6 @@ def _ended_without_a_try(context: SensorEvaluationContext, due: dict[str, dict])
     return {
         run.tags[RETRY_TAG]: run
         for run in ended
-        if run.tags.get(RETRY_KEY_TAG) == due[run.tags[RETRY_TAG]]["key"]
+        if run.tags.get(RETRY_KEY_TAG) == _retry_key(due[run.tags[RETRY_TAG]])
         and run.tags.get("dagster/will_retry") != "true"
     }  # a crashed run that Dagster relaunches goes on

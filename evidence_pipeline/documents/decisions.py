@@ -30,6 +30,7 @@ from evidence_pipeline.document_formats import DECISION, decision_problem
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.documents import find_event_in
 from evidence_pipeline.ledger.ledger import current_month
+from evidence_pipeline.ledger.rows import DocumentJob
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
 from evidence_pipeline.runtime import Runtime
 
@@ -110,9 +111,7 @@ def approving_pin(rt: Runtime, tenant: str, artifact_id: str) -> dict:
     published = (
         None
         if review is None
-        else rt.document_records.find_event(
-            tenant, EventType.DOCUMENT_PUBLISHED, "job_id", review["job_id"], newest=True
-        )
+        else rt.document_records.find_event(tenant, EventType.DOCUMENT_PUBLISHED, "job_id", review.job_id, newest=True)
     )
     decided = rt.document_records.find_event(tenant, EventType.PART_DECIDED, "artifact_id", artifact_id, newest=True)
     if decided is None or (published is not None and published["seq"] > decided["seq"]):
@@ -123,20 +122,20 @@ def approving_pin(rt: Runtime, tenant: str, artifact_id: str) -> dict:
     return {"artifact_id": artifact_id, "decision_event_id": event["event_id"], "decided_by": event["actor"]}
 
 
-def review_pin(review: dict | None, artifact_id: str) -> dict:
+def review_pin(review: DocumentJob | None, artifact_id: str) -> dict:
     """What a merge records of an input's review: its job and decision digest; MERGE_INPUT_NOT_APPROVED unless the
     review committed an approval of exactly that input."""
-    outputs = (review or {}).get("outputs") or {}
+    outputs = (review.outputs if review is not None else None) or {}
     decision = [a for a in outputs.get("artifacts", []) if a["name"] == DECISION]
     if (
         review is None
-        or review["state"] != "succeeded"
-        or review["request"]["inputs"] != [artifact_id]
+        or review.state != "succeeded"
+        or review.request["inputs"] != [artifact_id]
         or (outputs.get("summary") or {}).get("decision") != "approved"
         or len(decision) != 1
     ):
         raise EvidenceError(ReasonCode.MERGE_INPUT_NOT_APPROVED, "a merge input has no approved review decision")
-    return {"artifact_id": artifact_id, "review_job_id": review["job_id"], "decision_sha256": decision[0]["sha256"]}
+    return {"artifact_id": artifact_id, "review_job_id": review.job_id, "decision_sha256": decision[0]["sha256"]}
 
 
 def pin_holds(rt: Runtime, tenant: str, pin: dict, sha256: str) -> None:

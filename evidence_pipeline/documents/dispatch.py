@@ -15,6 +15,7 @@ import logging
 from evidence_pipeline.documents.registry import operation, request_digest
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import jobs as states
+from evidence_pipeline.ledger.rows import DocumentJob
 from evidence_pipeline.models import EventType, TenantMonth
 from evidence_pipeline.runtime import Runtime
 
@@ -52,14 +53,14 @@ def _dispatch_page(rt: Runtime, batch: dict, page_size: int, policy: str, actor:
     return len(children) if rt.batches.dispatch_batch_page(batch, children, policy, actor) else 0
 
 
-def refuse_evidence_job(rt: Runtime, job: dict, code: str, actor: str) -> str | None:
+def refuse_evidence_job(rt: Runtime, job: DocumentJob, code: str, actor: str) -> str | None:
     """Reject an accepted evidence job that must not run (``code``, terminal), before it has a run. Returns the job's
     new state, None if it did not move (another evaluation holds it)."""
     try:
-        lease = rt.ledger.acquire_lease(job["job_id"], actor, rt.settings.lease_seconds)
+        lease = rt.ledger.acquire_lease(job.job_id, actor, rt.settings.lease_seconds)
     except EvidenceError:
         return None
-    return _close(rt, job["job_id"], code, actor, lease)
+    return _close(rt, job.job_id, code, actor, lease)
 
 
 def _close(rt: Runtime, job_id: str, code: str, actor: str, lease) -> str | None:
@@ -73,27 +74,27 @@ def finish_evidence_job(rt: Runtime, tenant: str, job_id: str, run_id: str, succ
     fenced lease, like every commit), or EVIDENCE_RUN_FAILED. Returns the job's new state, None if it did not
     move (already finished, or not an evidence job of ``tenant``)."""
     job = rt.document_jobs.job(tenant, job_id)
-    if job is None or job["state"] != states.ACCEPTED:
+    if job is None or job.state != states.ACCEPTED:
         return None
     try:  # a lease first, so even a failure moves the lease token (a replayed job then gets a new run key)
         lease = rt.ledger.acquire_lease(job_id, run_id, rt.settings.lease_seconds)
     except EvidenceError:
         return None  # another evaluation is finishing it
-    publication = rt.ledger.current_publication(TenantMonth(tenant, job["request"]["period"])) if succeeded else None
+    publication = rt.ledger.current_publication(TenantMonth(tenant, job.request["period"])) if succeeded else None
     if publication is None:
         return _close(rt, job_id, ReasonCode.EVIDENCE_RUN_FAILED, run_id, lease)
     bundle = {
-        "location": rt.archive.uri(publication["bundle_key"]),
-        "identity": publication["identity"],
-        "report_sha256": publication["report_sha256"],
-        "statement_sha256": publication["statement_sha256"],
-        "ledger_seq": publication["event_seq"],
+        "location": rt.archive.uri(publication.bundle_key),
+        "identity": publication.identity,
+        "report_sha256": publication.report_sha256,
+        "statement_sha256": publication.statement_sha256,
+        "ledger_seq": publication.event_seq,
     }
     rt.document_jobs.complete(
         job,
         lease,
         EventType.EVIDENCE_DELIVERED,
-        publication["report_sha256"],
+        publication.report_sha256,
         {"run_id": run_id, "bundle": bundle},
         run_id,
     )

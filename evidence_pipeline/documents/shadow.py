@@ -35,9 +35,9 @@ def shadow(rt: Runtime, candidate: Ruleset, sample: int) -> list[Difference]:
     work_dir = rt.settings.work_dir
     results = []
     for job in rt.document_jobs.recent_decisions(CONTRACT_REVIEW.name, sample):
-        summary = job["outputs"]["summary"]
+        summary = job.outputs["summary"]
         current = {key: summary[key] for key in ("decision", "ruleset", "missing", "failed_rules")}
-        row = rt.document_records.document(job["tenant"], job["request"]["inputs"][0])
+        row = rt.document_records.document(job.tenant, job.request["inputs"][0])
         with scratch_file(work_dir) as file:
             try:
                 rt.document_store.get_file(row["store_key"], file, expected_sha256=row["sha256"])
@@ -54,5 +54,5 @@ def shadow(rt: Runtime, candidate: Ruleset, sample: int) -> list[Difference]:
                 if error.code not in outcome_codes():
                     raise
                 outcome = {"decision": error.code, "missing": [], "failed_rules": []}
-        results.append(Difference(job["job_id"], job["tenant"], current, outcome | {"ruleset": candidate.version}))
+        results.append(Difference(job.job_id, job.tenant, current, outcome | {"ruleset": candidate.version}))
     return results

@@ -47,6 +47,7 @@ from evidence_pipeline.faults import kill_point
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.ledger.document_jobs import WORKER_VERSION, StageChange, stage_of
 from evidence_pipeline.ledger.jobs import Lease
+from evidence_pipeline.ledger.rows import DocumentJob
 from evidence_pipeline.models import EventType
 from evidence_pipeline.monthly.pipeline import our_statement_keys, put_or_adopt, record_failure
 from evidence_pipeline.runtime import RunInfo, Runtime
@@ -142,8 +143,8 @@ def _etsi_reported(file, roots: tuple[bytes, ...], at: datetime) -> list[Validat
     return validation_reports(reopened(file).read(), roots, "B-B", at)
 
 
-def job_prefix(job: dict) -> str:
-    return f"documents/{job['tenant']}/{job['period']}/{job['job_id']}"
+def job_prefix(job: DocumentJob) -> str:
+    return f"documents/{job.tenant}/{job.period}/{job.job_id}"
 
 
 def run_page(rt: Runtime, page_id: str, run: RunInfo) -> list[Outcome]:
@@ -154,45 +155,45 @@ def run_page(rt: Runtime, page_id: str, run: RunInfo) -> list[Outcome]:
     return [
         run_job(rt, job, run)
         for job in rt.pages.page_jobs(page_id)
-        if job["state"] == states.RUNNING or (job["state"] == states.ACCEPTED and (job["next_attempt_at"] or 0) <= now)
+        if job.state == states.RUNNING or (job.state == states.ACCEPTED and (job.next_attempt_at or 0) <= now)
     ]
 
 
-def run_job(rt: Runtime, job: dict, run: RunInfo) -> Outcome:
-    if job["state"] == states.RUNNING:  # an expired lease is an attempt that died: it counts against the budget
-        lost = rt.ledger.record_lost_attempt(job["job_id"], job["lease_token"], run.run_id, rt.retry_wait_budget)
+def run_job(rt: Runtime, job: DocumentJob, run: RunInfo) -> Outcome:
+    if job.state == states.RUNNING:  # an expired lease is an attempt that died: it counts against the budget
+        lost = rt.ledger.record_lost_attempt(job.job_id, job.lease_token, run.run_id, rt.retry_wait_budget)
         if lost is not None:
             return _failed(rt, job, lost, ReasonCode.WORKER_LOST)
-    stages = _Stages(rt, job, operation(job["operation"]), run)
+    stages = _Stages(rt, job, operation(job.operation), run)
     try:
         lease = rt.document_jobs.start(job, run.run_id, rt.settings.lease_seconds, stages.change("validating"))
     except EvidenceError as error:  # LEASE_BUSY: another attempt works it; JOB_CLOSED: nothing to do
-        return _outcome(job, rt.document_jobs.job(job["tenant"], job["job_id"])["state"], error.code)
+        return _outcome(job, rt.document_jobs.job(job.tenant, job.job_id).state, error.code)
     if lease is None:
         return _outcome(job, states.SUCCEEDED)
     try:
         with (
-            attempt_dir(rt.settings.work_dir, job["job_id"], lease.token) as scratch,
+            attempt_dir(rt.settings.work_dir, job.job_id, lease.token) as scratch,
             rt.ledger.keep_alive(lease, rt.settings.lease_seconds),
         ):
             state, reason = _process(rt, job, lease=lease, stages=stages, scratch=scratch, run=run)
     except Exception as raised:  # every failure of an attempt is recorded: none leaves the job leased and open
         error = raised if isinstance(raised, EvidenceError) else unclassified(raised)
         error.lease_token = lease.token
-        state = record_failure(rt, job["job_id"], error, run, rt.retry_wait_budget)
+        state = record_failure(rt, job.job_id, error, run, rt.retry_wait_budget)
         return _failed(rt, job, state or states.RUNNING, error.code)
     return _outcome(job, state, reason)
 
 
-def _failed(rt: Runtime, job: dict, state: str, reason: str) -> Outcome:
+def _failed(rt: Runtime, job: DocumentJob, state: str, reason: str) -> Outcome:
     """The outcome of a failed attempt that moved the job to ``state``: a closed job has finished too."""
     if state in states.CLOSED:
-        rt.document_jobs.mark_finished(job["job_id"])
+        rt.document_jobs.mark_finished(job.job_id)
     return _outcome(job, state, reason)
 
 
-def _outcome(job: dict, state: str, reason: str | None = None) -> Outcome:
-    return Outcome(job["job_id"], job["tenant"], job["period"], job["operation"], state, reason)
+def _outcome(job: DocumentJob, state: str, reason: str | None = None) -> Outcome:
+    return Outcome(job.job_id, job.tenant, job.period, job.operation, state, reason)
 
 
 class _Stages:
@@ -201,11 +202,11 @@ class _Stages:
     (validating) is committed with the lease and the last (committing) with the outputs: no work lies between
     them, so they need no transaction of their own."""
 
-    def __init__(self, rt: Runtime, job: dict, op: Operation, run: RunInfo):
+    def __init__(self, rt: Runtime, job: DocumentJob, op: Operation, run: RunInfo):
         self.rt, self.job, self.op, self.run = rt, job, op, run
         # What the status showed before this attempt: accepted, retry_wait, or a dead attempt's last stage (the
         # job read before this lease was taken still names that attempt's lease).
-        self.current = stage_of(job, rt.document_jobs.stage(job) if job["state"] == states.RUNNING else None)
+        self.current = stage_of(job, rt.document_jobs.stage(job) if job.state == states.RUNNING else None)
 
     def change(self, stage: str, **details) -> StageChange | None:
         """The move to ``stage``, for the caller to commit (None for an operation without stages)."""
@@ -213,9 +214,9 @@ class _Stages:
             return None
         facts = {
             "operation": self.op.name,
-            "policy": self.job["request"]["options"],
-            "inputs": self.job["request"]["inputs"],
-            "correlation_id": self.job["batch_id"] or self.job["request_sha256"],
+            "policy": self.job.request["options"],
+            "inputs": self.job.request["inputs"],
+            "correlation_id": self.job.batch_id or self.job.request_sha256,
         }
         change = StageChange(self.current, stage, facts | details)
         self.current = stage
@@ -228,21 +229,23 @@ class _Stages:
             self.rt.document_jobs.record_stage(self.job, lease, change, self.run.run_id)
 
 
-def _process(rt: Runtime, job: dict, *, lease: Lease, stages: _Stages, scratch, run: RunInfo) -> tuple[str, str | None]:
+def _process(
+    rt: Runtime, job: DocumentJob, *, lease: Lease, stages: _Stages, scratch, run: RunInfo
+) -> tuple[str, str | None]:
     """Work one leased job, its validating stage recorded with the lease; returns its new state and reason
     (rejected: a decision against the input)."""
     op = stages.op
     limits = Limits(rt.settings.processor_memory_mb * 1024 * 1024, rt.settings.processor_seconds)
-    options = job["request"]["options"]
-    pinned = {name: value for name, value in job["request"].items() if name not in ("inputs", "options")}
+    options = job.request["options"]
+    pinned = {name: value for name, value in job.request.items() if name not in ("inputs", "options")}
     inputs, rows = [], []
     prefix = job_prefix(job)
     artifacts = []
     with contextlib.ExitStack() as files:
-        for input_id in job["request"]["inputs"]:
+        for input_id in job.request["inputs"]:
             file = files.enter_context(scratch_file(scratch))
             with _input_refused(op.input_refused):
-                source = _source(rt, job["tenant"], input_id)
+                source = _source(rt, job.tenant, input_id)
                 source.store.get_file(source.key, file, expected_sha256=source.sha256)
                 file.flush()  # the worker processes read it through descriptors of their own
                 with _active_content_remedy(op):
@@ -270,7 +273,7 @@ def _process(rt: Runtime, job: dict, *, lease: Lease, stages: _Stages, scratch, 
         if op.admit_inputs is not None:  # what admission pinned must still hold
             digests = {i.document_id: i.sha256 for i in inputs}
             for pin in pinned["reviews"]:
-                pin_holds(rt, job["tenant"], pin, digests[pin["artifact_id"]])
+                pin_holds(rt, job.tenant, pin, digests[pin["artifact_id"]])
         stages.enter(lease, op.processing_stage, input_sha256=[i.sha256 for i in inputs])
         result = isolated(limits, _processed, op.processor, inputs, options, pinned)
         if check is not None:  # the job's status shows the check beside the processor's findings
@@ -313,14 +316,14 @@ def _process(rt: Runtime, job: dict, *, lease: Lease, stages: _Stages, scratch, 
             artifacts.append(_approve(rt, f"{prefix}/{result.signed}", inputs[0], scratch, op.name))
     keyring = rt.keyring
     predicate = {
-        "job_id": job["job_id"],
-        "tenant": job["tenant"],
-        "period": job["period"],
+        "job_id": job.job_id,
+        "tenant": job.tenant,
+        "period": job.period,
         "operation": op.name,
         "options": options,
-        "policy_version": job["policy_version"],
+        "policy_version": job.policy_version,
         "worker_version": WORKER_VERSION,
-        "request_sha256": job["request_sha256"],
+        "request_sha256": job.request_sha256,
         "inputs": [{"document_id": i.document_id, "sha256": i.sha256} for i in inputs],
         "artifacts": [{k: a[k] for k in ("name", "sha256", "bytes")} for a in artifacts],
         "summary": result.summary,
@@ -425,14 +428,14 @@ def signature_check_prefix(tenant: str, check: str) -> str:
 
 
 def _check_signatures(
-    rt: Runtime, job: dict, *, lease: Lease, document: ProcessorInput, scratch, run: RunInfo, limits: Limits
+    rt: Runtime, job: DocumentJob, *, lease: Lease, document: ProcessorInput, scratch, run: RunInfo, limits: Limits
 ) -> dict:
     """The signature check stage: the input's signature check record under the configured trust policy, put once
     (a retry, or another job of the same bytes, adopts the record already stored), its DSSE statement (subject:
     the input's digest), and its `signature.checked` event, committed once. Returns the event's details."""
     policy = signature_check.trust_policy(rt.keyring.root_pem, _extra_roots(rt.settings.signature_trust_roots))
-    check = signature_check.check_id(job["tenant"], document.sha256, policy)
-    base = signature_check_prefix(job["tenant"], check)
+    check = signature_check.check_id(job.tenant, document.sha256, policy)
+    base = signature_check_prefix(job.tenant, check)
 
     def make():
         out = scratch_file(scratch)
@@ -482,7 +485,7 @@ def _check_signatures(
         "statement": f"{base}.dsse.json",
         "statement_sha256": sha256_hex(envelope),
         "etsi_reports": list(reports.values()),
-        "job_id": job["job_id"],
+        "job_id": job.job_id,
         "outcome": summary["outcome"],
         "signatures": [
             s | ({"etsi_indication": reports[n]["indication"]} if n in reports else {})
@@ -541,7 +544,7 @@ def _extra_roots(path) -> bytes | None:
 
 def _publish_derivative(
     rt: Runtime,
-    job: dict,
+    job: DocumentJob,
     *,
     op: Operation,
     inputs: list[ProcessorInput],
@@ -567,23 +570,23 @@ def _publish_derivative(
     identity = sha256_hex(
         dsse.canonical_json(
             {
-                "tenant": job["tenant"],
+                "tenant": job.tenant,
                 "operation": op.name,
                 "inputs": [i.sha256 for i in inputs],
-                "options": job["request"]["options"],
-                "policy_version": job["policy_version"],
+                "options": job.request["options"],
+                "policy_version": job.policy_version,
                 "signature_check_id": check_id,
                 "reviews": pinned.get("reviews"),
             }
         )
     )
-    base = f"{derived_prefix(job['tenant'], identity)}/{derivative.name}"
+    base = f"{derived_prefix(job.tenant, identity)}/{derivative.name}"
     output_digest = sha256_hex(derivative.data)
     lineage = {
         "original_digest": originals.pop(),
         "parent_artifact_ids": list(derivative.parents),
         "operation": op.name,
-        "policy_version": job["policy_version"],
+        "policy_version": job.policy_version,
         "output_digest": output_digest,
         "signature_check_id": check_id,
         "derivation_id": identity,

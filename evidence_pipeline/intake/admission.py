@@ -16,6 +16,7 @@ from evidence_pipeline.ledger.document_jobs import EVIDENCE, stage_of
 from evidence_pipeline.ledger.documents import stored_bytes_exceeded
 from evidence_pipeline.ledger.job_states import ACCEPTED, RUNNING
 from evidence_pipeline.ledger.jobs import document_job_id
+from evidence_pipeline.ledger.rows import DocumentJob, JobAttempt
 from evidence_pipeline.models import first_open_period, validate_period
 from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.store import sha256_hex
@@ -131,15 +132,15 @@ def _pinned(rt: Runtime, op: Operation, tenant: str, inputs: list[str]) -> dict:
     return pinned | (op.admit_inputs(rt, tenant, inputs) if op.admit_inputs else {})
 
 
-def _router(rt: Runtime, tenant: str, repeated: dict | None = None) -> Callable[[Operation], dict]:
+def _router(rt: Runtime, tenant: str, repeated: DocumentJob | None = None) -> Callable[[Operation], dict]:
     """The option values an operation routes ``tenant``'s new jobs to (a ruleset canary). A request repeated under
     an accepted idempotency key keeps the values it was accepted with, so it still answers the same job after the
     route changed."""
 
     def routed(op: Operation) -> dict:
         values = op.route(rt.ledger, tenant) if op.route else {}
-        if repeated is not None and repeated["operation"] == op.name:
-            return {name: repeated["request"]["options"][name] for name in values}
+        if repeated is not None and repeated.operation == op.name:
+            return {name: repeated.request["options"][name] for name in values}
         return values
 
     return routed
@@ -150,7 +151,9 @@ def _limits(rt: Runtime) -> JobLimits:
     return JobLimits(settings.tenant_max_jobs, settings.intake_max_queue_age_seconds, settings.intake_max_queued_jobs)
 
 
-def submit_job(rt: Runtime, tenant: str, *, idempotency_key: str, body, actor: str, clock: Clock) -> tuple[dict, bool]:
+def submit_job(
+    rt: Runtime, tenant: str, *, idempotency_key: str, body, actor: str, clock: Clock
+) -> tuple[DocumentJob, bool]:
     """Validate a job request and accept it once per idempotency key. Returns (job, created)."""
     repeated = rt.document_jobs.job(tenant, document_job_id(tenant, idempotency_key))
     op, inputs, options = job_spec(body, _router(rt, tenant, repeated))
@@ -172,7 +175,7 @@ def submit_job(rt: Runtime, tenant: str, *, idempotency_key: str, body, actor: s
 
 def submit_evidence_job(
     rt: Runtime, tenant: str, *, idempotency_key: str, body, actor: str, clock: Clock, today: date | None = None
-) -> tuple[dict, bool]:
+) -> tuple[DocumentJob, bool]:
     """Ask for a tenant-month's evidence bundle: a complete, open month, not before the tenant's first source data."""
     if not isinstance(body, dict) or set(body) != {"period"}:
         raise EvidenceError(ReasonCode.REQUEST_INVALID, 'an evidence job is {"period": "YYYY-MM"}')
@@ -289,56 +292,56 @@ def job_status(rt: Runtime, tenant: str, job_id: str) -> dict:
     if job is None:
         raise EvidenceError(ReasonCode.JOB_NOT_FOUND, "no such job")
     attempts = rt.ledger.job_attempts(job_id)
-    return job_view(job, rt.document_jobs.stage(job) if job["state"] == RUNNING else None, attempts)
+    return job_view(job, rt.document_jobs.stage(job) if job.state == RUNNING else None, attempts)
 
 
-def job_view(job: dict, recorded_stage: str | None, attempts: list[dict]) -> dict:
+def job_view(job: DocumentJob, recorded_stage: str | None, attempts: list[JobAttempt]) -> dict:
     """A job as its tenant sees it: its current attempt's state, and every attempt (``attempts``, the first
     first: each replay adds one, linked to the ended attempt it replays, which stays as it ended)."""
 
     def when(stamp: float | None) -> str | None:
         return None if stamp is None else utc_iso(stamp)
 
-    outputs = job["outputs"] or {}
+    outputs = job.outputs or {}
     stage = stage_of(job, recorded_stage)
     failed = stage in ("retry_wait", "rejected", "dead")  # why it waits, or why it ended
     return {
-        "job_id": job["job_id"],
-        "operation": job["operation"],
-        "state": job["state"],
+        "job_id": job.job_id,
+        "operation": job.operation,
+        "state": job.state,
         "stage": stage,
-        "reason": job["last_reason"] if failed else None,
-        "message": job["last_message"] if failed else None,  # what the code meant
-        "attempts": job["attempts"],
+        "reason": job.last_reason if failed else None,
+        "message": job.last_message if failed else None,  # what the code meant
+        "attempts": job.attempts,
         # retry_wait: when the job may be dispatched again (null otherwise)
-        "next_attempt_at": when(job["next_attempt_at"]) if job["state"] == ACCEPTED else None,
-        "inputs": job["request"]["inputs"],
-        "options": job["request"]["options"],
-        "accepted_at": when(job["accepted_at"]),
-        "started_at": when(job["started_at"]),
-        "finished_at": when(job["finished_at"]),
+        "next_attempt_at": when(job.next_attempt_at) if job.state == ACCEPTED else None,
+        "inputs": job.request["inputs"],
+        "options": job.request["options"],
+        "accepted_at": when(job.accepted_at),
+        "started_at": when(job.started_at),
+        "finished_at": when(job.finished_at),
         "outputs": [
             {"artifact_id": a["key"], "sha256": a["sha256"], "bytes": a["bytes"]} for a in outputs.get("artifacts", [])
         ],
         "findings": outputs.get("summary"),
         **(
-            {"period": job["request"]["period"], "run_id": outputs.get("run_id"), "bundle": outputs.get("bundle")}
-            if job["operation"] == EVIDENCE
+            {"period": job.request["period"], "run_id": outputs.get("run_id"), "bundle": outputs.get("bundle")}
+            if job.operation == EVIDENCE
             else {}
         ),
         "job_attempts": [
             {
-                "attempt_id": a["attempt_id"],
-                "replay_of": a["replay_of"],
-                "state": a["state"],
-                "reason": a["reason"],
-                "message": a["message"],
-                "tries": a["tries"],
-                "policy_version": a["policy_version"],
-                "opened_at": when(a["opened_at"]),
-                "ended_at": when(a["ended_at"]),
+                "attempt_id": a.attempt_id,
+                "replay_of": a.replay_of,
+                "state": a.state,
+                "reason": a.reason,
+                "message": a.message,
+                "tries": a.tries,
+                "policy_version": a.policy_version,
+                "opened_at": when(a.opened_at),
+                "ended_at": when(a.ended_at),
             }
             for a in attempts
         ],
-        "status_url": f"/v1/jobs/{job['job_id']}",
+        "status_url": f"/v1/jobs/{job.job_id}",
     }

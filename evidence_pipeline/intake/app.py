@@ -191,7 +191,7 @@ def create_app(rt: Runtime) -> AdmissionTimer:
         job, created = await run_in_threadpool(
             submit, rt, tenant, idempotency_key=key, body=body, actor=ACTOR, clock=clock
         )
-        view = {"job_id": job["job_id"], "state": job["state"], "status_url": f"/v1/jobs/{job['job_id']}"}
+        view = {"job_id": job.job_id, "state": job.state, "status_url": f"/v1/jobs/{job.job_id}"}
         return JSONResponse(view, status_code=202 if created else 200)
 
     async def post_job(request: Request) -> JSONResponse:

@@ -27,6 +27,7 @@ from starlette.routing import Route
 from evidence_pipeline.audit.bundle_proof import bundle_log_files
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.document_jobs import EVIDENCE
+from evidence_pipeline.ledger.rows import DocumentJob, PublicationRecord
 from evidence_pipeline.models import TenantMonth, validate_period
 from evidence_pipeline.monthly.bundle import MANIFEST, REPORT, STATEMENT, build_manifest
 from evidence_pipeline.monthly.bundle_file import BundleFile, Member
@@ -47,25 +48,25 @@ def media_type(name: str) -> str:
     return next((media for suffix, media in MEDIA_TYPES if name.endswith(suffix)), OCTET_STREAM)
 
 
-def _committed_job(rt: Runtime, tenant: str, job_id: str) -> dict:
+def _committed_job(rt: Runtime, tenant: str, job_id: str) -> DocumentJob:
     job = rt.document_jobs.job(tenant, job_id)
     if job is None:
         raise EvidenceError(ReasonCode.JOB_NOT_FOUND, "no such job")
     return job
 
 
-def _artifacts(job: dict) -> list[dict]:
+def _artifacts(job: DocumentJob) -> list[dict]:
     """The artifacts the job's commit recorded; none before it committed (or for an evidence job, whose bundle is
     the tenant-month's evidence)."""
-    return (job["outputs"] or {}).get("artifacts", []) if job["operation"] != EVIDENCE else []
+    return (job.outputs or {}).get("artifacts", []) if job.operation != EVIDENCE else []
 
 
 def outputs_view(rt: Runtime, tenant: str, job_id: str) -> dict:
     job = _committed_job(rt, tenant, job_id)
     return {
         "job_id": job_id,
-        "state": job["state"],
-        "committed": job["outputs"] is not None,
+        "state": job.state,
+        "committed": job.outputs is not None,
         "outputs": [
             {
                 "name": a["name"],
@@ -137,7 +138,7 @@ async def read_ahead(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
 class Evidence:
     """A tenant-month's current bundle, as its committed publication records it."""
 
-    publication: dict
+    publication: PublicationRecord
     manifest: bytes
     chain: list[dict]  # the bundles it supersedes, the newest first: {identity, reason, published_at}
     file: BundleFile
@@ -172,9 +173,9 @@ def current_evidence(rt: Runtime, tenant: str, period: str) -> Evidence:
     publication = rt.ledger.current_publication(TenantMonth(tenant, validate_period(period)))
     if publication is None:
         raise EvidenceError(ReasonCode.EVIDENCE_NOT_FOUND, "the month has no published evidence bundle")
-    event = rt.ledger.event(publication["event_seq"])
+    event = rt.ledger.event(publication.event_seq)
     details, manifest = event.body["details"], build_manifest(event)
-    prefix = publication["bundle_key"]
+    prefix = publication.bundle_key
     members = [
         Member(
             f"{prefix}/{REPORT}", details["report_sha256"], details["report_size"], details.get("report_version_id")
@@ -202,7 +203,7 @@ def _chain(ledger, details: dict) -> list[dict]:
     chain, link = [], details.get("supersedes")
     while link is not None:
         earlier = ledger.publication(link["identity"])
-        body = ledger.event(earlier["event_seq"]).body
+        body = ledger.event(earlier.event_seq).body
         chain.append({"identity": link["identity"], "reason": link["reason"], "published_at": body["recorded_at"]})
         link = body["details"].get("supersedes")
     return chain
@@ -270,7 +271,7 @@ def routes(rt: Runtime, tenant_of, checked) -> list[Route]:
         tag = _entity_tag(evidence.etag)
         if _unchanged(request, tag):
             return Response(status_code=304, headers=_validators(tag))
-        name = f"evidence-{tenant}-{evidence.publication['period']}-{evidence.publication['identity'][:12]}.tar"
+        name = f"evidence-{tenant}-{evidence.publication.period}-{evidence.publication.identity[:12]}.tar"
         headers = _validators(tag) | {
             "Content-Length": str(evidence.file.size),
             "Content-Disposition": f'attachment; filename="{name}"',

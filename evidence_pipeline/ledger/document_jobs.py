@@ -10,7 +10,6 @@ here commits its audit event in the same transaction.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,7 @@ from evidence_pipeline.ledger.db import classified_errors, present
 from evidence_pipeline.ledger.documents import find_event_in
 from evidence_pipeline.ledger.jobs import Lease, failure_message
 from evidence_pipeline.ledger.ledger import Ledger, event_body
+from evidence_pipeline.ledger.rows import DocumentJob
 from evidence_pipeline.models import EventType, TenantMonth
 
 WORKER_VERSION = "documents/1"  # recorded as the job's renderer_version: what processes document jobs
@@ -53,12 +53,12 @@ class DocumentJobs:
 
     # --- reading ----------------------------------------------------------------------------------------------
 
-    def job(self, tenant: str, job_id: str) -> dict[str, Any] | None:
+    def job(self, tenant: str, job_id: str) -> DocumentJob | None:
         """``tenant``'s document job with its state, or None."""
         with classified_errors(), self.ledger.engine.connect() as conn:
             return read_job(conn, self.ledger, tenant, job_id)
 
-    def month_jobs(self, tenant: str, period: str) -> list[dict[str, Any]]:
+    def month_jobs(self, tenant: str, period: str) -> list[DocumentJob]:
         """``tenant``'s document jobs accepted in ``period`` (not its evidence requests), by job id."""
         docs, jobs = self.document_jobs.c, self.ledger.jobs.c
         query = (
@@ -70,7 +70,7 @@ class DocumentJobs:
         with classified_errors(), self.ledger.engine.connect() as conn:
             return [listed_job(conn, self.ledger, tenant, job_id) for job_id in conn.execute(query).scalars()]
 
-    def recent_decisions(self, operation: str, limit: int) -> list[dict[str, Any]]:
+    def recent_decisions(self, operation: str, limit: int) -> list[DocumentJob]:
         """The ``limit`` most recently finished jobs of ``operation`` whose outputs committed, newest first."""
         docs = self.document_jobs.c
         query = (
@@ -82,7 +82,7 @@ class DocumentJobs:
         with classified_errors(), self.ledger.engine.connect() as conn:
             return [listed_job(conn, self.ledger, row.tenant, row.job_id) for row in conn.execute(query).all()]
 
-    def latest_review(self, tenant: str, input_id: str) -> dict[str, Any] | None:
+    def latest_review(self, tenant: str, input_id: str) -> DocumentJob | None:
         """``tenant``'s most recently finished contract review of exactly ``input_id`` whose outputs committed."""
         docs = self.document_jobs.c
         query = (
@@ -98,11 +98,11 @@ class DocumentJobs:
         with classified_errors(), self.ledger.engine.connect() as conn:
             for job_id in conn.execute(query).scalars():
                 job = listed_job(conn, self.ledger, tenant, job_id)
-                if job["request"]["inputs"] == [input_id]:
+                if job.request["inputs"] == [input_id]:
                     return job
         return None
 
-    def waiting_evidence_jobs(self) -> list[dict[str, Any]]:
+    def waiting_evidence_jobs(self) -> list[DocumentJob]:
         """Accepted evidence jobs, oldest first: each needs (or has) its Dagster run."""
         docs, jobs = self.document_jobs.c, self.ledger.jobs.c
         query = (
@@ -114,22 +114,22 @@ class DocumentJobs:
         with classified_errors(), self.ledger.engine.connect() as conn:
             return [listed_job(conn, self.ledger, row.tenant, row.job_id) for row in conn.execute(query).all()]
 
-    def stage(self, job: dict[str, Any]) -> str | None:
+    def stage(self, job: DocumentJob) -> str | None:
         """The stage the job's current lease last recorded, or None."""
         events = self.ledger.audit_events.c
         query = (
             select(events.body)
             .where(
                 events.event_type == EventType.DOCUMENT_STAGE,
-                events.subject_sha256 == job["request_sha256"],
-                events.tenant == job["tenant"],
+                events.subject_sha256 == job.request_sha256,
+                events.tenant == job.tenant,
             )
             .order_by(events.seq.desc())
         )
         with classified_errors(), self.ledger.engine.connect() as conn:
             for body in conn.execute(query).scalars():  # jobs with the same request share the subject
                 details = event_body(body)["details"]
-                if (details["job_id"], details["lease_token"]) == (job["job_id"], job["lease_token"]):
+                if (details["job_id"], details["lease_token"]) == (job.job_id, job.lease_token):
                     stage: str | None = details["stage"]
                     return stage
         return None
@@ -143,16 +143,16 @@ class DocumentJobs:
     def _mark_started(self, conn: Connection, job_id: str) -> None:
         conn.execute(self._started_update, {"started_job_id": job_id, "started_at": time.time()})
 
-    def start(self, job: dict[str, Any], owner: str, ttl_seconds: float, stage: StageChange | None) -> Lease | None:
+    def start(self, job: DocumentJob, owner: str, ttl_seconds: float, stage: StageChange | None) -> Lease | None:
         """Lease a document job for an attempt, committed with its start time and, for a staged operation, its
         first stage: one transaction, not three. None when the job already succeeded; acquire_lease's errors."""
 
         def started(conn: Connection, lease: Lease) -> None:
-            self._mark_started(conn, job["job_id"])
+            self._mark_started(conn, job.job_id)
             if stage is not None:
                 self._append_stage(conn, job, lease, stage, owner)
 
-        return self.ledger.acquire_lease(job["job_id"], owner, ttl_seconds, then=started)
+        return self.ledger.acquire_lease(job.job_id, owner, ttl_seconds, then=started)
 
     def mark_finished(self, job_id: str) -> None:
         """A job closed by a failure (rejected or dead) has finished too."""
@@ -161,7 +161,7 @@ class DocumentJobs:
 
     def complete(
         self,
-        job: dict[str, Any],
+        job: DocumentJob,
         lease: Lease,
         event_type: str,
         subject_sha256: str,
@@ -185,13 +185,13 @@ class DocumentJobs:
             self._fence(conn, lease, state=state, lease_expires_at=None, last_reason=rejected, last_message=why)
             if stage is not None:
                 self._append_stage(conn, job, lease, stage, actor)
-            tenant_month = TenantMonth(job["tenant"], job["period"])
+            tenant_month = TenantMonth(job.tenant, job.period)
             for sha256, details in derived:
                 if (
                     find_event_in(
                         conn,
                         self.ledger,
-                        job["tenant"],
+                        job.tenant,
                         EventType.DOCUMENT_DERIVED,
                         "artifact_id",
                         details["artifact_id"],
@@ -204,7 +204,7 @@ class DocumentJobs:
                         EventType.DOCUMENT_DERIVED,
                         sha256,
                         actor,
-                        details | {"job_id": job["job_id"]},
+                        details | {"job_id": job.job_id},
                     )
             event = self.ledger._append(
                 conn,
@@ -212,35 +212,35 @@ class DocumentJobs:
                 event_type,
                 subject_sha256,
                 actor,
-                outputs | {"job_id": job["job_id"], "lease_token": lease.token},
+                outputs | {"job_id": job.job_id, "lease_token": lease.token},
             )
             ended = event
             if rejected:
-                attempt = self.ledger._existing_job(conn, job["job_id"])["attempts"]
+                attempt = self.ledger._existing_job(conn, job.job_id).attempts
                 ended = self.ledger._append(
                     conn,
                     tenant_month,
                     EventType.JOB_REJECTED,
-                    job["request_sha256"],
+                    job.request_sha256,
                     actor,
-                    {"job_id": job["job_id"], "reason": rejected, "attempt": attempt, "message": why},
+                    {"job_id": job.job_id, "reason": rejected, "attempt": attempt, "message": why},
                 )
             conn.execute(
                 self._finished_update,
                 {
-                    "finished_job_id": job["job_id"],
+                    "finished_job_id": job.job_id,
                     "finished_at": time.time(),
                     "outputs": canonical(outputs | {"ledger_seq": event.seq}),
                 },
             )
-            announcements.job_ended(conn, self.ledger, job["job_id"], state, rejected, ended)
+            announcements.job_ended(conn, self.ledger, job.job_id, state, rejected, ended)
             return event.seq
 
         return self.ledger._transact(commit)
 
     def record_once(
         self,
-        job: dict[str, Any],
+        job: DocumentJob,
         lease: Lease,
         event_type: str,
         subject_sha256: str,
@@ -253,14 +253,14 @@ class DocumentJobs:
 
         def record(conn: Connection) -> None:
             self._fence(conn, lease)
-            if find_event_in(conn, self.ledger, job["tenant"], event_type, name, details[name]) is None:
+            if find_event_in(conn, self.ledger, job.tenant, event_type, name, details[name]) is None:
                 self.ledger._append(
-                    conn, TenantMonth(job["tenant"], job["period"]), event_type, subject_sha256, actor, details
+                    conn, TenantMonth(job.tenant, job.period), event_type, subject_sha256, actor, details
                 )
 
         self.ledger._transact(record)
 
-    def record_stage(self, job: dict[str, Any], lease: Lease, stage: StageChange, actor: str) -> None:
+    def record_stage(self, job: DocumentJob, lease: Lease, stage: StageChange, actor: str) -> None:
         """A staged job's `document.stage` event, fenced by ``lease`` like every transition (the job's state stays
         running; the stage is what its status shows). Committed without waiting for the disk: the job's outcome,
         durable, covers it; a power loss before then may undo the stages of an attempt that then never ends,
@@ -279,26 +279,24 @@ class DocumentJobs:
                 ReasonCode.LEASE_FENCED, f"lease {lease.token} of job {lease.job_id[:12]} is no longer held"
             )
 
-    def _append_stage(
-        self, conn: Connection, job: dict[str, Any], lease: Lease, stage: StageChange, actor: str
-    ) -> None:
+    def _append_stage(self, conn: Connection, job: DocumentJob, lease: Lease, stage: StageChange, actor: str) -> None:
         self.ledger._append(
             conn,
-            TenantMonth(job["tenant"], job["period"]),
+            TenantMonth(job.tenant, job.period),
             EventType.DOCUMENT_STAGE,
-            job["request_sha256"],
+            job.request_sha256,
             actor,
-            {"job_id": job["job_id"], "lease_token": lease.token, "prior": stage.prior, "stage": stage.stage}
+            {"job_id": job.job_id, "lease_token": lease.token, "prior": stage.prior, "stage": stage.stage}
             | stage.details,
         )
 
 
-def listed_job(conn: Connection, ledger: Ledger, tenant: str, job_id: str) -> dict[str, Any]:
+def listed_job(conn: Connection, ledger: Ledger, tenant: str, job_id: str) -> DocumentJob:
     """``read_job`` of a job a query just found."""
     return present(read_job(conn, ledger, tenant, job_id), ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
 
 
-def read_job(conn: Connection, ledger: Ledger, tenant: str, job_id: str) -> dict[str, Any] | None:
+def read_job(conn: Connection, ledger: Ledger, tenant: str, job_id: str) -> DocumentJob | None:
     """``tenant``'s document job with its state, read on ``conn`` (inside a caller's transaction, or not)."""
     docs, jobs = ledger.document_jobs.c, ledger.jobs.c
     query = (
@@ -317,21 +315,16 @@ def read_job(conn: Connection, ledger: Ledger, tenant: str, job_id: str) -> dict
         .where(docs.job_id == job_id, docs.tenant == tenant)
     )
     row = conn.execute(query).first()
-    if row is None:
-        return None
-    job = dict(row._mapping)
-    job["request"] = json.loads(job["request"])
-    job["outputs"] = json.loads(job["outputs"]) if job["outputs"] else None
-    return job
+    return None if row is None else DocumentJob.of(row)
 
 
-def stage_of(job: dict[str, Any], recorded: str | None) -> str:
+def stage_of(job: DocumentJob, recorded: str | None) -> str:
     """What a job's status shows as its stage: accepted (retry_wait after a transient failure, until its
     next_attempt_at and then until a page run leases it), the stage a running
     job last ``recorded`` (running when it records none), completed, rejected or dead."""
-    if job["state"] == states.ACCEPTED:
-        return "retry_wait" if job["attempts"] else "accepted"
-    return _FINAL_STAGES.get(job["state"]) or recorded or states.RUNNING
+    if job.state == states.ACCEPTED:
+        return "retry_wait" if job.attempts else "accepted"
+    return _FINAL_STAGES.get(job.state) or recorded or states.RUNNING
 
 
 _FINAL_STAGES = {states.SUCCEEDED: "completed", states.REJECTED: "rejected", states.DEAD: "dead"}

@@ -47,6 +47,7 @@ from evidence_pipeline.ledger.job_states import (
     lease_live,
     lease_live_clause,
 )
+from evidence_pipeline.ledger.rows import Job, JobAttempt, ListedJob
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
 
 MESSAGE_CHARS = 500  # a failure's message as the job keeps it (evidence_jobs.last_message, migration 0009)
@@ -62,12 +63,6 @@ def document_job_id(tenant: str, idempotency_key: str, batch_id: str = "") -> st
     """A document job's id: its tenant's idempotency key (within its batch), so identical requests meet on one row."""
     scope = {"tenant": tenant, "idempotency_key": idempotency_key} | ({"batch_id": batch_id} if batch_id else {})
     return hashlib.sha256(legacy_ascii_json_for_ids(scope)).hexdigest()
-
-
-def attempt_id_of(job: dict[str, Any]) -> str:
-    """The id of a job's current attempt: its first attempt's is the job id; a replay's is replay_attempt_id."""
-    attempt_id: str = job["attempt_id"] or job["job_id"]
-    return attempt_id
 
 
 def replay_attempt_id(job_id: str, replay_of: str) -> str:
@@ -118,11 +113,11 @@ class JobTransitions:
     _transact: _Transact
     writing: Callable[..., contextlib.AbstractContextManager[Connection]]
 
-    def accept_job(self, key: JobKey, actor: str) -> dict[str, Any]:
+    def accept_job(self, key: JobKey, actor: str) -> Job:
         """The job record of an identity, created (state accepted) on first sight."""
         now = time.time()
 
-        def accept(conn: Connection) -> dict[str, Any]:
+        def accept(conn: Connection) -> Job:
             existing = self._job(conn, key.job_id)
             if existing is not None:
                 return existing
@@ -150,7 +145,7 @@ class JobTransitions:
 
         return self._transact(accept)
 
-    def job(self, job_id: str) -> dict[str, Any]:
+    def job(self, job_id: str) -> Job:
         with classified_errors(), self.engine.connect() as conn:
             return self._existing_job(conn, job_id)
 
@@ -164,17 +159,15 @@ class JobTransitions:
         def acquire(conn: Connection) -> Lease | None:
             job = self._existing_job(conn, job_id)
             now = time.time()
-            if job["state"] == SUCCEEDED:
+            if job.state == SUCCEEDED:
                 return None
-            if job["state"] in CLOSED:
-                raise EvidenceError(
-                    ReasonCode.JOB_CLOSED, f"job {job_id[:12]} is {job['state']}; replay it to try again"
-                )
-            if job["state"] == RUNNING and lease_live(job["lease_expires_at"], now):
+            if job.state in CLOSED:
+                raise EvidenceError(ReasonCode.JOB_CLOSED, f"job {job_id[:12]} is {job.state}; replay it to try again")
+            if job.state == RUNNING and lease_live(job.lease_expires_at, now):
                 raise EvidenceError(ReasonCode.LEASE_BUSY, f"job {job_id[:12]} is leased by another attempt")
-            if job["state"] == ACCEPTED and (job["next_attempt_at"] or 0) > now:
+            if job.state == ACCEPTED and (job.next_attempt_at or 0) > now:
                 raise EvidenceError(ReasonCode.RETRY_NOT_DUE, f"job {job_id[:12]} waits to be retried")
-            lease = Lease(job_id, job["lease_token"] + 1, owner, now + ttl_seconds)
+            lease = Lease(job_id, job.lease_token + 1, owner, now + ttl_seconds)
             self._swap(
                 conn,
                 job,
@@ -182,16 +175,16 @@ class JobTransitions:
                 lease_token=lease.token,
                 lease_owner=owner,
                 lease_expires_at=lease.expires_at,
-                attempts=job["attempts"] + 1,
+                attempts=job.attempts + 1,
                 next_attempt_at=None,
             )
             self._append(
                 conn,
                 self._tenant_month(job),
                 EventType.JOB_RUNNING,
-                job["source_sha256"],
+                job.source_sha256,
                 owner,
-                {"job_id": job_id, "lease_token": lease.token, "attempt": job["attempts"] + 1},
+                {"job_id": job_id, "lease_token": lease.token, "attempt": job.attempts + 1},
             )
             if then is not None:
                 then(conn, lease)
@@ -239,10 +232,7 @@ class JobTransitions:
         """Whether lease ``token`` is the job's newest and still live (the check ``_update_held`` fences with)."""
         job = self._job(conn, job_id)
         return bool(
-            job
-            and job["state"] == RUNNING
-            and job["lease_token"] == token
-            and lease_live(job["lease_expires_at"], time.time())
+            job and job.state == RUNNING and job.lease_token == token and lease_live(job.lease_expires_at, time.time())
         )
 
     def record_failure(
@@ -270,12 +260,12 @@ class JobTransitions:
 
         def fail(conn: Connection) -> str | None:
             job = self._job(conn, job_id)
-            if job is None or job["state"] in (SUCCEEDED, *CLOSED):
+            if job is None or job.state in (SUCCEEDED, *CLOSED):
                 return None
-            live = job["state"] == RUNNING and lease_live(job["lease_expires_at"], time.time())
-            if live and job["lease_token"] != lease_token:
+            live = job.state == RUNNING and lease_live(job.lease_expires_at, time.time())
+            if live and job.lease_token != lease_token:
                 return None  # someone else's attempt is in progress: this failure is not the job's
-            tries = job["attempts"] + 1 if attempt is None else max(job["attempts"], attempt)
+            tries = job.attempts + 1 if attempt is None else max(job.attempts, attempt)
             return self._fail(conn, job, reason, retryable, actor, budget, tries, message)
 
         return self._transact(fail)
@@ -290,9 +280,9 @@ class JobTransitions:
             job = self._job(conn, job_id)
             if (
                 job is None
-                or job["state"] != RUNNING
-                or job["lease_token"] != lease_token
-                or lease_live(job["lease_expires_at"], time.time())
+                or job.state != RUNNING
+                or job.lease_token != lease_token
+                or lease_live(job.lease_expires_at, time.time())
             ):
                 return None
             return self._fail(
@@ -302,8 +292,8 @@ class JobTransitions:
                 True,
                 actor,
                 budget,
-                job["attempts"],
-                f"the worker of attempt {job['attempts']} died before it recorded an outcome",
+                job.attempts,
+                f"the worker of attempt {job.attempts} died before it recorded an outcome",
             )
 
         return self._transact(lost)
@@ -311,7 +301,7 @@ class JobTransitions:
     def _fail(
         self,
         conn: Connection,
-        job: dict[str, Any],
+        job: Job,
         reason: str,
         retryable: bool,
         actor: str,
@@ -323,7 +313,7 @@ class JobTransitions:
         state = (
             REJECTED
             if not retryable
-            else (DEAD if budget.exhausted(attempts, now - job["budget_started_at"]) else ACCEPTED)
+            else (DEAD if budget.exhausted(attempts, now - job.budget_started_at) else ACCEPTED)
         )
         retry_at = budget.next_attempt_at(attempts, now) if state == ACCEPTED else None
         message = failure_message(reason, message)
@@ -341,13 +331,13 @@ class JobTransitions:
             conn,
             self._tenant_month(job),
             FAILED_AS[state],
-            job["source_sha256"],
+            job.source_sha256,
             actor,
-            {"job_id": job["job_id"], "reason": reason, "attempt": attempts, "message": message}
+            {"job_id": job.job_id, "reason": reason, "attempt": attempts, "message": message}
             | ({"next_attempt_at": utc_iso(retry_at)} if retry_at else {}),
         )
-        if state != ACCEPTED and job["fidelity"] == DOCUMENT:  # announced in the transaction of its event
-            announcements.job_ended(conn, self, job["job_id"], state, str(reason), event)
+        if state != ACCEPTED and job.fidelity == DOCUMENT:  # announced in the transaction of its event
+            announcements.job_ended(conn, self, job.job_id, state, str(reason), event)
         return state
 
     def replay(
@@ -358,7 +348,7 @@ class JobTransitions:
         reason: str,
         authorization: dict[str, Any],
         policy_version: str | None = None,
-    ) -> tuple[dict[str, Any], LedgerEvent]:
+    ) -> tuple[Job, LedgerEvent]:
         """Open a new attempt of a rejected or dead job, on the same immutable input under its pinned policy
         (``policy_version``, when the request names one, must be that one: REPLAY_POLICY_MISMATCH otherwise).
 
@@ -369,16 +359,16 @@ class JobTransitions:
         attempt has not ended (replayed already, working, or succeeded) is JOB_CLOSED, naming that attempt.
         Returns the job and the event."""
         job = self._existing_job(conn, job_id)
-        ended = attempt_id_of(job)
-        if job["state"] not in CLOSED:
+        ended = job.current_attempt_id
+        if job.state not in CLOSED:
             raise EvidenceError(
                 ReasonCode.JOB_CLOSED,
-                f"job {job_id[:12]} is {job['state']}, not rejected or "
+                f"job {job_id[:12]} is {job.state}, not rejected or "
                 f"dead: its current attempt {ended[:12]} has not ended",
             )
-        if policy_version is not None and policy_version != job["policy_version"]:
+        if policy_version is not None and policy_version != job.policy_version:
             raise EvidenceError(
-                ReasonCode.REPLAY_POLICY_MISMATCH, f"job {job_id[:12]} was pinned to policy {job['policy_version']}"
+                ReasonCode.REPLAY_POLICY_MISMATCH, f"job {job_id[:12]} was pinned to policy {job.policy_version}"
             )
         attempt = replay_attempt_id(job_id, ended)
         now = time.time()
@@ -386,16 +376,16 @@ class JobTransitions:
             conn,
             self._tenant_month(job),
             EventType.JOB_REPLAYED,
-            job["source_sha256"],
+            job.source_sha256,
             requested_by,
             {
                 "job_id": job_id,
                 "reason": reason,
                 "attempt_id": attempt,
                 "replay_of": ended,
-                "policy_version": job["policy_version"],
-                "previous_state": job["state"],
-                "previous_reason": job["last_reason"],
+                "policy_version": job.policy_version,
+                "previous_state": job.state,
+                "previous_reason": job.last_reason,
                 "authorization": authorization,
             },
         )
@@ -403,15 +393,15 @@ class JobTransitions:
             self.ended_attempts.insert().values(
                 attempt_id=ended,
                 job_id=job_id,
-                replay_of=job["replay_of"],
-                input_sha256=job["source_sha256"],
-                policy_version=job["policy_version"],
-                state=job["state"],
-                reason=job["last_reason"],
-                message=job["last_message"],
-                tries=job["attempts"],
-                opened_at=job["budget_started_at"],
-                ended_at=job["updated_at"],
+                replay_of=job.replay_of,
+                input_sha256=job.source_sha256,
+                policy_version=job.policy_version,
+                state=job.state,
+                reason=job.last_reason,
+                message=job.last_message,
+                tries=job.attempts,
+                opened_at=job.budget_started_at,
+                ended_at=job.updated_at,
                 replayed_by=attempt,
                 replay_seq=event.seq,
             )
@@ -436,10 +426,9 @@ class JobTransitions:
         )
         return self._existing_job(conn, job_id), event
 
-    def job_attempts(self, job_id: str) -> list[dict[str, Any]]:
+    def job_attempts(self, job_id: str) -> list[JobAttempt]:
         """Every attempt of a job, the first first: the ended ones a replay kept, then the current one (from the
-        job's row). Each: attempt_id, replay_of, state, reason, message, tries, policy_version, opened_at,
-        ended_at (None while the current attempt has not ended)."""
+        job's row)."""
         with classified_errors(), self.engine.connect() as conn:
             job = self._existing_job(conn, job_id)
             ended = conn.execute(
@@ -447,28 +436,27 @@ class JobTransitions:
                 .where(self.ended_attempts.c.job_id == job_id)
                 .order_by(self.ended_attempts.c.replay_seq)
             ).all()
-        current = {
-            "attempt_id": attempt_id_of(job),
-            "replay_of": job["replay_of"],
-            "state": job["state"],
-            "reason": job["last_reason"],
-            "message": job["last_message"],
-            "tries": job["attempts"],
-            "policy_version": job["policy_version"],
-            "opened_at": job["budget_started_at"],
-            "ended_at": job["updated_at"] if job["state"] in (SUCCEEDED, *CLOSED) else None,
-        }
-        return [{name: row._mapping[name] for name in current} for row in ended] + [current]
+        current = JobAttempt(
+            attempt_id=job.current_attempt_id,
+            replay_of=job.replay_of,
+            state=job.state,
+            reason=job.last_reason,
+            message=job.last_message,
+            tries=job.attempts,
+            policy_version=job.policy_version,
+            opened_at=job.budget_started_at,
+            ended_at=job.updated_at if job.state in (SUCCEEDED, *CLOSED) else None,
+        )
+        return [JobAttempt.of(row) for row in ended] + [current]
 
-    def jobs_in(self, *job_states: str) -> list[dict[str, Any]]:
+    def jobs_in(self, *job_states: str) -> list[Job]:
         with classified_errors(), self.engine.connect() as conn:
             query = select(self.jobs).where(self.jobs.c.state.in_(job_states)).order_by(self.jobs.c.updated_at)
-            return [dict(row._mapping) for row in conn.execute(query)]
+            return [Job.of(row) for row in conn.execute(query)]
 
-    def listed_jobs(self, job_states: tuple[str, ...] = CLOSED, job_id: str | None = None) -> list[dict[str, Any]]:
+    def listed_jobs(self, job_states: tuple[str, ...] = CLOSED, job_id: str | None = None) -> list[ListedJob]:
         """The jobs in ``job_states`` (rejected or dead: what dead letters are chosen from), or only ``job_id``,
-        oldest change first, with their document operation (None for a tenant-month job) and their current
-        attempt's id (attempt_id_of)."""
+        oldest change first, with their document operation (None for a tenant-month job)."""
         jobs, docs = self.jobs.c, self.document_jobs.c
         query = (
             select(self.jobs, docs.operation)
@@ -477,14 +465,13 @@ class JobTransitions:
             .order_by(jobs.updated_at)
         )
         with classified_errors(), self.engine.connect() as conn:
-            rows = [dict(row._mapping) for row in conn.execute(query)]
-        return [row | {"attempt_id": attempt_id_of(row)} for row in rows]
+            return [ListedJob.of(row) for row in conn.execute(query)]
 
-    def _job(self, conn: Connection, job_id: str) -> dict[str, Any] | None:
+    def _job(self, conn: Connection, job_id: str) -> Job | None:
         row = conn.execute(self._job_query, {"job_id": job_id}).first()
-        return None if row is None else dict(row._mapping)
+        return None if row is None else Job.of(row)
 
-    def _existing_job(self, conn: Connection, job_id: str) -> dict[str, Any]:
+    def _existing_job(self, conn: Connection, job_id: str) -> Job:
         job = self._job(conn, job_id)
         if job is None:
             raise EvidenceError(ReasonCode.JOB_NOT_FOUND, f"no job {job_id[:12]}")
@@ -517,8 +504,8 @@ class JobTransitions:
         )
 
     @staticmethod
-    def _tenant_month(job: dict[str, Any]) -> TenantMonth:
-        return TenantMonth(job["tenant"], job["period"])
+    def _tenant_month(job: Job) -> TenantMonth:
+        return TenantMonth(job.tenant, job.period)
 
     def _update_held(self, conn: Connection, lease: Lease, **values: Any) -> bool:
         """Set ``values`` on the job only while ``lease`` is its newest, unexpired lease (the fence); whether it
@@ -527,13 +514,13 @@ class JobTransitions:
         fence = {"held_job_id": lease.job_id, "held_token": lease.token, "held_now": now}
         return conn.execute(self._held_update, fence | values | {"updated_at": now}).rowcount > 0
 
-    def _swap(self, conn: Connection, seen: dict[str, Any], **values: Any) -> None:
+    def _swap(self, conn: Connection, seen: Job, **values: Any) -> None:
         """Compare-and-swap: apply ``values`` only if the job is still exactly as it was read."""
         expected = {
-            "seen_job_id": seen["job_id"],
-            "seen_state": seen["state"],
-            "seen_token": seen["lease_token"],
-            "seen_updated_at": seen["updated_at"],
+            "seen_job_id": seen.job_id,
+            "seen_state": seen.state,
+            "seen_token": seen.lease_token,
+            "seen_updated_at": seen.updated_at,
         }
         if not conn.execute(self._swap_update, expected | values | {"updated_at": time.time()}).rowcount:
             raise LostRace()

@@ -54,6 +54,7 @@ from evidence_pipeline.ledger import job_states as states
 from evidence_pipeline.ledger.chain import GENESIS_HASH, chain_hash
 from evidence_pipeline.ledger.db import Done, LostRace, classified_errors
 from evidence_pipeline.ledger.jobs import JobTransitions, Lease
+from evidence_pipeline.ledger.rows import Job, PublicationClaim, PublicationRecord
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
 from evidence_pipeline.paths import private_dirs
 
@@ -253,7 +254,7 @@ class Ledger(JobTransitions):
         Deployment)."""
         return self._transact(lambda conn: self._append(conn, tenant_month, event_type, subject_sha256, actor, details))
 
-    def publish(self, row: dict[str, Any], lease: Lease, actor: str, **details: Any) -> tuple[dict[str, Any], bool]:
+    def publish(self, row: dict[str, Any], lease: Lease, actor: str, **details: Any) -> tuple[PublicationRecord, bool]:
         """Commit the publication row, its `bundle.published` event, job -> succeeded and the tenant's
         `evidence.delivered` webhook (ledger/outbox.py) in one transaction.
 
@@ -266,7 +267,7 @@ class Ledger(JobTransitions):
         tenant_month = TenantMonth(row["tenant"], row["period"])
         supersedes = details.get("supersedes")
 
-        def commit(conn: Connection) -> tuple[dict[str, Any], bool]:
+        def commit(conn: Connection) -> tuple[PublicationRecord, bool]:
             existing = self._publication(conn, row["identity"])
             if existing is not None:
                 self._release_claim(conn, tenant_month, row["identity"])
@@ -276,7 +277,7 @@ class Ledger(JobTransitions):
                     ReasonCode.LEASE_FENCED, f"lease {lease.token} of job {lease.job_id[:12]} is no longer held"
                 )
             claim = self._claim(conn, tenant_month)
-            if claim is not None and (claim["identity"], claim["job_id"], claim["lease_token"]) != (
+            if claim is not None and (claim.identity, claim.job_id, claim.lease_token) != (
                 row["identity"],
                 lease.job_id,
                 lease.token,
@@ -285,11 +286,11 @@ class Ledger(JobTransitions):
                     ReasonCode.LEASE_FENCED, f"another attempt holds the publication claim of {tenant_month}"
                 )
             head = self._current(conn, tenant_month)
-            if (head and head["identity"]) != (supersedes and supersedes.get("identity")):
+            if (head and head.identity) != (supersedes and supersedes.get("identity")):
                 raise EvidenceError(
                     ReasonCode.SUPERSEDES_STALE,
-                    f"the statement supersedes {_short(supersedes)}, but the current bundle of "
-                    f"{tenant_month} is {_short(head)}",
+                    f"the statement supersedes {_short(supersedes and supersedes.get('identity'))}, but the "
+                    f"current bundle of {tenant_month} is {_short(head and head.identity)}",
                 )
             event = self._append(
                 conn,
@@ -303,7 +304,7 @@ class Ledger(JobTransitions):
             self._release_claim(conn, tenant_month, row["identity"])
             # The tenant is told of its bundle in the transaction that publishes it, whoever asked for it.
             announcements.bundle_published(conn, event)
-            return dict(conn.execute(self._publication_query(row["identity"])).one()._mapping), True
+            return PublicationRecord.of(conn.execute(self._publication_query(row["identity"])).one()), True
 
         return self._transact(commit)
 
@@ -328,15 +329,15 @@ class Ledger(JobTransitions):
                 )
             held = self._claim(conn, tenant_month)
             head = self._current(conn, tenant_month)
-            if held is not None and held["identity"] != identity and self._publication(conn, held["identity"]) is None:
-                live = self._lease_live(conn, held["job_id"], held["lease_token"])
-                if live or take_over != held["identity"]:
+            if held is not None and held.identity != identity and self._publication(conn, held.identity) is None:
+                live = self._lease_live(conn, held.job_id, held.lease_token)
+                if live or take_over != held.identity:
                     return Claim(False, head, held, live)
             values = {
                 "identity": identity,
                 "job_id": lease.job_id,
                 "lease_token": lease.token,
-                "supersedes": head and head["identity"],
+                "supersedes": head and head.identity,
                 "claimed_at": time.time(),
             }
             if held is None:
@@ -348,9 +349,9 @@ class Ledger(JobTransitions):
                     self.claims.update()
                     .where(
                         *self._claim_of(tenant_month),
-                        self.claims.c.identity == held["identity"],
-                        self.claims.c.job_id == held["job_id"],
-                        self.claims.c.lease_token == held["lease_token"],
+                        self.claims.c.identity == held.identity,
+                        self.claims.c.job_id == held.job_id,
+                        self.claims.c.lease_token == held.lease_token,
                     )
                     .values(**values)
                 ).rowcount
@@ -361,12 +362,12 @@ class Ledger(JobTransitions):
 
         return self._transact(claim)
 
-    def current_publication(self, tenant_month: TenantMonth) -> dict[str, Any] | None:
+    def current_publication(self, tenant_month: TenantMonth) -> PublicationRecord | None:
         """The tenant-month's current bundle: its newest publication (the head of its corrections chain)."""
         with classified_errors(), self.engine.connect() as conn:
             return self._current(conn, tenant_month)
 
-    def publication(self, identity: str) -> dict[str, Any] | None:
+    def publication(self, identity: str) -> PublicationRecord | None:
         with classified_errors(), self.engine.connect() as conn:
             return self._publication(conn, identity)
 
@@ -495,23 +496,23 @@ class Ledger(JobTransitions):
                 if isinstance(body["details"].get("job_id"), str):
                     job_events.setdefault(body["details"]["job_id"], []).append(body)
                 prev, count = row.event_hash, count + 1
-            publications = [dict(row._mapping) for row in conn.execute(select(self.publications))]
-            jobs = [dict(row._mapping) for row in conn.execute(select(self.jobs))]
-            document_jobs = {row.job_id: dict(row._mapping) for row in conn.execute(select(self.document_jobs))}
+            publications = [PublicationRecord.of(row) for row in conn.execute(select(self.publications))]
+            jobs = [Job.of(row) for row in conn.execute(select(self.jobs))]
+            document_jobs = {row.job_id: row for row in conn.execute(select(self.document_jobs))}
             registry = [dict(row._mapping) for row in conn.execute(select(self.tenants))]
             attempts = [dict(row._mapping) for row in conn.execute(select(self.ended_attempts))]
-        if sorted(publication["event_seq"] for publication in publications) != sorted(published):
+        if sorted(publication.event_seq for publication in publications) != sorted(published):
             raise EvidenceError(ReasonCode.LEDGER_INVALID, "publications and bundle.published events do not pair up")
         for publication in publications:
-            if not mirrors.publication_matches(publication, published[publication["event_seq"]]):
+            if not mirrors.publication_matches(publication, published[publication.event_seq]):
                 raise EvidenceError(
-                    ReasonCode.LEDGER_INVALID, f"the publication of event {publication['event_seq']} differs from it"
+                    ReasonCode.LEDGER_INVALID, f"the publication of event {publication.event_seq} differs from it"
                 )
         if not mirrors.registry_matches(registry, tenant_events):
             raise EvidenceError(ReasonCode.LEDGER_INVALID, "the tenant registry differs from its tenant events")
         for job in jobs:
-            if not mirrors.job_matches(job, job_events.get(job["job_id"], []), document_jobs.get(job["job_id"])):
-                raise EvidenceError(ReasonCode.LEDGER_INVALID, f"job {job['job_id'][:12]} differs from its events")
+            if not mirrors.job_matches(job, job_events.get(job.job_id, []), document_jobs.get(job.job_id)):
+                raise EvidenceError(ReasonCode.LEDGER_INVALID, f"job {job.job_id[:12]} differs from its events")
         if sorted(attempt["replay_seq"] for attempt in attempts) != sorted(replays) or not all(
             mirrors.attempt_matches(attempt, replays[attempt["replay_seq"]]) for attempt in attempts
         ):
@@ -588,25 +589,25 @@ class Ledger(JobTransitions):
         on fresh reads (``_transact``). Without it, a writer committing between a read and the append goes unseen."""
         conn.info[_CHAIN_HEAD] = conn.execute(self._chain_head).scalar() or GENESIS_HASH
 
-    def _publication(self, conn: Connection, identity: str) -> dict[str, Any] | None:
+    def _publication(self, conn: Connection, identity: str) -> PublicationRecord | None:
         row = conn.execute(self._publication_query(identity)).first()
-        return None if row is None else dict(row._mapping)
+        return None if row is None else PublicationRecord.of(row)
 
     def _publication_query(self, identity: str) -> Select[*tuple[Any, ...]]:
         return select(self.publications).where(self.publications.c.identity == identity)
 
-    def _current(self, conn: Connection, tenant_month: TenantMonth) -> dict[str, Any] | None:
+    def _current(self, conn: Connection, tenant_month: TenantMonth) -> PublicationRecord | None:
         p = self.publications.c
         query = select(self.publications).where(p.tenant == tenant_month.tenant, p.period == tenant_month.period)
         row = conn.execute(query.order_by(p.event_seq.desc()).limit(1)).first()
-        return None if row is None else dict(row._mapping)
+        return None if row is None else PublicationRecord.of(row)
 
     def _claim_of(self, tenant_month: TenantMonth) -> tuple[ColumnElement[bool], ColumnElement[bool]]:
         return self.claims.c.tenant == tenant_month.tenant, self.claims.c.period == tenant_month.period
 
-    def _claim(self, conn: Connection, tenant_month: TenantMonth) -> dict[str, Any] | None:
+    def _claim(self, conn: Connection, tenant_month: TenantMonth) -> PublicationClaim | None:
         row = conn.execute(select(self.claims).where(*self._claim_of(tenant_month))).first()
-        return None if row is None else dict(row._mapping)
+        return None if row is None else PublicationClaim.of(row)
 
     def _release_claim(self, conn: Connection, tenant_month: TenantMonth, identity: str) -> None:
         conn.execute(self.claims.delete().where(*self._claim_of(tenant_month), self.claims.c.identity == identity))
@@ -737,13 +738,13 @@ class Claim:
     """The answer to a publication claim: granted (with the bundle to supersede), or held by another attempt."""
 
     claimed: bool
-    head: dict[str, Any] | None  # the tenant-month's current publication: the bundle a new one supersedes
-    holder: dict[str, Any] | None = None  # when not granted: the claim row of the attempt that holds it
+    head: PublicationRecord | None  # the tenant-month's current publication: the bundle a new one supersedes
+    holder: PublicationClaim | None = None  # when not granted: the claim of the attempt that holds it
     holder_live: bool = False  # ... and whether that attempt's lease is still live
 
 
-def _short(named: dict[str, Any] | None) -> str:
-    return "nothing" if not named else str(named.get("identity"))[:12]
+def _short(identity: object) -> str:
+    return "nothing" if not identity else str(identity)[:12]
 
 
 def _check_supersedes(seq: int, body: dict[str, Any], current: dict[tuple[str, str], str]) -> None:

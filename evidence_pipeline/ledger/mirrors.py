@@ -27,11 +27,15 @@ hashed `bundle.published` events, and `Ledger.verify_chain` checks it there.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import asdict
 from typing import Any
+
+from sqlalchemy import Row
 
 from evidence_pipeline.ledger import job_states as states
 from evidence_pipeline.ledger.job_states import DOCUMENT
 from evidence_pipeline.ledger.jobs import JobKey, document_job_id
+from evidence_pipeline.ledger.rows import Job, PublicationRecord
 from evidence_pipeline.models import EventType
 
 EVENT_COLUMNS = ("event_id", "event_type", "tenant", "period", "subject_sha256")
@@ -51,25 +55,22 @@ def is_event_body(body: object) -> bool:
     )
 
 
-def publication_matches(row: dict[str, Any], details: dict[str, Any]) -> bool:
+def publication_matches(row: PublicationRecord, details: dict[str, Any]) -> bool:
     """A publications row is a projection of its `bundle.published` event's details."""
-    return all(details.get(column) == value for column, value in row.items() if column != "event_seq")
+    return all(details.get(column) == value for column, value in asdict(row).items() if column != "event_seq")
 
 
-def job_matches(
-    row: dict[str, Any], events: Iterable[dict[str, Any]], document_job: dict[str, Any] | None = None
-) -> bool:
+def job_matches(row: Job, events: Iterable[dict[str, Any]], document_job: Row[Any] | None = None) -> bool:
     """A jobs row is derived from its identity and from the events that name its job_id, oldest first;
     ``document_job`` is its evidence_document_jobs row, if it has one."""
-    if row["fidelity"] == DOCUMENT:
+    if row.fidelity == DOCUMENT:
         if (
             document_job is None
-            or document_job["request_sha256"] != row["source_sha256"]
-            or row["job_id"]
-            != (document_job_id(row["tenant"], document_job["idempotency_key"], document_job["batch_id"]))
+            or document_job.request_sha256 != row.source_sha256
+            or row.job_id != (document_job_id(row.tenant, document_job.idempotency_key, document_job.batch_id))
         ):
             return False
-    elif JobKey(**{name: row[name] for name in JobKey.__dataclass_fields__}).job_id != row["job_id"]:
+    elif JobKey(**{name: getattr(row, name) for name in JobKey.__dataclass_fields__}).job_id != row.job_id:
         return False
     derived: dict[str, Any] = {
         "state": None,
@@ -84,10 +85,10 @@ def job_matches(
         kind, details = body["event_type"], body["details"]
         if kind == EventType.JOB_ACCEPTED and "reason" not in details:  # the acceptance that created the row
             if (body["tenant"], body["period"], body["subject_sha256"], details.get("fidelity")) != (
-                row["tenant"],
-                row["period"],
-                row["source_sha256"],
-                row["fidelity"],
+                row.tenant,
+                row.period,
+                row.source_sha256,
+                row.fidelity,
             ):
                 return False
             derived["state"] = states.ACCEPTED
@@ -108,7 +109,7 @@ def job_matches(
             derived.update(state=states.ACCEPTED, attempts=0)
             if "attempt_id" in details:
                 derived.update(last_reason=None, attempt_id=details["attempt_id"], replay_of=details["replay_of"])
-    return all(row[column] == derived[column] for column in JOB_STATE_COLUMNS)
+    return all(getattr(row, column) == derived[column] for column in JOB_STATE_COLUMNS)
 
 
 def attempt_matches(row: dict[str, Any], replay: dict[str, Any]) -> bool:

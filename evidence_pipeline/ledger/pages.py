@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from typing import Any
 
 from sqlalchemy import Connection, and_, func, or_, select
 
@@ -17,6 +16,7 @@ from evidence_pipeline.ledger.document_jobs import EVIDENCE, DocumentJobs, liste
 from evidence_pipeline.ledger.job_states import RetryBudget
 from evidence_pipeline.ledger.ledger import Ledger
 from evidence_pipeline.ledger.retries import expired_leases, record_lost_attempts
+from evidence_pipeline.ledger.rows import DocumentJob
 
 
 class Pages:
@@ -71,7 +71,7 @@ class Pages:
         with classified_errors(), self.ledger.engine.connect() as conn:
             return [(row.page_id, row.tenant, int(row.generation)) for row in conn.execute(query)]
 
-    def page_jobs(self, page_id: str) -> list[dict[str, Any]]:
+    def page_jobs(self, page_id: str) -> list[DocumentJob]:
         """The jobs of a page (any state), in acceptance order."""
         docs = self.document_jobs.c
         with classified_errors(), self.ledger.engine.connect() as conn:

@@ -16,8 +16,8 @@ from sqlalchemy import Select, and_, or_, select
 from evidence_pipeline.ledger import job_states as states
 from evidence_pipeline.ledger.db import classified_errors
 from evidence_pipeline.ledger.job_states import RetryBudget
-from evidence_pipeline.ledger.jobs import attempt_id_of
 from evidence_pipeline.ledger.ledger import Ledger
+from evidence_pipeline.ledger.rows import Job
 
 
 def expired_leases(ledger: Ledger) -> Select[Any, Any]:
@@ -51,16 +51,16 @@ class TenantMonthRetries:
             self.ledger, expired_leases(self.ledger).where(jobs.fidelity != states.DOCUMENT), budget, actor
         )
 
-    def due(self, idle_seconds: float) -> list[dict[str, Any]]:
+    def due(self, idle_seconds: float) -> list[Job]:
         """The tenant-month jobs to run now, oldest change first: those in retry_wait whose next_attempt_at has come,
         those an operator replayed (accepted, no attempt yet), and those left between two tries of a run that died
         (a failed try, no wait, no lease, untouched for ``idle_seconds``; also what runs before retry_wait existed
-        left behind). Each: job_id, attempt_id, tenant, period, attempts. Only live jobs are read (the state
+        left behind). Only live jobs are read (the state
         index): the cost follows the work waiting, not the history."""
         jobs = self.ledger.jobs.c
         now = time.time()
         query = (
-            select(jobs.job_id, jobs.attempt_id, jobs.tenant, jobs.period, jobs.attempts)
+            select(self.ledger.jobs)
             .where(
                 jobs.state == states.ACCEPTED,
                 jobs.fidelity != states.DOCUMENT,
@@ -73,5 +73,4 @@ class TenantMonthRetries:
             .order_by(jobs.updated_at)
         )
         with classified_errors(), self.ledger.engine.connect() as conn:
-            rows = [dict(row._mapping) for row in conn.execute(query)]
-        return [row | {"attempt_id": attempt_id_of(row)} for row in rows]
+            return [Job.of(row) for row in conn.execute(query)]

@@ -18,6 +18,7 @@ from evidence_pipeline.ledger.document_jobs import WORKER_VERSION, listed_job, r
 from evidence_pipeline.ledger.job_states import DOCUMENT
 from evidence_pipeline.ledger.jobs import document_job_id
 from evidence_pipeline.ledger.ledger import Ledger, current_month
+from evidence_pipeline.ledger.rows import DocumentJob
 from evidence_pipeline.models import EventType, TenantMonth
 
 
@@ -37,7 +38,7 @@ class Submissions:
         actor: str,
         limits: JobLimits | None,
         clock: Clock,
-    ) -> tuple[dict[str, Any], bool]:
+    ) -> tuple[DocumentJob, bool]:
         """Accept a job once per (tenant, batch, idempotency key). Returns (job, created). The same key with another
         request digest is IDEMPOTENCY_CONFLICT, recorded in the ledger with both digests and nothing else. A new
         key is refused while the queue is older than its objective (INTAKE_BACKPRESSURE) or the tenant has its
@@ -77,7 +78,7 @@ class Submissions:
         limits: JobLimits | None,
         batch_id: str,
         clock: Clock,
-    ) -> tuple[dict[str, Any], bool | None]:
+    ) -> tuple[DocumentJob, bool | None]:
         """submit_job inside the caller's transaction (a batch's dispatch creates its children in its own):
         (job, created), created None for an idempotency conflict."""
         job_id = document_job_id(tenant, idempotency_key, batch_id)
@@ -85,7 +86,7 @@ class Submissions:
         now = time.time()
         tenant_month = TenantMonth(tenant, clock.period or current_month(now))
         if existing is not None:
-            if existing["request_sha256"] == request_sha256:
+            if existing.request_sha256 == request_sha256:
                 return existing, False
             self.ledger._append(
                 conn,
@@ -96,7 +97,7 @@ class Submissions:
                 {
                     "job_id": job_id,
                     "request_sha256": request_sha256,
-                    "accepted_request_sha256": existing["request_sha256"],
+                    "accepted_request_sha256": existing.request_sha256,
                 },
             )
             return existing, None

@@ -41,7 +41,7 @@ JOB_STATES = (states.ACCEPTED, RETRY_WAIT, states.RUNNING, states.DEAD, states.R
 def kind_and_lane(fidelity: str, operation: str | None) -> tuple[str, str]:
     """A job's kind (the three of `evidence dead-letter list --kind`) and lane: a document job's operation (the
     registry bounds them), `evidence` for a tenant's request of a month's bundle, `archive` for a tenant-month."""
-    kind = kind_of({"fidelity": fidelity, "operation": operation})
+    kind = kind_of(fidelity, operation)
     return kind, ARCHIVE_LANE if kind == TENANT_MONTH else operation or "unknown"
 
 

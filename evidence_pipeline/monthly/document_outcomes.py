@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from evidence_pipeline import jsonread
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.document_jobs import DocumentJobs
+from evidence_pipeline.ledger.rows import DocumentJob
 from evidence_pipeline.models import TenantMonth
 from evidence_pipeline.signing.dsse import canonical_json
 from evidence_pipeline.store import ArtifactStore, sha256_hex
@@ -77,35 +78,35 @@ def counts(jobs: list[dict]) -> list[tuple[str, str, int]]:
     names the policy pinned at acceptance: a redaction's template version, a review's ruleset."""
     outcomes = Counter(
         (
-            job["operation"]
-            + (f" @ {job['template_version'][:12]}" if job.get("template_version") else "")
-            + (f" @ {job['ruleset']}" if job.get("ruleset") else ""),
-            job["state"]
-            + "".join(f": {job[result]}" for result in ("redaction", "decision") if job.get(result))
-            + (f" ({job['reason']})" if job["reason"] else ""),
+            entry["operation"]
+            + (f" @ {entry['template_version'][:12]}" if entry.get("template_version") else "")
+            + (f" @ {entry['ruleset']}" if entry.get("ruleset") else ""),
+            entry["state"]
+            + "".join(f": {entry[result]}" for result in ("redaction", "decision") if entry.get(result))
+            + (f" ({entry['reason']})" if entry["reason"] else ""),
         )
-        for job in jobs
+        for entry in jobs  # the entries of a closed revision (outcome), not ledger rows
     )
     return [(operation, outcome, n) for (operation, outcome), n in sorted(outcomes.items())]
 
 
-def outcome(job: dict) -> dict:
+def outcome(job: DocumentJob) -> dict:
     """What the closed revision records of one job (and `evidence demo` prints)."""
-    outputs = job["outputs"] or {}
+    outputs = job.outputs or {}
     summary = outputs.get("summary", {})
     outcome = {
-        "job_id": job["job_id"],
-        "operation": job["operation"],
-        "inputs": job["request"]["inputs"],
-        "state": job["state"],
-        "reason": job["last_reason"],
+        "job_id": job.job_id,
+        "operation": job.operation,
+        "inputs": job.request["inputs"],
+        "state": job.state,
+        "reason": job.last_reason,
         "outputs": [{"artifact_id": a["key"], "sha256": a["sha256"]} for a in outputs.get("artifacts", [])],
     }
-    if template_version := job["request"].get("template_version"):  # a redaction: its pinned version, its result
+    if template_version := job.request.get("template_version"):  # a redaction: its pinned version, its result
         outcome |= {"template_version": template_version} | (
             {"redaction": summary["outcome"]} if summary.get("outcome") else {}
         )
-    if ruleset := job["request"]["options"].get("ruleset"):  # a review: its pinned ruleset, its decision
+    if ruleset := job.request["options"].get("ruleset"):  # a review: its pinned ruleset, its decision
         outcome |= {"ruleset": ruleset} | ({"decision": summary["decision"]} if summary.get("decision") else {})
     return outcome
 

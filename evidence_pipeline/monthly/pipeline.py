@@ -24,6 +24,7 @@ from evidence_pipeline.canonical import utc_iso
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.faults import kill_point
 from evidence_pipeline.ledger.jobs import CLOSED, JobKey, Lease, RetryBudget
+from evidence_pipeline.ledger.rows import PublicationClaim, PublicationRecord
 from evidence_pipeline.models import EventType, Lane, SourceRevision, Stage, TenantMonth
 from evidence_pipeline.monthly import document_outcomes, sources
 from evidence_pipeline.monthly.bundle import (
@@ -161,12 +162,10 @@ def pin_source(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> PinnedSo
         documents_sha256=documents.sha256,
     )
     job = rt.ledger.accept_job(job_key(rt, revision), run.run_id)
-    if job["state"] in CLOSED:  # fail fast: a closed job only reopens through `evidence replay`
-        raise EvidenceError(
-            ReasonCode.JOB_CLOSED, f"job {job['job_id']} is {job['state']} ({job['last_reason']}); replay it"
-        )
+    if job.state in CLOSED:  # fail fast: a closed job only reopens through `evidence replay`
+        raise EvidenceError(ReasonCode.JOB_CLOSED, f"job {job.job_id} is {job.state} ({job.last_reason}); replay it")
     kill_point("after_pin")
-    return PinnedSource(revision, documents, job["job_id"], lane)
+    return PinnedSource(revision, documents, job.job_id, lane)
 
 
 def render_and_gate(rt: Runtime, pinned: PinnedSource, run: RunInfo) -> GatedReport:
@@ -465,43 +464,43 @@ def _claim(rt: Runtime, inputs: _Inputs, fields: dict, lease: Lease, run: RunInf
         if claim.claimed:
             if claim.head is None:
                 return None
-            previous = rt.ledger.event(claim.head["event_seq"]).body["details"]
+            previous = rt.ledger.event(claim.head.event_seq).body["details"]
             return supersedes_link(previous, fields | {"documents_sha256": inputs.documents_sha256})
         take_over = None
         holder = claim.holder
         if not claim.holder_live:
-            holder_prefix = bundle_prefix(tenant_month, holder["identity"])
+            holder_prefix = bundle_prefix(tenant_month, holder.identity)
             if not rt.archive.exists(f"{holder_prefix}/{STATEMENT}") or not _complete(rt, holder, run):
-                take_over = holder["identity"]
+                take_over = holder.identity
                 continue
         if time.monotonic() > deadline:
             raise EvidenceError(
-                ReasonCode.TENANT_MONTH_BUSY, f"bundle {holder['identity'][:12]} of {tenant_month} is being published"
+                ReasonCode.TENANT_MONTH_BUSY, f"bundle {holder.identity[:12]} of {tenant_month} is being published"
             )
         time.sleep(pause)
         pause = min(pause * 2, _CLAIM_POLL_SECONDS[1])
 
 
-def _complete(rt: Runtime, holder: dict, run: RunInfo) -> bool:
+def _complete(rt: Runtime, holder: PublicationClaim, run: RunInfo) -> bool:
     """Commit the publication that a claim's attempt signed but did not commit (it died, or stalled past its
     lease), under a lease of its own job. Returns False when it cannot be completed (its job is closed, or its
     statement is not ours or fails), and the claim may be taken over; True when it was, or when its job is being
     worked on again (look at the claim again)."""
-    tenant_month = TenantMonth(holder["tenant"], holder["period"])
+    tenant_month = TenantMonth(holder.tenant, holder.period)
     envelope = rt.archive.get(
-        f"{bundle_prefix(tenant_month, holder['identity'])}/{STATEMENT}", max_bytes=jsonread.MAX_BYTES
+        f"{bundle_prefix(tenant_month, holder.identity)}/{STATEMENT}", max_bytes=jsonread.MAX_BYTES
     )
     try:
         body, _ = dsse.open_statement(envelope, our_statement_keys(rt))
         predicate = body["predicate"]
         fields = {name: predicate[name] for name in IDENTITY_FIELDS}
-        inputs = _Inputs(tenant_month, predicate["source_sequence"], predicate["documents_sha256"], holder["job_id"])
+        inputs = _Inputs(tenant_month, predicate["source_sequence"], predicate["documents_sha256"], holder.job_id)
     except (EvidenceError, KeyError, TypeError):
         return False
-    if bundle_identity(fields) != holder["identity"]:
+    if bundle_identity(fields) != holder.identity:
         return False
     try:
-        lease = rt.ledger.acquire_lease(holder["job_id"], run.run_id, rt.settings.lease_seconds)
+        lease = rt.ledger.acquire_lease(holder.job_id, run.run_id, rt.settings.lease_seconds)
     except EvidenceError as error:
         if error.code == ReasonCode.LEASE_BUSY:
             return True  # its own retry is at it: wait for its claim
@@ -512,17 +511,17 @@ def _complete(rt: Runtime, holder: dict, run: RunInfo) -> bool:
         return True  # committed meanwhile
     try:
         with (
-            attempt_dir(rt.settings.work_dir, holder["job_id"], lease.token) as scratch,
+            attempt_dir(rt.settings.work_dir, holder.job_id, lease.token) as scratch,
             rt.ledger.keep_alive(lease, rt.settings.lease_seconds),
         ):
             _sign_and_commit(
-                rt, inputs, fields=fields | {"identity": holder["identity"]}, lease=lease, scratch=scratch, run=run
+                rt, inputs, fields=fields | {"identity": holder.identity}, lease=lease, scratch=scratch, run=run
             )
     except EvidenceError as error:
         if error.retryable or error.code in (ReasonCode.LEASE_BUSY, ReasonCode.LEASE_FENCED):
             raise
         error.lease_token = lease.token
-        record_failure(rt, holder["job_id"], error, run)  # its job is rejected with the reason; ours goes on
+        record_failure(rt, holder.job_id, error, run)  # its job is rejected with the reason; ours goes on
         return False
     return True
 
@@ -548,34 +547,34 @@ def run_tenant_month(rt: Runtime, tenant_month: TenantMonth, run: RunInfo) -> Pu
         raise
 
 
-def _converge(rt: Runtime, row: dict, timings: dict[str, float], run: RunInfo) -> Publication:
+def _converge(rt: Runtime, row: PublicationRecord, timings: dict[str, float], run: RunInfo) -> Publication:
     """Make the committed publication visible: (re)write its manifest, which is derived from the ledger.
 
     Whether ``run`` published it is read from the commit itself (the actor of its ``bundle.published`` event), not
     from what this attempt saw: a step retried after its range met another run's lease converges on the bundle
     that its own first attempt committed, and still counts it, while a concurrent run never does."""
-    event = rt.ledger.event(row["event_seq"])
-    manifest = rt.archive.put_once(f"{row['bundle_key']}/{MANIFEST}", build_manifest(event))
+    event = rt.ledger.event(row.event_seq)
+    manifest = rt.archive.put_once(f"{row.bundle_key}/{MANIFEST}", build_manifest(event))
     details = event.body["details"]
-    tenant_month = TenantMonth(row["tenant"], row["period"])
+    tenant_month = TenantMonth(row.tenant, row.period)
     current = rt.ledger.current_publication(tenant_month) or row
     return Publication(
-        identity=row["identity"],
+        identity=row.identity,
         tenant_month=tenant_month,
-        bundle_key=row["bundle_key"],
-        location=rt.archive.uri(row["bundle_key"]),
-        source_sha256=row["source_sha256"],
+        bundle_key=row.bundle_key,
+        location=rt.archive.uri(row.bundle_key),
+        source_sha256=row.source_sha256,
         documents_sha256=details["documents_sha256"],
-        unsigned_sha256=row["unsigned_sha256"],
-        report_sha256=row["report_sha256"],
+        unsigned_sha256=row.unsigned_sha256,
+        report_sha256=row.report_sha256,
         report_size=details["report_size"],
-        statement_sha256=row["statement_sha256"],
+        statement_sha256=row.statement_sha256,
         manifest_sha256=manifest.sha256,
-        key_id=row["key_id"],
+        key_id=row.key_id,
         ledger_seq=event.seq,
         created=event.body["actor"] == run.run_id,
         supersedes=details.get("supersedes"),
-        current_identity=current["identity"],
+        current_identity=current.identity,
         timings_ms=timings,
     )
 

@@ -265,9 +265,9 @@ def _document_jobs(documents: OutcomesRevision, jobs: list[dict]) -> list:
     summary = [["Operation", "Outcome", "Jobs"]] + [[op, outcome, f"{n:,}"] for op, outcome, n in counts(jobs)]
     story += [Table(summary, colWidths=[40 * mm, 70 * mm, 20 * mm], repeatRows=1, style=_TABLE), Spacer(1, 6 * mm)]
     rows = [
-        [job["job_id"][:16], output["artifact_id"].rsplit("/", 1)[-1], output["sha256"]]
-        for job in jobs
-        for output in job["outputs"]
+        [entry["job_id"][:16], output["artifact_id"].rsplit("/", 1)[-1], output["sha256"]]
+        for entry in jobs  # the closed revision's entries (document_outcomes.outcome)
+        for output in entry["outputs"]
     ]
     if not rows:
         return story + [Paragraph("No document job published an output in this period.", _BODY)]

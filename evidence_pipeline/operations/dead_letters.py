@@ -14,6 +14,7 @@ from evidence_pipeline.canonical import utc_iso
 from evidence_pipeline.documents.registry import outcome_codes
 from evidence_pipeline.ledger import job_states as states
 from evidence_pipeline.ledger.document_jobs import EVIDENCE
+from evidence_pipeline.ledger.rows import ListedJob
 from evidence_pipeline.runtime import Runtime
 
 TENANT_MONTH, EVIDENCE_REQUEST, DOCUMENT = "tenant-month", "evidence-request", "document"
@@ -41,28 +42,28 @@ class DeadLetterFilter:
         )
 
 
-def kind_of(job: dict) -> str:
+def kind_of(fidelity: str, operation: str | None) -> str:
     """A tenant-month's own job (the monthly pipeline's), a tenant's request for a month's bundle, or a document
-    operation."""
-    if job["fidelity"] != states.DOCUMENT:
+    operation: by the job's fidelity and its document operation."""
+    if fidelity != states.DOCUMENT:
         return TENANT_MONTH
-    return EVIDENCE_REQUEST if job["operation"] == EVIDENCE else DOCUMENT
+    return EVIDENCE_REQUEST if operation == EVIDENCE else DOCUMENT
 
 
-def is_failure(job: dict) -> bool:
-    return job["state"] == states.DEAD or job["last_reason"] not in outcome_codes()
+def is_failure(job: ListedJob) -> bool:
+    return job.state == states.DEAD or job.last_reason not in outcome_codes()
 
 
-def after_replay(job: dict) -> str:
+def after_replay(job: ListedJob) -> str:
     """What runs a replayed job, by its kind: what the code does once `evidence replay` accepted it, nothing more."""
-    kind = kind_of(job)
+    kind = kind_of(job.fidelity, job.operation)
     if kind == DOCUMENT:
         return "document_dispatch_sensor requests a run of its page on its next tick (a document is not a partition)"
     if kind == EVIDENCE_REQUEST:
         return "document_dispatch_sensor launches a monthly_evidence run of the requested month and records its end"
     return (
-        f"tenant_month_retry_sensor requests a monthly_evidence run of partition {job['period']}-01|"
-        f"{job['tenant']} on its next tick"
+        f"tenant_month_retry_sensor requests a monthly_evidence run of partition {job.period}-01|"
+        f"{job.tenant} on its next tick"
     )
 
 
@@ -71,21 +72,21 @@ def replayed(runtime: Runtime, job_id: str) -> str:
     return after_replay(runtime.ledger.listed_jobs(job_id=job_id)[0])
 
 
-def _letter(job: dict) -> dict:
+def _letter(job: ListedJob) -> dict:
     return {
-        "job_id": job["job_id"],
-        "attempt_id": job["attempt_id"],
-        "kind": kind_of(job),
-        "tenant": job["tenant"],
-        "period": job["period"],
-        "operation": job["operation"],
-        "state": job["state"],
-        "reason": job["last_reason"],
-        "message": job["last_message"],
-        "tries": job["attempts"],
-        "ended": job["updated_at"],
+        "job_id": job.job_id,
+        "attempt_id": job.current_attempt_id,
+        "kind": kind_of(job.fidelity, job.operation),
+        "tenant": job.tenant,
+        "period": job.period,
+        "operation": job.operation,
+        "state": job.state,
+        "reason": job.last_reason,
+        "message": job.last_message,
+        "tries": job.attempts,
+        "ended": job.updated_at,
         # --key: a replay is an operator's signed action (or EVIDENCE_ACTOR_KEY names the key)
-        "next_step": f"evidence replay {job['job_id']} --reason TEXT --key FILE; then {after_replay(job)}",
+        "next_step": f"evidence replay {job.job_id} --reason TEXT --key FILE; then {after_replay(job)}",
     }
 
 

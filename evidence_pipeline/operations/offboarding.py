@@ -180,10 +180,10 @@ def _stop_work(rt: Runtime, tenant: str, actor: str) -> dict[str, int]:
     for batch in batches:
         rt.batches.stop_batch(tenant, batch["batch_id"], actor)
     rejected = [
-        job["job_id"]
+        job.job_id
         for job in rt.ledger.jobs_in(states.ACCEPTED)
-        if job["tenant"] == tenant
-        if rt.ledger.record_failure(job["job_id"], ReasonCode.TENANT_OFFBOARDED, False, actor, rt.retry_budget, 0)
+        if job.tenant == tenant
+        if rt.ledger.record_failure(job.job_id, ReasonCode.TENANT_OFFBOARDED, False, actor, rt.retry_budget, 0)
     ]
     return {"batches_cancelled": len(batches), "jobs_rejected": len(rejected)}
 

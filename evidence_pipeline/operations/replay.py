@@ -12,12 +12,13 @@ from evidence_pipeline.actors.registry import Registry
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.actors.verify import AuthorizedAction
 from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.ledger.rows import Job
 from evidence_pipeline.models import LedgerEvent
 
 
-def replay_job(gate: ActionGate, envelope: object) -> dict:
+def replay_job(gate: ActionGate, envelope: object) -> Job:
     """The job the signed request reopened (its row after the replay)."""
-    reopened = {}
+    reopened: list[Job] = []
 
     def perform(conn: Connection, _registry: Registry, authorized: AuthorizedAction) -> LedgerEvent:
         args = authorized.args
@@ -30,8 +31,8 @@ def replay_job(gate: ActionGate, envelope: object) -> dict:
         job, event = gate.ledger.replay(
             conn, args["job_id"], authorized.actor, args["reason"], authorized.envelope, args.get("policy_version")
         )
-        reopened.update(job)
+        reopened.append(job)
         return event
 
     gate.run(envelope, Action.JOB_REPLAY, perform)
-    return reopened
+    return reopened[0]

@@ -71,13 +71,13 @@ def replay(runtime: Runtime, gate: ActionGate, envelope: object) -> dict:
     """`evidence replay`: the new attempt, the ended one it replays, and what runs it next."""
     job = replay_job(gate, envelope)
     return {
-        "job_id": job["job_id"],
-        "attempt_id": job["attempt_id"],
-        "replay_of": job["replay_of"],
-        "tenant": job["tenant"],
-        "period": job["period"],
-        "state": job["state"],
-        "next_step": replayed(runtime, job["job_id"]),
+        "job_id": job.job_id,
+        "attempt_id": job.attempt_id,
+        "replay_of": job.replay_of,
+        "tenant": job.tenant,
+        "period": job.period,
+        "state": job.state,
+        "next_step": replayed(runtime, job.job_id),
     }
 
 

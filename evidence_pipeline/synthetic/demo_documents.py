@@ -128,7 +128,7 @@ def merge_agreements(rt: Runtime, actors: DemoActors, jobs: list[DemoJob], perio
         if None in reviews.values():
             continue
         for artifact_id, review in reviews.items():
-            if review["state"] == "rejected" and not _approved(rt, tenant, artifact_id):
+            if review.state == "rejected" and not _approved(rt, tenant, artifact_id):
                 decide_part(
                     actors.gate,
                     rt,
@@ -160,9 +160,9 @@ def _agreement_parts(rt: Runtime, jobs: list[DemoJob]) -> dict[str, dict[str, st
     found = {}
     for demo_job in jobs:
         job = rt.document_jobs.job(demo_job.tenant, demo_job.job_id)
-        if demo_job.key != SPLIT_KEY or job["state"] != "succeeded":
+        if demo_job.key != SPLIT_KEY or job.state != "succeeded":
             continue
-        keys = [artifact["key"] for artifact in job["outputs"]["artifacts"]]
+        keys = [artifact["key"] for artifact in job.outputs["artifacts"]]
         found[demo_job.tenant] = {
             part.name: next(key for key in keys if key.endswith(f"/{part.name}.pdf"))
             for part in district_agreements.PARTS
@@ -172,7 +172,7 @@ def _agreement_parts(rt: Runtime, jobs: list[DemoJob]) -> dict[str, dict[str, st
 
 def _submit(rt: Runtime, tenant: str, key: str, body: dict, period: str) -> DemoJob:
     job, _ = submit_job(rt, tenant, idempotency_key=key, body=body, actor=ACTOR, clock=Clock(None, period))
-    return DemoJob(tenant, key, job["job_id"])
+    return DemoJob(tenant, key, job.job_id)
 
 
 def _signed_agreement(rt: Runtime) -> bytes:

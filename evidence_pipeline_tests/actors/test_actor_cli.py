@@ -119,7 +119,7 @@ def test_each_role_may_do_what_the_table_says_and_nothing_else(world):
     for actor in ("bob", "audrey", "root"):
         _refused(world.run(*replay, actor=actor), "ACTION_FORBIDDEN")
     assert world.run(*replay, actor="olga").exit_code == 0
-    assert world.ledger.job(JOB.job_id)["state"] == "accepted"
+    assert world.ledger.job(JOB.job_id).state == "accepted"
 
     canary = ("ruleset", "canary", CANDIDATE, "--tenant", "acme")
     _refused(world.run(*canary, actor="bob"), "ACTION_FORBIDDEN")
@@ -186,11 +186,11 @@ def test_a_signed_request_acts_once(world):
     from evidence_pipeline.operations.replay import replay_job
 
     envelope = world.signers.sign("olga", Action.JOB_REPLAY, {"job_id": JOB.job_id, "reason": "once"})
-    assert replay_job(world.signers.gate, envelope)["state"] == "accepted"
+    assert replay_job(world.signers.gate, envelope).state == "accepted"
     world.ledger.record_failure(JOB.job_id, "STORE_CONFLICT", False, "test", RetryBudget(3, 60), 1)
     with pytest.raises(ActionRefused) as refused:
         replay_job(world.signers.gate, envelope)
-    assert refused.value.code == "ACTION_REPLAYED" and world.ledger.job(JOB.job_id)["state"] == "rejected"
+    assert refused.value.code == "ACTION_REPLAYED" and world.ledger.job(JOB.job_id).state == "rejected"
     assert world.refusals() == [("olga", "job.replay", "ACTION_REPLAYED")]
 
 

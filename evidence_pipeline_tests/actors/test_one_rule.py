@@ -87,7 +87,7 @@ class World:
     def job_ended(self, job_id: str) -> None:
         """The job dead again, so that a replay of it has something to do."""
         job = self.ledger.job(job_id)
-        if job["state"] not in CLOSED:
+        if job.state not in CLOSED:
             lease = self.ledger.acquire_lease(job_id, "run-a", 60)
             self.ledger.record_failure(job_id, "STORE_UNAVAILABLE", True, "run-a", ONE_TRY, 1, lease.token, "seen")
 

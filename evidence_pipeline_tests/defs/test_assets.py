@@ -146,14 +146,14 @@ def test_failed_gate_blocks_signing(instance, evidence, runtime, monkeypatch, tm
     assert materialized == {"source_revision"}  # a report that failed the gate is never materialized
     assert runtime.archive.list("bundles") == []
     [job] = runtime.ledger.jobs_in("rejected")
-    assert job["last_reason"] == "REPORT_INVALID" and (job["tenant"], job["period"]) == (SMALL.tenant, SMALL.period)
+    assert job.last_reason == "REPORT_INVALID" and (job.tenant, job.period) == (SMALL.tenant, SMALL.period)
 
     monkeypatch.setattr(pipeline, "report_totals", real_totals)  # fixed, but the job stays closed until a replay
     again = _materialize(instance, evidence, SMALL, raise_on_error=False)
     assert not again.success and not again.get_asset_materialization_events()
-    Signers(runtime.ledger, tmp_path / "actors").replay(job["job_id"], "renderer bug fixed")
+    Signers(runtime.ledger, tmp_path / "actors").replay(job.job_id, "renderer bug fixed")
     assert _materialize(instance, evidence, SMALL).success
-    assert runtime.ledger.job(job["job_id"])["state"] == "succeeded"
+    assert runtime.ledger.job(job.job_id).state == "succeeded"
 
 
 def test_terminal_source_error_fails_without_retries(instance, evidence):
@@ -215,8 +215,8 @@ def test_demo_publishes_every_tenant_and_a_second_run_adds_nothing(instance, evi
     # The documents: one page run per tenant the first time; the second demo finds the same jobs, all done.
     # three dispatch rounds per tenant: its documents, its agreement's part reviews, the merge of the parts
     assert sorted(run.tags["evidence/tenant"] for run in page_runs) == sorted([*DEMO_TENANTS] * 3)
-    assert [job["job_id"] for job in first.documents] == [job["job_id"] for job in second.documents]
-    assert first.documents_period == "2026-10" and {job["period"] for job in first.documents} == {"2026-10"}
+    assert [job.job_id for job in first.documents] == [job.job_id for job in second.documents]
+    assert first.documents_period == "2026-10" and {job.period for job in first.documents} == {"2026-10"}
     expected = [  # the agreement's parts reviewed under the district ruleset (the addendum rejected), then merged
         ("contract-review @ district-agreement/2026.1", "rejected: rejected (REVIEW_POLICY_REJECTED)", 1),
         ("contract-review @ district-agreement/2026.1", "succeeded: approved", 3),
@@ -228,7 +228,7 @@ def test_demo_publishes_every_tenant_and_a_second_run_adds_nothing(instance, evi
         ("split", "succeeded", 1),
     ]
     for tenant in DEMO_TENANTS:
-        jobs = [outcome(job) for job in second.documents if job["tenant"] == tenant]
+        jobs = [outcome(job) for job in second.documents if job.tenant == tenant]
         assert [
             (op.split(" @ ")[0] if op.startswith("redact") else op, result, n) for op, result, n in counts(jobs)
         ] == expected
@@ -237,9 +237,9 @@ def test_demo_publishes_every_tenant_and_a_second_run_adds_nothing(instance, evi
     report = runtime.archive.get(key)
     text = " ".join(page.extract_text() for page in PdfReader(io.BytesIO(report)).pages)
     [version] = {
-        job["request"]["template_version"]
+        job.request["template_version"]
         for job in second.documents
-        if job["tenant"] == "acme-books" and job["operation"] == "redact"
+        if job.tenant == "acme-books" and job.operation == "redact"
     }
     for line in (
         "contract-review @ lease-review/2026.1",
@@ -497,17 +497,17 @@ def test_in_a_range_of_100_each_failing_tenant_month_fails_alone_and_exactly_the
             for asset in ASSET_NAMES[FAILED_AT[code] :]
         }
         jobs = {
-            j["tenant"]: j
+            j.tenant: j
             for j in runtime.ledger.jobs_in("accepted", "running", "succeeded", "rejected", "dead")
-            if j["period"] == period
+            if j.period == period
         }
-        assert sorted(t for t, j in jobs.items() if j["state"] == "rejected") == _failing(period, "REPORT_INVALID")
-        assert {jobs[t]["last_reason"] for t in _failing(period, "REPORT_INVALID")} <= {"REPORT_INVALID"}
+        assert sorted(t for t, j in jobs.items() if j.state == "rejected") == _failing(period, "REPORT_INVALID")
+        assert {jobs[t].last_reason for t in _failing(period, "REPORT_INVALID")} <= {"REPORT_INVALID"}
         for tenant in _failing(period, "STORE_UNAVAILABLE"):  # retry_wait: the retry sensor runs it when due
             job = jobs[tenant]
-            assert (job["state"], job["last_reason"], job["attempts"]) == ("accepted", "STORE_UNAVAILABLE", 4)
-            assert job["next_attempt_at"] and job["last_message"] == "the archive did not answer"
-        assert sorted(t for t, j in jobs.items() if j["state"] == "succeeded") == publishable
+            assert (job.state, job.last_reason, job.attempts) == ("accepted", "STORE_UNAVAILABLE", 4)
+            assert job.next_attempt_at and job.last_message == "the archive did not answer"
+        assert sorted(t for t, j in jobs.items() if j.state == "succeeded") == publishable
 
 
 def test_a_bundle_backfilled_alone_fails_saying_what_to_select(instance, evidence):

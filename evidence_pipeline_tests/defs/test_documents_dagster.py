@@ -64,7 +64,7 @@ def test_sensor_pages_jobs_into_runs_that_work_them(backend, documents, intake, 
                 )
                 assert result.success
             assert tick(instance).skip_message == "no document jobs waiting"
-            period = documents.document_jobs.job("acme", good.json()["job_id"])["period"]
+            period = documents.document_jobs.job("acme", good.json()["job_id"]).period
             [activity] = instance.fetch_materializations(
                 AssetRecordsFilter(asset_key=AssetKey("document_jobs"), asset_partitions=[f"{period}-01|acme"]),
                 limit=10,
@@ -112,4 +112,4 @@ def test_a_poison_job_ends_dead_through_page_runs_and_is_never_dispatched_again(
         assert [r.success for r in results] == [True, False]  # the first waits, the second fails for good
         assert tick(instance).skip_message == "no document jobs waiting"
     job = documents.document_jobs.job("acme", job_id)
-    assert (job["state"], job["attempts"], job["last_reason"]) == ("dead", 2, "PROCESSOR_FAILED")
+    assert (job.state, job.attempts, job.last_reason) == ("dead", 2, "PROCESSOR_FAILED")

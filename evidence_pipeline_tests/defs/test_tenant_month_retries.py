@@ -26,6 +26,7 @@ from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs.retries import IDLE_LEASES, RETRY_TAG
 from evidence_pipeline.ledger import jobs as states
 from evidence_pipeline.ledger.jobs import JobKey
+from evidence_pipeline.ledger.rows import Job
 from evidence_pipeline.models import EventType
 from evidence_pipeline.operations.dead_letters import dead_letters
 from evidence_pipeline.runtime import runtime_for
@@ -61,16 +62,16 @@ def test_the_sensor_records_lost_workers_requests_due_and_replayed_jobs_and_the_
         monkeypatch.setenv(name, value)
     runtime = runtime_for(Settings.from_env())
     ledger = runtime.ledger
-    job_id = ledger.accept_job(JobKey(TENANT, "2026-03", "a" * 64, "renderer", "policy"), "test")["job_id"]
-    stranger = ledger.accept_job(JobKey("zeta-foods", "2026-03", "b" * 64, "renderer", "policy"), "test")["job_id"]
+    job_id = ledger.accept_job(JobKey(TENANT, "2026-03", "a" * 64, "renderer", "policy"), "test").job_id
+    stranger = ledger.accept_job(JobKey("zeta-foods", "2026-03", "b" * 64, "renderer", "policy"), "test").job_id
     with DagsterInstance.local_temp() as instance:
         instance.add_dynamic_partitions("tenant", [TENANT])
         ledger.acquire_lease(job_id, "run-that-died", -1)  # its run died: the lease has expired
         first = _tick(instance)
         assert first.run_requests == [] and first.skip_message == "no tenant-month job is due"
         waiting = ledger.job(job_id)
-        assert (waiting["state"], waiting["attempts"], waiting["last_reason"]) == ("accepted", 1, "WORKER_LOST")
-        assert waiting["next_attempt_at"] > time.time() + 3000  # in retry_wait: not requested before it is due
+        assert (waiting.state, waiting.attempts, waiting.last_reason) == ("accepted", 1, "WORKER_LOST")
+        assert waiting.next_attempt_at > time.time() + 3000  # in retry_wait: not requested before it is due
         assert _tick(instance).run_requests == []
 
         _due_now(ledger, job_id)
@@ -89,25 +90,25 @@ def test_the_sensor_records_lost_workers_requests_due_and_replayed_jobs_and_the_
         )
         assert _tick(instance).run_requests == []
         waiting = ledger.job(job_id)
-        assert (waiting["state"], waiting["attempts"], waiting["last_reason"]) == ("accepted", 2, "RETRY_RUN_FAILED")
+        assert (waiting.state, waiting.attempts, waiting.last_reason) == ("accepted", 2, "RETRY_RUN_FAILED")
         _due_now(ledger, job_id)
         [request] = _tick(instance).run_requests
         assert request.run_key == f"retry.{job_id}.2"
 
         ledger.acquire_lease(job_id, request.run_key, -1)  # this retry's worker died too: the budget is spent
         assert _tick(instance).run_requests == []
-        assert ledger.job(job_id)["state"] == states.DEAD
+        assert ledger.job(job_id).state == states.DEAD
         [letter] = [letter for letter in dead_letters(runtime) if letter["job_id"] == job_id]
         assert (letter["kind"], letter["reason"], letter["tries"]) == ("tenant-month", "WORKER_LOST", 3)
         assert "tenant_month_retry_sensor" in letter["next_step"]
 
         replayed = Signers(ledger, tmp_path / "actors").replay(job_id, "archive fixed")  # what `evidence replay` does
         [request] = _tick(instance).run_requests  # a replayed job is due at once
-        assert request.run_key == f"retry.{replayed['attempt_id']}.0"
+        assert request.run_key == f"retry.{replayed.attempt_id}.0"
 
         # A run that died between two in-run tries leaves its job accepted with a failed try and no wait: once it
         # has been idle for IDLE_LEASES lease lifetimes, it is due too.
-        between = ledger.accept_job(JobKey(TENANT, "2026-04", "c" * 64, "renderer", "policy"), "test")["job_id"]
+        between = ledger.accept_job(JobKey(TENANT, "2026-04", "c" * 64, "renderer", "policy"), "test").job_id
         assert ledger.record_failure(between, "STORE_FULL", True, "run-1", runtime.retry_budget, None) == "accepted"
         assert [r.run_key for r in _tick(instance).run_requests] == [request.run_key]  # its run may still retry it
         with ledger.writing() as conn:
@@ -124,18 +125,18 @@ def test_the_sensor_records_lost_workers_requests_due_and_replayed_jobs_and_the_
     assert ledger.verify_chain() > 0
 
 
-def _job_of(ledger, period: str) -> dict | None:
+def _job_of(ledger, period: str) -> Job | None:
     found = [
         job
         for job in ledger.jobs_in(*states.CLOSED, states.ACCEPTED, states.RUNNING, states.SUCCEEDED)
-        if (job["tenant"], job["period"], job["fidelity"]) == (TENANT, period, "archive")
+        if (job.tenant, job.period, job.fidelity) == (TENANT, period, "archive")
     ]
     return found[0] if found else None
 
 
-def _in_retry_wait(ledger, period: str) -> dict | None:
+def _in_retry_wait(ledger, period: str) -> Job | None:
     job = _job_of(ledger, period)
-    return job if job and job["state"] == states.ACCEPTED and job["next_attempt_at"] else None
+    return job if job and job.state == states.ACCEPTED and job.next_attempt_at else None
 
 
 @pytest.mark.slow
@@ -161,13 +162,13 @@ def test_an_archive_outage_longer_than_the_in_run_retries_is_retried_by_the_daem
         waiting = wait_for(lambda: _in_retry_wait(ledger, ends), "retry_wait after the in-run retries")
         outage.unlink()  # the outage ends while the job waits
         published = wait_for(
-            lambda: (j := _job_of(ledger, ends))["state"] == states.SUCCEEDED and j, "the retry's publication"
+            lambda: (j := _job_of(ledger, ends)).state == states.SUCCEEDED and j, "the retry's publication"
         )
 
         outage.touch()  # an outage that never ends
         launch_backfill(url, f"{never_ends}-01|{TENANT}")
         doomed = wait_for(lambda: _in_retry_wait(ledger, never_ends), "retry_wait of the second month")
-        dead = wait_for(lambda: (j := _job_of(ledger, never_ends))["state"] == states.DEAD and j, "the spent budget")
+        dead = wait_for(lambda: (j := _job_of(ledger, never_ends)).state == states.DEAD and j, "the spent budget")
         retry_runs = {
             job_id: wait_for(
                 lambda job_id=job_id: [
@@ -175,20 +176,20 @@ def test_an_archive_outage_longer_than_the_in_run_retries_is_retried_by_the_daem
                 ],
                 f"the end of the retry run of {job_id[:12]}",
             )
-            for job_id in (published["job_id"], dead["job_id"])
+            for job_id in (published.job_id, dead.job_id)
         }
 
-    assert (waiting["attempts"], waiting["last_reason"]) == (4, "STORE_FULL")  # Dagster's in-run tries were spent
-    assert (doomed["attempts"], doomed["last_reason"]) == (4, "STORE_FULL")
-    assert (published["attempts"], dead["attempts"], dead["last_reason"]) == (5, 5, "STORE_FULL")
-    assert [r.status for r in retry_runs[published["job_id"]]] == [DagsterRunStatus.SUCCESS]
-    assert [r.status for r in retry_runs[dead["job_id"]]] == [DagsterRunStatus.FAILURE]
+    assert (waiting.attempts, waiting.last_reason) == (4, "STORE_FULL")  # Dagster's in-run tries were spent
+    assert (doomed.attempts, doomed.last_reason) == (4, "STORE_FULL")
+    assert (published.attempts, dead.attempts, dead.last_reason) == (5, 5, "STORE_FULL")
+    assert [r.status for r in retry_runs[published.job_id]] == [DagsterRunStatus.SUCCESS]
+    assert [r.status for r in retry_runs[dead.job_id]] == [DagsterRunStatus.FAILURE]
     assert [e["period"] for e in ledger.events_of_type(EventType.BUNDLE_PUBLISHED)] == [ends]
     waits = [e for e in ledger.events_of_type(EventType.JOB_ACCEPTED) if "next_attempt_at" in e["details"]]
     assert [(e["period"], e["details"]["attempt"]) for e in waits] == [(ends, 4), (never_ends, 4)]
     [letter] = dead_letters(runtime)
     assert (letter["job_id"], letter["kind"], letter["state"], letter["reason"]) == (
-        dead["job_id"],
+        dead.job_id,
         "tenant-month",
         "dead",
         "STORE_FULL",

@@ -263,7 +263,7 @@ def test_a_review_commits_four_ledger_transactions_one_per_stage_with_work_in_it
     walk = ["accepted", "validating", "reviewing", "signing", "committing"]
     for job_id in jobs:
         assert _stages(documents, job_id) == [(a, b, 1) for a, b in zip(walk, walk[1:])]
-        assert documents.document_jobs.job("acme", job_id)["started_at"] is not None
+        assert documents.document_jobs.job("acme", job_id).started_at is not None
 
 
 def test_a_batchs_reviews_are_pinned_when_the_batch_is_accepted(documents, intake):
@@ -283,11 +283,11 @@ def test_a_batchs_reviews_are_pinned_when_the_batch_is_accepted(documents, intak
         "rejected": 1,
         "succeeded": 1,
     }
-    assert [job["request"]["options"] for job in jobs] == [IN_FORCE]
+    assert [job.request["options"] for job in jobs] == [IN_FORCE]
     correlations = {
         e["details"]["correlation_id"]
         for e in documents.ledger.events_of_type("document.stage")
-        if e["details"]["job_id"] == jobs[0]["job_id"]
+        if e["details"]["job_id"] == jobs[0].job_id
     }
     assert correlations == {batch["batch_id"]}
 
@@ -341,7 +341,7 @@ def test_a_retry_after_an_ambiguous_signing_timeout_adopts_the_stored_approval(d
         flaky = dataclasses.replace(documents, archive=_AmbiguousArchive(documents.archive))
         [first] = dispatch(flaky)
         waiting = http.get(f"/v1/jobs/{job_id}").json()
-        prefix = f"documents/acme/{documents.document_jobs.job('acme', job_id)['period']}/{job_id}"
+        prefix = f"documents/acme/{documents.document_jobs.job('acme', job_id).period}/{job_id}"
         stored = documents.archive.get(f"{prefix}/{SIGNED}")
         make_due(documents, job_id)
         [second] = dispatch(documents, "run-2")
@@ -382,7 +382,7 @@ def test_sigkill_after_the_approval_is_stored_then_the_retry_adopts_it(documents
         )
         assert child.wait(timeout=180) == -signal.SIGKILL, child.stderr.read().decode()[-2000:]
         killed = http.get(f"/v1/jobs/{job_id}").json()
-        prefix = f"documents/acme/{documents.document_jobs.job('acme', job_id)['period']}/{job_id}"
+        prefix = f"documents/acme/{documents.document_jobs.job('acme', job_id).period}/{job_id}"
         stored = documents.archive.get(f"{prefix}/{SIGNED}")
         time.sleep(2.5)  # the dead worker's lease expires
         [lost] = dispatch(documents, "run-2")  # its attempt counts against the budget: retry_wait
@@ -404,7 +404,7 @@ def test_a_changed_approval_under_the_key_is_never_adopted(documents, intake):
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
         job_id, _ = _submit_contract(http, "lease-42", lease_contract(42).pdf)
-        prefix = f"documents/acme/{documents.document_jobs.job('acme', job_id)['period']}/{job_id}"
+        prefix = f"documents/acme/{documents.document_jobs.job('acme', job_id).period}/{job_id}"
         documents.archive.put_once(f"{prefix}/{SIGNED}", lease_contract(0).pdf)  # not this contract's
         [outcome] = dispatch(documents)
         status = http.get(f"/v1/jobs/{job_id}").json()
@@ -444,7 +444,7 @@ def test_two_runs_of_one_page_at_once_make_one_signed_output(documents, intake):
         runs = list(pool.map(lambda run: run_page(documents, page_id, RunInfo(run)), ("run-a", "run-b")))
     outcomes = sorted((o.state, o.reason or "") for [o] in runs)
     assert outcomes in ([("running", "LEASE_BUSY"), ("succeeded", "")], [("succeeded", ""), ("succeeded", "")])
-    prefix = f"documents/acme/{documents.document_jobs.job('acme', job_id)['period']}/{job_id}"
+    prefix = f"documents/acme/{documents.document_jobs.job('acme', job_id).period}/{job_id}"
     assert documents.archive.list(prefix) == [f"{prefix}/{n}" for n in sorted((DECISION, SIGNED, STATEMENT))]
     assert len(documents.ledger.events_of_type("document.published")) == 1
 
@@ -467,7 +467,7 @@ def test_an_expired_lease_can_neither_record_a_stage_nor_commit_a_decision(docum
         with pytest.raises(EvidenceError) as fenced:
             attempt()
         assert fenced.value.code == "LEASE_FENCED"
-    assert ledger.verify_chain() == before and documents.document_jobs.job("acme", job_id)["state"] == "running"
+    assert ledger.verify_chain() == before and documents.document_jobs.job("acme", job_id).state == "running"
 
 
 def test_a_shadow_run_prints_what_a_candidate_ruleset_would_change_and_writes_nothing(

@@ -59,17 +59,17 @@ def test_a_processor_failure_counts_against_the_budget_until_the_job_is_dead(doc
     job_id = poison_job(documents, intake, trigger)
     [first] = dispatch(documents)
     assert (first.job_id, first.state, first.reason) == (job_id, "accepted", code)  # retry_wait, budget left
-    assert documents.document_jobs.job("acme", job_id)["state"] == "accepted"
+    assert documents.document_jobs.job("acme", job_id).state == "accepted"
     make_due(documents, job_id)
     [second] = dispatch(documents, "run-2")
     assert (second.state, second.reason) == ("dead", code)
     assert dispatch(documents, "run-3") == []  # no page is dispatched again for a job whose budget is spent
     job = documents.document_jobs.job("acme", job_id)
-    assert (job["state"], job["attempts"], job["last_reason"]) == ("dead", 2, code) and job["finished_at"]
+    assert (job.state, job.attempts, job.last_reason) == ("dead", 2, code) and job.finished_at
     assert [(e["reason"], e["attempt"]) for e in failure_events(documents, job_id)] == [(code, 1), (code, 2)]
     listed = dead_letters(backend)
     assert job_id in listed and f"reason={code}" in listed
-    message = documents.document_jobs.job("acme", job_id)["last_message"]
+    message = documents.document_jobs.job("acme", job_id).last_message
     assert message and f"message={message}" in listed and failure_events(documents, job_id)[-1]["message"] == message
     assert poison_operation.PLANTED not in listed + message  # the exception's text never leaves the worker
     assert documents.ledger.events_of_type("document.published") == []
@@ -80,11 +80,11 @@ def test_an_unclassified_exception_on_the_documents_bytes_ends_the_job_at_once(d
     [outcome] = dispatch(documents)
     assert (outcome.job_id, outcome.state, outcome.reason) == (job_id, "rejected", "PROCESSOR_INPUT_FAILED")
     job = documents.document_jobs.job("acme", job_id)
-    assert (job["state"], job["attempts"], job["next_attempt_at"]) == ("rejected", 1, None)  # no budget spent
+    assert (job.state, job.attempts, job.next_attempt_at) == ("rejected", 1, None)  # no budget spent
     assert dispatch(documents, "run-2") == []
     listed = dead_letters(backend)  # the service's failure, not a decision about the input: an operator's to see
-    assert job_id in listed and "reason=PROCESSOR_INPUT_FAILED" in listed and "KeyError" in job["last_message"]
-    assert poison_operation.PLANTED not in listed + job["last_message"]
+    assert job_id in listed and "reason=PROCESSOR_INPUT_FAILED" in listed and "KeyError" in job.last_message
+    assert poison_operation.PLANTED not in listed + job.last_message
 
 
 def test_a_processor_past_its_wall_time_is_killed_and_the_job_retried(documents, intake):
@@ -98,7 +98,7 @@ def test_the_processor_runs_in_a_process_of_its_own_holding_no_ledger_lock(docum
     job_id = poison_job(documents, intake, "probe")
     [outcome] = dispatch(documents)
     assert (outcome.job_id, outcome.state) == (job_id, "succeeded")
-    findings = documents.document_jobs.job("acme", job_id)["outputs"]["summary"]
+    findings = documents.document_jobs.job("acme", job_id).outputs["summary"]
     assert findings["pid"] != os.getpid()  # the heartbeat thread in this process cannot be starved by it
     assert findings["ledger_lockable"] is True  # no transaction of ours is open while it works
 
@@ -117,7 +117,7 @@ def test_a_worker_that_died_holding_the_lease_is_recognised_and_the_job_ends_dea
         make_due(documents, job_id)
     assert dispatch(documents, "run-3") == [] and documents.pages.open_pages() == []
     job = documents.document_jobs.job("acme", job_id)
-    assert (job["state"], job["attempts"], job["last_reason"]) == ("dead", 2, "WORKER_LOST")
+    assert (job.state, job.attempts, job.last_reason) == ("dead", 2, "WORKER_LOST")
     assert [(e["reason"], e["attempt"]) for e in failure_events(documents, job_id)] == [
         ("WORKER_LOST", 1),
         ("WORKER_LOST", 2),
@@ -141,4 +141,4 @@ def test_the_dispatcher_records_a_dead_attempt_before_paging(documents, intake):
     time.sleep(0.1)
     assert documents.pages.record_lost_attempts(documents.retry_wait_budget, "sensor") == [(job_id, "dead")]
     assert documents.pages.open_pages() == []
-    assert documents.document_jobs.job("acme", job_id)["finished_at"] is not None
+    assert documents.document_jobs.job("acme", job_id).finished_at is not None

@@ -54,7 +54,7 @@ def test_inspect_publishes_a_signed_inspection_whose_subject_is_the_input(docume
     assert status["state"] == "succeeded" and status["attempts"] == 1 and status["reason"] is None
     assert status["started_at"] and status["finished_at"] and status["findings"] == {"pages": 3, "active_content": []}
     job = documents.document_jobs.job("acme", job_id)
-    prefix = f"documents/acme/{job['period']}/{job_id}"
+    prefix = f"documents/acme/{job.period}/{job_id}"
     archive = documents.archive
     assert archive.list(prefix) == [f"{prefix}/inspection.json", f"{prefix}/statement.dsse.json"]
     assert {o["artifact_id"] for o in status["outputs"]} == set(archive.list(prefix))
@@ -110,9 +110,9 @@ def test_permission_only_encryption_is_read_by_inspect_and_refused_by_what_write
         outcomes = {o.job_id: (o.state, o.reason) for o in dispatch(documents)}
     assert outcomes[jobs["inspect"]] == ("succeeded", None)
     assert outcomes[jobs["contract-review"]] == ("rejected", "DOCUMENT_PERMISSIONS_ONLY")  # a decision, not a defect
-    assert "send an unencrypted copy" in documents.document_jobs.job("acme", jobs["contract-review"])["last_message"]
+    assert "send an unencrypted copy" in documents.document_jobs.job("acme", jobs["contract-review"]).last_message
     job = documents.document_jobs.job("acme", jobs["inspect"])
-    inspection = json.loads(documents.archive.get(f"documents/acme/{job['period']}/{jobs['inspect']}/inspection.json"))
+    inspection = json.loads(documents.archive.get(f"documents/acme/{job.period}/{jobs['inspect']}/inspection.json"))
     assert inspection["permissions_only_encryption"] is True
 
 
@@ -135,7 +135,7 @@ def test_hostile_documents_are_refused_with_their_code_and_nothing_published(doc
             assert (status["state"], status["reason"], status["outputs"]) == ("rejected", expected, []), name
             assert status["finished_at"] is not None
     messages = {
-        name: documents.document_jobs.job("acme", accepted["job_id"])["last_message"] for name, accepted in jobs.items()
+        name: documents.document_jobs.job("acme", accepted["job_id"]).last_message for name, accepted in jobs.items()
     }
     for name in ("javascript_open_action", "launch_action", "embedded_file", "xfa_form"):  # what to do about it
         assert 'the option {"active_content": "flag"} of inspect accepts it' in messages[name], name
@@ -184,7 +184,7 @@ def test_a_dead_runs_job_is_paged_again_and_its_zombie_cannot_commit(documents, 
     with pytest.raises(EvidenceError) as fenced:
         documents.document_jobs.complete(job, live, "document.published", "0" * 64, {}, "other-run")
     assert fenced.value.code == "LEASE_FENCED"
-    assert len(ledger.events_of_type("document.published")) == 1 and job["attempts"] == 2
+    assert len(ledger.events_of_type("document.published")) == 1 and job.attempts == 2
 
 
 def test_pages_hold_one_tenants_jobs_oldest_first(documents, intake):

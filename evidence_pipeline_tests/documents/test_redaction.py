@@ -110,7 +110,7 @@ def test_every_planted_value_is_removed_and_the_original_is_untouched(documents,
         assert (outcome.state, outcome.reason) == ("succeeded", None)
         status = http.get(f"/v1/jobs/{job_id}").json()
     job = documents.document_jobs.job("acme", job_id)
-    assert job["request"]["template_version"] == version
+    assert job.request["template_version"] == version
     key = redact.output_key(document["document_id"], document["sha256"], version)
     prefix = job_prefix(job)
     archive = documents.archive
@@ -185,8 +185,8 @@ def test_the_same_application_and_template_converge_and_a_new_version_leaves_old
     assert second != first
     assert derivative(one) == derivative(two)  # same name (the output key) and the same bytes
     assert derivative(three)[0] != derivative(one)[0]
-    assert documents.document_jobs.job("acme", three)["request"]["template_version"] == second
-    assert documents.document_jobs.job("acme", one)["request"]["template_version"] == first
+    assert documents.document_jobs.job("acme", three).request["template_version"] == second
+    assert documents.document_jobs.job("acme", one).request["template_version"] == first
 
 
 def test_the_overlay_only_redactor_is_caught_and_nothing_is_published(documents, intake):
@@ -262,7 +262,7 @@ def test_only_an_approved_effective_version_is_pinned(documents, intake):
         accepted = redact_job(http, "now", document["document_id"])
     assert accepted.status_code == 202
     assert (
-        documents.document_jobs.job("acme", accepted.json()["job_id"])["request"]["template_version"]
+        documents.document_jobs.job("acme", accepted.json()["job_id"]).request["template_version"]
         == version["version_id"]
     )
     events = [e["event_type"] for e in ledger.events_of_type("template.approved", tenant="acme")]
@@ -393,7 +393,7 @@ def test_a_batch_pins_the_version_in_effect_when_the_batch_is_accepted(documents
         assert dispatch_batches(documents, 10, "test") == 1
         [outcome] = dispatch(documents)
     assert outcome.state == "succeeded"
-    assert documents.document_jobs.job("acme", outcome.job_id)["request"]["template_version"] == first
+    assert documents.document_jobs.job("acme", outcome.job_id).request["template_version"] == first
 
 
 def test_the_monthly_report_counts_redactions_per_template_version_and_outcome(documents, intake):
@@ -406,7 +406,7 @@ def test_the_monthly_report_counts_redactions_per_template_version_and_outcome(d
         job_id = redact_job(http, "r-1", redacted).json()["job_id"]
         redact_job(http, "r-2", blank)
         dispatch(documents)
-    month = TenantMonth("acme", documents.document_jobs.job("acme", job_id)["period"])
+    month = TenantMonth("acme", documents.document_jobs.job("acme", job_id).period)
     publish_revision(rt, month, demo_transactions(TenantMonth("acme-books", month.period)))
     publication = run_tenant_month(rt, month, RunInfo("month-close"))
     report = PdfReader(io.BytesIO(rt.archive.get(f"{publication.bundle_key}/report.pdf")))

@@ -151,7 +151,7 @@ def test_a_canary_routes_the_chosen_tenants_new_reviews_and_rollback_routes_them
         "back": in_force_pin,
         "other": in_force_pin,
     }
-    assert documents.document_jobs.job("acme", child)["request"]["options"] == candidate_pin
+    assert documents.document_jobs.job("acme", child).request["options"] == candidate_pin
     assert again["job_id"] == routed["job_id"]
     # Accepted under the canary, worked after the rollback: it finishes under the candidate it pinned.
     assert outcomes[routed["job_id"]] == ("rejected", "REVIEW_POLICY_REJECTED")
@@ -218,13 +218,13 @@ def test_a_transient_failure_waits_in_retry_wait_until_next_attempt_at_then_dies
     with client(intake, acme) as http:
         signing = _review(http, "signing")["job_id"]  # the approval's store answers after storing it
         fetching = _review(http, "fetching", pdf=lease_contract(1).pdf)["job_id"]  # its input does not come back
-        [unreachable] = documents.document_jobs.job("acme", fetching)["request"]["inputs"]
+        [unreachable] = documents.document_jobs.job("acme", fetching).request["inputs"]
         flaky = dataclasses.replace(documents, archive=_AmbiguousArchive(documents.archive))
         flaky.document_store = _UnreachableDocument(
             documents.document_store, documents.document_records.document("acme", unreachable)["store_key"]
         )
         first = {o.job_id: (o.state, o.reason) for o in dispatch(flaky)}
-        page = documents.document_jobs.job("acme", signing)["page_id"]
+        page = documents.document_jobs.job("acme", signing).page_id
         waiting = {job_id: http.get(f"/v1/jobs/{job_id}").json() for job_id in (signing, fetching)}
         assert documents.pages.open_pages() == []  # not before next_attempt_at: no page is dispatched
         assert run_page(documents, page, RunInfo("eager-run")) == []  # and a page run leaves them waiting
@@ -292,4 +292,4 @@ def test_a_page_run_leaves_retry_wait_to_the_sensor_which_dispatches_it_when_due
         make_due(documents, job_id)
         [again] = tick(instance).run_requests
     assert again.run_key != request.run_key and again.tags == request.tags
-    assert documents.document_jobs.job("acme", job_id)["state"] == "accepted"
+    assert documents.document_jobs.job("acme", job_id).state == "accepted"

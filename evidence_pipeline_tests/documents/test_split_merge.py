@@ -397,11 +397,11 @@ def test_the_four_part_agreement_end_to_end(documents, intake, pki, environment,
     assert nothing.exit_code == 2 and json.loads(nothing.output)["error"]["code"] == "LINEAGE_NOT_FOUND"
 
     # The month's document outcomes, which the monthly report prints, list the split, the reviews and the merge.
-    period = documents.document_jobs.job("acme", merge["job_id"])["period"]
+    period = documents.document_jobs.job("acme", merge["job_id"]).period
     revision, _ = close_month(documents.sources, documents.document_jobs, TenantMonth("acme", period))
     listed = {(o, state) for o, state, _ in counts(read_outcomes(documents.sources, revision))}
     review = documents.document_jobs.job("acme", done["reviews"]["signature-page"]["job_id"])
-    ruleset = review["request"]["options"]["ruleset"]
+    ruleset = review.request["options"]["ruleset"]
     assert listed >= {
         ("split", "succeeded"),
         (f"contract-review @ {ruleset}", "succeeded: approved"),

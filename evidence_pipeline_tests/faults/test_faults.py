@@ -158,4 +158,4 @@ def test_two_runs_of_one_partition_started_together_publish_once(worker_env, run
     assert 0 in codes and set(codes) <= {0, 1}  # the other converged, or met the live lease and gave up
     _assert_invariants(runtime)
     [job] = runtime.ledger.jobs_in("succeeded", "running", "accepted", "rejected", "dead")
-    assert job["state"] == "succeeded"  # the loser's failure did not clobber the winner's job
+    assert job.state == "succeeded"  # the loser's failure did not clobber the winner's job

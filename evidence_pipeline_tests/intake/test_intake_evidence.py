@@ -89,9 +89,9 @@ def test_an_evidence_job_runs_its_tenant_month_through_dagster_and_records_the_b
         assert other.get(f"/v1/jobs/{job_id}").status_code == 404
     publication = documents.ledger.current_publication(SMALL)
     assert status["state"] == "succeeded" and status["period"] == SMALL.period and status["run_id"] == run.run_id
-    assert status["bundle"]["identity"] == publication["identity"]
-    assert status["bundle"]["report_sha256"] == publication["report_sha256"]
-    assert status["bundle"]["location"].endswith(publication["bundle_key"]) and status["finished_at"]
+    assert status["bundle"]["identity"] == publication.identity
+    assert status["bundle"]["report_sha256"] == publication.report_sha256
+    assert status["bundle"]["location"].endswith(publication.bundle_key) and status["finished_at"]
 
 
 def test_a_failed_evidence_run_rejects_the_job_and_a_replay_gets_a_new_run_key(runtime, documents, intake, tmp_path):
@@ -105,7 +105,7 @@ def test_a_failed_evidence_run_rejects_the_job_and_a_replay_gets_a_new_run_key(r
     assert (status["state"], status["reason"], status["bundle"]) == ("rejected", "EVIDENCE_RUN_FAILED", None)
     Signers(documents.ledger, tmp_path / "actors").replay(job_id, "source fixed")
     [again] = documents.document_jobs.waiting_evidence_jobs()
-    assert again["lease_token"] > waiting["lease_token"]  # the dispatcher's run key changes with it
+    assert again.lease_token > waiting.lease_token  # the dispatcher's run key changes with it
 
 
 def test_a_closed_month_is_refused_at_admission_and_when_it_closed_while_waiting(
@@ -187,6 +187,6 @@ def test_an_evidence_job_for_a_month_that_is_not_a_partition_is_refused_and_the_
                     )
                 )
     assert [r.tags[TENANT_TAG] for r in tick.run_requests] == ["globex"]  # the other tenant's page is dispatched
-    status = documents.document_jobs.job(SMALL.tenant, job["job_id"])
-    assert (status["state"], status["last_reason"]) == ("rejected", "PERIOD_NOT_AVAILABLE")
+    status = documents.document_jobs.job(SMALL.tenant, job.job_id)
+    assert (status.state, status.last_reason) == ("rejected", "PERIOD_NOT_AVAILABLE")
     assert documents.document_jobs.waiting_evidence_jobs() == [] and theirs.status_code == 202

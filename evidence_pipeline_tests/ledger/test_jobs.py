@@ -10,6 +10,7 @@ from sqlalchemy import select
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.jobs import JobKey, RetryBudget
+from evidence_pipeline.ledger.rows import Job
 from evidence_pipeline.operations.replay import replay_job
 from evidence_pipeline_tests.support import jobs
 from evidence_pipeline_tests.support.fixture_sources import SMALL
@@ -33,9 +34,9 @@ ROW = {
 
 
 def test_accept_is_idempotent_and_identity_is_deterministic(ledger):
-    assert ledger.accept_job(KEY, "again")["job_id"] == KEY.job_id == JobKey(**KEY.__dict__).job_id
+    assert ledger.accept_job(KEY, "again").job_id == KEY.job_id == JobKey(**KEY.__dict__).job_id
     assert JobKey(**(KEY.__dict__ | {"fidelity": "preview"})).job_id != KEY.job_id
-    assert ledger.job(KEY.job_id)["state"] == "accepted" and ledger.verify_chain() == 1
+    assert ledger.job(KEY.job_id).state == "accepted" and ledger.verify_chain() == 1
 
 
 def test_tokens_grow_and_a_live_lease_excludes_others(ledger):
@@ -53,7 +54,7 @@ def test_a_lease_that_expired_while_working_cannot_commit(ledger):
     assert fresh.token == stale.token + 1
     assert _code(lambda: ledger.renew_lease(stale, 60)) == "LEASE_FENCED"
     committed, created = ledger.publish(ROW, fresh, "run-b")
-    assert created and ledger.job(KEY.job_id)["state"] == "succeeded"
+    assert created and ledger.job(KEY.job_id).state == "succeeded"
     assert ledger.publish(ROW, stale, "run-a") == (committed, False)  # the zombie converges, changes nothing
     assert ledger.acquire_lease(KEY.job_id, "run-c", 60) is None  # succeeded: nothing left to do
 
@@ -110,7 +111,7 @@ def test_failures_follow_the_retry_budget_and_replay_reopens(ledger, tmp_path):
     signers = Signers(ledger, tmp_path / "actors")
     signers.register("alice", ["operator"])
 
-    def replay(actor: str, reason: str) -> dict:
+    def replay(actor: str, reason: str) -> Job:
         return replay_job(
             signers.gate, signers.sign(actor, Action.JOB_REPLAY, {"job_id": KEY.job_id, "reason": reason})
         )
@@ -120,10 +121,10 @@ def test_failures_follow_the_retry_budget_and_replay_reopens(ledger, tmp_path):
     assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-a", budget, 1, lease.token) == "accepted"
     lease = ledger.acquire_lease(KEY.job_id, "run-a", 60)
     assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-a", budget, 2, lease.token) == "dead"
-    assert [j["job_id"] for j in ledger.jobs_in("dead")] == [KEY.job_id]
+    assert [j.job_id for j in ledger.jobs_in("dead")] == [KEY.job_id]
     assert _code(lambda: ledger.acquire_lease(KEY.job_id, "run-b", 60)) == "JOB_CLOSED"
     reopened = replay("alice", "S3 outage over")
-    assert reopened["state"] == "accepted" and reopened["attempts"] == 0  # a fresh budget; history keeps the rest
+    assert reopened.state == "accepted" and reopened.attempts == 0  # a fresh budget; history keeps the rest
     lease = ledger.acquire_lease(KEY.job_id, "run-b", 60)
     assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-b", budget, 1, lease.token) == "accepted"
     replayed = [e for e in _events(ledger) if e["event_type"] == "job.replayed"]
@@ -144,15 +145,13 @@ def test_failures_of_other_attempts_do_not_move_a_leased_job(ledger):
     ]:
         assert ledger.record_failure(KEY.job_id, reason, retryable, "other", RetryBudget(), 1, token) is None
     job = ledger.job(KEY.job_id)
-    assert (job["state"], job["lease_token"]) == ("running", live.token) and ledger.lease_is_live(
-        KEY.job_id, live.token
-    )
+    assert (job.state, job.lease_token) == ("running", live.token) and ledger.lease_is_live(KEY.job_id, live.token)
     assert ledger.publish(ROW, live, "run-b")[1]
 
 
 def test_terminal_failure_rejects_at_once(ledger):
     assert ledger.record_failure(KEY.job_id, "SOURCE_INVALID", False, "run-a", RetryBudget(), 1) == "rejected"
-    assert ledger.job(KEY.job_id)["last_reason"] == "SOURCE_INVALID"
+    assert ledger.job(KEY.job_id).last_reason == "SOURCE_INVALID"
 
 
 def test_a_burst_of_transient_failures_cannot_spend_the_budget(ledger):

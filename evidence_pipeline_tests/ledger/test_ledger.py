@@ -103,9 +103,9 @@ def test_publication_event_and_job_commit_together_and_converge(ledger):
     committed, created = _publish(ledger, _row())
     again, created_again = ledger.publish(_row() | {"report_sha256": "5" * 64}, Lease(KEY.job_id, 99, "x", 0), "run-2")
     assert created and not created_again and again == committed
-    event = ledger.event(committed["event_seq"])
+    event = ledger.event(committed.event_seq)
     assert event.event_type == "bundle.published" and event.body["details"]["report_sha256"] == "3" * 64
-    assert ledger.job(KEY.job_id)["state"] == "succeeded"
+    assert ledger.job(KEY.job_id).state == "succeeded"
     assert ledger.verify_chain() == 6  # 3 fixture events, job.accepted, job.running, bundle.published
 
 
@@ -464,7 +464,7 @@ def test_a_ledger_at_revision_0002_upgrades_in_place_and_keeps_its_chain_and_gua
     tables = set(inspect(ledger.engine).get_table_names())
     assert LEDGER_TABLES <= tables and not LEGACY_TABLES & tables
     assert ledger.verify_chain() == events
-    assert ledger.job(KEY.job_id)["state"] == "succeeded" and ledger.publication("f" * 64)["event_seq"] == 3
+    assert ledger.job(KEY.job_id).state == "succeeded" and ledger.publication("f" * 64).event_seq == 3
     ledger.record(SMALL, "report.rendered", "9" * 64, "run-1")  # the chain goes on from the migrated head
     assert ledger.verify_chain() == events + 1
     statements = [

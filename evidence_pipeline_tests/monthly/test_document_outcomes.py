@@ -32,7 +32,7 @@ def test_the_closed_document_outcomes_are_rendered_signed_and_named_in_the_bundl
         job_id = submit(http, "before-close", inspect).json()["job_id"]
         dispatch(documents)
         status = http.get(f"/v1/jobs/{job_id}").json()
-        month = TenantMonth("acme", documents.document_jobs.job("acme", job_id)["period"])
+        month = TenantMonth("acme", documents.document_jobs.job("acme", job_id).period)
         publish_revision(rt, month, demo_transactions(TenantMonth("acme-books", month.period)))
         publication = run_tenant_month(rt, month, RUN)
         late = submit(http, "after-close", inspect | {"options": {"active_content": "flag"}}).json()["job_id"]

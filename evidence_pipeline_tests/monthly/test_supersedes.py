@@ -83,7 +83,7 @@ def test_a_new_source_revision_supersedes_the_current_bundle(runtime):
     assert manifest["supersedes"] == link
     assert manifest["lineage"][0] == {"step": "supersedes", "identity": first.identity, "reason": ["source_revision"]}
     assert _published_event(runtime, second)["supersedes"] == link
-    assert runtime.ledger.current_publication(SMALL)["identity"] == second.current_identity == second.identity
+    assert runtime.ledger.current_publication(SMALL).identity == second.current_identity == second.identity
 
     # re-running converges on the current bundle: exactly once, and it never supersedes itself
     again = run_tenant_month(runtime, SMALL, RunInfo("again"))
@@ -247,7 +247,7 @@ def test_racing_publishers_of_one_tenant_month_make_a_linear_chain(runtime):
     [winner] = [p for p in publications if p.supersedes["identity"] == first.identity]
     [loser] = [p for p in publications if p is not winner]
     assert loser.supersedes["identity"] == winner.identity
-    assert runtime.ledger.current_publication(SMALL)["identity"] == loser.identity
+    assert runtime.ledger.current_publication(SMALL).identity == loser.identity
     assert runtime.ledger.verify_chain() > 0
     oldest = verify_bundle(runtime.archive, first.bundle_key)
     assert oldest.ok and oldest.superseded_by == _link(winner) and oldest.current_bundle == _link(loser)
@@ -293,10 +293,10 @@ def test_a_publisher_that_died_holding_the_tenant_month_does_not_block_or_fork_i
     if died == "after-statement":
         # its signed statement names `first`: it is committed first (by the live run), then superseded
         dead = runtime.ledger.publication(dead_identity)
-        assert dead is not None and runtime.ledger.job(dead_pinned.job_id)["state"] == "succeeded"
-        assert live.supersedes["identity"] == dead["identity"]
-        assert runtime.ledger.event(dead["event_seq"]).body["actor"] == "live"
-        assert verify_bundle(runtime.archive, dead["bundle_key"]).superseded_by == _link(live)
+        assert dead is not None and runtime.ledger.job(dead_pinned.job_id).state == "succeeded"
+        assert live.supersedes["identity"] == dead.identity
+        assert runtime.ledger.event(dead.event_seq).body["actor"] == "live"
+        assert verify_bundle(runtime.archive, dead.bundle_key).superseded_by == _link(live)
     else:
         # nothing was signed under its claim: the live run takes over; the dead one's retry supersedes it later
         assert live.supersedes["identity"] == first.identity
@@ -336,7 +336,7 @@ def test_a_statement_of_a_closed_job_cannot_fork_the_chain(runtime, tmp_path):
     with pytest.raises(EvidenceError) as error:
         publish_stage(runtime, stale_pinned, stale_unsigned, RunInfo("replayed"))
     assert error.value.code == "SUPERSEDES_STALE" and not error.value.retryable
-    assert runtime.ledger.current_publication(SMALL)["identity"] == live.identity
+    assert runtime.ledger.current_publication(SMALL).identity == live.identity
     assert runtime.ledger.verify_chain() > 0
 
 
@@ -363,7 +363,7 @@ def test_the_ledger_refuses_a_commit_that_would_fork_the_chain(runtime):
     }
     forked = row | {"identity": "e" * 64, "bundle_key": bundle_prefix(SMALL, "e" * 64)}
     job = ledger.accept_job(dataclasses.replace(_job_key(details), policy_version="forked"), "test")
-    lease = ledger.acquire_lease(job["job_id"], "test", 60)
+    lease = ledger.acquire_lease(job.job_id, "test", 60)
     # a statement that supersedes `first` again, or names nothing, is stale: `second` is current
     for supersedes in ({"identity": first.identity, "prefix": first.bundle_key, "reason": ["source_revision"]}, None):
         with pytest.raises(EvidenceError) as error:
@@ -371,17 +371,15 @@ def test_the_ledger_refuses_a_commit_that_would_fork_the_chain(runtime):
         assert error.value.code == "SUPERSEDES_STALE"
     # while another attempt holds the tenant-month's claim, nobody else commits
     other = ledger.accept_job(dataclasses.replace(_job_key(details), policy_version="other"), "test")
-    other_lease = ledger.acquire_lease(other["job_id"], "test", 60)
+    other_lease = ledger.acquire_lease(other.job_id, "test", 60)
     assert ledger.claim_publication(SMALL, "d" * 64, other_lease).claimed
     refused = ledger.claim_publication(SMALL, "e" * 64, lease)
-    assert not refused.claimed and refused.holder_live and refused.holder["identity"] == "d" * 64
+    assert not refused.claimed and refused.holder_live and refused.holder.identity == "d" * 64
     with pytest.raises(EvidenceError) as error:
         ledger.publish(forked, lease, "test", **(details | {"supersedes": {"identity": second.identity}}))
     assert error.value.code == "LEASE_FENCED"
-    assert ledger.current_publication(SMALL)["identity"] == second.identity
-    assert _code(lambda: ledger.claim_publication(SMALL, "e" * 64, Lease(job["job_id"], 99, "x", 0))) == (
-        "LEASE_FENCED"
-    )
+    assert ledger.current_publication(SMALL).identity == second.identity
+    assert _code(lambda: ledger.claim_publication(SMALL, "e" * 64, Lease(job.job_id, 99, "x", 0))) == ("LEASE_FENCED")
 
 
 def _job_key(details: dict):

@@ -86,7 +86,7 @@ def test_offboarding_stops_new_work_erases_what_is_not_evidence_and_keeps_the_bu
     assert signers.register_tenants(["acme", "initech"]) == {"acme": "offboarded", "initech": "registered"}
     with client(intake, acme_token) as http:
         assert error_code(upload(http, pdf_bytes(3))) == ReasonCode.TOKEN_INVALID
-    assert documents.document_jobs.job("acme", waiting["job_id"])["state"] == states.REJECTED
+    assert documents.document_jobs.job("acme", waiting["job_id"]).state == states.REJECTED
     with pytest.raises(EvidenceError) as refused:
         run_tenant_month(rt, ACME, RunInfo("after-offboarding"))
     assert refused.value.code == ReasonCode.TENANT_OFFBOARDED

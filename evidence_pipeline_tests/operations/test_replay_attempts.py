@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from evidence_pipeline.cli import main
 from evidence_pipeline.ledger import Ledger, append_only
 from evidence_pipeline.ledger.jobs import JobKey
+from evidence_pipeline.ledger.rows import Job
 from evidence_pipeline_tests.support import jobs
 from evidence_pipeline_tests.support.document_jobs import dispatch
 from evidence_pipeline_tests.support.hostile_pdfs import HOSTILE
@@ -28,7 +29,7 @@ INTAKE_OVERRIDES = {"EVIDENCE_MAX_ATTEMPTS": "1", "EVIDENCE_RETRY_BUDGET_SECONDS
 ledger = jobs.ledger  # the same fixture: a ledger on the backend with KEY accepted
 
 
-def _replay(ledger: Ledger, job_id: str, actor: str, reason: str, policy_version: str | None = None) -> dict:
+def _replay(ledger: Ledger, job_id: str, actor: str, reason: str, policy_version: str | None = None) -> Job:
     """`evidence replay` of ``job_id``, signed by ``actor`` (an operator)."""
     signers = signers_of(ledger)
     signers.ensure(actor, ["operator"])
@@ -38,16 +39,16 @@ def _replay(ledger: Ledger, job_id: str, actor: str, reason: str, policy_version
 def test_replay_opens_a_new_attempt_linked_to_the_dead_one_which_stays_as_it_ended(ledger):
     assert _fail(ledger, KEY) == "dead"
     [dead] = ledger.job_attempts(KEY.job_id)
-    assert (dead["attempt_id"], dead["replay_of"], dead["state"], dead["reason"], dead["tries"]) == (
+    assert (dead.attempt_id, dead.replay_of, dead.state, dead.reason, dead.tries) == (
         KEY.job_id,
         None,
         "dead",
         "STORE_UNAVAILABLE",
         1,
-    ) and dead["ended_at"]
+    ) and dead.ended_at
     job = _replay(ledger, KEY.job_id, "alice", "S3 outage over")
-    assert job["attempt_id"] not in (None, KEY.job_id) and job["replay_of"] == KEY.job_id
-    assert (job["state"], job["attempts"], job["last_reason"], job["source_sha256"], job["policy_version"]) == (
+    assert job.attempt_id not in (None, KEY.job_id) and job.replay_of == KEY.job_id
+    assert (job.state, job.attempts, job.last_reason, job.source_sha256, job.policy_version) == (
         "accepted",
         0,
         None,
@@ -56,8 +57,8 @@ def test_replay_opens_a_new_attempt_linked_to_the_dead_one_which_stays_as_it_end
     )  # the same input, under its pinned policy
     ended, current = ledger.job_attempts(KEY.job_id)
     assert ended == dead  # the dead attempt: state, reason, message, tries and clocks as they were
-    assert (current["attempt_id"], current["replay_of"], current["state"], current["ended_at"]) == (
-        job["attempt_id"],
+    assert (current.attempt_id, current.replay_of, current.state, current.ended_at) == (
+        job.attempt_id,
         KEY.job_id,
         "accepted",
         None,
@@ -66,7 +67,7 @@ def test_replay_opens_a_new_attempt_linked_to_the_dead_one_which_stays_as_it_end
     assert event["actor"] == "alice" and event["subject_sha256"] == KEY.source_sha256
     assert {k: event["details"][k] for k in ("job_id", "attempt_id", "replay_of", "policy_version", "reason")} == {
         "job_id": KEY.job_id,
-        "attempt_id": job["attempt_id"],
+        "attempt_id": job.attempt_id,
         "replay_of": KEY.job_id,
         "policy_version": KEY.policy_version,
         "reason": "S3 outage over",
@@ -82,12 +83,12 @@ def test_one_live_attempt_at_a_time_and_each_replay_links_to_the_attempt_before(
     assert len(ledger.events_of_type("job.replayed")) == 1  # the refused replay wrote nothing
     assert _fail(ledger, KEY, "SOURCE_INVALID", retryable=False) == "rejected"
     third = _replay(ledger, KEY.job_id, "carol", "source fixed")
-    assert third["replay_of"] == second["attempt_id"] != third["attempt_id"]
+    assert third.replay_of == second.attempt_id != third.attempt_id
     attempts = ledger.job_attempts(KEY.job_id)
-    assert [(a["attempt_id"], a["replay_of"], a["state"], a["reason"]) for a in attempts] == [
+    assert [(a.attempt_id, a.replay_of, a.state, a.reason) for a in attempts] == [
         (KEY.job_id, None, "dead", "STORE_UNAVAILABLE"),
-        (second["attempt_id"], KEY.job_id, "rejected", "SOURCE_INVALID"),
-        (third["attempt_id"], second["attempt_id"], "accepted", None),
+        (second.attempt_id, KEY.job_id, "rejected", "SOURCE_INVALID"),
+        (third.attempt_id, second.attempt_id, "accepted", None),
     ]
     assert ledger.verify_chain()
 
@@ -95,8 +96,8 @@ def test_one_live_attempt_at_a_time_and_each_replay_links_to_the_attempt_before(
 def test_a_replay_runs_under_the_pinned_policy_only(ledger):
     _fail(ledger, KEY)
     assert _code(lambda: _replay(ledger, KEY.job_id, "alice", "newer policy", "policy/2")) == "REPLAY_POLICY_MISMATCH"
-    assert ledger.job(KEY.job_id)["state"] == "dead" and len(ledger.job_attempts(KEY.job_id)) == 1
-    assert _replay(ledger, KEY.job_id, "alice", "named", KEY.policy_version)["policy_version"] == KEY.policy_version
+    assert ledger.job(KEY.job_id).state == "dead" and len(ledger.job_attempts(KEY.job_id)) == 1
+    assert _replay(ledger, KEY.job_id, "alice", "named", KEY.policy_version).policy_version == KEY.policy_version
 
 
 def test_an_ended_attempt_cannot_be_changed_and_an_edit_fails_verification(ledger):
@@ -135,7 +136,7 @@ def test_a_replayed_document_job_is_picked_up_finishes_and_its_status_lists_its_
     first, second = status["job_attempts"]
     assert first == dead  # the dead attempt is listed as it ended
     assert (second["attempt_id"], second["replay_of"], second["state"], second["tries"]) == (
-        replayed["attempt_id"],
+        replayed.attempt_id,
         job_id,
         "succeeded",
         1,
@@ -216,7 +217,7 @@ def test_dead_letters_are_failures_only_filtered_with_the_next_step_for_each_kin
         ["replay", died, "--reason", "node replaced", "--key", operator_key],
         env=intake_environment(backend) | INTAKE_OVERRIDES,
     )
-    attempt = ledger.job(died)["attempt_id"]
+    attempt = ledger.job(died).attempt_id
     assert replayed.exit_code == 0 and f"attempt {attempt} replays {died}" in replayed.output
     assert "document_dispatch_sensor requests a run of its page" in replayed.output
     assert _listed(backend, "--kind", "document") == []  # a replayed job is no longer a dead letter

@@ -127,7 +127,7 @@ def test_every_role_is_allowed_and_refused_what_the_roles_table_says(documents, 
         for actor in set(everyone) - actors:
             response = _act(url, signers, actor, action)
             assert (response.status_code, _code(response)) == (403, "ACTION_FORBIDDEN"), (actor, action)
-    assert ledger.job(DEAD.job_id)["state"] == "dead" and not ledger.events_of_type("job.replayed")
+    assert ledger.job(DEAD.job_id).state == "dead" and not ledger.events_of_type("job.replayed")
     assert not ledger.events_of_type("template.submitted")
     assert sorted(_refusals(ledger)) == sorted(
         (actor, "ACTION_FORBIDDEN", str(action), True)
@@ -294,16 +294,16 @@ def test_replay_over_http_opens_the_linked_attempt_the_command_line_would(docume
     assert (replayed["job_id"], replayed["replay_of"], replayed["attempt_id"], replayed["state"]) == (
         DEAD.job_id,
         DEAD.job_id,
-        current["attempt_id"],
+        current.attempt_id,
         "accepted",
-    ) and current["replay_of"] == DEAD.job_id
+    ) and current.replay_of == DEAD.job_id
     assert (
         "tenant_month_retry_sensor requests a monthly_evidence run of partition 2026-01-01|acme"
         in replayed["next_step"]
     )
     [event] = ledger.events_of_type("job.replayed")
     assert event["actor"] == "olga" and event["details"]["authorization"] == envelope  # stored exactly as signed
-    assert (event["details"]["attempt_id"], event["details"]["replay_of"]) == (current["attempt_id"], DEAD.job_id)
+    assert (event["details"]["attempt_id"], event["details"]["replay_of"]) == (current.attempt_id, DEAD.job_id)
     mismatch = _post(
         url,
         Action.JOB_REPLAY,

@@ -23,6 +23,7 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import templates
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.actors import ActorLedger
+from evidence_pipeline.ledger.rows import Job
 from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.ledger.tokens import Tokens
 from evidence_pipeline.paths import private_dirs
@@ -68,7 +69,7 @@ class Signers:
     def sign(self, actor: str, action: Action, args: dict, tenant: str | None = None) -> dict:
         return sign_request(self.keys[actor], actor, action, args=args, tenant=tenant)
 
-    def replay(self, job_id: str, reason: str, actor: str = "olga", policy_version: str | None = None) -> dict:
+    def replay(self, job_id: str, reason: str, actor: str = "olga", policy_version: str | None = None) -> Job:
         """What `evidence replay` does, signed by ``actor``."""
         from evidence_pipeline.operations.replay import replay_job
 

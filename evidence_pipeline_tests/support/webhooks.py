@@ -15,6 +15,7 @@ from evidence_pipeline.ledger.batches import Batches
 from evidence_pipeline.ledger.document_jobs import EVIDENCE, DocumentJobs
 from evidence_pipeline.ledger.jobs import Lease
 from evidence_pipeline.ledger.outbox import Outbox
+from evidence_pipeline.ledger.rows import DocumentJob
 from evidence_pipeline.ledger.submissions import Submissions
 from evidence_pipeline.ledger.tokens import Tokens
 from evidence_pipeline.models import EventType
@@ -35,21 +36,25 @@ def subscribe(ledger: Ledger, settings: Settings, url: str, tenant: str = TENANT
     )
 
 
-def add_job(ledger: Ledger, tenant: str, key: str, operation: str = "inspect", request: dict | None = None) -> dict:
+def add_job(
+    ledger: Ledger, tenant: str, key: str, operation: str = "inspect", request: dict | None = None
+) -> DocumentJob:
     job, _ = Submissions(ledger).submit_job(
         tenant, key, SHA, operation, request or {"inputs": [key]}, "policy-test", "intake", None, Clock(None)
     )
-    return DocumentJobs(ledger).job(tenant, job["job_id"])
+    return DocumentJobs(ledger).job(tenant, job.job_id)
 
 
-def succeed(ledger: Ledger, job: dict, event_type: str = EventType.DOCUMENT_PUBLISHED, outputs: dict | None = None):
-    lease = ledger.acquire_lease(job["job_id"], "worker", 60)
+def succeed(
+    ledger: Ledger, job: DocumentJob, event_type: str = EventType.DOCUMENT_PUBLISHED, outputs: dict | None = None
+):
+    lease = ledger.acquire_lease(job.job_id, "worker", 60)
     DocumentJobs(ledger).complete(job, lease, event_type, SHA, outputs or {"outputs": []}, "worker")
 
 
-def _fail(ledger: Ledger, job: dict, reason: str, retryable: bool) -> str:
-    lease = ledger.acquire_lease(job["job_id"], "worker", 60)
-    return ledger.record_failure(job["job_id"], reason, retryable, "worker", ONE_TRY, 1, lease.token, "a message")
+def _fail(ledger: Ledger, job: DocumentJob, reason: str, retryable: bool) -> str:
+    lease = ledger.acquire_lease(job.job_id, "worker", 60)
+    return ledger.record_failure(job.job_id, reason, retryable, "worker", ONE_TRY, 1, lease.token, "a message")
 
 
 def end_jobs_of_every_kind(ledger: Ledger) -> None:
@@ -77,7 +82,7 @@ def end_jobs_of_every_kind(ledger: Ledger) -> None:
     with pytest.raises(EvidenceError) as error:
         DocumentJobs(ledger).complete(
             fenced,
-            Lease(fenced["job_id"], 99, "stale", 0.0),
+            Lease(fenced.job_id, 99, "stale", 0.0),
             EventType.DOCUMENT_PUBLISHED,
             SHA,
             {"outputs": []},

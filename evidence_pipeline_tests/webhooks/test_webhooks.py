@@ -319,9 +319,9 @@ def test_a_tenant_month_run_announces_its_bundle_in_the_transaction_that_publish
     run_tenant_month(runtime, SMALL, RunInfo("month-run"))
     published = ledger.current_publication(SMALL)
     [row] = Outbox(ledger).deliveries(SMALL.tenant)
-    assert (row["event_type"], row["event_seq"]) == ("evidence.delivered", published["event_seq"])
+    assert (row["event_type"], row["event_seq"]) == ("evidence.delivered", published.event_seq)
     [event] = ledger.events_of_type(EventType.BUNDLE_PUBLISHED, SMALL.tenant)
-    assert ledger.event(published["event_seq"]).body == event  # the row names the bundle's own event
+    assert ledger.event(published.event_seq).body == event  # the row names the bundle's own event
     run_tenant_month(runtime, SMALL, RunInfo("again"))  # converges on the published bundle: nothing new
     assert len(Outbox(ledger).deliveries(SMALL.tenant)) == 1
     assert Deliverer(Outbox(ledger), settings).drain() == Counter({"delivered": 1})
@@ -330,9 +330,9 @@ def test_a_tenant_month_run_announces_its_bundle_in_the_transaction_that_publish
     assert body["data"] == {
         "tenant": SMALL.tenant,
         "period": SMALL.period,
-        "ledger_seq": published["event_seq"],
+        "ledger_seq": published.event_seq,
         "supersedes": None,
-        **{name: published[name] for name in ("identity", "report_sha256", "statement_sha256")},
+        **{name: getattr(published, name) for name in ("identity", "report_sha256", "statement_sha256")},
     }
 
 
@@ -369,7 +369,7 @@ def test_offboarding_removes_the_webhook_and_cancels_what_was_not_delivered(docu
         "config_seq": _seq_of(ledger, configured["event_id"]),
     }
     assert event["details"]["webhook_deliveries_cancelled"] == undelivered
-    assert DocumentJobs(ledger).job(TENANT, waiting["job_id"])["state"] == "rejected"
+    assert DocumentJobs(ledger).job(TENANT, waiting.job_id).state == "rejected"
     rows = {row["delivery_id"]: row for row in Outbox(ledger).deliveries(TENANT)}
     assert len(rows) == 3  # nothing announced the rejected job: the tenant has no webhook any more
     assert [(rows[i]["state"], rows[i]["last_code"]) for i in undelivered] == [("cancelled", "TENANT_OFFBOARDED")] * 2
