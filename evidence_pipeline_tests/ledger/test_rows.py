@@ -12,7 +12,7 @@ from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.jobs import JobKey
 from evidence_pipeline.ledger.rows import DocumentJob, Job, JobAttempt, ListedJob, PublicationClaim, PublicationRecord
 
-PACKAGE = Path(__file__).resolve().parent.parent / "evidence_pipeline"
+PACKAGE = Path(__file__).resolve().parents[2] / "evidence_pipeline"
 LEDGER = PACKAGE / "ledger"
 # The modules that read jobs for everyone else: what they hand out is a row type, never a dict.
 JOB_READERS = ("jobs.py", "document_jobs.py", "pages.py", "submissions.py", "retries.py")
