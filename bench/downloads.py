@@ -74,10 +74,10 @@ def committed_output(env: dict[str, str], data: bytes) -> tuple[str, str, str, P
         None,
         Clock(time.perf_counter()),
     )
-    job = rt.document_jobs.job(TENANT, job["job_id"])
+    job = rt.document_jobs.job(TENANT, job.job_id)
     lease = rt.document_jobs.start(job, "bench", 60, None)
     name = "derivative.pdf"
-    stored = rt.archive.put_once(f"documents/{TENANT}/{job['period']}/{job['job_id']}/{name}", data)
+    stored = rt.archive.put_once(f"documents/{TENANT}/{job.period}/{job.job_id}/{name}", data)
     artifacts = [{"name": name, "key": stored.key, "sha256": stored.sha256, "bytes": stored.size}]
     rt.document_jobs.complete(
         job,
@@ -90,7 +90,7 @@ def committed_output(env: dict[str, str], data: bytes) -> tuple[str, str, str, P
     full_env = os.environ | env
     full_env["EVIDENCE_ACTOR_KEY"] = acting_operator(full_env, Path(env["EVIDENCE_HOME"]).parent / "actors")
     token = tenant_token(full_env, TENANT)
-    return job["job_id"], name, stored.sha256, Path(env["EVIDENCE_HOME"]) / "archive" / stored.key, token
+    return job.job_id, name, stored.sha256, Path(env["EVIDENCE_HOME"]) / "archive" / stored.key, token
 
 
 def read_direct(path: Path, hashing: bool) -> str:

@@ -132,7 +132,7 @@ def through_daemon(door: FrontDoor, document_id: str, count: int, interval: floa
         runs = {}  # job id -> its page's (latest) run
         for record in records:
             for job in pages.page_jobs(record.dagster_run.tags[PAGE_TAG]):
-                runs[job["job_id"]] = record
+                runs[job.job_id] = record
 
         def event_time(run_id: str, kind: DagsterEventType) -> float:
             [event] = instance.get_records_for_run(run_id, of_type=kind).records
