@@ -166,8 +166,9 @@ def test_cli_is_on_top_and_imports_its_commands_lazily():
 LEDGER = PACKAGE / "ledger"
 # The core every piece of the ledger takes: the engine, its transactions and the chain (ledger.py), job states and
 # leases (jobs.py, job_states.py), the deliveries announced in their transactions (announcements.py), and what they
-# are built on.
-LEDGER_CORE = {"ledger", "jobs", "job_states", "announcements", "db", "mirrors", "merkle", "chain", "append_only"}
+# are built on, and the typed rows they return (rows.py).
+CORE_GROUND = {"db", "mirrors", "merkle", "chain", "append_only", "rows"}
+LEDGER_CORE = {"ledger", "jobs", "job_states", "announcements"} | CORE_GROUND
 
 
 def _ledger_modules_imported(path: Path) -> set[str]:
