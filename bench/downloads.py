@@ -66,13 +66,13 @@ def committed_output(env: dict[str, str], data: bytes) -> tuple[str, str, str, P
     job, _ = rt.submissions.submit_job(
         TENANT,
         "bench-1",
-        "0" * 64,
-        "inspect",
-        {"inputs": [], "options": {}},
-        "policy-2026.1",
-        "bench",
-        None,
-        Clock(time.perf_counter()),
+        request_sha256="0" * 64,
+        operation="inspect",
+        request={"inputs": [], "options": {}},
+        policy_version="policy-2026.1",
+        actor="bench",
+        limits=None,
+        clock=Clock(time.perf_counter()),
     )
     job = rt.document_jobs.job(TENANT, job.job_id)
     lease = rt.document_jobs.start(job, "bench", 60, None)
@@ -82,10 +82,10 @@ def committed_output(env: dict[str, str], data: bytes) -> tuple[str, str, str, P
     rt.document_jobs.complete(
         job,
         lease,
-        EventType.DOCUMENT_PUBLISHED,
-        stored.sha256,
-        {"operation": "inspect", "artifacts": artifacts, "summary": {}},
-        "bench",
+        event_type=EventType.DOCUMENT_PUBLISHED,
+        subject_sha256=stored.sha256,
+        outputs={"operation": "inspect", "artifacts": artifacts, "summary": {}},
+        actor="bench",
     )
     full_env = os.environ | env
     full_env["EVIDENCE_ACTOR_KEY"] = acting_operator(full_env, Path(env["EVIDENCE_HOME"]).parent / "actors")

@@ -150,6 +150,19 @@ class LedgerEvent:
     body: dict
 
 
+@dataclass(frozen=True)
+class ChainedEvent:
+    """An event with what checks its place in the chain: its stored body text, the hash it links from and its own
+    (``parsed`` is the body). The lineage walk reads one from the ledger (ledger/documents.py) or, with no database,
+    from an audit package's proofs (audit/package_documents.py): so it lives here, not among the ledger's rows."""
+
+    seq: int
+    prev_hash: str
+    event_hash: str
+    body: str  # the exact text the chain hashes
+    parsed: dict
+
+
 TENANT_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 # [0-9], never \d: \d matches every script's digits (and int() reads them), so "٢٠٢٦-07" passed for 2026-07
 PERIOD = re.compile(r"^([0-9]{4})-(0[1-9]|1[0-2])$")

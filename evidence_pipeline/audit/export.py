@@ -157,9 +157,9 @@ def export_package(
     proved = {stored.event.seq for stored in authorizations}  # an authorization event keeps its own proof
     document_events = [
         _Stored(
-            LedgerEvent(seq, e["parsed"]["event_type"], e["event_hash"], e["parsed"]),
-            e["prev_hash"],
-            e["body"].encode("utf-8"),
+            LedgerEvent(seq, e.parsed["event_type"], e.event_hash, e.parsed),
+            e.prev_hash,
+            e.body.encode("utf-8"),
             document_proof_path(seq),
             position[seq],
         )

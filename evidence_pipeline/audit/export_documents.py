@@ -12,7 +12,7 @@ from evidence_pipeline.audit.lineage import DerivedBy, walk
 from evidence_pipeline.audit.lineage_ledger import LedgerSource
 from evidence_pipeline.document_formats import DERIVED_BY, SIGNATURE_CHECKS, STATEMENT
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.models import EventType
+from evidence_pipeline.models import ChainedEvent, EventType
 from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.store import ArtifactStore, sha256_hex
 
@@ -23,7 +23,7 @@ class DocumentContents:
 
     artifacts: list[str] = field(default_factory=list)  # where the walks start
     # seq -> the event as the ledger source returns it
-    events: dict[int, dict[str, Any]] = field(default_factory=dict)
+    events: dict[int, ChainedEvent] = field(default_factory=dict)
     objects: dict[str, str] = field(default_factory=dict)  # archive key -> sha256 of the bytes the walk checked
     uploads: dict[str, tuple[ArtifactStore, str, str]] = field(default_factory=dict)  # id -> (store, key, sha256)
     derived_by: dict[str, Any] = field(default_factory=dict)
@@ -52,27 +52,27 @@ class _Recording:
         self.archive = _RecordingArchive(source.archive, contents.objects)
         self.statement_keys = source.statement_keys
 
-    def _noted(self, event: dict[str, Any] | None) -> dict[str, Any] | None:
+    def _noted(self, event: ChainedEvent | None) -> ChainedEvent | None:
         if event is not None:
-            self.contents.events[event["seq"]] = event
+            self.contents.events[event.seq] = event
         return event
 
-    def find_event(self, tenant: str, event_type: str, name: str, value: str) -> dict[str, Any] | None:
+    def find_event(self, tenant: str, event_type: str, name: str, value: str) -> ChainedEvent | None:
         return self._noted(self.source.find_event(tenant, event_type, name, value))
 
-    def event(self, tenant: str, event_type: str, event_id: str) -> dict[str, Any] | None:
+    def event(self, tenant: str, event_type: str, event_id: str) -> ChainedEvent | None:
         return self._noted(self.source.event(tenant, event_type, event_id))
 
-    def chained(self, event: dict[str, Any]) -> str | None:
+    def chained(self, event: ChainedEvent) -> str | None:
         return self.source.chained(event)
 
     def upload(self, tenant: str, document_id: str) -> tuple[ArtifactStore, str] | None:
         store, key = self.source.upload(tenant, document_id)
         admitted = cast(
-            dict[str, Any],  # the walk found the upload's admission before it asks for the bytes
+            ChainedEvent,  # the walk found the upload's admission before it asks for the bytes
             self.source.find_event(tenant, EventType.DOCUMENT_ADMITTED, "document_id", document_id),
         )
-        self.contents.uploads[document_id] = (store, key, admitted["parsed"]["subject_sha256"])
+        self.contents.uploads[document_id] = (store, key, admitted.parsed["subject_sha256"])
         return store, key
 
     def derived_by(self) -> DerivedBy:

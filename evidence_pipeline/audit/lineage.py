@@ -41,7 +41,7 @@ from evidence_pipeline.document_formats import (
     decision_problem,
 )
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.models import TENANT_ID, EventType
+from evidence_pipeline.models import TENANT_ID, ChainedEvent, EventType
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.pades import TIMESTAMPED, verify_pdf_signature
 from evidence_pipeline.store import ArtifactStore, sha256_hex
@@ -65,19 +65,19 @@ class Archive(Protocol):
 
 
 class Source(Protocol):
-    """Where the walk reads: events are dicts {seq, prev_hash, event_hash, body (the stored text), parsed}."""
+    """Where the walk reads: events with their place in the log (models.ChainedEvent)."""
 
     @property
     def archive(self) -> Archive: ...
 
     statement_keys: dict[str, ed25519.Ed25519PublicKey]
 
-    def find_event(self, tenant: str, event_type: str, name: str, value: str) -> dict[str, Any] | None:
+    def find_event(self, tenant: str, event_type: str, name: str, value: str) -> ChainedEvent | None:
         """The oldest of ``tenant``'s events of ``event_type`` whose details[``name``] is ``value``."""
 
-    def event(self, tenant: str, event_type: str, event_id: str) -> dict[str, Any] | None: ...
+    def event(self, tenant: str, event_type: str, event_id: str) -> ChainedEvent | None: ...
 
-    def chained(self, event: dict[str, Any]) -> str | None:
+    def chained(self, event: ChainedEvent) -> str | None:
         """What is wrong with the event's place in the log, or None."""
 
     def upload(self, tenant: str, document_id: str) -> tuple[ArtifactStore, str] | None:
@@ -155,13 +155,13 @@ class _Walker:
             return digest, digest
         return self.artifact(parent)
 
-    def derivative(self, artifact_id: str, event: dict[str, Any]) -> tuple[str, str]:
-        details = event["parsed"]["details"]
+    def derivative(self, artifact_id: str, event: ChainedEvent) -> tuple[str, str]:
+        details = event.parsed["details"]
         recorded = details["lineage"]
         link = f"{recorded['operation']} {artifact_id}"
         self.chained(event, link)
         digest = recorded["output_digest"]
-        if event["parsed"]["subject_sha256"] != digest:
+        if event.parsed["subject_sha256"] != digest:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the event's subject is not the output digest")
         data = self.bytes_of(self.archive, artifact_id, digest, link)
         manifest = self.json_of(details["manifest"], sha256=details["manifest_sha256"], link=link, what="manifest")
@@ -251,7 +251,7 @@ class _Walker:
             link,
             "no part.decided event",
         )
-        body = event["parsed"]
+        body = event.parsed
         if body["details"].get("decision") != "approved":
             raise _Broken(ReasonCode.LINEAGE_NOT_APPROVED, link, "the reviewer's decision is not approved")
         problem = decision_problem(body, pin, parent_digest)
@@ -275,8 +275,8 @@ class _Walker:
             link,
             "no signature.checked event",
         )
-        details = event["parsed"]["details"]
-        if event["parsed"]["subject_sha256"] != original_digest:
+        details = event.parsed["details"]
+        if event.parsed["subject_sha256"] != original_digest:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, "the check is about other bytes")
         record = self.json_of(
             details["record"],
@@ -355,7 +355,7 @@ class _Walker:
             link,
             "no document.admitted event for the upload",
         )
-        digest: str = event["parsed"]["subject_sha256"]
+        digest: str = event.parsed["subject_sha256"]
         stored = self.source.upload(self.tenant, document_id)
         if stored is not None:
             self.bytes_of(*stored, digest, link)
@@ -372,8 +372,7 @@ class _Walker:
             link,
             "no document.published event for the job",
         )
-        parsed: dict[str, Any] = event["parsed"]
-        return parsed
+        return event.parsed
 
     def job_statement(self, event: dict[str, Any], subject_digest: str | None, link: str) -> dict[str, Any]:
         """The predicate of a job's statement, which must list the event's artifacts with their digests."""
@@ -451,14 +450,14 @@ class _Walker:
                 raise
             raise _Broken(code, link, f"cannot read it ({error.code})") from None
 
-    def in_log(self, event: dict[str, Any] | None, link: str, missing: str) -> dict[str, Any]:
+    def in_log(self, event: ChainedEvent | None, link: str, missing: str) -> ChainedEvent:
         """The event, once the source has placed it in the log; the link breaks when there is none."""
         if event is None:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, missing)
         self.chained(event, link)
         return event
 
-    def chained(self, event: dict[str, Any], link: str) -> None:
+    def chained(self, event: ChainedEvent, link: str) -> None:
         problem = self.source.chained(event)
         if problem is not None:
             raise _Broken(ReasonCode.LINEAGE_EVENT_INVALID, link, problem)

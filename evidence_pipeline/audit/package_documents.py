@@ -43,7 +43,7 @@ from evidence_pipeline.audit.package import (
 from evidence_pipeline.audit.verify import Check, trust_root
 from evidence_pipeline.config import PADES_LEVELS
 from evidence_pipeline.errors import UNAVAILABLE_CODES, EvidenceError, ReasonCode
-from evidence_pipeline.models import TENANT_ID, EventType
+from evidence_pipeline.models import TENANT_ID, ChainedEvent, EventType
 from evidence_pipeline.store import ArtifactStore
 
 DOCUMENT_PROOFS = "proofs/documents"
@@ -91,9 +91,11 @@ class PackageSource:
         root_ids: frozenset[str],
     ):
         self.archive, self.index, self.statement_keys, self.root_ids = store, index, statement_keys, root_ids
-        self.events: dict[int, dict[str, Any]] = {}  # seq -> the event, as the walk reads it
+        self.events: dict[int, ChainedEvent] = {}  # seq -> the event, as the walk reads it
         self.problems: dict[int, str] = {}  # seq -> why the event is not proved
-        self._lookups: dict[tuple[str, str, str], dict[str, Any]] = {}  # built once every event is read (see _by)
+        self._lookups: dict[
+            tuple[str, str, str], dict[str, ChainedEvent]
+        ] = {}  # built once every event is read (see _by)
 
     def prove(self, seq: int, roots: dict[str, tuple[int, bytes]]) -> None:
         """Read event ``seq`` and its proof; the event is kept (and walked) even when the proof fails, which the
@@ -102,30 +104,26 @@ class PackageSource:
         path = authorization_proof_path(seq) if seq in self.index.authorizations else document_proof_path(seq)
         self.problems[seq] = f"ledger event {seq} is not proved in a verified checkpoint"
         proof = read_inclusion(self.archive, path)
-        self.events[seq] = {
-            "seq": seq,
-            "prev_hash": proof["prev_hash"],
-            "event_hash": proof["event_hash"],
-            "body": text.decode(),
-            "parsed": body,
-        }
+        self.events[seq] = ChainedEvent(seq, proof["prev_hash"], proof["event_hash"], text.decode(), body)
         prove_event(self.archive, seq, text, proof, roots)
         del self.problems[seq]
 
-    def find_event(self, tenant: str, event_type: str, name: str, value: str) -> dict[str, Any] | None:
+    def find_event(self, tenant: str, event_type: str, name: str, value: str) -> ChainedEvent | None:
         return self._by(tenant, event_type, lambda parsed: parsed["details"].get(name), name).get(value)
 
-    def event(self, tenant: str, event_type: str, event_id: str) -> dict[str, Any] | None:
+    def event(self, tenant: str, event_type: str, event_id: str) -> ChainedEvent | None:
         return self._by(tenant, event_type, lambda parsed: parsed.get("event_id"), "(event_id)").get(event_id)
 
-    def _by(self, tenant: str, event_type: str, field: Callable[[dict[str, Any]], object], name: str) -> dict[str, Any]:
+    def _by(
+        self, tenant: str, event_type: str, field: Callable[[dict[str, Any]], object], name: str
+    ) -> dict[str, ChainedEvent]:
         """The oldest event of each value of ``field`` among the tenant's events of a type, looked up once: a walk
         asks for many."""
         key = (tenant, str(event_type), name)
         if key not in self._lookups:
-            found: dict[str, Any] = {}
+            found: dict[str, ChainedEvent] = {}
             for _, event in sorted(self.events.items()):
-                parsed = event["parsed"]
+                parsed = event.parsed
                 if parsed.get("tenant") == tenant and parsed.get("event_type") == str(event_type):
                     value = field(parsed)
                     if isinstance(value, str):
@@ -133,14 +131,14 @@ class PackageSource:
             self._lookups[key] = found
         return self._lookups[key]
 
-    def chained(self, event: dict[str, Any]) -> str | None:
-        return self.problems.get(event["seq"])
+    def chained(self, event: ChainedEvent) -> str | None:
+        return self.problems.get(event.seq)
 
     def upload(self, tenant: str, document_id: str) -> tuple[ArtifactStore, str] | None:
         if not cast(dict[str, Any], self.index.documents)["with_uploads"]:  # a version 2 index: it has them
             return None
         admitted = self.find_event(tenant, EventType.DOCUMENT_ADMITTED, "document_id", document_id)
-        digest = admitted["parsed"]["subject_sha256"] if admitted else ""
+        digest = admitted.parsed["subject_sha256"] if admitted else ""
         return self.archive, upload_path(tenant, digest if re.fullmatch(r"[0-9a-f]{64}", str(digest)) else "none")
 
     def derived_by(self) -> DerivedBy:

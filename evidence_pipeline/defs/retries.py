@@ -57,10 +57,10 @@ def tenant_month_retry_sensor(context: SensorEvaluationContext, evidence: Eviden
         state = runtime.ledger.record_failure(
             job_id,
             ReasonCode.RETRY_RUN_FAILED,
-            True,
-            SENSOR,
-            runtime.retry_wait_budget,
-            None,
+            retryable=True,
+            actor=SENSOR,
+            budget=runtime.retry_wait_budget,
+            attempt=None,
             message=f"retry run {run.run_id[:8]} ended {run.status.value} before it worked the job",
         )
         context.log.warning(

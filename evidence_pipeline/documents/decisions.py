@@ -47,10 +47,12 @@ def decide_part(gate: ActionGate, rt: Runtime, envelope: object) -> dict:
     def perform(conn: Connection, _registry: Registry, authorized: AuthorizedAction) -> LedgerEvent:
         tenant, args = authorized.tenant, authorized.args
         _check_request(tenant, args)
-        derived = find_event_in(conn, ledger, tenant, EventType.DOCUMENT_DERIVED, "artifact_id", args["artifact_id"])
+        derived = find_event_in(
+            conn, ledger, tenant, EventType.DOCUMENT_DERIVED, name="artifact_id", value=args["artifact_id"]
+        )
         if derived is None:
             raise EvidenceError(ReasonCode.DOCUMENT_NOT_FOUND, "no derived artifact of the tenant has this id")
-        sha256 = derived["parsed"]["subject_sha256"]
+        sha256 = derived.parsed["subject_sha256"]
         details = {
             "artifact_id": args["artifact_id"],
             "sha256": sha256,
@@ -97,7 +99,7 @@ def approved_inputs(rt: Runtime, tenant: str, inputs: list[str]) -> dict:
         derived = rt.document_records.find_event(tenant, EventType.DOCUMENT_DERIVED, "artifact_id", artifact_id)
         if derived is None:
             raise EvidenceError(ReasonCode.MERGE_INPUT_NOT_APPROVED, "a merge input is not a derived artifact")
-        originals.add(derived["parsed"]["details"]["lineage"]["original_digest"])
+        originals.add(derived.parsed["details"]["lineage"]["original_digest"])
         pins.append(approving_pin(rt, tenant, artifact_id))
     if len(originals) > 1:
         raise EvidenceError(ReasonCode.INPUTS_INVALID, "a merge's inputs must derive from one original")
@@ -114,9 +116,9 @@ def approving_pin(rt: Runtime, tenant: str, artifact_id: str) -> dict:
         else rt.document_records.find_event(tenant, EventType.DOCUMENT_PUBLISHED, "job_id", review.job_id, newest=True)
     )
     decided = rt.document_records.find_event(tenant, EventType.PART_DECIDED, "artifact_id", artifact_id, newest=True)
-    if decided is None or (published is not None and published["seq"] > decided["seq"]):
+    if decided is None or (published is not None and published.seq > decided.seq):
         return review_pin(review, artifact_id)
-    event = decided["parsed"]
+    event = decided.parsed
     if event["details"]["decision"] != "approved":
         raise EvidenceError(ReasonCode.MERGE_INPUT_NOT_APPROVED, "a reviewer rejected a merge input")
     return {"artifact_id": artifact_id, "decision_event_id": event["event_id"], "decided_by": event["actor"]}
@@ -145,6 +147,6 @@ def pin_holds(rt: Runtime, tenant: str, pin: dict, sha256: str) -> None:
         review_pin(rt.document_jobs.job(tenant, pin["review_job_id"]), pin["artifact_id"])
         return
     event = rt.document_records.event(tenant, EventType.PART_DECIDED, pin["decision_event_id"])
-    problem = "no such decision" if event is None else decision_problem(event["parsed"], pin, sha256)
+    problem = "no such decision" if event is None else decision_problem(event.parsed, pin, sha256)
     if problem is not None:
         raise EvidenceError(ReasonCode.MERGE_INPUT_NOT_APPROVED, f"a merge input's pinned decision: {problem}")

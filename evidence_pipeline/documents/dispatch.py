@@ -15,7 +15,7 @@ import logging
 from evidence_pipeline.documents.registry import operation, request_digest
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import jobs as states
-from evidence_pipeline.ledger.rows import DocumentJob
+from evidence_pipeline.ledger.rows import Batch, DocumentJob
 from evidence_pipeline.models import EventType, TenantMonth
 from evidence_pipeline.runtime import Runtime
 
@@ -29,26 +29,26 @@ def dispatch_batches(rt: Runtime, page_size: int, actor: str) -> int:
     policy = rt.settings.policy_version
     created, served = 0, set()
     for batch in rt.batches.open_batches():
-        if batch["tenant"] in served:
+        if batch.tenant in served:
             continue  # one page per tenant per call: a tenant's big batch cannot starve another's
-        served.add(batch["tenant"])
+        served.add(batch.tenant)
         try:
             created += _dispatch_page(rt, batch, page_size, policy, actor)
         except EvidenceError as error:
-            _log.warning("batch %s not dispatched this time (%s)", batch["batch_id"][:16], error.code)
+            _log.warning("batch %s not dispatched this time (%s)", batch.batch_id[:16], error.code)
     return created
 
 
-def _dispatch_page(rt: Runtime, batch: dict, page_size: int, policy: str, actor: str) -> int:
-    manifest = json.loads(rt.document_store.get(batch["store_key"], expected_sha256=batch["manifest_sha256"]))
+def _dispatch_page(rt: Runtime, batch: Batch, page_size: int, policy: str, actor: str) -> int:
+    manifest = json.loads(rt.document_store.get(batch.store_key, expected_sha256=batch.manifest_sha256))
     children = [
         (
             spec["idempotency_key"],
-            request_digest(batch["tenant"], operation(spec["operation"]), spec["inputs"], spec["options"], policy),
+            request_digest(batch.tenant, operation(spec["operation"]), spec["inputs"], spec["options"], policy),
             spec["operation"],
             {"inputs": spec["inputs"], "options": spec["options"]} | spec.get("pinned", {}),
         )
-        for spec in manifest[batch["dispatched"] : batch["dispatched"] + page_size]
+        for spec in manifest[batch.dispatched : batch.dispatched + page_size]
     ]
     return len(children) if rt.batches.dispatch_batch_page(batch, children, policy, actor) else 0
 
@@ -64,7 +64,9 @@ def refuse_evidence_job(rt: Runtime, job: DocumentJob, code: str, actor: str) ->
 
 
 def _close(rt: Runtime, job_id: str, code: str, actor: str, lease) -> str | None:
-    state = rt.ledger.record_failure(job_id, code, False, actor, rt.retry_budget, 1, lease.token)
+    state = rt.ledger.record_failure(
+        job_id, code, retryable=False, actor=actor, budget=rt.retry_budget, attempt=1, lease_token=lease.token
+    )
     rt.document_jobs.mark_finished(job_id)
     return state
 
@@ -93,9 +95,9 @@ def finish_evidence_job(rt: Runtime, tenant: str, job_id: str, run_id: str, succ
     rt.document_jobs.complete(
         job,
         lease,
-        EventType.EVIDENCE_DELIVERED,
-        publication.report_sha256,
-        {"run_id": run_id, "bundle": bundle},
-        run_id,
+        event_type=EventType.EVIDENCE_DELIVERED,
+        subject_sha256=publication.report_sha256,
+        outputs={"run_id": run_id, "bundle": bundle},
+        actor=run_id,
     )
     return states.SUCCEEDED

@@ -40,7 +40,7 @@ def shadow(rt: Runtime, candidate: Ruleset, sample: int) -> list[Difference]:
         row = rt.document_records.document(job.tenant, job.request["inputs"][0])
         with scratch_file(work_dir) as file:
             try:
-                rt.document_store.get_file(row["store_key"], file, expected_sha256=row["sha256"])
+                rt.document_store.get_file(row.store_key, file, expected_sha256=row.sha256)
             except EvidenceError as error:
                 if error.code != ReasonCode.STORE_NOT_FOUND:
                     raise

@@ -33,7 +33,7 @@ def shadow(rt: Runtime, tenant: str, candidate: str, sample: int) -> dict:
         for document_id in _latest_inputs(rt, tenant, min(sample, MAX_SAMPLE)):
             row = rt.document_records.document(tenant, document_id)
             with scratch_file(scratch) as file:
-                rt.document_store.get_file(row["store_key"], file, expected_sha256=row["sha256"])
+                rt.document_store.get_file(row.store_key, file, expected_sha256=row.sha256)
                 try:
                     gate(file, "flag")
                     found = {name: _values(file, r) for name, r in rules.items()}

@@ -344,9 +344,9 @@ def _process(
     rt.document_jobs.complete(  # fenced: commits only while the lease is still ours and unexpired
         job,
         lease,
-        EventType.DOCUMENT_PUBLISHED,
-        subject.sha256,
-        {
+        event_type=EventType.DOCUMENT_PUBLISHED,
+        subject_sha256=subject.sha256,
+        outputs={
             "operation": op.name,
             "prefix": prefix,
             "artifacts": artifacts,
@@ -354,7 +354,7 @@ def _process(
             "key_id": keyring.statement_key_id,
             "run_id": run.run_id,
         },
-        run.run_id,
+        actor=run.run_id,
         rejected=result.rejected,
         message=result.message,
         derived=derived,
@@ -378,11 +378,11 @@ def _source(rt: Runtime, tenant: str, input_id: str) -> _Source:
     if input_id.startswith("doc_"):
         row = rt.document_records.document(tenant, input_id)
         if row is not None:
-            return _Source(rt.document_store, row["store_key"], row["sha256"], None)
+            return _Source(rt.document_store, row.store_key, row.sha256, None)
     else:
         event = rt.document_records.find_event(tenant, EventType.DOCUMENT_DERIVED, "artifact_id", input_id)
         if event is not None:
-            lineage = event["parsed"]["details"]["lineage"]
+            lineage = event.parsed["details"]["lineage"]
             return _Source(rt.archive, input_id, lineage["output_digest"], lineage)
     raise EvidenceError(ReasonCode.DOCUMENT_NOT_FOUND, "an input document of this job does not exist")
 
@@ -493,7 +493,13 @@ def _check_signatures(
         ],
     }
     rt.document_jobs.record_once(
-        job, lease, EventType.SIGNATURE_CHECKED, document.sha256, "signature_check_id", details, run.run_id
+        job,
+        lease,
+        event_type=EventType.SIGNATURE_CHECKED,
+        subject_sha256=document.sha256,
+        name="signature_check_id",
+        details=details,
+        actor=run.run_id,
     )
     return details
 

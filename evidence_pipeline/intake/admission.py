@@ -16,7 +16,7 @@ from evidence_pipeline.ledger.document_jobs import EVIDENCE, stage_of
 from evidence_pipeline.ledger.documents import stored_bytes_exceeded
 from evidence_pipeline.ledger.job_states import ACCEPTED, RUNNING
 from evidence_pipeline.ledger.jobs import document_job_id
-from evidence_pipeline.ledger.rows import DocumentJob, JobAttempt
+from evidence_pipeline.ledger.rows import Batch, Document, DocumentJob, JobAttempt
 from evidence_pipeline.models import first_open_period, validate_period
 from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.store import sha256_hex
@@ -65,7 +65,7 @@ def store_document(
     media_type: str,
     actor: str,
     clock: Clock,
-) -> tuple[dict, bool]:
+) -> tuple[Document, bool]:
     """Put the received bytes (a spool of the document store, hashed while received) once, content-addressed,
     then commit `document.admitted`. Returns (row, created). Bytes that the quota refuses are erased again: no
     document of the tenant has them (it would have been answered instead)."""
@@ -73,7 +73,14 @@ def store_document(
     rt.document_store.put_spooled(key, spool, sha256, size)
     try:
         return rt.document_records.admit_document(
-            tenant, sha256, size, media_type, key, actor, clock, rt.settings.tenant_max_bytes
+            tenant,
+            sha256,
+            size=size,
+            media_type=media_type,
+            store_key=key,
+            actor=actor,
+            clock=clock,
+            max_bytes=rt.settings.tenant_max_bytes,
         )
     except EvidenceError as error:
         if error.code == ReasonCode.REQUEST_EXCEEDS_QUOTA:
@@ -81,13 +88,8 @@ def store_document(
         raise
 
 
-def document_view(row: dict) -> dict:
-    return {
-        "document_id": row["document_id"],
-        "sha256": row["sha256"],
-        "bytes": row["size"],
-        "media_type": row["media_type"],
-    }
+def document_view(row: Document) -> dict:
+    return {"document_id": row.document_id, "sha256": row.sha256, "bytes": row.size, "media_type": row.media_type}
 
 
 def check_idempotency_key(key) -> str:
@@ -163,13 +165,13 @@ def submit_job(
     return rt.submissions.submit_job(
         tenant,
         idempotency_key,
-        request_digest(tenant, op, inputs, options, policy),
-        op.name,
-        {"inputs": inputs, "options": options} | _pinned(rt, op, tenant, inputs),
-        policy,
-        actor,
-        _limits(rt),
-        clock,
+        request_sha256=request_digest(tenant, op, inputs, options, policy),
+        operation=op.name,
+        request={"inputs": inputs, "options": options} | _pinned(rt, op, tenant, inputs),
+        policy_version=policy,
+        actor=actor,
+        limits=_limits(rt),
+        clock=clock,
     )
 
 
@@ -197,17 +199,17 @@ def submit_evidence_job(
     return rt.submissions.submit_job(
         tenant,
         idempotency_key,
-        digest,
-        EVIDENCE,
-        {"inputs": [], "options": {}, "period": period},
-        policy,
-        actor,
-        _limits(rt),
-        clock,
+        request_sha256=digest,
+        operation=EVIDENCE,
+        request={"inputs": [], "options": {}, "period": period},
+        policy_version=policy,
+        actor=actor,
+        limits=_limits(rt),
+        clock=clock,
     )
 
 
-def submit_batch(rt: Runtime, tenant: str, body, actor: str, clock: Clock) -> tuple[dict, bool]:
+def submit_batch(rt: Runtime, tenant: str, body, actor: str, clock: Clock) -> tuple[Batch, bool]:
     """Admit a manifest of job specs: every spec is checked, the manifest is stored once and one batch row
     committed; no child job is created here (the dispatcher does, in pages). Returns (batch, created)."""
     if not isinstance(body, dict) or set(body) != {"jobs"} or not isinstance(body["jobs"], list):
@@ -238,7 +240,14 @@ def submit_batch(rt: Runtime, tenant: str, body, actor: str, clock: Clock) -> tu
     stored = rt.document_store.put_once(f"{tenant}/batches/{manifest_sha256}.json", data)
     batch_id = "bat_" + sha256_text(f"{tenant}/{manifest_sha256}")[:40]
     return rt.batches.create_batch(
-        tenant, batch_id, manifest_sha256, stored.key, len(manifest), actor, _limits(rt), clock
+        tenant,
+        batch_id,
+        manifest_sha256=manifest_sha256,
+        store_key=stored.key,
+        jobs=len(manifest),
+        actor=actor,
+        limits=_limits(rt),
+        clock=clock,
     )
 
 
@@ -249,31 +258,36 @@ def cancel_batch(rt: Runtime, tenant: str, batch_id: str, actor: str) -> dict[st
     if batch is None:
         raise EvidenceError(ReasonCode.BATCH_NOT_FOUND, "no such batch")
     for job_id in rt.batches.batch_children_in(batch_id, ACCEPTED):
-        if rt.ledger.record_failure(job_id, ReasonCode.JOB_CANCELLED, False, actor, rt.retry_budget, 0) is not None:
+        if (
+            rt.ledger.record_failure(
+                job_id, ReasonCode.JOB_CANCELLED, retryable=False, actor=actor, budget=rt.retry_budget, attempt=0
+            )
+            is not None
+        ):
             rt.document_jobs.mark_finished(job_id)
     return batch_outcome(rt, batch)
 
 
-def batch_outcome(rt: Runtime, batch: dict) -> dict[str, int]:
+def batch_outcome(rt: Runtime, batch: Batch) -> dict[str, int]:
     """{"cancelled", "running", "finished"} of a cancelled batch: never-created children count as cancelled."""
-    counts = rt.batches.batch_counts(batch["batch_id"])
+    counts = rt.batches.batch_counts(batch.batch_id)
     created = sum(counts.values())
-    cancelled = rt.batches.cancelled_children(batch["batch_id"])
+    cancelled = rt.batches.cancelled_children(batch.batch_id)
     running = counts.get(RUNNING, 0) + counts.get(ACCEPTED, 0)
     return {
-        "cancelled": batch["jobs"] - created + cancelled,
+        "cancelled": batch.jobs - created + cancelled,
         "running": running,
         "finished": created - running - cancelled,
     }
 
 
-def batch_view(rt: Runtime, batch: dict) -> dict:
-    counts = rt.batches.batch_counts(batch["batch_id"])
+def batch_view(rt: Runtime, batch: Batch) -> dict:
+    counts = rt.batches.batch_counts(batch.batch_id)
     return {
-        "batch_id": batch["batch_id"],
-        "jobs": batch["jobs"],
-        "state": batch["state"],
-        "undispatched": batch["jobs"] - sum(counts.values()),
+        "batch_id": batch.batch_id,
+        "jobs": batch.jobs,
+        "state": batch.state,
+        "undispatched": batch.jobs - sum(counts.values()),
         "states": counts,
     }
 

@@ -212,7 +212,7 @@ def create_app(rt: Runtime) -> AdmissionTimer:
         body = await _json_body(request, MAX_BATCH_BYTES)
         batch, created = await run_in_threadpool(admission.submit_batch, rt, tenant, body, ACTOR, clock)
         return JSONResponse(
-            {"batch_id": batch["batch_id"], "status_url": f"/v1/batches/{batch['batch_id']}"},
+            {"batch_id": batch.batch_id, "status_url": f"/v1/batches/{batch.batch_id}"},
             status_code=202 if created else 200,
         )
 

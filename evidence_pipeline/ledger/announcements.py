@@ -72,7 +72,7 @@ class JobTables(Protocol):
 
 
 def job_ended(
-    conn: Connection, ledger: JobTables, job_id: str, state: str, reason: str | None, event: LedgerEvent
+    conn: Connection, ledger: JobTables, job_id: str, *, state: str, reason: str | None, event: LedgerEvent
 ) -> None:
     """Announce the end of a document job (``state``: succeeded, rejected or dead) committed by ``event``."""
     docs = ledger.document_jobs.c
@@ -82,15 +82,15 @@ def job_ended(
     data = {"job_id": job_id, "operation": job.operation, "state": state}
     _announce(conn, job.tenant, f"job.{state}", event, data | ({"reason": reason} if reason else {}))
     if job.batch_id:
-        _batch_finished(conn, ledger, job.tenant, job.batch_id, event, ("dispatched", "cancelled"))
+        _batch_finished(conn, ledger, job.tenant, job.batch_id, event=event, states=("dispatched", "cancelled"))
 
 
 def batch_ended(
-    conn: Connection, ledger: JobTables, tenant: str, batch_id: str, event: LedgerEvent, states: tuple[str, ...]
+    conn: Connection, ledger: JobTables, tenant: str, batch_id: str, *, event: LedgerEvent, states: tuple[str, ...]
 ) -> None:
     """Announce `batch.finished` if the batch is in one of ``states`` and none of its children is still to end."""
     if subscription_in(conn, tenant) is not None:
-        _batch_finished(conn, ledger, tenant, batch_id, event, states)
+        _batch_finished(conn, ledger, tenant, batch_id, event=event, states=states)
 
 
 def bundle_published(conn: Connection, event: LedgerEvent) -> None:
@@ -113,7 +113,7 @@ def bundle_published(conn: Connection, event: LedgerEvent) -> None:
 
 
 def _batch_finished(
-    conn: Connection, ledger: JobTables, tenant: str, batch_id: str, event: LedgerEvent, states: tuple[str, ...]
+    conn: Connection, ledger: JobTables, tenant: str, batch_id: str, *, event: LedgerEvent, states: tuple[str, ...]
 ) -> None:
     batches, docs, jobs = ledger.batches.c, ledger.document_jobs.c, ledger.jobs.c
     batch = conn.execute(select(batches.state, batches.jobs).where(batches.batch_id == batch_id)).first()

@@ -14,6 +14,7 @@ from evidence_pipeline.ledger import announcements
 from evidence_pipeline.ledger.admission import Clock, JobLimits
 from evidence_pipeline.ledger.db import LostRace, classified_errors, present
 from evidence_pipeline.ledger.ledger import Ledger, current_month
+from evidence_pipeline.ledger.rows import Batch
 from evidence_pipeline.ledger.submissions import Submissions
 from evidence_pipeline.models import EventType, TenantMonth
 
@@ -32,28 +33,29 @@ class Batches:
         b = self.batches.c
         with classified_errors(), self.ledger.engine.connect() as conn:
             if conn.execute(select(b.batch_id).where(b.tenant == tenant, b.jobs == jobs).limit(1)).first() is None:
-                self.submissions.check_load(conn, tenant, time.time(), limits, adding=jobs)
+                self.submissions.check_load(conn, tenant, now=time.time(), limits=limits, adding=jobs)
 
     def create_batch(
         self,
         tenant: str,
         batch_id: str,
+        *,
         manifest_sha256: str,
         store_key: str,
         jobs: int,
         actor: str,
         limits: JobLimits,
         clock: Clock,
-    ) -> tuple[dict[str, Any], bool]:
+    ) -> tuple[Batch, bool]:
         """Record a batch (its manifest is already stored); no child job is created here. The same manifest again
         returns the first record. Returns (row, created)."""
 
-        def create(conn: Connection) -> tuple[dict[str, Any], bool]:
+        def create(conn: Connection) -> tuple[Batch, bool]:
             existing = self._batch(conn, tenant, batch_id)
             if existing is not None:
                 return existing, False
             now = time.time()
-            self.submissions.check_load(conn, tenant, now, limits, adding=jobs)
+            self.submissions.check_load(conn, tenant, now=now, limits=limits, adding=jobs)
             conn.execute(
                 self.batches.insert().values(
                     batch_id=batch_id,
@@ -79,26 +81,26 @@ class Batches:
 
         return self.ledger._transact(create)
 
-    def batch(self, tenant: str, batch_id: str) -> dict[str, Any] | None:
+    def batch(self, tenant: str, batch_id: str) -> Batch | None:
         with classified_errors(), self.ledger.engine.connect() as conn:
             return self._batch(conn, tenant, batch_id)
 
-    def _batch(self, conn: Connection, tenant: str, batch_id: str) -> dict[str, Any] | None:
+    def _batch(self, conn: Connection, tenant: str, batch_id: str) -> Batch | None:
         """``tenant``'s batch, or None (another tenant's does not exist)."""
         b = self.batches.c
         row = conn.execute(select(self.batches).where(b.batch_id == batch_id, b.tenant == tenant)).first()
-        return None if row is None else dict(row._mapping)
+        return None if row is None else Batch.of(row)
 
-    def open_batches(self) -> list[dict[str, Any]]:
+    def open_batches(self) -> list[Batch]:
         """Batches with children still to create, oldest first."""
         b = self.batches.c
         with classified_errors(), self.ledger.engine.connect() as conn:
             rows = conn.execute(select(self.batches).where(b.state == "open").order_by(b.created_at, b.batch_id))
-            return [dict(row._mapping) for row in rows]
+            return [Batch.of(row) for row in rows]
 
     def dispatch_batch_page(
         self,
-        batch: dict[str, Any],
+        batch: Batch,
         children: list[tuple[str, str, str, dict[str, Any]]],
         policy_version: str,
         actor: str,
@@ -107,19 +109,19 @@ class Batches:
         advance its cursor, in one transaction: False when the batch moved meanwhile (cancelled, or another
         dispatcher advanced it), and then nothing is created."""
         b = self.batches.c
-        dispatched = batch["dispatched"] + len(children)
+        dispatched = batch.dispatched + len(children)
 
         def dispatch(conn: Connection) -> bool:
             advanced = conn.execute(
                 self.batches.update()
                 .where(
-                    b.batch_id == batch["batch_id"],
+                    b.batch_id == batch.batch_id,
                     b.state == "open",
-                    b.dispatched == batch["dispatched"],
+                    b.dispatched == batch.dispatched,
                 )
                 .values(
                     dispatched=dispatched,
-                    state="dispatched" if dispatched >= batch["jobs"] else "open",
+                    state="dispatched" if dispatched >= batch.jobs else "open",
                     updated_at=time.time(),
                 )
             ).rowcount
@@ -128,35 +130,35 @@ class Batches:
             for key, request_sha256, operation, request in children:
                 self.submissions.submit_in(
                     conn,
-                    batch["tenant"],
+                    batch.tenant,
                     key,
-                    request_sha256,
-                    operation,
-                    request,
-                    policy_version,
-                    actor,
-                    None,
-                    batch["batch_id"],
-                    Clock(None),
+                    request_sha256=request_sha256,
+                    operation=operation,
+                    request=request,
+                    policy_version=policy_version,
+                    actor=actor,
+                    limits=None,
+                    batch_id=batch.batch_id,
+                    clock=Clock(None),
                 )
             return True
 
         return self.ledger._transact(dispatch)
 
-    def stop_batch(self, tenant: str, batch_id: str, actor: str) -> dict[str, Any] | None:
+    def stop_batch(self, tenant: str, batch_id: str, actor: str) -> Batch | None:
         """Stop dispatching a batch (idempotent); returns the batch as stopped, or None if it is not the tenant's."""
 
-        def stop(conn: Connection) -> dict[str, Any] | None:
+        def stop(conn: Connection) -> Batch | None:
             batch = self._batch(conn, tenant, batch_id)
-            if batch is None or batch["state"] == "cancelled":
+            if batch is None or batch.state == "cancelled":
                 return batch
             b = self.batches.c
             stopped = conn.execute(
                 self.batches.update()
                 .where(
                     b.batch_id == batch_id,
-                    b.state == batch["state"],
-                    b.dispatched == batch["dispatched"],
+                    b.state == batch.state,
+                    b.dispatched == batch.dispatched,
                 )
                 .values(state="cancelled", updated_at=time.time())
             ).rowcount
@@ -166,12 +168,12 @@ class Batches:
                 conn,
                 TenantMonth(tenant, current_month()),
                 EventType.BATCH_CANCELLED,
-                batch["manifest_sha256"],
+                batch.manifest_sha256,
                 actor,
-                {"batch_id": batch_id, "undispatched": batch["jobs"] - batch["dispatched"]},
+                {"batch_id": batch_id, "undispatched": batch.jobs - batch.dispatched},
             )
-            if batch["state"] == "open":  # a dispatched batch finished (and was announced) when its last child ended
-                announcements.batch_ended(conn, self.ledger, tenant, batch_id, event, ("cancelled",))
+            if batch.state == "open":  # a dispatched batch finished (and was announced) when its last child ended
+                announcements.batch_ended(conn, self.ledger, tenant, batch_id, event=event, states=("cancelled",))
             return self._batch(conn, tenant, batch_id)
 
         return self.ledger._transact(stop)

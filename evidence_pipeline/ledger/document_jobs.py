@@ -150,7 +150,7 @@ class DocumentJobs:
         def started(conn: Connection, lease: Lease) -> None:
             self._mark_started(conn, job.job_id)
             if stage is not None:
-                self._append_stage(conn, job, lease, stage, owner)
+                self._append_stage(conn, job, lease, stage, actor=owner)
 
         return self.ledger.acquire_lease(job.job_id, owner, ttl_seconds, then=started)
 
@@ -163,6 +163,7 @@ class DocumentJobs:
         self,
         job: DocumentJob,
         lease: Lease,
+        *,
         event_type: str,
         subject_sha256: str,
         outputs: dict[str, Any],
@@ -184,7 +185,7 @@ class DocumentJobs:
             why = failure_message(rejected, message) if rejected else None
             self._fence(conn, lease, state=state, lease_expires_at=None, last_reason=rejected, last_message=why)
             if stage is not None:
-                self._append_stage(conn, job, lease, stage, actor)
+                self._append_stage(conn, job, lease, stage, actor=actor)
             tenant_month = TenantMonth(job.tenant, job.period)
             for sha256, details in derived:
                 if (
@@ -193,8 +194,8 @@ class DocumentJobs:
                         self.ledger,
                         job.tenant,
                         EventType.DOCUMENT_DERIVED,
-                        "artifact_id",
-                        details["artifact_id"],
+                        name="artifact_id",
+                        value=details["artifact_id"],
                     )
                     is None
                 ):
@@ -233,7 +234,7 @@ class DocumentJobs:
                     "outputs": canonical(outputs | {"ledger_seq": event.seq}),
                 },
             )
-            announcements.job_ended(conn, self.ledger, job.job_id, state, rejected, ended)
+            announcements.job_ended(conn, self.ledger, job.job_id, state=state, reason=rejected, event=ended)
             return event.seq
 
         return self.ledger._transact(commit)
@@ -242,6 +243,7 @@ class DocumentJobs:
         self,
         job: DocumentJob,
         lease: Lease,
+        *,
         event_type: str,
         subject_sha256: str,
         name: str,
@@ -253,7 +255,7 @@ class DocumentJobs:
 
         def record(conn: Connection) -> None:
             self._fence(conn, lease)
-            if find_event_in(conn, self.ledger, job.tenant, event_type, name, details[name]) is None:
+            if find_event_in(conn, self.ledger, job.tenant, event_type, name=name, value=details[name]) is None:
                 self.ledger._append(
                     conn, TenantMonth(job.tenant, job.period), event_type, subject_sha256, actor, details
                 )
@@ -268,7 +270,7 @@ class DocumentJobs:
 
         def record(conn: Connection) -> None:
             self._fence(conn, lease)
-            self._append_stage(conn, job, lease, stage, actor)
+            self._append_stage(conn, job, lease, stage, actor=actor)
 
         self.ledger._transact(record, durable=False)
 
@@ -279,7 +281,9 @@ class DocumentJobs:
                 ReasonCode.LEASE_FENCED, f"lease {lease.token} of job {lease.job_id[:12]} is no longer held"
             )
 
-    def _append_stage(self, conn: Connection, job: DocumentJob, lease: Lease, stage: StageChange, actor: str) -> None:
+    def _append_stage(
+        self, conn: Connection, job: DocumentJob, lease: Lease, stage: StageChange, *, actor: str
+    ) -> None:
         self.ledger._append(
             conn,
             TenantMonth(job.tenant, job.period),

@@ -5,8 +5,7 @@ that lineage checks an event against."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import asdict, dataclass
 
 from sqlalchemy import Connection, bindparam, select
 
@@ -15,7 +14,8 @@ from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.admission import Clock, serialize_admissions
 from evidence_pipeline.ledger.db import classified_errors
 from evidence_pipeline.ledger.ledger import Ledger, current_month, event_body
-from evidence_pipeline.models import EventType, TenantMonth
+from evidence_pipeline.ledger.rows import Document
+from evidence_pipeline.models import ChainedEvent, EventType, TenantMonth
 
 
 class DocumentRecords:
@@ -39,13 +39,14 @@ class DocumentRecords:
         self,
         tenant: str,
         sha256: str,
+        *,
         size: int,
         media_type: str,
         store_key: str,
         actor: str,
         clock: Clock,
         max_bytes: int,
-    ) -> tuple[dict[str, Any], bool]:
+    ) -> tuple[Document, bool]:
         """Record an admitted document and its `document.admitted` event (with the request's ``admission_ms`` so
         far); the same bytes again return the first record. Returns (row, created). A new document that takes the
         tenant past ``max_bytes`` stored is REQUEST_EXCEEDS_QUOTA, checked in the transaction that admits it
@@ -54,7 +55,7 @@ class DocumentRecords:
         admission = _Admission(tenant, document_id, sha256, size, media_type, store_key, actor, clock, max_bytes)
         return self.ledger._transact_together(admission, self._admit_all)
 
-    def _admit_all(self, conn: Connection, admissions: list[_Admission]) -> list[tuple[dict[str, Any], bool]]:
+    def _admit_all(self, conn: Connection, admissions: list[_Admission]) -> list[tuple[Document, bool]]:
         """Admit a turn's documents (ledger._transact_together) in a few statements for all of them: on PostgreSQL
         each statement is a round trip made under the admissions' lock, and six per upload serialized a burst."""
         docs = self.documents.c
@@ -64,7 +65,7 @@ class DocumentRecords:
                 docs.document_id.in_({a.document_id for a in admissions}),
             )
         )
-        records = {(row.tenant, row.document_id): (dict(row._mapping), False) for row in found}
+        records = {(row.tenant, row.document_id): (Document.of(row), False) for row in found}
         new: dict[tuple[str, str], _Admission] = {}  # the first admission of each new document in the turn
         for a in admissions:
             if a.key not in records:
@@ -77,7 +78,7 @@ class DocumentRecords:
 
     def _insert_new(
         self, conn: Connection, admissions: list[_Admission]
-    ) -> dict[tuple[str, str], tuple[dict[str, Any], bool]]:
+    ) -> dict[tuple[str, str], tuple[Document, bool]]:
         """The new documents' rows and events, one statement each, and one per tenant for its running total;
         REQUEST_EXCEEDS_QUOTA when a document takes its tenant past its quota."""
         storage = self.ledger.tenant_storage.c
@@ -106,19 +107,10 @@ class DocumentRecords:
             ],
         )
         rows = [
-            {
-                "document_id": a.document_id,
-                "tenant": a.tenant,
-                "sha256": a.sha256,
-                "size": a.size,
-                "media_type": a.media_type,
-                "store_key": a.store_key,
-                "created_at": now,
-                "event_seq": event.seq,
-            }
+            Document(a.document_id, a.tenant, a.sha256, a.size, a.media_type, a.store_key, now, event.seq)
             for a, event in zip(admissions, events)
         ]
-        conn.execute(self.documents.insert(), rows)
+        conn.execute(self.documents.insert(), [asdict(row) for row in rows])
         for tenant, total in totals.items():
             if tenant in stored:
                 conn.execute(self._add_stored, {"for_tenant": tenant, "size": total - stored[tenant]})
@@ -126,14 +118,14 @@ class DocumentRecords:
                 conn.execute(self._first_stored, {"tenant": tenant, "stored_bytes": total})
         return {a.key: (row, True) for a, row in zip(admissions, rows)}
 
-    def document(self, tenant: str, document_id: str) -> dict[str, Any] | None:
+    def document(self, tenant: str, document_id: str) -> Document | None:
         """``tenant``'s document, or None: another tenant's document does not exist for this one."""
         with classified_errors(), self.ledger.reading() as conn:
             return self._document(conn, tenant, document_id)
 
-    def _document(self, conn: Connection, tenant: str, document_id: str) -> dict[str, Any] | None:
+    def _document(self, conn: Connection, tenant: str, document_id: str) -> Document | None:
         row = conn.execute(self._document_query, {"document_id": document_id, "tenant": tenant}).first()
-        return None if row is None else dict(row._mapping)
+        return None if row is None else Document.of(row)
 
     def stored_bytes(self, tenant: str) -> int:
         with classified_errors(), self.ledger.reading() as conn:
@@ -162,15 +154,14 @@ class DocumentRecords:
         }
 
     def find_event(
-        self, tenant: str, event_type: str, name: str, value: str, newest: bool = False
-    ) -> dict[str, Any] | None:
+        self, tenant: str, event_type: str, name: str, value: str, *, newest: bool = False
+    ) -> ChainedEvent | None:
         """The oldest (``newest``: the latest) of ``tenant``'s events of ``event_type`` whose details[``name``] is
-        ``value``: its row (seq, prev_hash, event_hash, the stored body text) and ``parsed``, the body; None when
-        there is none."""
+        ``value``, with its place in the chain; None when there is none."""
         with classified_errors(), self.ledger.engine.connect() as conn:
-            return find_event_in(conn, self.ledger, tenant, event_type, name, value, newest)
+            return find_event_in(conn, self.ledger, tenant, event_type, name=name, value=value, newest=newest)
 
-    def event(self, tenant: str, event_type: str, event_id: str) -> dict[str, Any] | None:
+    def event(self, tenant: str, event_type: str, event_id: str) -> ChainedEvent | None:
         """``tenant``'s event of ``event_type`` with ``event_id``, as find_event returns it; None when there is none
         (another tenant's event does not exist for this one)."""
         events = self.ledger.audit_events.c
@@ -179,7 +170,9 @@ class DocumentRecords:
         )
         with classified_errors(), self.ledger.engine.connect() as conn:
             row = conn.execute(query).first()
-        return None if row is None else dict(row._mapping) | {"parsed": event_body(row.body)}
+        if row is None:
+            return None
+        return ChainedEvent(row.seq, row.prev_hash, row.event_hash, row.body, event_body(row.body))
 
     def neighbour_hashes(self, seq: int) -> tuple[str | None, str | None]:
         """(the event_hash of the event before position ``seq``, the prev_hash of the event after it); None where
@@ -192,8 +185,8 @@ class DocumentRecords:
 
 
 def find_event_in(
-    conn: Connection, ledger: Ledger, tenant: str, event_type: str, name: str, value: str, newest: bool = False
-) -> dict[str, Any] | None:
+    conn: Connection, ledger: Ledger, tenant: str, event_type: str, *, name: str, value: str, newest: bool = False
+) -> ChainedEvent | None:
     """DocumentRecords.find_event on ``conn``: inside a caller's transaction, which may have appended it."""
     events = ledger.audit_events.c
     # Bodies are canonical JSON, so the pair appears verbatim: the database narrows, the parse decides.
@@ -207,7 +200,7 @@ def find_event_in(
     for row in conn.execute(query):
         body = event_body(row.body)
         if body["details"].get(name) == value:
-            return dict(row._mapping) | {"parsed": body}
+            return ChainedEvent(row.seq, row.prev_hash, row.event_hash, row.body, body)
     return None
 
 

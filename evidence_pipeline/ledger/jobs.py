@@ -239,6 +239,7 @@ class JobTransitions:
         self,
         job_id: str,
         reason: str,
+        *,
         retryable: bool,
         actor: str,
         budget: RetryBudget,
@@ -266,7 +267,9 @@ class JobTransitions:
             if live and job.lease_token != lease_token:
                 return None  # someone else's attempt is in progress: this failure is not the job's
             tries = job.attempts + 1 if attempt is None else max(job.attempts, attempt)
-            return self._fail(conn, job, reason, retryable, actor, budget, tries, message)
+            return self._fail(
+                conn, job, reason, retryable=retryable, actor=actor, budget=budget, attempts=tries, message=message
+            )
 
         return self._transact(fail)
 
@@ -289,11 +292,11 @@ class JobTransitions:
                 conn,
                 job,
                 ReasonCode.WORKER_LOST,
-                True,
-                actor,
-                budget,
-                job.attempts,
-                f"the worker of attempt {job.attempts} died before it recorded an outcome",
+                retryable=True,
+                actor=actor,
+                budget=budget,
+                attempts=job.attempts,
+                message=f"the worker of attempt {job.attempts} died before it recorded an outcome",
             )
 
         return self._transact(lost)
@@ -303,6 +306,7 @@ class JobTransitions:
         conn: Connection,
         job: Job,
         reason: str,
+        *,
         retryable: bool,
         actor: str,
         budget: RetryBudget,
@@ -337,13 +341,14 @@ class JobTransitions:
             | ({"next_attempt_at": utc_iso(retry_at)} if retry_at else {}),
         )
         if state != ACCEPTED and job.fidelity == DOCUMENT:  # announced in the transaction of its event
-            announcements.job_ended(conn, self, job.job_id, state, str(reason), event)
+            announcements.job_ended(conn, self, job.job_id, state=state, reason=str(reason), event=event)
         return state
 
     def replay(
         self,
         conn: Connection,
         job_id: str,
+        *,
         requested_by: str,
         reason: str,
         authorization: dict[str, Any],

@@ -148,3 +148,37 @@ class PublicationClaim(_Row):
     lease_token: int
     supersedes: str | None  # the tenant-month's current identity when claimed, if any
     claimed_at: float
+
+
+# Intake's rows: documents and batches (documents.py, batches.py).
+
+
+@dataclass(frozen=True)
+class Document(_Row):
+    """An `evidence_documents` row: an admitted upload, content-addressed per tenant, and its `document.admitted`
+    event (at ``event_seq``)."""
+
+    document_id: str
+    tenant: str
+    sha256: str
+    size: int
+    media_type: str
+    store_key: str  # in the document store
+    created_at: float
+    event_seq: int
+
+
+@dataclass(frozen=True)
+class Batch(_Row):
+    """An `evidence_batches` row: a stored manifest of job specs and how far the dispatcher has turned it into
+    child jobs (``dispatched``, in manifest order)."""
+
+    batch_id: str
+    tenant: str
+    manifest_sha256: str
+    store_key: str  # the manifest, in the document store
+    jobs: int
+    dispatched: int
+    state: str  # open, dispatched, cancelled
+    created_at: float
+    updated_at: float

@@ -33,7 +33,7 @@ class SourceEvents:
         return None if body is None else event_body(body)
 
     def record(
-        self, conn: Connection, tenant_month: TenantMonth, sha256: str, actor: str, details: dict[str, Any]
+        self, conn: Connection, tenant_month: TenantMonth, sha256: str, *, actor: str, details: dict[str, Any]
     ) -> LedgerEvent | None:
         """Append the revision's event, unless it has one (None). The caller pinned the chain head before its
         reads, so a concurrent append of the same event makes this transaction run again and find it."""

@@ -31,6 +31,7 @@ class Submissions:
         self,
         tenant: str,
         idempotency_key: str,
+        *,
         request_sha256: str,
         operation: str,
         request: dict[str, Any],
@@ -49,14 +50,14 @@ class Submissions:
                 conn,
                 tenant,
                 idempotency_key,
-                request_sha256,
-                operation,
-                request,
-                policy_version,
-                actor,
-                limits,
-                "",
-                clock,
+                request_sha256=request_sha256,
+                operation=operation,
+                request=request,
+                policy_version=policy_version,
+                actor=actor,
+                limits=limits,
+                batch_id="",
+                clock=clock,
             )
         )
         if created is None:
@@ -70,6 +71,7 @@ class Submissions:
         conn: Connection,
         tenant: str,
         idempotency_key: str,
+        *,
         request_sha256: str,
         operation: str,
         request: dict[str, Any],
@@ -102,7 +104,7 @@ class Submissions:
             )
             return existing, None
         if limits is not None:
-            self.check_load(conn, tenant, now, limits)
+            self.check_load(conn, tenant, now=now, limits=limits)
         conn.execute(
             self.ledger.jobs.insert().values(
                 job_id=job_id,
@@ -143,7 +145,7 @@ class Submissions:
         )
         return listed_job(conn, self.ledger, tenant, job_id), True
 
-    def check_load(self, conn: Connection, tenant: str, now: float, limits: JobLimits, adding: int = 1) -> None:
+    def check_load(self, conn: Connection, tenant: str, *, now: float, limits: JobLimits, adding: int = 1) -> None:
         """Refuse ``adding`` new jobs of ``tenant``, inside the transaction that would accept them: backpressure on
         its own queue's age (another tenant's backlog never refuses this one) or on every tenant's outstanding jobs
         together, then its quota. Jobs that could never fit are REQUEST_EXCEEDS_QUOTA, never "try again later"."""

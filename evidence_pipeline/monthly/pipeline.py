@@ -209,12 +209,12 @@ def record_failure(
     return rt.ledger.record_failure(
         job_id,
         error.code,
-        error.retryable,
-        run.run_id,
-        budget or rt.retry_budget,
-        attempt,
-        error.lease_token,
-        error.message,
+        retryable=error.retryable,
+        actor=run.run_id,
+        budget=budget or rt.retry_budget,
+        attempt=attempt,
+        lease_token=error.lease_token,
+        message=error.message,
     )
 
 

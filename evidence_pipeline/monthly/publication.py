@@ -110,7 +110,7 @@ def publish(rt: Runtime, prepared: Prepared, publisher: Publisher, record: Recor
         details["idempotency_key"] = publisher.idempotency_key
 
     def append(conn: Connection, actor: str, extra: dict) -> LedgerEvent | None:
-        return events.record(conn, tenant_month, revision.sha256, actor, details | extra)
+        return events.record(conn, tenant_month, revision.sha256, actor=actor, details=details | extra)
 
     event = (record or _own_transaction(rt, publisher.actor))(append)
     body = event.body if event is not None else events.event_of(tenant_month, revision.sha256)

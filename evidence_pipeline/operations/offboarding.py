@@ -176,14 +176,16 @@ def _latest_request(rt: Runtime, conn: Connection, tenant: str) -> dict | None:
 def _stop_work(rt: Runtime, tenant: str, actor: str) -> dict[str, int]:
     """Cancel the tenant's open batches and reject its jobs that have not started: nothing of it is dispatched
     again. A job running under a live lease is left to fail on its own (its next pin is TENANT_OFFBOARDED)."""
-    batches = [b for b in rt.batches.open_batches() if b["tenant"] == tenant]
+    batches = [b for b in rt.batches.open_batches() if b.tenant == tenant]
     for batch in batches:
-        rt.batches.stop_batch(tenant, batch["batch_id"], actor)
+        rt.batches.stop_batch(tenant, batch.batch_id, actor)
     rejected = [
         job.job_id
         for job in rt.ledger.jobs_in(states.ACCEPTED)
         if job.tenant == tenant
-        if rt.ledger.record_failure(job.job_id, ReasonCode.TENANT_OFFBOARDED, False, actor, rt.retry_budget, 0)
+        if rt.ledger.record_failure(
+            job.job_id, ReasonCode.TENANT_OFFBOARDED, retryable=False, actor=actor, budget=rt.retry_budget, attempt=0
+        )
     ]
     return {"batches_cancelled": len(batches), "jobs_rejected": len(rejected)}
 

@@ -29,7 +29,12 @@ def replay_job(gate: ActionGate, envelope: object) -> Job:
                 ReasonCode.ACTION_REQUEST_INVALID, "job.replay takes {job_id, reason[, policy_version]}"
             )
         job, event = gate.ledger.replay(
-            conn, args["job_id"], authorized.actor, args["reason"], authorized.envelope, args.get("policy_version")
+            conn,
+            args["job_id"],
+            requested_by=authorized.actor,
+            reason=args["reason"],
+            authorization=authorized.envelope,
+            policy_version=args.get("policy_version"),
         )
         reopened.append(job)
         return event

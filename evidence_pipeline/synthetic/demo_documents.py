@@ -28,6 +28,7 @@ from evidence_pipeline.documents.decisions import approving_pin, decide_part
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.intake.admission import PDF, store_document, submit_job
 from evidence_pipeline.ledger.admission import Clock
+from evidence_pipeline.ledger.rows import Document
 from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.store import sha256_hex
@@ -89,7 +90,7 @@ def submit_demo_documents(rt: Runtime, actors: DemoActors, tenant: str, index: i
             rt,
             tenant,
             key,
-            {"operation": operation, "options": options, "inputs": [_upload(rt, tenant, pdf)["document_id"]]},
+            {"operation": operation, "options": options, "inputs": [_upload(rt, tenant, pdf).document_id]},
             period,
         )
         for key, operation, pdf, options in requests
@@ -192,7 +193,7 @@ def _signed_agreement(rt: Runtime) -> bytes:
     return kept.get(AGREEMENT)
 
 
-def _upload(rt: Runtime, tenant: str, pdf: bytes) -> dict:
+def _upload(rt: Runtime, tenant: str, pdf: bytes) -> Document:
     """What `POST /v1/documents` stores: the bytes in a spool of the document store, then put once and admitted."""
     with rt.document_store.spool(rt.settings.work_dir) as spool:
         spool.write(pdf)

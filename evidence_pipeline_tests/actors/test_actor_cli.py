@@ -37,9 +37,9 @@ class World:
         self.ledger = Ledger(Settings.from_env(self.env).ledger_url)
         self.signers = Signers(self.ledger, tmp_path / "actors")
         self.ledger.accept_job(JOB, "pin")
-        assert self.ledger.record_failure(JOB.job_id, "STORE_CONFLICT", False, "test", RetryBudget(3, 60), 1) == (
-            "rejected"
-        )
+        assert self.ledger.record_failure(
+            JOB.job_id, "STORE_CONFLICT", retryable=False, actor="test", budget=RetryBudget(3, 60), attempt=1
+        ) == ("rejected")
         self.files = tmp_path
 
     def run(self, *args: str, actor: str | None = None, name: str | None = None):
@@ -187,7 +187,9 @@ def test_a_signed_request_acts_once(world):
 
     envelope = world.signers.sign("olga", Action.JOB_REPLAY, {"job_id": JOB.job_id, "reason": "once"})
     assert replay_job(world.signers.gate, envelope).state == "accepted"
-    world.ledger.record_failure(JOB.job_id, "STORE_CONFLICT", False, "test", RetryBudget(3, 60), 1)
+    world.ledger.record_failure(
+        JOB.job_id, "STORE_CONFLICT", retryable=False, actor="test", budget=RetryBudget(3, 60), attempt=1
+    )
     with pytest.raises(ActionRefused) as refused:
         replay_job(world.signers.gate, envelope)
     assert refused.value.code == "ACTION_REPLAYED" and world.ledger.job(JOB.job_id).state == "rejected"

@@ -89,7 +89,16 @@ class World:
         job = self.ledger.job(job_id)
         if job.state not in CLOSED:
             lease = self.ledger.acquire_lease(job_id, "run-a", 60)
-            self.ledger.record_failure(job_id, "STORE_UNAVAILABLE", True, "run-a", ONE_TRY, 1, lease.token, "seen")
+            self.ledger.record_failure(
+                job_id,
+                "STORE_UNAVAILABLE",
+                retryable=True,
+                actor="run-a",
+                budget=ONE_TRY,
+                attempt=1,
+                lease_token=lease.token,
+                message="seen",
+            )
 
     def keyring(self) -> int | None:
         """The sequence of the keys directory's keyring document: keys.* actions change it outside the ledger."""

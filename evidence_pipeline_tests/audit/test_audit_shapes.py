@@ -15,7 +15,7 @@ from evidence_pipeline.audit.bundle_proof import check_bundle_log
 from evidence_pipeline.audit.package import tlog_proof_path
 from evidence_pipeline.document_formats import PREDICATE_TYPE, STATEMENT
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.models import EventType
+from evidence_pipeline.models import ChainedEvent, EventType
 from evidence_pipeline.signing import dsse
 from evidence_pipeline.store.local import LocalStore
 from evidence_pipeline.witness.proof import HEADER
@@ -48,13 +48,18 @@ class _Archive:
         return key in self.objects
 
 
+def _in_log(parsed: dict) -> ChainedEvent:
+    """An event the source places in the log (its chain is not what these tests check)."""
+    return ChainedEvent(1, "", "", json.dumps(parsed), parsed)
+
+
 class _Source:
     """One tenant's events by (type, field value), every one in the log."""
 
     def __init__(self) -> None:
         self.archive = _Archive()
         self.statement_keys = {"test-key": KEY.public_key()}
-        self.events: dict[tuple[str, str], dict] = {}
+        self.events: dict[tuple[str, str], ChainedEvent] = {}
 
     def find_event(self, tenant, event_type, name, value):
         return self.events.get((str(event_type), value))
@@ -85,7 +90,7 @@ def _job_output(statement: object) -> _Source:
         {"name": STATEMENT, "key": statement_key, "sha256": source.archive.put(statement_key, _signed(statement))},
     ]
     parsed = {"subject_sha256": INPUT, "details": {"artifacts": artifacts}}
-    source.events[(EventType.DOCUMENT_PUBLISHED, "job_1")] = {"parsed": parsed}
+    source.events[(EventType.DOCUMENT_PUBLISHED, "job_1")] = _in_log(parsed)
     return source
 
 
@@ -150,7 +155,7 @@ def test_a_derivatives_manifest_of_another_shape_breaks_its_link(manifest_of):
         "manifest_sha256": source.archive.put(manifest_key, json.dumps(manifest_of(recorded)).encode()),
         "statement_sha256": "ab" * 32,
     }
-    source.events[(EventType.DOCUMENT_DERIVED, DERIVATIVE)] = {"parsed": {"subject_sha256": digest, "details": details}}
+    source.events[(EventType.DOCUMENT_DERIVED, DERIVATIVE)] = _in_log({"subject_sha256": digest, "details": details})
     report = lineage.walk(source, DERIVATIVE)
     assert (report["ok"], report["code"], report["link"]) == (
         False,

@@ -109,7 +109,12 @@ def test_the_sensor_records_lost_workers_requests_due_and_replayed_jobs_and_the_
         # A run that died between two in-run tries leaves its job accepted with a failed try and no wait: once it
         # has been idle for IDLE_LEASES lease lifetimes, it is due too.
         between = ledger.accept_job(JobKey(TENANT, "2026-04", "c" * 64, "renderer", "policy"), "test").job_id
-        assert ledger.record_failure(between, "STORE_FULL", True, "run-1", runtime.retry_budget, None) == "accepted"
+        assert (
+            ledger.record_failure(
+                between, "STORE_FULL", retryable=True, actor="run-1", budget=runtime.retry_budget, attempt=None
+            )
+            == "accepted"
+        )
         assert [r.run_key for r in _tick(instance).run_requests] == [request.run_key]  # its run may still retry it
         with ledger.writing() as conn:
             conn.execute(

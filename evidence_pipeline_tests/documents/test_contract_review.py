@@ -461,7 +461,13 @@ def test_an_expired_lease_can_neither_record_a_stage_nor_commit_a_decision(docum
     for attempt in (
         lambda: documents.document_jobs.record_stage(job, lease, StageChange("accepted", "validating", {}), "zombie"),
         lambda: documents.document_jobs.complete(
-            job, lease, "document.published", "0" * 64, {}, "zombie", rejected="REVIEW_POLICY_REJECTED"
+            job,
+            lease,
+            event_type="document.published",
+            subject_sha256="0" * 64,
+            outputs={},
+            actor="zombie",
+            rejected="REVIEW_POLICY_REJECTED",
         ),
     ):
         with pytest.raises(EvidenceError) as fenced:

@@ -182,7 +182,9 @@ def test_a_dead_runs_job_is_paged_again_and_its_zombie_cannot_commit(documents, 
     assert outcome.state == "succeeded"
     job = documents.document_jobs.job("acme", job_id)
     with pytest.raises(EvidenceError) as fenced:
-        documents.document_jobs.complete(job, live, "document.published", "0" * 64, {}, "other-run")
+        documents.document_jobs.complete(
+            job, live, event_type="document.published", subject_sha256="0" * 64, outputs={}, actor="other-run"
+        )
     assert fenced.value.code == "LEASE_FENCED"
     assert len(ledger.events_of_type("document.published")) == 1 and job.attempts == 2
 

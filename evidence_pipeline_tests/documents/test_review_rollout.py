@@ -221,7 +221,7 @@ def test_a_transient_failure_waits_in_retry_wait_until_next_attempt_at_then_dies
         [unreachable] = documents.document_jobs.job("acme", fetching).request["inputs"]
         flaky = dataclasses.replace(documents, archive=_AmbiguousArchive(documents.archive))
         flaky.document_store = _UnreachableDocument(
-            documents.document_store, documents.document_records.document("acme", unreachable)["store_key"]
+            documents.document_store, documents.document_records.document("acme", unreachable).store_key
         )
         first = {o.job_id: (o.state, o.reason) for o in dispatch(flaky)}
         page = documents.document_jobs.job("acme", signing).page_id

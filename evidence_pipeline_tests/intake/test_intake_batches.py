@@ -101,12 +101,12 @@ def test_a_batch_that_cannot_be_paged_is_skipped_and_every_other_tenant_is_dispa
     with client(intake, acme) as http, client(intake, globex) as other:
         ours = http.post("/v1/batches", json={"jobs": specs([upload(http, pdf_bytes()).json()["document_id"]], 3)})
         theirs = other.post("/v1/batches", json={"jobs": specs([upload(other, pdf_bytes()).json()["document_id"]], 2)})
-        [broken] = [b for b in documents.batches.open_batches() if b["batch_id"] == ours.json()["batch_id"]]
-        assert documents.document_store.erase(broken["store_key"])  # its manifest is gone from the document store
+        [broken] = [b for b in documents.batches.open_batches() if b.batch_id == ours.json()["batch_id"]]
+        assert documents.document_store.erase(broken.store_key)  # its manifest is gone from the document store
         assert dispatch_batches(documents, 100, "test") == 2  # globex's children are created all the same
         assert other.get(theirs.json()["status_url"]).json()["states"] == {"accepted": 2}
         assert http.get(ours.json()["status_url"]).json()["undispatched"] == 3
-    assert f"batch {broken['batch_id'][:16]} not dispatched this time (STORE_NOT_FOUND)" in caplog.text
+    assert f"batch {broken.batch_id[:16]} not dispatched this time (STORE_NOT_FOUND)" in caplog.text
 
 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)

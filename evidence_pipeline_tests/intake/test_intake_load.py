@@ -143,7 +143,14 @@ def test_two_server_processes_admitting_at_once_never_pass_the_byte_quota(docume
     def admit(records, name: str):
         try:
             return records.admit_document(
-                "acme", name * 64, 1000, "application/pdf", f"acme/{name * 64}", "test", Clock(None), 1500
+                "acme",
+                name * 64,
+                size=1000,
+                media_type="application/pdf",
+                store_key=f"acme/{name * 64}",
+                actor="test",
+                clock=Clock(None),
+                max_bytes=1500,
             )[1]
         except EvidenceError as error:
             return error.code

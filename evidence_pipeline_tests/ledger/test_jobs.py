@@ -118,15 +118,17 @@ def test_failures_follow_the_retry_budget_and_replay_reopens(ledger, tmp_path):
 
     budget = RetryBudget(max_attempts=2, max_elapsed_seconds=0.0)  # the time budget is spent: attempts decide
     lease = ledger.acquire_lease(KEY.job_id, "run-a", 60)
-    assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-a", budget, 1, lease.token) == "accepted"
+    assert _failed(ledger, "STORE_UNAVAILABLE", attempt=1, budget=budget, token=lease.token) == "accepted"
     lease = ledger.acquire_lease(KEY.job_id, "run-a", 60)
-    assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-a", budget, 2, lease.token) == "dead"
+    assert _failed(ledger, "STORE_UNAVAILABLE", attempt=2, budget=budget, token=lease.token) == "dead"
     assert [j.job_id for j in ledger.jobs_in("dead")] == [KEY.job_id]
     assert _code(lambda: ledger.acquire_lease(KEY.job_id, "run-b", 60)) == "JOB_CLOSED"
     reopened = replay("alice", "S3 outage over")
     assert reopened.state == "accepted" and reopened.attempts == 0  # a fresh budget; history keeps the rest
     lease = ledger.acquire_lease(KEY.job_id, "run-b", 60)
-    assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-b", budget, 1, lease.token) == "accepted"
+    assert (
+        _failed(ledger, "STORE_UNAVAILABLE", attempt=1, budget=budget, token=lease.token, actor="run-b") == "accepted"
+    )
     replayed = [e for e in _events(ledger) if e["event_type"] == "job.replayed"]
     assert replayed[0]["actor"] == "alice" and replayed[0]["details"]["reason"] == "S3 outage over"
     assert _code(lambda: replay("olga", "again")) == "JOB_CLOSED"
@@ -143,14 +145,14 @@ def test_failures_of_other_attempts_do_not_move_a_leased_job(ledger):
         ("STORE_UNAVAILABLE", True, stale.token),
         ("SOURCE_INVALID", False, None),
     ]:
-        assert ledger.record_failure(KEY.job_id, reason, retryable, "other", RetryBudget(), 1, token) is None
+        assert _failed(ledger, reason, attempt=1, retryable=retryable, actor="other", token=token) is None
     job = ledger.job(KEY.job_id)
     assert (job.state, job.lease_token) == ("running", live.token) and ledger.lease_is_live(KEY.job_id, live.token)
     assert ledger.publish(ROW, live, "run-b")[1]
 
 
 def test_terminal_failure_rejects_at_once(ledger):
-    assert ledger.record_failure(KEY.job_id, "SOURCE_INVALID", False, "run-a", RetryBudget(), 1) == "rejected"
+    assert _failed(ledger, "SOURCE_INVALID", attempt=1, retryable=False) == "rejected"
     assert ledger.job(KEY.job_id).last_reason == "SOURCE_INVALID"
 
 
@@ -160,16 +162,23 @@ def test_a_burst_of_transient_failures_cannot_spend_the_budget(ledger):
     budget = RetryBudget(max_attempts=2, max_elapsed_seconds=3600)
     for attempt in range(1, 6):
         lease = ledger.acquire_lease(KEY.job_id, "run-a", 60)
-        assert (
-            ledger.record_failure(KEY.job_id, "STORE_FULL", True, "run-a", budget, attempt, lease.token) == "accepted"
-        )
+        assert _failed(ledger, "STORE_FULL", attempt=attempt, budget=budget, token=lease.token) == "accepted"
 
 
 def test_time_alone_does_not_make_a_job_dead(ledger):
     """A job accepted long ago that fails once has not been retried at all: it is not dead yet."""
     budget = RetryBudget(max_attempts=2, max_elapsed_seconds=0.0)
-    assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-a", budget, 1) == "accepted"
-    assert ledger.record_failure(KEY.job_id, "STORE_UNAVAILABLE", True, "run-a", budget, 2) == "dead"
+    assert _failed(ledger, "STORE_UNAVAILABLE", attempt=1, budget=budget) == "accepted"
+    assert _failed(ledger, "STORE_UNAVAILABLE", attempt=2, budget=budget) == "dead"
+
+
+def _failed(
+    ledger, reason: str, *, attempt: int, budget=RetryBudget(), token=None, retryable=True, actor="run-a"
+) -> str | None:
+    """KEY's attempt ``attempt`` failed with ``reason`` (under lease ``token``): the job's new state."""
+    return ledger.record_failure(
+        KEY.job_id, reason, retryable=retryable, actor=actor, budget=budget, attempt=attempt, lease_token=token
+    )
 
 
 def _events(ledger):

@@ -257,15 +257,19 @@ def test_migrations_are_versioned_and_idempotent(ledger):
         assert conn.execute(text("SELECT version_num FROM evidence_ledger_version")).scalar() == "0015"
 
 
+def _admit(records: DocumentRecords, tenant: str, digit: str, size: int):
+    """``tenant``'s upload of ``size`` bytes whose digest is ``digit`` repeated, under a quota of 2,500 bytes."""
+    upload = {"media_type": "application/pdf", "store_key": f"{tenant}/{digit}", "actor": "test", "clock": Clock(None)}
+    return records.admit_document(tenant, digit * 64, size=size, max_bytes=2500, **upload)
+
+
 def test_each_tenants_stored_bytes_are_the_sum_of_its_documents_and_revision_0015_computes_them(ledger):
     """Admission reads the running total, not a sum over the tenant's history (23.5 ms at 100,000 documents on
     SQLite, twice an upload); it must equal that sum, and 0015 sums the documents admitted before it."""
     records = DocumentRecords(ledger)
 
     def admit(tenant: str, digit: str, size: int):
-        return records.admit_document(
-            tenant, digit * 64, size, "application/pdf", f"{tenant}/{digit}", "test", Clock(None), 2500
-        )
+        return _admit(records, tenant, digit, size)
 
     for tenant, digit, size in (("acme", "a", 1000), ("acme", "b", 1200), ("globex", "a", 700), ("acme", "a", 1000)):
         admit(tenant, digit, size)  # the last is acme's first document again: admitted once, counted once
@@ -299,10 +303,8 @@ def test_a_turns_admissions_share_a_few_statements_and_each_caller_gets_its_own_
 
     def admit(tenant: str, digit: str, size: int):
         try:
-            row, created = records.admit_document(
-                tenant, digit * 64, size, "application/pdf", f"{tenant}/{digit}", "test", Clock(None), 2500
-            )
-            return row["document_id"], created
+            row, created = _admit(records, tenant, digit, size)
+            return row.document_id, created
         except EvidenceError as error:
             return error.code
 
@@ -532,7 +534,15 @@ def test_a_document_job_row_is_checked_against_its_identity_and_events(ledger, t
     """A document job's id is its tenant's idempotency key, not a JobKey: ledger verify checks that, too."""
     events = ledger.verify_chain()
     Submissions(ledger).submit_job(
-        "acme", "key-1", "a" * 64, "inspect", {"inputs": []}, "policy/1", "test", None, Clock(None)
+        "acme",
+        "key-1",
+        request_sha256="a" * 64,
+        operation="inspect",
+        request={"inputs": []},
+        policy_version="policy/1",
+        actor="test",
+        limits=None,
+        clock=Clock(None),
     )
     assert ledger.verify_chain() == events + 1
     with ledger.engine.begin() as conn:

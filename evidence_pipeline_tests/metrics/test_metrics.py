@@ -84,9 +84,24 @@ def test_the_intake_servers_metrics_follow_jobs_from_accepted_to_done_and_dead(d
     assert value(leased, "evidence_leases_active", kind="document") == 1
     assert value(leased, "evidence_leases_expired", kind="document") == 1
 
-    jobs.complete(jobs.job("acme", first), lease, EventType.DOCUMENT_PUBLISHED, "0" * 64, {}, "worker-1")
+    jobs.complete(
+        jobs.job("acme", first),
+        lease,
+        event_type=EventType.DOCUMENT_PUBLISHED,
+        subject_sha256="0" * 64,
+        outputs={},
+        actor="worker-1",
+    )
     assert (
-        ledger.record_failure(second, "STORE_UNAVAILABLE", True, "worker-2", RetryBudget(1, 0), 1, expired.token)
+        ledger.record_failure(
+            second,
+            "STORE_UNAVAILABLE",
+            retryable=True,
+            actor="worker-2",
+            budget=RetryBudget(1, 0),
+            attempt=1,
+            lease_token=expired.token,
+        )
         == "dead"
     )
     ended = scrape(f"{intake}/metrics")

@@ -325,7 +325,14 @@ def test_a_statement_of_a_closed_job_cannot_fork_the_chain(runtime, tmp_path):
         publish_stage(dying, stale_pinned, stale_unsigned, RunInfo("stale"))
     time.sleep(1.1)  # its lease expires; an operator rejects the job
     assert (
-        runtime.ledger.record_failure(stale_pinned.job_id, "STORE_CONFLICT", False, "operator", runtime.retry_budget, 1)
+        runtime.ledger.record_failure(
+            stale_pinned.job_id,
+            "STORE_CONFLICT",
+            retryable=False,
+            actor="operator",
+            budget=runtime.retry_budget,
+            attempt=1,
+        )
         == "rejected"
     )
 

@@ -30,4 +30,13 @@ ONE_TRY = RetryBudget(max_attempts=1, max_elapsed_seconds=0.0)  # the first tran
 
 def fail(ledger: Ledger, key: JobKey, reason: str = "STORE_UNAVAILABLE", retryable: bool = True) -> str:
     lease = ledger.acquire_lease(key.job_id, "run-a", 60)
-    return ledger.record_failure(key.job_id, reason, retryable, "run-a", ONE_TRY, 1, lease.token, f"{reason} seen")
+    return ledger.record_failure(
+        key.job_id,
+        reason,
+        retryable=retryable,
+        actor="run-a",
+        budget=ONE_TRY,
+        attempt=1,
+        lease_token=lease.token,
+        message=f"{reason} seen",
+    )

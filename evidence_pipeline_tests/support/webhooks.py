@@ -40,7 +40,15 @@ def add_job(
     ledger: Ledger, tenant: str, key: str, operation: str = "inspect", request: dict | None = None
 ) -> DocumentJob:
     job, _ = Submissions(ledger).submit_job(
-        tenant, key, SHA, operation, request or {"inputs": [key]}, "policy-test", "intake", None, Clock(None)
+        tenant,
+        key,
+        request_sha256=SHA,
+        operation=operation,
+        request=request or {"inputs": [key]},
+        policy_version="policy-test",
+        actor="intake",
+        limits=None,
+        clock=Clock(None),
     )
     return DocumentJobs(ledger).job(tenant, job.job_id)
 
@@ -49,12 +57,23 @@ def succeed(
     ledger: Ledger, job: DocumentJob, event_type: str = EventType.DOCUMENT_PUBLISHED, outputs: dict | None = None
 ):
     lease = ledger.acquire_lease(job.job_id, "worker", 60)
-    DocumentJobs(ledger).complete(job, lease, event_type, SHA, outputs or {"outputs": []}, "worker")
+    DocumentJobs(ledger).complete(
+        job, lease, event_type=event_type, subject_sha256=SHA, outputs=outputs or {"outputs": []}, actor="worker"
+    )
 
 
 def _fail(ledger: Ledger, job: DocumentJob, reason: str, retryable: bool) -> str:
     lease = ledger.acquire_lease(job.job_id, "worker", 60)
-    return ledger.record_failure(job.job_id, reason, retryable, "worker", ONE_TRY, 1, lease.token, "a message")
+    return ledger.record_failure(
+        job.job_id,
+        reason,
+        retryable=retryable,
+        actor="worker",
+        budget=ONE_TRY,
+        attempt=1,
+        lease_token=lease.token,
+        message="a message",
+    )
 
 
 def end_jobs_of_every_kind(ledger: Ledger) -> None:
@@ -83,14 +102,23 @@ def end_jobs_of_every_kind(ledger: Ledger) -> None:
         DocumentJobs(ledger).complete(
             fenced,
             Lease(fenced.job_id, 99, "stale", 0.0),
-            EventType.DOCUMENT_PUBLISHED,
-            SHA,
-            {"outputs": []},
-            "stale",
+            event_type=EventType.DOCUMENT_PUBLISHED,
+            subject_sha256=SHA,
+            outputs={"outputs": []},
+            actor="stale",
         )
     assert error.value.code == "LEASE_FENCED"
     batches = Batches(ledger, Submissions(ledger))
-    batch, _ = batches.create_batch(TENANT, "bat_one", SHA, "acme/batches/x.json", 2, "intake", LIMITS, Clock(None))
+    batch, _ = batches.create_batch(
+        TENANT,
+        "bat_one",
+        manifest_sha256=SHA,
+        store_key="acme/batches/x.json",
+        jobs=2,
+        actor="intake",
+        limits=LIMITS,
+        clock=Clock(None),
+    )
     children = [(f"child-{n}", SHA, "inspect", {"inputs": [f"c{n}"]}) for n in range(2)]
     assert batches.dispatch_batch_page(batch, children, "policy-test", "dispatcher")
     first, second = (
