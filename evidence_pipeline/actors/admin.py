@@ -49,11 +49,11 @@ class ActorAdmin:
             args = _args(authorized)
             return self.actors.register(
                 conn,
-                authorized.actor,
                 args["name"],
-                [Role.ADMIN.value],
-                self._key(args),
-                authorized.envelope,
+                by=authorized.actor,
+                roles=[Role.ADMIN.value],
+                key=self._key(args),
+                authorization=authorized.envelope,
                 bootstrap=True,
             )
 
@@ -65,7 +65,12 @@ class ActorAdmin:
             if registry.roles(args["name"]) is not None:
                 raise EvidenceError(ReasonCode.ACTOR_EXISTS, f"actor {args['name']} is registered already")
             return self.actors.register(
-                conn, authorized.actor, args["name"], _roles(args), self._key(args), authorized.envelope
+                conn,
+                args["name"],
+                by=authorized.actor,
+                roles=_roles(args),
+                key=self._key(args),
+                authorization=authorized.envelope,
             )
 
         return self.gate.run(envelope, Action.ACTOR_REGISTER, perform)
@@ -77,7 +82,9 @@ class ActorAdmin:
             after = registry.snapshot()
             after[name]["roles"] = roles
             _keeps_an_admin(after)
-            return self.actors.change_roles(conn, authorized.actor, name, roles, authorized.envelope)
+            return self.actors.change_roles(
+                conn, name, by=authorized.actor, roles=roles, authorization=authorized.envelope
+            )
 
         return self.gate.run(envelope, Action.ACTOR_ROLES, perform)
 
@@ -87,7 +94,7 @@ class ActorAdmin:
             name, key = _known(registry, args["name"]), self._key(args)
             if registry.key(name, key["key_id"]) is not None:
                 raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, f"{name} holds that key already")
-            return self.actors.add_key(conn, authorized.actor, name, key, authorized.envelope)
+            return self.actors.add_key(conn, name, by=authorized.actor, key=key, authorization=authorized.envelope)
 
         return self.gate.run(envelope, Action.ACTOR_KEY_ADD, perform)
 
@@ -103,7 +110,9 @@ class ActorAdmin:
             after = registry.snapshot()
             after[name]["keys"][revoked]["revoked_at"] = "now"
             _keeps_an_admin(after)
-            return self.actors.revoke_key(conn, authorized.actor, name, revoked, authorized.envelope)
+            return self.actors.revoke_key(
+                conn, name, by=authorized.actor, key_id=revoked, authorization=authorized.envelope
+            )
 
         return self.gate.run(envelope, Action.ACTOR_KEY_REVOKE, perform)
 

@@ -68,15 +68,16 @@ class ActorLedger:
     def nonce_used(self, conn: Connection, nonce: str) -> bool:
         return conn.execute(select(exists().where(self.nonces.c.nonce == nonce))).scalar_one()
 
-    def consume_nonce(self, conn: Connection, nonce: str, actor: str, key_id: str, event: LedgerEvent) -> None:
+    def consume_nonce(self, conn: Connection, nonce: str, *, actor: str, key_id: str, event: LedgerEvent) -> None:
         """A second use of ``nonce`` fails here, on the primary key, even when both transactions checked first."""
         conn.execute(self.nonces.insert().values(nonce=nonce, actor=actor, key_id=key_id, event_seq=event.seq))
 
     def register(
         self,
         conn: Connection,
-        by: str,
         name: str,
+        *,
+        by: str,
         roles: list[str],
         key: dict[str, Any],
         authorization: dict[str, Any],
@@ -85,40 +86,54 @@ class ActorLedger:
         """``key``: {key_id, public_key}; it is valid from now."""
         kind = EventType.ACTOR_BOOTSTRAPPED if bootstrap else EventType.ACTOR_REGISTERED
         key = {**key, "valid_from": utc_iso(timespec="microseconds")}
-        event = self._append(conn, kind, name, by, {"name": name, "roles": roles, "key": key}, authorization)
+        event = self._append(
+            conn, kind, name, by=by, details={"name": name, "roles": roles, "key": key}, authorization=authorization
+        )
         conn.execute(self.actors.insert().values(actor=name, registered_seq=event.seq))
         self._insert_key(conn, name, key, event)
         conn.execute(self.roles.insert().values(event_seq=event.seq, actor=name, roles=json.dumps(roles)))
         return event
 
     def change_roles(
-        self, conn: Connection, by: str, name: str, roles: list[str], authorization: dict[str, Any]
+        self, conn: Connection, name: str, *, by: str, roles: list[str], authorization: dict[str, Any]
     ) -> LedgerEvent:
         event = self._append(
-            conn, EventType.ACTOR_ROLES_CHANGED, name, by, {"name": name, "roles": roles}, authorization
+            conn,
+            EventType.ACTOR_ROLES_CHANGED,
+            name,
+            by=by,
+            details={"name": name, "roles": roles},
+            authorization=authorization,
         )
         conn.execute(self.roles.insert().values(event_seq=event.seq, actor=name, roles=json.dumps(roles)))
         return event
 
     def add_key(
-        self, conn: Connection, by: str, name: str, key: dict[str, Any], authorization: dict[str, Any]
+        self, conn: Connection, name: str, *, by: str, key: dict[str, Any], authorization: dict[str, Any]
     ) -> LedgerEvent:
         key = {**key, "valid_from": utc_iso(timespec="microseconds")}
-        event = self._append(conn, EventType.ACTOR_KEY_ADDED, name, by, {"name": name, "key": key}, authorization)
+        event = self._append(
+            conn,
+            EventType.ACTOR_KEY_ADDED,
+            name,
+            by=by,
+            details={"name": name, "key": key},
+            authorization=authorization,
+        )
         self._insert_key(conn, name, key, event)
         return event
 
     def revoke_key(
-        self, conn: Connection, by: str, name: str, key_id: str, authorization: dict[str, Any]
+        self, conn: Connection, name: str, *, by: str, key_id: str, authorization: dict[str, Any]
     ) -> LedgerEvent:
         revoked_at = utc_iso(timespec="microseconds")
         event = self._append(
             conn,
             EventType.ACTOR_KEY_REVOKED,
             name,
-            by,
-            {"name": name, "key_id": key_id, "revoked_at": revoked_at},
-            authorization,
+            by=by,
+            details={"name": name, "key_id": key_id, "revoked_at": revoked_at},
+            authorization=authorization,
         )
         conn.execute(
             self.revocations.insert().values(actor=name, key_id=key_id, revoked_at=revoked_at, revoked_seq=event.seq)
@@ -129,6 +144,7 @@ class ActorLedger:
         self,
         conn: Connection,
         kind: EventType,
+        *,
         subject_sha256: str,
         by: str,
         details: dict[str, Any],
@@ -148,6 +164,7 @@ class ActorLedger:
         conn: Connection,
         kind: EventType,
         name: str,
+        *,
         by: str,
         details: dict[str, Any],
         authorization: dict[str, Any],

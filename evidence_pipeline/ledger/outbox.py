@@ -87,7 +87,7 @@ class Outbox:
         return claimed
 
     def record_attempt(
-        self, delivery: dict[str, Any], state: str, code: str | None, status: int | None, next_attempt_at: float
+        self, delivery: dict[str, Any], *, state: str, code: str | None, status: int | None, next_attempt_at: float
     ) -> None:
         """The outcome of one attempt at ``delivery`` (as claimed): its new state, why it failed, when next."""
         o = outbox.c

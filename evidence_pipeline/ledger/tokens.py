@@ -76,10 +76,10 @@ class Tokens:
             raise EvidenceError(ReasonCode.TOKEN_NOT_FOUND, "no such token id")
         if row.revoked_at is not None:
             return row.tenant, None
-        return row.tenant, self._revoke(conn, row.tenant, token_id, actor, time.time(), details)
+        return row.tenant, self._revoke(conn, row.tenant, token_id, actor=actor, now=time.time(), details=details)
 
     def _revoke(
-        self, conn: Connection, tenant: str, token_id: str, actor: str, now: float, details: dict[str, Any]
+        self, conn: Connection, tenant: str, token_id: str, *, actor: str, now: float, details: dict[str, Any]
     ) -> LedgerEvent:
         conn.execute(self.tokens.update().where(self.tokens.c.token_id == token_id).values(revoked_at=now))
         return self.ledger._append(
@@ -130,7 +130,7 @@ class Tokens:
             .all()
         )
         for token_id in live:
-            self._revoke(conn, tenant, token_id, actor, now, {})
+            self._revoke(conn, tenant, token_id, actor=actor, now=now, details={})
         event = self.ledger._append(
             conn,
             TenantMonth(tenant, current_month(now)),

@@ -92,7 +92,11 @@ class Deliverer:
         else:
             state = DEAD
         self.outbox.record_attempt(
-            delivery, state, code and str(code), status, now + self.backoff(tries) if state == PENDING else now
+            delivery,
+            state=state,
+            code=code and str(code),
+            status=status,
+            next_attempt_at=now + self.backoff(tries) if state == PENDING else now,
         )
         return state
 

@@ -307,23 +307,14 @@ def test_only_the_runtime_builds_the_ledgers_pieces():
 
 
 MAX_POSITIONAL = 5
-# Functions that still take more than MAX_POSITIONAL positional parameters. Dagster calls the wrapper of its own
-# internal positionally, so it keeps that signature; the others are in modules open branches rewrite (the ledger's
-# typed rows, issue 46's redaction) and go keyword-only there. The list only shrinks: an entry that no longer takes
-# too many fails the test until it is removed.
+# Functions that still take more than MAX_POSITIONAL positional parameters, in modules open branches rewrite (the
+# ledger's typed rows, issue 46's redaction) that go keyword-only there. The list only shrinks: an entry that no
+# longer takes too many fails the test until it is removed.
 STILL_POSITIONAL = {
-    "defs/extensions/provenance.py: _output_asset_events",
     "documents/pdftext.py: _walk",
     "documents/pdftext.py: _draw",
     "documents/redact.py: _images_on_page",
     "documents/redact.py: _remove_elsewhere",
-    "ledger/actors.py: ActorLedger.consume_nonce",
-    "ledger/actors.py: ActorLedger.register",
-    "ledger/actors.py: ActorLedger.change_roles",
-    "ledger/actors.py: ActorLedger.add_key",
-    "ledger/actors.py: ActorLedger.revoke_key",
-    "ledger/actors.py: ActorLedger.record_action",
-    "ledger/actors.py: ActorLedger._append",
     "ledger/announcements.py: job_ended",
     "ledger/announcements.py: batch_ended",
     "ledger/announcements.py: _batch_finished",
@@ -338,12 +329,10 @@ STILL_POSITIONAL = {
     "ledger/jobs.py: JobTransitions._fail",
     "ledger/jobs.py: JobTransitions.replay",
     "ledger/ledger.py: Ledger._append",
-    "ledger/outbox.py: Outbox.record_attempt",
     "ledger/source_events.py: SourceEvents.record",
     "ledger/submissions.py: Submissions.submit_job",
     "ledger/submissions.py: Submissions.submit_in",
     "ledger/submissions.py: Submissions.check_load",
-    "ledger/tokens.py: Tokens._revoke",
 }
 
 
