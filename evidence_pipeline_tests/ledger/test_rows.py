@@ -7,10 +7,23 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+import sqlalchemy
 
 from evidence_pipeline.ledger import Ledger
+from evidence_pipeline.ledger.announcements import outbox, webhooks
 from evidence_pipeline.ledger.jobs import JobKey
-from evidence_pipeline.ledger.rows import DocumentJob, Job, JobAttempt, ListedJob, PublicationClaim, PublicationRecord
+from evidence_pipeline.ledger.rows import (
+    Delivery,
+    DocumentJob,
+    Job,
+    JobAttempt,
+    ListedDelivery,
+    ListedJob,
+    ListedTenant,
+    PublicationClaim,
+    PublicationRecord,
+    Subscription,
+)
 
 PACKAGE = Path(__file__).resolve().parents[2] / "evidence_pipeline"
 LEDGER = PACKAGE / "ledger"
@@ -73,3 +86,37 @@ def test_each_row_type_names_the_columns_of_its_table_and_is_frozen(tmp_path):
     assert isinstance(job, Job) and job.current_attempt_id == job.job_id and ledger.job(job.job_id) == job
     with pytest.raises(dataclasses.FrozenInstanceError):
         job.state = "succeeded"  # a row is what was read: every change is a compare-and-swap in the ledger
+
+
+def test_the_webhook_rows_name_the_columns_of_their_tables(tmp_path):
+    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    reflected = sqlalchemy.MetaData()
+    reflected.reflect(ledger.engine, only=[webhooks.name, outbox.name])
+    for row_type, table in ((Subscription, webhooks), (Delivery, outbox)):
+        columns = reflected.tables[table.name].c.keys()
+        assert [field.name for field in dataclasses.fields(row_type)] == list(table.c.keys())
+        assert set(table.c.keys()) == set(columns)  # the lightweight table is the migrated one
+
+
+# What `evidence webhook deliveries --json` and `evidence tenant list --json` print of each row: scripts read these
+# keys, in this order. A field renamed or dropped from a listing's row type changes that output: it fails here.
+LISTED_KEYS = {
+    ListedDelivery: [
+        "delivery_id",
+        "tenant",
+        "event_type",
+        "event_seq",
+        "state",
+        "attempts",
+        "last_code",
+        "last_status",
+        "payload",
+        "created_at",
+        "next_attempt_at",
+    ],
+    ListedTenant: ["tenant", "registered_at", "registered_seq", "offboarded_seq"],
+}
+
+
+def test_the_listings_print_the_keys_they_always_printed():
+    assert {row_type: [field.name for field in dataclasses.fields(row_type)] for row_type in LISTED_KEYS} == LISTED_KEYS

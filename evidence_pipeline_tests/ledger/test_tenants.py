@@ -54,8 +54,8 @@ def test_registry_records_each_tenant_once_in_order_and_never_brings_back_an_off
         documents.tokens.record_offboarding(conn, "acme", "operator", {"reason": "left"})
     assert registry.active() == [*fixtures, "zeta", "beta"]
     [(offboarded, _, _)] = runtime.ledger.stored_events(EventType.TENANT_OFFBOARDED, "acme")
-    [acme] = [row for row in registry.listing() if row["tenant"] == "acme"]
-    assert acme["offboarded_seq"] == offboarded.seq > acme["registered_seq"]
+    [acme] = [row for row in registry.listing() if row.tenant == "acme"]
+    assert acme.offboarded_seq == offboarded.seq > acme.registered_seq
     assert signers.register_tenants(["acme"]) == {"acme": OFFBOARDED}
     assert runtime.ledger.verify_chain() == actor_events + 4
     assert [found.action for found in recheck_ledger(runtime.ledger, 300)][-3:] == ["tenant.register"] * 3

@@ -97,7 +97,7 @@ def end_jobs_of_every_kind(ledger: Ledger) -> None:
         DocumentJobs(ledger).job(TENANT, job_id) for job_id in batches.batch_children_in("bat_one", "accepted")
     )
     succeed(ledger, first)
-    assert not [row for row in Outbox(ledger).deliveries(TENANT) if row["event_type"] == "batch.finished"]
+    assert not [row for row in Outbox(ledger).deliveries(TENANT) if row.event_type == "batch.finished"]
     _fail(ledger, second, "DOCUMENT_ENCRYPTED", False)
 
 

@@ -45,7 +45,7 @@ def test_a_deliverer_process_killed_mid_delivery_and_restarted_sends_each_event_
     ledger = Ledger(settings.ledger_url)
     hook.secrets.append(_set(ledger, settings, hook.url)["secret"])
     _end_jobs_of_every_kind(ledger)
-    expected = {row["delivery_id"] for row in Outbox(ledger).deliveries(TENANT)}
+    expected = {row.delivery_id for row in Outbox(ledger).deliveries(TENANT)}
     processes: list[subprocess.Popen] = []
     killed: list[str] = []
 
@@ -86,7 +86,7 @@ def test_a_deliverer_process_killed_mid_delivery_and_restarted_sends_each_event_
     assert hook.attempts[killed[0]] == 4 and {hook.attempts[i] for i in expected - set(killed)} == {3}
     rows = Outbox(ledger).deliveries(TENANT)
     # the killed attempt was never recorded: two failures and the restarted deliverer's success, for every event
-    assert {(row["state"], row["attempts"], row["last_status"]) for row in rows} == {("delivered", 3, 204)}
+    assert {(row.state, row.attempts, row.last_status) for row in rows} == {("delivered", 3, 204)}
 
 
 def _wait_until_one_is_due(ledger: Ledger) -> None:

@@ -103,12 +103,12 @@ def test_exactly_one_delivery_per_event_across_a_new_deliverer_and_a_receiver_th
     _end_jobs_of_every_kind(ledger)
     outbox = Outbox(ledger)
     pending = outbox.deliveries(TENANT)
-    assert Counter(row["event_type"] for row in pending) == EXPECTED  # the fenced commit announced nothing
+    assert Counter(row.event_type for row in pending) == EXPECTED  # the fenced commit announced nothing
     assert outbox.deliveries(QUIET) == []
     for row in pending:  # ids, kinds, codes and digests: no message, no location, no content
-        body = json.loads(row["payload"])
+        body = json.loads(row.payload)
         assert body.keys() == {"type", "timestamp", "data"} and body["data"].keys() <= DATA_FIELDS
-        assert "/private" not in row["payload"] and "a message" not in row["payload"]
+        assert "/private" not in row.payload and "a message" not in row.payload
 
     clock = FakeClock()
     first = Deliverer(Outbox(ledger), settings, clock, jitter=lambda: 0.0)
@@ -129,13 +129,13 @@ def test_exactly_one_delivery_per_event_across_a_new_deliverer_and_a_receiver_th
     assert restarted.drain() == Counter({"delivered": 1}) and restarted.drain() == Counter()
 
     ids = [message_id for message_id, _ in hook.accepted]
-    assert sorted(ids) == sorted(row["delivery_id"] for row in pending)  # each exactly once
+    assert sorted(ids) == sorted(row.delivery_id for row in pending)  # each exactly once
     assert set(hook.attempts.values()) == {3} and hook.refused == 0 and not hook.duplicates
     assert Counter(body["type"] for _, body in hook.accepted) == EXPECTED
-    bodies = {row["delivery_id"]: json.loads(row["payload"]) for row in pending}
+    bodies = {row.delivery_id: json.loads(row.payload) for row in pending}
     assert all(bodies[message_id] == body for message_id, body in hook.accepted)  # the same body every attempt
-    delivered = {row["delivery_id"]: row for row in outbox.deliveries(TENANT, ("delivered",))}
-    assert crashed[0]["delivery_id"] in delivered and {row["attempts"] for row in delivered.values()} == {3}
+    delivered = {row.delivery_id: row for row in outbox.deliveries(TENANT, ("delivered",))}
+    assert crashed[0].delivery_id in delivered and {row.attempts for row in delivered.values()} == {3}
     [finished] = [body["data"] for _, body in hook.accepted if body["type"] == "batch.finished"]
     assert (finished["batch_id"], finished["counts"]) == ("bat_one", {"succeeded": 1, "rejected": 1})
     assert ledger.verify_chain()
@@ -225,7 +225,7 @@ def test_a_host_refused_at_delivery_is_dead_at_once_without_a_connection(tmp_pat
     _succeed(ledger, _job(ledger, TENANT, "ok"))
     assert Deliverer(Outbox(ledger), _settings(tmp_path)).drain() == Counter({"dead": 1})
     [dead] = Outbox(ledger).deliveries(TENANT, ("dead",))
-    assert (dead["attempts"], dead["last_code"], dead["last_status"]) == (1, "WEBHOOK_HOST_REFUSED", None)
+    assert (dead.attempts, dead.last_code, dead.last_status) == (1, "WEBHOOK_HOST_REFUSED", None)
 
 
 def test_the_budget_ends_in_a_dead_delivery_that_is_listed_and_replayed(ledger, tmp_path, receiver):
@@ -238,11 +238,11 @@ def test_the_budget_ends_in_a_dead_delivery_that_is_listed_and_replayed(ledger, 
     for _ in range(3):
         outcomes = deliverer.drain()
         [row] = Outbox(ledger).deliveries(TENANT)
-        waits.append(row["next_attempt_at"])
+        waits.append(row.next_attempt_at)
         clock.now += 10
     assert outcomes == Counter({"dead": 1}) and waits[2] is None
     [dead] = Outbox(ledger).deliveries(TENANT, ("dead",))
-    assert (dead["attempts"], dead["last_code"], dead["last_status"]) == (3, "WEBHOOK_RECEIVER_FAILED", 500)
+    assert (dead.attempts, dead.last_code, dead.last_status) == (3, "WEBHOOK_RECEIVER_FAILED", 500)
     assert deliverer.drain() == Counter()  # dead: never attempted again by itself
     half = Deliverer(Outbox(ledger), settings, clock, jitter=lambda: 0.0)
     assert [half.backoff(n) for n in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 2.0]  # doubled, capped at 4 s, half jittered
@@ -252,18 +252,18 @@ def test_the_budget_ends_in_a_dead_delivery_that_is_listed_and_replayed(ledger, 
     sign = signers.sign
     replayed = replay_delivery(
         signers.gate,
-        sign("olga", Action.WEBHOOK_REPLAY, {"delivery_id": dead["delivery_id"], "reason": "receiver fixed"}),
+        sign("olga", Action.WEBHOOK_REPLAY, {"delivery_id": dead.delivery_id, "reason": "receiver fixed"}),
     )
-    assert replayed["last_code"] == "WEBHOOK_RECEIVER_FAILED"
+    assert replayed.last_code == "WEBHOOK_RECEIVER_FAILED"
     [pending] = Outbox(ledger).deliveries(TENANT, ("pending",))
-    assert pending["attempts"] == 0 and pending["payload"] == dead["payload"]
+    assert pending.attempts == 0 and pending.payload == dead.payload
     assert deliverer.drain() == Counter({"delivered": 1})
-    assert [message_id for message_id, _ in hook.accepted] == [dead["delivery_id"]]  # the same webhook-id
+    assert [message_id for message_id, _ in hook.accepted] == [dead.delivery_id]  # the same webhook-id
     [event] = ledger.events_of_type("webhook.replayed")
-    assert (event["actor"], event["details"]["delivery_id"]) == ("olga", dead["delivery_id"])
+    assert (event["actor"], event["details"]["delivery_id"]) == ("olga", dead.delivery_id)
     with pytest.raises(EvidenceError) as again:
         replay_delivery(
-            signers.gate, sign("olga", Action.WEBHOOK_REPLAY, {"delivery_id": dead["delivery_id"], "reason": "twice"})
+            signers.gate, sign("olga", Action.WEBHOOK_REPLAY, {"delivery_id": dead.delivery_id, "reason": "twice"})
         )
     assert again.value.code == "WEBHOOK_DELIVERY_NOT_DEAD"
     assert ledger.verify_chain()
@@ -290,7 +290,7 @@ def test_the_commands_set_print_the_secret_once_list_deliver_and_replay(tmp_path
     shown = cli.invoke(main, ["tenant", "webhook", "set", TENANT, hook.url, *olga])
     assert shown.exit_code == 0, shown.output
     secret = re.search(r"secret: +(whsec_\S+)", shown.output).group(1)
-    assert Outbox(ledger).subscription(TENANT)["secret"] == secret
+    assert Outbox(ledger).subscription(TENANT).secret == secret
     refused = cli.invoke(main, ["tenant", "webhook", "set", TENANT, "http://10.0.0.1/", *olga])
     assert refused.exit_code == 1 and "WEBHOOK_HOST_REFUSED" in refused.output
     _succeed(ledger, _job(ledger, TENANT, "ok"))
@@ -319,14 +319,14 @@ def test_a_tenant_month_run_announces_its_bundle_in_the_transaction_that_publish
     run_tenant_month(runtime, SMALL, RunInfo("month-run"))
     published = ledger.current_publication(SMALL)
     [row] = Outbox(ledger).deliveries(SMALL.tenant)
-    assert (row["event_type"], row["event_seq"]) == ("evidence.delivered", published.event_seq)
+    assert (row.event_type, row.event_seq) == ("evidence.delivered", published.event_seq)
     [event] = ledger.events_of_type(EventType.BUNDLE_PUBLISHED, SMALL.tenant)
     assert ledger.event(published.event_seq).body == event  # the row names the bundle's own event
     run_tenant_month(runtime, SMALL, RunInfo("again"))  # converges on the published bundle: nothing new
     assert len(Outbox(ledger).deliveries(SMALL.tenant)) == 1
     assert Deliverer(Outbox(ledger), settings).drain() == Counter({"delivered": 1})
     [(message_id, body)] = hook.accepted
-    assert message_id == row["delivery_id"] and body["type"] == "evidence.delivered"
+    assert message_id == row.delivery_id and body["type"] == "evidence.delivered"
     assert body["data"] == {
         "tenant": SMALL.tenant,
         "period": SMALL.period,
@@ -355,7 +355,7 @@ def test_offboarding_removes_the_webhook_and_cancels_what_was_not_delivered(docu
     one_try = _settings(tmp_path, EVIDENCE_WEBHOOK_MAX_ATTEMPTS="1", **retries)
     assert Deliverer(Outbox(ledger), one_try).drain() == Counter({"dead": 1})
     waiting = _job(ledger, TENANT, "waiting")  # not started: offboarding rejects it
-    undelivered = [row["delivery_id"] for row in Outbox(ledger).deliveries(TENANT, ("pending", "dead"))]
+    undelivered = [row.delivery_id for row in Outbox(ledger).deliveries(TENANT, ("pending", "dead"))]
     assert len(undelivered) == 2
 
     _ask(documents, TENANT, "contract ended")
@@ -370,9 +370,9 @@ def test_offboarding_removes_the_webhook_and_cancels_what_was_not_delivered(docu
     }
     assert event["details"]["webhook_deliveries_cancelled"] == undelivered
     assert DocumentJobs(ledger).job(TENANT, waiting.job_id).state == "rejected"
-    rows = {row["delivery_id"]: row for row in Outbox(ledger).deliveries(TENANT)}
+    rows = {row.delivery_id: row for row in Outbox(ledger).deliveries(TENANT)}
     assert len(rows) == 3  # nothing announced the rejected job: the tenant has no webhook any more
-    assert [(rows[i]["state"], rows[i]["last_code"]) for i in undelivered] == [("cancelled", "TENANT_OFFBOARDED")] * 2
+    assert [(rows[i].state, rows[i].last_code) for i in undelivered] == [("cancelled", "TENANT_OFFBOARDED")] * 2
     clock.now += 3600
     assert deliverer.drain() == Counter() and len(hook.accepted) == 1  # nothing is sent for the tenant
     signers = signers_of(ledger)
@@ -421,7 +421,7 @@ def test_an_attempt_ends_at_its_deadline_whatever_the_receiver_trickles(ledger, 
     _succeed(ledger, _job(ledger, TENANT, "ok"))
     assert Deliverer(Outbox(ledger), settings).drain() == Counter({"pending": 1})
     [row] = Outbox(ledger).deliveries(TENANT)
-    assert row["last_code"] == "WEBHOOK_UNREACHABLE"
+    assert row.last_code == "WEBHOOK_UNREACHABLE"
     for _ in range(600):  # the peer notices the hang-up at its next byte
         if peer.sent:
             break
