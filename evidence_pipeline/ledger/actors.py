@@ -87,7 +87,7 @@ class ActorLedger:
         kind = EventType.ACTOR_BOOTSTRAPPED if bootstrap else EventType.ACTOR_REGISTERED
         key = {**key, "valid_from": utc_iso(timespec="microseconds")}
         event = self._append(
-            conn, kind, name, by=by, details={"name": name, "roles": roles, "key": key}, authorization=authorization
+            conn, kind, name, {"name": name, "roles": roles, "key": key}, by=by, authorization=authorization
         )
         conn.execute(self.actors.insert().values(actor=name, registered_seq=event.seq))
         self._insert_key(conn, name, key, event)
@@ -101,8 +101,8 @@ class ActorLedger:
             conn,
             EventType.ACTOR_ROLES_CHANGED,
             name,
+            {"name": name, "roles": roles},
             by=by,
-            details={"name": name, "roles": roles},
             authorization=authorization,
         )
         conn.execute(self.roles.insert().values(event_seq=event.seq, actor=name, roles=json.dumps(roles)))
@@ -113,12 +113,7 @@ class ActorLedger:
     ) -> LedgerEvent:
         key = {**key, "valid_from": utc_iso(timespec="microseconds")}
         event = self._append(
-            conn,
-            EventType.ACTOR_KEY_ADDED,
-            name,
-            by=by,
-            details={"name": name, "key": key},
-            authorization=authorization,
+            conn, EventType.ACTOR_KEY_ADDED, name, {"name": name, "key": key}, by=by, authorization=authorization
         )
         self._insert_key(conn, name, key, event)
         return event
@@ -131,8 +126,8 @@ class ActorLedger:
             conn,
             EventType.ACTOR_KEY_REVOKED,
             name,
+            {"name": name, "key_id": key_id, "revoked_at": revoked_at},
             by=by,
-            details={"name": name, "key_id": key_id, "revoked_at": revoked_at},
             authorization=authorization,
         )
         conn.execute(
@@ -164,9 +159,9 @@ class ActorLedger:
         conn: Connection,
         kind: EventType,
         name: str,
+        details: dict[str, Any],
         *,
         by: str,
-        details: dict[str, Any],
         authorization: dict[str, Any],
     ) -> LedgerEvent:
         return self.ledger._append(
