@@ -36,13 +36,14 @@ from evidence_pipeline.actors.verify import ActionRefused
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import Ledger
-from evidence_pipeline.ledger.actors import TABLES, ActorLedger
+from evidence_pipeline.ledger.actors import TABLES
 from evidence_pipeline.ledger.ledger import event_body
 from evidence_pipeline.models import EventType
 from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline.signing.dsse import canonical_json, pae
 from evidence_pipeline.signing.keys import STATEMENT_KEY, load_keyring
 from evidence_pipeline_tests.support.fixture_sources import SMALL
+from evidence_pipeline_tests.support.pieces import pieces_of
 from evidence_pipeline_tests.support.signers import request_text, signature_of, with_signature, with_text
 from evidence_pipeline_tests.support.tampering import drop_append_only_guards
 
@@ -54,7 +55,7 @@ class World:
 
     def __init__(self, backend: dict[str, str]):
         self.ledger = Ledger(Settings.from_env(backend).ledger_url)
-        self.gate = ActionGate(ActorLedger(self.ledger), MAX_AGE)
+        self.gate = ActionGate(pieces_of(self.ledger).actors, MAX_AGE)
         self.admin = ActorAdmin(self.gate)
         self.keys: dict[str, Ed25519PrivateKey] = {}
 
@@ -77,7 +78,7 @@ class World:
         )
 
     def registry(self) -> Registry:
-        return Registry(ActorLedger(self.ledger).read_snapshot())
+        return Registry(pieces_of(self.ledger).actors.read_snapshot())
 
     def bodies(self) -> list[dict]:
         events = self.ledger.audit_events.c

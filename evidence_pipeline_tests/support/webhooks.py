@@ -11,16 +11,13 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.admission import Clock, JobLimits
-from evidence_pipeline.ledger.batches import Batches
-from evidence_pipeline.ledger.document_jobs import EVIDENCE, DocumentJobs
+from evidence_pipeline.ledger.document_jobs import EVIDENCE
 from evidence_pipeline.ledger.jobs import Lease
-from evidence_pipeline.ledger.outbox import Outbox
 from evidence_pipeline.ledger.rows import DocumentJob
-from evidence_pipeline.ledger.submissions import Submissions
-from evidence_pipeline.ledger.tokens import Tokens
 from evidence_pipeline.models import EventType
 from evidence_pipeline.webhooks.subscriptions import set_webhook
 from evidence_pipeline_tests.support.jobs import ONE_TRY
+from evidence_pipeline_tests.support.pieces import pieces_of
 from evidence_pipeline_tests.support.signers import signers_of
 
 TENANT, QUIET = "acme", "quiet"  # QUIET has no webhook
@@ -32,24 +29,28 @@ def subscribe(ledger: Ledger, settings: Settings, url: str, tenant: str = TENANT
     signers = signers_of(ledger)
     signers.register_tenants([tenant])
     return set_webhook(
-        signers.gate, Tokens(ledger), settings, url, signers.sign("olga", Action.WEBHOOK_SET, {"url": url}, tenant)
+        signers.gate,
+        pieces_of(ledger).tokens,
+        settings,
+        url,
+        signers.sign("olga", Action.WEBHOOK_SET, {"url": url}, tenant),
     )
 
 
 def add_job(
     ledger: Ledger, tenant: str, key: str, operation: str = "inspect", request: dict | None = None
 ) -> DocumentJob:
-    job, _ = Submissions(ledger).submit_job(
+    job, _ = pieces_of(ledger).submissions.submit_job(
         tenant, key, SHA, operation, request or {"inputs": [key]}, "policy-test", "intake", None, Clock(None)
     )
-    return DocumentJobs(ledger).job(tenant, job.job_id)
+    return pieces_of(ledger).document_jobs.job(tenant, job.job_id)
 
 
 def succeed(
     ledger: Ledger, job: DocumentJob, event_type: str = EventType.DOCUMENT_PUBLISHED, outputs: dict | None = None
 ):
     lease = ledger.acquire_lease(job.job_id, "worker", 60)
-    DocumentJobs(ledger).complete(job, lease, event_type, SHA, outputs or {"outputs": []}, "worker")
+    pieces_of(ledger).document_jobs.complete(job, lease, event_type, SHA, outputs or {"outputs": []}, "worker")
 
 
 def _fail(ledger: Ledger, job: DocumentJob, reason: str, retryable: bool) -> str:
@@ -80,7 +81,7 @@ def end_jobs_of_every_kind(ledger: Ledger) -> None:
     succeed(ledger, add_job(ledger, QUIET, "ok"))
     fenced = add_job(ledger, TENANT, "fenced")
     with pytest.raises(EvidenceError) as error:
-        DocumentJobs(ledger).complete(
+        pieces_of(ledger).document_jobs.complete(
             fenced,
             Lease(fenced.job_id, 99, "stale", 0.0),
             EventType.DOCUMENT_PUBLISHED,
@@ -89,15 +90,16 @@ def end_jobs_of_every_kind(ledger: Ledger) -> None:
             "stale",
         )
     assert error.value.code == "LEASE_FENCED"
-    batches = Batches(ledger, Submissions(ledger))
+    batches = pieces_of(ledger).batches
     batch, _ = batches.create_batch(TENANT, "bat_one", SHA, "acme/batches/x.json", 2, "intake", LIMITS, Clock(None))
     children = [(f"child-{n}", SHA, "inspect", {"inputs": [f"c{n}"]}) for n in range(2)]
     assert batches.dispatch_batch_page(batch, children, "policy-test", "dispatcher")
     first, second = (
-        DocumentJobs(ledger).job(TENANT, job_id) for job_id in batches.batch_children_in("bat_one", "accepted")
+        pieces_of(ledger).document_jobs.job(TENANT, job_id)
+        for job_id in batches.batch_children_in("bat_one", "accepted")
     )
     succeed(ledger, first)
-    assert not [row for row in Outbox(ledger).deliveries(TENANT) if row.event_type == "batch.finished"]
+    assert not [row for row in pieces_of(ledger).outbox.deliveries(TENANT) if row.event_type == "batch.finished"]
     _fail(ledger, second, "DOCUMENT_ENCRYPTED", False)
 
 
