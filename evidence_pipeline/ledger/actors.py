@@ -19,7 +19,7 @@ from sqlalchemy import Connection, MetaData, exists, select
 from evidence_pipeline.canonical import sha256_text, utc_iso
 from evidence_pipeline.ledger.db import classified_errors
 from evidence_pipeline.ledger.ledger import Deployment, Ledger
-from evidence_pipeline.models import EventType, LedgerEvent
+from evidence_pipeline.models import ActorKeyState, ActorState, EventType, LedgerEvent
 
 TABLES = (
     "evidence_actors",
@@ -38,30 +38,27 @@ class ActorLedger:
             tables.reflect(ledger.engine, only=TABLES)
         self.actors, self.keys, self.revocations, self.roles, self.nonces = (tables.tables[name] for name in TABLES)
 
-    def snapshot(self, conn: Connection) -> dict[str, Any]:
-        """The registry as the tables hold it (the shape of actors.registry.Registry.snapshot).
+    def snapshot(self, conn: Connection) -> dict[str, ActorState]:
+        """The registry as the tables hold it (what actors.registry.Registry folds from the events).
 
         In a writing transaction, call Ledger.pin_chain_head first: the queries below may each see a later commit
         (PostgreSQL reads committed data statement by statement), so rows of an actor registered after the first
         query are passed over, and a decision taken on such a mixed view never commits: its append loses the race
         to the commit it half saw."""
-        registry: dict[str, dict[str, Any]] = {
-            row.actor: {"roles": [], "keys": {}} for row in conn.execute(select(self.actors))
-        }
+        actors = [row.actor for row in conn.execute(select(self.actors))]
+        roles: dict[str, tuple[str, ...]] = {}
         for row in conn.execute(select(self.roles).order_by(self.roles.c.event_seq)):  # the newest row is in force
-            if row.actor in registry:
-                registry[row.actor]["roles"] = json.loads(row.roles)
+            roles[row.actor] = tuple(json.loads(row.roles))
         revoked = {(row.actor, row.key_id): row.revoked_at for row in conn.execute(select(self.revocations))}
+        keys: dict[str, dict[str, ActorKeyState]] = {actor: {} for actor in actors}
         for row in conn.execute(select(self.keys)):
-            if row.actor in registry:
-                registry[row.actor]["keys"][row.key_id] = {
-                    "public_key": row.public_key,
-                    "valid_from": row.valid_from,
-                    "revoked_at": revoked.get((row.actor, row.key_id)),
-                }
-        return registry
+            if row.actor in keys:
+                keys[row.actor][row.key_id] = ActorKeyState(
+                    row.public_key, row.valid_from, revoked.get((row.actor, row.key_id))
+                )
+        return {actor: ActorState(roles.get(actor, ()), keys[actor]) for actor in actors}
 
-    def read_snapshot(self) -> dict[str, Any]:
+    def read_snapshot(self) -> dict[str, ActorState]:
         with classified_errors(), self.ledger.engine.connect() as conn:
             return self.snapshot(conn)
 

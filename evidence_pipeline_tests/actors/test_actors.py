@@ -284,9 +284,9 @@ def test_registering_changing_roles_adding_and_revoking_keys_are_signed_events(w
         assert body["actor"] == request.actor == "root"
         assert sealed(body["details"]["authorization"]).verifies(world.keys["root"].public_key())
     alice = world.registry().snapshot()["alice"]
-    assert alice["roles"] == ["approver", "operator"]
-    assert alice["keys"][first_id]["revoked_at"] == bodies[-1]["details"]["revoked_at"]
-    assert alice["keys"][key_id(second.public_key())]["revoked_at"] is None
+    assert alice.roles == ("approver", "operator")
+    assert alice.keys[first_id].revoked_at == bodies[-1]["details"]["revoked_at"]
+    assert alice.keys[key_id(second.public_key())].revoked_at is None
     # The tables are a projection of the events: an auditor folding the events alone gets the same registry.
     assert Registry.from_events(bodies).snapshot() == world.registry().snapshot()
     assert world.ledger.verify_chain() == len(bodies)

@@ -24,6 +24,7 @@ from evidence_pipeline.ledger.rows import (
     PublicationRecord,
     Subscription,
 )
+from evidence_pipeline.models import ActorKeyState, ActorState
 
 PACKAGE = Path(__file__).resolve().parents[2] / "evidence_pipeline"
 LEDGER = PACKAGE / "ledger"
@@ -98,8 +99,9 @@ def test_the_webhook_rows_name_the_columns_of_their_tables(tmp_path):
         assert set(table.c.keys()) == set(columns)  # the lightweight table is the migrated one
 
 
-# What `evidence webhook deliveries --json` and `evidence tenant list --json` print of each row: scripts read these
-# keys, in this order. A field renamed or dropped from a listing's row type changes that output: it fails here.
+# What `evidence webhook deliveries --json`, `evidence tenant list --json` and `evidence actor list --json` (each
+# actor's state and keys) print of each row: scripts read these keys, in this order. A field renamed or dropped from
+# a listing's row type changes that output: it fails here.
 LISTED_KEYS = {
     ListedDelivery: [
         "delivery_id",
@@ -115,6 +117,8 @@ LISTED_KEYS = {
         "next_attempt_at",
     ],
     ListedTenant: ["tenant", "registered_at", "registered_seq", "offboarded_seq"],
+    ActorState: ["roles", "keys"],
+    ActorKeyState: ["public_key", "valid_from", "revoked_at"],
 }
 
 

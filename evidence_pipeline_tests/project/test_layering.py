@@ -264,6 +264,7 @@ def test_no_new_private_name_is_imported_across_modules():
 
 RUNTIME = PACKAGE / "runtime.py"
 BENCH = PACKAGE.parent / "bench"
+TESTS = PACKAGE.parent / "evidence_pipeline_tests"
 
 
 def _ledger_pieces() -> set[str]:
@@ -293,12 +294,13 @@ def _constructed(path: Path, classes: set[str]) -> set[str]:
 
 def test_only_the_runtime_builds_the_ledgers_pieces():
     """One door into the ledger: the runtime builds each piece once (``rt.tokens``, ``rt.batches``, …) over its one
-    core, and production code and the benches ask it for them; none builds its own."""
+    core, and production code, the benches and the tests ask it for them (a test over a bare ledger through
+    support/pieces.py's runtime over it); none builds its own."""
     pieces = _ledger_pieces()
     assert {"Tokens", "TenantRegistry", "ActorLedger", "Batches", "Pages", "DocumentJobs", "Outbox"} <= pieces
     offenders = sorted(
         f"{path.relative_to(PACKAGE.parent)}: {name}"
-        for path in [*PACKAGE.rglob("*.py"), *BENCH.rglob("*.py")]
+        for path in [*PACKAGE.rglob("*.py"), *BENCH.rglob("*.py"), *TESTS.rglob("*.py")]
         if path != RUNTIME
         for name in _constructed(path, pieces)
     )
