@@ -38,7 +38,7 @@ from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.actors import TABLES
 from evidence_pipeline.ledger.ledger import event_body
-from evidence_pipeline.models import EventType
+from evidence_pipeline.models import ActorKeyState, ActorState, EventType
 from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline.signing.dsse import canonical_json, pae
 from evidence_pipeline.signing.keys import STATEMENT_KEY, load_keyring
@@ -213,15 +213,13 @@ def test_two_names_on_one_key_are_one_identity():
     shared, other = public_hex(Ed25519PrivateKey.generate()), public_hex(Ed25519PrivateKey.generate())
 
     def key(public: str) -> dict:
-        return {
-            _key_id_of(public): {"public_key": public, "valid_from": "2026-01-01T00:00:00+00:00", "revoked_at": None}
-        }
+        return {_key_id_of(public): ActorKeyState(public, "2026-01-01T00:00:00+00:00", None)}
 
     registry = Registry(
         {
-            "bob": {"roles": ["approver"], "keys": key(shared)},
-            "bob-ops": {"roles": ["operator"], "keys": key(shared)},
-            "olga": {"roles": ["operator"], "keys": key(other)},
+            "bob": ActorState(("approver",), key(shared)),
+            "bob-ops": ActorState(("operator",), key(shared)),
+            "olga": ActorState(("operator",), key(other)),
         }
     )
     assert registry.same_identity("bob", "bob-ops") and registry.same_identity("olga", "olga")
