@@ -4,7 +4,6 @@ ledger (test_layering.py), so no test constructs a piece (``Tokens(ledger)``, ``
 from __future__ import annotations
 
 import tempfile
-import weakref
 from pathlib import Path
 
 from evidence_pipeline.config import Settings
@@ -13,22 +12,20 @@ from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.store.uri import open_store
 
 _NO_HOME = Path(tempfile.gettempdir()) / "evidence-ledger-pieces-no-home"
-_runtimes: weakref.WeakKeyDictionary[Ledger, Runtime] = weakref.WeakKeyDictionary()
 
 
 def pieces_of(ledger: Ledger) -> Runtime:
-    """A Runtime over ``ledger`` (a test's bare ledger, opened without Settings), one per ledger, for its pieces:
-    ``.tokens``, ``.tenants``, ``.outbox``, ``.batches``, … A test of the ledger alone has no stores: the runtime's
-    are under a home that nothing creates (a piece never reaches a store)."""
-    if ledger not in _runtimes:
-        url = ledger.engine.url.render_as_string(hide_password=False)
-        settings = Settings.from_env({"EVIDENCE_HOME": str(_NO_HOME), "EVIDENCE_LEDGER_URL": url})
-        _runtimes[ledger] = Runtime(
-            settings=settings,
-            sources=open_store(settings.sources_uri, scheme="sources", private=True),
-            staging=open_store(settings.staging_uri, scheme="staging", private=True),
-            previews=open_store(settings.preview_uri, scheme="previews", private=True),
-            archive=open_store(settings.archive_uri),
-            ledger=ledger,
-        )
-    return _runtimes[ledger]
+    """A Runtime over ``ledger`` (a test's bare ledger, opened without Settings) for its pieces: ``.tokens``,
+    ``.tenants``, ``.outbox``, ``.batches``, … A test of the ledger alone has no stores: the runtime's are under a
+    home that nothing creates (a piece never reaches a store). Not cached: a cache keyed by the ledger would keep
+    every test's ledger, and its connections, alive."""
+    url = ledger.engine.url.render_as_string(hide_password=False)
+    settings = Settings.from_env({"EVIDENCE_HOME": str(_NO_HOME), "EVIDENCE_LEDGER_URL": url})
+    return Runtime(
+        settings=settings,
+        sources=open_store(settings.sources_uri, scheme="sources", private=True),
+        staging=open_store(settings.staging_uri, scheme="staging", private=True),
+        previews=open_store(settings.preview_uri, scheme="previews", private=True),
+        archive=open_store(settings.archive_uri),
+        ledger=ledger,
+    )
