@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta, timezone
 from enum import StrEnum
 
@@ -254,3 +255,29 @@ class RenderedReport:
     pdf: bytes
     sha256: str
     pages: int
+
+
+@dataclass(frozen=True)
+class ActorKeyState:
+    """One key of a registered actor: its raw Ed25519 public key (hex), from when it is valid, and when it was
+    revoked (None while it is valid)."""
+
+    public_key: str
+    valid_from: str
+    revoked_at: str | None
+
+
+@dataclass(frozen=True)
+class ActorState:
+    """A registered actor as the actor registry holds it, its roles (sorted) and its keys by key id: the same value
+    whether read from the ledger's actor tables (ledger/actors.py) or folded from the actor events offline
+    (actors/registry.py), so it lives here, below both (the offline fold never loads the database layer)."""
+
+    roles: tuple[str, ...]
+    keys: Mapping[str, ActorKeyState]
+
+    def with_key(self, key_id: str, key: ActorKeyState) -> ActorState:
+        return replace(self, keys={**self.keys, key_id: key})
+
+    def with_key_revoked(self, key_id: str, revoked_at: str) -> ActorState:
+        return self.with_key(key_id, replace(self.keys[key_id], revoked_at=revoked_at))

@@ -15,7 +15,8 @@ public key ids as ``service_key_ids`` (keyfiles.service_key_ids).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
+from dataclasses import replace
 
 from sqlalchemy import Connection
 
@@ -25,7 +26,7 @@ from evidence_pipeline.actors.requests import ACTOR_NAME, key_id, public_key_fro
 from evidence_pipeline.actors.roles import Action, Role
 from evidence_pipeline.actors.verify import AuthorizedAction
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.models import LedgerEvent
+from evidence_pipeline.models import ActorState, LedgerEvent
 
 ARGS = {
     Action.ACTOR_BOOTSTRAP: {"name", "public_key"},
@@ -49,11 +50,11 @@ class ActorAdmin:
             args = _args(authorized)
             return self.actors.register(
                 conn,
-                authorized.actor,
                 args["name"],
-                [Role.ADMIN.value],
-                self._key(args),
-                authorized.envelope,
+                by=authorized.actor,
+                roles=[Role.ADMIN.value],
+                key=self._key(args),
+                authorization=authorized.envelope,
                 bootstrap=True,
             )
 
@@ -65,7 +66,12 @@ class ActorAdmin:
             if registry.roles(args["name"]) is not None:
                 raise EvidenceError(ReasonCode.ACTOR_EXISTS, f"actor {args['name']} is registered already")
             return self.actors.register(
-                conn, authorized.actor, args["name"], _roles(args), self._key(args), authorized.envelope
+                conn,
+                args["name"],
+                by=authorized.actor,
+                roles=_roles(args),
+                key=self._key(args),
+                authorization=authorized.envelope,
             )
 
         return self.gate.run(envelope, Action.ACTOR_REGISTER, perform)
@@ -75,9 +81,11 @@ class ActorAdmin:
             args = _args(authorized)
             name, roles = _known(registry, args["name"]), _roles(args)
             after = registry.snapshot()
-            after[name]["roles"] = roles
+            after[name] = replace(after[name], roles=tuple(roles))
             _keeps_an_admin(after)
-            return self.actors.change_roles(conn, authorized.actor, name, roles, authorized.envelope)
+            return self.actors.change_roles(
+                conn, name, by=authorized.actor, roles=roles, authorization=authorized.envelope
+            )
 
         return self.gate.run(envelope, Action.ACTOR_ROLES, perform)
 
@@ -87,7 +95,7 @@ class ActorAdmin:
             name, key = _known(registry, args["name"]), self._key(args)
             if registry.key(name, key["key_id"]) is not None:
                 raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, f"{name} holds that key already")
-            return self.actors.add_key(conn, authorized.actor, name, key, authorized.envelope)
+            return self.actors.add_key(conn, name, by=authorized.actor, key=key, authorization=authorized.envelope)
 
         return self.gate.run(envelope, Action.ACTOR_KEY_ADD, perform)
 
@@ -101,9 +109,11 @@ class ActorAdmin:
             if key.revoked_at is not None:
                 raise EvidenceError(ReasonCode.ACTOR_KEY_REVOKED, f"the key was revoked at {key.revoked_at}")
             after = registry.snapshot()
-            after[name]["keys"][revoked]["revoked_at"] = "now"
+            after[name] = after[name].with_key_revoked(revoked, "now")
             _keeps_an_admin(after)
-            return self.actors.revoke_key(conn, authorized.actor, name, revoked, authorized.envelope)
+            return self.actors.revoke_key(
+                conn, name, by=authorized.actor, key_id=revoked, authorization=authorized.envelope
+            )
 
         return self.gate.run(envelope, Action.ACTOR_KEY_REVOKE, perform)
 
@@ -139,6 +149,6 @@ def _known(registry: Registry, name: str) -> str:
     return name
 
 
-def _keeps_an_admin(after: dict) -> None:
+def _keeps_an_admin(after: Mapping[str, ActorState]) -> None:
     if not Registry(after).admins_with_valid_keys():
         raise EvidenceError(ReasonCode.ACTOR_LAST_ADMIN, "the change would leave no admin with a valid key")

@@ -68,7 +68,9 @@ class ActionGate:
             if event is None:
                 return None
             _check_recorded(event, authorized)
-            self.actors.consume_nonce(conn, authorized.nonce, authorized.actor, authorized.key_id, event)
+            self.actors.consume_nonce(
+                conn, authorized.nonce, actor=authorized.actor, key_id=authorized.key_id, event=event
+            )
             return event
 
         return self._refusals_recorded(raw, action, work)
@@ -89,7 +91,9 @@ class ActionGate:
             self._recheck_appends(conn, registry, authorized)
             event = perform(conn, registry, authorized)
             _check_recorded(event, authorized)
-            self.actors.consume_nonce(conn, authorized.nonce, authorized.actor, authorized.key_id, event)
+            self.actors.consume_nonce(
+                conn, authorized.nonce, actor=authorized.actor, key_id=authorized.key_id, event=event
+            )
             return event
 
         return self._refusals_recorded(raw, Action.ACTOR_BOOTSTRAP, work)
@@ -115,7 +119,7 @@ class ActionGate:
             {**details, "message": refused.message, "authorization": request.envelope},
         )
         if not self.actors.nonce_used(conn, request.nonce):
-            self.actors.consume_nonce(conn, request.nonce, request.actor, request.key_id, event)
+            self.actors.consume_nonce(conn, request.nonce, actor=request.actor, key_id=request.key_id, event=event)
 
     def _recheck_appends(self, conn: Connection, registry: Registry, authorized: AuthorizedAction) -> None:
         """Each event ``perform`` appends passes the auditor's re-check (offline.Recheck) as it is about to be

@@ -2,10 +2,8 @@
 
 Built two ways that must agree: from the ledger's actor tables (what authorization reads, ledger/actors.py) and by
 folding the actor events in ledger order (what an auditor does offline, from events alone). Both give the same
-``snapshot()``:
-
-    {actor: {"roles": [sorted role names], "keys": {key_id: {"public_key": hex, "valid_from": iso,
-                                                             "revoked_at": iso or None}}}}
+``snapshot()``: {actor: ActorState(roles, keys: {key_id: ActorKeyState(public_key, valid_from, revoked_at)})}
+(models.py).
 
 The event details it folds (written by ledger/actors.py), each beside the ``authorization`` that made it:
 `actor.bootstrapped` and `actor.registered` {name, roles, key}, `actor.roles_changed` {name, roles},
@@ -15,16 +13,15 @@ valid_from}.
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from evidence_pipeline.actors.requests import key_id, public_key_from_hex
 from evidence_pipeline.actors.roles import Role
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.models import EventType
+from evidence_pipeline.models import ActorKeyState, ActorState, EventType
 
 ACTOR_EVENTS = frozenset(
     {
@@ -51,8 +48,8 @@ class ActorKey:
 
 
 class Registry:
-    def __init__(self, snapshot: dict | None = None):
-        self._actors: dict[str, dict] = copy.deepcopy(snapshot or {})
+    def __init__(self, snapshot: Mapping[str, ActorState] | None = None):
+        self._actors: dict[str, ActorState] = dict(snapshot or {})  # each state is frozen: a change replaces it
 
     @classmethod
     def from_events(cls, bodies: Iterable[dict]) -> Registry:
@@ -62,8 +59,8 @@ class Registry:
             registry.apply(body)
         return registry
 
-    def snapshot(self) -> dict:
-        return copy.deepcopy(self._actors)
+    def snapshot(self) -> dict[str, ActorState]:
+        return dict(self._actors)
 
     @property
     def bootstrapped(self) -> bool:
@@ -73,22 +70,24 @@ class Registry:
     def roles(self, actor: str) -> frozenset[str] | None:
         """The actor's roles, or None when no actor has that name."""
         found = self._actors.get(actor)
-        return None if found is None else frozenset(found["roles"])
+        return None if found is None else frozenset(found.roles)
 
     def key(self, actor: str, key_id_: str) -> ActorKey | None:
-        found = self._actors.get(actor, {}).get("keys", {}).get(key_id_)
-        return None if found is None else ActorKey(actor, key_id_, **found)
+        state = self._actors.get(actor)
+        found = None if state is None else state.keys.get(key_id_)
+        return None if found is None else _actor_key(actor, key_id_, found)
 
     def public_key(self, key_id_: str) -> ed25519.Ed25519PublicKey | None:
         """The key of that id, whichever actor holds it, revoked or not (an id names the key's bytes): what a
         signature is checked with before the request it signs is read."""
         for found in self._actors.values():
-            if key_id_ in found["keys"]:
-                return public_key_from_hex(found["keys"][key_id_]["public_key"])
+            if key_id_ in found.keys:
+                return public_key_from_hex(found.keys[key_id_].public_key)
         return None
 
     def keys_of(self, actor: str) -> list[ActorKey]:
-        return [ActorKey(actor, kid, **key) for kid, key in self._actors.get(actor, {}).get("keys", {}).items()]
+        state = self._actors.get(actor)
+        return [] if state is None else [_actor_key(actor, kid, key) for kid, key in state.keys.items()]
 
     def same_identity(self, first: str, second: str) -> bool:
         """Two names are one identity when they are equal or hold (or held) a public key in common: four-eyes is
@@ -108,7 +107,7 @@ class Registry:
         return {
             actor
             for actor, found in self._actors.items()
-            if Role.ADMIN in found["roles"] and any(key["revoked_at"] is None for key in found["keys"].values())
+            if Role.ADMIN in found.roles and any(key.revoked_at is None for key in found.keys.values())
         }
 
     def apply(self, body: dict) -> None:
@@ -130,34 +129,35 @@ class Registry:
         if kind in (EventType.ACTOR_BOOTSTRAPPED, EventType.ACTOR_REGISTERED):
             if name in self._actors or (kind == EventType.ACTOR_BOOTSTRAPPED) == self.bootstrapped:
                 raise KeyError(name)  # registered twice, bootstrapped twice, or registered before any bootstrap
-            self._actors[name] = {"roles": _roles(details["roles"]), "keys": {}}
+            self._actors[name] = ActorState(roles=_roles(details["roles"]), keys={})
             self._add_key(name, details["key"])
             return
         actor = self._actors[name]
         if kind == EventType.ACTOR_ROLES_CHANGED:
-            actor["roles"] = _roles(details["roles"])
+            self._actors[name] = replace(actor, roles=_roles(details["roles"]))
         elif kind == EventType.ACTOR_KEY_ADDED:
             self._add_key(name, details["key"])
         else:
-            key = actor["keys"][details["key_id"]]
-            if key["revoked_at"] is not None or not isinstance(details["revoked_at"], str):
+            if actor.keys[details["key_id"]].revoked_at is not None or not isinstance(details["revoked_at"], str):
                 raise KeyError(details["key_id"])
-            key["revoked_at"] = details["revoked_at"]
+            self._actors[name] = actor.with_key_revoked(details["key_id"], details["revoked_at"])
 
     def _add_key(self, actor: str, key: dict) -> None:
         public = key["public_key"]
-        if key["key_id"] != key_id(public_key_from_hex(public)) or key["key_id"] in self._actors[actor]["keys"]:
+        if key["key_id"] != key_id(public_key_from_hex(public)) or key["key_id"] in self._actors[actor].keys:
             raise KeyError(key["key_id"])  # a key id names its key's bytes, and an actor holds a key once
         if not isinstance(key["valid_from"], str):
             raise TypeError(key["valid_from"])
-        self._actors[actor]["keys"][key["key_id"]] = {
-            "public_key": public,
-            "valid_from": key["valid_from"],
-            "revoked_at": None,
-        }
+        self._actors[actor] = self._actors[actor].with_key(
+            key["key_id"], ActorKeyState(public, key["valid_from"], None)
+        )
 
 
-def _roles(roles: list) -> list[str]:
+def _actor_key(actor: str, key_id_: str, key: ActorKeyState) -> ActorKey:
+    return ActorKey(actor, key_id_, key.public_key, key.valid_from, key.revoked_at)
+
+
+def _roles(roles: list) -> tuple[str, ...]:
     if not isinstance(roles, list) or not set(roles) <= set(Role):
         raise TypeError(roles)
-    return sorted(set(roles))
+    return tuple(sorted(set(roles)))

@@ -4,6 +4,7 @@ change their roles, add and revoke their keys, list them. Every change is an adm
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -213,12 +214,13 @@ def actor_list(as_json: bool) -> None:
 
     registry = runtime_for(load_settings(reads_only=True)).actors.read_snapshot()
     if as_json:
-        click.echo(json.dumps(registry, indent=2, sort_keys=True))
+        shown = {name: dataclasses.asdict(found) for name, found in registry.items()}
+        click.echo(json.dumps(shown, indent=2, sort_keys=True))
         return
     for name, found in sorted(registry.items()):
-        click.echo(f"{name}  {', '.join(found['roles'])}")
-        for kid, key in sorted(found["keys"].items()):
-            state = f"revoked {key['revoked_at']}" if key["revoked_at"] else f"valid from {key['valid_from']}"
+        click.echo(f"{name}  {', '.join(found.roles)}")
+        for kid, key in sorted(found.keys.items()):
+            state = f"revoked {key.revoked_at}" if key.revoked_at else f"valid from {key.valid_from}"
             click.echo(f"  {kid}  {state}")
     if not registry:
         click.echo("no actor yet: `evidence actor bootstrap NAME --key FILE` registers the first admin")

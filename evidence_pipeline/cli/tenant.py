@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -94,14 +95,14 @@ def tenant_list(everyone: bool, as_json: bool) -> None:
     rows = [
         row
         for row in open_runtime(load_settings(reads_only=True)).tenants.listing()
-        if everyone or row["offboarded_seq"] is None
+        if everyone or row.offboarded_seq is None
     ]
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json.dumps([dataclasses.asdict(row) for row in rows], indent=2))
         return
     for row in rows:
-        state = "" if row["offboarded_seq"] is None else "  offboarded"
-        click.echo(f"{row['tenant']}  registered {row['registered_at']}{state}")
+        state = "" if row.offboarded_seq is None else "  offboarded"
+        click.echo(f"{row.tenant}  registered {row.registered_at}{state}")
 
 
 @tenant.group("token")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -93,15 +94,15 @@ def webhook_deliveries(tenant: str | None, states: tuple[str, ...], as_json: boo
     """Deliveries, oldest first: id, tenant, event, state, attempts and the last failure's code."""
     rows = open_runtime(load_settings()).outbox.deliveries(tenant, states)
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json.dumps([dataclasses.asdict(row) for row in rows], indent=2))
         return
     for row in rows:
-        failed = f"  last={row['last_code']}" + (f" ({row['last_status']})" if row["last_status"] else "")
+        failed = f"  last={row.last_code}" + (f" ({row.last_status})" if row.last_status else "")
         click.echo(
-            f"{row['delivery_id']}  {row['state']:<9} {row['tenant']:<20} {row['event_type']:<18} "
-            f"attempts={row['attempts']}"
-            + (failed if row["last_code"] else "")
-            + (f"  next={row['next_attempt_at']}" if row["next_attempt_at"] else "")
+            f"{row.delivery_id}  {row.state:<9} {row.tenant:<20} {row.event_type:<18} "
+            f"attempts={row.attempts}"
+            + (failed if row.last_code else "")
+            + (f"  next={row.next_attempt_at}" if row.next_attempt_at else "")
         )
     click.echo(f"{len(rows)} delivery(ies)")
 
@@ -128,8 +129,8 @@ def webhook_replay(delivery_id: str, reason: str, key: Path | None, actor: str |
         ),
     )
     click.echo(
-        f"delivery {delivery_id} ({ended['tenant']} {ended['event_type']}) is pending again; it ended "
-        f"{ended['last_code']}; webhook_delivery_sensor (or `evidence webhook deliver`) sends it"
+        f"delivery {delivery_id} ({ended.tenant} {ended.event_type}) is pending again; it ended "
+        f"{ended.last_code}; webhook_delivery_sensor (or `evidence webhook deliver`) sends it"
     )
 
 

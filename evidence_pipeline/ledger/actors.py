@@ -19,7 +19,7 @@ from sqlalchemy import Connection, MetaData, exists, select
 from evidence_pipeline.canonical import sha256_text, utc_iso
 from evidence_pipeline.ledger.db import classified_errors
 from evidence_pipeline.ledger.ledger import Deployment, Ledger
-from evidence_pipeline.models import EventType, LedgerEvent
+from evidence_pipeline.models import ActorKeyState, ActorState, EventType, LedgerEvent
 
 TABLES = (
     "evidence_actors",
@@ -38,45 +38,43 @@ class ActorLedger:
             tables.reflect(ledger.engine, only=TABLES)
         self.actors, self.keys, self.revocations, self.roles, self.nonces = (tables.tables[name] for name in TABLES)
 
-    def snapshot(self, conn: Connection) -> dict[str, Any]:
-        """The registry as the tables hold it (the shape of actors.registry.Registry.snapshot).
+    def snapshot(self, conn: Connection) -> dict[str, ActorState]:
+        """The registry as the tables hold it (what actors.registry.Registry folds from the events).
 
         In a writing transaction, call Ledger.pin_chain_head first: the queries below may each see a later commit
         (PostgreSQL reads committed data statement by statement), so rows of an actor registered after the first
         query are passed over, and a decision taken on such a mixed view never commits: its append loses the race
         to the commit it half saw."""
-        registry: dict[str, dict[str, Any]] = {
-            row.actor: {"roles": [], "keys": {}} for row in conn.execute(select(self.actors))
-        }
+        actors = [row.actor for row in conn.execute(select(self.actors))]
+        roles: dict[str, tuple[str, ...]] = {}
         for row in conn.execute(select(self.roles).order_by(self.roles.c.event_seq)):  # the newest row is in force
-            if row.actor in registry:
-                registry[row.actor]["roles"] = json.loads(row.roles)
+            roles[row.actor] = tuple(json.loads(row.roles))
         revoked = {(row.actor, row.key_id): row.revoked_at for row in conn.execute(select(self.revocations))}
+        keys: dict[str, dict[str, ActorKeyState]] = {actor: {} for actor in actors}
         for row in conn.execute(select(self.keys)):
-            if row.actor in registry:
-                registry[row.actor]["keys"][row.key_id] = {
-                    "public_key": row.public_key,
-                    "valid_from": row.valid_from,
-                    "revoked_at": revoked.get((row.actor, row.key_id)),
-                }
-        return registry
+            if row.actor in keys:
+                keys[row.actor][row.key_id] = ActorKeyState(
+                    row.public_key, row.valid_from, revoked.get((row.actor, row.key_id))
+                )
+        return {actor: ActorState(roles.get(actor, ()), keys[actor]) for actor in actors}
 
-    def read_snapshot(self) -> dict[str, Any]:
+    def read_snapshot(self) -> dict[str, ActorState]:
         with classified_errors(), self.ledger.engine.connect() as conn:
             return self.snapshot(conn)
 
     def nonce_used(self, conn: Connection, nonce: str) -> bool:
         return conn.execute(select(exists().where(self.nonces.c.nonce == nonce))).scalar_one()
 
-    def consume_nonce(self, conn: Connection, nonce: str, actor: str, key_id: str, event: LedgerEvent) -> None:
+    def consume_nonce(self, conn: Connection, nonce: str, *, actor: str, key_id: str, event: LedgerEvent) -> None:
         """A second use of ``nonce`` fails here, on the primary key, even when both transactions checked first."""
         conn.execute(self.nonces.insert().values(nonce=nonce, actor=actor, key_id=key_id, event_seq=event.seq))
 
     def register(
         self,
         conn: Connection,
-        by: str,
         name: str,
+        *,
+        by: str,
         roles: list[str],
         key: dict[str, Any],
         authorization: dict[str, Any],
@@ -85,40 +83,49 @@ class ActorLedger:
         """``key``: {key_id, public_key}; it is valid from now."""
         kind = EventType.ACTOR_BOOTSTRAPPED if bootstrap else EventType.ACTOR_REGISTERED
         key = {**key, "valid_from": utc_iso(timespec="microseconds")}
-        event = self._append(conn, kind, name, by, {"name": name, "roles": roles, "key": key}, authorization)
+        event = self._append(
+            conn, kind, name, {"name": name, "roles": roles, "key": key}, by=by, authorization=authorization
+        )
         conn.execute(self.actors.insert().values(actor=name, registered_seq=event.seq))
         self._insert_key(conn, name, key, event)
         conn.execute(self.roles.insert().values(event_seq=event.seq, actor=name, roles=json.dumps(roles)))
         return event
 
     def change_roles(
-        self, conn: Connection, by: str, name: str, roles: list[str], authorization: dict[str, Any]
+        self, conn: Connection, name: str, *, by: str, roles: list[str], authorization: dict[str, Any]
     ) -> LedgerEvent:
         event = self._append(
-            conn, EventType.ACTOR_ROLES_CHANGED, name, by, {"name": name, "roles": roles}, authorization
+            conn,
+            EventType.ACTOR_ROLES_CHANGED,
+            name,
+            {"name": name, "roles": roles},
+            by=by,
+            authorization=authorization,
         )
         conn.execute(self.roles.insert().values(event_seq=event.seq, actor=name, roles=json.dumps(roles)))
         return event
 
     def add_key(
-        self, conn: Connection, by: str, name: str, key: dict[str, Any], authorization: dict[str, Any]
+        self, conn: Connection, name: str, *, by: str, key: dict[str, Any], authorization: dict[str, Any]
     ) -> LedgerEvent:
         key = {**key, "valid_from": utc_iso(timespec="microseconds")}
-        event = self._append(conn, EventType.ACTOR_KEY_ADDED, name, by, {"name": name, "key": key}, authorization)
+        event = self._append(
+            conn, EventType.ACTOR_KEY_ADDED, name, {"name": name, "key": key}, by=by, authorization=authorization
+        )
         self._insert_key(conn, name, key, event)
         return event
 
     def revoke_key(
-        self, conn: Connection, by: str, name: str, key_id: str, authorization: dict[str, Any]
+        self, conn: Connection, name: str, *, by: str, key_id: str, authorization: dict[str, Any]
     ) -> LedgerEvent:
         revoked_at = utc_iso(timespec="microseconds")
         event = self._append(
             conn,
             EventType.ACTOR_KEY_REVOKED,
             name,
-            by,
             {"name": name, "key_id": key_id, "revoked_at": revoked_at},
-            authorization,
+            by=by,
+            authorization=authorization,
         )
         conn.execute(
             self.revocations.insert().values(actor=name, key_id=key_id, revoked_at=revoked_at, revoked_seq=event.seq)
@@ -129,6 +136,7 @@ class ActorLedger:
         self,
         conn: Connection,
         kind: EventType,
+        *,
         subject_sha256: str,
         by: str,
         details: dict[str, Any],
@@ -148,8 +156,9 @@ class ActorLedger:
         conn: Connection,
         kind: EventType,
         name: str,
-        by: str,
         details: dict[str, Any],
+        *,
+        by: str,
         authorization: dict[str, Any],
     ) -> LedgerEvent:
         return self.ledger._append(

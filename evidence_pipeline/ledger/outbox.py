@@ -12,19 +12,21 @@ import time
 from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, func, or_, select
+from sqlalchemy import Connection, Row, func, or_, select
 
 from evidence_pipeline.canonical import sha256_text, utc_iso
 from evidence_pipeline.errors import ReasonCode
 from evidence_pipeline.ledger.announcements import CANCELLED, DEAD, PENDING, outbox, subscription_in, webhooks
 from evidence_pipeline.ledger.db import classified_errors
 from evidence_pipeline.ledger.ledger import Ledger
+from evidence_pipeline.ledger.rows import Delivery, ListedDelivery, Subscription
 
 
 def remove_tenant(conn: Connection, tenant: str, now: float) -> dict[str, Any]:
     """Remove the tenant's webhook and cancel its deliveries not delivered (pending or dead: none is sent or
-    replayed again), in the caller's transaction (the offboarding's); what its event records of this. A delivery
-    already being sent when this commits may still arrive: its outcome is no longer recorded."""
+    replayed again), in the caller's transaction (the offboarding's); what its event records of this: details the
+    offboarding merges into its event's (a part of a stored body, not a row). A delivery already being sent when
+    this commits may still arrive: its outcome is no longer recorded."""
     o = outbox.c
     current = subscription_in(conn, tenant)
     undelivered = (o.tenant == tenant, o.state.in_((PENDING, DEAD)))
@@ -47,14 +49,12 @@ class Outbox:
     def __init__(self, ledger: Ledger):
         self.ledger = ledger
 
-    def subscription(self, tenant: str) -> dict[str, Any] | None:
+    def subscription(self, tenant: str) -> Subscription | None:
         with classified_errors(), self.ledger.engine.connect() as conn:
             row = subscription_in(conn, tenant)
-        return None if row is None else dict(row._mapping)
+        return None if row is None else Subscription.of(row)
 
-    def claim_due(
-        self, now: float, claim_seconds: float, limit: int, busy: Collection[str] = ()
-    ) -> list[dict[str, Any]]:
+    def claim_due(self, now: float, claim_seconds: float, limit: int, busy: Collection[str] = ()) -> list[Delivery]:
         """Up to ``limit`` pending deliveries due by ``now``, one per tenant and none of a ``busy`` tenant's (one
         with an attempt in flight): each tenant's oldest, the tenants whose oldest is oldest first. Each is claimed
         until now + claim_seconds (a row another deliverer claimed meanwhile is left to it)."""
@@ -83,21 +83,21 @@ class Outbox:
                     .values(claimed_until=now + claim_seconds)
                 ).rowcount
                 if taken:
-                    claimed.append(dict(row._mapping))
+                    claimed.append(Delivery.of(row))
         return claimed
 
     def record_attempt(
-        self, delivery: dict[str, Any], state: str, code: str | None, status: int | None, next_attempt_at: float
+        self, delivery: Delivery, *, state: str, code: str | None, status: int | None, next_attempt_at: float
     ) -> None:
         """The outcome of one attempt at ``delivery`` (as claimed): its new state, why it failed, when next."""
         o = outbox.c
         with classified_errors(), self.ledger.writing() as conn:
             conn.execute(
                 outbox.update()
-                .where(o.delivery_id == delivery["delivery_id"], o.state == PENDING)
+                .where(o.delivery_id == delivery.delivery_id, o.state == PENDING)
                 .values(
                     state=state,
-                    attempts=delivery["attempts"] + 1,
+                    attempts=delivery.attempts + 1,
                     last_code=code,
                     last_status=status,
                     next_attempt_at=next_attempt_at,
@@ -108,7 +108,7 @@ class Outbox:
 
     def deliveries(
         self, tenant: str | None = None, states: tuple[str, ...] = (), delivery_id: str | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[ListedDelivery]:
         """Deliveries (without their secrets' use: a row holds none), oldest first, filtered."""
         o = outbox.c
         query = select(outbox).order_by(o.created_at, o.delivery_id)
@@ -119,10 +119,10 @@ class Outbox:
         if delivery_id is not None:
             query = query.where(o.delivery_id == delivery_id)
         with classified_errors(), self.ledger.engine.connect() as conn:
-            return [_listed(row._mapping) for row in conn.execute(query)]
+            return [_listed(row) for row in conn.execute(query)]
 
 
-def reopen(conn: Connection, delivery_id: str, now: float) -> dict[str, Any] | None:
+def reopen(conn: Connection, delivery_id: str, now: float) -> ListedDelivery | None:
     """Make a dead delivery pending again with a fresh budget, in the caller's transaction (the replay's); the
     delivery as it was, or None when there is no dead delivery of that id."""
     o = outbox.c
@@ -134,25 +134,21 @@ def reopen(conn: Connection, delivery_id: str, now: float) -> dict[str, Any] | N
         .where(o.delivery_id == delivery_id, o.state == DEAD)
         .values(state=PENDING, attempts=0, next_attempt_at=now, claimed_until=None, updated_at=now)
     )
-    return _listed(row._mapping)
+    return _listed(row)
 
 
-def _listed(row: RowMapping) -> dict[str, Any]:
-    listed = {
-        name: row[name]
-        for name in (
-            "delivery_id",
-            "tenant",
-            "event_type",
-            "event_seq",
-            "state",
-            "attempts",
-            "last_code",
-            "last_status",
-        )
-    }
-    return listed | {
-        "payload": row["payload"],
-        "created_at": utc_iso(row["created_at"]),
-        "next_attempt_at": utc_iso(row["next_attempt_at"]) if row["state"] == PENDING else None,
-    }
+def _listed(row: Row[Any]) -> ListedDelivery:
+    delivery = Delivery.of(row)
+    return ListedDelivery(
+        delivery_id=delivery.delivery_id,
+        tenant=delivery.tenant,
+        event_type=delivery.event_type,
+        event_seq=delivery.event_seq,
+        state=delivery.state,
+        attempts=delivery.attempts,
+        last_code=delivery.last_code,
+        last_status=delivery.last_status,
+        payload=delivery.payload,
+        created_at=utc_iso(delivery.created_at),
+        next_attempt_at=utc_iso(delivery.next_attempt_at) if delivery.state == PENDING else None,
+    )

@@ -182,3 +182,81 @@ class Batch(_Row):
     state: str  # open, dispatched, cancelled
     created_at: float
     updated_at: float
+
+
+# The webhook outbox's rows (outbox.py), the tenant registry's listing (tenants.py) and the offboarding record
+# (tokens.py). A listing (ListedDelivery, ListedTenant) is already what its command prints: its fields, in order, are
+# the keys of `evidence webhook deliveries --json` and `evidence tenant list --json` (test_rows.py holds them).
+
+
+@dataclass(frozen=True)
+class Subscription(_Row):
+    """A tenant's webhook (`evidence_webhooks`): where its deliveries go and the secrets that sign them."""
+
+    tenant: str
+    url: str
+    secret: str
+    previous_secret: str | None  # signs beside ``secret`` until ``previous_until`` (a rotation)
+    previous_until: float | None
+    config_seq: int
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class Delivery(_Row):
+    """An `evidence_webhook_outbox` row: a delivery as a deliverer claims it and records its attempts."""
+
+    delivery_id: str
+    tenant: str
+    event_type: str
+    event_seq: int
+    payload: str
+    state: str
+    attempts: int
+    next_attempt_at: float
+    claimed_until: float | None
+    last_code: str | None
+    last_status: int | None
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class ListedDelivery:
+    """A delivery as the listings show it (its times in UTC ISO; ``next_attempt_at`` only while it is pending)."""
+
+    delivery_id: str
+    tenant: str
+    event_type: str
+    event_seq: int
+    state: str
+    attempts: int
+    last_code: str | None
+    last_status: int | None
+    payload: str
+    created_at: str
+    next_attempt_at: str | None
+
+
+@dataclass(frozen=True)
+class ListedTenant:
+    """A registered tenant as the listing shows it (offboarded ones too): its ledger positions."""
+
+    tenant: str
+    registered_at: str  # UTC ISO, to the second
+    registered_seq: int
+    offboarded_seq: int | None  # None while it is active
+
+
+@dataclass(frozen=True)
+class Offboarding:
+    """A tenant's offboarding as its `tenant.offboarded` event records it (the event's body)."""
+
+    event_id: str
+    recorded_at: str
+    actor: str
+    details: dict[str, Any]  # the decision: its request, what it erases and keeps, the tokens it revoked, ...
+
+    @classmethod
+    def of_body(cls, body: Mapping[str, Any]) -> Self:
+        return cls(body["event_id"], body["recorded_at"], body["actor"], body["details"])

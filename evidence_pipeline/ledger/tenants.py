@@ -17,6 +17,7 @@ from sqlalchemy import ColumnElement, Connection, Row, Select, select
 from evidence_pipeline.canonical import sha256_text, utc_iso
 from evidence_pipeline.ledger.db import classified_errors
 from evidence_pipeline.ledger.ledger import Ledger, current_month
+from evidence_pipeline.ledger.rows import ListedTenant
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, validate_tenant_id
 
 REGISTERED, EXISTING, OFFBOARDED = "registered", "existing", "offboarded"
@@ -80,18 +81,18 @@ class TenantRegistry:
             rows = _among(conn, select(t.tenant, t.offboarded_seq), t.tenant, list(set(tenants)))
         return {row.tenant: ACTIVE if row.offboarded_seq is None else OFFBOARDED for row in rows}
 
-    def listing(self) -> list[dict[str, Any]]:
+    def listing(self) -> list[ListedTenant]:
         """Every registered tenant, offboarded ones included, in registration order, with its ledger positions."""
         t = self.table.c
         with classified_errors(), self.ledger.engine.connect() as conn:
             rows = conn.execute(select(self.table).order_by(t.registered_seq)).all()
         return [
-            {
-                "tenant": row.tenant,
-                "registered_at": utc_iso(row.registered_at, timespec="seconds"),
-                "registered_seq": row.registered_seq,
-                "offboarded_seq": row.offboarded_seq,
-            }
+            ListedTenant(
+                tenant=row.tenant,
+                registered_at=utc_iso(row.registered_at, timespec="seconds"),
+                registered_seq=row.registered_seq,
+                offboarded_seq=row.offboarded_seq,
+            )
             for row in rows
         ]
 

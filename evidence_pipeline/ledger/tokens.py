@@ -13,6 +13,7 @@ from evidence_pipeline.canonical import sha256_text
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.db import classified_errors
 from evidence_pipeline.ledger.ledger import Ledger, current_month, event_body
+from evidence_pipeline.ledger.rows import Offboarding
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
 
 TOKEN_PREFIX = "evt_"
@@ -76,10 +77,10 @@ class Tokens:
             raise EvidenceError(ReasonCode.TOKEN_NOT_FOUND, "no such token id")
         if row.revoked_at is not None:
             return row.tenant, None
-        return row.tenant, self._revoke(conn, row.tenant, token_id, actor, time.time(), details)
+        return row.tenant, self._revoke(conn, row.tenant, token_id, actor=actor, now=time.time(), details=details)
 
     def _revoke(
-        self, conn: Connection, tenant: str, token_id: str, actor: str, now: float, details: dict[str, Any]
+        self, conn: Connection, tenant: str, token_id: str, *, actor: str, now: float, details: dict[str, Any]
     ) -> LedgerEvent:
         conn.execute(self.tokens.update().where(self.tokens.c.token_id == token_id).values(revoked_at=now))
         return self.ledger._append(
@@ -114,10 +115,10 @@ class Tokens:
 
     def record_offboarding(
         self, conn: Connection, tenant: str, actor: str, details: dict[str, Any]
-    ) -> tuple[dict[str, Any], LedgerEvent | None]:
+    ) -> tuple[Offboarding, LedgerEvent | None]:
         """Revoke the tenant's live tokens, append `tenant.offboarded` and mark the tenant offboarded in the registry,
         in the caller's transaction (the action gate's). Once per tenant: an offboarded tenant gets its first
-        event's body back, and no event. Returns (the event's body, the event)."""
+        offboarding back, and no event. Returns (the offboarding, the event)."""
         first = self.offboarding(conn, tenant)
         if first is not None:
             return first, None
@@ -130,7 +131,7 @@ class Tokens:
             .all()
         )
         for token_id in live:
-            self._revoke(conn, tenant, token_id, actor, now, {})
+            self._revoke(conn, tenant, token_id, actor=actor, now=now, details={})
         event = self.ledger._append(
             conn,
             TenantMonth(tenant, current_month(now)),
@@ -141,15 +142,15 @@ class Tokens:
         )
         registry = self.ledger.tenants
         conn.execute(registry.update().where(registry.c.tenant == tenant).values(offboarded_seq=event.seq))
-        return event.body, event
+        return Offboarding.of_body(event.body), event
 
-    def offboarding(self, conn: Connection, tenant: str) -> dict[str, Any] | None:
-        """The body of the tenant's `tenant.offboarded` event, or None."""
+    def offboarding(self, conn: Connection, tenant: str) -> Offboarding | None:
+        """The tenant's offboarding (its `tenant.offboarded` event), or None."""
         events = self.ledger.audit_events.c
         body = conn.execute(
             select(events.body).where(events.tenant == tenant, events.event_type == EventType.TENANT_OFFBOARDED)
         ).scalar()
-        return None if body is None else event_body(body)
+        return None if body is None else Offboarding.of_body(event_body(body))
 
     def ping(self) -> None:
         """Does the ledger database take writes (intake's health probe)? A write transaction that changes no row

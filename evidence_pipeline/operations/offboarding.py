@@ -70,7 +70,7 @@ def request_offboarding(rt: Runtime, gate: ActionGate, envelope: object) -> dict
 def pending_request(rt: Runtime, tenant: str) -> dict | None:
     """The tenant's latest offboarding request, while the tenant is not offboarded (what an approver approves)."""
     with rt.ledger.engine.connect() as conn:
-        return None if rt.tokens.offboarding(conn, tenant) else _latest_request(rt, conn, tenant)
+        return None if rt.tokens.offboarding(conn, tenant) is not None else _latest_request(rt, conn, tenant)
 
 
 def offboard_tenant(rt: Runtime, gate: ActionGate, envelope: object) -> dict:
@@ -115,7 +115,7 @@ def offboard_tenant(rt: Runtime, gate: ActionGate, envelope: object) -> dict:
     gate.run(envelope, Action.TENANT_OFFBOARD_APPROVE, perform)
     record, first, actor = decided["record"], decided["first"], decided["actor"]
     if not first:
-        recorded = {key for keys in record["details"]["erase"].values() for key in keys}
+        recorded = {key for keys in record.details["erase"].values() for key in keys}
         later = {name: [key for key in keys if key not in recorded] for name, keys in erase.items()}
         if any(later.values()):  # objects the first run kept (retention) or that appeared since
             rt.ledger.record(
@@ -129,9 +129,9 @@ def offboard_tenant(rt: Runtime, gate: ActionGate, envelope: object) -> dict:
     erased = {name: sum(stores[name][0].erase(key) for key in keys) for name, keys in erase.items()}
     return {
         "tenant": tenant,
-        "offboarded_at": record["recorded_at"],
+        "offboarded_at": record.recorded_at,
         "first_run": first,
-        "tokens_revoked": record["details"]["tokens_revoked"] if first else 0,
+        "tokens_revoked": record.details["tokens_revoked"] if first else 0,
         **stopped,
         "erased": erased,
         "kept_until_retention": kept,

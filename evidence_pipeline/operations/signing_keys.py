@@ -83,7 +83,12 @@ def _authorized_change(
             **authorized.args,
         }
         return gate.actors.record_action(
-            conn, kind, hashlib.sha256(payload).hexdigest(), authorized.actor, details, authorized.envelope
+            conn,
+            kind,
+            subject_sha256=hashlib.sha256(payload).hexdigest(),
+            by=authorized.actor,
+            details=details,
+            authorization=authorized.envelope,
         )
 
     gate.run(envelope, action, perform)

@@ -32,6 +32,7 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import RETRYABLE, EvidenceError, ReasonCode
 from evidence_pipeline.ledger.announcements import DEAD, DELIVERED, PENDING
 from evidence_pipeline.ledger.outbox import Outbox
+from evidence_pipeline.ledger.rows import Delivery
 from evidence_pipeline.webhooks import sender, signing, targets
 
 CLAIMED_ATTEMPTS = 4  # a claim outlasts one attempt's deadline this many times over (and the recording after it)
@@ -60,7 +61,7 @@ class Deliverer:
                     for delivery in self.outbox.claim_due(
                         self.clock(), self.claim_seconds, room, busy=set(in_flight.values())
                     ):
-                        in_flight[senders.submit(self.attempt, delivery)] = delivery["tenant"]
+                        in_flight[senders.submit(self.attempt, delivery)] = delivery.tenant
                         attempted += 1
                 if not in_flight:
                     return outcomes
@@ -73,7 +74,7 @@ class Deliverer:
     def claim_seconds(self) -> float:
         return CLAIMED_ATTEMPTS * self.settings.webhook_timeout_seconds
 
-    def attempt(self, delivery: dict) -> str:
+    def attempt(self, delivery: Delivery) -> str:
         """One attempt at a claimed delivery, recorded; its new state."""
         status: int | None = None
         code: str | None = None
@@ -84,7 +85,7 @@ class Deliverer:
         except EvidenceError as error:
             code = error.code
         now = self.clock()
-        tries = delivery["attempts"] + 1
+        tries = delivery.attempts + 1
         if code is None:
             state = DELIVERED
         elif code in RETRYABLE and tries < self.settings.webhook_max_attempts:
@@ -92,7 +93,11 @@ class Deliverer:
         else:
             state = DEAD
         self.outbox.record_attempt(
-            delivery, state, code and str(code), status, now + self.backoff(tries) if state == PENDING else now
+            delivery,
+            state=state,
+            code=code and str(code),
+            status=status,
+            next_attempt_at=now + self.backoff(tries) if state == PENDING else now,
         )
         return state
 
@@ -101,19 +106,19 @@ class Deliverer:
         wait = min(self.settings.webhook_retry_max_seconds, self.settings.webhook_retry_seconds * 2 ** (tries - 1))
         return wait / 2 + wait / 2 * self.jitter()
 
-    def _send(self, delivery: dict) -> int:
-        subscription = self.outbox.subscription(delivery["tenant"])
+    def _send(self, delivery: Delivery) -> int:
+        subscription = self.outbox.subscription(delivery.tenant)
         if subscription is None:
             raise EvidenceError(ReasonCode.WEBHOOK_NOT_SET, "the tenant's webhook was removed")
         deadline = time.monotonic() + self.settings.webhook_timeout_seconds  # the whole attempt's
-        target = targets.parse_url(subscription["url"])
+        target = targets.parse_url(subscription.url)
         addresses = targets.allowed_addresses(
             target, self.settings.webhook_allowed_networks, self.settings.webhook_timeout_seconds
         )
         now = self.clock()
-        secrets = [subscription["secret"]]
-        if subscription["previous_secret"] and (subscription["previous_until"] or 0) > now:
-            secrets.append(subscription["previous_secret"])
-        body = delivery["payload"].encode("utf-8")
-        headers = signing.headers(secrets, delivery["delivery_id"], int(now), body)
+        secrets = [subscription.secret]
+        if subscription.previous_secret and (subscription.previous_until or 0) > now:
+            secrets.append(subscription.previous_secret)
+        body = delivery.payload.encode("utf-8")
+        headers = signing.headers(secrets, delivery.delivery_id, int(now), body)
         return sender.post(target, addresses[0], headers, body, max(0.0, deadline - time.monotonic()))

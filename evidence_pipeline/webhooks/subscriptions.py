@@ -24,6 +24,7 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import announcements, outbox
 from evidence_pipeline.ledger.ledger import current_month
+from evidence_pipeline.ledger.rows import ListedDelivery
 from evidence_pipeline.ledger.tokens import Tokens
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
 from evidence_pipeline.webhooks import signing, targets
@@ -120,9 +121,9 @@ def rotate_secret(gate: ActionGate, tokens: Tokens, settings: Settings, envelope
     return done | {"secret": secret}
 
 
-def replay_delivery(gate: ActionGate, envelope: object) -> dict:
+def replay_delivery(gate: ActionGate, envelope: object) -> ListedDelivery:
     """Make the dead delivery the request names pending again; returns the delivery as it ended."""
-    replayed = {}
+    replayed: list[ListedDelivery] = []
 
     def perform(conn: Connection, _registry: Registry, authorized: AuthorizedAction) -> LedgerEvent:
         args = authorized.args
@@ -132,26 +133,26 @@ def replay_delivery(gate: ActionGate, envelope: object) -> dict:
         ):
             raise EvidenceError(ReasonCode.ACTION_REQUEST_INVALID, "webhook.replay takes {delivery_id, reason}")
         ended = outbox.reopen(conn, args["delivery_id"], time.time())
-        if ended is None or authorized.tenant not in (None, ended["tenant"]):
+        if ended is None or authorized.tenant not in (None, ended.tenant):
             raise EvidenceError(ReasonCode.WEBHOOK_DELIVERY_NOT_DEAD, "no dead webhook delivery has that id")
         event = gate.ledger._append(
             conn,
-            TenantMonth(ended["tenant"], current_month()),
+            TenantMonth(ended.tenant, current_month()),
             EventType.WEBHOOK_REPLAYED,
             sha256_text(args["delivery_id"]),
             authorized.actor,
             {
                 "delivery_id": args["delivery_id"],
                 "reason": args["reason"],
-                "previous_code": ended["last_code"],
+                "previous_code": ended.last_code,
                 "authorization": authorized.envelope,
             },
         )
-        replayed.update(ended)
+        replayed[:] = [ended]
         return event
 
     gate.run(envelope, Action.WEBHOOK_REPLAY, perform)
-    return replayed
+    return replayed[0]
 
 
 def _tenant_of(gate: ActionGate, tokens: Tokens, conn: Connection, authorized: AuthorizedAction) -> str:

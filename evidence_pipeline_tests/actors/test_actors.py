@@ -36,13 +36,14 @@ from evidence_pipeline.actors.verify import ActionRefused
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import Ledger
-from evidence_pipeline.ledger.actors import TABLES, ActorLedger
+from evidence_pipeline.ledger.actors import TABLES
 from evidence_pipeline.ledger.ledger import event_body
-from evidence_pipeline.models import EventType
+from evidence_pipeline.models import ActorKeyState, ActorState, EventType
 from evidence_pipeline.runtime import runtime_for
 from evidence_pipeline.signing.dsse import canonical_json, pae
 from evidence_pipeline.signing.keys import STATEMENT_KEY, load_keyring
 from evidence_pipeline_tests.support.fixture_sources import SMALL
+from evidence_pipeline_tests.support.pieces import pieces_of
 from evidence_pipeline_tests.support.signers import request_text, signature_of, with_signature, with_text
 from evidence_pipeline_tests.support.tampering import drop_append_only_guards
 
@@ -54,7 +55,7 @@ class World:
 
     def __init__(self, backend: dict[str, str]):
         self.ledger = Ledger(Settings.from_env(backend).ledger_url)
-        self.gate = ActionGate(ActorLedger(self.ledger), MAX_AGE)
+        self.gate = ActionGate(pieces_of(self.ledger).actors, MAX_AGE)
         self.admin = ActorAdmin(self.gate)
         self.keys: dict[str, Ed25519PrivateKey] = {}
 
@@ -77,7 +78,7 @@ class World:
         )
 
     def registry(self) -> Registry:
-        return Registry(ActorLedger(self.ledger).read_snapshot())
+        return Registry(pieces_of(self.ledger).actors.read_snapshot())
 
     def bodies(self) -> list[dict]:
         events = self.ledger.audit_events.c
@@ -212,15 +213,13 @@ def test_two_names_on_one_key_are_one_identity():
     shared, other = public_hex(Ed25519PrivateKey.generate()), public_hex(Ed25519PrivateKey.generate())
 
     def key(public: str) -> dict:
-        return {
-            _key_id_of(public): {"public_key": public, "valid_from": "2026-01-01T00:00:00+00:00", "revoked_at": None}
-        }
+        return {_key_id_of(public): ActorKeyState(public, "2026-01-01T00:00:00+00:00", None)}
 
     registry = Registry(
         {
-            "bob": {"roles": ["approver"], "keys": key(shared)},
-            "bob-ops": {"roles": ["operator"], "keys": key(shared)},
-            "olga": {"roles": ["operator"], "keys": key(other)},
+            "bob": ActorState(("approver",), key(shared)),
+            "bob-ops": ActorState(("operator",), key(shared)),
+            "olga": ActorState(("operator",), key(other)),
         }
     )
     assert registry.same_identity("bob", "bob-ops") and registry.same_identity("olga", "olga")
@@ -283,9 +282,9 @@ def test_registering_changing_roles_adding_and_revoking_keys_are_signed_events(w
         assert body["actor"] == request.actor == "root"
         assert sealed(body["details"]["authorization"]).verifies(world.keys["root"].public_key())
     alice = world.registry().snapshot()["alice"]
-    assert alice["roles"] == ["approver", "operator"]
-    assert alice["keys"][first_id]["revoked_at"] == bodies[-1]["details"]["revoked_at"]
-    assert alice["keys"][key_id(second.public_key())]["revoked_at"] is None
+    assert alice.roles == ("approver", "operator")
+    assert alice.keys[first_id].revoked_at == bodies[-1]["details"]["revoked_at"]
+    assert alice.keys[key_id(second.public_key())].revoked_at is None
     # The tables are a projection of the events: an auditor folding the events alone gets the same registry.
     assert Registry.from_events(bodies).snapshot() == world.registry().snapshot()
     assert world.ledger.verify_chain() == len(bodies)

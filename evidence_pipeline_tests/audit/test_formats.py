@@ -26,12 +26,14 @@ from evidence_pipeline.signed_note import COSIGNATURE_V1, verifier
 from evidence_pipeline.witness.proof import parse_tlog_proof
 from evidence_pipeline_tests.support.etsi_schema import indications
 from evidence_pipeline_tests.support.fixture_sources import FIXTURE_MONTHS
-from evidence_pipeline_tests.support.witness import WITNESS
-from evidence_pipeline_tests.support.witness import cosigned_checkpoint as _cosigned_checkpoint
-from evidence_pipeline_tests.support.witness import export as _export
-from evidence_pipeline_tests.support.witness import go_tlog_proof_check as _go_tlog_proof_check
-from evidence_pipeline_tests.support.witness import resign as _resign
-from evidence_pipeline_tests.support.witness import verify as _verify
+from evidence_pipeline_tests.support.witness import (
+    WITNESS,
+    cosigned_checkpoint,
+    export,
+    go_tlog_proof_check,
+    resign,
+    verify,
+)
 
 
 def _download(runtime: Runtime, month, out: Path) -> Path:
@@ -74,7 +76,7 @@ def test_the_downloadable_bundle_carries_a_tlog_proof_that_verify_and_go_check(l
     code, report = _verify_file(early, home, "--origin", runtime.settings.log_origin)  # a pin asks for one
     assert code == 1 and _failed(report) == [("tlog_proof", "LEDGER_NOT_CHECKPOINTED")]
 
-    _cosigned_checkpoint(runtime, witness)
+    cosigned_checkpoint(runtime, witness)
     path = _download(runtime, month, tmp_path / "bundle.tar")
     reads, leaves = [], runtime.ledger.leaves
     runtime.ledger.leaves = lambda limit=None: reads.append(limit) or leaves(limit)
@@ -94,7 +96,7 @@ def test_the_downloadable_bundle_carries_a_tlog_proof_that_verify_and_go_check(l
     code, report = _verify_file(path, home)  # the origin: the file's policy names one log
     assert code == 0 and ("tlog_proof", True) in [(c["name"], c["passed"]) for c in report["checks"]], report
     checked = subprocess.run(
-        [_go_tlog_proof_check(tmp_path), tmp_path / "bundle.tlog-proof", log_vkey, tmp_path / "event.json"],
+        [go_tlog_proof_check(tmp_path), tmp_path / "bundle.tlog-proof", log_vkey, tmp_path / "event.json"],
         capture_output=True,
         text=True,
     )
@@ -133,25 +135,25 @@ def test_without_origin_the_policy_pins_it_and_nothing_else_does(local_runtime, 
     witness_vkey = verifier(WITNESS, COSIGNATURE_V1, witness).vkey()
     runtime = local_runtime
     run_tenant_month(runtime, FIXTURE_MONTHS[0], RunInfo("run-1"))
-    _cosigned_checkpoint(runtime, witness)
+    cosigned_checkpoint(runtime, witness)
     package = tmp_path / "package"
-    _export(runtime.settings.home, package, 1, f"https://witness.invalid {witness_vkey}")
+    export(runtime.settings.home, package, 1, f"https://witness.invalid {witness_vkey}")
     pins = ["--witness", witness_vkey, "--witness-policy", "1"]
-    code, report = _verify(package, *pins)  # the package's tlog-policy names the log: its origin is the pin
+    code, report = verify(package, *pins)  # the package's tlog-policy names the log: its origin is the pin
     assert code == 0 and (report["origin"], report["origin_pinned"]) == (runtime.settings.log_origin, False)
-    assert _verify(package, *pins, "--origin", runtime.settings.log_origin)[1]["origin_pinned"] is True
+    assert verify(package, *pins, "--origin", runtime.settings.log_origin)[1]["origin_pinned"] is True
 
     bare = tmp_path / "no-policy"
     shutil.copytree(package, bare)
     (bare / POLICY).unlink()
-    _resign(bare, runtime)
-    code, report = _verify(bare, *pins)
+    resign(bare, runtime)
+    code, report = verify(bare, *pins)
     assert code == 1 and report["codes"] == ["LOG_ORIGIN_NOT_PINNED"], report["codes"]
-    assert _verify(bare, *pins, "--origin", runtime.settings.log_origin)[0] == 0
+    assert verify(bare, *pins, "--origin", runtime.settings.log_origin)[0] == 0
     own = tmp_path / "auditor.tlog-policy"
     log_vkey = log_verifier(runtime.settings.log_origin, runtime.keyring.statement_public_key).vkey()
     own.write_text(f"log {log_vkey}\nwitness mine {witness_vkey}\nquorum mine\n")
-    assert _verify(bare, "--policy", str(own))[0] == 0  # the auditor's policy names the log
+    assert verify(bare, "--policy", str(own))[0] == 0  # the auditor's policy names the log
 
     def ledger_verify(*args: str) -> tuple[int, str]:
         result = CliRunner().invoke(
@@ -217,7 +219,7 @@ def test_oscal_assessment_results_per_tenant_month_deterministic_and_fresh(local
     runtime, witness, witness_vkey = _with_witness(local_runtime)
     month = FIXTURE_MONTHS[0]
     published = run_tenant_month(runtime, month, RunInfo("run-1"))
-    _cosigned_checkpoint(runtime, witness)  # cosigned at 1_800_000_000: 2027-01-15T08:00:00Z
+    cosigned_checkpoint(runtime, witness)  # cosigned at 1_800_000_000: 2027-01-15T08:00:00Z
     path = _download(runtime, month, tmp_path / "bundle.tar")
     home = runtime.settings.home
     folder = published.bundle_key.removeprefix("bundles/")
@@ -286,10 +288,10 @@ def test_an_audit_package_carries_one_assessment_results_of_all_its_tenant_month
     assert len(months) > 1
     for number, month in enumerate(months):
         run_tenant_month(runtime, month, RunInfo(f"run-{number}"))
-    _cosigned_checkpoint(runtime, witness)
+    cosigned_checkpoint(runtime, witness)
     first, second = tmp_path / "first", tmp_path / "second"
     for out in (first, second):
-        _export(runtime.settings.home, out, 1, f"https://witness.invalid {witness_vkey}")
+        export(runtime.settings.home, out, 1, f"https://witness.invalid {witness_vkey}")
     path = "assessment-results/package.json"
     assert (first / path).read_bytes() == (second / path).read_bytes()
     document = json.loads((first / path).read_text())
@@ -302,14 +304,14 @@ def test_an_audit_package_carries_one_assessment_results_of_all_its_tenant_month
     assert document["assessment-results"]["results"] == [m["assessment-results"]["results"][0] for m in monthly]
     assert path in index.signed.subjects
     pins = ["--witness", witness_vkey, "--workers", "1"]
-    code, report = _verify(first, *pins)
+    code, report = verify(first, *pins)
     assert code == 0 and ("package_assessment_results", True) in [(c["name"], c["passed"]) for c in report["checks"]]
 
     document["assessment-results"]["results"].pop()  # a month left out, re-signed with the operator's own key
     (first / path).chmod(0o644)
     (first / path).write_text(json.dumps(document))
-    _resign(first, runtime)
-    code, report = _verify(first, *pins)
+    resign(first, runtime)
+    code, report = verify(first, *pins)
     assert code == 1 and report["codes"] == ["ASSESSMENT_MISMATCH"]
 
 
@@ -338,7 +340,7 @@ def test_the_operators_controls_mapping_is_a_setting_of_export(local_runtime, tm
     )
     env = {"EVIDENCE_HOME": str(runtime.settings.home)}
 
-    def export(out: str, *args: str, **extra: str):
+    def export_to(out: str, *args: str, **extra: str):
         result = CliRunner().invoke(
             main, ["export", "--tenant", "acme-books", *args, str(tmp_path / out)], env=env | extra
         )
@@ -353,19 +355,19 @@ def test_the_operators_controls_mapping_is_a_setting_of_export(local_runtime, tm
         )
         return [f["target"]["target-id"] for r in document["assessment-results"]["results"] for f in r["findings"]]
 
-    assert export("default").exit_code == 0
+    assert export_to("default").exit_code == 0
     assert controls("default") == [f"{c['control_id']}_obj" for c in DEFAULT_CONTROLS["controls"]]
-    assert export("setting", EVIDENCE_OSCAL_CONTROLS=str(mapping)).exit_code == 0
+    assert export_to("setting", EVIDENCE_OSCAL_CONTROLS=str(mapping)).exit_code == 0
     assert controls("setting") == ["cc7-2_obj"]
-    assert export("flag", "--controls", str(mapping)).exit_code == 0
+    assert export_to("flag", "--controls", str(mapping)).exit_code == 0
     assert controls("flag") == ["cc7-2_obj"]
 
     malformed = tmp_path / "malformed.json"
     malformed.write_text(json.dumps({"catalog": "x", "controls": [{"control_id": "au-9", "checks": []}]}))
-    refused = export("refused", EVIDENCE_OSCAL_CONTROLS=str(malformed))
+    refused = export_to("refused", EVIDENCE_OSCAL_CONTROLS=str(malformed))
     assert refused.exit_code != 0 and "CONFIG_INVALID" in refused.output
     assert "malformed.json is not a controls mapping" in refused.output and not (tmp_path / "refused").exists()
-    unreadable = export("unreadable", "--controls", str(tmp_path / "absent.json"))
+    unreadable = export_to("unreadable", "--controls", str(tmp_path / "absent.json"))
     assert unreadable.exit_code != 0 and "CONFIG_INVALID" in unreadable.output
 
 
@@ -376,7 +378,7 @@ def test_an_audit_sample_is_drawn_from_a_witnessed_root(local_runtime, tmp_path)
     runtime, witness, witness_vkey = _with_witness(local_runtime)
     for number, month in enumerate(FIXTURE_MONTHS):
         run_tenant_month(runtime, month, RunInfo(f"run-{number}"))
-    checkpoint = _cosigned_checkpoint(runtime, witness)
+    checkpoint = cosigned_checkpoint(runtime, witness)
     env = {"EVIDENCE_HOME": str(runtime.settings.home)}
 
     def sample(*args: str) -> tuple[int, dict]:
@@ -426,10 +428,10 @@ def test_an_audit_package_carries_each_tenant_months_assessment_results_signed(l
     runtime, witness, witness_vkey = _with_witness(local_runtime)
     month = FIXTURE_MONTHS[0]
     published = run_tenant_month(runtime, month, RunInfo("run-1"))
-    _cosigned_checkpoint(runtime, witness)
+    cosigned_checkpoint(runtime, witness)
     first, second = tmp_path / "first", tmp_path / "second"
     for out in (first, second):
-        _export(runtime.settings.home, out, 1, f"https://witness.invalid {witness_vkey}")
+        export(runtime.settings.home, out, 1, f"https://witness.invalid {witness_vkey}")
     path = f"assessment-results/{published.bundle_key.removeprefix('bundles/')}.json"
     assert (first / path).read_bytes() == (second / path).read_bytes()
     result = _assessment(first / path)
@@ -437,7 +439,7 @@ def test_an_audit_package_carries_each_tenant_months_assessment_results_signed(l
     assert result["observations"][0]["collected"] == "2027-01-15T08:00:00Z"
     assert path in open_package(str(first))[1].signed.subjects
     pins = ["--witness", witness_vkey, "--workers", "1"]
-    code, report = _verify(first, *pins)
+    code, report = verify(first, *pins)
     (bundle,) = report["bundles"]
     assert code == 0 and ("assessment_results", True) in [(c["name"], c["passed"]) for c in bundle["checks"]]
 
@@ -447,6 +449,6 @@ def test_an_audit_package_carries_each_tenant_months_assessment_results_signed(l
     )
     (first / path).chmod(0o644)
     (first / path).write_text(json.dumps(document))
-    _resign(first, runtime)  # the operator's own key: only the check against the bundle catches it
-    code, report = _verify(first, *pins)
+    resign(first, runtime)  # the operator's own key: only the check against the bundle catches it
+    code, report = verify(first, *pins)
     assert code == 1 and report["codes"] == ["ASSESSMENT_MISMATCH"]

@@ -30,13 +30,15 @@ from evidence_pipeline.signing import dsse
 from evidence_pipeline.signing.keys import load_witness_key, public_key_id
 from evidence_pipeline_tests.support.docs_pages import page
 from evidence_pipeline_tests.support.fixture_sources import FIXTURE_EVENTS, FIXTURE_MONTHS, SMALL
-from evidence_pipeline_tests.support.packages import LOADED as _LOADED
-from evidence_pipeline_tests.support.packages import edit_json as _edit_json
-from evidence_pipeline_tests.support.packages import index_edited as _index_edited
-from evidence_pipeline_tests.support.packages import read_index
-from evidence_pipeline_tests.support.packages import swapped as _swapped
-from evidence_pipeline_tests.support.packages import unreachable as _unreachable
-from evidence_pipeline_tests.support.packages import writable as _writable
+from evidence_pipeline_tests.support.packages import (
+    LOADED,
+    edit_json,
+    index_edited,
+    read_index,
+    swapped,
+    unreachable,
+    writable,
+)
 from evidence_pipeline_tests.support.signers import admin_key_file
 from evidence_pipeline_tests.support.tampering import overwrite
 
@@ -97,7 +99,7 @@ def package(runtime, backend, witness, tmp_path) -> Path:
 
 
 def test_a_package_verifies_with_the_database_and_the_archive_gone(runtime, backend, package, witness, tmp_path):
-    _unreachable(runtime, backend, tmp_path)
+    unreachable(runtime, backend, tmp_path)
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("EVIDENCE_", "AWS_", "DAGSTER_"))}
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -105,7 +107,7 @@ def test_a_package_verifies_with_the_database_and_the_archive_gone(runtime, back
         [
             sys.executable,
             "-c",
-            _LOADED,
+            LOADED,
             "verify",
             "--package",
             str(package),
@@ -191,7 +193,7 @@ def test_a_package_spanning_a_key_rotation_verifies_pinned_by_its_trust_root(run
 
 
 def _flip(path: Path, at: int) -> None:
-    data = bytearray(_writable(path).read_bytes())
+    data = bytearray(writable(path).read_bytes())
     data[at] ^= 0x01
     path.write_bytes(bytes(data))
 
@@ -214,23 +216,23 @@ def _checkpoint_root_rewritten(path: Path) -> None:
         body["root_sha256"] = "00" * 32
         envelope["payload"] = base64.b64encode(dsse.canonical_json(body)).decode()
 
-    _edit_json(path, change)
+    edit_json(path, change)
 
 
 def _event_edited(path: Path) -> None:
-    body = json.loads(_writable(path).read_bytes())
+    body = json.loads(writable(path).read_bytes())
     body["actor"] = "someone-else"
     path.write_bytes(dsse.canonical_json(body))
 
 
 def _manifest_position_moved(path: Path) -> None:
-    _edit_json(path, lambda m: m["ledger"].update(published_at="2020-01-01T00:00:00+00:00"))
+    edit_json(path, lambda m: m["ledger"].update(published_at="2020-01-01T00:00:00+00:00"))
 
 
 def _bundle_removed(package: Path) -> None:
     folder = _only(package, "bundles/acme-books/2026-09/*")
     for file in folder.iterdir():
-        _writable(file)
+        writable(file)
     shutil.rmtree(folder)
 
 
@@ -247,7 +249,7 @@ TAMPERING = {
         {"LEDGER_EVENT_MISMATCH", "SUBJECT_DIGEST_MISMATCH", CHANGED},
     ),
     "statement": (
-        lambda p: _edit_json(
+        lambda p: edit_json(
             _only(p, "bundles/*/2026-09/*/statement.dsse.json"),
             lambda e: e.update(payload=e["payload"][:-8] + "AAAAAAA="),
         ),
@@ -258,7 +260,7 @@ TAMPERING = {
         {"LEDGER_EVENT_MISMATCH", CHANGED},
     ),
     "inclusion proof": (
-        lambda p: _edit_json(_only(p, "proofs/inclusion/*/2026-09/*.json"), _first_hash_flipped),
+        lambda p: edit_json(_only(p, "proofs/inclusion/*/2026-09/*.json"), _first_hash_flipped),
         {"PROOF_INVALID", CHANGED},
     ),
     "event": (
@@ -266,7 +268,7 @@ TAMPERING = {
         {"PROOF_INVALID", "LEDGER_EVENT_MISMATCH", CHANGED},
     ),
     "consistency proof": (
-        lambda p: _edit_json(_only(p, "proofs/consistency/*.json"), _first_hash_flipped),
+        lambda p: edit_json(_only(p, "proofs/consistency/*.json"), _first_hash_flipped),
         {"PROOF_INVALID", CHANGED},
     ),
     "checkpoint": (
@@ -275,12 +277,12 @@ TAMPERING = {
     ),
     "bundle removed": (_bundle_removed, {"PACKAGE_INCOMPLETE", REMOVED}),
     "event removed": (
-        lambda p: _writable(_only(p, f"events/{FIXTURES + 7:012d}.json")).unlink(),
+        lambda p: writable(_only(p, f"events/{FIXTURES + 7:012d}.json")).unlink(),
         {"PACKAGE_INCOMPLETE", REMOVED},
     ),
     "bundle added": (_bundle_added, {"PACKAGE_INVALID", ADDED}),
     "reports swapped": (
-        lambda p: _swapped(*sorted(p.glob("bundles/*/*/*/report.pdf"))),
+        lambda p: swapped(*sorted(p.glob("bundles/*/*/*/report.pdf"))),
         {"LEDGER_EVENT_MISMATCH", "SUBJECT_DIGEST_MISMATCH", CHANGED},
     ),
 }
@@ -324,13 +326,13 @@ def test_a_broken_index_is_refused_before_anything_is_verified(
     _publish(local_runtime)
     out = tmp_path / "package"
     assert _export({"EVIDENCE_HOME": str(tmp_path / "home")}, out).exit_code == 0
-    path = _writable(out / "package.json")
+    path = writable(out / "package.json")
     if index is None:
         path.unlink()
     elif isinstance(index, bytes):
         path.write_bytes(index)
     else:
-        _index_edited(
+        index_edited(
             path,
             {
                 "version 3": lambda d: d.update(version=3),
@@ -376,14 +378,14 @@ def test_a_forged_or_foreign_witness_signature_fails(runtime, backend, package, 
             for s in envelope["signatures"]
         ]
 
-    _edit_json(package / checkpoint_key(FIRST), forge)
+    edit_json(package / checkpoint_key(FIRST), forge)
     code, report = _verify(package, "--require-witness", str(witness[2]))
     # the file is not the one the signed index lists, whatever is changed in it
     assert code == 1 and report["codes"] == [CHANGED, "WITNESS_SIGNATURE_INVALID"]
     # the statement key's signature still verifies: only the witness (and the file's digest) is broken
     assert _verify(package)[1]["codes"] == [CHANGED]
-    swapped = _writable(package / "witness" / f"{witness_id}.pem")
-    swapped.write_bytes(other_public.read_bytes())  # a swapped file cannot borrow the pinned id
+    replaced = writable(package / "witness" / f"{witness_id}.pem")
+    replaced.write_bytes(other_public.read_bytes())  # a swapped file cannot borrow the pinned id
     code, report = _verify(package, "--require-witness", witness_id)
     assert code == 1 and set(report["codes"]) == {"WITNESS_SIGNATURE_MISSING", CHANGED}
 

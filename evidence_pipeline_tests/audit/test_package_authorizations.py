@@ -23,11 +23,9 @@ from evidence_pipeline.operations.offboarding import request_offboarding
 from evidence_pipeline.runtime import RunInfo, Runtime, runtime_for
 from evidence_pipeline.signing.dsse import canonical_json
 from evidence_pipeline.synthetic.rental_applications import organization_template, program_template
-from evidence_pipeline_tests.support.fixture_sources import FIXTURE_MONTHS, LARGE, SMALL
-from evidence_pipeline_tests.support.fixture_sources import with_fixture_sources as _with_fixture_sources
-from evidence_pipeline_tests.support.jobs import fail as _fail
-from evidence_pipeline_tests.support.packages import index_edited as _index_edited
-from evidence_pipeline_tests.support.packages import read_index
+from evidence_pipeline_tests.support.fixture_sources import FIXTURE_MONTHS, LARGE, SMALL, with_fixture_sources
+from evidence_pipeline_tests.support.jobs import fail
+from evidence_pipeline_tests.support.packages import index_edited, read_index
 from evidence_pipeline_tests.support.signers import request_text, signers_of, with_text
 
 TENANT, OTHER = SMALL.tenant, LARGE.tenant
@@ -46,7 +44,7 @@ def exported(tmp_path_factory) -> Path:
     signers = signers_of(runtime.ledger)
     for tenant in (TENANT, OTHER):  # before the fixture sources, which register a tenant the registry lacks
         signers.register_tenants([tenant])
-    _with_fixture_sources(runtime)
+    with_fixture_sources(runtime)
     submitted = {}
     for tenant in (TENANT, OTHER):
         signers.issue_token(tenant)
@@ -55,7 +53,7 @@ def exported(tmp_path_factory) -> Path:
     for tenant_month in FIXTURE_MONTHS:
         run_tenant_month(runtime, tenant_month, RunInfo("run-1"))
     runtime.ledger.accept_job(DEAD_JOB, "pin")
-    assert _fail(runtime.ledger, DEAD_JOB) == "dead"
+    assert fail(runtime.ledger, DEAD_JOB) == "dead"
     signers.replay(DEAD_JOB.job_id, "S3 outage over")
     request_offboarding(
         runtime_for(Settings.from_env(env)),
@@ -168,7 +166,7 @@ def test_a_package_missing_an_actor_event_fails(package):
     assert failed["authorizations"]["code"] == "AUTHORIZATION_INVALID"  # bob approved: nobody gave him a key
     assert "ACTOR_UNKNOWN" in failed["authorizations"]["detail"]
     # dropped from the index as well: its signature no longer holds, and nothing of it is read
-    _index_edited(
+    index_edited(
         package / "package.json",
         lambda index: index.update(
             authorizations=[e for e in index["authorizations"] if e["event"] != f"events/{seq:012d}.json"]

@@ -27,18 +27,9 @@ from evidence_pipeline.synthetic.rental_applications import application
 from evidence_pipeline_tests.support import split_merge
 from evidence_pipeline_tests.support.document_jobs import dispatch
 from evidence_pipeline_tests.support.intake_server import client, intake_environment, tokens, upload
-from evidence_pipeline_tests.support.packages import LOADED as _LOADED
-from evidence_pipeline_tests.support.packages import read_index
-from evidence_pipeline_tests.support.packages import swapped as _swapped
-from evidence_pipeline_tests.support.packages import unreachable as _unreachable
-from evidence_pipeline_tests.support.packages import writable as _writable
+from evidence_pipeline_tests.support.packages import LOADED, read_index, swapped, unreachable, writable
 from evidence_pipeline_tests.support.redaction import approved, redact_job
-from evidence_pipeline_tests.support.split_merge import ADDENDUM, TRUSTED
-from evidence_pipeline_tests.support.split_merge import accept as _accept
-from evidence_pipeline_tests.support.split_merge import decide as _decide
-from evidence_pipeline_tests.support.split_merge import pdfs as _pdfs
-from evidence_pipeline_tests.support.split_merge import reviewed as _reviewed
-from evidence_pipeline_tests.support.split_merge import status as _status
+from evidence_pipeline_tests.support.split_merge import ADDENDUM, TRUSTED, accept, decide, pdfs, reviewed, status
 
 pki = split_merge.pki  # the district's signing certificate, trusted by the documents' policy
 TENANT = "acme"
@@ -67,19 +58,19 @@ def jobs(documents, intake, pki) -> dict:
     with client(intake, acme) as http:
         applied = upload(http, application(scanned_page=False)).json()
         redaction = redact_job(http, "redact-1", applied["document_id"]).json()["job_id"]
-        parts = _reviewed(documents, http, pki)  # split in four, each part reviewed (the addendum rejected)
-        _decide(documents, "rita", TENANT, parts[ADDENDUM], "approved", "the addendum is acceptable after all")
-        merge = _accept(http, "merge-1", {"operation": "merge", "inputs": [parts[p.name] for p in bundles.PARTS]})
+        parts = reviewed(documents, http, pki)  # split in four, each part reviewed (the addendum rejected)
+        decide(documents, "rita", TENANT, parts[ADDENDUM], "approved", "the addendum is acceptable after all")
+        merge = accept(http, "merge-1", {"operation": "merge", "inputs": [parts[p.name] for p in bundles.PARTS]})
         dispatch(documents, "run-merge")
-        statuses = {name: _status(http, job_id) for name, job_id in (("redaction", redaction), ("merge", merge))}
-    assert all(status["state"] == "succeeded" for status in statuses.values()), statuses
+        statuses = {name: status(http, job_id) for name, job_id in (("redaction", redaction), ("merge", merge))}
+    assert all(found["state"] == "succeeded" for found in statuses.values()), statuses
     rt = documents
     publish_checkpoint(rt.ledger, rt.archive, rt.keyring)
     uploads = {e["subject_sha256"] for e in rt.ledger.events_of_type(EventType.DOCUMENT_ADMITTED, TENANT)}
     return {
         "uploads": uploads,
-        "redacted": _pdfs(statuses["redaction"]),
-        "merged": _pdfs(statuses["merge"]),
+        "redacted": pdfs(statuses["redaction"]),
+        "merged": pdfs(statuses["merge"]),
         "parts": parts,
     }
 
@@ -102,7 +93,7 @@ def _digests(package: Path) -> set[str]:
 def _copy(package: Path, to: Path) -> Path:
     shutil.copytree(package, to)
     for path in to.rglob("*"):
-        _writable(path) if path.is_file() else path.chmod(0o755)
+        writable(path) if path.is_file() else path.chmod(0o755)
     return to
 
 
@@ -128,11 +119,11 @@ def test_every_document_artifact_verifies_offline_with_the_database_gone(
     assert set(held) == jobs["uploads"] and all(name == digest for name, digest in held.items())
 
     rt = documents
-    _unreachable(rt, backend, tmp_path)  # the database (and the local home) deleted
+    unreachable(rt, backend, tmp_path)  # the database (and the local home) deleted
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("EVIDENCE_", "AWS_", "DAGSTER_"))}
     for package in (private, with_uploads):
         run = subprocess.run(
-            [sys.executable, "-c", _LOADED, "verify", "--package", str(package), "--workers", "1"],
+            [sys.executable, "-c", LOADED, "verify", "--package", str(package), "--workers", "1"],
             capture_output=True,
             text=True,
             cwd=tmp_path,
@@ -165,7 +156,7 @@ def _added(package: Path) -> None:
 
 
 def _parts_swapped(package: Path) -> None:
-    _swapped(*sorted(package.glob("documents/*/derived/*/*.pdf"))[:2])
+    swapped(*sorted(package.glob("documents/*/derived/*/*.pdf"))[:2])
 
 
 # (what is done, what must be among the codes: the file check's, and what the walk finds)

@@ -11,7 +11,7 @@ from evidence_pipeline.errors import ReasonCode, exit_code
 from evidence_pipeline.monthly.bundle import MANIFEST
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo
-from evidence_pipeline_tests.support.cli import invoke as _invoke
+from evidence_pipeline_tests.support.cli import invoke
 from evidence_pipeline_tests.support.fixture_sources import SMALL
 from evidence_pipeline_tests.support.tampering import overwrite
 
@@ -33,13 +33,13 @@ def test_verify_on_an_unreachable_store_is_3_not_tampering(tmp_path):
         "AWS_REGION": "us-east-1",
         "AWS_MAX_ATTEMPTS": "1",
     }
-    result = _invoke(["verify", "s3://bucket/archive/bundles/acme-books/2026-10/" + "0" * 64, "--json"], env)
+    result = invoke(["verify", "s3://bucket/archive/bundles/acme-books/2026-10/" + "0" * 64, "--json"], env)
     assert result.exit_code == 3 and _error(result) == "STORE_UNAVAILABLE"
 
 
 def test_verify_usage_and_not_found_is_2(tmp_path):
     """A folder with no bundle below it is not found; the message names what the user passed, nothing else."""
-    result = _invoke(["verify", str(tmp_path), "--json"], {"EVIDENCE_HOME": str(tmp_path / "home")})
+    result = invoke(["verify", str(tmp_path), "--json"], {"EVIDENCE_HOME": str(tmp_path / "home")})
     assert result.exit_code == 2 and json.loads(result.output) == {
         "error": {
             "code": "BUNDLE_NOT_FOUND",
@@ -47,7 +47,7 @@ def test_verify_usage_and_not_found_is_2(tmp_path):
             "<archive>/bundles[/<tenant>[/<period>[/<identity>]]], as a folder or s3://bucket/prefix",
         }
     }
-    assert _invoke(["verify"], {}).exit_code == 2  # no location at all: click's usage error
+    assert invoke(["verify"], {}).exit_code == 2  # no location at all: click's usage error
 
 
 @pytest.mark.parametrize(
@@ -63,7 +63,7 @@ def test_ledger_verify_classifies_and_writes_nothing(tmp_path, content, code, st
     if content is not None:
         path.write_bytes(content)
     env = {"EVIDENCE_HOME": str(tmp_path / "home"), "EVIDENCE_LEDGER_URL": f"sqlite:///{path}"}
-    result = _invoke(["ledger", "verify"], env)
+    result = invoke(["ledger", "verify"], env)
     assert result.exit_code == status and code in result.output
     assert not (tmp_path / "home").exists() and (content is None or path.read_bytes() == content)
 
@@ -82,7 +82,7 @@ def test_ledger_verify_classifies_and_writes_nothing(tmp_path, content, code, st
 )
 def test_a_read_command_where_there_is_no_home_creates_nothing_and_says_so(tmp_path, monkeypatch, command):
     monkeypatch.chdir(tmp_path)  # outside the repository: EVIDENCE_HOME unset means ./.evidence
-    result = _invoke(command, {"EVIDENCE_HOME": None})
+    result = invoke(command, {"EVIDENCE_HOME": None})
     assert result.exit_code == 2 and "HOME_NOT_FOUND" in result.output and "EVIDENCE_HOME" in result.output
     assert list(tmp_path.iterdir()) == []
 
@@ -92,8 +92,8 @@ def test_ledger_commands_on_an_unreachable_database_are_3(tmp_path):
         "EVIDENCE_HOME": str(tmp_path / "home"),
         "EVIDENCE_LEDGER_URL": "postgresql+psycopg2://nobody@127.0.0.1:9/ledger?connect_timeout=2",
     }
-    assert _invoke(["ledger", "verify"], env).exit_code == 3
-    stats = _invoke(["stats", "--json"], env)
+    assert invoke(["ledger", "verify"], env).exit_code == 3
+    stats = invoke(["stats", "--json"], env)
     assert stats.exit_code == 3 and _error(stats) == "LEDGER_UNAVAILABLE"
 
 
@@ -102,13 +102,13 @@ def test_ledger_prove_exit_codes(runtime, backend):
     bundle = runtime.archive.uri(publication.bundle_key)
     if bundle.startswith("archive://"):
         bundle = str(runtime.archive.root / publication.bundle_key)
-    not_checkpointed = _invoke(["ledger", "prove", bundle], backend)
+    not_checkpointed = invoke(["ledger", "prove", bundle], backend)
     assert not_checkpointed.exit_code == 2 and "LEDGER_NOT_CHECKPOINTED" in not_checkpointed.output
     publish_checkpoint(runtime.ledger, runtime.archive, runtime.keyring)
-    proved = _invoke(["ledger", "prove", bundle], backend)
+    proved = invoke(["ledger", "prove", bundle], backend)
     assert proved.exit_code == 0 and json.loads(proved.output)["event_seq"] == publication.ledger_seq
     overwrite(runtime, f"{publication.bundle_key}/{MANIFEST}", b"[" * 200_000 + b"]" * 200_000)
-    deep = _invoke(["ledger", "prove", bundle], backend)
+    deep = invoke(["ledger", "prove", bundle], backend)
     assert deep.exit_code == 1 and "MANIFEST_INVALID" in deep.output
 
 

@@ -26,10 +26,10 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs import automation
 from evidence_pipeline.defs.partitions import run_range, stray_dimension_tags, tenant_month_partitions
-from evidence_pipeline.ledger.tokens import Tokens
 from evidence_pipeline.models import FIRST_PERIOD, first_open_period
 from evidence_pipeline.monthly.render import RENDERER_VERSION
 from evidence_pipeline.runtime import runtime_for
+from evidence_pipeline_tests.support.pieces import pieces_of
 from evidence_pipeline_tests.support.signers import signers_of
 
 REPO = Path(__file__).resolve().parents[2]
@@ -192,7 +192,9 @@ def _tick_sensor(tmp_path, monkeypatch, registered: list[str], offboarded: tuple
     signers_of(ledger).register_tenants(registered)
     for tenant in offboarded:
         ledger._transact(
-            lambda conn, tenant=tenant: Tokens(ledger).record_offboarding(conn, tenant, "test", {"reason": "test"})
+            lambda conn, tenant=tenant: pieces_of(ledger).tokens.record_offboarding(
+                conn, tenant, "test", {"reason": "test"}
+            )
         )
     sensor = defs.get_sensor_def("tenant_registry_sensor")
     with DagsterInstance.local_temp() as instance:

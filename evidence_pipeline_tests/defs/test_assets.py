@@ -20,7 +20,6 @@ from evidence_pipeline.defs.extensions import provenance
 from evidence_pipeline.defs.partitions import partition_key_for, range_tags
 from evidence_pipeline.defs.verdicts import CHECK_NAME
 from evidence_pipeline.errors import EvidenceError
-from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.models import EventType, TenantMonth
 from evidence_pipeline.monthly import pipeline, publication
 from evidence_pipeline.monthly.document_outcomes import counts, outcome
@@ -180,7 +179,7 @@ def test_a_tenant_partition_the_service_never_knew_fails_at_once(instance, evide
     assert failure.event_specific_data.error.to_string() == data.description + "\n"  # no stack trace
     assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
     assert runtime.ledger.jobs_in("accepted") == []
-    assert "acme-bokks" not in TenantRegistry(runtime.ledger).standing(["acme-bokks"])
+    assert "acme-bokks" not in runtime.tenants.standing(["acme-bokks"])
     # The same month of a registered tenant (its source published) still runs.
     assert _materialize(instance, evidence, SMALL).success
 

@@ -16,7 +16,6 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.definitions import defs
 from evidence_pipeline.defs.resources import EvidenceResource
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger.tokens import Tokens
 from evidence_pipeline.models import EventType, TenantMonth
 from evidence_pipeline.monthly import landing, publication, sources
 from evidence_pipeline.runtime import runtime_for, s3_client
@@ -192,7 +191,7 @@ def test_a_month_folder_named_in_other_digits_than_ascii_is_passed_over(landed, 
 def test_an_offboarded_tenants_file_is_marked_once_and_not_retried(landed, ticks):
     drop, read = landed
     sensor, rt = ticks
-    rt.ledger._transact(lambda conn: Tokens(rt.ledger).record_offboarding(conn, OTHER.tenant, "test", {}))
+    rt.ledger._transact(lambda conn: rt.tokens.record_offboarding(conn, OTHER.tenant, "test", {}))
     drop("globex/2026-07/export.csv", _rows())
     sensor.tick()
     assert _refusal(read, "globex/2026-07/export.csv") == "TENANT_OFFBOARDED"

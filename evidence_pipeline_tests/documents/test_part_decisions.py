@@ -27,19 +27,21 @@ from evidence_pipeline.operator_api.app import CONTRACT, create_app
 from evidence_pipeline.store import sha256_hex
 from evidence_pipeline.synthetic import district_agreements as bundles
 from evidence_pipeline_tests.support import split_merge
-from evidence_pipeline_tests.support.cli import invoke as _invoke
+from evidence_pipeline_tests.support.cli import invoke
 from evidence_pipeline_tests.support.contract import conforms
 from evidence_pipeline_tests.support.document_jobs import dispatch
 from evidence_pipeline_tests.support.intake_server import client, error_code, running_app, submit, tokens
 from evidence_pipeline_tests.support.signers import signers_of
-from evidence_pipeline_tests.support.split_merge import ADDENDUM
-from evidence_pipeline_tests.support.split_merge import accept as _accept
-from evidence_pipeline_tests.support.split_merge import decide as _decide
-from evidence_pipeline_tests.support.split_merge import pdfs as _pdfs
-from evidence_pipeline_tests.support.split_merge import reviewed as _reviewed
-from evidence_pipeline_tests.support.split_merge import split_agreement as _split
-from evidence_pipeline_tests.support.split_merge import status as _status
-from evidence_pipeline_tests.support.split_merge import walk as _walk
+from evidence_pipeline_tests.support.split_merge import (
+    ADDENDUM,
+    accept,
+    decide,
+    pdfs,
+    reviewed,
+    split_agreement,
+    status,
+    walk,
+)
 from evidence_pipeline_tests.support.tampering import drop_append_only_guards
 
 # the fixtures of the split and merge tests: the district's signing certificate, trusted by the documents' policy
@@ -52,10 +54,10 @@ def test_a_reviewer_approves_the_rejected_part_and_all_four_merge(documents, int
     key = tmp_path / "rita.pem"
     signers.register("rita", ["reviewer"], key=generate_actor_key(key))
     with client(intake, acme) as http:
-        parts = _reviewed(documents, http, pki)
+        parts = reviewed(documents, http, pki)
         everything = [parts[p.name] for p in bundles.PARTS]
         refused = submit(http, "merge-0", {"operation": "merge", "inputs": everything})
-        decided = _invoke(
+        decided = invoke(
             [
                 "part",
                 "decide",
@@ -70,9 +72,9 @@ def test_a_reviewer_approves_the_rejected_part_and_all_four_merge(documents, int
             ],
             environment,
         )
-        merge_id = _accept(http, "merge-1", {"operation": "merge", "inputs": everything})
+        merge_id = accept(http, "merge-1", {"operation": "merge", "inputs": everything})
         dispatch(documents, "run-merge")
-        merge = _status(http, merge_id)
+        merge = status(http, merge_id)
     assert (refused.status_code, error_code(refused)) == (422, "MERGE_INPUT_NOT_APPROVED")
     assert decided.exit_code == 0, decided.output
     assert json.loads(decided.output) == {
@@ -87,7 +89,7 @@ def test_a_reviewer_approves_the_rejected_part_and_all_four_merge(documents, int
     ledger = documents.ledger
     [event] = ledger.events_of_type(EventType.PART_DECIDED, "acme")
     assert (event["actor"], event["subject_sha256"]) == ("rita", event["details"]["sha256"])
-    [merged_id] = _pdfs(merge).values()
+    [merged_id] = pdfs(merge).values()
     pages = [p.extract_text() for p in PdfReader(io.BytesIO(documents.archive.get(merged_id))).pages]
     assert len(pages) == 7 and "Data processing addendum" in pages[2]  # the addendum is in, by the decision
     [derived] = [
@@ -102,7 +104,7 @@ def test_a_reviewer_approves_the_rejected_part_and_all_four_merge(documents, int
     assert all("review_job_id" in pin for artifact_id, pin in pins.items() if artifact_id != parts[ADDENDUM])
 
     # Lineage walks the reviewer's decision beside the three reviews; `ledger verify` re-checks who decided.
-    code, report = _walk(environment, merged_id)
+    code, report = walk(environment, merged_id)
     assert code == 0 and report["ok"], report
     kinds = [link["link"] for link in report["links"]]
     assert kinds.count("review") == 3 and kinds.count("decision") == 1 and kinds.count("upload") == 4
@@ -112,7 +114,7 @@ def test_a_reviewer_approves_the_rejected_part_and_all_four_merge(documents, int
         "rita",
         event["event_id"],
     )
-    verified = _invoke(["ledger", "verify"], environment)
+    verified = invoke(["ledger", "verify"], environment)
     assert verified.exit_code == 0, verified.output
     [authorization] = [a for a in recheck_ledger(ledger, 300) if a.event_type == EventType.PART_DECIDED]
     assert (authorization.actor, authorization.action, authorization.event_id) == (
@@ -139,7 +141,7 @@ def test_a_reviewer_approves_the_rejected_part_and_all_four_merge(documents, int
         rewritten = body.replace("no end date", "no end-date")
         assert rewritten != body
         conn.execute(ledger.audit_events.update().where(events.event_id == event["event_id"]).values(body=rewritten))
-    code, report = _walk(environment, merged_id)
+    code, report = walk(environment, merged_id)
     assert (code, report["code"], report["link"]) == (
         1,
         "LINEAGE_EVENT_INVALID",
@@ -151,13 +153,13 @@ def test_a_reviewer_approves_the_rejected_part_and_all_four_merge(documents, int
 def test_a_reviewers_rejection_of_an_approved_part_blocks_the_merge(documents, intake, pki):
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
-        parts = _reviewed(documents, http, pki)
+        parts = reviewed(documents, http, pki)
         pair = [parts["master-agreement"], parts["signature-page"]]
-        _decide(documents, "rita", "acme", parts["signature-page"], "rejected", "the signatory is not authorized")
+        decide(documents, "rita", "acme", parts["signature-page"], "rejected", "the signatory is not authorized")
         rejected = submit(http, "merge-1", {"operation": "merge", "inputs": pair})
-        _decide(documents, "bob", "acme", parts["signature-page"], "approved", "authority confirmed by the board")
+        decide(documents, "bob", "acme", parts["signature-page"], "approved", "authority confirmed by the board")
         approved = submit(http, "merge-2", {"operation": "merge", "inputs": pair})  # the latest decision wins
-        _decide(documents, "rita", "acme", parts["signature-page"], "rejected", "the board minutes are unsigned")
+        decide(documents, "rita", "acme", parts["signature-page"], "rejected", "the board minutes are unsigned")
         again = submit(http, "merge-3", {"operation": "merge", "inputs": pair})
     assert (rejected.status_code, error_code(rejected)) == (422, "MERGE_INPUT_NOT_APPROVED")
     assert approved.status_code == 202, approved.text
@@ -173,8 +175,8 @@ def test_a_reviewers_rejection_of_an_approved_part_blocks_the_merge(documents, i
 def test_who_may_decide_and_on_what(documents, intake, pki):
     acme, globex = tokens(documents)
     with client(intake, acme) as http:
-        _, split = _split(http, documents, bundles.sign(bundles.district_agreement(), pki[0]))
-        addendum = _pdfs(split)[ADDENDUM]
+        _, split = split_agreement(http, documents, bundles.sign(bundles.district_agreement(), pki[0]))
+        addendum = pdfs(split)[ADDENDUM]
         no_route = http.post("/v1/parts/decisions", json={"artifact_id": addendum, "decision": "approved"})
     approve = {"artifact_id": addendum, "decision": "approved", "reason": "fine"}
     signers = signers_of(documents.ledger)
@@ -187,7 +189,7 @@ def test_who_may_decide_and_on_what(documents, intake, pki):
     assert token.value.code == "ACTION_REQUEST_INVALID"
     assert no_route.status_code in (404, 405)  # and the tenant API has no way to decide
     with pytest.raises(EvidenceError) as foreign:  # another tenant's part does not exist for this one
-        _decide(documents, "rita", "globex", addendum, "approved", "fine")
+        decide(documents, "rita", "globex", addendum, "approved", "fine")
     assert foreign.value.code == "DOCUMENT_NOT_FOUND"
     for args in (
         {**approve, "decision": "maybe"},
@@ -211,7 +213,7 @@ def test_who_may_decide_and_on_what(documents, intake, pki):
     ]
     # recorded: the refusals of identities, and the token's without its content
     assert refused == [("audrey", "ACTION_FORBIDDEN"), ("olga", "ACTION_FORBIDDEN"), ("", "ACTION_REQUEST_INVALID")]
-    assert _decide(documents, "rita", "acme", addendum, "approved", "fine")["decision"] == "approved"
+    assert decide(documents, "rita", "acme", addendum, "approved", "fine")["decision"] == "approved"
 
 
 def test_a_reviewer_decides_over_the_operator_api_as_on_the_command_line(documents, intake, pki, environment):
@@ -219,7 +221,7 @@ def test_a_reviewer_decides_over_the_operator_api_as_on_the_command_line(documen
     signers = signers_of(documents.ledger)
     signers.ensure("rita", ["reviewer"])
     with client(intake, acme) as http:
-        parts = _reviewed(documents, http, pki)
+        parts = reviewed(documents, http, pki)
     args = {"artifact_id": parts[ADDENDUM], "decision": "approved", "reason": "counsel read it"}
     answers = []
     with running_app(create_app(documents), documents.settings) as url:

@@ -29,19 +29,14 @@ from evidence_pipeline.monthly.document_outcomes import close_month, counts, rea
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.synthetic import district_agreements as bundles
 from evidence_pipeline_tests.support import split_merge
-from evidence_pipeline_tests.support.cli import invoke as _invoke
+from evidence_pipeline_tests.support.cli import invoke
 from evidence_pipeline_tests.support.document_jobs import dispatch
 from evidence_pipeline_tests.support.document_sensor import tick
 from evidence_pipeline_tests.support.etsi_schema import indications
 from evidence_pipeline_tests.support.intake_server import client, error_code, submit, tokens, upload
 from evidence_pipeline_tests.support.signed_bundles import modified, updated
 from evidence_pipeline_tests.support.signers import admin_key_file
-from evidence_pipeline_tests.support.split_merge import DISTRICT, PARTS
-from evidence_pipeline_tests.support.split_merge import accept as _accept
-from evidence_pipeline_tests.support.split_merge import pdfs as _pdfs
-from evidence_pipeline_tests.support.split_merge import split_agreement as _split
-from evidence_pipeline_tests.support.split_merge import status as _status
-from evidence_pipeline_tests.support.split_merge import walk as _walk
+from evidence_pipeline_tests.support.split_merge import DISTRICT, PARTS, accept, pdfs, split_agreement, status, walk
 from evidence_pipeline_tests.support.tampering import drop_append_only_guards, overwrite
 from evidence_pipeline_tests.support.tools import require_tool
 
@@ -239,20 +234,20 @@ def test_signed_bundles_get_their_signature_findings(pki):
 def _agreement_merged(documents, http, pki) -> dict:
     """Upload the signed agreement, split it into four, review each part, merge the approved ones."""
     signed = bundles.sign(bundles.district_agreement(), pki[0])
-    upload_doc, split = _split(http, documents, signed)
+    upload_doc, split = split_agreement(http, documents, signed)
     assert (split["state"], split["stage"], split["reason"]) == ("succeeded", "completed", None), split
-    parts = _pdfs(split)
+    parts = pdfs(split)
     reviews = {
-        name: _accept(
+        name: accept(
             http, f"review-{name}", {"operation": "contract-review", "inputs": [artifact], "options": DISTRICT}
         )
         for name, artifact in parts.items()
     }
     dispatch(documents, "run-reviews")
-    statuses = {name: _status(http, job_id) for name, job_id in reviews.items()}
-    decided = {name: status["findings"]["decision"] for name, status in statuses.items()}
+    statuses = {name: status(http, job_id) for name, job_id in reviews.items()}
+    decided = {name: found["findings"]["decision"] for name, found in statuses.items()}
     approved = [parts[p.name] for p in bundles.PARTS if p.approved]
-    merge_id = _accept(http, "merge-1", {"operation": "merge", "inputs": approved})
+    merge_id = accept(http, "merge-1", {"operation": "merge", "inputs": approved})
     dispatch(documents, "run-merge")
     return {
         "upload": upload_doc,
@@ -261,7 +256,7 @@ def _agreement_merged(documents, http, pki) -> dict:
         "decided": decided,
         "approved": approved,
         "reviews": statuses,
-        "merge": _status(http, merge_id),
+        "merge": status(http, merge_id),
         "signed": signed,
     }
 
@@ -290,7 +285,7 @@ def test_the_four_part_agreement_end_to_end(documents, intake, pki, environment,
     merge = done["merge"]
     assert (merge["state"], merge["stage"]) == ("succeeded", "completed"), merge
     archive, ledger = documents.archive, documents.ledger
-    [merged_id] = _pdfs(merge).values()
+    [merged_id] = pdfs(merge).values()
     merged = archive.get(merged_id)
     pages = [p.extract_text() for p in PdfReader(io.BytesIO(merged)).pages]
     assert len(pages) == 5 and "Master agreement, continued" in pages[1] and "Exhibits, continued" in pages[4]
@@ -367,33 +362,33 @@ def test_the_four_part_agreement_end_to_end(documents, intake, pki, environment,
     assert "Signature #1" in subprocess.run([pdfsig, str(source)], capture_output=True, text=True).stdout
 
     # `evidence lineage` walks from the merge back to the upload.
-    walked = _invoke(["lineage", merged_id, "--json"], environment)
+    walked = invoke(["lineage", merged_id, "--json"], environment)
     assert walked.exit_code == 0, walked.output
     report = json.loads(walked.output)
     assert report["ok"] and report["code"] is None
     kinds = [link["link"] for link in report["links"]]
     assert kinds.count("review") == 3 and kinds.count("upload") == 3 and kinds.count("signature_check") == 3
     assert kinds[0] == "derivative" and kinds.count("derivative") == 4
-    assert _walk(environment, merged_id.replace(".pdf", ".derived-by.pdf"))[0] == 0  # the signed copy's id
-    text = _invoke(["lineage", merged_id], environment)
+    assert walk(environment, merged_id.replace(".pdf", ".derived-by.pdf"))[0] == 0  # the signed copy's id
+    text = invoke(["lineage", merged_id], environment)
     assert text.exit_code == 0 and "LINEAGE HOLDS" in text.output
-    verified = _invoke(["verify", merged_id], environment)  # `evidence verify` takes document artifacts too
+    verified = invoke(["verify", merged_id], environment)  # `evidence verify` takes document artifacts too
     assert verified.exit_code == 0 and "LINEAGE HOLDS" in verified.output
     for artifact_id in done["parts"].values():  # and from any part, the rejected one included
-        assert _invoke(["lineage", artifact_id], environment).exit_code == 0
+        assert invoke(["lineage", artifact_id], environment).exit_code == 0
     approval = next(
         o["artifact_id"]
         for o in done["reviews"]["signature-page"]["outputs"]
         if o["artifact_id"].endswith("/approved.pdf")
     )  # a review's output: job → part → … → upload
-    code, report = _walk(environment, approval)
+    code, report = walk(environment, approval)
     assert code == 0 and [link["link"] for link in report["links"]] == [
         "job_output",
         "derivative",
         "signature_check",
         "upload",
     ]
-    nothing = _invoke(["lineage", "documents/acme/derived/nothing.pdf", "--json"], environment)
+    nothing = invoke(["lineage", "documents/acme/derived/nothing.pdf", "--json"], environment)
     assert nothing.exit_code == 2 and json.loads(nothing.output)["error"]["code"] == "LINEAGE_NOT_FOUND"
 
     # The month's document outcomes, which the monthly report prints, list the split, the reviews and the merge.
@@ -432,7 +427,9 @@ def test_a_split_attaches_the_etsi_report_of_each_incoming_signature(documents, 
     reports = {}
     with client(intake, acme) as http:
         for name, (pdf, indication, sub, findings) in cases.items():
-            _, split = _split(http, documents, pdf, key=f"split-{name}", parts=[{"name": "all", "pages": "1-7"}])
+            _, split = split_agreement(
+                http, documents, pdf, key=f"split-{name}", parts=[{"name": "all", "pages": "1-7"}]
+            )
             assert split["state"] == "succeeded", (name, split["reason"], split.get("message"))
             [signature] = split["findings"]["signature_check"]["signatures"]
             assert (signature["findings"], signature["etsi_indication"]) == (findings, indication), name
@@ -443,7 +440,9 @@ def test_a_split_attaches_the_etsi_report_of_each_incoming_signature(documents, 
             record = http.get(outputs["signature_check.json"]["url"]).json()
             assert record["signatures"][0]["findings"] == findings
             reports[name] = outputs["signature_check.1.etsi.xml"]
-        _, again = _split(http, documents, signed, key="split-trusted-again", parts=[{"name": "p1", "pages": "1"}])
+        _, again = split_agreement(
+            http, documents, signed, key="split-trusted-again", parts=[{"name": "p1", "pages": "1"}]
+        )
         outputs = {o["name"]: o for o in http.get(f"/v1/jobs/{again['job_id']}/outputs").json()["outputs"]}
     assert outputs["signature_check.1.etsi.xml"] == reports["trusted"] | {
         "url": outputs["signature_check.1.etsi.xml"]["url"]
@@ -468,8 +467,10 @@ def test_a_signature_check_stated_before_etsi_reports_is_adopted_by_a_later_spli
                     rt, key, predicate={k: v for k, v in predicate.items() if k != "etsi_reports"}, **kwargs
                 ),
             )
-            _, first = _split(http, documents, signed, key="split-before", parts=[{"name": "all", "pages": "1-7"}])
-        _, again = _split(http, documents, signed, key="split-after", parts=[{"name": "p1", "pages": "1"}])
+            _, first = split_agreement(
+                http, documents, signed, key="split-before", parts=[{"name": "all", "pages": "1-7"}]
+            )
+        _, again = split_agreement(http, documents, signed, key="split-after", parts=[{"name": "p1", "pages": "1"}])
         outputs = {o["name"] for o in http.get(f"/v1/jobs/{again['job_id']}/outputs").json()["outputs"]}
     assert (first["state"], again["state"]) == ("succeeded", "succeeded"), (again["reason"], again.get("message"))
     assert "signature_check.1.etsi.xml" in outputs
@@ -481,9 +482,9 @@ def test_tampering_with_any_link_fails_the_walk_naming_it(documents, intake, pki
     with client(intake, acme) as http:
         done = _agreement_merged(documents, http, pki)
     rt = documents
-    [merged_id] = _pdfs(done["merge"]).values()
+    [merged_id] = pdfs(done["merge"]).values()
     exhibits, master = done["parts"]["exhibits"], done["parts"]["master-agreement"]
-    assert _walk(environment, merged_id)[0] == 0
+    assert walk(environment, merged_id)[0] == 0
 
     [review] = [r for r in rt.ledger.events_of_type("document.derived") if r["details"]["artifact_id"] == merged_id][0][
         "details"
@@ -562,11 +563,11 @@ def test_tampering_with_any_link_fails_the_walk_naming_it(documents, intake, pki
     for key, data, where, start, expected_code, expected_link in cases:
         kept = where.get(key)
         overwrite(rt, key, data, where)
-        code, report = _walk(environment, start)
+        code, report = walk(environment, start)
         assert (code, report["code"], report["link"]) == (1, expected_code, expected_link), key
-        assert _invoke(["verify", start], environment).exit_code == 1
+        assert invoke(["verify", start], environment).exit_code == 1
         overwrite(rt, key, kept, where)
-        assert _walk(environment, merged_id)[0] == 0
+        assert walk(environment, merged_id)[0] == 0
 
     # A ledger row: the exhibits part's document.derived event rewritten in place.
     drop_append_only_guards(rt.ledger)
@@ -582,27 +583,27 @@ def test_tampering_with_any_link_fails_the_walk_naming_it(documents, intake, pki
         rewritten = body.replace('"name":"exhibits"', '"name":"exhibit-c"')
         assert rewritten != body
         conn.execute(events.update().where(events.c.seq == seq).values(body=rewritten))
-    code, report = _walk(environment, merged_id)
+    code, report = walk(environment, merged_id)
     assert (code, report["code"], report["link"]) == (1, "LINEAGE_EVENT_INVALID", f"split {exhibits}")
     assert "breaks the hash chain" in report["message"]
     with rt.ledger.engine.begin() as conn:  # and with its own hash recomputed: the next event no longer chains
         prev_hash = conn.execute(sa.select(events.c.prev_hash).where(events.c.seq == seq)).scalar()
         conn.execute(events.update().where(events.c.seq == seq).values(event_hash=chain_hash(prev_hash, rewritten)))
-    code, report = _walk(environment, merged_id)
+    code, report = walk(environment, merged_id)
     assert (code, report["code"], report["link"]) == (1, "LINEAGE_EVENT_INVALID", f"split {exhibits}")
 
 
 def test_unapproved_merge_inputs_are_refused_at_admission(documents, intake, pki):
     acme, globex = tokens(documents)
     with client(intake, acme) as http:
-        _, split = _split(http, documents, bundles.sign(bundles.district_agreement(), pki[0]))
-        parts = _pdfs(split)
+        _, split = split_agreement(http, documents, bundles.sign(bundles.district_agreement(), pki[0]))
+        parts = pdfs(split)
         pair = [parts["exhibits"], parts["master-agreement"]]
         unreviewed = submit(http, "m1", {"operation": "merge", "inputs": pair})
         addendum = parts["data-processing-addendum"]
-        review_id = _accept(http, "r1", {"operation": "contract-review", "inputs": [addendum], "options": DISTRICT})
+        review_id = accept(http, "r1", {"operation": "contract-review", "inputs": [addendum], "options": DISTRICT})
         dispatch(documents, "run-r")
-        assert _status(http, review_id)["state"] == "rejected"
+        assert status(http, review_id)["state"] == "rejected"
         rejected = submit(
             http, "m2", {"operation": "merge", "inputs": [parts["data-processing-addendum"], parts["exhibits"]]}
         )
@@ -619,9 +620,9 @@ def test_a_merge_of_parts_of_two_originals_is_refused(documents, intake, pki):
     with client(intake, acme) as http:
         masters = []
         for n, pdf in enumerate((bundles.district_agreement(), bundles.sign(bundles.district_agreement(), pki[0]))):
-            _, split = _split(http, documents, pdf, f"split-{n}", [{"name": "master", "pages": "1"}])
-            masters.append(_pdfs(split)["master"])
-            _accept(http, f"review-{n}", {"operation": "contract-review", "inputs": [masters[-1]], "options": DISTRICT})
+            _, split = split_agreement(http, documents, pdf, f"split-{n}", [{"name": "master", "pages": "1"}])
+            masters.append(pdfs(split)["master"])
+            accept(http, f"review-{n}", {"operation": "contract-review", "inputs": [masters[-1]], "options": DISTRICT})
         dispatch(documents, "run-reviews")
         refused = submit(http, "merge", {"operation": "merge", "inputs": masters})
     assert masters[0] != masters[1] and (refused.status_code, error_code(refused)) == (422, "INPUTS_INVALID")
@@ -631,10 +632,10 @@ def test_the_same_request_twice_converges_on_the_same_output(documents, intake, 
     acme, _ = tokens(documents)
     signed = bundles.sign(bundles.district_agreement(), pki[0])
     with client(intake, acme) as http:
-        _, first = _split(http, documents, signed, "split-a")
-        _, again = _split(http, documents, signed, "split-b")  # another idempotency key, the same content
-        _, other = _split(http, documents, signed, "split-c", [{"name": "all", "pages": "1-7"}])
-        bad = _split(http, documents, signed, "split-d", [{"name": "beyond", "pages": "7-9"}])[1]
+        _, first = split_agreement(http, documents, signed, "split-a")
+        _, again = split_agreement(http, documents, signed, "split-b")  # another idempotency key, the same content
+        _, other = split_agreement(http, documents, signed, "split-c", [{"name": "all", "pages": "1-7"}])
+        bad = split_agreement(http, documents, signed, "split-d", [{"name": "beyond", "pages": "7-9"}])[1]
     assert first["job_id"] != again["job_id"] and (first["state"], again["state"]) == ("succeeded", "succeeded")
     derived = [(o["artifact_id"], o["sha256"]) for o in first["outputs"] if "/derived/" in o["artifact_id"]]
     assert derived == [(o["artifact_id"], o["sha256"]) for o in again["outputs"] if "/derived/" in o["artifact_id"]]
@@ -642,7 +643,7 @@ def test_the_same_request_twice_converges_on_the_same_output(documents, intake, 
     ledger = documents.ledger
     assert len(ledger.events_of_type("document.derived")) == 4 + 1  # once per artifact, whichever job
     assert len(ledger.events_of_type("signature.checked")) == 1  # once per bytes and policy
-    assert _pdfs(other)["all"] not in dict(derived)
+    assert pdfs(other)["all"] not in dict(derived)
     assert (bad["state"], bad["reason"], bad["outputs"]) == ("rejected", "OPTIONS_INVALID", [])
 
 
@@ -655,7 +656,7 @@ def test_a_page_run_splits_and_records_a_bad_range_as_an_outcome(
     with client(intake, acme) as http:
         document = upload(http, bundles.sign(bundles.district_agreement(), pki[0])).json()
         jobs = [
-            _accept(http, key, {"operation": "split", "inputs": [document["document_id"]], "options": {"parts": parts}})
+            accept(http, key, {"operation": "split", "inputs": [document["document_id"]], "options": {"parts": parts}})
             for key, parts in (("good", PARTS), ("beyond", [{"name": "beyond", "pages": "7-9"}]))
         ]
         with DagsterInstance.ephemeral() as instance:
@@ -664,9 +665,9 @@ def test_a_page_run_splits_and_records_a_bad_range_as_an_outcome(
             result = defs.get_job_def("document_page_job").execute_in_process(
                 run_config=request.run_config, instance=instance, tags=request.tags, raise_on_error=False
             )
-        good, beyond = (_status(http, job_id) for job_id in jobs)
+        good, beyond = (status(http, job_id) for job_id in jobs)
     assert result.success  # a range beyond the document is the job's outcome, not the run's failure
-    assert (good["state"], len(_pdfs(good))) == ("succeeded", 4)
+    assert (good["state"], len(pdfs(good))) == ("succeeded", 4)
     assert (beyond["state"], beyond["stage"], beyond["reason"]) == ("rejected", "rejected", "OPTIONS_INVALID")
 
 
@@ -674,21 +675,21 @@ def test_two_runs_of_one_split_at_once_make_one_set_of_outputs(documents, intake
     acme, _ = tokens(documents)
     with client(intake, acme) as http:
         document = upload(http, bundles.sign(bundles.district_agreement(), pki[0])).json()
-        job_id = _accept(
+        job_id = accept(
             http, "split-1", {"operation": "split", "inputs": [document["document_id"]], "options": {"parts": PARTS}}
         )
         documents.pages.assign_pages(10)
         [(page_id, _, _)] = documents.pages.open_pages()
         with ThreadPoolExecutor(2) as pool:
             runs = list(pool.map(lambda run: run_page(documents, page_id, RunInfo(run)), ("run-a", "run-b")))
-        status = _status(http, job_id)
+        finished = status(http, job_id)
     outcomes = sorted((o.state, o.reason or "") for [o] in runs)
     assert outcomes in ([("running", "LEASE_BUSY"), ("succeeded", "")], [("succeeded", ""), ("succeeded", "")])
-    assert status["state"] == "succeeded" and len(_pdfs(status)) == 4
+    assert finished["state"] == "succeeded" and len(pdfs(finished)) == 4
     ledger = documents.ledger
     assert len(ledger.events_of_type("document.published")) == 1
     assert len(ledger.events_of_type("document.derived")) == 4 and len(ledger.events_of_type("signature.checked")) == 1
-    [prefix] = {o["artifact_id"].rsplit("/", 1)[0] for o in status["outputs"] if "/derived/" in o["artifact_id"]}
+    [prefix] = {o["artifact_id"].rsplit("/", 1)[0] for o in finished["outputs"] if "/derived/" in o["artifact_id"]}
     assert len(documents.archive.list(prefix)) == 16
 
 
@@ -698,12 +699,12 @@ def test_the_same_request_after_a_key_rotation_adopts_what_the_earlier_key_signe
     acme, _ = tokens(documents)
     signed = bundles.sign(bundles.district_agreement(), pki[0])
     with client(intake, acme) as http:
-        _, first = _split(http, documents, signed, "split-a")
-        rotated = _invoke(["keys", "rotate"], environment | {"EVIDENCE_ACTOR_KEY": admin_key_file(environment)})
+        _, first = split_agreement(http, documents, signed, "split-a")
+        rotated = invoke(["keys", "rotate"], environment | {"EVIDENCE_ACTOR_KEY": admin_key_file(environment)})
         assert rotated.exit_code == 0, rotated.output
-        _, again = _split(http, documents, signed, "split-b")
+        _, again = split_agreement(http, documents, signed, "split-b")
     assert (first["state"], again["state"]) == ("succeeded", "succeeded"), again
     derived = [(o["artifact_id"], o["sha256"]) for o in first["outputs"] if "/derived/" in o["artifact_id"]]
     assert derived == [(o["artifact_id"], o["sha256"]) for o in again["outputs"] if "/derived/" in o["artifact_id"]]
-    merged_code, walked = _walk(environment, _pdfs(again)["signature-page"])
+    merged_code, walked = walk(environment, pdfs(again)["signature-page"])
     assert merged_code == 0, walked

@@ -13,9 +13,9 @@ import sqlalchemy
 
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger.admission import Clock
-from evidence_pipeline.ledger.documents import DocumentRecords
 from evidence_pipeline.ledger.ledger import Ledger
 from evidence_pipeline_tests.support.intake_server import client, error_code, pdf_bytes, submit, tokens, upload
+from evidence_pipeline_tests.support.pieces import pieces_of
 from evidence_pipeline_tests.support.signers import signers_of
 
 INTAKE_OVERRIDES = {
@@ -132,7 +132,7 @@ def test_two_server_processes_admitting_at_once_never_pass_the_byte_quota(docume
     """One Ledger (engine, pool, locks) per process. A's admission pauses right after its quota check until B's
     is done, or 3 s: on PostgreSQL, before, B committed in that pause and both were admitted past the quota (on
     SQLite B waits for A's writer lock)."""
-    other = DocumentRecords(Ledger(documents.settings.ledger_url))
+    other = pieces_of(Ledger(documents.settings.ledger_url)).document_records
     checked, b_done = threading.Event(), threading.Event()
 
     def pause_after_the_check(conn, cursor, statement, *args):

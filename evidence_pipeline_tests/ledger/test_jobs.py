@@ -14,8 +14,7 @@ from evidence_pipeline.ledger.rows import Job
 from evidence_pipeline.operations.replay import replay_job
 from evidence_pipeline_tests.support import jobs
 from evidence_pipeline_tests.support.fixture_sources import SMALL
-from evidence_pipeline_tests.support.jobs import KEY
-from evidence_pipeline_tests.support.jobs import code as _code
+from evidence_pipeline_tests.support.jobs import KEY, code
 from evidence_pipeline_tests.support.signers import Signers
 
 ledger = jobs.ledger  # the fixture: a ledger on the backend with KEY accepted
@@ -41,7 +40,7 @@ def test_accept_is_idempotent_and_identity_is_deterministic(ledger):
 
 def test_tokens_grow_and_a_live_lease_excludes_others(ledger):
     first = ledger.acquire_lease(KEY.job_id, "run-a", 60)
-    assert _code(lambda: ledger.acquire_lease(KEY.job_id, "run-b", 60)) == "LEASE_BUSY"
+    assert code(lambda: ledger.acquire_lease(KEY.job_id, "run-b", 60)) == "LEASE_BUSY"
     renewed = ledger.renew_lease(first, 60)
     assert renewed.token == first.token == 1 and ledger.lease_is_live(KEY.job_id, 1)
 
@@ -49,10 +48,10 @@ def test_tokens_grow_and_a_live_lease_excludes_others(ledger):
 def test_a_lease_that_expired_while_working_cannot_commit(ledger):
     stale = ledger.acquire_lease(KEY.job_id, "run-a", 0.2)
     time.sleep(0.3)
-    assert _code(lambda: ledger.publish(ROW, stale, "run-a")) == "LEASE_FENCED"  # expired, even if nobody took over
+    assert code(lambda: ledger.publish(ROW, stale, "run-a")) == "LEASE_FENCED"  # expired, even if nobody took over
     fresh = ledger.acquire_lease(KEY.job_id, "run-b", 60)
     assert fresh.token == stale.token + 1
-    assert _code(lambda: ledger.renew_lease(stale, 60)) == "LEASE_FENCED"
+    assert code(lambda: ledger.renew_lease(stale, 60)) == "LEASE_FENCED"
     committed, created = ledger.publish(ROW, fresh, "run-b")
     assert created and ledger.job(KEY.job_id).state == "succeeded"
     assert ledger.publish(ROW, stale, "run-a") == (committed, False)  # the zombie converges, changes nothing
@@ -84,7 +83,7 @@ def test_a_heartbeat_keeps_a_working_attempts_lease(ledger, monkeypatch):
     lease = ledger.acquire_lease(KEY.job_id, "run-a", 3)
     with ledger.keep_alive(lease, 3):
         assert renewals.wait(4)  # four beats of a third each: the work outlived the lease's first lifetime
-        assert _code(lambda: ledger.acquire_lease(KEY.job_id, "run-b", 60)) == "LEASE_BUSY"
+        assert code(lambda: ledger.acquire_lease(KEY.job_id, "run-b", 60)) == "LEASE_BUSY"
     assert ledger.publish(ROW, lease, "run-a")[1]
 
 
@@ -122,7 +121,7 @@ def test_failures_follow_the_retry_budget_and_replay_reopens(ledger, tmp_path):
     lease = ledger.acquire_lease(KEY.job_id, "run-a", 60)
     assert _failed(ledger, "STORE_UNAVAILABLE", attempt=2, budget=budget, token=lease.token) == "dead"
     assert [j.job_id for j in ledger.jobs_in("dead")] == [KEY.job_id]
-    assert _code(lambda: ledger.acquire_lease(KEY.job_id, "run-b", 60)) == "JOB_CLOSED"
+    assert code(lambda: ledger.acquire_lease(KEY.job_id, "run-b", 60)) == "JOB_CLOSED"
     reopened = replay("alice", "S3 outage over")
     assert reopened.state == "accepted" and reopened.attempts == 0  # a fresh budget; history keeps the rest
     lease = ledger.acquire_lease(KEY.job_id, "run-b", 60)
@@ -131,7 +130,7 @@ def test_failures_follow_the_retry_budget_and_replay_reopens(ledger, tmp_path):
     )
     replayed = [e for e in _events(ledger) if e["event_type"] == "job.replayed"]
     assert replayed[0]["actor"] == "alice" and replayed[0]["details"]["reason"] == "S3 outage over"
-    assert _code(lambda: replay("olga", "again")) == "JOB_CLOSED"
+    assert code(lambda: replay("olga", "again")) == "JOB_CLOSED"
 
 
 def test_failures_of_other_attempts_do_not_move_a_leased_job(ledger):

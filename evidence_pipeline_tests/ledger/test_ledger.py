@@ -17,10 +17,8 @@ from evidence_pipeline.ledger.chain import GENESIS_HASH, chain_hash
 from evidence_pipeline.ledger.documents import DocumentRecords
 from evidence_pipeline.ledger.jobs import JobKey, Lease
 from evidence_pipeline.ledger.ledger import migration_config
-from evidence_pipeline.ledger.submissions import Submissions
-from evidence_pipeline.ledger.tenants import TenantRegistry
-from evidence_pipeline.ledger.tokens import Tokens
 from evidence_pipeline_tests.support.fixture_sources import SMALL
+from evidence_pipeline_tests.support.pieces import pieces_of
 from evidence_pipeline_tests.support.tampering import drop_append_only_guards
 
 
@@ -216,10 +214,10 @@ def test_each_requests_reads_run_outside_a_transaction_on_postgresql(ledger):
     before and the pool a ROLLBACK after, two more round trips each (848 rollbacks for 600 uploads)."""
     if ledger.engine.dialect.name != "postgresql":
         pytest.skip("SQLite's transactions cost no round trip")
-    tokens, records = Tokens(ledger), DocumentRecords(ledger)
+    tokens, records = pieces_of(ledger).tokens, pieces_of(ledger).document_records
 
     def issued(conn):
-        TenantRegistry(ledger).register(conn, ["acme"], "test", {})  # a token is issued to a registered tenant
+        pieces_of(ledger).tenants.register(conn, ["acme"], "test", {})  # a token is issued to a registered tenant
         return tokens.issue_token(conn, "acme", "test", {})
 
     _, token, _ = ledger._transact(issued)
@@ -266,7 +264,7 @@ def _admit(records: DocumentRecords, tenant: str, digit: str, size: int):
 def test_each_tenants_stored_bytes_are_the_sum_of_its_documents_and_revision_0015_computes_them(ledger):
     """Admission reads the running total, not a sum over the tenant's history (23.5 ms at 100,000 documents on
     SQLite, twice an upload); it must equal that sum, and 0015 sums the documents admitted before it."""
-    records = DocumentRecords(ledger)
+    records = pieces_of(ledger).document_records
 
     def admit(tenant: str, digit: str, size: int):
         return _admit(records, tenant, digit, size)
@@ -299,7 +297,7 @@ def test_a_turns_admissions_share_a_few_statements_and_each_caller_gets_its_own_
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    records = DocumentRecords(ledger)
+    records = pieces_of(ledger).document_records
 
     def admit(tenant: str, digit: str, size: int):
         try:
@@ -533,7 +531,7 @@ def test_every_column_that_mirrors_an_event_is_checked(ledger, table, tamper):
 def test_a_document_job_row_is_checked_against_its_identity_and_events(ledger, tamper):
     """A document job's id is its tenant's idempotency key, not a JobKey: ledger verify checks that, too."""
     events = ledger.verify_chain()
-    Submissions(ledger).submit_job(
+    pieces_of(ledger).submissions.submit_job(
         "acme",
         "key-1",
         request_sha256="a" * 64,

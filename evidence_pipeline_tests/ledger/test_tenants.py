@@ -10,9 +10,10 @@ from evidence_pipeline.cli import main
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import Ledger
-from evidence_pipeline.ledger.tenants import EXISTING, OFFBOARDED, REGISTERED, TenantRegistry
+from evidence_pipeline.ledger.tenants import EXISTING, OFFBOARDED, REGISTERED
 from evidence_pipeline.models import EventType
 from evidence_pipeline.operations.tenant_file import RejectedLine, read_tenant_file
+from evidence_pipeline_tests.support.pieces import pieces_of
 from evidence_pipeline_tests.support.signers import Signers, request_text, signers_of
 
 
@@ -35,7 +36,7 @@ def test_registry_records_each_tenant_once_in_order_and_never_brings_back_an_off
     are projections of the hashed events, so `ledger verify` catches an edited row."""
     from evidence_pipeline.runtime import runtime_for
 
-    registry, signers = TenantRegistry(runtime.ledger), signers_of(runtime.ledger)
+    registry, signers = runtime.tenants, signers_of(runtime.ledger)
     actor_events = runtime.ledger.verify_chain()
     fixtures = registry.active()  # the fixture months' tenants, registered by the fixture
     assert signers.register_tenants(["zeta", "acme", "zeta"]) == {"zeta": REGISTERED, "acme": REGISTERED}
@@ -54,8 +55,8 @@ def test_registry_records_each_tenant_once_in_order_and_never_brings_back_an_off
         documents.tokens.record_offboarding(conn, "acme", "operator", {"reason": "left"})
     assert registry.active() == [*fixtures, "zeta", "beta"]
     [(offboarded, _, _)] = runtime.ledger.stored_events(EventType.TENANT_OFFBOARDED, "acme")
-    [acme] = [row for row in registry.listing() if row["tenant"] == "acme"]
-    assert acme["offboarded_seq"] == offboarded.seq > acme["registered_seq"]
+    [acme] = [row for row in registry.listing() if row.tenant == "acme"]
+    assert acme.offboarded_seq == offboarded.seq > acme.registered_seq
     assert signers.register_tenants(["acme"]) == {"acme": OFFBOARDED}
     assert runtime.ledger.verify_chain() == actor_events + 4
     assert [found.action for found in recheck_ledger(runtime.ledger, 300)][-3:] == ["tenant.register"] * 3
@@ -139,7 +140,7 @@ def test_a_file_of_more_tenants_than_one_signed_request_holds_registers_them_all
     added = CliRunner().invoke(main, ["tenant", "add", "--from-file", str(listed), "--json"], env=env)
     assert added.exit_code == 0, added.output
     assert json.loads(added.output) == dict.fromkeys(wanted, REGISTERED)
-    assert TenantRegistry(ledger).active() == wanted
+    assert pieces_of(ledger).tenants.active() == wanted
     requests = [request_text(e["details"]["authorization"]) for e in ledger.events_of_type(EventType.TENANT_REGISTERED)]
     assert len(set(requests)) == -(-len(wanted) // REGISTER_PER_REQUEST)  # 11 requests, each signed on its own
     assert all(len(request) < MAX_ENVELOPE_BYTES // 8 for request in requests)

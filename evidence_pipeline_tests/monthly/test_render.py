@@ -5,7 +5,7 @@ import sys
 
 from evidence_pipeline.monthly.render import RENDERER_VERSION
 from evidence_pipeline_tests.support.fixture_sources import LARGE, SMALL
-from evidence_pipeline_tests.support.render import render as _render
+from evidence_pipeline_tests.support.render import render
 
 _RENDER_IN_CHILD = """
 import sys
@@ -21,7 +21,7 @@ sys.stdout.write(render_report(revision, sources.read_revision(store, revision))
 
 
 def test_render_is_byte_identical_across_processes_and_environments(local_runtime):
-    _, report = _render(local_runtime, LARGE)
+    _, report = render(local_runtime, LARGE)
     digests = set()
     for extra_env in ({}, {"SOURCE_DATE_EPOCH": "1234567890", "TZ": "Asia/Tokyo"}):
         child = subprocess.run(
@@ -36,9 +36,9 @@ def test_render_is_byte_identical_across_processes_and_environments(local_runtim
 
 
 def test_report_is_a_real_report(local_runtime):
-    revision, report = _render(local_runtime, SMALL)
+    revision, report = render(local_runtime, SMALL)
     assert report.pdf.startswith(b"%PDF-") and report.pages >= 3
     assert report.renderer_version == RENDERER_VERSION and report.source_sha256 == revision.sha256
-    _, large = _render(local_runtime, LARGE)
+    _, large = render(local_runtime, LARGE)
     assert large.pages > report.pages
     assert os.environ.get("SOURCE_DATE_EPOCH") is None  # the build pins it temporarily, then restores it

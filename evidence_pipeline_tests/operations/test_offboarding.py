@@ -9,7 +9,6 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger import jobs as states
-from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.models import EventType, TenantMonth
 from evidence_pipeline.monthly.bundle import staging_key
 from evidence_pipeline.monthly.pipeline import preview_stage, run_tenant_month
@@ -18,8 +17,7 @@ from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline.synthetic.demo_data import demo_transactions
 from evidence_pipeline_tests.support.fixture_sources import publish_revision
 from evidence_pipeline_tests.support.intake_server import client, error_code, pdf_bytes, submit, tokens, upload
-from evidence_pipeline_tests.support.offboarding import approve as _approve
-from evidence_pipeline_tests.support.offboarding import ask as _ask
+from evidence_pipeline_tests.support.offboarding import approve, ask
 from evidence_pipeline_tests.support.signers import Signers, signers_of
 
 ACME, GLOBEX = TenantMonth("acme", "2026-10"), TenantMonth("globex", "2026-10")
@@ -34,7 +32,7 @@ def _month_of_evidence(rt, tenant_month: TenantMonth):
 def test_offboarding_stops_new_work_erases_what_is_not_evidence_and_keeps_the_bundles(documents, intake):
     rt = documents
     acme_token, globex_token = tokens(documents)
-    registry, signers = TenantRegistry(rt.ledger), signers_of(rt.ledger)
+    registry, signers = rt.tenants, signers_of(rt.ledger)
     signers.register_tenants(["acme", "globex"])
     _, acme_bundle = _month_of_evidence(rt, ACME)
     _, globex_bundle = _month_of_evidence(rt, GLOBEX)
@@ -51,8 +49,8 @@ def test_offboarding_stops_new_work_erases_what_is_not_evidence_and_keeps_the_bu
     }
     assert all(acme_objects.values()) and rt.staging.exists(acme_objects["staging"][0])
 
-    _ask(documents, "acme", "contract ended")
-    result = _approve(documents, "acme")
+    ask(documents, "acme", "contract ended")
+    result = approve(documents, "acme")
 
     assert result["first_run"] and result["tokens_revoked"] == 1 and result["jobs_rejected"] == 1
     locked = rt.settings.s3_object_lock_mode is not None  # aws backend: sources and the archive are under retention
@@ -96,7 +94,7 @@ def test_offboarding_stops_new_work_erases_what_is_not_evidence_and_keeps_the_bu
     assert rt.ledger.offboarded_tenants() == {"acme"}
 
     # a second run converges: nothing more to erase, no second record
-    again = _approve(documents, "acme")
+    again = approve(documents, "acme")
     assert not again["first_run"] and again["erased"] == dict.fromkeys(acme_objects, 0)
     assert again["offboarded_at"] == result["offboarded_at"]
     assert len(rt.ledger.events_of_type(EventType.TENANT_OFFBOARDED, "acme")) == 1
@@ -104,7 +102,7 @@ def test_offboarding_stops_new_work_erases_what_is_not_evidence_and_keeps_the_bu
 
     # an object that appeared since (work that raced the first run) is erased by the next and recorded
     late = rt.previews.put_once("previews/acme/2026-10/late.pdf", b"late")
-    third = _approve(documents, "acme")
+    third = approve(documents, "acme")
     assert third["erased"]["previews"] == 1 and not rt.previews.exists(late.key)
     [erased] = rt.ledger.events_of_type(EventType.TENANT_DATA_ERASED, "acme")
     assert erased["details"]["erase"]["previews"] == [late.key]

@@ -17,9 +17,7 @@ from evidence_pipeline_tests.support import jobs
 from evidence_pipeline_tests.support.document_jobs import dispatch
 from evidence_pipeline_tests.support.hostile_pdfs import HOSTILE
 from evidence_pipeline_tests.support.intake_server import client, intake_environment, pdf_bytes, submit, tokens, upload
-from evidence_pipeline_tests.support.jobs import KEY
-from evidence_pipeline_tests.support.jobs import code as _code
-from evidence_pipeline_tests.support.jobs import fail as _fail
+from evidence_pipeline_tests.support.jobs import KEY, code, fail
 from evidence_pipeline_tests.support.signers import Signers, signers_of
 
 # A document job is dead after one failed attempt (its time budget is spent at once).
@@ -37,7 +35,7 @@ def _replay(ledger: Ledger, job_id: str, actor: str, reason: str, policy_version
 
 
 def test_replay_opens_a_new_attempt_linked_to_the_dead_one_which_stays_as_it_ended(ledger):
-    assert _fail(ledger, KEY) == "dead"
+    assert fail(ledger, KEY) == "dead"
     [dead] = ledger.job_attempts(KEY.job_id)
     assert (dead.attempt_id, dead.replay_of, dead.state, dead.reason, dead.tries) == (
         KEY.job_id,
@@ -76,12 +74,12 @@ def test_replay_opens_a_new_attempt_linked_to_the_dead_one_which_stays_as_it_end
 
 
 def test_one_live_attempt_at_a_time_and_each_replay_links_to_the_attempt_before(ledger):
-    assert _code(lambda: _replay(ledger, KEY.job_id, "alice", "never failed")) == "JOB_CLOSED"
-    _fail(ledger, KEY)
+    assert code(lambda: _replay(ledger, KEY.job_id, "alice", "never failed")) == "JOB_CLOSED"
+    fail(ledger, KEY)
     second = _replay(ledger, KEY.job_id, "alice", "first replay")
-    assert _code(lambda: _replay(ledger, KEY.job_id, "dave", "the same dead job again")) == "JOB_CLOSED"
+    assert code(lambda: _replay(ledger, KEY.job_id, "dave", "the same dead job again")) == "JOB_CLOSED"
     assert len(ledger.events_of_type("job.replayed")) == 1  # the refused replay wrote nothing
-    assert _fail(ledger, KEY, "SOURCE_INVALID", retryable=False) == "rejected"
+    assert fail(ledger, KEY, "SOURCE_INVALID", retryable=False) == "rejected"
     third = _replay(ledger, KEY.job_id, "carol", "source fixed")
     assert third.replay_of == second.attempt_id != third.attempt_id
     attempts = ledger.job_attempts(KEY.job_id)
@@ -94,14 +92,14 @@ def test_one_live_attempt_at_a_time_and_each_replay_links_to_the_attempt_before(
 
 
 def test_a_replay_runs_under_the_pinned_policy_only(ledger):
-    _fail(ledger, KEY)
-    assert _code(lambda: _replay(ledger, KEY.job_id, "alice", "newer policy", "policy/2")) == "REPLAY_POLICY_MISMATCH"
+    fail(ledger, KEY)
+    assert code(lambda: _replay(ledger, KEY.job_id, "alice", "newer policy", "policy/2")) == "REPLAY_POLICY_MISMATCH"
     assert ledger.job(KEY.job_id).state == "dead" and len(ledger.job_attempts(KEY.job_id)) == 1
     assert _replay(ledger, KEY.job_id, "alice", "named", KEY.policy_version).policy_version == KEY.policy_version
 
 
 def test_an_ended_attempt_cannot_be_changed_and_an_edit_fails_verification(ledger):
-    _fail(ledger, KEY)
+    fail(ledger, KEY)
     _replay(ledger, KEY.job_id, "alice", "S3 outage over")
     table = "evidence_job_attempts"
     with pytest.raises(Exception, match="LEDGER_APPEND_ONLY|append"), ledger.writing() as conn:
@@ -110,7 +108,7 @@ def test_an_ended_attempt_cannot_be_changed_and_an_edit_fails_verification(ledge
         for statement in append_only.drop_guards(ledger.engine.dialect.name, table):
             conn.exec_driver_sql(statement)
         conn.execute(ledger.ended_attempts.update().values(reason="WORKER_LOST"))
-    assert _code(ledger.verify_chain) == "LEDGER_INVALID"
+    assert code(ledger.verify_chain) == "LEDGER_INVALID"
 
 
 def test_a_replayed_document_job_is_picked_up_finishes_and_its_status_lists_its_attempts(documents, intake):
@@ -172,8 +170,8 @@ def test_dead_letters_are_failures_only_filtered_with_the_next_step_for_each_kin
     dead_month, failed_month = (JobKey("acme", "2026-01", sha * 64, "renderer/1", "policy/1") for sha in "bc")
     for key in (dead_month, failed_month):
         ledger.accept_job(key, "pin")
-    assert _fail(ledger, dead_month) == "dead"
-    assert _fail(ledger, failed_month, "STORE_READ_ONLY", retryable=False) == "rejected"  # terminal: a failure
+    assert fail(ledger, dead_month) == "dead"
+    assert fail(ledger, failed_month, "STORE_READ_ONLY", retryable=False) == "rejected"  # terminal: a failure
     with ledger.writing() as conn:  # the failed month ended two days ago
         conn.execute(
             ledger.jobs.update()

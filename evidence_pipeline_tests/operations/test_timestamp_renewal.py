@@ -15,8 +15,7 @@ from evidence_pipeline.monthly.bundle import REPORT, renewal_key
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo, runtime_for
 from evidence_pipeline.store import sha256_hex
-from evidence_pipeline_tests.support.fixture_sources import SMALL
-from evidence_pipeline_tests.support.fixture_sources import with_fixture_sources as _with_fixture_sources
+from evidence_pipeline_tests.support.fixture_sources import SMALL, with_fixture_sources
 from evidence_pipeline_tests.support.local_pki import LocalPki
 
 EARLIER = TenantMonth("acme-books", "2026-09")
@@ -35,7 +34,7 @@ def published(tmp_path):
             "EVIDENCE_PADES_LEVEL": "B-LTA",
             "EVIDENCE_TSA_URL": pki.tsa_url,
         }
-        runtime = _with_fixture_sources(runtime_for(Settings.from_env(env)))
+        runtime = with_fixture_sources(runtime_for(Settings.from_env(env)))
         expiring = run_tenant_month(runtime, SMALL, RunInfo("lta-run")).bundle_key
         first_tsa_not_after = pki.tsa_not_after
         yield pki, env, runtime, expiring, first_tsa_not_after

@@ -32,7 +32,7 @@ from evidence_pipeline.operator_api.app import CONTRACT, STATUS, create_app
 from evidence_pipeline.synthetic.rental_applications import organization_template, program_template
 from evidence_pipeline_tests.support.contract import conforms
 from evidence_pipeline_tests.support.intake_server import EVIDENCE, _free_port, intake_environment, running_app, tokens
-from evidence_pipeline_tests.support.jobs import fail as _fail
+from evidence_pipeline_tests.support.jobs import fail
 from evidence_pipeline_tests.support.signers import Signers, request_text, with_signature
 
 DEAD = JobKey("acme", "2026-01", "b" * 64, "renderer/1", "policy/1")
@@ -113,7 +113,7 @@ def test_every_role_is_allowed_and_refused_what_the_roles_table_says(documents, 
     url, signers = operator_api
     ledger = documents.ledger
     ledger.accept_job(DEAD, "pin")
-    _fail(ledger, DEAD)
+    fail(ledger, DEAD)
     everyone = ("root", "olga", "bob", "audrey", "rita")
     allowed = {
         Action.JOBS_READ: {"olga", "audrey"},
@@ -177,7 +177,7 @@ def test_unauthenticated_expired_replayed_and_tenant_requests_are_refused_with_t
     url, signers = operator_api
     ledger = documents.ledger
     ledger.accept_job(DEAD, "pin")
-    _fail(ledger, DEAD)
+    fail(ledger, DEAD)
     read = Action.JOBS_READ
     stranger = Ed25519PrivateKey.generate()  # a key no admin registered
     assert _code(_post(url, read, sign_request(stranger, "olga", read, args={}))) == "ACTOR_UNKNOWN"
@@ -265,7 +265,7 @@ def test_replay_over_http_opens_the_linked_attempt_the_command_line_would(docume
     ledger = documents.ledger
     for key in (DEAD, OTHER_DEAD):
         ledger.accept_job(key, "pin")
-        _fail(ledger, key)
+        fail(ledger, key)
     env = intake_environment(backend)
     for filters, options in (
         ({}, []),

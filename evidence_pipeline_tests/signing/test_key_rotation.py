@@ -44,8 +44,7 @@ from evidence_pipeline.signing.keyring_document import (
 from evidence_pipeline.signing.keys import certificate_id, public_key_id
 from evidence_pipeline.signing.rotation import KeyDirectory, now
 from evidence_pipeline.synthetic.demo_data import demo_transactions
-from evidence_pipeline_tests.support.fixture_sources import LARGE, SMALL, publish_revision
-from evidence_pipeline_tests.support.fixture_sources import with_fixture_sources as _with_fixture_sources
+from evidence_pipeline_tests.support.fixture_sources import LARGE, SMALL, publish_revision, with_fixture_sources
 from evidence_pipeline_tests.support.local_pki import LocalPki
 from evidence_pipeline_tests.support.signers import admin_key_file
 from evidence_pipeline_tests.support.tampering import overwrite
@@ -58,7 +57,7 @@ REPO = Path(__file__).resolve().parents[2]
 def local(tmp_path, monkeypatch):
     """A runtime on the embedded default (development keys, which keep the trust root's private key)."""
     monkeypatch.setenv("EVIDENCE_HOME", str(tmp_path / "home"))
-    return _with_fixture_sources(runtime_for(Settings.from_env({"EVIDENCE_HOME": str(tmp_path / "home")})))
+    return with_fixture_sources(runtime_for(Settings.from_env({"EVIDENCE_HOME": str(tmp_path / "home")})))
 
 
 def _cli(*args: str):
@@ -427,7 +426,7 @@ def test_production_keys_rotate_with_an_offline_root_and_time_stamps_decide(pki,
     }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    runtime = _with_fixture_sources(runtime_for(Settings.from_env(env)))
+    runtime = with_fixture_sources(runtime_for(Settings.from_env(env)))
     legacy = run_tenant_month(runtime, SMALL, RunInfo("legacy"))
     assert runtime.keys.document is None and verify_bundle(runtime.archive, legacy.bundle_key).keyring_sequence is None
     assert _cli("keys", "rotate").exit_code == 1  # the root's key is not in the keys directory

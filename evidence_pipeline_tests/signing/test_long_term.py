@@ -23,10 +23,9 @@ from evidence_pipeline.signing.etsi_report import validation_reports
 from evidence_pipeline.signing.keys import load_keyring
 from evidence_pipeline.signing.pades import sign_pdf, verify_pdf_signature
 from evidence_pipeline_tests.support.etsi_schema import indications
-from evidence_pipeline_tests.support.fixture_sources import SMALL
-from evidence_pipeline_tests.support.fixture_sources import with_fixture_sources as _with_fixture_sources
+from evidence_pipeline_tests.support.fixture_sources import SMALL, with_fixture_sources
 from evidence_pipeline_tests.support.local_pki import LocalPki
-from evidence_pipeline_tests.support.render import render as _render
+from evidence_pipeline_tests.support.render import render
 from evidence_pipeline_tests.support.signed_bundles import modified
 from evidence_pipeline_tests.support.tools import require_tool
 
@@ -46,7 +45,7 @@ def keyring(pki, tmp_path):
 
 @pytest.fixture
 def report(local_runtime):
-    return _render(local_runtime, SMALL)[1].pdf
+    return render(local_runtime, SMALL)[1].pdf
 
 
 def _verify(signed: bytes, keyring, level: str, at: dt.datetime | None = None) -> None:
@@ -161,7 +160,7 @@ def test_b_lta_bundle_passes_evidence_verify_and_pdfsig(pki, tmp_path):
         "EVIDENCE_PADES_LEVEL": "B-LTA",
         "EVIDENCE_TSA_URL": pki.tsa_url,
     }
-    runtime = _with_fixture_sources(runtime_for(Settings.from_env(env)))
+    runtime = with_fixture_sources(runtime_for(Settings.from_env(env)))
     published = run_tenant_month(runtime, SMALL, RunInfo("lta-run"))
     bundle = f"{runtime.settings.archive_uri}/{published.bundle_key}"
     result = CliRunner().invoke(main, ["verify", "--json", bundle], env=env)

@@ -18,7 +18,7 @@ from evidence_pipeline.signing.keys import SIGNER_CERT, SIGNER_KEY, load_keyring
 from evidence_pipeline.signing.pades import check_fresh_signature, sign_pdf, verify_pdf_signature
 from evidence_pipeline_tests.support import hostile_pdfs
 from evidence_pipeline_tests.support.fixture_sources import SMALL
-from evidence_pipeline_tests.support.render import render as _render
+from evidence_pipeline_tests.support.render import render
 from evidence_pipeline_tests.support.tools import require_tool
 
 
@@ -75,7 +75,7 @@ def test_dsse_rejects_foreign_and_tampered(keyring):
 
 
 def test_pades_signs_verifies_and_keeps_the_unsigned_prefix(local_runtime, keyring, tmp_path):
-    _, report = _render(local_runtime, SMALL)
+    _, report = render(local_runtime, SMALL)
     signed = sign_pdf(report.pdf, keyring).getvalue()
     assert signed.startswith(report.pdf) and signed != sign_pdf(report.pdf, keyring).getvalue()  # not deterministic
     verify_pdf_signature(signed, keyring.root_pem)
@@ -98,7 +98,7 @@ def test_a_signer_whose_key_or_certificate_does_not_belong_signs_nothing(local_r
     """What is signed is not validated again after signing (documents.worker._signed_copy), so keys that cannot
     make a valid signature are refused before the first one: another keyring's signer key, or a signer
     certificate (with its key) issued by another root."""
-    _, report = _render(local_runtime, SMALL)
+    _, report = render(local_runtime, SMALL)
     other = load_keyring(tmp_path / "other", generate=True)
     mixed = tmp_path / "mixed"
     shutil.copytree(keyring.directory, mixed)
@@ -112,7 +112,7 @@ def test_a_signer_whose_key_or_certificate_does_not_belong_signs_nothing(local_r
 
 def test_pades_signs_and_verifies_file_to_file(local_runtime, keyring, tmp_path):
     """What the pipeline does with large reports: neither the unsigned nor the signed PDF is loaded into memory."""
-    _, report = _render(local_runtime, SMALL)
+    _, report = render(local_runtime, SMALL)
     with open(tmp_path / "unsigned.pdf", "w+b") as unsigned, open(tmp_path / "signed.pdf", "w+b") as out:
         unsigned.write(report.pdf)
         assert sign_pdf(unsigned, keyring, out=out) is out
@@ -124,7 +124,7 @@ def test_pades_signs_and_verifies_file_to_file(local_runtime, keyring, tmp_path)
 
 def test_the_self_check_of_a_fresh_signature_refuses_what_verification_refuses(local_runtime, keyring, tmp_path):
     """The cheap check the pipeline runs before archiving a B-B report (the CMS signature over the byte range)."""
-    _, report = _render(local_runtime, SMALL)
+    _, report = render(local_runtime, SMALL)
     signed = sign_pdf(report.pdf, keyring).getvalue()
 
     def refused(data: bytes, root: bytes = keyring.root_pem, unsigned_size: int = len(report.pdf)) -> str:

@@ -10,7 +10,6 @@ import functools
 
 import pandas as pd
 
-from evidence_pipeline.ledger.tenants import TenantRegistry
 from evidence_pipeline.models import SourceRevision, TenantMonth
 from evidence_pipeline.monthly import publication
 from evidence_pipeline.runtime import Runtime
@@ -21,7 +20,7 @@ FIXTURE = publication.Publisher("fixture", correlation_id="fixture")
 
 def publish_revision(rt: Runtime, tenant_month: TenantMonth, frame: pd.DataFrame) -> SourceRevision:
     """Publish ``frame`` as a revision of ``tenant_month`` (the existing one when it holds the same rows)."""
-    registry = TenantRegistry(rt.ledger)
+    registry = rt.tenants
     if tenant_month.tenant not in registry.standing([tenant_month.tenant]):
 
         def register(conn):

@@ -22,19 +22,17 @@ from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.config import Settings
 from evidence_pipeline.documents import templates
 from evidence_pipeline.ledger import Ledger
-from evidence_pipeline.ledger.actors import ActorLedger
 from evidence_pipeline.ledger.rows import Job
-from evidence_pipeline.ledger.tenants import TenantRegistry
-from evidence_pipeline.ledger.tokens import Tokens
 from evidence_pipeline.paths import private_dirs
 from evidence_pipeline.tempfiles import write_private
+from evidence_pipeline_tests.support.pieces import pieces_of
 
 ACTORS = {"olga": ["operator"], "bob": ["approver"], "audrey": ["auditor"]}
 
 
 class Signers:
     def __init__(self, ledger: Ledger, folder: Path | None = None, max_age_seconds: float = 300):
-        self.gate = ActionGate(ActorLedger(ledger), max_age_seconds)  # a bare ledger's: tests of the ledger alone
+        self.gate = ActionGate(pieces_of(ledger).actors, max_age_seconds)  # a bare ledger's: tests of the ledger alone
         self.admin = ActorAdmin(self.gate)
         self.folder = folder
         known = _known(ledger)
@@ -106,7 +104,9 @@ class Signers:
         from evidence_pipeline.operations.tenant_access import register_tenants
 
         return register_tenants(
-            self.gate, TenantRegistry(self.gate.ledger), self.sign(actor, Action.TENANT_REGISTER, {"tenants": tenants})
+            self.gate,
+            pieces_of(self.gate.ledger).tenants,
+            self.sign(actor, Action.TENANT_REGISTER, {"tenants": tenants}),
         )
 
     def issue_token(self, tenant: str, actor: str = "olga") -> str:
@@ -116,7 +116,7 @@ class Signers:
 
         self.register_tenants([tenant], actor)
         return issue_token(
-            self.gate, Tokens(self.gate.ledger), self.sign(actor, Action.TOKEN_ISSUE, {}, tenant=tenant)
+            self.gate, pieces_of(self.gate.ledger).tokens, self.sign(actor, Action.TOKEN_ISSUE, {}, tenant=tenant)
         )[2]
 
     def key_file(self, name: str) -> str:

@@ -11,16 +11,13 @@ from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import Ledger
 from evidence_pipeline.ledger.admission import Clock, JobLimits
-from evidence_pipeline.ledger.batches import Batches
-from evidence_pipeline.ledger.document_jobs import EVIDENCE, DocumentJobs
+from evidence_pipeline.ledger.document_jobs import EVIDENCE
 from evidence_pipeline.ledger.jobs import Lease
-from evidence_pipeline.ledger.outbox import Outbox
 from evidence_pipeline.ledger.rows import DocumentJob
-from evidence_pipeline.ledger.submissions import Submissions
-from evidence_pipeline.ledger.tokens import Tokens
 from evidence_pipeline.models import EventType
 from evidence_pipeline.webhooks.subscriptions import set_webhook
 from evidence_pipeline_tests.support.jobs import ONE_TRY
+from evidence_pipeline_tests.support.pieces import pieces_of
 from evidence_pipeline_tests.support.signers import signers_of
 
 TENANT, QUIET = "acme", "quiet"  # QUIET has no webhook
@@ -32,14 +29,18 @@ def subscribe(ledger: Ledger, settings: Settings, url: str, tenant: str = TENANT
     signers = signers_of(ledger)
     signers.register_tenants([tenant])
     return set_webhook(
-        signers.gate, Tokens(ledger), settings, url, signers.sign("olga", Action.WEBHOOK_SET, {"url": url}, tenant)
+        signers.gate,
+        pieces_of(ledger).tokens,
+        settings,
+        url,
+        signers.sign("olga", Action.WEBHOOK_SET, {"url": url}, tenant),
     )
 
 
 def add_job(
     ledger: Ledger, tenant: str, key: str, operation: str = "inspect", request: dict | None = None
 ) -> DocumentJob:
-    job, _ = Submissions(ledger).submit_job(
+    job, _ = pieces_of(ledger).submissions.submit_job(
         tenant,
         key,
         request_sha256=SHA,
@@ -50,14 +51,14 @@ def add_job(
         limits=None,
         clock=Clock(None),
     )
-    return DocumentJobs(ledger).job(tenant, job.job_id)
+    return pieces_of(ledger).document_jobs.job(tenant, job.job_id)
 
 
 def succeed(
     ledger: Ledger, job: DocumentJob, event_type: str = EventType.DOCUMENT_PUBLISHED, outputs: dict | None = None
 ):
     lease = ledger.acquire_lease(job.job_id, "worker", 60)
-    DocumentJobs(ledger).complete(
+    pieces_of(ledger).document_jobs.complete(
         job, lease, event_type=event_type, subject_sha256=SHA, outputs=outputs or {"outputs": []}, actor="worker"
     )
 
@@ -99,7 +100,7 @@ def end_jobs_of_every_kind(ledger: Ledger) -> None:
     succeed(ledger, add_job(ledger, QUIET, "ok"))
     fenced = add_job(ledger, TENANT, "fenced")
     with pytest.raises(EvidenceError) as error:
-        DocumentJobs(ledger).complete(
+        pieces_of(ledger).document_jobs.complete(
             fenced,
             Lease(fenced.job_id, 99, "stale", 0.0),
             event_type=EventType.DOCUMENT_PUBLISHED,
@@ -108,7 +109,7 @@ def end_jobs_of_every_kind(ledger: Ledger) -> None:
             actor="stale",
         )
     assert error.value.code == "LEASE_FENCED"
-    batches = Batches(ledger, Submissions(ledger))
+    batches = pieces_of(ledger).batches
     batch, _ = batches.create_batch(
         TENANT,
         "bat_one",
@@ -122,10 +123,11 @@ def end_jobs_of_every_kind(ledger: Ledger) -> None:
     children = [(f"child-{n}", SHA, "inspect", {"inputs": [f"c{n}"]}) for n in range(2)]
     assert batches.dispatch_batch_page(batch, children, "policy-test", "dispatcher")
     first, second = (
-        DocumentJobs(ledger).job(TENANT, job_id) for job_id in batches.batch_children_in("bat_one", "accepted")
+        pieces_of(ledger).document_jobs.job(TENANT, job_id)
+        for job_id in batches.batch_children_in("bat_one", "accepted")
     )
     succeed(ledger, first)
-    assert not [row for row in Outbox(ledger).deliveries(TENANT) if row["event_type"] == "batch.finished"]
+    assert not [row for row in pieces_of(ledger).outbox.deliveries(TENANT) if row.event_type == "batch.finished"]
     _fail(ledger, second, "DOCUMENT_ENCRYPTED", False)
 
 

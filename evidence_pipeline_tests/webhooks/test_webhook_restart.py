@@ -18,11 +18,10 @@ from sqlalchemy import select
 
 from evidence_pipeline.config import Settings
 from evidence_pipeline.ledger import Ledger
-from evidence_pipeline.ledger.outbox import Outbox, outbox
+from evidence_pipeline.ledger.outbox import outbox
+from evidence_pipeline_tests.support.pieces import pieces_of
 from evidence_pipeline_tests.support.webhook_receiver import Receiver
-from evidence_pipeline_tests.support.webhooks import EXPECTED, TENANT
-from evidence_pipeline_tests.support.webhooks import end_jobs_of_every_kind as _end_jobs_of_every_kind
-from evidence_pipeline_tests.support.webhooks import subscribe as _set
+from evidence_pipeline_tests.support.webhooks import EXPECTED, TENANT, end_jobs_of_every_kind, subscribe
 
 EVIDENCE = [sys.executable, "-c", "from evidence_pipeline.cli import main; main()"]
 TIMEOUT_SECONDS = 3  # of an attempt: a claim lasts four times it, the wait for the killed attempt's message
@@ -43,9 +42,9 @@ def test_a_deliverer_process_killed_mid_delivery_and_restarted_sends_each_event_
     }
     settings = Settings.from_env(env)
     ledger = Ledger(settings.ledger_url)
-    hook.secrets.append(_set(ledger, settings, hook.url)["secret"])
-    _end_jobs_of_every_kind(ledger)
-    expected = {row["delivery_id"] for row in Outbox(ledger).deliveries(TENANT)}
+    hook.secrets.append(subscribe(ledger, settings, hook.url)["secret"])
+    end_jobs_of_every_kind(ledger)
+    expected = {row.delivery_id for row in pieces_of(ledger).outbox.deliveries(TENANT)}
     processes: list[subprocess.Popen] = []
     killed: list[str] = []
 
@@ -64,7 +63,7 @@ def test_a_deliverer_process_killed_mid_delivery_and_restarted_sends_each_event_
     hook.before_accepting = kill_the_deliverer
     child_env = {k: v for k, v in os.environ.items() if not k.startswith(("EVIDENCE_", "DAGSTER_"))} | env
     deadline = time.monotonic() + 600
-    while Outbox(ledger).deliveries(TENANT, ("pending",)):
+    while pieces_of(ledger).outbox.deliveries(TENANT, ("pending",)):
         assert time.monotonic() < deadline, f"still pending after {len(processes)} deliverers"
         _wait_until_one_is_due(ledger)
         processes.append(
@@ -84,9 +83,9 @@ def test_a_deliverer_process_killed_mid_delivery_and_restarted_sends_each_event_
     assert Counter(body["type"] for _, body in hook.accepted) == EXPECTED and hook.refused == 0
     assert hook.duplicates == Counter({killed[0]: 1})  # sent again after the restart, with the same webhook-id
     assert hook.attempts[killed[0]] == 4 and {hook.attempts[i] for i in expected - set(killed)} == {3}
-    rows = Outbox(ledger).deliveries(TENANT)
+    rows = pieces_of(ledger).outbox.deliveries(TENANT)
     # the killed attempt was never recorded: two failures and the restarted deliverer's success, for every event
-    assert {(row["state"], row["attempts"], row["last_status"]) for row in rows} == {("delivered", 3, 204)}
+    assert {(row.state, row.attempts, row.last_status) for row in rows} == {("delivered", 3, 204)}
 
 
 def _wait_until_one_is_due(ledger: Ledger) -> None:

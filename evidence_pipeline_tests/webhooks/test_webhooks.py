@@ -19,9 +19,6 @@ from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError
 from evidence_pipeline.ledger import Ledger
-from evidence_pipeline.ledger.document_jobs import DocumentJobs
-from evidence_pipeline.ledger.outbox import Outbox
-from evidence_pipeline.ledger.tokens import Tokens
 from evidence_pipeline.models import EventType
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo
@@ -29,16 +26,20 @@ from evidence_pipeline.webhooks import signing
 from evidence_pipeline.webhooks.delivery import Deliverer
 from evidence_pipeline.webhooks.subscriptions import replay_delivery, rotate_secret
 from evidence_pipeline_tests.support.fixture_sources import SMALL
-from evidence_pipeline_tests.support.offboarding import approve as _approve
-from evidence_pipeline_tests.support.offboarding import ask as _ask
+from evidence_pipeline_tests.support.offboarding import approve, ask
+from evidence_pipeline_tests.support.pieces import pieces_of
 from evidence_pipeline_tests.support.signers import signers_of
 from evidence_pipeline_tests.support.slow_peer import SlowPeer
 from evidence_pipeline_tests.support.webhook_receiver import Receiver
-from evidence_pipeline_tests.support.webhooks import EXPECTED, QUIET, TENANT
-from evidence_pipeline_tests.support.webhooks import add_job as _job
-from evidence_pipeline_tests.support.webhooks import end_jobs_of_every_kind as _end_jobs_of_every_kind
-from evidence_pipeline_tests.support.webhooks import subscribe as _set
-from evidence_pipeline_tests.support.webhooks import succeed as _succeed
+from evidence_pipeline_tests.support.webhooks import (
+    EXPECTED,
+    QUIET,
+    TENANT,
+    add_job,
+    end_jobs_of_every_kind,
+    subscribe,
+    succeed,
+)
 
 DATA_FIELDS = {
     "tenant",
@@ -99,26 +100,29 @@ def test_exactly_one_delivery_per_event_across_a_new_deliverer_and_a_receiver_th
     """In one process, on a clock of the test's (test_webhook_restart.py kills and restarts real processes)."""
     settings = _settings(tmp_path)
     hook = receiver(fail_first=2)
-    hook.secrets.append(_set(ledger, settings, hook.url)["secret"])
-    _end_jobs_of_every_kind(ledger)
-    outbox = Outbox(ledger)
+    hook.secrets.append(subscribe(ledger, settings, hook.url)["secret"])
+    end_jobs_of_every_kind(ledger)
+    outbox = pieces_of(ledger).outbox
     pending = outbox.deliveries(TENANT)
-    assert Counter(row["event_type"] for row in pending) == EXPECTED  # the fenced commit announced nothing
+    assert Counter(row.event_type for row in pending) == EXPECTED  # the fenced commit announced nothing
     assert outbox.deliveries(QUIET) == []
     for row in pending:  # ids, kinds, codes and digests: no message, no location, no content
-        body = json.loads(row["payload"])
+        body = json.loads(row.payload)
         assert body.keys() == {"type", "timestamp", "data"} and body["data"].keys() <= DATA_FIELDS
-        assert "/private" not in row["payload"] and "a message" not in row["payload"]
+        assert "/private" not in row.payload and "a message" not in row.payload
 
     clock = FakeClock()
-    first = Deliverer(Outbox(ledger), settings, clock, jitter=lambda: 0.0)
+    first = Deliverer(pieces_of(ledger).outbox, settings, clock, jitter=lambda: 0.0)
     assert first.drain() == Counter({"pending": 7})  # every first attempt answered 500
     assert first.drain() == Counter()  # nothing is due before its backoff
     crashed = outbox.claim_due(clock.now + 1, first.claim_seconds, 1)  # a deliverer that claimed one and died
 
     clock.now += 1
     restarted = Deliverer(
-        Outbox(Ledger(ledger.engine.url.render_as_string(hide_password=False))), settings, clock, jitter=lambda: 0.0
+        pieces_of(Ledger(ledger.engine.url.render_as_string(hide_password=False))).outbox,
+        settings,
+        clock,
+        jitter=lambda: 0.0,
     )
     assert restarted.drain() == Counter({"pending": 6})  # second attempts, but for the claimed one
     clock.now += 2
@@ -129,13 +133,13 @@ def test_exactly_one_delivery_per_event_across_a_new_deliverer_and_a_receiver_th
     assert restarted.drain() == Counter({"delivered": 1}) and restarted.drain() == Counter()
 
     ids = [message_id for message_id, _ in hook.accepted]
-    assert sorted(ids) == sorted(row["delivery_id"] for row in pending)  # each exactly once
+    assert sorted(ids) == sorted(row.delivery_id for row in pending)  # each exactly once
     assert set(hook.attempts.values()) == {3} and hook.refused == 0 and not hook.duplicates
     assert Counter(body["type"] for _, body in hook.accepted) == EXPECTED
-    bodies = {row["delivery_id"]: json.loads(row["payload"]) for row in pending}
+    bodies = {row.delivery_id: json.loads(row.payload) for row in pending}
     assert all(bodies[message_id] == body for message_id, body in hook.accepted)  # the same body every attempt
-    delivered = {row["delivery_id"]: row for row in outbox.deliveries(TENANT, ("delivered",))}
-    assert crashed[0]["delivery_id"] in delivered and {row["attempts"] for row in delivered.values()} == {3}
+    delivered = {row.delivery_id: row for row in outbox.deliveries(TENANT, ("delivered",))}
+    assert crashed[0].delivery_id in delivered and {row.attempts for row in delivered.values()} == {3}
     [finished] = [body["data"] for _, body in hook.accepted if body["type"] == "batch.finished"]
     assert (finished["batch_id"], finished["counts"]) == ("bat_one", {"succeeded": 1, "rejected": 1})
     assert ledger.verify_chain()
@@ -146,7 +150,7 @@ def test_a_tampered_message_is_refused_by_the_specification_receiver_and_rotatio
 ):
     settings = _settings(tmp_path, EVIDENCE_WEBHOOK_ROTATION_SECONDS="60")
     hook = receiver()
-    hook.secrets.append(_set(ledger, settings, hook.url)["secret"])
+    hook.secrets.append(subscribe(ledger, settings, hook.url)["secret"])
     body = b'{"type":"job.succeeded","data":{"job_id":"j"}}'
     headers = signing.headers(hook.secrets, "msg_1", int(time.time()), body)
     assert Webhook(hook.secrets[0]).verify(body, headers)["data"] == {"job_id": "j"}
@@ -165,18 +169,18 @@ def test_a_tampered_message_is_refused_by_the_specification_receiver_and_rotatio
     signers = signers_of(ledger)
     old = hook.secrets[0]
     rotated = rotate_secret(
-        signers.gate, Tokens(ledger), settings, signers.sign("olga", Action.WEBHOOK_ROTATE, {}, TENANT)
+        signers.gate, pieces_of(ledger).tokens, settings, signers.sign("olga", Action.WEBHOOK_ROTATE, {}, TENANT)
     )
     assert rotated["previous_secret_id"] == signing.secret_id(old) != rotated["secret_id"]
     clock = FakeClock()
-    deliverer = Deliverer(Outbox(ledger), settings, clock, jitter=lambda: 0.0)
+    deliverer = Deliverer(pieces_of(ledger).outbox, settings, clock, jitter=lambda: 0.0)
     for secret in (old, rotated["secret"]):  # within the window both sign: a receiver holding either accepts
         hook.secrets = [secret]
-        _succeed(ledger, _job(ledger, TENANT, f"signed-by-{secret[-8:]}"))
+        succeed(ledger, add_job(ledger, TENANT, f"signed-by-{secret[-8:]}"))
         clock.now = time.time()
         assert deliverer.drain() == Counter({"delivered": 1})
     hook.secrets = [old]
-    _succeed(ledger, _job(ledger, TENANT, "after-the-window"))
+    succeed(ledger, add_job(ledger, TENANT, "after-the-window"))
     clock.now = time.time() + 61  # the window ended: the previous secret signs no more
     assert deliverer.drain() == Counter({"pending": 1}) and hook.refused == 4
     hook.secrets = [rotated["secret"]]
@@ -212,39 +216,39 @@ def _bodies(ledger: Ledger) -> list[dict]:
 def test_a_url_outside_loopback_is_refused_and_records_nothing(tmp_path, url, code):
     ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
     with pytest.raises(EvidenceError) as error:
-        _set(ledger, _settings(tmp_path), url)
+        subscribe(ledger, _settings(tmp_path), url)
     assert error.value.code == code
-    assert ledger.events_of_type("webhook.configured") == [] and Outbox(ledger).subscription(TENANT) is None
+    assert ledger.events_of_type("webhook.configured") == [] and pieces_of(ledger).outbox.subscription(TENANT) is None
 
 
 def test_a_host_refused_at_delivery_is_dead_at_once_without_a_connection(tmp_path):
     """A webhook set while a wider network was allowed, delivered under the default (loopback only): dead with
     WEBHOOK_HOST_REFUSED on the first attempt; the address is checked before any connection is made."""
     ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
-    _set(ledger, _settings(tmp_path, EVIDENCE_WEBHOOK_ALLOWED_NETWORKS="10.0.0.0/8"), "http://10.0.0.1/hook")
-    _succeed(ledger, _job(ledger, TENANT, "ok"))
-    assert Deliverer(Outbox(ledger), _settings(tmp_path)).drain() == Counter({"dead": 1})
-    [dead] = Outbox(ledger).deliveries(TENANT, ("dead",))
-    assert (dead["attempts"], dead["last_code"], dead["last_status"]) == (1, "WEBHOOK_HOST_REFUSED", None)
+    subscribe(ledger, _settings(tmp_path, EVIDENCE_WEBHOOK_ALLOWED_NETWORKS="10.0.0.0/8"), "http://10.0.0.1/hook")
+    succeed(ledger, add_job(ledger, TENANT, "ok"))
+    assert Deliverer(pieces_of(ledger).outbox, _settings(tmp_path)).drain() == Counter({"dead": 1})
+    [dead] = pieces_of(ledger).outbox.deliveries(TENANT, ("dead",))
+    assert (dead.attempts, dead.last_code, dead.last_status) == (1, "WEBHOOK_HOST_REFUSED", None)
 
 
 def test_the_budget_ends_in_a_dead_delivery_that_is_listed_and_replayed(ledger, tmp_path, receiver):
     settings = _settings(tmp_path, EVIDENCE_WEBHOOK_MAX_ATTEMPTS="3")
     hook = receiver(fail_first=3)
-    hook.secrets.append(_set(ledger, settings, hook.url)["secret"])
-    _succeed(ledger, _job(ledger, TENANT, "ok"))
+    hook.secrets.append(subscribe(ledger, settings, hook.url)["secret"])
+    succeed(ledger, add_job(ledger, TENANT, "ok"))
     clock, waits = FakeClock(), []
-    deliverer = Deliverer(Outbox(ledger), settings, clock, jitter=lambda: 1.0)
+    deliverer = Deliverer(pieces_of(ledger).outbox, settings, clock, jitter=lambda: 1.0)
     for _ in range(3):
         outcomes = deliverer.drain()
-        [row] = Outbox(ledger).deliveries(TENANT)
-        waits.append(row["next_attempt_at"])
+        [row] = pieces_of(ledger).outbox.deliveries(TENANT)
+        waits.append(row.next_attempt_at)
         clock.now += 10
     assert outcomes == Counter({"dead": 1}) and waits[2] is None
-    [dead] = Outbox(ledger).deliveries(TENANT, ("dead",))
-    assert (dead["attempts"], dead["last_code"], dead["last_status"]) == (3, "WEBHOOK_RECEIVER_FAILED", 500)
+    [dead] = pieces_of(ledger).outbox.deliveries(TENANT, ("dead",))
+    assert (dead.attempts, dead.last_code, dead.last_status) == (3, "WEBHOOK_RECEIVER_FAILED", 500)
     assert deliverer.drain() == Counter()  # dead: never attempted again by itself
-    half = Deliverer(Outbox(ledger), settings, clock, jitter=lambda: 0.0)
+    half = Deliverer(pieces_of(ledger).outbox, settings, clock, jitter=lambda: 0.0)
     assert [half.backoff(n) for n in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 2.0]  # doubled, capped at 4 s, half jittered
     assert [deliverer.backoff(n) for n in (1, 2, 3, 4)] == [1.0, 2.0, 4.0, 4.0]
 
@@ -252,18 +256,18 @@ def test_the_budget_ends_in_a_dead_delivery_that_is_listed_and_replayed(ledger, 
     sign = signers.sign
     replayed = replay_delivery(
         signers.gate,
-        sign("olga", Action.WEBHOOK_REPLAY, {"delivery_id": dead["delivery_id"], "reason": "receiver fixed"}),
+        sign("olga", Action.WEBHOOK_REPLAY, {"delivery_id": dead.delivery_id, "reason": "receiver fixed"}),
     )
-    assert replayed["last_code"] == "WEBHOOK_RECEIVER_FAILED"
-    [pending] = Outbox(ledger).deliveries(TENANT, ("pending",))
-    assert pending["attempts"] == 0 and pending["payload"] == dead["payload"]
+    assert replayed.last_code == "WEBHOOK_RECEIVER_FAILED"
+    [pending] = pieces_of(ledger).outbox.deliveries(TENANT, ("pending",))
+    assert pending.attempts == 0 and pending.payload == dead.payload
     assert deliverer.drain() == Counter({"delivered": 1})
-    assert [message_id for message_id, _ in hook.accepted] == [dead["delivery_id"]]  # the same webhook-id
+    assert [message_id for message_id, _ in hook.accepted] == [dead.delivery_id]  # the same webhook-id
     [event] = ledger.events_of_type("webhook.replayed")
-    assert (event["actor"], event["details"]["delivery_id"]) == ("olga", dead["delivery_id"])
+    assert (event["actor"], event["details"]["delivery_id"]) == ("olga", dead.delivery_id)
     with pytest.raises(EvidenceError) as again:
         replay_delivery(
-            signers.gate, sign("olga", Action.WEBHOOK_REPLAY, {"delivery_id": dead["delivery_id"], "reason": "twice"})
+            signers.gate, sign("olga", Action.WEBHOOK_REPLAY, {"delivery_id": dead.delivery_id, "reason": "twice"})
         )
     assert again.value.code == "WEBHOOK_DELIVERY_NOT_DEAD"
     assert ledger.verify_chain()
@@ -285,15 +289,15 @@ def test_the_commands_set_print_the_secret_once_list_deliver_and_replay(tmp_path
     cli = CliRunner()
     unknown = cli.invoke(main, ["tenant", "webhook", "set", TENANT, hook.url, *olga])
     assert unknown.exit_code == 1 and "TENANT_UNKNOWN" in unknown.output  # before: set for a tenant nobody added
-    assert Outbox(ledger).subscription(TENANT) is None and ledger.events_of_type("webhook.configured") == []
+    assert pieces_of(ledger).outbox.subscription(TENANT) is None and ledger.events_of_type("webhook.configured") == []
     signers.register_tenants([TENANT])
     shown = cli.invoke(main, ["tenant", "webhook", "set", TENANT, hook.url, *olga])
     assert shown.exit_code == 0, shown.output
     secret = re.search(r"secret: +(whsec_\S+)", shown.output).group(1)
-    assert Outbox(ledger).subscription(TENANT)["secret"] == secret
+    assert pieces_of(ledger).outbox.subscription(TENANT).secret == secret
     refused = cli.invoke(main, ["tenant", "webhook", "set", TENANT, "http://10.0.0.1/", *olga])
     assert refused.exit_code == 1 and "WEBHOOK_HOST_REFUSED" in refused.output
-    _succeed(ledger, _job(ledger, TENANT, "ok"))
+    succeed(ledger, add_job(ledger, TENANT, "ok"))
     delivered = cli.invoke(main, ["webhook", "deliver", "--json"])
     assert json.loads(delivered.output) == {"delivered": 0, "pending": 0, "dead": 1}  # no secret yet: refused
     listed = json.loads(cli.invoke(main, ["webhook", "deliveries", "--state", "dead", "--json"]).output)
@@ -315,18 +319,18 @@ def test_a_tenant_month_run_announces_its_bundle_in_the_transaction_that_publish
     once: `evidence.delivered` from an outbox row of the transaction of its `bundle.published` event."""
     ledger, settings = runtime.ledger, _settings(tmp_path)
     hook = receiver()
-    hook.secrets.append(_set(ledger, settings, hook.url, SMALL.tenant)["secret"])
+    hook.secrets.append(subscribe(ledger, settings, hook.url, SMALL.tenant)["secret"])
     run_tenant_month(runtime, SMALL, RunInfo("month-run"))
     published = ledger.current_publication(SMALL)
-    [row] = Outbox(ledger).deliveries(SMALL.tenant)
-    assert (row["event_type"], row["event_seq"]) == ("evidence.delivered", published.event_seq)
+    [row] = pieces_of(ledger).outbox.deliveries(SMALL.tenant)
+    assert (row.event_type, row.event_seq) == ("evidence.delivered", published.event_seq)
     [event] = ledger.events_of_type(EventType.BUNDLE_PUBLISHED, SMALL.tenant)
     assert ledger.event(published.event_seq).body == event  # the row names the bundle's own event
     run_tenant_month(runtime, SMALL, RunInfo("again"))  # converges on the published bundle: nothing new
-    assert len(Outbox(ledger).deliveries(SMALL.tenant)) == 1
-    assert Deliverer(Outbox(ledger), settings).drain() == Counter({"delivered": 1})
+    assert len(pieces_of(ledger).outbox.deliveries(SMALL.tenant)) == 1
+    assert Deliverer(pieces_of(ledger).outbox, settings).drain() == Counter({"delivered": 1})
     [(message_id, body)] = hook.accepted
-    assert message_id == row["delivery_id"] and body["type"] == "evidence.delivered"
+    assert message_id == row.delivery_id and body["type"] == "evidence.delivered"
     assert body["data"] == {
         "tenant": SMALL.tenant,
         "period": SMALL.period,
@@ -342,26 +346,26 @@ def test_offboarding_removes_the_webhook_and_cancels_what_was_not_delivered(docu
     retries = {"EVIDENCE_WEBHOOK_RETRY_SECONDS": "60", "EVIDENCE_WEBHOOK_RETRY_MAX_SECONDS": "60"}
     ledger, settings = documents.ledger, _settings(tmp_path, **retries)
     hook = receiver(fail_first=1)
-    hook.secrets.append(_set(ledger, settings, hook.url)["secret"])
-    _succeed(ledger, _job(ledger, TENANT, "delivered"))
+    hook.secrets.append(subscribe(ledger, settings, hook.url)["secret"])
+    succeed(ledger, add_job(ledger, TENANT, "delivered"))
     clock = FakeClock()
-    deliverer = Deliverer(Outbox(ledger), settings, clock, jitter=lambda: 0.0)
+    deliverer = Deliverer(pieces_of(ledger).outbox, settings, clock, jitter=lambda: 0.0)
     assert deliverer.drain() == Counter({"pending": 1})
     clock.now += 60
     assert deliverer.drain() == Counter({"delivered": 1})
-    _succeed(ledger, _job(ledger, TENANT, "pending"))
+    succeed(ledger, add_job(ledger, TENANT, "pending"))
     assert deliverer.drain() == Counter({"pending": 1})  # its retry is due in 30 s of the clock
-    _succeed(ledger, _job(ledger, TENANT, "dead"))
+    succeed(ledger, add_job(ledger, TENANT, "dead"))
     one_try = _settings(tmp_path, EVIDENCE_WEBHOOK_MAX_ATTEMPTS="1", **retries)
-    assert Deliverer(Outbox(ledger), one_try).drain() == Counter({"dead": 1})
-    waiting = _job(ledger, TENANT, "waiting")  # not started: offboarding rejects it
-    undelivered = [row["delivery_id"] for row in Outbox(ledger).deliveries(TENANT, ("pending", "dead"))]
+    assert Deliverer(pieces_of(ledger).outbox, one_try).drain() == Counter({"dead": 1})
+    waiting = add_job(ledger, TENANT, "waiting")  # not started: offboarding rejects it
+    undelivered = [row.delivery_id for row in pieces_of(ledger).outbox.deliveries(TENANT, ("pending", "dead"))]
     assert len(undelivered) == 2
 
-    _ask(documents, TENANT, "contract ended")
-    _approve(documents, TENANT)
+    ask(documents, TENANT, "contract ended")
+    approve(documents, TENANT)
 
-    assert Outbox(ledger).subscription(TENANT) is None
+    assert pieces_of(ledger).outbox.subscription(TENANT) is None
     [event] = ledger.events_of_type(EventType.TENANT_OFFBOARDED, TENANT)
     [configured] = ledger.events_of_type(EventType.WEBHOOK_CONFIGURED, TENANT)
     assert event["details"]["webhook_removed"] == {
@@ -369,10 +373,10 @@ def test_offboarding_removes_the_webhook_and_cancels_what_was_not_delivered(docu
         "config_seq": _seq_of(ledger, configured["event_id"]),
     }
     assert event["details"]["webhook_deliveries_cancelled"] == undelivered
-    assert DocumentJobs(ledger).job(TENANT, waiting.job_id).state == "rejected"
-    rows = {row["delivery_id"]: row for row in Outbox(ledger).deliveries(TENANT)}
+    assert pieces_of(ledger).document_jobs.job(TENANT, waiting.job_id).state == "rejected"
+    rows = {row.delivery_id: row for row in pieces_of(ledger).outbox.deliveries(TENANT)}
     assert len(rows) == 3  # nothing announced the rejected job: the tenant has no webhook any more
-    assert [(rows[i]["state"], rows[i]["last_code"]) for i in undelivered] == [("cancelled", "TENANT_OFFBOARDED")] * 2
+    assert [(rows[i].state, rows[i].last_code) for i in undelivered] == [("cancelled", "TENANT_OFFBOARDED")] * 2
     clock.now += 3600
     assert deliverer.drain() == Counter() and len(hook.accepted) == 1  # nothing is sent for the tenant
     signers = signers_of(ledger)
@@ -383,7 +387,7 @@ def test_offboarding_removes_the_webhook_and_cancels_what_was_not_delivered(docu
         )
     assert refused.value.code == "WEBHOOK_DELIVERY_NOT_DEAD"
     with pytest.raises(EvidenceError) as refused:
-        _set(ledger, settings, hook.url)
+        subscribe(ledger, settings, hook.url)
     assert refused.value.code == "TENANT_OFFBOARDED"
     assert ledger.verify_chain()
 
@@ -417,11 +421,11 @@ def test_an_attempt_ends_at_its_deadline_whatever_the_receiver_trickles(ledger, 
     so it took all 300 bytes (30 s; 152 s in the issue) and a trickled body even counted as delivered."""
     settings = _settings(tmp_path, EVIDENCE_WEBHOOK_TIMEOUT_SECONDS="1")
     peer = slow_peer(phase)
-    _set(ledger, settings, peer.url)
-    _succeed(ledger, _job(ledger, TENANT, "ok"))
-    assert Deliverer(Outbox(ledger), settings).drain() == Counter({"pending": 1})
-    [row] = Outbox(ledger).deliveries(TENANT)
-    assert row["last_code"] == "WEBHOOK_UNREACHABLE"
+    subscribe(ledger, settings, peer.url)
+    succeed(ledger, add_job(ledger, TENANT, "ok"))
+    assert Deliverer(pieces_of(ledger).outbox, settings).drain() == Counter({"pending": 1})
+    [row] = pieces_of(ledger).outbox.deliveries(TENANT)
+    assert row.last_code == "WEBHOOK_UNREACHABLE"
     for _ in range(600):  # the peer notices the hang-up at its next byte
         if peer.sent:
             break
@@ -435,10 +439,10 @@ def test_a_slow_receiver_delays_no_other_tenants_delivery_and_keeps_its_claim(le
     oldest first, so acme's waited for globex's attempt to end."""
     settings = _settings(tmp_path, EVIDENCE_WEBHOOK_TIMEOUT_SECONDS="3")
     slow, hook = slow_peer("headers"), receiver()
-    _set(ledger, settings, slow.url, "globex")
-    hook.secrets.append(_set(ledger, settings, hook.url)["secret"])
-    _succeed(ledger, _job(ledger, "globex", "first"))
-    _succeed(ledger, _job(ledger, TENANT, "second"))
+    subscribe(ledger, settings, slow.url, "globex")
+    hook.secrets.append(subscribe(ledger, settings, hook.url)["secret"])
+    succeed(ledger, add_job(ledger, "globex", "first"))
+    succeed(ledger, add_job(ledger, TENANT, "second"))
     seen = []
 
     def while_accepting(_message_id: str) -> None:
@@ -446,8 +450,8 @@ def test_a_slow_receiver_delays_no_other_tenants_delivery_and_keeps_its_claim(le
             if slow.open or slow.sent:
                 break
             time.sleep(0.005)
-        seen.append((slow.open, Outbox(ledger).claim_due(time.time(), 60, 10)))
+        seen.append((slow.open, pieces_of(ledger).outbox.claim_due(time.time(), 60, 10)))
 
     hook.before_accepting = while_accepting
-    assert Deliverer(Outbox(ledger), settings).drain() == Counter({"delivered": 1, "pending": 1})
+    assert Deliverer(pieces_of(ledger).outbox, settings).drain() == Counter({"delivered": 1, "pending": 1})
     assert seen == [(1, [])]  # globex's attempt open, its row still claimed

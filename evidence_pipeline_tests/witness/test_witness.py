@@ -49,12 +49,14 @@ from evidence_pipeline.witness.policy import parse_policy
 from evidence_pipeline.witness.proof import parse_tlog_proof
 from evidence_pipeline_tests.support.fixture_sources import FIXTURE_MONTHS
 from evidence_pipeline_tests.support.slow_peer import SlowPeer
-from evidence_pipeline_tests.support.witness import WITNESS
-from evidence_pipeline_tests.support.witness import cosigned_checkpoint as _cosigned_checkpoint
-from evidence_pipeline_tests.support.witness import export as _export
-from evidence_pipeline_tests.support.witness import go_tlog_proof_check as _go_tlog_proof_check
-from evidence_pipeline_tests.support.witness import resign as _resign
-from evidence_pipeline_tests.support.witness import verify as _verify
+from evidence_pipeline_tests.support.witness import (
+    WITNESS,
+    cosigned_checkpoint,
+    export,
+    go_tlog_proof_check,
+    resign,
+    verify,
+)
 
 EVIDENCE = str(Path(sys.executable).parent / "evidence")
 
@@ -269,7 +271,7 @@ def test_a_witness_that_was_down_catches_up_and_the_policy_decides(local_runtime
     checkpoint, outcome = checkpoint_witnessed(runtime)
     assert outcome == {first.name: "cosigned", second.name: "WITNESS_UNAVAILABLE"}
     sizes.append(checkpoint["size"])
-    _export(settings.home, tmp_path / "one-witness", 1)
+    export(settings.home, tmp_path / "one-witness", 1)
 
     running(second)  # back, with its state: it co-signed the first size, never the second
     run_tenant_month(runtime, FIXTURE_MONTHS[2], RunInfo("run-3"))
@@ -278,16 +280,16 @@ def test_a_witness_that_was_down_catches_up_and_the_policy_decides(local_runtime
     sizes.append(checkpoint["size"])
     recorded = [key.split("/")[-2] for key in runtime.archive.list("ledger/cosignatures")]
     assert sorted(recorded) == sorted([f"{sizes[0]:012d}"] * 2 + [f"{sizes[1]:012d}"] + [f"{sizes[2]:012d}"] * 2)
-    _export(settings.home, tmp_path / "both", 2)
+    export(settings.home, tmp_path / "both", 2)
 
     pins = ["--witness", first.vkey, "--witness", second.vkey]
     both = tmp_path / "both"
-    assert _verify(both, *pins, "--witness-policy", "2")[0] == 0
-    assert _verify(both, *pins)[0] == 0  # default: all of them
-    code, report = _verify(tmp_path / "one-witness", *pins, "--witness-policy", "2")
+    assert verify(both, *pins, "--witness-policy", "2")[0] == 0
+    assert verify(both, *pins)[0] == 0  # default: all of them
+    code, report = verify(tmp_path / "one-witness", *pins, "--witness-policy", "2")
     assert code == 1 and report["codes"] == ["WITNESS_POLICY_NOT_MET"]
-    assert _verify(tmp_path / "one-witness", *pins, "--witness-policy", "1")[0] == 0
-    code, report = _verify(both, *pins, "--witness", absent.vkey, "--witness-policy", "3")
+    assert verify(tmp_path / "one-witness", *pins, "--witness-policy", "1")[0] == 0
+    code, report = verify(both, *pins, "--witness", absent.vkey, "--witness-policy", "3")
     assert code == 1 and report["codes"] == ["WITNESS_POLICY_NOT_MET"]
     assert all(bundle["ok"] for bundle in report["bundles"])  # the bundles are fine: only the policy fails
     # the package's note is a C2SP cosigned checkpoint; a cosignature altered fails by its own code (and, as any
@@ -301,7 +303,7 @@ def test_a_witness_that_was_down_catches_up_and_the_policy_decides(local_runtime
     )
     path.chmod(0o644)
     path.write_bytes(Note(note.text, forged).encode())
-    code, report = _verify(both, *pins, "--witness-policy", "1")
+    code, report = verify(both, *pins, "--witness-policy", "1")
     assert code == 1 and sorted(report["codes"]) == [
         "PACKAGE_FILE_MISMATCH",
         "PROOF_INVALID",  # the tlog proofs
@@ -388,19 +390,19 @@ def test_every_note_is_checked_against_the_pinned_origin_and_one_root_per_size(l
     checkpoints = []
     for number, month in enumerate(FIXTURE_MONTHS):
         run_tenant_month(runtime, month, RunInfo(f"run-{number}"))
-        checkpoints.append(_cosigned_checkpoint(runtime, witness))
+        checkpoints.append(cosigned_checkpoint(runtime, witness))
     home = runtime.settings.home
-    _export(home, tmp_path / "package", 1, f"https://witness.invalid {witness_vkey}")
+    export(home, tmp_path / "package", 1, f"https://witness.invalid {witness_vkey}")
     package = tmp_path / "package"
     origin = ["--origin", runtime.settings.log_origin]
-    assert _verify(package, *pins, *origin)[0] == 0
+    assert verify(package, *pins, *origin)[0] == 0
     newest, older = checkpoints[-1], checkpoints[0]
     log_vkey = log_verifier(runtime.settings.log_origin, runtime.keyring.statement_public_key).vkey()
     # the package's c2sp.org/tlog-policy: the log, every configured witness; used when the auditor pins none
     assert (
         package / POLICY
     ).read_text() == f"log {log_vkey}\nwitness w1 {witness_vkey}\ngroup witnesses 1 w1\nquorum witnesses\n"
-    code, report = _verify(package)
+    code, report = verify(package)
     assert code == 0 and report["witness_policy"]["pinned"] is False, report["codes"]
     own, stranger = tmp_path / "auditor.tlog-policy", tmp_path / "stranger.tlog-policy"
     own.write_text(f"# mine\nlog {log_vkey}\nwitness mine {witness_vkey}\nquorum mine\n")
@@ -408,8 +410,8 @@ def test_every_note_is_checked_against_the_pinned_origin_and_one_root_per_size(l
     stranger.write_text(
         f"log {log_vkey}\nwitness a {witness_vkey}\nwitness b {stranger_vkey}\ngroup g all a b\nquorum g\n"
     )
-    assert _verify(package, "--policy", str(own))[0] == 0
-    code, report = _verify(package, "--policy", str(stranger))
+    assert verify(package, "--policy", str(own))[0] == 0
+    code, report = verify(package, "--policy", str(stranger))
     assert code == 1 and report["codes"] == ["WITNESS_POLICY_NOT_MET"]
     bundles = open_package(str(package))[1].signed.document["bundles"]
     proofs = [package / tlog_proof_path(bundle["path"]) for bundle in bundles]
@@ -417,7 +419,7 @@ def test_every_note_is_checked_against_the_pinned_origin_and_one_root_per_size(l
         parse_tlog_proof(p.read_bytes()).checkpoint.encode() == (package / note_key(newest["size"])).read_bytes()
         for p in proofs
     )
-    go_check = _go_tlog_proof_check(tmp_path)
+    go_check = go_tlog_proof_check(tmp_path)
     for bundle, proof in zip(bundles, proofs):
         event = package / json.loads((package / inclusion_path(bundle["path"])).read_text())["event"]
         checked = subprocess.run([go_check, proof, log_vkey, event], capture_output=True, text=True)
@@ -427,8 +429,8 @@ def test_every_note_is_checked_against_the_pinned_origin_and_one_root_per_size(l
     copy = tmp_path / "flipped-proof"
     shutil.copytree(package, copy)
     _replace(copy / tlog_proof_path(bundles[0]["path"]), flipped_proof.encode())
-    _resign(copy, runtime)
-    code, report = _verify(copy, *pins, *origin)
+    resign(copy, runtime)
+    code, report = verify(copy, *pins, *origin)
     assert code == 1 and report["codes"] == ["PROOF_INVALID"]
     checked = subprocess.run(
         [go_check, copy / tlog_proof_path(bundles[0]["path"]), log_vkey, event], capture_output=True, text=True
@@ -444,8 +446,8 @@ def test_every_note_is_checked_against_the_pinned_origin_and_one_root_per_size(l
                 _replace(
                     path, dataclasses.replace(parse_tlog_proof(path.read_bytes()), checkpoint=parse_note(note)).encode()
                 )
-        _resign(copy, runtime)
-        return _verify(copy, *pins)
+        resign(copy, runtime)
+        return verify(copy, *pins)
 
     def failed(report: dict) -> list[str]:
         return [f"{c['name']}: {c['code']}: {c['detail']}" for c in report["checks"] if not c["passed"]]
@@ -453,9 +455,9 @@ def test_every_note_is_checked_against_the_pinned_origin_and_one_root_per_size(l
     moved = _reissued(runtime, witness, newest["size"], bytes.fromhex(newest["root_sha256"]), "other.test/ledger")
     code, report = tampered("moved", newest["size"], moved)
     assert code == 1 and report["codes"] == ["LOG_ORIGIN_MISMATCH"], failed(report)
-    assert _verify(tmp_path / "moved", *pins, *origin)[1]["codes"] == ["LOG_ORIGIN_MISMATCH"]
-    assert _verify(tmp_path / "moved", "--policy", str(own))[1]["codes"] == ["LOG_ORIGIN_MISMATCH"]
-    code, report = _verify(package, *pins, "--origin", "other.test/ledger")  # the honest package, another pin
+    assert verify(tmp_path / "moved", *pins, *origin)[1]["codes"] == ["LOG_ORIGIN_MISMATCH"]
+    assert verify(tmp_path / "moved", "--policy", str(own))[1]["codes"] == ["LOG_ORIGIN_MISMATCH"]
+    code, report = verify(package, *pins, "--origin", "other.test/ledger")  # the honest package, another pin
     assert code == 1 and report["codes"] == ["LOG_ORIGIN_MISMATCH"]
 
     note = parse_note((package / note_key(older["size"])).read_bytes())

@@ -19,10 +19,11 @@ alone (the provenance tags are then Dagster's own, coarse ones). test_provenance
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import NamedTuple
+import inspect
+from collections.abc import Iterator, Mapping
+from typing import Any, NamedTuple
 
-from dagster import AssetKey, AssetMaterialization
+from dagster import AssetKey, AssetMaterialization, AssetObservation
 from dagster._core.definitions.data_version import (
     DATA_VERSION_IS_USER_PROVIDED_TAG,
     DATA_VERSION_TAG,
@@ -37,6 +38,7 @@ from evidence_pipeline.defs.extensions.guard import patch
 CHECKED_SOURCE_SHA256 = "0ac11bd7e5d1f977a6b9c2ce657835a684f678b952dd62d450a93dcee0f1b642"
 
 _dagster_output_asset_events = execute_step._get_output_asset_events
+_DAGSTER_SIGNATURE = inspect.signature(_dagster_output_asset_events)
 
 
 class Upstream(NamedTuple):
@@ -80,12 +82,12 @@ def installed() -> bool:
     return execute_step._get_output_asset_events is _output_asset_events
 
 
-def _output_asset_events(
-    asset_key, asset_partitions, output, output_def, io_manager_metadata, step_context, execution_type
-):
-    for event in _dagster_output_asset_events(
-        asset_key, asset_partitions, output, output_def, io_manager_metadata, step_context, execution_type
-    ):
+def _output_asset_events(*args: Any, **kwargs: Any) -> Iterator[AssetMaterialization | AssetObservation]:
+    """Dagster's events, with each partition's recorded provenance. Dagster passes its seven arguments
+    positionally (execute_step.py): they are passed on as they came, and the two read here are found by name."""
+    arguments = _DAGSTER_SIGNATURE.bind(*args, **kwargs).arguments
+    asset_key, step_context = arguments["asset_key"], arguments["step_context"]
+    for event in _dagster_output_asset_events(*args, **kwargs):
         if isinstance(event, AssetMaterialization) and event.partition is not None:
             key = (step_context.run_id, asset_key, str(event.partition))
             if key in _withheld:
