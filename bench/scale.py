@@ -338,7 +338,7 @@ def generate_ledger(env: dict[str, str], tenants: list[str], months: list[str], 
     def flush() -> None:
         with ledger.writing() as conn:
             for tenant_month, event_type, details in pending:
-                ledger._append(conn, tenant_month, event_type, "ab" * 32, "bench-scale", details)
+                ledger._append(conn, tenant_month, event_type, "ab" * 32, actor="bench-scale", details=details)
         pending.clear()
 
     count, newest_from = 0, None

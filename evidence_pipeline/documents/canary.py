@@ -62,8 +62,8 @@ def start(gate: ActionGate, envelope: object) -> dict[str, str]:
                     TenantMonth(tenant, current_month()),
                     EventType.RULESET_CANARY,
                     details["candidate_sha256"],
-                    authorized.actor,
-                    details,
+                    actor=authorized.actor,
+                    details=details,
                 )
         routes_now.update(_routes(ledger, conn))
         return event
@@ -100,8 +100,8 @@ def rollback(gate: ActionGate, envelope: object) -> dict[str, str]:
                 TenantMonth(tenant, current_month()),
                 EventType.RULESET_ROLLED_BACK,
                 rulesets.REGISTERED[rulesets.IN_FORCE],
-                authorized.actor,
-                details,
+                actor=authorized.actor,
+                details=details,
             )
         stopped.update(routed)
         return event

@@ -61,7 +61,12 @@ def decide_part(gate: ActionGate, rt: Runtime, envelope: object) -> dict:
             "authorization": authorized.envelope,
         }
         event = ledger._append(
-            conn, TenantMonth(tenant, current_month()), EventType.PART_DECIDED, sha256, authorized.actor, details
+            conn,
+            TenantMonth(tenant, current_month()),
+            EventType.PART_DECIDED,
+            sha256,
+            actor=authorized.actor,
+            details=details,
         )
         recorded[:] = [details]  # the last run of the transaction is the one committed
         return event

@@ -150,7 +150,12 @@ def submit(gate: ActionGate, envelope: object, organization: bytes, program: byt
             "authorization": authorized.envelope,
         }
         event = ledger._append(
-            conn, TenantMonth(tenant, current_month()), EventType.TEMPLATE_SUBMITTED, vid, authorized.actor, details
+            conn,
+            TenantMonth(tenant, current_month()),
+            EventType.TEMPLATE_SUBMITTED,
+            vid,
+            actor=authorized.actor,
+            details=details,
         )
         found[:] = [_versions(ledger, conn, tenant, vid)[0], True]
         return event
@@ -186,8 +191,8 @@ def approve(gate: ActionGate, envelope: object) -> tuple[dict, bool]:
             TenantMonth(tenant, current_month()),
             EventType.TEMPLATE_APPROVED,
             vid,
-            authorized.actor,
-            {"version_id": vid, "authorization": authorized.envelope},
+            actor=authorized.actor,
+            details={"version_id": vid, "authorization": authorized.envelope},
         )
         found[:] = [_versions(ledger, conn, tenant, vid)[0], True]
         return event

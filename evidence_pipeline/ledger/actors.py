@@ -144,12 +144,14 @@ class ActorLedger:
     ) -> LedgerEvent:
         """The event of an authorized action on the deployment as a whole (the service's keys): tenant ""."""
         return self.ledger._append(
-            conn, Deployment(), kind, subject_sha256, by, {**details, "authorization": authorization}
+            conn, Deployment(), kind, subject_sha256, actor=by, details={**details, "authorization": authorization}
         )
 
     def refuse(self, conn: Connection, by: str, subject_sha256: str, details: dict[str, Any]) -> LedgerEvent:
         """An `action.refused` event: ``details`` holds the request only when it was authenticated (authorize.py)."""
-        return self.ledger._append(conn, Deployment(), EventType.ACTION_REFUSED, subject_sha256, by, details)
+        return self.ledger._append(
+            conn, Deployment(), EventType.ACTION_REFUSED, subject_sha256, actor=by, details=details
+        )
 
     def _append(
         self,
@@ -162,7 +164,7 @@ class ActorLedger:
         authorization: dict[str, Any],
     ) -> LedgerEvent:
         return self.ledger._append(
-            conn, Deployment(), kind, sha256_text(name), by, {**details, "authorization": authorization}
+            conn, Deployment(), kind, sha256_text(name), actor=by, details={**details, "authorization": authorization}
         )
 
     def _insert_key(self, conn: Connection, name: str, key: dict[str, Any], event: LedgerEvent) -> None:

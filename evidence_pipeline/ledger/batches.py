@@ -74,8 +74,8 @@ class Batches:
                 TenantMonth(tenant, current_month(now)),
                 EventType.BATCH_ACCEPTED,
                 manifest_sha256,
-                actor,
-                {"batch_id": batch_id, "jobs": jobs, **clock.details()},
+                actor=actor,
+                details={"batch_id": batch_id, "jobs": jobs, **clock.details()},
             )
             return present(self._batch(conn, tenant, batch_id), ReasonCode.BATCH_NOT_FOUND, batch_id), True
 
@@ -169,8 +169,8 @@ class Batches:
                 TenantMonth(tenant, current_month()),
                 EventType.BATCH_CANCELLED,
                 batch.manifest_sha256,
-                actor,
-                {"batch_id": batch_id, "undispatched": batch.jobs - batch.dispatched},
+                actor=actor,
+                details={"batch_id": batch_id, "undispatched": batch.jobs - batch.dispatched},
             )
             if batch.state == "open":  # a dispatched batch finished (and was announced) when its last child ended
                 announcements.batch_ended(conn, self.ledger, tenant, batch_id, event=event, states=("cancelled",))

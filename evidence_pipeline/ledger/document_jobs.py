@@ -204,16 +204,16 @@ class DocumentJobs:
                         tenant_month,
                         EventType.DOCUMENT_DERIVED,
                         sha256,
-                        actor,
-                        details | {"job_id": job.job_id},
+                        actor=actor,
+                        details=details | {"job_id": job.job_id},
                     )
             event = self.ledger._append(
                 conn,
                 tenant_month,
                 event_type,
                 subject_sha256,
-                actor,
-                outputs | {"job_id": job.job_id, "lease_token": lease.token},
+                actor=actor,
+                details=outputs | {"job_id": job.job_id, "lease_token": lease.token},
             )
             ended = event
             if rejected:
@@ -223,8 +223,8 @@ class DocumentJobs:
                     tenant_month,
                     EventType.JOB_REJECTED,
                     job.request_sha256,
-                    actor,
-                    {"job_id": job.job_id, "reason": rejected, "attempt": attempt, "message": why},
+                    actor=actor,
+                    details={"job_id": job.job_id, "reason": rejected, "attempt": attempt, "message": why},
                 )
             conn.execute(
                 self._finished_update,
@@ -257,7 +257,7 @@ class DocumentJobs:
             self._fence(conn, lease)
             if find_event_in(conn, self.ledger, job.tenant, event_type, name=name, value=details[name]) is None:
                 self.ledger._append(
-                    conn, TenantMonth(job.tenant, job.period), event_type, subject_sha256, actor, details
+                    conn, TenantMonth(job.tenant, job.period), event_type, subject_sha256, actor=actor, details=details
                 )
 
         self.ledger._transact(record)
@@ -289,8 +289,8 @@ class DocumentJobs:
             TenantMonth(job.tenant, job.period),
             EventType.DOCUMENT_STAGE,
             job.request_sha256,
-            actor,
-            {"job_id": job.job_id, "lease_token": lease.token, "prior": stage.prior, "stage": stage.stage}
+            actor=actor,
+            details={"job_id": job.job_id, "lease_token": lease.token, "prior": stage.prior, "stage": stage.stage}
             | stage.details,
         )
 

@@ -138,8 +138,8 @@ class JobTransitions:
                 TenantMonth(key.tenant, key.period),
                 EventType.JOB_ACCEPTED,
                 key.source_sha256,
-                actor,
-                {"job_id": key.job_id, "fidelity": key.fidelity},
+                actor=actor,
+                details={"job_id": key.job_id, "fidelity": key.fidelity},
             )
             return self._existing_job(conn, key.job_id)
 
@@ -183,8 +183,8 @@ class JobTransitions:
                 self._tenant_month(job),
                 EventType.JOB_RUNNING,
                 job.source_sha256,
-                owner,
-                {"job_id": job_id, "lease_token": lease.token, "attempt": job.attempts + 1},
+                actor=owner,
+                details={"job_id": job_id, "lease_token": lease.token, "attempt": job.attempts + 1},
             )
             if then is not None:
                 then(conn, lease)
@@ -336,8 +336,8 @@ class JobTransitions:
             self._tenant_month(job),
             FAILED_AS[state],
             job.source_sha256,
-            actor,
-            {"job_id": job.job_id, "reason": reason, "attempt": attempts, "message": message}
+            actor=actor,
+            details={"job_id": job.job_id, "reason": reason, "attempt": attempts, "message": message}
             | ({"next_attempt_at": utc_iso(retry_at)} if retry_at else {}),
         )
         if state != ACCEPTED and job.fidelity == DOCUMENT:  # announced in the transaction of its event
@@ -382,8 +382,8 @@ class JobTransitions:
             self._tenant_month(job),
             EventType.JOB_REPLAYED,
             job.source_sha256,
-            requested_by,
-            {
+            actor=requested_by,
+            details={
                 "job_id": job_id,
                 "reason": reason,
                 "attempt_id": attempt,

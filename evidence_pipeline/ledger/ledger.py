@@ -252,7 +252,9 @@ class Ledger(JobTransitions):
     ) -> LedgerEvent:
         """Append one event in its own transaction (of the deployment, no tenant, when ``tenant_month`` is a
         Deployment)."""
-        return self._transact(lambda conn: self._append(conn, tenant_month, event_type, subject_sha256, actor, details))
+        return self._transact(
+            lambda conn: self._append(conn, tenant_month, event_type, subject_sha256, actor=actor, details=details)
+        )
 
     def publish(self, row: dict[str, Any], lease: Lease, actor: str, **details: Any) -> tuple[PublicationRecord, bool]:
         """Commit the publication row, its `bundle.published` event, job -> succeeded and the tenant's
@@ -297,8 +299,8 @@ class Ledger(JobTransitions):
                 tenant_month,
                 EventType.BUNDLE_PUBLISHED,
                 row["report_sha256"],
-                actor,
-                details | row | {"job_id": lease.job_id, "lease_token": lease.token},
+                actor=actor,
+                details=details | row | {"job_id": lease.job_id, "lease_token": lease.token},
             )
             conn.execute(self.publications.insert().values(**row, event_seq=event.seq))
             self._release_claim(conn, tenant_month, row["identity"])
@@ -525,6 +527,7 @@ class Ledger(JobTransitions):
         tenant_month: TenantMonth | Deployment,
         event_type: str,
         subject_sha256: str,
+        *,
         actor: str,
         details: dict[str, Any],
     ) -> LedgerEvent:

@@ -39,7 +39,7 @@ class SourceEvents:
         reads, so a concurrent append of the same event makes this transaction run again and find it."""
         if self.published(conn, tenant_month, sha256) is not None:
             return None
-        return self.ledger._append(conn, tenant_month, EventType.SOURCE_PUBLISHED, sha256, actor, details)
+        return self.ledger._append(conn, tenant_month, EventType.SOURCE_PUBLISHED, sha256, actor=actor, details=details)
 
     def event_of(self, tenant_month: TenantMonth, sha256: str) -> dict[str, Any] | None:
         with classified_errors(), self.ledger.engine.connect() as conn:

@@ -95,8 +95,8 @@ class Submissions:
                 tenant_month,
                 EventType.JOB_IDEMPOTENCY_CONFLICT,
                 request_sha256,
-                actor,
-                {
+                actor=actor,
+                details={
                     "job_id": job_id,
                     "request_sha256": request_sha256,
                     "accepted_request_sha256": existing.request_sha256,
@@ -139,8 +139,8 @@ class Submissions:
             tenant_month,
             EventType.JOB_ACCEPTED,
             request_sha256,
-            actor,
-            {"job_id": job_id, "fidelity": DOCUMENT, "operation": operation, **clock.details()}
+            actor=actor,
+            details={"job_id": job_id, "fidelity": DOCUMENT, "operation": operation, **clock.details()}
             | ({"batch_id": batch_id} if batch_id else {}),
         )
         return listed_job(conn, self.ledger, tenant, job_id), True

@@ -59,8 +59,8 @@ class TenantRegistry:
                 TenantMonth(tenant, current_month(now)),
                 EventType.TENANT_REGISTERED,
                 sha256_text(tenant),
-                actor,
-                details,
+                actor=actor,
+                details=details,
             )
             conn.execute(self.table.insert().values(tenant=tenant, registered_seq=event.seq, registered_at=now))
             outcome[tenant] = REGISTERED

@@ -62,8 +62,8 @@ class Tokens:
             TenantMonth(tenant, current_month(now)),
             EventType.TOKEN_ISSUED,
             sha256_text(token_id),
-            actor,
-            details | {"token_id": token_id},
+            actor=actor,
+            details=details | {"token_id": token_id},
         )
         return token_id, token, event
 
@@ -88,8 +88,8 @@ class Tokens:
             TenantMonth(tenant, current_month(now)),
             EventType.TOKEN_REVOKED,
             sha256_text(token_id),
-            actor,
-            details | {"token_id": token_id},
+            actor=actor,
+            details=details | {"token_id": token_id},
         )
 
     def tenant_of_token(self, token: str) -> str | None:
@@ -137,8 +137,8 @@ class Tokens:
             TenantMonth(tenant, current_month(now)),
             EventType.TENANT_OFFBOARDED,
             sha256_text(tenant),
-            actor,
-            details | {"tokens_revoked": len(live)},
+            actor=actor,
+            details=details | {"tokens_revoked": len(live)},
         )
         registry = self.ledger.tenants
         conn.execute(registry.update().where(registry.c.tenant == tenant).values(offboarded_seq=event.seq))

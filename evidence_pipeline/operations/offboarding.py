@@ -57,8 +57,8 @@ def request_offboarding(rt: Runtime, gate: ActionGate, envelope: object) -> dict
             TenantMonth(tenant, current_month()),
             EventType.TENANT_OFFBOARD_REQUESTED,
             sha256_text(tenant),
-            authorized.actor,
-            {"reason": reason, "authorization": authorized.envelope},
+            actor=authorized.actor,
+            details={"reason": reason, "authorization": authorized.envelope},
         )
         requested.update(event.body)
         return event

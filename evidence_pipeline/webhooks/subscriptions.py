@@ -50,8 +50,8 @@ def set_webhook(gate: ActionGate, tokens: Tokens, settings: Settings, url: str, 
             TenantMonth(tenant, current_month()),
             EventType.WEBHOOK_CONFIGURED,
             sha256_text(url),
-            authorized.actor,
-            {
+            actor=authorized.actor,
+            details={
                 "url_sha256": sha256_text(url),
                 "secret_id": signing.secret_id(secret),
                 "authorization": authorized.envelope,
@@ -100,8 +100,8 @@ def rotate_secret(gate: ActionGate, tokens: Tokens, settings: Settings, envelope
             TenantMonth(tenant, current_month()),
             EventType.WEBHOOK_ROTATED,
             sha256_text(current.url),
-            authorized.actor,
-            details | {"authorization": authorized.envelope},
+            actor=authorized.actor,
+            details=details | {"authorization": authorized.envelope},
         )
         conn.execute(
             announcements.webhooks.update()
@@ -140,8 +140,8 @@ def replay_delivery(gate: ActionGate, envelope: object) -> ListedDelivery:
             TenantMonth(ended.tenant, current_month()),
             EventType.WEBHOOK_REPLAYED,
             sha256_text(args["delivery_id"]),
-            authorized.actor,
-            {
+            actor=authorized.actor,
+            details={
                 "delivery_id": args["delivery_id"],
                 "reason": args["reason"],
                 "previous_code": ended.last_code,

@@ -209,7 +209,9 @@ def test_ledger_verify_fails_on_a_tampered_authorization(world):
         world.ledger.record(TenantMonth("acme", "2026-10"), EventType.JOB_REPLAYED, "a" * 64, "olga", **forged)
     with world.ledger.writing() as conn:  # write access past it
         world.ledger.check_appends(conn, lambda _body: None)
-        world.ledger._append(conn, TenantMonth("acme", "2026-10"), EventType.JOB_REPLAYED, "a" * 64, "olga", forged)
+        world.ledger._append(
+            conn, TenantMonth("acme", "2026-10"), EventType.JOB_REPLAYED, "a" * 64, actor="olga", details=forged
+        )
     verified = world.run("ledger", "verify")
     assert verified.exit_code == 1 and "LEDGER_INVALID" in verified.output
     # The forged replay also has no ended-attempt row, which the mirror check reports first; the re-check of the

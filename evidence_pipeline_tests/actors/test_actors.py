@@ -531,8 +531,8 @@ def test_four_eyes_is_between_identities_and_its_refusal_is_recorded(world):
                 SMALL,
                 EventType.TEMPLATE_APPROVED,
                 "0" * 64,
-                authorized.actor,
-                {"author": author, "authorization": authorized.envelope},
+                actor=authorized.actor,
+                details={"author": author, "authorization": authorized.envelope},
             )
 
         return lambda: world.gate.run(

@@ -136,12 +136,13 @@ def test_a_transaction_reads_the_chain_head_once_and_a_rolled_back_one_leaves_no
     try:
         ledger._transact(
             lambda conn: [
-                ledger._append(conn, SMALL, "report.rendered", f"{i + 10:064x}", "run-2", {}) for i in range(3)
+                ledger._append(conn, SMALL, "report.rendered", f"{i + 10:064x}", actor="run-2", details={})
+                for i in range(3)
             ]
         )
         assert len(heads) == 1
         with pytest.raises(RuntimeError), ledger.writing() as conn:
-            ledger._append(conn, SMALL, "report.rendered", f"{20:064x}", "run-3", {})
+            ledger._append(conn, SMALL, "report.rendered", f"{20:064x}", actor="run-3", details={})
             raise RuntimeError("the work after the append failed")
         ledger.record(SMALL, "report.rendered", f"{21:064x}", "run-3")
     finally:
@@ -168,7 +169,10 @@ def test_waiting_writers_commit_together_and_each_sees_only_its_own_failure(ledg
     def append_all(conn, items):
         if 3 in items:
             raise EvidenceError("REQUEST_INVALID", "this caller's own failure")
-        return [ledger._append(conn, SMALL, "report.rendered", f"{i + 500:064x}", f"run-{i}", {}).seq for i in items]
+        return [
+            ledger._append(conn, SMALL, "report.rendered", f"{i + 500:064x}", actor=f"run-{i}", details={}).seq
+            for i in items
+        ]
 
     def call(i):
         try:

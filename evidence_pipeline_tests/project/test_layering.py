@@ -317,7 +317,6 @@ STILL_POSITIONAL = {
     "documents/pdftext.py: _draw",
     "documents/redact.py: _images_on_page",
     "documents/redact.py: _remove_elsewhere",
-    "ledger/ledger.py: Ledger._append",
 }
 
 
