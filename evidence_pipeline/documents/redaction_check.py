@@ -36,7 +36,7 @@ from pypdf.generic import (
     TextStringObject,
 )
 
-from evidence_pipeline.documents import budgets, ocr
+from evidence_pipeline.documents import budgets, ocr, reader_views
 from evidence_pipeline.documents.gate import LIMITS, _every_object
 from evidence_pipeline.documents.matching import Rules, Search, decodings, name_text
 from evidence_pipeline.documents.registry import ProcessorResult
@@ -58,7 +58,9 @@ def verify_derivative(written: dict[str, BinaryIO], result: ProcessorResult) -> 
     texts = {"pypdf": _pypdf_text(data), "pdfium": pdfium_text(data), **_pdfium_orders(data)}
     for extractor, pages in texts.items():
         found[f"{extractor}_text"] = sum(search.holds(page) for page in pages)
-    found["rendered_page"] = _rendered_holding(data, search, secret["rules"], secret["painted"])
+    shown = reader_views.every_view(data)  # every layer, state and box a reader can bring up, pages appended
+    found["rendered_page"] = _rendered_holding(shown, search, secret["rules"], secret["painted"])
+    found["rendered_contrast"] = reader_views.contrast_holding(shown, search)
     scanned = _scan_objects(data, search, found)
     if +found:
         raise EvidenceError(
