@@ -43,6 +43,7 @@ from evidence_pipeline.documents.registry import ProcessorResult
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.monthly.validate import PDFIUM_LOCK, pdfium_text
 
+_BOUNCE = 0.8  # of a character's loose box (about 1.15 of its font size): lines set 1.0 apart are further
 _BINARY = ("/FontFile", "/FontFile2", "/FontFile3", "/Length1", "/Length2", "/Length3", "/N", "/FunctionType")
 
 
@@ -99,13 +100,15 @@ def _rendered_holding(data: bytes, search: Search, rules: Rules, painted: dict[i
 def _pdfium_orders(data: bytes) -> dict[str, list[str]]:
     """Each page's characters as pdfium boxes them, in two orders of their own (the first pass orders its own
     glyph model, redact.py): ``pdfium_reading_order``, as a reader reads them whatever order the content drew them
-    in (lines by baseline, top to bottom, each left to right, a space where the gap is one); and
+    in (lines by baseline, top to bottom, each left to right, a space where the gap is one);
+    ``pdfium_bouncing_line``, the same with glyphs up to _BOUNCE of their height above or below the line's first
+    on it (a line whose glyphs bounce, drawn out of order: a reader reads one line; lines set solid stay apart); and
     ``pdfium_drawing_order``, in the order the content draws them, a character that starts where the one before it
     ends on its line continuing its word, as pdftotext reads (content may start a line at every glyph, and draw
     another word over or among it). The rendered page's OCR skips text in fonts it trusts (ocr.py), so this is
     where a value drawn glyph by glyph out of order, or among another word's glyphs, in such a font is read
     whole."""
-    orders: dict[str, list[str]] = {"pdfium_reading_order": [], "pdfium_drawing_order": []}
+    orders: dict[str, list[str]] = {"pdfium_reading_order": [], "pdfium_bouncing_line": [], "pdfium_drawing_order": []}
     with PDFIUM_LOCK:
         document = pypdfium2.PdfDocument(data)
         try:
@@ -115,6 +118,7 @@ def _pdfium_orders(data: bytes) -> dict[str, list[str]]:
                 finally:
                     page.close()
                 orders["pdfium_reading_order"].append(_in_reading_order(boxes))
+                orders["pdfium_bouncing_line"].append(_in_reading_order(boxes, _BOUNCE))
                 orders["pdfium_drawing_order"].append(_in_drawing_order(boxes))
         finally:
             document.close()
@@ -146,11 +150,13 @@ def _page_boxes(page) -> list[tuple]:
         textpage.close()
 
 
-def _in_reading_order(boxes: list[tuple]) -> str:
+def _in_reading_order(boxes: list[tuple], within: float = 0.5) -> str:
+    """Lines of characters whose bottoms are ``within`` a character's height of the line's first, top to bottom,
+    each left to right."""
     lines: list[list[tuple]] = []
     for box in sorted(boxes, key=lambda box: (-box[1], box[0])):  # top to bottom, then left to right
         _, bottom, _, top, *_ = box
-        if lines and abs(lines[-1][0][1] - bottom) < 0.5 * max(top - bottom, 1e-6):
+        if lines and abs(lines[-1][0][1] - bottom) < within * max(top - bottom, 1e-6):
             lines[-1].append(box)
         else:
             lines.append([box])

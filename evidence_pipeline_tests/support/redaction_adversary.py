@@ -112,13 +112,14 @@ def _helvetica(text: bytes):
 
 
 def _bouncing_glyphs(pdf, page):
-    """Helvetica (trusted: the passes read its text layer, not its pixels), every other glyph 8 points higher, the
-    raised ones drawn first: neither drawing order nor lines by baseline spell the value; a reader reads one line."""
+    """Helvetica 14 (trusted: the passes read its text layer, not its pixels), every other glyph 11 points higher,
+    the raised ones drawn first: neither drawing order nor lines by baseline spell the value; a reader reads one
+    line (poppler and Tesseract read two)."""
     x, raised, level = 72.0, [], []
     for index, char in enumerate(corpus.SHOWN):
         up = index % 2
         (raised if up else level).append(
-            b"BT /F1 14 Tf 1 0 0 1 %.2f %d Tm (%s) Tj ET\n" % (x, 600 + 8 * up, corpus._literal(char))
+            b"BT /F1 14 Tf 1 0 0 1 %.2f %d Tm (%s) Tj ET\n" % (x, 600 + 11 * up, corpus._literal(char))
         )
         x += pdfmetrics.stringWidth(char, "Helvetica", 14)
     page.obj.Contents = pdf.make_stream(corpus.HEADING + b"".join(raised + level))
