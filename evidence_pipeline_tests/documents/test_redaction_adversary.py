@@ -31,6 +31,7 @@ pytestmark = pytest.mark.skipif(
 # what each case comes to today: the first pass removes the value, or the second pass refuses the derivative
 REFUSED = {
     "red_on_a_grey_of_the_same_level",
+    "red_on_a_grey_of_the_same_level_in_an_rgb_image",
     "black_on_a_light_grey_panel",
     "layer_off_on_screen",
     "layer_off_on_screen_that_prints",

@@ -14,15 +14,17 @@ from __future__ import annotations
 import io
 import subprocess
 import tempfile
+import zlib
 from pathlib import Path
 
 import pikepdf
 import pypdfium2
-from PIL import Image, ImageOps
+from PIL import Image, ImageDraw, ImageFont, ImageOps
 from reportlab.pdfbase import pdfmetrics
 
 from evidence_pipeline.documents.matching import flat
 from evidence_pipeline.monthly.validate import PDFIUM_LOCK
+from evidence_pipeline.synthetic.rental_applications import FONTS
 from evidence_pipeline_tests.support import redaction_corpus as corpus
 from evidence_pipeline_tests.support.redaction import pdftotext
 
@@ -125,12 +127,58 @@ def _bouncing_glyphs(pdf, page):
     page.obj.Contents = pdf.make_stream(corpus.HEADING + b"".join(raised + level))
 
 
+def _red_on_grey_image(pdf, page):
+    """An RGB image (a photographed card): red text on a grey of the same level."""
+    font = ImageFont.truetype(str(FONTS / "Vera.ttf"), 40)
+    image = Image.new("RGB", (600, 60), (76, 76, 76))
+    ImageDraw.Draw(image).text((10, 8), corpus.SHOWN, fill=(255, 0, 0), font=font)
+    page.obj.Resources.XObject = pikepdf.Dictionary(
+        Im0=pdf.make_stream(
+            zlib.compress(image.tobytes()),
+            Type=pikepdf.Name.XObject,
+            Subtype=pikepdf.Name.Image,
+            Width=image.width,
+            Height=image.height,
+            ColorSpace=pikepdf.Name.DeviceRGB,
+            BitsPerComponent=8,
+            Filter=pikepdf.Name.FlateDecode,
+        )
+    )
+    page.obj.Contents = pdf.make_stream(corpus.HEADING + b"q 288 0 0 28.8 72 600 cm /Im0 Do Q\n")
+
+
+def _ccitt_image(pdf, page):
+    """The value's picture as a CCITT group 4 image (a fax, a 1-bit scan)."""
+    picture = corpus.text_picture(corpus.SHOWN, 50).point(lambda v: 255 if v > 128 else 0).convert("1")
+    tiff = io.BytesIO()
+    picture.save(tiff, "TIFF", compression="group4")
+    strip = Image.open(io.BytesIO(tiff.getvalue())).tag_v2
+    start, length = strip[273][0], strip[279][0]  # the one strip's offset and byte count
+    page.obj.Resources.XObject = pikepdf.Dictionary(
+        Im0=pdf.make_stream(
+            tiff.getvalue()[start : start + length],
+            Type=pikepdf.Name.XObject,
+            Subtype=pikepdf.Name.Image,
+            Width=picture.width,
+            Height=picture.height,
+            ColorSpace=pikepdf.Name.DeviceGray,
+            BitsPerComponent=1,
+            Filter=pikepdf.Name.CCITTFaxDecode,
+            DecodeParms=pikepdf.Dictionary(K=-1, Columns=picture.width, Rows=picture.height),
+        )
+    )
+    placed = corpus._placement(picture, 72, 600, 72 / 150)
+    page.obj.Contents = pdf.make_stream(corpus.HEADING + b"q " + placed + b" cm /Im0 Do Q\n")
+
+
 # each: (change, how a reader brings the value up)
 CASES = {
     "red_on_a_grey_of_the_same_level": (
         corpus._silent_text(before=b"0.298 g 60 590 260 36 re f ", text_state=b"1 0 0 rg"),
         "colour",
     ),
+    "red_on_a_grey_of_the_same_level_in_an_rgb_image": (_red_on_grey_image, "colour"),
+    "ccitt_group_4_image": (_ccitt_image, "page"),
     "black_on_a_light_grey_panel": (
         corpus._silent_text(before=b"0.7 g 60 590 260 36 re f ", text_state=b"0 g"),
         "page",
