@@ -21,7 +21,7 @@ import io
 
 import numpy
 import pypdfium2
-from PIL import Image
+from PIL import Image, ImageFilter
 from pypdf import PdfReader, PdfWriter, apply_configuration
 from pypdf.generic import (
     ArrayObject,
@@ -39,8 +39,9 @@ from evidence_pipeline.documents.matching import Search
 from evidence_pipeline.monthly.validate import PDFIUM_LOCK
 
 _NO_VIEW = 32  # annotation flag: printed, not shown on screen
-_CHROMA = 96  # a pixel whose channels differ by this much shows colour (a scan's paper tint differs by less)
-_CELL = 4  # pixels at INK_DPI: a square of tinted pixels this wide is a ground (a panel, a picture), not a stroke
+_CHROMA = 96  # a colour whose channels differ by this much is a hue (a scan's paper tint differs by less)
+_CELL = 8  # pixels at INK_DPI (2 millimetres): a square this wide of one flat tint is a ground, not a stroke
+_FLAT = 2  # a square whose edges (Pillow's FIND_EDGES) average this or less in every channel is flat
 _GROUND = 32  # pixels at PAGE_DPI: the square whose median is a pixel's ground (wider than a stroke)
 _DEPARTS = 64  # levels of a channel: a pixel this far from its ground is ink
 _MARGIN = 96  # pixels at PAGE_DPI read above and below the coloured area: the lines a value continues on
@@ -196,14 +197,16 @@ def _contrast(image: numpy.ndarray) -> Image.Image:
 
 
 def _tinted_area(page) -> tuple[int, int] | None:
-    """The first and last rows (at INK_DPI) holding a tinted cell (_CELL pixels on a side, each pixel mid-grey or
-    coloured: a ground, not a glyph's stroke), or None."""
-    pixels = _render(page, ocr.INK_DPI).astype(numpy.int16)
-    grey = pixels.mean(axis=2)
-    tinted = (pixels.max(axis=2) - pixels.min(axis=2) >= _CHROMA) | ((grey > 40) & (grey < 235))
-    rows, columns = tinted.shape[0] // _CELL * _CELL, tinted.shape[1] // _CELL * _CELL
-    cells = tinted[:rows, :columns].reshape(rows // _CELL, _CELL, columns // _CELL, _CELL).all(axis=(1, 3))
-    found = numpy.flatnonzero(cells.any(axis=1))
+    """The first and last rows (at INK_DPI) holding a ground: a cell of _CELL pixels on a side of one flat colour
+    (no edge in it in any channel) that is neither white nor black, mid-grey or coloured (a panel, a tint, a
+    picture's flat part; not the strokes of text, whose pixels vary), or None."""
+    image = Image.fromarray(_render(page, ocr.INK_DPI))
+    colour = numpy.asarray(image.reduce(_CELL), dtype=numpy.int16)
+    edges = numpy.asarray(image.filter(ImageFilter.FIND_EDGES).reduce(_CELL)).max(axis=2)
+    grey = colour.mean(axis=2)
+    hue = colour.max(axis=2) - colour.min(axis=2) >= _CHROMA
+    tinted = (edges <= _FLAT) & (((grey > 40) & (grey < 235)) | hue)
+    found = numpy.flatnonzero(tinted.any(axis=1))
     return (int(found[0]) * _CELL, (int(found[-1]) + 1) * _CELL) if len(found) else None
 
 
