@@ -3,7 +3,9 @@ the redactor's reading and removal (which use pikepdf and its own content-stream
 its normalization (matching.py) and the OCR engine with pdfium's rendering (ocr.py) are common.
 
 Everything is searched for the values the first pass removed and for every rule of the template, after the same
-normalization: every page as a reader sees it, rendered by pdfium with its annotations and form appearances, all
+normalization: every page as a reader sees it, and every view a reader can bring up (reader_views.py: every
+layer, printing, an annotation's other appearances, the media box; tinted and coloured areas read by their
+contrast), rendered by pdfium with its annotations and form appearances, all
 it shows that its trusted text layer does not explain read by OCR at any angle (ocr.shown_pages), its lines read
 apart and joined; page text extracted by pypdf and
 by pdfium (pypdfium2); the OCR text of every image, decoded by pypdf; and every object of the file as pypdf loads
@@ -98,7 +100,7 @@ def _rendered_holding(data: bytes, search: Search, rules: Rules, painted: dict[i
 
 
 def _pdfium_orders(data: bytes) -> dict[str, list[str]]:
-    """Each page's characters as pdfium boxes them, in two orders of their own (the first pass orders its own
+    """Each page's characters as pdfium boxes them, in three orders of their own (the first pass orders its own
     glyph model, redact.py): ``pdfium_reading_order``, as a reader reads them whatever order the content drew them
     in (lines by baseline, top to bottom, each left to right, a space where the gap is one);
     ``pdfium_bouncing_line``, the same with glyphs up to _BOUNCE of their height above or below the line's first
