@@ -3,7 +3,9 @@ the redactor's reading and removal (which use pikepdf and its own content-stream
 its normalization (matching.py) and the OCR engine with pdfium's rendering (ocr.py) are common.
 
 Everything is searched for the values the first pass removed and for every rule of the template, after the same
-normalization: every page as a reader sees it, rendered by pdfium with its annotations and form appearances, all
+normalization: every page as a reader sees it, and every view a reader can bring up (reader_views.py: every
+layer, printing, an annotation's other appearances, the media box; tinted and coloured areas read by their
+contrast), rendered by pdfium with its annotations and form appearances, all
 it shows that its trusted text layer does not explain read by OCR at any angle (ocr.shown_pages), its lines read
 apart and joined; page text extracted by pypdf and
 by pdfium (pypdfium2); the OCR text of every image, decoded by pypdf; and every object of the file as pypdf loads
@@ -36,13 +38,14 @@ from pypdf.generic import (
     TextStringObject,
 )
 
-from evidence_pipeline.documents import budgets, ocr
+from evidence_pipeline.documents import budgets, ocr, reader_views
 from evidence_pipeline.documents.gate import LIMITS, _every_object
 from evidence_pipeline.documents.matching import Rules, Search, decodings, name_text
 from evidence_pipeline.documents.registry import ProcessorResult
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.monthly.validate import PDFIUM_LOCK, pdfium_text
 
+_BOUNCE = 0.8  # of a character's loose box (about 1.15 of its font size): lines set 1.0 apart are further
 _BINARY = ("/FontFile", "/FontFile2", "/FontFile3", "/Length1", "/Length2", "/Length3", "/N", "/FunctionType")
 
 
@@ -58,7 +61,9 @@ def verify_derivative(written: dict[str, BinaryIO], result: ProcessorResult) -> 
     texts = {"pypdf": _pypdf_text(data), "pdfium": pdfium_text(data), **_pdfium_orders(data)}
     for extractor, pages in texts.items():
         found[f"{extractor}_text"] = sum(search.holds(page) for page in pages)
-    found["rendered_page"] = _rendered_holding(data, search, secret["rules"], secret["painted"])
+    shown = reader_views.every_view(data)  # every layer, state and box a reader can bring up, pages appended
+    found["rendered_page"] = _rendered_holding(shown, search, secret["rules"], secret["painted"])
+    found["rendered_contrast"] = reader_views.contrast_holding(shown, search)
     scanned = _scan_objects(data, search, found)
     if +found:
         raise EvidenceError(
@@ -95,15 +100,17 @@ def _rendered_holding(data: bytes, search: Search, rules: Rules, painted: dict[i
 
 
 def _pdfium_orders(data: bytes) -> dict[str, list[str]]:
-    """Each page's characters as pdfium boxes them, in two orders of their own (the first pass orders its own
+    """Each page's characters as pdfium boxes them, in three orders of their own (the first pass orders its own
     glyph model, redact.py): ``pdfium_reading_order``, as a reader reads them whatever order the content drew them
-    in (lines by baseline, top to bottom, each left to right, a space where the gap is one); and
+    in (lines by baseline, top to bottom, each left to right, a space where the gap is one);
+    ``pdfium_bouncing_line``, the same with glyphs up to _BOUNCE of their height above or below the line's first
+    on it (a line whose glyphs bounce, drawn out of order: a reader reads one line; lines set solid stay apart); and
     ``pdfium_drawing_order``, in the order the content draws them, a character that starts where the one before it
     ends on its line continuing its word, as pdftotext reads (content may start a line at every glyph, and draw
     another word over or among it). The rendered page's OCR skips text in fonts it trusts (ocr.py), so this is
     where a value drawn glyph by glyph out of order, or among another word's glyphs, in such a font is read
     whole."""
-    orders: dict[str, list[str]] = {"pdfium_reading_order": [], "pdfium_drawing_order": []}
+    orders: dict[str, list[str]] = {"pdfium_reading_order": [], "pdfium_bouncing_line": [], "pdfium_drawing_order": []}
     with PDFIUM_LOCK:
         document = pypdfium2.PdfDocument(data)
         try:
@@ -113,6 +120,7 @@ def _pdfium_orders(data: bytes) -> dict[str, list[str]]:
                 finally:
                     page.close()
                 orders["pdfium_reading_order"].append(_in_reading_order(boxes))
+                orders["pdfium_bouncing_line"].append(_in_reading_order(boxes, _BOUNCE))
                 orders["pdfium_drawing_order"].append(_in_drawing_order(boxes))
         finally:
             document.close()
@@ -144,11 +152,13 @@ def _page_boxes(page) -> list[tuple]:
         textpage.close()
 
 
-def _in_reading_order(boxes: list[tuple]) -> str:
+def _in_reading_order(boxes: list[tuple], within: float = 0.5) -> str:
+    """Lines of characters whose bottoms are ``within`` a character's height of the line's first, top to bottom,
+    each left to right."""
     lines: list[list[tuple]] = []
     for box in sorted(boxes, key=lambda box: (-box[1], box[0])):  # top to bottom, then left to right
         _, bottom, _, top, *_ = box
-        if lines and abs(lines[-1][0][1] - bottom) < 0.5 * max(top - bottom, 1e-6):
+        if lines and abs(lines[-1][0][1] - bottom) < within * max(top - bottom, 1e-6):
             lines[-1].append(box)
         else:
             lines.append([box])

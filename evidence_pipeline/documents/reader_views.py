@@ -1,0 +1,218 @@
+"""What a reader can make a page show beyond the one view the passes render, for the second pass (redaction_check).
+
+pdfium renders each page once: its crop box, the optional content its default configuration shows, the
+annotations shown on screen in their selected appearance, in grey. A reader also sees, with no tool but a viewer or
+poppler: every optional-content layer (a viewer's layers panel, or the print state), the annotations that only print,
+an annotation's rollover and down appearances (hover, press) and its other states (a check box clicked), the media
+box beyond the crop box (pdftoppm and pdftotext show the media box), and colour: text whose colour has the grey level
+of what lies under it (red on a dark grey) is invisible in grey and plain in colour.
+
+``every_view`` writes a copy of the derivative (pypdf: nothing of the first pass's pikepdf) that shows all of it at
+once: optional content is dropped (every layer drawn), print-only annotations are shown, and pages are appended:
+per page, one per alternate appearance of its annotations (the k-th of each, drawn alone) and, where the crop box is
+smaller than the media box, one of the media box with the crop box whitened. The appended pages come after the
+original ones, so the first pass's painted boxes keep their page indices. ``contrast_holding`` reads the
+tinted and coloured areas of each page by their local contrast in every colour channel.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy
+import pypdfium2
+from PIL import Image, ImageFilter
+from pypdf import PdfReader, PdfWriter, apply_configuration
+from pypdf.generic import (
+    ArrayObject,
+    DecodedStreamObject,
+    DictionaryObject,
+    FloatObject,
+    NameObject,
+    NumberObject,
+    StreamObject,
+)
+
+from evidence_pipeline.documents import ocr
+from evidence_pipeline.documents.gate import LIMITS
+from evidence_pipeline.documents.matching import Search
+from evidence_pipeline.monthly.validate import PDFIUM_LOCK
+
+_NO_VIEW = 32  # annotation flag: printed, not shown on screen
+_CHROMA = 96  # a colour whose channels differ by this much is a hue (a scan's paper tint differs by less)
+_CELL = 8  # pixels at INK_DPI (2 millimetres): a square this wide of one flat tint is a ground, not a stroke
+_FLAT = 2  # a square whose edges (Pillow's FIND_EDGES) average this or less in every channel is flat
+_GROUND = 32  # pixels at PAGE_DPI: the square whose median is a pixel's ground (wider than a stroke)
+_DEPARTS = 64  # levels of a channel: a pixel this far from its ground is ink
+_MARGIN = 96  # pixels at PAGE_DPI read above and below the coloured area: the lines a value continues on
+
+
+def every_view(data: bytes) -> bytes:
+    """The derivative as one document showing everything a reader can make its pages show; ``data`` itself when
+    it shows nothing more than its default view."""
+    with apply_configuration(**LIMITS):
+        reader = PdfReader(io.BytesIO(data))
+        if not _has_more(reader):
+            return data
+        writer = PdfWriter(clone_from=reader)
+    writer.root_object.pop(NameObject("/OCProperties"), None)
+    originals = list(writer.pages)
+    for page in originals:
+        annotations = [a.get_object() for a in page.get("/Annots", ArrayObject())]
+        for annotation in annotations:
+            flags = int(annotation.get("/F", 0))
+            if flags & _NO_VIEW:
+                annotation[NameObject("/F")] = NumberObject(flags & ~_NO_VIEW)
+        alternates = [_alternates(annotation) for annotation in annotations]
+        for k in range(max(map(len, alternates), default=0)):
+            extra = writer.add_blank_page(float(page.mediabox.width), float(page.mediabox.height))
+            _frame_like(extra, page)
+            extra[NameObject("/Annots")] = ArrayObject(
+                writer._add_object(_stamp(annotation, shown[k]))
+                for annotation, shown in zip(annotations, alternates)
+                if len(shown) > k
+            )
+        if _area(page.cropbox) < _area(page.mediabox):
+            _media_box_page(writer, page)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def _has_more(reader: PdfReader) -> bool:
+    if "/OCProperties" in reader.trailer["/Root"]:
+        return True
+    for page in reader.pages:
+        if _area(page.cropbox) < _area(page.mediabox):
+            return True
+        for annotation in page.get("/Annots", ArrayObject()):
+            annotation = annotation.get_object()
+            if int(annotation.get("/F", 0)) & _NO_VIEW or _alternates(annotation):
+                return True
+    return False
+
+
+def _alternates(annotation: DictionaryObject) -> list[StreamObject]:
+    """The appearances a reader can bring up beside the one shown: rollover and down, and every state not
+    selected."""
+    appearances = annotation.get("/AP")
+    if not isinstance(appearances, DictionaryObject):
+        return []
+    shown = annotation.get("/AS")
+    found = []
+    for key in ("/N", "/R", "/D"):
+        entry = appearances.get(key)
+        entry = entry.get_object() if entry is not None else None
+        if isinstance(entry, StreamObject):
+            found += [entry] if key != "/N" else []
+        elif isinstance(entry, DictionaryObject):
+            found += [
+                state.get_object()
+                for name, state in entry.items()
+                if (key != "/N" or name != shown) and isinstance(state.get_object(), StreamObject)
+            ]
+    return found
+
+
+def _stamp(annotation: DictionaryObject, appearance: StreamObject) -> DictionaryObject:
+    """A stamp at the annotation's place drawing ``appearance`` as its only appearance."""
+    return DictionaryObject(
+        {
+            NameObject("/Type"): NameObject("/Annot"),
+            NameObject("/Subtype"): NameObject("/Stamp"),
+            NameObject("/Rect"): annotation.get("/Rect", ArrayObject()),
+            NameObject("/F"): NumberObject(4),
+            NameObject("/AP"): DictionaryObject({NameObject("/N"): appearance.indirect_reference or appearance}),
+        }
+    )
+
+
+def _frame_like(extra, page) -> None:
+    extra[NameObject("/MediaBox")] = page.mediabox
+    extra[NameObject("/CropBox")] = page.cropbox
+    if page.get("/Rotate"):
+        extra[NameObject("/Rotate")] = NumberObject(int(page["/Rotate"]))
+
+
+def _media_box_page(writer: PdfWriter, page) -> None:
+    """The page's media box shown, its crop box (which the page itself shows) painted white over its content."""
+    extra = writer.add_page(page.clone(writer, force_duplicate=True))
+    extra[NameObject("/CropBox")] = ArrayObject(FloatObject(v) for v in page.mediabox)
+    crop = [float(v) for v in page.cropbox]
+    white = DecodedStreamObject()
+    white.set_data(b"Q q 1 g %f %f %f %f re f Q" % (crop[0], crop[1], crop[2] - crop[0], crop[3] - crop[1]))
+    opening = DecodedStreamObject()
+    opening.set_data(b"q")
+    contents = extra.get("/Contents")
+    contents = contents.get_object() if contents is not None else ArrayObject()
+    streams = list(contents) if isinstance(contents, ArrayObject) else [contents.indirect_reference or contents]
+    extra[NameObject("/Contents")] = ArrayObject([writer._add_object(opening), *streams, writer._add_object(white)])
+
+
+def _area(box) -> float:
+    return abs(float(box.width) * float(box.height))
+
+
+def contrast_holding(data: bytes, search: Search) -> int:
+    """Pages whose tinted or coloured area, read as its local contrast in any colour channel, holds a value or a
+    rule's match. The page's own reading is in grey, by an engine that takes a flat tint for a picture: dark text
+    on a light grey panel goes unread, and text whose colour has the grey level of its ground (red on dark grey)
+    is invisible in grey. Here each pixel is ink where a channel departs from its neighbourhood's mean (dark text
+    on a light panel, light text on a dark one, a hue on an equally grey ground); a page with no tint or colour is
+    not read again."""
+    holding = 0
+    with PDFIUM_LOCK:
+        document = pypdfium2.PdfDocument(data)
+        try:
+            document.init_forms()
+            for page in document:
+                try:
+                    area = _tinted_area(page)
+                    image = _render(page, ocr.PAGE_DPI) if area else None
+                finally:
+                    page.close()
+                if image is None:
+                    continue
+                scale = ocr.PAGE_DPI / ocr.INK_DPI
+                top = max(0, round(area[0] * scale) - _MARGIN)
+                bottom = min(image.shape[0], round(area[1] * scale) + _MARGIN)
+                holding += any(search.holds(view) for view in ocr.read_page(_contrast(image[top:bottom])).views)
+        finally:
+            document.close()
+    return holding
+
+
+def _contrast(image: numpy.ndarray) -> Image.Image:
+    """Black where any channel departs by _DEPARTS from its ground (the median of the square of _GROUND pixels
+    the pixel is in: a panel's or a page's flat colour, which glyphs' strokes cover less than half of), else
+    white."""
+    height, width = image.shape[:2]
+    rows, columns = -(-height // _GROUND), -(-width // _GROUND)
+    padded = numpy.pad(image, ((0, rows * _GROUND - height), (0, columns * _GROUND - width), (0, 0)), mode="edge")
+    squares = padded.reshape(rows, _GROUND, columns, _GROUND, 3)
+    ground = numpy.median(squares, axis=(1, 3)).astype(numpy.int16)
+    ground = ground.repeat(_GROUND, axis=0).repeat(_GROUND, axis=1)[:height, :width]
+    departs = (numpy.abs(image.astype(numpy.int16) - ground) >= _DEPARTS).any(axis=2)
+    return Image.fromarray(numpy.where(departs, 0, 255).astype(numpy.uint8))
+
+
+def _tinted_area(page) -> tuple[int, int] | None:
+    """The first and last rows (at INK_DPI) holding a ground: a cell of _CELL pixels on a side of one flat colour
+    (no edge in it in any channel) that is neither white nor black, mid-grey or coloured (a panel, a tint, a
+    picture's flat part; not the strokes of text, whose pixels vary), or None."""
+    image = Image.fromarray(_render(page, ocr.INK_DPI))
+    colour = numpy.asarray(image.reduce(_CELL), dtype=numpy.int16)
+    edges = numpy.asarray(image.filter(ImageFilter.FIND_EDGES).reduce(_CELL)).max(axis=2)
+    grey = colour.mean(axis=2)
+    hue = colour.max(axis=2) - colour.min(axis=2) >= _CHROMA
+    tinted = (edges <= _FLAT) & (((grey > 40) & (grey < 235)) | hue)
+    found = numpy.flatnonzero(tinted.any(axis=1))
+    return (int(found[0]) * _CELL, (int(found[-1]) + 1) * _CELL) if len(found) else None
+
+
+def _render(page, dpi: int) -> numpy.ndarray:
+    bitmap = page.render(scale=dpi / 72, may_draw_forms=True, draw_annots=True, rev_byteorder=True)
+    try:
+        return numpy.asarray(bitmap.to_pil().convert("RGB"))
+    finally:
+        bitmap.close()
