@@ -119,7 +119,7 @@ def _walked(owner, resources, ctm: Matrix) -> Page:
     found = Page()
     pieces: list[str] = []
     try:
-        _walk(found, pieces, owner, resources, ctm, 0, set())
+        _walk(found, pieces, owner, resources, ctm, depth=0, seen=set())
     except (pikepdf.PdfError, TypeError, ValueError, IndexError, KeyError, AttributeError) as error:
         # operands of the wrong type or number, broken resources: what cannot be read cannot be promised removed
         raise EvidenceError(
@@ -131,7 +131,7 @@ def _walked(owner, resources, ctm: Matrix) -> Page:
     return found
 
 
-def _walk(found: Page, pieces: list[str], owner, resources, ctm: Matrix, depth: int, seen: set) -> None:
+def _walk(found: Page, pieces: list[str], owner, resources, ctm: Matrix, *, depth: int, seen: set) -> None:
     instructions = list(pikepdf.parse_content_stream(owner))
     if len(instructions) > budgets.MAX_OPERATORS:  # the gate refused these; a processor never trusts that alone
         raise budgets.exceeded(f"a content stream of more than {budgets.MAX_OPERATORS:,} operators")
@@ -178,7 +178,7 @@ def _walk(found: Page, pieces: list[str], owner, resources, ctm: Matrix, depth: 
         elif op in ("T*", "'", '"'):
             tm = tlm = multiply((1, 0, 0, 1, 0, -tl), tlm)
         elif op == "Do":
-            _draw(found, pieces, resources, str(operands[0]), ctm, depth, seen)
+            _draw(found, pieces, resources, str(operands[0]), ctm, depth=depth, seen=seen)
         if op in _LINE and pieces and pieces[-1] != "\n":
             pieces.append("\n")
         if op not in SHOW:
@@ -223,7 +223,7 @@ def _walk(found: Page, pieces: list[str], owner, resources, ctm: Matrix, depth: 
                 tm = _advanced(tm, advance)
 
 
-def _draw(found: Page, pieces: list[str], resources, name: str, ctm: Matrix, depth: int, seen: set) -> None:
+def _draw(found: Page, pieces: list[str], resources, name: str, ctm: Matrix, *, depth: int, seen: set) -> None:
     xobject = resources.get("/XObject", {}).get(name)
     if xobject is None:
         return
@@ -236,7 +236,9 @@ def _draw(found: Page, pieces: list[str], resources, name: str, ctm: Matrix, dep
         raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT, "form XObjects nest too deeply")
     seen.add(xobject.objgen)  # a form drawn twice is rewritten once (its glyphs are boxed where first drawn)
     matrix = tuple(float(v) for v in xobject.get("/Matrix", IDENTITY))
-    _walk(found, pieces, xobject, xobject.get("/Resources", resources), multiply(matrix, ctm), depth + 1, seen)
+    _walk(
+        found, pieces, xobject, xobject.get("/Resources", resources), multiply(matrix, ctm), depth=depth + 1, seen=seen
+    )
 
 
 def _font(cache: dict[str, _Font], resources, name: str) -> _Font:

@@ -313,8 +313,6 @@ MAX_POSITIONAL = 5
 # too many fails the test until it is removed.
 STILL_POSITIONAL = {
     "defs/extensions/provenance.py: _output_asset_events",
-    "documents/pdftext.py: _walk",
-    "documents/pdftext.py: _draw",
     "documents/redact.py: _images_on_page",
     "documents/redact.py: _remove_elsewhere",
     "ledger/actors.py: ActorLedger.consume_nonce",
