@@ -6,7 +6,8 @@ map, else its single-byte encoding), its box in default user space, and where it
 so the text that stays does not move. Form XObjects are walked with their matrix. A glyph whose font does not say
 what it spells (no ToUnicode map, a glyph name outside the Adobe glyph list, a Type3 glyph) is walked as U+FFFD:
 what it shows is read from the rendered page, where the redactor finds it and burns it in (redact.py). A composite
-font with a CMap other than Identity-H/V cannot even be split into glyphs and is REDACTION_UNSUPPORTED_CONTENT.
+font's codes are split as its CMap says (Identity-H/V, one embedded, or one of Adobe's predefined CMaps as
+poppler-data installs them); a CMap none of these is cannot even be split into glyphs: REDACTION_UNSUPPORTED_CONTENT.
 
 Over 400 lines because the walk and the rewrite share the glyph positions the walk records; apart, each would
 re-derive the other's arithmetic."""
