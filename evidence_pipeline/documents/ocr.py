@@ -9,8 +9,8 @@ image could be read with confidence: words that look like text but that the engi
 ten of the words. An image is read upright, or in the right-angle turn that reads best; a page is read so, and
 then the ink that reading left (text at any other angle, text it could not make out) is found region by region and
 read turned by the angle its lines run at, a region still doubted again at its other likely angle and squeezed along
-its lines; light text on a dark panel is read negative; a page with rules (a table's) is read again without them. No size or angle of an object is judged: only the page's
-pixels.
+its lines; light text on a dark panel is read negative; a page with rules (a table's) is read again without them.
+No size or angle of an object is judged: only the page's pixels.
 Tesseract runs single-threaded (the worker's parallelism is Dagster's), one process per reading, and its temporary
 files are pytesseract's own (0600, deleted after each call).
 
