@@ -83,7 +83,7 @@ pdf-tools:
 	@if command -v pdfsig >/dev/null && command -v qpdf >/dev/null && command -v tesseract >/dev/null; then :; \
 	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			poppler-utils qpdf tesseract-ocr tesseract-ocr-eng) >/dev/null; \
+			poppler-utils poppler-data qpdf tesseract-ocr tesseract-ocr-eng) >/dev/null; \
 	else echo "pdfsig/qpdf/tesseract not installed: the independent-checker and OCR tests will be skipped"; fi
 
 # promtool (Debian's prometheus package) tests deploy/prometheus/alerts.yaml; without it that test is skipped.

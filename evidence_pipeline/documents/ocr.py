@@ -9,8 +9,8 @@ image could be read with confidence: words that look like text but that the engi
 ten of the words. An image is read upright, or in the right-angle turn that reads best; a page is read so, and
 then the ink that reading left (text at any other angle, text it could not make out) is found region by region and
 read turned by the angle its lines run at, a region still doubted again at its other likely angle and squeezed along
-its lines; light text on a dark panel is read negative. No size or angle of an object is judged: only the page's
-pixels.
+its lines; light text on a dark panel is read negative; a page with rules (a table's) is read again without them.
+No size or angle of an object is judged: only the page's pixels.
 Tesseract runs single-threaded (the worker's parallelism is Dagster's), one process per reading, and its temporary
 files are pytesseract's own (0600, deleted after each call).
 
@@ -58,6 +58,9 @@ _SQUEEZES = (1 / 2, 1 / 3)  # widths along its lines at which a doubted region i
 _JOINERS = frozenset("-@._/")  # a word ending or beginning with one continues into its neighbour
 _SOLID = 25  # pixels at PAGE_DPI: dark throughout a square this wide is a box, not a stroke of a glyph
 _PANEL = 0.4  # a dark area holding light ink is a panel (read negative) when dark over this much of its box
+_RULE = PAGE_DPI  # pixels: a straight line of ink an inch long or longer, and ...
+_RULE_WIDTH = 12  # ... at most this thick (3 points), is a rule: a table's border, a gridline, an underline
+_DOTS = 2  # pixels: a line's gaps up to twice this are closed (a dotted or dashed rule is one line)
 _GAP = 40  # white pixels between the regions laid out for one reading
 _SHEET = 32_000  # pixels on a side of what the regions are laid out on: the engine reads up to 32,767
 INK_DPI = 100  # the page with its trusted text hidden is rendered at this resolution to find the ink left to read
@@ -447,12 +450,66 @@ def read_page(image: Image.Image, known: int = 0) -> Reading:
     gray = _cleared(shown)
     upright = _words(gray, 0)
     regions = _regions_read(gray, upright)
-    if _legible(upright, shown, regions, known):
-        return Reading(tuple(upright + regions), True)
-    page = _turned(gray, shown, upright, regions, known)
-    if page is upright:
-        return Reading(tuple(upright + regions), False)
+    judged, words, explained, read = gray, upright, regions, upright + regions
+    unruled = _unruled(gray)
+    if unruled is not None:  # rules glue to the words beside them, read as words, or hide a table's words: read
+        # again without them, judged so; the first reading's words are kept (a glyph whose strokes are rules)
+        base = max((word.line for word in read), default=-1) + 1
+        judged = unruled
+        words = [Word(w.text, w.box, w.confidence, base + w.line) for w in _words(unruled, 0)]
+        explained = read + _regions_read(unruled, words)
+        read = read + words + explained[len(read) :]
+    if _legible(words, shown, explained, known):
+        return Reading(tuple(read), True)
+    page = _turned(judged, shown, words, explained, known)
+    if page is words:
+        return Reading(tuple(read), False)
     return Reading(tuple(page), _legible(page, shown, known=known))
+
+
+def _unruled(gray: Image.Image) -> Image.Image | None:
+    """The image with its rules made white (None when it has none): straight lines of ink _RULE long or longer,
+    dotted or solid, and _RULE_WIDTH thick at most, across or down, with the pixel around them. Light shading
+    (lighter than 200) is no ink of a rule, and a dark area thicker than a rule (a box, a panel) stays. A glyph's
+    stroke is shorter than an inch unless the glyph is over an inch tall, and the page is read so only in addition
+    to its reading with the rules: a glyph read only so is a glyph read."""
+    dark = numpy.asarray(gray) < 200
+    rules = numpy.zeros_like(dark)
+    for axis in (1, 0):
+        line = _runs(_closed(dark, _DOTS, axis), _RULE, axis)
+        rules |= line & ~_runs(line, _RULE_WIDTH + 1, 1 - axis)
+    if not rules.any():
+        return None
+    pixels = numpy.asarray(gray).copy()
+    pixels[_grown(rules, 1)] = 255
+    return Image.fromarray(pixels)
+
+
+def _runs(mask: numpy.ndarray, length: int, axis: int) -> numpy.ndarray:
+    """The pixels of ``mask`` in a run of at least ``length`` set pixels along ``axis`` (1: across, 0: down): an
+    opening by a line, by running sums (linear in the pixels)."""
+    rows = mask if axis == 1 else mask.T
+    if rows.shape[1] < length:
+        return numpy.zeros_like(mask)
+    total = numpy.pad(numpy.cumsum(rows, axis=1, dtype=numpy.int32), ((0, 0), (1, 0)))
+    starts = (total[:, length:] - total[:, :-length]) == length  # the run of ``length`` from here is all set
+    started = numpy.pad(numpy.cumsum(starts, axis=1, dtype=numpy.int32), ((0, 0), (1, 0)))
+    at = numpy.arange(rows.shape[1])
+    last, first = numpy.minimum(at, starts.shape[1] - 1) + 1, numpy.maximum(at - length + 1, 0)
+    inside = started[:, last] - started[:, first] > 0  # some such run covers the pixel
+    return inside if axis == 1 else inside.T
+
+
+def _closed(mask: numpy.ndarray, radius: int, axis: int) -> numpy.ndarray:
+    """``mask`` with its gaps along ``axis`` up to 2 * ``radius`` pixels filled: a dilation then an erosion."""
+    rows = mask if axis == 1 else mask.T
+    at = numpy.arange(rows.shape[1])
+    first, last = numpy.maximum(at - radius, 0), numpy.minimum(at + radius, rows.shape[1] - 1) + 1
+    total = numpy.pad(numpy.cumsum(rows, axis=1, dtype=numpy.int32), ((0, 0), (1, 0)))
+    grown = total[:, last] - total[:, first] > 0
+    total = numpy.pad(numpy.cumsum(grown, axis=1, dtype=numpy.int32), ((0, 0), (1, 0)))
+    closed = total[:, last] - total[:, first] == last - first
+    return closed if axis == 1 else closed.T
 
 
 def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
@@ -482,7 +539,7 @@ def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
     )
     words = [word for piece in read for word in piece]
     trusted = _trusted(page + words)
-    again = []
+    again, lines = [], set()
     for index, ((region, crop), skews) in enumerate(zip(found, angles)):
         upright, upside_down = read[2 * index], read[2 * index + 1]
         inside = [word for word in page + upright + upside_down if _overlap(word.box, region)]
@@ -496,6 +553,12 @@ def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
         for angle in skews:  # at each angle, both ways: the turn that read best may be the wrong one
             scale = _proportion(crop, angle)
             again += [_piece(region, crop, turn, scale) for turn in (angle, angle + 180) if scale != 1]
+        line = (0, region[1], gray.width, region[3])  # its line across the image, as drawn: glyphs drawn very wide
+        wide = gray.crop(line)  # stand apart in regions of their own, a word read with confidence among them
+        scale = _proportion(wide, 0)
+        if scale < 1 and line not in lines:
+            lines.add(line)
+            again += [_piece(line, wide, turn, scale) for turn in (0, 180)]
     if again:
         read, _ = _pieces_read(again, base)
         words += [word for piece in read for word in piece]

@@ -6,17 +6,20 @@ map, else its single-byte encoding), its box in default user space, and where it
 so the text that stays does not move. Form XObjects are walked with their matrix. A glyph whose font does not say
 what it spells (no ToUnicode map, a glyph name outside the Adobe glyph list, a Type3 glyph) is walked as U+FFFD:
 what it shows is read from the rendered page, where the redactor finds it and burns it in (redact.py). A composite
-font with a CMap other than Identity-H/V cannot even be split into glyphs and is REDACTION_UNSUPPORTED_CONTENT.
+font's codes are split as its CMap says (Identity-H/V, one embedded, or one of Adobe's predefined CMaps as
+poppler-data installs them); a CMap none of these is cannot even be split into glyphs: REDACTION_UNSUPPORTED_CONTENT.
 
 Over 400 lines because the walk and the rewrite share the glyph positions the walk records; apart, each would
 re-derive the other's arithmetic."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pikepdf
 from pypdf._codecs import adobe_glyphs
@@ -87,10 +90,26 @@ class _Font:
     widths: dict[int, float]
     default_width: float
     single_byte: bool
+    cmap: _CMap | None = None  # a composite font's CMap other than Identity: codes of its codespace, CIDs by code
 
     def split(self, data: bytes) -> list[tuple[int, int, int]]:
+        """(code, start, end) of each code in a string: as the font's CMap's codespace says, else fixed."""
+        if self.cmap is not None:
+            return self.cmap.split(data)
         step = self.codes
         return [(int.from_bytes(data[i : i + step], "big"), i, i + step) for i in range(0, len(data) - step + 1, step)]
+
+    def width(self, code: int) -> float:
+        """The code's width, in thousandths of text space: a composite font's widths are by CID."""
+        cid = code if self.cmap is None else self.cmap.cids.get(code, 0)
+        return self.widths.get(cid, self.default_width)
+
+    def spell(self, code: int, data: bytes) -> str:
+        """What the code (its bytes ``data``) spells: its ToUnicode map's or its encoding's; in a Unicode CMap, the
+        character whose UTF-16 it is; else U+FFFD (read from the rendered page)."""
+        if code in self.unicode:
+            return self.unicode[code]
+        return data.decode("utf-16-be", errors="replace") if self.cmap is not None and self.cmap.unicode else "\ufffd"
 
 
 @dataclass
@@ -119,7 +138,7 @@ def _walked(owner, resources, ctm: Matrix) -> Page:
     found = Page()
     pieces: list[str] = []
     try:
-        _walk(found, pieces, owner, resources, ctm, 0, set())
+        _walk(found, pieces, owner, resources, ctm, depth=0, seen=set())
     except (pikepdf.PdfError, TypeError, ValueError, IndexError, KeyError, AttributeError) as error:
         # operands of the wrong type or number, broken resources: what cannot be read cannot be promised removed
         raise EvidenceError(
@@ -131,7 +150,7 @@ def _walked(owner, resources, ctm: Matrix) -> Page:
     return found
 
 
-def _walk(found: Page, pieces: list[str], owner, resources, ctm: Matrix, depth: int, seen: set) -> None:
+def _walk(found: Page, pieces: list[str], owner, resources, ctm: Matrix, *, depth: int, seen: set) -> None:
     instructions = list(pikepdf.parse_content_stream(owner))
     if len(instructions) > budgets.MAX_OPERATORS:  # the gate refused these; a processor never trusts that alone
         raise budgets.exceeded(f"a content stream of more than {budgets.MAX_OPERATORS:,} operators")
@@ -178,7 +197,7 @@ def _walk(found: Page, pieces: list[str], owner, resources, ctm: Matrix, depth: 
         elif op in ("T*", "'", '"'):
             tm = tlm = multiply((1, 0, 0, 1, 0, -tl), tlm)
         elif op == "Do":
-            _draw(found, pieces, resources, str(operands[0]), ctm, depth, seen)
+            _draw(found, pieces, resources, str(operands[0]), ctm, depth=depth, seen=seen)
         if op in _LINE and pieces and pieces[-1] != "\n":
             pieces.append("\n")
         if op not in SHOW:
@@ -194,15 +213,16 @@ def _walk(found: Page, pieces: list[str], owner, resources, ctm: Matrix, depth: 
                 tm = _advanced(tm, -float(element) / 1000 * size * th)
                 continue
             strings += 1
-            shown += len(bytes(element))
+            data = bytes(element)
+            shown += len(data)
             if shown > budgets.MAX_TEXT_BYTES:  # one Glyph per code: bound them before making any
                 raise budgets.exceeded(f"a content stream showing more than {budgets.MAX_TEXT_BYTES:,} bytes of text")
-            for code, start, end in font.split(bytes(element)):
-                w0 = font.widths.get(code, font.default_width) / 1000
+            for code, start, end in font.split(data):
+                w0 = font.width(code) / 1000
                 spacing = tc + (tw if font.single_byte and code == 32 else 0.0)
                 advance = (w0 * size + spacing) * th
                 found.offsets.append(len(pieces))  # a piece index until walk_page makes it an offset
-                text = font.unicode.get(code, "\ufffd")
+                text = font.spell(code, data[start:end])
                 pieces.append(text)
                 found.glyphs.append(
                     Glyph(
@@ -223,7 +243,7 @@ def _walk(found: Page, pieces: list[str], owner, resources, ctm: Matrix, depth: 
                 tm = _advanced(tm, advance)
 
 
-def _draw(found: Page, pieces: list[str], resources, name: str, ctm: Matrix, depth: int, seen: set) -> None:
+def _draw(found: Page, pieces: list[str], resources, name: str, ctm: Matrix, *, depth: int, seen: set) -> None:
     xobject = resources.get("/XObject", {}).get(name)
     if xobject is None:
         return
@@ -236,7 +256,9 @@ def _draw(found: Page, pieces: list[str], resources, name: str, ctm: Matrix, dep
         raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT, "form XObjects nest too deeply")
     seen.add(xobject.objgen)  # a form drawn twice is rewritten once (its glyphs are boxed where first drawn)
     matrix = tuple(float(v) for v in xobject.get("/Matrix", IDENTITY))
-    _walk(found, pieces, xobject, xobject.get("/Resources", resources), multiply(matrix, ctm), depth + 1, seen)
+    _walk(
+        found, pieces, xobject, xobject.get("/Resources", resources), multiply(matrix, ctm), depth=depth + 1, seen=seen
+    )
 
 
 def _font(cache: dict[str, _Font], resources, name: str) -> _Font:
@@ -252,12 +274,14 @@ def _decode_font(font) -> _Font:
     subtype = font.get("/Subtype")
     unicode = _to_unicode(font["/ToUnicode"].read_bytes()) if "/ToUnicode" in font else None
     if subtype == "/Type0":
-        if font.get("/Encoding") not in ("/Identity-H", "/Identity-V") or not font.get("/DescendantFonts"):
-            raise EvidenceError(
-                ReasonCode.REDACTION_UNSUPPORTED_CONTENT, "a composite font whose CMap is not Identity-H or Identity-V"
-            )
+        if not font.get("/DescendantFonts"):
+            raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT, "a composite font without a descendant font")
         descendant = font["/DescendantFonts"][0]
-        return _Font(2, unicode or {}, _cid_widths(descendant.get("/W", [])), float(descendant.get("/DW", 1000)), False)
+        widths = _cid_widths(descendant.get("/W", []))
+        encoding = font.get("/Encoding")
+        if encoding in ("/Identity-H", "/Identity-V"):
+            return _Font(2, unicode or {}, widths, float(descendant.get("/DW", 1000)), False)
+        return _Font(2, unicode or {}, widths, float(descendant.get("/DW", 1000)), False, _composite_cmap(encoding))
     if unicode is None:
         unicode = _single_byte_encoding(font)
     widths: dict[int, float] = {}
@@ -333,6 +357,100 @@ def blocks(data: bytes, begin: bytes, end: bytes) -> Iterator[bytes]:
             return
         yield data[start + len(begin) : stop]
         at = stop + len(end)
+
+
+# Adobe's predefined CMaps as poppler-data installs them (one directory per character collection)
+PREDEFINED_CMAPS = Path("/usr/share/poppler/cMap")
+_CMAP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
+_UNICODE_CMAP = re.compile(r"Uni[A-Za-z]+-(UCS2|UTF16)(-H|-V)?")  # codes: UCS-2 / UTF-16BE of the character
+_CIDRANGE = re.compile(rb"<([0-9A-Fa-f]{2,8})>\s*<([0-9A-Fa-f]{2,8})>\s*(\d+)")
+_CIDCHAR = re.compile(rb"<([0-9A-Fa-f]{2,8})>\s*(\d+)")
+_USECMAP = re.compile(rb"/([A-Za-z0-9-]+)\s+usecmap")
+
+
+@dataclass
+class _CMap:
+    """A composite font's CMap: its codespace ranges (bytes of each code's lowest and highest, byte by byte) and
+    the CID of each code; ``unicode`` when its codes are UTF-16 of the characters they spell."""
+
+    codespace: list[tuple[bytes, bytes]]
+    cids: dict[int, int]
+    unicode: bool = False
+
+    def split(self, data: bytes) -> list[tuple[int, int, int]]:
+        """(code, start, end) of each code: the shortest codespace range the bytes fall in, byte by byte; bytes that
+        none holds are one code of the shortest length (.notdef), as readers take them."""
+        codes, at = [], 0
+        shortest = min(len(low) for low, _ in self.codespace)
+        while at < len(data):
+            length = next(
+                (
+                    len(low)
+                    for low, high in self.codespace
+                    if at + len(low) <= len(data)
+                    and all(lo <= byte <= hi for lo, byte, hi in zip(low, data[at : at + len(low)], high))
+                ),
+                shortest,
+            )
+            codes.append((int.from_bytes(data[at : at + length], "big"), at, min(at + length, len(data))))
+            at += length
+        return codes
+
+
+def _composite_cmap(encoding) -> _CMap:
+    """The CMap a composite font names (one of Adobe's predefined, as poppler-data installs them) or embeds."""
+    if isinstance(encoding, pikepdf.Stream):
+        used = encoding.get("/UseCMap")
+        base = _composite_cmap(used) if used is not None else None
+        return _cmap(encoding.read_bytes(), base)
+    name = name_str(encoding)[1:] if isinstance(encoding, pikepdf.Name) else ""
+    cmap = _predefined(name) if _CMAP_NAME.fullmatch(name) else None
+    if cmap is None:
+        raise EvidenceError(
+            ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
+            "a composite font whose CMap is neither Identity, embedded nor one of the predefined CMaps installed "
+            "(poppler-data)",
+        )
+    return cmap
+
+
+@functools.cache
+def _predefined(name: str, depth: int = 0) -> _CMap | None:
+    """A predefined CMap by name (a name checked to be one), read from PREDEFINED_CMAPS; None if not installed."""
+    found = sorted(PREDEFINED_CMAPS.glob(f"*/{name}"))
+    if not found or depth > 2:
+        return None
+    data = found[0].read_bytes()
+    used = _USECMAP.search(data)
+    base = _predefined(used.group(1).decode(), depth + 1) if used else None
+    cmap = _cmap(data, base)
+    cmap.unicode = bool(_UNICODE_CMAP.fullmatch(name))
+    return cmap
+
+
+def _cmap(data: bytes, base: _CMap | None) -> _CMap:
+    """A CMap's codespace ranges and CIDs (cidrange, cidchar), over those of the CMap it uses (``base``)."""
+    codespace = [
+        (bytes.fromhex(low.decode()), bytes.fromhex(high.decode()))
+        for block in blocks(data, b"begincodespacerange", b"endcodespacerange")
+        for low, high in re.findall(rb"<([0-9A-Fa-f]{2,8})>\s*<([0-9A-Fa-f]{2,8})>", block)
+        if len(low) == len(high) and len(low) % 2 == 0
+    ]
+    cids = dict(base.cids) if base else {}
+    declared = 0
+    for block in blocks(data, b"begincidrange", b"endcidrange"):
+        for low, high, cid in _CIDRANGE.findall(block):
+            first, last = int(low, 16), int(high, 16)
+            declared += max(0, last - first + 1)
+            if declared > budgets.MAX_GLYPH_CODES:
+                raise budgets.exceeded(f"a CMap of more than {budgets.MAX_GLYPH_CODES:,} codes")
+            cids.update(zip(range(first, last + 1), itertools.count(int(cid))))
+    for block in blocks(data, b"begincidchar", b"endcidchar"):
+        cids.update((int(code, 16), int(cid)) for code, cid in _CIDCHAR.findall(block))
+    codespace = codespace or (base.codespace if base else [])
+    if not codespace:
+        raise EvidenceError(ReasonCode.REDACTION_UNSUPPORTED_CONTENT, "a composite font's CMap has no codespace")
+    return _CMap(sorted(codespace, key=lambda r: len(r[0])), cids)
 
 
 def _utf16(hexdigits: bytes) -> str:

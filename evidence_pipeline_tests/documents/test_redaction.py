@@ -24,7 +24,7 @@ from pypdf import PdfReader
 from evidence_pipeline.audit.lineage_ledger import lineage
 from evidence_pipeline.cli import main
 from evidence_pipeline.config import Settings
-from evidence_pipeline.documents import matching, ocr, redact, templates
+from evidence_pipeline.documents import matching, ocr, pdftext, redact, templates
 from evidence_pipeline.documents.dispatch import dispatch_batches
 from evidence_pipeline.documents.redaction_check import _pypdf_text, verify_derivative
 from evidence_pipeline.documents.registry import ACTIVE_CONTENT_OPTION, Operation, register
@@ -507,6 +507,90 @@ def test_content_the_redactor_cannot_read_is_refused_not_passed(content):
     with pytest.raises(EvidenceError) as refused:
         _redact_pure(_one_page(content))
     assert refused.value.code == ReasonCode.REDACTION_UNSUPPORTED_CONTENT
+
+
+_CMAP_TEXT = "SSN 123-45-6789 on file"
+
+
+def _composite(encoding) -> tuple[bytes, bytes]:
+    """One page drawing _CMAP_TEXT in a composite font (not embedded) whose CMap is ``encoding``: a predefined
+    name, its codes UTF-16 of the text; or an embedded CMap of one-byte codes (CID = code - 31) with a ToUnicode
+    map. Its widths are by CID: 777 for the CID of "1" (18 in the predefined ones, as in the embedded one)."""
+    pdf = pikepdf.new()
+    pdf.add_blank_page(page_size=(612, 792))
+    if isinstance(encoding, bytes):
+        cmap = pdf.make_stream(encoding, Type=Name.CMap, CMapName=Name.Embedded)
+        codes = _CMAP_TEXT.encode("ascii")
+        ranges = "".join(f"<{c:02X}> <{c:04X}>\n" for c in range(32, 127))
+        unicode = pdf.make_stream(f"{95} beginbfchar\n{ranges}endbfchar\n".encode())
+    else:
+        cmap, codes, unicode = Name(encoding), _CMAP_TEXT.encode("utf-16-be"), None
+    descendant = pikepdf.Dictionary(
+        Type=Name.Font,
+        Subtype=Name.CIDFontType0,
+        BaseFont=Name.STSong,
+        CIDSystemInfo=pikepdf.Dictionary(
+            Registry=pikepdf.String("Adobe"), Ordering=pikepdf.String("GB1"), Supplement=4
+        ),
+        FontDescriptor=pikepdf.Dictionary(
+            Type=Name.FontDescriptor,
+            FontName=Name.STSong,
+            Flags=6,
+            FontBBox=[0, -200, 1000, 900],
+            ItalicAngle=0,
+            Ascent=900,
+            Descent=-200,
+            CapHeight=700,
+            StemV=80,
+        ),
+        DW=500,
+        W=[18, [777]],
+    )
+    font = pikepdf.Dictionary(Type=Name.Font, Subtype=Name.Type0, BaseFont=Name.STSong, Encoding=cmap)
+    font.DescendantFonts = [pdf.make_indirect(descendant)]
+    if unicode is not None:
+        font.ToUnicode = unicode
+    page = pdf.pages[0]
+    page.obj.Resources = pikepdf.Dictionary(Font=pikepdf.Dictionary(F2=pdf.make_indirect(font)))
+    page.obj.Contents = pdf.make_stream(b"BT /F2 12 Tf 72 700 Td <" + codes.hex().encode() + b"> Tj ET")
+    out = io.BytesIO()
+    pdf.save(out)
+    return out.getvalue(), codes
+
+
+_EMBEDDED_CMAP = (
+    b"/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /Embedded def\n"
+    b"1 begincodespacerange <00> <FF> endcodespacerange\n1 begincidrange <20> <7E> 1 endcidrange\n"
+    b"endcmap CMapName currentdict /CMap defineresource pop end end"
+)
+
+
+@pytest.mark.skipif(not pdftext.PREDEFINED_CMAPS.is_dir(), reason="poppler-data is not installed")
+@pytest.mark.parametrize("encoding", ["/UniGB-UCS2-H", "/UniGB-UTF16-H", _EMBEDDED_CMAP])
+def test_a_composite_font_with_a_unicode_or_embedded_cmap_is_read_and_redacted(encoding):
+    """A composite font whose CMap is not Identity: one of Adobe's predefined Unicode CMaps (codes are UCS-2 or
+    UTF-16 of the characters; CIDs, which the widths are by, from the CMap as poppler-data installs it), or a CMap
+    embedded as a stream (its codespace, its CIDs; the text from the ToUnicode map). The walk splits the codes as
+    the CMap says, spells the text, and measures each glyph by its CID's width; the value is removed."""
+    data, codes = _composite(encoding)
+    with pikepdf.open(io.BytesIO(data)) as pdf:
+        walked = pdftext.walk_page(pdf.pages[0])
+    assert walked.text.strip() == _CMAP_TEXT and len(walked.glyphs) == len(_CMAP_TEXT)
+    one = walked.glyphs[_CMAP_TEXT.index("1")]
+    assert one.width == pytest.approx(12 * 0.777)
+    result = _redact_pure(data)
+    derivative = result.artifacts[result.secret["derivative"]]
+    assert result.summary["removed"] == {"national_id": 1} and "123-45-6789" not in pdftotext(derivative)
+    assert "on file" in pdftotext(derivative)
+
+
+@pytest.mark.parametrize("encoding", ["/NoSuchCMap-H", "/../../../etc/passwd"])
+def test_a_composite_font_whose_cmap_is_not_installed_is_refused(encoding):
+    """A CMap named that is neither Identity, embedded nor installed (a name is looked up only if it is one):
+    its codes cannot be split into glyphs, a stable refusal."""
+    with pytest.raises(EvidenceError) as refused:
+        _redact_pure(_composite(encoding)[0])
+    assert refused.value.code == ReasonCode.REDACTION_UNSUPPORTED_CONTENT and "CMap" in refused.value.message
 
 
 def test_a_custom_encoding_without_a_unicode_map_is_read_by_its_glyph_names_and_redacted():

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy
 import pikepdf
 import pytest
-from PIL import Image
+from PIL import Image, ImageDraw
 
 from evidence_pipeline.documents import ocr, redact
 from evidence_pipeline.documents.gate import gate
@@ -57,18 +57,18 @@ def leaks(data: bytes, value: str) -> list[str]:
     return found
 
 
-def seen(data: bytes, angles=(0,), text_layer: bool = True, widen: int = 1) -> str:
+def seen(data: bytes, angles=(0,), text_layer: bool = True, widen: float = 1) -> str:
     """What a reader sees on the pages, squeezed (flat): poppler's pdftotext, and Tesseract's command line on each
     page as poppler's pdftoppm renders it (300 dpi, annotations and forms drawn), turned by each of ``angles``
     (degrees, counter-clockwise): judges that share nothing with the passes but the OCR engine's data. Without
     ``text_layer``, only the pixels (pdftotext reads invisible and clipped text too). Each page ``widen`` times as
-    wide, as a reader reads text condensed by its matrix."""
+    wide, as a reader reads text condensed by its matrix (or stretched: ``widen`` under 1)."""
     texts = [pdftotext(data)] if text_layer else []
     with tempfile.TemporaryDirectory() as scratch:
         subprocess.run(["pdftoppm", "-r", "300", "-gray", "-png", "-", f"{scratch}/page"], input=data, check=True)
         for path in sorted(Path(scratch).glob("page*.png")):
             page = Image.open(path)
-            page = page.resize((page.width * widen, page.height)) if widen != 1 else page
+            page = page.resize((round(page.width * widen), page.height)) if widen != 1 else page
             for angle in angles:
                 turned = page.rotate(angle, expand=True, fillcolor=255) if angle else page
                 turned.save(f"{scratch}/turned.png")
@@ -553,6 +553,58 @@ def test_text_condensed_by_its_matrix_is_read_at_its_strokes_proportions_and_bur
     assert verification["passed"] and list(summary["burned_regions"]) == ["1"]
     assert flat(corpus.SSN) not in seen(derivative, widen=4) and leaks(derivative, corpus.SSN) == []
     assert flat("Harbor Housing") in flat(pdftotext(derivative))
+
+
+@READERS
+@pytest.mark.parametrize("scale", [300, 400])
+def test_text_stretched_very_wide_is_read_squeezed_back_and_burned_in(scale):
+    """The value drawn three and four times as wide as its font (Tz), in a font whose text layer spells nothing:
+    the engine reads no value on the page as drawn (at four times, its glyphs stand apart in regions of their own);
+    a reader reads it, and so does the engine with the page squeezed. The passes read a doubted region's line
+    across the page squeezed to its strokes' proportions, and burn the value in."""
+    data = corpus.build(corpus.wide_text(scale))
+    squeezed = 100 / scale
+    assert flat(corpus.SSN) not in seen(data) and flat(corpus.SSN) in seen(data, text_layer=False, widen=squeezed)
+    summary, derivative, verification = redacted(data)
+    assert verification["passed"] and list(summary["burned_regions"]) == ["1"]
+    assert flat(corpus.SSN) not in seen(derivative, widen=squeezed) and leaks(derivative, corpus.SSN) == []
+    assert flat("Harbor Housing") in flat(pdftotext(derivative))
+
+
+@READERS
+def test_a_table_whose_rules_touch_its_text_is_read_without_them_and_its_value_burned_in():
+    """A table whose rules touch its words (solid and dotted, as spreadsheets print them), in a font whose text
+    layer spells nothing: the engine, reading the page with its rules, reads almost none of the table and doubts
+    nothing, so the page passed as legible with the value unread. The page is read again with its rules made
+    white (lines an inch long or more, thin), the value is burned in; the same table without rules reads, and in
+    the derivative's rendering the value is gone and the other cells still read."""
+    data = corpus.build(corpus.ruled_table())
+    assert flat(corpus.SSN) not in seen(data) and flat(corpus.SSN) in seen(corpus.build(corpus.ruled_table(False)))
+    summary, derivative, verification = redacted(data)
+    assert verification["passed"] and summary["burned_regions"] == {"1": 1}
+    [(_, image)] = list(ocr.rendered_pages(derivative))
+    read = flat(ocr.read_page(image).lines)
+    assert flat(corpus.SSN) not in read and flat("555-0142") in read and leaks(derivative, corpus.SSN) == []
+
+
+def test_rules_are_made_white_and_glyphs_stay():
+    """What is a rule: a line of ink an inch long or longer, solid or dotted, thin; not a glyph's stroke, not a
+    thick bar (a black box, a panel), not light shading."""
+    image = Image.new("L", (1200, 400), 255)
+    draw = ImageDraw.Draw(image)
+    draw.line((50, 50, 1150, 50), fill=0, width=3)  # a solid rule
+    for x in range(50, 1150, 12):  # a dotted one, grey
+        draw.line((x, 100, x + 9, 100), fill=166, width=2)
+    draw.line((40, 40, 40, 380), fill=0, width=4)  # a rule down
+    draw.rectangle((100, 200, 700, 240), fill=0)  # a black box: thicker than a rule
+    draw.rectangle((100, 300, 1100, 360), fill=235)  # light shading
+    draw.line((800, 150, 800, 250), fill=0, width=6)  # a stroke shorter than an inch
+    pixels = numpy.asarray(ocr._unruled(image))
+    assert (pixels[48:53, 50:1150] == 255).all() and (pixels[98:103, 50:1150] == 255).all()
+    assert (pixels[40:380, 37:44] == 255).all()
+    assert (pixels[205:235, 105:695] == 0).all() and (pixels[305:355, 105:1095] == 235).all()
+    assert (pixels[150:250, 798:802] == 0).all()
+    assert ocr._unruled(Image.new("L", (400, 400), 255)) is None
 
 
 def test_a_doubted_word_is_explained_only_by_confident_words_that_cover_it():

@@ -313,8 +313,6 @@ MAX_POSITIONAL = 5
 # ledger's typed rows, issue 46's redaction) that go keyword-only there. The list only shrinks: an entry that no
 # longer takes too many fails the test until it is removed.
 STILL_POSITIONAL = {
-    "documents/pdftext.py: _walk",
-    "documents/pdftext.py: _draw",
     "documents/redact.py: _images_on_page",
     "documents/redact.py: _remove_elsewhere",
 }

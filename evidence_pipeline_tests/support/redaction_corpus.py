@@ -1122,6 +1122,51 @@ DRAWN.update(
 )
 
 
+def _ruled_table(pdf, page):
+    """A table of six rows of three cells (the value in the middle of the second column), its text in the CID font
+    without a ToUnicode map, its rules (solid round it and down it, dotted across) touching the text: the engine,
+    reading the page with its rules, reads a stray word or two of the table and doubts none of them."""
+    page.obj.Resources.Font.V1 = _cid_font(pdf, False)
+    rows = [
+        ("SN", "5531", "2024-11"),
+        ("4250", "555-0142", "1200"),
+        ("8830", SSN, "NN-S"),
+        ("3107", "64-2288", "4417"),
+        ("SN-5", "9031", "2019-06"),
+        ("77", "1650-40", "S-9"),
+    ]
+    columns, top, height = (60, 160, 380, 540), 700, 15
+    content = [HEADING, b"1 w 0 G\n"]
+    for row, cells in enumerate(rows):
+        for column, text in enumerate(cells):
+            at = b"%.1f %d Td" % (columns[column] + 1.5, top - row * height - 12)
+            content.append(b"BT /V1 12 Tf " + at + b" <" + _cid_codes(text).hex().encode() + b"> Tj ET\n")
+    for row in range(len(rows) + 1):
+        dash = b"[] 0 d" if row in (0, len(rows)) else b"[1 1] 0 d"
+        y = top - row * height
+        content.append(b"%s %d %d m %d %d l S\n" % (dash, columns[0], y, columns[-1], y))
+    bottom = top - len(rows) * height
+    content += [b"[] 0 d %d %d m %d %d l S\n" % (x, top, x, bottom) for x in columns]
+    page.obj.Contents = pdf.make_stream(b"".join(content))
+
+
+def ruled_table(ruled: bool = True):
+    """The table (``_ruled_table``), with its rules or without (the same text, which the engine reads)."""
+
+    def change(pdf, page):
+        _ruled_table(pdf, page)
+        if not ruled:
+            kept = [(o, op) for o, op in pikepdf.parse_content_stream(page) if str(op) not in ("m", "l", "S")]
+            page.obj.Contents = pdf.make_stream(pikepdf.unparse_content_stream(kept))
+
+    return change
+
+
+def wide_text(scale: int):
+    """The value drawn ``scale`` percent as wide as its font (Tz), in the CID font without a ToUnicode map."""
+    return _silent_text(text_state=b"%d Tz" % scale, size=12)
+
+
 # glyphs four times taller than wide, in the CID font without a ToUnicode map (the engine reads no word of it as drawn)
 condensed_text = _silent_text(at=b"1 0 0 4 72 560 Tm", size=12)
 
