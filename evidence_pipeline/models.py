@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta, timezone
 from enum import StrEnum
 
@@ -281,3 +282,20 @@ class ActorState:
 
     def with_key_revoked(self, key_id: str, revoked_at: str) -> ActorState:
         return self.with_key(key_id, replace(self.keys[key_id], revoked_at=revoked_at))
+
+
+def current_month(now: float | None = None) -> str:
+    """The month an event recorded now (or at ``now``) is filed under, as YYYY-MM (UTC)."""
+    return datetime.fromtimestamp(time.time() if now is None else now, timezone.utc).strftime("%Y-%m")
+
+
+NO_TENANT = ""
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Where an event of no tenant is filed (the actor registry's, the sweeper's): what Ledger._append reads of a
+    TenantMonth, with no tenant and the month it is recorded in."""
+
+    period: str = field(default_factory=current_month)
+    tenant: str = NO_TENANT

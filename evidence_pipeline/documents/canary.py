@@ -24,8 +24,8 @@ from evidence_pipeline.actors.verify import AuthorizedAction
 from evidence_pipeline.documents import ruleset as rulesets
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.db import classified_errors
-from evidence_pipeline.ledger.ledger import Ledger, current_month, event_body
-from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, validate_tenant_id
+from evidence_pipeline.ledger.ledger import Ledger, event_body
+from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, current_month, validate_tenant_id
 
 _ROUTE_EVENTS = (str(EventType.RULESET_CANARY), str(EventType.RULESET_ROLLED_BACK))
 

@@ -29,9 +29,8 @@ from evidence_pipeline.actors.verify import AuthorizedAction
 from evidence_pipeline.document_formats import DECISION, decision_problem
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.documents import find_event_in
-from evidence_pipeline.ledger.ledger import current_month
 from evidence_pipeline.ledger.rows import DocumentJob
-from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
+from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, current_month
 from evidence_pipeline.runtime import Runtime
 
 DECISIONS = ("approved", "rejected")

@@ -34,8 +34,8 @@ from evidence_pipeline.actors.verify import AuthorizedAction
 from evidence_pipeline.canonical import canonical
 from evidence_pipeline.documents.matching import compile_pattern
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.ledger.ledger import Ledger, current_month, event_body
-from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
+from evidence_pipeline.ledger.ledger import Ledger, event_body
+from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, current_month
 
 LABEL = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 RULE_ID = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")

@@ -18,8 +18,8 @@ from sqlalchemy import Connection, MetaData, exists, select
 
 from evidence_pipeline.canonical import sha256_text, utc_iso
 from evidence_pipeline.ledger.db import classified_errors
-from evidence_pipeline.ledger.ledger import Deployment, Ledger
-from evidence_pipeline.models import ActorKeyState, ActorState, EventType, LedgerEvent
+from evidence_pipeline.ledger.ledger import Ledger
+from evidence_pipeline.models import ActorKeyState, ActorState, Deployment, EventType, LedgerEvent
 
 TABLES = (
     "evidence_actors",

@@ -13,10 +13,10 @@ from evidence_pipeline.errors import ReasonCode
 from evidence_pipeline.ledger import announcements
 from evidence_pipeline.ledger.admission import Clock, JobLimits
 from evidence_pipeline.ledger.db import LostRace, classified_errors, present
-from evidence_pipeline.ledger.ledger import Ledger, current_month
+from evidence_pipeline.ledger.ledger import Ledger
 from evidence_pipeline.ledger.rows import Batch
 from evidence_pipeline.ledger.submissions import Submissions
-from evidence_pipeline.models import EventType, TenantMonth
+from evidence_pipeline.models import EventType, TenantMonth, current_month
 
 
 class Batches:

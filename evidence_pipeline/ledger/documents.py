@@ -13,9 +13,9 @@ from evidence_pipeline.canonical import canonical, sha256_text
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.admission import Clock, serialize_admissions
 from evidence_pipeline.ledger.db import classified_errors
-from evidence_pipeline.ledger.ledger import Ledger, current_month, event_body
+from evidence_pipeline.ledger.ledger import Ledger, event_body
 from evidence_pipeline.ledger.rows import Document
-from evidence_pipeline.models import ChainedEvent, EventType, TenantMonth
+from evidence_pipeline.models import ChainedEvent, EventType, TenantMonth, current_month
 
 
 class DocumentRecords:

@@ -48,7 +48,7 @@ from evidence_pipeline.ledger.job_states import (
     lease_live_clause,
 )
 from evidence_pipeline.ledger.rows import Job, JobAttempt, ListedJob
-from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
+from evidence_pipeline.models import Deployment, EventType, LedgerEvent, TenantMonth
 
 MESSAGE_CHARS = 500  # a failure's message as the job keeps it (evidence_jobs.last_message, migration 0009)
 
@@ -93,6 +93,21 @@ class Lease:
     expires_at: float
 
 
+class _Append(Protocol):
+    """Ledger._append: one event appended to the chain within ``conn``'s transaction."""
+
+    def __call__(
+        self,
+        conn: Connection,
+        tenant_month: TenantMonth | Deployment,
+        event_type: str,
+        subject_sha256: str,
+        *,
+        actor: str,
+        details: dict[str, Any],
+    ) -> LedgerEvent: ...
+
+
 class _Transact(Protocol):
     """Ledger._transact: ``work`` in one transaction, and what it returns."""
 
@@ -109,7 +124,7 @@ class JobTransitions:
     ended_attempts: Table
     document_jobs: Table
     batches: Table
-    _append: Callable[[Connection, TenantMonth, str, str, str, dict[str, Any]], LedgerEvent]
+    _append: _Append
     _transact: _Transact
     writing: Callable[..., contextlib.AbstractContextManager[Connection]]
 

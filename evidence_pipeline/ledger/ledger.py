@@ -14,8 +14,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -55,7 +54,7 @@ from evidence_pipeline.ledger.chain import GENESIS_HASH, chain_hash
 from evidence_pipeline.ledger.db import Done, LostRace, classified_errors
 from evidence_pipeline.ledger.jobs import JobTransitions, Lease
 from evidence_pipeline.ledger.rows import Job, PublicationClaim, PublicationRecord
-from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
+from evidence_pipeline.models import Deployment, EventType, LedgerEvent, TenantMonth
 from evidence_pipeline.paths import private_dirs
 
 VERSION_TABLE = "evidence_ledger_version"  # Dagster keeps its own alembic_version in the same database
@@ -66,23 +65,6 @@ _CHAIN_HEAD = "evidence_chain_head"  # in a writing transaction's conn.info: the
 _APPEND_CHECK = "evidence_append_check"  # in its conn.info: what each event it appends must pass (check_appends)
 _BUSY_SECONDS = 30  # how long a writer waits for the write lock (SQLite's busy_timeout says the same)
 Item = TypeVar("Item")  # one caller's item of work in _transact_together
-
-
-def current_month(now: float | None = None) -> str:
-    """The month an event recorded now (or at ``now``) is filed under, as YYYY-MM (UTC)."""
-    return datetime.fromtimestamp(time.time() if now is None else now, timezone.utc).strftime("%Y-%m")
-
-
-NO_TENANT = ""
-
-
-@dataclass(frozen=True)
-class Deployment:
-    """Where an event of no tenant is filed (the actor registry's, the sweeper's): what Ledger._append reads of a
-    TenantMonth, with no tenant and the month it is recorded in."""
-
-    period: str = field(default_factory=current_month)
-    tenant: str = NO_TENANT
 
 
 def event_body(text: str) -> dict[str, Any]:

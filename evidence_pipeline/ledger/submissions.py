@@ -17,9 +17,9 @@ from evidence_pipeline.ledger.db import classified_errors
 from evidence_pipeline.ledger.document_jobs import WORKER_VERSION, listed_job, read_job
 from evidence_pipeline.ledger.job_states import DOCUMENT
 from evidence_pipeline.ledger.jobs import document_job_id
-from evidence_pipeline.ledger.ledger import Ledger, current_month
+from evidence_pipeline.ledger.ledger import Ledger
 from evidence_pipeline.ledger.rows import DocumentJob
-from evidence_pipeline.models import EventType, TenantMonth
+from evidence_pipeline.models import EventType, TenantMonth, current_month
 
 
 class Submissions:

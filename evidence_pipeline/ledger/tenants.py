@@ -16,9 +16,9 @@ from sqlalchemy import ColumnElement, Connection, Row, Select, select
 
 from evidence_pipeline.canonical import sha256_text, utc_iso
 from evidence_pipeline.ledger.db import classified_errors
-from evidence_pipeline.ledger.ledger import Ledger, current_month
+from evidence_pipeline.ledger.ledger import Ledger
 from evidence_pipeline.ledger.rows import ListedTenant
-from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, validate_tenant_id
+from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, current_month, validate_tenant_id
 
 REGISTERED, EXISTING, OFFBOARDED = "registered", "existing", "offboarded"
 ACTIVE = "active"  # a standing: registered and not offboarded

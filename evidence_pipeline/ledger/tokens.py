@@ -12,9 +12,9 @@ from sqlalchemy import Connection, bindparam, select
 from evidence_pipeline.canonical import sha256_text
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.db import classified_errors
-from evidence_pipeline.ledger.ledger import Ledger, current_month, event_body
+from evidence_pipeline.ledger.ledger import Ledger, event_body
 from evidence_pipeline.ledger.rows import Offboarding
-from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
+from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, current_month
 
 TOKEN_PREFIX = "evt_"
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from evidence_pipeline.audit.witnessing import checkpoint_witnessed
 from evidence_pipeline.canonical import canonical, sha256_text
 from evidence_pipeline.faults import kill_point
-from evidence_pipeline.ledger.ledger import Deployment
-from evidence_pipeline.models import EventType
+from evidence_pipeline.models import Deployment, EventType
 from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.tempfiles import Swept, sweep
 

@@ -29,8 +29,8 @@ from evidence_pipeline.canonical import sha256_text
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import job_states as states
 from evidence_pipeline.ledger import outbox
-from evidence_pipeline.ledger.ledger import current_month, event_body
-from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
+from evidence_pipeline.ledger.ledger import event_body
+from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, current_month
 from evidence_pipeline.monthly.bundle import staging_key
 from evidence_pipeline.runtime import Runtime
 from evidence_pipeline.store import ArtifactStore

@@ -23,10 +23,9 @@ from evidence_pipeline.canonical import sha256_text, utc_iso
 from evidence_pipeline.config import Settings
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger import announcements, outbox
-from evidence_pipeline.ledger.ledger import current_month
 from evidence_pipeline.ledger.rows import ListedDelivery
 from evidence_pipeline.ledger.tokens import Tokens
-from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth
+from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, current_month
 from evidence_pipeline.webhooks import signing, targets
 
 MAX_REASON = 500

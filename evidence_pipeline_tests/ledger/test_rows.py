@@ -38,7 +38,12 @@ PACKAGE = Path(__file__).resolve().parents[2] / "evidence_pipeline"
 LEDGER = PACKAGE / "ledger"
 # The modules that read rows for everyone else: what they hand out is a row type, never a dict of columns (a typed
 # mapping is not a row: a batch's children counted by state, dict[str, int]; admissions by key, dict[..., Document]).
-ROW_READERS = ("jobs.py", "document_jobs.py", "pages.py", "submissions.py", "retries.py", "batches.py", "documents.py")
+ROW_READERS = (
+    *("jobs.py", "document_jobs.py", "pages.py", "submissions.py", "retries.py", "batches.py", "documents.py"),
+    *("outbox.py", "tenants.py", "tokens.py", "actors.py"),
+)
+# What is left a mapping is one by nature: an event's details that the offboarding merges into its own.
+STILL_A_MAPPING = ["outbox.py: remove_tenant -> dict[str, Any]"]
 ROW_NAMES = {"job"}  # what production code calls a job row it holds
 
 
@@ -71,7 +76,7 @@ def test_the_row_readers_hand_out_rows_not_dicts():
         and node.returns is not None
         and _a_row_as_dict(ast.unparse(node.returns))
     ]
-    assert offenders == []
+    assert offenders == STILL_A_MAPPING
 
 
 def test_each_row_type_names_the_columns_of_its_table_and_is_frozen(tmp_path):
@@ -179,25 +184,3 @@ LISTED_KEYS = {
 
 def test_the_listings_print_the_keys_they_always_printed():
     assert {row_type: [field.name for field in dataclasses.fields(row_type)] for row_type in LISTED_KEYS} == LISTED_KEYS
-
-
-# The other pieces' reads hand out rows too; what is left a mapping is one by nature: an event's details that the
-# offboarding merges into its own (remove_tenant).
-ROW_READERS = ("outbox.py", "tenants.py", "tokens.py", "actors.py")
-STILL_A_MAPPING = {"outbox.py: remove_tenant"}
-
-
-def _returns(path: Path) -> dict[str, str]:
-    """Each function of a module that annotates its return, with that annotation."""
-    functions = [node for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.FunctionDef)]
-    return {function.name: ast.unparse(function.returns) for function in functions if function.returns is not None}
-
-
-def test_the_other_readers_hand_out_rows_not_untyped_dicts():
-    untyped = {
-        f"{name}: {function}"
-        for name in ROW_READERS
-        for function, returns in _returns(LEDGER / name).items()
-        if "dict[str, Any]" in returns
-    }
-    assert untyped == STILL_A_MAPPING

@@ -15,10 +15,9 @@ from sqlalchemy import text
 
 from evidence_pipeline.audit.checkpoints import publish_checkpoint
 from evidence_pipeline.ledger.jobs import RetryBudget
-from evidence_pipeline.ledger.ledger import Deployment
 from evidence_pipeline.metrics import ledger_reads
 from evidence_pipeline.metrics.collector import METRICS
-from evidence_pipeline.models import EventType, overdue_deadline_cron, overdue_period
+from evidence_pipeline.models import Deployment, EventType, overdue_deadline_cron, overdue_period
 from evidence_pipeline.monthly.pipeline import run_tenant_month
 from evidence_pipeline.runtime import RunInfo
 from evidence_pipeline_tests.support.fixture_sources import LARGE, SMALL
