@@ -5,6 +5,8 @@ PDF Association's Arlington PDF model by evidence_pipeline_tests/support/pdf_nam
 first line). Such a name is in any PDF and says nothing of a document; a name the file coins (a resource name, a
 custom key, a font's name) is the file's own and may carry a value.
 
+``comments``: a content stream's comments, which its parser drops.
+
 ``font_strings`` and ``icc_strings``: the text a font program or an ICC profile carries, read from its tables (a
 TrueType or OpenType font's name table, a CFF font's names and strings, a Type 1 font's clear-text strings and
 font name; a profile's description, copyright and other text tags), never its glyph outlines, hints, curves or
@@ -21,7 +23,14 @@ SPEC_NAMES = frozenset(
     line for line in (Path(__file__).with_name("pdf_names.txt").read_text().splitlines()) if not line.startswith("#")
 )
 _LITERAL = re.compile(rb"\(((?:[^()\\]|\\.)*)\)", re.DOTALL)  # a PostScript string (unnested)
+# the tokens of a content stream that may hold a "%": strings (nested once, escapes), hex strings, comments
+_TOKENS = re.compile(rb"\((?:[^()\\]|\\.|\((?:[^()\\]|\\.)*\))*\)|<[0-9A-Fa-f\s]*>|%[^\r\n]*", re.DOTALL)
 _FONT_NAME = re.compile(rb"/(?:FontName|FullName|FamilyName)\s*/([^\s/\[\](){}<>%]+)")
+
+
+def comments(data: bytes) -> list[bytes]:
+    """A content stream's comments: text the file carries that no reader draws (pypdf's parser drops them)."""
+    return [token for token in _TOKENS.findall(data) if token[:1] == b"%"] if b"%" in data else []
 
 
 def font_strings(stream, data: bytes) -> list[str] | None:

@@ -12,8 +12,8 @@ of the file as pypdf loads it, each by what it can show or carry, not by its syn
 - each string; each name but those the PDF specification defines as a key or value (pdfsyntax.SPEC_NAMES, from
   the Arlington PDF model): a name the file coins (a resource name, a custom key, a font's name) counts;
 - a content stream (page contents, form XObjects, tiling patterns, Type3 glyph procedures, appearance streams) and
-  a CMap by their string operands (text shown, marked-content properties) and the names they use (tags, resource
-  and property names), never their numbers (coordinates, MCIDs) or bytes;
+  a CMap by their string operands (text shown, marked-content properties), the names they use (tags, resource
+  and property names) and their comments, never their numbers (coordinates, MCIDs) or other bytes;
 - a font program and an ICC profile by the text they carry (names, notices, descriptions: pdfsyntax), for the
   values only (a rule on a font maker's notice finds the maker's words), never their glyph data or curves;
 - any other stream (XMP, JavaScript, what is unknown, a stream used two ways or that its kind's parser cannot
@@ -304,15 +304,15 @@ _USED_AS = {
 
 
 def _stream_holds(stream: StreamObject, kind, reader: PdfReader, search: Search, values_only: Search, holding) -> bool:
-    """A content stream or a CMap by its string operands and the names it uses; a font program or an ICC profile
-    by the text it carries (its names, notices, descriptions), for the values; any other stream by its bytes, for
-    the values and rules (binary data for the values only). What cannot be parsed as its kind is searched as
-    bytes."""
+    """A content stream or a CMap by its string operands, the names it uses and its comments; a font program or an
+    ICC profile by the text it carries (its names, notices, descriptions), for the values; any other stream by its
+    bytes, for the values and rules (binary data for the values only). What cannot be parsed as its kind is
+    searched as bytes."""
     data = stream.get_data()
     if kind in ("content", "cmap"):
         operands = _operands(stream, reader)
         if operands is not None:
-            return _operands_hold(operands, search, holding)
+            return _operands_hold(operands, search, holding) or any(map(search.holds_bytes, pdfsyntax.comments(data)))
     elif kind in ("font", "icc"):
         texts = (pdfsyntax.font_strings if kind == "font" else pdfsyntax.icc_strings)(stream, data)
         if texts is not None:

@@ -140,6 +140,7 @@ def test_the_vocabulary_is_the_specifications():
 # What the file carries for anyone who reads it: each must still fail the job, counted by its place.
 CARRIED = {
     "a_marked_content_property_string": (drawing(f"/Span <</Alt ({SSN})>> BDC EMC\n".encode()), "streams"),
+    "a_comment_in_a_content_stream": (drawing(f"% SSN {SSN}\n".encode()), "streams"),
     "a_tag_the_file_coins": (drawing(f"/SSN-{SSN} BMC EMC\n".encode()), "streams"),
     "a_resource_name_the_file_coins": (
         lambda pdf, page: (
