@@ -210,8 +210,7 @@ def _scan_objects(data: bytes, search: Search, found: Counter) -> dict[str, int]
 
     def holding(name: str) -> bool:
         if name not in names:
-            text = name_text(name)
-            names[name] = text not in pdfsyntax.SPEC_NAMES and search.holds(text)
+            names[name] = search.holds(name_text(name))  # a name the specification defines spells nothing
         return names[name]
 
     scanned = Counter()

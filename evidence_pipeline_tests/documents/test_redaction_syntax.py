@@ -17,7 +17,7 @@ from evidence_pipeline.documents.redaction_check import verify_derivative
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.synthetic.rental_applications import FONTS, organization_template
 from evidence_pipeline_tests.support import redaction_corpus as corpus
-from evidence_pipeline_tests.support.redaction import redact_pure
+from evidence_pipeline_tests.support.redaction import pdftotext, redact_pure
 
 SSN = corpus.SSN
 
@@ -172,3 +172,15 @@ def test_an_image_pypdf_cannot_decode_is_read_as_pdfium_decodes_it_where_the_pag
     assert second_pass(corpus.build(clean))["images_read"] == 1
     shown = corpus._picture(corpus.scan_image(lines=(f"SSN {SSN}",)), corpus.FULL_PAGE)
     assert "image_text 1" in findings(corpus.build(shown))
+
+
+def test_a_target_equal_to_a_key_the_specification_defines_removes_the_word_not_the_pages_contents():
+    """Both passes read names through matching.name_text: a page showing "Table of Contents" with a rule for
+    "Contents" loses that word, not its /Contents entry (which would blank the page), and the job succeeds."""
+    data = corpus.build(drawing(b"BT /F1 12 Tf 72 700 Td (Table of Contents) Tj ET\n"))
+    result = redact_pure(data, organization=organization_template(word=r"\bContents\b"))
+    derivative = result.artifacts[result.secret["derivative"]]
+    assert verify_derivative({result.secret["derivative"]: io.BytesIO(derivative)}, result)["passed"]
+    assert result.summary["removed"].get("name", 0) == 0
+    shown = pdftotext(derivative)
+    assert "Harbor Housing" in shown and "Table of" in shown and "Contents" not in shown
