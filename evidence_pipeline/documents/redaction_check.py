@@ -226,7 +226,9 @@ def _scan_objects(data: bytes, search: Search, found: Counter) -> dict[str, int]
                 found["image_text"] += _image_holds(obj, search, data)
             elif isinstance(obj, StreamObject):
                 kind = kinds.get(obj.indirect_reference.idnum) if obj.indirect_reference else None
-                found["streams"] += _stream_holds(obj, kind, reader, search, values_only, holding)
+                found["streams"] += _stream_holds(
+                    obj, kind, reader=reader, search=search, values_only=values_only, holding=holding
+                )
             if isinstance(obj, DictionaryObject):
                 found["embedded_files"] += (
                     obj.get("/Type") == "/EmbeddedFile" or "/EmbeddedFiles" in obj or "/EF" in obj
@@ -270,11 +272,7 @@ def _stream_kinds(objects) -> dict[int, str]:
                 for value in dict.values(procs) if isinstance(procs, DictionaryObject) else ():
                     states = value.get_object()  # an appearance is a stream, or a dictionary of them by state
                     use(value, "content")
-                    if (
-                        holder == "/AP"
-                        and isinstance(states, DictionaryObject)
-                        and not isinstance(states, StreamObject)
-                    ):
+                    if holder == "/AP" and type(states) is DictionaryObject:  # not a stream
                         for state in dict.values(states):
                             use(state, "content")
             for key, kind in _USED_AS.items():
@@ -302,7 +300,9 @@ _USED_AS = {
 }
 
 
-def _stream_holds(stream: StreamObject, kind, reader: PdfReader, search: Search, values_only: Search, holding) -> bool:
+def _stream_holds(
+    stream: StreamObject, kind, *, reader: PdfReader, search: Search, values_only: Search, holding
+) -> bool:
     """A content stream or a CMap by its string operands, the names it uses and its comments; a font program or an
     ICC profile by the text it carries (its names, notices, descriptions), for the values; any other stream by its
     bytes, for the values and rules (binary data for the values only). What cannot be parsed as its kind is
