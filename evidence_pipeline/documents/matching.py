@@ -6,6 +6,8 @@ Unicode is put in NFKC form (ligatures such as `ﬁ` become `fi`, full-width dig
 characters (soft hyphens, zero-width spaces and joiners, word joiners, byte-order marks) are dropped. Bytes are read
 every way a writer may have meant them: UTF-16 with either byte-order mark, UTF-8, PDFDocEncoding and Latin-1.
 A value matches ignoring whitespace and case; a rule matches the normalized text, across runs and lines.
+A PDF name is read for what it spells of the document: a name the PDF specification defines spells nothing
+(pdfsyntax.SPEC_NAMES).
 
 Rules are RE2 expressions (google-re2): matching takes time linear in the text, whatever the pattern, so no
 uploader-controlled text can make a rule run for minutes. RE2 has no backreferences or lookaround; a template that
@@ -23,6 +25,8 @@ from dataclasses import dataclass
 
 import re2
 from pypdf._codecs import _pdfdoc_encoding
+
+from evidence_pipeline.documents.pdfsyntax import SPEC_NAMES
 
 _RE2 = re2.Options()
 _RE2.log_errors = False  # a refused template's pattern is the caller's error, not a log line
@@ -82,9 +86,13 @@ def name_str(name) -> str:
 
 
 def name_text(name: str) -> str:
-    """What a PDF name spells: without its slash, #xx escapes decoded (as bytes, UTF-8 where they are)."""
+    """What a PDF name spells of a document: without its slash, #xx escapes decoded (as bytes, UTF-8 where they
+    are); nothing for a name the PDF specification defines as a key or value (``/Contents``, ``/Columns``), which
+    every PDF may hold and which says nothing of the document (a target word equal to one is no reason to delete the
+    page's contents, nor to refuse the derivative)."""
     raw = _unescaped(name.removeprefix("/").encode("utf-8", "surrogateescape"))
-    return raw.decode("utf-8", errors="replace")
+    text = raw.decode("utf-8", errors="replace")
+    return "" if text in SPEC_NAMES else text
 
 
 def wrapped(text: str) -> tuple[str, ...]:

@@ -7,24 +7,38 @@ normalization: every page as a reader sees it, and every view a reader can bring
 layer, printing, an annotation's other appearances, the media box; tinted and coloured areas read by their
 contrast), rendered by pdfium with its annotations and form appearances, all
 it shows that its trusted text layer does not explain read by OCR at any angle (ocr.shown_pages), its lines read
-apart and joined; page text extracted by pypdf and
-by pdfium (pypdfium2); the OCR text of every image, decoded by pypdf; and every object of the file as pypdf loads
-it: each string (content streams' strings included: marked-content properties, text operands), each name, each
-decoded stream (XMP, JavaScript and any other data; fonts and colour profiles for the values only). No embedded
-file may remain. Any finding fails the job with REDACTION_VERIFICATION_FAILED; the message counts findings by
-place, never the values. A page OCR cannot read with confidence, unless a region rule covers it, is
+apart and joined; page text extracted by pypdf and by pdfium (pypdfium2); the OCR text of every image, decoded by
+pypdf, or where pypdf cannot, by pdfium where a page draws it (one neither decodes is a finding); and every object
+of the file as pypdf loads it, each by what it can show or carry, not by its syntax:
+
+- each string; each name but those the PDF specification defines as a key or value (pdfsyntax.SPEC_NAMES, from
+  the Arlington PDF model): a name the file coins (a resource name, a custom key, a font's name) counts;
+- a content stream (page contents, form XObjects, tiling patterns, Type3 glyph procedures, appearance streams) and
+  a CMap by their string operands (text shown, marked-content properties), the names they use (tags, resource
+  and property names) and their comments, never their numbers (coordinates, MCIDs) or other bytes;
+- a font program and an ICC profile by the text they carry (names, notices, descriptions: pdfsyntax), for the
+  values only (a rule on a font maker's notice finds the maker's words), never their glyph data or curves;
+- any other stream (XMP, JavaScript, what is unknown, a stream used two ways or that its kind's parser cannot
+  read) by its decoded bytes, binary data for the values only.
+
+No embedded file may remain. Any finding fails the job with REDACTION_VERIFICATION_FAILED; the message counts
+findings by place, never the values. A page OCR cannot read with confidence, unless a region rule covers it, is
 REDACTION_UNSUPPORTED_CONTENT.
+
+Over 400 lines because it is the second pass whole: every place a reader can reach, judged in one module that
+shares nothing with the first pass (its helpers for views and object syntax are reader_views.py and pdfsyntax.py).
 """
 
 from __future__ import annotations
 
 import ctypes
 import io
-from collections import Counter
+from collections import Counter, defaultdict
 from typing import BinaryIO
 
 import pypdfium2
 import pypdfium2.raw as pdfium_c
+from PIL import Image
 from pypdf import PdfReader, apply_configuration
 from pypdf.errors import PyPdfError
 from pypdf.generic import (
@@ -38,7 +52,7 @@ from pypdf.generic import (
     TextStringObject,
 )
 
-from evidence_pipeline.documents import budgets, ocr, reader_views
+from evidence_pipeline.documents import budgets, ocr, pdfsyntax, reader_views
 from evidence_pipeline.documents.gate import LIMITS, _every_object
 from evidence_pipeline.documents.matching import Rules, Search, decodings, name_text
 from evidence_pipeline.documents.registry import ProcessorResult
@@ -202,29 +216,31 @@ def _pypdf_text(data: bytes) -> list[str]:
 
 
 def _scan_objects(data: bytes, search: Search, found: Counter) -> dict[str, int]:
-    """Every object pypdf finds in the file: strings, names, streams (images read by OCR); findings by place."""
-    values_only = Search(Rules([], {}, {}), search.values)  # for binary data, where a rule would only find noise
+    """Every object pypdf finds in the file: strings, names, and streams by what each can show or carry (images
+    read by OCR); findings by place."""
+    values_only = Search(Rules([], {}, {}), search.values)  # for a font's or profile's own strings, binary data
     names: dict[str, bool] = {}  # name -> whether it holds, once per distinct name (keys and values)
 
     def holding(name: str) -> bool:
         if name not in names:
-            names[name] = search.holds(name_text(name))
+            names[name] = search.holds(name_text(name))  # a name the specification defines spells nothing
         return names[name]
 
     scanned = Counter()
     with apply_configuration(**LIMITS):
         reader = PdfReader(io.BytesIO(data))
+        kinds = _stream_kinds(_every_object(reader))
         stack = list(_every_object(reader))
         while stack:
             obj = stack.pop()
             scanned["objects"] += 1
             if isinstance(obj, StreamObject) and obj.get("/Subtype") == "/Image":
                 scanned["images"] += 1
-                found["image_text"] += _image_holds(obj, search)
+                found["image_text"] += _image_holds(obj, search, data)
             elif isinstance(obj, StreamObject):
-                binary = any(key in obj for key in _BINARY)
-                found["streams"] += (values_only if binary else search).holds_bytes(obj.get_data()) or (
-                    not binary and _strings_hold(obj, reader, search)
+                kind = kinds.get(obj.indirect_reference.idnum) if obj.indirect_reference else None
+                found["streams"] += _stream_holds(
+                    obj, kind, reader=reader, search=search, values_only=values_only, holding=holding
                 )
             if isinstance(obj, DictionaryObject):
                 found["embedded_files"] += (
@@ -241,36 +257,155 @@ def _scan_objects(data: bytes, search: Search, found: Counter) -> dict[str, int]
     return scanned
 
 
+def _stream_kinds(objects) -> dict[int, str]:
+    """How each stream is used, by object number: drawn as page content (``content``: page contents, form
+    XObjects, tiling patterns, Type3 glyph procedures, appearance streams), a font program (``font``), a CMap
+    (``cmap``) or an ICC profile (``icc``). A stream also reached as metadata, JavaScript or an XFA part, or used
+    two ways, is not listed: its bytes are searched as they are."""
+    uses: dict[int, set[str]] = defaultdict(set)
+
+    def use(value, kind: str) -> None:
+        resolved = value.get_object() if isinstance(value, IndirectObject) else value
+        for ref in resolved if isinstance(resolved, ArrayObject) else [value]:  # page contents may be an array
+            if isinstance(ref, IndirectObject):
+                uses[ref.idnum].add(kind)
+
+    stack = list(objects)
+    while stack:
+        obj = stack.pop()
+        if isinstance(obj, DictionaryObject):
+            if isinstance(obj, StreamObject) and obj.indirect_reference:
+                own = _OWN_KIND.get(obj.get("/Subtype")) or _OWN_KIND.get(obj.get("/Type"))
+                if own or obj.get("/PatternType") == 1:
+                    uses[obj.indirect_reference.idnum].add(own or "content")
+            if obj.get("/Type") == "/Page" and "/Contents" in obj:
+                use(dict.__getitem__(obj, "/Contents"), "content")
+            for holder in ("/CharProcs", "/AP"):
+                procs = obj.get(holder)
+                for value in dict.values(procs) if isinstance(procs, DictionaryObject) else ():
+                    states = value.get_object()  # an appearance is a stream, or a dictionary of them by state
+                    use(value, "content")
+                    if holder == "/AP" and type(states) is DictionaryObject:  # not a stream
+                        for state in dict.values(states):
+                            use(state, "content")
+            for key, kind in _USED_AS.items():
+                if key in obj:
+                    use(dict.__getitem__(obj, key), kind)
+            stack.extend(v for v in dict.values(obj) if not isinstance(v, IndirectObject))
+        elif isinstance(obj, ArrayObject):
+            if len(obj) == 2 and obj[0] == "/ICCBased":
+                use(list.__getitem__(obj, 1), "icc")
+            stack.extend(v for v in obj if not isinstance(v, IndirectObject))
+    return {number: next(iter(kind)) for number, kind in uses.items() if len(kind) == 1 and "raw" not in kind}
+
+
+_OWN_KIND = {"/Form": "content", "/CMap": "cmap", "/XML": "raw", "/Metadata": "raw"}
+_USED_AS = {
+    "/FontFile": "font",
+    "/FontFile2": "font",
+    "/FontFile3": "font",
+    "/ToUnicode": "cmap",
+    "/UseCMap": "cmap",
+    "/DestOutputProfile": "icc",
+    "/Metadata": "raw",
+    "/JS": "raw",
+    "/XFA": "raw",
+}
+
+
+def _stream_holds(
+    stream: StreamObject, kind, *, reader: PdfReader, search: Search, values_only: Search, holding
+) -> bool:
+    """A content stream or a CMap by its string operands, the names it uses and its comments; a font program or an
+    ICC profile by the text it carries (its names, notices, descriptions), for the values; any other stream by its
+    bytes, for the values and rules (binary data for the values only). What cannot be parsed as its kind is
+    searched as bytes."""
+    data = stream.get_data()
+    if kind in ("content", "cmap"):
+        operands = _operands(stream, reader)
+        if operands is not None:
+            return _operands_hold(operands, search, holding) or any(map(search.holds_bytes, pdfsyntax.comments(data)))
+    elif kind in ("font", "icc"):
+        texts = (pdfsyntax.font_strings if kind == "font" else pdfsyntax.icc_strings)(stream, data)
+        if texts is not None:
+            return any(values_only.holds(text) for text in texts)
+        return values_only.holds_bytes(data)
+    binary = any(key in stream for key in _BINARY)
+    return (values_only if binary else search).holds_bytes(data) or (
+        not binary and _operands_hold(_operands(stream, reader) or [], search, lambda name: False)
+    )
+
+
 def _string_holds(string: TextStringObject | ByteStringObject, search: Search) -> bool:
     raw = string.original_bytes if isinstance(string, TextStringObject) else bytes(string)
     return any(search.holds(text) for text in {str(string), *decodings(raw)})
 
 
-def _strings_hold(stream: StreamObject, reader: PdfReader, search: Search) -> bool:
-    """Whether a content stream's string operands (text shown, marked-content properties) hold anything."""
+def _operands(stream: StreamObject, reader: PdfReader) -> list | None:
+    """A content stream's operands, operators and numbers left out; None for a stream that is not one."""
     try:
         operations = ContentStream(stream, reader).operations
     except (PyPdfError, ValueError, KeyError, TypeError, IndexError):
-        return False  # not a content stream: its bytes were searched as they are
-    stack = [operand for operands, _ in operations for operand in operands]
+        return None
+    # an inline image's operand is {"settings": its dictionary, "data": its samples}: only the dictionary is syntax
+    return [
+        operand.get("settings", {})
+        if isinstance(operand, dict) and not isinstance(operand, DictionaryObject)
+        else operand
+        for operands, _ in operations
+        for operand in operands
+    ]
+
+
+def _operands_hold(operands: list, search: Search, holding) -> bool:
+    """Whether a content stream's strings (text shown, marked-content properties) or the names it uses (tags,
+    resource and property names, dictionary keys: ``holding`` leaves out those the specification defines) hold
+    anything; never its numbers (coordinates, MCIDs) or operators."""
+    stack = list(operands)
     while stack:
         operand = stack.pop()
         if isinstance(operand, (TextStringObject, ByteStringObject)) and _string_holds(operand, search):
             return True
-        elif isinstance(operand, DictionaryObject):
+        if isinstance(operand, NameObject) and holding(str(operand)):
+            return True
+        if isinstance(operand, dict):
+            if any(holding(str(key)) for key in operand):
+                return True
             stack.extend(operand.values())
-        elif isinstance(operand, ArrayObject):
+        elif isinstance(operand, list):
             stack.extend(operand)
     return False
 
 
-def _image_holds(image: StreamObject, search: Search) -> bool:
-    """OCR of the image as pypdf decodes it; an image pypdf cannot decode is a finding (it cannot be checked)."""
+def _image_holds(image: StreamObject, search: Search, data: bytes) -> bool:
+    """OCR of the image as pypdf decodes it, or, where pypdf cannot, as pdfium decodes it where a page draws it
+    (what a reader sees); an image neither decodes is a finding (it cannot be checked)."""
     width, height = int(image.get("/Width", 0)), int(image.get("/Height", 0))
     if width * height > budgets.MAX_IMAGE_PIXELS:
         return True
     try:
         pixels = image.decode_as_image()
-    except Exception:  # whatever pypdf or Pillow raise, the image is unchecked, and an unchecked image fails
-        return True
+    except Exception:  # whatever pypdf or Pillow raise: pdfium's decoding, else unchecked, and an unchecked image fails
+        pixels = None
+    if pixels is None:
+        pixels = _pdfium_decoded(data, image._data)
     return pixels is None or search.holds(ocr.read(pixels).lines)
+
+
+def _pdfium_decoded(data: bytes, encoded: bytes) -> Image.Image | None:
+    """The image whose encoded bytes these are, as pdfium decodes it where a page draws it (forms entered)."""
+    with PDFIUM_LOCK:
+        document = pypdfium2.PdfDocument(data)
+        try:
+            for page in document:
+                try:
+                    for obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE]):
+                        if bytes(obj.get_data(decode_simple=False)) == encoded:
+                            return obj.get_bitmap(render=False).to_pil()
+                except pypdfium2.PdfiumError:
+                    return None
+                finally:
+                    page.close()
+        finally:
+            document.close()
+    return None
