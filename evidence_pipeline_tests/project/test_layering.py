@@ -315,8 +315,6 @@ STILL_POSITIONAL = {
     "defs/extensions/provenance.py: _output_asset_events",
     "documents/pdftext.py: _walk",
     "documents/pdftext.py: _draw",
-    "documents/redact.py: _images_on_page",
-    "documents/redact.py: _remove_elsewhere",
     "ledger/actors.py: ActorLedger.consume_nonce",
     "ledger/actors.py: ActorLedger.register",
     "ledger/actors.py: ActorLedger.change_roles",
