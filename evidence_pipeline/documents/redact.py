@@ -2,13 +2,16 @@
 
 First pass (this module, pikepdf). Find every value the template's rules match, after normalization (matching.py):
 in each page's text, read in drawing order and in reading order; in the text of every image, read by OCR (ocr.py);
-in every string and every text stream reachable in the file (annotations and their actions, form fields, outlines,
+in the content streams the page draws otherwise (soft-mask groups, patterns, Type3 glyph procedures); in every
+string and every text stream reachable in the file (annotations and their actions, form fields, outlines,
 the names tree, page labels, optional-content names, marked-content and structure-tree text, document information,
 every XMP packet, JavaScript); in the glyphs of every annotation's and widget's appearance streams. Then remove each
 found value everywhere it occurs:
 
-- page content (form XObjects included): the glyphs, from the text-showing operators; the strings of inline
-  marked-content properties (/ActualText, /Alt, /E) that hold one;
+- page content (form XObjects included, and what the page draws otherwise: soft-mask groups, tiling patterns'
+  cells, Type3 glyph procedures): the glyphs, from the text-showing operators; the strings of inline
+  marked-content properties (/ActualText, /Alt, /E) that hold one; a resource named after one is renamed, in its
+  resources and in every content stream that names it;
 - image pixels: OCR word boxes that hold a value, and region rules' areas, painted black in the image itself;
 - form fields that hold one (or a rule names): value, default value and appearance (the widget is hidden);
 - annotations that hold one anywhere (their text, actions, appearance), with their popups;

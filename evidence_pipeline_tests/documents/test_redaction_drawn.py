@@ -55,20 +55,26 @@ def _soft_mask(pdf, page):
     page.obj.Contents = pdf.make_stream(corpus.HEADING + b"q 1 0 0 1 72 600 cm /M0 gs 0 g 0 0 400 60 re f Q\n")
 
 
-def _pattern_cell(pdf, page):
-    """A coloured tiling pattern whose cell shows Helvetica text."""
-    cell = pdf.make_stream(
-        SHOWN,
+def _tiling(pdf, content: bytes, width: int, height: int, **entries) -> pikepdf.Stream:
+    """A coloured tiling pattern of one cell ``width`` by ``height``."""
+    return pdf.make_stream(
+        content,
         Type=pikepdf.Name.Pattern,
         PatternType=1,
         PaintType=1,
         TilingType=1,
-        BBox=[0, 0, 400, 60],
-        XStep=400,
-        YStep=60,
-        Matrix=[1, 0, 0, 1, 72, 600],
-        Resources=pikepdf.Dictionary(Font=pikepdf.Dictionary(H1=_helvetica(pdf))),
+        BBox=[0, 0, width, height],
+        XStep=width,
+        YStep=height,
+        Resources=pikepdf.Dictionary(),
+        **entries,
     )
+
+
+def _pattern_cell(pdf, page):
+    """A coloured tiling pattern whose cell shows Helvetica text."""
+    cell = _tiling(pdf, SHOWN, 400, 60, Matrix=[1, 0, 0, 1, 72, 600])
+    cell.Resources = pikepdf.Dictionary(Font=pikepdf.Dictionary(H1=_helvetica(pdf)))
     page.obj.Resources.Pattern = pikepdf.Dictionary(P0=cell)
     page.obj.Contents = pdf.make_stream(corpus.HEADING + b"/Pattern cs /P0 scn 72 600 400 60 re f\n")
 
@@ -109,17 +115,7 @@ def _named_after_the_value(pdf, page):
     pattern, a shading and an optional-content group, each named in the content."""
     shading = pikepdf.Dictionary(ShadingType=2, ColorSpace=pikepdf.Name.DeviceGray, Coords=[0, 0, 100, 0])
     shading.Function = pikepdf.Dictionary(FunctionType=2, Domain=[0, 1], C0=[0], C1=[1], N=1)
-    cell = pdf.make_stream(
-        b"0 0 5 5 re f",
-        Type=pikepdf.Name.Pattern,
-        PatternType=1,
-        PaintType=1,
-        TilingType=1,
-        BBox=[0, 0, 10, 10],
-        XStep=10,
-        YStep=10,
-        Resources=pikepdf.Dictionary(),
-    )
+    cell = _tiling(pdf, b"0 0 5 5 re f", 10, 10)
     group = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.OCG, Name=pikepdf.String("layer")))
     pdf.Root.OCProperties = pikepdf.Dictionary(OCGs=[group], D=pikepdf.Dictionary(ON=[group]))
     resources = page.obj.Resources
