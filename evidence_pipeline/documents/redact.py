@@ -2,13 +2,16 @@
 
 First pass (this module, pikepdf). Find every value the template's rules match, after normalization (matching.py):
 in each page's text, read in drawing order and in reading order; in the text of every image, read by OCR (ocr.py);
-in every string and every text stream reachable in the file (annotations and their actions, form fields, outlines,
+in the content streams the page draws otherwise (soft-mask groups, patterns, Type3 glyph procedures); in every
+string and every text stream reachable in the file (annotations and their actions, form fields, outlines,
 the names tree, page labels, optional-content names, marked-content and structure-tree text, document information,
 every XMP packet, JavaScript); in the glyphs of every annotation's and widget's appearance streams. Then remove each
 found value everywhere it occurs:
 
-- page content (form XObjects included): the glyphs, from the text-showing operators; the strings of inline
-  marked-content properties (/ActualText, /Alt, /E) that hold one;
+- page content (form XObjects included, and what the page draws otherwise: soft-mask groups, tiling patterns'
+  cells, Type3 glyph procedures): the glyphs, from the text-showing operators; the strings of inline
+  marked-content properties (/ActualText, /Alt, /E) that hold one; a resource named after one is renamed, in its
+  resources and in every content stream that names it;
 - image pixels: OCR word boxes that hold a value, and region rules' areas, painted black in the image itself;
 - form fields that hold one (or a rule names): value, default value and appearance (the widget is hidden);
 - annotations that hold one anywhere (their text, actions, appearance), with their popups;
@@ -45,6 +48,7 @@ import contextlib
 import ctypes
 import hashlib
 import io
+import itertools
 import math
 import re
 import zlib
@@ -239,21 +243,30 @@ def _removed(pdf: pikepdf.Pdf, rules: Rules, finding: Finding, remove: bool) -> 
     search = Search(rules, sorted(finding.values))
     occurrences = [_occurrence(value) for value in sorted(finding.values)]
     painted: set[tuple[int, int]] = set()  # images whose OCR words are painted out (or, marking only, counted)
-    for number, page in enumerate(pdf.pages, 1):
-        walked = pdftext.walk_page(page)
-        removed = _page_glyphs(walked, number, occurrences, rules, finding)
-        scrubbed = frozenset(
-            (stream, op)
-            for stream, op, properties in walked.properties
-            if any(_string_holds(v, search) for v in properties.values())
-        )
-        if remove:
-            pdftext.rewrite(walked, removed, scrubbed)
-            finding.counts["marked_content"] += len(scrubbed)
-            finding.counts["content"] += _rewrite_holding(walked, search)
-        _images_on_page(walked, number, rules, occurrences, finding, painted, remove)
+    hidden: set[tuple[int, int]] = set()
     if remove:
-        _remove_elsewhere(pdf, rules, search, occurrences, finding, painted)
+        _rename_resources(pdf, search, finding)
+    for number, page in enumerate(pdf.pages, 1):
+        for drawn, walked in enumerate(_walks(pdftext.walk_page(page), _resources(page.obj), hidden)):
+            # the page's own content is marked where it drew a value; what it draws elsewhere (a soft mask, a
+            # pattern's cell, a glyph procedure: in a space of its own) is burned in where the page still shows it
+            removed = (
+                _glyphs_holding(walked, occurrences)
+                if drawn
+                else _page_glyphs(walked, number, occurrences, rules, finding)
+            )
+            scrubbed = frozenset(
+                (stream, op)
+                for stream, op, properties in walked.properties
+                if any(_string_holds(v, search) for v in properties.values())
+            )
+            if remove:
+                pdftext.rewrite(walked, removed, scrubbed)
+                finding.counts["marked_content"] += len(scrubbed)
+                finding.counts["content"] += _rewrite_holding(walked, search)
+            _images_on_page(walked, number, rules, occurrences, finding=finding, painted=painted, remove=remove)
+    if remove:
+        _remove_elsewhere(pdf, rules, search, occurrences=occurrences, finding=finding, painted=painted)
     _draw_marks(pdf, finding)
     frames = [_Frame.of(page) for page in pdf.pages]
     return _saved(pdf), frames
@@ -288,23 +301,25 @@ def readable():
 def find(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
     """Every value the rules match anywhere: page text in both orders, images (OCR), named fields, and every string
     and text stream reachable in the file."""
+    hidden: set[tuple[int, int]] = set()  # streams drawn outside content's `Do`s, walked once per document
     for number, page in enumerate(pdf.pages, 1):
-        walked = pdftext.walk_page(page)
-        views = _page_views(walked)
-        finding.views[number] = ((walked.text, len(walked.glyphs)), views)
-        for label, value in _page_matches(views, rules):
-            finding.add(label, value)
-        for image, _ in walked.images:  # legibility is the rendered page's (a logo or photo reads as nothing)
-            _match(rules, normalize(_read(image, finding).lines), finding)
-        for _, _, properties in walked.properties:
-            for value in properties.values():
-                if isinstance(value, pikepdf.String):
-                    for text in _texts(bytes(value), str(value)):
-                        _match(rules, text, finding)
-        for owner, _ in walked.streams:  # the content as written: a comment is not drawn, but it is there
-            for text in _texts(_content_bytes(owner)):
-                _match(rules, text, finding)
-        for appearance in _appearances(page):  # drawn by a viewer, not by the content: its glyphs are read here
+        for drawn, walked in enumerate(_walks(pdftext.walk_page(page), _resources(page.obj), hidden)):
+            views = _page_views(walked)
+            if not drawn:  # the page's own content's, for the removal walk
+                finding.views[number] = ((walked.text, len(walked.glyphs)), views)
+            for label, value in _page_matches(views, rules):
+                finding.add(label, value)
+            for image, _ in walked.images:  # legibility is the rendered page's (a logo or photo reads as nothing)
+                _match(rules, normalize(_read(image, finding).lines), finding)
+            for _, _, properties in walked.properties:
+                for value in properties.values():
+                    if isinstance(value, pikepdf.String):
+                        for text in _texts(bytes(value), str(value)):
+                            _match(rules, text, finding)
+            for owner, _ in walked.streams:  # the content as written: a comment is not drawn, but it is there
+                for text in _texts(_content_bytes(owner)):
+                    _match(rules, text, finding)
+        for appearance in _appearances(page, hidden):  # drawn by a viewer, not by the content: read here
             for label, value in _page_matches(_page_views(appearance), rules):
                 finding.add(label, value)
     for name, fld in _fields(pdf):
@@ -335,23 +350,91 @@ def find(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
                 _match(rules, text, finding)
 
 
-def _appearances(page: pikepdf.Page):
-    """The glyphs of each appearance stream (every state's) of the page's annotations and widgets; an appearance the
-    walk cannot read is left to the rendered page's reading, as any ink is."""
+def _appearances(page: pikepdf.Page, hidden: set):
+    """The glyphs of each appearance stream (every state's) of the page's annotations and widgets, and of what each
+    draws outside its `Do`s (``_walks``); an appearance the walk cannot read is left to the rendered page's
+    reading, as any ink is."""
+    for stream in _appearance_streams(page):
+        with contextlib.suppress(EvidenceError):
+            yield from _walks(pdftext.walk_form(stream), stream.get("/Resources"), hidden)
+
+
+def _appearance_streams(page: pikepdf.Page):
+    """Every appearance stream (normal, rollover, down; every state's) of the page's annotations and widgets."""
     for annot in _dictionaries(page.obj, "/Annots"):
         appearances = annot.get("/AP")
         for kind in appearances.values() if isinstance(appearances, pikepdf.Dictionary) else ():
-            states = (
-                [kind]
-                if isinstance(kind, pikepdf.Stream)
-                else kind.values()
-                if isinstance(kind, pikepdf.Dictionary)
-                else ()
-            )
-            for stream in states:
+            # a stream, or a dictionary of them by state (a Stream is no Dictionary to pikepdf)
+            for stream in kind.values() if isinstance(kind, pikepdf.Dictionary) else [kind]:
                 if isinstance(stream, pikepdf.Stream):
-                    with contextlib.suppress(EvidenceError):
-                        yield pdftext.walk_form(stream)
+                    yield stream
+
+
+def _walks(walked: pdftext.Page, resources, hidden: set):
+    """``walked`` (content, with the form XObjects it draws), then the walk of each content stream that content
+    drawn with ``resources`` draws other than by `Do` (``_drawn_with``: soft-mask groups, tiling patterns, Type3
+    glyph procedures) and not in ``hidden`` yet, each in its own space. The walk of a glyph procedure keeps no
+    image (its bitmap is a glyph's shape, read on the rendered page as any glyph); one the walk cannot read is left
+    to the rendered page's reading, as any ink is."""
+    yield walked
+    for stream, drawn_with, kind in _drawn_with(resources, hidden):
+        if kind == "form":  # walked where content draws it
+            continue
+        own = "/Resources" in stream
+        if not own:  # what it inherits (PDF 2.0, 7.8.3), for the walk only
+            stream.Resources = drawn_with
+        try:
+            inside = pdftext.walk_form(stream)
+        except EvidenceError:
+            continue
+        finally:
+            if not own:
+                del stream["/Resources"]
+        if kind == "glyph":
+            inside.images = []
+        yield inside
+
+
+def _drawn_with(resources, seen: set):
+    """(stream, the resources it is drawn with, how) for every content stream that content drawn with
+    ``resources`` can draw: "form" (a form XObject, by `Do`), "mask" (an ExtGState's soft-mask group, by `gs`),
+    "pattern" (a tiling pattern's cell, by `scn`/`SCN`), "glyph" (a Type3 font's glyph procedure, by showing
+    text); then what each of those can draw, through its own resources or those it inherits. Each stream once
+    (``seen``)."""
+    stack = [resources]
+    while stack:
+        current = stack.pop()
+        if not isinstance(current, pikepdf.Dictionary):
+            continue
+        for stream, inherited, kind in _drawn_by(current):
+            if first_visit(stream, seen):
+                own = stream.get("/Resources")
+                drawn_with = own if isinstance(own, pikepdf.Dictionary) else inherited
+                yield stream, drawn_with, kind
+                stack.append(drawn_with)
+
+
+def _drawn_by(resources: pikepdf.Dictionary):
+    def entries(category: str) -> list:
+        named = resources.get(category)
+        return list(named.values()) if isinstance(named, pikepdf.Dictionary) else []
+
+    for form in entries("/XObject"):
+        if isinstance(form, pikepdf.Stream) and form.get("/Subtype") == "/Form":
+            yield form, resources, "form"
+    for state in entries("/ExtGState"):
+        mask = state.get("/SMask") if isinstance(state, pikepdf.Dictionary) else None
+        if isinstance(mask, pikepdf.Dictionary) and isinstance(mask.get("/G"), pikepdf.Stream):
+            yield mask.G, resources, "mask"
+    for pattern in entries("/Pattern"):
+        if isinstance(pattern, pikepdf.Stream):  # a shading pattern is a dictionary: it draws no content
+            yield pattern, resources, "pattern"
+    for font in entries("/Font"):
+        if isinstance(font, pikepdf.Dictionary) and font.get("/Subtype") == "/Type3":
+            procedures, own = font.get("/CharProcs"), font.get("/Resources")
+            for glyph in procedures.values() if isinstance(procedures, pikepdf.Dictionary) else ():
+                if isinstance(glyph, pikepdf.Stream):
+                    yield glyph, own if isinstance(own, pikepdf.Dictionary) else resources, "glyph"
 
 
 def _match(rules: Rules, text: str, finding: Finding) -> None:
@@ -513,14 +596,83 @@ def _rewrite_holding(page: pdftext.Page, search: Search) -> int:
     rewritten = 0
     for owner, _ in page.streams:
         if search.holds_bytes(_content_bytes(owner)):
-            data = pikepdf.unparse_content_stream(pikepdf.parse_content_stream(owner))
-            if isinstance(owner, pikepdf.Page):
-                owner.contents_coalesce()
-                owner.obj.Contents.write(data)
-            else:
-                owner.write(data)
+            _write_content(owner, pikepdf.parse_content_stream(owner))
             rewritten += 1
     return rewritten
+
+
+def _write_content(owner, instructions) -> None:
+    """A page's content (its streams made one) or a form's, written as ``instructions``."""
+    data = pikepdf.unparse_content_stream(instructions)
+    if isinstance(owner, pikepdf.Page):
+        owner.contents_coalesce()
+        owner.obj.Contents.write(data)
+    else:
+        owner.write(data)
+
+
+# Resources content names as an operand (`gs`, `Do`, `Tf`, `scn`/`SCN`, `sh`, `cs`/`CS`, `BDC`/`DP`)
+_NAMED_RESOURCES = ("/ExtGState", "/XObject", "/Font", "/Pattern", "/Shading", "/ColorSpace", "/Properties")
+
+
+def _rename_resources(pdf: pikepdf.Pdf, search: Search, finding: Finding) -> None:
+    """Each resource whose name spells a value (pyHanko's /BackgroundGS, a font named after a person) renamed, in
+    every resource dictionary that holds it and in every content stream that names it, alike (one new name per
+    old name in the document): the pages' content and annotation appearances, and what they draw (``_drawn_with``:
+    form XObjects, soft-mask groups, tiling patterns, Type3 glyph procedures). Removing the entry instead would
+    leave the content naming it: its bytes still spelling the value, and the drawing broken."""
+    owners, dictionaries, seen = [], [], set()
+    roots = [
+        (owner, resources)
+        for page in pdf.pages
+        for owner, resources in [
+            (page, _resources(page.obj)),
+            *((stream, stream.get("/Resources")) for stream in _appearance_streams(page)),
+        ]
+    ]
+    for owner, resources in roots:
+        owners.append(owner)
+        dictionaries.append(resources)
+        for stream, drawn_with, _ in _drawn_with(resources, seen):
+            owners.append(stream)
+            dictionaries.append(drawn_with)
+    named = [
+        entries
+        for resources in dictionaries
+        if isinstance(resources, pikepdf.Dictionary)
+        for category in _NAMED_RESOURCES
+        if isinstance(entries := resources.get(category), pikepdf.Dictionary)
+    ]
+    used = {key for entries in named for key in entries.keys()}
+    fresh = (f"/R{n}" for n in itertools.count(1) if f"/R{n}" not in used and not search.holds(f"R{n}"))
+    renamed: dict[str, str] = {}
+    for entries in named:
+        for key in [key for key in entries.keys() if key in renamed or search.holds(name_text(key))]:
+            renamed.setdefault(key, next(fresh))
+            entries[renamed[key]] = entries[key]
+            del entries[key]
+            finding.counts["name"] += 1
+    for owner in owners if renamed else ():
+        instructions = list(pikepdf.parse_content_stream(owner))
+        changed = [
+            ([_renamed(operand, renamed) for operand in operands], operator)
+            if not isinstance(operands, pikepdf.PdfInlineImage)
+            else (operands, operator)
+            for operands, operator in instructions
+        ]
+        if any(list(a) != b for (a, _), (b, _) in zip(instructions, changed) if isinstance(b, list)):
+            _write_content(owner, changed)
+
+
+def _renamed(operand, renamed: dict[str, str]):
+    """An operand with each name ``renamed`` holds (in an array or a dictionary's values too) replaced."""
+    if isinstance(operand, pikepdf.Name):
+        return pikepdf.Name(renamed[name_str(operand)]) if name_str(operand) in renamed else operand
+    if isinstance(operand, pikepdf.Array):
+        return pikepdf.Array([_renamed(item, renamed) for item in operand])
+    if isinstance(operand, pikepdf.Dictionary):
+        return pikepdf.Dictionary({key: _renamed(value, renamed) for key, value in operand.items()})
+    return operand
 
 
 def _content_bytes(owner) -> bytes:
@@ -559,6 +711,11 @@ def _reading_order(points: list[tuple[float, float, float]]) -> list[int] | None
 
 def _same_line(a, b) -> bool:
     return abs(a[1] - b[1]) < 0.5 * max(a[2], b[2], 1e-6)
+
+
+def _glyphs_holding(page: pdftext.Page, occurrences) -> set[int]:
+    """The glyphs of every occurrence of every found value in any view of the walk."""
+    return {index for view in _page_views(page) for index in view.covered(occurrences)}
 
 
 def _page_glyphs(page: pdftext.Page, number: int, occurrences, rules: Rules, finding: Finding) -> set[int]:
@@ -631,7 +788,7 @@ def _words_holding(reading: ocr.Reading, occurrences) -> list[ocr.Word]:
 
 
 def _images_on_page(
-    page: pdftext.Page, number: int, rules: Rules, occurrences, finding: Finding, painted: set, remove: bool
+    page: pdftext.Page, number: int, rules: Rules, occurrences, *, finding: Finding, painted: set, remove: bool
 ) -> None:
     """Paint out, in every image the page draws, the words OCR found that hold a value (once per image: an image
     drawn on several pages is one object) and what the page's regions cover; mark each area where it is drawn."""
@@ -1091,7 +1248,7 @@ def _burn_page(pdf: pikepdf.Pdf, page: pikepdf.Dictionary, image: Image.Image) -
 
 
 def _remove_elsewhere(
-    pdf: pikepdf.Pdf, rules: Rules, search: Search, occurrences, finding: Finding, painted: set
+    pdf: pikepdf.Pdf, rules: Rules, search: Search, *, occurrences, finding: Finding, painted: set
 ) -> None:
     for name, fld in _fields(pdf):
         if name in rules.fields:

@@ -309,13 +309,6 @@ def test_only_the_runtime_builds_the_ledgers_pieces():
 
 
 MAX_POSITIONAL = 5
-# Functions that still take more than MAX_POSITIONAL positional parameters, in modules open branches rewrite (the
-# ledger's typed rows, issue 46's redaction) that go keyword-only there. The list only shrinks: an entry that no
-# longer takes too many fails the test until it is removed.
-STILL_POSITIONAL = {
-    "documents/redact.py: _images_on_page",
-    "documents/redact.py: _remove_elsewhere",
-}
 
 
 def _functions(tree: ast.AST, prefix: str = ""):
@@ -346,5 +339,4 @@ def test_a_call_with_more_than_a_few_arguments_names_them():
         for name, function in _functions(ast.parse(path.read_text()))
         if len(function.args.posonlyargs + function.args.args) > MAX_POSITIONAL and not _a_click_command(function)
     }
-    assert positional - STILL_POSITIONAL == set(), "make the parameters past the first few keyword-only (`*,`)"
-    assert STILL_POSITIONAL - positional == set(), "keyword-only now: remove it from STILL_POSITIONAL"
+    assert positional == set(), "make the parameters past the first few keyword-only (`*,`)"
