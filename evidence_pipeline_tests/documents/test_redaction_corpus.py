@@ -657,7 +657,7 @@ def test_a_match_in_the_text_layer_pdfium_reads_is_a_region_where_the_page_shows
     pdfium decodes, small print OCR missed) is burned in where it is drawn: each match's characters are a region
     of the rendering's pixels, on a turned page too; painted white there, the rendering shows no value, and the
     heading still reads."""
-    change = corpus._helvetica_value if not turn else corpus._on_a_turned_page(corpus._helvetica_value)
+    change = corpus.helvetica_value if not turn else corpus.on_a_turned_page(corpus.helvetica_value)
     data = corpus.build(change)
     finding = redact.Finding()
     regions = redact._text_layer_regions(data, pinned_rules(), finding)

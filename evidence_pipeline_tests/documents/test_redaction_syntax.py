@@ -149,8 +149,8 @@ CARRIED = {
         ),
         "names",
     ),
-    "a_custom_key": (corpus._catalog(**{f"Key-{SSN}": True}), "names"),
-    "an_xmp_packet": (corpus._xmp(SSN), "streams"),
+    "a_custom_key": (corpus.catalog(**{f"Key-{SSN}": True}), "names"),
+    "an_xmp_packet": (corpus.xmp(SSN), "streams"),
     # a font's own text is searched for the values the first pass removed (a rule on a font maker's notice finds
     # the maker's words)
     "a_fonts_name_table": (embedded_font(vera(("Bitstream".encode("utf-16-be"), SSN.encode("utf-16-be")))), "streams"),
@@ -168,9 +168,9 @@ def test_an_image_pypdf_cannot_decode_is_read_as_pdfium_decodes_it_where_the_pag
     """pypdf failing on an image (a filter it lacks) no longer fails the job by itself: pdfium's decoding of it,
     where the page draws it, is read by OCR, and a value it shows is still found there."""
     monkeypatch.setattr(StreamObject, "decode_as_image", lambda self: 1 / 0, raising=False)
-    clean = corpus._picture(corpus.scan_image(lines=("Monthly rent budget 900",)), corpus.FULL_PAGE)
+    clean = corpus.drawn_picture(corpus.scan_image(lines=("Monthly rent budget 900",)), corpus.FULL_PAGE)
     assert second_pass(corpus.build(clean))["images_read"] == 1
-    shown = corpus._picture(corpus.scan_image(lines=(f"SSN {SSN}",)), corpus.FULL_PAGE)
+    shown = corpus.drawn_picture(corpus.scan_image(lines=(f"SSN {SSN}",)), corpus.FULL_PAGE)
     assert "image_text 1" in findings(corpus.build(shown))
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import io
 import subprocess
 import tempfile
-import zlib
 from pathlib import Path
 
 import pikepdf
@@ -32,17 +31,17 @@ from evidence_pipeline_tests.support.redaction import pdftotext
 def _cid_appearance(pdf) -> pikepdf.Stream:
     """The value in the CID font without a ToUnicode map, as an appearance 200 by 24."""
     return pdf.make_stream(
-        b"BT /V1 16 Tf 2 4 Td <" + corpus._cid_codes(corpus.SHOWN).hex().encode() + b"> Tj ET",
+        b"BT /V1 16 Tf 2 4 Td <" + corpus.cid_codes(corpus.SHOWN).hex().encode() + b"> Tj ET",
         Type=pikepdf.Name.XObject,
         Subtype=pikepdf.Name.Form,
         BBox=[0, 0, 200, 24],
-        Resources=pikepdf.Dictionary(Font=pikepdf.Dictionary(V1=corpus._cid_font(pdf, False))),
+        Resources=pikepdf.Dictionary(Font=pikepdf.Dictionary(V1=corpus.cid_font(pdf, False))),
     )
 
 
 def _print_state_layer(pdf, page):
     """A layer off on screen whose usage says it prints, and the print event's setting that applies it."""
-    corpus._in_optional_content(False, corpus._silent_text())(pdf, page)
+    corpus.in_optional_content(False, corpus.silent_text())(pdf, page)
     [group] = pdf.Root.OCProperties.OCGs
     group.Usage = pikepdf.Dictionary(Print=pikepdf.Dictionary(PrintState=pikepdf.Name.ON))
     pdf.Root.OCProperties.D.AS = [
@@ -53,7 +52,7 @@ def _print_state_layer(pdf, page):
 def _stamp(flags: int, **appearances):
     def change(pdf, page):
         made = {key: (_cid_appearance(pdf) if value is None else value(pdf)) for key, value in appearances.items()}
-        corpus._annotation(
+        corpus.annotation(
             pdf, page, Subtype=pikepdf.Name.Stamp, Rect=[72, 600, 272, 624], F=flags, AP=pikepdf.Dictionary(**made)
         )
 
@@ -69,7 +68,7 @@ def _check_box_off_state(pdf, page):
     on = pdf.make_stream(
         b"0 g 4 4 16 16 re f", Type=pikepdf.Name.XObject, Subtype=pikepdf.Name.Form, BBox=[0, 0, 24, 24]
     )
-    corpus._field(
+    corpus.field(
         FT=pikepdf.Name.Btn,
         Rect=[72, 600, 272, 624],
         V=pikepdf.Name.On,
@@ -79,21 +78,21 @@ def _check_box_off_state(pdf, page):
 
 
 def _outside_the_crop_box(pdf, page):
-    corpus._silent_text(at=b"72 100 Td")(pdf, page)
+    corpus.silent_text(at=b"72 100 Td")(pdf, page)
     page.obj.CropBox = [0, 300, 612, 792]
 
 
 def _image_through_glyph_clip(pdf, page):
     """The value's glyphs as a clip (rendering mode 7), a dark full-page image painted through it."""
-    corpus._silent_text(before=b"q ", text_state=b"7 Tr", after=b"q 612 0 0 792 0 0 cm /Im0 Do Q Q\n")(pdf, page)
-    page.obj.Resources.XObject = pikepdf.Dictionary(Im0=corpus._image_xobject(pdf, Image.new("L", (64, 64), 20)))
+    corpus.silent_text(before=b"q ", text_state=b"7 Tr", after=b"q 612 0 0 792 0 0 cm /Im0 Do Q Q\n")(pdf, page)
+    page.obj.Resources.XObject = pikepdf.Dictionary(Im0=corpus.image_xobject(pdf, Image.new("L", (64, 64), 20)))
 
 
 def _split_between_form_and_page(pdf, page):
     """``SSN 123-45-`` in a form XObject, ``6789`` on the page beside it, both in the CID font."""
-    font = corpus._cid_font(pdf, False)
+    font = corpus.cid_font(pdf, False)
     form = pdf.make_stream(
-        b"BT /V1 16 Tf 0 4 Td <" + corpus._cid_codes("SSN 123-45-").hex().encode() + b"> Tj ET",
+        b"BT /V1 16 Tf 0 4 Td <" + corpus.cid_codes("SSN 123-45-").hex().encode() + b"> Tj ET",
         Type=pikepdf.Name.XObject,
         Subtype=pikepdf.Name.Form,
         BBox=[0, 0, 200, 24],
@@ -104,7 +103,7 @@ def _split_between_form_and_page(pdf, page):
     page.obj.Contents = pdf.make_stream(
         corpus.HEADING
         + b"q 1 0 0 1 72 600 cm /Fm0 Do Q\nBT /V1 16 Tf 171.5 604 Td <"
-        + corpus._cid_codes("6789").hex().encode()
+        + corpus.cid_codes("6789").hex().encode()
         + b"> Tj ET\n"
     )
 
@@ -121,7 +120,7 @@ def _bouncing_glyphs(pdf, page):
     for index, char in enumerate(corpus.SHOWN):
         up = index % 2
         (raised if up else level).append(
-            b"BT /F1 14 Tf 1 0 0 1 %.2f %d Tm (%s) Tj ET\n" % (x, 600 + 11 * up, corpus._literal(char))
+            b"BT /F1 14 Tf 1 0 0 1 %.2f %d Tm (%s) Tj ET\n" % (x, 600 + 11 * up, corpus.literal(char))
         )
         x += pdfmetrics.stringWidth(char, "Helvetica", 14)
     page.obj.Contents = pdf.make_stream(corpus.HEADING + b"".join(raised + level))
@@ -132,18 +131,7 @@ def _red_on_grey_image(pdf, page):
     font = ImageFont.truetype(str(FONTS / "Vera.ttf"), 40)
     image = Image.new("RGB", (600, 60), (76, 76, 76))
     ImageDraw.Draw(image).text((10, 8), corpus.SHOWN, fill=(255, 0, 0), font=font)
-    page.obj.Resources.XObject = pikepdf.Dictionary(
-        Im0=pdf.make_stream(
-            zlib.compress(image.tobytes()),
-            Type=pikepdf.Name.XObject,
-            Subtype=pikepdf.Name.Image,
-            Width=image.width,
-            Height=image.height,
-            ColorSpace=pikepdf.Name.DeviceRGB,
-            BitsPerComponent=8,
-            Filter=pikepdf.Name.FlateDecode,
-        )
-    )
+    page.obj.Resources.XObject = pikepdf.Dictionary(Im0=corpus.image_xobject(pdf, image))
     page.obj.Contents = pdf.make_stream(corpus.HEADING + b"q 288 0 0 28.8 72 600 cm /Im0 Do Q\n")
 
 
@@ -167,23 +155,23 @@ def _ccitt_image(pdf, page):
             DecodeParms=pikepdf.Dictionary(K=-1, Columns=picture.width, Rows=picture.height),
         )
     )
-    placed = corpus._placement(picture, 72, 600, 72 / 150)
+    placed = corpus.placement_matrix(picture, 72, 600, 72 / 150)
     page.obj.Contents = pdf.make_stream(corpus.HEADING + b"q " + placed + b" cm /Im0 Do Q\n")
 
 
 # each: (change, how a reader brings the value up)
 CASES = {
     "red_on_a_grey_of_the_same_level": (
-        corpus._silent_text(before=b"0.298 g 60 590 260 36 re f ", text_state=b"1 0 0 rg"),
+        corpus.silent_text(before=b"0.298 g 60 590 260 36 re f ", text_state=b"1 0 0 rg"),
         "colour",
     ),
     "red_on_a_grey_of_the_same_level_in_an_rgb_image": (_red_on_grey_image, "colour"),
     "ccitt_group_4_image": (_ccitt_image, "page"),
     "black_on_a_light_grey_panel": (
-        corpus._silent_text(before=b"0.7 g 60 590 260 36 re f ", text_state=b"0 g"),
+        corpus.silent_text(before=b"0.7 g 60 590 260 36 re f ", text_state=b"0 g"),
         "page",
     ),
-    "layer_off_on_screen": (corpus._in_optional_content(False, corpus._silent_text()), "layers"),
+    "layer_off_on_screen": (corpus.in_optional_content(False, corpus.silent_text()), "layers"),
     "layer_off_on_screen_that_prints": (_print_state_layer, "print"),
     "annotation_that_prints_and_is_not_shown": (_stamp(4 | 32, N=None), "print"),
     "annotation_rollover_appearance": (_stamp(4, N=_blank, R=None), "rollover"),

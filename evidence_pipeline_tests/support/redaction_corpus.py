@@ -56,27 +56,27 @@ def _with(change) -> bytes:
     return _saved(pdf)
 
 
-def _annotation(pdf, page, **entries) -> pikepdf.Dictionary:
+def annotation(pdf, page, **entries) -> pikepdf.Dictionary:
     annot = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.Annot, **{"Rect": [72, 600, 272, 620], **entries}))
     page.obj.Annots = pdf.make_indirect(pikepdf.Array([*page.obj.get("/Annots", []), annot]))
     return annot
 
 
 def _text_annotation(key: str, value: pikepdf.Object):
-    return lambda pdf, page: _annotation(pdf, page, Subtype=pikepdf.Name.Text, **{key: value})
+    return lambda pdf, page: annotation(pdf, page, Subtype=pikepdf.Name.Text, **{key: value})
 
 
 def _link(action: pikepdf.Dictionary, key: str = "A"):
-    return lambda pdf, page: _annotation(pdf, page, Subtype=pikepdf.Name.Link, **{key: action})
+    return lambda pdf, page: annotation(pdf, page, Subtype=pikepdf.Name.Link, **{key: action})
 
 
 def _uri(uri: str) -> pikepdf.Dictionary:
     return pikepdf.Dictionary(S=pikepdf.Name.URI, URI=pikepdf.String(uri))
 
 
-def _field(**entries):
+def field(**entries):
     def change(pdf, page):
-        widget = _annotation(
+        widget = annotation(
             pdf, page, Subtype=pikepdf.Name.Widget, T=pikepdf.String("contact"), **{"FT": pikepdf.Name.Tx, **entries}
         )
         pdf.Root.AcroForm = pikepdf.Dictionary(Fields=[widget])
@@ -97,10 +97,10 @@ def _page_font_appearance(pdf, page, content: bytes, width: float) -> pikepdf.Di
 
 
 def _field_appearance(pdf, page):
-    _field(AP=_page_font_appearance(pdf, page, b"BT /F1 10 Tf 2 5 Td (" + EMAIL.encode() + b") Tj ET", 200))(pdf, page)
+    field(AP=_page_font_appearance(pdf, page, b"BT /F1 10 Tf 2 5 Td (" + EMAIL.encode() + b") Tj ET", 200))(pdf, page)
 
 
-def _catalog(**entries):
+def catalog(**entries):
     def change(pdf, page):
         for key, value in entries.items():
             pdf.Root[f"/{key}"] = value
@@ -108,7 +108,7 @@ def _catalog(**entries):
     return change
 
 
-def _xmp(body: str):
+def xmp(body: str):
     packet = (
         '<?xpacket begin="" id="W5M0MpCehiHzreSzNTczkc9d"?><x:xmpmeta xmlns:x="adobe:ns:meta/">'
         '<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"><rdf:Description rdf:about="" '
@@ -187,7 +187,7 @@ def _reversed_glyphs(pdf, page):
     for char in text:
         positions.append((x, char))
         x += pdfmetrics.stringWidth(char, "Helvetica", 12)
-    ops = b"".join(b"BT /F1 12 Tf %.1f 700 Td (%s) Tj ET\n" % (px, _literal(c)) for px, c in reversed(positions))
+    ops = b"".join(b"BT /F1 12 Tf %.1f 700 Td (%s) Tj ET\n" % (px, literal(c)) for px, c in reversed(positions))
     page.obj.Contents = pdf.make_stream(b"BT /F1 12 Tf 72 740 Td (Rental application) Tj ET\n" + ops)
 
 
@@ -202,7 +202,7 @@ def _line_finished_after_another(pdf, page):
     )
 
 
-def _literal(char: str) -> bytes:
+def literal(char: str) -> bytes:
     data = char.encode("cp1252")
     return b"\\" + data if data in (b"(", b")", b"\\") else data
 
@@ -244,7 +244,9 @@ def scan_image(lines=SCAN_LINES, size=(1275, 1650), turn: float = 0, blur: float
     return image.filter(ImageFilter.GaussianBlur(blur)) if blur else image
 
 
-def _image_xobject(pdf, image: Image.Image, jpeg: bool = False) -> pikepdf.Stream:
+def image_xobject(pdf, image: Image.Image, jpeg: bool = False) -> pikepdf.Stream:
+    """``image`` (grey or RGB) as an image XObject, JPEG-compressed or lossless."""
+    colour_space = pikepdf.Name.DeviceRGB if image.mode == "RGB" else pikepdf.Name.DeviceGray
     if jpeg:
         data = io.BytesIO()
         image.save(data, "JPEG", quality=85)
@@ -254,7 +256,7 @@ def _image_xobject(pdf, image: Image.Image, jpeg: bool = False) -> pikepdf.Strea
             Subtype=pikepdf.Name.Image,
             Width=image.width,
             Height=image.height,
-            ColorSpace=pikepdf.Name.DeviceGray,
+            ColorSpace=colour_space,
             BitsPerComponent=8,
             Filter=pikepdf.Name.DCTDecode,
         )
@@ -264,15 +266,15 @@ def _image_xobject(pdf, image: Image.Image, jpeg: bool = False) -> pikepdf.Strea
         Subtype=pikepdf.Name.Image,
         Width=image.width,
         Height=image.height,
-        ColorSpace=pikepdf.Name.DeviceGray,
+        ColorSpace=colour_space,
         BitsPerComponent=8,
         Filter=pikepdf.Name.FlateDecode,
     )
 
 
-def _picture(image: Image.Image, placement: bytes, text: bytes = b"", jpeg: bool = False):
+def drawn_picture(image: Image.Image, placement: bytes, text: bytes = b"", jpeg: bool = False):
     def change(pdf, page):
-        page.obj.Resources.XObject = pikepdf.Dictionary(Im0=_image_xobject(pdf, image, jpeg))
+        page.obj.Resources.XObject = pikepdf.Dictionary(Im0=image_xobject(pdf, image, jpeg))
         page.obj.Contents = pdf.make_stream(b"q " + placement + b" cm /Im0 Do Q\n" + text)
 
     return change
@@ -355,11 +357,11 @@ PLACES = {
         lambda pdf, page: page.obj.__setattr__("AA", pikepdf.Dictionary(O=_uri(f"mailto:{EMAIL}"))),
         EMAIL,
     ),
-    "field_value": (_field(V=pikepdf.String(EMAIL)), EMAIL),
-    "field_default_value": (_field(DV=pikepdf.String(EMAIL)), EMAIL),
-    "field_tooltip": (_field(TU=pikepdf.String(f"Write to {EMAIL}")), EMAIL),
-    "field_mapping_name": (_field(TM=pikepdf.String(EMAIL)), EMAIL),
-    "field_options": (_field(FT=pikepdf.Name.Ch, Opt=[pikepdf.String("none"), pikepdf.String(EMAIL)]), EMAIL),
+    "field_value": (field(V=pikepdf.String(EMAIL)), EMAIL),
+    "field_default_value": (field(DV=pikepdf.String(EMAIL)), EMAIL),
+    "field_tooltip": (field(TU=pikepdf.String(f"Write to {EMAIL}")), EMAIL),
+    "field_mapping_name": (field(TM=pikepdf.String(EMAIL)), EMAIL),
+    "field_options": (field(FT=pikepdf.Name.Ch, Opt=[pikepdf.String("none"), pikepdf.String(EMAIL)]), EMAIL),
     "field_appearance": (_field_appearance, EMAIL),
     "document_information": (
         lambda pdf, page: pdf.trailer.__setattr__(
@@ -367,7 +369,7 @@ PLACES = {
         ),
         EMAIL,
     ),
-    "catalog_xmp": (_xmp(EMAIL), EMAIL),
+    "catalog_xmp": (xmp(EMAIL), EMAIL),
     "page_xmp": (_page_metadata, EMAIL),
     "outline_action": (_outline, EMAIL),
     "named_destination": (_name_tree("Dests", pikepdf.String(EMAIL), pikepdf.Array([0, pikepdf.Name.Fit])), EMAIL),
@@ -380,7 +382,7 @@ PLACES = {
         EMAIL,
     ),
     "page_label": (
-        _catalog(
+        catalog(
             PageLabels=pikepdf.Dictionary(Nums=[0, pikepdf.Dictionary(S=pikepdf.Name.D, P=pikepdf.String(f"{SSN}-"))])
         ),
         SSN,
@@ -416,7 +418,7 @@ PLACES = {
     ),
     "reversed_drawing_order": (_reversed_glyphs, EMAIL),
     "line_finished_after_another": (_line_finished_after_another, EMAIL),
-    "name_as_a_key": (_catalog(Dests=pikepdf.Dictionary({"/" + EMAIL: pikepdf.Array([0, pikepdf.Name.Fit])})), EMAIL),
+    "name_as_a_key": (catalog(Dests=pikepdf.Dictionary({"/" + EMAIL: pikepdf.Array([0, pikepdf.Name.Fit])})), EMAIL),
     "name_as_a_value": (lambda pdf, page: page.obj.__setattr__("Tag", pikepdf.Name("/" + EMAIL)), EMAIL),
     "content_comment": (_page_text(b"% contact " + EMAIL.encode() + b"\n"), EMAIL),
 }
@@ -429,14 +431,14 @@ def _annotation_bytes(data: bytes):
 SPELLINGS = {
     "octal_escapes": (_annotation_bytes(EMAIL.replace("@", "\100").encode()), EMAIL),
     "hex_string": (
-        lambda pdf, page: _annotation(pdf, page, Subtype=pikepdf.Name.Text, Contents=pikepdf.String(EMAIL.encode())),
+        lambda pdf, page: annotation(pdf, page, Subtype=pikepdf.Name.Text, Contents=pikepdf.String(EMAIL.encode())),
         EMAIL,
     ),
     "pdfdoc_encoding": (_annotation_bytes(b"Ref \x93 " + SSN.encode()), SSN),  # 0x93 is the fi ligature
     "utf16_be_bom": (_annotation_bytes(b"\xfe\xff" + EMAIL.encode("utf-16-be")), EMAIL),
     "utf16_le_bom": (_annotation_bytes(b"\xff\xfe" + EMAIL.encode("utf-16-le")), EMAIL),
-    "xml_character_references": (_xmp(EMAIL.replace("@", "&#64;").replace(".", "&#x2E;")), EMAIL),
-    "xml_entities": (_xmp(EMAIL.replace("@", "&#64;").replace("m.", "m&#46;")), EMAIL),
+    "xml_character_references": (xmp(EMAIL.replace("@", "&#64;").replace(".", "&#x2E;")), EMAIL),
+    "xml_entities": (xmp(EMAIL.replace("@", "&#64;").replace("m.", "m&#46;")), EMAIL),
     "percent_encoding": (_link(_uri("mailto:" + urllib.parse.quote(EMAIL, safe=""))), EMAIL),
     "nfkc_full_width": (_annotation_bytes(b"\xfe\xff" + "ＳＳＮ １２３-４５-６７８９".encode("utf-16-be")), SSN),
     "ligature": (_annotation_bytes(b"\xfe\xff" + "m.holloway@example.net ﬁle".encode("utf-16-be")), EMAIL),
@@ -452,13 +454,13 @@ SPELLINGS = {
 }
 
 PICTURES = {
-    "scan_with_ocr_layer": (_picture(scan_image(), FULL_PAGE, OCR_LAYER), SSN),
-    "scan_without_text": (_picture(scan_image(), FULL_PAGE), SSN),
-    "scan_jpeg": (_picture(scan_image(), FULL_PAGE, jpeg=True), SSN),
-    "photographed_id_in_typed_page": (_picture(scan_image(size=(900, 300)), b"300 0 0 100 72 560", TYPED), SSN),
-    "scan_turned_sideways": (_picture(scan_image(turn=90), FULL_PAGE), SSN),
-    "scan_upside_down": (_picture(scan_image(turn=180), FULL_PAGE), SSN),
-    "scan_skewed": (_picture(scan_image(turn=3), FULL_PAGE), SSN),
+    "scan_with_ocr_layer": (drawn_picture(scan_image(), FULL_PAGE, OCR_LAYER), SSN),
+    "scan_without_text": (drawn_picture(scan_image(), FULL_PAGE), SSN),
+    "scan_jpeg": (drawn_picture(scan_image(), FULL_PAGE, jpeg=True), SSN),
+    "photographed_id_in_typed_page": (drawn_picture(scan_image(size=(900, 300)), b"300 0 0 100 72 560", TYPED), SSN),
+    "scan_turned_sideways": (drawn_picture(scan_image(turn=90), FULL_PAGE), SSN),
+    "scan_upside_down": (drawn_picture(scan_image(turn=180), FULL_PAGE), SSN),
+    "scan_skewed": (drawn_picture(scan_image(turn=3), FULL_PAGE), SSN),
 }
 
 
@@ -478,7 +480,7 @@ def earlier_revision_info() -> tuple[bytes, str]:
 
 def illegible_scan() -> bytes:
     """A scan whose text a reader can make out but the engine cannot: a blurred photograph."""
-    return build(_picture(scan_image(blur=3.0), FULL_PAGE))
+    return build(drawn_picture(scan_image(blur=3.0), FULL_PAGE))
 
 
 def page_outside_the_tree() -> bytes:
@@ -489,7 +491,7 @@ def page_outside_the_tree() -> bytes:
         pikepdf.Dictionary(
             Type=pikepdf.Name.Page,
             MediaBox=[0, 0, 612, 792],
-            Resources=pikepdf.Dictionary(XObject=pikepdf.Dictionary(Im0=_image_xobject(pdf, scan_image(blur=3.0)))),
+            Resources=pikepdf.Dictionary(XObject=pikepdf.Dictionary(Im0=image_xobject(pdf, scan_image(blur=3.0)))),
             Contents=pdf.make_stream(b"q " + FULL_PAGE + b" cm /Im0 Do Q\n"),
         )
     )
@@ -561,7 +563,7 @@ def _pictures(*placed: tuple[Image.Image, bytes]):
 
     def change(pdf, page):
         page.obj.Resources.XObject = pikepdf.Dictionary(
-            {f"/Im{i}": _image_xobject(pdf, image) for i, (image, _) in enumerate(placed)}
+            {f"/Im{i}": image_xobject(pdf, image) for i, (image, _) in enumerate(placed)}
         )
         drawn = b"".join(b"q %s cm /Im%d Do Q\n" % (matrix, i) for i, (_, matrix) in enumerate(placed))
         page.obj.Contents = pdf.make_stream(HEADING + drawn)
@@ -569,13 +571,13 @@ def _pictures(*placed: tuple[Image.Image, bytes]):
     return change
 
 
-def _placement(image: Image.Image, x: float, y: float, scale: float) -> bytes:
+def placement_matrix(image: Image.Image, x: float, y: float, scale: float) -> bytes:
     return b"%.2f 0 0 %.2f %.2f %.2f" % (image.width * scale, image.height * scale, x, y)
 
 
 def _tiny_image_drawn_large(pdf, page):
     image = text_picture(SHOWN, 15)
-    _pictures((image, _placement(image, 72, 600, 4 * 72 / 150)))(pdf, page)
+    _pictures((image, placement_matrix(image, 72, 600, 4 * 72 / 150)))(pdf, page)
 
 
 def _split_across_images(pdf, page):
@@ -583,15 +585,15 @@ def _split_across_images(pdf, page):
     first, second = text_picture("SSN 123-45-", 40), text_picture("6789", 40)
     scale = 72 / 150
     _pictures(
-        (first, _placement(first, 72, 600, scale)),
-        (second, _placement(second, 72 + (first.width - 10) * scale, 600, scale)),
+        (first, placement_matrix(first, 72, 600, scale)),
+        (second, placement_matrix(second, 72 + (first.width - 10) * scale, 600, scale)),
     )(pdf, page)
 
 
 def _turned(angle: float):
     def change(pdf, page):
         image = text_picture(SHOWN, 50, angle)
-        _pictures((image, _placement(image, 100, 400, 72 / 150)))(pdf, page)
+        _pictures((image, placement_matrix(image, 100, 400, 72 / 150)))(pdf, page)
 
     return change
 
@@ -660,7 +662,7 @@ def _free_text_halves(pdf, page):
     """Two FreeText annotations side by side, each with half the value in its contents and its appearance."""
     font = pdf.make_indirect(_helvetica())
     for text, x, width in ((b"SSN 123-45-", 72, 86), (b"6789", 157, 40)):
-        annot = _annotation(
+        annot = annotation(
             pdf,
             page,
             Subtype=pikepdf.Name.FreeText,
@@ -673,7 +675,7 @@ def _free_text_halves(pdf, page):
 
 def _widget_cipher_appearance(pdf, page):
     """A text field whose value says nothing, and whose appearance shows the value through a custom encoding."""
-    _field(
+    field(
         Rect=[72, 600, 272, 624],
         V=pikepdf.String("see appearance"),
         AP=pikepdf.Dictionary(N=_appearance(pdf, _ciphered(SHOWN), _cipher_font(pdf), 200)),
@@ -706,7 +708,7 @@ def _lying_to_unicode(base_font: str):
     return change
 
 
-def _on_a_turned_page(change):
+def on_a_turned_page(change):
     """``change`` on a page whose /Rotate turns it 90 degrees clockwise for display."""
 
     def turned(pdf, page):
@@ -722,7 +724,7 @@ FIELD_WORDS = "Tenant agrees to the house rules"
 def field_with_words(pdf, page):
     """A text field whose value and appearance hold the value among other words."""
     text = f"{FIELD_WORDS}, SSN {SSN}".encode()
-    _field(
+    field(
         Rect=[72, 600, 472, 624],
         V=pikepdf.String(text.decode()),
         AP=pikepdf.Dictionary(N=_appearance(pdf, text, pdf.make_indirect(_helvetica()), 400)),
@@ -734,7 +736,7 @@ def _glyph_by_glyph(text: str, x: float, y: float) -> bytes:
     writes a page: content that starts a line at every glyph)."""
     ops = []
     for char in text:
-        ops.append(b"BT /F1 12 Tf 1 0 0 1 %.2f %.2f Tm (%s) Tj ET\n" % (x, y, _literal(char)))
+        ops.append(b"BT /F1 12 Tf 1 0 0 1 %.2f %.2f Tm (%s) Tj ET\n" % (x, y, literal(char)))
         x += pdfmetrics.stringWidth(char, "Helvetica", 12)
     return b"".join(ops)
 
@@ -760,7 +762,7 @@ def _multiline_field(*lines: str):
             BBox=[0, 0, 200, 48],
             Resources=pikepdf.Dictionary(Font=pikepdf.Dictionary(A1=pdf.make_indirect(_helvetica()))),
         )
-        _field(
+        field(
             Rect=[72, 560, 272, 608], Ff=4096, V=pikepdf.String("\r".join(lines)), AP=pikepdf.Dictionary(N=appearance)
         )(pdf, page)
 
@@ -779,7 +781,7 @@ DRAWN = {
     "widget_appearance_with_custom_encoded_font": (_widget_cipher_appearance, SSN, (0,)),
     "base14_font_with_a_lying_tounicode_map": (_lying_to_unicode("/Courier"), SSN, (0,)),
     "base14_font_sharing_a_trusted_name_with_a_lying_map": (_lying_to_unicode("/Helvetica"), SSN, (0,)),
-    "value_split_across_two_images_on_a_turned_page": (_on_a_turned_page(_split_across_images), SSN, (90,)),
+    "value_split_across_two_images_on_a_turned_page": (on_a_turned_page(_split_across_images), SSN, (90,)),
     "drawn_glyph_by_glyph_among_another_words_glyphs": (_drawn_among_another_word, SSN, (0,)),
     "wrapped_after_its_own_hyphen_in_a_field": (_multiline_field(f"SSN {SSN[:7]}", SSN[7:]), SSN, (0,)),
     "hyphenated_where_its_line_wraps_in_a_field": (_multiline_field(f"Email: {EMAIL[:15]}-", EMAIL[15:]), EMAIL, (0,)),
@@ -801,7 +803,7 @@ def _vera_glyphs() -> tuple[dict[str, int], dict[str, float]]:
     )
 
 
-def _cid_font(pdf, to_unicode: bool | str) -> pikepdf.Object:
+def cid_font(pdf, to_unicode: bool | str) -> pikepdf.Object:
     """Vera embedded whole as a CID font (Type0, Identity-H, codes are glyph ids), with or without a ToUnicode
     map (``to_unicode`` a character: one that maps every glyph to it): without one, no text layer says what the codes
     spell."""
@@ -849,7 +851,7 @@ def _cid_font(pdf, to_unicode: bool | str) -> pikepdf.Object:
     return pdf.make_indirect(font)
 
 
-def _cid_codes(text: str) -> bytes:
+def cid_codes(text: str) -> bytes:
     glyphs, _ = _vera_glyphs()
     return b"".join(glyphs[char].to_bytes(2, "big") for char in text)
 
@@ -885,7 +887,7 @@ def _type3_font(pdf) -> pikepdf.Object:
     )
 
 
-def _silent_text(
+def silent_text(
     before: bytes = b"",
     text_state: bytes = b"",
     after: bytes = b"",
@@ -896,7 +898,7 @@ def _silent_text(
     """SHOWN in the CID font without a ToUnicode map (unless ``to_unicode``), between ``before`` and ``after``."""
 
     def change(pdf, page):
-        page.obj.Resources.Font.V1 = _cid_font(pdf, to_unicode)
+        page.obj.Resources.Font.V1 = cid_font(pdf, to_unicode)
         page.obj.Contents = pdf.make_stream(
             HEADING
             + before
@@ -905,7 +907,7 @@ def _silent_text(
             + b" "
             + at
             + b" <"
-            + _cid_codes(SHOWN).hex().encode()
+            + cid_codes(SHOWN).hex().encode()
             + b"> Tj ET\n"
             + after
         )
@@ -931,7 +933,7 @@ def _axial(pdf, dark: float = 0.0) -> pikepdf.Dictionary:
 
 def _shading_through_glyphs(pdf, page):
     """The value's glyphs as a clipping path (rendering mode 7), then a shading painted with ``sh``."""
-    _silent_text(before=b"q ", text_state=b"7 Tr", after=b"/Sh0 sh Q\n")(pdf, page)
+    silent_text(before=b"q ", text_state=b"7 Tr", after=b"/Sh0 sh Q\n")(pdf, page)
     page.obj.Resources.Shading = pikepdf.Dictionary(Sh0=_axial(pdf))
 
 
@@ -950,10 +952,12 @@ def _shown_through_soft_mask(pdf, page):
     picture = text_picture(SHOWN, 50)
     mask = Image.eval(picture, lambda v: 255 - v)
     black = Image.new("L", picture.size, 0)
-    image = _image_xobject(pdf, black)
-    image.SMask = _image_xobject(pdf, mask)
+    image = image_xobject(pdf, black)
+    image.SMask = image_xobject(pdf, mask)
     page.obj.Resources.XObject = pikepdf.Dictionary(Im0=image)
-    page.obj.Contents = pdf.make_stream(HEADING + b"q " + _placement(picture, 72, 600, 72 / 150) + b" cm /Im0 Do Q\n")
+    page.obj.Contents = pdf.make_stream(
+        HEADING + b"q " + placement_matrix(picture, 72, 600, 72 / 150) + b" cm /Im0 Do Q\n"
+    )
 
 
 def _luminosity_mask(pdf, grey: float) -> pikepdf.Dictionary:
@@ -981,7 +985,7 @@ def _under_soft_mask(grey: float, text):
     return change
 
 
-def _in_optional_content(on: bool, text):
+def in_optional_content(on: bool, text):
     """``text``'s content inside marked content of an optional content group, ON or OFF by default."""
 
     def change(pdf, page):
@@ -1018,11 +1022,11 @@ def _inverted_image(mask: bool):
                 Filter=pikepdf.Name.FlateDecode,
             )
         else:
-            image = _image_xobject(pdf, inverted)
+            image = image_xobject(pdf, inverted)
             image.Decode = [1, 0]
         page.obj.Resources.XObject = pikepdf.Dictionary(Im0=image)
         page.obj.Contents = pdf.make_stream(
-            HEADING + b"q 0 g " + _placement(picture, 72, 600, 72 / 150) + b" cm /Im0 Do Q\n"
+            HEADING + b"q 0 g " + placement_matrix(picture, 72, 600, 72 / 150) + b" cm /Im0 Do Q\n"
         )
 
     return change
@@ -1031,16 +1035,16 @@ def _inverted_image(mask: bool):
 def _invisible_text_over_its_picture(pdf, page):
     """The value's picture with an invisible text layer (rendering mode 3) over it, as OCR software writes."""
     picture = text_picture(SHOWN, 50)
-    _pictures((picture, _placement(picture, 72, 600, 72 / 150)))(pdf, page)
+    _pictures((picture, placement_matrix(picture, 72, 600, 72 / 150)))(pdf, page)
     body = page.obj.Contents.read_bytes()
     page.obj.Contents = pdf.make_stream(body + b"BT 3 Tr /F1 14 Tf 76 606 Td (" + SHOWN.encode() + b") Tj ET\n")
 
 
 def _form_drawn_twice(pdf, page):
     """A form XObject holding the value, drawn at two places of the page."""
-    font = _cid_font(pdf, False)
+    font = cid_font(pdf, False)
     form = pdf.make_stream(
-        b"BT /V1 16 Tf 0 4 Td <" + _cid_codes(SHOWN).hex().encode() + b"> Tj ET",
+        b"BT /V1 16 Tf 0 4 Td <" + cid_codes(SHOWN).hex().encode() + b"> Tj ET",
         Type=pikepdf.Name.XObject,
         Subtype=pikepdf.Name.Form,
         BBox=[0, 0, 200, 24],
@@ -1060,8 +1064,8 @@ def _over_a_dark_photograph(pdf, page):
         [(0, round(height * 0.9)), (width, round(height * 0.1)), (width, height), (0, height)], fill=45
     )
     photo = ImageChops.add(photo, Image.effect_noise((width, height), 10), offset=-128)
-    _silent_text(before=b"q 345.6 0 0 144 60 560 cm /Im0 Do Q ", text_state=b"1 g", at=b"150 572 Td")(pdf, page)
-    page.obj.Resources.XObject = pikepdf.Dictionary(Im0=_image_xobject(pdf, photo))
+    silent_text(before=b"q 345.6 0 0 144 60 560 cm /Im0 Do Q ", text_state=b"1 g", at=b"150 572 Td")(pdf, page)
+    page.obj.Resources.XObject = pikepdf.Dictionary(Im0=image_xobject(pdf, photo))
 
 
 _COS30, _SIN30 = 0.8660, 0.5
@@ -1071,50 +1075,50 @@ DRAWN.update(
         "shading_painted_through_glyphs_used_as_a_clip": (_shading_through_glyphs, SSN, (0,)),
         "glyph_outlines_filled_with_a_shading_pattern": (_shading_pattern_outlines, SSN, (0,)),
         "image_shown_only_through_its_soft_mask": (_shown_through_soft_mask, SSN, (0,)),
-        "text_under_a_soft_mask_that_shows_it": (_under_soft_mask(1.0, _silent_text()), SSN, (0,)),
-        "optional_content_on_by_default": (_in_optional_content(True, _silent_text()), SSN, (0,)),
+        "text_under_a_soft_mask_that_shows_it": (_under_soft_mask(1.0, silent_text()), SSN, (0,)),
+        "optional_content_on_by_default": (in_optional_content(True, silent_text()), SSN, (0,)),
         "text_as_a_clipping_path_then_painted": (
-            _silent_text(before=b"q ", text_state=b"7 Tr", after=b"0 g 0 0 612 792 re f Q\n"),
+            silent_text(before=b"q ", text_state=b"7 Tr", after=b"0 g 0 0 612 792 re f Q\n"),
             SSN,
             (0,),
         ),
-        "value_partly_clipped": (_silent_text(before=b"q 0 601.2 612 189 re W n ", after=b"Q\n"), SSN, (0,)),
+        "value_partly_clipped": (silent_text(before=b"q 0 601.2 612 189 re W n ", after=b"Q\n"), SSN, (0,)),
         "type3_font_of_glyph_procedures": (_type3_text, SSN, (0,)),
-        "cid_font_identity_h_with_tounicode": (_silent_text(to_unicode=True), SSN, (0,)),
-        "cid_font_identity_h_without_tounicode": (_silent_text(), SSN, (0,)),
+        "cid_font_identity_h_with_tounicode": (silent_text(to_unicode=True), SSN, (0,)),
+        "cid_font_identity_h_without_tounicode": (silent_text(), SSN, (0,)),
         "image_mask_with_inverted_decode": (_inverted_image(mask=True), SSN, (0,)),
         "grey_image_with_inverted_decode": (_inverted_image(mask=False), SSN, (0,)),
         "invisible_text_over_a_picture_of_it": (_invisible_text_over_its_picture, SSN, (0,)),
-        "stroke_only_text": (_silent_text(text_state=b"1 Tr 0.6 w"), SSN, (0,)),
-        "fill_and_stroke_text": (_silent_text(text_state=b"2 Tr 0.4 w"), SSN, (0,)),
+        "stroke_only_text": (silent_text(text_state=b"1 Tr 0.6 w"), SSN, (0,)),
+        "fill_and_stroke_text": (silent_text(text_state=b"2 Tr 0.4 w"), SSN, (0,)),
         "form_xobject_drawn_twice": (_form_drawn_twice, SSN, (0,)),
-        "text_scaled_200_percent_horizontally": (_silent_text(text_state=b"200 Tz", size=12), SSN, (0,)),
-        "text_scaled_250_percent_horizontally": (_silent_text(text_state=b"250 Tz", size=12), SSN, (0,)),
-        "text_with_wide_character_spacing": (_silent_text(text_state=b"6 Tc", size=12), SSN, (0,)),
+        "text_scaled_200_percent_horizontally": (silent_text(text_state=b"200 Tz", size=12), SSN, (0,)),
+        "text_scaled_250_percent_horizontally": (silent_text(text_state=b"250 Tz", size=12), SSN, (0,)),
+        "text_with_wide_character_spacing": (silent_text(text_state=b"6 Tc", size=12), SSN, (0,)),
         "white_text_on_a_dark_rectangle": (
-            _silent_text(before=b"0.15 g 60 590 260 36 re f ", text_state=b"1 g"),
+            silent_text(before=b"0.15 g 60 590 260 36 re f ", text_state=b"1 g"),
             SSN,
             (0,),
         ),
         "white_text_on_a_tight_dark_panel": (
-            _silent_text(before=b"0.15 g 66 596 180 18 re f ", text_state=b"1 g"),
+            silent_text(before=b"0.15 g 66 596 180 18 re f ", text_state=b"1 g"),
             SSN,
             (0,),
         ),
         "small_white_text_on_a_black_area": (  # no cell of its ink is more than one from solid black
-            _silent_text(before=b"0 g 60 560 320 80 re f ", text_state=b"1 g", size=6),
+            silent_text(before=b"0 g 60 560 320 80 re f ", text_state=b"1 g", size=6),
             SSN,
             (0,),
         ),
         "white_text_on_a_tight_dark_blue_panel": (
-            _silent_text(before=b"0 0 0.45 rg 66 596 180 18 re f ", text_state=b"1 g"),
+            silent_text(before=b"0 0 0.45 rg 66 596 180 18 re f ", text_state=b"1 g"),
             SSN,
             (0,),
         ),
-        "cid_font_whose_tounicode_maps_every_glyph_to_a_space": (_silent_text(to_unicode=" "), SSN, (0,)),
+        "cid_font_whose_tounicode_maps_every_glyph_to_a_space": (silent_text(to_unicode=" "), SSN, (0,)),
         "white_text_over_a_dark_photograph": (_over_a_dark_photograph, SSN, (0,)),
         "text_turned_30_degrees_by_its_matrix": (
-            _silent_text(at=b"%.4f %.4f %.4f %.4f 120 500 Tm" % (_COS30, _SIN30, -_SIN30, _COS30)),
+            silent_text(at=b"%.4f %.4f %.4f %.4f 120 500 Tm" % (_COS30, _SIN30, -_SIN30, _COS30)),
             SSN,
             (-30,),
         ),
@@ -1126,7 +1130,7 @@ def _ruled_table(pdf, page):
     """A table of six rows of three cells (the value in the middle of the second column), its text in the CID font
     without a ToUnicode map, its rules (solid round it and down it, dotted across) touching the text: the engine,
     reading the page with its rules, reads a stray word or two of the table and doubts none of them."""
-    page.obj.Resources.Font.V1 = _cid_font(pdf, False)
+    page.obj.Resources.Font.V1 = cid_font(pdf, False)
     rows = [
         ("SN", "5531", "2024-11"),
         ("4250", "555-0142", "1200"),
@@ -1140,7 +1144,7 @@ def _ruled_table(pdf, page):
     for row, cells in enumerate(rows):
         for column, text in enumerate(cells):
             at = b"%.1f %d Td" % (columns[column] + 1.5, top - row * height - 12)
-            content.append(b"BT /V1 12 Tf " + at + b" <" + _cid_codes(text).hex().encode() + b"> Tj ET\n")
+            content.append(b"BT /V1 12 Tf " + at + b" <" + cid_codes(text).hex().encode() + b"> Tj ET\n")
     for row in range(len(rows) + 1):
         dash = b"[] 0 d" if row in (0, len(rows)) else b"[1 1] 0 d"
         y = top - row * height
@@ -1164,14 +1168,14 @@ def ruled_table(ruled: bool = True):
 
 def wide_text(scale: int):
     """The value drawn ``scale`` percent as wide as its font (Tz), in the CID font without a ToUnicode map."""
-    return _silent_text(text_state=b"%d Tz" % scale, size=12)
+    return silent_text(text_state=b"%d Tz" % scale, size=12)
 
 
 # glyphs four times taller than wide, in the CID font without a ToUnicode map (the engine reads no word of it as drawn)
-condensed_text = _silent_text(at=b"1 0 0 4 72 560 Tm", size=12)
+condensed_text = silent_text(at=b"1 0 0 4 72 560 Tm", size=12)
 
 
-def _helvetica_value(pdf, page):
+def helvetica_value(pdf, page):
     page.obj.Contents = pdf.make_stream(HEADING + b"BT /F1 14 Tf 72 600 Td (" + SHOWN.encode() + b") Tj ET\n")
 
 
@@ -1181,16 +1185,16 @@ def _signature_appearance_clipped(pdf, page):
     appearance = _page_font_appearance(
         pdf, page, b"BT /F1 10 Tf 2 30 Td (Signed by SSN " + SSN.encode() + b") Tj ET", 60
     )
-    _field(FT=pikepdf.Name.Sig, Rect=[72, 600, 132, 620], AP=appearance)(pdf, page)
+    field(FT=pikepdf.Name.Sig, Rect=[72, 600, 132, 620], AP=appearance)(pdf, page)
 
 
 # each: (change, the value) for a value in the file's objects that no reader sees on the page
 HIDDEN = {
-    "optional_content_off_by_default": (_in_optional_content(False, _helvetica_value), SSN),
+    "optional_content_off_by_default": (in_optional_content(False, helvetica_value), SSN),
     "signature_appearance_clipped_by_its_box": (_signature_appearance_clipped, SSN),
     "clipped_away_entirely": (
         lambda pdf, page: (
-            _helvetica_value(pdf, page),
+            helvetica_value(pdf, page),
             page.obj.__setattr__(
                 "Contents",
                 pdf.make_stream(
@@ -1206,7 +1210,7 @@ HIDDEN = {
         ),
         SSN,
     ),
-    "soft_mask_of_zero": (_under_soft_mask(0.0, _helvetica_value), SSN),
+    "soft_mask_of_zero": (_under_soft_mask(0.0, helvetica_value), SSN),
 }
 
 
