@@ -197,17 +197,23 @@ def _contrast(image: numpy.ndarray) -> Image.Image:
 
 
 def _tinted_area(page) -> tuple[int, int] | None:
-    """The first and last rows (at INK_DPI) holding a ground: a cell of _CELL pixels on a side of one flat colour
-    (no edge in it in any channel) that is neither white nor black, mid-grey or coloured (a panel, a tint, a
-    picture's flat part; not the strokes of text, whose pixels vary), or None."""
+    """The first and last rows (at INK_DPI) holding a ground or coloured ink, or None. A ground is a cell of _CELL
+    pixels on a side of one flat colour (no edge in it in any channel) that is neither white nor black, mid-grey
+    or coloured (a panel, a tint, a picture's flat part; not the strokes of text, whose pixels vary); coloured ink
+    is any pixel of a hue, strokes included (yellow text on white is nearly white in grey)."""
     image = Image.fromarray(_render(page, ocr.INK_DPI))
+    pixels = numpy.asarray(image, dtype=numpy.int16)
+    coloured = (pixels.max(axis=2) - pixels.min(axis=2) >= _CHROMA).any(axis=1)
     colour = numpy.asarray(image.reduce(_CELL), dtype=numpy.int16)
     edges = numpy.asarray(image.filter(ImageFilter.FIND_EDGES).reduce(_CELL)).max(axis=2)
     grey = colour.mean(axis=2)
     hue = colour.max(axis=2) - colour.min(axis=2) >= _CHROMA
     tinted = (edges <= _FLAT) & (((grey > 40) & (grey < 235)) | hue)
-    found = numpy.flatnonzero(tinted.any(axis=1))
-    return (int(found[0]) * _CELL, (int(found[-1]) + 1) * _CELL) if len(found) else None
+    rows = coloured.copy()
+    grounds = numpy.repeat(tinted.any(axis=1), _CELL)[: len(rows)]  # cells' rows, as pixel rows
+    rows[: len(grounds)] |= grounds
+    found = numpy.flatnonzero(rows)
+    return (int(found[0]), int(found[-1]) + 1) if len(found) else None
 
 
 def _render(page, dpi: int) -> numpy.ndarray:

@@ -166,6 +166,7 @@ CASES = {
         "colour",
     ),
     "red_on_a_grey_of_the_same_level_in_an_rgb_image": (_red_on_grey_image, "colour"),
+    "light_yellow_on_white": (corpus.silent_text(text_state=b"1 1 0.5 rg"), "colour"),
     "ccitt_group_4_image": (_ccitt_image, "page"),
     "black_on_a_light_grey_panel": (
         corpus.silent_text(before=b"0.7 g 60 590 260 36 re f ", text_state=b"0 g"),
