@@ -61,6 +61,11 @@ from evidence_pipeline.monthly.validate import PDFIUM_LOCK, pdfium_text
 
 _BOUNCE = 0.8  # of a character's loose box (about 1.15 of its font size): lines set 1.0 apart are further
 _BINARY = ("/FontFile", "/FontFile2", "/FontFile3", "/Length1", "/Length2", "/Length3", "/N", "/FunctionType")
+# pdfium's FPDFText_GetTextObject answering the object's address, not a ctypes pointer built for each of a page's
+# thousands of characters (that building cost a typed page more than pdfium's own work)
+_text_object = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)(
+    ctypes.cast(pdfium_c.FPDFText_GetTextObject, ctypes.c_void_p).value
+)
 
 
 def verify_derivative(written: dict[str, BinaryIO], result: ProcessorResult) -> dict:
@@ -157,7 +162,7 @@ def _page_boxes(page) -> list[tuple]:
         for index, char in enumerate(text[:count]):
             if char.isspace():
                 continue
-            obj = ctypes.cast(pdfium_c.FPDFText_GetTextObject(raw, index), ctypes.c_void_p).value
+            obj = _text_object(raw, index)
             if not pdfium_c.FPDFText_GetLooseCharBox(raw, index, rect):
                 raise pypdfium2.PdfiumError("Failed to get charbox.")  # as the wrapper would
             boxes.append((rect.left, rect.bottom, rect.right, rect.top, char, (drawn.get(obj, unknown), index)))
