@@ -20,13 +20,18 @@ found value everywhere it occurs:
   removed, a bookmark title becomes `[redacted]`, any other string `[redacted]`, any other text stream empty;
 - always: embedded and associated files, page thumbnails (pictures of the original page), and pages outside the
   page tree (a destination's page after its page was deleted: no reader shows it, its content stays in the file);
-- last, what the page still shows: each page of the result is rendered (pdfium, annotations and form appearances
-  drawn) and what its trusted text layer does not explain is read by OCR at any angle (ocr.shown_pages), and its
-  text as pdfium reads it from its fonts (what the walk reads as U+FFFD) is matched too; where a found value or a
-  rule's match shows, the region is burned in, not covered (``_burn``): what the page draws across
-  it (glyphs, paths, images, form placements, shadings, annotations and widgets; cut.py) is cut out and the
+- last, what the page still shows, in every view a reader can bring up, as the second pass reads them
+  (reader_views: every optional-content layer, print-only annotations, each annotation's rollover, down and
+  unselected appearances, the media box beyond the crop box; tinted and coloured areas read by their contrast):
+  each page of the result is rendered (pdfium, annotations and form appearances drawn) and what its trusted text
+  layer does not explain is read by OCR at any angle (ocr.shown_pages), and its text as pdfium reads it from its
+  fonts (what the walk reads as U+FFFD) is matched too; where a found value or a rule's match shows, the region is
+  burned in, not covered (``_burn``): what the page draws across it (glyphs, paths, images, form placements,
+  shadings, annotations and widgets, whatever their optional-content marking; cut.py) is cut out and the
   rendering of the area they covered, the regions painted black, is drawn in their place, so no object under a box
-  holds the value; the rest of the page keeps its objects and its text layer. A page whose cut still shows ink in
+  holds the value; the rest of the page keeps its objects and its text layer. Beyond the crop box what is drawn
+  across a region is cut out only; an annotation whose alternate appearance shows a value keeps only the one it
+  shows (``_strip_alternates``). A page whose cut still shows ink in
   a region is burned whole (replaced by its rendering; its text layer goes). A value found only there is removed
   from the objects too (the removal above is done again, from the input, with every value); a widget whose
   appearance still holds a value as bytes (drawn clipped, or where OCR did not read it) loses its field.
@@ -92,6 +97,7 @@ from evidence_pipeline.signing.dsse import canonical_json
 REPORT = "redaction.json"
 MARK_PADDING = 1.0  # points around a removed glyph's box
 WORD_PADDING = 2  # pixels around a word OCR found
+_BOUNCE = 0.9  # of a glyph's font size: glyphs raised less are on their line (lines set solid, 1.0 apart, are not)
 REDACTED = "[redacted]"
 # /S of an action dictionary (PDF 2.0, 12.6.4): a dictionary with one of these is an action, removed whole
 ACTIONS = frozenset(
@@ -492,8 +498,10 @@ def _page_views(page: pdftext.Page) -> list[_View]:
     lines joined (a value wrapped at the end of a line); in drawing order joined by where the glyphs sit (each
     glyph that starts where the one drawn before it ends continues its word, as pdftotext reads: content may start
     a line at every glyph, and draw another word over or among it); and, when it differs, in reading order (lines
-    top to bottom, glyphs left to right: content may draw a line backwards). Each view of lines is read again with
-    a hyphen at a line's end dropped and the lines joined (a word hyphenated where it wraps, as a reader reads it)."""
+    top to bottom, glyphs left to right: content may draw a line backwards), and again with glyphs up to _BOUNCE of
+    their height off the line's first on it (a line whose glyphs bounce, drawn out of order: a reader reads one
+    line; lines set solid stay apart). Each view of lines is read again with a hyphen at a line's end dropped and
+    the lines joined (a word hyphenated where it wraps, as a reader reads it)."""
     texts = [normalize_glyphs(glyph.text) for glyph in page.glyphs]
     drawing, breaks, previous_end = [], [], None  # breaks: what drawing order puts before each glyph
     for index, glyph in enumerate(page.glyphs):
@@ -512,13 +520,16 @@ def _page_views(page: pdftext.Page) -> list[_View]:
             geometry.append((None, between))
         geometry.append((index, text))
     lined = [drawing] if same else [drawing, geometry]  # the same text read twice finds nothing more
-    points = [_origin(glyph) for glyph in page.glyphs]
-    order = _reading_order(points)
-    if order is not None:
+    points, orders = [_origin(glyph) for glyph in page.glyphs], []
+    for within in (0.5, _BOUNCE):
+        order = _reading_order(points, within)
+        if order is None or order in orders:
+            continue
+        orders.append(order)
         reading, last = [], None
         for index in order:
             if last is not None:
-                if not _same_line(points[last], points[index]):
+                if not _same_line(points[last], points[index], within):
                     reading.append((None, "\n"))
                 elif points[index][0] - points[last][0] - page.glyphs[last].width > 0.2 * points[last][2]:
                     reading.append((None, " "))
@@ -695,23 +706,25 @@ def _origin(glyph: pdftext.Glyph) -> tuple[float, float, float]:
     )
 
 
-def _reading_order(points: list[tuple[float, float, float]]) -> list[int] | None:
-    """Glyph indices in reading order (lines top to bottom, left to right), or None when drawing order is it."""
+def _reading_order(points: list[tuple[float, float, float]], within: float) -> list[int] | None:
+    """Glyph indices in reading order (lines of glyphs ``within`` their height of the line's first, top to bottom,
+    left to right), or None when drawing order is it."""
     if all(
-        _same_line(a, b) and b[0] >= a[0] or b[1] < a[1] and not _same_line(a, b) for a, b in zip(points, points[1:])
+        _same_line(a, b, within) and b[0] >= a[0] or b[1] < a[1] and not _same_line(a, b, within)
+        for a, b in zip(points, points[1:])
     ):
         return None
     lines: list[list[int]] = []
     for index in sorted(range(len(points)), key=lambda i: (-points[i][1], points[i][0])):
-        if lines and _same_line(points[lines[-1][0]], points[index]):
+        if lines and _same_line(points[lines[-1][0]], points[index], within):
             lines[-1].append(index)
         else:
             lines.append([index])
     return [index for line in lines for index in sorted(line, key=lambda i: points[i][0])]
 
 
-def _same_line(a, b) -> bool:
-    return abs(a[1] - b[1]) < 0.5 * max(a[2], b[2], 1e-6)
+def _same_line(a, b, within: float) -> bool:
+    return abs(a[1] - b[1]) < within * max(a[2], b[2], 1e-6)
 
 
 def _glyphs_holding(page: pdftext.Page, occurrences) -> set[int]:
@@ -921,8 +934,9 @@ class _Regions:
         return bool(self.shown or self.beyond or self.appearances)
 
     def per_page(self) -> Counter:
+        """Regions burned in or cut out (beyond the crop box), by page index."""
         return Counter({index: len(boxes) for index, boxes in self.shown.items()}) + Counter(
-            {index: len(boxes) for index, boxes in itertools.chain(self.beyond.items(), self.appearances.items())}
+            {index: len(boxes) for index, boxes in self.beyond.items()}
         )
 
 
