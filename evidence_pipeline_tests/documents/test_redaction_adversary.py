@@ -20,7 +20,6 @@ import pytest
 
 from evidence_pipeline.documents.matching import flat
 from evidence_pipeline.documents.redaction_check import verify_derivative
-from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline_tests.support import redaction_adversary as adversary
 from evidence_pipeline_tests.support import redaction_corpus as corpus
 from evidence_pipeline_tests.support.redaction import leaks, redact_pure
