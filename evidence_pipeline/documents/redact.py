@@ -967,20 +967,20 @@ def _shown(data: bytes, rules: Rules, finding: Finding, painted: dict[int, list]
                 ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
                 f"page {page + 1} as rendered cannot be read with confidence by OCR; only a region rule can redact it",
             )
-        readings.append((index, shown.reading))
+        readings.append((index, shown.reading, False))
         sizes[index] = shown.size
-    readings += reader_views.contrast_readings(view)
-    for _, reading in readings:
+    readings += ((index, reading, True) for index, reading in reader_views.contrast_readings(view))
+    for _, reading, _ in readings:
         for text in reading.views:
             _match(rules, normalize(text), finding)
     regions = _Regions()
     occurrences = [_occurrence(value) for value in sorted(finding.values)]
-    for index, reading in readings:
+    for index, reading, again in readings:
         boxes = [_padded(word.box, *sizes[index]) for word in _words_holding(reading, occurrences)]
         if not boxes:
             continue
         if index < first_appended:
-            regions.shown.setdefault(index, []).extend(boxes)
+            _add(regions.shown.setdefault(index, []), boxes, again)
         elif frames[index] is not None:  # drawn in the original's user space
             page, kind = appended[index - first_appended]
             held = regions.beyond if kind == reader_views.MEDIA_BOX else regions.appearances
@@ -988,6 +988,17 @@ def _shown(data: bytes, rules: Rules, finding: Finding, painted: dict[int, list]
     for index, boxes in _text_layer_regions(data, rules, finding).items():
         regions.shown.setdefault(index, []).extend(boxes)
     return regions
+
+
+def _add(held: list, boxes: list, again: bool) -> None:
+    """``boxes`` added to the regions ``held``; read ``again`` (the contrast reading of what the page's reading
+    may have read too), a box that overlaps one held widens it instead: one region per word, however often read."""
+    for box in boxes:
+        near = next((n for n, h in enumerate(held) if again and cut.meets(h, [box])), None)
+        if near is None:
+            held.append(box)
+        else:
+            held[near] = _union([held[near], box])
 
 
 def _text_layer_regions(data: bytes, rules: Rules, finding: Finding) -> dict[int, list[tuple[int, int, int, int]]]:
