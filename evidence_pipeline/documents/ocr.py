@@ -95,6 +95,16 @@ class Reading:
     words: tuple[Word, ...]
     legible: bool
 
+    def below(self, top: int) -> Reading:
+        """The reading of an image that lies ``top`` rows down a larger one, its words' boxes in the larger's."""
+        return Reading(
+            tuple(
+                Word(w.text, (w.box[0], w.box[1] + top, w.box[2], w.box[3] + top), w.confidence, w.line)
+                for w in self.words
+            ),
+            self.legible,
+        )
+
     @property
     def lines(self) -> str:
         """The words as the engine read them: a line of the image per line of text, words joined by a space."""
@@ -246,11 +256,7 @@ def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes], painted) -> Shown
         known = sum(len(_object_text(obj, textpage).split()) for obj, _ in hidden)
     finally:
         textpage.close()
-    reading = read_page(Image.fromarray(pixels), known)
-    words = tuple(
-        Word(w.text, (w.box[0], w.box[1] + top, w.box[2], w.box[3] + top), w.confidence, w.line) for w in reading.words
-    )
-    return Shown(size, Reading(words, reading.legible), len(bands))
+    return Shown(size, read_page(Image.fromarray(pixels), known).below(top), len(bands))
 
 
 def _render(page: pypdfium2.PdfPage, dpi: int) -> Image.Image:

@@ -11,14 +11,18 @@ of what lies under it (red on a dark grey) is invisible in grey and plain in col
 once: optional content is dropped (every layer drawn), print-only annotations are shown, and pages are appended:
 per page, one per alternate appearance of its annotations (the k-th of each, drawn alone) and, where the crop box is
 smaller than the media box, one of the media box with the crop box whitened. The appended pages come after the
-original ones, so the first pass's painted boxes keep their page indices. ``contrast_holding`` reads the
-tinted and coloured areas of each page by their local contrast in every colour channel.
+original ones, so the first pass's painted boxes keep their page indices, and each appended page is drawn in its
+original's user space (the first pass maps what it reads there back onto the original: ``Appended``).
+``contrast_readings`` reads the tinted and coloured areas of each page by their local contrast in every colour
+channel. Both passes read these views: the second pass to judge, the first (redact.py) to remove what they show.
 """
 
 from __future__ import annotations
 
 import functools
 import io
+from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy
 import pypdfium2
@@ -48,17 +52,28 @@ _DEPARTS = 64  # levels of a channel: a pixel this far from its ground is ink
 _MARGIN = 96  # pixels at PAGE_DPI read above and below the coloured area: the lines a value continues on
 
 
-def every_view(data: bytes) -> bytes:
-    """The derivative as one document showing everything a reader can make its pages show; ``data`` itself when
-    it shows nothing more than its default view."""
+class Appended(NamedTuple):
+    """What an appended page of ``every_view`` shows: the original page's (by index) alternate appearances
+    (``ALTERNATES``) or its media box beyond its crop box (``MEDIA_BOX``), in that page's user space."""
+
+    page: int
+    kind: str
+
+
+ALTERNATES, MEDIA_BOX = "alternates", "media_box"
+
+
+def every_view(data: bytes) -> tuple[bytes, list[Appended]]:
+    """The derivative as one document showing everything a reader can make its pages show (``data`` itself when
+    it shows nothing more than its default view), and what each page appended after the original ones shows."""
     with apply_configuration(**LIMITS):
         reader = PdfReader(io.BytesIO(data))
         if not _has_more(reader):
-            return data
+            return data, []
         writer = PdfWriter(clone_from=reader)
     writer.root_object.pop(NameObject("/OCProperties"), None)
-    originals = list(writer.pages)
-    for page in originals:
+    originals, appended = list(writer.pages), []
+    for index, page in enumerate(originals):
         annotations = [a.get_object() for a in page.get("/Annots", ArrayObject())]
         for annotation in annotations:
             flags = int(annotation.get("/F", 0))
@@ -73,11 +88,13 @@ def every_view(data: bytes) -> bytes:
                 for annotation, shown in zip(annotations, alternates)
                 if len(shown) > k
             )
+            appended.append(Appended(index, ALTERNATES))
         if _area(page.cropbox) < _area(page.mediabox):
             _media_box_page(writer, page)
+            appended.append(Appended(index, MEDIA_BOX))
     out = io.BytesIO()
     writer.write(out)
-    return out.getvalue()
+    return out.getvalue(), appended
 
 
 def _has_more(reader: PdfReader) -> bool:
@@ -155,18 +172,23 @@ def _area(box) -> float:
 
 
 def contrast_holding(data: bytes, search: Search) -> int:
-    """Pages whose tinted or coloured area, read as its local contrast in any colour channel, holds a value or a
-    rule's match. The page's own reading is in grey, by an engine that takes a flat tint for a picture: dark text
-    on a light grey panel goes unread, and text whose colour has the grey level of its ground (red on dark grey)
-    is invisible in grey. Here each pixel is ink where a channel departs from its neighbourhood's mean (dark text
-    on a light panel, light text on a dark one, a hue on an equally grey ground); a page with no tint or colour is
-    not read again."""
-    holding = 0
+    """Pages whose tinted or coloured area, read by its contrast (``contrast_readings``), holds a value or a rule's
+    match."""
+    return sum(any(search.holds(view) for view in reading.views) for _, reading in contrast_readings(data))
+
+
+def contrast_readings(data: bytes) -> Iterator[tuple[int, ocr.Reading]]:
+    """(index, reading) of each page with a tinted or coloured area: the area read as its local contrast in any
+    colour channel, its words' boxes in the pixels of the page's rendering at PAGE_DPI. The page's own reading is
+    in grey, by an engine that takes a flat tint for a picture: dark text on a light grey panel goes unread, and
+    text whose colour has the grey level of its ground (red on dark grey) is invisible in grey. Here each pixel is
+    ink where a channel departs from its neighbourhood's mean (dark text on a light panel, light text on a dark
+    one, a hue on an equally grey ground); a page with no tint or colour is not read again."""
     with PDFIUM_LOCK:
         document = pypdfium2.PdfDocument(data)
         try:
             document.init_forms()
-            for page in document:
+            for index, page in enumerate(document):
                 try:
                     area = _tinted_area(page)
                     image = _render(page, ocr.PAGE_DPI) if area else None
@@ -177,10 +199,9 @@ def contrast_holding(data: bytes, search: Search) -> int:
                 scale = ocr.PAGE_DPI / ocr.INK_DPI
                 top = max(0, round(area[0] * scale) - _MARGIN)
                 bottom = min(image.shape[0], round(area[1] * scale) + _MARGIN)
-                holding += any(search.holds(view) for view in ocr.read_page(_contrast(image[top:bottom])).views)
+                yield index, ocr.read_page(_contrast(image[top:bottom])).below(top)
         finally:
             document.close()
-    return holding
 
 
 def _contrast(image: numpy.ndarray) -> Image.Image:

@@ -20,13 +20,18 @@ found value everywhere it occurs:
   removed, a bookmark title becomes `[redacted]`, any other string `[redacted]`, any other text stream empty;
 - always: embedded and associated files, page thumbnails (pictures of the original page), and pages outside the
   page tree (a destination's page after its page was deleted: no reader shows it, its content stays in the file);
-- last, what the page still shows: each page of the result is rendered (pdfium, annotations and form appearances
-  drawn) and what its trusted text layer does not explain is read by OCR at any angle (ocr.shown_pages), and its
-  text as pdfium reads it from its fonts (what the walk reads as U+FFFD) is matched too; where a found value or a
-  rule's match shows, the region is burned in, not covered (``_burn``): what the page draws across
-  it (glyphs, paths, images, form placements, shadings, annotations and widgets; cut.py) is cut out and the
+- last, what the page still shows, in every view a reader can bring up, as the second pass reads them
+  (reader_views: every optional-content layer, print-only annotations, each annotation's rollover, down and
+  unselected appearances, the media box beyond the crop box; tinted and coloured areas read by their contrast):
+  each page of the result is rendered (pdfium, annotations and form appearances drawn) and what its trusted text
+  layer does not explain is read by OCR at any angle (ocr.shown_pages), and its text as pdfium reads it from its
+  fonts (what the walk reads as U+FFFD) is matched too; where a found value or a rule's match shows, the region is
+  burned in, not covered (``_burn``): what the page draws across it (glyphs, paths, images, form placements,
+  shadings, annotations and widgets, whatever their optional-content marking; cut.py) is cut out and the
   rendering of the area they covered, the regions painted black, is drawn in their place, so no object under a box
-  holds the value; the rest of the page keeps its objects and its text layer. A page whose cut still shows ink in
+  holds the value; the rest of the page keeps its objects and its text layer. Beyond the crop box what is drawn
+  across a region is cut out only; an annotation whose alternate appearance shows a value keeps only the one it
+  shows (``_strip_alternates``). A page whose cut still shows ink in
   a region is burned whole (replaced by its rendering; its text layer goes). A value found only there is removed
   from the objects too (the removal above is done again, from the input, with every value); a widget whose
   appearance still holds a value as bytes (drawn clipped, or where OCR did not read it) loses its field.
@@ -62,7 +67,7 @@ import pypdfium2
 import pypdfium2.raw as pdfium_c
 from PIL import Image, ImageDraw
 
-from evidence_pipeline.documents import budgets, cut, ocr, pdftext, templates
+from evidence_pipeline.documents import budgets, cut, ocr, pdftext, reader_views, templates
 from evidence_pipeline.documents.gate import LIMITS
 from evidence_pipeline.documents.matching import (
     HYPHENS,
@@ -92,6 +97,7 @@ from evidence_pipeline.signing.dsse import canonical_json
 REPORT = "redaction.json"
 MARK_PADDING = 1.0  # points around a removed glyph's box
 WORD_PADDING = 2  # pixels around a word OCR found
+_BOUNCE = 0.9  # of a glyph's font size: glyphs raised less are on their line (lines set solid, 1.0 apart, are not)
 REDACTED = "[redacted]"
 # /S of an action dictionary (PDF 2.0, 12.6.4): a dictionary with one of these is an action, removed whole
 ACTIONS = frozenset(
@@ -192,7 +198,7 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
         written, frames = _removed(pdf, rules, finding, remove)
     known = len(finding.values)
     # the marking-only double burns nothing
-    burned = _shown(written, rules, finding, _painted(frames, finding.marks, {})) if remove else {}
+    burned = _shown(written, rules, finding, _painted(frames, finding.marks, {})) if remove else _Regions()
     if len(finding.values) > known:
         # values only the rendered page showed (text whose font does not say what it spells) may also sit in the
         # objects (a date in the metadata, a string): the removal is done again, from the input, with every value
@@ -204,7 +210,8 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
     finding.counts["page_outside_the_tree"] += detached
     if remove and finding.values:
         with readable(), pikepdf.open(io.BytesIO(written)) as pdf:
-            on_burned = _burn(pdf, written, burned, finding) if burned else set()
+            _strip_alternates(pdf, burned.appearances, finding)
+            on_burned = _burn(pdf, written, burned, finding) if burned.shown or burned.beyond else set()
             if _strip_fields(pdf, on_burned, Search(rules, sorted(finding.values)), finding) or burned:
                 written = _saved(pdf)
     key = output_key(document.document_id, document.sha256, vid)
@@ -214,7 +221,7 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
         "template_version": vid,
         "removed": dict(sorted((+finding.removed).items())),
         "marks": sum(len(boxes) for boxes in finding.marks.values()),
-        "burned_regions": {str(index + 1): len(boxes) for index, boxes in sorted(burned.items())},
+        "burned_regions": {str(index + 1): count for index, count in sorted(burned.per_page().items())},
         "ocr": {
             "engine": ocr.engine(),
             "images": len(finding.readings),
@@ -231,7 +238,7 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
             "derivative": derivative,
             "values": sorted(finding.values),
             "rules": rules,
-            "painted": _painted(frames, finding.marks, burned),
+            "painted": _painted(frames, finding.marks, burned.shown),
         },
     )
 
@@ -491,8 +498,10 @@ def _page_views(page: pdftext.Page) -> list[_View]:
     lines joined (a value wrapped at the end of a line); in drawing order joined by where the glyphs sit (each
     glyph that starts where the one drawn before it ends continues its word, as pdftotext reads: content may start
     a line at every glyph, and draw another word over or among it); and, when it differs, in reading order (lines
-    top to bottom, glyphs left to right: content may draw a line backwards). Each view of lines is read again with
-    a hyphen at a line's end dropped and the lines joined (a word hyphenated where it wraps, as a reader reads it)."""
+    top to bottom, glyphs left to right: content may draw a line backwards), and again with glyphs up to _BOUNCE of
+    their height off the line's first on it (a line whose glyphs bounce, drawn out of order: a reader reads one
+    line; lines set solid stay apart). Each view of lines is read again with a hyphen at a line's end dropped and
+    the lines joined (a word hyphenated where it wraps, as a reader reads it)."""
     texts = [normalize_glyphs(glyph.text) for glyph in page.glyphs]
     drawing, breaks, previous_end = [], [], None  # breaks: what drawing order puts before each glyph
     for index, glyph in enumerate(page.glyphs):
@@ -511,13 +520,16 @@ def _page_views(page: pdftext.Page) -> list[_View]:
             geometry.append((None, between))
         geometry.append((index, text))
     lined = [drawing] if same else [drawing, geometry]  # the same text read twice finds nothing more
-    points = [_origin(glyph) for glyph in page.glyphs]
-    order = _reading_order(points)
-    if order is not None:
+    points, orders = [_origin(glyph) for glyph in page.glyphs], []
+    for within in (0.5, _BOUNCE):
+        order = _reading_order(points, within)
+        if order is None or order in orders:
+            continue
+        orders.append(order)
         reading, last = [], None
         for index in order:
             if last is not None:
-                if not _same_line(points[last], points[index]):
+                if not _same_line(points[last], points[index], within):
                     reading.append((None, "\n"))
                 elif points[index][0] - points[last][0] - page.glyphs[last].width > 0.2 * points[last][2]:
                     reading.append((None, " "))
@@ -694,23 +706,25 @@ def _origin(glyph: pdftext.Glyph) -> tuple[float, float, float]:
     )
 
 
-def _reading_order(points: list[tuple[float, float, float]]) -> list[int] | None:
-    """Glyph indices in reading order (lines top to bottom, left to right), or None when drawing order is it."""
+def _reading_order(points: list[tuple[float, float, float]], within: float) -> list[int] | None:
+    """Glyph indices in reading order (lines of glyphs ``within`` their height of the line's first, top to bottom,
+    left to right), or None when drawing order is it."""
     if all(
-        _same_line(a, b) and b[0] >= a[0] or b[1] < a[1] and not _same_line(a, b) for a, b in zip(points, points[1:])
+        _same_line(a, b, within) and b[0] >= a[0] or b[1] < a[1] and not _same_line(a, b, within)
+        for a, b in zip(points, points[1:])
     ):
         return None
     lines: list[list[int]] = []
     for index in sorted(range(len(points)), key=lambda i: (-points[i][1], points[i][0])):
-        if lines and _same_line(points[lines[-1][0]], points[index]):
+        if lines and _same_line(points[lines[-1][0]], points[index], within):
             lines[-1].append(index)
         else:
             lines.append([index])
     return [index for line in lines for index in sorted(line, key=lambda i: points[i][0])]
 
 
-def _same_line(a, b) -> bool:
-    return abs(a[1] - b[1]) < 0.5 * max(a[2], b[2], 1e-6)
+def _same_line(a, b, within: float) -> bool:
+    return abs(a[1] - b[1]) < within * max(a[2], b[2], 1e-6)
 
 
 def _glyphs_holding(page: pdftext.Page, occurrences) -> set[int]:
@@ -905,27 +919,86 @@ def _painted(frames: list, marks: dict[int, list], burned: dict[int, list]) -> d
     return painted
 
 
-def _shown(data: bytes, rules: Rules, finding: Finding, painted: dict[int, list]) -> dict[int, list]:
-    """What the object-level pass left visible: each page of its output rendered and read whole by OCR (ocr.py);
-    every rule's match and every found value in what it reads becomes a region to burn in, in the rendering's
-    pixels, by page index. A page OCR cannot read with confidence, unless a region rule covers it, is refused."""
-    regions = {}
-    for index, shown in ocr.shown_pages(data, painted):
-        reading = shown.reading
-        finding.pages_read += shown.bands > 0
-        if not reading.legible and index + 1 not in rules.regions:
+@dataclass
+class _Regions:
+    """Where the pages, in every view a reader can bring up (reader_views), still show a value, by page index:
+    ``shown``, boxes of the page's rendering's pixels (burned in); ``beyond``, boxes of its default user space
+    beyond its crop box (cut out: nothing shows there but the media box); ``appearances``, boxes of its default
+    user space where an annotation's alternate appearance shows one (those appearances removed)."""
+
+    shown: dict[int, list] = field(default_factory=dict)
+    beyond: dict[int, list] = field(default_factory=dict)
+    appearances: dict[int, list] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.shown or self.beyond or self.appearances)
+
+    def per_page(self) -> Counter:
+        """Regions burned in or cut out (beyond the crop box), by page index."""
+        return Counter({index: len(boxes) for index, boxes in self.shown.items()}) + Counter(
+            {index: len(boxes) for index, boxes in self.beyond.items()}
+        )
+
+
+def _shown(data: bytes, rules: Rules, finding: Finding, painted: dict[int, list]) -> _Regions:
+    """What the object-level pass left visible in any view a reader can bring up, as the second pass reads it
+    (reader_views.every_view: every optional-content layer, print-only annotations, each annotation's alternate
+    appearances and the media box beyond the crop box, on pages appended after the originals): each page of that
+    document read whole by OCR (ocr.py) and its tinted and coloured areas by their contrast
+    (reader_views.contrast_readings); every rule's match and every found value in what they read becomes a region
+    of the page it shows on. A page OCR cannot read with confidence, unless a region rule covers it, is refused.
+
+    Optional content is not flattened (as Acrobat's Sanitize does, dropping every hidden layer): a region where a
+    value shows with every layer on is burned like any other (the cut takes what is drawn across it whatever its
+    marking, and draws the default view's pixels), so a hidden layer that holds no value keeps its content, and
+    no visibility expression (/OCMD /VE) has to be evaluated to know what a viewer hides."""
+    view, appended = reader_views.every_view(data)
+    frames = []
+    if appended:
+        with pikepdf.open(io.BytesIO(view)) as viewed:
+            frames = [_Frame.of(page) for page in viewed.pages]
+    first_appended = len(frames) - len(appended) if appended else math.inf
+    readings, sizes = [], {}
+    for index, shown in ocr.shown_pages(view, painted):
+        finding.pages_read += shown.bands > 0 and index < first_appended
+        page = index if index < first_appended else appended[index - first_appended].page
+        if not shown.reading.legible and page + 1 not in rules.regions:
             raise EvidenceError(
                 ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
-                f"page {index + 1} as rendered cannot be read with confidence by OCR; only a region rule can redact it",
+                f"page {page + 1} as rendered cannot be read with confidence by OCR; only a region rule can redact it",
             )
+        readings.append((index, shown.reading, False))
+        sizes[index] = shown.size
+    readings += ((index, reading, True) for index, reading in reader_views.contrast_readings(view))
+    for _, reading, _ in readings:
         for text in reading.views:
             _match(rules, normalize(text), finding)
-        words = _words_holding(reading, [_occurrence(value) for value in sorted(finding.values)])
-        if words:
-            regions[index] = [_padded(word.box, *shown.size) for word in words]
+    regions = _Regions()
+    occurrences = [_occurrence(value) for value in sorted(finding.values)]
+    for index, reading, again in readings:
+        boxes = [_padded(word.box, *sizes[index]) for word in _words_holding(reading, occurrences)]
+        if not boxes:
+            continue
+        if index < first_appended:
+            _add(regions.shown.setdefault(index, []), boxes, again)
+        elif frames[index] is not None:  # drawn in the original's user space
+            page, kind = appended[index - first_appended]
+            held = regions.beyond if kind == reader_views.MEDIA_BOX else regions.appearances
+            held.setdefault(page, []).extend(frames[index].user(box) for box in boxes)
     for index, boxes in _text_layer_regions(data, rules, finding).items():
-        regions.setdefault(index, []).extend(boxes)
+        regions.shown.setdefault(index, []).extend(boxes)
     return regions
+
+
+def _add(held: list, boxes: list, again: bool) -> None:
+    """``boxes`` added to the regions ``held``; read ``again`` (the contrast reading of what the page's reading
+    may have read too), a box that overlaps one held widens it instead: one region per word, however often read."""
+    for box in boxes:
+        near = next((n for n, h in enumerate(held) if again and cut.meets(h, [box])), None)
+        if near is None:
+            held.append(box)
+        else:
+            held[near] = _union([held[near], box])
 
 
 def _text_layer_regions(data: bytes, rules: Rules, finding: Finding) -> dict[int, list[tuple[int, int, int, int]]]:
@@ -974,32 +1047,45 @@ def _device(page, size: tuple[int, int], charbox) -> tuple[int, int, int, int]:
     return min(ax, bx), min(ay, by), max(ax, bx), max(ay, by)
 
 
-def _burn(pdf: pikepdf.Pdf, data: bytes, regions: dict[int, list], finding: Finding) -> set[tuple[int, int]]:
+def _burn(pdf: pikepdf.Pdf, data: bytes, regions: _Regions, finding: Finding) -> set[tuple[int, int]]:
     """The regions destroyed, not covered: on each page, everything drawn across a region (``cut.across``: glyphs,
-    paths, images, inline images, form XObject placements, shadings; annotations and widgets whose rectangle meets
-    one) is taken out, and the page's rendering (annotations and form appearances drawn) of the area those objects
-    covered is drawn in their place, the regions painted black (``_burn_areas``). The rest of the page keeps its
-    objects and its text layer. The cut page is rendered again: if any ink is left in a region (an object whose
-    bounds the walk did not see, a glyph in a form XObject's text drawn where its box says it is not), or the
+    paths, images, inline images, form XObject placements, shadings, whatever optional content marks them;
+    annotations and widgets whose rectangle meets one, print-only ones included) is taken out, and the page's
+    rendering (annotations and form appearances drawn) of the area those objects covered is drawn in their place,
+    the regions painted black (``_burn_areas``); what is drawn across a region beyond the crop box is taken out
+    only (no view but the media box shows it). The rest of the page keeps its objects and its text layer. The cut
+    page is rendered again in every view (reader_views.every_view): if any ink is left in a region (an object
+    whose bounds the walk did not see, a glyph in a form XObject's text drawn where its box says it is not), or the
     page's geometry is one the rendering cannot be placed back on, the whole page becomes its rendering
     (``_burn_page``). The annotations and widgets taken out, or on a page burned whole (``_strip_fields``)."""
-    frames = {index: _Frame.of(pdf.pages[index]) for index in regions}
-    annotations = {index: {a.objgen for a in _dictionaries(pdf.pages[index].obj, "/Annots")} for index in regions}
+    pages = set(regions.shown) | set(regions.beyond)
+    frames = {index: _Frame.of(pdf.pages[index]) for index in pages}
+    annotations = {index: {a.objgen for a in _dictionaries(pdf.pages[index].obj, "/Annots")} for index in pages}
     areas, on_burned = {}, set()
-    for index, boxes in sorted(regions.items()):
-        if frames[index] is not None:
+    for index in sorted(pages):
+        frame, beyond = frames[index], regions.beyond.get(index, [])
+        if frame is not None:
+            page = pdf.pages[index]
             areas[index], dropped = _cut(
-                pdf, pdf.pages[index], [frames[index].user(box) for box in boxes], frames[index].box
+                pdf,
+                page,
+                [frame.user(box) for box in regions.shown.get(index, [])] + beyond,
+                _normal(page.mediabox) if beyond else frame.box,
             )
             on_burned |= dropped
+    shown = set(areas) & set(regions.shown)
     clean = (
-        {index for index, image in ocr.rendered_pages(_saved(pdf), only=set(areas)) if _blank(image, regions[index])}
-        if areas
+        {
+            index
+            for index, image in ocr.rendered_pages(reader_views.every_view(_saved(pdf))[0], only=shown)
+            if _blank(image, regions.shown[index])
+        }
+        if shown
         else set()
     )
-    for index, image in ocr.rendered_pages(data, only=set(regions), colour=True):
+    for index, image in ocr.rendered_pages(data, only=set(regions.shown), colour=True):
         draw = ImageDraw.Draw(image)
-        for box in regions[index]:
+        for box in regions.shown[index]:
             draw.rectangle((box[0], box[1], box[2] - 1, box[3] - 1), fill=0)
         if index in clean and frames[index].fits(image):
             _burn_areas(pdf, pdf.pages[index], image, frames[index], areas[index])
@@ -1008,6 +1094,27 @@ def _burn(pdf: pikepdf.Pdf, data: bytes, regions: dict[int, list], finding: Find
             on_burned |= annotations[index]
             finding.counts["burned_page"] += 1
     return on_burned
+
+
+def _strip_alternates(pdf: pikepdf.Pdf, appearances: dict[int, list], finding: Finding) -> None:
+    """Each annotation whose rectangle meets a region where one of its alternate appearances shows a value keeps
+    only the appearance it shows: its rollover and down appearances and its states not selected go (a check box
+    keeps its value, not the picture of its other state)."""
+    for index, boxes in appearances.items():
+        for annot in _dictionaries(pdf.pages[index].obj, "/Annots"):
+            rect = annot.get("/Rect")
+            if not isinstance(rect, pikepdf.Array) or len(rect) != 4 or not cut.meets(_normal(rect), boxes):
+                continue
+            shown = annot.get("/AP")
+            if not isinstance(shown, pikepdf.Dictionary):
+                continue
+            for key in ("/R", "/D"):
+                if key in shown:
+                    del shown[key]
+            states, selected = shown.get("/N"), str(annot.get("/AS", ""))
+            if isinstance(states, pikepdf.Dictionary):
+                shown.N = pikepdf.Dictionary({selected: states[selected]} if selected in states else {})
+            finding.counts["alternate_appearance"] += 1
 
 
 def _strip_fields(pdf: pikepdf.Pdf, on_burned: set, search: Search, finding: Finding) -> bool:

@@ -80,7 +80,7 @@ def verify_derivative(written: dict[str, BinaryIO], result: ProcessorResult) -> 
     texts = {"pypdf": _pypdf_text(data), "pdfium": pdfium_text(data), **_pdfium_orders(data)}
     for extractor, pages in texts.items():
         found[f"{extractor}_text"] = sum(search.holds(page) for page in pages)
-    shown = reader_views.every_view(data)  # every layer, state and box a reader can bring up, pages appended
+    shown, _ = reader_views.every_view(data)  # every layer, state and box a reader can bring up, pages appended
     found["rendered_page"] = _rendered_holding(shown, search, secret["rules"], secret["painted"])
     found["rendered_contrast"] = reader_views.contrast_holding(shown, search)
     scanned = _scan_objects(data, search, found)

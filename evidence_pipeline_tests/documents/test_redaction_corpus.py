@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 import shutil
 import subprocess
 import tempfile
@@ -20,41 +19,15 @@ from PIL import Image, ImageDraw
 
 from evidence_pipeline.documents import ocr, redact
 from evidence_pipeline.documents.gate import gate
-from evidence_pipeline.documents.matching import Rules, decodings, flat, normalize
-from evidence_pipeline.documents.redaction_check import _pypdf_text, verify_derivative
+from evidence_pipeline.documents.matching import Rules, flat
+from evidence_pipeline.documents.redaction_check import verify_derivative
 from evidence_pipeline.documents.registry import ProcessorInput
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline.monthly.validate import pdfium_text
 from evidence_pipeline.synthetic.rental_applications import long_application, organization_template
 from evidence_pipeline_tests.support import hostile_pdfs
 from evidence_pipeline_tests.support import redaction_corpus as corpus
-from evidence_pipeline_tests.support.redaction import pdftotext, pinned_template
+from evidence_pipeline_tests.support.redaction import leaks, pdftotext, pinned_template
 from evidence_pipeline_tests.support.redaction import redact_pure as _redact_pure
-
-
-def leaks(data: bytes, value: str) -> list[str]:
-    """The readers that find ``value`` in ``data``: pdftotext, pypdf, pdfium, pdfimages + OCR of each image, and
-    qpdf's decoded object dump (its strings read in every spelling)."""
-    wanted = flat(value)
-
-    def has(text: str) -> bool:
-        return wanted in flat(text) or wanted in flat(normalize(text))
-
-    found = [
-        name
-        for name, pages in (("pypdf", _pypdf_text(data)), ("pdfium", pdfium_text(data)))
-        if any(has(page) for page in pages)
-    ]
-    if shutil.which("pdftotext") and has(pdftotext(data)):
-        found.append("pdftotext")
-    if shutil.which("qpdf") and any(has(text) for blob in _qpdf_strings(data) for text in decodings(blob)):
-        found.append("qpdf")
-    if shutil.which("pdfimages"):
-        with tempfile.TemporaryDirectory() as scratch:
-            subprocess.run(["pdfimages", "-png", "-", f"{scratch}/image"], input=data, check=True)
-            if any(has(ocr.read(Image.open(path)).lines) for path in sorted(Path(scratch).iterdir())):
-                found.append("pdfimages+ocr")
-    return found
 
 
 def seen(data: bytes, angles=(0,), text_layer: bool = True, widen: float = 1) -> str:
@@ -81,36 +54,6 @@ def seen(data: bytes, angles=(0,), text_layer: bool = True, widen: float = 1) ->
                     ).stdout
                 )
     return flat("\n".join(texts))
-
-
-def _qpdf_strings(data: bytes) -> list[bytes]:
-    """qpdf's decoded dump (--qdf: streams decoded, one revision) and every string and name of its JSON view, as
-    bytes: a text string as qpdf decodes it (UTF-16 or PDFDocEncoding), a binary one as its bytes."""
-    with tempfile.NamedTemporaryFile(suffix=".pdf") as file:
-        file.write(data)
-        file.flush()
-        dump = subprocess.run(
-            ["qpdf", "--qdf", "--object-streams=disable", "--decode-level=all", file.name, "-"], capture_output=True
-        ).stdout
-        view = json.loads(
-            subprocess.run(
-                ["qpdf", "--json=2", "--decode-level=all", "--json-stream-data=none", file.name], capture_output=True
-            ).stdout
-        )
-    found, stack = [dump], [view["qpdf"][1]]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, str) and item.startswith("u:"):
-            found.append(item[2:].encode())
-        elif isinstance(item, str) and item.startswith("b:"):
-            found.append(bytes.fromhex(item[2:]))
-        elif isinstance(item, str):
-            found.append(item.encode())
-    return found
 
 
 def redacted(data: bytes):

@@ -196,6 +196,9 @@ CASES = {
 }
 
 
+VIEWS = ("page", "colour", "layers", "print", "rollover", "state")  # every way a reader brings a page up
+
+
 def shown(data: bytes, way: str) -> str:
     """What a reader reads of ``data`` brought up ``way`` (and pdftotext), squeezed (flat)."""
     if way == "print":
