@@ -1,5 +1,6 @@
-"""Text as a reader sees it, read by Tesseract (Debian's `tesseract-ocr` with its English data, through pytesseract):
-in images, and on whole pages rendered by pdfium.
+"""Text as a reader sees it, read by Tesseract (Debian's `tesseract-ocr` and its language data, through pytesseract):
+in images, and on whole pages rendered by pdfium, in the languages the job's template names (``reading_in``;
+English by default).
 
 Both passes of a redaction read every page as rendered, OCR reading only what its trusted text layer does not
 explain (``shown_pages``, ``read_page``), and every image as
@@ -21,12 +22,17 @@ word model; apart, each would restate the other's.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
+import hashlib
 import io
 import math
 import os
-from collections.abc import Iterator
+import re
+import subprocess
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy
@@ -80,6 +86,11 @@ _STANDARD = frozenset(
 _FONT = object()  # an entry of a /Font resource dictionary
 _PATTERN = pikepdf.Dictionary()  # a resource dictionary's patterns, among the fonts
 _ENCODINGS = frozenset({"/StandardEncoding", "/WinAnsiEncoding", "/MacRomanEncoding"})
+LANGUAGES = ("eng",)  # what a template that names no languages reads in
+_NOT_LANGUAGES = frozenset({"osd"})  # Tesseract's orientation data: installed beside the languages, reads no text
+_SLUG = re.compile(r"^[a-z][a-z_]{0,15}$")  # a language name a message may repeat
+# the languages the current pass reads in, joined as Tesseract takes them; set by ``reading_in``
+_READING_IN: ContextVar[str] = ContextVar("ocr_languages", default="+".join(LANGUAGES))
 
 
 @dataclass(frozen=True)
@@ -143,6 +154,58 @@ def _along(first: Word, second: Word) -> tuple[float, float]:
 def engine() -> str:
     """The engine and its version, for the derivative's report (a new engine may read an image differently)."""
     return f"tesseract {pytesseract.get_tesseract_version()}"
+
+
+@functools.cache
+def _tessdata() -> tuple[str, frozenset[str]]:
+    """The folder of the engine's data and the languages installed there (``tesseract --list-langs``)."""
+    listed = subprocess.run(["tesseract", "--list-langs"], capture_output=True, text=True, check=True).stdout
+    first, *names = listed.splitlines()
+    return first.split('"')[1], frozenset(name.strip() for name in names) - _NOT_LANGUAGES
+
+
+def installed_languages() -> frozenset[str]:
+    return _tessdata()[1]
+
+
+def checked_languages(languages: Sequence[str]) -> tuple[str, ...]:
+    """``languages`` when each is a language whose data the engine has (OCR_LANGUAGE_UNAVAILABLE otherwise: a
+    template approved where the data was installed, run by a worker without it, is refused, never read in
+    English instead)."""
+    installed = installed_languages()
+    for language in languages:
+        if language not in installed:
+            name = repr(language) if isinstance(language, str) and _SLUG.fullmatch(language) else "a language"
+            raise EvidenceError(
+                ReasonCode.OCR_LANGUAGE_UNAVAILABLE,
+                f"the OCR engine has no data for {name} (installed: {', '.join(sorted(installed))})",
+            )
+    return tuple(languages)
+
+
+@contextlib.contextmanager
+def reading_in(languages: Sequence[str]) -> Iterator[None]:
+    """Every reading inside reads in ``languages`` (checked): both passes of a job read with its template's."""
+    token = _READING_IN.set("+".join(checked_languages(languages)))
+    try:
+        yield
+    finally:
+        _READING_IN.reset(token)
+
+
+def language_data(languages: Sequence[str]) -> dict[str, str]:
+    """The sha256 of each language's data, for the derivative's report: with the engine's version, what says that
+    a reading can be repeated (Debian's packages of the data are versioned apart from the engine)."""
+    return {language: _data_digest(language) for language in checked_languages(languages)}
+
+
+@functools.cache
+def _data_digest(language: str) -> str:
+    digest = hashlib.sha256()
+    with open(os.path.join(_tessdata()[0], f"{language}.traineddata"), "rb") as data:
+        for chunk in iter(lambda: data.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def rendered_pages(
@@ -857,7 +920,9 @@ def _solid(word: Word, shown: Image.Image) -> bool:
 def _words(gray: Image.Image, angle: float) -> list[Word]:
     """Words of the image turned by ``angle`` degrees counter-clockwise, boxes mapped back to the unturned image."""
     turned = gray.rotate(angle, expand=True, fillcolor=255) if angle else gray
-    data = pytesseract.image_to_data(turned, config="--psm 3", output_type=pytesseract.Output.DICT)
+    data = pytesseract.image_to_data(
+        turned, lang=_READING_IN.get(), config="--psm 3", output_type=pytesseract.Output.DICT
+    )
     words, lines = [], {}
     for i, text in enumerate(data["text"]):
         text = text.strip()

@@ -64,9 +64,13 @@ _BINARY = ("/FontFile", "/FontFile2", "/FontFile3", "/Length1", "/Length2", "/Le
 
 
 def verify_derivative(written: dict[str, BinaryIO], result: ProcessorResult) -> dict:
-    """Check the written derivative against the values the first pass removed and every rule; the verification
-    record."""
-    secret = result.secret
+    """Check the written derivative against the values the first pass removed and every rule, reading in the
+    OCR languages the first pass read in (the pinned template's); the verification record."""
+    with ocr.reading_in(result.secret["languages"]):
+        return _verified(written, result.secret)
+
+
+def _verified(written: dict[str, BinaryIO], secret: dict) -> dict:
     file = written[secret["derivative"]]
     file.seek(0)
     data = file.read()
