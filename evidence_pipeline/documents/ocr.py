@@ -158,8 +158,12 @@ def engine() -> str:
 
 @functools.cache
 def _tessdata() -> tuple[str, frozenset[str]]:
-    """The folder of the engine's data and the languages installed there (``tesseract --list-langs``)."""
-    listed = subprocess.run(["tesseract", "--list-langs"], capture_output=True, text=True, check=True).stdout
+    """The folder of the engine's data and the languages installed there (``tesseract --list-langs``); none where
+    the engine is not installed (every language is then unavailable, a refusal with its code)."""
+    try:
+        listed = subprocess.run(["tesseract", "--list-langs"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "", frozenset()
     first, *names = listed.splitlines()
     return first.split('"')[1], frozenset(name.strip() for name in names) - _NOT_LANGUAGES
 
@@ -178,7 +182,7 @@ def checked_languages(languages: Sequence[str]) -> tuple[str, ...]:
             name = repr(language) if isinstance(language, str) and _SLUG.fullmatch(language) else "a language"
             raise EvidenceError(
                 ReasonCode.OCR_LANGUAGE_UNAVAILABLE,
-                f"the OCR engine has no data for {name} (installed: {', '.join(sorted(installed))})",
+                f"the OCR engine has no data for {name} (installed: {', '.join(sorted(installed)) or 'none'})",
             )
     return tuple(languages)
 
