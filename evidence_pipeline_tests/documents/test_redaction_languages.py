@@ -128,3 +128,17 @@ def test_a_worker_without_the_pinned_languages_data_refuses_the_job():
     with pytest.raises(EvidenceError) as refused:
         redact.run([], pinned, True)
     assert refused.value.code == ReasonCode.OCR_LANGUAGE_UNAVAILABLE
+
+
+def test_words_of_a_script_written_without_spaces_are_one_run_of_text():
+    """The engine reads Chinese and Japanese as words a character or a few long, often set a third of their height
+    apart: a rule naming a run of them must match it as a reader reads it; Latin words so far apart stay apart."""
+
+    def line(*texts: str) -> ocr.Reading:
+        return ocr.Reading(
+            tuple(ocr.Word(t, (100 * i, 0, 100 * i + 60, 60), 90.0, 0) for i, t in enumerate(texts)), True
+        )
+
+    assert "收入和财产发生变化" in line("收入", "和", "财产", "发生变", "化").views
+    assert "申込書の記入" in line("申込書", "の", "記入").views
+    assert all("applicant" not in view for view in line("appli", "cant").views)
