@@ -77,14 +77,20 @@ install: $(UV)
 	python3 -m venv .tools
 	.tools/bin/pip install --quiet uv==0.13.8
 
-# pdfsig, qpdf and pdfimages check what the service writes; Tesseract (with its English data) is the OCR engine the
-# redactor reads images with, and the product needs it at run time too.
+# pdfsig, qpdf and pdfimages check what the service writes; Tesseract is the OCR engine the redactor reads images
+# and pages with, and the product needs it at run time too, with its data for each language a redaction template
+# may name (OCR_LANGUAGES, Tesseract's names; osd is its orientation data): about 36 MB installed, the same set as
+# deploy/Dockerfile's. DejaVu Sans is the font the OCR-language tests draw a Cyrillic scan with.
+OCR_LANGUAGES = eng osd deu fra spa por ita nld eus jpn chi_sim chi_tra kor rus heb
 pdf-tools:
-	@if command -v pdfsig >/dev/null && command -v qpdf >/dev/null && command -v tesseract >/dev/null; then :; \
+	@if command -v pdfsig >/dev/null && command -v qpdf >/dev/null && command -v tesseract >/dev/null \
+		&& [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] \
+		&& (for l in $(OCR_LANGUAGES); do tesseract --list-langs 2>/dev/null | grep -qx "$$l" || exit 1; done); then :; \
 	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			poppler-utils poppler-data qpdf tesseract-ocr tesseract-ocr-eng) >/dev/null; \
-	else echo "pdfsig/qpdf/tesseract not installed: the independent-checker and OCR tests will be skipped"; fi
+			poppler-utils poppler-data qpdf tesseract-ocr fonts-dejavu-core \
+			$(subst _,-,$(addprefix tesseract-ocr-,$(OCR_LANGUAGES)))) >/dev/null; \
+	else echo "pdfsig/qpdf/tesseract or its language data not installed: the independent-checker and OCR tests will be skipped or fail"; fi
 
 # promtool (Debian's prometheus package) tests deploy/prometheus/alerts.yaml; without it that test is skipped.
 promtool:

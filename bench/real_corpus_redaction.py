@@ -66,7 +66,9 @@ def _judge(baseline: Path) -> None:
         if key not in done
     ]
     for n, key in enumerate(keys, 1):
-        done[key] = real_corpus.redaction(paths[key], table[key]["redact"]["targets"])
+        done[key] = real_corpus.redaction(
+            paths[key], table[key]["redact"]["targets"], real_corpus.languages_of(table[key])
+        )
         baseline.write_text(json.dumps(done, indent=1, sort_keys=True) + "\n")
         print(f"baseline {n}/{len(keys)} {key}: {done[key]}", file=sys.stderr)
 

@@ -313,6 +313,11 @@ class ReasonCode(Vocabulary):
         "TEMPLATE_NOT_IN_EFFECT",
         "no approved template version is in effect: a `redact` job is refused",
     )
+    OCR_LANGUAGE_UNAVAILABLE = (
+        "OCR_LANGUAGE_UNAVAILABLE",
+        "a redaction template names an OCR language whose Tesseract data is not installed (at submission, or on the "
+        "worker that runs the job: it is refused, never read in English instead)",
+    )
     # any operation: what its processor's worker process ended with when it raised no classified error
     PROCESSOR_FAILED = (
         "PROCESSOR_FAILED",

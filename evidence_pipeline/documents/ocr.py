@@ -1,5 +1,6 @@
-"""Text as a reader sees it, read by Tesseract (Debian's `tesseract-ocr` with its English data, through pytesseract):
-in images, and on whole pages rendered by pdfium.
+"""Text as a reader sees it, read by Tesseract (Debian's `tesseract-ocr` and its language data, through pytesseract):
+in images, and on whole pages rendered by pdfium, in the languages the job's template names (``reading_in``;
+English by default).
 
 Both passes of a redaction read every page as rendered, OCR reading only what its trusted text layer does not
 explain (``shown_pages``, ``read_page``), and every image as
@@ -21,12 +22,17 @@ word model; apart, each would restate the other's.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
+import hashlib
 import io
 import math
 import os
-from collections.abc import Iterator
+import re
+import subprocess
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy
@@ -56,6 +62,9 @@ _APART = 10  # degrees between two of those angles (a peak's shoulder is the sam
 _SQUEEZES = (1 / 2, 1 / 3)  # widths along its lines at which a doubted region is read again (glyphs drawn 1.5 to
 # 6 times wide read at a reader's proportions; the engine reads twice as wide with confidence)
 _JOINERS = frozenset("-@._/")  # a word ending or beginning with one continues into its neighbour
+# Han, kana and their punctuation and full-width forms: scripts written without spaces, which the engine reads as
+# words a character or a few long; two such words side by side on a line are one run of text
+_UNSPACED = re.compile(r"[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
 _SOLID = 25  # pixels at PAGE_DPI: dark throughout a square this wide is a box, not a stroke of a glyph
 _PANEL = 0.4  # a dark area holding light ink is a panel (read negative) when dark over this much of its box
 _RULE = PAGE_DPI  # pixels: a straight line of ink an inch long or longer, and ...
@@ -80,6 +89,11 @@ _STANDARD = frozenset(
 _FONT = object()  # an entry of a /Font resource dictionary
 _PATTERN = pikepdf.Dictionary()  # a resource dictionary's patterns, among the fonts
 _ENCODINGS = frozenset({"/StandardEncoding", "/WinAnsiEncoding", "/MacRomanEncoding"})
+LANGUAGES = ("eng",)  # what a template that names no languages reads in
+_NOT_LANGUAGES = frozenset({"osd"})  # Tesseract's orientation data: installed beside the languages, reads no text
+_SLUG = re.compile(r"^[a-z][a-z_]{0,15}$")  # a language name a message may repeat
+# the languages the current pass reads in, joined as Tesseract takes them; set by ``reading_in``
+_READING_IN: ContextVar[str] = ContextVar("ocr_languages", default="+".join(LANGUAGES))
 
 
 @dataclass(frozen=True)
@@ -116,8 +130,9 @@ class Reading:
     @property
     def views(self) -> tuple[str, ...]:
         """The text as a rule reads it: line by line; the lines joined (a value wrapped at a line's end); with
-        the words a reader sees as one written together: on a line less than a third of their height apart, or
-        joined by a separator that ends or begins one of them (a value drawn in two neighbouring objects). Gaps and
+        the words a reader sees as one written together: on a line less than a third of their height apart, joined
+        by a separator that ends or begins one of them (a value drawn in two neighbouring objects), or both in a
+        script written without spaces (Chinese, Japanese: ``_UNSPACED``). Gaps and
         heights are measured along the line, from one word towards the next: on a page read turned (by the engine or
         here), a line runs down or up the image, not across it. And the first and the last with each line that ends
         in a hyphen joined to the next, the hyphen kept and dropped (matching.wrapped)."""
@@ -126,7 +141,12 @@ class Reading:
             if previous is not None:
                 same = previous.line == word.line
                 gap, height = _along(previous, word)
-                joined = gap < height / 3 or previous.text[-1] in _JOINERS or word.text[0] in _JOINERS
+                joined = (
+                    gap < height / 3
+                    or previous.text[-1] in _JOINERS
+                    or word.text[0] in _JOINERS
+                    or bool(_UNSPACED.match(previous.text[-1]) and _UNSPACED.match(word.text[0]))
+                )
                 tight.append("" if same and joined else " " if same else "\n")
             tight.append(word.text)
             previous = word
@@ -153,6 +173,62 @@ def _along(first: Word, second: Word) -> tuple[float, float]:
 def engine() -> str:
     """The engine and its version, for the derivative's report (a new engine may read an image differently)."""
     return f"tesseract {pytesseract.get_tesseract_version()}"
+
+
+@functools.cache
+def _tessdata() -> tuple[str, frozenset[str]]:
+    """The folder of the engine's data and the languages installed there (``tesseract --list-langs``); none where
+    the engine is not installed (every language is then unavailable, a refusal with its code)."""
+    try:
+        listed = subprocess.run(["tesseract", "--list-langs"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "", frozenset()
+    first, *names = listed.splitlines()
+    return first.split('"')[1], frozenset(name.strip() for name in names) - _NOT_LANGUAGES
+
+
+def installed_languages() -> frozenset[str]:
+    return _tessdata()[1]
+
+
+def checked_languages(languages: Sequence[str]) -> tuple[str, ...]:
+    """``languages`` when each is a language whose data the engine has (OCR_LANGUAGE_UNAVAILABLE otherwise: a
+    template approved where the data was installed, run by a worker without it, is refused, never read in
+    English instead)."""
+    installed = installed_languages()
+    for language in languages:
+        if language not in installed:
+            name = repr(language) if isinstance(language, str) and _SLUG.fullmatch(language) else "a language"
+            raise EvidenceError(
+                ReasonCode.OCR_LANGUAGE_UNAVAILABLE,
+                f"the OCR engine has no data for {name} (installed: {', '.join(sorted(installed)) or 'none'})",
+            )
+    return tuple(languages)
+
+
+@contextlib.contextmanager
+def reading_in(languages: Sequence[str]) -> Iterator[None]:
+    """Every reading inside reads in ``languages`` (checked): both passes of a job read with its template's."""
+    token = _READING_IN.set("+".join(checked_languages(languages)))
+    try:
+        yield
+    finally:
+        _READING_IN.reset(token)
+
+
+def language_data(languages: Sequence[str]) -> dict[str, str]:
+    """The sha256 of each language's data, for the derivative's report: with the engine's version, what says that
+    a reading can be repeated (Debian's packages of the data are versioned apart from the engine)."""
+    return {language: _data_digest(language) for language in checked_languages(languages)}
+
+
+@functools.cache
+def _data_digest(language: str) -> str:
+    digest = hashlib.sha256()
+    with open(os.path.join(_tessdata()[0], f"{language}.traineddata"), "rb") as data:
+        for chunk in iter(lambda: data.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def rendered_pages(
@@ -863,7 +939,9 @@ def _solid(word: Word, shown: Image.Image) -> bool:
 def _words(gray: Image.Image, angle: float) -> list[Word]:
     """Words of the image turned by ``angle`` degrees counter-clockwise, boxes mapped back to the unturned image."""
     turned = gray.rotate(angle, expand=True, fillcolor=255) if angle else gray
-    data = pytesseract.image_to_data(turned, config="--psm 3", output_type=pytesseract.Output.DICT)
+    data = pytesseract.image_to_data(
+        turned, lang=_READING_IN.get(), config="--psm 3", output_type=pytesseract.Output.DICT
+    )
     words, lines = [], {}
     for i, text in enumerate(data["text"]):
         text = text.strip()

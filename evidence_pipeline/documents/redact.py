@@ -184,11 +184,17 @@ def redact_document(inputs: list[ProcessorInput], options: dict[str, str], pinne
 
 def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorResult:
     """Find, remove (unless ``remove`` is False: the overlay-only double the tests keep to show that the second
-    pass catches it) and mark."""
-    (document,) = inputs
+    pass catches it) and mark, reading in the pinned template's OCR languages."""
     template, vid = pinned.get("template"), pinned.get("template_version")
     if not isinstance(template, dict) or templates.version_id(template) != vid:
         raise EvidenceError(ReasonCode.TEMPLATE_NOT_IN_EFFECT, "the job's pinned template is not the version it names")
+    languages = templates.languages(template)
+    with ocr.reading_in(languages):
+        return _run(inputs, template, vid, languages, remove)
+
+
+def _run(inputs: list[ProcessorInput], template: dict, vid: str, languages: tuple, remove: bool) -> ProcessorResult:
+    (document,) = inputs
     rules = Rules.of(template)
     document.file.seek(0)
     finding = Finding()
@@ -224,6 +230,7 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
         "burned_regions": {str(index + 1): count for index, count in sorted(burned.per_page().items())},
         "ocr": {
             "engine": ocr.engine(),
+            "languages": ocr.language_data(languages),
             "images": len(finding.readings),
             "pages": finding.pages_read,
             "dpi": ocr.PAGE_DPI,
@@ -238,6 +245,7 @@ def run(inputs: list[ProcessorInput], pinned: dict, remove: bool) -> ProcessorRe
             "derivative": derivative,
             "values": sorted(finding.values),
             "rules": rules,
+            "languages": languages,
             "painted": _painted(frames, finding.marks, burned.shown),
         },
     )

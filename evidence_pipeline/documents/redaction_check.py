@@ -69,9 +69,13 @@ _text_object = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)(
 
 
 def verify_derivative(written: dict[str, BinaryIO], result: ProcessorResult) -> dict:
-    """Check the written derivative against the values the first pass removed and every rule; the verification
-    record."""
-    secret = result.secret
+    """Check the written derivative against the values the first pass removed and every rule, reading in the
+    OCR languages the first pass read in (the pinned template's); the verification record."""
+    with ocr.reading_in(result.secret["languages"]):
+        return _verified(written, result.secret)
+
+
+def _verified(written: dict[str, BinaryIO], secret: dict) -> dict:
     file = written[secret["derivative"]]
     file.seek(0)
     data = file.read()

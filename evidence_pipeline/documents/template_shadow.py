@@ -11,7 +11,7 @@ import pikepdf
 from sqlalchemy import select
 
 from evidence_pipeline import jsonread
-from evidence_pipeline.documents import templates
+from evidence_pipeline.documents import ocr, templates
 from evidence_pipeline.documents.gate import gate
 from evidence_pipeline.documents.matching import Rules
 from evidence_pipeline.documents.redact import Finding, find, readable
@@ -26,7 +26,10 @@ def shadow(rt: Runtime, tenant: str, candidate: str, sample: int) -> dict:
     ledger = rt.ledger
     current = templates.in_effect(ledger, tenant)
     proposed = templates.version(ledger, tenant, candidate)
-    rules = {"current": Rules.of(current["template"]), "candidate": Rules.of(proposed["template"])}
+    rules = {
+        name: (Rules.of(version["template"]), templates.languages(version["template"]))
+        for name, version in (("current", current), ("candidate", proposed))
+    }
     totals: dict[str, Counter] = {"both": Counter(), "only_current": Counter(), "only_candidate": Counter()}
     compared, refused = [], Counter()
     with attempt_dir(rt.settings.work_dir, "shadow", 0) as scratch:
@@ -62,11 +65,12 @@ def shadow(rt: Runtime, tenant: str, candidate: str, sample: int) -> dict:
     }
 
 
-def _values(file, rules: Rules) -> dict[str, str]:
+def _values(file, rules: tuple[Rules, tuple[str, ...]]) -> dict[str, str]:
+    """The values the first pass finds under the rules, reading in the version's OCR languages."""
     file.seek(0)
     finding = Finding()
-    with readable(), pikepdf.open(file) as pdf:
-        find(pdf, rules, finding)
+    with ocr.reading_in(rules[1]), readable(), pikepdf.open(file) as pdf:
+        find(pdf, rules[0], finding)
     return finding.values
 
 

@@ -14,6 +14,12 @@ Rules (each has an ``id`` and a ``label``, and exactly one of):
   ``region``   ``{"page": N, "rect": [x0, y0, x1, y1]}`` in PDF points: every glyph drawn inside is removed and
                the pixels of images under it are painted black
 A program rule with the id of an organization rule replaces it; the merged rules are sorted by id.
+
+A file may name the Tesseract languages its documents are in (``languages``: ``["eng", "jpn"]``, each one whose
+data the engine has installed, OCR_LANGUAGE_UNAVAILABLE otherwise); the program's replace the organization's. Both
+passes of a job read with exactly the languages of its pinned version (ocr.reading_in), English when none are
+named; the merged template names them only when they are not that default, so a template that names none keeps
+its version.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from evidence_pipeline.actors.registry import Registry
 from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.actors.verify import AuthorizedAction
 from evidence_pipeline.canonical import canonical
+from evidence_pipeline.documents import ocr
 from evidence_pipeline.documents.matching import compile_pattern
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.ledger import Ledger, event_body
@@ -43,6 +50,7 @@ NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 KINDS = ("organization", "program")
 RULE_KINDS = ("pattern", "field", "region")
 MAX_RULES = 200
+MAX_LANGUAGES = 8  # each one read costs OCR time on every page it reads
 MAX_TEMPLATE_BYTES = 64 * 1024
 VERSION = re.compile(r"^[0-9a-f]{64}$")
 
@@ -50,8 +58,8 @@ VERSION = re.compile(r"^[0-9a-f]{64}$")
 def parse(data: bytes, kind: str) -> dict:
     """One template file (``kind`` organization or program), checked: TEMPLATE_INVALID says what is wrong."""
     doc = jsonread.loads(data, ReasonCode.TEMPLATE_INVALID, f"the {kind} template", MAX_TEMPLATE_BYTES)
-    if not isinstance(doc, dict) or set(doc) != {"kind", "name", "rules"}:
-        raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"the {kind} template is {{kind, name, rules}}")
+    if not isinstance(doc, dict) or not {"kind", "name", "rules"} <= set(doc) <= {"kind", "name", "rules", "languages"}:
+        raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"the {kind} template is {{kind, name, rules[, languages]}}")
     if doc["kind"] != kind:
         raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"expected a template of kind {kind}")
     if not isinstance(doc["name"], str) or not NAME.fullmatch(doc["name"]):
@@ -62,7 +70,23 @@ def parse(data: bytes, kind: str) -> dict:
     ids = [_rule(rule) for rule in rules]
     if len(set(ids)) != len(ids):
         raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"the {kind} template names a rule id twice")
+    if "languages" in doc:
+        _languages(doc["languages"], kind)
     return doc
+
+
+def _languages(languages, kind: str) -> None:
+    if (
+        not isinstance(languages, list)
+        or not 0 < len(languages) <= MAX_LANGUAGES
+        or not all(isinstance(name, str) for name in languages)
+        or len(set(languages)) != len(languages)
+    ):
+        raise EvidenceError(
+            ReasonCode.TEMPLATE_INVALID,
+            f"the {kind} template's languages are a list of 1-{MAX_LANGUAGES} distinct Tesseract language names",
+        )
+    ocr.checked_languages(languages)
 
 
 def _rule(rule) -> str:
@@ -112,11 +136,18 @@ def merge(organization: dict, program: dict) -> dict:
     rules = {rule["id"]: rule for rule in organization["rules"]} | {rule["id"]: rule for rule in program["rules"]}
     if not rules:
         raise EvidenceError(ReasonCode.TEMPLATE_INVALID, "the merged template has no rules")
-    return {
+    merged = {
         "organization": organization["name"],
         "program": program["name"],
         "rules": [rules[rule_id] for rule_id in sorted(rules)],
     }
+    named = program.get("languages", organization.get("languages", list(ocr.LANGUAGES)))
+    return merged | ({"languages": named} if tuple(named) != ocr.LANGUAGES else {})
+
+
+def languages(merged: dict) -> tuple[str, ...]:
+    """The languages a job under this merged template reads in."""
+    return tuple(merged.get("languages", ocr.LANGUAGES))
 
 
 def version_id(merged: dict) -> str:

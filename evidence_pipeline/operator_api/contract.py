@@ -153,7 +153,7 @@ OPERATIONS = {
         "(these rules' version), effective_at; 200 when the same rules were submitted before",
         "TemplateSubmission",
         {201: "TemplateVersion", 200: "TemplateVersion"},
-        (R.TEMPLATE_INVALID,),
+        (R.TEMPLATE_INVALID, R.OCR_LANGUAGE_UNAVAILABLE),
     ),
     ("/v1/templates/approve", Action.TEMPLATE_APPROVE): (
         "Approve another identity's template version (`evidence template approve`). Args: version_id; 200 when it "

@@ -368,6 +368,15 @@ def test_template_approval_over_http_is_four_eyes_between_identities(documents, 
         program=submission["program"],
     )
     assert (broken.status_code, _code(broken)) == (422, "TEMPLATE_INVALID")
+    unreadable = {**json.loads(submission["program"]), "languages": ["eng", "klingon"]}
+    broken = _post(
+        url,
+        Action.TEMPLATE_SUBMIT,
+        signers.sign("olga", Action.TEMPLATE_SUBMIT, json.loads(request_text(envelope))["args"], "acme"),
+        organization=submission["organization"],
+        program=json.dumps(unreadable),
+    )
+    assert (broken.status_code, _code(broken)) == (422, "OCR_LANGUAGE_UNAVAILABLE")
     no_templates = _post(url, Action.TEMPLATE_SUBMIT, envelope)
     assert (no_templates.status_code, _code(no_templates)) == (400, "REQUEST_INVALID")
 

@@ -202,6 +202,21 @@ def test_dockerfile_rules_catch_what_they_are_for(change, problem):
     assert any(problem in found for found in problems), problems
 
 
+def test_the_image_installs_the_ocr_languages_make_installs():
+    """A template may name any language of the Makefile's OCR_LANGUAGES (what the tests and a developer's machine
+    read with): the image carries the same Tesseract data, pinned, so an approved template reads the same there."""
+    [listed] = re.findall(r"^OCR_LANGUAGES = (.+)$", (REPO / "Makefile").read_text(), re.MULTILINE)
+    packages = {
+        package
+        for stage in dockerfile_stages(DOCKERFILE.read_text())
+        if stage["name"] == "os"
+        for instruction, rest in stage["instructions"]
+        if instruction == "RUN"
+        for package in re.findall(r"\btesseract-ocr-([a-z-]+)=", rest)
+    }
+    assert packages == {language.replace("_", "-") for language in listed.split()}
+
+
 def test_hadolint_passes_the_dockerfile_and_fails_a_root_one(tmp_path):
     hadolint = shutil.which("hadolint", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     if hadolint is None:

@@ -14,9 +14,12 @@ or ``crashed:<ExceptionType>``, and a gate's refusal is recorded with its messag
 
 Redaction runs on every file the gate accepts, first page only, with targets chosen from the page's own text
 (``redaction_targets``: the first and last word of six letters or more and the first number of three digits or more
-that pdftotext reads, or Tesseract where pdftotext reads none); one rule per target. The derivative must pass the
-redactor's own second pass, and is then judged by pdftotext and by Tesseract on a poppler rendering at 150 dpi (a
-target it reads there counted only when it reads it at LEGIBLE_DPI too: its misreadings are no word shown):
+that pdftotext reads, or Tesseract where pdftotext reads none); one rule per target. An entry may state the
+languages its page is in (``languages``, Tesseract's names, for a page in another script): the targets are then
+read in them (words of its script), the redaction's template names them and the judge's Tesseract reads in them.
+The derivative must pass the redactor's own second pass, and is then judged by pdftotext and by Tesseract on a
+poppler rendering at 150 dpi (a target it reads there counted only when it reads it at LEGIBLE_DPI too: its
+misreadings are no word shown):
 ``redacted``, ``no_matches``, ``leaked:<reader>``, ``refused:<CODE>``, ``crashed:<ExceptionType>`` or
 ``no_targets`` (the entry's ``redact``). Its OCR costs seconds a file, so the full run is a bench
 (``bench/real_corpus_redaction.py``, which compares or rewrites these entries) and the suite repeats one file per
@@ -59,6 +62,7 @@ SIMPLE = "https://pypi.org/simple"
 MAX_FILE_BYTES = 4_000_000  # larger test files add minutes to the suite and nothing the others lack
 OPERATIONS = ("inspect", "signatures", "contract-review", "split", "merge")
 _WORD = re.compile(r"\b[A-Za-z]{6,}\b")  # a word a rule can name and Tesseract reads back
+_SCRIPT_WORD = re.compile(r"\b[^\W\d_]{6,}\b")  # the same in any script (a run of Han characters is one word)
 _NUMBER = re.compile(r"\b[1-9][0-9]{2,}\b")  # a number, not a run of zeros from "3,000"
 # a version or build number, from a word boundary (img2pdf and MX611 stay whole; Skia's m110 goes)
 _VERSION = re.compile(r"[\s,;/_-]*\(?\b(?:version\s*|v|m)?\d[\w.+~-]*\)?", re.IGNORECASE)
@@ -276,14 +280,21 @@ def first_page(data: bytes) -> bytes:
         return out.getvalue()
 
 
-def _text(pdf: bytes) -> str:
+def _target_pattern(value: str) -> str:
+    """The rule naming a target: a whole word; where it is not ASCII, without RE2's ASCII word boundaries (a Han
+    word has no boundary letter beside it)."""
+    return rf"\b{value}\b" if value.isascii() else re.escape(value)
+
+
+def _text(pdf: bytes, languages: tuple[str, ...] = ()) -> str:
+    """pdftotext's text of the first page (its text layer, whatever ``languages`` the page is in)."""
     return subprocess.run(["pdftotext", "-l", "1", "-", "-"], input=pdf, capture_output=True).stdout.decode(
         "utf-8", "replace"
     )
 
 
-def _ocr(pdf: bytes, dpi: int = 150) -> str:
-    """Tesseract's reading of poppler's rendering of the first page at ``dpi``."""
+def _ocr(pdf: bytes, dpi: int = 150, languages: tuple[str, ...] = ()) -> str:
+    """Tesseract's reading of poppler's rendering of the first page at ``dpi`` (in ``languages``: English when none)."""
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "in.pdf").write_bytes(pdf)
         subprocess.run(
@@ -294,10 +305,13 @@ def _ocr(pdf: bytes, dpi: int = 150) -> str:
         page = Path(folder) / "page.png"
         if not page.is_file():  # poppler renders nothing: nothing for a reader to see
             return ""
-        return subprocess.run(["tesseract", str(page), "-"], capture_output=True).stdout.decode("utf-8", "replace")
+        language = ["-l", "+".join(languages)] if languages else []
+        return subprocess.run(["tesseract", str(page), "-", *language], capture_output=True).stdout.decode(
+            "utf-8", "replace"
+        )
 
 
-def redaction_targets(path: Path) -> tuple[list[str], str]:
+def redaction_targets(path: Path, languages: tuple[str, ...] = ()) -> tuple[list[str], str]:
     """The values a redaction of this file's first page removes, chosen from its own text, and who read that text:
     the first and the last word of six letters or more and the first number of three digits or more that pdftotext
     reads on the page, or, where pdftotext reads no such word (a scan), Tesseract on its rendering. ``([], "")`` for
@@ -306,31 +320,35 @@ def redaction_targets(path: Path) -> tuple[list[str], str]:
         data = first_page(path.read_bytes())
     except Exception:  # noqa: BLE001 - a file pikepdf cannot open has no page to redact here
         return [], ""
+    word = _SCRIPT_WORD if languages else _WORD
     for reader, read in (("pdftotext", _text), ("tesseract", _ocr)):
-        text = read(data)
-        if words := _WORD.findall(text):
+        text = read(data, languages=languages)
+        if words := word.findall(text):
             numbers = _NUMBER.findall(text)
             return list(dict.fromkeys([words[0], words[-1], *numbers[:1]])), reader
     return [], ""
 
 
-def redaction(path: Path, targets: list[str]) -> str:
-    """The redaction of ``targets`` (one rule each) on the file's first page, judged by pdftotext and Tesseract:
-    any target either still reads is a leak (Tesseract's, read at 150 dpi and at LEGIBLE_DPI both)."""
+def redaction(path: Path, targets: list[str], languages: tuple[str, ...] = ()) -> str:
+    """The redaction of ``targets`` (one rule each; under a template naming ``languages``, when given) on the
+    file's first page, judged by pdftotext and Tesseract: any target either still reads is a leak (Tesseract's, read
+    at 150 dpi and at LEGIBLE_DPI both)."""
     from evidence_pipeline.documents import gate, redact, templates
     from evidence_pipeline.documents.redaction_check import verify_derivative
     from evidence_pipeline.documents.registry import ProcessorInput
 
     data = first_page(path.read_bytes())
     rules = [
-        {"id": f"target-{n}", "label": f"target_{n}", "pattern": rf"\b{value}\b"} for n, value in enumerate(targets)
+        {"id": f"target-{n}", "label": f"target_{n}", "pattern": _target_pattern(value)}
+        for n, value in enumerate(targets)
     ]
-    organization = json.dumps({"kind": "organization", "name": "corpus", "rules": rules}).encode()
+    stated = {"languages": list(languages)} if languages else {}
+    organization = json.dumps({"kind": "organization", "name": "corpus", "rules": rules} | stated).encode()
     program = json.dumps({"kind": "program", "name": "first-page", "rules": []}).encode()
-    merged = templates.merge(templates.parse(organization, "organization"), templates.parse(program, "program"))
     derivative = {}
 
     def work() -> str:
+        merged = templates.merge(templates.parse(organization, "organization"), templates.parse(program, "program"))
         gated = gate.gate(io.BytesIO(data), "flag")
         if getattr(gated, "permissions_only", False):  # the worker's refusal of what writes (older code: no flag)
             raise EvidenceError(ReasonCode.DOCUMENT_PERMISSIONS_ONLY, "permission-only encryption")
@@ -343,11 +361,11 @@ def redaction(path: Path, targets: list[str]) -> str:
     answer = _outcome(work)
     if "pdf" not in derivative:
         return answer
-    pattern = re.compile("|".join(rf"\b{value}\b" for value in targets))
+    pattern = re.compile("|".join(_target_pattern(value) for value in targets))
     for reader, read in (("pdftotext", _text), ("tesseract", _ocr)):
-        read_back = set(pattern.findall(read(derivative["pdf"])))
+        read_back = set(pattern.findall(read(derivative["pdf"], languages=languages)))
         if reader == "tesseract" and read_back:  # a word the page shows reads the same where text is legible
-            read_back &= set(pattern.findall(_ocr(derivative["pdf"], LEGIBLE_DPI)))
+            read_back &= set(pattern.findall(_ocr(derivative["pdf"], LEGIBLE_DPI, languages)))
         if read_back:
             return f"leaked:{reader}" if answer in ("redacted", "no_matches") else f"{answer}+leaked:{reader}"
     return answer
@@ -382,10 +400,15 @@ def summary(table: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def languages_of(entry: dict) -> tuple[str, ...]:
+    """The languages a table entry states its page is in (none: English)."""
+    return tuple(entry.get("redact", {}).get("languages", ()))
+
+
 def redaction_jobs(table: dict[str, dict], paths: dict[str, Path], keys: list[str] | None = None) -> dict:
-    """``{key: (targets, reader)}`` for every file the gate accepts (or those of ``keys``)."""
+    """``{key: (targets, reader, languages)}`` for every file the gate accepts (or those of ``keys``)."""
     return {
-        key: redaction_targets(paths[key])
+        key: (*redaction_targets(paths[key], languages_of(table[key])), languages_of(table[key]))
         for key in sorted(keys if keys is not None else table)
         if table[key]["outcomes"]["inspect"] == "accepted"
     }
@@ -393,12 +416,12 @@ def redaction_jobs(table: dict[str, dict], paths: dict[str, Path], keys: list[st
 
 def add_redactions(table: dict[str, dict], paths: dict[str, Path], jobs: dict) -> None:
     """The redaction outcome of each of ``jobs`` (``redaction_jobs``), into ``table``."""
-    for key, (targets, reader) in sorted(jobs.items()):
+    for key, (targets, reader, languages) in sorted(jobs.items()):
         table[key]["redact"] = {
             "targets": targets,
             "read_by": reader,
-            "outcome": redaction(paths[key], targets) if targets else "no_targets",
-        }
+            "outcome": redaction(paths[key], targets, languages) if targets else "no_targets",
+        } | ({"languages": list(languages)} if languages else {})
         print(f"redact {key}: {table[key]['redact']['outcome']}", file=sys.stderr)
 
 
