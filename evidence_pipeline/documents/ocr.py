@@ -172,6 +172,27 @@ def rendered_pages(
             document.close()
 
 
+def pdfium_decoded(data: bytes, encoded: bytes) -> Image.Image | None:
+    """The image whose encoded bytes these are, as pdfium decodes it where a page draws it (forms entered): what a
+    reader sees of an image the passes' own decoders cannot decode (a Separation colour space, a JPEG libjpeg
+    stops in, a CCITT parameter); None where no page draws it or pdfium cannot decode it either."""
+    with PDFIUM_LOCK:
+        document = pypdfium2.PdfDocument(data)
+        try:
+            for page in document:
+                try:
+                    for obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE]):
+                        if bytes(obj.get_data(decode_simple=False)) == encoded:
+                            return obj.get_bitmap(render=False).to_pil()
+                except pypdfium2.PdfiumError:
+                    return None
+                finally:
+                    page.close()
+        finally:
+            document.close()
+    return None
+
+
 @dataclass(frozen=True)
 class Shown:
     """What of a rendered page its text layer does not explain, read by OCR."""
@@ -469,20 +490,37 @@ def read_page(image: Image.Image, known: int = 0) -> Reading:
 
 def _unruled(gray: Image.Image) -> Image.Image | None:
     """The image with its rules made white (None when it has none): straight lines of ink _RULE long or longer,
-    dotted or solid, and _RULE_WIDTH thick at most, across or down, with the pixel around them. Light shading
-    (lighter than 200) is no ink of a rule, and a dark area thicker than a rule (a box, a panel) stays. A glyph's
-    stroke is shorter than an inch unless the glyph is over an inch tall, and the page is read so only in addition
-    to its reading with the rules: a glyph read only so is a glyph read."""
+    dotted or solid, and _RULE_WIDTH thick at most, across or down, with the pixel around them; where a glyph's
+    stroke crosses a rule (ink on both sides of it, across it: text struck through, an underline through the
+    descenders) the rule's pixels stay, so the glyph is read whole and not cut in two. Light shading (lighter than
+    200) is no ink of a rule, and a dark area thicker than a rule (a box, a panel) stays. A glyph's stroke is
+    shorter than an inch unless the glyph is over an inch tall, and the page is read so only in addition to its
+    reading with the rules: a glyph read only so is a glyph read."""
     dark = numpy.asarray(gray) < 200
-    rules = numpy.zeros_like(dark)
+    found = []
     for axis in (1, 0):
         line = _runs(_closed(dark, _DOTS, axis), _RULE, axis)
-        rules |= line & ~_runs(line, _RULE_WIDTH + 1, 1 - axis)
+        found.append(_grown(line & ~_runs(line, _RULE_WIDTH + 1, 1 - axis), 1))
+    level, upright = found
+    rules = level | upright
     if not rules.any():
         return None
+    strokes = dark & ~rules
+    crossed = (level & _crossed(level, strokes)) | (upright & _crossed(upright.T, strokes.T).T)
     pixels = numpy.asarray(gray).copy()
-    pixels[_grown(rules, 1)] = 255
+    pixels[rules & ~crossed] = 255
     return Image.fromarray(pixels)
+
+
+def _crossed(band: numpy.ndarray, strokes: numpy.ndarray) -> numpy.ndarray:
+    """The pixels of level ``band`` whose column holds a stroke on both sides of it: the first pixel outside the
+    band above and the first below are ``strokes`` (row by row: linear in the pixels)."""
+    above, below = numpy.zeros_like(band), numpy.zeros_like(band)
+    for row in range(1, band.shape[0]):
+        above[row] = numpy.where(band[row - 1], above[row - 1], strokes[row - 1])
+    for row in range(band.shape[0] - 2, -1, -1):
+        below[row] = numpy.where(band[row + 1], below[row + 1], strokes[row + 1])
+    return above & below
 
 
 def _runs(mask: numpy.ndarray, length: int, axis: int) -> numpy.ndarray:

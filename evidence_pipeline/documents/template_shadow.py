@@ -5,6 +5,7 @@ or shown to reviewers, and the comparison holds counts per label, never the valu
 from __future__ import annotations
 
 import contextlib
+import io
 from collections import Counter
 
 import pikepdf
@@ -64,8 +65,8 @@ def shadow(rt: Runtime, tenant: str, candidate: str, sample: int) -> dict:
 
 def _values(file, rules: Rules) -> dict[str, str]:
     file.seek(0)
-    finding = Finding()
-    with readable(), pikepdf.open(file) as pdf:
+    finding = Finding(source=file.read())
+    with readable(), pikepdf.open(io.BytesIO(finding.source)) as pdf:
         find(pdf, rules, finding)
     return finding.values
 
