@@ -267,7 +267,7 @@ def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes], painted) -> Shown
         known = sum(len(_object_text(obj, textpage).split()) for obj, _ in hidden)
     finally:
         textpage.close()
-    reading = read_page(Image.fromarray(pixels), known)
+    reading = read_page(Image.fromarray(pixels), known, [(lt, tp - top, rt, bm - top) for lt, tp, rt, bm in painted])
     words = tuple(
         Word(w.text, (w.box[0], w.box[1] + top, w.box[2], w.box[3] + top), w.confidence, w.line) for w in reading.words
     )
@@ -459,16 +459,17 @@ def _turned(gray: Image.Image, shown: Image.Image, upright: list[Word], explaine
     return best
 
 
-def read_page(image: Image.Image, known: int = 0) -> Reading:
+def read_page(image: Image.Image, known: int = 0, painted=()) -> Reading:
     """A rendered page's words: the page read upright; then the ink that reading did not read with confidence,
     region by region, each region turned so that its lines run level (and upside down, in case they ran the other
     way), all laid out in one image and read at once (``_regions_read``). Dark panels are read negative and the
-    inside of solid dark areas (black boxes) is cleared before it is read (``_cleared``). Legible unless the
+    inside of solid dark areas (black boxes) and the dark pixels of the boxes the first pass painted (``painted``,
+    in the image's pixels) are cleared before it is read (``_cleared``). Legible unless the
     upright reading's doubted words, less those the regions' reading read with confidence, are more than one in ten
     of the words (with the ``known`` words of the page's trusted text layer, which is not read); then the page is
     read turned as ``read`` turns an image."""
     shown = image.convert("L")
-    gray = _cleared(shown)
+    gray = _cleared(shown, painted)
     upright = _words(gray, 0)
     regions = _regions_read(gray, upright)
     judged, words, explained, read = gray, upright, regions, upright + regions
@@ -706,14 +707,22 @@ def _sheet_read(pieces: list) -> list[tuple[int, Word]]:
     return words
 
 
-def _cleared(gray: Image.Image) -> Image.Image:
+def _cleared(gray: Image.Image, painted=()) -> Image.Image:
     """The image as a reader reads it, dark on light: each dark panel holding light ink (``_panels``, however
     tightly it fits its text) turned negative, then the solid dark areas left (a redaction's black box: dark
     throughout a square of _SOLID pixels) made white: the engine reads a black box as a word and doubts the words
     beside it. Strokes thinner than _SOLID (glyphs, rules, the ground between light letters) stay, and so does a
     solid area whose box holds light pixels (``_boxes``: a dark photograph behind a headline's white letters is no
-    black box; whitened, it would leave the letters as outlines no one reads)."""
+    black box; whitened, it would leave the letters as outlines no one reads). The dark pixels (under 64) of each
+    box the first pass ``painted`` are made white too, whatever touches them: two marks on neighbouring lines touch,
+    and the light page between them (a highlight's tint) kept them from being judged solid boxes (the engine read
+    them as doubted words); not a box holding light ink inside it (drawn on it after it, as ``_unpainted`` reads
+    it), which would vanish on white."""
     pixels = numpy.asarray(gray).copy()
+    for left, top, right, bottom in painted:
+        box = pixels[max(0, top) : max(0, bottom), max(0, left) : max(0, right)]
+        if not (box[2:-2, 2:-2] > 192).any():  # light ink drawn on it is read on its black, as _boxes leaves it
+            box[box < 64] = 255
     for panel in _panels(pixels):
         pixels[panel] = 255 - pixels[panel]
     turned = Image.fromarray(pixels)
