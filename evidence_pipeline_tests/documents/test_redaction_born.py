@@ -7,7 +7,10 @@ the same construction holding a value a reader cannot make out, which is still r
   already read it;
 - text struck through (pymupdf's test-styled-table): the page read without its rules cut each glyph in two halves
   the engine doubts (and, with the rules, read the line as other words: a struck-through value went unread); a rule's
-  pixels where a glyph's stroke crosses it now stay.
+  pixels where a glyph's stroke crosses it now stay;
+- the first pass's marks on two neighbouring lines over a highlight (pdfannots' issue13): touching, with the page
+  between them, they were judged no solid box, read as a doubted word, and refused the page; the boxes the first
+  pass painted are now cleared before the page is read, unless light ink is drawn on one.
 """
 
 from __future__ import annotations
@@ -115,3 +118,31 @@ def test_crossing_strokes_keep_the_rules_pixels_and_the_rest_of_the_rule_goes():
 
 def test_text_struck_through_that_ocr_cannot_read_is_still_refused():
     assert not ocr.read_page(_struck_through(blur=4)).legible
+
+
+def _highlighted_marks():
+    """A highlighted phrase whose last word and the next line's first were removed: the two marks touch, the
+    highlight's tint around them (the painted boxes, in the image's pixels)."""
+    font = ImageFont.truetype(str(FONTS / "Vera.ttf"), 50)
+    image = Image.new("L", (1400, 420), 255)
+    draw = ImageDraw.Draw(image)
+    draw.rounded_rectangle((90, 90, 900, 170), radius=30, fill=225)
+    draw.rounded_rectangle((90, 172, 700, 252), radius=30, fill=225)
+    draw.text((110, 100), "This is a", fill=0, font=font)
+    painted = [(370, 90, 900, 171), (100, 173, 640, 252)]
+    for box in painted:
+        draw.rectangle(box, fill=0)
+    return image, draw, font, painted
+
+
+def test_touching_marks_over_a_highlight_are_cleared_before_the_page_is_read():
+    image, _, _, painted = _highlighted_marks()
+    inside = [(slice(100, 160), slice(400, 880)), (slice(185, 245), slice(110, 630))]
+    assert all((numpy.asarray(ocr._cleared(image))[area] == 0).all() for area in inside)  # no solid box, judged so
+    assert all((numpy.asarray(ocr._cleared(image, painted))[area] == 255).all() for area in inside)
+
+
+def test_light_ink_drawn_on_a_painted_box_is_still_read():
+    image, draw, font, painted = _highlighted_marks()
+    draw.text((120, 185), corpus.SSN, fill=255, font=font)
+    assert flat(corpus.SSN) in flat(ocr.read_page(image, painted=painted).lines)
