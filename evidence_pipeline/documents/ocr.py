@@ -11,6 +11,13 @@ then the ink that reading left (text at any other angle, text it could not make 
 read turned by the angle its lines run at, a region still doubted again at its other likely angle and squeezed along
 its lines; light text on a dark panel is read negative; a page with rules (a table's) is read again without them.
 No size or angle of an object is judged: only the page's pixels.
+What born-digital pages were refused over, and is no longer (issue 46), each without reading less of the page: an
+image pikepdf cannot decode is read as pdfium decodes it where a page draws it (``pdfium_decoded``: the pixels a
+reader sees; one neither decodes is still refused); a rule's pixels where a glyph's stroke crosses it stay in the
+page read without rules (``_unruled``: struck-through text is read whole, not as halves the engine doubts; that
+reading is in addition to the one with the rules); the first pass's own black marks are cleared whatever touches
+them (``_cleared``: dark pixels of boxes it drew over removed text, which show nothing; one holding light ink is
+left to be read). Nothing here excuses a doubted word: legibility is judged as before.
 Tesseract runs single-threaded (the worker's parallelism is Dagster's), one process per reading, and its temporary
 files are pytesseract's own (0600, deleted after each call).
 
