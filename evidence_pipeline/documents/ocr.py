@@ -12,6 +12,13 @@ then the ink that reading left (text at any other angle, text it could not make 
 read turned by the angle its lines run at, a region still doubted again at its other likely angle and squeezed along
 its lines; light text on a dark panel is read negative; a page with rules (a table's) is read again without them.
 No size or angle of an object is judged: only the page's pixels.
+What born-digital pages were refused over, and is no longer (issue 46), each without reading less of the page: an
+image pikepdf cannot decode is read as pdfium decodes it where a page draws it (``pdfium_decoded``: the pixels a
+reader sees; one neither decodes is still refused); a rule's pixels where a glyph's stroke crosses it stay in the
+page read without rules (``_unruled``: struck-through text is read whole, not as halves the engine doubts; that
+reading is in addition to the one with the rules); the first pass's own black marks are cleared whatever touches
+them (``_cleared``: dark pixels of boxes it drew over removed text, which show nothing; one holding light ink is
+left to be read). Nothing here excuses a doubted word: legibility is judged as before.
 Tesseract runs single-threaded (the worker's parallelism is Dagster's), one process per reading, and its temporary
 files are pytesseract's own (0600, deleted after each call).
 
@@ -258,6 +265,27 @@ def rendered_pages(
             document.close()
 
 
+def pdfium_decoded(data: bytes, encoded: bytes) -> Image.Image | None:
+    """The image whose encoded bytes these are, as pdfium decodes it where a page draws it (forms entered): what a
+    reader sees of an image the passes' own decoders cannot decode (a Separation colour space, a JPEG libjpeg
+    stops in, a CCITT parameter); None where no page draws it or pdfium cannot decode it either."""
+    with PDFIUM_LOCK:
+        document = pypdfium2.PdfDocument(data)
+        try:
+            for page in document:
+                try:
+                    for obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE]):
+                        if bytes(obj.get_data(decode_simple=False)) == encoded:
+                            return obj.get_bitmap(render=False).to_pil()
+                except pypdfium2.PdfiumError:
+                    return None
+                finally:
+                    page.close()
+        finally:
+            document.close()
+    return None
+
+
 @dataclass(frozen=True)
 class Shown:
     """What of a rendered page its text layer does not explain, read by OCR."""
@@ -332,7 +360,8 @@ def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes], painted) -> Shown
         known = sum(len(_object_text(obj, textpage).split()) for obj, _ in hidden)
     finally:
         textpage.close()
-    return Shown(size, read_page(Image.fromarray(pixels), known).below(top), len(bands))
+    reading = read_page(Image.fromarray(pixels), known, [(lt, tp - top, rt, bm - top) for lt, tp, rt, bm in painted])
+    return Shown(size, reading.below(top), len(bands))
 
 
 def _render(page: pypdfium2.PdfPage, dpi: int) -> Image.Image:
@@ -520,16 +549,17 @@ def _turned(gray: Image.Image, shown: Image.Image, upright: list[Word], explaine
     return best
 
 
-def read_page(image: Image.Image, known: int = 0) -> Reading:
+def read_page(image: Image.Image, known: int = 0, painted=()) -> Reading:
     """A rendered page's words: the page read upright; then the ink that reading did not read with confidence,
     region by region, each region turned so that its lines run level (and upside down, in case they ran the other
     way), all laid out in one image and read at once (``_regions_read``). Dark panels are read negative and the
-    inside of solid dark areas (black boxes) is cleared before it is read (``_cleared``). Legible unless the
+    inside of solid dark areas (black boxes) and the dark pixels of the boxes the first pass painted (``painted``,
+    in the image's pixels) are cleared before it is read (``_cleared``). Legible unless the
     upright reading's doubted words, less those the regions' reading read with confidence, are more than one in ten
     of the words (with the ``known`` words of the page's trusted text layer, which is not read); then the page is
     read turned as ``read`` turns an image."""
     shown = image.convert("L")
-    gray = _cleared(shown)
+    gray = _cleared(shown, painted)
     upright = _words(gray, 0)
     regions = _regions_read(gray, upright)
     judged, words, explained, read = gray, upright, regions, upright + regions
@@ -551,20 +581,37 @@ def read_page(image: Image.Image, known: int = 0) -> Reading:
 
 def _unruled(gray: Image.Image) -> Image.Image | None:
     """The image with its rules made white (None when it has none): straight lines of ink _RULE long or longer,
-    dotted or solid, and _RULE_WIDTH thick at most, across or down, with the pixel around them. Light shading
-    (lighter than 200) is no ink of a rule, and a dark area thicker than a rule (a box, a panel) stays. A glyph's
-    stroke is shorter than an inch unless the glyph is over an inch tall, and the page is read so only in addition
-    to its reading with the rules: a glyph read only so is a glyph read."""
+    dotted or solid, and _RULE_WIDTH thick at most, across or down, with the pixel around them; where a glyph's
+    stroke crosses a rule (ink on both sides of it, across it: text struck through, an underline through the
+    descenders) the rule's pixels stay, so the glyph is read whole and not cut in two. Light shading (lighter than
+    200) is no ink of a rule, and a dark area thicker than a rule (a box, a panel) stays. A glyph's stroke is
+    shorter than an inch unless the glyph is over an inch tall, and the page is read so only in addition to its
+    reading with the rules: a glyph read only so is a glyph read."""
     dark = numpy.asarray(gray) < 200
-    rules = numpy.zeros_like(dark)
+    found = []
     for axis in (1, 0):
         line = _runs(_closed(dark, _DOTS, axis), _RULE, axis)
-        rules |= line & ~_runs(line, _RULE_WIDTH + 1, 1 - axis)
+        found.append(_grown(line & ~_runs(line, _RULE_WIDTH + 1, 1 - axis), 1))
+    level, upright = found
+    rules = level | upright
     if not rules.any():
         return None
+    strokes = dark & ~rules
+    crossed = (level & _crossed(level, strokes)) | (upright & _crossed(upright.T, strokes.T).T)
     pixels = numpy.asarray(gray).copy()
-    pixels[_grown(rules, 1)] = 255
+    pixels[rules & ~crossed] = 255
     return Image.fromarray(pixels)
+
+
+def _crossed(band: numpy.ndarray, strokes: numpy.ndarray) -> numpy.ndarray:
+    """The pixels of level ``band`` whose column holds a stroke on both sides of it: the first pixel outside the
+    band above and the first below are ``strokes`` (row by row: linear in the pixels)."""
+    above, below = numpy.zeros_like(band), numpy.zeros_like(band)
+    for row in range(1, band.shape[0]):
+        above[row] = numpy.where(band[row - 1], above[row - 1], strokes[row - 1])
+    for row in range(band.shape[0] - 2, -1, -1):
+        below[row] = numpy.where(band[row + 1], below[row + 1], strokes[row + 1])
+    return above & below
 
 
 def _runs(mask: numpy.ndarray, length: int, axis: int) -> numpy.ndarray:
@@ -750,14 +797,22 @@ def _sheet_read(pieces: list) -> list[tuple[int, Word]]:
     return words
 
 
-def _cleared(gray: Image.Image) -> Image.Image:
+def _cleared(gray: Image.Image, painted=()) -> Image.Image:
     """The image as a reader reads it, dark on light: each dark panel holding light ink (``_panels``, however
     tightly it fits its text) turned negative, then the solid dark areas left (a redaction's black box: dark
     throughout a square of _SOLID pixels) made white: the engine reads a black box as a word and doubts the words
     beside it. Strokes thinner than _SOLID (glyphs, rules, the ground between light letters) stay, and so does a
     solid area whose box holds light pixels (``_boxes``: a dark photograph behind a headline's white letters is no
-    black box; whitened, it would leave the letters as outlines no one reads)."""
+    black box; whitened, it would leave the letters as outlines no one reads). The dark pixels (under 64) of each
+    box the first pass ``painted`` are made white too, whatever touches them: two marks on neighbouring lines touch,
+    and the light page between them (a highlight's tint) kept them from being judged solid boxes (the engine read
+    them as doubted words); not a box holding light ink inside it (drawn on it after it, as ``_unpainted`` reads
+    it), which would vanish on white."""
     pixels = numpy.asarray(gray).copy()
+    for left, top, right, bottom in painted:
+        box = pixels[max(0, top) : max(0, bottom), max(0, left) : max(0, right)]
+        if not (box[2:-2, 2:-2] > 192).any():  # light ink drawn on it is read on its black, as _boxes leaves it
+            box[box < 64] = 255
     for panel in _panels(pixels):
         pixels[panel] = 255 - pixels[panel]
     turned = Image.fromarray(pixels)

@@ -146,6 +146,7 @@ class Finding:
     marks: dict[int, list[tuple[float, float, float, float]]] = field(default_factory=dict)  # page index -> boxes
     readings: dict[tuple[int, int], ocr.Reading] = field(default_factory=dict)  # image objgen -> its OCR
     pages_read: int = 0  # rendered pages read by OCR
+    source: bytes = b""  # the input document: pdfium decodes, where a page draws it, an image pikepdf cannot
     # page number -> (its walk's text and glyph count, its views) from the finding walk, for the removal walk
     views: dict[int, tuple[tuple[str, int], list[_View]]] = field(default_factory=dict)
 
@@ -197,8 +198,8 @@ def _run(inputs: list[ProcessorInput], template: dict, vid: str, languages: tupl
     (document,) = inputs
     rules = Rules.of(template)
     document.file.seek(0)
-    finding = Finding()
-    with readable(), pikepdf.open(document.file) as pdf:
+    finding = Finding(source=document.file.read())
+    with readable(), pikepdf.open(io.BytesIO(finding.source)) as pdf:
         detached = _detach_pages_outside_the_tree(pdf)
         find(pdf, rules, finding)
         written, frames = _removed(pdf, rules, finding, remove)
@@ -209,8 +210,7 @@ def _run(inputs: list[ProcessorInput], template: dict, vid: str, languages: tupl
         # values only the rendered page showed (text whose font does not say what it spells) may also sit in the
         # objects (a date in the metadata, a string): the removal is done again, from the input, with every value
         finding.counts, finding.marks = Counter(), {}
-        document.file.seek(0)
-        with readable(), pikepdf.open(document.file) as pdf:
+        with readable(), pikepdf.open(io.BytesIO(finding.source)) as pdf:
             _detach_pages_outside_the_tree(pdf)
             written, frames = _removed(pdf, rules, finding, remove)
     finding.counts["page_outside_the_tree"] += detached
@@ -771,14 +771,16 @@ def _read(image, finding: Finding) -> ocr.Reading:
     key = image.objgen if isinstance(image, pikepdf.Object) else None
     if key is not None and key in finding.readings:
         return finding.readings[key]
-    reading = ocr.read(_pixels(image))
+    reading = ocr.read(_pixels(image, finding.source))
     if key is not None:
         finding.readings[key] = reading
     return reading
 
 
-def _pixels(image) -> Image.Image:
-    """The image decoded (pikepdf, Pillow): refused before decoding when it declares more pixels than the budget."""
+def _pixels(image, source: bytes) -> Image.Image:
+    """The image decoded (pikepdf, Pillow), or where they cannot, as pdfium decodes it where a page of ``source``
+    draws it (ocr.pdfium_decoded: what a reader sees); refused when neither decodes it, and before decoding when it
+    declares more pixels than the budget."""
     try:
         picture = pikepdf.PdfImage(image) if isinstance(image, pikepdf.Object) else image
         if picture.width * picture.height > budgets.MAX_IMAGE_PIXELS:  # inline images too, which the gate skips
@@ -794,6 +796,10 @@ def _pixels(image) -> Image.Image:
         Image.DecompressionBombError,
         StopIteration,
     ) as error:
+        raw = image.read_raw_bytes() if isinstance(image, pikepdf.Stream) else None
+        decoded = ocr.pdfium_decoded(source, raw) if raw is not None and source else None
+        if decoded is not None:
+            return decoded
         raise EvidenceError(
             ReasonCode.REDACTION_UNSUPPORTED_CONTENT, f"an image the redactor cannot decode ({type(error).__name__})"
         ) from None
@@ -841,7 +847,7 @@ def _images_on_page(
             finding.counts[label] += 1
             finding.mark(number - 1, area)
         if remove and boxes:
-            _paint(image, boxes)
+            _paint(image, boxes, finding.source)
 
 
 def _placed(ctm) -> tuple[float, float, float, float]:
@@ -877,11 +883,11 @@ def _region_pixels(ctm, rect, width: int, height: int):
     ), area
 
 
-def _paint(image: pikepdf.Stream, boxes) -> None:
+def _paint(image: pikepdf.Stream, boxes, source: bytes) -> None:
     """The boxes painted black in the image's own pixels, and the image re-encoded: the pixels are gone from the
     file, not covered. A JPEG stays a JPEG; an image whose raw pixels would pass the readers' per-stream limit is
     written as one too, else Flate at 8 bits per component."""
-    pixels = _pixels(image)
+    pixels = _pixels(image, source)
     pixels = pixels.convert("RGB" if pixels.mode not in ("L", "RGB") else pixels.mode)
     draw = ImageDraw.Draw(pixels)
     for box in boxes:
@@ -1413,7 +1419,7 @@ def _remove_elsewhere(
     for image_key, reading in finding.readings.items():  # images outside the page content (appearances ...)
         if image_key not in painted and (words := _words_holding(reading, occurrences)):
             image = pdf.get_object(image_key)
-            _paint(image, [_padded(w.box, int(image.Width), int(image.Height)) for w in words])
+            _paint(image, [_padded(w.box, int(image.Width), int(image.Height)) for w in words], finding.source)
             finding.counts["image_text"] += len(words)
     _sweep(pdf, search, finding, content)
 

@@ -38,7 +38,6 @@ from typing import BinaryIO
 
 import pypdfium2
 import pypdfium2.raw as pdfium_c
-from PIL import Image
 from pypdf import PdfReader, apply_configuration
 from pypdf.errors import PyPdfError
 from pypdf.generic import (
@@ -397,24 +396,5 @@ def _image_holds(image: StreamObject, search: Search, data: bytes) -> bool:
     except Exception:  # whatever pypdf or Pillow raise: pdfium's decoding, else unchecked, and an unchecked image fails
         pixels = None
     if pixels is None:
-        pixels = _pdfium_decoded(data, image._data)
+        pixels = ocr.pdfium_decoded(data, image._data)
     return pixels is None or search.holds(ocr.read(pixels).lines)
-
-
-def _pdfium_decoded(data: bytes, encoded: bytes) -> Image.Image | None:
-    """The image whose encoded bytes these are, as pdfium decodes it where a page draws it (forms entered)."""
-    with PDFIUM_LOCK:
-        document = pypdfium2.PdfDocument(data)
-        try:
-            for page in document:
-                try:
-                    for obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE]):
-                        if bytes(obj.get_data(decode_simple=False)) == encoded:
-                            return obj.get_bitmap(render=False).to_pil()
-                except pypdfium2.PdfiumError:
-                    return None
-                finally:
-                    page.close()
-        finally:
-            document.close()
-    return None

@@ -5,6 +5,7 @@ or shown to reviewers, and the comparison holds counts per label, never the valu
 from __future__ import annotations
 
 import contextlib
+import io
 from collections import Counter
 
 import pikepdf
@@ -68,8 +69,8 @@ def shadow(rt: Runtime, tenant: str, candidate: str, sample: int) -> dict:
 def _values(file, rules: tuple[Rules, tuple[str, ...]]) -> dict[str, str]:
     """The values the first pass finds under the rules, reading in the version's OCR languages."""
     file.seek(0)
-    finding = Finding()
-    with ocr.reading_in(rules[1]), readable(), pikepdf.open(file) as pdf:
+    finding = Finding(source=file.read())
+    with ocr.reading_in(rules[1]), readable(), pikepdf.open(io.BytesIO(finding.source)) as pdf:
         find(pdf, rules[0], finding)
     return finding.values
 
