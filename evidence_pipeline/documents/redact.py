@@ -20,6 +20,8 @@ found value everywhere it occurs:
   removed, a bookmark title becomes `[redacted]`, any other string `[redacted]`, any other text stream empty
   (content streams are judged as the second pass judges them: by their strings, names and comments, never their
   numbers, so a glyph procedure whose coordinates spell a number is kept);
+- a font program's names and strings (its maker's notice and description: pdfsyntax.font_spans) that hold a value:
+  blanked in place, the program keeping its layout;
 - always: embedded and associated files, page thumbnails (pictures of the original page), and pages outside the
   page tree (a destination's page after its page was deleted: no reader shows it, its content stays in the file);
 - last, what the page still shows: each page of the result is rendered (pdfium, annotations and form appearances
@@ -66,7 +68,7 @@ import pypdfium2
 import pypdfium2.raw as pdfium_c
 from PIL import Image, ImageDraw
 
-from evidence_pipeline.documents import budgets, cut, ocr, pdftext, templates
+from evidence_pipeline.documents import budgets, cut, ocr, pdfsyntax, pdftext, templates
 from evidence_pipeline.documents.gate import LIMITS
 from evidence_pipeline.documents.matching import (
     HYPHENS,
@@ -126,7 +128,8 @@ ACTIONS = frozenset(
 _ANNOTATION_LINKS = frozenset({"/P", "/Parent", "/Popup", "/IRT"})
 # Streams whose decoded bytes are not text a rule reads: fonts, colour profiles, functions, CMaps (images are OCR'd,
 # page content is walked glyph by glyph)
-_BINARY_STREAM_KEYS = frozenset({"/FontFile", "/FontFile2", "/FontFile3", "/ToUnicode", "/Thumb", "/SMask"})
+_FONT_PROGRAMS = frozenset({"/FontFile", "/FontFile2", "/FontFile3"})
+_BINARY_STREAM_KEYS = _FONT_PROGRAMS | {"/ToUnicode", "/Thumb", "/SMask"}
 _BINARY_STREAM_MARKS = ("/PatternType", "/FunctionType", "/ShadingType", "/Length1", "/Length2", "/N")
 
 
@@ -1359,7 +1362,11 @@ def _sweep(pdf: pikepdf.Pdf, search: Search, finding: Finding, content: set) -> 
             names[name] = search.holds(name_text(name))
         return names[name]
 
+    values_only = Search(Rules([], {}, {}), search.values)  # a font's text is its maker's: the values, as checked
     for container, key, value, container_key, action in _reachable(pdf):
+        if isinstance(value, pikepdf.Stream) and key in _FONT_PROGRAMS:
+            finding.counts["font_text"] += _blank_font_text(value, values_only)
+            continue
         if isinstance(key, str) and holding(key):
             deletions.append((container, key, "name"))  # a key that spells a value: its entry goes
         if isinstance(value, pikepdf.Name) and holding(name_str(value)):
@@ -1406,6 +1413,25 @@ def _sweep(pdf: pikepdf.Pdf, search: Search, finding: Finding, content: set) -> 
         elif key in container:
             del container[key]
         finding.counts[place] += 1
+
+
+def _blank_font_text(program: pikepdf.Stream, values: Search) -> int:
+    """The names and strings of a font program (its maker's notice and description, its names:
+    pdfsyntax.font_spans) that hold a value, blanked in place with spaces of the same length, so the program keeps
+    its layout and draws the same; how many were. Its glyph data is no text and stays."""
+    data = _stream_bytes(program)
+    holding = [
+        (start, end, codec)
+        for start, end, codec in pdfsyntax.font_spans(program, data) or ()
+        if values.holds(data[start:end].decode(codec, "replace"))
+    ]
+    if holding:
+        blanked = bytearray(data)
+        for start, end, codec in holding:
+            spaces = (end - start) // len(" ".encode(codec))
+            blanked[start:end] = (" " * spaces).encode(codec).ljust(end - start, b" ")
+        program.write(bytes(blanked))
+    return len(holding)
 
 
 def _reachable(pdf: pikepdf.Pdf):

@@ -9,7 +9,7 @@ import io
 import pikepdf
 
 from evidence_pipeline.documents.redaction_check import verify_derivative
-from evidence_pipeline.synthetic.rental_applications import organization_template
+from evidence_pipeline.synthetic.rental_applications import FONTS, organization_template
 from evidence_pipeline_tests.support import redaction_corpus as corpus
 from evidence_pipeline_tests.support.redaction import pdftotext, redact_pure
 
@@ -79,3 +79,48 @@ def test_a_glyph_procedure_whose_coordinates_spell_a_target_number_keeps_its_sha
         font = next(f for f in pdf.pages[0].Resources.Font.values() if f.get("/Subtype") == "/Type3")
         assert [proc.read_bytes().split() for proc in font.CharProcs.values()] == [GLYPH.split()]
     assert "2022" not in pdftotext(derivative) and "Lease signed" in pdftotext(derivative)
+
+
+def _vera_embedded(pdf, page):
+    """The page says who made its font; Vera, embedded, says it in its name table too (its maker's notice)."""
+    program = (FONTS / "Vera.ttf").read_bytes()
+    descriptor = pikepdf.Dictionary(
+        Type=pikepdf.Name.FontDescriptor,
+        FontName=pikepdf.Name("/Vera"),
+        Flags=32,
+        FontBBox=[0, 0, 1000, 1000],
+        ItalicAngle=0,
+        Ascent=900,
+        Descent=-200,
+        CapHeight=700,
+        StemV=80,
+        FontFile2=pdf.make_stream(program, Length1=len(program)),
+    )
+    page.obj.Resources.Font.F2 = pdf.make_indirect(
+        pikepdf.Dictionary(
+            Type=pikepdf.Name.Font,
+            Subtype=pikepdf.Name.TrueType,
+            BaseFont=pikepdf.Name("/Vera"),
+            FirstChar=32,
+            LastChar=32,
+            Widths=[600],
+            FontDescriptor=pdf.make_indirect(descriptor),
+        )
+    )
+    page.obj.Contents = pdf.make_stream(
+        page.obj.Contents.read_bytes() + b"BT /F1 12 Tf 72 700 Td (Typeset by Bitstream) Tj ET\n"
+    )
+
+
+def test_a_value_in_a_font_programs_name_table_is_blanked_in_place_and_the_job_passes():
+    """A font's maker's notice is text the file carries (any font tool reads it): the second pass looks there for
+    the removed values, so the first pass blanks the strings that hold one, and nothing else of the program."""
+    program = (FONTS / "Vera.ttf").read_bytes()
+    derivative, record = redacted(corpus.build(_vera_embedded), maker=r"\bBitstream\b")
+    assert record["passed"]
+    with pikepdf.open(io.BytesIO(derivative)) as pdf:
+        kept = pdf.pages[0].Resources.Font.F2.FontDescriptor.FontFile2.read_bytes()
+    assert len(kept) == len(program) and kept[:12] == program[:12]
+    assert "Bitstream".encode("utf-16-be") not in kept and b"Bitstream" not in kept
+    assert "Bitstream".encode("utf-16-be") in program
+    assert "Bitstream" not in pdftotext(derivative) and "Typeset by" in pdftotext(derivative)
