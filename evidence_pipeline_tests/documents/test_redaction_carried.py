@@ -124,3 +124,34 @@ def test_a_value_in_a_font_programs_name_table_is_blanked_in_place_and_the_job_p
     assert "Bitstream".encode("utf-16-be") not in kept and b"Bitstream" not in kept
     assert "Bitstream".encode("utf-16-be") in program
     assert "Bitstream" not in pdftotext(derivative) and "Typeset by" in pdftotext(derivative)
+
+
+def _type3_glyphs_named_by_their_digits(pdf, page):
+    """A Type3 font without a ToUnicode map whose glyphs are squares named /3 and /9 at codes 1 and 2 (as
+    test_3362.pdf's are): no glyph list knows the codes, the names say the digits, and pdftotext reads them."""
+    square = pdf.make_stream(b"600 0 d0 50 0 500 700 re f")
+    page.obj.Resources.Font.T3 = pdf.make_indirect(
+        pikepdf.Dictionary(
+            Type=pikepdf.Name.Font,
+            Subtype=pikepdf.Name.Type3,
+            FontBBox=[0, 0, 600, 700],
+            FontMatrix=[0.001, 0, 0, 0.001, 0, 0],
+            CharProcs=pikepdf.Dictionary({"/3": square, "/9": square}),
+            Encoding=pikepdf.Dictionary(Differences=[1, pikepdf.Name("/3"), pikepdf.Name("/9")]),
+            FirstChar=1,
+            LastChar=2,
+            Widths=[600, 600],
+            Resources=pikepdf.Dictionary(),
+        )
+    )
+    page.obj.Contents = pdf.make_stream(
+        page.obj.Contents.read_bytes() + b"BT /F1 12 Tf 72 650 Td (Room ) Tj /T3 12 Tf <010201> Tj ET\n"
+    )
+
+
+def test_glyph_names_are_read_as_pdftotext_reads_them_and_the_glyphs_removed():
+    data = corpus.build(_type3_glyphs_named_by_their_digits)
+    assert "393" in pdftotext(data)
+    derivative, record = redacted(data, room=r"\b393\b")
+    assert record["passed"]
+    assert "393" not in pdftotext(derivative)
