@@ -11,6 +11,7 @@ custom key, a font's name) is the file's own and may carry a value.
 TrueType or OpenType font's name table, a CFF font's names and strings, a Type 1 font's clear-text strings and
 font name; a profile's description, copyright and other text tags), never its glyph outlines, hints, curves or
 tables of numbers. None when the data is not what its kind says (the caller then searches its bytes).
+``font_spans`` says where each of a font's strings lies, for the first pass to blank those that hold a value.
 """
 
 from __future__ import annotations
@@ -35,49 +36,58 @@ def comments(data: bytes) -> list[bytes]:
 
 def font_strings(stream, data: bytes) -> list[str] | None:
     """The names and strings of a font program (/FontFile, /FontFile2 or /FontFile3)."""
+    spans = font_spans(stream, data)
+    return None if spans is None else [data[start:end].decode(codec, "replace") for start, end, codec in spans]
+
+
+def font_spans(stream, data: bytes) -> list[tuple[int, int, str]] | None:
+    """Where each of a font program's names and strings lies in its data, and how it is encoded: (start, end,
+    codec). The first pass blanks those that hold a value in place (redact.py), so the program keeps its layout."""
     try:
         if data[:4] in (b"\x00\x01\x00\x00", b"true", b"OTTO", b"typ1"):
-            return _sfnt_strings(data)
+            return _sfnt_spans(data)
         if stream.get("/Subtype") in ("/Type1C", "/CIDFontType0C"):
-            return _cff_strings(data)
+            return _cff_spans(data)
         if data[:2] == b"%!":  # Type 1: the clear-text part, before the encrypted glyph programs
             clear = data[: int(stream.get("/Length1", 0))] or data.split(b"eexec")[0]
-            found = _LITERAL.findall(clear) + _FONT_NAME.findall(clear)
-            return [text.decode("latin-1") for text in found]
+            found = [*_LITERAL.finditer(clear), *_FONT_NAME.finditer(clear)]
+            return [(*match.span(1), "latin-1") for match in found]
     except (struct.error, IndexError, ValueError):
         pass
     return None
 
 
-def _sfnt_strings(data: bytes) -> list[str]:
+def _sfnt_spans(data: bytes) -> list[tuple[int, int, str]]:
     (count,) = struct.unpack_from(">H", data, 4)
     tables = {}
     for i in range(count):
         tag, _, offset, length = struct.unpack_from(">4sIII", data, 12 + 16 * i)
-        tables[tag] = data[offset : offset + length]
-    strings = _cff_strings(tables[b"CFF "]) if b"CFF " in tables else []
+        tables[tag] = (offset, length)
+    spans = _cff_spans(data, *tables[b"CFF "]) if b"CFF " in tables else []
     if b"name" in tables:
-        table = tables[b"name"]
-        _, records, start = struct.unpack_from(">HHH", table, 0)
+        at, length = tables[b"name"]
+        _, records, start = struct.unpack_from(">HHH", data, at)
         for i in range(records):
-            platform, _, _, _, length, offset = struct.unpack_from(">HHHHHH", table, 6 + 12 * i)
-            raw = table[start + offset : start + offset + length]
-            strings.append(raw.decode("utf-16-be", "replace") if platform in (0, 3) else raw.decode("latin-1"))
-    return strings
+            platform, _, _, _, size, offset = struct.unpack_from(">HHHHHH", data, at + 6 + 12 * i)
+            first = min(at + start + offset, at + length)  # a record past its table's end holds what the table does
+            spans.append((first, min(first + size, at + length), "utf-16-be" if platform in (0, 3) else "latin-1"))
+    return spans
 
 
-def _cff_strings(data: bytes) -> list[str]:
+def _cff_spans(data: bytes, at: int = 0, length: int | None = None) -> list[tuple[int, int, str]]:
     """A CFF font's Name INDEX (its font names) and String INDEX (its notice, full and family names, weight,
-    and glyph names beyond the standard ones)."""
-    if data[0] != 1:
+    and glyph names beyond the standard ones), in the CFF data that starts at ``at``."""
+    cff = data[at : at + length] if length is not None else data
+    if cff[0] != 1:
         raise ValueError("not CFF version 1")
-    names, position = _index(data, data[2])
-    _, position = _index(data, position)  # the Top DICT: numbers and string ids only
-    strings, _ = _index(data, position)
-    return [item.decode("latin-1") for item in names + strings]
+    names, position = _index(cff, cff[2])
+    _, position = _index(cff, position)  # the Top DICT: numbers and string ids only
+    strings, _ = _index(cff, position)
+    return [(at + start, at + end, "latin-1") for start, end in names + strings]
 
 
-def _index(data: bytes, position: int) -> tuple[list[bytes], int]:
+def _index(data: bytes, position: int) -> tuple[list[tuple[int, int]], int]:
+    """Where each item of the CFF INDEX at ``position`` lies, and where the INDEX ends."""
     (count,) = struct.unpack_from(">H", data, position)
     if count == 0:
         return [], position + 2
@@ -88,7 +98,7 @@ def _index(data: bytes, position: int) -> tuple[list[bytes], int]:
     base = position + 2 + (count + 1) * size  # offsets count from 1
     if offsets != sorted(offsets) or base + offsets[-1] > len(data):
         raise ValueError("a CFF INDEX out of bounds")
-    return [data[base + offsets[i] : base + offsets[i + 1]] for i in range(count)], base + offsets[-1]
+    return [(base + offsets[i], base + offsets[i + 1]) for i in range(count)], base + offsets[-1]
 
 
 def icc_strings(stream, data: bytes) -> list[str] | None:

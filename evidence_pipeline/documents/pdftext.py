@@ -4,8 +4,9 @@ A walk over a content stream yields every glyph a text-showing operator draws: i
 map, else its single-byte encoding), its box in default user space, and where it sits in the operator's operands.
 ``rewrite`` then drops chosen glyphs from the operators and puts a kerning adjustment of their width in their place,
 so the text that stays does not move. Form XObjects are walked with their matrix. A glyph whose font does not say
-what it spells (no ToUnicode map, a glyph name outside the Adobe glyph list, a Type3 glyph) is walked as U+FFFD:
-what it shows is read from the rendered page, where the redactor finds it and burns it in (redact.py). A composite
+what it spells (no ToUnicode map nor a glyph name: a Type3 font's code outside its /Differences) is walked as
+U+FFFD; a glyph name is read as poppler reads it (``glyph_text``); either way what it shows is read from the
+rendered page too, where the redactor finds it and burns it in (redact.py). A composite
 font's codes are split as its CMap says (Identity-H/V, one embedded, or one of Adobe's predefined CMaps as
 poppler-data installs them); a CMap none of these is cannot even be split into glyphs: REDACTION_UNSUPPORTED_CONTENT.
 
@@ -299,7 +300,7 @@ def _decode_font(font) -> _Font:
 
 def _single_byte_encoding(font) -> dict[int, str]:
     """A simple font's codes as its encoding names them: WinAnsi (cp1252) by default (a Type3 font has no default:
-    its codes spell nothing), /Differences by the Adobe glyph list; a name the list does not know spells U+FFFD."""
+    its codes spell nothing), /Differences by what each glyph name spells (``glyph_text``)."""
     encoding = font.get("/Encoding")
     unknown = font.get("/Subtype") == "/Type3"
     unicode = {code: "\ufffd" if unknown else bytes([code]).decode("cp1252", errors="replace") for code in range(256)}
@@ -308,11 +309,46 @@ def _single_byte_encoding(font) -> dict[int, str]:
         for item in encoding.get("/Differences", []):
             if isinstance(item, pikepdf.Name):
                 if 0 <= code < 256:
-                    unicode[code] = adobe_glyphs.get(name_str(item), "\ufffd")
+                    unicode[code] = glyph_text(name_str(item)[1:], code)
                 code += 1
             else:
                 code = int(item)
     return unicode
+
+
+_UNI = re.compile(r"uni((?:[0-9A-F]{4})+)")
+_U = re.compile(r"u([0-9A-F]{4,6})")
+
+
+def glyph_text(name: str, code: int) -> str:
+    """What a glyph name spells where the font has no ToUnicode map, as poppler (pdftotext) reads it: the Adobe glyph
+    list, a one-character name as that character (/3 is "3"), else the Adobe glyph naming convention (a variant's
+    suffix dropped, a ligature's components joined, uniXXXX, uXXXX[XX]), else the code's own character (poppler's
+    pass-through: a Type3 font's /33 at code 33 reads "!"); U+FFFD for .notdef and a code that is no printable
+    character. What the glyph shows is read from the rendered page besides (redact.py)."""
+    if (known := adobe_glyphs.get("/" + name)) is not None:
+        return known
+    if len(name) == 1:
+        return name
+    main = name.split(".", 1)[0]
+    if main:
+        parts = [_glyph_component(part) for part in main.split("_") if part]
+        if parts and all(part is not None for part in parts):
+            return "".join(parts)
+    return chr(code) if name != ".notdef" and chr(code).isprintable() else "\ufffd"
+
+
+def _glyph_component(name: str) -> str | None:
+    if (known := adobe_glyphs.get("/" + name)) is not None:
+        return known
+    if len(name) == 1:
+        return name
+    if match := _UNI.fullmatch(name):
+        values = [int(match.group(1)[i : i + 4], 16) for i in range(0, len(match.group(1)), 4)]
+        return "".join(chr(v) for v in values if not 0xD800 <= v <= 0xDFFF) or None
+    if (match := _U.fullmatch(name)) and not 0xD800 <= (value := int(match.group(1), 16)) <= 0xDFFF:
+        return chr(value) if value <= 0x10FFFF else None
+    return None
 
 
 _HEX = re.compile(rb"<([0-9A-Fa-f]+)>")

@@ -17,7 +17,11 @@ found value everywhere it occurs:
 - annotations that hold one anywhere (their text, actions, appearance), with their popups;
 - any other string or text stream still holding one: an action holding one is removed whole (a link is dropped,
   never rewritten to point elsewhere), a name-tree entry is removed, a metadata stream or information entry is
-  removed, a bookmark title becomes `[redacted]`, any other string `[redacted]`, any other text stream empty;
+  removed, a bookmark title becomes `[redacted]`, any other string `[redacted]`, any other text stream empty
+  (content streams are judged as the second pass judges them: by their strings, names and comments, never their
+  numbers, so a glyph procedure whose coordinates spell a number is kept);
+- a font program's names and strings (its maker's notice and description: pdfsyntax.font_spans) that hold a value:
+  blanked in place, the program keeping its layout;
 - always: embedded and associated files, page thumbnails (pictures of the original page), and pages outside the
   page tree (a destination's page after its page was deleted: no reader shows it, its content stays in the file);
 - last, what the page still shows, in every view a reader can bring up, as the second pass reads them
@@ -34,7 +38,9 @@ found value everywhere it occurs:
   shows (``_strip_alternates``). A page whose cut still shows ink in
   a region is burned whole (replaced by its rendering; its text layer goes). A value found only there is removed
   from the objects too (the removal above is done again, from the input, with every value); a widget whose
-  appearance still holds a value as bytes (drawn clipped, or where OCR did not read it) loses its field.
+  appearance still holds a value as bytes (drawn clipped, or where OCR did not read it) loses its field; then a
+  content stream that nothing draws any more (a form XObject only a custom key reaches, an appearance its widget
+  lost) and that still carries a value is emptied.
 
 A page that, rendered, the OCR engine cannot read with confidence, and that no region rule covers, is refused: what
 cannot be read cannot be promised removed. Each removed area on a page gets a black mark drawn in the page content. The
@@ -67,7 +73,7 @@ import pypdfium2
 import pypdfium2.raw as pdfium_c
 from PIL import Image, ImageDraw
 
-from evidence_pipeline.documents import budgets, cut, ocr, pdftext, reader_views, templates
+from evidence_pipeline.documents import budgets, cut, ocr, pdfsyntax, pdftext, reader_views, templates
 from evidence_pipeline.documents.gate import LIMITS
 from evidence_pipeline.documents.matching import (
     HYPHENS,
@@ -82,7 +88,7 @@ from evidence_pipeline.documents.matching import (
     wrapped,
 )
 from evidence_pipeline.documents.pdfwalk import first_visit
-from evidence_pipeline.documents.redaction_check import verify_derivative
+from evidence_pipeline.documents.redaction_check import content_holds, verify_derivative
 from evidence_pipeline.documents.registry import (
     ACTIVE_CONTENT_OPTION,
     Operation,
@@ -128,7 +134,8 @@ ACTIONS = frozenset(
 _ANNOTATION_LINKS = frozenset({"/P", "/Parent", "/Popup", "/IRT"})
 # Streams whose decoded bytes are not text a rule reads: fonts, colour profiles, functions, CMaps (images are OCR'd,
 # page content is walked glyph by glyph)
-_BINARY_STREAM_KEYS = frozenset({"/FontFile", "/FontFile2", "/FontFile3", "/ToUnicode", "/Thumb", "/SMask"})
+_FONT_PROGRAMS = frozenset({"/FontFile", "/FontFile2", "/FontFile3"})
+_BINARY_STREAM_KEYS = _FONT_PROGRAMS | {"/ToUnicode", "/Thumb", "/SMask"}
 _BINARY_STREAM_MARKS = ("/PatternType", "/FunctionType", "/ShadingType", "/Length1", "/Length2", "/N")
 
 
@@ -218,7 +225,9 @@ def _run(inputs: list[ProcessorInput], template: dict, vid: str, languages: tupl
         with readable(), pikepdf.open(io.BytesIO(written)) as pdf:
             _strip_alternates(pdf, burned.appearances, finding)
             on_burned = _burn(pdf, written, burned, finding) if burned.shown or burned.beyond else set()
-            if _strip_fields(pdf, on_burned, Search(rules, sorted(finding.values)), finding) or burned:
+            search = Search(rules, sorted(finding.values))
+            stripped = _strip_fields(pdf, on_burned, search, finding)
+            if _empty_undrawn(pdf, search, finding) or stripped or burned:
                 written = _saved(pdf)
     key = output_key(document.document_id, document.sha256, vid)
     summary = {
@@ -342,7 +351,7 @@ def find(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
             finding.add(rules.fields[name], str(fld.V))
     content = _content_streams(pdf)
     names: set[str] = set()  # the names (keys and values) already matched: most repeat (/Type, /Length)
-    for container, key, value, _, _ in _reachable(pdf):
+    for _, key, value, container_key, _ in _reachable(pdf):
         for name in (key, value if isinstance(value, pikepdf.Name) else None):
             if isinstance(name, str) and name not in names:
                 names.add(name)
@@ -360,7 +369,7 @@ def find(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
                     "an image outside the page content cannot be read with confidence by OCR",
                 )
             _match(rules, normalize(reading.lines), finding)
-        elif isinstance(value, pikepdf.Stream) and _text_stream(key, value, content):
+        elif isinstance(value, pikepdf.Stream) and _text_stream(key, value, content, container_key):
             for text in _texts(_stream_bytes(value)):
                 _match(rules, text, finding)
 
@@ -641,21 +650,10 @@ def _rename_resources(pdf: pikepdf.Pdf, search: Search, finding: Finding) -> Non
     old name in the document): the pages' content and annotation appearances, and what they draw (``_drawn_with``:
     form XObjects, soft-mask groups, tiling patterns, Type3 glyph procedures). Removing the entry instead would
     leave the content naming it: its bytes still spelling the value, and the drawing broken."""
-    owners, dictionaries, seen = [], [], set()
-    roots = [
-        (owner, resources)
-        for page in pdf.pages
-        for owner, resources in [
-            (page, _resources(page.obj)),
-            *((stream, stream.get("/Resources")) for stream in _appearance_streams(page)),
-        ]
-    ]
-    for owner, resources in roots:
+    owners, dictionaries = [], []
+    for owner, resources in _drawings(pdf):
         owners.append(owner)
         dictionaries.append(resources)
-        for stream, drawn_with, _ in _drawn_with(resources, seen):
-            owners.append(stream)
-            dictionaries.append(drawn_with)
     named = [
         entries
         for resources in dictionaries
@@ -682,6 +680,41 @@ def _rename_resources(pdf: pikepdf.Pdf, search: Search, finding: Finding) -> Non
         ]
         if any(list(a) != b for (a, _), (b, _) in zip(instructions, changed) if isinstance(b, list)):
             _write_content(owner, changed)
+
+
+def _drawings(pdf: pikepdf.Pdf):
+    """(content, the resources it is drawn with) for everything a viewer draws: each page, each appearance stream
+    of its annotations and widgets, and what they draw (``_drawn_with``: form XObjects, soft-mask groups, tiling
+    patterns, Type3 glyph procedures)."""
+    seen: set[tuple[int, int]] = set()
+    for page in pdf.pages:
+        for owner, resources in [
+            (page, _resources(page.obj)),
+            *((stream, stream.get("/Resources")) for stream in _appearance_streams(page)),
+        ]:
+            yield owner, resources
+            for stream, drawn_with, _ in _drawn_with(resources, seen):
+                yield stream, drawn_with
+
+
+def _empty_undrawn(pdf: pikepdf.Pdf, search: Search, finding: Finding) -> bool:
+    """Every content stream no viewer draws any more (a form XObject only a custom key reaches, an appearance whose
+    widget lost it) that still carries a value or a match, as the second pass judges content (its strings, the
+    names it uses, its comments, never its numbers), emptied: nothing shows it, and any parser reads its strings.
+    Whether any was."""
+    drawn = {owner.objgen for owner, _ in _drawings(pdf) if isinstance(owner, pikepdf.Stream)}
+    emptied = 0
+    for _, _, value, container_key, _ in _reachable(pdf):
+        if (
+            isinstance(value, pikepdf.Stream)
+            and value.objgen not in drawn
+            and _drawing(value, container_key)
+            and _drawing_holds(value, search, lambda name: search.holds(name_text(name)))
+        ):
+            value.write(b"")
+            emptied += 1
+    finding.counts["stream"] += emptied
+    return bool(emptied)
 
 
 def _renamed(operand, renamed: dict[str, str]):
@@ -1450,7 +1483,11 @@ def _sweep(pdf: pikepdf.Pdf, search: Search, finding: Finding, content: set) -> 
             names[name] = search.holds(name_text(name))
         return names[name]
 
+    values_only = Search(Rules([], {}, {}), search.values)  # a font's text is its maker's: the values, as checked
     for container, key, value, container_key, action in _reachable(pdf):
+        if isinstance(value, pikepdf.Stream) and key in _FONT_PROGRAMS:
+            finding.counts["font_text"] += _blank_font_text(value, values_only)
+            continue
         if isinstance(key, str) and holding(key):
             deletions.append((container, key, "name"))  # a key that spells a value: its entry goes
         if isinstance(value, pikepdf.Name) and holding(name_str(value)):
@@ -1464,7 +1501,7 @@ def _sweep(pdf: pikepdf.Pdf, search: Search, finding: Finding, content: set) -> 
             deletions.append((value, "/EF", "attachment"))  # a file specification's embedded file, wherever
         if isinstance(value, pikepdf.String):
             holds = _string_holds(value, search)
-        elif isinstance(value, pikepdf.Stream) and _text_stream(key, value, content):
+        elif isinstance(value, pikepdf.Stream) and _text_stream(key, value, content, container_key):
             holds = search.holds_bytes(_stream_bytes(value))
         else:
             continue
@@ -1497,6 +1534,25 @@ def _sweep(pdf: pikepdf.Pdf, search: Search, finding: Finding, content: set) -> 
         elif key in container:
             del container[key]
         finding.counts[place] += 1
+
+
+def _blank_font_text(program: pikepdf.Stream, values: Search) -> int:
+    """The names and strings of a font program (its maker's notice and description, its names:
+    pdfsyntax.font_spans) that hold a value, blanked in place with spaces of the same length, so the program keeps
+    its layout and draws the same; how many were. Its glyph data is no text and stays."""
+    data = _stream_bytes(program)
+    holding = [
+        (start, end, codec)
+        for start, end, codec in pdfsyntax.font_spans(program, data) or ()
+        if values.holds(data[start:end].decode(codec, "replace"))
+    ]
+    if holding:
+        blanked = bytearray(data)
+        for start, end, codec in holding:
+            spaces = (end - start) // len(" ".encode(codec))
+            blanked[start:end] = (" " * spaces).encode(codec).ljust(end - start, b" ")
+        program.write(bytes(blanked))
+    return len(holding)
 
 
 def _reachable(pdf: pikepdf.Pdf):
@@ -1554,12 +1610,13 @@ def _holds_anywhere(annot, search: Search) -> bool:
             return True
         if not first_visit(value, seen):
             continue
-        if (
-            isinstance(value, pikepdf.Stream)
-            and value.get("/Subtype") != "/Image"
-            and search.holds_bytes(_stream_bytes(value))
-        ):
-            return True
+        if isinstance(value, pikepdf.Stream) and value.get("/Subtype") != "/Image":
+            if (
+                _drawing_holds(value, search, lambda name: search.holds(name_text(name)))
+                if value.get("/Subtype") == "/Form"
+                else search.holds_bytes(_stream_bytes(value))
+            ):
+                return True
         if isinstance(value, pikepdf.Array):
             stack.extend(value)
         elif value.get("/Type") not in ("/Page", "/Pages"):
@@ -1573,14 +1630,32 @@ def _string_holds(value, search: Search) -> bool:
     )
 
 
-def _text_stream(key, stream: pikepdf.Stream, content: set) -> bool:
+def _text_stream(key, stream: pikepdf.Stream, content: set, container_key) -> bool:
     """Whether a stream's decoded bytes are text a rule reads (XMP, JavaScript, rich text, private data): not page
-    content, images, fonts, colour profiles, functions or CMaps."""
-    if stream.objgen in content or key in _BINARY_STREAM_KEYS:
+    content or any other drawing, images, fonts, colour profiles, functions or CMaps."""
+    if stream.objgen in content or key in _BINARY_STREAM_KEYS or _drawing(stream, container_key):
         return False
     if stream.get("/Subtype") in ("/Image", "/Form") or stream.get("/Type") in ("/CMap", "/EmbeddedFile", "/XObject"):
         return False
     return not any(mark in stream for mark in _BINARY_STREAM_MARKS)
+
+
+def _drawing(stream: pikepdf.Stream, container_key) -> bool:
+    """Whether a stream is content drawn other than as a page's: a form XObject, a tiling pattern's cell, a Type3
+    glyph procedure, an annotation's appearance (in /AP, or in one of its dictionaries of states)."""
+    return (
+        stream.get("/Subtype") == "/Form"
+        or stream.get("/PatternType") == 1
+        or container_key in ("/CharProcs", "/AP", "/N", "/R", "/D")
+    )
+
+
+def _drawing_holds(stream: pikepdf.Stream, search: Search, holding) -> bool:
+    """A content stream judged as the second pass judges it (its strings, the names it uses, its comments); by its
+    bytes where they do not parse as content."""
+    data = _stream_bytes(stream)
+    holds = content_holds(data, search, holding)
+    return search.holds_bytes(data) if holds is None else holds
 
 
 def _stream_bytes(stream: pikepdf.Stream) -> bytes:

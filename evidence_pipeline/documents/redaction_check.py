@@ -1,6 +1,7 @@
 """The second pass of a redaction: the written derivative, read back and searched by code that shares nothing with
 the redactor's reading and removal (which use pikepdf and its own content-stream walk); only the rules' matcher and
-its normalization (matching.py) and the OCR engine with pdfium's rendering (ocr.py) are common.
+its normalization (matching.py), the OCR engine with pdfium's rendering (ocr.py) and the judgement of what a content
+stream carries (``content_holds``, which the first pass's sweep asks too) are common.
 
 Everything is searched for the values the first pass removed and for every rule of the template, after the same
 normalization: every page as a reader sees it, and every view a reader can bring up (reader_views.py: every
@@ -26,7 +27,8 @@ findings by place, never the values. A page OCR cannot read with confidence, unl
 REDACTION_UNSUPPORTED_CONTENT.
 
 Over 400 lines because it is the second pass whole: every place a reader can reach, judged in one module that
-shares nothing with the first pass (its helpers for views and object syntax are reader_views.py and pdfsyntax.py).
+shares no reading or removal with the first pass (its helpers for views and object syntax are reader_views.py and
+pdfsyntax.py).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from pypdf.generic import (
     ArrayObject,
     ByteStringObject,
     ContentStream,
+    DecodedStreamObject,
     DictionaryObject,
     IndirectObject,
     NameObject,
@@ -247,9 +250,7 @@ def _scan_objects(data: bytes, search: Search, found: Counter) -> dict[str, int]
                 found["image_text"] += _image_holds(obj, search, data)
             elif isinstance(obj, StreamObject):
                 kind = kinds.get(obj.indirect_reference.idnum) if obj.indirect_reference else None
-                found["streams"] += _stream_holds(
-                    obj, kind, reader=reader, search=search, values_only=values_only, holding=holding
-                )
+                found["streams"] += _stream_holds(obj, kind, search=search, values_only=values_only, holding=holding)
             if isinstance(obj, DictionaryObject):
                 found["embedded_files"] += (
                     obj.get("/Type") == "/EmbeddedFile" or "/EmbeddedFiles" in obj or "/EF" in obj
@@ -321,18 +322,16 @@ _USED_AS = {
 }
 
 
-def _stream_holds(
-    stream: StreamObject, kind, *, reader: PdfReader, search: Search, values_only: Search, holding
-) -> bool:
+def _stream_holds(stream: StreamObject, kind, *, search: Search, values_only: Search, holding) -> bool:
     """A content stream or a CMap by its string operands, the names it uses and its comments; a font program or an
     ICC profile by the text it carries (its names, notices, descriptions), for the values; any other stream by its
     bytes, for the values and rules (binary data for the values only). What cannot be parsed as its kind is
     searched as bytes."""
     data = stream.get_data()
     if kind in ("content", "cmap"):
-        operands = _operands(stream, reader)
-        if operands is not None:
-            return _operands_hold(operands, search, holding) or any(map(search.holds_bytes, pdfsyntax.comments(data)))
+        holds = content_holds(data, search, holding)
+        if holds is not None:
+            return holds
     elif kind in ("font", "icc"):
         texts = (pdfsyntax.font_strings if kind == "font" else pdfsyntax.icc_strings)(stream, data)
         if texts is not None:
@@ -340,8 +339,20 @@ def _stream_holds(
         return values_only.holds_bytes(data)
     binary = any(key in stream for key in _BINARY)
     return (values_only if binary else search).holds_bytes(data) or (
-        not binary and _operands_hold(_operands(stream, reader) or [], search, lambda name: False)
+        not binary and _operands_hold(_operands(data) or [], search, lambda name: False)
     )
+
+
+def content_holds(data: bytes, search: Search, holding) -> bool | None:
+    """Whether a content stream or a CMap, its decoded bytes, holds anything by what it can show or carry: its string
+    operands (text shown, marked-content properties), the names it uses (``holding`` leaves out those the
+    specification defines) and its comments, never its numbers (coordinates, MCIDs) or operators; None for bytes
+    that do not parse as content. The first pass judges content streams by this too (redact.py's sweep), so that
+    what one pass removes is what the other looks for."""
+    operands = _operands(data)
+    if operands is None:
+        return None
+    return _operands_hold(operands, search, holding) or any(map(search.holds_bytes, pdfsyntax.comments(data)))
 
 
 def _string_holds(string: TextStringObject | ByteStringObject, search: Search) -> bool:
@@ -349,10 +360,12 @@ def _string_holds(string: TextStringObject | ByteStringObject, search: Search) -
     return any(search.holds(text) for text in {str(string), *decodings(raw)})
 
 
-def _operands(stream: StreamObject, reader: PdfReader) -> list | None:
-    """A content stream's operands, operators and numbers left out; None for a stream that is not one."""
+def _operands(data: bytes) -> list | None:
+    """A content stream's operands, operators and numbers left out; None for bytes that are not one."""
+    stream = DecodedStreamObject()
+    stream.set_data(data)
     try:
-        operations = ContentStream(stream, reader).operations
+        operations = ContentStream(stream, None).operations
     except (PyPdfError, ValueError, KeyError, TypeError, IndexError):
         return None
     # an inline image's operand is {"settings": its dictionary, "data": its samples}: only the dictionary is syntax

@@ -1,0 +1,157 @@
+"""The first pass removes what the second pass looks for, judged alike: a content stream by what it shows or carries
+(its strings, the names it uses, its comments), never by its numbers; and what the file carries where no viewer
+draws it (a form XObject only a custom key reaches) is removed, not left for the second pass to refuse."""
+
+from __future__ import annotations
+
+import io
+
+import pikepdf
+
+from evidence_pipeline.documents.redaction_check import verify_derivative
+from evidence_pipeline.synthetic.rental_applications import FONTS, organization_template
+from evidence_pipeline_tests.support import redaction_corpus as corpus
+from evidence_pipeline_tests.support.redaction import pdftotext, redact_pure
+
+SSN = corpus.SSN
+
+
+def redacted(data: bytes, **rules: str) -> tuple[bytes, dict]:
+    """The derivative of ``data`` under the organization template with ``rules``, and the second pass's record."""
+    result = redact_pure(data, organization=organization_template(**rules))
+    derivative = result.artifacts[result.secret["derivative"]]
+    return derivative, verify_derivative({result.secret["derivative"]: io.BytesIO(derivative)}, result)
+
+
+def _form_only_a_custom_key_reaches(pdf, page):
+    """The page shows the SSN; a form XObject that shows it too is reached only by a key the catalog coins (as
+    pyHanko's "sneaky" test files keep an appearance stream): no viewer draws it, any parser reads its string."""
+    page.obj.Contents = pdf.make_stream(
+        page.obj.Contents.read_bytes() + f"BT /F1 12 Tf 72 700 Td (SSN {SSN}) Tj ET\n".encode()
+    )
+    pdf.Root.FooBar = pdf.make_stream(
+        f"BT /F1 10 Tf 0 10 Td (Signed, SSN {SSN}) Tj ET".encode(),
+        Type=pikepdf.Name.XObject,
+        Subtype=pikepdf.Name.Form,
+        BBox=[0, 0, 200, 40],
+        Resources=pikepdf.Dictionary(Font=pikepdf.Dictionary(F1=page.obj.Resources.Font.F1)),
+    )
+
+
+def test_a_form_nothing_draws_that_carries_a_value_is_emptied_and_the_job_passes():
+    derivative, record = redacted(corpus.build(_form_only_a_custom_key_reaches))
+    assert record["passed"]
+    with pikepdf.open(io.BytesIO(derivative)) as pdf:
+        assert SSN.encode() not in pdf.Root.FooBar.read_bytes()
+    assert SSN not in pdftotext(derivative) and "Harbor Housing" in pdftotext(derivative)
+
+
+GLYPH = b"1000 0 d0 100 0 2022 700 re f"  # a square glyph whose width is the year the page shows
+
+
+def _glyph_whose_coordinates_spell_the_year(pdf, page):
+    page.obj.Resources.Font.T3 = pdf.make_indirect(
+        pikepdf.Dictionary(
+            Type=pikepdf.Name.Font,
+            Subtype=pikepdf.Name.Type3,
+            FontBBox=[0, 0, 2200, 700],
+            FontMatrix=[0.001, 0, 0, 0.001, 0, 0],
+            CharProcs=pikepdf.Dictionary(square=pdf.make_stream(GLYPH)),
+            Encoding=pikepdf.Dictionary(Differences=[65, pikepdf.Name.square]),
+            FirstChar=65,
+            LastChar=65,
+            Widths=[2200],
+            Resources=pikepdf.Dictionary(),
+        )
+    )
+    page.obj.Contents = pdf.make_stream(
+        page.obj.Contents.read_bytes()
+        + b"BT /F1 12 Tf 72 700 Td (Lease signed 2022) Tj /T3 12 Tf 72 650 Td (A) Tj ET\n"
+    )
+
+
+def test_a_glyph_procedure_whose_coordinates_spell_a_target_number_keeps_its_shape():
+    """Both passes judge a glyph procedure by its strings, names and comments: its coordinates are no value, so the
+    first pass no longer empties the procedure (the glyph vanished from the page) while the second ignores it."""
+    derivative, record = redacted(corpus.build(_glyph_whose_coordinates_spell_the_year), year=r"\b2022\b")
+    assert record["passed"]
+    with pikepdf.open(io.BytesIO(derivative)) as pdf:
+        font = next(f for f in pdf.pages[0].Resources.Font.values() if f.get("/Subtype") == "/Type3")
+        assert [proc.read_bytes().split() for proc in font.CharProcs.values()] == [GLYPH.split()]
+    assert "2022" not in pdftotext(derivative) and "Lease signed" in pdftotext(derivative)
+
+
+def _vera_embedded(pdf, page):
+    """The page says who made its font; Vera, embedded, says it in its name table too (its maker's notice)."""
+    program = (FONTS / "Vera.ttf").read_bytes()
+    descriptor = pikepdf.Dictionary(
+        Type=pikepdf.Name.FontDescriptor,
+        FontName=pikepdf.Name("/Vera"),
+        Flags=32,
+        FontBBox=[0, 0, 1000, 1000],
+        ItalicAngle=0,
+        Ascent=900,
+        Descent=-200,
+        CapHeight=700,
+        StemV=80,
+        FontFile2=pdf.make_stream(program, Length1=len(program)),
+    )
+    page.obj.Resources.Font.F2 = pdf.make_indirect(
+        pikepdf.Dictionary(
+            Type=pikepdf.Name.Font,
+            Subtype=pikepdf.Name.TrueType,
+            BaseFont=pikepdf.Name("/Vera"),
+            FirstChar=32,
+            LastChar=32,
+            Widths=[600],
+            FontDescriptor=pdf.make_indirect(descriptor),
+        )
+    )
+    page.obj.Contents = pdf.make_stream(
+        page.obj.Contents.read_bytes() + b"BT /F1 12 Tf 72 700 Td (Typeset by Bitstream) Tj ET\n"
+    )
+
+
+def test_a_value_in_a_font_programs_name_table_is_blanked_in_place_and_the_job_passes():
+    """A font's maker's notice is text the file carries (any font tool reads it): the second pass looks there for
+    the removed values, so the first pass blanks the strings that hold one, and nothing else of the program."""
+    program = (FONTS / "Vera.ttf").read_bytes()
+    derivative, record = redacted(corpus.build(_vera_embedded), maker=r"\bBitstream\b")
+    assert record["passed"]
+    with pikepdf.open(io.BytesIO(derivative)) as pdf:
+        kept = pdf.pages[0].Resources.Font.F2.FontDescriptor.FontFile2.read_bytes()
+    assert len(kept) == len(program) and kept[:12] == program[:12]
+    assert "Bitstream".encode("utf-16-be") not in kept and b"Bitstream" not in kept
+    assert "Bitstream".encode("utf-16-be") in program
+    assert "Bitstream" not in pdftotext(derivative) and "Typeset by" in pdftotext(derivative)
+
+
+def _type3_glyphs_named_by_their_digits(pdf, page):
+    """A Type3 font without a ToUnicode map whose glyphs are squares named /3 and /9 at codes 1 and 2 (as
+    test_3362.pdf's are): no glyph list knows the codes, the names say the digits, and pdftotext reads them."""
+    square = pdf.make_stream(b"600 0 d0 50 0 500 700 re f")
+    page.obj.Resources.Font.T3 = pdf.make_indirect(
+        pikepdf.Dictionary(
+            Type=pikepdf.Name.Font,
+            Subtype=pikepdf.Name.Type3,
+            FontBBox=[0, 0, 600, 700],
+            FontMatrix=[0.001, 0, 0, 0.001, 0, 0],
+            CharProcs=pikepdf.Dictionary({"/3": square, "/9": square}),
+            Encoding=pikepdf.Dictionary(Differences=[1, pikepdf.Name("/3"), pikepdf.Name("/9")]),
+            FirstChar=1,
+            LastChar=2,
+            Widths=[600, 600],
+            Resources=pikepdf.Dictionary(),
+        )
+    )
+    page.obj.Contents = pdf.make_stream(
+        page.obj.Contents.read_bytes() + b"BT /F1 12 Tf 72 650 Td (Room ) Tj /T3 12 Tf <010201> Tj ET\n"
+    )
+
+
+def test_glyph_names_are_read_as_pdftotext_reads_them_and_the_glyphs_removed():
+    data = corpus.build(_type3_glyphs_named_by_their_digits)
+    assert "393" in pdftotext(data)
+    derivative, record = redacted(data, room=r"\b393\b")
+    assert record["passed"]
+    assert "393" not in pdftotext(derivative)
