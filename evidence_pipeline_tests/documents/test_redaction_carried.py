@@ -83,30 +83,7 @@ def test_a_glyph_procedure_whose_coordinates_spell_a_target_number_keeps_its_sha
 
 def _vera_embedded(pdf, page):
     """The page says who made its font; Vera, embedded, says it in its name table too (its maker's notice)."""
-    program = (FONTS / "Vera.ttf").read_bytes()
-    descriptor = pikepdf.Dictionary(
-        Type=pikepdf.Name.FontDescriptor,
-        FontName=pikepdf.Name("/Vera"),
-        Flags=32,
-        FontBBox=[0, 0, 1000, 1000],
-        ItalicAngle=0,
-        Ascent=900,
-        Descent=-200,
-        CapHeight=700,
-        StemV=80,
-        FontFile2=pdf.make_stream(program, Length1=len(program)),
-    )
-    page.obj.Resources.Font.F2 = pdf.make_indirect(
-        pikepdf.Dictionary(
-            Type=pikepdf.Name.Font,
-            Subtype=pikepdf.Name.TrueType,
-            BaseFont=pikepdf.Name("/Vera"),
-            FirstChar=32,
-            LastChar=32,
-            Widths=[600],
-            FontDescriptor=pdf.make_indirect(descriptor),
-        )
-    )
+    corpus.embedded_font((FONTS / "Vera.ttf").read_bytes())(pdf, page)
     page.obj.Contents = pdf.make_stream(
         page.obj.Contents.read_bytes() + b"BT /F1 12 Tf 72 700 Td (Typeset by Bitstream) Tj ET\n"
     )

@@ -58,37 +58,6 @@ def vera(replace: tuple[bytes, bytes] | None = None, in_table: bytes = b"name") 
     return bytes(data)
 
 
-def embedded_font(program: bytes):
-    """A font resource the page does not use, its program embedded as /FontFile2."""
-
-    def change(pdf, page):
-        descriptor = pikepdf.Dictionary(
-            Type=pikepdf.Name.FontDescriptor,
-            FontName=pikepdf.Name("/Vera"),
-            Flags=32,
-            FontBBox=[0, 0, 1000, 1000],
-            ItalicAngle=0,
-            Ascent=900,
-            Descent=-200,
-            CapHeight=700,
-            StemV=80,
-            FontFile2=pdf.make_stream(program, Length1=len(program)),
-        )
-        page.obj.Resources.Font.F2 = pdf.make_indirect(
-            pikepdf.Dictionary(
-                Type=pikepdf.Name.Font,
-                Subtype=pikepdf.Name.TrueType,
-                BaseFont=pikepdf.Name("/Vera"),
-                FirstChar=32,
-                LastChar=32,
-                Widths=[600],
-                FontDescriptor=pdf.make_indirect(descriptor),
-            )
-        )
-
-    return change
-
-
 def to_unicode(cmap: bytes):
     return lambda pdf, page: page.obj.Resources.Font.F1.__setattr__("ToUnicode", pdf.make_stream(cmap))
 
@@ -116,7 +85,7 @@ SYNTAX = {
         {"word": r"Column"},
     ),
     "a_value_inside_a_font_programs_glyph_data": (
-        embedded_font(vera((b"\x00", GLYPH_DATA), in_table=b"glyf")),
+        corpus.embedded_font(vera((b"\x00", GLYPH_DATA), in_table=b"glyf")),
         (GLYPH_DATA.decode(),),
         {},
     ),
@@ -153,7 +122,10 @@ CARRIED = {
     "an_xmp_packet": (corpus.xmp(SSN), "streams"),
     # a font's own text is searched for the values the first pass removed (a rule on a font maker's notice finds
     # the maker's words)
-    "a_fonts_name_table": (embedded_font(vera(("Bitstream".encode("utf-16-be"), SSN.encode("utf-16-be")))), "streams"),
+    "a_fonts_name_table": (
+        corpus.embedded_font(vera(("Bitstream".encode("utf-16-be"), SSN.encode("utf-16-be")))),
+        "streams",
+    ),
 }
 
 

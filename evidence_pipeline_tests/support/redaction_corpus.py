@@ -1224,3 +1224,34 @@ def pages(*changes) -> bytes:
     for source in sources:
         source.close()
     return data
+
+
+def embedded_font(program: bytes):
+    """A font resource the page does not use, its program embedded as /FontFile2."""
+
+    def change(pdf, page):
+        descriptor = pikepdf.Dictionary(
+            Type=pikepdf.Name.FontDescriptor,
+            FontName=pikepdf.Name("/Vera"),
+            Flags=32,
+            FontBBox=[0, 0, 1000, 1000],
+            ItalicAngle=0,
+            Ascent=900,
+            Descent=-200,
+            CapHeight=700,
+            StemV=80,
+            FontFile2=pdf.make_stream(program, Length1=len(program)),
+        )
+        page.obj.Resources.Font.F2 = pdf.make_indirect(
+            pikepdf.Dictionary(
+                Type=pikepdf.Name.Font,
+                Subtype=pikepdf.Name.TrueType,
+                BaseFont=pikepdf.Name("/Vera"),
+                FirstChar=32,
+                LastChar=32,
+                Widths=[600],
+                FontDescriptor=pdf.make_indirect(descriptor),
+            )
+        )
+
+    return change
