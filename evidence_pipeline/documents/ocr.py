@@ -293,6 +293,7 @@ class Shown:
     size: tuple[int, int]  # the page rendered at PAGE_DPI, in pixels (the words' boxes are in them)
     reading: Reading
     bands: int  # bands of the page read (none: every glyph the page shows is its text layer's)
+    ink: numpy.ndarray  # the page at INK_DPI in colour with its trusted text hidden (reader_views reads its tints)
 
 
 def shown_pages(data: bytes, painted: dict[int, list] | None = None) -> Iterator[tuple[int, Shown]]:
@@ -341,15 +342,15 @@ def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes], painted) -> Shown
         ):  # clipping text changes what else shows
             hidden.append((obj, mode))
             pdfium_c.FPDFTextObj_SetTextRenderMode(obj.raw, pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE)
-    ink = _render(page, INK_DPI)
+    ink = render_colour(page, INK_DPI)
     for obj, mode in hidden:
         pdfium_c.FPDFTextObj_SetTextRenderMode(obj.raw, mode)
-    bands = _bands(ink, size[1], painted)
+    bands = _bands(Image.fromarray(ink).convert("L"), size[1], painted)
     if bands:  # each band widened to the blank rows around it: no line of text is read cut in half
         blank = ~(numpy.asarray(_render(page, INK_DPI)) < INK).any(axis=1)
         bands = _merged([_widened(band, blank, size[1]) for band in bands])
     if not bands:
-        return Shown(size, Reading((), True), 0)
+        return Shown(size, Reading((), True), 0, ink)
     top, bottom = bands[0][0], bands[-1][1]
     rendered = _render(page, PAGE_DPI)  # whole (pdfium's crop is in the unrotated page's frame)
     pixels = numpy.asarray(rendered.crop((0, top, rendered.width, bottom))).copy()
@@ -361,13 +362,23 @@ def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes], painted) -> Shown
     finally:
         textpage.close()
     reading = read_page(Image.fromarray(pixels), known, [(lt, tp - top, rt, bm - top) for lt, tp, rt, bm in painted])
-    return Shown(size, reading.below(top), len(bands))
+    return Shown(size, reading.below(top), len(bands), ink)
 
 
 def _render(page: pypdfium2.PdfPage, dpi: int) -> Image.Image:
     bitmap = page.render(scale=dpi / 72, may_draw_forms=True, draw_annots=True, grayscale=True)
     try:
         return bitmap.to_pil().convert("L")
+    finally:
+        bitmap.close()
+
+
+def render_colour(page: pypdfium2.PdfPage, dpi: int) -> numpy.ndarray:
+    """The page in RGB, straight into an array: through Pillow's conversions it cost more than pdfium's rendering
+    of a typed page."""
+    bitmap = page.render(scale=dpi / 72, may_draw_forms=True, draw_annots=True, rev_byteorder=True)
+    try:
+        return numpy.array(bitmap.to_numpy()[..., :3])
     finally:
         bitmap.close()
 

@@ -46,7 +46,7 @@ from evidence_pipeline.monthly.validate import PDFIUM_LOCK
 _NO_VIEW = 32  # annotation flag: printed, not shown on screen
 _CHROMA = 96  # a colour whose channels differ by this much is a hue (a scan's paper tint differs by less)
 _CELL = 8  # pixels at INK_DPI (2 millimetres): a square this wide of one flat tint is a ground, not a stroke
-_FLAT = 2  # a square whose edges (Pillow's FIND_EDGES) average this or less in every channel is flat
+_GRAIN = 16  # levels: a square whose pixels spread (standard deviation) this little in every channel is of one tone
 _GROUND = 32  # pixels at PAGE_DPI: the square whose median is a pixel's ground (wider than a stroke)
 _DEPARTS = 64  # levels of a channel: a pixel this far from its ground is ink
 _MARGIN = 96  # pixels at PAGE_DPI read above and below the coloured area: the lines a value continues on
@@ -171,31 +171,30 @@ def _area(box) -> float:
     return abs(float(box.width) * float(box.height))
 
 
-def contrast_holding(data: bytes, search: Search) -> int:
+def contrast_holding(data: bytes, search: Search, tinted: dict[int, tuple[int, int]]) -> int:
     """Pages whose tinted or coloured area, read by its contrast (``contrast_readings``), holds a value or a rule's
     match."""
-    return sum(any(search.holds(view) for view in reading.views) for _, reading in contrast_readings(data))
+    return sum(any(search.holds(view) for view in reading.views) for _, reading in contrast_readings(data, tinted))
 
 
-def contrast_readings(data: bytes) -> Iterator[tuple[int, ocr.Reading]]:
-    """(index, reading) of each page with a tinted or coloured area: the area read as its local contrast in any
-    colour channel, its words' boxes in the pixels of the page's rendering at PAGE_DPI. The page's own reading is
-    in grey, by an engine that takes a flat tint for a picture: dark text on a light grey panel goes unread, and
-    text whose colour has the grey level of its ground (red on dark grey) is invisible in grey. Here each pixel is
-    ink where a channel departs from its neighbourhood's mean (dark text on a light panel, light text on a dark
-    one, a hue on an equally grey ground); a page with no tint or colour is not read again."""
+def contrast_readings(data: bytes, tinted: dict[int, tuple[int, int]]) -> Iterator[tuple[int, ocr.Reading]]:
+    """(index, reading) of each page with a ``tinted`` area (``tinted_area`` of the page as ocr.shown_pages
+    renders it): the area read as its local contrast in any colour channel, its words' boxes in the pixels of the
+    page's rendering at PAGE_DPI. The page's own reading is in grey, by an engine that takes a flat tint for a
+    picture: dark text on a light grey panel goes unread, and text whose colour has the grey level of its ground
+    (red on dark grey) is invisible in grey. Here each pixel is ink where a channel departs from its
+    neighbourhood's median (dark text on a light panel, light text on a dark one, a hue on an equally grey
+    ground)."""
     with PDFIUM_LOCK:
         document = pypdfium2.PdfDocument(data)
         try:
             document.init_forms()
-            for index, page in enumerate(document):
+            for index, area in sorted(tinted.items()):
+                page = document[index]
                 try:
-                    area = _tinted_area(page)
-                    image = _render(page, ocr.PAGE_DPI) if area else None
+                    image = ocr.render_colour(page, ocr.PAGE_DPI)
                 finally:
                     page.close()
-                if image is None:
-                    continue
                 scale = ocr.PAGE_DPI / ocr.INK_DPI
                 top = max(0, round(area[0] * scale) - _MARGIN)
                 bottom = min(image.shape[0], round(area[1] * scale) + _MARGIN)
@@ -218,46 +217,38 @@ def _contrast(image: numpy.ndarray) -> Image.Image:
     return Image.fromarray(numpy.where(departs, 0, 255).astype(numpy.uint8))
 
 
-def _tinted_area(page) -> tuple[int, int] | None:
-    """The first and last rows (at INK_DPI) holding a ground or coloured ink, or None. A ground is a cell of _CELL
-    pixels on a side of one flat colour (no edge in it in any channel) that is neither white nor black (a panel, a
-    tint, a picture's flat part; not the strokes of text, whose pixels vary); coloured ink is any pixel of a hue,
-    strokes included (yellow text on white is nearly white in grey), so a flat coloured cell is one too. Channel
-    by channel in numpy: reduced over a pixel's three channels, numpy took more time than the rest of both passes
-    over a typed page."""
-    pixels = _render(page, ocr.INK_DPI)
+def tinted_area(pixels: numpy.ndarray) -> tuple[int, int] | None:
+    """The first and last rows of a page's ``pixels`` (RGB at INK_DPI, its trusted text hidden: that text's layer
+    is matched as it is, and a typed page leaves nothing to look at) holding a ground or coloured ink, or None. A
+    ground is a cell of _CELL pixels on a side of one tone, flat or grainy (its pixels spread by _GRAIN or less in
+    every channel), that is neither white nor black (a panel, a tint, a photograph's sky or shadow, film grain and
+    all; not the strokes of text, whose pixels are ink and paper); coloured ink is any pixel of a hue, strokes
+    included (yellow text on white is nearly white in grey), so a coloured ground is one too. Channel by channel
+    in numpy: reduced over a pixel's three channels, numpy took more time than the rest of both passes over a
+    typed page. A page with no ink at all (typed, every glyph its layer's) is answered at once."""
+    if pixels.min() >= ocr.INK:
+        return None
     channels = pixels[..., 0], pixels[..., 1], pixels[..., 2]
     chroma = functools.reduce(numpy.maximum, channels) - functools.reduce(numpy.minimum, channels)
     rows = (chroma >= _CHROMA).any(axis=1)
     grey = numpy.asarray(Image.fromarray(pixels).reduce(_CELL), dtype=numpy.int16).mean(axis=2)
     tinted = (grey > 40) & (grey < 235)
-    for channel in channels:  # flat in every channel; text's strokes are edges in the first already
+    for channel in channels:  # of one tone in every channel; text's strokes spread in the first already
         if not tinted.any():
             break
-        tinted &= numpy.asarray(Image.fromarray(_edges(channel)).reduce(_CELL)) <= _FLAT
+        tinted[tinted] = _spread(channel, tinted) <= _GRAIN
     grounds = numpy.repeat(tinted.any(axis=1), _CELL)[: len(rows)]  # cells' rows, as pixel rows
     rows[: len(grounds)] |= grounds
     found = numpy.flatnonzero(rows)
     return (int(found[0]), int(found[-1]) + 1) if len(found) else None
 
 
-def _edges(channel: numpy.ndarray) -> numpy.ndarray:
-    """Pillow's FIND_EDGES of one channel, by numpy in half of Pillow's time: each pixel nine times over less the
-    sum of the 3 x 3 square around it (itself and its eight neighbours), clipped to 0..255; the outermost pixels
-    are the channel's own, as Pillow leaves them."""
-    wide = channel.astype(numpy.int16)
-    across = wide[:, :-2] + wide[:, 1:-1] + wide[:, 2:]
-    square = across[:-2] + across[1:-1] + across[2:]
-    edges = channel.copy()
-    edges[1:-1, 1:-1] = numpy.clip(9 * wide[1:-1, 1:-1] - square, 0, 255)
-    return edges
-
-
-def _render(page, dpi: int) -> numpy.ndarray:
-    """The page in RGB, straight into an array: through Pillow's conversions it cost more than pdfium's rendering
-    of a typed page."""
-    bitmap = page.render(scale=dpi / 72, may_draw_forms=True, draw_annots=True, rev_byteorder=True)
-    try:
-        return numpy.array(bitmap.to_numpy()[..., :3])
-    finally:
-        bitmap.close()
+def _spread(channel: numpy.ndarray, cells: numpy.ndarray) -> numpy.ndarray:
+    """The standard deviation of the pixels of each of the ``cells`` (a mask over the grid of _CELL squares, the
+    last row and column of squares cut short by the channel's edge), in the mask's order: only the cells asked
+    for are computed (a typed page has few or none)."""
+    height, width = channel.shape
+    rows, columns = cells.shape
+    padded = numpy.pad(channel, ((0, rows * _CELL - height), (0, columns * _CELL - width)), mode="edge")
+    squares = padded.reshape(rows, _CELL, columns, _CELL).transpose(0, 2, 1, 3)[cells]
+    return squares.reshape(len(squares), -1).std(axis=1)

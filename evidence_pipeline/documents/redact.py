@@ -1005,7 +1005,7 @@ def _shown(data: bytes, rules: Rules, finding: Finding, painted: dict[int, list]
         with pikepdf.open(io.BytesIO(view)) as viewed:
             frames = [_Frame.of(page) for page in viewed.pages]
     first_appended = len(frames) - len(appended) if appended else math.inf
-    readings, sizes = [], {}
+    readings, sizes, tinted = [], {}, {}
     for index, shown in ocr.shown_pages(view, painted):
         finding.pages_read += shown.bands > 0 and index < first_appended
         page = index if index < first_appended else appended[index - first_appended].page
@@ -1016,7 +1016,9 @@ def _shown(data: bytes, rules: Rules, finding: Finding, painted: dict[int, list]
             )
         readings.append((index, shown.reading, False))
         sizes[index] = shown.size
-    readings += ((index, reading, True) for index, reading in reader_views.contrast_readings(view))
+        if area := reader_views.tinted_area(shown.ink):
+            tinted[index] = area
+    readings += ((index, reading, True) for index, reading in reader_views.contrast_readings(view, tinted))
     for _, reading, _ in readings:
         for text in reading.views:
             _match(rules, normalize(text), finding)

@@ -87,8 +87,8 @@ def _verified(written: dict[str, BinaryIO], secret: dict) -> dict:
     for extractor, pages in texts.items():
         found[f"{extractor}_text"] = sum(search.holds(page) for page in pages)
     shown, _ = reader_views.every_view(data)  # every layer, state and box a reader can bring up, pages appended
-    found["rendered_page"] = _rendered_holding(shown, search, secret["rules"], secret["painted"])
-    found["rendered_contrast"] = reader_views.contrast_holding(shown, search)
+    found["rendered_page"], tinted = _rendered_holding(shown, search, secret["rules"], secret["painted"])
+    found["rendered_contrast"] = reader_views.contrast_holding(shown, search, tinted)
     scanned = _scan_objects(data, search, found)
     if +found:
         raise EvidenceError(
@@ -106,13 +106,17 @@ def _verified(written: dict[str, BinaryIO], secret: dict) -> dict:
     }
 
 
-def _rendered_holding(data: bytes, search: Search, rules: Rules, painted: dict[int, list]) -> int:
-    """Pages whose rendering, read by OCR, holds a value or a rule's match in any of its views; a page OCR cannot
-    read with confidence, unless a region rule covers it, is refused, as the first pass refuses it. Only the boxes
-    the first pass recorded painting black are excused as dark areas, never dark pixels as such (a document's own
-    dark panel may hold a value)."""
-    holding = 0
+def _rendered_holding(
+    data: bytes, search: Search, rules: Rules, painted: dict[int, list]
+) -> tuple[int, dict[int, tuple[int, int]]]:
+    """Pages whose rendering, read by OCR, holds a value or a rule's match in any of its views, and each page's
+    tinted area (reader_views.tinted_area, by index); a page OCR cannot read with confidence, unless a region rule
+    covers it, is refused, as the first pass refuses it. Only the boxes the first pass recorded painting black are
+    excused as dark areas, never dark pixels as such (a document's own dark panel may hold a value)."""
+    holding, tinted = 0, {}
     for index, shown in ocr.shown_pages(data, painted):
+        if area := reader_views.tinted_area(shown.ink):
+            tinted[index] = area
         number = index + 1
         reading = shown.reading
         if not reading.legible and number not in rules.regions:
@@ -121,7 +125,7 @@ def _rendered_holding(data: bytes, search: Search, rules: Rules, painted: dict[i
                 f"page {number} as rendered cannot be read with confidence by OCR; only a region rule can redact it",
             )
         holding += any(search.holds(view) for view in reading.views)
-    return holding
+    return holding, tinted
 
 
 def _pdfium_orders(data: bytes) -> dict[str, list[str]]:

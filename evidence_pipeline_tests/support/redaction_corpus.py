@@ -13,6 +13,7 @@ import io
 import urllib.parse
 import zlib
 
+import numpy
 import pikepdf
 from PIL import Image, ImageChops, ImageDraw, ImageFilter, ImageFont
 from reportlab.pdfbase import pdfmetrics
@@ -1054,18 +1055,24 @@ def _form_drawn_twice(pdf, page):
     page.obj.Contents = pdf.make_stream(HEADING + b"q 1 0 0 1 72 600 cm /Fm0 Do Q\nq 1 0 0 1 300 450 cm /Fm0 Do Q\n")
 
 
-def _over_a_dark_photograph(pdf, page):
+def _over_a_dark_photograph(grain: int):
     """The value in white over a photograph whose dark part rises across it, grain over all (a news page's
     headline on its picture): no panel (the dark part's box is light along its top), and its dark is solid enough
-    to be taken for a black box."""
-    width, height = 720, 300
-    photo = Image.new("L", (width, height), 215)
-    ImageDraw.Draw(photo).polygon(
-        [(0, round(height * 0.9)), (width, round(height * 0.1)), (width, height), (0, height)], fill=45
-    )
-    photo = ImageChops.add(photo, Image.effect_noise((width, height), 10), offset=-128)
-    silent_text(before=b"q 345.6 0 0 144 60 560 cm /Im0 Do Q ", text_state=b"1 g", at=b"150 572 Td")(pdf, page)
-    page.obj.Resources.XObject = pikepdf.Dictionary(Im0=image_xobject(pdf, photo))
+    to be taken for a black box. ``grain`` seeds the noise: Tesseract reads the page's value right under some
+    grains and misreads it, with confidence, under others (these three)."""
+
+    def change(pdf, page):
+        width, height = 720, 300
+        photo = Image.new("L", (width, height), 215)
+        ImageDraw.Draw(photo).polygon(
+            [(0, round(height * 0.9)), (width, round(height * 0.1)), (width, height), (0, height)], fill=45
+        )
+        noise = numpy.random.default_rng(grain).normal(128, 10, (height, width))
+        photo = ImageChops.add(photo, Image.fromarray(numpy.clip(noise, 0, 255).astype(numpy.uint8)), offset=-128)
+        silent_text(before=b"q 345.6 0 0 144 60 560 cm /Im0 Do Q ", text_state=b"1 g", at=b"150 572 Td")(pdf, page)
+        page.obj.Resources.XObject = pikepdf.Dictionary(Im0=image_xobject(pdf, photo))
+
+    return change
 
 
 _COS30, _SIN30 = 0.8660, 0.5
@@ -1116,7 +1123,10 @@ DRAWN.update(
             (0,),
         ),
         "cid_font_whose_tounicode_maps_every_glyph_to_a_space": (silent_text(to_unicode=" "), SSN, (0,)),
-        "white_text_over_a_dark_photograph": (_over_a_dark_photograph, SSN, (0,)),
+        **{
+            f"white_text_over_a_dark_photograph_grain_{grain}": (_over_a_dark_photograph(grain), SSN, (0,))
+            for grain in (3, 4, 11)
+        },
         "text_turned_30_degrees_by_its_matrix": (
             silent_text(at=b"%.4f %.4f %.4f %.4f 120 500 Tm" % (_COS30, _SIN30, -_SIN30, _COS30)),
             SSN,
