@@ -7,11 +7,13 @@ from __future__ import annotations
 import io
 
 import pikepdf
+import pytest
 
 from evidence_pipeline.documents.redaction_check import verify_derivative
+from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.synthetic.rental_applications import FONTS, organization_template
 from evidence_pipeline_tests.support import redaction_corpus as corpus
-from evidence_pipeline_tests.support.redaction import pdftotext, redact_pure
+from evidence_pipeline_tests.support.redaction import leaks, pdftotext, redact_pure
 
 SSN = corpus.SSN
 
@@ -150,3 +152,21 @@ def test_a_notdef_glyph_among_a_words_glyphs_reads_as_nothing_as_pdftotext_reads
     derivative, record = redacted(data, room=r"\b393\b")
     assert record["passed"]
     assert "393" not in pdftotext(derivative) and "Room" in pdftotext(derivative)
+
+
+@pytest.mark.parametrize("between", [b"", b"\x0e"], ids=["named", "notdef_between"])
+def test_the_second_pass_reads_glyph_names_as_pdftotext_reads_them(between):
+    """A derivative (the first pass's, nothing removed) whose national id is spelled only by a Type3 font's glyph
+    names (one-character names, no ToUnicode map; a narrow .notdef between each two, which pdfium reads as its
+    code; its glyphs draw nothing, so only the text layer holds it): pypdf and pdfium do not read it, pdftotext
+    does, and so does the second pass, which refuses the derivative."""
+    codes = {char: index + 1 for index, char in enumerate(dict.fromkeys(SSN))}
+    names = [f"/{char}" for char in codes] + ["/.notdef"] * (14 - len(codes))  # code 14: a .notdef
+    shown = between.join(bytes([codes[char]]) for char in SSN)
+    data = corpus.build(_type3_named(names, [600] * len(codes) + [40] * (14 - len(codes)), shown, glyph=b""))
+    assert leaks(data, SSN) == ["pdftotext"]  # not pypdf, pdfium, qpdf's strings or an image
+    result = redact_pure(corpus.build(lambda pdf, page: None), remove=False)
+    with pytest.raises(EvidenceError) as caught:
+        verify_derivative({result.secret["derivative"]: io.BytesIO(data)}, result)
+    assert caught.value.code == ReasonCode.REDACTION_VERIFICATION_FAILED
+    assert "glyph_names_text 1" in caught.value.message and SSN not in caught.value.message
