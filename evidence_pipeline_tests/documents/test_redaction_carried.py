@@ -9,6 +9,7 @@ import io
 import pikepdf
 import pytest
 
+from evidence_pipeline.documents import pdftext
 from evidence_pipeline.documents.redaction_check import verify_derivative
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.synthetic.rental_applications import FONTS, organization_template
@@ -170,3 +171,15 @@ def test_the_second_pass_reads_glyph_names_as_pdftotext_reads_them(between):
         verify_derivative({result.secret["derivative"]: io.BytesIO(data)}, result)
     assert caught.value.code == ReasonCode.REDACTION_VERIFICATION_FAILED
     assert "glyph_names_text 1" in caught.value.message and SSN not in caught.value.message
+
+
+def test_each_glyph_name_is_read_as_pdftotext_reads_it():
+    """One-character names, a variant's suffix dropped (/two.superior is 2, not the superscript pypdf's glyph list
+    has), a ligature's parts, uniXXXX, uXXXX: the first pass's reading, which the second pass shares, is
+    pdftotext's."""
+    names = ["/3", "/two.superior", "/three_nine", "/uni0041", "/u0042", "/seven.alt", "/4"]
+    data = corpus.build(_type3_named(names, [600] * len(names), bytes(range(1, len(names) + 1))))
+    with pikepdf.open(io.BytesIO(data)) as pdf:
+        named = pdftext.differences(pdf.pages[0].Resources.Font.T3)
+    read = "".join(named[code] for code in range(1, len(names) + 1))
+    assert read == "3239AB74" and f"Room {read}\n" in pdftotext(data)
