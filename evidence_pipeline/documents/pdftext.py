@@ -331,9 +331,10 @@ def glyph_text(name: str, code: int) -> str:
     """What a glyph name spells where the font has no ToUnicode map, as poppler (pdftotext) reads it: a one-character
     name as that character (/3 is "3"), else the Adobe glyph naming convention (a variant's suffix dropped, a
     ligature's components joined, each from the Adobe glyph list, uniXXXX or uXXXX[XX]), else the code's own
-    character (poppler's pass-through: a Type3 font's /33 at code 33 reads "!"); nothing for .notdef (a reader reads
-    none: test_3362.pdf's narrow .notdef glyphs sit among a word's letters); U+FFFD for a code that is no printable
-    character. What the glyph shows is read from the rendered page besides (redact.py)."""
+    character (poppler's pass-through: a Type3 font's /33 at code 33 reads "!"); nothing for .notdef (test_3362.pdf's
+    narrow .notdef glyphs sit among a word's letters: poppler reads none, or, in a font with a name it does not
+    know, passes its code through, there a whitespace control code, which pdftotext drops); U+FFFD for a code that
+    is no printable character. What the glyph shows is read from the rendered page besides (redact.py)."""
     if len(name) == 1:  # "." and "_" too, which the split below would lose
         return name
     if name == ".notdef":
