@@ -300,20 +300,27 @@ def _decode_font(font) -> _Font:
 
 def _single_byte_encoding(font) -> dict[int, str]:
     """A simple font's codes as its encoding names them: WinAnsi (cp1252) by default (a Type3 font has no default:
-    its codes spell nothing), /Differences by what each glyph name spells (``glyph_text``)."""
-    encoding = font.get("/Encoding")
+    its codes spell nothing), /Differences by what each glyph name spells (``differences``)."""
     unknown = font.get("/Subtype") == "/Type3"
     unicode = {code: "\ufffd" if unknown else bytes([code]).decode("cp1252", errors="replace") for code in range(256)}
+    return unicode | differences(font)
+
+
+def differences(font) -> dict[int, str]:
+    """What each code a simple font's /Encoding /Differences names spells, as poppler reads the name where the font
+    has no ToUnicode map (``glyph_text``); the second pass reads the page so too (redaction_check.py)."""
+    encoding = font.get("/Encoding")
+    named: dict[int, str] = {}
     if isinstance(encoding, pikepdf.Dictionary):
         code = 0
         for item in encoding.get("/Differences", []):
             if isinstance(item, pikepdf.Name):
                 if 0 <= code < 256:
-                    unicode[code] = glyph_text(name_str(item)[1:], code)
+                    named[code] = glyph_text(name_str(item)[1:], code)
                 code += 1
             else:
                 code = int(item)
-    return unicode
+    return named
 
 
 _UNI = re.compile(r"uni((?:[0-9A-F]{4})+)")
@@ -321,21 +328,23 @@ _U = re.compile(r"u([0-9A-F]{4,6})")
 
 
 def glyph_text(name: str, code: int) -> str:
-    """What a glyph name spells where the font has no ToUnicode map, as poppler (pdftotext) reads it: the Adobe glyph
-    list, a one-character name as that character (/3 is "3"), else the Adobe glyph naming convention (a variant's
-    suffix dropped, a ligature's components joined, uniXXXX, uXXXX[XX]), else the code's own character (poppler's
-    pass-through: a Type3 font's /33 at code 33 reads "!"); U+FFFD for .notdef and a code that is no printable
-    character. What the glyph shows is read from the rendered page besides (redact.py)."""
-    if (known := adobe_glyphs.get("/" + name)) is not None:
-        return known
-    if len(name) == 1:
+    """What a glyph name spells where the font has no ToUnicode map, as poppler (pdftotext) reads it: a one-character
+    name as that character (/3 is "3"), else the Adobe glyph naming convention (a variant's suffix dropped, a
+    ligature's components joined, each from the Adobe glyph list, uniXXXX or uXXXX[XX]), else the code's own
+    character (poppler's pass-through: a Type3 font's /33 at code 33 reads "!"); nothing for .notdef (test_3362.pdf's
+    narrow .notdef glyphs sit among a word's letters: poppler reads none, or, in a font with a name it does not
+    know, passes its code through, there a whitespace control code, which pdftotext drops); U+FFFD for a code that
+    is no printable character. What the glyph shows is read from the rendered page besides (redact.py)."""
+    if len(name) == 1:  # "." and "_" too, which the split below would lose
         return name
+    if name == ".notdef":
+        return ""
     main = name.split(".", 1)[0]
     if main:
         parts = [_glyph_component(part) for part in main.split("_") if part]
         if parts and all(part is not None for part in parts):
             return "".join(parts)
-    return chr(code) if name != ".notdef" and chr(code).isprintable() else "\ufffd"
+    return chr(code) if chr(code).isprintable() else "\ufffd"
 
 
 def _glyph_component(name: str) -> str | None:

@@ -1,14 +1,17 @@
 """The second pass of a redaction: the written derivative, read back and searched by code that shares nothing with
 the redactor's reading and removal (which use pikepdf and its own content-stream walk); only the rules' matcher and
-its normalization (matching.py), the OCR engine with pdfium's rendering (ocr.py) and the judgement of what a content
-stream carries (``content_holds``, which the first pass's sweep asks too) are common.
+its normalization (matching.py), the OCR engine with pdfium's rendering (ocr.py), the judgement of what a content
+stream carries (``content_holds``, which the first pass's sweep asks too) and what a glyph name spells in a font
+without a ToUnicode map, as poppler reads it (``pdftext.differences``) are common.
 
 Everything is searched for the values the first pass removed and for every rule of the template, after the same
 normalization: every page as a reader sees it, and every view a reader can bring up (reader_views.py: every
 layer, printing, an annotation's other appearances, the media box; tinted and coloured areas read by their
 contrast), rendered by pdfium with its annotations and form appearances, all
 it shows that its trusted text layer does not explain read by OCR at any angle (ocr.shown_pages), its lines read
-apart and joined; page text extracted by pypdf and by pdfium (pypdfium2); the OCR text of every image, decoded by
+apart and joined; page text extracted by pypdf and by pdfium (pypdfium2), and by pdfium again from a copy whose
+fonts that name their glyphs without a ToUnicode map are given one saying what poppler reads the names as (a name
+neither reads, pdftotext shows: ``_glyph_names_mapped``); the OCR text of every image, decoded by
 pypdf, or where pypdf cannot, by pdfium where a page draws it (one neither decodes is a finding); and every object
 of the file as pypdf loads it, each by what it can show or carry, not by its syntax:
 
@@ -38,6 +41,7 @@ import io
 from collections import Counter, defaultdict
 from typing import BinaryIO
 
+import pikepdf
 import pypdfium2
 import pypdfium2.raw as pdfium_c
 from pypdf import PdfReader, apply_configuration
@@ -54,7 +58,7 @@ from pypdf.generic import (
     TextStringObject,
 )
 
-from evidence_pipeline.documents import budgets, ocr, pdfsyntax, reader_views
+from evidence_pipeline.documents import budgets, ocr, pdfsyntax, pdftext, reader_views
 from evidence_pipeline.documents.gate import LIMITS, _every_object
 from evidence_pipeline.documents.matching import Rules, Search, decodings, name_text
 from evidence_pipeline.documents.registry import ProcessorResult
@@ -83,7 +87,9 @@ def _verified(written: dict[str, BinaryIO], secret: dict) -> dict:
     data = file.read()
     search = Search(secret["rules"], secret["values"])
     found: Counter = Counter()
-    texts = {"pypdf": _pypdf_text(data), "pdfium": pdfium_text(data), **_pdfium_orders(data)}
+    texts = {"pypdf": _pypdf_text(data), **_pdfium_texts(data)}
+    if (named := _glyph_names_mapped(data)) is not None:
+        texts |= {f"{extractor}_glyph_names": pages for extractor, pages in _pdfium_texts(named).items()}
     for extractor, pages in texts.items():
         found[f"{extractor}_text"] = sum(search.holds(page) for page in pages)
     shown, _ = reader_views.every_view(data)  # every layer, state and box a reader can bring up, pages appended
@@ -126,6 +132,68 @@ def _rendered_holding(
             )
         holding += any(search.holds(view) for view in reading.views)
     return holding, tinted
+
+
+def _pdfium_texts(data: bytes) -> dict[str, list[str]]:
+    return {"pdfium": pdfium_text(data), **_pdfium_orders(data)}
+
+
+def _glyph_names_mapped(data: bytes) -> bytes | None:
+    """The derivative with a ToUnicode map given to each simple font that names its glyphs (/Differences) and has
+    none, saying what poppler (pdftotext) reads each name as (``pdftext.differences``, the first pass's reading):
+    pdfium reads a Type3 font's names not at all, and neither it nor pypdf a name outside the glyph list (/3,
+    /three.alt, /three_nine), which pdftotext shows as text, nor a .notdef as nothing (pdfium reads its code); a
+    code poppler cannot read keeps pdfium's reading. None when no font needs a map."""
+    with pikepdf.open(io.BytesIO(data)) as pdf:
+        mapped = 0
+        for font in _fonts_naming_glyphs(pdf):
+            # nothing (.notdef) as a zero-width space, which the matcher drops: pdfium reads a map to nothing as none
+            named = {code: text or "\u200b" for code, text in pdftext.differences(font).items() if text != "\ufffd"}
+            if named:
+                font.ToUnicode = pdf.make_stream(_bfchar_cmap(named))
+                mapped += 1
+        if not mapped:
+            return None
+        out = io.BytesIO()
+        pdf.save(out)
+        return out.getvalue()
+
+
+def _fonts_naming_glyphs(pdf: pikepdf.Pdf):
+    """Every simple font of the file, direct or not, with a /Differences array and no ToUnicode map."""
+    for obj in pdf.objects:
+        stack = [obj] if isinstance(obj, (pikepdf.Dictionary, pikepdf.Array, pikepdf.Stream)) else []
+        while stack:
+            item = stack.pop()
+            children = list(item) if isinstance(item, pikepdf.Array) else list(item.values())
+            stack.extend(
+                c for c in children if isinstance(c, (pikepdf.Dictionary, pikepdf.Array)) and not c.is_indirect
+            )
+            if (
+                not isinstance(item, pikepdf.Array)
+                and item.get("/Subtype") in _SIMPLE_FONTS
+                and "/ToUnicode" not in item
+                and isinstance(encoding := item.get("/Encoding"), pikepdf.Dictionary)
+                and "/Differences" in encoding
+            ):
+                yield item
+
+
+_SIMPLE_FONTS = ("/Type1", "/MMType1", "/TrueType", "/Type3")
+
+
+def _bfchar_cmap(named: dict[int, str]) -> bytes:
+    """A ToUnicode CMap of one-byte codes mapped to their text, a hundred codes a block (the specification's most)."""
+    pairs = [f"<{code:02X}> <{text.encode('utf-16-be').hex().upper()}>" for code, text in sorted(named.items())]
+    blocks = "".join(
+        f"{len(chunk)} beginbfchar\n" + "\n".join(chunk) + "\nendbfchar\n"
+        for chunk in (pairs[i : i + 100] for i in range(0, len(pairs), 100))
+    )
+    return (
+        "/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /Glyph-Names def\n"
+        "1 begincodespacerange <00> <FF> endcodespacerange\n" + blocks + "endcmap\n"
+        "CMapName currentdict /CMap defineresource pop end end\n"
+    ).encode()
 
 
 def _pdfium_orders(data: bytes) -> dict[str, list[str]]:
