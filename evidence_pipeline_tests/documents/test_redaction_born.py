@@ -146,3 +146,47 @@ def test_light_ink_drawn_on_a_painted_box_is_still_read():
     image, draw, font, painted = _highlighted_marks()
     draw.text((120, 185), corpus.SSN, fill=255, font=font)
     assert flat(corpus.SSN) in flat(ocr.read_page(image, painted=painted).lines)
+
+
+def _inline_stencil(image: Image.Image, text: bytes = b""):
+    """``image`` drawn as an inline stencil mask (``BI /IM true ... EI``: a 1-bit shape the page paints in its fill
+    colour, black here), as pdfTeX keeps a barcode (tabula-py's data_dtype.pdf), under the typed heading and
+    ``text``."""
+
+    def change(pdf, page):
+        bits = image.convert("L").point(lambda v: 255 if v > 128 else 0, "1")  # sample 0 paints (Decode [0 1])
+        samples = zlib.compress(bits.tobytes()).hex().encode() + b">"
+        placed = corpus.placement_matrix(image, 72, 500, 72 / 150)
+        inline = b"BI /W %d /H %d /IM true /BPC 1 /F [/AHx /Fl] ID\n%s\nEI" % (image.width, image.height, samples)
+        page.obj.Contents = pdf.make_stream(corpus.HEADING + text + b"q " + placed + b" cm " + inline + b" Q\n")
+
+    return change
+
+
+def _bars() -> Image.Image:
+    image = Image.new("L", (600, 120), 255)
+    draw = ImageDraw.Draw(image)
+    for x in range(20, 580, 14):
+        draw.rectangle((x, 10, x + 3 + x % 5, 110), fill=0)
+    return image
+
+
+def test_an_inline_stencil_mask_is_decoded_and_the_typed_value_removed():
+    """Before: pikepdf converts an inline image through a page of its own and looks for it among that page's images,
+    where qpdf counts no stencil mask: 'an image the redactor cannot decode (StopIteration)', refused."""
+    typed = b"BT /F1 12 Tf 72 700 Td (SSN " + corpus.SSN.encode() + b") Tj ET\n"
+    data = corpus.build(_inline_stencil(_bars(), typed))
+    result = redact_pure(data)
+    derivative = result.artifacts[result.secret["derivative"]]
+    verification = verify_derivative({result.secret["derivative"]: io.BytesIO(derivative)}, result)
+    assert result.summary["outcome"] == "redacted" and verification["passed"]
+    assert flat(corpus.SSN) not in flat(pdftotext(derivative)) and flat("Harbor Housing") in flat(pdftotext(derivative))
+
+
+def test_a_value_drawn_in_an_inline_stencil_mask_is_read_and_refused():
+    """The mask is read now: the value it draws is found, and an inline image is not painted, so it is refused
+    (not, as before, for an image not decoded)."""
+    with pytest.raises(EvidenceError) as refused:
+        redact_pure(corpus.build(_inline_stencil(corpus.text_picture(corpus.SHOWN, 40))))
+    assert refused.value.code == ReasonCode.REDACTION_UNSUPPORTED_CONTENT
+    assert refused.value.message == "an inline image holds text to remove"
