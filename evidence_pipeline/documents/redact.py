@@ -351,7 +351,7 @@ def find(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
             finding.add(rules.fields[name], str(fld.V))
     content = _content_streams(pdf)
     names: set[str] = set()  # the names (keys and values) already matched: most repeat (/Type, /Length)
-    for _, key, value, container_key, _ in _reachable(pdf):
+    for container, key, value, container_key, _ in _reachable(pdf):
         for name in (key, value if isinstance(value, pikepdf.Name) else None):
             if isinstance(name, str) and name not in names:
                 names.add(name)
@@ -363,7 +363,7 @@ def find(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
             if key == "/Thumb" or value.objgen in finding.readings:  # thumbnails go; page images are read
                 continue
             reading = _read(value, finding)
-            if not reading.legible:
+            if not reading.legible and not _masks_an_image(container, key):
                 raise EvidenceError(
                     ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
                     "an image outside the page content cannot be read with confidence by OCR",
@@ -372,6 +372,15 @@ def find(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
         elif isinstance(value, pikepdf.Stream) and _text_stream(key, value, content, container_key):
             for text in _texts(_stream_bytes(value)):
                 _match(rules, text, finding)
+
+
+def _masks_an_image(container, key) -> bool:
+    """Whether the image is another image's soft mask or stencil mask: no image of its own, but the shape in which
+    that image shows (a brush-lettered title is a plain colour drawn through one), judged with it where it is drawn,
+    on the rendered page, as the page's images are; read alone, it is still searched for values."""
+    return (
+        key in ("/SMask", "/Mask") and isinstance(container, pikepdf.Stream) and container.get("/Subtype") == "/Image"
+    )
 
 
 def _appearances(page: pikepdf.Page, hidden: set):
