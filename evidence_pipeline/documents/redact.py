@@ -351,7 +351,7 @@ def find(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
             finding.add(rules.fields[name], str(fld.V))
     content = _content_streams(pdf)
     names: set[str] = set()  # the names (keys and values) already matched: most repeat (/Type, /Length)
-    for _, key, value, container_key, _ in _reachable(pdf):
+    for container, key, value, container_key, _ in _reachable(pdf):
         for name in (key, value if isinstance(value, pikepdf.Name) else None):
             if isinstance(name, str) and name not in names:
                 names.add(name)
@@ -363,7 +363,7 @@ def find(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
             if key == "/Thumb" or value.objgen in finding.readings:  # thumbnails go; page images are read
                 continue
             reading = _read(value, finding)
-            if not reading.legible:
+            if not reading.legible and not _masks_an_image(container, key):
                 raise EvidenceError(
                     ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
                     "an image outside the page content cannot be read with confidence by OCR",
@@ -372,6 +372,15 @@ def find(pdf: pikepdf.Pdf, rules: Rules, finding: Finding) -> None:
         elif isinstance(value, pikepdf.Stream) and _text_stream(key, value, content, container_key):
             for text in _texts(_stream_bytes(value)):
                 _match(rules, text, finding)
+
+
+def _masks_an_image(container, key) -> bool:
+    """Whether the image is another image's soft mask or stencil mask: no image of its own, but the shape in which
+    that image shows (a brush-lettered title is a plain colour drawn through one), judged with it where it is drawn,
+    on the rendered page, as the page's images are; read alone, it is still searched for values."""
+    return (
+        key in ("/SMask", "/Mask") and isinstance(container, pikepdf.Stream) and container.get("/Subtype") == "/Image"
+    )
 
 
 def _appearances(page: pikepdf.Page, hidden: set):
@@ -818,16 +827,16 @@ def _pixels(image, source: bytes) -> Image.Image:
         picture = pikepdf.PdfImage(image) if isinstance(image, pikepdf.Object) else image
         if picture.width * picture.height > budgets.MAX_IMAGE_PIXELS:  # inline images too, which the gate skips
             raise budgets.exceeded(f"an image of more than {budgets.MAX_IMAGE_PIXELS:,} pixels")
-        return picture.as_pil_image()
-    # StopIteration: pikepdf converts an inline image by writing it into a page of its own, and finds none there
-    # when the image's dictionary is one it cannot write (tabula-py's data_dtype.pdf)
+        try:
+            return picture.as_pil_image()
+        except StopIteration:  # an inline stencil mask: pikepdf's own conversion finds no image (_inline_mask)
+            return _inline_mask(picture)
     except (
         pikepdf.PikepdfError,
         NotImplementedError,
         ValueError,
         OSError,
         Image.DecompressionBombError,
-        StopIteration,
     ) as error:
         raw = image.read_raw_bytes() if isinstance(image, pikepdf.Stream) else None
         decoded = ocr.pdfium_decoded(source, raw) if raw is not None and source else None
@@ -836,6 +845,20 @@ def _pixels(image, source: bytes) -> Image.Image:
         raise EvidenceError(
             ReasonCode.REDACTION_UNSUPPORTED_CONTENT, f"an image the redactor cannot decode ({type(error).__name__})"
         ) from None
+
+
+def _inline_mask(image: pikepdf.PdfInlineImage) -> Image.Image:
+    """An inline image pikepdf cannot convert, decoded as pikepdf converts one: written into a page of its own and
+    externalized by qpdf, then decoded as an image XObject. pikepdf then looks for it among the page's images, where
+    qpdf counts no stencil mask (/ImageMask true: a 1-bit shape painted in the fill colour), so it finds none; here
+    it is the page's only XObject."""
+    with pikepdf.Pdf.new() as pdf:
+        pdf.add_blank_page()
+        page = pdf.pages[0]
+        page.contents_add(image.unparse())
+        page.externalize_inline_images()
+        (stream,) = page.Resources.XObject.values()
+        return pikepdf.PdfImage(stream).as_pil_image()
 
 
 def _words_holding(reading: ocr.Reading, occurrences) -> list[ocr.Word]:

@@ -10,7 +10,12 @@ the same construction holding a value a reader cannot make out, which is still r
   pixels where a glyph's stroke crosses it now stay;
 - the first pass's marks on two neighbouring lines over a highlight (pdfannots' issue13): touching, with the page
   between them, they were judged no solid box, read as a doubted word, and refused the page; the boxes the first
-  pass painted are now cleared before the page is read, unless light ink is drawn on one.
+  pass painted are now cleared before the page is read, unless light ink is drawn on one;
+- an inline stencil mask (tabula-py's data_dtype.pdf draws a barcode as one), which pikepdf's conversion of an
+  inline image does not find: decoded from qpdf's externalized image, its value read (and, in an inline image,
+  refused);
+- an image's soft mask read alone (pymupdf's test_3727.pdf letters a title in one): no image of its own, it is
+  judged where its image is drawn, on the rendered page, which reads and burns in a value it shapes.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from evidence_pipeline.documents.redaction_check import verify_derivative
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.synthetic.rental_applications import FONTS
 from evidence_pipeline_tests.support import redaction_corpus as corpus
-from evidence_pipeline_tests.support.redaction import pdftotext, redact_pure
+from evidence_pipeline_tests.support.redaction import leaks, pdftotext, redact_pure
 
 pytestmark = pytest.mark.skipif(
     not all(map(shutil.which, ("tesseract", "pdftotext"))),
@@ -146,3 +151,111 @@ def test_light_ink_drawn_on_a_painted_box_is_still_read():
     image, draw, font, painted = _highlighted_marks()
     draw.text((120, 185), corpus.SSN, fill=255, font=font)
     assert flat(corpus.SSN) in flat(ocr.read_page(image, painted=painted).lines)
+
+
+def _inline_stencil(image: Image.Image, text: bytes = b""):
+    """``image`` drawn as an inline stencil mask (``BI /IM true ... EI``: a 1-bit shape the page paints in its fill
+    colour, black here), as pdfTeX keeps a barcode (tabula-py's data_dtype.pdf), under the typed heading and
+    ``text``."""
+
+    def change(pdf, page):
+        bits = image.convert("L").point(lambda v: 255 if v > 128 else 0, "1")  # sample 0 paints (Decode [0 1])
+        samples = zlib.compress(bits.tobytes()).hex().encode() + b">"
+        placed = corpus.placement_matrix(image, 72, 500, 72 / 150)
+        inline = b"BI /W %d /H %d /IM true /BPC 1 /F [/AHx /Fl] ID\n%s\nEI" % (image.width, image.height, samples)
+        page.obj.Contents = pdf.make_stream(corpus.HEADING + text + b"q " + placed + b" cm " + inline + b" Q\n")
+
+    return change
+
+
+def _bars() -> Image.Image:
+    image = Image.new("L", (600, 120), 255)
+    draw = ImageDraw.Draw(image)
+    for x in range(20, 580, 14):
+        draw.rectangle((x, 10, x + 3 + x % 5, 110), fill=0)
+    return image
+
+
+def test_an_inline_stencil_mask_is_decoded_and_the_typed_value_removed():
+    """Before: pikepdf converts an inline image through a page of its own and looks for it among that page's images,
+    where qpdf counts no stencil mask: 'an image the redactor cannot decode (StopIteration)', refused."""
+    typed = b"BT /F1 12 Tf 72 700 Td (SSN " + corpus.SSN.encode() + b") Tj ET\n"
+    data = corpus.build(_inline_stencil(_bars(), typed))
+    result = redact_pure(data)
+    derivative = result.artifacts[result.secret["derivative"]]
+    verification = verify_derivative({result.secret["derivative"]: io.BytesIO(derivative)}, result)
+    assert result.summary["outcome"] == "redacted" and verification["passed"]
+    assert flat(corpus.SSN) not in flat(pdftotext(derivative)) and flat("Harbor Housing") in flat(pdftotext(derivative))
+
+
+def test_a_value_drawn_in_an_inline_stencil_mask_is_read_and_refused():
+    """The mask is read now: the value it draws is found, and an inline image is not painted, so it is refused
+    (not, as before, for an image not decoded)."""
+    with pytest.raises(EvidenceError) as refused:
+        redact_pure(corpus.build(_inline_stencil(corpus.text_picture(corpus.SHOWN, 40))))
+    assert refused.value.code == ReasonCode.REDACTION_UNSUPPORTED_CONTENT
+    assert refused.value.message == "an inline image holds text to remove"
+
+
+def _brushed(text: str) -> Image.Image:
+    """``text`` as a soft mask's shape (opaque where the letters are), slanted and speckled as brush lettering is:
+    read alone, the engine doubts it."""
+    letters = corpus.text_picture(text, 80)
+    slant = 0.6 * letters.height
+    letters = letters.transform(
+        (letters.width + round(slant), letters.height), Image.AFFINE, (1, 0.6, -slant, 0, 1, 0), fillcolor=255
+    )
+    speckled = (255 - numpy.asarray(letters, dtype=float)) * (
+        numpy.random.default_rng(0).random(letters.size[::-1]) > 0.3
+    )
+    return Image.fromarray(speckled.astype("uint8")).filter(ImageFilter.GaussianBlur(1))
+
+
+def _through_soft_mask(mask: Image.Image, typed: bytes):
+    """A plain red image drawn through ``mask`` (its /SMask), as pymupdf's test_3727.pdf draws a brush-lettered
+    title, below ``typed`` lines."""
+
+    def change(pdf, page):
+        image = {"Type": pikepdf.Name.XObject, "Subtype": pikepdf.Name.Image, "Width": mask.width}
+        image |= {"Height": mask.height, "BitsPerComponent": 8, "Filter": pikepdf.Name.FlateDecode}
+        soft = pdf.make_stream(zlib.compress(mask.tobytes()), ColorSpace=pikepdf.Name.DeviceGray, **image)
+        red = zlib.compress(bytes((200, 30, 30)) * (mask.width * mask.height))
+        page.obj.Resources.XObject = pikepdf.Dictionary(
+            Im0=pdf.make_stream(red, ColorSpace=pikepdf.Name.DeviceRGB, SMask=soft, **image)
+        )
+        placed = corpus.placement_matrix(mask, 72, 450, 72 / 150)
+        page.obj.Contents = pdf.make_stream(corpus.HEADING + typed + b"q " + placed + b" cm /Im0 Do Q\n")
+
+    return change
+
+
+def _typed(*lines: str) -> bytes:
+    return b"".join(
+        b"BT /F1 12 Tf 72 %d Td (%s) Tj ET\n" % (700 - 16 * n, line.encode()) for n, line in enumerate(lines)
+    )
+
+
+def test_a_soft_mask_the_engine_doubts_alone_is_judged_where_its_image_is_drawn():
+    """Before: the image's /SMask, reached as an image outside the page content and read alone, was doubted and the
+    document refused ('an image outside the page content cannot be read with confidence by OCR'); what it shapes is
+    on the rendered page, which reads it."""
+    mask = _brushed("READ: MATTHEW 28")
+    assert not ocr.read(mask).legible
+    result = redact_pure(corpus.build(_through_soft_mask(mask, _typed(*LINES))))
+    derivative = result.artifacts[result.secret["derivative"]]
+    verification = verify_derivative({result.secret["derivative"]: io.BytesIO(derivative)}, result)
+    assert result.summary["outcome"] == "redacted" and verification["passed"]
+    assert flat(corpus.SSN) not in flat(pdftotext(derivative)) and flat("Monthly rent budget") in flat(
+        pdftotext(derivative)
+    )
+
+
+def test_a_value_a_soft_mask_shapes_is_read_on_the_rendered_page_and_burned_in():
+    mask = _brushed(corpus.SHOWN)
+    result = redact_pure(corpus.build(_through_soft_mask(mask, _typed(LINES[0], *LINES[2:]))))
+    derivative = result.artifacts[result.secret["derivative"]]
+    assert result.summary["outcome"] == "redacted" and result.summary["removed"]["national_id"] == 1
+    assert verify_derivative({result.secret["derivative"]: io.BytesIO(derivative)}, result)["passed"]
+    assert leaks(derivative, corpus.SSN) == []
+    [(_, page)] = list(ocr.rendered_pages(derivative))
+    assert flat(corpus.SSN) not in flat(ocr.read_page(page).lines)
