@@ -18,7 +18,10 @@ reader sees; one neither decodes is still refused); a rule's pixels where a glyp
 page read without rules (``_unruled``: struck-through text is read whole, not as halves the engine doubts; that
 reading is in addition to the one with the rules); the first pass's own black marks are cleared whatever touches
 them (``_cleared``: dark pixels of boxes it drew over removed text, which show nothing; one holding light ink is
-left to be read). Nothing here excuses a doubted word: legibility is judged as before.
+left to be read). Nothing of these excuses a doubted word. One does: a doubted word that is the page's trusted
+text layer (``Layer``: its glyphs' loose boxes cover half the word's box, and the page without that text draws
+nothing there that holds a glyph), read in a band because other ink is near (small print between a table's rules);
+that layer spells it and the rules match on it. Ink of anything else there leaves the word doubted.
 Tesseract runs single-threaded (the worker's parallelism is Dagster's), one process per reading, and its temporary
 files are pytesseract's own (0600, deleted after each call).
 
