@@ -18,7 +18,10 @@ reader sees; one neither decodes is still refused); a rule's pixels where a glyp
 page read without rules (``_unruled``: struck-through text is read whole, not as halves the engine doubts; that
 reading is in addition to the one with the rules); the first pass's own black marks are cleared whatever touches
 them (``_cleared``: dark pixels of boxes it drew over removed text, which show nothing; one holding light ink is
-left to be read). Nothing here excuses a doubted word: legibility is judged as before.
+left to be read). Nothing of these excuses a doubted word. One does: a doubted word that is the page's trusted
+text layer (``Layer``: its glyphs' loose boxes cover half the word's box, and the page without that text draws
+nothing there that holds a glyph), read in a band because other ink is near (small print between a table's rules);
+that layer spells it and the rules match on it. Ink of anything else there leaves the word doubted.
 Tesseract runs single-threaded (the worker's parallelism is Dagster's), one process per reading, and its temporary
 files are pytesseract's own (0600, deleted after each call).
 
@@ -345,7 +348,8 @@ def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes], painted) -> Shown
     ink = render_colour(page, INK_DPI)
     for obj, mode in hidden:
         pdfium_c.FPDFTextObj_SetTextRenderMode(obj.raw, mode)
-    bands = _bands(Image.fromarray(ink).convert("L"), size[1], painted)
+    grey = Image.fromarray(ink).convert("L")
+    bands = _bands(grey, size[1], painted)
     if bands:  # each band widened to the blank rows around it: no line of text is read cut in half
         blank = ~(numpy.asarray(_render(page, INK_DPI)) < INK).any(axis=1)
         bands = _merged([_widened(band, blank, size[1]) for band in bands])
@@ -359,10 +363,61 @@ def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes], painted) -> Shown
     textpage = page.get_textpage()
     try:
         known = sum(len(_object_text(obj, textpage).split()) for obj, _ in hidden)
+        layer = Layer(_glyph_boxes(page, textpage, hidden, size, top), grey, top)
     finally:
         textpage.close()
-    reading = read_page(Image.fromarray(pixels), known, [(lt, tp - top, rt, bm - top) for lt, tp, rt, bm in painted])
+    painted = [(lt, tp - top, rt, bm - top) for lt, tp, rt, bm in painted]
+    reading = read_page(Image.fromarray(pixels), known, painted, layer)
     return Shown(size, reading.below(top), len(bands), ink)
+
+
+@dataclass(frozen=True)
+class Layer:
+    """Where a page's trusted text layer draws its glyphs, for a reading of rows of its rendering at PAGE_DPI from
+    ``top`` down: their boxes in the reading's pixels, and ``ink``, the page rendered at INK_DPI with that text
+    hidden (what else it draws)."""
+
+    glyphs: list[tuple[int, int, int, int]]
+    ink: Image.Image
+    top: int
+
+    def explains(self, word: Word) -> bool:
+        """Whether a word is the layer's text (which spells what it draws, and on which the rules match): its
+        glyphs cover at least half of the word's box, and the page without them draws nothing there that could
+        hold a glyph (``_bands``: a rule or a table's border crossing it holds none). Ink of anything else there
+        (an image, an outline, text of another font), under, over or beside the layer's glyphs, leaves it doubted."""
+        if not _explained(word, self.glyphs):
+            return False
+        scale = INK_DPI / PAGE_DPI
+        left, top, right, bottom = word.box
+        box = (math.floor(left * scale), math.floor((top + self.top) * scale))
+        box += (max(box[0] + 1, math.ceil(right * scale)), max(box[1] + 1, math.ceil((bottom + self.top) * scale)))
+        return not _bands(self.ink.crop(box), bottom - top)
+
+
+def _glyph_boxes(page, textpage, hidden: list, size: tuple[int, int], top: int) -> list[tuple[int, int, int, int]]:
+    """The loose boxes (the line's ascent and descent, the glyph's advance) of the characters of the ``hidden``
+    text objects, in the pixels of the page's rendering at ``size`` less the ``top`` rows above a reading."""
+    objects = {ctypes.cast(obj.raw, ctypes.c_void_p).value for obj, _ in hidden}
+    boxes, rect = [], pdfium_c.FS_RECTF()
+    for index in range(pdfium_c.FPDFText_CountChars(textpage.raw)):
+        obj = ctypes.cast(pdfium_c.FPDFText_GetTextObject(textpage.raw, index), ctypes.c_void_p).value
+        if obj in objects and pdfium_c.FPDFText_GetLooseCharBox(textpage.raw, index, rect):
+            left, upper, right, lower = device_box(page, size, (rect.left, rect.bottom, rect.right, rect.top))
+            boxes.append((left, upper - top, right, lower - top))
+    return boxes
+
+
+def device_box(page: pypdfium2.PdfPage, size: tuple[int, int], box) -> tuple[int, int, int, int]:
+    """A box of the page (left, bottom, right, top) in the pixels of its rendering at ``size``, as pdfium places
+    it (crop box, /Rotate)."""
+    corners = []
+    for x, y in ((box[0], box[1]), (box[2], box[3])):
+        px, py = ctypes.c_int(), ctypes.c_int()
+        pdfium_c.FPDF_PageToDevice(page.raw, 0, 0, size[0], size[1], 0, x, y, ctypes.byref(px), ctypes.byref(py))
+        corners.append((px.value, py.value))
+    (ax, ay), (bx, by) = corners
+    return min(ax, bx), min(ay, by), max(ax, bx), max(ay, by)
 
 
 def _render(page: pypdfium2.PdfPage, dpi: int) -> Image.Image:
@@ -548,11 +603,13 @@ def read(image: Image.Image) -> Reading:
     return Reading(tuple(best), _legible(best, shown))
 
 
-def _turned(gray: Image.Image, shown: Image.Image, upright: list[Word], explained=(), known: int = 0) -> list[Word]:
+def _turned(
+    gray: Image.Image, shown: Image.Image, upright: list[Word], explained=(), known: int = 0, *, layer=None
+) -> list[Word]:
     """The upright words, or, when they are not legible, those of the right-angle turn that reads best (a scan
     made sideways or upside down)."""
     best = upright
-    if not _legible(upright, shown, explained, known):
+    if not _legible(upright, shown, explained, known, layer):
         for angle in _ROTATIONS[1:]:
             turned = _words(gray, angle)
             if _score(turned) > _score(best):
@@ -560,15 +617,16 @@ def _turned(gray: Image.Image, shown: Image.Image, upright: list[Word], explaine
     return best
 
 
-def read_page(image: Image.Image, known: int = 0, painted=()) -> Reading:
+def read_page(image: Image.Image, known: int = 0, painted=(), layer: Layer | None = None) -> Reading:
     """A rendered page's words: the page read upright; then the ink that reading did not read with confidence,
     region by region, each region turned so that its lines run level (and upside down, in case they ran the other
     way), all laid out in one image and read at once (``_regions_read``). Dark panels are read negative and the
     inside of solid dark areas (black boxes) and the dark pixels of the boxes the first pass painted (``painted``,
     in the image's pixels) are cleared before it is read (``_cleared``). Legible unless the
     upright reading's doubted words, less those the regions' reading read with confidence, are more than one in ten
-    of the words (with the ``known`` words of the page's trusted text layer, which is not read); then the page is
-    read turned as ``read`` turns an image."""
+    of the words (with the ``known`` words of the page's trusted text layer, which is not read; a doubted word that
+    is that ``layer``'s text is read: ``Layer.explains``); then the page is read turned as ``read`` turns an
+    image."""
     shown = image.convert("L")
     gray = _cleared(shown, painted)
     upright = _words(gray, 0)
@@ -582,12 +640,12 @@ def read_page(image: Image.Image, known: int = 0, painted=()) -> Reading:
         words = [Word(w.text, w.box, w.confidence, base + w.line) for w in _words(unruled, 0)]
         explained = read + _regions_read(unruled, words)
         read = read + words + explained[len(read) :]
-    if _legible(words, shown, explained, known):
+    if _legible(words, shown, explained, known, layer):
         return Reading(tuple(read), True)
-    page = _turned(judged, shown, words, explained, known)
+    page = _turned(judged, shown, words, explained, known, layer=layer)
     if page is words:
         return Reading(tuple(read), False)
-    return Reading(tuple(page), _legible(page, shown, known=known))
+    return Reading(tuple(page), _legible(page, shown, known=known, layer=layer))
 
 
 def _unruled(gray: Image.Image) -> Image.Image | None:
@@ -957,12 +1015,19 @@ def _skews(region: Image.Image) -> list[float]:
     return peaks[:_PEAKS]
 
 
-def _legible(words: list[Word], shown: Image.Image, explained=(), known: int = 0) -> bool:
+def _legible(words: list[Word], shown: Image.Image, explained=(), known: int = 0, layer: Layer | None = None) -> bool:
     """A word that looks like text but is doubted may be a value misread: more than one in ten is not legible. A
-    box of solid ink in ``shown`` (a redaction's black box, which the engine reads as a word) is no text, and a
-    doubted word where an ``explained`` word was read with confidence (text at an angle, read at it) is read."""
+    box of solid ink in ``shown`` (a redaction's black box, which the engine reads as a word) is no text, a
+    doubted word where an ``explained`` word was read with confidence (text at an angle, read at it) is read, and
+    so is one that is the page's trusted text ``layer`` (``Layer.explains``: small print in a ruled table)."""
     trusted = _trusted(explained)
-    doubted = sum(_doubted(word) and not _solid(word, shown) and not _explained(word, trusted) for word in words)
+    doubted = sum(
+        _doubted(word)
+        and not _solid(word, shown)
+        and not _explained(word, trusted)
+        and not (layer is not None and layer.explains(word))
+        for word in words
+    )
     return doubted <= (len(words) + known) // 10
 
 

@@ -56,7 +56,6 @@ splitting it would hide a place.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import hashlib
 import io
 import itertools
@@ -1096,7 +1095,7 @@ def _text_layer_regions(data: bytes, rules: Rules, finding: Finding) -> dict[int
                     )
                     width, height = page.get_size()
                     size = (round(width * ocr.PAGE_DPI / 72), round(height * ocr.PAGE_DPI / 72))
-                    boxes = [_device(page, size, textpage.get_charbox(i, loose=True)) for i in sorted(chosen)]
+                    boxes = [ocr.device_box(page, size, textpage.get_charbox(i, loose=True)) for i in sorted(chosen)]
                     if boxes := [_padded(box, *size) for box in boxes if box[0] < box[2] and box[1] < box[3]]:
                         regions[index] = boxes
                 finally:
@@ -1105,18 +1104,6 @@ def _text_layer_regions(data: bytes, rules: Rules, finding: Finding) -> dict[int
         finally:
             document.close()
     return regions
-
-
-def _device(page, size: tuple[int, int], charbox) -> tuple[int, int, int, int]:
-    """A box of the page (left, bottom, right, top) in the pixels of its rendering at ``size``, as pdfium places
-    it (crop box, /Rotate)."""
-    corners = []
-    for x, y in ((charbox[0], charbox[1]), (charbox[2], charbox[3])):
-        px, py = ctypes.c_int(), ctypes.c_int()
-        pdfium_c.FPDF_PageToDevice(page.raw, 0, 0, size[0], size[1], 0, x, y, ctypes.byref(px), ctypes.byref(py))
-        corners.append((px.value, py.value))
-    (ax, ay), (bx, by) = corners
-    return min(ax, bx), min(ay, by), max(ax, bx), max(ay, by)
 
 
 def _burn(pdf: pikepdf.Pdf, data: bytes, regions: _Regions, finding: Finding) -> set[tuple[int, int]]:
