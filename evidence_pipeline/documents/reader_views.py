@@ -45,7 +45,7 @@ from evidence_pipeline.monthly.validate import PDFIUM_LOCK
 
 _NO_VIEW = 32  # annotation flag: printed, not shown on screen
 _CHROMA = 96  # a colour whose channels differ by this much is a hue (a scan's paper tint differs by less)
-_CELL = 8  # pixels at INK_DPI (2 millimetres): a square this wide of one flat tint is a ground, not a stroke
+_CELL = 8  # pixels at INK_DPI (2 millimetres): a square this wide of one tone is a ground, not a stroke
 _GRAIN = 16  # levels: a square whose pixels spread (standard deviation) this little in every channel is of one tone
 _GROUND = 32  # pixels at PAGE_DPI: the square whose median is a pixel's ground (wider than a stroke)
 _DEPARTS = 64  # levels of a channel: a pixel this far from its ground is ink
