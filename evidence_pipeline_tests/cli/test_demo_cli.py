@@ -29,6 +29,9 @@ pytestmark = pytest.mark.slow  # whole demos in subprocesses
 REPO = Path(__file__).resolve().parents[2]
 TENANTS = len(DEMO_TENANTS)  # one month each: one bundle, one run
 EVIDENCE = [sys.executable, "-c", "from evidence_pipeline.cli import main; main()"]
+# Seconds a demo may take before it is taken to hang: no bound on its time. A demo whose archive is full retries
+# each tenant-month in new step processes; alone it took 228 s, beside the suite (6 workers on 2 cores) over 900
+HANG = 2400
 
 
 def _environment(home: Path, **extra: str) -> dict[str, str]:
@@ -56,7 +59,7 @@ def _newly_published(stdout: str) -> int:
 def test_two_concurrent_demos_on_one_home_count_each_publication_once(tmp_path):
     env = _environment(tmp_path / "home", EVIDENCE_LEASE_SECONDS="20")
     demos = [_demo(env, umask=0) for _ in range(2)]  # started from a shell with umask 000
-    outputs = [demo.communicate(timeout=900) for demo in demos]
+    outputs = [demo.communicate(timeout=HANG) for demo in demos]
     for demo, (stdout, stderr) in zip(demos, outputs):
         assert demo.returncode == 0, stdout[-3000:] + stderr[-3000:]
         assert f"{TENANTS} bundles" in stdout
@@ -122,7 +125,7 @@ def _job_states(home: Path) -> set[str]:
 def test_a_read_only_or_full_archive_fails_each_tenant_month_on_its_own(tmp_path, errno_name, code, job_state):
     home = tmp_path / "home"
     demo = _demo(_environment(home, EVIDENCE_IO_FAULT=f"archive_write:{errno_name}"))
-    stdout, stderr = demo.communicate(timeout=900)
+    stdout, stderr = demo.communicate(timeout=HANG)
     assert demo.returncode == 1, stdout[-3000:] + stderr[-3000:]
     failed = [line.split() for line in stdout.splitlines() if " FAILED " in line]
     assert len(failed) == TENANTS and {row[-1] for row in failed} == {code}  # every tenant-month was attempted
@@ -164,7 +167,7 @@ def test_demos_killed_mid_publish_leave_no_slots_that_block_the_next_one(home):
     # The dead demos' 1 s leases have run out; this one's own lease is the default: 1 s can run out between two
     # renewals on a loaded machine (LEASE_FENCED), which is not what this test is about.
     demo = _demo(_environment(home))
-    stdout, stderr = demo.communicate(timeout=900)  # before the fix: it never returned
+    stdout, stderr = demo.communicate(timeout=HANG)  # before the fix: it never returned
     assert demo.returncode == 0, stdout[-3000:] + stderr[-3000:]
     assert f"{TENANTS} bundles" in stdout and "RUN_WORKER_LOST" in stderr
     assert _slot_holders(home) == []
@@ -205,7 +208,7 @@ def test_a_demo_gives_up_waiting_for_a_live_holder_and_says_why(home):
     holder = _held_by_a_live_run(home)
     try:
         demo = _demo(_environment(home, EVIDENCE_POOL_WAIT_SECONDS="3"))
-        stdout, stderr = demo.communicate(timeout=900)
+        stdout, stderr = demo.communicate(timeout=HANG)
     finally:
         holder.kill()
     assert demo.returncode == 1, stdout[-3000:] + stderr[-3000:]
