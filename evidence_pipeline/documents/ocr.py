@@ -550,6 +550,12 @@ def trusted_fonts(data: bytes) -> frozenset[bytes]:
     return frozenset(good - bad)
 
 
+def fonts(pdf: pikepdf.Pdf) -> Iterator[pikepdf.Dictionary]:
+    """Every font dictionary reachable from the trailer, each once: what a page can draw with (a font no object
+    refers to, left behind by an editor, draws nothing)."""
+    return (font for font in _fonts(pdf) if font is not _PATTERN)
+
+
 def _fonts(pdf: pikepdf.Pdf) -> Iterator[pikepdf.Dictionary]:
     """Every font dictionary reachable from the trailer (an entry of a /Font resource dictionary, or /Type /Font),
     each indirect object entered once; _PATTERN for a resource dictionary's patterns."""

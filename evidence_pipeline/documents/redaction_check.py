@@ -160,23 +160,16 @@ def _glyph_names_mapped(data: bytes) -> bytes | None:
 
 
 def _fonts_naming_glyphs(pdf: pikepdf.Pdf):
-    """Every simple font of the file, direct or not, with a /Differences array and no ToUnicode map."""
-    for obj in pdf.objects:
-        stack = [obj] if isinstance(obj, (pikepdf.Dictionary, pikepdf.Array, pikepdf.Stream)) else []
-        while stack:
-            item = stack.pop()
-            children = list(item) if isinstance(item, pikepdf.Array) else list(item.values())
-            stack.extend(
-                c for c in children if isinstance(c, (pikepdf.Dictionary, pikepdf.Array)) and not c.is_indirect
-            )
-            if (
-                not isinstance(item, pikepdf.Array)
-                and item.get("/Subtype") in _SIMPLE_FONTS
-                and "/ToUnicode" not in item
-                and isinstance(encoding := item.get("/Encoding"), pikepdf.Dictionary)
-                and "/Differences" in encoding
-            ):
-                yield item
+    """Every simple font the file can draw with that has a /Differences array and no ToUnicode map."""
+    for font in ocr.fonts(pdf):
+        encoding = font.get("/Encoding")
+        if (
+            font.get("/Subtype") in _SIMPLE_FONTS
+            and "/ToUnicode" not in font
+            and isinstance(encoding, pikepdf.Dictionary)
+            and "/Differences" in encoding
+        ):
+            yield font
 
 
 _SIMPLE_FONTS = ("/Type1", "/MMType1", "/TrueType", "/Type3")
