@@ -296,7 +296,9 @@ class Shown:
     size: tuple[int, int]  # the page rendered at PAGE_DPI, in pixels (the words' boxes are in them)
     reading: Reading
     bands: int  # bands of the page read (none: every glyph the page shows is its text layer's)
-    ink: numpy.ndarray  # the page at INK_DPI in colour with its trusted text hidden (reader_views reads its tints)
+    # the page at INK_DPI in colour with its trusted text hidden (reader_views reads its tints); None where that
+    # draws nothing but the boxes the first pass painted (a typed page, redacted), which leaves no tint to find
+    ink: numpy.ndarray | None
 
 
 def shown_pages(data: bytes, painted: dict[int, list] | None = None) -> Iterator[tuple[int, Shown]]:
@@ -354,7 +356,9 @@ def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes], painted) -> Shown
         blank = ~(numpy.asarray(_render(page, INK_DPI)) < INK).any(axis=1)
         bands = _merged([_widened(band, blank, size[1]) for band in bands])
     if not bands:
-        return Shown(size, Reading((), True), 0, ink)
+        pixels = numpy.asarray(grey)
+        drawn = _unpainted(pixels < INK, pixels, painted).any()
+        return Shown(size, Reading((), True), 0, ink if drawn else None)
     top, bottom = bands[0][0], bands[-1][1]
     rendered = _render(page, PAGE_DPI)  # whole (pdfium's crop is in the unrotated page's frame)
     pixels = numpy.asarray(rendered.crop((0, top, rendered.width, bottom))).copy()

@@ -1038,7 +1038,7 @@ def _shown(data: bytes, rules: Rules, finding: Finding, painted: dict[int, list]
             )
         readings.append((index, shown.reading, False))
         sizes[index] = shown.size
-        if area := reader_views.tinted_area(shown.ink):
+        if shown.ink is not None and (area := reader_views.tinted_area(shown.ink)):
             tinted[index] = area
     readings += ((index, reading, True) for index, reading in reader_views.contrast_readings(view, tinted))
     for _, reading, _ in readings:

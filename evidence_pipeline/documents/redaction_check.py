@@ -121,7 +121,7 @@ def _rendered_holding(
     excused as dark areas, never dark pixels as such (a document's own dark panel may hold a value)."""
     holding, tinted = 0, {}
     for index, shown in ocr.shown_pages(data, painted):
-        if area := reader_views.tinted_area(shown.ink):
+        if shown.ink is not None and (area := reader_views.tinted_area(shown.ink)):
             tinted[index] = area
         number = index + 1
         reading = shown.reading

@@ -341,7 +341,8 @@ def test_typed_pages_in_trusted_fonts_are_not_read_by_ocr_and_their_values_still
     verification = verify_derivative({result.secret["derivative"]: io.BytesIO(derivative)}, result)
     assert verification["passed"] and summary["ocr"]["pages"] == 0 and summary["removed"]["national_id"] == 8
     # the marks it drew are excused as the boxes it recorded painting, not as dark pixels: unrecorded, they are ink
-    assert [shown.bands for _, shown in ocr.shown_pages(derivative, result.secret["painted"])] == [0, 0]
+    shown = [shown for _, shown in ocr.shown_pages(derivative, result.secret["painted"])]
+    assert [page.bands for page in shown] == [0, 0] and [page.ink for page in shown] == [None, None]  # no tint either
     assert all(shown.bands for _, shown in ocr.shown_pages(derivative))
     assert flat("123-10-1003") not in seen(derivative) and flat("employment history") in seen(derivative)
     [(_, shown)] = ocr.shown_pages(corpus.build(corpus.DRAWN["value_split_across_two_images"][0]))
