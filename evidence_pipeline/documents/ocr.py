@@ -297,7 +297,7 @@ class Shown:
     reading: Reading
     bands: int  # bands of the page read (none: every glyph the page shows is its text layer's)
     # the page at INK_DPI in colour with its trusted text hidden (reader_views reads its tints); None where that
-    # draws nothing but the boxes the first pass painted (a typed page, redacted), which leaves no tint to find
+    # draws nothing, or nothing but the boxes the first pass painted (a typed page), which leaves no tint to find
     ink: numpy.ndarray | None
 
 
@@ -350,6 +350,8 @@ def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes], painted) -> Shown
     ink = render_colour(page, INK_DPI)
     for obj, mode in hidden:
         pdfium_c.FPDFTextObj_SetTextRenderMode(obj.raw, mode)
+    if ink.min() >= INK:  # nothing drawn but the trusted text (a typed page): half the cost of finding that out
+        return Shown(size, Reading((), True), 0, None)
     grey = Image.fromarray(ink).convert("L")
     bands = _bands(grey, size[1], painted)
     if bands:  # each band widened to the blank rows around it: no line of text is read cut in half

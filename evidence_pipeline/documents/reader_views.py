@@ -225,9 +225,7 @@ def tinted_area(pixels: numpy.ndarray) -> tuple[int, int] | None:
     all; not the strokes of text, whose pixels are ink and paper); coloured ink is any pixel of a hue, strokes
     included (yellow text on white is nearly white in grey), so a coloured ground is one too. Channel by channel
     in numpy: reduced over a pixel's three channels, numpy took more time than the rest of both passes over a
-    typed page. A page with no ink at all (typed, every glyph its layer's) is answered at once."""
-    if pixels.min() >= ocr.INK:
-        return None
+    typed page (ocr.shown_pages leaves no pixels to look at where its trusted text is all a page draws)."""
     channels = pixels[..., 0], pixels[..., 1], pixels[..., 2]
     chroma = functools.reduce(numpy.maximum, channels) - functools.reduce(numpy.minimum, channels)
     rows = (chroma >= _CHROMA).any(axis=1)
