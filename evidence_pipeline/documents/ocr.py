@@ -353,14 +353,13 @@ def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes], painted) -> Shown
     if ink.min() >= INK:  # nothing drawn but the trusted text (a typed page): half the cost of finding that out
         return Shown(size, Reading((), True), 0, None)
     grey = Image.fromarray(ink).convert("L")
-    bands = _bands(grey, size[1], painted)
+    drawn = _drawn(grey, painted)
+    bands = _bands(drawn, size[1])
     if bands:  # each band widened to the blank rows around it: no line of text is read cut in half
         blank = ~(numpy.asarray(_render(page, INK_DPI)) < INK).any(axis=1)
         bands = _merged([_widened(band, blank, size[1]) for band in bands])
     if not bands:
-        pixels = numpy.asarray(grey)
-        drawn = _unpainted(pixels < INK, pixels, painted).any()
-        return Shown(size, Reading((), True), 0, ink if drawn else None)
+        return Shown(size, Reading((), True), 0, ink if drawn.any() else None)
     top, bottom = bands[0][0], bands[-1][1]
     rendered = _render(page, PAGE_DPI)  # whole (pdfium's crop is in the unrotated page's frame)
     pixels = numpy.asarray(rendered.crop((0, top, rendered.width, bottom))).copy()
@@ -398,7 +397,7 @@ class Layer:
         left, top, right, bottom = word.box
         box = (math.floor(left * scale), math.floor((top + self.top) * scale))
         box += (max(box[0] + 1, math.ceil(right * scale)), max(box[1] + 1, math.ceil((bottom + self.top) * scale)))
-        return not _bands(self.ink.crop(box), bottom - top)
+        return not _bands(_drawn(self.ink.crop(box)), bottom - top)
 
 
 def _glyph_boxes(page, textpage, hidden: list, size: tuple[int, int], top: int) -> list[tuple[int, int, int, int]]:
@@ -444,14 +443,18 @@ def render_colour(page: pypdfium2.PdfPage, dpi: int) -> numpy.ndarray:
         bitmap.close()
 
 
-def _bands(gray: Image.Image, height: int, painted=()) -> list[tuple[int, int]]:
-    """(top, bottom) rows at PAGE_DPI of the bands to read: around each group of ink in ``gray`` (at INK_DPI)
-    that is MIN_GLYPH or more on both sides at PAGE_DPI, _MARGIN above and below; overlapping bands merged. Only
-    the boxes the first pass painted black (``painted``, in pixels at PAGE_DPI) are no ink to read, and only their
-    dark pixels: light ink drawn on one still is (``_unpainted``); a dark area the document draws is read like any
-    other ink (it may hold light text, or sit against text a reader reads)."""
+def _drawn(gray: Image.Image, painted=()) -> numpy.ndarray:
+    """The ink of ``gray`` (at INK_DPI) to read: every pixel under INK but the boxes the first pass painted black
+    (``painted``, in pixels at PAGE_DPI), and only their dark pixels: light ink drawn on one still is
+    (``_unpainted``); a dark area the document draws is read like any other ink (it may hold light text, or sit
+    against text a reader reads)."""
     pixels = numpy.asarray(gray)
-    ink = _unpainted(pixels < INK, pixels, painted)
+    return _unpainted(pixels < INK, pixels, painted)
+
+
+def _bands(ink: numpy.ndarray, height: int) -> list[tuple[int, int]]:
+    """(top, bottom) rows at PAGE_DPI of the bands to read: around each group of ``ink`` (``_drawn``, at INK_DPI)
+    that is MIN_GLYPH or more on both sides at PAGE_DPI, _MARGIN above and below; overlapping bands merged."""
     if not ink.any():
         return []
     scale = PAGE_DPI / INK_DPI
