@@ -23,6 +23,8 @@ MAX_DICTIONARY_ENTRIES = 5_000  # entries of one dictionary (a Type 3 font's gly
 MAX_OPERATORS = 1_000_000  # instructions in one content stream (a page's contents, a form XObject)
 MAX_TEXT_BYTES = 1_000_000  # bytes of all string operands of one content stream (the gate counts them as written)
 MAX_IMAGE_PIXELS = 80_000_000  # width x height of one image, declared or encoded; A3 at 600 dpi is 70 million
+MAX_READ_PIXELS = 80_000_000  # a page redacted is rendered at 300 dpi to be read: A1 (70 million) fits the worker's
+# default memory limit with the whole page read, A0 (140 million) does not
 MAX_PAGE_UNITS = 14_400  # a page side in default user space units (x /UserUnit): PDF's own limit (ISO 32000 C.2)
 MAX_ANNOTATIONS = 1_000  # annotations of one page
 MAX_TREE_DEPTH = 32  # levels of a name or number tree, or of the outline; a node met twice is refused too

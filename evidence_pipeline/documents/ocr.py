@@ -53,6 +53,7 @@ import pytesseract
 from PIL import Image, ImageDraw, ImageFilter
 from pypdf._codecs import adobe_glyphs
 
+from evidence_pipeline.documents import budgets
 from evidence_pipeline.documents.matching import name_str, wrapped
 from evidence_pipeline.documents.pdfwalk import first_visit
 from evidence_pipeline.errors import EvidenceError, ReasonCode
@@ -79,9 +80,12 @@ _SOLID = 25  # pixels at PAGE_DPI: dark throughout a square this wide is a box, 
 _PANEL = 0.4  # a dark area holding light ink is a panel (read negative) when dark over this much of its box
 _RULE = PAGE_DPI  # pixels: a straight line of ink an inch long or longer, and ...
 _RULE_WIDTH = 12  # ... at most this thick (3 points), is a rule: a table's border, a gridline, an underline
+_ROWS = 256  # rows of a mask whose running sums are taken at once: a whole A1 page's took over a gigabyte
 _DOTS = 2  # pixels: a line's gaps up to twice this are closed (a dotted or dashed rule is one line)
 _GAP = 40  # white pixels between the regions laid out for one reading
 _SHEET = 32_000  # pixels on a side of what the regions are laid out on: the engine reads up to 32,767
+_SHEET_PIXELS = 100_000_000  # and in all (an A4 page's sheet is at most 82 million): an A1 poster's sheet of
+# regions, as wide as the poster, could not be made within the worker's memory limit
 INK_DPI = 100  # the page with its trusted text hidden is rendered at this resolution to find the ink left to read
 INK = 245  # grey level under which a pixel is ink (faint grey and light colour included)
 _GROUP = 4  # pixels at INK_DPI per cell of the grid in which ink is grouped (ink a cell apart is one group)
@@ -331,6 +335,11 @@ def shown_pages(data: bytes, painted: dict[int, list] | None = None) -> Iterator
 def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes], painted) -> Shown:
     width, height = page.get_size()  # as shown: turned as the page's /Rotate says
     size = (round(width * PAGE_DPI / 72), round(height * PAGE_DPI / 72))
+    if size[0] * size[1] > budgets.MAX_READ_PIXELS:
+        raise budgets.exceeded(
+            f"a page to redact of more than {budgets.MAX_READ_PIXELS:,} pixels at {PAGE_DPI} dpi (larger than A1)",
+            "send it with its pages at most A1 in size (docs: Document limits)",
+        )
     hidden, fonts = [], {}  # (object, its rendering mode); font handle -> trusted
     for obj in page.get_objects():
         if obj.type != pdfium_c.FPDF_PAGEOBJ_TEXT:
@@ -642,7 +651,7 @@ def read_page(image: Image.Image, known: int = 0, painted=(), layer: Layer | Non
     of the words (with the ``known`` words of the page's trusted text layer, which is not read; a doubted word that
     is that ``layer``'s text is read: ``Layer.explains``); then the page is read turned as ``read`` turns an
     image."""
-    shown = image.convert("L")
+    shown = image if image.mode == "L" else image.convert("L")  # not changed: no copy
     gray = _cleared(shown, painted)
     upright = _words(gray, 0)
     regions = _regions_read(gray, upright)
@@ -672,18 +681,21 @@ def _unruled(gray: Image.Image) -> Image.Image | None:
     shorter than an inch unless the glyph is over an inch tall, and the page is read so only in addition to its
     reading with the rules: a glyph read only so is a glyph read."""
     dark = numpy.asarray(gray) < 200
-    found = []
+    found = []  # (in place where it can be: a whole A1 page's masks are 70 MB each)
     for axis in (1, 0):
         line = _runs(_closed(dark, _DOTS, axis), _RULE, axis)
-        found.append(_grown(line & ~_runs(line, _RULE_WIDTH + 1, 1 - axis), 1))
+        numpy.greater(line, _runs(line, _RULE_WIDTH + 1, 1 - axis), out=line)  # less what is thicker than a rule
+        found.append(_grown(line, 1))
     level, upright = found
     rules = level | upright
     if not rules.any():
         return None
-    strokes = dark & ~rules
-    crossed = (level & _crossed(level, strokes)) | (upright & _crossed(upright.T, strokes.T).T)
+    strokes = numpy.greater(dark, rules, out=dark)  # dark & ~rules
+    level &= _crossed(level, strokes)
+    upright &= _crossed(upright.T, strokes.T).T
+    numpy.greater(rules, level | upright, out=rules)  # rules & ~crossed
     pixels = numpy.asarray(gray).copy()
-    pixels[rules & ~crossed] = 255
+    pixels[rules] = 255
     return Image.fromarray(pixels)
 
 
@@ -695,34 +707,49 @@ def _crossed(band: numpy.ndarray, strokes: numpy.ndarray) -> numpy.ndarray:
         above[row] = numpy.where(band[row - 1], above[row - 1], strokes[row - 1])
     for row in range(band.shape[0] - 2, -1, -1):
         below[row] = numpy.where(band[row + 1], below[row + 1], strokes[row + 1])
-    return above & below
+    above &= below
+    return above
 
 
 def _runs(mask: numpy.ndarray, length: int, axis: int) -> numpy.ndarray:
     """The pixels of ``mask`` in a run of at least ``length`` set pixels along ``axis`` (1: across, 0: down): an
     opening by a line, by running sums (linear in the pixels)."""
-    rows = mask if axis == 1 else mask.T
-    if rows.shape[1] < length:
-        return numpy.zeros_like(mask)
-    total = numpy.pad(numpy.cumsum(rows, axis=1, dtype=numpy.int32), ((0, 0), (1, 0)))
-    starts = (total[:, length:] - total[:, :-length]) == length  # the run of ``length`` from here is all set
-    started = numpy.pad(numpy.cumsum(starts, axis=1, dtype=numpy.int32), ((0, 0), (1, 0)))
-    at = numpy.arange(rows.shape[1])
-    last, first = numpy.minimum(at, starts.shape[1] - 1) + 1, numpy.maximum(at - length + 1, 0)
-    inside = started[:, last] - started[:, first] > 0  # some such run covers the pixel
-    return inside if axis == 1 else inside.T
+
+    def across(rows: numpy.ndarray) -> numpy.ndarray:
+        if rows.shape[1] < length:
+            return numpy.zeros_like(rows)
+        total = numpy.pad(numpy.cumsum(rows, axis=1, dtype=numpy.int32), ((0, 0), (1, 0)))
+        starts = (total[:, length:] - total[:, :-length]) == length  # the run of ``length`` from here is all set
+        started = numpy.pad(numpy.cumsum(starts, axis=1, dtype=numpy.int32), ((0, 0), (1, 0)))
+        at = numpy.arange(rows.shape[1])
+        last, first = numpy.minimum(at, starts.shape[1] - 1) + 1, numpy.maximum(at - length + 1, 0)
+        return started[:, last] - started[:, first] > 0  # some such run covers the pixel
+
+    return _row_by_row(across, mask, axis)
 
 
 def _closed(mask: numpy.ndarray, radius: int, axis: int) -> numpy.ndarray:
     """``mask`` with its gaps along ``axis`` up to 2 * ``radius`` pixels filled: a dilation then an erosion."""
+
+    def across(rows: numpy.ndarray) -> numpy.ndarray:
+        at = numpy.arange(rows.shape[1])
+        first, last = numpy.maximum(at - radius, 0), numpy.minimum(at + radius, rows.shape[1] - 1) + 1
+        total = numpy.pad(numpy.cumsum(rows, axis=1, dtype=numpy.int32), ((0, 0), (1, 0)))
+        grown = total[:, last] - total[:, first] > 0
+        total = numpy.pad(numpy.cumsum(grown, axis=1, dtype=numpy.int32), ((0, 0), (1, 0)))
+        return total[:, last] - total[:, first] == last - first
+
+    return _row_by_row(across, mask, axis)
+
+
+def _row_by_row(across, mask: numpy.ndarray, axis: int) -> numpy.ndarray:
+    """``across`` (of a block of rows, along them) of ``mask`` along ``axis`` (1: across, 0: down), _ROWS rows at
+    a time: its running sums (four bytes a pixel, several at once) take a block's memory, not a page's."""
     rows = mask if axis == 1 else mask.T
-    at = numpy.arange(rows.shape[1])
-    first, last = numpy.maximum(at - radius, 0), numpy.minimum(at + radius, rows.shape[1] - 1) + 1
-    total = numpy.pad(numpy.cumsum(rows, axis=1, dtype=numpy.int32), ((0, 0), (1, 0)))
-    grown = total[:, last] - total[:, first] > 0
-    total = numpy.pad(numpy.cumsum(grown, axis=1, dtype=numpy.int32), ((0, 0), (1, 0)))
-    closed = total[:, last] - total[:, first] == last - first
-    return closed if axis == 1 else closed.T
+    done = numpy.empty(rows.shape, dtype=bool)
+    for start in range(0, rows.shape[0], _ROWS):
+        done[start : start + _ROWS] = across(numpy.ascontiguousarray(rows[start : start + _ROWS]))
+    return done if axis == 1 else done.T
 
 
 def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
@@ -824,9 +851,10 @@ def _pieces_read(pieces: list, base: int) -> tuple[list[list[Word]], int]:
 
 
 def _sheets(pieces: list) -> Iterator[list]:
-    """The pieces in runs whose sheet (stacked, _GAP apart) stays within what the engine reads on a side."""
+    """The pieces in runs whose sheet (stacked, _GAP apart) stays within what the engine reads on a side, and
+    within _SHEET_PIXELS unless one piece alone is larger."""
     run: list = []
-    height = _GAP
+    height, width = _GAP, 0
     for piece in pieces:
         size = piece[-1].height + _GAP
         if max(piece[-1].width + 2 * _GAP, size + _GAP) > _SHEET:
@@ -835,11 +863,12 @@ def _sheets(pieces: list) -> Iterator[list]:
                 f"a region of ink larger than OCR reads ({_SHEET:,} pixels on a side at "
                 f"{PAGE_DPI} dpi); only a region rule can redact it",
             )
-        if run and height + size > _SHEET:
+        wider = max(width, piece[-1].width + 2 * _GAP)
+        if run and (height + size > _SHEET or wider * (height + size) > _SHEET_PIXELS):
             yield run
-            run, height = [], _GAP
+            run, height, wider = [], _GAP, piece[-1].width + 2 * _GAP
         run.append(piece)
-        height += size
+        height, width = height + size, wider
     if run:
         yield run
 

@@ -48,6 +48,7 @@ _CHROMA = 96  # a colour whose channels differ by this much is a hue (a scan's p
 _CELL = 8  # pixels at INK_DPI (2 millimetres): a square this wide of one tone is a ground, not a stroke
 _GRAIN = 16  # levels: a square whose pixels spread (standard deviation) this little in every channel is of one tone
 _GROUND = 32  # pixels at PAGE_DPI: the square whose median is a pixel's ground (wider than a stroke)
+_STRIP = 8 * _GROUND  # rows of a page whose contrast is found at once
 _DEPARTS = 64  # levels of a channel: a pixel this far from its ground is ink
 _MARGIN = 96  # pixels at PAGE_DPI read above and below the coloured area: the lines a value continues on
 
@@ -198,7 +199,9 @@ def contrast_readings(data: bytes, tinted: dict[int, tuple[int, int]]) -> Iterat
                 scale = ocr.PAGE_DPI / ocr.INK_DPI
                 top = max(0, round(area[0] * scale) - _MARGIN)
                 bottom = min(image.shape[0], round(area[1] * scale) + _MARGIN)
-                yield index, ocr.read_page(_contrast(image[top:bottom])).below(top)
+                contrast = _contrast(image[top:bottom])
+                del image  # three bytes a pixel, not held while the contrast is read
+                yield index, ocr.read_page(contrast).below(top)
         finally:
             document.close()
 
@@ -206,15 +209,22 @@ def contrast_readings(data: bytes, tinted: dict[int, tuple[int, int]]) -> Iterat
 def _contrast(image: numpy.ndarray) -> Image.Image:
     """Black where any channel departs by _DEPARTS from its ground (the median of the square of _GROUND pixels
     the pixel is in: a panel's or a page's flat colour, which glyphs' strokes cover less than half of), else
-    white."""
+    white. A strip of squares at a time: a whole A1 page's differences took over a gigabyte."""
     height, width = image.shape[:2]
-    rows, columns = -(-height // _GROUND), -(-width // _GROUND)
-    padded = numpy.pad(image, ((0, rows * _GROUND - height), (0, columns * _GROUND - width), (0, 0)), mode="edge")
-    squares = padded.reshape(rows, _GROUND, columns, _GROUND, 3)
-    ground = numpy.median(squares, axis=(1, 3)).astype(numpy.int16)
-    ground = ground.repeat(_GROUND, axis=0).repeat(_GROUND, axis=1)[:height, :width]
-    departs = (numpy.abs(image.astype(numpy.int16) - ground) >= _DEPARTS).any(axis=2)
-    return Image.fromarray(numpy.where(departs, 0, 255).astype(numpy.uint8))
+    columns = -(-width // _GROUND)
+    contrast = numpy.empty((height, width), dtype=numpy.uint8)
+    for top in range(0, height, _STRIP):
+        strip = image[top : top + _STRIP]
+        rows = -(-strip.shape[0] // _GROUND)
+        padded = numpy.pad(
+            strip, ((0, rows * _GROUND - strip.shape[0]), (0, columns * _GROUND - width), (0, 0)), mode="edge"
+        )
+        squares = padded.reshape(rows, _GROUND, columns, _GROUND, 3)
+        ground = numpy.median(squares, axis=(1, 3)).astype(numpy.int16)
+        ground = ground.repeat(_GROUND, axis=0).repeat(_GROUND, axis=1)[: strip.shape[0], :width]
+        departs = (numpy.abs(strip.astype(numpy.int16) - ground) >= _DEPARTS).any(axis=2)
+        contrast[top : top + _STRIP] = numpy.where(departs, 0, 255)
+    return Image.fromarray(contrast)
 
 
 def tinted_area(pixels: numpy.ndarray) -> tuple[int, int] | None:

@@ -103,6 +103,7 @@ REPORT = "redaction.json"
 MARK_PADDING = 1.0  # points around a removed glyph's box
 WORD_PADDING = 2  # pixels around a word OCR found
 _BOUNCE = 0.9  # of a glyph's font size: glyphs raised less are on their line (lines set solid, 1.0 apart, are not)
+_STRIP = 256  # rows of a rendering looked at at once
 REDACTED = "[redacted]"
 # /S of an action dictionary (PDF 2.0, 12.6.4): a dictionary with one of these is an action, removed whole
 ACTIONS = frozenset(
@@ -951,20 +952,24 @@ def _paint(image: pikepdf.Stream, boxes, source: bytes) -> None:
 
 
 def _grey(image: Image.Image) -> bool:
-    red, green, blue = (numpy.asarray(band) for band in image.split())
-    return bool((red == green).all() and (green == blue).all())
+    """Whether an RGB image has no colour, a strip of rows at a time: a whole A1 page's channels compared at once
+    took twice the page's memory."""
+    for top in range(0, image.height, _STRIP):
+        strip = numpy.asarray(image.crop((0, top, image.width, min(image.height, top + _STRIP))))
+        if not ((strip[..., 0] == strip[..., 1]).all() and (strip[..., 1] == strip[..., 2]).all()):
+            return False
+    return True
 
 
 def _encode(image: pikepdf.Stream, pixels: Image.Image, jpeg: bool = False) -> None:
     """The image stream's data replaced by ``pixels`` (grey or RGB): a JPEG when asked or when its raw pixels would
     pass the readers' per-stream limit, else Flate at 8 bits per component."""
-    raw = pixels.tobytes()
-    if jpeg or len(raw) > LIMITS["zlib_maximum_output_length"]:
+    if jpeg or pixels.width * pixels.height * len(pixels.getbands()) > LIMITS["zlib_maximum_output_length"]:
         encoded = io.BytesIO()
         pixels.save(encoded, "JPEG", quality=90)
         image.write(encoded.getvalue(), filter=pikepdf.Name.DCTDecode)
     else:
-        image.write(zlib.compress(raw), filter=pikepdf.Name.FlateDecode)
+        image.write(zlib.compress(pixels.tobytes()), filter=pikepdf.Name.FlateDecode)
     image.ColorSpace = pikepdf.Name.DeviceGray if pixels.mode == "L" else pikepdf.Name.DeviceRGB
     image.BitsPerComponent = 8
     for key in ("/Decode", "/DecodeParms", "/Mask", "/ImageMask", "/SMask"):
