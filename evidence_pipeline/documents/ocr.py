@@ -11,8 +11,8 @@ ten of the words. An image is read upright, or in the right-angle turn that read
 then the ink that reading left (text at any other angle, text it could not make out) is found region by region and
 read turned by the angle its lines run at, a region still doubted again at its other likely angle and squeezed along
 its lines; a region where nothing like text was read with confidence again as the engine skips it (``_unread``:
-dots joined, small print enlarged, its line's gaps between glyphs narrowed; small print read only in doubt is
-refused); light text on a dark panel is read negative; a page with rules (a table's) is read again without them.
+dots joined, its line's gaps between glyphs narrowed); light text on a dark panel is read negative; a page with
+rules (a table's) is read again without them.
 No size or angle of an object is judged: only the page's pixels.
 What born-digital pages were refused over, and is no longer (issue 46), each without reading less of the page: an
 image pikepdf cannot decode is read as pdfium decodes it where a page draws it (``pdfium_decoded``: the pixels a
@@ -82,9 +82,6 @@ _PANEL = 0.4  # a dark area holding light ink is a panel (read negative) when da
 _RULE = PAGE_DPI  # pixels: a straight line of ink an inch long or longer, and ...
 _RULE_WIDTH = 12  # ... at most this thick (3 points), is a rule: a table's border, a gridline, an underline
 _JOINING = (1, 3)  # pixels: the blurs (Gaussian radii) that join a dot-matrix print's dots, a few pixels apart
-_ENLARGED = (2, 3)  # scales at which small print (under _SMALL_PRINT) is read again: capitals 6 pixels tall read
-_SMALL_PRINT = 40  # pixels at PAGE_DPI: ink no taller than a line of 10-point text may be small print
-_SMALL_WORD = 4  # letters or digits: a doubted reading of small print this long may be a value
 _SPACED_LINE = 120  # pixels at PAGE_DPI: a region no taller than this may be a line of letters spaced apart
 _DOTS = 2  # pixels: a line's gaps up to twice this are closed (a dotted or dashed rule is one line)
 _GAP = 40  # white pixels between the regions laid out for one reading
@@ -727,7 +724,7 @@ def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
     (``_proportion``: stretched or condensed by any factor). A region where nothing was read with confidence is
     read again so too: ink the engine reads as no word at all is not legible by default; and, as is one where
     nothing that looks like text was read with confidence, in variants made for what the engine skips
-    (``_unread``, ``_narrowed``), on a sheet of their own (beside the others, it misread small print)."""
+    (``_unread``, ``_narrowed``), on a sheet of their own."""
     residue = gray.copy()
     draw = ImageDraw.Draw(residue)
     for word in page:
@@ -746,7 +743,7 @@ def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
     )
     words = [word for piece in read for word in piece]
     trusted = _trusted(page + words)
-    again, skipped, lines, unread, small = [], [], set(), [], []
+    again, skipped, lines, unread = [], [], set(), []
     for index, ((region, crop), skews) in enumerate(zip(found, angles)):
         upright, upside_down = read[2 * index], read[2 * index + 1]
         inside = [word for word in page + upright + upside_down if _overlap(word.box, region)]
@@ -754,10 +751,7 @@ def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
             _doubted(word) and not _explained(word, trusted) for word in inside
         )
         if not confident or not _trusted(inside):  # as the engine skips: no text-like word read with confidence
-            joined, enlarged = _unread(region, crop)
-            skipped += joined
-            small.append(range(len(skipped), len(skipped) + len(enlarged)))
-            skipped += enlarged
+            skipped += _unread(region, crop)
             unread.append((region[1], region[3]))
         if confident:
             continue  # read with confidence (ink of which nothing was read with confidence is read again)
@@ -779,24 +773,10 @@ def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
     if again:
         read, base = _pieces_read(again, base)
         words += [word for piece in read for word in piece]
-    read = []
-    if skipped:  # a sheet of their own: laid out beside the others, the engine misread small print
+    if skipped:  # a sheet of their own
         read, base = _pieces_read(skipped, base)
         words += [word for piece in read for word in piece]
-    trusted = _trusted(words)
-    for enlarged in small:  # small print read as text at every enlargement, and only in doubt: a value misread
-        if enlarged and all(any(_misread(word, trusted) for word in read[index]) for index in enlarged):
-            raise EvidenceError(
-                ReasonCode.REDACTION_UNSUPPORTED_CONTENT,
-                "small print that OCR reads only in doubt, however enlarged; only a region rule can redact it",
-            )
     return words
-
-
-def _misread(word: Word, trusted: list) -> bool:
-    """A doubted word long enough to be a value (_SMALL_WORD letters or digits) that no word read with confidence
-    explains: not a stray mark's reading."""
-    return _doubted(word) and sum(c.isalnum() for c in word.text) >= _SMALL_WORD and not _explained(word, trusted)
 
 
 def _proportion(crop: Image.Image, turn: float) -> float:
@@ -818,15 +798,14 @@ def _median_run(ink: numpy.ndarray) -> float:
     return float(numpy.median(ends - starts)) if len(starts) else 0.0
 
 
-def _piece(region: tuple[int, int, int, int], crop: Image.Image, turn: float, squeeze: float = 1.0, across=1.0):
+def _piece(region: tuple[int, int, int, int], crop: Image.Image, turn: float, squeeze: float = 1.0) -> tuple:
     """(region, turn, where each of the piece's columns and rows lies in the turned region, the region's size, its
     size turned, the piece as laid out): the region's pixels turned ``turn`` degrees counter-clockwise, then scaled
-    ``squeeze`` along its (now level) lines and ``across`` them."""
+    ``squeeze`` along its (now level) lines."""
     turned = crop.rotate(turn, expand=True, fillcolor=255)
-    size = (max(1, round(turned.width * squeeze)), max(1, round(turned.height * across)))
+    size = (max(1, round(turned.width * squeeze)), turned.height)
     piece = turned if size == turned.size else turned.resize(size, Image.Resampling.LANCZOS)
-    spread = (_spread(turned.width, size[0]), _spread(turned.height, size[1]))
-    return region, turn, spread, crop.size, turned.size, piece
+    return region, turn, (_spread(turned.width, size[0]), numpy.arange(turned.height)), crop.size, turned.size, piece
 
 
 def _spread(length: int, scaled: int) -> numpy.ndarray:
@@ -834,15 +813,11 @@ def _spread(length: int, scaled: int) -> numpy.ndarray:
     return numpy.minimum((numpy.arange(scaled) + 0.5) * length / scaled, length - 1).astype(int)
 
 
-def _unread(region: tuple[int, int, int, int], crop: Image.Image) -> tuple[list, list]:
+def _unread(region: tuple[int, int, int, int], crop: Image.Image) -> list:
     """Pieces of a region in which the engine read nothing that looks like text with confidence, made for what it
-    reads as no word: dots and broken strokes joined (``_joined``: a dot-matrix print), small print enlarged
-    (_ENLARGED: glyphs a few pixels tall); its line is read narrowed too (``_narrowed``)."""
-    joined = [_piece(region, _joined(crop, radius), 0) for radius in _JOINING]
-    rows = numpy.flatnonzero((numpy.asarray(crop) < 128).any(axis=1))
-    if not len(rows) or rows[-1] - rows[0] >= _SMALL_PRINT:
-        return joined, []
-    return joined, [_piece(region, crop, 0, *[min(scale, (_SHEET - 2 * _GAP) / crop.width)] * 2) for scale in _ENLARGED]
+    reads as no word: dots and broken strokes joined (``_joined``: a dot-matrix print); its line is read narrowed
+    too (``_narrowed``)."""
+    return [_piece(region, _joined(crop, radius), 0) for radius in _JOINING]
 
 
 def _joined(crop: Image.Image, radius: int) -> Image.Image:
@@ -1036,9 +1011,7 @@ def _ink_regions(gray: Image.Image) -> list[tuple[int, int, int, int]]:
     width, height = gray.size
     cells = gray.reduce(_CELL) if min(gray.size) >= _CELL else gray
     ink = numpy.asarray(cells.point(lambda v: 255 if v < 128 else 0).convert("L")) > 0
-    # and cells a quarter of which is grey on average: small print's thin strokes, light over a whole cell
-    quarters = numpy.asarray(gray.resize((2 * cells.width, 2 * cells.height), Image.Resampling.BOX)) < 200
-    ink |= quarters.reshape(cells.height, 2, cells.width, 2).any(axis=(1, 3))
+    ink |= numpy.asarray(gray.resize(cells.size, Image.Resampling.BOX).point(lambda v: 255 if v < 200 else 0)) > 0
     regions = []
     for top, left, bottom, right in _components(_grown(ink, _JOIN)):  # a cell joins ink within _JOIN cells
         box = (left * _CELL, top * _CELL, min(width, (right + 1) * _CELL), min(height, (bottom + 1) * _CELL))
