@@ -10,7 +10,9 @@ image could be read with confidence: words that look like text but that the engi
 ten of the words. An image is read upright, or in the right-angle turn that reads best; a page is read so, and
 then the ink that reading left (text at any other angle, text it could not make out) is found region by region and
 read turned by the angle its lines run at, a region still doubted again at its other likely angle and squeezed along
-its lines; light text on a dark panel is read negative; a page with rules (a table's) is read again without them.
+its lines; a region where nothing like text was read with confidence again as the engine skips it (``_unread``:
+dots joined, its line's gaps between glyphs narrowed); light text on a dark panel is read negative; a page with
+rules (a table's) is read again without them.
 No size or angle of an object is judged: only the page's pixels.
 What born-digital pages were refused over, and is no longer (issue 46), each without reading less of the page: an
 image pikepdf cannot decode is read as pdfium decodes it where a page draws it (``pdfium_decoded``: the pixels a
@@ -81,6 +83,8 @@ _PANEL = 0.4  # a dark area holding light ink is a panel (read negative) when da
 _RULE = PAGE_DPI  # pixels: a straight line of ink an inch long or longer, and ...
 _RULE_WIDTH = 12  # ... at most this thick (3 points), is a rule: a table's border, a gridline, an underline
 _ROWS = 256  # rows of a mask whose running sums are taken at once: a whole A1 page's took over a gigabyte
+_JOINING = (1, 3)  # pixels: the blurs (Gaussian radii) that join a dot-matrix print's dots, a few pixels apart
+_SPACED_LINE = 120  # pixels at PAGE_DPI: a region no taller than this may be a line of letters spaced apart
 _DOTS = 2  # pixels: a line's gaps up to twice this are closed (a dotted or dashed rule is one line)
 _GAP = 40  # white pixels between the regions laid out for one reading
 _SHEET = 32_000  # pixels on a side of what the regions are laid out on: the engine reads up to 32,767
@@ -760,7 +764,9 @@ def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
     its lines (_SQUEEZES: text drawn stretched by its matrix or Tz, which the engine doubts, read at a reader's
     proportions); and at each angle, both ways, scaled along its lines to the proportions of its strokes
     (``_proportion``: stretched or condensed by any factor). A region where nothing was read with confidence is
-    read again so too: ink the engine reads as no word at all is not legible by default."""
+    read again so too: ink the engine reads as no word at all is not legible by default; and, as is one where
+    nothing that looks like text was read with confidence, in variants made for what the engine skips
+    (``_unread``, ``_narrowed``), on a sheet of their own."""
     residue = gray.copy()
     draw = ImageDraw.Draw(residue)
     for word in page:
@@ -779,13 +785,17 @@ def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
     )
     words = [word for piece in read for word in piece]
     trusted = _trusted(page + words)
-    again, lines = [], set()
+    again, skipped, lines, unread = [], [], set(), []
     for index, ((region, crop), skews) in enumerate(zip(found, angles)):
         upright, upside_down = read[2 * index], read[2 * index + 1]
         inside = [word for word in page + upright + upside_down if _overlap(word.box, region)]
-        if any(word.confidence >= CONFIDENT for word in inside) and not any(
+        confident = any(word.confidence >= CONFIDENT for word in inside) and not any(
             _doubted(word) and not _explained(word, trusted) for word in inside
-        ):
+        )
+        if not confident or not _trusted(inside):  # as the engine skips: no text-like word read with confidence
+            skipped += _unread(region, crop)
+            unread.append((region[1], region[3]))
+        if confident:
             continue  # read with confidence (ink of which nothing was read with confidence is read again)
         best = skews[0] + 180 if _score(upside_down) > _score(upright) else skews[0]
         again += [_piece(region, crop, best, squeeze) for squeeze in _SQUEEZES]
@@ -799,8 +809,14 @@ def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
         if scale < 1 and line not in lines:
             lines.add(line)
             again += [_piece(line, wide, turn, scale) for turn in (0, 180)]
+    for top, bottom in _merged(unread):  # across the lines of those regions, the blank columns between glyphs
+        if bottom - top <= _SPACED_LINE:  # narrowed: letters spaced apart, which the engine reads alone or not at all
+            skipped.append(_narrowed((0, top, gray.width, bottom), gray.crop((0, top, gray.width, bottom))))
     if again:
-        read, _ = _pieces_read(again, base)
+        read, base = _pieces_read(again, base)
+        words += [word for piece in read for word in piece]
+    if skipped:  # a sheet of their own
+        read, base = _pieces_read(skipped, base)
         words += [word for piece in read for word in piece]
     return words
 
@@ -830,15 +846,54 @@ def _median_run(ink: numpy.ndarray) -> float:
 
 
 def _piece(region: tuple[int, int, int, int], crop: Image.Image, turn: float, squeeze: float = 1.0) -> tuple:
-    """(region, turn, squeeze, the region's size, its size turned, the piece as laid out): the region's pixels
-    turned ``turn`` degrees counter-clockwise, then scaled ``squeeze`` along its (now level) lines."""
+    """(region, turn, where each of the piece's columns and rows lies in the turned region, the region's size, its
+    size turned, the piece as laid out): the region's pixels turned ``turn`` degrees counter-clockwise, then scaled
+    ``squeeze`` along its (now level) lines."""
     turned = crop.rotate(turn, expand=True, fillcolor=255)
-    piece = (
-        turned
-        if squeeze == 1
-        else turned.resize((max(1, round(turned.width * squeeze)), turned.height), Image.Resampling.LANCZOS)
-    )
-    return region, turn, squeeze, crop.size, turned.size, piece
+    size = (max(1, round(turned.width * squeeze)), turned.height)
+    piece = turned if size == turned.size else turned.resize(size, Image.Resampling.LANCZOS)
+    return region, turn, (_spread(turned.width, size[0]), numpy.arange(turned.height)), crop.size, turned.size, piece
+
+
+def _spread(length: int, scaled: int) -> numpy.ndarray:
+    """Where each of ``scaled`` pixels lies among ``length``."""
+    return numpy.minimum((numpy.arange(scaled) + 0.5) * length / scaled, length - 1).astype(int)
+
+
+def _unread(region: tuple[int, int, int, int], crop: Image.Image) -> list:
+    """Pieces of a region in which the engine read nothing that looks like text with confidence, made for what it
+    reads as no word: dots and broken strokes joined (``_joined``: a dot-matrix print); its line is read narrowed
+    too (``_narrowed``)."""
+    return [_piece(region, _joined(crop, radius), 0) for radius in _JOINING]
+
+
+def _joined(crop: Image.Image, radius: int) -> Image.Image:
+    """The crop blurred ``radius`` pixels, then every pixel under 200 made black: dots about twice as far apart join."""
+    return crop.filter(ImageFilter.GaussianBlur(radius)).point(lambda v: 0 if v < 200 else 255)
+
+
+def _narrowed(line: tuple[int, int, int, int], crop: Image.Image) -> tuple:
+    """A piece of ``crop`` (its ``line``'s pixels) with the runs of blank columns between its glyphs shortened
+    alike, the median to a quarter of the height of its ink: glyphs set several widths apart sit as a word's
+    letters do, and a wider gap (between words) stays wider."""
+    pixels = numpy.asarray(crop)
+    dark = pixels < 128
+    inked, rows = numpy.flatnonzero(dark.any(axis=0)), numpy.flatnonzero(dark.any(axis=1))
+    keep = numpy.arange(crop.width)
+    gaps = numpy.diff(inked) - 1 if len(inked) else numpy.array([], dtype=int)
+    if len(rows) and (gaps > 0).any():
+        factor = float(numpy.median(gaps[gaps > 0])) / max(2, (rows[-1] - rows[0] + 1) // 4)
+        if factor > 1:
+            keep = numpy.concatenate(
+                [numpy.arange(inked[0])]
+                + [
+                    numpy.concatenate(([start], start + 1 + numpy.arange(round(gap / factor))))
+                    for start, gap in zip(inked[:-1], gaps)
+                ]
+                + [numpy.arange(inked[-1], crop.width)]
+            )
+    piece = Image.fromarray(pixels[:, keep])
+    return line, 0, (keep, numpy.arange(crop.height)), crop.size, crop.size, piece
 
 
 def _pieces_read(pieces: list, base: int) -> tuple[list[list[Word]], int]:
@@ -893,14 +948,11 @@ def _sheet_read(pieces: list) -> list[tuple[int, Word]]:
     for word in _words(sheet, 0):
         centre = (word.box[1] + word.box[3]) / 2
         index = max(i for i, t in enumerate(tops) if t <= centre) if centre >= tops[0] else 0
-        region, turn, squeeze, size, turned, _ = pieces[index]
-        local = (
-            (word.box[0] - _GAP) / squeeze,
-            word.box[1] - tops[index],
-            (word.box[2] - _GAP) / squeeze,
-            word.box[3] - tops[index],
-        )
-        box = _unturn(tuple(round(v) for v in local), turn, size, turned)
+        region, turn, (columns, rows), size, turned, _ = pieces[index]
+        left, right = (int(numpy.clip(x - _GAP, 0, len(columns) - 1)) for x in (word.box[0], word.box[2] - 1))
+        top, bottom = (int(numpy.clip(y - tops[index], 0, len(rows) - 1)) for y in (word.box[1], word.box[3] - 1))
+        local = (int(columns[left]), int(rows[top]), int(columns[right]) + 1, int(rows[bottom]) + 1)
+        box = _unturn(local, turn, size, turned)
         words.append(
             (
                 index,
