@@ -113,6 +113,9 @@ schemathesis.openapi.media_type(
     "application/pdf", st.one_of(st.sampled_from([pdf_bytes(1), pdf_bytes(2)]), st.binary(max_size=4096))
 )
 SCHEMA = schemathesis.openapi.from_dict(CONTRACT)
+# A hang guard, not a time bound: with the suite's workers reading pages by OCR on two cores, an upload through
+# moto and PostgreSQL waited past Schemathesis's default of 10 s (twice in full runs; alone, none comes near it)
+HANG = 120
 
 
 @pytest.fixture
@@ -135,7 +138,7 @@ def test_generated_requests_find_no_server_error_and_nothing_outside_the_contrac
     url, token = live
     if case.path != "/healthz":
         case.headers = {**(case.headers or {}), "Authorization": f"Bearer {token}"}
-    response = case.call(base_url=url)
+    response = case.call(base_url=url, timeout=HANG)
     case.validate_response(
         response,
         checks=[
