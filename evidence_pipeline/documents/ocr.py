@@ -655,7 +655,7 @@ def read_page(image: Image.Image, known: int = 0, painted=(), layer: Layer | Non
     of the words (with the ``known`` words of the page's trusted text layer, which is not read; a doubted word that
     is that ``layer``'s text is read: ``Layer.explains``); then the page is read turned as ``read`` turns an
     image."""
-    shown = image if image.mode == "L" else image.convert("L")  # not changed: no copy
+    shown = image if image.mode == "L" else image.convert("L")  # already grey: not copied (a poster is 70 MB)
     gray = _cleared(shown, painted)
     upright = _words(gray, 0)
     regions = _regions_read(gray, upright)
@@ -862,8 +862,8 @@ def _spread(length: int, scaled: int) -> numpy.ndarray:
 
 def _unread(region: tuple[int, int, int, int], crop: Image.Image) -> list:
     """Pieces of a region in which the engine read nothing that looks like text with confidence, made for what it
-    reads as no word: dots and broken strokes joined (``_joined``: a dot-matrix print); its line is read narrowed
-    too (``_narrowed``)."""
+    reads as no word: dots and broken strokes joined (``_joined``: a dot-matrix print). Its line is read narrowed
+    too, once for all such regions on it (``_narrowed``, by ``_regions_read``)."""
     return [_piece(region, _joined(crop, radius), 0) for radius in _JOINING]
 
 
