@@ -43,7 +43,7 @@ import math
 import os
 import re
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -360,19 +360,23 @@ def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes], painted) -> Shown
         ):  # clipping text changes what else shows
             hidden.append((obj, mode))
             pdfium_c.FPDFTextObj_SetTextRenderMode(obj.raw, pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE)
-    ink = render_colour(page, INK_DPI)
-    for obj, mode in hidden:
-        pdfium_c.FPDFTextObj_SetTextRenderMode(obj.raw, mode)
-    if ink.min() >= INK:  # nothing drawn but the trusted text (a typed page): half the cost of finding that out
+    try:
+        grey = _render(page, INK_DPI)
+        drawn = _drawn(grey, painted)
+        # in colour only where anything else is drawn, for its tints: a typed page's colour rendering and its
+        # conversion to grey cost more than pdfium's rendering in grey
+        ink = render_colour(page, INK_DPI) if drawn.any() else None
+    finally:
+        for obj, mode in hidden:
+            pdfium_c.FPDFTextObj_SetTextRenderMode(obj.raw, mode)
+    if ink is None:  # nothing drawn but the trusted text and the painted boxes (a typed page)
         return Shown(size, Reading((), True), 0, None)
-    grey = Image.fromarray(ink).convert("L")
-    drawn = _drawn(grey, painted)
     bands = _bands(drawn, size[1])
     if bands:  # each band widened to the blank rows around it: no line of text is read cut in half
         blank = ~(numpy.asarray(_render(page, INK_DPI)) < INK).any(axis=1)
         bands = _merged([_widened(band, blank, size[1]) for band in bands])
     if not bands:
-        return Shown(size, Reading((), True), 0, ink if drawn.any() else None)
+        return Shown(size, Reading((), True), 0, ink)
     top, bottom = bands[0][0], bands[-1][1]
     rendered = _render(page, PAGE_DPI)  # whole (pdfium's crop is in the unrotated page's frame)
     pixels = numpy.asarray(rendered.crop((0, top, rendered.width, bottom))).copy()
@@ -759,14 +763,10 @@ def _row_by_row(across, mask: numpy.ndarray, axis: int) -> numpy.ndarray:
 def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
     """The words of the ink ``page`` did not read with confidence, read region by region at their own angle (and
     upside down). A region whose reading is still doubted (a doubted word there that no confident word explains)
-    is read again, in the same sheets: at the other angles its lines may run at (``_skews``: a short word's glyphs
-    stand in columns that compete with its line) and, at the angle that read it best, squeezed or stretched along
-    its lines (_SQUEEZES: text drawn stretched by its matrix or Tz, which the engine doubts, read at a reader's
-    proportions); and at each angle, both ways, scaled along its lines to the proportions of its strokes
-    (``_proportion``: stretched or condensed by any factor). A region where nothing was read with confidence is
-    read again so too: ink the engine reads as no word at all is not legible by default; and, as is one where
-    nothing that looks like text was read with confidence, in variants made for what the engine skips
-    (``_unread``, ``_narrowed``), on a sheet of their own."""
+    is read again (``_again``), and so is one where nothing was read with confidence: ink the engine reads as no
+    word at all is not legible by default. One where nothing that looks like text was read with confidence is read
+    again too, in variants made for what the engine skips (``_skipped``), on a sheet of their own. Pieces are made
+    as their sheet is read: all of a dense poster's at once took more memory than a worker has."""
     residue = gray.copy()
     draw = ImageDraw.Draw(residue)
     for word in page:
@@ -776,16 +776,16 @@ def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
     angles = [_skews(crop) for _, crop in found]
     base = max((word.line for word in page), default=-1) + 1
     read, base = _pieces_read(
-        [
+        (
             _piece(region, crop, turn)
             for (region, crop), skews in zip(found, angles)
             for turn in (skews[0], skews[0] + 180)
-        ],
+        ),
         base,
     )
     words = [word for piece in read for word in piece]
     trusted = _trusted(page + words)
-    again, skipped, lines, unread = [], [], set(), []
+    doubted, unread = [], []
     for index, ((region, crop), skews) in enumerate(zip(found, angles)):
         upright, upside_down = read[2 * index], read[2 * index + 1]
         inside = [word for word in page + upright + upside_down if _overlap(word.box, region)]
@@ -793,32 +793,50 @@ def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
             _doubted(word) and not _explained(word, trusted) for word in inside
         )
         if not confident or not _trusted(inside):  # as the engine skips: no text-like word read with confidence
-            skipped += _unread(region, crop)
-            unread.append((region[1], region[3]))
-        if confident:
-            continue  # read with confidence (ink of which nothing was read with confidence is read again)
-        best = skews[0] + 180 if _score(upside_down) > _score(upright) else skews[0]
-        again += [_piece(region, crop, best, squeeze) for squeeze in _SQUEEZES]
-        again += [_piece(region, crop, turn) for angle in skews[1:] for turn in (angle, angle + 180)]
-        for angle in skews:  # at each angle, both ways: the turn that read best may be the wrong one
-            scale = _proportion(crop, angle)
-            again += [_piece(region, crop, turn, scale) for turn in (angle, angle + 180) if scale != 1]
-        line = (0, region[1], gray.width, region[3])  # its line across the image, as drawn: glyphs drawn very wide
-        wide = gray.crop(line)  # stand apart in regions of their own, a word read with confidence among them
-        scale = _proportion(wide, 0)
-        if scale < 1 and line not in lines:
-            lines.add(line)
-            again += [_piece(line, wide, turn, scale) for turn in (0, 180)]
-    for top, bottom in _merged(unread):  # across the lines of those regions, the blank columns between glyphs
-        if bottom - top <= _SPACED_LINE:  # narrowed: letters spaced apart, which the engine reads alone or not at all
-            skipped.append(_narrowed((0, top, gray.width, bottom), gray.crop((0, top, gray.width, bottom))))
-    if again:
-        read, base = _pieces_read(again, base)
-        words += [word for piece in read for word in piece]
-    if skipped:  # a sheet of their own
-        read, base = _pieces_read(skipped, base)
+            unread.append((region, crop))
+        if not confident:  # (ink of which nothing was read with confidence is read again)
+            best = skews[0] + 180 if _score(upside_down) > _score(upright) else skews[0]
+            doubted.append((region, crop, skews, best))
+    for pieces in (_again(gray, doubted), _skipped(gray, unread)):
+        read, base = _pieces_read(pieces, base)
         words += [word for piece in read for word in piece]
     return words
+
+
+def _again(gray: Image.Image, doubted: list) -> Iterator[tuple]:
+    """The pieces in which each doubted region (region, crop, the angles its lines may run at, the turn that read
+    it best) is read again: at the other angles its lines may run at (``_skews``: a short word's glyphs stand in
+    columns that compete with its line) and, at the angle that read it best, squeezed or stretched along its lines
+    (_SQUEEZES: text drawn stretched by its matrix or Tz, which the engine doubts, read at a reader's proportions);
+    at each angle, both ways, scaled along its lines to the proportions of its strokes (``_proportion``: stretched
+    or condensed by any factor); and its line across the image, once, at its proportions."""
+    lines = set()
+    for region, crop, skews, best in doubted:
+        yield from (_piece(region, crop, best, squeeze) for squeeze in _SQUEEZES)
+        yield from (_piece(region, crop, turn) for angle in skews[1:] for turn in (angle, angle + 180))
+        for angle in skews:  # at each angle, both ways: the turn that read best may be the wrong one
+            scale = _proportion(crop, angle)
+            yield from (_piece(region, crop, turn, scale) for turn in (angle, angle + 180) if scale != 1)
+        line = (0, region[1], gray.width, region[3])  # its line across the image, as drawn: glyphs drawn very wide
+        if line in lines:  # stand apart in regions of their own, a word read with confidence among them
+            continue
+        lines.add(line)
+        wide = gray.crop(line)
+        scale = _proportion(wide, 0)
+        if scale < 1:
+            yield from (_piece(line, wide, turn, scale) for turn in (0, 180))
+
+
+def _skipped(gray: Image.Image, unread: list) -> Iterator[tuple]:
+    """The pieces in which regions (region, crop) where nothing that looks like text was read with confidence are
+    read again: each with its dots joined (``_unread``), then across their lines, those lines with the blank
+    columns between glyphs narrowed (``_narrowed``: letters spaced apart, which the engine reads alone or not at
+    all)."""
+    for region, crop in unread:
+        yield from _unread(region, crop)
+    for top, bottom in _merged([(region[1], region[3]) for region, _ in unread]):
+        if bottom - top <= _SPACED_LINE:
+            yield _narrowed((0, top, gray.width, bottom), gray.crop((0, top, gray.width, bottom)))
 
 
 def _proportion(crop: Image.Image, turn: float) -> float:
@@ -860,11 +878,11 @@ def _spread(length: int, scaled: int) -> numpy.ndarray:
     return numpy.minimum((numpy.arange(scaled) + 0.5) * length / scaled, length - 1).astype(int)
 
 
-def _unread(region: tuple[int, int, int, int], crop: Image.Image) -> list:
+def _unread(region: tuple[int, int, int, int], crop: Image.Image) -> Iterator[tuple]:
     """Pieces of a region in which the engine read nothing that looks like text with confidence, made for what it
     reads as no word: dots and broken strokes joined (``_joined``: a dot-matrix print). Its line is read narrowed
-    too, once for all such regions on it (``_narrowed``, by ``_regions_read``)."""
-    return [_piece(region, _joined(crop, radius), 0) for radius in _JOINING]
+    too, once for all such regions on it (``_narrowed``, by ``_skipped``)."""
+    return (_piece(region, _joined(crop, radius), 0) for radius in _JOINING)
 
 
 def _joined(crop: Image.Image, radius: int) -> Image.Image:
@@ -896,17 +914,17 @@ def _narrowed(line: tuple[int, int, int, int], crop: Image.Image) -> tuple:
     return line, 0, (keep, numpy.arange(crop.height)), crop.size, crop.size, piece
 
 
-def _pieces_read(pieces: list, base: int) -> tuple[list[list[Word]], int]:
+def _pieces_read(pieces: Iterable, base: int) -> tuple[list[list[Word]], int]:
     """The words of each piece, in its region's pixels, their lines numbered from ``base``; and the next line
-    number. The pieces are read on as few sheets as the engine takes."""
-    read: list[list[Word]] = [[] for _ in pieces]
-    first = 0
+    number. The pieces are read on as few sheets as the engine takes, each made when its sheet is laid out."""
+    read: list[list[Word]] = []
     for sheet in _sheets(pieces):
+        first = len(read)
+        read += [[] for _ in sheet]
         words = _sheet_read(sheet)
         for index, word in words:
             read[first + index].append(Word(word.text, word.box, word.confidence, base + word.line))
         base += max((word.line for _, word in words), default=-1) + 1
-        first += len(sheet)
     return read, base
 
 

@@ -10,11 +10,13 @@ import shutil
 
 import pikepdf
 import pytest
+from PIL import Image, ImageDraw, ImageFont
 
 from evidence_pipeline.config import DECLARED
-from evidence_pipeline.documents import budgets, isolation
+from evidence_pipeline.documents import budgets, isolation, ocr
 from evidence_pipeline.documents.redaction_check import verify_derivative
 from evidence_pipeline.errors import EvidenceError, ReasonCode
+from evidence_pipeline.synthetic.rental_applications import FONTS
 from evidence_pipeline_tests.support import redaction_corpus as corpus
 from evidence_pipeline_tests.support.redaction import leaks, redact_pure
 
@@ -62,3 +64,27 @@ def test_a_page_larger_than_a1_is_refused_by_a_budget_that_names_it_before_it_is
         isolation.isolated(WORKER, redact_pure, _poster(A0))
     assert refused.value.code == ReasonCode.DOCUMENT_LIMIT_EXCEEDED
     assert f"{budgets.MAX_READ_PIXELS:,} pixels" in str(refused.value) and "A1" in str(refused.value)
+
+
+def test_the_pieces_of_regions_read_again_are_made_as_their_sheet_is_read(monkeypatch):
+    """A dense poster's doubted regions are read again in many pieces (turned, squeezed, scaled), several times
+    its 70 million pixels in all. Before, every piece was made before the first was read: pymupdf's test_5001.pdf
+    ended PROCESSOR_RESOURCE_EXHAUSTED in a worker at the default limit. Here each sheet holds one piece, and when a
+    sheet is read no piece has been made beyond the next one's first."""
+    font = ImageFont.truetype(str(FONTS / "Vera.ttf"), 40)
+    page = Image.new("L", (2400, 1200), 255)
+    for line, text in enumerate(("SSN 987-65-4321", "Tenant reference 4417", "Account 0042 7781")):
+        word = Image.new("L", (font.getbbox(text)[2] + 10, 60), 255)
+        ImageDraw.Draw(word).text((5, 5), text, fill=0, font=font)
+        page.paste(word.resize((word.width * 3, word.height)), (40, 100 + 300 * line))  # stretched: doubted
+    made, read = [], []
+    piece, sheet_read = ocr._piece, ocr._sheet_read
+    monkeypatch.setattr(ocr, "_piece", lambda *args: made.append(args) or piece(*args))
+    monkeypatch.setattr(ocr, "_sheet_read", lambda pieces: read.append((len(made), len(pieces))) or sheet_read(pieces))
+    monkeypatch.setattr(ocr, "_SHEET_PIXELS", 1)  # one piece a sheet
+    ocr._regions_read(page, [])
+    assert len(read) > 20  # each region read upright and upside down, then again in many pieces
+    laid_out = 0
+    for made_then, pieces in read:
+        laid_out += pieces
+        assert pieces == 1 and made_then <= laid_out + 1
