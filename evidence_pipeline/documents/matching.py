@@ -5,7 +5,8 @@ character references and entities (`&#64;`, `&amp;`) are resolved, percent-encod
 Unicode is put in NFKC form (ligatures such as `ﬁ` become `fi`, full-width digits plain ones) and invisible
 characters (soft hyphens, zero-width spaces and joiners, word joiners, byte-order marks) are dropped. Bytes are read
 every way a writer may have meant them: UTF-16 with either byte-order mark, UTF-8, PDFDocEncoding and Latin-1.
-A value matches ignoring whitespace and case; a rule matches the normalized text, across runs and lines.
+A value matches ignoring whitespace and case; a rule matches the normalized text, across runs and lines (in a script
+written without spaces, across the gaps and line ends between its characters).
 A PDF name is read for what it spells of the document: a name the PDF specification defines spells nothing
 (pdfsyntax.SPEC_NAMES).
 
@@ -35,6 +36,11 @@ _SPACE = re.compile(r"\s+")
 HYPHENS = "-\u2010\u2011"  # what a line may end in where a word or value wraps: hyphen-minus, hyphen, non-breaking
 # A line that ends in a hyphen, and the line break after it (one pass over the text: no nested repetition)
 _WRAP = re.compile(rf"([{re.escape(HYPHENS)}])[ \t]*(?:\r\n?|\n)[ \t]*")
+# Han, kana and their punctuation and full-width forms: scripts written without spaces, read on across a gap or a
+# line's end (a line or a column of Japanese wraps in mid-word)
+_SCRIPTS = "\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
+UNSPACED = re.compile(f"[{_SCRIPTS}]")
+_UNSPACED_BREAK = re.compile(f"(?<=[{_SCRIPTS}])\\s+(?=[{_SCRIPTS}])")
 _PDFDOC = str.maketrans({i: c for i, c in enumerate(_pdfdoc_encoding) if c != "\x00"})
 
 
@@ -104,6 +110,15 @@ def wrapped(text: str) -> tuple[str, ...]:
     return _WRAP.sub(r"\1", text), _WRAP.sub("", text)
 
 
+def unspaced(text: str) -> tuple[str, ...]:
+    """The text with the white space between two characters of a script written without spaces dropped, as a
+    reader reads on across it (a column of vertical Japanese into the next); none when there is none."""
+    if text.isascii():
+        return ()
+    joined = _UNSPACED_BREAK.sub("", text)
+    return (joined,) if joined != text else ()
+
+
 def flat(text: str) -> str:
     return _SPACE.sub("", text).casefold()
 
@@ -150,7 +165,7 @@ class Search:
     def holds(self, text: str) -> bool:
         """Whether the text, in any of its views, holds a value or a rule's match."""
         normalized = normalize(text)
-        for view in {text, normalized, *wrapped(normalized)}:
+        for view in {text, normalized, *wrapped(normalized), *unspaced(normalized)}:
             squeezed = flat(view)
             if any(value in squeezed for value in self._flat) or any(True for _ in self.rules.matches(view)):
                 return True

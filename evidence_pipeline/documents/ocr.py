@@ -56,7 +56,7 @@ from PIL import Image, ImageDraw, ImageFilter
 from pypdf._codecs import adobe_glyphs
 
 from evidence_pipeline.documents import budgets
-from evidence_pipeline.documents.matching import name_str, wrapped
+from evidence_pipeline.documents.matching import UNSPACED, name_str, unspaced, wrapped
 from evidence_pipeline.documents.pdfwalk import first_visit
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.monthly.validate import PDFIUM_LOCK
@@ -75,9 +75,6 @@ _APART = 10  # degrees between two of those angles (a peak's shoulder is the sam
 _SQUEEZES = (1 / 2, 1 / 3)  # widths along its lines at which a doubted region is read again (glyphs drawn 1.5 to
 # 6 times wide read at a reader's proportions; the engine reads twice as wide with confidence)
 _JOINERS = frozenset("-@._/")  # a word ending or beginning with one continues into its neighbour
-# Han, kana and their punctuation and full-width forms: scripts written without spaces, which the engine reads as
-# words a character or a few long; two such words side by side on a line are one run of text
-_UNSPACED = re.compile(r"[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
 _SOLID = 25  # pixels at PAGE_DPI: dark throughout a square this wide is a box, not a stroke of a glyph
 _PANEL = 0.4  # a dark area holding light ink is a panel (read negative) when dark over this much of its box
 _RULE = PAGE_DPI  # pixels: a straight line of ink an inch long or longer, and ...
@@ -150,7 +147,8 @@ class Reading:
         """The text as a rule reads it: line by line; the lines joined (a value wrapped at a line's end); with
         the words a reader sees as one written together: on a line less than a third of their height apart, joined
         by a separator that ends or begins one of them (a value drawn in two neighbouring objects), or both in a
-        script written without spaces (Chinese, Japanese: ``_UNSPACED``). Gaps and
+        script written without spaces (Chinese, Japanese, which the engine reads as words a character or a few long:
+        ``matching.UNSPACED``); and that with the lines of such a script joined (``matching.unspaced``). Gaps and
         heights are measured along the line, from one word towards the next: on a page read turned (by the engine or
         here), a line runs down or up the image, not across it. And the first and the last with each line that ends
         in a hyphen joined to the next, the hyphen kept and dropped (matching.wrapped)."""
@@ -163,13 +161,14 @@ class Reading:
                     gap < height / 3
                     or previous.text[-1] in _JOINERS
                     or word.text[0] in _JOINERS
-                    or bool(_UNSPACED.match(previous.text[-1]) and _UNSPACED.match(word.text[0]))
+                    or bool(UNSPACED.match(previous.text[-1]) and UNSPACED.match(word.text[0]))
                 )
                 tight.append("" if same and joined else " " if same else "\n")
             tight.append(word.text)
             previous = word
         tight = "".join(tight)
-        return self.lines, " ".join(self.lines.split("\n")), tight, *wrapped(self.lines), *wrapped(tight)
+        lines = self.lines
+        return lines, " ".join(lines.split("\n")), tight, *wrapped(lines), *wrapped(tight), *unspaced(tight)
 
 
 def _along(first: Word, second: Word) -> tuple[float, float]:

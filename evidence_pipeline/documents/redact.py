@@ -76,6 +76,7 @@ from evidence_pipeline.documents import budgets, cut, ocr, pdfsyntax, pdftext, r
 from evidence_pipeline.documents.gate import LIMITS
 from evidence_pipeline.documents.matching import (
     HYPHENS,
+    UNSPACED,
     Rules,
     Search,
     compile_pattern,
@@ -527,7 +528,8 @@ def _page_views(page: pdftext.Page) -> list[_View]:
     top to bottom, glyphs left to right: content may draw a line backwards), and again with glyphs up to _BOUNCE of
     their height off the line's first on it (a line whose glyphs bounce, drawn out of order: a reader reads one
     line; lines set solid stay apart). Each view of lines is read again with a hyphen at a line's end dropped and
-    the lines joined (a word hyphenated where it wraps, as a reader reads it)."""
+    the lines joined (a word hyphenated where it wraps, as a reader reads it), and, on a page of a script written
+    without spaces, with the gaps and line ends between its characters dropped (``_unspaced``)."""
     texts = [normalize_glyphs(glyph.text) for glyph in page.glyphs]
     drawing, breaks, previous_end = [], [], None  # breaks: what drawing order puts before each glyph
     for index, glyph in enumerate(page.glyphs):
@@ -563,7 +565,8 @@ def _page_views(page: pdftext.Page) -> list[_View]:
             last = index
         lined.append(reading)
     views += [_View.of(pieces) for pieces in lined[1:]]
-    return views + [_View.of(joined) for joined in map(_dehyphenated, lined) if joined is not None]
+    joins = (_dehyphenated, _unspaced) if UNSPACED.search("".join(texts)) else (_dehyphenated,)
+    return views + [_View.of(joined) for join in joins for joined in map(join, lined) if joined is not None]
 
 
 def _dehyphenated(pieces: list) -> list | None:
@@ -580,6 +583,19 @@ def _dehyphenated(pieces: list) -> list | None:
 
 
 _HYPHENS = frozenset(HYPHENS)  # a piece that is one of them
+
+
+def _unspaced(pieces: list) -> list | None:
+    """The pieces with each space or line break between two characters of a script written without spaces dropped
+    (matching.unspaced: a column of vertical Japanese read on into the next); None when there is none."""
+    out, dropped = [], False
+    for index, (owner, piece) in enumerate(pieces):
+        after = pieces[index + 1][1][:1] if index + 1 < len(pieces) else ""
+        if owner is None and out and UNSPACED.match(out[-1][1][-1:]) and UNSPACED.match(after):
+            dropped = True
+            continue
+        out.append((owner, piece))
+    return out if dropped else None
 
 
 def _placement(glyph: pdftext.Glyph) -> tuple[float, float, float, float, float, float, float] | None:

@@ -13,10 +13,11 @@ import pytest
 from PIL import Image, ImageDraw, ImageFont
 
 from evidence_pipeline.documents import ocr, redact, templates
+from evidence_pipeline.documents.matching import Rules, Search, flat
 from evidence_pipeline.documents.redaction_check import verify_derivative
 from evidence_pipeline.errors import EvidenceError, ReasonCode
-from evidence_pipeline_tests.support import redaction_corpus
-from evidence_pipeline_tests.support.redaction import redact_pure
+from evidence_pipeline_tests.support import real_corpus, redaction_corpus
+from evidence_pipeline_tests.support.redaction import pdftotext, redact_pure
 
 # Debian's fonts-dejavu-core (make test installs it): a font with Cyrillic glyphs, for a scan of a Russian page
 CYRILLIC_FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
@@ -142,3 +143,34 @@ def test_words_of_a_script_written_without_spaces_are_one_run_of_text():
     assert "收入和财产发生变化" in line("收入", "和", "财产", "发生变", "化").views
     assert "申込書の記入" in line("申込書", "の", "記入").views
     assert all("applicant" not in view for view in line("appli", "cant").views)
+
+
+def test_a_run_of_japanese_read_across_a_gap_or_a_lines_end_is_one_run_of_text():
+    """Japanese and Chinese are written without spaces and wrap anywhere: a reader reads a name set with a gap
+    between its parts, or a column of vertical text into the next, as one run. Latin words stay apart."""
+    search = Search(Rules.of({"rules": [{"label": "name", "pattern": "山田太郎"}]}), [])
+    assert search.holds("氏名 山田 太郎") and search.holds("氏名 山田\n太郎") and search.holds("山田\u3000太郎")
+    assert not Search(Rules.of({"rules": [{"label": "w", "pattern": "applicant"}]}), []).holds("appli cant")
+    column = (ocr.Word("縦書き", (0, 0, 60, 60), 90.0, 0), ocr.Word("テスト", (0, 80, 60, 140), 90.0, 1))
+    assert "縦書きテスト" in ocr.Reading(column, True).views  # two lines the engine read, one run
+
+
+def test_vertical_japanese_whose_columns_a_reader_reads_as_the_value_is_not_published_with_it():
+    """pyHanko's ja-vert-stamps.pdf (real-world corpus): stamps of vertical Japanese, embedded fonts. pdftotext
+    reads the columns 縦書きテスト and テスト as 縦書きテストテスト, pdfium side by side with a gap between them.
+    Before, neither pass read the rule's match across the gap, and the job was published with the value in its text
+    layer (the corpus bench, run in Japanese: leaked:pdftotext). Now the second pass reads a script written without
+    spaces on across a gap: whatever the first pass leaves, nothing holding the value is published."""
+    paths = real_corpus.fetch()
+    [path] = [path for key, path in paths.items() if key.endswith("/ja-vert-stamps.pdf")]
+    data = real_corpus.first_page(path.read_bytes())
+    value = "縦書きテストテスト"
+    program = _program(["jpn"], pattern=value)
+    try:
+        result = redact_pure(data, program, ORGANIZATION)
+        derivative = result.artifacts[result.secret["derivative"]]
+        verify_derivative({result.secret["derivative"]: io.BytesIO(derivative)}, result)
+    except EvidenceError as refused:
+        assert refused.code == ReasonCode.REDACTION_VERIFICATION_FAILED and "pdfium_reading_order" in str(refused)
+    else:
+        assert value not in flat(pdftotext(derivative)), "published with the value in its text layer"
