@@ -379,6 +379,7 @@ def _shown(page: pypdfium2.PdfPage, trusted: frozenset[bytes], painted) -> Shown
     top, bottom = bands[0][0], bands[-1][1]
     rendered = _render(page, PAGE_DPI)  # whole (pdfium's crop is in the unrotated page's frame)
     pixels = numpy.asarray(rendered.crop((0, top, rendered.width, bottom))).copy()
+    del rendered  # held no longer than needed: a poster's is 70 MB
     for (_, above), (below, _) in zip(bands, bands[1:]):  # the rows between bands are not read
         pixels[above - top : below - top] = 255
     textpage = page.get_textpage()
