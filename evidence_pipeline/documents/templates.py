@@ -39,7 +39,7 @@ from evidence_pipeline.actors.roles import Action
 from evidence_pipeline.actors.verify import AuthorizedAction
 from evidence_pipeline.canonical import canonical
 from evidence_pipeline.documents import ocr
-from evidence_pipeline.documents.matching import compile_pattern
+from evidence_pipeline.documents.matching import compile_pattern, normalize_glyphs
 from evidence_pipeline.errors import EvidenceError, ReasonCode
 from evidence_pipeline.ledger.ledger import Ledger, event_body
 from evidence_pipeline.models import EventType, LedgerEvent, TenantMonth, current_month
@@ -113,6 +113,14 @@ def _rule(rule) -> str:
             ) from None
         if compiled.fullmatch(""):
             raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"{where}: the pattern matches the empty string")
+        if changed := next((c for c in value if normalize_glyphs(c) != c), None):
+            # text is matched normalized: such a character is never in it, and the second pass, which reads text
+            # as written too, would refuse every document that shows it
+            raise EvidenceError(
+                ReasonCode.TEMPLATE_INVALID,
+                f"{where}: the pattern holds U+{ord(changed):04X}, which text is normalized away from before it is "
+                "matched (NFKC, invisible characters dropped); write the pattern as normalized text",
+            )
     elif kinds[0] == "field":
         if not isinstance(value, str) or not 0 < len(value) <= 200:
             raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"{where}: a field is a name of 1-200 characters")

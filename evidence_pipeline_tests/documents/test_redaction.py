@@ -292,6 +292,20 @@ def test_a_rule_that_cannot_be_matched_in_linear_time_is_refused(pattern):
     assert refused.value.code == ReasonCode.TEMPLATE_INVALID and "RE2" in refused.value.message
 
 
+@pytest.mark.parametrize(
+    ("pattern", "named"), [("보험Ⅲ", "U+2162"), ("ＳＳＮ", "U+FF33"), ("ﬁle", "U+FB01"), ("SS\u00adN", "U+00AD")]
+)
+def test_a_rule_written_in_characters_text_is_normalized_away_from_is_refused(pattern, named):
+    """Both passes match the normalized text (NFKC, invisible characters dropped), where such a character never is;
+    the second pass reads text as written too. Before, such a rule was accepted: a Korean target ending in Ⅲ was
+    never found by the first pass, and every job on a page that shows it failed the second
+    (REDACTION_VERIFICATION_FAILED), as the corpus's demo-text-unnamed-fonts.pdf did."""
+    template = json.dumps({"kind": "program", "name": "x", "rules": [{"id": "a", "label": "l", "pattern": pattern}]})
+    with pytest.raises(EvidenceError) as refused:
+        templates.parse(template.encode(), "program")
+    assert refused.value.code == ReasonCode.TEMPLATE_INVALID and named in refused.value.message
+
+
 def test_the_demo_e_mail_rule_on_hostile_text_finishes():
     r"""`[\w.+-]+@[\w-]+\.[\w.]+` is quadratic in a backtracking engine on a…a@a…a (300 KB ran for minutes);
     RE2 matches it in one linear scan."""

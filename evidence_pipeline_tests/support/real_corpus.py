@@ -14,7 +14,8 @@ or ``crashed:<ExceptionType>``, and a gate's refusal is recorded with its messag
 
 Redaction runs on every file the gate accepts, first page only, with targets chosen from the page's own text
 (``redaction_targets``: the first and last word of six letters or more and the first number of three digits or more
-that pdftotext reads, or Tesseract where pdftotext reads none); one rule per target. An entry may state the
+that pdftotext reads, or Tesseract where pdftotext reads none, in NFKC form as a rule is written); one rule
+per target. An entry may state the
 languages its page is in (``languages``, Tesseract's names, for a page in another script): the targets are then
 read in them (words of its script), the redaction's template names them and the judge's Tesseract reads in them.
 The derivative must pass the redactor's own second pass, and is then judged by pdftotext and by Tesseract on a
@@ -47,6 +48,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import unicodedata
 import urllib.parse
 import urllib.request
 from datetime import datetime, timezone
@@ -280,6 +282,11 @@ def first_page(data: bytes) -> bytes:
         return out.getvalue()
 
 
+def _nfkc(text: str) -> str:
+    """Text as rules match it (NFKC: Ⅲ is III), by the judge's own hand: a target is chosen, and read back, so."""
+    return unicodedata.normalize("NFKC", text)
+
+
 def _target_pattern(value: str) -> str:
     """The rule naming a target: a whole word; where it is not ASCII, without RE2's ASCII word boundaries (a Han
     word has no boundary letter beside it)."""
@@ -323,7 +330,7 @@ def redaction_targets(path: Path, languages: tuple[str, ...] = ()) -> tuple[list
     word = _SCRIPT_WORD if languages else _WORD
     for reader, read in (("pdftotext", _text), ("tesseract", _ocr)):
         text = read(data, languages=languages)
-        if words := word.findall(text):
+        if words := word.findall(_nfkc(text)):  # a rule is written as the normalized text it matches
             numbers = _NUMBER.findall(text)
             return list(dict.fromkeys([words[0], words[-1], *numbers[:1]])), reader
     return [], ""
@@ -363,9 +370,9 @@ def redaction(path: Path, targets: list[str], languages: tuple[str, ...] = ()) -
         return answer
     pattern = re.compile("|".join(_target_pattern(value) for value in targets))
     for reader, read in (("pdftotext", _text), ("tesseract", _ocr)):
-        read_back = set(pattern.findall(read(derivative["pdf"], languages=languages)))
+        read_back = set(pattern.findall(_nfkc(read(derivative["pdf"], languages=languages))))
         if reader == "tesseract" and read_back:  # a word the page shows reads the same where text is legible
-            read_back &= set(pattern.findall(_ocr(derivative["pdf"], LEGIBLE_DPI, languages)))
+            read_back &= set(pattern.findall(_nfkc(_ocr(derivative["pdf"], LEGIBLE_DPI, languages))))
         if read_back:
             return f"leaked:{reader}" if answer in ("redacted", "no_matches") else f"{answer}+leaked:{reader}"
     return answer
