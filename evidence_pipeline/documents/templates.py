@@ -113,13 +113,14 @@ def _rule(rule) -> str:
             ) from None
         if compiled.fullmatch(""):
             raise EvidenceError(ReasonCode.TEMPLATE_INVALID, f"{where}: the pattern matches the empty string")
-        if changed := next((c for c in value if normalize_glyphs(c) != c), None):
-            # text is matched normalized: such a character is never in it, and the second pass, which reads text
-            # as written too, would refuse every document that shows it
+        if normalize_glyphs(value) != value:
+            # text is matched normalized: what normalization changes is never in it, and the second pass, which
+            # reads text as written too, would refuse every document that shows it
+            changed = next((f"U+{ord(c):04X}" for c in value if normalize_glyphs(c) != c), "a combining sequence")
             raise EvidenceError(
                 ReasonCode.TEMPLATE_INVALID,
-                f"{where}: the pattern holds U+{ord(changed):04X}, which text is normalized away from before it is "
-                "matched (NFKC, invisible characters dropped); write the pattern as normalized text",
+                f"{where}: the pattern holds {changed}, which text is normalized away from before it is matched "
+                "(NFKC, invisible characters dropped); write the pattern as normalized text",
             )
     elif kinds[0] == "field":
         if not isinstance(value, str) or not 0 < len(value) <= 200:

@@ -293,7 +293,14 @@ def test_a_rule_that_cannot_be_matched_in_linear_time_is_refused(pattern):
 
 
 @pytest.mark.parametrize(
-    ("pattern", "named"), [("보험Ⅲ", "U+2162"), ("ＳＳＮ", "U+FF33"), ("ﬁle", "U+FB01"), ("SS\u00adN", "U+00AD")]
+    ("pattern", "named"),
+    [
+        ("보험Ⅲ", "U+2162"),
+        ("ＳＳＮ", "U+FF33"),
+        ("ﬁle", "U+FB01"),
+        ("SS\u00adN", "U+00AD"),
+        ("Rene\u0301", "a combining sequence"),
+    ],
 )
 def test_a_rule_written_in_characters_text_is_normalized_away_from_is_refused(pattern, named):
     """Both passes match the normalized text (NFKC, invisible characters dropped), where such a character never is;
