@@ -590,8 +590,13 @@ def _unspaced(pieces: list) -> list | None:
     (matching.unspaced: a column of vertical Japanese read on into the next); None when there is none."""
     out, dropped = [], False
     for index, (owner, piece) in enumerate(pieces):
-        after = pieces[index + 1][1][:1] if index + 1 < len(pieces) else ""
-        if owner is None and out and UNSPACED.match(out[-1][1][-1:]) and UNSPACED.match(after):
+        if (
+            owner is None
+            and out
+            and index + 1 < len(pieces)
+            and UNSPACED.match(out[-1][1][-1:])
+            and UNSPACED.match(pieces[index + 1][1][:1])
+        ):  # a break between two such characters
             dropped = True
             continue
         out.append((owner, piece))
