@@ -119,6 +119,13 @@ def unspaced(text: str) -> tuple[str, ...]:
     return (joined,) if joined != text else ()
 
 
+def text_views(text: str) -> set[str]:
+    """The text as a rule reads it, in both passes: as written, normalized, and normalized with its wrapped lines
+    joined (``wrapped``) and a script written without spaces read on (``unspaced``)."""
+    normalized = normalize(text)
+    return {text, normalized, *wrapped(normalized), *unspaced(normalized)}
+
+
 def flat(text: str) -> str:
     return _SPACE.sub("", text).casefold()
 
@@ -164,8 +171,7 @@ class Search:
 
     def holds(self, text: str) -> bool:
         """Whether the text, in any of its views, holds a value or a rule's match."""
-        normalized = normalize(text)
-        for view in {text, normalized, *wrapped(normalized), *unspaced(normalized)}:
+        for view in text_views(text):
             squeezed = flat(view)
             if any(value in squeezed for value in self._flat) or any(True for _ in self.rules.matches(view)):
                 return True

@@ -85,7 +85,7 @@ from evidence_pipeline.documents.matching import (
     name_text,
     normalize,
     normalize_glyphs,
-    wrapped,
+    text_views,
 )
 from evidence_pipeline.documents.pdfwalk import first_visit
 from evidence_pipeline.documents.redaction_check import content_holds, verify_derivative
@@ -477,11 +477,9 @@ def _match(rules: Rules, text: str, finding: Finding) -> None:
 
 
 def _texts(data: bytes, *known: str) -> set[str]:
-    """A string's or stream's text in every spelling, normalized and as written, and its lines that end in a
-    hyphen joined to the next (a field's value as its appearance wraps it; matching.wrapped)."""
-    forms = {*known, *decodings(data)}
-    normalized = {normalize(form) for form in forms}
-    return forms | normalized | {text for form in normalized for text in wrapped(form)}
+    """A string's or stream's text in every spelling, each as a rule reads it (``matching.text_views``, as the second
+    pass's search reads it: a field's value as its appearance wraps it, a name set with a gap in Japanese)."""
+    return {view for form in {*known, *decodings(data)} for view in text_views(form)}
 
 
 # -- page text ---------------------------------------------------------------------------------------------------

@@ -174,3 +174,18 @@ def test_vertical_japanese_whose_columns_a_reader_reads_as_the_value_is_not_publ
         assert refused.code == ReasonCode.REDACTION_VERIFICATION_FAILED and "pdfium_reading_order" in str(refused)
     else:
         assert value not in flat(pdftotext(derivative)), "published with the value in its text layer"
+
+
+def test_a_string_holding_a_japanese_name_set_with_a_gap_is_found_by_the_rule_that_names_it():
+    """Both passes read a string through one function (matching.text_views). Before, the first pass's finding
+    walk read strings without reading Japanese on across a gap, while the search that removes read it so: the
+    document's subject was removed, but the job did not count the name its rule matched there."""
+
+    def subject(pdf, page):
+        pdf.docinfo["/Subject"] = "申込者 山田 太郎"
+
+    rule = json.dumps({"kind": "program", "name": "p", "rules": [{"id": "n", "label": "name", "pattern": "山田太郎"}]})
+    result = redact_pure(redaction_corpus.build(subject), rule.encode(), ORGANIZATION)
+    assert result.summary["removed"] == {"metadata": 1, "name": 1}
+    derivative = result.artifacts[result.secret["derivative"]]
+    assert verify_derivative({result.secret["derivative"]: io.BytesIO(derivative)}, result)["passed"]
