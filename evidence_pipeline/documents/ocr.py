@@ -11,8 +11,8 @@ ten of the words. An image is read upright, or in the right-angle turn that read
 then the ink that reading left (text at any other angle, text it could not make out) is found region by region and
 read turned by the angle its lines run at, a region still doubted again at its other likely angle and squeezed along
 its lines; a region where nothing like text was read with confidence again as the engine skips it (``_unread``:
-dots joined, its line's gaps between glyphs narrowed); light text on a dark panel is read negative; a page with
-rules (a table's) is read again without them.
+dots joined, its line's gaps between glyphs narrowed; small print enlarged, and refused where only doubt is read);
+light text on a dark panel is read negative; a page with rules (a table's) is read again without them.
 No size or angle of an object is judged: only the page's pixels.
 What born-digital pages were refused over, and is no longer (issue 46), each without reading less of the page: an
 image pikepdf cannot decode is read as pdfium decodes it where a page draws it (``pdfium_decoded``: the pixels a
@@ -81,6 +81,10 @@ _RULE = PAGE_DPI  # pixels: a straight line of ink an inch long or longer, and .
 _RULE_WIDTH = 12  # ... at most this thick (3 points), is a rule: a table's border, a gridline, an underline
 _ROWS = 256  # rows of a mask whose running sums are taken at once: a whole A1 page's took over a gigabyte
 _JOINING = (1, 3)  # pixels: the blurs (Gaussian radii) that join a dot-matrix print's dots, a few pixels apart
+_ENLARGED = (2, 3)  # scales at which small print is read again: capitals 5 pixels tall read, in doubt
+_SMALL_PRINT = 20  # pixels at PAGE_DPI: lines of ink no taller than this (5-point text) may be small print
+_SMALL_WORD = 4  # letters or digits: a doubted reading of small print this long may be a value
+_STROKE = 3  # dark pixels in a cell of _CELL: a stroke of a glyph crosses it
 _SPACED_LINE = 120  # pixels at PAGE_DPI: a region no taller than this may be a line of letters spaced apart
 _DOTS = 2  # pixels: a line's gaps up to twice this are closed (a dotted or dashed rule is one line)
 _GAP = 40  # white pixels between the regions laid out for one reading
@@ -654,7 +658,8 @@ def read_page(image: Image.Image, known: int = 0, painted=(), layer: Layer | Non
     region by region, each region turned so that its lines run level (and upside down, in case they ran the other
     way), all laid out in one image and read at once (``_regions_read``). Dark panels are read negative and the
     inside of solid dark areas (black boxes) and the dark pixels of the boxes the first pass painted (``painted``,
-    in the image's pixels) are cleared before it is read (``_cleared``). Legible unless the
+    in the image's pixels) are cleared before it is read (``_cleared``). Not legible where small print was read
+    only in doubt however enlarged (``_misread``); else legible unless the
     upright reading's doubted words, less those the regions' reading read with confidence, are more than one in ten
     of the words (with the ``known`` words of the page's trusted text layer, which is not read; a doubted word that
     is that ``layer``'s text is read: ``Layer.explains``); then the page is read turned as ``read`` turns an
@@ -662,7 +667,7 @@ def read_page(image: Image.Image, known: int = 0, painted=(), layer: Layer | Non
     shown = image if image.mode == "L" else image.convert("L")  # already grey: not copied (a poster is 70 MB)
     gray = _cleared(shown, painted)
     upright = _words(gray, 0)
-    regions = _regions_read(gray, upright)
+    regions, misread = _regions_read(gray, upright, layer)
     judged, words, explained, read = gray, upright, regions, upright + regions
     unruled = _unruled(gray)
     if unruled is not None:  # rules glue to the words beside them, read as words, or hide a table's words: read
@@ -670,8 +675,11 @@ def read_page(image: Image.Image, known: int = 0, painted=(), layer: Layer | Non
         base = max((word.line for word in read), default=-1) + 1
         judged = unruled
         words = [Word(w.text, w.box, w.confidence, base + w.line) for w in _words(unruled, 0)]
-        explained = read + _regions_read(unruled, words)
-        read = read + words + explained[len(read) :]
+        again, misread_again = _regions_read(unruled, words, layer)
+        explained, misread = read + again, misread or misread_again
+        read = read + words + again
+    if misread:  # small print the engine reads only in doubt, however enlarged: no turn of the page reads it
+        return Reading(tuple(read), False)
     if _legible(words, shown, explained, known, layer):
         return Reading(tuple(read), True)
     page = _turned(judged, shown, words, explained, known, layer=layer)
@@ -760,13 +768,15 @@ def _row_by_row(across, mask: numpy.ndarray, axis: int) -> numpy.ndarray:
     return done if axis == 1 else done.T
 
 
-def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
+def _regions_read(gray: Image.Image, page: list[Word], layer: Layer | None = None) -> tuple[list[Word], bool]:
     """The words of the ink ``page`` did not read with confidence, read region by region at their own angle (and
-    upside down). A region whose reading is still doubted (a doubted word there that no confident word explains)
-    is read again (``_again``), and so is one where nothing was read with confidence: ink the engine reads as no
-    word at all is not legible by default. One where nothing that looks like text was read with confidence is read
-    again too, in variants made for what the engine skips (``_skipped``), on a sheet of their own. Pieces are made
-    as their sheet is read: all of a dense poster's at once took more memory than a worker has."""
+    upside down), and whether small print among it was read only in doubt. A region whose reading is still doubted
+    (a doubted word there that no confident word explains) is read again (``_again``), and so is one where nothing
+    was read with confidence: ink the engine reads as no word at all is not legible by default. One where nothing
+    that looks like text was read with confidence is read again too, in variants made for what the engine skips
+    (``_skipped``), on a sheet of their own, and its small print enlarged (``_enlarged``) on another, whose reading
+    ``_misread`` judges. Pieces are made as their sheet is read: all of a dense poster's at once took more memory
+    than a worker has."""
     residue = gray.copy()
     draw = ImageDraw.Draw(residue)
     for word in page:
@@ -800,7 +810,10 @@ def _regions_read(gray: Image.Image, page: list[Word]) -> list[Word]:
     for pieces in (_again(gray, doubted), _skipped(gray, unread)):
         read, base = _pieces_read(pieces, base)
         words += [word for piece in read for word in piece]
-    return words
+    read, base = _pieces_read(_enlarged(unread), base)
+    enlarged = [word for piece in read for word in piece]
+    words += enlarged
+    return words, _misread(enlarged, _trusted(page + words), gray, layer)
 
 
 def _again(gray: Image.Image, doubted: list) -> Iterator[tuple]:
@@ -839,6 +852,33 @@ def _skipped(gray: Image.Image, unread: list) -> Iterator[tuple]:
             yield _narrowed((0, top, gray.width, bottom), gray.crop((0, top, gray.width, bottom)))
 
 
+def _enlarged(unread: list) -> Iterator[tuple]:
+    """The pieces in which small print among regions (region, crop) where nothing that looks like text was read
+    with confidence is read again: a region whose lines (runs of rows holding ink) are at most _SMALL_PRINT tall,
+    enlarged _ENLARGED times (glyphs a few pixels tall, which the engine reads as no word)."""
+    for region, crop in unread:
+        lines = _median_run(numpy.asarray(crop).min(axis=1, keepdims=True).T < 128)
+        if lines and lines <= _SMALL_PRINT:
+            for scale in _ENLARGED:
+                scale = min(scale, (_SHEET - 2 * _GAP) / crop.width)  # a sheet's width at most
+                yield _piece(region, crop, 0, scale, scale)
+
+
+def _misread(enlarged: list[Word], trusted: list, gray: Image.Image, layer: Layer | None) -> bool:
+    """Whether small print read enlarged was read only in doubt: a doubted word long enough to be a value
+    (_SMALL_WORD letters or digits) that no word read with confidence (``trusted``, any reading's) explains, as
+    ``_legible`` judges a doubted word (a black box's is none; one that is the trusted text ``layer`` is read).
+    The engine misreads such print at any enlargement: no reading says what it spells."""
+    return any(
+        _doubted(word)
+        and sum(c.isalnum() for c in word.text) >= _SMALL_WORD
+        and not _solid(word, gray)
+        and not _explained(word, trusted)
+        and not (layer is not None and layer.explains(word))
+        for word in enlarged
+    )
+
+
 def _proportion(crop: Image.Image, turn: float) -> float:
     """The scale along its lines that gives the region turned ``turn`` a reader's proportions: its strokes' runs
     of ink as long along its lines as across them (text drawn stretched or condensed by its matrix or Tz, at any
@@ -863,14 +903,15 @@ def _median_run(ink: numpy.ndarray) -> float:
     return float(numpy.median(runs)) if len(runs) else 0.0
 
 
-def _piece(region: tuple[int, int, int, int], crop: Image.Image, turn: float, squeeze: float = 1.0) -> tuple:
+def _piece(region: tuple[int, int, int, int], crop: Image.Image, turn: float, squeeze=1.0, across=1.0) -> tuple:
     """(region, turn, where each of the piece's columns and rows lies in the turned region, the region's size, its
     size turned, the piece as laid out): the region's pixels turned ``turn`` degrees counter-clockwise, then scaled
-    ``squeeze`` along its (now level) lines."""
+    ``squeeze`` along its (now level) lines and ``across`` them."""
     turned = crop.rotate(turn, expand=True, fillcolor=255)
-    size = (max(1, round(turned.width * squeeze)), turned.height)
+    size = (max(1, round(turned.width * squeeze)), max(1, round(turned.height * across)))
     piece = turned if size == turned.size else turned.resize(size, Image.Resampling.LANCZOS)
-    return region, turn, (_spread(turned.width, size[0]), numpy.arange(turned.height)), crop.size, turned.size, piece
+    spread = (_spread(turned.width, size[0]), _spread(turned.height, size[1]))
+    return region, turn, spread, crop.size, turned.size, piece
 
 
 def _spread(length: int, scaled: int) -> numpy.ndarray:
@@ -1003,11 +1044,28 @@ def _cleared(gray: Image.Image, painted=()) -> Image.Image:
             box[box < 64] = 255
     for panel in _panels(pixels):
         pixels[panel] = 255 - pixels[panel]
+        _edge_cleared(pixels, panel)
     turned = Image.fromarray(pixels)
     if min(turned.size) < _SOLID or numpy.asarray(turned.reduce(_SOLID // 2)).min() >= 64:
         return turned  # no square of _SOLID pixels holds a dark cell of half its side: nothing is solid
     pixels[_boxes(_solid_area(turned, _SOLID // 2), pixels)] = 255
     return Image.fromarray(pixels)
+
+
+def _edge_cleared(pixels: numpy.ndarray, panel: tuple[slice, slice]) -> None:
+    """Make white the panel's own edge outside its box (which ``_panels`` finds in whole cells): each of the _GROUP
+    lines of pixels beside each side that is darker than 224 along three quarters of the side or more. Left dark,
+    it framed the text read negative, and the engine read the two as nothing it trusts."""
+    rows, columns = panel
+    top, bottom = rows.start, min(rows.stop, pixels.shape[0])
+    left, right = columns.start, min(columns.stop, pixels.shape[1])
+    lines = [pixels[top - k - 1, left:right] for k in range(_GROUP) if top - k - 1 >= 0]
+    lines += [pixels[bottom + k, left:right] for k in range(_GROUP) if bottom + k < pixels.shape[0]]
+    lines += [pixels[top:bottom, left - k - 1] for k in range(_GROUP) if left - k - 1 >= 0]
+    lines += [pixels[top:bottom, right + k] for k in range(_GROUP) if right + k < pixels.shape[1]]
+    for line in lines:  # views of ``pixels``: made white in place
+        if (line < 224).mean() >= 0.75:
+            line[line < 224] = 255
 
 
 def _boxes(solid: numpy.ndarray, pixels: numpy.ndarray) -> numpy.ndarray:
@@ -1073,12 +1131,14 @@ def _grown(mask: numpy.ndarray, by: int) -> numpy.ndarray:
 
 
 def _ink_regions(gray: Image.Image) -> list[tuple[int, int, int, int]]:
-    """Boxes (in the image's pixels) of the groups of ink in ``gray``: cells of _CELL pixels holding a dark pixel,
-    joined across _JOIN cells; a group that no glyph fits in (MIN_GLYPH on both sides) is left out."""
+    """Boxes (in the image's pixels) of the groups of ink in ``gray``: cells of _CELL pixels dark on average or
+    crossed by a thin stroke (``_strokes``: small print), joined across _JOIN cells; a group that no glyph fits in
+    (MIN_GLYPH on both sides) is left out."""
     width, height = gray.size
     cells = gray.reduce(_CELL) if min(gray.size) >= _CELL else gray
     ink = numpy.asarray(cells.point(lambda v: 255 if v < 128 else 0).convert("L")) > 0
     ink |= numpy.asarray(gray.resize(cells.size, Image.Resampling.BOX).point(lambda v: 255 if v < 200 else 0)) > 0
+    ink |= _strokes(gray, ink.shape)
     regions = []
     for top, left, bottom, right in _components(_grown(ink, _JOIN)):  # a cell joins ink within _JOIN cells
         box = (left * _CELL, top * _CELL, min(width, (right + 1) * _CELL), min(height, (bottom + 1) * _CELL))
@@ -1089,6 +1149,20 @@ def _ink_regions(gray: Image.Image) -> list[tuple[int, int, int, int]]:
         ):
             regions.append(box)
     return regions
+
+
+def _strokes(gray: Image.Image, shape: tuple[int, int]) -> numpy.ndarray:
+    """The cells (``shape`` of them, _CELL pixels on a side) crossed by a stroke: _STROKE or more dark pixels (under
+    128). A thin glyph's stroke across a cell leaves its average light (small print read as no ink)."""
+    pixels = numpy.asarray(gray)
+    found = numpy.zeros(shape, dtype=bool)
+    for top in range(0, pixels.shape[0], _ROWS):  # _ROWS rows at a time (a poster's mask is 70 MB)
+        rows = pixels[top : top + _ROWS] < 128
+        cells = -(-rows.shape[0] // _CELL)
+        padded = numpy.pad(rows, ((0, cells * _CELL - rows.shape[0]), (0, shape[1] * _CELL - rows.shape[1])))
+        counts = padded.reshape(cells, _CELL, shape[1], _CELL).sum(axis=(1, 3), dtype=numpy.uint8)
+        found[top // _CELL : top // _CELL + cells] = counts >= _STROKE
+    return found
 
 
 def _components(grown: numpy.ndarray) -> Iterator[tuple[int, int, int, int]]:
