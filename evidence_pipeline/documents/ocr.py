@@ -82,7 +82,8 @@ _RULE_WIDTH = 12  # ... at most this thick (3 points), is a rule: a table's bord
 _ROWS = 256  # rows of a mask whose running sums are taken at once: a whole A1 page's took over a gigabyte
 _JOINING = (1, 3)  # pixels: the blurs (Gaussian radii) that join a dot-matrix print's dots, a few pixels apart
 _ENLARGED = (2, 3)  # scales at which small print is read again: capitals 5 pixels tall read, in doubt
-_SMALL_PRINT = 20  # pixels at PAGE_DPI: lines of ink no taller than this (5-point text) may be small print
+_SMALL_PRINT = 12  # pixels at PAGE_DPI: lines of ink no taller than this (3-point text) may be small print
+_SMALL_GLYPH = 5  # pixels: a line of small print read no shorter than this (capitals 5 pixels tall; a speck is none)
 _SMALL_WORD = 4  # letters or digits: a doubted reading of small print this long may be a value
 _STROKE = 3  # dark pixels in a cell of _CELL: a stroke of a glyph crosses it
 _SPACED_LINE = 120  # pixels at PAGE_DPI: a region no taller than this may be a line of letters spaced apart
@@ -865,12 +866,15 @@ def _enlarged(unread: list) -> Iterator[tuple]:
 
 
 def _misread(enlarged: list[Word], trusted: list, gray: Image.Image, layer: Layer | None) -> bool:
-    """Whether small print read enlarged was read only in doubt: a doubted word long enough to be a value
-    (_SMALL_WORD letters or digits) that no word read with confidence (``trusted``, any reading's) explains, as
-    ``_legible`` judges a doubted word (a black box's is none; one that is the trusted text ``layer`` is read).
-    The engine misreads such print at any enlargement: no reading says what it spells."""
+    """Whether small print read enlarged was read only in doubt: a doubted word of a line of small print (wider than
+    tall, _SMALL_GLYPH tall or more, and no taller than half again _SMALL_PRINT: not a speck, a stroke, a table's
+    column of digits or a shape read across the region's lines) long enough to be a value (_SMALL_WORD letters or
+    digits) that no word read with confidence (``trusted``, any reading's) explains, as ``_legible`` judges a
+    doubted word (a black box's is none; one that is the trusted text ``layer`` is read). The engine misreads such
+    print at any enlargement: no reading says what it spells."""
     return any(
         _doubted(word)
+        and _SMALL_GLYPH <= word.box[3] - word.box[1] <= min(1.5 * _SMALL_PRINT, word.box[2] - word.box[0])
         and sum(c.isalnum() for c in word.text) >= _SMALL_WORD
         and not _solid(word, gray)
         and not _explained(word, trusted)
@@ -1044,7 +1048,8 @@ def _cleared(gray: Image.Image, painted=()) -> Image.Image:
             box[box < 64] = 255
     for panel in _panels(pixels):
         pixels[panel] = 255 - pixels[panel]
-        _edge_cleared(pixels, panel)
+        if min(side.stop - side.start for side in panel) >= _SOLID:  # (not a glyph's bold stroke in a scan)
+            _edge_cleared(pixels, panel)
     turned = Image.fromarray(pixels)
     if min(turned.size) < _SOLID or numpy.asarray(turned.reduce(_SOLID // 2)).min() >= 64:
         return turned  # no square of _SOLID pixels holds a dark cell of half its side: nothing is solid
@@ -1053,18 +1058,23 @@ def _cleared(gray: Image.Image, painted=()) -> Image.Image:
 
 
 def _edge_cleared(pixels: numpy.ndarray, panel: tuple[slice, slice]) -> None:
-    """Make white the panel's own edge outside its box (which ``_panels`` finds in whole cells): each of the _GROUP
-    lines of pixels beside each side that is darker than 224 along three quarters of the side or more. Left dark,
-    it framed the text read negative, and the engine read the two as nothing it trusts."""
+    """Make white a panel's own edge outside its box (which ``_panels`` finds in whole cells): on each side, the
+    lines of pixels beside it, outward, as long as each is darker than 224 along nineteen twentieths of the side
+    (the panel's colour and its anti-aliased edge, not ink beside it), _GROUP at most. Left dark, it framed the
+    text read negative, and the engine read the two as nothing it trusts."""
     rows, columns = panel
     top, bottom = rows.start, min(rows.stop, pixels.shape[0])
     left, right = columns.start, min(columns.stop, pixels.shape[1])
-    lines = [pixels[top - k - 1, left:right] for k in range(_GROUP) if top - k - 1 >= 0]
-    lines += [pixels[bottom + k, left:right] for k in range(_GROUP) if bottom + k < pixels.shape[0]]
-    lines += [pixels[top:bottom, left - k - 1] for k in range(_GROUP) if left - k - 1 >= 0]
-    lines += [pixels[top:bottom, right + k] for k in range(_GROUP) if right + k < pixels.shape[1]]
-    for line in lines:  # views of ``pixels``: made white in place
-        if (line < 224).mean() >= 0.75:
+    sides = (
+        [pixels[top - k - 1, left:right] for k in range(_GROUP) if top - k - 1 >= 0],
+        [pixels[bottom + k, left:right] for k in range(_GROUP) if bottom + k < pixels.shape[0]],
+        [pixels[top:bottom, left - k - 1] for k in range(_GROUP) if left - k - 1 >= 0],
+        [pixels[top:bottom, right + k] for k in range(_GROUP) if right + k < pixels.shape[1]],
+    )
+    for lines in sides:
+        for line in lines:  # views of ``pixels``: made white in place
+            if (line < 224).mean() < 0.95:
+                break
             line[line < 224] = 255
 
 
