@@ -873,12 +873,9 @@ def _misread(enlarged: list[Word], trusted: list, gray: Image.Image, layer: Laye
     doubted word (a black box's is none; one that is the trusted text ``layer`` is read). The engine misreads such
     print at any enlargement: no reading says what it spells."""
     return any(
-        _doubted(word)
-        and _SMALL_GLYPH <= word.box[3] - word.box[1] <= min(1.5 * _SMALL_PRINT, word.box[2] - word.box[0])
+        _SMALL_GLYPH <= word.box[3] - word.box[1] <= min(1.5 * _SMALL_PRINT, word.box[2] - word.box[0])
         and sum(c.isalnum() for c in word.text) >= _SMALL_WORD
-        and not _solid(word, gray)
-        and not _explained(word, trusted)
-        and not (layer is not None and layer.explains(word))
+        and _unread_doubt(word, gray, trusted, layer)
         for word in enlarged
     )
 
@@ -1224,14 +1221,19 @@ def _legible(words: list[Word], shown: Image.Image, explained=(), known: int = 0
     doubted word where an ``explained`` word was read with confidence (text at an angle, read at it) is read, and
     so is one that is the page's trusted text ``layer`` (``Layer.explains``: small print in a ruled table)."""
     trusted = _trusted(explained)
-    doubted = sum(
+    doubted = sum(_unread_doubt(word, shown, trusted, layer) for word in words)
+    return doubted <= (len(words) + known) // 10
+
+
+def _unread_doubt(word: Word, shown: Image.Image, trusted: list, layer: Layer | None) -> bool:
+    """A doubted word (``_doubted``) that nothing reads: not a black box's (``_solid``), not covered by words read
+    with confidence (``trusted``: ``_explained``), not the page's trusted text ``layer`` (``Layer.explains``)."""
+    return (
         _doubted(word)
         and not _solid(word, shown)
         and not _explained(word, trusted)
         and not (layer is not None and layer.explains(word))
-        for word in words
     )
-    return doubted <= (len(words) + known) // 10
 
 
 def _trusted(words) -> list[tuple[int, int, int, int]]:
