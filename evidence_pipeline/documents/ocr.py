@@ -858,7 +858,7 @@ def _enlarged(unread: list) -> Iterator[tuple]:
     with confidence is read again: a region whose lines (runs of rows holding ink) are at most _SMALL_PRINT tall,
     enlarged _ENLARGED times (glyphs a few pixels tall, which the engine reads as no word)."""
     for region, crop in unread:
-        lines = _median_run(numpy.asarray(crop).min(axis=1, keepdims=True).T < 128)
+        lines = _median_run((numpy.asarray(crop) < 128).any(axis=1)[numpy.newaxis])  # runs of rows holding ink
         if lines and lines <= _SMALL_PRINT:
             for scale in _ENLARGED:
                 scale = min(scale, (_SHEET - 2 * _GAP) / crop.width)  # a sheet's width at most
